@@ -458,8 +458,10 @@ def compare(runs: tuple[str, ...], baseline: str | None, fmt: str | None, repeat
         click.echo(json.dumps(doc, indent=1, default=str))
     else:
         _print_comparison(comp)
-    if fail_on_regression and comp.regressions:
-        raise ResultError(f"{len(comp.regressions)} regression(s) beyond run-to-run noise",
+    if fail_on_regression and (comp.regressions or comp.invalidated):
+        said = [f"{len(comp.regressions)} regression(s) beyond run-to-run noise"] if comp.regressions else []
+        said += [f"{len(comp.invalidated)} point(s) B measured invalid where A's is valid"] if comp.invalidated else []
+        raise ResultError(", ".join(said),
                           fix="inspect the table above; re-run with more repeats if the band is wide")
 
 

@@ -7,7 +7,13 @@ from collections.abc import Collection
 from llmsweep.metrics.registry import HOT_BY_NAME
 from llmsweep.report.markdown import _row, delta_cell, side_heading
 from llmsweep.results.compare import Comparison
-from llmsweep.results.verdict import SuccessRate, point_called, point_verdict, reused_from_baseline, verdict_counts
+from llmsweep.results.verdict import (
+    SuccessRate,
+    point_verdict,
+    reused_from_baseline,
+    uncalled_why,
+    verdict_counts,
+)
 
 MARK = {"improvement": "✅ improvement", "regression": "❌ regression", "no change": "➖ no change"}
 
@@ -28,7 +34,8 @@ def verdict_markdown(comp: Comparison, success: SuccessRate,
     lines += ["", _row(head), _row(["---"] * len(head))]
     order = {"regression": 0, "improvement": 1, "no change": 2}
     for pc in sorted(comp.matched, key=lambda p: (order[point_verdict(p)], p.order)):
-        verdict = MARK[point_verdict(pc)] + ("" if point_called(pc) else " (no between-run band)")
+        why = uncalled_why(pc)
+        verdict = MARK[point_verdict(pc)] + (f" ({why})" if why else "")
         by = {d.metric: d for d in pc.deltas}
         cells = [pc.label, verdict]
         for m in metrics:

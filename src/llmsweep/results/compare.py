@@ -8,7 +8,8 @@ Verdicts per metric:
 - `improvement` / `regression`: |Δ| exceeds a between-run band (repeats exist) and the direction is good / bad;
 - `within noise`: |Δ| is inside the band (either kind);
 - `unverified`: |Δ| exceeds only a within-run band, or there is no band at all — a single run cannot tell a change
-  from run-to-run variance, so it does not claim one.
+  from run-to-run variance, so it does not claim one —, or a side's measurement of the point is invalid: its figures
+  call no change (the point itself is a regression when B's is invalid and A's valid: `PointComparison.invalidated`).
 """
 
 from __future__ import annotations
@@ -112,6 +113,17 @@ class PointComparison:
     def verdicts(self) -> dict[str, Verdict]:
         return {d.metric: d.verdict for d in self.deltas}
 
+    def invalid(self, side: Literal["a", "b"]) -> tuple[ResultPoint, ...]:
+        """The side's results of this point whose measurement is invalid (`ResultPoint.valid`)."""
+        return tuple(p for p in (self.a if side == "a" else self.b) if not p.valid)
+
+    @property
+    def invalidated(self) -> bool:
+        """B's measurement of a throughput point is invalid where A's is valid: the change left the point without a
+        valid result — a regression, whatever its figures say (an invalid run's requests may fail fast and look
+        quick)."""
+        return bool(self.deltas) and bool(self.invalid("b")) and not self.invalid("a")
+
 
 @dataclass(frozen=True, slots=True)
 class Skipped:
@@ -145,6 +157,11 @@ class Comparison:
             (p, d) for p in self.matched for d in p.deltas if d.verdict == "regression"]
         return found + [(p, p.eval) for p in self.matched if p.eval is not None and p.eval.verdict == "regression"]
 
+    @property
+    def invalidated(self) -> list[PointComparison]:
+        """The matched points B measured invalid where A's measurement is valid (`PointComparison.invalidated`)."""
+        return [p for p in self.matched if p.invalidated]
+
     def as_dict(self) -> dict[str, Any]:
         def pid(p: ResultPoint) -> dict[str, Any]:
             return {"result_id": p.result_id, "run_id": p.run_id, "job_id": p.job_id, "source": p.source,
@@ -156,7 +173,7 @@ class Comparison:
             "ignored_fields": list(self.ignored_fields), "notes": list(self.notes),
             "matched": [{"key": m.key, "label": m.label, "identity": m.a[0].identity.as_dict(),
                          "a": [pid(p) for p in m.a], "b": [pid(p) for p in m.b], "history_runs": m.history,
-                         "history": [pid(p) for p in m.past],
+                         "history": [pid(p) for p in m.past], "invalidated": m.invalidated,
                          "deltas": [d.as_dict() for d in m.deltas],
                          "eval": m.eval.as_dict() if m.eval is not None else None} for m in self.matched],
             "only_a": [pid(p) for p in self.only_a], "only_b": [pid(p) for p in self.only_b],
@@ -266,6 +283,9 @@ def compare_points(
         replayed += len(every_a) + len(every_b) + len(every_past) - len(runs_a) - len(runs_b) - len(past)
         deltas = () if pa[0].eval_only else tuple(
             _metric_delta(m, runs_a, runs_b, past, cache, seed, resamples) for m in metrics)
+        if any(not p.valid for p in (*runs_a, *runs_b)):  # an invalid measurement's figures call no change
+            deltas = tuple(replace(d, verdict="unverified") if d.verdict in ("improvement", "regression") else d
+                           for d in deltas)
         matched.append(PointComparison(k, tuple(runs_a), tuple(runs_b), tuple(past), deltas,
                                        _eval_delta(runs_a, runs_b)))
     paired = _cross_kind_evals(side_a, side_b, matched, skipped, mix_sources)
