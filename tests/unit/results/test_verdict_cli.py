@@ -132,3 +132,16 @@ def test_a_point_the_change_made_invalid_is_a_regression_not_an_improvement(make
     _invalidate(base.path, "warm-up not drained")
     md = _run("compare", "--baseline", str(base.path), str(fast.path), "--format", "markdown", *args)
     assert "➖ no change (B's measurement is invalid" in md
+
+
+def test_the_verdict_names_the_points_it_did_not_compare(make_run, store_path: Path) -> None:
+    """A measured baseline against a simulated run: every matched point is refused (sources differ). The verdict said
+    `0 regression(s) … over 0 matched point(s)` and nothing else — the refused points were in no list at all."""
+    base = make_run("base", concs=(1, 4), requests=40, source="measured")
+    sim = make_run("pr", concs=(1, 4), requests=40, seed=2)
+    md = _run("compare", "--baseline", str(base.path), str(sim.path), "--format", "markdown", "--resamples", "10",
+              "--no-history")
+    assert "over 0 matched point(s), **4 result(s) not compared** (listed below)" in md, md
+    line = next(x for x in md.splitlines() if x.startswith("**Not compared:**"))
+    assert "sources differ (measured, simulated); pass --mix-sources to compare" in line
+    assert all(f"`{j.job_id}`" in line for j in base.jobs)
