@@ -434,7 +434,8 @@ def compare(runs: tuple[str, ...], baseline: str | None, fmt: str | None, repeat
         rb = [p for ref in repeats_b for p in resolve_points(ref, store, warn)[1]]
         used = {label_a, label_b, *(p.run_id for p in ra + rb)}
         starts = [t for ref, run_id in ((a, label_a), (b, label_b)) if (t := run_started(ref, run_id, store))]
-        history = [] if no_history else history_from_store(store, used, max(starts, default=None))
+        history = [] if no_history else history_from_store(
+            store, used, max(starts, default=None), lambda why: click.echo(f"warning: {why}", err=True))
         verdict = fmt == "markdown" or baseline is not None  # the pull request's verdict, and its success rate
         success, reused = (_success(b, label_b, pb, store) if verdict or markdown is not None
                            else (None, frozenset[str]()))

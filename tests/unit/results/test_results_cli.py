@@ -444,3 +444,31 @@ def test_show_says_a_simulated_speculative_points_acceptance_is_the_simulators_e
     assert ("acceptance length  3.39 (estimate: golden curve qwen3.5_mtp (thinking off, K=3) for Qwen/Qwen3.5 mtp; "
             "the job itself measures real acceptance)") in estimated, estimated
     assert "acceptance length  2.5 (pinned: the job's pinned acceptance length)" in shown_pinned, shown_pinned
+
+
+def test_one_unreadable_earlier_run_leaves_the_history_not_the_comparison(make_run, store_path: Path,
+                                                                          capsys) -> None:
+    """A damaged row of an earlier stored run (another point's, even) stopped `compare A B` of two run folders with
+    exit 2: the history read every stored result at once. It is now that run left out of the history, said on stderr
+    with the row and the fix; a compared run whose own rows do not read is still the error it was."""
+    import sqlite3
+
+    earlier = make_run("earlier", concs=(1, 4), requests=40)
+    meta = json.loads((earlier.path / "run.json").read_text())
+    meta["started"] = "2026-11-01T00:00:00Z"  # before A and B
+    (earlier.path / "run.json").write_text(json.dumps(meta))
+    a, b = make_run("a", concs=(4,), requests=40), make_run("b", concs=(4,), requests=40, seed=3)
+    assert _main("results", "ingest", str(earlier.path), str(b.path)) == 0
+    with sqlite3.connect(store_path) as db:
+        db.execute("UPDATE results SET summary = '{bad' WHERE run_id = 'earlier' AND job_id LIKE '%conc1%'")
+    capsys.readouterr()
+    assert _main("compare", str(a.path), str(b.path), "--json", "--resamples", "10") == 0
+    out, err = capsys.readouterr()
+    assert len(json.loads(out)["matched"]) == 1
+    assert "warning: history leaves out run earlier:" in err and "results.summary" in err
+    assert "results ingest" in err and "--replace" in err  # the fix
+    # the compared runs themselves must read
+    with sqlite3.connect(store_path) as db:
+        db.execute("UPDATE results SET summary = '{bad' WHERE run_id = 'b'")
+    assert _main("compare", str(a.path), "b", "--resamples", "10") == 2
+    assert "error:" in capsys.readouterr().err
