@@ -298,6 +298,13 @@ def compare_points(
                for side, runs in (("A", m.a), ("B", m.b)) for p in runs if not p.valid]
         if bad:
             notes.append(f"{m.label}: " + ", ".join(bad) + " — its deltas describe an invalid measurement")
+        # a smoke result is sound but short (a window below the scenario's minimum): beside a full one its figures
+        # differ by the window too, so it is said, as an invalid one is (its figures still call changes)
+        smoke = [f"{side} {p.job_id} is smoke ({'; '.join(p.reasons) or 'no reason given'})"
+                 for side, runs in (("A", m.a), ("B", m.b)) for p in runs if p.verdict == "smoke"]
+        if smoke:
+            notes.append(f"{m.label}: " + ", ".join(smoke) + " — too short a measurement to publish: its deltas "
+                         "describe a window below the scenario's minimum")
     if a and {p.result_id for p in a} == {p.result_id for p in b}:
         notes.insert(0, f"A and B are the same results (run {', '.join(sorted({p.run_id for p in a}))}): every "
                         "delta is zero by construction")

@@ -260,3 +260,16 @@ def test_a_result_given_twice_is_one_run_not_two_repeats(make_run) -> None:
     assert not comp.regressions
     assert any("given more than once" in n and "counted once" in n for n in comp.notes)
     assert any("no repeats" in n for n in comp.notes)
+
+
+def test_a_smoke_measurement_is_said(make_run) -> None:
+    """A smoke result (a profiling window below the scenario's minimum) compared with a full one: nothing said so,
+    though its figures differ by the window too."""
+    a = points_from_run(make_run("a", concs=(4,)))
+    b = [dataclasses.replace(p, run_id="b", result_id="rb", verdict="smoke",
+                             reasons=("smoke run: profile window 120 s is shorter than 900 s",)) for p in a]
+    comp = compare_points(a, b, resamples=10)
+    assert len(comp.matched) == 1
+    assert any("B " in n and "is smoke (smoke run: profile window 120 s" in n and "too short" in n
+               for n in comp.notes), comp.notes
+    assert not any("smoke" in n for n in compare_points(a, a, resamples=10).notes)
