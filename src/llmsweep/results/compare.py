@@ -22,7 +22,7 @@ from typing import Any, Literal
 from llmsweep.errors import ConfigError
 from llmsweep.metrics.model import source_words
 from llmsweep.metrics.registry import HOT_BY_NAME, HOT_COLUMNS
-from llmsweep.results.bands import Band, between_run_band, bootstrap_sd, within_run_band
+from llmsweep.results.bands import Band, between_run_band, bootstrap_sd, error_ratio_sd, within_run_band
 from llmsweep.results.identity import TOPOLOGY_FIELDS
 from llmsweep.results.point import ResultPoint
 from llmsweep.results.repeats import finite_mean
@@ -514,4 +514,6 @@ def _sd(point: ResultPoint, metric: str, cache: _SampleCache, seed: int, resampl
     samples = cache.get(point)
     if samples is None:
         return float("nan")
+    if metric == "error_ratio":
+        return error_ratio_sd(samples)
     return bootstrap_sd(samples, metric, point.gpus, seed=seed, key=point.result_id, resamples=resamples)

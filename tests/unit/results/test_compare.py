@@ -273,3 +273,25 @@ def test_a_smoke_measurement_is_said(make_run) -> None:
     assert any("B " in n and "is smoke (smoke run: profile window 120 s" in n and "too short" in n
                for n in comp.notes), comp.notes
     assert not any("smoke" in n for n in compare_points(a, a, resamples=10).notes)
+
+
+def test_one_failed_request_is_no_regression_beside_repeats_that_failed_none(tmp_path) -> None:
+    """A's repeats all failed no request (their error ratios agree exactly: a between-run variance of 0) and B failed
+    one of 200: the error ratio has no per-request statistic, so its band was ±0 and that one request was called a
+    regression. Its band is now floored at the binomial standard error of each run's ratio; a real rise still is one."""
+    from support.synthetic import SyntheticPoint, synthetic_job, write_synthetic_run
+
+    def run(name: str, seed: int, error_rate: float = 0.0) -> list[ResultPoint]:
+        point = SyntheticPoint(synthetic_job(conc=4), requests=200, error_rate=error_rate)
+        return points_from_run(write_synthetic_run(tmp_path / name, [point], run_id=name, seed=seed))
+
+    a, repeats = run("a", 0), [*run("a1", 1), *run("a2", 2)]
+
+    def errors(b: list[ResultPoint]) -> tuple[float | None, str]:
+        d = {x.metric: x for x in compare_points(a, b, repeats_a=repeats, resamples=10).matched[0].deltas}
+        assert d["error_ratio"].band is not None and d["error_ratio"].band.kind == "between-run"
+        return d["error_ratio"].b, d["error_ratio"].verdict
+
+    assert errors(run("one", 9, 0.01)) == (0.005, "within noise")  # 1 of 200
+    ratio, verdict = errors(run("many", 9, 0.03))  # 6 of 200, still a valid run
+    assert ratio == 0.03 and verdict == "regression"
