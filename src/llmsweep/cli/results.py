@@ -298,7 +298,7 @@ def frontier(run: str | None, run_id: str | None, x_axis: str, mix_sources: bool
     for key, ids in fronts.items():
         if not ids:  # every point of the series is invalid, smoke or lacks the axis's value
             mine = [p for p in points if series_key(p, mix_sources=mix_sources) == key]
-            why = "its results are evals" if all(p.eval_only for p in mine) else f"no valid point with {x.label}"
+            why = "its results are evals" if all(p.eval_only for p in mine) else _no_frontier_why(mine, x)
             no_frontier[key] = f"{series_label(mine[0], mix_sources=mix_sources)}: {why}: no frontier"
     if as_json:  # the frontiers on stdout; why a series has none on stderr, as the table says it
         click.echo(json.dumps(doc, indent=1))
@@ -330,6 +330,27 @@ def frontier(run: str | None, run_id: str | None, x_axis: str, mix_sources: bool
         title = f"{series_label(front[0], mix_sources=mix_sources)}: frontier" if front else ""
         print_tables(plain(title), columns, rows,
                      short_keys=[plain(j) for j in job_labels([p.job_id for p in front], exp_names)])
+
+
+def _no_frontier_why(points: list[Any], x: Any) -> str:
+    """Why a series with throughput points has no frontier on axis `x`: none valid with the axis's value, or —
+    valid points with it — none with the metric that picks the winners (`results.frontier.compute_frontiers`): an
+    agentic series' P90 E2E-normalised interactivity on every axis (the north-star rule), a fixed-length series' P90
+    interactivity on the concurrency axis. Saying "no valid point with Concurrency" of points that all have one
+    sent the reader after the wrong metric."""
+    from llmsweep.metrics.registry import HOT_BY_NAME
+    from llmsweep.results.frontier import FIXED_WINNER_X, Y_METRIC, axis_value, is_agentic
+    from llmsweep.results.pareto import NORTH_STAR_X
+
+    have = [p for p in points if p.valid and not p.eval_only and axis_value(p, x.key) is not None
+            and p.metric(Y_METRIC) is not None]
+    if not have:
+        return f"no valid point with {x.label}"
+    agentic = is_agentic(have[0])
+    star = NORTH_STAR_X if agentic else FIXED_WINNER_X if x.direction == "none" else x.key
+    rule = ("which the north-star rule ranks an agentic series by on every x axis" if agentic
+            else "which picks a fixed-length series' winners on the concurrency axis")
+    return f"no valid point with {HOT_BY_NAME[star].label}, {rule}"
 
 
 @results.command("export")

@@ -472,3 +472,17 @@ def test_one_unreadable_earlier_run_leaves_the_history_not_the_comparison(make_r
         db.execute("UPDATE results SET summary = '{bad' WHERE run_id = 'b'")
     assert _main("compare", str(a.path), "b", "--resamples", "10") == 2
     assert "error:" in capsys.readouterr().err
+
+
+def test_a_frontier_missing_its_north_star_metric_names_that_metric(store_path: Path, tmp_path: Path) -> None:
+    """Imported agentic rows have a P90 TTFT and a concurrency but no P90 E2E-normalised interactivity, by which the
+    north-star rule picks an agentic frontier on every axis: `--x conc` said `no valid point with Concurrency`."""
+    rows = [_legacy_agentic_row(8, 900.0, offload_mode="off"), _legacy_agentic_row(16, 1500.0, offload_mode="off")]
+    (tmp_path / "rows.json").write_text(json.dumps(rows))
+    _run("results", "import", str(tmp_path / "rows.json"))
+    (run,) = [r["run_id"] for r in json.loads(_run("results", "runs", "--json"))]
+    for axis in ("conc", "p90_ttft"):
+        text = _run("results", "frontier", run, "--x", axis)
+        assert ("agentic-coding: no valid point with P90 E2E-normalised interactivity, which the north-star rule "
+                "ranks an agentic series by on every x axis: no frontier") in text, text
+    assert "no valid point with P90 E2E-normalised interactivity: no frontier" in _run("results", "frontier", run)
