@@ -309,7 +309,8 @@ def frontier(run: str | None, run_id: str | None, x_axis: str, mix_sources: bool
     from llmsweep.results.identity import get_field
 
     shown = (y,) if x.key == "conc" else (HOT_BY_NAME[x.key], y)  # the concurrency axis is a column already
-    click.echo(f"x: {x.label} ({x.unit}), y: {y.label} ({y.unit})")
+    x_unit = HOT_BY_NAME[x.key].table_unit if x.key in HOT_BY_NAME else x.unit  # as the column shows it (ms)
+    click.echo(f"x: {x.label} ({x_unit}), y: {y.label} ({y.table_unit})")
     # one table per series, laid out as `results list` is: result ids whole, job ids shortened to fit; the figures as
     # every table shows a metric (`HotColumn.cell`)
     repeated = any(groups[i].n > 1 for ids in fronts.values() for i in ids)

@@ -106,6 +106,10 @@ def test_frontier_command(make_run, store_path: Path) -> None:
     for r in rows:
         assert r["conc"] == listed[r["result"]]["conc"]
         assert r["Total tok/s/GPU"] == listed[r["result"]]["Total tok/s/GPU"]
+    # a latency axis is headed in the unit its column shows (it said `P90 TTFT (s)` over a `P90 TTFT ms` column)
+    text = _run("results", "frontier", "--run", str(run.path), "--x", "p90_ttft")
+    assert text.splitlines()[0] == "x: P90 TTFT (ms), y: Throughput per GPU (tok/s/GPU)", text
+    assert "P90 TTFT ms" in _table(text)[0]
 
 
 def test_compare_json_and_markdown(make_run, store_path: Path, tmp_path: Path) -> None:
