@@ -537,6 +537,7 @@ def _print_comparison(comp: Any) -> None:
     for reason, jobs in refused.items():
         con.print(f"[red]not compared[/] {', '.join(dict.fromkeys(jobs))}: {reason}")
     if not comp.matched and not comp.skipped:  # points that matched and were refused are said above, with why
-        con.print("[red]no point of A matches a point of B[/] (identity must match exactly; see --ignore)")
+        if comp.only_a and comp.only_b:  # (a side without a result is said in the notes)
+            con.print("[red]no point of A matches a point of B[/] (identity must match exactly; see --ignore)")
     elif not comp.matched:
         con.print("[red]nothing compared[/]: every point that matches was left out, for the reason(s) above")

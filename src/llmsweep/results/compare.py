@@ -305,6 +305,9 @@ def compare_points(
         if smoke:
             notes.append(f"{m.label}: " + ", ".join(smoke) + " — too short a measurement to publish: its deltas "
                          "describe a window below the scenario's minimum")
+    for side, label, points in (("A", label_a, a), ("B", label_b, b)):  # not "no point matches: see --ignore"
+        if not points:
+            notes.append(f"{side} ({label}) has no result: nothing of it to compare")
     if a and {p.result_id for p in a} == {p.result_id for p in b}:
         notes.insert(0, f"A and B are the same results (run {', '.join(sorted({p.run_id for p in a}))}): every "
                         "delta is zero by construction")

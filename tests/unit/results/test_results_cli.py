@@ -490,3 +490,19 @@ def test_a_frontier_missing_its_north_star_metric_names_that_metric(store_path: 
         assert ("agentic-coding: no valid point with P90 E2E-normalised interactivity, which the north-star rule "
                 "ranks an agentic series by on every x axis: no frontier") in text, text
     assert "no valid point with P90 E2E-normalised interactivity: no frontier" in _run("results", "frontier", run)
+
+
+def test_a_run_without_a_result_is_said_not_blamed_on_matching(make_run, store_path: Path) -> None:
+    """A baseline whose jobs all failed: `compare` said `no point of A matches a point of B … see --ignore`, and the
+    verdict `0 regression(s) … over 0 matched point(s)`, as if the identities differed."""
+    empty, run = make_run("empty", concs=()), make_run("run1", concs=(1, 4))
+    text = _run("compare", str(empty.path), str(run.path), "--resamples", "10", "--no-history")
+    assert "A (empty) has no result: nothing of it to compare" in text and "see --ignore" not in text, text
+    md = _run("compare", "--baseline", str(run.path), str(empty.path), "--format", "markdown", "--no-history")
+    assert "> B (empty) has no result: nothing of it to compare" in md, md
+    doc = json.loads(_run("compare", str(empty.path), str(empty.path), "--json", "--no-history"))
+    assert doc["notes"] == ["A (empty) has no result: nothing of it to compare",
+                            "B (empty) has no result: nothing of it to compare"]
+    # two runs whose points differ still say so, with the hint
+    other = make_run("other", concs=(8,), seed=2)
+    assert "no point of A matches a point of B" in _run("compare", str(run.path), str(other.path), "--no-history")
