@@ -281,7 +281,8 @@ def frontier(run: str | None, run_id: str | None, x_axis: str, mix_sources: bool
     by_id = {p.result_id: p for p in points}
     doc: dict[str, list[dict[str, Any]]] = {
         series: [{"result_id": i, "job_id": by_id[i].job_id, "x": axis_value(by_id[i], x_axis),
-                  "y": by_id[i].metric("tput_per_gpu"), "repeats": groups[i].as_dict()} for i in ids]
+                  "y": by_id[i].metric("tput_per_gpu"), "verdict": by_id[i].verdict,
+                  "repeats": groups[i].as_dict()} for i in ids]
         for series, ids in fronts.items()}
     from llmsweep.metrics.registry import HOT_BY_NAME
     from llmsweep.results.frontier import series_key, series_label
@@ -314,8 +315,11 @@ def frontier(run: str | None, run_id: str | None, x_axis: str, mix_sources: bool
     # one table per series, laid out as `results list` is: result ids whole, job ids shortened to fit; the figures as
     # every table shows a metric (`HotColumn.cell`)
     repeated = any(groups[i].n > 1 for ids in fronts.values() for i in ids)
+    # a smoke point may stand on a frontier (sound, but too short to publish): its verdict is shown beside it then
+    unpublished = any(by_id[i].verdict != "valid" for ids in fronts.values() for i in ids)
     columns = [Column("result", kind="id", justify="left"), Column("job", kind="key", justify="left"), Column("conc"),
-               *(Column(c.header) for c in shown), *([Column("repeats", justify="left")] if repeated else [])]
+               *(Column(c.header) for c in shown), *([Column("repeats", justify="left")] if repeated else []),
+               *([Column("verdict", justify="left")] if unpublished else [])]
     if "" in no_frontier:
         click.echo(no_frontier[""])
         return
@@ -327,7 +331,8 @@ def frontier(run: str | None, run_id: str | None, x_axis: str, mix_sources: bool
         exp_names = {p.job_id: str(name) for p in front if (name := get_field(p.job, "exp_name"))}
         rows = [[plain(p.result_id), plain(p.job_id), str(p.identity.conc),
                  *(c.cell(p.metric(c.name)) for c in shown),
-                 *([groups[p.result_id].describe() or "1 run"] if repeated else [])] for p in front]
+                 *([groups[p.result_id].describe() or "1 run"] if repeated else []),
+                 *([plain(p.verdict)] if unpublished else [])] for p in front]
         title = f"{series_label(front[0], mix_sources=mix_sources)}: frontier" if front else ""
         print_tables(plain(title), columns, rows,
                      short_keys=[plain(j) for j in job_labels([p.job_id for p in front], exp_names)])

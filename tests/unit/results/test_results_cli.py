@@ -506,3 +506,19 @@ def test_a_run_without_a_result_is_said_not_blamed_on_matching(make_run, store_p
     # two runs whose points differ still say so, with the hint
     other = make_run("other", concs=(8,), seed=2)
     assert "no point of A matches a point of B" in _run("compare", str(run.path), str(other.path), "--no-history")
+
+
+def test_a_smoke_point_on_a_frontier_shows_its_verdict(make_run, store_path: Path) -> None:
+    """A smoke point (sound, but a window too short to publish) may stand on a frontier; `results frontier` listed it
+    as any point, its verdict in neither the table nor `--json`."""
+    run = make_run("short", concs=(1, 4), requests=40)
+    assert "verdict" not in _table(_run("results", "frontier", str(run.path)))[0]  # all valid: no such column
+    for summary in run.path.glob("jobs/*/summary.json"):
+        doc = json.loads(summary.read_text())
+        doc["validity"]["verdict"] = "smoke"
+        doc["validity"]["reasons"] = ["smoke run: profile window 120 s is shorter than 900 s"]
+        summary.write_text(json.dumps(doc))
+    rows = _table(_run("results", "frontier", str(run.path)))
+    assert rows and all(r["verdict"] == "smoke" for r in rows), rows
+    front = [p for ps in json.loads(_run("results", "frontier", str(run.path), "--json")).values() for p in ps]
+    assert front and all(p["verdict"] == "smoke" for p in front)
