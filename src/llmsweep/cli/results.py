@@ -281,7 +281,8 @@ def frontier(run: str | None, run_id: str | None, x_axis: str, mix_sources: bool
     by_id = {p.result_id: p for p in points}
     doc: dict[str, list[dict[str, Any]]] = {
         series: [{"result_id": i, "job_id": by_id[i].job_id, "x": axis_value(by_id[i], x_axis),
-                  "y": by_id[i].metric("tput_per_gpu"), "repeats": groups[i].as_dict()} for i in ids]
+                  "y": by_id[i].metric("tput_per_gpu"), "verdict": by_id[i].verdict,
+                  "repeats": groups[i].as_dict()} for i in ids]
         for series, ids in fronts.items()}
     from llmsweep.metrics.registry import HOT_BY_NAME
     from llmsweep.results.frontier import series_key, series_label
@@ -298,7 +299,7 @@ def frontier(run: str | None, run_id: str | None, x_axis: str, mix_sources: bool
     for key, ids in fronts.items():
         if not ids:  # every point of the series is invalid, smoke or lacks the axis's value
             mine = [p for p in points if series_key(p, mix_sources=mix_sources) == key]
-            why = "its results are evals" if all(p.eval_only for p in mine) else f"no valid point with {x.label}"
+            why = "its results are evals" if all(p.eval_only for p in mine) else _no_frontier_why(mine, x)
             no_frontier[key] = f"{series_label(mine[0], mix_sources=mix_sources)}: {why}: no frontier"
     if as_json:  # the frontiers on stdout; why a series has none on stderr, as the table says it
         click.echo(json.dumps(doc, indent=1))
@@ -309,12 +310,16 @@ def frontier(run: str | None, run_id: str | None, x_axis: str, mix_sources: bool
     from llmsweep.results.identity import get_field
 
     shown = (y,) if x.key == "conc" else (HOT_BY_NAME[x.key], y)  # the concurrency axis is a column already
-    click.echo(f"x: {x.label} ({x.unit}), y: {y.label} ({y.unit})")
+    x_unit = HOT_BY_NAME[x.key].table_unit if x.key in HOT_BY_NAME else x.unit  # as the column shows it (ms)
+    click.echo(f"x: {x.label} ({x_unit}), y: {y.label} ({y.table_unit})")
     # one table per series, laid out as `results list` is: result ids whole, job ids shortened to fit; the figures as
     # every table shows a metric (`HotColumn.cell`)
     repeated = any(groups[i].n > 1 for ids in fronts.values() for i in ids)
+    # a smoke point may stand on a frontier (sound, but too short to publish): its verdict is shown beside it then
+    unpublished = any(by_id[i].verdict != "valid" for ids in fronts.values() for i in ids)
     columns = [Column("result", kind="id", justify="left"), Column("job", kind="key", justify="left"), Column("conc"),
-               *(Column(c.header) for c in shown), *([Column("repeats", justify="left")] if repeated else [])]
+               *(Column(c.header) for c in shown), *([Column("repeats", justify="left")] if repeated else []),
+               *([Column("verdict", justify="left")] if unpublished else [])]
     if "" in no_frontier:
         click.echo(no_frontier[""])
         return
@@ -326,10 +331,32 @@ def frontier(run: str | None, run_id: str | None, x_axis: str, mix_sources: bool
         exp_names = {p.job_id: str(name) for p in front if (name := get_field(p.job, "exp_name"))}
         rows = [[plain(p.result_id), plain(p.job_id), str(p.identity.conc),
                  *(c.cell(p.metric(c.name)) for c in shown),
-                 *([groups[p.result_id].describe() or "1 run"] if repeated else [])] for p in front]
+                 *([groups[p.result_id].describe() or "1 run"] if repeated else []),
+                 *([plain(p.verdict)] if unpublished else [])] for p in front]
         title = f"{series_label(front[0], mix_sources=mix_sources)}: frontier" if front else ""
         print_tables(plain(title), columns, rows,
                      short_keys=[plain(j) for j in job_labels([p.job_id for p in front], exp_names)])
+
+
+def _no_frontier_why(points: list[Any], x: Any) -> str:
+    """Why a series with throughput points has no frontier on axis `x`: none valid with the axis's value, or —
+    valid points with it — none with the metric that picks the winners (`results.frontier.compute_frontiers`): an
+    agentic series' P90 E2E-normalised interactivity on every axis (the north-star rule), a fixed-length series' P90
+    interactivity on the concurrency axis. Saying "no valid point with Concurrency" of points that all have one
+    sent the reader after the wrong metric."""
+    from llmsweep.metrics.registry import HOT_BY_NAME
+    from llmsweep.results.frontier import FIXED_WINNER_X, Y_METRIC, axis_value, is_agentic
+    from llmsweep.results.pareto import NORTH_STAR_X
+
+    have = [p for p in points if p.valid and not p.eval_only and axis_value(p, x.key) is not None
+            and p.metric(Y_METRIC) is not None]
+    if not have:
+        return f"no valid point with {x.label}"
+    agentic = is_agentic(have[0])
+    star = NORTH_STAR_X if agentic else FIXED_WINNER_X if x.direction == "none" else x.key
+    rule = ("which the north-star rule ranks an agentic series by on every x axis" if agentic
+            else "which picks a fixed-length series' winners on the concurrency axis")
+    return f"no valid point with {HOT_BY_NAME[star].label}, {rule}"
 
 
 @results.command("export")
@@ -434,7 +461,8 @@ def compare(runs: tuple[str, ...], baseline: str | None, fmt: str | None, repeat
         rb = [p for ref in repeats_b for p in resolve_points(ref, store, warn)[1]]
         used = {label_a, label_b, *(p.run_id for p in ra + rb)}
         starts = [t for ref, run_id in ((a, label_a), (b, label_b)) if (t := run_started(ref, run_id, store))]
-        history = [] if no_history else history_from_store(store, used, max(starts, default=None))
+        history = [] if no_history else history_from_store(
+            store, used, max(starts, default=None), lambda why: click.echo(f"warning: {why}", err=True))
         verdict = fmt == "markdown" or baseline is not None  # the pull request's verdict, and its success rate
         success, reused = (_success(b, label_b, pb, store) if verdict or markdown is not None
                            else (None, frozenset[str]()))
@@ -458,8 +486,10 @@ def compare(runs: tuple[str, ...], baseline: str | None, fmt: str | None, repeat
         click.echo(json.dumps(doc, indent=1, default=str))
     else:
         _print_comparison(comp)
-    if fail_on_regression and comp.regressions:
-        raise ResultError(f"{len(comp.regressions)} regression(s) beyond run-to-run noise",
+    if fail_on_regression and (comp.regressions or comp.invalidated):
+        said = [f"{len(comp.regressions)} regression(s) beyond run-to-run noise"] if comp.regressions else []
+        said += [f"{len(comp.invalidated)} point(s) B measured invalid where A's is valid"] if comp.invalidated else []
+        raise ResultError(", ".join(said),
                           fix="inspect the table above; re-run with more repeats if the band is wide")
 
 
@@ -512,6 +542,7 @@ def _print_comparison(comp: Any) -> None:
     for reason, jobs in refused.items():
         con.print(f"[red]not compared[/] {', '.join(dict.fromkeys(jobs))}: {reason}")
     if not comp.matched and not comp.skipped:  # points that matched and were refused are said above, with why
-        con.print("[red]no point of A matches a point of B[/] (identity must match exactly; see --ignore)")
+        if comp.only_a and comp.only_b:  # (a side without a result is said in the notes)
+            con.print("[red]no point of A matches a point of B[/] (identity must match exactly; see --ignore)")
     elif not comp.matched:
         con.print("[red]nothing compared[/]: every point that matches was left out, for the reason(s) above")

@@ -187,13 +187,20 @@ def comparison_markdown(comp: Comparison, metrics: Sequence[str] = ("tput_per_gp
             delta = "–" if e.delta is None else f"{e.delta:+.4f}{band}"
             lines.append(_row([pc.label, e.task, f"{fmt(e.a)} ({e.verdict_a})", f"{fmt(e.b)} ({e.verdict_b})", delta,
                                VERDICT_MARK[e.verdict]]))
-    if comp.skipped:
-        refused: dict[str, list[str]] = {}  # one entry per reason, naming every result it kept out
-        for s in comp.skipped:
-            refused.setdefault(s.reason, []).append(s.point.job_id)
-        lines += ["", "**Not compared:** " + "; ".join(
-            f"{', '.join(f'`{j}`' for j in dict.fromkeys(jobs))} ({reason})" for reason, jobs in refused.items())]
+    lines += not_compared(comp)
     return "\n".join(lines) + "\n"
+
+
+def not_compared(comp: Comparison) -> list[str]:
+    """The lines that name the points matched but left out (sources that differ, a side holding two configurations
+    of a point), one entry per reason naming every result it kept out; none when nothing was."""
+    if not comp.skipped:
+        return []
+    refused: dict[str, list[str]] = {}
+    for s in comp.skipped:
+        refused.setdefault(s.reason, []).append(s.point.job_id)
+    return ["", "**Not compared:** " + "; ".join(
+        f"{', '.join(f'`{j}`' for j in dict.fromkeys(jobs))} ({reason})" for reason, jobs in refused.items())]
 
 
 def side_heading(comp: Comparison, side: Literal["a", "b"]) -> str:

@@ -5,9 +5,15 @@ from __future__ import annotations
 from collections.abc import Collection
 
 from llmsweep.metrics.registry import HOT_BY_NAME
-from llmsweep.report.markdown import _row, delta_cell, side_heading
+from llmsweep.report.markdown import _row, delta_cell, not_compared, side_heading
 from llmsweep.results.compare import Comparison
-from llmsweep.results.verdict import SuccessRate, point_called, point_verdict, reused_from_baseline, verdict_counts
+from llmsweep.results.verdict import (
+    SuccessRate,
+    point_verdict,
+    reused_from_baseline,
+    uncalled_why,
+    verdict_counts,
+)
 
 MARK = {"improvement": "✅ improvement", "regression": "❌ regression", "no change": "➖ no change"}
 
@@ -21,14 +27,16 @@ def verdict_markdown(comp: Comparison, success: SuccessRate,
     rate = "–" if success.rate is None else f"{success.rate:.1%}"
     lines = [f"## llmsweep verdict: {side_heading(comp, 'b')} against baseline {side_heading(comp, 'a')}", "",
              f"**{counts['regression']} regression(s), {counts['improvement']} improvement(s), "
-             f"{counts['no change']} without change** over {len(comp.matched)} matched point(s). "
+             f"{counts['no change']} without change** over {len(comp.matched)} matched point(s)"
+             + (f", **{len(comp.skipped)} result(s) not compared** (listed below)" if comp.skipped else "") + ". "
              f"Sweep success rate: **{rate}** ({success.success}/{success.total} jobs).", ""]
     lines += [f"> {n}" for n in comp.notes]
     head = ["Point", "Verdict", *(HOT_BY_NAME[m].header for m in metrics)]
     lines += ["", _row(head), _row(["---"] * len(head))]
     order = {"regression": 0, "improvement": 1, "no change": 2}
     for pc in sorted(comp.matched, key=lambda p: (order[point_verdict(p)], p.order)):
-        verdict = MARK[point_verdict(pc)] + ("" if point_called(pc) else " (no between-run band)")
+        why = uncalled_why(pc)
+        verdict = MARK[point_verdict(pc)] + (f" ({why})" if why else "")
         by = {d.metric: d for d in pc.deltas}
         cells = [pc.label, verdict]
         for m in metrics:
@@ -43,4 +51,5 @@ def verdict_markdown(comp: Comparison, success: SuccessRate,
                        ("New points", comp.only_b)):
         if pts:
             lines += ["", f"**{title}:** " + ", ".join(f"`{p.job_id}`" for p in pts)]
+    lines += not_compared(comp)  # matched, but left out of the verdict: never dropped unsaid
     return "\n".join(lines) + "\n"

@@ -56,6 +56,16 @@ def bootstrap_sd(samples: Samples, metric: str, gpus: int, *, seed: int, key: st
     return float(draws.std(ddof=1)) if draws.size >= 2 else float("nan")
 
 
+def error_ratio_sd(samples: Samples) -> float:
+    """Standard error of a run's error ratio (failed / finished profiling requests) as a binomial proportion; NaN
+    without a finished request. The error ratio has no per-request statistic to resample, and without this floor a
+    baseline whose repeats all failed nothing (a between-run variance of 0) called one failed request a regression."""
+    if samples.total <= 0:
+        return float("nan")
+    p = samples.errors / samples.total
+    return math.sqrt(p * (1 - p) / samples.total)
+
+
 def within_run_band(sd_a: float, sd_b: float) -> Band | None:
     """95 % band on B − A from the two independent bootstrap spreads."""
     if not (math.isfinite(sd_a) and math.isfinite(sd_b)):

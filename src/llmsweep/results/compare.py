@@ -8,7 +8,8 @@ Verdicts per metric:
 - `improvement` / `regression`: |Δ| exceeds a between-run band (repeats exist) and the direction is good / bad;
 - `within noise`: |Δ| is inside the band (either kind);
 - `unverified`: |Δ| exceeds only a within-run band, or there is no band at all — a single run cannot tell a change
-  from run-to-run variance, so it does not claim one.
+  from run-to-run variance, so it does not claim one —, or a side's measurement of the point is invalid: its figures
+  call no change (the point itself is a regression when B's is invalid and A's valid: `PointComparison.invalidated`).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Any, Literal
 from llmsweep.errors import ConfigError
 from llmsweep.metrics.model import source_words
 from llmsweep.metrics.registry import HOT_BY_NAME, HOT_COLUMNS
-from llmsweep.results.bands import Band, between_run_band, bootstrap_sd, within_run_band
+from llmsweep.results.bands import Band, between_run_band, bootstrap_sd, error_ratio_sd, within_run_band
 from llmsweep.results.identity import TOPOLOGY_FIELDS
 from llmsweep.results.point import ResultPoint
 from llmsweep.results.repeats import finite_mean
@@ -112,6 +113,17 @@ class PointComparison:
     def verdicts(self) -> dict[str, Verdict]:
         return {d.metric: d.verdict for d in self.deltas}
 
+    def invalid(self, side: Literal["a", "b"]) -> tuple[ResultPoint, ...]:
+        """The side's results of this point whose measurement is invalid (`ResultPoint.valid`)."""
+        return tuple(p for p in (self.a if side == "a" else self.b) if not p.valid)
+
+    @property
+    def invalidated(self) -> bool:
+        """B's measurement of a throughput point is invalid where A's is valid: the change left the point without a
+        valid result — a regression, whatever its figures say (an invalid run's requests may fail fast and look
+        quick)."""
+        return bool(self.deltas) and bool(self.invalid("b")) and not self.invalid("a")
+
 
 @dataclass(frozen=True, slots=True)
 class Skipped:
@@ -145,6 +157,11 @@ class Comparison:
             (p, d) for p in self.matched for d in p.deltas if d.verdict == "regression"]
         return found + [(p, p.eval) for p in self.matched if p.eval is not None and p.eval.verdict == "regression"]
 
+    @property
+    def invalidated(self) -> list[PointComparison]:
+        """The matched points B measured invalid where A's measurement is valid (`PointComparison.invalidated`)."""
+        return [p for p in self.matched if p.invalidated]
+
     def as_dict(self) -> dict[str, Any]:
         def pid(p: ResultPoint) -> dict[str, Any]:
             return {"result_id": p.result_id, "run_id": p.run_id, "job_id": p.job_id, "source": p.source,
@@ -156,7 +173,7 @@ class Comparison:
             "ignored_fields": list(self.ignored_fields), "notes": list(self.notes),
             "matched": [{"key": m.key, "label": m.label, "identity": m.a[0].identity.as_dict(),
                          "a": [pid(p) for p in m.a], "b": [pid(p) for p in m.b], "history_runs": m.history,
-                         "history": [pid(p) for p in m.past],
+                         "history": [pid(p) for p in m.past], "invalidated": m.invalidated,
                          "deltas": [d.as_dict() for d in m.deltas],
                          "eval": m.eval.as_dict() if m.eval is not None else None} for m in self.matched],
             "only_a": [pid(p) for p in self.only_a], "only_b": [pid(p) for p in self.only_b],
@@ -242,6 +259,7 @@ def compare_points(
     skipped: list[Skipped] = []
     notes: list[str] = []
     replayed = 0  # virtual-time results that repeat another's configuration and seed: one sample, counted once
+    twice: set[str] = set()  # result ids given more than once (`_once`)
     for k, pa in side_a.items():
         pb = side_b.get(k)
         if pb is None:
@@ -254,14 +272,20 @@ def compare_points(
         if mixed := _mixed_configurations(pa, pb):
             skipped.extend(Skipped(p, mixed) for p in pa + pb)
             continue
-        every_a = pa + _repeats_of(pa, rep_a.get(k, []), sources, mix_sources, "--repeats-from", notes)
-        every_b = pb + _repeats_of(pb, rep_b.get(k, []), sources, mix_sources, "--b-repeats-from", notes)
-        every_past = same_configuration(pa, hist.get(k, []))
+        # one result is one run, however often it was named (A's own run in --repeats-from, a run given twice):
+        # counted twice it would pass for a repeat that agreed exactly and shrink the band to nothing
+        every_a = _once(pa + _repeats_of(pa, rep_a.get(k, []), sources, mix_sources, "--repeats-from", notes), twice)
+        every_b = _once(pb + _repeats_of(pb, rep_b.get(k, []), sources, mix_sources, "--b-repeats-from", notes),
+                        twice)
+        every_past = _once(same_configuration(pa, hist.get(k, [])), twice, {p.result_id for p in every_a})
         runs_a, runs_b = distinct_samples(every_a), distinct_samples(every_b)
         past = distinct_samples([*runs_a, *every_past])[len(runs_a):]
         replayed += len(every_a) + len(every_b) + len(every_past) - len(runs_a) - len(runs_b) - len(past)
         deltas = () if pa[0].eval_only else tuple(
             _metric_delta(m, runs_a, runs_b, past, cache, seed, resamples) for m in metrics)
+        if any(not p.valid for p in (*runs_a, *runs_b)):  # an invalid measurement's figures call no change
+            deltas = tuple(replace(d, verdict="unverified") if d.verdict in ("improvement", "regression") else d
+                           for d in deltas)
         matched.append(PointComparison(k, tuple(runs_a), tuple(runs_b), tuple(past), deltas,
                                        _eval_delta(runs_a, runs_b)))
     paired = _cross_kind_evals(side_a, side_b, matched, skipped, mix_sources)
@@ -274,6 +298,16 @@ def compare_points(
                for side, runs in (("A", m.a), ("B", m.b)) for p in runs if not p.valid]
         if bad:
             notes.append(f"{m.label}: " + ", ".join(bad) + " — its deltas describe an invalid measurement")
+        # a smoke result is sound but short (a window below the scenario's minimum): beside a full one its figures
+        # differ by the window too, so it is said, as an invalid one is (its figures still call changes)
+        smoke = [f"{side} {p.job_id} is smoke ({'; '.join(p.reasons) or 'no reason given'})"
+                 for side, runs in (("A", m.a), ("B", m.b)) for p in runs if p.verdict == "smoke"]
+        if smoke:
+            notes.append(f"{m.label}: " + ", ".join(smoke) + " — too short a measurement to publish: its deltas "
+                         "describe a window below the scenario's minimum")
+    for side, label, points in (("A", label_a, a), ("B", label_b, b)):  # not "no point matches: see --ignore"
+        if not points:
+            notes.append(f"{side} ({label}) has no result: nothing of it to compare")
     if a and {p.result_id for p in a} == {p.result_id for p in b}:
         notes.insert(0, f"A and B are the same results (run {', '.join(sorted({p.run_id for p in a}))}): every "
                         "delta is zero by construction")
@@ -287,6 +321,9 @@ def compare_points(
                      "the live path's client and transport, not only a change of configuration")
     if ignored:
         notes.append(f"points matched ignoring: {', '.join(sorted(ignored))}")
+    if twice:
+        notes.append(f"{len(twice)} result(s) were given more than once (A or B again in --repeats-from or "
+                     "--b-repeats-from, or one run named twice): each is one run, counted once")
     if replayed:
         notes.append(f"{replayed} virtual-time result(s) ran a configuration and seed another compared result ran: "
                      "the simulator's core is deterministic, so each is that result again, counted once (a repeat "
@@ -335,6 +372,20 @@ def sample_key(point: ResultPoint) -> tuple[str, str] | None:
     seed = workload.get("seed") if isinstance(workload, Mapping) else None
     return configuration, (f"workload-seed={seed}" if seed is not None
                            else f"seed={point.provenance.get('seed')}|job={point.job_id}")
+
+
+def _once(points: Sequence[ResultPoint], twice: set[str], seen: Iterable[str] = ()) -> list[ResultPoint]:
+    """`points` with each result once (by result id; those already in `seen` left out), in order; the ids met again
+    are added to `twice`."""
+    known = set(seen)
+    out = []
+    for p in points:
+        if p.result_id in known:
+            twice.add(p.result_id)
+            continue
+        known.add(p.result_id)
+        out.append(p)
+    return out
 
 
 def distinct_samples(points: Sequence[ResultPoint]) -> list[ResultPoint]:
@@ -466,4 +517,6 @@ def _sd(point: ResultPoint, metric: str, cache: _SampleCache, seed: int, resampl
     samples = cache.get(point)
     if samples is None:
         return float("nan")
+    if metric == "error_ratio":
+        return error_ratio_sd(samples)
     return bootstrap_sd(samples, metric, point.gpus, seed=seed, key=point.result_id, resamples=resamples)

@@ -13,7 +13,7 @@ from pathlib import Path
 from llmsweep.errors import ResultInputError
 from llmsweep.results.point import ResultPoint, points_from_run
 from llmsweep.results.rundir import RunDir, folder_kind, load_run
-from llmsweep.results.store import Store
+from llmsweep.results.store import Store, StoreError
 
 
 def _is_folder(ref: str) -> bool:
@@ -83,15 +83,29 @@ def run_started(ref: str, run_id: str, store: Store | None) -> datetime | None:
     return None
 
 
-def history_from_store(store: Store, exclude_runs: Iterable[str], before: datetime | None) -> list[ResultPoint]:
+def history_from_store(store: Store, exclude_runs: Iterable[str], before: datetime | None,
+                       warn: Callable[[str], None] | None = None) -> list[ResultPoint]:
     """Earlier valid llmsweep results in the store (never imported rows, never invalid or smoke ones): candidates for
     run-to-run variance. Earlier means a run that started before `before` — the later start of the two compared
     runs: a run stored after both is no part of their history, and a run that records no start is not known to be
     earlier. `before` None (neither compared run records its start): no history. `compare` keeps only those of A's
-    point *and* configuration (`results.compare.same_configuration`)."""
+    point *and* configuration (`results.compare.same_configuration`).
+
+    A stored run whose rows do not read is left out of the history, `warn` told which row and the fix: history only
+    informs the noise band, and one damaged row of an earlier run must not stop the comparison of two runs that
+    read (the compared runs themselves are read apart, and a bad row of theirs is still an error)."""
     if before is None:
         return []
     skip = set(exclude_runs)
-    earlier = {r.run_id for r in store.runs() if (t := started_at(r.started)) is not None and t < before}
-    return [p for p in store.results() if p.run_id in earlier and p.run_id not in skip and p.origin == "llmsweep"
-            and p.verdict == "valid"]
+    earlier = [r.run_id for r in store.runs() if (t := started_at(r.started)) is not None and t < before
+               and r.run_id not in skip]
+    out: list[ResultPoint] = []
+    for run_id in earlier:  # in the order they were stored, as one read of every result gave them
+        try:
+            points = store.results(run_id)
+        except StoreError as exc:
+            if warn is not None:
+                warn(f"history leaves out run {run_id}: {exc.one_line()}")
+            continue
+        out += [p for p in points if p.origin == "llmsweep" and p.verdict == "valid"]
+    return out

@@ -25,7 +25,10 @@ PointVerdict = Literal["improvement", "regression", "no change"]
 
 def point_verdict(pc: PointComparison) -> PointVerdict:
     """The point's verdict over its metrics and its eval score: a regression of either (the score beyond its stderr
-    band, `compare.EvalDelta`) makes it a regression, as it makes `Comparison.regressions` (`--fail-on-regression`)."""
+    band, `compare.EvalDelta`) makes it a regression, as it makes `Comparison.regressions` (`--fail-on-regression`);
+    so does a measurement B made invalid where A's is valid (`PointComparison.invalidated`), whatever its figures."""
+    if pc.invalidated:
+        return "regression"
     verdicts = {d.verdict for d in pc.deltas} | ({pc.eval.verdict} if pc.eval is not None else set())
     if "regression" in verdicts:
         return "regression"
@@ -40,6 +43,8 @@ def point_called(pc: PointComparison) -> bool:
     throughput deltas: an eval-only result), the eval score's stderr band."""
     if point_verdict(pc) != "no change":
         return True
+    if pc.invalid("a") or pc.invalid("b"):  # an invalid measurement's figures call nothing
+        return False
     if pc.deltas:
         return any(d.band is not None and d.band.kind == "between-run" for d in pc.deltas)
     return pc.eval is not None and pc.eval.band is not None
@@ -88,6 +93,18 @@ def success_rate(meta: Mapping[str, Any], points: Sequence[ResultPoint]) -> Succ
                        {h: (s, t) for h, (s, t) in sorted(per.items())})
 
 
+def uncalled_why(pc: PointComparison) -> str:
+    """Why a point's verdict says no more than it does: B's (or A's) measurement is invalid — named with its first
+    reason —, or no between-run band could call a change; "" when a band could, or when it is a regression for
+    B's invalid measurement, said the same way."""
+    sides: tuple[Literal["a", "b"], ...] = ("b", "a")
+    for side in sides:
+        if bad := pc.invalid(side):
+            reasons = "; ".join(bad[0].reasons) or "no reason given"
+            return f"{side.upper()}'s measurement is {bad[0].verdict}: {reasons}"
+    return "" if point_called(pc) else "no between-run band"
+
+
 def verdict_counts(comp: Comparison) -> dict[PointVerdict, int]:
     counts: dict[PointVerdict, int] = {"improvement": 0, "regression": 0, "no change": 0}
     for pc in comp.matched:
@@ -109,8 +126,8 @@ def verdict_as_dict(comp: Comparison, success: SuccessRate, reused: Collection[s
     taken, _ = reused_from_baseline(comp, reused)
     return {
         "counts": verdict_counts(comp),
-        "points": [{"key": pc.key, "label": pc.label, "verdict": point_verdict(pc), "called": point_called(pc)}
-                   for pc in comp.matched],
+        "points": [{"key": pc.key, "label": pc.label, "verdict": point_verdict(pc), "called": point_called(pc),
+                    "why": uncalled_why(pc) or None} for pc in comp.matched],
         "success_rate": success.as_dict(),
         "reused": [p.job_id for p in taken],
     }

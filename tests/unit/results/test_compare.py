@@ -245,3 +245,53 @@ def test_virtual_time_reruns_of_one_configuration_and_seed_are_one_sample(make_r
     wall = [_launched(p) for p in a]  # in wall-clock time every run is a sample of its own
     (m,) = compare_points(wall, b, history=[_scaled(p, "w2", 1.0) for p in wall], resamples=20).matched
     assert m.history == 1
+
+
+def test_a_result_given_twice_is_one_run_not_two_repeats(make_run) -> None:
+    """`compare A B --repeats-from A`: A's own result came back as its repeat, agreeing with itself exactly; counted
+    as two runs it made a between-run band from nothing and called a 10 % slowdown of single runs a regression
+    (`--fail-on-regression` failed)."""
+    a = points_from_run(make_run("a", concs=(4,), requests=120))
+    b = [_scaled(p, "b", 0.9) for p in a]
+    comp = compare_points(a, b, repeats_a=a, repeats_b=[*b, *b], resamples=50)
+    (m,) = comp.matched
+    assert (len(m.a), len(m.b)) == (1, 1)
+    assert all(d.band is None or d.band.kind == "within-run" for d in m.deltas)
+    assert not comp.regressions
+    assert any("given more than once" in n and "counted once" in n for n in comp.notes)
+    assert any("no repeats" in n for n in comp.notes)
+
+
+def test_a_smoke_measurement_is_said(make_run) -> None:
+    """A smoke result (a profiling window below the scenario's minimum) compared with a full one: nothing said so,
+    though its figures differ by the window too."""
+    a = points_from_run(make_run("a", concs=(4,)))
+    b = [dataclasses.replace(p, run_id="b", result_id="rb", verdict="smoke",
+                             reasons=("smoke run: profile window 120 s is shorter than 900 s",)) for p in a]
+    comp = compare_points(a, b, resamples=10)
+    assert len(comp.matched) == 1
+    assert any("B " in n and "is smoke (smoke run: profile window 120 s" in n and "too short" in n
+               for n in comp.notes), comp.notes
+    assert not any("smoke" in n for n in compare_points(a, a, resamples=10).notes)
+
+
+def test_one_failed_request_is_no_regression_beside_repeats_that_failed_none(tmp_path) -> None:
+    """A's repeats all failed no request (their error ratios agree exactly: a between-run variance of 0) and B failed
+    one of 200: the error ratio has no per-request statistic, so its band was ±0 and that one request was called a
+    regression. Its band is now floored at the binomial standard error of each run's ratio; a real rise still is one."""
+    from support.synthetic import SyntheticPoint, synthetic_job, write_synthetic_run
+
+    def run(name: str, seed: int, error_rate: float = 0.0) -> list[ResultPoint]:
+        point = SyntheticPoint(synthetic_job(conc=4), requests=200, error_rate=error_rate)
+        return points_from_run(write_synthetic_run(tmp_path / name, [point], run_id=name, seed=seed))
+
+    a, repeats = run("a", 0), [*run("a1", 1), *run("a2", 2)]
+
+    def errors(b: list[ResultPoint]) -> tuple[float | None, str]:
+        d = {x.metric: x for x in compare_points(a, b, repeats_a=repeats, resamples=10).matched[0].deltas}
+        assert d["error_ratio"].band is not None and d["error_ratio"].band.kind == "between-run"
+        return d["error_ratio"].b, d["error_ratio"].verdict
+
+    assert errors(run("one", 9, 0.01)) == (0.005, "within noise")  # 1 of 200
+    ratio, verdict = errors(run("many", 9, 0.03))  # 6 of 200, still a valid run
+    assert ratio == 0.03 and verdict == "regression"

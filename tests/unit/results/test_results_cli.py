@@ -106,6 +106,10 @@ def test_frontier_command(make_run, store_path: Path) -> None:
     for r in rows:
         assert r["conc"] == listed[r["result"]]["conc"]
         assert r["Total tok/s/GPU"] == listed[r["result"]]["Total tok/s/GPU"]
+    # a latency axis is headed in the unit its column shows (it said `P90 TTFT (s)` over a `P90 TTFT ms` column)
+    text = _run("results", "frontier", "--run", str(run.path), "--x", "p90_ttft")
+    assert text.splitlines()[0] == "x: P90 TTFT (ms), y: Throughput per GPU (tok/s/GPU)", text
+    assert "P90 TTFT ms" in _table(text)[0]
 
 
 def test_compare_json_and_markdown(make_run, store_path: Path, tmp_path: Path) -> None:
@@ -444,3 +448,77 @@ def test_show_says_a_simulated_speculative_points_acceptance_is_the_simulators_e
     assert ("acceptance length  3.39 (estimate: golden curve qwen3.5_mtp (thinking off, K=3) for Qwen/Qwen3.5 mtp; "
             "the job itself measures real acceptance)") in estimated, estimated
     assert "acceptance length  2.5 (pinned: the job's pinned acceptance length)" in shown_pinned, shown_pinned
+
+
+def test_one_unreadable_earlier_run_leaves_the_history_not_the_comparison(make_run, store_path: Path,
+                                                                          capsys) -> None:
+    """A damaged row of an earlier stored run (another point's, even) stopped `compare A B` of two run folders with
+    exit 2: the history read every stored result at once. It is now that run left out of the history, said on stderr
+    with the row and the fix; a compared run whose own rows do not read is still the error it was."""
+    import sqlite3
+
+    earlier = make_run("earlier", concs=(1, 4), requests=40)
+    meta = json.loads((earlier.path / "run.json").read_text())
+    meta["started"] = "2026-11-01T00:00:00Z"  # before A and B
+    (earlier.path / "run.json").write_text(json.dumps(meta))
+    a, b = make_run("a", concs=(4,), requests=40), make_run("b", concs=(4,), requests=40, seed=3)
+    assert _main("results", "ingest", str(earlier.path), str(b.path)) == 0
+    with sqlite3.connect(store_path) as db:
+        db.execute("UPDATE results SET summary = '{bad' WHERE run_id = 'earlier' AND job_id LIKE '%conc1%'")
+    capsys.readouterr()
+    assert _main("compare", str(a.path), str(b.path), "--json", "--resamples", "10") == 0
+    out, err = capsys.readouterr()
+    assert len(json.loads(out)["matched"]) == 1
+    assert "warning: history leaves out run earlier:" in err and "results.summary" in err
+    assert "results ingest" in err and "--replace" in err  # the fix
+    # the compared runs themselves must read
+    with sqlite3.connect(store_path) as db:
+        db.execute("UPDATE results SET summary = '{bad' WHERE run_id = 'b'")
+    assert _main("compare", str(a.path), "b", "--resamples", "10") == 2
+    assert "error:" in capsys.readouterr().err
+
+
+def test_a_frontier_missing_its_north_star_metric_names_that_metric(store_path: Path, tmp_path: Path) -> None:
+    """Imported agentic rows have a P90 TTFT and a concurrency but no P90 E2E-normalised interactivity, by which the
+    north-star rule picks an agentic frontier on every axis: `--x conc` said `no valid point with Concurrency`."""
+    rows = [_legacy_agentic_row(8, 900.0, offload_mode="off"), _legacy_agentic_row(16, 1500.0, offload_mode="off")]
+    (tmp_path / "rows.json").write_text(json.dumps(rows))
+    _run("results", "import", str(tmp_path / "rows.json"))
+    (run,) = [r["run_id"] for r in json.loads(_run("results", "runs", "--json"))]
+    for axis in ("conc", "p90_ttft"):
+        text = _run("results", "frontier", run, "--x", axis)
+        assert ("agentic-coding: no valid point with P90 E2E-normalised interactivity, which the north-star rule "
+                "ranks an agentic series by on every x axis: no frontier") in text, text
+    assert "no valid point with P90 E2E-normalised interactivity: no frontier" in _run("results", "frontier", run)
+
+
+def test_a_run_without_a_result_is_said_not_blamed_on_matching(make_run, store_path: Path) -> None:
+    """A baseline whose jobs all failed: `compare` said `no point of A matches a point of B … see --ignore`, and the
+    verdict `0 regression(s) … over 0 matched point(s)`, as if the identities differed."""
+    empty, run = make_run("empty", concs=()), make_run("run1", concs=(1, 4))
+    text = _run("compare", str(empty.path), str(run.path), "--resamples", "10", "--no-history")
+    assert "A (empty) has no result: nothing of it to compare" in text and "see --ignore" not in text, text
+    md = _run("compare", "--baseline", str(run.path), str(empty.path), "--format", "markdown", "--no-history")
+    assert "> B (empty) has no result: nothing of it to compare" in md, md
+    doc = json.loads(_run("compare", str(empty.path), str(empty.path), "--json", "--no-history"))
+    assert doc["notes"] == ["A (empty) has no result: nothing of it to compare",
+                            "B (empty) has no result: nothing of it to compare"]
+    # two runs whose points differ still say so, with the hint
+    other = make_run("other", concs=(8,), seed=2)
+    assert "no point of A matches a point of B" in _run("compare", str(run.path), str(other.path), "--no-history")
+
+
+def test_a_smoke_point_on_a_frontier_shows_its_verdict(make_run, store_path: Path) -> None:
+    """A smoke point (sound, but a window too short to publish) may stand on a frontier; `results frontier` listed it
+    as any point, its verdict in neither the table nor `--json`."""
+    run = make_run("short", concs=(1, 4), requests=40)
+    assert "verdict" not in _table(_run("results", "frontier", str(run.path)))[0]  # all valid: no such column
+    for summary in run.path.glob("jobs/*/summary.json"):
+        doc = json.loads(summary.read_text())
+        doc["validity"]["verdict"] = "smoke"
+        doc["validity"]["reasons"] = ["smoke run: profile window 120 s is shorter than 900 s"]
+        summary.write_text(json.dumps(doc))
+    rows = _table(_run("results", "frontier", str(run.path)))
+    assert rows and all(r["verdict"] == "smoke" for r in rows), rows
+    front = [p for ps in json.loads(_run("results", "frontier", str(run.path), "--json")).values() for p in ps]
+    assert front and all(p["verdict"] == "smoke" for p in front)

@@ -95,3 +95,53 @@ def test_the_verdict_table_orders_concurrency_as_a_number(make_run, store_path: 
               "--no-history")
     concs = [int(m.group(1)) for m in re.finditer(r"^\| .* · conc (\d+) \|", md, re.M)]
     assert concs == [4, 16, 64], md
+
+
+def _invalidate(run_path: Path, reason: str) -> None:
+    """Mark every job of a run folder invalid, as the gates would (a read-back mismatch they cannot see)."""
+    import json
+
+    for summary in run_path.glob("jobs/*/summary.json"):
+        doc = json.loads(summary.read_text())
+        doc["validity"]["verdict"] = "invalid"
+        doc["validity"]["reasons"].append(reason)
+        summary.write_text(json.dumps(doc))
+
+
+def test_a_point_the_change_made_invalid_is_a_regression_not_an_improvement(make_run, store_path: Path) -> None:
+    """B's measurement of the point is invalid (its requests may fail fast and look quick): the verdict called it
+    an improvement, and `--fail-on-regression` passed. Now the point is a regression that names why, its figures
+    call no change, and the gate fails."""
+    import json
+
+    base = make_run("base", concs=(4,), requests=100)
+    reps = [make_run(f"base{i}", concs=(4,), requests=100, seed=10 + i) for i in range(2)]
+    fast = make_run("pr", concs=(4,), requests=100, seed=5, speed=1.6)
+    _invalidate(fast.path, "spec acceptance read back 1.0, expected 3.4")
+    args = ["--resamples", "30", "--no-history", *[a for r in reps for a in ("--repeats-from", str(r.path))]]
+    md = _run("compare", "--baseline", str(base.path), str(fast.path), "--format", "markdown", *args)
+    assert "1 regression(s), 0 improvement(s), 0 without change" in md, md
+    assert "❌ regression (B's measurement is invalid: spec acceptance read back 1.0, expected 3.4)" in md
+    doc = json.loads(_run("compare", "--baseline", str(base.path), str(fast.path), "--json", *args))
+    (m,) = doc["matched"]
+    assert m["invalidated"] and {d["verdict"] for d in m["deltas"]} <= {"unverified", "within noise", "n/a"}
+    assert doc["verdict"]["points"][0]["verdict"] == "regression"
+    res = CliRunner().invoke(cli, ["compare", str(base.path), str(fast.path), "--fail-on-regression", *args])
+    assert res.exit_code == 1 and "1 point(s) B measured invalid where A's is valid" in str(res.exception)
+    # a baseline that is invalid calls nothing either way: no change, and why
+    _invalidate(base.path, "warm-up not drained")
+    md = _run("compare", "--baseline", str(base.path), str(fast.path), "--format", "markdown", *args)
+    assert "➖ no change (B's measurement is invalid" in md
+
+
+def test_the_verdict_names_the_points_it_did_not_compare(make_run, store_path: Path) -> None:
+    """A measured baseline against a simulated run: every matched point is refused (sources differ). The verdict said
+    `0 regression(s) … over 0 matched point(s)` and nothing else — the refused points were in no list at all."""
+    base = make_run("base", concs=(1, 4), requests=40, source="measured")
+    sim = make_run("pr", concs=(1, 4), requests=40, seed=2)
+    md = _run("compare", "--baseline", str(base.path), str(sim.path), "--format", "markdown", "--resamples", "10",
+              "--no-history")
+    assert "over 0 matched point(s), **4 result(s) not compared** (listed below)" in md, md
+    line = next(x for x in md.splitlines() if x.startswith("**Not compared:**"))
+    assert "sources differ (measured, simulated); pass --mix-sources to compare" in line
+    assert all(f"`{j.job_id}`" in line for j in base.jobs)
