@@ -284,12 +284,33 @@ def measured_point(path: Path, config_for: Any) -> MeasuredPoint:
     """
     from llmsweep.metrics.model import MEASURED, Summary
 
+    from pydantic import ValidationError
+
+    from llmsweep.plan.job import Job
+
     try:
         job = json.loads((path / JOB_FILE).read_text())
+    except (OSError, ValueError) as exc:
+        raise DatasetError(f"sim calibrate: cannot read {path / JOB_FILE}: {exc}",
+                           fix="restore the file from the run's evidence, or leave this job folder out") from exc
+    if not isinstance(job, dict):
+        raise DatasetError(f"sim calibrate: {path / JOB_FILE} is not a JSON object (a job)",
+                           fix="restore the file from the run's evidence, or leave this job folder out")
+    try:  # what the replay renders: a field missing or ill-typed is named here, not met as a traceback later
+        Job.model_validate(job)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or '(job)'}: {e['msg']}" for e in exc.errors()[:3])
+        raise DatasetError(f"sim calibrate: {path / JOB_FILE} is not a job this llmsweep reads "
+                           f"({exc.error_count()} problem(s): {problems})",
+                           fix="restore the file from the run's evidence, or calibrate with the llmsweep release "
+                               "that ran the job") from exc
+    try:
         summary = Summary.load(path / SUMMARY_FILE)
-    except (OSError, ValueError, ResultError) as exc:
-        raise DatasetError(f"sim calibrate: cannot read {path}/{JOB_FILE} and {SUMMARY_FILE}: {exc}",
-                           fix=f"pass job folders a `llmsweep run` wrote ({JOB_FILE} and {SUMMARY_FILE})") from exc
+    except ResultError as exc:
+        raise DatasetError(f"sim calibrate: {exc.message}", fix=exc.fix) from exc
+    except (OSError, ValueError) as exc:
+        raise DatasetError(f"sim calibrate: cannot read {path / SUMMARY_FILE}: {exc}",
+                           fix=f"`llmsweep summarize {path}` rebuilds it from its records.jsonl") from exc
     if summary.source != MEASURED:
         # the simulator's own output: fitting the simulator to it calibrates nothing (and its replays take minutes)
         raise NotMeasured(f"{path.name}: its summary's source is {summary.source}, not measured (the simulator "
@@ -741,7 +762,7 @@ def measured_groups(paths: Iterable[Path | str],
             skipped.append(exc.message)
             continue
         except LlmsweepError as exc:
-            skipped.append(f"{path.name}: {exc.message if hasattr(exc, 'message') else exc}")
+            skipped.append(f"{path.name}: {exc.one_line()}")
             continue
         groups.setdefault(key, []).append(point)
     if folders and sum(unmeasured.values()) == len(folders):

@@ -1,0 +1,67 @@
+"""`llmsweep sim calibrate` on the runs a user really has: a damaged job folder is left out naming its file and field,
+and the rest is fitted (two fixed-length points of the committed H200 vLLM run, one factor, one iteration: seconds)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from llmsweep.catalog.sources import clear_caches
+from llmsweep.cli.sim import calibrate as calibrate_cmd
+
+REPO = Path(__file__).resolve().parents[3]
+LLAMA = REPO / "examples" / "results" / "h200-vllm-0.26.0" / "llama"
+QUICK = ["--factors", "mem", "--max-iter", "1", "--json"]
+
+
+@pytest.fixture(autouse=True)
+def user_catalog(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """An empty user catalog directory, so a developer's own calibrations cannot leak into these tests."""
+    monkeypatch.setenv("LLMSWEEP_CATALOG_DIR", str(tmp_path / "catalog"))
+    (tmp_path / "catalog").mkdir()
+    clear_caches()
+    yield tmp_path / "catalog"
+    clear_caches()
+
+
+def _run(tmp_path: Path, concs: tuple[int, ...] = (1, 4), name: str = "run") -> Path:
+    """A copy of the committed run's fixed 1024/256 points at the given concurrencies (1, 4, 16, 64, 128)."""
+    run = tmp_path / name
+    for conc in concs:
+        (job,) = (LLAMA / "jobs").glob(f"llama-1b_1024_256_*_conc{conc}_*")
+        shutil.copytree(job, run / "jobs" / job.name)
+    shutil.copy(LLAMA / "run.json", run / "run.json")
+    return run
+
+
+def _edit(path: Path, change: object) -> None:
+    doc = json.loads(path.read_text())
+    change(doc)  # type: ignore[operator]
+    path.write_text(json.dumps(doc))
+
+
+@pytest.mark.parametrize(("damage", "said"), [
+    (lambda j: j.pop("conc"), "conc: Field required"),
+    (lambda j: j["workload"].update(isl="x"), "workload.isl: Input should be a valid integer"),
+    ("[1, 2]", "is not a JSON object"),
+], ids=["field-missing", "ill-typed", "not-an-object"])
+def test_a_job_json_that_is_not_a_job_is_left_out_naming_file_and_field(tmp_path: Path, damage: object,
+                                                                         said: str) -> None:
+    """A job.json that parses but is not a job (a field deleted, ill-typed, not an object) was a traceback."""
+    run = _run(tmp_path, (1, 4, 16))
+    (bad,) = run.glob("jobs/*_conc16_*")
+    if isinstance(damage, str):
+        (bad / "job.json").write_text(damage)
+    else:
+        _edit(bad / "job.json", damage)
+    res = CliRunner().invoke(calibrate_cmd, [str(run), *QUICK])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert [p["label"] for p in doc["calibrations"][0]["points"]] == ["fixed 1024/256 c1", "fixed 1024/256 c4"]
+    (why,) = doc["skipped"]
+    assert str(bad / "job.json") in why and said in why and "(fix: restore the file" in why
