@@ -354,6 +354,15 @@ def measured_point(path: Path, config_for: Any) -> MeasuredPoint:
         "verdict": summary.validity.verdict,
     }
     config: EngineConfig = config_for(job)
+    measured_on = job.get("engine") or (launch.engine if launch else None)
+    if measured_on and measured_on != config.engine_style:
+        # the simulator stands in for any engine in vLLM's or SGLang's style, and a calibration is keyed by that
+        # style: a TensorRT-LLM or ATOM point would be fitted with vLLM's points and stored (and applied) as vLLM's
+        raise ResultError(
+            f"sim calibrate: {path.name} was measured on {measured_on}, which the simulator replays in "
+            f"{config.engine_style}'s style: its factors would be fitted and stored as {config.engine_style}'s "
+            f"(calibrations are keyed by engine: vllm, sglang)",
+            fix="calibrate vLLM and SGLang runs; the simulator has no calibration key for other engines")
     realised = None
     if config.spec is not None:
         sd = summary.server_metrics.spec_decode

@@ -13,6 +13,7 @@ from click.testing import CliRunner
 
 from llmsweep.catalog.sources import clear_caches
 from llmsweep.cli.sim import calibrate as calibrate_cmd
+from llmsweep.errors import LlmsweepError
 
 REPO = Path(__file__).resolve().parents[3]
 LLAMA = REPO / "examples" / "results" / "h200-vllm-0.26.0" / "llama"
@@ -65,3 +66,38 @@ def test_a_job_json_that_is_not_a_job_is_left_out_naming_file_and_field(tmp_path
     assert [p["label"] for p in doc["calibrations"][0]["points"]] == ["fixed 1024/256 c1", "fixed 1024/256 c4"]
     (why,) = doc["skipped"]
     assert str(bad / "job.json") in why and said in why and "(fix: restore the file" in why
+
+
+def _as_engine(job: Path, engine: str, version: str) -> None:
+    """Make a copied job folder say it ran on another engine (job.json and the launch its summary recorded)."""
+    _edit(job / "job.json", lambda j: j.update(engine=engine, framework=engine))
+
+    def launch(s: dict) -> None:  # type: ignore[type-arg]
+        s["provenance"]["launch"].update(engine=engine, engine_version=version, engine_version_reported=version)
+    _edit(job / "summary.json", launch)
+
+
+def test_a_point_measured_on_another_engine_is_not_fitted_or_stored_as_vllms(tmp_path: Path,
+                                                                             user_catalog: Path) -> None:
+    """The simulator replays a TensorRT-LLM (or ATOM) job in vLLM's style, so a TensorRT-LLM run was fitted with the
+    vLLM points and `--save` stored it as vllm-h200-dense-tiny: every later vLLM prediction used TensorRT-LLM's
+    factors, labelled 'calibrated: vllm-h200-dense-tiny (trtllm 1.0.0, ...)'."""
+    run = _run(tmp_path, (1, 4, 16))
+    (trt,) = run.glob("jobs/*_conc16_*")
+    _as_engine(trt, "trtllm", "1.0.0")
+    res = CliRunner().invoke(calibrate_cmd, [str(run), *QUICK, "--save"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert [p["label"] for p in doc["calibrations"][0]["points"]] == ["fixed 1024/256 c1", "fixed 1024/256 c4"]
+    (why,) = doc["skipped"]
+    assert why.startswith(trt.name) and "measured on trtllm" in why and "calibrations are keyed by engine" in why
+    assert "trtllm" not in (user_catalog / "sim_calibration.yaml").read_text()
+    # a run of nothing else fits nothing (and stores nothing)
+    for job in run.glob("jobs/*"):
+        _as_engine(job, "trtllm", "1.0.0")
+    (user_catalog / "sim_calibration.yaml").unlink()
+    res = CliRunner().invoke(calibrate_cmd, [str(run), *QUICK, "--save"])
+    assert isinstance(res.exception, LlmsweepError) and res.exception.exit_code == 2  # bad input
+    assert "nothing the simulator can model" in str(res.exception)
+    assert str(res.exception).count("measured on trtllm") == 3
+    assert not (user_catalog / "sim_calibration.yaml").exists()
