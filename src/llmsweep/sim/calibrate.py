@@ -323,6 +323,13 @@ def measured_point(path: Path, config_for: Any) -> MeasuredPoint:
         # describes what was measured
         raise ResultError(f"sim calibrate: {path.name} failed its read-back ({'; '.join(failed)})",
                           fix="calibrate from points whose engine ran what the job asked")
+    if summary.validity.verdict == "invalid":
+        # a gate failed (requests errored, the client saturated, the run stopped early, ...): the figures are not
+        # what the engine does for this job, and fitting them would move every factor of the key towards them
+        reasons = [r for r in summary.validity.reasons if not r.startswith("smoke run")] or summary.validity.reasons
+        raise ResultError(f"sim calibrate: {path.name} is invalid ({'; '.join(reasons)}): its figures are not a "
+                          "measurement of the job",
+                          fix="re-run the point once what its gates name is fixed; valid and smoke points are fitted")
     measured = _compared(summary)
     scenario = str(_get(job, "workload", "scenario") or job.get("scenario"))
     excess = max(0.0, (summary.cache.observed_hit_rate or 0.0) - (summary.cache.theoretical_hit_rate or 0.0))

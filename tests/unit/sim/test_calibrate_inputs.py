@@ -101,3 +101,22 @@ def test_a_point_measured_on_another_engine_is_not_fitted_or_stored_as_vllms(tmp
     assert "nothing the simulator can model" in str(res.exception)
     assert str(res.exception).count("measured on trtllm") == 3
     assert not (user_catalog / "sim_calibration.yaml").exists()
+
+
+def test_an_invalid_point_is_left_out_with_its_gates_reasons(tmp_path: Path) -> None:
+    """A point whose gates failed (here: 8 of 20 requests errored) was fitted like any other; smoke points (short
+    windows, as every committed H200 point) still are."""
+    run = _run(tmp_path, (1, 4, 16))
+    (bad,) = run.glob("jobs/*_conc16_*")
+
+    def invalid(s: dict) -> None:  # type: ignore[type-arg]
+        s["validity"].update(verdict="invalid", reasons=["error ratio 0.4000 exceeds 0.05 (8/20)",
+                                                         *s["validity"]["reasons"]])
+    _edit(bad / "summary.json", invalid)
+    res = CliRunner().invoke(calibrate_cmd, [str(run), *QUICK])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert [p["label"] for p in doc["calibrations"][0]["points"]] == ["fixed 1024/256 c1", "fixed 1024/256 c4"]
+    (why,) = doc["skipped"]
+    assert why.startswith(bad.name) and "is invalid (error ratio 0.4000 exceeds 0.05 (8/20))" in why
+    assert "smoke run" not in why and "(fix: re-run the point" in why
