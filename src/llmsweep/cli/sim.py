@@ -24,6 +24,8 @@ from llmsweep.sim.config import MAX_SPEC_K, SimConfig
 from llmsweep.sim.transfer import DEFAULT_LINK
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from llmsweep.execute.predict_pool import Outcome, Settings, Unit
     from llmsweep.plan.job import Job
     from llmsweep.sim.calibrate import PointComparison, RunCalibration
@@ -295,7 +297,7 @@ def calibrate(paths: tuple[str, ...], model: str | None, hardware: str | None, t
 
         target = user_file(Path(save_to) if save_to else None)
         for result in results:
-            saved.append(str(_save(result, target)))
+            saved.append(str(_save(result, target, say)))
     if as_json:
         click.echo(json.dumps({"calibrations": [r.to_json() for r in results], "skipped": skipped,
                                "hold_out": [c.to_json() for c in checks], "saved": saved}, indent=2, default=str))
@@ -321,8 +323,15 @@ def _config_for_job(job: dict[str, object]) -> object:
     return engine_config_from_argv(engines.render(Job.model_validate(job), simulate=True).argv)
 
 
-def _save(result: RunCalibration, target: Path) -> Path:
-    from llmsweep.sim.calibration import CalibrationEntry, CalibrationProvenance, entry_id, now_utc, save_calibration
+def _save(result: RunCalibration, target: Path, say: Callable[[str], None]) -> Path:
+    from llmsweep.sim.calibration import (
+        CalibrationEntry,
+        CalibrationProvenance,
+        entry_id,
+        now_utc,
+        save_calibration,
+        shadowed,
+    )
 
     engine, hardware, klass = result.key
     prov = result.provenance
@@ -335,7 +344,11 @@ def _save(result: RunCalibration, target: Path) -> Path:
             run_id=str(prov.get("run_id")), date=str(prov.get("date")), engine_version=version,
             gpu=prov.get("gpu"), model=prov.get("model"), jobs=int(prov.get("jobs") or 0), fitted_at=now_utc()),
     )
-    return save_calibration(target, entry_id(engine, hardware, klass), entry)
+    saved_id = entry_id(engine, hardware, klass)
+    path = save_calibration(target, saved_id, entry)
+    if (why := shadowed(saved_id, entry)) is not None:
+        say(f"warning: saved to {path}, but {why}; remove that entry, or save there with --save-to")
+    return path
 
 
 def _print_calibration(r: RunCalibration, title: str = "") -> None:

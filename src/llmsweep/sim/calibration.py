@@ -17,6 +17,7 @@ fitted with the rest, so those factors describe runs with that draft only.
 from __future__ import annotations
 
 import datetime as dt
+import logging
 from pathlib import Path
 from typing import Any, Literal
 
@@ -30,6 +31,8 @@ from llmsweep.sim.perf import Efficiency, PerfInputs
 FILE_NAME = "sim_calibration.yaml"
 SECTION = "calibrations"
 UNCALIBRATED = "uncalibrated"
+
+log = logging.getLogger(__name__)
 
 # Upper bounds (exclusive) of total parameters, billions, per size bucket.
 SIZE_BUCKETS: tuple[tuple[str, float], ...] = (("tiny", 4.0), ("small", 20.0), ("medium", 100.0),
@@ -175,8 +178,17 @@ def save_calibration(path: Path, entry_id_: str, entry: CalibrationEntry) -> Pat
             raise ConfigError(f"{path}: not a calibration file (expected a '{SECTION}:' mapping)",
                               fix="choose another --save-to path or fix the file")
         data = loaded
-    section = data.setdefault(SECTION, {}) or {}
+    section = data.get(SECTION) or {}
+    if not isinstance(section, dict):
+        raise ConfigError(f"{path}: its '{SECTION}:' is not a mapping of calibration ids to entries",
+                          fix="choose another --save-to path or fix the file")
     data[SECTION] = section
+    # another id of the same key in this file would shadow the new entry (or be shadowed by it): the key is what
+    # predictions look up, so the new fit replaces it
+    for other in [k for k, v in section.items() if k != entry_id_ and _same_key(v, entry)]:
+        log.warning("%s: replacing calibration '%s' (same engine, hardware and model class as '%s')", path, other,
+                    entry_id_)
+        del section[other]
     section[entry_id_] = entry.model_dump(mode="json", exclude_none=True)
     path.parent.mkdir(parents=True, exist_ok=True)
     header = ("# Simulator calibrations written by `llmsweep sim calibrate --save` (llmsweep.sim.calibration).\n"
@@ -186,6 +198,28 @@ def save_calibration(path: Path, entry_id_: str, entry: CalibrationEntry) -> Pat
 
     clear_caches()
     return path
+
+
+def _same_key(raw: Any, entry: CalibrationEntry) -> bool:
+    return (isinstance(raw, dict) and raw.get("engine") == entry.engine
+            and hardware_family(str(raw.get("hardware", ""))) == hardware_family(entry.hardware)
+            and raw.get("model_class") == entry.model_class)
+
+
+def shadowed(entry_id_: str, entry: CalibrationEntry, dirs: tuple[Path, ...] | None = None) -> str | None:
+    """Why predictions of `entry`'s key would not use the entry saved as `entry_id_` (another catalog file defines
+    the key later, and the last definition wins), or None when they do."""
+    from llmsweep.catalog.sources import build_models, catalog_dirs
+
+    found = None
+    for key, (candidate, origin) in build_models(FILE_NAME, SECTION, CalibrationEntry,
+                                                 dirs if dirs is not None else catalog_dirs()).items():
+        if candidate.key == entry.key:
+            found = (key, origin)
+    if found is None or found[0] == entry_id_:
+        return None
+    return (f"predictions of {'/'.join(entry.key)} still use calibration '{found[0]}' ({found[1]}): a later catalog "
+            f"file defines that key, and the last definition wins")
 
 
 def now_utc() -> str:
@@ -202,6 +236,7 @@ __all__ = [
     "load_calibrations",
     "model_class",
     "save_calibration",
+    "shadowed",
     "size_bucket",
     "user_file",
 ]

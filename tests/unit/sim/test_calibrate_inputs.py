@@ -4,6 +4,7 @@ and the rest is fitted (two fixed-length points of the committed H200 vLLM run, 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,7 +14,8 @@ from click.testing import CliRunner
 
 from llmsweep.catalog.sources import clear_caches
 from llmsweep.cli.sim import calibrate as calibrate_cmd
-from llmsweep.errors import LlmsweepError
+from llmsweep.errors import ConfigError, LlmsweepError
+from llmsweep.sim.engine import EngineConfig
 
 REPO = Path(__file__).resolve().parents[3]
 LLAMA = REPO / "examples" / "results" / "h200-vllm-0.26.0" / "llama"
@@ -120,3 +122,48 @@ def test_an_invalid_point_is_left_out_with_its_gates_reasons(tmp_path: Path) -> 
     (why,) = doc["skipped"]
     assert why.startswith(bad.name) and "is invalid (error ratio 0.4000 exceeds 0.05 (8/20))" in why
     assert "smoke run" not in why and "(fix: re-run the point" in why
+
+
+OLDER = """calibrations:
+  my-h200:
+    engine: vllm
+    hardware: h200-sxm
+    model_class: dense-tiny
+    efficiency: {mem: 0.5}
+    provenance: {run_id: old-run, date: '2026-10-01', engine_version: vllm 0.20.0}
+"""
+
+
+def test_save_replaces_an_older_entry_of_the_same_key_so_predictions_use_the_new_fit(
+        tmp_path: Path, user_catalog: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An entry of the same key under another id ('my-h200', written by hand or an earlier release) kept winning
+    after `--save` said 'saved': predictions still used mem 0.5 under the old label."""
+    run = _run(tmp_path)
+    (user_catalog / "sim_calibration.yaml").write_text(OLDER)
+    config = EngineConfig(model="llama-1b", hardware="h200", engine_style="vllm")
+    assert config.calibration_label().startswith("calibrated: my-h200 (vllm 0.20.0")
+    res = CliRunner().invoke(calibrate_cmd, [str(run), *QUICK, "--save"])
+    assert res.exit_code == 0, res.output
+    fitted = json.loads(res.stdout)["calibrations"][0]["efficiency"]["mem"]
+    clear_caches()
+    assert config.calibration_label().startswith("calibrated: vllm-h200-dense-tiny (vllm 0.26.0, NVIDIA H200")
+    assert config.efficiency_factors().mem == pytest.approx(fitted, rel=1e-3)
+    assert "my-h200" not in (user_catalog / "sim_calibration.yaml").read_text()
+    # the same key in a later catalog directory still wins: said, with the file that defines it
+    later = tmp_path / "later"
+    later.mkdir()
+    (later / "sim_calibration.yaml").write_text(OLDER)
+    monkeypatch.setenv("LLMSWEEP_CATALOG_DIR", f"{user_catalog}{os.pathsep}{later}")
+    clear_caches()
+    res = CliRunner().invoke(calibrate_cmd, [str(run), *QUICK, "--save"])
+    assert res.exit_code == 0, res.output
+    (warning,) = [line for line in res.stderr.splitlines() if "warning:" in line]
+    assert "still use calibration 'my-h200'" in warning and str(later / "sim_calibration.yaml") in warning
+
+
+def test_save_to_a_file_whose_section_is_not_a_mapping_is_refused(tmp_path: Path) -> None:
+    target = tmp_path / "mine.yaml"
+    target.write_text("calibrations: [1]\n")
+    res = CliRunner().invoke(calibrate_cmd, [str(_run(tmp_path)), *QUICK, "--save-to", str(target)])
+    assert isinstance(res.exception, ConfigError), res.output  # was a TypeError traceback
+    assert str(target) in str(res.exception) and "not a mapping" in str(res.exception)
