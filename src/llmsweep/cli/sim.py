@@ -272,7 +272,13 @@ def calibrate(paths: tuple[str, ...], model: str | None, hardware: str | None, t
                               fix="add --model NAME --hardware SKU, or pass the run directory instead")
         _calibrate_records(paths[0], model, hardware, tp, ep, precision, kv_dtype, engine_style, as_json)
         return
-    from llmsweep.sim.calibrate import FACTOR_BOUNDS, calibrate_runs, hold_out_runs
+    from llmsweep.sim.calibrate import (
+        FACTOR_BOUNDS,
+        calibrate_runs,
+        hold_out_runs,
+        hold_out_splits,
+        measured_groups,
+    )
 
     chosen = tuple(f.strip() for f in factors.split(",") if f.strip()) or None
     unknown = sorted(set(chosen or ()) - set(FACTOR_BOUNDS))
@@ -282,10 +288,12 @@ def calibrate(paths: tuple[str, ...], model: str | None, hardware: str | None, t
     def say(line: str) -> None:  # a fit replays every point many times: minutes on a large run
         click.echo(f"[{time.strftime('%H:%M:%S')}] {line}", err=True)
 
+    if hold_out:  # a pattern that matches no point (or every one) is refused before minutes of fitting
+        hold_out_splits(measured_groups([Path(p) for p in paths], _config_for_job)[0], hold_out)
     results, skipped = calibrate_runs([Path(p) for p in paths], _config_for_job, factors=chosen, max_iter=max_iter,
                                       say=say)
-    checks = hold_out_runs([Path(p) for p in paths], _config_for_job, hold_out, factors=chosen,
-                           max_iter=max_iter, say=say) if hold_out and results else []
+    checks, unchecked = hold_out_runs([Path(p) for p in paths], _config_for_job, hold_out, factors=chosen,
+                                      max_iter=max_iter, say=say) if hold_out and results else ([], [])
     if not results:
         raise LlmsweepError("sim calibrate: nothing the simulator can model was found to fit"
                             + "".join(f"\n  skipped {s}" for s in skipped),
@@ -300,7 +308,8 @@ def calibrate(paths: tuple[str, ...], model: str | None, hardware: str | None, t
             saved.append(str(_save(result, target, say)))
     if as_json:
         click.echo(json.dumps({"calibrations": [r.to_json() for r in results], "skipped": skipped,
-                               "hold_out": [c.to_json() for c in checks], "saved": saved}, indent=2, default=str))
+                               "hold_out": [c.to_json() for c in checks], "hold_out_unchecked": unchecked,
+                               "saved": saved}, indent=2, default=str))
         return
     for result in results:
         _print_calibration(result)
@@ -311,6 +320,8 @@ def calibrate(paths: tuple[str, ...], model: str | None, hardware: str | None, t
                       check.points)
         for why in check.left_out:
             click.echo(f"  not predicted {why}")
+    for why in unchecked:
+        click.echo(f"no hold-out check for {why}")
     for path in saved:
         click.echo(f"saved to {path}")
 

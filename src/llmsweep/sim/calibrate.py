@@ -282,10 +282,9 @@ def measured_point(path: Path, config_for: Any) -> MeasuredPoint:
     realised acceptance length from the engine's counters (refused when the run has none), and a point whose
     planned prefix hits never happened (vLLM turns prefix caching off for hybrid models) replays without the cache.
     """
-    from llmsweep.metrics.model import MEASURED, Summary
-
     from pydantic import ValidationError
 
+    from llmsweep.metrics.model import MEASURED, Summary
     from llmsweep.plan.job import Job
 
     try:
@@ -881,20 +880,47 @@ def hold_out(points: list[MeasuredPoint], patterns: Iterable[str], *, factors: t
                    error_after=fit_error((c.measured, c.after, c.weights) for c in comparisons))
 
 
-def hold_out_runs(paths: Iterable[Path | str], config_for: Any, patterns: Iterable[str], *,
-                  factors: tuple[str, ...] | None = None, max_iter: int = 8,
-                  fit_requests_per_lane: int | None = 4,
-                  say: Callable[[str], None] | None = None) -> list[HoldOut]:
-    """:func:`hold_out` for every calibration key under `paths` that has points on both sides of `patterns`; `say`
-    hears each hold-out fit as :func:`fit_run` says it."""
+def hold_out_splits(groups: dict[tuple[str, str, str], list[MeasuredPoint]],
+                    patterns: Iterable[str]) -> tuple[list[tuple[str, str, str]], list[str]]:
+    """The keys with points on both sides of `patterns`, and why each other key has no hold-out check; a
+    ConfigError when no key has one (a pattern matching no label, or every label), listing the labels there are."""
     from fnmatch import fnmatchcase
 
     pats = tuple(patterns)
-    groups, _ = measured_groups(paths, config_for)
-    out = []
-    for pts in groups.values():
+    split, notes = [], []
+    for key, pts in groups.items():
         held = sum(1 for p in pts if any(fnmatchcase(p.label, pat) for pat in pats))
         if 0 < held < len(pts):
-            out.append(hold_out(pts, pats, factors=factors, max_iter=max_iter, say=say,
+            split.append(key)
+        else:
+            notes.append(f"{'/'.join(key)}: --hold-out {' '.join(repr(p) for p in pats)} matches {held} of its "
+                         f"{len(pts)} point(s) ({', '.join(p.label for p in pts)}); a hold-out needs points on both "
+                         "sides")
+    if groups and not split:
+        raise ConfigError(f"sim calibrate: no hold-out to check: {'; '.join(notes)}",
+                          fix="give --hold-out shell patterns that match some, not all, of a key's point labels "
+                              "(e.g. 'fixed 1024/128 c4', 'agentic *')")
+    return split, notes
+
+
+def hold_out_runs(paths: Iterable[Path | str], config_for: Any, patterns: Iterable[str], *,
+                  factors: tuple[str, ...] | None = None, max_iter: int = 8,
+                  fit_requests_per_lane: int | None = 4,
+                  say: Callable[[str], None] | None = None) -> tuple[list[HoldOut], list[str]]:
+    """:func:`hold_out` for every calibration key under `paths` that has points on both sides of `patterns`, and
+    why each other key has none: no points on one side (:func:`hold_out_splits`), or a hold-out that fails (too few
+    in-sample points for the factors, nothing left to predict) — said through `say` when it fails, as `fit_run`
+    says each hold-out fit, and not an end to the command: the main fit stands without it."""
+    pats = tuple(patterns)
+    groups, _ = measured_groups(paths, config_for)
+    split, notes = hold_out_splits(groups, pats)
+    out = []
+    for key in split:
+        try:
+            out.append(hold_out(groups[key], pats, factors=factors, max_iter=max_iter, say=say,
                                 fit_requests_per_lane=fit_requests_per_lane))
-    return out
+        except ResultError as exc:
+            notes.append(f"{'/'.join(key)}: the hold-out failed: {exc.one_line()}")
+            if say is not None:
+                say(f"no hold-out check for {notes[-1]}")
+    return out, notes

@@ -6,8 +6,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -42,9 +43,9 @@ def _run(tmp_path: Path, concs: tuple[int, ...] = (1, 4), name: str = "run") -> 
     return run
 
 
-def _edit(path: Path, change: object) -> None:
+def _edit(path: Path, change: Callable[[Any], object]) -> None:
     doc = json.loads(path.read_text())
-    change(doc)  # type: ignore[operator]
+    change(doc)
     path.write_text(json.dumps(doc))
 
 
@@ -53,8 +54,8 @@ def _edit(path: Path, change: object) -> None:
     (lambda j: j["workload"].update(isl="x"), "workload.isl: Input should be a valid integer"),
     ("[1, 2]", "is not a JSON object"),
 ], ids=["field-missing", "ill-typed", "not-an-object"])
-def test_a_job_json_that_is_not_a_job_is_left_out_naming_file_and_field(tmp_path: Path, damage: object,
-                                                                         said: str) -> None:
+def test_a_job_json_that_is_not_a_job_is_left_out_naming_file_and_field(
+        tmp_path: Path, damage: str | Callable[[Any], object], said: str) -> None:
     """A job.json that parses but is not a job (a field deleted, ill-typed, not an object) was a traceback."""
     run = _run(tmp_path, (1, 4, 16))
     (bad,) = run.glob("jobs/*_conc16_*")
@@ -74,7 +75,7 @@ def _as_engine(job: Path, engine: str, version: str) -> None:
     """Make a copied job folder say it ran on another engine (job.json and the launch its summary recorded)."""
     _edit(job / "job.json", lambda j: j.update(engine=engine, framework=engine))
 
-    def launch(s: dict) -> None:  # type: ignore[type-arg]
+    def launch(s: dict[str, Any]) -> None:
         s["provenance"]["launch"].update(engine=engine, engine_version=version, engine_version_reported=version)
     _edit(job / "summary.json", launch)
 
@@ -111,7 +112,7 @@ def test_an_invalid_point_is_left_out_with_its_gates_reasons(tmp_path: Path) -> 
     run = _run(tmp_path, (1, 4, 16))
     (bad,) = run.glob("jobs/*_conc16_*")
 
-    def invalid(s: dict) -> None:  # type: ignore[type-arg]
+    def invalid(s: dict[str, Any]) -> None:
         s["validity"].update(verdict="invalid", reasons=["error ratio 0.4000 exceeds 0.05 (8/20)",
                                                          *s["validity"]["reasons"]])
     _edit(bad / "summary.json", invalid)
@@ -167,3 +168,28 @@ def test_save_to_a_file_whose_section_is_not_a_mapping_is_refused(tmp_path: Path
     res = CliRunner().invoke(calibrate_cmd, [str(_run(tmp_path)), *QUICK, "--save-to", str(target)])
     assert isinstance(res.exception, ConfigError), res.output  # was a TypeError traceback
     assert str(target) in str(res.exception) and "not a mapping" in str(res.exception)
+
+
+@pytest.mark.parametrize("pattern", ["fixed 1024/256 c44", "fixed *"], ids=["matches-none", "matches-all"])
+def test_a_hold_out_pattern_that_splits_no_key_is_refused_before_fitting(tmp_path: Path, pattern: str) -> None:
+    """A mistyped pattern (or one matching every point) ran the whole fit, exit 0, with `hold_out: []`: the user
+    read no hold-out line and could take the in-sample error for an out-of-sample one."""
+    res = CliRunner().invoke(calibrate_cmd, [str(_run(tmp_path)), *QUICK, "--hold-out", pattern])
+    assert isinstance(res.exception, ConfigError), res.output  # exit 2
+    message = str(res.exception)
+    assert f"--hold-out '{pattern}' matches" in message and "(fixed 1024/256 c1, fixed 1024/256 c4)" in message
+    assert "calibrating" not in res.stderr  # refused before any fit
+
+
+def test_a_hold_out_that_fails_is_said_and_the_main_fit_stands(tmp_path: Path) -> None:
+    """Holding out one of two points leaves three metrics for three factors: the hold-out fit failed, and the
+    command ended with exit 1 and that error alone, the main fit (and --save) lost."""
+    res = CliRunner().invoke(calibrate_cmd, [str(_run(tmp_path)), "--factors", "mem,compute,step_s", "--max-iter",
+                                             "1", "--json", "--hold-out", "fixed 1024/256 c4"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert len(doc["calibrations"][0]["points"]) == 2 and doc["hold_out"] == []
+    (why,) = doc["hold_out_unchecked"]
+    assert why.startswith("vllm/h200/dense-tiny: the hold-out failed: ")
+    assert "3 measured metrics cannot constrain 3 factors" in why
+    assert any("no hold-out check for vllm/h200/dense-tiny" in line for line in res.stderr.splitlines())
