@@ -352,7 +352,8 @@ def _save(result: RunCalibration, target: Path, say: Callable[[str], None]) -> P
         efficiency={k: float(f"{v:.4g}") for k, v in result.overrides().items()},
         error_before=round(result.error_before, 4), error_after=round(result.error_after, 4),
         provenance=CalibrationProvenance(
-            run_id=str(prov.get("run_id")), date=str(prov.get("date")), engine_version=version,
+            run_id=str(prov.get("run_id") or "unknown"), date=str(prov.get("date") or "unknown"),
+            engine_version=version,
             gpu=prov.get("gpu"), model=prov.get("model"), jobs=int(prov.get("jobs") or 0), fitted_at=now_utc()),
     )
     saved_id = entry_id(engine, hardware, klass)

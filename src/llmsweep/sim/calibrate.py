@@ -698,6 +698,11 @@ def fit_run(points: list[MeasuredPoint], *, factors: tuple[str, ...] | None = No
                                    excess_hit_rate=p.excess_hit_rate, acceptance_length=p.acceptance_length)
                    for p, b, a in zip(points, before, after, strict=True)]
     prov = dict(points[0].provenance)
+    # what a stored calibration's label says (engine version, GPU, date) is every fitted point's, not the first's:
+    # points of two runs (two engine versions, two days) are said as both
+    for name in ("run_id", "date", "engine", "engine_version", "gpu", "model"):
+        values = list(dict.fromkeys(str(p.provenance[name]) for p in points if p.provenance.get(name)))
+        prov[name] = " + ".join(sorted(values) if name == "date" else values) or None
     prov["jobs"] = len(points)
     return RunCalibration(
         key=points[0].key, base=base, efficiency=fitted_eff, fitted=tuple(factors), points=comparisons,

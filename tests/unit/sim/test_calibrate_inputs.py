@@ -193,3 +193,23 @@ def test_a_hold_out_that_fails_is_said_and_the_main_fit_stands(tmp_path: Path) -
     assert why.startswith("vllm/h200/dense-tiny: the hold-out failed: ")
     assert "3 measured metrics cannot constrain 3 factors" in why
     assert any("no hold-out check for vllm/h200/dense-tiny" in line for line in res.stderr.splitlines())
+
+
+def test_a_calibration_fitted_on_two_runs_is_labelled_with_both(tmp_path: Path, user_catalog: Path) -> None:
+    """Points of two runs (another vLLM release, two days later) were stored under the first point's run id,
+    engine version and date alone: the label said 'vllm 0.26.0, ..., 2026-12-01' for a fit half of 0.27.0."""
+    first, second = _run(tmp_path, name="first"), _run(tmp_path, name="second")
+    _edit(second / "run.json", lambda r: r.update(run_id="run-later"))
+    for job in second.glob("jobs/*"):
+        def later(s: dict[str, Any]) -> None:
+            s["provenance"]["launch"].update(engine_version="0.27.0", engine_version_reported="0.27.0")
+            s["provenance"]["started_at"] += 2 * 86400
+        _edit(job / "summary.json", later)
+    res = CliRunner().invoke(calibrate_cmd, [str(first), str(second), *QUICK, "--save"])
+    assert res.exit_code == 0, res.output
+    prov = json.loads(res.stdout)["calibrations"][0]["provenance"]
+    first_id = json.loads((first / "run.json").read_text())["run_id"]
+    assert prov["run_id"] == f"{first_id} + run-later" and prov["jobs"] == 4
+    assert prov["engine_version"] == "0.26.0 + 0.27.0" and prov["date"] == "2026-12-01 + 2026-12-03"
+    label = EngineConfig(model="llama-1b", hardware="h200", engine_style="vllm").calibration_label()
+    assert label == "calibrated: vllm-h200-dense-tiny (vllm 0.26.0 + 0.27.0, NVIDIA H200, 2026-12-01 + 2026-12-03)"
