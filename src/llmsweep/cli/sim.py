@@ -288,6 +288,12 @@ def calibrate(paths: tuple[str, ...], model: str | None, hardware: str | None, t
     def say(line: str) -> None:  # a fit replays every point many times: minutes on a large run
         click.echo(f"[{time.strftime('%H:%M:%S')}] {line}", err=True)
 
+    target = None
+    if save or save_to:  # where the fit goes, and that it can go there, is settled before minutes of fitting
+        from llmsweep.sim.calibration import read_save_target, user_file
+
+        target = user_file(Path(save_to) if save_to else None)
+        read_save_target(target)
     if hold_out:  # a pattern that matches no point (or every one) is refused before minutes of fitting
         hold_out_splits(measured_groups([Path(p) for p in paths], _config_for_job)[0], hold_out)
     results, skipped = calibrate_runs([Path(p) for p in paths], _config_for_job, factors=chosen, max_iter=max_iter,
@@ -300,10 +306,7 @@ def calibrate(paths: tuple[str, ...], model: str | None, hardware: str | None, t
                             fix="pass a run of a model the catalog knows (a speculative run with its realised "
                                 "acceptance length)")
     saved: list[str] = []
-    if save or save_to:
-        from llmsweep.sim.calibration import user_file
-
-        target = user_file(Path(save_to) if save_to else None)
+    if target is not None:
         for result in results:
             saved.append(str(_save(result, target, say)))
     if as_json:

@@ -169,6 +169,22 @@ def entry_id(engine: str, hardware: str, klass: str) -> str:
 
 def save_calibration(path: Path, entry_id_: str, entry: CalibrationEntry) -> Path:
     """Add or replace one entry in a calibration YAML file (other entries are kept as they are)."""
+    data = read_save_target(path)
+    section = data[SECTION]
+    # another id of the same key in this file would shadow the new entry (or be shadowed by it): the key is what
+    # predictions look up, so the new fit replaces it
+    for other in [k for k, v in section.items() if k != entry_id_ and _same_key(v, entry)]:
+        log.warning("%s: replacing calibration '%s' (same engine, hardware and model class as '%s')", path, other,
+                    entry_id_)
+        del section[other]
+    section[entry_id_] = entry.model_dump(mode="json", exclude_none=True)
+    write_calibration_file(path, data)
+    return path
+
+
+def read_save_target(path: Path) -> dict[str, Any]:
+    """The calibration file a save would rewrite, read (an empty document when it does not exist yet); a ConfigError
+    naming the file when it is not one, so `sim calibrate --save-to` can refuse it before fitting."""
     data: dict[str, Any] = {}
     if path.is_file():
         from llmsweep.catalog.sources import load_yaml
@@ -183,13 +199,11 @@ def save_calibration(path: Path, entry_id_: str, entry: CalibrationEntry) -> Pat
         raise ConfigError(f"{path}: its '{SECTION}:' is not a mapping of calibration ids to entries",
                           fix="choose another --save-to path or fix the file")
     data[SECTION] = section
-    # another id of the same key in this file would shadow the new entry (or be shadowed by it): the key is what
-    # predictions look up, so the new fit replaces it
-    for other in [k for k, v in section.items() if k != entry_id_ and _same_key(v, entry)]:
-        log.warning("%s: replacing calibration '%s' (same engine, hardware and model class as '%s')", path, other,
-                    entry_id_)
-        del section[other]
-    section[entry_id_] = entry.model_dump(mode="json", exclude_none=True)
+    return data
+
+
+def write_calibration_file(path: Path, data: dict[str, Any]) -> None:
+    """Write a calibration document (`read_save_target`'s, changed) with its header; forget cached catalogs."""
     path.parent.mkdir(parents=True, exist_ok=True)
     header = ("# Simulator calibrations written by `llmsweep sim calibrate --save` (llmsweep.sim.calibration).\n"
               "# Keyed by (engine, hardware, model_class); an id here replaces a packaged entry of the same id.\n")
@@ -197,7 +211,6 @@ def save_calibration(path: Path, entry_id_: str, entry: CalibrationEntry) -> Pat
     from llmsweep.catalog.sources import clear_caches
 
     clear_caches()
-    return path
 
 
 def _same_key(raw: Any, entry: CalibrationEntry) -> bool:
@@ -235,6 +248,7 @@ __all__ = [
     "hardware_family",
     "load_calibrations",
     "model_class",
+    "read_save_target",
     "save_calibration",
     "shadowed",
     "size_bucket",

@@ -162,12 +162,22 @@ def test_save_replaces_an_older_entry_of_the_same_key_so_predictions_use_the_new
     assert "still use calibration 'my-h200'" in warning and str(later / "sim_calibration.yaml") in warning
 
 
-def test_save_to_a_file_whose_section_is_not_a_mapping_is_refused(tmp_path: Path) -> None:
+def test_a_save_that_cannot_happen_is_refused_before_fitting(tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """--save-to a file whose 'calibrations:' is not a mapping was a TypeError traceback, and --save without a user
+    catalog directory was refused only after the whole fit (minutes on a real run), its result lost."""
+    run = _run(tmp_path)
     target = tmp_path / "mine.yaml"
     target.write_text("calibrations: [1]\n")
-    res = CliRunner().invoke(calibrate_cmd, [str(_run(tmp_path)), *QUICK, "--save-to", str(target)])
-    assert isinstance(res.exception, ConfigError), res.output  # was a TypeError traceback
+    res = CliRunner().invoke(calibrate_cmd, [str(run), *QUICK, "--save-to", str(target)])
+    assert isinstance(res.exception, ConfigError), res.output
     assert str(target) in str(res.exception) and "not a mapping" in str(res.exception)
+    assert "calibrating" not in res.stderr
+    monkeypatch.delenv("LLMSWEEP_CATALOG_DIR")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "no-config"))
+    res = CliRunner().invoke(calibrate_cmd, [str(run), *QUICK, "--save"])
+    assert isinstance(res.exception, ConfigError) and "no user catalog directory" in str(res.exception)
+    assert "calibrating" not in res.stderr
 
 
 @pytest.mark.parametrize("pattern", ["fixed 1024/256 c44", "fixed *"], ids=["matches-none", "matches-all"])
