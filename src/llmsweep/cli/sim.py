@@ -266,7 +266,22 @@ def calibrate(paths: tuple[str, ...], model: str | None, hardware: str | None, t
     """
     import json
 
-    if len(paths) == 1 and Path(paths[0]).is_file():
+    from click.core import ParameterSource
+
+    records_mode = len(paths) == 1 and Path(paths[0]).is_file()
+    source = click.get_current_context().get_parameter_source
+    other = ("max_iter", "factors", "hold_out", "save", "save_to") if records_mode else \
+        ("model", "hardware", "tp", "ep", "precision", "kv_dtype", "engine_style")
+    ignored = [f"--{name.replace('_', '-')}" for name in other
+               if source(name) not in (None, ParameterSource.DEFAULT)]
+    if ignored:  # an option the mode does not read would be dropped without a word (a --save that saves nothing)
+        raise ConfigError(
+            f"sim calibrate: {', '.join(ignored)} {'is' if len(ignored) == 1 else 'are'} for "
+            + ("run directories; a records.jsonl is fitted per request and nothing is stored or held out"
+               if records_mode else "a records.jsonl; a run directory's job.json files say what each point ran"),
+            fix="pass a run directory (or its jobs/<id>/ folders) to fit, hold out and save" if records_mode
+            else f"drop {', '.join(ignored)}, or pass a single records.jsonl with --model and --hardware")
+    if records_mode:
         if not model or not hardware:
             raise ConfigError("sim calibrate: a records.jsonl needs --model and --hardware",
                               fix="add --model NAME --hardware SKU, or pass the run directory instead")

@@ -223,3 +223,20 @@ def test_a_calibration_fitted_on_two_runs_is_labelled_with_both(tmp_path: Path, 
     assert prov["engine_version"] == "0.26.0 + 0.27.0" and prov["date"] == "2026-12-01 + 2026-12-03"
     label = EngineConfig(model="llama-1b", hardware="h200", engine_style="vllm").calibration_label()
     assert label == "calibrated: vllm-h200-dense-tiny (vllm 0.26.0 + 0.27.0, NVIDIA H200, 2026-12-01 + 2026-12-03)"
+
+
+def test_an_option_the_mode_does_not_read_is_refused_not_dropped(tmp_path: Path) -> None:
+    """`sim calibrate records.jsonl --model M --hardware H --save-to F` fitted, printed and exited 0 without writing
+    F (the per-record fit stores nothing); --model on a run directory was dropped the same way."""
+    (records,) = (LLAMA / "jobs").glob("llama-1b_1024_256_*_conc4_*/records.jsonl")
+    target = tmp_path / "mine.yaml"
+    res = CliRunner().invoke(calibrate_cmd, [str(records), "--model", "llama-1b", "--hardware", "h200",
+                                             "--save-to", str(target), "--hold-out", "fixed *"])
+    assert isinstance(res.exception, ConfigError), res.output
+    assert "--hold-out, --save-to are for run directories" in str(res.exception) and not target.exists()
+    res = CliRunner().invoke(calibrate_cmd, [str(_run(tmp_path)), *QUICK, "--model", "llama-3.1-8b"])
+    assert isinstance(res.exception, ConfigError) and "--model is for a records.jsonl" in str(res.exception)
+    # each mode with its own options still runs
+    res = CliRunner().invoke(calibrate_cmd, [str(records), "--model", "llama-1b", "--hardware", "h200", "--json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["samples"] > 0
