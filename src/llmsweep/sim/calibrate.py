@@ -260,7 +260,12 @@ def job_dirs(paths: Iterable[Path | str]) -> list[Path]:
             raise DatasetError(f"sim calibrate: no job folder ({JOB_FILE} + {SUMMARY_FILE}) under {path}",
                                fix="pass a run directory `llmsweep run --out` wrote, or its jobs/<id>/ folders")
         found.extend(hits)
-    return list(dict.fromkeys(found))
+    # one folder reached twice (a run named relative and absolute, through a link, or beside its own job folder)
+    # is one point: fitted twice it would count double and the stored calibration would claim jobs it did not see
+    unique: dict[Path, Path] = {}
+    for folder in found:
+        unique.setdefault(folder.resolve(), folder)
+    return list(unique.values())
 
 
 NOT_MEASURED_FIX = ("calibrate against a run on a real engine: `llmsweep run` of a recipe whose engine is not `sim`, "

@@ -240,3 +240,16 @@ def test_an_option_the_mode_does_not_read_is_refused_not_dropped(tmp_path: Path)
     res = CliRunner().invoke(calibrate_cmd, [str(records), "--model", "llama-1b", "--hardware", "h200", "--json"])
     assert res.exit_code == 0, res.output
     assert json.loads(res.stdout)["samples"] > 0
+
+
+def test_a_job_folder_reached_twice_is_fitted_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same run named relative and absolute (or through a link) was fitted twice: each point counted double and
+    the stored provenance claimed 4 jobs for 2."""
+    run = _run(tmp_path)
+    (tmp_path / "link").symlink_to(run)
+    monkeypatch.chdir(tmp_path)
+    res = CliRunner().invoke(calibrate_cmd, ["run", str(run), str(tmp_path / "link"), *QUICK])
+    assert res.exit_code == 0, res.output
+    fit = json.loads(res.stdout)["calibrations"][0]
+    assert [p["label"] for p in fit["points"]] == ["fixed 1024/256 c1", "fixed 1024/256 c4"]
+    assert fit["provenance"]["jobs"] == 2
