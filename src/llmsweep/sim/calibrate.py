@@ -320,6 +320,13 @@ def measured_point(path: Path, config_for: Any) -> MeasuredPoint:
         raise NotMeasured(f"{path.name}: its summary's source is {summary.source}, not measured (the simulator "
                           "produced it): calibration fits measurements only",
                           fix=NOT_MEASURED_FIX, source=summary.source)
+    if job.get("disagg"):
+        # the replay renders one aggregated server for the job: a measurement of prefill and decode pools fitted to
+        # it would move the aggregated key's factors towards a deployment it does not model
+        raise ResultError(f"sim calibrate: {path.name} is a disaggregated point (prefill and decode pools), and the "
+                          "fit replays one aggregated server",
+                          fix="calibrate on aggregated points of the same engine, GPU and model class; the "
+                              "simulator's disaggregated predictions use those factors per role")
     checks = summary.readback.checks if summary.readback is not None else []
     failed = [c.reason or c.check for c in checks if c.ok is False]
     if failed:

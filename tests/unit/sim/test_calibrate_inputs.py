@@ -253,3 +253,27 @@ def test_a_job_folder_reached_twice_is_fitted_once(tmp_path: Path, monkeypatch: 
     fit = json.loads(res.stdout)["calibrations"][0]
     assert [p["label"] for p in fit["points"]] == ["fixed 1024/256 c1", "fixed 1024/256 c4"]
     assert fit["provenance"]["jobs"] == 2
+
+
+DISAGG_RECIPE = REPO / "tests" / "data" / "recipes" / "disagg" / "multinode.yaml"
+
+
+def test_a_disaggregated_point_is_left_out_not_replayed_as_one_server(tmp_path: Path) -> None:
+    """A measured prefill/decode job was replayed as the one aggregated server its render gives (DeepSeek-R1 at
+    TP8 here) and fitted to the disaggregated measurement, under the aggregated key."""
+    from llmsweep.cli.sim import _predicted_jobs
+
+    jobs, _ = _predicted_jobs((DISAGG_RECIPE,), ())
+    disagg = next(j for j in jobs if j.disagg)
+    run = _run(tmp_path)
+    (donor,) = run.glob("jobs/*_conc4_*")
+    folder = run / "jobs" / "disagg-point"
+    shutil.copytree(donor, folder)
+    doc = disagg.model_dump(mode="json", by_alias=True)
+    (folder / "job.json").write_text(json.dumps({**doc, "conc": 4}))
+    res = CliRunner().invoke(calibrate_cmd, [str(run), *QUICK])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert [c["key"]["model_class"] for c in doc["calibrations"]] == ["dense-tiny"]
+    (why,) = doc["skipped"]
+    assert why.startswith("disagg-point: ") and "is a disaggregated point" in why
