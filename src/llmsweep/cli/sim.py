@@ -316,10 +316,11 @@ def calibrate(paths: tuple[str, ...], model: str | None, hardware: str | None, t
     checks, unchecked = hold_out_runs([Path(p) for p in paths], _config_for_job, hold_out, factors=chosen,
                                       max_iter=max_iter, say=say) if hold_out and results else ([], [])
     if not results:
-        raise LlmsweepError("sim calibrate: nothing the simulator can model was found to fit"
-                            + "".join(f"\n  skipped {s}" for s in skipped),
-                            fix="pass a run of a model the catalog knows (a speculative run with its realised "
-                                "acceptance length)")
+        raise LlmsweepError("sim calibrate: nothing the simulator can model was found to fit: every point or key "
+                            "was left out" + "".join(f"\n  skipped {s}" for s in skipped),
+                            fix="follow the fix each skipped line names (too few points: more points or fewer "
+                                "--factors; a model the catalog lacks: add its figures; a speculative run: its "
+                                "realised acceptance length)")
     saved: list[str] = []
     if target is not None:
         for result in results:

@@ -197,6 +197,9 @@ draft length K the draft passes and `step_s` are both a fixed cost per decode st
 the pull splits it the least-change way instead of wherever the iterations wander. Points at two or more K separate
 them (the draft term scales with K, `step_s` does not) and the pull is then negligible."""
 METRICS: tuple[str, ...] = ("output_tps", "tpot_p50", "ttft_p50")
+FEWER_FIRST: tuple[str, ...] = ("mem", "step_s", "frontend_s", "compute", "per_seq_s", "draft_layer_fraction")
+"""Which factors a fit of too few points is told to keep first (`--factors`): the decode step's bandwidth and fixed
+cost, then the frontend and prefill."""
 
 
 @dataclass(frozen=True)
@@ -637,8 +640,12 @@ def fit_run(points: list[MeasuredPoint], *, factors: tuple[str, ...] | None = No
                           fix="fit one (engine, hardware, model class) at a time (calibrate_runs groups them)")
     fitted_metrics = sum(1 for p in points for m, w in p.weights.items() if w > 0 and m in p.measured)
     if fitted_metrics < len(factors) + 1:
-        raise ResultError(f"sim calibrate: {fitted_metrics} measured metrics cannot constrain {len(factors)} factors",
-                          fix="measure more concurrency points (at least two, better four or more)")
+        fewer = sorted(factors, key=lambda f: FEWER_FIRST.index(f) if f in FEWER_FIRST else len(FEWER_FIRST))
+        fewer = fewer[:fitted_metrics - 1]
+        raise ResultError(f"sim calibrate: {fitted_metrics} measured metrics cannot constrain {len(factors)} factors "
+                          f"({', '.join(factors)})",
+                          fix="measure more concurrency points (at least two, better four or more)"
+                              + (f", or fit fewer factors: --factors {','.join(fewer)}" if fewer else ""))
     unknown = [f for f in factors if f not in FACTOR_BOUNDS]
     if unknown:
         raise ResultError(f"sim calibrate: cannot fit {unknown}", fix=f"fit a subset of {sorted(FACTOR_BOUNDS)}")

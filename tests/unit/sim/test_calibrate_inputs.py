@@ -277,3 +277,19 @@ def test_a_disaggregated_point_is_left_out_not_replayed_as_one_server(tmp_path: 
     assert [c["key"]["model_class"] for c in doc["calibrations"]] == ["dense-tiny"]
     (why,) = doc["skipped"]
     assert why.startswith("disagg-point: ") and "is a disaggregated point" in why
+
+
+def test_too_few_points_say_which_factors_would_fit(tmp_path: Path) -> None:
+    """One point (three metrics) for the five default factors: the refusal's fix told the user to 'pass a run of a
+    model the catalog knows', and the skipped line named no --factors that would fit."""
+    (one,) = _run(tmp_path).glob("jobs/*_conc4_*")
+    res = CliRunner().invoke(calibrate_cmd, [str(one)])
+    assert isinstance(res.exception, LlmsweepError) and res.exception.exit_code == 2, res.output
+    message = str(res.exception)
+    assert "3 measured metrics cannot constrain 5 factors (mem, compute, step_s, per_seq_s, frontend_s)" in message
+    assert "or fit fewer factors: --factors mem,step_s)" in message
+    assert "a model the catalog knows" not in message and "follow the fix each skipped line names" in message
+    # and that suggestion fits
+    res = CliRunner().invoke(calibrate_cmd, [str(one), "--factors", "mem,step_s", "--max-iter", "1", "--json"])
+    assert res.exit_code == 0, res.output
+    assert set(json.loads(res.stdout)["calibrations"][0]["efficiency"]) == {"mem", "step_s"}
