@@ -1,5 +1,8 @@
-"""`llmsweep sim calibrate` on the runs a user really has: a damaged job folder is left out naming its file and field,
-and the rest is fitted (two fixed-length points of the committed H200 vLLM run, one factor, one iteration: seconds)."""
+"""`llmsweep sim calibrate` on the runs a user really has: damaged job folders, points of another engine, invalid
+or disaggregated points, two runs in one fit, the same run named twice, too few points; `--hold-out` patterns that
+split nothing or fits that fail; `--save` over an older entry of the key or to a target it cannot write; options
+the chosen mode does not read. Each on two or three fixed-length points of the committed H200 vLLM run, one factor,
+one iteration: seconds."""
 
 from __future__ import annotations
 
