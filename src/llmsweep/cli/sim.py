@@ -25,6 +25,8 @@ from llmsweep.sim.config import MAX_SPEC_K, SimConfig
 from llmsweep.sim.transfer import DEFAULT_LINK
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from llmsweep.execute.predict_pool import Outcome, Settings, Unit
     from llmsweep.plan.job import Job
     from llmsweep.sim.calibrate import PointComparison, RunCalibration
@@ -265,13 +267,34 @@ def calibrate(paths: tuple[str, ...], model: str | None, hardware: str | None, t
     """
     import json
 
-    if len(paths) == 1 and Path(paths[0]).is_file():
+    from click.core import ParameterSource
+
+    records_mode = len(paths) == 1 and Path(paths[0]).is_file()
+    source = click.get_current_context().get_parameter_source
+    other = ("max_iter", "factors", "hold_out", "save", "save_to") if records_mode else \
+        ("model", "hardware", "tp", "ep", "precision", "kv_dtype", "engine_style")
+    ignored = [f"--{name.replace('_', '-')}" for name in other
+               if source(name) not in (None, ParameterSource.DEFAULT)]
+    if ignored:  # an option the mode does not read would be dropped without a word (a --save that saves nothing)
+        raise ConfigError(
+            f"sim calibrate: {', '.join(ignored)} {'is' if len(ignored) == 1 else 'are'} for "
+            + ("run directories; a records.jsonl is fitted per request and nothing is stored or held out"
+               if records_mode else "a records.jsonl; a run directory's job.json files say what each point ran"),
+            fix="pass a run directory (or its jobs/<id>/ folders) to fit, hold out and save" if records_mode
+            else f"drop {', '.join(ignored)}, or pass a single records.jsonl with --model and --hardware")
+    if records_mode:
         if not model or not hardware:
             raise ConfigError("sim calibrate: a records.jsonl needs --model and --hardware",
                               fix="add --model NAME --hardware SKU, or pass the run directory instead")
         _calibrate_records(paths[0], model, hardware, tp, ep, precision, kv_dtype, engine_style, as_json)
         return
-    from llmsweep.sim.calibrate import FACTOR_BOUNDS, calibrate_runs, hold_out_runs
+    from llmsweep.sim.calibrate import (
+        FACTOR_BOUNDS,
+        calibrate_runs,
+        hold_out_runs,
+        hold_out_splits,
+        measured_groups,
+    )
 
     chosen = tuple(f.strip() for f in factors.split(",") if f.strip()) or None
     unknown = sorted(set(chosen or ()) - set(FACTOR_BOUNDS))
@@ -281,25 +304,32 @@ def calibrate(paths: tuple[str, ...], model: str | None, hardware: str | None, t
     def say(line: str) -> None:  # a fit replays every point many times: minutes on a large run
         click.echo(f"[{time.strftime('%H:%M:%S')}] {line}", err=True)
 
-    results, skipped = calibrate_runs([Path(p) for p in paths], _config_for_job, factors=chosen, max_iter=max_iter,
-                                      say=say)
-    checks = hold_out_runs([Path(p) for p in paths], _config_for_job, hold_out, factors=chosen,
-                           max_iter=max_iter, say=say) if hold_out and results else []
-    if not results:
-        raise LlmsweepError("sim calibrate: nothing the simulator can model was found to fit"
-                            + "".join(f"\n  skipped {s}" for s in skipped),
-                            fix="pass a run of a model the catalog knows (a speculative run with its realised "
-                                "acceptance length)")
-    saved: list[str] = []
-    if save or save_to:
-        from llmsweep.sim.calibration import user_file
+    target = None
+    if save or save_to:  # where the fit goes, and that it can go there, is settled before minutes of fitting
+        from llmsweep.sim.calibration import read_save_target, user_file
 
         target = user_file(Path(save_to) if save_to else None)
+        read_save_target(target)
+    if hold_out:  # a pattern that matches no point (or every one) is refused before minutes of fitting
+        hold_out_splits(measured_groups([Path(p) for p in paths], _config_for_job)[0], hold_out)
+    results, skipped = calibrate_runs([Path(p) for p in paths], _config_for_job, factors=chosen, max_iter=max_iter,
+                                      say=say)
+    checks, unchecked = hold_out_runs([Path(p) for p in paths], _config_for_job, hold_out, factors=chosen,
+                                      max_iter=max_iter, say=say) if hold_out and results else ([], [])
+    if not results:
+        raise LlmsweepError("sim calibrate: nothing the simulator can model was found to fit: every point or key "
+                            "was left out" + "".join(f"\n  skipped {s}" for s in skipped),
+                            fix="follow the fix each skipped line names (too few points: more points or fewer "
+                                "--factors; a model the catalog lacks: add its figures; a speculative run: its "
+                                "realised acceptance length)")
+    saved: list[str] = []
+    if target is not None:
         for result in results:
-            saved.append(str(_save(result, target)))
+            saved.append(str(_save(result, target, say)))
     if as_json:
         click.echo(json.dumps({"calibrations": [r.to_json() for r in results], "skipped": skipped,
-                               "hold_out": [c.to_json() for c in checks], "saved": saved}, indent=2, default=str))
+                               "hold_out": [c.to_json() for c in checks], "hold_out_unchecked": unchecked,
+                               "saved": saved}, indent=2, default=str))
         return
     for result in results:
         _print_calibration(result)
@@ -310,6 +340,8 @@ def calibrate(paths: tuple[str, ...], model: str | None, hardware: str | None, t
                       check.points)
         for why in check.left_out:
             click.echo(f"  not predicted {why}")
+    for why in unchecked:
+        click.echo(f"no hold-out check for {why}")
     for path in saved:
         click.echo(f"saved to {path}")
 
@@ -322,8 +354,15 @@ def _config_for_job(job: dict[str, object]) -> object:
     return engine_config_from_argv(engines.render(Job.model_validate(job), simulate=True).argv)
 
 
-def _save(result: RunCalibration, target: Path) -> Path:
-    from llmsweep.sim.calibration import CalibrationEntry, CalibrationProvenance, entry_id, now_utc, save_calibration
+def _save(result: RunCalibration, target: Path, say: Callable[[str], None]) -> Path:
+    from llmsweep.sim.calibration import (
+        CalibrationEntry,
+        CalibrationProvenance,
+        entry_id,
+        now_utc,
+        save_calibration,
+        shadowed,
+    )
 
     engine, hardware, klass = result.key
     prov = result.provenance
@@ -333,10 +372,15 @@ def _save(result: RunCalibration, target: Path) -> Path:
         efficiency={k: float(f"{v:.4g}") for k, v in result.overrides().items()},
         error_before=round(result.error_before, 4), error_after=round(result.error_after, 4),
         provenance=CalibrationProvenance(
-            run_id=str(prov.get("run_id")), date=str(prov.get("date")), engine_version=version,
+            run_id=str(prov.get("run_id") or "unknown"), date=str(prov.get("date") or "unknown"),
+            engine_version=version,
             gpu=prov.get("gpu"), model=prov.get("model"), jobs=int(prov.get("jobs") or 0), fitted_at=now_utc()),
     )
-    return save_calibration(target, entry_id(engine, hardware, klass), entry)
+    saved_id = entry_id(engine, hardware, klass)
+    path = save_calibration(target, saved_id, entry)
+    if (why := shadowed(saved_id, entry)) is not None:
+        say(f"warning: saved to {path}, but {why}; remove that entry, or save there with --save-to")
+    return path
 
 
 def _print_calibration(r: RunCalibration, title: str = "") -> None:

@@ -197,6 +197,9 @@ draft length K the draft passes and `step_s` are both a fixed cost per decode st
 the pull splits it the least-change way instead of wherever the iterations wander. Points at two or more K separate
 them (the draft term scales with K, `step_s` does not) and the pull is then negligible."""
 METRICS: tuple[str, ...] = ("output_tps", "tpot_p50", "ttft_p50")
+FEWER_FIRST: tuple[str, ...] = ("mem", "step_s", "frontend_s", "compute", "per_seq_s", "draft_layer_fraction")
+"""Which factors a fit of too few points is told to keep first (`--factors`): the decode step's bandwidth and fixed
+cost, then the frontend and prefill."""
 
 
 @dataclass(frozen=True)
@@ -260,7 +263,12 @@ def job_dirs(paths: Iterable[Path | str]) -> list[Path]:
             raise DatasetError(f"sim calibrate: no job folder ({JOB_FILE} + {SUMMARY_FILE}) under {path}",
                                fix="pass a run directory `llmsweep run --out` wrote, or its jobs/<id>/ folders")
         found.extend(hits)
-    return list(dict.fromkeys(found))
+    # one folder reached twice (a run named relative and absolute, through a link, or beside its own job folder)
+    # is one point: fitted twice it would count double and the stored calibration would claim jobs it did not see
+    unique: dict[Path, Path] = {}
+    for folder in found:
+        unique.setdefault(folder.resolve(), folder)
+    return list(unique.values())
 
 
 NOT_MEASURED_FIX = ("calibrate against a run on a real engine: `llmsweep run` of a recipe whose engine is not `sim`, "
@@ -282,19 +290,46 @@ def measured_point(path: Path, config_for: Any) -> MeasuredPoint:
     realised acceptance length from the engine's counters (refused when the run has none), and a point whose
     planned prefix hits never happened (vLLM turns prefix caching off for hybrid models) replays without the cache.
     """
+    from pydantic import ValidationError
+
     from llmsweep.metrics.model import MEASURED, Summary
+    from llmsweep.plan.job import Job
 
     try:
         job = json.loads((path / JOB_FILE).read_text())
+    except (OSError, ValueError) as exc:
+        raise DatasetError(f"sim calibrate: cannot read {path / JOB_FILE}: {exc}",
+                           fix="restore the file from the run's evidence, or leave this job folder out") from exc
+    if not isinstance(job, dict):
+        raise DatasetError(f"sim calibrate: {path / JOB_FILE} is not a JSON object (a job)",
+                           fix="restore the file from the run's evidence, or leave this job folder out")
+    try:  # what the replay renders: a field missing or ill-typed is named here, not met as a traceback later
+        Job.model_validate(job)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or '(job)'}: {e['msg']}" for e in exc.errors()[:3])
+        raise DatasetError(f"sim calibrate: {path / JOB_FILE} is not a job this llmsweep reads "
+                           f"({exc.error_count()} problem(s): {problems})",
+                           fix="restore the file from the run's evidence, or calibrate with the llmsweep release "
+                               "that ran the job") from exc
+    try:
         summary = Summary.load(path / SUMMARY_FILE)
-    except (OSError, ValueError, ResultError) as exc:
-        raise DatasetError(f"sim calibrate: cannot read {path}/{JOB_FILE} and {SUMMARY_FILE}: {exc}",
-                           fix=f"pass job folders a `llmsweep run` wrote ({JOB_FILE} and {SUMMARY_FILE})") from exc
+    except ResultError as exc:
+        raise DatasetError(f"sim calibrate: {exc.message}", fix=exc.fix) from exc
+    except (OSError, ValueError) as exc:
+        raise DatasetError(f"sim calibrate: cannot read {path / SUMMARY_FILE}: {exc}",
+                           fix=f"`llmsweep summarize {path}` rebuilds it from its records.jsonl") from exc
     if summary.source != MEASURED:
         # the simulator's own output: fitting the simulator to it calibrates nothing (and its replays take minutes)
         raise NotMeasured(f"{path.name}: its summary's source is {summary.source}, not measured (the simulator "
                           "produced it): calibration fits measurements only",
                           fix=NOT_MEASURED_FIX, source=summary.source)
+    if job.get("disagg"):
+        # the replay renders one aggregated server for the job: a measurement of prefill and decode pools fitted to
+        # it would move the aggregated key's factors towards a deployment it does not model
+        raise ResultError(f"sim calibrate: {path.name} is a disaggregated point (prefill and decode pools), and the "
+                          "fit replays one aggregated server",
+                          fix="calibrate on aggregated points of the same engine, GPU and model class; the "
+                              "simulator's disaggregated predictions use those factors per role")
     checks = summary.readback.checks if summary.readback is not None else []
     failed = [c.reason or c.check for c in checks if c.ok is False]
     if failed:
@@ -302,6 +337,13 @@ def measured_point(path: Path, config_for: Any) -> MeasuredPoint:
         # describes what was measured
         raise ResultError(f"sim calibrate: {path.name} failed its read-back ({'; '.join(failed)})",
                           fix="calibrate from points whose engine ran what the job asked")
+    if summary.validity.verdict == "invalid":
+        # a gate failed (requests errored, the client saturated, the run stopped early, ...): the figures are not
+        # what the engine does for this job, and fitting them would move every factor of the key towards them
+        reasons = [r for r in summary.validity.reasons if not r.startswith("smoke run")] or summary.validity.reasons
+        raise ResultError(f"sim calibrate: {path.name} is invalid ({'; '.join(reasons)}): its figures are not a "
+                          "measurement of the job",
+                          fix="re-run the point once what its gates name is fixed; valid and smoke points are fitted")
     measured = _compared(summary)
     scenario = str(_get(job, "workload", "scenario") or job.get("scenario"))
     excess = max(0.0, (summary.cache.observed_hit_rate or 0.0) - (summary.cache.theoretical_hit_rate or 0.0))
@@ -333,6 +375,15 @@ def measured_point(path: Path, config_for: Any) -> MeasuredPoint:
         "verdict": summary.validity.verdict,
     }
     config: EngineConfig = config_for(job)
+    measured_on = job.get("engine") or (launch.engine if launch else None)
+    if measured_on and measured_on != config.engine_style:
+        # the simulator stands in for any engine in vLLM's or SGLang's style, and a calibration is keyed by that
+        # style: a TensorRT-LLM or ATOM point would be fitted with vLLM's points and stored (and applied) as vLLM's
+        raise ResultError(
+            f"sim calibrate: {path.name} was measured on {measured_on}, which the simulator replays in "
+            f"{config.engine_style}'s style: its factors would be fitted and stored as {config.engine_style}'s "
+            f"(calibrations are keyed by engine: vllm, sglang)",
+            fix="calibrate vLLM and SGLang runs; the simulator has no calibration key for other engines")
     realised = None
     if config.spec is not None:
         sd = summary.server_metrics.spec_decode
@@ -589,8 +640,12 @@ def fit_run(points: list[MeasuredPoint], *, factors: tuple[str, ...] | None = No
                           fix="fit one (engine, hardware, model class) at a time (calibrate_runs groups them)")
     fitted_metrics = sum(1 for p in points for m, w in p.weights.items() if w > 0 and m in p.measured)
     if fitted_metrics < len(factors) + 1:
-        raise ResultError(f"sim calibrate: {fitted_metrics} measured metrics cannot constrain {len(factors)} factors",
-                          fix="measure more concurrency points (at least two, better four or more)")
+        fewer = sorted(factors, key=lambda f: FEWER_FIRST.index(f) if f in FEWER_FIRST else len(FEWER_FIRST))
+        fewer = fewer[:fitted_metrics - 1]
+        raise ResultError(f"sim calibrate: {fitted_metrics} measured metrics cannot constrain {len(factors)} factors "
+                          f"({', '.join(factors)})",
+                          fix="measure more concurrency points (at least two, better four or more)"
+                              + (f", or fit fewer factors: --factors {','.join(fewer)}" if fewer else ""))
     unknown = [f for f in factors if f not in FACTOR_BOUNDS]
     if unknown:
         raise ResultError(f"sim calibrate: cannot fit {unknown}", fix=f"fit a subset of {sorted(FACTOR_BOUNDS)}")
@@ -662,6 +717,11 @@ def fit_run(points: list[MeasuredPoint], *, factors: tuple[str, ...] | None = No
                                    excess_hit_rate=p.excess_hit_rate, acceptance_length=p.acceptance_length)
                    for p, b, a in zip(points, before, after, strict=True)]
     prov = dict(points[0].provenance)
+    # what a stored calibration's label says (engine version, GPU, date) is every fitted point's, not the first's:
+    # points of two runs (two engine versions, two days) are said as both
+    for name in ("run_id", "date", "engine", "engine_version", "gpu", "model"):
+        values = list(dict.fromkeys(str(p.provenance[name]) for p in points if p.provenance.get(name)))
+        prov[name] = " + ".join(sorted(values) if name == "date" else values) or None
     prov["jobs"] = len(points)
     return RunCalibration(
         key=points[0].key, base=base, efficiency=fitted_eff, fitted=tuple(factors), points=comparisons,
@@ -741,7 +801,7 @@ def measured_groups(paths: Iterable[Path | str],
             skipped.append(exc.message)
             continue
         except LlmsweepError as exc:
-            skipped.append(f"{path.name}: {exc.message if hasattr(exc, 'message') else exc}")
+            skipped.append(f"{path.name}: {exc.one_line()}")
             continue
         groups.setdefault(key, []).append(point)
     if folders and sum(unmeasured.values()) == len(folders):
@@ -844,20 +904,47 @@ def hold_out(points: list[MeasuredPoint], patterns: Iterable[str], *, factors: t
                    error_after=fit_error((c.measured, c.after, c.weights) for c in comparisons))
 
 
-def hold_out_runs(paths: Iterable[Path | str], config_for: Any, patterns: Iterable[str], *,
-                  factors: tuple[str, ...] | None = None, max_iter: int = 8,
-                  fit_requests_per_lane: int | None = 4,
-                  say: Callable[[str], None] | None = None) -> list[HoldOut]:
-    """:func:`hold_out` for every calibration key under `paths` that has points on both sides of `patterns`; `say`
-    hears each hold-out fit as :func:`fit_run` says it."""
+def hold_out_splits(groups: dict[tuple[str, str, str], list[MeasuredPoint]],
+                    patterns: Iterable[str]) -> tuple[list[tuple[str, str, str]], list[str]]:
+    """The keys with points on both sides of `patterns`, and why each other key has no hold-out check; a
+    ConfigError when no key has one (a pattern matching no label, or every label), listing the labels there are."""
     from fnmatch import fnmatchcase
 
     pats = tuple(patterns)
-    groups, _ = measured_groups(paths, config_for)
-    out = []
-    for pts in groups.values():
+    split, notes = [], []
+    for key, pts in groups.items():
         held = sum(1 for p in pts if any(fnmatchcase(p.label, pat) for pat in pats))
         if 0 < held < len(pts):
-            out.append(hold_out(pts, pats, factors=factors, max_iter=max_iter, say=say,
+            split.append(key)
+        else:
+            notes.append(f"{'/'.join(key)}: --hold-out {' '.join(repr(p) for p in pats)} matches {held} of its "
+                         f"{len(pts)} point(s) ({', '.join(p.label for p in pts)}); a hold-out needs points on both "
+                         "sides")
+    if groups and not split:
+        raise ConfigError(f"sim calibrate: no hold-out to check: {'; '.join(notes)}",
+                          fix="give --hold-out shell patterns that match some, not all, of a key's point labels "
+                              "(e.g. 'fixed 1024/128 c4', 'agentic *')")
+    return split, notes
+
+
+def hold_out_runs(paths: Iterable[Path | str], config_for: Any, patterns: Iterable[str], *,
+                  factors: tuple[str, ...] | None = None, max_iter: int = 8,
+                  fit_requests_per_lane: int | None = 4,
+                  say: Callable[[str], None] | None = None) -> tuple[list[HoldOut], list[str]]:
+    """:func:`hold_out` for every calibration key under `paths` that has points on both sides of `patterns`, and
+    why each other key has none: no points on one side (:func:`hold_out_splits`), or a hold-out that fails (too few
+    in-sample points for the factors, nothing left to predict) — said through `say` when it fails, as `fit_run`
+    says each hold-out fit, and not an end to the command: the main fit stands without it."""
+    pats = tuple(patterns)
+    groups, _ = measured_groups(paths, config_for)
+    split, notes = hold_out_splits(groups, pats)
+    out = []
+    for key in split:
+        try:
+            out.append(hold_out(groups[key], pats, factors=factors, max_iter=max_iter, say=say,
                                 fit_requests_per_lane=fit_requests_per_lane))
-    return out
+        except ResultError as exc:
+            notes.append(f"{'/'.join(key)}: the hold-out failed: {exc.one_line()}")
+            if say is not None:
+                say(f"no hold-out check for {notes[-1]}")
+    return out, notes

@@ -17,6 +17,7 @@ fitted with the rest, so those factors describe runs with that draft only.
 from __future__ import annotations
 
 import datetime as dt
+import logging
 from pathlib import Path
 from typing import Any, Literal
 
@@ -30,6 +31,8 @@ from llmsweep.sim.perf import Efficiency, PerfInputs
 FILE_NAME = "sim_calibration.yaml"
 SECTION = "calibrations"
 UNCALIBRATED = "uncalibrated"
+
+log = logging.getLogger(__name__)
 
 # Upper bounds (exclusive) of total parameters, billions, per size bucket.
 SIZE_BUCKETS: tuple[tuple[str, float], ...] = (("tiny", 4.0), ("small", 20.0), ("medium", 100.0),
@@ -166,6 +169,22 @@ def entry_id(engine: str, hardware: str, klass: str) -> str:
 
 def save_calibration(path: Path, entry_id_: str, entry: CalibrationEntry) -> Path:
     """Add or replace one entry in a calibration YAML file (other entries are kept as they are)."""
+    data = read_save_target(path)
+    section = data[SECTION]
+    # another id of the same key in this file would shadow the new entry (or be shadowed by it): the key is what
+    # predictions look up, so the new fit replaces it
+    for other in [k for k, v in section.items() if k != entry_id_ and _same_key(v, entry)]:
+        log.warning("%s: replacing calibration '%s' (same engine, hardware and model class as '%s')", path, other,
+                    entry_id_)
+        del section[other]
+    section[entry_id_] = entry.model_dump(mode="json", exclude_none=True)
+    write_calibration_file(path, data)
+    return path
+
+
+def read_save_target(path: Path) -> dict[str, Any]:
+    """The calibration file a save would rewrite, read (an empty document when it does not exist yet); a ConfigError
+    naming the file when it is not one, so `sim calibrate --save-to` can refuse it before fitting."""
     data: dict[str, Any] = {}
     if path.is_file():
         from llmsweep.catalog.sources import load_yaml
@@ -175,9 +194,16 @@ def save_calibration(path: Path, entry_id_: str, entry: CalibrationEntry) -> Pat
             raise ConfigError(f"{path}: not a calibration file (expected a '{SECTION}:' mapping)",
                               fix="choose another --save-to path or fix the file")
         data = loaded
-    section = data.setdefault(SECTION, {}) or {}
+    section = data.get(SECTION) or {}
+    if not isinstance(section, dict):
+        raise ConfigError(f"{path}: its '{SECTION}:' is not a mapping of calibration ids to entries",
+                          fix="choose another --save-to path or fix the file")
     data[SECTION] = section
-    section[entry_id_] = entry.model_dump(mode="json", exclude_none=True)
+    return data
+
+
+def write_calibration_file(path: Path, data: dict[str, Any]) -> None:
+    """Write a calibration document (`read_save_target`'s, changed) with its header; forget cached catalogs."""
     path.parent.mkdir(parents=True, exist_ok=True)
     header = ("# Simulator calibrations written by `llmsweep sim calibrate --save` (llmsweep.sim.calibration).\n"
               "# Keyed by (engine, hardware, model_class); an id here replaces a packaged entry of the same id.\n")
@@ -185,7 +211,28 @@ def save_calibration(path: Path, entry_id_: str, entry: CalibrationEntry) -> Pat
     from llmsweep.catalog.sources import clear_caches
 
     clear_caches()
-    return path
+
+
+def _same_key(raw: Any, entry: CalibrationEntry) -> bool:
+    return (isinstance(raw, dict) and raw.get("engine") == entry.engine
+            and hardware_family(str(raw.get("hardware", ""))) == hardware_family(entry.hardware)
+            and raw.get("model_class") == entry.model_class)
+
+
+def shadowed(entry_id_: str, entry: CalibrationEntry, dirs: tuple[Path, ...] | None = None) -> str | None:
+    """Why predictions of `entry`'s key would not use the entry saved as `entry_id_` (another catalog file defines
+    the key later, and the last definition wins), or None when they do."""
+    from llmsweep.catalog.sources import build_models, catalog_dirs
+
+    found = None
+    for key, (candidate, origin) in build_models(FILE_NAME, SECTION, CalibrationEntry,
+                                                 dirs if dirs is not None else catalog_dirs()).items():
+        if candidate.key == entry.key:
+            found = (key, origin)
+    if found is None or found[0] == entry_id_:
+        return None
+    return (f"predictions of {'/'.join(entry.key)} still use calibration '{found[0]}' ({found[1]}): a later catalog "
+            f"file defines that key, and the last definition wins")
 
 
 def now_utc() -> str:
@@ -201,7 +248,9 @@ __all__ = [
     "hardware_family",
     "load_calibrations",
     "model_class",
+    "read_save_target",
     "save_calibration",
+    "shadowed",
     "size_bucket",
     "user_file",
 ]
