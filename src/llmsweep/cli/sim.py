@@ -62,6 +62,10 @@ def sim() -> None:
 @click.option("--max-running-requests", type=int, default=256, show_default=True, help="Most running requests.")
 @click.option("--chunked-prefill-size", type=int, default=8192, show_default=True, help="Prefill chunk (tokens).")
 @click.option("--kv-capacity-tokens", type=int, default=None, help="Override the KV pool size (tokens).")
+@click.option("--no-calibration", is_flag=True,
+              help="Serve the roofline's default efficiency, not the stored calibration of (engine style, hardware, "
+                   "model class): the label says `uncalibrated` (what `run --simulate` renders for a job of an "
+                   "engine no calibration was fitted on).")
 @click.option("--context-length", type=click.IntRange(min=1), default=None,
               help="Most tokens of one request, prompt + output; longer ones get a 400, as an engine refuses them "
                    "[default: none, only the KV pool bounds a request].")
@@ -195,6 +199,7 @@ def _engine_config(opts: dict[str, object]) -> EngineConfig:
             ttft_s=float(opts["ttft_ms"]) / 1e3, itl_s=float(opts["itl_ms"]) / 1e3,  # type: ignore[arg-type]
             kv_capacity_tokens=opts["kv_capacity_tokens"],  # type: ignore[arg-type]
             context_length=opts["context_length"],  # type: ignore[arg-type]
+            calibrated=not opts["no_calibration"],
         )
     except ValidationError as exc:
         raise ConfigError(f"llmsweep sim serve: invalid options: {exc.errors()[0]['msg']}",

@@ -188,6 +188,15 @@ class SimAdapter(Adapter):
         """Whose log lines and metric names to mimic: the engine the job stands in for."""
         return SGLANG.id if SGLANG.id in (job.engine, engine_for(job.framework)) else VLLM.id
 
+    @staticmethod
+    def stands_in_for(job: Job) -> str | None:
+        """The real engine the simulator stands in for: the job's own, else its framework's; None for a recipe of
+        the simulator itself."""
+        for name in (job.engine, engine_for(job.framework)):
+            if name is not None and name != SIM.id:
+                return name
+        return None
+
     def derive(self, job: Job, port: int) -> Derived:
         d = Derived(notes=["simulated engine: no GPU, no weights; timings come from the roofline model"])
         tp, _pp, ep, _dp_attn, _dcp, _pcp = topology(job)
@@ -212,6 +221,13 @@ class SimAdapter(Adapter):
             a["--kv-dtype"] = kv_dtype
         style = self.style(job)
         a["--engine-style"] = style
+        real = self.stands_in_for(job)
+        if real is not None and real != style:
+            # calibrations are fitted per engine style on that engine's runs: a TensorRT-LLM or ATOM job served in
+            # vLLM's style must not carry vLLM's factors under a "calibrated: vllm-…" label it did not earn
+            a["--no-calibration"] = True
+            d.notes.append(f"no calibration of the simulator was fitted on {real}: it serves the roofline's default "
+                           "efficiency (uncalibrated)")
         if job.scenario is ScenarioId.AGENTIC_CODING:
             a["--max-running-requests"] = 2 * agentic_conc(job)
         for flag, value in recipe.items():
