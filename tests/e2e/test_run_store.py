@@ -124,3 +124,33 @@ def test_a_resume_whose_folder_lacks_a_stored_result_still_stores_the_run_as_its
     db = sqlite3.connect(store)
     assert [r[0] for r in db.execute("SELECT job_id FROM results")] == [kept]
     db.close()
+
+
+def test_a_narrower_resume_keeps_the_whole_run_in_run_json(tmp_path: Path) -> None:
+    """`--resume --only-job A` of a run whose job B never ran rewrote run.json to expect A alone: `expected 1 job(s)`,
+    B's outcome gone, and a run with a job never run read as complete (0 missing, a 100 % success rate)."""
+    from llmsweep.results.point import points_from_run
+    from llmsweep.results.rundir import load_run
+    from llmsweep.results.verdict import success_rate
+
+    recipe, out = RECIPES / "fixed-sim.yaml", tmp_path / "out"
+    env = cli_env(tmp_path)
+    first = run_here([recipe, "--out", out, "--no-report"], env)
+    assert first.returncode == 0, first.stderr[-3000:]
+    a, b = sorted(job_dirs(out))
+    again = run_here([recipe, "--out", out, "--resume", "--only-job", a, "--no-report"], env)
+    assert again.returncode == 0, again.stderr[-3000:]
+    meta = json.loads((out / "run.json").read_text())
+    assert meta["expected_job_ids"] == [a, b] and set(meta["job_hardware"]) == {a, b}
+    assert {o["job_id"]: o["status"] for o in meta["outcomes"]} == {a: "skipped", b: "valid"}
+    # what an interrupt leaves when B never started: no folder, no outcomes in run.json
+    shutil.rmtree(out / "jobs" / b)
+    meta.pop("outcomes")
+    meta.pop("finished")
+    (out / "run.json").write_text(json.dumps(meta))
+    third = run_here([recipe, "--out", out, "--resume", "--only-job", a, "--no-report"], env)
+    assert third.returncode == 0, third.stderr[-3000:]
+    meta = json.loads((out / "run.json").read_text())
+    assert meta["expected_job_ids"] == [a, b]
+    rate = success_rate(meta, points_from_run(load_run(out)))
+    assert rate.total == 2 and rate.success == 1 and rate.by_status["missing"] == 1  # B never ran: not a success

@@ -387,7 +387,7 @@ def _groups(jobs: list[Job], simulate: bool, executor: str, live: bool = False,
 
 def _write_run_meta(run_dir: Path, req: RunRequest, run_id: str, jobs: list[Job],
                     outcomes: list[JobOutcome] | None, findings: list[Finding],
-                    reuse: dict[str, Any] | None = None) -> None:
+                    reuse: dict[str, Any] | None = None, superseded: frozenset[str] = frozenset()) -> None:
     from llmsweep.results.identity import hardware_of
 
     meta = {
@@ -427,10 +427,38 @@ def _write_run_meta(run_dir: Path, req: RunRequest, run_id: str, jobs: list[Job]
                     meta.pop(name, None)
                     if name in previous:
                         meta[name] = previous[name]
+    kept = _the_rest_of_the_run(meta, previous, req, superseded) if isinstance(previous, dict) else []
+    if outcomes is not None or kept:
+        meta["outcomes"] = [o.model_dump(mode="json") for o in outcomes or ()] + kept
     if outcomes is not None:
-        meta["outcomes"] = [o.model_dump(mode="json") for o in outcomes]
         meta["finished"] = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     art.write_json(run_dir / art.RUN_FILE, meta)
+
+
+def _the_rest_of_the_run(meta: dict[str, Any], previous: dict[str, Any], req: RunRequest,
+                         superseded: frozenset[str]) -> list[dict[str, Any]]:
+    """A narrower `--resume` (`--only-job`, `--config-keys`) runs part of its run, and run.json still describes the
+    whole run: the jobs the run expected before that this plan does not hold stay expected (one not run yet stays
+    missing), with their hardware and reuse keys, and their recorded outcomes are returned to keep — but for the
+    folders this resume superseded (`_supersede_renamed`). It used to shrink the run to the jobs of the narrower
+    plan: `expected 1 job(s)`, the others' outcomes gone, and a run with jobs never run counted as complete."""
+    if not req.settings.resume or (req.only_jobs is None and not req.config_keys):
+        return []
+    now = set(meta["expected_job_ids"])
+    before = previous.get("expected_job_ids")
+    rest = [j for j in before if isinstance(j, str) and j not in now and j not in superseded] \
+        if isinstance(before, list) else []
+    if not rest:
+        return []
+    keep = set(rest)
+    meta["expected_job_ids"] = [*meta["expected_job_ids"], *rest]
+    for name in ("job_hardware", "reuse_keys"):
+        old, new = previous.get(name), meta.get(name)
+        if isinstance(old, dict) and isinstance(new, dict):
+            meta[name] = {**{j: v for j, v in old.items() if j in keep}, **new}
+    recorded = previous.get("outcomes")
+    return [o for o in recorded if isinstance(o, dict) and o.get("job_id") in keep] \
+        if isinstance(recorded, list) else []
 
 
 def run_sweep(req: RunRequest, *, event: Event = _stderr) -> RunOutcome:
@@ -820,8 +848,9 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
 
     skipped: list[JobOutcome] = []
     stored = _JobStore(run_dir, req, event)
+    superseded: frozenset[str] = frozenset()
     if req.settings.resume or req.force:
-        _supersede_renamed(run_dir, jobs, event, stored)
+        superseded = _supersede_renamed(run_dir, jobs, event, stored)
     if req.settings.resume:
         # Decided here, before any launch: a group whose jobs are all done costs no server start and no Slurm job.
         todo = []
@@ -901,7 +930,7 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
                                                reasons=["not run: the sweep stopped before this job (fail-fast)"])
                 for j in jobs]
     outcomes = [o.with_warnings(warnings.get(o.job_id, ())) for o in outcomes]
-    _write_run_meta(run_dir, req, run_id, jobs, outcomes, findings, reuse_meta)
+    _write_run_meta(run_dir, req, run_id, jobs, outcomes, findings, reuse_meta, superseded)
 
     outcome = RunOutcome(run_dir=run_dir, run_id=run_id, outcomes=outcomes, findings=findings,
                          concurrency={j.id: j.concs[0] for j in jobs if j.concs},
@@ -984,13 +1013,14 @@ def _same_job(job_id: str, recipe_key: object) -> tuple[object, str, str]:
     return recipe_key, head if sep else base, repeat
 
 
-def _supersede_renamed(run_dir: Path, jobs: Sequence[Job], event: Event, stored: _JobStore) -> None:
+def _supersede_renamed(run_dir: Path, jobs: Sequence[Job], event: Event, stored: _JobStore) -> frozenset[str]:
     """`--resume`/`--force`: a job folder (its `job.json`) whose job this plan still has under another id (an edit
     of its recipe's matrix fields — the image, the model, an env var InferenceX fingerprints — changes the id's hash)
     is that job's earlier attempt: moved into the planned job's `attempts/N/`, and its stored result dropped. Kept
     where it was, it stayed in the run beside the job measured again: one series drew each concurrency twice, under
     two images, and the store held both. A folder no planned job matches (a narrower `--only-job` or
     `--config-keys`) stays."""
+    gone: set[str] = set()
     planned: dict[tuple[object, str, str], list[Job]] = {}
     for job in jobs:
         planned.setdefault(_same_job(job.id, job.recipe_key), []).append(job)
@@ -1016,6 +1046,8 @@ def _supersede_renamed(run_dir: Path, jobs: Sequence[Job], event: Event, stored:
         event(f"job {old_id}: superseded by job {job.id}, the same job under its recipe as it is now"
               + (f" ({changed} changed since)" if changed else "") + f"; its files are kept in {target / str(n)}")
         stored.superseded(old_dir)
+        gone.add(old_id)
+    return frozenset(gone)
 
 
 def _power_unrecorded(outcomes: Sequence[JobOutcome]) -> dict[str, list[str]]:

@@ -78,11 +78,12 @@ def success_rate(meta: Mapping[str, Any], points: Sequence[ResultPoint]) -> Succ
     outcomes = meta.get("outcomes")
     if isinstance(outcomes, list) and outcomes:
         rows = [(str(o.get("job_id")), str(o.get("status"))) for o in outcomes if isinstance(o, dict)]
-    else:  # no record of outcomes: the results, and every expected job without one as missing
+    else:  # no record of outcomes: the results
         rows = [(p.job_id, p.verdict) for p in points]
-        have = {p.job_id for p in points}
-        expected = meta.get("expected_job_ids") or meta.get("expected_jobs") or []
-        rows += [(str(j), "missing") for j in expected if str(j) not in have]
+    # and every expected job neither records as missing (a narrower `--resume` records the jobs it ran, and the run's)
+    have = {job for job, _ in rows}
+    expected = meta.get("expected_job_ids") or meta.get("expected_jobs") or []
+    rows += [(str(j), "missing") for j in expected if str(j) not in have]
     status = Counter(s for _, s in rows)
     per: dict[str, list[int]] = {}
     for job, s in rows:
