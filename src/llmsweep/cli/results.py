@@ -486,6 +486,13 @@ def compare(runs: tuple[str, ...], baseline: str | None, fmt: str | None, repeat
         click.echo(json.dumps(doc, indent=1, default=str))
     else:
         _print_comparison(comp)
+    if fail_on_regression and not comp.matched and comp.skipped:
+        # every point it could pair was refused (sources differ, two configurations of a point): a gate that compared
+        # nothing passed in silence, and a baseline of the wrong kind let every change through
+        reasons = "; ".join(dict.fromkeys(s.reason for s in comp.skipped))
+        raise ResultError(f"nothing was compared: {len(comp.skipped)} result(s) were not compared ({reasons})",
+                          fix="compare with a baseline of the same source and configuration (or pass --mix-sources "
+                              "to compare across sources on purpose)")
     if fail_on_regression and (comp.regressions or comp.invalidated):
         said = [f"{len(comp.regressions)} regression(s) beyond run-to-run noise"] if comp.regressions else []
         said += [f"{len(comp.invalidated)} point(s) B measured invalid where A's is valid"] if comp.invalidated else []

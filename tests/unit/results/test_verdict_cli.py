@@ -145,3 +145,19 @@ def test_the_verdict_names_the_points_it_did_not_compare(make_run, store_path: P
     line = next(x for x in md.splitlines() if x.startswith("**Not compared:**"))
     assert "sources differ (measured, simulated); pass --mix-sources to compare" in line
     assert all(f"`{j.job_id}`" in line for j in base.jobs)
+
+
+def test_fail_on_regression_fails_a_comparison_that_compared_nothing(make_run, store_path: Path) -> None:
+    """A measured baseline against a simulated run compares no point (sources differ): --fail-on-regression exited 0,
+    so a CI gate with a baseline of the wrong kind let every change through."""
+    base = make_run("base", concs=(1, 4), requests=40, source="measured")
+    sim = make_run("pr", concs=(1, 4), requests=40, seed=2)
+    res = CliRunner().invoke(cli, ["compare", "--baseline", str(base.path), str(sim.path), "--resamples", "10",
+                                   "--no-history", "--fail-on-regression"])
+    said = str(res.exception)
+    assert res.exit_code != 0 and "nothing was compared: 4 result(s) were not compared" in said, res.output
+    assert "sources differ" in said
+    fresh = make_run("new", concs=(8,), requests=40, seed=3)  # points only B has (a new config): nothing to refuse
+    ok = CliRunner().invoke(cli, ["compare", "--baseline", str(sim.path), str(fresh.path), "--resamples", "10",
+                                  "--no-history", "--fail-on-regression"])
+    assert ok.exit_code == 0, ok.output
