@@ -307,3 +307,46 @@ def test_a_role_that_does_not_come_up_fails_the_start_naming_it_and_every_starte
     assert deployment.gone()
     assert_gone(pids, tmp_path)
     assert not list(server_dir.glob("server.*.pid"))
+
+
+def test_a_role_that_dies_while_the_deployment_serves_is_named_with_its_own_log(tmp_path: Path) -> None:
+    """A decode worker killed while the deployment serves: the job's failure (`check_alive` after its load, and the
+    note its summary is judged invalid by) names that worker, where it ran and how it exited, and quotes its own log
+    under its own name (it said `sim server died … (exit status -9)` over the router log's name, with the decode
+    worker's tail under it)."""
+    from llmsweep import engines
+    from llmsweep.errors import LaunchError
+    from llmsweep.execute.local import LocalLauncher
+    from llmsweep.execute.ready import check_alive
+    from llmsweep.execute.roles import LocalPlacement, RoleDeployment
+    from llmsweep.plan import jobs_from_files
+
+    one = tmp_path / "one.yaml"
+    one.write_text(RECIPE.read_text().replace("conc-list: [2, 4]", "conc-list: [2]"))
+    (job,) = jobs_from_files([one])
+    topology = engines.render_topology(job, simulate=True)
+    server_dir = tmp_path / "servers" / "g"
+    deployment = RoleDeployment(topology, LocalPlacement(topology, LocalLauncher(), server_dir), server_dir)
+    pids: list[int] = []
+    try:
+        deployment.start(startup_timeout_s=120)
+        pids = [int(read_json(p)["pid"]) for p in sorted(server_dir.glob("server.*.pid"))]
+        check_alive(deployment, during="job j")  # every role serves
+        assert deployment.log_path.name == "router-0.log"
+        decode = int(read_json(server_dir / "server.decode0.pid")["pid"])
+        os.killpg(decode, signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while deployment.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        with pytest.raises(LaunchError) as died:
+            check_alive(deployment, during="job j")
+        host = node_name()
+        message = died.value.message
+        assert message.startswith(f"sim server died during job j (decode worker 0 on {host} exited with status -9)")
+        assert f"--- last 40 lines of {server_dir / 'roles' / 'decode-0.log'} ---" in message, message
+        assert f"[decode worker 0 on {host}]" in message and "simulated decode worker" in message
+    finally:
+        deployment.stop(grace_s=5.0)
+    assert deployment.gone()
+    assert_gone(pids, tmp_path)
+    assert not list(server_dir.glob("server.*.pid"))

@@ -43,7 +43,7 @@ from llmsweep.execute.handle import ServerHandle
 from llmsweep.execute.preflight import preflight
 from llmsweep.execute.progress import current_progress
 from llmsweep.execute.readback import SERVER_DIED, ReadbackSettings, summarise_job
-from llmsweep.execute.ready import check_alive, wait_ready
+from llmsweep.execute.ready import check_alive, exit_text, wait_ready
 from llmsweep.execute.secrets import SecretScrubber, collect_secrets
 from llmsweep.execute.signals import (
     INTERRUPTED_REASONS,
@@ -842,7 +842,7 @@ def _alive_or_invalid(handle: ServerHandle, during: str, jdir: Path, settings: L
         if (jdir / art.SUMMARY_FILE).is_file():
             info = art.read_json(jdir / art.RUN_FILE)
             info = info if isinstance(info, dict) else {}
-            info[SERVER_DIED] = f"died during {during} (exit status {handle.returncode})"
+            info[SERVER_DIED] = f"died during {during} ({exit_text(handle)})"
             art.write_json(jdir / art.RUN_FILE, info)
             summarise_job(jdir, settings=settings.readback)
         raise

@@ -485,7 +485,7 @@ class RoleDeployment:
         router = topology.role("router")
         front = router or topology.roles[0]
         self.spec = placement.place(front, front.workers[0])
-        self.log_path = self.dir / f"{router.name if router is not None else 'server'}-0.log"
+        self._front_log = self.dir / f"{router.name if router is not None else 'server'}-0.log"
         self.scrubber = SecretScrubber(())
         self.command: tuple[str, ...] = ()
         self.user_flags: str | None = None  # each role's step is waited for on its own handle
@@ -619,6 +619,29 @@ class RoleDeployment:
     def returncode(self) -> int | None:
         dead = self._dead()
         return dead[2].returncode if dead is not None else None
+
+    @property
+    def log_path(self) -> Path:
+        """The log a failure quotes (and a job folder keeps as its `server.log`): the first role that died's, else
+        the router's. It used to be the router's always, so a job whose decode worker died showed the decode
+        worker's tail under the router log's name."""
+        dead = self._dead()
+        return dead[2].log_path if dead is not None else self._front_log
+
+    @log_path.setter
+    def log_path(self, path: Path) -> None:
+        self._front_log = path
+
+    @property
+    def dead_role(self) -> str | None:
+        """Which role died first (`decode worker 0 on mn2`, `the router on mn0`), for the failure's headline; None
+        while every role runs."""
+        dead = self._dead()
+        if dead is None:
+            return None
+        role, worker, _handle = dead
+        node = self.placement.node_of(worker).name
+        return f"the {role.name} on {node}" if role.kind == "router" else f"{role.name} worker {worker.index} on {node}"
 
     def _dead(self) -> tuple[Role, RoleWorker, ProcessServerHandle] | None:
         return next((s for s in self.started if not s[2].is_alive()), None)
