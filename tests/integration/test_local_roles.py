@@ -350,3 +350,41 @@ def test_a_role_that_dies_while_the_deployment_serves_is_named_with_its_own_log(
     assert deployment.gone()
     assert_gone(pids, tmp_path)
     assert not list(server_dir.glob("server.*.pid"))
+
+
+def test_a_deployment_whose_role_exits_while_starting_on_every_launch_fails_the_later_jobs_with_that_reason(
+        tmp_path: Path) -> None:
+    """Three concurrencies on one deployment whose decode worker exits while starting (its port taken on its node,
+    a bad flag): the first two jobs each launch it and fail naming that worker; the third is not launched again and
+    fails with the same reason (`never came up`), as a single server's does, where it said `server of group … died
+    2 times; not relaunching again` (`read server.log`) of a deployment that never served."""
+    from llmsweep import engines
+    from llmsweep.execute.lifecycle import LifecycleSettings, ServerGroup, run_group
+    from llmsweep.execute.local import LocalLauncher
+    from llmsweep.plan import jobs_from_files
+    from llmsweep.plan.point import one_point_per_job
+    from llmsweep.power.sampler import PowerSettings
+
+    three = tmp_path / "three.yaml"
+    three.write_text(RECIPE.read_text().replace("conc-list: [2, 4]", "conc-list: [2, 4, 8]"))
+    jobs = one_point_per_job(jobs_from_files([three]))
+    assert len(jobs) == 3
+    topology = engines.render_topology(jobs[0], simulate=True)
+    decode = topology.roles[1]
+    assert decode.kind == "decode"
+    broken = decode.model_copy(update={"workers": tuple(w.model_copy(update={"spec": w.spec.model_copy(update={
+        "argv": (sys.executable, "-c", "import sys; print('error: port taken', flush=True); sys.exit(2)")})})
+        for w in decode.workers)})
+    topology = topology.model_copy(update={"roles": (topology.roles[0], broken, *topology.roles[2:])})
+    router = topology.roles[-1].workers[0].spec
+    group = ServerGroup(id="sim-roles-test", spec=router, jobs=jobs, source="simulated", topology=topology)
+    run_dir = tmp_path / "run"
+    outcomes = run_group(group, LocalLauncher(), run_dir, LifecycleSettings(power=PowerSettings(backend="off")))
+    assert [o.status for o in outcomes] == ["failed"] * 3, outcomes
+    for outcome in outcomes[:2]:
+        assert "decode worker 0 on node" in outcome.reasons[0] and "did not come up" in outcome.reasons[0]
+    last = outcomes[2].reasons[0]
+    assert "died" not in last.split("\n")[0] and "never came up: decode worker 0 on node" in last, last
+    assert "a role exited while starting on 2 launches in a row" in last
+    assert not list((run_dir / "servers").glob("*/server*.pid"))  # every role of both launches stopped
+    assert_gone([], run_dir)

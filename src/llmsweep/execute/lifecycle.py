@@ -451,7 +451,11 @@ class _Server:
         from llmsweep.execute.roles import RoleDeployment, role_placement
 
         self.dir.mkdir(parents=True, exist_ok=True)
-        placement = role_placement(self.launcher, topology, self.dir, executor=self.group.executor)
+        try:
+            placement = role_placement(self.launcher, topology, self.dir, executor=self.group.executor)
+        except LlmsweepError as exc:  # nowhere to place the roles (the host's GPUs, the allocation): no role ran
+            self.unlaunched = exc
+            raise
         deployment = RoleDeployment(topology, placement, self.dir)
         self.handle, self.spec = deployment, deployment.spec
         current_progress().phase("launching")
@@ -462,9 +466,19 @@ class _Server:
             self.observed = observe_runtime(deployment, deployment.spec)
             self.observed["topology"] = deployment.readback().describe()
             self.power = deployment.power(self.settings.power.for_jobs(self.group.jobs))  # every node's GPUs
-        except BaseException:
+        except BaseException as exc:
+            exited = deployment.returncode is not None  # a role exited while starting (not: one slow to come up)
             self.stop()
+            if exited and not self.ever_ready and isinstance(exc, LlmsweepError):
+                # as for one server (`ensure`): a deployment a role of which exited while starting on every launch,
+                # none ever ready (its port taken on its node, a bad flag), fails the group's later jobs with that
+                # reason, not as a server that "died N times"
+                self.start_exits += 1
+                if self.start_exits >= _START_EXITS:
+                    self.unlaunched = LaunchError(f"{exc.message} (a role exited while starting on "
+                                                  f"{self.start_exits} launches in a row)", fix=exc.fix)
             raise
+        self.ever_ready = True
         write_pid_file(self.dir / art.PID_FILE, deployment, deployment.spec)
         self.event(f"router ready at {deployment.base_url}")
         return deployment
