@@ -388,3 +388,64 @@ def test_a_deployment_whose_role_exits_while_starting_on_every_launch_fails_the_
     assert "a role exited while starting on 2 launches in a row" in last
     assert not list((run_dir / "servers").glob("*/server*.pid"))  # every role of both launches stopped
     assert_gone([], run_dir)
+
+
+def answering_everything(port: int) -> Any:
+    """Another HTTP server on `port` of loopback that answers 200 (`{}`) to every GET, /health and /version
+    included, as a stray server left on a role's port would; in a thread of this process (`shutdown()` it)."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"{}")
+
+        def log_message(self, format: str, *args: Any) -> None:
+            return None
+
+    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def one_conc_topology(tmp_path: Path) -> tuple[Any, Any]:
+    from llmsweep import engines
+    from llmsweep.plan import jobs_from_files
+
+    one = tmp_path / "one.yaml"
+    one.write_text(RECIPE.read_text().replace("conc-list: [2, 4]", "conc-list: [2]"))
+    (job,) = jobs_from_files([one])
+    return job, engines.render_topology(job, simulate=True)
+
+
+def test_a_router_whose_port_another_server_answers_on_is_not_taken_for_ready(tmp_path: Path) -> None:
+    """The router's readiness is its own process's (its log's `simulated PD router on …` line, then /health): with
+    its port taken by a server that answers every /health, the router cannot bind and exits, and the start fails
+    naming it. The router's launch had no marker: the stray server's /health made it `ready` at once, and the
+    client would have benchmarked whatever held the port."""
+    from llmsweep.errors import LaunchError
+    from llmsweep.execute.local import LocalLauncher
+    from llmsweep.execute.roles import LocalPlacement, RoleDeployment
+
+    _job, topology = one_conc_topology(tmp_path)
+    server_dir = tmp_path / "servers" / "g"
+    placement = LocalPlacement(topology, LocalLauncher(), server_dir)
+    router = topology.role("router").workers[0]
+    stray = answering_everything(placement.ports[(router.nodes[0], router.spec.port)])
+    deployment = RoleDeployment(topology, placement, server_dir)
+    pids: list[int] = []
+    try:
+        with pytest.raises(LaunchError, match=r"router worker 0 on node .* did not come up") as failed:
+            deployment.start(startup_timeout_s=60)
+        assert "exited with status" in failed.value.message and "cannot bind" in failed.value.message
+        pids = [int(read_json(p)["pid"]) for p in sorted(server_dir.glob("server.*.pid"))]
+    finally:
+        deployment.stop(grace_s=5.0)
+        stray.shutdown()
+        stray.server_close()
+    assert_gone(pids, tmp_path)
+
