@@ -449,3 +449,45 @@ def test_a_router_whose_port_another_server_answers_on_is_not_taken_for_ready(tm
         stray.server_close()
     assert_gone(pids, tmp_path)
 
+
+def test_a_relaunched_deployment_is_ready_by_its_own_launchs_logs_not_the_last_ones(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A deployment launched again (after a role died) on the ports of the first launch, as the roles of a Slurm
+    allocation are (here the local placement is held to the same ports): the decode worker's port is answered by a
+    stray server, so the new decode worker exits, and the relaunch fails naming it. Each launch logged to the same
+    files, so the first launch's `ready` line passed the relaunch's readiness check and the stray /health did the
+    rest: the relaunch came `up` on a decode worker that had exited."""
+    from llmsweep.errors import LaunchError
+    from llmsweep.execute import preflight
+    from llmsweep.execute.lifecycle import LifecycleSettings, ServerGroup, _Server
+    from llmsweep.execute.local import LocalLauncher
+    from llmsweep.power.sampler import PowerSettings
+
+    job, topology = one_conc_topology(tmp_path)
+    planned = sorted({(w.nodes[0], w.spec.port) for role in topology.roles for w in role.workers})
+    fixed = preflight.pick_free_ports(len(planned), "127.0.0.1")
+    monkeypatch.setattr(preflight, "pick_free_ports", lambda count, host="127.0.0.1": fixed[:count])
+    decode = topology.role("decode").workers[0]
+    decode_port = dict(zip(planned, fixed, strict=True))[(decode.nodes[0], decode.spec.port)]
+    group = ServerGroup(id="g", spec=topology.role("router").workers[0].spec, jobs=[job], source="simulated",
+                        topology=topology)
+    server = _Server(group, LocalLauncher(), tmp_path / "run", LifecycleSettings(power=PowerSettings(backend="off")),
+                     lambda _msg: None)
+    stray = None
+    try:
+        first = server.ensure()
+        assert first.base_url.endswith(f":{fixed[planned.index((0, topology.role('router').workers[0].spec.port))]}")
+        server.stop()  # as after a role died: the deployment is torn down, the next job launches it again
+        stray = answering_everything(decode_port)
+        with pytest.raises(LaunchError, match=r"decode worker 0 on node .* did not come up") as failed:
+            server.ensure()
+        assert "exited with status" in failed.value.message and "cannot bind" in failed.value.message
+        roles = tmp_path / "run" / "servers" / "g" / "roles"
+        assert (roles / "decode-0.log").is_file() and "cannot bind" in (roles / "decode-0.2.log").read_text()
+    finally:
+        server.stop()
+        if stray is not None:
+            stray.shutdown()
+            stray.server_close()
+    assert not list((tmp_path / "run" / "servers").glob("*/server*.pid"))
+    assert_gone([], tmp_path / "run")

@@ -456,7 +456,7 @@ class _Server:
         except LlmsweepError as exc:  # nowhere to place the roles (the host's GPUs, the allocation): no role ran
             self.unlaunched = exc
             raise
-        deployment = RoleDeployment(topology, placement, self.dir)
+        deployment = RoleDeployment(topology, placement, self.dir, launch=self.launches)
         self.handle, self.spec = deployment, deployment.spec
         current_progress().phase("launching")
         self.event(f"launching {sum(r.count for r in topology.roles)} role {placement.units} of {topology.job} on "

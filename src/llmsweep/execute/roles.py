@@ -479,13 +479,17 @@ class RoleDeployment:
     this host); one :class:`ServerHandle` for the lifecycle (its URL is the router's). `stop` tears down every role
     started, router first."""
 
-    def __init__(self, topology: Topology, placement: RolePlacement, server_dir: Path) -> None:
+    def __init__(self, topology: Topology, placement: RolePlacement, server_dir: Path, *, launch: int = 1) -> None:
         self.topology, self.placement = topology, placement
         self.dir = server_dir / ROLES_DIR
+        self.suffix = "" if launch <= 1 else f".{launch}"
+        """Each launch of the group's deployment logs to files of its own (`decode-0.log`, then `decode-0.2.log`), as
+        one server's relaunch does (`server.2.log`): a role's readiness marker is looked for in its log, where an
+        earlier launch's marker would pass a relaunch that never came up."""
         router = topology.role("router")
         front = router or topology.roles[0]
         self.spec = placement.place(front, front.workers[0])
-        self._front_log = self.dir / f"{router.name if router is not None else 'server'}-0.log"
+        self._front_log = self.dir / f"{router.name if router is not None else 'server'}-0{self.suffix}.log"
         self.scrubber = SecretScrubber(())
         self.command: tuple[str, ...] = ()
         self.user_flags: str | None = None  # each role's step is waited for on its own handle
@@ -561,7 +565,7 @@ class RoleDeployment:
             argv += (["--backend", "sim", "--url", handle.base_url] if self.topology.engine == SIM.id else [])
             spec = LaunchSpec(engine="power", argv=tuple(argv), host=node.address, port=0)
             with shielded():
-                sampler = self.placement.launch(spec, log_path=self.dir / f"power-{label}.log", node=node,
+                sampler = self.placement.launch(spec, log_path=self.dir / f"power-{label}{self.suffix}.log", node=node,
                                                 label=f"power-{label}")
                 self.samplers.append(sampler)
             self.sampled.append((SampledWorker(label=label, role=role.kind, gpus=role.gpus_per_worker),
@@ -590,7 +594,7 @@ class RoleDeployment:
         node = self.placement.node_of(worker)
         spec = self.placement.place(role, worker)
         with shielded():  # held in `started` before a signal can arrive, so `stop` reaches it
-            handle = self.placement.launch(spec, log_path=self.dir / f"{role.name}-{worker.index}.log",
+            handle = self.placement.launch(spec, log_path=self.dir / f"{role.name}-{worker.index}{self.suffix}.log",
                                            node=node, label=f"{role.name}{worker.index}")
             self.started.append((role, worker, handle))
         share = spec.env.get(GPU_PARTITION_ENV)
