@@ -140,6 +140,11 @@ def test_roles_run_as_processes_of_this_host_serve_the_client_through_the_router
         # every role on a loopback port of its own, none the port the topology plans per node (8000, router 8001)
         assert len(set(ports)) == 4 and not {8000, 8001} & set(ports), ports
         placements.append({r: [w["url"] for w in role["placed"]] for r, role in roles.items()})
+        # the job folder's server command (the dashboard's drill-down) says how every role ran, not only the router
+        command = (job_dir / "server_command.txt").read_text()
+        assert command.count("sim serve") == 3 and command.count("sim router") == 2, command  # router: twice
+        assert command.count("--role prefill") == 2 and command.count("--role decode") == 1
+        assert all(f"--port {urlparse(w['url']).port}" in command for role in roles.values() for w in role["placed"])
         # the summary's blocks are read from that record
         deployment = summary["deployment"]
         assert (deployment["gpus"], deployment["nodes"]) == (24, 1) and deployment["kv_transfer"].startswith("mori")

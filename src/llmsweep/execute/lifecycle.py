@@ -812,7 +812,9 @@ def run_job(job: Job, server: _Server, run_dir: Path, settings: LifecycleSetting
         spec = server.spec or group.spec
         scrub = handle.scrubber
         art.write_json(jdir / art.JOB_FILE, launched_job(job).to_json(), scrub)
-        scrub.write_text(jdir / art.COMMAND_FILE, command_text(spec, server.launcher, handle.command))
+        roles = getattr(handle, "role_commands", "")  # a role-by-role deployment: every role, not only its router
+        scrub.write_text(jdir / art.COMMAND_FILE, command_text(spec, server.launcher, handle.command)
+                         + (f"# every role of the deployment, as launched:\n{roles}" if roles else ""))
         art.write_files_beside(spec, jdir, scrub)
         provenance = _provenance(job, spec, group, server.observed, handle, server.launcher.kind)
         summary: Summary | None = None

@@ -498,6 +498,10 @@ class RoleDeployment:
         self.sampled: list[tuple[SampledWorker, Path]] = []
         """Every node (or, where one node runs several workers, every worker) a power sampler was started for, with
         the file it appends to."""
+        self.role_commands = ""
+        """Every role's command line as this launch started it (secrets scrubbed): what each job's
+        `server_command.txt` adds under the router's, so a job folder (and the dashboard's drill-down) says how every
+        worker ran, not only the router."""
         self.sampler_problems: dict[str, str] = {}
         """Samplers that did not start (by label), and what their log said."""
         self.metrics: FederatedMetrics | None = None
@@ -598,10 +602,12 @@ class RoleDeployment:
                                            node=node, label=f"{role.name}{worker.index}")
             self.started.append((role, worker, handle))
         share = spec.env.get(GPU_PARTITION_ENV)
+        said = handle.scrubber.scrub(f"# {role.name} worker {worker.index} on {node.name}\n"
+                                     + (f"# its GPUs: {GPU_PARTITION_ENV}={share}\n" if share else "")
+                                     + f"{shlex.join(handle.command)}\n")
+        self.role_commands += said
         with open(self.dir / COMMANDS_FILE, "a", encoding="utf-8") as fh:  # what each role ran, secrets scrubbed
-            fh.write(handle.scrubber.scrub(f"# {role.name} worker {worker.index} on {node.name}\n"
-                                           + (f"# its GPUs: {GPU_PARTITION_ENV}={share}\n" if share else "")
-                                           + f"{shlex.join(handle.command)}\n"))
+            fh.write(said)
         if role.kind == "router" or len(self.topology.roles) == 1:
             self.scrubber, self.command = handle.scrubber, handle.command
         return role, worker, handle
