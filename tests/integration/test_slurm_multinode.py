@@ -324,8 +324,8 @@ def test_a_topology_wider_than_the_cluster_is_refused_with_slurms_reason_not_lef
 
 # ------------------------------------------------------------------ server metrics of a role-by-role deployment
 #
-# In this file, not one of its own: two files would run on two xdist workers at once, and two deployments on the same
-# three nodes collide on the workers' ports.
+# In this file, not one of its own: two files would run on two xdist workers at once, and two deployments need the
+# same three nodes, each allocation holding its nodes whole (`--exclusive`): the second would wait for the first.
 #
 # A disaggregated job served role by role reads what each worker did from the worker's own `/metrics`, as the
 # virtual-time run of the same recipe reads it from its modelled workers: `server_metrics.jsonl` holds every worker's
