@@ -140,6 +140,11 @@ def test_roles_run_as_processes_of_this_host_serve_the_client_through_the_router
         # every role on a loopback port of its own, none the port the topology plans per node (8000, router 8001)
         assert len(set(ports)) == 4 and not {8000, 8001} & set(ports), ports
         placements.append({r: [w["url"] for w in role["placed"]] for r, role in roles.items()})
+        # the job folder's server command (the dashboard's drill-down) says how every role ran, not only the router
+        command = (job_dir / "server_command.txt").read_text()
+        assert command.count("sim serve") == 3 and command.count("sim router") == 2, command  # router: twice
+        assert command.count("--role prefill") == 2 and command.count("--role decode") == 1
+        assert all(f"--port {urlparse(w['url']).port}" in command for role in roles.values() for w in role["placed"])
         # the summary's blocks are read from that record
         deployment = summary["deployment"]
         assert (deployment["gpus"], deployment["nodes"]) == (24, 1) and deployment["kv_transfer"].startswith("mori")
@@ -307,3 +312,187 @@ def test_a_role_that_does_not_come_up_fails_the_start_naming_it_and_every_starte
     assert deployment.gone()
     assert_gone(pids, tmp_path)
     assert not list(server_dir.glob("server.*.pid"))
+
+
+def test_a_role_that_dies_while_the_deployment_serves_is_named_with_its_own_log(tmp_path: Path) -> None:
+    """A decode worker killed while the deployment serves: the job's failure (`check_alive` after its load, and the
+    note its summary is judged invalid by) names that worker, where it ran and how it exited, and quotes its own log
+    under its own name (it said `sim server died … (exit status -9)` over the router log's name, with the decode
+    worker's tail under it)."""
+    from llmsweep import engines
+    from llmsweep.errors import LaunchError
+    from llmsweep.execute.local import LocalLauncher
+    from llmsweep.execute.ready import check_alive
+    from llmsweep.execute.roles import LocalPlacement, RoleDeployment
+    from llmsweep.plan import jobs_from_files
+
+    one = tmp_path / "one.yaml"
+    one.write_text(RECIPE.read_text().replace("conc-list: [2, 4]", "conc-list: [2]"))
+    (job,) = jobs_from_files([one])
+    topology = engines.render_topology(job, simulate=True)
+    server_dir = tmp_path / "servers" / "g"
+    deployment = RoleDeployment(topology, LocalPlacement(topology, LocalLauncher(), server_dir), server_dir)
+    pids: list[int] = []
+    try:
+        deployment.start(startup_timeout_s=120)
+        pids = [int(read_json(p)["pid"]) for p in sorted(server_dir.glob("server.*.pid"))]
+        check_alive(deployment, during="job j")  # every role serves
+        assert deployment.log_path.name == "router-0.log"
+        decode = int(read_json(server_dir / "server.decode0.pid")["pid"])
+        os.killpg(decode, signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while deployment.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        with pytest.raises(LaunchError) as died:
+            check_alive(deployment, during="job j")
+        host = node_name()
+        message = died.value.message
+        assert message.startswith(f"sim server died during job j (decode worker 0 on {host} exited with status -9)")
+        assert f"--- last 40 lines of {server_dir / 'roles' / 'decode-0.log'} ---" in message, message
+        assert f"[decode worker 0 on {host}]" in message and "simulated decode worker" in message
+    finally:
+        deployment.stop(grace_s=5.0)
+    assert deployment.gone()
+    assert_gone(pids, tmp_path)
+    assert not list(server_dir.glob("server.*.pid"))
+
+
+def test_a_deployment_whose_role_exits_while_starting_on_every_launch_fails_the_later_jobs_with_that_reason(
+        tmp_path: Path) -> None:
+    """Three concurrencies on one deployment whose decode worker exits while starting (its port taken on its node,
+    a bad flag): the first two jobs each launch it and fail naming that worker; the third is not launched again and
+    fails with the same reason (`never came up`), as a single server's does, where it said `server of group … died
+    2 times; not relaunching again` (`read server.log`) of a deployment that never served."""
+    from llmsweep import engines
+    from llmsweep.execute.lifecycle import LifecycleSettings, ServerGroup, run_group
+    from llmsweep.execute.local import LocalLauncher
+    from llmsweep.plan import jobs_from_files
+    from llmsweep.plan.point import one_point_per_job
+    from llmsweep.power.sampler import PowerSettings
+
+    three = tmp_path / "three.yaml"
+    three.write_text(RECIPE.read_text().replace("conc-list: [2, 4]", "conc-list: [2, 4, 8]"))
+    jobs = one_point_per_job(jobs_from_files([three]))
+    assert len(jobs) == 3
+    topology = engines.render_topology(jobs[0], simulate=True)
+    decode = topology.roles[1]
+    assert decode.kind == "decode"
+    broken = decode.model_copy(update={"workers": tuple(w.model_copy(update={"spec": w.spec.model_copy(update={
+        "argv": (sys.executable, "-c", "import sys; print('error: port taken', flush=True); sys.exit(2)")})})
+        for w in decode.workers)})
+    topology = topology.model_copy(update={"roles": (topology.roles[0], broken, *topology.roles[2:])})
+    router = topology.roles[-1].workers[0].spec
+    group = ServerGroup(id="sim-roles-test", spec=router, jobs=jobs, source="simulated", topology=topology)
+    run_dir = tmp_path / "run"
+    outcomes = run_group(group, LocalLauncher(), run_dir, LifecycleSettings(power=PowerSettings(backend="off")))
+    assert [o.status for o in outcomes] == ["failed"] * 3, outcomes
+    for outcome in outcomes[:2]:
+        assert "decode worker 0 on node" in outcome.reasons[0] and "did not come up" in outcome.reasons[0]
+    last = outcomes[2].reasons[0]
+    assert "died" not in last.split("\n")[0] and "never came up: decode worker 0 on node" in last, last
+    assert "a role exited while starting on 2 launches in a row" in last
+    assert not list((run_dir / "servers").glob("*/server*.pid"))  # every role of both launches stopped
+    assert_gone([], run_dir)
+
+
+def answering_everything(port: int) -> Any:
+    """Another HTTP server on `port` of loopback that answers 200 (`{}`) to every GET, /health and /version
+    included, as a stray server left on a role's port would; in a thread of this process (`shutdown()` it)."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"{}")
+
+        def log_message(self, format: str, *args: Any) -> None:
+            return None
+
+    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def one_conc_topology(tmp_path: Path) -> tuple[Any, Any]:
+    from llmsweep import engines
+    from llmsweep.plan import jobs_from_files
+
+    one = tmp_path / "one.yaml"
+    one.write_text(RECIPE.read_text().replace("conc-list: [2, 4]", "conc-list: [2]"))
+    (job,) = jobs_from_files([one])
+    return job, engines.render_topology(job, simulate=True)
+
+
+def test_a_router_whose_port_another_server_answers_on_is_not_taken_for_ready(tmp_path: Path) -> None:
+    """The router's readiness is its own process's (its log's `simulated PD router on …` line, then /health): with
+    its port taken by a server that answers every /health, the router cannot bind and exits, and the start fails
+    naming it. The router's launch had no marker: the stray server's /health made it `ready` at once, and the
+    client would have benchmarked whatever held the port."""
+    from llmsweep.errors import LaunchError
+    from llmsweep.execute.local import LocalLauncher
+    from llmsweep.execute.roles import LocalPlacement, RoleDeployment
+
+    _job, topology = one_conc_topology(tmp_path)
+    server_dir = tmp_path / "servers" / "g"
+    placement = LocalPlacement(topology, LocalLauncher(), server_dir)
+    router = topology.role("router").workers[0]
+    stray = answering_everything(placement.ports[(router.nodes[0], router.spec.port)])
+    deployment = RoleDeployment(topology, placement, server_dir)
+    pids: list[int] = []
+    try:
+        with pytest.raises(LaunchError, match=r"router worker 0 on node .* did not come up") as failed:
+            deployment.start(startup_timeout_s=60)
+        assert "exited with status" in failed.value.message and "cannot bind" in failed.value.message
+        pids = [int(read_json(p)["pid"]) for p in sorted(server_dir.glob("server.*.pid"))]
+    finally:
+        deployment.stop(grace_s=5.0)
+        stray.shutdown()
+        stray.server_close()
+    assert_gone(pids, tmp_path)
+
+
+def test_a_relaunched_deployment_is_ready_by_its_own_launchs_logs_not_the_last_ones(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A deployment launched again (after a role died) on the ports of the first launch, as the roles of a Slurm
+    allocation are (here the local placement is held to the same ports): the decode worker's port is answered by a
+    stray server, so the new decode worker exits, and the relaunch fails naming it. Each launch logged to the same
+    files, so the first launch's `ready` line passed the relaunch's readiness check and the stray /health did the
+    rest: the relaunch came `up` on a decode worker that had exited."""
+    from llmsweep.errors import LaunchError
+    from llmsweep.execute import preflight
+    from llmsweep.execute.lifecycle import LifecycleSettings, ServerGroup, _Server
+    from llmsweep.execute.local import LocalLauncher
+    from llmsweep.power.sampler import PowerSettings
+
+    job, topology = one_conc_topology(tmp_path)
+    planned = sorted({(w.nodes[0], w.spec.port) for role in topology.roles for w in role.workers})
+    fixed = preflight.pick_free_ports(len(planned), "127.0.0.1")
+    monkeypatch.setattr(preflight, "pick_free_ports", lambda count, host="127.0.0.1": fixed[:count])
+    decode = topology.role("decode").workers[0]
+    decode_port = dict(zip(planned, fixed, strict=True))[(decode.nodes[0], decode.spec.port)]
+    group = ServerGroup(id="g", spec=topology.role("router").workers[0].spec, jobs=[job], source="simulated",
+                        topology=topology)
+    server = _Server(group, LocalLauncher(), tmp_path / "run", LifecycleSettings(power=PowerSettings(backend="off")),
+                     lambda _msg: None)
+    stray = None
+    try:
+        first = server.ensure()
+        assert first.base_url.endswith(f":{fixed[planned.index((0, topology.role('router').workers[0].spec.port))]}")
+        server.stop()  # as after a role died: the deployment is torn down, the next job launches it again
+        stray = answering_everything(decode_port)
+        with pytest.raises(LaunchError, match=r"decode worker 0 on node .* did not come up") as failed:
+            server.ensure()
+        assert "exited with status" in failed.value.message and "cannot bind" in failed.value.message
+        roles = tmp_path / "run" / "servers" / "g" / "roles"
+        assert (roles / "decode-0.log").is_file() and "cannot bind" in (roles / "decode-0.2.log").read_text()
+    finally:
+        server.stop()
+        if stray is not None:
+            stray.shutdown()
+            stray.server_close()
+    assert not list((tmp_path / "run" / "servers").glob("*/server*.pid"))
+    assert_gone([], tmp_path / "run")

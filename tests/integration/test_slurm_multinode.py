@@ -19,7 +19,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 import pytest
-from support.slurm_multinode import MN_CONF, cluster_nodes, slurm
+from support.slurm_multinode import MN_CONF, cluster_nodes, hold_port, slurm
 
 RECIPE = Path(__file__).resolve().parents[1] / "data" / "recipes" / "run" / "disagg-sim.yaml"
 
@@ -167,20 +167,15 @@ def test_a_role_that_cannot_come_up_fails_the_job_and_every_step_is_torn_down(
         tmp_path: Path, multinode_cluster: dict[str, str]) -> None:
     decode_node = sorted(multinode_cluster)[2]  # nodes 0, 1: prefill workers; node 2: the decode worker
     address = multinode_cluster[decode_node]
-    hold = (f"import socket, time; s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); "
-            f"s.bind(('{address}', 8000)); s.listen(); print('bound', flush=True); time.sleep(300)")
-    blocker = subprocess.Popen(  # holds the decode worker's port on its node, in a Slurm job of its own
-        ["srun", "--nodes=1", "--ntasks=1", f"--nodelist={decode_node}", "--job-name=llmsweep-test-blocker",
-         sys.executable, "-c", hold], env={**os.environ, "SLURM_CONF": str(MN_CONF)}, stdout=subprocess.PIPE, text=True)
+    blocker = hold_port(decode_node, address, 8000)  # the decode worker's port on its node, taken by another process
     try:
-        assert blocker.stdout is not None and blocker.stdout.readline().strip() == "bound"
         out = tmp_path / "out"
         # One concurrency, so one job: a second would only relaunch the same roles to fail the same way.
         recipe = tmp_path / "one-conc.yaml"
         recipe.write_text(RECIPE.read_text().replace("conc-list: [2, 4]", "conc-list: [2]"))
         proc = subprocess.run(run_argv(recipe, out), env=env(tmp_path), capture_output=True, text=True, timeout=240)
     finally:
-        blocker.terminate()  # srun cancels its step on SIGTERM
+        blocker.terminate()
         blocker.wait(timeout=30)
     assert proc.returncode == 1, proc.stderr[-3000:]
     every = outcomes(out)
@@ -192,6 +187,36 @@ def test_a_role_that_cannot_come_up_fails_the_job_and_every_step_is_torn_down(
     with Store(tmp_path / "store.sqlite", readonly=True) as store:
         assert [p for p in store.results() if p.job_id == outcome["job_id"] and p.verdict == "valid"] == []
     assert_nothing_left(slurm_job_id(out), multinode_cluster)
+
+
+def test_two_deployments_of_one_sweep_never_share_a_node_and_both_serve(
+        tmp_path: Path, multinode_cluster: dict[str, str]) -> None:
+    """Two topologies of one recipe (2P1D on three nodes, 1P1D on two) are two batch jobs submitted together. Their
+    roles listen on the same fixed ports of their nodes (workers 8000, router 8001): each allocation holds its nodes
+    whole (`--exclusive`), so Slurm runs the second where the first is not, or after it. Sharing the nodes, both
+    failed to start: "address already in use"."""
+    recipe = tmp_path / "two.yaml"
+    text = RECIPE.read_text().replace("conc-list: [2, 4]", "conc-list: [2]")
+    decode = "        decode: {num-worker: 1, tp: 8, ep: 1, dp-attn: false}\n"
+    assert text.count(decode) == 1
+    recipe.write_text(text.replace(decode, decode + "      - conc-list: [2]\n"
+                                   "        prefill: {num-worker: 1, tp: 8, ep: 8, dp-attn: true}\n" + decode))
+    out = tmp_path / "out"
+    proc = subprocess.run(run_argv(recipe, out), env=env(tmp_path), capture_output=True, text=True, timeout=240)
+    try:
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        every = outcomes(out)
+        assert [o["status"] for o in every] == ["valid", "valid"], every
+        assert "address already in use" not in proc.stderr
+        workers = sorted(len(json.loads((out / "jobs" / o["job_id"] / "summary.json").read_text())["provenance"][
+            "topology"]["roles"]["prefill"]["placed"]) for o in every)
+        assert workers == [1, 2]  # one job on each deployment
+        scripts = list((out / "servers").glob("*/job.sbatch"))
+        assert len(scripts) == 2 and all("#SBATCH --exclusive" in p.read_text() for p in scripts)
+    finally:
+        wait_gone(out)
+    for job_id in (p.read_text().strip() for p in (out / "servers").glob("*/slurm_job_id")):
+        assert_nothing_left(job_id, multinode_cluster)
 
 
 def long_recipe(tmp_path: Path) -> Path:
@@ -299,8 +324,8 @@ def test_a_topology_wider_than_the_cluster_is_refused_with_slurms_reason_not_lef
 
 # ------------------------------------------------------------------ server metrics of a role-by-role deployment
 #
-# In this file, not one of its own: two files would run on two xdist workers at once, and two deployments on the same
-# three nodes collide on the workers' ports.
+# In this file, not one of its own: two files would run on two xdist workers at once, and two deployments need the
+# same three nodes, each allocation holding its nodes whole (`--exclusive`): the second would wait for the first.
 #
 # A disaggregated job served role by role reads what each worker did from the worker's own `/metrics`, as the
 # virtual-time run of the same recipe reads it from its modelled workers: `server_metrics.jsonl` holds every worker's

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -35,3 +36,31 @@ def cluster_nodes() -> dict[str, str]:
         fields = dict(t.split("=", 1) for t in slurm("scontrol", "show", "node", "-o", node).split() if "=" in t)
         addresses[node] = fields["NodeAddr"]
     return addresses
+
+
+def node_netns(node: str) -> Path:
+    """The network namespace node `node` runs in (its slurmd's, from `SlurmdPidFile`); skips the test when it cannot
+    be entered here (not root, or no such file)."""
+    conf = dict(line.split("=", 1) for line in MN_CONF.read_text().splitlines() if "=" in line and
+                not line.lstrip().startswith("#"))
+    pid_file = Path(conf.get("SlurmdPidFile", "").replace("%n", node))
+    try:
+        netns = Path(f"/proc/{int(pid_file.read_text().strip())}/ns/net")
+        os.stat(netns)
+    except (OSError, ValueError):
+        pytest.skip(f"the network namespace of node {node} cannot be entered here (its slurmd's, {pid_file})")
+    if os.geteuid() != 0:
+        pytest.skip("entering a node's network namespace (nsenter) needs root")
+    return netns
+
+
+def hold_port(node: str, address: str, port: int) -> subprocess.Popen[str]:
+    """A process that listens on `address:port` inside node `node`'s network namespace, outside Slurm (a job of
+    Slurm's own would share the node, which a role-by-role deployment's allocation never does: `--exclusive`);
+    returns once it listens. The caller terminates it."""
+    hold = (f"import socket, time; s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); "
+            f"s.bind(('{address}', {port})); s.listen(); print('bound', flush=True); time.sleep(300)")
+    blocker = subprocess.Popen(["nsenter", f"--net={node_netns(node)}", sys.executable, "-c", hold],
+                               stdout=subprocess.PIPE, text=True)
+    assert blocker.stdout is not None and blocker.stdout.readline().strip() == "bound"
+    return blocker

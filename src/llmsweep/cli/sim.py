@@ -124,6 +124,7 @@ def _bind_fix(port: int) -> str:
 
 
 async def _route(prefill: list[str], decode: list[str], *, kv_transfer: str | None, host: str, port: int) -> None:
+    from llmsweep.sim.roles import ROUTER_READY_LINE
     from llmsweep.sim.router import PDRouter, start_router
 
     pd = PDRouter(prefill, decode, kv_transfer=kv_transfer)
@@ -132,7 +133,7 @@ async def _route(prefill: list[str], decode: list[str], *, kv_transfer: str | No
     except OSError as exc:
         raise LlmsweepError(f"llmsweep sim router: cannot bind {host}:{port}: {exc.strerror}",
                             fix=_bind_fix(port)) from exc
-    click.echo(f"simulated PD router on http://{host}:{bound}: prefill {', '.join(pd.prefill)}; decode "
+    click.echo(f"{ROUTER_READY_LINE}{host}:{bound}: prefill {', '.join(pd.prefill)}; decode "
                f"{', '.join(pd.decode)}", err=True)
     await _wait_for_stop()
     await runner.cleanup()

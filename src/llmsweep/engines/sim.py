@@ -28,6 +28,7 @@ from llmsweep.engines.base import (
 from llmsweep.engines.launch import LaunchSpec, RoleWorker, node_host
 from llmsweep.errors import LlmsweepError
 from llmsweep.plan.job import Job
+from llmsweep.sim.roles import ROUTER_READY_LINE
 from llmsweep.sim.transfer import Link, links_flag
 from llmsweep.spec.workload import ScenarioId
 
@@ -351,7 +352,7 @@ class SimAdapter(Adapter):
             argv += ["--decode", f"http://{w.spec.host}:{w.spec.port}"]
         argv += ["--kv-transfer", transfer, "--host", node_host(node), "--port", str(port)]
         return LaunchSpec(engine=self.name, argv=tuple(argv), host=node_host(node), port=port,
-                          health_path="/health", metrics_path=None,
+                          health_path="/health", metrics_path=None, ready_log_markers=(ROUTER_READY_LINE,),
                           served_model_name=job.workload.served_model_name,
                           notes=(f"simulated PD router over {len(prefill)} prefill and {len(decode)} decode "
                                  f"worker(s); KV moves prefill→decode over a modelled link standing for {transfer}",))

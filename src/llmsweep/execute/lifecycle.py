@@ -43,7 +43,7 @@ from llmsweep.execute.handle import ServerHandle
 from llmsweep.execute.preflight import preflight
 from llmsweep.execute.progress import current_progress
 from llmsweep.execute.readback import SERVER_DIED, ReadbackSettings, summarise_job
-from llmsweep.execute.ready import check_alive, wait_ready
+from llmsweep.execute.ready import check_alive, exit_text, wait_ready
 from llmsweep.execute.secrets import SecretScrubber, collect_secrets
 from llmsweep.execute.signals import (
     INTERRUPTED_REASONS,
@@ -451,8 +451,12 @@ class _Server:
         from llmsweep.execute.roles import RoleDeployment, role_placement
 
         self.dir.mkdir(parents=True, exist_ok=True)
-        placement = role_placement(self.launcher, topology, self.dir, executor=self.group.executor)
-        deployment = RoleDeployment(topology, placement, self.dir)
+        try:
+            placement = role_placement(self.launcher, topology, self.dir, executor=self.group.executor)
+        except LlmsweepError as exc:  # nowhere to place the roles (the host's GPUs, the allocation): no role ran
+            self.unlaunched = exc
+            raise
+        deployment = RoleDeployment(topology, placement, self.dir, launch=self.launches)
         self.handle, self.spec = deployment, deployment.spec
         current_progress().phase("launching")
         self.event(f"launching {sum(r.count for r in topology.roles)} role {placement.units} of {topology.job} on "
@@ -462,9 +466,19 @@ class _Server:
             self.observed = observe_runtime(deployment, deployment.spec)
             self.observed["topology"] = deployment.readback().describe()
             self.power = deployment.power(self.settings.power.for_jobs(self.group.jobs))  # every node's GPUs
-        except BaseException:
+        except BaseException as exc:
+            exited = deployment.returncode is not None  # a role exited while starting (not: one slow to come up)
             self.stop()
+            if exited and not self.ever_ready and isinstance(exc, LlmsweepError):
+                # as for one server (`ensure`): a deployment a role of which exited while starting on every launch,
+                # none ever ready (its port taken on its node, a bad flag), fails the group's later jobs with that
+                # reason, not as a server that "died N times"
+                self.start_exits += 1
+                if self.start_exits >= _START_EXITS:
+                    self.unlaunched = LaunchError(f"{exc.message} (a role exited while starting on "
+                                                  f"{self.start_exits} launches in a row)", fix=exc.fix)
             raise
+        self.ever_ready = True
         write_pid_file(self.dir / art.PID_FILE, deployment, deployment.spec)
         self.event(f"router ready at {deployment.base_url}")
         return deployment
@@ -798,7 +812,9 @@ def run_job(job: Job, server: _Server, run_dir: Path, settings: LifecycleSetting
         spec = server.spec or group.spec
         scrub = handle.scrubber
         art.write_json(jdir / art.JOB_FILE, launched_job(job).to_json(), scrub)
-        scrub.write_text(jdir / art.COMMAND_FILE, command_text(spec, server.launcher, handle.command))
+        roles = getattr(handle, "role_commands", "")  # a role-by-role deployment: every role, not only its router
+        scrub.write_text(jdir / art.COMMAND_FILE, command_text(spec, server.launcher, handle.command)
+                         + (f"# every role of the deployment, as launched:\n{roles}" if roles else ""))
         art.write_files_beside(spec, jdir, scrub)
         provenance = _provenance(job, spec, group, server.observed, handle, server.launcher.kind)
         summary: Summary | None = None
@@ -842,7 +858,7 @@ def _alive_or_invalid(handle: ServerHandle, during: str, jdir: Path, settings: L
         if (jdir / art.SUMMARY_FILE).is_file():
             info = art.read_json(jdir / art.RUN_FILE)
             info = info if isinstance(info, dict) else {}
-            info[SERVER_DIED] = f"died during {during} (exit status {handle.returncode})"
+            info[SERVER_DIED] = f"died during {during} ({exit_text(handle)})"
             art.write_json(jdir / art.RUN_FILE, info)
             summarise_job(jdir, settings=settings.readback)
         raise

@@ -144,6 +144,13 @@ def wait_ready(
         time.sleep(min(poll_s, max(0.0, limit - elapsed)))
 
 
+def exit_text(handle: ServerHandle) -> str:
+    """How a dead server exited: `exit status N`; for a role-by-role deployment, which role, where, and its status
+    (`decode worker 0 on mn2 exited with status -9`: the deployment's own name says nothing of which one died)."""
+    who = getattr(handle, "dead_role", None)
+    return f"{who} exited with status {handle.returncode}" if who else f"exit status {handle.returncode}"
+
+
 def check_alive(handle: ServerHandle, *, during: str, tail_lines: int = DEFAULT_TAIL_LINES) -> None:
     """Raise :class:`LaunchError` with the log tail when the server has died, e.g. after the client finished.
 
@@ -153,7 +160,7 @@ def check_alive(handle: ServerHandle, *, during: str, tail_lines: int = DEFAULT_
     if not handle.is_alive():
         raise _failure(
             handle,
-            f"died during {during} (exit status {handle.returncode})",
+            f"died during {during} ({exit_text(handle)})",
             fix="read the log tail above (out of memory, NCCL error, crash); results of this job are not valid",
             tail_lines=tail_lines,
         )

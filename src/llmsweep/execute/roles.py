@@ -479,13 +479,17 @@ class RoleDeployment:
     this host); one :class:`ServerHandle` for the lifecycle (its URL is the router's). `stop` tears down every role
     started, router first."""
 
-    def __init__(self, topology: Topology, placement: RolePlacement, server_dir: Path) -> None:
+    def __init__(self, topology: Topology, placement: RolePlacement, server_dir: Path, *, launch: int = 1) -> None:
         self.topology, self.placement = topology, placement
         self.dir = server_dir / ROLES_DIR
+        self.suffix = "" if launch <= 1 else f".{launch}"
+        """Each launch of the group's deployment logs to files of its own (`decode-0.log`, then `decode-0.2.log`), as
+        one server's relaunch does (`server.2.log`): a role's readiness marker is looked for in its log, where an
+        earlier launch's marker would pass a relaunch that never came up."""
         router = topology.role("router")
         front = router or topology.roles[0]
         self.spec = placement.place(front, front.workers[0])
-        self.log_path = self.dir / f"{router.name if router is not None else 'server'}-0.log"
+        self._front_log = self.dir / f"{router.name if router is not None else 'server'}-0{self.suffix}.log"
         self.scrubber = SecretScrubber(())
         self.command: tuple[str, ...] = ()
         self.user_flags: str | None = None  # each role's step is waited for on its own handle
@@ -494,6 +498,10 @@ class RoleDeployment:
         self.sampled: list[tuple[SampledWorker, Path]] = []
         """Every node (or, where one node runs several workers, every worker) a power sampler was started for, with
         the file it appends to."""
+        self.role_commands = ""
+        """Every role's command line as this launch started it (secrets scrubbed): what each job's
+        `server_command.txt` adds under the router's, so a job folder (and the dashboard's drill-down) says how every
+        worker ran, not only the router."""
         self.sampler_problems: dict[str, str] = {}
         """Samplers that did not start (by label), and what their log said."""
         self.metrics: FederatedMetrics | None = None
@@ -561,7 +569,7 @@ class RoleDeployment:
             argv += (["--backend", "sim", "--url", handle.base_url] if self.topology.engine == SIM.id else [])
             spec = LaunchSpec(engine="power", argv=tuple(argv), host=node.address, port=0)
             with shielded():
-                sampler = self.placement.launch(spec, log_path=self.dir / f"power-{label}.log", node=node,
+                sampler = self.placement.launch(spec, log_path=self.dir / f"power-{label}{self.suffix}.log", node=node,
                                                 label=f"power-{label}")
                 self.samplers.append(sampler)
             self.sampled.append((SampledWorker(label=label, role=role.kind, gpus=role.gpus_per_worker),
@@ -590,14 +598,16 @@ class RoleDeployment:
         node = self.placement.node_of(worker)
         spec = self.placement.place(role, worker)
         with shielded():  # held in `started` before a signal can arrive, so `stop` reaches it
-            handle = self.placement.launch(spec, log_path=self.dir / f"{role.name}-{worker.index}.log",
+            handle = self.placement.launch(spec, log_path=self.dir / f"{role.name}-{worker.index}{self.suffix}.log",
                                            node=node, label=f"{role.name}{worker.index}")
             self.started.append((role, worker, handle))
         share = spec.env.get(GPU_PARTITION_ENV)
+        said = handle.scrubber.scrub(f"# {role.name} worker {worker.index} on {node.name}\n"
+                                     + (f"# its GPUs: {GPU_PARTITION_ENV}={share}\n" if share else "")
+                                     + f"{shlex.join(handle.command)}\n")
+        self.role_commands += said
         with open(self.dir / COMMANDS_FILE, "a", encoding="utf-8") as fh:  # what each role ran, secrets scrubbed
-            fh.write(handle.scrubber.scrub(f"# {role.name} worker {worker.index} on {node.name}\n"
-                                           + (f"# its GPUs: {GPU_PARTITION_ENV}={share}\n" if share else "")
-                                           + f"{shlex.join(handle.command)}\n"))
+            fh.write(said)
         if role.kind == "router" or len(self.topology.roles) == 1:
             self.scrubber, self.command = handle.scrubber, handle.command
         return role, worker, handle
@@ -619,6 +629,29 @@ class RoleDeployment:
     def returncode(self) -> int | None:
         dead = self._dead()
         return dead[2].returncode if dead is not None else None
+
+    @property
+    def log_path(self) -> Path:
+        """The log a failure quotes (and a job folder keeps as its `server.log`): the first role that died's, else
+        the router's. It used to be the router's always, so a job whose decode worker died showed the decode
+        worker's tail under the router log's name."""
+        dead = self._dead()
+        return dead[2].log_path if dead is not None else self._front_log
+
+    @log_path.setter
+    def log_path(self, path: Path) -> None:
+        self._front_log = path
+
+    @property
+    def dead_role(self) -> str | None:
+        """Which role died first (`decode worker 0 on mn2`, `the router on mn0`), for the failure's headline; None
+        while every role runs."""
+        dead = self._dead()
+        if dead is None:
+            return None
+        role, worker, _handle = dead
+        node = self.placement.node_of(worker).name
+        return f"the {role.name} on {node}" if role.kind == "router" else f"{role.name} worker {worker.index} on {node}"
 
     def _dead(self) -> tuple[Role, RoleWorker, ProcessServerHandle] | None:
         return next((s for s in self.started if not s[2].is_alive()), None)

@@ -70,7 +70,8 @@ class SlurmOptions(BaseModel):
     time_limit: str = Field(default="02:00:00", description="--time of each job; Slurm kills it after this.")
     exclude: tuple[str, ...] = Field(default=(), description="Known-bad nodes, passed as --exclude.")
     gpu_type: str | None = Field(default=None, description="GRES type, e.g. 'h200' → --gres=gpu:h200:N.")
-    exclusive: bool = Field(default=False, description="--exclusive node allocation.")
+    exclusive: bool = Field(default=False, description="--exclusive node allocation (always, for a multi-node job "
+                            "launched role by role: its roles listen on fixed ports of their nodes).")
     cpus_per_task: int | None = Field(default=None, gt=0, description="--cpus-per-task.")
     mem: str | None = Field(default=None, description="--mem, e.g. '64G'.")
     extra_sbatch: tuple[str, ...] = Field(
@@ -297,7 +298,10 @@ def render_batch_script(
         headers.append(f"--gres={gres}")
     if options.exclude:
         headers.append(f"--exclude={','.join(options.exclude)}")
-    if options.exclusive:
+    if options.exclusive or nodes > 1:
+        # a role-by-role deployment holds its nodes whole: its roles listen on the ports its topology fixes on each
+        # node (the simulator's workers 8000, its router 8001), so two deployments of one sweep that Slurm placed
+        # side by side on shared nodes failed each other's start ("address already in use")
         headers.append("--exclusive")
     if options.cpus_per_task:
         headers.append(f"--cpus-per-task={options.cpus_per_task}")

@@ -57,6 +57,10 @@ KV_CACHED_HEADER = "X-Llmsweep-KV-Cached"
 """Router → decode worker: prompt tokens the prefill worker found in its prefix cache (the request's `cached_tokens`;
 absent: 0)."""
 
+ROUTER_READY_LINE = "simulated PD router on http://"
+"""What `llmsweep sim router` logs once it listens: its launch's readiness marker (`engines.sim`), so that its
+readiness is its own process's, never a /health answered by whatever else holds its port."""
+
 STOP_GRACE_S = 1.0
 """How long a stopping simulator (`sim serve`, `sim router`) lets in-flight requests run on before it cuts them
 (aiohttp waits this twice, then cancels the handlers, which aborts their requests). aiohttp's default, 60 s, kept a

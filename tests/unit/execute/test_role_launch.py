@@ -114,13 +114,18 @@ def test_placement_fills_in_node_addresses_and_refuses_a_node_the_allocation_lac
         place(router, nodes[:2])
 
 
-def test_the_batch_job_asks_for_the_topologys_nodes_and_each_step_for_its_node() -> None:
+def test_the_batch_job_asks_for_the_topologys_nodes_whole_and_each_step_for_its_node() -> None:
     spec = engines.LaunchSpec(engine="sim", argv=("python", "-m", "x"), port=0)
     out = Path("/runs/r1/g0")
     script = render_batch_script(spec, SlurmOptions(), name="g0", group_file=out / "group.json", out_dir=out,
                                  launcher_file=out / "node_launch.json", nodes=3)
     assert "#SBATCH --nodes=3" in script and "#SBATCH --ntasks-per-node=1" in script
     assert "--ntasks=1" not in script
+    # the deployment holds its nodes whole: its roles listen on fixed ports there (exclusive=false by default)
+    assert "#SBATCH --exclusive" in script
+    single = render_batch_script(spec, SlurmOptions(), name="g0", group_file=out / "group.json", out_dir=out,
+                                 launcher_file=out / "node_launch.json")
+    assert "--exclusive" not in single
     argv = render_srun(spec, NodeLaunch(), "step", node="mn2")
     assert argv[:7] == ["srun", "--overlap", "--ntasks=1", "--export=ALL", "--job-name=step", "--nodes=1",
                         "--nodelist=mn2"]
