@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,14 +26,7 @@ LLAMA = REPO / "examples" / "results" / "h200-vllm-0.26.0" / "llama"
 QUICK = ["--factors", "mem", "--max-iter", "1", "--json"]
 
 
-@pytest.fixture(autouse=True)
-def user_catalog(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """An empty user catalog directory, so a developer's own calibrations cannot leak into these tests."""
-    monkeypatch.setenv("LLMSWEEP_CATALOG_DIR", str(tmp_path / "catalog"))
-    (tmp_path / "catalog").mkdir()
-    clear_caches()
-    yield tmp_path / "catalog"
-    clear_caches()
+pytestmark = pytest.mark.usefixtures("user_catalog")
 
 
 def _run(tmp_path: Path, concs: tuple[int, ...] = (1, 4), name: str = "run") -> Path:

@@ -7,13 +7,11 @@ from __future__ import annotations
 import json
 import re
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
-from llmsweep.catalog.sources import clear_caches
 from llmsweep.cli.main import cli, main
 from llmsweep.cli.sim import calibrate as calibrate_cmd
 
@@ -23,14 +21,7 @@ FIXED_SIM = REPO / "tests" / "data" / "recipes" / "run" / "fixed-sim.yaml"  # en
 STAMPED = re.compile(r"^\[\d\d:\d\d:\d\d\] ")
 
 
-@pytest.fixture(autouse=True)
-def user_catalog(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """An empty user catalog directory, so a developer's own calibrations cannot leak into these tests."""
-    monkeypatch.setenv("LLMSWEEP_CATALOG_DIR", str(tmp_path / "catalog"))
-    (tmp_path / "catalog").mkdir()
-    clear_caches()
-    yield
-    clear_caches()
+pytestmark = pytest.mark.usefixtures("user_catalog")
 
 
 def _simulated_run(tmp_path: Path) -> Path:

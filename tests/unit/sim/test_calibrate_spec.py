@@ -8,13 +8,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
-from llmsweep.catalog.sources import clear_caches
 from llmsweep.cli.sim import _config_for_job
 from llmsweep.cli.sim import calibrate as calibrate_cmd
 from llmsweep.sim.calibrate import (
@@ -38,14 +36,7 @@ REHEARSAL = REPO / "tests" / "data" / "calib-rehearsal-qwen3next"
 MODEL = "llmsweep/qwen3-next-small"
 
 
-@pytest.fixture(autouse=True)
-def user_catalog(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """An empty user catalog directory, so a developer's own calibrations cannot leak into these tests."""
-    monkeypatch.setenv("LLMSWEEP_CATALOG_DIR", str(tmp_path / "catalog"))
-    (tmp_path / "catalog").mkdir()
-    clear_caches()
-    yield tmp_path / "catalog"
-    clear_caches()
+pytestmark = pytest.mark.usefixtures("user_catalog")
 
 
 def _mtp(k: int, al: float) -> EngineConfig:

@@ -6,13 +6,11 @@ from __future__ import annotations
 import json
 import re
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
-from llmsweep.catalog.sources import clear_caches
 from llmsweep.cli.sim import _config_for_job
 from llmsweep.cli.sim import calibrate as calibrate_cmd
 from llmsweep.cli.sim import predict as predict_cmd
@@ -33,15 +31,6 @@ pytestmark = pytest.mark.slow  # a file of long tests: xdist starts it first (te
 REPO = Path(__file__).resolve().parents[3]
 H200_RUN = REPO / "examples" / "results" / "h200-vllm-0.26.0"
 
-
-@pytest.fixture
-def user_catalog(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """An empty user catalog directory, so a developer's own calibrations cannot leak into these tests."""
-    monkeypatch.setenv("LLMSWEEP_CATALOG_DIR", str(tmp_path / "catalog"))
-    (tmp_path / "catalog").mkdir()
-    clear_caches()
-    yield tmp_path / "catalog"
-    clear_caches()
 
 
 def _fixed_point(config: EngineConfig, conc: int, truth: dict[str, float]) -> MeasuredPoint:
