@@ -27,8 +27,10 @@ from llmsweep.metrics.gates import GateConfig
 SCHEMA_VERSION = 2
 """1: the untyped dict of llmsweep ≤ 0.x (same keys); 2: the typed model (unset empty blocks are left out)."""
 KNOWN_VERSIONS = (1, 2)
-# The blocks every summary of every known version has: a document without them would read as an empty, unjudged job.
-REQUIRED_BLOCKS = ("requests", "validity", "provenance")
+REQUIRED_BLOCKS = ("requests", "validity", "provenance", "latency", "throughput")
+"""Blocks every summary llmsweep writes has (every version): one without them would read as an empty, unjudged job,
+or one whose figures are defaults (a `latency` deleted read as no latency at all, and `sim calibrate` fitted the point
+on throughput alone)."""
 
 Source = Literal["measured", "simulated", "predicted"]
 RunSource = Literal["measured", "simulated"]

@@ -176,7 +176,7 @@ def test_a_schema_version_1_summary_reads_and_a_newer_one_is_refused(tmp_path: P
     (tmp_path / "summary.json").write_text(json.dumps({"schema_version": 99}))
     with pytest.raises(ResultError, match="schema_version 99"):
         Summary.load(tmp_path / "summary.json")
-    whole: dict[str, dict[str, object]] = {"requests": {}, "validity": {}, "provenance": {}}
+    whole: dict[str, dict[str, object]] = {"requests": {}, "validity": {}, "provenance": {}, "throughput": {}}
     (tmp_path / "summary.json").write_text(json.dumps({"schema_version": 2, **whole,
                                                        "latency": {"ttft": {"p99_9x": 1}}}))
     with pytest.raises(ResultError, match="not a summary"):
@@ -188,6 +188,12 @@ def test_a_schema_version_1_summary_reads_and_a_newer_one_is_refused(tmp_path: P
         with pytest.raises(ResultError, match=r"is not a whole summary: it has no .*'validity'") as err:
             Summary.load(tmp_path / "summary.json")
         assert (err.value.fix or "").startswith("`llmsweep summarize ")
+    # A summary whose figures were cut out read as one with none (`sim calibrate` fitted it on throughput alone).
+    written = summarise([rec(i, sent=i * 0.1) for i in range(5)], gpus=1).dump()
+    for block in ("latency", "throughput"):
+        (tmp_path / "summary.json").write_text(json.dumps({k: v for k, v in written.items() if k != block}))
+        with pytest.raises(ResultError, match=rf"is not a whole summary: it has no '{block}'"):
+            Summary.load(tmp_path / "summary.json")
 
 
 def test_a_server_that_reuses_far_less_than_the_workload_allows_is_warned_about_not_failed() -> None:

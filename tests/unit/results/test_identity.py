@@ -110,7 +110,7 @@ def test_a_result_is_stored_only_under_the_topology_that_earned_it() -> None:
 def _summary(options: dict[str, Any] | None, workload: dict[str, Any] | None = None) -> Any:
     from llmsweep.metrics.model import Summary
 
-    return Summary.from_doc({"schema_version": 2, "requests": {}, "validity": {},
+    return Summary.from_doc({"schema_version": 2, "requests": {}, "validity": {}, "latency": {}, "throughput": {},
                              "provenance": {"options": options, "workload": workload}})
 
 
