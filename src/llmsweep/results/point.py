@@ -98,7 +98,8 @@ class ResultPoint:
     @property
     def configuration(self) -> str:
         """What ran to earn this point beyond its identity: the recipe fingerprint, the rendered launch's fingerprint
-        (engine args, env, files), the source and the clock its provenance records, and what it measured (the
+        (engine args, env, files), the engine version and image digest read back from what served it, the source and
+        the clock its provenance records, and what it measured (the
         window, request and warm-up counts, the resolved workload: `measurement`). Two results of one point identity
         are repeats of one configuration only when these are equal; "" when the point does not record its launch or
         its measurement (an imported row, a summary without provenance or client options), so it is a repeat of
@@ -112,7 +113,11 @@ class ResultPoint:
         job = prov.get("job")
         recipe = (job.get("recipe_fingerprint") if isinstance(job, Mapping) else None) \
             or prov.get("recipe_fingerprint") or get_field(self.job, "recipe_fingerprint") or ""
-        return (f"recipe={recipe}|launch={fingerprint}|source={self.source}|clock={self.clock or ''}"
+        # the build that served it, as read back (the engine's own /version, the image's registry digest): a moving
+        # tag (a nightly, `latest`) renders one launch fingerprint over several engine versions, not repeats
+        built = "|".join(f"{k}={launch.get(k) or ''}" for k in ("engine_version_reported", "image_digest")) \
+            if isinstance(launch, Mapping) else ""
+        return (f"recipe={recipe}|launch={fingerprint}|{built}|source={self.source}|clock={self.clock or ''}"
                 f"|{measurement.key()}")
 
 

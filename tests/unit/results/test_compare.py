@@ -109,7 +109,11 @@ def test_history_of_another_configuration_or_an_invalid_run_is_not_a_repeat(make
     unrecorded = [dataclasses.replace(p, summary=p.summary.model_copy(update={  # type: ignore[union-attr]
         "provenance": p.summary.provenance.model_copy(update={"options": None})})) for p in unrecorded]  # type: ignore[union-attr]
     same = [_scaled(p, "a2", 1.01, "p90_ttft") for p in a]
-    comp = compare_points(a, slower, history=[*other, *invalid, *unlaunched, *shorter, *unrecorded, *same],
+    # a moving tag (a nightly): the same rendered launch, another engine build read back from the server
+    nightly = [dataclasses.replace(q, provenance={**q.provenance, "launch": {
+        **q.provenance["launch"], "engine_version_reported": "0.27.0.dev1"}})
+        for q in (_scaled(p, "nightly", 3.0, "p90_ttft") for p in a)]
+    comp = compare_points(a, slower, history=[*other, *invalid, *unlaunched, *shorter, *unrecorded, *same, *nightly],
                           resamples=100)
     (m,) = comp.matched
     assert [p.run_id for p in m.past] == ["a2"] and m.history == 1
