@@ -32,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from llmsweep import __version__
 from llmsweep.errors import ConfigError
+from llmsweep.modelsynth.outdir import check_out, staged_out
 from llmsweep.modelsynth.weights import NamedTensor, write_weights
 
 if TYPE_CHECKING:
@@ -420,18 +421,11 @@ def _write_json(path: Path, data: Any) -> None:
     path.write_text(json.dumps(data, indent=2, default=str) + "\n")
 
 
-def _check_out(out: Path, force: bool) -> None:
-    if out.exists() and not out.is_dir():
-        raise ConfigError(f"--out {out} is a file", fix="name a directory")
-    if out.is_dir() and any(out.iterdir()) and not force:
-        raise ConfigError(f"--out {out} is not empty", fix="choose an empty directory or pass --force")
-
-
 def import_gguf(request: ImportRequest) -> ImportResult:
     """Write the Hugging Face directory of the GGUF model `request` names; return what was written."""
     started = time.monotonic()
     path = resolve_gguf(request.source)
-    _check_out(request.out, request.force)  # before the reading, which takes seconds
+    check_out(request.out, request.force)  # before the reading, which takes seconds
     model = GgufModel(path)
     tok = build_tokenizer(model)
     pad = tok.tokens.index(tok.pad_token) if tok.pad_token is not None else None
@@ -442,35 +436,35 @@ def import_gguf(request: ImportRequest) -> ImportResult:
             fix="pass a GGUF whose tokenizer matches its embedding",
         )
     tensors = hf_tensors(model, config)
-    request.out.mkdir(parents=True, exist_ok=True)
-    files = ["config.json", "generation_config.json"]
-    _write_json(request.out / "config.json", config)
-    _write_json(request.out / "generation_config.json", {
-        key: config[key] for key in ("bos_token_id", "eos_token_id", "pad_token_id") if config[key] is not None
-    })
-    files += _write_tokenizer(
-        tok, request.out, max_length=int(config["max_position_embeddings"]),
-        add_bos=bool(model.meta("tokenizer.ggml.add_bos_token", False)),
-    )
-    written = write_weights(tensors, request.out, dtype="bf16")
-    files += written.files
-    result = ImportResult(
-        out=request.out,
-        source=request.source,
-        gguf=path,
-        name=str(model.meta("general.name", path.stem)),
-        architecture="LlamaForCausalLM",
-        parameters=written.parameters,
-        vocab_size=len(tok.tokens),
-        dtype="bf16",
-        quantizations=sorted({model.tensors[name].tensor_type.name for name in model.tensors}),
-        eos_token=tok.eos_token,
-        eos_token_id=tok.eos_token_id,
-        files=[*files, IMPORT_PROVENANCE_FILE],
-        seconds=round(time.monotonic() - started, 2),
-        llmsweep_version=__version__,
-        created_utc=datetime.now(UTC).isoformat(timespec="seconds"),
-    )
-    _write_json(request.out / IMPORT_PROVENANCE_FILE, result.model_dump(mode="json"))
+    with staged_out(request.out, request.force) as staging:  # whole or absent: see outdir.py
+        files = ["config.json", "generation_config.json"]
+        _write_json(staging / "config.json", config)
+        _write_json(staging / "generation_config.json", {
+            key: config[key] for key in ("bos_token_id", "eos_token_id", "pad_token_id") if config[key] is not None
+        })
+        files += _write_tokenizer(
+            tok, staging, max_length=int(config["max_position_embeddings"]),
+            add_bos=bool(model.meta("tokenizer.ggml.add_bos_token", False)),
+        )
+        written = write_weights(tensors, staging, dtype="bf16")
+        files += written.files
+        result = ImportResult(
+            out=request.out,
+            source=request.source,
+            gguf=path,
+            name=str(model.meta("general.name", path.stem)),
+            architecture="LlamaForCausalLM",
+            parameters=written.parameters,
+            vocab_size=len(tok.tokens),
+            dtype="bf16",
+            quantizations=sorted({model.tensors[name].tensor_type.name for name in model.tensors}),
+            eos_token=tok.eos_token,
+            eos_token_id=tok.eos_token_id,
+            files=[*files, IMPORT_PROVENANCE_FILE],
+            seconds=round(time.monotonic() - started, 2),
+            llmsweep_version=__version__,
+            created_utc=datetime.now(UTC).isoformat(timespec="seconds"),
+        )
+        _write_json(staging / IMPORT_PROVENANCE_FILE, result.model_dump(mode="json"))
     log.info("imported %s into %s (%d parameters, %.1f s)", path, request.out, result.parameters, result.seconds)
     return result

@@ -429,3 +429,22 @@ def test_bad_source_and_occupied_out_exit_2_with_a_fix(tmp_path: Path) -> None:
     (tmp_path / "full" / "keep.txt").write_text("x")
     run = llmsweep("model", "import", str(not_gguf), "--out", str(tmp_path / "full"))
     assert run.returncode == 2 and "not empty" in run.stderr
+
+
+def test_an_import_cut_short_leaves_no_directory(gguf_path: Path, tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """The weights are written after config and tokenizer: a full disk there must not leave a directory that looks
+    like the model (config.json, tokenizer, no weights), and the error names the directory and what to do."""
+    import errno
+
+    from llmsweep.modelsynth.gguf_import import ImportRequest, import_gguf
+
+    def disk_full(*args: object, **kwargs: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device", "model.safetensors")
+
+    monkeypatch.setattr("llmsweep.modelsynth.gguf_import.write_weights", disk_full)
+    out = tmp_path / "hf"
+    with pytest.raises(ConfigError, match="No space left on device") as caught:
+        import_gguf(ImportRequest(source=str(gguf_path), out=out))
+    assert str(out) in str(caught.value) and caught.value.fix
+    assert list(tmp_path.iterdir()) == []
