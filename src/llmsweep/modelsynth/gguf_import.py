@@ -198,7 +198,14 @@ class GgufModel:
         if tensor.tensor_type in (GGMLQuantizationType.F32, GGMLQuantizationType.F16):
             values = data.astype(np.float32)
         else:
-            values = quants.dequantize(data, tensor.tensor_type).astype(np.float32, copy=False)
+            try:
+                values = quants.dequantize(data, tensor.tensor_type).astype(np.float32, copy=False)
+            except NotImplementedError as exc:
+                raise ConfigError(
+                    f"model import: {self.path}: tensor {name} is {tensor.tensor_type.name}, which the `gguf` package "
+                    f"cannot dequantise ({exc})",
+                    fix="pass a GGUF quantised as F32, F16, BF16, Q8_0, Q4_0/1, Q5_0/1 or a K-quant",
+                ) from exc
         shape = tuple(int(n) for n in reversed(tensor.shape.tolist()))
         return values.reshape(shape)
 
@@ -257,15 +264,56 @@ def llama_config(model: GgufModel, *, eos_token_id: int, pad_token_id: int | Non
 # ---- weights -------------------------------------------------------------------------------------------------------
 
 
+def _expected_shapes(config: dict[str, Any]) -> dict[str, tuple[tuple[int, ...], str]]:
+    """GGUF tensor name (without `blk.N.`) → the Hugging Face shape config.json implies, and the metadata behind it."""
+    hidden, vocab = int(config["hidden_size"]), int(config["vocab_size"])
+    inter = int(config["intermediate_size"])
+    q = int(config["num_attention_heads"]) * int(config["head_dim"])
+    kv = int(config["num_key_value_heads"]) * int(config["head_dim"])
+    h, v, i = f"embedding_length {hidden}", f"vocab {vocab}", f"feed_forward_length {inter}"
+    heads = f"head_count {config['num_attention_heads']} x head size {config['head_dim']}"
+    kv_heads = f"head_count_kv {config['num_key_value_heads']} x head size {config['head_dim']}"
+    return {
+        "token_embd.weight": ((vocab, hidden), f"{v}, {h}"),
+        "output.weight": ((vocab, hidden), f"{v}, {h}"),
+        "output_norm.weight": ((hidden,), h),
+        "attn_norm.weight": ((hidden,), h),
+        "ffn_norm.weight": ((hidden,), h),
+        "attn_q.weight": ((q, hidden), f"{heads}, {h}"),
+        "attn_k.weight": ((kv, hidden), f"{kv_heads}, {h}"),
+        "attn_v.weight": ((kv, hidden), f"{kv_heads}, {h}"),
+        "attn_output.weight": ((hidden, q), f"{h}, {heads}"),
+        "ffn_gate.weight": ((inter, hidden), f"{i}, {h}"),
+        "ffn_up.weight": ((inter, hidden), f"{i}, {h}"),
+        "ffn_down.weight": ((hidden, inter), f"{h}, {i}"),
+    }
+
+
 def hf_tensors(model: GgufModel, config: dict[str, Any]) -> list[NamedTensor]:
     """Every checkpoint tensor under its Hugging Face name, dequantised (and Q/K un-permuted) when written."""
     # llama.cpp permutes Q over the attention heads and K over the key/value heads.
     permuted = {"attn_q": int(config["num_attention_heads"]), "attn_k": int(config["num_key_value_heads"])}
+    expected = _expected_shapes(config)
+    if int(config["head_dim"]) % 2:
+        raise ConfigError(
+            f"model import: {model.path} has an odd head size {config['head_dim']} ({model.arch}.attention.key_length"
+            f" or embedding_length / head_count): rotary embeddings rotate pairs", fix="pass an unmodified llama GGUF",
+        )
     tensors: list[NamedTensor] = []
 
     def add(gguf_name: str, hf_name: str, fix: Callable[[np.ndarray], np.ndarray] | None = None) -> None:
         tensor = model.tensors[gguf_name]
         shape = tuple(int(n) for n in reversed(tensor.shape.tolist()))
+        base = gguf_name.removeprefix("blk.").split(".", 1)[-1] if gguf_name.startswith("blk.") else gguf_name
+        want, said_by = expected[base]
+        if shape != want:
+            # config.json is written from the metadata: a tensor it does not describe would be served under a
+            # config that lies, or fail to load in the engine, far from this file.
+            raise ConfigError(
+                f"model import: {model.path}: tensor {gguf_name} is {'x'.join(map(str, shape))}, but the metadata "
+                f"({said_by}) makes it {'x'.join(map(str, want))}",
+                fix="the file's metadata and tensors disagree; pass an unmodified GGUF",
+            )
 
         def values() -> np.ndarray:
             array = model.dequantize(gguf_name)
@@ -275,6 +323,8 @@ def hf_tensors(model: GgufModel, config: dict[str, Any]) -> list[NamedTensor]:
 
     known = {f"{g}.weight" for g in _GLOBAL_TENSORS}
     for gguf_base, hf_base in _GLOBAL_TENSORS.items():
+        if gguf_base != "output" and f"{gguf_base}.weight" not in model.tensors:
+            raise ConfigError(f"model import: {model.path} lacks tensor {gguf_base}.weight", fix="pass a complete GGUF")
         if f"{gguf_base}.weight" in model.tensors:
             add(f"{gguf_base}.weight", f"{hf_base}.weight")
     for layer in range(int(config["num_hidden_layers"])):
