@@ -230,6 +230,14 @@ def llama_config(model: GgufModel, *, eos_token_id: int, pad_token_id: int | Non
             f"model import: {model.path} uses rope scaling, which the import does not carry over",
             fix="pass a GGUF without rope scaling",
         )
+    # Llama 3.1+'s rope scaling ("rope_type": "llama3") is converted into per-frequency divisors in a rope_freqs
+    # tensor, with no rope.scaling metadata; it changes every position's rotation, not only long contexts.
+    if "rope_freqs.weight" in model.tensors and not np.allclose(model.dequantize("rope_freqs.weight"), 1.0):
+        raise ConfigError(
+            f"model import: {model.path} scales its rotary frequencies (a rope_freqs tensor: Llama 3.1+ 'llama3' "
+            "rope scaling), which the import does not carry over; the imported model would rotate differently",
+            fix="pass a GGUF without rope scaling (Llama 2, SmolLM, TinyLlama, Mistral-style dense models)",
+        )
     hidden = int(model.arch_meta("embedding_length"))
     heads = int(model.arch_meta("attention.head_count"))
     kv_heads = int(model.arch_meta("attention.head_count_kv", heads))

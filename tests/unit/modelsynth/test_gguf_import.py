@@ -451,7 +451,7 @@ def test_an_import_cut_short_leaves_no_directory(gguf_path: Path, tmp_path: Path
 
 
 def toy_gguf(path: Path, *, embd_rows: int = 4, q_rows: int = 64, ffn_length: int = 128,
-             q_dtype: Any = np.float32) -> Path:
+             q_dtype: Any = np.float32, rope_freqs: np.ndarray | None = None) -> Path:
     """A one-layer llama GGUF (hidden 64, 4 heads, 2 key/value heads, 4 tokens) whose tensors may disagree with its
     metadata by the given shapes."""
     w = gguf.GGUFWriter(str(path), "llama")
@@ -475,6 +475,8 @@ def toy_gguf(path: Path, *, embd_rows: int = 4, q_rows: int = 64, ffn_length: in
         "blk.0.attn_output.weight": (64, 64), "blk.0.ffn_norm.weight": (64,), "blk.0.ffn_gate.weight": (128, 64),
         "blk.0.ffn_up.weight": (128, 64), "blk.0.ffn_down.weight": (64, 128),
     }
+    if rope_freqs is not None:
+        w.add_tensor("rope_freqs.weight", rope_freqs.astype(np.float32))
     for name, shape in shapes.items():
         dtype = q_dtype if name == "blk.0.attn_q.weight" else np.float32
         w.add_tensor(name, rng.standard_normal(shape).astype(dtype))
@@ -491,15 +493,18 @@ def toy_gguf(path: Path, *, embd_rows: int = 4, q_rows: int = 64, ffn_length: in
     ({"q_rows": 48}, "tensor blk.0.attn_q.weight is 48x64, but the metadata (head_count 4 x head size 16"),
     ({"ffn_length": 96}, "tensor blk.0.ffn_gate.weight is 128x64, but the metadata (feed_forward_length 96"),
     ({"q_dtype": np.float64}, "tensor blk.0.attn_q.weight is F64, which the `gguf` package cannot dequantise"),
-], ids=["vocab", "heads", "ffn", "f64"])
+    ({"rope_freqs": np.linspace(1.0, 8.0, 8)}, "scales its rotary frequencies (a rope_freqs tensor: Llama 3.1+"),
+], ids=["vocab", "heads", "ffn", "f64", "llama3-rope"])
 def test_a_gguf_whose_tensors_the_config_would_not_describe_is_refused(
     tmp_path: Path, kwargs: dict[str, Any], message: str
 ) -> None:
     """config.json is written from the metadata; tensors it does not describe must not be written under it (the
-    engine fails to load them far from here, or serves a config that lies), nor end in a traceback."""
+    engine fails to load them far from here, or serves a config that lies: Llama 3's rope scaling is a tensor, no
+    metadata, and a config without it rotates every position differently), nor end in a traceback."""
     from llmsweep.modelsynth.gguf_import import ImportRequest, import_gguf
 
-    good = import_gguf(ImportRequest(source=str(toy_gguf(tmp_path / "good.gguf")), out=tmp_path / "good"))
+    good_gguf = toy_gguf(tmp_path / "good.gguf", rope_freqs=np.ones(8))  # factors of 1 scale nothing
+    good = import_gguf(ImportRequest(source=str(good_gguf), out=tmp_path / "good"))
     assert good.parameters > 0 and json.loads((tmp_path / "good" / "config.json").read_text())["vocab_size"] == 4
     bad = toy_gguf(tmp_path / "bad.gguf", **kwargs)
     with pytest.raises(ConfigError) as caught:
