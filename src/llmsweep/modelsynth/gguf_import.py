@@ -32,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from llmsweep import __version__
 from llmsweep.errors import ConfigError
+from llmsweep.modelsynth.outdir import check_out, staged_out
 from llmsweep.modelsynth.weights import NamedTensor, write_weights
 
 if TYPE_CHECKING:
@@ -197,7 +198,14 @@ class GgufModel:
         if tensor.tensor_type in (GGMLQuantizationType.F32, GGMLQuantizationType.F16):
             values = data.astype(np.float32)
         else:
-            values = quants.dequantize(data, tensor.tensor_type).astype(np.float32, copy=False)
+            try:
+                values = quants.dequantize(data, tensor.tensor_type).astype(np.float32, copy=False)
+            except NotImplementedError as exc:
+                raise ConfigError(
+                    f"model import: {self.path}: tensor {name} is {tensor.tensor_type.name}, which the `gguf` package "
+                    f"cannot dequantise ({exc})",
+                    fix="pass a GGUF quantised as F32, F16, BF16, Q8_0, Q4_0/1, Q5_0/1 or a K-quant",
+                ) from exc
         shape = tuple(int(n) for n in reversed(tensor.shape.tolist()))
         return values.reshape(shape)
 
@@ -221,6 +229,14 @@ def llama_config(model: GgufModel, *, eos_token_id: int, pad_token_id: int | Non
         raise ConfigError(
             f"model import: {model.path} uses rope scaling, which the import does not carry over",
             fix="pass a GGUF without rope scaling",
+        )
+    # Llama 3.1+'s rope scaling ("rope_type": "llama3") is converted into per-frequency divisors in a rope_freqs
+    # tensor, with no rope.scaling metadata; it changes every position's rotation, not only long contexts.
+    if "rope_freqs.weight" in model.tensors and not np.allclose(model.dequantize("rope_freqs.weight"), 1.0):
+        raise ConfigError(
+            f"model import: {model.path} scales its rotary frequencies (a rope_freqs tensor: Llama 3.1+ 'llama3' "
+            "rope scaling), which the import does not carry over; the imported model would rotate differently",
+            fix="pass a GGUF without rope scaling (Llama 2, SmolLM, TinyLlama, Mistral-style dense models)",
         )
     hidden = int(model.arch_meta("embedding_length"))
     heads = int(model.arch_meta("attention.head_count"))
@@ -256,15 +272,56 @@ def llama_config(model: GgufModel, *, eos_token_id: int, pad_token_id: int | Non
 # ---- weights -------------------------------------------------------------------------------------------------------
 
 
+def _expected_shapes(config: dict[str, Any]) -> dict[str, tuple[tuple[int, ...], str]]:
+    """GGUF tensor name (without `blk.N.`) → the Hugging Face shape config.json implies, and the metadata behind it."""
+    hidden, vocab = int(config["hidden_size"]), int(config["vocab_size"])
+    inter = int(config["intermediate_size"])
+    q = int(config["num_attention_heads"]) * int(config["head_dim"])
+    kv = int(config["num_key_value_heads"]) * int(config["head_dim"])
+    h, v, i = f"embedding_length {hidden}", f"vocab {vocab}", f"feed_forward_length {inter}"
+    heads = f"head_count {config['num_attention_heads']} x head size {config['head_dim']}"
+    kv_heads = f"head_count_kv {config['num_key_value_heads']} x head size {config['head_dim']}"
+    return {
+        "token_embd.weight": ((vocab, hidden), f"{v}, {h}"),
+        "output.weight": ((vocab, hidden), f"{v}, {h}"),
+        "output_norm.weight": ((hidden,), h),
+        "attn_norm.weight": ((hidden,), h),
+        "ffn_norm.weight": ((hidden,), h),
+        "attn_q.weight": ((q, hidden), f"{heads}, {h}"),
+        "attn_k.weight": ((kv, hidden), f"{kv_heads}, {h}"),
+        "attn_v.weight": ((kv, hidden), f"{kv_heads}, {h}"),
+        "attn_output.weight": ((hidden, q), f"{h}, {heads}"),
+        "ffn_gate.weight": ((inter, hidden), f"{i}, {h}"),
+        "ffn_up.weight": ((inter, hidden), f"{i}, {h}"),
+        "ffn_down.weight": ((hidden, inter), f"{h}, {i}"),
+    }
+
+
 def hf_tensors(model: GgufModel, config: dict[str, Any]) -> list[NamedTensor]:
     """Every checkpoint tensor under its Hugging Face name, dequantised (and Q/K un-permuted) when written."""
     # llama.cpp permutes Q over the attention heads and K over the key/value heads.
     permuted = {"attn_q": int(config["num_attention_heads"]), "attn_k": int(config["num_key_value_heads"])}
+    expected = _expected_shapes(config)
+    if int(config["head_dim"]) % 2:
+        raise ConfigError(
+            f"model import: {model.path} has an odd head size {config['head_dim']} ({model.arch}.attention.key_length"
+            f" or embedding_length / head_count): rotary embeddings rotate pairs", fix="pass an unmodified llama GGUF",
+        )
     tensors: list[NamedTensor] = []
 
     def add(gguf_name: str, hf_name: str, fix: Callable[[np.ndarray], np.ndarray] | None = None) -> None:
         tensor = model.tensors[gguf_name]
         shape = tuple(int(n) for n in reversed(tensor.shape.tolist()))
+        base = gguf_name.removeprefix("blk.").split(".", 1)[-1] if gguf_name.startswith("blk.") else gguf_name
+        want, said_by = expected[base]
+        if shape != want:
+            # config.json is written from the metadata: a tensor it does not describe would be served under a
+            # config that lies, or fail to load in the engine, far from this file.
+            raise ConfigError(
+                f"model import: {model.path}: tensor {gguf_name} is {'x'.join(map(str, shape))}, but the metadata "
+                f"({said_by}) makes it {'x'.join(map(str, want))}",
+                fix="the file's metadata and tensors disagree; pass an unmodified GGUF",
+            )
 
         def values() -> np.ndarray:
             array = model.dequantize(gguf_name)
@@ -274,6 +331,8 @@ def hf_tensors(model: GgufModel, config: dict[str, Any]) -> list[NamedTensor]:
 
     known = {f"{g}.weight" for g in _GLOBAL_TENSORS}
     for gguf_base, hf_base in _GLOBAL_TENSORS.items():
+        if gguf_base != "output" and f"{gguf_base}.weight" not in model.tensors:
+            raise ConfigError(f"model import: {model.path} lacks tensor {gguf_base}.weight", fix="pass a complete GGUF")
         if f"{gguf_base}.weight" in model.tensors:
             add(f"{gguf_base}.weight", f"{hf_base}.weight")
     for layer in range(int(config["num_hidden_layers"])):
@@ -420,18 +479,11 @@ def _write_json(path: Path, data: Any) -> None:
     path.write_text(json.dumps(data, indent=2, default=str) + "\n")
 
 
-def _check_out(out: Path, force: bool) -> None:
-    if out.exists() and not out.is_dir():
-        raise ConfigError(f"--out {out} is a file", fix="name a directory")
-    if out.is_dir() and any(out.iterdir()) and not force:
-        raise ConfigError(f"--out {out} is not empty", fix="choose an empty directory or pass --force")
-
-
 def import_gguf(request: ImportRequest) -> ImportResult:
     """Write the Hugging Face directory of the GGUF model `request` names; return what was written."""
     started = time.monotonic()
     path = resolve_gguf(request.source)
-    _check_out(request.out, request.force)  # before the reading, which takes seconds
+    check_out(request.out, request.force)  # before the reading, which takes seconds
     model = GgufModel(path)
     tok = build_tokenizer(model)
     pad = tok.tokens.index(tok.pad_token) if tok.pad_token is not None else None
@@ -442,35 +494,35 @@ def import_gguf(request: ImportRequest) -> ImportResult:
             fix="pass a GGUF whose tokenizer matches its embedding",
         )
     tensors = hf_tensors(model, config)
-    request.out.mkdir(parents=True, exist_ok=True)
-    files = ["config.json", "generation_config.json"]
-    _write_json(request.out / "config.json", config)
-    _write_json(request.out / "generation_config.json", {
-        key: config[key] for key in ("bos_token_id", "eos_token_id", "pad_token_id") if config[key] is not None
-    })
-    files += _write_tokenizer(
-        tok, request.out, max_length=int(config["max_position_embeddings"]),
-        add_bos=bool(model.meta("tokenizer.ggml.add_bos_token", False)),
-    )
-    written = write_weights(tensors, request.out, dtype="bf16")
-    files += written.files
-    result = ImportResult(
-        out=request.out,
-        source=request.source,
-        gguf=path,
-        name=str(model.meta("general.name", path.stem)),
-        architecture="LlamaForCausalLM",
-        parameters=written.parameters,
-        vocab_size=len(tok.tokens),
-        dtype="bf16",
-        quantizations=sorted({model.tensors[name].tensor_type.name for name in model.tensors}),
-        eos_token=tok.eos_token,
-        eos_token_id=tok.eos_token_id,
-        files=[*files, IMPORT_PROVENANCE_FILE],
-        seconds=round(time.monotonic() - started, 2),
-        llmsweep_version=__version__,
-        created_utc=datetime.now(UTC).isoformat(timespec="seconds"),
-    )
-    _write_json(request.out / IMPORT_PROVENANCE_FILE, result.model_dump(mode="json"))
+    with staged_out(request.out, request.force) as staging:  # whole or absent: see outdir.py
+        files = ["config.json", "generation_config.json"]
+        _write_json(staging / "config.json", config)
+        _write_json(staging / "generation_config.json", {
+            key: config[key] for key in ("bos_token_id", "eos_token_id", "pad_token_id") if config[key] is not None
+        })
+        files += _write_tokenizer(
+            tok, staging, max_length=int(config["max_position_embeddings"]),
+            add_bos=bool(model.meta("tokenizer.ggml.add_bos_token", False)),
+        )
+        written = write_weights(tensors, staging, dtype="bf16")
+        files += written.files
+        result = ImportResult(
+            out=request.out,
+            source=request.source,
+            gguf=path,
+            name=str(model.meta("general.name", path.stem)),
+            architecture="LlamaForCausalLM",
+            parameters=written.parameters,
+            vocab_size=len(tok.tokens),
+            dtype="bf16",
+            quantizations=sorted({model.tensors[name].tensor_type.name for name in model.tensors}),
+            eos_token=tok.eos_token,
+            eos_token_id=tok.eos_token_id,
+            files=[*files, IMPORT_PROVENANCE_FILE],
+            seconds=round(time.monotonic() - started, 2),
+            llmsweep_version=__version__,
+            created_utc=datetime.now(UTC).isoformat(timespec="seconds"),
+        )
+        _write_json(staging / IMPORT_PROVENANCE_FILE, result.model_dump(mode="json"))
     log.info("imported %s into %s (%d parameters, %.1f s)", path, request.out, result.parameters, result.seconds)
     return result

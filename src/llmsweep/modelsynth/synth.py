@@ -26,6 +26,7 @@ from llmsweep.modelsynth.architectures import (
     preset_config,
     scale_config,
 )
+from llmsweep.modelsynth.outdir import staged_out
 from llmsweep.modelsynth.tensors import parameter_count, tensor_specs
 from llmsweep.modelsynth.tokenizer import (
     BOS_TOKEN,
@@ -115,14 +116,6 @@ def load_source_config(source: str) -> tuple[Config, str]:
     return config, f"config:{path}"
 
 
-def _prepare_out(out: Path, force: bool) -> None:
-    if out.exists() and not out.is_dir():
-        raise ConfigError(f"--out {out} is a file", fix="name a directory")
-    if out.is_dir() and any(out.iterdir()) and not force:
-        raise ConfigError(f"--out {out} is not empty", fix="choose an empty directory or pass --force")
-    out.mkdir(parents=True, exist_ok=True)
-
-
 def _with_tokens(config: Config, tok: TokenizerFiles) -> Config:
     """Point the config's special-token ids at our tokenizer (a given config's ids name another tokenizer)."""
     cfg = dict(config)
@@ -201,13 +194,13 @@ def draft_config(target: Config, tok: TokenizerFiles) -> Config:
     return cfg
 
 
-def _write_draft(request: SynthRequest, target: Config, tok: TokenizerFiles) -> SynthResult:
-    draft_dir = request.out / DRAFT_DIR
+def _write_draft(request: SynthRequest, target: Config, tok: TokenizerFiles, staging: Path) -> SynthResult:
+    draft_dir = staging / DRAFT_DIR
     draft_dir.mkdir(exist_ok=True)
     draft = _write_model(
         draft_dir, draft_config(target, tok), tok, request=request, source=f"preset:{DRAFT_PRESET}",
-        seed=request.seed + 1, tokenizer_from=request.out,
-    )
+        seed=request.seed + 1, tokenizer_from=staging,
+    ).model_copy(update={"out": request.out / DRAFT_DIR})
     _write_json(draft_dir / PROVENANCE_FILE, draft.model_dump(mode="json"))
     return draft
 
@@ -221,10 +214,12 @@ def synth_model(request: SynthRequest) -> SynthResult:
     cfg = _with_tokens(config, tok)
     if request.weights == "random":
         model_type(cfg)  # fail on an architecture whose tensors are unknown before writing anything
-    _prepare_out(request.out, request.force)
-    result = _write_model(request.out, cfg, tok, request=request, source=source, seed=request.seed, tokenizer_from=None)
-    if request.draft:
-        result = result.model_copy(update={"draft": _write_draft(request, cfg, tok)})
-    _write_json(request.out / PROVENANCE_FILE, result.model_dump(mode="json"))
+    with staged_out(request.out, request.force) as staging:  # whole or absent: see outdir.py
+        result = _write_model(
+            staging, cfg, tok, request=request, source=source, seed=request.seed, tokenizer_from=None,
+        ).model_copy(update={"out": request.out})
+        if request.draft:
+            result = result.model_copy(update={"draft": _write_draft(request, cfg, tok, staging)})
+        _write_json(staging / PROVENANCE_FILE, result.model_dump(mode="json"))
     log.info("wrote %s (%s, %s parameters)", request.out, result.architecture, result.parameters)
     return result

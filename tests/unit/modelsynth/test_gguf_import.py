@@ -429,3 +429,85 @@ def test_bad_source_and_occupied_out_exit_2_with_a_fix(tmp_path: Path) -> None:
     (tmp_path / "full" / "keep.txt").write_text("x")
     run = llmsweep("model", "import", str(not_gguf), "--out", str(tmp_path / "full"))
     assert run.returncode == 2 and "not empty" in run.stderr
+
+
+def test_an_import_cut_short_leaves_no_directory(gguf_path: Path, tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """The weights are written after config and tokenizer: a full disk there must not leave a directory that looks
+    like the model (config.json, tokenizer, no weights), and the error names the directory and what to do."""
+    import errno
+
+    from llmsweep.modelsynth.gguf_import import ImportRequest, import_gguf
+
+    def disk_full(*args: object, **kwargs: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device", "model.safetensors")
+
+    monkeypatch.setattr("llmsweep.modelsynth.gguf_import.write_weights", disk_full)
+    out = tmp_path / "hf"
+    with pytest.raises(ConfigError, match="No space left on device") as caught:
+        import_gguf(ImportRequest(source=str(gguf_path), out=out))
+    assert str(out) in str(caught.value) and caught.value.fix
+    assert list(tmp_path.iterdir()) == []
+
+
+def toy_gguf(path: Path, *, embd_rows: int = 4, q_rows: int = 64, ffn_length: int = 128,
+             q_dtype: Any = np.float32, rope_freqs: np.ndarray | None = None) -> Path:
+    """A one-layer llama GGUF (hidden 64, 4 heads, 2 key/value heads, 4 tokens) whose tensors may disagree with its
+    metadata by the given shapes."""
+    w = gguf.GGUFWriter(str(path), "llama")
+    w.add_name("toy")
+    w.add_context_length(256)
+    w.add_embedding_length(64)
+    w.add_block_count(1)
+    w.add_feed_forward_length(ffn_length)
+    w.add_head_count(4)
+    w.add_head_count_kv(2)
+    w.add_layer_norm_rms_eps(1e-5)
+    w.add_tokenizer_model("gpt2")
+    w.add_token_list(["a", "b", "ab", "<|im_end|>"])
+    w.add_token_types([1, 1, 1, 3])
+    w.add_token_merges(["a b"])
+    w.add_eos_token_id(3)
+    rng = np.random.default_rng(0)
+    shapes = {
+        "token_embd.weight": (embd_rows, 64), "output_norm.weight": (64,), "blk.0.attn_norm.weight": (64,),
+        "blk.0.attn_q.weight": (q_rows, 64), "blk.0.attn_k.weight": (32, 64), "blk.0.attn_v.weight": (32, 64),
+        "blk.0.attn_output.weight": (64, 64), "blk.0.ffn_norm.weight": (64,), "blk.0.ffn_gate.weight": (128, 64),
+        "blk.0.ffn_up.weight": (128, 64), "blk.0.ffn_down.weight": (64, 128),
+    }
+    if rope_freqs is not None:
+        w.add_tensor("rope_freqs.weight", rope_freqs.astype(np.float32))
+    for name, shape in shapes.items():
+        dtype = q_dtype if name == "blk.0.attn_q.weight" else np.float32
+        w.add_tensor(name, rng.standard_normal(shape).astype(dtype))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"embd_rows": 8}, "tensor token_embd.weight is 8x64, but the metadata (vocab 4, embedding_length 64) makes it "
+                       "4x64"),
+    ({"q_rows": 48}, "tensor blk.0.attn_q.weight is 48x64, but the metadata (head_count 4 x head size 16"),
+    ({"ffn_length": 96}, "tensor blk.0.ffn_gate.weight is 128x64, but the metadata (feed_forward_length 96"),
+    ({"q_dtype": np.float64}, "tensor blk.0.attn_q.weight is F64, which the `gguf` package cannot dequantise"),
+    ({"rope_freqs": np.linspace(1.0, 8.0, 8)}, "scales its rotary frequencies (a rope_freqs tensor: Llama 3.1+"),
+], ids=["vocab", "heads", "ffn", "f64", "llama3-rope"])
+def test_a_gguf_whose_tensors_the_config_would_not_describe_is_refused(
+    tmp_path: Path, kwargs: dict[str, Any], message: str
+) -> None:
+    """config.json is written from the metadata; tensors it does not describe must not be written under it (the
+    engine fails to load them far from here, or serves a config that lies: Llama 3's rope scaling is a tensor, no
+    metadata, and a config without it rotates every position differently), nor end in a traceback."""
+    from llmsweep.modelsynth.gguf_import import ImportRequest, import_gguf
+
+    good_gguf = toy_gguf(tmp_path / "good.gguf", rope_freqs=np.ones(8))  # factors of 1 scale nothing
+    good = import_gguf(ImportRequest(source=str(good_gguf), out=tmp_path / "good"))
+    assert good.parameters > 0 and json.loads((tmp_path / "good" / "config.json").read_text())["vocab_size"] == 4
+    bad = toy_gguf(tmp_path / "bad.gguf", **kwargs)
+    with pytest.raises(ConfigError) as caught:
+        import_gguf(ImportRequest(source=str(bad), out=tmp_path / "bad"))
+    assert message in str(caught.value) and str(bad) in str(caught.value) and caught.value.fix
+    assert not (tmp_path / "bad").exists()

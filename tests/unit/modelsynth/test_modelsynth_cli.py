@@ -31,3 +31,7 @@ def test_bad_input_exits_2_with_a_fix(tmp_path: Path) -> None:
     run = llmsweep("model", "synth", "no-such-model", "--out", str(tmp_path / "x"))
     assert run.returncode == 2
     assert "fix:" in run.stderr and "Traceback" not in run.stderr
+    (tmp_path / "a-file").write_text("x")
+    run = llmsweep("model", "synth", "tiny", "--out", str(tmp_path / "a-file" / "m"))
+    assert run.returncode == 2, run.stderr
+    assert "cannot write the model directory" in run.stderr and "fix:" in run.stderr and "Traceback" not in run.stderr

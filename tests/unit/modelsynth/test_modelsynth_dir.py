@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import struct
 from pathlib import Path
@@ -153,6 +154,48 @@ def test_refuses_a_non_empty_directory_unless_forced(tmp_path: Path) -> None:
         synth_model(SynthRequest(source="tiny", out=tmp_path))
     synth_model(SynthRequest(source="tiny", out=tmp_path, force=True))
     assert (tmp_path / "keep.txt").read_text() == "mine" and (tmp_path / "config.json").exists()
+
+
+@pytest.mark.parametrize("failure", [OSError(errno.ENOSPC, "No space left on device", "model.safetensors"),
+                                     KeyboardInterrupt()], ids=["disk-full", "interrupted"])
+def test_a_write_cut_short_leaves_no_model_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                     failure: BaseException) -> None:
+    """Config and tokenizer are written before the weights: a write that dies there must not leave a directory
+    that looks like a model, nor spoil the one a --force write was replacing."""
+    def fail(*args: object, **kwargs: object) -> None:
+        raise failure
+
+    monkeypatch.setattr("llmsweep.modelsynth.synth.write_random_weights", fail)
+    expected = (ConfigError, KeyboardInterrupt)[isinstance(failure, KeyboardInterrupt)]
+    with pytest.raises(expected) as caught:
+        synth_model(SynthRequest(source="tiny", out=tmp_path / "new", weights="random"))
+    if isinstance(caught.value, ConfigError):
+        assert "No space left on device" in str(caught.value) and str(tmp_path / "new") in str(caught.value)
+        assert caught.value.fix and "writable" in caught.value.fix
+    else:
+        assert isinstance(failure, KeyboardInterrupt)
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # neither the directory nor a staging leftover
+    old = tmp_path / "old"
+    old.mkdir()
+    (old / "config.json").write_text('{"previous": true}')
+    with pytest.raises(expected):
+        synth_model(SynthRequest(source="tiny", out=old, weights="random", force=True))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["old"]
+    assert [p.name for p in old.iterdir()] == ["config.json"] and "previous" in (old / "config.json").read_text()
+
+
+def test_force_leaves_no_weights_of_the_previous_model(tmp_path: Path) -> None:
+    """An engine loads a stale shard index (vLLM) or a stale model.safetensors (transformers) before new weights."""
+    (tmp_path / "keep.txt").write_text("mine")
+    synth_model(SynthRequest(source="tiny", out=tmp_path, weights="random", shard_bytes=2 * 1024 * 1024, force=True))
+    assert (tmp_path / "model.safetensors.index.json").exists()
+    synth_model(SynthRequest(source="tiny", out=tmp_path, weights="random", seed=3, force=True))
+    weights = sorted(p.name for p in tmp_path.glob("*.safetensors*"))
+    assert weights == ["model.safetensors"]
+    synth_model(SynthRequest(source="tiny", out=tmp_path, weights="none", draft=True, force=True))
+    assert not list(tmp_path.glob("*.safetensors*")) and not list((tmp_path / "draft").glob("*.safetensors*"))
+    assert (tmp_path / "keep.txt").read_text() == "mine"
+    assert json.loads((tmp_path / "llmsweep-synth.json").read_text())["weights"] == "none"
 
 
 @pytest.mark.parametrize(
