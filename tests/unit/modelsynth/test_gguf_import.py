@@ -8,7 +8,9 @@ with rotate-half). Both must give the same logits; a model whose permutation was
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import os
 import struct
 import subprocess
 import sys
@@ -386,25 +388,43 @@ def test_config_says_what_the_gguf_metadata_says(imported: Path, reader: Any) ->
     assert cfg["max_position_embeddings"] == int(meta(reader, "llama.context_length")) == 8192
 
 
-# ---- transformers, where torch is installed ----------------------------------------------------------------------
+# ---- transformers, where torch is installed (this venv, or LLMSWEEP_TRANSFORMERS_PYTHON's: CI's `.venv-tf`) --------
+
+_SERVE = """
+import json, sys
+import numpy as np
+import torch, transformers
+d, out = sys.argv[1], sys.argv[2]
+tok = transformers.AutoTokenizer.from_pretrained(d)
+model = transformers.AutoModelForCausalLM.from_pretrained(d, dtype=torch.float32)
+batch = tok.apply_chat_template([{"role": "user", "content": sys.argv[3]}], add_generation_prompt=True,
+                                return_tensors="pt", return_dict=True)
+ids = batch["input_ids"][0].tolist()
+with torch.no_grad():
+    np.save(out + "/logits.npy", model(**batch).logits[0].numpy())
+gen = model.generate(**batch, max_new_tokens=24, do_sample=False)
+json.dump({"ids": ids, "eos": tok.eos_token_id, "answer": tok.decode(gen[0][len(ids):])}, open(out + "/out.json", "w"))
+"""
 
 
-def test_transformers_serves_the_directory(imported: Path, hf_tensors: dict[str, np.ndarray]) -> None:
-    torch = pytest.importorskip("torch")
-    transformers = pytest.importorskip("transformers")
-    tok = transformers.AutoTokenizer.from_pretrained(imported)
-    model = transformers.AutoModelForCausalLM.from_pretrained(imported, dtype=torch.float32)
-    assert tok.eos_token_id == 2
-    batch = tok.apply_chat_template([{"role": "user", "content": QUESTION}], add_generation_prompt=True,
-                                    return_tensors="pt", return_dict=True)
-    ids = batch["input_ids"][0].tolist()
-    with torch.no_grad():
-        logits = model(**batch).logits[0].numpy()
-    ours = hf_forward(imported, hf_tensors, ids)
+def test_transformers_serves_the_directory(imported: Path, hf_tensors: dict[str, np.ndarray], tmp_path: Path) -> None:
+    """transformers loads the directory, its logits agree with the reference forward and it answers the question;
+    run by a python that has torch (torch is not in the test venv: CI's `.venv-tf`, LLMSWEEP_TRANSFORMERS_PYTHON)."""
+    from support.real_engine import serving_python
+
+    torch_python = sys.executable if importlib.util.find_spec("torch") else serving_python()
+    if torch_python is None:
+        pytest.skip("no python with torch and transformers (set LLMSWEEP_TRANSFORMERS_PYTHON)")
+    done = subprocess.run([str(torch_python), "-c", _SERVE, str(imported), str(tmp_path), QUESTION],
+                          capture_output=True, text=True, timeout=300, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    got = json.loads((tmp_path / "out.json").read_text())
+    logits = np.load(tmp_path / "logits.npy")
+    assert got["eos"] == 2
+    ours = hf_forward(imported, hf_tensors, got["ids"])
     assert np.array_equal(logits.argmax(-1), ours.argmax(-1))
     assert np.abs(logits - ours).max() < 1e-2 * np.abs(ours).max()
-    out = model.generate(**batch, max_new_tokens=24, do_sample=False)
-    assert tok.decode(out[0][len(ids):]) == "The capital of France is Paris.<|im_end|>"
+    assert got["answer"] == "The capital of France is Paris.<|im_end|>"
 
 
 def test_tokenizer_matches_transformers_own_gguf_tokenizer(gguf_path: Path, tokenizer: Any) -> None:
