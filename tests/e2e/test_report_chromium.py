@@ -394,8 +394,10 @@ def eval_report_html(tmp_path_factory: pytest.TempPathFactory) -> Path:
         path = run.path / "jobs" / job["id"] / "summary.json"
         summary = Summary.load(path)
         verdict = "valid" if score >= 0.9 else "invalid"
-        reasons = [] if verdict == "valid" else [
-            "eval gsm8k: exact_match,strict-match = 0.4100 is below the threshold 0.94 (qwen3.5.gsm8k.exact_match)"]
+        reasons = [] if verdict == "valid" else [  # two checks failed: both are said, not the first alone
+            "eval gsm8k: exact_match,strict-match = 0.4100 is below the threshold 0.94 (qwen3.5.gsm8k.exact_match)",
+            "eval gsm8k: exact_match,flexible-extract = 0.4300 is below the threshold 0.94 "
+            "(qwen3.5.gsm8k.exact_match)"]
         if mode == "run-eval":  # a real engine's eval (the synthetic run is simulated): its AL is the realised one
             summary.source = "measured"
         summary.eval = EvalBlock(
@@ -428,6 +430,17 @@ def test_the_evaluation_view_and_a_failed_eval_on_its_point(driver, eval_report_
     text = drv.find_element(By.ID, "evals-table").text
     assert "run-eval" in text and "eval-only" in text and "41.0%" in text and "93.0%" in text
     assert "below the threshold 0.94" in text
+    # every check that failed, in the eval table and in summary.md's, not the first alone
+    assert "strict-match = 0.4100" in text and "flexible-extract = 0.4300" in text, text
+    md = (eval_report_html.parent / "summary.md").read_text(encoding="utf-8")
+    (md_row,) = [line for line in md.splitlines() if line.startswith("| `") and "run-eval" in line]
+    assert "strict-match = 0.4100" in md_row and "flexible-extract = 0.4300" in md_row, md_row
+    # the ringed point keeps its throughput verdict, and its row in the points table says why it is ringed
+    ringed_id = ring.get_attribute("data-id")
+    row = drv.find_element(By.CSS_SELECTOR, f'#points-table tbody tr[data-id="{ringed_id}"]')
+    assert row.find_element(By.CSS_SELECTOR, 'td[data-col="verdict"]').text == "valid"
+    reason = row.find_element(By.CSS_SELECTOR, 'td[data-col="reason"]').text
+    assert "strict-match = 0.4100" in reason and "flexible-extract = 0.4300" in reason, reason
     # the AL column says what it is: read back from the server, the simulator's own model where it served the eval
     assert "AL read back" in text and "realised" not in text
     cells = [c.text for c in drv.find_elements(By.CSS_SELECTOR, '#evals-table td[data-col="acceptance_length"]')]

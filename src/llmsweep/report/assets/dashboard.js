@@ -334,6 +334,10 @@
      does not model what it sets): its verdict is marked and the warnings are said in its reason. */
   var WARN = "⚠";
   function warned(p) { return (p.warnings || []).length > 0; }
+  /* A point whose job's eval did not pass keeps its throughput verdict, but is ringed red: its reason says why. */
+  function evalFailure(p) {
+    return p.eval && p.eval.verdict !== "valid" ? p.eval.reason || "eval " + p.eval.task + " " + p.eval.verdict : "";
+  }
   function cell(p, key) {
     if (key === "series") return seriesByKey[p.series].label;
     if (key === "conc") return p.metrics.conc;
@@ -342,7 +346,7 @@
     if (key === "x") return xval(p, state.x);
     if (key === "y") return yval(p);
     if (key === "verdict") return p.verdict + (warned(p) ? " " + WARN : "");
-    if (key === "reason") return [p.reason || ""].concat((p.warnings || []).map(function (w) { return WARN + " " + w; })).filter(Boolean).join("; ");
+    if (key === "reason") return [p.reason || "", evalFailure(p)].concat((p.warnings || []).map(function (w) { return WARN + " " + w; })).filter(Boolean).join("; ");
     if (key === "source") return p.source;
     if (key === "front") return onFrontier(p) ? "yes" : "";
     if (key === "reused") return p.reused ? "run " + p.reused.run_id : "";
@@ -532,7 +536,7 @@
     rows.forEach(function (r) {
       var tr = el("tr", { "class": r.verdict + (r.verdict === "valid" ? "" : " invalid"), "data-id": r.id, title: r.command }, body);
       cols.forEach(function (c) {
-        var v = c[0] === "reason" ? (r.reasons[0] || "") : c[0] === "eval_concs" ? r.eval_concs.join(" ") : r[c[0]];
+        var v = c[0] === "reason" ? r.reasons.join("; ") : c[0] === "eval_concs" ? r.eval_concs.join(" ") : r[c[0]];
         // what the server's /metrics said over the eval: a real engine's realised AL, the simulator's modelled one
         if (c[0] === "acceptance_length" && typeof v === "number" && r.source !== "measured") v = fmt(v, null) + " (" + r.source + ")";
         var count = c[0] === "n_samples";  // a count, shown whole (it read 4.00)
