@@ -600,6 +600,33 @@ def test_a_missing_metric_value_reads_as_a_dash_in_the_table(driver, report_html
             assert row.find_element(By.CSS_SELECTOR, 'td[data-col="y"]').text == "–"
 
 
+def test_latencies_read_in_ms_in_the_tables_as_in_summary_md(driver, report_html: Path) -> None:
+    """The points table and the drill-down's metrics showed TTFT and E2E latency in seconds (0.028, 0.00492 s)
+    where summary.md and every CLI table show them in ms (28.0): the same figure read two ways."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    driver.get("about:blank")
+    driver.get(report_html.resolve().as_uri())
+    WebDriverWait(driver, 30).until(lambda d: d.find_element(By.TAG_NAME, "body").get_attribute("data-ready") == "1")
+    assert _errors(driver) == []
+    md = (report_html.parent / "summary.md").read_text(encoding="utf-8")
+    assert "P90 TTFT ms" in md and "P90 E2E latency ms" in md
+    for col, label in (("p90_ttft", "P90 TTFT (ms)"), ("p90_e2el", "P90 E2E latency (ms)")):
+        assert driver.find_element(By.CSS_SELECTOR, f'#points-table th[data-col="{col}"]').text == label
+    payload = driver.execute_script("return JSON.parse(document.getElementById('llmsweep-data').textContent)")
+    point = next(p for p in payload["points"] if p["metrics"]["p90_ttft"] is not None)
+    row = driver.find_element(By.CSS_SELECTOR, f'#points-table tbody tr[data-id="{point["id"]}"]')
+    shown = float(row.find_element(By.CSS_SELECTOR, 'td[data-col="p90_ttft"]').text)
+    assert shown == pytest.approx(point["metrics"]["p90_ttft"] * 1000, rel=0.01), shown
+    driver.execute_script("arguments[0].dispatchEvent(new MouseEvent('click', {bubbles: true}))", row)
+    WebDriverWait(driver, 30).until(lambda d: "P90 TTFT" in d.find_element(By.ID, "drilldown").text)
+    metrics = {tr.find_elements(By.TAG_NAME, "td")[0].text: tr.find_elements(By.TAG_NAME, "td")[1].text
+               for tr in driver.find_elements(By.CSS_SELECTOR, "#drilldown .two table tr")}
+    value, unit = metrics["P90 TTFT"].split()
+    assert unit == "ms" and float(value) == pytest.approx(point["metrics"]["p90_ttft"] * 1000, rel=0.01), metrics
+
+
 @pytest.mark.parametrize("drawn", [True, False], ids=["drawn", "store-not-read"])
 def test_a_run_that_reused_every_job_says_so_in_one_banner_line(driver, tmp_path: Path, drawn: bool) -> None:
     """The reused banner said '(the rest were measured now)' when none was, and made one ×1 line per job: each

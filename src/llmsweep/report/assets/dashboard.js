@@ -327,7 +327,11 @@
     cols = cols.concat([["verdict", "Verdict"], ["reason", "Reason"], ["source", "Source"], ["front", "Frontier"]]);
     return REUSED ? cols.concat([["reused", "Reused from"]]) : cols;
   }
-  function colTitle(m) { return m.label + (m.unit ? " (" + m.unit + ")" : ""); }
+  /* Tables show a latency (stored in s) in ms, as summary.md and every CLI table do (HotColumn.table_unit); the
+     chart's axes keep the stored unit. */
+  function tableUnit(unit) { return unit === "s" ? "ms" : unit; }
+  function tableValue(v, unit) { return unit === "s" && finite(v) ? v * 1000 : v; }
+  function colTitle(m) { var u = tableUnit(m.unit); return m.label + (u ? " (" + u + ")" : ""); }
   function colUnit(key) { return key === "x" ? axisByKey[state.x].unit : key === "y" ? yaxis().unit : (metricByKey[key] || {}).unit; }
   var sortKey = null, sortDir = 1;
   /* A point whose job's outcome carries warnings (the simulator ran it although a real engine would refuse it, or
@@ -377,7 +381,7 @@
       cols.forEach(function (c) {
         var v = cell(p, c[0]), num = typeof v === "number", raw = c[0] === "conc" || c[0] === "requests";
         var metric = c[0] === "x" || c[0] === "y" || !!metricByKey[c[0]];  // a missing value reads "–", not blank
-        var txt = c[0] === "requests" ? requestsText(p) : num && !raw ? fmt(v, colUnit(c[0]) === "" ? "" : null)
+        var txt = c[0] === "requests" ? requestsText(p) : num && !raw ? fmt(tableValue(v, colUnit(c[0])), colUnit(c[0]) === "" ? "" : null)
           : metric && (v === null || v === undefined) ? "–" : v;
         el("td", { "class": (num || raw ? "num" : "") + (c[0] === "reason" ? " reason" : "") || null, "data-col": c[0] }, tr, txt);
       });
@@ -492,7 +496,7 @@
     var two = el("div", { "class": "two" }, box), left = el("div", null, two), right = el("div", null, two);
     el("h3", null, left, "Metrics");
     var mt = el("table", null, left);
-    D.metrics.forEach(function (m) { var tr = el("tr", null, mt); el("td", null, tr, m.label); el("td", { "class": "num" }, tr, fmt(p.metrics[m.key], m.unit)); });
+    D.metrics.forEach(function (m) { var tr = el("tr", null, mt); el("td", null, tr, m.label); el("td", { "class": "num" }, tr, fmt(tableValue(p.metrics[m.key], m.unit), tableUnit(m.unit))); });
     el("h3", null, right, "Server command");
     el("pre", { id: "server-command" }, right, d.server_command || "(server_command.txt not found)");
     el("h3", null, right, "Provenance");
