@@ -691,4 +691,10 @@ def test_a_point_measured_with_repeats_is_drawn_once_as_their_mean(driver, tmp_p
     WebDriverWait(drv, 10).until(lambda d: drill.is_displayed())
     note = drv.find_element(By.ID, "repeats-note").text
     assert "mean of 2 repeats" in note and "-repeat2" in note
+    # the points table says it too, as summary.md's verdict column does (a row read alone is no single measurement)
+    cells = drv.find_elements(By.CSS_SELECTOR, '#points-table tbody tr[data-id] td[data-col="verdict"]')
+    verdicts = [c.text for c in cells]
+    assert verdicts == ["valid (mean of 2 repeats)"] * 2, verdicts
+    md = (tmp_path / "report" / "summary.md").read_text(encoding="utf-8")
+    assert md.count("valid (mean of 2 repeats)") == 2, md
     assert _errors(drv) == []

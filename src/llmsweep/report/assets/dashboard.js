@@ -349,7 +349,8 @@
     if (key === "topology") return p.topology;
     if (key === "x") return xval(p, state.x);
     if (key === "y") return yval(p);
-    if (key === "verdict") return p.verdict + (warned(p) ? " " + WARN : "");
+    // a point that is the mean of its repeats says so, as summary.md's verdict column does: its requests are theirs
+    if (key === "verdict") return p.verdict + (warned(p) ? " " + WARN : "") + (p.repeats ? " (mean of " + p.repeats.n + " repeats)" : "");
     if (key === "reason") return [p.reason || "", evalFailure(p)].concat((p.warnings || []).map(function (w) { return WARN + " " + w; })).filter(Boolean).join("; ");
     if (key === "source") return p.source;
     if (key === "front") return onFrontier(p) ? "yes" : "";
