@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -691,6 +692,10 @@ def test_a_point_measured_with_repeats_is_drawn_once_as_their_mean(driver, tmp_p
     WebDriverWait(drv, 10).until(lambda d: drill.is_displayed())
     note = drv.find_element(By.ID, "repeats-note").text
     assert "mean of 2 repeats" in note and "-repeat2" in note
+    # provenance times read as dates, not bare Unix seconds (1796434525.2095 said nothing of its unit)
+    kv = drv.find_elements(By.CSS_SELECTOR, "#drilldown .kv > div")
+    said = {kv[i].text: kv[i + 1].text for i in range(0, len(kv) - 1, 2)}
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC \(Unix [\d.]+ s\)", said["started_at"]), said
     # the points table says it too, as summary.md's verdict column does (a row read alone is no single measurement)
     cells = drv.find_elements(By.CSS_SELECTOR, '#points-table tbody tr[data-id] td[data-col="verdict"]')
     verdicts = [c.text for c in cells]

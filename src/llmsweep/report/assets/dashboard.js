@@ -464,9 +464,14 @@
       var v = obj[k];
       if (v === null || v === undefined || v === "") return;
       el("div", null, box, k);
-      el("div", null, box, typeof v === "object" ? JSON.stringify(v) : String(v));
+      el("div", null, box, typeof v === "object" ? JSON.stringify(v) : when(k, v) || String(v));
     });
     return box;
+  }
+  /* A provenance time (`started_at`, `finished_at`: Unix seconds) read as a UTC date, the raw number beside it. */
+  function when(k, v) {
+    if (!/_at$/.test(k) || !finite(v) || v < 1e8) return null;
+    return new Date(v * 1000).toISOString().replace("T", " ").replace(/\.\d+Z$/, " UTC") + " (Unix " + v + " s)";
   }
   function openDrill(id) {
     var p = pointById[id], d = D.details[id] || {}, s = seriesByKey[p.series], box = document.getElementById("drilldown");
