@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -394,8 +395,10 @@ def eval_report_html(tmp_path_factory: pytest.TempPathFactory) -> Path:
         path = run.path / "jobs" / job["id"] / "summary.json"
         summary = Summary.load(path)
         verdict = "valid" if score >= 0.9 else "invalid"
-        reasons = [] if verdict == "valid" else [
-            "eval gsm8k: exact_match,strict-match = 0.4100 is below the threshold 0.94 (qwen3.5.gsm8k.exact_match)"]
+        reasons = [] if verdict == "valid" else [  # two checks failed: both are said, not the first alone
+            "eval gsm8k: exact_match,strict-match = 0.4100 is below the threshold 0.94 (qwen3.5.gsm8k.exact_match)",
+            "eval gsm8k: exact_match,flexible-extract = 0.4300 is below the threshold 0.94 "
+            "(qwen3.5.gsm8k.exact_match)"]
         if mode == "run-eval":  # a real engine's eval (the synthetic run is simulated): its AL is the realised one
             summary.source = "measured"
         summary.eval = EvalBlock(
@@ -428,6 +431,17 @@ def test_the_evaluation_view_and_a_failed_eval_on_its_point(driver, eval_report_
     text = drv.find_element(By.ID, "evals-table").text
     assert "run-eval" in text and "eval-only" in text and "41.0%" in text and "93.0%" in text
     assert "below the threshold 0.94" in text
+    # every check that failed, in the eval table and in summary.md's, not the first alone
+    assert "strict-match = 0.4100" in text and "flexible-extract = 0.4300" in text, text
+    md = (eval_report_html.parent / "summary.md").read_text(encoding="utf-8")
+    (md_row,) = [line for line in md.splitlines() if line.startswith("| `") and "run-eval" in line]
+    assert "strict-match = 0.4100" in md_row and "flexible-extract = 0.4300" in md_row, md_row
+    # the ringed point keeps its throughput verdict, and its row in the points table says why it is ringed
+    ringed_id = ring.get_attribute("data-id")
+    row = drv.find_element(By.CSS_SELECTOR, f'#points-table tbody tr[data-id="{ringed_id}"]')
+    assert row.find_element(By.CSS_SELECTOR, 'td[data-col="verdict"]').text == "valid"
+    reason = row.find_element(By.CSS_SELECTOR, 'td[data-col="reason"]').text
+    assert "strict-match = 0.4100" in reason and "flexible-extract = 0.4300" in reason, reason
     # the AL column says what it is: read back from the server, the simulator's own model where it served the eval
     assert "AL read back" in text and "realised" not in text
     cells = [c.text for c in drv.find_elements(By.CSS_SELECTOR, '#evals-table td[data-col="acceptance_length"]')]
@@ -587,6 +601,33 @@ def test_a_missing_metric_value_reads_as_a_dash_in_the_table(driver, report_html
             assert row.find_element(By.CSS_SELECTOR, 'td[data-col="y"]').text == "–"
 
 
+def test_latencies_read_in_ms_in_the_tables_as_in_summary_md(driver, report_html: Path) -> None:
+    """The points table and the drill-down's metrics showed TTFT and E2E latency in seconds (0.028, 0.00492 s)
+    where summary.md and every CLI table show them in ms (28.0): the same figure read two ways."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    driver.get("about:blank")
+    driver.get(report_html.resolve().as_uri())
+    WebDriverWait(driver, 30).until(lambda d: d.find_element(By.TAG_NAME, "body").get_attribute("data-ready") == "1")
+    assert _errors(driver) == []
+    md = (report_html.parent / "summary.md").read_text(encoding="utf-8")
+    assert "P90 TTFT ms" in md and "P90 E2E latency ms" in md
+    for col, label in (("p90_ttft", "P90 TTFT (ms)"), ("p90_e2el", "P90 E2E latency (ms)")):
+        assert driver.find_element(By.CSS_SELECTOR, f'#points-table th[data-col="{col}"]').text == label
+    payload = driver.execute_script("return JSON.parse(document.getElementById('llmsweep-data').textContent)")
+    point = next(p for p in payload["points"] if p["metrics"]["p90_ttft"] is not None)
+    row = driver.find_element(By.CSS_SELECTOR, f'#points-table tbody tr[data-id="{point["id"]}"]')
+    shown = float(row.find_element(By.CSS_SELECTOR, 'td[data-col="p90_ttft"]').text)
+    assert shown == pytest.approx(point["metrics"]["p90_ttft"] * 1000, rel=0.01), shown
+    driver.execute_script("arguments[0].dispatchEvent(new MouseEvent('click', {bubbles: true}))", row)
+    WebDriverWait(driver, 30).until(lambda d: "P90 TTFT" in d.find_element(By.ID, "drilldown").text)
+    metrics = {tr.find_elements(By.TAG_NAME, "td")[0].text: tr.find_elements(By.TAG_NAME, "td")[1].text
+               for tr in driver.find_elements(By.CSS_SELECTOR, "#drilldown .two table tr")}
+    value, unit = metrics["P90 TTFT"].split()
+    assert unit == "ms" and float(value) == pytest.approx(point["metrics"]["p90_ttft"] * 1000, rel=0.01), metrics
+
+
 @pytest.mark.parametrize("drawn", [True, False], ids=["drawn", "store-not-read"])
 def test_a_run_that_reused_every_job_says_so_in_one_banner_line(driver, tmp_path: Path, drawn: bool) -> None:
     """The reused banner said '(the rest were measured now)' when none was, and made one ×1 line per job: each
@@ -651,4 +692,14 @@ def test_a_point_measured_with_repeats_is_drawn_once_as_their_mean(driver, tmp_p
     WebDriverWait(drv, 10).until(lambda d: drill.is_displayed())
     note = drv.find_element(By.ID, "repeats-note").text
     assert "mean of 2 repeats" in note and "-repeat2" in note
+    # provenance times read as dates, not bare Unix seconds (1796434525.2095 said nothing of its unit)
+    kv = drv.find_elements(By.CSS_SELECTOR, "#drilldown .kv > div")
+    said = {kv[i].text: kv[i + 1].text for i in range(0, len(kv) - 1, 2)}
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC \(Unix [\d.]+ s\)", said["started_at"]), said
+    # the points table says it too, as summary.md's verdict column does (a row read alone is no single measurement)
+    cells = drv.find_elements(By.CSS_SELECTOR, '#points-table tbody tr[data-id] td[data-col="verdict"]')
+    verdicts = [c.text for c in cells]
+    assert verdicts == ["valid (mean of 2 repeats)"] * 2, verdicts
+    md = (tmp_path / "report" / "summary.md").read_text(encoding="utf-8")
+    assert md.count("valid (mean of 2 repeats)") == 2, md
     assert _errors(drv) == []

@@ -83,7 +83,7 @@ def _eval_mark(p: ResultPoint) -> dict[str, Any] | None:
     if block is None:
         return None
     return {"task": block.task, "verdict": block.verdict, "score": block.score,
-            "reason": block.reasons[0] if block.reasons else ""}
+            "reason": "; ".join(block.reasons)}  # every check that failed, not the first alone
 
 
 def eval_payload(p: ResultPoint, series_label: str) -> dict[str, Any]:

@@ -118,7 +118,7 @@ def run_summary_markdown(payload: Mapping[str, Any]) -> str:
                   _row(["---"] * 8)]
         lines += [_row([f"`{e['job_id']}`", e["mode"], e["task"], fmt(e["score"]), fmt(e["score_stderr"]),
                         e["n_samples"] if e["n_samples"] is not None else "–", e["verdict"],
-                        e["reasons"][0] if e["reasons"] else ""]) for e in evals]
+                        "; ".join(e["reasons"])]) for e in evals]  # every check that failed
     smoke = payload.get("verdicts", {}).get("smoke")
     if smoke:
         lines += ["", f"### Smoke points ({smoke['count']}: they ran, but too little to be valid)", ""]

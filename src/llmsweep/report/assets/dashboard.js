@@ -327,13 +327,21 @@
     cols = cols.concat([["verdict", "Verdict"], ["reason", "Reason"], ["source", "Source"], ["front", "Frontier"]]);
     return REUSED ? cols.concat([["reused", "Reused from"]]) : cols;
   }
-  function colTitle(m) { return m.label + (m.unit ? " (" + m.unit + ")" : ""); }
+  /* Tables show a latency (stored in s) in ms, as summary.md and every CLI table do (HotColumn.table_unit); the
+     chart's axes keep the stored unit. */
+  function tableUnit(unit) { return unit === "s" ? "ms" : unit; }
+  function tableValue(v, unit) { return unit === "s" && finite(v) ? v * 1000 : v; }
+  function colTitle(m) { var u = tableUnit(m.unit); return m.label + (u ? " (" + u + ")" : ""); }
   function colUnit(key) { return key === "x" ? axisByKey[state.x].unit : key === "y" ? yaxis().unit : (metricByKey[key] || {}).unit; }
   var sortKey = null, sortDir = 1;
   /* A point whose job's outcome carries warnings (the simulator ran it although a real engine would refuse it, or
      does not model what it sets): its verdict is marked and the warnings are said in its reason. */
   var WARN = "⚠";
   function warned(p) { return (p.warnings || []).length > 0; }
+  /* A point whose job's eval did not pass keeps its throughput verdict, but is ringed red: its reason says why. */
+  function evalFailure(p) {
+    return p.eval && p.eval.verdict !== "valid" ? p.eval.reason || "eval " + p.eval.task + " " + p.eval.verdict : "";
+  }
   function cell(p, key) {
     if (key === "series") return seriesByKey[p.series].label;
     if (key === "conc") return p.metrics.conc;
@@ -341,8 +349,9 @@
     if (key === "topology") return p.topology;
     if (key === "x") return xval(p, state.x);
     if (key === "y") return yval(p);
-    if (key === "verdict") return p.verdict + (warned(p) ? " " + WARN : "");
-    if (key === "reason") return [p.reason || ""].concat((p.warnings || []).map(function (w) { return WARN + " " + w; })).filter(Boolean).join("; ");
+    // a point that is the mean of its repeats says so, as summary.md's verdict column does: its requests are theirs
+    if (key === "verdict") return p.verdict + (warned(p) ? " " + WARN : "") + (p.repeats ? " (mean of " + p.repeats.n + " repeats)" : "");
+    if (key === "reason") return [p.reason || "", evalFailure(p)].concat((p.warnings || []).map(function (w) { return WARN + " " + w; })).filter(Boolean).join("; ");
     if (key === "source") return p.source;
     if (key === "front") return onFrontier(p) ? "yes" : "";
     if (key === "reused") return p.reused ? "run " + p.reused.run_id : "";
@@ -373,7 +382,7 @@
       cols.forEach(function (c) {
         var v = cell(p, c[0]), num = typeof v === "number", raw = c[0] === "conc" || c[0] === "requests";
         var metric = c[0] === "x" || c[0] === "y" || !!metricByKey[c[0]];  // a missing value reads "–", not blank
-        var txt = c[0] === "requests" ? requestsText(p) : num && !raw ? fmt(v, colUnit(c[0]) === "" ? "" : null)
+        var txt = c[0] === "requests" ? requestsText(p) : num && !raw ? fmt(tableValue(v, colUnit(c[0])), colUnit(c[0]) === "" ? "" : null)
           : metric && (v === null || v === undefined) ? "–" : v;
         el("td", { "class": (num || raw ? "num" : "") + (c[0] === "reason" ? " reason" : "") || null, "data-col": c[0] }, tr, txt);
       });
@@ -455,9 +464,14 @@
       var v = obj[k];
       if (v === null || v === undefined || v === "") return;
       el("div", null, box, k);
-      el("div", null, box, typeof v === "object" ? JSON.stringify(v) : String(v));
+      el("div", null, box, typeof v === "object" ? JSON.stringify(v) : when(k, v) || String(v));
     });
     return box;
+  }
+  /* A provenance time (`started_at`, `finished_at`: Unix seconds) read as a UTC date, the raw number beside it. */
+  function when(k, v) {
+    if (!/_at$/.test(k) || !finite(v) || v < 1e8) return null;
+    return new Date(v * 1000).toISOString().replace("T", " ").replace(/\.\d+Z$/, " UTC") + " (Unix " + v + " s)";
   }
   function openDrill(id) {
     var p = pointById[id], d = D.details[id] || {}, s = seriesByKey[p.series], box = document.getElementById("drilldown");
@@ -488,7 +502,7 @@
     var two = el("div", { "class": "two" }, box), left = el("div", null, two), right = el("div", null, two);
     el("h3", null, left, "Metrics");
     var mt = el("table", null, left);
-    D.metrics.forEach(function (m) { var tr = el("tr", null, mt); el("td", null, tr, m.label); el("td", { "class": "num" }, tr, fmt(p.metrics[m.key], m.unit)); });
+    D.metrics.forEach(function (m) { var tr = el("tr", null, mt); el("td", null, tr, m.label); el("td", { "class": "num" }, tr, fmt(tableValue(p.metrics[m.key], m.unit), tableUnit(m.unit))); });
     el("h3", null, right, "Server command");
     el("pre", { id: "server-command" }, right, d.server_command || "(server_command.txt not found)");
     el("h3", null, right, "Provenance");
@@ -532,7 +546,7 @@
     rows.forEach(function (r) {
       var tr = el("tr", { "class": r.verdict + (r.verdict === "valid" ? "" : " invalid"), "data-id": r.id, title: r.command }, body);
       cols.forEach(function (c) {
-        var v = c[0] === "reason" ? (r.reasons[0] || "") : c[0] === "eval_concs" ? r.eval_concs.join(" ") : r[c[0]];
+        var v = c[0] === "reason" ? r.reasons.join("; ") : c[0] === "eval_concs" ? r.eval_concs.join(" ") : r[c[0]];
         // what the server's /metrics said over the eval: a real engine's realised AL, the simulator's modelled one
         if (c[0] === "acceptance_length" && typeof v === "number" && r.source !== "measured") v = fmt(v, null) + " (" + r.source + ")";
         var count = c[0] === "n_samples";  // a count, shown whole (it read 4.00)
