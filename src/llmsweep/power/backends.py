@@ -310,15 +310,17 @@ class AmdSmiBackend(Backend):
         return _read_problem(cls, ctx)
 
     def read(self) -> list[GpuSample]:
-        now = time.time()
         sel = ["-g", *(str(i) for i in self.ctx.gpu_indices)] if self.ctx.gpu_indices is not None else []
         energy: dict[str, float] = {}
         try:
             energy = parse_amd_energy(_run(["amd-smi", "metric", "-E", *sel, "--csv"], self.ctx.timeout_s))
         except (OSError, subprocess.TimeoutExpired) as exc:
             log.debug("amd-smi energy counter unavailable: %s", exc)
-        return parse_amd_smi(_run(["amd-smi", "metric", "-p", "-c", "-t", "-u", *sel, "--csv"], self.ctx.timeout_s),
-                             now, energy)
+        # stamped while the power is read (the middle of its call), not before the energy call: each amd-smi call
+        # can take a second or more, which would date every power reading that much too early
+        began = time.time()
+        text = _run(["amd-smi", "metric", "-p", "-c", "-t", "-u", *sel, "--csv"], self.ctx.timeout_s)
+        return parse_amd_smi(text, (began + time.time()) / 2, energy)
 
 
 # ------------------------------------------------------------------------------------------------ DCGM

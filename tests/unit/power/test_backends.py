@@ -3,6 +3,7 @@ NVML-style document); the sampler brackets a job's window and keeps sampling thr
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import pytest
 
 from llmsweep.power.backends import (
     BACKENDS,
+    AmdSmiBackend,
     Backend,
     BackendContext,
     parse_amd_energy,
@@ -160,3 +162,19 @@ def test_no_backend_and_power_required_still_writes_why(tmp_path: Path) -> None:
     assert isinstance(off, NoSampler)
     head, _, _ = read_gpu_metrics(off.write_job(tmp_path, time.time(), expected_gpus=1))
     assert head is not None and head.require and "--power-backend off" in (head.error or "")
+
+
+def test_amd_smi_power_is_stamped_when_it_was_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """amd-smi is read in two calls (the energy counter, then power); a slow first call must not date the power
+    reading early: its stamp lies within the call that read it, so the window's energy is not shifted in time."""
+    tool = tmp_path / "amd-smi"
+    tool.write_text("#!/bin/sh\n"
+                    'case "$*" in *-E*) sleep 0.6; printf "gpu,total_energy_consumption\\n0,1000.5\\n";;\n'
+                    '  *) printf "gpu,socket_power,gfx_0_clk,mem_0_clk,hotspot\\n0,500,2100,1300,60\\n";; esac\n')
+    tool.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ.get('PATH', '')}")
+    before = time.time()
+    (sample,) = AmdSmiBackend(BackendContext(gpu_indices=(0,))).read()
+    after = time.time()
+    assert sample.power_w == 500 and sample.energy_j == 1000.5
+    assert before + 0.6 <= sample.t <= after, (sample.t - before, after - before)
