@@ -14,12 +14,14 @@ from llmsweep.power.backends import (
     AmdSmiBackend,
     Backend,
     BackendContext,
+    NvidiaSmiBackend,
     parse_amd_energy,
     parse_amd_smi,
     parse_nvidia_smi,
     parse_sim_power,
     visible_gpus,
 )
+from llmsweep.power.integrate import WorkDone, power_block
 from llmsweep.power.sampler import NoSampler, PowerSampler, PowerSettings, start_sampler
 from llmsweep.power.samples import GPU_METRICS_FILE, GpuSample, TelemetryHeader, read_gpu_metrics
 
@@ -178,3 +180,24 @@ def test_amd_smi_power_is_stamped_when_it_was_read(tmp_path: Path, monkeypatch: 
     after = time.time()
     assert sample.power_w == 500 and sample.energy_j == 1000.5
     assert before + 0.6 <= sample.t <= after, (sample.t - before, after - before)
+
+
+def test_a_backend_whose_every_read_fails_says_why_in_the_job(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A tool that passed the probe and then fails every read (the GPU lost, the driver gone) leaves the job no
+    sample: its power block says what the tool said (in the verdict's note too), not only `telemetry_file_empty`."""
+    tool = tmp_path / "nvidia-smi"
+    tool.write_text("#!/bin/sh\necho 'Unable to determine the device handle for GPU0000:3B:00.0: GPU is lost.'\n"
+                    "exit 15\n")
+    tool.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ.get('PATH', '')}")
+    header = TelemetryHeader(backend="nvidia-smi", interval_s=1.0, require=True)
+    sampler = PowerSampler(NvidiaSmiBackend(BackendContext(gpu_indices=(0,))), interval_s=1.0, header=header).start()
+    began = time.time()
+    path = sampler.write_job(tmp_path, began, expected_gpus=1)
+    sampler.stop()
+    work = WorkDone(start=began, end=began + 1, duration_s=1.0, successful=1, input_tokens=10, output_tokens=10,
+                    total_tps_per_gpu=20.0, output_tps_per_gpu=10.0, gpus=1)
+    block = power_block(path, work)
+    assert block["power_valid"] is False and block["backend"] == "nvidia-smi" and block["required"] is True
+    assert "telemetry_file_empty" in block["reasons"]
+    assert "nvidia-smi exited 15" in block["error"] and "GPU is lost" in block["error"], block.get("error")
