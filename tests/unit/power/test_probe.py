@@ -14,6 +14,7 @@ from llmsweep.power.sampler import (
     MEASURED_CHOICES,
     NO_GPU_REASON,
     NoSampler,
+    PowerSampler,
     PowerSettings,
     auto_order,
     probe_power,
@@ -116,5 +117,5 @@ def test_a_vendor_tool_on_path_that_cannot_report_power_fails_its_probe(tmp_path
     probe = probe_power(PowerSettings(require=True), engine="vllm", gpus=1)
     assert probe.usable and probe.backend == "nvidia-smi"
     sampler = start_sampler(PowerSettings(require=True), engine="vllm", gpus=1, base_url=None)
-    assert sampler is not None and not isinstance(sampler, NoSampler) and sampler.header.backend == "nvidia-smi"
+    assert isinstance(sampler, PowerSampler) and sampler.header.backend == "nvidia-smi"
     sampler.stop()
