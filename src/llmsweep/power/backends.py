@@ -118,8 +118,21 @@ def _number(text: object) -> float | None:
 def _run(argv: Sequence[str], timeout_s: float) -> str:
     done = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout_s, check=False)
     if done.returncode != 0:
-        raise OSError(f"{argv[0]} exited {done.returncode}: {done.stderr.strip()[:200]}")
+        raise OSError(f"{argv[0]} exited {done.returncode}: {(done.stderr.strip() or done.stdout.strip())[:200]}")
     return done.stdout
+
+
+def _read_problem(cls: type[Backend], ctx: BackendContext) -> str | None:
+    """A tool-backed probe's last step: one read as the sampler will make it. A tool on PATH that cannot report (no
+    driver, no GPU, a hang) fails the probe here, before any server starts, rather than every read of the run (and
+    `auto` goes on to the next backend)."""
+    try:
+        got = cls(ctx).read()
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"{cls.kind} could not be read: {exc}"
+    if not any(s.power_w is not None for s in got):
+        return f"{cls.kind} reported no GPU power"
+    return None
 
 
 # ------------------------------------------------------------------------------------------------------ NVML
@@ -202,7 +215,9 @@ class NvidiaSmiBackend(Backend):
     def probe(cls, ctx: BackendContext) -> str | None:
         if (problem := _selection_problem(ctx)) is not None:
             return problem
-        return None if shutil.which("nvidia-smi") else "nvidia-smi is not on PATH"
+        if not shutil.which("nvidia-smi"):
+            return "nvidia-smi is not on PATH"
+        return _read_problem(cls, ctx)
 
     def read(self) -> list[GpuSample]:
         argv = ["nvidia-smi", f"--query-gpu={','.join(NVIDIA_SMI_FIELDS)}", "--format=csv,noheader,nounits"]
@@ -290,18 +305,22 @@ class AmdSmiBackend(Backend):
     def probe(cls, ctx: BackendContext) -> str | None:
         if (problem := _selection_problem(ctx)) is not None:
             return problem
-        return None if shutil.which("amd-smi") else "amd-smi is not on PATH"
+        if not shutil.which("amd-smi"):
+            return "amd-smi is not on PATH"
+        return _read_problem(cls, ctx)
 
     def read(self) -> list[GpuSample]:
-        now = time.time()
         sel = ["-g", *(str(i) for i in self.ctx.gpu_indices)] if self.ctx.gpu_indices is not None else []
         energy: dict[str, float] = {}
         try:
             energy = parse_amd_energy(_run(["amd-smi", "metric", "-E", *sel, "--csv"], self.ctx.timeout_s))
         except (OSError, subprocess.TimeoutExpired) as exc:
             log.debug("amd-smi energy counter unavailable: %s", exc)
-        return parse_amd_smi(_run(["amd-smi", "metric", "-p", "-c", "-t", "-u", *sel, "--csv"], self.ctx.timeout_s),
-                             now, energy)
+        # stamped while the power is read (the middle of its call), not before the energy call: each amd-smi call
+        # can take a second or more, which would date every power reading that much too early
+        began = time.time()
+        text = _run(["amd-smi", "metric", "-p", "-c", "-t", "-u", *sel, "--csv"], self.ctx.timeout_s)
+        return parse_amd_smi(text, (began + time.time()) / 2, energy)
 
 
 # ------------------------------------------------------------------------------------------------ DCGM

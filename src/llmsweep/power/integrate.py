@@ -51,6 +51,9 @@ class GpuEnergy:
     samples: int
     max_gap_s: float
     counter_j: float | None
+    counter_reset: bool = False
+    """The counter went down between two readings of the window (a driver reload, a wrapped accumulator): its rise
+    over the window is then not the energy, whatever its sign."""
 
 
 def _series(samples: Sequence[GpuSample], value: str) -> list[tuple[float, float]]:
@@ -77,12 +80,16 @@ def integrate_gpu(series: Sequence[tuple[float, float]], start: float, end: floa
     return sum((t1 - t0) * (v0 + v1) / 2 for (t0, v0), (t1, v1) in itertools.pairwise(points))
 
 
-def _window_gap(series: Sequence[tuple[float, float]], start: float, end: float) -> float:
-    """Longest gap between consecutive samples from the last one at or before start to the first at or after end."""
+def _span(series: Sequence[tuple[float, float]], start: float, end: float) -> Sequence[tuple[float, float]]:
+    """A bracketing series from its last sample at or before start to its first at or after end."""
     first = max(i for i, (t, _) in enumerate(series) if t <= start)
     last = min(i for i, (t, _) in enumerate(series) if t >= end)
-    span = series[first:last + 1]
-    return max((b[0] - a[0] for a, b in itertools.pairwise(span)), default=0.0)
+    return series[first:last + 1]
+
+
+def _window_gap(series: Sequence[tuple[float, float]], start: float, end: float) -> float:
+    """Longest gap between consecutive samples from the last one at or before start to the first at or after end."""
+    return max((b[0] - a[0] for a, b in itertools.pairwise(_span(series, start, end))), default=0.0)
 
 
 def gpu_energy(samples: Sequence[GpuSample], start: float, end: float, max_gap_s: float,
@@ -108,10 +115,11 @@ def gpu_energy(samples: Sequence[GpuSample], start: float, end: float, max_gap_s
     inside = [v for t, v in power if start <= t <= end]
     peak = max([_at(power, start), _at(power, end), *inside])
     counter = _series(near, "energy_j")
-    counter_j = None
+    counter_j, reset = None, False
     if len(counter) >= 2 and counter[0][0] <= start and counter[-1][0] >= end:
         counter_j = _at(counter, end) - _at(counter, start)
-    return GpuEnergy(integrate_gpu(power, start, end), peak, len(power), gap, counter_j)
+        reset = any(b < a for (_, a), (_, b) in itertools.pairwise(_span(counter, start, end)))
+    return GpuEnergy(integrate_gpu(power, start, end), peak, len(power), gap, counter_j, reset)
 
 
 def _ratio(num: float, den: float) -> float | None:
@@ -229,11 +237,13 @@ def integrate(header: TelemetryHeader | None, samples: Sequence[GpuSample], work
         if counters and all(c is not None for c in counters):
             counted = sum(c for c in counters if c is not None)
             deviation = abs(counted - energy) / energy if energy > 0 else None
+            # a counter that went down anywhere in the window (a reset, a wrap) is a negative delta even when it
+            # ended above where it began: its rise is then no measure of the energy
+            negative = any(c is not None and c < 0 for c in counters) or any(e.counter_reset
+                                                                              for e in per_gpu.values())
             block["counter_check"] = {
-                "energy_j": counted, "deviation": deviation, "negative_delta": any(c is not None and c < 0
-                                                                                   for c in counters),
-                "within_tolerance": deviation is not None and deviation <= COUNTER_TOLERANCE
-                and all(c is not None and c >= 0 for c in counters),
+                "energy_j": counted, "deviation": deviation, "negative_delta": negative,
+                "within_tolerance": deviation is not None and deviation <= COUNTER_TOLERANCE and not negative,
             }
     return block
 

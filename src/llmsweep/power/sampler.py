@@ -86,6 +86,8 @@ class PowerSampler:
         self.backend, self.interval_s, self.header = backend, interval_s, header
         self.samples: list[GpuSample] = []
         self.errors = 0
+        self.last_error: str | None = None
+        """What the backend said when its last failed read failed (a job that got no sample says it)."""
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._log_path = log_path
@@ -103,6 +105,7 @@ class PowerSampler:
             got = self.backend.read()
         except Exception as exc:  # a sensor hiccup must not end the sweep; gaps show up as invalid power
             self.errors += 1
+            self.last_error = f"{self.backend.kind}: {exc}"
             log.debug("power sample failed (%s): %s", self.backend.kind, exc)
             return []
         with self._lock:
@@ -133,6 +136,8 @@ class PowerSampler:
         with self._lock:
             kept = [s for s in self.samples if s.t >= lead]
         header = _job_header(self.header, expected_gpus, require)
+        if not kept and self.last_error is not None:  # a backend that started, then failed every read: why
+            header = header.model_copy(update={"error": f"no sample could be read: {self.last_error}"})
         path = job_dir / GPU_METRICS_FILE
         write_gpu_metrics(path, header, kept)
         return path

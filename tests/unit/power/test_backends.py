@@ -3,6 +3,7 @@ NVML-style document); the sampler brackets a job's window and keeps sampling thr
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -10,14 +11,17 @@ import pytest
 
 from llmsweep.power.backends import (
     BACKENDS,
+    AmdSmiBackend,
     Backend,
     BackendContext,
+    NvidiaSmiBackend,
     parse_amd_energy,
     parse_amd_smi,
     parse_nvidia_smi,
     parse_sim_power,
     visible_gpus,
 )
+from llmsweep.power.integrate import WorkDone, power_block
 from llmsweep.power.sampler import NoSampler, PowerSampler, PowerSettings, start_sampler
 from llmsweep.power.samples import GPU_METRICS_FILE, GpuSample, TelemetryHeader, read_gpu_metrics
 
@@ -160,3 +164,40 @@ def test_no_backend_and_power_required_still_writes_why(tmp_path: Path) -> None:
     assert isinstance(off, NoSampler)
     head, _, _ = read_gpu_metrics(off.write_job(tmp_path, time.time(), expected_gpus=1))
     assert head is not None and head.require and "--power-backend off" in (head.error or "")
+
+
+def test_amd_smi_power_is_stamped_when_it_was_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """amd-smi is read in two calls (the energy counter, then power); a slow first call must not date the power
+    reading early: its stamp lies within the call that read it, so the window's energy is not shifted in time."""
+    tool = tmp_path / "amd-smi"
+    tool.write_text("#!/bin/sh\n"
+                    'case "$*" in *-E*) sleep 0.6; printf "gpu,total_energy_consumption\\n0,1000.5\\n";;\n'
+                    '  *) printf "gpu,socket_power,gfx_0_clk,mem_0_clk,hotspot\\n0,500,2100,1300,60\\n";; esac\n')
+    tool.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ.get('PATH', '')}")
+    before = time.time()
+    (sample,) = AmdSmiBackend(BackendContext(gpu_indices=(0,))).read()
+    after = time.time()
+    assert sample.power_w == 500 and sample.energy_j == 1000.5
+    assert before + 0.6 <= sample.t <= after, (sample.t - before, after - before)
+
+
+def test_a_backend_whose_every_read_fails_says_why_in_the_job(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A tool that passed the probe and then fails every read (the GPU lost, the driver gone) leaves the job no
+    sample: its power block says what the tool said (in the verdict's note too), not only `telemetry_file_empty`."""
+    tool = tmp_path / "nvidia-smi"
+    tool.write_text("#!/bin/sh\necho 'Unable to determine the device handle for GPU0000:3B:00.0: GPU is lost.'\n"
+                    "exit 15\n")
+    tool.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ.get('PATH', '')}")
+    header = TelemetryHeader(backend="nvidia-smi", interval_s=1.0, require=True)
+    sampler = PowerSampler(NvidiaSmiBackend(BackendContext(gpu_indices=(0,))), interval_s=1.0, header=header).start()
+    began = time.time()
+    path = sampler.write_job(tmp_path, began, expected_gpus=1)
+    sampler.stop()
+    work = WorkDone(start=began, end=began + 1, duration_s=1.0, successful=1, input_tokens=10, output_tokens=10,
+                    total_tps_per_gpu=20.0, output_tps_per_gpu=10.0, gpus=1)
+    block = power_block(path, work)
+    assert block["power_valid"] is False and block["backend"] == "nvidia-smi" and block["required"] is True
+    assert "telemetry_file_empty" in block["reasons"]
+    assert "nvidia-smi exited 15" in block["error"] and "GPU is lost" in block["error"], block.get("error")

@@ -184,3 +184,19 @@ def test_a_slower_sampling_interval_allowed_by_max_gap_is_read_beyond_three_seco
     header = TelemetryHeader(backend="nvml", expected_gpus=2, max_gap_s=5.0)
     block = integrate(header, _linear("0", 100, 340, offsets) + _linear("1", 200, 440, offsets), _work())
     assert block["power_valid"] is True, block["reasons"]
+
+
+def test_an_energy_counter_that_reset_in_the_window_is_a_negative_delta() -> None:
+    """GPU 1's counter starts low and drops by 1 kJ between +3.5 s and +6 s (a driver reload, a wrapped
+    accumulator), then climbs on: it ends above where it began, but its rise is no measure of the energy. The
+    cross-check says the counter went backwards (InferenceX: no negative delta between snapshots) and does not
+    agree; power, from the samples, stays valid (the check is advisory)."""
+    gpu1 = [s.model_copy(update={"energy_j": (s.energy_j or 0) - 1e6 + 100 - (1000 if s.t >= T0 + 6 else 0)})
+            for s in _linear("1", 200, 440, energy=True)]
+    block = integrate(HEADER, _linear("0", 100, 340, energy=True) + gpu1, _work())
+    assert block["power_valid"] is True and block["energy_j"] == pytest.approx(5400)
+    check = block["counter_check"]
+    assert check["energy_j"] > 0  # the counters' rise over the window is positive...
+    assert check["negative_delta"] is True and check["within_tolerance"] is False  # ...but one went backwards
+    plain = integrate(HEADER, _linear("0", 100, 340, energy=True) + _linear("1", 200, 440, energy=True), _work())
+    assert plain["counter_check"]["negative_delta"] is False

@@ -14,6 +14,7 @@ from llmsweep.power.sampler import (
     MEASURED_CHOICES,
     NO_GPU_REASON,
     NoSampler,
+    PowerSampler,
     PowerSettings,
     auto_order,
     probe_power,
@@ -84,3 +85,37 @@ def test_a_server_on_no_gpu_says_in_each_job_that_its_power_is_not_recorded() ->
         assert isinstance(sampler, NoSampler)
         assert sampler.header.backend is None and sampler.header.error == NO_GPU_REASON
         assert sampler.header.require is bool(require)
+
+
+def _tool(directory: Path, name: str, script: str) -> None:
+    path = directory / name
+    path.write_text("#!/bin/sh\n" + script)
+    path.chmod(0o755)
+
+
+@pytest.mark.usefixtures("bare_path")
+def test_a_vendor_tool_on_path_that_cannot_report_power_fails_its_probe(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """A tool that is on PATH but cannot read the GPUs (no driver loaded, no GPU) is found out by the probe, before
+    any server starts, with what it printed: not after the job measured with no power. `auto` then goes on to the
+    next backend of its order, here a working nvidia-smi, instead of sampling nothing from a broken amd-smi."""
+    for name in ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES"):
+        monkeypatch.delenv(name, raising=False)
+    _tool(tmp_path, "amd-smi", "echo 'Unable to detect any GPU devices, check amdgpu version' >&2\nexit 1\n")
+    _tool(tmp_path, "nvidia-smi", "echo \"NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA "
+          "driver.\"\nexit 9\n")
+    for backend, said in (("amd-smi", "Unable to detect any GPU devices"), ("nvidia-smi", "NVIDIA-SMI has failed")):
+        probe = probe_power(PowerSettings(backend=backend, require=True), engine="vllm", gpus=1)
+        assert not probe.usable and said in (probe.why or ""), probe
+        assert isinstance(start_sampler(PowerSettings(backend=backend, require=True), engine="vllm", gpus=1,
+                                        base_url=None), NoSampler)
+    # nvidia-smi answers, but with no power reading ([N/A]): power can never be valid from it
+    _tool(tmp_path, "nvidia-smi", "echo '2026/12/05 01:00:00.000, 0, [N/A], 40, 1980, 2619, 50, 10'\n")
+    probe = probe_power(PowerSettings(backend="nvidia-smi", require=True), engine="vllm", gpus=1)
+    assert not probe.usable and "nvidia-smi reported no GPU power" in (probe.why or "")
+    _tool(tmp_path, "nvidia-smi", "echo '2026/12/05 01:00:00.000, 0, 250.5, 40, 1980, 2619, 50, 10'\n")
+    probe = probe_power(PowerSettings(require=True), engine="vllm", gpus=1)
+    assert probe.usable and probe.backend == "nvidia-smi"
+    sampler = start_sampler(PowerSettings(require=True), engine="vllm", gpus=1, base_url=None)
+    assert isinstance(sampler, PowerSampler) and sampler.header.backend == "nvidia-smi"
+    sampler.stop()
