@@ -102,6 +102,17 @@ def assert_gone(pids: list[int], where: Path, timeout: float = 30) -> None:
     assert not left_behind(pids, where), left_behind(pids, where)
 
 
+
+def _decode_exits(topology: Any, line: str, status: int) -> Any:
+    """`topology` with its decode workers replaced by a process that prints `line` and exits with `status` at once."""
+    decode = topology.roles[1]
+    assert decode.kind == "decode"
+    argv = (sys.executable, "-c", f"import sys; print({line!r}, flush=True); sys.exit({status})")
+    broken = decode.model_copy(update={"workers": tuple(
+        w.model_copy(update={"spec": w.spec.model_copy(update={"argv": argv})}) for w in decode.workers)})
+    return topology.model_copy(update={"roles": (topology.roles[0], broken, *topology.roles[2:])})
+
+
 def test_roles_run_as_processes_of_this_host_serve_the_client_through_the_router_and_are_read_back(
         tmp_path: Path) -> None:
     out = tmp_path / "out"
@@ -290,13 +301,7 @@ def test_a_role_that_does_not_come_up_fails_the_start_naming_it_and_every_starte
     one = tmp_path / "one.yaml"
     one.write_text(RECIPE.read_text().replace("conc-list: [2, 4]", "conc-list: [2]"))
     (job,) = jobs_from_files([one])
-    topology = engines.render_topology(job, simulate=True)
-    decode = topology.roles[1]
-    assert decode.kind == "decode"
-    broken = decode.model_copy(update={"workers": tuple(w.model_copy(update={"spec": w.spec.model_copy(update={
-        "argv": (sys.executable, "-c", "import sys; print('decode cannot start', flush=True); sys.exit(3)")})})
-        for w in decode.workers)})
-    topology = topology.model_copy(update={"roles": (topology.roles[0], broken, *topology.roles[2:])})
+    topology = _decode_exits(engines.render_topology(job, simulate=True), "decode cannot start", 3)
     server_dir = tmp_path / "servers" / "g"
     deployment = RoleDeployment(topology, LocalPlacement(topology, LocalLauncher(), server_dir), server_dir)
     pids: list[int] = []
@@ -374,13 +379,7 @@ def test_a_deployment_whose_role_exits_while_starting_on_every_launch_fails_the_
     three.write_text(RECIPE.read_text().replace("conc-list: [2, 4]", "conc-list: [2, 4, 8]"))
     jobs = one_point_per_job(jobs_from_files([three]))
     assert len(jobs) == 3
-    topology = engines.render_topology(jobs[0], simulate=True)
-    decode = topology.roles[1]
-    assert decode.kind == "decode"
-    broken = decode.model_copy(update={"workers": tuple(w.model_copy(update={"spec": w.spec.model_copy(update={
-        "argv": (sys.executable, "-c", "import sys; print('error: port taken', flush=True); sys.exit(2)")})})
-        for w in decode.workers)})
-    topology = topology.model_copy(update={"roles": (topology.roles[0], broken, *topology.roles[2:])})
+    topology = _decode_exits(engines.render_topology(jobs[0], simulate=True), "error: port taken", 2)
     router = topology.roles[-1].workers[0].spec
     group = ServerGroup(id="sim-roles-test", spec=router, jobs=jobs, source="simulated", topology=topology)
     run_dir = tmp_path / "run"
