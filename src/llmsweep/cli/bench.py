@@ -222,19 +222,6 @@ def _endpoint(kw: dict[str, Any], api: str) -> Any:
     )
 
 
-def _gpus(given: int | None, probe: Any) -> tuple[int, dict[str, Any]]:
-    """The GPU count per-GPU figures divide by, and the provenance that says where it came from.
-
-    `--gpus` wins; else the server's own report (`client.probe`); else 1, recorded as unknown so the figures are
-    labelled per endpoint rather than passed off as per GPU.
-    """
-    if given is not None:
-        return given, {"gpus_known": True, "gpus_from": "--gpus"}
-    if probe.gpus is not None:
-        return int(probe.gpus), {"gpus_known": True, "gpus_from": probe.gpus_from}
-    return 1, {"gpus_known": False, "gpus_from": "unknown: the server reports no GPU count and --gpus was not given"}
-
-
 def _run(kind: str, workload: Any, kw: dict[str, Any], options: Any) -> None:
     from llmsweep.client import run_benchmark
     from llmsweep.client.probe import require_endpoint
@@ -248,7 +235,7 @@ def _run(kind: str, workload: Any, kw: dict[str, Any], options: Any) -> None:
     probe = require_endpoint(endpoint.base_url, model=endpoint.model, headers=endpoint.headers, api=api)
     for note in probe.notes:
         click.echo(note, err=True)
-    gpus, gpus_prov = _gpus(kw["gpus"], probe)
+    gpus, gpus_prov = probe.gpu_count(kw["gpus"])
     if gpus_prov["gpus_known"] and kw["gpus"] is None:
         click.echo(f"GPUs serving the endpoint: {gpus} ({gpus_prov['gpus_from']})", err=True)
     # What served the load, as the server says itself (the simulator's /version: `engine: sim`), recorded as `run

@@ -65,6 +65,17 @@ class EndpointProbe:
     def describe(self) -> str:
         return ", ".join(f"{route} {answer}" for route, answer in self.answers.items())
 
+    def gpu_count(self, given: int | None) -> tuple[int, dict[str, Any]]:
+        """The GPU count per-GPU figures divide by, and the provenance that says where it came from (`gpus_known`,
+        `gpus_from`): `given` (`--gpus`) wins; else the server's own report; else 1, recorded as unknown so the
+        figures are labelled per endpoint rather than passed off as per GPU. `bench` and `peer crosscheck` alike."""
+        if given is not None:
+            return given, {"gpus_known": True, "gpus_from": "--gpus"}
+        if self.gpus is not None:
+            return int(self.gpus), {"gpus_known": True, "gpus_from": self.gpus_from}
+        return 1, {"gpus_known": False,
+                   "gpus_from": "unknown: the server reports no GPU count and --gpus was not given"}
+
     @property
     def simulated(self) -> bool:
         """Whether the server is the simulator, as it says itself (`engines.runs_on_simulator` of its engine)."""

@@ -190,16 +190,11 @@ class _Served:
 
 
 def _served(cfg: CrossCheckConfig) -> _Served:
-    """`--gpus` wins; else the server's own report; else 1, recorded as unknown (the figures are the endpoint's)."""
+    """What the server says of itself before any load: its source, and its GPU count (`EndpointProbe.gpu_count`)."""
     from llmsweep.client.probe import probe_endpoint
 
     probe = probe_endpoint(cfg.endpoint.base_url, headers=cfg.endpoint.headers)
-    if cfg.gpus is not None:
-        return _Served(probe.source, cfg.gpus, {"gpus_known": True, "gpus_from": "--gpus"})
-    if probe.gpus is not None:
-        return _Served(probe.source, int(probe.gpus), {"gpus_known": True, "gpus_from": probe.gpus_from})
-    return _Served(probe.source, 1, {"gpus_known": False,
-                                     "gpus_from": "unknown: the server reports no GPU count and --gpus was not given"})
+    return _Served(probe.source, *probe.gpu_count(cfg.gpus))
 
 
 def _run_llmsweep(cfg: CrossCheckConfig, run: ClientRun, out: Path, served: _Served) -> None:
