@@ -184,8 +184,13 @@ class ChangeSet:
 
 def match_key(job: Job) -> tuple[str, str]:
     """A job's identity across two plans: its recipe key and its id without the fingerprint hash."""
-    head, sep, _ = job.id.rpartition("_")
-    return job.recipe_key, head if sep else job.id
+    return match_id(job.recipe_key, job.id)
+
+
+def match_id(recipe_key: str, job_id: str) -> tuple[str, str]:
+    """`match_key` of a job known by its recipe key and id (a job folder's `job.json`, read as it was written)."""
+    head, sep, _ = job_id.rpartition("_")
+    return recipe_key, head if sep else job_id
 
 
 def _leaf_diff(a: Any, b: Any, prefix: str) -> list[str]:

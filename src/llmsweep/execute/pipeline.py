@@ -1006,11 +1006,11 @@ def _changed_fields(recorded: dict[str, Any], job: Job) -> str:
 
 
 def _same_job(job_id: str, recipe_key: object) -> tuple[object, str, str]:
-    """What names a job across two plans of a recipe (`changes.diff.match_key`): its recipe key and its id without
-    the fingerprint hash, the repeat it is kept apart."""
+    """What names a job across two plans of a recipe (`changes.diff.match_id`), the repeat it is kept apart."""
+    from llmsweep.changes.diff import match_id
+
     base, _, repeat = job_id.partition(REPEAT_MARK)
-    head, sep, _ = base.rpartition("_")
-    return recipe_key, head if sep else base, repeat
+    return (*match_id(str(recipe_key), base), repeat)
 
 
 def _supersede_renamed(run_dir: Path, jobs: Sequence[Job], event: Event, stored: _JobStore) -> frozenset[str]:
