@@ -27,7 +27,6 @@ if TYPE_CHECKING:
     from llmsweep.metrics.model import Summary
 
 
-_POSITIVE = FINITE_POSITIVE
 _NON_NEGATIVE = FiniteRange(min=0)
 _RATIO = FiniteRange(min=0, max=1)
 _AT_LEAST_ONE = click.IntRange(min=1)
@@ -41,8 +40,8 @@ def _common(fn: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--out", "out_dir", type=click.Path(path_type=Path), default=None,
                      help="Result directory (default results/bench-<kind>-<time>)."),
         option("seed"),
-        option("request_timeout", dest="timeout", type=_POSITIVE),
-        field_option("--stall-timeout", type=_POSITIVE, show_default=True, source=(RunOptions, "stall_timeout_s")),
+        option("request_timeout", dest="timeout"),
+        field_option("--stall-timeout", show_default=True, source=(RunOptions, "stall_timeout_s")),
         field_option("--grace", type=_NON_NEGATIVE, show_default=True, source=(RunOptions, "grace_s")),
         click.option("--max-failure-ratio", type=_RATIO, default=None,
                      help="Failed/finished ratio that stops the run and fails the gate (fixed 0.05, agentic 0.10)."),
@@ -83,10 +82,10 @@ def bench() -> None:
 @click.option("--isl", type=_AT_LEAST_ONE, required=True, help="Input tokens per request.")
 @click.option("--osl", type=_AT_LEAST_ONE, required=True, help="Output tokens per request (max_tokens, ignore_eos).")
 @click.option("--concurrency", type=_AT_LEAST_ONE, default=None, help="Closed loop: requests in flight.")
-@click.option("--request-rate", type=_POSITIVE, default=None, help="Open loop: requests per second.")
+@click.option("--request-rate", type=FINITE_POSITIVE, default=None, help="Open loop: requests per second.")
 @click.option("--arrival", type=click.Choice(["poisson", "constant"]), default="poisson", show_default=True)
 @option("num_prompts")
-@click.option("--duration", type=_POSITIVE, default=None, help="Profiling window, s.")
+@click.option("--duration", type=FINITE_POSITIVE, default=None, help="Profiling window, s.")
 @option("num_warmups", dest="warmup", deprecated=("--warmup",), type=click.IntRange(min=0))
 @click.option("--range-ratio", type=FiniteRange(min=0, max=1, min_open=True), default=1.0, show_default=True,
               help="Lengths uniform in [ratio*L, L].")
@@ -116,7 +115,7 @@ def fixed(**kw: Any) -> None:
 @_common
 @option("traces", required=True)
 @click.option("--concurrency", type=_AT_LEAST_ONE, required=True, help="Live session trees (lanes).")
-@click.option("--duration", type=_POSITIVE, required=True, help="Profiling window, s (>= 900 for a submission).")
+@click.option("--duration", type=FINITE_POSITIVE, required=True, help="Profiling window, s (>= 900 for a submission).")
 def agentic(**kw: Any) -> None:
     """AgentX multi-turn agentic trace replay with subagents (closed loop over live session trees)."""
     try:
@@ -135,9 +134,9 @@ def agentic(**kw: Any) -> None:
 @_common
 @option("traces", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
         help="Mooncake timestamped trace (JSONL).")
-@click.option("--speedup", type=_POSITIVE, default=1.0, show_default=True,
+@click.option("--speedup", type=FINITE_POSITIVE, default=1.0, show_default=True,
               help="Replay the timeline this many times faster.")
-@click.option("--duration", type=_POSITIVE, default=None, help="Stop after this many seconds of profiling.")
+@click.option("--duration", type=FINITE_POSITIVE, default=None, help="Stop after this many seconds of profiling.")
 def replay(**kw: Any) -> None:
     """Open-loop replay of a Mooncake timestamped trace."""
     try:
