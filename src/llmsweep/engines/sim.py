@@ -154,9 +154,9 @@ def _draft(job: Job) -> tuple[str, int, str, str | None] | None:
     return job.spec_decoding, DEFAULT_DRAFT_LENGTH, "on", None
 
 
-CONTEXT_FLAGS = frozenset({"--context-length", "--max-model-len", "--max_seq_len"})
-"""Recipe flags (SGLang, vLLM/ATOM, TensorRT-LLM spelling) that set the context length: the launched job's
-`max-model-len` (`engines.launched_job`), which the simulator serves as `--context-length`."""
+CONTEXT_FLAGS = frozenset({"--context-length", "--max-model-len", "--max-seq-len"})
+"""Recipe flags that set the context length, as `norm_flag` writes them (SGLang, vLLM/ATOM, TensorRT-LLM spelling):
+the launched job's `max-model-len` (`engines.launched_job`), which the simulator serves as `--context-length`."""
 
 MODELLED: frozenset[str] = frozenset({*TRANSLATED, *CONTEXT_FLAGS, "--kv-cache-dtype", "--hicache-size",
                                       "--enable-hierarchical-cache"})
@@ -181,6 +181,13 @@ class SimAdapter(Adapter):
     disagg_transfer_default: ClassVar[str | None] = "nixl"
     """The simulator models any KV-transfer backend as a link (`sim.roles`); a job naming none is labelled nixl."""
     context_flag: ClassVar[str | None] = "--context-length"
+
+    def recipe_context(self, job: Job) -> tuple[str, Any] | None:
+        """(as written, value) of a `sim` recipe's context flag, in any engine's spelling it stands in for
+        (`CONTEXT_FLAGS`): the simulator serves it as `--context-length`; the last one when it sets several."""
+        found = [(written, value) for written, (flag, value) in self._written_args(job)
+                 if norm_flag(flag) in CONTEXT_FLAGS]
+        return found[-1] if found else None
 
     def launcher(self, job: Job) -> list[str]:
         return [sys.executable, "-m", "llmsweep.cli.main", "sim", "serve"]

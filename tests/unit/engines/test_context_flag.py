@@ -145,3 +145,13 @@ def test_an_agentic_job_on_the_simulator_is_bounded_by_its_recipes_context_flag_
     assert len(hits) == (context is not None)
     if hits:
         assert "over the 65,536 tokens of the recipe's `--context-length: 65536`" in hits[0].message
+
+
+@pytest.mark.parametrize("flag", ["--context-length", "--max-model-len", "--max_seq_len"])
+def test_a_sim_recipes_context_flag_in_any_engines_spelling_is_served(plan: Callable[[str], list[Job]],
+                                                                      tmp_path: Path, flag: str) -> None:
+    """A `sim` recipe's `--max-model-len: 4096` was neither served nor warned about as not modelled."""
+    text = _text("sglang", f"{{{flag}: 4096}}").replace("engine: { name: sglang }", "engine: { name: sim }")
+    (job,) = plan(text)
+    argv = engines.render(job).argv
+    assert argv[argv.index("--context-length") + 1] == "4096"
