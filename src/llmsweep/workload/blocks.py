@@ -16,8 +16,10 @@ import hashlib
 import struct
 from collections import OrderedDict
 from collections.abc import Sequence
+from typing import Annotated
 
 import numpy as np
+from pydantic import Field
 
 from llmsweep.workload.tokenizer import Tokenizer
 
@@ -139,6 +141,12 @@ def _powers(n: int) -> tuple[np.ndarray, np.ndarray]:
             _POW = np.cumprod(np.full(size, _P, dtype=np.uint64), dtype=np.uint64)
             _POW_INV = np.cumprod(np.full(size, _P_INV, dtype=np.uint64), dtype=np.uint64)
     return _POW[:n], _POW_INV[:n]
+
+
+BlockId = Annotated[int, Field(ge=0, le=(1 << 63) - 1)]
+"""A prefix-block id as a trace may give it (Weka `hash_ids`, Mooncake `hash_ids`): a non-negative 64-bit integer.
+Ids are hashed as unsigned 64-bit words (`prefix_keys`) and digested as signed ones; a negative or larger id is a
+damaged row, refused with its line when the trace loads (it used to stop a run with an OverflowError mid-replay)."""
 
 
 def prefix_keys(block_ids: Sequence[int]) -> np.ndarray:

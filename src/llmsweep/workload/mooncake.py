@@ -32,8 +32,9 @@ from llmsweep.workload.base import (
     Send,
     Workload,
 )
-from llmsweep.workload.blocks import BlockText, PrefixCache, bust_marker, prefix_keys
+from llmsweep.workload.blocks import BlockId, BlockText, PrefixCache, bust_marker, prefix_keys
 from llmsweep.workload.tokenizer import Tokenizer, get_tokenizer
+from llmsweep.workload.traces.schema import MAX_REQUEST_TOKENS
 
 NAMESPACE = "mooncake"
 
@@ -41,15 +42,16 @@ NAMESPACE = "mooncake"
 class MooncakeRow(BaseModel):
     """One line of a Mooncake trace. External data: unknown fields are ignored."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", allow_inf_nan=False)
 
     timestamp: float | None = Field(default=None, description="Arrival, milliseconds since the trace start.")
-    input_length: int = Field(ge=1)
-    output_length: int = Field(ge=1)
-    hash_ids: list[int] = Field(default_factory=list)
+    input_length: int = Field(ge=1, le=MAX_REQUEST_TOKENS)
+    output_length: int = Field(ge=1, le=MAX_REQUEST_TOKENS)
+    hash_ids: list[BlockId] = Field(default_factory=list)
     text_input: str | None = None
     session_id: str | None = None
-    delay: float | None = Field(default=None, description="Milliseconds after the previous row (no timestamp).")
+    delay: float | None = Field(default=None, ge=0.0,
+                                description="Milliseconds after the previous row (no timestamp).")
 
 
 class MooncakeConfig(BaseModel):

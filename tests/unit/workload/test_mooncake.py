@@ -67,3 +67,18 @@ def test_bad_row_names_file_and_line(tmp_path: Path) -> None:
     path.write_text(json.dumps(ROWS[0]) + "\n" + json.dumps({"timestamp": 1, "output_length": 3}) + "\n")
     with pytest.raises(DatasetError, match=r"bad\.jsonl:2: .*input_length"):
         MooncakeWorkload(MooncakeConfig(source=str(path)))
+
+
+@pytest.mark.parametrize(("field", "value"), [
+    ("hash_ids", [0, -1]), ("hash_ids", [1 << 64]), ("input_length", 1 << 40), ("output_length", 1 << 40),
+    ("timestamp", float("inf")), ("timestamp", float("nan")), ("delay", -5.0),
+])
+def test_damaged_rows_are_refused_with_their_line(tmp_path: Path, field: str, value: object) -> None:
+    """A block id outside 64 bits stopped the replay with an OverflowError; a trillion-token input had the client
+    build that much text before any server could refuse it; an infinite timestamp was a sleep that never ends and a
+    negative delay an arrival before the one it follows."""
+    path = tmp_path / "bad.jsonl"
+    row = {k: v for k, v in ROWS[1].items() if k != "timestamp"} if field == "delay" else ROWS[1]
+    path.write_text(json.dumps(ROWS[0]) + "\n" + json.dumps({**row, field: value}) + "\n")
+    with pytest.raises(DatasetError, match=rf"bad\.jsonl:2: .*{field}"):
+        MooncakeWorkload(MooncakeConfig(source=str(path)))

@@ -143,6 +143,22 @@ def test_loader_refuses_non_finite_times_naming_the_line(tmp_path: Path, value: 
         load_traces(tmp_path / "one.json")
 
 
+@pytest.mark.parametrize("block_id", [-1, 1 << 63, 1 << 70])
+def test_loader_refuses_block_ids_outside_64_bits_naming_the_line(tmp_path: Path, block_id: int) -> None:
+    """Block ids are hashed as unsigned 64-bit words: a negative or larger id loaded, then `traces stats` or the
+    first replay of that row stopped with an OverflowError traceback."""
+    turns = [{"t": float(k), "in": 64 * (k + 1), "out": 8, "hash_ids": list(range(k + 1))} for k in range(3)]
+    largest = {"id": "edge", "requests": [{**turns[0], "hash_ids": [(1 << 63) - 1]}]}
+    bad = {"id": "bad", "requests": [*turns[:2], {**turns[2], "hash_ids": [0, 1, block_id]}]}
+    path = tmp_path / "t.jsonl"
+    path.write_text(json.dumps(largest) + "\n" + json.dumps(bad) + "\n")
+    with pytest.raises(DatasetError, match=r"t\.jsonl:2: .*requests\.2.*hash_ids\.2"):
+        load_traces(path)
+    path.write_text(json.dumps(largest) + "\n")
+    result = CliRunner().invoke(traces_cli, ["stats", str(path), "--json"])
+    assert result.exit_code == 0, result.output
+
+
 def test_loader_reads_files_written_with_a_utf8_byte_order_mark(tmp_path: Path) -> None:
     """PowerShell's and Notepad's UTF-8 starts with a BOM: the first line was 'not valid JSON' and the corpus
     refused."""

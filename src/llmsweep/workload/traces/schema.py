@@ -14,6 +14,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
 
+from llmsweep.workload.blocks import BlockId
+
 _TRACE_DATA = ConfigDict(extra="ignore", populate_by_name=True, allow_inf_nan=False)
 """NaN and infinities are refused (JSON's `NaN`/`Infinity`, which Python writes): an infinite start or duration
 became a replay sleep that never ends (the virtual-time run spun at full CPU forever), a NaN one a silent 0 s."""
@@ -34,7 +36,8 @@ class TraceRequest(BaseModel):
     in_tokens: int = Field(alias="in", ge=0, le=MAX_REQUEST_TOKENS,
                            description="Input tokens (the hashed prompt span).")
     out: int = Field(ge=0, le=MAX_REQUEST_TOKENS, description="Output tokens; becomes max_tokens at replay.")
-    hash_ids: list[int] = Field(default_factory=list, description="Prefix-block ids (one per block_size tokens).")
+    hash_ids: list[BlockId] = Field(default_factory=list,
+                                    description="Prefix-block ids (one per block_size tokens), 0 to 2^63 - 1.")
     api_time: float = Field(default=0.0, ge=0.0, description="Recorded server duration in seconds.")
     think_time: float | None = Field(default=None, description="Gap from the previous row's end (all streams).")
     ttft: float | None = None
