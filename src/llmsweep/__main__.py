@@ -1,6 +1,6 @@
 """`python -m llmsweep ...`: the `llmsweep` command, for an environment whose scripts directory is not on PATH."""
 
-from llmsweep.cli.main import main
+from llmsweep.cli.entry import main
 
 if __name__ == "__main__":
     main()
