@@ -547,9 +547,10 @@ def head_differs(spec: str, files: Sequence[Path], *, repo: Path | None = None) 
     if not head or (Path(base).is_dir() and Path(head).is_dir()):
         return []
     paths = [str(p) for p in _relative_files(files, top)] or ["recipes"]
-    changed = _git(top, "diff", "--name-only", head, "--", *paths).stdout.decode().split()
-    untracked = _git(top, "ls-files", "--others", "--exclude-standard", "--", *paths).stdout.decode().split()
-    return sorted({*changed, *untracked})
+    # NUL-separated: git quotes a non-ASCII path (`"r\303\251.yaml"`) and a path may hold spaces
+    changed = _git(top, "diff", "-z", "--name-only", head, "--", *paths).stdout
+    untracked = _git(top, "ls-files", "-z", "--others", "--exclude-standard", "--", *paths).stdout
+    return sorted({name for raw in (changed, untracked) for name in raw.decode(errors="replace").split("\0") if name})
 
 
 def changes_between(spec: str, files: Sequence[Path] = (), *, repo: Path | None = None,

@@ -1,0 +1,38 @@
+"""Change control against real git repositories at their edges: paths git would quote, shallow clones (what
+actions/checkout gives by default), and a base revision the clone does not hold."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from changes_scratch import commit, scratch_repo
+
+from llmsweep.changes.diff import head_differs
+from llmsweep.cli.main import main
+
+
+def _main(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as done:
+        main(list(args))
+    out = capsys.readouterr()
+    return int(done.value.code or 0), out.out, out.err
+
+
+def test_files_that_differ_from_head_are_named_as_they_are_even_non_ascii_or_with_spaces(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """git quotes a non-ASCII path (`"recipes/r\\303\\251.yaml"`) and `--name-only` output split on whitespace cut a
+    path with a space in two: `run --changed` named files that do not exist."""
+    repo, base, _ = scratch_repo(tmp_path)
+    edited = repo / "recipes" / "ré cipe.yaml"
+    edited.write_text((repo / "recipes" / "chg.yaml").read_text().replace("chg-sim:", "chg-two:"))
+    head = commit(repo, "a second recipe")
+    edited.write_text(edited.read_text() + "\n")  # an edit since HEAD
+    (repo / "recipes" / "nouveau é.yaml").write_text("{}\n")  # untracked
+    assert head_differs(f"{base}..{head}", (), repo=repo) == ["recipes/nouveau é.yaml", "recipes/ré cipe.yaml"]
+    monkeypatch.chdir(repo)
+    monkeypatch.setenv("LLMSWEEP_STORE", str(tmp_path / "store.sqlite"))
+    code, _, err = _main(capsys, "run", "recipes/ré cipe.yaml", "--changed", f"{base}..{head}", "--out",
+                         str(tmp_path / "out"), "--no-report")
+    assert code == 2, err
+    assert "differ from its HEAD (recipes/ré cipe.yaml)" in err, err
