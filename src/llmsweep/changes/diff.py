@@ -339,6 +339,11 @@ def git_toplevel(repo: Path) -> Path | None:
     return Path(proc.stdout.decode().strip()) if proc.returncode == 0 else None
 
 
+def is_commit(repo: Path | None, rev: str) -> bool:
+    """Whether `rev` names a commit the clone at `repo` holds (a full SHA it lacks is none, as git show may not say)."""
+    return _is_rev(repo, rev)
+
+
 def _is_rev(repo: Path | None, rev: str) -> bool:
     return repo is not None and bool(rev) and _git(repo, "rev-parse", "--verify", "--quiet",
                                                    f"{rev}^{{commit}}").returncode == 0
@@ -362,6 +367,22 @@ def split_range(spec: str, repo: Path | None) -> tuple[str, str]:
                       fix="e.g. `llmsweep changes main..HEAD` inside the repository, or `changes old/..new/`")
 
 
+def missing_rev_hint(repo: Path | None, rev: str) -> str:
+    """Why `rev` may be missing from the clone at `repo`, and how to fetch it ("" when the clone is complete and `rev`
+    names no remote branch): a shallow clone (actions/checkout's default, one commit) lacks the pull request's base,
+    and a single-branch clone lacks `origin/main`."""
+    if repo is None:
+        return ""
+    if _git(repo, "rev-parse", "--is-shallow-repository").stdout.decode().strip() == "true":
+        return (f"; {repo} is a shallow clone, which holds only its last commits: fetch the history (`git fetch "
+                "--unshallow`, or `git fetch origin BRANCH` for a branch; in GitHub Actions, actions/checkout with "
+                "`fetch-depth: 0`)")
+    remote, sep, branch = rev.partition("/")
+    if sep and branch and _git(repo, "remote", "get-url", remote).returncode == 0:
+        return f"; this clone has no {rev}: fetch it (`git fetch {remote} {branch}`)"
+    return ""
+
+
 def _why_not(spec: str, repo: Path | None) -> str:
     """Which side of a simple `A..B` (one `..`) resolves to nothing, and why: where the range fails."""
     if repo is None:
@@ -373,8 +394,12 @@ def _why_not(spec: str, repo: Path | None) -> str:
            if side and not Path(side).is_dir() and not _is_rev(repo, side)]
     if not spec.split("..")[0]:
         bad.insert(0, "BASE is empty")
-    return f": {' and '.join(bad)} {'is' if len(bad) == 1 else 'are'} no commit of {repo} nor a directory" if bad \
-        else ""
+    if not bad:
+        return ""
+    missing = next((side for side in spec.split("..") if side and not Path(side).is_dir()
+                    and not _is_rev(repo, side)), None)
+    return (f": {' and '.join(bad)} {'is' if len(bad) == 1 else 'are'} no commit of {repo} nor a directory"
+            + (missing_rev_hint(repo, missing) if missing is not None else ""))
 
 
 @contextmanager
@@ -592,7 +617,7 @@ def recipes_at(rev: str, files: Sequence[Path], *, repo: Path,
 
     top = git_toplevel(repo)
     if top is None or not _is_rev(top, rev):
-        raise ConfigError(f"{rev!r} is not a revision of a git repository at {repo}",
+        raise ConfigError(f"{rev!r} is not a revision of a git repository at {repo}{missing_rev_hint(top, rev)}",
                           fix="name a commit of the repository the changelog and recipes are in")
     rel = _relative_files(files, top)
     with _materialised(rev, top) as root:

@@ -3,6 +3,7 @@ actions/checkout gives by default), and a base revision the clone does not hold.
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -36,3 +37,36 @@ def test_files_that_differ_from_head_are_named_as_they_are_even_non_ascii_or_wit
                          str(tmp_path / "out"), "--no-report")
     assert code == 2, err
     assert "differ from its HEAD (recipes/ré cipe.yaml)" in err, err
+
+
+def _shallow(tmp_path: Path) -> tuple[Path, str, str]:
+    """A one-commit clone of a scratch repository (actions/checkout's default depth) and the two revisions."""
+    repo, base, head = scratch_repo(tmp_path)
+    (repo / "perf-changelog.yaml").write_text("- config-keys:\n  - chg-sim\n  description:\n  - x\n  pr-link: XXX\n")
+    head = commit(repo, "a changelog")
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", "--depth", "1", f"file://{repo}", str(clone)], check=True)
+    return clone, base, head
+
+
+def test_a_base_beyond_a_shallow_clone_says_the_clone_is_shallow_and_how_to_fetch(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """In CI at 2 a.m. "BASE 'abc' is no commit" sent people looking for a typo: the clone is shallow."""
+    clone, base, _ = _shallow(tmp_path)
+    monkeypatch.chdir(clone)
+    code, _, err = _main(capsys, "changes", f"{base}..HEAD")
+    assert code == 2, err
+    assert f"BASE {base!r} is no commit of" in err and "is a shallow clone" in err and "fetch-depth: 0" in err, err
+
+
+def test_a_remote_branch_the_clone_lacks_says_which_fetch_brings_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    repo, _, _ = scratch_repo(tmp_path)
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", "--single-branch", f"file://{repo}", str(clone)], check=True)
+    monkeypatch.chdir(clone)
+    code, _, err = _main(capsys, "changes", "origin/release..HEAD")
+    assert code == 2, err
+    assert "BASE 'origin/release' is no commit" in err and "`git fetch origin release`" in err, err
+    code, _, err = _main(capsys, "changes", "..HEAD")  # no side to fetch: said as before
+    assert code == 2 and "BASE is empty" in err, err
