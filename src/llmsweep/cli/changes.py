@@ -180,7 +180,7 @@ def _base_text(base: str, changelog_file: Path) -> str:
     """The base changelog: a file, else `git show REV:path` of the changelog's repository."""
     import subprocess
 
-    from llmsweep.changes.diff import git_toplevel
+    from llmsweep.changes.diff import git_toplevel, is_commit, missing_rev_hint
     from llmsweep.errors import ConfigError
 
     if Path(base).is_file():
@@ -194,6 +194,11 @@ def _base_text(base: str, changelog_file: Path) -> str:
         raise ConfigError(f"--base {base}: no such file, and {changelog_file} is not in a git repository",
                           fix="give the base changelog as a file, or run inside the repository")
     rel = changelog_file.resolve().relative_to(top.resolve())
+    if not is_commit(top, base):
+        # checked first: `git show SHA:path` of a full SHA the clone lacks (a shallow clone's base) says the path
+        # "exists on disk, but not in" it, read as a changelog new in this change: all of history counted as appended
+        raise ConfigError(f"--base {base}: no such file, and no commit of {top}{missing_rev_hint(top, base)}",
+                          fix="name a commit of the changelog's repository (fetch it first), or a file")
     proc = subprocess.run(["git", "-C", str(top), "show", f"{base}:{rel.as_posix()}"], capture_output=True,
                           check=False)
     if proc.returncode != 0:

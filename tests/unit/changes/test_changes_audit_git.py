@@ -59,6 +59,22 @@ def test_a_base_beyond_a_shallow_clone_says_the_clone_is_shallow_and_how_to_fetc
     assert f"BASE {base!r} is no commit of" in err and "is a shallow clone" in err and "fetch-depth: 0" in err, err
 
 
+def test_changelog_base_a_shallow_clone_lacks_is_refused_not_read_as_a_new_changelog(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """`git show SHA:perf-changelog.yaml` of a full SHA the clone lacks says the path "exists on disk, but not in" it,
+    which `changelog --base SHA` took for a changelog the change adds: every entry of history selected its jobs, a
+    sweep of the whole history, exit 0."""
+    clone, base, _ = _shallow(tmp_path)
+    monkeypatch.chdir(clone)
+    for command in (("perf-changelog.yaml", "recipes/chg.yaml", "--base", base, "--json"),
+                    ("canonicalize", "perf-changelog.yaml", "--base", base, "--pr-number", "7")):
+        code, out, err = _main(capsys, "changelog", *command)
+        assert code == 2, (out, err)
+        assert f"--base {base}: no such file, and no commit of" in err and "is a shallow clone" in err, err
+        assert "git fetch --unshallow" in err and '"jobs"' not in out, (out, err)
+    assert "XXX" in (clone / "perf-changelog.yaml").read_text()  # canonicalize wrote nothing
+
+
 def test_a_remote_branch_the_clone_lacks_says_which_fetch_brings_it(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     repo, _, _ = scratch_repo(tmp_path)
