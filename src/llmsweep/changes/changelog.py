@@ -10,7 +10,8 @@ loader does: bytes (UTF-8, no CR/tab/NUL, one final newline), YAML syntax and du
 `- config-keys:` line per entry, each entry's fields (`append-only` with no eval field), the new entries' links
 (InferenceX's canonical pull-request link — on a pull request, that pull request's own — or the `XXX` placeholder
 until merged) and config keys (a wildcard must match), duplicate entries, and — against a base version — that history
-is unchanged and the appended bytes follow the base, exactly one blank line before and between the new entries.
+is unchanged and the appended bytes follow the base, exactly one blank line before and between the new entries,
+and are YAML on their own (InferenceX's CI parses only the added lines: no alias to an anchor of history).
 History may change only by pr-link corrections (wave-2 spec §2.1): each sets a base entry's link to a canonical one it
 did not hold, on `  pr-link:` lines alone, in a change that appends no entry. Putting a pull request's link in its
 entries, and merging main's changelog into a pull request's, are :mod:`llmsweep.changes.changelog_merge`.
@@ -339,6 +340,17 @@ def _check_append_only(base: str, head: str, file: str, findings: list[Finding])
             findings.append(_error("history", file, start + first, "the appended lines continue the base's last "
                                    f"entry: {appended[first].strip()!r}",
                                    f"history is append-only: start each new entry with `{ENTRY_MARK}`"))
+    if any(line.strip() for line in appended):
+        # InferenceX's CI parses the lines a change adds on their own (`process_changelog.get_added_lines`): an alias
+        # to an anchor of history (`*keys`) reads here and is undefined there, which fails the pull request's sweep
+        try:
+            parse_yaml("\n".join(appended) + "\n", f"{file} (appended lines)")
+        except YamlSyntaxError as exc:
+            findings.append(_error("appended-yaml", file, start + (exc.line or 1) - 1,
+                                   f"the appended lines are not YAML on their own: {exc.problem}; InferenceX's CI "
+                                   "reads only the lines a change adds",
+                                   "write the new entries in full, without aliases (`*name`) to anchors of earlier "
+                                   "entries" if "alias" in exc.problem else exc.fix or "fix the YAML at that line"))
     # the same one blank line between the appended entries (the first one's is checked above)
     marks = [n for n, line in enumerate(appended) if line.startswith(ENTRY_MARK)]
     for n in marks[1:]:

@@ -1,0 +1,27 @@
+"""Malformed changelogs a benchmark engineer writes at 2 a.m.: each refused with its file, line, field and fix, before
+InferenceX's CI would refuse (or misread) them."""
+
+from __future__ import annotations
+
+from llmsweep.changes.changelog import validate_changelog
+
+ENTRY = "- config-keys:{anchor}\n  - {key}\n  description:\n  - {text}\n  pr-link: XXX\n"
+
+
+def test_an_appended_entry_aliasing_an_anchor_of_history_is_refused_at_its_line() -> None:
+    """InferenceX's CI parses only the lines a change adds, where `*keys` names no anchor ("found undefined alias"):
+    the pull request's sweep failed although `llmsweep changelog --base` passed it."""
+    base = ENTRY.format(anchor=" &keys", key="a", text="first")
+    head = base + "\n" + ENTRY.format(anchor="", key="b", text="second").replace("  - b\n", "").replace(
+        "- config-keys:", "- config-keys: *keys")
+    log = validate_changelog(head, "perf-changelog.yaml", recipe_keys=["a", "b"], base=base)
+    errors = [f for f in log.findings if f.is_error]
+    assert [(f.rule, f.file, f.line) for f in errors] == [("changelog.appended-yaml", "perf-changelog.yaml", 7)]
+    assert "undefined alias 'keys'" in errors[0].message and "without aliases" in errors[0].fix
+    # an anchor and its alias both among the added lines read there too: accepted, as InferenceX accepts them
+    own = head.replace("- config-keys: *keys\n", "- config-keys: &mine\n  - b\n")
+    own += "\n" + ENTRY.format(anchor="", key="", text="third").replace("  - \n", "").replace(
+        "- config-keys:", "- config-keys: *mine")
+    assert validate_changelog(own, "perf-changelog.yaml", recipe_keys=["a", "b"], base=base).ok
+    # without a base every line is new and the file parses as a whole: nothing to say
+    assert validate_changelog(head, "perf-changelog.yaml", recipe_keys=["a", "b"]).ok
