@@ -196,12 +196,17 @@ def validate_changelog(text: str, file: str = "perf-changelog.yaml", *, recipe_k
     return log
 
 
+_LAYOUT_FIX = "use LF line ends and spaces for indentation"
+
+
 def _check_bytes(text: str, file: str, findings: list[Finding]) -> None:
     for number, line in enumerate(text.split("\n"), start=1):
-        for char, name in (("\r", "a carriage return (CRLF line end)"), ("\t", "a tab"), ("\0", "a NUL byte")):
+        for char, name, fix in (("\r", "a carriage return (CRLF line end)", _LAYOUT_FIX), ("\t", "a tab", _LAYOUT_FIX),
+                                ("\0", "a NUL byte", _LAYOUT_FIX),
+                                ("\ufeff", "a byte-order mark (U+FEFF, invisible in most editors)",
+                                 "save the file as UTF-8 without a byte-order mark (BOM)")):
             if char in line:
-                findings.append(_error("bytes", file, number, f"line holds {name}",
-                                       "use LF line ends and spaces for indentation"))
+                findings.append(_error("bytes", file, number, f"line holds {name}", fix))
     if text and not text.endswith("\n"):
         findings.append(_error("final-newline", file, text.count("\n") + 1, "the file does not end with a newline",
                                "end the last line with one newline"))

@@ -3,7 +3,9 @@ InferenceX's CI would refuse (or misread) them."""
 
 from __future__ import annotations
 
-from llmsweep.changes.changelog import validate_changelog
+from pathlib import Path
+
+from llmsweep.changes.changelog import load_changelog, validate_changelog
 
 ENTRY = "- config-keys:{anchor}\n  - {key}\n  description:\n  - {text}\n  pr-link: XXX\n"
 
@@ -25,3 +27,17 @@ def test_an_appended_entry_aliasing_an_anchor_of_history_is_refused_at_its_line(
     assert validate_changelog(own, "perf-changelog.yaml", recipe_keys=["a", "b"], base=base).ok
     # without a base every line is new and the file parses as a whole: nothing to say
     assert validate_changelog(head, "perf-changelog.yaml", recipe_keys=["a", "b"]).ok
+
+
+def test_a_byte_order_mark_is_named_as_one_where_it_stands(tmp_path: Path) -> None:
+    """An editor that saves "UTF-8 with BOM" put U+FEFF before the first `- config-keys:`: the only error said to
+    begin every entry with `- config-keys:` at column 0, which the line visibly did."""
+    path = tmp_path / "perf-changelog.yaml"
+    entry = ENTRY.format(anchor="", key="a", text="x")
+    for text, line in ((f"\ufeff{entry}", 1), (f"{entry}\n\ufeff{entry}", 7)):  # a file saved, or pasted, with one
+        path.write_bytes(text.encode("utf-8"))
+        errors = [f for f in load_changelog(path, recipe_keys=["a"]).findings if f.is_error]
+        bom = [f for f in errors if "byte-order mark" in f.message]
+        assert [(f.rule, f.file, f.line) for f in bom] == [("changelog.bytes", str(path), line)], errors
+        assert "without a byte-order mark" in bom[0].fix
+        assert errors[0] is bom[0]  # said first: the entry-lines error at that line follows from it
