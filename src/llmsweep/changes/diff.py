@@ -602,7 +602,23 @@ def changes_between(spec: str, files: Sequence[Path] = (), *, repo: Path | None 
                           head_label, evals, rev=head if git_mode and head else None)
     out = diff_jobs(base_jobs, head_jobs, base_label=base, head_label=head_label)
     out.notes = notes
+    if git_mode and top is not None and (diverged := _diverged(top, base, head)):
+        out.notes.append(diverged)
     return out
+
+
+def _diverged(top: Path, base: str, head: str) -> str | None:
+    """A note when `base` is not an ancestor of `head` (a branch behind main, compared as `main..HEAD`): the trees are
+    compared, so what `base` changed since the two diverged shows reversed — main's new jobs as removed, the jobs it
+    changed as changed back — and `run --changed` would run those on the branch's older recipes. None otherwise."""
+    head_rev = head or "HEAD"
+    if Path(base).is_dir() or _git(top, "merge-base", "--is-ancestor", base, head_rev).returncode != 1:
+        return None
+    fork = _git(top, "merge-base", base, head_rev).stdout.decode().strip()
+    since = f"`llmsweep changes {fork[:12]}..{head}`, from their merge base" if fork else "from their merge base"
+    return (f"{base} is not an ancestor of {head or 'the working tree'}: the change set compares the two trees, so "
+            f"what {base} changed since they diverged shows here reversed (its new jobs as removed, its changes as "
+            f"changed back); for this branch's own change compare {since}, or merge {base} in first")
 
 
 @contextmanager

@@ -3,11 +3,12 @@ actions/checkout gives by default), and a base revision the clone does not hold.
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
 import pytest
-from changes_scratch import commit, scratch_repo
+from changes_scratch import commit, git, scratch_repo, write_recipe
 
 from llmsweep.changes.diff import head_differs
 from llmsweep.cli.main import main
@@ -86,3 +87,32 @@ def test_a_remote_branch_the_clone_lacks_says_which_fetch_brings_it(
     assert "BASE 'origin/release' is no commit" in err and "`git fetch origin release`" in err, err
     code, _, err = _main(capsys, "changes", "..HEAD")  # no side to fetch: said as before
     assert code == 2 and "BASE is empty" in err, err
+
+
+def test_a_base_that_moved_on_since_the_branch_forked_is_said_with_the_merge_base_to_compare_from(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """`changes main..HEAD` on a branch behind main compares the two trees: main's own later change (the tp8 arm's env
+    var) showed as this branch changing it back, and `run --changed` ran those jobs on the branch's old recipe, with
+    no word that the range was not the branch's change."""
+    repo, fork, _ = scratch_repo(tmp_path)
+    git(repo, "branch", "-q", "-f", "main", fork)
+    git(repo, "checkout", "-q", "-b", "pr", fork)
+    write_recipe(repo, tp4_concs="[2, 4, 8]")  # the branch adds conc 8 to the tp4 arm
+    commit(repo, "the branch's change")
+    git(repo, "checkout", "-q", "main")
+    write_recipe(repo, arm_var="main")  # main, meanwhile, changes the tp8 arm's env var
+    commit(repo, "main moves on")
+    git(repo, "checkout", "-q", "pr")
+    monkeypatch.chdir(repo)
+    code, out, err = _main(capsys, "changes", "main..pr", "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert (doc["added"], doc["changed"]) == (1, 2)  # main's env change, shown reversed: hence the note
+    assert len(doc["notes"]) == 1 and "main is not an ancestor of pr" in doc["notes"][0], doc["notes"]
+    assert f"`llmsweep changes {fork[:12]}..pr`, from their merge base" in doc["notes"][0]
+    assert doc["notes"][0] in err
+    code, out, err = _main(capsys, "changes", f"{fork}..pr", "--json")  # from the merge base: the branch's own change
+    assert code == 0 and json.loads(out)["notes"] == [] and json.loads(out)["added"] == 1, (out, err)
+    assert json.loads(out)["changed"] == 0
+    code, out, err = _main(capsys, "changes", f"{fork}..", "--json")  # the working tree as HEAD: forked from there
+    assert code == 0 and json.loads(out)["notes"] == [], (out, err)
