@@ -131,7 +131,13 @@ def check(changelog_file: Path, files: tuple[Path, ...], base: str | None, pr_nu
         raise ConfigError("--pr-number checks the entries a pull request adds, and no --base says which those are",
                           fix="pass --base with the pull request's base (e.g. --base origin/main)")
     paths = list(files) or sorted(p for p in Path(RECIPES_DIR).rglob("*") if p.suffix in RECIPE_SUFFIXES)
-    recipes = load_recipes(paths).raise_on_error().recipes if paths else {}
+    if not paths:
+        # with no recipe read, every config key was "not found in the recipes", which sent people to fix the changelog
+        raise ConfigError(f"no recipe files to check {changelog_file}'s config keys against: no FILES were given and "
+                          f"{Path(RECIPES_DIR).resolve()} holds no YAML file",
+                          fix=f"name the recipe (master config) files after the changelog: `llmsweep changelog "
+                              f"{changelog_file} FILE...`, or run it where {RECIPES_DIR}/ is")
+    recipes = load_recipes(paths).raise_on_error().recipes
     base_text = _base_text(base, changelog_file) if base is not None else None
     log = load_changelog(changelog_file, recipe_keys=list(recipes), base=base_text, final_links=final_links,
                          pr_number=pr_number)

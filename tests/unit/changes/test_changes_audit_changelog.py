@@ -3,11 +3,22 @@ InferenceX's CI would refuse (or misread) them."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import pytest
+
 from llmsweep.changes.changelog import load_changelog, validate_changelog
+from llmsweep.cli.main import main
 
 ENTRY = "- config-keys:{anchor}\n  - {key}\n  description:\n  - {text}\n  pr-link: XXX\n"
+
+
+def _main(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as done:
+        main(list(args))
+    out = capsys.readouterr()
+    return int(done.value.code or 0), out.out, out.err
 
 
 def test_an_appended_entry_aliasing_an_anchor_of_history_is_refused_at_its_line() -> None:
@@ -41,3 +52,23 @@ def test_a_byte_order_mark_is_named_as_one_where_it_stands(tmp_path: Path) -> No
         assert [(f.rule, f.file, f.line) for f in bom] == [("changelog.bytes", str(path), line)], errors
         assert "without a byte-order mark" in bom[0].fix
         assert errors[0] is bom[0]  # said first: the entry-lines error at that line follows from it
+
+
+def test_changelog_run_where_no_recipes_are_says_so_not_that_every_key_is_unknown(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], shared_dir: Path) -> None:
+    """Run from a folder without `recipes/` (InferenceX keeps its master configs elsewhere), every config key was
+    "not found in the recipes": a changelog error for a changelog that was right."""
+    (tmp_path / "perf-changelog.yaml").write_text(ENTRY.format(anchor="", key="dsr1-fp4-mi355x-sglang", text="x"))
+    monkeypatch.chdir(tmp_path)
+    code, out, err = _main(capsys, "changelog")
+    assert code == 2, (out, err)
+    assert "no recipe files to check perf-changelog.yaml's config keys against" in err and "not found" not in err
+    assert "`llmsweep changelog perf-changelog.yaml FILE...`" in err
+    # named, InferenceX's own master selects the entry's jobs
+    reference = shared_dir / "reference" / "inferencex"
+    code, out, err = _main(capsys, "changelog", "perf-changelog.yaml", str(reference / "amd-master.yaml"),
+                           "--runner-config", str(reference / "runners.yaml"), "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["ok"] and {j["recipe_key"] for j in doc["jobs"]} == {"dsr1-fp4-mi355x-sglang"}
+    assert sorted(j["conc"] for j in doc["jobs"] if j["kind"] == "throughput") == [4, 4, 8, 8, 16, 16, 32, 32, 64, 64]
