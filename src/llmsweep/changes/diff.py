@@ -594,16 +594,40 @@ def changes_between(spec: str, files: Sequence[Path] = (), *, repo: Path | None 
     if not git_mode:  # a file named inside either directory (`new/recipes/x.yaml`) is that path in both trees
         rel = [_inside(_inside(f, Path(head)), Path(base)) for f in rel]
     head_label = head or "working tree"
+    renamed = _renamed_files(top, base, head, rel) if git_mode and top is not None else {}
+    base_rel = [renamed.get(f, f) for f in rel]
     with _materialised(base, top) as base_root, _materialised(head, top) as head_root:
         _check_sources(base_root, head_root, rel, base, head_label)
-        base_jobs, notes = _plan_base(base_root, rel, _side_file(runner_config, top if git_mode else None, base_root),
+        base_jobs, notes = _plan_base(base_root, base_rel,
+                                      _side_file(runner_config, top if git_mode else None, base_root),
                                       base, head_label, evals, rev=base if git_mode else None)
+        notes = [f"{new.as_posix()} is {old.as_posix()} at {base} (renamed since): its jobs are compared with that "
+                 "file's" for new, old in renamed.items()] + notes
         head_jobs = _plan(head_root, rel, _side_file(runner_config, top if git_mode else None, head_root),
                           head_label, evals, rev=head if git_mode and head else None)
     out = diff_jobs(base_jobs, head_jobs, base_label=base, head_label=head_label)
     out.notes = notes
     if git_mode and top is not None and (diverged := _diverged(top, base, head)):
         out.notes.append(diverged)
+    return out
+
+
+def _renamed_files(top: Path, base: str, head: str, files: Sequence[Path]) -> dict[Path, Path]:
+    """The named recipe files that `base` holds under another path, renamed since (git's rename detection): new path
+    -> old path. A file named by its new path would otherwise be absent from the base, and every job of it added."""
+    named = {f.as_posix(): f for f in files}
+    if not named:
+        return {}
+    proc = _git(top, "diff", "-z", "--name-status", "-M", base, *([head] if head else []), "--")
+    words = proc.stdout.decode(errors="replace").split("\0") if proc.returncode == 0 else []
+    out: dict[Path, Path] = {}
+    i = 0
+    while i < len(words) and words[i]:
+        status = words[i]
+        width = 3 if status[:1] in ("R", "C") else 2
+        if status[:1] == "R" and i + 2 < len(words) and words[i + 2] in named:
+            out[named[words[i + 2]]] = Path(words[i + 1])
+        i += width
     return out
 
 
@@ -636,6 +660,8 @@ def recipes_at(rev: str, files: Sequence[Path], *, repo: Path,
         raise ConfigError(f"{rev!r} is not a revision of a git repository at {repo}{missing_rev_hint(top, rev)}",
                           fix="name a commit of the repository the changelog and recipes are in")
     rel = _relative_files(files, top)
+    renamed = _renamed_files(top, rev, "", rel)  # a file named as the working tree names it, renamed since `rev`
+    rel = [renamed.get(f, f) for f in rel]
     with _materialised(rev, top) as root:
         loaded = load_recipes(_recipe_files(root, rel))
         if not loaded.ok:

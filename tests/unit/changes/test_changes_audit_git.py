@@ -116,3 +116,44 @@ def test_a_base_that_moved_on_since_the_branch_forked_is_said_with_the_merge_bas
     assert json.loads(out)["changed"] == 0
     code, out, err = _main(capsys, "changes", f"{fork}..", "--json")  # the working tree as HEAD: forked from there
     assert code == 0 and json.loads(out)["notes"] == [], (out, err)
+
+
+def test_a_recipe_file_renamed_since_the_base_is_compared_with_its_old_self_not_added_whole(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """`changes BASE..HEAD recipes/moved.yaml` after `git mv recipes/chg.yaml recipes/moved.yaml`: the base had no such
+    file, so every job of it was added, and `run --changed` / `ci matrix --changed` re-ran the whole recipe."""
+    repo, _, head = scratch_repo(tmp_path)
+    git(repo, "mv", "recipes/chg.yaml", "recipes/moved.yaml")
+    moved = commit(repo, "rename the recipe")
+    write_recipe(repo, tp4_concs="[2, 4, 8, 16]", arm_var="b")  # and, in the working tree, a concurrency added
+    (repo / "recipes" / "chg.yaml").rename(repo / "recipes" / "moved.yaml")
+    monkeypatch.chdir(repo)
+    for spec, added in ((f"{head}..{moved}", 0), (f"{head}..", 1)):
+        code, out, err = _main(capsys, "changes", spec, "recipes/moved.yaml", "--json")
+        assert code == 0, err
+        doc = json.loads(out)
+        assert (doc["added"], doc["removed"], doc["changed"], doc["unchanged"]) == (added, 0, 0, 5), doc
+        assert doc["notes"] == [f"recipes/moved.yaml is recipes/chg.yaml at {head} (renamed since): its jobs are "
+                                "compared with that file's"]
+
+
+def test_an_append_only_entry_reads_a_renamed_recipe_file_at_the_base_under_its_old_name(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """`changelog --base REV recipes/moved.yaml` with an append-only entry: the base has the file under its old name,
+    where it was read as missing ("the recipes of REV do not load")."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    write_recipe(repo)
+    history = "- config-keys: [chg-sim]\n  description:\n  - x\n  pr-link: https://github.com/SemiAnalysisAI/InferenceX/pull/1\n"
+    (repo / "perf-changelog.yaml").write_text(history)
+    base = commit(repo, "base")
+    git(repo, "mv", "recipes/chg.yaml", "recipes/moved.yaml")
+    (repo / "recipes" / "moved.yaml").write_text((repo / "recipes" / "moved.yaml").read_text().replace(
+        "conc-list: [2, 4]", "conc-list: [2, 4, 8]", 1))
+    (repo / "perf-changelog.yaml").write_text(history + "\n" + history.replace("pull/1", "pull/2")
+                                              + "  append-only: true\n")
+    monkeypatch.chdir(repo)
+    code, out, err = _main(capsys, "changelog", "perf-changelog.yaml", "recipes/moved.yaml", "--base", base, "--json")
+    assert code == 0, err
+    assert [(j["recipe_key"], j["conc"]) for j in json.loads(out)["jobs"]] == [("chg-sim", 8)]
