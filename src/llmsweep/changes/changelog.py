@@ -303,6 +303,9 @@ def _check_append_only(base: str, head: str, file: str, findings: list[Finding])
         base_entries = len(parse_yaml(base, f"{file} (base)").data or [])
     except YamlSyntaxError:
         base_entries = sum(1 for line in base_lines if line.startswith(ENTRY_MARK))
+    if (moved := _moved_block(base_lines, head_lines, file)) is not None:
+        findings.append(moved)
+        return base_entries
     edited = [n for n, (a, b) in enumerate(zip(base_lines, head_lines, strict=False), start=1) if a != b]
     removed = len(head_lines) < len(base_lines)
     link_only = all(base_lines[n - 1].startswith("  pr-link:") and head_lines[n - 1].startswith("  pr-link:")
@@ -370,6 +373,44 @@ def _check_append_only(base: str, head: str, file: str, findings: list[Finding])
         findings.append(_error("separator", file, len(head_lines), "the file ends with a blank line",
                                "end with the last entry's line and one newline"))
     return base_entries
+
+
+def _moved_block(base_lines: list[str], head_lines: list[str], file: str) -> Finding | None:
+    """One finding, at its place, for lines inserted inside history or deleted from it (every later line of the base
+    otherwise reads as changed: hundreds of errors, each naming a line nobody touched); None for any other change."""
+    p = next((n for n, (a, b) in enumerate(zip(base_lines, head_lines, strict=False)) if a != b),
+             min(len(base_lines), len(head_lines)))
+    rest = len(base_lines) - p  # the base's lines from the first that differs
+    if p == len(base_lines):
+        return None  # appended only
+    count = abs(len(head_lines) - len(base_lines))
+    if sum(1 for a, b in zip(base_lines, head_lines, strict=False) if a != b) <= count:
+        return None  # fewer lines differ in place than a block would move: lines edited (and entries appended)
+
+    def entry_at(n: int) -> str:  # the history entry base line n+1 is in (or before), as the user counts them
+        k = sum(1 for line in base_lines[:n + 1] if line.startswith(ENTRY_MARK))
+        return f"history's entry [{max(k - 1, 0)}]"
+    if len(head_lines) > len(base_lines) and head_lines[len(head_lines) - rest:] == base_lines[p:]:
+        p = _block_start(head_lines, p, count)
+        return _error("history", file, p + 1, f"lines {p + 1}-{p + count} are inserted inside history, before line "
+                      f"{p + 1} of the base ({entry_at(p)}): {head_lines[p].strip()!r}",
+                      "history is append-only: move those lines to the end of the file, after one blank line")
+    if len(head_lines) < len(base_lines) and head_lines[p:] == base_lines[len(base_lines) - (len(head_lines) - p):]:
+        p = _block_start(base_lines, p, count)
+        return _error("history", file, p + 1, f"lines {p + 1}-{p + count} of the base are deleted here "
+                      f"({entry_at(p)}): {base_lines[p].strip()!r}",
+                      "history is append-only: restore the deleted lines")
+    return None
+
+
+def _block_start(lines: list[str], at: int, count: int) -> int:
+    """Where a block of `count` lines inserted (or deleted) at index `at` of `lines` is said to start: a block that
+    begins with the lines before it (`- config-keys:`, a blank line) could stand that much higher; of those places, the
+    one that starts an entry (else the highest)."""
+    low = at
+    while low > 0 and lines[low - 1] == lines[low - 1 + count]:
+        low -= 1
+    return next((n for n in range(low, at + 1) if lines[n].startswith(ENTRY_MARK)), low)
 
 
 def link_value(line: str) -> object:

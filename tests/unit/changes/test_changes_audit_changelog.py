@@ -72,3 +72,36 @@ def test_changelog_run_where_no_recipes_are_says_so_not_that_every_key_is_unknow
     doc = json.loads(out)
     assert doc["ok"] and {j["recipe_key"] for j in doc["jobs"]} == {"dsr1-fp4-mi355x-sglang"}
     assert sorted(j["conc"] for j in doc["jobs"] if j["kind"] == "throughput") == [4, 4, 8, 8, 16, 16, 32, 32, 64, 64]
+
+
+def _history(n: int) -> list[str]:
+    return [ENTRY.format(anchor="", key=f"k{i}", text=f"why {i}").replace(
+        "XXX", f"https://github.com/SemiAnalysisAI/InferenceX/pull/{i + 1}") for i in range(n)]
+
+
+def test_an_entry_pasted_inside_history_is_one_error_at_its_place() -> None:
+    """A new entry pasted above the end (or put there by a merge): every later line of the base read as changed —
+    hundreds of errors, in a real changelog thousands, each naming a line nobody touched ("'- k3' → '- k999'")."""
+    entries = _history(200)
+    base = "\n".join(entries)
+    new = ENTRY.format(anchor="", key="k999", text="new")
+    head = "\n".join([*entries[:3], new, *entries[3:]])
+    errors = [f for f in validate_changelog(head, "perf-changelog.yaml", base=base).findings if f.is_error]
+    assert [(f.rule, f.line) for f in errors] == [("changelog.history", 19)], [f.render() for f in errors]
+    assert "lines 19-24 are inserted inside history, before line 19 of the base (history's entry [3])" in \
+        errors[0].message and "move those lines to the end of the file" in (errors[0].fix or "")
+    # the same entry at the end is a valid change
+    assert validate_changelog(base + "\n" + new, "perf-changelog.yaml", base=base).ok
+
+
+def test_an_entry_deleted_from_history_is_named_where_it_was_not_at_the_end_of_the_file() -> None:
+    entries = _history(200)
+    base = "\n".join(entries)
+    errors = [f for f in validate_changelog("\n".join([*entries[:3], *entries[4:]]), "perf-changelog.yaml",
+                                            base=base).findings if f.is_error]
+    assert [(f.rule, f.line) for f in errors] == [("changelog.history", 19)], [f.render() for f in errors]
+    assert "lines 19-24 of the base are deleted here (history's entry [3])" in errors[0].message
+    # one line edited while entries are appended stays the edit of that line
+    edited = base.replace("  - why 3\n", "  - because 3\n") + "\n" + entries[3]
+    errors = [f for f in validate_changelog(edited, "perf-changelog.yaml", base=base).findings if f.is_error]
+    assert [(f.rule, f.line) for f in errors] == [("changelog.history", 22)] and "changed" in errors[0].message
