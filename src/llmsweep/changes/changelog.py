@@ -10,7 +10,8 @@ loader does: bytes (UTF-8, no CR/tab/NUL, one final newline), YAML syntax and du
 `- config-keys:` line per entry, each entry's fields (`append-only` with no eval field), the new entries' links
 (InferenceX's canonical pull-request link — on a pull request, that pull request's own — or the `XXX` placeholder
 until merged) and config keys (a wildcard must match), duplicate entries, and — against a base version — that history
-is unchanged and the appended bytes follow the base, exactly one blank line before and between the new entries.
+is unchanged and the appended bytes follow the base, exactly one blank line before and between the new entries,
+and are YAML on their own (InferenceX's CI parses only the added lines: no alias to an anchor of history).
 History may change only by pr-link corrections (wave-2 spec §2.1): each sets a base entry's link to a canonical one it
 did not hold, on `  pr-link:` lines alone, in a change that appends no entry. Putting a pull request's link in its
 entries, and merging main's changelog into a pull request's, are :mod:`llmsweep.changes.changelog_merge`.
@@ -195,12 +196,17 @@ def validate_changelog(text: str, file: str = "perf-changelog.yaml", *, recipe_k
     return log
 
 
+_LAYOUT_FIX = "use LF line ends and spaces for indentation"
+
+
 def _check_bytes(text: str, file: str, findings: list[Finding]) -> None:
     for number, line in enumerate(text.split("\n"), start=1):
-        for char, name in (("\r", "a carriage return (CRLF line end)"), ("\t", "a tab"), ("\0", "a NUL byte")):
+        for char, name, fix in (("\r", "a carriage return (CRLF line end)", _LAYOUT_FIX), ("\t", "a tab", _LAYOUT_FIX),
+                                ("\0", "a NUL byte", _LAYOUT_FIX),
+                                ("\ufeff", "a byte-order mark (U+FEFF, invisible in most editors)",
+                                 "save the file as UTF-8 without a byte-order mark (BOM)")):
             if char in line:
-                findings.append(_error("bytes", file, number, f"line holds {name}",
-                                       "use LF line ends and spaces for indentation"))
+                findings.append(_error("bytes", file, number, f"line holds {name}", fix))
     if text and not text.endswith("\n"):
         findings.append(_error("final-newline", file, text.count("\n") + 1, "the file does not end with a newline",
                                "end the last line with one newline"))
@@ -297,6 +303,9 @@ def _check_append_only(base: str, head: str, file: str, findings: list[Finding])
         base_entries = len(parse_yaml(base, f"{file} (base)").data or [])
     except YamlSyntaxError:
         base_entries = sum(1 for line in base_lines if line.startswith(ENTRY_MARK))
+    if (moved := _moved_block(base_lines, head_lines, file)) is not None:
+        findings.append(moved)
+        return base_entries
     edited = [n for n, (a, b) in enumerate(zip(base_lines, head_lines, strict=False), start=1) if a != b]
     removed = len(head_lines) < len(base_lines)
     link_only = all(base_lines[n - 1].startswith("  pr-link:") and head_lines[n - 1].startswith("  pr-link:")
@@ -339,6 +348,17 @@ def _check_append_only(base: str, head: str, file: str, findings: list[Finding])
             findings.append(_error("history", file, start + first, "the appended lines continue the base's last "
                                    f"entry: {appended[first].strip()!r}",
                                    f"history is append-only: start each new entry with `{ENTRY_MARK}`"))
+    if any(line.strip() for line in appended):
+        # InferenceX's CI parses the lines a change adds on their own (`process_changelog.get_added_lines`): an alias
+        # to an anchor of history (`*keys`) reads here and is undefined there, which fails the pull request's sweep
+        try:
+            parse_yaml("\n".join(appended) + "\n", f"{file} (appended lines)")
+        except YamlSyntaxError as exc:
+            findings.append(_error("appended-yaml", file, start + (exc.line or 1) - 1,
+                                   f"the appended lines are not YAML on their own: {exc.problem}; InferenceX's CI "
+                                   "reads only the lines a change adds",
+                                   "write the new entries in full, without aliases (`*name`) to anchors of earlier "
+                                   "entries" if "alias" in exc.problem else exc.fix or "fix the YAML at that line"))
     # the same one blank line between the appended entries (the first one's is checked above)
     marks = [n for n, line in enumerate(appended) if line.startswith(ENTRY_MARK)]
     for n in marks[1:]:
@@ -353,6 +373,44 @@ def _check_append_only(base: str, head: str, file: str, findings: list[Finding])
         findings.append(_error("separator", file, len(head_lines), "the file ends with a blank line",
                                "end with the last entry's line and one newline"))
     return base_entries
+
+
+def _moved_block(base_lines: list[str], head_lines: list[str], file: str) -> Finding | None:
+    """One finding, at its place, for lines inserted inside history or deleted from it (every later line of the base
+    otherwise reads as changed: hundreds of errors, each naming a line nobody touched); None for any other change."""
+    p = next((n for n, (a, b) in enumerate(zip(base_lines, head_lines, strict=False)) if a != b),
+             min(len(base_lines), len(head_lines)))
+    rest = len(base_lines) - p  # the base's lines from the first that differs
+    if p == len(base_lines):
+        return None  # appended only
+    count = abs(len(head_lines) - len(base_lines))
+    if sum(1 for a, b in zip(base_lines, head_lines, strict=False) if a != b) <= count:
+        return None  # fewer lines differ in place than a block would move: lines edited (and entries appended)
+
+    def entry_at(n: int) -> str:  # the history entry base line n+1 is in (or before), as the user counts them
+        k = sum(1 for line in base_lines[:n + 1] if line.startswith(ENTRY_MARK))
+        return f"history's entry [{max(k - 1, 0)}]"
+    if len(head_lines) > len(base_lines) and head_lines[len(head_lines) - rest:] == base_lines[p:]:
+        p = _block_start(head_lines, p, count)
+        return _error("history", file, p + 1, f"lines {p + 1}-{p + count} are inserted inside history, before line "
+                      f"{p + 1} of the base ({entry_at(p)}): {head_lines[p].strip()!r}",
+                      "history is append-only: move those lines to the end of the file, after one blank line")
+    if len(head_lines) < len(base_lines) and head_lines[p:] == base_lines[len(base_lines) - (len(head_lines) - p):]:
+        p = _block_start(base_lines, p, count)
+        return _error("history", file, p + 1, f"lines {p + 1}-{p + count} of the base are deleted here "
+                      f"({entry_at(p)}): {base_lines[p].strip()!r}",
+                      "history is append-only: restore the deleted lines")
+    return None
+
+
+def _block_start(lines: list[str], at: int, count: int) -> int:
+    """Where a block of `count` lines inserted (or deleted) at index `at` of `lines` is said to start: a block that
+    begins with the lines before it (`- config-keys:`, a blank line) could stand that much higher; of those places, the
+    one that starts an entry (else the highest)."""
+    low = at
+    while low > 0 and lines[low - 1] == lines[low - 1 + count]:
+        low -= 1
+    return next((n for n in range(low, at + 1) if lines[n].startswith(ENTRY_MARK)), low)
 
 
 def link_value(line: str) -> object:

@@ -339,6 +339,11 @@ def git_toplevel(repo: Path) -> Path | None:
     return Path(proc.stdout.decode().strip()) if proc.returncode == 0 else None
 
 
+def is_commit(repo: Path | None, rev: str) -> bool:
+    """Whether `rev` names a commit the clone at `repo` holds (a full SHA it lacks is none, as git show may not say)."""
+    return _is_rev(repo, rev)
+
+
 def _is_rev(repo: Path | None, rev: str) -> bool:
     return repo is not None and bool(rev) and _git(repo, "rev-parse", "--verify", "--quiet",
                                                    f"{rev}^{{commit}}").returncode == 0
@@ -362,6 +367,22 @@ def split_range(spec: str, repo: Path | None) -> tuple[str, str]:
                       fix="e.g. `llmsweep changes main..HEAD` inside the repository, or `changes old/..new/`")
 
 
+def missing_rev_hint(repo: Path | None, rev: str) -> str:
+    """Why `rev` may be missing from the clone at `repo`, and how to fetch it ("" when the clone is complete and `rev`
+    names no remote branch): a shallow clone (actions/checkout's default, one commit) lacks the pull request's base,
+    and a single-branch clone lacks `origin/main`."""
+    if repo is None:
+        return ""
+    if _git(repo, "rev-parse", "--is-shallow-repository").stdout.decode().strip() == "true":
+        return (f"; {repo} is a shallow clone, which holds only its last commits: fetch the history (`git fetch "
+                "--unshallow`, or `git fetch origin BRANCH` for a branch; in GitHub Actions, actions/checkout with "
+                "`fetch-depth: 0`)")
+    remote, sep, branch = rev.partition("/")
+    if sep and branch and _git(repo, "remote", "get-url", remote).returncode == 0:
+        return f"; this clone has no {rev}: fetch it (`git fetch {remote} {branch}`)"
+    return ""
+
+
 def _why_not(spec: str, repo: Path | None) -> str:
     """Which side of a simple `A..B` (one `..`) resolves to nothing, and why: where the range fails."""
     if repo is None:
@@ -373,8 +394,12 @@ def _why_not(spec: str, repo: Path | None) -> str:
            if side and not Path(side).is_dir() and not _is_rev(repo, side)]
     if not spec.split("..")[0]:
         bad.insert(0, "BASE is empty")
-    return f": {' and '.join(bad)} {'is' if len(bad) == 1 else 'are'} no commit of {repo} nor a directory" if bad \
-        else ""
+    if not bad:
+        return ""
+    missing = next((side for side in spec.split("..") if side and not Path(side).is_dir()
+                    and not _is_rev(repo, side)), None)
+    return (f": {' and '.join(bad)} {'is' if len(bad) == 1 else 'are'} no commit of {repo} nor a directory"
+            + (missing_rev_hint(repo, missing) if missing is not None else ""))
 
 
 @contextmanager
@@ -547,9 +572,10 @@ def head_differs(spec: str, files: Sequence[Path], *, repo: Path | None = None) 
     if not head or (Path(base).is_dir() and Path(head).is_dir()):
         return []
     paths = [str(p) for p in _relative_files(files, top)] or ["recipes"]
-    changed = _git(top, "diff", "--name-only", head, "--", *paths).stdout.decode().split()
-    untracked = _git(top, "ls-files", "--others", "--exclude-standard", "--", *paths).stdout.decode().split()
-    return sorted({*changed, *untracked})
+    # NUL-separated: git quotes a non-ASCII path (`"r\303\251.yaml"`) and a path may hold spaces
+    changed = _git(top, "diff", "-z", "--name-only", head, "--", *paths).stdout
+    untracked = _git(top, "ls-files", "-z", "--others", "--exclude-standard", "--", *paths).stdout
+    return sorted({name for raw in (changed, untracked) for name in raw.decode(errors="replace").split("\0") if name})
 
 
 def changes_between(spec: str, files: Sequence[Path] = (), *, repo: Path | None = None,
@@ -568,15 +594,55 @@ def changes_between(spec: str, files: Sequence[Path] = (), *, repo: Path | None 
     if not git_mode:  # a file named inside either directory (`new/recipes/x.yaml`) is that path in both trees
         rel = [_inside(_inside(f, Path(head)), Path(base)) for f in rel]
     head_label = head or "working tree"
+    renamed = _renamed_files(top, base, head, rel) if git_mode and top is not None else {}
+    base_rel = [renamed.get(f, f) for f in rel]
     with _materialised(base, top) as base_root, _materialised(head, top) as head_root:
         _check_sources(base_root, head_root, rel, base, head_label)
-        base_jobs, notes = _plan_base(base_root, rel, _side_file(runner_config, top if git_mode else None, base_root),
+        base_jobs, notes = _plan_base(base_root, base_rel,
+                                      _side_file(runner_config, top if git_mode else None, base_root),
                                       base, head_label, evals, rev=base if git_mode else None)
+        notes = [f"{new.as_posix()} is {old.as_posix()} at {base} (renamed since): its jobs are compared with that "
+                 "file's" for new, old in renamed.items()] + notes
         head_jobs = _plan(head_root, rel, _side_file(runner_config, top if git_mode else None, head_root),
                           head_label, evals, rev=head if git_mode and head else None)
     out = diff_jobs(base_jobs, head_jobs, base_label=base, head_label=head_label)
     out.notes = notes
+    if git_mode and top is not None and (diverged := _diverged(top, base, head)):
+        out.notes.append(diverged)
     return out
+
+
+def _renamed_files(top: Path, base: str, head: str, files: Sequence[Path]) -> dict[Path, Path]:
+    """The named recipe files that `base` holds under another path, renamed since (git's rename detection): new path
+    -> old path. A file named by its new path would otherwise be absent from the base, and every job of it added."""
+    named = {f.as_posix(): f for f in files}
+    if not named:
+        return {}
+    proc = _git(top, "diff", "-z", "--name-status", "-M", base, *([head] if head else []), "--")
+    words = proc.stdout.decode(errors="replace").split("\0") if proc.returncode == 0 else []
+    out: dict[Path, Path] = {}
+    i = 0
+    while i < len(words) and words[i]:
+        status = words[i]
+        width = 3 if status[:1] in ("R", "C") else 2
+        if status[:1] == "R" and i + 2 < len(words) and words[i + 2] in named:
+            out[named[words[i + 2]]] = Path(words[i + 1])
+        i += width
+    return out
+
+
+def _diverged(top: Path, base: str, head: str) -> str | None:
+    """A note when `base` is not an ancestor of `head` (a branch behind main, compared as `main..HEAD`): the trees are
+    compared, so what `base` changed since the two diverged shows reversed — main's new jobs as removed, the jobs it
+    changed as changed back — and `run --changed` would run those on the branch's older recipes. None otherwise."""
+    head_rev = head or "HEAD"
+    if Path(base).is_dir() or _git(top, "merge-base", "--is-ancestor", base, head_rev).returncode != 1:
+        return None
+    fork = _git(top, "merge-base", base, head_rev).stdout.decode().strip()
+    since = f"`llmsweep changes {fork[:12]}..{head}`, from their merge base" if fork else "from their merge base"
+    return (f"{base} is not an ancestor of {head or 'the working tree'}: the change set compares the two trees, so "
+            f"what {base} changed since they diverged shows here reversed (its new jobs as removed, its changes as "
+            f"changed back); for this branch's own change compare {since}, or merge {base} in first")
 
 
 @contextmanager
@@ -591,9 +657,11 @@ def recipes_at(rev: str, files: Sequence[Path], *, repo: Path,
 
     top = git_toplevel(repo)
     if top is None or not _is_rev(top, rev):
-        raise ConfigError(f"{rev!r} is not a revision of a git repository at {repo}",
+        raise ConfigError(f"{rev!r} is not a revision of a git repository at {repo}{missing_rev_hint(top, rev)}",
                           fix="name a commit of the repository the changelog and recipes are in")
     rel = _relative_files(files, top)
+    renamed = _renamed_files(top, rev, "", rel)  # a file named as the working tree names it, renamed since `rev`
+    rel = [renamed.get(f, f) for f in rel]
     with _materialised(rev, top) as root:
         loaded = load_recipes(_recipe_files(root, rel))
         if not loaded.ok:

@@ -131,7 +131,13 @@ def check(changelog_file: Path, files: tuple[Path, ...], base: str | None, pr_nu
         raise ConfigError("--pr-number checks the entries a pull request adds, and no --base says which those are",
                           fix="pass --base with the pull request's base (e.g. --base origin/main)")
     paths = list(files) or sorted(p for p in Path(RECIPES_DIR).rglob("*") if p.suffix in RECIPE_SUFFIXES)
-    recipes = load_recipes(paths).raise_on_error().recipes if paths else {}
+    if not paths:
+        # with no recipe read, every config key was "not found in the recipes", which sent people to fix the changelog
+        raise ConfigError(f"no recipe files to check {changelog_file}'s config keys against: no FILES were given and "
+                          f"{Path(RECIPES_DIR).resolve()} holds no YAML file",
+                          fix=f"name the recipe (master config) files after the changelog: `llmsweep changelog "
+                              f"{changelog_file} FILE...`, or run it where {RECIPES_DIR}/ is")
+    recipes = load_recipes(paths).raise_on_error().recipes
     base_text = _base_text(base, changelog_file) if base is not None else None
     log = load_changelog(changelog_file, recipe_keys=list(recipes), base=base_text, final_links=final_links,
                          pr_number=pr_number)
@@ -180,7 +186,7 @@ def _base_text(base: str, changelog_file: Path) -> str:
     """The base changelog: a file, else `git show REV:path` of the changelog's repository."""
     import subprocess
 
-    from llmsweep.changes.diff import git_toplevel
+    from llmsweep.changes.diff import git_toplevel, is_commit, missing_rev_hint
     from llmsweep.errors import ConfigError
 
     if Path(base).is_file():
@@ -194,6 +200,11 @@ def _base_text(base: str, changelog_file: Path) -> str:
         raise ConfigError(f"--base {base}: no such file, and {changelog_file} is not in a git repository",
                           fix="give the base changelog as a file, or run inside the repository")
     rel = changelog_file.resolve().relative_to(top.resolve())
+    if not is_commit(top, base):
+        # checked first: `git show SHA:path` of a full SHA the clone lacks (a shallow clone's base) says the path
+        # "exists on disk, but not in" it, read as a changelog new in this change: all of history counted as appended
+        raise ConfigError(f"--base {base}: no such file, and no commit of {top}{missing_rev_hint(top, base)}",
+                          fix="name a commit of the changelog's repository (fetch it first), or a file")
     proc = subprocess.run(["git", "-C", str(top), "show", f"{base}:{rel.as_posix()}"], capture_output=True,
                           check=False)
     if proc.returncode != 0:

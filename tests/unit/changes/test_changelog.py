@@ -44,7 +44,8 @@ def test_a_valid_changelog_has_no_finding() -> None:
     ("- config-keys: [chg-sim]\n  description: [a\n", [("changelog.yaml-syntax", 3)]),
     # an entry that does not begin `- config-keys:` at column 0 is named at its line (it had none: the file's only
     # word was "N entries but M lines start with …")
-    ("\ufeff" + entry(), [("changelog.entry-lines", 1)]),  # a byte-order mark an editor wrote
+    # a byte-order mark an editor wrote: named as one, then the entry line it spoils
+    ("\ufeff" + entry(), [("changelog.bytes", 1), ("changelog.entry-lines", 1)]),
     (entry() + "\n- description:\n  - why\n  config-keys: [other-key]\n  pr-link: " + LINK + "\n",
      [("changelog.entry-lines", 6)]),
 ])
