@@ -472,3 +472,39 @@ def test_a_model_path_the_container_does_not_see_is_named_in_the_fix(tf_python: 
     (reason,) = [r for r in outcome["reasons"] if "exited with status 1 while starting" in r]
     fix = reason.rpartition("fix: ")[2]
     assert f"the container does not see {model_dir}" in fix and "model_dir=FOLDER" in fix, reason[-1500:]
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.usefixtures("no_containers_after")
+def test_reuse_stands_on_a_pinned_images_result_but_runs_a_moving_tags_job_again(
+    tf_python: Path, model_dir: Path, image: str, tmp_path: Path
+) -> None:
+    """`:latest` (or `:nightly`, `:dev`) can name another build tomorrow, and the reuse key holds the tag, not the
+    build: a stored result of it was reused for whatever the tag had become. Such a job runs again under `--reuse`,
+    said with the fix (pin it); a job of a pinned tag is still reused."""
+    moving = "llmsweep-test/hostbind:latest"
+    assert _docker("tag", image, moving).returncode == 0
+    try:
+        one = _recipe(tf_python, model_dir, tmp_path, key="pinned", concs="[1]", prompts_per_conc=2, osl=8,
+                      warmups=0).read_text()
+        text = one + one.replace("pinned:", "moving:", 1).replace(IMAGE, moving)
+        (tmp_path / "two.yaml").write_text(text)
+        args: list[str | Path] = [tmp_path / "two.yaml", "--executor", "docker",
+                                  *_executor_flags(_options(tf_python, model_dir)), "--no-report"]
+        env = cli_env(tmp_path)
+        first = subprocess.run(run_argv(*args, "--out", tmp_path / "first"), env=env, capture_output=True, text=True,
+                               timeout=240)
+        assert first.returncode == 0, (first.stdout + first.stderr)[-3000:]
+        again = subprocess.run(run_argv(*args, "--out", tmp_path / "again", "--reuse"), env=env, capture_output=True,
+                               text=True, timeout=240)
+        said = again.stdout + again.stderr
+        assert again.returncode == 0, said[-3000:]
+        seen = {}  # each job's image: reused (a reused.json naming the first run's result), or its own verdict
+        for job in (tmp_path / "again" / "jobs").iterdir():
+            reused = job / "reused.json"
+            seen[json.loads((tmp_path / "first" / "jobs" / job.name / "job.json").read_text())["image"]] = (
+                "reused" if reused.is_file() else json.loads((job / "summary.json").read_text())["validity"]["verdict"])
+        assert seen == {IMAGE: "reused", moving: "valid"}, (seen, said[-3000:])
+        assert f"not reused: 1 job(s) serve {moving}, whose tag names neither a version nor a build date" in said
+    finally:
+        _docker("rmi", moving)

@@ -27,6 +27,10 @@ _REF = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/#:@+-]*$")
 _DIGEST = re.compile(r"^[a-z0-9]+(?:[+._-][a-z0-9]+)*:[0-9a-fA-F]{32,}$")
 
 
+_MOVING_TAG = re.compile(r"(?:^|[-_.])(?:nightly|latest|main|dev)(?:$|[-_.\d])")
+"""A tag word that says the tag follows a branch (`ImageRef.moving`)."""
+
+
 class ImageRef(BaseModel):
     """A parsed image reference plus what its tag says about the engine, platform and Python."""
 
@@ -56,6 +60,15 @@ class ImageRef(BaseModel):
     @property
     def name(self) -> str:
         return f"{self.registry}/{self.repository}"
+
+    @property
+    def moving(self) -> bool:
+        """The reference says it follows a branch, so it can name another build tomorrow: a nightly or dev channel
+        (`:nightly`, `:latest`, `:main`, `:dev`, no tag at all) with no engine version, build date or digest to pin
+        it (`:nightly-20260105` and `@sha256:…` name one build)."""
+        if self.digest is not None or self.version is not None or self.build_date is not None:
+            return False
+        return not self.tag or _MOVING_TAG.search(self.tag.lower()) is not None
 
     def reference(self, pyxis: bool | None = None) -> str:
         """Normalised reference; pyxis form (``registry#path``) when asked or when the input used it."""

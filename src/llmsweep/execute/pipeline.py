@@ -574,9 +574,13 @@ def _reuse(req: RunRequest, run_dir: Path, runnable: list[Job], keys: dict[str, 
         return runnable, [], {}
     todo, reused, sources = [], [], {}
     evals: list[str] = []
+    moving: dict[str, list[str]] = {}
     for job in runnable:
         # An eval job always runs: its task, samples and limit are run settings its reuse key does not hold.
         src = None if job.eval_only or job.run_eval else found.get(keys.get(job.id, ""))
+        if src is not None and (image := _moving_image(job, keys[job.id])) is not None:
+            moving.setdefault(image, []).append(job.id)  # the stored result may be another build's
+            src = None
         if src is None:
             todo.append(job)
             if job.eval_only or job.run_eval:
@@ -588,10 +592,26 @@ def _reuse(req: RunRequest, run_dir: Path, runnable: list[Job], keys: dict[str, 
         sources[job.id] = source
         reused.append(JobOutcome(job_id=job.id, exp_name=job.exp_name, status="skipped", reused=True,
                                  reasons=[f"reused: {src.verdict} result of run {src.run_id} (job {src.job_id})"]))
+    for image, ids in moving.items():
+        event(f"not reused: {len(ids)} job(s) serve {image}, whose tag names neither a version nor a build date, so "
+              "a stored result may be another build's (pin the image by version, date or @sha256 digest to reuse): "
+              + ", ".join(ids))
     if evals:  # said, as every job --reuse runs again is
         event(f"not reused: {len(evals)} job(s) with an eval run again (an eval's task, samples and limit are this "
               "run's settings, which no stored result records): " + ", ".join(evals))
     return todo, reused, sources
+
+
+def _moving_image(job: Job, key: str) -> str | None:
+    """The image a job's real engine would run in (its reuse key's context says `served: image`) when that image's
+    reference can name another build tomorrow (`catalog.images.ImageRef.moving`); else None."""
+    from llmsweep.catalog.images import parse_image
+    from llmsweep.changes.reuse import split_key
+
+    _, context = split_key(key)
+    if job.image is None or context is None or context.served != "image":
+        return None
+    return job.image if parse_image(job.image).moving else None
 
 
 def with_repeats(jobs: list[Job], repeats: int) -> list[Job]:

@@ -161,3 +161,17 @@ def test_every_amd_master_entry_runs_an_image_built_for_its_runner(shared_dir: P
         hw = hardware_for_runner(entry["runner"])
         assert hw is not None, key
         assert image_fits_hardware(parse_image(entry["image"]), hw.id)[0] is not False, key
+
+
+@pytest.mark.parametrize(("ref", "moving"), [
+    ("lmsysorg/sglang:nightly", True), ("lmsysorg/sglang:dev", True), ("lmsysorg/sglang:dev-cu13", True),
+    ("vllm/vllm-openai:latest", True), ("vllm/vllm-openai", True), ("myorg/engine:main", True),
+    ("vllm/vllm-openai:v0.11.0", False), ("lmsysorg/sglang:nightly-20260105", False),
+    ("rocm/sgl-dev:20260701-mi35x", False), ("vllm/vllm-openai:nightly@sha256:" + "a" * 64, False),
+    ("myorg/engine:build42", False), ("myorg/engine:devel", False),
+])
+def test_a_reference_that_follows_a_branch_is_moving(ref: str, moving: bool) -> None:
+    """`run --reuse` never stands on a result of a tag that can name another build tomorrow (tests/e2e/
+    test_docker_daemon.py runs it): a branch word (nightly, latest, main, dev) or no tag, with no version, build date
+    or digest to pin it."""
+    assert parse_image(ref).moving is moving
