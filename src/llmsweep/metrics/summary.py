@@ -89,6 +89,7 @@ def summarise(
         "output_length_mismatch": acc.osl_mismatch,
         "short_outputs": acc.short_outputs,
         "unreadable": acc.unreadable,
+        **({"implausible": acc.implausible} if acc.implausible else {}),  # absent when none: summaries keep their bytes
     }
     tput: dict[str, Any] = {
         "duration_s": duration,
