@@ -436,6 +436,10 @@ class Accumulator:
         self.workers |= other.workers
 
 
+ORDER_SLACK_S = 1e-3
+"""Out of order by more than this is implausible (`_implausible`): times rebuilt from another client's offsets (an
+aiperf import adds its TTFT in ms to its start in ns) may cross by a rounding error, and that is not a clock going
+backwards."""
 _INF = float("inf")
 _NEG_INF = float("-inf")
 
@@ -443,19 +447,22 @@ _NEG_INF = float("-inf")
 def _implausible(sent: Any, first: Any, end: Any, last_chunk: float | None) -> bool:
     """Whether a record's times cannot be those of a request: a time that is not a finite number (NaN or Infinity,
     which `json` reads from a damaged or hand-made file; the client never writes them), or an order no request has
-    — its first token, last chunk or end before its send, its end before its first token (a clock that went
-    backwards). Such a record would feed some figures and not others (its tokens into throughput, its negative
-    latencies dropped), or stop the summary (an infinite end). The client's clock is monotonic within a process."""
+    — its first token, last chunk or end before its send, its end before its first token, by more than
+    `ORDER_SLACK_S` (a clock that went backwards). Such a record would feed some figures and not others (its tokens
+    into throughput, its negative latencies dropped), or stop the summary (an infinite end). The client's clock is
+    monotonic within a process."""
+    slack = ORDER_SLACK_S
     if type(sent) is float and type(first) is float and type(end) is float and type(last_chunk) is float:
         # a streamed answer (the hot path): one chain of comparisons, each False on a NaN
-        return not (_NEG_INF < sent <= first <= end < _INF and sent <= last_chunk < _INF)
+        return not (_NEG_INF < sent <= first + slack and first <= end + slack and end < _INF
+                    and sent <= last_chunk + slack and last_chunk < _INF)
     times = [t for t in (sent, first, end, last_chunk) if t is not None]
     for t in times:
         if not isinstance(t, (int, float)) or isinstance(t, bool) or not math.isfinite(t):
             return True
-    if sent is not None and any(t < sent for t in times):
+    if sent is not None and any(t + slack < sent for t in times):
         return True
-    return first is not None and end is not None and end < first
+    return first is not None and end is not None and end + slack < first
 
 
 def _parse_worker_signals() -> None:

@@ -67,6 +67,17 @@ def test_plausible_records_have_no_implausible_count_in_their_summary() -> None:
     assert "implausible" not in s.dump()["requests"]
 
 
+def test_times_rebuilt_with_a_rounding_error_are_not_implausible() -> None:
+    """An aiperf import adds its TTFT (ms) to its start (ns): a one-chunk answer's first token may land a few ulps
+    (~0.2 us at unix times) after its end. That is no clock going backwards."""
+    t0 = 1_733_000_000.123456
+    records = [rec(i, sent=t0 + i, ttft=0.1, gap=0.02, osl=6) for i in range(8)]
+    one = rec(50, sent=t0 + 3.5, ttft=0.25, osl=1)
+    one["end_at"] = one["first_token_at"] - 4e-7
+    s = summarise([*records, one], gpus=1, gates=GateConfig(min_submission_s=0))
+    assert s.requests.implausible is None and s.requests.successful == 9
+
+
 def test_latency_definitions_against_numpy_on_the_records() -> None:
     """TTFT = first token - send, E2EL = last chunk - send, TPOT = (E2EL - TTFT)/(OSL - 1) per request (OSL >= 2:
     a one-token answer has none, nor one whose tokens all came in one chunk), e2e-normalised interactivity p90 = 1 / p90(E2EL / OSL); failed, cancelled and
