@@ -115,3 +115,45 @@ def test_latency_definitions_against_numpy_on_the_records() -> None:
     out = sum(r["chunk_tokens"] and sum(r["chunk_tokens"]) for r in records[:50])
     assert s.throughput.duration_s == pytest.approx(max(ends) - 100.0)
     assert s.throughput.per_gpu.output_tps == pytest.approx(out / (max(ends) - 100.0) / 2)
+
+
+def test_qps_over_a_span_of_decades_is_counted_not_held_in_memory() -> None:
+    """One record's end in milliseconds (an order-correct but absurd time) spans 1.7e9 one-second windows: the array
+    of their counts took 13.6 GB and the machine's memory. Run in a process limited to 3 GB of address space.
+    Expected by hand: windows from the first completion t0 = 1000.2 up to t1 = 1000 + 1.7e9 (exclusive of the last
+    one), completions 2 in the first window and 1 in the second, so mean 3 / W, max 2, every percentile 0."""
+    import subprocess
+    import sys
+
+    code = """
+import resource
+resource.setrlimit(resource.RLIMIT_AS, (3 * 2**30, 3 * 2**30))
+import json
+from llmsweep.metrics.summary import _qps
+import numpy as np
+print(json.dumps(_qps(np.array([1000.2, 1000.7, 1001.3, 1000.0 + 1.7e9]))))
+"""
+    env = {**__import__("os").environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    qps = json.loads(done.stdout)
+    windows = int(np.floor(1000.0 + 1.7e9 - 1000.2))
+    assert qps["samples"] == windows
+    assert qps["mean"] == pytest.approx(3 / windows) and qps["max"] == 2 and qps["min"] == 0
+    assert qps["p50"] == qps["p99.9"] == 0
+    assert qps["std"] == pytest.approx(np.sqrt((2**2 + 1**2) / windows - (3 / windows) ** 2))
+
+
+def test_qps_without_empty_windows_to_spare_agrees_with_numpy() -> None:
+    """The sparse count block is numpy's over the dense array (zeros included), statistic by statistic."""
+    from llmsweep.metrics.stats import stat_block
+    from llmsweep.metrics.summary import _sparse_count_block
+
+    rng = np.random.default_rng(3)
+    for windows, busy in ((50, 10), (1000, 900), (37, 37), (5, 1)):
+        where = rng.choice(windows, size=busy, replace=False)
+        counts = rng.integers(1, 9, size=busy)
+        dense = np.zeros(windows)
+        dense[where] = counts
+        expected, got = stat_block(dense), _sparse_count_block(counts, windows)
+        assert got == pytest.approx(expected, rel=1e-12, abs=1e-12)
