@@ -62,9 +62,14 @@ def _iter_scrapes(source: Path | Iterable[dict[str, Any]]) -> Iterable[dict[str,
                     try:
                         yield loads_line(line)
                     except ValueError:
-                        continue  # a torn last line after a SIGKILL
+                        if line.endswith(b"\n"):  # a whole line damaged since; a torn last line (SIGKILL) is not
+                            yield UNREADABLE
     else:
         yield from source
+
+
+UNREADABLE: dict[str, Any] = {"unreadable": True}
+"""What `_iter_scrapes` yields for a whole line of `server_metrics.jsonl` that is not JSON (`ServerWindow.add`)."""
 
 
 class ServerWindow:
@@ -77,10 +82,16 @@ class ServerWindow:
         self.names: set[str] = set()
         self.scrapes = 0
         self.scrape_errors = 0
+        self.unreadable = 0
+        """Lines that are not a scrape (damaged after they were written): the window's base or end may be missing."""
         self.based = False
         """Whether a scrape answered by the window's start was read: a series it lacked was born later, at 0."""
 
     def add(self, scrape: dict[str, Any]) -> None:
+        if not isinstance(scrape, dict) or scrape is UNREADABLE or (
+                "error" not in scrape and not isinstance(scrape.get("t"), (int, float))):
+            self.unreadable += 1  # not a scrape: a damaged line, or one without its time
+            return
         if "error" in scrape:
             self.scrape_errors += 1
             return
@@ -463,6 +474,11 @@ def summarise_server(
             out["warnings"].append(f"server metrics present but no adapter ({known}) matched their names")
     elif source is not None:
         out["warnings"].append("no server metrics were scraped")
+    if w.unreadable:
+        out["warnings"].append(
+            f"{w.unreadable} line(s) of the /metrics scrapes are not readable scrapes (damaged after they were "
+            "written): if one was the scrape at the window's start or end, the counters' window is wider or "
+            "narrower than the profile window")
     if require_prefix is not None:
         out["required_prefix"] = {"prefix": require_prefix, "found": any(n.startswith(require_prefix) for n in w.names)}
     return out

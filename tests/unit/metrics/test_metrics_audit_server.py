@@ -69,3 +69,22 @@ def test_a_torn_last_scrape_is_skipped_and_the_window_closes_on_the_scrape_befor
     path.write_text("".join(json.dumps(s) + "\n" for s in whole) + '{"t": 2.0, "samples": [["vllm:prompt_to')
     out = summarise_server(path, start=0.5, end=1.5)
     assert out["tokens"]["prompt_total"] == 15 and out["scrapes"] == 2
+
+
+def test_a_damaged_scrape_line_inside_the_file_is_warned_about_and_one_without_its_time_does_not_crash(
+        tmp_path: Path) -> None:
+    """The base scrape's line damaged: the counters' base falls back to the warm-up scrape before it (10 -> 40 is
+    read, not 25 -> 40), which only a warning can tell the reader. A scrape without `t` stopped the summary
+    (KeyError)."""
+    path = tmp_path / "server_metrics.jsonl"
+    lines = [json.dumps(_scrape(0.0, ("vllm:prompt_tokens_total", {}, 10))),
+             '{"t": 0.4, "samples": [["vllm:prompt_tokens_total", {}, 2#DAMAGED',
+             json.dumps({"samples": [["vllm:prompt_tokens_total", {}, 30]]}),
+             json.dumps(_scrape(1.0, ("vllm:prompt_tokens_total", {}, 40)))]
+    path.write_text("\n".join(lines) + "\n")
+    out = summarise_server(path, start=0.5, end=1.5)
+    assert out["tokens"]["prompt_total"] == 30 and out["scrapes"] == 2
+    assert any(w.startswith("2 line(s) of the /metrics scrapes are not readable scrapes") for w in out["warnings"])
+    torn = tmp_path / "torn.jsonl"
+    torn.write_text("\n".join([lines[0], lines[3]]) + '\n{"t": 2.0, "samp')
+    assert summarise_server(torn, start=0.5, end=1.5)["warnings"] == []
