@@ -251,9 +251,9 @@ def evaluate(
         reasons.append(f"{unreadable} line(s) of records.jsonl are not readable records: the figures miss those "
                        f"requests (the client writes whole records: the file was damaged after it was written)")
     if implausible := requests.get("implausible") or 0:
-        reasons.append(f"{implausible} profiling record(s) of records.jsonl have times no request can have (not finite, "
-                       f"or the first token or end before the send, the end before the first token): the figures "
-                       f"leave those requests out")
+        reasons.append(f"{implausible} profiling record(s) of records.jsonl have times no request can have (not "
+                       f"finite, or the first token or end before the send, the end before the first token): the "
+                       f"figures leave those requests out")
     successful, short = requests["successful"], requests.get("short_outputs", 0)
     short_max = gates.max_short_output_ratio
     if short_max is not None and successful > 0 and short / successful > short_max:

@@ -59,7 +59,8 @@ def test_a_labelled_series_born_inside_the_window_counts_from_zero() -> None:
 def test_without_a_scrape_before_the_window_a_series_first_value_is_its_base() -> None:
     """No scrape answered by the start: nothing says what the counter held then, so its first value in the window is
     the base (as before), not zero."""
-    scrapes = [_scrape(1.0, ("vllm:prompt_tokens_total", {}, 5000)), _scrape(2.0, ("vllm:prompt_tokens_total", {}, 5600))]
+    scrapes = [_scrape(1.0, ("vllm:prompt_tokens_total", {}, 5000)),
+               _scrape(2.0, ("vllm:prompt_tokens_total", {}, 5600))]
     assert summarise_server(scrapes, start=0.5, end=2.0)["tokens"]["prompt_total"] == 600
 
 
