@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import json.scanner
+import math
 import multiprocessing as mp
 import signal
 from collections import Counter
@@ -203,6 +204,8 @@ class Accumulator:
         self.short_outputs = 0
         self.unreadable = 0
         """Whole lines of the records file that are not a JSON record (`add_line`)."""
+        self.implausible = 0
+        """Profiling records whose times cannot be (`_implausible`): left out of every figure, and counted."""
         self.workers: set[int] = set()
         self._ct: list[float] = []
         self._ct_starts: list[int] = []
@@ -312,6 +315,9 @@ class Accumulator:
             elif err is not None:
                 self.warmup_failed += 1
             return False
+        if _implausible(sent, r.get("first_token_at"), r.get("end_at"), last_chunk):
+            self.implausible += 1
+            return False
         self.workers.add(int(r.get("worker") or 0))
         if sent is not None:
             self.profile_first_send = min(self.profile_first_send, sent)
@@ -418,7 +424,7 @@ class Accumulator:
         for name in ("total", "successful", "failed", "warmup", "warmup_failed", "warmup_cancelled", "cancelled",
                      "context_overflow",
                      "input_sum", "output_sum", "theo_cached", "theo_input", "cached", "cached_prompt",
-                     "osl_mismatch", "short_outputs", "unreadable"):
+                     "osl_mismatch", "short_outputs", "unreadable", "implausible"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.categories.update(other.categories)
         for name in ("ttft", "e2el", "tpot", "e2e_norm", "isl", "osl", "ends", "lag", "span_start", "span_end"):
@@ -428,6 +434,35 @@ class Accumulator:
         self.profile_first_send = min(self.profile_first_send, other.profile_first_send)
         self.last_end = max(self.last_end, other.last_end)
         self.workers |= other.workers
+
+
+ORDER_SLACK_S = 1e-3
+"""Out of order by more than this is implausible (`_implausible`): times rebuilt from another client's offsets (an
+aiperf import adds its TTFT in ms to its start in ns) may cross by a rounding error, and that is not a clock going
+backwards."""
+_INF = float("inf")
+_NEG_INF = float("-inf")
+
+
+def _implausible(sent: Any, first: Any, end: Any, last_chunk: float | None) -> bool:
+    """Whether a record's times cannot be those of a request: a time that is not a finite number (NaN or Infinity,
+    which `json` reads from a damaged or hand-made file; the client never writes them), or an order no request has
+    — its first token, last chunk or end before its send, its end before its first token, by more than
+    `ORDER_SLACK_S` (a clock that went backwards). Such a record would feed some figures and not others (its tokens
+    into throughput, its negative latencies dropped), or stop the summary (an infinite end). The client's clock is
+    monotonic within a process."""
+    slack = ORDER_SLACK_S
+    if type(sent) is float and type(first) is float and type(end) is float and type(last_chunk) is float:
+        # a streamed answer (the hot path): one chain of comparisons, each False on a NaN
+        return not (_NEG_INF < sent <= first + slack and first <= end + slack and end < _INF
+                    and sent <= last_chunk + slack and last_chunk < _INF)
+    times = [t for t in (sent, first, end, last_chunk) if t is not None]
+    for t in times:
+        if not isinstance(t, (int, float)) or isinstance(t, bool) or not math.isfinite(t):
+            return True
+    if sent is not None and any(t + slack < sent for t in times):
+        return True
+    return first is not None and end is not None and end + slack < first
 
 
 def _parse_worker_signals() -> None:

@@ -250,6 +250,10 @@ def evaluate(
     if unreadable := requests.get("unreadable", 0):
         reasons.append(f"{unreadable} line(s) of records.jsonl are not readable records: the figures miss those "
                        f"requests (the client writes whole records: the file was damaged after it was written)")
+    if implausible := requests.get("implausible") or 0:
+        reasons.append(f"{implausible} profiling record(s) of records.jsonl have times no request can have (not "
+                       f"finite, or the first token or end before the send, the end before the first token): the "
+                       f"figures leave those requests out")
     successful, short = requests["successful"], requests.get("short_outputs", 0)
     short_max = gates.max_short_output_ratio
     if short_max is not None and successful > 0 and short / successful > short_max:

@@ -194,6 +194,12 @@ class Requests(_Block):
         description="Whole lines of records.jsonl that are not a JSON record (damaged after the client wrote them; a"
         " killed run's torn last line is not counted): requests the figures miss, so the point is invalid.",
     )
+    implausible: int | None = Field(
+        default=None,
+        description="Profiling records whose times cannot be a request's (NaN or infinite, or out of order: the first"
+        " token, last chunk or end before the send, the end before the first token): left out of every figure, so"
+        " the point is invalid. Absent when there are none.",
+    )
 
 
 class Latency(_Block):

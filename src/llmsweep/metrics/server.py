@@ -1,9 +1,12 @@
 """Server-side metrics: Prometheus scrapes → deltas and gauge statistics over the profiling window, read through
 engine adapters (SGLang, vLLM, TensorRT-LLM, ATOM) into one engine-neutral block.
 
-Counters (`*_total`, `*_count`, `*_sum`) become the increase over the window (last value at or before the window end
-minus the last value read before its start: a scrape whose answer came after the start may hold the window's first
-increments, `client.scrape`); gauges become max and mean over the scrapes inside the window. Scrapes are
+Counters (`*_total`, `*_count`, `*_sum`) become the increase over the window, from the last value read before its
+start (a scrape whose answer came after the start may hold the window's first increments, `client.scrape`) to the
+last value at or before the window end, summed scrape to scrape as Prometheus's `increase()` sums them: a value
+below the one before is a counter reset (a restarted worker), which counts from zero, not as no increase; a series
+that a scrape answered before the start did not hold yet (a labelled child born in the window, e.g. SGLang's first
+host-cache hit) counts from zero too. Gauges become max and mean over the scrapes inside the window. Scrapes are
 streamed line by line, so multi-GiB exports never sit in memory.
 """
 
@@ -25,17 +28,24 @@ END_SLACK_S = 1.0
 @dataclass(slots=True)
 class _Series:
     before: float | None = None  # last value read (answered) at or before window start
-    first_in: float | None = None  # first value inside the window
     last_in: float | None = None  # last value at or before window end (+ slack)
+    increase: float = 0.0  # summed from the base scrape to scrape through the window, resets counted from zero
     gmax: float | None = None
     gsum: float = 0.0
     gcount: int = 0
 
+    def observe(self, value: float) -> None:
+        """A value inside the window: its increase over the value before it (the base, or the window's previous
+        scrape); a drop is a reset, after which the counter counted `value` from zero."""
+        prev = self.last_in if self.last_in is not None else self.before
+        if prev is not None:
+            self.increase += value - prev if value >= prev else value
+        self.last_in = value
+
     def delta(self) -> float | None:
-        base = self.before if self.before is not None else self.first_in
-        if base is None or self.last_in is None:
+        if self.last_in is None:
             return None
-        return max(self.last_in - base, 0.0)
+        return self.increase
 
     def mean(self) -> float | None:
         return self.gsum / self.gcount if self.gcount else None
@@ -52,9 +62,14 @@ def _iter_scrapes(source: Path | Iterable[dict[str, Any]]) -> Iterable[dict[str,
                     try:
                         yield loads_line(line)
                     except ValueError:
-                        continue  # a torn last line after a SIGKILL
+                        if line.endswith(b"\n"):  # a whole line damaged since; a torn last line (SIGKILL) is not
+                            yield UNREADABLE
     else:
         yield from source
+
+
+UNREADABLE: dict[str, Any] = {"unreadable": True}
+"""What `_iter_scrapes` yields for a whole line of `server_metrics.jsonl` that is not JSON (`ServerWindow.add`)."""
 
 
 class ServerWindow:
@@ -67,8 +82,16 @@ class ServerWindow:
         self.names: set[str] = set()
         self.scrapes = 0
         self.scrape_errors = 0
+        self.unreadable = 0
+        """Lines that are not a scrape (damaged after they were written): the window's base or end may be missing."""
+        self.based = False
+        """Whether a scrape answered by the window's start was read: a series it lacked was born later, at 0."""
 
     def add(self, scrape: dict[str, Any]) -> None:
+        if not isinstance(scrape, dict) or scrape is UNREADABLE or (
+                "error" not in scrape and not isinstance(scrape.get("t"), (int, float))):
+            self.unreadable += 1  # not a scrape: a damaged line, or one without its time
+            return
         if "error" in scrape:
             self.scrape_errors += 1
             return
@@ -78,18 +101,19 @@ class ServerWindow:
         start = self.start if self.start is not None else float("-inf")
         end = self.end if self.end is not None else float("inf")
         in_window = start <= t <= end
+        if answered <= start:
+            self.based = True
         for name, labels, value in scrape.get("samples", ()):
             self.names.add(name)
             key = (name, tuple(sorted(labels.items())))
             s = self.series.get(key)
             if s is None:
-                s = self.series[key] = _Series()
+                # born after the window's base scrape: it counted from 0 (without a base, its first value is one)
+                s = self.series[key] = _Series(before=0.0 if self.based and answered > start else None)
             if answered <= start:
                 s.before = value
             elif t <= end + END_SLACK_S:
-                if s.first_in is None:
-                    s.first_in = value
-                s.last_in = value
+                s.observe(value)
             if in_window:
                 s.gmax = value if s.gmax is None else max(s.gmax, value)
                 s.gsum += value
@@ -450,6 +474,11 @@ def summarise_server(
             out["warnings"].append(f"server metrics present but no adapter ({known}) matched their names")
     elif source is not None:
         out["warnings"].append("no server metrics were scraped")
+    if w.unreadable:
+        out["warnings"].append(
+            f"{w.unreadable} line(s) of the /metrics scrapes are not readable scrapes (damaged after they were "
+            "written): if one was the scrape at the window's start or end, the counters' window is wider or "
+            "narrower than the profile window")
     if require_prefix is not None:
         out["required_prefix"] = {"prefix": require_prefix, "found": any(n.startswith(require_prefix) for n in w.names)}
     return out

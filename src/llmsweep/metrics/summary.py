@@ -22,7 +22,7 @@ from llmsweep.metrics.accumulate import Accumulator, accumulate
 from llmsweep.metrics.gates import GateConfig, evaluate, idle_cap_from, window_coverage
 from llmsweep.metrics.model import MEASURED, SCHEMA_VERSION, Summary, Validity
 from llmsweep.metrics.server import summarise_server
-from llmsweep.metrics.stats import clean, inverted_block, stat_block
+from llmsweep.metrics.stats import PERCENTILES, clean, inverted_block, pkey, stat_block
 
 if TYPE_CHECKING:
     from llmsweep.power.samples import Telemetry
@@ -38,10 +38,40 @@ def _qps(ends: np.ndarray) -> dict[str, Any]:
     if windows < 1:
         return {"window_seconds": 1, "samples": 0, "mean": n / (t1 - t0) if t1 > t0 else 0.0}
     idx = np.floor(ends - t0).astype(np.int64)
-    counts = np.bincount(idx[idx < windows], minlength=windows).astype(np.float64)
-    block = stat_block(counts)
+    if windows <= _QPS_DENSE_MAX:
+        counts = np.bincount(idx[idx < windows], minlength=windows).astype(np.float64)
+        block = stat_block(counts)
+    else:  # one window per second of a span no run has (a time in ms): the empty windows are counted, not held
+        block = _sparse_count_block(np.unique(idx[idx < windows], return_counts=True)[1], windows)
     block.pop("count")
     return {"window_seconds": 1, "samples": windows, **block}
+
+
+_QPS_DENSE_MAX = 10_000_000
+"""Windows held as an array up to this many (80 MB, 116 days); beyond, `_sparse_count_block`: a records file with
+one time in the wrong unit spanned 50 years of 1-s windows, and their array took the machine's memory."""
+
+
+def _sparse_count_block(nonzero: np.ndarray, windows: int) -> dict[str, Any]:
+    """`stat_block` of `windows` counts of which all but `nonzero` are 0, without the array of zeros: numpy's linear
+    percentiles between closest ranks of the sorted counts (the zeros first)."""
+    nz = np.sort(nonzero.astype(np.float64))
+    zeros = windows - nz.size
+
+    def at(rank: np.ndarray) -> np.ndarray:
+        return np.where(rank < zeros, 0.0, nz[np.clip(rank - zeros, 0, max(nz.size - 1, 0))] if nz.size else 0.0)
+
+    ranks = np.asarray(PERCENTILES) / 100.0 * (windows - 1)
+    lo = np.floor(ranks).astype(np.int64)
+    hi = np.minimum(lo + 1, windows - 1)
+    pct = at(lo) + (ranks - lo) * (at(hi) - at(lo))
+    mean = float(nz.sum()) / windows
+    out: dict[str, Any] = {"count": windows, "mean": mean}
+    out.update({pkey(p): float(v) for p, v in zip(PERCENTILES, pct, strict=True)})
+    out["std"] = float(np.sqrt((np.square(nz - mean).sum() + zeros * mean * mean) / windows))
+    out["min"] = 0.0 if zeros else float(nz[0])
+    out["max"] = float(nz[-1]) if nz.size else 0.0
+    return out
 
 
 def _rate(num: float, den: float) -> float | None:
@@ -89,6 +119,7 @@ def summarise(
         "output_length_mismatch": acc.osl_mismatch,
         "short_outputs": acc.short_outputs,
         "unreadable": acc.unreadable,
+        **({"implausible": acc.implausible} if acc.implausible else {}),  # absent when none: summaries keep their bytes
     }
     tput: dict[str, Any] = {
         "duration_s": duration,
