@@ -46,7 +46,16 @@ class TRTLLMAdapter(Adapter):
     context_flag: ClassVar[str | None] = "--max_seq_len"
     parallel_flags: ClassVar[frozenset[str]] = frozenset({"--tp-size", "--pp-size", "--ep-size"})
     spec_flags: ClassVar[frozenset[str]] = frozenset({"--extra-llm-api-options"})
-    flag_aliases: ClassVar[dict[str, str]] = {"--moe-expert-parallel-size": "--ep-size"}
+    flag_aliases: ClassVar[dict[str, str]] = {
+        "--tensor-parallel-size": "--tp-size", "--pipeline-parallel-size": "--pp-size",
+        "--context-parallel-size": "--cp-size", "--moe-expert-parallel-size": "--ep-size",
+        "--moe-cluster-parallel-size": "--cluster-size",
+        "--free-gpu-memory-fraction": "--kv-cache-free-gpu-memory-fraction",
+        "--config": "--extra-llm-api-options",
+    }
+    """The second names trtllm-serve's click options carry for one parameter (`--tensor_parallel_size`/`--tp_size`,
+    `--config`/`--extra_llm_api_options`, tensorrt_llm/commands/serve.py): click takes the last of them silently, so
+    a recipe's long name must replace the derived short one (and meet the parallelism and speculative checks)."""
     allow_abbrev: ClassVar[bool] = False  # trtllm-serve is a click command: no abbreviations
     disagg_transfer_default: ClassVar[str | None] = "nixl"
     disagg_worker_port: ClassVar[int | None] = WORKER_PORT
