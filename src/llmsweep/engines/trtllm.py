@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 import yaml
 
 from llmsweep.engine_ids import TRTLLM
-from llmsweep.engines.base import BIND_HOST, Adapter, Derived, RoleContext, agentic_conc, topology
+from llmsweep.engines.base import BIND_HOST, Adapter, Derived, Flags, RoleContext, agentic_conc, topology
 from llmsweep.engines.launch import LaunchFile, LaunchSpec, RoleWorker, node_host
 from llmsweep.engines.sglang import model_path
 from llmsweep.errors import ConfigError
@@ -39,6 +39,13 @@ WORKER_PORT = 8336
 CACHE_TRANSCEIVER: dict[str, str] = {"nixl": "NIXL", "ucx": "UCX", "mpi": "MPI", "default": "DEFAULT"}
 """`kv-p2p-transfer` → the LLM API's `cache_transceiver_config.backend` (NIXL/UCX as InferenceX's dynamo-trt recipes
 write it, wave-2 spec §6.3)."""
+
+
+def click_spelling(flag: str) -> str:
+    """`--max-num-tokens` as trtllm-serve's click option spells it, `--max_num_tokens` (a long flag only)."""
+    if not flag.startswith("--"):
+        return flag
+    return "--" + flag[2:].replace("-", "_")
 
 
 class TRTLLMAdapter(Adapter):
@@ -72,6 +79,17 @@ class TRTLLMAdapter(Adapter):
 
     def launcher(self, job: Job) -> list[str]:
         return ["trtllm-serve", model_path(job)]
+
+    def merged_args(self, job: Job, port: int, role: RoleContext | None = None) -> tuple[Flags, Derived]:
+        """The merged flags in trtllm-serve's own spelling: its click options are all spelled with `_`
+        (`--kv_cache_free_gpu_memory_fraction`) and click folds no `-` into `_`, so a recipe's
+        `--kv-cache-free-gpu-memory-fraction` (one flag to the policy, which compares them normalised) is passed as
+        `--kv_cache_free_gpu_memory_fraction` rather than refused at start-up (`No such option`). A Dynamo worker
+        (`python3 -m dynamo.trtllm`, argparse with `-` flags) keeps the flags as written."""
+        args, derived = super().merged_args(job, port, role)
+        if role is not None and role.dynamo:
+            return args, derived
+        return {click_spelling(k): v for k, v in args.items()}, derived
 
     def derive(self, job: Job, port: int) -> Derived:
         d = Derived()

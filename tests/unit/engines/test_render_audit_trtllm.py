@@ -53,3 +53,15 @@ def test_config_is_the_llm_api_options_file_and_may_not_replace_the_rendered_one
     file.write_text(text)
     rules = {f.rule for f in validate_files([file]).findings if f.is_error}
     assert "serve.spec-conflict" in rules
+
+
+def test_recipe_flags_reach_trtllm_serve_in_its_underscore_spelling(plan: Plan) -> None:
+    """click folds no `-` into `_`: `--kv-cache-free-gpu-memory-fraction` is `No such option` to trtllm-serve, though
+    the policy (which compares flags normalised) passed it."""
+    text = trt_recipe("      --kv-cache-free-gpu-memory-fraction: 0.8\n      --max-num-tokens: 8192\n"
+                      "      --trust-remote-code: true\n")
+    argv = engines.render(plan(text)[0]).argv
+    assert values(argv, "--kv_cache_free_gpu_memory_fraction") == ["0.8"]
+    assert values(argv, "--max_num_tokens") == ["8192"]
+    assert "--trust_remote_code" in argv
+    assert not [a for a in argv if a.startswith("--") and "-" in a[2:]]
