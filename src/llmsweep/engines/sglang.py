@@ -85,6 +85,13 @@ class SGLangAdapter(Adapter):
     def launcher(self, job: Job) -> list[str]:
         return ["python3", "-m", "sglang.launch_server"]
 
+    def engine_spelling(self, flag: str, role: RoleContext | None = None) -> str:
+        """SGLang's spelling: every server flag is spelled with `-` (ServerArgs field `mem_fraction_static` →
+        `--mem-fraction-static`) and its plain argparse folds no `_` into `-`, so a recipe's `--mem_fraction_static`
+        (one flag to the policy, which compares them normalised) is passed as `--mem-fraction-static` rather than
+        refused at start-up (`unrecognized arguments`)."""
+        return "--" + flag[2:].replace("_", "-") if flag.startswith("--") else flag
+
     def derive(self, job: Job, port: int) -> Derived:
         d = Derived()
         tp, pp, ep, dp_attn, _dcp, _pcp = topology(job)

@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 import yaml
 
 from llmsweep.engine_ids import TRTLLM
-from llmsweep.engines.base import BIND_HOST, Adapter, Derived, Flags, RoleContext, agentic_conc, topology
+from llmsweep.engines.base import BIND_HOST, Adapter, Derived, RoleContext, agentic_conc, topology
 from llmsweep.engines.launch import LaunchFile, LaunchSpec, RoleWorker, node_host
 from llmsweep.engines.sglang import model_path
 from llmsweep.errors import ConfigError
@@ -80,16 +80,13 @@ class TRTLLMAdapter(Adapter):
     def launcher(self, job: Job) -> list[str]:
         return ["trtllm-serve", model_path(job)]
 
-    def merged_args(self, job: Job, port: int, role: RoleContext | None = None) -> tuple[Flags, Derived]:
-        """The merged flags in trtllm-serve's own spelling: its click options are all spelled with `_`
-        (`--kv_cache_free_gpu_memory_fraction`) and click folds no `-` into `_`, so a recipe's
-        `--kv-cache-free-gpu-memory-fraction` (one flag to the policy, which compares them normalised) is passed as
-        `--kv_cache_free_gpu_memory_fraction` rather than refused at start-up (`No such option`). A Dynamo worker
-        (`python3 -m dynamo.trtllm`, argparse with `-` flags) keeps the flags as written."""
-        args, derived = super().merged_args(job, port, role)
-        if role is not None and role.dynamo:
-            return args, derived
-        return {click_spelling(k): v for k, v in args.items()}, derived
+    def engine_spelling(self, flag: str, role: RoleContext | None = None) -> str:
+        """trtllm-serve's spelling: its click options are all spelled with `_` (`--kv_cache_free_gpu_memory_fraction`)
+        and click folds no `-` into `_`, so a recipe's `--kv-cache-free-gpu-memory-fraction` (one flag to the policy,
+        which compares them normalised) is passed as `--kv_cache_free_gpu_memory_fraction` rather than refused at
+        start-up (`No such option`). A Dynamo worker (`python3 -m dynamo.trtllm`, argparse with `-` flags) keeps the
+        flags as written."""
+        return flag if role is not None and role.dynamo else click_spelling(flag)
 
     def derive(self, job: Job, port: int) -> Derived:
         d = Derived()

@@ -1,0 +1,33 @@
+"""SGLang's server parser is plain argparse over flags spelled with `-` (sglang/srt/server_args.py: a ServerArgs field
+`mem_fraction_static` is `--mem-fraction-static`): it folds no `_` into `-` and refuses `--mem_fraction_static`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from llmsweep import engines
+from llmsweep.plan import Job
+from llmsweep.policy import validate_files
+
+Plan = Callable[[str], list[Job]]
+
+RECIPE = ("k:\n  image: lmsysorg/sglang:v0.5.12-rocm720-mi30x\n  model: Qwen/Qwen3.5-397B-A17B-FP8\n"
+          "  model-prefix: qwen3.5\n  runner: mi300x\n  precision: fp8\n  framework: sglang\n  multinode: false\n"
+          "  scenarios:\n    fixed-seq-len:\n    - isl: 8192\n      osl: 1024\n      search-space:\n"
+          "      - { tp: 8, conc-list: [8] }\n"
+          "  serve:\n    args:\n      --mem_fraction_static: 0.75\n      --attention_backend: triton\n"
+          "      --skip_server_warmup: true\n")
+
+
+def test_recipe_flags_reach_sglang_in_its_dash_spelling(plan: Plan, tmp_path: Path) -> None:
+    """The policy reads `--mem_fraction_static` as `--mem-fraction-static` and passes the recipe; the launch must
+    then say it that way too, or SGLang refuses to start after the job got its GPUs."""
+    file = tmp_path / "r.yaml"
+    file.write_text(RECIPE)
+    assert not [f for f in validate_files([file]).findings if f.is_error]
+    argv = engines.render(plan(RECIPE)[0]).argv
+    assert argv[argv.index("--mem-fraction-static") + 1] == "0.75"
+    assert argv[argv.index("--attention-backend") + 1] == "triton"
+    assert "--skip-server-warmup" in argv
+    assert not [a for a in argv if a.startswith("--") and "_" in a]
