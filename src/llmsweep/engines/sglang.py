@@ -180,6 +180,13 @@ class SGLangAdapter(Adapter):
             d.args["--speculative-num-draft-tokens"] = draft_tokens
         pin = self.pinned_acceptance(job)
         if pin is not None:
+            if topk is not None and topk != 1:
+                raise ConfigError(
+                    f"SGLang cannot pin the acceptance length of a `{sd.method}` draft tree with topk {topk}: its "
+                    "synthetic acceptance replays the real draft tokens (SGLANG_SIMULATE_ACC_TOKEN_MODE="
+                    "real-draft-token), which SGLang refuses at the first verify step unless "
+                    "--speculative-eagle-topk is 1",
+                    fix="use topk 1 (a chain of K + 1 draft tokens, what the golden curves are keyed on)")
             d.env.update(pin.env)
 
     def derive_role(self, job: Job, port: int, role: RoleContext, d: Derived) -> None:

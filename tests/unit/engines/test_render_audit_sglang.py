@@ -59,3 +59,23 @@ def test_an_incomplete_triple_sglang_cannot_start_with_is_refused_at_validate(tm
         file.write_text(spec_recipe(spec))
         errors = [f for f in validate_files([file]).findings if f.is_error]
         assert any(words in f.message for f in errors), [f.render() for f in errors]
+
+
+def agentic_recipe(spec: str) -> str:
+    return ("k:\n  image: lmsysorg/sglang-rocm:v0.5.16-rocm720-mi30x-20260730\n  model: Qwen/Qwen3.5-397B-A17B-FP8\n"
+            "  model-prefix: qwen3.5\n  runner: cluster:mi300x-amds\n  precision: fp8\n  framework: sglang\n"
+            "  multinode: false\n  scenarios:\n    agentic-coding:\n    - dram-utilization: 0.8\n      search-space:\n"
+            "      - { tp: 8, spec-decoding: mtp, kv-offloading: none, conc-list: [4] }\n"
+            f"  serve:\n    spec-decoding: {spec}\n")
+
+
+def test_a_pinned_acceptance_on_a_draft_tree_wider_than_one_is_refused(tmp_path: Path, plan: Plan) -> None:
+    """SGLang's synthetic acceptance with real draft tokens raises at the first verify step unless
+    --speculative-eagle-topk is 1 ("SGLANG_SIMULATE_ACC_LEN with real draft tokens currently requires
+    speculative_eagle_topk=1"): the server starts, then the first request fails."""
+    file = tmp_path / "r.yaml"
+    file.write_text(agentic_recipe("{ method: eagle, num-steps: 3, topk: 4, num-draft-tokens: 8 }"))
+    errors = [f for f in validate_files([file]).findings if f.is_error]
+    assert any("--speculative-eagle-topk is 1" in f.message for f in errors), [f.render() for f in errors]
+    chain = engines.render(plan(agentic_recipe("{ method: eagle, num-steps: 3, topk: 1, num-draft-tokens: 4 }"))[0])
+    assert chain.env["SGLANG_SIMULATE_ACC_TOKEN_MODE"] == "real-draft-token"
