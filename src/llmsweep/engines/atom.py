@@ -32,7 +32,6 @@ from llmsweep.engines.sglang import model_path
 from llmsweep.plan.job import Job
 from llmsweep.spec.workload import ScenarioId
 
-
 UNDERSCORE_FLAGS: dict[str, str] = {
     "--kv-cache-dtype": "--kv_cache_dtype",
     "--enable-prefix-caching": "--enable_prefix_caching",

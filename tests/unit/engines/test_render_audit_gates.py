@@ -13,7 +13,8 @@ def trt_agentic(image: str) -> str:
             "  runner: cluster:h200-cw\n  precision: fp8\n  framework: trt\n  multinode: false\n  scenarios:\n"
             "    agentic-coding:\n    - dram-utilization: 0.8\n      search-space:\n"
             "      - { tp: 8, spec-decoding: mtp, kv-offloading: none, conc-list: [8] }\n"
-            "  serve:\n    spec-decoding: { method: eagle3, num-steps: 3, draft-model: Inferact/MiniMax-M3-EAGLE3-GQA }\n")
+            "  serve:\n    spec-decoding:\n"
+            "      { method: eagle3, num-steps: 3, draft-model: Inferact/MiniMax-M3-EAGLE3-GQA }\n")
 
 
 def test_a_fractional_forced_acceptance_is_flagged_on_a_tensorrt_llm_that_reads_it_as_an_integer(
