@@ -24,12 +24,23 @@ from llmsweep.engines.base import (
     SERVED_NAME_FIX,
     Adapter,
     Derived,
+    RoleContext,
     agentic_conc,
     topology,
 )
 from llmsweep.engines.sglang import model_path
 from llmsweep.plan.job import Job
 from llmsweep.spec.workload import ScenarioId
+
+UNDERSCORE_FLAGS: dict[str, str] = {
+    "--kv-cache-dtype": "--kv_cache_dtype",
+    "--enable-prefix-caching": "--enable_prefix_caching",
+    "--no-enable-prefix-caching": "--no-enable_prefix_caching",
+    "--load-dummy": "--load_dummy",
+}
+"""ATOM's long flags spelled with `_` (ROCm/ATOM atom/model_engine/arg_utils.py EngineArgs.add_cli_args, the same in
+every release read: `--kv_cache_dtype`, `--enable_prefix_caching` and its BooleanOptionalAction negative
+`--no-enable_prefix_caching`, `--load_dummy`); every other flag is spelled with `-`."""
 
 
 class ATOMAdapter(Adapter):
@@ -52,6 +63,16 @@ class ATOMAdapter(Adapter):
 
     def launcher(self, job: Job) -> list[str]:
         return ["python3", "-m", "atom.entrypoints.openai_server"]
+
+    def engine_spelling(self, flag: str, role: RoleContext | None = None) -> str:
+        """ATOM's spelling: plain argparse, which folds no `-`/`_`, over flags spelled mostly with `-` and a few with
+        `_` (`UNDERSCORE_FLAGS`). A recipe's `--kv-cache-dtype` (one flag to the policy, which compares them
+        normalised) is passed as `--kv_cache_dtype`, and `--max_num_seqs` as `--max-num-seqs`, rather than refused at
+        start-up (`unrecognized arguments`)."""
+        if not flag.startswith("--"):
+            return flag
+        dashed = "--" + flag[2:].replace("_", "-")
+        return UNDERSCORE_FLAGS.get(dashed, dashed)
 
     def derive(self, job: Job, port: int) -> Derived:
         d = Derived(notes=["ATOM flags checked against ROCm/ATOM's public CLI; --served-model-name, --load-format "

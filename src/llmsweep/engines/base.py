@@ -539,7 +539,13 @@ class Adapter(ABC):
         taken = {self.canonical(k) for k in recipe}
         args = {k: v for k, v in derived.args.items() if self.canonical(k) not in taken}
         args.update(recipe_flag_order(recipe))
-        return args, derived
+        return {self.engine_spelling(k, role): v for k, v in args.items()}, derived
+
+    def engine_spelling(self, flag: str, role: RoleContext | None = None) -> str:
+        """`flag` as the engine's parser spells it. Policy compares flags with `-` and `_` folded (vLLM's parser folds
+        them); an engine whose parser does not (SGLang's argparse, trtllm-serve's click) gets its own spelling here,
+        so a recipe flag the policy passed is not refused at start-up. The default keeps the flag as written."""
+        return flag
 
     def port_of(self, job: Job, port: int | None) -> int:
         if port is not None:

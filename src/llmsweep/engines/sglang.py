@@ -46,6 +46,36 @@ ROUTER_PORT = 30000
 WORKER_PORT = 8000
 
 
+EAGLE_FAMILY = frozenset({"EAGLE", "EAGLE3", "STANDALONE"})
+"""The algorithms SGLang sizes with the (num-steps, eagle-topk, num-draft-tokens) triple."""
+
+
+def eagle_triple(method: str, steps: int | None, topk: int | None,
+                 draft_tokens: int | None) -> tuple[int | None, int | None, int | None]:
+    """The (num-steps, eagle-topk, num-draft-tokens) SGLang is launched with for an EAGLE-family draft.
+
+    SGLang takes all three or none (sglang/srt/server_args.py `_handle_speculative_decoding`): with no num-steps it
+    asserts the other two are unset and chooses all three itself; with num-steps but no top-k it compares `None > 1`
+    and dies at start-up. A recipe that gives only K (`num-steps`) means the chain draft the golden curves are keyed
+    on: top-k 1 and K + 1 draft tokens (what SGLang itself forces for top-k 1). A top-k above 1 without its draft
+    tokens, or a top-k or draft-token count without K, is refused: no one value is what the recipe meant."""
+    if steps is None:
+        if topk is not None or draft_tokens is not None:
+            raise ConfigError(f"SGLang's `{method}` drafting needs `num-steps` beside `topk`/`num-draft-tokens`: it "
+                              "takes all three or none (and chooses all three itself with none)",
+                              fix="add `serve.spec-decoding.num-steps` (K), or drop `topk` and `num-draft-tokens`")
+        return steps, topk, draft_tokens
+    if topk is None:
+        topk = 1
+    if draft_tokens is None:
+        if topk != 1:
+            raise ConfigError(f"SGLang's `{method}` drafting with topk {topk} needs `num-draft-tokens` (the tree's "
+                              "verified tokens): SGLang has no default for it",
+                              fix="add `serve.spec-decoding.num-draft-tokens`, or use topk 1 (a chain of K + 1)")
+        draft_tokens = steps + 1
+    return steps, topk, draft_tokens
+
+
 def model_path(job: Job) -> str:
     return job.serve.model_path if job.serve is not None and job.serve.model_path else job.model
 
@@ -84,6 +114,13 @@ class SGLangAdapter(Adapter):
 
     def launcher(self, job: Job) -> list[str]:
         return ["python3", "-m", "sglang.launch_server"]
+
+    def engine_spelling(self, flag: str, role: RoleContext | None = None) -> str:
+        """SGLang's spelling: every server flag is spelled with `-` (ServerArgs field `mem_fraction_static` →
+        `--mem-fraction-static`) and its plain argparse folds no `_` into `-`, so a recipe's `--mem_fraction_static`
+        (one flag to the policy, which compares them normalised) is passed as `--mem-fraction-static` rather than
+        refused at start-up (`unrecognized arguments`)."""
+        return "--" + flag[2:].replace("_", "-") if flag.startswith("--") else flag
 
     def derive(self, job: Job, port: int) -> Derived:
         d = Derived()
@@ -132,14 +169,24 @@ class SGLangAdapter(Adapter):
         d.args["--speculative-algorithm"] = algorithm
         if sd.draft_model:
             d.args["--speculative-draft-model-path"] = sd.draft_model
-        if sd.num_steps is not None:
-            d.args["--speculative-num-steps"] = sd.num_steps
-        if sd.topk is not None:
-            d.args["--speculative-eagle-topk"] = sd.topk
-        if sd.num_draft_tokens is not None:
-            d.args["--speculative-num-draft-tokens"] = sd.num_draft_tokens
+        steps, topk, draft_tokens = sd.num_steps, sd.topk, sd.num_draft_tokens
+        if algorithm in EAGLE_FAMILY:
+            steps, topk, draft_tokens = eagle_triple(sd.method, steps, topk, draft_tokens)
+        if steps is not None:
+            d.args["--speculative-num-steps"] = steps
+        if topk is not None:
+            d.args["--speculative-eagle-topk"] = topk
+        if draft_tokens is not None:
+            d.args["--speculative-num-draft-tokens"] = draft_tokens
         pin = self.pinned_acceptance(job)
         if pin is not None:
+            if topk is not None and topk != 1:
+                raise ConfigError(
+                    f"SGLang cannot pin the acceptance length of a `{sd.method}` draft tree with topk {topk}: its "
+                    "synthetic acceptance replays the real draft tokens (SGLANG_SIMULATE_ACC_TOKEN_MODE="
+                    "real-draft-token), which SGLang refuses at the first verify step unless "
+                    "--speculative-eagle-topk is 1",
+                    fix="use topk 1 (a chain of K + 1 draft tokens, what the golden curves are keyed on)")
             d.env.update(pin.env)
 
     def derive_role(self, job: Job, port: int, role: RoleContext, d: Derived) -> None:

@@ -41,12 +41,28 @@ CACHE_TRANSCEIVER: dict[str, str] = {"nixl": "NIXL", "ucx": "UCX", "mpi": "MPI",
 write it, wave-2 spec §6.3)."""
 
 
+def click_spelling(flag: str) -> str:
+    """`--max-num-tokens` as trtllm-serve's click option spells it, `--max_num_tokens` (a long flag only)."""
+    if not flag.startswith("--"):
+        return flag
+    return "--" + flag[2:].replace("-", "_")
+
+
 class TRTLLMAdapter(Adapter):
     identity = TRTLLM
     context_flag: ClassVar[str | None] = "--max_seq_len"
     parallel_flags: ClassVar[frozenset[str]] = frozenset({"--tp-size", "--pp-size", "--ep-size"})
     spec_flags: ClassVar[frozenset[str]] = frozenset({"--extra-llm-api-options"})
-    flag_aliases: ClassVar[dict[str, str]] = {"--moe-expert-parallel-size": "--ep-size"}
+    flag_aliases: ClassVar[dict[str, str]] = {
+        "--tensor-parallel-size": "--tp-size", "--pipeline-parallel-size": "--pp-size",
+        "--context-parallel-size": "--cp-size", "--moe-expert-parallel-size": "--ep-size",
+        "--moe-cluster-parallel-size": "--cluster-size",
+        "--free-gpu-memory-fraction": "--kv-cache-free-gpu-memory-fraction",
+        "--config": "--extra-llm-api-options",
+    }
+    """The second names trtllm-serve's click options carry for one parameter (`--tensor_parallel_size`/`--tp_size`,
+    `--config`/`--extra_llm_api_options`, tensorrt_llm/commands/serve.py): click takes the last of them silently, so
+    a recipe's long name must replace the derived short one (and meet the parallelism and speculative checks)."""
     allow_abbrev: ClassVar[bool] = False  # trtllm-serve is a click command: no abbreviations
     disagg_transfer_default: ClassVar[str | None] = "nixl"
     disagg_worker_port: ClassVar[int | None] = WORKER_PORT
@@ -63,6 +79,14 @@ class TRTLLMAdapter(Adapter):
 
     def launcher(self, job: Job) -> list[str]:
         return ["trtllm-serve", model_path(job)]
+
+    def engine_spelling(self, flag: str, role: RoleContext | None = None) -> str:
+        """trtllm-serve's spelling: its click options are all spelled with `_` (`--kv_cache_free_gpu_memory_fraction`)
+        and click folds no `-` into `_`, so a recipe's `--kv-cache-free-gpu-memory-fraction` (one flag to the policy,
+        which compares them normalised) is passed as `--kv_cache_free_gpu_memory_fraction` rather than refused at
+        start-up (`No such option`). A Dynamo worker (`python3 -m dynamo.trtllm`, argparse with `-` flags) keeps the
+        flags as written."""
+        return flag if role is not None and role.dynamo else click_spelling(flag)
 
     def derive(self, job: Job, port: int) -> Derived:
         d = Derived()

@@ -75,7 +75,7 @@ def test_a_context_that_is_no_number_of_tokens_is_refused(tmp_path: Path) -> Non
     ("sglang", "{--context-length: 100}", "--context-length", 100),
     ("sglang", "{--max-model-len: 8192}", "--max-model-len", 8192),
     ("vllm", "{--max-model: 8192}", "--max-model", 8192),
-    ("trtllm", "{--max-seq-len: 4096}", "--max-seq-len", 4096),
+    ("trtllm", "{--max-seq-len: 4096}", "--max_seq_len", 4096),  # trtllm-serve's click spells it with `_`
     ("vllm", "{}", "--max-model-len", NEED),
 ])
 def test_the_job_as_launched_records_the_context_the_launch_runs_with(
