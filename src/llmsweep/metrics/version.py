@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 
-MEASUREMENT_VERSION = 5
+MEASUREMENT_VERSION = 6
 """1: the metric table and client timing of llmsweep 0.x (TPOT per request excluding the first token, E2EL to the
 last content chunk, per-GPU throughput over last end − first send).
 2: stream integrity judged: a stream that ended incomplete is a `truncated` failure (it was a success), short outputs
@@ -23,7 +23,10 @@ to judge inconclusive, at most smoke (a fixed 0.10 failed correct short points b
 4: the whole-request timeout bounds a stream still flowing (a stream longer than it was a success), and a warm-up
 request cancelled by a stop is no warm-up failure.
 5: an agentic run whose root primer failed is stopped there and invalid (AgentX aborts it); it went on and could be
-valid."""
+valid.
+6: server counters over the window are summed scrape to scrape (a reset counts from zero, a series born after the
+base scrape from 0; it was last − base, floored at 0), and a record whose times no request can have is left out of
+every figure and invalidates the point (`requests.implausible`; its tokens counted, or it crashed the summary)."""
 
 
 def metric_table_digest() -> str:
