@@ -295,6 +295,10 @@ def _stamp_in_kernel(proto: ResponseHandler, stamper: _ReadStamper, *, first_eve
     return True
 
 
+class MalformedResponse(aiohttp.ClientPayloadError):
+    """Bytes of a response body that are not HTTP (a bad chunk size): a `protocol` failure."""
+
+
 class _ReadStamper:
     """Replaces one connection protocol's `data_received`: stamp the read, let aiohttp parse it, then note how many
     body bytes the response had after it. Nothing else happens per read: the body is cut into reads by those marks
@@ -337,6 +341,8 @@ class _ReadStamper:
         raw = self.raw
         if raw is None or not data:
             return  # b"" is aiohttp resuming its own parser (from inside `read_nowait`)
+        if self.proto._exception is not None:
+            self._fail_body()
         if raw.last_read is not None and t < raw.last_read:
             t = raw.last_read  # a read before it the kernel did not stamp (timestamps still being switched on)
         raw.last_read = t
@@ -360,6 +366,17 @@ class _ReadStamper:
             except Exception:
                 return
             raw.drained = total
+
+    def _fail_body(self) -> None:
+        """aiohttp's parser refused bytes of a body already begun (a chunk size that is not hex, say): it closes the
+        connection and fails the response's head queue, but its C parser leaves the body open, neither failed nor
+        ended, so the request waited for the whole-request timeout (600 s by default) and was recorded as a timeout.
+        Fail the body with the parser's words."""
+        payload: StreamReader | None = self.proto._payload
+        if payload is None or payload is self.stale or payload.is_eof() or payload.exception() is not None:
+            return
+        words = " ".join(str(self.proto._exception).split())  # aiohttp's words span lines (the bytes, a caret)
+        payload.set_exception(MalformedResponse(f"malformed response body: {words}"))
 
     @staticmethod
     def cut(raw: RawExchange, body: bytes) -> None:
@@ -541,7 +558,7 @@ async def exchange(
         raise
     except (TimeoutError, aiohttp.ServerTimeoutError) as exc:
         raw.error_class, raw.error = "timeout", f"timed out: {exc or type(exc).__name__}"
-    except aiohttp.ClientResponseError as exc:
+    except (aiohttp.ClientResponseError, MalformedResponse) as exc:
         raw.error_class, raw.error = "protocol", f"{type(exc).__name__}: {exc}"
     except (aiohttp.ClientError, OSError) as exc:
         raw.error_class, raw.error = "connection", f"{type(exc).__name__}: {exc}"

@@ -1,0 +1,170 @@
+"""Hostile servers written at the byte level (a raw loopback socket per test): each misbehaviour is one failed record
+with a clear error class, within the client's timeouts, and the run's summary counts it."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.workloads import SimpleWorkload
+
+from llmsweep.client import Endpoint, RunOptions, run_benchmark
+
+# a handler answers one request on the socket (its head is in `head`) and says whether the connection stays open
+Handler = Callable[[socket.socket, bytes], bool]
+
+SSE_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
+
+
+def content(text: str = "tok", finish: str | None = None, usage: Any = None) -> bytes:
+    obj: dict[str, Any] = {"id": "x", "object": "chat.completion.chunk",
+                           "choices": [{"index": 0, "delta": {"content": text}, "finish_reason": finish}]}
+    if usage is not None:
+        obj["usage"] = usage
+    return b"data: " + json.dumps(obj).encode() + b"\n\n"
+
+
+def whole_stream(n: int = 8, usage: Any = None) -> bytes:
+    """A complete stream of `n` one-token chunks, the last with finish_reason length, then usage and [DONE]."""
+    body = b"".join(content(finish="length" if i == n - 1 else None) for i in range(n))
+    usage = {"prompt_tokens": 15, "completion_tokens": n} if usage is None else usage
+    body += b"data: " + json.dumps({"id": "x", "choices": [], "usage": usage}).encode() + b"\n\n"
+    return body + b"data: [DONE]\n\n"
+
+
+def chunked(body: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(body), body)
+
+
+class RawServer:
+    """An HTTP/1.1 server on loopback that reads each request's head and body and lets `handler` write the answer,
+    byte for byte. Routes other than the completion routes answer 404."""
+
+    def __init__(self, handler: Handler) -> None:
+        self.handler = handler
+        self.requests: list[bytes] = []
+        self._sock = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self._sock.getsockname()[1]}"
+        self._conns: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self._sock.accept()
+            except OSError:
+                return
+            self._conns.append(conn)
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        try:
+            buf = b""
+            while True:
+                while b"\r\n\r\n" not in buf:
+                    data = conn.recv(65536)
+                    if not data:
+                        return
+                    buf += data
+                head, buf = buf.split(b"\r\n\r\n", 1)
+                length = 0
+                for line in head.split(b"\r\n"):
+                    if line.lower().startswith(b"content-length:"):
+                        length = int(line.split(b":", 1)[1])
+                while len(buf) < length:
+                    data = conn.recv(65536)
+                    if not data:
+                        return
+                    buf += data
+                buf = buf[length:]
+                if b" /v1/chat/completions " not in head.split(b"\r\n", 1)[0]:
+                    conn.sendall(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
+                    continue
+                self.requests.append(head)
+                if not self.handler(conn, head):
+                    conn.close()
+                    return
+        except OSError:
+            return
+
+    def close(self) -> None:
+        self._sock.close()
+        for conn in self._conns:
+            try:
+                conn.close()
+            except OSError:
+                pass
+
+
+@pytest.fixture
+def serve() -> Iterator[Callable[[Handler], RawServer]]:
+    servers: list[RawServer] = []
+
+    def start(handler: Handler) -> RawServer:
+        servers.append(RawServer(handler))
+        return servers[-1]
+
+    yield start
+    for srv in servers:
+        srv.close()
+
+
+def bench(srv: RawServer, out: Path, *, n: int = 2, concurrency: int = 1, **options: Any
+          ) -> tuple[Any, list[dict[str, Any]]]:
+    opts: dict[str, Any] = {"concurrency": concurrency, "num_requests": n, "stall_timeout_s": 5, "timeout_s": 30,
+                            "max_failure_ratio": 1.0}
+    opts.update(options)
+    res = run_benchmark(SimpleWorkload(max_tokens=8, lanes_hint=concurrency),
+                        Endpoint(base_url=srv.url, model="m", metrics_url=""), RunOptions(**opts), out)
+    return res, [json.loads(x) for x in (out / "records.jsonl").read_text().splitlines()]
+
+
+def test_a_malformed_chunk_after_the_body_began_fails_at_once_as_protocol(
+        tmp_path: Path, serve: Callable[[Handler], RawServer]) -> None:
+    """A chunk size that is not hex, sent after the stream's first events: aiohttp's C parser closed the connection
+    but left the body neither failed nor ended, so the request waited out the whole-request timeout (600 s by
+    default; 30 s here) and was recorded as a `timeout` — the stall watchdog could not wake it either."""
+
+    def handler(conn: socket.socket, head: bytes) -> bool:
+        conn.sendall(SSE_HEAD + b"Transfer-Encoding: chunked\r\n\r\n" + chunked(content() + content()))
+        time.sleep(0.05)
+        conn.sendall(b"ZZZ\r\n")
+        return False
+
+    started = time.monotonic()
+    res, records = bench(serve(handler), tmp_path)
+    assert time.monotonic() - started < 20
+    assert [r["error_class"] for r in records] == ["protocol", "protocol"], records
+    assert all("malformed response body" in r["error"] and "chunk size" in r["error"] for r in records)
+    assert all(r["end_at"] - r["sent_at"] < 5 for r in records)
+    assert res.summary.requests.failed == 2 and res.summary.requests.error_categories == {"protocol": 2}
+
+
+@pytest.mark.parametrize("usage", [{"prompt_tokens": "15", "completion_tokens": "8"},
+                                   {"prompt_tokens": 15, "completion_tokens": 8.5,
+                                    "prompt_tokens_details": {"cached_tokens": "all"}},
+                                   {"prompt_tokens": None, "completion_tokens": -1}],
+                         ids=["strings", "float-and-text", "null-and-negative"])
+def test_usage_counts_that_are_not_counts_do_not_crash_the_run(
+        tmp_path: Path, serve: Callable[[Handler], RawServer], usage: dict[str, Any]) -> None:
+    """A usage chunk whose counts are strings made the token split compare a str with an int: TypeError out of
+    `run_benchmark`, no summary. Such a count is no count: the record has none, the chunks count the tokens."""
+
+    def handler(conn: socket.socket, head: bytes) -> bool:
+        conn.sendall(SSE_HEAD + b"Transfer-Encoding: chunked\r\n\r\n" + chunked(whole_stream(usage=usage))
+                     + b"0\r\n\r\n")
+        return True
+
+    res, records = bench(serve(handler), tmp_path)
+    assert [r["error_class"] for r in records] == [None, None], records
+    for r in records:
+        assert r["completion_tokens"] is None and r["cached_tokens"] is None
+        assert r["prompt_tokens"] == (usage["prompt_tokens"] if type(usage["prompt_tokens"]) is int else None)
+        assert r["chunk_tokens"] == [1] * 8
+    assert res.summary.requests.successful == 2 and res.summary.tokens.output_total == 16
