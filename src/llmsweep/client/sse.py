@@ -146,11 +146,11 @@ def parse_stream(reads: list[tuple[float, bytes]], *, keep_text: bool = False) -
             break
         usage = obj.get("usage")
         if usage is not None and type(usage) is dict:
-            out.prompt_tokens = usage.get("prompt_tokens", out.prompt_tokens)
-            out.completion_tokens = usage.get("completion_tokens", out.completion_tokens)
+            out.prompt_tokens = _count(usage.get("prompt_tokens"), out.prompt_tokens)
+            out.completion_tokens = _count(usage.get("completion_tokens"), out.completion_tokens)
             details = usage.get("prompt_tokens_details")
-            if isinstance(details, dict) and details.get("cached_tokens") is not None:
-                out.cached_tokens = details["cached_tokens"]
+            if isinstance(details, dict):
+                out.cached_tokens = _count(details.get("cached_tokens"), out.cached_tokens)
         else:
             usage = None
         choices = obj.get("choices")
@@ -163,7 +163,7 @@ def parse_stream(reads: list[tuple[float, bytes]], *, keep_text: bool = False) -
         if text:
             chunk_times.append(t)
             texts.append(text)
-            usage_cum.append(usage.get("completion_tokens") if usage is not None else None)
+            usage_cum.append(_count(usage.get("completion_tokens"), None) if usage is not None else None)
     else:
         seen = len(times)
     out.done = done_after is not None and done_after <= seen
@@ -178,6 +178,12 @@ def parse_stream(reads: list[tuple[float, bytes]], *, keep_text: bool = False) -
     if keep_text:
         out.output_text = "".join(texts)
     return out
+
+
+def _count(value: Any, before: int | None) -> int | None:
+    """A usage count: a non-negative integer, else what was known `before` (a server's `null`, `"8"` or `-1` is no
+    count; a string crashed the whole run in the token split, `TypeError` out of the client)."""
+    return value if type(value) is int and value >= 0 else before
 
 
 def _chunk_tokens(texts: list[str], usage_cum: list[int | None], total: int | None) -> list[int]:
