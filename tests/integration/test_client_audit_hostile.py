@@ -3,6 +3,7 @@ with a clear error class, within the client's timeouts, and the run's summary co
 
 from __future__ import annotations
 
+import gzip
 import json
 import socket
 import threading
@@ -168,3 +169,35 @@ def test_usage_counts_that_are_not_counts_do_not_crash_the_run(
         assert r["prompt_tokens"] == (usage["prompt_tokens"] if type(usage["prompt_tokens"]) is int else None)
         assert r["chunk_tokens"] == [1] * 8
     assert res.summary.requests.successful == 2 and res.summary.tokens.output_total == 16
+
+
+def _gzip_if_asked(always: bool) -> Handler:
+    def handler(conn: socket.socket, head: bytes) -> bool:
+        body = whole_stream()
+        asked = any(line.lower().startswith(b"accept-encoding:") and b"gzip" in line.lower()
+                    for line in head.split(b"\r\n"))
+        if always or asked:
+            body = gzip.compress(body)
+            conn.sendall(SSE_HEAD + b"Content-Encoding: gzip\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+        else:
+            conn.sendall(SSE_HEAD + b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        return True
+
+    return handler
+
+
+def test_the_client_asks_for_an_uncompressed_stream_and_names_a_compressed_one(
+        tmp_path: Path, serve: Callable[[Handler], RawServer]) -> None:
+    """aiohttp sent `Accept-Encoding: gzip, deflate` by default while the client reads the body raw: a server (or a
+    gateway) that honours it gzipped the stream, and every request failed as "stream ended without any content
+    chunk". The client asks for `identity` now, and a server that compresses anyway fails with that said."""
+    srv = serve(_gzip_if_asked(always=False))
+    res, records = bench(srv, tmp_path / "honours")
+    assert [r["error_class"] for r in records] == [None, None], records
+    assert res.summary.tokens.output_total == 16
+    assert all(b"accept-encoding: identity" in h.lower() for h in srv.requests)
+
+    res, records = bench(serve(_gzip_if_asked(always=True)), tmp_path / "always")
+    assert [r["error_class"] for r in records] == ["protocol", "protocol"], records
+    assert all("Content-Encoding: gzip" in r["error"] for r in records)
+    assert res.summary.requests.error_categories == {"protocol": 2}

@@ -336,6 +336,9 @@ class Interpreter:
         self._inflight: set[RawExchange] = set()
         self._stall_checked = 0.0
         self._headers = {"Content-Type": "application/json", **endpoint.headers}
+        if not any(k.lower() == "accept-encoding" for k in endpoint.headers):
+            # aiohttp asks for gzip and deflate unless told, and a compressed stream cannot be read as it comes
+            self._headers["Accept-Encoding"] = "identity"
         self._parse_queue: asyncio.Queue[tuple[RawExchange, RequestSpec, str] | None] = asyncio.Queue()
         self._pacer = Pacer(options.loop_budget_s)
         self._inline = (

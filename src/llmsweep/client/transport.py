@@ -548,6 +548,10 @@ async def exchange(
             if resp.status != 200:
                 raw.error_class = "http"
                 raw.error = f"HTTP {resp.status}"
+            elif (coding := resp.headers.get("Content-Encoding", "identity").strip().lower()) != "identity":
+                raw.error_class = "protocol"
+                raw.error = (f"the server compressed the stream (Content-Encoding: {coding}) though the request asked "
+                             "for none (Accept-Encoding: identity): its tokens cannot be read or timed as they arrive")
     except asyncio.CancelledError:
         # the hook sets `end` at the read that completed the body: a request whose body had ended (its task was
         # waiting for a turn) is finished, whatever aiohttp did to the response on the way out
