@@ -201,3 +201,34 @@ def test_the_client_asks_for_an_uncompressed_stream_and_names_a_compressed_one(
     assert [r["error_class"] for r in records] == ["protocol", "protocol"], records
     assert all("Content-Encoding: gzip" in r["error"] for r in records)
     assert res.summary.requests.error_categories == {"protocol": 2}
+
+
+def _answer(body: bytes, content_type: bytes = b"application/json") -> Handler:
+    def handler(conn: socket.socket, head: bytes) -> bool:
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: %s\r\nContent-Length: %d\r\n\r\n" % (content_type, len(body))
+                     + body)
+        return True
+
+    return handler
+
+
+@pytest.mark.parametrize("record_process", [False, True], ids=["records-in-loop", "records-helper"])
+def test_a_200_that_is_no_stream_says_what_came(tmp_path: Path, serve: Callable[[Handler], RawServer],
+                                                record_process: bool) -> None:
+    """A server that ignores `stream: true` (one JSON answer), a gateway's JSON error sent with status 200, and an
+    HTML page were all "stream ended without any content chunk": the server's words and the body were lost, and a
+    context overflow said that way was not one. Each now says what came."""
+    whole = json.dumps({"id": "x", "object": "chat.completion", "usage": {"completion_tokens": 8},
+                        "choices": [{"index": 0, "message": {"content": "hi"}, "finish_reason": "stop"}]}).encode()
+    overflow = json.dumps({"error": {"message": "This model's maximum context length is 8 tokens"}}).encode()
+    cases = {"whole": (_answer(whole), "protocol", "one JSON object, not an event stream"),
+             "error": (_answer(b'{"error": {"message": "upstream busy"}}'), "http", "HTTP 200 with an error and no "
+                                                                                   "stream: upstream busy"),
+             "overflow": (_answer(overflow), "context_overflow", "maximum context length is 8"),
+             "html": (_answer(b"<html>login</html>", b"text/html"), "protocol", "no SSE `data:` event: '<html>")}
+    for name, (handler, error_class, words) in cases.items():
+        res, records = bench(serve(handler), tmp_path / name, record_process=record_process)
+        assert [r["error_class"] for r in records] == [error_class] * 2, (name, records)
+        assert all(words in r["error"] for r in records), (name, records)
+        assert res.summary.requests.failed == 2
+

@@ -28,6 +28,7 @@ class ParsedStream:
     output_text: str = ""
     protocol_error: str | None = None
     stream_error: str | None = None
+    data_events: int = 0  # events with a `data:` field, `[DONE]` included: none means the body is no event stream
 
 
 def _events(reads: list[tuple[float, bytes]]) -> list[tuple[float, bytes]]:
@@ -74,6 +75,16 @@ def _data_of(event: bytes) -> bytes | None:
     return b"\n".join(parts) if parts else None
 
 
+def error_words(err: Any) -> str:
+    """The server's words of an `error` value: its `message` when it is an object that has one."""
+    if isinstance(err, dict):
+        if isinstance(err.get("message"), str):
+            return str(err["message"])
+        if isinstance(err.get("error"), (dict, str)):
+            return error_words(err["error"])
+    return err if isinstance(err, str) else json.dumps(err)
+
+
 def _content_of(choice: dict[str, Any]) -> str:
     delta = choice.get("delta")
     if isinstance(delta, dict):
@@ -113,16 +124,19 @@ def parse_stream(reads: list[tuple[float, bytes]], *, keep_text: bool = False) -
     times: list[float] = []
     datas: list[bytes] = []
     done_after: int | None = None  # how many data events preceded the first [DONE]
+    events = 0
     for t, event in _events(reads):
         data = _data_of(event)
         if data is None:
             continue
+        events += 1
         if data.strip() == b"[DONE]":
             if done_after is None:
                 done_after = len(datas)
             continue
         times.append(t)
         datas.append(data)
+    out.data_events = events
     objs = _decode_all(datas)
     chunk_times, usage_cum = out.chunk_times, []
     last_choices: list[Any] | None = None
@@ -141,8 +155,7 @@ def parse_stream(reads: list[tuple[float, bytes]], *, keep_text: bool = False) -
             out.protocol_error = f"stream event is not a JSON object: {datas[i][:120]!r}"
             break
         if obj.get("error"):
-            err = obj["error"]
-            out.stream_error = err.get("message", str(err)) if isinstance(err, dict) else str(err)
+            out.stream_error = error_words(obj["error"])
             break
         usage = obj.get("usage")
         if usage is not None and type(usage) is dict:

@@ -39,8 +39,8 @@ from aiohttp.tracing import Trace
 
 from llmsweep.client.clock import to_unix
 from llmsweep.client.config import Endpoint
-from llmsweep.client.records import RequestRecord
-from llmsweep.client.sse import ParsedStream, parse_stream
+from llmsweep.client.records import ErrorClass, RequestRecord
+from llmsweep.client.sse import ParsedStream, error_words, parse_stream
 from llmsweep.workload.base import RequestSpec
 
 
@@ -660,6 +660,8 @@ def to_record(
                     rec.error_class, rec.error = "truncated", f"stream ended inside an event ({parsed.protocol_error})"
                 else:
                     rec.error_class, rec.error = "protocol", parsed.protocol_error
+            elif not parsed.data_events:
+                rec.error_class, rec.error = _not_a_stream(b"".join(d for _, d in raw.reads), overflow_patterns)
             elif not rec.chunk_times and not parsed.completion_tokens:
                 rec.error_class, rec.error = "protocol", "stream ended without any content chunk"
             elif (why := judge_stream(parsed, max_tokens=spec.max_tokens, ignore_eos=ignore_eos,
@@ -668,6 +670,23 @@ def to_record(
     elif rec.error_class is None:
         rec.error_class, rec.error = "protocol", "empty response body"
     return rec, text
+
+
+def _not_a_stream(body: bytes, overflow_patterns: tuple[str, ...]) -> tuple[ErrorClass, str]:
+    """The error of a 200 answer whose body holds no SSE `data:` event: a whole JSON answer (a server or gateway that
+    ignored `stream: true`), a JSON error sent with status 200, or something else; each said with the body's start."""
+    text = body.decode("utf-8", "replace")
+    try:
+        obj = json.loads(body)
+    except ValueError:
+        obj = None
+    if isinstance(obj, dict) and obj.get("error"):
+        words = error_words(obj["error"])
+        overflow = _is_overflow(words, overflow_patterns)
+        return ("context_overflow" if overflow else "http"), f"HTTP 200 with an error and no stream: {words[:500]}"
+    if isinstance(obj, dict) and "choices" in obj:
+        return "protocol", f"the server answered with one JSON object, not an event stream (stream ignored?): {text[:300]}"
+    return "protocol", f"the response body holds no SSE `data:` event: {text[:300]!r}"
 
 
 def judge_stream(parsed: ParsedStream, *, max_tokens: int | None, ignore_eos: bool,
