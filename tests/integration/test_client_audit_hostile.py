@@ -232,3 +232,19 @@ def test_a_200_that_is_no_stream_says_what_came(tmp_path: Path, serve: Callable[
         assert all(words in r["error"] for r in records), (name, records)
         assert res.summary.requests.failed == 2
 
+
+def test_an_sse_error_event_is_a_failure_with_the_servers_words(
+        tmp_path: Path, serve: Callable[[Handler], RawServer]) -> None:
+    """`event: error` (SSE's own error event) after three tokens was ignored: the request failed as `truncated`
+    ("without [DONE] or a finish_reason"), the server's reason lost."""
+
+    def handler(conn: socket.socket, head: bytes) -> bool:
+        body = content() * 3 + b'event: error\ndata: {"message": "engine crashed"}\n\n'
+        conn.sendall(SSE_HEAD + b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        return True
+
+    res, records = bench(serve(handler), tmp_path)
+    assert [r["error_class"] for r in records] == ["http", "http"], records
+    assert all(r["error"] == "error event in stream: engine crashed" for r in records)
+    assert all(len(r["chunk_times"]) == 3 for r in records)  # the tokens that came are kept
+    assert res.summary.requests.error_categories == {"http": 2}

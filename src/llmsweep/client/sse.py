@@ -75,6 +75,11 @@ def _data_of(event: bytes) -> bytes | None:
     return b"\n".join(parts) if parts else None
 
 
+def _event_type(event: bytes) -> bytes:
+    line = event.split(b"\n", 1)[0]
+    return line[6:].strip()
+
+
 def error_words(err: Any) -> str:
     """The server's words of an `error` value: its `message` when it is an object that has one."""
     if isinstance(err, dict):
@@ -130,6 +135,15 @@ def parse_stream(reads: list[tuple[float, bytes]], *, keep_text: bool = False) -
         if data is None:
             continue
         events += 1
+        if event.startswith(b"event:") and _event_type(event) == b"error":
+            # `event: error` (SSE's own error event, as some gateways and servers send): its data says what failed
+            try:
+                err = json.loads(data)
+            except ValueError:
+                err = data.decode("utf-8", "replace")
+            times.append(t)
+            datas.append(json.dumps({"error": err or "error event"}).encode())
+            continue
         if data.strip() == b"[DONE]":
             if done_after is None:
                 done_after = len(datas)
