@@ -248,3 +248,18 @@ def test_an_sse_error_event_is_a_failure_with_the_servers_words(
     assert all(r["error"] == "error event in stream: engine crashed" for r in records)
     assert all(len(r["chunk_times"]) == 3 for r in records)  # the tokens that came are kept
     assert res.summary.requests.error_categories == {"http": 2}
+
+
+def test_the_whole_request_timeout_before_any_answer_says_so(
+        tmp_path: Path, serve: Callable[[Handler], RawServer]) -> None:
+    """A server that takes the request and never answers, with the request timeout below the stall timeout:
+    aiohttp's whole-request timer raised a bare TimeoutError and the record said "timed out: " and nothing else."""
+
+    def handler(conn: socket.socket, head: bytes) -> bool:
+        time.sleep(3)
+        return False
+
+    res, records = bench(serve(handler), tmp_path, n=1, stall_timeout_s=5, timeout_s=0.5)
+    assert [(r["error_class"], r["error"]) for r in records] == [
+        ("timeout", "timed out: the whole-request timeout of 0.5 s passed")]
+    assert res.summary.requests.failed == 1

@@ -561,7 +561,10 @@ async def exchange(
             raw.end = perf()
         raise
     except (TimeoutError, aiohttp.ServerTimeoutError) as exc:
-        raw.error_class, raw.error = "timeout", f"timed out: {exc or type(exc).__name__}"
+        # aiohttp's whole-request timer raises a bare TimeoutError: its str is empty ("timed out: ")
+        words = str(exc) or (f"the whole-request timeout of {timeout.total:g} s passed" if timeout.total is not None
+                             else type(exc).__name__)
+        raw.error_class, raw.error = "timeout", f"timed out: {words}"
     except (aiohttp.ClientResponseError, MalformedResponse) as exc:
         raw.error_class, raw.error = "protocol", f"{type(exc).__name__}: {exc}"
     except (aiohttp.ClientError, OSError) as exc:
