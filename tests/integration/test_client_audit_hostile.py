@@ -250,6 +250,39 @@ def test_an_sse_error_event_is_a_failure_with_the_servers_words(
     assert res.summary.requests.error_categories == {"http": 2}
 
 
+def test_a_connection_never_completed_ends_at_the_stall_timeout(tmp_path: Path) -> None:
+    """A listener whose accept queue is full drops the client's SYNs (as a host gone or overloaded does): the
+    connection never completes, nothing is received, and the request waited for the whole-request timeout (600 s by
+    default) and was recorded as "timed out: " with no words. It now ends at the stall timeout, saying so."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(0)
+    port = listener.getsockname()[1]
+    fillers = []
+    for _ in range(3):  # fill the accept queue: later SYNs are dropped, not refused
+        filler = socket.socket()
+        filler.setblocking(False)
+        try:
+            filler.connect(("127.0.0.1", port))
+        except BlockingIOError:
+            pass
+        fillers.append(filler)
+    try:
+        started = time.monotonic()
+        res = run_benchmark(SimpleWorkload(max_tokens=8), Endpoint(base_url=f"http://127.0.0.1:{port}", model="m",
+                                                                   metrics_url=""),
+                            RunOptions(concurrency=1, num_requests=1, stall_timeout_s=1, timeout_s=20,
+                                       max_failure_ratio=1.0), tmp_path)
+        took = time.monotonic() - started
+    finally:
+        for sock in (*fillers, listener):
+            sock.close()
+    (record,) = [json.loads(x) for x in (tmp_path / "records.jsonl").read_text().splitlines()]
+    assert record["error_class"] == "timeout" and "no connection within 1 s (the stall timeout)" in record["error"]
+    assert took < 10 and record["end_at"] - record["scheduled_at"] < 5, took
+    assert res.summary.requests.error_categories == {"timeout": 1}
+
+
 def test_the_whole_request_timeout_before_any_answer_says_so(
         tmp_path: Path, serve: Callable[[Handler], RawServer]) -> None:
     """A server that takes the request and never answers, with the request timeout below the stall timeout:

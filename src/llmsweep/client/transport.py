@@ -560,6 +560,9 @@ async def exchange(
             raw.error_class, raw.error = "cancelled", "cancelled at the end of the drain grace period"
             raw.end = perf()
         raise
+    except aiohttp.ConnectionTimeoutError as exc:
+        raw.error_class = "timeout"
+        raw.error = f"timed out: no connection within {timeout.sock_connect:g} s (the stall timeout): {exc}"
     except (TimeoutError, aiohttp.ServerTimeoutError) as exc:
         # aiohttp's whole-request timer raises a bare TimeoutError: its str is empty ("timed out: ")
         words = str(exc) or (f"the whole-request timeout of {timeout.total:g} s passed" if timeout.total is not None
