@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import json
 import socket
+import struct
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -296,3 +297,32 @@ def test_the_whole_request_timeout_before_any_answer_says_so(
     assert [(r["error_class"], r["error"]) for r in records] == [
         ("timeout", "timed out: the whole-request timeout of 0.5 s passed")]
     assert res.summary.requests.failed == 1
+
+
+def _reset_after(body: bytes) -> Handler:
+    def handler(conn: socket.socket, head: bytes) -> bool:
+        conn.sendall(SSE_HEAD + b"Connection: close\r\n\r\n" + body)  # a body that runs to the close
+        time.sleep(0.05)
+        conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # close with a reset
+        return False
+
+    return handler
+
+
+@pytest.mark.parametrize("record_process", [False, True], ids=["records-in-loop", "records-helper"])
+def test_a_reset_that_cuts_a_stream_running_to_the_close_is_a_connection_failure(
+        tmp_path: Path, serve: Callable[[Handler], RawServer], record_process: bool) -> None:
+    """A body without length or chunks ends at the connection's close, and aiohttp ends it there even when the
+    close is a reset: three tokens then a reset were a clean end (`truncated`), and had the third carried a
+    finish_reason, a success. It is a `connection` failure now, keeping the tokens that came; a reset after a whole
+    stream (its `[DONE]` read) takes nothing from it."""
+    cut = content() + content() + content(finish="stop")
+    res, records = bench(serve(_reset_after(cut)), tmp_path / "cut", record_process=record_process)
+    assert [r["error_class"] for r in records] == ["connection", "connection"], records
+    assert all("lost before the body ended" in r["error"] and "reset" in r["error"].lower() for r in records)
+    assert all(len(r["chunk_times"]) == 3 for r in records)
+    assert res.summary.requests.error_categories == {"connection": 2}
+
+    res, records = bench(serve(_reset_after(whole_stream())), tmp_path / "whole", record_process=record_process)
+    assert [r["error_class"] for r in records] == [None, None], records
+    assert res.summary.tokens.output_total == 16

@@ -78,6 +78,7 @@ class RawExchange:
     drained: int = 0
     body: bytes | None = None  # the whole body, until `to_record` cuts it into `reads` at the marks
     last_read: float | None = None
+    lost: BaseException | None = None  # the error the connection was lost with before the body ended (a reset)
 
 
 # The exchange whose request is being sent from the current task: how `StampingConnector.connect` finds it.
@@ -305,11 +306,12 @@ class _ReadStamper:
     once it ended (`RawExchange.reads`), so the request's task never wakes per chunk. The stamp is the kernel's
     receive time when `_KernelReader` left one in `rx`, else the time of this call."""
 
-    __slots__ = ("fd", "orig", "proto", "raw", "rx", "stale")
+    __slots__ = ("fd", "orig", "orig_lost", "proto", "raw", "rx", "stale")
 
     def __init__(self, proto: ResponseHandler) -> None:
         self.proto = proto
         self.orig = proto.data_received
+        self.orig_lost = proto.connection_lost
         self.raw: RawExchange | None = None
         self.stale: StreamReader | None = None  # the previous response's body on a reused connection
         self.rx: float | None = None  # the kernel's receive time of the read being handled (perf_counter seconds)
@@ -366,6 +368,18 @@ class _ReadStamper:
             except Exception:
                 return
             raw.drained = total
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        """Replaces the protocol's `connection_lost`: note an error (a reset) that cut a body not yet ended. A body
+        that runs to the connection's close (no length, no chunks) is ended by aiohttp at the close whatever its
+        cause, so a stream reset after three tokens read as a clean end (`truncated`, or a success when the tokens
+        that came looked whole), not as the `connection` failure it is."""
+        raw = self.raw
+        payload: StreamReader | None = self.proto._payload
+        if (exc is not None and raw is not None and payload is not None and payload is not self.stale
+                and not payload.is_eof()):
+            raw.lost = exc
+        self.orig_lost(exc)
 
     def _fail_body(self) -> None:
         """aiohttp's parser refused bytes of a body already begun (a chunk size that is not hex, say): it closes the
@@ -470,6 +484,7 @@ class StampingConnector(aiohttp.TCPConnector):
             if not isinstance(stamper, _ReadStamper):
                 stamper = _ReadStamper(proto)
                 proto.data_received = stamper  # type: ignore[method-assign]
+                proto.connection_lost = stamper.connection_lost  # type: ignore[method-assign]
                 if self.kernel_stamps:
                     _stamp_in_kernel(proto, stamper, first_events=self.first_events)
             stamper.attach(raw)
@@ -536,6 +551,10 @@ async def exchange(
                 raw.pieces.append(_rest_of(content))
                 raw.body = b"".join(raw.pieces)  # cut into reads later, off the path from here to the next send
                 raw.pieces.clear()
+                if raw.lost is not None and not raw.body.rstrip().endswith(b"[DONE]"):  # cut (what came is kept)
+                    raw.error_class = "connection"
+                    raw.error = (f"the connection was lost before the body ended ({type(raw.lost).__name__}: "
+                                 f"{raw.lost})")
             elif resp.status != 200:
                 reads.append((perf(), await resp.read()))
             else:
