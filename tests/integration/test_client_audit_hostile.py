@@ -326,3 +326,18 @@ def test_a_reset_that_cuts_a_stream_running_to_the_close_is_a_connection_failure
     res, records = bench(serve(_reset_after(whole_stream())), tmp_path / "whole", record_process=record_process)
     assert [r["error_class"] for r in records] == [None, None], records
     assert res.summary.tokens.output_total == 16
+
+
+@pytest.mark.parametrize("code", [301, 307])
+def test_a_redirect_is_not_followed_and_says_where_it_leads(
+        tmp_path: Path, serve: Callable[[Handler], RawServer], code: int) -> None:
+    """aiohttp followed redirects: a 301 (an http-to-https or trailing-slash redirect in front of the server) turned
+    the POST into a GET without its body, and a redirect loop ended as "TooManyRedirects: 0, message=''"; a 307's
+    hop counted in TTFT. A redirect is now the request's `http` failure, naming where it leads."""
+    srv = serve(lambda conn, head: conn.sendall(
+        b"HTTP/1.1 %d Moved\r\nLocation: /v1/chat/completions/\r\nContent-Length: 0\r\n\r\n" % code) is None)
+    res, records = bench(srv, tmp_path)
+    assert [(r["error_class"], r["status"]) for r in records] == [("http", code)] * 2, records
+    assert all("a redirect to /v1/chat/completions/" in r["error"] for r in records)
+    assert len(srv.requests) == 2 and all(h.startswith(b"POST ") for h in srv.requests)
+    assert res.summary.requests.error_categories == {"http": 2}

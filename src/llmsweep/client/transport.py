@@ -521,7 +521,7 @@ async def exchange(
     content: StreamReader | None = None
     try:
         async with session.post(
-            url, data=body, headers=headers, timeout=timeout, trace_request_ctx=raw,
+            url, data=body, headers=headers, timeout=timeout, trace_request_ctx=raw, allow_redirects=False,
             read_bufsize=READ_BUFSIZE if stamp_in_protocol else None,
         ) as resp:
             if token is not None:
@@ -567,6 +567,10 @@ async def exchange(
             if resp.status != 200:
                 raw.error_class = "http"
                 raw.error = f"HTTP {resp.status}"
+                if 300 <= resp.status < 400:
+                    # followed, a 301 or 302 turned the POST into a GET without its body, and any hop counted in TTFT
+                    raw.error += (f" (a redirect to {resp.headers.get('Location', '?')}: requests are not redirected; "
+                                  "point the URL at where it leads)")
             elif (coding := resp.headers.get("Content-Encoding", "identity").strip().lower()) != "identity":
                 raw.error_class = "protocol"
                 raw.error = (f"the server compressed the stream (Content-Encoding: {coding}) though the request asked "
@@ -661,7 +665,7 @@ def to_record(
     text = ""
     if raw.error_class == "http":
         body = b"".join(d for _, d in raw.reads).decode("utf-8", "replace")
-        rec.error = f"HTTP {raw.status}: {body[:500]}"
+        rec.error = f"{raw.error or f'HTTP {raw.status}'}: {body[:500]}" if body else raw.error or f"HTTP {raw.status}"
         if _is_overflow(body, overflow_patterns):
             rec.error_class = "context_overflow"
         return rec, text
