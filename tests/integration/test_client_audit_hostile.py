@@ -151,8 +151,9 @@ def test_a_malformed_chunk_after_the_body_began_fails_at_once_as_protocol(
 @pytest.mark.parametrize("usage", [{"prompt_tokens": "15", "completion_tokens": "8"},
                                    {"prompt_tokens": 15, "completion_tokens": 8.5,
                                     "prompt_tokens_details": {"cached_tokens": "all"}},
-                                   {"prompt_tokens": None, "completion_tokens": -1}],
-                         ids=["strings", "float-and-text", "null-and-negative"])
+                                   {"prompt_tokens": None, "completion_tokens": -1},
+                                   {"prompt_tokens": 15, "completion_tokens": 10**30}],
+                         ids=["strings", "float-and-text", "null-and-negative", "huge"])
 def test_usage_counts_that_are_not_counts_do_not_crash_the_run(
         tmp_path: Path, serve: Callable[[Handler], RawServer], usage: dict[str, Any]) -> None:
     """A usage chunk whose counts are strings made the token split compare a str with an int: TypeError out of

@@ -207,10 +207,14 @@ def parse_stream(reads: list[tuple[float, bytes]], *, keep_text: bool = False) -
     return out
 
 
+_MAX_COUNT = 1 << 53  # past this a count is no token count (and past 2**63 the record's encoder refused it)
+
+
 def _count(value: Any, before: int | None) -> int | None:
-    """A usage count: a non-negative integer, else what was known `before` (a server's `null`, `"8"` or `-1` is no
-    count; a string crashed the whole run in the token split, `TypeError` out of the client)."""
-    return value if type(value) is int and value >= 0 else before
+    """A usage count: a non-negative integer below 2**53, else what was known `before` (a server's `null`, `"8"`,
+    `-1` or 10**30 is no count; a string crashed the whole run in the token split, a huge one in the record's
+    encoder, `TypeError` out of the client)."""
+    return value if type(value) is int and 0 <= value < _MAX_COUNT else before
 
 
 def _chunk_tokens(texts: list[str], usage_cum: list[int | None], total: int | None) -> list[int]:
