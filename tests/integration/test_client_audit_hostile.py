@@ -342,3 +342,23 @@ def test_a_redirect_is_not_followed_and_says_where_it_leads(
     assert all("a redirect to /v1/chat/completions/" in r["error"] for r in records)
     assert len(srv.requests) == 2 and all(h.startswith(b"POST ") for h in srv.requests)
     assert res.summary.requests.error_categories == {"http": 2}
+
+
+@pytest.mark.parametrize("record_process", [False, True], ids=["records-in-loop", "records-helper"])
+def test_a_lone_surrogate_in_the_servers_words_does_not_crash_the_run(
+        tmp_path: Path, serve: Callable[[Handler], RawServer], record_process: bool) -> None:
+    """JSON may escape a lone surrogate (`"\\ud800"`, as Python's json.dumps writes one): in a stream's error message
+    or its finish_reason it reached the record, whose encoder refused it — TypeError out of run_benchmark."""
+    bodies = iter([content() + b'data: {"error": {"message": "bad \\ud800 input"}}\n\n',
+                   whole_stream().replace(b'"finish_reason": "length"', b'"finish_reason": "len\\udc00"')])
+
+    def handler(conn: socket.socket, head: bytes) -> bool:
+        body = next(bodies)
+        conn.sendall(SSE_HEAD + b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        return True
+
+    res, records = bench(serve(handler), tmp_path, record_process=record_process)
+    assert [(r["error_class"], r["error"]) for r in records] == [("http", "error event in stream: bad ? input"),
+                                                                (None, None)], records
+    assert records[1]["finish_reason"] == "len?"
+    assert (res.summary.requests.successful, res.summary.requests.failed) == (1, 1)

@@ -698,7 +698,17 @@ def to_record(
                 rec.error_class, rec.error = "truncated", why
     elif rec.error_class is None:
         rec.error_class, rec.error = "protocol", "empty response body"
+    if rec.error is not None and not rec.error.isascii():
+        rec.error = _utf8(rec.error)
+    if rec.finish_reason is not None and not rec.finish_reason.isascii():
+        rec.finish_reason = _utf8(rec.finish_reason)
     return rec, text
+
+
+def _utf8(text: str) -> str:
+    """`text` with any lone surrogate (a server's JSON may escape one: `"\\ud800"`) replaced: the record's encoder
+    refuses them, and one in a stream's error message or finish_reason crashed the whole run."""
+    return text.encode("utf-8", "replace").decode("utf-8")
 
 
 def _not_a_stream(body: bytes, overflow_patterns: tuple[str, ...]) -> tuple[ErrorClass, str]:
