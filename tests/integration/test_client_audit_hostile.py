@@ -362,3 +362,20 @@ def test_a_lone_surrogate_in_the_servers_words_does_not_crash_the_run(
                                                                 (None, None)], records
     assert records[1]["finish_reason"] == "len?"
     assert (res.summary.requests.successful, res.summary.requests.failed) == (1, 1)
+
+
+@pytest.mark.parametrize("record_process", [False, True], ids=["records-in-loop", "records-helper"])
+def test_json_nested_past_the_parsers_depth_is_a_protocol_failure(
+        tmp_path: Path, serve: Callable[[Handler], RawServer], record_process: bool) -> None:
+    """An event nested 200,000 arrays deep made json.loads raise RecursionError, which the parser did not catch:
+    in the loop, a crash of the whole run; in the record helper, its exit, and every record after it lost (the
+    summary counted 0 of the 2 requests sent)."""
+    body = content() + b"data: " + b"[" * 200_000 + b"]" * 200_000 + b"\n\n" + whole_stream()
+
+    def handler(conn: socket.socket, head: bytes) -> bool:
+        conn.sendall(SSE_HEAD + b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        return True
+
+    res, records = bench(serve(handler), tmp_path, record_process=record_process)
+    assert [r["error_class"] for r in records] == ["protocol", "protocol"], records
+    assert res.summary.requests.total == 2 and res.summary.requests.error_categories == {"protocol": 2}

@@ -116,7 +116,7 @@ def _decode_all(datas: list[bytes]) -> list[Any] | None:
     any of them is not one valid JSON value, so the caller decodes one by one and reports the first bad one."""
     try:
         objs = json.loads(b"[" + b",".join(datas) + b"]")
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: JSON nested past the parser's depth
         return None
     return objs if isinstance(objs, list) and len(objs) == len(datas) else None
 
@@ -139,7 +139,7 @@ def parse_stream(reads: list[tuple[float, bytes]], *, keep_text: bool = False) -
             # `event: error` (SSE's own error event, as some gateways and servers send): its data says what failed
             try:
                 err = json.loads(data)
-            except ValueError:
+            except (ValueError, RecursionError):  # RecursionError: JSON nested past the parser's depth
                 err = data.decode("utf-8", "replace")
             times.append(t)
             datas.append(json.dumps({"error": err or "error event"}).encode())
@@ -162,7 +162,7 @@ def parse_stream(reads: list[tuple[float, bytes]], *, keep_text: bool = False) -
         else:
             try:
                 obj = json.loads(datas[i])
-            except ValueError:
+            except (ValueError, RecursionError):  # RecursionError: JSON nested past the parser's depth
                 out.protocol_error = f"invalid JSON in stream event: {datas[i][:120]!r}"
                 break
         if type(obj) is not dict:

@@ -717,7 +717,7 @@ def _not_a_stream(body: bytes, overflow_patterns: tuple[str, ...]) -> tuple[Erro
     text = body.decode("utf-8", "replace")
     try:
         obj = json.loads(body)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: JSON nested past the parser's depth
         obj = None
     if isinstance(obj, dict) and obj.get("error"):
         words = error_words(obj["error"])
