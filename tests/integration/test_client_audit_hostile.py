@@ -379,3 +379,33 @@ def test_json_nested_past_the_parsers_depth_is_a_protocol_failure(
     res, records = bench(serve(handler), tmp_path, record_process=record_process)
     assert [r["error_class"] for r in records] == ["protocol", "protocol"], records
     assert res.summary.requests.total == 2 and res.summary.requests.error_categories == {"protocol": 2}
+
+
+def test_a_response_the_parser_cannot_read_is_its_requests_failure_not_the_runs(
+        tmp_path: Path, serve: Callable[[Handler], RawServer], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Three faults above (a usage count that is a string or past 2**63, a lone surrogate, JSON nested too deep)
+    each raised out of the record step and ended the whole run, or the record helper and every record after it. A
+    fault of a kind not met yet (stood for here by the parser raising on one response's bytes) is now that one
+    request's `protocol` failure, and the run goes on."""
+    import llmsweep.client.transport as transport
+
+    parse = transport.parse_stream
+
+    def parse_or_fail(reads: list[tuple[float, bytes]], **kw: Any) -> Any:
+        if b"unreadable" in b"".join(d for _, d in reads):
+            raise KeyError("unreadable")
+        return parse(reads, **kw)
+
+    monkeypatch.setattr(transport, "parse_stream", parse_or_fail)
+    bodies = iter([whole_stream(), content("unreadable") + whole_stream(), whole_stream()])
+
+    def handler(conn: socket.socket, head: bytes) -> bool:
+        body = next(bodies)
+        conn.sendall(SSE_HEAD + b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        return True
+
+    res, records = bench(serve(handler), tmp_path, n=3, record_process=False)
+    assert [r["error_class"] for r in records] == [None, "protocol", None], records
+    assert records[1]["error"] == "the client could not read this response (KeyError: 'unreadable')"
+    assert records[1]["status"] == 200 and records[1]["end_at"] is not None
+    assert (res.summary.requests.successful, res.summary.requests.failed) == (2, 1)

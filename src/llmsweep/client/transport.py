@@ -621,7 +621,22 @@ async def on_request_sent(session: Any, ctx: Any, params: Any) -> None:
         raw.sent = time.perf_counter()
 
 
-def to_record(
+def to_record(raw: RawExchange, spec: RequestSpec, **kw: Any) -> tuple[RequestRecord, str]:
+    """Parse the raw exchange into a record (and the output text the lane program may want); never raises.
+
+    A response the parser cannot read (a fault it was not written for) is that request's `protocol` failure, with
+    the exception's words: one raise used to end the whole run (in the event loop) or the record helper process, and
+    with it every later record of the run (see `_to_record` for the keywords)."""
+    try:
+        return _to_record(raw, spec, **kw)
+    except Exception as exc:  # noqa: BLE001 - whatever the server sent, the request gets its one record
+        raw.reads, raw.body = [], None
+        raw.error_class = "protocol"
+        raw.error = _utf8(f"the client could not read this response ({type(exc).__name__}: {exc})"[:800])
+        return _to_record(raw, spec, **kw)
+
+
+def _to_record(
     raw: RawExchange,
     spec: RequestSpec,
     *,
