@@ -278,6 +278,11 @@ def _check_out(out: Path, *, force: bool) -> None:
     from llmsweep.results.rundir import folder_kind
 
     if not out.exists():
+        try:  # found after the probe, in the run, it was a traceback and exit 1 (the status of a failed gate)
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise ConfigError(f"--out {out} cannot be made: {exc.strerror or exc}; nothing was sent",
+                              fix="pass a folder this user can write to --out") from None
         return
     if not out.is_dir():
         raise ConfigError(f"--out {out} is a file, not a folder", fix="pass a new folder's path to --out")

@@ -1,0 +1,24 @@
+"""`llmsweep bench` as a user runs it, on what a benchmark engineer gets wrong: exit statuses and words."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from support.cli import run_main
+from support.stream_server import ServerConfig, StreamServer
+
+
+def test_an_out_that_cannot_be_made_is_refused_before_any_load(tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """`--out` under a file (or on a read-only or missing mount): the folder was first made by the run, after the
+    endpoint probe, and failed there as a traceback with exit status 1, the status of a failed gate."""
+    (tmp_path / "a-file").write_text("x")
+    with StreamServer(ServerConfig(itl_s=0.0005)) as srv:
+        code, out, err = run_main(capsys, "bench", "fixed", "--url", srv.url, "--model", "m", "--isl", "16",
+                                  "--osl", "4", "--concurrency", "2", "--num-prompts", "4",
+                                  "--out", tmp_path / "a-file" / "out")
+        served = len(srv.served)
+    assert code == 2, (out, err)
+    assert f"--out {tmp_path / 'a-file' / 'out'} cannot be made: Not a directory; nothing was sent" in err
+    assert "Traceback" not in err and served == 0
