@@ -3,6 +3,7 @@ with a clear error class, within the client's timeouts, and the run's summary co
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import socket
@@ -98,10 +99,8 @@ class RawServer:
     def close(self) -> None:
         self._sock.close()
         for conn in self._conns:
-            try:
+            with contextlib.suppress(OSError):
                 conn.close()
-            except OSError:
-                pass
 
 
 @pytest.fixture
@@ -264,10 +263,8 @@ def test_a_connection_never_completed_ends_at_the_stall_timeout(tmp_path: Path) 
     for _ in range(3):  # fill the accept queue: later SYNs are dropped, not refused
         filler = socket.socket()
         filler.setblocking(False)
-        try:
+        with contextlib.suppress(BlockingIOError):
             filler.connect(("127.0.0.1", port))
-        except BlockingIOError:
-            pass
         fillers.append(filler)
     try:
         started = time.monotonic()
@@ -335,8 +332,11 @@ def test_a_redirect_is_not_followed_and_says_where_it_leads(
     """aiohttp followed redirects: a 301 (an http-to-https or trailing-slash redirect in front of the server) turned
     the POST into a GET without its body, and a redirect loop ended as "TooManyRedirects: 0, message=''"; a 307's
     hop counted in TTFT. A redirect is now the request's `http` failure, naming where it leads."""
-    srv = serve(lambda conn, head: conn.sendall(
-        b"HTTP/1.1 %d Moved\r\nLocation: /v1/chat/completions/\r\nContent-Length: 0\r\n\r\n" % code) is None)
+    def handler(conn: socket.socket, head: bytes) -> bool:
+        conn.sendall(b"HTTP/1.1 %d Moved\r\nLocation: /v1/chat/completions/\r\nContent-Length: 0\r\n\r\n" % code)
+        return True
+
+    srv = serve(handler)
     res, records = bench(srv, tmp_path)
     assert [(r["error_class"], r["status"]) for r in records] == [("http", code)] * 2, records
     assert all("a redirect to /v1/chat/completions/" in r["error"] for r in records)

@@ -629,7 +629,7 @@ def to_record(raw: RawExchange, spec: RequestSpec, **kw: Any) -> tuple[RequestRe
     with it every later record of the run (see `_to_record` for the keywords)."""
     try:
         return _to_record(raw, spec, **kw)
-    except Exception as exc:  # noqa: BLE001 - whatever the server sent, the request gets its one record
+    except Exception as exc:  # whatever the server sent, the request gets its one record
         raw.reads, raw.body = [], None
         raw.error_class = "protocol"
         raw.error = _utf8(f"the client could not read this response ({type(exc).__name__}: {exc})"[:800])
@@ -739,7 +739,8 @@ def _not_a_stream(body: bytes, overflow_patterns: tuple[str, ...]) -> tuple[Erro
         overflow = _is_overflow(words, overflow_patterns)
         return ("context_overflow" if overflow else "http"), f"HTTP 200 with an error and no stream: {words[:500]}"
     if isinstance(obj, dict) and "choices" in obj:
-        return "protocol", f"the server answered with one JSON object, not an event stream (stream ignored?): {text[:300]}"
+        return "protocol", ("the server answered with one JSON object, not an event stream (stream ignored?): "
+                            f"{text[:300]}")
     return "protocol", f"the response body holds no SSE `data:` event: {text[:300]!r}"
 
 
