@@ -22,3 +22,14 @@ def test_an_out_that_cannot_be_made_is_refused_before_any_load(tmp_path: Path,
     assert code == 2, (out, err)
     assert f"--out {tmp_path / 'a-file' / 'out'} cannot be made: Not a directory; nothing was sent" in err
     assert "Traceback" not in err and served == 0
+
+
+def test_checking_that_out_can_be_made_leaves_no_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The check tries the folder and takes it back: a refused endpoint still leaves no --out behind."""
+    out = tmp_path / "new" / "deeper" / "out"
+    with StreamServer(ServerConfig(itl_s=0.0005)) as srv:
+        url = srv.url
+    code, _, err = run_main(capsys, "bench", "fixed", "--url", url, "--model", "m", "--isl", "16", "--osl", "4",
+                            "--concurrency", "2", "--num-prompts", "4", "--out", out)
+    assert code == 2 and "nothing answers at" in err, err
+    assert not (tmp_path / "new").exists()
