@@ -33,3 +33,34 @@ def test_checking_that_out_can_be_made_leaves_no_folder(tmp_path: Path, capsys: 
                             "--concurrency", "2", "--num-prompts", "4", "--out", out)
     assert code == 2 and "nothing answers at" in err, err
     assert not (tmp_path / "new").exists()
+
+
+def test_a_models_answer_nested_past_the_json_decoders_depth_is_no_list(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`/v1/models` answering JSON nested 100,000 arrays deep: the probe's decoder raised RecursionError, a traceback
+    out of `bench` before any load. Such an answer is no list of models, as any other unreadable one."""
+    import socket
+    import threading
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    deep = b"[" * 100_000 + b"]" * 100_000
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            with conn:
+                conn.recv(65536)
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n"
+                             b"Connection: close\r\n\r\n" % len(deep) + deep)
+
+    threading.Thread(target=serve, daemon=True).start()
+    from llmsweep.client.probe import probe_endpoint
+
+    try:
+        probe = probe_endpoint(f"http://127.0.0.1:{listener.getsockname()[1]}")
+    finally:
+        listener.close()
+    assert probe.ready and probe.models is None and probe.gpus is None
