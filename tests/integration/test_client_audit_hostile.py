@@ -409,3 +409,23 @@ def test_a_response_the_parser_cannot_read_is_its_requests_failure_not_the_runs(
     assert records[1]["error"] == "the client could not read this response (KeyError: 'unreadable')"
     assert records[1]["status"] == 200 and records[1]["end_at"] is not None
     assert (res.summary.requests.successful, res.summary.requests.failed) == (2, 1)
+
+
+def test_a_stream_the_server_ends_with_finish_reason_error_is_a_failure(
+        tmp_path: Path, serve: Callable[[Handler], RawServer]) -> None:
+    """vLLM ends a request hit by an internal error (a KV transfer that failed, say) with `finish_reason: "error"`
+    (FinishReason.ERROR) and [DONE]. Where `ignore_eos` cannot be sent that was a success, a short output."""
+
+    def handler(conn: socket.socket, head: bytes) -> bool:
+        body = content() + content() + content(finish="error") + b"data: [DONE]\n\n"
+        conn.sendall(SSE_HEAD + b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        return True
+
+    srv = serve(handler)
+    res = run_benchmark(SimpleWorkload(max_tokens=8), Endpoint(base_url=srv.url, model="m", metrics_url="",
+                                                               send_ignore_eos=False),
+                        RunOptions(concurrency=1, num_requests=2, max_failure_ratio=1.0), tmp_path)
+    records = [json.loads(x) for x in (tmp_path / "records.jsonl").read_text().splitlines()]
+    assert [r["error_class"] for r in records] == ["truncated", "truncated"], records
+    assert all("finish_reason 'error'" in r["error"] and len(r["chunk_times"]) == 3 for r in records)
+    assert res.summary.requests.error_categories == {"truncated": 2}

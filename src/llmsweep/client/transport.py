@@ -750,9 +750,10 @@ def judge_stream(parsed: ParsedStream, *, max_tokens: int | None, ignore_eos: bo
 
     Incomplete: a dialect that promises `[DONE]` did not send it; a stream with neither `[DONE]` nor a
     `finish_reason` (every OpenAI-compatible server sends one or the other at the end); the server says it aborted
-    the request; or, under `ignore_eos`, fewer completion tokens (usage, else counted chunks) than `max_tokens`
-    without `finish_reason: length`. A stream that stops early on its own (`finish_reason: stop` without
-    `ignore_eos`) is whole: a short output, which the summary counts and a gate bounds. Runs once per request."""
+    the request or ended it on an error (`finish_reason` 'abort', 'error'); or, under `ignore_eos`, fewer completion
+    tokens (usage, else counted chunks) than `max_tokens` without `finish_reason: length`. A stream that stops
+    early on its own (`finish_reason: stop` without `ignore_eos`) is whole: a short output, which the summary counts
+    and a gate bounds. Runs once per request."""
     reason = parsed.finish_reason
     if sends_done and not parsed.done:
         return f"stream ended without the `data: [DONE]` the server sends (finish_reason {reason!r})"
@@ -760,6 +761,8 @@ def judge_stream(parsed: ParsedStream, *, max_tokens: int | None, ignore_eos: bo
         return "stream ended without `data: [DONE]` or a finish_reason"
     if reason == "abort":
         return "the server aborted the request (finish_reason 'abort')"
+    if reason == "error":  # vLLM's request-level internal error (FinishReason.ERROR): the output stopped there
+        return "the server ended the request on an error (finish_reason 'error')"
     if ignore_eos and max_tokens and reason != "length":
         got = parsed.completion_tokens if parsed.completion_tokens is not None else sum(parsed.chunk_tokens)
         if got < max_tokens:
