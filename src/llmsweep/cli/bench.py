@@ -7,6 +7,7 @@ shorter than 900 s are marked smoke but succeed.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -278,6 +279,7 @@ def _check_out(out: Path, *, force: bool) -> None:
     from llmsweep.results.rundir import folder_kind
 
     if not out.exists():
+        _check_makeable(out)
         return
     if not out.is_dir():
         raise ConfigError(f"--out {out} is a file, not a folder", fix="pass a new folder's path to --out")
@@ -295,6 +297,22 @@ def _check_out(out: Path, *, force: bool) -> None:
                           fix="pass a new folder to --out, or --force to replace that measurement")
     if holds:
         click.echo(f"--force: replacing the measurement in {out}", err=True)
+
+
+def _check_makeable(out: Path) -> None:
+    """Refuse an `--out` that cannot be made (under a file, on a missing or read-only mount), trying it and leaving
+    nothing behind: the run makes it only after the endpoint probe, and failed there as a traceback with exit status 1
+    (the status of a failed gate); a probe that refuses the endpoint leaves no folder."""
+    made = [p for p in (out, *out.parents) if not p.exists()]
+    try:
+        out.mkdir(parents=True)
+    except OSError as exc:
+        raise ConfigError(f"--out {out} cannot be made: {exc.strerror or exc}; nothing was sent",
+                          fix="pass a folder this user can write to --out") from None
+    finally:
+        for folder in made:  # deepest first
+            with contextlib.suppress(OSError):
+                folder.rmdir()
 
 
 def _client_run_json(path: Path) -> bool:

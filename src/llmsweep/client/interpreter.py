@@ -330,12 +330,18 @@ class Interpreter:
         self._session: aiohttp.ClientSession | None = None
         self._protocol_stamps = options.stamp_reads in ("kernel", "protocol")
         # hooked connections are watched for stalls by `_watch_stalls`, not by aiohttp's per-read timer
+        # sock_connect: a connection the server's host never completes (its SYNs dropped: a full accept queue, a host
+        # gone) received nothing too; it waited for the whole-request timeout (600 s by default)
         self._timeout = aiohttp.ClientTimeout(
-            total=options.timeout_s, sock_read=None if self._protocol_stamps else options.stall_s
+            total=options.timeout_s, sock_read=None if self._protocol_stamps else options.stall_s,
+            sock_connect=options.stall_s,
         )
         self._inflight: set[RawExchange] = set()
         self._stall_checked = 0.0
         self._headers = {"Content-Type": "application/json", **endpoint.headers}
+        if not any(k.lower() == "accept-encoding" for k in endpoint.headers):
+            # aiohttp asks for gzip and deflate unless told, and a compressed stream cannot be read as it comes
+            self._headers["Accept-Encoding"] = "identity"
         self._parse_queue: asyncio.Queue[tuple[RawExchange, RequestSpec, str] | None] = asyncio.Queue()
         self._pacer = Pacer(options.loop_budget_s)
         self._inline = (

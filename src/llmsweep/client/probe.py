@@ -119,7 +119,7 @@ def _get(url: str, timeout_s: float, headers: dict[str, str]) -> tuple[int | Non
         return None, None, _not_http(exc)
     try:
         doc = json.loads(body.decode() or "null")
-    except (UnicodeDecodeError, ValueError):
+    except (UnicodeDecodeError, ValueError, RecursionError):  # RecursionError: nested past the decoder's depth
         doc = None
     return status, doc, f"HTTP {status}"
 

@@ -28,6 +28,7 @@ class ParsedStream:
     output_text: str = ""
     protocol_error: str | None = None
     stream_error: str | None = None
+    data_events: int = 0  # events with a `data:` field, `[DONE]` included: none means the body is no event stream
 
 
 def _events(reads: list[tuple[float, bytes]]) -> list[tuple[float, bytes]]:
@@ -74,6 +75,21 @@ def _data_of(event: bytes) -> bytes | None:
     return b"\n".join(parts) if parts else None
 
 
+def _event_type(event: bytes) -> bytes:
+    line = event.split(b"\n", 1)[0]
+    return line[6:].strip()
+
+
+def error_words(err: Any) -> str:
+    """The server's words of an `error` value: its `message` when it is an object that has one."""
+    if isinstance(err, dict):
+        if isinstance(err.get("message"), str):
+            return str(err["message"])
+        if isinstance(err.get("error"), (dict, str)):
+            return error_words(err["error"])
+    return err if isinstance(err, str) else json.dumps(err)
+
+
 def _content_of(choice: dict[str, Any]) -> str:
     delta = choice.get("delta")
     if isinstance(delta, dict):
@@ -100,7 +116,7 @@ def _decode_all(datas: list[bytes]) -> list[Any] | None:
     any of them is not one valid JSON value, so the caller decodes one by one and reports the first bad one."""
     try:
         objs = json.loads(b"[" + b",".join(datas) + b"]")
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: JSON nested past the parser's depth
         return None
     return objs if isinstance(objs, list) and len(objs) == len(datas) else None
 
@@ -113,9 +129,20 @@ def parse_stream(reads: list[tuple[float, bytes]], *, keep_text: bool = False) -
     times: list[float] = []
     datas: list[bytes] = []
     done_after: int | None = None  # how many data events preceded the first [DONE]
+    events = 0
     for t, event in _events(reads):
         data = _data_of(event)
         if data is None:
+            continue
+        events += 1
+        if event.startswith(b"event:") and _event_type(event) == b"error":
+            # `event: error` (SSE's own error event, as some gateways and servers send): its data says what failed
+            try:
+                err = json.loads(data)
+            except (ValueError, RecursionError):  # RecursionError: JSON nested past the parser's depth
+                err = data.decode("utf-8", "replace")
+            times.append(t)
+            datas.append(json.dumps({"error": err or "error event"}).encode())
             continue
         if data.strip() == b"[DONE]":
             if done_after is None:
@@ -123,6 +150,7 @@ def parse_stream(reads: list[tuple[float, bytes]], *, keep_text: bool = False) -
             continue
         times.append(t)
         datas.append(data)
+    out.data_events = events
     objs = _decode_all(datas)
     chunk_times, usage_cum = out.chunk_times, []
     last_choices: list[Any] | None = None
@@ -134,23 +162,22 @@ def parse_stream(reads: list[tuple[float, bytes]], *, keep_text: bool = False) -
         else:
             try:
                 obj = json.loads(datas[i])
-            except ValueError:
+            except (ValueError, RecursionError):  # RecursionError: JSON nested past the parser's depth
                 out.protocol_error = f"invalid JSON in stream event: {datas[i][:120]!r}"
                 break
         if type(obj) is not dict:
             out.protocol_error = f"stream event is not a JSON object: {datas[i][:120]!r}"
             break
         if obj.get("error"):
-            err = obj["error"]
-            out.stream_error = err.get("message", str(err)) if isinstance(err, dict) else str(err)
+            out.stream_error = error_words(obj["error"])
             break
         usage = obj.get("usage")
         if usage is not None and type(usage) is dict:
-            out.prompt_tokens = usage.get("prompt_tokens", out.prompt_tokens)
-            out.completion_tokens = usage.get("completion_tokens", out.completion_tokens)
+            out.prompt_tokens = _count(usage.get("prompt_tokens"), out.prompt_tokens)
+            out.completion_tokens = _count(usage.get("completion_tokens"), out.completion_tokens)
             details = usage.get("prompt_tokens_details")
-            if isinstance(details, dict) and details.get("cached_tokens") is not None:
-                out.cached_tokens = details["cached_tokens"]
+            if isinstance(details, dict):
+                out.cached_tokens = _count(details.get("cached_tokens"), out.cached_tokens)
         else:
             usage = None
         choices = obj.get("choices")
@@ -163,7 +190,7 @@ def parse_stream(reads: list[tuple[float, bytes]], *, keep_text: bool = False) -
         if text:
             chunk_times.append(t)
             texts.append(text)
-            usage_cum.append(usage.get("completion_tokens") if usage is not None else None)
+            usage_cum.append(_count(usage.get("completion_tokens"), None) if usage is not None else None)
     else:
         seen = len(times)
     out.done = done_after is not None and done_after <= seen
@@ -178,6 +205,16 @@ def parse_stream(reads: list[tuple[float, bytes]], *, keep_text: bool = False) -
     if keep_text:
         out.output_text = "".join(texts)
     return out
+
+
+_MAX_COUNT = 1 << 53  # past this a count is no token count (and past 2**63 the record's encoder refused it)
+
+
+def _count(value: Any, before: int | None) -> int | None:
+    """A usage count: a non-negative integer below 2**53, else what was known `before` (a server's `null`, `"8"`,
+    `-1` or 10**30 is no count; a string crashed the whole run in the token split, a huge one in the record's
+    encoder, `TypeError` out of the client)."""
+    return value if type(value) is int and 0 <= value < _MAX_COUNT else before
 
 
 def _chunk_tokens(texts: list[str], usage_cum: list[int | None], total: int | None) -> list[int]:

@@ -39,8 +39,8 @@ from aiohttp.tracing import Trace
 
 from llmsweep.client.clock import to_unix
 from llmsweep.client.config import Endpoint
-from llmsweep.client.records import RequestRecord
-from llmsweep.client.sse import ParsedStream, parse_stream
+from llmsweep.client.records import ErrorClass, RequestRecord
+from llmsweep.client.sse import ParsedStream, error_words, parse_stream
 from llmsweep.workload.base import RequestSpec
 
 
@@ -78,6 +78,7 @@ class RawExchange:
     drained: int = 0
     body: bytes | None = None  # the whole body, until `to_record` cuts it into `reads` at the marks
     last_read: float | None = None
+    lost: BaseException | None = None  # the error the connection was lost with before the body ended (a reset)
 
 
 # The exchange whose request is being sent from the current task: how `StampingConnector.connect` finds it.
@@ -295,17 +296,22 @@ def _stamp_in_kernel(proto: ResponseHandler, stamper: _ReadStamper, *, first_eve
     return True
 
 
+class MalformedResponse(aiohttp.ClientPayloadError):
+    """Bytes of a response body that are not HTTP (a bad chunk size): a `protocol` failure."""
+
+
 class _ReadStamper:
     """Replaces one connection protocol's `data_received`: stamp the read, let aiohttp parse it, then note how many
     body bytes the response had after it. Nothing else happens per read: the body is cut into reads by those marks
     once it ended (`RawExchange.reads`), so the request's task never wakes per chunk. The stamp is the kernel's
     receive time when `_KernelReader` left one in `rx`, else the time of this call."""
 
-    __slots__ = ("fd", "orig", "proto", "raw", "rx", "stale")
+    __slots__ = ("fd", "orig", "orig_lost", "proto", "raw", "rx", "stale")
 
     def __init__(self, proto: ResponseHandler) -> None:
         self.proto = proto
         self.orig = proto.data_received
+        self.orig_lost = proto.connection_lost
         self.raw: RawExchange | None = None
         self.stale: StreamReader | None = None  # the previous response's body on a reused connection
         self.rx: float | None = None  # the kernel's receive time of the read being handled (perf_counter seconds)
@@ -337,6 +343,8 @@ class _ReadStamper:
         raw = self.raw
         if raw is None or not data:
             return  # b"" is aiohttp resuming its own parser (from inside `read_nowait`)
+        if self.proto._exception is not None:
+            self._fail_body()
         if raw.last_read is not None and t < raw.last_read:
             t = raw.last_read  # a read before it the kernel did not stamp (timestamps still being switched on)
         raw.last_read = t
@@ -360,6 +368,29 @@ class _ReadStamper:
             except Exception:
                 return
             raw.drained = total
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        """Replaces the protocol's `connection_lost`: note an error (a reset) that cut a body not yet ended. A body
+        that runs to the connection's close (no length, no chunks) is ended by aiohttp at the close whatever its
+        cause, so a stream reset after three tokens read as a clean end (`truncated`, or a success when the tokens
+        that came looked whole), not as the `connection` failure it is."""
+        raw = self.raw
+        payload: StreamReader | None = self.proto._payload
+        if (exc is not None and raw is not None and payload is not None and payload is not self.stale
+                and not payload.is_eof()):
+            raw.lost = exc
+        self.orig_lost(exc)
+
+    def _fail_body(self) -> None:
+        """aiohttp's parser refused bytes of a body already begun (a chunk size that is not hex, say): it closes the
+        connection and fails the response's head queue, but its C parser leaves the body open, neither failed nor
+        ended, so the request waited for the whole-request timeout (600 s by default) and was recorded as a timeout.
+        Fail the body with the parser's words."""
+        payload: StreamReader | None = self.proto._payload
+        if payload is None or payload is self.stale or payload.is_eof() or payload.exception() is not None:
+            return
+        words = " ".join(str(self.proto._exception).split())  # aiohttp's words span lines (the bytes, a caret)
+        payload.set_exception(MalformedResponse(f"malformed response body: {words}"))
 
     @staticmethod
     def cut(raw: RawExchange, body: bytes) -> None:
@@ -453,6 +484,7 @@ class StampingConnector(aiohttp.TCPConnector):
             if not isinstance(stamper, _ReadStamper):
                 stamper = _ReadStamper(proto)
                 proto.data_received = stamper  # type: ignore[method-assign]
+                proto.connection_lost = stamper.connection_lost  # type: ignore[method-assign]
                 if self.kernel_stamps:
                     _stamp_in_kernel(proto, stamper, first_events=self.first_events)
             stamper.attach(raw)
@@ -489,7 +521,7 @@ async def exchange(
     content: StreamReader | None = None
     try:
         async with session.post(
-            url, data=body, headers=headers, timeout=timeout, trace_request_ctx=raw,
+            url, data=body, headers=headers, timeout=timeout, trace_request_ctx=raw, allow_redirects=False,
             read_bufsize=READ_BUFSIZE if stamp_in_protocol else None,
         ) as resp:
             if token is not None:
@@ -519,6 +551,10 @@ async def exchange(
                 raw.pieces.append(_rest_of(content))
                 raw.body = b"".join(raw.pieces)  # cut into reads later, off the path from here to the next send
                 raw.pieces.clear()
+                if raw.lost is not None and not raw.body.rstrip().endswith(b"[DONE]"):  # cut (what came is kept)
+                    raw.error_class = "connection"
+                    raw.error = (f"the connection was lost before the body ended ({type(raw.lost).__name__}: "
+                                 f"{raw.lost})")
             elif resp.status != 200:
                 reads.append((perf(), await resp.read()))
             else:
@@ -531,6 +567,14 @@ async def exchange(
             if resp.status != 200:
                 raw.error_class = "http"
                 raw.error = f"HTTP {resp.status}"
+                if 300 <= resp.status < 400:
+                    # followed, a 301 or 302 turned the POST into a GET without its body, and any hop counted in TTFT
+                    raw.error += (f" (a redirect to {resp.headers.get('Location', '?')}: requests are not redirected; "
+                                  "point the URL at where it leads)")
+            elif (coding := resp.headers.get("Content-Encoding", "identity").strip().lower()) != "identity":
+                raw.error_class = "protocol"
+                raw.error = (f"the server compressed the stream (Content-Encoding: {coding}) though the request asked "
+                             "for none (Accept-Encoding: identity): its tokens cannot be read or timed as they arrive")
     except asyncio.CancelledError:
         # the hook sets `end` at the read that completed the body: a request whose body had ended (its task was
         # waiting for a turn) is finished, whatever aiohttp did to the response on the way out
@@ -539,9 +583,15 @@ async def exchange(
             raw.error_class, raw.error = "cancelled", "cancelled at the end of the drain grace period"
             raw.end = perf()
         raise
+    except aiohttp.ConnectionTimeoutError as exc:
+        raw.error_class = "timeout"
+        raw.error = f"timed out: no connection within {timeout.sock_connect:g} s (the stall timeout): {exc}"
     except (TimeoutError, aiohttp.ServerTimeoutError) as exc:
-        raw.error_class, raw.error = "timeout", f"timed out: {exc or type(exc).__name__}"
-    except aiohttp.ClientResponseError as exc:
+        # aiohttp's whole-request timer raises a bare TimeoutError: its str is empty ("timed out: ")
+        words = str(exc) or (f"the whole-request timeout of {timeout.total:g} s passed" if timeout.total is not None
+                             else type(exc).__name__)
+        raw.error_class, raw.error = "timeout", f"timed out: {words}"
+    except (aiohttp.ClientResponseError, MalformedResponse) as exc:
         raw.error_class, raw.error = "protocol", f"{type(exc).__name__}: {exc}"
     except (aiohttp.ClientError, OSError) as exc:
         raw.error_class, raw.error = "connection", f"{type(exc).__name__}: {exc}"
@@ -571,7 +621,22 @@ async def on_request_sent(session: Any, ctx: Any, params: Any) -> None:
         raw.sent = time.perf_counter()
 
 
-def to_record(
+def to_record(raw: RawExchange, spec: RequestSpec, **kw: Any) -> tuple[RequestRecord, str]:
+    """Parse the raw exchange into a record (and the output text the lane program may want); never raises.
+
+    A response the parser cannot read (a fault it was not written for) is that request's `protocol` failure, with
+    the exception's words: one raise used to end the whole run (in the event loop) or the record helper process, and
+    with it every later record of the run (see `_to_record` for the keywords)."""
+    try:
+        return _to_record(raw, spec, **kw)
+    except Exception as exc:  # whatever the server sent, the request gets its one record
+        raw.reads, raw.body = [], None
+        raw.error_class = "protocol"
+        raw.error = _utf8(f"the client could not read this response ({type(exc).__name__}: {exc})"[:800])
+        return _to_record(raw, spec, **kw)
+
+
+def _to_record(
     raw: RawExchange,
     spec: RequestSpec,
     *,
@@ -615,7 +680,7 @@ def to_record(
     text = ""
     if raw.error_class == "http":
         body = b"".join(d for _, d in raw.reads).decode("utf-8", "replace")
-        rec.error = f"HTTP {raw.status}: {body[:500]}"
+        rec.error = f"{raw.error or f'HTTP {raw.status}'}: {body[:500]}" if body else raw.error or f"HTTP {raw.status}"
         if _is_overflow(body, overflow_patterns):
             rec.error_class = "context_overflow"
         return rec, text
@@ -639,6 +704,8 @@ def to_record(
                     rec.error_class, rec.error = "truncated", f"stream ended inside an event ({parsed.protocol_error})"
                 else:
                     rec.error_class, rec.error = "protocol", parsed.protocol_error
+            elif not parsed.data_events:
+                rec.error_class, rec.error = _not_a_stream(b"".join(d for _, d in raw.reads), overflow_patterns)
             elif not rec.chunk_times and not parsed.completion_tokens:
                 rec.error_class, rec.error = "protocol", "stream ended without any content chunk"
             elif (why := judge_stream(parsed, max_tokens=spec.max_tokens, ignore_eos=ignore_eos,
@@ -646,7 +713,35 @@ def to_record(
                 rec.error_class, rec.error = "truncated", why
     elif rec.error_class is None:
         rec.error_class, rec.error = "protocol", "empty response body"
+    if rec.error is not None and not rec.error.isascii():
+        rec.error = _utf8(rec.error)
+    if rec.finish_reason is not None and not rec.finish_reason.isascii():
+        rec.finish_reason = _utf8(rec.finish_reason)
     return rec, text
+
+
+def _utf8(text: str) -> str:
+    """`text` with any lone surrogate (a server's JSON may escape one: `"\\ud800"`) replaced: the record's encoder
+    refuses them, and one in a stream's error message or finish_reason crashed the whole run."""
+    return text.encode("utf-8", "replace").decode("utf-8")
+
+
+def _not_a_stream(body: bytes, overflow_patterns: tuple[str, ...]) -> tuple[ErrorClass, str]:
+    """The error of a 200 answer whose body holds no SSE `data:` event: a whole JSON answer (a server or gateway that
+    ignored `stream: true`), a JSON error sent with status 200, or something else; each said with the body's start."""
+    text = body.decode("utf-8", "replace")
+    try:
+        obj = json.loads(body)
+    except (ValueError, RecursionError):  # RecursionError: JSON nested past the parser's depth
+        obj = None
+    if isinstance(obj, dict) and obj.get("error"):
+        words = error_words(obj["error"])
+        overflow = _is_overflow(words, overflow_patterns)
+        return ("context_overflow" if overflow else "http"), f"HTTP 200 with an error and no stream: {words[:500]}"
+    if isinstance(obj, dict) and "choices" in obj:
+        return "protocol", ("the server answered with one JSON object, not an event stream (stream ignored?): "
+                            f"{text[:300]}")
+    return "protocol", f"the response body holds no SSE `data:` event: {text[:300]!r}"
 
 
 def judge_stream(parsed: ParsedStream, *, max_tokens: int | None, ignore_eos: bool,
@@ -655,9 +750,10 @@ def judge_stream(parsed: ParsedStream, *, max_tokens: int | None, ignore_eos: bo
 
     Incomplete: a dialect that promises `[DONE]` did not send it; a stream with neither `[DONE]` nor a
     `finish_reason` (every OpenAI-compatible server sends one or the other at the end); the server says it aborted
-    the request; or, under `ignore_eos`, fewer completion tokens (usage, else counted chunks) than `max_tokens`
-    without `finish_reason: length`. A stream that stops early on its own (`finish_reason: stop` without
-    `ignore_eos`) is whole: a short output, which the summary counts and a gate bounds. Runs once per request."""
+    the request or ended it on an error (`finish_reason` 'abort', 'error'); or, under `ignore_eos`, fewer completion
+    tokens (usage, else counted chunks) than `max_tokens` without `finish_reason: length`. A stream that stops
+    early on its own (`finish_reason: stop` without `ignore_eos`) is whole: a short output, which the summary counts
+    and a gate bounds. Runs once per request."""
     reason = parsed.finish_reason
     if sends_done and not parsed.done:
         return f"stream ended without the `data: [DONE]` the server sends (finish_reason {reason!r})"
@@ -665,6 +761,8 @@ def judge_stream(parsed: ParsedStream, *, max_tokens: int | None, ignore_eos: bo
         return "stream ended without `data: [DONE]` or a finish_reason"
     if reason == "abort":
         return "the server aborted the request (finish_reason 'abort')"
+    if reason == "error":  # vLLM's request-level internal error (FinishReason.ERROR): the output stopped there
+        return "the server ended the request on an error (finish_reason 'error')"
     if ignore_eos and max_tokens and reason != "length":
         got = parsed.completion_tokens if parsed.completion_tokens is not None else sum(parsed.chunk_tokens)
         if got < max_tokens:

@@ -1,0 +1,431 @@
+"""Hostile servers written at the byte level (a raw loopback socket per test): each misbehaviour is one failed record
+with a clear error class, within the client's timeouts, and the run's summary counts it."""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import json
+import socket
+import struct
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.workloads import SimpleWorkload
+
+from llmsweep.client import Endpoint, RunOptions, run_benchmark
+
+# a handler answers one request on the socket (its head is in `head`) and says whether the connection stays open
+Handler = Callable[[socket.socket, bytes], bool]
+
+SSE_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
+
+
+def content(text: str = "tok", finish: str | None = None, usage: Any = None) -> bytes:
+    obj: dict[str, Any] = {"id": "x", "object": "chat.completion.chunk",
+                           "choices": [{"index": 0, "delta": {"content": text}, "finish_reason": finish}]}
+    if usage is not None:
+        obj["usage"] = usage
+    return b"data: " + json.dumps(obj).encode() + b"\n\n"
+
+
+def whole_stream(n: int = 8, usage: Any = None) -> bytes:
+    """A complete stream of `n` one-token chunks, the last with finish_reason length, then usage and [DONE]."""
+    body = b"".join(content(finish="length" if i == n - 1 else None) for i in range(n))
+    usage = {"prompt_tokens": 15, "completion_tokens": n} if usage is None else usage
+    body += b"data: " + json.dumps({"id": "x", "choices": [], "usage": usage}).encode() + b"\n\n"
+    return body + b"data: [DONE]\n\n"
+
+
+def chunked(body: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(body), body)
+
+
+class RawServer:
+    """An HTTP/1.1 server on loopback that reads each request's head and body and lets `handler` write the answer,
+    byte for byte. Routes other than the completion routes answer 404."""
+
+    def __init__(self, handler: Handler) -> None:
+        self.handler = handler
+        self.requests: list[bytes] = []
+        self._sock = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self._sock.getsockname()[1]}"
+        self._conns: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self._sock.accept()
+            except OSError:
+                return
+            self._conns.append(conn)
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        try:
+            buf = b""
+            while True:
+                while b"\r\n\r\n" not in buf:
+                    data = conn.recv(65536)
+                    if not data:
+                        return
+                    buf += data
+                head, buf = buf.split(b"\r\n\r\n", 1)
+                length = 0
+                for line in head.split(b"\r\n"):
+                    if line.lower().startswith(b"content-length:"):
+                        length = int(line.split(b":", 1)[1])
+                while len(buf) < length:
+                    data = conn.recv(65536)
+                    if not data:
+                        return
+                    buf += data
+                buf = buf[length:]
+                if b" /v1/chat/completions " not in head.split(b"\r\n", 1)[0]:
+                    conn.sendall(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n")
+                    continue
+                self.requests.append(head)
+                if not self.handler(conn, head):
+                    conn.close()
+                    return
+        except OSError:
+            return
+
+    def close(self) -> None:
+        self._sock.close()
+        for conn in self._conns:
+            with contextlib.suppress(OSError):
+                conn.close()
+
+
+@pytest.fixture
+def serve() -> Iterator[Callable[[Handler], RawServer]]:
+    servers: list[RawServer] = []
+
+    def start(handler: Handler) -> RawServer:
+        servers.append(RawServer(handler))
+        return servers[-1]
+
+    yield start
+    for srv in servers:
+        srv.close()
+
+
+def bench(srv: RawServer, out: Path, *, n: int = 2, concurrency: int = 1, **options: Any
+          ) -> tuple[Any, list[dict[str, Any]]]:
+    opts: dict[str, Any] = {"concurrency": concurrency, "num_requests": n, "stall_timeout_s": 5, "timeout_s": 30,
+                            "max_failure_ratio": 1.0}
+    opts.update(options)
+    res = run_benchmark(SimpleWorkload(max_tokens=8, lanes_hint=concurrency),
+                        Endpoint(base_url=srv.url, model="m", metrics_url=""), RunOptions(**opts), out)
+    return res, [json.loads(x) for x in (out / "records.jsonl").read_text().splitlines()]
+
+
+def test_a_malformed_chunk_after_the_body_began_fails_at_once_as_protocol(
+        tmp_path: Path, serve: Callable[[Handler], RawServer]) -> None:
+    """A chunk size that is not hex, sent after the stream's first events: aiohttp's C parser closed the connection
+    but left the body neither failed nor ended, so the request waited out the whole-request timeout (600 s by
+    default; 30 s here) and was recorded as a `timeout` — the stall watchdog could not wake it either."""
+
+    def handler(conn: socket.socket, head: bytes) -> bool:
+        conn.sendall(SSE_HEAD + b"Transfer-Encoding: chunked\r\n\r\n" + chunked(content() + content()))
+        time.sleep(0.05)
+        conn.sendall(b"ZZZ\r\n")
+        return False
+
+    started = time.monotonic()
+    res, records = bench(serve(handler), tmp_path)
+    assert time.monotonic() - started < 20
+    assert [r["error_class"] for r in records] == ["protocol", "protocol"], records
+    assert all("malformed response body" in r["error"] and "chunk size" in r["error"] for r in records)
+    assert all(r["end_at"] - r["sent_at"] < 5 for r in records)
+    assert res.summary.requests.failed == 2 and res.summary.requests.error_categories == {"protocol": 2}
+
+
+@pytest.mark.parametrize("usage", [{"prompt_tokens": "15", "completion_tokens": "8"},
+                                   {"prompt_tokens": 15, "completion_tokens": 8.5,
+                                    "prompt_tokens_details": {"cached_tokens": "all"}},
+                                   {"prompt_tokens": None, "completion_tokens": -1},
+                                   {"prompt_tokens": 15, "completion_tokens": 10**30}],
+                         ids=["strings", "float-and-text", "null-and-negative", "huge"])
+def test_usage_counts_that_are_not_counts_do_not_crash_the_run(
+        tmp_path: Path, serve: Callable[[Handler], RawServer], usage: dict[str, Any]) -> None:
+    """A usage chunk whose counts are strings made the token split compare a str with an int: TypeError out of
+    `run_benchmark`, no summary. Such a count is no count: the record has none, the chunks count the tokens."""
+
+    def handler(conn: socket.socket, head: bytes) -> bool:
+        conn.sendall(SSE_HEAD + b"Transfer-Encoding: chunked\r\n\r\n" + chunked(whole_stream(usage=usage))
+                     + b"0\r\n\r\n")
+        return True
+
+    res, records = bench(serve(handler), tmp_path)
+    assert [r["error_class"] for r in records] == [None, None], records
+    for r in records:
+        assert r["completion_tokens"] is None and r["cached_tokens"] is None
+        assert r["prompt_tokens"] == (usage["prompt_tokens"] if type(usage["prompt_tokens"]) is int else None)
+        assert r["chunk_tokens"] == [1] * 8
+    assert res.summary.requests.successful == 2 and res.summary.tokens.output_total == 16
+
+
+def _gzip_if_asked(always: bool) -> Handler:
+    def handler(conn: socket.socket, head: bytes) -> bool:
+        body = whole_stream()
+        asked = any(line.lower().startswith(b"accept-encoding:") and b"gzip" in line.lower()
+                    for line in head.split(b"\r\n"))
+        if always or asked:
+            body = gzip.compress(body)
+            conn.sendall(SSE_HEAD + b"Content-Encoding: gzip\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+        else:
+            conn.sendall(SSE_HEAD + b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        return True
+
+    return handler
+
+
+def test_the_client_asks_for_an_uncompressed_stream_and_names_a_compressed_one(
+        tmp_path: Path, serve: Callable[[Handler], RawServer]) -> None:
+    """aiohttp sent `Accept-Encoding: gzip, deflate` by default while the client reads the body raw: a server (or a
+    gateway) that honours it gzipped the stream, and every request failed as "stream ended without any content
+    chunk". The client asks for `identity` now, and a server that compresses anyway fails with that said."""
+    srv = serve(_gzip_if_asked(always=False))
+    res, records = bench(srv, tmp_path / "honours")
+    assert [r["error_class"] for r in records] == [None, None], records
+    assert res.summary.tokens.output_total == 16
+    assert all(b"accept-encoding: identity" in h.lower() for h in srv.requests)
+
+    res, records = bench(serve(_gzip_if_asked(always=True)), tmp_path / "always")
+    assert [r["error_class"] for r in records] == ["protocol", "protocol"], records
+    assert all("Content-Encoding: gzip" in r["error"] for r in records)
+    assert res.summary.requests.error_categories == {"protocol": 2}
+
+
+def _answer(body: bytes, content_type: bytes = b"application/json") -> Handler:
+    def handler(conn: socket.socket, head: bytes) -> bool:
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: %s\r\nContent-Length: %d\r\n\r\n" % (content_type, len(body))
+                     + body)
+        return True
+
+    return handler
+
+
+@pytest.mark.parametrize("record_process", [False, True], ids=["records-in-loop", "records-helper"])
+def test_a_200_that_is_no_stream_says_what_came(tmp_path: Path, serve: Callable[[Handler], RawServer],
+                                                record_process: bool) -> None:
+    """A server that ignores `stream: true` (one JSON answer), a gateway's JSON error sent with status 200, and an
+    HTML page were all "stream ended without any content chunk": the server's words and the body were lost, and a
+    context overflow said that way was not one. Each now says what came."""
+    whole = json.dumps({"id": "x", "object": "chat.completion", "usage": {"completion_tokens": 8},
+                        "choices": [{"index": 0, "message": {"content": "hi"}, "finish_reason": "stop"}]}).encode()
+    overflow = json.dumps({"error": {"message": "This model's maximum context length is 8 tokens"}}).encode()
+    cases = {"whole": (_answer(whole), "protocol", "one JSON object, not an event stream"),
+             "error": (_answer(b'{"error": {"message": "upstream busy"}}'), "http", "HTTP 200 with an error and no "
+                                                                                   "stream: upstream busy"),
+             "overflow": (_answer(overflow), "context_overflow", "maximum context length is 8"),
+             "html": (_answer(b"<html>login</html>", b"text/html"), "protocol", "no SSE `data:` event: '<html>")}
+    for name, (handler, error_class, words) in cases.items():
+        res, records = bench(serve(handler), tmp_path / name, record_process=record_process)
+        assert [r["error_class"] for r in records] == [error_class] * 2, (name, records)
+        assert all(words in r["error"] for r in records), (name, records)
+        assert res.summary.requests.failed == 2
+
+
+def test_an_sse_error_event_is_a_failure_with_the_servers_words(
+        tmp_path: Path, serve: Callable[[Handler], RawServer]) -> None:
+    """`event: error` (SSE's own error event) after three tokens was ignored: the request failed as `truncated`
+    ("without [DONE] or a finish_reason"), the server's reason lost."""
+
+    def handler(conn: socket.socket, head: bytes) -> bool:
+        body = content() * 3 + b'event: error\ndata: {"message": "engine crashed"}\n\n'
+        conn.sendall(SSE_HEAD + b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        return True
+
+    res, records = bench(serve(handler), tmp_path)
+    assert [r["error_class"] for r in records] == ["http", "http"], records
+    assert all(r["error"] == "error event in stream: engine crashed" for r in records)
+    assert all(len(r["chunk_times"]) == 3 for r in records)  # the tokens that came are kept
+    assert res.summary.requests.error_categories == {"http": 2}
+
+
+def test_a_connection_never_completed_ends_at_the_stall_timeout(tmp_path: Path) -> None:
+    """A listener whose accept queue is full drops the client's SYNs (as a host gone or overloaded does): the
+    connection never completes, nothing is received, and the request waited for the whole-request timeout (600 s by
+    default) and was recorded as "timed out: " with no words. It now ends at the stall timeout, saying so."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(0)
+    port = listener.getsockname()[1]
+    fillers = []
+    for _ in range(3):  # fill the accept queue: later SYNs are dropped, not refused
+        filler = socket.socket()
+        filler.setblocking(False)
+        with contextlib.suppress(BlockingIOError):
+            filler.connect(("127.0.0.1", port))
+        fillers.append(filler)
+    try:
+        started = time.monotonic()
+        res = run_benchmark(SimpleWorkload(max_tokens=8), Endpoint(base_url=f"http://127.0.0.1:{port}", model="m",
+                                                                   metrics_url=""),
+                            RunOptions(concurrency=1, num_requests=1, stall_timeout_s=1, timeout_s=20,
+                                       max_failure_ratio=1.0), tmp_path)
+        took = time.monotonic() - started
+    finally:
+        for sock in (*fillers, listener):
+            sock.close()
+    (record,) = [json.loads(x) for x in (tmp_path / "records.jsonl").read_text().splitlines()]
+    assert record["error_class"] == "timeout" and "no connection within 1 s (the stall timeout)" in record["error"]
+    assert took < 10 and record["end_at"] - record["scheduled_at"] < 5, took
+    assert res.summary.requests.error_categories == {"timeout": 1}
+
+
+def test_the_whole_request_timeout_before_any_answer_says_so(
+        tmp_path: Path, serve: Callable[[Handler], RawServer]) -> None:
+    """A server that takes the request and never answers, with the request timeout below the stall timeout:
+    aiohttp's whole-request timer raised a bare TimeoutError and the record said "timed out: " and nothing else."""
+
+    def handler(conn: socket.socket, head: bytes) -> bool:
+        time.sleep(3)
+        return False
+
+    res, records = bench(serve(handler), tmp_path, n=1, stall_timeout_s=5, timeout_s=0.5)
+    assert [(r["error_class"], r["error"]) for r in records] == [
+        ("timeout", "timed out: the whole-request timeout of 0.5 s passed")]
+    assert res.summary.requests.failed == 1
+
+
+def _reset_after(body: bytes) -> Handler:
+    def handler(conn: socket.socket, head: bytes) -> bool:
+        conn.sendall(SSE_HEAD + b"Connection: close\r\n\r\n" + body)  # a body that runs to the close
+        time.sleep(0.05)
+        conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # close with a reset
+        return False
+
+    return handler
+
+
+@pytest.mark.parametrize("record_process", [False, True], ids=["records-in-loop", "records-helper"])
+def test_a_reset_that_cuts_a_stream_running_to_the_close_is_a_connection_failure(
+        tmp_path: Path, serve: Callable[[Handler], RawServer], record_process: bool) -> None:
+    """A body without length or chunks ends at the connection's close, and aiohttp ends it there even when the
+    close is a reset: three tokens then a reset were a clean end (`truncated`), and had the third carried a
+    finish_reason, a success. It is a `connection` failure now, keeping the tokens that came; a reset after a whole
+    stream (its `[DONE]` read) takes nothing from it."""
+    cut = content() + content() + content(finish="stop")
+    res, records = bench(serve(_reset_after(cut)), tmp_path / "cut", record_process=record_process)
+    assert [r["error_class"] for r in records] == ["connection", "connection"], records
+    assert all("lost before the body ended" in r["error"] and "reset" in r["error"].lower() for r in records)
+    assert all(len(r["chunk_times"]) == 3 for r in records)
+    assert res.summary.requests.error_categories == {"connection": 2}
+
+    res, records = bench(serve(_reset_after(whole_stream())), tmp_path / "whole", record_process=record_process)
+    assert [r["error_class"] for r in records] == [None, None], records
+    assert res.summary.tokens.output_total == 16
+
+
+@pytest.mark.parametrize("code", [301, 307])
+def test_a_redirect_is_not_followed_and_says_where_it_leads(
+        tmp_path: Path, serve: Callable[[Handler], RawServer], code: int) -> None:
+    """aiohttp followed redirects: a 301 (an http-to-https or trailing-slash redirect in front of the server) turned
+    the POST into a GET without its body, and a redirect loop ended as "TooManyRedirects: 0, message=''"; a 307's
+    hop counted in TTFT. A redirect is now the request's `http` failure, naming where it leads."""
+    def handler(conn: socket.socket, head: bytes) -> bool:
+        conn.sendall(b"HTTP/1.1 %d Moved\r\nLocation: /v1/chat/completions/\r\nContent-Length: 0\r\n\r\n" % code)
+        return True
+
+    srv = serve(handler)
+    res, records = bench(srv, tmp_path)
+    assert [(r["error_class"], r["status"]) for r in records] == [("http", code)] * 2, records
+    assert all("a redirect to /v1/chat/completions/" in r["error"] for r in records)
+    assert len(srv.requests) == 2 and all(h.startswith(b"POST ") for h in srv.requests)
+    assert res.summary.requests.error_categories == {"http": 2}
+
+
+@pytest.mark.parametrize("record_process", [False, True], ids=["records-in-loop", "records-helper"])
+def test_a_lone_surrogate_in_the_servers_words_does_not_crash_the_run(
+        tmp_path: Path, serve: Callable[[Handler], RawServer], record_process: bool) -> None:
+    """JSON may escape a lone surrogate (`"\\ud800"`, as Python's json.dumps writes one): in a stream's error message
+    or its finish_reason it reached the record, whose encoder refused it — TypeError out of run_benchmark."""
+    bodies = iter([content() + b'data: {"error": {"message": "bad \\ud800 input"}}\n\n',
+                   whole_stream().replace(b'"finish_reason": "length"', b'"finish_reason": "len\\udc00"')])
+
+    def handler(conn: socket.socket, head: bytes) -> bool:
+        body = next(bodies)
+        conn.sendall(SSE_HEAD + b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        return True
+
+    res, records = bench(serve(handler), tmp_path, record_process=record_process)
+    assert [(r["error_class"], r["error"]) for r in records] == [("http", "error event in stream: bad ? input"),
+                                                                (None, None)], records
+    assert records[1]["finish_reason"] == "len?"
+    assert (res.summary.requests.successful, res.summary.requests.failed) == (1, 1)
+
+
+@pytest.mark.parametrize("record_process", [False, True], ids=["records-in-loop", "records-helper"])
+def test_json_nested_past_the_parsers_depth_is_a_protocol_failure(
+        tmp_path: Path, serve: Callable[[Handler], RawServer], record_process: bool) -> None:
+    """An event nested 200,000 arrays deep made json.loads raise RecursionError, which the parser did not catch:
+    in the loop, a crash of the whole run; in the record helper, its exit, and every record after it lost (the
+    summary counted 0 of the 2 requests sent)."""
+    body = content() + b"data: " + b"[" * 200_000 + b"]" * 200_000 + b"\n\n" + whole_stream()
+
+    def handler(conn: socket.socket, head: bytes) -> bool:
+        conn.sendall(SSE_HEAD + b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        return True
+
+    res, records = bench(serve(handler), tmp_path, record_process=record_process)
+    assert [r["error_class"] for r in records] == ["protocol", "protocol"], records
+    assert res.summary.requests.total == 2 and res.summary.requests.error_categories == {"protocol": 2}
+
+
+def test_a_response_the_parser_cannot_read_is_its_requests_failure_not_the_runs(
+        tmp_path: Path, serve: Callable[[Handler], RawServer], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Three faults above (a usage count that is a string or past 2**63, a lone surrogate, JSON nested too deep)
+    each raised out of the record step and ended the whole run, or the record helper and every record after it. A
+    fault of a kind not met yet (stood for here by the parser raising on one response's bytes) is now that one
+    request's `protocol` failure, and the run goes on."""
+    import llmsweep.client.transport as transport
+
+    parse = transport.parse_stream
+
+    def parse_or_fail(reads: list[tuple[float, bytes]], **kw: Any) -> Any:
+        if b"unreadable" in b"".join(d for _, d in reads):
+            raise KeyError("unreadable")
+        return parse(reads, **kw)
+
+    monkeypatch.setattr(transport, "parse_stream", parse_or_fail)
+    bodies = iter([whole_stream(), content("unreadable") + whole_stream(), whole_stream()])
+
+    def handler(conn: socket.socket, head: bytes) -> bool:
+        body = next(bodies)
+        conn.sendall(SSE_HEAD + b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        return True
+
+    res, records = bench(serve(handler), tmp_path, n=3, record_process=False)
+    assert [r["error_class"] for r in records] == [None, "protocol", None], records
+    assert records[1]["error"] == "the client could not read this response (KeyError: 'unreadable')"
+    assert records[1]["status"] == 200 and records[1]["end_at"] is not None
+    assert (res.summary.requests.successful, res.summary.requests.failed) == (2, 1)
+
+
+def test_a_stream_the_server_ends_with_finish_reason_error_is_a_failure(
+        tmp_path: Path, serve: Callable[[Handler], RawServer]) -> None:
+    """vLLM ends a request hit by an internal error (a KV transfer that failed, say) with `finish_reason: "error"`
+    (FinishReason.ERROR) and [DONE]. Where `ignore_eos` cannot be sent that was a success, a short output."""
+
+    def handler(conn: socket.socket, head: bytes) -> bool:
+        body = content() + content() + content(finish="error") + b"data: [DONE]\n\n"
+        conn.sendall(SSE_HEAD + b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        return True
+
+    srv = serve(handler)
+    res = run_benchmark(SimpleWorkload(max_tokens=8), Endpoint(base_url=srv.url, model="m", metrics_url="",
+                                                               send_ignore_eos=False),
+                        RunOptions(concurrency=1, num_requests=2, max_failure_ratio=1.0), tmp_path)
+    records = [json.loads(x) for x in (tmp_path / "records.jsonl").read_text().splitlines()]
+    assert [r["error_class"] for r in records] == ["truncated", "truncated"], records
+    assert all("finish_reason 'error'" in r["error"] and len(r["chunk_times"]) == 3 for r in records)
+    assert res.summary.requests.error_categories == {"truncated": 2}
