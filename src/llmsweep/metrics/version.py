@@ -26,7 +26,9 @@ request cancelled by a stop is no warm-up failure.
 valid.
 6: server counters over the window are summed scrape to scrape (a reset counts from zero, a series born after the
 base scrape from 0; it was last − base, floored at 0), and a record whose times no request can have is left out of
-every figure and invalidates the point (`requests.implausible`; its tokens counted, or it crashed the summary)."""
+every figure and invalidates the point (`requests.implausible`; its tokens counted, or it crashed the summary); the
+client judges more responses failures: `finish_reason: error` (truncated), an SSE `event: error` (http), a reset
+before `[DONE]` on a body read to the close (connection), a redirect (not followed)."""
 
 
 def metric_table_digest() -> str:
