@@ -425,6 +425,55 @@ EngineGate = FeatureGate
 ENGINE_FLAGS_FILE = Path(__file__).parent / "data" / "engine_flags.yaml"
 
 
+class FlagValues(BaseModel):
+    """The values an engine's parser accepts for one flag (its argparse `choices`), as catalog data."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    choices: tuple[str, ...] = Field(description="Every value a release that was read accepts (their union).")
+    complete_through: Version | None = Field(
+        default=None, alias="complete-through",
+        description="The newest release the list was read from; a later one may accept more (a miss is then a "
+                    "warning). None: read from the engine's newest source, so no release accepts another value.")
+    equivalents: dict[str, str] = Field(
+        default_factory=dict,
+        description="Another engine's spelling -> this engine's value for the same thing (vLLM's `fp8` is SGLang's "
+                    "`fp8_e4m3`): what a refusal suggests first.")
+    source: str = Field(description="Where the choices were read (file, versions).")
+
+    def suggestions(self, value: str) -> list[str]:
+        """What a value outside the choices most likely meant: its equivalent, else choices it prefixes, else the
+        closest spellings."""
+        import difflib
+
+        if value in self.equivalents:
+            return [self.equivalents[value]]
+        prefixed = [c for c in self.choices if c.startswith(value)]
+        return prefixed[:2] or difflib.get_close_matches(value, self.choices, n=2, cutoff=0.5)
+
+
+def _norm_flag_name(flag: str) -> str:
+    return "--" + str(flag).lstrip("-").replace("_", "-")
+
+
+@cached
+def _flag_values() -> dict[str, dict[str, FlagValues]]:
+    import yaml
+
+    doc = yaml.safe_load(ENGINE_FLAGS_FILE.read_text(encoding="utf-8")) or {}
+    out: dict[str, dict[str, FlagValues]] = {}
+    for engine, entry in doc.items():
+        values = entry.get("values") if isinstance(entry, dict) else None
+        out[str(engine)] = {_norm_flag_name(flag): FlagValues.model_validate(raw)
+                            for flag, raw in (values or {}).items()}
+    return out
+
+
+def flag_values(engine: str) -> dict[str, FlagValues]:
+    """Flag (normalised `--a-b`) → the values the engine's parser accepts for it, where the catalog lists them."""
+    return _flag_values().get(engine, {})
+
+
 @cached
 def _engine_flags() -> dict[str, frozenset[str]]:
     import yaml
