@@ -39,3 +39,22 @@ def test_accepted_values_pass_and_an_unknown_version_only_warns(tmp_path: Path) 
         assert sglang(tmp_path, RELEASE, value) == [], value
     (hit,) = sglang(tmp_path, "lmsysorg/sglang:nightly", "fp8")
     assert hit.severity is Severity.WARNING and "unknown" in hit.message
+
+
+def vllm(tmp_path: Path, image: str, value: str) -> list:
+    file = tmp_path / "v.yaml"
+    file.write_text(
+        f"k:\n  image: {image}\n  model: MiniMaxAI/MiniMax-M3\n  model-prefix: minimaxm3\n"
+        "  runner: h200\n  precision: fp8\n  framework: vllm\n  multinode: false\n  scenarios:\n"
+        "    fixed-seq-len:\n    - isl: 8192\n      osl: 1024\n      search-space:\n"
+        "      - { tp: 8, spec-decoding: none, conc-list: [4] }\n"
+        f"  serve:\n    args:\n      --kv-cache-dtype: {value}\n")
+    return [f for f in validate_files([file]).findings if f.rule == "serve.flag-value"]
+
+
+def test_sglangs_bf16_on_vllm_names_bfloat16_and_a_later_vllm_only_warns(tmp_path: Path) -> None:
+    (old,) = vllm(tmp_path, "vllm/vllm-openai:v0.11.0", "bf16")
+    assert old.severity is Severity.ERROR and "did you mean `bfloat16`?" in old.message
+    (later,) = vllm(tmp_path, "vllm/vllm-openai:v0.26.0", "bf16")
+    assert later.severity is Severity.WARNING and "newer than 0.16.0" in later.message
+    assert vllm(tmp_path, "vllm/vllm-openai:v0.26.0", "fp8") == []
