@@ -23,7 +23,9 @@ from llmsweep.catalog.version import Version, as_version
 from llmsweep.engine_ids import ENGINE_IDS, engine_for
 from llmsweep.errors import ConfigError
 
-GateKind = Literal["env", "arg", "speculative-config-key"]
+GateKind = Literal["env", "arg", "speculative-config-key", "kv-transfer-config-key"]
+"""`kv-transfer-config-key`: a key of vLLM's `--kv-transfer-config` JSON or of its `kv_connector_extra_config` (the
+connector's own settings, like the OffloadingConnector's `cpu_bytes_to_use`)."""
 Platform = Literal["cuda", "rocm"]
 ENGINE_SECTIONS = frozenset({"engines", "gates"})
 
@@ -285,16 +287,47 @@ def check_launch(
     env: Mapping[str, Any] | None = None,
     args: Mapping[str, Any] | None = None,
     speculative_config: Mapping[str, Any] | None = None,
+    kv_transfer_config: Mapping[str, Any] | None = None,
 ) -> list[GateVerdict]:
     """Verdicts for every gated knob a launch uses (ungated knobs are left out). A policy rule reports the
-    verdicts with ``honoured`` False (error, or warning when ``gate.estimate``) and None (version unknown)."""
+    verdicts with ``honoured`` False (error, or warning when ``gate.estimate``) and None (version unknown).
+    ``kv_transfer_config`` is the keys of a `--kv-transfer-config` and of its connectors' extra config
+    (:func:`kv_transfer_keys`)."""
     out: list[GateVerdict] = []
-    for kind, knobs in (("env", env), ("arg", args), ("speculative-config-key", speculative_config)):
+    for kind, knobs in (("env", env), ("arg", args), ("speculative-config-key", speculative_config),
+                        ("kv-transfer-config-key", kv_transfer_config)):
         for name, value in (knobs or {}).items():
             verdict = check_knob(engine, version, str(name), kind, value)  # type: ignore[arg-type]
             if verdict.gate is not None:
                 out.append(verdict)
     return out
+
+
+def kv_transfer_keys(config: Any) -> dict[str, Any]:
+    """Every key of a `--kv-transfer-config` (a dict, or its JSON text) with its value: the top-level keys and those
+    of `kv_connector_extra_config`, through a MultiConnector's `connectors` too. Not JSON, or not an object: {}."""
+    import json
+
+    if isinstance(config, str):
+        try:
+            config = json.loads(config)
+        except ValueError:
+            return {}
+    if not isinstance(config, Mapping):
+        return {}
+    keys: dict[str, Any] = {}
+    for key, value in config.items():
+        if key != "kv_connector_extra_config":
+            keys.setdefault(str(key), value)
+    extra = config.get("kv_connector_extra_config")
+    if isinstance(extra, Mapping):
+        for key, value in extra.items():
+            if key != "connectors":
+                keys.setdefault(str(key), value)
+        for inner in extra.get("connectors") or []:
+            for key, value in kv_transfer_keys(inner).items():
+                keys.setdefault(key, value)
+    return keys
 
 
 def _value_matches(want: Any, present: bool, have: Any) -> bool:
@@ -390,6 +423,55 @@ EngineGate = FeatureGate
 
 
 ENGINE_FLAGS_FILE = Path(__file__).parent / "data" / "engine_flags.yaml"
+
+
+class FlagValues(BaseModel):
+    """The values an engine's parser accepts for one flag (its argparse `choices`), as catalog data."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    choices: tuple[str, ...] = Field(description="Every value a release that was read accepts (their union).")
+    complete_through: Version | None = Field(
+        default=None, alias="complete-through",
+        description="The newest release the list was read from; a later one may accept more (a miss is then a "
+                    "warning). None: read from the engine's newest source, so no release accepts another value.")
+    equivalents: dict[str, str] = Field(
+        default_factory=dict,
+        description="Another engine's spelling -> this engine's value for the same thing (vLLM's `fp8` is SGLang's "
+                    "`fp8_e4m3`): what a refusal suggests first.")
+    source: str = Field(description="Where the choices were read (file, versions).")
+
+    def suggestions(self, value: str) -> list[str]:
+        """What a value outside the choices most likely meant: its equivalent, else choices it prefixes, else the
+        closest spellings."""
+        import difflib
+
+        if value in self.equivalents:
+            return [self.equivalents[value]]
+        prefixed = [c for c in self.choices if c.startswith(value)]
+        return prefixed[:2] or difflib.get_close_matches(value, self.choices, n=2, cutoff=0.5)
+
+
+def _norm_flag_name(flag: str) -> str:
+    return "--" + str(flag).lstrip("-").replace("_", "-")
+
+
+@cached
+def _flag_values() -> dict[str, dict[str, FlagValues]]:
+    import yaml
+
+    doc = yaml.safe_load(ENGINE_FLAGS_FILE.read_text(encoding="utf-8")) or {}
+    out: dict[str, dict[str, FlagValues]] = {}
+    for engine, entry in doc.items():
+        values = entry.get("values") if isinstance(entry, dict) else None
+        out[str(engine)] = {_norm_flag_name(flag): FlagValues.model_validate(raw)
+                            for flag, raw in (values or {}).items()}
+    return out
+
+
+def flag_values(engine: str) -> dict[str, FlagValues]:
+    """Flag (normalised `--a-b`) → the values the engine's parser accepts for it, where the catalog lists them."""
+    return _flag_values().get(engine, {})
 
 
 @cached

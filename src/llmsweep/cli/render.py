@@ -61,9 +61,13 @@ def render_topology_text(job: Job, topology: Topology) -> str:
     blocks = ["\n".join(comment_text(line) for line in lines)]
     for role in topology.roles:
         for worker in role.workers:
-            head = comment_text(f"# ---- {role.name} {worker.index} on node(s) "
-                                f"{', '.join(str(n) for n in worker.nodes)}")
+            shown = worker.nodes if worker.follower is None else worker.nodes[:1]
+            head = comment_text(f"# ---- {role.name} {worker.index} on node(s) {', '.join(str(n) for n in shown)}")
             blocks.append(head + "\n" + render_text(job, worker.spec))
+            if worker.follower is not None:  # the worker's other nodes run another launch (vLLM's `--headless`)
+                head = comment_text(f"# ---- {role.name} {worker.index}, its node(s) after the first: "
+                                    f"{', '.join(str(n) for n in worker.nodes[1:])}")
+                blocks.append(head + "\n" + render_text(job, worker.follower))
     return "\n\n".join(blocks)
 
 

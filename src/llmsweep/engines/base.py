@@ -635,6 +635,11 @@ class Adapter(ABC):
         """Add the flags one disaggregated worker needs (its mode, KV transfer, bootstrap, multi-node rendezvous)."""
         raise ContractError(f"{self.name} renders no disaggregated worker", fix="run an aggregated configuration")
 
+    def follower_spec(self, spec: LaunchSpec) -> LaunchSpec | None:
+        """The launch on a multi-node worker's nodes after its first, where the engine needs another one than `spec`
+        (None: every node runs `spec`, its `{node_rank}` filled in per node)."""
+        return None
+
     def dynamo_launcher(self, job: Job) -> list[str]:
         """argv before the flags of a Dynamo worker of this engine (unverified against a Dynamo release)."""
         assert self.dynamo_module is not None
@@ -708,7 +713,8 @@ class Adapter(ABC):
                     role_notes.append("InferenceX additional-settings passed as environment: " + ", ".join(extra))
                 spec = spec.model_copy(update={"env": {**extra, **spec.env}, "host": node_host(nodes[0]),
                                                "notes": (*spec.notes, *role_notes)})
-                workers.append(RoleWorker(index=i, nodes=nodes, spec=spec))
+                follower = self.follower_spec(spec) if len(nodes) > 1 else None
+                workers.append(RoleWorker(index=i, nodes=nodes, spec=spec, follower=follower))
             pools[kind] = workers
             roles.append(Role(name=kind, kind=kind, count=worker.num_worker,
                               gpus_per_worker=worker.gpus_per_replica, nodes_per_worker=per, workers=tuple(workers)))

@@ -173,7 +173,17 @@ class RoleWorker(BaseModel):
 
     index: int = Field(ge=0, description="The worker's index within its role.")
     nodes: tuple[int, ...] = Field(description="Node indices within the job's allocation the worker runs on.")
-    spec: LaunchSpec = Field(description="The launch on each of those nodes (`{node_rank}` differs per node).")
+    spec: LaunchSpec = Field(description="The launch on each of those nodes (`{node_rank}` differs per node); on "
+                             "the nodes after the first, `follower` where it is set.")
+    follower: LaunchSpec | None = Field(
+        default=None, description="The launch on the worker's nodes after its first, where it differs from `spec` "
+        "(vLLM's nodes of rank >= 1 run `--headless`: no API server); None: every node runs `spec`.")
+
+    def spec_on(self, node_rank: int) -> LaunchSpec:
+        """The launch on the worker's node of rank `node_rank` (0: its first node, the one that serves)."""
+        if not 0 <= node_rank < len(self.nodes):
+            raise ValueError(f"worker {self.index} spans {len(self.nodes)} node(s); it has no node rank {node_rank}")
+        return self.follower if node_rank > 0 and self.follower is not None else self.spec
 
 
 class Role(BaseModel):

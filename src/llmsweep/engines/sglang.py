@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from llmsweep.catalog.version import Version, as_version
 from llmsweep.engine_ids import SGLANG
 from llmsweep.engines.base import (
     BIND_HOST,
@@ -47,6 +48,15 @@ WORKER_PORT = 8000
 
 
 EAGLE_FAMILY = frozenset({"EAGLE", "EAGLE3", "STANDALONE"})
+PREFILL_ROUND_ROBIN_BEFORE = Version.parse("0.5.7")
+"""SGLang releases before this one assert `--prefill-round-robin-balance` on a decode worker of dp-size > 1 (its
+ServerArgs `_handle_disaggregation`: "Prefill round robin balance is required when dp size > 1. Please make sure that
+the prefill instance is launched with `--load-balance-method round_robin` and `--prefill-round-robin-balance` is set
+for decode server"). sgl-project/sglang#16195 (2025-12-31) deprecated the flag and dropped the assert, and #16110
+(2025-12-30) made the prefill's default `follow_bootstrap_room`, after which `round_robin` on a prefill worker is
+truly round-robin and no longer what the decode worker expects: the flags are rendered only below this version.
+The bound is the first release after those merges (0.5.6.post2 was the release they followed); whether 0.5.7 itself
+carries them is not established, so a 0.5.7/0.5.8 decode that still asserts fails at start-up, loudly."""
 """The algorithms SGLang sizes with the (num-steps, eagle-topk, num-draft-tokens) triple."""
 
 
@@ -204,6 +214,26 @@ class SGLangAdapter(Adapter):
             a["--nnodes"] = len(role.nodes)
             a["--node-rank"] = NODE_RANK
             a["--dist-init-addr"] = f"{role.head}:{DIST_INIT_PORT}"
+        self._dp_balance(job, role, d)
+
+    def _dp_balance(self, job: Job, role: RoleContext, d: Derived) -> None:
+        """A DP-attention worker (dp-size > 1) of an SGLang before PREFILL_ROUND_ROBIN_BEFORE: the decode worker
+        gets `--prefill-round-robin-balance` (else ServerArgs asserts at start-up) and the prefill worker
+        `--load-balance-method round_robin` (its default then, written out as the assert's message asks)."""
+        dp = d.args.get("--dp-size")
+        if not isinstance(dp, int) or dp <= 1:
+            return
+        version = as_version(self.image_and_version(job)[1])
+        if version is None or version.base >= PREFILL_ROUND_ROBIN_BEFORE.base:
+            said = "unknown" if version is None else str(version)
+            d.notes.append(f"DP attention in disaggregation: no --prefill-round-robin-balance / --load-balance-method "
+                           f"round_robin for SGLang {said} (only releases before {PREFILL_ROUND_ROBIN_BEFORE} assert "
+                           "it; later ones route prefill DP ranks by bootstrap room, sgl-project/sglang#16110)")
+            return
+        if role.kind == "decode":
+            d.args["--prefill-round-robin-balance"] = True
+        elif role.kind == "prefill":
+            d.args["--load-balance-method"] = "round_robin"
 
     def router_spec(self, job: Job, prefill: list[RoleWorker], decode: list[RoleWorker], node: int,
                     transfer: str) -> LaunchSpec:

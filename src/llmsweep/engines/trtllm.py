@@ -32,6 +32,10 @@ OPTIONS_FLAG = "--extra_llm_api_options"
 DECODING_TYPE: dict[str, str] = {"mtp": "MTP", "eagle": "Eagle", "eagle3": "Eagle", "draft_model": "DraftTarget",
                                  "ngram": "NGram"}
 """serve.spec-decoding method → the LLM API's `decoding_type`."""
+TWO_MODEL_DECODING = frozenset({"DraftTarget", "NGram"})
+"""Decoding types that always run TensorRT-LLM's two-model path (TorchSampler), which reads the forced acceptance as an
+integer; Eagle is two-model only with `eagle3_one_model: false` (its default is true: `EagleDecodingConfig`)."""
+FORCE_ACCEPTED_ENV = "TLLM_SPEC_DECODE_FORCE_NUM_ACCEPTED_TOKENS"
 DISAGG_CONFIG = "disagg_config.yaml"
 DISAGG_SERVER_PORT = 8000
 """The disaggregated server faces the client on trtllm-serve's usual port; context/generation servers use 8336."""
@@ -114,10 +118,30 @@ class TRTLLMAdapter(Adapter):
                                "beside the launch")
                 pin = self.pinned_acceptance(job)
                 if pin is not None:
+                    self._refuse_fraction_on_two_models(spec, dict(pin.env))
                     d.env.update(pin.env)
             if options.get("enable_attention_dp"):
                 d.notes.append(f"attention data parallelism: enable_attention_dp in {LLM_API_OPTIONS}")
         return d
+
+    @staticmethod
+    def _refuse_fraction_on_two_models(spec: dict[str, Any], env: dict[str, str]) -> None:
+        """TensorRT-LLM's two-model speculative paths (DraftTarget, NGram, two-model Eagle) read
+        TLLM_SPEC_DECODE_FORCE_NUM_ACCEPTED_TOKENS through `get_force_num_accepted_tokens()`, `int()` of it, even
+        after NVIDIA/TensorRT-LLM#13569 (only the one-model path reads the fraction,
+        `get_force_num_accepted_tokens_float`): a value like 1.5 logs "must be a valid integer ... Using default value
+        0" and the run measures real acceptance under the pinned label. Refused rather than rounded: a rounded pin
+        is another AL than the job's."""
+        two_models = spec["decoding_type"] in TWO_MODEL_DECODING or spec.get("eagle3_one_model") is False
+        value = env.get(FORCE_ACCEPTED_ENV)
+        if not two_models or value is None or float(value).is_integer():
+            return
+        raise ConfigError(
+            f"TensorRT-LLM's {spec['decoding_type']} decoding (a two-model path) reads {FORCE_ACCEPTED_ENV} as an "
+            f"integer: the pinned AL − 1 = {value} is read as 0, so the run would measure real acceptance under the "
+            "pinned label",
+            fix="pin an acceptance length whose AL − 1 is a whole number (2.0, 3.0), or use MTP or one-model EAGLE "
+                "(which read the fraction from NVIDIA/TensorRT-LLM#13569), or another engine")
 
     def llm_api_speculative_config(self, job: Job) -> dict[str, Any] | None:
         """The LLM API's `speculative_config` for the job's `serve.spec-decoding`, or None without one."""

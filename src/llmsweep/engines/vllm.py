@@ -148,7 +148,8 @@ class VLLMAdapter(Adapter):
     def derive_role(self, job: Job, port: int, role: RoleContext, d: Derived) -> None:
         """vLLM's disaggregated worker: every worker gets `--kv-transfer-config` with the transfer connector and
         `kv_role: kv_both` (the proxy decides who prefills); a worker wider than a node adds vLLM's multi-node
-        `--nnodes/--node-rank/--master-addr/--master-port` (unverified). A KV-offload connector the job already has
+        `--nnodes/--node-rank/--master-addr/--master-port`, and its nodes after the first run `--headless`
+        (:meth:`follower_spec`). A KV-offload connector the job already has
         is kept beside it in a MultiConnector (unverified)."""
         connector = KV_CONNECTORS.get(role.transfer)
         if connector is None:
@@ -167,6 +168,15 @@ class VLLMAdapter(Adapter):
             d.args["--node-rank"] = NODE_RANK
             d.args["--master-addr"] = role.head
             d.args["--master-port"] = DIST_INIT_PORT
+
+    def follower_spec(self, spec: LaunchSpec) -> LaunchSpec | None:
+        """vLLM's multi-node worker (multiprocessing backend): the nodes of rank >= 1 add `--headless` and run no API
+        server (vLLM docs, serving/parallelism_scaling.md "Running vLLM with MultiProcessing", vllm-project/vllm
+        #30509); without it each would start an API server of its own."""
+        return spec.model_copy(update={
+            "argv": (*spec.argv, "--headless"),
+            "notes": (*spec.notes, "node rank >= 1 of a multi-node worker: `--headless`, no API server (the worker "
+                                   "serves from its first node)")})
 
     def router_spec(self, job: Job, prefill: list[RoleWorker], decode: list[RoleWorker], node: int,
                     transfer: str) -> LaunchSpec:

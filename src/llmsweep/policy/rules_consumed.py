@@ -95,6 +95,47 @@ def flag_unknown(ctx: Context) -> Iterator[Finding]:
                           f"`{meant}`? The engine would refuse to start", job=job, fix=f"rename it to `{meant}`")
 
 
+@rule("serve.flag-value", Severity.ERROR,
+      "A serve flag's value the engine's parser does not accept (its argparse `choices`)",
+      "use one of the values the message lists (the engine's own spelling)",
+      "SGLang's `--kv-cache-dtype` takes fp8_e4m3/fp8_e5m2, never vLLM's `fp8`: argparse refuses it at start-up, "
+      "after the job waited for its node (catalog engine_flags.yaml `values`, each with its source)")
+def flag_value(ctx: Context) -> Iterator[Finding]:
+    """A value outside the catalog's choices for the flag. An error when the image's engine version is one the list
+    covers; a warning when the version is unknown or newer than the list was read from (it may accept more)."""
+    from llmsweep.catalog.engines import flag_values
+    from llmsweep.catalog.version import as_version
+    from llmsweep.policy.context import engine_flags
+
+    for job, recipe in ctx.runnable_pairs():
+        if job.engine in (None, SIM.id):
+            continue
+        adapter = adapter_for(job)
+        table = flag_values(adapter.name)
+        if not table:
+            continue
+        version = as_version(adapter.image_and_version(job)[1])
+        for written, name, value in engine_flags(job):
+            entry = table.get(name)
+            if entry is None or value is None or isinstance(value, bool) or str(value) in entry.choices:
+                continue
+            newer = (version is not None and entry.complete_through is not None
+                     and version.base > entry.complete_through.base)
+            near = entry.suggestions(str(value))
+            hint = f"; did you mean {' or '.join(f'`{n}`' for n in near)}?" if near else ""
+            said = (f"`{written}: {value}` is not a value {adapter.name}'s parser accepts for `{name}` (it takes "
+                    f"{', '.join(entry.choices)}){hint}")
+            severity = None
+            if version is None or newer:
+                severity = Severity.WARNING
+                said += (f" (the image's {adapter.name} version is unknown" if version is None
+                         else f" ({adapter.name} {version} is newer than {entry.complete_through}, the release the "
+                              "list was read from") + ": it may accept more)"
+            yield ctx.hit("serve.flag-value", recipe, serve_arg_path(recipe, job, written), said, job=job,
+                          fix=f"use {near[0]!r}" if near else f"use one of {', '.join(entry.choices)}",
+                          evidence=entry.source, severity=severity)
+
+
 @rule("serve.foreign-env", Severity.ERROR, "Environment of another engine (declared but never read)",
       "delete it, or move it to a recipe for the engine that reads it", EP_LESSON)
 def foreign_env(ctx: Context) -> Iterator[Finding]:

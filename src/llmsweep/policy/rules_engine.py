@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from llmsweep.catalog.engines import check_launch, match_incompatibilities
+from llmsweep.catalog.engines import check_launch, kv_transfer_keys, match_incompatibilities
 from llmsweep.catalog.images import ImageRef, image_fits_hardware, parse_image
 from llmsweep.catalog.version import Version
 from llmsweep.engine_ids import SIM, acceptance_knobs
@@ -19,7 +19,7 @@ from llmsweep.engines.base import split_flag, stated_version, tag_version
 from llmsweep.errors import LlmsweepError
 from llmsweep.findings import Finding, Severity
 from llmsweep.plan.job import Job
-from llmsweep.policy.context import Context, engine_flags, serve_arg_path, serve_env_path
+from llmsweep.policy.context import Context, engine_flags, entry_path, serve_arg_path, serve_env_path
 from llmsweep.policy.registry import rule
 from llmsweep.spec.recipe import Recipe
 
@@ -72,7 +72,27 @@ def _knob_path(recipe: Recipe, job: Job, kind: str, name: str) -> tuple[str | in
                        None)
         if written is not None:
             return serve_arg_path(recipe, job, written)
+    if kind == "kv-transfer-config-key":
+        written = next((f for f, n, _ in engine_flags(job) if n == "--kv-transfer-config"), None)
+        if written is not None:
+            return serve_arg_path(recipe, job, written)
+        return (*entry_path(recipe, job), "kv-offload-backend") if job.kv_offload_backend is not None else ("image",)
     return ("serve", "spec-decoding") if kind == "speculative-config-key" else ("image",)
+
+
+def _kv_transfer(job: Job, spec: LaunchSpec) -> dict[str, Any]:
+    """The keys of the launch's `--kv-transfer-config` (and of its connectors' extra config), the last one written
+    being the one the engine reads; the flag named as the engine's parser resolves it."""
+    adapter = adapter_for(job)
+    argv = list(spec.argv)
+    value: Any = None
+    for i, token in enumerate(argv):
+        if not token.startswith("--"):
+            continue
+        name, inline = split_flag(token, True)
+        if adapter.canonical(name) == "--kv-transfer-config":
+            value = inline if inline is not True else (argv[i + 1] if i + 1 < len(argv) else None)
+    return kv_transfer_keys(value)
 
 
 @rule("engine.feature-gate", Severity.ERROR,
@@ -87,7 +107,7 @@ def feature_gate(ctx: Context) -> Iterator[Finding]:
             continue
         env, args, spec_cfg = _launch_knobs(job, spec)
         for verdict in check_launch(spec.engine, spec.engine_version, env=env, args=args,
-                                    speculative_config=spec_cfg):
+                                    speculative_config=spec_cfg, kv_transfer_config=_kv_transfer(job, spec)):
             if verdict.honoured is not False or verdict.gate is None:
                 continue
             gate = verdict.gate
@@ -107,7 +127,8 @@ def version_unknown(ctx: Context) -> Iterator[Finding]:
         if spec is None or spec.engine_version is not None:
             continue
         env, args, spec_cfg = _launch_knobs(job, spec)
-        gated = [v.name for v in check_launch(spec.engine, None, env=env, args=args, speculative_config=spec_cfg)]
+        gated = [v.name for v in check_launch(spec.engine, None, env=env, args=args, speculative_config=spec_cfg,
+                                              kv_transfer_config=_kv_transfer(job, spec))]
         detail = f"; gated knobs unchecked: {', '.join(gated)}" if gated else ""
         yield ctx.hit("engine.version-unknown", recipe, ("image",),
                       f"cannot tell the {spec.engine} version of image {job.image}{detail}", job=job)
