@@ -65,7 +65,7 @@ from llmsweep.workload.conversation import Conversation
 from llmsweep.workload.tokenizer import Tokenizer, get_tokenizer
 from llmsweep.workload.traces.digest import corpus_digest
 from llmsweep.workload.traces.loader import load_traces
-from llmsweep.workload.traces.plan import StreamPlan, TracePlan, TurnPlan, build_plan
+from llmsweep.workload.traces.plan import JoinPolicy, StreamPlan, TracePlan, TurnPlan, build_plan
 from llmsweep.workload.traces.schema import Trace
 from llmsweep.workload.traces.synth import SynthProfile, synthesize
 
@@ -111,6 +111,12 @@ class AgenticConfig(BaseModel):
     )
     system_idle_gap_cap_s: float | None = Field(
         default=10.0, gt=0, description="Whole-system idle cap; applied by interpreters that see every lane."
+    )
+    join_policy: JoinPolicy = Field(
+        default="agentx",
+        description="Which subagents a parent turn waits for: 'agentx' — every one spawned before it (AIPerf's"
+        " SPAWN_JOIN on the parent's following turn; only a subagent after the last parent turn runs in the"
+        " background); 'recorded' — only those the recording shows ended before that turn started.",
     )
     live_assistant_responses: bool = Field(
         default=False, description="Use the server's answers as assistant history instead of recorded turns."
@@ -247,7 +253,7 @@ class AgenticWorkload(Workload):
         with self._lock:
             plan = self._plans.get(index)
             if plan is None:
-                plan = self._plans[index] = build_plan(self.traces[index])
+                plan = self._plans[index] = build_plan(self.traces[index], join_policy=self.config.join_policy)
             return plan
 
     @functools.cached_property

@@ -6,20 +6,26 @@ Rules (research/agentx-spec §2.8, §5.2–5.3, with one deliberate refinement):
   turn's end); an entry with no preceding parent turn is dropped, as AIPerf does;
 * delays are end-to-start: a turn starts `delay` seconds after the end of what it depends on (the previous turn of
   its stream, and for a root turn also the children it joins), floored at 0;
-* a child is *joined* by the parent's following turn when the recording shows the parent waited for it (the child
-  ended before that turn started); otherwise it is a **background** child — the parent goes on, and the child still
-  belongs to the tree, which drains only when it ends. (AIPerf treats only children with no following parent turn
-  as background; this refinement keeps a background agent interleaved with main turns from serialising them.)
+* joins (`JoinPolicy`): under "agentx" (the default, AIPerf's rule, spec §2.8) every child with a following parent
+  turn is *joined* by it — that turn waits for the child's last request to end — and only a child with no following
+  parent turn is a **background** child; under "recorded" a child is joined only when the recording shows the parent
+  waited for it (the child ended before the following turn started), so a background agent interleaved with main
+  turns does not serialise them. A background child still belongs to the tree, which drains only when it ends.
   Children with the same anchors form one multi-child spawn batch naturally.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
 from llmsweep.workload.traces.schema import SubagentEntry, Trace, TraceRequest
 
 JOIN_TOLERANCE_S = 1e-3
+
+JoinPolicy = Literal["agentx", "recorded"]
+"""Which children a parent turn waits for: "agentx" — every child with a following parent turn (AIPerf: a SPAWN_JOIN
+prerequisite on that turn); "recorded" — only those the recording shows ended before it started."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +78,9 @@ def _stream_turns(requests: list[TraceRequest]) -> list[tuple[TraceRequest, floa
     return out
 
 
-def build_plan(trace: Trace) -> TracePlan:
+def build_plan(trace: Trace, *, join_policy: JoinPolicy = "recorded") -> TracePlan:
+    """The replay plan of `trace`. `join_policy` defaults to "recorded" here (the plan's historical rule); the
+    replay's `AgenticConfig.join_policy` defaults to "agentx"."""
     mains: list[TraceRequest] = []
     attached: list[tuple[SubagentEntry, int, int | None]] = []  # (entry, anchor, following)
     pending: list[SubagentEntry] = []
@@ -96,7 +104,8 @@ def build_plan(trace: Trace) -> TracePlan:
     join_end: dict[int, float] = {}
     for child_index, (sub, anchor, following) in enumerate(attached):
         inner = sorted(sub.requests, key=lambda r: r.t)
-        joined = following if following is not None and sub.end <= mains[following].t + JOIN_TOLERANCE_S else None
+        waited = join_policy == "agentx" or (following is not None and sub.end <= mains[following].t + JOIN_TOLERANCE_S)
+        joined = following if following is not None and waited else None
         spawn_at = mains[anchor].end
         turns = tuple(
             TurnPlan(index=j, request=req, delay=delay) for j, (req, delay) in enumerate(_stream_turns(inner))
