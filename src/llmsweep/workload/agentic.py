@@ -118,6 +118,11 @@ class AgenticConfig(BaseModel):
         " SPAWN_JOIN on the parent's following turn; only a subagent after the last parent turn runs in the"
         " background); 'recorded' — only those the recording shows ended before that turn started.",
     )
+    split_parallel_requests: bool = Field(
+        default=True,
+        description="Replay a subagent's inner requests that overlapped in the recording as parallel streams (AIPerf"
+        " splits such hidden parallel agents out); False runs them one after another.",
+    )
     live_assistant_responses: bool = Field(
         default=False, description="Use the server's answers as assistant history instead of recorded turns."
     )
@@ -253,7 +258,10 @@ class AgenticWorkload(Workload):
         with self._lock:
             plan = self._plans.get(index)
             if plan is None:
-                plan = self._plans[index] = build_plan(self.traces[index], join_policy=self.config.join_policy)
+                plan = self._plans[index] = build_plan(
+                    self.traces[index], join_policy=self.config.join_policy,
+                    split_parallel=self.config.split_parallel_requests,
+                )
             return plan
 
     @functools.cached_property

@@ -59,3 +59,41 @@ def test_the_recorded_join_policy_keeps_the_interleaved_subagent_in_the_backgrou
     assert _times(run, "")[:2] == pytest.approx([0.0, 2.0])
     assert run.max_in_flight == 2
 
+
+# m0, then a subagent whose three requests ran in parallel (all begin at 1.5 s, 10 s each), then m1.
+_PARALLEL = Trace.model_validate({"id": "parallel", "requests": [
+    _req(0.0, [0]),
+    _sub("sa", _req(1.5, [0, 10], api=10.0), _req(1.5, [0, 20], api=10.0), _req(1.5, [0, 30], api=10.0)),
+    _req(12.0, [0, 1]),
+]})
+
+
+def test_requests_that_ran_in_parallel_inside_a_subagent_are_replayed_in_parallel() -> None:
+    """Spec §2.8: AIPerf's loader splits hidden parallel agents out of flat request streams (flattened-agent
+    detection, nested inside subagents too); each split child dispatches at its recorded offset from the spawn and
+    the join waits for all of them. A subagent's three recorded-parallel requests used to be sent one after another
+    (30 s instead of 10 s, m1 at 32 s): replayed load was serialised wherever a corpus hides parallel agents in a
+    subagent entry."""
+    run = run_virtual(_cold(_PARALLEL), lanes=1, duration=30.0,
+                      latency=lambda spec: 10.0 if spec.identity.node else 1.0)
+    first = [d for d in run.dispatches if d.spec.identity.session.endswith("/lane0/play0")]
+    subs = [(d.at, d.spec.identity.node) for d in first if d.spec.identity.node]
+    assert subs == [(1.5, "sa"), (1.5, "sa::fa:001"), (1.5, "sa::fa:002")]
+    assert run.max_in_flight == 3
+    # m1 joins all three (they end at 11.5) and keeps its recorded 0.5 s after the subagent's end
+    assert _times(run, "") == pytest.approx([0.0, 12.0])
+    prompts = {d.spec.identity.node: d.spec.input_tokens for d in first if d.spec.identity.node}
+    assert prompts == {"sa": 128, "sa::fa:001": 128, "sa::fa:002": 128}
+
+
+def test_a_subagent_whose_requests_never_overlap_stays_one_stream() -> None:
+    """A sequential subagent (each request starts after the previous ended) is one chain, replayed as before."""
+    run = run_virtual(_cold(_INTERLEAVED), lanes=1, duration=50.0, latency=1.0)
+    assert {d.spec.identity.node for d in run.dispatches} == {"", "sa"}
+
+
+def test_split_parallel_requests_can_be_turned_off() -> None:
+    """`split_parallel_requests=False` (AIPerf's kill switch for flattened-agent splitting): one stream, in order."""
+    run = run_virtual(_cold(_PARALLEL, split_parallel_requests=False), lanes=1, duration=40.0,
+                      latency=lambda spec: 10.0 if spec.identity.node else 1.0)
+    assert [d.at for d in run.dispatches if d.spec.identity.node == "sa"][:3] == [1.5, 11.5, 21.5]

@@ -12,6 +12,12 @@ Rules (research/agentx-spec §2.8, §5.2–5.3, with one deliberate refinement):
   waited for it (the child ended before the following turn started), so a background agent interleaved with main
   turns does not serialise them. A background child still belongs to the tree, which drains only when it ends.
   Children with the same anchors form one multi-child spawn batch naturally.
+* parallel requests inside one subagent (`split_parallel`): AIPerf splits hidden parallel agents out of a flat
+  request stream (§2.8, flattened-agent detection). Here a subagent whose inner requests overlap in the recording
+  becomes several child streams (`_chains`: `<agent_id>`, `<agent_id>::fa:001`, …), each spawned and joined as the
+  subagent is and dispatched at its recorded offset from the spawn, rather than one stream that runs them one after
+  another. (AIPerf's hash-evidence classification — sidecars, reductions, worker groups — and splitting of the root
+  stream are not reproduced.)
 """
 
 from __future__ import annotations
@@ -78,9 +84,35 @@ def _stream_turns(requests: list[TraceRequest]) -> list[tuple[TraceRequest, floa
     return out
 
 
-def build_plan(trace: Trace, *, join_policy: JoinPolicy = "recorded") -> TracePlan:
-    """The replay plan of `trace`. `join_policy` defaults to "recorded" here (the plan's historical rule); the
-    replay's `AgenticConfig.join_policy` defaults to "agentx"."""
+def _chains(requests: list[TraceRequest]) -> list[list[TraceRequest]]:
+    """A subagent's inner requests (by start) as context chains that ran one after another: a request continues
+    the free chain (its last request ended, as recorded, by this one's start) whose hash ids it shares the longest
+    prefix with, the latest such on a tie; one that overlaps every chain began in parallel and opens a chain of its
+    own. A subagent whose requests never overlap is one chain, as it was recorded."""
+    chains: list[list[TraceRequest]] = []
+    for req in requests:
+        best, best_len = -1, -1
+        for i, chain in enumerate(chains):
+            tail = chain[-1]
+            if tail.end > req.t + JOIN_TOLERANCE_S:
+                continue  # still running when this request began
+            shared = 0
+            for a, b in zip(tail.hash_ids, req.hash_ids, strict=False):
+                if a != b:
+                    break
+                shared += 1
+            if shared >= best_len:
+                best, best_len = i, shared
+        if best < 0:
+            chains.append([req])
+        else:
+            chains[best].append(req)
+    return chains
+
+
+def build_plan(trace: Trace, *, join_policy: JoinPolicy = "recorded", split_parallel: bool = False) -> TracePlan:
+    """The replay plan of `trace`. `join_policy` and `split_parallel` default to the plan's historical rules here;
+    the replay's `AgenticConfig` defaults to AgentX's ("agentx", split)."""
     mains: list[TraceRequest] = []
     attached: list[tuple[SubagentEntry, int, int | None]] = []  # (entry, anchor, following)
     pending: list[SubagentEntry] = []
@@ -102,22 +134,26 @@ def build_plan(trace: Trace, *, join_policy: JoinPolicy = "recorded") -> TracePl
     joins: dict[int, list[int]] = {}
     spawns: dict[int, list[int]] = {}
     join_end: dict[int, float] = {}
-    for child_index, (sub, anchor, following) in enumerate(attached):
+    for sub, anchor, following in attached:
         inner = sorted(sub.requests, key=lambda r: r.t)
-        waited = join_policy == "agentx" or (following is not None and sub.end <= mains[following].t + JOIN_TOLERANCE_S)
+        waited = join_policy == "agentx" or (
+            following is not None and sub.end <= mains[following].t + JOIN_TOLERANCE_S)
         joined = following if following is not None and waited else None
         spawn_at = mains[anchor].end
-        turns = tuple(
-            TurnPlan(index=j, request=req, delay=delay) for j, (req, delay) in enumerate(_stream_turns(inner))
-        )
-        children.append(
-            StreamPlan(node=sub.agent_id, turns=turns, offset=max(0.0, inner[0].t - spawn_at), anchor=anchor,
-                       joined_at=joined)
-        )
-        spawns.setdefault(anchor, []).append(child_index)
-        if joined is not None:
-            joins.setdefault(joined, []).append(child_index)
-            join_end[joined] = max(join_end.get(joined, 0.0), sub.end)
+        chains = _chains(inner) if split_parallel else [inner]
+        for c, chain in enumerate(chains):
+            child_index = len(children)
+            turns = tuple(
+                TurnPlan(index=j, request=req, delay=delay) for j, (req, delay) in enumerate(_stream_turns(chain))
+            )
+            children.append(
+                StreamPlan(node=sub.agent_id if c == 0 else f"{sub.agent_id}::fa:{c:03d}", turns=turns,
+                           offset=max(0.0, chain[0].t - spawn_at), anchor=anchor, joined_at=joined)
+            )
+            spawns.setdefault(anchor, []).append(child_index)
+            if joined is not None:
+                joins.setdefault(joined, []).append(child_index)
+                join_end[joined] = max(join_end.get(joined, 0.0), sub.end)
 
     root_turns: list[TurnPlan] = []
     for k, req in enumerate(mains):
