@@ -114,9 +114,10 @@ class AgenticConfig(BaseModel):
     )
     join_policy: JoinPolicy = Field(
         default="agentx",
-        description="Which subagents a parent turn waits for: 'agentx' — every one spawned before it (AIPerf's"
-        " SPAWN_JOIN on the parent's following turn; only a subagent after the last parent turn runs in the"
-        " background); 'recorded' — only those the recording shows ended before that turn started.",
+        description="Which parent turn waits for a subagent: 'agentx' — the first later parent turn that started, as"
+        " recorded, at or after the subagent's end (AIPerf's tiered SPAWN_JOIN; a subagent outliving every later"
+        " parent turn runs in the background); 'recorded' — the following parent turn only, if the subagent had"
+        " ended before it started, else none.",
     )
     split_parallel_requests: bool = Field(
         default=True,

@@ -6,11 +6,13 @@ Rules (research/agentx-spec §2.8, §5.2–5.3, with one deliberate refinement):
   turn's end); an entry with no preceding parent turn is dropped, as AIPerf does;
 * delays are end-to-start: a turn starts `delay` seconds after the end of what it depends on (the previous turn of
   its stream, and for a root turn also the children it joins), floored at 0;
-* joins (`JoinPolicy`): under "agentx" (the default, AIPerf's rule, spec §2.8) every child with a following parent
-  turn is *joined* by it — that turn waits for the child's last request to end — and only a child with no following
-  parent turn is a **background** child; under "recorded" a child is joined only when the recording shows the parent
-  waited for it (the child ended before the following turn started), so a background agent interleaved with main
-  turns does not serialise them. A background child still belongs to the tree, which drains only when it ends.
+* joins (`JoinPolicy`): under "agentx" (the default; AIPerf's Weka loader, which the spec's §2.8 paraphrase
+  simplifies) a child is *joined* by the first parent turn after it whose recorded start is at or after the child's
+  recorded end — that turn waits for the child's last request — so a child still running at the following turn
+  gates a later one ("tiered" joins), and only a child that outlives every later parent turn is a **background**
+  child; under "recorded" (the plan's earlier rule) a child is joined only by the following turn, when it ended
+  before that turn started, and is otherwise background. A background child still belongs to the tree, which drains
+  only when it ends.
   Children with the same anchors form one multi-child spawn batch naturally.
 * parallel requests inside one subagent (`split_parallel`): AIPerf splits hidden parallel agents out of a flat
   request stream (§2.8, flattened-agent detection). Here a subagent whose inner requests overlap in the recording
@@ -29,9 +31,13 @@ from llmsweep.workload.traces.schema import SubagentEntry, Trace, TraceRequest
 
 JOIN_TOLERANCE_S = 1e-3
 
+AGENTX_JOIN_EPSILON_S = 1e-6
+"""AIPerf's tolerance when it compares a parent turn's start with a subagent's recorded end."""
+
 JoinPolicy = Literal["agentx", "recorded"]
-"""Which children a parent turn waits for: "agentx" — every child with a following parent turn (AIPerf: a SPAWN_JOIN
-prerequisite on that turn); "recorded" — only those the recording shows ended before it started."""
+"""Which parent turn waits for a child: "agentx" — the first parent turn after it that started, as recorded, at or
+after the child's end (AIPerf's tiered joins); "recorded" — the following parent turn if it started after the child's
+end, else none (the child runs in the background)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +88,18 @@ def _stream_turns(requests: list[TraceRequest]) -> list[tuple[TraceRequest, floa
         out.append((req, delay))
         prev_end = req.t + req.api_time
     return out
+
+
+def _join_turn(mains: list[TraceRequest], following: int | None, end: float, policy: JoinPolicy) -> int | None:
+    """The root turn that waits for a child ending at `end` whose first possible joiner is `following`."""
+    if following is None:
+        return None
+    if policy == "recorded":
+        return following if end <= mains[following].t + JOIN_TOLERANCE_S else None
+    for k in range(following, len(mains)):  # AIPerf: the first later parent turn that starts at or after its end
+        if mains[k].t + AGENTX_JOIN_EPSILON_S >= end:
+            return k
+    return None
 
 
 def _chains(requests: list[TraceRequest]) -> list[list[TraceRequest]]:
@@ -136,9 +154,7 @@ def build_plan(trace: Trace, *, join_policy: JoinPolicy = "recorded", split_para
     join_end: dict[int, float] = {}
     for sub, anchor, following in attached:
         inner = sorted(sub.requests, key=lambda r: r.t)
-        waited = join_policy == "agentx" or (
-            following is not None and sub.end <= mains[following].t + JOIN_TOLERANCE_S)
-        joined = following if following is not None and waited else None
+        joined = _join_turn(mains, following, sub.end, join_policy)
         spawn_at = mains[anchor].end
         chains = _chains(inner) if split_parallel else [inner]
         for c, chain in enumerate(chains):
