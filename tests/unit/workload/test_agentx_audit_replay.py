@@ -131,3 +131,26 @@ def test_split_parallel_requests_can_be_turned_off() -> None:
     run = run_virtual(_cold(_PARALLEL, split_parallel_requests=False), lanes=1, duration=40.0,
                       latency=lambda spec: 10.0 if spec.identity.node else 1.0)
     assert [d.at for d in run.dispatches if d.spec.identity.node == "sa"][:3] == [1.5, 11.5, 21.5]
+
+
+def test_agentx_join_timing_sends_a_blocked_joining_turn_at_once() -> None:
+    """AIPerf (branch_orchestrator: a parent whose next turn is gated by unfinished children is suspended when its
+    turn ends, and `dispatch_join_turn` sends the gated turn the moment the last child ends, with no delay). With
+    `join_timing="agentx"` m2 — blocked at m1's end (3.0 s) by the subagent — goes when it ends (8.0 s), not after
+    the recorded 1.0 s that followed the subagent's end (9.0 s, `join_timing="recorded"`)."""
+    run = run_virtual(_cold(_INTERLEAVED, join_timing="agentx"), lanes=1, duration=50.0, latency=_slow_subagent)
+    assert _times(run, "") == pytest.approx([0.0, 2.0, 8.0])
+
+
+def test_agentx_join_timing_keeps_the_turns_own_delay_when_its_children_were_done() -> None:
+    """AIPerf: a gated turn whose children all ended before the parent's previous turn did is not suspended; it
+    keeps its end-to-start delay after that turn (recorded: m2 at 5.0 s, 2.0 s after m1's end at 3.0 s). With the
+    subagent faster than recorded (0.2 s a request: done at 2.9 s), m2 goes 2.0 s after m1 ends (5.0 s); the
+    recorded join timing counts its delay from the subagent's recorded end (4.0 s) instead: 1.0 s (4.0 s)."""
+    def fast(spec: Any) -> float:
+        return 0.2 if spec.identity.node else 1.0
+
+    agentx = run_virtual(_cold(_INTERLEAVED, join_timing="agentx"), lanes=1, duration=50.0, latency=fast)
+    assert _times(agentx, "") == pytest.approx([0.0, 2.0, 5.0])
+    recorded = run_virtual(_cold(_INTERLEAVED), lanes=1, duration=50.0, latency=fast)
+    assert _times(recorded, "") == pytest.approx([0.0, 2.0, 4.0])

@@ -50,6 +50,9 @@ class TurnPlan:
     """Children (indices into `TracePlan.children`) this turn waits for before its delay starts."""
     spawns: tuple[int, ...] = ()
     """Children spawned when this turn completes."""
+    stream_delay: float = 0.0
+    """Seconds from the end of the previous turn of its stream alone to its start (recorded; AIPerf's end-to-start
+    delay, which ignores the children a root turn joins). Equal to `delay` for a turn that joins nothing."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,7 +163,8 @@ def build_plan(trace: Trace, *, join_policy: JoinPolicy = "recorded", split_para
         for c, chain in enumerate(chains):
             child_index = len(children)
             turns = tuple(
-                TurnPlan(index=j, request=req, delay=delay) for j, (req, delay) in enumerate(_stream_turns(chain))
+                TurnPlan(index=j, request=req, delay=delay, stream_delay=delay)
+                for j, (req, delay) in enumerate(_stream_turns(chain))
             )
             children.append(
                 StreamPlan(node=sub.agent_id if c == 0 else f"{sub.agent_id}::fa:{c:03d}", turns=turns,
@@ -174,12 +178,14 @@ def build_plan(trace: Trace, *, join_policy: JoinPolicy = "recorded", split_para
     root_turns: list[TurnPlan] = []
     for k, req in enumerate(mains):
         if k == 0:
-            delay = 0.0
+            delay = stream_delay = 0.0
         else:
             depends = max(mains[k - 1].end, join_end.get(k, float("-inf")))
             delay = max(0.0, req.t - depends)
+            stream_delay = max(0.0, req.t - mains[k - 1].end)
         root_turns.append(
-            TurnPlan(index=k, request=req, delay=delay, joins=tuple(joins.get(k, ())), spawns=tuple(spawns.get(k, ())))
+            TurnPlan(index=k, request=req, delay=delay, joins=tuple(joins.get(k, ())), spawns=tuple(spawns.get(k, ())),
+                     stream_delay=stream_delay)
         )
     return TracePlan(
         trace=trace,
