@@ -119,11 +119,14 @@ class AgenticConfig(BaseModel):
         " parent turn runs in the background); 'recorded' — the following parent turn only, if the subagent had"
         " ended before it started, else none.",
     )
-    join_timing: Literal["agentx", "recorded"] = Field(
+    branch_timing: Literal["agentx", "recorded"] = Field(
         default="recorded",
-        description="When a root turn that joins subagents starts: 'recorded' — its recorded delay after the later of"
-        " its previous turn's and the joined subagents' ends; 'agentx' — as AIPerf: at once when the subagents end,"
-        " if any was still running when its previous turn ended, else its end-to-start delay after that turn.",
+        description="When subagents start and the root turn that joins them goes. 'recorded': a subagent at its"
+        " recorded offset from the spawning turn's end; the joining turn its recorded delay after the later of its"
+        " previous turn's and the subagents' ends. 'agentx' (AIPerf): a spawn batch's first subagent at once when"
+        " the spawning turn ends, its siblings at their recorded offsets from it; the joining turn at once when"
+        " the subagents end if one was still running when its previous turn ended, else its end-to-start delay"
+        " after that turn.",
     )
     split_parallel_requests: bool = Field(
         default=True,
@@ -353,7 +356,7 @@ class AgenticWorkload(Workload):
             turn = turns[k]
             waits = tuple(handles[c] for c in turn.joins if c in handles)
             delay = turn.delay
-            if waits and self.config.join_timing == "agentx":
+            if waits and self.config.branch_timing == "agentx":
                 # AIPerf suspends the parent when its previous turn ends with a joined child still running and sends
                 # the joining turn the moment the last one ends; otherwise the turn keeps its own end-to-start delay
                 blocked = any(c in handles and c not in play.finished for c in turn.joins)
@@ -403,8 +406,9 @@ class AgenticWorkload(Workload):
     def _child(self, play: _Play, child: int) -> LaneProgram:
         stream = play.plan.children[child]
         conv = play.conversation(stream.node)
-        if stream.offset > 0:
-            yield Sleep(stream.offset)
+        offset = stream.branch_offset if self.config.branch_timing == "agentx" else stream.offset
+        if offset > 0:
+            yield Sleep(offset)
         last: RequestOutcome | None = None
         for j, turn in enumerate(stream.turns):
             if j > 0 and turn.delay > 0:

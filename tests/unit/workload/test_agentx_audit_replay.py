@@ -133,15 +133,33 @@ def test_split_parallel_requests_can_be_turned_off() -> None:
     assert [d.at for d in run.dispatches if d.spec.identity.node == "sa"][:3] == [1.5, 11.5, 21.5]
 
 
-def test_agentx_join_timing_sends_a_blocked_joining_turn_at_once() -> None:
-    """AIPerf (branch_orchestrator: a parent whose next turn is gated by unfinished children is suspended when its
-    turn ends, and `dispatch_join_turn` sends the gated turn the moment the last child ends, with no delay). With
-    `join_timing="agentx"` m2 — blocked at m1's end (3.0 s) by the subagent — goes when it ends (8.0 s), not after
-    the recorded 1.0 s that followed the subagent's end (9.0 s, `join_timing="recorded"`)."""
-    run = run_virtual(_cold(_INTERLEAVED, join_timing="agentx"), lanes=1, duration=50.0, latency=_slow_subagent)
-    assert _times(run, "") == pytest.approx([0.0, 2.0, 8.0])
+def test_agentx_branch_timing_spawns_at_once_and_sends_a_blocked_joining_turn_at_once() -> None:
+    """AIPerf's agentic replay (0.13.0): a spawn batch's first child dispatches at its recorded offset from the
+    batch's own start (branch_orchestrator `_child_dispatch_offset_ms`: 0 for the first child), i.e. as soon as the
+    spawning turn ends; a parent whose next turn is gated by unfinished children is suspended when its turn ends,
+    and `dispatch_join_turn` sends the gated turn the moment the last child ends, with no delay. With
+    `branch_timing="agentx"` the subagent starts at m0's end (1.0 s, not 1.5 s) and m2 — blocked at m1's end
+    (3.0 s) — goes when the subagent ends (7.5 s), not after the recorded 1.0 s that followed its end."""
+    run = run_virtual(_cold(_INTERLEAVED, branch_timing="agentx"), lanes=1, duration=50.0, latency=_slow_subagent)
+    assert _times(run, "sa") == pytest.approx([1.0, 4.5])
+    assert _times(run, "") == pytest.approx([0.0, 2.0, 7.5])
 
 
+def test_agentx_branch_timing_keeps_sibling_offsets_within_a_batch() -> None:
+    """AIPerf: siblings of one spawn batch (same spawning and joining turn) dispatch at their recorded offsets from
+    the batch's first child: the handbuilt-like batch explore (4.2 s) and general (4.5 s) after m1 (ends 4.0 s)
+    go at 4.0 s and 4.3 s."""
+    trace = Trace.model_validate({"id": "batch", "requests": [
+        _req(0.0, [0]), _req(3.0, [0, 1]),
+        _sub("explore", _req(4.2, [0, 20])), _sub("general", _req(4.5, [0, 10])),
+        _req(8.0, [0, 1, 2]),
+    ]})
+    run = run_virtual(_cold(trace, branch_timing="agentx"), lanes=1, duration=20.0, latency=1.0)
+    assert _times(run, "")[:2] == pytest.approx([0.0, 3.0])  # m1 2.0 s after m0 ends, as recorded
+    assert _times(run, "explore") == pytest.approx([4.0])
+    assert _times(run, "general") == pytest.approx([4.3])
+    recorded = run_virtual(_cold(trace), lanes=1, duration=20.0, latency=1.0)
+    assert (_times(recorded, "explore"), _times(recorded, "general")) == (pytest.approx([4.2]), pytest.approx([4.5]))
 def test_agentx_join_timing_keeps_the_turns_own_delay_when_its_children_were_done() -> None:
     """AIPerf: a gated turn whose children all ended before the parent's previous turn did is not suspended; it
     keeps its end-to-start delay after that turn (recorded: m2 at 5.0 s, 2.0 s after m1's end at 3.0 s). With the
@@ -150,7 +168,7 @@ def test_agentx_join_timing_keeps_the_turns_own_delay_when_its_children_were_don
     def fast(spec: Any) -> float:
         return 0.2 if spec.identity.node else 1.0
 
-    agentx = run_virtual(_cold(_INTERLEAVED, join_timing="agentx"), lanes=1, duration=50.0, latency=fast)
+    agentx = run_virtual(_cold(_INTERLEAVED, branch_timing="agentx"), lanes=1, duration=50.0, latency=fast)
     assert _times(agentx, "") == pytest.approx([0.0, 2.0, 5.0])
     recorded = run_virtual(_cold(_INTERLEAVED), lanes=1, duration=50.0, latency=fast)
     assert _times(recorded, "") == pytest.approx([0.0, 2.0, 4.0])

@@ -62,6 +62,10 @@ class StreamPlan:
     turns: tuple[TurnPlan, ...]
     offset: float = 0.0
     """Children: seconds from the spawn (the parent turn's end) to the first request."""
+    branch_offset: float = 0.0
+    """Children: seconds from the start of the first child of its spawn batch (the children with its anchor and
+    joining turn) to its first request — AIPerf's dispatch offset from the spawn, which leaves out the recorded gap
+    between the parent turn's end and the batch's first request."""
     anchor: int = -1
     """Children: the root turn whose completion spawns it."""
     joined_at: int | None = None
@@ -155,9 +159,14 @@ def build_plan(trace: Trace, *, join_policy: JoinPolicy = "recorded", split_para
     joins: dict[int, list[int]] = {}
     spawns: dict[int, list[int]] = {}
     join_end: dict[int, float] = {}
+    batch_start: dict[tuple[int, int | None], float] = {}
+    for sub, anchor, following in attached:
+        key = (anchor, _join_turn(mains, following, sub.end, join_policy))
+        batch_start[key] = min(batch_start.get(key, float("inf")), min(r.t for r in sub.requests))
     for sub, anchor, following in attached:
         inner = sorted(sub.requests, key=lambda r: r.t)
         joined = _join_turn(mains, following, sub.end, join_policy)
+        first_in_batch = batch_start[(anchor, joined)]
         spawn_at = mains[anchor].end
         chains = _chains(inner) if split_parallel else [inner]
         for c, chain in enumerate(chains):
@@ -168,7 +177,8 @@ def build_plan(trace: Trace, *, join_policy: JoinPolicy = "recorded", split_para
             )
             children.append(
                 StreamPlan(node=sub.agent_id if c == 0 else f"{sub.agent_id}::fa:{c:03d}", turns=turns,
-                           offset=max(0.0, chain[0].t - spawn_at), anchor=anchor, joined_at=joined)
+                           offset=max(0.0, chain[0].t - spawn_at), anchor=anchor, joined_at=joined,
+                           branch_offset=max(0.0, chain[0].t - first_in_batch))
             )
             spawns.setdefault(anchor, []).append(child_index)
             if joined is not None:
