@@ -65,7 +65,7 @@ from llmsweep.workload.conversation import Conversation
 from llmsweep.workload.tokenizer import Tokenizer, get_tokenizer
 from llmsweep.workload.traces.digest import corpus_digest
 from llmsweep.workload.traces.loader import load_traces
-from llmsweep.workload.traces.plan import StreamPlan, TracePlan, TurnPlan, build_plan
+from llmsweep.workload.traces.plan import JoinPolicy, TracePlan, TurnPlan, build_plan
 from llmsweep.workload.traces.schema import Trace
 from llmsweep.workload.traces.synth import SynthProfile, synthesize
 
@@ -112,6 +112,27 @@ class AgenticConfig(BaseModel):
     system_idle_gap_cap_s: float | None = Field(
         default=10.0, gt=0, description="Whole-system idle cap; applied by interpreters that see every lane."
     )
+    join_policy: JoinPolicy = Field(
+        default="agentx",
+        description="Which parent turn waits for a subagent: 'agentx' — the first later parent turn that started, as"
+        " recorded, at or after the subagent's end (AIPerf's tiered SPAWN_JOIN; a subagent outliving every later"
+        " parent turn runs in the background); 'recorded' — the following parent turn only, if the subagent had"
+        " ended before it started, else none.",
+    )
+    branch_timing: Literal["agentx", "recorded"] = Field(
+        default="recorded",
+        description="When subagents start and the root turn that joins them goes. 'recorded': a subagent at its"
+        " recorded offset from the spawning turn's end; the joining turn its recorded delay after the later of its"
+        " previous turn's and the subagents' ends. 'agentx' (AIPerf): a spawn batch's first subagent at once when"
+        " the spawning turn ends, its siblings at their recorded offsets from it; the joining turn at once when"
+        " the subagents end if one was still running when its previous turn ended, else its end-to-start delay"
+        " after that turn.",
+    )
+    split_parallel_requests: bool = Field(
+        default=True,
+        description="Replay a subagent's inner requests that overlapped in the recording as parallel streams (AIPerf"
+        " splits such hidden parallel agents out); False runs them one after another.",
+    )
     live_assistant_responses: bool = Field(
         default=False, description="Use the server's answers as assistant history instead of recorded turns."
     )
@@ -143,6 +164,8 @@ class _Play:
         self.cache = PrefixCache()
         self.block_size = plan.trace.block_size
         self._counter = itertools.count()
+        self.finished: set[int] = set()
+        """Children (indices into the plan's `children`) whose program has sent its last request."""
 
     def conversation(self, node: str) -> Conversation:
         return Conversation(
@@ -247,7 +270,10 @@ class AgenticWorkload(Workload):
         with self._lock:
             plan = self._plans.get(index)
             if plan is None:
-                plan = self._plans[index] = build_plan(self.traces[index])
+                plan = self._plans[index] = build_plan(
+                    self.traces[index], join_policy=self.config.join_policy,
+                    split_parallel=self.config.split_parallel_requests,
+                )
             return plan
 
     @functools.cached_property
@@ -315,27 +341,33 @@ class AgenticWorkload(Workload):
         if start > 0:
             yield play.send(conv, "", turns[start - 1], "warmup", one_token=True, primer=True)
             for child in self._live_at(play.plan, start, t_star):
-                handles[child] = yield Spawn(self._resumed_child(play, play.plan.children[child], t_star))
+                handles[child] = yield Spawn(self._resumed_child(play, child, t_star))
             first = start + self.config.warmup_requests_per_lane
             for k in range(start, first):
                 yield play.send(conv, "", turns[k], "warmup", one_token=True)
             if first > start:  # the snapshot: streams the warm-up turns spawned that are live when they end
                 snap = turns[first - 1].request.end
                 for child in self._live_at(play.plan, first, snap, since=start):
-                    handles[child] = yield Spawn(self._resumed_child(play, play.plan.children[child], snap))
+                    handles[child] = yield Spawn(self._resumed_child(play, child, snap))
         if drain:
             yield Drain()
         last: RequestOutcome | None = None
         for k in range(first, len(turns)):
             turn = turns[k]
             waits = tuple(handles[c] for c in turn.joins if c in handles)
+            delay = turn.delay
+            if waits and self.config.branch_timing == "agentx":
+                # AIPerf suspends the parent when its previous turn ends with a joined child still running and sends
+                # the joining turn the moment the last one ends; otherwise the turn keeps its own end-to-start delay
+                blocked = any(c in handles and c not in play.finished for c in turn.joins)
+                delay = 0.0 if blocked else turn.stream_delay
             if waits:
                 yield Join(waits)
-            if k > 0 and turn.delay > 0:
-                yield Sleep(turn.delay)
+            if k > 0 and delay > 0:
+                yield Sleep(delay)
             last = yield play.send(conv, "", turn, "profiling", last=last if k > first else None)
             for child in turn.spawns:
-                handles[child] = yield Spawn(self._child(play, play.plan.children[child]))
+                handles[child] = yield Spawn(self._child(play, child))
 
     @staticmethod
     def _live_at(plan: TracePlan, start: int, t_star: float, *, since: int = 0) -> list[int]:
@@ -346,9 +378,10 @@ class AgenticWorkload(Workload):
                 live.append(i)
         return live
 
-    def _resumed_child(self, play: _Play, stream: StreamPlan, t_star: float) -> LaneProgram:
+    def _resumed_child(self, play: _Play, child: int, t_star: float) -> LaneProgram:
         """A child live at t*: prime its stream with its last request before t* (full prefix), then go on as
         recorded; a child spawned but not yet started at t* waits its remaining offset."""
+        stream = play.plan.children[child]
         conv = play.conversation(stream.node)
         turns = stream.turns
         begun = [t for t in turns if t.request.t < t_star]
@@ -368,13 +401,17 @@ class AgenticWorkload(Workload):
             if (j > nxt or begun) and turn.delay > 0:
                 yield Sleep(turn.delay)
             last = yield play.send(conv, stream.node, turn, "profiling", last=last)
+        play.finished.add(child)
 
-    def _child(self, play: _Play, stream: StreamPlan) -> LaneProgram:
+    def _child(self, play: _Play, child: int) -> LaneProgram:
+        stream = play.plan.children[child]
         conv = play.conversation(stream.node)
-        if stream.offset > 0:
-            yield Sleep(stream.offset)
+        offset = stream.branch_offset if self.config.branch_timing == "agentx" else stream.offset
+        if offset > 0:
+            yield Sleep(offset)
         last: RequestOutcome | None = None
         for j, turn in enumerate(stream.turns):
             if j > 0 and turn.delay > 0:
                 yield Sleep(turn.delay)
             last = yield play.send(conv, stream.node, turn, "profiling", last=last)
+        play.finished.add(child)
