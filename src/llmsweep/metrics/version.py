@@ -28,7 +28,10 @@ valid.
 base scrape from 0; it was last − base, floored at 0), and a record whose times no request can have is left out of
 every figure and invalidates the point (`requests.implausible`; its tokens counted, or it crashed the summary); the
 client judges more responses failures: `finish_reason: error` (truncated), an SSE `event: error` (http), a reset
-before `[DONE]` on a body read to the close (connection), a redirect (not followed)."""
+before `[DONE]` on a body read to the close (connection), a redirect (not followed); and agentic replay joins a
+subagent at the first parent turn that starts after it ended (AIPerf's tiered joins: it ran in the background for
+good when the next turn did not wait for it), replays a subagent's overlapping requests in parallel, and has the first
+profiling turn wait for a subagent whose joining turn the warm-up replayed."""
 
 
 def metric_table_digest() -> str:

@@ -351,10 +351,14 @@ class AgenticWorkload(Workload):
                     handles[child] = yield Spawn(self._resumed_child(play, child, snap))
         if drain:
             yield Drain()
+        # a stream the warm-up snapshot resumed whose joining root turn was a warm-up turn (replayed with one token,
+        # joining nothing) is waited for by the first profiling turn, as AIPerf's snapshot keeps its pending join
+        skipped = tuple(handles[c] for c in handles
+                        if (j := play.plan.children[c].joined_at) is not None and start <= j < first)
         last: RequestOutcome | None = None
         for k in range(first, len(turns)):
             turn = turns[k]
-            waits = tuple(handles[c] for c in turn.joins if c in handles)
+            waits = tuple(handles[c] for c in turn.joins if c in handles) + (skipped if k == first else ())
             delay = turn.delay
             if waits and self.config.branch_timing == "agentx":
                 # AIPerf suspends the parent when its previous turn ends with a joined child still running and sends

@@ -226,7 +226,10 @@ def test_profiling_starts_only_once_every_lanes_warm_up_has_drained(small_corpus
         first = next(d for d in prof if d.lane == lane and d.spec.identity.node == "")
         turn = plans[first.spec.identity.trace].root.turns[first.spec.identity.turn]
         # the recorded delay before the first profiling turn runs from the release (AgentX: residual delays kept)
-        assert first.at == pytest.approx(run.released + min(turn.delay, 5.0)) or turn.joins
+        # (or it waits for a subagent: its own, or one whose joining turn the warm-up replayed)
+        assert first.at == pytest.approx(run.released + min(turn.delay, 5.0)) or turn.joins or any(
+            c.joined_at is not None and first.spec.identity.turn - 2 <= c.joined_at < first.spec.identity.turn
+            for c in plans[first.spec.identity.trace].children)
 
 
 def test_without_warm_start_there_is_no_drain(handbuilt: str) -> None:

@@ -64,9 +64,6 @@ def test_the_recorded_join_policy_keeps_the_earlier_rule() -> None:
     assert _times(run, "") == pytest.approx([0.0, 2.0, 5.0])
 
 
-@pytest.mark.xfail(strict=True, reason="known divergence, fix not applied: it also needs"
-                   " tests/unit/workload/test_agentic_replay.py::test_profiling_starts_only_once_every_lanes_warm_up"
-                   "_has_drained to exempt carried joins (outside this audit's files); see the audit report")
 def test_the_first_profiling_turn_waits_for_a_primed_child_whose_join_the_warm_up_went_past() -> None:
     """Spec §5.3.3–4: lanes with subagents live at t* prime them, the warm-up advances the lane by N one-token
     requests, and profiling starts from a snapshot of each live root/subagent/*pending join*. Here t* = 41 s falls
