@@ -329,8 +329,10 @@ class EngineCore:
         host_load = 0
         waiting = self.waiting
         # a step that preempted admits nobody (vLLM V1 schedules WAITING only `if not preempted_reqs`; SGLang retracts
-        # while forming a decode batch): a victim is not taken straight back in to recompute in the same step
-        admit = self.counters.preemptions == preempted_before
+        # while forming a decode batch): a victim is not taken straight back in to recompute in the same step. A
+        # preemption that left nothing to run (blocks held outside the batch, e.g. a decode worker's reservations)
+        # admits anyway: the engine's empty step is followed at once by an admitting one, it does not go idle
+        admit = self.counters.preemptions == preempted_before or not scheduled
         while admit and waiting and budget > 0 and len(running) < cfg.max_running_requests:
             r = waiting[0]
             target = r.prompt_len + r.generated

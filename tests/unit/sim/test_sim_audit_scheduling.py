@@ -38,3 +38,25 @@ def test_a_step_that_preempts_admits_no_waiting_request() -> None:
         now = end
     assert checked, "the scenario no longer preempts"
     assert [r.generated for r in reqs] == [30, 30]
+
+
+def test_a_preemption_that_leaves_nothing_to_run_still_admits() -> None:
+    """The rule above must not idle the engine: when the only running request preempts itself because blocks are held
+    outside the batch (here taken from the pool directly, as a decode worker reserves them for KV in flight), the
+    engine's next step admits at once (vLLM runs an empty step and schedules again), so `begin_step` must not return
+    None while work is queued (the live server would sleep until the next request; the predictor stops)."""
+    core = _core(128, spec=SpecDecodeConfig(k=3, acceptance_length=1.0))  # 8 blocks of 16
+    req = core.new_request(20, np.array([1, 2], np.uint64), 30)
+    now = core.begin_step(0.0) or 0.0
+    core.end_step()
+    held = core.pool.allocate_array(len(core.pool.free))  # every free block, held outside the batch
+    assert held is not None and core.pool.available() == 0
+    preempted = 0
+    while core.has_work() and preempted < 3:
+        before = core.counters.preemptions
+        end = core.begin_step(now)
+        assert end is not None, "the engine went idle with a request waiting"
+        preempted += core.counters.preemptions - before
+        core.end_step()
+        now = end
+    assert preempted and req.preemptions
