@@ -6,7 +6,7 @@ One step, as in vLLM's V1 / SGLang's unified scheduler:
    unfinished prefills take a chunk), then waiting requests FCFS while the batch has room (running slots, token
    budget, KV blocks). A newly admitted request first looks its prompt's block hashes up in the prefix cache (GPU,
    then CPU tier). When a running request needs a block and none is left, the most recently admitted request is
-   preempted (its blocks released, recomputed later) — counted.
+   preempted (its blocks released, recomputed later) — counted; a step that preempted admits no waiting request.
 2. time — the :class:`~llmsweep.sim.perf.StepTimer` prices the batch.
 3. apply — at the step's end prefills advance (completed prompt blocks enter the prefix cache), a finished prefill
    emits its first token, decodes emit 1 token (or a seeded draw in [1, K+1]), finished requests release their blocks.
@@ -283,6 +283,7 @@ class EngineCore:
         prefill_attn = 0.0
         i = 0
         n_running = len(running)
+        preempted_before = self.counters.preemptions
         while i < n_running:
             r = running[i]
             computed = r.computed
@@ -327,7 +328,12 @@ class EngineCore:
                       decode_ctx=decode_ctx)
         host_load = 0
         waiting = self.waiting
-        while waiting and budget > 0 and len(running) < cfg.max_running_requests:
+        # a step that preempted admits nobody (vLLM V1 schedules WAITING only `if not preempted_reqs`; SGLang retracts
+        # while forming a decode batch): a victim is not taken straight back in to recompute in the same step. A
+        # preemption that left nothing to run (blocks held outside the batch, e.g. a decode worker's reservations)
+        # admits anyway: the engine's empty step is followed at once by an admitting one, it does not go idle
+        admit = self.counters.preemptions == preempted_before or not scheduled
+        while admit and waiting and budget > 0 and len(running) < cfg.max_running_requests:
             r = waiting[0]
             target = r.prompt_len + r.generated
             limit = (r.prompt_len - 1) // bs
@@ -382,7 +388,8 @@ class EngineCore:
         if len(running) > c.max_running_seen:
             c.max_running_seen = len(running)
         if (horizon is not None and self.coalesce and not batch.prefill_tokens and now + dt < horizon
-                and len(scheduled) == len(running) and not self._aborts):
+                and len(scheduled) == len(running) and not self._aborts and admit):
+            # (a step that preempted did not try the waiting queue: the next step may admit, so it runs alone)
             plan = self._plan_block(batch, now, dt, horizon, finish)
             if plan is not None:
                 self._plan = plan
