@@ -464,9 +464,8 @@ def compare(runs: tuple[str, ...], baseline: str | None, fmt: str | None, repeat
         history = [] if no_history else history_from_store(
             store, used, max(starts, default=None), lambda why: click.echo(f"warning: {why}", err=True))
         verdict = fmt == "markdown" or baseline is not None  # the pull request's verdict, and its success rate
-        success, reused = (_success(b, label_b, pb, store) if verdict or markdown is not None
-                           else (None, frozenset[str]()))
-        success = success if verdict else None  # --markdown FILE needs only the results B reused
+        success, reused = _success(b, label_b, pb, store)  # the table lists what B reused from A as such too
+        success = success if verdict else None  # --markdown FILE and the table need only the results B reused
     comp = compare_points(pa, pb, label_a=label_a, label_b=label_b, repeats_a=ra, repeats_b=rb, history=history,
                           ignore=ignore, mix_sources=mix_sources, seed=seed, resamples=resamples)
     if markdown is not None:
@@ -485,7 +484,7 @@ def compare(runs: tuple[str, ...], baseline: str | None, fmt: str | None, repeat
             doc["verdict"] = verdict_as_dict(comp, success, reused)
         click.echo(json.dumps(doc, indent=1, default=str))
     else:
-        _print_comparison(comp)
+        _print_comparison(comp, reused)
     if fail_on_regression and not comp.matched and comp.skipped:
         # every point it could pair was refused (sources differ, two configurations of a point): a gate that compared
         # nothing passed in silence, and a baseline of the wrong kind let every change through
@@ -510,11 +509,14 @@ def _success(ref: str, run_id: str, points: list[Any], store: Any) -> tuple[Any,
     return success_rate(meta, points), reused_result_ids(meta)
 
 
-def _print_comparison(comp: Any) -> None:
+def _print_comparison(comp: Any, reused: frozenset[str] = frozenset()) -> None:
+    """The comparison as terminal tables; `reused`: the stored result ids B stood jobs on (`run --reuse`): A's points
+    among them are listed as reused by B, as `--markdown FILE` lists them, not as points B does not have."""
     from rich.table import Table
 
     from llmsweep.metrics.registry import HOT_BY_NAME
     from llmsweep.report.markdown import VERDICT_MARK, delta_cell
+    from llmsweep.results.verdict import reused_from_baseline
 
     con = table_console()
     if any(comp.sides):  # the sides' figures differ in kind (--mix-sources, virtual vs wall-clock time): say which
@@ -540,7 +542,9 @@ def _print_comparison(comp: Any) -> None:
         con.print(table)
         if pc.past:  # the earlier stored runs that joined A's noise band: same point, same configuration, valid
             con.print("history (A's configuration): " + ", ".join(f"{p.run_id}/{p.job_id}" for p in pc.past))
-    for title, pts in (("only in A", comp.only_a), ("only in B", comp.only_b)):
+    taken, only_a = reused_from_baseline(comp, reused)
+    for title, pts in (("reused by B from A, not measured again", taken), ("only in A", only_a),
+                       ("only in B", comp.only_b)):
         if pts:
             con.print(f"{title}: " + ", ".join(p.job_id for p in pts))
     refused: dict[str, list[str]] = {}  # one line per reason, naming every result it kept out

@@ -76,7 +76,10 @@ def test_a_point_the_run_reused_from_the_baseline_is_listed_as_reused(make_run, 
         assert doc["verdict"]["reused"] == [conc1]
         # `compare A B --markdown FILE` (the comparison's PR table) said "Only in A" for the point B reused
         table = pr.path.parent / "compare.md"
-        _run("compare", "base", ref, "--markdown", str(table), "--resamples", "10", "--no-history")
+        printed = _run("compare", "base", ref, "--markdown", str(table), "--resamples", "10", "--no-history")
+        # ... and its terminal table, printed by the same call, said "only in A" for it still
+        assert f"reused by B from A, not measured again: {conc1}" in printed, printed
+        assert "only in A" not in printed, printed
         said = table.read_text()
         assert f"**Reused by B from A, not measured again:** `{conc1}`" in said, said
         assert "Only in A" not in said
