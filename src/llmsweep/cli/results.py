@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from collections.abc import Callable, Mapping
@@ -464,10 +465,16 @@ def compare(runs: tuple[str, ...], baseline: str | None, fmt: str | None, repeat
         history = [] if no_history else history_from_store(
             store, used, max(starts, default=None), lambda why: click.echo(f"warning: {why}", err=True))
         verdict = fmt == "markdown" or baseline is not None  # the pull request's verdict, and its success rate
-        success, reused = _success(b, label_b, pb, store)  # the table lists what B reused from A as such too
+        success, reused, elsewhere = _success(b, label_b, pb, store)  # the table lists what B reused from A too
         success = success if verdict else None  # --markdown FILE and the table need only the results B reused
     comp = compare_points(pa, pb, label_a=label_a, label_b=label_b, repeats_a=ra, repeats_b=rb, history=history,
                           ignore=ignore, mix_sources=mix_sources, seed=seed, resamples=resamples)
+    others = sorted({run for job, run in elsewhere.items() if run != label_a})
+    if others:  # B stood jobs on results of a third run: compared nowhere here, so said where they are
+        n = sum(1 for run in elsewhere.values() if run != label_a)
+        comp = dataclasses.replace(comp, notes=(*comp.notes, (
+            f"B ({label_b}) stood {n} job(s) on stored results of run(s) {', '.join(others)} (`run --reuse`), not "
+            f"on A's: this comparison leaves them out (`llmsweep compare {a} {others[0]}` compares them)")))
     if markdown is not None:
         from llmsweep.report.markdown import comparison_markdown
 
@@ -499,14 +506,15 @@ def compare(runs: tuple[str, ...], baseline: str | None, fmt: str | None, repeat
                           fix="inspect the table above; re-run with more repeats if the band is wide")
 
 
-def _success(ref: str, run_id: str, points: list[Any], store: Any) -> tuple[Any, frozenset[str]]:
-    """The success rate of the run under test and the stored result ids it reused (`run --reuse`), from its
-    run.json (a directory) or the store's copy of it."""
-    from llmsweep.results.rundir import is_run_dir, load_run, reused_result_ids
+def _success(ref: str, run_id: str, points: list[Any], store: Any) -> tuple[Any, frozenset[str], dict[str, str]]:
+    """The success rate of the run under test, the stored result ids it reused (`run --reuse`) and, per reused job,
+    the run it stood on, from its run.json (a directory) or the store's copy of it."""
+    from llmsweep.results.rundir import is_run_dir, load_run, reused_of, reused_result_ids
     from llmsweep.results.verdict import success_rate
 
     meta = load_run(Path(ref)).meta if is_run_dir(Path(ref)) else store.run_meta(run_id)
-    return success_rate(meta, points), reused_result_ids(meta)
+    stood = {job: str(src.get("run_id")) for job, src in reused_of(meta).items()}
+    return success_rate(meta, points), reused_result_ids(meta), stood
 
 
 def _print_comparison(comp: Any, reused: frozenset[str] = frozenset()) -> None:

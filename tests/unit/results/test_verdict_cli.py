@@ -87,6 +87,35 @@ def test_a_point_the_run_reused_from_the_baseline_is_listed_as_reused(make_run, 
                                                 "--resamples", "10", "--no-history"))  # no --baseline: no verdict
 
 
+def test_points_the_run_stood_on_a_third_runs_results_are_said_not_silently_left_out(make_run,
+                                                                                      store_path: Path) -> None:
+    """B's `run --reuse` stood its conc-1 job on run C's stored result: comparing A with B left that point out with
+    no word ("B has no result", or A's point "only in A"); the comparison now says which run holds it and how to
+    compare with it, in the table, the markdown and the JSON alike."""
+    import json
+
+    from llmsweep.results.point import result_id_for
+
+    base = make_run("base", concs=(1, 4), requests=60)
+    other = make_run("other", concs=(1,), requests=60, seed=5)
+    for run in (base, other):
+        _run("results", "ingest", str(run.path))
+    pr = make_run("pr", concs=(4,), requests=60, seed=3)
+    conc1 = next(j.job_id for j in other.jobs if "conc1" in j.job_id)
+    meta = json.loads((pr.path / "run.json").read_text())
+    meta["reused"] = {f"pr-{conc1}": {"run_id": "other", "job_id": conc1, "result_id": result_id_for("other", conc1),
+                                      "verdict": "valid"}}
+    (pr.path / "run.json").write_text(json.dumps(meta))
+    said = "B (pr) stood 1 job(s) on stored results of run(s) other (`run --reuse`), not on A's"
+    printed = _run("compare", "base", str(pr.path), "--resamples", "10", "--no-history")
+    assert said in printed and "`llmsweep compare base other` compares them" in printed, printed
+    md = _run("compare", "--baseline", "base", str(pr.path), "--format", "markdown", "--resamples", "10",
+              "--no-history")
+    assert said in md, md
+    doc = json.loads(_run("compare", "base", str(pr.path), "--json", "--resamples", "10", "--no-history"))
+    assert any(said in n for n in doc["notes"]), doc["notes"]
+
+
 def test_the_verdict_table_orders_concurrency_as_a_number(make_run, store_path: Path) -> None:
     """Rows sorted by their label put conc 16 and 64 before conc 4."""
     import re
