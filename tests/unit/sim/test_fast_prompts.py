@@ -31,7 +31,7 @@ CONFIG = AgenticConfig(synthetic=SynthProfile(traces=6, max_isl=60_000, main_tur
 ENGINES = {
     "resident": EngineConfig(model="llama-3.1-8b", hardware="h200"),
     "kv-pressure-cpu-tier-mtp": EngineConfig(model="llama-3.1-8b", hardware="h200", spec=MTP,
-                                             kv_capacity_tokens=30_000, dram_gb=2.0, engine_style="vllm"),
+                                             kv_capacity_tokens=20_000, dram_gb=2.0, engine_style="vllm"),
 }
 
 
