@@ -126,7 +126,7 @@ def test_hicache_direct_layer_first_rejected_on_rocm_0_5_16() -> None:
 @pytest.mark.parametrize(
     "change",
     [
-        {"version": "0.5.17"},  # the version the fix runs on
+        {"version": "0.5.19"},  # kernel / page_first runs again from 0.5.19 (InferenceX #3118); 0.5.17-0.5.18 faulted
         {"platform": "cuda"},
         {"model_family": "dsv4"},
         {"kv_offloading": "none"},

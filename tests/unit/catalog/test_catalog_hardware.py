@@ -121,7 +121,7 @@ hardware:
     spec = hardware_for_runner("rtx6000pro-lat")
     assert spec is not None and spec.arch == "sm120" and spec.is_estimate("bf16_tflops")
     assert get_hardware("h200").gpus_per_node == 4  # the user's entry replaced the packaged one
-    assert get_hardware("mi300x").hbm_gb == 192  # the rest is still there
+    assert get_hardware("mi300x").hbm_gb == 206.16  # the rest is still there
 
 
 def test_invalid_user_entry_names_file_line_and_field(user_catalog: Path) -> None:

@@ -18,7 +18,7 @@ MODEL_VALUES = {"name": "Acme-Tiny", "family": "acme", "prefix": "acmetiny", "to
                 "attention": {"kind": "gqa", "heads": 9, "kv_heads": 3, "head_dim": 64}, "native_context": 8192,
                 "source": "test"}
 HARDWARE_VALUES = {"name": "Acme Z9000", "vendor": "nvidia", "arch": "sm90", "generation": "hopper",
-                   "platform": "cuda", "hbm_gb": 141, "hbm_tbps": 4.8, "bf16_tflops": 989, "fp8_tflops": 1979,
+                   "platform": "cuda", "hbm_gb": 150.76, "hbm_tbps": 4.8, "bf16_tflops": 989, "fp8_tflops": 1979,
                    "fp4_tflops": None, "scaleup": "nvlink4", "scaleup_gbps": 900, "gpus_per_node": 8,
                    "source": "test"}
 
