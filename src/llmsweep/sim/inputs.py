@@ -2,7 +2,7 @@
 
 The catalog owns the authoritative hardware and model figures; the simulator only needs a dozen numbers, read here
 from the typed catalog entries. When the catalog has no entry for a SKU or model, a few built-in entries cover the
-common SKUs and the test models; explicit overrides win over both.
+test models (the hardware catalog is the only home of hardware figures); explicit overrides win over both.
 """
 
 from __future__ import annotations
@@ -18,20 +18,6 @@ from llmsweep.errors import ConfigError
 from llmsweep.sim.perf import GB, PerfInputs
 
 log = logging.getLogger(__name__)
-
-# Public datasheet figures (dense, no sparsity), per GPU. Source: vendor datasheets; link bandwidth is per direction.
-BUILTIN_HARDWARE: dict[str, dict[str, float]] = {
-    "h100": {"hbm_gb": 80, "hbm_bw_tbs": 3.35, "bf16_tflops": 989, "fp8_tflops": 1979, "link_gbs": 450},
-    "h200": {"hbm_gb": 141, "hbm_bw_tbs": 4.8, "bf16_tflops": 989, "fp8_tflops": 1979, "link_gbs": 450},
-    "b200": {"hbm_gb": 180, "hbm_bw_tbs": 8.0, "bf16_tflops": 2250, "fp8_tflops": 4500, "fp4_tflops": 9000,
-             "link_gbs": 900},
-    "b300": {"hbm_gb": 288, "hbm_bw_tbs": 8.0, "bf16_tflops": 2250, "fp8_tflops": 4500, "fp4_tflops": 13500,
-             "link_gbs": 900},
-    "mi300x": {"hbm_gb": 192, "hbm_bw_tbs": 5.3, "bf16_tflops": 1307, "fp8_tflops": 2615, "link_gbs": 300},
-    "mi325x": {"hbm_gb": 256, "hbm_bw_tbs": 6.0, "bf16_tflops": 1307, "fp8_tflops": 2615, "link_gbs": 300},
-    "mi355x": {"hbm_gb": 288, "hbm_bw_tbs": 8.0, "bf16_tflops": 2500, "fp8_tflops": 5000, "fp4_tflops": 10000,
-               "link_gbs": 400},
-}
 
 # Architecture figures from the models' config.json (KV bytes per token at bf16 = layers_with_kv x 2 x kv_heads x
 # head_dim x 2). Qwen3.5-397B-A17B: hybrid attention, 15 of 60 layers keep a KV cache.
@@ -53,25 +39,36 @@ MODEL_ALIASES = {"qwen3.5": "qwen3.5-397b-a17b", "qwen/qwen3.5-397b-a17b": "qwen
                  "tinyllama": "llama-1b", "meta-llama/llama-3.1-8b-instruct": "llama-3.1-8b",
                  "meta-llama/llama-3.1-70b-instruct": "llama-3.1-70b", "qwen/qwen3-30b-a3b": "qwen3-30b-a3b"}
 
-PRECISION_BYTES = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "fp4": 0.5, "nvfp4": 0.5, "mxfp4": 0.5}
+def _bytes_per_value(name: str | None, default: float | None = 2.0) -> float | None:
+    """Bytes one weight (or KV value) of format `name` takes, block scales included, from the one table of weight
+    formats (`catalog.precision`; this module kept its own, with FP4 at 0.5 where the catalog says 0.5625): `default`
+    for a name the table does not know. An engine's KV dtype spelling (`fp8_e4m3`, `fp8_e5m2`) is its family's."""
+    from llmsweep.catalog.precision import format_named_in, weight_format
+
+    if not name:
+        return default
+    fmt = weight_format(name) or weight_format(format_named_in(name) or "")
+    return fmt.bytes_per_param if fmt is not None else default
 
 
 def _hardware_figures(sku: str, precision: str) -> dict[str, float] | None:
+    """The catalog's figures for `sku` — its entry, else the entry whose id leads the name (`mi300x-amds` is an
+    mi300x): the hardware catalog is their one home (a built-in table beside it kept an H200 at 141 GB after the
+    catalog learned the driver's 150.76). None when no entry matches or it has no FLOP/s figure."""
     spec = find_hardware(sku)
-    if spec is not None:
-        try:
-            tflops = spec.tflops(precision) or spec.bf16_tflops
-        except ConfigError:  # a precision the catalog has no column for (int8): the bf16 column
-            tflops = spec.bf16_tflops
-        if tflops:
-            return {"hbm_gb": spec.hbm_gb, "hbm_bw_tbs": spec.hbm_bw_tbs, "tflops": tflops, "link_gbs": spec.link_gbs}
-        log.info("catalog entry for %r has no FLOP/s figure for %s; using built-in defaults", sku, precision)
-    key = sku.lower().replace("_", "-")
-    for name, figures in BUILTIN_HARDWARE.items():
-        if key == name or key.startswith(name + "-") or key.startswith(name):
-            tflops = figures.get(f"{precision}_tflops") or figures["bf16_tflops"]
-            return {**figures, "tflops": tflops}
-    return None
+    if spec is None:
+        key = sku.lower().replace("_", "-")
+        spec = next((h for h in sorted(all_hardware(), key=lambda h: -len(h.id)) if key.startswith(h.id + "-")), None)
+    if spec is None:
+        return None
+    try:
+        tflops = spec.tflops(precision) or spec.bf16_tflops
+    except ConfigError:  # a precision the catalog has no column for (int8): the bf16 column
+        tflops = spec.bf16_tflops
+    if not tflops:
+        log.info("catalog entry for %r has no FLOP/s figure for %s", sku, precision)
+        return None
+    return {"hbm_gb": spec.hbm_gb, "hbm_bw_tbs": spec.hbm_bw_tbs, "tflops": tflops, "link_gbs": spec.link_gbs}
 
 
 def _model_figures(name: str) -> dict[str, float] | None:
@@ -83,7 +80,7 @@ def _model_figures(name: str) -> dict[str, float] | None:
         # total = dense + E*e and active = dense + k*e  =>  routed share = E*e / total
         share = experts * (total - active) / (experts - top_k) / total if experts > top_k else 0.0
         split = 1 if spec.attention.kind == "mla" else (spec.attention.kv_heads or 1 << 20)
-        stored = PRECISION_BYTES.get(spec.checkpoint_precision(name if "/" in name else None).lower())
+        stored = _bytes_per_value(spec.checkpoint_precision(name if "/" in name else None), None)
         return {"params_total": total, "params_active": active, "n_layers": spec.layers,
                 **({"checkpoint_bytes_per_param": stored} if stored is not None else {}),
                 "hidden": spec.hidden_size, "kv_bytes_per_token_bf16": float(spec.kv_bytes_per_token("bf16")),
@@ -99,9 +96,8 @@ def _model_figures(name: str) -> dict[str, float] | None:
 
 
 def simulated_hardware() -> list[str]:
-    """The SKUs the simulator has figures for: the catalog's (with a FLOP/s figure) and the built-in ones."""
-    catalog = [h.id for h in all_hardware() if h.bf16_tflops]
-    return sorted(dict.fromkeys([*catalog, *BUILTIN_HARDWARE]))
+    """The SKUs the simulator has figures for: the catalog's with a FLOP/s figure."""
+    return sorted(h.id for h in all_hardware() if h.bf16_tflops)
 
 
 def simulated_models() -> list[str]:
@@ -128,7 +124,7 @@ def perf_inputs(
     kv_dtype: str | None = None,
     overrides: dict[str, Any] | None = None,
 ) -> PerfInputs:
-    """PerfInputs for (model, hardware): catalog first, built-in fallbacks second, explicit `overrides` last.
+    """PerfInputs for (model, hardware): the catalogs (built-in figures for the test models), then `overrides`.
 
     `precision` picks the weight bytes and the FLOP/s column; `kv_dtype` (default bf16, fp8 halves it) scales the KV
     bytes per token. Raises ConfigError naming what is missing and how to supply it.
@@ -144,7 +140,7 @@ def perf_inputs(
     md = _model_figures(model)
     base_needed = {"hbm_bytes", "hbm_bw", "flops"}
     if hw is None and not base_needed <= set(overrides):
-        raise ConfigError(f"simulator: no hardware figures for {hardware!r} in the catalog or the built-ins",
+        raise ConfigError(f"simulator: no hardware figures for {hardware!r} in the hardware catalog",
                           fix=f"use one of {', '.join(simulated_hardware())}, or "
                               f"{entry_fix(HARDWARE_FILE, HardwareSpec, HARDWARE_KEY)}")
     model_needed = {"params_total", "n_layers", "hidden", "kv_bytes_per_token"}
@@ -152,12 +148,12 @@ def perf_inputs(
         raise ConfigError(f"simulator: no model figures for {model!r} in the catalog or the built-ins",
                           fix=f"use one of {', '.join(simulated_models())}, or "
                               f"{model_entry_fix()}")
-    bpp = PRECISION_BYTES.get(precision, 2.0)
+    bpp = _bytes_per_value(precision) or 2.0
     if md is not None and md.get("checkpoint_bytes_per_param", bpp) < bpp:
         # Weights stay as the checkpoint stores them: an FP4-native checkpoint served at "fp8" (DeepSeek-V4-Pro on
         # MI300X, which has no FP4 compute) keeps its FP4 experts in HBM; the precision still picks the FLOP/s.
         bpp = md["checkpoint_bytes_per_param"]
-    kv_scale = PRECISION_BYTES.get((kv_dtype or "bf16").lower(), 2.0) / 2.0
+    kv_scale = (_bytes_per_value(kv_dtype or "bf16") or 2.0) / 2.0
     values: dict[str, Any] = {"hardware": hardware, "model": model, "bytes_per_param": bpp}
     if hw is not None:
         values.update(hbm_bytes=hw["hbm_gb"] * GB, hbm_bw=hw["hbm_bw_tbs"] * 1e12, flops=hw["tflops"] * 1e12,

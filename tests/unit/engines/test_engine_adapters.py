@@ -244,7 +244,11 @@ def test_an_fp4_checkpoint_served_at_fp8_keeps_its_fp4_weights_on_the_simulator(
     from llmsweep.sim.inputs import perf_inputs
 
     fp8 = perf_inputs("deepseek-ai/DeepSeek-V4-Pro", "mi300x", precision="fp8")
-    assert fp8.bytes_per_param == 0.5  # the checkpoint's FP4 experts, not 1 byte per parameter
+    from llmsweep.catalog.precision import weight_format
+
+    fp4 = weight_format("fp4")
+    assert fp4 is not None and fp4.bytes_per_param < 1.0
+    assert fp8.bytes_per_param == fp4.bytes_per_param  # the checkpoint's FP4 experts, not 1 byte per parameter
     assert fp8.weight_bytes / 8 < 0.88 * fp8.hbm_bytes  # so it fits 8 x MI300X with room for a KV cache
     assert perf_inputs("Qwen/Qwen3.5-397B-A17B-FP8", "mi300x", precision="fp8").bytes_per_param == 1.0
 
