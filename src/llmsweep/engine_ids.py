@@ -292,8 +292,8 @@ def acceptance_spellings(al: float, k: int | None) -> dict[str, str]:
 
 __all__ = [
     "ENGINE_IDS",
-    "UNSERVED_FRAMEWORKS",
     "TLLM_FORCE_ACCEPTED_ENV",
+    "UNSERVED_FRAMEWORKS",
     "VERSION_TOKEN",
     "AcceptanceKnobs",
     "AcceptanceSpelling",

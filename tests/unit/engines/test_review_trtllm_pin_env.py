@@ -10,5 +10,6 @@ from llmsweep.engines import trtllm
 
 def test_the_refusal_reads_the_variable_the_pin_writes() -> None:
     assert trtllm.FORCE_ACCEPTED_ENV is engine_ids.TLLM_FORCE_ACCEPTED_ENV
-    pin = engine_ids.ENGINE_IDS["trtllm"].pin_acceptance(2.5, 3)
-    assert pin is not None and dict(pin.env).keys() == {trtllm.FORCE_ACCEPTED_ENV}
+    make = engine_ids.ENGINE_IDS["trtllm"].pin_acceptance
+    assert make is not None
+    assert dict(make(2.5, 3).env).keys() == {trtllm.FORCE_ACCEPTED_ENV}

@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from llmsweep.catalog.engines import kv_transfer_keys
 from llmsweep.policy import validate_files
 
 
-def _recipe(transfer: dict[str, object]) -> str:
+def _recipe(transfer: dict[str, Any]) -> str:
     flag = json.dumps(json.dumps(transfer))  # a YAML double-quoted string holding the JSON text
     return ("k:\n  image: vllm/vllm-openai:v0.11.0\n  model: MiniMaxAI/MiniMax-M3\n  model-prefix: minimaxm3\n"
             "  runner: cluster:h200-cw\n  precision: fp8\n  framework: vllm\n  multinode: false\n  scenarios:\n"
@@ -22,7 +23,7 @@ def _recipe(transfer: dict[str, object]) -> str:
 
 
 def test_connectors_that_are_no_list_leave_the_gate_rules_running(tmp_path: Path) -> None:
-    transfer = {"kv_connector": "OffloadingConnector", "kv_role": "kv_both",
+    transfer: dict[str, Any] = {"kv_connector": "OffloadingConnector", "kv_role": "kv_both",
                 "kv_connector_extra_config": {"cpu_bytes_to_use": 10, "connectors": 5}}
     file = tmp_path / "r.yaml"
     file.write_text(_recipe(transfer))
