@@ -127,8 +127,12 @@ def forced_accepted_tokens(al: float) -> str:
     return f"{round(al - 1.0, 2):g}"
 
 
+TLLM_FORCE_ACCEPTED_ENV = "TLLM_SPEC_DECODE_FORCE_NUM_ACCEPTED_TOKENS"
+"""TensorRT-LLM's pinned-acceptance environment variable (AL − 1): the pin writes it, the adapter's checks read it."""
+
+
 def _trtllm_pin(al: float, k: int | None) -> PinnedAcceptance:
-    return PinnedAcceptance(env=(("TLLM_SPEC_DECODE_FORCE_NUM_ACCEPTED_TOKENS", forced_accepted_tokens(al)),))
+    return PinnedAcceptance(env=((TLLM_FORCE_ACCEPTED_ENV, forced_accepted_tokens(al)),))
 
 
 def _atom_pin(al: float, k: int | None) -> PinnedAcceptance:
@@ -288,6 +292,7 @@ def acceptance_spellings(al: float, k: int | None) -> dict[str, str]:
 
 __all__ = [
     "ENGINE_IDS",
+    "TLLM_FORCE_ACCEPTED_ENV",
     "UNSERVED_FRAMEWORKS",
     "VERSION_TOKEN",
     "AcceptanceKnobs",

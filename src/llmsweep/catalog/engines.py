@@ -311,7 +311,7 @@ def kv_transfer_keys(config: Any) -> dict[str, Any]:
     if isinstance(config, str):
         try:
             config = json.loads(config)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: JSON nested past the decoder's depth
             return {}
     if not isinstance(config, Mapping):
         return {}
@@ -324,7 +324,9 @@ def kv_transfer_keys(config: Any) -> dict[str, Any]:
         for key, value in extra.items():
             if key != "connectors":
                 keys.setdefault(str(key), value)
-        for inner in extra.get("connectors") or []:
+        connectors = extra.get("connectors")
+        # a MultiConnector's list; anything else is no list of connectors (an int crashed the policy rules)
+        for inner in connectors if isinstance(connectors, list) else ():
             for key, value in kv_transfer_keys(inner).items():
                 keys.setdefault(key, value)
     return keys

@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 
 import yaml
 
-from llmsweep.engine_ids import TRTLLM
+from llmsweep.engine_ids import TLLM_FORCE_ACCEPTED_ENV, TRTLLM
 from llmsweep.engines.base import BIND_HOST, Adapter, Derived, RoleContext, agentic_conc, topology
 from llmsweep.engines.launch import LaunchFile, LaunchSpec, RoleWorker, node_host
 from llmsweep.engines.sglang import model_path
@@ -35,7 +35,8 @@ DECODING_TYPE: dict[str, str] = {"mtp": "MTP", "eagle": "Eagle", "eagle3": "Eagl
 TWO_MODEL_DECODING = frozenset({"DraftTarget", "NGram"})
 """Decoding types that always run TensorRT-LLM's two-model path (TorchSampler), which reads the forced acceptance as an
 integer; Eagle is two-model only with `eagle3_one_model: false` (its default is true: `EagleDecodingConfig`)."""
-FORCE_ACCEPTED_ENV = "TLLM_SPEC_DECODE_FORCE_NUM_ACCEPTED_TOKENS"
+FORCE_ACCEPTED_ENV = TLLM_FORCE_ACCEPTED_ENV
+"""The pin's variable, from its one home (`engine_ids`)."""
 DISAGG_CONFIG = "disagg_config.yaml"
 DISAGG_SERVER_PORT = 8000
 """The disaggregated server faces the client on trtllm-serve's usual port; context/generation servers use 8336."""

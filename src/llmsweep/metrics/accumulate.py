@@ -465,6 +465,10 @@ def _implausible(sent: Any, first: Any, end: Any, last_chunk: float | None) -> b
     return first is not None and end is not None and end + slack < first
 
 
+implausible_times = _implausible
+"""Public name of `_implausible`: the compare's per-request samples (`results.samples`) leave out what it leaves out."""
+
+
 def _parse_worker_signals() -> None:
     """A forked parse worker takes the default signal dispositions back: it inherits the CLI's (SIGTERM and SIGHUP
     raise `execute.signals.Interrupted`, `signals.install`), so the pool's own terminate at its end reached the

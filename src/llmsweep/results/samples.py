@@ -77,15 +77,20 @@ def samples_from_records(records: Iterable[Mapping[str, Any]]) -> Samples:
     E2EL runs to the last content chunk (else `end_at`); OSL is `completion_tokens` (else the sum of chunk tokens);
     ISL is `prompt_tokens` (else the workload's intended `input_tokens_expected`, else 0); throughput uses `end_at`.
     """
+    from llmsweep.metrics.accumulate import implausible_times
+
     rows: list[tuple[float, float, float, float, float, float]] = []
     total = 0
     for rec in records:
         if rec.get("phase", "profiling") != "profiling" or rec.get("error_class") == "cancelled":
             continue
+        chunks = rec.get("chunk_times") or ()
+        if implausible_times(rec.get("sent_at"), rec.get("first_token_at"), rec.get("end_at"),
+                             chunks[-1] if chunks else None):
+            continue  # left out of every figure, as the summary leaves it (`requests.implausible`)
         total += 1
         if not is_success(rec):
             continue
-        chunks = rec.get("chunk_times") or ()
         osl = rec.get("completion_tokens")
         if osl is None:
             osl = sum(rec.get("chunk_tokens") or ())
