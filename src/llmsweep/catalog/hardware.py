@@ -39,7 +39,8 @@ class HardwareSpec(BaseModel):
     generation: str = Field(description="Architecture generation: hopper, blackwell, cdna3…")
     platform: Platform
     aliases: list[str] = Field(default_factory=list, description="Other spellings accepted by get_hardware().")
-    hbm_gb: float = Field(gt=0, description="Vendor-quoted HBM capacity per GPU, decimal GB.")
+    hbm_gb: float = Field(gt=0, description="HBM capacity per GPU in decimal GB as the driver reports it "
+                                            "(vendors' \"GB\" are GiB).")
     hbm_tbps: float = Field(gt=0, description="Peak HBM bandwidth per GPU, TB/s.")
     bf16_tflops: float | None = Field(description="Dense BF16 tensor TFLOP/s per GPU.")
     fp8_tflops: float | None = Field(description="Dense FP8 tensor TFLOP/s per GPU; None if unsupported.")
