@@ -27,10 +27,6 @@ _REF = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/#:@+-]*$")
 _DIGEST = re.compile(r"^[a-z0-9]+(?:[+._-][a-z0-9]+)*:[0-9a-fA-F]{32,}$")
 
 
-_MOVING_TAG = re.compile(r"(?:^|[-_.])(?:nightly|latest|main|dev)(?:$|[-_.\d])")
-"""A tag word that says the tag follows a branch (`ImageRef.moving`)."""
-
-
 class ImageRef(BaseModel):
     """A parsed image reference plus what its tag says about the engine, platform and Python."""
 
@@ -63,12 +59,13 @@ class ImageRef(BaseModel):
 
     @property
     def moving(self) -> bool:
-        """The reference says it follows a branch, so it can name another build tomorrow: a nightly or dev channel
-        (`:nightly`, `:latest`, `:main`, `:dev`, no tag at all) with no engine version, build date or digest to pin
-        it (`:nightly-20260105` and `@sha256:…` name one build)."""
+        """The reference says it follows a branch, so it can name another build tomorrow: a tag whose words name a
+        nightly or dev channel (`:nightly`, `:latest`, `:main`, `:dev`, read as `_channel` reads them) or no tag at
+        all, with no engine version, build date or digest to pin it (`:nightly-20260105` and `@sha256:…` name one
+        build)."""
         if self.digest is not None or self.version is not None or self.build_date is not None:
             return False
-        return not self.tag or _MOVING_TAG.search(self.tag.lower()) is not None
+        return not self.tag or _branch_channel(self.tag) is not None
 
     def reference(self, pyxis: bool | None = None) -> str:
         """Normalised reference; pyxis form (``registry#path``) when asked or when the input used it."""
@@ -208,11 +205,21 @@ def _version_from(engine: str | None, tag: str, repository: str) -> str | None:
     return m.group(1) if m else None
 
 
-def _channel(tag: str, repository: str, engine: str | None, version: str | None) -> Channel:
+def _branch_channel(tag: str) -> Channel | None:
+    """The channel a tag's own words name (`nightly`, `latest`, `main`: nightly; a `dev` word: dev), None when they
+    name none: the one reading of branch words, for `_channel` and `ImageRef.moving`."""
     t = tag.lower()
     if "nightly" in t or t in {"latest", "main"}:
         return "nightly"
-    if re.search(r"(?:^|[-_.])dev(?:$|[-_.\d])", t) or re.search(r"[-/]dev$|sgl-dev", repository):
+    if re.search(r"(?:^|[-_.])dev(?:$|[-_.\d])", t):
+        return "dev"
+    return None
+
+
+def _channel(tag: str, repository: str, engine: str | None, version: str | None) -> Channel:
+    if (named := _branch_channel(tag)) is not None:
+        return named
+    if re.search(r"[-/]dev$|sgl-dev", repository):
         return "dev"
     if engine is not None and version is None:
         return "dev"

@@ -469,9 +469,9 @@ def compare(runs: tuple[str, ...], baseline: str | None, fmt: str | None, repeat
         success = success if verdict else None  # --markdown FILE and the table need only the results B reused
     comp = compare_points(pa, pb, label_a=label_a, label_b=label_b, repeats_a=ra, repeats_b=rb, history=history,
                           ignore=ignore, mix_sources=mix_sources, seed=seed, resamples=resamples)
-    others = sorted({run for job, run in elsewhere.items() if run != label_a})
-    if others:  # B stood jobs on results of a third run: compared nowhere here, so said where they are
-        n = sum(1 for run in elsewhere.values() if run != label_a)
+    stood_elsewhere = [run for run in elsewhere.values() if run != label_a]
+    if stood_elsewhere:  # B stood jobs on results of a third run: compared nowhere here, so said where they are
+        others, n = sorted(set(stood_elsewhere)), len(stood_elsewhere)
         comp = dataclasses.replace(comp, notes=(*comp.notes, (
             f"B ({label_b}) stood {n} job(s) on stored results of run(s) {', '.join(others)} (`run --reuse`), not "
             f"on A's: this comparison leaves them out (`llmsweep compare {a} {others[0]}` compares them)")))
