@@ -37,6 +37,7 @@ def test_a_server_on_no_gpu_records_in_each_job_that_its_power_was_not_recorded(
         power = json.loads((out / "jobs" / row["job"] / "summary.json").read_text())["power"]
         assert power is not None, "the job does not say its power was not recorded"
         assert power["backend"] is None and power["required"] is False and power["power_valid"] is False
+        assert power["source"] is None  # nothing was sampled: the block claims no source (it said `measured`)
         assert power["error"] == NO_GPU_REASON == row["power_error"]
         assert row["tokens_per_joule"] is None
     assert f"power not recorded for 2 job(s): {NO_GPU_REASON}" in err  # among the end lines

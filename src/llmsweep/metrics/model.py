@@ -582,9 +582,10 @@ class PowerBlock(_Block):
     """GPU power and energy over the profile window (`llmsweep.power.integrate`; InferenceX's aggregate_power).
 
     Every figure measured from samples is None unless `power_valid`; `reasons` then says why (InferenceX's codes).
-    `source` is `simulated` when the simulator's power model was sampled."""
+    `source` is `simulated` when the simulator's power model was sampled, `measured` when GPUs were, and None when no
+    sample was recorded (no backend could sample, or none answered): a block with nothing in it claims no source."""
 
-    source: Literal["measured", "simulated"] = "measured"
+    source: Literal["measured", "simulated"] | None = "measured"
     backend: str | None = Field(default=None, description="Sampler backend: nvml, amd-smi, nvidia-smi, sim.")
     power_valid: bool = False
     reasons: list[str] = Field(default_factory=list)

@@ -198,7 +198,8 @@ def integrate(header: TelemetryHeader | None, samples: Sequence[GpuSample], work
     reasons = list(dict.fromkeys(reasons))
     valid = not reasons and bool(per_gpu)
     block: dict[str, Any] = {
-        "source": header.source, "backend": header.backend, "power_valid": valid, "reasons": reasons,
+        "source": header.source if samples else None, "backend": header.backend, "power_valid": valid,
+        "reasons": reasons,
         "required": header.require, "integration_method": INTEGRATION_METHOD,
         "window": {"start": start, "end": end}, "interval_s": header.interval_s, "max_gap_s": header.max_gap_s,
         "expected_gpus": expected, "observed_gpus": len(by_gpu), "observed_gpu_ids": sorted(by_gpu, key=_gpu_order),
