@@ -62,3 +62,35 @@ def test_an_aiperf_that_cannot_start_is_refused_before_any_load(sim_url: str, tm
         run_crosscheck(cfg, tmp_path / "cc")
     assert err.value.fix is not None and "--aiperf" in err.value.fix
     assert not (tmp_path / "cc").exists()  # no llmsweep run was made
+
+
+HUNG = f"""#!{sys.executable}
+import shutil, sys, time
+shutil.copytree({str(ARTIFACTS)!r}, sys.argv[sys.argv.index("--artifact-dir") + 1], dirs_exist_ok=True)
+time.sleep(3600)  # its work written, the process never exits (as aiperf's services sometimes do not)
+"""
+
+
+def test_an_aiperf_that_never_exits_is_stopped_by_the_default_deadline(
+        sim_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without --run-deadline a hung aiperf held the cross-check (and the GPU) forever; now each run is bounded by
+    the longest a run that keeps making progress can take, and the run says it was stopped and why."""
+    import time
+
+    import llmsweep.peers.crosscheck as crosscheck
+
+    monkeypatch.setattr(crosscheck, "AIPERF_START_STOP_S", 1.0)  # the start/exit allowance, shortened for the test
+    aiperf = tmp_path / "aiperf"
+    aiperf.write_text(HUNG)
+    aiperf.chmod(0o755)
+    cfg = CrossCheckConfig(endpoint=Endpoint(base_url=sim_url, model="sim", api="chat"), isl=32, osl=4,
+                           concurrencies=[2], prompts_per_concurrency=1, min_prompts=2, warmups_per_concurrency=0,
+                           repeats=1, tokenizer="builtin", aiperf=str(aiperf), timeout_s=0.5)
+    assert cfg.deadline(2) == (1 + 1) * 0.5 + 1.0  # 2 requests at conc 2: one round, one more, the allowance
+    assert cfg.model_copy(update={"run_deadline_s": 7.0}).deadline(2) == 7.0
+    t0 = time.monotonic()
+    check = run_crosscheck(cfg, tmp_path / "cc")
+    assert time.monotonic() - t0 < 30
+    aiperf_run = next(r for r in check.runs if r.client == "aiperf")
+    assert aiperf_run.error is not None and aiperf_run.error.startswith("aiperf ran past 2 s and was stopped")
+    assert "--run-deadline" in aiperf_run.error

@@ -46,7 +46,9 @@ def peer() -> None:
 @option("repeats", default=2, help="Runs of each client per level, alternating.")
 @click.option("--aiperf", "aiperf_exe", default="aiperf", show_default=True, help="aiperf executable.")
 @option("request_timeout", dest="timeout")
-@click.option("--run-deadline", type=FINITE_POSITIVE, default=None, help="Stop one aiperf run after this many seconds.")
+@click.option("--run-deadline", type=FINITE_POSITIVE, default=None,
+              help="Stop one aiperf run after this many seconds. Default: the longest a run that keeps making "
+                   "progress can take ((requests / concurrency, rounded up, + 1) x --request-timeout + 120 s).")
 @option("no_ignore_eos", help="Neither client sends ignore_eos (servers that answer 422).")
 @option("gpus", default=None, show_default=False, type=click.IntRange(min=1),
         help="GPUs behind the endpoint. Default: as the server reports; else unknown (figures per endpoint).")

@@ -49,6 +49,11 @@ RESULT_FILE = "crosscheck.json"
 TABLE_FILE = "crosscheck.md"
 
 
+AIPERF_START_STOP_S = 120.0
+"""Seconds a cross-check allows aiperf for starting (its services, the tokenizer) and exiting, on top of its
+requests' timeouts (`CrossCheckConfig.deadline`)."""
+
+
 class CrossCheckConfig(BaseModel):
     """What to compare: one endpoint, fixed lengths, a list of concurrencies."""
 
@@ -65,7 +70,8 @@ class CrossCheckConfig(BaseModel):
     tokenizer: str = Field(description="Tokenizer directory both clients count with (the served model's).")
     aiperf: str = Field(default="aiperf", description="aiperf executable.")
     timeout_s: float = Field(default=600.0, gt=0, description="Per-request timeout, both clients.")
-    run_deadline_s: float | None = Field(default=None, gt=0, description="Stop one aiperf run after this long.")
+    run_deadline_s: float | None = Field(default=None, gt=0, description="Stop one aiperf run after this long; None: "
+                                         "the longest a run that keeps making progress can take (`deadline`).")
     seed: int = Field(default=0, description="First prompt seed; each run adds its position.")
     gpus: int | None = Field(default=None, ge=1, description="GPUs behind the endpoint; None: as the server reports "
                              "(`/version`, `/get_server_info`), else unknown (per-GPU figures are the endpoint's).")
@@ -75,6 +81,17 @@ class CrossCheckConfig(BaseModel):
 
     def warmups(self, concurrency: int) -> int:
         return self.warmups_per_concurrency * concurrency
+
+    def deadline(self, concurrency: int) -> float:
+        """Seconds one aiperf run at `concurrency` may take before it is stopped and recorded as such:
+        `run_deadline_s`, else the longest a run can take while every request ends by its timeout — its warm-up and
+        measured requests in rounds of `concurrency`, one more round, and `AIPERF_START_STOP_S` for the process's
+        start and exit. A client hung at start-up or shutdown (its services never exiting) is stopped; a run still
+        making progress never is."""
+        if self.run_deadline_s is not None:
+            return self.run_deadline_s
+        rounds = -(-(self.prompts(concurrency) + self.warmups(concurrency)) // concurrency) + 1
+        return rounds * self.timeout_s + AIPERF_START_STOP_S
 
 
 @dataclass(slots=True)
@@ -225,10 +242,14 @@ def _run_aiperf(cfg: CrossCheckConfig, run: ClientRun, out: Path, served: _Serve
         executable=cfg.aiperf, timeout_s=cfg.timeout_s,
     )
     (out / "command.txt").write_text(" ".join(aiperf_argv(spec)) + "\n")
-    outcome = run_aiperf(spec, deadline_s=cfg.run_deadline_s)
+    deadline = cfg.deadline(run.concurrency)
+    outcome = run_aiperf(spec, deadline_s=deadline)
     run.cpu_s, run.wall_s = outcome.cpu_s, outcome.wall_s
     if outcome.timed_out:
-        run.error = f"aiperf ran past {cfg.run_deadline_s:g} s and was stopped"
+        run.error = (f"aiperf ran past {deadline:g} s and was stopped" + (
+            "" if cfg.run_deadline_s is not None else
+            f" (the longest a run of {spec.requests + spec.warmups} requests at concurrency {run.concurrency} with "
+            f"a {cfg.timeout_s:g} s request timeout can take; --run-deadline sets another)"))
     elif outcome.returncode:
         run.error = f"aiperf exited {outcome.returncode} (see {outcome.log_path})"
     try:
