@@ -60,7 +60,7 @@ from llmsweep.workload.base import (
     SpawnHandle,
     Workload,
 )
-from llmsweep.workload.blocks import BlockText, PrefixCache, bust_marker, prefix_keys
+from llmsweep.workload.blocks import BlockText, PrefixCache, bust_marker
 from llmsweep.workload.conversation import Conversation
 from llmsweep.workload.tokenizer import Tokenizer, get_tokenizer
 from llmsweep.workload.traces.digest import corpus_digest
@@ -177,7 +177,7 @@ class _Play:
         last: RequestOutcome | None = None, primer: bool = False,
     ) -> Send:
         req = turn.request
-        keys = prefix_keys(req.hash_ids)
+        keys = conv.keys(req.hash_ids)
         cached_blocks = self.cache.observe(keys)
         live = None
         if self.workload.config.live_assistant_responses and last is not None and last.ok and last.output_text:

@@ -27,6 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from llmsweep.workload.blocks import shared_prefix
 from llmsweep.workload.traces.schema import SubagentEntry, Trace, TraceRequest
 
 JOIN_TOLERANCE_S = 1e-3
@@ -121,11 +122,7 @@ def _chains(requests: list[TraceRequest]) -> list[list[TraceRequest]]:
             tail = chain[-1]
             if tail.end > req.t + JOIN_TOLERANCE_S:
                 continue  # still running when this request began
-            shared = 0
-            for a, b in zip(tail.hash_ids, req.hash_ids, strict=False):
-                if a != b:
-                    break
-                shared += 1
+            shared = shared_prefix(tail.hash_ids, req.hash_ids)
             if shared >= best_len:
                 best, best_len = i, shared
         if best < 0:
