@@ -39,7 +39,7 @@ import itertools
 import logging
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Hashable, Iterator
 from typing import Any, Literal
 
 import numpy as np
@@ -65,9 +65,9 @@ from llmsweep.workload.conversation import Conversation
 from llmsweep.workload.tokenizer import Tokenizer, get_tokenizer
 from llmsweep.workload.traces.digest import corpus_digest
 from llmsweep.workload.traces.loader import load_traces
-from llmsweep.workload.traces.plan import JoinPolicy, TracePlan, TurnPlan, build_plan
+from llmsweep.workload.traces.plan import JoinPolicy, TracePlan, TurnPlan, build_plan, dropped_subagents
 from llmsweep.workload.traces.schema import Trace
-from llmsweep.workload.traces.synth import SynthProfile, synthesize
+from llmsweep.workload.traces.synth import SynthProfile, corpus_memo, synthesize
 
 log = logging.getLogger(__name__)
 
@@ -257,7 +257,9 @@ class AgenticWorkload(Workload):
         self.tree_idle_cap_s = config.trace_idle_gap_cap_s
         self.tokenizer = tokenizer if tokenizer is not None else get_tokenizer(config.tokenizer)
         self.blocks = BlockText(self.tokenizer, seed=config.seed)
-        self._plans: dict[int, TracePlan] = {}
+        self._plans: dict[Hashable, Any] = corpus_memo(self._profile) if self._profile is not None else {}
+        """Plans by (index, join policy, split): a synthetic corpus's are kept with it (`corpus_memo`) for every
+        workload of the process (a sweep's points), as they depend on the trace and those two options only."""
         self._lock = threading.Lock()
         order = np.arange(len(playable))
         if config.sampler == "shuffle":
@@ -267,12 +269,13 @@ class AgenticWorkload(Workload):
     # -- public -------------------------------------------------------------------------------------------------
 
     def plan(self, index: int) -> TracePlan:
+        cfg = self.config
+        key = ("plan", index, cfg.join_policy, cfg.split_parallel_requests)
         with self._lock:
-            plan = self._plans.get(index)
+            plan: TracePlan | None = self._plans.get(key)
             if plan is None:
-                plan = self._plans[index] = build_plan(
-                    self.traces[index], join_policy=self.config.join_policy,
-                    split_parallel=self.config.split_parallel_requests,
+                plan = self._plans[key] = build_plan(
+                    self.traces[index], join_policy=cfg.join_policy, split_parallel=cfg.split_parallel_requests
                 )
             return plan
 
@@ -300,7 +303,7 @@ class AgenticWorkload(Workload):
         return {
             "name": self.name,
             "source": cfg.source or "synthetic",
-            "dropped_subagents": sum(self.plan(i).dropped for i in range(len(self.traces))),
+            "dropped_subagents": sum(dropped_subagents(trace) for trace in self.traces),
             "traces": len(self.traces),
             "corpus_digest": self.corpus_digest,
             "tokenizer": self.tokenizer.name,

@@ -23,8 +23,10 @@ from __future__ import annotations
 import functools
 import itertools
 import math
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -222,12 +224,25 @@ def _stamp_think_times(entries: list[TraceRequest | SubagentEntry]) -> None:
 def synthesize(profile: SynthProfile | None = None) -> list[Trace]:
     """The synthetic corpus of `profile` (default: 32 full-scale sessions). A pure function of the profile, built
     once per process: the points of a sweep share it, so treat the traces as read-only."""
-    return list(_corpus(profile or SynthProfile()))
+    return list(_corpus(profile or SynthProfile()).traces)
+
+
+def corpus_memo(profile: SynthProfile) -> dict[Hashable, Any]:
+    """A dict that lives as long as `profile`'s cached corpus (`synthesize`), for what is derived from its traces
+    alone (the agentic replay keeps its trace plans there): every point of a sweep in this process shares it, and
+    it never holds traces the corpus cache has let go."""
+    return _corpus(profile).memo
+
+
+@dataclass(frozen=True)
+class _Corpus:
+    traces: tuple[Trace, ...]
+    memo: dict[Hashable, Any] = field(default_factory=dict)
 
 
 @functools.lru_cache(maxsize=8)
-def _corpus(profile: SynthProfile) -> tuple[Trace, ...]:
-    return tuple(_TraceBuilder(profile, i).build() for i in range(profile.traces))
+def _corpus(profile: SynthProfile) -> _Corpus:
+    return _Corpus(tuple(_TraceBuilder(profile, i).build() for i in range(profile.traces)))
 
 
 def write_jsonl(traces: list[Trace], path: Path) -> None:
