@@ -190,13 +190,14 @@ def extend_keys(prev_ids: Sequence[int], prev_keys: np.ndarray, block_ids: Seque
     if p == n:
         return prev_keys[:n]
     pw, pinv = _powers(n)
-    with np.errstate(over="ignore"):
-        ids = np.asarray(block_ids[p:], dtype=np.uint64) + np.uint64(1)
-        sums = np.cumsum(ids * pinv[p:], dtype=np.uint64)
-        sums += prev_keys[p - 1] * pinv[p - 1]
-        keys = np.empty(n, dtype=np.uint64)
-        keys[:p] = prev_keys[:p]
-        np.multiply(pw[p:], sums, out=keys[p:])
+    terms = np.asarray(block_ids[p:], dtype=np.uint64)  # array arithmetic wraps modulo 2^64 without a warning
+    terms += np.uint64(1)
+    terms *= pinv[p:]
+    sums = np.cumsum(terms, dtype=np.uint64)
+    sums += np.uint64(int(prev_keys[p - 1]) * int(pinv[p - 1]) & _MASK)
+    keys = np.empty(n, dtype=np.uint64)
+    keys[:p] = prev_keys[:p]
+    np.multiply(pw[p:], sums, out=keys[p:])
     return keys
 
 

@@ -95,6 +95,8 @@ class Conversation:
         self._prev_ids: list[int] | None = None
         self._prev_keys: np.ndarray | None = None
         self._prev_out = 0
+        self._literals = False
+        """A live answer was ever laid out (only then can a part be literal text: `_shape` looks only then)."""
 
     def keys(self, ids: list[int]) -> np.ndarray:
         """`prefix_keys(ids)` of the next turn, hashing only the ids past those it shares with the previous turn."""
@@ -131,7 +133,7 @@ class Conversation:
 
     def _shape(self, parts: tuple[_Part, ...], tail_key: str, tail: int) -> tuple[MessageShape, ...] | None:
         """The messages of `_render` as token runs; the tail's source is the one `BlockText.filler` draws from."""
-        if any(part.literal is not None for part in parts):
+        if self._literals and any(part.literal is not None for part in parts):
             return None
         if not tail:
             return parts
@@ -148,6 +150,7 @@ class Conversation:
             return  # same prompt again (a retry in the recording): resend it
         answer = min(math.ceil(self._prev_out / self.block_size), delta - 1) if delta >= 2 else 0
         if live_answer:
+            self._literals = True
             self._parts.append(self._part("assistant", ids, p, p + answer, literal=live_answer))
         elif answer > 0:
             self._parts.append(self._part("assistant", ids, p, p + answer))
