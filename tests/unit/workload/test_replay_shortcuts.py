@@ -1,19 +1,22 @@
 """The agentic replay's shortcuts give what the plain definitions give: the common prefix of two id lists
 (`shared_prefix`, slice comparisons), a turn's prefix keys computed from the previous turn's (`extend_keys`,
-`Conversation.keys`), trace plans shared by the workloads of one synthetic corpus, and the dropped-subagent count
-`describe` gives without building plans."""
+`Conversation.keys`), a corpus read once per process while its files keep their bytes, trace plans and digests shared by
+the workloads of one corpus, and the dropped-subagent count `describe` gives without building plans."""
 
 from __future__ import annotations
 
+import json
 import random
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from llmsweep.workload.agentic import AgenticConfig, AgenticWorkload
+from llmsweep.workload.agentic import AgenticConfig, AgenticWorkload, replay_corpus_digest
 from llmsweep.workload.blocks import BlockText, extend_keys, prefix_keys, shared_prefix
 from llmsweep.workload.conversation import Conversation
 from llmsweep.workload.tokenizer import get_tokenizer
+from llmsweep.workload.traces.loader import load_traces
 from llmsweep.workload.traces.plan import build_plan
 from llmsweep.workload.traces.schema import Trace
 from llmsweep.workload.traces.synth import SynthProfile
@@ -105,3 +108,30 @@ def test_describe_counts_the_subagents_no_parent_turn_spawns() -> None:
     workload = AgenticWorkload(AgenticConfig(source="x", run_id="r"), traces=traces)
     assert [build_plan(t).dropped for t in traces] == [2, 0, 1]
     assert workload.describe()["dropped_subagents"] == 3
+
+
+def test_a_corpus_file_is_read_once_while_its_bytes_stay(tmp_path: Path) -> None:
+    """The points of a sweep share one read of a trace file (each read it whole again); a file rewritten, even to
+    the same size at once, is read again."""
+    path = tmp_path / "traces.jsonl"
+
+    def write(t: float) -> None:
+        lines = [json.dumps({"id": f"tree-{i}", "requests": [{"t": t, "in": 64, "out": 1, "hash_ids": [i]}]})
+                 for i in range(3)]
+        path.write_text("\n".join(lines) + "\n")
+
+    write(1.0)
+    first = load_traces(path)
+    assert [t.id for t in first] == ["tree-0", "tree-1", "tree-2"]
+    assert all(a is b for a, b in zip(load_traces(path), first, strict=True))
+    a = AgenticWorkload(AgenticConfig(source=str(path), run_id="a"))
+    b = AgenticWorkload(AgenticConfig(source=str(path), run_id="b"))
+    assert a.plan(0) is b.plan(0)
+    assert a.corpus_digest == b.corpus_digest == replay_corpus_digest(str(path))
+    limited = load_traces(path, limit=2)  # a part of a corpus is read as before, on its own
+    assert [t.id for t in limited] == ["tree-0", "tree-1"] and limited[0] is not first[0]
+
+    write(2.0)  # the same size, within the file system's timestamp tick
+    again = load_traces(path)
+    assert again[0].requests[0].t == 2.0
+    assert AgenticWorkload(AgenticConfig(source=str(path), run_id="c")).corpus_digest != a.corpus_digest

@@ -23,15 +23,13 @@ from __future__ import annotations
 import functools
 import itertools
 import math
-from collections.abc import Hashable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from llmsweep.workload.traces.schema import SubagentEntry, Trace, TraceRequest
+from llmsweep.workload.traces.schema import Corpus, SubagentEntry, Trace, TraceRequest
 
 BLOCK = 64
 FULL_SCALE_ISL = 1_000_000
@@ -224,25 +222,13 @@ def _stamp_think_times(entries: list[TraceRequest | SubagentEntry]) -> None:
 def synthesize(profile: SynthProfile | None = None) -> list[Trace]:
     """The synthetic corpus of `profile` (default: 32 full-scale sessions). A pure function of the profile, built
     once per process: the points of a sweep share it, so treat the traces as read-only."""
-    return list(_corpus(profile or SynthProfile()).traces)
-
-
-def corpus_memo(profile: SynthProfile) -> dict[Hashable, Any]:
-    """A dict that lives as long as `profile`'s cached corpus (`synthesize`), for what is derived from its traces
-    alone (the agentic replay keeps its trace plans there): every point of a sweep in this process shares it, and
-    it never holds traces the corpus cache has let go."""
-    return _corpus(profile).memo
-
-
-@dataclass(frozen=True)
-class _Corpus:
-    traces: tuple[Trace, ...]
-    memo: dict[Hashable, Any] = field(default_factory=dict)
+    return list(synthetic_corpus(profile or SynthProfile()).traces)
 
 
 @functools.lru_cache(maxsize=8)
-def _corpus(profile: SynthProfile) -> _Corpus:
-    return _Corpus(tuple(_TraceBuilder(profile, i).build() for i in range(profile.traces)))
+def synthetic_corpus(profile: SynthProfile) -> Corpus:
+    """`synthesize` with the corpus's memo (`Corpus`), built once per process."""
+    return Corpus(tuple(_TraceBuilder(profile, i).build() for i in range(profile.traces)))
 
 
 def write_jsonl(traces: list[Trace], path: Path) -> None:
