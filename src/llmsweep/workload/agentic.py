@@ -39,7 +39,7 @@ import itertools
 import logging
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Hashable, Iterator
 from typing import Any, Literal
 
 import numpy as np
@@ -60,14 +60,14 @@ from llmsweep.workload.base import (
     SpawnHandle,
     Workload,
 )
-from llmsweep.workload.blocks import BlockText, PrefixCache, bust_marker, prefix_keys
+from llmsweep.workload.blocks import BlockText, PrefixCache, bust_marker
 from llmsweep.workload.conversation import Conversation
 from llmsweep.workload.tokenizer import Tokenizer, get_tokenizer
 from llmsweep.workload.traces.digest import corpus_digest
-from llmsweep.workload.traces.loader import load_traces
-from llmsweep.workload.traces.plan import JoinPolicy, TracePlan, TurnPlan, build_plan
-from llmsweep.workload.traces.schema import Trace
-from llmsweep.workload.traces.synth import SynthProfile, synthesize
+from llmsweep.workload.traces.loader import load_corpus, load_traces
+from llmsweep.workload.traces.plan import JoinPolicy, TracePlan, TurnPlan, build_plan, dropped_subagents
+from llmsweep.workload.traces.schema import Corpus, Trace
+from llmsweep.workload.traces.synth import SynthProfile, synthetic_corpus
 
 log = logging.getLogger(__name__)
 
@@ -177,7 +177,7 @@ class _Play:
         last: RequestOutcome | None = None, primer: bool = False,
     ) -> Send:
         req = turn.request
-        keys = prefix_keys(req.hash_ids)
+        keys = conv.keys(req.hash_ids)
         cached_blocks = self.cache.observe(keys)
         live = None
         if self.workload.config.live_assistant_responses and last is not None and last.ok and last.output_text:
@@ -213,18 +213,23 @@ def playable_traces(traces: list[Trace]) -> list[Trace]:
     return [t for t in traces if t.main_requests]
 
 
-@functools.lru_cache(maxsize=8)
-def _synthetic_digest(profile: SynthProfile) -> str:
-    """The corpus digest of `profile`'s synthetic corpus, once per process like the corpus itself (`synthesize`):
-    the points of a sweep share it, and hashing every request's block ids took 0.66 CPU-s per point of the
-    quickstart (measured 2026-12-02)."""
-    return corpus_digest(playable_traces(synthesize(profile)))
+def _memo_digest(memo: dict[Hashable, Any], playable: list[Trace]) -> str:
+    """The corpus digest of `playable` (a corpus's playable traces), once per corpus in its memo: the points of a
+    sweep share it, and hashing every request's block ids took 0.66 CPU-s per point of the quickstart (measured
+    2026-12-02)."""
+    digest: str | None = memo.get("digest")
+    if digest is None:
+        digest = memo["digest"] = corpus_digest(playable)
+    return digest
 
 
 def replay_corpus_digest(source: str, *, limit: int | None = None) -> str:
     """The corpus digest a replay of `source` records (`AgenticWorkload.corpus_digest`), without building the
     workload (`run --reuse` compares it with what a stored result replayed)."""
-    return corpus_digest(playable_traces(load_traces(source, limit=limit)))
+    if limit is not None:
+        return corpus_digest(playable_traces(load_traces(source, limit=limit)))
+    corpus = load_corpus(source)
+    return _memo_digest(corpus.memo, playable_traces(list(corpus.traces)))
 
 
 class AgenticWorkload(Workload):
@@ -236,14 +241,20 @@ class AgenticWorkload(Workload):
         self, config: AgenticConfig, *, traces: list[Trace] | None = None, tokenizer: Tokenizer | None = None
     ) -> None:
         self.config = config
-        self._profile: SynthProfile | None = None
-        """The synthetic profile the traces were made from (None: given, or loaded from a source)."""
+        corpus: Corpus | None = None
+        """The corpus the traces come from, shared by every workload of the process that replays it (None: given,
+        or a limited part of a source)."""
         if traces is None and config.synthesized:
-            self._profile = config.synthetic
-            traces = synthesize(config.synthetic)
+            corpus = synthetic_corpus(config.synthetic)
+        elif traces is None and config.max_traces is None:
+            assert config.source is not None
+            corpus = load_corpus(config.source)
         elif traces is None:
             assert config.source is not None
             traces = load_traces(config.source, limit=config.max_traces)
+        if corpus is not None:
+            traces = list(corpus.traces)
+        assert traces is not None
         playable = playable_traces(traces)
         if len(playable) < len(traces):
             log.warning("skipping %d trace(s) with no top-level request", len(traces) - len(playable))
@@ -257,7 +268,9 @@ class AgenticWorkload(Workload):
         self.tree_idle_cap_s = config.trace_idle_gap_cap_s
         self.tokenizer = tokenizer if tokenizer is not None else get_tokenizer(config.tokenizer)
         self.blocks = BlockText(self.tokenizer, seed=config.seed)
-        self._plans: dict[int, TracePlan] = {}
+        self._memo: dict[Hashable, Any] = corpus.memo if corpus is not None else {}
+        """Plans by ("plan", index, join policy, split) and the corpus digest: kept with a shared corpus for every
+        workload of the process (a sweep's points), as they depend on the traces and those two options only."""
         self._lock = threading.Lock()
         order = np.arange(len(playable))
         if config.sampler == "shuffle":
@@ -267,19 +280,20 @@ class AgenticWorkload(Workload):
     # -- public -------------------------------------------------------------------------------------------------
 
     def plan(self, index: int) -> TracePlan:
+        cfg = self.config
+        key = ("plan", index, cfg.join_policy, cfg.split_parallel_requests)
         with self._lock:
-            plan = self._plans.get(index)
+            plan: TracePlan | None = self._memo.get(key)
             if plan is None:
-                plan = self._plans[index] = build_plan(
-                    self.traces[index], join_policy=self.config.join_policy,
-                    split_parallel=self.config.split_parallel_requests,
+                plan = self._memo[key] = build_plan(
+                    self.traces[index], join_policy=cfg.join_policy, split_parallel=cfg.split_parallel_requests
                 )
             return plan
 
     @functools.cached_property
     def corpus_digest(self) -> str:
         """Fingerprint of the traces this workload replays (`llmsweep.workload.traces.digest`)."""
-        return _synthetic_digest(self._profile) if self._profile is not None else corpus_digest(self.traces)
+        return _memo_digest(self._memo, self.traces)
 
     def trace_for(self, lane: int, play: int) -> int:
         """Index of the trace lane `lane` plays `play`-th: lanes stride a seeded order by the concurrency."""
@@ -300,7 +314,7 @@ class AgenticWorkload(Workload):
         return {
             "name": self.name,
             "source": cfg.source or "synthetic",
-            "dropped_subagents": sum(self.plan(i).dropped for i in range(len(self.traces))),
+            "dropped_subagents": sum(dropped_subagents(trace) for trace in self.traces),
             "traces": len(self.traces),
             "corpus_digest": self.corpus_digest,
             "tokenizer": self.tokenizer.name,

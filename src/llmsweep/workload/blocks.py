@@ -160,6 +160,47 @@ def prefix_keys(block_ids: Sequence[int]) -> np.ndarray:
         return pw * np.cumsum(ids * pinv, dtype=np.uint64)
 
 
+def shared_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    """Length of the common leading run of two id lists, compared a slice at a time (a request usually extends the
+    one before it: one comparison; else a bisection over slices, never an element at a time in Python)."""
+    if len(a) > len(b):
+        a, b = b, a
+    n = len(a)
+    if a == b[:n]:
+        return n
+    lo, hi = 0, n  # a[:lo] == b[:lo]; a[:hi] != b[:hi]
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if a[lo:mid] == b[lo:mid]:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def extend_keys(prev_ids: Sequence[int], prev_keys: np.ndarray, block_ids: Sequence[int]) -> np.ndarray:
+    """`prefix_keys(block_ids)`, given `prev_keys` = `prefix_keys(prev_ids)`: the keys of the leading ids the two
+    share are taken from `prev_keys` and only the rest are hashed (a turn's ids usually extend the turn before's).
+    The same keys, bit for bit: the rolling sum through the shared ids is `prev_keys[p - 1]` times the inverse of
+    the power of P it was scaled by (mod 2^64)."""
+    p = shared_prefix(prev_ids, block_ids)
+    n = len(block_ids)
+    if p == 0:
+        return prefix_keys(block_ids)
+    if p == n:
+        return prev_keys[:n]
+    pw, pinv = _powers(n)
+    terms = np.asarray(block_ids[p:], dtype=np.uint64)  # array arithmetic wraps modulo 2^64 without a warning
+    terms += np.uint64(1)
+    terms *= pinv[p:]
+    sums = np.cumsum(terms, dtype=np.uint64)
+    sums += np.uint64(int(prev_keys[p - 1]) * int(pinv[p - 1]) & _MASK)
+    keys = np.empty(n, dtype=np.uint64)
+    keys[:p] = prev_keys[:p]
+    np.multiply(pw[p:], sums, out=keys[p:])
+    return keys
+
+
 class PrefixCache:
     """Every prefix sent so far (one play): `observe` returns how many leading blocks were already cached."""
 

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from llmsweep.workload.base import BlockRun, Deferred, MessageShape, TokenRun
-from llmsweep.workload.blocks import BlockText, common_prefix
+from llmsweep.workload.blocks import BlockText, common_prefix, extend_keys, prefix_keys
 
 _PART_KEYS = itertools.count()
 
@@ -92,15 +92,24 @@ class Conversation:
         self.marker = marker
         self.block_size = block_size
         self._parts: list[_Part] = []
+        self._prev_ids: list[int] | None = None
         self._prev_keys: np.ndarray | None = None
         self._prev_out = 0
+        self._literals = False
+        """A live answer was ever laid out (only then can a part be literal text: `_shape` looks only then)."""
+
+    def keys(self, ids: list[int]) -> np.ndarray:
+        """`prefix_keys(ids)` of the next turn, hashing only the ids past those it shares with the previous turn."""
+        if self._prev_ids is None or self._prev_keys is None:
+            return prefix_keys(ids)
+        return extend_keys(self._prev_ids, self._prev_keys, ids)
 
     def advance(
         self, ids: list[int], in_tokens: int, out: int, keys: np.ndarray, *, live_answer: str | None = None,
         tail_key: str = "",
     ) -> tuple[Deferred, tuple[MessageShape, ...] | None]:
-        """Lay out the next turn (hash ids `ids`, `in_tokens` long); return its messages, deferred, and their shape
-        (None when a message is a live answer: its tokens are known only as text)."""
+        """Lay out the next turn (hash ids `ids`, `in_tokens` long, `keys` = `prefix_keys(ids)`); return its messages,
+        deferred, and their shape (None when a message is a live answer: its tokens are known only as text)."""
         n = len(ids)
         bs = self.block_size
         last_size = in_tokens - bs * (n - 1) if n and 0 < in_tokens - bs * (n - 1) < bs else None
@@ -115,6 +124,7 @@ class Conversation:
                 self._extend(ids, p, n, last_size, live_answer)
             else:
                 self._cut(ids, p, n, last_size)
+        self._prev_ids = ids
         self._prev_keys = keys
         self._prev_out = out
         snapshot = tuple(parts)
@@ -123,7 +133,7 @@ class Conversation:
 
     def _shape(self, parts: tuple[_Part, ...], tail_key: str, tail: int) -> tuple[MessageShape, ...] | None:
         """The messages of `_render` as token runs; the tail's source is the one `BlockText.filler` draws from."""
-        if any(part.literal is not None for part in parts):
+        if self._literals and any(part.literal is not None for part in parts):
             return None
         if not tail:
             return parts
@@ -140,6 +150,7 @@ class Conversation:
             return  # same prompt again (a retry in the recording): resend it
         answer = min(math.ceil(self._prev_out / self.block_size), delta - 1) if delta >= 2 else 0
         if live_answer:
+            self._literals = True
             self._parts.append(self._part("assistant", ids, p, p + answer, literal=live_answer))
         elif answer > 0:
             self._parts.append(self._part("assistant", ids, p, p + answer))

@@ -27,6 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from llmsweep.workload.blocks import shared_prefix
 from llmsweep.workload.traces.schema import SubagentEntry, Trace, TraceRequest
 
 JOIN_TOLERANCE_S = 1e-3
@@ -121,11 +122,7 @@ def _chains(requests: list[TraceRequest]) -> list[list[TraceRequest]]:
             tail = chain[-1]
             if tail.end > req.t + JOIN_TOLERANCE_S:
                 continue  # still running when this request began
-            shared = 0
-            for a, b in zip(tail.hash_ids, req.hash_ids, strict=False):
-                if a != b:
-                    break
-                shared += 1
+            shared = shared_prefix(tail.hash_ids, req.hash_ids)
             if shared >= best_len:
                 best, best_len = i, shared
         if best < 0:
@@ -135,18 +132,26 @@ def _chains(requests: list[TraceRequest]) -> list[list[TraceRequest]]:
     return chains
 
 
+def dropped_subagents(trace: Trace) -> int:
+    """Subagent entries a replay drops (`TracePlan.dropped`): those before the first top-level request, which no
+    parent turn spawns."""
+    dropped = 0
+    for entry in trace.requests:
+        if not isinstance(entry, SubagentEntry):
+            break
+        dropped += 1
+    return dropped
+
+
 def build_plan(trace: Trace, *, join_policy: JoinPolicy = "recorded", split_parallel: bool = False) -> TracePlan:
     """The replay plan of `trace`. `join_policy` and `split_parallel` default to the plan's historical rules here;
     the replay's `AgenticConfig` defaults to AgentX's ("agentx", split)."""
     mains: list[TraceRequest] = []
     attached: list[tuple[SubagentEntry, int, int | None]] = []  # (entry, anchor, following)
     pending: list[SubagentEntry] = []
-    dropped = 0
     for entry in trace.requests:
         if isinstance(entry, SubagentEntry):
-            if not mains:
-                dropped += 1
-            elif entry.requests:
+            if mains and entry.requests:  # one before the first main turn is dropped (`dropped_subagents`)
                 pending.append(entry)
             continue
         for sub in pending:
@@ -201,6 +206,6 @@ def build_plan(trace: Trace, *, join_policy: JoinPolicy = "recorded", split_para
         trace=trace,
         root=StreamPlan(node="", turns=tuple(root_turns)),
         children=tuple(children),
-        dropped=dropped,
+        dropped=dropped_subagents(trace),
         start_times=tuple(r.t for r in mains),
     )

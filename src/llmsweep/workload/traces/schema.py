@@ -10,6 +10,8 @@ corpus that adds a field must still load. Field names follow the format (`in` is
 
 from __future__ import annotations
 
+from collections.abc import Hashable
+from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
@@ -120,3 +122,13 @@ class Trace(BaseModel):
     def to_json_line(self) -> str:
         """The compact one-line form of `traces.jsonl` (aliases, no nulls)."""
         return self.model_dump_json(by_alias=True, exclude_none=True)
+
+
+@dataclass(frozen=True, eq=False)
+class Corpus:
+    """Traces read (`loader.load_corpus`) or made (`synth.synthetic_corpus`) once per process and shared, read-only,
+    by every workload that replays them (a sweep's points), with `memo`: what is derived from the traces alone (the
+    replay's plans and digest), kept exactly as long as the traces are."""
+
+    traces: tuple[Trace, ...]
+    memo: dict[Hashable, Any] = field(default_factory=dict)

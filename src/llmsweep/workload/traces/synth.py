@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from llmsweep.workload.traces.schema import SubagentEntry, Trace, TraceRequest
+from llmsweep.workload.traces.schema import Corpus, SubagentEntry, Trace, TraceRequest
 
 BLOCK = 64
 FULL_SCALE_ISL = 1_000_000
@@ -222,12 +222,13 @@ def _stamp_think_times(entries: list[TraceRequest | SubagentEntry]) -> None:
 def synthesize(profile: SynthProfile | None = None) -> list[Trace]:
     """The synthetic corpus of `profile` (default: 32 full-scale sessions). A pure function of the profile, built
     once per process: the points of a sweep share it, so treat the traces as read-only."""
-    return list(_corpus(profile or SynthProfile()))
+    return list(synthetic_corpus(profile or SynthProfile()).traces)
 
 
 @functools.lru_cache(maxsize=8)
-def _corpus(profile: SynthProfile) -> tuple[Trace, ...]:
-    return tuple(_TraceBuilder(profile, i).build() for i in range(profile.traces))
+def synthetic_corpus(profile: SynthProfile) -> Corpus:
+    """`synthesize` with the corpus's memo (`Corpus`), built once per process."""
+    return Corpus(tuple(_TraceBuilder(profile, i).build() for i in range(profile.traces)))
 
 
 def write_jsonl(traces: list[Trace], path: Path) -> None:
