@@ -245,21 +245,28 @@ class KVPool:
         keys = as_keys(hashes)[:m]
         blk = np.asarray(blocks[:m], np.int64)
         table = self.map
-        key_list = keys.tolist()
-        if not any(map(table.__contains__, key_list)) and len(set(key_list)) == m:  # all new (the usual case)
-            table.update(zip(key_list, blk.tolist(), strict=True))
-            self.hash_of[blk] = keys
-            self.hashed[blk] = True
+        key_list, blk_list = keys.tolist(), blk.tolist()
+        added: list[int] | None  # the positions whose block won its key, None: all of them
+        if table.keys().isdisjoint(key_list):  # none cached yet (the usual case): one update
+            before = len(table)
+            table.update(zip(key_list, blk_list, strict=True))
+            if len(table) - before == m:
+                self.hash_of[blk] = keys
+                self.hashed[blk] = True
+                added = None
+            else:  # a key came twice: written again last to first, its first block wins
+                table.update(zip(reversed(key_list), reversed(blk_list), strict=True))
+                added = [i for i, (k, b) in enumerate(zip(key_list, blk_list, strict=True)) if table[k] == b]
         else:
             put = table.setdefault
-            added = [i for i, (k, b) in enumerate(zip(key_list, blk.tolist(), strict=True)) if put(k, b) == b]
-            if added:
-                fresh = blk[added]
-                self.hash_of[fresh] = keys[added]
-                self.hashed[fresh] = True
+            added = [i for i, (k, b) in enumerate(zip(key_list, blk_list, strict=True)) if put(k, b) == b]
+        if added:
+            fresh = blk[added]
+            self.hash_of[fresh] = keys[added]
+            self.hashed[fresh] = True
         if self.host_blocks:
             host = self.host
-            for h in keys.tolist():
+            for h in key_list:
                 if h in host:
                     host.move_to_end(h)
                 else:
