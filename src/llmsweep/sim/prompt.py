@@ -57,9 +57,11 @@ def words(text: str) -> list[str]:
 
 class _State:
     """Tokens-so-far of a message prefix: the blocks it completed (their chain hashes as a uint64 array), the partial
-    tail, the running chain hash."""
+    tail, the running chain hash. `through`: the chain hashes of the whole prefix, kept only on the last message a
+    shaped prompt encoded until a later prompt extends it (the next turn of its conversation then copies it instead of
+    walking the parents; one array per conversation, not one per message)."""
 
-    __slots__ = ("hashes", "last_hash", "parent", "sid", "tail", "tokens")
+    __slots__ = ("hashes", "last_hash", "parent", "sid", "tail", "through", "tokens")
 
     def __init__(self, parent: _State | None, hashes: np.ndarray, tail: tuple[Any, ...], last_hash: int,
                  tokens: int, sid: int) -> None:
@@ -69,6 +71,7 @@ class _State:
         self.last_hash = last_hash
         self.tokens = tokens
         self.sid = sid
+        self.through: np.ndarray | None = None
 
 
 def _extend(block_size: int, last_hash: int, tail: tuple[Any, ...], pieces: Sequence[Any]
@@ -271,6 +274,11 @@ class PromptEncoder:
         items += (IM_START, "assistant")  # the generation prompt: hashed, never memoised
         cuts.append((cuts[-1] if cuts else 0) + 2)
         hashes, ends = _extend_sources(bs, state.last_hash, state.tokens, *_sources(items), cuts)
+        through = state.through
+        if through is None:
+            through = self._chain(state, _NO_HASHES)
+        state.through = None  # handed on to this prompt's last message
+        out = np.concatenate((through, *hashes))
         done = state.tokens
         for m, h, acc, cut in zip(new, hashes, ends, cuts, strict=False):
             state = _State(state, h, (), acc, done + cut, self._next_sid)
@@ -278,7 +286,8 @@ class PromptEncoder:
             memo[m.key] = state
             if len(memo) > self.memo_size:
                 del memo[next(iter(memo))]
-        return state.tokens + 2, self._chain(state, hashes[-1])
+        state.through = out[:len(out) - len(hashes[-1])]
+        return state.tokens + 2, out
 
     def _chain(self, state: _State, final: np.ndarray) -> np.ndarray:
         """The chain hashes of the prompt through `state` and then `final` (uint64)."""
