@@ -167,8 +167,9 @@ class KVPool:
             return
         arr = np.asarray(blocks, np.int64)
         ref = self.ref
-        self.n_evictable -= int(np.count_nonzero(ref[arr] == 0))
-        ref[arr] += 1
+        held = ref[arr]
+        self.n_evictable -= int(np.count_nonzero(held == 0))
+        ref[arr] = held + 1
         self.stamp[arr] = 0  # their LRU entries are stale now
 
     # -- allocation -------------------------------------------------------------------------------------------------
@@ -244,23 +245,13 @@ class KVPool:
             return
         keys = as_keys(hashes)[:m]
         blk = np.asarray(blocks[:m], np.int64)
-        table = self.map
         key_list, blk_list = keys.tolist(), blk.tolist()
-        added: list[int] | None  # the positions whose block won its key, None: all of them
-        if table.keys().isdisjoint(key_list):  # none cached yet (the usual case): one update
-            before = len(table)
-            table.update(zip(key_list, blk_list, strict=True))
-            if len(table) - before == m:
-                self.hash_of[blk] = keys
-                self.hashed[blk] = True
-                added = None
-            else:  # a key came twice: written again last to first, its first block wins
-                table.update(zip(reversed(key_list), reversed(blk_list), strict=True))
-                added = [i for i, (k, b) in enumerate(zip(key_list, blk_list, strict=True)) if table[k] == b]
+        won = list(map(self.map.setdefault, key_list, blk_list))  # each key's block: the first writer's
+        if won == blk_list:  # every key was new (the usual case)
+            self.hash_of[blk] = keys
+            self.hashed[blk] = True
         else:
-            put = table.setdefault
-            added = [i for i, (k, b) in enumerate(zip(key_list, blk_list, strict=True)) if put(k, b) == b]
-        if added:
+            added = [i for i, (w, b) in enumerate(zip(won, blk_list, strict=True)) if w == b]
             fresh = blk[added]
             self.hash_of[fresh] = keys[added]
             self.hashed[fresh] = True
@@ -281,10 +272,11 @@ class KVPool:
         """Drop one reference on each block; unreferenced cached blocks join the LRU as one group, tail first."""
         if not len(blocks):
             return
-        arr = np.array(blocks[::-1], np.int64)
+        arr = np.asarray(blocks, np.int64)[::-1]
         ref = self.ref
-        ref[arr] -= 1
-        zero = arr[ref[arr] == 0]
+        left = ref[arr] - 1
+        ref[arr] = left
+        zero = arr[left == 0]
         if not len(zero):
             return
         is_hashed = self.hashed[zero]
