@@ -179,27 +179,26 @@ def _extend_sources(block_size: int, acc: int, done: int, codes: np.ndarray, len
     ends_at = np.cumsum(lengths)
     m = int(ends_at[-1])
     offsets = ends_at - lengths
-    longest = int(lengths.max())
+    last = lengths - 1
     pw, inv = _Powers.upto(m + 1)
-    r, w = _Sums.upto(longest)
+    r, w = _Sums.upto(int(last.max()) + 1)
     scale = inv[offsets]
-    totals = scale * (codes * r[lengths - 1] + w[lengths - 1])
+    totals = scale * (codes * r[last] + w[last])
     base = np.cumsum(totals, dtype=_U)
     base -= totals  # the sum through the sources before each
     base += _U(acc)
-    first = block_size - done % block_size  # j of the first boundary
-    js = np.arange(first, m + 1, block_size)
-    cut = np.asarray(cuts, np.int64)
-    at = np.concatenate((js, cut))
+    first = block_size - done % block_size  # j of the first boundary (1..block_size)
+    at = np.concatenate((np.arange(first, m + 1, block_size), cuts))  # every block boundary, then every cut
     q = at - 1  # the last token through each boundary, and the source it falls in
     src = np.searchsorted(ends_at, q, "right")
     x = q - offsets[src]
     sums = pw[at] * (base[src] + scale[src] * (codes[src] * r[x] + w[x]))
-    hashed, ends = sums[:len(js)], sums[len(js):].tolist()
-    split = np.searchsorted(js, cut, "right").tolist()
+    n_blocks = len(at) - len(cuts)
+    hashed, ends = sums[:n_blocks], sums[n_blocks:].tolist()
     hashes: list[np.ndarray] = []
     lo = 0
-    for hi in split:
+    for c in cuts:
+        hi = (c - first) // block_size + 1  # the boundaries at or before the cut
         hashes.append(hashed[lo:hi])
         lo = hi
     return hashes, ends
