@@ -205,8 +205,8 @@ class KVPool:
         while k > 0:
             gid, arr = groups[0]
             # the group's first k live entries, checking only as far as needed: an entry that is stale now never
-            # becomes live again (a block's stamp only moves to newer groups), so an unchecked remainder filtered
-            # later keeps exactly the entries a full filter now would
+            # becomes live again (a block's stamp only changes to 0 or to a newer group), so an unchecked remainder
+            # filtered later keeps exactly the entries a full filter now would
             n = len(arr)
             scan = min(k, n)
             while True:
