@@ -6,8 +6,10 @@ dropping a request's thousand-block prefix is a handful of vectorised operations
 A prompt block is cached under its chain hash once computed. When its last holder releases it the block stays cached
 but becomes evictable; new allocations take free blocks first and then evict the least recently released cached
 blocks. The LRU is kept as release *groups* (one per release call, tail blocks first, so a prefix's tail is evicted
-before its head and cached prefixes stay prefix-closed, as in vLLM's free-block queue); a block re-acquired and
-released again simply carries a newer stamp, and stale group entries are skipped.
+before its head and cached prefixes stay prefix-closed, as in vLLM's free-block queue). A block's `stamp` is the group
+whose entry for it is live: set when a release leaves it cached and unreferenced, cleared when it is acquired again
+(blocks taken from the free list or by eviction have no live entry left), so an entry is live exactly while the
+stamp names its group, and stale entries (re-acquired blocks, older releases) are skipped by one comparison.
 
 The CPU tier (SGLang HiCache / vLLM offload connector) is write-through: every block registered on the GPU is also
 recorded in a host LRU of `host_blocks` entries; a prefix lookup that runs past the GPU's hits continues in the host
@@ -165,8 +167,10 @@ class KVPool:
             return
         arr = np.asarray(blocks, np.int64)
         ref = self.ref
-        self.n_evictable -= int(np.count_nonzero(ref[arr] == 0))
-        ref[arr] += 1
+        held = ref[arr]
+        self.n_evictable -= int(np.count_nonzero(held == 0))
+        ref[arr] = held + 1
+        self.stamp[arr] = 0  # their LRU entries are stale now
 
     # -- allocation -------------------------------------------------------------------------------------------------
     def allocate(self, n: int) -> list[int] | None:
@@ -196,25 +200,25 @@ class KVPool:
 
     def _evict(self, k: int) -> np.ndarray:
         """Take `k` evictable blocks, oldest release group first, dropping their hashes from the cache."""
-        ref, stamp, hashed, groups = self.ref, self.stamp, self.hashed, self.groups
+        stamp, groups = self.stamp, self.groups
         taken: list[np.ndarray] = []
         while k > 0:
             gid, arr = groups[0]
-            # the group's first k valid entries, checking only as far as needed: an entry that is not valid now never
-            # becomes valid for this group again (re-released blocks carry a newer stamp), so an unchecked remainder
+            # the group's first k live entries, checking only as far as needed: an entry that is stale now never
+            # becomes live again (a block's stamp only changes to 0 or to a newer group), so an unchecked remainder
             # filtered later keeps exactly the entries a full filter now would
             n = len(arr)
             scan = min(k, n)
             while True:
                 head = arr[:scan]
-                pos = np.flatnonzero((ref[head] == 0) & (stamp[head] == gid) & hashed[head])
+                pos = (stamp[head] == gid).nonzero()[0]
                 if len(pos) >= k or scan == n:
                     break
                 scan = min(n, 2 * scan + k - len(pos))
-            if len(pos) > k:  # stop at the k-th valid entry; the rest of the head stays queued
+            if len(pos) > k:  # stop at the k-th live entry; the rest of the head stays queued
                 pos = pos[:k]
                 scan = int(pos[-1]) + 1
-            valid = head[pos]
+            valid = head if len(pos) == scan else head[pos]
             if scan == n:
                 groups.popleft()
             else:
@@ -224,12 +228,12 @@ class KVPool:
                 taken.append(valid)
                 k -= len(valid)
         out = np.concatenate(taken) if len(taken) > 1 else taken[0]
-        hashed[out] = False
+        self.hashed[out] = False
         self.n_evictable -= len(out)
         # a block is `hashed` exactly while the cache maps its key to it (first writer wins, see register_many)
         cache = self.map
-        for k in self.hash_of[out].tolist():
-            del cache[k]
+        for key in self.hash_of[out].tolist():
+            del cache[key]
         return out
 
     def register_many(self, blocks: Sequence[int] | np.ndarray, hashes: BlockHashes) -> None:
@@ -241,22 +245,19 @@ class KVPool:
             return
         keys = as_keys(hashes)[:m]
         blk = np.asarray(blocks[:m], np.int64)
-        table = self.map
-        key_list = keys.tolist()
-        if not any(map(table.__contains__, key_list)) and len(set(key_list)) == m:  # all new (the usual case)
-            table.update(zip(key_list, blk.tolist(), strict=True))
+        key_list, blk_list = keys.tolist(), blk.tolist()
+        won = list(map(self.map.setdefault, key_list, blk_list))  # each key's block: the first writer's
+        if won == blk_list:  # every key was new (the usual case)
             self.hash_of[blk] = keys
             self.hashed[blk] = True
         else:
-            put = table.setdefault
-            added = [i for i, (k, b) in enumerate(zip(key_list, blk.tolist(), strict=True)) if put(k, b) == b]
-            if added:
-                fresh = blk[added]
-                self.hash_of[fresh] = keys[added]
-                self.hashed[fresh] = True
+            added = [i for i, (w, b) in enumerate(zip(won, blk_list, strict=True)) if w == b]
+            fresh = blk[added]
+            self.hash_of[fresh] = keys[added]
+            self.hashed[fresh] = True
         if self.host_blocks:
             host = self.host
-            for h in keys.tolist():
+            for h in key_list:
                 if h in host:
                     host.move_to_end(h)
                 else:
@@ -271,10 +272,11 @@ class KVPool:
         """Drop one reference on each block; unreferenced cached blocks join the LRU as one group, tail first."""
         if not len(blocks):
             return
-        arr = np.array(blocks[::-1], np.int64)
+        arr = np.asarray(blocks, np.int64)[::-1]
         ref = self.ref
-        ref[arr] -= 1
-        zero = arr[ref[arr] == 0]
+        left = ref[arr] - 1
+        ref[arr] = left
+        zero = arr[left == 0]
         if not len(zero):
             return
         is_hashed = self.hashed[zero]
@@ -292,11 +294,11 @@ class KVPool:
 
     def _compact(self) -> None:
         """Drop stale group entries (re-acquired or re-released blocks) so the LRU stays O(pool size)."""
-        ref, stamp, hashed = self.ref, self.stamp, self.hashed
+        stamp = self.stamp
         kept: deque[tuple[int, np.ndarray]] = deque()
         total = 0
         for gid, arr in self.groups:
-            valid = arr[(ref[arr] == 0) & (stamp[arr] == gid) & hashed[arr]]
+            valid = arr[stamp[arr] == gid]
             if len(valid):
                 kept.append((gid, valid))
                 total += len(valid)

@@ -57,9 +57,11 @@ def words(text: str) -> list[str]:
 
 class _State:
     """Tokens-so-far of a message prefix: the blocks it completed (their chain hashes as a uint64 array), the partial
-    tail, the running chain hash."""
+    tail, the running chain hash. `through`: the chain hashes of the whole prefix, kept only on the last message a
+    shaped prompt encoded until a later prompt extends it (the next turn of its conversation then copies it instead of
+    walking the parents; one array per conversation, not one per message)."""
 
-    __slots__ = ("hashes", "last_hash", "parent", "sid", "tail", "tokens")
+    __slots__ = ("hashes", "last_hash", "parent", "sid", "tail", "through", "tokens")
 
     def __init__(self, parent: _State | None, hashes: np.ndarray, tail: tuple[Any, ...], last_hash: int,
                  tokens: int, sid: int) -> None:
@@ -69,6 +71,7 @@ class _State:
         self.last_hash = last_hash
         self.tokens = tokens
         self.sid = sid
+        self.through: np.ndarray | None = None
 
 
 def _extend(block_size: int, last_hash: int, tail: tuple[Any, ...], pieces: Sequence[Any]
@@ -176,27 +179,26 @@ def _extend_sources(block_size: int, acc: int, done: int, codes: np.ndarray, len
     ends_at = np.cumsum(lengths)
     m = int(ends_at[-1])
     offsets = ends_at - lengths
-    longest = int(lengths.max())
+    last = lengths - 1
     pw, inv = _Powers.upto(m + 1)
-    r, w = _Sums.upto(longest)
+    r, w = _Sums.upto(int(last.max()) + 1)
     scale = inv[offsets]
-    totals = scale * (codes * r[lengths - 1] + w[lengths - 1])
+    totals = scale * (codes * r[last] + w[last])
     base = np.cumsum(totals, dtype=_U)
     base -= totals  # the sum through the sources before each
     base += _U(acc)
-    first = block_size - done % block_size  # j of the first boundary
-    js = np.arange(first, m + 1, block_size)
-    cut = np.asarray(cuts, np.int64)
-    at = np.concatenate((js, cut))
+    first = block_size - done % block_size  # j of the first boundary (1..block_size)
+    at = np.concatenate((np.arange(first, m + 1, block_size), cuts))  # every block boundary, then every cut
     q = at - 1  # the last token through each boundary, and the source it falls in
     src = np.searchsorted(ends_at, q, "right")
     x = q - offsets[src]
     sums = pw[at] * (base[src] + scale[src] * (codes[src] * r[x] + w[x]))
-    hashed, ends = sums[:len(js)], sums[len(js):].tolist()
-    split = np.searchsorted(js, cut, "right").tolist()
+    n_blocks = len(at) - len(cuts)
+    hashed, ends = sums[:n_blocks], sums[n_blocks:].tolist()
     hashes: list[np.ndarray] = []
     lo = 0
-    for hi in split:
+    for c in cuts:
+        hi = (c - first) // block_size + 1  # the boundaries at or before the cut
         hashes.append(hashed[lo:hi])
         lo = hi
     return hashes, ends
@@ -271,6 +273,11 @@ class PromptEncoder:
         items += (IM_START, "assistant")  # the generation prompt: hashed, never memoised
         cuts.append((cuts[-1] if cuts else 0) + 2)
         hashes, ends = _extend_sources(bs, state.last_hash, state.tokens, *_sources(items), cuts)
+        through = state.through
+        if through is None:
+            through = self._chain(state, _NO_HASHES)
+        state.through = None  # handed on to this prompt's last message
+        out = np.concatenate((through, *hashes))
         done = state.tokens
         for m, h, acc, cut in zip(new, hashes, ends, cuts, strict=False):
             state = _State(state, h, (), acc, done + cut, self._next_sid)
@@ -278,7 +285,8 @@ class PromptEncoder:
             memo[m.key] = state
             if len(memo) > self.memo_size:
                 del memo[next(iter(memo))]
-        return state.tokens + 2, self._chain(state, hashes[-1])
+        state.through = out[:len(out) - len(hashes[-1])]
+        return state.tokens + 2, out
 
     def _chain(self, state: _State, final: np.ndarray) -> np.ndarray:
         """The chain hashes of the prompt through `state` and then `final` (uint64)."""

@@ -146,3 +146,25 @@ def test_scrape_rows_are_the_samples_the_metrics_endpoint_renders() -> None:
         rendered = [[s.name, dict(s.labels), s.value] for fam in collector.collect() for s in fam.samples]
         assert collector.samples() == rendered
         assert any(str(row[0]).endswith("_total") for row in rendered)
+
+
+@pytest.mark.parametrize("block", [2, 5, 64])
+def test_a_conversation_that_branches_encodes_each_prompt_as_a_fresh_encoder_does(block: int) -> None:
+    """The encoder hands each prompt's whole chain on to the conversation's next turn; a second prompt that extends
+    the same turn (a branch: a retry, a subagent), an older turn or a longer jump gets the same hashes as an encoder
+    that never saw the others."""
+    from llmsweep.workload.base import ShapedMessage
+
+    def message(i: int, branch: int = 0) -> ShapedMessage:
+        key = (branch, i) if branch else i
+        return ShapedMessage(key, "user" if i % 2 else "assistant",
+                             ("w", BlockRun(f"t{branch}", tuple(range(i, i + 3 + i % 4)), 64, 5 + i)))
+
+    trunk = [message(i) for i in range(12)]
+    prompts = [trunk[:3], trunk[:5], trunk[:5], [*trunk[:5], message(5, 1)], trunk[:7], trunk[:4],
+               [*trunk[:7], message(7, 2)], trunk[:12], [*trunk[:5], message(5, 1), message(6, 1)], trunk[:7]]
+    shared = PromptEncoder(block)
+    for messages in prompts:
+        n, hashes = shared.shaped(messages)
+        n_fresh, fresh = PromptEncoder(block).shaped(messages)
+        assert n == n_fresh and hashes.tolist() == fresh.tolist()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from collections import OrderedDict
 
 import pytest
 
@@ -86,6 +87,105 @@ def test_a_hinted_prefix_lookup_answers_what_the_table_does() -> None:
             pool.register_many(new, hashes[g:])
             held.append((plain.tolist() + new, hashes))
     assert hinted > 500
+
+
+class _PlainPool:
+    """The pool's rules written plainly, for comparison: per-block reference counts, a dict cache (first writer
+    wins), an ordered dict of evictable blocks (a release appends its newly unreferenced cached blocks tail first, an
+    acquire takes them out), a free stack."""
+
+    def __init__(self, n: int) -> None:
+        self.ref = [0] * n
+        self.key_of: dict[int, int] = {}
+        self.cache: dict[int, int] = {}
+        self.lru: OrderedDict[int, None] = OrderedDict()
+        self.free = list(range(n - 1, -1, -1))
+
+    def lookup(self, hashes: list[int]) -> list[int]:
+        found = []
+        for h in hashes:
+            if h not in self.cache:
+                break
+            found.append(self.cache[h])
+        return found
+
+    def acquire(self, blocks: list[int]) -> None:
+        for b in blocks:
+            self.lru.pop(b, None)
+            self.ref[b] += 1
+
+    def allocate(self, n: int) -> list[int] | None:
+        if n > len(self.free) + len(self.lru):
+            return None
+        take = min(n, len(self.free))
+        out = self.free[len(self.free) - take:]
+        del self.free[len(self.free) - take:]
+        while len(out) < n:
+            b, _ = self.lru.popitem(last=False)
+            del self.cache[self.key_of.pop(b)]
+            out.append(b)
+        for b in out:
+            self.ref[b] = 1
+        return out
+
+    def register(self, blocks: list[int], hashes: list[int]) -> None:
+        for b, h in zip(blocks, hashes, strict=False):
+            if h not in self.cache:
+                self.cache[h] = b
+                self.key_of[b] = h
+
+    def release(self, blocks: list[int]) -> None:
+        for b in reversed(blocks):
+            self.ref[b] -= 1
+            if self.ref[b] == 0:
+                if b in self.key_of:
+                    self.lru[b] = None
+                else:
+                    self.free.append(b)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_pool_allocates_and_evicts_exactly_as_the_plain_rules_say(seed: int) -> None:
+    """Blocks are taken in the plain rules' order (free stack, then least recently released cached blocks, a
+    release's tail first) through re-acquired, re-released, shared and twice-registered blocks, and lookups agree:
+    the records of a prediction depend on exactly these block numbers."""
+    rng = random.Random(seed)
+    pool, plain = KVPool(80, 16), _PlainPool(80)
+    held: list[tuple[list[int], list[int]]] = []
+    evicted = 0
+    for _ in range(4000):
+        if held and rng.random() < 0.42:
+            blocks, _ = held.pop(rng.randrange(len(held)))
+            pool.release(blocks)
+            plain.release(blocks)
+            continue
+        conv = rng.randrange(8)
+        hashes = [conv * 1000 + i for i in range(rng.randrange(1, 24))]
+        found, _ = pool.lookup(hashes, len(hashes))
+        assert found == plain.lookup(hashes)
+        pool.acquire(found)
+        plain.acquire(found)
+        before = len(pool.free)
+        new = pool.allocate(len(hashes) - len(found))
+        assert new == plain.allocate(len(hashes) - len(found))
+        if new is None:
+            pool.release(found)
+            plain.release(found)
+            continue
+        evicted += max(0, len(new) - before)
+        if rng.random() < 0.1:  # registered in two chunks, the second repeating a key of the first
+            cut = len(new) // 2
+            pool.register_many(new[:cut], hashes[len(found):len(found) + cut])
+            pool.register_many(new[cut:], hashes[len(found):len(found) + 1] + hashes[len(found) + cut + 1:])
+            plain.register(new[:cut], hashes[len(found):len(found) + cut])
+            plain.register(new[cut:], hashes[len(found):len(found) + 1] + hashes[len(found) + cut + 1:])
+        else:
+            pool.register_many(new, hashes[len(found):])
+            plain.register(new, hashes[len(found):])
+        held.append((found + new, hashes))
+        assert pool.cached == plain.cache
+        assert pool.n_evictable == len(plain.lru)
+    assert evicted > 1000
 
 
 def test_eviction_takes_the_least_recently_released_prefix_tail_first() -> None:
