@@ -103,7 +103,33 @@ def _argv_words(value: ArgValue) -> list[str]:
     return [str(value)]
 
 
+def _not_json(value: Any) -> Any:
+    """The first value inside a flag's mapping that JSON cannot write (a YAML date, `!!binary`, `!!set`), or None."""
+    if isinstance(value, dict):
+        for item in value.values():
+            if (bad := _not_json(item)) is not None:
+                return bad
+        return None
+    if isinstance(value, list):
+        for item in value:
+            if (bad := _not_json(item)) is not None:
+                return bad
+        return None
+    return None if value is None or isinstance(value, (str, int, float, bool)) else value
+
+
 def _check_args(args: dict[str, ArgValue]) -> dict[str, ArgValue]:
+    for flag, value in args.items():
+        if isinstance(value, dict) and (bad := _not_json(value)) is not None:
+            kind = "an unquoted date" if isinstance(bad, datetime.date) else f"a YAML {type(bad).__name__}"
+            raise rule_error(
+                "type",
+                f"engine argument `{_printable(flag)}` is a mapping, written on the command line as one JSON word, "
+                f"and it holds {kind} (`{bad!r}`) that JSON cannot write",
+                field=flag,
+                fix="write that value as the string the engine should read, quoted (`\"2024-01-01\"`), without a "
+                    "`!!` tag",
+            )
     seen: dict[str, str] = {}
     for flag, value in args.items():
         name, inline, _ = flag.partition("=")

@@ -1,0 +1,59 @@
+"""Recipe values that YAML reads into something no launch can write are refused at load, at their line.
+
+Found by an audit of the recipe → planned → rendered path: each case below passed `llmsweep validate` (exit 0) and
+then failed later — a traceback in `render`, an internal error in `run` after the server was due to start, or a
+rendered script that set another value than the recipe wrote.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from llmsweep.plan import full_sweep
+from llmsweep.policy import validate_files
+from llmsweep.spec import loads_recipes
+
+REPO = Path(__file__).resolve().parents[3]
+BASE = (REPO / "tests" / "data" / "recipes" / "run" / "fixed-sim.yaml").read_text(encoding="utf-8")
+SERVE = "    engine: { name: sim }\n"
+
+
+def _with_serve(lines: str) -> str:
+    """The fixed-sim recipe with `lines` added to its `serve` block (written as YAML, as a user writes it)."""
+    assert SERVE in BASE
+    return BASE.replace(SERVE, SERVE + lines)
+
+
+@pytest.mark.parametrize("written", [
+    "{a: 2024-01-01}",
+    "{a: 2024-01-01 10:00:00}",
+    "{a: [1, 2024-01-01]}",
+    "{a: {b: !!binary aGVsbG8=}}",
+    "{a: !!set {x}}",
+])
+def test_a_flag_mapping_holding_what_json_cannot_write_is_refused_at_its_line(written: str, tmp_path: Path) -> None:
+    """A mapping flag (vLLM's `--speculative-config`) is rendered as one JSON word; a date in it made `validate`
+    print four `policy.internal` warnings and exit 0, and `render` end in `TypeError: Object of type date is not JSON
+    serializable`."""
+    text = _with_serve(f"    args:\n      --speculative-config: {written}\n")
+    result = loads_recipes(text, "r.yaml")
+    (finding,) = result.errors
+    assert finding.rule == "schema.type" and finding.path == "run-sim-fixed.serve.args.--speculative-config"
+    assert finding.line is not None and "--speculative-config" in text.splitlines()[finding.line - 1]
+    assert "JSON cannot write" in finding.message and finding.fix and "quoted" in finding.fix
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(text, encoding="utf-8")
+    validation = validate_files([recipe])
+    assert [f.rule for f in validation.findings if f.is_error] == ["schema.type"]
+    assert not [f for f in validation.findings if f.rule == "policy.internal"]
+
+
+def test_a_flag_mapping_of_json_values_still_renders_as_one_json_word() -> None:
+    text = _with_serve('    args:\n      --speculative-config: {a: "2024-01-01", b: [1, 2.5, null, true], c: {d: x}}\n')
+    result = loads_recipes(text, "r.yaml")
+    assert not result.errors, [f.render() for f in result.errors]
+    (job, _) = full_sweep(result.recipes)
+    assert job.serve is not None
+    assert job.serve.args["--speculative-config"] == {"a": "2024-01-01", "b": [1, 2.5, None, True], "c": {"d": "x"}}
