@@ -57,3 +57,31 @@ def test_a_flag_mapping_of_json_values_still_renders_as_one_json_word() -> None:
     (job, _) = full_sweep(result.recipes)
     assert job.serve is not None
     assert job.serve.args["--speculative-config"] == {"a": "2024-01-01", "b": [1, 2.5, None, True], "c": {"d": "x"}}
+
+
+@pytest.mark.parametrize(("lines", "path", "line"), [
+    ('    env: { NCCL_DEBUG: "a\\0b" }\n', "run-sim-fixed.serve.env.NCCL_DEBUG", 19),
+    ('    args: { --chat-template: "x\\x00y" }\n', "run-sim-fixed.serve.args.--chat-template", 19),
+    ('    args: { --allowed-origins: [a, "b\\0"] }\n', "run-sim-fixed.serve.args.--allowed-origins[1]", 19),
+    ('    model-path: "/models/w\\0"\n', "run-sim-fixed.serve.model-path", 19),
+])
+def test_a_nul_character_in_a_recipe_value_is_refused_at_its_line(lines: str, path: str, line: int,
+                                                                   tmp_path: Path) -> None:
+    """A `"\\0"` escape passed `validate` (exit 0); `run` then failed every job at launch with `internal error:
+    ValueError: embedded null byte`, and `render --format sh` wrote `export NCCL_DEBUG=$'a\\x00b'`, which bash sets
+    to `a`: the script set another value than the recipe wrote."""
+    text = _with_serve(lines)
+    assert text.splitlines()[line - 1] == lines.rstrip("\n")
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(text, encoding="utf-8")
+    validation = validate_files([recipe])
+    errors = [f for f in validation.findings if f.is_error]
+    assert [(f.rule, f.path, f.line) for f in errors] == [("schema.nul", path, line)], [f.render() for f in errors]
+    assert errors[0].fix and "\\0" in errors[0].fix
+    assert not validation.jobs
+
+
+def test_a_nul_character_in_a_recipe_key_is_refused() -> None:
+    result = loads_recipes(BASE.replace("run-sim-fixed:", '"run-sim\\0fixed":'), "r.yaml")
+    assert [(f.rule, f.line) for f in result.errors] == [("schema.nul", 3)], [f.render() for f in result.errors]
+    assert not result.recipes
