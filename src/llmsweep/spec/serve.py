@@ -120,6 +120,15 @@ def _not_json(value: Any) -> Any:
 
 def _check_args(args: dict[str, ArgValue]) -> dict[str, ArgValue]:
     for flag, value in args.items():
+        if value == []:
+            raise rule_error(
+                "type",
+                f"engine argument `{_printable(flag)}` is an empty list: it would be written as the bare flag, which "
+                "turns a switch on and leaves a flag that takes values without one",
+                field=flag,
+                fix=f"give `{_printable(flag)}` its values (`[a, b]`), `true` for the bare flag, or `null` to leave it "
+                    "out",
+            )
         if isinstance(value, dict) and (bad := _not_json(value)) is not None:
             kind = "an unquoted date" if isinstance(bad, datetime.date) else f"a YAML {type(bad).__name__}"
             raise rule_error(

@@ -85,3 +85,19 @@ def test_a_nul_character_in_a_recipe_key_is_refused() -> None:
     result = loads_recipes(BASE.replace("run-sim-fixed:", '"run-sim\\0fixed":'), "r.yaml")
     assert [(f.rule, f.line) for f in result.errors] == [("schema.nul", 3)], [f.render() for f in result.errors]
     assert not result.recipes
+
+
+@pytest.mark.parametrize("lines", [
+    "    args: { --allowed-origins: [] }\n",
+    "    overrides:\n    - when: { tp: 8 }\n      args: { --allowed-origins: [] }\n",
+])
+def test_a_flag_given_an_empty_list_is_refused_not_rendered_bare(lines: str) -> None:
+    """`--allowed-origins: []` was rendered as the bare `--allowed-origins`: a switch turned on, or a flag that takes
+    values left without one (argparse refuses it), where the recipe wrote no value at all."""
+    text = _with_serve(lines)
+    result = loads_recipes(text, "r.yaml")
+    (finding,) = result.errors
+    assert finding.rule == "schema.type" and finding.path is not None
+    assert finding.path.endswith("args.--allowed-origins") and "empty list" in finding.message
+    assert finding.line is not None and "--allowed-origins" in text.splitlines()[finding.line - 1]
+    assert finding.fix and "`null` to leave it out" in finding.fix
