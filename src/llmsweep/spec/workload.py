@@ -55,12 +55,17 @@ def default_corpus(model_prefix: str) -> str:
     return DEFAULT_CORPUS if model_prefix.startswith(MILLION_CONTEXT_FAMILIES) else DEFAULT_CORPUS_256K
 
 
+SYNTH_MIN_ISL = 2048
+"""Smallest `max-isl` the synthetic corpus generator scales its token counts to (`workload.traces.synth`)."""
+
+
 class SyntheticTraces(StrictInput):
     """Generate agentic traces locally (deterministic for a seed) instead of reading a corpus."""
 
     traces: int = Field(default=64, gt=0, description="Number of session traces to generate.")
     seed: int = Field(default=0, description="Generator seed.")
-    max_isl: int | None = Field(default=None, gt=0, alias="max-isl", description="Cap on any request's input tokens.")
+    max_isl: int | None = Field(default=None, ge=SYNTH_MIN_ISL, alias="max-isl",
+                                description=f"Cap on any request's input tokens (at least {SYNTH_MIN_ISL}).")
     max_osl: int | None = Field(default=None, gt=0, alias="max-osl", description="Cap on any request's output tokens.")
     max_turns: int | None = Field(default=None, gt=0, alias="max-turns", description="Cap on turns per session.")
     subagents: bool = Field(default=True, description="Whether sessions spawn subagent streams.")

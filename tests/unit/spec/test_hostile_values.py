@@ -101,3 +101,26 @@ def test_a_flag_given_an_empty_list_is_refused_not_rendered_bare(lines: str) -> 
     assert finding.path.endswith("args.--allowed-origins") and "empty list" in finding.message
     assert finding.line is not None and "--allowed-origins" in text.splitlines()[finding.line - 1]
     assert finding.fix and "`null` to leave it out" in finding.fix
+
+
+AGENTIC = (REPO / "tests" / "data" / "recipes" / "run" / "agentic-sim.yaml").read_text(encoding="utf-8")
+SYNTH = "synthetic: { traces: 8, seed: 7, max-isl: 4000, max-osl: 200 }"
+
+
+def test_a_synthetic_corpus_smaller_than_the_generator_scales_to_is_refused_at_load() -> None:
+    """`synthetic: {max-isl: 2000}` passed `validate`; `run` then failed every agentic job with `internal error:
+    ValidationError: 1 validation error for SynthProfile` (the generator scales its corpus to at least 2048 tokens)."""
+    from llmsweep.workload.build import agentic_config
+
+    assert SYNTH in AGENTIC
+    text = AGENTIC.replace(SYNTH, SYNTH.replace("max-isl: 4000", "max-isl: 2000"))
+    result = loads_recipes(text, "r.yaml")
+    (finding,) = result.errors
+    assert finding.rule == "schema.range" and finding.path == "run-sim-agentic.workload.traces.synthetic.max-isl"
+    assert finding.line is not None and "max-isl: 2000" in text.splitlines()[finding.line - 1]
+    assert "2048" in finding.message
+    # the floor is the generator's: the smallest corpus the schema takes is one the workload builds
+    text = AGENTIC.replace(SYNTH, SYNTH.replace("max-isl: 4000", "max-isl: 2048"))
+    job = full_sweep(loads_recipes(text, "r.yaml").raise_on_error().recipes)[0]
+    assert job.workload is not None
+    assert agentic_config(job.workload, concurrency=1, tokenizer=None).synthetic is not None
