@@ -124,3 +124,19 @@ def test_a_synthetic_corpus_smaller_than_the_generator_scales_to_is_refused_at_l
     job = full_sweep(loads_recipes(text, "r.yaml").raise_on_error().recipes)[0]
     assert job.workload is not None
     assert agentic_config(job.workload, concurrency=1, tokenizer=None).synthetic is not None
+
+
+@pytest.mark.parametrize("field", ["num-warmups", "num-prompts-per-conc", "num-prompts"])
+def test_a_request_count_beyond_any_sweep_is_refused_at_its_line(field: str) -> None:
+    """`num-warmups: 99999999999999999999` passed `validate`; `run` then failed every job with `internal error:
+    OverflowError: Python int too large to convert to C ssize_t` (`num-prompts` of that size ran without end)."""
+    counts = "    num-prompts-per-conc: 4\n    num-warmups: 1\n"
+    assert counts in BASE
+    text = BASE.replace(counts, f"    {field}: 99999999999999999999\n")
+    result = loads_recipes(text, "r.yaml")
+    (finding,) = result.errors
+    assert finding.rule == "schema.range" and finding.path == f"run-sim-fixed.workload.{field}"
+    assert finding.line is not None and field in text.splitlines()[finding.line - 1]
+    assert "16777216" in finding.message
+    ok = text.replace("99999999999999999999", "16777216")
+    assert not loads_recipes(ok, "r.yaml").errors
