@@ -305,9 +305,19 @@ def _children(node: yaml.Node) -> list[yaml.Node]:
     return []
 
 
+BOM = "\ufeff"
+BOM_PROBLEM = ("an invisible byte-order mark (U+FEFF) stands inside the file, not at its start (files concatenated, "
+               "each saved with a BOM?): YAML reads it as part of the key or value there, e.g. a recipe key that "
+               "looks like another but matches no `--config-keys`")
+BOM_FIX = ("delete the mark at that line (`grep -n $'\\xEF\\xBB\\xBF' FILE` finds it; an editor may show it as "
+           "<feff>), and save files without a BOM")
+
+
 def parse_yaml(text: str, file: str) -> YamlDocument:
     """Parse YAML text; raise :class:`YamlSyntaxError` naming file:line on malformed input, or on a file that nests
     deeper than :data:`MAX_DEPTH` or expands past :data:`MAX_NODES` nodes through aliases."""
+    if (bom := text.find(BOM, 1)) != -1:  # one at the start is the file's own, and YAML skips it
+        raise YamlSyntaxError(file, text.count("\n", 0, bom) + 1, BOM_PROBLEM, BOM_FIX)
     try:
         loader = _BoundedLoader(text, file)
     except yaml.reader.ReaderError as exc:  # a control character: the reader refuses the text before any parsing

@@ -13,7 +13,7 @@ import pytest
 
 from llmsweep.plan import full_sweep
 from llmsweep.policy import validate_files
-from llmsweep.spec import loads_recipes
+from llmsweep.spec import load_recipes, loads_recipes
 
 REPO = Path(__file__).resolve().parents[3]
 BASE = (REPO / "tests" / "data" / "recipes" / "run" / "fixed-sim.yaml").read_text(encoding="utf-8")
@@ -140,3 +140,19 @@ def test_a_request_count_beyond_any_sweep_is_refused_at_its_line(field: str) -> 
     assert "16777216" in finding.message
     ok = text.replace("99999999999999999999", "16777216")
     assert not loads_recipes(ok, "r.yaml").errors
+
+
+def test_a_byte_order_mark_inside_the_file_is_refused_at_its_line(tmp_path: Path) -> None:
+    """Two recipe files, each saved with a BOM, concatenated into one master: the second BOM became the first
+    character of the second recipe key, so `--config-keys <key>` answered `not found … did you mean `<key>`?` with
+    the two spellings identical on screen. A BOM at the start of the file is still read as YAML reads it."""
+    second = BASE.replace("run-sim-fixed:", "run-sim-fixed-2:")
+    master = tmp_path / "master.yaml"
+    master.write_bytes(b"\xef\xbb\xbf" + BASE.encode() + b"\xef\xbb\xbf" + second.encode())
+    result = validate_files([master])
+    (finding,) = [f for f in result.findings if f.is_error]
+    assert finding.rule == "schema.yaml-syntax" and finding.line == len(BASE.splitlines()) + 1
+    assert "byte-order mark" in finding.message and finding.fix and "BOM" in finding.fix
+    assert not result.jobs
+    master.write_bytes(b"\xef\xbb\xbf" + BASE.encode())
+    assert validate_files([master]).ok and list(load_recipes([master]).recipes) == ["run-sim-fixed"]
