@@ -156,3 +156,31 @@ def test_a_byte_order_mark_inside_the_file_is_refused_at_its_line(tmp_path: Path
     assert not result.jobs
     master.write_bytes(b"\xef\xbb\xbf" + BASE.encode())
     assert validate_files([master]).ok and list(load_recipes([master]).recipes) == ["run-sim-fixed"]
+
+
+@pytest.mark.parametrize(("lines", "path", "written", "kind"), [
+    ('    env: { NCCL_DEBUG: INFO,\n           ON: "1" }\n', "run-sim-fixed.serve.env.ON", "ON", "a boolean (True)"),
+    ('    env:\n      ~: "1"\n', "run-sim-fixed.serve.env.~", "~", "null (None)"),
+    ("    args:\n      --mem-fraction-static: 0.75\n      5: 1\n", "run-sim-fixed.serve.args.5", "5", "an integer (5)"),
+    ("    overrides:\n    - when: { tp: 8 }\n      env:\n        off: x\n", "run-sim-fixed.serve.overrides[0].env.off",
+     "off", "a boolean (False)"),
+])
+def test_a_key_yaml_reads_as_another_type_is_named_as_written_at_its_line(lines: str, path: str, written: str,
+                                                                         kind: str) -> None:
+    """An environment variable named `ON` (YAML 1.1 reads it as `true`) was reported at its mapping's line as
+    `serve.env[1]: \\`env[1]\\`: Input should be a valid string (got a boolean True)`, fix `write \\`True\\`
+    (\\`env[1]\\`) as a string` — an index that is not in the file and a spelling the user did not write; a `~` key
+    as `serve.env.[key]`, fix `write \\`[key]\\` as a string`."""
+    text = _with_serve(lines)
+    (finding,) = loads_recipes(text, "r.yaml").errors
+    assert (finding.rule, finding.path) == ("schema.type", path), finding.render()
+    assert finding.line is not None and text.splitlines()[finding.line - 1].strip().startswith(f"{written}:")
+    assert f"key `{written}`" in finding.message and kind in finding.message
+    assert finding.fix == f'quote the key: `"{written}": ...`'
+
+
+def test_a_recipe_field_key_yaml_reads_as_a_boolean_is_named_as_written() -> None:
+    text = BASE.replace("  multinode: false\n", "  multinode: false\n  on: 1\n")
+    (finding,) = loads_recipes(text, "r.yaml").errors
+    assert (finding.rule, finding.path, finding.line) == ("schema.type", "run-sim-fixed.on", 11), finding.render()
+    assert "key `on`" in finding.message and finding.fix == 'quote the key: `"on": ...`'
