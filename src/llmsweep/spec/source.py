@@ -137,16 +137,27 @@ class YamlSyntaxError(Exception):
 
 TAG_FIX = "remove the tag: recipes are plain YAML (no `!` tags)"
 TAB_FIX = "indent with spaces, not tabs (YAML allows no tab there)"
+ALIAS_FIX = ("define the anchor before its use, in the same file (`key: &name value` above `*name`), or check the "
+             "alias's spelling")
+KEY_FIX = "write the key as a plain word or quoted string: a list or mapping (`? [a, b]`, `{a: 1}:`) is no key"
+MERGE_FIX = "merge a mapping: `<<: *anchor` naming an anchored mapping, or `<<: [*a, *b]` (a list of them)"
 
 
 def syntax_fix(exc: yaml.MarkedYAMLError) -> str | None:
     """The fix of a YAML error whose cause is plain from PyYAML's problem: a `!tag` the safe loader has no
-    constructor for (`!!python/object/apply:…`, `!foo`), a tab where YAML wants spaces. None for the rest."""
+    constructor for (`!!python/object/apply:…`, `!foo`), a tab where YAML wants spaces, an alias to no anchor, a list
+    or mapping as a key, a `<<` merge of something other than mappings. None for the rest."""
     problem = exc.problem or ""
     if isinstance(exc, yaml.constructor.ConstructorError) and "could not determine a constructor" in problem:
         return TAG_FIX
     if "'\\t'" in problem or "tab character" in problem:
         return TAB_FIX
+    if "found undefined alias" in problem:
+        return ALIAS_FIX
+    if "found unhashable key" in problem:
+        return KEY_FIX
+    if "to merge, but found" in problem:
+        return MERGE_FIX
     return None
 
 
