@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime
 import difflib
+import math
 import re
 from typing import Any, Literal
 
@@ -118,8 +119,29 @@ def _not_json(value: Any) -> Any:
     return None if value is None or isinstance(value, (str, int, float, bool)) else value
 
 
+def _not_finite(value: Any) -> float | None:
+    """The first `.nan` or `.inf` in a flag's value (a scalar, a list item, anywhere in a mapping), or None."""
+    items = value.values() if isinstance(value, dict) else value if isinstance(value, list) else [value]
+    for item in items:
+        if isinstance(item, (dict, list)):
+            if (bad := _not_finite(item)) is not None:
+                return bad
+        elif isinstance(item, float) and not math.isfinite(item):
+            return item
+    return None
+
+
 def _check_args(args: dict[str, ArgValue]) -> dict[str, ArgValue]:
     for flag, value in args.items():
+        if (odd := _not_finite(value)) is not None:
+            raise rule_error(
+                "type",
+                f"engine argument `{_printable(flag)}` holds `{odd}`, a number that is not finite: the engine would "
+                "parse it and compute with it (a `nan` memory fraction), and a mapping holding it is no JSON",
+                field=flag,
+                fix=f"give `{_printable(flag)}` the finite number meant; a word the engine reads is written quoted "
+                    "(`\"inf\"`)",
+            )
         if value == []:
             raise rule_error(
                 "type",

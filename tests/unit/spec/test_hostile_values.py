@@ -184,3 +184,25 @@ def test_a_recipe_field_key_yaml_reads_as_a_boolean_is_named_as_written() -> Non
     (finding,) = loads_recipes(text, "r.yaml").errors
     assert (finding.rule, finding.path, finding.line) == ("schema.type", "run-sim-fixed.on", 11), finding.render()
     assert "key `on`" in finding.message and finding.fix == 'quote the key: `"on": ...`'
+
+
+@pytest.mark.parametrize(("lines", "flag"), [
+    ("    args: { --mem-fraction-static: .nan }\n", "--mem-fraction-static"),
+    ("    args: { --max-num-batched-tokens: .inf }\n", "--max-num-batched-tokens"),
+    ("    args: { --cuda-graph-sizes: [1, -.inf] }\n", "--cuda-graph-sizes"),
+    ("    args: { --speculative-config: {a: {b: .nan}} }\n", "--speculative-config"),
+    ("    overrides:\n    - when: { tp: 8 }\n      args: { --mem-fraction-static: .inf }\n", "--mem-fraction-static"),
+])
+def test_a_flag_value_that_is_not_a_finite_number_is_refused_at_its_line(lines: str, flag: str) -> None:
+    """`--mem-fraction-static: .nan` validated clean and rendered `--mem-fraction-static nan`, which SGLang's
+    argparse (`type=float`) takes; inside a mapping it rendered `{"b":NaN}`, which is no JSON. A non-finite number is
+    refused as every float CLI option and `acceptance-length` refuse one."""
+    text = _with_serve(lines)
+    (finding,) = loads_recipes(text, "r.yaml").errors
+    assert finding.rule == "schema.type" and finding.path is not None and finding.path.endswith(f"args.{flag}")
+    assert finding.line is not None and flag in text.splitlines()[finding.line - 1]
+    assert "not finite" in finding.message and finding.fix
+
+
+def test_the_word_inf_quoted_is_a_value() -> None:
+    assert not loads_recipes(_with_serve('    args: { --foo: "inf", --bar: 1e400 }\n'), "r.yaml").errors
