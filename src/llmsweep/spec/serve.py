@@ -494,11 +494,13 @@ class Override(StrictInput):
         return _stringify_env(env) if isinstance(env, dict) else env
 
     def matches(self, arm: dict[str, Any]) -> bool:
-        """True when every `when` field equals the arm's value (a list means any of)."""
+        """True when every `when` field equals the arm's value (a list means any of). A boolean equals only a boolean:
+        Python's `True == 1` would match `when: {tp: true}` to a tp-1 arm and `when: {dp-attn: 0}` to dp-attn false,
+        where the recipe coerces no type."""
         for name, expected in self.when.items():
             actual = arm.get(name)
             options = expected if isinstance(expected, list) else [expected]
-            if actual not in options:
+            if not any(actual == o and isinstance(actual, bool) == isinstance(o, bool) for o in options):
                 return False
         return True
 

@@ -206,3 +206,18 @@ def test_a_flag_value_that_is_not_a_finite_number_is_refused_at_its_line(lines: 
 
 def test_the_word_inf_quoted_is_a_value() -> None:
     assert not loads_recipes(_with_serve('    args: { --foo: "inf", --bar: 1e400 }\n'), "r.yaml").errors
+
+
+def test_an_override_when_boolean_matches_no_number_and_a_number_no_boolean() -> None:
+    """`when: {tp: true}` applied its flags to the tp-1 arms and `when: {dp-attn: 0}` to the dp-attn-false ones
+    (Python's `True == 1`), silently; such an override now matches nothing, which `plan.override-unused` reports."""
+    from llmsweep.spec.serve import Serve
+
+    serve = Serve.model_validate({"overrides": [
+        {"when": {"tp": True}, "env": {"A": "1"}},
+        {"when": {"dp-attn": 0}, "env": {"B": "1"}},
+        {"when": {"dp-attn": [1, True], "tp": [8, 1]}, "env": {"C": "1"}},
+    ]})
+    assert serve.resolve({"tp": 1, "dp-attn": False}).applied_overrides == []
+    assert serve.resolve({"tp": 1, "dp-attn": True}).applied_overrides == [2]
+    assert serve.resolve({"tp": 8, "dp-attn": True}).env == {"C": "1"}
