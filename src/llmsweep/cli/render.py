@@ -107,7 +107,8 @@ def render_sh(job: Job, spec: LaunchSpec) -> str:
 @click.option("--job", "selector", required=True, help="Job id, unique id prefix or exp-name.")
 @option("simulate", help="Render the simulator stand-in for the job.")
 @click.option("--format", "fmt", type=click.Choice(["text", "sh", "json"]), default="text", show_default=True)
-@click.option("--port", type=int, default=None, help="Port to render (default: the engine's).")
+@click.option("--port", type=click.IntRange(1, 65535), default=None,
+              help="Port to render, 1 to 65535 (default: the engine's).")
 @option("evals_only", help="Plan the eval rows as eval-only jobs (as `run --evals-only`): render an eval job's "
         "launch, at the eval context length and without synthetic acceptance.")
 @option("all_evals", help="Plan as `run --all-evals` (every 8k1k and agentic row an eval-only job).")

@@ -106,13 +106,17 @@ class SGLangAdapter(Adapter):
     spec_flags: ClassVar[frozenset[str]] = frozenset({
         "--speculative-algorithm", "--speculative-num-steps", "--speculative-eagle-topk",
         "--speculative-num-draft-tokens", "--speculative-draft-model-path"})
+    # ServerArgs' long spellings of the parallel sizes are aliases of the short ones (sglang's own
+    # test_server_args_annotated_cli `test_aliases_and_dest`: `--tp-size`/`--tensor-parallel-size`, and pp, dp, ep).
     flag_aliases: ClassVar[dict[str, str]] = {"--tp": "--tp-size", "--pp": "--pp-size", "--ep": "--ep-size",
-                                               "--dp": "--dp-size", "--model": "--model-path",
+                                               "--dp": "--dp-size", "--tensor-parallel-size": "--tp-size",
+                                               "--pipeline-parallel-size": "--pp-size",
+                                               "--data-parallel-size": "--dp-size",
+                                               "--expert-parallel-size": "--ep-size", "--model": "--model-path",
                                                "--max-model-len": "--context-length"}
     unsupported_args: ClassVar[dict[str, str]] = {
         "--gpu-memory-utilization": "SGLang spells it `--mem-fraction-static`",
         "--max-num-seqs": "SGLang spells it `--max-running-requests`",
-        "--tensor-parallel-size": "SGLang spells it `--tp-size`",
         "--speculative-config": "write `serve.spec-decoding`; SGLang takes --speculative-* flags",
         "--kv-transfer-config": "SGLang offloads KV with HiCache: `kv-offload-backend: {name: hicache}`",
         "--max-num-batched-tokens": "SGLang spells it `--chunked-prefill-size`",

@@ -184,7 +184,13 @@ def validate_files(
 
     loaded = load_recipes([Path(p) for p in paths])
     fleet = (load_fleet(runner_config) if runner_config is not None else default_fleet()).vouching(runner_labels)
-    jobs, plan_findings = plan_recipes(loaded.recipes, fleet, config_keys, evals)
+    try:
+        jobs, plan_findings = plan_recipes(loaded.recipes, fleet, config_keys, evals)
+    except ConfigError:  # a `--config-keys` key or pattern that matches no recipe that loaded
+        if loaded.ok:
+            raise
+        # The recipe it names may be one that did not load: its findings say why, not "Config key(s) not found".
+        return Validation(loaded, [], list(loaded.findings))
     # A selection (some config keys, only the eval rows) plans a part of each recipe on purpose: an override or a
     # recipe it leaves without a job is no mistake of the recipe's.
     selected = bool(config_keys) or (evals is not None and (evals.evals_only or evals.all_evals))

@@ -223,7 +223,10 @@ def agentic_context(ctx: Context) -> Iterator[Finding]:
             continue
         need, said = longest
         launched = serving_job(job)
-        given = adapter_for(job).recipe_context(launched)
+        try:
+            given = adapter_for(job).recipe_context(launched)
+        except LlmsweepError:  # no adapter launches it: `serve.render-failed` says why, once
+            continue
         flag = token_count(given[1]) if given is not None else None
         if ctx.simulated(job):  # the simulator serves the flag's context (and without one only its KV pool bounds)
             if flag is None:

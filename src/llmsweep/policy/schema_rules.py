@@ -19,6 +19,8 @@ SCHEMA_RULES: tuple[tuple[str, Severity, str, str, str | None], ...] = (
      "write the recipe out plainly", None),
     ("schema.duplicate-key", E, "A key is written twice in one mapping (YAML keeps the last silently)",
      "delete or rename one of them", None),
+    ("schema.nul", E, "A key or value holds a NUL character (a `\\0` escape): no command line, environment "
+     "variable or file name can carry one", "delete the `\\0` escape", None),
     ("schema.empty-file", W, "The file holds no recipes", "add a recipe key or delete the file", None),
     ("schema.not-mapping", E, "A file or recipe is not a mapping", "indent fields under the recipe key", None),
     ("schema.wildcard-key", E, "`*` in a recipe key (reserved for --config-keys patterns)", "rename the key", None),

@@ -202,6 +202,9 @@ def _load_recipe(
                    "indent the recipe's fields (image, model, ...) under the key")
         )
         return
+    if nul := _nul_findings({key: value}, (), file, source):
+        result.findings.extend(nul)
+        return
     if "multinode" in value:  # missing, it is reported by the single-node schema beside the recipe's other findings
         try:
             SchemaChoice.model_validate(value)
@@ -217,6 +220,26 @@ def _load_recipe(
     recipe.bind(key, source)
     result.recipes[key] = recipe
     _runnable_warnings(recipe, file, line, result)
+
+
+def _nul_findings(value: Any, path: tuple[str | int, ...], file: str, source: SourceMap) -> list[Finding]:
+    """A NUL character (a `"\\0"` escape) in any key or value of a recipe: no command line, environment variable or
+    file name can carry one. `run` stopped on it at launch (`ValueError: embedded null byte`) and a rendered script
+    set the value cut short at it, after `validate` had passed the recipe."""
+    found: list[Finding] = []
+    items: list[tuple[Any, Any]] = (list(value.items()) if isinstance(value, dict)
+                                    else list(enumerate(value)) if isinstance(value, list) else [])
+    for part, item in items:
+        where = (*path, part if isinstance(part, (str, int)) else str(part))
+        for text in (part, item):
+            if isinstance(text, str) and "\0" in text:
+                found.append(_error(
+                    "schema.nul", file, source.line_of(where), render_path(where),
+                    f"{'key' if text is part else 'value'} {text!r} holds a NUL character (`\\0`): no command line, "
+                    "environment variable or file name can carry one",
+                    "delete the `\\0` escape from the quoted string"))
+        found.extend(_nul_findings(item, where, file, source))
+    return found
 
 
 def _runnable_warnings(recipe: Recipe, file: str, line: int | None, result: LoadResult) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime
 import difflib
+import math
 import re
 from typing import Any, Literal
 
@@ -103,7 +104,63 @@ def _argv_words(value: ArgValue) -> list[str]:
     return [str(value)]
 
 
+def _not_json(value: Any) -> Any:
+    """The first value inside a flag's mapping that JSON cannot write (a YAML date, `!!binary`, `!!set`), or None."""
+    if isinstance(value, dict):
+        for item in value.values():
+            if (bad := _not_json(item)) is not None:
+                return bad
+        return None
+    if isinstance(value, list):
+        for item in value:
+            if (bad := _not_json(item)) is not None:
+                return bad
+        return None
+    return None if value is None or isinstance(value, (str, int, float, bool)) else value
+
+
+def _not_finite(value: Any) -> float | None:
+    """The first `.nan` or `.inf` in a flag's value (a scalar, a list item, anywhere in a mapping), or None."""
+    items = value.values() if isinstance(value, dict) else value if isinstance(value, list) else [value]
+    for item in items:
+        if isinstance(item, (dict, list)):
+            if (bad := _not_finite(item)) is not None:
+                return bad
+        elif isinstance(item, float) and not math.isfinite(item):
+            return item
+    return None
+
+
 def _check_args(args: dict[str, ArgValue]) -> dict[str, ArgValue]:
+    for flag, value in args.items():
+        if (odd := _not_finite(value)) is not None:
+            raise rule_error(
+                "type",
+                f"engine argument `{_printable(flag)}` holds `{odd}`, a number that is not finite: the engine would "
+                "parse it and compute with it (a `nan` memory fraction), and a mapping holding it is no JSON",
+                field=flag,
+                fix=f"give `{_printable(flag)}` the finite number meant; a word the engine reads is written quoted "
+                    "(`\"inf\"`)",
+            )
+        if value == []:
+            raise rule_error(
+                "type",
+                f"engine argument `{_printable(flag)}` is an empty list: it would be written as the bare flag, which "
+                "turns a switch on and leaves a flag that takes values without one",
+                field=flag,
+                fix=f"give `{_printable(flag)}` its values (`[a, b]`), `true` for the bare flag, or `null` to leave it "
+                    "out",
+            )
+        if isinstance(value, dict) and (bad := _not_json(value)) is not None:
+            kind = "an unquoted date" if isinstance(bad, datetime.date) else f"a YAML {type(bad).__name__}"
+            raise rule_error(
+                "type",
+                f"engine argument `{_printable(flag)}` is a mapping, written on the command line as one JSON word, "
+                f"and it holds {kind} (`{bad!r}`) that JSON cannot write",
+                field=flag,
+                fix="write that value as the string the engine should read, quoted (`\"2024-01-01\"`), without a "
+                    "`!!` tag",
+            )
     seen: dict[str, str] = {}
     for flag, value in args.items():
         name, inline, _ = flag.partition("=")
@@ -437,11 +494,13 @@ class Override(StrictInput):
         return _stringify_env(env) if isinstance(env, dict) else env
 
     def matches(self, arm: dict[str, Any]) -> bool:
-        """True when every `when` field equals the arm's value (a list means any of)."""
+        """True when every `when` field equals the arm's value (a list means any of). A boolean equals only a boolean:
+        Python's `True == 1` would match `when: {tp: true}` to a tp-1 arm and `when: {dp-attn: 0}` to dp-attn false,
+        where the recipe coerces no type."""
         for name, expected in self.when.items():
             actual = arm.get(name)
             options = expected if isinstance(expected, list) else [expected]
-            if actual not in options:
+            if not any(actual == o and isinstance(actual, bool) == isinstance(o, bool) for o in options):
                 return False
         return True
 

@@ -137,16 +137,27 @@ class YamlSyntaxError(Exception):
 
 TAG_FIX = "remove the tag: recipes are plain YAML (no `!` tags)"
 TAB_FIX = "indent with spaces, not tabs (YAML allows no tab there)"
+ALIAS_FIX = ("define the anchor before its use, in the same file (`key: &name value` above `*name`), or check the "
+             "alias's spelling")
+KEY_FIX = "write the key as a plain word or quoted string: a list or mapping (`? [a, b]`, `{a: 1}:`) is no key"
+MERGE_FIX = "merge a mapping: `<<: *anchor` naming an anchored mapping, or `<<: [*a, *b]` (a list of them)"
 
 
 def syntax_fix(exc: yaml.MarkedYAMLError) -> str | None:
     """The fix of a YAML error whose cause is plain from PyYAML's problem: a `!tag` the safe loader has no
-    constructor for (`!!python/object/apply:…`, `!foo`), a tab where YAML wants spaces. None for the rest."""
+    constructor for (`!!python/object/apply:…`, `!foo`), a tab where YAML wants spaces, an alias to no anchor, a list
+    or mapping as a key, a `<<` merge of something other than mappings. None for the rest."""
     problem = exc.problem or ""
     if isinstance(exc, yaml.constructor.ConstructorError) and "could not determine a constructor" in problem:
         return TAG_FIX
     if "'\\t'" in problem or "tab character" in problem:
         return TAB_FIX
+    if "found undefined alias" in problem:
+        return ALIAS_FIX
+    if "found unhashable key" in problem:
+        return KEY_FIX
+    if "to merge, but found" in problem:
+        return MERGE_FIX
     return None
 
 
@@ -305,9 +316,19 @@ def _children(node: yaml.Node) -> list[yaml.Node]:
     return []
 
 
+BOM = "\ufeff"
+BOM_PROBLEM = ("an invisible byte-order mark (U+FEFF) stands inside the file, not at its start (files concatenated, "
+               "each saved with a BOM?): YAML reads it as part of the key or value there, e.g. a recipe key that "
+               "looks like another but matches no `--config-keys`")
+BOM_FIX = ("delete the mark at that line (`grep -n $'\\xEF\\xBB\\xBF' FILE` finds it; an editor may show it as "
+           "<feff>), and save files without a BOM")
+
+
 def parse_yaml(text: str, file: str) -> YamlDocument:
     """Parse YAML text; raise :class:`YamlSyntaxError` naming file:line on malformed input, or on a file that nests
     deeper than :data:`MAX_DEPTH` or expands past :data:`MAX_NODES` nodes through aliases."""
+    if (bom := text.find(BOM, 1)) != -1:  # one at the start is the file's own, and YAML skips it
+        raise YamlSyntaxError(file, text.count("\n", 0, bom) + 1, BOM_PROBLEM, BOM_FIX)
     try:
         loader = _BoundedLoader(text, file)
     except yaml.reader.ReaderError as exc:  # a control character: the reader refuses the text before any parsing

@@ -11,6 +11,7 @@ import types
 import typing
 from typing import Any, get_args, get_origin
 
+import yaml
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
@@ -33,16 +34,48 @@ def findings_from_validation_error(
 ) -> list[Finding]:
     """One finding per distinct problem; union branches failing at the same field collapse into one."""
     by_path: dict[FieldPath, list[ErrorDetails]] = {}
+    keys: list[Finding] = []
     for err in exc.errors(include_url=False):
+        # a mapping key of the wrong type (a dict field's, or a model's own): pydantic's loc holds its str/int form
+        if err["loc"][-1:] == ("[key]",) or err["type"] == "invalid_key":
+            parent = err["loc"][:-2] if err["type"] != "invalid_key" else err["loc"][:-1]
+            keys.append(_key_finding(_clean_loc(parent, data), err["input"], prefix, source))
+            continue
         path = _clean_loc(err["loc"], data)
         ctx = err.get("ctx") or {}
         if isinstance(ctx.get("field"), str):
             path = (*path, *parse_path(ctx["field"]))
         by_path.setdefault(path, []).append(err)
-    findings = []
+    findings = keys
     for path, errs in by_path.items():
         findings.append(_finding(path, errs, model, data, prefix, source))
     return findings
+
+
+def _key_finding(parent: FieldPath, key: Any, prefix: FieldPath, source: SourceMap) -> Finding:
+    """A key YAML read as another type than a string (`true:`, `on:`, `~:`, `5:` under `serve.env`): named as it is
+    written, at its own line (the source map keeps such a key as its text, an integer key as the integer)."""
+    full = (*prefix, *parent)
+    written: str | int | None = None
+    for path in source.lines:
+        if len(path) == len(full) + 1 and path[:-1] == full:
+            text = path[-1]
+            try:  # a sibling written as a plain `true`/`on`/`~`/`1.5` is the key: read it as YAML read it
+                value = yaml.safe_load(text) if isinstance(text, str) and len(text) <= 16 else text
+            except yaml.YAMLError:
+                continue
+            if type(value) is type(key) and value == key:
+                written = text
+                break
+    shown = "" if written is None else str(written)
+    return Finding(
+        rule="schema.type", severity=Severity.ERROR, file=source.file,
+        line=source.line_of((*full, written)) if written is not None else source.line_of(full),
+        path=render_path(full) + (f".{shown}" if shown else ""),
+        message=f"key `{shown}` of `{_name_of(parent)}` is read by YAML as {_type_name(key)} ({key!r}), not as a "
+                "string",
+        fix=f'quote the key: `"{shown}": ...`',
+    )
 
 
 def _clean_loc(loc: tuple[Any, ...], data: Any) -> FieldPath:

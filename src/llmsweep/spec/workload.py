@@ -55,12 +55,22 @@ def default_corpus(model_prefix: str) -> str:
     return DEFAULT_CORPUS if model_prefix.startswith(MILLION_CONTEXT_FAMILIES) else DEFAULT_CORPUS_256K
 
 
+MAX_REQUESTS = 16_777_216
+"""Most requests a fixed-length count (`num-prompts`, `num-prompts-per-conc`, `num-warmups`) may ask for: a typo
+guard far above any sweep (InferenceX sends 10 per unit of concurrency). `num-warmups: 99999999999999999999` was an
+`OverflowError` in every job of the run."""
+
+SYNTH_MIN_ISL = 2048
+"""Smallest `max-isl` the synthetic corpus generator scales its token counts to (`workload.traces.synth`)."""
+
+
 class SyntheticTraces(StrictInput):
     """Generate agentic traces locally (deterministic for a seed) instead of reading a corpus."""
 
     traces: int = Field(default=64, gt=0, description="Number of session traces to generate.")
     seed: int = Field(default=0, description="Generator seed.")
-    max_isl: int | None = Field(default=None, gt=0, alias="max-isl", description="Cap on any request's input tokens.")
+    max_isl: int | None = Field(default=None, ge=SYNTH_MIN_ISL, alias="max-isl",
+                                description=f"Cap on any request's input tokens (at least {SYNTH_MIN_ISL}).")
     max_osl: int | None = Field(default=None, gt=0, alias="max-osl", description="Cap on any request's output tokens.")
     max_turns: int | None = Field(default=None, gt=0, alias="max-turns", description="Cap on turns per session.")
     subagents: bool = Field(default=True, description="Whether sessions spawn subagent streams.")
@@ -119,16 +129,18 @@ class WorkloadSpec(StrictInput):
     warmup_per_lane: int | None = Field(
         default=None, ge=0, alias="warmup-per-lane", description="Agentic warmup requests per lane (default 10)."
     )
-    num_prompts: int | None = Field(default=None, gt=0, alias="num-prompts", description="Fixed-length prompt count.")
+    num_prompts: int | None = Field(default=None, gt=0, le=MAX_REQUESTS, alias="num-prompts",
+                                    description="Fixed-length prompt count.")
     num_prompts_per_conc: int | None = Field(
-        default=None, gt=0, alias="num-prompts-per-conc",
+        default=None, gt=0, le=MAX_REQUESTS, alias="num-prompts-per-conc",
         description="Fixed-length prompts per unit of conc (default 10).",
     )
     range_ratio: float | None = Field(
         default=None, gt=0, le=1, alias="range-ratio", description="Random ISL/OSL range ratio (default 0.8)."
     )
     num_warmups: int | None = Field(
-        default=None, ge=0, alias="num-warmups", description="Fixed-length warmup requests (default 2×conc)."
+        default=None, ge=0, le=MAX_REQUESTS, alias="num-warmups",
+        description="Fixed-length warmup requests (default 2×conc)."
     )
     tokenizer: str | None = Field(default=None, min_length=1, description="Tokenizer id/path (default: `model`).")
     served_model_name: str | None = Field(

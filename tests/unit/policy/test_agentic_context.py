@@ -63,3 +63,16 @@ def test_requests_longer_than_the_servers_context_are_warned_about_where_they_ar
 def test_traces_that_fit_or_cannot_be_judged_unread_are_not(tmp_path: Path, traces: str, flag: str,
                                                             engine: str) -> None:
     assert _said(tmp_path, traces, flag, engine) == []
+
+
+def test_an_agentic_recipe_whose_framework_no_adapter_launches_is_not_a_rule_crash(tmp_path: Path) -> None:
+    """`framework: x` (no adapter) made this rule fail on the render, printed as `policy.internal: rule
+    serve.agentic-context could not run: ContractError …`, fix "report this as an llmsweep bug", beside the
+    `serve.render-failed` errors that already say why the jobs cannot launch."""
+    path = tmp_path / "r.yaml"
+    text = RECIPE.format(traces="synthetic: { traces: 4, max-isl: 300000 }", flag="", engine="sglang")
+    path.write_text(text.replace("  framework: sglang\n", "  framework: x\n").replace("    engine: { name: sglang }\n",
+                                                                                     ""), encoding="utf-8")
+    findings = validate_files([path]).findings
+    assert not [f.render() for f in findings if f.rule == "policy.internal"]
+    assert [f.rule for f in findings if f.is_error] == ["serve.render-failed"]

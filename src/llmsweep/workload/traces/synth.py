@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from llmsweep.spec.workload import SYNTH_MIN_ISL
 from llmsweep.workload.traces.schema import Corpus, SubagentEntry, Trace, TraceRequest
 
 BLOCK = 64
@@ -46,7 +47,8 @@ class SynthProfile(BaseModel):
 
     traces: int = Field(default=32, ge=1, description="Number of sessions.")
     seed: int = Field(default=0, description="Seed; the corpus is a pure function of the profile.")
-    max_isl: int = Field(default=FULL_SCALE_ISL, ge=2048, description="Largest prompt; scales every token count.")
+    max_isl: int = Field(default=FULL_SCALE_ISL, ge=SYNTH_MIN_ISL,
+                         description="Largest prompt; scales every token count.")
     main_turns_median: float = Field(default=70.0, gt=0, description="Median top-level turns per session.")
     max_main_turns: int = Field(default=600, ge=3)
     spawn_probability: float = Field(default=0.05, ge=0, le=1, description="Chance a main turn spawns subagents.")
