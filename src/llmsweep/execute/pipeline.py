@@ -842,8 +842,12 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
     recorded = previous.get("reuse_keys") if isinstance(previous, dict) else None
     if req.settings.resume and not isinstance(previous, dict) and (run_dir / art.RUN_FILE).exists():
         _continue_stored_run(run_dir, req, run_id, event)
-    _write_run_meta(run_dir, req, run_id, jobs, None, findings, reuse_meta)
-    run_id = (art.read_json(run_dir / art.RUN_FILE) or {}).get("run_id", run_id)
+    def record_start() -> str:  # run.json as this invocation plans the run; the run's id (a resumed run keeps its)
+        _write_run_meta(run_dir, req, run_id, jobs, None, findings, reuse_meta)
+        return str((art.read_json(run_dir / art.RUN_FILE) or {}).get("run_id", run_id))
+
+    if not req.settings.resume:
+        run_id = record_start()
     # Resumed or not: a server an earlier, killed run into this --out left behind still holds its port and GPUs.
     stop_stale_servers(run_dir, event)
 
@@ -887,6 +891,10 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
             else:
                 todo.append(job)
         runnable = todo
+        # Only now, each finished job measured otherwise moved aside: run.json's reuse keys are what `recorded`
+        # compares, and a resume stopped before this point (a signal while it stopped stale servers) rewrote them
+        # first, so the next resume took the finished jobs measured under the old keys for done.
+        run_id = record_start()
     if req.reuse:
         runnable, reused, reuse_meta["reused"] = _reuse(req, run_dir, runnable, identities, event)
         skipped += reused
