@@ -437,12 +437,13 @@ def _write_run_meta(run_dir: Path, req: RunRequest, run_id: str, jobs: list[Job]
 
 def _the_rest_of_the_run(meta: dict[str, Any], previous: dict[str, Any], req: RunRequest,
                          superseded: frozenset[str]) -> list[dict[str, Any]]:
-    """A narrower `--resume` (`--only-job`, `--config-keys`) runs part of its run, and run.json still describes the
-    whole run: the jobs the run expected before that this plan does not hold stay expected (one not run yet stays
-    missing), with their hardware and reuse keys, and their recorded outcomes are returned to keep — but for the
-    folders this resume superseded (`_supersede_renamed`). It used to shrink the run to the jobs of the narrower
-    plan: `expected 1 job(s)`, the others' outcomes gone, and a run with jobs never run counted as complete."""
-    if not req.settings.resume or (req.only_jobs is None and not req.config_keys):
+    """A narrower `--resume` or `--force` (`--only-job`, `--config-keys`) runs part of its run, and run.json still
+    describes the whole run: the jobs the run expected before that this plan does not hold stay expected (one not run
+    yet stays missing), with their hardware and reuse keys, and their recorded outcomes are returned to keep — but
+    for the folders this run superseded (`_supersede_renamed`). It used to shrink the run to the jobs of the narrower
+    plan: `expected 1 job(s)`, the others' outcomes gone, and a run with jobs never run counted as complete (under
+    `--force --only-job A`, rerunning one job, until 2026-12-05)."""
+    if not (req.settings.resume or req.force) or (req.only_jobs is None and not req.config_keys):
         return []
     now = set(meta["expected_job_ids"])
     before = previous.get("expected_job_ids")
