@@ -79,6 +79,25 @@ def test_a_resume_that_forgets_the_runs_repeats_is_refused(tmp_path: Path) -> No
     assert (unfinished / "summary.json").is_file()
 
 
+def test_a_force_with_fewer_repeats_than_the_run_is_refused(tmp_path: Path) -> None:
+    """`--force` without `--repeats` over a `--repeats 2` run ran the first repeats again and left the second ones'
+    results in their folders: stored as the run's (4 results, 2 expected), each point the mean of a repeat run now
+    and one the earlier invocation measured ("mean of 2 repeats")."""
+    out, env = tmp_path / "out", cli_env(tmp_path)
+    first = run_here([RECIPES / "fixed-sim.yaml", "--out", out, "--no-report", "--repeats", "2"], env)
+    assert first.returncode == 0, first.stderr[-4000:]
+    meta = (out / "run.json").read_text()
+    refused = run_here([RECIPES / "fixed-sim.yaml", "--out", out, "--no-report", "--force"], env)
+    assert refused.returncode == 2, refused.stderr[-4000:]
+    assert "--force with --repeats 1, but the run in" in refused.stderr
+    assert "repeat 2 of its jobs would keep their earlier results" in refused.stderr
+    assert "fix: pass --repeats 2 to run every repeat again" in refused.stderr
+    assert (out / "run.json").read_text() == meta and not list(out.glob("jobs/*/attempts"))  # nothing touched
+    again = run_here([RECIPES / "fixed-sim.yaml", "--out", out, "--no-report", "--force", "--repeats", "2"], env)
+    assert again.returncode == 0, again.stderr[-4000:]
+    assert len(list(out.glob("jobs/*/attempts/1"))) == 4  # every repeat ran again
+
+
 def test_a_job_whose_id_an_edit_changed_supersedes_its_earlier_folder(tmp_path: Path) -> None:
     """An image edit changes every job id (its fingerprint hash): `--resume` (and `--force`) ran the jobs under their
     new ids and kept the old folders in the run, so the store held both and one series drew each concurrency twice,

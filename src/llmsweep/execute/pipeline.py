@@ -735,13 +735,23 @@ def _refuse_other_measurement(run_dir: Path, req: RunRequest, jobs: list[Job]) -
 def _refuse_fewer_repeats(run_dir: Path, req: RunRequest) -> None:
     """Refuse (exit 2, nothing moved) a `--resume` that plans fewer repeats than the run it resumes: the repeats
     beyond them would never run, yet the resume said every expected job was done (exit 0), and the run's points were
-    the means of however many repeats each happened to finish. More repeats extend the run."""
-    if not req.settings.resume or not _results_held(run_dir):
+    the means of however many repeats each happened to finish. More repeats extend the run.
+
+    A `--force` with fewer repeats is refused as well: it ran the planned repeats again and left the results of the
+    others in their folders, stored as the run's, so each point was the mean of repeats two invocations measured
+    ("mean of 2 repeats" in a run planned without `--repeats`)."""
+    if not (req.settings.resume or req.force) or not _results_held(run_dir):
         return
     meta = art.read_json(run_dir / art.RUN_FILE)
     planned = meta.get("repeats") if isinstance(meta, dict) else None
     if not isinstance(planned, int) or planned <= req.repeats:
         return
+    if not req.settings.resume:
+        raise ConfigError(
+            f"--force with --repeats {req.repeats}, but the run in {run_dir} was planned with --repeats {planned}: "
+            + (f"repeat {planned}" if planned == req.repeats + 1 else f"repeats {req.repeats + 1}–{planned}")
+            + " of its jobs would keep their earlier results in the run, beside the jobs run again",
+            fix=f"pass --repeats {planned} to run every repeat again, or give a run of fewer repeats another --out")
     raise ConfigError(
         f"--resume with --repeats {req.repeats}, but the run in {run_dir} was planned with --repeats {planned}: "
         + (f"repeat {planned}" if planned == req.repeats + 1 else f"repeats {req.repeats + 1}–{planned}")
