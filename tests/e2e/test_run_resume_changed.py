@@ -79,6 +79,25 @@ def test_a_resume_that_forgets_the_runs_repeats_is_refused(tmp_path: Path) -> No
     assert (unfinished / "summary.json").is_file()
 
 
+def test_a_force_with_fewer_repeats_than_the_run_is_refused(tmp_path: Path) -> None:
+    """`--force` without `--repeats` over a `--repeats 2` run ran the first repeats again and left the second ones'
+    results in their folders: stored as the run's (4 results, 2 expected), each point the mean of a repeat run now
+    and one the earlier invocation measured ("mean of 2 repeats")."""
+    out, env = tmp_path / "out", cli_env(tmp_path)
+    first = run_here([RECIPES / "fixed-sim.yaml", "--out", out, "--no-report", "--repeats", "2"], env)
+    assert first.returncode == 0, first.stderr[-4000:]
+    meta = (out / "run.json").read_text()
+    refused = run_here([RECIPES / "fixed-sim.yaml", "--out", out, "--no-report", "--force"], env)
+    assert refused.returncode == 2, refused.stderr[-4000:]
+    assert "--force with --repeats 1, but the run in" in refused.stderr
+    assert "repeat 2 of its jobs would keep their earlier results" in refused.stderr
+    assert "fix: pass --repeats 2 to run every repeat again" in refused.stderr
+    assert (out / "run.json").read_text() == meta and not list(out.glob("jobs/*/attempts"))  # nothing touched
+    again = run_here([RECIPES / "fixed-sim.yaml", "--out", out, "--no-report", "--force", "--repeats", "2"], env)
+    assert again.returncode == 0, again.stderr[-4000:]
+    assert len(list(out.glob("jobs/*/attempts/1"))) == 4  # every repeat ran again
+
+
 def test_a_job_whose_id_an_edit_changed_supersedes_its_earlier_folder(tmp_path: Path) -> None:
     """An image edit changes every job id (its fingerprint hash): `--resume` (and `--force`) ran the jobs under their
     new ids and kept the old folders in the run, so the store held both and one series drew each concurrency twice,
@@ -122,3 +141,59 @@ def test_a_resume_over_a_run_json_that_does_not_read_goes_on_with_the_stored_run
     with sqlite3.connect(tmp_path / "store.sqlite") as db:
         runs = [row[0] for row in db.execute("SELECT run_id FROM runs")]
     assert runs == [run_id]
+
+
+def test_a_resume_stopped_while_it_stops_a_stale_server_still_reruns_a_job_measured_otherwise(tmp_path: Path) -> None:
+    """A finished job whose recorded reuse key differs from the plan's now (llmsweep's measurement changed under it)
+    runs again under `--resume`. A resume interrupted while it stopped a server the killed run had left (SIGINT after
+    "stopping server pid …", held until that teardown ended) had already rewritten run.json's reuse keys to the
+    plan's: the next `--resume` found them equal and kept the job measured the old way, as resumed."""
+    import os
+    import platform
+    import signal
+    import subprocess
+    import sys
+
+    from test_run_support import run_argv, wait_for
+
+    from llmsweep.execute.process import read_proc
+
+    recipe, out, env = _sweep(tmp_path)
+    meta = json.loads((out / "run.json").read_text())
+    changed = meta["expected_job_ids"][0]
+    meta["reuse_keys"][changed] = "measured-under-an-older-llmsweep"
+    (out / "run.json").write_text(json.dumps(meta))
+    # a server the killed run left: it takes its 5-s grace to stop (it ignores SIGTERM)
+    stale = subprocess.Popen([sys.executable, "-c", "import signal, time; signal.signal(signal.SIGTERM, "
+                              "signal.SIG_IGN); print('up', flush=True); time.sleep(120)"],
+                             stdout=subprocess.PIPE, start_new_session=True)
+    log = tmp_path / "resume.log"
+    try:
+        assert stale.stdout is not None and stale.stdout.readline() == b"up\n"
+        info = read_proc(stale.pid)
+        assert info is not None
+        (out / "servers" / "g").mkdir(parents=True)
+        (out / "servers" / "g" / "server.pid").write_text(json.dumps({
+            "pid": stale.pid, "host": platform.node(), "argv0": os.path.basename(sys.executable),
+            "start_ticks": info.start_ticks, "cleanup": []}))
+        with open(log, "wb") as fh:
+            proc = subprocess.Popen(run_argv(recipe, "--out", out, "--no-report", "--resume"), env=env, stdout=fh,
+                                    stderr=subprocess.STDOUT)
+        try:
+            wait_for(lambda: "stopping server pid" in log.read_text(), timeout=60, what="the stale server's stop",
+                     proc=proc, log=log)
+            proc.send_signal(signal.SIGINT)
+            assert proc.wait(timeout=60) == 130, log.read_text()[-4000:]
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    finally:
+        if stale.poll() is None:
+            stale.kill()
+        stale.wait()
+    again = run_here([recipe, "--out", out, "--no-report", "--resume", "--json"], env)
+    assert again.returncode == 0, again.stderr[-4000:]
+    assert f"job {changed}: not resumed — its result was measured under another launch" in again.stderr, \
+        again.stderr[-4000:]
+    rows = {r["job"]: r["resumed"] for r in json.loads(again.stdout)["jobs"]}
+    assert rows[changed] is False and all(v for j, v in rows.items() if j != changed), rows

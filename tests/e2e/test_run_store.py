@@ -154,3 +154,33 @@ def test_a_narrower_resume_keeps_the_whole_run_in_run_json(tmp_path: Path) -> No
     assert meta["expected_job_ids"] == [a, b]
     rate = success_rate(meta, points_from_run(load_run(out)))
     assert rate.total == 2 and rate.success == 1 and rate.by_status["missing"] == 1  # B never ran: not a success
+
+
+def test_a_narrower_force_keeps_the_whole_run_in_run_json(tmp_path: Path) -> None:
+    """`--force --only-job A` (run one job again) of a run whose job B was interrupted rewrote run.json to expect A
+    alone, B's outcome gone, and the run read as complete (a 100 % success rate) while B had never finished (its
+    folder held no summary, its outcome `interrupted by SIGTERM`)."""
+    from llmsweep.results.point import points_from_run
+    from llmsweep.results.rundir import load_run
+    from llmsweep.results.verdict import success_rate
+
+    recipe, out = RECIPES / "fixed-sim.yaml", tmp_path / "out"
+    env = cli_env(tmp_path)
+    first = run_here([recipe, "--out", out, "--no-report"], env)
+    assert first.returncode == 0, first.stderr[-3000:]
+    a, b = sorted(job_dirs(out))
+    # B interrupted: its summary never written, its outcome says the signal (what `settle` writes)
+    (out / "jobs" / b / "summary.json").unlink()
+    (out / "jobs" / b / "outcome.json").write_text(json.dumps(
+        {"job_id": b, "exp_name": "x", "status": "failed", "reasons": ["interrupted by SIGTERM"]}))
+    meta = json.loads((out / "run.json").read_text())
+    meta["outcomes"] = [o if o["job_id"] != b else json.loads((out / "jobs" / b / "outcome.json").read_text())
+                        for o in meta["outcomes"]]
+    (out / "run.json").write_text(json.dumps(meta))
+    again = run_here([recipe, "--out", out, "--force", "--only-job", a, "--no-report"], env)
+    assert again.returncode == 0, again.stderr[-3000:]
+    meta = json.loads((out / "run.json").read_text())
+    assert meta["expected_job_ids"] == [a, b] and set(meta["job_hardware"]) == {a, b}
+    assert {o["job_id"]: o["status"] for o in meta["outcomes"]} == {a: "valid", b: "failed"}
+    rate = success_rate(meta, points_from_run(load_run(out)))
+    assert rate.total == 2 and rate.success == 1  # B never finished: not a success

@@ -257,10 +257,24 @@ def _run(kind: str, workload: Any, kw: dict[str, Any], options: Any) -> None:
 
     # SIGINT/SIGTERM stop the run instead of killing it: in-flight requests are recorded as cancelled and the summary
     # is written, its stop reason "interrupted by SIG…" (an invalid run); the exit status is then 130 or 143.
-    with stop_on_signal() as stop, _ProgressBar(options) as bar:
-        result = run_benchmark(workload, endpoint, options, out,
-                               provenance={"kind": kind, **gpus_prov, "source": source, "clock": WALL},
-                               gates=gates, on_progress=bar.update, stop_requested=stop.reason, source=source)
+    try:
+        with stop_on_signal() as stop, _ProgressBar(options) as bar:
+            result = run_benchmark(workload, endpoint, options, out,
+                                   provenance={"kind": kind, **gpus_prov, "source": source, "clock": WALL},
+                                   gates=gates, on_progress=bar.update, stop_requested=stop.reason, source=source)
+    except OSError as exc:
+        from llmsweep.errors import ResultError
+        from llmsweep.execute.lifecycle import OUT_UNWRITABLE
+
+        if exc.errno not in OUT_UNWRITABLE:
+            raise
+        # A full disk (or a read-only remount) under --out: one error and its fix, as `run` says it, not a traceback
+        # from wherever the client was writing (its records, its /metrics scrapes).
+        where = f" ({exc.filename})" if exc.filename else ""
+        raise ResultError(f"cannot write the measurement under --out: {exc.strerror}{where}; what was written "
+                          f"before is in {out}",
+                          fix="free space on that disk (or remount it writable), then run the bench again with "
+                              "--force") from None
     _print_summary(result.summary, out, as_json=kw["as_json"])
     _print_first_errors(result, endpoint.api)
     if stop.exit_code is not None:

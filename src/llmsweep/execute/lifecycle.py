@@ -46,7 +46,6 @@ from llmsweep.execute.readback import SERVER_DIED, ReadbackSettings, summarise_j
 from llmsweep.execute.ready import check_alive, exit_text, wait_ready
 from llmsweep.execute.secrets import SecretScrubber, collect_secrets
 from llmsweep.execute.signals import (
-    INTERRUPTED_REASONS,
     first_signal,
     interrupt_in,
     interrupted_by,
@@ -86,8 +85,8 @@ class LifecycleSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     resume: bool = Field(default=False, description=f"Skip the jobs whose folder in --out already holds a {DONE_WORDS} "
-                         "summary (the end table shows that verdict, marked resumed), rerun half-done ones, and stop "
-                         "servers a killed run into --out left behind.")
+                         "summary its outcome.json closed so (the end table shows that verdict, marked resumed), rerun "
+                         "half-done ones, and stop servers a killed run into --out left behind.")
     fail_fast: bool = Field(default=False, description="Stop at the first failed or invalid job.")
     startup_timeout_s: float | None = Field(default=None, description="Override the LaunchSpec's readiness timeout.")
     stop_grace_s: float = Field(default=15.0, ge=0, description="SIGTERM → SIGKILL grace when stopping a server.")
@@ -968,7 +967,13 @@ def run_group(
 
 def resumed(job: Job, run_dir: Path) -> JobOutcome | None:
     """`--resume`: the skipped outcome of a job whose folder already holds a valid or smoke summary (pointing at it,
-    so the end-of-run table shows its verdict and figures, marked resumed), else None (the job runs)."""
+    so the end-of-run table shows its verdict and figures, marked resumed), else None (the job runs).
+
+    The summary counts only beside the outcome.json that closed the job with a valid or smoke status: the client
+    writes its own summary when the load ends, before the job's verdict is made (the read-back checks, the power
+    record, the server found alive, the eval). A run killed in between (SIGKILL, OOM, a node lost) left a `valid`
+    summary nothing had judged, and `--resume` took it for done; a job closed `failed` after its summary was written
+    (a signal, Slurm's time limit, an error) runs again too."""
     jdir = art.job_dir(run_dir, job.id)
     summary = art.finished_summary(jdir)
     verdict = None if summary is None else summary.validity.verdict
@@ -977,9 +982,9 @@ def resumed(job: Job, run_dir: Path) -> JobOutcome | None:
     if job.run_eval and summary.eval is None:  # measured under --no-evals: it owes the eval this plan asks of it
         return None
     earlier = art.read_json(jdir / art.OUTCOME_FILE)  # what that attempt found beyond its verdict stays said
-    if isinstance(earlier, dict) and INTERRUPTED_REASONS.intersection(earlier.get("reasons") or ()):
-        return None  # a signal stopped it after its summary was written and before it was done: it runs again
-    failure = earlier.get("eval_failure") if isinstance(earlier, dict) else None
+    if not isinstance(earlier, dict) or earlier.get("status") not in DONE_VERDICTS:
+        return None  # never closed (killed before its verdict), or closed failed (interrupted): it runs again
+    failure = earlier.get("eval_failure")
     return JobOutcome(job_id=job.id, exp_name=job.exp_name, status="skipped", resumed=True,
                       reasons=[f"resumed: summary already {verdict}"], summary_path=str(jdir / art.SUMMARY_FILE),
                       eval_failure=failure if isinstance(failure, str) else None)

@@ -437,12 +437,13 @@ def _write_run_meta(run_dir: Path, req: RunRequest, run_id: str, jobs: list[Job]
 
 def _the_rest_of_the_run(meta: dict[str, Any], previous: dict[str, Any], req: RunRequest,
                          superseded: frozenset[str]) -> list[dict[str, Any]]:
-    """A narrower `--resume` (`--only-job`, `--config-keys`) runs part of its run, and run.json still describes the
-    whole run: the jobs the run expected before that this plan does not hold stay expected (one not run yet stays
-    missing), with their hardware and reuse keys, and their recorded outcomes are returned to keep — but for the
-    folders this resume superseded (`_supersede_renamed`). It used to shrink the run to the jobs of the narrower
-    plan: `expected 1 job(s)`, the others' outcomes gone, and a run with jobs never run counted as complete."""
-    if not req.settings.resume or (req.only_jobs is None and not req.config_keys):
+    """A narrower `--resume` or `--force` (`--only-job`, `--config-keys`) runs part of its run, and run.json still
+    describes the whole run: the jobs the run expected before that this plan does not hold stay expected (one not run
+    yet stays missing), with their hardware and reuse keys, and their recorded outcomes are returned to keep — but
+    for the folders this run superseded (`_supersede_renamed`). It used to shrink the run to the jobs of the narrower
+    plan: `expected 1 job(s)`, the others' outcomes gone, and a run with jobs never run counted as complete (under
+    `--force --only-job A`, rerunning one job, until 2026-12-05)."""
+    if not (req.settings.resume or req.force) or (req.only_jobs is None and not req.config_keys):
         return []
     now = set(meta["expected_job_ids"])
     before = previous.get("expected_job_ids")
@@ -734,13 +735,23 @@ def _refuse_other_measurement(run_dir: Path, req: RunRequest, jobs: list[Job]) -
 def _refuse_fewer_repeats(run_dir: Path, req: RunRequest) -> None:
     """Refuse (exit 2, nothing moved) a `--resume` that plans fewer repeats than the run it resumes: the repeats
     beyond them would never run, yet the resume said every expected job was done (exit 0), and the run's points were
-    the means of however many repeats each happened to finish. More repeats extend the run."""
-    if not req.settings.resume or not _results_held(run_dir):
+    the means of however many repeats each happened to finish. More repeats extend the run.
+
+    A `--force` with fewer repeats is refused as well: it ran the planned repeats again and left the results of the
+    others in their folders, stored as the run's, so each point was the mean of repeats two invocations measured
+    ("mean of 2 repeats" in a run planned without `--repeats`)."""
+    if not (req.settings.resume or req.force) or not _results_held(run_dir):
         return
     meta = art.read_json(run_dir / art.RUN_FILE)
     planned = meta.get("repeats") if isinstance(meta, dict) else None
     if not isinstance(planned, int) or planned <= req.repeats:
         return
+    if not req.settings.resume:
+        raise ConfigError(
+            f"--force with --repeats {req.repeats}, but the run in {run_dir} was planned with --repeats {planned}: "
+            + (f"repeat {planned}" if planned == req.repeats + 1 else f"repeats {req.repeats + 1}–{planned}")
+            + " of its jobs would keep their earlier results in the run, beside the jobs run again",
+            fix=f"pass --repeats {planned} to run every repeat again, or give a run of fewer repeats another --out")
     raise ConfigError(
         f"--resume with --repeats {req.repeats}, but the run in {run_dir} was planned with --repeats {planned}: "
         + (f"repeat {planned}" if planned == req.repeats + 1 else f"repeats {req.repeats + 1}–{planned}")
@@ -842,8 +853,12 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
     recorded = previous.get("reuse_keys") if isinstance(previous, dict) else None
     if req.settings.resume and not isinstance(previous, dict) and (run_dir / art.RUN_FILE).exists():
         _continue_stored_run(run_dir, req, run_id, event)
-    _write_run_meta(run_dir, req, run_id, jobs, None, findings, reuse_meta)
-    run_id = (art.read_json(run_dir / art.RUN_FILE) or {}).get("run_id", run_id)
+    def record_start() -> str:  # run.json as this invocation plans the run; the run's id (a resumed run keeps its)
+        _write_run_meta(run_dir, req, run_id, jobs, None, findings, reuse_meta)
+        return str((art.read_json(run_dir / art.RUN_FILE) or {}).get("run_id", run_id))
+
+    if not req.settings.resume:
+        run_id = record_start()
     # Resumed or not: a server an earlier, killed run into this --out left behind still holds its port and GPUs.
     stop_stale_servers(run_dir, event)
 
@@ -887,6 +902,10 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
             else:
                 todo.append(job)
         runnable = todo
+        # Only now, each finished job measured otherwise moved aside: run.json's reuse keys are what `recorded`
+        # compares, and a resume stopped before this point (a signal while it stopped stale servers) rewrote them
+        # first, so the next resume took the finished jobs measured under the old keys for done.
+        run_id = record_start()
     if req.reuse:
         runnable, reused, reuse_meta["reused"] = _reuse(req, run_dir, runnable, identities, event)
         skipped += reused

@@ -74,6 +74,14 @@ def test_a_corpus_an_older_release_recorded_as_typed_is_compared_as_the_file_it_
         check(out, request(out, [QUICKSTART], resume=True))
 
 
+def closed(run_dir: Path, job_id: str, status: str = "valid", reasons: tuple[str, ...] = ()) -> None:
+    """The outcome.json a job's lifecycle writes as it closes the job (its verdict, after every check)."""
+    from llmsweep.execute.lifecycle import JobOutcome
+
+    (run_dir / "jobs" / job_id / "outcome.json").write_text(JobOutcome(
+        job_id=job_id, exp_name="x", status=status, reasons=list(reasons)).model_dump_json())
+
+
 def test_a_run_eval_rows_point_measured_without_its_eval_is_not_done_for_a_plan_that_asks_it(tmp_path: Path) -> None:
     """A first `--no-evals` run measured the row's point; a `--resume` that plans its eval counted the job done and
     the eval never ran, with nothing said."""
@@ -84,6 +92,7 @@ def test_a_run_eval_rows_point_measured_without_its_eval_is_not_done_for_a_plan_
 
     (job,) = [j for j in jobs_from_files([EVALS]) if j.run_eval]
     run = write_synthetic_run(tmp_path / "run", [SyntheticPoint(synthetic_job(conc=16, job_id=job.id), requests=8)])
+    closed(run.path, job.id)
     assert resumed(job, run.path) is None  # its eval is owed
     assert resumed(job.model_copy(update={"run_eval": False}), run.path) is not None  # under --no-evals: done
     path = run.path / "jobs" / job.id / "summary.json"
@@ -105,10 +114,31 @@ def test_a_job_a_signal_stopped_after_its_summary_was_written_runs_again(tmp_pat
 
     (job,) = [j for j in jobs_from_files([QUICKSTART])][:1]
     run = write_synthetic_run(tmp_path / "run", [SyntheticPoint(synthetic_job(conc=1, job_id=job.id), requests=8)])
+    closed(run.path, job.id)
     assert resumed(job, run.path) is not None  # a finished job: done
     (run.path / "jobs" / job.id / "outcome.json").write_text(JobOutcome(
         job_id=job.id, exp_name=job.exp_name, status="failed", reasons=["interrupted by SIGTERM"]).model_dump_json())
     assert resumed(job, run.path) is None
+
+
+def test_a_summary_no_outcome_closed_is_not_done(tmp_path: Path) -> None:
+    """The client writes its summary when the load ends; the job's verdict (read-back checks, the power record, the
+    server found alive, the eval) is made after it, and outcome.json closes the job. A SIGKILL landing between the
+    two (28 ms on a live simulated job, reached by polling for summary.json) left a `valid` summary without a
+    read-back block, a power record or an outcome, and `--resume` counted the job done and stored it valid. A job a
+    Slurm time limit closed after its summary (its reason Slurm's, not `interrupted by …`) runs again too."""
+    from support.synthetic import SyntheticPoint, synthetic_job, write_synthetic_run
+
+    from llmsweep.execute.lifecycle import resumed
+
+    (job,) = [j for j in jobs_from_files([QUICKSTART])][:1]
+    run = write_synthetic_run(tmp_path / "run", [SyntheticPoint(synthetic_job(conc=1, job_id=job.id), requests=8)])
+    assert resumed(job, run.path) is None  # killed before it was closed: it runs again
+    closed(run.path, job.id, "failed", ("Slurm job 12 reached its time limit while this job ran",))
+    assert resumed(job, run.path) is None
+    closed(run.path, job.id)
+    done = resumed(job, run.path)
+    assert done is not None and done.resumed and done.reasons == ["resumed: summary already valid"]
 
 
 def test_a_resume_whose_trace_file_now_holds_another_corpus_is_refused(
