@@ -356,6 +356,34 @@ def test_a_precision_the_job_does_not_serve_is_refused_before_any_server_starts(
         assert f"# precision: {given}\n" in (out / "llama-1b_ngram.yaml").read_text()
 
 
+@pytest.mark.parametrize(("record", "text", "flags"), [
+    ("llmsweep-import.json", '{"dtype": "bf16",', ()),
+    ("hf_quant_config.json", "[1, 2]", ("--precision", "bf16"))])
+def test_a_damaged_weights_record_is_refused_before_any_server_starts(
+        record: str, text: str, flags: tuple[str, ...], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The curve's `precision:` is read from the model directory's records; one that did not parse as a JSON object
+    was a traceback: with --precision before any server, without it only when the header was written, after
+    measuring every cell (an engine does not read llmsweep-import.json, so it serves the weights all the same)."""
+    from llmsweep.cli.main import main
+
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps({"torch_dtype": "bfloat16"}))
+    (model / record).write_text(text)
+    recipe = tmp_path / "local.yaml"
+    recipe.write_text(LLAMA.read_text().replace("runner: h200", "runner: cluster:h200-lent")
+                      .replace("  serve:\n", f"  serve:\n    model-path: {model}\n", 1))
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit) as done:
+        main(["al", "collect", str(recipe), "--runner-config", str(REPO / "examples" / "gpu" / "fleet.yaml"),
+              "--executor", "local", "--prompts", "builtin", "--num-prompts", "1", "-k", "1", "--thinking", "off",
+              *flags, "--out", str(out)])
+    err = capsys.readouterr().err
+    assert done.value.code == 2, err
+    assert f"{model / record} " in err and "no server was started" in err and f"fix: repair {record}" in err
+    assert "launching" not in err and not out.exists()
+
+
 def test_a_server_is_stopped_only_when_the_collection_that_started_it_is_gone(tmp_path: Path) -> None:
     """A second collection of the same curve while the first still runs must not stop the first one's server; one
     whose collection was killed (its collector gone) is stopped."""
