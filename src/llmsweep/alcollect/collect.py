@@ -218,10 +218,17 @@ def _several_servers(jobs: list[Job], *, simulate: bool) -> ConfigError:
 
 
 def _cell_job(job: Job, k: int, mode: ThinkingMode) -> Job:
-    """The job with draft length K and the thinking mode, measuring real acceptance (nothing pinned)."""
+    """The job with draft length K and the thinking mode, measuring real acceptance (nothing pinned).
+
+    A chain draft (top-k 1, SGLang's EAGLE family) verifies K + 1 tokens: the recipe's `num-draft-tokens`, its own
+    K's + 1, is dropped so that each cell launches with its K's (SGLang overrides a contradicting count, and the
+    cell's server command would state a launch that did not run). A tree's (top-k above 1) is the recipe's."""
     assert job.serve is not None and job.serve.spec_decoding is not None
-    sd = job.serve.spec_decoding.model_copy(update={
-        "num_steps": k, "thinking": "on" if mode == "thinking_on" else "off", "acceptance_length": None})
+    update: dict[str, Any] = {"num_steps": k, "thinking": "on" if mode == "thinking_on" else "off",
+                              "acceptance_length": None}
+    if (job.serve.spec_decoding.topk or 1) == 1:
+        update["num_draft_tokens"] = None
+    sd = job.serve.spec_decoding.model_copy(update=update)
     return job.model_copy(update={"serve": job.serve.model_copy(update={"spec_decoding": sd}), "acceptance": None})
 
 

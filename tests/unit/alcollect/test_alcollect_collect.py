@@ -101,6 +101,21 @@ def test_sglang_cells_are_measured_from_its_verify_calls(seed_one_job: Path, tmp
     assert any("sglang" in note and "spec_verify_calls" in note for note in curve.notes)  # the formula is stated
 
 
+@pytest.mark.parametrize("k", [1, 3, 5])
+def test_each_sglang_cell_launches_the_chain_of_its_own_k(k: int, seed_one_job: Path) -> None:
+    """The seed recipe pins `num-draft-tokens: 4` for its K = 3 chain (top-k 1): every cell was launched with 4
+    verified tokens whatever its K (K = 1 with 4, K = 5 with 4), the evidence's server command stating a draft SGLang
+    overrides."""
+    from llmsweep.alcollect.collect import _cell_job
+    from llmsweep.engines import render
+
+    job = collection_job(jobs_from_files([seed_one_job]), simulate=False)
+    argv = render(_cell_job(job, k, "thinking_on"), simulate=False).argv
+    flags = {a: argv[i + 1] for i, a in enumerate(argv[:-1]) if a.startswith("--speculative-")}
+    assert (flags["--speculative-num-steps"], flags["--speculative-eagle-topk"],
+            flags["--speculative-num-draft-tokens"]) == (str(k), "1", str(k + 1))
+
+
 @pytest.mark.timeout(120)
 def test_thinking_off_cells_ask_the_template_not_to_think_by_default(seed_one_job: Path, tmp_path: Path) -> None:
     # Qwen's and GLM's templates think unless told not to: InferenceX's thinking_off curves send enable_thinking false
