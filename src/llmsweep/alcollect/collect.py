@@ -218,10 +218,17 @@ def _several_servers(jobs: list[Job], *, simulate: bool) -> ConfigError:
 
 
 def _cell_job(job: Job, k: int, mode: ThinkingMode) -> Job:
-    """The job with draft length K and the thinking mode, measuring real acceptance (nothing pinned)."""
+    """The job with draft length K and the thinking mode, measuring real acceptance (nothing pinned).
+
+    A chain draft (top-k 1, SGLang's EAGLE family) verifies K + 1 tokens: the recipe's `num-draft-tokens`, its own
+    K's + 1, is dropped so that each cell launches with its K's (SGLang overrides a contradicting count, and the
+    cell's server command would state a launch that did not run). A tree's (top-k above 1) is the recipe's."""
     assert job.serve is not None and job.serve.spec_decoding is not None
-    sd = job.serve.spec_decoding.model_copy(update={
-        "num_steps": k, "thinking": "on" if mode == "thinking_on" else "off", "acceptance_length": None})
+    update: dict[str, Any] = {"num_steps": k, "thinking": "on" if mode == "thinking_on" else "off",
+                              "acceptance_length": None}
+    if (job.serve.spec_decoding.topk or 1) == 1:
+        update["num_draft_tokens"] = None
+    sd = job.serve.spec_decoding.model_copy(update=update)
     return job.model_copy(update={"serve": job.serve.model_copy(update={"spec_decoding": sd}), "acceptance": None})
 
 
@@ -282,12 +289,12 @@ def _served_precision(job: Job, simulated: bool) -> str:
     folder = Path(model_path(job))
     imported = folder / "llmsweep-import.json"
     if imported.is_file():
-        doc = json.loads(imported.read_text())
+        doc = _json_record(imported)
         quants = "/".join(doc.get("quantizations") or [])
         return (f"{doc.get('dtype', job.precision)} (llmsweep-import.json: {doc.get('source')} dequantised "
                 f"from {quants})")
     config = folder / "config.json"
-    doc = json.loads(config.read_text()) if config.is_file() else {}
+    doc = _json_record(config) if config.is_file() else {}
     quantised = _quantisation(folder, doc)
     if quantised is not None:  # a quantised checkpoint's torch_dtype is that of its unquantised tensors
         return quantised
@@ -296,6 +303,21 @@ def _served_precision(job: Job, simulated: bool) -> str:
         short = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}.get(str(dtype), str(dtype))
         return f"{short} (config.json of {folder})"
     return f"{job.precision} (recipe)"
+
+
+def _json_record(path: Path) -> dict[str, Any]:
+    """A JSON object the model directory holds (the weights' own records, read for the curve's `precision:`); one
+    that does not read as such is refused naming it, before any server starts, not a traceback (after measuring)."""
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:  # (UnicodeDecodeError and JSONDecodeError are ValueErrors)
+        raise ConfigError(f"{path} cannot be read as JSON ({exc}): the curve's precision is read from it; no server "
+                          "was started", fix=f"repair {path.name} (or remove it where the model does not need it)") \
+            from exc
+    if not isinstance(doc, dict):
+        raise ConfigError(f"{path} holds a JSON {type(doc).__name__}, not an object: the curve's precision is read "
+                          "from it; no server was started", fix=f"repair {path.name}")
+    return doc
 
 
 def _weights_word(qc: dict[str, Any]) -> str | None:
@@ -319,8 +341,8 @@ def _quantisation(folder: Path, config: dict[str, Any]) -> str | None:
     compressed-tensors' weight scheme or ``format``, ``bits``)."""
     hf = folder / "hf_quant_config.json"
     if hf.is_file():
-        doc = json.loads(hf.read_text())
-        quant = doc.get("quantization") if isinstance(doc.get("quantization"), dict) else doc
+        doc = _json_record(hf)
+        quant = doc["quantization"] if isinstance(doc.get("quantization"), dict) else doc
         algo = str(quant.get("quant_algo") or "")
         word = format_named_in(algo)
         if word:
@@ -544,8 +566,9 @@ def collect_curve(job: Job, settings: CollectSettings, prompts: PromptSet, run_d
         refuse_unmodelled(job, settings)
     refuse_unearned_precision(job, settings.precision, simulate=simulate)
     existing = _existing(out) if merge else None
+    # what the curve will state, read now (the weights' records): one that cannot be read is refused before a server
+    planned = _header(job, settings, run_dir, [], simulate, dataset, set(settings.thinking), checkpoint)
     if existing is not None:  # refuse before a server starts what can be known now
-        planned = _header(job, settings, run_dir, [], simulate, dataset, set(settings.thinking), checkpoint)
         _refuse_unless_comparable(out, existing, Collected(model_prefix=prefix, header=planned, values={}),
                                   BEFORE_MEASURING)
     _refuse_unwritable(out, run_dir, merge=merge)

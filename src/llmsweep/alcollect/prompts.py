@@ -70,6 +70,10 @@ def _rows_from_jsonl(path: Path) -> list[PromptRow]:
         lines = path.read_text(encoding="utf-8").splitlines()
     except OSError as exc:
         raise DatasetError(f"cannot read prompt file {path}: {exc}", fix="check the --prompts path") from exc
+    except UnicodeDecodeError as exc:  # (a binary file, rows saved in another encoding): named, not a traceback
+        at = exc.object[:exc.start].count(b"\n") + 1 if isinstance(exc.object, bytes) else None
+        raise DatasetError(f"{path}{f':{at}' if at else ''}: prompt file is not UTF-8 text ({exc.reason})",
+                           fix="save the JSONL as UTF-8 (JSON text is UTF-8)") from exc
     for n, line in enumerate(lines, 1):
         if not line.strip():
             continue

@@ -342,9 +342,9 @@ def _index_from_name(stem: str) -> CurveIndexEntry:
 
 def load_curve(path: Path, index: CurveIndexEntry | None = None) -> GoldenCurve:
     """Parse one curve file (body + header) into a :class:`GoldenCurve`; malformed bodies name file and fix."""
+    body = load_yaml(path)  # first: a file that is not UTF-8 YAML is refused naming it
     text = path.read_text(encoding="utf-8")
     header = parse_header([ln for ln in text.splitlines() if ln.startswith("#")])
-    body = load_yaml(path)
     fix = "the body must be '<checkpoint>: {thinking_on|thinking_off: {K: AL}}' with K >= 1 and 1 <= AL <= K + 1"
     if not isinstance(body, dict) or len(body) != 1:
         raise ConfigError(f"{path}: a golden AL file holds exactly one checkpoint key", fix=fix)

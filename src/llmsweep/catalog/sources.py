@@ -57,6 +57,10 @@ def load_yaml(path: Path) -> Any:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"cannot read catalog file {path}: {exc}", fix="check the path and permissions") from exc
+    except UnicodeDecodeError as exc:  # (a binary file, a curve saved in another encoding): named, not a traceback
+        line = exc.object[:exc.start].count(b"\n") + 1 if isinstance(exc.object, bytes) else None
+        raise ConfigError(f"{path}{f':{line}' if line else ''}: catalog file is not UTF-8 text ({exc.reason})",
+                          fix="save the file as UTF-8") from exc
     try:
         return yaml.load(text, Loader=_Loader)
     except yaml.YAMLError as exc:

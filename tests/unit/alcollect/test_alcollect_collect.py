@@ -101,6 +101,21 @@ def test_sglang_cells_are_measured_from_its_verify_calls(seed_one_job: Path, tmp
     assert any("sglang" in note and "spec_verify_calls" in note for note in curve.notes)  # the formula is stated
 
 
+@pytest.mark.parametrize("k", [1, 3, 5])
+def test_each_sglang_cell_launches_the_chain_of_its_own_k(k: int, seed_one_job: Path) -> None:
+    """The seed recipe pins `num-draft-tokens: 4` for its K = 3 chain (top-k 1): every cell was launched with 4
+    verified tokens whatever its K (K = 1 with 4, K = 5 with 4), the evidence's server command stating a draft SGLang
+    overrides."""
+    from llmsweep.alcollect.collect import _cell_job
+    from llmsweep.engines import render
+
+    job = collection_job(jobs_from_files([seed_one_job]), simulate=False)
+    argv = render(_cell_job(job, k, "thinking_on"), simulate=False).argv
+    flags = {a: argv[i + 1] for i, a in enumerate(argv[:-1]) if a.startswith("--speculative-")}
+    assert (flags["--speculative-num-steps"], flags["--speculative-eagle-topk"],
+            flags["--speculative-num-draft-tokens"]) == (str(k), "1", str(k + 1))
+
+
 @pytest.mark.timeout(120)
 def test_thinking_off_cells_ask_the_template_not_to_think_by_default(seed_one_job: Path, tmp_path: Path) -> None:
     # Qwen's and GLM's templates think unless told not to: InferenceX's thinking_off curves send enable_thinking false
@@ -354,6 +369,34 @@ def test_a_precision_the_job_does_not_serve_is_refused_before_any_server_starts(
     else:  # the same family stated in other words, or a word naming no format (cannot be told): kept as stated
         assert done.value.code in (0, None), err
         assert f"# precision: {given}\n" in (out / "llama-1b_ngram.yaml").read_text()
+
+
+@pytest.mark.parametrize(("record", "text", "flags"), [
+    ("llmsweep-import.json", '{"dtype": "bf16",', ()),
+    ("hf_quant_config.json", "[1, 2]", ("--precision", "bf16"))])
+def test_a_damaged_weights_record_is_refused_before_any_server_starts(
+        record: str, text: str, flags: tuple[str, ...], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The curve's `precision:` is read from the model directory's records; one that did not parse as a JSON object
+    was a traceback: with --precision before any server, without it only when the header was written, after
+    measuring every cell (an engine does not read llmsweep-import.json, so it serves the weights all the same)."""
+    from llmsweep.cli.main import main
+
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps({"torch_dtype": "bfloat16"}))
+    (model / record).write_text(text)
+    recipe = tmp_path / "local.yaml"
+    recipe.write_text(LLAMA.read_text().replace("runner: h200", "runner: cluster:h200-lent")
+                      .replace("  serve:\n", f"  serve:\n    model-path: {model}\n", 1))
+    out = tmp_path / "out"
+    with pytest.raises(SystemExit) as done:
+        main(["al", "collect", str(recipe), "--runner-config", str(REPO / "examples" / "gpu" / "fleet.yaml"),
+              "--executor", "local", "--prompts", "builtin", "--num-prompts", "1", "-k", "1", "--thinking", "off",
+              *flags, "--out", str(out)])
+    err = capsys.readouterr().err
+    assert done.value.code == 2, err
+    assert f"{model / record} " in err and "no server was started" in err and f"fix: repair {record}" in err
+    assert "launching" not in err and not out.exists()
 
 
 def test_a_server_is_stopped_only_when_the_collection_that_started_it_is_gone(tmp_path: Path) -> None:

@@ -190,3 +190,14 @@ def test_an_inferencex_curve_is_not_one_to_merge_into() -> None:
     with pytest.raises(ConfigError, match=r"qwen3.5_mtp.yaml: its header does not state precision") as exc:
         read_curve_header(packaged)
     assert exc.value.fix and "llmsweep al collect" in exc.value.fix
+
+
+@pytest.mark.parametrize("damage", [b"\xff\xfe not text", "# note: caf\u00e9\n".encode("latin-1")])
+def test_a_curve_that_is_not_utf8_is_refused_naming_it(damage: bytes, tmp_path: Path) -> None:
+    """A binary file or a curve saved as Latin-1 (`--merge-into`, `al --curves`) was a UnicodeDecodeError traceback."""
+    path = tmp_path / "smollm2_ngram_bf16.yaml"
+    path.write_bytes(damage + PACKAGED.read_bytes())
+    for read in (load_curve, read_curve_header):
+        with pytest.raises(ConfigError, match=r"smollm2_ngram_bf16.yaml:1: catalog file is not UTF-8 text") as exc:
+            read(path)
+        assert exc.value.fix == "save the file as UTF-8"

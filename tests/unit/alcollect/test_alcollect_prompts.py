@@ -43,6 +43,16 @@ def test_a_malformed_row_names_file_and_line(tmp_path: Path) -> None:
     assert info.value.fix is not None and "turns" in info.value.fix
 
 
+
+def test_a_prompt_file_that_is_not_utf8_names_file_and_line(tmp_path: Path) -> None:
+    """A Latin-1 row (or a binary file) given to --prompts was a UnicodeDecodeError traceback."""
+    path = tmp_path / "rows.jsonl"
+    good = json.dumps({"category": "coding", "turns": ["write a parser"]})
+    path.write_bytes(f"{good}\n".encode() + '{"category": "coding", "turns": ["caf\u00e9"]}\n'.encode("latin-1"))
+    with pytest.raises(DatasetError, match=r"rows.jsonl:2: prompt file is not UTF-8 text") as exc:
+        load_prompts(str(path))
+    assert exc.value.fix and "UTF-8" in exc.value.fix
+
 def test_the_builtin_set_is_coding_prompts_that_say_they_are_not_speed_bench() -> None:
     prompts = load_prompts(BUILTIN, "coding")
     assert len(prompts.prompts) == 24 and len({p.question_id for p in prompts.prompts}) == 24
