@@ -132,7 +132,8 @@ def test_a_summary_no_outcome_closed_is_not_done(tmp_path: Path) -> None:
     from llmsweep.execute.lifecycle import resumed
 
     (job,) = [j for j in jobs_from_files([QUICKSTART])][:1]
-    run = write_synthetic_run(tmp_path / "run", [SyntheticPoint(synthetic_job(conc=1, job_id=job.id), requests=8)])
+    run = write_synthetic_run(tmp_path / "run", [SyntheticPoint(synthetic_job(conc=1, job_id=job.id), requests=8)],
+                              closed=False)
     assert resumed(job, run.path) is None  # killed before it was closed: it runs again
     closed(run.path, job.id, "failed", ("Slurm job 12 reached its time limit while this job ran",))
     assert resumed(job, run.path) is None
