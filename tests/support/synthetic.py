@@ -147,8 +147,10 @@ def _write_jsonl(path: Path, docs: Sequence[dict[str, Any]]) -> None:
 
 def write_synthetic_run(root: Path, points: Sequence[SyntheticPoint], *, run_id: str = "synthetic-run",
                         seed: int = 0, source: str = "simulated", t0: float = 1_790_000_000.0,
-                        expected_extra: Sequence[str] = ()) -> RunDir:
-    """Write `root/run.json` and `root/jobs/<id>/…` for every point; `expected_extra` names jobs that never ran."""
+                        expected_extra: Sequence[str] = (), closed: bool = True) -> RunDir:
+    """Write `root/run.json` and `root/jobs/<id>/…` for every point; `expected_extra` names jobs that never ran.
+    `closed`: each job's `outcome.json` closes it with its summary's verdict, as `run` does once the job's checks are
+    made; False leaves the summaries unjudged, as a run killed between the client's summary and the job's verdict."""
     from llmsweep.metrics import GateConfig, summarise  # the metrics room's summariser: same numbers as a real run
 
     root.mkdir(parents=True, exist_ok=True)
@@ -177,6 +179,10 @@ def write_synthetic_run(root: Path, points: Sequence[SyntheticPoint], *, run_id:
             summary.validity.verdict = "invalid"
             summary.validity.reasons.append(point.invalid_reason)
         (d / "summary.json").write_text(json.dumps(summary.dump(), indent=1), encoding="utf-8")
+        if closed:
+            (d / "outcome.json").write_text(json.dumps(
+                {"job_id": job_id, "exp_name": point.job.get("exp-name", job_id), "status": summary.validity.verdict,
+                 "reasons": list(summary.validity.reasons)}, indent=1), encoding="utf-8")
     meta = {"run_id": run_id, "started": "2026-11-29T12:00:00Z", "recipe_files": ["recipes/synthetic.yaml"],
             "llmsweep_version": "synthetic", "executor": "synthetic", "expected_job_ids": [*ids, *expected_extra]}
     (root / "run.json").write_text(json.dumps(meta, indent=1), encoding="utf-8")

@@ -39,6 +39,7 @@ from llmsweep.evals.harness import EvalSettings
 from llmsweep.execute import artifacts as art
 from llmsweep.execute.base import ServerLauncher
 from llmsweep.execute.failure_text import never_came_up
+from llmsweep.execute.files import unjudged
 from llmsweep.execute.handle import ServerHandle
 from llmsweep.execute.preflight import preflight
 from llmsweep.execute.progress import current_progress
@@ -982,7 +983,7 @@ def resumed(job: Job, run_dir: Path) -> JobOutcome | None:
     if job.run_eval and summary.eval is None:  # measured under --no-evals: it owes the eval this plan asks of it
         return None
     earlier = art.read_json(jdir / art.OUTCOME_FILE)  # what that attempt found beyond its verdict stays said
-    if not isinstance(earlier, dict) or earlier.get("status") not in DONE_VERDICTS:
+    if unjudged(summary.validity.verdict, earlier) is not None or not isinstance(earlier, dict):
         return None  # never closed (killed before its verdict), or closed failed (interrupted): it runs again
     failure = earlier.get("eval_failure")
     return JobOutcome(job_id=job.id, exp_name=job.exp_name, status="skipped", resumed=True,

@@ -32,6 +32,7 @@ from llmsweep.errors import ConfigError
 from llmsweep.evals.harness import EvalSettings
 from llmsweep.execute import artifacts as art
 from llmsweep.execute.executor import Executor, terminate_as_interrupt
+from llmsweep.execute.files import unjudged
 from llmsweep.execute.lifecycle import (
     JobOutcome,
     LifecycleSettings,
@@ -779,8 +780,9 @@ def _refuse_other_corpus(run_dir: Path, req: RunRequest, jobs: list[Job]) -> Non
         folders = [art.job_dir(run_dir, job.id), *art.jobs_dir(run_dir).glob(f"{job.id}{REPEAT_MARK}*")]
         for folder in folders:
             summary = art.finished_summary(folder)
-            if summary is None or summary.validity.verdict not in DONE_VERDICTS:
-                continue  # a job without a finished summary runs again, on the corpus as it is now
+            if summary is None or summary.validity.verdict not in DONE_VERDICTS \
+                    or unjudged(summary.validity.verdict, art.read_json(folder / art.OUTCOME_FILE)) is not None:
+                continue  # a job without a finished summary (or one no outcome closed) runs again, on the corpus now
             then = short_digest(summary.provenance.corpus_digest or "")
             now = corpus_now(job, corpora)
             if then and now not in ("", UNREADABLE, then):  # an unreadable source is refused with its reason later

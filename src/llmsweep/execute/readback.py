@@ -227,7 +227,7 @@ def summarise_job(job_dir: Path | str, *, settings: ReadbackSettings | None = No
         summary.validity.verdict = "invalid"
         summary.validity.reasons.insert(0, f"the server {died}: its records may miss what it never answered")
     if write:
-        write_json(job_dir / SUMMARY_FILE, summary.dump())
+        summary.write(job_dir / SUMMARY_FILE)
     return summary
 
 

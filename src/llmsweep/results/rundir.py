@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from llmsweep.client.files import RECORDS_FILE, RUN_FILE, SERVER_METRICS_FILE, SUMMARY_FILE
 from llmsweep.errors import ResultInputError
-from llmsweep.execute.files import COMMAND_FILE, JOB_FILE, OUTCOME_FILE
+from llmsweep.execute.files import COMMAND_FILE, JOB_FILE, OUTCOME_FILE, unjudged
 from llmsweep.jsonline import loads_line
 from llmsweep.metrics.model import PREDICTED, Summary
 from llmsweep.sim_warnings import normalised
@@ -38,11 +38,18 @@ class JobArtifacts:
     unread: str | None = None
     """Why the folder's summary is not read although it is there (no `job.json` beside it: its labels would be made
     up), with the fix; None when nothing was set aside. Such a job has `summary=None`: it has no result."""
+    unjudged: str | None = None
+    """Why the folder's `valid` or `smoke` summary is not the job's result (`execute.files.unjudged`, the definition
+    `--resume` reads: no outcome.json closed the job so — the run was killed after the client wrote its summary and
+    before the job's verdict), with the fix; None otherwise. Such a job has `summary=None`: it has no result, and
+    its summary's verdict is not drawn or stored as one it did not earn."""
 
     def why_no_result(self) -> str:
         """Why this job has no summary, in the executor's words when it left any."""
         if self.unread:
             return self.unread
+        if self.unjudged:
+            return self.unjudged
         if self.outcome:
             reasons = "; ".join(str(r) for r in self.outcome.get("reasons") or ())
             return f"{self.outcome.get('status', 'unknown')}" + (f": {reasons}" if reasons else "")
@@ -213,6 +220,12 @@ def load_job(job_dir: Path) -> JobArtifacts | None:
         log.debug("skipping %s: neither job.json nor summary.json", job_dir)
         return None
     job_id = str(job.get("id") or job_dir.name)
+    why = None if summary is None else unjudged(summary.validity.verdict, outcome)
+    if why is not None:  # not judged (or closed failed): no result, its summary's verdict not taken as earned
+        run = job_dir.parent.parent
+        why += (f" (fix: `llmsweep run RECIPE --out {run} --resume` runs the job again, its files kept in its "
+                "attempts/ folder)")
+        return JobArtifacts(job_id=job_id, dir=job_dir, job=dict(job), summary=None, outcome=outcome, unjudged=why)
     return JobArtifacts(job_id=job_id, dir=job_dir, job=dict(job), summary=summary, outcome=outcome)
 
 

@@ -31,12 +31,13 @@ def _neither(ref: str, store: Store | None) -> ResultInputError:
 def resolve_points(ref: str, store: Store | None,
                    warn: Callable[[str], None] | None = None) -> tuple[str, list[ResultPoint]]:
     """(run id, points) of a run directory path or a stored run id. A folder's job whose summary is set aside (no
-    job.json beside it) is not a point: `warn` is told which and why, so it is never left out unsaid."""
+    job.json beside it, or no outcome.json that judged it) is not a point: `warn` is told which and why, so it is
+    never left out unsaid."""
     if _is_folder(ref):
         run = load_run(ref)
         for art in run.jobs:
-            if art.unread and warn is not None:
-                warn(f"{ref}: {art.unread}")
+            if (why := art.unread or art.unjudged) and warn is not None:
+                warn(f"{ref}: {why}")
         return run.run_id, points_from_run(run)
     if store is not None and store.has_run(ref):
         return ref, store.results(ref)

@@ -178,7 +178,8 @@ class IngestReport:
     missing_expected: tuple[str, ...]
     replaced: bool
     unread: tuple[str, ...] = ()
-    """Why a job folder's summary was not stored although it is there (`JobArtifacts.unread`), one per job."""
+    """Why a job folder's summary was not stored although it is there (`JobArtifacts.unread`, `.unjudged`), one per
+    job."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -419,7 +420,7 @@ class Store:
         missing = tuple(j.job_id for j in run.jobs if j.summary is None)
         log.info("ingested run %s: %d results", run.run_id, len(points))
         return IngestReport(run.run_id, len(points), missing, run.missing_job_ids, replaced,
-                            tuple(j.why_no_result() for j in run.jobs if j.unread))
+                            tuple(j.why_no_result() for j in run.jobs if j.unread or j.unjudged))
 
     def dropped_by(self, run: RunDir) -> list[str]:
         """The jobs whose stored result (of this run id) re-ingesting `run`'s folder would drop: the folder holds no

@@ -132,7 +132,8 @@ def test_a_summary_no_outcome_closed_is_not_done(tmp_path: Path) -> None:
     from llmsweep.execute.lifecycle import resumed
 
     (job,) = [j for j in jobs_from_files([QUICKSTART])][:1]
-    run = write_synthetic_run(tmp_path / "run", [SyntheticPoint(synthetic_job(conc=1, job_id=job.id), requests=8)])
+    run = write_synthetic_run(tmp_path / "run", [SyntheticPoint(synthetic_job(conc=1, job_id=job.id), requests=8)],
+                              closed=False)
     assert resumed(job, run.path) is None  # killed before it was closed: it runs again
     closed(run.path, job.id, "failed", ("Slurm job 12 reached its time limit while this job ran",))
     assert resumed(job, run.path) is None
@@ -167,3 +168,31 @@ def test_a_resume_whose_trace_file_now_holds_another_corpus_is_refused(
     write_jsonl(synthesize(SynthProfile(traces=3, seed=1, max_isl=4096)), traces)  # put back as it was
     code, _, err = run_main(capsys, *args, "--resume")
     assert code == 0 and "1 resumed" in err, err
+
+
+
+def test_a_job_no_outcome_closed_does_not_refuse_a_resume_on_a_changed_corpus(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A job killed after its summary and before outcome.json closed it is not finished (`execute.files.unjudged`,
+    as `resumed()` reads it): it runs again on the corpus as it is now, so its summary's corpus is no reason to refuse
+    the resume — the refusal (exit 2, nothing run) left the run unresumable for a job that was never done."""
+    from support.cli import run_main
+
+    from llmsweep.workload.traces.synth import SynthProfile, synthesize, write_jsonl
+
+    monkeypatch.setenv("LLMSWEEP_STORE", str(tmp_path / "store.sqlite"))
+    recipe = tmp_path / "two.yaml"
+    text = QUICKSTART.read_text().replace("conc-list: [1, 4, 8, 12, 16]", "conc-list: [2, 3]")
+    text = "\n".join(line for line in text.splitlines() if "kv-offloading: dram, kv-offload-backend" not in line)
+    recipe.write_text(text.replace("duration: 1800", "duration: 10"))
+    traces, out = tmp_path / "traces.jsonl", tmp_path / "out"
+    write_jsonl(synthesize(SynthProfile(traces=3, seed=1, max_isl=4096)), traces)
+    args = ("run", recipe, "--traces", traces, "--out", out, "--no-report")
+    code, _, err = run_main(capsys, *args, "--only-job", "qwen3.5_tp8_conc2")
+    assert code == 0, err
+    (outcome,) = out.glob("jobs/*/outcome.json")
+    outcome.unlink()  # as a SIGKILL between the client's summary and the job's verdict leaves the folder
+    write_jsonl(synthesize(SynthProfile(traces=3, seed=2, max_isl=4096)), traces)  # regenerated in place
+    code, _, err = run_main(capsys, *args, "--resume")
+    assert code == 0 and "trace corpus that changed" not in err and " resumed" not in err, err
+    assert len(list(out.glob("jobs/*/outcome.json"))) == 2  # both ran, on the corpus as it is now
