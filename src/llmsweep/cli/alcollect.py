@@ -63,17 +63,21 @@ def _sampling_options(command: C) -> C:
     return command
 
 
+def _not_json(word: str) -> Any:
+    raise ValueError(f"{word} is not JSON")
+
+
 def _kwargs(pairs: tuple[str, ...]) -> dict[ThinkingMode, dict[str, Any]]:
     out: dict[ThinkingMode, dict[str, Any]] = {}
     for pair in pairs:
         mode, sep, text = pair.partition("=")
-        try:
-            value = json.loads(text) if sep else None
+        try:  # strict JSON: Python's reader takes NaN/Infinity, which the request body would carry to the server
+            value = json.loads(text, parse_constant=_not_json) if sep else None
         except ValueError:
             value = None
         if mode.strip() not in ("on", "off") or not isinstance(value, dict):
-            raise ConfigError(f"--chat-template-kwargs {pair!r} is not on=JSON or off=JSON",
-                              fix="e.g. --chat-template-kwargs 'on={\"enable_thinking\": true}'")
+            raise ConfigError(f"--chat-template-kwargs {pair!r} is not on=JSON or off=JSON (NaN and Infinity are not "
+                              "JSON)", fix="e.g. --chat-template-kwargs 'on={\"enable_thinking\": true}'")
         key: ThinkingMode = "thinking_on" if mode.strip() == "on" else "thinking_off"
         if key in out:
             raise ConfigError(f"--chat-template-kwargs gives {mode.strip()} twice ({out[key]} and {value}): one "

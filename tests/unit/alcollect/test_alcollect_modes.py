@@ -231,6 +231,10 @@ def test_thinking_off_only_suggests_thinking_on_only_where_the_template_cannot_b
      "--sampling gives off twice ('off=temperature=0.6' and 'off=temperature=0.9')", "pass one --sampling off="),
     (["--chat-template-kwargs", 'on={"enable_thinking": true}', "--chat-template-kwargs", "on={}"],
      "--chat-template-kwargs gives on twice", "pass one --chat-template-kwargs on=JSON"),
+    # Python's JSON reader takes these words; no server's does: every request of the collection would carry them
+    (["--chat-template-kwargs", 'off={"x": NaN}'], "is not on=JSON or off=JSON (NaN and Infinity are not JSON)",
+     "--chat-template-kwargs 'on="),
+    (["--chat-template-kwargs", 'off={"x": -Infinity}'], "is not on=JSON or off=JSON", "--chat-template-kwargs"),
 ])
 def test_a_sampling_not_used_or_given_twice_is_refused_before_any_server(tmp_path: Path, args: list[str], said: str,
                                                                           fix: str) -> None:
