@@ -160,30 +160,12 @@ def prefix_keys(block_ids: Sequence[int]) -> np.ndarray:
         return pw * np.cumsum(ids * pinv, dtype=np.uint64)
 
 
-def shared_prefix(a: Sequence[int], b: Sequence[int]) -> int:
-    """Length of the common leading run of two id lists, compared a slice at a time (a request usually extends the
-    one before it: one comparison; else a bisection over slices, never an element at a time in Python)."""
-    if len(a) > len(b):
-        a, b = b, a
-    n = len(a)
-    if a == b[:n]:
-        return n
-    lo, hi = 0, n  # a[:lo] == b[:lo]; a[:hi] != b[:hi]
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if a[lo:mid] == b[lo:mid]:
-            lo = mid
-        else:
-            hi = mid
-    return lo
-
-
-def extend_keys(prev_ids: Sequence[int], prev_keys: np.ndarray, block_ids: Sequence[int]) -> np.ndarray:
+def extend_keys(prev_ids: list[int], prev_keys: np.ndarray, block_ids: list[int]) -> np.ndarray:
     """`prefix_keys(block_ids)`, given `prev_keys` = `prefix_keys(prev_ids)`: the keys of the leading ids the two
     share are taken from `prev_keys` and only the rest are hashed (a turn's ids usually extend the turn before's).
     The same keys, bit for bit: the rolling sum through the shared ids is `prev_keys[p - 1]` times the inverse of
     the power of P it was scaled by (mod 2^64)."""
-    p = shared_prefix(prev_ids, block_ids)
+    p = common_prefix(prev_ids, block_ids)
     n = len(block_ids)
     if p == 0:
         return prefix_keys(block_ids)
@@ -224,10 +206,26 @@ class PrefixCache:
         return lo
 
 
-def common_prefix(a: np.ndarray, b: np.ndarray) -> int:
-    """Length of the common leading run of two key arrays."""
-    m = min(len(a), len(b))
-    if m == 0:
-        return 0
-    eq = a[:m] == b[:m]
-    return m if bool(eq.all()) else int(eq.argmin())
+def common_prefix(a: list[int] | np.ndarray, b: list[int] | np.ndarray) -> int:
+    """Length of the common leading run of two key arrays or two id lists, never an element at a time in Python:
+    arrays compared elementwise in numpy; lists a slice at a time (a request usually extends the one before it: one
+    comparison; else a bisection over slices)."""
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        m = min(len(a), len(b))
+        if m == 0:
+            return 0
+        eq = np.asarray(a[:m]) == np.asarray(b[:m])
+        return m if bool(eq.all()) else int(eq.argmin())
+    if len(a) > len(b):
+        a, b = b, a
+    n = len(a)
+    if a == b[:n]:
+        return n
+    lo, hi = 0, n  # a[:lo] == b[:lo]; a[:hi] != b[:hi]
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if a[lo:mid] == b[lo:mid]:
+            lo = mid
+        else:
+            hi = mid
+    return lo

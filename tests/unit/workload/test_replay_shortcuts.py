@@ -1,5 +1,5 @@
 """The agentic replay's shortcuts give what the plain definitions give: the common prefix of two id lists
-(`shared_prefix`, slice comparisons), a turn's prefix keys computed from the previous turn's (`extend_keys`,
+(`common_prefix`, slice comparisons), a turn's prefix keys computed from the previous turn's (`extend_keys`,
 `Conversation.keys`), a corpus read once per process while its files keep their bytes, trace plans and digests shared by
 the workloads of one corpus, and the dropped-subagent count `describe` gives without building plans."""
 
@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from llmsweep.workload.agentic import AgenticConfig, AgenticWorkload, replay_corpus_digest
-from llmsweep.workload.blocks import BlockText, extend_keys, prefix_keys, shared_prefix
+from llmsweep.workload.blocks import BlockText, common_prefix, extend_keys, prefix_keys
 from llmsweep.workload.conversation import Conversation
 from llmsweep.workload.tokenizer import get_tokenizer
 from llmsweep.workload.traces.loader import load_traces
@@ -46,7 +46,7 @@ def _pairs(rng: random.Random, count: int) -> list[tuple[list[int], list[int]]]:
 def test_shared_prefix_is_the_common_leading_run() -> None:
     rng = random.Random(7)
     for a, b in _pairs(rng, 3000):
-        assert shared_prefix(a, b) == _element_by_element(a, b), (a, b)
+        assert common_prefix(a, b) == _element_by_element(a, b), (a, b)
 
 
 def test_extend_keys_equals_prefix_keys_bit_for_bit() -> None:

@@ -27,7 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from llmsweep.workload.blocks import shared_prefix
+from llmsweep.workload.blocks import common_prefix
 from llmsweep.workload.traces.schema import SubagentEntry, Trace, TraceRequest
 
 JOIN_TOLERANCE_S = 1e-3
@@ -122,7 +122,7 @@ def _chains(requests: list[TraceRequest]) -> list[list[TraceRequest]]:
             tail = chain[-1]
             if tail.end > req.t + JOIN_TOLERANCE_S:
                 continue  # still running when this request began
-            shared = shared_prefix(tail.hash_ids, req.hash_ids)
+            shared = common_prefix(tail.hash_ids, req.hash_ids)
             if shared >= best_len:
                 best, best_len = i, shared
         if best < 0:
