@@ -263,18 +263,14 @@ def _run(kind: str, workload: Any, kw: dict[str, Any], options: Any) -> None:
                                    provenance={"kind": kind, **gpus_prov, "source": source, "clock": WALL},
                                    gates=gates, on_progress=bar.update, stop_requested=stop.reason, source=source)
     except OSError as exc:
-        from llmsweep.errors import ResultError
-        from llmsweep.execute.lifecycle import OUT_UNWRITABLE
+        from llmsweep.execute.lifecycle import out_unwritable
 
-        if exc.errno not in OUT_UNWRITABLE:
-            raise
         # A full disk (or a read-only remount) under --out: one error and its fix, as `run` says it, not a traceback
         # from wherever the client was writing (its records, its /metrics scrapes).
-        where = f" ({exc.filename})" if exc.filename else ""
-        raise ResultError(f"cannot write the measurement under --out: {exc.strerror}{where}; what was written "
-                          f"before is in {out}",
-                          fix="free space on that disk (or remount it writable), then run the bench again with "
-                              "--force") from None
+        full = out_unwritable(exc, "the measurement", "run the bench again with --force", kept=str(out))
+        if full is None:
+            raise
+        raise full from None
     _print_summary(result.summary, out, as_json=kw["as_json"])
     _print_first_errors(result, endpoint.api)
     if stop.exit_code is not None:

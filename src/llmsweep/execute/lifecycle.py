@@ -746,6 +746,18 @@ OUT_UNWRITABLE = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS})
 """Write errors that no job of the sweep can get past: a full disk, a quota, a read-only remount."""
 
 
+def out_unwritable(exc: BaseException, what: str, then: str, *, kept: str = "") -> ResultError | None:
+    """The one error a command ends with when `--out` stopped taking writes (`OUT_UNWRITABLE`) while it wrote `what`
+    — not a traceback from wherever the write was —, saying where what it wrote before is (`kept`), its fix freeing
+    space and then `then`; None for any other exception (the caller re-raises it)."""
+    if not isinstance(exc, OSError) or exc.errno not in OUT_UNWRITABLE:
+        return None
+    where = f" ({exc.filename})" if exc.filename else ""
+    return ResultError(f"cannot write {what} under --out: {exc.strerror}{where}"
+                       + (f"; what was written before is in {kept}" if kept else ""),
+                       fix=f"free space on that disk (or remount it writable), then {then}")
+
+
 def settle(job: Job, job_dir: Path, started: float, measure: Callable[[], Summary]) -> JobOutcome:
     """The job's outcome from `measure` (whatever writes its folder and returns its summary), in one place for every
     path: a LlmsweepError fails the job with its message; a bug below fails this job, not the rest of the sweep;
@@ -769,13 +781,10 @@ def settle(job: Job, job_dir: Path, started: float, measure: Callable[[], Summar
             raise interrupt from None
         if isinstance(exc, LlmsweepError):
             return JobOutcome(job_id=job.id, exp_name=job.exp_name, status="failed", reasons=[str(exc)])
-        if isinstance(exc, OSError) and exc.errno in OUT_UNWRITABLE:
-            # --out is full (or became read-only): no job can write its results, this one's outcome included. The
-            # sweep ends here, its servers stopped on the way out, with the fix; it ended in two tracebacks.
-            where = f" ({exc.filename})" if exc.filename else ""
-            raise ResultError(f"cannot write the results under --out: {exc.strerror}{where}",
-                              fix="free space on that disk (or remount it writable), then `llmsweep run ... --out "
-                                  "DIR --resume` runs the jobs left") from None
+        # --out is full (or became read-only): no job can write its results, this one's outcome included. The
+        # sweep ends here, its servers stopped on the way out, with the fix; it ended in two tracebacks.
+        if (full := out_unwritable(exc, "the results", "`llmsweep run ... --out DIR --resume` runs the jobs left")):
+            raise full from None
         log.exception("job %s failed unexpectedly", job.id)
         return JobOutcome(job_id=job.id, exp_name=job.exp_name, status="failed",
                           reasons=[f"internal error: {type(exc).__name__}: {exc}"])
