@@ -71,3 +71,10 @@ class ResultInputError(ResultError):
     summary.json cut short or hand-edited): bad input, exit 2, not a failed result."""
 
     exit_code = 2
+
+
+def undecodable_line(exc: UnicodeDecodeError) -> int | None:
+    """The line (1-based) of the first byte a UTF-8 decode refused, for an error that names file:line; None when the
+    error does not hold the bytes it decoded."""
+    raw = exc.object
+    return raw[:exc.start].count(b"\n") + 1 if isinstance(raw, (bytes, bytearray)) else None

@@ -21,7 +21,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from llmsweep.errors import DatasetError
+from llmsweep.errors import DatasetError, undecodable_line
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +71,7 @@ def _rows_from_jsonl(path: Path) -> list[PromptRow]:
     except OSError as exc:
         raise DatasetError(f"cannot read prompt file {path}: {exc}", fix="check the --prompts path") from exc
     except UnicodeDecodeError as exc:  # (a binary file, rows saved in another encoding): named, not a traceback
-        at = exc.object[:exc.start].count(b"\n") + 1 if isinstance(exc.object, bytes) else None
+        at = undecodable_line(exc)
         raise DatasetError(f"{path}{f':{at}' if at else ''}: prompt file is not UTF-8 text ({exc.reason})",
                            fix="save the JSONL as UTF-8 (JSON text is UTF-8)") from exc
     for n, line in enumerate(lines, 1):

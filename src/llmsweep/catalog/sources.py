@@ -18,7 +18,7 @@ from typing import Any, TypeVar, cast
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from llmsweep.errors import ConfigError
+from llmsweep.errors import ConfigError, undecodable_line
 
 ENV_VAR = "LLMSWEEP_CATALOG_DIR"
 PACKAGED_DIR = Path(__file__).resolve().parent / "data"
@@ -58,7 +58,7 @@ def load_yaml(path: Path) -> Any:
     except OSError as exc:
         raise ConfigError(f"cannot read catalog file {path}: {exc}", fix="check the path and permissions") from exc
     except UnicodeDecodeError as exc:  # (a binary file, a curve saved in another encoding): named, not a traceback
-        line = exc.object[:exc.start].count(b"\n") + 1 if isinstance(exc.object, bytes) else None
+        line = undecodable_line(exc)
         raise ConfigError(f"{path}{f':{line}' if line else ''}: catalog file is not UTF-8 text ({exc.reason})",
                           fix="save the file as UTF-8") from exc
     try:

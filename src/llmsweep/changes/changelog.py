@@ -36,7 +36,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from llmsweep.catalog.fleet import FleetCatalog, default_fleet
-from llmsweep.errors import ConfigError
+from llmsweep.errors import ConfigError, undecodable_line
 from llmsweep.findings import Finding, Severity
 from llmsweep.plan import EvalOptions, Job, test_config
 from llmsweep.plan.slices import slice_concurrencies
@@ -433,7 +433,7 @@ def load_changelog(path: Path, **kw: Any) -> Changelog:
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        line = raw[:exc.start].count(b"\n") + 1
+        line = undecodable_line(exc)
         log = Changelog(str(path))
         log.findings.append(_error("bytes", str(path), line, f"not UTF-8 text: {exc.reason}", "save as UTF-8"))
         return log

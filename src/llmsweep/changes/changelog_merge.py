@@ -35,7 +35,7 @@ from llmsweep.changes.changelog import (
     pr_link,
     validate_changelog,
 )
-from llmsweep.errors import ConfigError
+from llmsweep.errors import ConfigError, undecodable_line
 from llmsweep.findings import Finding, Severity
 
 LINK_KEY = "  pr-link:"
@@ -205,7 +205,7 @@ def _decode(raw: bytes, what: str) -> str:
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        line = raw[:exc.start].count(b"\n") + 1
+        line = undecodable_line(exc)
         raise ConfigError(f"{what}:{line}: not UTF-8 text: {exc.reason}", fix="save the changelog as UTF-8") from exc
 
 

@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from llmsweep.engine_ids import ENGINE_IDS, unresolved_reason
-from llmsweep.errors import ConfigError
+from llmsweep.errors import ConfigError, undecodable_line
 from llmsweep.findings import Finding, Severity, has_errors
 from llmsweep.spec.engines import resolve_engine
 from llmsweep.spec.recipe import MultiNodeRecipe, Recipe, SchemaChoice, SingleNodeRecipe
@@ -132,7 +132,7 @@ def _load_text(read: Callable[[], YamlDocument], file: str, result: LoadResult, 
         return
     except UnicodeDecodeError as exc:
         raw = exc.object if isinstance(exc.object, bytes) else b""
-        line = raw[:exc.start].count(b"\n") + 1 if raw else None
+        line = undecodable_line(exc)
         bad = raw[exc.start:exc.end].hex(" ") if raw else "?"
         result.findings.append(
             _error("schema.yaml-syntax", file, line, None, f"not UTF-8 text: byte(s) {bad} ({exc.reason})",
