@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
+from support.cli import run_main
 
 from llmsweep.errors import ConfigError
 from llmsweep.evals.harness import EvalSettings
@@ -14,6 +16,7 @@ from llmsweep.execute import pipeline
 from llmsweep.execute.lifecycle import LifecycleSettings
 from llmsweep.plan import jobs_from_files
 from llmsweep.plan.matrix import EvalOptions
+from llmsweep.workload.traces.synth import SynthProfile, synthesize, write_jsonl
 
 REPO = Path(__file__).resolve().parents[3]
 EVALS = REPO / "examples" / "evals" / "sim-8k1k-evals.yaml"
@@ -147,20 +150,7 @@ def test_a_resume_whose_trace_file_now_holds_another_corpus_is_refused(
     """The corpus is compared as the path it names (above), and also as what it holds: a traces.jsonl regenerated
     in place between a run and its `--resume` kept the finished points on the old corpus and replayed the new one for
     the rest, one run and series over two corpora, nothing said."""
-    from support.cli import run_main
-
-    from llmsweep.workload.traces.synth import SynthProfile, synthesize, write_jsonl
-
-    monkeypatch.setenv("LLMSWEEP_STORE", str(tmp_path / "store.sqlite"))
-    recipe = tmp_path / "two.yaml"
-    text = QUICKSTART.read_text().replace("conc-list: [1, 4, 8, 12, 16]", "conc-list: [2, 3]")
-    text = "\n".join(line for line in text.splitlines() if "kv-offloading: dram, kv-offload-backend" not in line)
-    recipe.write_text(text.replace("duration: 1800", "duration: 10"))
-    traces, out = tmp_path / "traces.jsonl", tmp_path / "out"
-    write_jsonl(synthesize(SynthProfile(traces=3, seed=1, max_isl=4096)), traces)
-    args = ("run", recipe, "--traces", traces, "--out", out, "--no-report")
-    code, _, err = run_main(capsys, *args, "--only-job", "qwen3.5_tp8_conc2")
-    assert code == 0, err
+    args, traces, out = _one_job_of_two_on_a_trace_file(tmp_path, capsys, monkeypatch)
     write_jsonl(synthesize(SynthProfile(traces=3, seed=2, max_isl=4096)), traces)  # regenerated in place
     code, _, err = run_main(capsys, *args, "--resume")
     assert code == 2 and "trace corpus that changed" in err and "qwen3.5_tp8_conc2" in err, err
@@ -170,16 +160,24 @@ def test_a_resume_whose_trace_file_now_holds_another_corpus_is_refused(
     assert code == 0 and "1 resumed" in err, err
 
 
-
 def test_a_job_no_outcome_closed_does_not_refuse_a_resume_on_a_changed_corpus(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     """A job killed after its summary and before outcome.json closed it is not finished (`execute.files.unjudged`,
     as `resumed()` reads it): it runs again on the corpus as it is now, so its summary's corpus is no reason to refuse
     the resume — the refusal (exit 2, nothing run) left the run unresumable for a job that was never done."""
-    from support.cli import run_main
+    args, traces, out = _one_job_of_two_on_a_trace_file(tmp_path, capsys, monkeypatch)
+    (outcome,) = out.glob("jobs/*/outcome.json")
+    outcome.unlink()  # as a SIGKILL between the client's summary and the job's verdict leaves the folder
+    write_jsonl(synthesize(SynthProfile(traces=3, seed=2, max_isl=4096)), traces)  # regenerated in place
+    code, _, err = run_main(capsys, *args, "--resume")
+    assert code == 0 and "trace corpus that changed" not in err and " resumed" not in err, err
+    assert len(list(out.glob("jobs/*/outcome.json"))) == 2  # both ran, on the corpus as it is now
 
-    from llmsweep.workload.traces.synth import SynthProfile, synthesize, write_jsonl
 
+def _one_job_of_two_on_a_trace_file(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                    monkeypatch: pytest.MonkeyPatch) -> tuple[tuple[Any, ...], Path, Path]:
+    """A two-job quickstart run replaying a trace file (seed 1), its conc-2 job run: (the `run` arguments, the trace
+    file, the run folder)."""
     monkeypatch.setenv("LLMSWEEP_STORE", str(tmp_path / "store.sqlite"))
     recipe = tmp_path / "two.yaml"
     text = QUICKSTART.read_text().replace("conc-list: [1, 4, 8, 12, 16]", "conc-list: [2, 3]")
@@ -190,9 +188,4 @@ def test_a_job_no_outcome_closed_does_not_refuse_a_resume_on_a_changed_corpus(
     args = ("run", recipe, "--traces", traces, "--out", out, "--no-report")
     code, _, err = run_main(capsys, *args, "--only-job", "qwen3.5_tp8_conc2")
     assert code == 0, err
-    (outcome,) = out.glob("jobs/*/outcome.json")
-    outcome.unlink()  # as a SIGKILL between the client's summary and the job's verdict leaves the folder
-    write_jsonl(synthesize(SynthProfile(traces=3, seed=2, max_isl=4096)), traces)  # regenerated in place
-    code, _, err = run_main(capsys, *args, "--resume")
-    assert code == 0 and "trace corpus that changed" not in err and " resumed" not in err, err
-    assert len(list(out.glob("jobs/*/outcome.json"))) == 2  # both ran, on the corpus as it is now
+    return args, traces, out
