@@ -22,12 +22,12 @@ import aiohttp
 from aiohttp import web
 
 from llmsweep.engine_ids import SIM
+from llmsweep.sim.http import error_response, json_object, start_app
 from llmsweep.sim.roles import (
     KV_CACHED_HEADER,
     KV_SOURCE_HEADER,
     KV_SOURCE_WORKER_HEADER,
     KV_TOKENS_HEADER,
-    STOP_GRACE_S,
     node_name,
 )
 
@@ -79,12 +79,9 @@ class PDRouter:
 
     async def route(self, request: web.Request) -> web.StreamResponse:
         raw = await request.read()
-        try:
-            body = json.loads(raw)
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            return _error(400, "request body is not valid JSON")
-        if not isinstance(body, dict):
-            return _error(400, "request body must be a JSON object")
+        body = json_object(raw)
+        if isinstance(body, web.Response):
+            return body
         p = next(self._next_prefill)
         prefill = self.prefill[p]
         decode = self.decode[next(self._next_decode)]
@@ -99,7 +96,7 @@ class PDRouter:
             prompt_tokens = int(doc["usage"]["prompt_tokens"])
             cached_tokens = _cached_tokens(doc["usage"])
         except (aiohttp.ClientError, OSError, ValueError, KeyError, TypeError) as exc:
-            return _error(502, f"prefill worker {prefill} failed: {exc}", "BadGatewayError")
+            return error_response(502, f"prefill worker {prefill} failed: {exc}", "BadGatewayError")
         headers = {KV_TOKENS_HEADER: str(prompt_tokens), KV_SOURCE_HEADER: prefill, KV_SOURCE_WORKER_HEADER: str(p),
                    KV_CACHED_HEADER: str(cached_tokens), "Content-Type": "application/json"}
         self.routed += 1
@@ -115,7 +112,7 @@ class PDRouter:
                 return out
         except (aiohttp.ClientError, OSError) as exc:
             if out is None:
-                return _error(502, f"decode worker {decode} failed: {exc}", "BadGatewayError")
+                return error_response(502, f"decode worker {decode} failed: {exc}", "BadGatewayError")
             raise  # mid-stream: the client sees a cut stream, as it would from a real router
 
     async def _get(self, url: str) -> tuple[int, Any]:
@@ -140,7 +137,7 @@ class PDRouter:
     async def models(self, request: web.Request) -> web.Response:
         status, doc = await self._get(self.decode[0] + "/v1/models")
         if status != 200 or doc is None:
-            return _error(502, f"decode worker {self.decode[0]} did not list its models", "BadGatewayError")
+            return error_response(502, f"decode worker {self.decode[0]} did not list its models", "BadGatewayError")
         return web.json_response(doc)
 
     async def version(self, request: web.Request) -> web.Response:
@@ -160,19 +157,6 @@ def _cached_tokens(usage: dict[str, Any]) -> int:
     return max(int(details.get("cached_tokens") or 0), 0)
 
 
-def _error(status: int, message: str, kind: str = "BadRequestError") -> web.Response:
-    return web.json_response({"error": {"message": message, "type": kind, "code": status}, "object": "error",
-                              "message": message}, status=status)
-
-
 async def start_router(router: PDRouter, host: str = "127.0.0.1", port: int = 0) -> tuple[web.AppRunner, int]:
     """Start `router` on (host, port); returns the runner (call `cleanup()` to stop) and the bound port."""
-    # handler_cancellation: a client that goes away cancels its handler, which drops the upstream request, and the
-    # worker then aborts it (`sim.server`), as a real PD router's client disconnect does.
-    runner = web.AppRunner(router.app, access_log=None, handle_signals=False, handler_cancellation=True,
-                           shutdown_timeout=STOP_GRACE_S)
-    await runner.setup()
-    site = web.TCPSite(runner, host, port)
-    await site.start()
-    addresses = runner.addresses
-    return runner, int(addresses[0][1]) if addresses else port
+    return await start_app(router.app, host, port)

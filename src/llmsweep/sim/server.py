@@ -28,6 +28,7 @@ from pydantic import TypeAdapter, ValidationError
 from llmsweep.engine_ids import SIM
 from llmsweep.sim.core import EngineCore, SimRequest
 from llmsweep.sim.engine import EngineConfig, build_core
+from llmsweep.sim.http import error_response, json_object, start_app
 from llmsweep.sim.kv import BlockHashes
 from llmsweep.sim.metrics import KvTransferCollector, KvTransfers, MetricsStyle, registry_for, render
 from llmsweep.sim.power import PowerModel
@@ -37,7 +38,6 @@ from llmsweep.sim.roles import (
     KV_SOURCE_HEADER,
     KV_SOURCE_WORKER_HEADER,
     KV_TOKENS_HEADER,
-    STOP_GRACE_S,
     RoleConfig,
     node_name,
 )
@@ -215,9 +215,9 @@ class SimServer:
                      headers: Any = None) -> tuple[SimRequest, _Stream] | web.Response:
         model = body.get("model")
         if model not in (None, "", self.model_name):
-            return _error(404, f"The model `{model}` does not exist.", "NotFoundError")
+            return error_response(404, f"The model `{model}` does not exist.", "NotFoundError")
         if (refusal := _unsimulated(body, chat=chat)) is not None:
-            return _error(400, refusal)
+            return error_response(400, refusal)
         # a null field is an absent one (as vLLM reads `max_completion_tokens or max_tokens`)
         max_tokens = body.get("max_completion_tokens")
         if max_tokens is None:
@@ -225,16 +225,16 @@ class SimServer:
         if max_tokens is None:
             max_tokens = DEFAULT_MAX_TOKENS
         if not isinstance(max_tokens, int) or max_tokens < 1:
-            return _error(400, f"max_tokens must be a positive integer, got {max_tokens!r}")
+            return error_response(400, f"max_tokens must be a positive integer, got {max_tokens!r}")
         if chat:
             messages = body.get("messages")
             if not isinstance(messages, list) or not messages:
-                return _error(400, "messages must be a non-empty list")
+                return error_response(400, "messages must be a non-empty list")
             if not all(isinstance(m, dict) for m in messages):
-                return _error(400, "each message must be an object with a role and content")
+                return error_response(400, "each message must be an object with a role and content")
             if (bad := next((m for m in messages if not _content_ok(m.get("content"))), None)) is not None:
-                return _error(400, f"a message's content must be a string, null or a list of parts whose text is a "
-                                   f"string, got {json.dumps(bad.get('content'))[:200]}")
+                return error_response(400, f"a message's content must be a string, null or a list of parts whose "
+                                      f"text is a string, got {json.dumps(bad.get('content'))[:200]}")
             n_tokens, hashes = self.encoder.chat(messages)
         else:
             prompt = body.get("prompt")
@@ -245,7 +245,7 @@ class SimServer:
             elif isinstance(prompt, list) and all(isinstance(t, int) for t in prompt):
                 n_tokens, hashes = self.encoder.ids(prompt)
             else:
-                return _error(400, "prompt must be a string or a list of token ids")
+                return error_response(400, "prompt must be a string or a list of token ids")
         if self.frontend_s > 0:
             await asyncio.sleep(self.frontend_s)
         if self.role.role == "prefill":
@@ -256,7 +256,7 @@ class SimServer:
         stream = _Stream(no)
         req = self.core.new_request(n_tokens, hashes, max_tokens, owner=stream, now=self._clock())
         if req.error is not None:
-            return _error(400, req.error)
+            return error_response(400, req.error)
         if handed is not None:
             # KV handed over by a prefill worker: its cached tokens are the prefill side's hits, set before the
             # first admission so the engine neither reports the arrived blocks as cached nor counts this request in
@@ -272,19 +272,16 @@ class SimServer:
         return await self._serve(request, chat=False)
 
     async def _serve(self, request: web.Request, *, chat: bool) -> web.StreamResponse:
-        try:
-            body = await request.json()
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            return _error(400, "request body is not valid JSON")
-        if not isinstance(body, dict):
-            return _error(400, "request body must be a JSON object")
+        body = json_object(await request.read())
+        if isinstance(body, web.Response):
+            return body
         # checked before admission: a request refused after it was queued would run on with no one to read it
         stream_options = body.get("stream_options")
         if stream_options is not None and not isinstance(stream_options, dict):
-            return _error(400, "stream_options must be an object")
+            return error_response(400, "stream_options must be an object")
         streaming = _flag(body.get("stream"))
         if streaming is None:
-            return _error(400, f"stream must be a boolean, got {json.dumps(body.get('stream'))[:80]}")
+            return error_response(400, f"stream must be a boolean, got {json.dumps(body.get('stream'))[:80]}")
         admitted = await self._admit(body, chat=chat, headers=request.headers)
         if isinstance(admitted, web.Response):
             return admitted
@@ -464,21 +461,6 @@ def _content_ok(content: Any) -> bool:
                                              for part in content)
 
 
-def _error(status: int, message: str, kind: str = "BadRequestError") -> web.Response:
-    return web.json_response({"error": {"message": message, "type": kind, "code": status}, "object": "error",
-                              "message": message}, status=status)
-
-
 async def start_server(server: SimServer, host: str = "127.0.0.1", port: int = 0) -> tuple[web.AppRunner, int]:
     """Start `server` on (host, port); returns the runner (call `cleanup()` to stop) and the bound port."""
-    # handler_cancellation: a client that goes away cancels its handler, which aborts its request (`_serve`) whether
-    # it streams or not and whether it runs or waits, as vLLM and SGLang abort a disconnected request; aiohttp's
-    # default (off) left a non-streaming or still-queued request running to its max_tokens.
-    runner = web.AppRunner(server.app, access_log=None, handle_signals=False, handler_cancellation=True,
-                           shutdown_timeout=STOP_GRACE_S)
-    await runner.setup()
-    site = web.TCPSite(runner, host, port)
-    await site.start()
-    addresses = runner.addresses
-    bound = int(addresses[0][1]) if addresses else port
-    return runner, bound
+    return await start_app(server.app, host, port)

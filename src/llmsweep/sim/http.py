@@ -1,0 +1,45 @@
+"""What the live simulator's HTTP roles share: the OpenAI-style error body, reading a request body that must be one
+JSON object, and starting an app on a port. The worker (`sim.server`) and the PD router (`sim.router`) both answer
+through these, so a client sees one error shape whichever of them it talks to."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from aiohttp import web
+
+from llmsweep.sim.roles import STOP_GRACE_S
+
+
+def error_response(status: int, message: str, kind: str = "BadRequestError") -> web.Response:
+    """The error body vLLM's and SGLang's OpenAI servers send: `{"error": {message, type, code}, ...}`."""
+    return web.json_response({"error": {"message": message, "type": kind, "code": status}, "object": "error",
+                              "message": message}, status=status)
+
+
+def json_object(raw: bytes) -> dict[str, Any] | web.Response:
+    """A request's body as a JSON object, or the 400 answer that says why it is not one."""
+    try:
+        body = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return error_response(400, "request body is not valid JSON")
+    if not isinstance(body, dict):
+        return error_response(400, "request body must be a JSON object")
+    return body
+
+
+async def start_app(app: web.Application, host: str, port: int) -> tuple[web.AppRunner, int]:
+    """Start `app` on (host, port); returns the runner (call `cleanup()` to stop) and the bound port.
+
+    handler_cancellation: a client that goes away cancels its handler. The worker then aborts its request whether it
+    streams or not and whether it runs or waits, as vLLM and SGLang abort a disconnected request (aiohttp's default,
+    off, left a non-streaming or still-queued request running to its max_tokens); the router drops its upstream
+    request, and the worker aborts that one in turn, as a real PD router's client disconnect does."""
+    runner = web.AppRunner(app, access_log=None, handle_signals=False, handler_cancellation=True,
+                           shutdown_timeout=STOP_GRACE_S)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port)
+    await site.start()
+    addresses = runner.addresses
+    return runner, int(addresses[0][1]) if addresses else port
