@@ -163,10 +163,51 @@ def _reader(path: Path) -> GGUFReader:
         def data(self, value: np.ndarray) -> None:
             self._plain = value.view(np.ndarray)
 
+        def _build_tensors(self, start_offs: int, fields: list[Any]) -> None:
+            # The header lists every tensor's offset and size: a file that ends before the last one's bytes was cut
+            # short (an interrupted copy or download), which the reader would only report as a failed reshape.
+            end = max((_tensor_end(start_offs, field) for field in fields), default=0)
+            if end > len(self._plain):
+                raise _Truncated(f"the file is {len(self._plain):,} bytes but its header places tensor data up to "
+                                 f"byte {end:,}: it was cut short")
+            super()._build_tensors(start_offs, fields)
+
     try:
         return PlainReader(path)
-    except (ValueError, OSError) as exc:
-        raise ConfigError(f"model import: cannot read {path} as GGUF: {exc}", fix="pass a GGUF v2/v3 file") from exc
+    except _Truncated as exc:
+        raise ConfigError(f"model import: {path} is truncated: {exc}",
+                          fix="copy or download the GGUF file again, whole (compare its size or checksum with the "
+                              "source's)") from exc
+    except (ValueError, IndexError, OSError) as exc:  # IndexError: a header cut short of a field it announces
+        if not _gguf_magic(path):
+            raise ConfigError(f"model import: cannot read {path} as GGUF: it does not begin with the GGUF magic "
+                              f"bytes, so it is another kind of file", fix="pass a GGUF v2/v3 file") from exc
+        # a GGUF file whose header does not parse: damaged, or cut short within the header
+        raise ConfigError(f"model import: cannot read {path} as GGUF: its header is damaged or cut short ({exc})",
+                          fix="copy or download the GGUF file again, whole (compare its size or checksum with the "
+                              "source's)") from exc
+
+
+def _gguf_magic(path: Path) -> bool:
+    try:
+        with path.open("rb") as f:
+            return f.read(4) == b"GGUF"
+    except OSError:
+        return False
+
+
+class _Truncated(ValueError):
+    """A GGUF file whose header places tensor data past its end."""
+
+
+def _tensor_end(start_offs: int, field: Any) -> int:
+    """The byte just past one tensor's data, from its header entry (the `gguf` reader's tensor-info field parts:
+    name length, name, dimension count, dimensions, type, offset)."""
+    from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
+
+    _name_len, _name, _n_dims, dims, raw_dtype, offset = field.parts
+    block_size, type_size = GGML_QUANT_SIZES[GGMLQuantizationType(int(raw_dtype[0]))]
+    return int(start_offs + offset[0]) + int(np.prod(dims)) * type_size // block_size
 
 
 class GgufModel:

@@ -531,3 +531,28 @@ def test_a_gguf_whose_tensors_the_config_would_not_describe_is_refused(
         import_gguf(ImportRequest(source=str(bad), out=tmp_path / "bad"))
     assert message in str(caught.value) and str(bad) in str(caught.value) and caught.value.fix
     assert not (tmp_path / "bad").exists()
+
+
+@pytest.mark.parametrize("keep", ["tensors", "header"])
+def test_a_gguf_cut_short_is_named_truncated_with_its_sizes(tmp_path: Path, keep: str) -> None:
+    """An interrupted copy or download leaves a GGUF file that ends early. Cut inside the tensor data, the reader
+    failed with numpy's "cannot reshape array" and the fix "pass a GGUF v2/v3 file", which sends the user looking for
+    a format problem; cut inside the header, with a dtype message. Both must say the file was cut short, and the fix
+    is to fetch it again. A file that is not a GGUF at all is still told to pass one."""
+    whole = toy_gguf(tmp_path / "whole.gguf").read_bytes()
+    cut = tmp_path / "cut.gguf"
+    cut.write_bytes(whole[:len(whole) - 1000] if keep == "tensors" else whole[:40])
+    run = llmsweep("model", "import", str(cut), "--out", str(tmp_path / "out"))
+    assert run.returncode == 2 and "Traceback" not in run.stderr
+    if keep == "tensors":
+        assert f"is truncated: the file is {len(whole) - 1000:,} bytes but its header places tensor data up to byte " \
+               f"{len(whole):,}" in run.stderr
+    else:
+        assert "its header is damaged or cut short" in run.stderr
+    assert "copy or download the GGUF file again" in run.stderr and "GGUF v2/v3" not in run.stderr
+    assert not (tmp_path / "out").exists()
+    other = tmp_path / "other.gguf"
+    other.write_bytes(b"PK\x03\x04" + whole[4:])
+    run = llmsweep("model", "import", str(other), "--out", str(tmp_path / "out"))
+    assert run.returncode == 2 and "does not begin with the GGUF magic bytes" in run.stderr
+    assert "fix: pass a GGUF v2/v3 file" in run.stderr
