@@ -136,6 +136,30 @@ def test_a_cell_whose_server_cannot_start_is_named_and_fails_the_collection(tmp_
     assert not (tmp_path / "golden" / "llama-1b_ngram.yaml").exists()  # no curve from nothing measured
 
 
+@pytest.mark.timeout(120)
+def test_a_prompts_file_with_fewer_rows_than_num_prompts_is_said_and_the_curve_states_what_was_sent(
+        tmp_path: Path) -> None:
+    """A small prompts file is legitimate: the collection sends what it holds, but says so on stderr (the file, the
+    rows it has, the rows asked for), and the curve's dataset line states the count sent, not the count asked."""
+    rows = (ROOT / "src" / "llmsweep" / "alcollect" / "data" / "coding_prompts.jsonl").read_text().splitlines()[:2]
+    prompts = tmp_path / "two.jsonl"
+    prompts.write_text("\n".join(rows) + "\n")
+    proc = _cli("al", "collect", RECIPE, "--simulate", "--prompts", prompts, "--num-prompts", "5", "--output-len", "16",
+                "-k", "1", "--out", tmp_path / "golden", "--json")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert (f"warning: {prompts} has 2 `coding` rows, fewer than --num-prompts 5 asks for: collecting with 2 (the "
+            "curve's dataset line states 2 prompts)") in proc.stderr
+    result = json.loads(proc.stdout)
+    assert [c["requests_ok"] for c in result["cells"]] == [2]  # what was sent
+    curve = load_curve(Path(result["curve_file"]))
+    assert curve.dataset == f"coding ({prompts}, 2 prompts)" == result["dataset"]
+    # a file holding as many rows as asked for (or more) says nothing
+    proc = _cli("al", "collect", RECIPE, "--simulate", "--prompts", prompts, "--num-prompts", "2", "--output-len", "16",
+                "-k", "1", "--out", tmp_path / "golden", "--force")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "warning" not in proc.stderr and "fewer than --num-prompts" not in proc.stderr
+
+
 @pytest.mark.timeout(60)
 def test_a_recipe_without_speculative_decoding_is_refused_with_the_fix(tmp_path: Path) -> None:
     doc = yaml.safe_load(RECIPE.read_text())
