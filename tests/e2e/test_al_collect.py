@@ -121,19 +121,44 @@ def test_the_planner_pins_the_collected_curve(collected: tuple[Path, dict[str, A
     assert [f.is_error for f in simulated.findings if f.rule == "golden-al.simulated-curve"] == [False]
 
 
-@pytest.mark.timeout(120)
-def test_a_cell_whose_server_cannot_start_is_named_and_fails_the_collection(tmp_path: Path) -> None:
+def _broken_recipe(tmp_path: Path) -> Path:
+    """RECIPE whose server cannot start: its Python environment names no Python home, so it exits before ready."""
     doc = yaml.safe_load(RECIPE.read_text())
     (recipe,) = doc.values()
-    # a server whose Python cannot start (its environment names no Python home) exits before it is ready; a model
-    # the simulator has no figures for is refused before any server starts (tests/unit/alcollect)
     recipe["serve"]["env"] = {"PYTHONHOME": str(tmp_path / "no-python-here")}
     path = tmp_path / "broken.yaml"
     path.write_text(yaml.safe_dump({"broken-ngram": recipe}, sort_keys=False))
-    proc = _collect(tmp_path / "golden", "-k", "2", recipe=path)
+    return path
+
+
+@pytest.mark.timeout(120)
+def test_a_cell_whose_server_cannot_start_is_named_and_fails_the_collection(tmp_path: Path) -> None:
+    # a server whose Python cannot start exits before it is ready; a model the simulator has no figures for is
+    # refused before any server starts (tests/unit/alcollect)
+    proc = _collect(tmp_path / "golden", "-k", "2", recipe=_broken_recipe(tmp_path))
     assert proc.returncode == 1
     assert "thinking_off K=2: not measured" in proc.stderr and "exited" in proc.stderr
     assert not (tmp_path / "golden" / "llama-1b_ngram.yaml").exists()  # no curve from nothing measured
+    assert "no curve was written: no cell was measured (thinking_off K=2: sim server exited" in proc.stderr
+
+
+@pytest.mark.timeout(120)
+def test_a_merge_that_measured_no_cell_says_nothing_was_merged_and_why_and_fails(
+        collected: tuple[Path, dict[str, Any]], tmp_path: Path) -> None:
+    shutil.copytree(collected[0], tmp_path / "golden")
+    curve_file = tmp_path / "golden" / "llama-1b_ngram.yaml"
+    before = curve_file.read_bytes()
+    for json_flag in ((), ("--json",)):
+        proc = _cli("al", "collect", _broken_recipe(tmp_path), "--simulate", "--prompts", "builtin", "--num-prompts",
+                    "3", "--output-len", "48", "-k", "4", "--merge-into", curve_file, *json_flag)
+        assert proc.returncode == 1, proc.stderr[-3000:]
+        assert (f"nothing was merged into {curve_file}: no cell was measured (thinking_off K=4: sim server exited "
+                "with status 1 while starting") in proc.stderr and "the curve is as it was" in proc.stderr
+        assert "merged the cells into" not in proc.stdout
+        assert curve_file.read_bytes() == before
+        if json_flag:
+            doc = json.loads(proc.stdout)
+            assert doc["merged_into"] is None and doc["curve_file"] is None
 
 
 @pytest.mark.timeout(120)

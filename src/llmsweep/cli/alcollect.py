@@ -269,6 +269,20 @@ def _read_back(curve_file: Path, settings: CollectSettings) -> str:
     return f"{instead}, not from it; read the collected curve: {curve_file}"
 
 
+def _nothing_measured(result: CollectResult, merge_into: Path | None) -> str | None:
+    """What a collection that measured no cell wrote: nothing (no curve, or the `--merge-into` curve as it was), and
+    why, each reason once with its cells. None where a cell was measured."""
+    if any(c.status == "measured" for c in result.cells):
+        return None
+    why: dict[str, list[str]] = {}
+    for c in result.cells:
+        why.setdefault(c.reason or "not measured", []).append(f"{c.thinking} K={c.k}")
+    reasons = "; ".join(f"{', '.join(cells)}: {reason}" for reason, cells in why.items())
+    if merge_into is not None:
+        return f"nothing was merged into {merge_into}: no cell was measured ({reasons}); the curve is as it was"
+    return f"no curve was written: no cell was measured ({reasons})"
+
+
 def _finish_hint(result: CollectResult) -> str | None:
     """How to measure the cells a collection left unmeasured (a signal, a server that did not start) into the curve
     it wrote, without measuring again the ones it holds (the same call with --merge-into would: a measured cell is
@@ -429,6 +443,8 @@ def collect(recipe: Path, config_keys: tuple[str, ...], runner_config: Path | No
         if result.curve_file:
             verb = "merged the cells into" if result.merged_into else "wrote"
             click.echo(f"{verb} {result.curve_file}; {_read_back(Path(result.curve_file), settings)}")
+    if (nothing := _nothing_measured(result, merge_into)) is not None:
+        click.echo(nothing, err=True)
     if (hint := _finish_hint(result)) is not None:
         click.echo(hint, err=True)
     from llmsweep.execute import signals
