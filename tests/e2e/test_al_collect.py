@@ -266,7 +266,7 @@ def test_merge_into_completes_the_curve_and_al_reads_the_new_cell_back(
 
 @pytest.mark.timeout(120)
 def test_a_collection_in_another_precision_is_refused_before_any_server_starts(
-        merged: tuple[Path, dict[str, Any], dict[str, Any]]) -> None:
+        merged: tuple[Path, dict[str, Any], dict[str, Any]], tmp_path: Path) -> None:
     curve_file, _, _ = merged
     before, runs = curve_file.read_text(), set(curve_file.parent.iterdir())
     # fp8 on this bf16 job: a precision it does not serve, refused as such (it would label bf16 cells fp8)
@@ -276,13 +276,24 @@ def test_a_collection_in_another_precision_is_refused_before_any_server_starts(
     assert "--precision fp8 is not what the job serves: bf16 (recipe; simulated engine, no weights)" in \
         proc.stderr and "fix:" in proc.stderr and "launching" not in proc.stderr
     assert curve_file.read_text() == before and set(curve_file.parent.iterdir()) == runs
-    # the precision stated otherwise than the curve states it: not one curve
+    # the same precision written another way (case, where it was read) is one precision: the cells join the curve
+    shutil.copytree(curve_file.parent, tmp_path / "golden")
+    copy = tmp_path / "golden" / curve_file.name
     proc = _cli("al", "collect", RECIPE, "--simulate", "--prompts", "builtin", "--num-prompts", "3", "--output-len",
-                "48", "-k", "5", "--merge-into", curve_file, "--precision", "bf16 (by hand)")
+                "48", "-k", "5", "--merge-into", copy, "--precision", "BF16 (by hand)")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert set(load_curve(copy).values["thinking_off"]) == {1, 2, 3, 4, 5}
+    # a curve that states another precision (here fp8, read from a model directory) is not one curve with these cells
+    fp8 = copy.read_text().replace("# precision: BF16 (by hand)", "# precision: fp8 (config.json of /models/l-fp8)")
+    assert fp8 != copy.read_text()
+    copy.write_text(fp8)
+    runs = set(copy.parent.iterdir())
+    proc = _cli("al", "collect", RECIPE, "--simulate", "--prompts", "builtin", "--num-prompts", "3", "--output-len",
+                "48", "-k", "6", "--merge-into", copy)
     assert proc.returncode == 2
-    assert "precision: 'bf16 (recipe; simulated engine, no weights)' in the curve, 'bf16 (by hand)' in this " \
-        "collection" in proc.stderr and "fix:" in proc.stderr and "launching" not in proc.stderr
-    assert curve_file.read_text() == before and set(curve_file.parent.iterdir()) == runs
+    assert "precision: 'fp8 (config.json of /models/l-fp8)' in the curve, 'bf16 (recipe; simulated engine, no " \
+        "weights)' in this collection" in proc.stderr and "fix:" in proc.stderr and "launching" not in proc.stderr
+    assert copy.read_text() == fp8 and set(copy.parent.iterdir()) == runs
 
 
 @pytest.mark.timeout(120)
