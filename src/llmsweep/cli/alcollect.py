@@ -138,8 +138,8 @@ def _prompts(source: str, category: str, limit: int | None, echo: Callable[[str]
         try:
             prompts = load_prompts(HUB, category, limit)
         except DatasetError as exc:
-            echo(f"the hub is not reachable ({str(exc).splitlines()[0]}); using the builtin coding set — the "
-                 "curve's dataset line says so")
+            echo(f"the hub's prompt set cannot be used ({str(exc).splitlines()[0]}); using the builtin coding set "
+                 "— the curve's dataset line says so")
             prompts = load_prompts(BUILTIN, category, limit)
     found = len(prompts.prompts)
     if limit is not None and found < limit:
