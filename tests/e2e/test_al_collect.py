@@ -121,19 +121,68 @@ def test_the_planner_pins_the_collected_curve(collected: tuple[Path, dict[str, A
     assert [f.is_error for f in simulated.findings if f.rule == "golden-al.simulated-curve"] == [False]
 
 
-@pytest.mark.timeout(120)
-def test_a_cell_whose_server_cannot_start_is_named_and_fails_the_collection(tmp_path: Path) -> None:
+def _broken_recipe(tmp_path: Path) -> Path:
+    """RECIPE whose server cannot start: its Python environment names no Python home, so it exits before ready."""
     doc = yaml.safe_load(RECIPE.read_text())
     (recipe,) = doc.values()
-    # a server whose Python cannot start (its environment names no Python home) exits before it is ready; a model
-    # the simulator has no figures for is refused before any server starts (tests/unit/alcollect)
     recipe["serve"]["env"] = {"PYTHONHOME": str(tmp_path / "no-python-here")}
     path = tmp_path / "broken.yaml"
     path.write_text(yaml.safe_dump({"broken-ngram": recipe}, sort_keys=False))
-    proc = _collect(tmp_path / "golden", "-k", "2", recipe=path)
+    return path
+
+
+@pytest.mark.timeout(120)
+def test_a_cell_whose_server_cannot_start_is_named_and_fails_the_collection(tmp_path: Path) -> None:
+    # a server whose Python cannot start exits before it is ready; a model the simulator has no figures for is
+    # refused before any server starts (tests/unit/alcollect)
+    proc = _collect(tmp_path / "golden", "-k", "2", recipe=_broken_recipe(tmp_path))
     assert proc.returncode == 1
     assert "thinking_off K=2: not measured" in proc.stderr and "exited" in proc.stderr
     assert not (tmp_path / "golden" / "llama-1b_ngram.yaml").exists()  # no curve from nothing measured
+    assert "no curve was written: no cell was measured (thinking_off K=2: sim server exited" in proc.stderr
+
+
+@pytest.mark.timeout(120)
+def test_a_merge_that_measured_no_cell_says_nothing_was_merged_and_why_and_fails(
+        collected: tuple[Path, dict[str, Any]], tmp_path: Path) -> None:
+    shutil.copytree(collected[0], tmp_path / "golden")
+    curve_file = tmp_path / "golden" / "llama-1b_ngram.yaml"
+    before = curve_file.read_bytes()
+    for json_flag in ((), ("--json",)):
+        proc = _cli("al", "collect", _broken_recipe(tmp_path), "--simulate", "--prompts", "builtin", "--num-prompts",
+                    "3", "--output-len", "48", "-k", "4", "--merge-into", curve_file, *json_flag)
+        assert proc.returncode == 1, proc.stderr[-3000:]
+        assert (f"nothing was merged into {curve_file}: no cell was measured (thinking_off K=4: sim server exited "
+                "with status 1 while starting") in proc.stderr and "the curve is as it was" in proc.stderr
+        assert "merged the cells into" not in proc.stdout
+        assert curve_file.read_bytes() == before
+        if json_flag:
+            doc = json.loads(proc.stdout)
+            assert doc["merged_into"] is None and doc["curve_file"] is None
+
+
+@pytest.mark.timeout(120)
+def test_a_prompts_file_with_fewer_rows_than_num_prompts_is_said_and_the_curve_states_what_was_sent(
+        tmp_path: Path) -> None:
+    """A small prompts file is legitimate: the collection sends what it holds, but says so on stderr (the file, the
+    rows it has, the rows asked for), and the curve's dataset line states the count sent, not the count asked."""
+    rows = (ROOT / "src" / "llmsweep" / "alcollect" / "data" / "coding_prompts.jsonl").read_text().splitlines()[:2]
+    prompts = tmp_path / "two.jsonl"
+    prompts.write_text("\n".join(rows) + "\n")
+    proc = _cli("al", "collect", RECIPE, "--simulate", "--prompts", prompts, "--num-prompts", "5", "--output-len", "16",
+                "-k", "1", "--out", tmp_path / "golden", "--json")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert (f"warning: {prompts} has 2 `coding` rows, fewer than --num-prompts 5 asks for: collecting with 2 (the "
+            "curve's dataset line states 2 prompts)") in proc.stderr
+    result = json.loads(proc.stdout)
+    assert [c["requests_ok"] for c in result["cells"]] == [2]  # what was sent
+    curve = load_curve(Path(result["curve_file"]))
+    assert curve.dataset == f"coding ({prompts}, 2 prompts)" == result["dataset"]
+    # a file holding as many rows as asked for (or more) says nothing
+    proc = _cli("al", "collect", RECIPE, "--simulate", "--prompts", prompts, "--num-prompts", "2", "--output-len", "16",
+                "-k", "1", "--out", tmp_path / "golden", "--force")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "warning" not in proc.stderr and "fewer than --num-prompts" not in proc.stderr
 
 
 @pytest.mark.timeout(60)
@@ -217,7 +266,7 @@ def test_merge_into_completes_the_curve_and_al_reads_the_new_cell_back(
 
 @pytest.mark.timeout(120)
 def test_a_collection_in_another_precision_is_refused_before_any_server_starts(
-        merged: tuple[Path, dict[str, Any], dict[str, Any]]) -> None:
+        merged: tuple[Path, dict[str, Any], dict[str, Any]], tmp_path: Path) -> None:
     curve_file, _, _ = merged
     before, runs = curve_file.read_text(), set(curve_file.parent.iterdir())
     # fp8 on this bf16 job: a precision it does not serve, refused as such (it would label bf16 cells fp8)
@@ -227,13 +276,24 @@ def test_a_collection_in_another_precision_is_refused_before_any_server_starts(
     assert "--precision fp8 is not what the job serves: bf16 (recipe; simulated engine, no weights)" in \
         proc.stderr and "fix:" in proc.stderr and "launching" not in proc.stderr
     assert curve_file.read_text() == before and set(curve_file.parent.iterdir()) == runs
-    # the precision stated otherwise than the curve states it: not one curve
+    # the same precision written another way (case, where it was read) is one precision: the cells join the curve
+    shutil.copytree(curve_file.parent, tmp_path / "golden")
+    copy = tmp_path / "golden" / curve_file.name
     proc = _cli("al", "collect", RECIPE, "--simulate", "--prompts", "builtin", "--num-prompts", "3", "--output-len",
-                "48", "-k", "5", "--merge-into", curve_file, "--precision", "bf16 (by hand)")
+                "48", "-k", "5", "--merge-into", copy, "--precision", "BF16 (by hand)")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert set(load_curve(copy).values["thinking_off"]) == {1, 2, 3, 4, 5}
+    # a curve that states another precision (here fp8, read from a model directory) is not one curve with these cells
+    fp8 = copy.read_text().replace("# precision: BF16 (by hand)", "# precision: fp8 (config.json of /models/l-fp8)")
+    assert fp8 != copy.read_text()
+    copy.write_text(fp8)
+    runs = set(copy.parent.iterdir())
+    proc = _cli("al", "collect", RECIPE, "--simulate", "--prompts", "builtin", "--num-prompts", "3", "--output-len",
+                "48", "-k", "6", "--merge-into", copy)
     assert proc.returncode == 2
-    assert "precision: 'bf16 (recipe; simulated engine, no weights)' in the curve, 'bf16 (by hand)' in this " \
-        "collection" in proc.stderr and "fix:" in proc.stderr and "launching" not in proc.stderr
-    assert curve_file.read_text() == before and set(curve_file.parent.iterdir()) == runs
+    assert "precision: 'fp8 (config.json of /models/l-fp8)' in the curve, 'bf16 (recipe; simulated engine, no " \
+        "weights)' in this collection" in proc.stderr and "fix:" in proc.stderr and "launching" not in proc.stderr
+    assert copy.read_text() == fp8 and set(copy.parent.iterdir()) == runs
 
 
 @pytest.mark.timeout(120)

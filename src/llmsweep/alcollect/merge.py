@@ -2,7 +2,10 @@
 
 Two collections make one curve only when they measured the same thing: the same model family, draft method and
 checkpoint, the same served precision, hardware and engine, the same prompt set and output length, the same sampling
-and chat-template kwargs for a thinking mode both measured, and both real (or both simulated). A thinking mode the
+and chat-template kwargs for a thinking mode both measured, and both real (or both simulated). Precision and hardware
+are compared as what they identify, not as the text that also says where they were read (:data:`IDENTITY`): `fp8
+(config.json of /models/q)` and `fp8 (recipe)` are one precision, `1 x NVIDIA H200 (nvidia-smi)` and `h200 (runner
+label; ...)` one GPU. A thinking mode the
 curve does not hold yet joins with its own sampling and kwargs (Qwen3.5 samples thinking on and off differently), and
 the header keeps each mode's. :func:`differences` says
 what differs; :func:`merge` writes the union: a new cell replaces the curve's cell of the same (thinking, K) and a
@@ -13,11 +16,19 @@ evidence, and which cells), and the notes of both are kept, less those a measure
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from pydantic import BaseModel, ConfigDict
 
 from llmsweep.alcollect.settings import Replacement
-from llmsweep.catalog.golden import CurveHeader, ThinkingMode, normalise_method, sampling_values
+from llmsweep.catalog.golden import (
+    CurveHeader,
+    ThinkingMode,
+    normalise_method,
+    precision_family,
+    sampling_values,
+    stated_precision,
+)
 
 Cell = tuple[ThinkingMode, int]
 Values = dict[ThinkingMode, dict[int, float]]
@@ -29,6 +40,30 @@ kwargs apart: compared for the modes both hold)."""
 REPORTED = ("hardware", "engine")
 """What only the servers say (nvidia-smi, /version): compared after measuring; the rest is compared before."""
 BEFORE_MEASURING = tuple(f for f in COMPARED if f not in REPORTED)
+
+
+
+def precision_identity(text: str) -> str:
+    """The precision a `precision:` line identifies, as a curve is matched to a recipe: the family of the precision it
+    states (`catalog.golden.stated_precision`, `precision_family`: ``fp8 (config.json of /models/q)`` and ``FP8
+    (recipe)`` are fp8; nvfp4 and fp4 one family), whatever path or record it was read from."""
+    return precision_family(stated_precision(text))
+
+
+def hardware_identity(text: str) -> tuple[bool, str]:
+    """The GPU a `hardware:` line identifies (`collect._hardware_text` writes it): whether the simulator stood in for
+    it, and the SKU the hardware catalog knows its name by (`catalog.hardware.hardware_for_runner`, word by word:
+    ``1 x NVIDIA H200 (nvidia-smi)`` and ``h200 (runner label; not read from the host)`` are both h200); a line that
+    names no catalogued SKU is its whole text."""
+    from llmsweep.catalog.hardware import hardware_for_runner
+
+    words = text.split()
+    sku = next((spec.id for word in words if (spec := hardware_for_runner(word)) is not None), None)
+    return words[:1] == ["simulated"], sku or text.strip()
+
+
+IDENTITY: dict[str, Callable[[str], object]] = {"precision": precision_identity, "hardware": hardware_identity}
+"""Header fields compared as what they identify (their text also says where each was read); others as written."""
 
 GENERATOR = "llmsweep al collect"
 _CELLS = r"(?:thinking_(?:on|off) K=\d+(?: \d+)*(?:, )?)+"
@@ -79,7 +114,12 @@ def differences(old: Collected, new: Collected, fields: tuple[str, ...] = COMPAR
     differ("model prefix", old.model_prefix, new.model_prefix)
     differ("method", normalise_method(old.header.method), normalise_method(new.header.method))
     for name in fields:
-        differ(name, getattr(old.header, name), getattr(new.header, name))
+        theirs, ours = getattr(old.header, name), getattr(new.header, name)
+        identity = IDENTITY.get(name)
+        if identity is None:
+            differ(name, theirs, ours)
+        elif identity(theirs) != identity(ours):  # named as written: the reader sees both lines whole
+            found.append(f"{name}: {theirs!r} in the curve, {ours!r} in this collection")
     for mode in sorted(set(old.values) & set(new.header.sampling)):
         theirs, ours = (sampling_values(h.sampling.get(mode, {})) for h in (old.header, new.header))
         keys = [k for k in {**theirs, **ours} if theirs.get(k) != ours.get(k)]

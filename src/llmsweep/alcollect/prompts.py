@@ -16,6 +16,7 @@ import os
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +65,40 @@ class PromptSet(BaseModel):
         return f"{self.category} ({self.origin}, {sent} prompts{turns})"
 
 
+EXPECTED = "`category` (e.g. coding) and `turns` (a list of the user turns, at least one)"
+"""The fields of a SPEED-Bench row llmsweep needs (:class:`PromptRow`), as an error states them."""
+FILE_FIX = f"each line is a JSON object with {EXPECTED}"
+
+
+def prompt_row(doc: Any, where: str, *, fix: str) -> PromptRow:
+    """One loaded row (a JSONL line, a hub row) as a SPEED-Bench row. A row of another shape (a dataset whose rows
+    carry `prompt` or `messages`, not `turns`) is refused naming `where` (file:line, or the dataset and row index),
+    what is wrong, the fields the row has and those expected, rather than a validation traceback."""
+    if not isinstance(doc, dict):
+        raise DatasetError(f"{where}: not a SPEED-Bench row (a JSON {type(doc).__name__}, not an object); expected an "
+                           f"object with {EXPECTED}", fix=fix)
+    try:
+        return PromptRow.model_validate(doc)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg'].lower()}" for e in exc.errors()[:3])
+        has = f"fields {', '.join(f'`{k}`' for k in doc)}" if doc else "no fields"
+        raise DatasetError(f"{where}: not a SPEED-Bench row ({problems}): it has {has}; expected {EXPECTED}",
+                           fix=fix) from exc
+
+
+def hub_prompt_rows(items: Sequence[Any], dataset: str, offset: int = 0) -> list[PromptRow]:
+    """One page of the datasets server's rows API (``{"row_idx": N, "row": {...}}`` each) as SPEED-Bench rows; a row
+    of another shape is refused naming the dataset and its row index (:func:`prompt_row`)."""
+    fix = (f"{dataset}'s rows are not in SPEED-Bench's shape (another dataset, or its fields renamed): pass --prompts "
+           "FILE (JSONL rows with `category` and `turns`) or --prompts builtin")
+    rows: list[PromptRow] = []
+    for i, item in enumerate(items):
+        index = item.get("row_idx", offset + i) if isinstance(item, dict) else offset + i
+        row = item.get("row", item) if isinstance(item, dict) else item
+        rows.append(prompt_row(row, f"{dataset} row {index}", fix=fix))
+    return rows
+
+
 def _rows_from_jsonl(path: Path) -> list[PromptRow]:
     rows: list[PromptRow] = []
     try:
@@ -78,12 +113,10 @@ def _rows_from_jsonl(path: Path) -> list[PromptRow]:
         if not line.strip():
             continue
         try:
-            rows.append(PromptRow.model_validate(json.loads(line)))
-        except (ValueError, ValidationError) as exc:
-            raise DatasetError(
-                f"{path}:{n}: not a SPEED-Bench row ({str(exc).splitlines()[0]})",
-                fix="each line is a JSON object with `category` (e.g. coding) and `turns` (a list of user turns)",
-            ) from exc
+            doc = json.loads(line)
+        except ValueError as exc:
+            raise DatasetError(f"{path}:{n}: not a SPEED-Bench row (not JSON: {exc})", fix=FILE_FIX) from exc
+        rows.append(prompt_row(doc, f"{path}:{n}", fix=FILE_FIX))
     return rows
 
 
@@ -107,7 +140,7 @@ def _hub_rows(timeout_s: float = 30.0) -> list[PromptRow]:
                 fix="set HF_TOKEN if the dataset is gated, or pass --prompts FILE (SPEED-Bench rows as JSONL) or "
                 "--prompts builtin",
             ) from exc
-        page = [PromptRow.model_validate(item["row"]) for item in doc.get("rows", [])]
+        page = hub_prompt_rows(doc.get("rows", []), f"{HUB_DATASET} {HUB_CONFIG}/{HUB_SPLIT}", offset)
         if not page:
             break
         rows += page

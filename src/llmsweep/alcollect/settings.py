@@ -133,5 +133,6 @@ class CollectResult(BaseModel):
 
     @property
     def ok(self) -> bool:
-        return all(c.status == "measured" for c in self.cells)
+        """Every cell measured (a collection of no cell measured nothing: not a success)."""
+        return bool(self.cells) and all(c.status == "measured" for c in self.cells)
 

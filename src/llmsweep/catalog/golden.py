@@ -69,6 +69,12 @@ def normalise_thinking(thinking: bool | str) -> ThinkingMode:
     raise ConfigError(f"thinking mode {thinking!r} is not understood", fix="use on|off (or thinking_on|thinking_off)")
 
 
+def stated_precision(text: str) -> str:
+    """The precision a collected curve's `precision:` line states: its first word, lower-case (``bf16 (config.json of
+    /models/m)`` and ``BF16 (recipe)`` both state bf16); the rest says where it was read."""
+    return (text.split() or [""])[0].lower()
+
+
 def precision_family(precision: str) -> str:
     """The precision family used to compare a recipe with a curve (``nvfp4`` and ``fp4`` are the same family)."""
     p = precision.strip().lower()
@@ -364,7 +370,7 @@ def load_curve(path: Path, index: CurveIndexEntry | None = None) -> GoldenCurve:
     precision = _precision_from(str(checkpoint))
     basis: Literal["checkpoint", "header", "script", "unknown"] = "checkpoint"
     if header.get("header_precision"):
-        precision, basis = header["header_precision"].split()[0].lower(), "header"
+        precision, basis = stated_precision(header["header_precision"]), "header"
     elif precision is None and header.get("script"):
         precision = _precision_from(Path(header["script"]).stem)
         basis = "script" if precision else "unknown"

@@ -127,16 +127,25 @@ def _launcher(executor: str, options: dict[str, Any]) -> ServerLauncher:
 
 
 def _prompts(source: str, category: str, limit: int | None, echo: Callable[[str], None]) -> PromptSet:
+    """The prompt set, said loudly where it holds fewer rows of the category than --num-prompts asked for: a small
+    file is legitimate, and the collection sends what it holds (the curve's dataset line states that count), but a
+    reader of the command line would take the asked-for count for the one measured."""
     from llmsweep.alcollect.prompts import BUILTIN, HUB, load_prompts
 
     if source != "auto":
-        return load_prompts(source, category, limit)
-    try:
-        return load_prompts(HUB, category, limit)
-    except DatasetError as exc:
-        echo(f"the hub is not reachable ({str(exc).splitlines()[0]}); using the builtin coding set — the curve's "
-             "dataset line says so")
-        return load_prompts(BUILTIN, category, limit)
+        prompts = load_prompts(source, category, limit)
+    else:
+        try:
+            prompts = load_prompts(HUB, category, limit)
+        except DatasetError as exc:
+            echo(f"the hub's prompt set cannot be used ({str(exc).splitlines()[0]}); using the builtin coding set "
+                 "— the curve's dataset line says so")
+            prompts = load_prompts(BUILTIN, category, limit)
+    found = len(prompts.prompts)
+    if limit is not None and found < limit:
+        echo(f"warning: {prompts.origin} has {_count(found, f'`{category}` row')}, fewer than --num-prompts {limit} "
+             f"asks for: collecting with {found} (the curve's dataset line states {_count(found, 'prompt')})")
+    return prompts
 
 
 def _collection_job(recipe: Path, config_keys: tuple[str, ...], runner_config: Path | None, *, simulate: bool,
@@ -260,6 +269,20 @@ def _read_back(curve_file: Path, settings: CollectSettings) -> str:
     return f"{instead}, not from it; read the collected curve: {curve_file}"
 
 
+def _nothing_measured(result: CollectResult, merge_into: Path | None) -> str | None:
+    """What a collection that measured no cell wrote: nothing (no curve, or the `--merge-into` curve as it was), and
+    why, each reason once with its cells. None where a cell was measured."""
+    if any(c.status == "measured" for c in result.cells):
+        return None
+    why: dict[str, list[str]] = {}
+    for c in result.cells:
+        why.setdefault(c.reason or "not measured", []).append(f"{c.thinking} K={c.k}")
+    reasons = "; ".join(f"{', '.join(cells)}: {reason}" for reason, cells in why.items())
+    if merge_into is not None:
+        return f"nothing was merged into {merge_into}: no cell was measured ({reasons}); the curve is as it was"
+    return f"no curve was written: no cell was measured ({reasons})"
+
+
 def _finish_hint(result: CollectResult) -> str | None:
     """How to measure the cells a collection left unmeasured (a signal, a server that did not start) into the curve
     it wrote, without measuring again the ones it holds (the same call with --merge-into would: a measured cell is
@@ -304,7 +327,8 @@ def _finish_hint(result: CollectResult) -> str | None:
               "prompts), a JSONL file of SPEED-Bench rows, or auto (the hub, else builtin).")
 @click.option("--category", default="coding", show_default=True, help="SPEED-Bench category (InferenceX: coding).")
 @option("num_prompts", default=None, type=click.IntRange(min=1),
-        help="Use only the first N prompts of the category (default: all of them).")
+        help="Use only the first N prompts of the category (default: all of them); a set holding fewer is "
+        "used whole, with a warning.")
 @field_option("--output-len", source=(CollectSettings, "output_len"), type=click.IntRange(min=1), show_default=True)
 @_sampling_options
 @option("executor", type=click.Choice(EXECUTORS),
@@ -419,6 +443,8 @@ def collect(recipe: Path, config_keys: tuple[str, ...], runner_config: Path | No
         if result.curve_file:
             verb = "merged the cells into" if result.merged_into else "wrote"
             click.echo(f"{verb} {result.curve_file}; {_read_back(Path(result.curve_file), settings)}")
+    if (nothing := _nothing_measured(result, merge_into)) is not None:
+        click.echo(nothing, err=True)
     if (hint := _finish_hint(result)) is not None:
         click.echo(hint, err=True)
     from llmsweep.execute import signals

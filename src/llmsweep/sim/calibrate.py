@@ -39,7 +39,7 @@ import numpy as np
 
 from llmsweep.client.files import RUN_FILE, SUMMARY_FILE
 from llmsweep.errors import ConfigError, DatasetError, ResultError
-from llmsweep.execute.files import JOB_FILE
+from llmsweep.execute.files import JOB_FILE, OUTCOME_FILE, unjudged
 from llmsweep.sim.engine import EngineConfig
 from llmsweep.sim.perf import Batch, Efficiency, RooflineTimer
 
@@ -323,6 +323,15 @@ def measured_point(path: Path, config_for: Any) -> MeasuredPoint:
         raise NotMeasured(f"{path.name}: its summary's source is {summary.source}, not measured (the simulator "
                           "produced it): calibration fits measurements only",
                           fix=NOT_MEASURED_FIX, source=summary.source)
+    from llmsweep.execute.artifacts import read_json
+
+    if (why := unjudged(summary.validity.verdict, read_json(path / OUTCOME_FILE))) is not None:
+        # the client wrote the summary before the job's checks (read-back, power, the server found alive) and no
+        # outcome closed the job after them, or one closed it failed: its figures are not the job's result, as the
+        # report, the store and --resume read it (`execute.files.unjudged`, their one definition)
+        raise ResultError(f"sim calibrate: {path.name} is not the job's result, {why}",
+                          fix=f"`llmsweep run RECIPE --out {path.parent.parent} --resume` runs the job again; "
+                              "calibrate from jobs the run closed")
     if job.get("disagg"):
         # the replay renders one aggregated server for the job: a measurement of prefill and decode pools fitted to
         # it would move the aggregated key's factors towards a deployment it does not model

@@ -495,3 +495,17 @@ def test_two_merges_started_in_one_second_get_evidence_folders_of_their_own(tmp_
     blocked = tmp_path / "a-file"
     blocked.write_text("")
     assert _new_folder(blocked / "x.runs-1") == blocked / "x.runs-1"  # nothing made: the collection refuses it
+
+
+def test_a_collection_of_no_measured_cell_is_not_ok() -> None:
+    """The exit status reads `ok`: a collection that measured nothing (no cell at all, or none measured) is a failed
+    run, never a success."""
+    def result(*statuses: str) -> CollectResult:
+        cells = [{"thinking": "thinking_off", "k": k, "status": s, "directory": f"d{k}"}
+                 for k, s in enumerate(statuses, 1)]
+        return CollectResult.model_validate({
+            "curve_file": None, "curve_id": "x_ngram", "model_prefix": "x", "method": "ngram", "checkpoint": "x",
+            "dataset": "coding", "engine": "vllm", "simulated": True, "cells": cells})
+
+    assert not result().ok and not result("failed").ok and not result("measured", "failed").ok
+    assert result("measured", "measured").ok

@@ -125,6 +125,32 @@ def test_each_difference_is_named_with_both_values(change: dict[str, object], na
     assert found.startswith(f"{named}: ") and "in the curve" in found and "in this collection" in found
 
 
+@pytest.mark.parametrize("precision", ["fp8 (config.json of /data/hf/Qwen3.5-397B-A17B-FP8)", "fp8 (recipe)",
+                                       "FP8 (hf_quant_config.json of /m: quant_algo FP8)"])
+def test_the_same_precision_read_elsewhere_or_spelled_otherwise_is_one_precision(precision: str) -> None:
+    """A curve collected from a local model directory and cells from the hub id (or another path, or a record that
+    spells it in capitals) state one precision: compared as `llmsweep al` matches a curve to a recipe (its family)."""
+    old = _curve({1: 1.9})  # fp8 (config.json of /models/q)
+    assert differences(old, _curve({2: 2.6}, precision=precision)) == []
+    assert differences(old, _curve({2: 2.6}, precision="bf16 (recipe)")) == [
+        "precision: 'fp8 (config.json of /models/q)' in the curve, 'bf16 (recipe)' in this collection"]
+
+
+@pytest.mark.parametrize(("hardware", "same"), [
+    ("h200 (runner label; not read from the host)", True),
+    ("cluster:h200-lent (runner label; not read from the host)", True),
+    ("8 x NVIDIA H200 (nvidia-smi)", True),
+    ("simulated h200", False),  # the simulator standing in for an H200 is not one
+    ("1 x NVIDIA B200 (nvidia-smi)", False),
+    ("1 x NVIDIA H100 80GB HBM3 (nvidia-smi)", False),
+])
+def test_the_same_gpu_read_by_nvidia_smi_or_named_by_the_runner_is_one_hardware(hardware: str, same: bool) -> None:
+    old = _curve({1: 1.9})  # 1 x NVIDIA H200 (nvidia-smi)
+    found = differences(old, _curve({2: 2.6}, hardware=hardware))
+    assert found == ([] if same else [f"hardware: '1 x NVIDIA H200 (nvidia-smi)' in the curve, {hardware!r} in this "
+                                      "collection"])
+
+
 def test_the_servers_hardware_and_engine_wait_for_the_measurement() -> None:
     old, new = _curve({1: 1.9}), _curve({2: 2.6}, hardware="simulated h200", engine="llmsweep simulator")
     assert differences(old, new, BEFORE_MEASURING) == []

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from llmsweep.alcollect.prompts import BUILTIN, load_prompts
+from llmsweep.alcollect.prompts import BUILTIN, hub_prompt_rows, load_prompts
 from llmsweep.errors import DatasetError
 
 
@@ -42,6 +42,54 @@ def test_a_malformed_row_names_file_and_line(tmp_path: Path) -> None:
         load_prompts(str(path), "coding")
     assert info.value.fix is not None and "turns" in info.value.fix
 
+
+    # what the row has and what a SPEED-Bench row needs, not a pydantic summary line
+    path.write_text('{"category": "coding", "messages": [{"role": "user", "content": "hi"}]}\n')
+    with pytest.raises(DatasetError) as info:
+        load_prompts(str(path), "coding")
+    assert info.value.message == (
+        f"{path}:1: not a SPEED-Bench row (turns: field required): it has fields `category`, `messages`; expected "
+        "`category` (e.g. coding) and `turns` (a list of the user turns, at least one)")
+
+
+HUB = "nvidia/SPEED-Bench qualitative/test"
+
+
+def _page(rows: list[object], first: int) -> list[dict[str, object]]:
+    """Rows as the datasets server's rows API carries them (`row_idx`, `row`)."""
+    return [{"row_idx": first + i, "row": r, "truncated_cells": []} for i, r in enumerate(rows)]
+
+
+def test_hub_rows_of_speed_benchs_shape_are_its_prompts() -> None:
+    rows = hub_prompt_rows(_page([{"question_id": "q1", "category": "coding", "turns": ["sort it"], "extra": 1}], 0),
+                           HUB)
+    assert [(r.question_id, r.category, r.turns) for r in rows] == [("q1", "coding", ["sort it"])]
+
+
+@pytest.mark.parametrize(("row", "problem", "has"), [
+    ({"id": 7, "category": "coding", "messages": [{"role": "user", "content": "hi"}]}, "turns: field required",
+     "fields `id`, `category`, `messages`"),
+    ({"category": "coding", "turns": "write a sort"}, "turns: input should be a valid list",
+     "fields `category`, `turns`"),
+    ({"prompt": "write a sort"}, "category: field required; turns: field required", "fields `prompt`"),
+])
+def test_a_hub_row_of_another_shape_names_the_dataset_the_row_its_fields_and_the_expected_ones(
+        row: object, problem: str, has: str) -> None:
+    """A hub dataset whose rows lack `turns` (another schema, a renamed field) was a pydantic traceback."""
+    good = {"category": "coding", "turns": ["ok"]}
+    with pytest.raises(DatasetError) as info:
+        hub_prompt_rows(_page([good, good, row], 200), HUB, offset=200)
+    assert info.value.message == (f"{HUB} row 202: not a SPEED-Bench row ({problem}): it has {has}; expected "
+                                  "`category` (e.g. coding) and `turns` (a list of the user turns, at least one)")
+    assert info.value.fix is not None and "--prompts builtin" in info.value.fix and "--prompts FILE" in info.value.fix
+
+
+def test_a_hub_row_that_is_not_an_object_is_named_so() -> None:
+    with pytest.raises(DatasetError) as info:
+        hub_prompt_rows(_page([["coding", "write a sort"]], 40), HUB, offset=40)
+    assert info.value.message == (f"{HUB} row 40: not a SPEED-Bench row (a JSON list, not an object); expected an "
+                                  "object with `category` (e.g. coding) and `turns` (a list of the user turns, at "
+                                  "least one)")
 
 
 def test_a_prompt_file_that_is_not_utf8_names_file_and_line(tmp_path: Path) -> None:

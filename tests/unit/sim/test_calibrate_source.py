@@ -105,3 +105,34 @@ def test_a_key_whose_fit_fails_is_said_when_it_fails(tmp_path: Path) -> None:
     assert len(said) == 1, res.stderr
     assert STAMPED.match(said[0]) and "left out vllm/h100/hybrid-moe-tiny+mtp: " in said[0]
     assert "3 measured metrics cannot constrain 4 factors" in said[0] and "(fix: measure more" in said[0]
+
+
+def test_a_summary_no_outcome_closed_is_left_out_as_the_report_and_store_leave_it(tmp_path: Path) -> None:
+    """A `valid` summary counts only beside an outcome.json that closed the job so (`execute.files.unjudged`, the
+    definition --resume, the report and the store read): one with none (the run killed after the client wrote the
+    summary, before the job's checks) or one that closed the job failed is not fitted, and is listed with why."""
+    from llmsweep.execute.files import unjudged
+
+    run = tmp_path / "run"
+    jobs = sorted((REHEARSAL / "jobs").glob("qwen3.5_1024_*"))  # conc 1, 4, 16, 64, each closed by its outcome.json
+    for job in jobs:
+        assert json.loads((job / "outcome.json").read_text())["status"] == "valid"
+        shutil.copytree(job, run / "jobs" / job.name)
+    shutil.copy(REHEARSAL / "run.json", run / "run.json")
+    killed, failed = (run / "jobs" / jobs[0].name), (run / "jobs" / jobs[1].name)
+    (killed / "outcome.json").unlink()
+    closed = json.loads((failed / "outcome.json").read_text())
+    closed.update(status="failed", reasons=["server died during the power record"])
+    (failed / "outcome.json").write_text(json.dumps(closed, indent=2))
+    res = CliRunner().invoke(calibrate_cmd, [str(run), "--factors", "step_s", "--max-iter", "1", "--json"])
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    (fit,) = doc["calibrations"]
+    assert len(fit["points"]) == 2  # the two jobs their outcome closed valid
+    skipped = dict(line.split(": ", 1) for line in doc["skipped"])
+    assert set(skipped) == {killed.name, failed.name}
+    assert unjudged("valid", None) in skipped[killed.name]  # the one definition's words
+    assert unjudged("valid", closed) in skipped[failed.name]
+    assert "outcome.json closed the job failed: server died during the power record" in skipped[failed.name]
+    assert f"--out {run} --resume" in skipped[killed.name]  # and how to get the job's result
+    assert sum(1 for line in res.stderr.splitlines() if "left out" in line and "not the job's result" in line) == 2
