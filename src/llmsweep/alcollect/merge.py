@@ -42,7 +42,6 @@ REPORTED = ("hardware", "engine")
 BEFORE_MEASURING = tuple(f for f in COMPARED if f not in REPORTED)
 
 
-
 def precision_identity(text: str) -> str:
     """The precision a `precision:` line identifies, as a curve is matched to a recipe: the family of the precision it
     states (`catalog.golden.stated_precision`, `precision_family`: ``fp8 (config.json of /models/q)`` and ``FP8
