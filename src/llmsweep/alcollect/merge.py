@@ -2,15 +2,15 @@
 
 Two collections make one curve only when they measured the same thing: the same model family, draft method and
 checkpoint, the same served precision, hardware and engine, the same prompt set and output length, the same sampling
-and chat-template kwargs for a thinking mode both measured, and both real (or both simulated). Precision and hardware
-are compared as what they identify, not as the text that also says where they were read (:data:`IDENTITY`): `fp8
-(config.json of /models/q)` and `fp8 (recipe)` are one precision, `1 x NVIDIA H200 (nvidia-smi)` and `h200 (runner
-label; ...)` one GPU. A thinking mode the
-curve does not hold yet joins with its own sampling and kwargs (Qwen3.5 samples thinking on and off differently), and
-the header keeps each mode's. :func:`differences` says
-what differs; :func:`merge` writes the union: a new cell replaces the curve's cell of the same (thinking, K) and a
-note says so with both values, the `Source:` line names every collection that still holds a cell (host, time,
-evidence, and which cells), and the notes of both are kept, less those a measured cell makes untrue.
+and chat-template kwargs for a thinking mode both measured, and both real (or both simulated). Precision, hardware
+and engine are compared as what they identify, not as the text that also says where they were read (:data:`IDENTITY`):
+`fp8 (config.json of /models/q)` and `fp8 (recipe)` are one precision, `1 x NVIDIA H200 (nvidia-smi)` and `h200
+(runner label; ...)` one GPU, `vllm 0.26.0 (reported by /version)` and `vllm 0.26.0 (image tag; ...)` one engine. A
+thinking mode the curve does not hold yet joins with its own sampling and kwargs (Qwen3.5 samples thinking on and off
+differently), and the header keeps each mode's. :func:`differences` says what differs; :func:`merge` writes the
+union: a new cell replaces the curve's cell of the same (thinking, K) and a note says so with both values, the
+`Source:` line names every collection that still holds a cell (host, time, evidence, and which cells), and the notes
+of both are kept, less those a measured cell makes untrue.
 """
 
 from __future__ import annotations
@@ -61,7 +61,15 @@ def hardware_identity(text: str) -> tuple[bool, str]:
     return words[:1] == ["simulated"], sku or text.strip()
 
 
-IDENTITY: dict[str, Callable[[str], object]] = {"precision": precision_identity, "hardware": hardware_identity}
+def engine_identity(text: str) -> str:
+    """The engine and version an `engine:` line identifies (`collect._engine_text` writes `vllm 0.26.0 (reported by
+    /version)` or `vllm 0.26.0 (image tag; the server reported no version)`): the words before the parenthesis that
+    says where the version was read. An unknown version stays unknown, so it never passes for a known one."""
+    return " ".join(text.split(" (", 1)[0].lower().split())
+
+
+IDENTITY: dict[str, Callable[[str], object]] = {"precision": precision_identity, "hardware": hardware_identity,
+                                                "engine": engine_identity}
 """Header fields compared as what they identify (their text also says where each was read); others as written."""
 
 GENERATOR = "llmsweep al collect"

@@ -227,3 +227,20 @@ def test_a_curve_that_is_not_utf8_is_refused_naming_it(damage: bytes, tmp_path: 
         with pytest.raises(ConfigError, match=r"smollm2_ngram_bf16.yaml:1: catalog file is not UTF-8 text") as exc:
             read(path)
         assert exc.value.fix == "save the file as UTF-8"
+
+
+@pytest.mark.parametrize(("engine", "same"), [
+    ("vllm 0.26.0 (image tag; the server reported no version)", True),  # cells whose server answered no /version
+    ("vllm 0.26.0 (recipe; the server reported no version)", True),
+    ("vllm 0.27.0 (reported by /version)", False),
+    ("sglang 0.26.0 (reported by /version)", False),
+    ("vllm unknown version (recipe; the server reported no version)", False),  # unknown never passes for 0.26.0
+    ("llmsweep simulator 0.1.0 standing in for vllm (no drafting: AL modelled)", False),
+])
+def test_the_same_engine_version_read_from_the_server_or_the_image_tag_is_one_engine(engine: str, same: bool) -> None:
+    """The `engine:` line also says where its version was read; two collections on one vLLM release, one whose
+    server reported its version and one read from the image tag, measured on the same engine."""
+    old = _curve({1: 1.9})  # vllm 0.26.0 (reported by /version)
+    found = differences(old, _curve({2: 2.6}, engine=engine))
+    assert found == ([] if same else [f"engine: 'vllm 0.26.0 (reported by /version)' in the curve, {engine!r} in "
+                                      "this collection"])
