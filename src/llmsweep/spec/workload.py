@@ -65,11 +65,11 @@ SYNTH_MIN_ISL = 2048
 
 MAX_SYNTHETIC_TRACES = 1024
 """Most traces `traces.synthetic.traces` may generate: a typo guard above any real corpus (AgentX's canonical
-062126 corpus has 393 traces, InferenceX loads all 393; the largest AgentX corpus, 060826, 615 entries; the default
+062126 corpus has 393 traces and InferenceX loads all 393, `--num-dataset-entries 393`; 061326 had 183; the default
 here is 64). Every process that replays or predicts the corpus builds it whole: measured 2026-12-05 (`predict`, one
 conc-1 point), 0.29 MB and 4.4 ms per trace at `max-isl: 4000`, 1.2 MB and 7.3 ms at 256k, 3.9 MB and 13 ms uncapped
-(2,000 uncapped traces: 7.9 GB resident), so 1,024 stays within a few GB where 10,240 (one zero too many) swaps a
-laptop."""
+(2,000 uncapped traces: 7.9 GB resident). 1,024 traces take 0.3-4 GB a process; 10,240 (one zero too many) would
+take 3-40 GB."""
 MAX_DURATION_S = 14_400
 """Longest `duration` (s) a recipe may give one point's profiling window: 4 h, four times InferenceX's 3,600 s (its
 fast mode 1,200 s; AgentX's minimum 900 s, default 1,800 s), so 36,000 (one zero too many: 10 h of GPUs per point)
