@@ -95,6 +95,9 @@ def assert_interrupted(out: Path, name: str) -> None:
     assert f"run stopped early: {reason}" in summary["validity"]["reasons"]
     records = [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines() if line.strip()]
     assert len(records) == CONC == summary["requests"]["cancelled"]  # every request that was in flight
+    # none finished: the error ratio is undefined (null), not the 0.0 that every table showed as "no errors"
+    assert summary["requests"]["successful"] == summary["requests"]["failed"] == 0
+    assert summary["requests"]["error_ratio"] is None
     assert all(r["error_class"] == "cancelled" for r in records)
     assert all(name in r["error"] or "stopped by the parent" in r["error"] for r in records)
 

@@ -703,3 +703,42 @@ def test_a_point_measured_with_repeats_is_drawn_once_as_their_mean(driver, tmp_p
     md = (tmp_path / "report" / "summary.md").read_text(encoding="utf-8")
     assert md.count("valid (mean of 2 repeats)") == 2, md
     assert _errors(drv) == []
+
+
+def test_a_point_where_no_request_finished_shows_no_error_ratio_not_zero(driver, tmp_path: Path) -> None:
+    """A point stopped while its requests were in flight (none finished) showed `0.0%` under Errors, which reads as
+    "no errors": its error ratio is undefined, `–` in the table and in its drill-down."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    from llmsweep.metrics import GateConfig, summarise
+
+    run = write_synthetic_run(tmp_path / "run", [SyntheticPoint(synthetic_job(conc=c), requests=20) for c in (1, 4)],
+                              run_id="stopped-run")
+    job = run.path / "jobs" / synthetic_job(conc=4)["id"]
+    records = [json.loads(line) for line in (job / "records.jsonl").read_text().splitlines()]
+    records = [{**r, "status": None, "error_class": "cancelled", "error": "cancelled: interrupted by SIGINT",
+                "first_token_at": None, "chunk_times": [], "chunk_tokens": [], "completion_tokens": None}
+               if r["phase"] == "profiling" else r for r in records]
+    (job / "records.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    summary = summarise(job / "records.jsonl", gpus=8, source="simulated", gates=GateConfig(min_submission_s=0))
+    (job / "summary.json").write_text(json.dumps(summary.dump()))
+    (job / "outcome.json").write_text(json.dumps({"job_id": job.name, "exp_name": job.name, "status": "invalid",
+                                                  "reasons": summary.validity.reasons}))
+    html = write_report(run.path, tmp_path / "report", png=False).html
+    driver.get("about:blank")
+    driver.get(html.resolve().as_uri())
+    WebDriverWait(driver, 30).until(lambda d: d.find_element(By.TAG_NAME, "body").get_attribute("data-ready") == "1")
+    assert _errors(driver) == []
+    assert driver.find_element(By.CSS_SELECTOR, '#points-table th[data-col="error_ratio"]').text == "Errors"
+    cells = {row.find_element(By.CSS_SELECTOR, 'td[data-col="conc"]').text:
+             row.find_element(By.CSS_SELECTOR, 'td[data-col="error_ratio"]').text
+             for row in driver.find_elements(By.CSS_SELECTOR, "#points-table tbody tr[data-id]")}
+    assert cells == {"1": "0.0%", "4": "–"}, cells
+    row = next(r for r in driver.find_elements(By.CSS_SELECTOR, "#points-table tbody tr[data-id]")
+               if r.find_element(By.CSS_SELECTOR, 'td[data-col="conc"]').text == "4")
+    driver.execute_script("arguments[0].dispatchEvent(new MouseEvent('click', {bubbles: true}))", row)
+    WebDriverWait(driver, 30).until(lambda d: "Error ratio" in d.find_element(By.ID, "drilldown").text)
+    metrics = {tr.find_elements(By.TAG_NAME, "td")[0].text: tr.find_elements(By.TAG_NAME, "td")[1].text
+               for tr in driver.find_elements(By.CSS_SELECTOR, "#drilldown .two table tr")}
+    assert metrics["Error ratio"] == "–", metrics

@@ -10,6 +10,7 @@ import click
 from llmsweep.cli.options import FINITE_POSITIVE, json_option, option, runner_config_option, store_option
 from llmsweep.cli.options import executor_options as parse_executor_options
 from llmsweep.execute.registry import executor_help, executor_kinds
+from llmsweep.spec.workload import MAX_DURATION_S
 
 
 @click.command("discover")
@@ -26,9 +27,9 @@ from llmsweep.execute.registry import executor_help, executor_kinds
               help="Wall-clock seconds the discovery should take: the ladder always runs whole; a refinement round "
                    "whose estimate (from the ladder's measured server start and slowest run) does not fit in what is "
                    "left is skipped, and says so. Not a hard limit (Ctrl-C stops a discovery).")
-@click.option("--duration", type=click.IntRange(min=1), default=None,
-              help="Profiling window of every discovery run in seconds (default: the recipe's); the proposed recipe "
-                   "keeps its own.")
+@click.option("--duration", type=click.IntRange(min=1, max=MAX_DURATION_S), default=None,
+              help="Profiling window of every discovery run in seconds (default: the recipe's; at most a recipe's "
+                   "limit); the proposed recipe keeps its own.")
 @option("traces", default=None,
         help="Agentic jobs: replay this trace source instead of the recipe's ('synthetic', a file or directory, or "
              "a Hugging Face dataset id).")

@@ -237,9 +237,15 @@ def evaluate(
         classes = sorted(((name, n) for name, n in (requests.get("error_categories") or {}).items()
                           if name != "cancelled"), key=lambda kv: (-kv[1], kv[0]))
         said = ", ".join(f"{n} {name}" for name, n in classes)
-        reasons.append("no successful profiling request" + (
-            f": all {requests['failed']} failed ({said}; each request's error is in records.jsonl)"
-            if requests["failed"] and said else ""))
+        if requests["failed"]:
+            reasons.append("no successful profiling request" + (
+                f": all {requests['failed']} failed ({said}; each request's error is in records.jsonl)"
+                if said else ""))
+        else:  # none finished: no error ratio either (undefined, not the 0 that read as "no errors")
+            cancelled = requests.get("cancelled", 0)
+            reasons.append("no successful profiling request: none finished"
+                           + (f" ({cancelled} cancelled)" if cancelled else "")
+                           + ", so the error ratio is undefined")
     if finished > 0:
         ratio = requests["failed"] / finished
         if ratio > gates.max_error_ratio:

@@ -20,7 +20,15 @@ import os
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, ValidationError, model_serializer
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    model_serializer,
+    model_validator,
+)
 
 from llmsweep.errors import ResultInputError
 from llmsweep.metrics.gates import GateConfig
@@ -183,7 +191,11 @@ class Requests(_Block):
                                   "failed, so the warm-up gate judges the others.")
     context_overflow: int = 0
     error_categories: dict[str, int] = Field(default_factory=dict)
-    error_ratio: float = Field(default=0.0, description="failed / (successful + failed)")
+    error_ratio: float | None = Field(
+        default=0.0,
+        description="failed / (successful + failed); null when no profiling request finished (every one cancelled, or"
+        " none sent): the ratio is undefined, not 0.",
+    )
     output_length_mismatch: int = Field(default=0, description="Successful requests whose OSL differs from max_tokens.")
     short_outputs: int = Field(
         default=0,
@@ -201,6 +213,14 @@ class Requests(_Block):
         " token, last chunk or end before the send, the end before the first token): left out of every figure, so"
         " the point is invalid. Absent when there are none.",
     )
+
+    @model_validator(mode="after")
+    def _no_ratio_without_a_finished_request(self) -> Requests:
+        """An error ratio over no finished request is undefined: None, also where a summary written before
+        2026-12-05 says 0.0 for it (which read as "no errors" in every table)."""
+        if self.successful + self.failed == 0:
+            self.error_ratio = None
+        return self
 
 
 class Latency(_Block):

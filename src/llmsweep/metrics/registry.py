@@ -209,7 +209,8 @@ QPS = define(
     label="Requests per second", short="Requests", decimals=2, direction="higher", column="request_qps",
     value=lambda s: s.qps.mean)
 ERROR_RATIO = define(
-    "requests.error_ratio", "ratio", "Failed / (successful + failed) profiling requests.",
+    "requests.error_ratio", "ratio",
+    "Failed / (successful + failed) profiling requests; none (a table's `-`) when no profiling request finished.",
     label="Error ratio", short="Errors", direction="lower", column="error_ratio",
     value=lambda s: s.requests.error_ratio)
 GPU_CACHE_HIT = define(

@@ -115,7 +115,8 @@ def summarise(
         "warmup_cancelled": acc.warmup_cancelled,
         "context_overflow": acc.context_overflow,
         "error_categories": dict(sorted(acc.categories.items())),
-        "error_ratio": acc.failed / (acc.successful + acc.failed) if acc.successful + acc.failed else 0.0,
+        # undefined, not 0, when no profiling request finished (all cancelled, or none sent): 0.0 read as "no errors"
+        "error_ratio": acc.failed / (acc.successful + acc.failed) if acc.successful + acc.failed else None,
         "output_length_mismatch": acc.osl_mismatch,
         "short_outputs": acc.short_outputs,
         "unreadable": acc.unreadable,

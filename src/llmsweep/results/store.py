@@ -51,12 +51,13 @@ from llmsweep.results.rundir import (
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 """1: the first release (hot columns of that day, no record of migrations); 2: a `schema_version` table records
 every migration applied; hot columns follow the metric table (`metrics.registry`), added and backfilled on open;
 3: an `evals` table (the summary's eval block, one row per result that ran one); 4: point identities carry the
 corpus a point replayed (`identity.corpus`), every stored job re-keyed from its job and summary; 5: `evals` holds one
-row per (result, concurrency the eval ran at), each with that run's score, split from the blocks schema 3 stored."""
+row per (result, concurrency the eval ran at), each with that run's score, split from the blocks schema 3 stored;
+6: `error_ratio` is NULL for a result no profiling request of which finished (stored as 0.0 before: "no errors")."""
 ENV_VAR = "LLMSWEEP_STORE"
 BATCH = 500
 """Result ids per query of `Store.points` (below SQLite's least limit of bound parameters, 999)."""
@@ -128,6 +129,10 @@ _EVAL_COLUMNS = ("result_id", "run_id", "job_id", "conc", "status", "error", "mo
                  "score_stderr", "em_strict", "em_strict_se", "em_flexible", "em_flexible_se", "n_samples", "verdict",
                  "reasons", "harness_version", "command", "results_file", "doc")
 
+_V6_SCHEMA = "UPDATE results SET error_ratio = NULL WHERE num_requests = 0"
+"""An error ratio over no finished request is undefined (`metrics.model.Requests`): earlier releases stored 0.0.
+`num_requests` is successful + failed (an imported row's total: 0 imported as NULL already)."""
+
 MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (1, "runs, jobs, results (hot columns), provenance", _V1_SCHEMA),
     (2, "schema_version records the migrations applied", _V2_SCHEMA),
@@ -136,6 +141,8 @@ MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (4, "point identities carry the replayed corpus: every job re-keyed from its job and summary", ""),
     (5, "evals: one row per (result, concurrency the eval ran at) with that run's score, split from each stored "
         "eval block", _V5_SCHEMA),
+    (6, "error_ratio is NULL for a result no profiling request of which finished (an undefined ratio, stored as 0.0 "
+        "before)", _V6_SCHEMA),
 )
 """(version, what it does, SQL), applied in order to a store below that version. Append; never edit one."""
 
@@ -218,6 +225,7 @@ class Store:
         self.path = default_store_path(path)
         self.readonly = readonly
         self._columns: frozenset[str] = frozenset()
+        self._version = SCHEMA_VERSION
         if self.path.is_dir():
             raise StoreError(f"results store {self.path} is a directory, not a SQLite file", fix=_STORE_FIX)
         try:
@@ -236,6 +244,7 @@ class Store:
             else:
                 self._migrate()
             self._columns = frozenset(r["name"] for r in self._db.execute("PRAGMA table_info(results)"))
+            self._version = self.schema_version
         except sqlite3.Error as exc:
             self._db.close()
             what = "read" if readonly else "open and migrate"
@@ -780,7 +789,10 @@ class Store:
         summary, as the migration would fill it (None for an imported row)."""
         lacking = [c for c in HOT_NAMES if c not in self._columns]
         computed = hot_values(summary) if lacking and summary is not None else {}
-        return {c: row[c] if c in self._columns else computed.get(c) for c in HOT_NAMES}
+        metrics = {c: row[c] if c in self._columns else computed.get(c) for c in HOT_NAMES}
+        if row["num_requests"] == 0 and self._version < 6:  # read without migrating: as migration 6 would set it
+            metrics["error_ratio"] = None
+        return metrics
 
     def _point(self, row: sqlite3.Row) -> ResultPoint:
         art = row["artifact_dir"]

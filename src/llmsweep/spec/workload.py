@@ -63,11 +63,25 @@ guard far above any sweep (InferenceX sends 10 per unit of concurrency). `num-wa
 SYNTH_MIN_ISL = 2048
 """Smallest `max-isl` the synthetic corpus generator scales its token counts to (`workload.traces.synth`)."""
 
+MAX_SYNTHETIC_TRACES = 1024
+"""Most traces `traces.synthetic.traces` may generate: a typo guard above any real corpus (AgentX's canonical
+062126 corpus has 393 traces and InferenceX loads all 393, `--num-dataset-entries 393`; 061326 had 183; the default
+here is 64). Every process that replays or predicts the corpus builds it whole: measured 2026-12-05 (`predict`, one
+conc-1 point), 0.29 MB and 4.4 ms per trace at `max-isl: 4000`, 1.2 MB and 7.3 ms at 256k, 3.9 MB and 13 ms uncapped
+(2,000 uncapped traces: 7.9 GB resident). 1,024 traces take 0.3-4 GB a process; 10,240 (one zero too many) would
+take 3-40 GB."""
+MAX_DURATION_S = 14_400
+"""Longest `duration` (s) a recipe may give one point's profiling window: 4 h, four times InferenceX's 3,600 s (its
+fast mode 1,200 s; AgentX's minimum 900 s, default 1,800 s), so 36,000 (one zero too many: 10 h of GPUs per point)
+is refused before anything runs."""
+
 
 class SyntheticTraces(StrictInput):
     """Generate agentic traces locally (deterministic for a seed) instead of reading a corpus."""
 
-    traces: int = Field(default=64, gt=0, description="Number of session traces to generate.")
+    traces: int = Field(default=64, gt=0, json_schema_extra={"maximum": MAX_SYNTHETIC_TRACES},
+                        description=f"Number of session traces to generate (at most {MAX_SYNTHETIC_TRACES:,} in a "
+                        "recipe).")
     seed: int = Field(default=0, description="Generator seed.")
     max_isl: int | None = Field(default=None, ge=SYNTH_MIN_ISL, alias="max-isl",
                                 description=f"Cap on any request's input tokens (at least {SYNTH_MIN_ISL}).")
@@ -123,8 +137,9 @@ class WorkloadSpec(StrictInput):
         default=None, description="Replay a Mooncake trace in the agentic-coding entries instead of the corpus."
     )
     duration: int | None = Field(
-        default=None, gt=0,
-        description="Agentic profiling window in seconds (default 3600); with `replay`, a cap (default: every row).",
+        default=None, gt=0, json_schema_extra={"maximum": MAX_DURATION_S},
+        description=f"Agentic profiling window in seconds (default 3600, at most {MAX_DURATION_S:,}); with `replay`, a "
+        "cap (default: every row).",
     )
     warmup_per_lane: int | None = Field(
         default=None, ge=0, alias="warmup-per-lane", description="Agentic warmup requests per lane (default 10)."
@@ -157,6 +172,37 @@ class WorkloadSpec(StrictInput):
     @classmethod
     def _served_name_not_a_flag(cls, value: str | None) -> str | None:
         return value if value is None else check_argv_value(value)
+
+    @field_validator("duration", mode="after")
+    @classmethod
+    def _duration_bounded(cls, value: int | None) -> int | None:
+        if value is not None and value > MAX_DURATION_S:
+            raise rule_error(
+                "range",
+                f"`duration: {value}` is {value / 3600:.1f} h per point, above the limit of {MAX_DURATION_S:,} s "
+                f"({MAX_DURATION_S // 3600} h): every point of the sweep would hold its GPUs that long (InferenceX "
+                f"runs 3,600 s, AgentX's minimum is 900 s)",
+                fix=f"use at most {MAX_DURATION_S:,} (a zero too many? InferenceX's window is `duration: 3600`)",
+            )
+        return value
+
+    @field_validator("traces", mode="after")
+    @classmethod
+    def _synthetic_traces_bounded(cls, value: TraceSource | None) -> TraceSource | None:
+        """On the recipe's block only: a job.json written with more traces still reads."""
+        count = value.synthetic.traces if value is not None and value.synthetic is not None else 0
+        if count > MAX_SYNTHETIC_TRACES:
+            raise rule_error(
+                "range",
+                f"`traces: {count}` asks for {count:,} synthetic traces, above the limit of "
+                f"{MAX_SYNTHETIC_TRACES:,}: every process that replays or predicts the corpus builds it whole, about "
+                f"0.3-3.9 MB and 4-13 ms a trace (more with a longer `max-isl`; AgentX's corpus has 393 traces)",
+                field="synthetic.traces",
+                fix=f"use at most {MAX_SYNTHETIC_TRACES:,} (a zero too many? the default is 64); for a larger corpus, "
+                "write it once with `llmsweep traces synth --num-traces N --out traces.jsonl` and name it in "
+                "`traces.path`",
+            )
+        return value
 
     @model_validator(mode="after")
     def _one_prompt_count(self) -> WorkloadSpec:
