@@ -45,6 +45,30 @@ def test_ingest_list_show_export_import(make_run, store_path: Path, tmp_path: Pa
     assert json.loads(_run("results", "evals", "--json")) == []
 
 
+def test_csv_export_has_the_columns_of_list_json_with_each_rows_warnings(make_run, store_path: Path) -> None:
+    """README: `export --format csv` has a result row's columns, as `results list --json`, which gives each row's
+    `warnings`. The CSV had no `warnings` column: a simulated point a real engine would refuse (`valid ⚠1` in `run`'s
+    table, `results list` and the JSON export) was a plain `valid` row in a spreadsheet."""
+    import csv
+    import io
+
+    from llmsweep.sim_warnings import engine_refuses
+
+    run = make_run("warned", concs=(1, 4))
+    refuses = engine_refuses("engine.known-incompatibility", "HiCache with the direct I/O backend")
+    meta = json.loads((run.path / "run.json").read_text())
+    warned_job = run.jobs[1].job_id
+    meta["outcomes"] = [{"job_id": warned_job, "exp_name": "x", "status": "valid", "warnings": [refuses]}]
+    (run.path / "run.json").write_text(json.dumps(meta), encoding="utf-8")
+    _run("results", "ingest", str(run.path))
+    listed = json.loads(_run("results", "list", "--run", "warned", "--json"))
+    reader = csv.DictReader(io.StringIO(_run("results", "export", "--format", "csv", "--run", "warned")))
+    rows = {row["job_id"]: row for row in reader}
+    assert list(reader.fieldnames or ()) == list(listed[0])  # the same columns, in the same order
+    assert {r["job_id"]: r["warnings"] for r in listed} == {j: ([refuses] if j == warned_job else []) for j in rows}
+    assert {j: row["warnings"] for j, row in rows.items()} == {j: (refuses if j == warned_job else "") for j in rows}
+
+
 def test_list_json_prints_the_rows_its_table_shows(make_run, store_path: Path) -> None:
     """`results list` shows runs, so its `--json` lists runs too (it used to list every stored result); every
     result of every run is `--all`, in the table as in JSON."""
