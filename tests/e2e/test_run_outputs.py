@@ -116,3 +116,25 @@ def test_summarize_keeps_a_predict_point_folders_labels_and_refuses_one_without_
     assert (point / "summary.json").read_bytes() == kept
     code, _, err = run_main(capsys, "report", point, "--no-png", "--store", tmp_path / "absent.sqlite")
     assert code == 2 and "is a point folder" not in err and "bench" not in err, err
+
+
+def test_bench_refuses_an_out_of_another_commands_folder_even_with_force(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """README: a folder of `llmsweep run` (its root or a job) or a `predict --out` point is refused as `bench --out`
+    even with `--force`, before the endpoint is asked (exit 2, its files untouched): a bench there would replace a
+    result's records, summary and run.json with another measurement's."""
+    monkeypatch.setenv("LLMSWEEP_STORE", str(tmp_path / "store.sqlite"))
+    code, _, err = run_main(capsys, "predict", FIXED, "--processes", "1", "--out", tmp_path / "pred")
+    assert code == 0, err
+    code, _, err = run_main(capsys, "run", FIXED, "--out", tmp_path / "run", "--no-report")
+    assert code == 0, err
+    point = sorted((tmp_path / "pred").glob("*/conc*"))[0]
+    job = sorted((tmp_path / "run" / "jobs").iterdir())[0]
+    nobody = "http://127.0.0.1:9"  # nothing answers there: the refusal comes first, or the error would be that
+    for folder, what in ((point, "a point of `llmsweep predict --out`"), (job, "a job folder of `llmsweep run`"),
+                         (tmp_path / "run", "a run of `llmsweep run`")):
+        files = {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+        code, _, err = run_main(capsys, "bench", "fixed", "--url", nobody, "--model", "m", "--isl", "8", "--osl", "4",
+                                "--concurrency", "1", "--num-prompts", "1", "--out", folder, "--force")
+        assert code == 2 and f"--out {folder} is {what}" in err and "nothing answers" not in err, err
+        assert {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()} == files

@@ -184,6 +184,9 @@ def test_bench_against_the_simulator_records_simulated_in_wall_clock(
     summary = json.loads(res.stdout)
     assert summary["source"] == "simulated"
     assert summary["provenance"]["source"] == "simulated" and summary["provenance"]["clock"] == "wall"
+    # ... and, since the simulator counts prompt tokens as the built-in word tokenizer does, its lengths are exact
+    said = [line for line in res.stderr.splitlines() if line.startswith("tokenizer:")]
+    assert said == ["tokenizer: built-in words (the simulator counts prompt tokens the same way)"], res.stderr
     assert json.loads((out / "summary.json").read_text())["source"] == "simulated"
     again = _cli("summarize", str(out), "--json")
     assert again.returncode == 0, again.stderr

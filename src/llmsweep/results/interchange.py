@@ -357,6 +357,10 @@ def _eval_rows(points: Sequence[ResultPoint], include_unpublished: bool) -> list
     return rows
 
 
+CSV_COLUMNS: tuple[str, ...] = (*RESULT_COLUMNS, "warnings")
+"""The CSV export's columns: a result's flat row and what its run warned of it (`;`-joined), as `results list
+--json` has them."""
+
 Warned = Mapping[tuple[str, str], Sequence[str]]
 """(run id, job id) -> what the run warned of the job's result (`Store.job_warnings`: under the simulator, the engine
 rules it ran despite and what it does not model)."""
@@ -372,7 +376,8 @@ def export_points(points: Sequence[ResultPoint], fmt: str, *, include_unpublishe
     `include_unpublished`: then every row, each unpublishable one marked failed (`benchmark_outcome`) and, for a
     throughput row not measured, with its `source`. A point a run measured N times (`run --repeats`) is one
     `inferencex` row, the mean of its repeats (`repeat_row`); `json` and `csv` keep every result. `warnings`: what the
-    runs warned of their jobs, which `json` carries (a point's `warnings`) so an import keeps its ⚠ marks."""
+    runs warned of their jobs, which `json` carries (a point's `warnings`) so an import keeps its ⚠ marks, and `csv`
+    in its `warnings` column."""
     if fmt == "json":
         warned = warnings or {}
         doc = {"format": EXPORT_FORMAT, "version": EXPORT_VERSION,
@@ -389,10 +394,12 @@ def export_points(points: Sequence[ResultPoint], fmt: str, *, include_unpublishe
         return json.dumps(published, indent=1, default=str)
     if fmt == "inferencex-evals":  # InferenceX's agg_eval_all.json: one row per completed eval run (concurrency)
         return json.dumps(_eval_rows(points, include_unpublished), indent=1, default=str)
-    if fmt == "csv":  # the columns of a result's flat row (`RESULT_COLUMNS`), eval columns included
-        rows = [describe(p) for p in points]
+    if fmt == "csv":  # a result's flat row (`RESULT_COLUMNS`, eval columns included) and its run's warnings, as
+        # `results list --json` gives them: a point a real engine would refuse keeps its ⚠ in a spreadsheet too
+        warned = warnings or {}
+        rows = [{**describe(p), "warnings": list(warned.get((p.run_id, p.job_id), ()))} for p in points]
         buf = io.StringIO()
-        writer = csv.DictWriter(buf, fieldnames=RESULT_COLUMNS)
+        writer = csv.DictWriter(buf, fieldnames=CSV_COLUMNS)
         writer.writeheader()
         for row in rows:
             writer.writerow({k: (";".join(v) if isinstance(v, list) else v) for k, v in row.items()})

@@ -14,19 +14,33 @@ from pathlib import Path
 
 _SIM_CODE = Path(__file__).resolve().parent
 """The simulator's package (`llmsweep.sim`): engine core, step-time model, KV pool, predictor, server."""
-_ADAPTER = _SIM_CODE.parent / "engines" / "sim.py"
-"""How a job becomes the simulator's launch and its acceptance estimate."""
+_PACKAGE = _SIM_CODE.parent
+_LAUNCH_AND_DRIVE = (
+    _PACKAGE / "engines" / "sim.py",  # how a job becomes the simulator's launch and its acceptance estimate
+    _PACKAGE / "cli" / "sim.py",  # `sim serve`'s options: a launch's engine config, the defaults of what it omits
+    _PACKAGE / "execute" / "virtual.py",  # a job run on the core in virtual time: its window, scrapes and files
+    _PACKAGE / "execute" / "virtual_disagg.py",  # the same for a disaggregated deployment's roles
+    _PACKAGE / "power" / "virtual.py",  # the modelled power over virtual time
+)
+"""Code outside `llmsweep.sim` that decides a simulated job's figures under a given launch: a default of `sim serve`
+(say `--max-running-requests`) that changes gives other numbers for every launch that does not set it."""
+
+
+def simulator_files() -> list[Path]:
+    """The files :func:`simulator_digest` covers: the simulator's code, then every catalog file it may read
+    (packaged, then the user's directories, in the order they are layered)."""
+    from llmsweep.catalog.sources import catalog_dirs
+
+    files = [*sorted(_SIM_CODE.glob("*.py")), *_LAUNCH_AND_DRIVE]
+    for directory in catalog_dirs():
+        files += sorted(p for p in directory.rglob("*") if p.is_file() and p.suffix in (".yaml", ".yml", ".json"))
+    return files
 
 
 @functools.cache
 def simulator_digest() -> str:
-    """16 hex over the simulator's source files and every catalog file it may read (packaged, then the user's
-    directories, in the order they are layered); computed once per process."""
-    from llmsweep.catalog.sources import catalog_dirs
-
-    files = [*sorted(_SIM_CODE.glob("*.py")), _ADAPTER]
-    for directory in catalog_dirs():
-        files += sorted(p for p in directory.rglob("*") if p.is_file() and p.suffix in (".yaml", ".yml", ".json"))
+    """16 hex over :func:`simulator_files` (names and bytes); computed once per process."""
+    files = simulator_files()
     h = hashlib.sha256()
     for path in files:
         h.update(path.name.encode() + b"\0")

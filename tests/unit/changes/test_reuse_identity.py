@@ -91,6 +91,37 @@ def test_the_simulators_digest_moves_with_a_catalog_file_it_reads(tmp_path: Path
         simulator_digest.cache_clear()
 
 
+@pytest.mark.parametrize("module", ["llmsweep.cli.sim", "llmsweep.execute.virtual", "llmsweep.execute.virtual_disagg",
+                                    "llmsweep.power.virtual", "llmsweep.sim.engine", "llmsweep.engines.sim"])
+def test_the_simulators_digest_moves_with_the_code_that_makes_its_figures(module: str,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """README (Reuse): a simulated job's key holds the simulator's digest, its code and catalogs, as a new figure gives
+    other numbers under the same launch. The digest read `llmsweep.sim` and the engine adapter only: a changed default
+    of `sim serve` (`--max-running-requests`, `--mem-fraction-static`: the engine config of every launch that omits
+    them, made in `cli/sim.py`), the virtual-time drive or the modelled power left it as it was, and `run --reuse`
+    stood such jobs on results the new code would not give."""
+    import importlib
+    from pathlib import Path
+
+    from llmsweep.sim.identity import simulator_digest
+
+    source = Path(importlib.import_module(module).__file__ or "").resolve()
+    read = Path.read_bytes
+
+    def edited(path: Path) -> bytes:
+        return read(path) + (b"\n# a default changed\n" if path.resolve() == source else b"")
+
+    try:
+        simulator_digest.cache_clear()
+        before = simulator_digest()
+        monkeypatch.setattr(Path, "read_bytes", edited)
+        simulator_digest.cache_clear()
+        assert simulator_digest() != before, f"{source} is not in the simulator's digest"
+    finally:
+        monkeypatch.undo()
+        simulator_digest.cache_clear()
+
+
 def test_the_interpreter_that_runs_llmsweep_is_not_part_of_a_launch(monkeypatch: pytest.MonkeyPatch) -> None:
     """The simulator launched from another venv (or another path to the same Python) is the same server: its
     results are reused, and its history is found."""

@@ -142,9 +142,9 @@ def test_the_csv_export_has_the_eval_columns_of_a_result_row(make_run: MakeRun) 
     assert rows[16]["eval_mode"] == "eval-only" and rows[16]["tput_per_gpu"] == ""
     from llmsweep.results.point import RESULT_COLUMNS
 
-    assert tuple(reader.fieldnames or ()) == RESULT_COLUMNS
+    assert tuple(reader.fieldnames or ()) == (*RESULT_COLUMNS, "warnings")  # and what its run warned of each row
     assert all(rows[4][c] == "" for c in RESULT_COLUMNS if c.startswith("eval_"))
-    assert next(csv.reader(io.StringIO(export_points([], "csv")))) == list(RESULT_COLUMNS)
+    assert next(csv.reader(io.StringIO(export_points([], "csv")))) == [*RESULT_COLUMNS, "warnings"]
 
 
 def test_a_pull_requests_verdict_calls_an_eval_regression(make_run: MakeRun) -> None:

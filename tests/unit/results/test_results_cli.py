@@ -45,6 +45,69 @@ def test_ingest_list_show_export_import(make_run, store_path: Path, tmp_path: Pa
     assert json.loads(_run("results", "evals", "--json")) == []
 
 
+def test_csv_export_has_the_columns_of_list_json_with_each_rows_warnings(make_run, store_path: Path) -> None:
+    """README: `export --format csv` has a result row's columns, as `results list --json`, which gives each row's
+    `warnings`. The CSV had no `warnings` column: a simulated point a real engine would refuse (`valid ⚠1` in `run`'s
+    table, `results list` and the JSON export) was a plain `valid` row in a spreadsheet."""
+    import csv
+    import io
+
+    from llmsweep.sim_warnings import engine_refuses
+
+    run = make_run("warned", concs=(1, 4))
+    refuses = engine_refuses("engine.known-incompatibility", "HiCache with the direct I/O backend")
+    meta = json.loads((run.path / "run.json").read_text())
+    warned_job = run.jobs[1].job_id
+    meta["outcomes"] = [{"job_id": warned_job, "exp_name": "x", "status": "valid", "warnings": [refuses]}]
+    (run.path / "run.json").write_text(json.dumps(meta), encoding="utf-8")
+    _run("results", "ingest", str(run.path))
+    listed = json.loads(_run("results", "list", "--run", "warned", "--json"))
+    reader = csv.DictReader(io.StringIO(_run("results", "export", "--format", "csv", "--run", "warned")))
+    rows = {row["job_id"]: row for row in reader}
+    assert list(reader.fieldnames or ()) == list(listed[0])  # the same columns, in the same order
+    assert {r["job_id"]: r["warnings"] for r in listed} == {j: ([refuses] if j == warned_job else []) for j in rows}
+    assert {j: row["warnings"] for j, row in rows.items()} == {j: (refuses if j == warned_job else "") for j in rows}
+
+
+def test_an_export_of_several_runs_imports_each_under_its_original_id_with_its_warnings(
+        make_run, store_path: Path, tmp_path: Path, monkeypatch) -> None:
+    """README: each run of an export imports as its own run under its original id, and the JSON export carries each
+    point's warnings so an import keeps its ⚠ marks; imported back into the store that holds the run as its own, it
+    is never replaced: its rows import beside it, as `<file's run id>:<run id>`."""
+    from llmsweep.sim_warnings import engine_refuses
+
+    refuses = engine_refuses("engine.known-incompatibility", "HiCache with the direct I/O backend")
+    warned = make_run("warned", concs=(1, 4))
+    meta = json.loads((warned.path / "run.json").read_text())
+    warned_job = warned.jobs[0].job_id
+    meta["outcomes"] = [{"job_id": warned_job, "exp_name": "x", "status": "valid", "warnings": [refuses]}]
+    (warned.path / "run.json").write_text(json.dumps(meta), encoding="utf-8")
+    for run in (warned, make_run("plain", concs=(2,))):
+        _run("results", "ingest", str(run.path))
+    ours = {r: json.loads(_run("results", "list", "--run", r, "--json")) for r in ("warned", "plain")}
+    export = tmp_path / "both.json"
+    _run("results", "export", "--out", str(export))  # every stored result: both runs
+
+    monkeypatch.setenv("LLMSWEEP_STORE", str(tmp_path / "elsewhere.sqlite"))
+    assert "imported 3 result(s)" in _run("results", "import", str(export))
+    runs = {r["run_id"]: r for r in json.loads(_run("results", "runs", "--json"))}
+    assert set(runs) == {"warned", "plain"} and {r["origin"] for r in runs.values()} == {"llmsweep-export"}
+    for run_id, rows in ours.items():
+        back = json.loads(_run("results", "list", "--run", run_id, "--json"))
+        assert [(r["job_id"], r["tput_per_gpu"], r["warnings"]) for r in back] == [
+            (r["job_id"], r["tput_per_gpu"], r["warnings"]) for r in rows]
+    assert next(r for r in ours["warned"] if r["job_id"] == warned_job)["warnings"] == [refuses]
+
+    monkeypatch.setenv("LLMSWEEP_STORE", str(store_path))  # back into the store that holds both runs as its own
+    _run("results", "import", str(export))
+    runs = {r["run_id"]: r for r in json.loads(_run("results", "runs", "--json"))}
+    beside = sorted(r for r in runs if r.startswith("import:both-"))
+    assert [r.rsplit(":", 1)[1] for r in beside] == ["plain", "warned"], runs
+    assert runs["warned"]["origin"] == runs["plain"]["origin"] == "llmsweep"
+    for run_id, rows in ours.items():
+        assert json.loads(_run("results", "list", "--run", run_id, "--json")) == rows
+
+
 def test_list_json_prints_the_rows_its_table_shows(make_run, store_path: Path) -> None:
     """`results list` shows runs, so its `--json` lists runs too (it used to list every stored result); every
     result of every run is `--all`, in the table as in JSON."""
