@@ -82,8 +82,8 @@ EVAL_OPTIONS = {"task": "eval_task", "dataset": "eval_dataset", "limit": "eval_l
               "launch, workload, measurement definitions) matches a stored valid result; its outcome points at it.")
 @option("force", help="Run every job again although --out holds a run's results (they move to jobs/<id>/attempts/). "
         "Without --resume or --force, an --out holding results is refused.")
-@option("repeats", help="Run every job N times (repeat k is job `<id>-repeat<k>`), so `compare` has a between-run "
-        "noise band.")
+@option("repeats", help="Run every job N times (the first keeps the job id, repeat k >= 2 is job "
+        "`<id>-repeat<k>`), so `compare` has a between-run noise band.")
 @click.option("--out", type=click.Path(path_type=Path), default=Path("runs/latest"), show_default=True,
               help="Run directory (one folder per job under jobs/).")
 @store_option(dest="store")
