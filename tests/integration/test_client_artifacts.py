@@ -167,7 +167,7 @@ def test_summarize_refuses_records_of_another_run(tmp_path: Path) -> None:
     theirs = (tmp_path / "other" / "records.jsonl").read_bytes()
     summary = (tmp_path / "this" / "summary.json").read_text()
     for records, said in ((theirs, "they were sent and ended between"),  # 4 records of the 14 this run started
-                          (own + theirs, "it has 18 records, but the client of this run (run.json) started 14")):
+                          (own + theirs, "it has 18 lines, but the client of this run (run.json) started 14")):
         (tmp_path / "this" / "records.jsonl").write_bytes(records)
         res = _cli("summarize", str(tmp_path / "this"))
         assert res.returncode == 2, res.stdout + res.stderr
@@ -178,6 +178,29 @@ def test_summarize_refuses_records_of_another_run(tmp_path: Path) -> None:
     res = _cli("summarize", str(tmp_path / "this"), "--json")
     assert res.returncode == 0, res.stderr
     assert json.loads(res.stdout) == json.loads(summary)
+
+
+def test_summarize_judges_a_line_damaged_in_place_not_a_slice_and_names_an_inserted_one(tmp_path: Path) -> None:
+    """A records line damaged in place (a disk or an editor) is still one of the lines the client wrote: `summarize`
+    counts it (`requests.unreadable`) and the point is invalid. It used to take the folder for a packed slice (fewer
+    readable records than the client started) and pass it `valid` from the stored summary. A line inserted is no
+    record of the run either: the refusal says so, not only that another run's records were added."""
+    with StreamServer(ServerConfig(ttft_s=0.002, itl_s=0.0005)) as srv:
+        res = _cli("bench", "fixed", "--url", srv.url, "--model", "m", "--isl", "16", "--osl", "4",
+                   "--concurrency", "2", "--num-prompts", "8", "--out", str(tmp_path / "b"))
+    assert res.returncode == 0, res.stderr
+    records = tmp_path / "b" / "records.jsonl"
+    whole = records.read_text().splitlines()
+    damaged = [*whole[:3], '{"this is not": a record}', *whole[4:]]
+    records.write_text("\n".join(damaged) + "\n")
+    res = _cli("summarize", str(tmp_path / "b"), "--json")
+    assert res.returncode == 1, res.stdout + res.stderr
+    summary = json.loads(res.stdout)
+    assert summary["requests"]["unreadable"] == 1 and summary["validity"]["verdict"] == "invalid"
+    assert "slice" not in res.stderr
+    records.write_text("\n".join([*whole[:3], "garbage", *whole[3:]]) + "\n")
+    res = _cli("summarize", str(tmp_path / "b"))
+    assert res.returncode == 2 and "lines that are no record of this run's" in res.stderr, res.stderr
 
 
 def test_summarize_refuses_a_finished_runs_records_cut_mid_line(tmp_path: Path) -> None:

@@ -95,7 +95,8 @@ def _foreign_records(path: Path, info: dict[str, Any]) -> str | None:
     started = sum(int(w.get("started", 0)) for w in workers if isinstance(w, dict))
     first, last, lines = _ends(path)
     if started and lines > started:
-        return f"it has {lines} records, but the client of this run ({RUN_FILE}) started {started} requests"
+        return (f"it has {lines} lines, but the client of this run ({RUN_FILE}) started {started} requests: "
+                "another run's records were added to it, or lines that are no record of this run's")
     begin, end = prov.get("started_at"), prov.get("finished_at")
     if prov.get("clock") != WALL or not isinstance(begin, (int, float)) or first is None or last is None:
         return None
