@@ -48,9 +48,9 @@ class ReadbackSettings(BaseModel):
     )
     al_max_allowance: float = Field(
         default=DEFAULT_AL_MAX_ALLOWANCE, gt=0,
-        description="Widest |realised − pinned| allowance, tokens/step, at which a pass still counts: a point "
-        "whose sampling error needs more is too short to judge (inconclusive, never valid) unless it is off by "
-        "more than even that wide allowance (failed).",
+        description="Widest |realised − pinned| allowance, tokens/step, at which a pass still counts (or "
+        "`al_tolerance`, where that is wider): a point whose sampling error needs more is too short to judge "
+        "(inconclusive, never valid) unless it is off by more than even that wide allowance (failed).",
     )
     min_verify_steps: int = Field(
         default=DEFAULT_MIN_VERIFY_STEPS,
@@ -132,12 +132,14 @@ def acceptance_check(job: Job, summary: Summary, settings: ReadbackSettings) -> 
             f"realised acceptance length {realised:.3f} differs from the pinned {pinned:.2f} by {off:.3f} (read from "
             f"/metrics), more than the {rule}: the engine is not running the acceptance the job asked for"
         )
-    elif allowance > settings.al_max_allowance:
-        needed = math.ceil((settings.al_z / settings.al_max_allowance) ** 2 * mean_accepted * (k - mean_accepted))
+    elif allowance > (widest := max(settings.al_max_allowance, settings.al_tolerance)):
+        # a tolerance asked wider than the default bound is the widest pass the user accepts: were the bound below
+        # it, every allowance would exceed the bound and no count of verify steps could give a verdict
+        needed = math.ceil((settings.al_z / widest) ** 2 * mean_accepted * (k - mean_accepted))
         check.ok = None
         check.reason = (
             f"realised acceptance length {realised:.3f} (pinned {pinned:.2f}) is within the {rule}, but that is "
-            f"wider than the {settings.al_max_allowance:.2f} a read-back pass may allow: too short to judge; about "
+            f"wider than the {widest:.2f} a read-back pass may allow: too short to judge; about "
             f"{needed} verify steps give a verdict"
         )
     else:

@@ -104,6 +104,22 @@ def test_a_point_too_short_to_judge_says_so_and_is_never_valid(job: Job) -> None
     assert no_k is not None and no_k.ok is None and "draft length K" in (no_k.reason or "")
 
 
+def test_a_tolerance_asked_wider_than_the_bound_is_a_pass_that_counts(job: Job) -> None:
+    """`--al-tolerance 0.4` is a pass the user accepts up to 0.4 off. With the bound on a pass fixed at 0.25 every
+    allowance (at least the tolerance) was wider than it, so every point was `too short to judge` and told that some
+    count of verify steps would give a verdict: none could."""
+    check = acceptance_check(job, _at(3.2, 375), ReadbackSettings(al_tolerance=0.4))  # 0.19 off; 3 SEs are 0.23
+    assert check is not None and check.ok is True, check.reason
+    assert check.allowance == pytest.approx(0.4) and "matches the pinned 3.39" in (check.reason or "")
+    loose = ReadbackSettings(al_tolerance=0.3)
+    short = acceptance_check(job, _at(3.2, 120), loose)  # 3 SEs at 120 steps are 0.33: wider than 0.3
+    assert short is not None and short.ok is None
+    assert short.reason is not None and "wider than the 0.30 a read-back pass may allow" in short.reason
+    assert "about 146 verify steps give a verdict" in short.reason
+    assert acceptance_check(job, _at(3.2, 146), loose).ok is True  # type: ignore[union-attr]  # as it said
+    assert acceptance_check(job, _at(2.9, 375), loose).ok is False  # type: ignore[union-attr]  # 0.49 off
+
+
 def _per_position(rng: np.random.Generator, n: int, rate: float, k: int) -> float:
     """A realised AL over n steps where each draft position is accepted with `rate` until the first rejection."""
     accepted = np.minimum(rng.geometric(1.0 - rate, size=n) - 1, k)
