@@ -366,6 +366,9 @@ class _Server:
         """Whether a launch of it was ever ready: one that keeps exiting while starting before any was is not
         relaunched for every job (`start_exits`)."""
         self.start_exits = 0
+        self.start_error: LlmsweepError | None = None
+        """Why its last launch did not become ready (it exited, or missed its readiness deadline), while none ever
+        was: the later jobs' reason once it is not launched again — it never came up, it did not die."""
         self.unlaunched: LlmsweepError | None = None
         """Why the server could not be launched at all (preflight, image pull, the launch itself): no server ran, so
         the group's later jobs fail with this reason rather than as deaths of a server that never existed."""
@@ -391,6 +394,12 @@ class _Server:
             raise LaunchError(never_came_up(self.group.spec.engine, self.group.id, self.unlaunched.message),
                               fix=self.unlaunched.fix)
         if self.launches - self.parked > self.settings.max_relaunches:
+            if not self.ever_ready and self.start_error is not None:
+                # every launch missed its readiness deadline (or exited while starting), none was ever ready: that
+                # is what the later jobs are told, not that a server which never came up "died N times"
+                raise LaunchError(never_came_up(self.group.spec.engine, self.group.id,
+                                                f"{self.start_error.message} (none of its {self.launches} launches "
+                                                "became ready)"), fix=self.start_error.fix)
             raise LaunchError(
                 f"server of group {self.group.id} died {self.launches} times; not relaunching again",
                 fix=f"read {self.dir / art.SERVER_LOG}",
@@ -423,6 +432,8 @@ class _Server:
             # a server nobody saw become ready, so it is torn down and the next job launches afresh.
             exited = handle.returncode is not None
             self.stop()
+            if not self.ever_ready and isinstance(exc, LlmsweepError):
+                self.start_error = exc
             if exited and not self.ever_ready and isinstance(exc, LlmsweepError):
                 self.start_exits += 1
                 if self.start_exits >= _START_EXITS:
@@ -469,6 +480,8 @@ class _Server:
         except BaseException as exc:
             exited = deployment.returncode is not None  # a role exited while starting (not: one slow to come up)
             self.stop()
+            if not self.ever_ready and isinstance(exc, LlmsweepError):
+                self.start_error = exc
             if exited and not self.ever_ready and isinstance(exc, LlmsweepError):
                 # as for one server (`ensure`): a deployment a role of which exited while starting on every launch,
                 # none ever ready (its port taken on its node, a bad flag), fails the group's later jobs with that
