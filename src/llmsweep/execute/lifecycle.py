@@ -1042,14 +1042,21 @@ def stop_stale_servers(run_dir: Path, event: Event = _quiet, *, pid_files: str =
             pid, argv0 = int(doc.get("pid") or 0), str(doc.get("argv0") or "")
             # An srun step's pid file names a process on the node: the Slurm job's cancellation below stops it.
             here = doc.get("host") in (None, platform.node())
-            stale.append((pid_file, doc, pid, here, here and pid > 1 and _is_our_server(pid, argv0,
-                                                                                      doc.get("start_ticks"))))
+            ticks = doc.get("start_ticks")
+            stale.append((pid_file, doc, pid, here, here and pid > 1 and _is_our_server(
+                pid, argv0, ticks if isinstance(ticks, int) and not isinstance(ticks, bool) else None)))
         # Each of ours is sent SIGTERM first (a role-by-role deployment leaves a server per role and a power sampler
         # per node), so that they stop side by side; then each is waited for, and killed after its grace, as before.
-        signalled = {pid: signal_process_tree(pid, pgid=pid) for _f, _d, pid, _h, ours in stale if ours}
+        signalled = {pid: signal_process_tree(pid, pgid=pid) for _f, _d, pid, _h, ours in stale if ours is True}
         for pid_file, doc, pid, here, ours in stale:
             left = False
-            if ours:
+            if ours is None:  # a live process that may be the server or one that took its pid since: not signalled
+                left = True
+                event(f"warning: {pid_file} names pid {pid}, which now runs `{_command_line(pid)}`, but records no "
+                      "start time (an older llmsweep wrote it), so llmsweep cannot tell that server from a process "
+                      "that took its pid since: not stopped, and the pid file is kept. If it is the server, "
+                      f"stop it (`kill -TERM -- -{pid}`); then delete {pid_file}")
+            elif ours:
                 event(f"stopping server pid {pid} left running by an earlier, interrupted run")
                 stop_process_tree(pid, pgid=pid, grace_s=5.0, seen=signalled[pid].values())
                 stopped.append(pid)
@@ -1067,7 +1074,8 @@ def stop_stale_servers(run_dir: Path, event: Event = _quiet, *, pid_files: str =
             if cleanup and not _run_cleanup(cleanup, event):
                 left = True
             if left:
-                event(f"warning: could not stop everything server pid {pid} left; {pid_file} is kept")
+                if ours is not None:  # (one it could not identify was said above)
+                    event(f"warning: could not stop everything server pid {pid} left; {pid_file} is kept")
             else:
                 pid_file.unlink(missing_ok=True)
         _cancel_stale_slurm_jobs(run_dir, event)
@@ -1125,12 +1133,17 @@ def _cancel_stale_slurm_jobs(run_dir: Path, event: Event) -> None:
               "wait until `squeue -j` no longer lists it before resuming")
 
 
-def _is_our_server(pid: int, argv0: str, start_ticks: int | None = None) -> bool:
+def _is_our_server(pid: int, argv0: str, start_ticks: int | None = None) -> bool | None:
     """True when `pid` is still the process we launched (a recycled pid belongs to someone else): the same pid and
-    start time name one process, whatever it has exec'd since — a launcher that execs the engine (the rehearsal's
-    `vllm` stand-in, a wrapper script) leaves no `argv0` in its command line, and taking it for someone else's left
-    it running, its pid file deleted, beside the server the resume launched. A pid file without a start time (an
-    older run's) falls back to the program's name."""
+    start time (/proc/PID/stat's field 22) name one process, whatever it has exec'd since — a launcher that execs the
+    engine (the rehearsal's `vllm` stand-in, a wrapper script) leaves no `argv0` in its command line, and taking it
+    for someone else's left it running, its pid file deleted, beside the server the resume launched. False when it is
+    not (no process, another start time, another program).
+
+    None when it cannot be told: a pid file without a start time (an older llmsweep's) naming a live process that runs
+    its program. The name alone is no identity — the simulator and many engines run as `python`, and so do a
+    notebook and another user's job that took the pid since — so such a process is never signalled (it once was:
+    `--resume` stopped an unrelated python process as the old server)."""
     from llmsweep.execute.process import read_proc
 
     info = read_proc(pid)
@@ -1142,7 +1155,19 @@ def _is_our_server(pid: int, argv0: str, start_ticks: int | None = None) -> bool
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     except OSError:
         return False
-    return bool(argv0) and any(os.path.basename(part.decode(errors="replace")) == argv0 for part in cmdline[:3])
+    if bool(argv0) and any(os.path.basename(part.decode(errors="replace")) == argv0 for part in cmdline[:3]):
+        return None
+    return False
+
+
+def _command_line(pid: int, limit: int = 160) -> str:
+    """The command line of `pid` as /proc shows it, shortened for a log line ('?' when it cannot be read)."""
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return "?"
+    text = " ".join(part.decode(errors="replace") for part in raw.split(b"\0") if part) or "?"
+    return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
 def summarize_outcomes(outcomes: Sequence[JobOutcome]) -> dict[str, Any]:
