@@ -798,6 +798,12 @@ def settle(job: Job, job_dir: Path, started: float, measure: Callable[[], Summar
         # sweep ends here, its servers stopped on the way out, with the fix; it ended in two tracebacks.
         if (full := out_unwritable(exc, "the results", "`llmsweep run ... --out DIR --resume` runs the jobs left")):
             raise full from None
+        from llmsweep.client.records import OutputWriteError
+
+        if isinstance(exc, OutputWriteError):  # its records could not be kept (a file-size limit, an I/O error):
+            # the client stopped at once; this job failed, said with the errno's words, and the sweep goes on
+            return JobOutcome(job_id=job.id, exp_name=job.exp_name, status="failed", reasons=[exc.reason()],
+                              seconds=round(time.monotonic() - started, 3))
         log.exception("job %s failed unexpectedly", job.id)
         return JobOutcome(job_id=job.id, exp_name=job.exp_name, status="failed",
                           reasons=[f"internal error: {type(exc).__name__}: {exc}"])
