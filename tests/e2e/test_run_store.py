@@ -138,11 +138,18 @@ def test_a_narrower_resume_keeps_the_whole_run_in_run_json(tmp_path: Path) -> No
     first = run_here([recipe, "--out", out, "--no-report"], env)
     assert first.returncode == 0, first.stderr[-3000:]
     a, b = sorted(job_dirs(out))
-    again = run_here([recipe, "--out", out, "--resume", "--only-job", a, "--no-report"], env)
+    again = run_here([recipe, "--out", out, "--resume", "--only-job", a, "--no-report", "--json"], env)
     assert again.returncode == 0, again.stderr[-3000:]
     meta = json.loads((out / "run.json").read_text())
     assert meta["expected_job_ids"] == [a, b] and set(meta["job_hardware"]) == {a, b}
     assert {o["job_id"]: o["status"] for o in meta["outcomes"]} == {a: "skipped", b: "valid"}
+    # the end-of-run line says what this invocation did and where the whole run stands (it read `expected 1 job(s)`
+    # alone, as if the run were one job), and so does --json
+    assert "expected 1 job(s) in this invocation (part of the run), 1 with a valid or smoke summary (1 resumed)\n" \
+        "the whole run: 2 job(s), 2 with a valid or smoke summary (1 resumed, 1 valid)\n" in again.stderr, again.stderr
+    assert json.loads(again.stdout)["counts"] == {
+        "expected": 1, "done": 1, "by_status": {"resumed": 1},
+        "run": {"expected": 2, "done": 2, "by_status": {"resumed": 1, "valid": 1}, "never_run": 0}}
     # what an interrupt leaves when B never started: no folder, no outcomes in run.json
     shutil.rmtree(out / "jobs" / b)
     meta.pop("outcomes")
@@ -150,6 +157,8 @@ def test_a_narrower_resume_keeps_the_whole_run_in_run_json(tmp_path: Path) -> No
     (out / "run.json").write_text(json.dumps(meta))
     third = run_here([recipe, "--out", out, "--resume", "--only-job", a, "--no-report"], env)
     assert third.returncode == 0, third.stderr[-3000:]
+    assert "the whole run: 2 job(s), 1 with a valid or smoke summary (1 resumed, 1 never run); a plain `--resume` " \
+        "runs the rest\n" in third.stderr, third.stderr
     meta = json.loads((out / "run.json").read_text())
     assert meta["expected_job_ids"] == [a, b]
     rate = success_rate(meta, points_from_run(load_run(out)))
@@ -179,6 +188,9 @@ def test_a_narrower_force_keeps_the_whole_run_in_run_json(tmp_path: Path) -> Non
     (out / "run.json").write_text(json.dumps(meta))
     again = run_here([recipe, "--out", out, "--force", "--only-job", a, "--no-report"], env)
     assert again.returncode == 0, again.stderr[-3000:]
+    assert "expected 1 job(s) in this invocation (part of the run), 1 with a valid or smoke summary (1 valid)\n" \
+        "the whole run: 2 job(s), 1 with a valid or smoke summary (1 failed, 1 valid); a plain `--resume` runs the " \
+        "rest\n" in again.stderr, again.stderr
     meta = json.loads((out / "run.json").read_text())
     assert meta["expected_job_ids"] == [a, b] and set(meta["job_hardware"]) == {a, b}
     assert {o["job_id"]: o["status"] for o in meta["outcomes"]} == {a: "valid", b: "failed"}

@@ -224,6 +224,33 @@ def test_a_server_that_exits_while_starting_is_not_relaunched_for_every_job(tmp_
     assert logs == ["server.2.log", "server.log"], logs  # launched twice, not once per job
 
 
+def test_a_server_that_never_becomes_ready_is_said_to_never_come_up_not_to_have_died(tmp_path: Path) -> None:
+    """A server that starts and never answers its health check (a hang while loading) is torn down at its readiness
+    deadline and relaunched once for the next job; the job after that was told the server "died 2 times", which it
+    never did: it never came up. The first two jobs fail with the missed deadline (in seconds as given, not rounded
+    to 0), the rest with it, the launch count and its fix, and nothing is launched a third time."""
+    import sys
+
+    from llmsweep.plan import jobs_from_files
+
+    jobs = jobs_from_files([RECIPE.with_name("slow-fixed-sim.yaml")])
+    assert len(jobs) >= 3
+    spec = engines.render(jobs[0], port=0)
+    spec = spec.model_copy(update={"argv": (sys.executable, "-c", "import time; time.sleep(120)")})
+    group = ServerGroup(id="hangs", spec=spec, jobs=jobs, source="simulated")
+    outcomes = run_group(group, LocalLauncher(), tmp_path, LifecycleSettings(stop_grace_s=5, startup_timeout_s=0.5))
+    assert [o.status for o in outcomes] == ["failed"] * len(jobs)
+    for o in outcomes[:2]:
+        assert "server not ready after 0.5 s" in o.reasons[0] and "never came up" not in o.reasons[0], o.reasons
+    for o in outcomes[2:]:
+        assert o.reasons[0].startswith("the sim server of group hangs never came up: sim server not ready after 0.5 s")
+        assert "(none of its 2 launches became ready)" in o.reasons[0] and "died" not in o.reasons[0], o.reasons
+        assert "fix: raise the recipe's `serve.health-timeout` (or `--startup-timeout`)" in o.reasons[0], o.reasons
+    logs = sorted(p.name for p in (tmp_path / "servers" / "hangs").glob("server*.log"))
+    assert logs == ["server.2.log", "server.log"], logs  # launched twice, not once per job
+    assert not list((tmp_path / "servers" / "hangs").glob("server*.pid"))  # each hung launch was stopped
+
+
 def test_the_engine_version_is_read_back_past_a_proxy_the_host_sets(
     job: Job, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

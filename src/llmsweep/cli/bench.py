@@ -269,6 +269,14 @@ def _run(kind: str, workload: Any, kw: dict[str, Any], options: Any) -> None:
         # from wherever the client was writing (its records, its /metrics scrapes).
         full = out_unwritable(exc, "the measurement", "run the bench again with --force", kept=str(out))
         if full is None:
+            from llmsweep.client.records import OutputWriteError
+
+            if isinstance(exc, OutputWriteError):  # its records could not be kept (a file-size limit, an I/O error)
+                from llmsweep.errors import ResultError
+
+                raise ResultError(f"{exc.reason()}; what was written before is in {out}",
+                                  fix="fix what stopped the write (a file-size limit: `ulimit -f`; a disk error: the "
+                                      "system log), then run the bench again with --force") from None
             raise
         raise full from None
     _print_summary(result.summary, out, as_json=kw["as_json"])

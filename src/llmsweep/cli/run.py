@@ -214,7 +214,7 @@ def run(files: tuple[Path, ...], config_keys: tuple[str, ...], executor: str, ex
     if as_json:
         click.echo(json.dumps({"run_id": outcome.run_id, "run_dir": str(outcome.run_dir),
                                "report": str(outcome.report_path) if outcome.report_path else None,
-                               "ok": outcome.ok, "jobs": rows}, indent=2))
+                               "ok": outcome.ok, "counts": outcome.counts(), "jobs": rows}, indent=2))
         click.echo(outcome.completeness(), err=True)
         return status
     _print_rows(rows, {o.job_id: o.exp_name for o in outcome.outcomes})

@@ -28,8 +28,12 @@ def run_json(*, provenance: dict[str, Any], gates: GateConfig, client: dict[str,
 def write_run_json(out: Path, doc: dict[str, Any]) -> None:
     """Write `out/run.json` (a :func:`run_json` document) atomically: a kill leaves the old file or the new one."""
     tmp = out / (RUN_FILE + ".tmp")
-    tmp.write_text(json.dumps(doc, indent=2, default=str))
-    os.replace(tmp, out / RUN_FILE)
+    try:
+        tmp.write_text(json.dumps(doc, indent=2, default=str))
+        os.replace(tmp, out / RUN_FILE)
+    except OSError:  # a full disk: no half-written run.json.tmp left beside the records
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def summarise_dir(out: Path | str, *, write: bool = True) -> Summary:

@@ -31,7 +31,7 @@ from llmsweep.client.arrivals import arrival_times
 from llmsweep.client.clock import now_unix
 from llmsweep.client.config import DURATION_REACHED, Endpoint, RunOptions
 from llmsweep.client.recorder import RecordHelper, Tally
-from llmsweep.client.records import RecordWriter
+from llmsweep.client.records import OutputWriteError, RecordWriter
 from llmsweep.client.transport import (
     READS_STAMPED,
     KernelStampsOn,
@@ -95,6 +95,8 @@ class WorkerStats:
     stop_reason: str | None = None
     first_errors: dict[str, str] = field(default_factory=dict)
     """The first error message of each error class this worker recorded (`http`: the server's answer)."""
+    write_error: tuple[int | None, str, str] | None = None
+    """A write of its records failed (`OutputWriteError.wire`): the run stopped then, and `run_benchmark` raises it."""
     done: bool = False
 
     def snapshot(self) -> WorkerStats:
@@ -354,7 +356,7 @@ class Interpreter:
         if options.records_off_loop and not self._inline:
             self._helper = RecordHelper(
                 records_path, worker=worker, overflow_patterns=options.context_overflow_patterns,
-                sends_done=endpoint.sends_done, on_tallies=self._tallies,
+                sends_done=endpoint.sends_done, on_tallies=self._tallies, on_write_error=self.write_failed,
             )
 
     # ----------------------------------------------------------------------------------------------- lifecycle
@@ -867,9 +869,22 @@ class Interpreter:
             overflow_patterns=self.options.context_overflow_patterns,
             ignore_eos=self._ignore_eos(spec), sends_done=self.endpoint.sends_done,
         )
-        self.writer.write(rec)
-        self._tally(phase, rec.error_class, rec.completion_tokens, rec.error)
+        try:
+            self.writer.write(rec)
+        except OutputWriteError as exc:  # counted only once written: the counters never claim a lost record
+            self.write_failed(exc)
+        else:
+            self._tally(phase, rec.error_class, rec.completion_tokens, rec.error)
         return rec.ok, text, rec.completion_tokens, rec.error, rec.error_class == "context_overflow"
+
+    def write_failed(self, exc: OutputWriteError) -> None:
+        """A write of this worker's records failed: stop the whole run now (`_abort`: what is in flight is cancelled,
+        nothing more is sent) rather than send the rest of the window into records that are not kept. The first
+        failure is kept for `run_benchmark` to raise; the cancelled requests' records fail the same way, unsaid."""
+        if self.stats.write_error is None:
+            log.error("worker %d: %s", self.worker, exc.reason())
+            self.stats.write_error = exc.wire()
+            self._abort(exc.reason())
 
     def _next_id(self) -> str:
         return f"w{self.worker}-{next(self._ids)}"

@@ -32,7 +32,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from llmsweep.client.records import RecordWriter
+from llmsweep.client.records import OutputWriteError, RecordWriter
 from llmsweep.client.transport import RawExchange, to_record
 from llmsweep.host import interrupts_held, stopped_by_parent_only
 from llmsweep.workload.base import RequestIdentity, RequestSpec
@@ -82,6 +82,7 @@ def _serve(inbox: Connection, outbox: Connection, records_path: str, worker: int
     stopped_by_parent_only()
     writer = RecordWriter(Path(records_path))
     told: set[str] = set()  # error classes whose first message the worker has been sent
+    broken = False  # a write failed: the worker was told (it stops the run); the rest is read, not written
     try:
         outbox.send_bytes(pickle.dumps([]))  # ready: the worker sends no request while this process boots
         while True:
@@ -93,27 +94,40 @@ def _serve(inbox: Connection, outbox: Connection, records_path: str, worker: int
                 return
             tallies: list[Tally] = []
             for wire, rid, phase, ignore_eos in batch:
+                if broken:
+                    break
                 raw, spec = from_wire(wire)
                 rec, _ = to_record(raw, spec, rid=rid, worker=worker, phase=phase, overflow_patterns=overflow_patterns,
                                    ignore_eos=ignore_eos, sends_done=sends_done)
-                writer.write(rec)
+                try:
+                    writer.write(rec)
+                except OutputWriteError as exc:  # said to the worker at once, after the tallies of what was written
+                    broken = True
+                    with contextlib.suppress(OSError):
+                        outbox.send_bytes(pickle.dumps(tallies, protocol=pickle.HIGHEST_PROTOCOL))
+                        outbox.send_bytes(pickle.dumps({"write_error": exc.wire()}))
+                    tallies = []
+                    break
                 error = None
                 if rec.error_class is not None and rec.error_class not in told:
                     told.add(rec.error_class)
                     error = rec.error
                 tallies.append((phase, rec.error_class, rec.completion_tokens, error))
-            with contextlib.suppress(OSError):  # the worker is gone: keep writing what it sent
-                outbox.send_bytes(pickle.dumps(tallies, protocol=pickle.HIGHEST_PROTOCOL))
+            if tallies:
+                with contextlib.suppress(OSError):  # the worker is gone: keep writing what it sent
+                    outbox.send_bytes(pickle.dumps(tallies, protocol=pickle.HIGHEST_PROTOCOL))
     finally:
         writer.close()
         outbox.close()
 
 
 class _TallyReader(asyncio.Protocol):
-    """Reads the helper's framed tallies on the worker's loop."""
+    """Reads the helper's framed tallies on the worker's loop (and a failed write, as it happens)."""
 
-    def __init__(self, on_tallies: Callable[[list[Tally]], None]) -> None:
+    def __init__(self, on_tallies: Callable[[list[Tally]], None],
+                 on_write_error: Callable[[OutputWriteError], None] | None = None) -> None:
         self.on_tallies = on_tallies
+        self.on_write_error = on_write_error
         self.buf = bytearray()
         self.cpu_s = 0.0  # the helper's CPU time, reported as it exits
         loop = asyncio.get_running_loop()
@@ -131,7 +145,10 @@ class _TallyReader(asyncio.Protocol):
             del buf[: 4 + n]
             if not self.ready.done():
                 self.ready.set_result(None)
-            if isinstance(message, dict):
+            if isinstance(message, dict) and "write_error" in message:
+                if self.on_write_error is not None:
+                    self.on_write_error(OutputWriteError.from_wire(message["write_error"]))
+            elif isinstance(message, dict):
                 self.cpu_s = float(message.get("cpu_s", 0.0))
             else:
                 self.on_tallies(message)
@@ -150,9 +167,11 @@ class RecordHelper:
     """The worker's side of the helper process: `submit` finished streams, `close` at the end of the run."""
 
     def __init__(self, records_path: Path, *, worker: int, overflow_patterns: tuple[str, ...],
-                 sends_done: bool | None, on_tallies: Callable[[list[Tally]], None]) -> None:
+                 sends_done: bool | None, on_tallies: Callable[[list[Tally]], None],
+                 on_write_error: Callable[[OutputWriteError], None] | None = None) -> None:
         self._args = (str(records_path), worker, tuple(overflow_patterns), sends_done)
         self._on_tallies = on_tallies
+        self._on_write_error = on_write_error
         self._batch: list[tuple[tuple[Any, ...], str, str, bool]] = []
         self._flush_scheduled = False
         self._proc: Any = None
@@ -186,7 +205,7 @@ class RecordHelper:
             os.close(outbox_w)
         loop = asyncio.get_running_loop()
         self._writer, _ = await loop.connect_write_pipe(asyncio.Protocol, os.fdopen(inbox_w, "wb", buffering=0))
-        _, reader = await loop.connect_read_pipe(lambda: _TallyReader(self._on_tallies),
+        _, reader = await loop.connect_read_pipe(lambda: _TallyReader(self._on_tallies, self._on_write_error),
                                                  os.fdopen(outbox_r, "rb", buffering=0))
         self._reader = reader
         await reader.ready  # its start-up (an interpreter and imports, ~0.3 s of CPU) stays out of the measurement

@@ -13,6 +13,7 @@ arrays. A record's floats are clock readings, never NaN.
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
@@ -25,6 +26,35 @@ ErrorClass = Literal["http", "timeout", "connection", "protocol", "truncated", "
 """`truncated`: the stream ended cleanly but incomplete (no terminator the server's dialect promises, or fewer tokens
 than asked under `ignore_eos` without `finish_reason: length`; see `transport.judge_stream`)."""
 
+
+
+class OutputWriteError(OSError):
+    """A write of the client's own output failed (`records.jsonl`, `server_metrics.jsonl`: a full disk, a quota, a
+    file-size limit, an I/O error). A benchmark that cannot keep its records measures nothing, so the run stops at
+    once — in-flight requests cancelled, no more sent — and `run_benchmark` raises this once its workers have ended:
+    the OSError as the write raised it (errno, words), named by the file (`os.write` names none). It waited for the
+    run's end (every planned request or the whole window sent and lost) before, or for the stall timeout."""
+
+    @classmethod
+    def of(cls, exc: OSError, path: Path | str) -> OutputWriteError:
+        return cls(exc.errno, exc.strerror or str(exc), str(path))
+
+    @property
+    def code(self) -> str:
+        """`ENOSPC`, `EFBIG`, …: the errno's name (or its number)."""
+        return errno.errorcode.get(self.errno, str(self.errno)) if self.errno is not None else "?"
+
+    def reason(self) -> str:
+        """One line: what could not be written and why (the stop reason of the run, a failed job's reason)."""
+        return f"the client could not write {self.filename}: {self.strerror} ({self.code}); the run stopped at once"
+
+    def wire(self) -> tuple[int | None, str, str]:
+        """(errno, words, file): what crosses from a worker or helper process (`from_wire`)."""
+        return self.errno, self.strerror or "", str(self.filename)
+
+    @classmethod
+    def from_wire(cls, wire: tuple[int | None, str, str]) -> OutputWriteError:
+        return cls(*wire)
 
 
 @dataclass(slots=True)
@@ -96,7 +126,13 @@ class RecordWriter:
         self.count = 0
 
     def write(self, record: RequestRecord) -> None:
-        os.write(self._fd, record.to_line())
+        """Append one record; a failed write raises `OutputWriteError` (naming this file)."""
+        rest = memoryview(record.to_line())
+        try:
+            while rest:  # a write cut short (the disk filled mid-line) goes on, and the next one says why it stopped
+                rest = rest[os.write(self._fd, rest):]
+        except OSError as exc:
+            raise OutputWriteError.of(exc, self.path) from exc
         self.count += 1
 
     def close(self) -> None:

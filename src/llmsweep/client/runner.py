@@ -29,6 +29,7 @@ from llmsweep.client.config import WORKER_LANES, WORKER_RATE, Endpoint, RunOptio
 from llmsweep.client.files import RECORDS_FILE, RUN_FILE, SERVER_METRICS_FILE, SUMMARY_FILE
 from llmsweep.client.folder import run_json, summarise_dir, write_run_json
 from llmsweep.client.interpreter import Interpreter, LocalControl, WorkerStats
+from llmsweep.client.records import OutputWriteError
 from llmsweep.client.scrape import MetricsScraper
 from llmsweep.errors import ConfigError
 from llmsweep.host import (
@@ -90,7 +91,7 @@ class BenchResult:
         return self.verdict == "invalid"
 
 
-_NOT_RECORDED_PER_WORKER = ("done", "deadline", "first_profiling_sent", "first_errors")
+_NOT_RECORDED_PER_WORKER = ("done", "deadline", "first_profiling_sent", "first_errors", "write_error")
 """WorkerStats fields `run.json` leaves out of `client.workers` (live-only, or recorded run-wide: `first_errors`)."""
 
 
@@ -206,6 +207,13 @@ async def run_benchmark_async(
     finally:
         if scraper is not None:
             await scraper.stop()
+    # A write of the run's own output failed (its records, its scrapes): the run stopped then, and ends in that error
+    # (`OutputWriteError`: an OSError, so a full disk reads as one), after run.json says so where it still can be
+    # written. No summary: the records are not the run's.
+    failed = next((OutputWriteError.from_wire(s.write_error) for s in stats if s.write_error is not None),
+                  scraper.write_error if scraper is not None else None)
+    if failed is not None:
+        stop_reason = failed.reason()
 
     client = {
         "workers": [
@@ -232,6 +240,11 @@ async def run_benchmark_async(
         "finished_at": now_unix(),
         **(provenance or {}),
     }
+    if failed is not None:
+        with contextlib.suppress(OSError):  # best effort: the disk may be full
+            write_run_json(out, run_json(provenance=prov, gates=gates, client=client, gpus=options.gpus,
+                                         source=source))
+        raise failed
     write_run_json(out, run_json(provenance=prov, gates=gates, client=client, gpus=options.gpus, source=source))
     summary = summarise_dir(out)
     return BenchResult(out_dir=out, summary=summary, records_path=records_path, workers=stats)
@@ -311,6 +324,8 @@ async def _run_local(
         await asyncio.wait([task], timeout=0.25)
         if interrupt is None and stop_requested is not None and (interrupt := stop_requested()) is not None:
             interp.stop(interrupt, grace=0.0)  # no drain: in-flight requests are cancelled and recorded now
+        if scraper is not None and scraper.write_error is not None and not interp.stopping:
+            interp.stop(scraper.write_error.reason(), grace=0.0)  # its scrapes cannot be kept: stop now
         if on_progress is not None:
             on_progress(_progress([interp.stats], options, t0, interp.stats.stop_reason))
     stats = await task
@@ -465,6 +480,9 @@ async def _run_processes(
             elif not stop.is_set() and finished >= options.stop_floor and ratio > limit:
                 reason = (f"failure ratio {failed / finished:.3f} ({failed}/{finished}) exceeded "
                           f"max_failure_ratio {limit}")
+                stop.set()
+            elif not stop.is_set() and scraper is not None and scraper.write_error is not None:
+                reason = scraper.write_error.reason()  # its scrapes cannot be kept: stop now
                 stop.set()
             if on_progress is not None:
                 on_progress(_progress(stats, options, t0, reason))

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from prometheus_client.parser import text_string_to_metric_families
 
 from llmsweep.client.clock import now_unix
+from llmsweep.client.records import OutputWriteError
 
 if TYPE_CHECKING:
     import aiohttp
@@ -62,6 +63,9 @@ class MetricsScraper:
         self.interval_s = interval_s
         self.scrapes = 0
         self.failures = 0
+        self.write_error: OutputWriteError | None = None
+        """Writing a scrape into `out_path` failed (a full disk): the scraper stopped then; the run stops on it
+        (`runner`) and raises it."""
         self._task: asyncio.Task[None] | None = None
         self._stop = asyncio.Event()
         self._kick = asyncio.Event()
@@ -104,6 +108,10 @@ class MetricsScraper:
                     await self._scrape_once(session, fd)
                     for done in waiting:
                         done.set()
+                    if self.write_error is not None:  # nothing more can be kept: no one waits for a scrape
+                        for done in self._waiters:
+                            done.set()
+                        return
                     if self._waiters:
                         continue  # asked while that scrape was in flight: one more, at once
                     stop, kick = asyncio.ensure_future(self._stop.wait()), asyncio.ensure_future(self._kick.wait())
@@ -138,4 +146,10 @@ class MetricsScraper:
                             f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
             self.failures += 1
             line = {"t": t, "error": f"{type(exc).__name__}: {exc}"[:300]}
-        os.write(fd, scrape_line(line))
+        rest = memoryview(scrape_line(line))
+        try:
+            while rest:
+                rest = rest[os.write(fd, rest):]
+        except OSError as exc:
+            self.write_error = OutputWriteError.of(exc, self.out_path)
+            log.error("%s", self.write_error.reason())

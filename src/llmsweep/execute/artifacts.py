@@ -46,6 +46,9 @@ PROGRESS_FILE = "progress.json"
 """In a server folder run by a Slurm batch job: its worker's report of its job in flight, rewritten as it goes
 (`progress.WorkerReport`), which the driver shows."""
 ATTEMPTS_DIR = "attempts"
+TMP_SUFFIX = ".tmp"
+"""What a file being written atomically is called until it is renamed (`write_json`, `Summary.write`, the client's
+run.json): one a kill left in a job folder is half of its attempt's file."""
 _ATTEMPT_FILES = (RECORDS_FILE, SERVER_METRICS_FILE, RUN_FILE, SUMMARY_FILE, OUTCOME_FILE, SERVER_LOG, JOB_FILE,
                   COMMAND_FILE, GPU_METRICS_FILE, REUSED_FILE)
 """What an attempt writes into its job folder (beside its eval folder, `evals.results.EVAL_DIR`): moved aside whole,
@@ -70,7 +73,7 @@ def write_json(path: Path, doc: Any, scrubber: SecretScrubber | None = None) -> 
     if scrubber is not None:
         text = scrubber.scrub(text)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
+    tmp = path.with_name(path.name + TMP_SUFFIX)
     tmp.write_text(text + "\n", encoding="utf-8")
     os.replace(tmp, path)
     return path
@@ -94,7 +97,7 @@ def write_files_beside(spec: LaunchSpec, directory: Path, scrubber: SecretScrubb
     for file in spec.files:
         text = scrubber.scrub(file.content) if scrubber is not None else file.content
         path = directory / file.name
-        tmp = path.with_name(path.name + ".tmp")
+        tmp = path.with_name(path.name + TMP_SUFFIX)
         tmp.write_text(text, encoding="utf-8")
         os.replace(tmp, path)
         paths.append(path)
@@ -141,6 +144,9 @@ def keep_previous_attempt(directory: Path) -> Path | None:
     # a done one whose records (moved already) are gone
     names = (SUMMARY_FILE, *(n for n in _ATTEMPT_FILES if n != SUMMARY_FILE), EVAL_DIR)
     present = [directory / name for name in names if (directory / name).exists()]
+    # then what a kill mid-write left (`summary.json.tmp`: every writer here writes NAME.tmp, then renames it): half
+    # of that attempt's file, which goes with it rather than lingering beside the next attempt's
+    present += sorted(p for p in directory.glob(f"*{TMP_SUFFIX}") if p.is_file())
     if not present:
         return None
     attempts = directory / ATTEMPTS_DIR

@@ -366,6 +366,9 @@ class _Server:
         """Whether a launch of it was ever ready: one that keeps exiting while starting before any was is not
         relaunched for every job (`start_exits`)."""
         self.start_exits = 0
+        self.start_error: LlmsweepError | None = None
+        """Why its last launch did not become ready (it exited, or missed its readiness deadline), while none ever
+        was: the later jobs' reason once it is not launched again — it never came up, it did not die."""
         self.unlaunched: LlmsweepError | None = None
         """Why the server could not be launched at all (preflight, image pull, the launch itself): no server ran, so
         the group's later jobs fail with this reason rather than as deaths of a server that never existed."""
@@ -391,6 +394,12 @@ class _Server:
             raise LaunchError(never_came_up(self.group.spec.engine, self.group.id, self.unlaunched.message),
                               fix=self.unlaunched.fix)
         if self.launches - self.parked > self.settings.max_relaunches:
+            if not self.ever_ready and self.start_error is not None:
+                # every launch missed its readiness deadline (or exited while starting), none was ever ready: that
+                # is what the later jobs are told, not that a server which never came up "died N times"
+                raise LaunchError(never_came_up(self.group.spec.engine, self.group.id,
+                                                f"{self.start_error.message} (none of its {self.launches} launches "
+                                                "became ready)"), fix=self.start_error.fix)
             raise LaunchError(
                 f"server of group {self.group.id} died {self.launches} times; not relaunching again",
                 fix=f"read {self.dir / art.SERVER_LOG}",
@@ -423,6 +432,8 @@ class _Server:
             # a server nobody saw become ready, so it is torn down and the next job launches afresh.
             exited = handle.returncode is not None
             self.stop()
+            if not self.ever_ready and isinstance(exc, LlmsweepError):
+                self.start_error = exc
             if exited and not self.ever_ready and isinstance(exc, LlmsweepError):
                 self.start_exits += 1
                 if self.start_exits >= _START_EXITS:
@@ -469,6 +480,8 @@ class _Server:
         except BaseException as exc:
             exited = deployment.returncode is not None  # a role exited while starting (not: one slow to come up)
             self.stop()
+            if not self.ever_ready and isinstance(exc, LlmsweepError):
+                self.start_error = exc
             if exited and not self.ever_ready and isinstance(exc, LlmsweepError):
                 # as for one server (`ensure`): a deployment a role of which exited while starting on every launch,
                 # none ever ready (its port taken on its node, a bad flag), fails the group's later jobs with that
@@ -785,6 +798,12 @@ def settle(job: Job, job_dir: Path, started: float, measure: Callable[[], Summar
         # sweep ends here, its servers stopped on the way out, with the fix; it ended in two tracebacks.
         if (full := out_unwritable(exc, "the results", "`llmsweep run ... --out DIR --resume` runs the jobs left")):
             raise full from None
+        from llmsweep.client.records import OutputWriteError
+
+        if isinstance(exc, OutputWriteError):  # its records could not be kept (a file-size limit, an I/O error):
+            # the client stopped at once; this job failed, said with the errno's words, and the sweep goes on
+            return JobOutcome(job_id=job.id, exp_name=job.exp_name, status="failed", reasons=[exc.reason()],
+                              seconds=round(time.monotonic() - started, 3))
         log.exception("job %s failed unexpectedly", job.id)
         return JobOutcome(job_id=job.id, exp_name=job.exp_name, status="failed",
                           reasons=[f"internal error: {type(exc).__name__}: {exc}"])
@@ -1029,14 +1048,21 @@ def stop_stale_servers(run_dir: Path, event: Event = _quiet, *, pid_files: str =
             pid, argv0 = int(doc.get("pid") or 0), str(doc.get("argv0") or "")
             # An srun step's pid file names a process on the node: the Slurm job's cancellation below stops it.
             here = doc.get("host") in (None, platform.node())
-            stale.append((pid_file, doc, pid, here, here and pid > 1 and _is_our_server(pid, argv0,
-                                                                                      doc.get("start_ticks"))))
+            ticks = doc.get("start_ticks")
+            stale.append((pid_file, doc, pid, here, here and pid > 1 and _is_our_server(
+                pid, argv0, ticks if isinstance(ticks, int) and not isinstance(ticks, bool) else None)))
         # Each of ours is sent SIGTERM first (a role-by-role deployment leaves a server per role and a power sampler
         # per node), so that they stop side by side; then each is waited for, and killed after its grace, as before.
-        signalled = {pid: signal_process_tree(pid, pgid=pid) for _f, _d, pid, _h, ours in stale if ours}
+        signalled = {pid: signal_process_tree(pid, pgid=pid) for _f, _d, pid, _h, ours in stale if ours is True}
         for pid_file, doc, pid, here, ours in stale:
             left = False
-            if ours:
+            if ours is None:  # a live process that may be the server or one that took its pid since: not signalled
+                left = True
+                event(f"warning: {pid_file} names pid {pid}, which now runs `{_command_line(pid)}`, but records no "
+                      "start time (an older llmsweep wrote it), so llmsweep cannot tell that server from a process "
+                      "that took its pid since: not stopped, and the pid file is kept. If it is the server, "
+                      f"stop it (`kill -TERM -- -{pid}`); then delete {pid_file}")
+            elif ours:
                 event(f"stopping server pid {pid} left running by an earlier, interrupted run")
                 stop_process_tree(pid, pgid=pid, grace_s=5.0, seen=signalled[pid].values())
                 stopped.append(pid)
@@ -1054,7 +1080,8 @@ def stop_stale_servers(run_dir: Path, event: Event = _quiet, *, pid_files: str =
             if cleanup and not _run_cleanup(cleanup, event):
                 left = True
             if left:
-                event(f"warning: could not stop everything server pid {pid} left; {pid_file} is kept")
+                if ours is not None:  # (one it could not identify was said above)
+                    event(f"warning: could not stop everything server pid {pid} left; {pid_file} is kept")
             else:
                 pid_file.unlink(missing_ok=True)
         _cancel_stale_slurm_jobs(run_dir, event)
@@ -1112,12 +1139,17 @@ def _cancel_stale_slurm_jobs(run_dir: Path, event: Event) -> None:
               "wait until `squeue -j` no longer lists it before resuming")
 
 
-def _is_our_server(pid: int, argv0: str, start_ticks: int | None = None) -> bool:
+def _is_our_server(pid: int, argv0: str, start_ticks: int | None = None) -> bool | None:
     """True when `pid` is still the process we launched (a recycled pid belongs to someone else): the same pid and
-    start time name one process, whatever it has exec'd since — a launcher that execs the engine (the rehearsal's
-    `vllm` stand-in, a wrapper script) leaves no `argv0` in its command line, and taking it for someone else's left
-    it running, its pid file deleted, beside the server the resume launched. A pid file without a start time (an
-    older run's) falls back to the program's name."""
+    start time (/proc/PID/stat's field 22) name one process, whatever it has exec'd since — a launcher that execs the
+    engine (the rehearsal's `vllm` stand-in, a wrapper script) leaves no `argv0` in its command line, and taking it
+    for someone else's left it running, its pid file deleted, beside the server the resume launched. False when it is
+    not (no process, another start time, another program).
+
+    None when it cannot be told: a pid file without a start time (an older llmsweep's) naming a live process that runs
+    its program. The name alone is no identity — the simulator and many engines run as `python`, and so do a
+    notebook and another user's job that took the pid since — so such a process is never signalled (it once was:
+    `--resume` stopped an unrelated python process as the old server)."""
     from llmsweep.execute.process import read_proc
 
     info = read_proc(pid)
@@ -1129,7 +1161,19 @@ def _is_our_server(pid: int, argv0: str, start_ticks: int | None = None) -> bool
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     except OSError:
         return False
-    return bool(argv0) and any(os.path.basename(part.decode(errors="replace")) == argv0 for part in cmdline[:3])
+    if bool(argv0) and any(os.path.basename(part.decode(errors="replace")) == argv0 for part in cmdline[:3]):
+        return None
+    return False
+
+
+def _command_line(pid: int, limit: int = 160) -> str:
+    """The command line of `pid` as /proc shows it, shortened for a log line ('?' when it cannot be read)."""
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return "?"
+    text = " ".join(part.decode(errors="replace") for part in raw.split(b"\0") if part) or "?"
+    return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
 def summarize_outcomes(outcomes: Sequence[JobOutcome]) -> dict[str, Any]:

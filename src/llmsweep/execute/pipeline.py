@@ -127,20 +127,53 @@ class RunOutcome:
     power_unrecorded: dict[str, list[str]] = field(default_factory=dict)
     """Jobs that ran without their GPU power recorded, by why and how to get it (their summaries' `power.error`:
     no backend could sample where they ran; `--power-backend off` is not among them)."""
+    rest: list[JobOutcome] = field(default_factory=list)
+    """A narrower `--resume`/`--force` (`--only-job`, `--config-keys`, `--changed`): the recorded outcomes of the
+    run's other expected jobs, which this invocation did not plan (`_rest_of_the_run`)."""
+    rest_never_run: list[str] = field(default_factory=list)
+    """…and those of them with no outcome recorded anywhere: never run (the dashboard counts them missing)."""
 
     @property
     def expected(self) -> int:
         return len(self.outcomes)
 
     @property
+    def narrower(self) -> bool:
+        """True when the run expects more jobs than this invocation planned (`rest`, `rest_never_run`)."""
+        return bool(self.rest or self.rest_never_run)
+
+    @property
     def ok(self) -> bool:
         return self.store_error is None and not self.unplanned and all(o.ok for o in self.outcomes)
 
+    def counts(self) -> dict[str, Any]:
+        """The end-of-run counts, `run --json`'s `counts`: this invocation's jobs (`expected`, `done`: with a valid or
+        smoke summary, `by_status`) and, under `run`, the whole run's as run.json records it — the same as this
+        invocation's unless a narrower `--resume`/`--force` planned part of the run; `never_run` counts its jobs
+        with no outcome recorded."""
+        def block(outcomes: Sequence[JobOutcome]) -> dict[str, Any]:
+            return {"expected": len(outcomes), "done": sum(1 for o in outcomes if o.ok),
+                    "by_status": dict(sorted(summarize_outcomes(outcomes).items()))}
+
+        run = block([*self.outcomes, *self.rest])
+        run["expected"] += len(self.rest_never_run)
+        return {**block(self.outcomes), "run": {**run, "never_run": len(self.rest_never_run)}}
+
     def completeness(self) -> str:
-        counts = summarize_outcomes(self.outcomes)
-        done = sum(1 for o in self.outcomes if o.ok)
-        parts = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
-        lines = [f"expected {self.expected} job(s), {done} with a {DONE_WORDS} summary ({parts})"]
+        def said(counts: dict[str, Any]) -> str:
+            parts = [f"{n} {s}" for s, n in counts["by_status"].items()]
+            if counts.get("never_run"):
+                parts.append(f"{counts['never_run']} never run")
+            return f"{counts['done']} with a {DONE_WORDS} summary ({', '.join(parts)})"
+
+        counts = self.counts()
+        if not self.narrower:
+            lines = [f"expected {self.expected} job(s), {said(counts)}"]
+        else:  # said both ways: this invocation's count alone read as if the run were that small
+            lines = [f"expected {self.expected} job(s) in this invocation (part of the run), {said(counts)}",
+                     f"the whole run: {counts['run']['expected']} job(s), {said(counts['run'])}"
+                     + ("; a plain `--resume` runs the rest" if counts["run"]["done"] < counts["run"]["expected"]
+                        else "")]
         # One line per reason: nine jobs refused for one unreadable trace source say it once, then name the jobs.
         by_reason: dict[tuple[str, str], list[str]] = {}
         for o in self.outcomes:
@@ -461,6 +494,31 @@ def _the_rest_of_the_run(meta: dict[str, Any], previous: dict[str, Any], req: Ru
     recorded = previous.get("outcomes")
     return [o for o in recorded if isinstance(o, dict) and o.get("job_id") in keep] \
         if isinstance(recorded, list) else []
+
+
+def _rest_of_the_run(run_dir: Path, planned: set[str]) -> tuple[list[JobOutcome], list[str]]:
+    """The run's expected jobs beyond `planned` (this invocation's: a narrower `--resume`/`--force` keeps the others
+    expected, `_the_rest_of_the_run`), as the dashboard reads them: (their outcomes — run.json's, else the job
+    folder's own `outcome.json`, which an interrupted invocation wrote without run.json recording it —, the ids of
+    those with none: never run)."""
+    meta = art.read_json(run_dir / art.RUN_FILE)
+    if not isinstance(meta, dict) or not isinstance(ids := meta.get("expected_job_ids"), list):
+        return [], []
+    rest = [j for j in ids if isinstance(j, str) and j not in planned]
+    recorded = {o.get("job_id"): o for o in meta.get("outcomes") or () if isinstance(o, dict)}
+    found: list[JobOutcome] = []
+    never: list[str] = []
+    for job_id in rest:
+        for doc in (recorded.get(job_id), art.read_json(art.job_dir(run_dir, job_id) / art.OUTCOME_FILE)):
+            if isinstance(doc, dict):
+                try:
+                    found.append(JobOutcome.model_validate(doc))
+                    break
+                except ValueError:  # an outcome of another llmsweep, or damaged: the next source, else never run
+                    continue
+        else:
+            never.append(job_id)
+    return found, never
 
 
 def run_sweep(req: RunRequest, *, event: Event = _stderr) -> RunOutcome:
@@ -972,11 +1030,12 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
                 for j in jobs]
     outcomes = [o.with_warnings(warnings.get(o.job_id, ())) for o in outcomes]
     _write_run_meta(run_dir, req, run_id, jobs, outcomes, findings, reuse_meta, superseded)
+    rest, never_run = _rest_of_the_run(run_dir, {j.id for j in jobs})
 
     outcome = RunOutcome(run_dir=run_dir, run_id=run_id, outcomes=outcomes, findings=findings,
                          concurrency={j.id: j.concs[0] for j in jobs if j.concs},
                          reused=dict(reuse_meta.get("reused") or {}),
-                         power_unrecorded=_power_unrecorded(outcomes))
+                         power_unrecorded=_power_unrecorded(outcomes), rest=rest, rest_never_run=never_run)
     outcome.store_path, outcome.store_error = _store(run_dir, req, event, reused=set(outcome.reused))
     if req.report:
         event(f"writing the dashboard to {run_dir / 'report'} (PNG plots: `llmsweep report {run_dir}`)")

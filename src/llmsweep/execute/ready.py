@@ -136,7 +136,7 @@ def wait_ready(
             wanted = f" and none of the markers {list(spec.ready_log_markers)} in the log" if not marker_ok else ""
             raise _failure(
                 handle,
-                f"not ready after {limit:.0f} s: {url} gave {got}{wanted}",
+                f"not ready after {limit:g} s: {url} gave {got}{wanted}",
                 fix="raise the recipe's `serve.health-timeout` (or `--startup-timeout`) if the engine is merely slow "
                 "(first compile, large weights); otherwise read the log tail for the hang",
                 tail_lines=tail_lines,

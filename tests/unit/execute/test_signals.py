@@ -167,6 +167,60 @@ def test_resume_stops_a_server_that_execd_another_program_since_its_pid_file_was
         proc.wait()
 
 
+def test_a_pid_file_records_the_start_time_that_tells_the_server_from_a_process_that_took_its_pid(
+        tmp_path: Path) -> None:
+    """The pid file holds the process's start time, /proc/PID/stat's field 22, which `--resume` requires to match."""
+    from types import SimpleNamespace
+    from typing import Any, cast
+
+    from llmsweep.execute.lifecycle import write_pid_file
+
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], start_new_session=True)
+    try:
+        stat_line = Path(f"/proc/{proc.pid}/stat").read_text()
+        field_22 = int(stat_line[stat_line.rindex(")") + 2:].split()[22 - 3])  # fields 1-2: pid, (comm)
+        path = tmp_path / "server.pid"
+        write_pid_file(path, cast(Any, SimpleNamespace(pid=proc.pid, command=[sys.executable, "-c", "…"])),
+                       cast(Any, None))
+        doc = json.loads(path.read_text())
+        assert doc["pid"] == proc.pid and doc["start_ticks"] == field_22
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_an_older_pid_file_without_a_start_time_never_gets_a_process_it_cannot_identify_signalled(
+        tmp_path: Path) -> None:
+    """A pid file an older llmsweep wrote has no start time, only the program's name (`python`): after the pid was
+    reused, `--resume` took an unrelated python process for the old server and stopped it. Such a process may be
+    either, so it is left running, the pid file kept, and the log says so and what to do; a pid that no longer runs,
+    or runs another program, is not the server, and its pid file goes without a signal sent."""
+    unrelated = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], start_new_session=True)
+    try:
+        pid_file = _pid_file(tmp_path, json.dumps({"pid": unrelated.pid, "host": __import__("platform").node(),
+                                                   "argv0": os.path.basename(sys.executable), "cleanup": []}))
+        events: list[str] = []
+        assert stop_stale_servers(tmp_path, events.append) == []
+        time.sleep(0.2)
+        assert unrelated.poll() is None, "a process the pid file cannot identify was signalled"
+        assert pid_file.exists()
+        (said,) = events
+        assert said.startswith(f"warning: {pid_file} names pid {unrelated.pid}, which now runs `{sys.executable} -c "
+                               "import time; time.sleep(120)`, but records no start time"), said
+        assert "not stopped" in said and f"kill -TERM -- -{unrelated.pid}" in said
+        # the same pid file naming another program: a recycled pid, not the server — no signal, the file goes
+        pid_file.write_text(json.dumps({"pid": unrelated.pid, "argv0": "vllm", "cleanup": []}))
+        events.clear()
+        assert stop_stale_servers(tmp_path, events.append) == [] and unrelated.poll() is None
+        assert not pid_file.exists() and events == []
+    finally:
+        unrelated.kill()
+        unrelated.wait()
+    # and naming a pid that no longer runs: nothing to stop, the file goes
+    pid_file = _pid_file(tmp_path, json.dumps({"pid": unrelated.pid, "argv0": "python", "cleanup": []}))
+    assert stop_stale_servers(tmp_path, events.append) == [] and not pid_file.exists()
+
+
 def test_resume_keeps_the_pid_file_when_the_container_cannot_be_removed(tmp_path: Path) -> None:
     docker = tmp_path / "docker"  # a docker stand-in whose daemon is down
     docker.write_text("#!/bin/sh\necho 'Cannot connect to the Docker daemon' >&2\nexit 1\n")
