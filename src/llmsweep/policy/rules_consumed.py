@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from llmsweep.engine_ids import SIM
-from llmsweep.engines import adapter_for
-from llmsweep.engines.base import Conflict, norm_flag, pools
+from llmsweep.engines import ADAPTERS, adapter_for
+from llmsweep.engines.base import Conflict, pools
 from llmsweep.engines.launch import is_secret_name
 from llmsweep.errors import LlmsweepError
 from llmsweep.findings import Finding, Severity
@@ -420,13 +420,15 @@ def render_failed(ctx: Context) -> Iterator[Finding]:
       "delete it from a `framework: sim` recipe, or accept that the prediction ignores it",
       "DESIGN.md principle 3 (every declared field is consumed or rejected)")
 def sim_ignored(ctx: Context) -> Iterator[Finding]:
-    from llmsweep.engines.sim import MODELLED
+    from llmsweep.engines.sim import MODELLED, SimAdapter
 
+    sim = ADAPTERS[SIM.id]
+    assert isinstance(sim, SimAdapter)
     for job, recipe in ctx.runnable_pairs():
         if job.engine != SIM.id or job.serve is None:
             continue
         for flag in job.serve.args:
-            if norm_flag(flag) not in MODELLED:
+            if sim.parsed_flag(job, flag) not in MODELLED:  # as the engine it stands in for reads the flag
                 yield ctx.hit("serve.sim-ignored", recipe, serve_arg_path(recipe, job, flag),
                               f"the simulator does not model `{flag}`", job=job)
 
