@@ -13,6 +13,7 @@ from llmsweep.engine_ids import SIM
 from llmsweep.engines import ADAPTERS, adapter_for
 from llmsweep.engines.base import Conflict, pools
 from llmsweep.engines.launch import is_secret_name
+from llmsweep.engines.sim import SimAdapter
 from llmsweep.errors import LlmsweepError
 from llmsweep.findings import Finding, Severity
 from llmsweep.plan.job import Job
@@ -62,6 +63,8 @@ def duplicate_flag(ctx: Context) -> Iterator[Finding]:
         if job.engine is None:
             continue
         adapter = adapter_for(job)
+        if isinstance(adapter, SimAdapter):  # it reads the flags as the engine it stands in for
+            adapter = ADAPTERS.get(adapter.stands_in_for(job) or "", adapter)
         for first, later, name in adapter.duplicate_flags(job):
             yield ctx.hit("serve.duplicate-flag", recipe, serve_arg_path(recipe, job, later),
                           f"`{first}` and `{later}` are one flag to {adapter.name} (`{name}`): it would take one of "
@@ -420,7 +423,7 @@ def render_failed(ctx: Context) -> Iterator[Finding]:
       "delete it from a `framework: sim` recipe, or accept that the prediction ignores it",
       "DESIGN.md principle 3 (every declared field is consumed or rejected)")
 def sim_ignored(ctx: Context) -> Iterator[Finding]:
-    from llmsweep.engines.sim import MODELLED, SimAdapter
+    from llmsweep.engines.sim import MODELLED
 
     sim = ADAPTERS[SIM.id]
     assert isinstance(sim, SimAdapter)

@@ -64,3 +64,13 @@ def test_an_abbreviated_flag_reaches_the_simulator_as_the_engine_reads_it(
     # ...and the recipe check does not call a flag the simulator honours unmodelled
     said = [f for f in validate_files([path], simulate=True).findings if f.rule == "serve.sim-ignored"]
     assert said == [], [f.message for f in said]
+
+
+def test_two_spellings_of_one_flag_on_a_sim_recipe_are_the_duplicate_the_engine_would_take_silently(
+        tmp_path: Path) -> None:
+    """Both reach the simulator as one flag, the last value winning unseen: the error a real engine's recipe gets."""
+    path = _write(tmp_path, "sglang", SGLANG, "--mem-fraction-static", sim_engine=True)
+    text = path.read_text().replace("--mem-fraction-static: 0.7,", "--mem-fraction-static: 0.7, --mem-frac: 0.8,")
+    path.write_text(text)
+    said = [f for f in validate_files([path]).findings if f.rule == "serve.duplicate-flag"]
+    assert len(said) == 1 and "`--mem-fraction-static` and `--mem-frac` are one flag to sglang" in said[0].message
