@@ -6,6 +6,7 @@ nothing, and a `sim`-engine recipe was told the flag is not modelled."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -45,8 +46,8 @@ def _write(tmp_path: Path, framework: str, image: str, flag: str, *, sim_engine:
     return path
 
 
-def _flag(argv: list[str], name: str) -> str | None:
-    return argv[argv.index(name) + 1] if name in argv else None
+def _flag(argv: Sequence[str], name: str) -> str | None:
+    return argv[list(argv).index(name) + 1] if name in argv else None
 
 
 @pytest.mark.parametrize("sim_engine", [False, True], ids=["--simulate", "engine-sim"])
