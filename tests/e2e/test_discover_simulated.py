@@ -7,6 +7,7 @@ in virtual time, half the CPU (the simulation of conc 16 and 32 is most of it)."
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -359,3 +360,7 @@ def test_ladder_points_never_run_an_8k1k_rows_accuracy_eval(tmp_path: Path, monk
         assert "eval" not in json.loads((jdir / "summary.json").read_text()), jdir.name
         assert not (jdir / "eval").exists(), jdir.name
     assert "lm-eval" not in proc.stderr
+    # the stages store their runs in --out's store.sqlite (no --store given), not $LLMSWEEP_STORE's
+    with sqlite3.connect(out / "store.sqlite") as db:
+        assert db.execute("SELECT COUNT(*) FROM results").fetchone() == (4,)
+    assert not (tmp_path / "store.sqlite").exists()
