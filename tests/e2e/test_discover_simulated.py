@@ -7,6 +7,7 @@ in virtual time, half the CPU (the simulation of conc 16 and 32 is most of it)."
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -336,3 +337,30 @@ def test_a_ladder_whose_every_job_was_refused_says_why_and_exits_1(tmp_path: Pat
     assert result["runs_measured"] == 0 and "holds no trace" in arm["error"], arm["error"]
     skipped = result["stages"][-1]["skipped"]
     assert "no valid run of it was measured" in skipped and "too few" not in skipped, skipped
+
+
+@pytest.mark.timeout(300)
+def test_ladder_points_never_run_an_8k1k_rows_accuracy_eval(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The README: "Ladder points never run an 8k1k row's accuracy eval". The recipe's conc-16 and conc-32 rows are
+    `run-eval` points (InferenceX marks 8k1k at conc >= 16); a discovery measures throughput, so it needs no lm-eval
+    and its stage jobs carry no eval — without lm-eval, a `run` of the recipe would refuse them."""
+    recipe = tmp_path / "eval-8k1k.yaml"
+    text = (RECIPE.parents[1] / "run" / "eval-8k1k.yaml").read_text(encoding="utf-8")
+    recipe.write_text(text.replace("conc-list: [16]", "conc-list: [16, 32]")
+                      + "  workload:\n    num-prompts-per-conc: 2\n    num-warmups: 1\n", encoding="utf-8")
+    monkeypatch.delenv("LLMSWEEP_LM_EVAL", raising=False)
+    out = tmp_path / "disc"
+    proc = _discover(tmp_path, recipe, "--simulate", "--repeats", "2", "--ladder-top", "32", "--refine", "0",
+                     "--out", out)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    jobs = list((out / "stages").glob("*/jobs/*/"))
+    assert len(jobs) == 4, jobs  # conc 16 and 32, two repeats each
+    for jdir in jobs:
+        assert json.loads((jdir / "job.json").read_text()).get("run-eval") in (None, False), jdir.name
+        assert "eval" not in json.loads((jdir / "summary.json").read_text()), jdir.name
+        assert not (jdir / "eval").exists(), jdir.name
+    assert "lm-eval" not in proc.stderr
+    # the stages store their runs in --out's store.sqlite (no --store given), not $LLMSWEEP_STORE's
+    with sqlite3.connect(out / "store.sqlite") as db:
+        assert db.execute("SELECT COUNT(*) FROM results").fetchone() == (4,)
+    assert not (tmp_path / "store.sqlite").exists()

@@ -30,7 +30,7 @@ def _entry_points() -> list[list[str]]:
     return points
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=lambda s: s.name)
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=lambda s: s.name)
 def test_a_signal_while_the_command_loads_is_a_quiet_stop(tmp_path: Path, sig: signal.Signals) -> None:
     (tmp_path / "click").mkdir()
     (tmp_path / "click" / "__init__.py").write_text(STAND_IN)

@@ -4,6 +4,7 @@ the power columns, and `summarize` on the folder reproduces the block."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import sqlite3
 from pathlib import Path
@@ -30,6 +31,7 @@ def test_simulated_sweep_reports_valid_power_rising_tokens_per_joule(tmp_path: P
         assert (jdir / "gpu_metrics.jsonl").is_file(), name
         header = json.loads((jdir / "gpu_metrics.jsonl").read_text().splitlines()[0])
         assert header["backend"] == "sim" and header["source"] == "simulated" and header["require"] is True
+        assert header["interval_s"] == 0.25  # the README: 1 Hz, 4 Hz on the simulator
         summary = read_json(jdir / "summary.json")
         power = summary["power"]
         assert power["power_valid"] is True, power["reasons"]
@@ -76,6 +78,11 @@ def test_virtual_time_sweep_carries_the_live_paths_power_block(tmp_path: Path) -
         header = json.loads(lines[0])
         assert header["backend"] == "sim" and header["source"] == "simulated" and header["require"] is True
         assert len({json.loads(line)["gpu"] for line in lines[1:]}) == 8
+        # read at every virtual second (and once more where the run ends)
+        times = sorted({json.loads(line)["t"] for line in lines[1:]})
+        gaps = [b - a for a, b in itertools.pairwise(times)]
+        assert header["interval_s"] == 1.0 and gaps and all(abs(g - 1.0) < 1e-6 for g in gaps[:-1]), gaps
+        assert 0 < gaps[-1] <= 1.0 + 1e-6, gaps
         power = summary["power"]
         assert power["power_valid"] is True, power["reasons"]
         assert power["source"] == "simulated" and power["observed_gpus"] == 8

@@ -186,8 +186,17 @@ class SimAdapter(Adapter):
         """(as written, value) of a `sim` recipe's context flag, in any engine's spelling it stands in for
         (`CONTEXT_FLAGS`): the simulator serves it as `--context-length`; the last one when it sets several."""
         found = [(written, value) for written, (flag, value) in self._written_args(job)
-                 if norm_flag(flag) in CONTEXT_FLAGS]
+                 if self.parsed_flag(job, flag) in CONTEXT_FLAGS]
         return found[-1] if found else None
+
+    def parsed_flag(self, job: Job, flag: str) -> str:
+        """`flag` as the parser of the engine the job stands in for reads it (an alias, `_`/`-`, a unique prefix:
+        `--mem-frac` is SGLang's `--mem-fraction-static`), so the simulator honours what that engine would; a recipe
+        of the simulator itself gets the normalised spelling."""
+        from llmsweep.engines import ADAPTERS
+
+        real = ADAPTERS.get(self.stands_in_for(job) or "")
+        return real.canonical(flag) if real is not None else norm_flag(flag)
 
     def launcher(self, job: Job) -> list[str]:
         return [sys.executable, "-m", "llmsweep.cli.main", "sim", "serve"]
@@ -208,7 +217,7 @@ class SimAdapter(Adapter):
     def derive(self, job: Job, port: int) -> Derived:
         d = Derived(notes=["simulated engine: no GPU, no weights; timings come from the roofline model"])
         tp, _pp, ep, _dp_attn, _dcp, _pcp = topology(job)
-        recipe = {norm_flag(k): v for k, v in self.recipe_args(job).items()}
+        recipe = {self.parsed_flag(job, k): v for k, v in self.recipe_args(job).items()}
         a = d.args
         a["--model"] = job.model
         a["--served-model-name"] = job.workload.served_model_name

@@ -10,9 +10,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from llmsweep.engine_ids import SIM
-from llmsweep.engines import adapter_for
-from llmsweep.engines.base import Conflict, norm_flag, pools
+from llmsweep.engines import ADAPTERS, adapter_for
+from llmsweep.engines.base import Conflict, pools
 from llmsweep.engines.launch import is_secret_name
+from llmsweep.engines.sim import SimAdapter
 from llmsweep.errors import LlmsweepError
 from llmsweep.findings import Finding, Severity
 from llmsweep.plan.job import Job
@@ -62,6 +63,8 @@ def duplicate_flag(ctx: Context) -> Iterator[Finding]:
         if job.engine is None:
             continue
         adapter = adapter_for(job)
+        if isinstance(adapter, SimAdapter):  # it reads the flags as the engine it stands in for
+            adapter = ADAPTERS.get(adapter.stands_in_for(job) or "", adapter)
         for first, later, name in adapter.duplicate_flags(job):
             yield ctx.hit("serve.duplicate-flag", recipe, serve_arg_path(recipe, job, later),
                           f"`{first}` and `{later}` are one flag to {adapter.name} (`{name}`): it would take one of "
@@ -422,11 +425,13 @@ def render_failed(ctx: Context) -> Iterator[Finding]:
 def sim_ignored(ctx: Context) -> Iterator[Finding]:
     from llmsweep.engines.sim import MODELLED
 
+    sim = ADAPTERS[SIM.id]
+    assert isinstance(sim, SimAdapter)
     for job, recipe in ctx.runnable_pairs():
         if job.engine != SIM.id or job.serve is None:
             continue
         for flag in job.serve.args:
-            if norm_flag(flag) not in MODELLED:
+            if sim.parsed_flag(job, flag) not in MODELLED:  # as the engine it stands in for reads the flag
                 yield ctx.hit("serve.sim-ignored", recipe, serve_arg_path(recipe, job, flag),
                               f"the simulator does not model `{flag}`", job=job)
 

@@ -722,3 +722,22 @@ def test_validate_render_and_predict_vouch_for_a_runner_label_as_run_does(
     assert {row["job"] for row in json.loads(out) if "summary" in row} >= {job.id}
     code, out, err = run_main(capsys, "predict", recipe, *window)
     assert code == 2 and "fleet.unknown-label" in err, out + err
+
+
+def test_the_default_out_is_the_workflow_file_the_readme_names(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`llmsweep ci github recipes/*.yaml …` at the repository root writes `.github/workflows/llmsweep-sweep.yml`,
+    where GitHub reads it (the README's Change control example), and says what it wrote."""
+    import yaml
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    write_recipe(repo)
+    monkeypatch.chdir(repo)
+    wrote = CliRunner().invoke(cli, ["ci", "github", "recipes/chg.yaml", "--baseline", "run-main"])
+    assert wrote.exit_code == 0, wrote.output
+    out = repo / ".github" / "workflows" / "llmsweep-sweep.yml"
+    assert "wrote .github/workflows/llmsweep-sweep.yml" in wrote.output
+    jobs = yaml.safe_load(out.read_text())["jobs"]
+    assert set(jobs) == {"setup", "sweep", "collect"}
+    assert "llmsweep run recipes/chg.yaml --only-job" in _step(jobs["sweep"], "Run the job")["run"]
