@@ -354,7 +354,8 @@ def docker_exit_fix(returncode: int | None, tail: str, user_flags: str | None = 
                 f"started): use an image that has this engine installed, or correct the engine's command; "
                 f"`docker run --rm --entrypoint {command} {image or 'IMAGE'} --help` checks it")
     if ended is not None:
-        return f"{ended}: {_OOM_FIX if ended.startswith(_OOM) else _KILLED_FIX}"
+        return f"{ended}: " + (_OOM_FIX if ended.startswith(_OOM) else _SIGKILLED_FIX if ended == _SIGKILLED_UNSAID
+                               else _KILLED_FIX)
     if returncode != DOCKER_REFUSED:
         if unmounted:
             return (f"the container does not see {', '.join(unmounted)}: host path(s) of the server's command under "
@@ -378,6 +379,12 @@ _OOM = "the container ran out of memory"
 _OOM_FIX = ("raise the container's memory limit (`--memory`/`--memory-swap` in the executor's extra_args) or free the "
             "host's memory, or have the engine use less (a smaller model, batch or context), and rerun")
 _EVENTS_LAG_S = 0.5
+_SIGKILLED = 137
+_SIGKILLED_UNSAID = ("killed by SIGKILL: the kernel's OOM killer (the container's `--memory` limit, or the host's "
+                     "memory) or a kill from outside this run (`docker kill`, `docker rm -f`); the daemon's event log "
+                     "names neither")
+_SIGKILLED_FIX = ("if memory ran out (`dmesg` says \"Memory cgroup out of memory\" or \"Out of memory\"), " + _OOM_FIX
+                  + "; otherwise find what kills this run's containers")
 _KILLED_FIX = "find what stops this run's containers (another user, a cleanup script, a scheduler), and rerun"
 
 
@@ -408,25 +415,70 @@ def container_end(docker: str, name: str, since: float, *, timeout_s: float = 10
     return None
 
 
+_ENDED = ("exited", "dead", "removing")
+_NO_SUCH = "(no such container)"
+_CLI_EXIT_WAIT_S = 2.0
+_INSPECT_TIMEOUT_S = 5.0
+
+
 class DockerServerHandle(ProcessServerHandle):
-    """A `docker run` CLI's handle that asks the daemon why its container ended (`exit_cause`)."""
+    """A `docker run` CLI's handle that asks the daemon whether its container still runs (`is_alive`) and why it
+    ended (`exit_cause`)."""
 
     def __init__(self, *args: Any, docker: str, name: str, started_unix: float, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._docker, self._name, self._started_unix = docker, name, started_unix
         self._cause: tuple[str | None] | None = None
         self._stopping = False
+        self._seen_running = False
+        self._ended = False
+        """The daemon said the container ended (its CLI may not have exited yet)."""
 
     def stop(self, grace_s: float = 10.0) -> int | None:
         self._stopping = True
         return super().stop(grace_s)
 
+    def is_alive(self) -> bool:
+        """The attached CLI runs and the daemon does not say its container ended. The CLI outlives a container killed
+        from outside (`docker kill`, `docker rm -f`, the OOM killer) by a moment (~0.1 s here, more on a busy host,
+        with `--rm` removing it): long enough for a job whose load stopped on that death to be judged against a
+        live server, and for the next job to be sent to it. A container the daemon says ended is dead; its CLI is
+        given a moment to exit, so its exit status is known."""
+        if not super().is_alive():
+            return False
+        if self._stopping:
+            return True
+        state = self._container_state()
+        if state == "running":
+            self._seen_running = True
+        elif state in _ENDED or (state == _NO_SUCH and self._seen_running):
+            self._ended = True
+            deadline = time.monotonic() + _CLI_EXIT_WAIT_S
+            while super().is_alive() and time.monotonic() < deadline:
+                time.sleep(0.02)
+            return False
+        return True  # being created, or the daemon did not say: the CLI's life decides
+
+    def _container_state(self) -> str | None:
+        """The daemon's `State.Status` of the container, `_NO_SUCH` once gone, None when the daemon did not say."""
+        argv = [self._docker, "container", "inspect", "--format", "{{.State.Status}}", self._name]
+        try:
+            proc = run_command(argv, timeout_s=_INSPECT_TIMEOUT_S, check=False, new_session=True, fix=_DAEMON_FIX)
+        except LaunchError:
+            return None
+        if proc.returncode == 0:
+            return proc.stdout.strip()
+        return _NO_SUCH if "no such" in (proc.stderr + proc.stdout).lower() else None
+
     def exit_cause(self) -> str | None:
         """Why the container ended, where the daemon knows (`container_end`), once it has; asked once."""
-        if self.returncode is None or (self._stopping and self._cause is None):
+        if (self.returncode is None and not self._ended) or (self._stopping and self._cause is None):
             return None  # alive, or stopped by this run (whose own `docker stop` the events would show)
         if self._cause is None:
-            self._cause = (container_end(self._docker, self._name, self._started_unix),)
+            cause = container_end(self._docker, self._name, self._started_unix)
+            if cause is None and self.returncode == _SIGKILLED:
+                cause = _SIGKILLED_UNSAID  # (the daemon drops an `oom` event whose container `--rm` removed first)
+            self._cause = (cause,)
         return self._cause[0]
 
 
