@@ -182,7 +182,8 @@ def image_facts(docker: str, image: str, *, timeout_s: float = 60.0) -> ServedIn
         if "no such image" in said.lower():
             return None
         raise LaunchError(f"`docker image inspect {image}` failed with exit status {proc.returncode}: {said[-500:]}",
-                          fix="check the docker daemon (`docker info`) and that this user may use it")
+                          fix=_DAEMON_FIX if any(m in said.lower() for m in _DAEMON_UNREACHABLE)
+                          else "check the docker daemon (`docker info`) and that this user may use it")
     doc = json.loads(proc.stdout)
     return ServedIn(image=image, image_id=doc.get("Id"),
                     image_digest=registry_digest(image, [str(d) for d in doc.get("RepoDigests") or []]))
@@ -335,11 +336,26 @@ def unmounted_host_paths(spec: LaunchSpec, options: DockerOptions) -> list[str]:
         and not any(Path(w) == m or Path(w).is_relative_to(m) for m in mounts)))
 
 
+NOT_RUNNABLE = {126: "is not executable", 127: "was not found"}
+"""The container's command could not be started (the exit status of docker's init and of `docker run` itself)."""
+_EXEC_FAILED = ("exec ", "executable file not found", "no such file or directory", "permission denied")
+
+
 def docker_exit_fix(returncode: int | None, tail: str, user_flags: str | None = None,
-                    unmounted: Sequence[str] = ()) -> str | None:
+                    unmounted: Sequence[str] = (), *, command: str | None = None, image: str | None = None,
+                    ended: str | None = None) -> str | None:
     """The fix for a `docker run` that exited while starting, where docker's side is the cause: docker itself refused
-    the container (exit 125: the engine never ran, so its arguments, model and image are not where to look), or the
-    engine was given host paths the container does not see (`unmounted`). None otherwise."""
+    the container (exit 125: the engine never ran, so its arguments, model and image are not where to look), the
+    image has no runnable `command` (126, 127), the daemon says what ended it (`ended`, `container_end`: out of
+    memory, a kill from outside), or the engine was given host paths the container does not see (`unmounted`). None
+    otherwise."""
+    if returncode in NOT_RUNNABLE and command and command in tail and any(s in tail.lower() for s in _EXEC_FAILED):
+        return (f"the image's `{command}` {NOT_RUNNABLE[returncode]} (exit status {returncode}: the engine never "
+                f"started): use an image that has this engine installed, or correct the engine's command; "
+                f"`docker run --rm --entrypoint {command} {image or 'IMAGE'} --help` checks it")
+    if ended is not None:
+        return f"{ended}: " + (_OOM_FIX if ended.startswith(_OOM) else _SIGKILLED_FIX if ended == _SIGKILLED_UNSAID
+                               else _KILLED_FIX)
     if returncode != DOCKER_REFUSED:
         if unmounted:
             return (f"the container does not see {', '.join(unmounted)}: host path(s) of the server's command under "
@@ -357,6 +373,113 @@ def docker_exit_fix(returncode: int | None, tail: str, user_flags: str | None = 
     return ("docker refused to run the container (exit status 125: docker's error above, before the engine started): "
             "fix what it names among the docker executor's options (mounts, gpu_vendor, shm_size, init"
             + (f", {user_flags}" if user_flags else "") + ") or this host's Docker, and rerun")
+
+
+_OOM = "the container ran out of memory"
+_OOM_FIX = ("raise the container's memory limit (`--memory`/`--memory-swap` in the executor's extra_args) or free the "
+            "host's memory, or have the engine use less (a smaller model, batch or context), and rerun")
+_EVENTS_LAG_S = 0.5
+_SIGKILLED = 137
+_SIGKILLED_UNSAID = ("killed by SIGKILL: the kernel's OOM killer (the container's `--memory` limit, or the host's "
+                     "memory) or a kill from outside this run (`docker kill`, `docker rm -f`); the daemon's event log "
+                     "names neither")
+_SIGKILLED_FIX = ("if memory ran out (`dmesg` says \"Memory cgroup out of memory\" or \"Out of memory\"), " + _OOM_FIX
+                  + "; otherwise find what kills this run's containers")
+_KILLED_FIX = "find what stops this run's containers (another user, a cleanup script, a scheduler), and rerun"
+
+
+def container_end(docker: str, name: str, since: float, *, timeout_s: float = 10.0) -> str | None:
+    """What the daemon's event log says ended container `name` since `since` (unix seconds): the kernel's OOM killer
+    (an `oom` event), or a kill this run did not send (a `kill` event: `docker kill`, `docker stop`, `docker rm -f`);
+    None when it says neither (the engine exited on its own) or cannot say (the daemon does not answer). The
+    container itself cannot say: `--rm` removed it, its State.OOMKilled with it. Call it before this run stops the
+    container (its own stop sends `kill` events too)."""
+    # `--until` as a timestamp, half a second on: `0s` ("now") is cut to the second, which drops the events of the
+    # second a container ended in, and the daemon logs an `oom` a moment after the exit the CLI reports.
+    until = f"{time.time() + _EVENTS_LAG_S:.9f}"
+    argv = [docker, "events", "--since", str(int(since) - 1), "--until", until, "--filter", f"container={name}",
+            "--format", '{{.Action}} {{index .Actor.Attributes "signal"}}']
+    try:
+        proc = run_command(argv, timeout_s=timeout_s, check=False, new_session=True, fix=_DAEMON_FIX)
+    except LaunchError:
+        return None
+    if proc.returncode != 0:
+        return None
+    events = [line.split() for line in proc.stdout.splitlines() if line.strip()]
+    if any(e[0] == "oom" for e in events):
+        return f"{_OOM}: the kernel's OOM killer ended it (the daemon's `oom` event)"
+    signals = [e[1] for e in events if e[0] == "kill" and len(e) > 1]
+    if signals:
+        return (f"something outside this run stopped the container (the daemon's `kill` event, signal "
+                f"{', '.join(dict.fromkeys(signals))}: `docker kill`, `docker stop` or `docker rm -f`)")
+    return None
+
+
+_ENDED = ("exited", "dead", "removing")
+_NO_SUCH = "(no such container)"
+_CLI_EXIT_WAIT_S = 2.0
+_INSPECT_TIMEOUT_S = 5.0
+
+
+class DockerServerHandle(ProcessServerHandle):
+    """A `docker run` CLI's handle that asks the daemon whether its container still runs (`is_alive`) and why it
+    ended (`exit_cause`)."""
+
+    def __init__(self, *args: Any, docker: str, name: str, started_unix: float, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._docker, self._name, self._started_unix = docker, name, started_unix
+        self._cause: tuple[str | None] | None = None
+        self._stopping = False
+        self._seen_running = False
+        self._ended = False
+        """The daemon said the container ended (its CLI may not have exited yet)."""
+
+    def stop(self, grace_s: float = 10.0) -> int | None:
+        self._stopping = True
+        return super().stop(grace_s)
+
+    def is_alive(self) -> bool:
+        """The attached CLI runs and the daemon does not say its container ended. The CLI outlives a container killed
+        from outside (`docker kill`, `docker rm -f`, the OOM killer) by a moment (~0.1 s here, more on a busy host,
+        with `--rm` removing it): long enough for a job whose load stopped on that death to be judged against a
+        live server, and for the next job to be sent to it. A container the daemon says ended is dead; its CLI is
+        given a moment to exit, so its exit status is known."""
+        if not super().is_alive():
+            return False
+        if self._stopping:
+            return True
+        state = self._container_state()
+        if state == "running":
+            self._seen_running = True
+        elif state in _ENDED or (state == _NO_SUCH and self._seen_running):
+            self._ended = True
+            deadline = time.monotonic() + _CLI_EXIT_WAIT_S
+            while super().is_alive() and time.monotonic() < deadline:
+                time.sleep(0.02)
+            return False
+        return True  # being created, or the daemon did not say: the CLI's life decides
+
+    def _container_state(self) -> str | None:
+        """The daemon's `State.Status` of the container, `_NO_SUCH` once gone, None when the daemon did not say."""
+        argv = [self._docker, "container", "inspect", "--format", "{{.State.Status}}", self._name]
+        try:
+            proc = run_command(argv, timeout_s=_INSPECT_TIMEOUT_S, check=False, new_session=True, fix=_DAEMON_FIX)
+        except LaunchError:
+            return None
+        if proc.returncode == 0:
+            return proc.stdout.strip()
+        return _NO_SUCH if "no such" in (proc.stderr + proc.stdout).lower() else None
+
+    def exit_cause(self) -> str | None:
+        """Why the container ended, where the daemon knows (`container_end`), once it has; asked once."""
+        if (self.returncode is None and not self._ended) or (self._stopping and self._cause is None):
+            return None  # alive, or stopped by this run (whose own `docker stop` the events would show)
+        if self._cause is None:
+            cause = container_end(self._docker, self._name, self._started_unix)
+            if cause is None and self.returncode == _SIGKILLED:
+                cause = _SIGKILLED_UNSAID  # (the daemon drops an `oom` event whose container `--rm` removed first)
+            self._cause = (cause,)
+        return self._cause[0]
 
 
 class DockerLauncher:
@@ -396,6 +519,7 @@ class DockerLauncher:
         name = container_name(spec, self.options.name_prefix)
         argv = self.render(spec, name, environ)
         env, scrubber = server_environment(spec, environ)
+        started_unix = time.time()
         process = start_process(argv, log_path=log_path, env=env, scrubber=scrubber)
 
         def stop_container(grace_s: float) -> None:
@@ -408,10 +532,17 @@ class DockerLauncher:
             remove_container([self.options.docker, "rm", "-f", name], timeout_s=self.options.stop_timeout_s)
 
         user_flags = flags_named("the docker executor's extra_args", self.options.extra_args)
-        return ProcessServerHandle(spec, process, scrubber=scrubber, command=argv, before_stop=stop_container,
-                                   cleanup=(self.options.docker, "rm", "-f", name), user_flags=user_flags,
-                                   exit_fix=lambda rc, tail: docker_exit_fix(
-                                       rc, tail, user_flags, unmounted_host_paths(spec, self.options)))
+        handle: DockerServerHandle
+
+        def exit_fix(returncode: int | None, tail: str) -> str | None:
+            return docker_exit_fix(returncode, tail, user_flags, unmounted_host_paths(spec, self.options),
+                                   command=spec.argv[0], image=spec.image, ended=handle.exit_cause())
+
+        handle = DockerServerHandle(spec, process, scrubber=scrubber, command=argv, before_stop=stop_container,
+                                    cleanup=(self.options.docker, "rm", "-f", name), user_flags=user_flags,
+                                    exit_fix=exit_fix, docker=self.options.docker, name=name,
+                                    started_unix=started_unix)
+        return handle
 
 
 @register_executor

@@ -148,7 +148,10 @@ def exit_text(handle: ServerHandle) -> str:
     """How a dead server exited: `exit status N`; for a role-by-role deployment, which role, where, and its status
     (`decode worker 0 on mn2 exited with status -9`: the deployment's own name says nothing of which one died)."""
     who = getattr(handle, "dead_role", None)
-    return f"{who} exited with status {handle.returncode}" if who else f"exit status {handle.returncode}"
+    said = f"{who} exited with status {handle.returncode}" if who else f"exit status {handle.returncode}"
+    cause = getattr(handle, "exit_cause", None)  # what ended it, where the launcher can tell (docker's daemon)
+    why = cause() if callable(cause) else None
+    return f"{said}: {why}" if why else said
 
 
 def check_alive(handle: ServerHandle, *, during: str, tail_lines: int = DEFAULT_TAIL_LINES) -> None:

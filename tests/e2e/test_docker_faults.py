@@ -1,0 +1,207 @@
+"""Faults a docker-executor server meets, against the real Docker daemon (`scripts/ci/start_docker.sh`): the
+container OOM-killed, killed from outside, or unable to start its command. What a user relies on: the failure says
+what ended the container, as the daemon saw it, with the fix for that cause — not "read the log tail" over an empty
+log, nor a model path when the engine's command is missing from the image.
+
+The servers are plain shell commands in the imported image of `test_docker_daemon.py` (empty folders; the host's
+/usr, /bin and /lib mounted read-only): each test takes seconds, and no engine is needed to fault the container."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from test_docker_daemon import IMAGE, PREFIX, _containers, _daemon_answers, _docker
+from test_run_support import wait_for
+
+from llmsweep.engines.launch import LaunchSpec
+from llmsweep.errors import LaunchError
+from llmsweep.execute.docker import DockerLauncher, DockerOptions
+from llmsweep.execute.handle import ProcessServerHandle
+from llmsweep.execute.preflight import resolve_port
+from llmsweep.execute.ready import check_alive, wait_ready
+
+SYSTEM_MOUNTS = [f"{p}:{p}:ro" for p in ("/usr", "/bin", "/lib", "/lib64") if Path(p).is_dir()]
+
+
+@pytest.fixture(scope="module")
+def image() -> str:
+    """The empty-folder image of test_docker_daemon.py, imported (never pulled)."""
+    if not _daemon_answers():
+        pytest.skip("no Docker daemon answers (`.ci/run` starts one: scripts/ci/start_docker.sh)")
+    if _docker("image", "inspect", IMAGE).returncode != 0:
+        proc = subprocess.run(["tar", "-c", "-T", "/dev/null"], capture_output=True, check=True)
+        imported = subprocess.run(["docker", "import", "-", IMAGE], input=proc.stdout, capture_output=True,
+                                  timeout=120)
+        assert imported.returncode == 0, imported.stderr
+    return IMAGE
+
+
+@pytest.fixture
+def no_containers_after() -> Iterator[None]:
+    yield
+    left = _containers()
+    for line in left:
+        _docker("rm", "-f", line.split()[0])
+    assert not left, f"containers left behind: {left}"
+
+
+def _launch(image: str, tmp_path: Path, *argv: str, mounts: list[str] | None = None,
+            extra_args: tuple[str, ...] = ()) -> ProcessServerHandle:
+    spec = resolve_port(LaunchSpec(engine="vllm", image=image, argv=argv, port=0, gpus=0))
+    options = DockerOptions(gpu_vendor="none", name_prefix=PREFIX, extra_mounts=tuple(SYSTEM_MOUNTS if mounts is None
+                                                                                       else mounts),
+                            extra_args=extra_args)
+    handle = DockerLauncher(options).launch(spec, log_path=tmp_path / "server.log")
+    assert isinstance(handle, ProcessServerHandle)  # (its `cleanup` names the container)
+    return handle
+
+
+def _exited(handle: ProcessServerHandle) -> None:
+    wait_for(lambda: not handle.is_alive(), timeout=20, what="the container's end")
+
+
+# A shell that holds ~300 MB in a variable: far past a 64 MB limit.
+_HOG = "x=$(head -c 300000000 /dev/zero | tr '\\0' a); sleep 60"
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.usefixtures("no_containers_after")
+def test_an_oom_killed_container_is_named_out_of_memory_with_the_memory_fix(image: str, tmp_path: Path) -> None:
+    """A container past its memory limit is killed by the kernel (exit 137) with nothing in its log: the start-up
+    failure said "read the log tail above; fix the engine arguments, model path or image" over an empty log, and a
+    death mid-job "(exit status 137)". Both now say the container ran out of memory (the daemon's `oom` event — the
+    container itself is gone with `--rm`) and how to give it more."""
+    limit = ("--memory=64m", "--memory-swap=64m")
+    handle = _launch(image, tmp_path, "/bin/sh", "-c", _HOG, extra_args=limit)
+    try:
+        with pytest.raises(LaunchError) as err:
+            wait_ready(handle, timeout_s=30, poll_s=0.1)
+    finally:
+        handle.stop(grace_s=1)
+    assert "exited with status 137 while starting" in err.value.message, err.value.message
+    fix = err.value.fix or ""
+    # the daemon's `oom` event names it; where the daemon dropped it (`--rm` removed the container first, on a busy
+    # host), exit 137 still names the OOM killer among its two causes
+    assert "OOM killer" in fix and "--memory" in fix, fix
+    assert "engine arguments" not in fix
+
+    # mid-job: the server was up, then the kernel killed it; the job's failure names the cause
+    later = _launch(image, tmp_path, "/bin/sh", "-c", f"sleep 1; {_HOG}", extra_args=limit)
+    try:
+        _exited(later)
+        with pytest.raises(LaunchError) as died:
+            check_alive(later, during="job x")
+    finally:
+        later.stop(grace_s=1)
+    assert "died during job x (exit status 137: " in died.value.message, died.value.message
+    assert "OOM killer" in died.value.message, died.value.message
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.usefixtures("no_containers_after")
+def test_a_container_killed_from_outside_says_so_and_this_runs_own_stop_does_not(image: str, tmp_path: Path) -> None:
+    """`docker kill` (or `docker stop`, `docker rm -f`) by someone else mid-job: the failure said only "exit status
+    137"; it now says something outside the run stopped the container, from the daemon's `kill` event. The run's own
+    teardown sends `kill` events too: a container this run stopped is given no such cause."""
+    handle = _launch(image, tmp_path, "/bin/sleep", "60")
+    try:
+        wait_for(lambda: any(line.split()[0] == handle.cleanup[-1] for line in _containers()), timeout=20,
+                 what="the container")
+        assert _docker("kill", handle.cleanup[-1]).returncode == 0
+        _exited(handle)
+        with pytest.raises(LaunchError) as died:
+            check_alive(handle, during="job x")
+    finally:
+        handle.stop(grace_s=1)
+    assert "(exit status 137: something outside this run stopped the container (the daemon's `kill` event, " \
+           "signal 9" in died.value.message, died.value.message
+
+    own = _launch(image, tmp_path, "/bin/sleep", "60")
+    wait_for(lambda: any(line.split()[0] == own.cleanup[-1] for line in _containers()), timeout=20,
+             what="the container")
+    own.stop(grace_s=1)
+    assert own.gone() and own.returncode is not None
+    with pytest.raises(LaunchError) as stopped:
+        check_alive(own, during="job y")
+    assert "outside" not in stopped.value.message and "(exit status 143)" in stopped.value.message, \
+        stopped.value.message
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.usefixtures("no_containers_after")
+def test_a_container_the_daemon_says_ended_is_dead_before_its_cli_exits(image: str, tmp_path: Path) -> None:
+    """`docker kill`/`docker rm -f` mid-job: the attached `docker run` CLI outlives its container by a moment, and
+    the job's load, stopped by the connection failures, ended inside it: the server was judged alive, the job
+    `invalid` for its error ratio instead of failed with "the server died", and the next job was sent to the dead
+    server (all its requests failed `connection`, no relaunch). The daemon's word now decides: a container it says
+    ended is dead at once. The CLI is held stopped (SIGSTOP) here, so its lag is not left to timing."""
+    handle = _launch(image, tmp_path, "/bin/sleep", "60")
+    pid = handle.pid
+    assert pid is not None
+    try:
+        name = handle.cleanup[-1]
+        wait_for(lambda: any(line.split()[0] == name and " Up " in f" {line} " for line in _containers()),
+                 timeout=20, what="the container running")
+        assert handle.is_alive()
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            assert _docker("kill", name).returncode == 0
+            t0 = time.monotonic()
+            assert not handle.is_alive()
+            assert time.monotonic() - t0 < 5
+            with pytest.raises(LaunchError) as died:
+                check_alive(handle, during="job x")
+        finally:
+            os.kill(pid, signal.SIGCONT)
+    finally:
+        handle.stop(grace_s=1)
+    assert "died during job x" in died.value.message and "something outside this run" in died.value.message, \
+        died.value.message
+    assert handle.gone()
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.usefixtures("no_containers_after")
+def test_an_engine_command_the_image_lacks_is_named_not_the_model_path(image: str, tmp_path: Path) -> None:
+    """An image without the engine (a wrong image, an engine's command misspelt): the container exits at once with
+    127 ("exec python3 failed: No such file or directory"). The fix named the model path the container does not see
+    (true, but not why it failed) and sent the user to mount it; it now names the missing command and how to check
+    the image."""
+    model = tmp_path / "model"
+    model.mkdir()
+    t0 = time.monotonic()
+    handle = _launch(image, tmp_path, "no-such-engine", "serve", str(model), mounts=[])
+    try:
+        with pytest.raises(LaunchError) as err:
+            wait_ready(handle, timeout_s=30, poll_s=0.1)
+    finally:
+        handle.stop(grace_s=1)
+    assert time.monotonic() - t0 < 20
+    assert "exited with status 127 while starting" in err.value.message, err.value.message
+    fix = err.value.fix or ""
+    assert "the image's `no-such-engine` was not found" in fix, fix
+    assert f"docker run --rm --entrypoint no-such-engine {image} --help" in fix, fix
+    assert "does not see" not in fix, fix
+
+
+@pytest.mark.timeout(60)
+def test_a_daemon_that_does_not_answer_is_named_with_how_to_start_it(image: str, tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The daemon down (stopped, restarting, another DOCKER_HOST) when a server is about to start: the job failed in
+    a second with docker's "Cannot connect" and "check the docker daemon (`docker info`)"; it now gives the daemon's
+    fix (start it, DOCKER_HOST, the socket's group), as a `docker run` refused so already does."""
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path / 'no-daemon.sock'}")
+    spec = LaunchSpec(engine="vllm", image=image, argv=("/bin/true",), port=0, gpus=0)
+    t0 = time.monotonic()
+    with pytest.raises(LaunchError) as err:
+        DockerLauncher(DockerOptions(gpu_vendor="none", name_prefix=PREFIX)).prepare(
+            spec, log_dir=tmp_path, event=lambda _: None)
+    assert time.monotonic() - t0 < 20
+    assert "Cannot connect to the Docker daemon" in err.value.message, err.value.message
+    assert "systemctl start docker" in (err.value.fix or "") and "DOCKER_HOST" in (err.value.fix or ""), err.value.fix
