@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_docker_daemon import IMAGE, PREFIX, _containers, _daemon_answers, _docker
+from test_docker_daemon import IMAGE, _daemon_answers, _docker
 from test_run_support import wait_for
 
 from llmsweep.engines.launch import LaunchSpec
@@ -27,6 +27,15 @@ from llmsweep.execute.preflight import resolve_port
 from llmsweep.execute.ready import check_alive, wait_ready
 
 SYSTEM_MOUNTS = [f"{p}:{p}:ro" for p in ("/usr", "/bin", "/lib", "/lib64") if Path(p).is_dir()]
+PREFIX = "llmsweep-faults"
+"""Its own container names: `test_docker_daemon.py` may run beside this file (pytest-xdist), and each file's check
+that nothing is left behind removes what it finds of its own prefix only."""
+
+
+def _containers() -> list[str]:
+    """Containers of these tests, running or not."""
+    out = _docker("ps", "-a", "--filter", f"name=^{PREFIX}-", "--format", "{{.Names}} {{.Status}}").stdout
+    return [line for line in out.splitlines() if line.strip()]
 
 
 @pytest.fixture(scope="module")

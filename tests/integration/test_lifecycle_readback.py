@@ -281,3 +281,43 @@ def test_gpu_names_are_those_of_the_visible_gpus_not_the_whole_host() -> None:
     assert [r[2] for r in visible_rows(smi, {})] == ["NVIDIA H100 80GB HBM3"] * 2 + ["NVIDIA H200"] * 2
     assert [r[0] for r in visible_rows(smi, {"CUDA_VISIBLE_DEVICES": "3,2"})] == ["3", "2"]
     assert [r[2] for r in visible_rows(smi, {"CUDA_VISIBLE_DEVICES": "GPU-ccc"})] == ["NVIDIA H200"]
+
+
+def test_a_server_that_stops_answering_between_jobs_is_relaunched_not_sent_the_next_job(
+    job: Job, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server shutting down from outside (`docker stop`: its process lives on through a graceful exit) or hung
+    still passes `is_alive()`: the next job of its group used to be sent to it and failed far from the cause (a
+    stopped engine: every request waits out the client's stall timeout). Before a job is sent to a live server, its
+    health is asked; one that does not answer within the stop grace is stopped and launched again, and says so."""
+    import os
+    import signal
+
+    from llmsweep.execute import lifecycle
+
+    real = lifecycle.bench_job
+    frozen: list[int] = []
+
+    def bench_then_freeze(*args: object, **kwargs: object) -> Summary:
+        summary = real(*args, **kwargs)  # type: ignore[arg-type]
+        if not frozen:  # after the first job: the server's process lives, but answers nothing
+            (pid_file,) = (tmp_path / "servers").glob("*/server.pid")
+            pid = int(json.loads(pid_file.read_text())["pid"])
+            os.killpg(pid, signal.SIGSTOP)
+            frozen.append(pid)
+        return summary
+
+    monkeypatch.setattr(lifecycle, "bench_job", bench_then_freeze)
+    second = job.model_copy(update={"id": f"{job.id}-again"})
+    group = _group_at(job, "3.39")
+    group = ServerGroup(id=group.id, spec=group.spec, jobs=[job, second], source=group.source)
+    said: list[str] = []
+    outcomes = run_group(group, LocalLauncher(), tmp_path, LifecycleSettings(stop_grace_s=1), event=said.append)
+    assert frozen
+    assert [o.status for o in outcomes] == ["valid", "valid"], [o.reasons for o in outcomes]
+    (line,) = [s for s in said if "no longer serves" in s]
+    assert "gave no answer before the next job, and it did not answer again within 1 s" in line
+    assert "it is stopped and launched again" in line
+    with pytest.raises(ProcessLookupError):  # the frozen server was torn down, not left stopped
+        os.kill(frozen[0], 0)
+    assert (tmp_path / "servers" / group.id / "server.2.log").is_file()  # the relaunch's own log

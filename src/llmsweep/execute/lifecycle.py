@@ -44,7 +44,7 @@ from llmsweep.execute.handle import ServerHandle
 from llmsweep.execute.preflight import preflight
 from llmsweep.execute.progress import current_progress
 from llmsweep.execute.readback import SERVER_DIED, ReadbackSettings, summarise_job
-from llmsweep.execute.ready import check_alive, exit_text, wait_ready
+from llmsweep.execute.ready import check_alive, exit_text, probe_health, wait_ready
 from llmsweep.execute.secrets import SecretScrubber, collect_secrets
 from llmsweep.execute.signals import (
     first_signal,
@@ -383,7 +383,7 @@ class _Server:
         return self.handle.metrics if isinstance(self.handle, RoleDeployment) else None
 
     def ensure(self) -> ServerHandle:
-        if self.handle is not None and self.handle.is_alive():
+        if self.handle is not None and self.handle.is_alive() and self._serving(self.handle):
             return self.handle
         if self.handle is not None:
             self.stop()
@@ -502,6 +502,27 @@ class _Server:
         if self.handle is not None:
             self.stop()
             self.parked += 1
+
+    def _serving(self, handle: ServerHandle) -> bool:
+        """Whether a live server still answers its health check, asked before the next job is sent to it. A server
+        shutting down from outside (`docker stop`, a SIGTERM to the engine) lives on through its graceful exit, and
+        a hung one lives on for good: sent the next job, either fails it far from the cause. One that does not answer
+        is given the stop grace to answer again or exit; then it is taken for dead, and relaunched."""
+        url = f"{handle.base_url}{handle.spec.health_path}"
+        deadline = time.monotonic() + self.settings.stop_grace_s
+        while True:
+            status = probe_health(url)
+            if status is not None and 200 <= status < 300:
+                return True
+            if not handle.is_alive() or time.monotonic() >= deadline:
+                break
+            time.sleep(0.25)
+        got = "no answer" if status is None else f"HTTP {status}"
+        grace = self.settings.stop_grace_s
+        how = "it exited" if not handle.is_alive() else f"it did not answer again within {grace:g} s"
+        self.event(f"the {self.group.spec.engine} server of group {self.group.id} no longer serves: {url} gave {got} "
+                   f"before the next job, and {how}; it is stopped and launched again")
+        return False
 
     def stop(self) -> None:
         """Tear the server down; its pid file goes only once nothing of it is left, so a `--resume` after anything
