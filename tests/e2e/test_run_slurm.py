@@ -444,3 +444,60 @@ def test_a_batch_job_that_hits_its_time_limit_fails_its_jobs_with_that_reason_an
                                 "then `--resume` runs it"]
     assert interrupted_by(signal.SIGTERM) not in (out / "run.json").read_text()
     assert not any(_in_queue(i) for i in ids)
+
+
+def test_a_job_measured_while_slurm_suspended_its_batch_job_is_invalid_and_resume_runs_it_again(
+        tmp_path: Path) -> None:
+    """`scontrol suspend` (or preemption/gang scheduling by suspension) stops the batch job's processes, server and
+    client alike, but not the client's clocks: the job in flight measured the pause as a slow server and was stored
+    valid (31 % less throughput after a 12-s suspension). It is judged invalid with the reason and the fix (also for
+    `summarize`), the jobs measured after the resume stay valid, and `--resume` runs only it again."""
+    out, log = tmp_path / "out", tmp_path / "run.log"
+    env = cli_env(tmp_path)
+    recipe = tmp_path / "slow-fixed-sim.yaml"
+    text = (RECIPES / "slow-fixed-sim.yaml").read_text()
+    assert "osl: 400" in text
+    recipe.write_text(text.replace("osl: 400", "osl: 200"))
+    proc = start_cli([recipe, "--live", "--out", out, *SLURM_OPTIONS], env, log)
+    ids: list[str] = []
+    try:
+        ids = wait_for(lambda: _slurm_ids(out) if (out / "servers").is_dir() else None, timeout=60,
+                       what="a submitted Slurm job", proc=proc, log=log)
+        first = wait_for(lambda: [j for j in job_dirs(out).values() if (j / "job.json").is_file()]
+                         if (out / "jobs").is_dir() else None, timeout=60, what="the first job's start", proc=proc,
+                         log=log)
+        assert len(first) == 1
+        subprocess.run(["scontrol", "suspend", ids[0]], check=True, capture_output=True, timeout=30)
+        try:
+            wait_for(lambda: f"Slurm job {ids[0]} is suspended" in log.read_text(), timeout=30,
+                     what="the driver's word on the suspension", proc=proc, log=log)
+            time.sleep(1)  # a pause the job's timings feel
+        finally:
+            subprocess.run(["scontrol", "resume", ids[0]], capture_output=True, timeout=30)
+        rc = proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        for job_id in ids:
+            subprocess.run(["scancel", job_id], capture_output=True, timeout=30)
+    said = log.read_text()
+    assert rc == 1, said[-4000:]
+    assert f"the job it was running ({first[0].name}) will be judged invalid" in said
+    assert re.search(rf"Slurm job {ids[0]} resumed after \d+ s suspended", said), said[-4000:]
+    why = (f"Slurm suspended batch job {ids[0]} while this job ran (`scontrol suspend`, or preemption or gang "
+           "scheduling by suspension): its timings include the pause; run where jobs are not suspended "
+           "(--executor-option partition=NAME, or a --qos in extra_sbatch), then `--resume` runs it again")
+    outcomes = {o["job_id"]: o for o in read_json(out / "run.json")["outcomes"]}
+    assert outcomes.pop(first[0].name)["reasons"][0] == why  # run.json, the end table and the store say so
+    suspended = read_json(first[0] / "outcome.json")
+    assert suspended["status"] == "invalid" and suspended["reasons"][0] == why, suspended
+    assert {o["status"] for o in outcomes.values()} == {"valid"} and len(outcomes) == 2, outcomes
+    # `summarize` reaches the same verdict from the folder (its run.json keeps the note).
+    again = subprocess.run([sys.executable, "-m", "llmsweep.cli.main", "summarize", str(first[0])], env=env,
+                           capture_output=True, text=True, timeout=60)
+    assert verdict(first[0]) == "invalid" and why in (first[0] / "summary.json").read_text(), again.stderr[-2000:]
+    resumed = run_cli([recipe, "--live", "--out", out, *SLURM_OPTIONS, "--resume"], env)
+    assert resumed.returncode == 0, resumed.stdout[-4000:] + resumed.stderr[-4000:]
+    assert verdict(first[0]) == "valid"
+    assert {o["status"] for o in read_json(out / "run.json")["outcomes"]} == {"valid", "skipped"}
+    assert not any(_in_queue(i) for i in [*ids, *_slurm_ids(out)])

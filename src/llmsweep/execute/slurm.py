@@ -607,6 +607,33 @@ def slurm_end_reason(result: SlurmJobResult, limit: TimeLimit, *, ran: bool) -> 
             "then `--resume` runs it")
 
 
+def _suspended_note(job_id: str) -> str:
+    """Why a job measured while Slurm suspended its batch job is invalid, and the fix."""
+    return (f"Slurm suspended batch job {job_id} while this job ran (`scontrol suspend`, or preemption or gang "
+            "scheduling by suspension): its timings include the pause; run where jobs are not suspended "
+            "(--executor-option partition=NAME, or a --qos in extra_sbatch), then `--resume` runs it again")
+
+
+def judge_suspended(jdir: Path, outcome: JobOutcome, note: str) -> JobOutcome:
+    """A job that measured while its batch job was suspended: its summary is judged again with `note` in its
+    run.json (`readback.SUSPENDED`: invalid, whatever its gates say, for `summarize` too), so that neither the store,
+    `--resume` nor `--reuse` takes its stalled timings for a result. A job that wrote no summary is left as it is."""
+    from llmsweep.execute import artifacts as art
+    from llmsweep.execute.lifecycle import verdict_reasons
+    from llmsweep.execute.readback import SUSPENDED, summarise_job
+
+    run_path = jdir / art.RUN_FILE
+    info = art.read_json(run_path) if run_path.is_file() else None
+    if outcome.summary_path is None or not isinstance(info, dict):
+        return outcome
+    info[SUSPENDED] = note
+    art.write_json(run_path, info)
+    summary = summarise_job(jdir)
+    outcome = outcome.model_copy(update={"status": summary.validity.verdict, "reasons": verdict_reasons(summary)})
+    art.write_json(jdir / art.OUTCOME_FILE, outcome.model_dump(mode="json"))
+    return outcome
+
+
 def _outcome_in(path: Path) -> JobOutcome | None:
     """The outcome a job folder holds (written atomically by the worker), or None."""
     from llmsweep.execute import artifacts as art
@@ -780,6 +807,10 @@ class _Batch:
     """Jobs whose folder shows the worker started them (their job.json)."""
     closed: set[str] = field(default_factory=set)
     """Jobs whose outcome has been reported."""
+    suspended: dict[str, str] = field(default_factory=dict)
+    """Jobs in flight while Slurm had the batch job SUSPENDED, and why their result cannot stand (`_suspended_note`)."""
+    suspended_at: float | None = None
+    """When the batch job was first seen SUSPENDED (None while it is not)."""
 
 
 @register_executor
@@ -822,6 +853,8 @@ class SlurmExecutor:
             # Stored and marked closed together, a signal held meanwhile: one landing between the two would either
             # leave a job stored and closed again by the read-back on the interrupt, or closed and never stored.
             with shielded():
+                if batch is not None and job_id in batch.suspended:
+                    outcome = judge_suspended(art.job_dir(run_dir, job_id), outcome, batch.suspended[job_id])
                 outcomes.append(outcome)
                 report_job_finished(art.job_dir(run_dir, job_id), outcome)  # `run` stores it now
                 if batch is not None:
@@ -886,6 +919,27 @@ class SlurmExecutor:
                     queued()
                     progress.phase("running", job_id=job_id)
             queued()
+
+        def suspension(batch: _Batch, state: str) -> None:
+            """Slurm suspended the batch job (`scontrol suspend`, preemption or gang scheduling by suspension): its
+            processes are stopped, the client's clocks are not, so the job in flight measures the pause as if the
+            server were slow. It is judged invalid when it closes (`judge_suspended`); said once per suspension."""
+            if state != "SUSPENDED":
+                if batch.suspended_at is not None and state == "RUNNING":
+                    event(f"Slurm job {batch.sjob.job_id} resumed after "
+                          f"{time.monotonic() - batch.suspended_at:.0f} s suspended")
+                    batch.suspended_at = None
+                return
+            hit = [job.id for job in batch.group.jobs if job.id not in batch.closed
+                   and (job.id in batch.started or (art.job_dir(run_dir, job.id) / art.JOB_FILE).is_file())]
+            fresh = [job_id for job_id in hit if job_id not in batch.suspended]
+            for job_id in fresh:
+                batch.suspended[job_id] = _suspended_note(batch.sjob.job_id)
+            if batch.suspended_at is None:
+                batch.suspended_at = time.monotonic()
+                event(f"Slurm job {batch.sjob.job_id} is suspended (`scontrol suspend`, or preempted by suspension)"
+                      + (f": the job it was running ({', '.join(hit)}) will be judged invalid, its timings include "
+                         "the pause; `--resume` runs it again" if hit else ""))
 
         def settle(batch: _Batch, seen: SlurmJobResult | LaunchError) -> None:
             """The batch job left the queue: the outcomes of its jobs not reported yet."""
@@ -981,7 +1035,8 @@ class SlurmExecutor:
                                 batch.running = True
                                 event(f"Slurm job {batch.sjob.job_id} is running")
                             relay(batch)
-                            follow(batch)
+                            follow(batch)  # what it finished before the suspension is closed before the rest
+                            suspension(batch, seen[0])
                             continue
                         relay(batch, final=True)
                         follow(batch)  # what it finished since the last look, reported as such
