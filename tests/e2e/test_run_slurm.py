@@ -223,6 +223,10 @@ def _failed_job() -> str:
 @pytest.mark.parametrize(("reason", "what", "fix"), [
     ("PartitionConfig", "it asks for more than a node of its partition has", "cpus_per_task="),
     ("DependencyNeverSatisfied", "a job its --dependency waits for ended", "--dependency in extra_sbatch"),
+    # Slurm 22.05 pends a job whose --time exceeds its partition's MaxTime for PartitionConfig too: it was explained
+    # as too many CPUs or too much memory, with a fix that never named the time limit.
+    ("PartitionConfig", "its time limit, 00:05:00, is longer than its partition's MaxTime",
+     "lower it to the partition's (`sinfo -o '%P %l'`)"),
 ])
 def test_a_job_slurm_will_never_start_is_cancelled_and_its_jobs_fail_with_the_reason_and_the_fix(
         tmp_path: Path, reason: str, what: str, fix: str) -> None:
@@ -230,7 +234,13 @@ def test_a_job_slurm_will_never_start_is_cancelled_and_its_jobs_fail_with_the_re
     submission), or a dependency on a job that failed: the job would pend (`PartitionConfig`,
     `DependencyNeverSatisfied`) until somebody killed the run. It is cancelled at once; its jobs fail with what that
     reason means and the fix, and the run ends."""
-    if reason == "PartitionConfig":
+    partition = None
+    if "time limit" in what:  # a partition of its own (a MaxTime on the shared one would hold other tests' jobs)
+        partition = f"llmsweep-short-{secrets.token_hex(3)}"
+        subprocess.run(["scontrol", "create", f"partitionname={partition}", f"nodes={_node()}", "maxtime=1"],
+                       check=True, capture_output=True, timeout=30)
+        option = f"partition={partition}"
+    elif reason == "PartitionConfig":
         cpus = max(int(n.rstrip("+")) for n in subprocess.run(["sinfo", "-h", "-o", "%c"], capture_output=True,
                                                                 text=True, timeout=30, check=True).stdout.split())
         option = f"cpus_per_task={cpus + 1}"
@@ -256,6 +266,13 @@ def test_a_job_slurm_will_never_start_is_cancelled_and_its_jobs_fail_with_the_re
             proc.kill()
         for job_id in ids:
             subprocess.run(["scancel", job_id], capture_output=True, timeout=30)
+        if partition is not None:
+            subprocess.run(["scontrol", "delete", f"partitionname={partition}"], capture_output=True, timeout=30)
+
+
+def _node() -> str:
+    return subprocess.run(["sinfo", "-h", "-N", "-o", "%N"], capture_output=True, text=True, timeout=30,
+                          check=True).stdout.split()[0]
 
 
 _SLOW_SBATCH = """#!/bin/bash

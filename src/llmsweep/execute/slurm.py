@@ -499,6 +499,24 @@ class SlurmJob:
         exit_code, sig = int(match.group(1)), int(match.group(2))
         return state, exit_code if sig == 0 else 128 + sig
 
+    def over_partition_time(self) -> bool:
+        """Whether the job's time limit is longer than its partition's MaxTime, as `scontrol` shows both. Slurm 22.05
+        pends such a job for PartitionConfig (not PartitionTimeLimit), the reason it also gives for more CPUs or memory
+        than a node has: this tells the two apart. False when either cannot be read."""
+        def fields(*what: str) -> dict[str, str]:
+            proc = run_command(["scontrol", "show", *what, "-o"], timeout_s=self.options.command_timeout_s,
+                               check=False, fix=_SLURM_FIX)
+            return dict(tok.split("=", 1) for tok in proc.stdout.split() if "=" in tok) if proc.returncode == 0 else {}
+
+        job = fields("job", self.job_id)
+        partition = fields("partition", job["Partition"]) if job.get("Partition") else {}
+        try:
+            limit = time_limit_s(job.get("TimeLimit", ""))
+            most = time_limit_s(partition.get("MaxTime", ""))
+        except ValueError:
+            return False
+        return most is not None and (limit is None or limit > most)
+
     def cancel(self) -> None:
         """scancel the job and wait (bounded) until the queue no longer lists it."""
         if self.result is not None:
@@ -1025,7 +1043,10 @@ class SlurmExecutor:
                         except LaunchError as exc:  # lost track of it: this group fails, the others are waited for
                             seen = exc
                         if isinstance(seen, tuple) and seen[0] == "PENDING":
-                            hopeless = never_starts(seen[1], self.options.effective_time_limit)
+                            said = seen[1]
+                            if said == "PartitionConfig" and batch.sjob.over_partition_time():
+                                said = "PartitionTimeLimit"  # Slurm 22.05's word for it: PartitionConfig
+                            hopeless = never_starts(said, self.options.effective_time_limit)
                             if hopeless is not None:  # cancelled now: it would pend until somebody killed the run
                                 seen = self._refuse_pending(batch.sjob, seen[1], *hopeless)
                         if isinstance(seen, tuple):
