@@ -518,3 +518,57 @@ def test_a_job_measured_while_slurm_suspended_its_batch_job_is_invalid_and_resum
     assert verdict(first[0]) == "valid"
     assert {o["status"] for o in read_json(out / "run.json")["outcomes"]} == {"valid", "skipped"}
     assert not any(_in_queue(i) for i in [*ids, *_slurm_ids(out)])
+
+
+_DOWN_SQUEUE = """#!/bin/bash
+# squeue while slurmctld is down (restarted, failing over): as Slurm 22.05 says it, until {flag} goes
+if [ -e {flag} ]; then
+  echo failed >> {flag}.calls
+  echo "slurm_load_jobs error: Unable to contact slurm controller (connect failure)" >&2
+  exit 1
+fi
+exec {real} "$@"
+"""
+
+
+def test_a_controller_that_stops_answering_for_a_while_does_not_lose_the_batch_job(tmp_path: Path) -> None:
+    """slurmctld restarted mid-run: squeue fails (each call ~10-20 s on a real outage) while the batch job runs on.
+    Five failures in a row gave the batch job up for lost: its jobs failed while they ran, the run ended, and the
+    batch job ran on unstored. Now the run waits (`lost_track_s`, 10 min), reads back what finishes meanwhile, and
+    stores every job valid. (squeue is a shim that fails for a few seconds: poll_s=0.5 makes that ten failures.)"""
+    real = shutil.which("squeue")
+    assert real is not None
+    shim, flag = tmp_path / "shim", tmp_path / "controller-down"
+    shim.mkdir()
+    (shim / "squeue").write_text(_DOWN_SQUEUE.format(flag=flag, real=real))
+    (shim / "squeue").chmod(0o755)
+    out, log = tmp_path / "out", tmp_path / "run.log"
+    env = cli_env(tmp_path)
+    proc = start_cli([RECIPES / "slow-fixed-sim.yaml", "--live", "--out", out, "--no-report", *SLURM_OPTIONS],
+                     {**env, "PATH": f"{shim}:{env['PATH']}"}, log)
+    ids: list[str] = []
+    try:
+        ids = wait_for(lambda: _slurm_ids(out) if (out / "servers").is_dir() else None, timeout=60,
+                       what="a submitted Slurm job", proc=proc, log=log)
+        wait_for(lambda: f"Slurm job {ids[0]} is running" in log.read_text(), timeout=60, what="the batch job to run",
+                 proc=proc, log=log)
+        flag.touch()
+        try:
+            calls = tmp_path / "controller-down.calls"
+            wait_for(lambda: calls.is_file() and len(calls.read_text().split()) > 5, timeout=60,
+                     what="more failed squeue calls than max_poll_failures", proc=proc, log=log)
+        finally:
+            flag.unlink()
+        rc = proc.wait(timeout=120)
+    finally:
+        flag.unlink(missing_ok=True)
+        if proc.poll() is None:
+            proc.kill()
+        for job_id in ids:
+            subprocess.run(["scancel", job_id], capture_output=True, timeout=30)
+    text = log.read_text()
+    assert rc == 0, text[-4000:]
+    assert "lost track" not in text
+    assert f"Slurm job {ids[0]} ended COMPLETED" in text, text[-4000:]
+    assert [o["status"] for o in read_json(out / "run.json")["outcomes"]] == ["valid"] * 3
+    assert not _in_queue(ids[0])

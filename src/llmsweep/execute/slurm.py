@@ -94,7 +94,13 @@ class SlurmOptions(BaseModel):
     command_timeout_s: float = Field(default=60.0, gt=0, allow_inf_nan=False,
                                      description="Timeout of each sbatch/squeue/scontrol/scancel call.")
     poll_s: float = Field(default=5.0, gt=0, allow_inf_nan=False, description="squeue polling interval while waiting.")
-    max_poll_failures: int = Field(default=5, gt=0, description="Consecutive failed squeue calls before giving up.")
+    max_poll_failures: int = Field(default=5, gt=0, description="Consecutive failed squeue calls before giving up "
+                                   "(once lost_track_s has passed too).")
+    lost_track_s: float = Field(
+        default=600.0, ge=0, allow_inf_nan=False,
+        description="How long squeue may keep failing (slurmctld restarted, failing over, overloaded) before a "
+        "batch job is given up for lost; its jobs' outcomes are still read back meanwhile.",
+    )
     cancel_wait_s: float = Field(default=120.0, ge=0, allow_inf_nan=False,
                                  description="How long to wait for a cancelled job to leave the queue.")
     pending_note_s: float = Field(
@@ -405,6 +411,8 @@ class SlurmJob:
     result: SlurmJobResult | None = field(default=None)
     _failures: int = field(default=0, repr=False)
     """squeue calls failed in a row (`poll`)."""
+    _answered: float = field(default_factory=time.monotonic, repr=False)
+    """When squeue last answered for the job (or it was submitted)."""
 
     @property
     def stdout_path(self) -> Path:
@@ -435,19 +443,25 @@ class SlurmJob:
 
     def poll(self) -> SlurmJobResult | tuple[str, str]:
         """One look at the queue: the job's result once it has left it (or reached a final state), else its
-        (state, reason). A failed squeue reads as ("UNKNOWN", why); `max_poll_failures` of them in a row raise."""
+        (state, reason). A failed squeue reads as ("UNKNOWN", why); `max_poll_failures` of them in a row, over at
+        least `lost_track_s`, raise: a controller restarted or failing over answers again within minutes, and the
+        batch job runs on meanwhile (its jobs were failed as lost while they ran, and left running unstored)."""
         try:
             listed = self.queue_entry()
             self._failures = 0
+            self._answered = time.monotonic()
         except LaunchError as exc:
             self._failures += 1
-            if self._failures >= self.options.max_poll_failures:
+            silent = time.monotonic() - self._answered
+            if self._failures >= self.options.max_poll_failures and silent >= self.options.lost_track_s:
                 raise LaunchError(
-                    f"lost track of Slurm job {self.job_id}: {self._failures} squeue calls in a row failed "
-                    f"({exc.message})",
+                    f"lost track of Slurm job {self.job_id}: {self._failures} squeue calls in a row failed over "
+                    f"{silent:.0f} s ({exc.message})",
                     fix=f"{_SLURM_FIX}; the job may still be running (`squeue -j {self.job_id}`)",
                 ) from exc
-            log.warning("squeue failed (%d/%d): %s", self._failures, self.options.max_poll_failures, exc.message)
+            log.warning("squeue failed (%d in a row over %.0f s; Slurm job %s is given up for lost after %d and "
+                        "%.0f s): %s", self._failures, silent, self.job_id, self.options.max_poll_failures,
+                        self.options.lost_track_s, exc.message)
             return "UNKNOWN", exc.message
         if listed is None or listed[0] in _FINISHED_STATES:
             return self.finish()
