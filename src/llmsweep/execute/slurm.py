@@ -649,14 +649,16 @@ def _suspended_note(job_id: str) -> str:
 def judge_suspended(jdir: Path, outcome: JobOutcome, note: str) -> JobOutcome:
     """A job that measured while its batch job was suspended: its summary is judged again with `note` in its
     run.json (`readback.SUSPENDED`: invalid, whatever its gates say, for `summarize` too), so that neither the store,
-    `--resume` nor `--reuse` takes its stalled timings for a result. A job that wrote no summary is left as it is."""
+    `--resume` nor `--reuse` takes its stalled timings for a result. A job that wrote no summary, or failed (its
+    reason says more than the pause), is left as it is."""
     from llmsweep.execute import artifacts as art
     from llmsweep.execute.lifecycle import verdict_reasons
     from llmsweep.execute.readback import SUSPENDED, summarise_job
 
     run_path = jdir / art.RUN_FILE
     info = art.read_json(run_path) if run_path.is_file() else None
-    if outcome.summary_path is None or not isinstance(info, dict):
+    judged = outcome.status in ("valid", "smoke", "invalid")
+    if outcome.summary_path is None or not judged or not isinstance(info, dict):
         return outcome
     info[SUSPENDED] = note
     art.write_json(run_path, info)
