@@ -223,6 +223,10 @@ def _failed_job() -> str:
 @pytest.mark.parametrize(("reason", "what", "fix"), [
     ("PartitionConfig", "it asks for more than a node of its partition has", "cpus_per_task="),
     ("DependencyNeverSatisfied", "a job its --dependency waits for ended", "--dependency in extra_sbatch"),
+    # Slurm 22.05 pends a job whose --time exceeds its partition's MaxTime for PartitionConfig too: it was explained
+    # as too many CPUs or too much memory, with a fix that never named the time limit.
+    ("PartitionConfig", "its time limit, 00:05:00, is longer than its partition's MaxTime",
+     "lower it to the partition's (`sinfo -o '%P %l'`)"),
 ])
 def test_a_job_slurm_will_never_start_is_cancelled_and_its_jobs_fail_with_the_reason_and_the_fix(
         tmp_path: Path, reason: str, what: str, fix: str) -> None:
@@ -230,7 +234,13 @@ def test_a_job_slurm_will_never_start_is_cancelled_and_its_jobs_fail_with_the_re
     submission), or a dependency on a job that failed: the job would pend (`PartitionConfig`,
     `DependencyNeverSatisfied`) until somebody killed the run. It is cancelled at once; its jobs fail with what that
     reason means and the fix, and the run ends."""
-    if reason == "PartitionConfig":
+    partition = None
+    if "time limit" in what:  # a partition of its own (a MaxTime on the shared one would hold other tests' jobs)
+        partition = f"llmsweep-short-{secrets.token_hex(3)}"
+        subprocess.run(["scontrol", "create", f"partitionname={partition}", f"nodes={_node()}", "maxtime=1"],
+                       check=True, capture_output=True, timeout=30)
+        option = f"partition={partition}"
+    elif reason == "PartitionConfig":
         cpus = max(int(n.rstrip("+")) for n in subprocess.run(["sinfo", "-h", "-o", "%c"], capture_output=True,
                                                                 text=True, timeout=30, check=True).stdout.split())
         option = f"cpus_per_task={cpus + 1}"
@@ -256,6 +266,13 @@ def test_a_job_slurm_will_never_start_is_cancelled_and_its_jobs_fail_with_the_re
             proc.kill()
         for job_id in ids:
             subprocess.run(["scancel", job_id], capture_output=True, timeout=30)
+        if partition is not None:
+            subprocess.run(["scontrol", "delete", f"partitionname={partition}"], capture_output=True, timeout=30)
+
+
+def _node() -> str:
+    return subprocess.run(["sinfo", "-h", "-N", "-o", "%N"], capture_output=True, text=True, timeout=30,
+                          check=True).stdout.split()[0]
 
 
 _SLOW_SBATCH = """#!/bin/bash
@@ -444,3 +461,114 @@ def test_a_batch_job_that_hits_its_time_limit_fails_its_jobs_with_that_reason_an
                                 "then `--resume` runs it"]
     assert interrupted_by(signal.SIGTERM) not in (out / "run.json").read_text()
     assert not any(_in_queue(i) for i in ids)
+
+
+def test_a_job_measured_while_slurm_suspended_its_batch_job_is_invalid_and_resume_runs_it_again(
+        tmp_path: Path) -> None:
+    """`scontrol suspend` (or preemption/gang scheduling by suspension) stops the batch job's processes, server and
+    client alike, but not the client's clocks: the job in flight measured the pause as a slow server and was stored
+    valid (31 % less throughput after a 12-s suspension). It is judged invalid with the reason and the fix (also for
+    `summarize`), the jobs measured after the resume stay valid, and `--resume` runs only it again."""
+    out, log = tmp_path / "out", tmp_path / "run.log"
+    env = cli_env(tmp_path)
+    recipe = tmp_path / "slow-fixed-sim.yaml"
+    text = (RECIPES / "slow-fixed-sim.yaml").read_text()
+    assert "osl: 400" in text
+    recipe.write_text(text.replace("osl: 400", "osl: 200"))
+    proc = start_cli([recipe, "--live", "--out", out, *SLURM_OPTIONS], env, log)
+    ids: list[str] = []
+    try:
+        ids = wait_for(lambda: _slurm_ids(out) if (out / "servers").is_dir() else None, timeout=60,
+                       what="a submitted Slurm job", proc=proc, log=log)
+        first = wait_for(lambda: [j for j in job_dirs(out).values() if (j / "job.json").is_file()]
+                         if (out / "jobs").is_dir() else None, timeout=60, what="the first job's start", proc=proc,
+                         log=log)
+        assert len(first) == 1
+        subprocess.run(["scontrol", "suspend", ids[0]], check=True, capture_output=True, timeout=30)
+        try:
+            wait_for(lambda: f"Slurm job {ids[0]} is suspended" in log.read_text(), timeout=30,
+                     what="the driver's word on the suspension", proc=proc, log=log)
+            time.sleep(1)  # a pause the job's timings feel
+        finally:
+            subprocess.run(["scontrol", "resume", ids[0]], capture_output=True, timeout=30)
+        rc = proc.wait(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        for job_id in ids:
+            subprocess.run(["scancel", job_id], capture_output=True, timeout=30)
+    said = log.read_text()
+    assert rc == 1, said[-4000:]
+    assert f"the job it was running ({first[0].name}) will be judged invalid" in said
+    assert re.search(rf"Slurm job {ids[0]} resumed after \d+ s suspended", said), said[-4000:]
+    why = (f"Slurm suspended batch job {ids[0]} while this job ran (`scontrol suspend`, or preemption or gang "
+           "scheduling by suspension): its timings include the pause; run where jobs are not suspended "
+           "(--executor-option partition=NAME, or a --qos in extra_sbatch), then `--resume` runs it again")
+    outcomes = {o["job_id"]: o for o in read_json(out / "run.json")["outcomes"]}
+    assert outcomes.pop(first[0].name)["reasons"][0] == why  # run.json, the end table and the store say so
+    suspended = read_json(first[0] / "outcome.json")
+    assert suspended["status"] == "invalid" and suspended["reasons"][0] == why, suspended
+    assert {o["status"] for o in outcomes.values()} == {"valid"} and len(outcomes) == 2, outcomes
+    # `summarize` reaches the same verdict from the folder (its run.json keeps the note).
+    again = subprocess.run([sys.executable, "-m", "llmsweep.cli.main", "summarize", str(first[0])], env=env,
+                           capture_output=True, text=True, timeout=60)
+    assert verdict(first[0]) == "invalid" and why in (first[0] / "summary.json").read_text(), again.stderr[-2000:]
+    resumed = run_cli([recipe, "--live", "--out", out, *SLURM_OPTIONS, "--resume"], env)
+    assert resumed.returncode == 0, resumed.stdout[-4000:] + resumed.stderr[-4000:]
+    assert verdict(first[0]) == "valid"
+    assert {o["status"] for o in read_json(out / "run.json")["outcomes"]} == {"valid", "skipped"}
+    assert not any(_in_queue(i) for i in [*ids, *_slurm_ids(out)])
+
+
+_DOWN_SQUEUE = """#!/bin/bash
+# squeue while slurmctld is down (restarted, failing over): as Slurm 22.05 says it, until {flag} goes
+if [ -e {flag} ]; then
+  echo failed >> {flag}.calls
+  echo "slurm_load_jobs error: Unable to contact slurm controller (connect failure)" >&2
+  exit 1
+fi
+exec {real} "$@"
+"""
+
+
+def test_a_controller_that_stops_answering_for_a_while_does_not_lose_the_batch_job(tmp_path: Path) -> None:
+    """slurmctld restarted mid-run: squeue fails (each call ~10-20 s on a real outage) while the batch job runs on.
+    Five failures in a row gave the batch job up for lost: its jobs failed while they ran, the run ended, and the
+    batch job ran on unstored. Now the run waits (`lost_track_s`, 10 min), reads back what finishes meanwhile, and
+    stores every job valid. (squeue is a shim that fails for a few seconds: poll_s=0.5 makes that ten failures.)"""
+    real = shutil.which("squeue")
+    assert real is not None
+    shim, flag = tmp_path / "shim", tmp_path / "controller-down"
+    shim.mkdir()
+    (shim / "squeue").write_text(_DOWN_SQUEUE.format(flag=flag, real=real))
+    (shim / "squeue").chmod(0o755)
+    out, log = tmp_path / "out", tmp_path / "run.log"
+    env = cli_env(tmp_path)
+    proc = start_cli([RECIPES / "slow-fixed-sim.yaml", "--live", "--out", out, "--no-report", *SLURM_OPTIONS],
+                     {**env, "PATH": f"{shim}:{env['PATH']}"}, log)
+    ids: list[str] = []
+    try:
+        ids = wait_for(lambda: _slurm_ids(out) if (out / "servers").is_dir() else None, timeout=60,
+                       what="a submitted Slurm job", proc=proc, log=log)
+        wait_for(lambda: f"Slurm job {ids[0]} is running" in log.read_text(), timeout=60, what="the batch job to run",
+                 proc=proc, log=log)
+        flag.touch()
+        try:
+            calls = tmp_path / "controller-down.calls"
+            wait_for(lambda: calls.is_file() and len(calls.read_text().split()) > 5, timeout=60,
+                     what="more failed squeue calls than max_poll_failures", proc=proc, log=log)
+        finally:
+            flag.unlink()
+        rc = proc.wait(timeout=120)
+    finally:
+        flag.unlink(missing_ok=True)
+        if proc.poll() is None:
+            proc.kill()
+        for job_id in ids:
+            subprocess.run(["scancel", job_id], capture_output=True, timeout=30)
+    text = log.read_text()
+    assert rc == 0, text[-4000:]
+    assert "lost track" not in text
+    assert f"Slurm job {ids[0]} ended COMPLETED" in text, text[-4000:]
+    assert [o["status"] for o in read_json(out / "run.json")["outcomes"]] == ["valid"] * 3
+    assert not _in_queue(ids[0])

@@ -228,10 +228,19 @@ def summarise_job(job_dir: Path | str, *, settings: ReadbackSettings | None = No
         summary = summary.model_copy(deep=True)
         summary.validity.verdict = "invalid"
         summary.validity.reasons.insert(0, f"the server {died}: its records may miss what it never answered")
+    if suspended := run_info.get(SUSPENDED):
+        summary = summary.model_copy(deep=True)
+        summary.validity.verdict = "invalid"
+        summary.validity.reasons.insert(0, str(suspended))
     if write:
         summary.write(job_dir / SUMMARY_FILE)
     return summary
 
+
+SUSPENDED = "suspended"
+"""`run.json`'s note that Slurm suspended the job's batch job while it ran (the Slurm driver writes it,
+`slurm.judge_suspended`): the client's clocks ran on through the pause, so the summary is invalid whatever its gates
+say; the note is the reason, with its fix."""
 
 SERVER_DIED = "server_died"
 """`run.json`'s note that the job's server was found dead when the job's load (or eval) ended (the lifecycle writes

@@ -94,7 +94,13 @@ class SlurmOptions(BaseModel):
     command_timeout_s: float = Field(default=60.0, gt=0, allow_inf_nan=False,
                                      description="Timeout of each sbatch/squeue/scontrol/scancel call.")
     poll_s: float = Field(default=5.0, gt=0, allow_inf_nan=False, description="squeue polling interval while waiting.")
-    max_poll_failures: int = Field(default=5, gt=0, description="Consecutive failed squeue calls before giving up.")
+    max_poll_failures: int = Field(default=5, gt=0, description="Consecutive failed squeue calls before giving up "
+                                   "(once lost_track_s has passed too).")
+    lost_track_s: float = Field(
+        default=600.0, ge=0, allow_inf_nan=False,
+        description="How long squeue may keep failing (slurmctld restarted, failing over, overloaded) before a "
+        "batch job is given up for lost; its jobs' outcomes are still read back meanwhile.",
+    )
     cancel_wait_s: float = Field(default=120.0, ge=0, allow_inf_nan=False,
                                  description="How long to wait for a cancelled job to leave the queue.")
     pending_note_s: float = Field(
@@ -405,6 +411,8 @@ class SlurmJob:
     result: SlurmJobResult | None = field(default=None)
     _failures: int = field(default=0, repr=False)
     """squeue calls failed in a row (`poll`)."""
+    _answered: float = field(default_factory=time.monotonic, repr=False)
+    """When squeue last answered for the job (or it was submitted)."""
 
     @property
     def stdout_path(self) -> Path:
@@ -435,19 +443,25 @@ class SlurmJob:
 
     def poll(self) -> SlurmJobResult | tuple[str, str]:
         """One look at the queue: the job's result once it has left it (or reached a final state), else its
-        (state, reason). A failed squeue reads as ("UNKNOWN", why); `max_poll_failures` of them in a row raise."""
+        (state, reason). A failed squeue reads as ("UNKNOWN", why); `max_poll_failures` of them in a row, over at
+        least `lost_track_s`, raise: a controller restarted or failing over answers again within minutes, and the
+        batch job runs on meanwhile (its jobs were failed as lost while they ran, and left running unstored)."""
         try:
             listed = self.queue_entry()
             self._failures = 0
+            self._answered = time.monotonic()
         except LaunchError as exc:
             self._failures += 1
-            if self._failures >= self.options.max_poll_failures:
+            silent = time.monotonic() - self._answered
+            if self._failures >= self.options.max_poll_failures and silent >= self.options.lost_track_s:
                 raise LaunchError(
-                    f"lost track of Slurm job {self.job_id}: {self._failures} squeue calls in a row failed "
-                    f"({exc.message})",
+                    f"lost track of Slurm job {self.job_id}: {self._failures} squeue calls in a row failed over "
+                    f"{silent:.0f} s ({exc.message})",
                     fix=f"{_SLURM_FIX}; the job may still be running (`squeue -j {self.job_id}`)",
                 ) from exc
-            log.warning("squeue failed (%d/%d): %s", self._failures, self.options.max_poll_failures, exc.message)
+            log.warning("squeue failed (%d in a row over %.0f s; Slurm job %s is given up for lost after %d and "
+                        "%.0f s): %s", self._failures, silent, self.job_id, self.options.max_poll_failures,
+                        self.options.lost_track_s, exc.message)
             return "UNKNOWN", exc.message
         if listed is None or listed[0] in _FINISHED_STATES:
             return self.finish()
@@ -498,6 +512,24 @@ class SlurmJob:
             return state, None
         exit_code, sig = int(match.group(1)), int(match.group(2))
         return state, exit_code if sig == 0 else 128 + sig
+
+    def over_partition_time(self) -> bool:
+        """Whether the job's time limit is longer than its partition's MaxTime, as `scontrol` shows both. Slurm 22.05
+        pends such a job for PartitionConfig (not PartitionTimeLimit), the reason it also gives for more CPUs or memory
+        than a node has: this tells the two apart. False when either cannot be read."""
+        def fields(*what: str) -> dict[str, str]:
+            proc = run_command(["scontrol", "show", *what, "-o"], timeout_s=self.options.command_timeout_s,
+                               check=False, fix=_SLURM_FIX)
+            return dict(tok.split("=", 1) for tok in proc.stdout.split() if "=" in tok) if proc.returncode == 0 else {}
+
+        job = fields("job", self.job_id)
+        partition = fields("partition", job["Partition"]) if job.get("Partition") else {}
+        try:
+            limit = time_limit_s(job.get("TimeLimit", ""))
+            most = time_limit_s(partition.get("MaxTime", ""))
+        except ValueError:
+            return False
+        return most is not None and (limit is None or limit > most)
 
     def cancel(self) -> None:
         """scancel the job and wait (bounded) until the queue no longer lists it."""
@@ -605,6 +637,35 @@ def slurm_end_reason(result: SlurmJobResult, limit: TimeLimit, *, ran: bool) -> 
                 "then rerun with --resume")
     return (f"not run: Slurm job {result.job_id} ended {result.state} before it reached this job ({what}); {fix}, "
             "then `--resume` runs it")
+
+
+def _suspended_note(job_id: str) -> str:
+    """Why a job measured while Slurm suspended its batch job is invalid, and the fix."""
+    return (f"Slurm suspended batch job {job_id} while this job ran (`scontrol suspend`, or preemption or gang "
+            "scheduling by suspension): its timings include the pause; run where jobs are not suspended "
+            "(--executor-option partition=NAME, or a --qos in extra_sbatch), then `--resume` runs it again")
+
+
+def judge_suspended(jdir: Path, outcome: JobOutcome, note: str) -> JobOutcome:
+    """A job that measured while its batch job was suspended: its summary is judged again with `note` in its
+    run.json (`readback.SUSPENDED`: invalid, whatever its gates say, for `summarize` too), so that neither the store,
+    `--resume` nor `--reuse` takes its stalled timings for a result. A job that wrote no summary, or failed (its
+    reason says more than the pause), is left as it is."""
+    from llmsweep.execute import artifacts as art
+    from llmsweep.execute.lifecycle import verdict_reasons
+    from llmsweep.execute.readback import SUSPENDED, summarise_job
+
+    run_path = jdir / art.RUN_FILE
+    info = art.read_json(run_path) if run_path.is_file() else None
+    judged = outcome.status in ("valid", "smoke", "invalid")
+    if outcome.summary_path is None or not judged or not isinstance(info, dict):
+        return outcome
+    info[SUSPENDED] = note
+    art.write_json(run_path, info)
+    summary = summarise_job(jdir)
+    outcome = outcome.model_copy(update={"status": summary.validity.verdict, "reasons": verdict_reasons(summary)})
+    art.write_json(jdir / art.OUTCOME_FILE, outcome.model_dump(mode="json"))
+    return outcome
 
 
 def _outcome_in(path: Path) -> JobOutcome | None:
@@ -780,6 +841,10 @@ class _Batch:
     """Jobs whose folder shows the worker started them (their job.json)."""
     closed: set[str] = field(default_factory=set)
     """Jobs whose outcome has been reported."""
+    suspended: dict[str, str] = field(default_factory=dict)
+    """Jobs in flight while Slurm had the batch job SUSPENDED, and why their result cannot stand (`_suspended_note`)."""
+    suspended_at: float | None = None
+    """When the batch job was first seen SUSPENDED (None while it is not)."""
 
 
 @register_executor
@@ -822,6 +887,8 @@ class SlurmExecutor:
             # Stored and marked closed together, a signal held meanwhile: one landing between the two would either
             # leave a job stored and closed again by the read-back on the interrupt, or closed and never stored.
             with shielded():
+                if batch is not None and job_id in batch.suspended:
+                    outcome = judge_suspended(art.job_dir(run_dir, job_id), outcome, batch.suspended[job_id])
                 outcomes.append(outcome)
                 report_job_finished(art.job_dir(run_dir, job_id), outcome)  # `run` stores it now
                 if batch is not None:
@@ -886,6 +953,27 @@ class SlurmExecutor:
                     queued()
                     progress.phase("running", job_id=job_id)
             queued()
+
+        def suspension(batch: _Batch, state: str) -> None:
+            """Slurm suspended the batch job (`scontrol suspend`, preemption or gang scheduling by suspension): its
+            processes are stopped, the client's clocks are not, so the job in flight measures the pause as if the
+            server were slow. It is judged invalid when it closes (`judge_suspended`); said once per suspension."""
+            if state != "SUSPENDED":
+                if batch.suspended_at is not None and state == "RUNNING":
+                    event(f"Slurm job {batch.sjob.job_id} resumed after "
+                          f"{time.monotonic() - batch.suspended_at:.0f} s suspended")
+                    batch.suspended_at = None
+                return
+            hit = [job.id for job in batch.group.jobs if job.id not in batch.closed
+                   and (job.id in batch.started or (art.job_dir(run_dir, job.id) / art.JOB_FILE).is_file())]
+            fresh = [job_id for job_id in hit if job_id not in batch.suspended]
+            for job_id in fresh:
+                batch.suspended[job_id] = _suspended_note(batch.sjob.job_id)
+            if batch.suspended_at is None:
+                batch.suspended_at = time.monotonic()
+                event(f"Slurm job {batch.sjob.job_id} is suspended (`scontrol suspend`, or preempted by suspension)"
+                      + (f": the job it was running ({', '.join(hit)}) will be judged invalid, its timings include "
+                         "the pause; `--resume` runs it again" if hit else ""))
 
         def settle(batch: _Batch, seen: SlurmJobResult | LaunchError) -> None:
             """The batch job left the queue: the outcomes of its jobs not reported yet."""
@@ -971,7 +1059,10 @@ class SlurmExecutor:
                         except LaunchError as exc:  # lost track of it: this group fails, the others are waited for
                             seen = exc
                         if isinstance(seen, tuple) and seen[0] == "PENDING":
-                            hopeless = never_starts(seen[1], self.options.effective_time_limit)
+                            said = seen[1]
+                            if said == "PartitionConfig" and batch.sjob.over_partition_time():
+                                said = "PartitionTimeLimit"  # Slurm 22.05's word for it: PartitionConfig
+                            hopeless = never_starts(said, self.options.effective_time_limit)
                             if hopeless is not None:  # cancelled now: it would pend until somebody killed the run
                                 seen = self._refuse_pending(batch.sjob, seen[1], *hopeless)
                         if isinstance(seen, tuple):
@@ -981,7 +1072,8 @@ class SlurmExecutor:
                                 batch.running = True
                                 event(f"Slurm job {batch.sjob.job_id} is running")
                             relay(batch)
-                            follow(batch)
+                            follow(batch)  # what it finished before the suspension is closed before the rest
+                            suspension(batch, seen[0])
                             continue
                         relay(batch, final=True)
                         follow(batch)  # what it finished since the last look, reported as such
