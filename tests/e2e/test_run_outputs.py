@@ -138,3 +138,31 @@ def test_bench_refuses_an_out_of_another_commands_folder_even_with_force(
                                 "--concurrency", "1", "--num-prompts", "1", "--out", folder, "--force")
         assert code == 2 and f"--out {folder} is {what}" in err and "nothing answers" not in err, err
         assert {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()} == files
+
+
+def test_a_recipes_serve_port_is_the_port_its_server_is_launched_on(tmp_path: Path) -> None:
+    """`serve.port` says "Server port (default: chosen by executor)", and a port taken says to delete it: `run`
+    launched on a free port of its own whatever the recipe asked (port 0 passed over it). The server listens where the
+    recipe says, and a port something else holds fails the job with the fix, before any load."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    recipe = tmp_path / "port.yaml"
+    recipe.write_text((RECIPES / "fixed-sim.yaml").read_text().replace(
+        "    engine: { name: sim }", f"    engine: {{ name: sim }}\n    port: {port}"))
+    env = cli_env(tmp_path)
+    res = run_cli([recipe, "--live", "--out", tmp_path / "run"], env)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert f"launching sim server for 2 job(s) on port {port}" in res.stderr
+    commands = list((tmp_path / "run" / "jobs").glob("*/server_command.txt"))
+    assert len(commands) == 2 and all(f"--port {port}" in c.read_text() for c in commands)
+    with socket.socket() as holder:
+        holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # the first run's connections may linger
+        holder.bind(("127.0.0.1", port))
+        holder.listen()
+        res = run_cli([recipe, "--live", "--out", tmp_path / "taken"], env)
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert f"port {port} on 127.0.0.1 is already in use" in res.stdout + res.stderr
+    assert "delete the recipe's `serve.port`" in res.stdout + res.stderr

@@ -414,7 +414,7 @@ def _run_cell(job: Job, mode: ThinkingMode, k: int, settings: CollectSettings, p
               launcher: ServerLauncher, simulate: bool, event: Event) -> CellResult:
     from llmsweep.client import Endpoint, RunOptions, run_benchmark
     from llmsweep.client.probe import probe_endpoint
-    from llmsweep.engines import launched_job, render
+    from llmsweep.engines import launch_port, launched_job, render
     from llmsweep.execute import artifacts as art
     from llmsweep.execute.lifecycle import command_text, observe_runtime, write_pid_file
     from llmsweep.execute.preflight import preflight
@@ -429,7 +429,7 @@ def _run_cell(job: Job, mode: ThinkingMode, k: int, settings: CollectSettings, p
     cjob = _cell_job(job, k, mode)
     handle: ServerHandle | None = None
     try:
-        spec = render(cjob, simulate=simulate, port=0)
+        spec = render(cjob, simulate=simulate, port=launch_port(cjob))
         _refuse_pins(spec)
         spec = preflight(spec, gpus=spec.engine != SIM.id)
         spec = art.write_launch_files(spec, cell_dir)

@@ -109,6 +109,12 @@ def render(job: Job, *, simulate: bool = False, port: int | None = None) -> Laun
     return adapter_for(job, simulate=simulate).render(launched_job(job), port=port)
 
 
+def launch_port(job: Job) -> int:
+    """The port a server of `job` is launched on: the recipe's `serve.port` where it asks for one (checked free where
+    the server runs, `execute.preflight.resolve_port`), else 0 — a free port picked there."""
+    return job.serve.port if job.serve is not None and job.serve.port is not None else 0
+
+
 def render_topology(job: Job, *, simulate: bool = False, port: int | None = None,
                     gpus_per_node: int | None = None) -> Topology:
     """Every role of `job` (one `server` for an aggregated job; prefill, decode and router for a disaggregated one),
@@ -158,6 +164,7 @@ __all__ = [
     "get_adapter",
     "is_secret_name",
     "launch_fingerprint",
+    "launch_port",
     "launch_refusal",
     "launched_job",
     "render",

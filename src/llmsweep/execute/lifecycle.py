@@ -569,7 +569,7 @@ def bench_job(
 
     settings = settings or LifecycleSettings()
     if spec is None:
-        spec = engines.render(job, simulate=source == SIMULATED, port=0)
+        spec = engines.render(job, simulate=source == SIMULATED, port=engines.launch_port(job))
     options = _run_options(job, spec, settings, federated)
     from llmsweep.client import run_benchmark
 

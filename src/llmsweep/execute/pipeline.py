@@ -405,7 +405,7 @@ def _groups(jobs: list[Job], simulate: bool, executor: str, live: bool = False,
             blob = topology.model_dump_json(exclude={"job"})
             fp = hashlib.sha256(blob.encode()).hexdigest()
         else:
-            spec = engines.render(job, simulate=sim, port=0)
+            spec = engines.render(job, simulate=sim, port=engines.launch_port(job))
             fp = spec.fingerprint()
         group = by_fp.get(fp)
         if group is None:

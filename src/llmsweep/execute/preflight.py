@@ -81,8 +81,8 @@ def resolve_port(spec: LaunchSpec) -> LaunchSpec:
     if not port_is_free(spec.port, host):
         raise LaunchError(
             f"port {spec.port} on {spec.host} is already in use; the {spec.engine} server could not bind it",
-            fix=f"stop whatever listens on {spec.port} (`ss -ltnp 'sport = :{spec.port}'`) or set the port to 0 "
-            "to let llmsweep pick a free one",
+            fix=f"stop whatever listens on {spec.port} (`ss -ltnp 'sport = :{spec.port}'`), or delete the recipe's "
+            "`serve.port` to let llmsweep pick a free one",
         )
     return spec
 
