@@ -25,7 +25,7 @@ def test_taken_port_is_reported_with_a_fix() -> None:
         assert not port_is_free(port)
         with pytest.raises(LaunchError) as err:
             resolve_port(spec(("srv", "--port", str(port)), port))
-    assert str(port) in err.value.message and "port to 0" in (err.value.fix or "")
+    assert str(port) in err.value.message and "delete the recipe's `serve.port`" in (err.value.fix or "")
 
 
 def test_free_port_is_kept() -> None:
