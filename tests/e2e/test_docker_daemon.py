@@ -118,10 +118,19 @@ def _executor_flags(options: dict[str, object]) -> list[str]:
     return [a for k, v in options.items() for a in ("--executor-option", f"{k}={json.dumps(v)}")]
 
 
-def _containers() -> list[str]:
-    """Containers of these tests, running or not."""
-    out = _docker("ps", "-a", "--filter", f"name=^{PREFIX}-", "--format", "{{.Names}} {{.Status}}").stdout
+def _containers(prefix: str = PREFIX) -> list[str]:
+    """Containers of these tests (named `prefix`-…), running or not."""
+    out = _docker("ps", "-a", "--filter", f"name=^{prefix}-", "--format", "{{.Names}} {{.Status}}").stdout
     return [line for line in out.splitlines() if line.strip()]
+
+
+def remove_left_behind(prefix: str = PREFIX) -> None:
+    """After a test: every container of `prefix` removed, and the test failed if there was any (a test file's own
+    prefix: files that run side by side under pytest-xdist never remove each other's)."""
+    left = _containers(prefix)
+    for line in left:
+        _docker("rm", "-f", line.split()[0])
+    assert not left, f"containers left behind: {left}"
 
 
 def _complete(base_url: str, model: str) -> None:
@@ -135,10 +144,7 @@ def _complete(base_url: str, model: str) -> None:
 @pytest.fixture
 def no_containers_after() -> Iterator[None]:
     yield
-    left = _containers()
-    for line in left:
-        _docker("rm", "-f", line.split()[0])
-    assert not left, f"containers left behind: {left}"
+    remove_left_behind()
 
 
 @pytest.mark.timeout(300)

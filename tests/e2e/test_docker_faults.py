@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_docker_daemon import IMAGE, _daemon_answers, _docker
+from test_docker_daemon import IMAGE, _containers, _daemon_answers, _docker, remove_left_behind
 from test_run_support import wait_for
 
 from llmsweep.engines.launch import LaunchSpec
@@ -30,12 +30,6 @@ SYSTEM_MOUNTS = [f"{p}:{p}:ro" for p in ("/usr", "/bin", "/lib", "/lib64") if Pa
 PREFIX = "llmsweep-faults"
 """Its own container names: `test_docker_daemon.py` may run beside this file (pytest-xdist), and each file's check
 that nothing is left behind removes what it finds of its own prefix only."""
-
-
-def _containers() -> list[str]:
-    """Containers of these tests, running or not."""
-    out = _docker("ps", "-a", "--filter", f"name=^{PREFIX}-", "--format", "{{.Names}} {{.Status}}").stdout
-    return [line for line in out.splitlines() if line.strip()]
 
 
 @pytest.fixture(scope="module")
@@ -54,10 +48,7 @@ def image() -> str:
 @pytest.fixture
 def no_containers_after() -> Iterator[None]:
     yield
-    left = _containers()
-    for line in left:
-        _docker("rm", "-f", line.split()[0])
-    assert not left, f"containers left behind: {left}"
+    remove_left_behind(PREFIX)
 
 
 def _launch(image: str, tmp_path: Path, *argv: str, mounts: list[str] | None = None,
@@ -120,7 +111,7 @@ def test_a_container_killed_from_outside_says_so_and_this_runs_own_stop_does_not
     teardown sends `kill` events too: a container this run stopped is given no such cause."""
     handle = _launch(image, tmp_path, "/bin/sleep", "60")
     try:
-        wait_for(lambda: any(line.split()[0] == handle.cleanup[-1] for line in _containers()), timeout=20,
+        wait_for(lambda: any(line.split()[0] == handle.cleanup[-1] for line in _containers(PREFIX)), timeout=20,
                  what="the container")
         assert _docker("kill", handle.cleanup[-1]).returncode == 0
         _exited(handle)
@@ -132,7 +123,7 @@ def test_a_container_killed_from_outside_says_so_and_this_runs_own_stop_does_not
            "signal 9" in died.value.message, died.value.message
 
     own = _launch(image, tmp_path, "/bin/sleep", "60")
-    wait_for(lambda: any(line.split()[0] == own.cleanup[-1] for line in _containers()), timeout=20,
+    wait_for(lambda: any(line.split()[0] == own.cleanup[-1] for line in _containers(PREFIX)), timeout=20,
              what="the container")
     own.stop(grace_s=1)
     assert own.gone() and own.returncode is not None
@@ -155,7 +146,7 @@ def test_a_container_the_daemon_says_ended_is_dead_before_its_cli_exits(image: s
     assert pid is not None
     try:
         name = handle.cleanup[-1]
-        wait_for(lambda: any(line.split()[0] == name and " Up " in f" {line} " for line in _containers()),
+        wait_for(lambda: any(line.split()[0] == name and " Up " in f" {line} " for line in _containers(PREFIX)),
                  timeout=20, what="the container running")
         assert handle.is_alive()
         os.kill(pid, signal.SIGSTOP)
