@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 from typing import Any, cast
 
+from llmsweep import atomic
 from llmsweep.client.files import RECORDS_FILE, RUN_FILE, SERVER_METRICS_FILE, SUMMARY_FILE
 from llmsweep.errors import ResultInputError
 from llmsweep.metrics import GateConfig, Summary, summarise
@@ -27,13 +28,7 @@ def run_json(*, provenance: dict[str, Any], gates: GateConfig, client: dict[str,
 
 def write_run_json(out: Path, doc: dict[str, Any]) -> None:
     """Write `out/run.json` (a :func:`run_json` document) atomically: a kill leaves the old file or the new one."""
-    tmp = out / (RUN_FILE + ".tmp")
-    try:
-        tmp.write_text(json.dumps(doc, indent=2, default=str))
-        os.replace(tmp, out / RUN_FILE)
-    except OSError:  # a full disk: no half-written run.json.tmp left beside the records
-        tmp.unlink(missing_ok=True)
-        raise
+    atomic.write_text(out / RUN_FILE, json.dumps(doc, indent=2, default=str))  # (a full disk leaves no run.json.tmp)
 
 
 def summarise_dir(out: Path | str, *, write: bool = True) -> Summary:

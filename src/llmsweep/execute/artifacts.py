@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from llmsweep.metrics.model import Summary
 
 # the client's files in a job folder, named where the client writes them (re-exported: a job folder's files are here)
+from llmsweep import atomic
 from llmsweep.client.files import RECORDS_FILE as RECORDS_FILE
 from llmsweep.client.files import RUN_FILE as RUN_FILE
 from llmsweep.client.files import SERVER_METRICS_FILE as SERVER_METRICS_FILE
@@ -46,9 +47,6 @@ PROGRESS_FILE = "progress.json"
 """In a server folder run by a Slurm batch job: its worker's report of its job in flight, rewritten as it goes
 (`progress.WorkerReport`), which the driver shows."""
 ATTEMPTS_DIR = "attempts"
-TMP_SUFFIX = ".tmp"
-"""What a file being written atomically is called until it is renamed (`write_json`, `Summary.write`, the client's
-run.json): one a kill left in a job folder is half of its attempt's file."""
 _ATTEMPT_FILES = (RECORDS_FILE, SERVER_METRICS_FILE, RUN_FILE, SUMMARY_FILE, OUTCOME_FILE, SERVER_LOG, JOB_FILE,
                   COMMAND_FILE, GPU_METRICS_FILE, REUSED_FILE)
 """What an attempt writes into its job folder (beside its eval folder, `evals.results.EVAL_DIR`): moved aside whole,
@@ -73,9 +71,7 @@ def write_json(path: Path, doc: Any, scrubber: SecretScrubber | None = None) -> 
     if scrubber is not None:
         text = scrubber.scrub(text)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + TMP_SUFFIX)
-    tmp.write_text(text + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    atomic.write_text(path, text + "\n")
     return path
 
 
@@ -97,9 +93,7 @@ def write_files_beside(spec: LaunchSpec, directory: Path, scrubber: SecretScrubb
     for file in spec.files:
         text = scrubber.scrub(file.content) if scrubber is not None else file.content
         path = directory / file.name
-        tmp = path.with_name(path.name + TMP_SUFFIX)
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
+        atomic.write_text(path, text)
         paths.append(path)
     return paths
 
@@ -146,7 +140,7 @@ def keep_previous_attempt(directory: Path) -> Path | None:
     present = [directory / name for name in names if (directory / name).exists()]
     # then what a kill mid-write left (`summary.json.tmp`: every writer here writes NAME.tmp, then renames it): half
     # of that attempt's file, which goes with it rather than lingering beside the next attempt's
-    present += sorted(p for p in directory.glob(f"*{TMP_SUFFIX}") if p.is_file())
+    present += sorted(p for p in directory.glob(f"*{atomic.TMP_SUFFIX}") if p.is_file())
     if not present:
         return None
     attempts = directory / ATTEMPTS_DIR

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import sys
 import threading
 import time
@@ -32,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from llmsweep import atomic
 from llmsweep.workload.base import RunPhase
 
 if TYPE_CHECKING:
@@ -592,9 +592,7 @@ class ReportingProgress(SweepProgress):
         try:
             text = self.report().model_dump_json()
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = self.path.with_name(self.path.name + ".tmp")
-            tmp.write_text(text + "\n", encoding="utf-8")
-            os.replace(tmp, self.path)
+            atomic.write_text(self.path, text + "\n")
         except Exception as exc:  # a report is a courtesy: never the reason a job fails
             log.warning("could not write the progress report %s: %s", self.path, exc)
 

@@ -16,7 +16,6 @@ interactivity in tokens/s/user, rates as 0-1 ratios; `units` names the unit of e
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any, Literal, get_args
 
@@ -30,6 +29,7 @@ from pydantic import (
     model_validator,
 )
 
+from llmsweep import atomic
 from llmsweep.errors import ResultInputError
 from llmsweep.metrics.gates import GateConfig
 
@@ -745,14 +745,11 @@ class Summary(_Block):
         return self.model_dump(mode="json")
 
     def write(self, path: Path | str) -> None:
-        """Write the summary to `path` atomically (a temporary file in the same folder, then `os.replace`): a reader,
-        or a kill mid-write, finds the old file or the new one, never an empty or partial summary. Every summary.json
+        """Write the summary to `path` whole or not at all (`llmsweep.atomic`): a reader, or a kill mid-write, finds
+        the old file or the new one, never an empty or partial summary. Every summary.json
         is written here (the client's, the job's after its read-back checks, a predicted point's)."""
-        path = Path(path)
-        tmp = path.with_name(path.name + ".tmp")
         # ends with a newline, as the job's own writer (`artifacts.write_json`) ends it: one file, the same bytes
-        tmp.write_text(json.dumps(self.dump(), indent=2, allow_nan=False) + "\n", encoding="utf-8")
-        os.replace(tmp, path)
+        atomic.write_text(Path(path), json.dumps(self.dump(), indent=2, allow_nan=False) + "\n")
 
     @classmethod
     def from_doc(cls, doc: Any, *, where: str = "summary",

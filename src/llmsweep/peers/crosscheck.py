@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import shutil
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -26,6 +25,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from llmsweep import atomic
 from llmsweep.client import Endpoint, RunOptions, run_benchmark, summarise_dir
 from llmsweep.errors import ConfigError, DatasetError, LlmsweepError
 from llmsweep.execute.signals import stop_then_raise
@@ -342,9 +342,7 @@ def write_crosscheck(check: CrossCheck, out: Path) -> None:
     rewritten after every run, and a cross-check killed while writing keeps the table of the runs before."""
     for name, text in ((RESULT_FILE, json.dumps(check.to_dict(), indent=2, allow_nan=False)),
                        (TABLE_FILE, markdown(check))):
-        tmp = out / (name + ".tmp")
-        tmp.write_text(text)
-        os.replace(tmp, out / name)
+        atomic.write_text(out / name, text)
 
 
 # ---------------------------------------------------------------------------------------------------- comparing

@@ -13,6 +13,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from llmsweep import atomic
+
 GPU_METRICS_FILE = "gpu_metrics.jsonl"
 
 PowerSource = Literal["measured", "simulated"]
@@ -67,12 +69,10 @@ Telemetry = tuple[TelemetryHeader, list[GpuSample]]
 
 def write_gpu_metrics(path: Path, header: TelemetryHeader, samples: Iterable[GpuSample]) -> None:
     """Write the header and the samples (atomically: a reader never sees half a file)."""
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w", encoding="utf-8") as fh:
+    with atomic.writing(path) as fh:
         fh.write(header.model_dump_json() + "\n")
         for s in samples:
             fh.write(s.model_dump_json(exclude_none=True) + "\n")
-    tmp.replace(path)
 
 
 def read_gpu_metrics(path: Path) -> tuple[TelemetryHeader | None, list[GpuSample], list[str]]:

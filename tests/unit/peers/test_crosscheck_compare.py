@@ -141,16 +141,23 @@ sys.path.insert(0, sys.argv[2])
 from test_crosscheck_compare import _check
 from llmsweep.peers.crosscheck import write_crosscheck
 
-def slow_write_text(self, data, *args, **kwargs):  # a slow disk: half the text is on it when the kill comes
-    with open(self, "w") as fh:
-        fh.write(data[: len(data) // 2])
-        fh.flush()
+class SlowFile:  # a slow disk: half the text is on it when the kill comes
+    def __init__(self, fh):
+        self.fh = fh
+    def __enter__(self):
+        return self
+    def __exit__(self, *exc):
+        self.fh.close()
+    def write(self, data):
+        self.fh.write(data[: len(data) // 2])
+        self.fh.flush()
         print("half", flush=True)
         time.sleep(60)
-        fh.write(data[len(data) // 2:])
-    return len(data)
+        return self.fh.write(data[len(data) // 2:])
 
-pathlib.Path.write_text = slow_write_text
+real_open = pathlib.Path.open
+pathlib.Path.open = lambda self, mode="r", *a, **k: (SlowFile(real_open(self, mode, *a, **k)) if "w" in mode
+                                                     else real_open(self, mode, *a, **k))
 write_crosscheck(_check(4), pathlib.Path(sys.argv[1]))
 """
 

@@ -1,0 +1,41 @@
+"""Writing a file whole or not at all: its text goes to `NAME.tmp` beside it, which then replaces `NAME`
+(`os.replace`, atomic within a folder). A reader, or a kill mid-write, finds the old file or the new one, never half of
+one. Every file llmsweep rewrites in place is written here (summaries, run.json, outcomes, progress reports, the power
+samples, a cross-check's tables), so a `.tmp` a kill left beside them is always half of the file of that name
+(`execute.artifacts.keep_previous_attempt` moves it aside with its attempt)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TextIO
+
+TMP_SUFFIX = ".tmp"
+"""What a file being written is called until it replaces its namesake."""
+
+
+def tmp_path(path: Path) -> Path:
+    """The temporary file `path` is written to first."""
+    return path.with_name(path.name + TMP_SUFFIX)
+
+
+@contextmanager
+def writing(path: Path) -> Iterator[TextIO]:
+    """A UTF-8 text file to write `path` through: it replaces `path` when the block ends normally. When the block (or
+    a write: a full disk) raises, the temporary file is removed and `path` is left as it was."""
+    tmp = tmp_path(path)
+    try:
+        with tmp.open("w", encoding="utf-8") as fh:
+            yield fh
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def write_text(path: Path, text: str) -> None:
+    """Write `text` to `path` whole or not at all (:func:`writing`)."""
+    with writing(path) as fh:
+        fh.write(text)
