@@ -57,6 +57,17 @@ class OutputWriteError(OSError):
         return cls(*wire)
 
 
+def write_output(fd: int, data: bytes, path: Path | str) -> None:
+    """Append `data` to the client's output file `path` open as `fd`: a write cut short (the disk filled mid-line)
+    goes on, and the one that fails raises :class:`OutputWriteError` naming `path`."""
+    rest = memoryview(data)
+    try:
+        while rest:
+            rest = rest[os.write(fd, rest):]
+    except OSError as exc:
+        raise OutputWriteError.of(exc, path) from exc
+
+
 @dataclass(slots=True)
 class RequestRecord:
     """One request as it happened. Times are absolute unix seconds; None when the stage was never reached."""
@@ -127,12 +138,7 @@ class RecordWriter:
 
     def write(self, record: RequestRecord) -> None:
         """Append one record; a failed write raises `OutputWriteError` (naming this file)."""
-        rest = memoryview(record.to_line())
-        try:
-            while rest:  # a write cut short (the disk filled mid-line) goes on, and the next one says why it stopped
-                rest = rest[os.write(self._fd, rest):]
-        except OSError as exc:
-            raise OutputWriteError.of(exc, self.path) from exc
+        write_output(self._fd, record.to_line(), self.path)
         self.count += 1
 
     def close(self) -> None:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from prometheus_client.parser import text_string_to_metric_families
 
 from llmsweep.client.clock import now_unix
-from llmsweep.client.records import OutputWriteError
+from llmsweep.client.records import OutputWriteError, write_output
 
 if TYPE_CHECKING:
     import aiohttp
@@ -146,10 +146,8 @@ class MetricsScraper:
                             f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__)
             self.failures += 1
             line = {"t": t, "error": f"{type(exc).__name__}: {exc}"[:300]}
-        rest = memoryview(scrape_line(line))
         try:
-            while rest:
-                rest = rest[os.write(fd, rest):]
-        except OSError as exc:
-            self.write_error = OutputWriteError.of(exc, self.out_path)
-            log.error("%s", self.write_error.reason())
+            write_output(fd, scrape_line(line), self.out_path)
+        except OutputWriteError as exc:
+            self.write_error = exc
+            log.error("%s", exc.reason())
