@@ -222,6 +222,15 @@ class SrunLauncher:
         )
 
 
+def scontrol_show(*what: str, timeout_s: float, fix: str, check: bool = False) -> dict[str, str]:
+    """`scontrol show WHAT -o` (a job, a partition, a node) as its `Key=Value` fields; empty when scontrol fails and
+    `check` is off (with `check`, its failure raises, naming the command and `fix`)."""
+    proc = run_command(["scontrol", "show", *what, "-o"], timeout_s=timeout_s, check=check, fix=fix)
+    if proc.returncode != 0:
+        return {}
+    return dict(tok.split("=", 1) for tok in proc.stdout.split() if "=" in tok)
+
+
 def signal_steps_named(job_id: str, step_name: str, signal_name: str | None, timeout_s: float = 30.0) -> list[str]:
     """Send `signal_name` (None: cancel) to every step of `job_id` called `step_name`; return their step ids."""
     fix = "check that slurmctld answers (`sinfo`)"

@@ -53,7 +53,7 @@ from llmsweep.execute.commands import run_command
 from llmsweep.execute.handle import DEFAULT_TAIL_LINES, ProcessServerHandle
 from llmsweep.execute.local import LocalLauncher
 from llmsweep.execute.node_power import READY_LINE
-from llmsweep.execute.pyxis import SrunLauncher
+from llmsweep.execute.pyxis import SrunLauncher, scontrol_show
 from llmsweep.execute.ready import DIRECT, server_version, wait_ready
 from llmsweep.execute.secrets import SecretScrubber
 from llmsweep.execute.signals import shielded
@@ -94,8 +94,7 @@ def allocation_nodes(environ: Mapping[str, str] | None = None, timeout_s: float 
     names = run_command(["scontrol", "show", "hostnames", nodelist], timeout_s=timeout_s, fix=_FIX).stdout.split()
     nodes = []
     for name in names:
-        out = run_command(["scontrol", "show", "node", "-o", name], timeout_s=timeout_s, fix=_FIX).stdout
-        fields = dict(tok.split("=", 1) for tok in out.split() if "=" in tok)
+        fields = scontrol_show("node", name, timeout_s=timeout_s, fix=_FIX, check=True)
         nodes.append(AllocatedNode(name=name, address=fields.get("NodeAddr") or name))
     return nodes
 

@@ -38,6 +38,7 @@ from llmsweep.execute.pyxis import (
     NodeLaunch,
     SrunOptions,
     import_image_script,
+    scontrol_show,
     squash_path,
     write_node_launch,
 )
@@ -500,11 +501,7 @@ class SlurmJob:
         return self.result
 
     def _scontrol_end(self) -> tuple[str | None, int | None]:
-        proc = run_command(["scontrol", "show", "job", "-o", self.job_id],
-                           timeout_s=self.options.command_timeout_s, check=False, fix=_SLURM_FIX)
-        if proc.returncode != 0:
-            return None, None
-        fields = dict(tok.split("=", 1) for tok in proc.stdout.split() if "=" in tok)
+        fields = scontrol_show("job", self.job_id, timeout_s=self.options.command_timeout_s, fix=_SLURM_FIX)
         state = fields.get("JobState")
         code = fields.get("ExitCode", "")
         match = re.match(r"^(\d+):(\d+)$", code)
@@ -518,9 +515,7 @@ class SlurmJob:
         pends such a job for PartitionConfig (not PartitionTimeLimit), the reason it also gives for more CPUs or memory
         than a node has: this tells the two apart. False when either cannot be read."""
         def fields(*what: str) -> dict[str, str]:
-            proc = run_command(["scontrol", "show", *what, "-o"], timeout_s=self.options.command_timeout_s,
-                               check=False, fix=_SLURM_FIX)
-            return dict(tok.split("=", 1) for tok in proc.stdout.split() if "=" in tok) if proc.returncode == 0 else {}
+            return scontrol_show(*what, timeout_s=self.options.command_timeout_s, fix=_SLURM_FIX)
 
         job = fields("job", self.job_id)
         partition = fields("partition", job["Partition"]) if job.get("Partition") else {}
