@@ -1171,29 +1171,24 @@ def _is_our_server(pid: int, argv0: str, start_ticks: int | None = None) -> bool
     its program. The name alone is no identity — the simulator and many engines run as `python`, and so do a
     notebook and another user's job that took the pid since — so such a process is never signalled (it once was:
     `--resume` stopped an unrelated python process as the old server)."""
-    from llmsweep.execute.process import read_proc
+    from llmsweep.execute.process import read_cmdline, read_proc
 
     info = read_proc(pid)
     if info is None:
         return False
     if start_ticks is not None:
         return info.start_ticks == start_ticks
-    try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    except OSError:
-        return False
-    if bool(argv0) and any(os.path.basename(part.decode(errors="replace")) == argv0 for part in cmdline[:3]):
+    cmdline = read_cmdline(pid) or []
+    if bool(argv0) and any(os.path.basename(part) == argv0 for part in cmdline[:3]):
         return None
     return False
 
 
 def _command_line(pid: int, limit: int = 160) -> str:
     """The command line of `pid` as /proc shows it, shortened for a log line ('?' when it cannot be read)."""
-    try:
-        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return "?"
-    text = " ".join(part.decode(errors="replace") for part in raw.split(b"\0") if part) or "?"
+    from llmsweep.execute.process import read_cmdline
+
+    text = " ".join(read_cmdline(pid) or []) or "?"
     return text if len(text) <= limit else text[:limit - 1] + "…"
 
 

@@ -52,6 +52,15 @@ def read_proc(pid: int) -> ProcInfo | None:
     return ProcInfo(pid=pid, ppid=int(fields[1]), pgid=int(fields[2]), state=fields[0], start_ticks=int(fields[19]))
 
 
+def read_cmdline(pid: int) -> list[str] | None:
+    """The argv of `pid` as /proc/PID/cmdline holds it, or None when it cannot be read (the process is gone)."""
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return None
+    return [part.decode(errors="replace") for part in raw.split(b"\0") if part]
+
+
 def all_processes() -> list[ProcInfo]:
     procs = []
     for entry in os.listdir("/proc"):
