@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -224,14 +225,12 @@ def summarise_job(job_dir: Path | str, *, settings: ReadbackSettings | None = No
         from llmsweep.evals.results import attach
 
         summary = attach(apply_readback(job, summary, settings), job, job_dir)
-    if died := run_info.get(SERVER_DIED):
+    # run.json's notes of what happened to the job beside its load (`INVALIDATING`): invalid, whatever its gates say
+    said = [reason(note) for key, reason in INVALIDATING.items() if (note := run_info.get(key))]
+    if said:
         summary = summary.model_copy(deep=True)
         summary.validity.verdict = "invalid"
-        summary.validity.reasons.insert(0, f"the server {died}: its records may miss what it never answered")
-    if suspended := run_info.get(SUSPENDED):
-        summary = summary.model_copy(deep=True)
-        summary.validity.verdict = "invalid"
-        summary.validity.reasons.insert(0, str(suspended))
+        summary.validity.reasons[:0] = said
     if write:
         summary.write(job_dir / SUMMARY_FILE)
     return summary
@@ -245,6 +244,13 @@ say; the note is the reason, with its fix."""
 SERVER_DIED = "server_died"
 """`run.json`'s note that the job's server was found dead when the job's load (or eval) ended (the lifecycle writes
 it): the job's summary is invalid whatever its gates say."""
+
+INVALIDATING: dict[str, Callable[[Any], str]] = {
+    SUSPENDED: str,
+    SERVER_DIED: lambda died: f"the server {died}: its records may miss what it never answered",
+}
+"""run.json's notes that make a job's summary invalid, each with the reason it gives (in this order, before the
+gates' reasons)."""
 
 
 def _stored_summary(path: Path) -> Summary | None:
