@@ -129,7 +129,7 @@ class RunOutcome:
     no backend could sample where they ran; `--power-backend off` is not among them)."""
     rest: list[JobOutcome] = field(default_factory=list)
     """A narrower `--resume`/`--force` (`--only-job`, `--config-keys`, `--changed`): the recorded outcomes of the
-    run's other expected jobs, which this invocation did not plan (`_rest_of_the_run`)."""
+    run's other expected jobs, which this invocation did not plan (`_unplanned_outcomes`)."""
     rest_never_run: list[str] = field(default_factory=list)
     """…and those of them with no outcome recorded anywhere: never run (the dashboard counts them missing)."""
 
@@ -461,7 +461,7 @@ def _write_run_meta(run_dir: Path, req: RunRequest, run_id: str, jobs: list[Job]
                     meta.pop(name, None)
                     if name in previous:
                         meta[name] = previous[name]
-    kept = _the_rest_of_the_run(meta, previous, req, superseded) if isinstance(previous, dict) else []
+    kept = _kept_outcomes(meta, previous, req, superseded) if isinstance(previous, dict) else []
     if outcomes is not None or kept:
         meta["outcomes"] = [o.model_dump(mode="json") for o in outcomes or ()] + kept
     if outcomes is not None:
@@ -469,8 +469,8 @@ def _write_run_meta(run_dir: Path, req: RunRequest, run_id: str, jobs: list[Job]
     art.write_json(run_dir / art.RUN_FILE, meta)
 
 
-def _the_rest_of_the_run(meta: dict[str, Any], previous: dict[str, Any], req: RunRequest,
-                         superseded: frozenset[str]) -> list[dict[str, Any]]:
+def _kept_outcomes(meta: dict[str, Any], previous: dict[str, Any], req: RunRequest,
+                   superseded: frozenset[str]) -> list[dict[str, Any]]:
     """A narrower `--resume` or `--force` (`--only-job`, `--config-keys`) runs part of its run, and run.json still
     describes the whole run: the jobs the run expected before that this plan does not hold stay expected (one not run
     yet stays missing), with their hardware and reuse keys, and their recorded outcomes are returned to keep — but
@@ -496,9 +496,9 @@ def _the_rest_of_the_run(meta: dict[str, Any], previous: dict[str, Any], req: Ru
         if isinstance(recorded, list) else []
 
 
-def _rest_of_the_run(run_dir: Path, planned: set[str]) -> tuple[list[JobOutcome], list[str]]:
+def _unplanned_outcomes(run_dir: Path, planned: set[str]) -> tuple[list[JobOutcome], list[str]]:
     """The run's expected jobs beyond `planned` (this invocation's: a narrower `--resume`/`--force` keeps the others
-    expected, `_the_rest_of_the_run`), as the dashboard reads them: (their outcomes — run.json's, else the job
+    expected, `_kept_outcomes`), as the dashboard reads them: (their outcomes — run.json's, else the job
     folder's own `outcome.json`, which an interrupted invocation wrote without run.json recording it —, the ids of
     those with none: never run)."""
     meta = art.read_json(run_dir / art.RUN_FILE)
@@ -1030,7 +1030,7 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
                 for j in jobs]
     outcomes = [o.with_warnings(warnings.get(o.job_id, ())) for o in outcomes]
     _write_run_meta(run_dir, req, run_id, jobs, outcomes, findings, reuse_meta, superseded)
-    rest, never_run = _rest_of_the_run(run_dir, {j.id for j in jobs})
+    rest, never_run = _unplanned_outcomes(run_dir, {j.id for j in jobs})
 
     outcome = RunOutcome(run_dir=run_dir, run_id=run_id, outcomes=outcomes, findings=findings,
                          concurrency={j.id: j.concs[0] for j in jobs if j.concs},
