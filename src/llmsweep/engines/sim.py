@@ -189,13 +189,18 @@ class SimAdapter(Adapter):
                  if self.parsed_flag(job, flag) in CONTEXT_FLAGS]
         return found[-1] if found else None
 
-    def parsed_flag(self, job: Job, flag: str) -> str:
-        """`flag` as the parser of the engine the job stands in for reads it (an alias, `_`/`-`, a unique prefix:
-        `--mem-frac` is SGLang's `--mem-fraction-static`), so the simulator honours what that engine would; a recipe
-        of the simulator itself gets the normalised spelling."""
+    def flag_reader(self, job: Job) -> Adapter | None:
+        """The adapter of the engine the job stands in for, whose parser reads the job's flags (aliases, `_`/`-`,
+        unique prefixes); None for a recipe of the simulator itself."""
         from llmsweep.engines import ADAPTERS
 
-        real = ADAPTERS.get(self.stands_in_for(job) or "")
+        return ADAPTERS.get(self.stands_in_for(job) or "")
+
+    def parsed_flag(self, job: Job, flag: str) -> str:
+        """`flag` as the engine the job stands in for reads it (`flag_reader`: `--mem-frac` is SGLang's
+        `--mem-fraction-static`), so the simulator honours what that engine would; a recipe of the simulator itself
+        gets the normalised spelling."""
+        real = self.flag_reader(job)
         return real.canonical(flag) if real is not None else norm_flag(flag)
 
     def launcher(self, job: Job) -> list[str]:

@@ -64,7 +64,7 @@ def duplicate_flag(ctx: Context) -> Iterator[Finding]:
             continue
         adapter = adapter_for(job)
         if isinstance(adapter, SimAdapter):  # it reads the flags as the engine it stands in for
-            adapter = ADAPTERS.get(adapter.stands_in_for(job) or "", adapter)
+            adapter = adapter.flag_reader(job) or adapter
         for first, later, name in adapter.duplicate_flags(job):
             yield ctx.hit("serve.duplicate-flag", recipe, serve_arg_path(recipe, job, later),
                           f"`{first}` and `{later}` are one flag to {adapter.name} (`{name}`): it would take one of "
