@@ -136,6 +136,17 @@ def test_two_server_groups_run_as_two_batch_jobs_and_land_in_out(tmp_path: Path)
         assert read_json(jdir / "attempts" / "1" / "outcome.json")["status"] == "valid"
 
 
+def _half_length_recipe(tmp_path: Path) -> Path:
+    """slow-fixed-sim.yaml at half its output length: the first job (a warm-up and 3 requests, one at a time) ends in
+    ~4 s, not ~8; the second (a warm-up, then 3 requests two at a time) still runs ~3 s, seconds longer than an
+    interrupt or a suspension takes."""
+    recipe = tmp_path / "slow-fixed-sim.yaml"
+    text = (RECIPES / "slow-fixed-sim.yaml").read_text()
+    assert "osl: 400" in text
+    recipe.write_text(text.replace("osl: 400", "osl: 200"))
+    return recipe
+
+
 def test_ctrl_c_during_a_slurm_run_stores_what_finished_and_leaves_no_job_in_the_queue(tmp_path: Path) -> None:
     """Ctrl-C while the worker runs the second job, its first one finished valid since the driver last looked at the
     queue (a poll interval the run never reaches): the first job is stored and counted, not left on disk for a later
@@ -143,12 +154,7 @@ def test_ctrl_c_during_a_slurm_run_stores_what_finished_and_leaves_no_job_in_the
     out, log = tmp_path / "out", tmp_path / "run.log"
     options = (*SLURM_OPTIONS, "--executor-option", "poll_s=600")  # the last one given wins
     env = cli_env(tmp_path)
-    # Half the recipe's output length: the first job (a warm-up and 3 requests, one at a time) ends in ~4 s, not ~8;
-    # the second (a warm-up, then 3 requests two at a time) still runs ~3 s, seconds longer than the interrupt takes.
-    recipe = tmp_path / "slow-fixed-sim.yaml"
-    text = (RECIPES / "slow-fixed-sim.yaml").read_text()
-    assert "osl: 400" in text
-    recipe.write_text(text.replace("osl: 400", "osl: 200"))
+    recipe = _half_length_recipe(tmp_path)
     proc = start_cli([recipe, "--live", "--out", out, *options], env, log)
     ids: list[str] = []
     try:
@@ -471,10 +477,7 @@ def test_a_job_measured_while_slurm_suspended_its_batch_job_is_invalid_and_resum
     `summarize`), the jobs measured after the resume stay valid, and `--resume` runs only it again."""
     out, log = tmp_path / "out", tmp_path / "run.log"
     env = cli_env(tmp_path)
-    recipe = tmp_path / "slow-fixed-sim.yaml"
-    text = (RECIPES / "slow-fixed-sim.yaml").read_text()
-    assert "osl: 400" in text
-    recipe.write_text(text.replace("osl: 400", "osl: 200"))
+    recipe = _half_length_recipe(tmp_path)
     proc = start_cli([recipe, "--live", "--out", out, *SLURM_OPTIONS], env, log)
     ids: list[str] = []
     try:
