@@ -364,3 +364,26 @@ def test_ladder_points_never_run_an_8k1k_rows_accuracy_eval(tmp_path: Path, monk
     with sqlite3.connect(out / "store.sqlite") as db:
         assert db.execute("SELECT COUNT(*) FROM results").fetchone() == (4,)
     assert not (tmp_path / "store.sqlite").exists()
+
+
+@pytest.mark.parametrize(("concs", "top"), [("[2, 4]", 64), ("[2, 32]", 128)])
+def test_the_defaults_ladder_to_the_larger_of_64_and_4x_the_highest_with_three_repeats(
+        tmp_path: Path, concs: str, top: int) -> None:
+    """The README's defaults, which nothing else ran: the coarse ladder climbs from the arm's first concurrency by
+    powers of two to `--ladder-top` (default: the larger of 64 and 4x the recipe's highest concurrency), each point
+    run `--repeats` times (default 3), each repeat with its own workload seed; `--refine` (default 2) rounds follow."""
+    recipe = tmp_path / "fixed.yaml"
+    recipe.write_text((RECIPE.parents[1] / "run" / "fixed-sim.yaml").read_text(encoding="utf-8").replace(
+        "conc-list: [2, 4]", f"conc-list: {concs}"), encoding="utf-8")
+    out = tmp_path / "disc"
+    proc = _discover(tmp_path, recipe, "--simulate", "--out", out, "--json")
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    result = json.loads(proc.stdout)
+    assert (result["ladder_top"], result["repeats"]) == (top, 3)
+    ladder = [2, *(c for c in (4, 8, 16, 32, 64, 128) if c <= top)]
+    runs = [r for r in result["runs"] if r["stage"] == "ladder"]
+    assert sorted({r["conc"] for r in runs}) == ladder and len(runs) == 3 * len(ladder)
+    assert {r["seed"] for r in runs} == {42, 43, 44}
+    # a knee above the ladder leaves the first refinement round nothing to bisect: said, not run
+    assert [s["name"] for s in result["stages"]] == ["ladder", "refine-1"]
+    assert "nothing to refine" in result["stages"][1]["skipped"] and result["arms"][0]["knee"]["above"] == top

@@ -101,11 +101,13 @@ def test_summarize_keeps_a_predict_point_folders_labels_and_refuses_one_without_
     assert len(points) == 2, points
     for point in points:
         written = read_json(point / "summary.json")
+        as_written = (point / "summary.json").read_bytes()
         assert (written["source"], written["provenance"]["clock"], written["validity"]["verdict"]) == (
             "predicted", "virtual", "valid")
         code, stdout, err = run_main(capsys, "summarize", point, "--json")
         assert code == 0, err
         assert json.loads(stdout) == written == read_json(point / "summary.json")
+        assert (point / "summary.json").read_bytes() == as_written  # the README: "the same bytes"
     point = points[0]
     code, _, err = run_main(capsys, "report", point, "--no-png")
     assert code == 2 and f"{point} is a point folder of `llmsweep predict --out`, not a run" in err, err

@@ -77,6 +77,28 @@ def test_a_real_engines_disaggregated_eval_row_is_refused_for_its_launch_not_its
     assert job_refusal(sim, False, [], harness_provided=True, live=True) is None
 
 
+def test_a_multinode_run_eval_row_that_pins_acceptance_is_refused_even_served_live(tmp_path: Path) -> None:
+    """README, "Not done yet": a multinode pinned `run-eval` row is refused (roles are not relaunched): its eval would
+    need the deployment relaunched without the pin. Served live role by role it is still refused, with that reason and
+    the split that runs it (throughput with --no-evals, the eval with --evals-only); unpinned, the live row runs."""
+    from llmsweep.execute.pipeline import job_refusal
+    from llmsweep.plan import jobs_from_files
+
+    pinned = RECIPE.read_text().replace(
+        "engine: { name: sim }", "engine: { name: sim }\n    spec-decoding: { method: eagle, num-steps: 3, topk: 1, "
+        "num-draft-tokens: 4, thinking: \"on\", acceptance-length: 3.39 }").replace(
+        "decode: {num-worker: 1", "spec-decoding: mtp\n        decode: {num-worker: 1")
+    recipe = tmp_path / "pinned.yaml"
+    recipe.write_text(pinned)
+    (job,) = jobs_from_files([recipe])
+    job = job.model_copy(update={"run_eval": True, "eval_conc": job.concs[-1]})
+    for live in (False, True):
+        why = job_refusal(job, False, [], harness_provided=True, live=live)
+        assert why is not None and "roles are not relaunched yet" in why, why
+        assert "--no-evals" in why and "--evals-only" in why
+    assert job_refusal(job.model_copy(update={"run_eval": False}), False, [], live=True) is None
+
+
 def test_an_aggregated_job_is_never_launched_by_roles() -> None:
     from llmsweep.plan import jobs_from_files
 

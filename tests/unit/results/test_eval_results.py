@@ -75,12 +75,23 @@ def test_compare_judges_an_eval_score_change_against_the_scores_stderr(make_run:
     assert compare_points(a, b).regressions[-1][1] == m.eval
 
 
-def test_compare_pairs_a_run_eval_jobs_eval_with_an_eval_only_jobs_eval_of_the_same_point(make_run: MakeRun) -> None:
+def test_compare_pairs_a_run_eval_jobs_eval_with_an_eval_only_jobs_eval_of_the_same_point(make_run: MakeRun,
+                                                                                          store_path: Path) -> None:
     """Main's full sweep (conc 32 `run-eval`: its throughput point, then the eval on its server) against a pull
     request's `--evals-only` run (conc 32 `eval-only`): the same accuracy measurement of the same configuration, so
-    its score change is judged, each side's kind of job named; neither point is "only in" a side."""
-    base = points_from_run(with_eval(make_run("main", concs=(4, 32)), 32, 0.95))
-    pr = points_from_run(with_eval(make_run("pr", concs=(32,)), 32, 0.90, mode="eval-only"))
+    its score change is judged, each side's kind of job named (`compare`'s table: `(A run-eval, B eval-only)`, as the
+    README says); neither point is "only in" a side."""
+    main_run = with_eval(make_run("main", concs=(4, 32)), 32, 0.95)
+    pr_run = with_eval(make_run("pr", concs=(32,)), 32, 0.90, mode="eval-only")
+    base, pr = points_from_run(main_run), points_from_run(pr_run)
+    from click.testing import CliRunner
+
+    from llmsweep.cli.main import cli
+
+    table = CliRunner().invoke(cli, ["compare", str(main_run.path), str(pr_run.path), "--no-history",
+                                     "--resamples", "10"], catch_exceptions=False)
+    assert table.exit_code == 0, table.output
+    assert "eval gsm8k score (A run-eval, B eval-only)" in table.output, table.output
     comp = compare_points(base, pr)
     (m,) = [m for m in comp.matched if m.eval is not None]
     assert m.eval is not None and m.eval.verdict == "regression" and round(m.eval.delta or 0, 6) == -0.05
