@@ -215,6 +215,23 @@ def multinode_not_disagg(ctx: Context) -> Iterator[Finding]:
                           else ("multinode",), MULTINODE_NOT_DISAGG, job=job)
 
 
+@rule("launch.disagg-real-engine", Severity.WARNING,
+      "A disaggregated prefill/decode job on a real engine: planned and rendered role by role, but no executor "
+      "launches a real engine's roles yet, so `run` refuses it",
+      "run it on the simulator (`--simulate`), or plan and render it only (`matrix`, `render`): `run` refuses it "
+      "rather than run one aggregated server under the disaggregated job's name")
+def disagg_real_engine(ctx: Context) -> Iterator[Finding]:
+    from llmsweep.engines import DISAGG_NOT_LAUNCHABLE, launch_refusal
+
+    for job, recipe in ctx.job_pairs():
+        # only where the job would run: a serve-less master file checked without --simulate runs nowhere
+        if recipe.serve is None or ctx.simulated(job):
+            continue
+        refusal = launch_refusal(job, simulate=ctx.simulate)
+        if refusal is not None and refusal.startswith(DISAGG_NOT_LAUNCHABLE):
+            yield ctx.hit("launch.disagg-real-engine", recipe, ("disagg",), DISAGG_NOT_LAUNCHABLE, job=job)
+
+
 @rule("client.isolation", Severity.ERROR,
       "The load client runs outside the engine image; a client image must have Python >= 3.11",
       "delete `serve.client-image` (llmsweep runs the client in its own environment), or name an image with "
