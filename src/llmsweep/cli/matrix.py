@@ -21,6 +21,8 @@ from llmsweep.findings import Finding, Severity
 from llmsweep.plan import EvalOptions, Job, SweepOptions, plan_jobs
 from llmsweep.plan.checks import unused_overrides
 from llmsweep.plan.names import SEQ_LEN_NAMES
+from llmsweep.policy.registry import get_rule
+from llmsweep.policy.rules_input import unknown_label_message
 from llmsweep.spec import LoadResult, load_recipes
 
 
@@ -173,7 +175,6 @@ def _unknown_labels(loaded: LoadResult, fleet: FleetCatalog) -> list[Finding]:
             out.append(Finding(
                 rule="fleet.unknown-label", severity=Severity.WARNING, file=recipe.file,
                 line=recipe.line_of(("runner",)), path=recipe.path_of(("runner",)),
-                message=f"runner label `{recipe.runner}` is not in the runner file ({fleet.file}); jobs keep the label",
-                fix="add the label to the runner file, or check its spelling",
+                message=unknown_label_message(recipe.runner, fleet.file), fix=get_rule("fleet.unknown-label").fix,
             ))
     return out

@@ -68,7 +68,8 @@ def unknown_model(ctx: Context) -> Iterator[Finding]:
 
 @rule("fleet.unknown-label", Severity.ERROR,
       "The runner label is not in the runner (fleet) file",
-      "add the label to the runner file (--runner-config), or check its spelling",
+      "add the label to the runner file (--runner-config); if your runners carry it, vouch for it with "
+      "`--runner-label LABEL` (`validate`, `run`, `render`, `predict`, `ci`); or check its spelling",
       "InferenceX runners.yaml (a job is scheduled by its exact label)")
 def unknown_label(ctx: Context) -> Iterator[Finding]:
     """An error wherever the jobs would run: with a `serve` block (a real engine), or on the simulator
@@ -80,9 +81,13 @@ def unknown_label(ctx: Context) -> Iterator[Finding]:
             continue
         runs = recipe.serve is not None or ctx.simulate
         severity = Severity.ERROR if runs else Severity.WARNING
-        yield ctx.hit("fleet.unknown-label", recipe, ("runner",),
-                      f"runner label `{recipe.runner}` is not in the runner file ({ctx.fleet.file}); jobs keep the "
-                      "label", severity=severity)
+        yield ctx.hit("fleet.unknown-label", recipe, ("runner",), unknown_label_message(recipe.runner, ctx.fleet.file),
+                      severity=severity)
+
+
+def unknown_label_message(label: str, fleet_file: str) -> str:
+    """`fleet.unknown-label`'s message (`matrix` gives the same warning without the policy pass)."""
+    return f"runner label `{label}` is not in the runner file ({fleet_file}); jobs keep the label"
 
 
 def _isl_path(recipe: Recipe, job: Job) -> FieldPath:

@@ -53,3 +53,20 @@ def test_run_simulate_refuses_a_serve_less_recipe_on_an_unknown_label(tmp_path: 
     assert proc.returncode == 2, proc.stderr[-3000:]
     assert "refused" in proc.stderr and "fleet.unknown-label" in proc.stderr
     assert not list(out.glob("jobs/*/summary.json")), "no result is labelled with a guessed GPU"
+
+
+def test_the_fix_offers_runner_label_and_matrix_gives_the_rules_own_finding(tmp_path: Path) -> None:
+    """An unlisted label that self-hosted runners do carry (InferenceX's `cluster:mi325x-tw`) is vouched for with
+    `--runner-label`; the fix says so. `matrix` warns without the policy pass and used to restate an older fix."""
+    from llmsweep.catalog.fleet import default_fleet
+    from llmsweep.cli.matrix import _unknown_labels
+    from llmsweep.spec import load_recipes
+
+    path = _recipe(tmp_path, serve=False)
+    (hit,) = [f for f in validate_files([path]).findings if f.rule == "fleet.unknown-label"]
+    assert hit.fix is not None and "--runner-label LABEL" in hit.fix
+    (warned,) = _unknown_labels(load_recipes([path]), default_fleet())
+    assert (warned.rule, warned.line, warned.message, warned.fix) == (hit.rule, hit.line, hit.message, hit.fix)
+    with_label = [f for f in validate_files([path], simulate=True, runner_labels=["h200-typo"]).findings
+                  if f.rule == "fleet.unknown-label"]
+    assert with_label == [], "the label the fix names is vouched for by --runner-label"
