@@ -14,6 +14,9 @@
 #                              (scripts/gpu/import_gguf.sh)
 #   LMEVAL_STASH=/tmp/stash-e  lm-eval 0.4.13 (.e chunks, scripts/gpu/lmeval-0.4.13-wheels.txt) installed into
 #                              /tmp/lmsite; LLMSWEEP_LM_EVAL names a python3 that imports it (eval rows)
+#   NIXL_STASH=/tmp/stash-n    NIXL 1.5.1 (.n chunks, scripts/gpu/nixl-1.5.1-wheels.txt) installed into vLLM's site, for
+#                              vLLM's NixlConnector (a disaggregated prefill/decode run; docs/real-disaggregated.md);
+#                              the transports NIXL's UCX finds on the host go to steps.txt
 #   RUN_ARGS=''                more `llmsweep run` arguments (e.g. --all-evals --eval-dataset FILE)
 #   CHECK_POWER=1              after the run, scripts/gpu/check_power.py compares the integral with the energy counter
 #   RUN_TIMEOUT=520            seconds `llmsweep run` may take (SIGINT, then its servers are stopped)
@@ -66,6 +69,23 @@ if [[ -n "${LMEVAL_STASH:-}" ]]; then
   log "lm-eval: $(/tmp/lmeval-python -c 'import importlib.metadata as m; print(m.version("lm_eval"))' 2>&1 | tail -1)"
 fi
 
+if [[ -n "${NIXL_STASH:-}" ]]; then
+  PACKAGE=nixl STASH="$NIXL_STASH" SITE="$site" WHEEL_DIR=/tmp/nixl-wheels bash scripts/gpu/install_vllm.sh \
+    >>"$OUT/steps.txt" 2>&1 || { log "nixl install failed"; tail -20 "$OUT/steps.txt"; exit 1; }
+  python3 - >>"$OUT/steps.txt" 2>&1 <<'PY'
+# what vLLM's NixlConnector will find: the nixl build, its UCX plugin, and the devices UCX sees (cuda_ipc between the
+# two GPUs, or only tcp: the first real run must say which moved the KV)
+import importlib.metadata as m
+from nixl._api import nixl_agent, nixl_agent_config
+print("nixl", m.version("nixl"), "nixl-cu13", m.version("nixl-cu13"))
+agent = nixl_agent("llmsweep-check", nixl_agent_config(backends=["UCX"]))
+print("nixl plugins:", agent.get_plugin_list())
+print("UCX memory types:", agent.get_plugin_mem_types("UCX"), "params:", agent.get_plugin_params("UCX"))
+PY
+  log "nixl: $(grep -E '^nixl ' "$OUT/steps.txt" | tail -1)"
+  command -v ucx_info >/dev/null && ucx_info -d 2>/dev/null | grep -E "Transport|Device" | sort -u | head -30 >>"$OUT/steps.txt"
+fi
+
 # 3. the run
 run="$RUNS/$NAME"; mkdir -p "$run"
 # CALL_LIMIT (the device call's timeout_s): keep 40 s for stopping servers and packing, whatever setup took. The first
@@ -107,8 +127,8 @@ for f in "$run"/jobs/*/records.jsonl; do [[ -f "$f" ]] && head -n "$RECORDS_PER_
 for f in "$run"/jobs/*/server*.log "$run"/jobs/*/eval/server*.log "$run"/servers/*/server*.log; do
   [[ -f "$f" ]] && tail -n "$LOG_TAIL" "$f" > "$pack/${f#"$run"/}"
 done
-for f in "$run"/servers/*/server.log; do
-  [[ -f "$f" ]] && grep -E "prefix caching|enable_prefix_caching|KV cache|block_size|speculative|SpeculativeConfig|acceptance|Maximum concurrency|Starting vLLM|non-default args|model weights took|graph capturing|torch.compile" "$f" | head -60 > "${pack}/${f#"$run"/}.key.txt"
+for f in "$run"/servers/*/server*.log; do
+  [[ -f "$f" ]] && grep -E "prefix caching|enable_prefix_caching|KV cache|block_size|speculative|SpeculativeConfig|acceptance|Maximum concurrency|Starting vLLM|non-default args|model weights took|graph capturing|torch.compile|connector|Nixl|NIXL|UCX|kv_role" "$f" | head -60 > "${pack}/${f#"$run"/}.key.txt"
 done
 tar -C "$packs" -czf "$OUT/$NAME.tar.gz" "$NAME"
 rm -rf "$packs"
