@@ -246,7 +246,7 @@ def test_run_serves_in_the_container_and_resume_removes_what_a_killed_harness_le
         launch = s["provenance"]["launch"]
         assert (launch["image"], launch["image_id"], launch["image_digest"]) == (IMAGE, image_id, None)
     for job_dir in sorted((out / "jobs").iterdir()):
-        assert "docker run --rm --init" in (job_dir / "server_command.txt").read_text()
+        assert "docker run --init" in (job_dir / "server_command.txt").read_text()
 
 
 @pytest.mark.timeout(300)

@@ -12,7 +12,9 @@ import os
 import signal
 import subprocess
 import time
+import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -52,9 +54,9 @@ def no_containers_after() -> Iterator[None]:
 
 
 def _launch(image: str, tmp_path: Path, *argv: str, mounts: list[str] | None = None,
-            extra_args: tuple[str, ...] = ()) -> ProcessServerHandle:
+            extra_args: tuple[str, ...] = (), prefix: str = PREFIX) -> ProcessServerHandle:
     spec = resolve_port(LaunchSpec(engine="vllm", image=image, argv=argv, port=0, gpus=0))
-    options = DockerOptions(gpu_vendor="none", name_prefix=PREFIX, extra_mounts=tuple(SYSTEM_MOUNTS if mounts is None
+    options = DockerOptions(gpu_vendor="none", name_prefix=prefix, extra_mounts=tuple(SYSTEM_MOUNTS if mounts is None
                                                                                        else mounts),
                             extra_args=extra_args)
     handle = DockerLauncher(options).launch(spec, log_path=tmp_path / "server.log")
@@ -75,8 +77,8 @@ _HOG = "x=$(head -c 300000000 /dev/zero | tr '\\0' a); sleep 60"
 def test_an_oom_killed_container_is_named_out_of_memory_with_the_memory_fix(image: str, tmp_path: Path) -> None:
     """A container past its memory limit is killed by the kernel (exit 137) with nothing in its log: the start-up
     failure said "read the log tail above; fix the engine arguments, model path or image" over an empty log, and a
-    death mid-job "(exit status 137)". Both now say the container ran out of memory (the daemon's `oom` event — the
-    container itself is gone with `--rm`) and how to give it more."""
+    death mid-job "(exit status 137)". Both now say the container ran out of memory (the container's own
+    State.OOMKilled: it is kept until this run's stop removes it) and how to give it more."""
     limit = ("--memory=64m", "--memory-swap=64m")
     handle = _launch(image, tmp_path, "/bin/sh", "-c", _HOG, extra_args=limit)
     try:
@@ -86,9 +88,7 @@ def test_an_oom_killed_container_is_named_out_of_memory_with_the_memory_fix(imag
         handle.stop(grace_s=1)
     assert "exited with status 137 while starting" in err.value.message, err.value.message
     fix = err.value.fix or ""
-    # the daemon's `oom` event names it; where the daemon dropped it (`--rm` removed the container first, on a busy
-    # host), exit 137 still names the OOM killer among its two causes
-    assert "OOM killer" in fix and "--memory" in fix, fix
+    assert "the container ran out of memory: the kernel's OOM killer ended it" in fix and "--memory" in fix, fix
     assert "engine arguments" not in fix
 
     # mid-job: the server was up, then the kernel killed it; the job's failure names the cause
@@ -99,8 +99,51 @@ def test_an_oom_killed_container_is_named_out_of_memory_with_the_memory_fix(imag
             check_alive(later, during="job x")
     finally:
         later.stop(grace_s=1)
-    assert "died during job x (exit status 137: " in died.value.message, died.value.message
-    assert "OOM killer" in died.value.message, died.value.message
+    assert "died during job x (exit status 137: the container ran out of memory" in died.value.message, \
+        died.value.message
+
+
+BUSY_PREFIX = "llmsweep-smallleft"
+"""The containers and volumes of the busy-daemon test: its own, so its left-behind check is its own."""
+
+
+def _busy_daemon(events: int) -> None:
+    """`events` daemon events of other work (volumes created and removed, eight at a time), as other jobs' containers,
+    pulls and volumes give a busy host: the daemon keeps only its last 256 events."""
+    names = [f"{BUSY_PREFIX}-busy-{uuid.uuid4().hex[:8]}-{k}" for k in range(events // 2)]
+    try:
+        with ThreadPoolExecutor(8) as pool:
+            assert all(p.returncode == 0 for p in pool.map(lambda n: _docker("volume", "create", n), names))
+    finally:
+        _docker("volume", "rm", "-f", *names)
+
+
+@pytest.mark.timeout(90)
+def test_an_oom_kill_is_named_by_the_containers_own_state_however_busy_the_daemon(image: str, tmp_path: Path) -> None:
+    """The daemon keeps its last 256 events: on a busy host its `oom` event of a container is gone by the time the
+    failure is written, and `docker run --rm` removed the container's State.OOMKilled with it, so an OOM-killed server
+    was put down to "the OOM killer or a kill from outside". The container is now kept (exited) until this run's stop
+    removes it: its own State names the OOM kill, and nothing is left behind."""
+    from llmsweep.execute.docker import container_end
+
+    started = time.time()
+    handle = _launch(image, tmp_path, "/bin/sh", "-c", _HOG, extra_args=("--memory=64m", "--memory-swap=64m"),
+                     prefix=BUSY_PREFIX)
+    name = handle.cleanup[-1]
+    try:
+        _exited(handle)
+        _busy_daemon(300)
+        assert container_end("docker", name, started) is None  # the daemon's log no longer names the OOM
+        assert [line.split()[0] for line in _containers(BUSY_PREFIX)] == [name]  # exited, not yet removed
+        with pytest.raises(LaunchError) as died:
+            check_alive(handle, during="job x")
+    finally:
+        handle.stop(grace_s=1)
+        left = _containers(BUSY_PREFIX)
+        remove_left_behind(BUSY_PREFIX)
+    assert "(exit status 137: the container ran out of memory: the kernel's OOM killer ended it (the container's " \
+           "State.OOMKilled))" in died.value.message, died.value.message
+    assert handle.gone() and left == []
 
 
 @pytest.mark.timeout(60)

@@ -203,6 +203,47 @@ def test_summarize_judges_a_line_damaged_in_place_not_a_slice_and_names_an_inser
     assert res.returncode == 2 and "lines that are no record of this run's" in res.stderr, res.stderr
 
 
+def test_summarize_tells_a_runs_records_by_their_ids_not_by_counting_lines(tmp_path: Path) -> None:
+    """A records.jsonl is its run's when its records are requests the run's client started, each once (`w<worker>-<n>`,
+    n below what that worker started). Counting lines refused a blank line (no record: the summary is the same) and
+    passed another job's file of as many lines run beside this one (its clock within this run's), or a record twice
+    in place of one. Each is judged by its records now."""
+    from llmsweep.client import summarise_dir
+    from llmsweep.errors import ResultInputError
+
+    def bench(name: str, concurrency: int, workers: int) -> subprocess.Popen[str]:
+        return subprocess.Popen([sys.executable, "-m", "llmsweep.cli.main", "bench", "fixed", "--url", srv.url,
+                                 "--model", "m", "--isl", "16", "--osl", "4", "--num-prompts", "16", "--num-warmups",
+                                 "2", "--concurrency", str(concurrency), "--client-workers", str(workers),
+                                 "--out", str(tmp_path / name)],
+                                cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+    with StreamServer(ServerConfig(ttft_s=0.002, itl_s=0.05)) as srv:  # a request takes ~0.2 s
+        # two jobs of one sweep side by side on one host, the second inside the first's window: one lane (~3.6 s)
+        # and six lanes on two client workers (~0.6 s), as many requests each
+        this = bench("this", 1, 1)
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "this" / "run.json").is_file() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        other = bench("other", 6, 2)
+        for proc in (this, other):
+            assert proc.wait(timeout=120) == 0, proc.stderr.read() if proc.stderr else ""
+    records = tmp_path / "this" / "records.jsonl"
+    own, theirs = records.read_bytes(), (tmp_path / "other" / "records.jsonl").read_bytes()
+    assert own.count(b"\n") == theirs.count(b"\n") == 18
+    summary = (tmp_path / "this" / "summary.json").read_text()
+    lines = own.splitlines(keepends=True)
+    for text, said in ((theirs, "its record 'w1-"),  # the other job's second worker: no worker of this run
+                       (b"".join([*lines[:-1], lines[0]]), "its record 'w0-0' is there twice")):
+        records.write_bytes(text)
+        with pytest.raises(ResultInputError, match="holds records of another run") as refused:
+            summarise_dir(tmp_path / "this")
+        assert said in str(refused.value), refused.value
+        assert (tmp_path / "this" / "summary.json").read_text() == summary
+    records.write_bytes(b"".join([*lines[:3], b"\n", *lines[3:], b"\n"]))  # blank lines hold no record
+    assert summarise_dir(tmp_path / "this", write=False).model_dump(mode="json") == json.loads(summary)
+
+
 def test_summarize_refuses_a_finished_runs_records_cut_mid_line(tmp_path: Path) -> None:
     """A finished run's records.jsonl that ends inside a record was cut after the run (a copy cut short): once taken
     for a packed slice and passed `valid` from the stored summary, it is refused with the fix (exit 2), its summary

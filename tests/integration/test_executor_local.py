@@ -12,10 +12,11 @@ import pytest
 
 from llmsweep.engines.launch import LaunchSpec
 from llmsweep.errors import ConfigError, LaunchError
+from llmsweep.execute.handle import ServerHandle
 from llmsweep.execute.local import LocalLauncher, LocalOptions
 from llmsweep.execute.preflight import port_is_free, resolve_port
 from llmsweep.execute.process import read_proc
-from llmsweep.execute.ready import wait_ready
+from llmsweep.execute.ready import exit_text, wait_ready
 
 TINY_SERVER = Path(__file__).resolve().parents[1] / "unit" / "execute" / "helpers" / "tiny_server.py"
 TOKEN = "hf_integrationSECRETvalue42"
@@ -62,6 +63,11 @@ def test_server_that_dies_during_startup_raises_with_exit_code_and_log_tail(tmp_
     assert "exited with status 3" in text
     assert "simulated CUDA out of memory" in text  # the log tail names the cause
     assert err.value.exit_code == 1
+    # what a failure's text reads off any handle (`ServerHandle`): a local process is one part, and its launcher
+    # knows nothing of the exit beyond its status
+    server: ServerHandle = handle
+    assert server.dead_role is None and server.exit_cause() is None and server.exit_fix() is None
+    assert exit_text(server) == "exit status 3"
 
 
 def test_server_that_never_gets_ready_times_out_with_log_tail(tmp_path: Path) -> None:

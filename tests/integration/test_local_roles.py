@@ -355,6 +355,10 @@ def test_a_role_that_dies_while_the_deployment_serves_is_named_with_its_own_log(
         assert message.startswith(f"sim server died during job j (decode worker 0 on {host} exited with status -9)")
         assert f"--- last 40 lines of {server_dir / 'roles' / 'decode-0.log'} ---" in message, message
         assert f"[decode worker 0 on {host}]" in message and "simulated decode worker" in message
+        # what the failure text reads off any handle (`ServerHandle`): the role, and its own handle's account of
+        # the exit (a local process says no more than its status)
+        assert deployment.dead_role == f"decode worker 0 on {host}"
+        assert deployment.exit_cause() is None and deployment.exit_fix() is None
     finally:
         deployment.stop(grace_s=5.0)
     assert deployment.gone()

@@ -25,6 +25,11 @@ Channel = Literal["release", "nightly", "dev"]
 
 _REF = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/#:@+-]*$")
 _DIGEST = re.compile(r"^[a-z0-9]+(?:[+._-][a-z0-9]+)*:[0-9a-fA-F]{32,}$")
+# the words of a tag that say where a build runs, not which build it is: CUDA, ROCm, Python, OS, GPU family or
+# architecture, CPU architecture (`dev-cu13` is the dev branch on CUDA 13, as movable as `dev`)
+_PLATFORM_WORDS = re.compile(
+    r"(?<![a-z])(?:cu\d+|cuda[\d.]+|rocm[\d.]+|py(?:thon)?[\d.]+|ubuntu[\d.]+|mi\d{2,3}x?|gfx\d+|sm_?\d+|"
+    r"amd64|arm64|aarch64|x86_64)(?![a-z\d])")
 
 
 class ImageRef(BaseModel):
@@ -59,13 +64,14 @@ class ImageRef(BaseModel):
 
     @property
     def moving(self) -> bool:
-        """The reference says it follows a branch, so it can name another build tomorrow: a tag whose words name a
-        nightly or dev channel (`:nightly`, `:latest`, `:main`, `:dev`, read as `_channel` reads them) or no tag at
-        all, with no engine version, build date or digest to pin it (`:nightly-20260105` and `@sha256:…` name one
-        build)."""
-        if self.digest is not None or self.version is not None or self.build_date is not None:
+        """The reference can name another build tomorrow: no tag, or a tag that names no build of its own, neither a
+        version, a build date, a commit nor any other number once the words for the platform it runs on are set aside
+        (`_PLATFORM_WORDS`: `:latest`, `:nightly`, `:dev-cu13`, `:blackwell`, `:rocm` are moving; `:v0.5.16-rocm720`,
+        `:nightly-20260105`, `:nightly-<commit>`, `:build42` and `@sha256:…` name one build). A branch word alone
+        (`nightly`, `dev`) does not decide it: InferenceX pins nightlies by date or commit."""
+        if self.digest is not None or self.version is not None or self.build_date is not None or self.commit:
             return False
-        return not self.tag or _branch_channel(self.tag) is not None
+        return not self.tag or not any(c.isdigit() for c in _PLATFORM_WORDS.sub("", self.tag.lower()))
 
     def reference(self, pyxis: bool | None = None) -> str:
         """Normalised reference; pyxis form (``registry#path``) when asked or when the input used it."""
@@ -207,7 +213,7 @@ def _version_from(engine: str | None, tag: str, repository: str) -> str | None:
 
 def _branch_channel(tag: str) -> Channel | None:
     """The channel a tag's own words name (`nightly`, `latest`, `main`: nightly; a `dev` word: dev), None when they
-    name none: the one reading of branch words, for `_channel` and `ImageRef.moving`."""
+    name none: the one reading of branch words, for `_channel`."""
     t = tag.lower()
     if "nightly" in t or t in {"latest", "main"}:
         return "nightly"

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any, cast
 
@@ -83,19 +84,21 @@ TAIL_BYTES = 1 << 20
 def _foreign_records(path: Path, info: dict[str, Any]) -> str | None:
     """Why `records.jsonl` cannot be the records of the run `run.json` describes, or None.
 
-    A wall-clock run's records were sent after its `started_at` and ended before its `finished_at` (its final run.json;
-    a run killed before writing it has only the start). The file's first and last whole records are compared (the
-    client writes them as they end), so another run's file copied in, or two runs' files joined, is told from this
-    run's own in two reads, whatever its size; so is a file with more records than the client started. A run in
-    virtual time stamps no wall clock: only its count is compared."""
+    A record of the client is named by its worker and its place in that worker's records (`w1-7`), and
+    `run.json` says how many requests each worker started: a record the file holds twice, or one no worker of this
+    run can have written (another worker, a higher place), is another run's, and so are more lines holding something
+    than requests started (an unreadable line may be a record damaged in place; a blank line holds nothing, as
+    `summarise` reads it). A wall-clock run's records were sent after its `started_at` and ended before its
+    `finished_at` (its final run.json; a run killed before writing it has only the start): the file's first and last
+    whole records are compared, so another run's file copied in is told from this run's own by its clock too. A folder
+    whose run.json records no client workers (a run in virtual time, an import) is judged by its clock alone."""
     prov = info.get("provenance")
     prov = prov if isinstance(prov, dict) else {}
-    workers = (info.get("client") or {}).get("workers") or []
-    started = sum(int(w.get("started", 0)) for w in workers if isinstance(w, dict))
-    first, last, lines = _ends(path)
-    if started and lines > started:
-        return (f"it has {lines} lines, but the client of this run ({RUN_FILE}) started {started} requests: "
-                "another run's records were added to it, or lines that are no record of this run's")
+    workers = [w for w in (info.get("client") or {}).get("workers") or [] if isinstance(w, dict)]
+    started = {int(w.get("worker", k)): int(w.get("started", 0)) for k, w in enumerate(workers)}
+    if sum(started.values()) and (stranger := _stranger(path, started)) is not None:
+        return stranger
+    first, last = _ends(path)
     begin, end = prov.get("started_at"), prov.get("finished_at")
     if prov.get("clock") != WALL or not isinstance(begin, (int, float)) or first is None or last is None:
         return None
@@ -108,6 +111,57 @@ def _foreign_records(path: Path, info: dict[str, Any]) -> str | None:
         span = f"from {_when(begin)} to {_when(end)}" if end is not None else f"from {_when(begin)}"
         return (f"they were sent and ended between {_when(min(stamps))} and {_when(max(stamps))}, but the run of "
                 f"its {RUN_FILE} ran {span}")
+    return None
+
+
+_CLIENT_ID = re.compile(r"w(\d+)-(\d+)")
+"""A client record's id: its worker, and its place among that worker's records (`client.interpreter`)."""
+_ID_HEAD = b'{"id":"'
+"""How a line the client wrote begins (`records.record_line`: compact JSON, `id` first): its id is read from there."""
+
+
+def _stranger(path: Path, started: dict[int, int]) -> str | None:
+    """Why a records file holds what is not one of the requests `started` (worker -> requests started) names, or
+    None: more lines holding something than requests started, a record no worker of the run wrote, a record twice.
+    One pass over the lines; each id is read off the head of its line, a line of another spelling decoded whole."""
+    if not path.is_file():
+        return None
+    seen: set[tuple[int, int]] = set()
+    filled = 0
+    stranger: str | None = None
+    twice: str | None = None
+    with path.open("rb") as fh:
+        for line in fh:
+            if not line.strip() or not line.endswith(b"\n"):
+                continue  # holds nothing (`summarise` skips it too), or the torn last line of a kill
+            filled += 1
+            if stranger is not None:
+                continue
+            if line.startswith(_ID_HEAD) and (close := line.find(b'"', len(_ID_HEAD))) > 0:
+                rid: object = line[len(_ID_HEAD):close].decode("utf-8", "replace")
+            else:
+                doc = _record(line)
+                if doc is None:
+                    continue  # unreadable: a record damaged in place, or a line added (the count tells)
+                rid = doc.get("id")
+            m = _CLIENT_ID.fullmatch(rid) if isinstance(rid, str) else None
+            key = (int(m.group(1)), int(m.group(2))) if m is not None else None
+            if key is None or key[1] >= started.get(key[0], 0):
+                stranger = repr(rid) if isinstance(rid, str) else "with no client id"
+            elif key in seen:
+                twice = twice or f"w{key[0]}-{key[1]}"
+            else:
+                seen.add(key)
+    total = sum(started.values())
+    if filled > total:
+        return (f"it has {filled} lines, but the client of this run ({RUN_FILE}) started {total} requests: "
+                "another run's records were added to it, or lines that are no record of this run's")
+    if stranger is not None:
+        said = ", ".join(f"w{k}: {n}" for k, n in sorted(started.items()))
+        return (f"its record {stranger} is none of the requests the client of this run ({RUN_FILE}) started (a "
+                f"worker's records are w<worker>-<n>, n counting from 0 below the requests it started: {said})")
+    if twice is not None:
+        return f"its record {twice!r} is there twice: another run's records were added to it, or a second copy of one"
     return None
 
 
@@ -136,20 +190,17 @@ def _when(t: float) -> str:
     return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + " UTC"
 
 
-def _ends(path: Path) -> tuple[dict[str, Any] | None, dict[str, Any] | None, int]:
-    """The first and the last whole record of a records file (None where none reads) and its count of lines that
-    end in a newline (a torn last line after a kill is no record)."""
+def _ends(path: Path) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """The first and the last whole record of a records file (None where none reads; blank lines hold none)."""
     if not path.is_file():
-        return None, None, 0
+        return None, None
     with path.open("rb") as fh:
-        lines = sum(chunk.count(b"\n") for chunk in iter(lambda: fh.read(1 << 22), b""))
-        fh.seek(0)
-        first = _record(fh.readline())
+        first = _record(next((line for line in fh if line.strip()), b""))
         size = fh.seek(0, os.SEEK_END)
         fh.seek(max(0, size - TAIL_BYTES))
         tail = fh.read().split(b"\n")
     last = next((r for line in reversed(tail[1:] if size > TAIL_BYTES else tail) if (r := _record(line))), None)
-    return first, last, lines
+    return first, last
 
 
 def _record(line: bytes) -> dict[str, Any] | None:

@@ -103,7 +103,10 @@ def render_docker_run(spec: LaunchSpec, options: DockerOptions, name: str,
             f"the {spec.engine} job names no image, so the docker executor has nothing to run",
             fix="set the job's image, or use the local executor for servers installed on the host",
         )
-    argv = [options.docker, "run", "--rm", *(["--init"] if options.init else []), "--network=host", "--name", name,
+    # No `--rm`: the daemon would remove the container the moment it exits, and its State (OOMKilled, the exit code)
+    # with it, before this run can ask why it ended; the handle's stop removes it (`docker rm -f`), and a run killed
+    # before its stop leaves that command to `--resume` in the server's pid file.
+    argv = [options.docker, "run", *(["--init"] if options.init else []), "--network=host", "--name", name,
             "--ipc=host", f"--shm-size={options.shm_size}"]
     # A CPU-only server (the simulator in an image) gets no GPU flags: `--gpus` fails on hosts without the runtime.
     nvidia = spec.gpus > 0 and options.gpu_vendor == "nvidia"
@@ -148,10 +151,10 @@ def render_docker_run(spec: LaunchSpec, options: DockerOptions, name: str,
 
 
 def remove_container(rm: Sequence[str], *, timeout_s: float = 60.0) -> None:
-    """`docker rm -f NAME`; a container already gone (`--rm` removed it) is success, and so is one whose removal the
-    daemon already has under way (`--rm` again, right after `docker stop`) once it is gone; any other failure, or a
-    removal that does not end within `timeout_s`, is a LaunchError (the caller keeps the pid file and its clean-up
-    command for `--resume`)."""
+    """`docker rm -f NAME`; a container already gone (removed from outside) is success, and so is one whose removal
+    the daemon already has under way (another `docker rm`, a `--rm` container of an older run) once it is gone; any
+    other failure, or a removal that does not end within `timeout_s`, is a LaunchError (the caller keeps the pid file
+    and its clean-up command for `--resume`)."""
     deadline = time.monotonic() + timeout_s
     proc = run_command(rm, timeout_s=timeout_s, check=False, new_session=True, fix="check the docker daemon")
     said = (proc.stderr + proc.stdout).strip()
@@ -391,9 +394,11 @@ _KILLED_FIX = "find what stops this run's containers (another user, a cleanup sc
 def container_end(docker: str, name: str, since: float, *, timeout_s: float = 10.0) -> str | None:
     """What the daemon's event log says ended container `name` since `since` (unix seconds): the kernel's OOM killer
     (an `oom` event), or a kill this run did not send (a `kill` event: `docker kill`, `docker stop`, `docker rm -f`);
-    None when it says neither (the engine exited on its own) or cannot say (the daemon does not answer). The
-    container itself cannot say: `--rm` removed it, its State.OOMKilled with it. Call it before this run stops the
-    container (its own stop sends `kill` events too)."""
+    None when it says neither (the engine exited on its own) or cannot say (the daemon does not answer, or keeps no
+    more of its log: it holds its last 256 events, which a busy host passes in seconds). The container's own State
+    says an OOM kill however busy the daemon (`DockerServerHandle.exit_cause` asks it first); the log is asked for
+    what the State does not say, or once the container is gone. Call it before this run stops the container (its own
+    stop sends `kill` events too)."""
     # `--until` as a timestamp, half a second on: `0s` ("now") is cut to the second, which drops the events of the
     # second a container ended in, and the daemon logs an `oom` a moment after the exit the CLI reports.
     until = f"{time.time() + _EVENTS_LAG_S:.9f}"
@@ -423,7 +428,8 @@ _INSPECT_TIMEOUT_S = 5.0
 
 class DockerServerHandle(ProcessServerHandle):
     """A `docker run` CLI's handle that asks the daemon whether its container still runs (`is_alive`) and why it
-    ended (`exit_cause`)."""
+    ended (`exit_cause`). The container outlives its exit (no `--rm`) until `stop` removes it, so its State can say
+    why it ended."""
 
     def __init__(self, *args: Any, docker: str, name: str, started_unix: float, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -440,10 +446,10 @@ class DockerServerHandle(ProcessServerHandle):
 
     def is_alive(self) -> bool:
         """The attached CLI runs and the daemon does not say its container ended. The CLI outlives a container killed
-        from outside (`docker kill`, `docker rm -f`, the OOM killer) by a moment (~0.1 s here, more on a busy host,
-        with `--rm` removing it): long enough for a job whose load stopped on that death to be judged against a
-        live server, and for the next job to be sent to it. A container the daemon says ended is dead; its CLI is
-        given a moment to exit, so its exit status is known."""
+        from outside (`docker kill`, `docker rm -f`, the OOM killer) by a moment (~0.1 s here, more on a busy host):
+        long enough for a job whose load stopped on that death to be judged against a live server, and for the next
+        job to be sent to it. A container the daemon says ended is dead; its CLI is given a moment to exit, so its
+        exit status is known."""
         if not super().is_alive():
             return False
         if self._stopping:
@@ -461,23 +467,48 @@ class DockerServerHandle(ProcessServerHandle):
 
     def _container_state(self) -> str | None:
         """The daemon's `State.Status` of the container, `_NO_SUCH` once gone, None when the daemon did not say."""
-        argv = [self._docker, "container", "inspect", "--format", "{{.State.Status}}", self._name]
+        state = self._inspect_state()
+        return str(state.get("Status")) if isinstance(state, dict) else state
+
+    def _inspect_state(self) -> dict[str, Any] | str | None:
+        """The daemon's `State` of the container (`Status`, `OOMKilled`, `ExitCode`…), `_NO_SUCH` once gone, None
+        when the daemon did not say."""
+        argv = [self._docker, "container", "inspect", "--format", "{{json .State}}", self._name]
         try:
             proc = run_command(argv, timeout_s=_INSPECT_TIMEOUT_S, check=False, new_session=True, fix=_DAEMON_FIX)
         except LaunchError:
             return None
         if proc.returncode == 0:
-            return proc.stdout.strip()
+            with contextlib.suppress(ValueError):
+                state = json.loads(proc.stdout)
+                return state if isinstance(state, dict) else None
+            return None
         return _NO_SUCH if "no such" in (proc.stderr + proc.stdout).lower() else None
 
+    def _oom_killed(self) -> str | None:
+        """`_OOM` when the container's own State says the kernel's OOM killer ended it, else None. The daemon sets
+        the flag on the kernel's OOM notice, which may reach it a moment after the exit: an exit 137 without it is
+        asked once more, `_EVENTS_LAG_S` later."""
+        for again in (False, True):
+            state = self._inspect_state()
+            if not isinstance(state, dict):
+                return None  # gone (removed from outside), or the daemon did not say
+            if state.get("OOMKilled") is True:
+                return f"{_OOM}: the kernel's OOM killer ended it (the container's State.OOMKilled)"
+            if again or state.get("Running") or state.get("ExitCode") != _SIGKILLED:
+                return None
+            time.sleep(_EVENTS_LAG_S)
+        return None
+
     def exit_cause(self) -> str | None:
-        """Why the container ended, where the daemon knows (`container_end`), once it has; asked once."""
+        """Why the container ended, once it has: its own State's OOM kill, else what the daemon's event log says
+        (`container_end`); asked once."""
         if (self.returncode is None and not self._ended) or (self._stopping and self._cause is None):
             return None  # alive, or stopped by this run (whose own `docker stop` the events would show)
         if self._cause is None:
-            cause = container_end(self._docker, self._name, self._started_unix)
+            cause = self._oom_killed() or container_end(self._docker, self._name, self._started_unix)
             if cause is None and self.returncode == _SIGKILLED:
-                cause = _SIGKILLED_UNSAID  # (the daemon drops an `oom` event whose container `--rm` removed first)
+                cause = _SIGKILLED_UNSAID  # (removed from outside, and the daemon's log no longer holds its events)
             self._cause = (cause,)
         return self._cause[0]
 

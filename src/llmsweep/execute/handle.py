@@ -70,6 +70,24 @@ class ServerHandle(Protocol):
 
     def tail(self, lines: int = DEFAULT_TAIL_LINES) -> str: ...
 
+    # What a failure's text says of a server that died (`ready.exit_text`, `ready.wait_ready`): each handle kind
+    # answers, None where it cannot tell.
+    @property
+    def dead_role(self) -> str | None:
+        """Which part of the server died (`decode worker 0 on mn2`), where it has several; None: one process, or
+        every part runs."""
+        ...
+
+    def exit_cause(self) -> str | None:
+        """What ended the server, where its launcher can tell (docker's daemon: `killed by the kernel's OOM killer`);
+        None while it runs or when nothing says."""
+        ...
+
+    def exit_fix(self, tail_lines: int = DEFAULT_TAIL_LINES) -> str | None:
+        """The launcher's own fix for a start-up exit it knows by its status and log tail (docker's refusal, exit
+        125), where the engine's usual fix would send the user to the wrong place; None: the usual fix."""
+        ...
+
 
 def flags_named(option: str, flags: Sequence[str]) -> str | None:
     """`user_flags` of a handle: the option's name and its flags, as a fix quotes them; None without flags."""
@@ -95,9 +113,7 @@ class ProcessServerHandle:
     ) -> None:
         self.spec = spec
         self.user_flags = user_flags
-        self.exit_fix = exit_fix
-        """The launcher's fix for a start-up exit it knows by its status and log tail (docker's own refusal, exit
-        125), where the engine's usual fix would send the user to the wrong place; None: the usual fix."""
+        self._exit_fix = exit_fix
         self.process = process
         self.log_path = process.log_path
         self.scrubber = scrubber
@@ -167,6 +183,18 @@ class ProcessServerHandle:
     def tail(self, lines: int = DEFAULT_TAIL_LINES) -> str:
         self.process.settle_log()
         return log_tail(self.log_path, lines)
+
+    @property
+    def dead_role(self) -> str | None:
+        return None  # one process tree: its exit status says it all
+
+    def exit_cause(self) -> str | None:
+        return None  # a process's own exit status is all a local process or an srun step tells
+
+    def exit_fix(self, tail_lines: int = DEFAULT_TAIL_LINES) -> str | None:
+        """The fix the launcher gave this handle (`exit_fix=`) for its exit status and log tail; None without one
+        (the tail is read only for one)."""
+        return self._exit_fix(self.returncode, self.tail(tail_lines)) if self._exit_fix is not None else None
 
     def __enter__(self) -> ProcessServerHandle:
         return self

@@ -115,11 +115,11 @@ def wait_ready(
     status: int | None = None
     while True:
         if not handle.is_alive():
-            exit_fix = getattr(handle, "exit_fix", None)  # the launcher's own reading of this exit (docker's 125)
             raise _failure(
                 handle,
                 f"exited with status {handle.returncode} while starting (health {url})",
-                fix=(exit_fix(handle.returncode, handle.tail(tail_lines)) if exit_fix is not None else None)
+                # the launcher's own reading of this exit (docker's 125) first
+                fix=handle.exit_fix(tail_lines)
                     or "read the log tail above; fix the engine arguments, model path or image"
                     + (f", or {handle.user_flags}" if handle.user_flags else "") + ", and rerun",
                 tail_lines=tail_lines,
@@ -147,10 +147,9 @@ def wait_ready(
 def exit_text(handle: ServerHandle) -> str:
     """How a dead server exited: `exit status N`; for a role-by-role deployment, which role, where, and its status
     (`decode worker 0 on mn2 exited with status -9`: the deployment's own name says nothing of which one died)."""
-    who = getattr(handle, "dead_role", None)
+    who = handle.dead_role
     said = f"{who} exited with status {handle.returncode}" if who else f"exit status {handle.returncode}"
-    cause = getattr(handle, "exit_cause", None)  # what ended it, where the launcher can tell (docker's daemon)
-    why = cause() if callable(cause) else None
+    why = handle.exit_cause()  # what ended it, where the launcher can tell (docker's daemon)
     return f"{said}: {why}" if why else said
 
 

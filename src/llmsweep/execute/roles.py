@@ -652,6 +652,17 @@ class RoleDeployment:
         node = self.placement.node_of(worker).name
         return f"the {role.name} on {node}" if role.kind == "router" else f"{role.name} worker {worker.index} on {node}"
 
+    def exit_cause(self) -> str | None:
+        """What ended the role that died first, as its own handle tells; None while every role runs."""
+        dead = self._dead()
+        return dead[2].exit_cause() if dead is not None else None
+
+    def exit_fix(self, tail_lines: int = DEFAULT_TAIL_LINES) -> str | None:
+        """The launcher's fix for the exit of the role that died first, as its own handle gives it; None while every
+        role runs."""
+        dead = self._dead()
+        return dead[2].exit_fix(tail_lines) if dead is not None else None
+
     def _dead(self) -> tuple[Role, RoleWorker, ProcessServerHandle] | None:
         return next((s for s in self.started if not s[2].is_alive()), None)
 

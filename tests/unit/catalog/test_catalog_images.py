@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
 from pathlib import Path
 
 import pytest
@@ -166,12 +167,29 @@ def test_every_amd_master_entry_runs_an_image_built_for_its_runner(shared_dir: P
 @pytest.mark.parametrize(("ref", "moving"), [
     ("lmsysorg/sglang:nightly", True), ("lmsysorg/sglang:dev", True), ("lmsysorg/sglang:dev-cu13", True),
     ("vllm/vllm-openai:latest", True), ("vllm/vllm-openai", True), ("myorg/engine:main", True),
+    # a tag of words alone follows whatever its owner pushes last, branch word or not
+    ("lmsysorg/sglang:blackwell", True), ("rocm/vllm:rocm", True), ("myorg/engine:devel", True),
+    ("lmsysorg/sglang:stable", True), ("lmsysorg/sglang:latest-cu130", True),
+    ("lmsysorg/sglang:blackwell-cu130", True), ("rocm/vllm:rocm7.2", True),
+    ("lmsysorg/sglang:dev-x86_64-cu13-py3.12", True), ("vllm/vllm-openai:latest-arm64", True),
     ("vllm/vllm-openai:v0.11.0", False), ("lmsysorg/sglang:nightly-20260105", False),
     ("rocm/sgl-dev:20260701-mi35x", False), ("vllm/vllm-openai:nightly@sha256:" + "a" * 64, False),
-    ("myorg/engine:build42", False), ("myorg/engine:devel", False),
+    ("myorg/engine:build42", False), ("nvcr.io/nvidia/tensorrt-llm/release:1.2.0rc5", False),
+    ("vllm/vllm-openai-rocm:nightly-cb8104839c141609d99f1254459ef3a4f1bd4263", False),  # a nightly pinned by commit
 ])
 def test_a_reference_that_follows_a_branch_is_moving(ref: str, moving: bool) -> None:
     """`run --reuse` never stands on a result of a tag that can name another build tomorrow (tests/e2e/
-    test_docker_daemon.py runs it): a branch word (nightly, latest, main, dev) or no tag, with no version, build date
-    or digest to pin it."""
+    test_docker_daemon.py runs it): no tag, or one that names no build (no version, build date, commit or other
+    number once its platform words, CUDA/ROCm/Python/GPU/CPU, are set aside), with no digest to pin it."""
     assert parse_image(ref).moving is moving
+
+
+def test_no_image_inferencex_pins_is_moving(shared_dir: Path) -> None:
+    """Every image the InferenceX master config and the research specs name is pinned (a version, a build date, a
+    commit): a rule that calls one moving would refuse to reuse InferenceX's own results."""
+    master = yaml.safe_load((shared_dir / "reference" / "inferencex" / "amd-master.yaml").read_text())
+    refs = {entry["image"] for entry in master.values()}
+    for spec in sorted((shared_dir / "research").glob("*.md")):
+        refs |= set(re.findall(r"(?:lmsysorg|rocm|vllm)/[a-z0-9._-]+:[A-Za-z0-9._-]+", spec.read_text()))
+    assert len(refs) >= 30, sorted(refs)
+    assert [ref for ref in sorted(refs) if parse_image(ref).moving] == []

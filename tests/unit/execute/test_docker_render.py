@@ -45,7 +45,8 @@ def render(environ: dict[str, str] | None = None, **options: object) -> list[str
 
 def test_nvidia_render_has_host_network_ipc_shm_gpus_and_unique_name() -> None:
     argv = render(shm_size="32g", hf_cache=Path("/data/hf"), model_dir=Path("/models"))
-    assert argv[:3] == ["docker", "run", "--rm"]
+    # no `--rm`: the container outlives its exit, so its State can say why it ended; the handle's stop removes it
+    assert argv[:3] == ["docker", "run", "--init"] and "--rm" not in argv
     for flag in ("--init", "--network=host", "--ipc=host", "--shm-size=32g"):
         assert flag in argv
     assert flag_value(argv, "--name") == ["llmsweep-sglang-test"]
@@ -182,7 +183,7 @@ def test_launch_passes_secret_to_the_cli_scrubs_log_and_stops_the_container(tmp_
     assert "container sees HF_TOKEN=***" in log_text and TOKEN not in log_text
     recorded = calls.read_text().splitlines()
     name = flag_value(list(handle.command), "--name")[0]
-    assert recorded[0].startswith("run --rm --init --network=host --name " + name)
+    assert recorded[0].startswith("run --init --network=host --name " + name)
     assert f"stop -t 3 {name}" in recorded and f"rm -f {name}" in recorded
 
 
@@ -344,7 +345,7 @@ def _pgid(pid: int) -> int | None:
 
 
 FAKE_REMOVING = """#!/bin/sh
-# `docker rm -f` right after `docker stop` of a --rm container: the daemon is removing it already.
+# `docker rm -f` of a container whose removal is under way (another `docker rm`, an older run's `--rm` container).
 case "$1" in
   rm) echo "Error response from daemon: removal of container $3 is already in progress" >&2; exit 1 ;;
   container) n=$(cat "{count}" 2>/dev/null || echo 0); echo $((n + 1)) > "{count}"
