@@ -510,6 +510,24 @@ class SlurmJob:
         exit_code, sig = int(match.group(1)), int(match.group(2))
         return state, exit_code if sig == 0 else 128 + sig
 
+    def suspension(self) -> Suspension | None:
+        """What `scontrol show job` says of the batch job's suspensions (`scontrol suspend`, preemption or gang
+        scheduling by suspension), seen by a poll or not: None when Slurm never suspended it (or cannot say)."""
+        fields = scontrol_show("job", self.job_id, timeout_s=self.options.command_timeout_s, fix=_SLURM_FIX)
+        event = fields.get("SuspendTime", "None")
+        at = _slurm_epoch(event)
+        if at is None:  # None: never suspended
+            return None
+        now = time.time()
+        state = fields.get("JobState")
+        start, ran = _slurm_epoch(fields.get("StartTime", "")), _run_time_s(fields.get("RunTime", ""))
+        # a job still running has the end its time limit sets as EndTime: its end so far is now
+        end = _slurm_epoch(fields.get("EndTime", "")) if state in _FINISHED_STATES else now
+        # RunTime leaves the suspensions out: what the wall clock adds to it since the start is their total
+        total = None if start is None or end is None or ran is None else max(0, round(end - start - ran))
+        # SuspendTime is the last suspension's start while suspended, else its end (the resume), to the second
+        return Suspension(event, now if state == "SUSPENDED" else at + 1, total)
+
     def over_partition_time(self) -> bool:
         """Whether the job's time limit is longer than its partition's MaxTime, as `scontrol` shows both. Slurm 22.05
         pends such a job for PartitionConfig (not PartitionTimeLimit), the reason it also gives for more CPUs or memory
@@ -553,6 +571,37 @@ class SlurmJob:
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
         if self.result is None:
             self.cancel()
+
+
+@dataclass(frozen=True)
+class Suspension:
+    """A batch job's suspensions as Slurm keeps them (`SlurmJob.suspension`)."""
+
+    event: str
+    """SuspendTime as `scontrol` prints it: when the last suspension began, or ended (its resume)."""
+    until: float
+    """Wall-clock time (epoch) the last suspension lasted until: its resume (one second late: Slurm counts seconds),
+    or now while it lasts."""
+    total_s: int | None
+    """Seconds suspended in all (the wall clock since the start less RunTime); None when scontrol did not say."""
+
+
+def _slurm_epoch(text: str) -> float | None:
+    """A time as `scontrol` prints it (local time, `2026-12-05T11:19:18`) in seconds since the epoch; None for
+    `None`, `Unknown` or anything else."""
+    try:
+        return time.mktime(time.strptime(text, "%Y-%m-%dT%H:%M:%S"))
+    except ValueError:
+        return None
+
+
+def _run_time_s(text: str) -> int | None:
+    """Seconds of a duration as `scontrol` prints it (`[D-]HH:MM:SS`); None when it is not one."""
+    match = re.match(r"^(?:(\d+)-)?(\d+):(\d+):(\d+)$", text)
+    if match is None:
+        return None
+    days, hours, minutes, seconds = (int(g or 0) for g in match.groups())
+    return ((days * 24 + hours) * 60 + minutes) * 60 + seconds
 
 
 _ENDED_BY_SLURM: dict[str, tuple[str, str]] = {
@@ -840,6 +889,12 @@ class _Batch:
     """Jobs in flight while Slurm had the batch job SUSPENDED, and why their result cannot stand (`_suspended_note`)."""
     suspended_at: float | None = None
     """When the batch job was first seen SUSPENDED (None while it is not)."""
+    suspend_event: str = "None"
+    """Slurm's SuspendTime of the batch job (its last suspension or resume) already accounted for (`unseen`)."""
+    suspended_s: int = 0
+    """Seconds Slurm had the batch job suspended in all, as of the last look (`SlurmJob.suspension`)."""
+    checked_at: float = field(default_factory=time.time)
+    """When Slurm was last asked about suspensions (wall clock; at first, when the batch job was submitted)."""
 
 
 @register_executor
@@ -916,12 +971,14 @@ class SlurmExecutor:
                                           if job.id not in batch.closed and job.id not in progress.state.jobs
                                           and job.id not in progress.state.owed))
 
+            ended = {job.id: outcome for job in batch.group.jobs if job.id not in batch.closed
+                     and (outcome := _outcome_in(art.job_dir(run_dir, job.id) / art.OUTCOME_FILE)) is not None
+                     and not _interrupted(outcome)}  # final: the worker wrote it as the job ended
+            if ended:
+                unseen(batch)  # before they are stored: a pause no poll saw
             for job in batch.group.jobs:
-                if job.id in batch.closed:
-                    continue
-                outcome = _outcome_in(art.job_dir(run_dir, job.id) / art.OUTCOME_FILE)
-                if outcome is not None and not _interrupted(outcome):  # final: the worker wrote it as the job ended
-                    close(job.id, outcome, batch)
+                if job.id in ended:
+                    close(job.id, ended[job.id], batch)
                     queued()
                     s = progress.state
                     if s.total:
@@ -970,9 +1027,53 @@ class SlurmExecutor:
                       + (f": the job it was running ({', '.join(hit)}) will be judged invalid, its timings include "
                          "the pause; `--resume` runs it again" if hit else ""))
 
+        def unseen(batch: _Batch) -> None:
+            """Suspensions no poll saw (shorter than `poll_s`, between two looks at the queue), as Slurm keeps them
+            (`SlurmJob.suspension`), asked before jobs are stored: the jobs that measured while one lasted (from
+            their job.json to their outcome.json) are judged invalid as a suspension seen is (`suspension`)."""
+            try:
+                said = batch.sjob.suspension()
+            except LaunchError as exc:
+                log.warning("could not ask Slurm whether job %s was suspended: %s", batch.sjob.job_id, exc.message)
+                return
+            since, batch.checked_at = batch.checked_at, time.time()
+            if said is None:
+                return
+            fresh_s = None if said.total_s is None else said.total_s - batch.suspended_s
+            batch.suspended_s = said.total_s if said.total_s is not None else batch.suspended_s
+            if said.event == batch.suspend_event:
+                return
+            batch.suspend_event = said.event
+            # what paused since the last look lies in [since, until]; the last pause began fresh_s before its end
+            begun = since - 1 if fresh_s is None else max(since - 1, said.until - fresh_s - 2)
+            hit = []
+            for job in batch.group.jobs:
+                jdir = art.job_dir(run_dir, job.id)
+                try:
+                    start = (jdir / art.JOB_FILE).stat().st_mtime  # written as its measurement begins
+                except OSError:
+                    continue
+                try:
+                    end = (jdir / art.OUTCOME_FILE).stat().st_mtime
+                except OSError:
+                    end = time.time()  # in flight
+                if job.id not in batch.closed and start <= said.until and end >= begun:
+                    hit.append(job.id)
+            fresh = [job_id for job_id in hit if job_id not in batch.suspended]
+            for job_id in fresh:
+                batch.suspended[job_id] = _suspended_note(batch.sjob.job_id)
+            if fresh:
+                event(f"Slurm job {batch.sjob.job_id} was suspended between two looks at the queue ("
+                      + ("" if said.total_s is None else f"about {said.total_s} s in all; ")
+                      + f"`scontrol show job {batch.sjob.job_id}`: SuspendTime={said.event}): the job(s) it was "
+                      f"running ({', '.join(fresh)}) will be judged invalid, their timings include the pause; "
+                      "`--resume` runs them again")
+
         def settle(batch: _Batch, seen: SlurmJobResult | LaunchError) -> None:
             """The batch job left the queue: the outcomes of its jobs not reported yet."""
             group, sjob = batch.group, batch.sjob
+            if isinstance(seen, SlurmJobResult) and any(job.id not in batch.closed for job in group.jobs):
+                unseen(batch)
             if isinstance(seen, SlurmJobResult):
                 ended = python_check_reason(seen) or (
                     f"Slurm job {seen.job_id} ended {seen.state} (exit {seen.exit_code}) before this job wrote its "
