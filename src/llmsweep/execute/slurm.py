@@ -396,8 +396,12 @@ def refused_fix(message: str, environ: Mapping[str, str] | None = None) -> str |
                 listed = []
             names = ", ".join(name.replace("*", " (the default)") for name in listed) or "none answered"
             return fix.format(partitions=names)
-    return ("check the slurm executor options (partition, account, cpus_per_task, mem, gpu_type, exclude, "
-            "extra_sbatch) against what `sinfo` and `scontrol show partition` say the cluster has")
+    return _REFUSED_ANY_FIX
+
+
+_REFUSED_ANY_FIX = ("check the slurm executor options (partition, account, cpus_per_task, mem, gpu_type, exclude, "
+                    "extra_sbatch) against what `sinfo` and `scontrol show partition` say the cluster has")
+"""The fix of a refusal whose words name no option (`refused_fix`): not known to be the input's fault."""
 
 
 @dataclass
@@ -414,6 +418,10 @@ class SlurmJob:
     """squeue calls failed in a row (`poll`)."""
     _answered: float = field(default_factory=time.monotonic, repr=False)
     """When squeue last answered for the job (or it was submitted)."""
+    lost: bool = field(default=False, repr=False)
+    """`poll` gave the job up for lost (squeue failed over `lost_track_s`): it may still run, owed a scancel."""
+    cancel_sent: bool = field(default=False, repr=False)
+    """A `scancel` of the job went through (`request_cancel`): one that did not (the controller down) is owed."""
 
     @property
     def stdout_path(self) -> Path:
@@ -455,6 +463,7 @@ class SlurmJob:
             self._failures += 1
             silent = time.monotonic() - self._answered
             if self._failures >= self.options.max_poll_failures and silent >= self.options.lost_track_s:
+                self.lost = True
                 raise LaunchError(
                     f"lost track of Slurm job {self.job_id}: {self._failures} squeue calls in a row failed over "
                     f"{silent:.0f} s ({exc.message})",
@@ -555,15 +564,18 @@ class SlurmJob:
                 fix=f"check the node (`scontrol show job {self.job_id}`); scancel -f {self.job_id}",
             )
 
-    def request_cancel(self, *, announced: bool = False) -> None:
-        """scancel, without waiting (`cancel_jobs` waits for several at once); `announced`: the caller has said so
-        already, in its own words."""
+    def request_cancel(self, *, announced: bool = False) -> bool:
+        """scancel, without waiting (`cancel_jobs` waits for several at once); whether it went through (`cancel_sent`:
+        Slurm took it, or the job was gone already). `announced`: the caller has said so already, in its own words.
+        A scancel that times out raises LaunchError."""
         if not announced:
             log.warning("cancelling Slurm job %s", self.job_id)
         proc = run_command(["scancel", self.job_id], timeout_s=self.options.command_timeout_s, check=False,
                            new_session=True, fix=_SLURM_FIX)
         if proc.returncode != 0:
             log.warning("scancel %s: %s", self.job_id, proc.stderr.strip())
+        self.cancel_sent = self.cancel_sent or proc.returncode == 0
+        return proc.returncode == 0
 
     def __enter__(self) -> SlurmJob:
         return self
@@ -648,6 +660,18 @@ _NEVER_STARTS: dict[str, tuple[str, str]] = {
 """Pending reasons that never clear on their own: Slurm took the batch job (its partition does not enforce those
 limits at submission) but will never start it. The job is cancelled and its jobs fail with what it means and the fix,
 instead of a run that says "pending" until somebody kills it."""
+
+
+_HELD = {"JobHeldAdmin": "an administrator", "JobHeldUser": "its user"}
+"""Pending reasons that say the batch job is held (`scontrol hold`, `sbatch --hold`): by whom."""
+
+
+def held_text(job_id: str, reason: str) -> str:
+    """What a pending note says of a held batch job: who holds it and the command that releases it (the run keeps
+    waiting for it meanwhile)."""
+    who = _HELD[reason]
+    return (f"Slurm job {job_id} is held by {who} ({reason}): it starts only once released, `scontrol release "
+            f"{job_id}`" + (" (an administrator may run it: ask one)" if reason == "JobHeldAdmin" else ""))
 
 
 def never_starts(reason: str, limit: TimeLimit) -> tuple[str, str] | None:
@@ -1130,7 +1154,7 @@ class SlurmExecutor:
                 try:
                     sjob = self.submit(group.spec, group_file=group_file, out_dir=gdir, name=group.id, nodes=nodes,
                                        into=live)
-                except LaunchError as exc:
+                except (LaunchError, ConfigError) as exc:
                     if group.topology is None:
                         raise
                     # A topology the cluster cannot hold: its jobs are refused with the reason, the others run.
@@ -1143,17 +1167,22 @@ class SlurmExecutor:
                                         if self.options.relay_worker_log else None, gdir / art.PROGRESS_FILE))
                 event(f"submitted Slurm job {sjob.job_id} for {len(group.jobs)} job(s) ({group.id})")
             waiting = list(submitted)
+            lost: list[SlurmJob] = []  # given up for lost, maybe still running: scancelled once slurmctld answers
             started = time.monotonic()
             next_note = started + self.options.pending_note_s / 5
             try:
                 while waiting:
                     pending: list[str] = []
+                    held: list[str] = []
+                    answered = False
                     for batch in list(waiting):
                         seen: SlurmJobResult | tuple[str, str] | LaunchError
                         try:
                             seen = batch.sjob.poll()
                         except LaunchError as exc:  # lost track of it: this group fails, the others are waited for
                             seen = exc
+                        answered = answered or isinstance(seen, SlurmJobResult) or (
+                            isinstance(seen, tuple) and seen[0] != "UNKNOWN")  # squeue answered
                         if isinstance(seen, tuple) and seen[0] == "PENDING":
                             said = seen[1]
                             if said == "PartitionConfig" and batch.sjob.over_partition_time():
@@ -1162,7 +1191,9 @@ class SlurmExecutor:
                             if hopeless is not None:  # cancelled now: it would pend until somebody killed the run
                                 seen = self._refuse_pending(batch.sjob, seen[1], *hopeless)
                         if isinstance(seen, tuple):
-                            if seen[0] == "PENDING":
+                            if seen[0] == "PENDING" and seen[1] in _HELD:
+                                held.append(held_text(batch.sjob.job_id, seen[1]))
+                            elif seen[0] == "PENDING":
                                 pending.append(f"{batch.sjob.job_id} ({seen[1] or 'no reason given'})")
                             elif seen[0] == "RUNNING" and not batch.running:
                                 batch.running = True
@@ -1174,14 +1205,31 @@ class SlurmExecutor:
                         relay(batch, final=True)
                         follow(batch)  # what it finished since the last look, reported as such
                         settle(batch, seen)
+                        if isinstance(seen, LaunchError) and batch.sjob.lost:
+                            lost.append(batch.sjob)
+                            event(f"warning: Slurm job {batch.sjob.job_id} may still be running, its servers with it: "
+                                  "it is cancelled as soon as slurmctld answers again (in this run, or by the next run "
+                                  f"into this --out, `--resume`); by hand: scancel {batch.sjob.job_id}")
                         # only now: an interrupt while its jobs are stored above still reads the rest back below
                         waiting.remove(batch)
+                    if lost and answered:  # slurmctld answers again: the jobs it lost are cancelled now
+                        for sjob in [sjob for sjob in lost if not sjob.cancel_sent]:
+                            try:
+                                if sjob.request_cancel(announced=True):
+                                    event(f"cancelled Slurm job {sjob.job_id}, lost track of earlier, now that "
+                                          "slurmctld answers again")
+                            except LaunchError as exc:
+                                log.warning("could not cancel Slurm job %s: %s", sjob.job_id, exc.message)
                     if not waiting:
                         break
                     current_progress().changed()  # a plain display's status line (every 30 s) while a job runs
-                    if pending and time.monotonic() >= next_note:
-                        event(f"still waiting for a node after {time.monotonic() - started:.0f} s: Slurm job(s) "
-                              f"{', '.join(pending)} pending")
+                    if (pending or held) and time.monotonic() >= next_note:
+                        waited = time.monotonic() - started
+                        if pending:
+                            event(f"still waiting for a node after {waited:.0f} s: Slurm job(s) {', '.join(pending)} "
+                                  "pending")
+                        for said in held:  # it never starts on its own: who holds it, and how to let it go
+                            event(f"still waiting after {waited:.0f} s: {said}")
                         next_note = time.monotonic() + self.options.pending_note_s
                     time.sleep(self.options.poll_s)
             except BaseException:
@@ -1239,7 +1287,11 @@ class SlurmExecutor:
                 fix = refused_fix(exc.message, environ)
                 if fix is None:
                     raise
-                raise LaunchError(exc.message, fix=fix) from exc
+                if fix == _REFUSED_ANY_FIX:
+                    raise LaunchError(exc.message, fix=fix) from exc
+                # sbatch named the option it refused (a partition, account, QOS, time limit, GPU type, node that
+                # does not exist): bad input, exit 2, like any other option the run is given
+                raise ConfigError(exc.message, fix=fix) from exc
             job_id = parse_job_id(proc.stdout)
             (out_dir / SLURM_JOB_ID_FILE).write_text(job_id + "\n", encoding="utf-8")
             job = SlurmJob(job_id=job_id, name=name, out_dir=out_dir, script_path=script_path, options=self.options)
@@ -1283,11 +1335,15 @@ def cancel_jobs(jobs: Sequence[SlurmJob], *, wait_s: float, announced: bool = Fa
     queue lists none of them; returns those still listed. Jobs that ended are skipped. `announced`: the caller has
     said which jobs it cancels and why (no second, bare line per job)."""
     live = [job for job in jobs if job.result is None]
-    for job in live:
+
+    def send(job: SlurmJob, *, again: bool = False) -> None:
         try:
-            job.request_cancel(announced=announced)
+            job.request_cancel(announced=announced or again)
         except LaunchError as exc:
             log.error("could not cancel Slurm job %s: %s", job.job_id, exc.message)
+
+    for job in live:
+        send(job)
     deadline = time.monotonic() + wait_s
     poll_s = min([job.options.poll_s for job in live] + [1.0])
     while live:
@@ -1296,6 +1352,9 @@ def cancel_jobs(jobs: Sequence[SlurmJob], *, wait_s: float, announced: bool = Fa
             try:
                 if job.queue_state() is not None:
                     still.append(job)
+                    if not job.cancel_sent:  # the controller answers again: the scancel it missed
+                        log.warning("cancelling Slurm job %s now that slurmctld answers again", job.job_id)
+                        send(job, again=True)
             except LaunchError as exc:
                 log.warning("squeue failed while cancelling %s: %s", job.job_id, exc.message)
                 still.append(job)
@@ -1304,6 +1363,15 @@ def cancel_jobs(jobs: Sequence[SlurmJob], *, wait_s: float, announced: bool = Fa
             break
         time.sleep(poll_s)
     return live
+
+
+def owed_cancel_text(job: SlurmJob) -> str:
+    """What to say of a batch job no scancel reached (the controller did not answer): it may still run, holding its
+    node and its servers; the next run into the same --out (`--resume`) cancels it, or the user does."""
+    record = job.out_dir / SLURM_JOB_ID_FILE
+    return (f"Slurm job {job.job_id} could not be cancelled (slurmctld did not answer) and may still be "
+            f"running, its servers with it: the next `llmsweep run` into this --out (`--resume`) cancels it first "
+            f"({record} records it), or cancel it by hand once `sinfo` answers: scancel {job.job_id}")
 
 
 def jobs_working_in(folders: Sequence[Path], *, timeout_s: float = 60.0) -> dict[str, Path]:
@@ -1368,6 +1436,9 @@ def cancel_on_interrupt(jobs: list[SlurmJob]) -> Iterator[list[SlurmJob]]:
             live = [job for job in jobs if job.result is None]
             wait_s = max([job.options.cancel_wait_s for job in live] + [0.0])
             for job in cancel_jobs(live, wait_s=wait_s):
+                if not job.cancel_sent:
+                    log.warning("%s", owed_cancel_text(job))
+                    continue
                 if _completing(job):  # cancelled, and ending: a forced cancel would only race Slurm's own clean-up
                     log.warning("Slurm job %s is completing after scancel: Slurm removes it from the queue once its "
                                 "node has cleaned up (`squeue -j %s` shows it)", job.job_id, job.job_id)
