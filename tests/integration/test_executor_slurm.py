@@ -17,7 +17,7 @@ import pytest
 from support.slurm import require_slurm
 
 from llmsweep.engines.launch import LaunchSpec
-from llmsweep.errors import ConfigError, LaunchError
+from llmsweep.errors import ConfigError
 from llmsweep.execute.slurm import SlurmExecutor, SlurmOptions, cancel_on_interrupt, python_check_reason
 
 HELPERS = Path(__file__).resolve().parents[1] / "unit" / "execute" / "helpers"

@@ -1054,7 +1054,8 @@ class SlurmExecutor:
         def unseen(batch: _Batch) -> None:
             """Suspensions no poll saw (shorter than `poll_s`, between two looks at the queue), as Slurm keeps them
             (`SlurmJob.suspension`), asked before jobs are stored: the jobs that measured while one lasted (from
-            their job.json to their outcome.json) are judged invalid as a suspension seen is (`suspension`)."""
+            their job.json to their outcome.json) are judged invalid as those of a suspension a poll saw are
+            (`suspension` above)."""
             try:
                 said = batch.sjob.suspension()
             except LaunchError as exc:
@@ -1072,16 +1073,18 @@ class SlurmExecutor:
             begun = since - 1 if fresh_s is None else max(since - 1, said.until - fresh_s - 2)
             hit = []
             for job in batch.group.jobs:
+                if job.id in batch.closed:
+                    continue
                 jdir = art.job_dir(run_dir, job.id)
                 try:
                     start = (jdir / art.JOB_FILE).stat().st_mtime  # written as its measurement begins
                 except OSError:
-                    continue
+                    continue  # not started
                 try:
                     end = (jdir / art.OUTCOME_FILE).stat().st_mtime
                 except OSError:
                     end = time.time()  # in flight
-                if job.id not in batch.closed and start <= said.until and end >= begun:
+                if start <= said.until and end >= begun:
                     hit.append(job.id)
             fresh = [job_id for job_id in hit if job_id not in batch.suspended]
             for job_id in fresh:
@@ -1216,7 +1219,7 @@ class SlurmExecutor:
                         for sjob in [sjob for sjob in lost if not sjob.cancel_sent]:
                             try:
                                 if sjob.request_cancel(announced=True):
-                                    event(f"cancelled Slurm job {sjob.job_id}, lost track of earlier, now that "
+                                    event(f"cancelled Slurm job {sjob.job_id} (given up for lost) now that "
                                           "slurmctld answers again")
                             except LaunchError as exc:
                                 log.warning("could not cancel Slurm job %s: %s", sjob.job_id, exc.message)
