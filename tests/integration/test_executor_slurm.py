@@ -17,7 +17,7 @@ import pytest
 from support.slurm import require_slurm
 
 from llmsweep.engines.launch import LaunchSpec
-from llmsweep.errors import LaunchError
+from llmsweep.errors import ConfigError
 from llmsweep.execute.slurm import SlurmExecutor, SlurmOptions, cancel_on_interrupt, python_check_reason
 
 HELPERS = Path(__file__).resolve().parents[1] / "unit" / "execute" / "helpers"
@@ -355,7 +355,8 @@ def test_a_submission_slurm_refuses_says_which_option_to_change(tmp_path: Path, 
                    if name.endswith("*"))
     executor = SlurmExecutor(options(**option))
     spec = tiny(gpus=gpus)
-    with pytest.raises(LaunchError, match=r"sbatch --parsable .*failed with exit status") as raised:
+    # the user's input: ConfigError, exit 2 (a controller that does not answer stays a LaunchError, exit 1)
+    with pytest.raises(ConfigError, match=r"sbatch --parsable .*failed with exit status") as raised:
         executor.submit(spec, group_file=write_group(tmp_path, spec, ["true"]), out_dir=tmp_path, name="refused")
     assert raised.value.fix is not None and re.search(fix.format(default=re.escape(default)), raised.value.fix), \
         raised.value.fix

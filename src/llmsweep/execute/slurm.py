@@ -396,8 +396,12 @@ def refused_fix(message: str, environ: Mapping[str, str] | None = None) -> str |
                 listed = []
             names = ", ".join(name.replace("*", " (the default)") for name in listed) or "none answered"
             return fix.format(partitions=names)
-    return ("check the slurm executor options (partition, account, cpus_per_task, mem, gpu_type, exclude, "
-            "extra_sbatch) against what `sinfo` and `scontrol show partition` say the cluster has")
+    return _REFUSED_ANY_FIX
+
+
+_REFUSED_ANY_FIX = ("check the slurm executor options (partition, account, cpus_per_task, mem, gpu_type, exclude, "
+                    "extra_sbatch) against what `sinfo` and `scontrol show partition` say the cluster has")
+"""The fix of a refusal whose words name no option (`refused_fix`): not known to be the input's fault."""
 
 
 @dataclass
@@ -414,6 +418,10 @@ class SlurmJob:
     """squeue calls failed in a row (`poll`)."""
     _answered: float = field(default_factory=time.monotonic, repr=False)
     """When squeue last answered for the job (or it was submitted)."""
+    lost: bool = field(default=False, repr=False)
+    """`poll` gave the job up for lost (squeue failed over `lost_track_s`): it may still run, owed a scancel."""
+    cancel_sent: bool = field(default=False, repr=False)
+    """A `scancel` of the job went through (`request_cancel`): one that did not (the controller down) is owed."""
 
     @property
     def stdout_path(self) -> Path:
@@ -455,6 +463,7 @@ class SlurmJob:
             self._failures += 1
             silent = time.monotonic() - self._answered
             if self._failures >= self.options.max_poll_failures and silent >= self.options.lost_track_s:
+                self.lost = True
                 raise LaunchError(
                     f"lost track of Slurm job {self.job_id}: {self._failures} squeue calls in a row failed over "
                     f"{silent:.0f} s ({exc.message})",
@@ -510,6 +519,24 @@ class SlurmJob:
         exit_code, sig = int(match.group(1)), int(match.group(2))
         return state, exit_code if sig == 0 else 128 + sig
 
+    def suspension(self) -> Suspension | None:
+        """What `scontrol show job` says of the batch job's suspensions (`scontrol suspend`, preemption or gang
+        scheduling by suspension), seen by a poll or not: None when Slurm never suspended it (or cannot say)."""
+        fields = scontrol_show("job", self.job_id, timeout_s=self.options.command_timeout_s, fix=_SLURM_FIX)
+        event = fields.get("SuspendTime", "None")
+        at = _slurm_epoch(event)
+        if at is None:  # None: never suspended
+            return None
+        now = time.time()
+        state = fields.get("JobState")
+        start, ran = _slurm_epoch(fields.get("StartTime", "")), _run_time_s(fields.get("RunTime", ""))
+        # a job still running has the end its time limit sets as EndTime: its end so far is now
+        end = _slurm_epoch(fields.get("EndTime", "")) if state in _FINISHED_STATES else now
+        # RunTime leaves the suspensions out: what the wall clock adds to it since the start is their total
+        total = None if start is None or end is None or ran is None else max(0, round(end - start - ran))
+        # SuspendTime is the last suspension's start while suspended, else its end (the resume), to the second
+        return Suspension(event, now if state == "SUSPENDED" else at + 1, total)
+
     def over_partition_time(self) -> bool:
         """Whether the job's time limit is longer than its partition's MaxTime, as `scontrol` shows both. Slurm 22.05
         pends such a job for PartitionConfig (not PartitionTimeLimit), the reason it also gives for more CPUs or memory
@@ -537,15 +564,18 @@ class SlurmJob:
                 fix=f"check the node (`scontrol show job {self.job_id}`); scancel -f {self.job_id}",
             )
 
-    def request_cancel(self, *, announced: bool = False) -> None:
-        """scancel, without waiting (`cancel_jobs` waits for several at once); `announced`: the caller has said so
-        already, in its own words."""
+    def request_cancel(self, *, announced: bool = False) -> bool:
+        """scancel, without waiting (`cancel_jobs` waits for several at once); whether it went through (`cancel_sent`:
+        Slurm took it, or the job was gone already). `announced`: the caller has said so already, in its own words.
+        A scancel that times out raises LaunchError."""
         if not announced:
             log.warning("cancelling Slurm job %s", self.job_id)
         proc = run_command(["scancel", self.job_id], timeout_s=self.options.command_timeout_s, check=False,
                            new_session=True, fix=_SLURM_FIX)
         if proc.returncode != 0:
             log.warning("scancel %s: %s", self.job_id, proc.stderr.strip())
+        self.cancel_sent = self.cancel_sent or proc.returncode == 0
+        return proc.returncode == 0
 
     def __enter__(self) -> SlurmJob:
         return self
@@ -553,6 +583,37 @@ class SlurmJob:
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
         if self.result is None:
             self.cancel()
+
+
+@dataclass(frozen=True)
+class Suspension:
+    """A batch job's suspensions as Slurm keeps them (`SlurmJob.suspension`)."""
+
+    event: str
+    """SuspendTime as `scontrol` prints it: when the last suspension began, or ended (its resume)."""
+    until: float
+    """Wall-clock time (epoch) the last suspension lasted until: its resume (one second late: Slurm counts seconds),
+    or now while it lasts."""
+    total_s: int | None
+    """Seconds suspended in all (the wall clock since the start less RunTime); None when scontrol did not say."""
+
+
+def _slurm_epoch(text: str) -> float | None:
+    """A time as `scontrol` prints it (local time, `2026-12-05T11:19:18`) in seconds since the epoch; None for
+    `None`, `Unknown` or anything else."""
+    try:
+        return time.mktime(time.strptime(text, "%Y-%m-%dT%H:%M:%S"))
+    except ValueError:
+        return None
+
+
+def _run_time_s(text: str) -> int | None:
+    """Seconds of a duration as `scontrol` prints it (`[D-]HH:MM:SS`); None when it is not one."""
+    match = re.match(r"^(?:(\d+)-)?(\d+):(\d+):(\d+)$", text)
+    if match is None:
+        return None
+    days, hours, minutes, seconds = (int(g or 0) for g in match.groups())
+    return ((days * 24 + hours) * 60 + minutes) * 60 + seconds
 
 
 _ENDED_BY_SLURM: dict[str, tuple[str, str]] = {
@@ -599,6 +660,18 @@ _NEVER_STARTS: dict[str, tuple[str, str]] = {
 """Pending reasons that never clear on their own: Slurm took the batch job (its partition does not enforce those
 limits at submission) but will never start it. The job is cancelled and its jobs fail with what it means and the fix,
 instead of a run that says "pending" until somebody kills it."""
+
+
+_HELD = {"JobHeldAdmin": "an administrator", "JobHeldUser": "its user"}
+"""Pending reasons that say the batch job is held (`scontrol hold`, `sbatch --hold`): by whom."""
+
+
+def held_text(job_id: str, reason: str) -> str:
+    """What a pending note says of a held batch job: who holds it and the command that releases it (the run keeps
+    waiting for it meanwhile)."""
+    who = _HELD[reason]
+    return (f"Slurm job {job_id} is held by {who} ({reason}): it starts only once released, `scontrol release "
+            f"{job_id}`" + (" (an administrator may run it: ask one)" if reason == "JobHeldAdmin" else ""))
 
 
 def never_starts(reason: str, limit: TimeLimit) -> tuple[str, str] | None:
@@ -840,6 +913,12 @@ class _Batch:
     """Jobs in flight while Slurm had the batch job SUSPENDED, and why their result cannot stand (`_suspended_note`)."""
     suspended_at: float | None = None
     """When the batch job was first seen SUSPENDED (None while it is not)."""
+    suspend_event: str = "None"
+    """Slurm's SuspendTime of the batch job (its last suspension or resume) already accounted for (`unseen`)."""
+    suspended_s: int = 0
+    """Seconds Slurm had the batch job suspended in all, as of the last look (`SlurmJob.suspension`)."""
+    checked_at: float = field(default_factory=time.time)
+    """When Slurm was last asked about suspensions (wall clock; at first, when the batch job was submitted)."""
 
 
 @register_executor
@@ -916,12 +995,14 @@ class SlurmExecutor:
                                           if job.id not in batch.closed and job.id not in progress.state.jobs
                                           and job.id not in progress.state.owed))
 
+            ended = {job.id: outcome for job in batch.group.jobs if job.id not in batch.closed
+                     and (outcome := _outcome_in(art.job_dir(run_dir, job.id) / art.OUTCOME_FILE)) is not None
+                     and not _interrupted(outcome)}  # final: the worker wrote it as the job ended
+            if ended:
+                unseen(batch)  # before they are stored: a pause no poll saw
             for job in batch.group.jobs:
-                if job.id in batch.closed:
-                    continue
-                outcome = _outcome_in(art.job_dir(run_dir, job.id) / art.OUTCOME_FILE)
-                if outcome is not None and not _interrupted(outcome):  # final: the worker wrote it as the job ended
-                    close(job.id, outcome, batch)
+                if job.id in ended:
+                    close(job.id, ended[job.id], batch)
                     queued()
                     s = progress.state
                     if s.total:
@@ -970,9 +1051,56 @@ class SlurmExecutor:
                       + (f": the job it was running ({', '.join(hit)}) will be judged invalid, its timings include "
                          "the pause; `--resume` runs it again" if hit else ""))
 
+        def unseen(batch: _Batch) -> None:
+            """Suspensions no poll saw (shorter than `poll_s`, between two looks at the queue), as Slurm keeps them
+            (`SlurmJob.suspension`), asked before jobs are stored: the jobs that measured while one lasted (from
+            their job.json to their outcome.json) are judged invalid as those of a suspension a poll saw are
+            (`suspension` above)."""
+            try:
+                said = batch.sjob.suspension()
+            except LaunchError as exc:
+                log.warning("could not ask Slurm whether job %s was suspended: %s", batch.sjob.job_id, exc.message)
+                return
+            since, batch.checked_at = batch.checked_at, time.time()
+            if said is None:
+                return
+            fresh_s = None if said.total_s is None else said.total_s - batch.suspended_s
+            batch.suspended_s = said.total_s if said.total_s is not None else batch.suspended_s
+            if said.event == batch.suspend_event:
+                return
+            batch.suspend_event = said.event
+            # what paused since the last look lies in [since, until]; the last pause began fresh_s before its end
+            begun = since - 1 if fresh_s is None else max(since - 1, said.until - fresh_s - 2)
+            hit = []
+            for job in batch.group.jobs:
+                if job.id in batch.closed:
+                    continue
+                jdir = art.job_dir(run_dir, job.id)
+                try:
+                    start = (jdir / art.JOB_FILE).stat().st_mtime  # written as its measurement begins
+                except OSError:
+                    continue  # not started
+                try:
+                    end = (jdir / art.OUTCOME_FILE).stat().st_mtime
+                except OSError:
+                    end = time.time()  # in flight
+                if start <= said.until and end >= begun:
+                    hit.append(job.id)
+            fresh = [job_id for job_id in hit if job_id not in batch.suspended]
+            for job_id in fresh:
+                batch.suspended[job_id] = _suspended_note(batch.sjob.job_id)
+            if fresh:
+                event(f"Slurm job {batch.sjob.job_id} was suspended between two looks at the queue ("
+                      + ("" if said.total_s is None else f"about {said.total_s} s in all; ")
+                      + f"`scontrol show job {batch.sjob.job_id}`: SuspendTime={said.event}): the job(s) it was "
+                      f"running ({', '.join(fresh)}) will be judged invalid, their timings include the pause; "
+                      "`--resume` runs them again")
+
         def settle(batch: _Batch, seen: SlurmJobResult | LaunchError) -> None:
             """The batch job left the queue: the outcomes of its jobs not reported yet."""
             group, sjob = batch.group, batch.sjob
+            if isinstance(seen, SlurmJobResult) and any(job.id not in batch.closed for job in group.jobs):
+                unseen(batch)
             if isinstance(seen, SlurmJobResult):
                 ended = python_check_reason(seen) or (
                     f"Slurm job {seen.job_id} ended {seen.state} (exit {seen.exit_code}) before this job wrote its "
@@ -1029,7 +1157,7 @@ class SlurmExecutor:
                 try:
                     sjob = self.submit(group.spec, group_file=group_file, out_dir=gdir, name=group.id, nodes=nodes,
                                        into=live)
-                except LaunchError as exc:
+                except (LaunchError, ConfigError) as exc:
                     if group.topology is None:
                         raise
                     # A topology the cluster cannot hold: its jobs are refused with the reason, the others run.
@@ -1042,17 +1170,22 @@ class SlurmExecutor:
                                         if self.options.relay_worker_log else None, gdir / art.PROGRESS_FILE))
                 event(f"submitted Slurm job {sjob.job_id} for {len(group.jobs)} job(s) ({group.id})")
             waiting = list(submitted)
+            lost: list[SlurmJob] = []  # given up for lost, maybe still running: scancelled once slurmctld answers
             started = time.monotonic()
             next_note = started + self.options.pending_note_s / 5
             try:
                 while waiting:
                     pending: list[str] = []
+                    held: list[str] = []
+                    answered = False
                     for batch in list(waiting):
                         seen: SlurmJobResult | tuple[str, str] | LaunchError
                         try:
                             seen = batch.sjob.poll()
                         except LaunchError as exc:  # lost track of it: this group fails, the others are waited for
                             seen = exc
+                        answered = answered or isinstance(seen, SlurmJobResult) or (
+                            isinstance(seen, tuple) and seen[0] != "UNKNOWN")  # squeue answered
                         if isinstance(seen, tuple) and seen[0] == "PENDING":
                             said = seen[1]
                             if said == "PartitionConfig" and batch.sjob.over_partition_time():
@@ -1061,7 +1194,9 @@ class SlurmExecutor:
                             if hopeless is not None:  # cancelled now: it would pend until somebody killed the run
                                 seen = self._refuse_pending(batch.sjob, seen[1], *hopeless)
                         if isinstance(seen, tuple):
-                            if seen[0] == "PENDING":
+                            if seen[0] == "PENDING" and seen[1] in _HELD:
+                                held.append(held_text(batch.sjob.job_id, seen[1]))
+                            elif seen[0] == "PENDING":
                                 pending.append(f"{batch.sjob.job_id} ({seen[1] or 'no reason given'})")
                             elif seen[0] == "RUNNING" and not batch.running:
                                 batch.running = True
@@ -1073,14 +1208,31 @@ class SlurmExecutor:
                         relay(batch, final=True)
                         follow(batch)  # what it finished since the last look, reported as such
                         settle(batch, seen)
+                        if isinstance(seen, LaunchError) and batch.sjob.lost:
+                            lost.append(batch.sjob)
+                            event(f"warning: Slurm job {batch.sjob.job_id} may still be running, its servers with it: "
+                                  "it is cancelled as soon as slurmctld answers again (in this run, or by the next run "
+                                  f"into this --out, `--resume`); by hand: scancel {batch.sjob.job_id}")
                         # only now: an interrupt while its jobs are stored above still reads the rest back below
                         waiting.remove(batch)
+                    if lost and answered:  # slurmctld answers again: the jobs it lost are cancelled now
+                        for sjob in [sjob for sjob in lost if not sjob.cancel_sent]:
+                            try:
+                                if sjob.request_cancel(announced=True):
+                                    event(f"cancelled Slurm job {sjob.job_id} (given up for lost) now that "
+                                          "slurmctld answers again")
+                            except LaunchError as exc:
+                                log.warning("could not cancel Slurm job %s: %s", sjob.job_id, exc.message)
                     if not waiting:
                         break
                     current_progress().changed()  # a plain display's status line (every 30 s) while a job runs
-                    if pending and time.monotonic() >= next_note:
-                        event(f"still waiting for a node after {time.monotonic() - started:.0f} s: Slurm job(s) "
-                              f"{', '.join(pending)} pending")
+                    if (pending or held) and time.monotonic() >= next_note:
+                        waited = time.monotonic() - started
+                        if pending:
+                            event(f"still waiting for a node after {waited:.0f} s: Slurm job(s) {', '.join(pending)} "
+                                  "pending")
+                        for said in held:  # it never starts on its own: who holds it, and how to let it go
+                            event(f"still waiting after {waited:.0f} s: {said}")
                         next_note = time.monotonic() + self.options.pending_note_s
                     time.sleep(self.options.poll_s)
             except BaseException:
@@ -1138,7 +1290,11 @@ class SlurmExecutor:
                 fix = refused_fix(exc.message, environ)
                 if fix is None:
                     raise
-                raise LaunchError(exc.message, fix=fix) from exc
+                if fix == _REFUSED_ANY_FIX:
+                    raise LaunchError(exc.message, fix=fix) from exc
+                # sbatch named the option it refused (a partition, account, QOS, time limit, GPU type, node that
+                # does not exist): bad input, exit 2, like any other option the run is given
+                raise ConfigError(exc.message, fix=fix) from exc
             job_id = parse_job_id(proc.stdout)
             (out_dir / SLURM_JOB_ID_FILE).write_text(job_id + "\n", encoding="utf-8")
             job = SlurmJob(job_id=job_id, name=name, out_dir=out_dir, script_path=script_path, options=self.options)
@@ -1182,11 +1338,15 @@ def cancel_jobs(jobs: Sequence[SlurmJob], *, wait_s: float, announced: bool = Fa
     queue lists none of them; returns those still listed. Jobs that ended are skipped. `announced`: the caller has
     said which jobs it cancels and why (no second, bare line per job)."""
     live = [job for job in jobs if job.result is None]
-    for job in live:
+
+    def send(job: SlurmJob, *, again: bool = False) -> None:
         try:
-            job.request_cancel(announced=announced)
+            job.request_cancel(announced=announced or again)
         except LaunchError as exc:
             log.error("could not cancel Slurm job %s: %s", job.job_id, exc.message)
+
+    for job in live:
+        send(job)
     deadline = time.monotonic() + wait_s
     poll_s = min([job.options.poll_s for job in live] + [1.0])
     while live:
@@ -1195,6 +1355,9 @@ def cancel_jobs(jobs: Sequence[SlurmJob], *, wait_s: float, announced: bool = Fa
             try:
                 if job.queue_state() is not None:
                     still.append(job)
+                    if not job.cancel_sent:  # the controller answers again: the scancel it missed
+                        log.warning("cancelling Slurm job %s now that slurmctld answers again", job.job_id)
+                        send(job, again=True)
             except LaunchError as exc:
                 log.warning("squeue failed while cancelling %s: %s", job.job_id, exc.message)
                 still.append(job)
@@ -1203,6 +1366,15 @@ def cancel_jobs(jobs: Sequence[SlurmJob], *, wait_s: float, announced: bool = Fa
             break
         time.sleep(poll_s)
     return live
+
+
+def owed_cancel_text(job: SlurmJob) -> str:
+    """What to say of a batch job no scancel reached (the controller did not answer): it may still run, holding its
+    node and its servers; the next run into the same --out (`--resume`) cancels it, or the user does."""
+    record = job.out_dir / SLURM_JOB_ID_FILE
+    return (f"Slurm job {job.job_id} could not be cancelled (slurmctld did not answer) and may still be "
+            f"running, its servers with it: the next `llmsweep run` into this --out (`--resume`) cancels it first "
+            f"({record} records it), or cancel it by hand once `sinfo` answers: scancel {job.job_id}")
 
 
 def jobs_working_in(folders: Sequence[Path], *, timeout_s: float = 60.0) -> dict[str, Path]:
@@ -1267,6 +1439,9 @@ def cancel_on_interrupt(jobs: list[SlurmJob]) -> Iterator[list[SlurmJob]]:
             live = [job for job in jobs if job.result is None]
             wait_s = max([job.options.cancel_wait_s for job in live] + [0.0])
             for job in cancel_jobs(live, wait_s=wait_s):
+                if not job.cancel_sent:
+                    log.warning("%s", owed_cancel_text(job))
+                    continue
                 if _completing(job):  # cancelled, and ending: a forced cancel would only race Slurm's own clean-up
                     log.warning("Slurm job %s is completing after scancel: Slurm removes it from the queue once its "
                                 "node has cleaned up (`squeue -j %s` shows it)", job.job_id, job.job_id)
