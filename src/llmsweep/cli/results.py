@@ -427,7 +427,8 @@ def import_cmd(file: Path, store_path: Path | None) -> None:
 @option("mix_sources")
 @click.option("--no-history", is_flag=True, help="Do not use earlier stored runs of the same points as repeats.")
 @option("seed", default=0, help="Bootstrap seed.")
-@click.option("--resamples", default=200, show_default=True, help="Bootstrap resamples per metric.")
+@click.option("--resamples", default=200, show_default=True, type=click.IntRange(min=2),
+              help="Bootstrap resamples per metric (2 or more: one resample has no spread, a band of 0).")
 @json_option("the deltas, bands and verdicts")
 @click.option("--markdown", "markdown", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write a PR-comment table to this file.")
@@ -453,6 +454,8 @@ def compare(runs: tuple[str, ...], baseline: str | None, fmt: str | None, repeat
         raise click.UsageError("give the run under test after --baseline RUN" if baseline is not None
                                else "give two runs, A (the baseline) and B, or --baseline A and B")
     a, b = (baseline, runs[0]) if baseline is not None else runs
+    if as_json and fmt not in (None, "json"):  # markdown won, and a script reading JSON got a PR comment
+        raise click.UsageError(f"--json and --format {fmt} ask for two outputs on stdout: give one of them")
     as_json = as_json or fmt == "json"
     with _open(store_path) as store:
         warn = left_out()

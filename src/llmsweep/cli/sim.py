@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import click
 
 from llmsweep.cli.options import (
+    BIND_PORT,
     FINITE_POSITIVE,
     FiniteRange,
     config_keys_option,
@@ -45,7 +46,7 @@ def sim() -> None:
 @click.option("--tp", default=1, show_default=True, type=click.IntRange(min=1), help="Tensor-parallel degree.")
 @click.option("--ep", default=1, show_default=True, type=click.IntRange(min=1), help="Expert-parallel degree.")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
-@click.option("--port", default=8000, show_default=True, type=int, help="Port to bind (0 = any free port).")
+@click.option("--port", default=8000, show_default=True, type=BIND_PORT, help="Port to bind (0 = any free port).")
 @click.option("--precision", default="bf16", show_default=True, help="Weight/compute precision (bf16, fp8, fp4).")
 @click.option("--kv-dtype", default="bf16", show_default=True, help="KV-cache dtype (bf16, fp8).")
 @option("spec_method", type=click.Choice(["mtp", "eagle", "eagle3", "draft_model", "ngram"]), default=None,
@@ -110,7 +111,7 @@ def serve(**opts: object) -> None:
 @click.option("--decode", "decode", multiple=True, required=True, help="A decode worker's URL (repeatable).")
 @click.option("--kv-transfer", default=None, help="The KV-transfer backend the workers' link stands for.")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
-@click.option("--port", default=8001, show_default=True, type=int, help="Port to bind (0 = any free port).")
+@click.option("--port", default=8001, show_default=True, type=BIND_PORT, help="Port to bind (0 = any free port).")
 def router(prefill: tuple[str, ...], decode: tuple[str, ...], kv_transfer: str | None, host: str, port: int) -> None:
     """Serve a simulated PD router in front of simulator prefill and decode workers (`sim serve --role`)."""
     asyncio.run(_route(list(prefill), list(decode), kv_transfer=kv_transfer, host=host, port=port))
