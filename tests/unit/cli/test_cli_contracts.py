@@ -183,3 +183,18 @@ def test_quick_store_work_says_nothing_more(store: Path, capsys: pytest.CaptureF
     monkeypatch.setattr(notice, "SLOW_S", 600.0)
     code, out, err = run_main(capsys, "results", "export")
     assert code == 0 and json.loads(out) and err == "", err
+
+
+def test_a_failed_collection_says_why_its_requests_failed_and_its_json_is_whole(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """`al collect` whose every request the server refused (the prompt plus the default --output-len 4096 past the
+    model's 4,096-token context) said only "the server drafted nothing over the run (…, 0 requests answered)": the
+    cause and its fix were in the cell's records. A failed run is exit 1, its --json document still whole on stdout."""
+    monkeypatch.setenv("LLMSWEEP_STORE", str(tmp_path / "store.sqlite"))
+    recipe = REPO / "tests" / "data" / "recipes" / "alcollect" / "llama-1b-ngram.yaml"
+    code, out, err = run_main(capsys, "al", "collect", recipe, "--simulate", "--prompts", "builtin", "--num-prompts",
+                              "1", "-k", "1", "--out", tmp_path / "al", "--json")
+    assert code == 1, err
+    (cell,) = json.loads(out)["cells"]
+    assert cell["status"] == "failed" and "1 context_overflow" in cell["reason"], cell
+    assert "lower --output-len" in cell["reason"] and "lower --output-len" in err, err
