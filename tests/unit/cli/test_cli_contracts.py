@@ -104,6 +104,48 @@ def test_every_integer_option_is_bounded_as_parsed() -> None:
     assert not loose, f"integer options that take any integer (bound them, or say why in UNBOUNDED_INTS): {loose}"
 
 
+# Commands that take --runner-config but not --runner-label: they plan without refusing a label the runner file lacks.
+LABELS_NOT_CHECKED = {
+    "matrix full-sweep": "InferenceX's planner: an unknown label is a warning, the job keeps it",
+    "matrix test-config": "InferenceX's planner: an unknown label is a warning, the job keeps it",
+    "changes": "compares two plans; runs nothing",
+    "changelog check": "lists the jobs a changelog selects; runs nothing",
+}
+
+
+def test_a_command_that_refuses_unknown_runner_labels_takes_runner_label() -> None:
+    """`discover` and `al collect` refused a job whose label the runner file lacks (`fleet.unknown-label`) and took
+    no --runner-label, the option `run`, `predict` and `validate` accept such a label with."""
+    takes = {path: {o for p in c.params for o in getattr(p, "opts", ())} for path, c in COMMANDS.items()}
+    missing = [path for path, opts in takes.items()
+               if "--runner-config" in opts and "--runner-label" not in opts and path not in LABELS_NOT_CHECKED]
+    assert not missing, f"take --runner-label (`option(\"runner_labels\")`), or say why in LABELS_NOT_CHECKED: {missing}"
+
+
+@pytest.mark.parametrize("command", [
+    ["discover", "{recipe}", "--simulate", "--out", "{tmp}/d", "--ladder-top", "2", "--refine", "0", "--repeats", "2"],
+    ["al", "collect", "{al_recipe}", "--simulate", "--prompts", "builtin", "--num-prompts", "1", "-k", "1",
+     "--output-len", "64", "--out", "{tmp}/al"],
+], ids=["discover", "al collect"])
+def test_runner_label_lets_a_label_the_runner_file_lacks_run(command: list[str], tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str],
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LLMSWEEP_STORE", str(tmp_path / "store.sqlite"))
+    label = "cluster:not-in-the-runner-file"
+    recipes = {}
+    for name, source in (("recipe", "run/fixed-sim.yaml"), ("al_recipe", "alcollect/llama-1b-ngram.yaml")):
+        text = (REPO / "tests" / "data" / "recipes" / source).read_text()
+        assert "\n  runner: " in text
+        recipes[name] = tmp_path / f"{name}.yaml"
+        recipes[name].write_text("\n".join(f"  runner: {label}" if line.startswith("  runner: ") else line
+                                           for line in text.splitlines()))
+    args = [a.format(tmp=tmp_path, **recipes) for a in command]
+    code, _, err = run_main(capsys, *args)
+    assert code == 2 and "[fleet.unknown-label]" in err, err
+    code, _, err = run_main(capsys, *args, "--runner-label", label)
+    assert code == 0 and "unknown-label" not in err, err
+
+
 PEER = ["peer", "crosscheck", "--url", "http://127.0.0.1:9", "--model", "m", "--isl", "8", "--osl", "8",
         "--concurrency", "1", "--out", "{tmp}/pc"]
 
