@@ -284,7 +284,8 @@ def frontier(run: str | None, run_id: str | None, x_axis: str, mix_sources: bool
     fronts = compute_frontiers(points, [AXIS_BY_KEY[x_axis]], mix_sources=mix_sources)[x_axis]
     by_id = {p.result_id: p for p in points}
     doc: dict[str, list[dict[str, Any]]] = {
-        series: [{"result_id": i, "job_id": by_id[i].job_id, "x": axis_value(by_id[i], x_axis),
+        series: [{"result_id": i, "job_id": by_id[i].job_id, "conc": by_id[i].identity.conc,  # the table's columns
+                  "x": axis_value(by_id[i], x_axis),
                   "y": by_id[i].metric("tput_per_gpu"), "verdict": by_id[i].verdict,
                   "repeats": groups[i].as_dict()} for i in ids]
         for series, ids in fronts.items()}

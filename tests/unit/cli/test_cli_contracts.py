@@ -240,3 +240,18 @@ def test_a_failed_collection_says_why_its_requests_failed_and_its_json_is_whole(
     (cell,) = json.loads(out)["cells"]
     assert cell["status"] == "failed" and "1 context_overflow" in cell["reason"], cell
     assert "lower --output-len" in cell["reason"] and "lower --output-len" in err, err
+
+
+def test_frontier_json_carries_every_column_of_its_table(store: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`results frontier` showed each point's concurrency in its table and left it out of --json."""
+    code, out, err = run_main(capsys, "results", "runs", "--json")
+    runs = [r["run_id"] for r in json.loads(out)]
+    for run in runs:
+        code, table, err = run_main(capsys, "results", "frontier", run)
+        assert code == 0, err
+        code, out, err = run_main(capsys, "results", "frontier", run, "--json")
+        points = [p for series in json.loads(out).values() for p in series]
+        assert points, run
+        for p in points:
+            row = next(line for line in table.splitlines() if p["result_id"] in line)
+            assert f" {p['conc']} " in row and p["job_id"] in row, (p, row)
