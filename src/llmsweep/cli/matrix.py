@@ -23,7 +23,6 @@ from llmsweep.plan.checks import unused_overrides
 from llmsweep.plan.names import SEQ_LEN_NAMES
 from llmsweep.spec import LoadResult, load_recipes
 
-
 _COUNT = click.IntRange(min=1)
 """A concurrency, a TP or EP degree: 1 or more, refused as parsed (exit 2). `--min-conc -1` or `--conc 0` printed a
 matrix (an empty one for `--max-conc 0`) and exited 0, so a typo in a workflow swept nothing and passed."""

@@ -60,9 +60,12 @@ def sim() -> None:
 @click.option("--dram-gb", type=FiniteRange(min=0), default=0.0, show_default=True, help="CPU KV tier size in GB.")
 @click.option("--mem-fraction-static", type=FiniteRange(min=0, max=1, min_open=True), default=0.88, show_default=True,
               help="Share of HBM for weights plus KV pool.")
-@click.option("--max-running-requests", type=click.IntRange(min=1), default=256, show_default=True, help="Most running requests.")
-@click.option("--chunked-prefill-size", type=click.IntRange(min=1), default=8192, show_default=True, help="Prefill chunk (tokens).")
-@click.option("--kv-capacity-tokens", type=click.IntRange(min=1), default=None, help="Override the KV pool size (tokens).")
+@click.option("--max-running-requests", type=click.IntRange(min=1), default=256, show_default=True,
+              help="Most running requests.")
+@click.option("--chunked-prefill-size", type=click.IntRange(min=1), default=8192, show_default=True,
+              help="Prefill chunk (tokens).")
+@click.option("--kv-capacity-tokens", type=click.IntRange(min=1), default=None,
+              help="Override the KV pool size (tokens).")
 @click.option("--no-calibration", is_flag=True,
               help="Serve the roofline's default efficiency, not the stored calibration of (engine style, hardware, "
                    "model class): the label says `uncalibrated` (what `run --simulate` renders for a job of an "

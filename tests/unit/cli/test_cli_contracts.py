@@ -16,7 +16,6 @@ import click
 import pytest
 from support.cli import run_main
 
-from llmsweep.cli import notice
 from llmsweep.cli.main import cli
 
 REPO = Path(__file__).resolve().parents[3]
@@ -119,7 +118,7 @@ def test_a_command_that_refuses_unknown_runner_labels_takes_runner_label() -> No
     takes = {path: {o for p in c.params for o in getattr(p, "opts", ())} for path, c in COMMANDS.items()}
     missing = [path for path, opts in takes.items()
                if "--runner-config" in opts and "--runner-label" not in opts and path not in LABELS_NOT_CHECKED]
-    assert not missing, f"take --runner-label (`option(\"runner_labels\")`), or say why in LABELS_NOT_CHECKED: {missing}"
+    assert not missing, f"take --runner-label (option `runner_labels`), or say why in LABELS_NOT_CHECKED: {missing}"
 
 
 @pytest.mark.parametrize("command", [
@@ -206,7 +205,7 @@ def test_slow_store_work_says_what_it_does_on_stderr_and_leaves_stdout_to_the_do
         store: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     """`results export` of a 6,000-result store ran 18 s, `import` of its export 14 s, `list --all` 22 s, each
     without a word; now each says what it is doing once its work runs past `notice.SLOW_S` (0 here: always)."""
-    monkeypatch.setattr(notice, "SLOW_S", 0.0)
+    monkeypatch.setattr("llmsweep.cli.notice.SLOW_S", 0.0)
     code, out, err = run_main(capsys, "results", "export")
     assert code == 0 and json.loads(out)["format"] == "llmsweep-results", err
     n = len(json.loads(out)["results"])
@@ -222,7 +221,7 @@ def test_slow_store_work_says_what_it_does_on_stderr_and_leaves_stdout_to_the_do
 
 def test_quick_store_work_says_nothing_more(store: Path, capsys: pytest.CaptureFixture[str],
                                             monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(notice, "SLOW_S", 600.0)
+    monkeypatch.setattr("llmsweep.cli.notice.SLOW_S", 600.0)
     code, out, err = run_main(capsys, "results", "export")
     assert code == 0 and json.loads(out) and err == "", err
 
