@@ -176,6 +176,8 @@ BAD_INPUT = [
     (["compare", "{tmp}/a", "{tmp}/b", "--resamples", "1"], "'--resamples': 1 is not in the range x>=2"),
     (["compare", "{tmp}/a", "{tmp}/b", "--json", "--format", "markdown"], "--json and --format markdown"),
     (["changes", "HEAD..", "--repo", "{tmp}/nope"], "'--repo': Directory '"),
+    (["al", "lookup", "qwen3.5", "--spec-method", "mtp", "--spec-k", "99"],  # named as --help spells them
+     "Invalid value for --spec-method/--spec-k/--thinking: no golden AL for qwen3.5"),
 ]
 
 
