@@ -129,7 +129,8 @@ def _run(options: SweepOptions, *, config_files: tuple[Path, ...], runner_config
         raise ConfigError(f"{len(loaded.errors)} recipe error(s); no matrix written",
                           fix="fix the findings above (file:line) and rerun")
     if not loaded.recipes:  # a folder with no recipe, an empty file: bad input, as `validate` and `run` say it
-        raise ConfigError(f"{', '.join(map(str, files))}: no recipe in the --config-files; no matrix written",
+        where = f"--config-files {' '.join(map(str, files))}" if config_files else "./recipes (no --config-files)"
+        raise ConfigError(f"no recipe in {where}; no matrix written",
                           fix="pass recipe YAML files (recipe keys mapping to image, model, scenarios, …) or "
                               "directories of them")
     jobs = plan_jobs(loaded.recipes, options, fleet, evals)
