@@ -27,7 +27,6 @@ NO_JSON = {
     "schema": "prints a JSON Schema: JSON is all it prints",
     "matrix full-sweep": "prints InferenceX's JSON matrix (--format matrix|jobs|ids)",
     "matrix test-config": "prints InferenceX's JSON matrix (--format matrix|jobs|ids)",
-    "render": "prints one launch (--format text|sh|json)",
     "traces synth": "writes a JSONL corpus and one line on stderr",
     "sim serve": "a server: no table",
     "sim router": "a server: no table",
@@ -176,6 +175,7 @@ BAD_INPUT = [
     (["compare", "{tmp}/a", "{tmp}/b", "--resamples", "1"], "'--resamples': 1 is not in the range x>=2"),
     (["compare", "{tmp}/a", "{tmp}/b", "--json", "--format", "markdown"], "--json and --format markdown"),
     (["changes", "HEAD..", "--repo", "{tmp}/nope"], "'--repo': Directory '"),
+    (["render", str(QUICKSTART), "--job", "x", "--json", "--format", "sh"], "--json and --format sh"),
     (["al", "lookup", "qwen3.5", "--spec-method", "mtp", "--spec-k", "99"],  # named as --help spells them
      "Invalid value for --spec-method/--spec-k/--thinking: no golden AL for qwen3.5"),
 ]
@@ -256,3 +256,12 @@ def test_frontier_json_carries_every_column_of_its_table(store: Path, capsys: py
         for p in points:
             row = next(line for line in table.splitlines() if p["result_id"] in line)
             assert f" {p['conc']} " in row and p["job_id"] in row, (p, row)
+
+
+def test_render_json_is_its_format_json(capsys: pytest.CaptureFixture[str]) -> None:
+    """`render` alone spelt "print JSON" `--format json`; `--json` now says it as every command does."""
+    code, ids, err = run_main(capsys, "matrix", "full-sweep", "--config-files", QUICKSTART, "--format", "ids")
+    job = ids.split()[0]
+    code, by_flag, err = run_main(capsys, "render", QUICKSTART, "--job", job, "--json")
+    assert code == 0 and json.loads(by_flag)["job"] == job, err
+    assert run_main(capsys, "render", QUICKSTART, "--job", job, "--format", "json")[:2] == (0, by_flag)
