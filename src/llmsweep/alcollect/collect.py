@@ -476,7 +476,13 @@ def _run_cell(job: Job, mode: ThinkingMode, k: int, settings: CollectSettings, p
         steps = (sd.drafts or sd.verify_steps) if sd else None
         cell.accepted_tokens = sd.accepted_tokens if sd else None
         cell.drafts, cell.method = steps, sd.method if sd else None
-        if sd is None or not steps or sd.acceptance_length is None:
+        if requests.successful == 0 and requests.failed:  # why nothing was drafted: every request was refused
+            kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(requests.error_categories.items()))
+            cell.reason = f"no request succeeded ({requests.failed} failed: {kinds or 'see client/records.jsonl'})"
+            if requests.context_overflow:
+                cell.reason += (f"; the prompts and --output-len {settings.output_len} exceed the server's context "
+                                "length: lower --output-len")
+        elif sd is None or not steps or sd.acceptance_length is None:
             cell.reason = (f"the server drafted nothing over the run ({server.adapter or 'no'} metrics reader, "
                            f"{requests.successful} requests answered)")
         elif (sd.method or "").startswith("mean of"):  # a gauge the reader fell back to, not counter deltas

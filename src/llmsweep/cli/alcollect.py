@@ -149,7 +149,7 @@ def _prompts(source: str, category: str, limit: int | None, echo: Callable[[str]
 
 
 def _collection_job(recipe: Path, config_keys: tuple[str, ...], runner_config: Path | None, *, simulate: bool,
-                    echo: Callable[[str], None]) -> Job:
+                    echo: Callable[[str], None], runner_labels: tuple[str, ...] = ()) -> Job:
     """RECIPE's speculative job, planned and checked once as `run` plans and checks: recipes that do not load or
     expand stop the command, and the job's policy errors (`validate`'s, softened as `run --simulate` softens them)
     refuse the collection before any server starts, each printed."""
@@ -158,7 +158,7 @@ def _collection_job(recipe: Path, config_keys: tuple[str, ...], runner_config: P
     from llmsweep.policy.planning import errors_about
 
     checked = validate_files([recipe], config_keys=list(config_keys) or None, runner_config=runner_config,
-                             simulate=simulate).raise_unrunnable()
+                             simulate=simulate, runner_labels=runner_labels).raise_unrunnable()
     job = collection_job(checked.jobs, simulate=simulate)
     errors = errors_about(job, checked.findings, checked.loaded.recipes)
     for f in errors:
@@ -307,6 +307,7 @@ def _finish_hint(result: CollectResult) -> str | None:
 @click.argument("recipe", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @config_keys_option()
 @runner_config_option()
+@option("runner_labels")
 @option("spec_k", dest="ks", short="-k", cls=ManyValues, type=click.IntRange(min=1), default=(1, 2, 3),
         show_default=True, help="Draft lengths K, a fresh server each (several after one flag: -k 1 2 3 4).")
 @click.option("--thinking", "thinking", cls=ManyValues, type=click.Choice(["off", "on"]), default=(),
@@ -355,7 +356,8 @@ def _finish_hint(result: CollectResult) -> str | None:
 @option("request_timeout", source=(CollectSettings, "request_timeout_s"), show_default=True)
 @option("force")
 @json_option("the cells and the curve file")
-def collect(recipe: Path, config_keys: tuple[str, ...], runner_config: Path | None, ks: tuple[int, ...],
+def collect(recipe: Path, config_keys: tuple[str, ...], runner_config: Path | None, runner_labels: tuple[str, ...],
+            ks: tuple[int, ...],
             thinking: tuple[str, ...], template_kwargs: tuple[str, ...], mode_sampling: tuple[str, ...],
             prompt_source: str, category: str, num_prompts: int | None, output_len: int, executor: str,
             executor_options: tuple[str, ...], simulate: bool, out_dir: Path,
@@ -378,7 +380,8 @@ def collect(recipe: Path, config_keys: tuple[str, ...], runner_config: Path | No
 
     kwargs, per_mode = _kwargs(template_kwargs), _sampling(mode_sampling)
     every_mode = {k: v for k, v in sampling.items() if k in SAMPLING_FLAGS and v is not None}  # _sampling_options'
-    job = _collection_job(recipe, config_keys, runner_config, simulate=simulate, echo=echo)
+    job = _collection_job(recipe, config_keys, runner_config, simulate=simulate, echo=echo,
+                          runner_labels=runner_labels)
     modes, mode_notes = _plan_modes(job, thinking, _references(job, merge_into), every_mode, per_mode, kwargs, echo)
     settings = CollectSettings.model_validate({
         "ks": list(ks), "thinking": [m.mode for m in modes],

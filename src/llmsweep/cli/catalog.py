@@ -375,7 +375,7 @@ def lookup(model: str, method: str, k: int, thinking: str, draft_model: str | No
             f"no golden AL for {prefix} method={method} thinking={thinking} K={k}"
             + (f" draft-model={draft_model}" if draft_model else "")
             + f"; curves for {prefix}: {_known_curves_text(family)}",
-            param_hint="--method/--k/--thinking",
+            param_hint="--spec-method/--spec-k/--thinking",  # the spellings --help shows (--method, --k: old)
         )
     mismatch = res.precision_mismatch(precision) if precision else False
     spellings = acceptance_spellings(res.value, k)

@@ -14,7 +14,7 @@ from llmsweep.cli.options import json_option, option, recipe_files_argument, run
 @click.command("changes")
 @click.argument("revisions")
 @recipe_files_argument(required=False)
-@click.option("--repo", type=click.Path(file_okay=False, path_type=Path), default=None,
+@click.option("--repo", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
               help="The git repository whose revisions are compared (default: the current directory's).")
 @option("no_evals", help="Compare the plans without eval rows (as `run --changed … --no-evals`).")
 @option("evals_only", help="Compare the eval jobs only (as `run --changed … --evals-only`: the evals of what changed).")

@@ -6,7 +6,7 @@ import json
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 import click
 
@@ -67,6 +67,8 @@ def github(files: tuple[Path, ...], out: Path, source: str, baseline: str | None
 
     fleet = load_fleet(runner_config) if runner_config is not None else default_fleet()
     jobs = jobs_from_files(list(files), runner_config=runner_config)
+    if not jobs:  # a workflow that sweeps nothing on every labelled pull request: refused, as `run` refuses it
+        _no_jobs(files)
     # every runner label known before a workflow names it; and a plan GitHub cannot run as one matrix is refused here,
     # not on every push to main, when the workflow's setup job would fail on it
     _check_matrix_size(len(matrix_entries(jobs, fleet, runner_labels=runner_labels)))
@@ -79,6 +81,12 @@ def github(files: tuple[Path, ...], out: Path, source: str, baseline: str | None
     click.echo(f"wrote {out}: {len(jobs)} job(s) at most, runner labels "
                f"{', '.join(sorted({j.runner for j in jobs}))}; recipe paths relative to {root}", err=True)
     click.echo(str(out))
+
+
+def _no_jobs(files: Sequence[Path]) -> NoReturn:
+    raise ConfigError(f"{', '.join(map(str, files))}: the recipes expand to no job",
+                      fix="pass recipe YAML files (recipe keys mapping to image, model, scenarios, …) or directories "
+                          "of them; `llmsweep validate FILES` says what each holds")
 
 
 def _check_matrix_size(n: int) -> None:
@@ -141,6 +149,8 @@ def matrix(files: tuple[Path, ...], changed: str | None, evals_only: bool, all_e
                              all_evals=all_evals, parents=parents, notes=notes)
     for note in notes:
         click.echo(f"note: {note}", err=True)
+    if not jobs and changed is None and not (evals_only or all_evals):  # no change set narrowed it: no recipe at all
+        _no_jobs(files)
     # Every job gets an entry, its eval included: a `run-eval` row runs its point and then its eval on the same server,
     # and an entry that carries an eval (`eval: true`) has the workflow install lm-eval before it runs. A job the
     # runner's `run` will refuse anyway keeps its entry (its refusal is its outcome in the collected run) and is said

@@ -37,6 +37,7 @@ from llmsweep.spec.workload import MAX_DURATION_S
         "`llmsweep run --executor`; not with --simulate, which runs the stages in virtual time here).")
 @option("executor_option", help="Executor settings, e.g. allow_image=true (local), partition=gpu (slurm).")
 @runner_config_option()
+@option("runner_labels")
 @click.option("--out", type=click.Path(path_type=Path), default=Path("runs/discover"), show_default=True,
               help="Discovery directory: stages/ (one run per stage), discovery.json, proposed.yaml, proposed.diff.")
 @store_option(dest="store", help="Results store for the discovery runs (default: store.sqlite in --out).")
@@ -44,7 +45,7 @@ from llmsweep.spec.workload import MAX_DURATION_S
 def discover(recipe: Path, simulate: bool, repeats: int, ladder_top: int | None, refine: int,
              time_limit: float | None, duration: int | None,
              traces: str | None, executor: str, executor_options: tuple[str, ...], runner_config: Path | None,
-             out: Path, store: Path | None, as_json: bool) -> int:
+             runner_labels: tuple[str, ...], out: Path, store: Path | None, as_json: bool) -> int:
     """Propose RECIPE's official concurrency grid from measurements.
 
     For each arm: a coarse ladder (the arm's first concurrency, then powers of two) run --repeats times to measure
@@ -64,7 +65,7 @@ def discover(recipe: Path, simulate: bool, repeats: int, ladder_top: int | None,
 
     req = DiscoverRequest(recipe=recipe, out=out, simulate=simulate, repeats=repeats, ladder_top=ladder_top,
                           refine=refine, time_limit=time_limit, duration=duration, traces=traces, store=store,
-                          runner_config=runner_config, executor=executor,
+                          runner_config=runner_config, runner_labels=list(runner_labels), executor=executor,
                           executor_options=parse_executor_options(executor_options))
     with use_progress(progress_for()) as progress:
         result = run_discovery(req, event=progress.line)

@@ -25,6 +25,10 @@ from llmsweep.policy.registry import get_rule
 from llmsweep.policy.rules_input import unknown_label_message
 from llmsweep.spec import LoadResult, load_recipes
 
+_COUNT = click.IntRange(min=1)
+"""A concurrency, a TP or EP degree: 1 or more, refused as parsed (exit 2). `--min-conc -1` or `--conc 0` printed a
+matrix (an empty one for `--max-conc 0`) and exited 0, so a typo in a workflow swept nothing and passed."""
+
 
 def _common(fn: Callable[..., Any]) -> Callable[..., Any]:
     opts = [
@@ -61,10 +65,10 @@ def matrix() -> None:
 @click.option("--runner-type", cls=ManyValues, help="Keep these runner labels (must exist in the runner file).")
 @click.option("--seq-lens", cls=ManyValues, type=click.Choice(list(SEQ_LEN_NAMES)), help="Keep these ISL/OSL pairs.")
 @click.option("--step-size", type=int, default=2, show_default=True, help="Factor of conc-start/conc-end ranges (>1).")
-@click.option("--min-conc", type=int, default=None, help="Drop concurrencies below this (ranges start here).")
-@click.option("--max-conc", type=int, default=None, help="Drop concurrencies above this ([max] if none remain).")
-@click.option("--max-tp", type=int, default=None, help="Skip single-node entries with a larger TP.")
-@click.option("--max-ep", type=int, default=None, help="Clamp single-node EP to this.")
+@click.option("--min-conc", type=_COUNT, default=None, help="Drop concurrencies below this (ranges start here).")
+@click.option("--max-conc", type=_COUNT, default=None, help="Drop concurrencies above this ([max] if none remain).")
+@click.option("--max-tp", type=_COUNT, default=None, help="Skip single-node entries with a larger TP.")
+@click.option("--max-ep", type=_COUNT, default=None, help="Clamp single-node EP to this.")
 @click.option("--single-node", is_flag=True, help="Only single-node recipes (default: both kinds).")
 @click.option("--multi-node", is_flag=True, help="Only multi-node recipes (default: both kinds).")
 def full_sweep_cmd(**kw: Any) -> None:
@@ -95,7 +99,7 @@ def full_sweep_cmd(**kw: Any) -> None:
 @matrix.command("test-config")
 @_common
 @config_keys_option(required=True)
-@click.option("--conc", cls=ManyValues, type=int, help="Keep only these concurrencies.")
+@click.option("--conc", cls=ManyValues, type=_COUNT, help="Keep only these concurrencies.")
 @click.option("--seq-lens", cls=ManyValues, type=click.Choice(list(SEQ_LEN_NAMES)), help="Keep these ISL/OSL pairs.")
 def test_config_cmd(**kw: Any) -> None:
     """Exactly the named recipe keys, fully expanded (step 2)."""
@@ -126,6 +130,11 @@ def _run(options: SweepOptions, *, config_files: tuple[Path, ...], runner_config
     if not loaded.ok:
         raise ConfigError(f"{len(loaded.errors)} recipe error(s); no matrix written",
                           fix="fix the findings above (file:line) and rerun")
+    if not loaded.recipes:  # a folder with no recipe, an empty file: bad input, as `validate` and `run` say it
+        where = f"--config-files {' '.join(map(str, files))}" if config_files else "./recipes (no --config-files)"
+        raise ConfigError(f"no recipe in {where}; no matrix written",
+                          fix="pass recipe YAML files (recipe keys mapping to image, model, scenarios, …) or "
+                              "directories of them")
     jobs = plan_jobs(loaded.recipes, options, fleet, evals)
     if _unfiltered(options) and not (evals.evals_only or evals.all_evals):
         for finding in unused_overrides(loaded.recipes, jobs):

@@ -49,6 +49,11 @@ class FiniteRange(click.FloatRange):
 FINITE_POSITIVE = FiniteRange(min=0, min_open=True)
 """A window in seconds, a rate: finite and above 0."""
 
+BIND_PORT = click.IntRange(0, 65535)
+"""A port a server of ours binds (0: any free one): refused as parsed (exit 2, the option named), never by the
+socket's `bind()` after the server has started building (`sim serve --port -1` ended in an OverflowError
+traceback)."""
+
 Source = tuple[type[BaseModel], str]
 
 _NEGATIVE_NUMBER = re.compile(r"^-\d+$")
@@ -254,10 +259,10 @@ CONCEPTS: dict[str, Concept] = {
                            source=FieldRef(_workload, "num_prompts")),
     "num_warmups": Concept("--num-warmups", "num_warmups", {"type": int}, source=FieldRef(_workload, "num_warmups")),
     "num_prompts_per_conc": Concept("--num-prompts-per-conc", "num_prompts_per_conc", {
-        "type": int, "help": "Measured requests per unit of concurrency.",
+        "type": click.IntRange(min=1), "help": "Measured requests per unit of concurrency.",
     }, deprecated=("--prompts-per-conc",)),
     "num_warmups_per_conc": Concept("--num-warmups-per-conc", "num_warmups_per_conc", {
-        "type": int, "help": "Warm-up requests per unit of concurrency.",
+        "type": click.IntRange(min=0), "help": "Warm-up requests per unit of concurrency.",
     }, deprecated=("--warmups-per-conc",)),
     "num_traces": Concept("--num-traces", "num_traces", {"type": click.IntRange(min=1), "show_default": True},
                           source=FieldRef(_synthetic_traces, "traces")),
@@ -358,17 +363,31 @@ def option(concept: str, *, dest: str | None = None, short: str | None = None, d
         source = spec.source.source()  # import the model only when this command takes something from it
         settings = {**_from_field(source), **settings}
     settings.update(overrides)
-    if source is not None:
-        settings["type"] = field_range(source, settings.get("type"))
+    # The bounds of the field the option feeds hold even where this command gives its own default and help
+    # (`peer import --num-warmups -3` was taken, as the workload's `ge=0` is not checked there).
+    bounded_by = source or (spec.source.source() if spec.source is not None else None)
+    if bounded_by is not None:
+        settings["type"] = field_range(bounded_by, settings.get("type"))
+    _no_default_if_required(settings)
     decls = [spec.spelling] + ([short] if short else []) + [dest or spec.dest]
     return click.option(*decls, cls=cls, concept=concept, old_spellings=spec.deprecated + deprecated, source=source,
                         **settings)
+
+
+def _no_default_if_required(settings: dict[str, Any]) -> None:
+    """A required option has no default. Click (8.3 on) takes an explicit `default=None` for a value given, so a
+    required option that kept its concept's or field's `None` default was never asked for: `al lookup` without
+    `--spec-k`, `changelog canonicalize` without `--base`, `peer crosscheck` without `--tokenizer` ran on and ended
+    in a traceback (exit 1) instead of click's "Missing option" (exit 2)."""
+    if settings.get("required"):
+        settings.pop("default", None)
 
 
 def field_option(*decls: str, source: Source, **overrides: Any) -> Callable[[F], F]:
     """One command's own option that feeds one model field: the field's default and description, unless narrowed."""
     settings = {**_from_field(source), **overrides}
     settings["type"] = field_range(source, settings.get("type"))
+    _no_default_if_required(settings)
     return click.option(*decls, cls=Opt, source=source, **settings)
 
 

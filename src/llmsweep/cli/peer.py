@@ -36,11 +36,12 @@ def peer() -> None:
 @option("url")
 @option("model")
 @option("tokenizer", required=True, help="Tokenizer directory both clients count with (the served model's).")
-@click.option("--isl", type=int, required=True, help="Input tokens per request (prompt content).")
-@click.option("--osl", type=int, required=True, help="Output tokens per request (max_tokens, ignore_eos).")
+@click.option("--isl", type=click.IntRange(min=1), required=True, help="Input tokens per request (prompt content).")
+@click.option("--osl", type=click.IntRange(min=1), required=True,
+              help="Output tokens per request (max_tokens, ignore_eos).")
 @click.option("--concurrency", "levels", required=True, help="Comma-separated closed-loop levels, e.g. 1,8,32.")
 @option("num_prompts_per_conc", dest="prompts_per_conc", default=4, show_default=True)
-@click.option("--min-prompts", type=int, default=16, show_default=True,
+@click.option("--min-prompts", type=click.IntRange(min=1), default=16, show_default=True,
               help="At least this many measured requests per run.")
 @option("num_warmups_per_conc", dest="warmups_per_conc", default=2, show_default=True)
 @option("repeats", default=2, help="Runs of each client per level, alternating.")

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import click
 
-from llmsweep.cli.options import option, recipe_files_argument, runner_config_option
+from llmsweep.cli.options import json_option, option, recipe_files_argument, runner_config_option
 from llmsweep.engines.launch import ENV_NAME, LaunchSpec, Topology, comment_text
 from llmsweep.errors import ConfigError, ContractError, LlmsweepError
 from llmsweep.plan.job import Job
@@ -107,6 +107,7 @@ def render_sh(job: Job, spec: LaunchSpec) -> str:
 @click.option("--job", "selector", required=True, help="Job id, unique id prefix or exp-name.")
 @option("simulate", help="Render the simulator stand-in for the job.")
 @click.option("--format", "fmt", type=click.Choice(["text", "sh", "json"]), default="text", show_default=True)
+@json_option("the launch (as --format json)")
 @click.option("--port", type=click.IntRange(1, 65535), default=None,
               help="Port to render, 1 to 65535 (default: the engine's).")
 @option("evals_only", help="Plan the eval rows as eval-only jobs (as `run --evals-only`): render an eval job's "
@@ -114,9 +115,14 @@ def render_sh(job: Job, spec: LaunchSpec) -> str:
 @option("all_evals", help="Plan as `run --all-evals` (every 8k1k and agentic row an eval-only job).")
 @runner_config_option()
 @option("runner_labels")
-def render(files: tuple[Path, ...], selector: str, simulate: bool, fmt: str, port: int | None, evals_only: bool,
-           all_evals: bool, runner_config: Path | None, runner_labels: tuple[str, ...]) -> int:
+def render(files: tuple[Path, ...], selector: str, simulate: bool, fmt: str, as_json: bool, port: int | None,
+           evals_only: bool, all_evals: bool, runner_config: Path | None, runner_labels: tuple[str, ...]) -> int:
     """Print the exact server command and environment of a job (secrets by name only)."""
+    if as_json:  # `--json`, as every command spells it; `--format json` keeps working
+        if click.get_current_context().get_parameter_source("fmt") != click.core.ParameterSource.DEFAULT \
+                and fmt != "json":
+            raise click.UsageError(f"--json and --format {fmt} ask for two outputs on stdout: give one of them")
+        fmt = "json"
     from llmsweep import engines
     from llmsweep.catalog.fleet import load_fleet
     from llmsweep.plan import select_job

@@ -11,6 +11,7 @@ from typing import Any
 
 import click
 
+from llmsweep.cli.notice import saying
 from llmsweep.cli.options import json_option, option, store_option
 from llmsweep.cli.tables import plain, table_console
 from llmsweep.errors import ResultError, ResultInputError
@@ -43,8 +44,9 @@ def ingest(runs: tuple[Path, ...], replace: bool, store_path: Path | None) -> No
     drop stored results is refused unless --replace)."""
     from llmsweep.results.rundir import load_run
 
-    loaded = [load_run(run) for run in runs]  # every folder read (a `bench` or job folder refused) before any write
-    with _open(store_path, readonly=False) as store:
+    with saying(f"reading {len(runs)} run folder(s)"):  # every folder read (a `bench` or job folder refused) first
+        loaded = [load_run(run) for run in runs]
+    with _open(store_path, readonly=False) as store, saying(f"storing {len(loaded)} run(s) in {store.path}"):
         if not replace:  # every run checked before any is written: a refusal changes nothing
             for run in loaded:
                 store.refuse_dropping(run)
@@ -95,7 +97,8 @@ def list_cmd(run_id: str | None, every: bool, as_json: bool, store_path: Path | 
             else:
                 _print_runs(store)
             return
-        points = store.results(run_id)  # runs in the order they were stored; in a run, by series then concurrency
+        with saying(f"reading {f'run {run_id}' if run_id else 'every result'} from {store.path}"):
+            points = store.results(run_id)  # runs in the order they were stored; in a run, by series then conc
         runs = {r: i for i, r in enumerate(dict.fromkeys(p.run_id for p in points))}
         points.sort(key=lambda p: (runs[p.run_id], p.identity.series_label(), p.identity.conc, p.job_id))
         store.require_run(run_id)
@@ -281,7 +284,8 @@ def frontier(run: str | None, run_id: str | None, x_axis: str, mix_sources: bool
     fronts = compute_frontiers(points, [AXIS_BY_KEY[x_axis]], mix_sources=mix_sources)[x_axis]
     by_id = {p.result_id: p for p in points}
     doc: dict[str, list[dict[str, Any]]] = {
-        series: [{"result_id": i, "job_id": by_id[i].job_id, "x": axis_value(by_id[i], x_axis),
+        series: [{"result_id": i, "job_id": by_id[i].job_id, "conc": by_id[i].identity.conc,  # the table's columns
+                  "x": axis_value(by_id[i], x_axis),
                   "y": by_id[i].metric("tput_per_gpu"), "verdict": by_id[i].verdict,
                   "repeats": groups[i].as_dict()} for i in ids]
         for series, ids in fronts.items()}
@@ -380,11 +384,13 @@ def export(run_id: str | None, fmt: str, out: Path | None, include_unpublished: 
     stderr."""
     from llmsweep.results.interchange import RowKind, export_points, left_out
 
-    with _open(store_path) as store:
+    with _open(store_path) as store, saying(f"reading {f'run {run_id}' if run_id else 'every result'} from "
+                                            f"{store.path}"):
         store.require_run(run_id)
         points = store.results(run_id)
         warned = store.job_warnings(p.run_id for p in points)
-    text = export_points(points, fmt, include_unpublished=include_unpublished, warnings=warned)
+    with saying(f"exporting {len(points)} result(s) as {fmt}"):
+        text = export_points(points, fmt, include_unpublished=include_unpublished, warnings=warned)
     kinds: dict[str, tuple[RowKind, str]] = {"inferencex": ("throughput", "point(s)"),
                                              "inferencex-evals": ("eval", "eval row(s)")}
     rows = kinds.get(fmt)
@@ -406,8 +412,9 @@ def import_cmd(file: Path, store_path: Path | None) -> None:
     """Import an export of ours or InferenceX aggregate result JSON as its own run (source kept)."""
     from llmsweep.results.interchange import import_into, read_import
 
-    parsed = read_import(file)  # a file that imports nothing is refused before the store is opened (or made)
-    with _open(store_path, readonly=False) as store:
+    with saying(f"reading {file} ({file.stat().st_size / 1e6:.0f} MB)"):
+        parsed = read_import(file)  # a file that imports nothing is refused before the store is opened (or made)
+    with _open(store_path, readonly=False) as store, saying(f"importing into {store.path}"):
         run_ids, n = import_into(store, file, parsed)
     click.echo(f"imported {n} result(s) as run{'s' if len(run_ids) > 1 else ''} {', '.join(run_ids)}")
 
@@ -427,7 +434,8 @@ def import_cmd(file: Path, store_path: Path | None) -> None:
 @option("mix_sources")
 @click.option("--no-history", is_flag=True, help="Do not use earlier stored runs of the same points as repeats.")
 @option("seed", default=0, help="Bootstrap seed.")
-@click.option("--resamples", default=200, show_default=True, help="Bootstrap resamples per metric.")
+@click.option("--resamples", default=200, show_default=True, type=click.IntRange(min=2),
+              help="Bootstrap resamples per metric (2 or more: one resample has no spread, a band of 0).")
 @json_option("the deltas, bands and verdicts")
 @click.option("--markdown", "markdown", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write a PR-comment table to this file.")
@@ -453,6 +461,8 @@ def compare(runs: tuple[str, ...], baseline: str | None, fmt: str | None, repeat
         raise click.UsageError("give the run under test after --baseline RUN" if baseline is not None
                                else "give two runs, A (the baseline) and B, or --baseline A and B")
     a, b = (baseline, runs[0]) if baseline is not None else runs
+    if as_json and fmt not in (None, "json"):  # markdown won, and a script reading JSON got a PR comment
+        raise click.UsageError(f"--json and --format {fmt} ask for two outputs on stdout: give one of them")
     as_json = as_json or fmt == "json"
     with _open(store_path) as store:
         warn = left_out()

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import click
 
 from llmsweep.cli.options import (
+    BIND_PORT,
     FINITE_POSITIVE,
     FiniteRange,
     config_keys_option,
@@ -45,7 +46,7 @@ def sim() -> None:
 @click.option("--tp", default=1, show_default=True, type=click.IntRange(min=1), help="Tensor-parallel degree.")
 @click.option("--ep", default=1, show_default=True, type=click.IntRange(min=1), help="Expert-parallel degree.")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
-@click.option("--port", default=8000, show_default=True, type=int, help="Port to bind (0 = any free port).")
+@click.option("--port", default=8000, show_default=True, type=BIND_PORT, help="Port to bind (0 = any free port).")
 @click.option("--precision", default="bf16", show_default=True, help="Weight/compute precision (bf16, fp8, fp4).")
 @click.option("--kv-dtype", default="bf16", show_default=True, help="KV-cache dtype (bf16, fp8).")
 @option("spec_method", type=click.Choice(["mtp", "eagle", "eagle3", "draft_model", "ngram"]), default=None,
@@ -59,9 +60,12 @@ def sim() -> None:
 @click.option("--dram-gb", type=FiniteRange(min=0), default=0.0, show_default=True, help="CPU KV tier size in GB.")
 @click.option("--mem-fraction-static", type=FiniteRange(min=0, max=1, min_open=True), default=0.88, show_default=True,
               help="Share of HBM for weights plus KV pool.")
-@click.option("--max-running-requests", type=int, default=256, show_default=True, help="Most running requests.")
-@click.option("--chunked-prefill-size", type=int, default=8192, show_default=True, help="Prefill chunk (tokens).")
-@click.option("--kv-capacity-tokens", type=int, default=None, help="Override the KV pool size (tokens).")
+@click.option("--max-running-requests", type=click.IntRange(min=1), default=256, show_default=True,
+              help="Most running requests.")
+@click.option("--chunked-prefill-size", type=click.IntRange(min=1), default=8192, show_default=True,
+              help="Prefill chunk (tokens).")
+@click.option("--kv-capacity-tokens", type=click.IntRange(min=1), default=None,
+              help="Override the KV pool size (tokens).")
 @click.option("--no-calibration", is_flag=True,
               help="Serve the roofline's default efficiency, not the stored calibration of (engine style, hardware, "
                    "model class): the label says `uncalibrated` (what `run --simulate` renders for a job of an "
@@ -110,7 +114,7 @@ def serve(**opts: object) -> None:
 @click.option("--decode", "decode", multiple=True, required=True, help="A decode worker's URL (repeatable).")
 @click.option("--kv-transfer", default=None, help="The KV-transfer backend the workers' link stands for.")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
-@click.option("--port", default=8001, show_default=True, type=int, help="Port to bind (0 = any free port).")
+@click.option("--port", default=8001, show_default=True, type=BIND_PORT, help="Port to bind (0 = any free port).")
 def router(prefill: tuple[str, ...], decode: tuple[str, ...], kv_transfer: str | None, host: str, port: int) -> None:
     """Serve a simulated PD router in front of simulator prefill and decode workers (`sim serve --role`)."""
     asyncio.run(_route(list(prefill), list(decode), kv_transfer=kv_transfer, host=host, port=port))

@@ -60,6 +60,8 @@ class DiscoverRequest(BaseModel):
     traces: str | None = None
     store: Path | None = None
     runner_config: Path | None = Field(default=None, description="Runner (fleet) file the stage runs plan with.")
+    runner_labels: list[str] = Field(default_factory=list, description="Labels the runner file omits that the "
+                                     "runners carry (`run --runner-label`): not refused as unknown.")
     executor: str = "local"
     executor_options: dict[str, Any] = Field(default_factory=dict)
     settings: LifecycleSettings = Field(default_factory=LifecycleSettings)
@@ -113,7 +115,8 @@ class Stages:
             outcome = run_sweep(RunRequest(
                 files=[recipe], simulate=self.req.simulate, traces=self.req.traces, out=out,
                 store=self.req.store or self.req.out / STORE_FILE, report=False,
-                runner_config=self.req.runner_config, settings=self.req.settings, executor=self.req.executor,
+                runner_config=self.req.runner_config, runner_labels=self.req.runner_labels,
+                settings=self.req.settings, executor=self.req.executor,
                 executor_options=self.req.executor_options,
                 # discovery measures throughput: an 8k1k row's `run-eval` point would run an accuracy eval (or be
                 # refused whole where lm-eval is missing) at a ladder point
@@ -232,7 +235,8 @@ def _say_warnings(req: DiscoverRequest, event: Event) -> None:
     stage recipe), except the grid rules: the stages run grids of their own, without the recipe's policy."""
     from llmsweep.policy import validate_files
 
-    findings = validate_files([req.recipe], runner_config=req.runner_config, simulate=req.simulate).findings
+    findings = validate_files([req.recipe], runner_config=req.runner_config, simulate=req.simulate,
+                              runner_labels=req.runner_labels).findings
     errors = [f for f in findings if f.is_error and not f.rule.startswith(GRID_RULES)]
     if errors:
         raise ConfigError("discover: the recipe fails validation:\n" + "\n".join(f.render() for f in errors),
