@@ -69,7 +69,8 @@ def unknown_model(ctx: Context) -> Iterator[Finding]:
 @rule("fleet.unknown-label", Severity.ERROR,
       "The runner label is not in the runner (fleet) file",
       "add the label to the runner file (--runner-config); if your runners carry it, vouch for it with "
-      "`--runner-label LABEL` (`validate`, `run`, `render`, `predict`, `ci`); or check its spelling",
+      "`--runner-label LABEL` (`validate`, `run`, `render`, `predict`, `discover`, `al collect`, `ci`); or check its "
+      "spelling",
       "InferenceX runners.yaml (a job is scheduled by its exact label)")
 def unknown_label(ctx: Context) -> Iterator[Finding]:
     """An error wherever the jobs would run: with a `serve` block (a real engine), or on the simulator
