@@ -194,7 +194,6 @@ def test_a_knee_above_the_ladder_is_not_reached_and_the_recipe_above_the_ladder_
 def test_a_sigterm_stops_the_discovery_which_keeps_what_it_measured_and_exits_143(tmp_path: Path) -> None:
     """It exited 130 whatever the signal (the README's rule, and `run`'s, is 128 + the signal)."""
     import signal
-    import time
 
     from test_run_support import wait_for
 
@@ -206,7 +205,10 @@ def test_a_sigterm_stops_the_discovery_which_keeps_what_it_measured_and_exits_14
     try:
         wait_for(lambda: "discover: stage ladder" in log.read_text(errors="replace"), timeout=120,
                  what="the ladder stage", proc=proc, log=log)
-        time.sleep(0.5)
+        # the signal lands once the ladder has a job folder (a fixed sleep sent it before there was one under load)
+        jobs = out / "stages" / "ladder" / "jobs"
+        wait_for(lambda: jobs.is_dir() and any(jobs.iterdir()), timeout=120, what="the ladder's first job folder",
+                 proc=proc, log=log)
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=120) == 143, log.read_text()[-4000:]
     finally:
