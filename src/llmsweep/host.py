@@ -16,9 +16,9 @@ def usable_cpus() -> int:
         return os.cpu_count() or 1
 
 
-INTERRUPT_SIGNAL_NAMES = ("SIGINT", "SIGTERM", "SIGHUP")
-"""The signals a terminal's Ctrl-C, a `kill -TERM -PGID`, a `timeout` or a closed SSH session send a whole process
-group (`execute.signals.INTERRUPT_SIGNALS` handles them in the CLI)."""
+INTERRUPT_SIGNAL_NAMES = ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT")
+"""The signals a terminal's Ctrl-C (or Ctrl-\\), a `kill -TERM -PGID`, a `timeout` or a closed SSH session send a
+whole process group (`execute.signals.INTERRUPT_SIGNALS` handles them in the CLI)."""
 
 
 def _interrupts(names: Iterable[str]) -> set[signal.Signals]:
@@ -27,9 +27,9 @@ def _interrupts(names: Iterable[str]) -> set[signal.Signals]:
 
 def stopped_by_parent_only(names: Iterable[str] = INTERRUPT_SIGNAL_NAMES) -> None:
     """In a child process its parent stops through a channel of its own (a stop event, a closed pipe): ignore the
-    interrupt signals — SIGINT, SIGTERM, SIGHUP — that a terminal's Ctrl-C, a `kill -TERM -PGID` or a closed SSH
-    session send the whole process group, so that the parent's orderly stop (in-flight requests recorded as
-    cancelled) is what ends it, not the signal, which killed a client worker with its requests unrecorded. The
+    interrupt signals — SIGINT, SIGTERM, SIGHUP, SIGQUIT — that a terminal's Ctrl-C, a `kill -TERM -PGID` or a
+    closed SSH session send the whole process group, so that the parent's orderly stop (in-flight requests recorded
+    as cancelled) is what ends it, not the signal, which killed a client worker with its requests unrecorded. The
     parent's last resort is SIGKILL; a parent that dies takes the child with it (`exit_with_parent`).
 
     A child started under :func:`interrupts_held` has them blocked until here, so that none ends it while it boots;
