@@ -4,6 +4,7 @@
   and the client's clocks counted it, so that job is judged invalid, saying why, and `--resume` runs it again.
 - Ctrl-\\ (SIGQUIT to the group): the run unwinds as for Ctrl-C (exit 131), its server stopped. Its default action
   ended llmsweep at once, with the live server (in a session of its own) left running until a `--resume`.
+  Under `--executor slurm` the batch job ran on in the queue; now it is cancelled.
 - stdout and stderr whose reader left (`| head -1`): the run goes on and finishes, its output dropped. A progress line
   failed the job in flight ("internal error: BrokenPipeError") and stopped the sweep with exit 1.
 - The terminal closed mid-job (SIGHUP to the group, then EIO on every write to it): exit 129, nothing left. The
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.slurm import require_slurm
 from test_run_signals import LIVE, cleanup, finish, group_members, pid_files, server_pgid
 from test_run_support import RECIPES, cli_env, read_json, record_lines, run_argv, wait_for
 
@@ -126,6 +128,7 @@ def test_resume_after_the_pause_and_the_quit_runs_both_jobs_again_to_valid(pause
     for conc in (1, 2):
         outcome = read_json(job_dir(s.out, conc) / "outcome.json")
         assert outcome["status"] == "valid" and not outcome["resumed"], outcome
+        assert (job_dir(s.out, conc) / "attempts" / "1").is_dir(), "measured again, its first attempt kept aside"
     assert pid_files(s.out) == []
 
 
@@ -185,3 +188,36 @@ def test_the_terminal_closed_mid_job_exits_129_and_leaves_no_server(tmp_path: Pa
             os.waitpid(pid, 0)
         if pgid and group_members(pgid):
             os.killpg(pgid, signal.SIGKILL)
+
+
+def _slurm_ids(out: Path) -> list[str]:
+    return [p.read_text().strip() for p in sorted((out / "servers").glob("*/slurm_job_id"))]
+
+
+def _queued(job_id: str) -> bool:
+    queue = subprocess.run(["squeue", "-h", "-j", job_id], capture_output=True, text=True, timeout=30)
+    return bool(queue.stdout.strip())
+
+
+@pytest.mark.slurm
+def test_ctrl_backslash_to_a_slurm_run_cancels_its_batch_job_and_exits_131(tmp_path: Path) -> None:
+    require_slurm()
+    out, log = tmp_path / "out", tmp_path / "run.log"
+    argv = run_argv(two_jobs(tmp_path), "--out", out, *LIVE, "--executor", "slurm", "--executor-option", "poll_s=0.5",
+                    "--executor-option", "time_limit=00:05:00")
+    with open(log, "wb") as fh:
+        proc = subprocess.Popen(argv, env=cli_env(tmp_path), stdout=fh, stderr=subprocess.STDOUT, process_group=0)
+    ids: list[str] = []
+    try:
+        wait_for(lambda: has_records(out, 1), timeout=120, what="the first job's first record", proc=proc, log=log,
+                 poll_s=0.05)
+        ids = _slurm_ids(out)
+        assert ids and _queued(ids[0])
+        os.killpg(proc.pid, signal.SIGQUIT)
+        assert finish(proc, log) == 131, log.read_text()[-4000:]
+        assert not [i for i in ids if _queued(i)], f"the batch job outlived the run:\n{log.read_text()[-4000:]}"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        for job_id in ids:
+            subprocess.run(["scancel", job_id], capture_output=True, timeout=30)
