@@ -60,12 +60,13 @@ def interrupts_held(names: Iterable[str] = INTERRUPT_SIGNAL_NAMES) -> Iterator[N
 
 def resource_tracker_started() -> None:
     """Start multiprocessing's resource tracker (the first lock, queue or event of a spawn context starts it) with
-    SIGHUP blocked, as it then keeps it. The tracker ignores SIGINT and SIGTERM but not SIGHUP: a closed terminal
-    (SIGHUP to the group) killed it, and its relaunch printed warnings and KeyError tracebacks after `interrupted by
-    SIGHUP`. It ends when this process does. This process gets a SIGHUP that came meanwhile once it is unblocked."""
+    SIGHUP and SIGQUIT blocked, as it then keeps them. The tracker ignores SIGINT and SIGTERM but not those: a closed
+    terminal (SIGHUP to the group) or a Ctrl-\\ (SIGQUIT) killed it, and its relaunch printed warnings and KeyError
+    tracebacks after `interrupted by SIGHUP`. It ends when this process does. This process gets a signal that came
+    meanwhile once it is unblocked."""
     from multiprocessing import resource_tracker
 
-    with interrupts_held(("SIGHUP",)):
+    with interrupts_held(("SIGHUP", "SIGQUIT")):
         resource_tracker.ensure_running()
 
 

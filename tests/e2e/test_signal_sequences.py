@@ -25,11 +25,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.procs import alive, children_of
 from support.slurm import require_slurm
 from test_run_signals import LIVE, cleanup, finish, group_members, pid_files, server_pgid
 from test_run_support import RECIPES, cli_env, read_json, record_lines, run_argv, wait_for
 
 SLOW = RECIPES / "slow-fixed-sim.yaml"
+WORKERS = ("--client-workers", "2")
 
 
 def two_jobs(tmp: Path) -> Path:
@@ -58,6 +60,8 @@ class Ran:
     log: Path
     rc: int
     left: list[int]
+    workers: list[int]
+    """The run's child processes (client workers, multiprocessing's helpers) when Ctrl-\\ came."""
     outcomes: dict[int, Any]
     """Each job's outcome.json as the interrupted run left it (by concurrency)."""
     resume_rc: int
@@ -66,15 +70,16 @@ class Ran:
 
 @pytest.fixture(scope="module")
 def paused_then_quit(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ran]:
-    """One live run, leading a process group of its own as a terminal's foreground job does: Ctrl-Z (SIGTSTP to the
-    group) once the first job has its first record, held 1.5 s, then SIGCONT; Ctrl-\\ (SIGQUIT to the group) once the
-    second job has its first record. Then `--resume` of the same run."""
+    """One live run with two client worker processes, leading a process group of its own as a terminal's foreground
+    job does: Ctrl-Z (SIGTSTP to the group) once the first job has its first record, held 1.5 s, then SIGCONT; Ctrl-\\
+    (SIGQUIT to the group, the workers and multiprocessing's resource tracker too) once the second job has its first
+    record. Then `--resume` of the same run."""
     tmp = tmp_path_factory.mktemp("paused")
     out, log, env = tmp / "out", tmp / "run.log", cli_env(tmp)
     recipe = two_jobs(tmp)
     with open(log, "wb") as fh:
-        proc = subprocess.Popen(run_argv(recipe, "--out", out, *LIVE), env=env, stdout=fh, stderr=subprocess.STDOUT,
-                                process_group=0)
+        proc = subprocess.Popen(run_argv(recipe, "--out", out, *LIVE, *WORKERS), env=env, stdout=fh,
+                                stderr=subprocess.STDOUT, process_group=0)
     pgid = None
     try:
         wait_for(lambda: has_records(out, 1), timeout=90, what="the first job's first record", proc=proc, log=log,
@@ -88,15 +93,19 @@ def paused_then_quit(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ran]:
         os.killpg(proc.pid, signal.SIGCONT)
         wait_for(lambda: has_records(out, 2), timeout=60, what="the second job's first record", proc=proc, log=log,
                  poll_s=0.02)
+        workers = [c for c in children_of(proc.pid) if c != pgid]
         os.killpg(proc.pid, signal.SIGQUIT)
         rc = finish(proc, log)
+        # a worker's record helper ends when its pipe closes, a moment after the run: allowed that moment, never more
+        wait_for(lambda: not [w for w in workers if alive(w)], timeout=10, what="the client workers to end")
         time.sleep(0.2)  # a server process that outlived the run would still be there: nothing waits for it
         left = group_members(pgid)
         outcomes = {conc: read_json(path) if (path := job_dir(out, conc) / "outcome.json").is_file() else None
                     for conc in (1, 2)}
+        # (without the workers: what a resume must do does not depend on them, and they cost seconds to start)
         resumed = subprocess.run(run_argv(recipe, "--out", out, *LIVE, "--resume"), env=env, capture_output=True,
                                  text=True, timeout=120)
-        yield Ran(out, log, rc, left, outcomes, resumed.returncode, resumed.stderr)
+        yield Ran(out, log, rc, left, workers, outcomes, resumed.returncode, resumed.stderr)
     finally:
         cleanup(proc, pgid)
 
@@ -107,6 +116,9 @@ def test_ctrl_backslash_mid_job_unwinds_as_ctrl_c_exits_131_and_leaves_no_server
     assert s.rc == 131, text[-4000:]
     assert s.left == [], f"the server's process group outlived the run:\n{text[-4000:]}"
     assert "interrupted by SIGQUIT" in text
+    assert len(s.workers) >= 2, "two client worker processes (and multiprocessing's helpers)"
+    # SIGQUIT to the group killed multiprocessing's resource tracker, whose relaunch printed warnings and tracebacks
+    assert "resource_tracker" not in text and "Traceback" not in text, text[-4000:]
     assert s.outcomes[2] is not None and s.outcomes[2]["reasons"] == ["interrupted by SIGQUIT"], s.outcomes[2]
 
 
