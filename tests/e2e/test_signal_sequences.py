@@ -73,14 +73,14 @@ def paused_then_quit(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ran]:
     """One live run with two client worker processes, leading a process group of its own as a terminal's foreground
     job does: Ctrl-Z (SIGTSTP to the group) once the first job has its first record, held 1.5 s, then SIGCONT; Ctrl-\\
     (SIGQUIT to the group, the workers and multiprocessing's resource tracker too) once the second job has its first
-    record. Then `--resume` of the same run."""
+    record. Then `--resume` of the same run, sent a SIGCONT alone mid-job."""
     tmp = tmp_path_factory.mktemp("paused")
     out, log, env = tmp / "out", tmp / "run.log", cli_env(tmp)
     recipe = two_jobs(tmp)
     with open(log, "wb") as fh:
         proc = subprocess.Popen(run_argv(recipe, "--out", out, *LIVE, *WORKERS), env=env, stdout=fh,
                                 stderr=subprocess.STDOUT, process_group=0)
-    pgid = None
+    pgid, resumed = None, None
     try:
         wait_for(lambda: has_records(out, 1), timeout=90, what="the first job's first record", proc=proc, log=log,
                  poll_s=0.02)
@@ -103,11 +103,20 @@ def paused_then_quit(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ran]:
         outcomes = {conc: read_json(path) if (path := job_dir(out, conc) / "outcome.json").is_file() else None
                     for conc in (1, 2)}
         # (without the workers: what a resume must do does not depend on them, and they cost seconds to start)
-        resumed = subprocess.run(run_argv(recipe, "--out", out, *LIVE, "--resume"), env=env, capture_output=True,
-                                 text=True, timeout=120)
-        yield Ran(out, log, rc, left, workers, outcomes, resumed.returncode, resumed.stderr)
+        resume_log = tmp / "resume.log"
+        with open(resume_log, "wb") as fh:
+            resumed = subprocess.Popen(run_argv(recipe, "--out", out, *LIVE, "--resume"), env=env, stdout=fh,
+                                       stderr=subprocess.STDOUT)
+        first = job_dir(out, 1)
+        wait_for(lambda: (first / "attempts").is_dir() and record_lines(first / "records.jsonl") > 0, timeout=90,
+                 what="the resumed run's first record", proc=resumed, log=resume_log, poll_s=0.02)
+        resumed.send_signal(signal.SIGCONT)  # as bash's `fg` sends a job that was running all along: no stop
+        resume_rc = finish(resumed, resume_log)
+        yield Ran(out, log, rc, left, workers, outcomes, resume_rc, resume_log.read_text())
     finally:
         cleanup(proc, pgid)
+        if resumed is not None:
+            cleanup(resumed, None)
 
 
 def test_ctrl_backslash_mid_job_unwinds_as_ctrl_c_exits_131_and_leaves_no_server(paused_then_quit: Ran) -> None:
@@ -125,8 +134,11 @@ def test_ctrl_backslash_mid_job_unwinds_as_ctrl_c_exits_131_and_leaves_no_server
 def test_a_job_measured_across_a_ctrl_z_is_invalid_and_says_why(paused_then_quit: Ran) -> None:
     outcome = paused_then_quit.outcomes[1]
     assert outcome is not None
-    why = "llmsweep was stopped (Ctrl-Z, SIGTSTP or SIGSTOP) and continued (SIGCONT at "
+    why = "llmsweep was stopped for "
     assert outcome["status"] == "invalid" and outcome["reasons"][0].startswith(why), outcome
+    held = float(outcome["reasons"][0][len(why):].split(" s ")[0])
+    assert held >= 1.4, outcome  # how long the Ctrl-Z held it (1.5 s), measured
+    assert "(Ctrl-Z, SIGTSTP or SIGSTOP, then SIGCONT)" in outcome["reasons"][0]
     assert "its timings include the pause" in outcome["reasons"][0]
     attempt = job_dir(paused_then_quit.out, 1) / "attempts" / "1"  # the resumed run moved the paused attempt aside
     assert read_json(attempt / "outcome.json") == outcome
@@ -135,6 +147,8 @@ def test_a_job_measured_across_a_ctrl_z_is_invalid_and_says_why(paused_then_quit
 
 
 def test_resume_after_the_pause_and_the_quit_runs_both_jobs_again_to_valid(paused_then_quit: Ran) -> None:
+    """The resumed run gets a SIGCONT mid-job with no stop before it (bash's `fg` of a running job sends one): no
+    pause, and its jobs stay valid."""
     s = paused_then_quit
     assert s.resume_rc == 0, s.resume_log[-4000:]
     for conc in (1, 2):

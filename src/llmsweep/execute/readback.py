@@ -243,8 +243,8 @@ say; the note is the reason, with its fix."""
 
 PAUSED = "paused"
 """`run.json`'s note that the process measuring the job was stopped (Ctrl-Z, SIGSTOP) and continued while its load
-ran (the lifecycle writes it, from `signals.continued`): the client's clocks and the server ran on through the pause,
-so the summary is invalid whatever its gates say; the note is the reason, with its fix."""
+ran (the lifecycle writes it, from `signals.watching_pauses`): the client's clocks and the server ran on through the
+pause, so the summary is invalid whatever its gates say; the note is the reason, with its fix."""
 
 SERVER_DIED = "server_died"
 """`run.json`'s note that the job's server was found dead when the job's load (or eval) ended (the lifecycle writes

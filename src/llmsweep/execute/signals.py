@@ -18,8 +18,9 @@ and SIGCONT, which says the process was stopped (Ctrl-Z, SIGSTOP) while its cloc
   SIGHUP, 131 for SIGQUIT (:func:`exit_code`). SIGQUIT (Ctrl-\\) is one of them: its default action ended the
   process at once, with a core dump, and the servers it started (each in a session of its own, which a terminal's
   Ctrl-\\ does not reach) ran on, holding their GPUs, until a `--resume`.
-- A SIGCONT is noted (:func:`continued`): the process had been stopped (Ctrl-Z, `kill -STOP`) while the servers it
-  measures ran on, so a load that spans it timed the pause too (`lifecycle` judges that job invalid).
+- A stop of the process (Ctrl-Z, `kill -STOP`) that a SIGCONT ended is found by :func:`watching_pauses`: the
+  servers it measures ran on meanwhile, so a load that spans it timed the pause too (`lifecycle` judges that job
+  invalid).
 
 Handlers are installed only from the main thread (Python delivers signals there); elsewhere every helper is a no-op.
 """
@@ -47,7 +48,11 @@ _raised = False
 _deferred: list[int] = []
 """Signals received inside the outermost shield now open (raised when it closes)."""
 _continued: list[float] = []
-"""When (wall-clock time) each SIGCONT came: the process had been stopped and was continued."""
+"""When (`time.monotonic()`) each SIGCONT came."""
+PAUSE_TICK_S = 0.1
+"""How often :func:`watching_pauses`'s thread looks at the clock."""
+PAUSE_MIN_S = 0.5
+"""A tick this late, that a SIGCONT ended, is a stop of the process (shorter ones are not told from a busy machine)."""
 
 
 class Interrupted(KeyboardInterrupt):
@@ -82,14 +87,44 @@ def interrupt(signum: int, kind: type[Interrupted] = Interrupted) -> Interrupted
     return kind(signum)
 
 
-def continued() -> list[float]:
-    """When each SIGCONT came so far (`time.time()`), oldest first: after a stop (Ctrl-Z's SIGTSTP, SIGSTOP) this
-    process ran on from there. Its clocks did not stop meanwhile, nor did the servers it measures."""
-    return list(_continued)
+@contextmanager
+def watching_pauses() -> Iterator[list[float]]:
+    """The stops of this process inside the block (Ctrl-Z's SIGTSTP, `kill -STOP`, each ended by a SIGCONT), as their
+    lengths in seconds, in the returned list once the block ends. The clocks ran on through them, and so did the
+    servers this process measures.
+
+    A thread of its own ticks every `PAUSE_TICK_S`: a stop is a tick late by `PAUSE_MIN_S` or more with a SIGCONT
+    at its end. Neither alone is one: bash's `fg` sends SIGCONT to a job that was running all along, and a busy
+    machine can make a tick late. Where no handler notes SIGCONT (:func:`install` was not called, not the main
+    thread), none is found."""
+    found: list[float] = []
+    late: list[tuple[float, float]] = []
+    done = threading.Event()
+
+    def tick() -> None:
+        last = time.monotonic()
+        while not done.wait(PAUSE_TICK_S):
+            now = time.monotonic()
+            if now - last >= PAUSE_MIN_S:
+                late.append((last, now))
+            last = now
+
+    before = len(_continued)
+    ticker = threading.Thread(target=tick, name="llmsweep-pauses", daemon=True)
+    ticker.start()
+    try:
+        yield found
+    finally:
+        done.set()
+        ticker.join()
+        continues = _continued[before:]
+        # the handler runs once the main thread runs again: a moment after the ticker may have seen the stop's end
+        found.extend(round(end - start, 1) for start, end in late
+                     if any(start <= at <= end + 1.0 for at in continues))
 
 
 def _note_continued(signum: int, frame: FrameType | None) -> None:
-    _continued.append(time.time())
+    _continued.append(time.monotonic())
 
 
 def hurried() -> bool:
@@ -255,7 +290,7 @@ _previous_hook = sys.unraisablehook
 def install() -> None:
     """Make the first interrupt signal raise :class:`Interrupted` (and later ones hurry the shutdown) for the rest of
     the process: the CLI's entry point. An interrupt a finalizer swallowed is raised again (`_rearm_lost`); a SIGCONT
-    is noted (:func:`continued`)."""
+    is noted (:func:`watching_pauses`)."""
     if not _in_main_thread():
         return
     for sig in INTERRUPT_SIGNALS:
