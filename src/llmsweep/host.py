@@ -16,9 +16,9 @@ def usable_cpus() -> int:
         return os.cpu_count() or 1
 
 
-INTERRUPT_SIGNAL_NAMES = ("SIGINT", "SIGTERM", "SIGHUP")
-"""The signals a terminal's Ctrl-C, a `kill -TERM -PGID`, a `timeout` or a closed SSH session send a whole process
-group (`execute.signals.INTERRUPT_SIGNALS` handles them in the CLI)."""
+INTERRUPT_SIGNAL_NAMES = ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT")
+"""The signals a terminal's Ctrl-C (or Ctrl-\\), a `kill -TERM -PGID`, a `timeout` or a closed SSH session send a
+whole process group (`execute.signals.INTERRUPT_SIGNALS` handles them in the CLI)."""
 
 
 def _interrupts(names: Iterable[str]) -> set[signal.Signals]:
@@ -27,9 +27,9 @@ def _interrupts(names: Iterable[str]) -> set[signal.Signals]:
 
 def stopped_by_parent_only(names: Iterable[str] = INTERRUPT_SIGNAL_NAMES) -> None:
     """In a child process its parent stops through a channel of its own (a stop event, a closed pipe): ignore the
-    interrupt signals — SIGINT, SIGTERM, SIGHUP — that a terminal's Ctrl-C, a `kill -TERM -PGID` or a closed SSH
-    session send the whole process group, so that the parent's orderly stop (in-flight requests recorded as
-    cancelled) is what ends it, not the signal, which killed a client worker with its requests unrecorded. The
+    interrupt signals — SIGINT, SIGTERM, SIGHUP, SIGQUIT — that a terminal's Ctrl-C, a `kill -TERM -PGID` or a
+    closed SSH session send the whole process group, so that the parent's orderly stop (in-flight requests recorded
+    as cancelled) is what ends it, not the signal, which killed a client worker with its requests unrecorded. The
     parent's last resort is SIGKILL; a parent that dies takes the child with it (`exit_with_parent`).
 
     A child started under :func:`interrupts_held` has them blocked until here, so that none ends it while it boots;
@@ -60,12 +60,13 @@ def interrupts_held(names: Iterable[str] = INTERRUPT_SIGNAL_NAMES) -> Iterator[N
 
 def resource_tracker_started() -> None:
     """Start multiprocessing's resource tracker (the first lock, queue or event of a spawn context starts it) with
-    SIGHUP blocked, as it then keeps it. The tracker ignores SIGINT and SIGTERM but not SIGHUP: a closed terminal
-    (SIGHUP to the group) killed it, and its relaunch printed warnings and KeyError tracebacks after `interrupted by
-    SIGHUP`. It ends when this process does. This process gets a SIGHUP that came meanwhile once it is unblocked."""
+    SIGHUP and SIGQUIT blocked, as it then keeps them. The tracker ignores SIGINT and SIGTERM but not those: a closed
+    terminal (SIGHUP to the group) or a Ctrl-\\ (SIGQUIT) killed it, and its relaunch printed warnings and KeyError
+    tracebacks after `interrupted by SIGHUP`. It ends when this process does. This process gets a signal that came
+    meanwhile once it is unblocked."""
     from multiprocessing import resource_tracker
 
-    with interrupts_held(("SIGHUP",)):
+    with interrupts_held(("SIGHUP", "SIGQUIT")):
         resource_tracker.ensure_running()
 
 

@@ -6,10 +6,14 @@ stays fast on a 2-core machine and a heavy dependency of one command never slows
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import importlib
 import importlib.util
 import logging
+import os
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 import click
@@ -86,12 +90,72 @@ def cli(verbose: int) -> None:
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
 
 
+class _Output:
+    """stdout or stderr, whose reader may go away while a command runs: a pipe's (`| head -1`: EPIPE) or a terminal's
+    (closed, or its SSH session dropped: EIO, after the SIGHUP that stops the run). The first write that finds it gone
+    points its file descriptor at /dev/null, and the command goes on as if it had been written: a run's progress line
+    raised the error in whatever the run was doing (the job in flight failed with "internal error:
+    BrokenPipeError", the sweep stopped with exit 1 and no word; after a SIGHUP the run exited 1 rather than 129), and
+    a final table nobody reads turned a sweep of valid jobs into exit 1."""
+
+    def __init__(self, stream: Any) -> None:
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return int(self.stream.write(text))
+        except OSError as exc:
+            self._gone(exc)
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self.stream.flush()
+        except OSError as exc:
+            self._gone(exc)
+
+    def _gone(self, exc: OSError) -> None:
+        if exc.errno not in (errno.EPIPE, errno.EIO):
+            raise exc
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, self.stream.fileno())
+        finally:
+            os.close(devnull)
+        with contextlib.suppress(OSError):
+            self.stream.flush()  # what it still held goes to /dev/null too, not to the interpreter's exit
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.stream, name)
+
+
+@contextlib.contextmanager
+def _outputs_may_go() -> Iterator[None]:
+    """stdout and stderr as :class:`_Output` for the block, flushed before they are given back (a pipe holds the last
+    of a command's output until then)."""
+    saved = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = (None if s is None else _Output(s) for s in saved)
+    try:
+        yield
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            if stream is not None:
+                stream.flush()
+        sys.stdout, sys.stderr = saved
+
+
 def main(argv: list[str] | None = None) -> Any:
     """Console entry point: run the group, print llmsweep errors once without a traceback.
 
-    SIGINT, SIGTERM and SIGHUP unwind like Ctrl-C (servers a command started are stopped on the way out) and the
-    exit status follows the shell's convention: 128 + the first signal received (130 SIGINT, 143 SIGTERM).
+    SIGINT, SIGTERM, SIGHUP and SIGQUIT unwind like Ctrl-C (servers a command started are stopped on the way out) and
+    the exit status follows the shell's convention: 128 + the first signal received (130 SIGINT, 143 SIGTERM). An
+    output whose reader went away (`| head`, a closed terminal) stops nothing: what is written to it is dropped.
     """
+    with _outputs_may_go():
+        return _main(argv)
+
+
+def _main(argv: list[str] | None) -> Any:
     from llmsweep.execute import signals
 
     signals.install()

@@ -43,7 +43,7 @@ from llmsweep.execute.files import unjudged
 from llmsweep.execute.handle import ServerHandle
 from llmsweep.execute.preflight import preflight
 from llmsweep.execute.progress import current_progress
-from llmsweep.execute.readback import SERVER_DIED, ReadbackSettings, summarise_job
+from llmsweep.execute.readback import PAUSED, SERVER_DIED, ReadbackSettings, summarise_job
 from llmsweep.execute.ready import check_alive, exit_text, probe_health, wait_ready
 from llmsweep.execute.secrets import SecretScrubber, collect_secrets
 from llmsweep.execute.signals import (
@@ -52,6 +52,7 @@ from llmsweep.execute.signals import (
     interrupted_by,
     shielded,
     stop_then_raise,
+    watching_pauses,
 )
 from llmsweep.metrics.model import (
     DONE_VERDICTS,
@@ -869,9 +870,11 @@ def run_job(job: Job, server: _Server, run_dir: Path, settings: LifecycleSetting
         summary: Summary | None = None
         if not job.eval_only:
             event(f"job {job.id}: conc {job.concs[0]} ({job.workload.scenario})")
-            summary = bench_job(job, handle.base_url, jdir, spec=spec, source=group.source, settings=settings,
-                                provenance=provenance, on_progress=progress.client, power=server.power,
-                                federated=server.federated)
+            with watching_pauses() as pauses:
+                summary = bench_job(job, handle.base_url, jdir, spec=spec, source=group.source, settings=settings,
+                                    provenance=provenance, on_progress=progress.client, power=server.power,
+                                    federated=server.federated)
+            summary = _unpaused_or_invalid(summary, pauses, jdir, settings)
         _alive_or_invalid(handle, f"job {job.id}", jdir, settings)
         relaunch = eval_launch(job, group) if job.run_eval else None
         if relaunch is not None:  # the throughput point pinned acceptance: the eval gets a server without the pin
@@ -895,6 +898,23 @@ def run_job(job: Job, server: _Server, run_dir: Path, settings: LifecycleSetting
         event(f"job {job.id}: point done; its eval runs after the group's other points, on a server of its own")
         return None
     return _close(job, jdir, outcome, started, server.scrubber, event, group.warnings.get(job.id, ()))
+
+
+def _unpaused_or_invalid(summary: Summary, pauses: Sequence[float], jdir: Path,
+                         settings: LifecycleSettings) -> Summary:
+    """The job's summary, judged invalid when this process was stopped (Ctrl-Z, `kill -STOP`) and continued while its
+    load ran (`pauses`: how long each stop lasted): the server answered on through the pause and the client's clocks
+    counted it, so its TTFTs, gaps and throughput are not the server's. `run.json` notes it (`readback.PAUSED`, so
+    `llmsweep summarize` says the same), and neither the store, `--resume` nor `--reuse` takes it for a result."""
+    if not pauses or not (jdir / art.SUMMARY_FILE).is_file():
+        return summary
+    info = art.read_json(jdir / art.RUN_FILE)
+    info = info if isinstance(info, dict) else {}
+    lengths = " + ".join(f"{s:g} s" for s in pauses)
+    info[PAUSED] = (f"llmsweep was stopped for {lengths} (Ctrl-Z, SIGTSTP or SIGSTOP, then SIGCONT) while this job "
+                    "measured: its timings include the pause; `llmsweep run ... --resume` runs it again")
+    art.write_json(jdir / art.RUN_FILE, info)
+    return summarise_job(jdir, settings=settings.readback)
 
 
 def _alive_or_invalid(handle: ServerHandle, during: str, jdir: Path, settings: LifecycleSettings) -> None:

@@ -241,12 +241,18 @@ SUSPENDED = "suspended"
 `slurm.judge_suspended`): the client's clocks ran on through the pause, so the summary is invalid whatever its gates
 say; the note is the reason, with its fix."""
 
+PAUSED = "paused"
+"""`run.json`'s note that the process measuring the job was stopped (Ctrl-Z, SIGSTOP) and continued while its load
+ran (the lifecycle writes it, from `signals.watching_pauses`): the client's clocks and the server ran on through the
+pause, so the summary is invalid whatever its gates say; the note is the reason, with its fix."""
+
 SERVER_DIED = "server_died"
 """`run.json`'s note that the job's server was found dead when the job's load (or eval) ended (the lifecycle writes
 it): the job's summary is invalid whatever its gates say."""
 
 INVALIDATING: dict[str, Callable[[Any], str]] = {
     SUSPENDED: str,
+    PAUSED: str,
     SERVER_DIED: lambda died: f"the server {died}: its records may miss what it never answered",
 }
 """run.json's notes that make a job's summary invalid, each with the reason it gives (in this order, before the

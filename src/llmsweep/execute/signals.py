@@ -1,4 +1,5 @@
-"""SIGINT, SIGTERM and SIGHUP: how a run unwinds, how its teardown survives more of them, and its exit code.
+"""SIGINT, SIGTERM, SIGHUP and SIGQUIT: how a run unwinds, how its teardown survives more of them, and its exit code;
+and SIGCONT, which says the process was stopped (Ctrl-Z, SIGSTOP) while its clocks ran on.
 
 - The first signal unwinds like Ctrl-C (:class:`Interrupted`, a KeyboardInterrupt), so `finally` blocks stop the
   servers this process started (they run in their own sessions and would outlive it).
@@ -14,7 +15,12 @@
 - A teardown, or a launch that must record what it started, runs :func:`shielded`: even a first signal arriving
   there is held and raised when the block ends, unless an interrupt is already unwinding through it.
 - The process exits 128 + the number of the first signal it received: 130 for SIGINT, 143 for SIGTERM, 129 for
-  SIGHUP (:func:`exit_code`).
+  SIGHUP, 131 for SIGQUIT (:func:`exit_code`). SIGQUIT (Ctrl-\\) is one of them: its default action ended the
+  process at once, with a core dump, and the servers it started (each in a session of its own, which a terminal's
+  Ctrl-\\ does not reach) ran on, holding their GPUs, until a `--resume`.
+- A stop of the process (Ctrl-Z, `kill -STOP`) that a SIGCONT ended is found by :func:`watching_pauses`: the
+  servers it measures ran on meanwhile, so a load that spans it timed the pause too (`lifecycle` judges that job
+  invalid).
 
 Handlers are installed only from the main thread (Python delivers signals there); elsewhere every helper is a no-op.
 """
@@ -32,7 +38,7 @@ from contextlib import contextmanager
 from types import FrameType
 from typing import Any
 
-INTERRUPT_SIGNALS: tuple[signal.Signals, ...] = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+INTERRUPT_SIGNALS: tuple[signal.Signals, ...] = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 
 _received: list[int] = []
 """Signals this process received through the handlers below, in order."""
@@ -41,10 +47,17 @@ _raised = False
 """An Interrupted was raised already: the shutdown it started is under way."""
 _deferred: list[int] = []
 """Signals received inside the outermost shield now open (raised when it closes)."""
+_continued: list[float] = []
+"""When (`time.monotonic()`) each SIGCONT came."""
+PAUSE_TICK_S = 0.1
+"""How often :func:`watching_pauses`'s thread looks at the clock."""
+PAUSE_MIN_S = 0.5
+"""A tick this late, that a SIGCONT ended, is a stop of the process (shorter ones are not told from a busy machine)."""
 
 
 class Interrupted(KeyboardInterrupt):
-    """The process got SIGINT, SIGTERM or SIGHUP; unwinds like Ctrl-C and carries the signal for the exit code."""
+    """The process got SIGINT, SIGTERM, SIGHUP or SIGQUIT; unwinds like Ctrl-C and carries the signal for the exit
+    code."""
 
     def __init__(self, signum: int) -> None:
         super().__init__(f"received {signal.Signals(signum).name}")
@@ -74,14 +87,54 @@ def interrupt(signum: int, kind: type[Interrupted] = Interrupted) -> Interrupted
     return kind(signum)
 
 
+@contextmanager
+def watching_pauses() -> Iterator[list[float]]:
+    """The stops of this process inside the block (Ctrl-Z's SIGTSTP, `kill -STOP`, each ended by a SIGCONT), as their
+    lengths in seconds, in the returned list once the block ends. The clocks ran on through them, and so did the
+    servers this process measures.
+
+    A thread of its own ticks every `PAUSE_TICK_S`: a stop is a tick late by `PAUSE_MIN_S` or more with a SIGCONT
+    at its end. Neither alone is one: bash's `fg` sends SIGCONT to a job that was running all along, and a busy
+    machine can make a tick late. Where no handler notes SIGCONT (:func:`install` was not called, not the main
+    thread), none is found."""
+    found: list[float] = []
+    late: list[tuple[float, float]] = []
+    done = threading.Event()
+
+    def tick() -> None:
+        last = time.monotonic()
+        while not done.wait(PAUSE_TICK_S):
+            now = time.monotonic()
+            if now - last >= PAUSE_MIN_S:
+                late.append((last, now))
+            last = now
+
+    before = len(_continued)
+    ticker = threading.Thread(target=tick, name="llmsweep-pauses", daemon=True)
+    ticker.start()
+    try:
+        yield found
+    finally:
+        done.set()
+        ticker.join()
+        continues = _continued[before:]
+        # the handler runs once the main thread runs again: a moment after the ticker may have seen the stop's end
+        found.extend(round(end - start, 1) for start, end in late
+                     if any(start <= at <= end + 1.0 for at in continues))
+
+
+def _note_continued(signum: int, frame: FrameType | None) -> None:
+    _continued.append(time.monotonic())
+
+
 def hurried() -> bool:
     """True once a second interrupt arrived: a teardown stops waiting out its grace and kills what is left."""
     return len(_received) >= 2
 
 
 def first_signal(exc: BaseException | None = None) -> int:
-    """The signal the run stops for: the first received (SIGINT, SIGTERM, SIGHUP), else `exc`'s, else SIGINT (an
-    interrupt no handler of ours saw: plain Ctrl-C)."""
+    """The signal the run stops for: the first received (SIGINT, SIGTERM, SIGHUP, SIGQUIT), else `exc`'s, else SIGINT
+    (an interrupt no handler of ours saw: plain Ctrl-C)."""
     if _received:
         return _received[0]
     if isinstance(exc, Interrupted):
@@ -90,7 +143,8 @@ def first_signal(exc: BaseException | None = None) -> int:
 
 
 def exit_code(exc: BaseException | None = None) -> int:
-    """128 + the first signal received (130, 143, 129); 130 for an interrupt no handler of ours saw (plain Ctrl-C)."""
+    """128 + the first signal received (130, 143, 129, 131); 130 for an interrupt no handler of ours saw (plain
+    Ctrl-C)."""
     return 128 + first_signal(exc)
 
 
@@ -111,6 +165,7 @@ def reset() -> None:
     _received.clear()
     _deferred.clear()
     _consumed.clear()
+    _continued.clear()
     _raised = False
     _unwinding = None
 
@@ -234,12 +289,14 @@ _previous_hook = sys.unraisablehook
 
 def install() -> None:
     """Make the first interrupt signal raise :class:`Interrupted` (and later ones hurry the shutdown) for the rest of
-    the process: the CLI's entry point. An interrupt a finalizer swallowed is raised again (`_rearm_lost`)."""
+    the process: the CLI's entry point. An interrupt a finalizer swallowed is raised again (`_rearm_lost`); a SIGCONT
+    is noted (:func:`watching_pauses`)."""
     if not _in_main_thread():
         return
     for sig in INTERRUPT_SIGNALS:
         if taken_over(sig):
             signal.signal(sig, _raise)
+    signal.signal(signal.SIGCONT, _note_continued)
     sys.unraisablehook = _rearm_lost
 
 

@@ -718,10 +718,11 @@ def judge_suspended(jdir: Path, outcome: JobOutcome, note: str) -> JobOutcome:
     """A job that measured while its batch job was suspended: its summary is judged again with `note` in its
     run.json (`readback.SUSPENDED`: invalid, whatever its gates say, for `summarize` too), so that neither the store,
     `--resume` nor `--reuse` takes its stalled timings for a result. A job that wrote no summary, or failed (its
-    reason says more than the pause), is left as it is."""
+    reason says more than the pause), is left as it is. The worker's own note of the same pause (`readback.PAUSED`:
+    Slurm stops the batch job's processes with SIGSTOP and continues them with SIGCONT) gives way to this one."""
     from llmsweep.execute import artifacts as art
     from llmsweep.execute.lifecycle import verdict_reasons
-    from llmsweep.execute.readback import SUSPENDED, summarise_job
+    from llmsweep.execute.readback import PAUSED, SUSPENDED, summarise_job
 
     run_path = jdir / art.RUN_FILE
     info = art.read_json(run_path) if run_path.is_file() else None
@@ -729,6 +730,7 @@ def judge_suspended(jdir: Path, outcome: JobOutcome, note: str) -> JobOutcome:
     if outcome.summary_path is None or not judged or not isinstance(info, dict):
         return outcome
     info[SUSPENDED] = note
+    info.pop(PAUSED, None)
     art.write_json(run_path, info)
     summary = summarise_job(jdir)
     outcome = outcome.model_copy(update={"status": summary.validity.verdict, "reasons": verdict_reasons(summary)})

@@ -473,10 +473,11 @@ def _parse_worker_signals() -> None:
     """A forked parse worker takes the default signal dispositions back: it inherits the CLI's (SIGTERM and SIGHUP
     raise `execute.signals.Interrupted`, `signals.install`), so the pool's own terminate at its end reached the
     workers as an exception in whatever they were doing (a traceback each, and once in a full test run a worker
-    that never exited, the pool's join waiting on it). Ctrl-C is the parent's to handle."""
+    that never exited, the pool's join waiting on it). Ctrl-C (and Ctrl-\\) is the parent's to handle."""
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, signal.SIG_DFL)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for sig in (signal.SIGINT, signal.SIGQUIT):
+        signal.signal(sig, signal.SIG_IGN)
 
 
 def _accumulate_range(path: str, start: int, end: int) -> Accumulator:
