@@ -9,16 +9,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
+import re
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
+import click
 import pytest
 from aiohttp import web
 from multidict import CIMultiDict
 
-from llmsweep.router import PDRouter, protocol_named, start_router
+from llmsweep.cli.router import router as router_command
+from llmsweep.router import PD_ROUTER_READY_LINE, PROTOCOLS, PDRouter, VllmNixl, protocol_named, start_router
+from llmsweep.sim.roles import ROUTER_READY_LINE
 
 PROMPT_TOKENS = 7
 DECODE_CACHED = 7  # vLLM's decode worker counts the transferred prompt as cached
@@ -294,5 +301,68 @@ def test_health_needs_every_worker_models_are_the_first_decoders_and_version_say
                                "protocol": "vllm-nixl", "role": "router", "tp": 0, "kv_transfer": "nixl",
                                "prefill": [w.url for w in pd.prefill], "decode": [w.url for w in pd.decode],
                                "routed": 0, "kv_handles": 0, "refused_no_handle": 0, "prefill_engines": {}}
+
+    asyncio.run(main())
+
+
+def test_the_cli_offers_every_protocol_and_vllm_nixl_is_the_protocol_registry_s() -> None:
+    protocol = next(p for p in router_command.params if p.name == "protocol")
+    assert isinstance(protocol.type, click.Choice) and sorted(protocol.type.choices) == sorted(PROTOCOLS)
+    assert isinstance(protocol_named("vllm-nixl"), VllmNixl)
+    with pytest.raises(ValueError, match="known: vllm-nixl, sim"):
+        protocol_named("toy")
+
+
+async def _cli_router(argv: list[str], ready: str) -> tuple[subprocess.Popen[str], str]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    proc = subprocess.Popen([sys.executable, "-m", "llmsweep.cli.main", *argv], stderr=subprocess.PIPE, text=True,
+                            env=env)
+    assert proc.stderr is not None
+    line = await asyncio.to_thread(proc.stderr.readline)  # its first line says it listens (the launch's marker)
+    found = re.search(re.escape(ready) + r"127\.0\.0\.1:(\d+)", line)
+    assert found, line
+    return proc, f"http://127.0.0.1:{found.group(1)}"
+
+
+def test_llmsweep_router_serves_the_vllm_nixl_protocol_from_the_command_line_a_launch_renders() -> None:
+    async def main() -> None:
+        workers = [Worker(0, "prefill"), Worker(0, "decode")]
+        for w in workers:
+            await w.start()
+        proc, url = await _cli_router(["router", "--protocol", "vllm-nixl", "--prefill", workers[0].url, "--decode",
+                                       workers[1].url, "--kv-transfer", "nixl", "--host", "127.0.0.1", "--port", "0"],
+                                      PD_ROUTER_READY_LINE)
+        try:
+            async with aiohttp.ClientSession() as http:
+                async with http.get(f"{url}/health") as r:
+                    assert r.status == 200
+                async with http.post(f"{url}/v1/completions", json=request(True)) as r:
+                    assert r.status == 200
+                    got = await r.read()
+                assert got == workers[1].sent[0].replace(b'"cached_tokens":7', b'"cached_tokens":3')
+                async with http.get(f"{url}/version") as r:
+                    version = await r.json()
+                assert version["protocol"] == "vllm-nixl" and version["kv_transfer"] == "nixl"
+                assert version["kv_handles"] == 1
+        finally:
+            proc.terminate()
+            assert await asyncio.to_thread(proc.wait, 10) == 0  # asked to stop, it stops cleanly
+            for w in workers:
+                await w.stop()
+
+    asyncio.run(main())
+
+
+def test_llmsweep_router_with_the_sim_protocol_is_the_simulators_router() -> None:
+    async def main() -> None:
+        proc, url = await _cli_router(["router", "--protocol", "sim", "--prefill", "http://127.0.0.1:9",
+                                       "--decode", "http://127.0.0.1:9", "--port", "0"], ROUTER_READY_LINE)
+        try:
+            async with aiohttp.ClientSession() as http, http.get(f"{url}/version") as r:
+                version = await r.json()
+            assert version["engine"] == "sim" and version["role"] == "router" and "protocol" not in version
+        finally:
+            proc.terminate()
+            assert await asyncio.to_thread(proc.wait, 10) == 0
 
     asyncio.run(main())
