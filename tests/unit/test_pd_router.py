@@ -65,12 +65,16 @@ class Worker:
             "choices": [{"index": 0, "text": "x", "finish_reason": "length"}],
             "usage": {"prompt_tokens": PROMPT_TOKENS, "completion_tokens": 1, "total_tokens": PROMPT_TOKENS + 1,
                       "prompt_tokens_details": {"cached_tokens": PREFILL_CACHED}},
-            "kv_transfer_params": {"do_remote_prefill": True, "do_remote_decode": False, "remote_block_ids": [4, 5],
+            # vLLM 0.26's NIXL handle (nixl/pull_scheduler.py): block ids as one list per KV-cache group
+            "kv_transfer_params": {"do_remote_prefill": True, "do_remote_decode": False, "remote_block_ids": [[4, 5]],
                                    "remote_engine_id": self.engine_id, "remote_request_id": request_id,
-                                   "remote_host": "10.0.0.1", "remote_port": 5600 + self.index, "tp_size": 1}}
-        if self.mode == "no-handle":
-            del answer["kv_transfer_params"]
-        elif self.mode == "no-blocks":
+                                   "remote_host": "10.0.0.1", "remote_port": 5600 + self.index, "tp_size": 1,
+                                   "remote_num_tokens": PROMPT_TOKENS, "remote_blocks_expiry_time": None}}
+        if self.mode == "no-handle":  # what vLLM answers for a request its connector does not hand over (aborted)
+            answer["kv_transfer_params"] = None
+        elif self.mode == "no-blocks":  # a handle naming no block, in 0.26's form and in the older flat one
+            answer["kv_transfer_params"]["remote_block_ids"] = [[]]
+        elif self.mode == "no-blocks-flat":
             answer["kv_transfer_params"]["remote_block_ids"] = []
         elif self.mode == "no-details":
             del answer["usage"]["prompt_tokens_details"]
@@ -78,7 +82,8 @@ class Worker:
 
     async def decode_answer(self, request: web.Request, body: dict[str, Any]) -> web.StreamResponse:
         params = body.get("kv_transfer_params")
-        if not (isinstance(params, dict) and params.get("do_remote_prefill") and params.get("remote_block_ids")):
+        handed = isinstance(params, dict) and params.get("do_remote_prefill") and any(params["remote_block_ids"])
+        if not handed:
             return web.json_response({"error": {"message": "no KV handle: would recompute the prompt"}}, status=400)
         usage = {"prompt_tokens": PROMPT_TOKENS, "total_tokens": PROMPT_TOKENS + 3, "completion_tokens": 3,
                  "prompt_tokens_details": {"cached_tokens": DECODE_CACHED}}
@@ -178,9 +183,10 @@ def test_the_prefill_leg_asks_for_a_remote_decode_of_one_token_and_both_legs_sha
             generated = p_headers2["X-Request-Id"]  # the client sent none: one is made, the same for both legs
             assert generated and generated == d_headers2["X-Request-Id"] and generated != "req-42"
             # The decode leg is the client's body as it came, with the prefill worker's handle.
-            handle = {"do_remote_prefill": True, "do_remote_decode": False, "remote_block_ids": [4, 5],
+            handle = {"do_remote_prefill": True, "do_remote_decode": False, "remote_block_ids": [[4, 5]],
                       "remote_engine_id": "engine-prefill-0", "remote_request_id": "req-42",
-                      "remote_host": "10.0.0.1", "remote_port": 5600, "tp_size": 1}
+                      "remote_host": "10.0.0.1", "remote_port": 5600, "tp_size": 1,
+                      "remote_num_tokens": PROMPT_TOKENS, "remote_blocks_expiry_time": None}
             assert second == {**client, "kv_transfer_params": handle}
             assert second2["kv_transfer_params"]["remote_request_id"] == generated
 
@@ -222,7 +228,7 @@ def test_a_prefill_worker_that_reports_no_cache_details_gives_zero_cached_tokens
     asyncio.run(main())
 
 
-@pytest.mark.parametrize("mode", ["no-handle", "no-blocks"])
+@pytest.mark.parametrize("mode", ["no-handle", "no-blocks", "no-blocks-flat"])
 def test_a_prefill_answer_without_a_kv_handle_is_a_502_counted_in_version_and_never_reaches_decode(mode: str) -> None:
     async def main() -> None:
         async with deployment() as pd, aiohttp.ClientSession() as http:
