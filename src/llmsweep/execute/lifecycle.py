@@ -475,7 +475,12 @@ class _Server:
         try:
             deployment.start(startup_timeout_s=self.settings.startup_timeout_s, event=self.event)
             self.observed = observe_runtime(deployment, deployment.spec)
-            self.observed["topology"] = deployment.readback().describe()
+            ran = deployment.readback()
+            self.observed["topology"] = ran.describe()
+            if topology.engine != SIM.id:
+                # the engine's version is its workers' (the router's /version is llmsweep's), where they agree
+                said = {w.version for r in ran.roles if r.role != "router" for w in r.workers}
+                self.observed["engine_version"] = next(iter(said)) if len(said) == 1 else None
             self.power = deployment.power(self.settings.power.for_jobs(self.group.jobs))  # every node's GPUs
         except BaseException as exc:
             exited = deployment.returncode is not None  # a role exited while starting (not: one slow to come up)

@@ -671,6 +671,16 @@ class RoleMetrics(_Block):
         "from KV-block reservation, queueing on the NICs included; the live simulator: its modelled link time).")
     kv_transfer_bytes: float | None = Field(default=None, description="Decode: bytes of KV that arrived in the "
                                             "window (prompt tokens x the model's KV bytes per token).")
+    prompt_tokens_transferred: float | None = Field(
+        default=None, description="vLLM: prompt tokens whose KV arrived from another worker in the window "
+        "(`vllm:prompt_tokens_by_source{source=\"external_kv_transfer\"}`).")
+    prompt_tokens_computed: float | None = Field(
+        default=None, description="vLLM: prompt tokens the role computed itself in the window "
+        "(`source=local_compute`).")
+    kv_failed_transfers: float | None = Field(default=None, description="vLLM: NIXL transfers that failed in the "
+                                              "window (`vllm:nixl_num_failed_transfers`).")
+    refused_no_kv: float | None = Field(default=None, description="Router: prefill answers it refused in the window "
+                                        "for handing over no KV (llmsweep's PD router, vllm-nixl protocol).")
 
 
 class RoleBlock(_Open):
@@ -709,6 +719,9 @@ class DeploymentBlock(_Block):
     kv_transfer: str | None = Field(default=None, description="KV-transfer backend between prefill and decode.")
     router_policy: str | None = None
     links: list[LinkBlock] = Field(default_factory=list)
+    engine: str | None = Field(default=None, description="The engine the workers ran (a live deployment's).")
+    router: dict[str, Any] | None = Field(default=None, description="The router that ran, as its /version says it "
+                                          "(`engine`: llmsweep; `protocol`: sim, vllm-nixl; `version`).")
 
 
 # ------------------------------------------------------------------------------------------------ the summary
