@@ -275,7 +275,8 @@ class VLLMAdapter(Adapter):
         for w in decode:
             argv += ["--decode", f"http://{w.spec.host}:{w.spec.port}"]
         argv += ["--kv-transfer", transfer, "--host", node_host(node), "--port", str(PROXY_PORT)]
-        return LaunchSpec(engine="vllm-router", image=None, argv=tuple(argv), host=node_host(node),
+        _image, version = self.image_and_version(job)
+        return LaunchSpec(engine=self.name, engine_version=version, image=None, argv=tuple(argv), host=node_host(node),
                           port=PROXY_PORT, health_path="/health", metrics_path=None,
                           ready_log_markers=(PD_ROUTER_READY_LINE,),
                           served_model_name=job.workload.served_model_name,

@@ -67,6 +67,7 @@ from llmsweep.metrics.model import (
 from llmsweep.plan import Job
 from llmsweep.plan.point import Point
 from llmsweep.power.sampler import PowerProbe, PowerSettings, Sampler, probe_power, start_sampler
+from llmsweep.visible import CUDA as VISIBLE_CUDA
 from llmsweep.visible import GpuTable, resolve_visible
 
 if TYPE_CHECKING:
@@ -474,7 +475,12 @@ class _Server:
                    f"{placement.where()}")
         try:
             deployment.start(startup_timeout_s=self.settings.startup_timeout_s, event=self.event)
-            self.observed = observe_runtime(deployment, deployment.spec)
+            shares = [s for s in getattr(placement, "gpus", {}).values() if s]
+            gpus = sum(r.count * r.gpus_per_worker for r in topology.roles)
+            # the GPUs of every worker, as the driver names them (the router's launch uses none)
+            seen = (deployment.spec.model_copy(update={"gpus": gpus, "env": {VISIBLE_CUDA: ",".join(shares)}})
+                    if shares and topology.engine != SIM.id else deployment.spec)
+            self.observed = observe_runtime(deployment, seen)
             ran = deployment.readback()
             self.observed["topology"] = ran.describe()
             if topology.engine != SIM.id:

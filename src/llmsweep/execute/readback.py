@@ -189,35 +189,35 @@ def kv_transfer_check(summary: Summary, settings: ReadbackSettings) -> ReadbackC
                           source=f"decode workers' /metrics: prompt tokens by source ({deployment.kv_transfer})")
     moved = decode.prompt_tokens_transferred if decode is not None else None
     prompt = decode.prompt_tokens if decode is not None else None
+    failed = decode.kv_failed_transfers if decode is not None else None
+    refused = router.refused_no_kv if router is not None else None
+    problems = []
+    if refused:
+        problems.append(f"the router refused {refused:.0f} prefill answer(s) that handed over no KV")
+    if failed:
+        problems.append(f"{failed:.0f} KV transfer(s) failed on the decode workers (vllm:nixl_num_failed_transfers)")
     if moved is None:
-        check.ok = False
-        check.reason = ("the decode workers' /metrics give no prompt tokens by source (external_kv_transfer) in the "
-                        "window: no proof the KV arrived by transfer rather than being recomputed")
-        return check
-    if not prompt:
+        problems.insert(0, "the decode workers' /metrics give no prompt tokens by source (external_kv_transfer) in "
+                        "the window: no proof the KV arrived by transfer rather than being recomputed")
+    elif prompt:
+        share = moved / prompt
+        check.realised = share
+        computed = decode.prompt_tokens_computed if decode is not None else None
+        if share < minimum:
+            problems.insert(0, f"decode recomputed the prompt: {moved:.0f} of its {prompt:.0f} prompt tokens "
+                            f"({share:.1%}) arrived by KV transfer, fewer than {minimum:.0%}"
+                            + (f" ({computed:.0f} computed locally)" if computed is not None else ""))
+    elif not problems:
         check.ok = None
         check.reason = "the decode workers took in no prompt tokens in the window: the KV transfer cannot be judged"
         return check
-    share = moved / prompt
-    check.realised = share
-    computed = decode.prompt_tokens_computed if decode is not None else None
-    problems = []
-    if share < minimum:
-        problems.append(f"decode recomputed the prompt: {moved:.0f} of its {prompt:.0f} prompt tokens ({share:.1%}) "
-                        f"arrived by KV transfer, fewer than {minimum:.0%}"
-                        + (f" ({computed:.0f} computed locally)" if computed is not None else ""))
-    failed = decode.kv_failed_transfers if decode is not None else None
-    if failed:
-        problems.append(f"{failed:.0f} KV transfer(s) failed on the decode workers (vllm:nixl_num_failed_transfers)")
-    refused = router.refused_no_kv if router is not None else None
-    if refused:
-        problems.append(f"the router refused {refused:.0f} prefill answer(s) that handed over no KV")
     if problems:
         check.ok = False
         check.reason = "; ".join(problems)
         return check
-    check.reason = (f"{moved:.0f} of the decode workers' {prompt:.0f} prompt tokens ({share:.1%}) arrived by KV "
-                    f"transfer (at least {minimum:.0%}); failed transfers: "
+    assert moved is not None and prompt and check.realised is not None
+    check.reason = (f"{moved:.0f} of the decode workers' {prompt:.0f} prompt tokens ({check.realised:.1%}) arrived by "
+                    f"KV transfer (at least {minimum:.0%}); failed transfers: "
                     f"{'not exported' if failed is None else f'{failed:.0f}'}; prefill answers refused for no KV: "
                     f"{'not reported' if refused is None else f'{refused:.0f}'}")
     return check

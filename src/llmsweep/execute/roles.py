@@ -445,9 +445,9 @@ class LocalPlacement:
                               "on the simulator (--simulate)")
         planned = sorted({(w.nodes[0], w.spec.port) for _role, w in workers})
         side = [(role.name, w.index, name, span) for role, w in workers for name, span in w.spec.side_ports.items()]
-        with contextlib.ExitStack() as held:  # every port picked is held until all are, so none is picked twice
-            ports = [_hold(held, port) for port in pick_free_ports(len(planned), LOOPBACK)]
-            blocks = [free_block(span, held) for *_key, span in side]
+        ports = pick_free_ports(len(planned), LOOPBACK)
+        with contextlib.ExitStack() as held:  # every block picked is held until all are, so none is picked twice
+            blocks = [free_block(span, held, avoid=set(ports)) for *_key, span in side]
         self.ports = dict(zip(planned, ports, strict=True))
         """Each (node, port) the topology plans → the loopback port it gets here."""
         self.side_ports = {(name, index, env): base for (name, index, env, _span), base in zip(side, blocks,
@@ -502,24 +502,18 @@ class LocalPlacement:
         return f"this host ({self.nodes[0].name}), each on a loopback port of its own"
 
 
-def _hold(held: contextlib.ExitStack, port: int) -> int:
-    """`port`, bound on loopback until `held` closes (None of the later picks can take it)."""
-    sock = held.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
-    sock.bind((LOOPBACK, port))
-    return port
-
-
 _BLOCK_TRIES = 64
 
 
-def free_block(span: int, held: contextlib.ExitStack) -> int:
+def free_block(span: int, held: contextlib.ExitStack, avoid: set[int] | None = None) -> int:
     """The first of `span` consecutive ports free on this host now (each bound, on every interface as a NIXL side
-    channel binds, and held in `held` until the caller's picks are done); a LaunchError when none is found."""
+    channel binds, and held in `held` until the caller's picks are done), none of them in `avoid` (ports already
+    handed out); a LaunchError when none is found."""
     for _ in range(_BLOCK_TRIES):
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
             probe.bind(("", 0))
             base = int(probe.getsockname()[1])
-        if base + span > 65535:
+        if base + span > 65535 or set(range(base, base + span)) & (avoid or set()):
             continue
         socks: list[socket.socket] = []
         try:

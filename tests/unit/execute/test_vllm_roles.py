@@ -200,6 +200,9 @@ def _summary(engine: str | None, decode: RoleMetrics | None, router: RoleMetrics
     (RoleMetrics(prompt_tokens=10240), None, False, "give no prompt tokens by source"),
     (None, None, False, "give no prompt tokens by source"),
     (RoleMetrics(prompt_tokens=0, prompt_tokens_transferred=0), None, None, "took in no prompt tokens"),
+    # every prefill answer refused: the decode worker saw nothing, and the router's count says why
+    (RoleMetrics(prompt_tokens=0, prompt_tokens_transferred=0), RoleMetrics(refused_no_kv=4), False,
+     "the router refused 4 prefill answer"),
 ])
 def test_the_kv_transfer_check_judges_the_decode_workers_window(decode: RoleMetrics | None,
                                                                 router: RoleMetrics | None, ok: bool | None,
