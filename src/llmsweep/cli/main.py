@@ -31,6 +31,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "traces": ("llmsweep.cli.traces", "traces", "Synthesise agentic traces and show corpus statistics."),
     "sim": ("llmsweep.cli.sim", "sim", "The simulated engine: serve it, or calibrate it."),
     "predict": ("llmsweep.cli.sim", "predict", "Predict every job of a recipe in virtual time."),
+    "router": ("llmsweep.cli.router", "router", "Serve a prefill/decode router in front of disaggregated workers."),
     "run": ("llmsweep.cli.run", "run", "Run recipes end to end: launch, load, gate, store, report."),
     "discover": ("llmsweep.cli.discover", "discover", "Measure noise and knee per arm; propose the official grid."),
     "changes": ("llmsweep.cli.changes", "changes", "Jobs added, removed and changed between two recipe revisions."),

@@ -1,6 +1,6 @@
 """What the live simulator's HTTP roles share: the OpenAI-style error body, reading a request body that must be one
-JSON object, and starting an app on a port. The worker (`sim.server`) and the PD router (`sim.router`) both answer
-through these, so a client sees one error shape whichever of them it talks to."""
+JSON object, and starting an app on a port. The worker (`sim.server`) and llmsweep's PD router (`llmsweep.router`)
+both answer through these, so a client sees one error shape whichever of them it talks to."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""The live simulator as one role of a disaggregated deployment: a prefill worker, a decode worker, or (in
-`sim.router`) the PD router in front of them.
+"""The live simulator as one role of a disaggregated deployment: a prefill worker, a decode worker, or the PD router in
+front of them (`llmsweep.router`, speaking the protocol of `sim.router`).
 
 What crosses between them is deliberately small and honest:
 

@@ -1,0 +1,396 @@
+"""llmsweep's prefill/decode router: the front door of a disaggregated deployment, whatever engine its workers run.
+
+For each OpenAI request (`/v1/completions`, `/v1/chat/completions`) it picks a prefill and a decode worker (round
+robin over each pool), has the prefill worker compute the prompt (one output token, not streamed), hands the decode
+worker what the prefill worker says about the prompt's KV, and relays the decode worker's answer — streamed or whole —
+with its status and headers. `/health` is 200 only while every worker answers its own; `/v1/models` is the first
+decode worker's; `/version` says what the router is, which workers it routes to and what it counted.
+
+What the two legs carry is the *protocol* (:class:`PDProtocol`), one per kind of worker; the routing, the relay,
+health and models are this module's, once for all of them. A protocol is chosen by name (:data:`PROTOCOLS`):
+
+- ``sim``: the simulator's roles (`llmsweep.sim.router`), which learn the prompt's KV from llmsweep's own headers;
+- ``vllm-nixl``: vLLM's P/D protocol (:class:`VllmNixl`), as its NIXL connector's workers speak it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import logging
+import re
+import uuid
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+
+from llmsweep.engine_ids import VLLM
+from llmsweep.sim.http import error_response, json_object, start_app
+from llmsweep.sim.roles import node_name
+
+log = logging.getLogger(__name__)
+
+PD_ROUTER_READY_LINE = "llmsweep PD router on http://"
+"""What `llmsweep router --protocol vllm-nixl` logs once it listens (followed by `host:port`): its launch's readiness
+marker, so that its readiness is its own process's, never a /health answered by whatever else holds its port."""
+
+_HOP_HEADERS = frozenset({"content-length", "transfer-encoding", "connection", "keep-alive", "content-encoding"})
+
+
+@dataclass(frozen=True)
+class DecodeLeg:
+    """What the decode worker is sent for one request, and how its answer is relayed."""
+
+    data: bytes
+    headers: dict[str, str]
+    relay: Relay | None = None
+    """How the decode worker's 200 answer is changed on its way to the client (None: relayed byte for byte)."""
+
+
+class NoKVHandle(Exception):
+    """A prefill worker answered 200 but handed over nothing the decode worker could pull the prompt's KV with."""
+
+
+class PDProtocol(ABC):
+    """What a PD router's two legs carry for one kind of worker."""
+
+    name: str
+    """The name `llmsweep router --protocol` takes."""
+    ready_line: str
+    """What the router logs once it listens (its launch's readiness marker), followed by `host:port`."""
+
+    def request_headers(self, request: web.Request) -> dict[str, str]:
+        """Headers both legs of this request carry (none by default)."""
+        return {}
+
+    @abstractmethod
+    def prefill_body(self, body: dict[str, Any]) -> dict[str, Any]:
+        """The prefill leg's body, from the client's."""
+
+    @abstractmethod
+    def decode_leg(self, raw: bytes, body: dict[str, Any], answer: dict[str, Any], headers: dict[str, str],
+                   worker: int, url: str) -> DecodeLeg:
+        """The decode leg, from the client's request (`raw`, parsed as `body`), the prefill worker's 200 answer
+        (`answer`), the headers both legs carry, and which prefill worker answered (its index and URL).
+        Raises KeyError/ValueError/TypeError for an answer it cannot read (a 502), NoKVHandle for one that hands over
+        no KV (a 502 the router counts)."""
+
+    @abstractmethod
+    async def version(self, router: PDRouter) -> dict[str, Any]:
+        """The router's `/version` document."""
+
+
+class Relay(ABC):
+    """Changes a decode worker's 200 answer on its way to the client."""
+
+    @abstractmethod
+    def stream(self, lines: bytes) -> bytes:
+        """Complete lines of a streamed (SSE) answer, newlines included, as the client is to read them."""
+
+    @abstractmethod
+    def whole(self, body: bytes) -> bytes:
+        """A whole (not streamed) answer, as the client is to read it."""
+
+
+class PDRouter:
+    """Round-robin prefill/decode routing over HTTP for one protocol; one aiohttp session shared by every request."""
+
+    def __init__(self, prefill: list[str], decode: list[str], *, protocol: PDProtocol, kv_transfer: str | None = None,
+                 health_timeout_s: float = 2.0) -> None:
+        if not prefill or not decode:
+            raise ValueError("a PD router needs at least one prefill and one decode worker")
+        self.prefill = [u.rstrip("/") for u in prefill]
+        self.decode = [u.rstrip("/") for u in decode]
+        self.protocol = protocol
+        self.kv_transfer = kv_transfer
+        self.health_timeout_s = health_timeout_s
+        self.node = node_name()
+        self._next_prefill = itertools.cycle(range(len(self.prefill)))
+        self._next_decode = itertools.cycle(range(len(self.decode)))
+        self._session: aiohttp.ClientSession | None = None
+        self.routed = 0
+        """Requests sent on to a decode worker."""
+        self.refused_no_handle = 0
+        """Prefill answers (200) refused because they handed over no KV (:class:`NoKVHandle`)."""
+        self.app = web.Application(client_max_size=1 << 30)
+        self.app.add_routes([
+            web.post("/v1/chat/completions", self.route),
+            web.post("/v1/completions", self.route),
+            web.get("/v1/models", self.models),
+            web.get("/health", self.health),
+            web.get("/version", self.version),
+        ])
+        self.app.on_startup.append(self._open)
+        self.app.on_cleanup.append(self._close)
+
+    async def _open(self, app: web.Application) -> None:
+        # No total timeout: a long generation streams for minutes; trust_env off: a CI proxy must not see the workers.
+        self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None, sock_connect=10),
+                                              connector=aiohttp.TCPConnector(limit=0))
+
+    async def _close(self, app: web.Application) -> None:
+        if self._session is not None:
+            await self._session.close()
+
+    @property
+    def session(self) -> aiohttp.ClientSession:
+        assert self._session is not None, "the router's session opens with the application"
+        return self._session
+
+    async def route(self, request: web.Request) -> web.StreamResponse:
+        raw = await request.read()
+        body = json_object(raw)
+        if isinstance(body, web.Response):
+            return body
+        p = next(self._next_prefill)
+        prefill = self.prefill[p]
+        decode = self.decode[next(self._next_decode)]
+        headers = self.protocol.request_headers(request)
+        try:
+            async with self.session.post(prefill + request.path, json=self.protocol.prefill_body(body),
+                                         headers=headers) as resp:
+                answer = await resp.read()
+                if resp.status != 200:  # the prefill worker's refusal (too long, unknown model) is the client's
+                    return web.Response(body=answer, status=resp.status, content_type=resp.content_type)
+            doc = json.loads(answer)
+            if not isinstance(doc, dict):
+                raise TypeError("the answer is not a JSON object")
+            leg = self.protocol.decode_leg(raw, body, doc, headers, p, prefill)
+        except NoKVHandle as exc:
+            self.refused_no_handle += 1
+            log.warning("refused a prefill answer of %s: %s", prefill, exc)
+            return error_response(502, f"prefill worker {prefill} handed over no KV: {exc}", "BadGatewayError")
+        except (aiohttp.ClientError, OSError, ValueError, KeyError, TypeError) as exc:
+            return error_response(502, f"prefill worker {prefill} failed: {exc}", "BadGatewayError")
+        self.routed += 1
+        out: web.StreamResponse | None = None
+        try:
+            async with self.session.post(decode + request.path, data=leg.data, headers=leg.headers) as resp:
+                out = web.StreamResponse(status=resp.status, headers={
+                    k: v for k, v in resp.headers.items() if k.lower() not in _HOP_HEADERS})
+                await out.prepare(request)
+                relay = leg.relay if resp.status == 200 else None
+                if relay is None:
+                    async for chunk in resp.content.iter_any():
+                        await out.write(chunk)
+                elif resp.content_type == "text/event-stream":
+                    await _relay_lines(resp, out, relay)
+                else:
+                    await out.write(relay.whole(await resp.read()))
+                await out.write_eof()
+                return out
+        except (aiohttp.ClientError, OSError) as exc:
+            if out is None:
+                return error_response(502, f"decode worker {decode} failed: {exc}", "BadGatewayError")
+            raise  # mid-stream: the client sees a cut stream, as it would from a real router
+
+    async def get(self, url: str) -> tuple[int, Any]:
+        """GET `url` within the health timeout: its status and JSON body (None when not JSON; status 0: no answer)."""
+        try:
+            async with self.session.get(url, timeout=aiohttp.ClientTimeout(total=self.health_timeout_s)) as resp:
+                text = await resp.text()
+                try:
+                    return resp.status, json.loads(text) if text else None
+                except ValueError:
+                    return resp.status, None
+        except (TimeoutError, aiohttp.ClientError, OSError):
+            return 0, None
+
+    async def health(self, request: web.Request) -> web.Response:
+        """200 only while every prefill and decode worker answers its own /health (the router's readiness)."""
+        statuses = await asyncio.gather(*(self.get(u + "/health") for u in (*self.prefill, *self.decode)))
+        down = [u for u, (status, _) in zip((*self.prefill, *self.decode), statuses, strict=True) if status != 200]
+        if down:
+            return web.Response(status=503, text="workers not healthy: " + ", ".join(down))
+        return web.Response(text="")
+
+    async def models(self, request: web.Request) -> web.Response:
+        status, doc = await self.get(self.decode[0] + "/v1/models")
+        if status != 200 or doc is None:
+            return error_response(502, f"decode worker {self.decode[0]} did not list its models", "BadGatewayError")
+        return web.json_response(doc)
+
+    async def version(self, request: web.Request) -> web.Response:
+        return web.json_response(await self.protocol.version(self))
+
+
+async def _relay_lines(resp: aiohttp.ClientResponse, out: web.StreamResponse, relay: Relay) -> None:
+    """Relay a streamed answer as it arrives, its complete lines through `relay`; only a line's unfinished tail waits
+    for the rest of it (an SSE event is read by its lines, so a client could read nothing of it earlier)."""
+    tail = b""
+    async for chunk in resp.content.iter_any():
+        tail += chunk
+        cut = tail.rfind(b"\n") + 1
+        if cut:
+            lines, tail = tail[:cut], tail[cut:]
+            await out.write(relay.stream(lines))
+    if tail:
+        await out.write(relay.stream(tail))
+
+
+async def start_router(router: PDRouter, host: str = "127.0.0.1", port: int = 0) -> tuple[web.AppRunner, int]:
+    """Start `router` on (host, port); returns the runner (call `cleanup()` to stop) and the bound port."""
+    return await start_app(router.app, host, port)
+
+
+class VllmNixl(PDProtocol):
+    """vLLM's P/D protocol, as the workers of its NIXL connector (`--kv-transfer-config` NixlConnector) speak it and
+    vLLM's own NIXL test proxy drives them.
+
+    - Both legs carry one `X-Request-Id` (the client's, else a new one) and the client's `Authorization`.
+    - Prefill leg: the client's body asking for a remote decode (`kv_transfer_params` with `do_remote_decode` true and
+      no remote blocks yet), one output token (`max_tokens`, and `max_completion_tokens` when the client set it), not
+      streamed, without what a prefill-only request does not take (`stream_options`, `min_tokens`,
+      `min_completion_tokens`).
+    - The prefill worker's answer carries the KV handle, its top-level `kv_transfer_params` (the remote engine id,
+      block ids, host, port, ...). An answer without one, or with no blocks in it, is refused with a 502 and counted:
+      handed no KV, the decode worker would compute the prompt again itself, and the result would be an aggregated
+      run measured under a disaggregated label.
+    - Decode leg: the client's body as it came, with the handle as its `kv_transfer_params`; its answer is relayed
+      with its status and content type, streamed or whole, byte for byte but for one number (:class:`_CachedTokens`).
+    """
+
+    name = "vllm-nixl"
+    ready_line = PD_ROUTER_READY_LINE
+    _DROPPED = ("stream_options", "min_tokens", "min_completion_tokens")
+
+    def __init__(self) -> None:
+        self.kv_handles = 0
+        """KV handles passed from a prefill worker's answer to a decode worker."""
+        self.prefill_engines: dict[str, int] = {}
+        """Handles passed, by the prefill engine that gave them (`remote_engine_id`)."""
+
+    def request_headers(self, request: web.Request) -> dict[str, str]:
+        headers = {"X-Request-Id": request.headers.get("X-Request-Id") or str(uuid.uuid4())}
+        if "Authorization" in request.headers:
+            headers["Authorization"] = request.headers["Authorization"]
+        return headers
+
+    def prefill_body(self, body: dict[str, Any]) -> dict[str, Any]:
+        first = {k: v for k, v in body.items() if k not in self._DROPPED}
+        first["kv_transfer_params"] = {"do_remote_decode": True, "do_remote_prefill": False, "remote_engine_id": None,
+                                       "remote_block_ids": None, "remote_host": None, "remote_port": None}
+        first["stream"] = False
+        first["max_tokens"] = 1
+        if "max_completion_tokens" in first:
+            first["max_completion_tokens"] = 1
+        return first
+
+    def decode_leg(self, raw: bytes, body: dict[str, Any], answer: dict[str, Any], headers: dict[str, str],
+                   worker: int, url: str) -> DecodeLeg:
+        params = answer.get("kv_transfer_params")
+        if not isinstance(params, dict) or not params:
+            raise NoKVHandle("its answer has no kv_transfer_params (does it run with --kv-transfer-config "
+                             "'{\"kv_connector\":\"NixlConnector\",...}'?); the decode worker would compute the "
+                             "prompt again")
+        if not _has_blocks(params.get("remote_block_ids")):
+            raise NoKVHandle(f"its kv_transfer_params name no KV blocks (remote_block_ids "
+                             f"{params.get('remote_block_ids')!r}); the decode worker would compute the prompt again")
+        self.kv_handles += 1
+        engine = str(params.get("remote_engine_id"))
+        self.prefill_engines[engine] = self.prefill_engines.get(engine, 0) + 1
+        return DecodeLeg(json.dumps({**body, "kv_transfer_params": params}).encode(),
+                         {**headers, "Content-Type": "application/json"}, _CachedTokens(_prompt_cached_tokens(answer)))
+
+    async def version(self, router: PDRouter) -> dict[str, Any]:
+        from llmsweep import __version__
+
+        # "version" is the engine's, as the first decode worker says it (None when it does not): what a run records
+        # as the engine version its front door reported. The router's own is "router_version".
+        _, engine = await router.get(router.decode[0] + "/version")
+        return {"version": engine.get("version") if isinstance(engine, dict) else None, "engine": VLLM.id,
+                "router": "llmsweep", "router_version": __version__, "protocol": self.name, "role": "router",
+                "node": router.node, "tp": 0, "prefill": router.prefill, "decode": router.decode,
+                "kv_transfer": router.kv_transfer, "routed": router.routed, "kv_handles": self.kv_handles,
+                "refused_no_handle": router.refused_no_handle, "prefill_engines": self.prefill_engines}
+
+
+def _has_blocks(block_ids: Any) -> bool:
+    """Whether a handle's `remote_block_ids` name at least one block (a list of ids, or one list per KV-cache group)."""
+    if not isinstance(block_ids, list) or not block_ids:
+        return False
+    return any(group for group in block_ids) if all(isinstance(g, list) for g in block_ids) else True
+
+
+def _prompt_cached_tokens(answer: dict[str, Any]) -> int:
+    """The prefill worker's prefix-cache hits for the prompt (`usage.prompt_tokens_details.cached_tokens`).
+
+    Absent (vLLM reports the details only with `--enable-prompt-tokens-details`) or null, it is 0: the decode
+    worker's own count is never the right one (vLLM's decode counts the KV that arrived by transfer as cached), and
+    a prefill worker that says nothing of its cache is counted as having found nothing in it."""
+    usage = answer.get("usage")
+    details = usage.get("prompt_tokens_details") if isinstance(usage, dict) else None
+    cached = details.get("cached_tokens") if isinstance(details, dict) else None
+    return cached if isinstance(cached, int) and cached > 0 else 0
+
+
+_CACHED_TOKENS_KEY = b'"cached_tokens"'
+_CACHED_TOKENS_VALUE = re.compile(rb'"cached_tokens"\s*:\s*(-?\d+|null)')
+
+
+class _CachedTokens(Relay):
+    """The decode worker's answer with the prompt's cached tokens the prefill worker's.
+
+    vLLM's decode worker reports the prompt tokens whose KV arrived from the prefill worker as cached
+    (`usage.prompt_tokens_details.cached_tokens`); a transfer is not a cache hit, so the client is told the prefill
+    worker's prefix-cache hits instead. Only that number changes: every other byte (of a streamed answer, every
+    other line: the usage chunk is the only one with the field) is relayed as the decode worker sent it."""
+
+    def __init__(self, cached_tokens: int) -> None:
+        self.cached_tokens = cached_tokens
+
+    def stream(self, lines: bytes) -> bytes:
+        if _CACHED_TOKENS_KEY not in lines:  # every chunk but the usage chunk: as it came
+            return lines
+        out = []
+        for line in lines.splitlines(keepends=True):
+            if line.startswith(b"data:") and _CACHED_TOKENS_KEY in line:
+                end = len(line.rstrip(b"\r\n"))
+                line = b"data:" + self.whole(line[5:end]) + line[end:]
+            out.append(line)
+        return b"".join(out)
+
+    def whole(self, body: bytes) -> bytes:
+        """`body`, one JSON document, with `usage.prompt_tokens_details.cached_tokens` set; as it came when it has
+        no such field. The number is replaced where it stands; only if that cannot be done unambiguously is the
+        document written again (compact, as vLLM writes it)."""
+        if _CACHED_TOKENS_KEY not in body:
+            return body
+        try:
+            doc = json.loads(body)
+        except ValueError:
+            return body
+        usage = doc.get("usage") if isinstance(doc, dict) else None
+        details = usage.get("prompt_tokens_details") if isinstance(usage, dict) else None
+        if not isinstance(details, dict) or "cached_tokens" not in details or details["cached_tokens"] == \
+                self.cached_tokens:
+            return body
+        details["cached_tokens"] = self.cached_tokens
+        for match in _CACHED_TOKENS_VALUE.finditer(body):
+            edited = body[:match.start(1)] + str(self.cached_tokens).encode() + body[match.end(1):]
+            if json.loads(edited) == doc:
+                return edited
+        lead = body[:len(body) - len(body.lstrip())]
+        return lead + json.dumps(doc, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def _sim_protocol() -> PDProtocol:
+    from llmsweep.sim.router import SimProtocol  # the simulator's own room
+
+    return SimProtocol()
+
+
+PROTOCOLS: Mapping[str, Callable[[], PDProtocol]] = {"vllm-nixl": VllmNixl, "sim": _sim_protocol}
+"""The protocols `llmsweep router --protocol` takes, by name."""
+
+
+def protocol_named(name: str) -> PDProtocol:
+    """The protocol called `name` (a ValueError naming the known ones otherwise)."""
+    if name not in PROTOCOLS:
+        raise ValueError(f"unknown PD router protocol {name!r}; known: {', '.join(PROTOCOLS)}")
+    return PROTOCOLS[name]()
