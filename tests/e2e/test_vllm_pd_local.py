@@ -79,14 +79,14 @@ def test_each_worker_runs_on_its_own_gpu_and_side_channel_and_the_router_follows
 
 
 def test_the_points_are_valid_with_the_topology_read_back_and_the_kv_transfer_checked(ran: tuple[Any, Path]) -> None:
-    proc, out = ran
+    _proc, out = ran
     outcomes = read_json(out / "run.json")["outcomes"]
     assert [o["status"] for o in outcomes] == ["valid", "valid"], outcomes
     for job_dir in job_dirs(out).values():
         summary = read_json(job_dir / "summary.json")
         topo = summary["provenance"]["topology"]
         assert topo["engine"] == "vllm" and topo["kv_transfer"] == "nixl"
-        assert topo["router"]["protocol"] == "vllm-nixl"
+        assert (topo["router"]["router"], topo["router"]["protocol"]) == ("llmsweep", "vllm-nixl")
         placed = {k: topo["roles"][k]["placed"][0] for k in ("prefill", "decode")}
         assert (placed["prefill"]["kv_role"], placed["decode"]["kv_role"]) == ("kv_producer", "kv_consumer")
         assert {p["connector"] for p in placed.values()} == {"NixlConnector"}
@@ -109,7 +109,7 @@ def test_the_points_are_valid_with_the_topology_read_back_and_the_kv_transfer_ch
 ], ids=["producer-hands-over-no-kv", "decode-recomputes"])
 def test_a_decode_side_without_the_kv_ends_the_job_invalid_with_the_reason(tmp_path: Path, fault: str,
                                                                            reason: str) -> None:
-    proc, out = _run(tmp_path, concs="[1]", **{fault: "1"})
+    _proc, out = _run(tmp_path, concs="[1]", **{fault: "1"})
     (outcome,) = read_json(out / "run.json")["outcomes"]
     assert outcome["status"] == "invalid", outcome
     (job_dir,) = job_dirs(out).values()

@@ -269,6 +269,8 @@ class VLLMAdapter(Adapter):
         the decode worker. Workers are named by URL (`http://{nodeK}:PORT`), so a placement that moves their ports
         moves the router's with them. vLLM's own `toy_proxy_server.py` is not in the wheel and lacks /health over
         the workers, /v1/models, /version and /metrics."""
+        from llmsweep.router import PD_ROUTER_READY_LINE  # here: the router's module imports aiohttp
+
         argv = [sys.executable, "-m", "llmsweep.cli.main", "router", "--protocol", ROUTER_PROTOCOL]
         for w in prefill:
             argv += ["--prefill", f"http://{w.spec.host}:{w.spec.port}"]
@@ -284,7 +286,6 @@ class VLLMAdapter(Adapter):
                                  f"{len(decode)} decode worker(s); KV over {transfer}",))
 
 
-PD_ROUTER_READY_LINE = "PLACEHOLDER: llmsweep PD router ready"  # replaced by the router module's constant on merge
 ROUTER_PROTOCOL = "vllm-nixl"
 """The protocol llmsweep's PD router speaks to vLLM's NIXL workers (`llmsweep router --protocol`)."""
 

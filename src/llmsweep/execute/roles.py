@@ -866,7 +866,8 @@ def _text(value: Any) -> str | None:
 
 
 def _router_said(doc: dict[str, Any] | None, topology: Topology) -> dict[str, Any] | None:
-    """What the router that ran says it is (llmsweep's, and its protocol), from its `/version`."""
-    if doc is None:
+    """What the router that ran says it is (llmsweep's, and its protocol), from its `/version`; None when it says
+    neither (the simulator's own router)."""
+    if doc is None or (doc.get("router") is None and doc.get("protocol") is None):
         return None
-    return {"engine": doc.get("engine"), "protocol": doc.get("protocol"), "version": doc.get("version")}
+    return {"router": doc.get("router"), "protocol": doc.get("protocol"), "version": doc.get("router_version")}

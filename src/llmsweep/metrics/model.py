@@ -721,7 +721,7 @@ class DeploymentBlock(_Block):
     links: list[LinkBlock] = Field(default_factory=list)
     engine: str | None = Field(default=None, description="The engine the workers ran (a live deployment's).")
     router: dict[str, Any] | None = Field(default=None, description="The router that ran, as its /version says it "
-                                          "(`engine`: llmsweep; `protocol`: sim, vllm-nixl; `version`).")
+                                          "(`router`: llmsweep; `protocol`: vllm-nixl; `version`: llmsweep's).")
 
 
 # ------------------------------------------------------------------------------------------------ the summary

@@ -232,8 +232,12 @@ def serve(worker: Worker, sim_port: int) -> None:
             await out.write_eof()
             return out
 
+    async def version(request: web.Request) -> web.Response:
+        return web.json_response({"version": VERSION})  # all vLLM's /version says
+
     app = web.Application(client_max_size=1 << 30)
     app.add_routes([web.post("/v1/completions", completions), web.post("/v1/chat/completions", completions),
+                    web.get("/version", version),
                     web.route("*", "/{tail:.*}", passthrough)])
     app.on_startup.append(open_session)
     app.on_cleanup.append(close_session)
