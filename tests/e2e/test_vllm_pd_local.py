@@ -117,3 +117,16 @@ def test_a_decode_side_without_the_kv_ends_the_job_invalid_with_the_reason(tmp_p
     (check,) = [c for c in summary["readback"]["checks"] if c["check"] == "kv_transfer"]
     assert check["ok"] is False and reason in check["reason"], check
     assert any(reason in r for r in summary["validity"]["reasons"]), summary["validity"]
+
+
+def test_under_slurm_a_real_engines_roles_stay_refused_with_the_reason(tmp_path: Path) -> None:
+    """No run has placed a real engine's workers as Slurm steps: refused before anything is submitted, with the way
+    that runs it (the local executor on a host with every worker's GPUs)."""
+    out = tmp_path / "out"
+    proc = run_here([RECIPE, "--runner-config", FLEET, "--executor", "slurm", "--out", out, "--no-report"],
+                    cli_env(tmp_path))
+    outcomes = read_json(out / "run.json")["outcomes"]
+    assert [o["status"] for o in outcomes] == ["refused", "refused"], proc.stderr[-3000:]
+    assert all("launched only by the local executor" in o["reasons"][0] and "--executor local" in o["reasons"][0]
+               for o in outcomes)
+    assert not (out / "jobs").exists() or not job_dirs(out)

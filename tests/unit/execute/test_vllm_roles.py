@@ -218,3 +218,20 @@ def test_the_kv_transfer_check_is_a_real_engines_deployment_only() -> None:
     assert kv_transfer_check(_summary("sim", empty), ReadbackSettings()) is None
     assert kv_transfer_check(_summary(None, empty), ReadbackSettings()) is None
     assert kv_transfer_check(Summary(), ReadbackSettings()) is None
+
+
+def test_validate_warns_only_for_the_real_disaggregated_roles_run_refuses(tmp_path: Path) -> None:
+    """`launch.disagg-real-engine` said at validate that `run` refuses every real engine's roles; vLLM's with NIXL now
+    run (under --executor local): no warning for them, and the rule's warning, with the refusal's own reason, for
+    vLLM's roles over a transfer llmsweep does not read back."""
+    from llmsweep.policy import validate_files
+
+    def rule_hits(path: Path) -> list[str]:
+        return [f.message for f in validate_files([path], runner_config=FLEET).findings
+                if f.rule == "launch.disagg-real-engine"]
+
+    assert rule_hits(RECIPE) == []
+    mooncake = tmp_path / "mooncake.yaml"
+    mooncake.write_text(RECIPE.read_text().replace("kv-p2p-transfer: nixl", "kv-p2p-transfer: mooncake"))
+    (said,) = rule_hits(mooncake)
+    assert "launched only with KV over nixl" in said
