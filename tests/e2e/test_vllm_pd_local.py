@@ -8,6 +8,8 @@ a producer that hands over no KV, or a decode worker that recomputes the prompt,
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import sys
 from pathlib import Path
@@ -24,7 +26,7 @@ FLEET = REPO / "examples" / "gpu" / "fleet.yaml"
 REHEARSAL = REPO / "scripts" / "gpu" / "cpu_rehearsal"
 
 
-def _run(tmp: Path, *, concs: str = "[1, 8]", **faults: str) -> tuple[Any, Path]:
+def _run(tmp: Path, *, concs: str = "[1, 8]", power: str = "off", **faults: str) -> tuple[Any, Path]:
     model = tmp / "llama-1b"
     synth = cli_here(["model", "synth", "llama-1b", "--out", model], cli_env(tmp))
     assert synth.returncode == 0, synth.stderr
@@ -33,18 +35,20 @@ def _run(tmp: Path, *, concs: str = "[1, 8]", **faults: str) -> tuple[Any, Path]
                       .replace("conc-list: [1, 8]", f"conc-list: {concs}")
                       .replace("num-prompts-per-conc: 10", "num-prompts-per-conc: 3"))
     out = tmp / "out"
-    env = cli_env(tmp, PATH=f"{REHEARSAL}:{Path(sys.executable).parent}:{cli_env(tmp)['PATH']}",
+    here = cli_env(tmp)
+    env = cli_env(tmp, PATH=f"{REHEARSAL}:{Path(sys.executable).parent}:{here['PATH']}",
+                  PYTHONPATH=os.pathsep.join(p for p in (str(REHEARSAL / "nvml"), here.get("PYTHONPATH")) if p),
                   LLMSWEEP_STANDIN_GPUS="2", **faults)
     for name in ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES"):
         env.pop(name, None)
     proc = run_here([recipe, "--runner-config", FLEET, "--executor", "local", "--executor-option",
-                     "allow_image=true", "--out", out, "--no-report", "--power-backend", "off"], env)
+                     "allow_image=true", "--out", out, "--no-report", "--power-backend", power], env)
     return proc, out
 
 
 @pytest.fixture(scope="module")
 def ran(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, Path]:
-    return _run(tmp_path_factory.mktemp("pd"))
+    return _run(tmp_path_factory.mktemp("pd"), power="nvml")  # the rehearsal's NVML: 2 GPUs
 
 
 def _flag(argv: list[str], name: str) -> list[str]:
@@ -70,6 +74,11 @@ def test_each_worker_runs_on_its_own_gpu_and_side_channel_and_the_router_follows
     for kind in ("prefill", "decode"):
         log = (roles / f"{kind}-0.log").read_text()
         assert f"CUDA_VISIBLE_DEVICES={gpus[kind]} side channel 127.0.0.1:{side[kind]}" in log, log[-2000:]
+    # each worker's power sampler reads that worker's GPU (both run on one host: one sampler per worker)
+    for kind in ("prefill", "decode"):
+        samples = [json.loads(line) for line in (roles / "power" / f"{kind}0" / "gpu_metrics.jsonl").read_text()
+                   .splitlines() if line.startswith("{")]
+        assert {str(s["gpu"]) for s in samples if "gpu" in s} == {gpus[kind]}, samples[:3]
     ports = {k: int(re.search(r"--port (\d+)", lines[k]).group(1)) for k in lines}  # type: ignore[union-attr]
     assert len(set(ports.values())) == 3 and 8100 not in ports.values()
     router = lines["router"].split()

@@ -641,17 +641,21 @@ class RoleDeployment:
         for _role, worker, _handle in running:
             name = self.placement.node_of(worker).name
             per_node[name] = per_node.get(name, 0) + 1
-        units: dict[str, tuple[AllocatedNode, Role, ProcessServerHandle]] = {}
+        units: dict[str, tuple[AllocatedNode, Role, RoleWorker, ProcessServerHandle]] = {}
         for role, worker, handle in running:
             node = self.placement.node_of(worker)
             label = node.name if per_node[node.name] == 1 else f"{role.name}{worker.index}"
-            units.setdefault(label, (node, role, handle))
-        for label, (node, role, handle) in sorted(units.items()):
+            units.setdefault(label, (node, role, worker, handle))
+        shares: dict[tuple[str, int], str | None] = getattr(self.placement, "gpus", {})
+        for label, (node, role, worker, handle) in sorted(units.items()):
             folder = self.dir / POWER_DIR / label
             argv = [sys.executable, "-m", "llmsweep.execute.node_power", "--dir",
                     str(folder), "--gpus", str(role.gpus_per_worker), "--role", role.kind]
             argv += (["--backend", "sim", "--url", handle.base_url] if self.topology.engine == SIM.id else [])
-            spec = LaunchSpec(engine="power", argv=tuple(argv), host=node.address, port=0)
+            # a worker with its share of this host's GPUs: its sampler reads those GPUs, not the host's first ones
+            share = shares.get((role.name, worker.index))
+            spec = LaunchSpec(engine="power", argv=tuple(argv), host=node.address, port=0,
+                              env={GPU_PARTITION_ENV: share} if share else {})
             with shielded():
                 sampler = self.placement.launch(spec, log_path=self.dir / f"power-{label}{self.suffix}.log", node=node,
                                                 label=f"power-{label}")
