@@ -1,6 +1,7 @@
 """CPU-rehearsal stand-in for nvidia-ml-py (module `pynvml`): one NVIDIA H200 (LLMSWEEP_STANDIN_GPUS=N: N of them,
-as the rehearsal's `nvidia-smi` lists) for `check_power.py` and the `nvml` power backend, never installed anywhere (put this folder on PYTHONPATH for a rehearsal only: what it reports is
-made up, so a run sampled through it is not a measurement).
+as the rehearsal's `nvidia-smi` lists) for `check_power.py` and the `nvml` power backend, never installed anywhere
+(put this folder on PYTHONPATH for a rehearsal only: what it reports is made up, so a run sampled through it is not a
+measurement).
 
 Board power follows a fixed curve of the wall clock, 400 W ± 250 W with a 37 s period (faster than 1 Hz sampling
 can follow at its turns), and the total-energy counter is that curve's exact integral since a fixed epoch, as
