@@ -109,6 +109,9 @@ def test_the_points_are_valid_with_the_topology_read_back_and_the_kv_transfer_ch
         assert check["ok"] is True and check["realised"] > 0.9, check
         decode = summary["roles"]["decode"]["metrics"]
         assert decode["prompt_tokens_transferred"] > 0 and decode["kv_failed_transfers"] == 0
+        # the NIXL transfers as vLLM's histograms count them: one pull per request
+        assert decode["kv_transfers"] >= int(job_dir.name.rsplit("conc", 1)[1]) and decode["kv_transfer_s_mean"] > 0
+        assert decode["kv_transfer_bytes"] > 0
         assert summary["roles"]["router"]["metrics"]["refused_no_kv"] == 0
 
 

@@ -665,10 +665,12 @@ class RoleMetrics(_Block):
     prealloc_queue_max: float | None = None
     prompt_tokens: float | None = Field(default=None, description="Prompt tokens the role took in over the window.")
     generation_tokens: float | None = None
-    kv_transfers: float | None = Field(default=None, description="Decode: KV transfers completed in the window.")
+    kv_transfers: float | None = Field(default=None, description="Decode: KV transfers completed in the window "
+                                       "(vLLM: its NIXL transfers, `vllm:nixl_xfer_time_seconds_count`).")
     kv_transfer_s_mean: float | None = Field(
         default=None, description="Decode: mean seconds from a transfer's start to the KV's arrival (virtual time: "
-        "from KV-block reservation, queueing on the NICs included; the live simulator: its modelled link time).")
+        "from KV-block reservation, queueing on the NICs included; the live simulator: its modelled link time; vLLM: "
+        "its NIXL transfers' duration).")
     kv_transfer_bytes: float | None = Field(default=None, description="Decode: bytes of KV that arrived in the "
                                             "window (prompt tokens x the model's KV bytes per token).")
     prompt_tokens_transferred: float | None = Field(

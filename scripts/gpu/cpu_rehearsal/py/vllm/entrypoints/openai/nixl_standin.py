@@ -89,6 +89,7 @@ class Worker:
         self.recompute = os.environ.get("LLMSWEEP_STANDIN_RECOMPUTE") == "1"
         self.by_source = {"local_compute": 0, "local_cache_hit": 0, "external_kv_transfer": 0}
         self.failed = 0
+        self.xfers, self.xfer_s, self.xfer_bytes = 0, 0.0, 0
         self.lock = threading.Lock()
 
     def say_started(self, argv: list[str]) -> None:
@@ -135,7 +136,18 @@ class Worker:
                     pass
 
     def pull(self, params: dict[str, Any]) -> bool:
-        """The consumer's transfer: a handshake with the producer's side channel (True when it answered)."""
+        """The consumer's transfer: a handshake with the producer's side channel (True when it answered), timed and
+        counted as vLLM's NIXL histograms count a transfer (bytes: 16 KiB per block, made up)."""
+        began = time.monotonic()
+        moved = self._pull(params)
+        if moved:
+            with self.lock:
+                self.xfers += 1
+                self.xfer_s += time.monotonic() - began
+                self.xfer_bytes += 16384 * len(params.get("remote_block_ids") or [])
+        return moved
+
+    def _pull(self, params: dict[str, Any]) -> bool:
         try:
             with socket.create_connection((str(params["remote_host"]), int(params["remote_port"])), timeout=5) as c:
                 c.sendall(json.dumps({"engine_id": params.get("remote_engine_id"),
@@ -166,7 +178,13 @@ class Worker:
         kept += [f'vllm:prompt_tokens_by_source_total{{{labels},source="{k}"}} {float(v)}'
                  for k, v in self.by_source.items()]
         kept += ["# TYPE vllm:nixl_num_failed_transfers counter",
-                 f"vllm:nixl_num_failed_transfers_total{{{labels}}} {float(self.failed)}"]
+                 f"vllm:nixl_num_failed_transfers_total{{{labels}}} {float(self.failed)}",
+                 "# TYPE vllm:nixl_xfer_time_seconds histogram",
+                 f"vllm:nixl_xfer_time_seconds_sum{{{labels}}} {self.xfer_s}",
+                 f"vllm:nixl_xfer_time_seconds_count{{{labels}}} {float(self.xfers)}",
+                 "# TYPE vllm:nixl_bytes_transferred histogram",
+                 f"vllm:nixl_bytes_transferred_sum{{{labels}}} {float(self.xfer_bytes)}",
+                 f"vllm:nixl_bytes_transferred_count{{{labels}}} {float(self.xfers)}"]
         return "\n".join(kept) + "\n"
 
 
