@@ -120,7 +120,8 @@ def collection_job(jobs: list[Job], *, simulate: bool) -> Job:
     from llmsweep.engines import launch_fingerprint, launch_refusal
 
     spec_jobs = [j for j in jobs if j.runnable and j.spec_decoding != "none" and j.serve is not None
-                 and j.serve.spec_decoding is not None and launch_refusal(j) is None and not j.eval_only]
+                 and j.serve.spec_decoding is not None and not j.multinode and launch_refusal(j) is None
+                 and not j.eval_only]
     if not spec_jobs:
         raise ConfigError(
             "the recipe has no runnable single-server job with speculative decoding",

@@ -6,7 +6,7 @@ Public API:
     render(job, *, simulate=False, port=None) -> LaunchSpec
     render_topology(job, *, simulate=False, port=None, gpus_per_node=None) -> Topology   every role, its nodes
     launch_fingerprint(job, *, simulate=False) -> str     jobs with equal fingerprints can share one server
-    launch_refusal(job, *, simulate) -> str | None   why `run`/`predict` refuse a multinode job
+    launch_refusal(job, *, simulate, executor=None) -> str | None   why `run`/`predict` refuse a multinode job
     adapter_for(job, *, simulate=False) -> Adapter         what policy asks: consumed flags, conflicts, backends
     get_adapter(name) -> Adapter;  ADAPTERS: name -> Adapter
 """
@@ -62,19 +62,26 @@ DISAGG_NOT_LAUNCHABLE = (
     "a real engine's disaggregated prefill/decode launch is not supported yet: it would run one aggregated server "
     "under the disaggregated job's name"
 )
-"""Why `run` on a real engine refuses a multinode/disaggregated job."""
+"""Why `run` on a real engine refuses a multinode/disaggregated job (an engine whose adapter launches no roles)."""
+REAL_ROLE_EXECUTORS = ("local",)
+"""The executors that launch a real engine's roles (an adapter's that `launches_roles`): the local executor, every
+worker a process of this host on its own share of its GPUs (`execute.roles.LocalPlacement`)."""
+REAL_ROLES_LOCAL_ONLY = "a real engine's disaggregated roles are launched only by the local executor yet"
+"""Why another executor refuses them (the start of the reason)."""
 
 
-def launch_refusal(job: Job, *, simulate: bool = False) -> str | None:
-    """Why `job` cannot be launched as planned (None when it can): the one home of that decision.
+def launch_refusal(job: Job, *, simulate: bool = False, executor: str | None = None) -> str | None:
+    """Why `job` cannot be launched as planned (None when it can): the one home of that decision. `executor`: the
+    run's (None: under whichever can launch it, as `validate` and `render` ask).
 
     A multinode job (prefill and decode pools, a router, KV transfer) rendered as one server would be a single
     aggregated server with the decode worker's parallelism, stored under the disaggregated job's identity and
-    `gpus = prefill + decode`: a label the run did not earn. Only the simulator's roles are launched as roles (under
-    `simulate`, or on the `sim` engine): in virtual time on the simulator core (`llmsweep.sim.disagg`), or live, each
+    `gpus = prefill + decode`: a label the run did not earn. Only roles are launched as roles: the simulator's (under
+    `simulate`, or on the `sim` engine), in virtual time on the simulator core (`llmsweep.sim.disagg`), or live, each
     role a server of its own, by an executor that places roles (`execute.roles`: processes of this host, or steps on
-    the nodes of a Slurm allocation; `execute.placement` says which executors do). A real engine's roles are refused
-    until llmsweep launches them.
+    the nodes of a Slurm allocation; `execute.placement` says which executors do); and the roles of an engine whose
+    adapter `launches_roles` (vLLM with NIXL), under the local executor only (REAL_ROLE_EXECUTORS: one host, every
+    worker on its own GPUs behind llmsweep's router). Every other real engine's roles are refused.
     """
     if not (job.multinode or job.disagg or job.prefill is not None or job.decode is not None):
         return None
@@ -82,9 +89,21 @@ def launch_refusal(job: Job, *, simulate: bool = False) -> str | None:
         return MULTINODE_NOT_DISAGG  # on any engine, live or not: no executor runs a multinode aggregated deployment
     if runs_on_simulator(job.engine, simulate=simulate):
         return None
-    return (f"{DISAGG_NOT_LAUNCHABLE}; llmsweep launches only the simulator's prefill/decode roles (`render` shows "
-            "this engine's roles one by one); run it on the simulator with --simulate (in virtual time; with --live "
-            "each role is a process of this host, or a step on its node under --executor slurm)")
+    adapter = ADAPTERS.get(job.engine or "")
+    if adapter is None or not adapter.launches_roles:
+        return (f"{DISAGG_NOT_LAUNCHABLE}; llmsweep launches only the simulator's and vLLM's prefill/decode roles "
+                "(`render` shows this engine's roles one by one); run it on the simulator with --simulate (in "
+                "virtual time; with --live each role is a process of this host, or a step on its node under "
+                "--executor slurm)")
+    why = adapter.role_launch_refusal(job)
+    if why is not None:
+        return (f"{why}; run it on the simulator with --simulate")
+    if executor is not None and executor not in REAL_ROLE_EXECUTORS:
+        return (f"{REAL_ROLES_LOCAL_ONLY} (each worker a process of this host on its own GPUs): --executor "
+                f"{executor} would place {adapter.name}'s workers on nodes no run has checked them on (a real "
+                "engine's roles as Slurm steps, with the NIXL side channel on each node's address, are untested); "
+                "use --executor local on a host with every worker's GPUs, or --simulate")
+    return None
 
 
 def launched_job(job: Job) -> Job:
@@ -153,6 +172,8 @@ __all__ = [
     "ADAPTERS",
     "DISAGG_NOT_LAUNCHABLE",
     "MULTINODE_NOT_DISAGG",
+    "REAL_ROLES_LOCAL_ONLY",
+    "REAL_ROLE_EXECUTORS",
     "Adapter",
     "Conflict",
     "LaunchSpec",

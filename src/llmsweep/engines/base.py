@@ -155,6 +155,9 @@ class Derived:
     notes: list[str] = field(default_factory=list)
     files: list[LaunchFile] = field(default_factory=list)
     """Files the engine reads at start-up, written beside the launch (argv names them `{launch_dir}/NAME`)."""
+    side_ports: dict[str, int] = field(default_factory=dict)
+    """Environment variables that hold a port the server listens on besides its serving port → how many
+    consecutive ports from it it binds (`LaunchSpec.side_ports`)."""
 
 
 DEFAULT_GPUS_PER_NODE = 8
@@ -322,6 +325,11 @@ class Adapter(ABC):
     """The port a disaggregated worker serves on when the caller names none (None: the engine's default port)."""
     dynamo_module: ClassVar[str | None] = None
     """NVIDIA Dynamo's worker module for this engine (`dynamo.sglang`), for the `dynamo-*` frameworks."""
+    launches_roles: ClassVar[bool] = False
+    """`run` launches this engine's disaggregated roles, each worker a server of its own behind llmsweep's router
+    (`engines.launch_refusal` says where); False: its disaggregated jobs are rendered, never run."""
+    launched_transfers: ClassVar[frozenset[str]] = frozenset()
+    """The `kv-p2p-transfer` backends whose role launch llmsweep runs (and reads back) for this engine."""
 
     # ------------------------------------------------------------------------------------------- to implement
 
@@ -602,6 +610,7 @@ class Adapter(ABC):
             ready_log_markers=tuple(info.ready_markers),
             port_flag=self.port_flag,
             files=tuple(derived.files),
+            side_ports={k: n for k, n in derived.side_ports.items() if k in env},
             rejected_request_fields=tuple(info.rejected_request_fields),
             served_model_name=job.workload.served_model_name,
             gpus=job.decode.gpus_per_replica if job.multinode and job.decode is not None else job.gpus,
@@ -629,6 +638,24 @@ class Adapter(ABC):
                     f"`{job.framework}`) yet")
         if job.framework.startswith("dynamo-") and self.dynamo_module is None:
             return f"llmsweep has no NVIDIA Dynamo worker for {self.name}"
+        return None
+
+    def role_report(self, version: dict[str, Any], log: str) -> dict[str, Any]:
+        """What one started worker says it runs as, in the keys a role read-back checks (`role`, `node`, `tp` = the
+        GPUs it uses, `kv_transfer`, `ep`, `max_running_requests`, `kv_links`), from its `/version` document and its
+        log so far. Default: the `/version` document (the simulator says all of it there)."""
+        return version
+
+    def role_launch_refusal(self, job: Job) -> str | None:
+        """Why this engine's roles of `job` are not launched although the adapter launches roles (None: they are):
+        a deployment llmsweep's router does not front (NVIDIA Dynamo's), or a KV transfer it does not read back."""
+        if job.framework.startswith("dynamo-"):
+            return (f"{self.name}'s NVIDIA Dynamo deployment (framework `{job.framework}`: its frontend, etcd and "
+                    "NATS) is rendered, not launched")
+        transfer = job.kv_p2p_transfer or self.disagg_transfer_default
+        if transfer not in self.launched_transfers:
+            return (f"{self.name}'s roles are launched only with KV over {', '.join(sorted(self.launched_transfers))}"
+                    f" (the transfer llmsweep reads back); kv-p2p-transfer `{transfer}` is rendered, not launched")
         return None
 
     def derive_role(self, job: Job, port: int, role: RoleContext, d: Derived) -> None:

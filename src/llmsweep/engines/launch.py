@@ -111,6 +111,11 @@ class LaunchSpec(BaseModel):
         default=None, description="Where the files were written (set by the executor; None before): a container "
         "launcher mounts it at the same path."
     )
+    side_ports: dict[str, int] = Field(
+        default_factory=dict, description="Environment variables holding a port the server listens on besides its "
+        "serving port (vLLM's NIXL side channel) → how many consecutive ports from it it binds; a placement of "
+        "several servers on one host moves each to free ones."
+    )
     notes: tuple[str, ...] = Field(default=(), description="Human notes the adapter wants reviewers to read.")
 
     @property
@@ -138,7 +143,7 @@ class LaunchSpec(BaseModel):
         # The client dialect is how to talk to the server, not what is launched: old fingerprints stay valid.
         # The port flag is already in argv, and where the files were written is not what is launched; a spec
         # without files hashes as before files existed.
-        skip = {"notes", "startup_timeout_s", "rejected_request_fields", "port_flag", "files_dir"}
+        skip = {"notes", "startup_timeout_s", "rejected_request_fields", "port_flag", "files_dir", "side_ports"}
         if not self.files:
             skip.add("files")
         payload: dict[str, Any] = self.model_dump(mode="json", exclude=skip)

@@ -6,8 +6,12 @@ connector with its per-rank CPU size in env for `lmcache`). vLLM exposes /metric
 
 from __future__ import annotations
 
+import math
+import re
+import sys
 from typing import Any, ClassVar
 
+from llmsweep.catalog.version import Version
 from llmsweep.engine_ids import VLLM
 from llmsweep.engines.base import (
     BIND_HOST,
@@ -34,8 +38,33 @@ KV_CONNECTORS: dict[str, str] = {"nixl": "NixlConnector", "mooncake": "MooncakeC
 """`kv-p2p-transfer` → vLLM's KV connector between prefill and decode (NixlConnector verified in vLLM's docs; the
 others unverified against a run)."""
 PROXY_PORT = 8000
-"""The disaggregated proxy serves the client on vLLM's usual port; the workers behind it move to WORKER_PORT."""
+"""The disaggregated router serves the client on vLLM's usual port; the workers behind it move to WORKER_PORT."""
 WORKER_PORT = 8100
+NIXL_PORT_ENV, NIXL_HOST_ENV = "VLLM_NIXL_SIDE_CHANNEL_PORT", "VLLM_NIXL_SIDE_CHANNEL_HOST"
+"""Where a NixlConnector worker listens for its peers' handshake: it binds `PORT + its data-parallel rank`
+(vLLM 0.26.0 `nixl/base_scheduler.py`), on HOST (default `localhost`: unreachable from another node)."""
+NIXL_PORT_BASE = 5600
+"""vLLM's default side-channel port; each worker of a deployment gets its own block above it (`nixl_side_port`)."""
+NIXL_PORT_STRIDE = 8
+"""Side-channel ports a worker reserves at least (one per data-parallel rank; room for 8 on a worker without DP)."""
+NON_DEFAULT_ARGS = re.compile(r"non-default args: (?P<args>\{.*\})")
+"""vLLM's start-up line of every argument it was given away from its default (`serve/utils/api_utils.py`); the
+kv_transfer_config is a `KVTransferConfig(... kv_role='kv_producer' ...)` in it (a dict where given as one)."""
+KV_ROLE = re.compile(r"""kv_role['"]?\s*[:=]\s*['"](\w+)['"]""")
+CONNECTOR_LINE = re.compile(r"Creating v1 connector with name: (?P<name>\w+) and engine_id: (?P<engine_id>\S+)")
+"""vLLM's line as it creates a worker's KV connector (`kv_connector/factory.py`)."""
+ENGINE_CONFIG = re.compile(r"Initializing a V1 LLM engine \(v[^)]*\) with config: .*")
+"""vLLM's engine line, with every parallel size written out (`v1/engine/core.py`)."""
+ROLE_KV = {"prefill": "kv_producer", "decode": "kv_consumer"}
+"""The `kv_role` of each disaggregated worker on NixlConnector."""
+ROLE_OF_KV = {v: k for k, v in ROLE_KV.items()}
+EXPLICIT_KV_ROLES = "0.11.0"
+"""The first vLLM release whose NixlConnector documents `kv_producer` (prefill) and `kv_consumer` (decode): vLLM PR
+#24249 ("make NixlConnector example more clear": "we can tell between consumer and producer role"), merged 2025-09,
+so first released in 0.11.0 (inferred from the merge date; no run of an older release checked it). 0.26.0 warns that
+`kv_both` is deprecated for NixlConnector (`nixl/connector.py`, RFC vllm#43807, docs PR #55693). Below this release,
+or on another connector than NIXL, every worker keeps `kv_both` (the role then comes from the request's
+`kv_transfer_params`)."""
 
 
 class VLLMAdapter(Adapter):
@@ -69,6 +98,8 @@ class VLLMAdapter(Adapter):
     disagg_transfer_default: ClassVar[str | None] = "nixl"
     disagg_worker_port: ClassVar[int | None] = WORKER_PORT
     dynamo_module: ClassVar[str | None] = "dynamo.vllm"
+    launches_roles: ClassVar[bool] = True
+    launched_transfers: ClassVar[frozenset[str]] = frozenset({"nixl"})
 
     def dynamo_launcher(self, job: Job) -> list[str]:
         return ["python3", "-m", "dynamo.vllm", "--model", model_path(job)]  # unverified spelling
@@ -146,21 +177,28 @@ class VLLMAdapter(Adapter):
         d.notes.append(f"KV offload ({backend}): {total} GB total-cpu-dram-gb")
 
     def derive_role(self, job: Job, port: int, role: RoleContext, d: Derived) -> None:
-        """vLLM's disaggregated worker: every worker gets `--kv-transfer-config` with the transfer connector and
-        `kv_role: kv_both` (the proxy decides who prefills); a worker wider than a node adds vLLM's multi-node
-        `--nnodes/--node-rank/--master-addr/--master-port`, and its nodes after the first run `--headless`
-        (:meth:`follower_spec`). A KV-offload connector the job already has
-        is kept beside it in a MultiConnector (unverified)."""
+        """vLLM's disaggregated worker: `--kv-transfer-config` with the transfer connector and its `kv_role`
+        (NixlConnector from vLLM 0.11.0: `kv_producer` for prefill, `kv_consumer` for decode, `EXPLICIT_KV_ROLES`;
+        else `kv_both`); a NIXL worker gets a side-channel port of its own (`nixl_side_port`, listed in the launch's
+        `side_ports` so a placement on one host can move it to a free one) and its node's address as the side-channel
+        host. A worker wider than a node adds vLLM's multi-node `--nnodes/--node-rank/--master-addr/--master-port`,
+        and its nodes after the first run `--headless` (:meth:`follower_spec`). A KV-offload connector the job
+        already has is kept beside it in a MultiConnector (unverified)."""
         connector = KV_CONNECTORS.get(role.transfer)
         if connector is None:
             raise ConfigError(f"vLLM has no KV connector llmsweep knows for kv-p2p-transfer `{role.transfer}`",
                               fix=f"use one of {', '.join(sorted(KV_CONNECTORS))}")
-        transfer: dict[str, Any] = {"kv_connector": connector, "kv_role": "kv_both"}
+        kv_role = self.kv_role(job, role)
+        transfer: dict[str, Any] = {"kv_connector": connector, "kv_role": kv_role}
         offload = d.args.get("--kv-transfer-config")
         if isinstance(offload, dict):
-            transfer = {"kv_connector": "MultiConnector", "kv_role": "kv_both",
+            transfer = {"kv_connector": "MultiConnector", "kv_role": kv_role,
                         "kv_connector_extra_config": {"connectors": [transfer, offload]}}
         d.args["--kv-transfer-config"] = transfer
+        if connector == KV_CONNECTORS["nixl"]:
+            d.env[NIXL_PORT_ENV] = str(nixl_side_port(job, role))
+            d.env[NIXL_HOST_ENV] = role.head
+            d.side_ports[NIXL_PORT_ENV] = side_port_span(job, role.kind)
         if role.dynamo:
             d.args["--is-prefill-worker"] = role.kind == "prefill"  # Dynamo's vLLM worker flag (unverified)
         if len(role.nodes) > 1:
@@ -168,6 +206,51 @@ class VLLMAdapter(Adapter):
             d.args["--node-rank"] = NODE_RANK
             d.args["--master-addr"] = role.head
             d.args["--master-port"] = DIST_INIT_PORT
+
+    def role_report(self, version: dict[str, Any], log: str) -> dict[str, Any]:
+        """vLLM's `/version` is only `{"version": ...}`: what a worker runs as is read from its start-up log (the
+        lines of vLLM 0.26.0, `NON_DEFAULT_ARGS`, `CONNECTOR_LINE`, `ENGINE_CONFIG`): `role` from the `kv_role`
+        (kv_producer: prefill, kv_consumer: decode; kv_both says none), `kv_transfer` from the connector's name,
+        `engine_id`, and `tp` = the GPUs it uses (tensor × pipeline × data parallel). A line the log does not hold
+        leaves its keys out (the read-back says what it could not check)."""
+        report: dict[str, Any] = {"version": version.get("version")}
+        args = NON_DEFAULT_ARGS.search(log)
+        connector = CONNECTOR_LINE.search(log)
+        if connector is not None:
+            name = connector.group("name")
+            report["connector"] = name
+            report["engine_id"] = connector.group("engine_id")
+            report["kv_transfer"] = next((k for k, v in KV_CONNECTORS.items() if v == name), name)
+        if args is not None:
+            said = KV_ROLE.search(args.group("args"))
+            if said is not None:
+                report["kv_role"] = said.group(1)
+                if said.group(1) in ROLE_OF_KV:
+                    report["role"] = ROLE_OF_KV[said.group(1)]
+        sizes: dict[str, int] = {}
+        config = ENGINE_CONFIG.search(log)
+        for key in ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size"):
+            found = re.search(rf"\b{key}=(\d+)", config.group(0)) if config is not None else None
+            if found is None and args is not None:  # the non-default args leave out a size at its default, 1
+                found = re.search(rf"'{key}': (\d+)", args.group("args"))
+                sizes[key] = int(found.group(1)) if found is not None else 1
+            elif found is not None:
+                sizes[key] = int(found.group(1))
+        if sizes:
+            report["tp"] = math.prod(sizes.values())
+            report["parallel"] = sizes
+        return report
+
+    def kv_role(self, job: Job, role: RoleContext) -> str:
+        """The worker's `kv_role`: explicit on NixlConnector from `EXPLICIT_KV_ROLES` (a tag that names no version,
+        a nightly, is taken as newer), `kv_both` otherwise."""
+        if role.transfer != "nixl" or role.kind not in ROLE_KV:
+            return "kv_both"
+        _image, version = self.image_and_version(job)
+        parsed = Version.try_parse(version) if version else None
+        if parsed is not None and parsed.base < Version.parse(EXPLICIT_KV_ROLES):
+            return "kv_both"
+        return ROLE_KV[role.kind]
 
     def follower_spec(self, spec: LaunchSpec) -> LaunchSpec | None:
         """vLLM's multi-node worker (multiprocessing backend): the nodes of rank >= 1 add `--headless` and run no API
@@ -180,16 +263,45 @@ class VLLMAdapter(Adapter):
 
     def router_spec(self, job: Job, prefill: list[RoleWorker], decode: list[RoleWorker], node: int,
                     transfer: str) -> LaunchSpec:
-        """vLLM's disaggregated proxy (`toy_proxy_server.py` of vLLM's NIXL integration tests: it sends each request
-        to a prefiller with max_tokens 1, then to a decoder with the KV handle). Unverified: the script is not in the
-        vLLM wheel and must be provided beside the launch."""
-        argv = ["python3", "toy_proxy_server.py", "--host", BIND_HOST, "--port", str(PROXY_PORT),
-                "--prefiller-hosts", *(w.spec.host for w in prefill), "--prefiller-ports",
-                *(str(w.spec.port) for w in prefill), "--decoder-hosts", *(w.spec.host for w in decode),
-                "--decoder-ports", *(str(w.spec.port) for w in decode)]
-        return LaunchSpec(engine="vllm-proxy", image=job.image, argv=tuple(argv), host=node_host(node),
-                          port=PROXY_PORT, health_path="/healthcheck", metrics_path=None,
+        """llmsweep's PD router with vLLM's NIXL protocol (`llmsweep router --protocol vllm-nixl`): each request goes
+        to a prefill worker with `max_tokens` 1 and a request for a remote decode, then to a decode worker with the
+        KV handle the prefill answer carries; a prefill answer without one is refused (502), never recomputed on
+        the decode worker. Workers are named by URL (`http://{nodeK}:PORT`), so a placement that moves their ports
+        moves the router's with them. vLLM's own `toy_proxy_server.py` is not in the wheel and lacks /health over
+        the workers, /v1/models, /version and /metrics."""
+        from llmsweep.router import PD_ROUTER_READY_LINE  # here: the router's module imports aiohttp
+
+        argv = [sys.executable, "-m", "llmsweep.cli.main", "router", "--protocol", ROUTER_PROTOCOL]
+        for w in prefill:
+            argv += ["--prefill", f"http://{w.spec.host}:{w.spec.port}"]
+        for w in decode:
+            argv += ["--decode", f"http://{w.spec.host}:{w.spec.port}"]
+        argv += ["--kv-transfer", transfer, "--host", node_host(node), "--port", str(PROXY_PORT)]
+        _image, version = self.image_and_version(job)
+        return LaunchSpec(engine=self.name, engine_version=version, image=None, argv=tuple(argv), host=node_host(node),
+                          port=PROXY_PORT, health_path="/health", metrics_path=None,
+                          ready_log_markers=(PD_ROUTER_READY_LINE,),
                           served_model_name=job.workload.served_model_name,
-                          notes=(f"disaggregated proxy over {len(prefill)} prefill and {len(decode)} decode "
-                                 f"worker(s); KV over {transfer} (unverified: toy_proxy_server.py is vLLM's test "
-                                 "proxy, not in the wheel)",))
+                          notes=(f"llmsweep's PD router ({ROUTER_PROTOCOL}) over {len(prefill)} prefill and "
+                                 f"{len(decode)} decode worker(s); KV over {transfer}",))
+
+
+ROUTER_PROTOCOL = "vllm-nixl"
+"""The protocol llmsweep's PD router speaks to vLLM's NIXL workers (`llmsweep router --protocol`)."""
+
+
+def side_port_span(job: Job, kind: str) -> int:
+    """Side-channel ports one worker of `kind` reserves: one per data-parallel rank (DP-attention renders
+    `--data-parallel-size` = tp), at least NIXL_PORT_STRIDE."""
+    worker = job.prefill if kind == "prefill" else job.decode
+    dp = worker.tp if worker is not None and worker.dp_attn else 1
+    return max(NIXL_PORT_STRIDE, dp)
+
+
+def nixl_side_port(job: Job, role: RoleContext) -> int:
+    """The side-channel port of one worker: NIXL_PORT_BASE plus the spans of the workers before it (prefill
+    workers first, then decode), so no two workers of a deployment share one, on one host or several."""
+    prefills = job.prefill.num_worker if job.prefill is not None else 0
+    before = (role.index * side_port_span(job, "prefill") if role.kind == "prefill"
+              else prefills * side_port_span(job, "prefill") + role.index * side_port_span(job, "decode"))
+    return NIXL_PORT_BASE + before

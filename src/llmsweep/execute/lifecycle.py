@@ -68,6 +68,7 @@ from llmsweep.metrics.model import (
 from llmsweep.plan import Job
 from llmsweep.plan.point import Point
 from llmsweep.power.sampler import PowerProbe, PowerSettings, Sampler, probe_power, start_sampler
+from llmsweep.visible import CUDA as VISIBLE_CUDA
 from llmsweep.visible import GpuTable, resolve_visible
 
 if TYPE_CHECKING:
@@ -475,8 +476,18 @@ class _Server:
                    f"{placement.where()}")
         try:
             deployment.start(startup_timeout_s=self.settings.startup_timeout_s, event=self.event)
-            self.observed = observe_runtime(deployment, deployment.spec)
-            self.observed["topology"] = deployment.readback().describe()
+            shares = [s for s in getattr(placement, "gpus", {}).values() if s]
+            gpus = sum(r.count * r.gpus_per_worker for r in topology.roles)
+            # the GPUs of every worker, as the driver names them (the router's launch uses none)
+            seen = (deployment.spec.model_copy(update={"gpus": gpus, "env": {VISIBLE_CUDA: ",".join(shares)}})
+                    if shares and topology.engine != SIM.id else deployment.spec)
+            self.observed = observe_runtime(deployment, seen)
+            ran = deployment.readback()
+            self.observed["topology"] = ran.describe()
+            if topology.engine != SIM.id:
+                # the engine's version is its workers' (the router's /version is llmsweep's), where they agree
+                said = {w.version for r in ran.roles if r.role != "router" for w in r.workers}
+                self.observed["engine_version"] = next(iter(said)) if len(said) == 1 else None
             self.power = deployment.power(self.settings.power.for_jobs(self.group.jobs))  # every node's GPUs
         except BaseException as exc:
             exited = deployment.returncode is not None  # a role exited while starting (not: one slow to come up)

@@ -265,15 +265,17 @@ def job_warnings(job: Job, findings: list[Finding], keys: Sequence[str], *, simu
 
 def launches_roles(job: Job, *, simulate: bool, live: bool, executor: str) -> bool:
     """True for a multinode (disaggregated) job llmsweep launches role by role, each role a server of its own: one
-    `engines.launch_refusal` lets through (only the simulator's roles), served live (`--live`) by an executor that
-    places roles (`execute.placement.places_roles`: processes of this host, or steps on the nodes of a Slurm
-    allocation; `execute.roles`). Every other multinode job keeps `engines.launch_refusal`'s reason."""
+    `engines.launch_refusal` lets through under `executor` (the simulator's roles; vLLM's under the local executor),
+    served live (the simulator's under `--live`; a real engine's always) by an executor that places roles
+    (`execute.placement.places_roles`: processes of this host, or steps on the nodes of a Slurm allocation;
+    `execute.roles`). Every other multinode job keeps `engines.launch_refusal`'s reason."""
     from llmsweep import engines
     from llmsweep.execute.placement import places_roles
 
     # `multinode` is what `render_topology` renders role by role on (never the refusal's wording or its absence).
-    return (job.multinode and live and places_roles(executor)
-            and engines.launch_refusal(job, simulate=simulate) is None)
+    served = live or not runs_on_simulator(job.engine, simulate=simulate)
+    return (job.multinode and served and places_roles(executor)
+            and engines.launch_refusal(job, simulate=simulate, executor=executor) is None)
 
 
 def policy_refusal(errors: Sequence[Finding]) -> str | None:
@@ -318,7 +320,7 @@ def job_refusal(job: Job, simulate: bool, errors: list[Finding], evals: EvalSett
             return ("a multinode run-eval row whose throughput point pins acceptance would run its eval on a "
                     "deployment relaunched without the pin, and roles are not relaunched yet; run the throughput "
                     "points with --no-evals and the eval with --evals-only")
-        if (job.multinode and engines.launch_refusal(job, simulate=simulate) is None
+        if (job.multinode and engines.launch_refusal(job, simulate=simulate, executor=executor) is None
                 and not launches_roles(job, simulate=simulate, live=live, executor=executor)):
             # lm-eval talks to a server; a deployment simulated in virtual time serves none. One refused outright (a
             # real engine's roles) gets that reason below: --no-evals, this one's fix, would not make it run.
@@ -330,7 +332,7 @@ def job_refusal(job: Job, simulate: bool, errors: list[Finding], evals: EvalSett
     where = simulator_placement_refusal(engine=job.engine, simulate=simulate, executor=executor, live=live)
     if where is not None:
         return where.line()
-    launch = engines.launch_refusal(job, simulate=simulate)
+    launch = engines.launch_refusal(job, simulate=simulate, executor=executor)
     if launch is not None:
         # One aggregated server would be stored under the disagg identity: only the simulator runs the roles (in
         # virtual time, or live role by role).
@@ -399,7 +401,7 @@ def _groups(jobs: list[Job], simulate: bool, executor: str, live: bool = False,
         if launches_roles(job, simulate=simulate, live=live, executor=executor):
             # Role by role: the group is the whole deployment (its jobs differ only in concurrency); `spec` is the
             # router's launch, the one the client talks to.
-            topology = engines.render_topology(job, simulate=True)
+            topology = engines.render_topology(job, simulate=sim)
             router = topology.role("router")
             spec = (router or topology.roles[0]).workers[0].spec
             blob = topology.model_dump_json(exclude={"job"})

@@ -29,6 +29,7 @@ DEFAULT_AL_TOLERANCE = 0.10
 DEFAULT_AL_Z = 3.0
 DEFAULT_AL_MAX_ALLOWANCE = 0.25
 DEFAULT_MIN_VERIFY_STEPS = 100
+DEFAULT_KV_MIN_TRANSFERRED = 0.5
 
 
 class ReadbackSettings(BaseModel):
@@ -58,6 +59,13 @@ class ReadbackSettings(BaseModel):
         ge=0,
         description="Fewest verify steps in the window for a verdict: a per-step mean over fewer (a smoke run of "
         "short agentic turns) is dominated by first tokens and max_tokens cuts, not by the acceptance the engine ran.",
+    )
+    kv_min_transferred: float = Field(
+        default=DEFAULT_KV_MIN_TRANSFERRED, ge=0, le=1,
+        description="A real engine's disaggregated job: least share of the decode workers' prompt tokens whose KV "
+        "must have arrived by transfer in the window (vLLM's `prompt_tokens_by_source`); below it the decode side "
+        "recomputed the prompt and the point is no disaggregated result. Near 1 - 1/isl is expected (the last "
+        "partial block is computed where it decodes).",
     )
 
 
@@ -159,10 +167,67 @@ def _draft_length(job: Job, spec: SpecDecode) -> float | None:
     return max(known) if known else None
 
 
+def kv_transfer_check(summary: Summary, settings: ReadbackSettings) -> ReadbackCheck | None:
+    """Whether a real engine's disaggregated job moved its KV from prefill to decode, or None for any other job (one
+    server, or the simulator's deployment, whose modelled transfer is its own).
+
+    The one home of the rule. From the decode workers' `/metrics` over the window (`roles.decode.metrics`): the
+    share of their prompt tokens whose KV arrived by transfer (vLLM's `prompt_tokens_by_source{source=
+    "external_kv_transfer"}`) must be at least `kv_min_transferred`, no NIXL transfer may have failed, and the
+    router (llmsweep's, in front of the workers) may have refused no prefill answer for handing over no KV. A
+    decode side that recomputed the prompt served an aggregated point under a disaggregated label: failed. A count
+    the decode workers do not export fails too (unchecked is not passed); a window without prompt tokens is
+    inconclusive."""
+    deployment = summary.deployment
+    if deployment is None or deployment.engine in (None, "sim"):
+        return None
+    roles = summary.roles or {}
+    decode = roles["decode"].metrics if "decode" in roles else None
+    router = roles["router"].metrics if "router" in roles else None
+    minimum = settings.kv_min_transferred
+    check = ReadbackCheck(check="kv_transfer", pinned=minimum, tolerance=0.0, ok=True,
+                          source=f"decode workers' /metrics: prompt tokens by source ({deployment.kv_transfer})")
+    moved = decode.prompt_tokens_transferred if decode is not None else None
+    prompt = decode.prompt_tokens if decode is not None else None
+    failed = decode.kv_failed_transfers if decode is not None else None
+    refused = router.refused_no_kv if router is not None else None
+    problems = []
+    if refused:
+        problems.append(f"the router refused {refused:.0f} prefill answer(s) that handed over no KV")
+    if failed:
+        problems.append(f"{failed:.0f} KV transfer(s) failed on the decode workers (vllm:nixl_num_failed_transfers)")
+    if moved is None:
+        problems.insert(0, "the decode workers' /metrics give no prompt tokens by source (external_kv_transfer) in "
+                        "the window: no proof the KV arrived by transfer rather than being recomputed")
+    elif prompt:
+        share = moved / prompt
+        check.realised = share
+        computed = decode.prompt_tokens_computed if decode is not None else None
+        if share < minimum:
+            problems.insert(0, f"decode recomputed the prompt: {moved:.0f} of its {prompt:.0f} prompt tokens "
+                            f"({share:.1%}) arrived by KV transfer, fewer than {minimum:.0%}"
+                            + (f" ({computed:.0f} computed locally)" if computed is not None else ""))
+    elif not problems:
+        check.ok = None
+        check.reason = "the decode workers took in no prompt tokens in the window: the KV transfer cannot be judged"
+        return check
+    if problems:
+        check.ok = False
+        check.reason = "; ".join(problems)
+        return check
+    assert moved is not None and prompt and check.realised is not None
+    check.reason = (f"{moved:.0f} of the decode workers' {prompt:.0f} prompt tokens ({check.realised:.1%}) arrived by "
+                    f"KV transfer (at least {minimum:.0%}); failed transfers: "
+                    f"{'not exported' if failed is None else f'{failed:.0f}'}; prefill answers refused for no KV: "
+                    f"{'not reported' if refused is None else f'{refused:.0f}'}")
+    return check
+
+
 def apply_readback(job: Job, summary: Summary, settings: ReadbackSettings) -> Summary:
     """Set the summary's `readback` block; a failed check makes the verdict invalid, an inconclusive one leaves it at
     most smoke, each with its reason among the verdict's reasons (what the dashboard and `run`'s table show)."""
-    checks = [c for c in (acceptance_check(job, summary, settings),) if c is not None]
+    checks = [c for c in (acceptance_check(job, summary, settings), kv_transfer_check(summary, settings))
+              if c is not None]
     summary.readback = Readback(checks=checks, ok=all(c.ok is not False for c in checks))
     failed = [c.reason or c.check for c in checks if c.ok is False]
     inconclusive = [f"read-back inconclusive: {c.reason or c.check}" for c in checks if c.ok is None]

@@ -28,10 +28,13 @@ scrapes it as it scrapes a single server, so `server_metrics.jsonl`, the summary
 
 from __future__ import annotations
 
+import contextlib
+import json
 import logging
 import os
 import re
 import shlex
+import socket
 import sys
 import threading
 import time
@@ -131,6 +134,12 @@ class RanWorker(BaseModel):
     max_running_requests: int | None = Field(default=None, description="Most requests it runs at once (/version).")
     kv_links: list[dict[str, Any]] = Field(default_factory=list, description="A decode worker: the link its KV "
                                            "arrives over from each prefill worker, as it models it (/version).")
+    version: str | None = Field(default=None, description="The engine version the worker reports (/version).")
+    kv_role: str | None = Field(default=None, description="A real engine's worker: the KV role its log says "
+                                "(kv_producer, kv_consumer, kv_both).")
+    connector: str | None = Field(default=None, description="A real engine's worker: the KV connector its log says "
+                                  "it created (NixlConnector).")
+    engine_id: str | None = Field(default=None, description="The KV connector's engine id (the worker's log).")
 
 
 class RanRole(BaseModel):
@@ -152,6 +161,9 @@ class RanTopology(BaseModel):
     disaggregated: bool
     nodes: list[str] = Field(description="The allocation's nodes, in Slurm's order.")
     kv_transfer: str | None = Field(description="The KV-transfer backend the decode workers report.")
+    engine: str | None = Field(default=None, description="The engine the workers run (the topology's adapter).")
+    router: dict[str, Any] | None = Field(default=None, description="What the router says it is (/version: "
+                                          "`engine`, `protocol`, `version`).")
     gpus: int = Field(description="GPUs of every role together (the job's).")
     roles: list[RanRole]
 
@@ -185,6 +197,8 @@ class RanTopology(BaseModel):
                 links += [link for link in w.kv_links if link not in links]
         return {"disaggregated": self.disaggregated, "nodes": len(self.nodes), "node_names": list(self.nodes),
                 "gpus": self.gpus, "kv_transfer": self.kv_transfer, "router_policy": "round_robin", "links": links,
+                **({"engine": self.engine} if self.engine is not None else {}),
+                **({"router": self.router} if self.router is not None else {}),
                 "roles": roles}
 
 
@@ -200,6 +214,24 @@ class MetricsTarget:
     role: RoleKind
     index: int
     url: str
+    counters: tuple[tuple[str, str], ...] = ()
+    """A target without Prometheus metrics (llmsweep's router): `url` is its `/version`, and each (key, counter
+    name) turns that document's count into a counter sample (`<name>_total`)."""
+
+
+ROUTER_COUNTERS = (("refused_no_handle", "llmsweep:pd_router_refused_no_kv_handle"),)
+"""The counts of the PD router's `/version` a real engine's deployment scrapes with its workers' metrics
+(`metrics.roles.ROUTER_NO_KV`): prefill answers it refused for handing over no KV."""
+
+
+def version_exposition(doc: Any, counters: tuple[tuple[str, str], ...]) -> str:
+    """The counts `counters` names in a `/version` document, as Prometheus text (a count it lacks: no sample)."""
+    out = ""
+    for key, name in counters:
+        value = doc.get(key) if isinstance(doc, dict) else None
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            out += f"# TYPE {name} counter\n{name}_total {float(value)!r}\n"
+    return out
 
 
 def _label(value: str) -> str:
@@ -258,7 +290,8 @@ class FederatedMetrics:
     def _fetch(self, target: MetricsTarget) -> str:
         # direct, never through a proxy the host sets (as the health checks and /version read-backs go)
         with DIRECT.open(target.url, timeout=_FETCH_TIMEOUT_S) as resp:
-            return str(resp.read().decode("utf-8", errors="replace"))
+            text = str(resp.read().decode("utf-8", errors="replace"))
+        return version_exposition(json.loads(text), target.counters) if target.counters else text
 
     def page(self) -> tuple[int, str]:
         """(HTTP status, body) of one federated scrape."""
@@ -404,9 +437,24 @@ class LocalPlacement:
         self.nodes = [AllocatedNode(name=node_name(), address=LOOPBACK)]  # what the simulator's /version says
         self._environ = environ
         workers = [(role, w) for role in topology.roles for w in role.workers]
+        if topology.engine != SIM.id and (wide := [f"{role.name} worker {w.index}" for role, w in workers
+                                                   if len(w.nodes) > 1]):
+            raise LaunchError(f"{', '.join(wide)} of job {topology.job} span(s) several nodes (more GPUs than the "
+                              f"runner's {topology.gpus_per_node} per node): on one host its launch would wait for "
+                              "nodes that never start", fix="give each worker at most a node's GPUs (tp), or run it "
+                              "on the simulator (--simulate)")
         planned = sorted({(w.nodes[0], w.spec.port) for _role, w in workers})
-        self.ports = dict(zip(planned, pick_free_ports(len(planned), LOOPBACK), strict=True))
+        side = [(role.name, w.index, name, span) for role, w in workers for name, span in w.spec.side_ports.items()]
+        ports = pick_free_ports(len(planned), LOOPBACK)
+        with contextlib.ExitStack() as held:  # every block picked is held until all are, so none is picked twice
+            blocks = [free_block(span, held, avoid=set(ports)) for *_key, span in side]
+        self.ports = dict(zip(planned, ports, strict=True))
         """Each (node, port) the topology plans → the loopback port it gets here."""
+        self.side_ports = {(name, index, env): base for (name, index, env, _span), base in zip(side, blocks,
+                                                                                               strict=True)}
+        """Each (role, worker, variable) of a port a worker listens on besides its serving port (vLLM's NIXL side
+        channel, `LaunchSpec.side_ports`) → the first of the free consecutive ports it gets here: the planned ones
+        (5600 and up) may be taken on this host, and two deployments on one host would share them."""
         shares = gpu_partition([(f"{role.name} worker {w.index}", w.spec.gpus) for role, w in workers], environ)
         self.gpus = {(role.name, w.index): share for (role, w), share in zip(workers, shares, strict=True)}
         self.pid_files: list[tuple[ProcessServerHandle, Path]] = []
@@ -425,6 +473,8 @@ class LocalPlacement:
             return _NODE_PLACEHOLDER.sub(LOOPBACK, text).replace(NODE_RANK, "0")
 
         env = {k: sub(v) for k, v in spec.env.items()}
+        for name in spec.side_ports:
+            env[name] = str(self.side_ports[(role.name, worker.index, name)])
         share = self.gpus.get((role.name, worker.index))
         if share is not None:
             env[GPU_PARTITION_ENV] = share
@@ -450,6 +500,36 @@ class LocalPlacement:
 
     def where(self) -> str:
         return f"this host ({self.nodes[0].name}), each on a loopback port of its own"
+
+
+_BLOCK_TRIES = 64
+
+
+def free_block(span: int, held: contextlib.ExitStack, avoid: set[int] | None = None) -> int:
+    """The first of `span` consecutive ports free on this host now (each bound, on every interface as a NIXL side
+    channel binds, and held in `held` until the caller's picks are done), none of them in `avoid` (ports already
+    handed out); a LaunchError when none is found."""
+    for _ in range(_BLOCK_TRIES):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            probe.bind(("", 0))
+            base = int(probe.getsockname()[1])
+        if base + span > 65535 or set(range(base, base + span)) & (avoid or set()):
+            continue
+        socks: list[socket.socket] = []
+        try:
+            for port in range(base, base + span):
+                sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                socks.append(sock)
+                sock.bind(("", port))
+        except OSError:
+            for sock in socks:
+                sock.close()
+            continue
+        for sock in socks:
+            held.enter_context(sock)
+        return base
+    raise LaunchError(f"found no {span} consecutive free ports on this host for a worker's side channel",
+                      fix="free some ports (`ss -ltn`), or run fewer deployments on this host at once")
 
 
 def role_placement(launcher: object, topology: Topology, server_dir: Path, *, executor: str) -> RolePlacement:
@@ -535,6 +615,11 @@ class RoleDeployment:
         targets, prefixes = [], set()
         for role, worker, handle in self.started:
             spec = worker.spec
+            if role.kind == "router" and self.topology.engine != SIM.id:
+                # llmsweep's router in front of a real engine: what it refused counts in the window (`readback`)
+                targets.append(MetricsTarget(role=role.kind, index=worker.index, counters=ROUTER_COUNTERS,
+                                             url=f"{handle.base_url.rstrip('/')}/version"))
+                continue
             if role.kind == "router" or not spec.metrics_path:
                 continue
             targets.append(MetricsTarget(role=role.kind, index=worker.index,
@@ -556,17 +641,21 @@ class RoleDeployment:
         for _role, worker, _handle in running:
             name = self.placement.node_of(worker).name
             per_node[name] = per_node.get(name, 0) + 1
-        units: dict[str, tuple[AllocatedNode, Role, ProcessServerHandle]] = {}
+        units: dict[str, tuple[AllocatedNode, Role, RoleWorker, ProcessServerHandle]] = {}
         for role, worker, handle in running:
             node = self.placement.node_of(worker)
             label = node.name if per_node[node.name] == 1 else f"{role.name}{worker.index}"
-            units.setdefault(label, (node, role, handle))
-        for label, (node, role, handle) in sorted(units.items()):
+            units.setdefault(label, (node, role, worker, handle))
+        shares: dict[tuple[str, int], str | None] = getattr(self.placement, "gpus", {})
+        for label, (node, role, worker, handle) in sorted(units.items()):
             folder = self.dir / POWER_DIR / label
             argv = [sys.executable, "-m", "llmsweep.execute.node_power", "--dir",
                     str(folder), "--gpus", str(role.gpus_per_worker), "--role", role.kind]
             argv += (["--backend", "sim", "--url", handle.base_url] if self.topology.engine == SIM.id else [])
-            spec = LaunchSpec(engine="power", argv=tuple(argv), host=node.address, port=0)
+            # a worker with its share of this host's GPUs: its sampler reads those GPUs, not the host's first ones
+            share = shares.get((role.name, worker.index))
+            spec = LaunchSpec(engine="power", argv=tuple(argv), host=node.address, port=0,
+                              env={GPU_PARTITION_ENV: share} if share else {})
             with shielded():
                 sampler = self.placement.launch(spec, log_path=self.dir / f"power-{label}{self.suffix}.log", node=node,
                                                 label=f"power-{label}")
@@ -601,8 +690,10 @@ class RoleDeployment:
                                            node=node, label=f"{role.name}{worker.index}")
             self.started.append((role, worker, handle))
         share = spec.env.get(GPU_PARTITION_ENV)
+        side = " ".join(f"{name}={spec.env[name]}" for name in spec.side_ports if name in spec.env)
         said = handle.scrubber.scrub(f"# {role.name} worker {worker.index} on {node.name}\n"
                                      + (f"# its GPUs: {GPU_PARTITION_ENV}={share}\n" if share else "")
+                                     + (f"# its side-channel port(s): {side}\n" if side else "")
                                      + f"{shlex.join(handle.command)}\n")
         self.role_commands += said
         with open(self.dir / COMMANDS_FILE, "a", encoding="utf-8") as fh:  # what each role ran, secrets scrubbed
@@ -701,12 +792,23 @@ class RoleDeployment:
         """Every started role's own account (`/version`: role, node, GPUs, KV transfer); a role that reports another
         role, a node other than the one it was placed on, or another GPU count than the topology plans for it fails
         the job. What a worker does not report stays None in its `placed` entry."""
+        from llmsweep.engines import get_adapter
+
         roles: dict[str, RanRole] = {}
         transfer: str | None = None
+        engine = get_adapter(self.topology.engine)
+        real = self.topology.engine != SIM.id
+        router: dict[str, Any] | None = None
         for role, worker, handle in self.started:
-            doc = server_version(handle.base_url)
+            version = server_version(handle.base_url)
             placed = self.placement.node_of(worker).name
+            if role.kind == "router":
+                doc, router = version, version
+            else:  # what the engine says the worker runs as: its /version, or its log where that says nothing
+                doc = engine.role_report(version, _log_head(handle.log_path) if real else "")
             said_role, said_node = doc.get("role"), doc.get("node")
+            if real and role.kind != "router":
+                self._check_real_worker(role, placed, doc)
             if said_role is not None and said_role != role.kind:
                 raise LaunchError(f"the {role.name} {self.placement.unit} on {placed} says it serves as {said_role}",
                                   fix="check the role's launch (`llmsweep render --job ID`)")
@@ -727,6 +829,9 @@ class RoleDeployment:
             ran.workers.append(RanWorker(index=worker.index, node=placed,
                                          reported_node=str(said_node) if said_node is not None else None,
                                          url=handle.base_url, gpus=tp if isinstance(tp, int) else None,
+                                         version=_text(doc.get("version")), kv_role=_text(doc.get("kv_role")),
+                                         connector=_text(doc.get("connector")),
+                                         engine_id=_text(doc.get("engine_id")),
                                          ep=ep if isinstance(ep, int) else None,
                                          max_running_requests=batch if isinstance(batch, int) else None,
                                          kv_links=[link for link in links if isinstance(link, dict)]
@@ -736,5 +841,48 @@ class RoleDeployment:
                 raise LaunchError(f"{len(ran.workers)} of {ran.count} {ran.role} worker(s) started",
                                   fix="read the role logs in the server directory")
         return RanTopology(disaggregated=self.topology.disaggregated, nodes=[n.name for n in self.nodes],
-                           kv_transfer=transfer,
+                           kv_transfer=transfer, engine=self.topology.engine,
+                           router=_router_said(router, self.topology),
                            gpus=sum(r.count * r.gpus_per_worker for r in roles.values()), roles=list(roles.values()))
+
+    def _check_real_worker(self, role: Role, placed: str, doc: dict[str, Any]) -> None:
+        """A real engine's worker must say what it runs as (its role, its KV connector) and say what was planned: a
+        worker that says nothing is no proof of a disaggregated run, and one that says another role or connector
+        ran another deployment than the job's."""
+        where = f"the {role.name} {self.placement.unit} on {placed}"
+        fix = "read its log in the server directory's roles/ folder, and its launch (`llmsweep render --job ID`)"
+        if doc.get("role") is None:
+            raise LaunchError(f"{where} did not say which KV role it runs as (kv_role "
+                              f"{doc.get('kv_role') or 'not in its log'}): no proof it serves as {role.kind}", fix=fix)
+        planned = self.topology.kv_transfer
+        said = doc.get("kv_transfer")
+        if planned is not None and said != planned:
+            raise LaunchError(f"{where} says its KV connector is {doc.get('connector') or 'none (not in its log)'}; "
+                              f"the job moves KV over {planned}", fix=fix)
+        if not isinstance(doc.get("tp"), int):
+            raise LaunchError(f"{where} did not say how many GPUs it runs on (its parallel sizes are not in its "
+                              "log)", fix=fix)
+
+
+_LOG_HEAD_BYTES = 8 << 20
+
+
+def _log_head(path: Path) -> str:
+    """The start of a worker's log, where an engine writes what it runs as (empty when there is none)."""
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(_LOG_HEAD_BYTES).decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
+def _text(value: Any) -> str | None:
+    return str(value) if value is not None else None
+
+
+def _router_said(doc: dict[str, Any] | None, topology: Topology) -> dict[str, Any] | None:
+    """What the router that ran says it is (llmsweep's, and its protocol), from its `/version`; None when it says
+    neither (the simulator's own router)."""
+    if doc is None or (doc.get("router") is None and doc.get("protocol") is None):
+        return None
+    return {"router": doc.get("router"), "protocol": doc.get("protocol"), "version": doc.get("router_version")}

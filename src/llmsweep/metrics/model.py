@@ -665,12 +665,24 @@ class RoleMetrics(_Block):
     prealloc_queue_max: float | None = None
     prompt_tokens: float | None = Field(default=None, description="Prompt tokens the role took in over the window.")
     generation_tokens: float | None = None
-    kv_transfers: float | None = Field(default=None, description="Decode: KV transfers completed in the window.")
+    kv_transfers: float | None = Field(default=None, description="Decode: KV transfers completed in the window "
+                                       "(vLLM: its NIXL transfers, `vllm:nixl_xfer_time_seconds_count`).")
     kv_transfer_s_mean: float | None = Field(
         default=None, description="Decode: mean seconds from a transfer's start to the KV's arrival (virtual time: "
-        "from KV-block reservation, queueing on the NICs included; the live simulator: its modelled link time).")
+        "from KV-block reservation, queueing on the NICs included; the live simulator: its modelled link time; vLLM: "
+        "its NIXL transfers' duration).")
     kv_transfer_bytes: float | None = Field(default=None, description="Decode: bytes of KV that arrived in the "
                                             "window (prompt tokens x the model's KV bytes per token).")
+    prompt_tokens_transferred: float | None = Field(
+        default=None, description="vLLM: prompt tokens whose KV arrived from another worker in the window "
+        "(`vllm:prompt_tokens_by_source{source=\"external_kv_transfer\"}`).")
+    prompt_tokens_computed: float | None = Field(
+        default=None, description="vLLM: prompt tokens the role computed itself in the window "
+        "(`source=local_compute`).")
+    kv_failed_transfers: float | None = Field(default=None, description="vLLM: NIXL transfers that failed in the "
+                                              "window (`vllm:nixl_num_failed_transfers`).")
+    refused_no_kv: float | None = Field(default=None, description="Router: prefill answers it refused in the window "
+                                        "for handing over no KV (llmsweep's PD router, vllm-nixl protocol).")
 
 
 class RoleBlock(_Open):
@@ -709,6 +721,9 @@ class DeploymentBlock(_Block):
     kv_transfer: str | None = Field(default=None, description="KV-transfer backend between prefill and decode.")
     router_policy: str | None = None
     links: list[LinkBlock] = Field(default_factory=list)
+    engine: str | None = Field(default=None, description="The engine the workers ran (a live deployment's).")
+    router: dict[str, Any] | None = Field(default=None, description="The router that ran, as its /version says it "
+                                          "(`router`: llmsweep; `protocol`: vllm-nixl; `version`: llmsweep's).")
 
 
 # ------------------------------------------------------------------------------------------------ the summary

@@ -61,7 +61,20 @@ KV_SECONDS = SeriesDef("llmsweep:kv_transfer_seconds", "summary",
                        "their start to the KV's arrival (_sum).")
 KV_BYTES = SeriesDef("llmsweep:kv_transfer_bytes", "counter",
                      "Bytes of KV that arrived on this decode worker (prompt tokens x the model's KV bytes per token).")
-DEPLOYMENT_KEYS = ("disaggregated", "nodes", "gpus", "gpus_per_node", "kv_transfer", "router_policy", "links")
+PROMPT_BY_SOURCE = ("vllm:prompt_tokens_by_source_total",)
+"""vLLM's prompt tokens by where their KV came from (`source`: local_compute, local_cache_hit, external_kv_transfer)."""
+EXTERNAL_KV = "external_kv_transfer"
+FAILED_KV = ("vllm:nixl_num_failed_transfers_total",)
+"""vLLM's NIXL transfers that failed (`nixl/stats.py`)."""
+NIXL_SECONDS, NIXL_BYTES = "vllm:nixl_xfer_time_seconds", "vllm:nixl_bytes_transferred"
+"""vLLM's histograms of its NIXL transfers on the worker that pulls the KV (`nixl/stats.py`): each transfer's
+duration and bytes. A real engine's decode workers give `kv_transfers`, `kv_transfer_s_mean` and
+`kv_transfer_bytes` from them where they export no `llmsweep:` series."""
+ROUTER_NO_KV = SeriesDef("llmsweep:pd_router_refused_no_kv_handle", "counter",
+                         "Prefill answers the router refused (502) because they handed over no KV for the decode "
+                         "worker (read from the router's /version at each scrape, `execute.roles`).")
+DEPLOYMENT_KEYS = ("disaggregated", "nodes", "gpus", "gpus_per_node", "kv_transfer", "router_policy", "links",
+                   "engine", "router")
 
 
 def topology_of(provenance: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -99,15 +112,19 @@ def role_metrics(w: ServerWindow, role: str) -> dict[str, Any]:
     running_mean, running_max = _gauges(w, RUNNING, role)
     kv_mean, kv_max = _usage(w, role)
     prealloc_mean, prealloc_max = _gauges(w, (KV_PREALLOC.name,), role)
-    seconds = w.counter(KV_SECONDS.sum, where=where)
-    count = w.counter(KV_SECONDS.count, where=where)
+    seconds = w.counter(KV_SECONDS.sum, f"{NIXL_SECONDS}_sum", where=where)
+    count = w.counter(KV_SECONDS.count, f"{NIXL_SECONDS}_count", where=where)
     return {
         "queue_mean": queue_mean, "queue_max": queue_max, "running_mean": running_mean, "running_max": running_max,
         "kv_usage_mean": kv_mean, "kv_usage_max": kv_max,
         "prealloc_queue_mean": prealloc_mean, "prealloc_queue_max": prealloc_max,
         "prompt_tokens": w.counter(*PROMPT, where=where), "generation_tokens": w.counter(*GENERATION, where=where),
         "kv_transfers": count, "kv_transfer_s_mean": seconds / count if seconds is not None and count else None,
-        "kv_transfer_bytes": w.counter(KV_BYTES.total, where=where),
+        "kv_transfer_bytes": w.counter(KV_BYTES.total, f"{NIXL_BYTES}_sum", where=where),
+        "prompt_tokens_transferred": w.counter(*PROMPT_BY_SOURCE, where={**where, "source": EXTERNAL_KV}),
+        "prompt_tokens_computed": w.counter(*PROMPT_BY_SOURCE, where={**where, "source": "local_compute"}),
+        "kv_failed_transfers": w.counter(*FAILED_KV, where=where),
+        "refused_no_kv": w.counter(ROUTER_NO_KV.total, where=where),
     }
 
 
@@ -124,7 +141,12 @@ def deployment_blocks(provenance: dict[str, Any] | None, server_metrics: Path | 
     roles: dict[str, Any] = {}
     for name, role in (topo.get("roles") or {}).items():
         block = dict(role)
-        if role.get("kind") != "router" and window.scrapes:
+        if window.scrapes and (role.get("kind") != "router" or _has_role(window, name)):
             block["metrics"] = role_metrics(window, name)
         roles[name] = block
     return {"deployment": {k: topo[k] for k in DEPLOYMENT_KEYS if k in topo}, "roles": roles}
+
+
+def _has_role(w: ServerWindow, role: str) -> bool:
+    """Whether any series of the window is labelled as `role`'s (a router's counters, where it reports some)."""
+    return any(dict(labels).get("role") == role for (_name, labels) in w.series)

@@ -216,20 +216,21 @@ def multinode_not_disagg(ctx: Context) -> Iterator[Finding]:
 
 
 @rule("launch.disagg-real-engine", Severity.WARNING,
-      "A disaggregated prefill/decode job on a real engine: planned and rendered role by role, but no executor "
-      "launches a real engine's roles yet, so `run` refuses it",
+      "A disaggregated prefill/decode job on a real engine whose roles llmsweep does not launch: planned and rendered "
+      "role by role, but `run` refuses it (only vLLM's roles with NIXL are launched, under --executor local)",
       "run it on the simulator (`--simulate`), or plan and render it only (`matrix`, `render`): `run` refuses it "
       "rather than run one aggregated server under the disaggregated job's name")
 def disagg_real_engine(ctx: Context) -> Iterator[Finding]:
-    from llmsweep.engines import DISAGG_NOT_LAUNCHABLE, launch_refusal
+    from llmsweep.engines import MULTINODE_NOT_DISAGG, launch_refusal
 
     for job, recipe in ctx.job_pairs():
         # only where the job would run: a serve-less master file checked without --simulate runs nowhere
         if recipe.serve is None or ctx.simulated(job):
             continue
+        # under the executor that launches it (vLLM's roles: the local one); a multinode aggregated job has its rule
         refusal = launch_refusal(job, simulate=ctx.simulate)
-        if refusal is not None and refusal.startswith(DISAGG_NOT_LAUNCHABLE):
-            yield ctx.hit("launch.disagg-real-engine", recipe, ("disagg",), DISAGG_NOT_LAUNCHABLE, job=job)
+        if refusal is not None and refusal != MULTINODE_NOT_DISAGG:
+            yield ctx.hit("launch.disagg-real-engine", recipe, ("disagg",), refusal, job=job)
 
 
 @rule("client.isolation", Severity.ERROR,

@@ -110,20 +110,56 @@ def test_a_worker_wider_than_a_node_spans_nodes_with_a_rendezvous(plan: Plan) ->
         .startswith("{node1}:")  # type: ignore[union-attr]
 
 
-def test_vllm_disagg_workers_carry_the_nixl_connector_and_the_proxy_lists_them(plan: Plan) -> None:
+def test_vllm_disagg_workers_carry_the_nixl_connector_and_the_router_lists_them(plan: Plan) -> None:
+    """NixlConnector with an explicit role per worker (0.26.0 deprecates kv_both), a side-channel port of its own per
+    worker (distinct, above 5600, on its node's address, each listed for a placement to move), and llmsweep's PD
+    router naming every worker by URL, so moving a worker's port moves the router's with it."""
     (job,) = plan(mn_recipe("vllm-disagg", "vllm/vllm-openai:v0.26.0", prefill=P1_TP8, decode=D2_TP8,
                             transfer="nixl"))
     topology = engines.render_topology(job)
     check_placement(topology, job)
     assert topology.kv_transfer == "nixl"
-    workers = [w for role in topology.roles[:2] for w in role.workers]
-    for w in workers:
-        config = json.loads(flag(w.spec.argv, "--kv-transfer-config") or "{}")
-        assert config == {"kv_connector": "NixlConnector", "kv_role": "kv_both"}
-    proxy = topology.roles[2].workers[0].spec
-    hosts = proxy.argv[proxy.argv.index("--decoder-hosts") + 1:proxy.argv.index("--decoder-ports")]
-    assert list(hosts) == ["{node1}", "{node2}"]
-    assert proxy.port not in {w.spec.port for w in workers}
+    ports = []
+    for role in topology.roles[:2]:
+        for w in role.workers:
+            config = json.loads(flag(w.spec.argv, "--kv-transfer-config") or "{}")
+            assert config == {"kv_connector": "NixlConnector",
+                              "kv_role": {"prefill": "kv_producer", "decode": "kv_consumer"}[role.kind]}
+            assert w.spec.env["VLLM_NIXL_SIDE_CHANNEL_HOST"] == f"{{node{w.nodes[0]}}}"
+            ports.append(int(w.spec.env["VLLM_NIXL_SIDE_CHANNEL_PORT"]))
+            span = w.spec.side_ports["VLLM_NIXL_SIDE_CHANNEL_PORT"]
+            assert span == 8  # prefill: DP attention over 8 ranks binds 8 ports; decode: 8 reserved, 1 bound
+    # the prefill worker's 8 DP ranks bind 5600..5607; each decode worker has 8 of its own after them
+    assert ports == [5600, 5608, 5616]
+    router = topology.roles[2].workers[0].spec
+    assert router.argv[1:6] == ("-m", "llmsweep.cli.main", "router", "--protocol", "vllm-nixl")
+    urls = [router.argv[i + 1] for i, a in enumerate(router.argv) if a in ("--prefill", "--decode")]
+    assert urls == [f"http://{w.spec.host}:{w.spec.port}" for role in topology.roles[:2] for w in role.workers]
+    assert urls[1:] == ["http://{node1}:8100", "http://{node2}:8100"]
+    assert router.health_path == "/health" and router.port not in {w.spec.port for r in topology.roles[:2]
+                                                                   for w in r.workers}
+
+
+def test_a_vllm_worker_with_more_dp_ranks_reserves_a_side_channel_port_for_each(plan: Plan) -> None:
+    (job,) = plan(mn_recipe("vllm-disagg", "vllm/vllm-openai:v0.26.0", transfer="nixl", decode=D2_TP8,
+                            prefill="{num-worker: 2, tp: 16, ep: 16, dp-attn: true}"))
+    topology = engines.render_topology(job)
+    ports = [int(w.spec.env["VLLM_NIXL_SIDE_CHANNEL_PORT"]) for role in topology.roles[:2] for w in role.workers]
+    assert ports == [5600, 5616, 5632, 5640]  # two prefill workers of 16 DP ranks each, then 8 per decode worker
+    assert topology.roles[0].workers[0].spec.side_ports == {"VLLM_NIXL_SIDE_CHANNEL_PORT": 16}
+
+
+def test_vllm_keeps_kv_both_below_the_release_that_documents_nixl_producer_and_consumer(plan: Plan) -> None:
+    """Explicit NIXL roles from vLLM 0.11.0 (`vllm.EXPLICIT_KV_ROLES`); an older release keeps kv_both, as do other
+    connectors' workers whatever the release."""
+    for image, transfer, expected in (("vllm/vllm-openai:v0.10.2", "nixl", {"kv_both"}),
+                                      ("vllm/vllm-openai:v0.11.0", "nixl", {"kv_producer", "kv_consumer"}),
+                                      ("vllm/vllm-openai:v0.26.0", "mooncake", {"kv_both"})):
+        (job,) = plan(mn_recipe("vllm-disagg", image, prefill=P1_TP8, decode=D2_TP8, transfer=transfer))
+        topology = engines.render_topology(job)
+        roles = {json.loads(flag(w.spec.argv, "--kv-transfer-config") or "{}")["kv_role"]
+                 for role in topology.roles[:2] for w in role.workers}
+        assert roles == expected, image
 
 
 def test_trtllm_disagg_renders_options_per_server_and_the_disaggregated_config(plan: Plan) -> None:

@@ -52,9 +52,52 @@ def test_a_real_engines_disaggregated_job_stays_refused_everywhere(tmp_path: Pat
     (job,) = jobs_from_files([recipe])
     why = engines.launch_refusal(job)
     assert why is not None and why.startswith(engines.DISAGG_NOT_LAUNCHABLE)
-    assert "launches only the simulator's prefill/decode roles" in why
+    assert "launches only the simulator's and vLLM's prefill/decode roles" in why
     assert not any(launches_roles(job, simulate=False, live=True, executor=e) for e in ("local", "slurm", "docker"))
     assert launches_roles(job, simulate=True, live=True, executor="local")  # its roles on the simulator
+
+
+def vllm_disagg(tmp_path: Path, transfer: str = "nixl", framework: str = "vllm-disagg") -> Job:
+    from llmsweep.plan import jobs_from_files
+
+    recipe = tmp_path / "vllm.yaml"
+    recipe.write_text(RECIPE.read_text().replace("engine: { name: sim }", "engine: { name: vllm }")
+                      .replace("framework: sglang-disagg", f"framework: {framework}")
+                      .replace("kv-p2p-transfer: mori", f"kv-p2p-transfer: {transfer}")
+                      .replace("image: lmsysorg/sglang-rocm:v0.5.16-rocm720-mi30x-20260730",
+                               "image: vllm/vllm-openai:v0.26.0"))
+    (job,) = jobs_from_files([recipe])
+    return job
+
+
+def test_vllms_disaggregated_roles_run_under_the_local_executor_only(tmp_path: Path) -> None:
+    """vLLM's adapter launches its roles (NIXL): `run --executor local` starts them, live without --live (a real
+    engine is always served); Slurm and docker keep a refusal that names the local executor; validate and render
+    (no executor) do not refuse it."""
+    from llmsweep.execute.pipeline import job_refusal
+
+    job = vllm_disagg(tmp_path)
+    assert engines.launch_refusal(job) is None
+    assert engines.launch_refusal(job, executor="local") is None
+    assert launches_roles(job, simulate=False, live=False, executor="local")
+    for executor in ("slurm", "docker"):
+        why = engines.launch_refusal(job, executor=executor)
+        assert why is not None and why.startswith(engines.REAL_ROLES_LOCAL_ONLY) and "--executor local" in why
+        assert not launches_roles(job, simulate=False, live=False, executor=executor)
+        assert job_refusal(job, False, [], executor=executor) == why
+    assert job_refusal(job, False, [], executor="local") is None
+
+
+@pytest.mark.parametrize(("transfer", "framework", "said"), [
+    ("mooncake", "vllm-disagg", "launched only with KV over nixl"),
+    ("nixl", "dynamo-vllm", "NVIDIA Dynamo deployment"),
+])
+def test_vllms_roles_that_llmsweep_does_not_read_back_stay_refused(tmp_path: Path, transfer: str, framework: str,
+                                                                   said: str) -> None:
+    job = vllm_disagg(tmp_path, transfer, framework)
+    why = engines.launch_refusal(job, executor="local")
+    assert why is not None and said in why
+    assert not launches_roles(job, simulate=False, live=False, executor="local")
 
 
 def test_a_real_engines_disaggregated_eval_row_is_refused_for_its_launch_not_its_eval(tmp_path: Path) -> None:

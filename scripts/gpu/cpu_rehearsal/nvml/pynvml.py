@@ -1,6 +1,7 @@
-"""CPU-rehearsal stand-in for nvidia-ml-py (module `pynvml`): one NVIDIA H200 for `check_power.py` and the `nvml`
-power backend, never installed anywhere (put this folder on PYTHONPATH for a rehearsal only: what it reports is
-made up, so a run sampled through it is not a measurement).
+"""CPU-rehearsal stand-in for nvidia-ml-py (module `pynvml`): one NVIDIA H200 (LLMSWEEP_STANDIN_GPUS=N: N of them,
+as the rehearsal's `nvidia-smi` lists) for `check_power.py` and the `nvml` power backend, never installed anywhere
+(put this folder on PYTHONPATH for a rehearsal only: what it reports is made up, so a run sampled through it is not a
+measurement).
 
 Board power follows a fixed curve of the wall clock, 400 W ± 250 W with a 37 s period (faster than 1 Hz sampling
 can follow at its turns), and the total-energy counter is that curve's exact integral since a fixed epoch, as
@@ -11,6 +12,7 @@ sampling misses, which is what `scripts/gpu/check_power.py` measures on the devi
 from __future__ import annotations
 
 import math
+import os
 import time
 from dataclasses import dataclass
 
@@ -57,12 +59,12 @@ def nvmlShutdown() -> None:
 
 def nvmlDeviceGetCount() -> int:
     _check()
-    return 1
+    return int(os.environ.get("LLMSWEEP_STANDIN_GPUS", "1"))
 
 
 def nvmlDeviceGetHandleByIndex(index: int) -> int:
     _check()
-    if index != 0:
+    if not 0 <= index < nvmlDeviceGetCount():
         raise NVMLError("Invalid Argument")
     return index
 

@@ -1,7 +1,10 @@
 """Stand-in for `python3 -m vllm.entrypoints.openai.api_server`: parses the flags llmsweep's scripts and vLLM
 adapter render, the way vLLM 0.26.0 does (the last of `--speculative-config`/`-sc` wins), and execs llmsweep's
 simulator in vLLM style instead, so a GPU script walks its real path on a CPU: launch, readiness on /health,
-the served name, vLLM metric names, the acceptance read-back."""
+the served name, vLLM metric names, the acceptance read-back.
+
+With `--kv-transfer-config` naming NixlConnector (a disaggregated worker) it is a NIXL worker's stand-in instead
+(:mod:`vllm.entrypoints.openai.nixl_standin`): the simulator behind a front that speaks vLLM's P/D protocol."""
 
 from __future__ import annotations
 
@@ -57,6 +60,11 @@ def _figures(model: str) -> str:
 
 
 def main(argv: list[str]) -> None:
+    if "--kv-transfer-config" in argv:
+        from vllm.entrypoints.openai import nixl_standin
+
+        nixl_standin.main(argv, sim_argv(nixl_standin.behind(argv)))
+        return
     sim = sim_argv(argv)
     print("vllm stand-in:", " ".join(sim), flush=True)
     os.execv(sys.executable, sim)

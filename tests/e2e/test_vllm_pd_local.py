@@ -1,0 +1,144 @@
+"""A REAL-engine disaggregated job, rehearsed on the CPU: `llmsweep run --executor local` of the 1P1D vLLM recipe the
+two-GPU H200 runs (examples/gpu/llama-1b-bf16-h200x2-vllm-1p1d.yaml), with the CPU rehearsal's `vllm` (a NIXL worker's
+stand-in: vLLM's start-up lines, a side channel it binds, KV handles it hands out and pulls) and `nvidia-smi` (2 GPUs)
+first on PATH. Each worker gets its own GPU and side-channel port, llmsweep's router follows the ports the workers were
+moved to, the points are valid with the topology read back from the workers' logs and the KV-transfer check passed;
+a producer that hands over no KV, or a decode worker that recomputes the prompt, ends the job invalid with the reason.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_run_support import cli_env, cli_here, job_dirs, read_json, run_here
+
+pytestmark = pytest.mark.slow  # a file of long tests: xdist starts it first (tests/conftest.py)
+
+REPO = Path(__file__).resolve().parents[2]
+RECIPE = REPO / "examples" / "gpu" / "llama-1b-bf16-h200x2-vllm-1p1d.yaml"
+FLEET = REPO / "examples" / "gpu" / "fleet.yaml"
+REHEARSAL = REPO / "scripts" / "gpu" / "cpu_rehearsal"
+
+
+def _run(tmp: Path, *, concs: str = "[1, 8]", power: str = "off", **faults: str) -> tuple[Any, Path]:
+    model = tmp / "llama-1b"
+    synth = cli_here(["model", "synth", "llama-1b", "--out", model], cli_env(tmp))
+    assert synth.returncode == 0, synth.stderr
+    recipe = tmp / RECIPE.name
+    recipe.write_text(RECIPE.read_text().replace("/tmp/models/llama-1b", str(model))
+                      .replace("conc-list: [1, 8]", f"conc-list: {concs}")
+                      .replace("num-prompts-per-conc: 10", "num-prompts-per-conc: 3"))
+    out = tmp / "out"
+    here = cli_env(tmp)
+    env = cli_env(tmp, PATH=f"{REHEARSAL}:{Path(sys.executable).parent}:{here['PATH']}",
+                  PYTHONPATH=os.pathsep.join(p for p in (str(REHEARSAL / "nvml"), here.get("PYTHONPATH")) if p),
+                  LLMSWEEP_STANDIN_GPUS="2", **faults)
+    for name in ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES"):
+        env.pop(name, None)
+    proc = run_here([recipe, "--runner-config", FLEET, "--executor", "local", "--executor-option",
+                     "allow_image=true", "--out", out, "--no-report", "--power-backend", power], env)
+    return proc, out
+
+
+@pytest.fixture(scope="module")
+def ran(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, Path]:
+    return _run(tmp_path_factory.mktemp("pd"), power="nvml")  # the rehearsal's NVML: 2 GPUs
+
+
+def _flag(argv: list[str], name: str) -> list[str]:
+    return [argv[i + 1] for i, a in enumerate(argv) if a == name]
+
+
+def test_each_worker_runs_on_its_own_gpu_and_side_channel_and_the_router_follows_their_ports(
+        ran: tuple[Any, Path]) -> None:
+    proc, out = ran
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    (roles,) = list((out / "servers").glob("*/roles"))
+    commands = (roles / "commands.txt").read_text()
+    lines = {m.group(1): m.group(0) for m in re.finditer(r"# (prefill|decode|router) worker 0 on .*?\n(?:#.*\n)*.*\n",
+                                                         commands)}
+    assert set(lines) == {"prefill", "decode", "router"}, commands
+    gpus = {k: re.search(r"CUDA_VISIBLE_DEVICES=(\S+)", lines[k]).group(1)  # type: ignore[union-attr]
+            for k in ("prefill", "decode")}
+    assert gpus == {"prefill": "0", "decode": "1"}
+    side = {k: int(re.search(r"VLLM_NIXL_SIDE_CHANNEL_PORT=(\d+)", lines[k]).group(1))  # type: ignore[union-attr]
+            for k in ("prefill", "decode")}
+    assert side["prefill"] != side["decode"] and not set(side.values()) & {5600, 5608}
+    # what each worker process got (its own log, written by the stand-in at start)
+    for kind in ("prefill", "decode"):
+        log = (roles / f"{kind}-0.log").read_text()
+        assert f"CUDA_VISIBLE_DEVICES={gpus[kind]} side channel 127.0.0.1:{side[kind]}" in log, log[-2000:]
+    # each worker's power sampler reads that worker's GPU (both run on one host: one sampler per worker)
+    for kind in ("prefill", "decode"):
+        samples = [json.loads(line) for line in (roles / "power" / f"{kind}0" / "gpu_metrics.jsonl").read_text()
+                   .splitlines() if line.startswith("{")]
+        assert {str(s["gpu"]) for s in samples if "gpu" in s} == {gpus[kind]}, samples[:3]
+    ports = {k: int(re.search(r"--port (\d+)", lines[k]).group(1)) for k in lines}  # type: ignore[union-attr]
+    assert len(set(ports.values())) == 3 and 8100 not in ports.values()
+    router = lines["router"].split()
+    assert "vllm-nixl" in router
+    assert _flag(router, "--prefill") == [f"http://127.0.0.1:{ports['prefill']}"]
+    assert _flag(router, "--decode") == [f"http://127.0.0.1:{ports['decode']}"]
+
+
+def test_the_points_are_valid_with_the_topology_read_back_and_the_kv_transfer_checked(ran: tuple[Any, Path]) -> None:
+    _proc, out = ran
+    outcomes = read_json(out / "run.json")["outcomes"]
+    assert [o["status"] for o in outcomes] == ["valid", "valid"], outcomes
+    for job_dir in job_dirs(out).values():
+        summary = read_json(job_dir / "summary.json")
+        topo = summary["provenance"]["topology"]
+        assert topo["engine"] == "vllm" and topo["kv_transfer"] == "nixl"
+        assert (topo["router"]["router"], topo["router"]["protocol"]) == ("llmsweep", "vllm-nixl")
+        placed = {k: topo["roles"][k]["placed"][0] for k in ("prefill", "decode")}
+        assert (placed["prefill"]["kv_role"], placed["decode"]["kv_role"]) == ("kv_producer", "kv_consumer")
+        assert {p["connector"] for p in placed.values()} == {"NixlConnector"}
+        assert placed["prefill"]["engine_id"] != placed["decode"]["engine_id"]
+        assert (topo["roles"]["prefill"]["tp"], topo["roles"]["decode"]["tp"]) == (1, 1)
+        assert summary["deployment"]["router"]["protocol"] == "vllm-nixl" and summary["deployment"]["gpus"] == 2
+        launch = summary["provenance"]["launch"]
+        assert (launch["engine"], launch["engine_version_reported"], launch["executor"]) == ("vllm", "0.26.0", "local")
+        assert summary["provenance"]["hardware"]["gpu_names"] == ["NVIDIA H200"] * 2  # the workers' GPUs
+        (check,) = [c for c in summary["readback"]["checks"] if c["check"] == "kv_transfer"]
+        assert check["ok"] is True and check["realised"] > 0.9, check
+        decode = summary["roles"]["decode"]["metrics"]
+        assert decode["prompt_tokens_transferred"] > 0 and decode["kv_failed_transfers"] == 0
+        # the NIXL transfers as vLLM's histograms count them: one pull per request
+        assert decode["kv_transfers"] >= int(job_dir.name.rsplit("conc", 1)[1]) and decode["kv_transfer_s_mean"] > 0
+        assert decode["kv_transfer_bytes"] > 0
+        assert summary["roles"]["router"]["metrics"]["refused_no_kv"] == 0
+
+
+@pytest.mark.parametrize(("fault", "reason"), [
+    ("LLMSWEEP_STANDIN_OMIT_KV", "the router refused"),
+    ("LLMSWEEP_STANDIN_RECOMPUTE", "decode recomputed the prompt"),
+], ids=["producer-hands-over-no-kv", "decode-recomputes"])
+def test_a_decode_side_without_the_kv_ends_the_job_invalid_with_the_reason(tmp_path: Path, fault: str,
+                                                                           reason: str) -> None:
+    _proc, out = _run(tmp_path, concs="[1]", **{fault: "1"})
+    (outcome,) = read_json(out / "run.json")["outcomes"]
+    assert outcome["status"] == "invalid", outcome
+    (job_dir,) = job_dirs(out).values()
+    summary = read_json(job_dir / "summary.json")
+    (check,) = [c for c in summary["readback"]["checks"] if c["check"] == "kv_transfer"]
+    assert check["ok"] is False and reason in check["reason"], check
+    assert any(reason in r for r in summary["validity"]["reasons"]), summary["validity"]
+
+
+def test_under_slurm_a_real_engines_roles_stay_refused_with_the_reason(tmp_path: Path) -> None:
+    """No run has placed a real engine's workers as Slurm steps: refused before anything is submitted, with the way
+    that runs it (the local executor on a host with every worker's GPUs)."""
+    out = tmp_path / "out"
+    proc = run_here([RECIPE, "--runner-config", FLEET, "--executor", "slurm", "--out", out, "--no-report"],
+                    cli_env(tmp_path))
+    outcomes = read_json(out / "run.json")["outcomes"]
+    assert [o["status"] for o in outcomes] == ["refused", "refused"], proc.stderr[-3000:]
+    assert all("launched only by the local executor" in o["reasons"][0] and "--executor local" in o["reasons"][0]
+               for o in outcomes)
+    assert not (out / "jobs").exists() or not job_dirs(out)
