@@ -51,6 +51,10 @@ NON_DEFAULT_ARGS = re.compile(r"non-default args: (?P<args>\{.*\})")
 """vLLM's start-up line of every argument it was given away from its default (`serve/utils/api_utils.py`); the
 kv_transfer_config is a `KVTransferConfig(... kv_role='kv_producer' ...)` in it (a dict where given as one)."""
 KV_ROLE = re.compile(r"""kv_role['"]?\s*[:=]\s*['"](\w+)['"]""")
+LOGGED_CONNECTORS: dict[str, str] = {"NixlPullConnector": "nixl", "NixlPushConnector": "nixl"}
+"""Connector names vLLM logs for a `kv_connector` it resolves to another class, → the `kv-p2p-transfer` they are
+(beside KV_CONNECTORS' own names): vLLM 0.26.0 configured with `NixlConnector` logs `Creating v1 connector with name:
+NixlPullConnector` (read on the H100, 2026-12-05: `tests/data/vllm/pd-0.26.0-{prefill,decode}.log`)."""
 CONNECTOR_LINE = re.compile(r"Creating v1 connector with name: (?P<name>\w+) and engine_id: (?P<engine_id>\S+)")
 """vLLM's line as it creates a worker's KV connector (`kv_connector/factory.py`)."""
 ENGINE_CONFIG = re.compile(r"Initializing a V1 LLM engine \(v[^)]*\) with config: .*")
@@ -220,7 +224,8 @@ class VLLMAdapter(Adapter):
             name = connector.group("name")
             report["connector"] = name
             report["engine_id"] = connector.group("engine_id")
-            report["kv_transfer"] = next((k for k, v in KV_CONNECTORS.items() if v == name), name)
+            report["kv_transfer"] = next((k for k, v in KV_CONNECTORS.items() if v == name),
+                                         LOGGED_CONNECTORS.get(name, name))
         if args is not None:
             said = KV_ROLE.search(args.group("args"))
             if said is not None:

@@ -30,6 +30,7 @@ from llmsweep.plan import Job, jobs_from_files
 REPO = Path(__file__).resolve().parents[3]
 RECIPE = REPO / "examples" / "gpu" / "llama-1b-bf16-h200x2-vllm-1p1d.yaml"
 FLEET = REPO / "examples" / "gpu" / "fleet.yaml"
+DATA = REPO / "tests" / "data"
 
 
 def producer_log(role: str = "kv_producer", connector: str = "NixlConnector", tp: int = 1) -> str:
@@ -235,3 +236,16 @@ def test_validate_warns_only_for_the_real_disaggregated_roles_run_refuses(tmp_pa
     mooncake.write_text(RECIPE.read_text().replace("kv-p2p-transfer: nixl", "kv-p2p-transfer: mooncake"))
     (said,) = rule_hits(mooncake)
     assert "launched only with KV over nixl" in said
+
+
+@pytest.mark.parametrize(("role", "kv_role"), [("prefill", "kv_producer"), ("decode", "kv_consumer")])
+def test_a_real_vllm_0_26_workers_start_up_lines_say_its_role_connector_and_tp(role: str, kv_role: str) -> None:
+    """The lines a real vLLM 0.26.0 worker printed (H100, nixl 1.5.1, 2026-12-05): prefixed by its process
+    (`(APIServer pid=N)`, `(EngineCore pid=N)`), configured `NixlConnector` but logged as `NixlPullConnector`, which
+    the stand-in did not say and the read-back took for another transfer than nixl."""
+    log = (DATA / "vllm" / f"pd-0.26.0-{role}.log").read_text(encoding="utf-8")
+    report = VLLMAdapter().role_report({"version": "0.26.0"}, log)
+    assert {k: report.get(k) for k in ("role", "kv_role", "kv_transfer", "connector", "tp")} == {
+        "role": role, "kv_role": kv_role, "kv_transfer": "nixl", "connector": "NixlPullConnector", "tp": 1}
+    assert report["engine_id"] and report["parallel"] == {
+        "tensor_parallel_size": 1, "pipeline_parallel_size": 1, "data_parallel_size": 1}

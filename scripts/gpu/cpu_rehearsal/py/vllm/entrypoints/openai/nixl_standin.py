@@ -4,7 +4,7 @@ It does on a CPU what llmsweep reads from a real worker, and fails where a real 
 
 - prints vLLM's three start-up lines a role read-back parses (`non-default args: {...}` with the
   `KVTransferConfig(... kv_role=...)`, `Initializing a V1 LLM engine (v0.26.0) with config: ... tensor_parallel_size=N`,
-  `Creating v1 connector with name: NixlConnector and engine_id: ...`);
+  `Creating v1 connector with name: NixlPullConnector and engine_id: ...`, as 0.26.0 logs NixlConnector);
 - binds its NIXL side channel, a TCP listener on `VLLM_NIXL_SIDE_CHANNEL_HOST:VLLM_NIXL_SIDE_CHANNEL_PORT` (vLLM binds
   it on every worker), so two workers given one port fail at start as vLLM's would ("Address already in use");
 - serves llmsweep's simulator (vLLM style) behind a front that speaks vLLM's P/D protocol: as `kv_producer`, a request
@@ -107,13 +107,19 @@ class Worker:
         _log("core.py:117", f"Initializing a V1 LLM engine (v{VERSION}) with config: model='{opts.get('--model')}', "
              f"tensor_parallel_size={self.tp}, pipeline_parallel_size=1, data_parallel_size=1, "
              "decode_context_parallel_size=1")
-        _log("factory.py:62", f"Creating v1 connector with name: {self.connector} and engine_id: {self.engine_id}")
+        # vLLM 0.26.0 resolves `NixlConnector` to its pull connector and logs that name (a real worker's log,
+        # tests/data/vllm/pd-0.26.0-prefill.log)
+        logged = "NixlPullConnector" if self.connector == "NixlConnector" else self.connector
+        _log("factory.py:62", f"Creating v1 connector with name: {logged} and engine_id: {self.engine_id}")
         _log("standin", f"CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', '')} side channel "
              f"{self.side_host}:{self.side_port}")
 
     # -- the NIXL side channel -----------------------------------------------------------------------------------
     def bind_side_channel(self) -> socket.socket:
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        # ZMQ's TCP listeners set SO_REUSEADDR: a port held only by connections in TIME_WAIT (a worker stopped a
+        # moment ago) binds; one another worker listens on does not
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((self.side_host if self.side_host != "localhost" else "127.0.0.1", self.side_port))
         except OSError as exc:
