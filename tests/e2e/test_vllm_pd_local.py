@@ -98,7 +98,7 @@ def test_the_points_are_valid_with_the_topology_read_back_and_the_kv_transfer_ch
         assert (topo["router"]["router"], topo["router"]["protocol"]) == ("llmsweep", "vllm-nixl")
         placed = {k: topo["roles"][k]["placed"][0] for k in ("prefill", "decode")}
         assert (placed["prefill"]["kv_role"], placed["decode"]["kv_role"]) == ("kv_producer", "kv_consumer")
-        assert {p["connector"] for p in placed.values()} == {"NixlConnector"}
+        assert {p["connector"] for p in placed.values()} == {"NixlPullConnector"}  # as vLLM 0.26.0 logs it
         assert placed["prefill"]["engine_id"] != placed["decode"]["engine_id"]
         assert (topo["roles"]["prefill"]["tp"], topo["roles"]["decode"]["tp"]) == (1, 1)
         assert summary["deployment"]["router"]["protocol"] == "vllm-nixl" and summary["deployment"]["gpus"] == 2
