@@ -30,6 +30,7 @@ NO_JSON = {
     "traces synth": "writes a JSONL corpus and one line on stderr",
     "sim serve": "a server: no table",
     "sim router": "a server: no table",
+    "router": "a server: no table",
     "results export": "writes an export (--format json is ours, lossless)",
     "results import": "one line: the runs it stored",
     "results ingest": "one line per run stored",

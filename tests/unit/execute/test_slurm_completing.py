@@ -15,6 +15,7 @@ class _Job:
     def __init__(self, job_id: str, state: str | None) -> None:
         self.job_id, self.state, self.result = job_id, state, None
         self.options = slurm.SlurmOptions()
+        self.cancel_sent = True  # its scancel reached slurmctld (`SlurmJob.cancel_sent`)
 
     def queue_state(self) -> str | None:
         return self.state

@@ -182,6 +182,10 @@ class _ScriptedBatchJob:
         self.result = SlurmJobResult(self.job_id, "COMPLETED", 0, self.stdout_path, self.stderr_path)
         return self.result
 
+    def suspension(self) -> None:
+        """What `scontrol show job` says of suspensions no poll saw (`SlurmJob.suspension`): none here."""
+        return None
+
 
 def test_a_job_finished_between_two_looks_is_counted_before_the_next_is_shown_and_times_the_eta(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
