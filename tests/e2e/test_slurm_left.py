@@ -278,7 +278,10 @@ def test_a_batch_job_lost_while_slurmctld_was_away_is_cancelled_once_it_answers_
             f"{job_id}") in text, text[-4000:]
     assert f"cancelling Slurm job {job_id} now that slurmctld answers again" in text, text[-4000:]
     assert _job_state(cluster, job_id) == "CANCELLED", text[-4000:]
-    assert {o["status"] for o in _outcomes(out).values()} == {"failed"}
+    # the jobs the lost batch job had not finished fail; one its worker finished before the run gave it up (on a loaded
+    # machine a job can end within the ~7 s the loss takes) is read back as the worker wrote it
+    statuses = {o["status"] for o in _outcomes(out).values()}
+    assert "failed" in statuses and statuses <= {"failed", "valid"}, statuses
 
 
 def test_a_batch_job_slurmctld_never_let_the_run_cancel_is_named_and_resume_cancels_it(
