@@ -56,12 +56,6 @@ COMMAND_LOCAL = {
     "--port": "render: the port in the rendered command; sim serve: the port to bind",
     "--isl": "input tokens of the bench or cross-check prompts",
     "--osl": "output tokens of the bench or cross-check requests",
-    # The PD router's, taken by `sim router` and `router` (the same router; `sim serve` also binds a --host and names
-    # a --kv-transfer): to become concepts of llmsweep.cli.options once the CLI edits in flight in cli/sim.py land.
-    "--prefill": "sim router, router: a prefill worker's URL",
-    "--decode": "sim router, router: a decode worker's URL",
-    "--kv-transfer": "sim serve, sim router, router: the KV-transfer backend the roles stand for or use",
-    "--host": "sim serve, sim router, router: the address to bind",
 }
 
 # Client-load seeds: the commands whose --seed draws prompts and arrivals, as a recipe's client seed does.

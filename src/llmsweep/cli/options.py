@@ -296,6 +296,19 @@ CONCEPTS: dict[str, Concept] = {
     "resummarize": Concept("--resummarize", "resummarize", {
         "is_flag": True, "help": "First recompute every run's summary from its raw files (needs whole records.jsonl).",
     }, deprecated=("--resummarise",)),
+    # a server of ours (`sim serve`, `sim router`, `router`)
+    "bind_host": Concept("--host", "host", {"default": "127.0.0.1", "show_default": True, "help": "Address to bind."}),
+    "kv_transfer": Concept("--kv-transfer", "kv_transfer", {
+        "default": None, "help": "The KV-transfer backend between prefill and decode workers (said in /version; on the "
+                                 "simulator, what its modelled link stands for).",
+    }),
+    # a PD router's workers (`sim router`, `router`)
+    "prefill_urls": Concept("--prefill", "prefill", {
+        "multiple": True, "required": True, "help": "A prefill worker's URL (repeatable).",
+    }),
+    "decode_urls": Concept("--decode", "decode", {
+        "multiple": True, "required": True, "help": "A decode worker's URL (repeatable).",
+    }),
 }
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import sys
 import time
 from pathlib import Path
@@ -21,6 +20,7 @@ from llmsweep.cli.options import (
     recipe_files_argument,
     runner_config_option,
 )
+from llmsweep.cli.serving import bind_fix, serve_router, wait_for_stop
 from llmsweep.errors import ConfigError, LlmsweepError
 from llmsweep.sim.config import MAX_SPEC_K, SimConfig
 from llmsweep.sim.transfer import DEFAULT_LINK
@@ -45,7 +45,7 @@ def sim() -> None:
 @click.option("--hardware", default="h200", show_default=True, help="GPU SKU whose figures drive the roofline.")
 @click.option("--tp", default=1, show_default=True, type=click.IntRange(min=1), help="Tensor-parallel degree.")
 @click.option("--ep", default=1, show_default=True, type=click.IntRange(min=1), help="Expert-parallel degree.")
-@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
+@option("bind_host")
 @click.option("--port", default=8000, show_default=True, type=BIND_PORT, help="Port to bind (0 = any free port).")
 @click.option("--precision", default="bf16", show_default=True, help="Weight/compute precision (bf16, fp8, fp4).")
 @click.option("--kv-dtype", default="bf16", show_default=True, help="KV-cache dtype (bf16, fp8).")
@@ -86,7 +86,7 @@ def sim() -> None:
 @click.option("--role", type=click.Choice(["server", "prefill", "decode"]), default="server", show_default=True,
               help="Disaggregated role: prefill computes prompts and hands their KV over; decode admits requests "
               "whose KV arrives over the modelled link (`llmsweep sim router` sits in front of both).")
-@click.option("--kv-transfer", default=None, help="Disaggregated roles: the KV-transfer backend the link stands for.")
+@option("kv_transfer", help="Disaggregated roles: the KV-transfer backend the modelled link stands for.")
 @click.option("--kv-links", default=None,
               help='Decode role: the modelled link from each prefill worker, in the router\'s order, as a JSON list '
               '(`[{"kind":"scale-out","name":"NIC","gbps":50,"latency_s":1e-05}]`: GB/s per GPU per direction, '
@@ -110,51 +110,16 @@ def serve(**opts: object) -> None:
 
 
 @sim.command("router")
-@click.option("--prefill", "prefill", multiple=True, required=True, help="A prefill worker's URL (repeatable).")
-@click.option("--decode", "decode", multiple=True, required=True, help="A decode worker's URL (repeatable).")
-@click.option("--kv-transfer", default=None, help="The KV-transfer backend the workers' link stands for.")
-@click.option("--host", default="127.0.0.1", show_default=True, help="Address to bind.")
+@option("prefill_urls")
+@option("decode_urls")
+@option("kv_transfer")
+@option("bind_host")
 @click.option("--port", default=8001, show_default=True, type=BIND_PORT, help="Port to bind (0 = any free port).")
 def router(prefill: tuple[str, ...], decode: tuple[str, ...], kv_transfer: str | None, host: str, port: int) -> None:
-    """Serve a simulated PD router in front of simulator prefill and decode workers (`sim serve --role`)."""
-    asyncio.run(_route(list(prefill), list(decode), kv_transfer=kv_transfer, host=host, port=port))
-
-
-def _bind_fix(port: int) -> str:
-    """Started by hand, the port is the user's to change; started by `llmsweep run` (a role on a node), it is the
-    launch's, and what holds it is what to stop (a recipe's --port is refused: `serve.launch-conflict`)."""
-    return (f"stop what listens on port {port} on this host (`ss -ltnp 'sport = :{port}'` shows it); started by "
-            "hand, pick a free --port (or 0 for any)")
-
-
-async def _route(prefill: list[str], decode: list[str], *, kv_transfer: str | None, host: str, port: int) -> None:
-    from llmsweep.sim.roles import ROUTER_READY_LINE
-    from llmsweep.sim.router import PDRouter, start_router
-
-    pd = PDRouter(prefill, decode, kv_transfer=kv_transfer)
-    try:
-        runner, bound = await start_router(pd, host, port)
-    except OSError as exc:
-        raise LlmsweepError(f"llmsweep sim router: cannot bind {host}:{port}: {exc.strerror}",
-                            fix=_bind_fix(port)) from exc
-    click.echo(f"{ROUTER_READY_LINE}{host}:{bound}: prefill {', '.join(pd.prefill)}; decode "
-               f"{', '.join(pd.decode)}", err=True)
-    await _wait_for_stop()
-    await runner.cleanup()
-
-
-async def _wait_for_stop() -> None:
-    """Serve until SIGINT, SIGTERM or SIGHUP (unless `nohup` ignores it), then stop cleanly: a server asked to stop
-    exits 0, whichever of the three asked (SIGHUP ended it with 129 while the other two gave 0)."""
-    from llmsweep.execute.signals import INTERRUPT_SIGNALS, taken_over
-
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in INTERRUPT_SIGNALS:
-        if taken_over(sig):
-            with contextlib.suppress(NotImplementedError):  # non-POSIX
-                loop.add_signal_handler(sig, stop.set)
-    await stop.wait()
+    """Serve a simulated PD router in front of simulator prefill and decode workers (`sim serve --role`): `llmsweep
+    router --protocol sim`."""
+    asyncio.run(serve_router("sim router", "sim", list(prefill), list(decode), kv_transfer=kv_transfer, host=host,
+                             port=port))
 
 
 def engine_config_from_argv(argv: list[str] | tuple[str, ...]) -> EngineConfig:
@@ -221,7 +186,7 @@ async def _serve(config: object, *, host: str, port: int, served_model_name: obj
         runner, bound = await start_server(server, host, port)
     except OSError as exc:
         raise LlmsweepError(f"llmsweep sim serve: cannot bind {host}:{port}: {exc.strerror}",
-                            fix=_bind_fix(port)) from exc
+                            fix=bind_fix(port)) from exc
     style = server.config.engine_style
     click.echo(capacity_log_line(style, server.core), err=True)
     click.echo(f"simulator calibration: {server.config.calibration_label()}", err=True)
@@ -232,7 +197,7 @@ async def _serve(config: object, *, host: str, port: int, served_model_name: obj
     click.echo(READY_LINES[style], err=True)
     sys.stderr.flush()
     try:
-        await _wait_for_stop()
+        await wait_for_stop()
     finally:
         await runner.cleanup()
 

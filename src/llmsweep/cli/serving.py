@@ -1,0 +1,50 @@
+"""What the commands that are servers of ours share (`sim serve`, `sim router`, `router`): the fix for a port that is
+taken, serving until a stop signal, and the PD router's start (one router, `llmsweep.router`, whichever protocol)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+import click
+
+from llmsweep.errors import LlmsweepError
+
+
+def bind_fix(port: int) -> str:
+    """Started by hand, the port is the user's to change; started by `llmsweep run` (a role on a node), it is the
+    launch's, and what holds it is what to stop (a recipe's --port is refused: `serve.launch-conflict`)."""
+    return (f"stop what listens on port {port} on this host (`ss -ltnp 'sport = :{port}'` shows it); started by "
+            "hand, pick a free --port (or 0 for any)")
+
+
+async def wait_for_stop() -> None:
+    """Serve until SIGINT, SIGTERM, SIGHUP or SIGQUIT (unless `nohup` ignores SIGHUP), then stop cleanly: a server
+    asked to stop exits 0, whichever signal asked (SIGHUP ended it with 129 while the others gave 0)."""
+    from llmsweep.execute.signals import INTERRUPT_SIGNALS, taken_over
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in INTERRUPT_SIGNALS:
+        if taken_over(sig):
+            with contextlib.suppress(NotImplementedError):  # non-POSIX
+                loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+
+
+async def serve_router(command: str, protocol: str, prefill: list[str], decode: list[str], *, kv_transfer: str | None,
+                       host: str, port: int) -> None:
+    """`llmsweep router` and `llmsweep sim router` (the `sim` protocol): bind, say the protocol's ready line with the
+    address and the workers on stderr, serve until a stop signal."""
+    from llmsweep.router import PDRouter, protocol_named, start_router
+
+    pd = PDRouter(prefill, decode, protocol=protocol_named(protocol), kv_transfer=kv_transfer)
+    try:
+        runner, bound = await start_router(pd, host, port)
+    except OSError as exc:
+        raise LlmsweepError(f"llmsweep {command}: cannot bind {host}:{port}: {exc.strerror}",
+                            fix=bind_fix(port)) from exc
+    click.echo(f"{pd.protocol.ready_line}{host}:{bound}: protocol {protocol}; prefill {', '.join(pd.prefill)}; "
+               f"decode {', '.join(pd.decode)}", err=True)
+    await wait_for_stop()
+    await runner.cleanup()
