@@ -13,11 +13,11 @@ import os
 import re
 import subprocess
 from collections import defaultdict
-from collections.abc import Iterator
 from pathlib import Path
 
 import click
 import pytest
+from support.cli import walk
 from test_run_support import cli_here
 
 from llmsweep.cli.main import cli
@@ -62,18 +62,8 @@ COMMAND_LOCAL = {
 CLIENT_SEED_COMMANDS = {"bench fixed", "bench agentic", "bench replay", "peer crosscheck"}
 
 
-def _walk(command: click.Command, path: tuple[str, ...] = ()) -> Iterator[tuple[str, click.Command]]:
-    yield " ".join(path), command
-    if isinstance(command, click.Group):
-        ctx = click.Context(command)
-        for name in command.list_commands(ctx):
-            sub = command.get_command(ctx, name)
-            assert sub is not None, f"llmsweep {' '.join((*path, name))} is listed but cannot be loaded"
-            yield from _walk(sub, (*path, name))
-
-
 def _options() -> list[tuple[str, click.Option]]:
-    return [(path, p) for path, command in _walk(cli) for p in command.params
+    return [(path, p) for path, command in walk(cli) for p in command.params
             if isinstance(p, click.Option) and path and p.name != "help"]
 
 

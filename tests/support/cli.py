@@ -14,6 +14,7 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
+import click
 import pytest
 
 from llmsweep.cli.main import main
@@ -62,3 +63,15 @@ def sim_serve(*args: str, timeout_s: float = 60.0) -> Iterator[str]:
     finally:
         proc.terminate()
         proc.wait(timeout=15)
+
+
+def walk(command: click.Command, path: tuple[str, ...] = ()) -> Iterator[tuple[str, click.Command]]:
+    """Every command under `command` (itself first) with its path (`"sim serve"`), as click lists them: what the CLI
+    contract tests run over, so a command added later is covered without editing them."""
+    yield " ".join(path), command
+    if isinstance(command, click.Group):
+        ctx = click.Context(command)
+        for name in command.list_commands(ctx):
+            sub = command.get_command(ctx, name)
+            assert sub is not None, f"llmsweep {' '.join((*path, name))} is listed but cannot be loaded"
+            yield from walk(sub, (*path, name))

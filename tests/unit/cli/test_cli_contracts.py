@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import click
 import pytest
-from support.cli import run_main
+from support.cli import run_main, walk
 
 from llmsweep.cli.main import cli
 
@@ -47,17 +46,7 @@ UNBOUNDED_INTS = {
 }
 
 
-def _walk(command: click.Command, path: tuple[str, ...] = ()) -> Iterator[tuple[str, click.Command]]:
-    yield " ".join(path), command
-    if isinstance(command, click.Group):
-        ctx = click.Context(command)
-        for name in command.list_commands(ctx):
-            sub = command.get_command(ctx, name)
-            assert sub is not None, f"llmsweep {' '.join((*path, name))} is listed but cannot be loaded"
-            yield from _walk(sub, (*path, name))
-
-
-COMMANDS = dict(_walk(cli))
+COMMANDS = dict(walk(cli))
 LEAVES = sorted(path for path, c in COMMANDS.items() if path and not isinstance(c, click.Group))
 OPTIONS = [(path, p) for path, c in COMMANDS.items() for p in c.params if isinstance(p, click.Option)]
 
