@@ -295,6 +295,30 @@ def test_leaving_the_guard_early_cancels_a_running_job(tmp_path: Path) -> None:
     assert rc.read_text().strip() == "143"
 
 
+def test_the_batch_script_records_a_sigquit_as_131(tmp_path: Path) -> None:
+    """`scancel -s QUIT --full` (Ctrl-\\'s signal, which unwinds llmsweep itself as 131) is recorded as 131, as the
+    README says of the signals that end a batch job. The script traps the signals llmsweep unwinds on
+    (`signals.INTERRUPT_SIGNALS`), so a worker that handles SIGQUIT and exits otherwise is still recorded by it."""
+    executor = SlurmExecutor(SlurmOptions(worker_command=("sleep", "300"), poll_s=0.5))
+    spec = LaunchSpec(engine="tiny", argv=("true",), port=1)
+    (tmp_path / "group.json").write_text("{}")
+    job = executor.submit(spec, group_file=tmp_path / "group.json", out_dir=tmp_path, name="quit")
+    try:
+        deadline = time.monotonic() + 60  # running its worker on the node, not merely queued
+        while time.monotonic() < deadline and not (
+                job.stdout_path.exists() and "started" in job.stdout_path.read_text()):
+            time.sleep(0.2)
+        # --full: the batch shell and its children too (a signal other than KILL reaches job steps only by default)
+        subprocess.run(["scancel", "-s", "QUIT", "--full", job.job_id], check=True, capture_output=True, timeout=30)
+        rc = tmp_path / f"slurm-{job.job_id}.rc"
+        deadline = time.monotonic() + 30
+        while not (rc.exists() and rc.read_text().strip()) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert rc.read_text().strip() == "131"
+    finally:
+        subprocess.run(["scancel", job.job_id], capture_output=True, timeout=30)
+
+
 def test_a_node_without_a_modern_python_fails_fast_with_a_reason(tmp_path: Path) -> None:
     old_python = tmp_path / "python3.10"
     old_python.write_text("#!/bin/sh\nexit 1\n")  # answers the version check like an old interpreter would

@@ -42,7 +42,15 @@ from llmsweep.execute.pyxis import (
     squash_path,
     write_node_launch,
 )
-from llmsweep.execute.signals import INTERRUPTED_REASONS, Interrupted, hurried, interrupt, shielded, taken_over
+from llmsweep.execute.signals import (
+    INTERRUPT_SIGNALS,
+    INTERRUPTED_REASONS,
+    Interrupted,
+    hurried,
+    interrupt,
+    shielded,
+    taken_over,
+)
 from llmsweep.findings import visible_text
 
 if TYPE_CHECKING:
@@ -331,8 +339,9 @@ def render_batch_script(
              "set -euo pipefail",
              f"trap 'echo $? > {out_dir}/slurm-${{SLURM_JOB_ID}}.rc' EXIT",
              # killed by scancel, the time limit or preemption, $? in the EXIT trap would be the last command's 0
-             *(f"trap 'echo {128 + n} > {out_dir}/slurm-${{SLURM_JOB_ID}}.rc; trap - EXIT; exit {128 + n}' {name}"
-               for name, n in (("TERM", 15), ("INT", 2), ("HUP", 1))),
+             # (the signals that unwind llmsweep itself, SIGQUIT's `scancel -s QUIT` included)
+             *(f"trap 'echo {128 + sig} > {out_dir}/slurm-${{SLURM_JOB_ID}}.rc; trap - EXIT; exit {128 + sig}' "
+               f"{sig.name.removeprefix('SIG')}" for sig in INTERRUPT_SIGNALS),
              f"export {NODE_LAUNCHER_ENV}={shlex.quote(str(launcher_file))}",
              "export PYTHONUNBUFFERED=1",
              'echo "llmsweep: job ${SLURM_JOB_ID} on $(hostname) started $(date -u +%FT%TZ)"']
