@@ -8,6 +8,7 @@ both read the same answers.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -16,6 +17,8 @@ from llmsweep.plan.job import Job
 from llmsweep.spec.workload import ScenarioId, TraceSource
 from llmsweep.workload.base import Api
 from llmsweep.workload.scenario import Load, Scenario, scenario_of
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from llmsweep.metrics.gates import GateConfig
@@ -128,6 +131,9 @@ def with_traces(jobs: list[Job], traces: str | None) -> list[Job]:
             workload = job.workload.model_copy(update={"traces": trace_source(traces, job.model_prefix)})
             job = job.model_copy(update={"workload": workload})
         out.append(job)
+    if jobs and not any(job.workload.scenario is ScenarioId.AGENTIC_CODING for job in jobs):
+        log.warning("--traces %s changes nothing: no job of this run is an agentic replay (fixed-length and Mooncake "
+                    "jobs send their own prompts)", traces)
     return out
 
 

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
+
+import pytest
 
 from llmsweep import engines
 from llmsweep.cli.sim import engine_config_from_argv
@@ -59,6 +62,20 @@ def test_traces_override_the_agentic_jobs_source_only() -> None:
     assert trace_source("synthetic", "qwen3.5").synthetic.max_isl == 256_000  # type: ignore[union-attr]
     assert trace_source("synthetic", "dsv4").synthetic.max_isl is None  # type: ignore[union-attr]
     assert trace_source("org/dataset", "qwen3.5").hf == "org/dataset"
+
+
+def test_traces_on_a_run_without_an_agentic_job_says_it_changes_nothing(caplog: pytest.LogCaptureFixture) -> None:
+    """`run --traces X` on fixed-length recipes only was taken without a word (the audit of the CLI's contracts)."""
+    from llmsweep.plan.point import with_traces
+
+    fixed = jobs_from_files([RUN / "fixed-sim.yaml"])
+    with caplog.at_level(logging.WARNING, logger="llmsweep.plan.point"):
+        assert with_traces(fixed, "synthetic") == fixed
+    assert "--traces synthetic changes nothing: no job of this run is an agentic replay" in caplog.text
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="llmsweep.plan.point"):
+        with_traces(jobs_from_files([RUN / "agentic-sim.yaml", RUN / "fixed-sim.yaml"]), "synthetic")
+    assert "changes nothing" not in caplog.text
 
 
 def test_an_unreadable_trace_source_is_named_once_with_its_fix(tmp_path: Path) -> None:
