@@ -253,6 +253,10 @@ def load_hf_tokenizer(source: str | Path) -> HFTokenizer:
     path = Path(source)
     if path.is_file():
         path = path.parent
+    if not path.is_dir() and str(source).startswith(("/", "./", "../", "~")):
+        # a path, not a hub id (`org/name`): asking the hub for it said only that the id was malformed
+        raise ConfigError(f"tokenizer {str(source)!r}: no such file or directory",
+                          fix="pass an existing tokenizer directory (or its tokenizer.json), or a hub id (org/name)")
     if not path.is_dir():
         try:
             path = _download_tokenizer(str(source))

@@ -71,3 +71,14 @@ def test_missing_tokenizer_directory_is_a_config_error(tmp_path: Path) -> None:
     pytest.importorskip("tokenizers")
     with pytest.raises(ConfigError, match=r"tokenizer\.json"):
         load_hf_tokenizer(tmp_path)
+
+
+@pytest.mark.parametrize("where", ["absolute", "./relative"])
+def test_a_tokenizer_path_that_does_not_exist_is_named_as_a_path_not_asked_of_the_hub(tmp_path: Path,
+                                                                                      where: str) -> None:
+    """`bench --tokenizer /no/such/dir` was sent to the Hugging Face hub, whose answer was that the id is malformed."""
+    pytest.importorskip("tokenizers")
+    missing = str(tmp_path / "no-such-dir") if where == "absolute" else "./no-such-tokenizer-dir"
+    with pytest.raises(ConfigError, match="no such file or directory") as raised:
+        load_hf_tokenizer(missing)
+    assert "Hugging Face" not in raised.value.message and "existing tokenizer directory" in (raised.value.fix or "")
