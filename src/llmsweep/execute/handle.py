@@ -47,6 +47,12 @@ class ServerHandle(Protocol):
     user_flags: str | None
     """Flags of the user's own the launcher put around the engine's command (`docker run`'s, `srun`'s), named as the
     user sets them, for a start-up failure's fix; None when there are none."""
+    cleanup: tuple[str, ...]
+    """The command a later `--resume` runs once the server's process is gone (`docker rm -f NAME`: a container
+    outlives the docker CLI that started it); empty when stopping the process is all."""
+    role_commands: str
+    """A role-by-role deployment: every role's command as launched (the job's `server_command.txt` lists them under
+    the router's); empty for one server."""
 
     @property
     def base_url(self) -> str: ...
@@ -121,6 +127,7 @@ class ProcessServerHandle:
         self.cleanup = tuple(cleanup)
         """A command that removes what outlives the process tree (a container): a later `--resume` runs it when this
         run was killed before it could stop the server itself."""
+        self.role_commands = ""  # one server: its command is `command`
         self._job_id = job_id
         self._before_stop = before_stop
         self._after_stop = after_stop

@@ -873,7 +873,7 @@ def run_job(job: Job, server: _Server, run_dir: Path, settings: LifecycleSetting
         spec = server.spec or group.spec
         scrub = handle.scrubber
         art.write_json(jdir / art.JOB_FILE, launched_job(job).to_json(), scrub)
-        roles = getattr(handle, "role_commands", "")  # a role-by-role deployment: every role, not only its router
+        roles = handle.role_commands  # a role-by-role deployment: every role, not only its router
         scrub.write_text(jdir / art.COMMAND_FILE, command_text(spec, server.launcher, handle.command)
                          + (f"# every role of the deployment, as launched:\n{roles}" if roles else ""))
         art.write_files_beside(spec, jdir, scrub)
@@ -1079,10 +1079,10 @@ def write_pid_file(path: Path, handle: ServerHandle, spec: LaunchSpec) -> None:
     from llmsweep.execute.process import read_proc
 
     info = read_proc(handle.pid)
-    command = getattr(handle, "command", None) or spec.argv
+    command = handle.command or spec.argv
     art.write_json(path, {"pid": handle.pid, "host": platform.node(), "argv0": os.path.basename(command[0]),
                           "start_ticks": info.start_ticks if info else None,
-                          "cleanup": list(getattr(handle, "cleanup", ()) or ())})
+                          "cleanup": list(handle.cleanup)})
 
 
 def stop_stale_servers(run_dir: Path, event: Event = _quiet, *, pid_files: str = "servers/*/server*.pid") -> list[int]:

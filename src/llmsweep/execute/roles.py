@@ -577,6 +577,7 @@ class RoleDeployment:
         self.sampled: list[tuple[SampledWorker, Path]] = []
         """Every node (or, where one node runs several workers, every worker) a power sampler was started for, with
         the file it appends to."""
+        self.cleanup: tuple[str, ...] = ()  # each role's process is stopped through its own pid file
         self.role_commands = ""
         """Every role's command line as this launch started it (secrets scrubbed): what each job's
         `server_command.txt` adds under the router's, so a job folder (and the dashboard's drill-down) says how every

@@ -180,7 +180,7 @@ def test_a_pid_file_records_the_start_time_that_tells_the_server_from_a_process_
         stat_line = Path(f"/proc/{proc.pid}/stat").read_text()
         field_22 = int(stat_line[stat_line.rindex(")") + 2:].split()[22 - 3])  # fields 1-2: pid, (comm)
         path = tmp_path / "server.pid"
-        write_pid_file(path, cast(Any, SimpleNamespace(pid=proc.pid, command=[sys.executable, "-c", "…"])),
+        write_pid_file(path, cast(Any, SimpleNamespace(pid=proc.pid, command=[sys.executable, "-c", "…"], cleanup=())),
                        cast(Any, None))
         doc = json.loads(path.read_text())
         assert doc["pid"] == proc.pid and doc["start_ticks"] == field_22
