@@ -192,3 +192,29 @@ def test_a_bench_stopped_in_its_warm_up_says_the_warm_up_requests_it_cancelled(s
     wait_for(lambda: running(sim_url) == 0, timeout=30, what="the simulator to see the requests go")
     cut = json.loads((out / "summary.json").read_text())["requests"]["warmup_cancelled"]
     assert cut > 0 and f"warmup ({cut} cancelled)" in log.read_text(), log.read_text()[-3000:]
+
+
+def test_a_bench_stopped_with_ctrl_z_and_continued_is_invalid_and_exits_1(sim_url: str, tmp_path: Path) -> None:
+    """Ctrl-Z (SIGSTOP here), then SIGCONT, mid-load: the simulator answered on through the pause and the client's
+    clocks counted it, so the figures are not the server's. `run` judged such a job invalid; `bench` printed it
+    valid. Now the same note (`readback.PAUSED`) makes it invalid, `summarize` agrees, and the exit status is 1."""
+    out, log = tmp_path / "bench", tmp_path / "bench.log"
+    proc = start_bench(sim_url, out, log, tmp_path, "--osl", "100")  # ~2 s a request, the last after the command's
+    try:
+        wait_for(lambda: running(sim_url) >= CONC, timeout=60, what=f"{CONC} requests in flight", proc=proc, log=log)
+        proc.send_signal(signal.SIGSTOP)
+        time.sleep(1.5)
+        proc.send_signal(signal.SIGCONT)
+        rc = proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert rc == 1, log.read_text()[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["validity"]["verdict"] == "invalid"
+    (reason,) = [r for r in summary["validity"]["reasons"] if "was stopped for" in r]
+    assert "run the bench again with --force" in reason
+    assert summary["requests"]["failed"] == 0  # nothing else was wrong: the pause alone makes it invalid
+    again = subprocess.run([sys.executable, "-m", "llmsweep.cli.main", "summarize", str(out), "--json"],
+                           env=cli_env(tmp_path), capture_output=True, text=True, timeout=120, check=False)
+    assert again.returncode == 1 and json.loads(again.stdout)["validity"]["verdict"] == "invalid", again.stderr

@@ -253,12 +253,13 @@ def _run(kind: str, workload: Any, kw: dict[str, Any], options: Any) -> None:
         planned_duration_s=options.duration_s, require_metrics_prefix=options.require_metrics_prefix,
         max_error_ratio=options.max_failure_ratio,
         planned_requests=options.num_requests if options.duration_s is None else None)
-    from llmsweep.execute.signals import stop_on_signal
+    from llmsweep.execute.signals import stop_on_signal, watching_pauses
 
     # SIGINT/SIGTERM stop the run instead of killing it: in-flight requests are recorded as cancelled and the summary
-    # is written, its stop reason "interrupted by SIG…" (an invalid run); the exit status is then 130 or 143.
+    # is written, its stop reason "interrupted by SIG…" (an invalid run); the exit status is then 130 or 143. A stop
+    # of this process (Ctrl-Z) that a SIGCONT ended makes the measurement invalid, as `run` judges a job.
     try:
-        with stop_on_signal() as stop, _ProgressBar(options) as bar:
+        with stop_on_signal() as stop, _ProgressBar(options) as bar, watching_pauses() as pauses:
             result = run_benchmark(workload, endpoint, options, out,
                                    provenance={"kind": kind, **gpus_prov, "source": source, "clock": WALL},
                                    gates=gates, on_progress=bar.update, stop_requested=stop.reason, source=source)
@@ -279,12 +280,16 @@ def _run(kind: str, workload: Any, kw: dict[str, Any], options: Any) -> None:
                                       "system log), then run the bench again with --force") from None
             raise
         raise full from None
-    _print_summary(result.summary, out, as_json=kw["as_json"])
+    from llmsweep.execute.readback import judge_paused
+
+    paused = judge_paused(out, tuple(pauses), again="run the bench again with --force")
+    summary = result.summary if paused is None else paused
+    _print_summary(summary, out, as_json=kw["as_json"])
     _print_first_errors(result, endpoint.api)
     if stop.exit_code is not None:
         click.echo(f"{stop.reason()}: the records and the summary so far are in {out}", err=True)
         raise click.exceptions.Exit(stop.exit_code)
-    if result.gate_failed:
+    if result.gate_failed or paused is not None:
         raise click.exceptions.Exit(1)
 
 

@@ -43,7 +43,7 @@ from llmsweep.execute.files import unjudged
 from llmsweep.execute.handle import ServerHandle
 from llmsweep.execute.preflight import preflight
 from llmsweep.execute.progress import current_progress
-from llmsweep.execute.readback import PAUSED, SERVER_DIED, ReadbackSettings, summarise_job
+from llmsweep.execute.readback import SERVER_DIED, ReadbackSettings, judge_paused, summarise_job
 from llmsweep.execute.ready import check_alive, exit_text, probe_health, wait_ready
 from llmsweep.execute.secrets import SecretScrubber, collect_secrets
 from llmsweep.execute.signals import (
@@ -915,17 +915,11 @@ def _unpaused_or_invalid(summary: Summary, pauses: Sequence[float], jdir: Path,
                          settings: LifecycleSettings) -> Summary:
     """The job's summary, judged invalid when this process was stopped (Ctrl-Z, `kill -STOP`) and continued while its
     load ran (`pauses`: how long each stop lasted): the server answered on through the pause and the client's clocks
-    counted it, so its TTFTs, gaps and throughput are not the server's. `run.json` notes it (`readback.PAUSED`, so
-    `llmsweep summarize` says the same), and neither the store, `--resume` nor `--reuse` takes it for a result."""
-    if not pauses or not (jdir / art.SUMMARY_FILE).is_file():
-        return summary
-    info = art.read_json(jdir / art.RUN_FILE)
-    info = info if isinstance(info, dict) else {}
-    lengths = " + ".join(f"{s:g} s" for s in pauses)
-    info[PAUSED] = (f"llmsweep was stopped for {lengths} (Ctrl-Z, SIGTSTP or SIGSTOP, then SIGCONT) while this job "
-                    "measured: its timings include the pause; `llmsweep run ... --resume` runs it again")
-    art.write_json(jdir / art.RUN_FILE, info)
-    return summarise_job(jdir, settings=settings.readback)
+    counted it, so its TTFTs, gaps and throughput are not the server's (`readback.judge_paused`); neither the store,
+    `--resume` nor `--reuse` takes it for a result."""
+    judged = judge_paused(jdir, tuple(pauses), again="`llmsweep run ... --resume` runs it again",
+                          settings=settings.readback)
+    return summary if judged is None else judged
 
 
 def _alive_or_invalid(handle: ServerHandle, during: str, jdir: Path, settings: LifecycleSettings) -> None:

@@ -311,6 +311,26 @@ PAUSED = "paused"
 ran (the lifecycle writes it, from `signals.watching_pauses`): the client's clocks and the server ran on through the
 pause, so the summary is invalid whatever its gates say; the note is the reason, with its fix."""
 
+def judge_paused(job_dir: Path, pauses: list[float] | tuple[float, ...], *, again: str,
+                 settings: ReadbackSettings | None = None) -> Summary | None:
+    """A measurement during which the measuring process was stopped and continued (`pauses`: how long each stop
+    lasted, from `signals.watching_pauses`), judged invalid: `run.json` gets the `PAUSED` note (so `llmsweep
+    summarize` says the same) and the folder is re-summarised. `again`: how to measure it again (`run --resume`, a
+    bench with --force). None when nothing paused or the folder holds no summary."""
+    if not pauses or not (job_dir / SUMMARY_FILE).is_file():
+        return None
+    try:
+        info = json.loads((job_dir / RUN_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        info = {}
+    info = info if isinstance(info, dict) else {}
+    lengths = " + ".join(f"{s:g} s" for s in pauses)
+    info[PAUSED] = (f"llmsweep was stopped for {lengths} (Ctrl-Z, SIGTSTP or SIGSTOP, then SIGCONT) while this job "
+                    f"measured: its timings include the pause; {again}")
+    write_json(job_dir / RUN_FILE, info)
+    return summarise_job(job_dir, settings=settings)
+
+
 SERVER_DIED = "server_died"
 """`run.json`'s note that the job's server was found dead when the job's load (or eval) ended (the lifecycle writes
 it): the job's summary is invalid whatever its gates say."""
