@@ -249,13 +249,29 @@ class VLLMAdapter(Adapter):
     def kv_role(self, job: Job, role: RoleContext) -> str:
         """The worker's `kv_role`: explicit on NixlConnector from `EXPLICIT_KV_ROLES` (a tag that names no version,
         a nightly, is taken as newer), `kv_both` otherwise."""
-        if role.transfer != "nixl" or role.kind not in ROLE_KV:
+        if role.transfer != "nixl" or role.kind not in ROLE_KV or self._before_explicit_roles(job) is not None:
             return "kv_both"
+        return ROLE_KV[role.kind]
+
+    def _before_explicit_roles(self, job: Job) -> str | None:
+        """The image's vLLM version when it predates `EXPLICIT_KV_ROLES` (its NIXL workers run `kv_both`), else None."""
         _image, version = self.image_and_version(job)
         parsed = Version.try_parse(version) if version else None
         if parsed is not None and parsed.base < Version.parse(EXPLICIT_KV_ROLES):
-            return "kv_both"
-        return ROLE_KV[role.kind]
+            return version
+        return None
+
+    def role_launch_refusal(self, job: Job) -> str | None:
+        """Besides the adapter's own refusals: a vLLM older than `EXPLICIT_KV_ROLES` runs its NIXL workers `kv_both`,
+        so no worker says which role it serves, and the read-back, which takes each role from the worker's own word,
+        would fail the job after both servers had started."""
+        why = super().role_launch_refusal(job)
+        old = self._before_explicit_roles(job)
+        if why is None and old is not None:
+            return (f"vLLM {old} names no prefill or decode role for its NIXL workers (`kv_producer`/`kv_consumer` "
+                    f"from {EXPLICIT_KV_ROLES}): none would say which role it serves, and llmsweep reads each role "
+                    "back from the worker's own word; serve it with vLLM >= 0.11.0")
+        return why
 
     def follower_spec(self, spec: LaunchSpec) -> LaunchSpec | None:
         """vLLM's multi-node worker (multiprocessing backend): the nodes of rank >= 1 add `--headless` and run no API

@@ -160,6 +160,13 @@ def test_vllm_keeps_kv_both_below_the_release_that_documents_nixl_producer_and_c
         roles = {json.loads(flag(w.spec.argv, "--kv-transfer-config") or "{}")["kv_role"]
                  for role in topology.roles[:2] for w in role.workers}
         assert roles == expected, image
+        # render still shows the launch; run refuses the old release's roles before any server: no worker would say
+        # its role, and the read-back takes each role from the worker's own word
+        refusal = engines.launch_refusal(job, executor="local")
+        if image.endswith("v0.10.2"):
+            assert refusal is not None and "vLLM 0.10.2 names no prefill or decode role" in refusal
+        elif transfer == "nixl":
+            assert refusal is None
 
 
 def test_trtllm_disagg_renders_options_per_server_and_the_disaggregated_config(plan: Plan) -> None:
