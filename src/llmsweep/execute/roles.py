@@ -366,6 +366,9 @@ class RolePlacement(Protocol):
     nodes: list[AllocatedNode]
     """The nodes the roles run on, in the topology's order (one for a single host)."""
     job_id: str | None
+    gpus: dict[tuple[str, int], str | None]
+    """(role, worker index) → the GPUs this placement gave that worker on its host (`CUDA_VISIBLE_DEVICES`), where it
+    partitions a host's GPUs itself (the local executor); empty where Slurm gives each step its own."""
 
     def node_of(self, worker: RoleWorker) -> AllocatedNode:
         """The node `worker` runs on."""
@@ -399,6 +402,7 @@ class SlurmPlacement:
             raise LaunchError(f"topology of job {topology.job} needs {topology.nodes} node(s); the allocation has "
                               f"{len(nodes)}", fix="the batch job must request the topology's node count")
         self.launcher, self.nodes, self.job_id = launcher, nodes, job_id
+        self.gpus: dict[tuple[str, int], str | None] = {}  # each step's GPUs are Slurm's to give
 
     def node_of(self, worker: RoleWorker) -> AllocatedNode:
         return self.nodes[worker.nodes[0]]
@@ -647,7 +651,7 @@ class RoleDeployment:
             node = self.placement.node_of(worker)
             label = node.name if per_node[node.name] == 1 else f"{role.name}{worker.index}"
             units.setdefault(label, (node, role, worker, handle))
-        shares: dict[tuple[str, int], str | None] = getattr(self.placement, "gpus", {})
+        shares = self.placement.gpus
         for label, (node, role, worker, handle) in sorted(units.items()):
             folder = self.dir / POWER_DIR / label
             argv = [sys.executable, "-m", "llmsweep.execute.node_power", "--dir",
