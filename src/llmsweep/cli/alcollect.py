@@ -17,7 +17,15 @@ import click
 from click.core import ParameterSource
 
 from llmsweep.alcollect.settings import CollectResult, CollectSettings, Sampling
-from llmsweep.cli.options import ManyValues, config_keys_option, field_option, json_option, option, runner_config_option
+from llmsweep.cli.options import (
+    ManyValues,
+    PathValue,
+    config_keys_option,
+    field_option,
+    json_option,
+    option,
+    runner_config_option,
+)
 from llmsweep.cli.options import executor_options as parse_executor_options
 from llmsweep.errors import ConfigError, DatasetError, LlmsweepError
 
@@ -304,7 +312,7 @@ def _finish_hint(result: CollectResult) -> str | None:
 
 
 @click.command("collect")
-@click.argument("recipe", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("recipe", type=PathValue(exists=True, dir_okay=False, path_type=Path))
 @config_keys_option()
 @runner_config_option()
 @option("runner_labels")
@@ -337,16 +345,16 @@ def _finish_hint(result: CollectResult) -> str | None:
 @option("executor_option",
         help="An executor setting (local: cwd, allow_image=true when the engine is installed on the host).")
 @option("simulate")
-@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("golden_al"),
+@click.option("--out", "out_dir", type=PathValue(file_okay=False, path_type=Path), default=Path("golden_al"),
               show_default=True, help="Directory the curve file is written into; read it back with "
               "`llmsweep al MODEL … --curves DIR` (the planner: LLMSWEEP_GOLDEN_AL_DIR=DIR).")
-@click.option("--merge-into", "merge_into", type=click.Path(dir_okay=False, path_type=Path), default=None,
+@click.option("--merge-into", "merge_into", type=PathValue(dir_okay=False, path_type=Path), default=None,
               metavar="CURVE.yaml", help="Complete this curve (one `al collect` wrote): refused before any server "
               "starts if it was collected otherwise (precision, prompts, sampling, output length, kwargs, simulated; "
               "hardware and engine once measured), else rewritten with the union of the cells, a re-measured cell "
               "replacing the old one. Takes the place of --out, --variant and --force.")
 @click.option("--variant", default=None, help="Curve file suffix: <prefix>_<method>_<variant>.yaml (e.g. fp8).")
-@click.option("--run-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+@click.option("--run-dir", type=PathValue(file_okay=False, path_type=Path), default=None,
               help="Evidence folder (server logs and commands, /metrics before and after, client records) per "
               "cell; default: OUT/<curve>.runs (with --merge-into: CURVE.runs-<UTC time>, beside the earlier ones).")
 @field_option("--checkpoint", source=(CollectSettings, "checkpoint"))

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import click
 
-from llmsweep.cli.options import FINITE_POSITIVE, FiniteRange, field_option, json_option, option
+from llmsweep.cli.options import FINITE_POSITIVE, FiniteRange, PathValue, field_option, json_option, option
 from llmsweep.client.config import DURATION_REACHED, RunOptions
 from llmsweep.client.files import RECORDS_FILE
 from llmsweep.errors import ConfigError
@@ -38,7 +38,7 @@ def _common(fn: Callable[..., Any]) -> Callable[..., Any]:
     opts = [
         option("url"),
         option("model"),
-        click.option("--out", "out_dir", type=click.Path(path_type=Path), default=None,
+        click.option("--out", "out_dir", type=PathValue(path_type=Path), default=None,
                      help="Result directory (default results/bench-<kind>-<time>)."),
         option("seed"),
         option("request_timeout", dest="timeout"),
@@ -133,7 +133,7 @@ def agentic(**kw: Any) -> None:
 
 @bench.command("replay")
 @_common
-@option("traces", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+@option("traces", required=True, type=PathValue(exists=True, dir_okay=False, path_type=Path),
         help="Mooncake timestamped trace (JSONL).")
 @click.option("--speedup", type=FINITE_POSITIVE, default=1.0, show_default=True,
               help="Replay the timeline this many times faster.")
@@ -502,7 +502,7 @@ def _print_summary(summary: Summary, out: Path, *, as_json: bool) -> None:
 
 
 @click.command("summarize")
-@click.argument("run_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.argument("run_dir", type=PathValue(exists=True, file_okay=False, path_type=Path))
 @json_option("the summary (summary.json)")
 def summarize(run_dir: Path, as_json: bool) -> None:
     """Recompute RUN_DIR/summary.json from records.jsonl and run.json (+ server_metrics.jsonl, job.json).

@@ -22,7 +22,7 @@ from llmsweep.catalog import hardware as hardware_mod
 from llmsweep.catalog import images as images_mod
 from llmsweep.catalog import models as models_mod
 from llmsweep.catalog.sources import ENV_VAR, catalog_dirs
-from llmsweep.cli.options import json_option, option
+from llmsweep.cli.options import PathValue, json_option, option
 from llmsweep.cli.tables import table_console
 from llmsweep.engine_ids import acceptance_spellings
 from llmsweep.errors import ConfigError
@@ -341,7 +341,7 @@ def al() -> None:
 @click.option("--precision", default=None,
               help="Precision the recipe serves (fp8, fp4…); default: what MODEL's id says. A curve measured in it "
               "wins over the default curve; warns on a mismatch.")
-@click.option("--curves", "curve_dirs", multiple=True, type=click.Path(path_type=Path),
+@click.option("--curves", "curve_dirs", multiple=True, type=PathValue(path_type=Path),
               help=f"A directory of curve files you collected (`llmsweep al collect`), read next to the packaged ones "
               f"(repeat for several; also ${golden_mod.CURVES_ENV_VAR}).")
 @json_option()

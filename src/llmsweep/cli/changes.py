@@ -8,13 +8,13 @@ from pathlib import Path
 
 import click
 
-from llmsweep.cli.options import json_option, option, recipe_files_argument, runner_config_option
+from llmsweep.cli.options import PathValue, json_option, option, recipe_files_argument, runner_config_option
 
 
 @click.command("changes")
 @click.argument("revisions")
 @recipe_files_argument(required=False)
-@click.option("--repo", type=click.Path(exists=True, file_okay=False, path_type=Path), default=None,
+@click.option("--repo", type=PathValue(exists=True, file_okay=False, path_type=Path), default=None,
               help="The git repository whose revisions are compared (default: the current directory's).")
 @option("no_evals", help="Compare the plans without eval rows (as `run --changed … --no-evals`).")
 @option("evals_only", help="Compare the eval jobs only (as `run --changed … --evals-only`: the evals of what changed).")
@@ -84,7 +84,7 @@ class _ChangelogGroup(click.Group):
 
 
 CHECK = "check"
-_FILE = click.argument("changelog_file", type=click.Path(dir_okay=False, path_type=Path),
+_FILE = click.argument("changelog_file", type=PathValue(dir_okay=False, path_type=Path),
                        default=Path("perf-changelog.yaml"))
 
 

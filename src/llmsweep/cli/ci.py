@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, NoReturn
 
 import click
 
-from llmsweep.cli.options import option, recipe_files_argument, runner_config_option
+from llmsweep.cli.options import PathValue, option, recipe_files_argument, runner_config_option
 from llmsweep.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -28,7 +28,7 @@ def ci() -> None:
 
 @ci.command("github")
 @recipe_files_argument()
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
+@click.option("--out", type=PathValue(dir_okay=False, path_type=Path),
               default=Path(".github/workflows/llmsweep-sweep.yml"), show_default=True, help="Workflow file to write.")
 @click.option("--source", type=click.Choice(["matrix", "changes"]), default="matrix", show_default=True,
               help="`matrix`: every job of the recipes; `changes`: on a pull request, only the jobs it added or "
@@ -127,7 +127,7 @@ def _say_refusals(jobs: list[Job], files: Sequence[Path], runner_config: Path | 
         "--evals-only.")
 @click.option("--event", default=None, help="The triggering event (`push` adds to every priority).")
 @click.option("--label", "labels", multiple=True, help="A pull-request label that moves priorities (repeatable).")
-@click.option("--github-output", type=click.Path(dir_okay=False, path_type=Path), default=None,
+@click.option("--github-output", type=PathValue(dir_okay=False, path_type=Path), default=None,
               help="Append matrix=, jobs= and count= for a workflow step's outputs to this file ($GITHUB_OUTPUT).")
 @option("runner_labels")
 @runner_config_option()
@@ -175,8 +175,8 @@ def matrix(files: tuple[Path, ...], changed: str | None, evals_only: bool, all_e
 
 
 @ci.command("collect")
-@click.argument("artifacts", type=click.Path(file_okay=False, path_type=Path))
-@click.option("--out", type=click.Path(file_okay=False, path_type=Path), required=True, help="Run folder to write.")
+@click.argument("artifacts", type=PathValue(file_okay=False, path_type=Path))
+@click.option("--out", type=PathValue(file_okay=False, path_type=Path), required=True, help="Run folder to write.")
 @click.option("--run-id", required=True, help="Id of the merged run (e.g. gh-<run id>-<attempt>).")
 @click.option("--expected-env", default=None, metavar="NAME",
               help="Environment variable holding the JSON list of every job id the sweep expected.")

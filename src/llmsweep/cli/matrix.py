@@ -15,7 +15,7 @@ from typing import Any
 import click
 
 from llmsweep.catalog.fleet import FleetCatalog, default_fleet, load_fleet
-from llmsweep.cli.options import ManyValues, config_keys_option, option, runner_config_option
+from llmsweep.cli.options import ManyValues, PathValue, config_keys_option, option, runner_config_option
 from llmsweep.errors import ConfigError
 from llmsweep.findings import Finding, Severity
 from llmsweep.plan import EvalOptions, Job, SweepOptions, plan_jobs
@@ -32,7 +32,7 @@ matrix (an empty one for `--max-conc 0`) and exited 0, so a typo in a workflow s
 
 def _common(fn: Callable[..., Any]) -> Callable[..., Any]:
     opts = [
-        click.option("--config-files", cls=ManyValues, type=click.Path(path_type=Path),
+        click.option("--config-files", cls=ManyValues, type=PathValue(path_type=Path),
                      help="Recipe/master files or directories (default: every *.yaml under ./recipes)."),
         runner_config_option(),
         option("no_evals"),

@@ -9,7 +9,7 @@ from typing import Literal
 
 import click
 
-from llmsweep.cli.options import json_option, option
+from llmsweep.cli.options import PathValue, json_option, option
 from llmsweep.modelsynth.architectures import PRESETS, preset_config
 from llmsweep.modelsynth.gguf_import import KNOWN_GGUF, ImportRequest, import_gguf
 from llmsweep.modelsynth.synth import SynthRequest, synth_model
@@ -55,7 +55,7 @@ def presets(as_json: bool) -> None:
     f"Presets: {_preset_help()}."
 ))
 @click.argument("model_or_config")
-@click.option("--out", "out", required=True, type=click.Path(path_type=Path), help=_h("out"))
+@click.option("--out", "out", required=True, type=PathValue(path_type=Path), help=_h("out"))
 @click.option("--weights", type=click.Choice(["random", "none"]), default="none", show_default=True,
               help=_h("weights"))
 @click.option("--draft", is_flag=True, help=_h("draft"))
@@ -116,7 +116,7 @@ def _import_h(field: str) -> str:
     "Needs `pip install 'llmsweep[import]'`."
 ))
 @click.argument("source")
-@click.option("--out", "out", required=True, type=click.Path(path_type=Path), help=_import_h("out"))
+@click.option("--out", "out", required=True, type=PathValue(path_type=Path), help=_import_h("out"))
 @option("force", help=_import_h("force"))
 @json_option("the provenance record")
 def import_(source: str, out: Path, force: bool, as_json: bool) -> None:

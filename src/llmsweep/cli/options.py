@@ -46,6 +46,17 @@ class FiniteRange(click.FloatRange):
         return rv
 
 
+class PathValue(click.Path):
+    """A path an option takes: a value spelled like a long option (`compare --markdown --json`) is that option, given
+    where the path was missing, not a file to write; click took it for the path and the option never applied. A file
+    whose name starts with `--` is still reachable as `./--name`."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and value.startswith("--"):
+            self.fail(f"{value!r} is an option, not a path: give this option its path first", param, ctx)
+        return super().convert(value, param, ctx)
+
+
 FINITE_POSITIVE = FiniteRange(min=0, min_open=True)
 """A window in seconds, a rate: finite and above 0."""
 
@@ -202,7 +213,7 @@ CONCEPTS: dict[str, Concept] = {
         "multiple": True, "help": "Only these recipe keys (`*`/`?` globs allowed); default: every key.",
     }, deprecated=("--config-key",)),
     "runner_config": Concept("--runner-config", "runner_config", {
-        "type": click.Path(path_type=Path), "default": None,
+        "type": PathValue(path_type=Path), "default": None,
         "help": "Runner (fleet) file in InferenceX's runners.yaml format (default: the packaged fleet).",
     }),
     "runner_labels": Concept("--runner-label", "runner_labels", {
@@ -212,7 +223,7 @@ CONCEPTS: dict[str, Concept] = {
                 "(`fleet.unknown-label`); any other unlisted label still is.",
     }),
     "store": Concept("--store", "store_path", {  # a directory is the store's own error, with its fix
-        "type": click.Path(path_type=Path), "default": None,
+        "type": PathValue(path_type=Path), "default": None,
         "help": "Results store (SQLite). Default: $LLMSWEEP_STORE, else ~/.llmsweep/results.sqlite.",
     }),
     "no_evals": Concept("--no-evals", "no_evals", {
@@ -449,7 +460,7 @@ def recipe_files_argument(*, required: bool = True) -> Callable[[F], F]:
     `render`, `predict`, `changes`, `ci`). Click checks nothing about them: the recipe loader does, so a missing file,
     an empty one, a folder or a pipe (`<(…)`, `/dev/stdin`) gets the same finding from every command (`schema.file`,
     `schema.empty-file`, `plan.no-jobs`)."""
-    return click.argument("files", nargs=-1, required=required, type=click.Path(path_type=Path))
+    return click.argument("files", nargs=-1, required=required, type=PathValue(path_type=Path))
 
 
 def store_option(dest: str = "store_path", **overrides: Any) -> Callable[[F], F]:

@@ -12,7 +12,7 @@ from typing import Any
 
 import click
 
-from llmsweep.cli.options import FINITE_POSITIVE, json_option, option
+from llmsweep.cli.options import FINITE_POSITIVE, PathValue, json_option, option
 from llmsweep.errors import ConfigError
 from llmsweep.metrics.model import RUN_SOURCES, RunSource
 
@@ -54,7 +54,7 @@ def peer() -> None:
 @option("gpus", default=None, show_default=False, type=click.IntRange(min=1),
         help="GPUs behind the endpoint. Default: as the server reports; else unknown (figures per endpoint).")
 @option("seed", help="Seed of the first run's prompts (each run adds its position; the recipe's client seed).")
-@click.option("--out", "out_dir", type=click.Path(path_type=Path), required=True, help="Result directory.")
+@click.option("--out", "out_dir", type=PathValue(path_type=Path), required=True, help="Result directory.")
 @json_option("the cross-check (crosscheck.json)")
 def crosscheck(**kw: Any) -> None:
     """Run llmsweep's client and aiperf in turn at each concurrency on the same prompts; print both side by side.
@@ -85,7 +85,7 @@ def crosscheck(**kw: Any) -> None:
 
 
 @peer.command("table")
-@click.argument("out_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.argument("out_dir", type=PathValue(exists=True, file_okay=False, path_type=Path))
 @option("resummarize", dest="resummarise")
 @click.option("--write", is_flag=True, help="Write the recomputed crosscheck.json and crosscheck.md back.")
 @json_option("the recomputed cross-check")
@@ -100,8 +100,8 @@ def table(out_dir: Path, resummarise: bool, write: bool, as_json: bool) -> None:
 
 
 @peer.command("import")
-@click.argument("artifact_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
-@click.option("--out", "out_dir", type=click.Path(path_type=Path), required=True, help="Run directory to write.")
+@click.argument("artifact_dir", type=PathValue(exists=True, file_okay=False, path_type=Path))
+@click.option("--out", "out_dir", type=PathValue(path_type=Path), required=True, help="Run directory to write.")
 @option("num_warmups", dest="warmups", default=0, show_default=True, deprecated=("--warmups",),
         help="Warm-up requests the aiperf run sent.")
 @option("gpus", default=None, show_default=False, type=click.IntRange(min=1),

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import click
 
-from llmsweep.cli.options import json_option, option, store_option
+from llmsweep.cli.options import PathValue, json_option, option, store_option
 
 
 @click.command()
 @click.argument("run", metavar="RUN")
-@click.option("--out", "out", type=click.Path(file_okay=False, path_type=Path), default=None,
+@click.option("--out", "out", type=PathValue(file_okay=False, path_type=Path), default=None,
               help="Output folder (default RUN/report/).")
 @click.option("--no-png", is_flag=True, help="Skip the matplotlib PNG plots.")
 @click.option("--with", "overlays", multiple=True, metavar="RUN_OR_ID",

@@ -12,7 +12,7 @@ from typing import Any
 import click
 
 from llmsweep.cli.notice import saying
-from llmsweep.cli.options import json_option, option, store_option
+from llmsweep.cli.options import PathValue, json_option, option, store_option
 from llmsweep.cli.tables import plain, table_console
 from llmsweep.errors import ResultError, ResultInputError
 
@@ -34,7 +34,7 @@ def results() -> None:
 
 
 @results.command("ingest")
-@click.argument("runs", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.argument("runs", nargs=-1, required=True, type=PathValue(exists=True, file_okay=False, path_type=Path))
 @click.option("--replace", is_flag=True,
               help="Store each run as its folder holds it even when that drops results the store holds for it (a "
                    "re-ingest of a folder lacking some of them is refused without this).")
@@ -368,7 +368,7 @@ def _no_frontier_why(points: list[Any], x: Any) -> str:
 @option("run_id", help="Only this run (default: every stored result).")
 @click.option("--format", "fmt", type=click.Choice(["json", "csv", "inferencex", "inferencex-evals"]), default="json",
               show_default=True, help="inferencex-evals: InferenceX's eval rows (agg_eval_all.json shape).")
-@click.option("--out", "out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+@click.option("--out", "out", type=PathValue(dir_okay=False, path_type=Path), default=None,
               help="File (default stdout).")
 @click.option("--include-unpublished", is_flag=True,
               help="inferencex: also the points InferenceX does not publish (simulated, predicted, smoke, invalid), "
@@ -406,7 +406,7 @@ def export(run_id: str | None, fmt: str, out: Path | None, include_unpublished: 
 
 
 @results.command("import")
-@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.argument("file", type=PathValue(exists=True, dir_okay=False, path_type=Path))
 @store_option()
 def import_cmd(file: Path, store_path: Path | None) -> None:
     """Import an export of ours or InferenceX aggregate result JSON as its own run (source kept)."""
@@ -437,7 +437,7 @@ def import_cmd(file: Path, store_path: Path | None) -> None:
 @click.option("--resamples", default=200, show_default=True, type=click.IntRange(min=2),
               help="Bootstrap resamples per metric (2 or more: one resample has no spread, a band of 0).")
 @json_option("the deltas, bands and verdicts")
-@click.option("--markdown", "markdown", type=click.Path(dir_okay=False, path_type=Path), default=None,
+@click.option("--markdown", "markdown", type=PathValue(dir_okay=False, path_type=Path), default=None,
               help="Also write a PR-comment table to this file.")
 @click.option("--fail-on-regression", is_flag=True, help="Exit 1 when any metric is a (between-run) regression.")
 @click.option("--format", "fmt", type=click.Choice(["table", "json", "markdown"]), default=None,

@@ -12,6 +12,7 @@ from click.core import ParameterSource
 
 from llmsweep.cli.options import (
     FiniteRange,
+    PathValue,
     config_keys_option,
     field_option,
     json_option,
@@ -62,7 +63,7 @@ EVAL_OPTIONS = {"task": "eval_task", "dataset": "eval_dataset", "limit": "eval_l
 @option("all_evals", help="Every 8k1k fixed-seq-len row and every agentic row runs as an eval-only job.")
 @click.option("--eval-task", type=click.Choice(known_tasks()), default=DEFAULT_TASK, show_default=True,
               help="The lm-eval task of eval jobs.")
-@click.option("--eval-dataset", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+@click.option("--eval-dataset", type=PathValue(exists=True, dir_okay=False, path_type=Path), default=None,
               help="A local JSON-lines file in the task's format (GSM8K: `question`, `answer` ending `#### N`) instead "
                    "of the Hugging Face dataset: offline evals.")
 @click.option("--eval-limit", type=click.IntRange(min=1), default=None,
@@ -84,7 +85,7 @@ EVAL_OPTIONS = {"task": "eval_task", "dataset": "eval_dataset", "limit": "eval_l
         "Without --resume or --force, an --out holding results is refused.")
 @option("repeats", help="Run every job N times (the first keeps the job id, repeat k >= 2 is job "
         "`<id>-repeat<k>`), so `compare` has a between-run noise band.")
-@click.option("--out", type=click.Path(path_type=Path), default=Path("runs/latest"), show_default=True,
+@click.option("--out", type=PathValue(path_type=Path), default=Path("runs/latest"), show_default=True,
               help="Run directory (one folder per job under jobs/).")
 @store_option(dest="store")
 @runner_config_option()
@@ -102,7 +103,7 @@ EVAL_OPTIONS = {"task": "eval_task", "dataset": "eval_dataset", "limit": "eval_l
               "a disaggregated prefill/decode role); the simulator reports its modelled power under any backend but "
               "off.")
 @json_option("the end-of-run table (one row per job: concurrency, verdict, reason, headline metrics)")
-@click.option("--_worker", "worker", type=click.Path(path_type=Path), default=None, hidden=True)
+@click.option("--_worker", "worker", type=PathValue(path_type=Path), default=None, hidden=True)
 def run(files: tuple[Path, ...], config_keys: tuple[str, ...], executor: str, executor_options: tuple[str, ...],
         simulate: bool, live: bool, traces: str | None, no_evals: bool, evals_only: bool, all_evals: bool,
         eval_task: str, eval_dataset: Path | None, eval_limit: int | None, eval_max_tokens: int | None,

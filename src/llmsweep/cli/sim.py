@@ -14,6 +14,7 @@ from llmsweep.cli.options import (
     BIND_PORT,
     FINITE_POSITIVE,
     FiniteRange,
+    PathValue,
     config_keys_option,
     json_option,
     option,
@@ -203,7 +204,7 @@ async def _serve(config: object, *, host: str, port: int, served_model_name: obj
 
 
 @sim.command("calibrate")
-@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True))
+@click.argument("paths", nargs=-1, required=True, type=PathValue(exists=True))
 @option("model", required=False, default=None,
         help="records.jsonl mode: model the records were measured on.")
 @click.option("--hardware", default=None, help="records.jsonl mode: GPU SKU the records were measured on.")
@@ -225,7 +226,7 @@ async def _serve(config: object, *, host: str, port: int, served_model_name: obj
 @click.option("--save", "save", is_flag=True,
               help="Run mode: store the fitted factors in sim_calibration.yaml of the user catalog directory "
                    "($LLMSWEEP_CATALOG_DIR), where every later prediction of that key picks them up.")
-@click.option("--save-to", type=click.Path(dir_okay=True), default=None,
+@click.option("--save-to", type=PathValue(dir_okay=True), default=None,
               help="Run mode: store the fitted factors in this calibration file (or directory) instead.")
 @json_option("the fit")
 def calibrate(paths: tuple[str, ...], model: str | None, hardware: str | None, tp: int, ep: int, precision: str,
@@ -416,7 +417,7 @@ def _calibrate_records(records: str, model: str, hardware: str, tp: int, ep: int
               help="Virtual seconds per point (default: the job's duration, else 600).")
 @click.option("--max-requests", type=click.IntRange(min=1), default=None,
               help="Stop after this many profiling requests per point.")
-@click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
+@click.option("--out", "out_dir", type=PathValue(file_okay=False), default=None,
               help="Write records.jsonl, server_metrics.jsonl, gpu_metrics.jsonl (the modelled power) and "
                    "summary.json per point under this folder.")
 @option("traces", default=None,

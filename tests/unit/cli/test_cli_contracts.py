@@ -16,6 +16,7 @@ import pytest
 from support.cli import run_main, walk
 
 from llmsweep.cli.main import cli
+from llmsweep.cli.options import PathValue
 
 REPO = Path(__file__).resolve().parents[3]
 QUICKSTART = REPO / "examples" / "quickstart.yaml"
@@ -168,6 +169,9 @@ BAD_INPUT = [
     (["render", str(QUICKSTART), "--job", "x", "--json", "--format", "sh"], "--json and --format sh"),
     (["al", "lookup", "qwen3.5", "--spec-method", "mtp", "--spec-k", "99"],  # named as --help spells them
      "Invalid value for --spec-method/--spec-k/--thinking: no golden AL for qwen3.5"),
+    # a path option given no path: click took the next option for it (a markdown file named `--json`, no JSON)
+    (["compare", "{tmp}/a", "{tmp}/b", "--markdown", "--json"], "'--markdown': '--json' is an option, not a path"),
+    (["run", str(QUICKSTART), "--out", "--simulate"], "'--out': '--simulate' is an option, not a path"),
 ]
 
 
@@ -255,3 +259,11 @@ def test_render_json_is_its_format_json(capsys: pytest.CaptureFixture[str]) -> N
     code, by_flag, err = run_main(capsys, "render", QUICKSTART, "--job", job, "--json")
     assert code == 0 and json.loads(by_flag)["job"] == job, err
     assert run_main(capsys, "render", QUICKSTART, "--job", job, "--format", "json")[:2] == (0, by_flag)
+
+
+def test_every_path_option_refuses_a_value_spelled_like_an_option() -> None:
+    """Each option that takes a path is `options.PathValue`, so an option given where its path was missing is said,
+    not taken for a file name: a command added later is covered too."""
+    plain = [f"{path} {p.opts[0]}" for path, command in COMMANDS.items() for p in command.params
+             if isinstance(p, click.Option) and isinstance(p.type, click.Path) and not isinstance(p.type, PathValue)]
+    assert plain == []
