@@ -194,6 +194,11 @@ def collect_cmd(artifacts: Path, out: Path, run_id: str, expected_env: str | Non
         except json.JSONDecodeError as exc:
             raise ConfigError(f"${expected_env} is not a JSON list of job ids: {exc}",
                               fix="pass the setup job's `jobs` output") from exc
+    if not expected and not any(artifacts.iterdir()):
+        # nothing to collect and nothing expected: an empty run folder would read as a sweep that passed
+        raise ConfigError(f"{artifacts} holds no job's artifact, and no job was expected",
+                          fix="point at the folder the sweep jobs' artifacts were downloaded into "
+                              "(actions/download-artifact), and pass --expected-env with the setup job's job ids")
     meta = collect(artifacts, out, run_id=run_id, expected=expected)
     from llmsweep.metrics.model import SUCCESS_STATUSES
 
