@@ -30,8 +30,7 @@ import aiohttp
 from aiohttp import web
 
 from llmsweep.engine_ids import VLLM
-from llmsweep.sim.http import error_response, json_object, start_app
-from llmsweep.sim.roles import node_name
+from llmsweep.http_app import error_response, json_object, node_name, start_app
 
 log = logging.getLogger(__name__)
 
@@ -295,7 +294,7 @@ class VllmNixl(PDProtocol):
         engine = str(params.get("remote_engine_id"))
         self.prefill_engines[engine] = self.prefill_engines.get(engine, 0) + 1
         return DecodeLeg(json.dumps({**body, "kv_transfer_params": params}).encode(),
-                         {**headers, "Content-Type": "application/json"}, _CachedTokens(_prompt_cached_tokens(answer)))
+                         {**headers, "Content-Type": "application/json"}, _CachedTokens(prompt_cached_tokens(answer)))
 
     async def version(self, router: PDRouter) -> dict[str, Any]:
         from llmsweep import __version__
@@ -317,7 +316,7 @@ def _has_blocks(block_ids: Any) -> bool:
     return any(group for group in block_ids) if all(isinstance(g, list) for g in block_ids) else True
 
 
-def _prompt_cached_tokens(answer: dict[str, Any]) -> int:
+def prompt_cached_tokens(answer: dict[str, Any]) -> int:
     """The prefill worker's prefix-cache hits for the prompt (`usage.prompt_tokens_details.cached_tokens`).
 
     Absent (vLLM reports the details only with `--enable-prompt-tokens-details`) or null, it is 0: the decode

@@ -22,8 +22,8 @@ import pytest
 from support.procs import alive, read_proc, stat_fields
 
 from llmsweep.execute.virtual_disagg import disagg_config
+from llmsweep.http_app import node_name
 from llmsweep.plan.job import Job
-from llmsweep.sim.roles import node_name
 
 pytestmark = pytest.mark.slow  # a file of long tests: xdist starts it first (tests/conftest.py)
 

@@ -23,12 +23,13 @@ from llmsweep.client.files import SERVER_METRICS_FILE
 from llmsweep.client.runner import run_benchmark_async
 from llmsweep.client.scrape import parse_exposition
 from llmsweep.execute.roles import FederatedMetrics, MetricsTarget, RanRole, RanTopology, RanWorker
+from llmsweep.http_app import node_name
 from llmsweep.metrics import Summary
 from llmsweep.metrics.roles import KV_BYTES, KV_IN_FLIGHT, KV_PREALLOC, KV_SECONDS
 from llmsweep.metrics.summary import summarise
 from llmsweep.sim.disagg import Cluster, DisaggConfig, DisaggPredictor, RolePlan
 from llmsweep.sim.engine import EngineConfig
-from llmsweep.sim.roles import RoleConfig, node_name
+from llmsweep.sim.roles import RoleConfig
 from llmsweep.sim.transfer import Link
 from llmsweep.workload.fixed import FixedLengthConfig, FixedLengthWorkload
 

@@ -434,11 +434,11 @@ class LocalPlacement:
     def __init__(self, topology: Topology, launcher: LocalLauncher, server_dir: Path,
                  environ: Mapping[str, str] | None = None) -> None:
         from llmsweep.execute.preflight import pick_free_ports
-        from llmsweep.sim.roles import node_name
+        from llmsweep.http_app import node_name
 
         self.launcher, self.server_dir = launcher, server_dir
         self.job_id: str | None = None
-        self.nodes = [AllocatedNode(name=node_name(), address=LOOPBACK)]  # what the simulator's /version says
+        self.nodes = [AllocatedNode(name=node_name(), address=LOOPBACK)]  # what a server of ours says (/version)
         self._environ = environ
         workers = [(role, w) for role in topology.roles for w in role.workers]
         if topology.engine != SIM.id and (wide := [f"{role.name} worker {w.index}" for role, w in workers

@@ -21,6 +21,8 @@ _LAUNCH_AND_DRIVE = (
     _PACKAGE / "execute" / "virtual.py",  # a job run on the core in virtual time: its window, scrapes and files
     _PACKAGE / "execute" / "virtual_disagg.py",  # the same for a disaggregated deployment's roles
     _PACKAGE / "power" / "virtual.py",  # the modelled power over virtual time
+    _PACKAGE / "router.py",  # the live roles' router: which prefill and decode worker a request meets, cached tokens
+    _PACKAGE / "http_app.py",  # the live servers' error bodies and stop grace
 )
 """Code outside `llmsweep.sim` that decides a simulated job's figures under a given launch: a default of `sim serve`
 (say `--max-running-requests`) that changes gives other numbers for every launch that does not set it."""

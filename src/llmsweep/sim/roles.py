@@ -37,8 +37,6 @@ them; with one decode worker, or one transfer at a time per prefill worker, the 
 
 from __future__ import annotations
 
-import os
-import socket
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -60,18 +58,6 @@ absent: 0)."""
 ROUTER_READY_LINE = "simulated PD router on http://"
 """What `llmsweep sim router` logs once it listens: its launch's readiness marker (`engines.sim`), so that its
 readiness is its own process's, never a /health answered by whatever else holds its port."""
-
-STOP_GRACE_S = 1.0
-"""How long a stopping simulator (`sim serve`, `sim router`) lets in-flight requests run on before it cuts them
-(aiohttp waits this twice, then cancels the handlers, which aborts their requests). aiohttp's default, 60 s, kept a
-stopped server up for two minutes while a client streamed, past the stop grace a launcher gives (`execute.handle`,
-10 s) and into its SIGKILL."""
-
-
-def node_name() -> str:
-    """The node this process runs on as Slurm names it (`SLURMD_NODENAME` inside a step), else the host name."""
-    return os.environ.get("SLURMD_NODENAME") or socket.gethostname()
-
 
 class RoleConfig(BaseModel):
     """How one simulator process serves in a disaggregated deployment."""

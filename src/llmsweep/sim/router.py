@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from llmsweep.engine_ids import SIM
-from llmsweep.router import DecodeLeg, PDProtocol, start_router
+from llmsweep.router import DecodeLeg, PDProtocol, prompt_cached_tokens, start_router
 from llmsweep.router import PDRouter as Router
 from llmsweep.sim.roles import (
     KV_CACHED_HEADER,
@@ -40,7 +40,7 @@ class SimProtocol(PDProtocol):
     def decode_leg(self, raw: bytes, body: dict[str, Any], answer: dict[str, Any], headers: dict[str, str],
                    worker: int, url: str) -> DecodeLeg:
         prompt_tokens = int(answer["usage"]["prompt_tokens"])
-        cached_tokens = _cached_tokens(answer["usage"])
+        cached_tokens = prompt_cached_tokens(answer)
         return DecodeLeg(raw, {KV_TOKENS_HEADER: str(prompt_tokens), KV_SOURCE_HEADER: url,
                                KV_SOURCE_WORKER_HEADER: str(worker), KV_CACHED_HEADER: str(cached_tokens),
                                "Content-Type": "application/json"})
@@ -61,11 +61,3 @@ class PDRouter(Router):
         super().__init__(prefill, decode, protocol=SimProtocol(), kv_transfer=kv_transfer,
                          health_timeout_s=health_timeout_s)
 
-
-def _cached_tokens(usage: dict[str, Any]) -> int:
-    """The prefill worker's prefix-cache hits from its usage block (`prompt_tokens_details.cached_tokens`; 0 when it
-    gives none): what the client is told, as a real PD router reports the prefill side's hits."""
-    details = usage.get("prompt_tokens_details")
-    if not isinstance(details, dict):
-        return 0
-    return max(int(details.get("cached_tokens") or 0), 0)

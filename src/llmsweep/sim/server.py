@@ -26,9 +26,9 @@ from aiohttp import web
 from pydantic import TypeAdapter, ValidationError
 
 from llmsweep.engine_ids import SIM
+from llmsweep.http_app import error_response, json_object, node_name, start_app
 from llmsweep.sim.core import EngineCore, SimRequest
 from llmsweep.sim.engine import EngineConfig, build_core
-from llmsweep.sim.http import error_response, json_object, start_app
 from llmsweep.sim.kv import BlockHashes
 from llmsweep.sim.metrics import KvTransferCollector, KvTransfers, MetricsStyle, registry_for, render
 from llmsweep.sim.power import PowerModel
@@ -39,7 +39,6 @@ from llmsweep.sim.roles import (
     KV_SOURCE_WORKER_HEADER,
     KV_TOKENS_HEADER,
     RoleConfig,
-    node_name,
 )
 from llmsweep.sim.text import token_text
 from llmsweep.sim.transfer import KvCost, Nic, queue_transfer

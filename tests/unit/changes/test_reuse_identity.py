@@ -92,7 +92,9 @@ def test_the_simulators_digest_moves_with_a_catalog_file_it_reads(tmp_path: Path
 
 
 @pytest.mark.parametrize("module", ["llmsweep.cli.sim", "llmsweep.execute.virtual", "llmsweep.execute.virtual_disagg",
-                                    "llmsweep.power.virtual", "llmsweep.sim.engine", "llmsweep.engines.sim"])
+                                    "llmsweep.power.virtual", "llmsweep.sim.engine", "llmsweep.engines.sim",
+                                    # the live roles' router and servers, since they left `llmsweep.sim`
+                                    "llmsweep.router", "llmsweep.http_app"])
 def test_the_simulators_digest_moves_with_the_code_that_makes_its_figures(module: str,
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     """README (Reuse): a simulated job's key holds the simulator's digest, its code and catalogs, as a new figure gives

@@ -1,15 +1,27 @@
-"""What the live simulator's HTTP roles share: the OpenAI-style error body, reading a request body that must be one
-JSON object, and starting an app on a port. The worker (`sim.server`) and llmsweep's PD router (`llmsweep.router`)
-both answer through these, so a client sees one error shape whichever of them it talks to."""
+"""What llmsweep's own HTTP servers share (the live simulator's worker, `sim.server`, and the PD router,
+`llmsweep.router`): the OpenAI-style error body, reading a request body that must be one JSON object, starting an app
+on a port with a short stop grace, and the node a server says it runs on. A client sees one error shape whichever of
+them it talks to."""
 
 from __future__ import annotations
 
 import json
+import os
+import socket
 from typing import Any
 
 from aiohttp import web
 
-from llmsweep.sim.roles import STOP_GRACE_S
+STOP_GRACE_S = 1.0
+"""How long a stopping server of ours (`sim serve`, `sim router`, `router`) lets in-flight requests run on before it
+cuts them (aiohttp waits this twice, then cancels the handlers, which aborts their requests). aiohttp's default, 60 s,
+kept a stopped server up for two minutes while a client streamed, past the stop grace a launcher gives
+(`execute.handle`, 10 s) and into its SIGKILL."""
+
+
+def node_name() -> str:
+    """The node this process runs on as Slurm names it (`SLURMD_NODENAME` inside a step), else the host name."""
+    return os.environ.get("SLURMD_NODENAME") or socket.gethostname()
 
 
 def error_response(status: int, message: str, kind: str = "BadRequestError") -> web.Response:
