@@ -476,7 +476,7 @@ class _Server:
                    f"{placement.where()}")
         try:
             deployment.start(startup_timeout_s=self.settings.startup_timeout_s, event=self.event)
-            shares = [s for s in getattr(placement, "gpus", {}).values() if s]
+            shares = [s for s in placement.gpus.values() if s]
             gpus = sum(r.count * r.gpus_per_worker for r in topology.roles)
             # the GPUs of every worker, as the driver names them (the router's launch uses none)
             seen = (deployment.spec.model_copy(update={"gpus": gpus, "env": {VISIBLE_CUDA: ",".join(shares)}})

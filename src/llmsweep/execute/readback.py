@@ -18,6 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from llmsweep.engine_ids import SIM
 from llmsweep.errors import ResultError
 from llmsweep.execute.artifacts import JOB_FILE, RECORDS_FILE, RUN_FILE, SUMMARY_FILE, write_json
 from llmsweep.metrics.gates import GateConfig
@@ -179,7 +180,7 @@ def kv_transfer_check(summary: Summary, settings: ReadbackSettings) -> ReadbackC
     the decode workers do not export fails too (unchecked is not passed); a window without prompt tokens is
     inconclusive."""
     deployment = summary.deployment
-    if deployment is None or deployment.engine in (None, "sim"):
+    if deployment is None or deployment.engine in (None, SIM.id):
         return None
     roles = summary.roles or {}
     decode = roles["decode"].metrics if "decode" in roles else None
