@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from support.procs import alive
-from support.slurm import require_slurm
+from support.slurm import leave_nothing, require_slurm
 from test_run_support import (
     JOB_ARTIFACTS,
     RECIPES,
@@ -187,10 +187,7 @@ def test_ctrl_c_during_a_slurm_run_stores_what_finished_and_leaves_no_job_in_the
                                timeout=30, what="the interrupted job's outcome")
         assert len(interrupted) == 1
     finally:
-        if proc.poll() is None:
-            proc.kill()
-        for job_id in ids:  # never leave a job behind for the next test, even when an assertion failed
-            subprocess.run(["scancel", job_id], capture_output=True, timeout=30)
+        leave_nothing(proc, ids)
 
 
 def test_a_job_that_waits_for_a_node_says_why_and_ctrl_c_cancels_it(tmp_path: Path) -> None:
@@ -212,10 +209,7 @@ def test_a_job_that_waits_for_a_node_says_why_and_ctrl_c_cancels_it(tmp_path: Pa
         assert proc.wait(timeout=120) == 130, log.read_text()[-4000:]
         assert not any(_in_queue(i) for i in ids), log.read_text()[-4000:]
     finally:
-        if proc.poll() is None:
-            proc.kill()
-        for job_id in ids:
-            subprocess.run(["scancel", job_id], capture_output=True, timeout=30)
+        leave_nothing(proc, ids)
 
 
 def _failed_job() -> str:
@@ -268,10 +262,7 @@ def test_a_job_slurm_will_never_start_is_cancelled_and_its_jobs_fail_with_the_re
         assert "failed, 2 jobs: Slurm will never start" in text and fix in text, text[-4000:]
         assert "still waiting for a node" not in text
     finally:
-        if proc.poll() is None:
-            proc.kill()
-        for job_id in ids:
-            subprocess.run(["scancel", job_id], capture_output=True, timeout=30)
+        leave_nothing(proc, ids)
         if partition is not None:
             subprocess.run(["scontrol", "delete", f"partitionname={partition}"], capture_output=True, timeout=30)
 
@@ -400,10 +391,7 @@ def test_a_group_whose_windows_exceed_the_time_limit_is_warned_about_before_it_w
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=120) == 130, log.read_text()[-4000:]
     finally:
-        if proc.poll() is None:
-            proc.kill()
-        for job_id in ids:
-            subprocess.run(["scancel", job_id], capture_output=True, timeout=30)
+        leave_nothing(proc, ids)
     warnings = re.findall(r"warning: (\S+): its 1 job\(s\) plan 1m40s of measurement windows alone, more than the "
                           r"Slurm time limit 00:01:00; Slurm will stop the batch job before it is done",
                           log.read_text())
@@ -444,10 +432,7 @@ def test_a_batch_job_that_hits_its_time_limit_fails_its_jobs_with_that_reason_an
     try:
         rc = run.proc.wait(timeout=120)
     finally:
-        if run.proc.poll() is None:
-            run.proc.kill()
-        for job_id in ids:
-            subprocess.run(["scancel", job_id], capture_output=True, timeout=30)
+        leave_nothing(run.proc, ids)
     text = log.read_text()
     assert rc == 1, text[-4000:]
     assert re.search(rf"Slurm job {ids[0]} ended TIMEOUT \(exit 143\): its time limit, 00:05:00, ran out; 0 of 3 "
@@ -496,10 +481,7 @@ def test_a_job_measured_while_slurm_suspended_its_batch_job_is_invalid_and_resum
             subprocess.run(["scontrol", "resume", ids[0]], capture_output=True, timeout=30)
         rc = proc.wait(timeout=120)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-        for job_id in ids:
-            subprocess.run(["scancel", job_id], capture_output=True, timeout=30)
+        leave_nothing(proc, ids)
     said = log.read_text()
     assert rc == 1, said[-4000:]
     assert f"the job it was running ({first[0].name}) will be judged invalid" in said
@@ -565,10 +547,7 @@ def test_a_controller_that_stops_answering_for_a_while_does_not_lose_the_batch_j
         rc = proc.wait(timeout=120)
     finally:
         flag.unlink(missing_ok=True)
-        if proc.poll() is None:
-            proc.kill()
-        for job_id in ids:
-            subprocess.run(["scancel", job_id], capture_output=True, timeout=30)
+        leave_nothing(proc, ids)
     text = log.read_text()
     assert rc == 0, text[-4000:]
     assert "lost track" not in text

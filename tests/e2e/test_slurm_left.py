@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.slurm import require_slurm
+from support.slurm import leave_nothing, require_slurm
 from test_run_slurm import SLURM_OPTIONS, _half_length_recipe, _in_queue, _slurm_ids
 from test_run_support import RECIPES, cli_env, read_json, run_cli, run_here, start_cli, verdict, wait_for
 
@@ -56,10 +56,7 @@ def test_a_suspension_between_two_polls_is_asked_of_slurm_and_its_job_judged_inv
             subprocess.run(["scontrol", "resume", ids[0]], capture_output=True, timeout=30)
         rc = proc.wait(timeout=120)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-        for job_id in ids:
-            subprocess.run(["scancel", job_id], capture_output=True, timeout=30)
+        leave_nothing(proc, ids)
     said = log.read_text()
     assert rc == 1, said[-4000:]
     assert f"Slurm job {ids[0]} is suspended" not in said  # no poll saw it: Slurm told
@@ -95,10 +92,7 @@ def test_a_held_batch_job_says_who_holds_it_and_how_to_release_it_and_the_run_wa
         subprocess.run(["scontrol", "release", ids[0]], check=True, capture_output=True, timeout=30)
         rc = proc.wait(timeout=120)
     finally:
-        if proc.poll() is None:
-            proc.kill()
-        for job_id in ids:
-            subprocess.run(["scancel", job_id], capture_output=True, timeout=30)
+        leave_nothing(proc, ids)
     text = log.read_text()
     assert rc == 0, text[-4000:]
     assert re.search(rf"still waiting after \d+ s: Slurm job {ids[0]} is held by", text)
