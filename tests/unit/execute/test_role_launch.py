@@ -212,29 +212,15 @@ def test_a_dynamo_job_on_the_simulator_gets_simulator_workers_behind_the_simulat
 def test_a_role_that_reports_another_gpu_count_than_planned_fails_the_read_back(disagg_job: Job) -> None:
     """A worker whose server says it runs on 4 GPUs where the topology plans 8 must not be stored under the plan's
     24-GPU label: the read-back refuses it. One that says nothing about its GPUs keeps None in its `placed` entry."""
-    import json
-    import threading
-    from http.server import BaseHTTPRequestHandler, HTTPServer
     from types import SimpleNamespace
+
+    from support.loopback import json_doc, serving
 
     from llmsweep.execute.roles import RoleDeployment
 
     said: dict[str, object] = {}
 
-    class Version(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            body = json.dumps(said).encode()
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: object) -> None:
-            return None
-
-    server = HTTPServer(("127.0.0.1", 0), Version)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
+    with serving(json_doc(said)) as url:
         topology = engines.render_topology(disagg_job, simulate=True)
         decode = topology.role("decode")
         assert decode is not None and decode.gpus_per_worker == 8
@@ -242,7 +228,7 @@ def test_a_role_that_reports_another_gpu_count_than_planned_fails_the_read_back(
         deployment.topology = topology
         nodes = [AllocatedNode(f"n{i}", "127.0.0.1") for i in range(3)]
         deployment.placement = SlurmPlacement(topology, SrunLauncher(NodeLaunch()), nodes, job_id=None)
-        handle = SimpleNamespace(base_url=f"http://127.0.0.1:{server.server_port}")
+        handle = SimpleNamespace(base_url=url)
         deployment.started = [(decode, SimpleNamespace(index=0, nodes=[0]), handle)]  # type: ignore[list-item]
         said.update({"role": "decode", "node": "n0", "tp": 4})
         with pytest.raises(LaunchError, match=r"says it runs on 4 GPU\(s\); the topology plans 8"):
@@ -250,8 +236,6 @@ def test_a_role_that_reports_another_gpu_count_than_planned_fails_the_read_back(
         said.pop("tp")
         ran = deployment.readback()
         assert ran.roles[0].workers[0].gpus is None and ran.roles[0].gpus_per_worker == 8
-    finally:
-        server.shutdown()
 
 
 def test_on_one_host_every_role_gets_a_loopback_port_of_its_own_and_the_router_points_at_them(

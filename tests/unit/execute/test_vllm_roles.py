@@ -6,16 +6,14 @@ have arrived by KV transfer (`execute.readback.kv_transfer_check`)."""
 
 from __future__ import annotations
 
-import json
 import os
 import socket
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from support.loopback import json_doc, serving
 
 from llmsweep import engines
 from llmsweep.engines.launch import Topology
@@ -125,25 +123,13 @@ def test_without_the_engine_line_tp_comes_from_the_non_default_args() -> None:
 
 
 @pytest.fixture
-def version_server() -> Iterator[HTTPServer]:
-    class Version(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            body = json.dumps({"version": "0.26.0"}).encode()
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: object) -> None:
-            return None
-
-    server = HTTPServer(("127.0.0.1", 0), Version)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield server
-    server.shutdown()
+def version_server() -> Iterator[str]:
+    """A worker's `/version` as vLLM serves it: only the version."""
+    with serving(json_doc({"version": "0.26.0"})) as url:
+        yield url
 
 
-def _deployment(topology: Topology, server: HTTPServer, tmp_path: Path, logs: dict[str, str],
+def _deployment(topology: Topology, url: str, tmp_path: Path, logs: dict[str, str],
                 environ: dict[str, str]) -> RoleDeployment:
     deployment = RoleDeployment.__new__(RoleDeployment)
     deployment.topology = topology
@@ -152,14 +138,13 @@ def _deployment(topology: Topology, server: HTTPServer, tmp_path: Path, logs: di
     for role in topology.roles[:2]:
         path = tmp_path / f"{role.kind}.log"
         path.write_text(logs[role.kind])
-        started.append((role, role.workers[0], SimpleNamespace(base_url=f"http://127.0.0.1:{server.server_port}",
-                                                               log_path=path)))
+        started.append((role, role.workers[0], SimpleNamespace(base_url=url, log_path=path)))
     deployment.started = started  # type: ignore[assignment]
     return deployment
 
 
 def test_the_read_back_names_each_worker_from_its_log_and_fails_one_that_ran_otherwise(
-        job: Job, two_gpus: dict[str, str], version_server: HTTPServer, tmp_path: Path) -> None:
+        job: Job, two_gpus: dict[str, str], version_server: str, tmp_path: Path) -> None:
     topology = engines.render_topology(job)
     good = {"prefill": producer_log(), "decode": producer_log("kv_consumer")}
     ran = _deployment(topology, version_server, tmp_path, good, two_gpus).readback()
