@@ -371,6 +371,22 @@ def _check_traces(jobs: list[Job], event: Event) -> tuple[list[Job], list[JobOut
     return keep, refused
 
 
+def _keep_corpora(groups: list[ServerGroup], run_dir: Path, event: Event) -> None:
+    """The synthetic corpora a real engine's agentic jobs replay, kept with the run (`workload.traces.kept`): their
+    summaries record only the corpus digest, and once the generator changes only this file can replay them."""
+    from llmsweep.workload.build import synthetic_profile
+    from llmsweep.workload.traces.kept import keep_synthetic
+
+    profiles = {profile for g in groups for job in g.jobs
+                if job.workload.scenario is ScenarioId.AGENTIC_CODING and not job.eval_only
+                and job.workload.traces is not None and (profile := synthetic_profile(job.workload.traces))}
+    for profile in profiles:
+        path, wrote = keep_synthetic(run_dir, profile)
+        if wrote:
+            event(f"kept the synthetic trace corpus its agentic jobs replay in {path} (what `sim calibrate` replays "
+                  "their points from)")
+
+
 def _power_gate(groups: list[ServerGroup], settings: LifecycleSettings, executor: Executor,
                 event: Event) -> tuple[list[ServerGroup], list[JobOutcome]]:
     """`--require-power` judged before any server starts (`lifecycle.power_gate`), on the host that samples the
@@ -989,6 +1005,7 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
     runnable = [j for g in [*virtual, *served] for j in g.jobs]
     live_sim = [g for g in served if g.spec.engine == SIM.id]
     engines_ = [g for g in served if g.spec.engine != SIM.id]
+    _keep_corpora(engines_, run_dir, event)
 
     def servers(gs: list[ServerGroup], what: str) -> str:
         # a deployment role by role is one server group of several processes: say it as a deployment

@@ -45,6 +45,7 @@ from llmsweep.sim.perf import Batch, Efficiency, RooflineTimer
 
 if TYPE_CHECKING:
     from llmsweep.metrics.model import Summary
+    from llmsweep.spec.workload import ResolvedWorkload
     from llmsweep.workload.base import Workload
 
 log = logging.getLogger(__name__)
@@ -444,11 +445,24 @@ def _replays(points: list[MeasuredPoint], *, fit_requests_per_lane: int | None =
         # while fitting, a fixed-length point may stop after a few requests per lane (its medians settle early);
         # the reported before/after comparison always replays the whole measured run
         cap = p.concurrency * fit_requests_per_lane if fit_requests_per_lane and duration == float("inf") else None
+        if kept := _kept_corpus(p, resolved):
+            extra["source"] = str(kept)  # the synthetic corpus the run kept: the traces it replayed, whatever the
+            # generator gives today (`workload.traces.kept`; checked against the digest below all the same)
         # the point's own seed, as the measured run drew its prompts (`Scenario.seed`: fixed-length points salt it)
         workload = build_workload(resolved, concurrency=p.concurrency, point=p.job.get("id") or None, **extra)
         check_corpus(p, workload)
         out.append(_Replay(p, workload, duration, cap))
     return out
+
+
+def _kept_corpus(point: MeasuredPoint, resolved: ResolvedWorkload) -> Path | None:
+    """The synthetic corpus the point's run kept beside it, when the point replayed one and recorded its digest."""
+    from llmsweep.workload.traces.kept import kept_corpus
+
+    traces = resolved.traces
+    if point.corpus_digest is None or traces is None or traces.synthetic is None:
+        return None
+    return kept_corpus(point.path, point.corpus_digest)
 
 
 def check_corpus(point: MeasuredPoint, workload: Workload) -> None:

@@ -59,13 +59,20 @@ def _max_isl(s: SyntheticTraces) -> int:
     return s.max_isl or FULL_SCALE_ISL
 
 
+def synthetic_profile(traces: TraceSource) -> SynthProfile | None:
+    """The generator profile of a synthetic trace source (None for a file or a dataset)."""
+    s = traces.synthetic
+    if s is None:
+        return None
+    return SynthProfile(
+        traces=s.traces, seed=s.seed, max_isl=_max_isl(s), max_osl=s.max_osl,
+        subagents=s.subagents, **({"max_main_turns": max(3, s.max_turns)} if s.max_turns else {}),
+    )
+
+
 def _trace_source(traces: TraceSource) -> tuple[str, SynthProfile | None]:
-    if traces.synthetic is not None:
-        s = traces.synthetic
-        profile = SynthProfile(
-            traces=s.traces, seed=s.seed, max_isl=_max_isl(s), max_osl=s.max_osl,
-            subagents=s.subagents, **({"max_main_turns": max(3, s.max_turns)} if s.max_turns else {}),
-        )
+    profile = synthetic_profile(traces)
+    if profile is not None:
         return "synthetic", profile
     return (traces.hf or traces.path or ""), None
 

@@ -24,7 +24,8 @@ from llmsweep.sim.calibration import (
     save_calibration,
 )
 from llmsweep.sim.engine import EngineConfig
-from llmsweep.workload.agentic import AgenticWorkload
+from llmsweep.spec.workload import ResolvedWorkload
+from llmsweep.workload.agentic import AgenticWorkload, replay_corpus_digest
 
 pytestmark = pytest.mark.slow  # a file of long tests: xdist starts it first (tests/conftest.py)
 
@@ -222,6 +223,35 @@ def test_calibrate_replays_a_point_whose_digest_matches_and_warns_on_older_evide
         (replay,) = _replays([point])
     assert "corpus digest" not in caplog.text
     assert isinstance(replay.workload, AgenticWorkload) and replay.workload.corpus_digest == digest
+
+
+def test_calibrate_replays_the_corpus_a_run_kept_when_the_generator_now_gives_other_traces(
+        user_catalog: Path, tmp_path: Path) -> None:
+    """A run that measured a real engine keeps its synthetic corpus (`RUN/traces/<digest>.jsonl`): calibrate
+    replays that file, so a changed generator no longer strands the run's agentic points. Stood in for here by a
+    kept corpus of another seed than the job's profile now gives (as a changed generator would)."""
+    from llmsweep.workload.build import synthetic_profile
+    from llmsweep.workload.traces.kept import keep_synthetic
+
+    plain = _agentic_copy(tmp_path / "plain", None)
+    resolved = json.loads((plain / "job.json").read_text())["workload"]
+    traces = ResolvedWorkload.model_validate(resolved).traces
+    assert traces is not None
+    profile = synthetic_profile(traces)
+    assert profile is not None
+    other = profile.model_copy(update={"seed": profile.seed + 1})
+    kept, wrote = keep_synthetic(tmp_path / "elsewhere", other)
+    assert wrote and keep_synthetic(tmp_path / "elsewhere", other) == (kept, False)  # written once
+    digest = replay_corpus_digest(str(kept))
+    assert digest != _replay_digest(plain)  # the profile alone now gives other traces
+    job = _agentic_copy(tmp_path, digest)
+    kept = Path(shutil.move(kept.parent, tmp_path / "llama" / "traces")) / kept.name
+    (replay,) = _replays([measured_point(job, _config_for_job)])
+    assert isinstance(replay.workload, AgenticWorkload)
+    assert replay.workload.corpus_digest == digest and replay.workload.config.source == str(kept)
+    kept.unlink()  # without the kept file the same point is refused, as before
+    with pytest.raises(DatasetError, match="replayed traces"):
+        _replays([measured_point(job, _config_for_job)])
 
 
 def test_a_hold_out_of_only_unverifiable_points_stops_before_fitting(user_catalog: Path) -> None:

@@ -234,9 +234,12 @@ def synthetic_corpus(profile: SynthProfile) -> Corpus:
 
 
 def write_jsonl(traces: list[Trace], path: Path) -> None:
-    """Write `traces.jsonl`: one compact trace per line, the format the loader and AgentX read."""
+    """Write `traces.jsonl`: one compact trace per line, the format the loader and AgentX read (whole or not at
+    all: a kill leaves no half-written corpus)."""
+    from llmsweep import atomic
+
     path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", encoding="utf-8") as fh:
+    with atomic.writing(path) as fh:
         for trace in traces:
             fh.write(trace.to_json_line())
             fh.write("\n")
