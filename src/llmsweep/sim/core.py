@@ -7,6 +7,8 @@ One step, as in vLLM's V1 / SGLang's unified scheduler:
    budget, KV blocks). A newly admitted request first looks its prompt's block hashes up in the prefix cache (GPU,
    then CPU tier). When a running request needs a block and none is left, the most recently admitted request is
    preempted (its blocks released, recomputed later) — counted; a step that preempted admits no waiting request.
+   SGLang-style (`engine_style="sglang"`) the decodes are first checked as a whole: when their next step does not
+   fit, some are retracted in SGLang's order until the rest fit (:meth:`EngineCore._retract_decodes`), and counted.
 2. time — the :class:`~llmsweep.sim.perf.StepTimer` prices the batch.
 3. apply — at the step's end prefills advance (completed prompt blocks enter the prefix cache), a finished prefill
    emits its first token, decodes emit 1 token (or a seeded draw in [1, K+1]), finished requests release their blocks.
