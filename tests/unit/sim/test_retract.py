@@ -15,9 +15,10 @@ from llmsweep.sim.metrics import CoreCollector
 from llmsweep.sim.perf import ConstantTimer
 
 NO_HASHES = np.empty(0, np.uint64)
+Style = Literal["sglang", "vllm"]
 
 
-def _core(style: Literal["sglang", "vllm"], capacity_tokens: int, *, block: int,
+def _core(style: Style, capacity_tokens: int, *, block: int,
           spec: SpecDecodeConfig | None = None) -> EngineCore:
     config = SimConfig(engine_style=style, block_size=block, kv_capacity_tokens=capacity_tokens,
                        max_running_requests=64, max_prefill_tokens=4096, chunked_prefill_size=2048, spec=spec)
@@ -56,7 +57,7 @@ def _run_out(core: EngineCore, now: float) -> None:
         now, _ = _step(core, now)
 
 
-def _two_waves(style: Literal["sglang", "vllm"]) -> tuple[EngineCore, list[SimRequest], float]:
+def _two_waves(style: Style) -> tuple[EngineCore, list[SimRequest], float]:
     """Twelve requests at block size 1: six one-token prompts decode from step 1, six more (prompts of 1 and 2
     tokens) from step 2. Returns the core before step 3, the requests and the time."""
     core = _core(style, 64, block=1)
@@ -69,7 +70,7 @@ def _two_waves(style: Literal["sglang", "vllm"]) -> tuple[EngineCore, list[SimRe
     return core, reqs, now
 
 
-def _pool_runs_dry(style: Literal["sglang", "vllm"]) -> tuple[EngineCore, list[SimRequest]]:
+def _pool_runs_dry(style: Style) -> tuple[EngineCore, list[SimRequest]]:
     """:func:`_two_waves`, then every free block taken outside the batch, so each of the twelve decodes of step 3
     lacks its block; then the blocks given back and the run to its end. Returns the core and the victims of step 3
     in the engine's order."""
@@ -98,7 +99,8 @@ def test_vllm_preempts_the_most_recently_admitted_while_it_schedules() -> None:
 
 
 def test_retracted_requests_join_the_tail_of_the_waiting_queue_and_preempted_ones_its_head() -> None:
-    for style, order in (("sglang", [11, 9, 7, 10, 8]), ("vllm", [7, 8, 9, 10, 11])):
+    orders: dict[Style, list[int]] = {"sglang": [11, 9, 7, 10, 8], "vllm": [7, 8, 9, 10, 11]}
+    for style, order in orders.items():
         core, _, now = _two_waves(style)
         queued = core.new_request(3, NO_HASHES, 5)  # arrives before step 3, which admits nobody (it preempts)
         assert core.pool.allocate_array(core.pool.available()) is not None
@@ -113,11 +115,12 @@ def test_a_request_admitted_first_but_still_prefilling_is_sglangs_victim_and_not
     generated fewer tokens: SGLang retracts it (and its prompt stays cached for its return); vLLM preempts the short
     one, the most recently admitted."""
     got = {}
-    for style in ("sglang", "vllm"):
+    styles: tuple[Style, ...] = ("sglang", "vllm")
+    for style in styles:
         core = _core(style, 136 * 16, block=16)
         long = core.new_request(2100, np.arange(1000, 1131, dtype=np.uint64), 60)
         short = core.new_request(20, np.array([7], np.uint64), 60)
-        now, victims, first = 0.0, [], None
+        now, first = 0.0, None
         while core.has_work():
             outputs = (long.generated, short.generated)
             now, victims = _step(core, now)
