@@ -7,6 +7,8 @@ One step, as in vLLM's V1 / SGLang's unified scheduler:
    budget, KV blocks). A newly admitted request first looks its prompt's block hashes up in the prefix cache (GPU,
    then CPU tier). When a running request needs a block and none is left, the most recently admitted request is
    preempted (its blocks released, recomputed later) — counted; a step that preempted admits no waiting request.
+   SGLang-style (`engine_style="sglang"`) the decodes are first checked as a whole: when their next step does not
+   fit, some are retracted in SGLang's order until the rest fit (:meth:`EngineCore._retract_decodes`), and counted.
 2. time — the :class:`~llmsweep.sim.perf.StepTimer` prices the batch.
 3. apply — at the step's end prefills advance (completed prompt blocks enter the prefix cache), a finished prefill
    emits its first token, decodes emit 1 token (or a seeded draw in [1, K+1]), finished requests release their blocks.
@@ -177,6 +179,8 @@ class EngineCore:
         self._aborts = 0
         self._step_end = 0.0
         self._scheduled: list[SimRequest] = []
+        self.sglang = config.engine_style == "sglang"
+        """KV pressure as SGLang meets it: decodes retracted before the step (:meth:`_retract_decodes`)."""
         spec = config.spec
         self.spec_k = spec.k if spec else 0
         self.sampler = (
@@ -276,6 +280,10 @@ class EngineCore:
         budget = cfg.max_prefill_tokens
         chunk_cap = cfg.chunked_prefill_size
         lookahead = self.spec_k + 1
+        preempted_before = self.counters.preemptions
+        if self.sglang and len(self.running) * -(-lookahead // bs) > pool.available():
+            # (a decode needs at most ceil(lookahead / block) new blocks: within that bound nothing is retracted)
+            self._retract_decodes(lookahead)
         running = self.running
         scheduled: list[SimRequest] = []
         append = scheduled.append
@@ -283,7 +291,6 @@ class EngineCore:
         prefill_attn = 0.0
         i = 0
         n_running = len(running)
-        preempted_before = self.counters.preemptions
         while i < n_running:
             r = running[i]
             computed = r.computed
@@ -661,15 +668,42 @@ class EngineCore:
             r.released = r.blocks
             r.blocks = _NO_BLOCKS
 
-    def _preempt(self, r: SimRequest) -> None:
-        """Recompute preemption: free everything, requeue at the head of the waiting queue."""
+    def _preempt(self, r: SimRequest, *, to_tail: bool = False) -> None:
+        """Recompute preemption: free everything, requeue at the head of the waiting queue (vLLM), or at its tail
+        (`to_tail`: SGLang's retraction)."""
         self._release(r)
         r.computed = 0
         r.chunk = 0
         r.prefilled = False
         r.preemptions += 1
         self.counters.preemptions += 1
-        self.waiting.appendleft(r)
+        if to_tail:
+            self.waiting.append(r)
+        else:
+            self.waiting.appendleft(r)
+
+    def _retract_decodes(self, lookahead: int) -> None:
+        """SGLang's `retract_decode`: when the decodes' next step needs more KV blocks than the pool can give (free
+        or evictable), retract decodes until the rest fit, keeping at least one. Order: without speculative decoding
+        the request with the fewest output tokens goes first (ties: the longer prompt first, then the later in the
+        batch); with it, the batch from its end (the most recently admitted first). A retracted request releases its
+        blocks (its prompt's stay cached, evictable), joins the tail of the waiting queue, and later recomputes its
+        prompt and outputs; each counts as a preemption (`sglang:num_retracted_requests`)."""
+        bs = self.block_size
+        need = {r: max(0, -(-(r.computed + lookahead) // bs) - len(r.blocks)) for r in self.running if r.prefilled}
+        total = sum(need.values())
+        if total <= self.pool.available():
+            return
+        keep = list(need)  # batch order; retracted from the end
+        if self.sampler is None:
+            keep.sort(key=lambda r: (r.generated, -r.prompt_len), reverse=True)
+        retracted = set()
+        while total > self.pool.available() and len(keep) > 1:
+            victim = keep.pop()
+            total -= need[victim]
+            self._preempt(victim, to_tail=True)  # its blocks freed before the next check, as SGLang frees them
+            retracted.add(victim)
+        self.running = [r for r in self.running if r not in retracted]
 
     # -- a read of the state inside a block ---------------------------------------------------------------------------
     @contextlib.contextmanager
