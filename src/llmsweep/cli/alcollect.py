@@ -25,6 +25,7 @@ from llmsweep.cli.options import (
     json_option,
     option,
     out_option,
+    refuse_replacing,
     runner_config_option,
 )
 from llmsweep.cli.options import executor_options as parse_executor_options
@@ -416,6 +417,14 @@ def collect(recipe: Path, config_keys: tuple[str, ...], runner_config: Path | No
         if out.exists() and not force:
             raise ConfigError(f"{out} exists", fix="pass --force to replace it, --variant to write another file, "
                               "or --merge-into to add these cells to it")
+    if run_dir is not None and made is None:  # an evidence folder named: a cell's earlier evidence is not replaced
+        cells = [f"{mode}-k{k}" for mode in settings.thinking for k in settings.ks]
+        held = [cell for cell in cells if (run_dir / cell).is_dir() and any((run_dir / cell).iterdir())]
+        if held and merge_into is not None:
+            raise ConfigError(f"--run-dir {run_dir} already holds the evidence of {', '.join(held)}; nothing was "
+                              "written", fix="pass a new --run-dir, or leave it out (a completion's evidence goes "
+                              f"to {merge_into.stem}.runs-<UTC time> beside the curve)")
+        refuse_replacing(run_dir, held, force=force, what="evidence of these cells", option_name="--run-dir")
     prompts = _prompts(prompt_source, category, num_prompts, echo)
     assert job.serve is not None and job.serve.spec_decoding is not None
     echo(f"collecting {out.stem}: {job.model} {job.serve.spec_decoding.method} "

@@ -544,7 +544,8 @@ def refuse_replacing(path: Path, holds: list[str], *, force: bool, what: str, op
     if not force:
         from llmsweep.errors import ConfigError
 
-        files = "" if path.is_file() else f" ({len(holds)} result file(s): {holds[0]}{', …' if len(holds) > 1 else ''})"
+        more = f" and {len(holds) - 1} more" if len(holds) > 1 else ""
+        files = "" if path.is_file() else f" ({holds[0]}{more})"
         raise ConfigError(f"{option_name} {path} already holds {what}{files}; nothing was written",
                           fix=f"pass a new path to {option_name}, or --force to replace it")
     click.echo(f"--force: replacing {what} in {path}", err=True)

@@ -23,6 +23,7 @@ from llmsweep.cli.options import CONCEPTS, LISTED_HELP, Opt, renamed
 REPO = Path(__file__).resolve().parents[3]
 FIXED = REPO / "tests" / "data" / "recipes" / "run" / "fixed-sim.yaml"
 AIPERF_OK = REPO / "tests" / "data" / "aiperf" / "ok"
+AL_RECIPE = REPO / "tests" / "data" / "recipes" / "alcollect" / "llama-1b-ngram.yaml"
 V3_STORE = REPO / "tests" / "data" / "stores" / "v3-results.sqlite"
 
 # concept → its one spelling, and the spellings it had before one was chosen (hidden aliases that say what it is now)
@@ -306,3 +307,27 @@ def test_an_empty_output_is_no_result_to_refuse(store: Path, tmp_path: Path,
     assert run_main(capsys, *_export(tmp_path / "empty.json"))[0] == 0
     assert json.loads((tmp_path / "empty.json").read_text())["format"] == "llmsweep-results"
     assert run_main(capsys, *_predict(tmp_path / "p"))[0] == 0
+
+
+def test_al_collect_refuses_a_run_dir_holding_the_evidence_of_its_cells(tmp_path: Path,
+                                                                         capsys: pytest.CaptureFixture[str],
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """`al collect --run-dir DIR` wrote each cell's evidence (server log, /metrics, records) over the evidence an
+    earlier collection had left there for the same cell, while its curve file was guarded by --force."""
+    monkeypatch.setenv("LLMSWEEP_STORE", str(tmp_path / "store.sqlite"))
+    evidence = tmp_path / "evidence"
+    cells = ["al", "collect", str(AL_RECIPE), "--simulate", "--prompts", "builtin", "--num-prompts", "1",
+             "--output-len", "64", "--run-dir", str(evidence)]
+    args = [*cells, "--out", str(tmp_path / "al")]
+    code, _, err = run_main(capsys, *args, "-k", "1")
+    assert code == 0 and (evidence / "thinking_off-k1").is_dir(), err
+    (curve,) = (tmp_path / "al").iterdir()
+    before = _fingerprint(evidence)
+    code, _, err = run_main(capsys, *args, "-k", "1", "--variant", "again")
+    assert code == 2 and "already holds evidence of these cells (thinking_off-k1)" in err and "--force" in err, err
+    assert _fingerprint(evidence) == before and list((tmp_path / "al").iterdir()) == [curve]
+    code, _, err = run_main(capsys, *cells, "-k", "1", "--merge-into", str(curve))  # no --force to give there
+    assert code == 2 and "pass a new --run-dir, or leave it out" in err and _fingerprint(evidence) == before, err
+    assert run_main(capsys, *args, "-k", "2", "--variant", "k2")[0] == 0  # another cell replaces nothing
+    code, _, err = run_main(capsys, *args, "-k", "1", "--variant", "again", "--force")
+    assert code == 0 and (tmp_path / "al" / curve.name.replace(".yaml", "_again.yaml")).exists(), err
