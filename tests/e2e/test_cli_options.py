@@ -43,12 +43,16 @@ SECOND_SPELLINGS = {
     "--k": "--spec-k",
     "--resummarise": "--resummarize",
     "--summarise": "--summarize",
+    "--run-id": "--run",
+    "--save-to": "--out",
+    "--draft": "--draft-model",
+    "--only-job": "--job",
+    "--replace": "--force",
 }
 
 # Spellings several commands take by hand, each meaning that command's own thing; a new shared option goes to
 # llmsweep.cli.options instead of this list.
 COMMAND_LOCAL = {
-    "--out": "each command's own output: a file or a directory",
     "--format": "each command's own output formats",
     "--duration": "bench: wall-clock profiling window; predict: virtual seconds",
     "--concurrency": "bench: one closed-loop level; peer crosscheck: a comma-separated list of levels",
@@ -217,11 +221,11 @@ def test_an_old_spelling_still_works_and_warns_once(old: list[str], new: list[st
     was, now = llmsweep("al", "qwen3.5", *old, "--json"), llmsweep("al", "qwen3.5", *new, "--json")
     assert was.returncode == now.returncode == 0, was.stderr
     assert json.loads(was.stdout) == json.loads(now.stdout)
-    assert re.findall(r"--method is deprecated; use --spec-method", was.stderr) == [
-        "--method is deprecated; use --spec-method"]
-    assert "deprecated" not in now.stderr
+    assert re.findall(r"warning: --method is now --spec-method", was.stderr) == [
+        "warning: --method is now --spec-method"]
+    assert "is now" not in now.stderr
     repeated = llmsweep("predict", str(QUICKSTART), "--config-key", "nope-a", "--config-key", "nope-b")
-    assert repeated.returncode == 2 and repeated.stderr.count("--config-key is deprecated") == 1
+    assert repeated.returncode == 2 and repeated.stderr.count("--config-key is now --config-keys") == 1
 
 
 def test_run_and_bench_share_the_client_defaults_the_lifecycle_applies() -> None:

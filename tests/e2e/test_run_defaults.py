@@ -121,11 +121,11 @@ def test_resume_with_options_that_change_what_was_measured_is_refused_untouched(
     assert same.returncode == 0 and "2 already done" in same.stderr, same.stderr[-3000:]
     # an agentic run resumed on other traces is refused: its finished points replayed the recipe's corpus
     quick = REPO / "examples" / "quickstart.yaml"
-    first = run_here([quick, "--only-job", "qwen3.5_tp8_conc1_kvnone", "--out", tmp_path / "qs", "--no-report"], env)
+    first = run_here([quick, "--job", "qwen3.5_tp8_conc1_kvnone", "--out", tmp_path / "qs", "--no-report"], env)
     assert first.returncode == 0, first.stderr[-3000:]
     traces = tmp_path / "traces.jsonl"
     traces.write_text("")
-    moved = run_here([quick, "--only-job", "qwen3.5_tp8_conc1_kvnone", "--out", tmp_path / "qs", "--resume",
+    moved = run_here([quick, "--job", "qwen3.5_tp8_conc1_kvnone", "--out", tmp_path / "qs", "--resume",
                      "--traces", traces, "--no-report"], env)
     assert moved.returncode == 2, moved.stderr[-3000:]
     assert f"its trace corpus: it ran with no --traces (the recipes' sources), now --traces {traces}" in moved.stderr
@@ -172,7 +172,7 @@ def test_the_end_of_run_table_shows_a_reason_as_written(tmp_path: Path) -> None:
 
 def test_an_unknown_only_job_names_a_command_that_lists_the_ids(tmp_path: Path) -> None:
     out, env = tmp_path / "out", cli_env(tmp_path)
-    proc = run_here([RECIPE, "--only-job", "nope", "--out", out], env)
+    proc = run_here([RECIPE, "--job", "nope", "--out", out], env)
     assert proc.returncode == 2, proc.stderr[-2000:]
     hint = re.search(r"`llmsweep (matrix [^`]+)`", proc.stderr)
     assert hint is not None, proc.stderr

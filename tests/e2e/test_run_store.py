@@ -110,7 +110,7 @@ def test_a_store_failing_at_the_end_fails_the_run_and_keeps_it_on_disk(tmp_path:
 
 def test_a_resume_whose_folder_lacks_a_stored_result_still_stores_the_run_as_its_folder_holds_it(
         tmp_path: Path) -> None:
-    """`results ingest` refuses a re-ingest that would drop stored results unless --replace; `run`'s own end-of-run
+    """`results ingest` refuses a re-ingest that would drop stored results unless --force; `run`'s own end-of-run
     ingest stores its folder as it is (here a narrowed --resume after a job folder was removed), as before."""
     recipe, out, store = RECIPES / "fixed-sim.yaml", tmp_path / "out", tmp_path / "store.sqlite"
     env = cli_env(tmp_path)
@@ -118,7 +118,7 @@ def test_a_resume_whose_folder_lacks_a_stored_result_still_stores_the_run_as_its
     assert first.returncode == 0, first.stderr[-3000:]
     kept, gone = sorted(job_dirs(out))
     shutil.rmtree(out / "jobs" / gone)
-    again = run_here([recipe, "--out", out, "--resume", "--only-job", kept], env)
+    again = run_here([recipe, "--out", out, "--resume", "--job", kept], env)
     assert again.returncode == 0, again.stderr[-3000:]
     assert "stored 1 result(s)" in again.stderr + again.stdout and "not stored:" not in again.stderr + again.stdout
     db = sqlite3.connect(store)
@@ -127,7 +127,7 @@ def test_a_resume_whose_folder_lacks_a_stored_result_still_stores_the_run_as_its
 
 
 def test_a_narrower_resume_keeps_the_whole_run_in_run_json(tmp_path: Path) -> None:
-    """`--resume --only-job A` of a run whose job B never ran rewrote run.json to expect A alone: `expected 1 job(s)`,
+    """`--resume --job A` of a run whose job B never ran rewrote run.json to expect A alone: `expected 1 job(s)`,
     B's outcome gone, and a run with a job never run read as complete (0 missing, a 100 % success rate)."""
     from llmsweep.results.point import points_from_run
     from llmsweep.results.rundir import load_run
@@ -138,7 +138,7 @@ def test_a_narrower_resume_keeps_the_whole_run_in_run_json(tmp_path: Path) -> No
     first = run_here([recipe, "--out", out, "--no-report"], env)
     assert first.returncode == 0, first.stderr[-3000:]
     a, b = sorted(job_dirs(out))
-    again = run_here([recipe, "--out", out, "--resume", "--only-job", a, "--no-report", "--json"], env)
+    again = run_here([recipe, "--out", out, "--resume", "--job", a, "--no-report", "--json"], env)
     assert again.returncode == 0, again.stderr[-3000:]
     meta = json.loads((out / "run.json").read_text())
     assert meta["expected_job_ids"] == [a, b] and set(meta["job_hardware"]) == {a, b}
@@ -155,7 +155,7 @@ def test_a_narrower_resume_keeps_the_whole_run_in_run_json(tmp_path: Path) -> No
     meta.pop("outcomes")
     meta.pop("finished")
     (out / "run.json").write_text(json.dumps(meta))
-    third = run_here([recipe, "--out", out, "--resume", "--only-job", a, "--no-report"], env)
+    third = run_here([recipe, "--out", out, "--resume", "--job", a, "--no-report"], env)
     assert third.returncode == 0, third.stderr[-3000:]
     assert "the whole run: 2 job(s), 1 with a valid or smoke summary (1 resumed, 1 never run); a plain `--resume` " \
         "runs the rest\n" in third.stderr, third.stderr
@@ -166,7 +166,7 @@ def test_a_narrower_resume_keeps_the_whole_run_in_run_json(tmp_path: Path) -> No
 
 
 def test_a_narrower_force_keeps_the_whole_run_in_run_json(tmp_path: Path) -> None:
-    """`--force --only-job A` (run one job again) of a run whose job B was interrupted rewrote run.json to expect A
+    """`--force --job A` (run one job again) of a run whose job B was interrupted rewrote run.json to expect A
     alone, B's outcome gone, and the run read as complete (a 100 % success rate) while B had never finished (its
     folder held no summary, its outcome `interrupted by SIGTERM`)."""
     from llmsweep.results.point import points_from_run
@@ -186,7 +186,7 @@ def test_a_narrower_force_keeps_the_whole_run_in_run_json(tmp_path: Path) -> Non
     meta["outcomes"] = [o if o["job_id"] != b else json.loads((out / "jobs" / b / "outcome.json").read_text())
                         for o in meta["outcomes"]]
     (out / "run.json").write_text(json.dumps(meta))
-    again = run_here([recipe, "--out", out, "--force", "--only-job", a, "--no-report"], env)
+    again = run_here([recipe, "--out", out, "--force", "--job", a, "--no-report"], env)
     assert again.returncode == 0, again.stderr[-3000:]
     assert "expected 1 job(s) in this invocation (part of the run), 1 with a valid or smoke summary (1 valid)\n" \
         "the whole run: 2 job(s), 1 with a valid or smoke summary (1 failed, 1 valid); a plain `--resume` runs the " \

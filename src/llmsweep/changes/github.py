@@ -7,7 +7,7 @@ The workflow's shape follows InferenceX's `run-sweep.yml` (core spec §7.1/§7.2
   matrix at run time with `llmsweep ci matrix`: every job of the recipes, or (`source="changes"`) only the jobs the
   pull request added or changed (`llmsweep changes BASE..HEAD`), ordered by the priority score (`changes.priority`);
   each entry names its runner label, checked against the fleet file when the workflow is written;
-- `sweep` runs one job per matrix entry on `[self-hosted, <runner label>]` with `llmsweep run --only-job` and
+- `sweep` runs one job per matrix entry on `[self-hosted, <runner label>]` with `llmsweep run --job` and
   uploads the job's run folder as the artifact `bmk_<job id>`; an entry that carries an accuracy eval (a `run-eval`
   row: its throughput point and its eval on the same server; or an eval-only row) first installs the harness,
   `lm-eval[api]` at the version llmsweep pins, into a virtual environment of its own and names it in
@@ -97,7 +97,7 @@ def sweep_jobs(files: Sequence[Path], *, runner_config: Path | None = None, chan
     plans it. `parents`, when given, gets each concurrency slice's id -> the id of the planned job it was cut from;
     `notes`, the change sets' notes (`ChangeSet.notes`: a base recipe that does not load), each once.
 
-    Every changed job must be in the plan the runners read (`run FILES --only-job ID`): one silently dropped is never
+    Every changed job must be in the plan the runners read (`run FILES --job ID`): one silently dropped is never
     measured. A multi-node job whose list alone grew runs its added concurrencies, a slice of it."""
     from llmsweep.plan import jobs_from_files
 
@@ -155,7 +155,7 @@ def carries_eval(job: Job) -> bool:
 def runner_refusals(jobs: Sequence[Job], files: Sequence[Path], runner_config: Path | None = None, *,
                     parents: Mapping[str, str] | None = None, evals: Mapping[str, EvalOptions] | None = None,
                     runner_labels: Sequence[str] = ()) -> dict[str, list[Job]]:
-    """The jobs the workflow's `llmsweep run FILES --only-job ID` will refuse on the runner whatever it has installed
+    """The jobs the workflow's `llmsweep run FILES --job ID` will refuse on the runner whatever it has installed
     (reason -> jobs; a multi-node job's points apart, `<id>-conc<N>`, as `run` runs them): asked of the run's own
     refusal with the options that step uses (a real engine, no `--live`, the local executor) and the policy errors
     `validate` finds in `files` about each job, lm-eval counted as present (an eval entry installs it). A concurrency
@@ -330,7 +330,7 @@ def workflow(files: Sequence[Path], *, source: Source = "matrix", baseline: str 
             # planned as `ci matrix` planned it (`plan`: the eval labels' `run` flag): an eval-only job's id exists
             # only in the plan of --evals-only/--all-evals, and an all-evals throughput job is run with --no-evals
             {"name": "Run the job", "env": {"JOB": "${{ matrix.job }}", "PLAN": "${{ matrix.plan }}"},
-             "run": _sh("llmsweep", "run", *recipe_args, *fleet_args, *label_args, "--only-job", _Env('"$JOB"'),
+             "run": _sh("llmsweep", "run", *recipe_args, *fleet_args, *label_args, "--job", _Env('"$JOB"'),
                         _Env('${PLAN:+"$PLAN"}'), "--out", _Env('"runs/$JOB"'), "--no-report")},
             {"name": "Upload the job's results", "if": "always()", "uses": "actions/upload-artifact@v4",
              "with": {"name": ARTIFACT_PREFIX + "${{ matrix.job }}", "path": "runs/${{ matrix.job }}",
@@ -361,7 +361,7 @@ def workflow(files: Sequence[Path], *, source: Source = "matrix", baseline: str 
             # exits 1 when a job has no result (the collect job fails, as the sweep did), after writing the run:
             # the steps after it still store, report and compare whatever the sweep measured
             {"name": "Merge the jobs into one run", "env": {"JOBS": "${{ needs.setup.outputs.jobs }}"},
-             "run": _sh("llmsweep", "ci", "collect", "artifacts", "--out", "sweep", "--run-id",
+             "run": _sh("llmsweep", "ci", "collect", "artifacts", "--out", "sweep", "--run",
                         _Env('"gh-$GITHUB_RUN_ID-$GITHUB_RUN_ATTEMPT"'), "--expected-env", "JOBS")},
             *({"name": step["name"], "if": COLLECTED, **step} for step in after_collect),
         ],
@@ -406,7 +406,7 @@ NO_ARTIFACT = "no artifact: the matrix job did not upload its results"
 
 
 def collect(artifacts: Path, out: Path, *, run_id: str, expected: Sequence[str] = ()) -> dict[str, Any]:
-    """Merge per-job run folders (one `llmsweep run --only-job` each) into one run folder; returns its run.json.
+    """Merge per-job run folders (one `llmsweep run --job` each) into one run folder; returns its run.json.
 
     Every run folder's outcomes are kept, a refused job's too (its folder holds run.json and no `jobs/`). A job is
     recorded as failed, with the reason, so the sweep's success rate counts it, when its artifact's run.json cannot

@@ -24,6 +24,8 @@ from llmsweep.cli.options import (
     field_option,
     json_option,
     option,
+    out_option,
+    refuse_replacing,
     runner_config_option,
 )
 from llmsweep.cli.options import executor_options as parse_executor_options
@@ -316,9 +318,9 @@ def _finish_hint(result: CollectResult) -> str | None:
 @config_keys_option()
 @runner_config_option()
 @option("runner_labels")
-@option("spec_k", dest="ks", short="-k", cls=ManyValues, type=click.IntRange(min=1), default=(1, 2, 3),
+@option("spec_k", dest="ks", short="-k", cls=ManyValues, listed=True, type=click.IntRange(min=1), default=(1, 2, 3),
         show_default=True, help="Draft lengths K, a fresh server each (several after one flag: -k 1 2 3 4).")
-@click.option("--thinking", "thinking", cls=ManyValues, type=click.Choice(["off", "on"]), default=(),
+@click.option("--thinking", "thinking", cls=ManyValues, listed=True, type=click.Choice(["off", "on"]), default=(),
               help="Thinking modes, a fresh server per K each (--thinking off on). Default: off and on where the "
               "model's chat template (or a measured golden curve) shows a thinking switch, else off; on is refused "
               "where the template renders the same prompt for both.")
@@ -345,9 +347,9 @@ def _finish_hint(result: CollectResult) -> str | None:
 @option("executor_option",
         help="An executor setting (local: cwd, allow_image=true when the engine is installed on the host).")
 @option("simulate")
-@click.option("--out", "out_dir", type=PathValue(file_okay=False, path_type=Path), default=Path("golden_al"),
-              show_default=True, help="Directory the curve file is written into; read it back with "
-              "`llmsweep al MODEL … --curves DIR` (the planner: LLMSWEEP_GOLDEN_AL_DIR=DIR).")
+@out_option("Directory the curve file is written into; read it back with `llmsweep al MODEL … --curves DIR` (the "
+            "planner: LLMSWEEP_GOLDEN_AL_DIR=DIR).", dest="out_dir", type=PathValue(file_okay=False, path_type=Path),
+            default=Path("golden_al"), show_default=True)
 @click.option("--merge-into", "merge_into", type=PathValue(dir_okay=False, path_type=Path), default=None,
               metavar="CURVE.yaml", help="Complete this curve (one `al collect` wrote): refused before any server "
               "starts if it was collected otherwise (precision, prompts, sampling, output length, kwargs, simulated; "
@@ -415,6 +417,14 @@ def collect(recipe: Path, config_keys: tuple[str, ...], runner_config: Path | No
         if out.exists() and not force:
             raise ConfigError(f"{out} exists", fix="pass --force to replace it, --variant to write another file, "
                               "or --merge-into to add these cells to it")
+    if run_dir is not None and made is None:  # an evidence folder named: a cell's earlier evidence is not replaced
+        cells = [f"{mode}-k{k}" for mode in settings.thinking for k in settings.ks]
+        held = [cell for cell in cells if (run_dir / cell).is_dir() and any((run_dir / cell).iterdir())]
+        if held and merge_into is not None:
+            raise ConfigError(f"--run-dir {run_dir} already holds the evidence of {', '.join(held)}; nothing was "
+                              "written", fix="pass a new --run-dir, or leave it out (a completion's evidence goes "
+                              f"to {merge_into.stem}.runs-<UTC time> beside the curve)")
+        refuse_replacing(run_dir, held, force=force, what="evidence of these cells", option_name="--run-dir")
     prompts = _prompts(prompt_source, category, num_prompts, echo)
     assert job.serve is not None and job.serve.spec_decoding is not None
     echo(f"collecting {out.stem}: {job.model} {job.serve.spec_decoding.method} "

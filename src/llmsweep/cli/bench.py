@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import click
 
-from llmsweep.cli.options import FINITE_POSITIVE, FiniteRange, PathValue, field_option, json_option, option
+from llmsweep.cli.options import FINITE_POSITIVE, FiniteRange, PathValue, field_option, json_option, option, out_option
 from llmsweep.client.config import DURATION_REACHED, RunOptions
 from llmsweep.client.files import RECORDS_FILE
 from llmsweep.errors import ConfigError
@@ -38,8 +38,7 @@ def _common(fn: Callable[..., Any]) -> Callable[..., Any]:
     opts = [
         option("url"),
         option("model"),
-        click.option("--out", "out_dir", type=PathValue(path_type=Path), default=None,
-                     help="Result directory (default results/bench-<kind>-<time>)."),
+        out_option("Result directory (default results/bench-<kind>-<time>).", dest="out_dir"),
         option("seed"),
         option("request_timeout", dest="timeout"),
         field_option("--stall-timeout", show_default=True, source=(RunOptions, "stall_timeout_s")),

@@ -337,7 +337,7 @@ def al() -> None:
 @option("spec_k", dest="k", short="-k", deprecated=("--k",), required=True)
 @click.option("--thinking", type=click.Choice(["on", "off"]), default="on", show_default=True,
               help="Thinking mode of the curve.")
-@click.option("--draft-model", default=None, help="Draft heads (HF id), variant (eagle3-gqa) or curve id.")
+@option("draft_model", help="Draft heads (HF id), variant (eagle3-gqa) or curve id.")
 @click.option("--precision", default=None,
               help="Precision the recipe serves (fp8, fp4…); default: what MODEL's id says. A curve measured in it "
               "wins over the default curve; warns on a mismatch.")

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, NoReturn
 
 import click
 
-from llmsweep.cli.options import PathValue, option, recipe_files_argument, runner_config_option
+from llmsweep.cli.options import PathValue, option, out_option, recipe_files_argument, runner_config_option
 from llmsweep.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -28,8 +28,9 @@ def ci() -> None:
 
 @ci.command("github")
 @recipe_files_argument()
-@click.option("--out", type=PathValue(dir_okay=False, path_type=Path),
-              default=Path(".github/workflows/llmsweep-sweep.yml"), show_default=True, help="Workflow file to write.")
+@out_option("Workflow file to write (written anew each time: it is generated from the recipes).",
+            type=PathValue(dir_okay=False, path_type=Path), default=Path(".github/workflows/llmsweep-sweep.yml"),
+            show_default=True)
 @click.option("--source", type=click.Choice(["matrix", "changes"]), default="matrix", show_default=True,
               help="`matrix`: every job of the recipes; `changes`: on a pull request, only the jobs it added or "
               "changed (`llmsweep changes BASE..HEAD`).")
@@ -176,8 +177,8 @@ def matrix(files: tuple[Path, ...], changed: str | None, evals_only: bool, all_e
 
 @ci.command("collect")
 @click.argument("artifacts", type=PathValue(file_okay=False, path_type=Path))
-@click.option("--out", type=PathValue(file_okay=False, path_type=Path), required=True, help="Run folder to write.")
-@click.option("--run-id", required=True, help="Id of the merged run (e.g. gh-<run id>-<attempt>).")
+@out_option("Run folder to write (new or empty).", type=PathValue(file_okay=False, path_type=Path), required=True)
+@option("run_id", required=True, help="Id of the merged run (e.g. gh-<run id>-<attempt>).")
 @click.option("--expected-env", default=None, metavar="NAME",
               help="Environment variable holding the JSON list of every job id the sweep expected.")
 def collect_cmd(artifacts: Path, out: Path, run_id: str, expected_env: str | None) -> int:

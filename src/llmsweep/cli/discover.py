@@ -7,7 +7,15 @@ from pathlib import Path
 
 import click
 
-from llmsweep.cli.options import FINITE_POSITIVE, PathValue, json_option, option, runner_config_option, store_option
+from llmsweep.cli.options import (
+    FINITE_POSITIVE,
+    PathValue,
+    json_option,
+    option,
+    out_option,
+    runner_config_option,
+    store_option,
+)
 from llmsweep.cli.options import executor_options as parse_executor_options
 from llmsweep.execute.registry import executor_help, executor_kinds
 from llmsweep.spec.workload import MAX_DURATION_S
@@ -38,8 +46,8 @@ from llmsweep.spec.workload import MAX_DURATION_S
 @option("executor_option", help="Executor settings, e.g. allow_image=true (local), partition=gpu (slurm).")
 @runner_config_option()
 @option("runner_labels")
-@click.option("--out", type=PathValue(path_type=Path), default=Path("runs/discover"), show_default=True,
-              help="Discovery directory: stages/ (one run per stage), discovery.json, proposed.yaml, proposed.diff.")
+@out_option(default=Path("runs/discover"), show_default=True,
+            help="Discovery directory: stages/ (one run per stage), discovery.json, proposed.yaml, proposed.diff.")
 @store_option(dest="store", help="Results store for the discovery runs (default: store.sqlite in --out).")
 @json_option("the discovery (every run, the noise, the knee and the proposed grid of each arm)")
 def discover(recipe: Path, simulate: bool, repeats: int, ladder_top: int | None, refine: int,

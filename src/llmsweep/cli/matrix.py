@@ -41,7 +41,8 @@ def _common(fn: Callable[..., Any]) -> Callable[..., Any]:
                "jobs)."),
         click.option("--runner-node-filter", default=None,
                      help="One job per node of the label whose name contains this substring."),
-        click.option("--scenario-type", cls=ManyValues, type=click.Choice(["fixed-seq-len", "agentic-coding"]),
+        click.option("--scenario-type", cls=ManyValues, listed=True,
+                     type=click.Choice(["fixed-seq-len", "agentic-coding"]),
                      help="Scenario type(s) to include (default: all)."),
         click.option("--format", "fmt", type=click.Choice(["matrix", "jobs", "ids"]), default="matrix",
                      show_default=True,
@@ -59,11 +60,13 @@ def matrix() -> None:
 
 @matrix.command("full-sweep")
 @_common
-@click.option("--model-prefix", cls=ManyValues, help="Keep recipes whose key starts with any of these.")
-@click.option("--precision", cls=ManyValues, help="Keep these precisions.")
-@click.option("--framework", cls=ManyValues, help="Keep these frameworks.")
-@click.option("--runner-type", cls=ManyValues, help="Keep these runner labels (must exist in the runner file).")
-@click.option("--seq-lens", cls=ManyValues, type=click.Choice(list(SEQ_LEN_NAMES)), help="Keep these ISL/OSL pairs.")
+@click.option("--model-prefix", cls=ManyValues, listed=True, help="Keep recipes whose key starts with any of these.")
+@click.option("--precision", cls=ManyValues, listed=True, help="Keep these precisions.")
+@click.option("--framework", cls=ManyValues, listed=True, help="Keep these frameworks.")
+@click.option("--runner-type", cls=ManyValues, listed=True,
+              help="Keep these runner labels (must exist in the runner file).")
+@click.option("--seq-lens", cls=ManyValues, listed=True, type=click.Choice(list(SEQ_LEN_NAMES)),
+              help="Keep these ISL/OSL pairs.")
 @click.option("--step-size", type=int, default=2, show_default=True, help="Factor of conc-start/conc-end ranges (>1).")
 @click.option("--min-conc", type=_COUNT, default=None, help="Drop concurrencies below this (ranges start here).")
 @click.option("--max-conc", type=_COUNT, default=None, help="Drop concurrencies above this ([max] if none remain).")
@@ -99,8 +102,9 @@ def full_sweep_cmd(**kw: Any) -> None:
 @matrix.command("test-config")
 @_common
 @config_keys_option(required=True)
-@click.option("--conc", cls=ManyValues, type=_COUNT, help="Keep only these concurrencies.")
-@click.option("--seq-lens", cls=ManyValues, type=click.Choice(list(SEQ_LEN_NAMES)), help="Keep these ISL/OSL pairs.")
+@click.option("--conc", cls=ManyValues, listed=True, type=_COUNT, help="Keep only these concurrencies.")
+@click.option("--seq-lens", cls=ManyValues, listed=True, type=click.Choice(list(SEQ_LEN_NAMES)),
+              help="Keep these ISL/OSL pairs.")
 def test_config_cmd(**kw: Any) -> None:
     """Exactly the named recipe keys, fully expanded (step 2)."""
     options = SweepOptions(

@@ -9,7 +9,7 @@ from typing import Literal
 
 import click
 
-from llmsweep.cli.options import PathValue, json_option, option
+from llmsweep.cli.options import json_option, option, out_option
 from llmsweep.modelsynth.architectures import PRESETS, preset_config
 from llmsweep.modelsynth.gguf_import import KNOWN_GGUF, ImportRequest, import_gguf
 from llmsweep.modelsynth.synth import SynthRequest, synth_model
@@ -55,10 +55,10 @@ def presets(as_json: bool) -> None:
     f"Presets: {_preset_help()}."
 ))
 @click.argument("model_or_config")
-@click.option("--out", "out", required=True, type=PathValue(path_type=Path), help=_h("out"))
+@out_option(_h("out"), required=True)
 @click.option("--weights", type=click.Choice(["random", "none"]), default="none", show_default=True,
               help=_h("weights"))
-@click.option("--draft", is_flag=True, help=_h("draft"))
+@option("draft_model", dest="draft", is_flag=True, default=False, help=_h("draft"))
 @click.option("--layers", type=click.IntRange(min=1), default=None, help=_h("layers"))
 @click.option("--hidden", type=click.IntRange(min=64), default=None, help=_h("hidden"))
 @click.option("--vocab", type=click.IntRange(min=512), default=None, help=_h("vocab"))
@@ -116,7 +116,7 @@ def _import_h(field: str) -> str:
     "Needs `pip install 'llmsweep[import]'`."
 ))
 @click.argument("source")
-@click.option("--out", "out", required=True, type=PathValue(path_type=Path), help=_import_h("out"))
+@out_option(_import_h("out"), required=True)
 @option("force", help=_import_h("force"))
 @json_option("the provenance record")
 def import_(source: str, out: Path, force: bool, as_json: bool) -> None:

@@ -5,8 +5,18 @@ hand-written `click.option`: the concept fixes the spelling and the parameter na
 pydantic field that backs the option where there is one (`client.config`, `spec`), so the CLI says what the model
 says. A command may narrow an option (its own default, `required`, a more specific help or type) but not respell it.
 
-An option renamed for consistency keeps its old spelling as a hidden alias: it still works, and warns once on stderr.
-`tests/e2e/test_cli_options.py` walks every command and fails on a second spelling of a concept.
+An option renamed for consistency keeps its old spelling as a hidden alias: it still works, and says once on stderr
+`warning: --old is now --new`. A concept's old spellings are declared on its `Concept` (they then work wherever it
+does); `tests/unit/cli/test_cli_names.py` and `tests/e2e/test_cli_options.py` walk every command and fail on a
+second spelling of a concept.
+
+Lists, one convention: a list option is repeatable, and each value may hold several, comma-separated (`--conc 4,8
+--conc 16`): `Opt(listed=True)`. InferenceX's own list flags (`--config-keys`, the `matrix` filters, `al collect -k`)
+also take several after one flag (`greedy`), as its argparse `nargs='+'` does. An option whose value may itself hold a
+comma (a path, a run id or folder, KEY=VALUE YAML, JSON, a note, a pattern, a pull-request label) is repeated only.
+
+Output: a command that writes a file or folder the user names refuses, before any work (exit 2), one that already
+holds results, unless `--force` (:func:`refuse_replacing`); the file is left as it was.
 """
 
 from __future__ import annotations
@@ -81,30 +91,49 @@ def field_default(model: type[BaseModel], name: str) -> Any:
     return model.model_fields[name].get_default(call_default_factory=True)
 
 
+def renamed(old: str, new: str) -> str:
+    """The one line an old spelling says on stderr."""
+    return f"warning: {old} is now {new}"
+
+
 def _warn_deprecated(old: str, new: str) -> None:
     if old in _WARNED:
         return
     _WARNED.add(old)
-    click.echo(f"warning: {old} is deprecated; use {new} (the old spelling will be removed)", err=True)
+    click.echo(renamed(old, new), err=True)
+
+
+LISTED_HELP = "Repeatable; commas also separate values."
+
+
+def split_list(value: str) -> list[str]:
+    """One value of a list option as the values it lists: `4,8` is 4 and 8 (spaces around a comma and empty pieces
+    dropped)."""
+    return [piece.strip() for piece in value.split(",") if piece.strip()]
 
 
 class Opt(click.Option):
-    """A click option that names its concept, may take several space-separated values, and keeps old spellings.
+    """A click option that names its concept, may take several values, and keeps old spellings.
 
+    `listed`: a list (repeatable), each value split at commas (`--conc 4,8 --conc 16`): the convention of every list
+    option whose values never hold a comma.
     `greedy`: one or more values after one flag (argparse `nargs='+'`, as InferenceX's flags); repeating also works.
-    `old_spellings`: hidden deprecated spellings that set this option and warn once on stderr.
+    `old_spellings`: hidden old spellings that set this option and say once on stderr what it is now.
     `source`: the model field the option feeds (its default and description), where one does.
     """
 
-    def __init__(self, *args: Any, concept: str | None = None, greedy: bool = False,
+    def __init__(self, *args: Any, concept: str | None = None, greedy: bool = False, listed: bool = False,
                  old_spellings: tuple[str, ...] = (), source: Source | None = None,
                  stop_at: Callable[[str], bool] | None = None, **kwargs: Any) -> None:
-        if greedy:
+        if greedy or listed:
             kwargs["multiple"] = True
+        if listed and kwargs.get("help") and LISTED_HELP not in kwargs["help"]:
+            kwargs["help"] = f"{kwargs['help'].rstrip()} {LISTED_HELP}"
         super().__init__(*args, **kwargs)
         self.concept = concept
         self.source = source
         self.greedy = greedy
+        self.listed = listed
         self.stop_at = stop_at
         """Greedy: a following word for which this is true is not a value (a positional argument after them)."""
         self.old_spellings = tuple(old_spellings)
@@ -115,6 +144,14 @@ class Opt(click.Option):
         primary = parser._long_opt.get(name) or parser._short_opt.get(name)
         if primary is None:  # pragma: no cover - click registers every declared spelling
             return
+        if self.listed:
+            one = primary.process
+
+            def listed(value: Any, state: Any, one: Callable[..., None] = one) -> None:
+                for piece in split_list(value) if isinstance(value, str) else [value]:
+                    one(piece, state)
+
+            primary.process = listed  # one parser option for every spelling: `-k 1,2` too
         if self.greedy:
             original = primary.process
             stop_at = self.stop_at or (lambda _: False)
@@ -217,9 +254,9 @@ CONCEPTS: dict[str, Concept] = {
         "help": "Runner (fleet) file in InferenceX's runners.yaml format (default: the packaged fleet).",
     }),
     "runner_labels": Concept("--runner-label", "runner_labels", {
-        "multiple": True, "metavar": "LABEL",
-        "help": "A runner label the runner (fleet) file does not list that the self-hosted runners carry (repeatable; "
-                "e.g. InferenceX's `cluster:mi325x-tw`): its jobs are planned and run, not refused as an unknown label "
+        "listed": True, "metavar": "LABEL",
+        "help": "A runner label the runner (fleet) file does not list that the self-hosted runners carry (e.g. "
+                "InferenceX's `cluster:mi325x-tw`): its jobs are planned and run, not refused as an unknown label "
                 "(`fleet.unknown-label`); any other unlisted label still is.",
     }),
     "store": Concept("--store", "store_path", {  # a directory is the store's own error, with its fix
@@ -291,8 +328,18 @@ CONCEPTS: dict[str, Concept] = {
     "repeats": Concept("--repeats", "repeats", {
         "type": click.IntRange(min=1), "default": 1, "show_default": True, "help": "Runs of every point.",
     }),
-    "force": Concept("--force", "force", {"is_flag": True, "help": "Write over what the output already holds."}),
-    "run_id": Concept("--run", "run_id", {"default": None, "help": "Only results of this run id."}),
+    "force": Concept("--force", "force", {"is_flag": True, "help": "Write over what the output already holds."},
+                     deprecated=("--replace",)),
+    "out": Concept("--out", "out", {"type": PathValue(path_type=Path), "default": None,
+                                    "help": "Where the output is written."}, deprecated=("--save-to",)),
+    "run_id": Concept("--run", "run_id", {"default": None, "metavar": "RUN", "help": "Only results of this run id."},
+                      deprecated=("--run-id",)),
+    "job": Concept("--job", "job", {
+        "metavar": "JOB", "help": "A planned job: its id, a unique id prefix or its exp-name.",
+    }, deprecated=("--only-job",)),
+    "draft_model": Concept("--draft-model", "draft_model", {
+        "default": None, "help": "The speculative drafter (a recipe's `draft-model`).",
+    }, deprecated=("--draft",)),
     "pr_number": Concept("--pr-number", "pr_number", {
         "type": click.IntRange(min=1), "default": None, "metavar": "N",
         "help": "The InferenceX pull request the changelog change belongs to."}),
@@ -315,10 +362,10 @@ CONCEPTS: dict[str, Concept] = {
     }),
     # a PD router's workers (`sim router`, `router`)
     "prefill_urls": Concept("--prefill", "prefill", {
-        "multiple": True, "required": True, "help": "A prefill worker's URL (repeatable).",
+        "listed": True, "required": True, "help": "A prefill worker's URL.",
     }),
     "decode_urls": Concept("--decode", "decode", {
-        "multiple": True, "required": True, "help": "A decode worker's URL (repeatable).",
+        "listed": True, "required": True, "help": "A decode worker's URL.",
     }),
 }
 
@@ -436,7 +483,7 @@ def config_keys_option(*, required: bool = False) -> Callable[[F], F]:
     help_text = ("Only these recipe keys (`*`/`?` globs allowed); several may follow one flag, or repeat it (a recipe "
                  "file after them is not taken for a key)")
     help_text += "." if required else "; default: every key."
-    return option("config_keys", cls=ManyValues, stop_at=names_a_path, required=required, help=help_text)
+    return option("config_keys", cls=ManyValues, listed=True, stop_at=names_a_path, required=required, help=help_text)
 
 
 def names_a_path(word: str) -> bool:
@@ -466,6 +513,42 @@ def recipe_files_argument(*, required: bool = True) -> Callable[[F], F]:
 def store_option(dest: str = "store_path", **overrides: Any) -> Callable[[F], F]:
     """`--store`: the results database."""
     return option("store", dest=dest, **overrides)
+
+
+def out_option(help: str, *, dest: str = "out", **overrides: Any) -> Callable[[F], F]:
+    """`--out`: where this command writes (a file or a folder, as its help says); `--save-to` is its old spelling."""
+    return option("out", dest=dest, help=help, **overrides)
+
+
+RESULT_FILES = ("records.jsonl", "summary.json", "run.json", "crosscheck.json")
+"""The files that make a folder hold results: a measurement's or prediction's records and summary, a run's run.json,
+a cross-check's table."""
+
+
+def held_results(path: Path) -> list[str]:
+    """What `path` holds that a command writing there would replace: a non-empty file itself; in a folder, its
+    result files at any depth (:data:`RESULT_FILES`, relative paths). An empty file or a folder of other things
+    holds none."""
+    if path.is_file():
+        return [path.name] if path.stat().st_size else []
+    if not path.is_dir():
+        return []
+    return sorted(str(f.relative_to(path)) for f in path.rglob("*") if f.name in RESULT_FILES and f.is_file())
+
+
+def refuse_replacing(path: Path, holds: list[str], *, force: bool, what: str, option_name: str = "--out") -> None:
+    """Before any work: an output the user named that already holds results (`holds`: what it holds, empty when
+    nothing) is refused (exit 2, the file left as it was) unless `--force`, which is said on stderr."""
+    if not holds:
+        return
+    if not force:
+        from llmsweep.errors import ConfigError
+
+        more = f" and {len(holds) - 1} more" if len(holds) > 1 else ""
+        files = "" if path.is_file() else f" ({holds[0]}{more})"
+        raise ConfigError(f"{option_name} {path} already holds {what}{files}; nothing was written",
+                          fix=f"pass a new path to {option_name}, or --force to replace it")
+    click.echo(f"--force: replacing {what} in {path}", err=True)
 
 
 def runner_config_option() -> Callable[[F], F]:

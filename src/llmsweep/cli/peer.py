@@ -12,19 +12,17 @@ from typing import Any
 
 import click
 
-from llmsweep.cli.options import FINITE_POSITIVE, PathValue, json_option, option
-from llmsweep.errors import ConfigError
+from llmsweep.cli.options import (
+    FINITE_POSITIVE,
+    Opt,
+    PathValue,
+    held_results,
+    json_option,
+    option,
+    out_option,
+    refuse_replacing,
+)
 from llmsweep.metrics.model import RUN_SOURCES, RunSource
-
-
-def _levels(text: str) -> list[int]:
-    try:
-        levels = [int(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        levels = []
-    if not levels or min(levels) < 1:
-        raise ConfigError(f"--concurrency {text!r} is not a list of positive integers", fix="e.g. --concurrency 1,8,32")
-    return levels
 
 
 @click.group("peer")
@@ -39,7 +37,8 @@ def peer() -> None:
 @click.option("--isl", type=click.IntRange(min=1), required=True, help="Input tokens per request (prompt content).")
 @click.option("--osl", type=click.IntRange(min=1), required=True,
               help="Output tokens per request (max_tokens, ignore_eos).")
-@click.option("--concurrency", "levels", required=True, help="Comma-separated closed-loop levels, e.g. 1,8,32.")
+@click.option("--concurrency", "levels", cls=Opt, listed=True, type=click.IntRange(min=1), required=True,
+              help="Closed-loop levels, in order, e.g. 1,8,32.")
 @option("num_prompts_per_conc", dest="prompts_per_conc", default=4, show_default=True)
 @click.option("--min-prompts", type=click.IntRange(min=1), default=16, show_default=True,
               help="At least this many measured requests per run.")
@@ -54,7 +53,9 @@ def peer() -> None:
 @option("gpus", default=None, show_default=False, type=click.IntRange(min=1),
         help="GPUs behind the endpoint. Default: as the server reports; else unknown (figures per endpoint).")
 @option("seed", help="Seed of the first run's prompts (each run adds its position; the recipe's client seed).")
-@click.option("--out", "out_dir", type=PathValue(path_type=Path), required=True, help="Result directory.")
+@out_option("Result directory; one that holds a cross-check is refused unless --force.", dest="out_dir",
+            required=True)
+@option("force", help="Replace the cross-check --out holds.")
 @json_option("the cross-check (crosscheck.json)")
 def crosscheck(**kw: Any) -> None:
     """Run llmsweep's client and aiperf in turn at each concurrency on the same prompts; print both side by side.
@@ -65,9 +66,10 @@ def crosscheck(**kw: Any) -> None:
     from llmsweep.client import Endpoint
     from llmsweep.peers.crosscheck import ClientRun, CrossCheckConfig, markdown, run_crosscheck
 
+    refuse_replacing(kw["out_dir"], held_results(kw["out_dir"]), force=kw["force"], what="a cross-check")
     cfg = CrossCheckConfig(
         endpoint=Endpoint(base_url=kw["url"], model=kw["model"], api="chat", send_ignore_eos=not kw["no_ignore_eos"]),
-        isl=kw["isl"], osl=kw["osl"], concurrencies=_levels(kw["levels"]),
+        isl=kw["isl"], osl=kw["osl"], concurrencies=list(kw["levels"]),
         prompts_per_concurrency=kw["prompts_per_conc"], min_prompts=kw["min_prompts"],
         warmups_per_concurrency=kw["warmups_per_conc"], repeats=kw["repeats"], tokenizer=kw["tokenizer"],
         aiperf=kw["aiperf_exe"], timeout_s=kw["timeout"], run_deadline_s=kw["run_deadline"], seed=kw["seed"],
@@ -101,7 +103,9 @@ def table(out_dir: Path, resummarise: bool, write: bool, as_json: bool) -> None:
 
 @peer.command("import")
 @click.argument("artifact_dir", type=PathValue(exists=True, file_okay=False, path_type=Path))
-@click.option("--out", "out_dir", type=PathValue(path_type=Path), required=True, help="Run directory to write.")
+@out_option("Run directory to write; one that holds results is refused unless --force.", dest="out_dir",
+            required=True)
+@option("force", help="Replace the results --out holds.")
 @option("num_warmups", dest="warmups", default=0, show_default=True, deprecated=("--warmups",),
         help="Warm-up requests the aiperf run sent.")
 @option("gpus", default=None, show_default=False, type=click.IntRange(min=1),
@@ -111,12 +115,13 @@ def table(out_dir: Path, resummarise: bool, write: bool, as_json: bool) -> None:
               help="What served aiperf's load, the summary's source: a real engine (measured) or llmsweep's "
                    "simulator (simulated). Required: the artifacts do not say, and a label is never guessed.")
 @json_option("the summary (summary.json)")
-def import_(artifact_dir: Path, out_dir: Path, warmups: int, gpus: int | None, source: RunSource,
+def import_(artifact_dir: Path, out_dir: Path, force: bool, warmups: int, gpus: int | None, source: RunSource,
             as_json: bool) -> None:
     """Read an aiperf --artifact-dir into OUT (records.jsonl, run.json, summary.json under llmsweep's definitions)."""
     from llmsweep.cli.bench import _print_summary
     from llmsweep.peers import import_aiperf_dir
 
+    refuse_replacing(out_dir, held_results(out_dir), force=force, what="results")
     summary = import_aiperf_dir(artifact_dir, out_dir, warmups=warmups, gpus=gpus, source=source)
     _print_summary(summary, out_dir, as_json=as_json)
     if summary.validity.verdict == "invalid":

@@ -104,7 +104,7 @@ def render_sh(job: Job, spec: LaunchSpec) -> str:
 
 @click.command("render")
 @recipe_files_argument()
-@click.option("--job", "selector", required=True, help="Job id, unique id prefix or exp-name.")
+@option("job", dest="selector", required=True, help="Job id, unique id prefix or exp-name.")
 @option("simulate", help="Render the simulator stand-in for the job.")
 @click.option("--format", "fmt", type=click.Choice(["text", "sh", "json"]), default="text", show_default=True)
 @json_option("the launch (as --format json)")

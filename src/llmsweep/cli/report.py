@@ -7,13 +7,13 @@ from pathlib import Path
 
 import click
 
-from llmsweep.cli.options import PathValue, json_option, option, store_option
+from llmsweep.cli.options import PathValue, json_option, option, out_option, store_option
 
 
 @click.command()
 @click.argument("run", metavar="RUN")
-@click.option("--out", "out", type=PathValue(file_okay=False, path_type=Path), default=None,
-              help="Output folder (default RUN/report/).")
+@out_option("Output folder (default RUN/report/); its report files are written anew.",
+            type=PathValue(file_okay=False, path_type=Path))
 @click.option("--no-png", is_flag=True, help="Skip the matplotlib PNG plots.")
 @click.option("--with", "overlays", multiple=True, metavar="RUN_OR_ID",
               help="Overlay another run (directory, stored run id, or imported InferenceX rows) as separate series.")

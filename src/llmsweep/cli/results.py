@@ -12,7 +12,16 @@ from typing import Any
 import click
 
 from llmsweep.cli.notice import saying
-from llmsweep.cli.options import PathValue, json_option, option, store_option
+from llmsweep.cli.options import (
+    Opt,
+    PathValue,
+    held_results,
+    json_option,
+    option,
+    out_option,
+    refuse_replacing,
+    store_option,
+)
 from llmsweep.cli.tables import plain, table_console
 from llmsweep.errors import ResultError, ResultInputError
 
@@ -35,23 +44,22 @@ def results() -> None:
 
 @results.command("ingest")
 @click.argument("runs", nargs=-1, required=True, type=PathValue(exists=True, file_okay=False, path_type=Path))
-@click.option("--replace", is_flag=True,
-              help="Store each run as its folder holds it even when that drops results the store holds for it (a "
-                   "re-ingest of a folder lacking some of them is refused without this).")
+@option("force", help="Store each run as its folder holds it even when that drops results the store holds for it "
+        "(a re-ingest of a folder lacking some of them is refused without this).")
 @store_option()
-def ingest(runs: tuple[Path, ...], replace: bool, store_path: Path | None) -> None:
+def ingest(runs: tuple[Path, ...], force: bool, store_path: Path | None) -> None:
     """Store every job and result of run directories (idempotent: re-ingesting replaces the run; one that would
-    drop stored results is refused unless --replace)."""
+    drop stored results is refused unless --force)."""
     from llmsweep.results.rundir import load_run
 
     with saying(f"reading {len(runs)} run folder(s)"):  # every folder read (a `bench` or job folder refused) first
         loaded = [load_run(run) for run in runs]
     with _open(store_path, readonly=False) as store, saying(f"storing {len(loaded)} run(s) in {store.path}"):
-        if not replace:  # every run checked before any is written: a refusal changes nothing
+        if not force:  # every run checked before any is written: a refusal changes nothing
             for run in loaded:
                 store.refuse_dropping(run)
         for run in loaded:
-            rep = store.ingest_run(run, replace=replace)
+            rep = store.ingest_run(run, replace=force)
             extra = ""
             if len(rep.jobs_without_result) > len(rep.unread):
                 extra += f", {len(rep.jobs_without_result) - len(rep.unread)} job(s) without summary"
@@ -368,8 +376,9 @@ def _no_frontier_why(points: list[Any], x: Any) -> str:
 @option("run_id", help="Only this run (default: every stored result).")
 @click.option("--format", "fmt", type=click.Choice(["json", "csv", "inferencex", "inferencex-evals"]), default="json",
               show_default=True, help="inferencex-evals: InferenceX's eval rows (agg_eval_all.json shape).")
-@click.option("--out", "out", type=PathValue(dir_okay=False, path_type=Path), default=None,
-              help="File (default stdout).")
+@out_option("File (default stdout); one that holds an export is refused unless --force.",
+            type=PathValue(dir_okay=False, path_type=Path))
+@option("force", help="Replace the file --out names.")
 @click.option("--include-unpublished", is_flag=True,
               help="inferencex: also the points InferenceX does not publish (simulated, predicted, smoke, invalid), "
                    "each marked `benchmark_outcome: {status: failed}` (the app drops it) and, when not measured, "
@@ -377,13 +386,16 @@ def _no_frontier_why(points: list[Any], x: Any) -> str:
                    "predicted) and the eval runs that did not complete (no score), marked the same way, a failed "
                    "run with its error.")
 @store_option()
-def export(run_id: str | None, fmt: str, out: Path | None, include_unpublished: bool, store_path: Path | None) -> None:
+def export(run_id: str | None, fmt: str, out: Path | None, force: bool, include_unpublished: bool,
+           store_path: Path | None) -> None:
     """Export results: our lossless JSON, flat CSV, InferenceX aggregate rows, or InferenceX eval rows.
 
     InferenceX rows hold only valid, measured points unless --include-unpublished; what is left out is said on
     stderr."""
     from llmsweep.results.interchange import RowKind, export_points, left_out
 
+    if out is not None:  # before the store is read
+        refuse_replacing(out, held_results(out), force=force, what="an export")
     with _open(store_path) as store, saying(f"reading {f'run {run_id}' if run_id else 'every result'} from "
                                             f"{store.path}"):
         store.require_run(run_id)
@@ -426,7 +438,7 @@ def import_cmd(file: Path, store_path: Path | None) -> None:
 @click.option("--repeats-from", "repeats_a", multiple=True,
               help="Further runs of A's points (dir or run id); repeatable.")
 @click.option("--b-repeats-from", "repeats_b", multiple=True, help="Further runs of B's points (dir or run id).")
-@click.option("--ignore", "ignore", multiple=True,
+@click.option("--ignore", "ignore", cls=Opt, listed=True,
               type=click.Choice(["image", "engine", "hardware", "precision", "tp", "pp", "dcp", "pcp", "ep", "dp_attn",
                                  "spec", "offload", "offload_backend", "model", "workers", "router",
                                  "corpus"]),

@@ -17,6 +17,7 @@ from llmsweep.cli.options import (
     field_option,
     json_option,
     option,
+    out_option,
     recipe_files_argument,
     runner_config_option,
     store_option,
@@ -76,17 +77,16 @@ EVAL_OPTIONS = {"task": "eval_task", "dataset": "eval_dataset", "limit": "eval_l
 @field_option("--resume", source=(LifecycleSettings, "resume"), is_flag=True)
 @option("changed", help="Run only the jobs a recipe change added or changed (see `llmsweep changes`); HEAD must be "
         "the files given (BASE.. compares with the working tree).")
-@click.option("--only-job", "only_job", multiple=True, metavar="JOB_ID",
-              help="Run only this planned job (repeatable): a job id, a unique id prefix or exp-name (as `render "
-                   "--job`); one matrix entry of a CI workflow (`llmsweep ci github`).")
+@option("job", dest="only_job", listed=True,
+        help="Run only this planned job: a job id, a unique id prefix or exp-name (as `render --job`); one matrix "
+             "entry of a CI workflow (`llmsweep ci github`).")
 @click.option("--reuse", is_flag=True, help="Do not run a job whose full identity (recipe fingerprint, image, "
               "launch, workload, measurement definitions) matches a stored valid result; its outcome points at it.")
 @option("force", help="Run every job again although --out holds a run's results (they move to jobs/<id>/attempts/). "
         "Without --resume or --force, an --out holding results is refused.")
 @option("repeats", help="Run every job N times (the first keeps the job id, repeat k >= 2 is job "
         "`<id>-repeat<k>`), so `compare` has a between-run noise band.")
-@click.option("--out", type=PathValue(path_type=Path), default=Path("runs/latest"), show_default=True,
-              help="Run directory (one folder per job under jobs/).")
+@out_option("Run directory (one folder per job under jobs/).", default=Path("runs/latest"), show_default=True)
 @store_option(dest="store")
 @runner_config_option()
 @option("runner_labels")
@@ -132,7 +132,7 @@ def run(files: tuple[Path, ...], config_keys: tuple[str, ...], executor: str, ex
                           fix="--resume keeps the finished jobs of --out; --force runs them all again: pick one")
     only_jobs: list[str] | None = list(only_job) or None
     if changed is not None and only_jobs:
-        raise ConfigError("--changed and --only-job both choose the jobs", fix="pass one of them")
+        raise ConfigError("--changed and --job both choose the jobs", fix="pass one of them")
     from llmsweep.plan.matrix import EvalOptions
 
     evals = EvalOptions(no_evals=no_evals, evals_only=evals_only, all_evals=all_evals)

@@ -14,11 +14,15 @@ from llmsweep.cli.options import (
     BIND_PORT,
     FINITE_POSITIVE,
     FiniteRange,
+    Opt,
     PathValue,
     config_keys_option,
+    held_results,
     json_option,
     option,
+    out_option,
     recipe_files_argument,
+    refuse_replacing,
     runner_config_option,
 )
 from llmsweep.cli.serving import bind_fix, serve_router, wait_for_stop
@@ -216,8 +220,8 @@ async def _serve(config: object, *, host: str, port: int, served_model_name: obj
               help="records.jsonl mode: engine whose default efficiencies to start from.")
 @click.option("--max-iter", default=8, show_default=True, type=click.IntRange(1, 50),
               help="Run mode: most Levenberg-Marquardt iterations per calibration key.")
-@click.option("--factors", default="",
-              help="Run mode: Efficiency factors to fit, comma-separated (fewer points, fewer factors; the rest keep "
+@click.option("--factors", cls=Opt, listed=True, metavar="FACTOR",
+              help="Run mode: Efficiency factors to fit (fewer points, fewer factors; the rest keep "
                    "the engine's defaults). Default: mem,compute,step_s,per_seq_s,frontend_s, plus "
                    "draft_layer_fraction for speculative points.")
 @click.option("--hold-out", "hold_out", multiple=True, metavar="PATTERN",
@@ -226,11 +230,13 @@ async def _serve(config: object, *, host: str, port: int, served_model_name: obj
 @click.option("--save", "save", is_flag=True,
               help="Run mode: store the fitted factors in sim_calibration.yaml of the user catalog directory "
                    "($LLMSWEEP_CATALOG_DIR), where every later prediction of that key picks them up.")
-@click.option("--save-to", type=PathValue(dir_okay=True), default=None,
-              help="Run mode: store the fitted factors in this calibration file (or directory) instead.")
+@out_option("Run mode: store the fitted factors in this calibration file (or directory) instead (entries of "
+            "the same key in it are replaced, as --save replaces them).", dest="save_to",
+            type=PathValue(dir_okay=True))
 @json_option("the fit")
 def calibrate(paths: tuple[str, ...], model: str | None, hardware: str | None, tp: int, ep: int, precision: str,
-              kv_dtype: str, engine_style: str, max_iter: int, factors: str, hold_out: tuple[str, ...], save: bool,
+              kv_dtype: str, engine_style: str, max_iter: int, factors: tuple[str, ...], hold_out: tuple[str, ...],
+              save: bool,
               save_to: str | None, as_json: bool) -> None:
     """Fit the simulator's efficiency factors to a measured run.
 
@@ -246,11 +252,12 @@ def calibrate(paths: tuple[str, ...], model: str | None, hardware: str | None, t
     from click.core import ParameterSource
 
     records_mode = len(paths) == 1 and Path(paths[0]).is_file()
-    source = click.get_current_context().get_parameter_source
+    ctx = click.get_current_context()
     other = ("max_iter", "factors", "hold_out", "save", "save_to") if records_mode else \
         ("model", "hardware", "tp", "ep", "precision", "kv_dtype", "engine_style")
-    ignored = [f"--{name.replace('_', '-')}" for name in other
-               if source(name) not in (None, ParameterSource.DEFAULT)]
+    spelling = {p.name: p.opts[0] for p in ctx.command.params}
+    ignored = [spelling[name] for name in other
+               if ctx.get_parameter_source(name) not in (None, ParameterSource.DEFAULT)]
     if ignored:  # an option the mode does not read would be dropped without a word (a --save that saves nothing)
         raise ConfigError(
             f"sim calibrate: {', '.join(ignored)} {'is' if len(ignored) == 1 else 'are'} for "
@@ -272,10 +279,10 @@ def calibrate(paths: tuple[str, ...], model: str | None, hardware: str | None, t
         measured_groups,
     )
 
-    chosen = tuple(f.strip() for f in factors.split(",") if f.strip()) or None
+    chosen = factors or None
     unknown = sorted(set(chosen or ()) - set(FACTOR_BOUNDS))
     if unknown:
-        raise ConfigError(f"sim calibrate: --factors {factors!r} names unknown factors {unknown}",
+        raise ConfigError(f"sim calibrate: --factors {','.join(factors)!r} names unknown factors {unknown}",
                           fix=f"choose from {', '.join(sorted(FACTOR_BOUNDS))}")
     def say(line: str) -> None:  # a fit replays every point many times: minutes on a large run
         click.echo(f"[{time.strftime('%H:%M:%S')}] {line}", err=True)
@@ -355,7 +362,7 @@ def _save(result: RunCalibration, target: Path, say: Callable[[str], None]) -> P
     saved_id = entry_id(engine, hardware, klass)
     path = save_calibration(target, saved_id, entry)
     if (why := shadowed(saved_id, entry)) is not None:
-        say(f"warning: saved to {path}, but {why}; remove that entry, or save there with --save-to")
+        say(f"warning: saved to {path}, but {why}; remove that entry, or save there with --out")
     return path
 
 
@@ -417,9 +424,10 @@ def _calibrate_records(records: str, model: str, hardware: str, tp: int, ep: int
               help="Virtual seconds per point (default: the job's duration, else 600).")
 @click.option("--max-requests", type=click.IntRange(min=1), default=None,
               help="Stop after this many profiling requests per point.")
-@click.option("--out", "out_dir", type=PathValue(file_okay=False), default=None,
-              help="Write records.jsonl, server_metrics.jsonl, gpu_metrics.jsonl (the modelled power) and "
-                   "summary.json per point under this folder.")
+@out_option("Write records.jsonl, server_metrics.jsonl, gpu_metrics.jsonl (the modelled power) and summary.json "
+            "per point under this folder; one that holds results is refused unless --force.", dest="out_dir",
+            type=PathValue(file_okay=False))
+@option("force", help="Replace the results --out already holds.")
 @option("traces", default=None,
         help="Agentic jobs: replay this trace source instead of the recipe's ('synthetic' = the built-in "
              "AgentX-shaped corpus; needs no network).")
@@ -428,7 +436,7 @@ def _calibrate_records(records: str, model: str, hardware: str, tp: int, ep: int
 @runner_config_option()
 @option("runner_labels")
 def predict(files: tuple[Path, ...], config_keys: tuple[str, ...], duration: float | None,
-            max_requests: int | None, out_dir: str | None, traces: str | None, processes: int | None,
+            max_requests: int | None, out_dir: str | None, force: bool, traces: str | None, processes: int | None,
             as_json: bool, runner_config: Path | None, runner_labels: tuple[str, ...]) -> None:
     """Predict every job of a recipe in virtual time on the simulated engine.
 
@@ -445,6 +453,8 @@ def predict(files: tuple[Path, ...], config_keys: tuple[str, ...], duration: flo
     from llmsweep.plan.point import check_trace_sources, points_of, trace_source_label, with_traces
 
     jobs, policy = _predicted_jobs(files, config_keys, runner_config, runner_labels)
+    if out_dir is not None:  # the recipes read, before any point is predicted over the points --out holds
+        refuse_replacing(Path(out_dir), held_results(Path(out_dir)), force=force, what="results")
     jobs = with_traces(jobs, traces)
     unreadable = check_trace_sources(jobs)
     for source, unread in unreadable.items():

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from llmsweep.cli.options import PathValue, json_option, option
+from llmsweep.cli.options import PathValue, json_option, option, out_option
 from llmsweep.spec.workload import SyntheticTraces
 from llmsweep.workload.traces.synth import FULL_SCALE_ISL
 
@@ -18,8 +18,8 @@ def traces() -> None:
 
 
 @traces.command("synth")
-@click.option("--out", "out", type=PathValue(dir_okay=False, path_type=Path), required=True,
-              help="JSONL file to write (one trace per line, the Weka format).")
+@out_option("JSONL file to write (one trace per line, the Weka format), written anew: the corpus is a pure "
+            "function of the options.", type=PathValue(dir_okay=False, path_type=Path), required=True)
 @option("num_traces", dest="n_traces", deprecated=("--traces",), default=32)
 @option("seed", source=(SyntheticTraces, "seed"), help="Generator seed; the corpus is a pure function of it.")
 @click.option("--max-isl", type=click.IntRange(min=2048), default=FULL_SCALE_ISL, show_default=True,

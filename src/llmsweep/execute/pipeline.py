@@ -94,7 +94,7 @@ class RunRequest(BaseModel):
                                "`--evals-only`, `--all-evals`: the matrix's meanings).")
     only_jobs: list[str] | None = Field(default=None, description="Run only these planned job ids (`run --changed`: "
                                         "the jobs a recipe change added or changed).")
-    only_jobs_typed: bool = Field(default=False, description="`only_jobs` are what a person typed (`run --only-job`): "
+    only_jobs_typed: bool = Field(default=False, description="`only_jobs` are what a person typed (`run --job`): "
                                   "an id that names no planned job may be a unique id prefix or exp-name, as "
                                   "`render --job` takes (`--changed`'s ids are exact).")
     reuse: bool = Field(default=False, description="A job whose full identity matches a stored valid result is not "
@@ -128,7 +128,7 @@ class RunOutcome:
     """Jobs that ran without their GPU power recorded, by why and how to get it (their summaries' `power.error`:
     no backend could sample where they ran; `--power-backend off` is not among them)."""
     rest: list[JobOutcome] = field(default_factory=list)
-    """A narrower `--resume`/`--force` (`--only-job`, `--config-keys`, `--changed`): the recorded outcomes of the
+    """A narrower `--resume`/`--force` (`--job`, `--config-keys`, `--changed`): the recorded outcomes of the
     run's other expected jobs, which this invocation did not plan (`_unplanned_outcomes`)."""
     rest_never_run: list[str] = field(default_factory=list)
     """…and those of them with no outcome recorded anywhere: never run (the dashboard counts them missing)."""
@@ -489,12 +489,12 @@ def _write_run_meta(run_dir: Path, req: RunRequest, run_id: str, jobs: list[Job]
 
 def _kept_outcomes(meta: dict[str, Any], previous: dict[str, Any], req: RunRequest,
                    superseded: frozenset[str]) -> list[dict[str, Any]]:
-    """A narrower `--resume` or `--force` (`--only-job`, `--config-keys`) runs part of its run, and run.json still
+    """A narrower `--resume` or `--force` (`--job`, `--config-keys`) runs part of its run, and run.json still
     describes the whole run: the jobs the run expected before that this plan does not hold stay expected (one not run
     yet stays missing), with their hardware and reuse keys, and their recorded outcomes are returned to keep — but
     for the folders this run superseded (`_supersede_renamed`). It used to shrink the run to the jobs of the narrower
     plan: `expected 1 job(s)`, the others' outcomes gone, and a run with jobs never run counted as complete (under
-    `--force --only-job A`, rerunning one job, until 2026-12-05)."""
+    `--force --job A`, rerunning one job, until 2026-12-05)."""
     if not (req.settings.resume or req.force) or (req.only_jobs is None and not req.config_keys):
         return []
     now = set(meta["expected_job_ids"])
@@ -614,7 +614,7 @@ def _refuse_clash(jobs: Sequence[Job], req: RunRequest, executor: str) -> None:
 
 def _only(jobs: list[Job], findings: list[Finding], ids: list[str], *,
           selectors: bool = False) -> tuple[list[Job], list[Finding]]:
-    """The planned jobs named by id (`--changed`, `--only-job`), a concurrency slice of a planned multi-node job
+    """The planned jobs named by id (`--changed`, `--job`), a concurrency slice of a planned multi-node job
     included (the concurrencies a change added); an id the plan lacks is an error, not a no-op. A finding about the
     job a slice was cut from concerns the slice too (an error refuses it as it refuses the whole job)."""
     from llmsweep.plan.slices import resolve_job_ids
@@ -623,10 +623,10 @@ def _only(jobs: list[Job], findings: list[Finding], ids: list[str], *,
     parents: dict[str, str] = {}
     chosen = resolve_job_ids(jobs, ids, parents=parents, selectors=selectors,
                              fix="--changed: give the recipe files of HEAD (BASE.. plans the working tree); "
-                                 "--only-job: an id from `llmsweep matrix full-sweep --config-files FILE --format ids` "
+                                 "--job: an id from `llmsweep matrix full-sweep --config-files FILE --format ids` "
                                  "or from `llmsweep changes BASE..HEAD --json`")
     # what was found about jobs this run does not run is not said (a warning named every job of the recipe under
-    # `--only-job`); a finding about the recipe itself (no jobs) stays
+    # `--job`); a finding about the recipe itself (no jobs) stays
     ids_run = {p.id for p in one_point_per_job(chosen)} | {j.id for j in chosen}
     narrowed = []
     for f in follow_slices(findings, [(j, parents[j.id]) for j in chosen if j.id in parents]):
@@ -1137,7 +1137,7 @@ def _supersede_renamed(run_dir: Path, jobs: Sequence[Job], event: Event, stored:
     of its recipe's matrix fields — the image, the model, an env var InferenceX fingerprints — changes the id's hash)
     is that job's earlier attempt: moved into the planned job's `attempts/N/`, and its stored result dropped. Kept
     where it was, it stayed in the run beside the job measured again: one series drew each concurrency twice, under
-    two images, and the store held both. A folder no planned job matches (a narrower `--only-job` or
+    two images, and the store held both. A folder no planned job matches (a narrower `--job` or
     `--config-keys`) stays."""
     gone: set[str] = set()
     planned: dict[tuple[object, str, str], list[Job]] = {}

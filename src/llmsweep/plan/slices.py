@@ -5,7 +5,7 @@ Some commands run only part of that list — the concurrencies a change adds (`l
 the points an append-only changelog entry adds, the lowest one under `--trim-conc` — as a *slice*: the same job with
 `conc` narrowed (source order kept) and its id recomputed, so results and artifacts name exactly what ran.
 
-A slice is not in the plan, yet it travels by id (`run --only-job ID` on a CI runner, `run --changed`, `ci matrix
+A slice is not in the plan, yet it travels by id (`run --job ID` on a CI runner, `run --changed`, `ci matrix
 --changed`), so :func:`resolve_job_ids` finds a planned job by its id or as a slice of a planned multi-node job.
 
 Public API:
@@ -135,7 +135,7 @@ def resolve_job_ids(jobs: Sequence[Job], ids: Iterable[str], *, fix: str,
     """The jobs named by `ids`, in plan order: a planned job by its id, or a slice of a planned multi-node job by the
     id :func:`slice_concurrencies` gives it (listed right after where its job stands). `parents`, when given, gets
     each slice's id -> the id of the planned job it was cut from (what was found about that job holds for it).
-    With `selectors` (what a person typed, `run --only-job`), an id that names neither may be what `render --job`
+    With `selectors` (what a person typed, `run --job`), an id that names neither may be what `render --job`
     takes: a unique id prefix or exp-name (:func:`~llmsweep.plan.select.select_job`).
 
     An id that names neither is an error (`fix` says how to get a good one), never a job silently not run.

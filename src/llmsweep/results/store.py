@@ -7,7 +7,7 @@ that turn a within-run noise band into a between-run one) wherever the run direc
 Ingest is idempotent: a run is replaced as a whole in one transaction, so ingesting twice (or after re-summarising)
 leaves exactly one copy; `ingest_job` replaces one job of a run the same way (`run` stores each job as it finishes).
 A re-ingest that would drop results the store holds for the run (a partial copy of its folder) is refused unless
-asked to replace (`results ingest --replace`; `run`'s own end-of-run ingest does). Imported rows live in runs whose
+asked to replace (`results ingest --force`; `run`'s own end-of-run ingest does). Imported rows live in runs whose
 `origin` says where they came from.
 
 Commands that only read open the store with `readonly=True`: SQLite's read-only mode, so they never create, migrate or
@@ -449,8 +449,8 @@ class Store:
             f"re-ingesting {run.path} would drop {len(dropped)} of the {held} result(s) {self.path} holds for run "
             f"{run.run_id}: the folder has no summary of job(s) {named} (a partial or damaged copy of the run?); "
             "nothing was stored",
-            fix=f"ingest the folder that holds the whole run, or pass --replace to store the run as {run.path} holds "
-                f"it (`llmsweep results ingest {shlex.quote(str(run.path))} --replace --store "
+            fix=f"ingest the folder that holds the whole run, or pass --force to store the run as {run.path} holds "
+                f"it (`llmsweep results ingest {shlex.quote(str(run.path))} --force --store "
                 f"{shlex.quote(str(self.path))}`), dropping those results")
 
     def ingest_job(self, run_dir: Path | str, job_dir: Path | str) -> bool:
@@ -615,14 +615,14 @@ class Store:
 
     def run_fix(self, run_id: str) -> str:
         """How to mend a stored run whose rows cannot be read: store it anew from the folder it was ingested from
-        (`results ingest --replace` rewrites every row of it), else drop it (SQLite's own shell, foreign keys on so
+        (`results ingest --force` rewrites every row of it), else drop it (SQLite's own shell, foreign keys on so
         its jobs, results, provenance and evals go with it) and store or import it again."""
         store = shlex.quote(str(self.path))
         drop = (f"`sqlite3 {store} \"PRAGMA foreign_keys = ON; DELETE FROM runs WHERE run_id = "
                 f"'{run_id.replace(chr(39), chr(39) * 2)}'\"`")
         folder = self.run_path(run_id)
         if folder:
-            return (f"store the run anew from its folder: `llmsweep results ingest {shlex.quote(folder)} --replace "
+            return (f"store the run anew from its folder: `llmsweep results ingest {shlex.quote(folder)} --force "
                     f"--store {store}`; if that folder is gone, drop the run ({drop})")
         return f"drop the run ({drop}) and import it again (`llmsweep results import FILE --store {store}`)"
 

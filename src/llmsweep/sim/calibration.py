@@ -124,7 +124,7 @@ def user_file(directory: Path | None = None) -> Path:
         if not dirs:
             raise ConfigError(
                 "sim calibrate --save: no user catalog directory to save into",
-                fix=f"set {ENV_VAR}=/path/to/dir, create ~/.config/llmsweep/catalog, or pass --save-to PATH",
+                fix=f"set {ENV_VAR}=/path/to/dir, create ~/.config/llmsweep/catalog, or pass --out PATH",
             )
         directory = dirs[0]
     return directory / FILE_NAME if directory.suffix not in (".yaml", ".yml") else directory
@@ -184,7 +184,7 @@ def save_calibration(path: Path, entry_id_: str, entry: CalibrationEntry) -> Pat
 
 def read_save_target(path: Path) -> dict[str, Any]:
     """The calibration file a save would rewrite, read (an empty document when it does not exist yet); a ConfigError
-    naming the file when it is not one, so `sim calibrate --save-to` can refuse it before fitting."""
+    naming the file when it is not one, so `sim calibrate --out` can refuse it before fitting."""
     data: dict[str, Any] = {}
     if path.is_file():
         from llmsweep.catalog.sources import load_yaml
@@ -192,12 +192,12 @@ def read_save_target(path: Path) -> dict[str, Any]:
         loaded = load_yaml(path) or {}
         if not isinstance(loaded, dict):
             raise ConfigError(f"{path}: not a calibration file (expected a '{SECTION}:' mapping)",
-                              fix="choose another --save-to path or fix the file")
+                              fix="choose another --out path or fix the file")
         data = loaded
     section = data.get(SECTION) or {}
     if not isinstance(section, dict):
         raise ConfigError(f"{path}: its '{SECTION}:' is not a mapping of calibration ids to entries",
-                          fix="choose another --save-to path or fix the file")
+                          fix="choose another --out path or fix the file")
     data[SECTION] = section
     return data
 

@@ -54,7 +54,7 @@ def test_append_only_selects_only_the_added_points(tmp_path: Path, monkeypatch: 
     rows = json.loads(res.stdout)["jobs"]
     assert [(r["recipe_key"], r["kind"], r["conc"]) for r in rows] == [
         ("chg-sim", "throughput", 16), ("chg-sim", "throughput", 8), ("mn-sim", "throughput", [32, 8])]
-    assert "_conc32x8_" in rows[2]["job"]  # a slice of the multi-node job, named as `run --only-job` resolves it
+    assert "_conc32x8_" in rows[2]["job"]  # a slice of the multi-node job, named as `run --job` resolves it
     trimmed = changelog(repo, base, entry("[chg-sim, mn-sim]"), "--trim-conc")
     assert trimmed.exit_code == 0, trimmed.output
     assert [r["conc"] for r in json.loads(trimmed.stdout)["jobs"]] == [8, [8]]  # the lowest *added* point

@@ -82,7 +82,7 @@ def test_labels_fail_fast_artifacts_and_collect_job() -> None:
                          'if [ "$ALL_EVALS" = true ]; then set -- "$@" --all-evals; fi']
     assert lines[3].count('--github-output "$GITHUB_OUTPUT" "$@"') == 2
     run_job = next(s for s in sweep["steps"] if s.get("name") == "Run the job")
-    assert run_job["run"] == 'llmsweep run recipes/chg.yaml --only-job "$JOB" ${PLAN:+"$PLAN"} --out "runs/$JOB" ' \
+    assert run_job["run"] == 'llmsweep run recipes/chg.yaml --job "$JOB" ${PLAN:+"$PLAN"} --out "runs/$JOB" ' \
                              "--no-report"
     assert "${{" not in matrix_step["run"]
     assert all("${{" not in s.get("run", "") for job in doc["jobs"].values() for s in job["steps"])
@@ -524,7 +524,7 @@ def test_the_reviewers_mixed_file_gets_every_planned_job(tmp_path: Path, shared_
 
 def test_a_job_a_policy_error_will_refuse_on_the_runner_is_said_up_front() -> None:
     """The seed recipe's HiCache arm breaks an engine rule (`validate` says error [engine.known-incompatibility]), so
-    the runner's `run --only-job` refuses its four jobs: `ci matrix` gave them entries and said nothing."""
+    the runner's `run --job` refuses its four jobs: `ci matrix` gave them entries and said nothing."""
     seed = Path(__file__).resolve().parents[3] / "recipes" / "qwen3.5-fp8-mi300x-sglang-agentic-mtp.yaml"
     res = CliRunner().invoke(cli, ["ci", "matrix", str(seed)])
     assert res.exit_code == 0, res.output
@@ -542,7 +542,7 @@ def test_a_job_a_policy_error_will_refuse_on_the_runner_is_said_up_front() -> No
 
 def _planned_by_run(args: list[str]) -> dict[str, Job]:
     """The jobs `llmsweep run ARGS` plans (its files under its eval flags, the arguments parsed by the real command):
-    where the runner's `run --only-job ID` looks the id up."""
+    where the runner's `run --job ID` looks the id up."""
     from llmsweep.cli.run import run
     from llmsweep.plan.matrix import EvalOptions
 
@@ -570,11 +570,11 @@ def test_ci_matrix_plans_as_the_eval_labels_select(tmp_path: Path, flags: tuple[
     assert Counter(e["plan"] for e in include) == plans
     assert len({e["job"] for e in include}) == len(include)
     for entry in include:
-        job = _planned_by_run([str(recipe), *([entry["plan"]] if entry["plan"] else []), "--only-job", entry["job"]])[
+        job = _planned_by_run([str(recipe), *([entry["plan"]] if entry["plan"] else []), "--job", entry["job"]])[
             entry["job"]]
         assert entry["eval"] == carries_eval(job)
         assert bool(job.eval_only) == (entry["plan"] in ("--evals-only", "--all-evals"))
-        if job.eval_only:  # without its flag, the runner's `run --only-job` would not find it
+        if job.eval_only:  # without its flag, the runner's `run --job` would not find it
             assert entry["job"] not in _planned_by_run([str(recipe)])
 
 
@@ -594,7 +594,7 @@ def test_ci_matrix_changed_under_the_eval_labels(tmp_path: Path, monkeypatch: py
 _SHIM = '''\
 import json, os, sys
 args = sys.argv[1:]
-if args[:1] == ["run"]:  # plan only: does the plan of these files under these eval flags hold --only-job's id?
+if args[:1] == ["run"]:  # plan only: does the plan of these files under these eval flags hold --job's id?
     from llmsweep.cli.run import run
     from llmsweep.plan import jobs_from_files
     from llmsweep.plan.matrix import EvalOptions
@@ -636,7 +636,7 @@ def _bash(script: str, cwd: Path, env: dict[str, str], shim: Path) -> subprocess
 def test_the_workflow_sweeps_what_the_eval_labels_select(tmp_path: Path, on_pr: list[str], plans: list[str]) -> None:
     """The workflow's own setup and runner scripts, run by bash for a pull request with its labels: the setup job's
     `ci matrix` plans with the labels' flags and every runner job's `llmsweep run` plans its entry's id under the
-    same flag. The workflow ignored `evals-only` and `all-evals`, and an eval-only entry's `run --only-job` without
+    same flag. The workflow ignored `evals-only` and `all-evals`, and an eval-only entry's `run --job` without
     its flag would not find the id. A push carries no labels: the plain plan."""
     shim = tmp_path / "bin"
     shim.mkdir()
@@ -651,7 +651,7 @@ def test_the_workflow_sweeps_what_the_eval_labels_select(tmp_path: Path, on_pr: 
     doc = workflow([Path("recipes/chg.yaml")], source="changes")
     matrix_step, run_step = _step(doc["jobs"]["setup"], "matrix"), _step(doc["jobs"]["sweep"], "Run the job")
     assert run_step["env"] == {"JOB": "${{ matrix.job }}", "PLAN": "${{ matrix.plan }}"}
-    assert '--only-job "$JOB" ${PLAN:+"$PLAN"} --out' in run_step["run"]
+    assert '--job "$JOB" ${PLAN:+"$PLAN"} --out' in run_step["run"]
 
     def setup_matrix(event: dict[str, Any]) -> list[dict[str, Any]]:
         env = {k: _interpolate(v, event) for k, v in matrix_step["env"].items()}
@@ -677,7 +677,7 @@ def test_the_workflow_sweeps_what_the_eval_labels_select(tmp_path: Path, on_pr: 
         assert done.returncode == 0, done.stdout + done.stderr
     runs = [json.loads(line) for line in log.read_text().splitlines()]
     assert [r["job"] for r in runs] == [e["job"] for e in include]
-    assert all(r["planned"] for r in runs)  # each runner's `run --only-job` finds its job
+    assert all(r["planned"] for r in runs)  # each runner's `run --job` finds its job
     for entry, ran in zip(include, runs, strict=True):
         assert [a for a in ran["argv"] if a in ("--no-evals", "--evals-only", "--all-evals")] == \
             ([entry["plan"]] if entry["plan"] else [])
@@ -740,4 +740,4 @@ def test_the_default_out_is_the_workflow_file_the_readme_names(tmp_path: Path, m
     assert "wrote .github/workflows/llmsweep-sweep.yml" in wrote.output
     jobs = yaml.safe_load(out.read_text())["jobs"]
     assert set(jobs) == {"setup", "sweep", "collect"}
-    assert "llmsweep run recipes/chg.yaml --only-job" in _step(jobs["sweep"], "Run the job")["run"]
+    assert "llmsweep run recipes/chg.yaml --job" in _step(jobs["sweep"], "Run the job")["run"]

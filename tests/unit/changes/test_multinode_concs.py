@@ -1,6 +1,6 @@
 """A concurrency added to a multi-node arm runs alone: the deployment runs its whole list in turn, and the points
 both sides have are the same measurements. The slice it runs travels by id — `run --changed`, `ci matrix --changed`
-and the workflow's `run FILES --only-job ID` on a runner — and every one of them resolves it."""
+and the workflow's `run FILES --job ID` on a runner — and every one of them resolves it."""
 
 from __future__ import annotations
 
@@ -57,7 +57,7 @@ def test_the_slice_is_found_by_id_wherever_ids_are_taken(tmp_path: Path, monkeyp
     plan = jobs_from_files([Path("recipes/mn.yaml")])
     (slice_id,) = changes_between(f"{base}..{head}", repo=repo).to_run()
 
-    (resolved,), _ = _only(plan, [], [slice_id])  # `run --changed` and `run --only-job` (the workflow's runner step)
+    (resolved,), _ = _only(plan, [], [slice_id])  # `run --changed` and `run --job` (the workflow's runner step)
     assert resolved.id == slice_id and resolved.conc == [8]
     with pytest.raises(ConfigError, match="not in the plan of the files given"):
         _only(plan, [], [slice_id.replace("_conc8_", "_conc16_")])  # 16 is not one of the job's concurrencies

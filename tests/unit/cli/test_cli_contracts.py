@@ -169,7 +169,7 @@ BAD_INPUT = [
     (["render", str(QUICKSTART), "--job", "x", "--json", "--format", "sh"], "--json and --format sh"),
     (["al", "lookup", "qwen3.5", "--spec-method", "mtp", "--spec-k", "99"],  # named as --help spells them
      "Invalid value for --spec-method/--spec-k/--thinking: no golden AL for qwen3.5"),
-    (["ci", "collect", "{dir}", "--out", "{tmp}/collected", "--run-id", "gh-1-1"], "holds no job's artifact"),
+    (["ci", "collect", "{dir}", "--out", "{tmp}/collected", "--run", "gh-1-1"], "holds no job's artifact"),
     # a path option given no path: click took the next option for it (a markdown file named `--json`, no JSON)
     (["compare", "{tmp}/a", "{tmp}/b", "--markdown", "--json"], "'--markdown': '--json' is an option, not a path"),
     (["run", str(QUICKSTART), "--out", "--simulate"], "'--out': '--simulate' is an option, not a path"),

@@ -70,7 +70,7 @@ def test_a_slice_is_refused_for_what_its_job_is_refused_for(tmp_path: Path, monk
     monkeypatch.setenv("LLMSWEEP_STORE", str(tmp_path / "store.sqlite"))
     for concs in ([8], [4, 8]):  # one concurrency runs under the slice's id, two as its points
         sliced = slice_concurrencies(job, concs)
-        code, rows = _run(recipe, tmp_path / f"out{len(concs)}", capsys, "--only-job", sliced.id)
+        code, rows = _run(recipe, tmp_path / f"out{len(concs)}", capsys, "--job", sliced.id)
         assert [(r["conc"], r["verdict"]) for r in rows] == [(c, "refused") for c in concs], rows
         assert all("serve.spec-steps-row" in str(r["reason"]) for r in rows)
         assert code == 2

@@ -186,6 +186,6 @@ def _one_job_of_two_on_a_trace_file(tmp_path: Path, capsys: pytest.CaptureFixtur
     traces, out = tmp_path / "traces.jsonl", tmp_path / "out"
     write_jsonl(synthesize(SynthProfile(traces=3, seed=1, max_isl=4096)), traces)
     args = ("run", recipe, "--traces", traces, "--out", out, "--no-report")
-    code, _, err = run_main(capsys, *args, "--only-job", "qwen3.5_tp8_conc2")
+    code, _, err = run_main(capsys, *args, "--job", "qwen3.5_tp8_conc2")
     assert code == 0, err
     return args, traces, out

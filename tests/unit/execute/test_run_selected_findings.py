@@ -72,44 +72,44 @@ def test_an_error_about_what_planned_no_job_fails_the_run(tmp_path: Path, monkey
 def test_a_recipe_error_never_lands_on_a_recipe_whose_key_prefixes_it(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     """Keys hold dots (`qwen3`, `qwen3.5-x`): a finding about `qwen3.5-x` is that recipe's, even when a run plans
-    only `qwen3`'s job (`--only-job`); it used to refuse the clean `qwen3` job for the other recipe's unknown model."""
+    only `qwen3`'s job (`--job`); it used to refuse the clean `qwen3` job for the other recipe's unknown model."""
     served = TWO + "  serve:\n    args: {{}}\n"  # a recipe a real engine would serve: an unknown model is an error
     recipe = tmp_path / "r.yaml"
     recipe.write_text(served.format(key="qwen3") + served.format(key="qwen3.5-x").replace(
         "deepseek-ai/DeepSeek-R1-0528", "example/NoSuchModel-7B"))
     monkeypatch.setenv("LLMSWEEP_STORE", str(tmp_path / "store.sqlite"))
     (clean,) = [j.id for j in jobs_from_files([recipe]) if j.recipe_key == "qwen3"]
-    code, rows, err = _run(capsys, str(recipe), "--simulate", "--only-job", clean, "--out", str(tmp_path / "run"))
+    code, rows, err = _run(capsys, str(recipe), "--simulate", "--job", clean, "--out", str(tmp_path / "run"))
     assert [(r["job"], r["verdict"]) for r in rows] == [(clean, "valid")], err
     assert code == 0
 
 
 def test_only_job_takes_what_render_job_takes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                               capsys: pytest.CaptureFixture[str]) -> None:
-    """`run --only-job` used to need the full id where `render --job` takes a unique prefix or exp-name."""
+    """`run --job` used to need the full id where `render --job` takes a unique prefix or exp-name."""
     recipe = tmp_path / "r.yaml"
     recipe.write_text(TWO.format(key="picked") + TWO.format(key="other"))
     monkeypatch.setenv("LLMSWEEP_STORE", str(tmp_path / "store.sqlite"))
     picked, other = jobs_from_files([recipe])
     assert picked.exp_name == other.exp_name  # the two recipes' jobs differ only in their ids' last part
     with pytest.raises(SystemExit) as done:
-        main(["run", str(recipe), "--simulate", "--only-job", picked.exp_name, "--out", str(tmp_path / "no")])
+        main(["run", str(recipe), "--simulate", "--job", picked.exp_name, "--out", str(tmp_path / "no")])
     err = capsys.readouterr().err
     assert done.value.code == 2 and "matches 2 jobs" in err and picked.id in err and other.id in err, err
     assert not (tmp_path / "no").exists()
-    code, rows, err = _run(capsys, str(recipe), "--simulate", "--only-job", picked.id[:-6], "--out",
+    code, rows, err = _run(capsys, str(recipe), "--simulate", "--job", picked.id[:-6], "--out",
                            str(tmp_path / "run"))
     assert code == 0 and [r["job"] for r in rows] == [picked.id], err
 
 
 def test_only_job_says_findings_about_the_jobs_it_runs_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                            capsys: pytest.CaptureFixture[str]) -> None:
-    """The quickstart's golden-AL provenance warning is about all nine jobs; under `--only-job` it named all nine."""
+    """The quickstart's golden-AL provenance warning is about all nine jobs; under `--job` it named all nine."""
     quickstart = Path(__file__).resolve().parents[3] / "examples" / "quickstart.yaml"
     monkeypatch.setenv("LLMSWEEP_STORE", str(tmp_path / "store.sqlite"))
     jobs = jobs_from_files([quickstart])
     one = jobs[0]
-    code, rows, err = _run(capsys, str(quickstart), "--only-job", one.id, "--out",
+    code, rows, err = _run(capsys, str(quickstart), "--job", one.id, "--out",
                            str(tmp_path / "run"))
     assert code == 0 and [r["job"] for r in rows] == [one.id], err
     said = [line for line in err.splitlines() if line.strip().startswith("job:")]

@@ -1,4 +1,4 @@
-"""A job is named the same way wherever a person names one: `render --job` and `run --only-job` both take a job id,
+"""A job is named the same way wherever a person names one: `render --job` and `run --job` both take a job id,
 a unique id prefix or an exp-name; ids that travel between programs (`run --changed`) are matched exactly."""
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ def test_ids_that_travel_between_programs_are_matched_exactly(jobs: list[Job]) -
 
 
 def test_an_eval_jobs_id_without_an_eval_selection_says_which_flag_plans_it(jobs: list[Job]) -> None:
-    """`changelog check` lists eval-only jobs by their ids; given to `run --only-job` or `render --job` without
+    """`changelog check` lists eval-only jobs by their ids; given to `run --job` or `render --job` without
     --evals-only it matched nothing, and the error listed the throughput jobs with no word of the flag."""
     eval_id = jobs[-1].id.rsplit("_", 1)[0] + "_eval_0123456789ab"
     with pytest.raises(ConfigError) as err:

@@ -533,7 +533,7 @@ def test_one_unreadable_earlier_run_leaves_the_history_not_the_comparison(make_r
     out, err = capsys.readouterr()
     assert len(json.loads(out)["matched"]) == 1
     assert "warning: history leaves out run earlier:" in err and "results.summary" in err
-    assert "results ingest" in err and "--replace" in err  # the fix
+    assert "results ingest" in err and "--force" in err  # the fix
     # the compared runs themselves must read
     with sqlite3.connect(store_path) as db:
         db.execute("UPDATE results SET summary = '{bad' WHERE run_id = 'b'")

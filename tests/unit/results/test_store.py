@@ -52,7 +52,7 @@ def test_reingest_after_a_job_disappears_replaces_the_run_only_when_told(make_ru
         shutil.rmtree(run.jobs[0].dir)
         with pytest.raises(ImportConflictError, match=r"would drop 1 of the 2 result\(s\)") as err:
             store.ingest_run(run.path)
-        assert err.value.exit_code == 2 and err.value.fix is not None and "--replace" in err.value.fix
+        assert err.value.exit_code == 2 and err.value.fix is not None and "--force" in err.value.fix
         assert len(store.results("run1")) == 2  # refused: nothing changed
         store.ingest_run(run.path, replace=True)
         assert len(store.results("run1")) == 1
@@ -61,7 +61,7 @@ def test_reingest_after_a_job_disappears_replaces_the_run_only_when_told(make_ru
 def test_results_ingest_of_a_partial_copy_is_refused_and_changes_nothing_unless_replace(
         make_run, store_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Ingesting a copy holding only run.json and an empty job folder replaced the stored run and dropped its
-    results, exit 0; it is refused (exit 2, nothing written, every run checked first) and --replace does it."""
+    results, exit 0; it is refused (exit 2, nothing written, every run checked first) and --force does it."""
     from llmsweep.cli.main import main
 
     run, other = make_run("run1", concs=(1, 4)), make_run("run2", concs=(1,))
@@ -75,10 +75,10 @@ def test_results_ingest_of_a_partial_copy_is_refused_and_changes_nothing_unless_
         main(["results", "ingest", str(other.path), str(partial)])
     err = capsys.readouterr().err
     assert done.value.code == 2 and "Traceback" not in err and err.count("error:") == 1, err
-    assert "would drop 2 of the 2 result(s)" in err and f"results ingest {partial} --replace" in err
+    assert "would drop 2 of the 2 result(s)" in err and f"results ingest {partial} --force" in err
     assert store_path.read_bytes() == before  # run2 was not stored either
     with pytest.raises(SystemExit) as done:
-        main(["results", "ingest", str(partial), "--replace"])
+        main(["results", "ingest", str(partial), "--force"])
     assert done.value.code == 0 and "0 result(s)" in capsys.readouterr().out
     with Store(readonly=True) as store:
         assert store.results("run1") == []
@@ -99,7 +99,7 @@ def test_the_fix_for_an_unreadable_row_of_a_run_with_its_folder_mends_it(
     with Store(readonly=True) as store, pytest.raises(StoreError) as err:
         store.results()
     assert err.value.fix is not None
-    argv = shlex.split(err.value.fix.split("`")[1])  # `llmsweep results ingest RUN --replace --store STORE`
+    argv = shlex.split(err.value.fix.split("`")[1])  # `llmsweep results ingest RUN --force --store STORE`
     assert argv[:3] == ["llmsweep", "results", "ingest"]
     with pytest.raises(SystemExit) as done:
         main(argv[1:])
@@ -400,7 +400,7 @@ def test_a_stored_row_that_does_not_parse_is_one_error_line_naming_it(
         assert done.value.code == 2, (argv, err)
         assert "Traceback" not in err and err.count("error:") == 1, err
         assert f"row {table}{row}" in err and f"`{table}.{column}`" in err, err
-        assert f"results ingest {run.path} --replace" in err and "DELETE FROM runs WHERE run_id = 'run1'" in err
+        assert f"results ingest {run.path} --force" in err and "DELETE FROM runs WHERE run_id = 'run1'" in err
 
 
 def test_the_fix_for_an_unreadable_row_of_a_run_without_a_folder_drops_it(make_run, store_path: Path) -> None:

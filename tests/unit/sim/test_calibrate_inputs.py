@@ -160,12 +160,12 @@ def test_save_replaces_an_older_entry_of_the_same_key_so_predictions_use_the_new
 
 def test_a_save_that_cannot_happen_is_refused_before_fitting(tmp_path: Path,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    """--save-to a file whose 'calibrations:' is not a mapping was a TypeError traceback, and --save without a user
+    """--out a file whose 'calibrations:' is not a mapping was a TypeError traceback, and --save without a user
     catalog directory was refused only after the whole fit (minutes on a real run), its result lost."""
     run = _run(tmp_path)
     target = tmp_path / "mine.yaml"
     target.write_text("calibrations: [1]\n")
-    res = CliRunner().invoke(calibrate_cmd, [str(run), *QUICK, "--save-to", str(target)])
+    res = CliRunner().invoke(calibrate_cmd, [str(run), *QUICK, "--out", str(target)])
     assert isinstance(res.exception, ConfigError), res.output
     assert str(target) in str(res.exception) and "not a mapping" in str(res.exception)
     assert "calibrating" not in res.stderr
@@ -222,14 +222,14 @@ def test_a_calibration_fitted_on_two_runs_is_labelled_with_both(tmp_path: Path, 
 
 
 def test_an_option_the_mode_does_not_read_is_refused_not_dropped(tmp_path: Path) -> None:
-    """`sim calibrate records.jsonl --model M --hardware H --save-to F` fitted, printed and exited 0 without writing
+    """`sim calibrate records.jsonl --model M --hardware H --out F` fitted, printed and exited 0 without writing
     F (the per-record fit stores nothing); --model on a run directory was dropped the same way."""
     (records,) = (LLAMA / "jobs").glob("llama-1b_1024_256_*_conc4_*/records.jsonl")
     target = tmp_path / "mine.yaml"
     res = CliRunner().invoke(calibrate_cmd, [str(records), "--model", "llama-1b", "--hardware", "h200",
-                                             "--save-to", str(target), "--hold-out", "fixed *"])
+                                             "--out", str(target), "--hold-out", "fixed *"])
     assert isinstance(res.exception, ConfigError), res.output
-    assert "--hold-out, --save-to are for run directories" in str(res.exception) and not target.exists()
+    assert "--hold-out, --out are for run directories" in str(res.exception) and not target.exists()
     res = CliRunner().invoke(calibrate_cmd, [str(_run(tmp_path)), *QUICK, "--model", "llama-3.1-8b"])
     assert isinstance(res.exception, ConfigError) and "--model is for a records.jsonl" in str(res.exception)
     # each mode with its own options still runs
