@@ -571,3 +571,53 @@ def test_a_server_a_killed_collection_left_is_stopped_by_the_next_collection_of_
                 proc.kill()
             if server and read_proc(server) is not None:
                 os.kill(server, signal.SIGKILL)
+
+
+@pytest.mark.timeout(240)
+def test_a_cell_measured_across_a_ctrl_z_is_left_out_of_the_curve_says_why_and_fails_the_collection(
+        tmp_path: Path) -> None:
+    """Ctrl-Z (SIGTSTP to the collection's process group) once the first cell's load has its first record, held
+    1.5 s, then SIGCONT: the cell's client clocks counted the pause while its server answered on. `run` and `bench`
+    judge such a measurement invalid; the collection wrote the cell into the curve as measured and exited 0. Now the
+    cell is not measured, saying why (its client folder's summary too), the other cell is, and the exit status is 1
+    with the way to collect the cell again."""
+    import signal
+    import time
+
+    out, err, runs = tmp_path / "out.json", tmp_path / "err.log", tmp_path / "runs"
+    argv = [sys.executable, "-m", "llmsweep.cli.main", "al", "collect", str(RECIPE), "--simulate", "--prompts",
+            "builtin", "--num-prompts", "4", "--output-len", "256", "--out", str(tmp_path / "golden"),
+            "--run-dir", str(runs), "-k", "1", "2", "--json"]
+    records = runs / "thinking_off-k1" / "client" / "records.jsonl"
+    with open(out, "wb") as stdout, open(err, "wb") as stderr:
+        proc = subprocess.Popen(argv, stdout=stdout, stderr=stderr, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                                process_group=0)
+        try:
+            deadline = time.monotonic() + 180
+            while not (records.is_file() and records.read_text().strip()):
+                assert proc.poll() is None and time.monotonic() < deadline, err.read_text()[-3000:]
+                time.sleep(0.02)
+            os.killpg(proc.pid, signal.SIGTSTP)
+            while Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "T":
+                assert time.monotonic() < deadline, "the collection did not stop"
+                time.sleep(0.02)
+            time.sleep(1.5)  # the pause the cell's clocks count
+            os.killpg(proc.pid, signal.SIGCONT)
+            rc = proc.wait(timeout=120)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    said = err.read_text()
+    assert rc == 1, said[-3000:]
+    cells = json.loads(out.read_text())["cells"]
+    assert [(c["k"], c["status"]) for c in cells] == [(1, "failed"), (2, "measured")], cells
+    why = "llmsweep was stopped for "
+    assert cells[0]["reason"].startswith(why) and "(Ctrl-Z, SIGTSTP or SIGSTOP, then SIGCONT)" in cells[0]["reason"]
+    assert float(cells[0]["reason"][len(why):].split(" s ")[0]) >= 1.4, cells[0]  # the pause, measured
+    assert "the cell is left out of the curve" in cells[0]["reason"]
+    summary = json.loads((runs / "thinking_off-k1" / "client" / "summary.json").read_text())["validity"]
+    assert summary["verdict"] == "invalid" and summary["reasons"][0] == cells[0]["reason"], summary
+    curve = tmp_path / "golden" / "llama-1b_ngram.yaml"
+    assert sorted(load_curve(curve).values["thinking_off"]) == [2]
+    assert f"not measured: thinking_off K=1 ({cells[0]['reason']})" in curve.read_text()
+    assert f"with --merge-into {curve} in place of --out/--variant/--force, and --thinking off -k 1" in said

@@ -186,6 +186,52 @@ def test_predict_runs_the_disagg_job_role_by_role(tmp_path: Path) -> None:
                for r in rows if r not in disagg)
 
 
+FOUR_PER_NODE = """labels:
+  mi355x-disagg: [mi355x-disagg_0, mi355x-disagg_1, mi355x-disagg_2, mi355x-disagg_3, mi355x-disagg_4, mi355x-disagg_5]
+hardware:
+  mi355x-disagg:
+    available-cpu-dram-mib: 1_000_000
+    gpus-per-node: 4
+"""
+
+
+def test_the_runner_files_gpus_per_node_places_the_workers_in_render_run_and_predict(tmp_path: Path) -> None:
+    """A runner file (`--runner-config`) whose label has 4 GPUs per node: each TP8 worker spans 2 nodes, 6 in all.
+    `render` placed them so; `run` and `predict` placed them by the packaged fleet (8 per node, 3 nodes), so the
+    stored topology and the simulated deployment (its links) were not the job that was rendered."""
+    fleet = tmp_path / "fleet.yaml"
+    fleet.write_text(FOUR_PER_NODE)
+    recipe = RECIPES / "disagg-sim.yaml"
+    placed = {"prefill": [[0, 1], [2, 3]], "decode": [[4, 5]], "router": [[0]]}
+    from llmsweep.plan import jobs_from_files
+
+    (job,) = jobs_from_files([recipe], runner_config=fleet)
+    rendered = cli_here(["render", recipe, "--job", job.id, "--runner-config", fleet, "--json"], cli_env(tmp_path))
+    assert rendered.returncode == 0, rendered.stderr[-4000:]
+    topo = json.loads(rendered.stdout)["topology"]
+    assert topo["nodes"] == 6 and {r["kind"]: [w["nodes"] for w in r["workers"]] for r in topo["roles"]} == placed
+
+    out = tmp_path / "out"
+    proc = run_here([recipe, "--simulate", "--runner-config", fleet, "--out", out, "--no-report"], cli_env(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    dirs = job_dirs(out)
+    assert len(dirs) == 2  # conc 2 and 4, each a point
+    for job_dir in dirs.values():
+        summary = read_json(job_dir / "summary.json")
+        assert summary["provenance"]["topology"]["nodes"] == summary["deployment"]["nodes"] == 6
+        assert {k: v["nodes"] for k, v in summary["roles"].items()} == {
+            "prefill": [0, 1, 2, 3], "decode": [4, 5], "router": [0]}
+        command = (job_dir / "server_command.txt").read_text()
+        assert "on 6 node(s) ran in-process" in command and "8 GPU(s) on node(s) 2, 3" in command
+        assert read_json(job_dir / "job.json")["gpus-per-node"] == 4  # the placement travels with the job
+
+    predicted = cli_here(["predict", recipe, "--runner-config", fleet, "--duration", "3", "--json"],
+                         cli_env(tmp_path))
+    assert predicted.returncode == 0, predicted.stderr[-4000:]
+    rows = json.loads(predicted.stdout)
+    assert len(rows) == 2 and all(r["summary"]["deployment"]["nodes"] == 6 for r in rows), rows
+
+
 def test_run_refuses_a_framework_llmsweep_cannot_launch_with_why(tmp_path: Path) -> None:
     recipe = tmp_path / "tilert.yaml"
     recipe.write_text((RECIPES / "fixed-sim.yaml").read_text().replace("framework: sglang", "framework: tilert")

@@ -486,10 +486,14 @@ def test_a_job_measured_while_slurm_suspended_its_batch_job_is_invalid_and_resum
     assert rc == 1, said[-4000:]
     assert f"the job it was running ({first[0].name}) will be judged invalid" in said
     assert re.search(rf"Slurm job {ids[0]} resumed after \d+ s suspended", said), said[-4000:]
-    why = (f"Slurm suspended batch job {ids[0]} while this job ran (`scontrol suspend`, or preemption or gang "
-           "scheduling by suspension): its timings include the pause; run where jobs are not suspended "
-           "(--executor-option partition=NAME, or a --qos in extra_sbatch), then `--resume` runs it again")
     outcomes = {o["job_id"]: o for o in read_json(out / "run.json")["outcomes"]}
+    why = outcomes[first[0].name]["reasons"][0]
+    held = re.search(r" for about (\d+) s in all ", why)
+    assert held and int(held.group(1)) >= 1, why  # how long, as Slurm counts it
+    assert why == (f"Slurm suspended batch job {ids[0]} for about {held.group(1)} s in all while this job ran "
+                   "(`scontrol suspend`, or preemption or gang scheduling by suspension): its timings include the "
+                   "pause; run where jobs are not suspended (--executor-option partition=NAME, or a --qos in "
+                   "extra_sbatch), then `--resume` runs it again")
     assert outcomes.pop(first[0].name)["reasons"][0] == why  # run.json, the end table and the store say so
     suspended = read_json(first[0] / "outcome.json")
     assert suspended["status"] == "invalid" and suspended["reasons"][0] == why, suspended

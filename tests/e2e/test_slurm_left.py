@@ -64,9 +64,87 @@ def test_a_suspension_between_two_polls_is_asked_of_slurm_and_its_job_judged_inv
                      rf"`scontrol show job {ids[0]}`: SuspendTime=\S+\): the job\(s\) it was running "
                      rf"\({first[0].name}\) will be judged invalid", said), said[-4000:]
     outcomes = _outcomes(out)
-    assert outcomes.pop(first[0].name)["reasons"] == [_suspended_note(ids[0])]
+    why = _only_reason(outcomes.pop(first[0].name))
+    assert 2 <= _suspended_for(why, ids[0]) <= 4, why  # the 2-s suspension, as Slurm counts it
     assert read_json(first[0] / "outcome.json")["status"] == "invalid"
     assert len(outcomes) == 2 and {o["status"] for o in outcomes.values()} == {"valid"}, outcomes
+    assert not _in_queue(ids[0])
+
+
+def _only_reason(outcome: dict[str, object]) -> str:
+    reasons = outcome["reasons"]
+    assert isinstance(reasons, list) and len(reasons) == 1, outcome
+    return str(reasons[0])
+
+
+def _suspended_for(reason: str, batch_id: str) -> int:
+    """The seconds a job's reason says Slurm had its batch job suspended in all; the rest of it is the note's."""
+    match = re.search(r" for about (\d+) s in all ", reason)
+    assert match, reason
+    seconds = int(match.group(1))
+    assert reason == _suspended_note(batch_id, seconds), reason
+    return seconds
+
+
+def test_several_suspensions_between_two_polls_invalidate_every_job_they_hit_and_say_the_total(tmp_path: Path) -> None:
+    """Two 1-s `scontrol suspend`s between two looks at the queue (poll_s 40: the driver looks as it submits, then
+    after both jobs ended): the first while the first job measures, the second seconds into the second job. Slurm
+    keeps only the last suspension's time (SuspendTime) and the total (the wall clock less RunTime): the driver placed
+    one suspension of the total length before the last resume, missed the first job (it ended seconds before that),
+    and stored it with the worker's own note only. Every job in flight since the last look and started before the
+    last resume is now judged invalid with Slurm's reason, which says how long the batch job was suspended in all."""
+    recipe = tmp_path / "two-slow-jobs.yaml"
+    text = (RECIPES / "slow-fixed-sim.yaml").read_text()
+    assert "conc-list: [1, 2, 3]" in text  # osl 400: the first job ~8 s (one at a time), the second ~6 s
+    recipe.write_text(text.replace("conc-list: [1, 2, 3]", "conc-list: [1, 2]"))
+    out, log = tmp_path / "out", tmp_path / "run.log"
+    proc = start_cli([recipe, "--live", "--out", out, "--no-report", *SLURM_OPTIONS, "--executor-option", "poll_s=40"],
+                     cli_env(tmp_path), log)
+    ids: list[str] = []
+
+    def measuring(conc: int, records: int) -> Path | None:
+        jobs = out / "jobs"
+        found = [j for j in jobs.iterdir() if f"_conc{conc}_" in j.name and (r := j / "records.jsonl").is_file()
+                 and len(r.read_text().splitlines()) >= records] if jobs.is_dir() else []
+        return found[0] if found else None
+
+    def suspend_for_a_second() -> None:
+        subprocess.run(["scontrol", "suspend", ids[0]], check=True, capture_output=True, timeout=30)
+        try:
+            time.sleep(1)  # a pause the job's timings feel
+        finally:
+            subprocess.run(["scontrol", "resume", ids[0]], capture_output=True, timeout=30)
+
+    try:
+        ids = wait_for(lambda: _slurm_ids(out) if (out / "servers").is_dir() else None, timeout=60,
+                       what="a submitted Slurm job", proc=proc, log=log)
+        first = wait_for(lambda: measuring(1, 1), timeout=60, what="the first job's first record", proc=proc, log=log,
+                         poll_s=0.05)
+        suspend_for_a_second()
+        # its warm-up and two requests recorded: a request left, two seconds after the first job ended
+        second = wait_for(lambda: measuring(2, 3), timeout=60, what="the second job's third record", proc=proc,
+                          log=log, poll_s=0.05)
+        assert not (second / "outcome.json").exists()
+        suspend_for_a_second()
+        rc = proc.wait(timeout=120)
+    finally:
+        leave_nothing(proc, ids)
+    said = log.read_text()
+    assert rc == 1, said[-4000:]
+    assert f"Slurm job {ids[0]} is suspended" not in said  # no poll saw either: Slurm told
+    assert re.search(rf"Slurm job {ids[0]} was suspended between two looks at the queue \(about \d+ s in all; "
+                     rf"`scontrol show job {ids[0]}`: SuspendTime=\S+\): the job\(s\) it was running "
+                     rf"\({first.name}, {second.name}\) will be judged invalid", said), said[-4000:]
+    outcomes = _outcomes(out)
+    assert set(outcomes) == {first.name, second.name}
+    totals = set()
+    for job in (first, second):
+        why = _only_reason(outcomes[job.name])
+        totals.add(_suspended_for(why, ids[0]))
+        assert read_json(job / "outcome.json") == outcomes[job.name] and outcomes[job.name]["status"] == "invalid"
+        assert why in (job / "summary.json").read_text()  # `summarize` reaches the same verdict
+    (total,) = totals
+    assert 2 <= total <= 5, total  # both 1-s suspensions, as Slurm counts them (to the second)
     assert not _in_queue(ids[0])
 
 

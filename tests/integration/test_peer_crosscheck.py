@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -134,3 +135,56 @@ def test_the_gpu_calls_script_serves_runs_both_clients_and_packs_the_evidence(to
     assert not any(n.endswith(("dataset.jsonl", "inputs.json")) for n in names)  # re-made from the seeds
     assert "| 2 | TPOT p50 (ms) |" in table
     assert "aiperf 0.13" in (out / "steps.txt").read_text()
+
+
+def test_a_run_measured_across_a_ctrl_z_is_invalid_compared_with_nothing_and_fails_the_crosscheck(
+    server: str, tokenizer: Path, tmp_path: Path
+) -> None:
+    """Ctrl-Z (SIGTSTP to the cross-check's process group) once llmsweep's first run has its first record, held 1.5 s,
+    then SIGCONT: the server answered on through the pause and the run's clocks counted it. `run` and `bench` judge
+    such a measurement invalid; the cross-check compared it with aiperf's as any run and exited 0. Now its summary is
+    invalid saying why (`summarize` agrees), it is compared with nothing (the second repeat's run stands for
+    llmsweep), and the exit status is 1."""
+    out, log = tmp_path / "cc", tmp_path / "cc.log"
+    argv = [sys.executable, "-m", "llmsweep.cli.main", "peer", "crosscheck", "--url", server, "--model", "sim",
+            "--tokenizer", str(tokenizer), "--isl", "64", "--osl", "150", "--concurrency", "1", "--repeats", "2",
+            "--min-prompts", "3", "--num-prompts-per-conc", "1", "--num-warmups-per-conc", "0", "--aiperf",
+            str(AIPERF), "--out", str(out), "--json"]
+    records = out / "c1" / "llmsweep-0" / "records.jsonl"
+    with open(log, "wb") as fh:
+        proc = subprocess.Popen(argv, stdout=fh, stderr=subprocess.STDOUT, process_group=0,
+                                env={**os.environ, **AIPERF_ENV, "PYTHONUNBUFFERED": "1"})
+        try:
+            deadline = time.monotonic() + 120
+            while not (records.is_file() and records.read_text().strip()):
+                assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
+                time.sleep(0.02)
+            os.killpg(proc.pid, signal.SIGTSTP)
+            while Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "T":
+                assert time.monotonic() < deadline, "the cross-check did not stop"
+                time.sleep(0.02)
+            time.sleep(1.5)  # the pause the run's clocks count
+            os.killpg(proc.pid, signal.SIGCONT)
+            rc = proc.wait(timeout=280)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    said = log.read_text()
+    assert rc == 1, said[-3000:]
+    check = json.loads((out / "crosscheck.json").read_text())
+    runs = {r["out_dir"]: r for r in check["runs"]}
+    paused = runs["c1/llmsweep-0"]
+    why = "llmsweep was stopped for "
+    assert paused["paused"] and paused["error"].startswith(why), paused
+    assert float(paused["error"][len(why):].split(" s ")[0]) >= 1.4 and "(Ctrl-Z, SIGTSTP or SIGSTOP, then SIGCONT)" \
+        in paused["error"] and "run the cross-check again into a fresh --out" in paused["error"], paused
+    assert paused["summary"]["validity"]["verdict"] == "invalid", paused["summary"]["validity"]
+    assert f"conc 1 llmsweep #0: {paused['error']}" in said
+    assert [r["paused"] for r in check["runs"]] == [True, False, False, False], check["runs"]
+    (level,) = [lv for lv in check["levels"] if lv["client"] == "llmsweep"]
+    assert level["errors"] == [paused["error"]]
+    rows = {r["figure"]: r for r in check["rows"]}
+    ours = json.loads((out / "c1" / "llmsweep-1" / "summary.json").read_text())
+    assert rows["TTFT mean"]["llmsweep"] == pytest.approx(ours["latency"]["ttft"]["mean"] * 1e3)  # the unpaused run's
+    again = cli("summarize", str(out / "c1" / "llmsweep-0"), "--json")
+    assert again.returncode == 1 and json.loads(again.stdout)["validity"]["verdict"] == "invalid", again.stderr

@@ -20,7 +20,7 @@ import re
 import threading
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -48,7 +48,7 @@ from llmsweep.errors import ConfigError, DatasetError, LlmsweepError
 from llmsweep.execute import signals
 from llmsweep.execute.base import ServerLauncher
 from llmsweep.execute.handle import ServerHandle
-from llmsweep.execute.signals import stop_then_raise
+from llmsweep.execute.signals import stop_then_raise, watching_pauses
 from llmsweep.plan.job import Job
 from llmsweep.workload.base import LaneProgram, RequestIdentity, RequestSpec, Send, Workload
 
@@ -58,6 +58,8 @@ Event = Callable[[str], None]
 CONCURRENCY = 1
 """InferenceX collects at concurrency 1 (`--max-concurrency 1`): one request drafts at a time, as in its curves."""
 CELL_FILE = "cell.json"
+CLIENT_DIR = "client"
+"""A cell's client folder: its load's records, run.json and summary.json."""
 COLLECTOR_FILE = "collector.json"
 
 
@@ -447,7 +449,6 @@ def _run_cell(job: Job, mode: ThinkingMode, k: int, settings: CollectSettings, p
         sent = len(prompts.prompts)
         event(f"{mode} K={k}: ready in {ready.seconds:.1f} s; {sent} prompt{'' if sent == 1 else 's'} at concurrency "
               f"{CONCURRENCY}, max_tokens {settings.output_len}")
-        before = _scrape(spec, handle.base_url, cell_dir / "metrics_before.txt")
         extra: dict[str, Any] = dict(settings.sampling_of(mode).params())
         kwargs = settings.chat_template_kwargs.get(mode) or {}
         if kwargs:
@@ -462,11 +463,14 @@ def _run_cell(job: Job, mode: ThinkingMode, k: int, settings: CollectSettings, p
                              timeout_s=settings.request_timeout_s, max_failure_ratio=1.0,
                              require_metrics_prefix=spec.metrics_prefix)
         source = probe_endpoint(handle.base_url).source  # what served the cell, as the server says (as `bench`)
-        with stop_then_raise() as stop:  # a signal stops the load at the client's next poll, then unwinds
-            bench = run_benchmark(workload, endpoint, options, cell_dir / "client",
-                                  provenance={"golden_al_cell": {"thinking": mode, "k": k}}, stop_requested=stop.reason,
-                                  source=source)
-        after = _scrape(spec, handle.base_url, cell_dir / "metrics_after.txt")
+        # a stop of this process (Ctrl-Z, `kill -STOP`) from the first scrape to the last is judged below
+        with watching_pauses() as pauses:
+            before = _scrape(spec, handle.base_url, cell_dir / "metrics_before.txt")
+            with stop_then_raise() as stop:  # a signal stops the load at the client's next poll, then unwinds
+                bench = run_benchmark(workload, endpoint, options, cell_dir / CLIENT_DIR,
+                                      provenance={"golden_al_cell": {"thinking": mode, "k": k}},
+                                      stop_requested=stop.reason, source=source)
+            after = _scrape(spec, handle.base_url, cell_dir / "metrics_after.txt")
         server = ServerMetrics.model_validate(summarise_server([before, after], start=None, end=None))
         sd = server.spec_decode
         requests = bench.summary.requests
@@ -492,6 +496,7 @@ def _run_cell(job: Job, mode: ThinkingMode, k: int, settings: CollectSettings, p
             cell.reason = "no request succeeded"
         else:
             cell.status, cell.acceptance_length = "measured", sd.acceptance_length
+        _unpaused_or_invalid(cell, pauses)
     except LlmsweepError as exc:
         cell.reason = str(exc).splitlines()[0]
     except OSError as exc:  # a scrape or a file that failed
@@ -512,6 +517,18 @@ def _run_cell(job: Job, mode: ThinkingMode, k: int, settings: CollectSettings, p
     else:
         event(f"{mode} K={k}: not measured — {cell.reason}")
     return cell
+
+
+def _unpaused_or_invalid(cell: CellResult, pauses: Sequence[float]) -> None:
+    """A cell measured while this process was stopped (Ctrl-Z, `kill -STOP`) and continued (`pauses`: how long each
+    stop lasted) judged invalid as `run` judges a job (`readback.judge_paused`): its client folder's summary says why
+    (`llmsweep summarize` agrees), and the cell is left out of the curve with that reason, to be collected again."""
+    from llmsweep.execute.readback import judge_paused
+
+    judged = judge_paused(Path(cell.directory) / CLIENT_DIR, tuple(pauses),
+                          again="the cell is left out of the curve: collect it again")
+    if judged is not None and cell.status == "measured":  # (one not measured already says why)
+        cell.status, cell.reason = "failed", judged.validity.reasons[0]
 
 
 def curve_file_name(job: Job, variant: str | None = None, *, precision: str | None = None,

@@ -85,10 +85,12 @@ def discover(recipe: Path, simulate: bool, repeats: int, ladder_top: int | None,
         from llmsweep.execute import signals
 
         return signals.exit_code()
-    return 0 if all(a.error is None for a in result.arms) else 1
+    # a run measured across a Ctrl-Z is invalid, as `run` judges a job, and fails the command as it fails `run`
+    return 0 if all(a.error is None for a in result.arms) and not result.paused else 1
 
 
 def _print(result: object) -> None:
+    from rich.markup import escape
     from rich.table import Table
 
     from llmsweep.cli.tables import plain, table_console
@@ -134,6 +136,8 @@ def _print(result: object) -> None:
     for stage in result.stages:
         if stage.skipped:
             console.print(f"stage {stage.name} skipped: {stage.skipped}")
+        for job_id, why in stage.paused.items():
+            console.print("[red]invalid[/] " + escape(f"stage {stage.name} job {job_id}: {why}"), highlight=False)
     if result.interrupted:
         from llmsweep.discover.sweep import RESUME
 

@@ -84,6 +84,8 @@ def crosscheck(**kw: Any) -> None:
     click.echo(json.dumps(check.to_dict(), indent=2) if kw["as_json"] else markdown(check))
     if not all(any(r.ok for r in check.runs if r.client == c) for c in ("llmsweep", "aiperf")):
         raise click.exceptions.Exit(1)  # one of the clients measured nothing: there is no comparison
+    if any(r.paused for r in check.runs):  # measured across a Ctrl-Z: invalid, as `run` judges a job (exit 1)
+        raise click.exceptions.Exit(1)
 
 
 @peer.command("table")

@@ -124,7 +124,6 @@ def render(files: tuple[Path, ...], selector: str, simulate: bool, fmt: str, as_
             raise click.UsageError(f"--json and --format {fmt} ask for two outputs on stdout: give one of them")
         fmt = "json"
     from llmsweep import engines
-    from llmsweep.catalog.fleet import load_fleet
     from llmsweep.plan import select_job
     from llmsweep.policy import validate_files
 
@@ -149,9 +148,8 @@ def render(files: tuple[Path, ...], selector: str, simulate: bool, fmt: str, as_
         refusals = result.refusals(job)  # what `run` refuses it for, also another recipe of the invocation
         for f in [*findings, *(r for r in refusals if all(r is not f for f in findings))]:
             click.echo(f.render(), err=True)
-        if job.multinode:
-            gpus_per_node = load_fleet(runner_config).gpus_per_node(job.runner_label) if runner_config else None
-            topology = engines.render_topology(job, simulate=simulate, port=port, gpus_per_node=gpus_per_node)
+        if job.multinode:  # its workers placed by the fleet it was planned with (`engines.runner_gpus_per_node`)
+            topology = engines.render_topology(job, simulate=simulate, port=port)
             if fmt == "sh":
                 raise ContractError(f"job {job.id} is multinode: its {len(topology.roles)} roles run on "
                                     f"{topology.nodes} nodes, and one script runs on one host",

@@ -137,6 +137,10 @@ class Stage(_Out):
     interrupted: bool = False
     skipped: str | None = Field(default=None, description="Why the stage did not run (`--time-limit`: its estimate "
                                 "from the earlier stages' measured times did not fit).")
+    paused: dict[str, str] = Field(default_factory=dict, description="By job id: runs measured while llmsweep was "
+                                   "stopped (Ctrl-Z) and continued, judged invalid as `run` judges them "
+                                   "(`readback.judge_paused`), with the reason; none counts, and the discovery "
+                                   "exits 1.")
 
     @property
     def overhead_s(self) -> float | None:
@@ -165,3 +169,8 @@ class Discovery(_Out):
                                     "stopped: the runs before it are analysed, no recipe is proposed.")
     proposed_recipe: str | None = None
     patch: str = Field(default="", description="Unified diff of the recipe file to the proposed one.")
+
+    @property
+    def paused(self) -> dict[str, str]:
+        """Every stage's runs judged invalid for a stop of llmsweep (Ctrl-Z) while they measured, with the reason."""
+        return {job_id: why for stage in self.stages for job_id, why in stage.paused.items()}

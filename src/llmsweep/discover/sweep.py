@@ -146,6 +146,7 @@ class Stages:
             return
         before = len(self.runs)
         run = load_run(out)
+        record.paused = paused_jobs(out, [a.job_id for a in run.jobs])
         # a job its run did not finish (interrupted: its outcome says failed) is no measurement, whatever summary it
         # left (`--resume` runs it again): the stage's analysis never counts it, as the store does not hold it
         unfinished = {a.job_id for a in run.jobs
@@ -192,6 +193,21 @@ class Stages:
         self.records.append(Stage(name=name, recipe="", run_dir="", runs_planned=runs, runs_measured=0,
                                   server_launches=0, skipped=why))
         self.event(f"discover: stage {name} skipped — {why}")
+
+
+def paused_jobs(run_dir: Path, job_ids: list[str]) -> dict[str, str]:
+    """The jobs of a stage's run measured while llmsweep was stopped (Ctrl-Z, `kill -STOP`) and continued, and why:
+    the note the lifecycle wrote in their run.json (`readback.judge_paused`), which made them invalid. A discovery
+    does not resume, so the note's way to measure again is replaced by the discovery's."""
+    from llmsweep.execute import artifacts as art
+    from llmsweep.execute.readback import PAUSED
+
+    found: dict[str, str] = {}
+    for job_id in job_ids:
+        info = art.read_json(art.job_dir(run_dir, job_id) / art.RUN_FILE)
+        if isinstance(info, dict) and isinstance(note := info.get(PAUSED), str):
+            found[job_id] = note.partition("; ")[0] + f"; left out of the discovery ({RESUME})"
+    return found
 
 
 def server_launches(run_dir: Path) -> int:

@@ -137,7 +137,7 @@ def launch_port(job: Job) -> int:
 def render_topology(job: Job, *, simulate: bool = False, port: int | None = None,
                     gpus_per_node: int | None = None) -> Topology:
     """Every role of `job` (one `server` for an aggregated job; prefill, decode and router for a disaggregated one),
-    each worker's exact launch and its nodes. `gpus_per_node` defaults to the fleet catalog's for the job's runner.
+    each worker's exact launch and its nodes. `gpus_per_node` defaults to :func:`runner_gpus_per_node`'s.
     A ContractError says why a job cannot be rendered role by role (an engine or framework llmsweep cannot launch
     disaggregated yet): such a job stays planned and is never run under a wrong label."""
     if job.multinode and gpus_per_node is None:
@@ -146,13 +146,16 @@ def render_topology(job: Job, *, simulate: bool = False, port: int | None = None
 
 
 def runner_gpus_per_node(job: Job) -> int | None:
-    """GPUs per node of the job's runner: the fleet catalog's record of it, else its GPU SKU's host size (hardware
-    catalog: an NVL72 tray holds 4); None when neither says. The one answer for placing workers on nodes: the
-    rendered topology and the simulator's disaggregated deployment place them alike."""
+    """GPUs per node of the job's runner: the record of the fleet it was planned with (`Job.gpus_per_node`: the
+    invocation's runner file, else the packaged fleet; the packaged fleet's for a job planned without one), else its
+    GPU SKU's host size (hardware catalog: an NVL72 tray holds 4); None when neither says. The one answer for placing
+    workers on nodes: the rendered topology and the simulator's disaggregated deployment place them alike."""
     from llmsweep.catalog.fleet import default_fleet
     from llmsweep.catalog.hardware import get_hardware
     from llmsweep.errors import LlmsweepError
 
+    if job.gpus_per_node is not None:
+        return job.gpus_per_node
     fleet = default_fleet()
     known = fleet.gpus_per_node(job.runner_label) or fleet.gpus_per_node(job.runner)
     if known or job.sku is None:

@@ -309,8 +309,9 @@ say; the note is the reason, with its fix."""
 
 PAUSED = "paused"
 """`run.json`'s note that the process measuring the job was stopped (Ctrl-Z, SIGSTOP) and continued while its load
-ran (the lifecycle writes it, from `signals.watching_pauses`): the client's clocks and the server ran on through the
-pause, so the summary is invalid whatever its gates say; the note is the reason, with its fix."""
+ran (`judge_paused` writes it, from `signals.watching_pauses`, for `run`'s jobs, `bench`, `al collect`'s cells and
+`peer crosscheck`'s runs): the client's clocks and the server ran on through the pause, so the summary is invalid
+whatever its gates say; the note is the reason, with its fix."""
 
 def judge_paused(job_dir: Path, pauses: list[float] | tuple[float, ...], *, again: str,
                  settings: ReadbackSettings | None = None) -> Summary | None:

@@ -19,8 +19,9 @@ and SIGCONT, which says the process was stopped (Ctrl-Z, SIGSTOP) while its cloc
   process at once, with a core dump, and the servers it started (each in a session of its own, which a terminal's
   Ctrl-\\ does not reach) ran on, holding their GPUs, until a `--resume`.
 - A stop of the process (Ctrl-Z, `kill -STOP`) that a SIGCONT ended is found by :func:`watching_pauses`: the
-  servers it measures ran on meanwhile, so a load that spans it timed the pause too (`lifecycle` judges that job
-  invalid).
+  servers it measures ran on meanwhile, so a load that spans it timed the pause too (`readback.judge_paused` judges
+  that measurement invalid: a job of `run` or of a discovery's stage, a `bench`, a cell of `al collect`, a run of
+  `peer crosscheck`).
 
 Handlers are installed only from the main thread (Python delivers signals there); elsewhere every helper is a no-op.
 """

@@ -716,9 +716,12 @@ def slurm_end_reason(result: SlurmJobResult, limit: TimeLimit, *, ran: bool) -> 
             "then `--resume` runs it")
 
 
-def _suspended_note(job_id: str) -> str:
-    """Why a job measured while Slurm suspended its batch job is invalid, and the fix."""
-    return (f"Slurm suspended batch job {job_id} while this job ran (`scontrol suspend`, or preemption or gang "
+def _suspended_note(job_id: str, seconds: int | None = None) -> str:
+    """Why a job measured while Slurm suspended its batch job is invalid, and the fix. `seconds`: how long Slurm had
+    the batch job suspended in all, as it counts it, over the looks at the queue that found this job in flight
+    (`_Batch.suspended`); None when Slurm did not say."""
+    held = "" if seconds is None else f" for about {seconds} s in all" if seconds else " for under a second"
+    return (f"Slurm suspended batch job {job_id}{held} while this job ran (`scontrol suspend`, or preemption or gang "
             "scheduling by suspension): its timings include the pause; run where jobs are not suspended "
             "(--executor-option partition=NAME, or a --qos in extra_sbatch), then `--resume` runs it again")
 
@@ -920,16 +923,15 @@ class _Batch:
     """Jobs whose folder shows the worker started them (their job.json)."""
     closed: set[str] = field(default_factory=set)
     """Jobs whose outcome has been reported."""
-    suspended: dict[str, str] = field(default_factory=dict)
-    """Jobs in flight while Slurm had the batch job SUSPENDED, and why their result cannot stand (`_suspended_note`)."""
+    suspended: dict[str, int | None] = field(default_factory=dict)
+    """Jobs in flight while Slurm had the batch job SUSPENDED, and the seconds it was suspended in all over the looks
+    that found them hit (None while Slurm has not said): the reason their result cannot stand (`_suspended_note`)."""
     suspended_at: float | None = None
     """When the batch job was first seen SUSPENDED (None while it is not)."""
     suspend_event: str = "None"
     """Slurm's SuspendTime of the batch job (its last suspension or resume) already accounted for (`unseen`)."""
     suspended_s: int = 0
     """Seconds Slurm had the batch job suspended in all, as of the last look (`SlurmJob.suspension`)."""
-    checked_at: float = field(default_factory=time.time)
-    """When Slurm was last asked about suspensions (wall clock; at first, when the batch job was submitted)."""
 
 
 @register_executor
@@ -973,7 +975,8 @@ class SlurmExecutor:
             # leave a job stored and closed again by the read-back on the interrupt, or closed and never stored.
             with shielded():
                 if batch is not None and job_id in batch.suspended:
-                    outcome = judge_suspended(art.job_dir(run_dir, job_id), outcome, batch.suspended[job_id])
+                    outcome = judge_suspended(art.job_dir(run_dir, job_id), outcome,
+                                              _suspended_note(batch.sjob.job_id, batch.suspended[job_id]))
                 outcomes.append(outcome)
                 report_job_finished(art.job_dir(run_dir, job_id), outcome)  # `run` stores it now
                 if batch is not None:
@@ -1053,9 +1056,8 @@ class SlurmExecutor:
                 return
             hit = [job.id for job in batch.group.jobs if job.id not in batch.closed
                    and (job.id in batch.started or (art.job_dir(run_dir, job.id) / art.JOB_FILE).is_file())]
-            fresh = [job_id for job_id in hit if job_id not in batch.suspended]
-            for job_id in fresh:
-                batch.suspended[job_id] = _suspended_note(batch.sjob.job_id)
+            for job_id in hit:  # its seconds as Slurm counts them: `unseen`, once it has resumed
+                batch.suspended.setdefault(job_id, None)
             if batch.suspended_at is None:
                 batch.suspended_at = time.monotonic()
                 event(f"Slurm job {batch.sjob.job_id} is suspended (`scontrol suspend`, or preempted by suspension)"
@@ -1063,46 +1065,41 @@ class SlurmExecutor:
                          "the pause; `--resume` runs it again" if hit else ""))
 
         def unseen(batch: _Batch) -> None:
-            """Suspensions no poll saw (shorter than `poll_s`, between two looks at the queue), as Slurm keeps them
-            (`SlurmJob.suspension`), asked before jobs are stored: the jobs that measured while one lasted (from
-            their job.json to their outcome.json) are judged invalid as those of a suspension a poll saw are
-            (`suspension` above)."""
+            """Suspensions no poll saw (shorter than `poll_s`, between two looks at the queue: any number of them), as
+            Slurm keeps them (`SlurmJob.suspension`), asked before jobs are stored. Slurm keeps only the last one's time
+            (SuspendTime) and the time suspended in all (the wall clock since the start less RunTime), so those since
+            the last look may have begun any time after it: every job not stored yet that started (its job.json)
+            before the last resume is judged invalid, as those of a suspension a poll saw are (`suspension` above),
+            and the seconds suspended since the last look count in its reason."""
             try:
                 said = batch.sjob.suspension()
             except LaunchError as exc:
                 log.warning("could not ask Slurm whether job %s was suspended: %s", batch.sjob.job_id, exc.message)
                 return
-            since, batch.checked_at = batch.checked_at, time.time()
             if said is None:
                 return
             fresh_s = None if said.total_s is None else said.total_s - batch.suspended_s
             batch.suspended_s = said.total_s if said.total_s is not None else batch.suspended_s
-            if said.event == batch.suspend_event:
-                return
+            if said.event == batch.suspend_event and not fresh_s:
+                return  # no suspension since the last look
             batch.suspend_event = said.event
-            # what paused since the last look lies in [since, until]; the last pause began fresh_s before its end
-            begun = since - 1 if fresh_s is None else max(since - 1, said.until - fresh_s - 2)
             hit = []
             for job in batch.group.jobs:
-                if job.id in batch.closed:
-                    continue
-                jdir = art.job_dir(run_dir, job.id)
                 try:
-                    start = (jdir / art.JOB_FILE).stat().st_mtime  # written as its measurement begins
+                    start = (art.job_dir(run_dir, job.id) / art.JOB_FILE).stat().st_mtime  # as its measurement begins
                 except OSError:
                     continue  # not started
-                try:
-                    end = (jdir / art.OUTCOME_FILE).stat().st_mtime
-                except OSError:
-                    end = time.time()  # in flight
-                if start <= said.until and end >= begun:
+                if job.id not in batch.closed and start <= said.until:
                     hit.append(job.id)
             fresh = [job_id for job_id in hit if job_id not in batch.suspended]
-            for job_id in fresh:
-                batch.suspended[job_id] = _suspended_note(batch.sjob.job_id)
+            for job_id in hit:
+                if fresh_s is None:
+                    batch.suspended.setdefault(job_id, None)
+                else:
+                    batch.suspended[job_id] = (batch.suspended.get(job_id) or 0) + fresh_s
             if fresh:
                 event(f"Slurm job {batch.sjob.job_id} was suspended between two looks at the queue ("
-                      + ("" if said.total_s is None else f"about {said.total_s} s in all; ")
+                      + ("" if fresh_s is None else f"about {fresh_s} s in all; ")
                       + f"`scontrol show job {batch.sjob.job_id}`: SuspendTime={said.event}): the job(s) it was "
                       f"running ({', '.join(fresh)}) will be judged invalid, their timings include the pause; "
                       "`--resume` runs them again")

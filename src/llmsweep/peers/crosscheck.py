@@ -28,7 +28,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from llmsweep import atomic
 from llmsweep.client import Endpoint, RunOptions, run_benchmark, summarise_dir
 from llmsweep.errors import ConfigError, DatasetError, LlmsweepError
-from llmsweep.execute.signals import stop_then_raise
+from llmsweep.execute.readback import judge_paused
+from llmsweep.execute.signals import stop_then_raise, watching_pauses
 from llmsweep.metrics.model import RunSource, Summary
 from llmsweep.peers.aiperf import (
     AiperfRun,
@@ -112,10 +113,13 @@ class ClientRun:
     cpu_s: float | None = None
     wall_s: float | None = None
     error: str | None = None
+    paused: bool = False
+    """llmsweep was stopped (Ctrl-Z, SIGSTOP) and continued while the run measured: its timings include the pause
+    (`readback.judge_paused`; `error` says how long), so it is compared with nothing."""
 
     @property
     def ok(self) -> bool:
-        return self.summary is not None and self.summary.requests.successful > 0
+        return self.summary is not None and self.summary.requests.successful > 0 and not self.paused
 
 
 @dataclass(frozen=True, slots=True)
@@ -296,7 +300,9 @@ def run_crosscheck(cfg: CrossCheckConfig, out: Path, *,
                 position += 1
                 (out / run.out_dir).mkdir(parents=True, exist_ok=True)
                 try:
-                    (_run_llmsweep if client == "llmsweep" else _run_aiperf)(cfg, run, out / run.out_dir, served)
+                    with watching_pauses() as pauses:
+                        (_run_llmsweep if client == "llmsweep" else _run_aiperf)(cfg, run, out / run.out_dir, served)
+                    _unpaused_or_invalid(run, out / run.out_dir, pauses)
                 except KeyboardInterrupt:
                     run.error = "interrupted"
                     check.runs.append(run)
@@ -310,6 +316,19 @@ def run_crosscheck(cfg: CrossCheckConfig, out: Path, *,
                 if on_run is not None:
                     on_run(run)
     return check
+
+
+def _unpaused_or_invalid(run: ClientRun, folder: Path, pauses: Sequence[float]) -> None:
+    """A run during which this process was stopped (Ctrl-Z, `kill -STOP`) and continued (`pauses`: how long each stop
+    lasted) judged invalid as `run` and `bench` judge one (`readback.judge_paused`): the server answered on through
+    the pause, and llmsweep's clocks (or aiperf's, stopped with it by a Ctrl-Z) counted it. It is compared with
+    nothing, and the cross-check exits 1."""
+    judged = judge_paused(folder, tuple(pauses), again="run the cross-check again into a fresh --out")
+    if judged is None:
+        return
+    run.summary, run.paused = judged, True
+    why = judged.validity.reasons[0]
+    run.error = why if run.error is None else f"{run.error}; {why}"
 
 
 def load_crosscheck(out: Path, *, resummarise: bool = False) -> CrossCheck:

@@ -139,6 +139,12 @@ class Job(JobModel):
         description="The recipe's runner label (`runner` may be a node under --runner-node-filter).",
     )
     sku: str | None = Field(default=None, description="GPU SKU the runner label implies (h200, mi300x, b300, ...).")
+    gpus_per_node: int | None = Field(
+        default=None, ge=1, alias="gpus-per-node",
+        description="A multinode job's runner's GPUs per node as the fleet it was planned with records them (the "
+        "runner file, `--runner-config`, else the packaged one); None where it records none (the GPU SKU's host size "
+        "then: `engines.runner_gpus_per_node`). Where its workers are placed, on the node that launches them too.",
+    )
     engine: str | None = Field(default=None, description="Engine adapter; None = not runnable (no serve / unmapped).")
     gpus: int = Field(description="GPUs the job occupies: tp·pp·pcp (single node) or the worker sum (multinode).")
     serve: ResolvedServe | None = Field(default=None, description="`serve` after this arm's overrides.")

@@ -52,8 +52,19 @@ def plan_jobs(
             cells = mark_all_eval_entries(cells)
     if evals.evals_only or evals.all_evals:
         cells = keep_eval_only(cells)
-    jobs = [job_from_entry(c.entry, c.recipe, c.arm, fingerprint=c.extra["fingerprint"]) for c in cells]
+    jobs = [_placed_by(fleet, job_from_entry(c.entry, c.recipe, c.arm, fingerprint=c.extra["fingerprint"]))
+            for c in cells]
     return _unique_ids(jobs)
+
+
+def _placed_by(fleet: FleetCatalog, job: Job) -> Job:
+    """A multinode job with its runner's GPUs per node as `fleet` (the invocation's) records them
+    (`Job.gpus_per_node`): carried with the job, so that every place that puts its workers on nodes (the rendered
+    topology, the simulator's deployment, a Slurm node's worker) reads the same answer."""
+    if not job.multinode:
+        return job
+    known = fleet.gpus_per_node(job.runner_label) or fleet.gpus_per_node(job.runner)
+    return job if known is None else job.model_copy(update={"gpus_per_node": known})
 
 
 def full_sweep(
