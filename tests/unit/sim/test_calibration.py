@@ -87,7 +87,7 @@ def test_stored_calibration_applies_only_to_its_key(user_catalog: Path) -> None:
                         efficiency={"compute": 0.5}).efficiency_factors().compute == 0.5
     # another engine, GPU, model class or an opt-out is uncalibrated and keeps the defaults
     for other in (EngineConfig(model="llama-1b", hardware="h200", engine_style="sglang"),
-                  EngineConfig(model="llama-1b", hardware="h100", engine_style="vllm"),
+                  EngineConfig(model="llama-1b", hardware="b200", engine_style="vllm"),
                   EngineConfig(model="llama-3.1-8b", hardware="h200", engine_style="vllm"),
                   EngineConfig(model="qwen3-30b-a3b", hardware="h200", engine_style="vllm"),
                   EngineConfig(model="llama-1b", hardware="h200", engine_style="vllm", calibrated=False)):
@@ -95,6 +95,10 @@ def test_stored_calibration_applies_only_to_its_key(user_catalog: Path) -> None:
         assert other.efficiency_factors().compute == pytest.approx(0.55)
     assert EngineConfig(model="qwen3-30b-a3b").model_class() == "moe-medium"
     assert find_calibration("vllm", "h200-sxm", "dense-tiny") is not None  # SKU variants share the family
+    # each GPU its own fit: the H100 key (measured on the lent H100) is not the H200's
+    h100 = EngineConfig(model="llama-1b", hardware="h100", engine_style="vllm").calibration()
+    assert h100 is not None and h100[0] == "vllm-h100-dense-tiny" != found[0]
+    assert h100[1].provenance.gpu == "NVIDIA H100 80GB HBM3"
 
 
 def test_a_saved_user_calibration_is_picked_up(user_catalog: Path) -> None:
@@ -169,6 +173,29 @@ def test_calibrating_on_the_h200_vllm_run_lowers_the_error(user_catalog: Path) -
     assert len(skipped) == 2
     assert "conc4" in skipped[0] and "failed its read-back" in skipped[0]
     assert skipped[1].startswith("vllm/h200/hybrid-moe-tiny+mtp") and "cannot constrain" in skipped[1]
+
+
+def test_the_h100_run_calibrates_on_every_point_its_agentic_ones_from_the_corpus_it_kept(
+        user_catalog: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """The lent H100's run (docs/gpu.md section 15) kept its synthetic corpus: every agentic point is replayed from
+    that file with its digest checked, none is left out, and the packaged fit still ends near its stated error."""
+    run = REPO / "examples" / "results" / "h100-vllm-0.26.0" / "llama"
+    if not run.is_dir():
+        pytest.skip("the H100 evidence is not in this checkout")
+    with caplog.at_level("WARNING", logger="llmsweep.sim.calibrate"):
+        out = CliRunner().invoke(calibrate_cmd, [str(run), "--max-iter", "1", "--json"])
+    assert out.exit_code == 0, out.output
+    assert "corpus digest" not in caplog.text  # every replay verified, none merely rebuilt
+    (fit,) = json.loads(out.stdout)["calibrations"]
+    assert fit["key"] == {"engine": "vllm", "hardware": "h100", "model_class": "dense-tiny"}
+    labels = {p["label"] for p in fit["points"]}
+    fixed = {f"fixed 1024/256 c{c}" for c in (1, 4, 16, 64, 128)}
+    assert labels == fixed | {f"agentic c{c}" for c in (1, 4, 8, 16, 32)}
+    assert not fit["left_out"]
+    # the packaged entry says 32.2 % -> 19.9 %: one iteration from it stays there
+    assert fit["started_from"] == "the stored calibration" and fit["error_after"] < 0.21 < fit["error_before"]
+    kept = list((run / "traces").glob("*.jsonl"))
+    assert len(kept) == 1
 
 
 def test_calibrate_refuses_unknown_factors_and_folders_without_jobs(tmp_path: Path) -> None:
