@@ -295,12 +295,18 @@ _OUTAGE_OPTIONS = (*SLURM_OPTIONS, "--executor-option", "lost_track_s=2", "--exe
 
 def _lose_the_controller(cluster: _Cluster, tmp_path: Path, cancel_wait_s: float
                          ) -> tuple[subprocess.Popen[bytes], Path, Path, str]:
-    """A run of three ~8-s jobs on the private cluster, whose slurmctld is stopped once the server answers (the server
+    """A run of three ~18-s jobs on the private cluster, whose slurmctld is stopped once the server answers (the server
     step started: a step needs the controller): the run gives its batch job up for lost ~7 s later. Returns with the
-    controller down and the run told so."""
+    controller down and the run told so. The jobs are long enough that the batch job still runs when the tests
+    bring the controller back: with ~8-s jobs (the shared recipe's) it sometimes finished all three during the
+    outage on a quiet machine, and a finished batch job is rightly not cancelled."""
     out, log = tmp_path / "out", tmp_path / "run.log"
     env = {**cli_env(tmp_path), "SLURM_CONF": str(cluster.conf)}
-    proc = start_cli([RECIPES / "slow-fixed-sim.yaml", "--live", "--out", out, "--no-report", *_OUTAGE_OPTIONS,
+    recipe = tmp_path / "slow-fixed-sim.yaml"
+    text = (RECIPES / "slow-fixed-sim.yaml").read_text()
+    assert "osl: 400" in text
+    recipe.write_text(text.replace("osl: 400", "osl: 900"))
+    proc = start_cli([recipe, "--live", "--out", out, "--no-report", *_OUTAGE_OPTIONS,
                       "--executor-option", f"cancel_wait_s={cancel_wait_s}"], env, log)
     try:
         (job_id,) = wait_for(lambda: _slurm_ids(out) if (out / "servers").is_dir() else None, timeout=60,
@@ -369,7 +375,7 @@ def test_a_batch_job_slurmctld_never_let_the_run_cancel_is_named_and_resume_canc
         text = log.read_text()
         cluster.start_controller()
         left = _job_state(cluster, job_id)
-        resumed = run_cli([RECIPES / "slow-fixed-sim.yaml", "--live", "--out", out, "--no-report", "--resume",
+        resumed = run_cli([tmp_path / "slow-fixed-sim.yaml", "--live", "--out", out, "--no-report", "--resume",
                            *_OUTAGE_OPTIONS], {**cli_env(tmp_path), "SLURM_CONF": str(cluster.conf)}, timeout=240)
     finally:
         cluster.start_controller()

@@ -10,7 +10,7 @@ Layout of `--out RUN/`:
                                       the launch's files (TensorRT-LLM: extra_llm_api_options.yaml);
                                       attempts/N/ holds what an earlier attempt left (finished, rerun with
                                       --force, or cut short and rerun)
-    RUN/traces/<digest>.jsonl         a synthetic corpus a real engine's agentic jobs replayed
+    RUN/traces/<digest>.jsonl.gz      a synthetic corpus a real engine's agentic jobs replayed
                                       (`workload.traces.kept`: what `sim calibrate` replays them from)
     RUN/report/index.html             the dashboard
 """

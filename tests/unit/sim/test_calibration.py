@@ -194,7 +194,7 @@ def test_the_h100_run_calibrates_on_every_point_its_agentic_ones_from_the_corpus
     assert not fit["left_out"]
     # the packaged entry says 32.2 % -> 19.9 %: one iteration from it stays there
     assert fit["started_from"] == "the stored calibration" and fit["error_after"] < 0.21 < fit["error_before"]
-    kept = list((run / "traces").glob("*.jsonl"))
+    kept = list((run / "traces").glob("*.jsonl.gz"))
     assert len(kept) == 1
 
 

@@ -173,9 +173,13 @@ def test_loader_reads_files_written_with_a_utf8_byte_order_mark(tmp_path: Path) 
     (tmp_path / "u16.jsonl").write_text(line, encoding="utf-16")
     with pytest.raises(DatasetError, match=r"u16\.jsonl: not UTF-8 text \(UTF-16\)"):
         load_traces(tmp_path / "u16.jsonl")
-    (tmp_path / "gz.jsonl").write_bytes(gzip.compress(line.encode()))
-    with pytest.raises(DatasetError, match=r"gz\.jsonl: not UTF-8 text \(gzip-compressed\)"):
-        load_traces(tmp_path / "gz.jsonl")
+    # gzip-compressed JSON lines are read, named .jsonl.gz or a .gz that kept its .jsonl name; a cut one is said
+    for name in ("gz.jsonl", "t.jsonl.gz"):
+        (tmp_path / name).write_bytes(gzip.compress(line.encode() * 2))
+        assert [t.id for t in load_traces(tmp_path / name)] == ["séance-☃"] * 2
+    (tmp_path / "cut.jsonl.gz").write_bytes(gzip.compress(line.encode() * 50)[:-12])
+    with pytest.raises(DatasetError, match=r"cut\.jsonl\.gz: the gzip stream is damaged after line"):
+        load_traces(tmp_path / "cut.jsonl.gz")
     (tmp_path / "bad.jsonl").write_bytes(line.encode() * 2 + line.encode().replace(b"s\\u", b"\xff"))
     with pytest.raises(DatasetError, match=r"bad\.jsonl:3: not valid JSON"):
         load_traces(tmp_path / "bad.jsonl")
@@ -194,3 +198,20 @@ def test_loader_refuses_a_token_count_no_model_could_hold_naming_the_line(tmp_pa
     path.write_text(json.dumps({"id": "ok", "requests": turns}) + "\n" + json.dumps(bad) + "\n")
     with pytest.raises(DatasetError, match=rf"t\.jsonl:2: .*requests\.1.*{field}"):
         load_traces(path)
+
+
+def test_a_corpus_written_to_a_gz_path_is_compressed_reproducible_and_reads_back_the_same(tmp_path: Path) -> None:
+    """`write_jsonl` to `*.jsonl.gz` (`traces synth --out`, a run's kept corpus): gzip, the same bytes each time (no
+    timestamp in the header, so a kept corpus does not change under git), the same traces and digest back."""
+    from llmsweep.workload.agentic import replay_corpus_digest
+    from llmsweep.workload.traces.synth import SynthProfile, synthesize, write_jsonl
+
+    corpus = synthesize(SynthProfile(traces=6, seed=3, max_isl=8192))
+    write_jsonl(corpus, tmp_path / "a.jsonl")
+    write_jsonl(corpus, tmp_path / "a.jsonl.gz")
+    first = (tmp_path / "a.jsonl.gz").read_bytes()
+    write_jsonl(corpus, tmp_path / "a.jsonl.gz")
+    assert first[:2] == b"\x1f\x8b" and (tmp_path / "a.jsonl.gz").read_bytes() == first
+    assert gzip.decompress(first) == (tmp_path / "a.jsonl").read_bytes()
+    assert len(first) < (tmp_path / "a.jsonl").stat().st_size / 3
+    assert replay_corpus_digest(str(tmp_path / "a.jsonl.gz")) == replay_corpus_digest(str(tmp_path / "a.jsonl"))

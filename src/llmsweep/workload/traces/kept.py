@@ -3,9 +3,10 @@
 A synthetic corpus is a pure function of its profile and of the generator's code, and a run records only its digest
 (`provenance.workload.corpus_digest`). Once the generator changes, the profile gives other traces, and `llmsweep sim
 calibrate` must refuse to replay the run's points (it would fit other work under their name). So a run that measures
-a real engine on a synthetic corpus writes that corpus, once, to ``RUN/traces/<digest>.jsonl`` (the Weka JSON lines
-`traces synth` writes, which the loader reads back to the same digest), and calibration replays that file when it is
-there. Simulated runs keep nothing: calibration leaves their points out.
+a real engine on a synthetic corpus writes that corpus, once, to ``RUN/traces/<digest>.jsonl.gz`` (the Weka
+JSON lines `traces synth` writes, gzip-compressed: ~1.5 MB becomes ~0.2 MB; the loader reads it back to the same
+digest), and calibration replays that file when it is there. Simulated runs keep nothing: calibration leaves their
+points out.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from llmsweep.workload.traces.digest import DIGEST_PREFIX, corpus_digest
+from llmsweep.workload.traces.loader import GZIP_SUFFIX
 from llmsweep.workload.traces.synth import SynthProfile, synthetic_corpus, write_jsonl
 
 TRACES_DIR = "traces"
@@ -21,7 +23,7 @@ TRACES_DIR = "traces"
 
 def kept_name(digest: str) -> str:
     """The file name of the corpus with `digest` (``sha256:<hex>``): its first 16 hex digits."""
-    return f"{digest.removeprefix(DIGEST_PREFIX)[:16]}.jsonl"
+    return f"{digest.removeprefix(DIGEST_PREFIX)[:16]}{GZIP_SUFFIX}"
 
 
 def keep_synthetic(run_dir: Path, profile: SynthProfile) -> tuple[Path, bool]:

@@ -8,10 +8,12 @@ beside per-session files) with a debug note; a file named explicitly must be a t
 from __future__ import annotations
 
 import codecs
+import gzip
 import hashlib
 import json
 import logging
 import threading
+import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +26,9 @@ from llmsweep.workload.traces.schema import Corpus, Trace
 log = logging.getLogger(__name__)
 
 TRACE_SUFFIXES = (".jsonl", ".json")
+GZIP_SUFFIX = ".jsonl.gz"
+"""Gzip-compressed JSON lines (a run's kept corpus, `workload.traces.kept`; or any corpus compressed to travel)."""
+_GZIP_MAGIC = b"\x1f\x8b"
 
 _DATED = ("060226", "060526", "060826")
 AGENTX_LOADERS: dict[str, str] = {
@@ -119,17 +124,28 @@ def _source_files(source: str | Path) -> list[tuple[Path, bool]]:
 
 
 def read_trace_file(path: Path, *, strict: bool = True) -> Iterator[Trace]:
-    """Traces of one file. `.jsonl`: one per non-blank line. `.json`: an object or a list of objects. A UTF-8 byte
+    """Traces of one file. `.jsonl`: one per non-blank line; `.jsonl.gz`, or a `.jsonl` that is a gzip stream (a
+    `.gz` that kept its name): the same, decompressed as read. `.json`: an object or a list of objects. A UTF-8 byte
     order mark (Notepad's and PowerShell's UTF-8) is skipped: it made line 1 'not valid JSON'."""
-    if path.suffix == ".jsonl":
-        with path.open("rb") as fh:  # bytes: a line that is not UTF-8 is named by its number (pydantic checks it)
-            for lineno, line in enumerate(fh, start=1):
-                if lineno == 1:
-                    line = line.removeprefix(codecs.BOM_UTF8)
-                    if line.startswith(tuple(_NOT_UTF8)):
-                        raise _not_utf8(path, _NOT_UTF8[line[:2]])
-                if line.strip():
-                    yield _parse(json_text=line, where=f"{path}:{lineno}")
+    if path.suffix == ".jsonl" or path.name.endswith(GZIP_SUFFIX):
+        with path.open("rb") as raw:
+            gzipped = raw.read(2) == _GZIP_MAGIC
+        lineno = 0
+        try:
+            # bytes: a line that is not UTF-8 is named by its number (pydantic checks it)
+            with gzip.open(path, "rb") if gzipped else path.open("rb") as fh:
+                for lineno, line in enumerate(fh, start=1):
+                    if lineno == 1:
+                        line = line.removeprefix(codecs.BOM_UTF8)
+                        if line.startswith(tuple(_NOT_UTF8)):
+                            raise _not_utf8(path, _NOT_UTF8[line[:2]])
+                    if line.strip():
+                        yield _parse(json_text=line, where=f"{path}:{lineno}")
+        except (EOFError, OSError, zlib.error) as exc:  # gzip.BadGzipFile is an OSError
+            if not gzipped:
+                raise
+            raise DatasetError(f"{path}: the gzip stream is damaged after line {lineno} ({exc})",
+                               fix="copy or regenerate the file whole") from None
         return
     try:
         data = json.loads(path.read_bytes().removeprefix(codecs.BOM_UTF8))  # json reads UTF-8, -16 and -32
@@ -147,18 +163,19 @@ def read_trace_file(path: Path, *, strict: bool = True) -> Iterator[Trace]:
         yield _parse(obj=item, where=f"{path}:1" + (f" (item {i})" if isinstance(data, list) else ""))
 
 
-_NOT_UTF8 = {codecs.BOM_UTF16_LE: "UTF-16", codecs.BOM_UTF16_BE: "UTF-16", b"\x1f\x8b": "gzip-compressed"}
-"""How a .jsonl trace file that is not UTF-8 text starts (PowerShell's `>` writes UTF-16; a .gz kept its name)."""
+_NOT_UTF8 = {codecs.BOM_UTF16_LE: "UTF-16", codecs.BOM_UTF16_BE: "UTF-16"}
+"""How a .jsonl trace file that is not UTF-8 text starts (PowerShell's `>` writes UTF-16)."""
 
 
 def _not_utf8(path: Path, what: str) -> DatasetError:
     """A trace file that is not UTF-8 text: said, not a traceback or 'not valid JSON' at line 1."""
     return DatasetError(f"{path}: not UTF-8 text ({what})",
-                        fix="save the traces as UTF-8 JSON lines (decompress a .gz first)")
+                        fix="save the traces as UTF-8 JSON lines (gzip-compressed ones are read too)")
 
 
 def _dir_files(directory: Path) -> list[Path]:
-    files = sorted(p for p in directory.rglob("*") if p.is_file() and p.suffix in TRACE_SUFFIXES)
+    files = sorted(p for p in directory.rglob("*")
+                   if p.is_file() and (p.suffix in TRACE_SUFFIXES or p.name.endswith(GZIP_SUFFIX)))
     return [p for p in files if not any(part.startswith(".") for part in p.relative_to(directory).parts)]
 
 

@@ -235,11 +235,27 @@ def synthetic_corpus(profile: SynthProfile) -> Corpus:
 
 def write_jsonl(traces: list[Trace], path: Path) -> None:
     """Write `traces.jsonl`: one compact trace per line, the format the loader and AgentX read (whole or not at
-    all: a kill leaves no half-written corpus)."""
+    all: a kill leaves no half-written corpus). A path ending `.gz` is written gzip-compressed, the same bytes for
+    the same traces (no timestamp in the header); the loader reads it as it is."""
+    import gzip
+    import os
+
     from llmsweep import atomic
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    with atomic.writing(path) as fh:
-        for trace in traces:
-            fh.write(trace.to_json_line())
-            fh.write("\n")
+    if not path.name.endswith(".gz"):
+        with atomic.writing(path) as fh:
+            for trace in traces:
+                fh.write(trace.to_json_line())
+                fh.write("\n")
+        return
+    tmp = atomic.tmp_path(path)
+    try:
+        with open(tmp, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, filename="") as gz:
+            for trace in traces:
+                gz.write(trace.to_json_line().encode())
+                gz.write(b"\n")
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
