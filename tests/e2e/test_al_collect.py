@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 import yaml
+from support.procs import ctrl_z
 
 from llmsweep.catalog.golden import CURVES_ENV_VAR, load_curve
 from llmsweep.catalog.sources import clear_caches
@@ -581,7 +582,6 @@ def test_a_cell_measured_across_a_ctrl_z_is_left_out_of_the_curve_says_why_and_f
     judge such a measurement invalid; the collection wrote the cell into the curve as measured and exited 0. Now the
     cell is not measured, saying why (its client folder's summary too), the other cell is, and the exit status is 1
     with the way to collect the cell again."""
-    import signal
     import time
 
     out, err, runs = tmp_path / "out.json", tmp_path / "err.log", tmp_path / "runs"
@@ -597,12 +597,7 @@ def test_a_cell_measured_across_a_ctrl_z_is_left_out_of_the_curve_says_why_and_f
             while not (records.is_file() and records.read_text().strip()):
                 assert proc.poll() is None and time.monotonic() < deadline, err.read_text()[-3000:]
                 time.sleep(0.02)
-            os.killpg(proc.pid, signal.SIGTSTP)
-            while Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "T":
-                assert time.monotonic() < deadline, "the collection did not stop"
-                time.sleep(0.02)
-            time.sleep(1.5)  # the pause the cell's clocks count
-            os.killpg(proc.pid, signal.SIGCONT)
+            ctrl_z(proc.pid)  # held 1.5 s: the pause the cell's clocks count
             rc = proc.wait(timeout=120)
         finally:
             if proc.poll() is None:

@@ -9,11 +9,11 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 from support.fake_transformers import stand_in_env
+from support.procs import ctrl_z
 from support.real_engine import tiny_transformers_recipe
 from test_run_support import wait_for
 
@@ -44,11 +44,7 @@ def test_a_run_measured_across_a_ctrl_z_is_left_out_named_and_fails_the_discover
         proc = subprocess.Popen(argv, env=env, stdout=fh, stderr=subprocess.STDOUT, process_group=0)
     try:
         first = wait_for(measuring, timeout=120, what="the first run's first record", proc=proc, log=log, poll_s=0.02)
-        os.killpg(proc.pid, signal.SIGTSTP)
-        wait_for(lambda: Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "T",
-                 timeout=10, what="the discovery to stop")
-        time.sleep(1.5)  # the pause the run's clocks count
-        os.killpg(proc.pid, signal.SIGCONT)
+        ctrl_z(proc.pid)  # held 1.5 s: the pause the run's clocks count
         rc = proc.wait(timeout=180)
     finally:
         if proc.poll() is None:

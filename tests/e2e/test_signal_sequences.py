@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.procs import alive, children_of
+from support.procs import alive, children_of, ctrl_z
 from support.slurm import require_slurm
 from test_run_signals import LIVE, cleanup, finish, group_members, pid_files, server_pgid
 from test_run_support import RECIPES, cli_env, read_json, record_lines, run_argv, wait_for
@@ -86,11 +86,7 @@ def paused_then_quit(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ran]:
                  poll_s=0.02)
         pgid = server_pgid(out)
         assert pgid
-        os.killpg(proc.pid, signal.SIGTSTP)
-        wait_for(lambda: Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "T",
-                 timeout=10, what="the run to stop")
-        time.sleep(1.5)
-        os.killpg(proc.pid, signal.SIGCONT)
+        ctrl_z(proc.pid)
         wait_for(lambda: has_records(out, 2), timeout=60, what="the second job's first record", proc=proc, log=log,
                  poll_s=0.02)
         workers = [c for c in children_of(proc.pid) if c != pgid]

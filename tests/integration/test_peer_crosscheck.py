@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -21,6 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.procs import ctrl_z
 
 REPO = Path(__file__).resolve().parents[2]
 AIPERF = os.environ.get("LLMSWEEP_AIPERF") or shutil.which("aiperf")
@@ -159,12 +159,7 @@ def test_a_run_measured_across_a_ctrl_z_is_invalid_compared_with_nothing_and_fai
             while not (records.is_file() and records.read_text().strip()):
                 assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
                 time.sleep(0.02)
-            os.killpg(proc.pid, signal.SIGTSTP)
-            while Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "T":
-                assert time.monotonic() < deadline, "the cross-check did not stop"
-                time.sleep(0.02)
-            time.sleep(1.5)  # the pause the run's clocks count
-            os.killpg(proc.pid, signal.SIGCONT)
+            ctrl_z(proc.pid)  # held 1.5 s: the pause the run's clocks count
             rc = proc.wait(timeout=280)
         finally:
             if proc.poll() is None:

@@ -57,3 +57,18 @@ def descendants(pid: int) -> list[int]:
         found += kids
         frontier = kids
     return [p for p in found if alive(p)]
+
+
+def ctrl_z(leader: int, *, hold_s: float = 1.5, timeout: float = 10.0) -> None:
+    """A terminal's Ctrl-Z, then `fg`: SIGTSTP to the process group `leader` leads, until the leader is stopped
+    (state T), held `hold_s` (the pause the stopped command's clocks count), then SIGCONT to the group."""
+    import signal
+    import time
+
+    os.killpg(leader, signal.SIGTSTP)
+    deadline = time.monotonic() + timeout
+    while (stat_fields(leader) or ["?"])[0] != "T":
+        assert time.monotonic() < deadline, f"pid {leader} did not stop on SIGTSTP within {timeout:.0f} s"
+        time.sleep(0.02)
+    time.sleep(hold_s)
+    os.killpg(leader, signal.SIGCONT)
