@@ -63,7 +63,7 @@ from llmsweep.workload.base import (
 from llmsweep.workload.blocks import BlockText, PrefixCache, bust_marker
 from llmsweep.workload.conversation import Conversation
 from llmsweep.workload.tokenizer import Tokenizer, get_tokenizer
-from llmsweep.workload.traces.digest import corpus_digest
+from llmsweep.workload.traces.digest import corpus_digest, memo_digest, playable_traces, replay_digest
 from llmsweep.workload.traces.loader import load_corpus, load_traces
 from llmsweep.workload.traces.plan import JoinPolicy, TracePlan, TurnPlan, build_plan, dropped_subagents
 from llmsweep.workload.traces.schema import Corpus, Trace
@@ -208,28 +208,12 @@ class _Play:
         return Send(spec)
 
 
-def playable_traces(traces: list[Trace]) -> list[Trace]:
-    """The traces a replay plays (and its corpus digest covers): those with a top-level request."""
-    return [t for t in traces if t.main_requests]
-
-
-def _memo_digest(memo: dict[Hashable, Any], playable: list[Trace]) -> str:
-    """The corpus digest of `playable` (a corpus's playable traces), once per corpus in its memo: the points of a
-    sweep share it, and hashing every request's block ids took 0.66 CPU-s per point of the quickstart (measured
-    2026-12-02)."""
-    digest: str | None = memo.get("digest")
-    if digest is None:
-        digest = memo["digest"] = corpus_digest(playable)
-    return digest
-
-
 def replay_corpus_digest(source: str, *, limit: int | None = None) -> str:
     """The corpus digest a replay of `source` records (`AgenticWorkload.corpus_digest`), without building the
     workload (`run --reuse` compares it with what a stored result replayed)."""
     if limit is not None:
         return corpus_digest(playable_traces(load_traces(source, limit=limit)))
-    corpus = load_corpus(source)
-    return _memo_digest(corpus.memo, playable_traces(list(corpus.traces)))
+    return replay_digest(load_corpus(source))
 
 
 class AgenticWorkload(Workload):
@@ -293,7 +277,7 @@ class AgenticWorkload(Workload):
     @functools.cached_property
     def corpus_digest(self) -> str:
         """Fingerprint of the traces this workload replays (`llmsweep.workload.traces.digest`)."""
-        return _memo_digest(self._memo, self.traces)
+        return memo_digest(self._memo, self.traces)
 
     def trace_for(self, lane: int, play: int) -> int:
         """Index of the trace lane `lane` plays `play`-th: lanes stride a seeded order by the concurrency."""

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from llmsweep.workload.traces.digest import DIGEST_PREFIX, corpus_digest
+from llmsweep.workload.traces.digest import DIGEST_PREFIX, replay_digest
 from llmsweep.workload.traces.loader import GZIP_SUFFIX
 from llmsweep.workload.traces.synth import SynthProfile, synthetic_corpus, write_jsonl
 
@@ -30,13 +30,11 @@ def keep_synthetic(run_dir: Path, profile: SynthProfile) -> tuple[Path, bool]:
     """Write the corpus of `profile` to the run's traces folder unless it is there; returns its path and whether
     this call wrote it. The digest is the replay's (its playable traces'), so the file is found by what a summary
     records."""
-    from llmsweep.workload.agentic import playable_traces
-
-    traces = list(synthetic_corpus(profile).traces)
-    path = run_dir / TRACES_DIR / kept_name(corpus_digest(playable_traces(traces)))
+    corpus = synthetic_corpus(profile)
+    path = run_dir / TRACES_DIR / kept_name(replay_digest(corpus))
     if path.is_file():
         return path, False
-    write_jsonl(traces, path)
+    write_jsonl(list(corpus.traces), path)
     return path, True
 
 
