@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import TextIO
+from typing import Any, BinaryIO, TextIO
 
 TMP_SUFFIX = ".tmp"
 """What a file being written is called until it replaces its namesake."""
@@ -22,17 +22,26 @@ def tmp_path(path: Path) -> Path:
 
 
 @contextmanager
-def writing(path: Path) -> Iterator[TextIO]:
-    """A UTF-8 text file to write `path` through: it replaces `path` when the block ends normally. When the block (or
-    a write: a full disk) raises, the temporary file is removed and `path` is left as it was."""
+def _replacing(path: Path, mode: str, encoding: str | None = None) -> Iterator[Any]:
     tmp = tmp_path(path)
     try:
-        with tmp.open("w", encoding="utf-8") as fh:
+        with tmp.open(mode, encoding=encoding) as fh:
             yield fh
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def writing(path: Path) -> AbstractContextManager[TextIO]:
+    """A UTF-8 text file to write `path` through: it replaces `path` when the block ends normally. When the block (or
+    a write: a full disk) raises, the temporary file is removed and `path` is left as it was."""
+    return _replacing(path, "w", encoding="utf-8")
+
+
+def writing_bytes(path: Path) -> AbstractContextManager[BinaryIO]:
+    """:func:`writing` for bytes (a gzip stream: a run's kept corpus)."""
+    return _replacing(path, "wb")
 
 
 def write_text(path: Path, text: str) -> None:

@@ -238,7 +238,6 @@ def write_jsonl(traces: list[Trace], path: Path) -> None:
     all: a kill leaves no half-written corpus). A path ending `.gz` is written gzip-compressed, the same bytes for
     the same traces (no timestamp in the header); the loader reads it as it is."""
     import gzip
-    import os
 
     from llmsweep import atomic
 
@@ -249,13 +248,7 @@ def write_jsonl(traces: list[Trace], path: Path) -> None:
                 fh.write(trace.to_json_line())
                 fh.write("\n")
         return
-    tmp = atomic.tmp_path(path)
-    try:
-        with open(tmp, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, filename="") as gz:
-            for trace in traces:
-                gz.write(trace.to_json_line().encode())
-                gz.write(b"\n")
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    with atomic.writing_bytes(path) as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, filename="") as gz:
+        for trace in traces:
+            gz.write(trace.to_json_line().encode())
+            gz.write(b"\n")
