@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 import yaml
-from support.procs import ctrl_z
+from support.procs import ctrl_z, wait_for
 
 from llmsweep.catalog.golden import CURVES_ENV_VAR, load_curve
 from llmsweep.catalog.sources import clear_caches
@@ -497,7 +497,6 @@ def test_a_signal_stops_the_collection_writes_the_measured_cells_and_exits_with_
     """SIGTERM during the second cell: the curve of the first is written, the cells not measured say the signal, and
     the exit status is 143 (it was 1 whatever the signal, the cells said `interrupted`)."""
     import signal
-    import time
 
     out, err = tmp_path / "out.json", tmp_path / "err.log"
     argv = [sys.executable, "-m", "llmsweep.cli.main", "al", "collect", str(RECIPE), "--simulate", "--prompts",
@@ -506,10 +505,7 @@ def test_a_signal_stops_the_collection_writes_the_measured_cells_and_exits_with_
     with open(out, "wb") as stdout, open(err, "wb") as stderr:
         proc = subprocess.Popen(argv, stdout=stdout, stderr=stderr, env={**os.environ, "PYTHONUNBUFFERED": "1"})
         try:
-            deadline = time.monotonic() + 180
-            while "[2/3]" not in err.read_text(errors="replace"):
-                assert proc.poll() is None and time.monotonic() < deadline, err.read_text()[-3000:]
-                time.sleep(0.1)
+            wait_for(lambda: "[2/3]" in err.read_text(errors="replace"), 180, "the second cell", proc, err)
             proc.send_signal(signal.SIGTERM)
             assert proc.wait(timeout=120) == 143, err.read_text()[-3000:]
         finally:
@@ -551,10 +547,8 @@ def test_a_server_a_killed_collection_left_is_stopped_by_the_next_collection_of_
                                 env={**os.environ, "PYTHONUNBUFFERED": "1"})
         server = 0
         try:
-            deadline = time.monotonic() + 180
-            while "thinking_off K=2: ready" not in err.read_text(errors="replace"):
-                assert proc.poll() is None and time.monotonic() < deadline, err.read_text()[-3000:]
-                time.sleep(0.05)
+            wait_for(lambda: "thinking_off K=2: ready" in err.read_text(errors="replace"), 180,
+                     "cell K=2's server ready", proc, err, poll_s=0.05)
             server = int(json.loads(pid_file.read_text())["pid"])
             proc.send_signal(signal.SIGKILL)
             assert proc.wait(timeout=30) == -signal.SIGKILL
@@ -582,7 +576,6 @@ def test_a_cell_measured_across_a_ctrl_z_is_left_out_of_the_curve_says_why_and_f
     judge such a measurement invalid; the collection wrote the cell into the curve as measured and exited 0. Now the
     cell is not measured, saying why (its client folder's summary too), the other cell is, and the exit status is 1
     with the way to collect the cell again."""
-    import time
 
     out, err, runs = tmp_path / "out.json", tmp_path / "err.log", tmp_path / "runs"
     argv = [sys.executable, "-m", "llmsweep.cli.main", "al", "collect", str(RECIPE), "--simulate", "--prompts",
@@ -593,10 +586,8 @@ def test_a_cell_measured_across_a_ctrl_z_is_left_out_of_the_curve_says_why_and_f
         proc = subprocess.Popen(argv, stdout=stdout, stderr=stderr, env={**os.environ, "PYTHONUNBUFFERED": "1"},
                                 process_group=0)
         try:
-            deadline = time.monotonic() + 180
-            while not (records.is_file() and records.read_text().strip()):
-                assert proc.poll() is None and time.monotonic() < deadline, err.read_text()[-3000:]
-                time.sleep(0.02)
+            wait_for(lambda: records.is_file() and records.read_text().strip(), 180, "the first record", proc, err,
+                     poll_s=0.02)
             ctrl_z(proc.pid)  # held 1.5 s: the pause the cell's clocks count
             rc = proc.wait(timeout=120)
         finally:

@@ -16,7 +16,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_run_support import cli_env, record_lines, wait_for
+from support.procs import wait_for
+from test_run_support import cli_env, record_lines
 
 from llmsweep.execute.preflight import pick_free_port
 

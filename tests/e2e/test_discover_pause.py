@@ -13,9 +13,8 @@ from pathlib import Path
 
 import pytest
 from support.fake_transformers import stand_in_env
-from support.procs import ctrl_z
+from support.procs import ctrl_z, wait_for
 from support.real_engine import tiny_transformers_recipe
-from test_run_support import wait_for
 
 
 @pytest.mark.timeout(240)

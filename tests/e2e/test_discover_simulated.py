@@ -195,7 +195,7 @@ def test_a_sigterm_stops_the_discovery_which_keeps_what_it_measured_and_exits_14
     """It exited 130 whatever the signal (the README's rule, and `run`'s, is 128 + the signal)."""
     import signal
 
-    from test_run_support import wait_for
+    from support.procs import wait_for
 
     out, log = tmp_path / "disc", tmp_path / "log"
     fh = open(log, "wb")  # noqa: SIM115 - handed to the child

@@ -30,8 +30,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.procs import wait_for
 from support.real_engine import serving_python, tiny_transformers_recipe
-from test_run_support import cli_env, kill_quietly, run_argv, run_here, start_cli, wait_for
+from test_run_support import cli_env, kill_quietly, run_argv, run_here, start_cli
 
 from llmsweep import engines
 from llmsweep.engines.launch import LaunchSpec

@@ -18,8 +18,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from support.procs import wait_for
 from test_docker_daemon import IMAGE, _containers, _daemon_answers, _docker, remove_left_behind
-from test_run_support import wait_for
 
 from llmsweep.engines.launch import LaunchSpec
 from llmsweep.errors import LaunchError

@@ -11,8 +11,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from support.procs import alive, cpu_ticks, descendants, read_proc
-from test_run_support import RECIPES, cli_env, wait_for
+from support.procs import alive, cpu_ticks, descendants, read_proc, wait_for
+from test_run_support import RECIPES, cli_env
 
 pytestmark = pytest.mark.slow  # a file of long tests: xdist starts it first (tests/conftest.py)
 

@@ -43,7 +43,8 @@ def test_an_interrupted_force_rerun_leaves_no_superseded_result_in_the_store(tmp
     import signal
     import sqlite3
 
-    from test_run_support import record_lines, start_cli, wait_for
+    from support.procs import wait_for
+    from test_run_support import record_lines, start_cli
 
     recipe = tmp_path / "slow.yaml"
     # no warm-up, and 200 output tokens (~1 s a request) for 400: the interrupt still finds two of the first job's

@@ -8,7 +8,7 @@ import signal
 from pathlib import Path
 
 import pytest
-from support.procs import alive
+from support.procs import alive, wait_for
 from test_run_support import (
     RECIPES,
     cli_env,
@@ -20,7 +20,6 @@ from test_run_support import (
     server_pids,
     start_cli,
     verdict,
-    wait_for,
 )
 
 from llmsweep.execute.signals import interrupted_by

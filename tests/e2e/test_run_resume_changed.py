@@ -154,7 +154,8 @@ def test_a_resume_stopped_while_it_stops_a_stale_server_still_reruns_a_job_measu
     import subprocess
     import sys
 
-    from test_run_support import run_argv, wait_for
+    from support.procs import wait_for
+    from test_run_support import run_argv
 
     from llmsweep.execute.process import read_proc
 

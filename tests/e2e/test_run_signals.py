@@ -11,7 +11,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from support.procs import alive, children_of, read_proc, stat_fields
+from support.procs import alive, children_of, read_proc, stat_fields, wait_for
 from test_run_support import (
     RECIPES,
     cli_env,
@@ -19,7 +19,6 @@ from test_run_support import (
     read_json,
     record_lines,
     run_argv,
-    wait_for,
 )
 
 from llmsweep.client.config import RECORD_PROCESS_LANES

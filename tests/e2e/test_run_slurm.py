@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from support.procs import alive
+from support.procs import alive, wait_for
 from support.slurm import leave_nothing, require_slurm
 from test_run_support import (
     JOB_ARTIFACTS,
@@ -30,7 +30,6 @@ from test_run_support import (
     server_pids,
     start_cli,
     verdict,
-    wait_for,
 )
 
 from llmsweep.execute.signals import interrupted_by

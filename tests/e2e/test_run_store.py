@@ -12,7 +12,8 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from test_run_support import RECIPES, cli_env, cli_here, job_dirs, run_here, start_cli, verdict, wait_for
+from support.procs import wait_for
+from test_run_support import RECIPES, cli_env, cli_here, job_dirs, run_here, start_cli, verdict
 
 pytestmark = pytest.mark.slow  # a file of long tests: xdist starts it first (tests/conftest.py)
 

@@ -13,8 +13,7 @@ import os
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -82,21 +81,6 @@ def start_cli(args: Sequence[str | Path], env: dict[str, str], log: Path) -> sub
     """Start `llmsweep run` in the background, stdout+stderr to `log` (a pipe nobody reads could block it)."""
     fh = open(log, "wb")  # noqa: SIM115 - handed to the child; closed when the test's tmp dir goes
     return subprocess.Popen(run_argv(*args), env=env, stdout=fh, stderr=subprocess.STDOUT)
-
-
-def wait_for(predicate: Callable[[], Any], timeout: float, what: str, proc: subprocess.Popen[bytes] | None = None,
-             log: Path | None = None, poll_s: float = 0.1) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        if proc is not None and proc.poll() is not None:
-            raise AssertionError(f"the run exited ({proc.returncode}) before {what}:\n"
-                                 + (log.read_text(errors="replace")[-4000:] if log else ""))
-        time.sleep(poll_s)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}"
-                         + (f":\n{log.read_text(errors='replace')[-4000:]}" if log else ""))
 
 
 def job_dirs(out: Path) -> dict[str, Path]:

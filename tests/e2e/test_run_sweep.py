@@ -9,7 +9,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from support.procs import read_proc
+from support.procs import read_proc, wait_for
 from test_run_support import (
     JOB_ARTIFACTS,
     RECIPES,
@@ -19,7 +19,6 @@ from test_run_support import (
     record_lines,
     run_here,
     verdict,
-    wait_for,
 )
 
 pytestmark = pytest.mark.slow  # a file of long tests: xdist starts it first (tests/conftest.py)

@@ -9,7 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from test_run_support import RECIPES, cli_env, job_dirs, read_json, run_cli, start_cli, verdict, wait_for
+from support.procs import wait_for
+from test_run_support import RECIPES, cli_env, job_dirs, read_json, run_cli, start_cli, verdict
 
 from llmsweep.execute.signals import interrupted_by
 

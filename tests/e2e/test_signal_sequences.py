@@ -25,10 +25,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.procs import alive, children_of, ctrl_z
+from support.procs import alive, children_of, ctrl_z, wait_for
 from support.slurm import require_slurm
 from test_run_signals import LIVE, cleanup, finish, group_members, pid_files, server_pgid
-from test_run_support import RECIPES, cli_env, read_json, record_lines, run_argv, wait_for
+from test_run_support import RECIPES, cli_env, read_json, record_lines, run_argv
 
 SLOW = RECIPES / "slow-fixed-sim.yaml"
 WORKERS = ("--client-workers", "2")

@@ -15,9 +15,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.procs import wait_for
 from support.slurm import leave_nothing, require_slurm
 from test_run_slurm import SLURM_OPTIONS, _half_length_recipe, _in_queue, _slurm_ids
-from test_run_support import RECIPES, cli_env, read_json, run_cli, run_here, start_cli, verdict, wait_for
+from test_run_support import RECIPES, cli_env, read_json, run_cli, run_here, start_cli, verdict
 
 from llmsweep.execute.slurm import _suspended_note
 

@@ -19,7 +19,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 import pytest
-from support.procs import alive, read_proc, stat_fields
+from support.procs import alive, read_proc, stat_fields, wait_for
 
 from llmsweep.execute.virtual_disagg import disagg_config
 from llmsweep.http_app import node_name
@@ -79,20 +79,6 @@ def left_behind(pids: list[int], where: Path) -> list[str]:
                 or ("llmsweep" in cmdline and str(where) in cmdline)):
             found.append(f"{pid}: {cmdline}")
     return found
-
-
-def wait_for(predicate: Callable[[], Any], proc: subprocess.Popen[bytes], log: Path, what: str,
-             timeout: float = 120) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        if proc.poll() is not None:
-            raise AssertionError(f"the run exited ({proc.returncode}) before {what}:\n"
-                                 + log.read_text(errors="replace")[-4000:])
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}:\n" + log.read_text(errors="replace")[-4000:])
 
 
 def assert_gone(pids: list[int], where: Path, timeout: float = 30) -> None:
@@ -237,7 +223,7 @@ def test_ctrl_c_tears_down_every_role_process(tmp_path: Path, when: Callable[[Pa
     proc = start(long_recipe(tmp_path), out, tmp_path, log)
     pids: list[int] = []
     try:
-        found = wait_for(lambda: when(out), proc, log, f"{when.__name__}")
+        found = wait_for(lambda: when(out), 120, f"{when.__name__}", proc, log, poll_s=0.2)
         pids = list(found.values())
         assert all(alive(p) for p in pids)
         for sig in signals:  # more signals arrive while the roles are torn down: they hurry it, never cut it short
@@ -263,14 +249,15 @@ def test_resume_after_a_killed_run_stops_its_roles_and_ctrl_c_of_the_resumed_run
     new: list[int] = []
     resumed: subprocess.Popen[bytes] | None = None
     try:
-        old = list(wait_for(lambda: serving(out), first, log, "the first run's roles serving").values())
+        old = list(wait_for(lambda: serving(out), 120, "the first run's roles serving", first, log,
+                            poll_s=0.2).values())
         first.kill()  # SIGKILL: the run cannot stop anything; its roles, each in a session of its own, run on
         first.wait(timeout=30)
         time.sleep(1)
         assert all(alive(p) for p in old), "a SIGKILLed run leaves its role processes running"
         resumed = start(recipe, out, tmp_path, log, "--resume")
-        found = wait_for(lambda: (pids := serving(out)) and not set(pids.values()) & set(old) and pids, resumed, log,
-                         "the resumed run's own roles serving")
+        found = wait_for(lambda: (pids := serving(out)) and not set(pids.values()) & set(old) and pids, 120,
+                         "the resumed run's own roles serving", resumed, log, poll_s=0.2)
         new = list(found.values())
         assert not any(alive(p) for p in old), "the resumed run left the killed run's roles running"
         assert "left running by an earlier, interrupted run" in log.read_text(errors="replace")

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.procs import ctrl_z
+from support.procs import ctrl_z, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 AIPERF = os.environ.get("LLMSWEEP_AIPERF") or shutil.which("aiperf")
@@ -155,10 +155,8 @@ def test_a_run_measured_across_a_ctrl_z_is_invalid_compared_with_nothing_and_fai
         proc = subprocess.Popen(argv, stdout=fh, stderr=subprocess.STDOUT, process_group=0,
                                 env={**os.environ, **AIPERF_ENV, "PYTHONUNBUFFERED": "1"})
         try:
-            deadline = time.monotonic() + 120
-            while not (records.is_file() and records.read_text().strip()):
-                assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-3000:]
-                time.sleep(0.02)
+            wait_for(lambda: records.is_file() and records.read_text().strip(), 120, "the first record", proc, log,
+                     poll_s=0.02)
             ctrl_z(proc.pid)  # held 1.5 s: the pause the run's clocks count
             rc = proc.wait(timeout=280)
         finally:

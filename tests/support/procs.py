@@ -4,7 +4,11 @@ tests make, each tolerant of a process that ends meanwhile."""
 from __future__ import annotations
 
 import os
+import subprocess
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 
 def read_proc(pid: int, name: str) -> bytes:
@@ -63,7 +67,6 @@ def ctrl_z(leader: int, *, hold_s: float = 1.5, timeout: float = 10.0) -> None:
     """A terminal's Ctrl-Z, then `fg`: SIGTSTP to the process group `leader` leads, until the leader is stopped
     (state T), held `hold_s` (the pause the stopped command's clocks count), then SIGCONT to the group."""
     import signal
-    import time
 
     os.killpg(leader, signal.SIGTSTP)
     deadline = time.monotonic() + timeout
@@ -72,3 +75,20 @@ def ctrl_z(leader: int, *, hold_s: float = 1.5, timeout: float = 10.0) -> None:
         time.sleep(0.02)
     time.sleep(hold_s)
     os.killpg(leader, signal.SIGCONT)
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float, what: str, proc: subprocess.Popen[bytes] | None = None,
+             log: Path | None = None, poll_s: float = 0.1) -> Any:
+    """Poll `predicate` until it returns something true and return that; fail naming `what` (and the tail of `log`)
+    when `timeout` seconds pass first or `proc` exits first."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError(f"the run exited ({proc.returncode}) before {what}:\n"
+                                 + (log.read_text(errors="replace")[-4000:] if log else ""))
+        time.sleep(poll_s)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}"
+                         + (f":\n{log.read_text(errors='replace')[-4000:]}" if log else ""))
