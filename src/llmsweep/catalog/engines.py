@@ -13,11 +13,13 @@ engine llmsweep has no adapter for (its feature gates still apply), spelling its
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from llmsweep.catalog.hardware import HardwareSpec
 from llmsweep.catalog.sources import Origin, build_models, cached, catalog_dirs
 from llmsweep.catalog.version import Version, as_version
 from llmsweep.engine_ids import ENGINE_IDS, engine_for
@@ -28,6 +30,64 @@ GateKind = Literal["env", "arg", "speculative-config-key", "kv-transfer-config-k
 connector's own settings, like the OffloadingConnector's `cpu_bytes_to_use`)."""
 Platform = Literal["cuda", "rocm"]
 ENGINE_SECTIONS = frozenset({"engines", "gates"})
+
+
+GIB = 1 << 30
+"""Bytes in a GiB: an engine's memory thresholds are binary (vLLM's `70 * GiB_bytes`)."""
+
+
+class RunningCapRule(BaseModel):
+    """One branch of an engine's default running-request cap: the first rule whose conditions the GPU meets wins."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    value: int = Field(ge=1, description="The cap the engine takes on such a GPU when its launch sets none.")
+    min_gpu_gib: float | None = Field(
+        default=None, gt=0, description="Only on a GPU with at least this much memory, in GiB (2^30 bytes), as the "
+                                        "driver reports it (the hardware catalog's `hbm_gb`); None: any GPU.")
+    unless_gpu_named: list[str] = Field(
+        default_factory=list, description="Not on a GPU whose id, name or alias contains one of these (lower case): "
+                                          "vLLM's `\"a100\" not in device_name`.")
+
+    def holds_for(self, gpu: HardwareSpec) -> bool:
+        if self.min_gpu_gib is not None and gpu.hbm_bytes < self.min_gpu_gib * GIB:
+            return False
+        names = " ".join([gpu.id, gpu.name, *gpu.aliases]).lower()
+        return not any(token.lower() in names for token in self.unless_gpu_named)
+
+    def describe(self) -> str:
+        """The condition in words: `a GPU of >= 70 GiB not named a100`, `any GPU`."""
+        parts = [f">= {self.min_gpu_gib:g} GiB"] if self.min_gpu_gib is not None else []
+        parts += [f"not named {' or '.join(self.unless_gpu_named)}"] if self.unless_gpu_named else []
+        return f"a GPU of {' '.join(parts)}" if parts else "any GPU"
+
+
+class RunningCapDefault(BaseModel):
+    """What an engine's server takes as its running-request cap (vLLM's `--max-num-seqs`, ATOM's `--max-num-seqs`)
+    when a launch sets none, by GPU: the engine's own default, with the source it is read from."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    flag: str = Field(description="The engine's flag that sets the cap (`--max-num-seqs`).")
+    rules: list[RunningCapRule] = Field(min_length=1, description="Tried in order; the first that holds wins.")
+    source: str = Field(description="Where the default is read from: version, file, function.")
+
+
+@dataclass(frozen=True)
+class EngineDefault:
+    """The value an engine takes for a knob a launch leaves unset, on one GPU, and why."""
+
+    value: int
+    flag: str
+    engine: str
+    gpu: str
+    condition: str
+    source: str
+
+    def note(self) -> str:
+        """One line for a launch's notes (`server_command.txt`): the value, whose default it is and its source."""
+        return (f"max running requests {self.value}: {self.engine}'s default when {self.flag} is unset, on "
+                f"{self.condition} — {self.source}")
 
 
 class EngineInfo(BaseModel):
@@ -55,6 +115,10 @@ class EngineInfo(BaseModel):
                     "clients leave them out.",
     )
     known_versions: list[Version] = Field(default_factory=list)
+    max_running_default: RunningCapDefault | None = Field(
+        default=None, description="The running-request cap the server takes when its launch sets none, by GPU; "
+                                  "None: not recorded (or not a function of the GPU alone: SGLang sizes it from its "
+                                  "KV pool).")
     source: str
     estimates: dict[str, str] = Field(default_factory=dict)
 
@@ -208,6 +272,24 @@ def get_engine(engine_or_framework: str) -> EngineInfo:
         raise ConfigError(f"engine {eid!r} has no entry in engines.yaml (port, health and metrics paths, readiness)",
                           fix=f"add `engines: {{{eid}: {{...}}}}` to catalog/data/engines.yaml or a user catalog")
     return found[eid][0]
+
+
+def default_max_running(engine: str, gpu: HardwareSpec) -> EngineDefault | None:
+    """The running-request cap `engine`'s server takes on `gpu` when its launch sets none (its catalog entry's
+    `max_running_default`); None when the catalog records none for it, or knows no such engine."""
+    try:
+        info = get_engine(engine)
+    except ConfigError:
+        return None
+    default = info.max_running_default
+    if default is None:
+        return None
+    rule = next((r for r in default.rules if r.holds_for(gpu)), None)
+    if rule is None:
+        return None
+    return EngineDefault(value=rule.value, flag=default.flag, engine=info.display_name, gpu=gpu.id,
+                         condition=f"{rule.describe()} ({gpu.id}: {gpu.hbm_bytes / GIB:.0f} GiB)",
+                         source=default.source)
 
 
 def feature_gates(engine: str | None = None) -> list[FeatureGate]:

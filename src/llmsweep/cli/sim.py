@@ -66,7 +66,9 @@ def sim() -> None:
 @click.option("--mem-fraction-static", type=FiniteRange(min=0, max=1, min_open=True), default=0.88, show_default=True,
               help="Share of HBM for weights plus KV pool.")
 @click.option("--max-running-requests", type=click.IntRange(min=1), default=256, show_default=True,
-              help="Most running requests.")
+              help="Most running requests. A job's launch (`render`, `run --simulate`, `predict`) sets it to the "
+                   "default of the engine the job stands in for, on the job's GPU, where the engines catalog "
+                   "records one (`max_running_default`: vLLM, ATOM) and the recipe pins none.")
 @click.option("--chunked-prefill-size", type=click.IntRange(min=1), default=8192, show_default=True,
               help="Prefill chunk (tokens).")
 @click.option("--kv-capacity-tokens", type=click.IntRange(min=1), default=None,

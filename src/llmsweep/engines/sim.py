@@ -256,11 +256,27 @@ class SimAdapter(Adapter):
             target = TRANSLATED.get(flag)
             if target is not None and value is not None and value is not False:
                 a[target] = value
+        if real is not None and "--max-running-requests" not in a:
+            self._engine_running_cap(real, str(a["--hardware"]), d)
         if job.max_model_len:  # the context the job's engine launches with (its flag, or a fixed-seq-len's derived)
             a["--context-length"] = job.max_model_len
         self._spec(job, d)
         self._kv(job, d, recipe, tp)
         return d
+
+    @staticmethod
+    def _engine_running_cap(engine: str, hardware: str, d: Derived) -> None:
+        """The running-request cap of the engine the job stands in for, on its GPU, when the recipe pins none: the
+        engine's own default (`catalog.engines.default_max_running`: vLLM's 1024 on a GPU of 70 GiB or more), written
+        into the launch with a note naming its source; the simulator's own default when the catalog records none."""
+        from llmsweep.catalog.engines import default_max_running
+        from llmsweep.sim.inputs import simulated_gpu
+
+        gpu = simulated_gpu(hardware)
+        default = default_max_running(engine, gpu) if gpu is not None else None
+        if default is not None:
+            d.args["--max-running-requests"] = default.value
+            d.notes.append(default.note())
 
     def _spec(self, job: Job, d: Derived) -> None:
         sd = job.serve.spec_decoding if job.serve is not None else None

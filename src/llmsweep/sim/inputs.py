@@ -51,14 +51,21 @@ def _bytes_per_value(name: str | None, default: float | None = 2.0) -> float | N
     return fmt.bytes_per_param if fmt is not None else default
 
 
-def _hardware_figures(sku: str, precision: str) -> dict[str, float] | None:
-    """The catalog's figures for `sku` — its entry, else the entry whose id leads the name (`mi300x-amds` is an
-    mi300x): the hardware catalog is their one home (a built-in table beside it kept an H200 at 141 GB after the
-    catalog learned the driver's 150.76). None when no entry matches or it has no FLOP/s figure."""
+def simulated_gpu(sku: str) -> HardwareSpec | None:
+    """The catalog entry the simulator prices `sku` with — its entry, else the entry whose id leads the name
+    (`mi300x-amds` is an mi300x); None when no entry matches."""
     spec = find_hardware(sku)
     if spec is None:
         key = sku.lower().replace("_", "-")
         spec = next((h for h in sorted(all_hardware(), key=lambda h: -len(h.id)) if key.startswith(h.id + "-")), None)
+    return spec
+
+
+def _hardware_figures(sku: str, precision: str) -> dict[str, float] | None:
+    """The catalog's figures for `sku` (:func:`simulated_gpu`): the hardware catalog is their one home (a built-in
+    table beside it kept an H200 at 141 GB after the catalog learned the driver's 150.76). None when no entry matches
+    or it has no FLOP/s figure."""
+    spec = simulated_gpu(sku)
     if spec is None:
         return None
     try:

@@ -1,0 +1,187 @@
+"""A job the simulator stands in for runs at its engine's own running-request cap when the recipe pins none.
+
+The simulator served every such job at its own 256, where `vllm serve` 0.26.0 takes `--max-num-seqs` 1024 on a GPU of
+70 GiB or more that is not an A100 (`EngineArgs.get_batch_defaults`) and ATOM 512 on any GPU (`Config.max_num_seqs`):
+a vLLM or ATOM point above 256 concurrent requests queued requests its engine would have run (two vLLM and nine ATOM
+points of InferenceX's AMD master file). The engine's default is read from the engines catalog, written into the
+launch (`--max-running-requests`) and named in its notes, so the rendered command and the result's engine config say
+the value used.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import pytest
+
+from llmsweep import engines
+from llmsweep.catalog.engines import default_max_running
+from llmsweep.catalog.hardware import get_hardware
+from llmsweep.catalog.sources import clear_caches
+from llmsweep.execute.virtual import engine_config
+from llmsweep.plan import Job, jobs_from_files
+from llmsweep.spec.workload import ScenarioId
+
+RECIPE = """cap:
+  image: IMAGE
+  model: llmsweep/llama-1b
+  model-prefix: llama-1b
+  runner: RUNNER
+  precision: bf16
+  framework: FRAMEWORK
+  multinode: false
+  scenarios:
+    fixed-seq-len:
+    - isl: 256
+      osl: 128
+      search-space:
+      - { tp: 1, conc-list: [512] }
+SERVE"""
+VLLM = ("vllm", "vllm/vllm-openai:v0.26.0")
+ATOM = ("atom", "rocm/atom:v0.1.0")
+SGLANG = ("sglang", "lmsysorg/sglang:v0.5.12")
+SIM = ("sim", "ghcr.io/llmsweep/sim:latest")
+
+SMALL_GPUS = """hardware:
+  a100:
+    name: NVIDIA A100 SXM4 80GB
+    vendor: nvidia
+    arch: sm80
+    generation: ampere
+    platform: cuda
+    hbm_gb: 85.9
+    hbm_tbps: 2.04
+    bf16_tflops: 312
+    fp8_tflops: null
+    fp4_tflops: null
+    scaleup: nvlink3
+    scaleup_gbps: 600
+    gpus_per_node: 8
+    source: test entry
+  l40s:
+    name: NVIDIA L40S
+    vendor: nvidia
+    arch: sm89
+    generation: ada
+    platform: cuda
+    hbm_gb: 51.5
+    hbm_tbps: 0.864
+    bf16_tflops: 362
+    fp8_tflops: 733
+    fp4_tflops: null
+    scaleup: pcie4
+    scaleup_gbps: 64
+    gpus_per_node: 8
+    source: test entry
+"""
+
+
+@pytest.fixture
+def small_gpus(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """A user catalog adding two GPUs the packaged one lacks: an 80 GB A100 and a 48 GB L40S."""
+    catalog = tmp_path / "catalog"
+    catalog.mkdir()
+    (catalog / "hardware.yaml").write_text(SMALL_GPUS, encoding="utf-8")
+    monkeypatch.setenv("LLMSWEEP_CATALOG_DIR", str(catalog))
+    clear_caches()
+    yield
+    clear_caches()
+
+
+def _job(tmp_path: Path, engine: tuple[str, str], runner: str = "h200", *, args: str = "",
+         sim_engine: bool = False) -> Job:
+    """A job of `engine` (framework, image) on `runner`; `sim_engine`: the recipe names the simulator as its engine
+    (it still stands in for its framework's engine)."""
+    serve = ""
+    if args or sim_engine:
+        serve = "  serve:\n" + ("    engine: { name: sim }\n" if sim_engine else "") + (
+            f"    args: {{ {args} }}\n" if args else "")
+    path = tmp_path / "r.yaml"
+    path.write_text(RECIPE.replace("FRAMEWORK", engine[0]).replace("IMAGE", engine[1]).replace("RUNNER", runner)
+                    .replace("SERVE", serve), encoding="utf-8")
+    (job,) = jobs_from_files([path])
+    return job
+
+
+def _cap(argv: Sequence[str]) -> str | None:
+    return argv[list(argv).index("--max-running-requests") + 1] if "--max-running-requests" in argv else None
+
+
+@pytest.mark.parametrize("runner", ["h100", "h200", "b200", "mi300x", "mi355x"])
+def test_a_vllm_job_on_a_gpu_of_70_gib_or_more_runs_at_vllm_s_1024(tmp_path: Path, runner: str) -> None:
+    job = _job(tmp_path, VLLM, runner)
+    spec = engines.render(job, simulate=True)
+    assert _cap(spec.argv) == "1024", spec.argv
+    assert engine_config(spec).max_running_requests == 1024  # what the core runs and provenance's engine_config says
+    (note,) = [n for n in spec.notes if n.startswith("max running requests")]
+    assert "vLLM's default when --max-num-seqs is unset" in note and "EngineArgs.get_batch_defaults" in note, note
+
+
+def test_a_pinned_cap_wins_over_the_engine_s_default(tmp_path: Path) -> None:
+    spec = engines.render(_job(tmp_path, VLLM, args="--max-num-seqs: 64"), simulate=True)
+    assert _cap(spec.argv) == "64"
+    assert not [n for n in spec.notes if n.startswith("max running requests")]
+
+
+def test_an_agentic_job_keeps_twice_its_concurrency(tmp_path: Path) -> None:
+    """An agentic job's cap is its scenario's (2 x conc, as InferenceX launches it), not the engine's default."""
+    agentic = _job(tmp_path, VLLM).model_copy(update={"scenario": ScenarioId.AGENTIC_CODING, "conc": 48})
+    assert _cap(engines.render(agentic, simulate=True).argv) == "96"
+
+
+@pytest.mark.usefixtures("small_gpus")
+@pytest.mark.parametrize("sku", ["a100", "l40s"])
+def test_a_vllm_job_on_an_a100_or_a_gpu_under_70_gib_keeps_256(tmp_path: Path, sku: str) -> None:
+    """vLLM's large-GPU branch leaves out the A100 by name (its 80 GB would pass the memory test) and GPUs under
+    70 GiB: both take 256, which the launch names (the simulator's own default is the same number)."""
+    job = _job(tmp_path, VLLM).model_copy(update={"sku": sku})
+    spec = engines.render(job, simulate=True)
+    assert _cap(spec.argv) == "256", spec.argv
+    assert engine_config(spec).max_running_requests == 256
+
+
+@pytest.mark.parametrize("runner", ["mi355x", "h200"])
+def test_an_atom_job_runs_at_atom_s_512_on_any_gpu(tmp_path: Path, runner: str) -> None:
+    spec = engines.render(_job(tmp_path, ATOM, runner), simulate=True)
+    assert _cap(spec.argv) == "512", spec.argv
+    (note,) = [n for n in spec.notes if n.startswith("max running requests")]
+    assert "Config.max_num_seqs" in note, note
+
+
+def test_an_sglang_job_and_a_sim_recipe_keep_the_simulator_s_256(tmp_path: Path) -> None:
+    """SGLang sizes its cap from its KV pool (no default of the GPU alone is recorded); a recipe of the simulator
+    itself (framework `sim`) stands in for no engine."""
+    for job in (_job(tmp_path, SGLANG), _job(tmp_path, SIM, sim_engine=True)):
+        spec = engines.render(job, simulate=True)
+        assert _cap(spec.argv) is None, spec.argv
+        assert engine_config(spec).max_running_requests == 256
+
+
+def test_a_sim_engine_recipe_of_a_vllm_framework_stands_in_for_vllm(tmp_path: Path) -> None:
+    """`serve.engine: sim` on a vLLM entry mimics vLLM (its style, its metric names): its cap too."""
+    assert _cap(engines.render(_job(tmp_path, VLLM, sim_engine=True), simulate=True).argv) == "1024"
+
+
+@pytest.mark.usefixtures("small_gpus")
+@pytest.mark.parametrize(("engine", "sku", "value"), [
+    ("vllm", "h100", 1024), ("vllm", "h200", 1024), ("vllm", "mi355x", 1024),
+    ("vllm", "a100", 256), ("vllm", "l40s", 256),
+    ("dynamo-vllm", "h200", 1024),
+    ("atom", "mi355x", 512), ("atom", "l40s", 512),
+])
+def test_the_catalog_rule_per_engine_and_gpu(engine: str, sku: str, value: int) -> None:
+    found = default_max_running(engine, get_hardware(sku))
+    assert found is not None and found.value == value
+
+
+def test_an_engine_without_a_recorded_default_has_none() -> None:
+    for engine in ("sglang", "trtllm", "sim", "no-such-engine"):
+        assert default_max_running(engine, get_hardware("h200")) is None
+
+
+def test_the_70_gib_threshold_is_binary_gib_of_the_driver_s_total() -> None:
+    """vLLM compares the driver's total with 70 * 2^30 bytes: 75.17e9 decimal bytes pass, 75.1e9 do not."""
+    h100 = get_hardware("h100")
+    at, under = (h100.model_copy(update={"hbm_gb": gb}) for gb in (70 * (1 << 30) / 1e9 + 1e-6, 75.1))
+    assert [default_max_running("vllm", gpu).value for gpu in (at, under)] == [1024, 256]  # type: ignore[union-attr]
