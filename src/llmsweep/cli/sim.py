@@ -225,7 +225,8 @@ async def _serve(config: object, *, host: str, port: int, served_model_name: obj
 @click.option("--factors", cls=Opt, listed=True, metavar="FACTOR",
               help="Run mode: Efficiency factors to fit (fewer points, fewer factors; the rest keep "
                    "the engine's defaults). Default: mem,compute,step_s,per_seq_s,frontend_s, plus "
-                   "draft_layer_fraction for speculative points.")
+                   "frontend_per_request_s for points at two or more concurrencies and draft_layer_fraction "
+                   "for speculative points.")
 @click.option("--hold-out", "hold_out", multiple=True, metavar="PATTERN",
               help="Run mode: also fit without the points whose label matches PATTERN (shell-style, e.g. "
                    "'fixed 1024/128 c4', 'agentic *'; repeatable) and report how well that fit predicts them.")
