@@ -184,8 +184,10 @@ def test_calibrating_on_the_h200_vllm_run_lowers_the_error(user_catalog: Path) -
     (fit,) = doc["calibrations"]
     assert fit["key"] == {"engine": "vllm", "hardware": "h200", "model_class": "dense-tiny"}
     assert fit["error_after"] < fit["error_before"]
-    # measured on this run: 37.2 % -> 12.3 % (the search from the stored calibration ends lower)
-    assert fit["error_after"] < 0.15 and fit["started_from"] == "the stored calibration"
+    # measured on this run: 37.2 % -> 3.6 % with the front end's load term (12.3 % without it; the search from the
+    # stored calibration ends lower)
+    assert fit["error_after"] < 0.05 and fit["started_from"] == "the stored calibration"
+    assert "frontend_per_request_s" in fit["efficiency"]  # five concurrencies: the load term is fitted
     labels = {p["label"] for p in fit["points"]}
     assert labels == {f"fixed 1024/256 c{c}" for c in (1, 4, 16, 64, 128)}
     # the agentic points recorded no corpus digest, and the synthetic generator has changed since: their replays'
@@ -219,8 +221,9 @@ def test_the_h100_run_calibrates_on_every_point_its_agentic_ones_from_the_corpus
     fixed = {f"fixed 1024/256 c{c}" for c in (1, 4, 16, 64, 128)}
     assert labels == fixed | {f"agentic c{c}" for c in (1, 4, 8, 16, 32)}
     assert not fit["left_out"]
-    # the packaged entry says 32.2 % -> 19.9 %: one iteration from it stays there
-    assert fit["started_from"] == "the stored calibration" and fit["error_after"] < 0.21 < fit["error_before"]
+    # the packaged entry says 32.2 % -> 10.8 % (19.9 % without the front end's load term): one iteration from it
+    # stays there
+    assert fit["started_from"] == "the stored calibration" and fit["error_after"] < 0.12 < fit["error_before"]
     kept = list((run / "traces").glob("*.jsonl.gz"))
     assert len(kept) == 1
 
