@@ -373,7 +373,7 @@ def _print_calibration(r: RunCalibration, title: str = "") -> None:
     _print_points(f"{'/'.join(r.key)}{' ' + title if title else ''}: measured / before / after "
                   f"(fit error {100 * r.error_before:.1f}% -> {100 * r.error_after:.1f}%)", r.points)
     for name in r.fitted:
-        click.echo(f"  {name:<20} {getattr(r.base, name):.6g} -> {getattr(r.efficiency, name):.6g}")
+        click.echo(f"  {name:<22} {getattr(r.base, name):.6g} -> {getattr(r.efficiency, name):.6g}")
     if r.started_from != "the defaults":
         click.echo(f"  (the search from {r.started_from} ended lower than the one from the defaults)")
     for why in r.left_out:
