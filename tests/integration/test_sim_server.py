@@ -444,3 +444,28 @@ def test_a_request_beyond_the_served_context_is_a_400_and_v1_models_says_the_con
             assert any(p in message.lower() for p in patterns)
 
     asyncio.run(main())
+
+
+def test_the_front_end_latency_grows_with_the_requests_the_server_serves() -> None:
+    """`Efficiency.frontend_per_request_s` on the live server, as in virtual time: a request alone waits
+    `frontend_s` before the engine, one beside two others twice the per-request latency more."""
+    body = {"model": "sim-model", "prompt": "a b c d", "max_tokens": 2}
+
+    async def timed(http: aiohttp.ClientSession, url: str) -> float:
+        t0 = asyncio.get_running_loop().time()
+        async with http.post(f"{url}/v1/completions", json=body) as resp:
+            assert resp.status == 200
+            await resp.read()
+        return asyncio.get_running_loop().time() - t0
+
+    async def main() -> None:
+        async with serving(timing="roofline", kv_capacity_tokens=4096,
+                           efficiency={"frontend_s": 0.001, "frontend_per_request_s": 0.2}) as (url, _), \
+                aiohttp.ClientSession() as http:
+            alone = await timed(http, url)
+            together = await asyncio.gather(*(timed(http, url) for _ in range(3)))
+            again = await timed(http, url)  # the answered ones have left the count
+        assert alone < 0.15 and again < 0.15
+        assert max(together) >= 0.4  # the last one in saw the two before it in flight
+
+    asyncio.run(main())

@@ -225,7 +225,8 @@ async def _serve(config: object, *, host: str, port: int, served_model_name: obj
 @click.option("--factors", cls=Opt, listed=True, metavar="FACTOR",
               help="Run mode: Efficiency factors to fit (fewer points, fewer factors; the rest keep "
                    "the engine's defaults). Default: mem,compute,step_s,per_seq_s,frontend_s, plus "
-                   "draft_layer_fraction for speculative points.")
+                   "frontend_per_request_s for points at two or more concurrencies and draft_layer_fraction "
+                   "for speculative points.")
 @click.option("--hold-out", "hold_out", multiple=True, metavar="PATTERN",
               help="Run mode: also fit without the points whose label matches PATTERN (shell-style, e.g. "
                    "'fixed 1024/128 c4', 'agentic *'; repeatable) and report how well that fit predicts them.")
@@ -372,7 +373,7 @@ def _print_calibration(r: RunCalibration, title: str = "") -> None:
     _print_points(f"{'/'.join(r.key)}{' ' + title if title else ''}: measured / before / after "
                   f"(fit error {100 * r.error_before:.1f}% -> {100 * r.error_after:.1f}%)", r.points)
     for name in r.fitted:
-        click.echo(f"  {name:<20} {getattr(r.base, name):.6g} -> {getattr(r.efficiency, name):.6g}")
+        click.echo(f"  {name:<22} {getattr(r.base, name):.6g} -> {getattr(r.efficiency, name):.6g}")
     if r.started_from != "the defaults":
         click.echo(f"  (the search from {r.started_from} ended lower than the one from the defaults)")
     for why in r.left_out:

@@ -86,6 +86,10 @@ class Efficiency:
     """Host cost per running sequence per step (scheduler bookkeeping, detokenisation)."""
     frontend_s: float = 0.010
     """API server latency before a request reaches the scheduler (parse, template, tokenise)."""
+    frontend_per_request_s: float = 0.0
+    """API server latency added per other request in flight: their streams share the front end's event loop, so its
+    latency grows with the load (vLLM 0.26: TTFT minus the engine's queue and prefill time grows ~0.5 ms per
+    concurrent stream; docs/simulator.md, "Fidelity"). 0: a fixed front end; fitted per calibration key."""
     draft_layer_fraction: float = 1.0
     """Cost of one draft (MTP/EAGLE) token relative to one target layer's weight read (MTP head ~ one layer)."""
 
@@ -142,7 +146,10 @@ class StepTimer(Protocol):
 
     def step_time(self, batch: Batch) -> float: ...
 
-    def frontend_latency(self) -> float: ...
+    def frontend_latency(self, in_flight: int = 0) -> float:
+        """Seconds from a request's arrival at the API server to the scheduler, with `in_flight` other requests
+        being served; never less than with none (virtual time bounds its event-to-event blocks by that)."""
+        ...
 
 
 def decode_step_times(timer: StepTimer, batch: Batch, decode_ctx: np.ndarray) -> np.ndarray:
@@ -173,7 +180,7 @@ class ConstantTimer:
     def decode_step_times(self, batch: Batch, decode_ctx: np.ndarray) -> np.ndarray:
         return np.full(len(decode_ctx), self.step_time(batch))
 
-    def frontend_latency(self) -> float:
+    def frontend_latency(self, in_flight: int = 0) -> float:
         return self.frontend_s
 
 
@@ -196,8 +203,11 @@ class RooflineTimer:
     activation_bytes: float = 2.0
     _per_tokens: dict[int, tuple[float, float]] = field(default_factory=dict, repr=False)
 
-    def frontend_latency(self) -> float:
-        return self.efficiency.frontend_s
+    def frontend_latency(self, in_flight: int = 0) -> float:
+        eff = self.efficiency
+        if in_flight > 0 and eff.frontend_per_request_s:
+            return eff.frontend_s + eff.frontend_per_request_s * in_flight
+        return eff.frontend_s
 
     def experts_touched(self, tokens: int) -> float:
         """Expected distinct experts per layer hit by `tokens` tokens under uniform top-k routing."""

@@ -161,6 +161,10 @@ class Predictor:
         self.output_text = output_text
         self.encoder = encoder or PromptEncoder(core.block_size)
         self.frontend = core.timer.frontend_latency()
+        """The front end's latency with nothing else in flight: the least any request waits before the engine."""
+        self._frontend_of = core.timer.frontend_latency
+        self._in_flight = 0
+        """Requests sent and not yet answered (finished or refused): the load the front end serves."""
         self.records: list[dict[str, Any]] = []
         self._heap: list[tuple[float, int, int, Any]] = []
         self._submits: list[float] = []
@@ -228,7 +232,8 @@ class Predictor:
     def _horizon(self, now: float) -> float:
         """Until when the engine's batch cannot change from outside: the next submit. A wake-up or an arrival only
         runs a lane program, which reaches the engine by a submit at least the frontend latency later (it reads
-        nothing of the engine), so it bounds a block at its time plus that latency."""
+        nothing of the engine; the latency with nothing else in flight is the least), so it bounds a block at its
+        time plus that latency."""
         submits = self._submits
         while submits and submits[0] <= now:  # submitted already (events up to `now` are done)
             heapq.heappop(submits)
@@ -494,7 +499,10 @@ class Predictor:
         if task.tree is not None:
             task.tree.inflight += 1
             task.tree.last = now
-        self._push(now + self.frontend, _SUBMIT, (task, record, n_tokens, hashes, spec.max_tokens))
+        # the front end's latency under the requests it already serves (`Efficiency.frontend_per_request_s`)
+        latency = self._frontend_of(self._in_flight)
+        self._in_flight += 1
+        self._push(now + latency, _SUBMIT, (task, record, n_tokens, hashes, spec.max_tokens))
 
     def _submit(self, payload: tuple[_Task, dict[str, Any], int, BlockHashes, int], now: float) -> None:
         task, record, n_tokens, hashes, max_tokens = payload
@@ -510,6 +518,7 @@ class Predictor:
         overflow = bool(n_tokens)
         record.update(status=400, error_class="context_overflow" if overflow else "http", error=error,
                       end_at=self.start_time + now)
+        self._in_flight -= 1
         self._last_activity = now
         tree = task.tree
         if tree is not None:
@@ -552,6 +561,7 @@ class Predictor:
     def _finish(self, r: SimRequest, task: _Task, record: dict[str, Any], now: float) -> None:
         record.update(end_at=self.start_time + now, status=200, completion_tokens=r.generated,
                       cached_tokens=max(r.cached_tokens, 0))
+        self._in_flight -= 1
         self._remember(record, r)
         self._last_activity = now
         if task.tree is not None:

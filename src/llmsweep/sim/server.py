@@ -102,7 +102,9 @@ class SimServer:
         self.registry = registry_for(self.core, model_name=self.model_name, style=metrics_style)
         if self.role.role == "decode":
             self.registry.register(KvTransferCollector(self.kv))
-        self.frontend_s = self.core.timer.frontend_latency()
+        self._frontend_of = self.core.timer.frontend_latency
+        self._in_flight = 0
+        """Requests being served (read to response end): the load the front end's latency grows with."""
         self.power = PowerModel(self.core, hardware=config.hardware, tp=config.tp)
         self.resync_s = resync_s
         self._wake = asyncio.Event()
@@ -245,8 +247,9 @@ class SimServer:
                 n_tokens, hashes = self.encoder.ids(prompt)
             else:
                 return error_response(400, "prompt must be a string or a list of token ids")
-        if self.frontend_s > 0:
-            await asyncio.sleep(self.frontend_s)
+        latency = self._frontend_of(self._in_flight - 1)  # the others this front end serves meanwhile
+        if latency > 0:
+            await asyncio.sleep(latency)
         if self.role.role == "prefill":
             max_tokens = 1  # a prefill worker computes the prompt (and its first token) and hands the KV over
         handed = await self._receive_kv(headers, n_tokens, hashes) if headers is not None else None
@@ -271,6 +274,13 @@ class SimServer:
         return await self._serve(request, chat=False)
 
     async def _serve(self, request: web.Request, *, chat: bool) -> web.StreamResponse:
+        self._in_flight += 1
+        try:
+            return await self._serve_one(request, chat=chat)
+        finally:
+            self._in_flight -= 1
+
+    async def _serve_one(self, request: web.Request, *, chat: bool) -> web.StreamResponse:
         body = json_object(await request.read())
         if isinstance(body, web.Response):
             return body

@@ -56,6 +56,11 @@ CASES: dict[str, tuple[Callable[[], Workload], EngineConfig, int]] = {
                                                           kv_capacity_tokens=25_000), 12),
     "agentic-kv-pressure-vllm": (_agentic, EngineConfig(model="llama-3.1-8b", hardware="h200", engine_style="vllm",
                                                         kv_capacity_tokens=25_000), 12),
+    # a front end whose latency grows with the requests in flight: submits move, blocks still end before them
+    "fixed-loaded-frontend": (_fixed, EngineConfig(model="llama-3.1-8b", hardware="h200", engine_style="vllm",
+                                                   efficiency={"frontend_per_request_s": 2e-3}), 16),
+    "agentic-loaded-frontend": (_agentic, EngineConfig(model="llama-3.1-8b", hardware="h200", engine_style="vllm",
+                                                       efficiency={"frontend_per_request_s": 2e-3}), 12),
 }
 
 

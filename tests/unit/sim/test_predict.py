@@ -339,3 +339,44 @@ def test_a_root_primer_the_engine_refuses_stops_the_run_before_profiling_as_agen
     summary = summarise(records, gpus=1, source="predicted", client={"stop_reason": reason})
     assert summary.validity.verdict == "invalid"
     assert f"run stopped early: {reason}" in summary.validity.reasons
+
+
+class Lanes(Workload):
+    """Each lane sends `turns` requests one after another (a closed loop of single requests)."""
+
+    def __init__(self, turns: int) -> None:
+        self.turns = turns
+
+    def program(self, lane: int) -> LaneProgram:
+        for turn in range(self.turns):
+            yield send("", turn, f"l{lane}", lane, max_tokens=20)
+
+    def sessions(self, lane: int) -> Iterator[LaneProgram]:
+        yield self.program(lane)
+
+
+@pytest.mark.parametrize("per_request", [0.0, 4e-3])
+def test_the_front_end_latency_grows_with_the_requests_already_in_flight(per_request: float) -> None:
+    """`Efficiency.frontend_per_request_s`: a request reaches the engine `frontend_s` plus that much per other request
+    sent and not yet answered; alone it waits `frontend_s` only (the vLLM runs' TTFT minus queue and prefill grows
+    with the streams the API server serves, docs/simulator.md "Fidelity")."""
+    config = EngineConfig(model="llama-1b", hardware="h200", engine_style="vllm", calibrated=False,
+                          kv_capacity_tokens=200_000, efficiency={"frontend_s": 0.01,
+                                                                  "frontend_per_request_s": per_request})
+    core = build_core(config)
+    arrivals: list[float] = []
+    new_request = core.new_request
+
+    def seen(*args: object, now: float | None = None, **kwargs: object) -> object:
+        arrivals.append(now if now is not None else core.now)
+        return new_request(*args, now=now, **kwargs)  # type: ignore[arg-type]
+
+    setattr(core, "new_request", seen)  # noqa: B010 (the engine's intake, observed)
+    records = Predictor(core).run(Lanes(turns=3), concurrency=4, duration=60.0)
+    # the four lanes send at 0, each seeing the ones sent before it in flight
+    assert arrivals[:4] == pytest.approx([0.01 + k * per_request for k in range(4)], abs=1e-12)
+    assert len(records) == 12 and all(r["status"] == 200 for r in records)
+    lone = predict(Lanes(turns=3), config, concurrency=1, duration=60.0)
+    base = predict(Lanes(turns=3), config.model_copy(update={"efficiency": {"frontend_s": 0.01}}), concurrency=1,
+                   duration=60.0)
+    assert lone == base  # alone, nothing else is in flight: the fixed latency only
