@@ -37,6 +37,8 @@ def test_a_local_engines_result_says_which_host_it_ran_on(tmp_path: Path, tiny_m
     assert host["logical_cpus"] == os.cpu_count() and host["usable_cpus"] == len(os.sched_getaffinity(0))
     assert isinstance(host["load_avg_1m"], float) and host["load_avg_1m"] >= 0
     assert "gpu_state" not in summary["provenance"]["hardware"]  # served on the CPU: no GPU was asked
+    (said,) = [s for s in res.stderr.splitlines() if "server's machine: host " in s]  # and the run says so
+    assert f"{os.cpu_count()} logical CPUs" in said
 
     shown = cli_here(["results", "show", job_id, "--store", store], env)
     assert shown.returncode == 0, shown.stderr

@@ -63,6 +63,7 @@ from llmsweep.metrics.model import (
     SUCCESS_STATUSES,
     WALL,
     GpuState,
+    Hardware,
     HostFacts,
     RunSource,
     Summary,
@@ -521,6 +522,11 @@ class _Server:
             gpus = self.observed.get("gpu_names")
             self.event(f"server reports {spec.engine} {self.observed.get('engine_version') or '(no version)'}"
                        + (f" on {', '.join(gpus)}" if gpus else ""))
+        machine = Hardware(host=self.observed.get("host"), gpu_state=self.observed.get("gpu_state"))
+        said = [f"host {machine.host.text()}" if machine.host is not None else "",
+                f"GPUs {state}" if (state := machine.gpu_state_text()) else ""]
+        if any(said):  # what two runs of one recipe on one SKU are told apart by (`HostFacts`, `GpuState`)
+            self.event("server's machine: " + "; ".join(x for x in said if x))
         return handle
 
     def _ensure_roles(self, topology: Topology) -> ServerHandle:

@@ -148,3 +148,23 @@ def test_the_cpu_model_is_the_model_name_of_proc_cpuinfo(tmp_path: Path, text: s
     (tmp_path / "cpuinfo").write_text(text)
     assert cpu_model(tmp_path / "cpuinfo") == model
     assert cpu_model(tmp_path / "missing") is None
+
+
+def test_results_show_says_the_host_and_the_gpus_state_as_read(host: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The lines `llmsweep results show` prints: what was read, in words; GPUs that differ are said apart."""
+    seen = observe_runtime(_handle(), _spec())
+    typed = Provenance.model_validate({"hardware": hardware_provenance(_job(), seen)}).hardware
+    assert not isinstance(typed, str) and typed is not None and typed.host is not None
+    assert typed.gpu_state_text() == ("1x 700 W limit, SM max 1980 MHz, SM 345 MHz when ready; "
+                                      "1x 500 W limit, SM max 1980 MHz")
+    cpus = os.cpu_count()
+    usable = len(os.sched_getaffinity(0))
+    assert typed.host.text() == (f"{XEON}, {cpus} logical CPUs" + (f" ({usable} usable)" if usable != cpus else "")
+                                 + ", load 3.50 at the job's start")
+
+    monkeypatch.setattr(lifecycle, "cpu_model", lambda: None)  # an Arm host: no model name to read
+    unnamed = hardware_provenance(_job(), observe_runtime(_handle(), _spec()))["host"]
+    assert "cpu_model" not in unnamed  # left out, not written as null
+    again = Provenance.model_validate({"hardware": {"host": unnamed}}).hardware
+    assert not isinstance(again, str) and again is not None and again.host is not None
+    assert again.host.text().startswith("CPU model unknown, ")
