@@ -447,7 +447,7 @@ class HostFacts(_Block):
                                   "absent where it has none, such as on Arm).")
     logical_cpus: int | None = Field(default=None, description="The machine's logical CPUs (`os.cpu_count`).")
     usable_cpus: int | None = Field(default=None, description="The CPUs llmsweep's process may run on (its "
-                                    "affinity: a Slurm or taskset share), which a server it starts inherits.")
+                                    "affinity: a Slurm or taskset share), which a local server inherits.")
     load_avg_1m: float | None = Field(default=None, description="The 1-minute load average when the job started "
                                       "(`os.getloadavg`): neighbours' load, and what the job's own server and client "
                                       "left from the job before it.")
