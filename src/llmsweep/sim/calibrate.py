@@ -436,7 +436,8 @@ def measured_point(path: Path, config_for: Any) -> MeasuredPoint:
 
 MACHINE_FACTS: dict[str, Callable[[Hardware], str | None]] = {
     "host CPU": lambda h: h.host.cpu_model if h.host is not None else None,
-    "GPU power limit": lambda h: " + ".join(f"{w:g} W" for w in limits) if (limits := h.power_limits_w) else None,
+    # the distinct limits of the point's GPUs: a TP 2 point on the same machine as a TP 1 one is no difference
+    "GPU power limit": lambda h: " / ".join(f"{w:g} W" for w in sorted(set(h.power_limits_w or ()))) or None,
 }
 """What a calibration key's points must share to be fitted by one set of factors (a host-bound engine, a small model
 on vLLM, measured 30 % apart on two hosts of one GPU SKU and driver), read from each point's recorded hardware."""

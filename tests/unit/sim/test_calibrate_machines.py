@@ -83,3 +83,6 @@ def test_different_gpu_power_limits_are_flagged_and_older_evidence_is_not(tmp_pa
     assert "700 W in run-full" in line
     assert lines(full, older) == []  # absence is no difference
     assert lines(full, _copy(tmp_path, "same", _host(XEON))) == []
+    two = _host(XEON)  # a point on two of the machine's GPUs, at the same limit as the one-GPU points
+    two["gpu_state"] = [{**two["gpu_state"][0], "index": i} for i in (0, 1)]
+    assert lines(full, _copy(tmp_path, "two", two)) == []
