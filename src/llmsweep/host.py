@@ -16,6 +16,28 @@ def usable_cpus() -> int:
         return os.cpu_count() or 1
 
 
+def cpu_model(cpuinfo: str | os.PathLike[str] = "/proc/cpuinfo") -> str | None:
+    """The CPU's model name as /proc/cpuinfo gives it (its first `model name` line, spaces collapsed), None where it
+    has none (Arm's /proc/cpuinfo names parts by number; macOS has no such file): never a guess."""
+    try:
+        with open(cpuinfo, encoding="utf-8", errors="replace") as f:
+            for line in f:
+                key, sep, value = line.partition(":")
+                if sep and key.strip() == "model name" and value.strip():
+                    return " ".join(value.split())
+    except OSError:
+        return None
+    return None
+
+
+def load_average_1m() -> float | None:
+    """The 1-minute load average of this machine (`os.getloadavg`), None where the platform has none."""
+    try:
+        return round(os.getloadavg()[0], 2)
+    except (AttributeError, OSError):
+        return None
+
+
 INTERRUPT_SIGNAL_NAMES = ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT")
 """The signals a terminal's Ctrl-C (or Ctrl-\\), a `kill -TERM -PGID`, a `timeout` or a closed SSH session send a
 whole process group (`execute.signals.INTERRUPT_SIGNALS` handles them in the CLI)."""

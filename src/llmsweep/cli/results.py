@@ -251,6 +251,16 @@ def show(ref: str, as_json: bool, store_path: Path | None) -> None:
         # (its basis, as the simulator wrote it: which curve or typical figure, and that the job measures real AL)
         shown["acceptance length"] = (f"{accepted.value:g} ({accepted.source or 'source unrecorded'}"
                                       + (f": {accepted.basis})" if accepted.basis else ")"))
+    prov = point.summary.provenance if point.summary is not None else None
+    hardware = prov.hardware if prov is not None and not isinstance(prov.hardware, str) else None
+    if hardware is not None:  # where it ran, as it was read there (absent: not read, or a simulated point)
+        if names := hardware.gpu_names:
+            shown["gpu names"] = (f"{len(names)}x {names[0]}" if len(set(names)) == 1 else ", ".join(names)) + (
+                f", driver {hardware.driver_version}" if hardware.driver_version else "")
+        if (state := hardware.gpu_state_text()) is not None:
+            shown["gpu state"] = state
+        if hardware.host is not None:
+            shown["server host"] = hardware.host.text()
     shown.update({f"warning {i}": w for i, w in enumerate(warnings, 1)})  # what its run warned of (run's ⚠N)
     width = max(map(len, shown))
     for key, value in shown.items():

@@ -378,6 +378,10 @@ def _print_calibration(r: RunCalibration, title: str = "") -> None:
         click.echo(f"  (the search from {r.started_from} ended lower than the one from the defaults)")
     for why in r.left_out:
         click.echo(f"  left out {why}")
+    from llmsweep.sim.calibrate import MIXED_FIX
+
+    for line in r.mixed_machines:  # said on stderr before the fit too, and under `mixed_machines` in --json
+        click.echo(f"  warning: {line}; {MIXED_FIX}")
 
 
 def _print_points(title: str, points: list[PointComparison]) -> None:

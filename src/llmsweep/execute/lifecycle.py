@@ -54,6 +54,7 @@ from llmsweep.execute.signals import (
     stop_then_raise,
     watching_pauses,
 )
+from llmsweep.host import cpu_model, load_average_1m, usable_cpus
 from llmsweep.metrics.model import (
     DONE_VERDICTS,
     DONE_WORDS,
@@ -61,6 +62,9 @@ from llmsweep.metrics.model import (
     SIMULATED,
     SUCCESS_STATUSES,
     WALL,
+    GpuState,
+    Hardware,
+    HostFacts,
     RunSource,
     Summary,
     run_source,
@@ -253,13 +257,23 @@ def _workload(job: Job, source: RunSource) -> Workload:
 
 
 def hardware_provenance(job: Job, observed: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Provenance's `hardware`: the job's SKU (what the summary's cost block prices), runner and GPUs, and what the
-    host's driver said of its GPUs (`observe_runtime`; none in virtual time). `run` and `predict` both record it."""
+    """Provenance's `hardware` (`metrics.model.Hardware`): the job's SKU (what the summary's cost block prices),
+    runner and GPUs, and what the host's driver said of its GPUs and the server's host of itself (`observe_runtime`;
+    none in virtual time). `run` and `predict` both record it. The host's load average is read now: at the job's
+    start, as `_provenance` is called for each job before its load."""
     seen = observed or {}
+    state: list[GpuState] | None = seen.get("gpu_state")
+    host: HostFacts | None = seen.get("host")
+    if host is not None:
+        host = host.model_copy(update={"load_avg_1m": load_average_1m()})
     return {"sku": job.sku, "runner": job.runner, "gpus": job.gpus,
             "gpu_names": seen.get("gpu_names"), "driver_version": seen.get("driver_version"),
             # Why `gpu_names` is null: the server's *_VISIBLE_DEVICES name a GPU this host does not have.
-            **({"gpu_names_problem": seen["gpu_names_problem"]} if seen.get("gpu_names_problem") else {})}
+            **({"gpu_names_problem": seen["gpu_names_problem"]} if seen.get("gpu_names_problem") else {}),
+            # only what was read: a result from before, or from where nothing could be read, keeps its shape, and
+            # an unknown value is left out
+            **({"gpu_state": [g.model_dump(mode="json", exclude_none=True) for g in state]} if state else {}),
+            **({"host": host.model_dump(mode="json", exclude_none=True)} if host is not None else {})}
 
 
 def _provenance(job: Job, spec: LaunchSpec, group: ServerGroup, observed: dict[str, Any] | None = None,
@@ -292,33 +306,86 @@ def _provenance(job: Job, spec: LaunchSpec, group: ServerGroup, observed: dict[s
     }
 
 
+GPU_IDENTITY_FIELDS = ("index", "uuid", "name", "driver_version")
+"""What `observe_runtime` asks `nvidia-smi --query-gpu` first: which GPUs (`visible_rows`), their names, the driver."""
+GPU_STATE_FIELDS = ("enforced.power.limit", "clocks.max.sm", "clocks.sm")
+"""Asked after them in the same query (`GpuState`): what makes two hosts' GPUs of one SKU comparable."""
+
+
+def on_this_host(handle: ServerHandle) -> bool:
+    """Whether the server runs on the machine this process runs on: it answers on a loopback address (a local or
+    Docker launch, the server step of a Slurm job on the worker's node, a role deployment placed on this host). A
+    server reached at another node's address (the roles of a multi-node job) is not; its host is not read here."""
+    import ipaddress
+    from urllib.parse import urlsplit
+
+    host = urlsplit(handle.base_url).hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def host_facts() -> HostFacts:
+    """This machine's CPU (`HostFacts`), read now; its load average is read per job (`hardware_provenance`)."""
+    return HostFacts(cpu_model=cpu_model(), logical_cpus=os.cpu_count(), usable_cpus=usable_cpus())
+
+
+def gpu_state(row: Sequence[str]) -> GpuState | None:
+    """A `--query-gpu` row's `GPU_STATE_FIELDS` (after `GPU_IDENTITY_FIELDS`), None when it has none: `[N/A]` or
+    `[Not Supported]` is an absent value, never a guess."""
+    from llmsweep.power.backends import first_number
+
+    values = [first_number(v) for v in row[len(GPU_IDENTITY_FIELDS):len(GPU_IDENTITY_FIELDS) + len(GPU_STATE_FIELDS)]]
+    if not any(v is not None for v in values):
+        return None
+    values += [None] * (len(GPU_STATE_FIELDS) - len(values))
+    return GpuState(index=int(row[0]), power_limit_w=values[0], sm_clock_max_mhz=values[1], sm_clock_mhz=values[2])
+
+
+def _query_gpus() -> str | None:
+    """`nvidia-smi --query-gpu` of `GPU_IDENTITY_FIELDS` and `GPU_STATE_FIELDS`; a driver that refuses the state's
+    fields is asked the identity alone (the GPUs' names matter more than their state), None when neither answers."""
+    from llmsweep.execute.commands import run_command
+
+    for fields in ((*GPU_IDENTITY_FIELDS, *GPU_STATE_FIELDS), GPU_IDENTITY_FIELDS):
+        try:
+            return run_command(["nvidia-smi", f"--query-gpu={','.join(fields)}", "--format=csv,noheader"],
+                               timeout_s=30.0, fix="check the GPU driver").stdout
+        except LlmsweepError as exc:
+            log.info("could not query nvidia-smi: %s", exc)
+    return None
+
+
 def observe_runtime(handle: ServerHandle, spec: LaunchSpec) -> dict[str, Any]:
-    """What the running server and this host say about themselves: the engine's `/version` and the GPUs as the
-    driver names them. Best effort, read once per launch: a value that cannot be read is None, never a failure."""
+    """What the running server and this host say about themselves: the engine's `/version`; the GPUs as the driver
+    names them, with their power limits and SM clocks (`GpuState`); the host's CPU (`HostFacts`). Best effort, read
+    once per launch: a value that cannot be read is None, never a failure. The GPUs' state and the host are read only
+    for a server on this host (:func:`on_this_host`) that is not the simulator: a simulated point ran on no GPU, and
+    the machine that simulates it is not the engine's host."""
     from llmsweep.execute.ready import server_version
 
     doc = server_version(handle.base_url)
     seen: dict[str, Any] = {"engine_version": doc.get("version"), "gpu_names": None, "driver_version": None,
                             "calibration": doc.get("calibration")}  # (the simulator's; real engines have none)
-    if spec.gpus > 0 and shutil.which("nvidia-smi"):
-        from llmsweep.execute.commands import run_command
-
+    here = spec.engine != SIM.id and on_this_host(handle)
+    if here:
+        seen["host"] = host_facts()
+    if spec.gpus > 0 and shutil.which("nvidia-smi") and (out := _query_gpus()) is not None:
         try:
-            out = run_command(["nvidia-smi", "--query-gpu=index,uuid,name,driver_version", "--format=csv,noheader"],
-                              timeout_s=30.0, fix="check the GPU driver").stdout
-        except LlmsweepError as exc:
-            log.info("could not query nvidia-smi: %s", exc)
-        else:
-            try:
-                rows = visible_rows(out, {**os.environ, **spec.env})
-                seen["gpu_names"] = [r[2] for r in rows] or None
-            except ConfigError as exc:
-                # An entry that names no GPU of this host: the server's GPUs go unnamed rather than named wrongly
-                # (or a shorter list), and the reason is kept with the hardware identity (`_provenance`).
-                log.warning("GPUs of the server not identified: %s", exc.one_line())
-                seen["gpu_names_problem"] = exc.one_line()
-                rows = visible_rows(out, {})  # every GPU of the host: the driver is the same for all
-            seen["driver_version"] = rows[0][3] if rows else None
+            rows = visible_rows(out, {**os.environ, **spec.env})
+            seen["gpu_names"] = [r[2] for r in rows] or None
+            if here:
+                seen["gpu_state"] = [s for s in map(gpu_state, rows) if s is not None] or None
+        except ConfigError as exc:
+            # An entry that names no GPU of this host: the server's GPUs go unnamed rather than named wrongly
+            # (or a shorter list), and the reason is kept with the hardware identity (`_provenance`).
+            log.warning("GPUs of the server not identified: %s", exc.one_line())
+            seen["gpu_names_problem"] = exc.one_line()
+            rows = visible_rows(out, {})  # every GPU of the host: the driver is the same for all
+        seen["driver_version"] = rows[0][3] if rows else None
     return seen
 
 
@@ -455,6 +522,11 @@ class _Server:
             gpus = self.observed.get("gpu_names")
             self.event(f"server reports {spec.engine} {self.observed.get('engine_version') or '(no version)'}"
                        + (f" on {', '.join(gpus)}" if gpus else ""))
+        machine = Hardware(host=self.observed.get("host"), gpu_state=self.observed.get("gpu_state"))
+        said = [f"host {machine.host.text()}" if machine.host is not None else "",
+                f"GPUs {state}" if (state := machine.gpu_state_text()) else ""]
+        if any(said):  # what two runs of one recipe on one SKU are told apart by (`HostFacts`, `GpuState`)
+            self.event("server's machine: " + "; ".join(x for x in said if x))
         return handle
 
     def _ensure_roles(self, topology: Topology) -> ServerHandle:

@@ -435,6 +435,81 @@ class Launch(_Open):
                                      "a registry: the build that ran, whatever the tag names later.")
 
 
+class HostFacts(_Block):
+    """The machine the server ran on, read there by llmsweep (`execute.lifecycle.observe_runtime`): on a host-bound
+    engine (a small model on vLLM: its scheduler and API server are Python) two runs of one recipe on one GPU SKU
+    differ by the host's CPU and its load. Recorded only where llmsweep ran beside the server (it answered on a
+    loopback address: a local or Docker launch, the server step of a Slurm job on the worker's node); absent for a
+    simulated point (the predicting machine is not the engine's host) and for older results. A fact that cannot be
+    read is absent, never guessed."""
+
+    cpu_model: str | None = Field(default=None, description="The CPU's model name (`model name` of /proc/cpuinfo; "
+                                  "absent where it has none, such as on Arm).")
+    logical_cpus: int | None = Field(default=None, description="The machine's logical CPUs (`os.cpu_count`).")
+    usable_cpus: int | None = Field(default=None, description="The CPUs llmsweep's process may run on (its "
+                                    "affinity: a Slurm or taskset share), which a local server inherits.")
+    load_avg_1m: float | None = Field(default=None, description="The 1-minute load average when the job started "
+                                      "(`os.getloadavg`): neighbours' load, and what the job's own server and client "
+                                      "left from the job before it.")
+
+    def text(self) -> str:
+        """`Intel(R) Xeon(R) Platinum 8480+, 16 logical CPUs (8 usable), load 2.10 at the job's start`: what was
+        read, `CPU model unknown` where the model was not."""
+        cpus = f"{self.logical_cpus} logical CPUs" if self.logical_cpus is not None else ""
+        if cpus and self.usable_cpus is not None and self.usable_cpus != self.logical_cpus:
+            cpus += f" ({self.usable_cpus} usable)"
+        load = f"load {self.load_avg_1m:.2f} at the job's start" if self.load_avg_1m is not None else ""
+        return ", ".join(x for x in (self.cpu_model or "CPU model unknown", cpus, load) if x)
+
+
+class GpuState(_Block):
+    """One of the server's GPUs as the driver said it when the server was ready (`nvidia-smi --query-gpu`, beside
+    its name and driver). NVIDIA only; absent on AMD (llmsweep reads no AMD GPU identity yet) and when unread."""
+
+    index: int = Field(description="The GPU's index as nvidia-smi numbers it.")
+    power_limit_w: float | None = Field(default=None, description="The enforced power limit "
+                                        "(`enforced.power.limit`), W.")
+    sm_clock_max_mhz: float | None = Field(default=None, description="The maximum SM clock (`clocks.max.sm`), MHz.")
+    sm_clock_mhz: float | None = Field(default=None, description="The SM clock when the server was ready, before "
+                                       "any load (`clocks.sm`), MHz; the clocks under load are the power samples'.")
+
+
+class Hardware(_Open):
+    """Provenance's `hardware` of `llmsweep run`: the job's SKU, runner and GPU count, and what the host's driver
+    and the host itself said (`execute.lifecycle.hardware_provenance`)."""
+
+    sku: str | None = None
+    runner: str | None = None
+    gpus: int | None = None
+    gpu_names: list[str] | None = Field(default=None, description="The server's GPUs as the driver names them.")
+    driver_version: str | None = None
+    gpu_names_problem: str | None = Field(default=None, description="Why `gpu_names` is null: the server's "
+                                          "*_VISIBLE_DEVICES name a GPU this host does not have.")
+    gpu_state: list[GpuState] | None = Field(default=None, description="Each of the server's GPUs' power limit and "
+                                             "SM clocks, in `gpu_names`' order.")
+    host: HostFacts | None = None
+
+    def gpu_state_text(self) -> str | None:
+        """`700 W limit, SM max 1980 MHz` per distinct state of the server's GPUs (`1x 700 W limit, ...; 1x 500 W
+        ...` where they differ), None where none was read."""
+        said: dict[str, int] = {}
+        for g in self.gpu_state or ():
+            parts = [f"{g.power_limit_w:g} W limit" if g.power_limit_w is not None else "",
+                     f"SM max {g.sm_clock_max_mhz:g} MHz" if g.sm_clock_max_mhz is not None else "",
+                     f"SM {g.sm_clock_mhz:g} MHz when ready" if g.sm_clock_mhz is not None else ""]
+            text = ", ".join(x for x in parts if x)
+            said[text] = said.get(text, 0) + 1
+        if not said:
+            return None
+        return "; ".join(f"{n}x {text}" if len(said) > 1 else text for text, n in said.items())
+
+    @property
+    def power_limits_w(self) -> tuple[float, ...] | None:
+        """The server's GPUs' enforced power limits, None where none was read."""
+        limits = tuple(g.power_limit_w for g in self.gpu_state or () if g.power_limit_w is not None)
+        return limits or None
+
+
 class AcceptanceProvenance(_Open):
     """The acceptance length the simulator ran a speculative job at (`engines.sim.AcceptanceEstimate`)."""
 
@@ -461,8 +536,9 @@ class Provenance(_Open):
         default=None, description="The clock the run was timed on: `virtual` (the simulator core, in-process, "
                                   "`llmsweep run`) or `wall` (`run --live`, a real engine, `bench`); absent in a "
                                   "summary written before it was recorded.")
-    hardware: dict[str, Any] | str | None = Field(
-        default=None, description="`llmsweep run`: sku, runner, gpus, gpu_names, driver_version; else a name.")
+    hardware: Hardware | str | None = Field(
+        default=None, description="`llmsweep run`: the SKU, runner and GPUs, what the driver and the server's host "
+                                  "said (`Hardware`); else a name.")
     gpus_known: bool | None = Field(
         default=None, description="False when nobody stated or read the endpoint's GPU count: per-GPU figures are "
                                   "then the whole endpoint's (`bench` against a server that does not report it).")
@@ -482,8 +558,8 @@ class Provenance(_Open):
     @property
     def gpu_name(self) -> str | None:
         """The first GPU as the driver named it, when the run recorded it."""
-        names = self.hardware.get("gpu_names") if isinstance(self.hardware, dict) else None
-        return str(names[0]) if isinstance(names, list) and names else None
+        names = self.hardware.gpu_names if isinstance(self.hardware, Hardware) else None
+        return names[0] if names else None
 
 
 # ------------------------------------------------------------------------------------------------ reserved blocks

@@ -107,7 +107,7 @@ def _selection_problem(ctx: BackendContext) -> str | None:
     return None
 
 
-def _number(text: object) -> float | None:
+def first_number(text: object) -> float | None:
     """The first number in a field (`[N/A]`, empty or absent: None)."""
     if isinstance(text, (int, float)) and not isinstance(text, bool):
         return float(text)
@@ -233,9 +233,9 @@ def parse_nvidia_smi(text: str, now: float) -> list[GpuSample]:
         if len(row) < len(NVIDIA_SMI_FIELDS):
             continue  # a truncated line
         v = [c.strip() for c in row]
-        out.append(GpuSample(t=now, gpu=v[1], power_w=_number(v[2]), temperature_c=_number(v[3]),
-                             sm_clock_mhz=_number(v[4]), mem_clock_mhz=_number(v[5]), util_gpu=_number(v[6]),
-                             util_mem=_number(v[7])))
+        n = [first_number(c) for c in v]
+        out.append(GpuSample(t=now, gpu=v[1], power_w=n[2], temperature_c=n[3], sm_clock_mhz=n[4],
+                             mem_clock_mhz=n[5], util_gpu=n[6], util_mem=n[7]))
     return out
 
 
@@ -264,7 +264,7 @@ def parse_amd_smi(text: str, now: float, energy: Mapping[str, float] | None = No
     umc = _column(headers, lambda h: "umc_activity" in h or h == "mem_usage")
 
     def cell(row: Sequence[str], i: int | None) -> float | None:
-        return _number(row[i]) if i is not None and i < len(row) else None
+        return first_number(row[i]) if i is not None and i < len(row) else None
 
     out = []
     for row in rows[1:]:
@@ -290,7 +290,7 @@ def parse_amd_energy(text: str) -> dict[str, float]:
     for row in rows[1:]:
         if gpu is None or energy is None or max(gpu, energy) >= len(row):
             continue
-        value = _number(row[energy])
+        value = first_number(row[energy])
         if value is not None:
             out[row[gpu].strip()] = value
     return out
@@ -357,7 +357,7 @@ def parse_dcgmi_dmon(text: str, now: float) -> list[GpuSample]:
         values = dict(zip(names, words[2:], strict=False))
 
         def field(name: str, values: dict[str, str] = values) -> float | None:
-            return _number(values.get(name)) if values.get(name, "N/A") != "N/A" else None
+            return first_number(values.get(name)) if values.get(name, "N/A") != "N/A" else None
 
         energy_mj = field("TOTEC")
         out.append(GpuSample(t=now, gpu=words[1], power_w=field("POWER"),
@@ -413,12 +413,14 @@ def parse_sim_power(doc: Mapping[str, Any], now: float) -> list[GpuSample]:
     """The simulator's `/power` document (NVML's units: mW, mJ) as samples in SI units."""
     out = []
     for g in doc.get("gpus") or ():
-        mw, mj = _number(g.get("power_usage_mw")), _number(g.get("total_energy_consumption_mj"))
+        mw, mj = first_number(g.get("power_usage_mw")), first_number(g.get("total_energy_consumption_mj"))
         out.append(GpuSample(t=now, gpu=str(g.get("index")), power_w=mw / 1000 if mw is not None else None,
                              energy_j=mj / 1000 if mj is not None else None,
-                             sm_clock_mhz=_number(g.get("clock_sm_mhz")), mem_clock_mhz=_number(g.get("clock_mem_mhz")),
-                             temperature_c=_number(g.get("temperature_c")),
-                             util_gpu=_number(g.get("utilization_gpu")), util_mem=_number(g.get("utilization_memory"))))
+                             sm_clock_mhz=first_number(g.get("clock_sm_mhz")),
+                             mem_clock_mhz=first_number(g.get("clock_mem_mhz")),
+                             temperature_c=first_number(g.get("temperature_c")),
+                             util_gpu=first_number(g.get("utilization_gpu")),
+                             util_mem=first_number(g.get("utilization_memory"))))
     return out
 
 

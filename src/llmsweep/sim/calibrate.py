@@ -44,7 +44,7 @@ from llmsweep.sim.engine import EngineConfig
 from llmsweep.sim.perf import Batch, Efficiency, RooflineTimer
 
 if TYPE_CHECKING:
-    from llmsweep.metrics.model import Summary
+    from llmsweep.metrics.model import Hardware, Summary
     from llmsweep.spec.workload import ResolvedWorkload
     from llmsweep.workload.base import Workload
 
@@ -233,6 +233,14 @@ class MeasuredPoint:
     tokens_per_request: tuple[float, float] | None = None
     """Mean input and output tokens of the measured requests: what a replay of a run without a corpus digest is
     checked against (:func:`unverifiable`)."""
+    hardware: Hardware | None = None
+    """What the run recorded of the machine it ran on (provenance's `hardware`: the server's host CPU, its GPUs'
+    power limits): :func:`mixed_machines` compares the points of one key by it."""
+
+    @property
+    def run(self) -> str:
+        """The run the point came from, as a warning names it: its run id and directory."""
+        return f"{self.provenance.get('run_id')} at {self.path.parent.parent}"
 
     @property
     def label(self) -> str:
@@ -422,7 +430,40 @@ def measured_point(path: Path, config_for: Any) -> MeasuredPoint:
                          measured=measured, weights=weights, excess_hit_rate=excess, provenance=provenance,
                          acceptance_length=realised, corpus_digest=prov.corpus_digest,
                          tokens_per_request=(summary.tokens.input.mean, summary.tokens.output.mean)
-                         if summary.tokens.output.count else None)
+                         if summary.tokens.output.count else None,
+                         hardware=prov.hardware if not isinstance(prov.hardware, str) else None)
+
+
+MACHINE_FACTS: dict[str, Callable[[Hardware], str | None]] = {
+    "host CPU": lambda h: h.host.cpu_model if h.host is not None else None,
+    # the distinct limits of the point's GPUs: a TP 2 point on the same machine as a TP 1 one is no difference
+    "GPU power limit": lambda h: " / ".join(f"{w:g} W" for w in sorted(set(h.power_limits_w or ()))) or None,
+}
+"""What a calibration key's points must share to be fitted by one set of factors (a host-bound engine, a small model
+on vLLM, measured 30 % apart on two hosts of one GPU SKU and driver), read from each point's recorded hardware."""
+
+
+def mixed_machines(points: Iterable[MeasuredPoint]) -> list[str]:
+    """One line per fact of :data:`MACHINE_FACTS` on which the points differ, naming each value with the runs (and
+    their point counts) that recorded it. Points that did not record a fact (evidence older than the field, a host
+    not read) are not compared on it: absence is no difference."""
+    said = []
+    for fact, read in MACHINE_FACTS.items():
+        runs: dict[str, dict[str, int]] = {}
+        for p in points:
+            value = read(p.hardware) if p.hardware is not None else None
+            if value is not None:
+                by_run = runs.setdefault(value, {})
+                by_run[p.run] = by_run.get(p.run, 0) + 1
+        if len(runs) > 1:
+            said.append(f"the {fact} differs between its points: " + "; ".join(
+                f"{value} in " + ", ".join(f"{run} ({n} point{'s' if n > 1 else ''})" for run, n in by_run.items())
+                for value, by_run in runs.items()))
+    return said
+
+
+MIXED_FIX = ("one set of factors cannot fit two machines: calibrate each machine's run on its own (one run "
+             "directory per `sim calibrate`), or re-measure on one machine")
 
 
 @dataclass
@@ -573,6 +614,8 @@ class RunCalibration:
     """Where the search that won began: "the defaults" or "the stored calibration" (`fit_run`'s `start`)."""
     left_out: list[str] = field(default_factory=list)
     """Points not fitted, each with its reason (agentic points whose traces cannot be verified)."""
+    mixed_machines: list[str] = field(default_factory=list)
+    """How the fitted points' machines differ (:func:`mixed_machines`): a fit across two hosts fits neither."""
 
     def overrides(self) -> dict[str, float]:
         """The fitted factors only (what a stored calibration holds)."""
@@ -582,7 +625,8 @@ class RunCalibration:
         return {"key": {"engine": self.key[0], "hardware": self.key[1], "model_class": self.key[2]},
                 "efficiency": self.overrides(), "base": {k: getattr(self.base, k) for k in self.fitted},
                 "error_before": self.error_before, "error_after": self.error_after, "iterations": self.iterations,
-                "started_from": self.started_from, "left_out": self.left_out, "provenance": self.provenance,
+                "started_from": self.started_from, "left_out": self.left_out,
+                "mixed_machines": self.mixed_machines, "provenance": self.provenance,
                 "points": [asdict(p) for p in self.points]}
 
 
@@ -709,7 +753,10 @@ def fit_run(points: list[MeasuredPoint], *, factors: tuple[str, ...] | None = No
         return (np.concatenate([data, prior * (xv - x0)]) if prior else data), preds
 
     label = "/".join(points[0].key)
+    mixed = mixed_machines(points)
     if say is not None:
+        for line in mixed:  # said before minutes of fitting, and kept with the fit (`RunCalibration.mixed_machines`)
+            say(f"warning: {label}: {line}; {MIXED_FIX}")
         say(f"{label}: replaying {len(points)} point(s) at the engine's defaults (where the fit starts)")
     heartbeat.begin(f"  {label}: replay at the defaults")
     r0, preds0 = residuals(x0)  # every point replayed once at the defaults: an agentic replay now knows its sizes
@@ -770,6 +817,7 @@ def fit_run(points: list[MeasuredPoint], *, factors: tuple[str, ...] | None = No
         error_before=fit_error((c.measured, c.before, c.weights) for c in comparisons),
         error_after=fit_error((c.measured, c.after, c.weights) for c in comparisons),
         iterations=iterations, provenance=prov, started_from=started_from, left_out=left_out,
+        mixed_machines=mixed_machines(points),
     )
 
 
