@@ -204,28 +204,31 @@ def test_calibrating_on_the_h200_vllm_run_lowers_the_error(user_catalog: Path) -
     assert skipped[1].startswith("vllm/h200/hybrid-moe-tiny+mtp") and "cannot constrain" in skipped[1]
 
 
-def test_the_h100_run_calibrates_on_every_point_its_agentic_ones_from_the_corpus_it_kept(
+def test_the_three_h100_runs_calibrate_on_every_point_their_agentic_ones_from_the_corpus_each_kept(
         user_catalog: Path, caplog: pytest.LogCaptureFixture) -> None:
-    """The lent H100's run (docs/gpu.md section 15) kept its synthetic corpus: every agentic point is replayed from
-    that file with its digest checked, none is left out, and the packaged fit still ends near its stated error."""
-    run = REPO / "examples" / "results" / "h100-vllm-0.26.0" / "llama"
-    if not run.is_dir():
+    """One recipe on three lent H100s (docs/gpu.md sections 15 and 16): each run kept its synthetic corpus, so every
+    agentic point is replayed from its own run's file with the digest checked, none is left out, and the packaged
+    fit over the three stays near its stated error, which sits just above what any one key can do over machines
+    this far apart (11.5 %)."""
+    root = REPO / "examples" / "results" / "h100-vllm-0.26.0"
+    runs = [root / "llama", root / "llama-b", root / "llama-c"]
+    if not all(r.is_dir() for r in runs):
         pytest.skip("the H100 evidence is not in this checkout")
     with caplog.at_level("WARNING", logger="llmsweep.sim.calibrate"):
-        out = CliRunner().invoke(calibrate_cmd, [str(run), "--max-iter", "1", "--json"])
+        out = CliRunner().invoke(calibrate_cmd, [*map(str, runs), "--max-iter", "1", "--json"])
     assert out.exit_code == 0, out.output
     assert "corpus digest" not in caplog.text  # every replay verified, none merely rebuilt
     (fit,) = json.loads(out.stdout)["calibrations"]
     assert fit["key"] == {"engine": "vllm", "hardware": "h100", "model_class": "dense-tiny"}
-    labels = {p["label"] for p in fit["points"]}
+    labels = [p["label"] for p in fit["points"]]
     fixed = {f"fixed 1024/256 c{c}" for c in (1, 4, 16, 64, 128)}
-    assert labels == fixed | {f"agentic c{c}" for c in (1, 4, 8, 16, 32)}
+    assert sorted(labels) == sorted(3 * [*fixed, *(f"agentic c{c}" for c in (1, 4, 8, 16, 32))])
     assert not fit["left_out"]
-    # the packaged entry says 32.2 % -> 10.8 % (19.9 % without the front end's load term): one iteration from it
-    # stays there
-    assert fit["started_from"] == "the stored calibration" and fit["error_after"] < 0.12 < fit["error_before"]
-    kept = list((run / "traces").glob("*.jsonl.gz"))
-    assert len(kept) == 1
+    assert len(fit["provenance"]["run_id"].split(" + ")) == 3
+    # the packaged entry says 37.4 % -> 14.4 %: one iteration from it stays there
+    assert fit["started_from"] == "the stored calibration" and fit["error_after"] < 0.15 < fit["error_before"]
+    for run in runs:
+        assert len(list((run / "traces").glob("*.jsonl.gz"))) == 1
 
 
 def test_calibrate_refuses_unknown_factors_and_folders_without_jobs(tmp_path: Path) -> None:
