@@ -133,3 +133,37 @@ def test_a_model_the_simulator_cannot_size_keeps_the_simulator_s_256(tmp_path: P
     """Where the simulator has no figures for the model the launch fails on its own later; the render does not."""
     job = _job(tmp_path, LLAMA_1B).model_copy(update={"model": "no-such-org/no-such-model"})
     assert _cap(engines.render(job, simulate=True).argv) is None
+
+
+DISAGG = """k:
+  image: lmsysorg/sglang:v0.5.16-rocm720-mi35x
+  model: deepseek-ai/DeepSeek-R1-0528
+  model-prefix: dsr1
+  runner: mi355x-disagg
+  precision: fp8
+  framework: sglang-disagg
+  multinode: true
+  disagg: true
+  kv-p2p-transfer: mori
+  scenarios:
+    fixed-seq-len:
+    - isl: 8192
+      osl: 1024
+      search-space:
+      - spec-decoding: SPEC
+        conc-list: [1024]
+        prefill: {num-worker: 1, tp: 8, ep: 1, dp-attn: false}
+        decode: {num-worker: 1, tp: 8, ep: 1, dp-attn: false}
+"""
+
+
+@pytest.mark.parametrize(("spec", "cap"), [("none", 4096), ("mtp", 48)])
+def test_each_worker_of_a_disaggregated_sglang_job_takes_sglang_s_cap(tmp_path: Path, spec: str, cap: int) -> None:
+    """Prefill and decode workers are SGLang servers too: each sizes its own cap from its own pool (an 8k1k context
+    on 8 MI355X: the 4096 ceiling), or takes 48 with MTP."""
+    path = tmp_path / "d.yaml"
+    path.write_text(DISAGG.replace("SPEC", spec), encoding="utf-8")
+    (job,) = jobs_from_files([path])
+    roles = engines.render_topology(job, simulate=True).roles
+    caps = {role.kind: _cap(role.workers[0].spec.argv) for role in roles if role.kind != "router"}
+    assert caps == {"prefill": cap, "decode": cap}, caps
