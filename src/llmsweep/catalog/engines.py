@@ -117,8 +117,8 @@ class EngineInfo(BaseModel):
     known_versions: list[Version] = Field(default_factory=list)
     max_running_default: RunningCapDefault | None = Field(
         default=None, description="The running-request cap the server takes when its launch sets none, by GPU; "
-                                  "None: not recorded (or not a function of the GPU alone: SGLang sizes it from its "
-                                  "KV pool).")
+                                  "None: not recorded, or not a function of the GPU alone (SGLang sizes it from its "
+                                  "KV pool: `llmsweep.sim.engine.sglang_running_cap`).")
     source: str
     estimates: dict[str, str] = Field(default_factory=dict)
 

@@ -67,8 +67,10 @@ def sim() -> None:
               help="Share of HBM for weights plus KV pool.")
 @click.option("--max-running-requests", type=click.IntRange(min=1), default=256, show_default=True,
               help="Most running requests. A job's launch (`render`, `run --simulate`, `predict`) sets it to the "
-                   "default of the engine the job stands in for, on the job's GPU, where the engines catalog "
-                   "records one (`max_running_default`: vLLM, ATOM) and the recipe pins none.")
+                   "default of the engine the job stands in for where the recipe pins none: vLLM's and ATOM's on "
+                   "the job's GPU (the engines catalog's `max_running_default`), SGLang's from the KV pool and "
+                   "context (its request pool, 2048-4096, at most half the pool's tokens; 48 when it speculates). "
+                   "Run by hand, 256 whatever --engine-style.")
 @click.option("--chunked-prefill-size", type=click.IntRange(min=1), default=8192, show_default=True,
               help="Prefill chunk (tokens).")
 @click.option("--kv-capacity-tokens", type=click.IntRange(min=1), default=None,

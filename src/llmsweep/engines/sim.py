@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from llmsweep.catalog.precision import known_names, weight_format
 from llmsweep.engine_ids import SGLANG, SIM, VLLM, engine_env_prefixes, engine_for
@@ -31,6 +31,9 @@ from llmsweep.plan.job import Job
 from llmsweep.sim.roles import ROUTER_READY_LINE
 from llmsweep.sim.transfer import Link, links_flag
 from llmsweep.spec.workload import ScenarioId
+
+if TYPE_CHECKING:
+    from llmsweep.catalog.engines import EngineDefault
 
 SIM_METHODS: dict[str, str] = {
     "mtp": "mtp", "eagle": "eagle", "eagle3": "eagle3", "draft_model": "draft_model", "ngram": "ngram",
@@ -154,6 +157,50 @@ def _draft(job: Job) -> tuple[str, int, str, str | None] | None:
     return job.spec_decoding, DEFAULT_DRAFT_LENGTH, "on", None
 
 
+def sglang_default_cap(job: Job, args: dict[str, Any]) -> EngineDefault | None:
+    """The running-request cap SGLang takes for `job` when its launch sets none: 48 when the job speculates, else
+    its request pool from the KV pool the simulator sizes for these launch `args` (model, GPU, TP, precision, KV
+    dtype, memory fraction) and the context SGLang serves (the job's, else the model's native context):
+    :func:`llmsweep.sim.engine.sglang_running_cap`. None when the simulator cannot size the pool (a model or GPU it
+    has no figures for, or one that does not fit: the launch refuses it itself) or knows no context for the model."""
+    from llmsweep.catalog.engines import EngineDefault, get_engine
+    from llmsweep.catalog.models import find_model
+    from llmsweep.sim.engine import (
+        SGLANG_POOL_CAP_SOURCE,
+        SGLANG_SPECULATIVE_CAP_SOURCE,
+        SGLANG_SPECULATIVE_RUNNING_CAP,
+        EngineConfig,
+        sglang_running_cap,
+    )
+
+    flag, hardware, name = "--max-running-requests", str(args["--hardware"]), get_engine(SGLANG.id).display_name
+    if _draft(job) is not None:  # the engine's own launch speculates, whether or not the simulator serves it so
+        return EngineDefault(value=SGLANG_SPECULATIVE_RUNNING_CAP, flag=flag, engine=name, gpu=hardware,
+                             condition=f"a speculative launch ({job.spec_decoding})",
+                             source=SGLANG_SPECULATIVE_CAP_SOURCE)
+    model = find_model(job.model)
+    context = job.max_model_len or (model.native_context if model is not None else None)
+    if context is None:
+        return None
+    try:
+        fraction = args.get("--mem-fraction-static")
+        config = EngineConfig(model=str(args["--model"]), hardware=hardware, tp=int(args["--tp"]),
+                              ep=int(args["--ep"]), precision=str(args["--precision"]),
+                              kv_dtype=str(args.get("--kv-dtype") or "bf16"),
+                              mem_fraction_static=EngineConfig.model_fields["mem_fraction_static"].default
+                              if fraction is None else float(fraction))
+        tokens = config.kv_pool_tokens()
+    except (LlmsweepError, ValueError):
+        return None
+    if tokens < config.block_size:
+        return None
+    value = sglang_running_cap(tokens, context)
+    return EngineDefault(value=value, flag=flag, engine=name, gpu=hardware,
+                         condition=f"a KV pool of {tokens} tokens and a context of {context} on {config.tp} x "
+                                   f"{hardware}: min(max(int(T / C * 512), 2048), 4096, T // 2)",
+                         source=SGLANG_POOL_CAP_SOURCE)
+
+
 CONTEXT_FLAGS = frozenset({"--context-length", "--max-model-len", "--max-seq-len"})
 """Recipe flags that set the context length, as `norm_flag` writes them (SGLang, vLLM/ATOM, TensorRT-LLM spelling):
 the launched job's `max-model-len` (`engines.launched_job`), which the simulator serves as `--context-length`."""
@@ -257,7 +304,7 @@ class SimAdapter(Adapter):
             if target is not None and value is not None and value is not False:
                 a[target] = value
         if real is not None and "--max-running-requests" not in a:
-            self._engine_running_cap(real, str(a["--hardware"]), d)
+            self._engine_running_cap(job, real, d)
         if job.max_model_len:  # the context the job's engine launches with (its flag, or a fixed-seq-len's derived)
             a["--context-length"] = job.max_model_len
         self._spec(job, d)
@@ -265,15 +312,19 @@ class SimAdapter(Adapter):
         return d
 
     @staticmethod
-    def _engine_running_cap(engine: str, hardware: str, d: Derived) -> None:
+    def _engine_running_cap(job: Job, engine: str, d: Derived) -> None:
         """The running-request cap of the engine the job stands in for, on its GPU, when the recipe pins none: the
-        engine's own default (`catalog.engines.default_max_running`: vLLM's 1024 on a GPU of 70 GiB or more), written
-        into the launch with a note naming its source; the simulator's own default when the catalog records none."""
+        engine's own default, written into the launch with a note naming its source — vLLM's and ATOM's by GPU from
+        the engines catalog (`catalog.engines.default_max_running`: vLLM's 1024 on a GPU of 70 GiB or more), SGLang's
+        from the KV pool the simulator sizes for the launch (:func:`sglang_default_cap`); the simulator's own default
+        when neither gives one."""
         from llmsweep.catalog.engines import default_max_running
         from llmsweep.sim.inputs import simulated_gpu
 
+        hardware = str(d.args["--hardware"])
         gpu = simulated_gpu(hardware)
-        default = default_max_running(engine, gpu) if gpu is not None else None
+        default = sglang_default_cap(job, d.args) if engine == SGLANG.id else \
+            default_max_running(engine, gpu) if gpu is not None else None
         if default is not None:
             d.args["--max-running-requests"] = default.value
             d.notes.append(default.note())

@@ -96,6 +96,14 @@ class EngineConfig(BaseModel):
         return RooflineTimer(inputs or self.perf_inputs(), tp=self.tp, ep=self.ep,
                              efficiency=self.efficiency_factors())
 
+    def kv_pool_tokens(self, inputs: PerfInputs | None = None) -> int:
+        """Tokens the GPU KV pool holds (the override, else sized from HBM, weights and mem-fraction-static): what
+        SGLang calls `max_total_num_tokens`."""
+        if self.kv_capacity_tokens is not None:
+            return self.kv_capacity_tokens
+        inputs = inputs or self.perf_inputs()
+        return kv_capacity_tokens(inputs, tp=self.tp, mem_fraction_static=self.mem_fraction_static)
+
     def sim_config(self, inputs: PerfInputs | None = None) -> SimConfig:
         """Scheduler knobs with the KV pool sized from HBM, weights and mem-fraction-static (or the override)."""
         if self.kv_capacity_tokens is not None:
@@ -103,7 +111,7 @@ class EngineConfig(BaseModel):
             host = int(self.dram_gb * GB // (inputs or self.perf_inputs()).kv_bytes_per_token) if self.dram_gb else 0
         else:
             inputs = inputs or self.perf_inputs()
-            kv = kv_capacity_tokens(inputs, tp=self.tp, mem_fraction_static=self.mem_fraction_static)
+            kv = self.kv_pool_tokens(inputs)
             host = host_capacity_tokens(inputs, dram_bytes=self.dram_gb * GB) if self.dram_gb else 0
         if kv < self.block_size:
             from llmsweep.errors import ConfigError
@@ -121,6 +129,29 @@ class EngineConfig(BaseModel):
             chunked_prefill_size=self.chunked_prefill_size, prefix_caching=self.prefix_caching, spec=self.spec,
             seed=self.seed,
         )
+
+
+SGLANG_POOL_CAP_SOURCE = (
+    "SGLang 0.5.x python/sglang/srt/model_executor/model_runner_kv_cache_mixin.py ModelRunnerKVCacheMixin "
+    "(the request pool; KVCacheConfigurator.resolve_max_num_reqs in later trees)")
+"""Where SGLang's own cap without speculation is read from (docs/simulator.md, *The running-request cap*)."""
+SGLANG_SPECULATIVE_CAP_SOURCE = (
+    "SGLang 0.5.x python/sglang/srt/server_args.py ServerArgs._handle_speculative_decoding "
+    "(arg_groups/speculative_hook.py in later trees)")
+"""Where SGLang's cap with speculative decoding is read from."""
+SGLANG_SPECULATIVE_RUNNING_CAP = 48
+"""SGLang's `--max-running-requests` when it is unset and a speculative algorithm is on (EAGLE, EAGLE3, NEXTN (MTP),
+STANDALONE, NGRAM and the later DFLASH/DSPARK/FROZEN_KV_MTP: every handler writes 48, whatever the attention backend
+or DP attention)."""
+
+
+def sglang_running_cap(kv_pool_tokens: int, context_length: int) -> int:
+    """The running-request cap an SGLang server takes when `--max-running-requests` is unset and it does not
+    speculate (:data:`SGLANG_SPECULATIVE_RUNNING_CAP` when it does): its request pool,
+    `min(max(int(T / C * 512), 2048), 4096)` for a KV pool of T tokens and a context of C, capped at `T // 2`
+    (:data:`SGLANG_POOL_CAP_SOURCE`)."""
+    pool = min(max(int(kv_pool_tokens / context_length * 512), 2048), 4096)
+    return max(1, min(pool, kv_pool_tokens // 2))
 
 
 def build_core(config: EngineConfig, *, coalesce: bool = True) -> EngineCore:

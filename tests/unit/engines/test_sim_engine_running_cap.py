@@ -124,9 +124,10 @@ def test_a_pinned_cap_wins_over_the_engine_s_default(tmp_path: Path) -> None:
     assert not [n for n in spec.notes if n.startswith("max running requests")]
 
 
-def test_an_agentic_job_keeps_twice_its_concurrency(tmp_path: Path) -> None:
+@pytest.mark.parametrize("engine", [VLLM, SGLANG])
+def test_an_agentic_job_keeps_twice_its_concurrency(tmp_path: Path, engine: tuple[str, str]) -> None:
     """An agentic job's cap is its scenario's (2 x conc, as InferenceX launches it), not the engine's default."""
-    agentic = _job(tmp_path, VLLM).model_copy(update={"scenario": ScenarioId.AGENTIC_CODING, "conc": 48})
+    agentic = _job(tmp_path, engine).model_copy(update={"scenario": ScenarioId.AGENTIC_CODING, "conc": 48})
     assert _cap(engines.render(agentic, simulate=True).argv) == "96"
 
 
@@ -149,13 +150,11 @@ def test_an_atom_job_runs_at_atom_s_512_on_any_gpu(tmp_path: Path, runner: str) 
     assert "Config.max_num_seqs" in note, note
 
 
-def test_an_sglang_job_and_a_sim_recipe_keep_the_simulator_s_256(tmp_path: Path) -> None:
-    """SGLang sizes its cap from its KV pool (no default of the GPU alone is recorded); a recipe of the simulator
-    itself (framework `sim`) stands in for no engine."""
-    for job in (_job(tmp_path, SGLANG), _job(tmp_path, SIM, sim_engine=True)):
-        spec = engines.render(job, simulate=True)
-        assert _cap(spec.argv) is None, spec.argv
-        assert engine_config(spec).max_running_requests == 256
+def test_a_sim_recipe_keeps_the_simulator_s_256(tmp_path: Path) -> None:
+    """A recipe of the simulator itself (framework `sim`) stands in for no engine."""
+    spec = engines.render(_job(tmp_path, SIM, sim_engine=True), simulate=True)
+    assert _cap(spec.argv) is None, spec.argv
+    assert engine_config(spec).max_running_requests == 256
 
 
 def test_a_sim_engine_recipe_of_a_vllm_framework_stands_in_for_vllm(tmp_path: Path) -> None:
