@@ -73,20 +73,56 @@ class RunningCapDefault(BaseModel):
     source: str = Field(description="Where the default is read from: version, file, function.")
 
 
+class MemoryFractionRule(BaseModel):
+    """One branch of an engine's default memory fraction: the first rule whose version bound the engine meets wins."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    value: float = Field(gt=0, le=1, description="The share of each GPU's memory the engine takes for weights and "
+                                                 "KV cache when its launch sets none.")
+    min_version: Version | None = Field(
+        default=None, description="Only from this engine version on (inclusive, compared on the release: "
+                                  "`0.26.0rc1` is 0.26.0); None: any version, an image that names none included.")
+
+    def holds_for(self, version: Version | None) -> bool:
+        if self.min_version is None:
+            return True
+        return version is not None and not version.base < self.min_version.base
+
+    def describe(self) -> str:
+        """The condition in words: `version >= 0.26.0`, `any version`."""
+        return f"version >= {self.min_version}" if self.min_version is not None else "any version"
+
+
+class MemoryFractionDefault(BaseModel):
+    """What share of GPU memory an engine's server takes for weights and KV cache (vLLM's and ATOM's
+    `--gpu-memory-utilization`) when a launch sets none, by engine version, with the source it is read from."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    flag: str = Field(description="The engine's flag that sets the fraction (`--gpu-memory-utilization`).")
+    rules: list[MemoryFractionRule] = Field(min_length=1, description="Tried in order; the first that holds wins.")
+    source: str = Field(description="Where the default is read from: version, file, function.")
+    unestablished: str | None = Field(
+        default=None, description="What is known of the versions no rule covers (why none does); None: every "
+                                  "version is covered.")
+
+
 @dataclass(frozen=True)
 class EngineDefault:
-    """The value an engine takes for a knob a launch leaves unset, on one GPU, and why."""
+    """The value an engine takes for a knob a launch leaves unset, on one GPU or at one version, and why."""
 
-    value: int
+    value: int | float
     flag: str
     engine: str
     gpu: str
     condition: str
     source: str
+    knob: str = "max running requests"
 
     def note(self) -> str:
         """One line for a launch's notes (`server_command.txt`): the value, whose default it is and its source."""
-        return (f"max running requests {self.value}: {self.engine}'s default when {self.flag} is unset, on "
+        return (f"{self.knob} {self.value:g}: {self.engine}'s default when {self.flag} is unset, on "
                 f"{self.condition} — {self.source}")
 
 
@@ -119,6 +155,10 @@ class EngineInfo(BaseModel):
         default=None, description="The running-request cap the server takes when its launch sets none, by GPU; "
                                   "None: not recorded, or not a function of the GPU alone (SGLang sizes it from its "
                                   "KV pool: `llmsweep.sim.engine.sglang_running_cap`).")
+    memory_fraction_default: MemoryFractionDefault | None = Field(
+        default=None, description="The share of GPU memory the server takes for weights and KV cache when its "
+                                  "launch sets none, by version; None: not recorded (SGLang computes its "
+                                  "`mem_fraction_static` from the GPU, TP and more: docs/simulator.md).")
     source: str
     estimates: dict[str, str] = Field(default_factory=dict)
 
@@ -290,6 +330,33 @@ def default_max_running(engine: str, gpu: HardwareSpec) -> EngineDefault | None:
     return EngineDefault(value=rule.value, flag=default.flag, engine=info.display_name, gpu=gpu.id,
                          condition=f"{rule.describe()} ({gpu.id}: {gpu.hbm_bytes / GIB:.0f} GiB)",
                          source=default.source)
+
+
+def default_memory_fraction(engine: str, version: Version | str | None, gpu: str) -> EngineDefault | None:
+    """The memory fraction `engine`'s server at `version` (None: an image that names none) takes when its launch
+    sets none (its catalog entry's `memory_fraction_default`); None when the catalog records none for the engine or
+    no rule covers that version (:func:`memory_fraction_record` says why)."""
+    record = memory_fraction_record(engine)
+    if record is None:
+        return None
+    v = as_version(version)
+    rule = next((r for r in record.rules if r.holds_for(v)), None)
+    if rule is None:
+        return None
+    info = get_engine(engine)
+    shown = f"{info.display_name} {v}" if v is not None else f"a {info.display_name} image that names no version"
+    return EngineDefault(value=rule.value, flag=record.flag, engine=info.display_name, gpu=gpu,
+                         condition=f"{shown} ({rule.describe()})", source=record.source,
+                         knob="memory fraction")
+
+
+def memory_fraction_record(engine: str) -> MemoryFractionDefault | None:
+    """`engine`'s `memory_fraction_default` in the engines catalog; None when it records none or knows no such
+    engine."""
+    try:
+        return get_engine(engine).memory_fraction_default
+    except ConfigError:
+        return None
 
 
 def feature_gates(engine: str | None = None) -> list[FeatureGate]:

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from llmsweep import engines
-from llmsweep.catalog.engines import default_max_running
+from llmsweep.catalog.engines import default_max_running, default_memory_fraction
 from llmsweep.catalog.hardware import get_hardware
 from llmsweep.catalog.sources import clear_caches
 from llmsweep.execute.virtual import engine_config
@@ -184,3 +184,79 @@ def test_the_70_gib_threshold_is_binary_gib_of_the_driver_s_total() -> None:
     h100 = get_hardware("h100")
     at, under = (h100.model_copy(update={"hbm_gb": gb}) for gb in (70 * (1 << 30) / 1e9 + 1e-6, 75.1))
     assert [default_max_running("vllm", gpu).value for gpu in (at, under)] == [1024, 256]  # type: ignore[union-attr]
+
+
+# ------------------------------------------------------------------------------------------ the memory fraction
+#
+# The simulator sized every stood-in engine's KV pool at SGLang's 0.88 where the recipe pinned no fraction; vLLM 0.26.0
+# takes `--gpu-memory-utilization` 0.92 (`CacheConfig.gpu_memory_utilization`) and ATOM 0.9 (`Config`): the engine's
+# own default is read from the engines catalog by version, written into the launch (`--mem-fraction-static`) and named
+# in its notes.
+
+
+def _fraction(argv: Sequence[str]) -> str | None:
+    return argv[list(argv).index("--mem-fraction-static") + 1] if "--mem-fraction-static" in argv else None
+
+
+def test_a_vllm_0_26_job_sizes_its_kv_pool_at_vllm_s_0_92(tmp_path: Path) -> None:
+    job = _job(tmp_path, VLLM)
+    spec = engines.render(job, simulate=True)
+    assert _fraction(spec.argv) == "0.92", spec.argv
+    config = engine_config(spec)
+    assert config.mem_fraction_static == 0.92  # what the pool is sized with and provenance's engine_config says
+    assert config.kv_pool_tokens() > config.model_copy(update={"mem_fraction_static": 0.88}).kv_pool_tokens()
+    (note,) = [n for n in spec.notes if n.startswith("memory fraction")]
+    assert "vLLM's default when --gpu-memory-utilization is unset" in note, note
+    assert "CacheConfig.gpu_memory_utilization" in note and "vLLM 0.26.0" in note, note
+
+
+@pytest.mark.parametrize("args", ["--gpu-memory-utilization: 0.85", "--mem-fraction-static: 0.85"])
+def test_a_pinned_fraction_wins_over_the_engine_s_default(tmp_path: Path, args: str) -> None:
+    spec = engines.render(_job(tmp_path, VLLM, args=args), simulate=True)
+    assert _fraction(spec.argv) == "0.85"
+    assert not [n for n in spec.notes if n.startswith("memory fraction")]
+
+
+@pytest.mark.parametrize(("image", "shown"), [
+    ("vllm/vllm-openai:v0.20.0", "version 0.20.0"),
+    ("vllm/vllm-openai-rocm:nightly-09663abde0f50944a8d5ea30120666024b503faa", "an image that names no version"),
+])
+def test_a_vllm_version_whose_default_is_not_established_keeps_0_88(tmp_path: Path, image: str, shown: str) -> None:
+    """vLLM raised its default from 0.9 to 0.92 in vllm-project/vllm#38284; the first release carrying it is not
+    established: an older release or a nightly image keeps the simulator's 0.88, and the launch says why."""
+    spec = engines.render(_job(tmp_path, ("vllm", image)), simulate=True)
+    assert _fraction(spec.argv) is None, spec.argv
+    assert engine_config(spec).mem_fraction_static == 0.88
+    (note,) = [n for n in spec.notes if n.startswith("memory fraction")]
+    assert f"for {shown} is not established" in note and "#38284" in note, note
+
+
+@pytest.mark.parametrize("runner", ["mi355x", "h200"])
+def test_an_atom_job_sizes_its_kv_pool_at_atom_s_0_9(tmp_path: Path, runner: str) -> None:
+    spec = engines.render(_job(tmp_path, ATOM, runner), simulate=True)
+    assert _fraction(spec.argv) == "0.9", spec.argv
+    (note,) = [n for n in spec.notes if n.startswith("memory fraction")]
+    assert "Config.gpu_memory_utilization" in note, note
+
+
+@pytest.mark.parametrize(("engine", "sim_engine"), [(SGLANG, False), (SIM, True)])
+def test_sglang_and_a_sim_recipe_keep_the_simulator_s_0_88(tmp_path: Path, engine: tuple[str, str],
+                                                          sim_engine: bool) -> None:
+    """SGLang computes its fraction from the GPU, TP and more (not reproduced: docs/simulator.md); a recipe of the
+    simulator itself stands in for no engine."""
+    spec = engines.render(_job(tmp_path, engine, sim_engine=sim_engine), simulate=True)
+    assert _fraction(spec.argv) is None, spec.argv
+    assert engine_config(spec).mem_fraction_static == 0.88
+    assert not [n for n in spec.notes if n.startswith("memory fraction")]
+
+
+@pytest.mark.parametrize(("engine", "version", "value"), [
+    ("vllm", "0.26.0", 0.92), ("vllm", "0.27.1", 0.92), ("vllm", "0.26.0rc1", 0.92), ("dynamo-vllm", "0.26.0", 0.92),
+    ("vllm", "0.25.1", None), ("vllm", "0.11.0", None), ("vllm", None, None),
+    ("atom", "0.1.3", 0.9), ("atom", None, 0.9),
+    ("sglang", "0.5.16", None), ("trtllm", "1.2.0", None), ("no-such-engine", "1.0", None),
+])
+def test_the_catalog_memory_fraction_per_engine_and_version(engine: str, version: str | None,
+                                                            value: float | None) -> None:
+    found = default_memory_fraction(engine, version, "h200")
+    assert (found.value if found is not None else None) == value

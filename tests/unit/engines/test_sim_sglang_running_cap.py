@@ -17,6 +17,7 @@ import pytest
 
 from llmsweep import engines
 from llmsweep.catalog.hardware import get_hardware
+from llmsweep.catalog.sources import clear_caches
 from llmsweep.execute.virtual import engine_config
 from llmsweep.plan import Job, jobs_from_files
 from llmsweep.sim.engine import sglang_running_cap
@@ -167,3 +168,37 @@ def test_each_worker_of_a_disaggregated_sglang_job_takes_sglang_s_cap(tmp_path: 
     roles = engines.render_topology(job, simulate=True).roles
     caps = {role.kind: _cap(role.workers[0].spec.argv) for role in roles if role.kind != "router"}
     assert caps == {"prefill": cap, "decode": cap}, caps
+
+
+SGLANG_WITH_A_FRACTION = """engines:
+  sglang:
+    display_name: SGLang
+    default_port: 30000
+    health_path: /health
+    metrics_path: /metrics
+    ready_markers: ["The server is fired up and ready to roll!"]
+    memory_fraction_default:
+      flag: --mem-fraction-static
+      rules: [{value: 0.7}]
+      source: a test catalog
+    source: a test catalog
+"""
+
+
+def test_sglang_s_cap_is_sized_from_the_pool_at_the_engine_s_own_fraction(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The engine's own memory fraction is written into the launch before SGLang's cap is computed from the pool:
+    with a catalog that gives SGLang 0.7, the cap is the one a pool at 0.7 sizes (2634), not at the simulator's 0.88."""
+    catalog = tmp_path / "catalog"
+    catalog.mkdir()
+    (catalog / "engines.yaml").write_text(SGLANG_WITH_A_FRACTION, encoding="utf-8")
+    monkeypatch.setenv("LLMSWEEP_CATALOG_DIR", str(catalog))
+    clear_caches()
+    try:
+        spec = engines.render(_job(tmp_path, args="--context-length: 131072"), simulate=True)
+    finally:
+        monkeypatch.delenv("LLMSWEEP_CATALOG_DIR")
+        clear_caches()
+    tokens = _kv_pool_by_hand(0.7)
+    assert _cap(spec.argv) == int(tokens / 131072 * 512) == 2634, spec.argv
+    assert engine_config(spec).sim_config().kv_capacity_tokens == tokens
