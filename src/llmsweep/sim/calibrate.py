@@ -440,7 +440,8 @@ MACHINE_FACTS: dict[str, Callable[[Hardware], str | None]] = {
     "GPU power limit": lambda h: " / ".join(f"{w:g} W" for w in sorted(set(h.power_limits_w or ()))) or None,
 }
 """What a calibration key's points must share to be fitted by one set of factors (a host-bound engine, a small model
-on vLLM, measured 30 % apart on two hosts of one GPU SKU and driver), read from each point's recorded hardware."""
+on vLLM, measured up to 42 % apart on three hosts of one GPU SKU and driver), read from each point's recorded
+hardware."""
 
 
 def mixed_machines(points: Iterable[MeasuredPoint]) -> list[str]:
@@ -462,8 +463,9 @@ def mixed_machines(points: Iterable[MeasuredPoint]) -> list[str]:
     return said
 
 
-MIXED_FIX = ("one set of factors cannot fit two machines: calibrate each machine's run on its own (one run "
-             "directory per `sim calibrate`), or re-measure on one machine")
+MIXED_FIX = ("one set of factors fits the machines' average, neither machine: calibrate each machine's run on "
+             "its own (one run directory per `sim calibrate`) for a key per machine, or keep several runs of each "
+             "for a key of the fleet (docs/gpu.md section 16)")
 
 
 @dataclass
@@ -615,7 +617,7 @@ class RunCalibration:
     left_out: list[str] = field(default_factory=list)
     """Points not fitted, each with its reason (agentic points whose traces cannot be verified)."""
     mixed_machines: list[str] = field(default_factory=list)
-    """How the fitted points' machines differ (:func:`mixed_machines`): a fit across two hosts fits neither."""
+    """How the fitted points' machines differ (:func:`mixed_machines`): a fit across hosts fits their average."""
 
     def overrides(self) -> dict[str, float]:
         """The fitted factors only (what a stored calibration holds)."""
@@ -817,7 +819,7 @@ def fit_run(points: list[MeasuredPoint], *, factors: tuple[str, ...] | None = No
         error_before=fit_error((c.measured, c.before, c.weights) for c in comparisons),
         error_after=fit_error((c.measured, c.after, c.weights) for c in comparisons),
         iterations=iterations, provenance=prov, started_from=started_from, left_out=left_out,
-        mixed_machines=mixed_machines(points),
+        mixed_machines=mixed,
     )
 
 

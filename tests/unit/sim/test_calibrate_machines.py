@@ -1,8 +1,8 @@
 """`llmsweep sim calibrate` says so, loudly, when the points of one calibration key come from runs whose recorded
-machines differ (the server's host CPU, its GPUs' power limits): one set of factors cannot fit two machines (two
-"NVIDIA H100 80GB HBM3" hosts of one driver measured one vLLM recipe 30 % apart, 2026-12-05). A warning line on
-stderr before the fit, one under its table, and `mixed_machines` in `--json`, each naming the runs and the values;
-points that recorded neither (evidence older than the fields) are not flagged."""
+machines differ (the server's host CPU, its GPUs' power limits): one set of factors fits their average, neither
+machine (three "NVIDIA H100 80GB HBM3" hosts of one driver measured one vLLM recipe up to 42 % apart, 2026-12-05).
+A warning line on stderr before the fit, one under its table, and `mixed_machines` in `--json`, each naming the runs
+and the values; points that recorded neither (evidence older than the fields) are not flagged."""
 
 from __future__ import annotations
 
@@ -58,14 +58,14 @@ def test_a_fit_over_two_host_cpus_warns_naming_the_runs_and_both_cpus(tmp_path: 
     assert line == (f"the host CPU differs between its points: {XEON} in run-a at {a} (3 points); "
                     f"{EPYC} in run-b at {b} (3 points)")
     (said,) = [s for s in res.stderr.splitlines() if "warning:" in s]
-    assert f"warning: {KEY}: {line}; one set of factors cannot fit two machines" in said
+    assert f"warning: {KEY}: {line}; one set of factors fits the machines' average" in said
     # said before the fit starts, not only after it
     lines = res.stderr.splitlines()
     assert lines.index(said) < next(i for i, s in enumerate(lines) if "calibrating " in s)
 
     text = CliRunner().invoke(calibrate_cmd, [str(a), str(b), "--factors", "step_s", "--max-iter", "1"])
     assert text.exit_code == 0, text.output
-    assert f"  warning: {line}; one set of factors cannot fit two machines" in text.stdout
+    assert f"  warning: {line}; one set of factors fits the machines' average" in text.stdout
 
 
 def test_different_gpu_power_limits_are_flagged_and_older_evidence_is_not(tmp_path: Path) -> None:
