@@ -284,16 +284,23 @@ def amd_smi_uuid_serial(uuid: str) -> str | None:
     return m.group(1) + m.group(2) + m.group(3) if m else None
 
 
+def amd_smi_entries(doc: object) -> list[dict[str, Any]]:
+    """The per-GPU objects of an amd-smi `--json` document: ROCm 6.x's amd-smi prints a list of them, 7.x's an
+    object whose `gpu_data` holds that list (some builds use another key, so the first list value is taken, and an
+    object with none is one GPU's). Anything else holds none."""
+    if isinstance(doc, dict):
+        wrapped = doc.get("gpu_data")
+        doc = wrapped if isinstance(wrapped, list) else next((v for v in doc.values() if isinstance(v, list)), [doc])
+    return [entry for entry in doc if isinstance(entry, dict)] if isinstance(doc, list) else []
+
+
 def parse_amd_smi_list(text: str) -> dict[str, int]:
     """`amd-smi list --json` (`-e` adds `hip_uuid`, the UUID ROCr and HIP match): each GPU's ROCr UUID -> its
     `gpu` index, from `hip_uuid` and from the serial inside `uuid` (they agree; an amd-smi without `-e` has only
     the second, and one whose serial fell back to decimal gets the first wrong)."""
-    doc = json.loads(text)
-    if isinstance(doc, dict):  # some versions wrap the list in one key
-        doc = next((v for v in doc.values() if isinstance(v, list)), [doc])
     table: dict[str, int] = {}
-    for entry in doc if isinstance(doc, list) else []:
-        if not isinstance(entry, dict) or not str(entry.get("gpu", "")).strip().isdigit():
+    for entry in amd_smi_entries(json.loads(text)):
+        if not str(entry.get("gpu", "")).strip().isdigit():
             continue
         serial = amd_smi_uuid_serial(str(entry.get("uuid", "")))
         for uuid in (_rocr_uuid(str(entry.get("hip_uuid", ""))), _rocr_uuid(serial) if serial else None):

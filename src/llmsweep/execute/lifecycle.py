@@ -37,6 +37,9 @@ from llmsweep.engines.launch import LaunchSpec, Topology, comment_text
 from llmsweep.errors import ConfigError, LaunchError, LlmsweepError, ResultError
 from llmsweep.evals.harness import EvalSettings
 from llmsweep.execute import artifacts as art
+from llmsweep.execute.amd_gpus import AmdGpu, GfxClock
+from llmsweep.execute.amd_gpus import query_clocks as query_amd_clocks
+from llmsweep.execute.amd_gpus import query_static as query_amd_static
 from llmsweep.execute.base import ServerLauncher
 from llmsweep.execute.failure_text import never_came_up
 from llmsweep.execute.files import unjudged
@@ -361,10 +364,11 @@ def _query_gpus() -> str | None:
 
 def observe_runtime(handle: ServerHandle, spec: LaunchSpec) -> dict[str, Any]:
     """What the running server and this host say about themselves: the engine's `/version`; the GPUs as the driver
-    names them, with their power limits and SM clocks (`GpuState`); the host's CPU (`HostFacts`). Best effort, read
-    once per launch: a value that cannot be read is None, never a failure. The GPUs' state and the host are read only
-    for a server on this host (:func:`on_this_host`) that is not the simulator: a simulated point ran on no GPU, and
-    the machine that simulates it is not the engine's host."""
+    names them, with their power limits and SM (NVIDIA) or GFX (AMD) clocks (`GpuState`); the host's CPU
+    (`HostFacts`). The GPUs are read from `nvidia-smi --query-gpu`, or where nvidia-smi is absent from `amd-smi`
+    (`execute.amd_gpus`). Best effort, read once per launch: a value that cannot be read is None, never a failure.
+    The GPUs' state and the host are read only for a server on this host (:func:`on_this_host`) that is not the
+    simulator: a simulated point ran on no GPU, and the machine that simulates it is not the engine's host."""
     from llmsweep.execute.ready import server_version
 
     doc = server_version(handle.base_url)
@@ -373,44 +377,113 @@ def observe_runtime(handle: ServerHandle, spec: LaunchSpec) -> dict[str, Any]:
     here = spec.engine != SIM.id and on_this_host(handle)
     if here:
         seen["host"] = host_facts()
-    if spec.gpus > 0 and shutil.which("nvidia-smi") and (out := _query_gpus()) is not None:
-        try:
-            rows = visible_rows(out, {**os.environ, **spec.env})
-            seen["gpu_names"] = [r[2] for r in rows] or None
-            if here:
-                seen["gpu_state"] = [s for s in map(gpu_state, rows) if s is not None] or None
-        except ConfigError as exc:
-            # An entry that names no GPU of this host: the server's GPUs go unnamed rather than named wrongly
-            # (or a shorter list), and the reason is kept with the hardware identity (`_provenance`).
-            log.warning("GPUs of the server not identified: %s", exc.one_line())
-            seen["gpu_names_problem"] = exc.one_line()
-            rows = visible_rows(out, {})  # every GPU of the host: the driver is the same for all
-        seen["driver_version"] = rows[0][3] if rows else None
+    if spec.gpus <= 0 or (host := _host_gpus(here)) is None:
+        return seen
+    by_index = {g.index: g for g in host.gpus}
+    try:
+        env = {**os.environ, **spec.env}
+        gpus = [by_index[i] for i in select_visible(list(by_index), env, host.uuids, host.tool, host.fix)]
+        names = [g.name for g in gpus]
+        # every GPU named, or none: a list with a hole would name fewer GPUs than the server ran on
+        seen["gpu_names"] = [n for n in names if n] if names and all(names) else None
+        if here:
+            seen["gpu_state"] = [g.state for g in gpus if g.state is not None] or None
+    except ConfigError as exc:
+        # An entry that names no GPU of this host: the server's GPUs go unnamed rather than named wrongly
+        # (or a shorter list), and the reason is kept with the hardware identity (`_provenance`).
+        log.warning("GPUs of the server not identified: %s", exc.one_line())
+        seen["gpu_names_problem"] = exc.one_line()
+        gpus = host.gpus  # every GPU of the host: the driver is the same for all
+    seen["driver_version"] = gpus[0].driver_version if gpus else None
     return seen
+
+
+@dataclass(frozen=True, slots=True)
+class _ListedGpu:
+    """One GPU of this host as its vendor's tool listed it (`observe_runtime`); None where the tool said nothing."""
+
+    index: int
+    name: str | None
+    driver_version: str | None
+    state: GpuState | None
+
+
+@dataclass(frozen=True, slots=True)
+class _HostGpus:
+    """This host's GPUs as one vendor's tool listed them, and how a server's selection of them is read."""
+
+    gpus: list[_ListedGpu]
+    uuids: GpuTable | None
+    """The GPUs' UUIDs as the tool gave them; None: `llmsweep.visible` lists them if an entry is a UUID."""
+    tool: str
+    fix: str
+
+
+_NVIDIA_FIX = "name the server's GPUs by index or by a UUID `nvidia-smi -L` lists, or unset the variable"
+_AMD_FIX = "name the server's GPUs by index or by a UUID `amd-smi list -e` lists, or unset the variable"
+
+
+def _host_gpus(here: bool) -> _HostGpus | None:
+    """This host's GPUs: `nvidia-smi --query-gpu` where nvidia-smi is on PATH, else `amd-smi static` (with
+    `amd-smi metric --clock` for their state when the server is `here`); None when neither answers."""
+    if shutil.which("nvidia-smi"):
+        if (out := _query_gpus()) is None:
+            return None
+        return _HostGpus([_ListedGpu(int(r[0]), r[2], r[3], gpu_state(r)) for r in _query_rows(out)],
+                         _uuid_table(out), "nvidia-smi", _NVIDIA_FIX)
+    if not shutil.which("amd-smi") or (amd := query_amd_static()) is None:
+        return None
+    clocks = query_amd_clocks() if here else {}
+    return _HostGpus([_ListedGpu(g.index, g.name, g.driver_version, _amd_state(g, clocks.get(g.index)))
+                      for g in amd.values()], None, "amd-smi", _AMD_FIX)
+
+
+def _amd_state(gpu: AmdGpu, clock: GfxClock | None) -> GpuState | None:
+    """An AMD GPU's power cap and GFX clocks as a `GpuState`, None when amd-smi gave none of them."""
+    values = (gpu.power_limit_w, clock.max_mhz if clock else None, clock.mhz if clock else None)
+    if all(v is None for v in values):
+        return None
+    return GpuState(index=gpu.index, power_limit_w=values[0], sm_clock_max_mhz=values[1], sm_clock_mhz=values[2],
+                    clock_domain="gfx")
+
+
+def _query_rows(csv: str) -> list[list[str]]:
+    """The GPU rows of an `nvidia-smi --query-gpu=index,uuid,...` CSV, cells stripped."""
+    rows = [[c.strip() for c in line.split(",")] for line in csv.splitlines() if line.strip()]
+    return [r for r in rows if len(r) >= 4 and r[0].isdigit()]
+
+
+def _uuid_table(csv: str) -> GpuTable:
+    return GpuTable("nvidia", {r[1].lower(): int(r[0]) for r in _query_rows(csv)}, "listed by nvidia-smi --query-gpu")
+
+
+def select_visible(indices: Sequence[int], env: Mapping[str, str], listed: GpuTable | None, tool: str,
+                   fix: str) -> list[int]:
+    """Which of the host's GPUs (`indices`, as `tool` numbers them, in its order) the server's environment makes
+    visible, in the runtime's order, not every GPU of the host: the `*_VISIBLE_DEVICES` variables read by
+    :func:`llmsweep.visible.resolve_visible` (their one reader, which the power sampler asks too). `listed`: the
+    GPUs' UUIDs as the tool already gave them (None: listed by `llmsweep.visible` when an entry is a UUID).
+
+    Raises ConfigError when an entry names no GPU of the host (a typo'd UUID, an ambiguous prefix): a shorter list
+    would name GPUs the server may not have run on."""
+    visible = resolve_visible(env, listed)
+    if visible.problem is not None:
+        raise ConfigError(f"the server's GPUs cannot be named: {visible.problem}", fix=fix)
+    if visible.gpus is None:
+        return list(indices)
+    if missing := [i for i in visible.gpus if i not in indices]:
+        raise ConfigError(f"the server's GPUs cannot be named: its *_VISIBLE_DEVICES select GPU(s) "
+                          f"{', '.join(map(str, missing))}, which {tool} does not list", fix=fix)
+    return list(visible.gpus)
 
 
 def visible_rows(csv: str, env: Mapping[str, str]) -> list[list[str]]:
     """The rows of `nvidia-smi --query-gpu=index,uuid,...` for the GPUs the server's environment makes visible, in
-    the runtime's order, not every GPU of the host: the `*_VISIBLE_DEVICES` variables read by
-    :func:`llmsweep.visible.resolve_visible` (their one reader, which the power sampler asks too), with the CSV's
-    UUIDs as the GPUs already listed.
+    the runtime's order (:func:`select_visible`, with the CSV's UUIDs as the GPUs already listed).
 
-    Raises ConfigError when an entry names no GPU of the host (a typo'd UUID, an ambiguous prefix): a shorter list
-    would name GPUs the server may not have run on."""
-    rows = [[c.strip() for c in line.split(",")] for line in csv.splitlines() if line.strip()]
-    rows = [r for r in rows if len(r) >= 4 and r[0].isdigit()]
-    listed = GpuTable("nvidia", {r[1].lower(): int(r[0]) for r in rows}, "listed by nvidia-smi --query-gpu")
-    visible = resolve_visible(env, listed)
-    fix = "name the server's GPUs by index or by a UUID `nvidia-smi -L` lists, or unset the variable"
-    if visible.problem is not None:
-        raise ConfigError(f"the server's GPUs cannot be named: {visible.problem}", fix=fix)
-    if visible.gpus is None:
-        return rows
-    by_index = {int(r[0]): r for r in rows}
-    if missing := [i for i in visible.gpus if i not in by_index]:
-        raise ConfigError(f"the server's GPUs cannot be named: its *_VISIBLE_DEVICES select GPU(s) "
-                          f"{', '.join(map(str, missing))}, which nvidia-smi does not list", fix=fix)
-    return [by_index[i] for i in visible.gpus]
+    Raises ConfigError when an entry names no GPU of the host."""
+    by_index = {int(r[0]): r for r in _query_rows(csv)}
+    return [by_index[i] for i in select_visible(list(by_index), env, _uuid_table(csv), "nvidia-smi", _NVIDIA_FIX)]
 
 
 _START_EXITS = 2

@@ -463,15 +463,30 @@ class HostFacts(_Block):
 
 
 class GpuState(_Block):
-    """One of the server's GPUs as the driver said it when the server was ready (`nvidia-smi --query-gpu`, beside
-    its name and driver). NVIDIA only; absent on AMD (llmsweep reads no AMD GPU identity yet) and when unread."""
+    """One of the server's GPUs as the driver said it when the server was ready, beside its name and driver:
+    `nvidia-smi --query-gpu` on NVIDIA, `amd-smi static --limit` and `amd-smi metric --clock` on AMD
+    (`execute.amd_gpus`).
 
-    index: int = Field(description="The GPU's index as nvidia-smi numbers it.")
-    power_limit_w: float | None = Field(default=None, description="The enforced power limit "
-                                        "(`enforced.power.limit`), W.")
-    sm_clock_max_mhz: float | None = Field(default=None, description="The maximum SM clock (`clocks.max.sm`), MHz.")
-    sm_clock_mhz: float | None = Field(default=None, description="The SM clock when the server was ready, before "
-                                       "any load (`clocks.sm`), MHz; the clocks under load are the power samples'.")
+    The clock fields keep their first (NVIDIA) names so stored results load unchanged, as the power samples'
+    `sm_clock_mhz` holds AMD's GFX clock too: on AMD they hold the GFX clock, and `clock_domain` says which."""
+
+    index: int = Field(description="The GPU's index as the vendor's tool numbers it (nvidia-smi, amd-smi).")
+    power_limit_w: float | None = Field(default=None, description="The enforced power limit, W: nvidia-smi's "
+                                        "`enforced.power.limit`; amd-smi's socket power cap (`static --limit`).")
+    sm_clock_max_mhz: float | None = Field(default=None, description="The maximum SM (NVIDIA, `clocks.max.sm`) or "
+                                           "GFX (AMD, `metric --clock` `gfx_0.max_clk`) clock, MHz.")
+    sm_clock_mhz: float | None = Field(default=None, description="The SM (NVIDIA, `clocks.sm`) or GFX (AMD, "
+                                       "`gfx_0.clk`) clock when the server was ready, before any load, MHz; the "
+                                       "clocks under load are the power samples'.")
+    clock_domain: Literal["sm", "gfx"] | None = Field(
+        default=None, description="Which clock `sm_clock_*` hold: `gfx`, AMD's graphics engine clock (amd-smi); "
+        "`sm` or absent, NVIDIA's SM clock (nvidia-smi leaves it out, as every result from before AMD GPUs were "
+        "read does).")
+
+    @property
+    def clock_label(self) -> str:
+        """`GFX` or `SM`, as the clock is named where a result is shown."""
+        return "GFX" if self.clock_domain == "gfx" else "SM"
 
 
 class Hardware(_Open):
@@ -486,17 +501,17 @@ class Hardware(_Open):
     gpu_names_problem: str | None = Field(default=None, description="Why `gpu_names` is null: the server's "
                                           "*_VISIBLE_DEVICES name a GPU this host does not have.")
     gpu_state: list[GpuState] | None = Field(default=None, description="Each of the server's GPUs' power limit and "
-                                             "SM clocks, in `gpu_names`' order.")
+                                             "SM (NVIDIA) or GFX (AMD) clocks, in `gpu_names`' order.")
     host: HostFacts | None = None
 
     def gpu_state_text(self) -> str | None:
-        """`700 W limit, SM max 1980 MHz` per distinct state of the server's GPUs (`1x 700 W limit, ...; 1x 500 W
-        ...` where they differ), None where none was read."""
+        """`700 W limit, SM max 1980 MHz` (`750 W limit, GFX max 2100 MHz` on AMD) per distinct state of the
+        server's GPUs (`1x 700 W limit, ...; 1x 500 W ...` where they differ), None where none was read."""
         said: dict[str, int] = {}
         for g in self.gpu_state or ():
             parts = [f"{g.power_limit_w:g} W limit" if g.power_limit_w is not None else "",
-                     f"SM max {g.sm_clock_max_mhz:g} MHz" if g.sm_clock_max_mhz is not None else "",
-                     f"SM {g.sm_clock_mhz:g} MHz when ready" if g.sm_clock_mhz is not None else ""]
+                     f"{g.clock_label} max {g.sm_clock_max_mhz:g} MHz" if g.sm_clock_max_mhz is not None else "",
+                     f"{g.clock_label} {g.sm_clock_mhz:g} MHz when ready" if g.sm_clock_mhz is not None else ""]
             text = ", ".join(x for x in parts if x)
             said[text] = said.get(text, 0) + 1
         if not said:
