@@ -345,28 +345,23 @@ def default_max_running(engine: str, gpu: HardwareSpec) -> EngineDefault | None:
 def default_memory_fraction(engine: str, version: Version | str | None, gpu: str) -> EngineDefault | None:
     """The memory fraction `engine`'s server at `version` (None: an image that names none) takes when its launch
     sets none (its catalog entry's `memory_fraction_default`); None when the catalog records none for the engine or
-    no rule covers that version (:func:`memory_fraction_record` says why)."""
-    record = memory_fraction_record(engine)
+    no rule covers that version (`llmsweep.engines.launch_memory_fraction` answers for a job either way, with what
+    stands in and why)."""
+    try:
+        info = get_engine(engine)
+    except ConfigError:
+        return None
+    record = info.memory_fraction_default
     if record is None:
         return None
     v = as_version(version)
     rule = next((r for r in record.rules if r.holds_for(v)), None)
     if rule is None:
         return None
-    info = get_engine(engine)
     shown = f"{info.display_name} {v}" if v is not None else f"a {info.display_name} image that names no version"
     return EngineDefault(value=rule.value, flag=record.flag, engine=info.display_name, gpu=gpu,
                          condition=f"{shown} ({rule.describe()})", source=record.source,
                          knob="memory fraction")
-
-
-def memory_fraction_record(engine: str) -> MemoryFractionDefault | None:
-    """`engine`'s `memory_fraction_default` in the engines catalog; None when it records none or knows no such
-    engine."""
-    try:
-        return get_engine(engine).memory_fraction_default
-    except ConfigError:
-        return None
 
 
 def feature_gates(engine: str | None = None) -> list[FeatureGate]:

@@ -19,9 +19,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from llmsweep.catalog.engines import default_memory_fraction, get_engine, memory_fraction_record
+from llmsweep.catalog.engines import default_memory_fraction, get_engine
 from llmsweep.engine_ids import SIM
 from llmsweep.engines.base import stated_version, tag_version
+from llmsweep.errors import ConfigError
 from llmsweep.plan.job import Job
 
 FractionOrigin = Literal["recipe", "engine", "unestablished", "simulator"]
@@ -98,7 +99,11 @@ def launch_memory_fraction(job: Job, gpu: str | None = None) -> MemoryFraction |
         spellings = frozenset(k for k, v in TRANSLATED.items() if v == "--mem-fraction-static")
         own = simulator_fraction()
         return _pinned(job, spellings) or MemoryFraction(own, "simulator", f"the simulator's own {own:g}")
-    record = memory_fraction_record(engine)
+    try:
+        info = get_engine(engine)
+    except ConfigError:
+        return None
+    record = info.memory_fraction_default
     if record is None:
         return None
     pinned = _pinned(job, frozenset({record.flag}))
@@ -106,7 +111,7 @@ def launch_memory_fraction(job: Job, gpu: str | None = None) -> MemoryFraction |
         return pinned
     version = tag_version(job.image) or stated_version(job)
     default = default_memory_fraction(engine, version, gpu or job.sku or "")
-    name = get_engine(engine).display_name
+    name = info.display_name
     if default is not None:
         whose = f"{name} {version}'s default" if version else f"{name}'s default (the image names no version)"
         return MemoryFraction(float(default.value), "engine", whose, default.note())
