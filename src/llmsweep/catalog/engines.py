@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from llmsweep.catalog.hardware import HardwareSpec
 from llmsweep.catalog.sources import Origin, build_models, cached, catalog_dirs
@@ -101,11 +101,19 @@ class MemoryFractionDefault(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     flag: str = Field(description="The engine's flag that sets the fraction (`--gpu-memory-utilization`).")
-    rules: list[MemoryFractionRule] = Field(min_length=1, description="Tried in order; the first that holds wins.")
+    rules: list[MemoryFractionRule] = Field(
+        default_factory=list, description="Tried in order; the first that holds wins. None at all: the engine "
+                                          "computes its fraction per launch (SGLang), and `unestablished` says how.")
     source: str = Field(description="Where the default is read from: version, file, function.")
     unestablished: str | None = Field(
         default=None, description="What is known of the versions no rule covers (why none does); None: every "
                                   "version is covered.")
+
+    @model_validator(mode="after")
+    def _rules_or_why_none(self) -> MemoryFractionDefault:
+        if not self.rules and not self.unestablished:
+            raise ValueError("a memory_fraction_default with no rules must say why in `unestablished`")
+        return self
 
 
 @dataclass(frozen=True)
@@ -156,9 +164,11 @@ class EngineInfo(BaseModel):
                                   "None: not recorded, or not a function of the GPU alone (SGLang sizes it from its "
                                   "KV pool: `llmsweep.sim.engine.sglang_running_cap`).")
     memory_fraction_default: MemoryFractionDefault | None = Field(
-        default=None, description="The share of GPU memory the server takes for weights and KV cache when its "
-                                  "launch sets none, by version; None: not recorded (SGLang computes its "
-                                  "`mem_fraction_static` from the GPU, TP and more: docs/simulator.md).")
+        default=None, description="The share of each GPU's whole memory the server takes for weights and KV cache "
+                                  "when its launch sets none, by version (SGLang's has no rules: it computes its "
+                                  "`mem_fraction_static` from the GPU, TP and more, docs/simulator.md); None: the "
+                                  "engine takes no such share that the catalog knows of (TensorRT-LLM's "
+                                  "`kv_cache_free_gpu_memory_fraction` is a share of the memory the weights leave).")
     source: str
     estimates: dict[str, str] = Field(default_factory=dict)
 
@@ -335,28 +345,23 @@ def default_max_running(engine: str, gpu: HardwareSpec) -> EngineDefault | None:
 def default_memory_fraction(engine: str, version: Version | str | None, gpu: str) -> EngineDefault | None:
     """The memory fraction `engine`'s server at `version` (None: an image that names none) takes when its launch
     sets none (its catalog entry's `memory_fraction_default`); None when the catalog records none for the engine or
-    no rule covers that version (:func:`memory_fraction_record` says why)."""
-    record = memory_fraction_record(engine)
+    no rule covers that version (`llmsweep.engines.launch_memory_fraction` answers for a job either way, with what
+    stands in and why)."""
+    try:
+        info = get_engine(engine)
+    except ConfigError:
+        return None
+    record = info.memory_fraction_default
     if record is None:
         return None
     v = as_version(version)
     rule = next((r for r in record.rules if r.holds_for(v)), None)
     if rule is None:
         return None
-    info = get_engine(engine)
     shown = f"{info.display_name} {v}" if v is not None else f"a {info.display_name} image that names no version"
     return EngineDefault(value=rule.value, flag=record.flag, engine=info.display_name, gpu=gpu,
                          condition=f"{shown} ({rule.describe()})", source=record.source,
                          knob="memory fraction")
-
-
-def memory_fraction_record(engine: str) -> MemoryFractionDefault | None:
-    """`engine`'s `memory_fraction_default` in the engines catalog; None when it records none or knows no such
-    engine."""
-    try:
-        return get_engine(engine).memory_fraction_default
-    except ConfigError:
-        return None
 
 
 def feature_gates(engine: str | None = None) -> list[FeatureGate]:

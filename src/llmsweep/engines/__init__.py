@@ -8,21 +8,26 @@ Public API:
     launch_fingerprint(job, *, simulate=False) -> str     jobs with equal fingerprints can share one server
     launch_refusal(job, *, simulate, executor=None) -> str | None   why `run`/`predict` refuse a multinode job
     adapter_for(job, *, simulate=False) -> Adapter         what policy asks: consumed flags, conflicts, backends
+    engine_flags(job) -> [(as written, as the engine reads it, value)]   the recipe's flags, resolved by its engine
+    launch_memory_fraction(job) -> MemoryFraction | None   the memory fraction the job's engine launches with, and why
     get_adapter(name) -> Adapter;  ADAPTERS: name -> Adapter
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from llmsweep.engine_ids import SIM, UNSERVED_FRAMEWORKS
 from llmsweep.engines.atom import ATOMAdapter
-from llmsweep.engines.base import MULTINODE_NOT_DISAGG, Adapter, Conflict, flag_argv
+from llmsweep.engines.base import MULTINODE_NOT_DISAGG, Adapter, Conflict, flag_argv, norm_flag, split_flag
 from llmsweep.engines.launch import LaunchSpec, Role, RoleWorker, Topology, is_secret_name
+from llmsweep.engines.memory import MemoryFraction, launch_memory_fraction
 from llmsweep.engines.sglang import SGLangAdapter
 from llmsweep.engines.sim import SimAdapter
 from llmsweep.engines.transformers import TransformersAdapter
 from llmsweep.engines.trtllm import TRTLLMAdapter
 from llmsweep.engines.vllm import VLLMAdapter
-from llmsweep.errors import ContractError
+from llmsweep.errors import ContractError, LlmsweepError
 from llmsweep.plan.job import Job
 
 ADAPTERS: dict[str, Adapter] = {a.name: a for a in (SGLangAdapter(), VLLMAdapter(), TRTLLMAdapter(), ATOMAdapter(),
@@ -56,6 +61,23 @@ def adapter_for(job: Job, *, simulate: bool = False) -> Adapter:
                             fix="add a `serve` block (and `serve.engine.name` for an unmapped framework), "
                                 "or render it on the simulator with --simulate")
     return get_adapter(job.engine)
+
+
+def engine_flags(job: Job) -> list[tuple[str, str, Any]]:
+    """(as written, as the engine's parser resolves it, value) for each of the job's `serve.args`: `_`/`-`,
+    `--flag=value`, aliases (`-sc`) and unique prefixes (`--speculative-conf`) resolved the way the engine will, so a
+    rule compares what the engine sees. Jobs with no engine adapter get the normalised spelling."""
+    if job.serve is None:
+        return []
+    try:
+        adapter = adapter_for(job) if job.engine is not None else None
+    except LlmsweepError:
+        adapter = None
+    out: list[tuple[str, str, Any]] = []
+    for flag, value in job.serve.args.items():
+        name, value = split_flag(flag, value)
+        out.append((flag, adapter.canonical(name) if adapter is not None else norm_flag(name), value))
+    return out
 
 
 DISAGG_NOT_LAUNCHABLE = (
@@ -180,14 +202,17 @@ __all__ = [
     "Adapter",
     "Conflict",
     "LaunchSpec",
+    "MemoryFraction",
     "Role",
     "RoleWorker",
     "Topology",
     "adapter_for",
+    "engine_flags",
     "flag_argv",
     "get_adapter",
     "is_secret_name",
     "launch_fingerprint",
+    "launch_memory_fraction",
     "launch_port",
     "launch_refusal",
     "launched_job",

@@ -23,8 +23,6 @@ from llmsweep.engines.base import (
     agentic_conc,
     norm_flag,
     pools,
-    stated_version,
-    tag_version,
     topology,
 )
 from llmsweep.engines.launch import LaunchSpec, RoleWorker, node_host
@@ -306,7 +304,7 @@ class SimAdapter(Adapter):
             if target is not None and value is not None and value is not False:
                 a[target] = value
         if real is not None and "--mem-fraction-static" not in a:
-            self._engine_memory_fraction(job, real, d)  # first: SGLang's running cap is sized from this pool
+            self._engine_memory_fraction(job, d)  # first: SGLang's running cap is sized from this pool
         if real is not None and "--max-running-requests" not in a:
             self._engine_running_cap(job, real, d)
         if job.max_model_len:  # the context the job's engine launches with (its flag, or a fixed-seq-len's derived)
@@ -316,27 +314,23 @@ class SimAdapter(Adapter):
         return d
 
     @staticmethod
-    def _engine_memory_fraction(job: Job, engine: str, d: Derived) -> None:
-        """The memory fraction of the engine the job stands in for, at the version its image names (else the
-        recipe's `serve.engine.version`), when the recipe pins none: the engine's own default from the engines
-        catalog (`catalog.engines.default_memory_fraction`: vLLM's 0.92 from 0.26.0, ATOM's 0.9), written into the
-        launch (`--mem-fraction-static`) with a note naming its source. Where the catalog records a default for the
-        engine but none for this version, the simulator's own fraction stays, with a note saying why."""
-        from llmsweep.catalog.engines import default_memory_fraction, get_engine, memory_fraction_record
-        from llmsweep.sim.engine import EngineConfig
+    def _engine_memory_fraction(job: Job, d: Derived) -> None:
+        """The memory fraction of the engine the job stands in for when the recipe pins none, from the one answer
+        the policy reads too (`engines.memory.launch_memory_fraction`): the engine's own default at the version its
+        image names (else the recipe's `serve.engine.version`) from the engines catalog (vLLM's 0.92 from 0.26.0,
+        ATOM's 0.9), written into the launch (`--mem-fraction-static`) with a note naming its source. Where the
+        catalog records a default for the engine but none for this version, the simulator's own fraction stays, with
+        a note saying why; SGLang's (computed per launch, not reproduced) and an engine the catalog records none for
+        (TensorRT-LLM) keep it without one."""
+        from llmsweep.engines.memory import launch_memory_fraction
 
-        version = tag_version(job.image) or stated_version(job)
-        default = default_memory_fraction(engine, version, str(d.args["--hardware"]))
-        if default is not None:
-            d.args["--mem-fraction-static"] = default.value
-            d.notes.append(default.note())
+        fraction = launch_memory_fraction(job, str(d.args["--hardware"]))
+        if fraction is None:
             return
-        record = memory_fraction_record(engine)
-        if record is not None and record.unestablished:
-            own = EngineConfig.model_fields["mem_fraction_static"].default
-            shown = f"version {version}" if version else "an image that names no version"
-            d.notes.append(f"memory fraction {own:g}: the simulator's own; {get_engine(engine).display_name}'s "
-                           f"default ({record.flag}) for {shown} is not established — {record.unestablished}")
+        if fraction.origin in ("engine", "recipe"):
+            d.args["--mem-fraction-static"] = fraction.value
+        if fraction.note is not None:
+            d.notes.append(fraction.note)
 
     @staticmethod
     def _engine_running_cap(job: Job, engine: str, d: Derived) -> None:

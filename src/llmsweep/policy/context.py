@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from llmsweep.catalog.fleet import FleetCatalog, default_fleet
+from llmsweep.engines import engine_flags as engine_flags  # the job's flags as its engine reads them
 from llmsweep.findings import Finding, Severity
 from llmsweep.plan.job import Job
 from llmsweep.policy.registry import get_rule
@@ -147,24 +147,3 @@ def serve_env_path(recipe: Recipe, job: Job, name: str) -> FieldPath:
             if name in serve.overrides[index].env:
                 return ("serve", "overrides", index, "env", name)
     return ("serve", "env", name)
-
-
-def engine_flags(job: Job) -> list[tuple[str, str, Any]]:
-    """(as written, as the engine's parser resolves it, value) for each of the job's `serve.args`: `_`/`-`,
-    `--flag=value`, aliases (`-sc`) and unique prefixes (`--speculative-conf`) resolved the way the engine will, so a
-    rule compares what the engine sees. Jobs with no engine adapter get the normalised spelling."""
-    from llmsweep.engines import adapter_for
-    from llmsweep.engines.base import norm_flag, split_flag
-    from llmsweep.errors import LlmsweepError
-
-    if job.serve is None:
-        return []
-    try:
-        adapter = adapter_for(job) if job.engine is not None else None
-    except LlmsweepError:
-        adapter = None
-    out: list[tuple[str, str, Any]] = []
-    for flag, value in job.serve.args.items():
-        name, value = split_flag(flag, value)
-        out.append((flag, adapter.canonical(name) if adapter is not None else norm_flag(name), value))
-    return out

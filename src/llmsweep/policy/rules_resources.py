@@ -8,16 +8,16 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from llmsweep.catalog.hardware import find_hardware, hardware_for_runner
+from llmsweep.catalog.engines import get_engine
+from llmsweep.catalog.hardware import HardwareSpec, find_hardware, hardware_for_runner
 from llmsweep.catalog.models import find_model, model_for_prefix
-from llmsweep.errors import LlmsweepError
+from llmsweep.errors import ConfigError, LlmsweepError
 from llmsweep.findings import Finding, Severity
 from llmsweep.plan.job import Job
 from llmsweep.policy.context import Context, engine_flags, entry_path
 from llmsweep.policy.registry import rule
 from llmsweep.spec.recipe import AgenticEntry, Recipe
 
-DEFAULT_MEM_FRACTION = 0.9
 KV_CONTEXT_CAP = 131_072
 """Tokens of KV the fit check asks room for: one request at min(model context, job max-model-len, 128k)."""
 
@@ -62,19 +62,37 @@ def gpus_per_node(ctx: Context) -> Iterator[Finding]:
                           f"tp·pp·pcp = {job.gpus} GPUs but `{job.runner_label}` has {per_node} per node", job=job)
 
 
-def _mem_fraction(job: Job) -> float:
-    args = {name: value for _, name, value in engine_flags(job)}
-    for flag in ("--mem-fraction-static", "--gpu-memory-utilization"):
-        value = args.get(flag)
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value <= 1:
-            return float(value)
-    return DEFAULT_MEM_FRACTION
+def hbm_share(job: Job, hw: HardwareSpec) -> tuple[float, str]:
+    """(bytes, what they are) of each GPU's memory that `job`'s weights and KV cache must fit: HBM × the memory
+    fraction its engine launches with (:func:`llmsweep.engines.launch_memory_fraction`: the recipe's flag, else the
+    engine's own default for its version, else the simulator's 0.88, each named with its source).
+
+    An engine that takes no share of the whole HBM is checked against the whole HBM: TensorRT-LLM sizes its KV cache
+    as `kv_cache_free_gpu_memory_fraction` of the memory the weights leave, so HBM × that fraction is no budget of
+    weights + KV; nor does the catalog record one for transformers serve or an engine llmsweep has no adapter for.
+    Weights plus one request's KV over the whole HBM cannot start under any fraction, so the stand-in never warns
+    about a job that fits; it misses one that fits the HBM but not the KV share the engine leaves itself."""
+    from llmsweep.engines import launch_memory_fraction
+
+    hbm = f"{hw.id}'s {hw.hbm_bytes / 1e9:.0f} GB"
+    fraction = launch_memory_fraction(job, hw.id)
+    if fraction is None:
+        try:
+            engine = get_engine(job.engine or job.framework).display_name
+        except ConfigError:
+            engine = job.engine or job.framework
+        return hw.hbm_bytes, (f"all of {hbm}: {engine}'s memory fraction is no share of the whole HBM that the "
+                              "engines catalog records")
+    return hw.hbm_bytes * fraction.value, f"memory fraction {fraction.describe()}, of {hbm}"
 
 
 @rule("resources.hbm-fit", Severity.WARNING,
       "Model weights plus one request's KV do not fit the GPUs' HBM share",
-      "raise tp (or mem-fraction-static / gpu-memory-utilization), or serve a smaller precision",
-      "catalog models × hardware (weights at the recipe's precision, KV per token per GPU)")
+      "raise tp (or the engine's memory fraction: mem-fraction-static / gpu-memory-utilization), or serve a smaller "
+      "precision",
+      "catalog models × hardware (weights at the recipe's precision, KV per token per GPU); the share is the memory "
+      "fraction the job's engine launches with (the recipe's flag, else the engine's own default from the engines "
+      "catalog, else the simulator's 0.88)")
 def hbm_fit(ctx: Context) -> Iterator[Finding]:
     from llmsweep.engines import launched_job
 
@@ -92,12 +110,12 @@ def hbm_fit(ctx: Context) -> Iterator[Finding]:
             kv = model.kv_bytes_per_token_per_gpu("bf16", job.tp) * tokens
         except LlmsweepError:
             continue
-        budget = hw.hbm_bytes * _mem_fraction(job)
+        budget, share = hbm_share(job, hw)
         if weights + kv > budget:
             yield ctx.hit("resources.hbm-fit", recipe, (*entry_path(recipe, job), "tp"),
                           f"{model.id} at {job.precision}: {weights / 1e9:.0f} GB weights + {kv / 1e9:.1f} GB KV "
                           f"({tokens} tokens) per GPU over tp·pp={job.gpus} exceeds {budget / 1e9:.0f} GB "
-                          f"({_mem_fraction(job):g} of {hw.id}'s {hw.hbm_bytes / 1e9:.0f} GB)", job=job)
+                          f"({share})", job=job)
 
 
 def _offload_gb(job: Job) -> tuple[str, float] | None:

@@ -1,0 +1,126 @@
+"""The share of each GPU's memory a job's engine launches with for weights and KV cache, and where the figure comes
+from: the one answer the simulator (`engines/sim.py`, its KV pool) and the policy (`resources.hbm-fit`) both read.
+
+In order: the recipe's own flag (the engine's `memory_fraction_default.flag` in the engines catalog, in any spelling
+its parser reads as that flag: `_`/`-`, a unique prefix); else the engine's own default for the version its image tag
+names (else the recipe's `serve.engine.version`), from the engines catalog (`catalog.engines.default_memory_fraction`:
+vLLM 0.92 from 0.26.0, ATOM 0.9); else, where the catalog records the engine's flag but no default for that version
+(vLLM before 0.26.0 or an image that names no version; SGLang, which computes its own per launch), the simulator's
+own 0.88 (`llmsweep.sim.engine.EngineConfig.mem_fraction_static`), labelled as such. A recipe of the simulator
+itself reads its own `--mem-fraction-static` (or `--gpu-memory-utilization`), else 0.88.
+
+An engine whose catalog entry records no `memory_fraction_default` takes no share of the whole HBM that llmsweep
+knows of (TensorRT-LLM's `kv_cache_free_gpu_memory_fraction` is a share of the memory the weights leave, not of HBM):
+:func:`launch_memory_fraction` answers None for it, and each reader says what it does instead.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from llmsweep.catalog.engines import default_memory_fraction, get_engine
+from llmsweep.engine_ids import SIM
+from llmsweep.engines.base import stated_version, tag_version
+from llmsweep.errors import ConfigError
+from llmsweep.plan.job import Job
+
+FractionOrigin = Literal["recipe", "engine", "unestablished", "simulator"]
+"""`recipe`: the recipe's flag; `engine`: the engine's own default for its version (engines catalog); `unestablished`:
+the catalog records the engine's flag but no default for its version, so the simulator's own stands in; `simulator`:
+a recipe of the simulator itself that pins none."""
+
+
+@dataclass(frozen=True)
+class MemoryFraction:
+    """The share of each GPU's memory a job's engine launches with for weights and KV cache, and its source."""
+
+    value: float
+    origin: FractionOrigin
+    source: str
+    """Where the value comes from, in words: `vLLM 0.26.0's default`, `the recipe's --gpu-memory-utilization`,
+    `SGLang's default is not established; the simulator's 0.88`."""
+    note: str | None = None
+    """The line a simulated launch's notes carry (`server_command.txt`), with the catalog's source and why; None
+    where it carries none (a recipe's pin, a recipe of the simulator, SGLang's fraction computed per launch)."""
+
+    def describe(self) -> str:
+        """The value and its source, for a message: `0.92, vLLM 0.26.0's default`, `0.85 from the recipe's
+        --gpu-memory-utilization`."""
+        return f"{self.value:g} from {self.source}" if self.origin == "recipe" else f"{self.value:g}, {self.source}"
+
+
+def simulator_fraction() -> float:
+    """The simulator's own memory fraction (0.88): `llmsweep.sim.engine.EngineConfig.mem_fraction_static`."""
+    from llmsweep.sim.engine import EngineConfig
+
+    default = EngineConfig.model_fields["mem_fraction_static"].default
+    assert isinstance(default, float)
+    return default
+
+
+def _fraction_value(value: Any) -> float | None:
+    """A flag's value as a memory fraction in (0, 1] (`0.85`, `"0.85"`), or None when it is not one (the engine's
+    parser refuses it, and so does the recipe check)."""
+    if isinstance(value, bool):
+        return None
+    try:
+        fraction = float(value)
+    except (TypeError, ValueError):
+        return None
+    return fraction if 0 < fraction <= 1 else None
+
+
+def _pinned(job: Job, flags: frozenset[str]) -> MemoryFraction | None:
+    """The recipe's own fraction: the last of its flags the job's engine reads as one of `flags` (the engine would
+    take the last), as written."""
+    from llmsweep.engines import engine_flags
+    from llmsweep.engines.base import split_flag
+
+    found = [(split_flag(written, value)[0], value) for written, name, value in engine_flags(job) if name in flags]
+    for written, value in reversed(found):
+        fraction = _fraction_value(value)
+        if fraction is not None:
+            return MemoryFraction(fraction, "recipe", f"the recipe's {written}")
+    return None
+
+
+def launch_memory_fraction(job: Job, gpu: str | None = None) -> MemoryFraction | None:
+    """The memory fraction `job`'s engine launches with (the recipe's flag, else the engine's default at its version,
+    else the simulator's own 0.88, labelled) and its source; None when its engine takes no share of the whole HBM that
+    the engines catalog records (TensorRT-LLM, transformers, an engine no adapter serves). `gpu`: the GPU the launch
+    names (default the job's SKU), carried into the engine default's record."""
+    from llmsweep.engines.sim import TRANSLATED, SimAdapter
+
+    engine = SimAdapter.stands_in_for(job)
+    if engine is None:
+        if job.engine != SIM.id:
+            return None
+        spellings = frozenset(k for k, v in TRANSLATED.items() if v == "--mem-fraction-static")
+        own = simulator_fraction()
+        return _pinned(job, spellings) or MemoryFraction(own, "simulator", f"the simulator's own {own:g}")
+    try:
+        info = get_engine(engine)
+    except ConfigError:
+        return None
+    record = info.memory_fraction_default
+    if record is None:
+        return None
+    pinned = _pinned(job, frozenset({record.flag}))
+    if pinned is not None:
+        return pinned
+    version = tag_version(job.image) or stated_version(job)
+    default = default_memory_fraction(engine, version, gpu or job.sku or "")
+    name = info.display_name
+    if default is not None:
+        whose = f"{name} {version}'s default" if version else f"{name}'s default (the image names no version)"
+        return MemoryFraction(float(default.value), "engine", whose, default.note())
+    own = simulator_fraction()
+    if not record.rules:  # none for any version: the engine computes its own per launch (SGLang), not reproduced
+        return MemoryFraction(own, "unestablished", f"{name}'s default is not established (it computes one per "
+                                                    f"launch); the simulator's {own:g}")
+    versioned = f"version {version}" if version else "an image that names no version"
+    return MemoryFraction(
+        own, "unestablished", f"{name}'s default for {versioned} is not established; the simulator's {own:g}",
+        f"memory fraction {own:g}: the simulator's own; {name}'s default ({record.flag}) for {versioned} is not "
+        f"established — {record.unestablished}")

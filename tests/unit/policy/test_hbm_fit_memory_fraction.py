@@ -1,0 +1,155 @@
+"""`resources.hbm-fit` checks weights + one request's KV against HBM × the memory fraction the job's engine launches
+with, and says where that fraction comes from.
+
+The rule had its own 0.9 wherever a recipe pinned no fraction, while vLLM 0.26.0 takes 0.92 (and the simulator, which
+reads the engines catalog, serves it at 0.92) and SGLang jobs are simulated at the simulator's 0.88: a vLLM job the
+engine runs was warned about, an SGLang job the simulator could not size went unwarned, and the message did not say
+whose fraction it used. It now reads the one answer the simulator reads (`llmsweep.engines.launch_memory_fraction`).
+
+Figures (catalog entries): Llama 3.1 70B at FP8 is 70.6 GB of weights at TP 1 and 327,680 bytes of bf16 KV per token;
+an H100 holds 85.52 GB (0.88: 75.26, 0.9: 76.97, 0.92: 78.68 GB). At a context of 16,384 tokens the job needs
+70.6 + 5.37 = 75.97 GB, at 22,000 77.81 GB, at 32,768 81.34 GB, at 65,536 92.07 GB.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from llmsweep.engines import launch_memory_fraction
+from llmsweep.findings import Finding
+from llmsweep.plan import jobs_from_files
+from llmsweep.policy import validate_files
+
+RECIPE = """k:
+  image: IMAGE
+  model: meta-llama/Llama-3.1-70B-Instruct
+  model-prefix: llama3.1-70b
+  runner: h100
+  precision: fp8
+  framework: FRAMEWORK
+  multinode: false
+  scenarios:
+    fixed-seq-len:
+    - isl: 1024
+      osl: 1024
+      search-space:
+      - { tp: 1, conc-list: [4] }
+  serve:
+    args: { ARGS }
+"""
+VLLM_026 = ("vllm", "vllm/vllm-openai:v0.26.0")
+VLLM_NIGHTLY = ("vllm", "vllm/vllm-openai-rocm:nightly-09663abde0f50944a8d5ea30120666024b503faa")
+SGLANG = ("sglang", "lmsysorg/sglang:v0.5.12")
+TRTLLM = ("trtllm", "nvcr.io/nvidia/tensorrt-llm/release:1.2.0")
+ATOM_DATED = ("atom", "rocm/atom:rocm7.2.3_ubuntu24.04_py3.12_pytorch_release_2.10.0_atom20260511")  # no version
+
+
+def _write(tmp_path: Path, engine: tuple[str, str], args: str) -> Path:
+    path = tmp_path / "r.yaml"
+    path.write_text(RECIPE.replace("FRAMEWORK", engine[0]).replace("IMAGE", engine[1]).replace("ARGS", args),
+                    encoding="utf-8")
+    return path
+
+
+def _hits(tmp_path: Path, engine: tuple[str, str], args: str) -> list[Finding]:
+    return [f for f in validate_files([_write(tmp_path, engine, args)]).findings if f.rule == "resources.hbm-fit"]
+
+
+def test_a_vllm_0_26_job_that_fits_vllm_s_0_92_is_not_warned_about(tmp_path: Path) -> None:
+    """77.81 GB: over 0.9 of the H100 (76.97), within vLLM 0.26.0's 0.92 (78.68) — vLLM starts it."""
+    assert _hits(tmp_path, VLLM_026, "--max-model-len: 22000") == []
+
+
+def test_a_vllm_0_26_job_over_0_92_is_warned_about_naming_vllm_s_default(tmp_path: Path) -> None:
+    (hit,) = _hits(tmp_path, VLLM_026, "--max-model-len: 32768")
+    assert "exceeds 79 GB (memory fraction 0.92, vLLM 0.26.0's default, of h100's 86 GB)" in hit.message, hit.message
+
+
+def test_an_sglang_job_is_checked_at_the_simulator_s_0_88_and_says_so(tmp_path: Path) -> None:
+    """75.97 GB: within 0.9 (76.97), over the 0.88 (75.26) the simulator serves an SGLang job at — SGLang computes
+    its own per launch, which the catalog does not reproduce."""
+    (hit,) = _hits(tmp_path, SGLANG, "--context-length: 16384")
+    assert "memory fraction 0.88, SGLang's default is not established" in hit.message, hit.message
+    assert "the simulator's 0.88" in hit.message, hit.message
+
+
+@pytest.mark.parametrize(("engine", "args", "named"), [
+    (VLLM_026, "--gpu-memory-utilization: 0.85", "--gpu-memory-utilization"),
+    (VLLM_026, "--gpu_memory_utilization: 0.85", "--gpu_memory_utilization"),
+    (SGLANG, "--mem-fraction-static: 0.85", "--mem-fraction-static"),
+    (SGLANG, "--mem-frac: 0.85", "--mem-frac"),  # a unique prefix SGLang's argparse expands
+])
+def test_the_recipe_s_own_flag_wins_and_is_named(tmp_path: Path, engine: tuple[str, str], args: str,
+                                                named: str) -> None:
+    context = "--max-model-len: 22000" if engine[0] == "vllm" else "--context-length: 22000"
+    (hit,) = _hits(tmp_path, engine, f"{context}, {args}")  # 77.81 GB over 0.85 of 85.52 (72.69)
+    assert f"exceeds 73 GB (memory fraction 0.85 from the recipe's {named}, of h100's 86 GB)" in hit.message, \
+        hit.message
+    assert _hits(tmp_path, engine, f"{context}, {args.replace('0.85', '0.95')}") == []  # 81.24 GB holds it
+
+
+def test_a_vllm_image_that_names_no_version_falls_back_to_the_simulator_s_0_88(tmp_path: Path) -> None:
+    """vLLM's default moved from 0.9 to 0.92 in a release not established: a nightly image is checked (and
+    simulated) at 0.88, and the warning says why."""
+    (hit,) = _hits(tmp_path, VLLM_NIGHTLY, "--max-model-len: 16384")
+    assert ("memory fraction 0.88, vLLM's default for an image that names no version is not established; the "
+            "simulator's 0.88") in hit.message, hit.message
+
+
+def test_an_atom_image_that_names_no_version_takes_atom_s_0_9_for_every_version(tmp_path: Path) -> None:
+    """ATOM's catalog rule holds for any version, an image that names none included."""
+    (job,) = jobs_from_files([_write(tmp_path, ATOM_DATED, "--max-model-len: 16384")])
+    fraction = launch_memory_fraction(job)
+    assert fraction is not None and fraction.value == 0.9 and fraction.origin == "engine"
+    assert fraction.describe() == "0.9, ATOM (ROCm)'s default (the image names no version)"
+
+
+def test_tensorrt_llm_is_checked_against_the_whole_hbm(tmp_path: Path) -> None:
+    """TensorRT-LLM's `kv_cache_free_gpu_memory_fraction` is a share of the memory the weights leave, not of HBM: no
+    fraction of HBM is its budget. 77.81 GB fits the H100's 85.52 (it was warned about at the rule's 0.9); 92.07 GB
+    cannot start under any fraction."""
+    assert _hits(tmp_path, TRTLLM, "--max_seq_len: 22000") == []
+    (hit,) = _hits(tmp_path, TRTLLM, "--max_seq_len: 65536")
+    assert ("exceeds 86 GB (all of h100's 86 GB: TensorRT-LLM's memory fraction is no share of the whole HBM"
+            in hit.message), hit.message
+    (job,) = jobs_from_files([_write(tmp_path, TRTLLM, "--max_seq_len: 22000")])
+    assert launch_memory_fraction(job) is None
+
+
+@pytest.mark.parametrize(("args", "value", "source"), [
+    ("", 0.88, "the simulator's own 0.88"),
+    ("--mem-fraction-static: 0.7", 0.7, "the recipe's --mem-fraction-static"),
+    ("--gpu-memory-utilization: 0.7", 0.7, "the recipe's --gpu-memory-utilization"),  # the simulator takes both
+])
+def test_a_recipe_of_the_simulator_reads_its_own_flag_else_0_88(tmp_path: Path, args: str, value: float,
+                                                                source: str) -> None:
+    (job,) = jobs_from_files([_write(tmp_path, ("sim", "ghcr.io/llmsweep/sim:latest"), args)])
+    fraction = launch_memory_fraction(job)
+    assert fraction is not None and (fraction.value, fraction.source) == (value, source)
+
+
+@pytest.mark.parametrize("image", ["vllm/vllm-openai:v0.26.0", "vllm/vllm-openai:v0.20.0"])
+def test_the_simulator_serves_and_notes_the_fraction_the_policy_checks(tmp_path: Path, image: str) -> None:
+    """One answer for both: the simulated launch's pool is sized at the fraction the rule checks, and its note is
+    that answer's."""
+    from llmsweep import engines
+    from llmsweep.execute.virtual import engine_config
+
+    (job,) = jobs_from_files([_write(tmp_path, ("vllm", image), "--max-model-len: 22000")])
+    fraction = launch_memory_fraction(job)
+    spec = engines.render(job, simulate=True)
+    assert fraction is not None and engine_config(spec).mem_fraction_static == fraction.value
+    assert [n for n in spec.notes if n.startswith("memory fraction")] == [fraction.note]
+
+
+def test_a_catalog_fraction_with_no_rules_must_say_why() -> None:
+    from pydantic import ValidationError
+
+    from llmsweep.catalog.engines import MemoryFractionDefault
+
+    with pytest.raises(ValidationError, match="must say why in `unestablished`"):
+        MemoryFractionDefault(flag="--mem-fraction-static", rules=[], source="s")
+    computed = MemoryFractionDefault(flag="--mem-fraction-static", source="s", unestablished="computed per launch")
+    assert computed.rules == []
