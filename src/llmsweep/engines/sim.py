@@ -317,11 +317,11 @@ class SimAdapter(Adapter):
     def _engine_memory_fraction(job: Job, d: Derived) -> None:
         """The memory fraction of the engine the job stands in for when the recipe pins none, from the one answer
         the policy reads too (`engines.memory.launch_memory_fraction`): the engine's own default at the version its
-        image names (else the recipe's `serve.engine.version`) from the engines catalog (vLLM's 0.92 from 0.26.0,
-        ATOM's 0.9), written into the launch (`--mem-fraction-static`) with a note naming its source. Where the
-        catalog records a default for the engine but none for this version, the simulator's own fraction stays, with
-        a note saying why; SGLang's (computed per launch, not reproduced) and an engine the catalog records none for
-        (TensorRT-LLM) keep it without one."""
+        image names (else the recipe's `serve.engine.version`) from the engines catalog (vLLM's 0.92 from 0.20.0,
+        0.9 before, ATOM's 0.9), written into the launch (`--mem-fraction-static`) with a note naming its source.
+        Where the catalog records a default for the engine but none for this version, the simulator's own fraction
+        stays, with a note saying why; SGLang's (computed per launch, not reproduced) and an engine the catalog
+        records none for (TensorRT-LLM) keep it without one."""
         from llmsweep.engines.memory import launch_memory_fraction
 
         fraction = launch_memory_fraction(job, str(d.args["--hardware"]))

@@ -218,17 +218,29 @@ def test_a_pinned_fraction_wins_over_the_engine_s_default(tmp_path: Path, args: 
 
 
 @pytest.mark.parametrize(("image", "shown"), [
-    ("vllm/vllm-openai:v0.20.0", "version 0.20.0"),
+    ("vllm/vllm-openai:v0.10.2", "version 0.10.2"),
     ("vllm/vllm-openai-rocm:nightly-09663abde0f50944a8d5ea30120666024b503faa", "an image that names no version"),
 ])
 def test_a_vllm_version_whose_default_is_not_established_keeps_0_88(tmp_path: Path, image: str, shown: str) -> None:
-    """vLLM raised its default from 0.9 to 0.92 in vllm-project/vllm#38284; the first release carrying it is not
-    established: an older release or a nightly image keeps the simulator's 0.88, and the launch says why."""
+    """vLLM's default was read in the sdists from 0.11.0 on; an older release, or a nightly image that may carry
+    either 0.9 or 0.92, keeps the simulator's 0.88, and the launch says why."""
     spec = engines.render(_job(tmp_path, ("vllm", image)), simulate=True)
     assert _fraction(spec.argv) is None, spec.argv
     assert engine_config(spec).mem_fraction_static == 0.88
     (note,) = [n for n in spec.notes if n.startswith("memory fraction")]
-    assert f"for {shown} is not established" in note and "#38284" in note, note
+    assert f"for {shown} is not established" in note and "before 0.11.0 were not read" in note, note
+
+
+@pytest.mark.parametrize(("image", "value"), [
+    ("vllm/vllm-openai:v0.19.1", "0.9"), ("vllm/vllm-openai:v0.20.0", "0.92"), ("vllm/vllm-openai:v0.11.0", "0.9"),
+])
+def test_vllm_s_default_by_release_0_92_first_in_0_20_0(tmp_path: Path, image: str, value: str) -> None:
+    """vllm-project/vllm#38284 raised the default from 0.9 to 0.92; its first release is 0.20.0 (the 0.19.1 sdist
+    still says 0.9): each release's launch takes its own default, named."""
+    spec = engines.render(_job(tmp_path, ("vllm", image)), simulate=True)
+    assert _fraction(spec.argv) == value, spec.argv
+    (note,) = [n for n in spec.notes if n.startswith("memory fraction")]
+    assert f"memory fraction {value}" in note and "CacheConfig.gpu_memory_utilization" in note, note
 
 
 @pytest.mark.parametrize("runner", ["mi355x", "h200"])
@@ -252,7 +264,9 @@ def test_sglang_and_a_sim_recipe_keep_the_simulator_s_0_88(tmp_path: Path, engin
 
 @pytest.mark.parametrize(("engine", "version", "value"), [
     ("vllm", "0.26.0", 0.92), ("vllm", "0.27.1", 0.92), ("vllm", "0.26.0rc1", 0.92), ("dynamo-vllm", "0.26.0", 0.92),
-    ("vllm", "0.25.1", None), ("vllm", "0.11.0", None), ("vllm", None, None),
+    # 0.92 first in the 0.20.0 sdist, 0.9 in 0.19.1 and 0.11.0 (read in the PyPI sdists); older and unversioned: none
+    ("vllm", "0.25.1", 0.92), ("vllm", "0.20.0", 0.92), ("vllm", "0.20.0rc1", 0.92), ("vllm", "0.19.1", 0.9),
+    ("vllm", "0.11.0", 0.9), ("vllm", "0.10.2", None), ("vllm", None, None),
     ("atom", "0.1.3", 0.9), ("atom", None, 0.9),
     ("sglang", "0.5.16", None), ("trtllm", "1.2.0", None), ("no-such-engine", "1.0", None),
 ])
