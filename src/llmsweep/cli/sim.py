@@ -6,7 +6,7 @@ import asyncio
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -17,6 +17,7 @@ from llmsweep.cli.options import (
     Opt,
     PathValue,
     config_keys_option,
+    field_option,
     held_results,
     json_option,
     option,
@@ -28,6 +29,7 @@ from llmsweep.cli.options import (
 from llmsweep.cli.serving import bind_fix, serve_router, wait_for_stop
 from llmsweep.errors import ConfigError, LlmsweepError
 from llmsweep.sim.config import MAX_SPEC_K, SimConfig
+from llmsweep.sim.engine import EngineConfig
 from llmsweep.sim.transfer import DEFAULT_LINK
 
 if TYPE_CHECKING:
@@ -36,7 +38,11 @@ if TYPE_CHECKING:
     from llmsweep.execute.predict_pool import Outcome, Settings, Unit
     from llmsweep.plan.job import Job
     from llmsweep.sim.calibrate import PointComparison, RunCalibration
-    from llmsweep.sim.engine import EngineConfig
+
+
+def _engine_default(name: str) -> Any:
+    """The simulated engine's own default for `name` (`EngineConfig`): `sim serve`'s options take it from there."""
+    return EngineConfig.model_fields[name].default
 
 
 @click.group("sim")
@@ -45,15 +51,17 @@ def sim() -> None:
 
 
 @sim.command("serve")
-@option("model", required=False, default="llama-3.1-8b", show_default=True,
-        help="Model name, HF id or catalog prefix.")
-@click.option("--hardware", default="h200", show_default=True, help="GPU SKU whose figures drive the roofline.")
-@click.option("--tp", default=1, show_default=True, type=click.IntRange(min=1), help="Tensor-parallel degree.")
-@click.option("--ep", default=1, show_default=True, type=click.IntRange(min=1), help="Expert-parallel degree.")
+@option("model", required=False, default=_engine_default("model"), show_default=True,
+        help=EngineConfig.model_fields["model"].description)
+@field_option("--hardware", source=(EngineConfig, "hardware"), show_default=True,
+              help="GPU SKU whose figures drive the roofline.")
+@field_option("--tp", source=(EngineConfig, "tp"), show_default=True, type=int, help="Tensor-parallel degree.")
+@field_option("--ep", source=(EngineConfig, "ep"), show_default=True, type=int, help="Expert-parallel degree.")
 @option("bind_host")
 @click.option("--port", default=8000, show_default=True, type=BIND_PORT, help="Port to bind (0 = any free port).")
-@click.option("--precision", default="bf16", show_default=True, help="Weight/compute precision (bf16, fp8, fp4).")
-@click.option("--kv-dtype", default="bf16", show_default=True, help="KV-cache dtype (bf16, fp8).")
+@field_option("--precision", source=(EngineConfig, "precision"), show_default=True,
+              help="Weight/compute precision (bf16, fp8, fp4).")
+@field_option("--kv-dtype", source=(EngineConfig, "kv_dtype"), show_default=True, help="KV-cache dtype (bf16, fp8).")
 @option("spec_method", type=click.Choice(["mtp", "eagle", "eagle3", "draft_model", "ngram"]), default=None,
         help="Speculative decoding method (off when absent).")
 @option("spec_k", default=3, show_default=True, type=click.IntRange(1, MAX_SPEC_K), help="Draft tokens per step.")
@@ -62,30 +70,31 @@ def sim() -> None:
               "--spec-method realises that method's typical acceptance (nothing pinned).")
 @click.option("--kv-offload", type=click.Choice(["none", "dram"]), default="none", show_default=True,
               help="CPU KV tier (HiCache / offload connector).")
-@click.option("--dram-gb", type=FiniteRange(min=0), default=0.0, show_default=True, help="CPU KV tier size in GB.")
-@click.option("--mem-fraction-static", type=FiniteRange(min=0, max=1, min_open=True), default=0.88, show_default=True,
+@field_option("--dram-gb", source=(EngineConfig, "dram_gb"), show_default=True, help="CPU KV tier size in GB.")
+@field_option("--mem-fraction-static", source=(EngineConfig, "mem_fraction_static"), show_default=True,
               help="Share of HBM for weights plus KV pool.")
-@click.option("--max-running-requests", type=click.IntRange(min=1), default=256, show_default=True,
+@field_option("--max-running-requests", source=(EngineConfig, "max_running_requests"), type=int, show_default=True,
               help="Most running requests. A job's launch (`render`, `run --simulate`, `predict`) sets it to the "
                    "default of the engine the job stands in for where the recipe pins none: vLLM's and ATOM's on "
                    "the job's GPU (the engines catalog's `max_running_default`), SGLang's from the KV pool and "
                    "context (its request pool, 2048-4096, at most half the pool's tokens; 48 when it speculates). "
                    "Run by hand, 256 whatever --engine-style.")
-@click.option("--chunked-prefill-size", type=click.IntRange(min=1), default=8192, show_default=True,
+@field_option("--chunked-prefill-size", source=(EngineConfig, "chunked_prefill_size"), type=int, show_default=True,
               help="Prefill chunk (tokens).")
-@click.option("--kv-capacity-tokens", type=click.IntRange(min=1), default=None,
-              help="Override the KV pool size (tokens).")
+@field_option("--kv-capacity-tokens", source=(EngineConfig, "kv_capacity_tokens"), type=int)
 @click.option("--no-calibration", is_flag=True,
               help="Serve the roofline's default efficiency, not the stored calibration of (engine style, hardware, "
                    "model class): the label says `uncalibrated` (what `run --simulate` renders for a job of an "
                    "engine no calibration was fitted on).")
-@click.option("--context-length", type=click.IntRange(min=1), default=None,
+@field_option("--context-length", source=(EngineConfig, "context_length"), type=int,
               help="Most tokens of one request, prompt + output; longer ones get a 400, as an engine refuses them "
                    "[default: none, only the KV pool bounds a request].")
-@click.option("--timing", type=click.Choice(["roofline", "constant"]), default="roofline", show_default=True,
-              help="Step-time model.")
-@click.option("--ttft-ms", type=FINITE_POSITIVE, default=50.0, show_default=True, help="constant timing: prefill step.")
-@click.option("--itl-ms", type=FINITE_POSITIVE, default=10.0, show_default=True, help="constant timing: decode step.")
+@field_option("--timing", source=(EngineConfig, "timing"), type=click.Choice(["roofline", "constant"]),
+              show_default=True)
+@click.option("--ttft-ms", type=FINITE_POSITIVE, default=1e3 * _engine_default("ttft_s"), show_default=True,
+              help="constant timing: prefill step.")
+@click.option("--itl-ms", type=FINITE_POSITIVE, default=1e3 * _engine_default("itl_s"), show_default=True,
+              help="constant timing: decode step.")
 @option("seed", source=(SimConfig, "seed"))
 @click.option("--served-model-name", default=None, help="Model id the API reports (default: --model).")
 @click.option("--metrics-style", type=click.Choice(["sglang", "vllm", "both"]), default="both", show_default=True,

@@ -1,0 +1,42 @@
+"""`llmsweep sim serve` run with no option serves the simulated engine's own defaults (`sim.engine.EngineConfig`).
+
+Its options used to restate each default as a literal (0.88 of HBM, 256 running requests, 8192-token chunks, h200,
+50/10 ms constant steps, ...): a default changed in the engine's model would have left `sim serve` on the old one.
+The options now take their defaults from the model's fields; this holds the two together, field by field.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+import pytest
+
+from llmsweep.cli.sim import _engine_config, serve
+from llmsweep.sim.engine import EngineConfig
+
+
+def _defaults() -> dict[str, Any]:
+    ctx = click.Context(serve)
+    return {p.name: p.get_default(ctx) for p in serve.params if p.name is not None}
+
+
+def test_sim_serve_with_no_option_is_the_engine_s_own_default_config() -> None:
+    built = _engine_config(_defaults())
+    own = EngineConfig(calibrated=True)
+    assert built == own, {k: (getattr(built, k), getattr(own, k)) for k in EngineConfig.model_fields
+                          if getattr(built, k) != getattr(own, k)}
+
+
+@pytest.mark.parametrize("field", ["model", "hardware", "tp", "ep", "precision", "kv_dtype", "mem_fraction_static",
+                                   "max_running_requests", "chunked_prefill_size", "dram_gb", "kv_capacity_tokens",
+                                   "context_length", "timing", "seed"])
+def test_each_engine_option_shows_the_field_s_default(field: str) -> None:
+    """`--help` shows the default the engine takes (show_default reads the option's default)."""
+    assert _defaults()[field] == EngineConfig.model_fields[field].default
+
+
+def test_constant_step_options_are_the_model_s_seconds_in_ms() -> None:
+    d = _defaults()
+    assert (d["ttft_ms"] / 1e3, d["itl_ms"] / 1e3) == (EngineConfig.model_fields["ttft_s"].default,
+                                                       EngineConfig.model_fields["itl_s"].default)
