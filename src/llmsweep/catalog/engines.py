@@ -73,6 +73,21 @@ class RunningCapDefault(BaseModel):
     source: str = Field(description="Where the default is read from: version, file, function.")
 
 
+class SchedulerShape(BaseModel):
+    """How an engine forms its steps, where that differs from the unified shape the simulator takes by default (vLLM
+    V1, SGLang): the simulator's `SimConfig.scheduler` policy for it, the step's prompt-token budget when its launch
+    sets none, and the source both are read from."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    policy: Literal["prefill-first"] = Field(description="The simulator's scheduler that forms steps as the engine "
+                                                         "does (`llmsweep sim serve --scheduler`).")
+    budget_flag: str = Field(description="The engine's flag for a step's prompt-token budget.")
+    budget_tokens: int = Field(gt=0, description="That budget when the launch sets none; one prompt may take all "
+                                                 "of it (no per-request chunk cap).")
+    source: str = Field(description="Where the shape is read from: files, functions.")
+
+
 class MemoryFractionRule(BaseModel):
     """One branch of an engine's default memory fraction: the first rule whose version bound the engine meets wins."""
 
@@ -169,6 +184,9 @@ class EngineInfo(BaseModel):
                                   "`mem_fraction_static` from the GPU, TP and more, docs/simulator.md); None: the "
                                   "engine takes no such share that the catalog knows of (TensorRT-LLM's "
                                   "`kv_cache_free_gpu_memory_fraction` is a share of the memory the weights leave).")
+    scheduler: SchedulerShape | None = Field(
+        default=None, description="How the engine forms its steps where it is not the unified shape (a step of "
+                                  "decodes and prefill chunks) the simulator takes by default.")
     source: str
     estimates: dict[str, str] = Field(default_factory=dict)
 

@@ -81,6 +81,10 @@ def sim() -> None:
                    "Run by hand, 256 whatever --engine-style.")
 @field_option("--chunked-prefill-size", source=(EngineConfig, "chunked_prefill_size"), type=int, show_default=True,
               help="Prefill chunk (tokens).")
+@field_option("--max-prefill-tokens", source=(EngineConfig, "max_prefill_tokens"), type=int, show_default=True,
+              help="Token budget of one step (prefill chunks plus decode tokens); at least --chunked-prefill-size.")
+@field_option("--scheduler", source=(EngineConfig, "scheduler"), type=click.Choice(["unified", "prefill-first"]),
+              show_default=True)
 @field_option("--kv-capacity-tokens", source=(EngineConfig, "kv_capacity_tokens"), type=int)
 @click.option("--no-calibration", is_flag=True,
               help="Serve the roofline's default efficiency, not the stored calibration of (engine style, hardware, "
@@ -182,6 +186,8 @@ def _engine_config(opts: dict[str, object]) -> EngineConfig:
             mem_fraction_static=opts["mem_fraction_static"],  # type: ignore[arg-type]
             max_running_requests=opts["max_running_requests"],  # type: ignore[arg-type]
             chunked_prefill_size=opts["chunked_prefill_size"],  # type: ignore[arg-type]
+            max_prefill_tokens=opts["max_prefill_tokens"],  # type: ignore[arg-type]
+            scheduler=opts["scheduler"],  # type: ignore[arg-type]
             dram_gb=opts["dram_gb"] if opts["kv_offload"] == "dram" else 0.0,  # type: ignore[arg-type]
             spec=spec, seed=opts["seed"], timing=opts["timing"],  # type: ignore[arg-type]
             ttft_s=float(opts["ttft_ms"]) / 1e3, itl_s=float(opts["itl_ms"]) / 1e3,  # type: ignore[arg-type]

@@ -26,7 +26,7 @@ from llmsweep.engines.base import (
     topology,
 )
 from llmsweep.engines.launch import LaunchSpec, RoleWorker, node_host
-from llmsweep.errors import LlmsweepError
+from llmsweep.errors import ConfigError, LlmsweepError
 from llmsweep.plan.job import Job
 from llmsweep.sim.roles import ROUTER_READY_LINE
 from llmsweep.sim.transfer import Link, links_flag
@@ -307,6 +307,8 @@ class SimAdapter(Adapter):
             self._engine_memory_fraction(job, d)  # first: SGLang's running cap is sized from this pool
         if real is not None and "--max-running-requests" not in a:
             self._engine_running_cap(job, real, d)
+        if real is not None:
+            self._engine_scheduler(real, d)
         if job.max_model_len:  # the context the job's engine launches with (its flag, or a fixed-seq-len's derived)
             a["--context-length"] = job.max_model_len
         self._spec(job, d)
@@ -331,6 +333,32 @@ class SimAdapter(Adapter):
             d.args["--mem-fraction-static"] = fraction.value
         if fraction.note is not None:
             d.notes.append(fraction.note)
+
+    @staticmethod
+    def _engine_scheduler(engine: str, d: Derived) -> None:
+        """The step shape of the engine the job stands in for, where the engines catalog records one other than the
+        unified shape (ATOM's prefill-first steps: `EngineInfo.scheduler`): the simulator's scheduler for it, and a
+        step's prompt budget as the engine takes it — the recipe's budget flag (translated to
+        `--chunked-prefill-size`), else the engine's default — with no per-request chunk cap below it, written into
+        the launch with a note naming the source."""
+        from llmsweep.catalog.engines import get_engine
+
+        try:
+            info = get_engine(engine)
+        except ConfigError:
+            return
+        shape = info.scheduler
+        if shape is None:
+            return
+        pinned = d.args.get("--chunked-prefill-size")
+        budget = int(pinned) if isinstance(pinned, int) and not isinstance(pinned, bool) else shape.budget_tokens
+        d.args["--scheduler"] = shape.policy
+        d.args["--chunked-prefill-size"] = d.args["--max-prefill-tokens"] = budget
+        whose = f"the recipe's {shape.budget_flag}" if pinned is not None else \
+            f"{info.display_name}'s default {shape.budget_flag}"
+        d.notes.append(f"scheduler {shape.policy}: {info.display_name}'s step shape — a step that can prefill "
+                       f"prefills only, a prompt's KV is taken whole at admission — with a step budget of {budget} "
+                       f"prompt tokens ({whose}), one prompt may take all of it ({shape.source})")
 
     @staticmethod
     def _engine_running_cap(job: Job, engine: str, d: Derived) -> None:

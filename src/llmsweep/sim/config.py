@@ -10,6 +10,14 @@ MAX_SPEC_K = 16
 """The most draft tokens per verify step the simulator models (`sim serve --spec-k`, a recipe's K, `al collect -k`)."""
 
 
+SCHEDULER_HELP = (
+    "How a step is formed. unified: running requests first (decodes and unfinished prefill chunks), then waiting "
+    "ones, in one step (vLLM V1, SGLang's unified shape). prefill-first: a step that can prefill holds prefills only "
+    "(unfinished ones first, then waiting ones FCFS), and a request takes KV blocks for its whole remaining prompt "
+    "when admitted; decodes run only in steps where nothing can be prefilled (ATOM, nano-vllm's shape).")
+"""`SimConfig.scheduler`'s description, shown by `llmsweep sim serve --scheduler` too (one text)."""
+
+
 class SpecDecodeConfig(BaseModel):
     """Speculative decoding with a forced mean acceptance length (SGLang's match-expected, vLLM's synthetic)."""
 
@@ -53,6 +61,7 @@ class SimConfig(BaseModel):
         16384, ge=1, description="Token budget of one step: prefill chunk tokens plus decode tokens."
     )
     chunked_prefill_size: int = Field(8192, ge=1, description="Most prompt tokens of one request per step.")
+    scheduler: Literal["unified", "prefill-first"] = Field("unified", description=SCHEDULER_HELP)
     prefix_caching: bool = Field(True, description="Reuse KV blocks whose prefix hash is cached.")
     spec: SpecDecodeConfig | None = Field(None, description="Speculative decoding; None = off.")
     seed: int = Field(0, description="Seeds acceptance draws and output text; same seed, same streams.")

@@ -179,6 +179,9 @@ class EngineCore:
         self._aborts = 0
         self._step_end = 0.0
         self._scheduled: list[SimRequest] = []
+        self.prefill_first = config.scheduler == "prefill-first"
+        """ATOM's scheduler: prefill-only steps while anything can be prefilled, a prompt's KV taken whole at
+        admission (`SimConfig.scheduler`)."""
         self.sglang = config.engine_style == "sglang"
         """KV pressure as SGLang meets it: decodes retracted before the step (:meth:`_retract_decodes`)."""
         spec = config.spec
@@ -289,93 +292,78 @@ class EngineCore:
         append = scheduled.append
         prefill_tokens = decode_seqs = decode_ctx = 0
         prefill_attn = 0.0
-        i = 0
-        n_running = len(running)
-        while i < n_running:
-            r = running[i]
-            computed = r.computed
-            if r.prefilled:
-                if budget < lookahead:
+        host_load = 0
+        prefilling = False
+        if self.prefill_first:
+            # ATOM's shape: unfinished prefills first, then waiting requests; a step that prefills does nothing else
+            for r in running:
+                computed = r.computed
+                chunk = 0 if r.prefilled else min(r.prompt_len + r.generated - computed, chunk_cap, budget)
+                if chunk <= 0:  # (its whole prompt's KV was taken at admission: a chunk needs no block)
                     r.chunk = -1
-                    i += 1
                     continue
-                chunk = 0
-                need_tokens = computed + lookahead
-            else:
-                chunk = min(r.prompt_len + r.generated - computed, chunk_cap, budget)
-                if chunk <= 0:
-                    r.chunk = -1
-                    i += 1
-                    continue
-                need_tokens = computed + chunk
-            if need_tokens > len(r.blocks) * bs:
-                need = -(-need_tokens // bs) - len(r.blocks)
-                got = pool.allocate_array(need)
-                while got is None and len(running) - 1 > i:
-                    self._preempt(running.pop())
-                    got = pool.allocate_array(need)
-                n_running = len(running)
-                if got is None:
-                    running.pop()
-                    self._preempt(r)
-                    break
-                r.blocks = np.concatenate((r.blocks, got))
-            r.chunk = chunk
-            if chunk:
+                r.chunk = chunk
                 prefill_tokens += chunk
                 prefill_attn += chunk * computed + chunk * (chunk + 1) / 2
                 budget -= chunk
-            else:
-                decode_seqs += 1
-                decode_ctx += computed
-                budget -= lookahead
-            append(r)
-            i += 1
-        batch = Batch(prefill_tokens=prefill_tokens, prefill_attn=prefill_attn, decode_seqs=decode_seqs,
-                      decode_ctx=decode_ctx)
-        host_load = 0
-        waiting = self.waiting
-        # a step that preempted admits nobody (vLLM V1 schedules WAITING only `if not preempted_reqs`; SGLang retracts
-        # while forming a decode batch): a victim is not taken straight back in to recompute in the same step. A
-        # preemption that left nothing to run (blocks held outside the batch, e.g. a decode worker's reservations)
-        # admits anyway: the engine's empty step is followed at once by an admitting one, it does not go idle
-        admit = self.counters.preemptions == preempted_before or not scheduled
-        while admit and waiting and budget > 0 and len(running) < cfg.max_running_requests:
-            r = waiting[0]
-            target = r.prompt_len + r.generated
-            limit = (r.prompt_len - 1) // bs
-            cached_blocks, h = pool.lookup_array(r.block_hashes, limit, r.hint)
-            g = len(cached_blocks)
-            hit_tokens = (g + h) * bs
-            chunk = min(target - hit_tokens, cfg.chunked_prefill_size, budget)
-            pool.acquire(cached_blocks)
-            need = -(-(hit_tokens + chunk) // bs) - g
-            got = pool.allocate_array(need)
-            if got is None:
-                pool.release(cached_blocks)
-                break
-            waiting.popleft()
-            r.hint = None
-            if h:
-                pool.register_many(got[:h], r.block_hashes[g:g + h])
-                host_load += h * bs
-            r.blocks = np.concatenate((cached_blocks, got)) if g else got
-            r.computed = hit_tokens
-            c = self.counters
-            if r.cached_tokens < 0:
-                r.cached_tokens = hit_tokens
-                r.host_cached_tokens = h * bs
-                c.prompt_tokens += r.prompt_len
-                c.prefix_query_tokens += r.prompt_len
-                c.device_hit_tokens += g * bs
-                c.host_hit_tokens += h * bs
-            r.chunk = chunk
-            batch.prefill_tokens += chunk
-            batch.prefill_attn += chunk * hit_tokens + chunk * (chunk + 1) / 2
-            batch.new_seqs += 1
-            budget -= chunk
-            running.append(r)
-            scheduled.append(r)
+                append(r)
+            batch = Batch(prefill_tokens=prefill_tokens, prefill_attn=prefill_attn)
+            budget, host_load = self._admit(batch, budget, scheduled, whole_prompt=True)
+            prefilling = bool(scheduled)
+        admit = True
+        if not prefilling:
+            i = 0
+            n_running = len(running)
+            while i < n_running:
+                r = running[i]
+                computed = r.computed
+                if r.prefilled:
+                    if budget < lookahead:
+                        r.chunk = -1
+                        i += 1
+                        continue
+                    chunk = 0
+                    need_tokens = computed + lookahead
+                else:
+                    chunk = min(r.prompt_len + r.generated - computed, chunk_cap, budget)
+                    if chunk <= 0:
+                        r.chunk = -1
+                        i += 1
+                        continue
+                    need_tokens = computed + chunk
+                if need_tokens > len(r.blocks) * bs:
+                    need = -(-need_tokens // bs) - len(r.blocks)
+                    got = pool.allocate_array(need)
+                    while got is None and len(running) - 1 > i:
+                        self._preempt(running.pop())
+                        got = pool.allocate_array(need)
+                    n_running = len(running)
+                    if got is None:
+                        running.pop()
+                        self._preempt(r)
+                        break
+                    r.blocks = np.concatenate((r.blocks, got))
+                r.chunk = chunk
+                if chunk:
+                    prefill_tokens += chunk
+                    prefill_attn += chunk * computed + chunk * (chunk + 1) / 2
+                    budget -= chunk
+                else:
+                    decode_seqs += 1
+                    decode_ctx += computed
+                    budget -= lookahead
+                append(r)
+                i += 1
+            batch = Batch(prefill_tokens=prefill_tokens, prefill_attn=prefill_attn, decode_seqs=decode_seqs,
+                          decode_ctx=decode_ctx)
+            # a step that preempted admits nobody (vLLM V1 schedules WAITING only `if not preempted_reqs`; SGLang
+            # retracts while forming a decode batch): a victim is not taken straight back in to recompute in the
+            # same step. A preemption that left nothing to run (blocks held outside the batch, e.g. a decode
+            # worker's reservations) admits anyway: the engine's empty step is followed at once by an admitting one,
+            # it does not go idle. Prefill-first, the waiting queue was tried before the decodes.
+            admit = self.counters.preemptions == preempted_before or not scheduled
+            if admit and not self.prefill_first:
+                budget, host_load = self._admit(batch, budget, scheduled, whole_prompt=False)
         if not scheduled:
             return None
         if self.spec_k:
@@ -406,6 +394,52 @@ class EngineCore:
             elif finish and len(scheduled) >= MANY:
                 self._plan = self._one_step(dt)
         return self._step_end
+
+    def _admit(self, batch: Batch, budget: int, scheduled: list[SimRequest], *, whole_prompt: bool) -> tuple[int, int]:
+        """Admit waiting requests FCFS into `batch` while it has running slots, budget and KV blocks (head-of-line:
+        the first that does not fit stops admission); returns the budget left and the tokens loaded from the CPU
+        tier. A request looks its prompt's block hashes up first; it takes blocks for its first chunk, or with
+        `whole_prompt` for all of its remaining prompt (ATOM)."""
+        cfg, pool, bs = self.config, self.pool, self.block_size
+        waiting, running = self.waiting, self.running
+        host_load = 0
+        while waiting and budget > 0 and len(running) < cfg.max_running_requests:
+            r = waiting[0]
+            target = r.prompt_len + r.generated
+            limit = (r.prompt_len - 1) // bs
+            cached_blocks, h = pool.lookup_array(r.block_hashes, limit, r.hint)
+            g = len(cached_blocks)
+            hit_tokens = (g + h) * bs
+            chunk = min(target - hit_tokens, cfg.chunked_prefill_size, budget)
+            pool.acquire(cached_blocks)
+            need = -(-(target if whole_prompt else hit_tokens + chunk) // bs) - g
+            got = pool.allocate_array(need)
+            if got is None:
+                pool.release(cached_blocks)
+                break
+            waiting.popleft()
+            r.hint = None
+            if h:
+                pool.register_many(got[:h], r.block_hashes[g:g + h])
+                host_load += h * bs
+            r.blocks = np.concatenate((cached_blocks, got)) if g else got
+            r.computed = hit_tokens
+            c = self.counters
+            if r.cached_tokens < 0:
+                r.cached_tokens = hit_tokens
+                r.host_cached_tokens = h * bs
+                c.prompt_tokens += r.prompt_len
+                c.prefix_query_tokens += r.prompt_len
+                c.device_hit_tokens += g * bs
+                c.host_hit_tokens += h * bs
+            r.chunk = chunk
+            batch.prefill_tokens += chunk
+            batch.prefill_attn += chunk * hit_tokens + chunk * (chunk + 1) / 2
+            batch.new_seqs += 1
+            budget -= chunk
+            running.append(r)
+            scheduled.append(r)
+        return budget, host_load
 
     def _one_step(self, dt: float) -> _Plan | None:
         """A decode-only step of many requests as a block of one: its draws in one pass, its tokens applied and

@@ -30,7 +30,8 @@ def test_sim_serve_with_no_option_is_the_engine_s_own_default_config() -> None:
 
 @pytest.mark.parametrize("field", ["model", "hardware", "tp", "ep", "precision", "kv_dtype", "mem_fraction_static",
                                    "max_running_requests", "chunked_prefill_size", "dram_gb", "kv_capacity_tokens",
-                                   "context_length", "timing", "seed"])
+                                   "context_length", "timing", "seed", "scheduler",
+                                   "max_prefill_tokens"])
 def test_each_engine_option_shows_the_field_s_default(field: str) -> None:
     """`--help` shows the default the engine takes (show_default reads the option's default)."""
     assert _defaults()[field] == EngineConfig.model_fields[field].default

@@ -274,3 +274,39 @@ def test_the_catalog_memory_fraction_per_engine_and_version(engine: str, version
                                                             value: float | None) -> None:
     found = default_memory_fraction(engine, version, "h200")
     assert (found.value if found is not None else None) == value
+
+
+# ATOM forms its steps prefill-first (ROCm/ATOM `Scheduler._schedule`: a step that can prefill holds only prefills),
+# with a step budget of 16384 prompt tokens one prompt may take whole; the simulator served its jobs in vLLM's unified
+# shape, 8192-token chunks riding beside the decodes. The engines catalog's `scheduler` says so, and the launch
+# carries it.
+def _arg(argv: Sequence[str], flag: str) -> str | None:
+    return argv[list(argv).index(flag) + 1] if flag in argv else None
+
+
+@pytest.mark.parametrize("runner", ["mi355x", "h200"])
+def test_an_atom_job_is_scheduled_prefill_first_with_atom_s_budget(tmp_path: Path, runner: str) -> None:
+    spec = engines.render(_job(tmp_path, ATOM, runner), simulate=True)
+    assert (_arg(spec.argv, "--scheduler"), _arg(spec.argv, "--chunked-prefill-size"),
+            _arg(spec.argv, "--max-prefill-tokens")) == ("prefill-first", "16384", "16384"), spec.argv
+    config = engine_config(spec)
+    assert (config.scheduler, config.chunked_prefill_size, config.max_prefill_tokens) == ("prefill-first", 16384,
+                                                                                           16384)
+    (note,) = [n for n in spec.notes if n.startswith("scheduler")]
+    assert "Scheduler._schedule" in note and "default --max-num-batched-tokens" in note, note
+
+
+def test_an_atom_recipe_s_batched_tokens_is_its_whole_step_budget(tmp_path: Path) -> None:
+    spec = engines.render(_job(tmp_path, ATOM, "mi355x", args="--max-num-batched-tokens: 8192"), simulate=True)
+    config = engine_config(spec)
+    assert (config.scheduler, config.chunked_prefill_size, config.max_prefill_tokens) == ("prefill-first", 8192,
+                                                                                           8192)
+    (note,) = [n for n in spec.notes if n.startswith("scheduler")]
+    assert "the recipe's --max-num-batched-tokens" in note, note
+
+
+@pytest.mark.parametrize("engine", [VLLM, SGLANG, SIM])
+def test_other_engines_keep_the_unified_shape(tmp_path: Path, engine: tuple[str, str]) -> None:
+    spec = engines.render(_job(tmp_path, engine), simulate=True)
+    assert "--scheduler" not in spec.argv
+    assert engine_config(spec).scheduler == "unified"

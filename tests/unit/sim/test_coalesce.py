@@ -61,6 +61,14 @@ CASES: dict[str, tuple[Callable[[], Workload], EngineConfig, int]] = {
                                                    efficiency={"frontend_per_request_s": 2e-3}), 16),
     "agentic-loaded-frontend": (_agentic, EngineConfig(model="llama-3.1-8b", hardware="h200", engine_style="vllm",
                                                        efficiency={"frontend_per_request_s": 2e-3}), 12),
+    # ATOM's prefill-first steps: decode blocks run only while nothing can be prefilled, and still equal the steps
+    "fixed-prefill-first": (_fixed, EngineConfig(model="llama-3.1-8b", hardware="h200", engine_style="vllm",
+                                                 scheduler="prefill-first", chunked_prefill_size=16384), 16),
+    "fixed-prefill-first-mtp": (_fixed, EngineConfig(model="llama-3.1-8b", hardware="h200", engine_style="vllm",
+                                                     scheduler="prefill-first", spec=MTP), 16),
+    "agentic-kv-pressure-prefill-first": (_agentic, EngineConfig(model="llama-3.1-8b", hardware="h200",
+                                                                 engine_style="vllm", scheduler="prefill-first",
+                                                                 spec=MTP, kv_capacity_tokens=25_000), 12),
 }
 
 
