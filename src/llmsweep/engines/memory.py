@@ -4,10 +4,12 @@ from: the one answer the simulator (`engines/sim.py`, its KV pool) and the polic
 In order: the recipe's own flag (the engine's `memory_fraction_default.flag` in the engines catalog, in any spelling
 its parser reads as that flag: `_`/`-`, a unique prefix); else the engine's own default for the version its image tag
 names (else the recipe's `serve.engine.version`), from the engines catalog (`catalog.engines.default_memory_fraction`:
-vLLM 0.92 from 0.20.0 and 0.9 from 0.11.0, ATOM 0.9); else, where the catalog records the engine's flag but no
-default for that version (vLLM before 0.11.0 or an image that names no version; SGLang, which computes its own per
-launch), the simulator's own 0.88 (`llmsweep.sim.engine.EngineConfig.mem_fraction_static`), labelled as such. A
-recipe of the simulator itself reads its own `--mem-fraction-static` (or `--gpu-memory-utilization`), else 0.88.
+vLLM 0.92 from 0.20.0 and 0.9 from 0.11.0, ATOM 0.9); for SGLang, which computes its own per launch, that
+computation (`engines.sglang_memory`: `ServerArgs._handle_gpu_memory_settings` of 0.5.9-0.5.17, on ROCm GPUs); else,
+where the catalog records the engine's flag but no default for that version (vLLM before 0.11.0 or an image that
+names no version; SGLang at another release, unversioned or on CUDA), the simulator's own 0.88
+(`llmsweep.sim.engine.EngineConfig.mem_fraction_static`), labelled as such with why. A recipe of the simulator itself
+reads its own `--mem-fraction-static` (or `--gpu-memory-utilization`), else 0.88.
 
 An engine whose catalog entry records no `memory_fraction_default` takes no share of the whole HBM that llmsweep
 knows of (TensorRT-LLM's `kv_cache_free_gpu_memory_fraction` is a share of the memory the weights leave, not of HBM):
@@ -87,8 +89,8 @@ def _pinned(job: Job, flags: frozenset[str]) -> MemoryFraction | None:
 
 
 def launch_memory_fraction(job: Job, gpu: str | None = None) -> MemoryFraction | None:
-    """The memory fraction `job`'s engine launches with (the recipe's flag, else the engine's default at its version,
-    else the simulator's own 0.88, labelled) and its source; None when its engine takes no share of the whole HBM that
+    """The memory fraction `job`'s engine launches with (the recipe's flag, else the engine's default at its version
+    or, for SGLang, the one it computes for the launch, else the simulator's own 0.88, labelled) and its source; None when its engine takes no share of the whole HBM that
     the engines catalog records (TensorRT-LLM, transformers, an engine no adapter serves). `gpu`: the GPU the launch
     names (default the job's SKU), carried into the engine default's record."""
     from llmsweep.engines.sim import TRANSLATED, SimAdapter
