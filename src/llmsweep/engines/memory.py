@@ -90,9 +90,10 @@ def _pinned(job: Job, flags: frozenset[str]) -> MemoryFraction | None:
 
 def launch_memory_fraction(job: Job, gpu: str | None = None) -> MemoryFraction | None:
     """The memory fraction `job`'s engine launches with (the recipe's flag, else the engine's default at its version
-    or, for SGLang, the one it computes for the launch, else the simulator's own 0.88, labelled) and its source; None when its engine takes no share of the whole HBM that
-    the engines catalog records (TensorRT-LLM, transformers, an engine no adapter serves). `gpu`: the GPU the launch
-    names (default the job's SKU), carried into the engine default's record."""
+    or, for SGLang, the one it computes for the launch, else the simulator's own 0.88, labelled) and its source; None
+    when its engine takes no share of the whole HBM that the engines catalog records (TensorRT-LLM, transformers, an
+    engine no adapter serves). `gpu`: the GPU the launch names (default the job's SKU), carried into the engine
+    default's record."""
     from llmsweep.engines.sim import TRANSLATED, SimAdapter
 
     engine = SimAdapter.stands_in_for(job)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -61,10 +62,10 @@ def _flag(argv: Sequence[str], flag: str) -> str | None:
     return argv[list(argv).index(flag) + 1] if flag in argv else None
 
 
-def _launch(gpu: str, version: str, tp: int = 8, **kw: object) -> SglangLaunch:
+def _launch(gpu: str, version: str, tp: int = 8, **kw: Any) -> SglangLaunch:
     spec = get_hardware(gpu)
     return SglangLaunch(version=version, gpu=gpu, gpu_mib=spec.hbm_bytes / MIB, rocm=spec.image_gpu_family is not None,
-                        tp=tp, **kw)  # type: ignore[arg-type]
+                        tp=tp, **kw)
 
 
 @pytest.mark.parametrize(("gpu", "version", "tp", "kw", "value"), [
@@ -92,7 +93,7 @@ def _launch(gpu: str, version: str, tp: int = 8, **kw: object) -> SglangLaunch:
     ("mi355x", "0.5.16", 8, {"attention_backend": "aiter", "context_len": 131072}, 0.908 * 0.85),
     ("mi355x", "0.5.16", 8, {"attention_backend": "aiter", "context_len": 8192}, 0.908),
 ])
-def test_sglang_s_fraction_by_hand(gpu: str, version: str, tp: int, kw: dict[str, object], value: float) -> None:
+def test_sglang_s_fraction_by_hand(gpu: str, version: str, tp: int, kw: dict[str, Any], value: float) -> None:
     assert sglang_memory_fraction(_launch(gpu, version, tp, **kw)) == pytest.approx(value, abs=1e-9)
 
 
