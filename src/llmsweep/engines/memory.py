@@ -4,10 +4,12 @@ from: the one answer the simulator (`engines/sim.py`, its KV pool) and the polic
 In order: the recipe's own flag (the engine's `memory_fraction_default.flag` in the engines catalog, in any spelling
 its parser reads as that flag: `_`/`-`, a unique prefix); else the engine's own default for the version its image tag
 names (else the recipe's `serve.engine.version`), from the engines catalog (`catalog.engines.default_memory_fraction`:
-vLLM 0.92 from 0.20.0 and 0.9 from 0.11.0, ATOM 0.9); else, where the catalog records the engine's flag but no
-default for that version (vLLM before 0.11.0 or an image that names no version; SGLang, which computes its own per
-launch), the simulator's own 0.88 (`llmsweep.sim.engine.EngineConfig.mem_fraction_static`), labelled as such. A
-recipe of the simulator itself reads its own `--mem-fraction-static` (or `--gpu-memory-utilization`), else 0.88.
+vLLM 0.92 from 0.20.0 and 0.9 from 0.11.0, ATOM 0.9); for SGLang, which computes its own per launch, that
+computation (`engines.sglang_memory`: `ServerArgs._handle_gpu_memory_settings` of 0.5.9-0.5.17, on ROCm GPUs); else,
+where the catalog records the engine's flag but no default for that version (vLLM before 0.11.0 or an image that
+names no version; SGLang at another release, unversioned or on CUDA), the simulator's own 0.88
+(`llmsweep.sim.engine.EngineConfig.mem_fraction_static`), labelled as such with why. A recipe of the simulator itself
+reads its own `--mem-fraction-static` (or `--gpu-memory-utilization`), else 0.88.
 
 An engine whose catalog entry records no `memory_fraction_default` takes no share of the whole HBM that llmsweep
 knows of (TensorRT-LLM's `kv_cache_free_gpu_memory_fraction` is a share of the memory the weights leave, not of HBM):
@@ -41,8 +43,9 @@ class MemoryFraction:
     """Where the value comes from, in words: `vLLM 0.26.0's default`, `the recipe's --gpu-memory-utilization`,
     `SGLang's default is not established; the simulator's 0.88`."""
     note: str | None = None
-    """The line a simulated launch's notes carry (`server_command.txt`), with the catalog's source and why; None
-    where it carries none (a recipe's pin, a recipe of the simulator, SGLang's fraction computed per launch)."""
+    """The line a simulated launch's notes carry (`server_command.txt`), with the catalog's source and why (SGLang's
+    computed fraction: its terms); None where it carries none (a recipe's pin, a recipe of the simulator, SGLang at a
+    version or on a GPU its computation is not reproduced for)."""
 
     def describe(self) -> str:
         """The value and its source, for a message: `0.92, vLLM 0.26.0's default`, `0.85 from the recipe's
@@ -86,10 +89,11 @@ def _pinned(job: Job, flags: frozenset[str]) -> MemoryFraction | None:
 
 
 def launch_memory_fraction(job: Job, gpu: str | None = None) -> MemoryFraction | None:
-    """The memory fraction `job`'s engine launches with (the recipe's flag, else the engine's default at its version,
-    else the simulator's own 0.88, labelled) and its source; None when its engine takes no share of the whole HBM that
-    the engines catalog records (TensorRT-LLM, transformers, an engine no adapter serves). `gpu`: the GPU the launch
-    names (default the job's SKU), carried into the engine default's record."""
+    """The memory fraction `job`'s engine launches with (the recipe's flag, else the engine's default at its version
+    or, for SGLang, the one it computes for the launch, else the simulator's own 0.88, labelled) and its source; None
+    when its engine takes no share of the whole HBM that the engines catalog records (TensorRT-LLM, transformers, an
+    engine no adapter serves). `gpu`: the GPU the launch names (default the job's SKU), carried into the engine
+    default's record."""
     from llmsweep.engines.sim import TRANSLATED, SimAdapter
 
     engine = SimAdapter.stands_in_for(job)
@@ -116,11 +120,48 @@ def launch_memory_fraction(job: Job, gpu: str | None = None) -> MemoryFraction |
         whose = f"{name} {version}'s default" if version else f"{name}'s default (the image names no version)"
         return MemoryFraction(float(default.value), "engine", whose, default.note())
     own = simulator_fraction()
-    if not record.rules:  # none for any version: the engine computes its own per launch (SGLang), not reproduced
-        return MemoryFraction(own, "unestablished", f"{name}'s default is not established (it computes one per "
-                                                    f"launch); the simulator's {own:g}")
+    if not record.rules:  # none for any version: the engine computes its own per launch (SGLang)
+        return _computed_fraction(job, engine, version, gpu or job.sku or "", record.flag, name) or MemoryFraction(
+            own, "unestablished", f"{name}'s default is not established (it computes one per launch); the "
+                                  f"simulator's {own:g}")
     versioned = f"version {version}" if version else "an image that names no version"
     return MemoryFraction(
         own, "unestablished", f"{name}'s default for {versioned} is not established; the simulator's {own:g}",
         f"memory fraction {own:g}: the simulator's own; {name}'s default ({record.flag}) for {versioned} is not "
         f"established — {record.unestablished}")
+
+
+def _computed_fraction(job: Job, engine: str, version: str | None, gpu: str, flag: str,
+                       name: str) -> MemoryFraction | None:
+    """The fraction an engine that computes its own per launch takes for `job` (SGLang's
+    `ServerArgs._handle_gpu_memory_settings`: :mod:`llmsweep.engines.sglang_memory`), with its source and launch
+    note; where it is not reproduced (a release not read or an image naming none, a CUDA or unknown GPU) the
+    simulator's 0.88, labelled with why; None for another engine."""
+    from llmsweep.engine_ids import SGLANG
+    from llmsweep.engines.sglang_memory import (
+        SGLANG_MEMORY_FILE,
+        SGLANG_MEMORY_FUNCTION,
+        describe_launch,
+        explain_fraction,
+        not_reproduced,
+        sglang_launch,
+        sglang_memory_fraction,
+    )
+    from llmsweep.sim.inputs import simulated_gpu
+
+    if engine != SGLANG.id:
+        return None
+    spec = simulated_gpu(gpu) if gpu else None
+    why = not_reproduced(version, spec)
+    if why is not None or version is None or spec is None:
+        own = simulator_fraction()
+        return MemoryFraction(own, "unestablished", f"{name}'s default {why} is not reproduced (it computes one per "
+                                                    f"launch); the simulator's {own:g}")
+    launch = sglang_launch(job, version, spec)
+    value = sglang_memory_fraction(launch)
+    assert value is not None  # reproduced: a release read, on ROCm
+    source = f"{name} {version}'s {SGLANG_MEMORY_FUNCTION} for {describe_launch(launch)}"
+    note = (f"memory fraction {value:g}: {name} {version}'s own when {flag} is unset, computed as its "
+            f"{SGLANG_MEMORY_FILE} {SGLANG_MEMORY_FUNCTION} does for {describe_launch(launch)}: "
+            f"{explain_fraction(launch)}")
+    return MemoryFraction(value, "engine", source, note)

@@ -309,6 +309,8 @@ class SimAdapter(Adapter):
             self._engine_running_cap(job, real, d)
         if real is not None:
             self._engine_scheduler(real, d)
+        if real == SGLANG.id and "--chunked-prefill-size" not in a:
+            self._sglang_chunk(job, d)
         if job.max_model_len:  # the context the job's engine launches with (its flag, or a fixed-seq-len's derived)
             a["--context-length"] = job.max_model_len
         self._spec(job, d)
@@ -321,9 +323,10 @@ class SimAdapter(Adapter):
         the policy reads too (`engines.memory.launch_memory_fraction`): the engine's own default at the version its
         image names (else the recipe's `serve.engine.version`) from the engines catalog (vLLM's 0.92 from 0.20.0,
         0.9 before, ATOM's 0.9), written into the launch (`--mem-fraction-static`) with a note naming its source.
-        Where the catalog records a default for the engine but none for this version, the simulator's own fraction
-        stays, with a note saying why; SGLang's (computed per launch, not reproduced) and an engine the catalog
-        records none for (TensorRT-LLM) keep it without one."""
+        SGLang's is computed per launch as its `ServerArgs._handle_gpu_memory_settings` does, at the releases whose
+        source was read and on ROCm GPUs (`engines.sglang_memory`), with a note giving the terms. Where the catalog
+        records a default for the engine but none for this version, the simulator's own fraction stays, with a note
+        saying why; SGLang elsewhere and an engine the catalog records none for (TensorRT-LLM) keep it without one."""
         from llmsweep.engines.memory import launch_memory_fraction
 
         fraction = launch_memory_fraction(job, str(d.args["--hardware"]))
@@ -359,6 +362,21 @@ class SimAdapter(Adapter):
         d.notes.append(f"scheduler {shape.policy}: {info.display_name}'s step shape — a step that can prefill "
                        f"prefills only, a prompt's KV is taken whole at admission — with a step budget of {budget} "
                        f"prompt tokens ({whose}), one prompt may take all of it ({shape.source})")
+
+    @staticmethod
+    def _sglang_chunk(job: Job, d: Derived) -> None:
+        """SGLang's own prefill chunk when the recipe pins none and it is not the simulator's 8192 (16384 on a GPU of
+        160 GiB or more, at the releases whose source was read: `engines.sglang_memory.sglang_chunk_default`),
+        written into the launch with a note naming its source. SGLang divides it among DP-attention ranks; the
+        simulator, which serves one engine, takes it whole."""
+        from llmsweep.engines.sglang_memory import sglang_chunk_default
+        from llmsweep.sim.inputs import simulated_gpu
+
+        gpu = simulated_gpu(str(d.args["--hardware"]))
+        default = sglang_chunk_default(job, gpu) if gpu is not None else None
+        if default is not None:
+            d.args["--chunked-prefill-size"] = default.value
+            d.notes.append(default.note())
 
     @staticmethod
     def _engine_running_cap(job: Job, engine: str, d: Derived) -> None:

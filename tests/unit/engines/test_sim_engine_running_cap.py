@@ -254,8 +254,8 @@ def test_an_atom_job_sizes_its_kv_pool_at_atom_s_0_9(tmp_path: Path, runner: str
 @pytest.mark.parametrize(("engine", "sim_engine"), [(SGLANG, False), (SIM, True)])
 def test_sglang_and_a_sim_recipe_keep_the_simulator_s_0_88(tmp_path: Path, engine: tuple[str, str],
                                                           sim_engine: bool) -> None:
-    """SGLang computes its fraction from the GPU, TP and more (not reproduced: docs/simulator.md); a recipe of the
-    simulator itself stands in for no engine."""
+    """SGLang computes its fraction from the GPU, TP and more: reproduced on ROCm GPUs only (test_sim_sglang_memory_
+    fraction.py), so on this H200 it keeps 0.88; a recipe of the simulator itself stands in for no engine."""
     spec = engines.render(_job(tmp_path, engine, sim_engine=sim_engine), simulate=True)
     assert _fraction(spec.argv) is None, spec.argv
     assert engine_config(spec).mem_fraction_static == 0.88
