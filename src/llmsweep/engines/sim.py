@@ -23,6 +23,7 @@ from llmsweep.engines.base import (
     agentic_conc,
     norm_flag,
     pools,
+    token_count,
     topology,
 )
 from llmsweep.engines.launch import LaunchSpec, RoleWorker, node_host
@@ -353,8 +354,8 @@ class SimAdapter(Adapter):
         shape = info.scheduler
         if shape is None:
             return
-        pinned = d.args.get("--chunked-prefill-size")
-        budget = int(pinned) if isinstance(pinned, int) and not isinstance(pinned, bool) else shape.budget_tokens
+        pinned = token_count(d.args.get("--chunked-prefill-size"))  # the recipe's budget flag, in any spelling
+        budget = pinned if pinned is not None else shape.budget_tokens
         d.args["--scheduler"] = shape.policy
         d.args["--chunked-prefill-size"] = d.args["--max-prefill-tokens"] = budget
         whose = f"the recipe's {shape.budget_flag}" if pinned is not None else \

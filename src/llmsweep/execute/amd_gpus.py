@@ -122,7 +122,7 @@ def _index(entry: Mapping[str, Any]) -> int | None:
         return None
     if isinstance(raw, int):
         return raw
-    return int(raw.strip()) if isinstance(raw, str) and raw.strip().isdigit() else None
+    return int(raw.strip()) if isinstance(raw, str) and raw.strip().isdecimal() and raw.strip().isascii() else None
 
 
 def power_cap_w(limit: Mapping[str, Any]) -> float | None:
@@ -156,8 +156,9 @@ _GFX_ENGINE = re.compile(r"gfx(?:_(\d+))?")
 
 def gfx_clock(clock: Mapping[str, Any]) -> GfxClock:
     """A `metric --clock` block's GFX clock: the first engine (by number) that reports a current or maximum clock."""
-    engines = sorted((int(m.group(1) or 0), value) for key, value in clock.items()
-                     if isinstance(key, str) and (m := _GFX_ENGINE.fullmatch(key.lower())) and isinstance(value, dict))
+    found = [(int(m.group(1) or 0), value) for key, value in clock.items()
+             if isinstance(key, str) and (m := _GFX_ENGINE.fullmatch(key.lower())) and isinstance(value, dict)]
+    engines = sorted(found, key=lambda engine: engine[0])  # (`gfx` and `gfx_0` both number 0: never compare blocks)
     for _, engine in engines:
         current = _positive(engine.get("clk", engine.get("cur_clk")))
         top = _positive(engine.get("max_clk"))

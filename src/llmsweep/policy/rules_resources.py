@@ -103,14 +103,15 @@ def hbm_fit(ctx: Context) -> Iterator[Finding]:
         hw = find_hardware(job.sku)
         if model is None or hw is None:
             continue
+        launched = launched_job(job)  # the job as its engine launches it: its context, its memory fraction
         try:
             weights = model.weight_bytes(job.precision) / job.gpus
-            context = launched_job(job).max_model_len  # a recipe's context flag, else the derived isl + osl + 256
+            context = launched.max_model_len  # a recipe's context flag, else the derived isl + osl + 256
             tokens = min(model.native_context, context or KV_CONTEXT_CAP, KV_CONTEXT_CAP)
             kv = model.kv_bytes_per_token_per_gpu("bf16", job.tp) * tokens
         except LlmsweepError:
             continue
-        budget, share = hbm_share(job, hw)
+        budget, share = hbm_share(launched, hw)
         if weights + kv > budget:
             yield ctx.hit("resources.hbm-fit", recipe, (*entry_path(recipe, job), "tp"),
                           f"{model.id} at {job.precision}: {weights / 1e9:.0f} GB weights + {kv / 1e9:.1f} GB KV "

@@ -308,7 +308,8 @@ class EngineCore:
                 budget -= chunk
                 append(r)
             batch = Batch(prefill_tokens=prefill_tokens, prefill_attn=prefill_attn)
-            budget, host_load = self._admit(batch, budget, scheduled, whole_prompt=True)
+            if self.counters.preemptions == preempted_before:  # (a step that retracted admits nobody, as below)
+                budget, host_load = self._admit(batch, budget, scheduled, whole_prompt=True)
             prefilling = bool(scheduled)
         admit = True
         if not prefilling:

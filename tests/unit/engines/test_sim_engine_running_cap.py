@@ -296,8 +296,11 @@ def test_an_atom_job_is_scheduled_prefill_first_with_atom_s_budget(tmp_path: Pat
     assert "Scheduler._schedule" in note and "default --max-num-batched-tokens" in note, note
 
 
-def test_an_atom_recipe_s_batched_tokens_is_its_whole_step_budget(tmp_path: Path) -> None:
-    spec = engines.render(_job(tmp_path, ATOM, "mi355x", args="--max-num-batched-tokens: 8192"), simulate=True)
+@pytest.mark.parametrize("args", ["--max-num-batched-tokens: 8192", "'--max-num-batched-tokens=8192': true",
+                                  "--max-num-batched-tokens: '8192'", "--max_num_batched_tokens: 8192"])
+def test_an_atom_recipe_s_batched_tokens_is_its_whole_step_budget(tmp_path: Path, args: str) -> None:
+    """In every spelling a recipe may write it (a `=` form and a quoted number reach the launch as text)."""
+    spec = engines.render(_job(tmp_path, ATOM, "mi355x", args=args), simulate=True)
     config = engine_config(spec)
     assert (config.scheduler, config.chunked_prefill_size, config.max_prefill_tokens) == ("prefill-first", 8192,
                                                                                            8192)

@@ -171,3 +171,41 @@ def test_an_h200_launch_keeps_0_88_and_8192_without_a_note(tmp_path: Path) -> No
     spec = engines.render(_job(tmp_path, "lmsysorg/sglang:v0.5.16", "h200"), simulate=True)
     assert _flag(spec.argv, "--mem-fraction-static") is None and _flag(spec.argv, "--chunked-prefill-size") is None
     assert not [n for n in spec.notes if n.startswith(("memory fraction", "chunked prefill size"))]
+
+
+# `resources.hbm-fit` sizes the job as its engine launches it: the recipe's --context-length decides SGLang's aiter
+# x 0.85 (context above 8192), and the rule read the fraction of the job as planned (its derived 2304-token context)
+# while the simulator serves the launched one. DeepSeek-R1 at FP8 on an MI300X at TP 4: 671 GB / 4 = 168 GB of
+# weights per GPU plus its MLA KV for 32768 tokens. SGLang 0.5.12 at TP 4 reserves 512 + 24576 + 1024 + 512 = 26624
+# MiB of 196609: 0.865 of the GPU's 206 GB (178 GB) holds it; the 0.865 x 0.85 = 0.735 (152 GB) SGLang really keeps
+# with aiter does not (the simulator cannot size a KV pool there either).
+DSR1_MI300X = """big:
+  image: lmsysorg/sglang:v0.5.12-rocm700-mi30x
+  model: deepseek-ai/DeepSeek-R1-0528
+  model-prefix: dsr1
+  runner: mi300x
+  precision: fp8
+  framework: sglang
+  multinode: false
+  scenarios:
+    fixed-seq-len:
+    - isl: 1024
+      osl: 1024
+      search-space:
+      - { tp: 4, conc-list: [4] }
+  serve:
+    args: { --attention-backend: aiter, --context-length: 32768 }
+"""
+
+
+def test_the_policy_checks_the_fraction_of_the_job_as_launched(tmp_path: Path) -> None:
+    from llmsweep.engines import launched_job
+    from llmsweep.policy import validate_files
+
+    path = tmp_path / "big.yaml"
+    path.write_text(DSR1_MI300X, encoding="utf-8")
+    (job,) = jobs_from_files([path])
+    launched = launch_memory_fraction(launched_job(job))
+    assert launched is not None and launched.value == pytest.approx(0.865 * 0.85)
+    (hit,) = [f for f in validate_files([path]).findings if f.rule == "resources.hbm-fit"]
+    assert f"memory fraction {launched.value:g}" in hit.message, hit.message

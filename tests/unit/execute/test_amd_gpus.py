@@ -349,3 +349,11 @@ def test_amd_smi_documents_list_their_gpu_objects_whatever_the_release() -> None
     assert amd_smi_entries({"gpu": 0, "asic": {}}) == [{"gpu": 0, "asic": {}}]  # one GPU's object alone
     assert amd_smi_entries({"gpu_data": "N/A"}) == [{"gpu_data": "N/A"}]
     assert amd_smi_entries([1, "N/A", None]) == [] and amd_smi_entries("N/A") == []
+
+
+def test_a_clock_block_naming_one_engine_twice_reads_the_first_and_never_raises() -> None:
+    """`gfx` and `gfx_0` (or two spellings of one key) both name engine 0: sorting them by number alone, not by
+    their blocks (two dicts do not compare), keeps the document's first."""
+    text = ('[{"gpu": 0, "clock": {"gfx": {"cur_clk": 132, "max_clk": 2100}, '
+            '"gfx_0": {"clk": 140, "max_clk": 2100}}}, {"gpu": "\u00b2", "clock": {}}]')
+    assert parse_clocks(text) == {0: GfxClock(max_mhz=2100.0, mhz=132.0)}

@@ -88,3 +88,27 @@ def test_an_unfinished_chunked_prompt_is_prefilled_before_a_waiting_one() -> Non
     short = core.new_request(128, _hashes(128, 8), 5, now=now)
     now, _ = _step(core, now)
     assert long.computed == 2048 and short.cached_tokens == -1  # the budget went to the unfinished prompt
+
+
+def test_a_step_that_retracted_admits_nobody_prefill_first_too() -> None:
+    """SGLang-style retraction before a step (only by hand: `sim serve --engine-style sglang --scheduler
+    prefill-first`) admits no waiting request in that step, as the unified shape does not: a retracted request is
+    not taken straight back in."""
+    config = EngineConfig(model="llama-1b", timing="constant", ttft_s=0.02, itl_s=0.01, engine_style="sglang",
+                          kv_capacity_tokens=40 * BS, scheduler="prefill-first")
+    core = build_core(config, coalesce=False)
+    for i in range(8):
+        core.new_request(128, _hashes(128, 100 + i), 400)
+    now, retracting_steps = 0.0, 0
+    while core.has_work() and now < 60:
+        before = core.counters.preemptions
+        running = {r.rid for r in core.running}
+        end = core.begin_step(now)
+        if end is None:
+            break
+        if core.counters.preemptions > before:
+            retracting_steps += 1
+            assert {r.rid for r in core._scheduled} <= running, "a step that retracted admitted a request"
+        core.end_step()
+        now = end
+    assert retracting_steps > 0
