@@ -93,8 +93,9 @@ class MemoryFractionRule(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    value: float = Field(gt=0, le=1, description="The share of each GPU's memory the engine takes for weights and "
-                                                 "KV cache when its launch sets none.")
+    value: float = Field(gt=0, le=1, description="The share the engine takes when its launch sets none (of what "
+                                                 "its `share_of` names: the whole memory, or what the weights "
+                                                 "leave).")
     min_version: Version | None = Field(
         default=None, description="Only from this engine version on (inclusive, compared on the release: "
                                   "`0.26.0rc1` is 0.26.0); None: any version, an image that names none included.")
@@ -109,13 +110,25 @@ class MemoryFractionRule(BaseModel):
         return f"version >= {self.min_version}" if self.min_version is not None else "any version"
 
 
+ShareOf = Literal["hbm", "free"]
+"""What an engine's memory fraction is a share of: `hbm`, each GPU's whole memory, for weights and KV cache together
+(vLLM's and ATOM's `--gpu-memory-utilization`, SGLang's `--mem-fraction-static`); `free`, the memory left after the
+weights (and, in the engine, its profiled activations), for the KV cache alone (TensorRT-LLM's
+`kv_cache_config.free_gpu_memory_fraction`)."""
+
+
 class MemoryFractionDefault(BaseModel):
-    """What share of GPU memory an engine's server takes for weights and KV cache (vLLM's and ATOM's
-    `--gpu-memory-utilization`) when a launch sets none, by engine version, with the source it is read from."""
+    """What share of GPU memory an engine's server takes (vLLM's and ATOM's `--gpu-memory-utilization`: of the whole
+    HBM for weights and KV cache; TensorRT-LLM's `--kv_cache_free_gpu_memory_fraction`: of the memory the weights
+    leave, for the KV cache) when a launch sets none, by engine version, with the source it is read from."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    flag: str = Field(description="The engine's flag that sets the fraction (`--gpu-memory-utilization`).")
+    flag: str = Field(description="The engine's flag that sets the fraction (`--gpu-memory-utilization`), in the "
+                                  "engine's own spelling.")
+    share_of: ShareOf = Field(
+        default="hbm", description="What the fraction is a share of: `hbm` (the whole memory, for weights and KV "
+                                   "cache) or `free` (what the weights leave, for the KV cache: TensorRT-LLM).")
     rules: list[MemoryFractionRule] = Field(
         default_factory=list, description="Tried in order; the first that holds wins. None at all: the engine "
                                           "computes its fraction per launch (SGLang), and `unestablished` says how.")
@@ -181,9 +194,9 @@ class EngineInfo(BaseModel):
     memory_fraction_default: MemoryFractionDefault | None = Field(
         default=None, description="The share of each GPU's whole memory the server takes for weights and KV cache "
                                   "when its launch sets none, by version (SGLang's has no rules: it computes its "
-                                  "`mem_fraction_static` from the GPU, TP and more, docs/simulator.md); None: the "
-                                  "engine takes no such share that the catalog knows of (TensorRT-LLM's "
-                                  "`kv_cache_free_gpu_memory_fraction` is a share of the memory the weights leave).")
+                                  "`mem_fraction_static` from the GPU, TP and more, docs/simulator.md; "
+                                  "TensorRT-LLM's is a share of the memory the weights leave: `share_of: free`); "
+                                  "None: the engine takes no such share that the catalog knows of.")
     scheduler: SchedulerShape | None = Field(
         default=None, description="How the engine forms its steps where it is not the unified shape (a step of "
                                   "decodes and prefill chunks) the simulator takes by default.")

@@ -11,19 +11,22 @@ names no version; SGLang at another release, unversioned or on CUDA), the simula
 (`llmsweep.sim.engine.EngineConfig.mem_fraction_static`), labelled as such with why. A recipe of the simulator itself
 reads its own `--mem-fraction-static` (or `--gpu-memory-utilization`), else 0.88.
 
-An engine whose catalog entry records no `memory_fraction_default` takes no share of the whole HBM that llmsweep
-knows of (TensorRT-LLM's `kv_cache_free_gpu_memory_fraction` is a share of the memory the weights leave, not of HBM):
-:func:`launch_memory_fraction` answers None for it, and each reader says what it does instead.
+TensorRT-LLM's fraction (`--kv_cache_free_gpu_memory_fraction`, default 0.9) is a share of the memory the weights
+leave, for the KV cache alone, not of HBM: the answer says so (`share_of="free"`), and
+:meth:`MemoryFraction.budget_bytes` turns either kind into the bytes of one GPU that weights and KV may take, given
+the weights — the simulator's launch fraction of HBM and the policy's budget both come from it. An engine whose
+catalog entry records no `memory_fraction_default` takes no share llmsweep knows of (transformers, an engine no
+adapter serves): :func:`launch_memory_fraction` answers None for it, and each reader says what it does instead.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from llmsweep.catalog.engines import default_memory_fraction, get_engine
+from llmsweep.catalog.engines import ShareOf, default_memory_fraction, get_engine
 from llmsweep.engine_ids import SIM
-from llmsweep.engines.base import stated_version, tag_version
+from llmsweep.engines.base import norm_flag, stated_version, tag_version
 from llmsweep.errors import ConfigError
 from llmsweep.plan.job import Job
 
@@ -35,7 +38,7 @@ a recipe of the simulator itself that pins none."""
 
 @dataclass(frozen=True)
 class MemoryFraction:
-    """The share of each GPU's memory a job's engine launches with for weights and KV cache, and its source."""
+    """The share of each GPU's memory a job's engine launches with, what it is a share of, and its source."""
 
     value: float
     origin: FractionOrigin
@@ -46,11 +49,31 @@ class MemoryFraction:
     """The line a simulated launch's notes carry (`server_command.txt`), with the catalog's source and why (SGLang's
     computed fraction: its terms); None where it carries none (a recipe's pin, a recipe of the simulator, SGLang at a
     version or on a GPU its computation is not reproduced for)."""
+    share_of: ShareOf = "hbm"
+    """`hbm`: of each GPU's whole memory, for weights and KV cache; `free`: of the memory the weights leave, for the
+    KV cache alone (TensorRT-LLM's `kv_cache_free_gpu_memory_fraction`)."""
 
     def describe(self) -> str:
-        """The value and its source, for a message: `0.92, vLLM 0.26.0's default`, `0.85 from the recipe's
-        --gpu-memory-utilization`."""
-        return f"{self.value:g} from {self.source}" if self.origin == "recipe" else f"{self.value:g}, {self.source}"
+        """The value, what it is a share of and its source, for a message: `0.92, vLLM 0.26.0's default`, `0.85 from
+        the recipe's --gpu-memory-utilization`, `0.9 of the memory the weights leave, TensorRT-LLM's default`."""
+        shown = f"{self.value:g}" + (f" {FREE_SHARE}" if self.share_of == "free" else "")
+        return f"{shown} from {self.source}" if self.origin == "recipe" else f"{shown}, {self.source}"
+
+    def budget_bytes(self, hbm_bytes: float, weight_bytes: float, reserve_bytes: float = 0.0) -> float:
+        """Bytes of one GPU of `hbm_bytes` that its weights (`weight_bytes`, this GPU's share) and KV cache may take
+        at this fraction: HBM x the fraction for a share of HBM; for a share of what the weights leave, the weights,
+        the `reserve_bytes` set aside beside them and the fraction of the rest — `w + r + f x (HBM - w - r)`, so a
+        KV pool sized as `budget - r - w` is `f x (HBM - w - r)`. Not modelled: the activation peak TensorRT-LLM
+        measures in its profiling run (a `max_num_tokens` forward pass) and leaves out of the free memory, beyond
+        what `reserve_bytes` stands for."""
+        if self.share_of == "hbm":
+            return hbm_bytes * self.value
+        fixed = weight_bytes + reserve_bytes
+        return fixed + self.value * max(0.0, hbm_bytes - fixed)
+
+
+FREE_SHARE = "of the memory the weights leave"
+"""How a message names a fraction that is a share of the memory free after the weights (`share_of="free"`)."""
 
 
 def simulator_fraction() -> float:
@@ -74,13 +97,16 @@ def _fraction_value(value: Any) -> float | None:
     return fraction if 0 < fraction <= 1 else None
 
 
-def _pinned(job: Job, flags: frozenset[str]) -> MemoryFraction | None:
-    """The recipe's own fraction: the last of its flags the job's engine reads as one of `flags` (the engine would
-    take the last), as written."""
-    from llmsweep.engines import engine_flags
+def _pinned(job: Job, flags: frozenset[str], engine: str | None = None) -> MemoryFraction | None:
+    """The recipe's own fraction: the last of its flags `engine`'s parser (default the job's own) reads as one of
+    `flags` (the engine would take the last), as written. `engine`: the engine a simulated job stands in for, whose
+    aliases a recipe of `serve.engine: sim` may use (TensorRT-LLM's `--free_gpu_memory_fraction`)."""
+    from llmsweep.engines import ADAPTERS, engine_flags
     from llmsweep.engines.base import split_flag
 
-    found = [(split_flag(written, value)[0], value) for written, name, value in engine_flags(job) if name in flags]
+    reader = ADAPTERS.get(engine) if engine is not None else None
+    found = [(split_flag(written, value)[0], value) for written, name, value in engine_flags(job)
+             if (reader.canonical(split_flag(written, value)[0]) if reader is not None else name) in flags]
     for written, value in reversed(found):
         fraction = _fraction_value(value)
         if fraction is not None:
@@ -110,15 +136,15 @@ def launch_memory_fraction(job: Job, gpu: str | None = None) -> MemoryFraction |
     record = info.memory_fraction_default
     if record is None:
         return None
-    pinned = _pinned(job, frozenset({record.flag}))
+    pinned = _pinned(job, frozenset({norm_flag(record.flag)}), engine)
     if pinned is not None:
-        return pinned
+        return replace(pinned, share_of=record.share_of)
     version = tag_version(job.image) or stated_version(job)
     default = default_memory_fraction(engine, version, gpu or job.sku or "")
     name = info.display_name
     if default is not None:
         whose = f"{name} {version}'s default" if version else f"{name}'s default (the image names no version)"
-        return MemoryFraction(float(default.value), "engine", whose, default.note())
+        return MemoryFraction(float(default.value), "engine", whose, default.note(), record.share_of)
     own = simulator_fraction()
     if not record.rules:  # none for any version: the engine computes its own per launch (SGLang)
         return _computed_fraction(job, engine, version, gpu or job.sku or "", record.flag, name) or MemoryFraction(

@@ -1,8 +1,9 @@
 """The built-in simulated engine: the job's meaning, translated into `llmsweep sim serve` flags.
 
 The simulator runs on the host (no image), so it can stand in for any job, including one the real engine would
-refuse. What it honours is translated from the recipe's SGLang/vLLM spelling: memory fraction, running-request cap,
-prefill chunk, KV dtype, speculative settings (method, K, the pinned AL) and the HiCache / offload DRAM tier.
+refuse. What it honours is translated from the recipe's SGLang/vLLM/TensorRT-LLM spelling: memory fraction,
+running-request cap, prefill chunk, KV dtype, speculative settings (method, K, the pinned AL) and the HiCache / offload
+DRAM tier.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from llmsweep.spec.workload import ScenarioId
 
 if TYPE_CHECKING:
     from llmsweep.catalog.engines import EngineDefault
+    from llmsweep.engines.memory import MemoryFraction
 
 SIM_METHODS: dict[str, str] = {
     "mtp": "mtp", "eagle": "eagle", "eagle3": "eagle3", "draft_model": "draft_model", "ngram": "ngram",
@@ -52,8 +54,14 @@ TRANSLATED: dict[str, str] = {
     "--max-num-seqs": "--max-running-requests",
     "--chunked-prefill-size": "--chunked-prefill-size",
     "--max-num-batched-tokens": "--chunked-prefill-size",
+    "--max-batch-size": "--max-running-requests",
+    "--max-num-tokens": "--chunked-prefill-size",
 }
-"""Recipe flags (SGLang or vLLM spelling) → the simulator flag with the same meaning."""
+"""Recipe flags (SGLang, vLLM or TensorRT-LLM spelling, as `norm_flag` writes them) → the simulator flag with the
+same meaning. TensorRT-LLM's `--max_num_tokens` bounds a whole step (context and generation tokens); like vLLM's
+`--max-num-batched-tokens` the simulator reads it as its chunk and keeps its own step (docs/simulator.md). Its
+`--kv_cache_free_gpu_memory_fraction` is no share of HBM: `engines.memory.launch_memory_fraction` answers for it and
+the launch converts it (`SimAdapter._free_share_of_hbm`)."""
 
 ESTIMATED_DRAFT_ACCEPTANCE: dict[str, float] = {
     "mtp": 0.80, "eagle": 0.75, "eagle3": 0.70, "draft_model": 0.65, "ngram": 0.40,
@@ -327,16 +335,49 @@ class SimAdapter(Adapter):
         SGLang's is computed per launch as its `ServerArgs._handle_gpu_memory_settings` does, at the releases whose
         source was read and on ROCm GPUs (`engines.sglang_memory`), with a note giving the terms. Where the catalog
         records a default for the engine but none for this version, the simulator's own fraction stays, with a note
-        saying why; SGLang elsewhere and an engine the catalog records none for (TensorRT-LLM) keep it without one."""
+        saying why; SGLang elsewhere and an engine the catalog records none for keep it without one. TensorRT-LLM's
+        (0.9, or the recipe's `--kv_cache_free_gpu_memory_fraction`) is a share of the memory the weights leave: it
+        is converted to the share of HBM that sizes the same pool (:meth:`_free_share_of_hbm`)."""
         from llmsweep.engines.memory import launch_memory_fraction
 
         fraction = launch_memory_fraction(job, str(d.args["--hardware"]))
         if fraction is None:
             return
+        if fraction.share_of == "free":
+            SimAdapter._free_share_of_hbm(fraction, d)
+            return
         if fraction.origin in ("engine", "recipe"):
             d.args["--mem-fraction-static"] = fraction.value
         if fraction.note is not None:
             d.notes.append(fraction.note)
+
+    @staticmethod
+    def _free_share_of_hbm(fraction: MemoryFraction, d: Derived) -> None:
+        """A fraction of the memory the weights leave (TensorRT-LLM's `kv_cache_free_gpu_memory_fraction`), as the
+        share of HBM the simulator sizes its pool with (`--mem-fraction-static`): weights per GPU + the pool's reserve
+        + f x the rest (`MemoryFraction.budget_bytes`), so the pool is f x (HBM - weights - reserve), with a note
+        giving the terms and what is not modelled. Where the simulator has no figures for the model or GPU, the launch
+        keeps its own fraction (and fails on its own)."""
+        from llmsweep.sim.inputs import perf_inputs
+        from llmsweep.sim.perf import GIB, KV_RESERVE_BYTES_PER_GPU
+
+        a = d.args
+        try:
+            inputs = perf_inputs(str(a["--model"]), str(a["--hardware"]), precision=str(a["--precision"]))
+        except LlmsweepError:
+            return
+        hbm, weights = inputs.hbm_bytes, inputs.weight_bytes / int(a["--tp"])
+        share = round(fraction.budget_bytes(hbm, weights, KV_RESERVE_BYTES_PER_GPU) / hbm, 4)
+        if share > 1:  # the weights alone overflow the GPU: the launch refuses it itself
+            return
+        a["--mem-fraction-static"] = share
+        rest = max(0.0, hbm - weights - KV_RESERVE_BYTES_PER_GPU)
+        d.notes.append(
+            f"memory fraction {share:g} of HBM: {fraction.describe()} — {weights / 1e9:.1f} GB of weights per GPU + "
+            f"the simulator's {KV_RESERVE_BYTES_PER_GPU / GIB:g} GiB reserve + {fraction.value:g} x the "
+            f"{rest / 1e9:.1f} GB left of {a['--hardware']}'s {hbm / 1e9:.1f} GB; not modelled: the activation peak "
+            f"of the engine's profiling run (a max_num_tokens forward pass), which it also leaves out of the free "
+            f"memory" + (f" ({fraction.note})" if fraction.note is not None else ""))
 
     @staticmethod
     def _engine_scheduler(engine: str, d: Derived) -> None:
@@ -382,8 +423,9 @@ class SimAdapter(Adapter):
     @staticmethod
     def _engine_running_cap(job: Job, engine: str, d: Derived) -> None:
         """The running-request cap of the engine the job stands in for, on its GPU, when the recipe pins none: the
-        engine's own default, written into the launch with a note naming its source — vLLM's and ATOM's by GPU from
-        the engines catalog (`catalog.engines.default_max_running`: vLLM's 1024 on a GPU of 70 GiB or more), SGLang's
+        engine's own default, written into the launch with a note naming its source — vLLM's, ATOM's and
+        TensorRT-LLM's by GPU from the engines catalog (`catalog.engines.default_max_running`: vLLM's 1024 on a GPU
+        of 70 GiB or more, TensorRT-LLM's `--max_batch_size` 2048 on any), SGLang's
         from the KV pool the simulator sizes for the launch (:func:`sglang_default_cap`); the simulator's own default
         when neither gives one."""
         from llmsweep.catalog.engines import default_max_running

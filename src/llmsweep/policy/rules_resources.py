@@ -62,16 +62,17 @@ def gpus_per_node(ctx: Context) -> Iterator[Finding]:
                           f"tp·pp·pcp = {job.gpus} GPUs but `{job.runner_label}` has {per_node} per node", job=job)
 
 
-def hbm_share(job: Job, hw: HardwareSpec) -> tuple[float, str]:
-    """(bytes, what they are) of each GPU's memory that `job`'s weights and KV cache must fit: HBM × the memory
-    fraction its engine launches with (:func:`llmsweep.engines.launch_memory_fraction`: the recipe's flag, else the
-    engine's own default for its version, else the simulator's 0.88, each named with its source).
+def hbm_share(job: Job, hw: HardwareSpec, weights: float) -> tuple[float, str]:
+    """(bytes, what they are) of each GPU's memory that `job`'s weights (`weights`, per GPU) and KV cache must fit,
+    at the memory fraction its engine launches with (:func:`llmsweep.engines.launch_memory_fraction`: the recipe's
+    flag, else the engine's own default for its version, else the simulator's 0.88, each named with its source):
+    HBM × the fraction for a share of HBM; for TensorRT-LLM's `kv_cache_free_gpu_memory_fraction`, a share of the
+    memory the weights leave, the weights + the fraction × (HBM − weights) (`MemoryFraction.budget_bytes`; the
+    activation peak TensorRT-LLM also leaves out of the free memory is not modelled, so the check misses a job that
+    fits this budget but not the engine's own).
 
-    An engine that takes no share of the whole HBM is checked against the whole HBM: TensorRT-LLM sizes its KV cache
-    as `kv_cache_free_gpu_memory_fraction` of the memory the weights leave, so HBM × that fraction is no budget of
-    weights + KV; nor does the catalog record one for transformers serve or an engine llmsweep has no adapter for.
-    Weights plus one request's KV over the whole HBM cannot start under any fraction, so the stand-in never warns
-    about a job that fits; it misses one that fits the HBM but not the KV share the engine leaves itself."""
+    An engine the catalog records no fraction for (transformers serve, an engine llmsweep has no adapter for) is
+    checked against the whole HBM: weights plus one request's KV over it cannot start under any fraction."""
     from llmsweep.engines import launch_memory_fraction
 
     hbm = f"{hw.id}'s {hw.hbm_bytes / 1e9:.0f} GB"
@@ -83,16 +84,20 @@ def hbm_share(job: Job, hw: HardwareSpec) -> tuple[float, str]:
             engine = job.engine or job.framework
         return hw.hbm_bytes, (f"all of {hbm}: {engine}'s memory fraction is no share of the whole HBM that the "
                               "engines catalog records")
-    return hw.hbm_bytes * fraction.value, f"memory fraction {fraction.describe()}, of {hbm}"
+    budget = fraction.budget_bytes(hw.hbm_bytes, weights)
+    if fraction.share_of == "free":
+        return budget, (f"memory fraction {fraction.describe()}, of {hbm}: the weights + {fraction.value:g} × the "
+                        f"rest; the engine's activation peak is not modelled")
+    return budget, f"memory fraction {fraction.describe()}, of {hbm}"
 
 
 @rule("resources.hbm-fit", Severity.WARNING,
       "Model weights plus one request's KV do not fit the GPUs' HBM share",
-      "raise tp (or the engine's memory fraction: mem-fraction-static / gpu-memory-utilization), or serve a smaller "
-      "precision",
+      "raise tp (or the engine's memory fraction: mem-fraction-static / gpu-memory-utilization / "
+      "kv_cache_free_gpu_memory_fraction), or serve a smaller precision",
       "catalog models × hardware (weights at the recipe's precision, KV per token per GPU); the share is the memory "
       "fraction the job's engine launches with (the recipe's flag, else the engine's own default from the engines "
-      "catalog, else the simulator's 0.88)")
+      "catalog, else the simulator's 0.88): of HBM, or for TensorRT-LLM of the memory the weights leave")
 def hbm_fit(ctx: Context) -> Iterator[Finding]:
     from llmsweep.engines import launched_job
 
@@ -111,7 +116,7 @@ def hbm_fit(ctx: Context) -> Iterator[Finding]:
             kv = model.kv_bytes_per_token_per_gpu("bf16", job.tp) * tokens
         except LlmsweepError:
             continue
-        budget, share = hbm_share(launched, hw)
+        budget, share = hbm_share(launched, hw, weights)
         if weights + kv > budget:
             yield ctx.hit("resources.hbm-fit", recipe, (*entry_path(recipe, job), "tp"),
                           f"{model.id} at {job.precision}: {weights / 1e9:.0f} GB weights + {kv / 1e9:.1f} GB KV "

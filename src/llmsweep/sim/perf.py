@@ -299,8 +299,13 @@ class RooflineTimer:
         return out
 
 
+KV_RESERVE_BYTES_PER_GPU = 1.0 * GIB
+"""Bytes of each GPU the KV pool leaves beside the weights within the memory fraction (CUDA context, workspaces):
+:func:`kv_capacity_tokens`' reserve."""
+
+
 def kv_capacity_tokens(
-    inputs: PerfInputs, *, tp: int, mem_fraction_static: float, reserve_bytes_per_gpu: float = 1.0 * GIB
+    inputs: PerfInputs, *, tp: int, mem_fraction_static: float, reserve_bytes_per_gpu: float = KV_RESERVE_BYTES_PER_GPU
 ) -> int:
     """Tokens of KV the TP group's pool holds: per GPU, (HBM x fraction - reserve - weights / TP) over the KV bytes
     per token on one GPU (KV heads split over TP up to their count, replicated beyond).
@@ -319,6 +324,7 @@ def host_capacity_tokens(inputs: PerfInputs, *, dram_bytes: float) -> int:
 
 __all__ = [
     "DEFAULT_EFFICIENCY",
+    "KV_RESERVE_BYTES_PER_GPU",
     "Batch",
     "ConstantTimer",
     "Efficiency",

@@ -168,6 +168,7 @@ def test_a_sim_engine_recipe_of_a_vllm_framework_stands_in_for_vllm(tmp_path: Pa
     ("vllm", "a100", 256), ("vllm", "l40s", 256),
     ("dynamo-vllm", "h200", 1024),
     ("atom", "mi355x", 512), ("atom", "l40s", 512),
+    ("trtllm", "h200", 2048), ("trtllm", "l40s", 2048), ("dynamo-trt", "b200", 2048),
 ])
 def test_the_catalog_rule_per_engine_and_gpu(engine: str, sku: str, value: int) -> None:
     found = default_max_running(engine, get_hardware(sku))
@@ -175,7 +176,7 @@ def test_the_catalog_rule_per_engine_and_gpu(engine: str, sku: str, value: int) 
 
 
 def test_an_engine_without_a_recorded_default_has_none() -> None:
-    for engine in ("sglang", "trtllm", "sim", "no-such-engine"):
+    for engine in ("sglang", "sim", "no-such-engine"):
         assert default_max_running(engine, get_hardware("h200")) is None
 
 
@@ -268,7 +269,9 @@ def test_sglang_and_a_sim_recipe_keep_the_simulator_s_0_88(tmp_path: Path, engin
     ("vllm", "0.25.1", 0.92), ("vllm", "0.20.0", 0.92), ("vllm", "0.20.0rc1", 0.92), ("vllm", "0.19.1", 0.9),
     ("vllm", "0.11.0", 0.9), ("vllm", "0.10.2", None), ("vllm", None, None),
     ("atom", "0.1.3", 0.9), ("atom", None, 0.9),
-    ("sglang", "0.5.16", None), ("trtllm", "1.2.0", None), ("no-such-engine", "1.0", None),
+    ("sglang", "0.5.16", None), ("no-such-engine", "1.0", None),
+    # TensorRT-LLM's is a share of the memory the weights leave (`share_of: free`), for every version
+    ("trtllm", "1.2.0", 0.9), ("trtllm", None, 0.9), ("dynamo-trt", "1.2.0", 0.9),
 ])
 def test_the_catalog_memory_fraction_per_engine_and_version(engine: str, version: str | None,
                                                             value: float | None) -> None:

@@ -107,16 +107,29 @@ def test_an_atom_image_that_names_no_version_takes_atom_s_0_9_for_every_version(
     assert fraction.describe() == "0.9, ATOM (ROCm)'s default (the image names no version)"
 
 
-def test_tensorrt_llm_is_checked_against_the_whole_hbm(tmp_path: Path) -> None:
-    """TensorRT-LLM's `kv_cache_free_gpu_memory_fraction` is a share of the memory the weights leave, not of HBM: no
-    fraction of HBM is its budget. 77.81 GB fits the H100's 85.52 (it was warned about at the rule's 0.9); 92.07 GB
-    cannot start under any fraction."""
-    assert _hits(tmp_path, TRTLLM, "--max_seq_len: 22000") == []
-    (hit,) = _hits(tmp_path, TRTLLM, "--max_seq_len: 65536")
-    assert ("exceeds 86 GB (all of h100's 86 GB: TensorRT-LLM's memory fraction is no share of the whole HBM"
+def test_tensorrt_llm_is_checked_against_its_share_of_the_memory_the_weights_leave(tmp_path: Path) -> None:
+    """TensorRT-LLM's `kv_cache_free_gpu_memory_fraction` (0.9 unset) is a share of the memory the weights leave: the
+    budget is 70.6 + 0.9 × (85.52 − 70.6) = 84.03 GB. At 43,000 tokens the job needs 70.6 + 14.09 = 84.69 GB: within
+    the whole HBM (it passed when TensorRT-LLM was checked against all of it), over TensorRT-LLM's KV share."""
+    assert _hits(tmp_path, TRTLLM, "--max_seq_len: 32768") == []  # 81.34 GB
+    (hit,) = _hits(tmp_path, TRTLLM, "--max_seq_len: 43000")
+    assert ("exceeds 84 GB (memory fraction 0.9 of the memory the weights leave, TensorRT-LLM 1.2.0's default, of "
+            "h100's 86 GB: the weights + 0.9 × the rest; the engine's activation peak is not modelled)"
             in hit.message), hit.message
     (job,) = jobs_from_files([_write(tmp_path, TRTLLM, "--max_seq_len: 22000")])
-    assert launch_memory_fraction(job) is None
+    fraction = launch_memory_fraction(job)
+    assert fraction is not None and (fraction.value, fraction.origin, fraction.share_of) == (0.9, "engine", "free")
+
+
+@pytest.mark.parametrize("flag", ["--kv_cache_free_gpu_memory_fraction", "--free_gpu_memory_fraction",
+                                  "--kv-cache-free-gpu-memory-fraction"])
+def test_tensorrt_llm_s_pinned_free_fraction_wins_and_is_named(tmp_path: Path, flag: str) -> None:
+    """0.5 of what the weights leave: 70.6 + 0.5 × 14.92 = 78.06 GB; 32,768 tokens (81.34 GB) are over it, 22,000
+    (77.81 GB) within. Every spelling trtllm-serve reads as the flag (its click alias included) is the pin."""
+    (hit,) = _hits(tmp_path, TRTLLM, f"--max_seq_len: 32768, {flag}: 0.5")
+    assert (f"exceeds 78 GB (memory fraction 0.5 of the memory the weights leave from the recipe's {flag}, of "
+            "h100's 86 GB" in hit.message), hit.message
+    assert _hits(tmp_path, TRTLLM, f"--max_seq_len: 22000, {flag}: 0.5") == []
 
 
 @pytest.mark.parametrize(("args", "value", "source"), [
