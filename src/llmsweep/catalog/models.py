@@ -119,6 +119,9 @@ class ModelSpec(BaseModel):
     layers: int = Field(gt=0, description="Decoder layers (MTP layers excluded).")
     hidden_size: int = Field(gt=0)
     vocab_size: int | None = None
+    hf_architecture: str | None = Field(
+        default=None, description="config.json `architectures[0]`: what engines key per-architecture defaults on "
+                                  "(SGLang's attention-backend overrides); None: not recorded.")
     attention: AttentionSpec
     linear_attention: LinearAttentionSpec | None = None
     moe: MoESpec | None = None

@@ -138,7 +138,8 @@ def launch_memory_fraction(job: Job, gpu: str | None = None) -> MemoryFraction |
         return None
     pinned = _pinned(job, frozenset({norm_flag(record.flag)}), engine)
     if pinned is not None:
-        return replace(pinned, share_of=record.share_of)
+        pinned = replace(pinned, share_of=record.share_of)
+        return _sglang_scaled(job, engine, gpu or job.sku or "", pinned) or pinned
     version = tag_version(job.image) or stated_version(job)
     default = default_memory_fraction(engine, version, gpu or job.sku or "")
     name = info.display_name
@@ -155,6 +156,22 @@ def launch_memory_fraction(job: Job, gpu: str | None = None) -> MemoryFraction |
         own, "unestablished", f"{name}'s default for {versioned} is not established; the simulator's {own:g}",
         f"memory fraction {own:g}: the simulator's own; {name}'s default ({record.flag}) for {versioned} is not "
         f"established — {record.unestablished}")
+
+
+def _sglang_scaled(job: Job, engine: str, gpu: str, pinned: MemoryFraction) -> MemoryFraction | None:
+    """A recipe's pinned SGLang fraction as SGLang launches with it where it multiplies it by 0.85 for the aiter
+    attention backend (:func:`llmsweep.engines.sglang_memory.sglang_scaled_pin`); None otherwise (the pin stands)."""
+    from llmsweep.engine_ids import SGLANG
+    from llmsweep.engines.sglang_memory import sglang_scaled_pin
+    from llmsweep.sim.inputs import simulated_gpu
+
+    if engine != SGLANG.id:
+        return None
+    scaled = sglang_scaled_pin(job, pinned.value, simulated_gpu(gpu) if gpu else None)
+    if scaled is None:
+        return None
+    value, note = scaled
+    return MemoryFraction(value, "recipe", f"{pinned.source} x 0.85 (SGLang's aiter attention factor)", note)
 
 
 def _computed_fraction(job: Job, engine: str, version: str | None, gpu: str, flag: str,

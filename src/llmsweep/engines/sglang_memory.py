@@ -19,10 +19,9 @@ size, CUDA: `nvidia-smi`'s `memory.total`; the hardware catalog's `hbm_gb` is th
   STANDALONE, none for NGRAM; 0.5.12 and 0.5.12.post1 add 4096 (6144 STANDALONE, none NGRAM); 0.5.14 on reserve
   nothing for speculation; 0.5.15 on add 2048 after the floor for a DeepEP all-to-all backend (and size a
   disaggregated worker by its role, not modelled here).
-- later, `_handle_attention_backend_compatibility` multiplies the fraction (pinned or computed) by 0.85 when the
-  attention backend is `aiter` and the model's context exceeds 8192 tokens. SGLang picks aiter by default on ROCm
-  for MHA/GQA models and for MLA models with 16 or 128 KV heads per rank, with per-architecture overrides the
-  simulator does not model, so the factor is applied only where the recipe names `--attention-backend aiter`.
+- later, `_handle_attention_backend_compatibility` multiplies `mem_fraction_static` (pinned or computed) by 0.85
+  when the attention backend is `aiter` and the model config's `context_len` (the served `--context-length`, else
+  the checkpoint's own) exceeds 8192 tokens: :func:`sglang_attention_backend` says which backend that is.
 
 Only ROCm launches are reproduced: on CUDA the prefill CUDA graphs (on by default from 0.5.12, sized by capture
 lists and disabled by a dozen model and launch conditions) are reserved too, which is not modelled here.
@@ -36,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from llmsweep.catalog.engines import EngineDefault
     from llmsweep.catalog.hardware import HardwareSpec
+    from llmsweep.catalog.models import ModelSpec
     from llmsweep.plan.job import Job
 
 SGLANG_VERSIONS_READ: tuple[str, ...] = ("0.5.9", "0.5.12", "0.5.12.post1", "0.5.14", "0.5.15", "0.5.16", "0.5.17")
@@ -55,6 +55,54 @@ _DEEPEP_RESERVE_RELEASES = frozenset({"0.5.15", "0.5.16", "0.5.17"})
 
 AITER_FACTOR = 0.85
 AITER_CONTEXT_ABOVE = 8192
+AITER = "aiter"
+AITER_HEADS_PER_RANK = frozenset({16, 128})
+"""The KV heads per rank (`model_config.get_num_kv_heads(tp)`) for which SGLang picks aiter for an MLA model on ROCm
+(`# TODO current aiter only support head number 16 or 128 head number`), in every release read."""
+SGLANG_BACKEND_FUNCTION = "ServerArgs._get_default_attn_backend"
+
+_ALL_READ = frozenset(SGLANG_VERSIONS_READ)
+_FROM_0512 = _ALL_READ - {"0.5.9"}
+
+
+@dataclass(frozen=True)
+class _ArchitectureRule:
+    """What SGLang's per-architecture adjustments (`_handle_model_specific_adjustments`, from 0.5.15 the
+    `arg_groups/overrides.py` providers) do to the attention backend of one architecture on ROCm."""
+
+    releases: frozenset[str]
+    """The releases read that know the architecture with this rule."""
+    forced: str | None = None
+    """The backend it sets whatever the recipe names; None: none on ROCm (SGLang's default pick stands)."""
+
+
+_HIP_ARCHITECTURES: dict[str, _ArchitectureRule] = {
+    # DeepSeek V3/R1 and Kimi K2.5: the DeepSeek family branch sets trtllm_mla on SM100 only (and the DSA backend
+    # for DeepSeek V3.2 / GLM-5 configs, which these are not).
+    "DeepseekV3ForCausalLM": _ArchitectureRule(_ALL_READ),
+    "KimiK25ForConditionalGeneration": _ArchitectureRule(_ALL_READ),
+    # Qwen3.5 / Qwen3-Next hybrids: an SM100 default (triton or trtllm_mha) only; Qwen3 MoE: MoE runner only.
+    "Qwen3_5MoeForConditionalGeneration": _ArchitectureRule(_ALL_READ),
+    "Qwen3_5ForConditionalGeneration": _ArchitectureRule(_ALL_READ),
+    "Qwen3NextForCausalLM": _ArchitectureRule(_ALL_READ),
+    "Qwen3MoeForCausalLM": _ArchitectureRule(_ALL_READ),
+    "LlamaForCausalLM": _ArchitectureRule(_ALL_READ),
+    # DeepSeek V4: `attention_backend = "dsv4"` unconditionally (0.5.12, 0.5.14: arg_groups/deepseek_v4_hook.py
+    # apply_deepseek_v4_defaults; 0.5.15 on: the overrides.py provider); 0.5.9 does not know the architecture.
+    "DeepseekV4ForCausalLM": _ArchitectureRule(_FROM_0512, forced="dsv4"),
+}
+"""The architectures whose per-architecture adjustments were read in every release of
+:data:`SGLANG_VERSIONS_READ` (server_args.py; from 0.5.15 also arg_groups/overrides.py): where a launch's
+architecture is not here (or not recorded in the model catalog), SGLang's pick is not modelled."""
+
+
+@dataclass(frozen=True)
+class AttentionBackendPick:
+    """The attention backend SGLang's `attention_backend` ends as for a launch, before the aiter memory factor."""
+
+    backend: str | None
+    """None: not modelled (an architecture whose adjustments were not read, or not recorded)."""
+    why: str
 MIB = 1024 * 1024
 GIB_MIB = 1024
 
@@ -114,7 +162,18 @@ class SglangLaunch:
     """The recipe's pin; None: the band default."""
     moe_a2a_backend: str | None = None
     attention_backend: str | None = None
-    """The recipe's pin; None: SGLang picks one (not modelled)."""
+    """The recipe's `--attention-backend`; None: SGLang picks one (:func:`sglang_attention_backend`)."""
+    prefill_attention_backend: str | None = None
+    decode_attention_backend: str | None = None
+    """The recipe's `--prefill-attention-backend` / `--decode-attention-backend`: where both name the same backend,
+    SGLang takes it as `attention_backend`."""
+    architecture: str | None = None
+    """The model's config.json `architectures[0]` (the model catalog's `hf_architecture`); None: not recorded."""
+    mla: bool = False
+    """SGLang's `use_mla_backend()`: the model's attention is MLA (the catalog's attention kind)."""
+    total_kv_heads: int | None = None
+    """`model_config.get_total_num_kv_heads()`: config.json `num_key_value_heads` (for DeepSeek V3/R1 and Kimi K2.x,
+    MLA, it equals `num_attention_heads`: 128 and 64)."""
     context_len: int | None = None
     disaggregated: bool = False
     """A worker of a disaggregated job: sized here as an aggregated server (0.5.15 on size a prefill worker without
@@ -161,9 +220,44 @@ class SglangLaunch:
         return terms
 
     def aiter_scaled(self) -> bool:
-        """Whether SGLang multiplies the fraction by 0.85: the recipe names the aiter attention backend and the
-        context exceeds 8192 tokens (a backend SGLang picks itself is not modelled)."""
-        return (self.attention_backend or "").lower() == "aiter" and (self.context_len or 0) > AITER_CONTEXT_ABOVE
+        """Whether SGLang multiplies the fraction by 0.85: its attention backend is aiter
+        (:func:`sglang_attention_backend`) and the context exceeds 8192 tokens."""
+        return sglang_attention_backend(self).backend == AITER and (self.context_len or 0) > AITER_CONTEXT_ABOVE
+
+
+def sglang_attention_backend(launch: SglangLaunch) -> AttentionBackendPick:
+    """The `attention_backend` SGLang ends with for `launch` on ROCm, in the order every release read takes: the
+    recipe's `--attention-backend`; an architecture's forced backend (`_handle_model_specific_adjustments`); the
+    recipe's prefill and decode backends where they are the same; else `_get_default_attn_backend`: aiter for an
+    MHA/GQA model, for an MLA model aiter when `get_num_kv_heads(tp)` (= max(1, total KV heads // tp)) is 16 or 128,
+    else triton. Not modelled (backend None) off ROCm, or for an architecture whose adjustments were not read."""
+    version = launch.version
+    rule = _HIP_ARCHITECTURES.get(launch.architecture or "")
+    if rule is not None and version not in rule.releases:
+        rule = None
+    prefill, decode = launch.prefill_attention_backend, launch.decode_attention_backend
+    if prefill is not None and prefill == decode:
+        return AttentionBackendPick(prefill, f"the recipe's prefill and decode attention backend {prefill}")
+    if rule is not None and rule.forced is not None:
+        return AttentionBackendPick(rule.forced, f"SGLang {version} sets {rule.forced} for {launch.architecture}")
+    if launch.attention_backend is not None:
+        return AttentionBackendPick(launch.attention_backend,
+                                    f"the recipe's --attention-backend {launch.attention_backend}")
+    if not launch.rocm:
+        return AttentionBackendPick(None, "SGLang's pick off ROCm is not modelled")
+    if rule is None:
+        what = f"architecture {launch.architecture}" if launch.architecture else \
+            "a model whose architecture the model catalog does not record"
+        return AttentionBackendPick(None, f"SGLang {version}'s pick for {what} is not modelled (its "
+                                          "per-architecture overrides were not read)")
+    if not launch.mla:
+        return AttentionBackendPick(AITER, f"SGLang {version}'s {SGLANG_BACKEND_FUNCTION} on ROCm for an MHA/GQA "
+                                           f"model ({launch.architecture})")
+    per_rank = max(1, (launch.total_kv_heads or 0) // launch.tp)
+    backend = AITER if per_rank in AITER_HEADS_PER_RANK else "triton"
+    return AttentionBackendPick(backend, f"SGLang {version}'s {SGLANG_BACKEND_FUNCTION} on ROCm for an MLA model "
+                                         f"({launch.architecture}) with {launch.total_kv_heads} KV heads / TP "
+                                         f"{launch.tp} = {per_rank} per rank (aiter only for 16 or 128)")
 
 
 def sglang_memory_fraction(launch: SglangLaunch) -> float | None:
@@ -182,6 +276,10 @@ def _recipe_value(job: Job, flag: str) -> Any:
 
     found = [value for _written, name, value in engine_flags(job) if name == flag]
     return found[-1] if found else None
+
+
+def _str_or_none(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 def _int_or_none(value: Any) -> int | None:
@@ -212,7 +310,8 @@ def sglang_launch(job: Job, version: str, gpu: HardwareSpec) -> SglangLaunch:
     tp, pp, _ep, dp_attn, _dcp, _pcp = topology(job)
     model = find_model(job.model)
     context = job.max_model_len or (model.native_context if model is not None else None)
-    attention = _recipe_value(job, "--attention-backend")
+    attention, prefill, decode = (_str_or_none(_recipe_value(job, f"--{flag}attention-backend"))
+                                  for flag in ("", "prefill-", "decode-"))
     moe_a2a = _recipe_value(job, "--moe-a2a-backend")
     max_prefill = _int_or_none(_recipe_value(job, "--max-prefill-tokens"))
     return SglangLaunch(
@@ -222,8 +321,18 @@ def sglang_launch(job: Job, version: str, gpu: HardwareSpec) -> SglangLaunch:
         max_prefill_tokens=max_prefill if max_prefill is not None else 16384,
         cuda_graph_max_bs=_int_or_none(_recipe_value(job, "--cuda-graph-max-bs")),
         moe_a2a_backend=str(moe_a2a) if isinstance(moe_a2a, str) else None,
-        attention_backend=str(attention) if isinstance(attention, str) else None, context_len=context,
+        attention_backend=attention, prefill_attention_backend=prefill, decode_attention_backend=decode,
+        architecture=model.hf_architecture if model is not None else None,
+        mla=model is not None and model.attention.kind == "mla",
+        total_kv_heads=_total_kv_heads(model) if model is not None else None, context_len=context,
         disaggregated=bool(job.disagg))
+
+
+def _total_kv_heads(model: ModelSpec) -> int:
+    """What SGLang's `get_total_num_kv_heads` reads: config.json `num_key_value_heads`, the catalog's `kv_heads`;
+    for an MLA model the catalog records none, and the DeepSeek-V3-style configs name `num_attention_heads` there."""
+    a = model.attention
+    return a.kv_heads if a.kv_heads is not None else a.heads
 
 
 def describe_launch(launch: SglangLaunch) -> str:
@@ -245,16 +354,42 @@ def explain_fraction(launch: SglangLaunch) -> str:
     reserved = sum(v for _, v in terms)
     summed = " + ".join(f"{v:g} ({name})" for name, v in terms)
     text = f"reserves {summed} = {reserved:g} MiB of {launch.gpu_mib:.0f}, round((M - R) / M, 3)"
-    if launch.aiter_scaled():
-        text += f", x {AITER_FACTOR:g} for the recipe's aiter attention backend at a context of {launch.context_len}"
-    elif launch.attention_backend is None:
-        text += (f"; not applied: the x {AITER_FACTOR:g} SGLang takes when the attention backend it picks is aiter "
-                 f"and the context exceeds {AITER_CONTEXT_ABOVE} (the ROCm default for many models; the pick is not "
-                 "modelled)")
+    text += f", {aiter_factor_note(launch)}"
     if launch.disaggregated and launch.version not in _SPECULATIVE_RESERVE_MIB and launch.version != "0.5.14":
         text += f"; sized as an aggregated server (SGLang {launch.version} sizes a disaggregated worker by its role: " \
                 "not modelled)"
     return text
+
+
+def aiter_factor_note(launch: SglangLaunch) -> str:
+    """Whether and why SGLang's x 0.85 for the aiter attention backend above 8192 tokens of context is applied, in
+    words: `x 0.85: attention backend aiter (...) at a context of 9472 > 8192`."""
+    pick = sglang_attention_backend(launch)
+    rule = f"SGLang's x {AITER_FACTOR:g} for the aiter attention backend at a context above {AITER_CONTEXT_ABOVE}"
+    if pick.backend is None:
+        return f"not applied: {rule} ({pick.why})"
+    if pick.backend != AITER:
+        return f"not applied: {rule} (attention backend {pick.backend}: {pick.why})"
+    if (launch.context_len or 0) <= AITER_CONTEXT_ABOVE:
+        return f"not applied: {rule} (attention backend aiter: {pick.why}; context {launch.context_len})"
+    return f"x {AITER_FACTOR:g}: attention backend aiter ({pick.why}) at a context of {launch.context_len} > " \
+           f"{AITER_CONTEXT_ABOVE}"
+
+
+def sglang_scaled_pin(job: Job, pinned: float, gpu: HardwareSpec | None) -> tuple[float, str] | None:
+    """A recipe's pinned `--mem-fraction-static` as SGLang launches with it: `_handle_attention_backend_compatibility`
+    multiplies `self.mem_fraction_static` by 0.85 whether pinned or computed (every release read); `(value, note)`
+    where it does, None where it does not or the launch is not reproduced (:func:`not_reproduced`)."""
+    version = job_version(job)
+    if not_reproduced(version, gpu) is not None or version is None or gpu is None:
+        return None
+    launch = sglang_launch(job, version, gpu)
+    if not launch.aiter_scaled():
+        return None
+    value = pinned * AITER_FACTOR
+    return value, (f"memory fraction {value:g}: the recipe's {pinned:g} {aiter_factor_note(launch)}, as SGLang "
+                   f"{version}'s {SGLANG_MEMORY_FILE} ServerArgs._handle_attention_backend_compatibility does to a "
+                   "pinned fraction too")
 
 
 def job_version(job: Job) -> str | None:

@@ -314,6 +314,8 @@ class SimAdapter(Adapter):
                 a[target] = value
         if real is not None and "--mem-fraction-static" not in a:
             self._engine_memory_fraction(job, d)  # first: SGLang's running cap is sized from this pool
+        elif real == SGLANG.id:
+            self._sglang_scaled_pin(job, d)
         if real is not None and "--max-running-requests" not in a:
             self._engine_running_cap(job, real, d)
         if real is not None:
@@ -378,6 +380,24 @@ class SimAdapter(Adapter):
             f"{rest / 1e9:.1f} GB left of {a['--hardware']}'s {hbm / 1e9:.1f} GB; not modelled: the activation peak "
             f"of the engine's profiling run (a max_num_tokens forward pass), which it also leaves out of the free "
             f"memory" + (f" ({fraction.note})" if fraction.note is not None else ""))
+
+    @staticmethod
+    def _sglang_scaled_pin(job: Job, d: Derived) -> None:
+        """An SGLang recipe's pinned fraction as SGLang launches with it: x 0.85 where its attention backend is aiter
+        above 8192 tokens of context, pinned or computed (`engines.sglang_memory.sglang_scaled_pin`), with a note;
+        else the pin stands."""
+        from llmsweep.engines.sglang_memory import sglang_scaled_pin
+        from llmsweep.sim.inputs import simulated_gpu
+
+        pinned = d.args["--mem-fraction-static"]
+        try:
+            value = float(pinned)
+        except (TypeError, ValueError):
+            return
+        scaled = sglang_scaled_pin(job, value, simulated_gpu(str(d.args["--hardware"])))
+        if scaled is not None:
+            d.args["--mem-fraction-static"], note = scaled
+            d.notes.append(note)
 
     @staticmethod
     def _engine_scheduler(engine: str, d: Derived) -> None:

@@ -117,7 +117,7 @@ def test_an_mi355x_sglang_0_5_16_launch_takes_sglang_s_fraction_and_chunk(tmp_pa
     (note,) = [n for n in spec.notes if n.startswith("memory fraction")]
     assert "SGLang 0.5.16's own when --mem-fraction-static is unset" in note, note
     assert "ServerArgs._handle_gpu_memory_settings does for mi355x (294914 MiB) at TP 8" in note, note
-    assert "= 27136 MiB" in note and "not applied: the x 0.85" in note, note
+    assert "= 27136 MiB" in note and "not applied: SGLang's x 0.85" in note and "context 2304" in note, note
     (chunk,) = [n for n in spec.notes if n.startswith("chunked prefill size")]
     assert "chunked prefill size 16384: SGLang 0.5.16's default when --chunked-prefill-size is unset" in chunk, chunk
 
