@@ -66,6 +66,17 @@ def stated_version(job: Job) -> str | None:
     return override.version if override is not None and override.version else None
 
 
+def job_version(job: Job) -> str | None:
+    """The engine version a job's launch runs: its image tag's, else the recipe's `serve.engine.version`, in the
+    version's own spelling where it parses (`v0.5.16` is 0.5.16), so a version compared against releases read is
+    found however the recipe writes it."""
+    from llmsweep.catalog.version import Version
+
+    version = tag_version(job.image) or stated_version(job)
+    parsed = Version.try_parse(version) if version is not None else None
+    return str(parsed) if parsed is not None else version
+
+
 def norm_flag(flag: str) -> str:
     """`--tp_size` and `--tp-size` are one flag to every engine we render (argparse accepts both spellings);
     `--flag=value` names `--flag`."""

@@ -26,7 +26,7 @@ from typing import Any, Literal
 
 from llmsweep.catalog.engines import ShareOf, default_memory_fraction, get_engine
 from llmsweep.engine_ids import SIM
-from llmsweep.engines.base import norm_flag, stated_version, tag_version
+from llmsweep.engines.base import job_version, norm_flag
 from llmsweep.errors import ConfigError
 from llmsweep.plan.job import Job
 
@@ -140,7 +140,7 @@ def launch_memory_fraction(job: Job, gpu: str | None = None) -> MemoryFraction |
     if pinned is not None:
         pinned = replace(pinned, share_of=record.share_of)
         return _sglang_scaled(job, engine, gpu or job.sku or "", pinned) or pinned
-    version = tag_version(job.image) or stated_version(job)
+    version = job_version(job)
     default = default_memory_fraction(engine, version, gpu or job.sku or "")
     name = info.display_name
     if default is not None:

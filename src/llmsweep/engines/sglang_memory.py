@@ -393,10 +393,11 @@ def sglang_scaled_pin(job: Job, pinned: float, gpu: HardwareSpec | None) -> tupl
 
 
 def job_version(job: Job) -> str | None:
-    """The engine version the job's image tag names, else the recipe's `serve.engine.version`."""
-    from llmsweep.engines.base import stated_version, tag_version
+    """The engine version the job's launch runs (`engines.base.job_version`: the tag's, else the stated one, in the
+    version's own spelling)."""
+    from llmsweep.engines.base import job_version as launched_version
 
-    return tag_version(job.image) or stated_version(job)
+    return launched_version(job)
 
 
 def sglang_chunk_default(job: Job, gpu: HardwareSpec) -> EngineDefault | None:

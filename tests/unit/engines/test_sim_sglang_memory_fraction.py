@@ -209,3 +209,17 @@ def test_the_policy_checks_the_fraction_of_the_job_as_launched(tmp_path: Path) -
     assert launched is not None and launched.value == pytest.approx(0.865 * 0.85)
     (hit,) = [f for f in validate_files([path]).findings if f.rule == "resources.hbm-fit"]
     assert f"memory fraction {launched.value:g}" in hit.message, hit.message
+
+
+@pytest.mark.parametrize("stated", ["0.5.16", "v0.5.16"])
+def test_a_stated_version_is_found_however_the_recipe_spells_it(tmp_path: Path, stated: str) -> None:
+    """Over an image that names no version, `serve.engine.version: v0.5.16` is SGLang 0.5.16 (a release read), not an
+    unread `v0.5.16` that falls back to 0.88 under a label naming 0.5.16 among the releases read."""
+    path = tmp_path / "r.yaml"
+    serve = f"  serve:\n    engine: {{ name: sglang, version: '{stated}' }}\n"
+    path.write_text(RECIPE.replace("IMAGE", "lmsysorg/sglang:latest").replace("RUNNER", "mi355x")
+                    .replace("SPEC", "").replace("SERVE", serve), encoding="utf-8")
+    (job,) = jobs_from_files([path])
+    fraction = launch_memory_fraction(job)
+    assert fraction is not None and fraction.origin == "engine", fraction
+    assert fraction.value == 0.908, fraction  # (a 2304-token context: no aiter factor)
