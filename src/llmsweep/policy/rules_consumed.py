@@ -14,7 +14,7 @@ from llmsweep.engines import ADAPTERS, adapter_for
 from llmsweep.engines.base import Conflict, pools
 from llmsweep.engines.launch import is_secret_name
 from llmsweep.engines.sim import SimAdapter
-from llmsweep.errors import LlmsweepError
+from llmsweep.errors import ConfigError, LlmsweepError
 from llmsweep.findings import Finding, Severity
 from llmsweep.plan.job import Job
 from llmsweep.policy.context import Context, entry_path, serve_arg_path, serve_env_path
@@ -418,6 +418,20 @@ def render_failed(ctx: Context) -> Iterator[Finding]:
             yield hit
 
 
+def _fraction_flag(sim: SimAdapter, job: Job) -> frozenset[str]:
+    """The memory-fraction flag of the engine a `sim` recipe stands in for, as that engine reads it (the engines
+    catalog's `memory_fraction_default.flag`: TensorRT-LLM's `--kv_cache_free_gpu_memory_fraction` too), which the
+    simulator sizes its KV pool from (`engines.launch_memory_fraction`); empty when the catalog records none."""
+    from llmsweep.catalog.engines import get_engine
+
+    engine = SimAdapter.stands_in_for(job)
+    try:
+        record = get_engine(engine).memory_fraction_default if engine is not None else None
+    except ConfigError:
+        return frozenset()
+    return frozenset({sim.parsed_flag(job, record.flag)}) if record is not None else frozenset()
+
+
 @rule("serve.sim-ignored", Severity.WARNING,
       "A serve flag the simulated engine does not model (it runs as if the flag were absent)",
       "delete it from a `framework: sim` recipe, or accept that the prediction ignores it",
@@ -430,8 +444,9 @@ def sim_ignored(ctx: Context) -> Iterator[Finding]:
     for job, recipe in ctx.runnable_pairs():
         if job.engine != SIM.id or job.serve is None:
             continue
+        modelled = MODELLED | _fraction_flag(sim, job)
         for flag in job.serve.args:
-            if sim.parsed_flag(job, flag) not in MODELLED:  # as the engine it stands in for reads the flag
+            if sim.parsed_flag(job, flag) not in modelled:  # as the engine it stands in for reads the flag
                 yield ctx.hit("serve.sim-ignored", recipe, serve_arg_path(recipe, job, flag),
                               f"the simulator does not model `{flag}`", job=job)
 

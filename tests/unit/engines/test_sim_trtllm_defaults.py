@@ -147,3 +147,17 @@ def test_budget_bytes_by_what_the_fraction_is_a_share_of() -> None:
     assert of_free.budget_bytes(100.0, 40.0, 10.0) == pytest.approx(50.0 + 0.9 * 50.0)
     assert of_free.budget_bytes(100.0, 120.0) == pytest.approx(120.0)  # weights over HBM: nothing left for KV
     assert of_free.describe() == "0.9 of the memory the weights leave, s"
+
+
+@pytest.mark.parametrize("args", ["--kv_cache_free_gpu_memory_fraction: 0.5", "--free_gpu_memory_fraction: 0.5"])
+def test_a_sim_recipe_s_free_fraction_is_not_called_unmodelled(tmp_path: Path, args: str) -> None:
+    """`serve.sim-ignored` said the simulator does not model TensorRT-LLM's fraction while the launch sized its pool
+    from it: the flag the engines catalog records for the stood-in engine is modelled (in any spelling it reads)."""
+    from llmsweep.policy import validate_files
+
+    path = tmp_path / "r.yaml"
+    path.write_text(RECIPE.replace("RUNNER", "h200").replace(
+        "SERVE", f"  serve:\n    engine: {{ name: sim }}\n    args: {{ {args} }}\n"), encoding="utf-8")
+    assert not [f for f in validate_files([path]).findings if f.rule == "serve.sim-ignored"]
+    spec = engines.render(jobs_from_files([path])[0], simulate=True)
+    assert engine_config(spec).kv_pool_tokens() == pytest.approx(_free_pool("h200", 0.5), rel=1e-3)
