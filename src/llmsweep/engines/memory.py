@@ -117,18 +117,19 @@ def _pinned(job: Job, flags: frozenset[str], engine: str | None = None) -> Memor
 def launch_memory_fraction(job: Job, gpu: str | None = None) -> MemoryFraction | None:
     """The memory fraction `job`'s engine launches with (the recipe's flag, else the engine's default at its version
     or, for SGLang, the one it computes for the launch, else the simulator's own 0.88, labelled) and its source; None
-    when its engine takes no share of the whole HBM that the engines catalog records (TensorRT-LLM, transformers, an
-    engine no adapter serves). `gpu`: the GPU the launch names (default the job's SKU), carried into the engine
-    default's record."""
+    when the engines catalog records no fraction for its engine (transformers, an engine no adapter serves). A recipe
+    of `serve.engine: sim` that stands in for an engine may also write the simulator's own spelling
+    (`--mem-fraction-static`, `--gpu-memory-utilization`), taken as a share of HBM as written, after the engine's own
+    flag. `gpu`: the GPU the launch names (default the job's SKU), carried into the engine default's record."""
     from llmsweep.engines.sim import TRANSLATED, SimAdapter
 
     engine = SimAdapter.stands_in_for(job)
+    own_spellings = frozenset(k for k, v in TRANSLATED.items() if v == "--mem-fraction-static")
     if engine is None:
         if job.engine != SIM.id:
             return None
-        spellings = frozenset(k for k, v in TRANSLATED.items() if v == "--mem-fraction-static")
         own = simulator_fraction()
-        return _pinned(job, spellings) or MemoryFraction(own, "simulator", f"the simulator's own {own:g}")
+        return _pinned(job, own_spellings) or MemoryFraction(own, "simulator", f"the simulator's own {own:g}")
     try:
         info = get_engine(engine)
     except ConfigError:
@@ -140,6 +141,8 @@ def launch_memory_fraction(job: Job, gpu: str | None = None) -> MemoryFraction |
     if pinned is not None:
         pinned = replace(pinned, share_of=record.share_of)
         return _sglang_scaled(job, engine, gpu or job.sku or "", pinned) or pinned
+    if job.engine == SIM.id and (own_pin := _pinned(job, own_spellings)) is not None:
+        return own_pin  # the simulator's own knob, a share of HBM, as the launch serves it
     version = job_version(job)
     default = default_memory_fraction(engine, version, gpu or job.sku or "")
     name = info.display_name

@@ -310,12 +310,12 @@ class SimAdapter(Adapter):
             a["--max-running-requests"] = 2 * agentic_conc(job)
         for flag, value in recipe.items():
             target = TRANSLATED.get(flag)
+            if target == "--mem-fraction-static" and real is not None:
+                continue  # the fraction the stood-in engine launches with, pinned or not: `_engine_memory_fraction`
             if target is not None and value is not None and value is not False:
                 a[target] = value
-        if real is not None and "--mem-fraction-static" not in a:
+        if real is not None:
             self._engine_memory_fraction(job, d)  # first: SGLang's running cap is sized from this pool
-        elif real == SGLANG.id:
-            self._sglang_scaled_pin(job, d)
         if real is not None and "--max-running-requests" not in a:
             self._engine_running_cap(job, real, d)
         if real is not None:
@@ -330,8 +330,9 @@ class SimAdapter(Adapter):
 
     @staticmethod
     def _engine_memory_fraction(job: Job, d: Derived) -> None:
-        """The memory fraction of the engine the job stands in for when the recipe pins none, from the one answer
-        the policy reads too (`engines.memory.launch_memory_fraction`): the engine's own default at the version its
+        """The memory fraction of the engine the job stands in for, from the one answer the policy reads too
+        (`engines.memory.launch_memory_fraction`): the recipe's pin (SGLang's cut by 0.85 where SGLang cuts it), else
+        the engine's own default at the version its
         image names (else the recipe's `serve.engine.version`) from the engines catalog (vLLM's 0.92 from 0.20.0,
         0.9 before, ATOM's 0.9), written into the launch (`--mem-fraction-static`) with a note naming its source.
         SGLang's is computed per launch as its `ServerArgs._handle_gpu_memory_settings` does, at the releases whose
@@ -380,24 +381,6 @@ class SimAdapter(Adapter):
             f"{rest / 1e9:.1f} GB left of {a['--hardware']}'s {hbm / 1e9:.1f} GB; not modelled: the activation peak "
             f"of the engine's profiling run (a max_num_tokens forward pass), which it also leaves out of the free "
             f"memory" + (f" ({fraction.note})" if fraction.note is not None else ""))
-
-    @staticmethod
-    def _sglang_scaled_pin(job: Job, d: Derived) -> None:
-        """An SGLang recipe's pinned fraction as SGLang launches with it: x 0.85 where its attention backend is aiter
-        above 8192 tokens of context, pinned or computed (`engines.sglang_memory.sglang_scaled_pin`), with a note;
-        else the pin stands."""
-        from llmsweep.engines.sglang_memory import sglang_scaled_pin
-        from llmsweep.sim.inputs import simulated_gpu
-
-        pinned = d.args["--mem-fraction-static"]
-        try:
-            value = float(pinned)
-        except (TypeError, ValueError):
-            return
-        scaled = sglang_scaled_pin(job, value, simulated_gpu(str(d.args["--hardware"])))
-        if scaled is not None:
-            d.args["--mem-fraction-static"], note = scaled
-            d.notes.append(note)
 
     @staticmethod
     def _engine_scheduler(engine: str, d: Derived) -> None:

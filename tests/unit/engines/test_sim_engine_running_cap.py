@@ -211,11 +211,28 @@ def test_a_vllm_0_26_job_sizes_its_kv_pool_at_vllm_s_0_92(tmp_path: Path) -> Non
     assert "CacheConfig.gpu_memory_utilization" in note and "vLLM 0.26.0" in note, note
 
 
-@pytest.mark.parametrize("args", ["--gpu-memory-utilization: 0.85", "--mem-fraction-static: 0.85"])
-def test_a_pinned_fraction_wins_over_the_engine_s_default(tmp_path: Path, args: str) -> None:
-    spec = engines.render(_job(tmp_path, VLLM, args=args), simulate=True)
+@pytest.mark.parametrize(("args", "sim_engine"), [
+    ("--gpu-memory-utilization: 0.85", False), ("--gpu-memory-utilization: 0.85", True),
+    # a `serve.engine: sim` recipe may write the simulator's own knob: a share of HBM, as written
+    ("--mem-fraction-static: 0.85", True),
+])
+def test_a_pinned_fraction_wins_over_the_engine_s_default(tmp_path: Path, args: str, sim_engine: bool) -> None:
+    """The launch serves the pin and `resources.hbm-fit` checks it: one answer (`launch_memory_fraction`)."""
+    from llmsweep.engines import launch_memory_fraction
+
+    job = _job(tmp_path, VLLM, args=args, sim_engine=sim_engine)
+    spec = engines.render(job, simulate=True)
     assert _fraction(spec.argv) == "0.85"
+    answer = launch_memory_fraction(job)
+    assert answer is not None and answer.value == engine_config(spec).mem_fraction_static == 0.85
     assert not [n for n in spec.notes if n.startswith("memory fraction")]
+
+
+def test_another_engine_s_fraction_flag_is_not_served_for_a_vllm_recipe(tmp_path: Path) -> None:
+    """SGLang's `--mem-fraction-static` on a vLLM recipe is no vLLM flag (`serve.unsupported-arg` refuses the recipe):
+    the simulated launch used to serve it while the policy checked vLLM's default; both now read vLLM's 0.92."""
+    job = _job(tmp_path, VLLM, args="--mem-fraction-static: 0.85")
+    assert engine_config(engines.render(job, simulate=True)).mem_fraction_static == 0.92
 
 
 @pytest.mark.parametrize(("image", "shown"), [

@@ -161,3 +161,13 @@ def test_a_sim_recipe_s_free_fraction_is_not_called_unmodelled(tmp_path: Path, a
     assert not [f for f in validate_files([path]).findings if f.rule == "serve.sim-ignored"]
     spec = engines.render(jobs_from_files([path])[0], simulate=True)
     assert engine_config(spec).kv_pool_tokens() == pytest.approx(_free_pool("h200", 0.5), rel=1e-3)
+
+
+def test_a_sim_recipe_s_own_fraction_knob_is_a_share_of_hbm_for_launch_and_policy(tmp_path: Path) -> None:
+    """A `serve.engine: sim` recipe standing in for TensorRT-LLM that writes the simulator's `--mem-fraction-static`
+    was served at 0.5 of HBM while `resources.hbm-fit` checked TensorRT-LLM's 0.9 of the free memory: one answer now,
+    the simulator's knob as written."""
+    job = _job(tmp_path, args="--mem-fraction-static: 0.5", sim_engine=True)
+    answer = launch_memory_fraction(job)
+    assert answer is not None and (answer.value, answer.share_of, answer.origin) == (0.5, "hbm", "recipe")
+    assert engine_config(engines.render(job, simulate=True)).mem_fraction_static == 0.5
