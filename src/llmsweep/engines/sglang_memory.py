@@ -32,6 +32,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from llmsweep.engines.base import job_version, token_count
+
 if TYPE_CHECKING:
     from llmsweep.catalog.engines import EngineDefault
     from llmsweep.catalog.hardware import HardwareSpec
@@ -106,11 +108,6 @@ class AttentionBackendPick:
 MIB = 1024 * 1024
 GIB_MIB = 1024
 
-SPEC_ALGORITHMS: dict[str, str] = {
-    "mtp": "NEXTN", "eagle": "EAGLE", "eagle3": "EAGLE3", "draft_model": "STANDALONE", "ngram": "NGRAM",
-    "dspark": "DSPARK", "medusa": "NEXTN",
-}
-"""A job's speculative method → SGLang's `--speculative-algorithm` (MTP is NEXTN, which SGLang runs as EAGLE)."""
 
 
 def sglang_chunked_prefill_default(gpu_mib: float) -> int:
@@ -282,23 +279,16 @@ def _str_or_none(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _int_or_none(value: Any) -> int | None:
-    if isinstance(value, bool):
-        return None
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return None
-
-
 def job_spec_algorithm(job: Job) -> str | None:
     """SGLang's `--speculative-algorithm` for the job's own launch (an eval-only job's too: SGLang launches it with
-    its draft), else None."""
+    its draft), as the SGLang adapter renders it (`engines.sglang.SPEC_ALGORITHM`: MTP is EAGLE), else None."""
+    from llmsweep.engines.sglang import SPEC_ALGORITHM
+
     sd = job.serve.spec_decoding if job.serve is not None else None
     if job.spec_decoding == "none" or (sd is None and not job.spec_decoding):
         return None
     method = sd.method if sd is not None else job.spec_decoding
-    return SPEC_ALGORITHMS.get(method, method.upper())
+    return SPEC_ALGORITHM.get(method, method.upper())
 
 
 def sglang_launch(job: Job, version: str, gpu: HardwareSpec) -> SglangLaunch:
@@ -313,13 +303,13 @@ def sglang_launch(job: Job, version: str, gpu: HardwareSpec) -> SglangLaunch:
     attention, prefill, decode = (_str_or_none(_recipe_value(job, f"--{flag}attention-backend"))
                                   for flag in ("", "prefill-", "decode-"))
     moe_a2a = _recipe_value(job, "--moe-a2a-backend")
-    max_prefill = _int_or_none(_recipe_value(job, "--max-prefill-tokens"))
+    max_prefill = token_count(_recipe_value(job, "--max-prefill-tokens"))
     return SglangLaunch(
         version=version, gpu=gpu.id, gpu_mib=gpu.hbm_bytes / MIB, rocm=gpu.image_gpu_family is not None, tp=tp,
         pp=pp, dp_attention=tp if dp_attn else None, speculative_algorithm=job_spec_algorithm(job),
-        chunked_prefill_size=_int_or_none(_recipe_value(job, "--chunked-prefill-size")),
+        chunked_prefill_size=token_count(_recipe_value(job, "--chunked-prefill-size")),
         max_prefill_tokens=max_prefill if max_prefill is not None else 16384,
-        cuda_graph_max_bs=_int_or_none(_recipe_value(job, "--cuda-graph-max-bs")),
+        cuda_graph_max_bs=token_count(_recipe_value(job, "--cuda-graph-max-bs")),
         moe_a2a_backend=str(moe_a2a) if isinstance(moe_a2a, str) else None,
         attention_backend=attention, prefill_attention_backend=prefill, decode_attention_backend=decode,
         architecture=model.hf_architecture if model is not None else None,
@@ -390,14 +380,6 @@ def sglang_scaled_pin(job: Job, pinned: float, gpu: HardwareSpec | None) -> tupl
     return value, (f"memory fraction {value:g}: the recipe's {pinned:g} {aiter_factor_note(launch)}, as SGLang "
                    f"{version}'s {SGLANG_MEMORY_FILE} ServerArgs._handle_attention_backend_compatibility does to a "
                    "pinned fraction too")
-
-
-def job_version(job: Job) -> str | None:
-    """The engine version the job's launch runs (`engines.base.job_version`: the tag's, else the stated one, in the
-    version's own spelling)."""
-    from llmsweep.engines.base import job_version as launched_version
-
-    return launched_version(job)
 
 
 def sglang_chunk_default(job: Job, gpu: HardwareSpec) -> EngineDefault | None:
