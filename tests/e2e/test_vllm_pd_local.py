@@ -123,7 +123,7 @@ def test_a_decode_side_without_the_kv_ends_the_job_invalid_with_the_reason(tmp_p
                                                                            reason: str) -> None:
     _proc, out = _run(tmp_path, concs="[1]", **{fault: "1"})
     (outcome,) = read_json(out / "run.json")["outcomes"]
-    assert outcome["status"] == "invalid", outcome
+    assert outcome["status"] == "invalid", outcome["reasons"]
     (job_dir,) = job_dirs(out).values()
     summary = read_json(job_dir / "summary.json")
     (check,) = [c for c in summary["readback"]["checks"] if c["check"] == "kv_transfer"]

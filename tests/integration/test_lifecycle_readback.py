@@ -224,6 +224,73 @@ def test_a_server_that_exits_while_starting_is_not_relaunched_for_every_job(tmp_
     assert logs == ["server.2.log", "server.log"], logs  # launched twice, not once per job
 
 
+_TAKES_A_HELD_PORT = """
+import os, sys
+marker, held, times, argv = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4:]
+n = len(os.listdir(marker))
+open(os.path.join(marker, str(n)), "w").close()
+if n < times:  # this launch binds the port the test holds: the simulator's own "address already in use"
+    argv[argv.index("--port") + 1] = held
+os.execvp(argv[0], argv)
+"""
+
+
+def _racing_group(jobs: list[Job], tmp_path: Path, held: int, times: int) -> ServerGroup:
+    """A real simulator launch whose first `times` launches find their port taken (by a socket the test holds) and
+    exit while starting, as a server does when another process takes the free port picked for it first."""
+    import sys
+
+    marker = tmp_path / "launches"
+    marker.mkdir()
+    spec = engines.render(jobs[0], port=0)
+    argv = (sys.executable, "-c", _TAKES_A_HELD_PORT, str(marker), str(held), str(times), *spec.argv)
+    return ServerGroup(id="race", spec=spec.model_copy(update={"argv": argv}), jobs=jobs, source="simulated")
+
+
+@pytest.mark.parametrize("times", [1, 2])
+def test_a_server_that_loses_its_port_before_binding_it_is_relaunched_at_once_on_a_fresh_one(
+        tmp_path: Path, times: int) -> None:
+    """A free port picked for a server can be taken by another process before the server binds it (parallel runs on
+    one host, a client's outgoing connection): the launch exits "address already in use". That is no fault of the
+    job: the launch is relaunched at once on a port picked afresh, up to twice, and the job measures on it; the
+    relaunches are no deaths (the next job still has its relaunch after a crash)."""
+    import socket
+
+    jobs = jobs_from_files([RECIPE.with_name("slow-fixed-sim.yaml")])[:2]
+    events: list[str] = []
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        group = _racing_group(jobs, tmp_path, held.getsockname()[1], times)
+        outcomes = run_group(group, LocalLauncher(), tmp_path, LifecycleSettings(stop_grace_s=5), event=events.append)
+    assert [o.status for o in outcomes] == ["valid"] * len(jobs), [o.reasons for o in outcomes]
+    server = tmp_path / "servers" / "race"
+    logs = [server / ("server.log" if n == 0 else f"server.{n + 1}.log") for n in range(times + 1)]
+    for log in logs[:-1]:
+        assert "address already in use" in log.read_text(), log.read_text()[-2000:]
+    assert "address already in use" not in logs[-1].read_text()
+    assert len(list(server.glob("server*.log"))) == times + 1  # one launch served both jobs
+    said = [e for e in events if "relaunching on ports picked afresh" in e]
+    assert len(said) == times and "exited while starting" in said[0], events
+
+
+def test_a_port_lost_on_every_launch_fails_the_job_with_the_bind_error(tmp_path: Path) -> None:
+    """Three launches in a row that lose their port: the job fails with the bind error and the log tail (no endless
+    relaunching); the next job launches again, as after any exit while starting."""
+    import socket
+
+    jobs = jobs_from_files([RECIPE.with_name("slow-fixed-sim.yaml")])[:2]
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        group = _racing_group(jobs, tmp_path, held.getsockname()[1], 99)
+        outcomes = run_group(group, LocalLauncher(), tmp_path, LifecycleSettings(stop_grace_s=5))
+    assert [o.status for o in outcomes] == ["failed", "failed"]
+    assert "exited with status 2 while starting" in outcomes[0].reasons[0], outcomes[0].reasons
+    assert "address already in use" in outcomes[0].reasons[0]
+    assert len(list((tmp_path / "launches").iterdir())) == 6  # 1 + 2 at once for each job
+
+
 def test_a_server_that_never_becomes_ready_is_said_to_never_come_up_not_to_have_died(tmp_path: Path) -> None:
     """A server that starts and never answers its health check (a hang while loading) is torn down at its readiness
     deadline and relaunched once for the next job; the job after that was told the server "died 2 times", which it

@@ -385,6 +385,54 @@ def test_a_deployment_whose_role_exits_while_starting_on_every_launch_fails_the_
     assert_gone([], run_dir)
 
 
+_LOSES_ITS_PORT_ONCE = """
+import os, sys
+marker, argv = sys.argv[1], sys.argv[2:]
+if not os.path.exists(marker):  # the first launch: another process took a port picked for it (ZMQ's words)
+    open(marker, "w").close()
+    print("zmq.error.ZMQError: Address already in use (addr='tcp://127.0.0.1:5600')", flush=True)
+    sys.exit(1)
+os.execvp(argv[0], argv)
+"""
+
+
+def test_a_role_that_loses_its_port_before_binding_it_is_relaunched_at_once_with_every_role_on_fresh_ports(
+        tmp_path: Path) -> None:
+    """A decode worker that exits while starting because a port picked free for it was taken first ("Address
+    already in use"): the whole deployment is torn down and launched again at once on ports picked afresh, and the
+    job measures on it, valid, instead of failing for a race on a busy host."""
+    from llmsweep import engines
+    from llmsweep.execute.lifecycle import LifecycleSettings, ServerGroup, run_group
+    from llmsweep.execute.local import LocalLauncher
+    from llmsweep.plan import jobs_from_files
+    from llmsweep.plan.point import one_point_per_job
+    from llmsweep.power.sampler import PowerSettings
+
+    one = tmp_path / "one.yaml"
+    one.write_text(RECIPE.read_text().replace("conc-list: [2, 4]", "conc-list: [2]"))
+    (job,) = one_point_per_job(jobs_from_files([one]))
+    topology = engines.render_topology(job, simulate=True)
+    decode = topology.roles[1]
+    assert decode.kind == "decode"
+    marker = tmp_path / "lost"
+    racing = decode.model_copy(update={"workers": tuple(w.model_copy(update={"spec": w.spec.model_copy(update={
+        "argv": (sys.executable, "-c", _LOSES_ITS_PORT_ONCE, str(marker), *w.spec.argv)})}) for w in decode.workers)})
+    topology = topology.model_copy(update={"roles": (topology.roles[0], racing, *topology.roles[2:])})
+    group = ServerGroup(id="sim-roles-race", spec=topology.roles[-1].workers[0].spec, jobs=[job], source="simulated",
+                        topology=topology)
+    run_dir, events = tmp_path / "run", list[str]()
+    (outcome,) = run_group(group, LocalLauncher(), run_dir, LifecycleSettings(power=PowerSettings(backend="off")),
+                           event=events.append)
+    assert outcome.status == "valid", outcome.reasons
+    assert marker.exists()
+    roles = run_dir / "servers" / "sim-roles-race" / "roles"
+    assert "Address already in use" in (roles / "decode-0.log").read_text()
+    assert "Address already in use" not in (roles / "decode-0.2.log").read_text()
+    (said,) = [e for e in events if "relaunching on ports picked afresh" in e]
+    assert "decode worker 0" in said, events
+    assert not list((run_dir / "servers").glob("*/server*.pid"))  # every role of both launches stopped
+
+
 def answering_everything(port: int) -> Any:
     """Another HTTP server on `port` of loopback that answers 200 (`{}`) to every GET, /health and /version
     included, as a stray server left on a role's port would; in a thread of this process (`shutdown()` it)."""

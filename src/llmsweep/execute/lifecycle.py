@@ -489,6 +489,18 @@ def visible_rows(csv: str, env: Mapping[str, str]) -> list[list[str]]:
 _START_EXITS = 2
 """Launches in a row that exit while starting, none ever ready, after which a group's server is not launched again."""
 
+_PORT_RACES = 2
+"""Launches in a row that may exit while starting because a port they were to bind was taken first ("address already
+in use": another process took the free port picked for it in the moment between pick and bind), each relaunched at
+once on ports picked afresh, before the exit counts as the job's failure."""
+
+
+def lost_port_race(error: LlmsweepError) -> bool:
+    """Whether a launch that exited while starting said it could not bind an address (the log tail in its
+    LaunchError: uvicorn's, aiohttp's and ZMQ's words for EADDRINUSE alike, and Docker's for a published port)."""
+    said = error.message.lower()
+    return "address already in use" in said or "port is already allocated" in said
+
 
 class _Server:
     """One launched server of a group, relaunched on demand after a crash."""
@@ -508,6 +520,10 @@ class _Server:
         """Whether a launch of it was ever ready: one that keeps exiting while starting before any was is not
         relaunched for every job (`start_exits`)."""
         self.start_exits = 0
+        self.port_races = 0
+        """Launches that exited while starting because a port was taken before they bound it (`lost_port_race`),
+        each relaunched at once: neither a death nor an exit the job fails with."""
+        self._may_race, self._raced = False, False
         self.start_error: LlmsweepError | None = None
         """Why its last launch did not become ready (it exited, or missed its readiness deadline), while none ever
         was: the later jobs' reason once it is not launched again — it never came up, it did not die."""
@@ -525,6 +541,21 @@ class _Server:
         return self.handle.metrics if isinstance(self.handle, RoleDeployment) else None
 
     def ensure(self) -> ServerHandle:
+        """The group's live server: the one running while it still serves, else a launch (a relaunch after a death,
+        bounded by `max_relaunches`); a launch that lost a port to another process is relaunched at once."""
+        for attempt in range(_PORT_RACES + 1):
+            self._may_race, self._raced = attempt < _PORT_RACES, False
+            try:
+                return self._ensure()
+            except LlmsweepError as exc:
+                if not self._raced:
+                    raise
+                self.event(f"the {self.group.spec.engine} server of group {self.group.id} exited while starting: a "
+                           "port picked for it was taken before it bound it; relaunching on ports picked afresh "
+                           f"({exc.message.strip().splitlines()[0]})")
+        raise AssertionError("unreachable")  # the last attempt returns or raises
+
+    def _ensure(self) -> ServerHandle:
         if self.handle is not None and self.handle.is_alive() and self._serving(self.handle):
             return self.handle
         if self.handle is not None:
@@ -535,7 +566,7 @@ class _Server:
         if self.unlaunched is not None:
             raise LaunchError(never_came_up(self.group.spec.engine, self.group.id, self.unlaunched.message),
                               fix=self.unlaunched.fix)
-        if self.launches - self.parked > self.settings.max_relaunches:
+        if self.launches - self.parked - self.port_races > self.settings.max_relaunches:
             if not self.ever_ready and self.start_error is not None:
                 # every launch missed its readiness deadline (or exited while starting), none was ever ready: that
                 # is what the later jobs are told, not that a server which never came up "died N times"
@@ -574,6 +605,8 @@ class _Server:
             # a server nobody saw become ready, so it is torn down and the next job launches afresh.
             exited = handle.returncode is not None
             self.stop()
+            if exited and isinstance(exc, LlmsweepError) and self._lost_port(exc):
+                raise
             if not self.ever_ready and isinstance(exc, LlmsweepError):
                 self.start_error = exc
             if exited and not self.ever_ready and isinstance(exc, LlmsweepError):
@@ -637,6 +670,8 @@ class _Server:
         except BaseException as exc:
             exited = deployment.returncode is not None  # a role exited while starting (not: one slow to come up)
             self.stop()
+            if exited and isinstance(exc, LlmsweepError) and self._lost_port(exc):
+                raise
             if not self.ever_ready and isinstance(exc, LlmsweepError):
                 self.start_error = exc
             if exited and not self.ever_ready and isinstance(exc, LlmsweepError):
@@ -652,6 +687,15 @@ class _Server:
         write_pid_file(self.dir / art.PID_FILE, deployment, deployment.spec)
         self.event(f"router ready at {deployment.base_url}")
         return deployment
+
+    def _lost_port(self, exc: LlmsweepError) -> bool:
+        """Whether a launch that exited while starting lost a port to another process (`lost_port_race`) with a
+        relaunch left for it: counted apart (`port_races`), and `ensure` relaunches it at once."""
+        if not self._may_race or not lost_port_race(exc):
+            return False
+        self.port_races += 1
+        self._raced = True
+        return True
 
     def park(self) -> None:
         """Stop a live server on purpose (its GPUs go to the owed evals' server); a later launch of it is no relaunch
