@@ -44,7 +44,7 @@ from llmsweep.catalog.golden import (
 from llmsweep.catalog.precision import format_named_in
 from llmsweep.engine_ids import SIM, acceptance_knobs
 from llmsweep.engines.launch import LaunchSpec
-from llmsweep.errors import ConfigError, DatasetError, LlmsweepError
+from llmsweep.errors import ConfigError, DatasetError, LaunchError, LlmsweepError
 from llmsweep.execute import signals
 from llmsweep.execute.base import ServerLauncher
 from llmsweep.execute.handle import ServerHandle
@@ -419,7 +419,13 @@ def _run_cell(job: Job, mode: ThinkingMode, k: int, settings: CollectSettings, p
     from llmsweep.client.probe import probe_endpoint
     from llmsweep.engines import launch_port, launched_job, render
     from llmsweep.execute import artifacts as art
-    from llmsweep.execute.lifecycle import command_text, observe_runtime, write_pid_file
+    from llmsweep.execute.lifecycle import (
+        PORT_RACES,
+        command_text,
+        lost_port_race,
+        observe_runtime,
+        write_pid_file,
+    )
     from llmsweep.execute.preflight import preflight
     from llmsweep.execute.ready import wait_ready
     from llmsweep.metrics.model import ServerMetrics
@@ -432,18 +438,34 @@ def _run_cell(job: Job, mode: ThinkingMode, k: int, settings: CollectSettings, p
     cjob = _cell_job(job, k, mode)
     handle: ServerHandle | None = None
     try:
-        spec = render(cjob, simulate=simulate, port=launch_port(cjob))
-        _refuse_pins(spec)
-        spec = preflight(spec, gpus=spec.engine != SIM.id)
-        spec = art.write_launch_files(spec, cell_dir)
-        launcher.prepare(spec, log_dir=cell_dir, event=event)  # (an image pulled before the start-up clock)
-        event(f"{mode} K={k}: launching {spec.engine} on port {spec.port}")
-        with signals.shielded():  # a signal now waits until the server is recorded: its handle and its pid file
-            handle = launcher.launch(spec, log_path=cell_dir / art.SERVER_LOG)
-            write_pid_file(cell_dir / art.PID_FILE, handle, spec)
-        (cell_dir / art.COMMAND_FILE).write_text(command_text(spec, launcher, handle.command))
-        art.write_json(cell_dir / art.JOB_FILE, launched_job(cjob).to_json())
-        ready = wait_ready(handle, timeout_s=settings.startup_timeout_s, poll_s=0.25)
+        rendered = render(cjob, simulate=simulate, port=launch_port(cjob))
+        _refuse_pins(rendered)
+        for attempt in range(PORT_RACES + 1):
+            spec = preflight(rendered, gpus=rendered.engine != SIM.id)
+            spec = art.write_launch_files(spec, cell_dir)
+            launcher.prepare(spec, log_dir=cell_dir, event=event)  # (an image pulled before the start-up clock)
+            event(f"{mode} K={k}: launching {spec.engine} on port {spec.port}")
+            log_path = cell_dir / (art.SERVER_LOG if not attempt else f"server.{attempt + 1}.log")
+            with signals.shielded():  # a signal now waits until the server is recorded: its handle and its pid file
+                handle = launcher.launch(spec, log_path=log_path)
+                write_pid_file(cell_dir / art.PID_FILE, handle, spec)
+            (cell_dir / art.COMMAND_FILE).write_text(command_text(spec, launcher, handle.command))
+            art.write_json(cell_dir / art.JOB_FILE, launched_job(cjob).to_json())
+            try:
+                ready = wait_ready(handle, timeout_s=settings.startup_timeout_s, poll_s=0.25)
+                break
+            except LaunchError as exc:
+                # a port picked free for it taken first (`lost_port_race`): launched again at once on a fresh one
+                if attempt == PORT_RACES or handle.returncode is None or not lost_port_race(exc):
+                    raise
+                with signals.shielded():
+                    handle.stop(grace_s=settings.stop_grace_s)
+                    if handle.gone():
+                        (cell_dir / art.PID_FILE).unlink(missing_ok=True)
+                handle = None
+                event(f"{mode} K={k}: the server exited while starting: a port picked for it was taken before it "
+                      "bound it; relaunching on a port picked afresh")
+        assert handle is not None  # the loop ends with a ready server or raises
         observed = observe_runtime(handle, spec)
         cell.engine_version, cell.gpu_names = observed.get("engine_version"), observed.get("gpu_names")
         sent = len(prompts.prompts)

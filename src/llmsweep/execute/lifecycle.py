@@ -489,7 +489,7 @@ def visible_rows(csv: str, env: Mapping[str, str]) -> list[list[str]]:
 _START_EXITS = 2
 """Launches in a row that exit while starting, none ever ready, after which a group's server is not launched again."""
 
-_PORT_RACES = 2
+PORT_RACES = 2
 """Launches in a row that may exit while starting because a port they were to bind was taken first ("address already
 in use": another process took the free port picked for it in the moment between pick and bind), each relaunched at
 once on ports picked afresh, before the exit counts as the job's failure."""
@@ -543,8 +543,8 @@ class _Server:
     def ensure(self) -> ServerHandle:
         """The group's live server: the one running while it still serves, else a launch (a relaunch after a death,
         bounded by `max_relaunches`); a launch that lost a port to another process is relaunched at once."""
-        for attempt in range(_PORT_RACES + 1):
-            self._may_race, self._raced = attempt < _PORT_RACES, False
+        for attempt in range(PORT_RACES + 1):
+            self._may_race, self._raced = attempt < PORT_RACES, False
             try:
                 return self._ensure()
             except LlmsweepError as exc:

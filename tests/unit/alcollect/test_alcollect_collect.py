@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -481,6 +482,50 @@ def test_a_signal_while_the_server_is_being_launched_still_stops_it(tmp_path: Pa
             if read_proc(pid) is not None:
                 os.killpg(pid, signal.SIGKILL)
         signals.reset()
+
+
+@pytest.mark.timeout(120)
+def test_a_cell_whose_server_loses_its_port_before_binding_it_is_relaunched_at_once(tmp_path: Path) -> None:
+    """The port picked free for a cell's server taken by another process before the server binds it (the simulator's
+    own "address already in use"): the cell launches again at once on a port picked afresh and is measured, instead
+    of failing for a race on a busy host."""
+    import socket
+
+    from llmsweep.execute.preflight import with_port
+
+    class FirstLaunchLosesItsPort:
+        """The local launcher, its first launch sent to a port this test holds."""
+
+        def __init__(self, held: int) -> None:
+            self.real, self.held, self.ports = LocalExecutor({}).launcher, held, list[int]()
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(self.real, name)
+
+        def launch(self, spec: Any, **kwargs: Any) -> object:
+            if not self.ports:
+                spec = with_port(spec, self.held, replacing=spec.port)
+            self.ports.append(spec.port)
+            return self.real.launch(spec, **kwargs)
+
+    job = _job(LLAMA)
+    settings = CollectSettings.model_validate({"ks": [1], "thinking": ["thinking_off"], "output_len": 8})
+    events = list[str]()
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        launcher = FirstLaunchLosesItsPort(taken.getsockname()[1])
+        result = collect_curve(job, settings, load_prompts(BUILTIN, "coding", 1), tmp_path / "runs",
+                               tmp_path / "golden" / curve_file_name(job), launcher=launcher,  # type: ignore[arg-type]
+                               simulate=True, event=events.append)
+    (cell,) = result.cells
+    assert cell.status == "measured", cell.reason
+    assert len(launcher.ports) == 2 and launcher.ports[1] != launcher.held
+    cell_dir = Path(cell.directory)
+    assert "address already in use" in (cell_dir / "server.log").read_text()
+    assert "address already in use" not in (cell_dir / "server.2.log").read_text()
+    assert any("relaunching on a port picked afresh" in e for e in events), events
+    assert not (cell_dir / "server.pid").exists()
 
 
 def test_two_merges_started_in_one_second_get_evidence_folders_of_their_own(tmp_path: Path) -> None:
