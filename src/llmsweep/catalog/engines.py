@@ -24,6 +24,7 @@ from llmsweep.catalog.sources import Origin, build_models, cached, catalog_dirs
 from llmsweep.catalog.version import Version, as_version
 from llmsweep.engine_ids import ENGINE_IDS, engine_for
 from llmsweep.errors import ConfigError
+from llmsweep.sim.config import CapacityPolicy, SchedulerPolicy
 
 GateKind = Literal["env", "arg", "speculative-config-key", "kv-transfer-config-key"]
 """`kv-transfer-config-key`: a key of vLLM's `--kv-transfer-config` JSON or of its `kv_connector_extra_config` (the
@@ -74,18 +75,30 @@ class RunningCapDefault(BaseModel):
 
 
 class SchedulerShape(BaseModel):
-    """How an engine forms its steps, where that differs from the unified shape the simulator takes by default (vLLM
-    V1, SGLang): the simulator's `SimConfig.scheduler` policy for it, the step's prompt-token budget when its launch
-    sets none, and the source both are read from."""
+    """How an engine forms its steps and admits requests, where that differs from what the simulator takes by default
+    (vLLM V1's and SGLang's unified steps, requests admitted on demand): the simulator's `SimConfig.scheduler` and
+    `SimConfig.capacity` policies for it, the step's prompt-token budget when its launch sets none (where the shape
+    has one of its own), and the source they are read from."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    policy: Literal["prefill-first"] = Field(description="The simulator's scheduler that forms steps as the engine "
-                                                         "does (`llmsweep sim serve --scheduler`).")
-    budget_flag: str = Field(description="The engine's flag for a step's prompt-token budget.")
-    budget_tokens: int = Field(gt=0, description="That budget when the launch sets none; one prompt may take all "
-                                                 "of it (no per-request chunk cap).")
+    policy: SchedulerPolicy = Field("unified", description="The simulator's scheduler that forms steps as the "
+                                                           "engine does (`llmsweep sim serve --scheduler`).")
+    capacity: CapacityPolicy = Field("on-demand", description="The simulator's admission against the KV pool as the "
+                                                              "engine's (`llmsweep sim serve --capacity`).")
+    budget_flag: str | None = Field(None, description="The engine's flag for a step's prompt-token budget (None: "
+                                                      "the simulator's budget and chunk stand).")
+    budget_tokens: int | None = Field(None, gt=0, description="That budget when the launch sets none; one prompt may "
+                                                              "take all of it (no per-request chunk cap).")
     source: str = Field(description="Where the shape is read from: files, functions.")
+
+    @model_validator(mode="after")
+    def _says_something(self) -> SchedulerShape:
+        if (self.budget_flag is None) != (self.budget_tokens is None):
+            raise ValueError("budget_flag and budget_tokens go together")
+        if (self.policy, self.capacity) == ("unified", "on-demand"):
+            raise ValueError("the simulator's default shape (unified, on-demand) needs no entry")
+        return self
 
 
 class MemoryFractionRule(BaseModel):

@@ -28,7 +28,7 @@ from llmsweep.cli.options import (
 )
 from llmsweep.cli.serving import bind_fix, serve_router, wait_for_stop
 from llmsweep.errors import ConfigError, LlmsweepError
-from llmsweep.sim.config import MAX_SPEC_K, SimConfig
+from llmsweep.sim.config import CAPACITY_POLICIES, MAX_SPEC_K, SCHEDULER_POLICIES, SimConfig
 from llmsweep.sim.engine import EngineConfig
 from llmsweep.sim.transfer import DEFAULT_LINK
 
@@ -83,7 +83,9 @@ def sim() -> None:
               help="Prefill chunk (tokens).")
 @field_option("--max-prefill-tokens", source=(EngineConfig, "max_prefill_tokens"), type=int, show_default=True,
               help="Token budget of one step (prefill chunks plus decode tokens); at least --chunked-prefill-size.")
-@field_option("--scheduler", source=(EngineConfig, "scheduler"), type=click.Choice(["unified", "prefill-first"]),
+@field_option("--scheduler", source=(EngineConfig, "scheduler"), type=click.Choice(SCHEDULER_POLICIES),
+              show_default=True)
+@field_option("--capacity", source=(EngineConfig, "capacity"), type=click.Choice(CAPACITY_POLICIES),
               show_default=True)
 @field_option("--kv-capacity-tokens", source=(EngineConfig, "kv_capacity_tokens"), type=int)
 @click.option("--no-calibration", is_flag=True,
@@ -187,7 +189,7 @@ def _engine_config(opts: dict[str, object]) -> EngineConfig:
             max_running_requests=opts["max_running_requests"],  # type: ignore[arg-type]
             chunked_prefill_size=opts["chunked_prefill_size"],  # type: ignore[arg-type]
             max_prefill_tokens=opts["max_prefill_tokens"],  # type: ignore[arg-type]
-            scheduler=opts["scheduler"],  # type: ignore[arg-type]
+            scheduler=opts["scheduler"], capacity=opts["capacity"],  # type: ignore[arg-type]
             dram_gb=opts["dram_gb"] if opts["kv_offload"] == "dram" else 0.0,  # type: ignore[arg-type]
             spec=spec, seed=opts["seed"], timing=opts["timing"],  # type: ignore[arg-type]
             ttft_s=float(opts["ttft_ms"]) / 1e3, itl_s=float(opts["itl_ms"]) / 1e3,  # type: ignore[arg-type]

@@ -384,11 +384,12 @@ class SimAdapter(Adapter):
 
     @staticmethod
     def _engine_scheduler(engine: str, d: Derived) -> None:
-        """The step shape of the engine the job stands in for, where the engines catalog records one other than the
-        unified shape (ATOM's prefill-first steps: `EngineInfo.scheduler`): the simulator's scheduler for it, and a
-        step's prompt budget as the engine takes it — the recipe's budget flag (translated to
-        `--chunked-prefill-size`), else the engine's default — with no per-request chunk cap below it, written into
-        the launch with a note naming the source."""
+        """The step shape and admission of the engine the job stands in for, where the engines catalog records ones
+        other than the simulator's unified steps and on-demand admission (`EngineInfo.scheduler`: ATOM's
+        prefill-first steps, TensorRT-LLM's no-evict admission): the simulator's scheduler and capacity policies for
+        it, and, where the shape has a step budget of its own, that budget as the engine takes it — the recipe's
+        budget flag (translated to `--chunked-prefill-size`), else the engine's default — with no per-request chunk
+        cap below it; written into the launch with a note naming the source."""
         from llmsweep.catalog.engines import get_engine
 
         try:
@@ -398,15 +399,26 @@ class SimAdapter(Adapter):
         shape = info.scheduler
         if shape is None:
             return
-        pinned = token_count(d.args.get("--chunked-prefill-size"))  # the recipe's budget flag, in any spelling
-        budget = pinned if pinned is not None else shape.budget_tokens
-        d.args["--scheduler"] = shape.policy
-        d.args["--chunked-prefill-size"] = d.args["--max-prefill-tokens"] = budget
-        whose = f"the recipe's {shape.budget_flag}" if pinned is not None else \
-            f"{info.display_name}'s default {shape.budget_flag}"
-        d.notes.append(f"scheduler {shape.policy}: {info.display_name}'s step shape — a step that can prefill "
-                       f"prefills only, a prompt's KV is taken whole at admission — with a step budget of {budget} "
-                       f"prompt tokens ({whose}), one prompt may take all of it ({shape.source})")
+        if shape.policy != "unified":
+            d.args["--scheduler"] = shape.policy
+        if shape.capacity != "on-demand":
+            d.args["--capacity"] = shape.capacity
+        said = []
+        if shape.policy == "prefill-first":
+            said.append(f"scheduler {shape.policy}: {info.display_name}'s step shape — a step that can prefill "
+                        "prefills only, a prompt's KV is taken whole at admission")
+        if shape.capacity == "no-evict":
+            said.append(f"capacity {shape.capacity}: {info.display_name}'s admission — a request starts only when "
+                        "its whole length (prompt + max_tokens) fits the KV blocks the running requests have not "
+                        "reserved to their completion, its prompt's KV taken at admission, nothing ever preempted")
+        if shape.budget_flag is not None and shape.budget_tokens is not None:
+            pinned = token_count(d.args.get("--chunked-prefill-size"))  # the recipe's budget flag, in any spelling
+            budget = pinned if pinned is not None else shape.budget_tokens
+            d.args["--chunked-prefill-size"] = d.args["--max-prefill-tokens"] = budget
+            whose = f"the recipe's {shape.budget_flag}" if pinned is not None else \
+                f"{info.display_name}'s default {shape.budget_flag}"
+            said.append(f"a step budget of {budget} prompt tokens ({whose}), one prompt may take all of it")
+        d.notes.append("; ".join(said) + f" ({shape.source})")
 
     @staticmethod
     def _sglang_chunk(job: Job, d: Derived) -> None:

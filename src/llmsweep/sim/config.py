@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -16,6 +16,24 @@ SCHEDULER_HELP = (
     "(unfinished ones first, then waiting ones FCFS), and a request takes KV blocks for its whole remaining prompt "
     "when admitted; decodes run only in steps where nothing can be prefilled (ATOM, nano-vllm's shape).")
 """`SimConfig.scheduler`'s description, shown by `llmsweep sim serve --scheduler` too (one text)."""
+
+SchedulerPolicy = Literal["unified", "prefill-first"]
+"""How the simulator forms a step (:data:`SCHEDULER_HELP`)."""
+
+CAPACITY_HELP = (
+    "Which waiting requests a step may admit, as far as KV is concerned. on-demand: any whose first chunk (or whole "
+    "prompt, prefill-first) finds free blocks; running requests take blocks as they grow, and one that finds none is "
+    "preempted (vLLM, SGLang, ATOM). no-evict: only one whose whole length, prompt plus max_tokens (plus the drafts "
+    "of a verify step), fits the blocks the running requests have not yet reserved to their own completion; its "
+    "prompt's KV is taken at admission, and nothing is ever preempted (TensorRT-LLM's GUARANTEED_NO_EVICT capacity "
+    "scheduler, its default).")
+"""`SimConfig.capacity`'s description, shown by `llmsweep sim serve --capacity` too (one text)."""
+
+CapacityPolicy = Literal["on-demand", "no-evict"]
+"""How the simulator admits requests against its KV pool (:data:`CAPACITY_HELP`)."""
+
+SCHEDULER_POLICIES: tuple[str, ...] = get_args(SchedulerPolicy)
+CAPACITY_POLICIES: tuple[str, ...] = get_args(CapacityPolicy)
 
 
 class SpecDecodeConfig(BaseModel):
@@ -61,7 +79,8 @@ class SimConfig(BaseModel):
         16384, ge=1, description="Token budget of one step: prefill chunk tokens plus decode tokens."
     )
     chunked_prefill_size: int = Field(8192, ge=1, description="Most prompt tokens of one request per step.")
-    scheduler: Literal["unified", "prefill-first"] = Field("unified", description=SCHEDULER_HELP)
+    scheduler: SchedulerPolicy = Field("unified", description=SCHEDULER_HELP)
+    capacity: CapacityPolicy = Field("on-demand", description=CAPACITY_HELP)
     prefix_caching: bool = Field(True, description="Reuse KV blocks whose prefix hash is cached.")
     spec: SpecDecodeConfig | None = Field(None, description="Speculative decoding; None = off.")
     seed: int = Field(0, description="Seeds acceptance draws and output text; same seed, same streams.")

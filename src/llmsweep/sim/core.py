@@ -182,6 +182,9 @@ class EngineCore:
         self.prefill_first = config.scheduler == "prefill-first"
         """ATOM's scheduler: prefill-only steps while anything can be prefilled, a prompt's KV taken whole at
         admission (`SimConfig.scheduler`)."""
+        self.no_evict = config.capacity == "no-evict"
+        """TensorRT-LLM's GUARANTEED_NO_EVICT admission: a request is admitted only when its whole length fits the
+        blocks the running requests have not reserved to their completion (`SimConfig.capacity`, :meth:`_spare`)."""
         self.sglang = config.engine_style == "sglang"
         """KV pressure as SGLang meets it: decodes retracted before the step (:meth:`_retract_decodes`)."""
         spec = config.spec
@@ -364,7 +367,7 @@ class EngineCore:
             # it does not go idle. Prefill-first, the waiting queue was tried before the decodes.
             admit = self.counters.preemptions == preempted_before or not scheduled
             if admit and not self.prefill_first:
-                budget, host_load = self._admit(batch, budget, scheduled, whole_prompt=False)
+                budget, host_load = self._admit(batch, budget, scheduled, whole_prompt=self.no_evict)
         if not scheduled:
             return None
         if self.spec_k:
@@ -400,12 +403,19 @@ class EngineCore:
         """Admit waiting requests FCFS into `batch` while it has running slots, budget and KV blocks (head-of-line:
         the first that does not fit stops admission); returns the budget left and the tokens loaded from the CPU
         tier. A request looks its prompt's block hashes up first; it takes blocks for its first chunk, or with
-        `whole_prompt` for all of its remaining prompt (ATOM)."""
+        `whole_prompt` for all of its remaining prompt (ATOM, TensorRT-LLM). No-evict (`no_evict`), the head waits
+        until its whole length fits the blocks nobody has reserved (:meth:`_spare`)."""
         cfg, pool, bs = self.config, self.pool, self.block_size
         waiting, running = self.waiting, self.running
         host_load = 0
+        spare = self._spare() if self.no_evict and waiting and budget > 0 else 0
         while waiting and budget > 0 and len(running) < cfg.max_running_requests:
             r = waiting[0]
+            if self.no_evict:
+                whole = self._to_completion(r, 0)
+                if whole > spare:
+                    break
+                spare -= whole
             target = r.prompt_len + r.generated
             limit = (r.prompt_len - 1) // bs
             cached_blocks, h = pool.lookup_array(r.block_hashes, limit, r.hint)
@@ -441,6 +451,18 @@ class EngineCore:
             running.append(r)
             scheduled.append(r)
         return budget, host_load
+
+    def _to_completion(self, r: SimRequest, held: int) -> int:
+        """KV blocks request `r` still needs to reach its full length (prompt + max_tokens, plus a verify step's
+        drafts) when it holds `held`: TensorRT-LLM's remaining blocks to completion, with no credit for prefix blocks
+        it will share (the engine gives none either)."""
+        return max(0, -(-(r.prompt_len + r.max_tokens + self.spec_k) // self.block_size) - held)
+
+    def _spare(self) -> int:
+        """Blocks an admission may reserve (no-evict): those an allocation may take now (free, or cached and held by
+        nobody) less what every running request still needs to its completion. Decodes take from both alike, so it
+        changes only as requests are admitted or finish."""
+        return self.pool.available() - sum(self._to_completion(r, len(r.blocks)) for r in self.running)
 
     def _one_step(self, dt: float) -> _Plan | None:
         """A decode-only step of many requests as a block of one: its draws in one pass, its tokens applied and

@@ -10,7 +10,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from llmsweep.sim.config import SCHEDULER_HELP, SimConfig, SpecDecodeConfig
+from llmsweep.sim.config import (
+    CAPACITY_HELP,
+    SCHEDULER_HELP,
+    CapacityPolicy,
+    SchedulerPolicy,
+    SimConfig,
+    SpecDecodeConfig,
+)
 from llmsweep.sim.core import EngineCore
 from llmsweep.sim.inputs import perf_inputs
 from llmsweep.sim.perf import (
@@ -42,7 +49,8 @@ class EngineConfig(BaseModel):
     max_running_requests: int = Field(256, ge=1, description="Most requests decoding at once.")
     chunked_prefill_size: int = Field(8192, ge=1, description="Most prompt tokens of one request per step.")
     max_prefill_tokens: int = Field(16384, ge=1, description="Token budget of one step.")
-    scheduler: Literal["unified", "prefill-first"] = Field("unified", description=SCHEDULER_HELP)
+    scheduler: SchedulerPolicy = Field("unified", description=SCHEDULER_HELP)
+    capacity: CapacityPolicy = Field("on-demand", description=CAPACITY_HELP)
     block_size: int = Field(64, ge=1, description="KV/prefix-hash block in tokens.")
     prefix_caching: bool = Field(True, description="Reuse cached prompt blocks.")
     dram_gb: float = Field(0.0, ge=0, description="CPU KV tier (HiCache/offload) size in GB; 0 = none.")
@@ -128,7 +136,7 @@ class EngineConfig(BaseModel):
             max_running_requests=self.max_running_requests,
             max_prefill_tokens=max(self.max_prefill_tokens, self.chunked_prefill_size),
             chunked_prefill_size=self.chunked_prefill_size, prefix_caching=self.prefix_caching, spec=self.spec,
-            seed=self.seed, scheduler=self.scheduler,
+            seed=self.seed, scheduler=self.scheduler, capacity=self.capacity,
         )
 
 

@@ -333,3 +333,27 @@ def test_other_engines_keep_the_unified_shape(tmp_path: Path, engine: tuple[str,
     spec = engines.render(_job(tmp_path, engine), simulate=True)
     assert "--scheduler" not in spec.argv
     assert engine_config(spec).scheduler == "unified"
+
+
+# TensorRT-LLM admits requests under its default GUARANTEED_NO_EVICT capacity scheduler (a request starts only when
+# its whole length fits the KV blocks the running ones have not reserved to completion); the simulator admitted its
+# jobs on demand, as vLLM's, preempting under KV pressure where TensorRT-LLM never does. The engines catalog's
+# `scheduler` says so, and the launch carries it; the step shape stays unified, the budget the simulator's.
+TRTLLM = ("trtllm", "nvcr.io/nvidia/tensorrt-llm/release:1.2.0")
+
+
+@pytest.mark.parametrize("engine", [TRTLLM, ("dynamo-trt", "nvcr.io/nvidia/ai-dynamo/tensorrtllm-runtime:0.8.0")])
+def test_a_trtllm_job_admits_requests_no_evict(tmp_path: Path, engine: tuple[str, str]) -> None:
+    spec = engines.render(_job(tmp_path, engine), simulate=True)
+    assert _arg(spec.argv, "--capacity") == "no-evict" and "--scheduler" not in spec.argv, spec.argv
+    config = engine_config(spec)
+    assert (config.capacity, config.scheduler, config.chunked_prefill_size) == ("no-evict", "unified", 8192)
+    (note,) = [n for n in spec.notes if n.startswith("capacity no-evict")]
+    assert "GuaranteedNoEvictScheduler" in note and "TensorRT-LLM's admission" in note, note
+
+
+@pytest.mark.parametrize("engine", [VLLM, SGLANG, SIM, ATOM])
+def test_other_engines_admit_on_demand(tmp_path: Path, engine: tuple[str, str]) -> None:
+    spec = engines.render(_job(tmp_path, engine, "mi355x" if engine == ATOM else "h200"), simulate=True)
+    assert "--capacity" not in spec.argv
+    assert engine_config(spec).capacity == "on-demand"

@@ -69,6 +69,12 @@ CASES: dict[str, tuple[Callable[[], Workload], EngineConfig, int]] = {
     "agentic-kv-pressure-prefill-first": (_agentic, EngineConfig(model="llama-3.1-8b", hardware="h200",
                                                                  engine_style="vllm", scheduler="prefill-first",
                                                                  spec=MTP, kv_capacity_tokens=25_000), 12),
+    # TensorRT-LLM's no-evict admission: a waiting head held back by the reservations is admitted only at a finish
+    "agentic-kv-pressure-no-evict": (_agentic, EngineConfig(model="llama-3.1-8b", hardware="h200", engine_style="vllm",
+                                                            capacity="no-evict", kv_capacity_tokens=25_000), 12),
+    "agentic-kv-pressure-no-evict-mtp": (_agentic, EngineConfig(model="llama-3.1-8b", hardware="h200",
+                                                                engine_style="vllm", capacity="no-evict", spec=MTP,
+                                                                kv_capacity_tokens=25_000), 12),
 }
 
 
@@ -135,7 +141,11 @@ def test_coalesced_prediction_equals_the_step_by_step_one(case: str) -> None:
     assert fast_pred.stats.counters["finishing_blocks"] and min(fast_pred.stats.counters["finishing_blocks"]) >= 1
     step, fast = step_pred.core, fast_pred.core
     assert fast.counters.steps == step.counters.steps
-    if case.startswith("agentic-kv-pressure"):
+    if "no-evict" in case:  # the pool the on-demand case preempts in: admissions wait for reservations instead
+        on_demand = _run("agentic-kv-pressure-vllm", coalesce=False)[1].core.counters
+        assert step.counters.preemptions == 0 < on_demand.preemptions
+        assert step.counters.max_running_seen < on_demand.max_running_seen
+    elif case.startswith("agentic-kv-pressure"):
         assert step.counters.preemptions > 0  # the case does exercise a full pool
     if case == "agentic-mtp-cpu-tier":
         assert step.counters.host_hit_tokens > 0
