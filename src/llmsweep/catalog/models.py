@@ -94,6 +94,26 @@ class LinearAttentionSpec(BaseModel):
     conv_kernel: int = Field(default=4, gt=0)
 
 
+class VisionTowerSpec(BaseModel):
+    """A multimodal checkpoint's vision encoder, as config.json's `vision_config` names its size: SGLang sizes its
+    memory fraction down for it (`engines.sglang_memory`), reading `num_hidden_layers` and `hidden_size` there."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    num_hidden_layers: int | None = Field(
+        default=None, gt=0, description="`vision_config.num_hidden_layers`; None where the config names its depth "
+                                        "otherwise (Qwen3-VL and Qwen3.5: `depth`), so an engine reading this name "
+                                        "finds none.")
+    depth: int | None = Field(default=None, gt=0, description="`vision_config.depth`, where the config names it so.")
+    hidden_size: int = Field(gt=0, description="`vision_config.hidden_size`.")
+
+    @model_validator(mode="after")
+    def _has_a_depth(self) -> VisionTowerSpec:
+        if self.num_hidden_layers is None and self.depth is None:
+            raise ValueError("a vision tower needs num_hidden_layers or depth")
+        return self
+
+
 class MoESpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -125,6 +145,8 @@ class ModelSpec(BaseModel):
     attention: AttentionSpec
     linear_attention: LinearAttentionSpec | None = None
     moe: MoESpec | None = None
+    vision: VisionTowerSpec | None = Field(
+        default=None, description="The vision encoder of a multimodal checkpoint; None: text-only, or not recorded.")
     native_context: int = Field(gt=0, description="Native context length, tokens.")
     context_class_override: ContextClass | None = Field(
         default=None, alias="context_class", description="1m | 256k; default from native_context."

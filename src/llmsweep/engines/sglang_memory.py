@@ -66,6 +66,19 @@ SGLANG_BACKEND_FUNCTION = "ServerArgs._get_default_attn_backend"
 _ALL_READ = frozenset(SGLANG_VERSIONS_READ)
 _FROM_0512 = _ALL_READ - {"0.5.9"}
 
+SGLANG_VLM_FUNCTION = "ServerArgs.adjust_mem_fraction_for_vlm"
+VLM_BASE_FACTOR = 0.95
+"""`base_mem_fraction_reduction_ratio`, for a ViT of the baseline's size (ViT-L/14: 24 layers x 1024)."""
+VLM_BASELINE_LAYERS, VLM_BASELINE_HIDDEN = 24, 1024
+"""The baseline ViT; also what SGLang takes where `vision_config` names no `num_hidden_layers` or `hidden_size`."""
+VLM_SENSITIVITY = 0.1
+"""The factor moves by 0.1 for every 100 % of complexity (layers x hidden^2) above the baseline's."""
+VLM_FACTOR_BOUNDS = (0.8, 1.05)
+_MULTIMODAL_ARCHITECTURES = frozenset({"Qwen3_5MoeForConditionalGeneration", "Qwen3_5ForConditionalGeneration",
+                                       "KimiK25ForConditionalGeneration"})
+"""Architectures of the model catalog that `configs/model_config.py` `multimodal_model_archs` lists in every release
+read (and none disables by default, `mm_disabled_models`): SGLang serves them multimodal unless `--language-only`."""
+
 
 @dataclass(frozen=True)
 class _ArchitectureRule:
@@ -172,6 +185,12 @@ class SglangLaunch:
     """`model_config.get_total_num_kv_heads()`: config.json `num_key_value_heads` (for DeepSeek V3/R1 and Kimi K2.x,
     MLA, it equals `num_attention_heads`: 128 and 64)."""
     context_len: int | None = None
+    vision_layers: int | None = None
+    """What SGLang reads as the vision encoder's `num_hidden_layers` (None: the config names none: 24 is taken)."""
+    vision_hidden: int | None = None
+    """The vision encoder's `hidden_size`; None with `vision_layers`: no vision encoder recorded."""
+    language_only: bool = False
+    """The recipe's `--language-only` (the VLM's language model alone: no vision headroom)."""
     disaggregated: bool = False
     """A worker of a disaggregated job: sized here as an aggregated server (0.5.15 on size a prefill worker without
     the decode-graph reserve and a decode worker's activations by its running batch; not modelled)."""
@@ -215,6 +234,25 @@ class SglangLaunch:
         if self.version in _DEEPEP_RESERVE_RELEASES and (self.moe_a2a_backend or "").lower() == "deepep":
             terms.append(("DeepEP all-to-all 2048", 2048.0))
         return terms
+
+    def multimodal(self) -> bool:
+        """Whether SGLang serves the model multimodal and sizes its computed fraction for the vision encoder: an
+        architecture of :data:`_MULTIMODAL_ARCHITECTURES` with a vision encoder recorded, not `--language-only`, and
+        (0.5.17) not a disaggregated job's decode worker (the encoder runs at prefill only)."""
+        return (self.architecture in _MULTIMODAL_ARCHITECTURES and self.vision_hidden is not None
+                and not self.language_only and not (self.disaggregated and self.version == "0.5.17"))
+
+    def vlm_factor(self) -> float | None:
+        """`adjust_mem_fraction_for_vlm`'s factor (identical in every release read): 0.95 x (1 - 0.1 x (complexity
+        ratio - 1)) clamped to [0.8, 1.05], the complexity `layers x hidden^2` against the baseline ViT's; None where
+        the launch is not multimodal (:meth:`multimodal`)."""
+        if not self.multimodal():
+            return None
+        layers = self.vision_layers if self.vision_layers is not None else VLM_BASELINE_LAYERS
+        hidden = self.vision_hidden if self.vision_hidden is not None else VLM_BASELINE_HIDDEN
+        ratio = layers * hidden**2 / (VLM_BASELINE_LAYERS * VLM_BASELINE_HIDDEN**2)
+        lo, hi = VLM_FACTOR_BOUNDS
+        return VLM_BASE_FACTOR * max(lo, min(hi, 1.0 - VLM_SENSITIVITY * (ratio - 1.0)))
 
     def aiter_scaled(self) -> bool:
         """Whether SGLang multiplies the fraction by 0.85: its attention backend is aiter
@@ -264,6 +302,9 @@ def sglang_memory_fraction(launch: SglangLaunch) -> float | None:
         return None
     reserved = sum(v for _, v in launch.reserved_terms())
     fraction = round((launch.gpu_mib - reserved) / launch.gpu_mib, 3)
+    vlm = launch.vlm_factor()
+    if vlm is not None:
+        fraction *= vlm
     return fraction * AITER_FACTOR if launch.aiter_scaled() else fraction
 
 
@@ -303,6 +344,7 @@ def sglang_launch(job: Job, version: str, gpu: HardwareSpec) -> SglangLaunch:
     attention, prefill, decode = (_str_or_none(_recipe_value(job, f"--{flag}attention-backend"))
                                   for flag in ("", "prefill-", "decode-"))
     moe_a2a = _recipe_value(job, "--moe-a2a-backend")
+    vision = model.vision if model is not None else None
     max_prefill = token_count(_recipe_value(job, "--max-prefill-tokens"))
     return SglangLaunch(
         version=version, gpu=gpu.id, gpu_mib=gpu.hbm_bytes / MIB, rocm=gpu.image_gpu_family is not None, tp=tp,
@@ -315,6 +357,9 @@ def sglang_launch(job: Job, version: str, gpu: HardwareSpec) -> SglangLaunch:
         architecture=model.hf_architecture if model is not None else None,
         mla=model is not None and model.attention.kind == "mla",
         total_kv_heads=_total_kv_heads(model) if model is not None else None, context_len=context,
+        vision_layers=vision.num_hidden_layers if vision is not None else None,
+        vision_hidden=vision.hidden_size if vision is not None else None,
+        language_only=_recipe_value(job, "--language-only") not in (None, False, "false", "False"),
         disaggregated=bool(job.disagg))
 
 
@@ -344,11 +389,28 @@ def explain_fraction(launch: SglangLaunch) -> str:
     reserved = sum(v for _, v in terms)
     summed = " + ".join(f"{v:g} ({name})" for name, v in terms)
     text = f"reserves {summed} = {reserved:g} MiB of {launch.gpu_mib:.0f}, round((M - R) / M, 3)"
-    text += f", {aiter_factor_note(launch)}"
+    text += f", {vlm_factor_note(launch)}, {aiter_factor_note(launch)}"
     if launch.disaggregated and launch.version not in _SPECULATIVE_RESERVE_MIB and launch.version != "0.5.14":
         text += f"; sized as an aggregated server (SGLang {launch.version} sizes a disaggregated worker by its role: " \
                 "not modelled)"
     return text
+
+
+def vlm_factor_note(launch: SglangLaunch) -> str:
+    """Whether and why SGLang sizes the computed fraction down for a multimodal model's vision encoder, in words."""
+    vlm = launch.vlm_factor()
+    if vlm is not None:
+        layers = launch.vision_layers if launch.vision_layers is not None else \
+            f"{VLM_BASELINE_LAYERS} (its vision_config names no num_hidden_layers)"
+        return (f"x {vlm:.4f} for {launch.architecture}'s vision encoder ({SGLANG_VLM_FUNCTION}: {VLM_BASE_FACTOR:g} "
+                f"x the complexity of {layers} layers x hidden {launch.vision_hidden} against ViT-L/14's)")
+    if launch.architecture in _MULTIMODAL_ARCHITECTURES and launch.language_only:
+        return f"no vision headroom ({SGLANG_VLM_FUNCTION}): the recipe's --language-only"
+    if launch.architecture in _MULTIMODAL_ARCHITECTURES and launch.vision_hidden is None:
+        return f"the vision encoder's headroom ({SGLANG_VLM_FUNCTION}) not modelled: the model catalog records none"
+    if launch.architecture in _MULTIMODAL_ARCHITECTURES:
+        return f"no vision headroom ({SGLANG_VLM_FUNCTION}): SGLang {launch.version} skips it on a decode worker"
+    return "a text-only model (no vision headroom)"
 
 
 def aiter_factor_note(launch: SglangLaunch) -> str:

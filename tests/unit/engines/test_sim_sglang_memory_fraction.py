@@ -223,3 +223,56 @@ def test_a_stated_version_is_found_however_the_recipe_spells_it(tmp_path: Path, 
     fraction = launch_memory_fraction(job)
     assert fraction is not None and fraction.origin == "engine", fraction
     assert fraction.value == 0.908, fraction  # (a 2304-token context: no aiter factor)
+
+
+# A multimodal checkpoint: SGLang serves Qwen3.5 and Kimi K2.5 (`…ForConditionalGeneration`, in
+# `configs/model_config.py` `multimodal_model_archs` of every release read) with their vision encoder, and
+# `_handle_gpu_memory_settings` multiplies the fraction it computed (not a pinned one) by
+# `adjust_mem_fraction_for_vlm`'s 0.95 x (1 - 0.1 x (L x H^2 / (24 x 1024^2) - 1)), clamped to [0.8, 1.05] — unless
+# `--language-only`, and from 0.5.17 not on a disaggregated decode worker. Qwen3.5's vision_config names `depth`, not
+# `num_hidden_layers`: SGLang takes 24.
+@pytest.mark.parametrize(("architecture", "layers", "hidden", "factor"), [
+    ("Qwen3_5MoeForConditionalGeneration", None, 1152, 0.95 * (1 - 0.1 * (1152**2 / 1024**2 - 1))),  # 0.924766
+    ("KimiK25ForConditionalGeneration", 27, 1152, 0.95 * (1 - 0.1 * (27 * 1152**2 / (24 * 1024**2) - 1))),  # 0.909736
+    ("KimiK25ForConditionalGeneration", 48, 2048, 0.95 * 0.8),  # a tower 8x the baseline's: clamped at 0.8
+])
+def test_sglang_s_vision_headroom_by_hand(architecture: str, layers: int | None, hidden: int, factor: float) -> None:
+    launch = _launch("mi300x", "0.5.16", architecture=architecture, vision_layers=layers, vision_hidden=hidden)
+    assert launch.vlm_factor() == pytest.approx(factor)
+    assert sglang_memory_fraction(launch) == pytest.approx(0.862 * factor)
+    for kw in ({"language_only": True}, {"disaggregated": True, "version": "0.5.17"}):
+        other = _launch("mi300x", str(kw.pop("version", "0.5.16")), architecture=architecture, vision_layers=layers,
+                        vision_hidden=hidden, **kw)
+        assert other.vlm_factor() is None and sglang_memory_fraction(other) == 0.862, kw
+    text_only = _launch("mi300x", "0.5.16", architecture="LlamaForCausalLM")
+    assert text_only.vlm_factor() is None and sglang_memory_fraction(text_only) == 0.862
+
+
+QWEN35 = (RECIPE.replace("meta-llama/Llama-3.1-8B-Instruct", "Qwen/Qwen3.5-397B-A17B-FP8")
+          .replace("llama3.1-8b", "qwen3.5").replace("precision: bf16", "precision: fp8"))
+
+
+def _qwen35(tmp_path: Path, args: str = "") -> Job:
+    path = tmp_path / "q.yaml"
+    serve = f"  serve:\n    args: {{ {args} }}\n" if args else ""
+    path.write_text(QWEN35.replace("IMAGE", "lmsysorg/sglang-rocm:v0.5.16-rocm720-mi30x-20260730")
+                    .replace("RUNNER", "mi300x").replace("SPEC", "").replace("SERVE", serve), encoding="utf-8")
+    (job,) = jobs_from_files([path])
+    return job
+
+
+def test_a_qwen3_5_launch_leaves_sglang_s_headroom_for_its_vision_encoder(tmp_path: Path) -> None:
+    """Qwen3.5-397B FP8 on 8 x MI300X at SGLang 0.5.16: 0.862 x 0.924766 = 0.7971 (the simulator and the policy)."""
+    fraction = launch_memory_fraction(_qwen35(tmp_path))
+    assert fraction is not None and fraction.value == pytest.approx(0.862 * 0.9247656, abs=1e-6), fraction
+    spec = engines.render(_qwen35(tmp_path), simulate=True)
+    assert engine_config(spec).mem_fraction_static == pytest.approx(fraction.value, abs=1e-4)
+    (note,) = [n for n in spec.notes if n.startswith("memory fraction")]
+    assert "x 0.9248 for Qwen3_5MoeForConditionalGeneration's vision encoder" in note, note
+    assert "24 (its vision_config names no num_hidden_layers) layers x hidden 1152" in note, note
+
+
+@pytest.mark.parametrize("args", ["--language-only: true", "--mem-fraction-static: 0.8"])
+def test_language_only_or_a_pin_takes_no_vision_headroom(tmp_path: Path, args: str) -> None:
+    fraction = launch_memory_fraction(_qwen35(tmp_path, args))
+    assert fraction is not None and fraction.value == (0.862 if "language" in args else 0.8), fraction
