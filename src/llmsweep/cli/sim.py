@@ -95,6 +95,11 @@ def sim() -> None:
 @field_option("--context-length", source=(EngineConfig, "context_length"), type=int,
               help="Most tokens of one request, prompt + output; longer ones get a 400, as an engine refuses them "
                    "[default: none, only the KV pool bounds a request].")
+@field_option("--max-prompt-tokens", source=(EngineConfig, "max_prompt_tokens"), type=int,
+              help="Longest prompt taken in one piece; a longer one gets TensorRT-LLM's 400 (`should not exceed "
+                   "max_num_tokens`), as trtllm-serve without chunked prefill answers it. A TensorRT-LLM job's launch "
+                   "sets it from the recipe's --max_num_tokens (else 8192) unless it enables chunked prefill "
+                   "[default: none].")
 @field_option("--timing", source=(EngineConfig, "timing"), type=click.Choice(["roofline", "constant"]),
               show_default=True)
 @click.option("--ttft-ms", type=FINITE_POSITIVE, default=1e3 * _engine_default("ttft_s"), show_default=True,
@@ -195,6 +200,7 @@ def _engine_config(opts: dict[str, object]) -> EngineConfig:
             ttft_s=float(opts["ttft_ms"]) / 1e3, itl_s=float(opts["itl_ms"]) / 1e3,  # type: ignore[arg-type]
             kv_capacity_tokens=opts["kv_capacity_tokens"],  # type: ignore[arg-type]
             context_length=opts["context_length"],  # type: ignore[arg-type]
+            max_prompt_tokens=opts["max_prompt_tokens"],  # type: ignore[arg-type]
             calibrated=not opts["no_calibration"],
         )
     except ValidationError as exc:

@@ -130,6 +130,7 @@ class RunOptions(BaseModel):
             "too many tokens",
             "prompt is too long",
             "exceeds the model",
+            "should not exceed max_num_tokens",
         ),
         description="Case-insensitive substrings of an error body that mean the prompt did not fit.",
     )

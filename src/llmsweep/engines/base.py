@@ -157,6 +157,32 @@ class Conflict:
     recipe: Any
 
 
+@dataclass(frozen=True)
+class PromptLimit:
+    """The longest prompt a launch accepts where its engine refuses a longer one outright instead of chunking it
+    (TensorRT-LLM without chunked prefill: a prompt over `max_num_tokens` is a 400)."""
+
+    tokens: int
+    """Prompts of more tokens are refused."""
+    flag: str
+    """The engine's flag for the budget (where a recipe raises it)."""
+    why: str
+    """Where the limit comes from, in words: the flag (the recipe's or the engine's default) and the missing switch."""
+    message: str
+    """The engine's own error text for a refused prompt, `{prompt}` the tokens it counts (`str.format` field)."""
+
+    def refusal(self, prompt_tokens: int) -> str | None:
+        """The engine's error for a prompt of `prompt_tokens` tokens; None when it takes it."""
+        if prompt_tokens <= self.tokens:
+            return None
+        return self.message.format(prompt=prompt_tokens / self.per)
+    fix: str
+    """How a recipe lifts it."""
+    per: int = 1
+    """What the engine divides a prompt's tokens by before it compares them (TensorRT-LLM: its context-parallel
+    ranks); `tokens` is already the limit in prompt tokens."""
+
+
 @dataclass
 class Derived:
     """What an adapter derives from a job before the recipe's own flags apply."""
@@ -497,6 +523,19 @@ class Adapter(ABC):
         if self.context_flag is not None and job.scenario is ScenarioId.FIXED_SEQ_LEN and job.max_model_len:
             d.args[self.context_flag] = job.max_model_len
 
+    def prompt_limit(self, job: Job) -> PromptLimit | None:
+        """The longest prompt the job's launch accepts where the engine refuses longer ones outright rather than
+        chunking them; None (every engine but TensorRT-LLM without chunked prefill): any prompt its context holds."""
+        return None
+
+    def recipe_value(self, job: Job, flag: str) -> tuple[str, Any] | None:
+        """(as written, value) of the recipe flag the engine's parser reads as `flag` (the last one where the recipe
+        sets it twice, as the parser takes it); None when the recipe sets none."""
+        target = self.canonical(flag)
+        found = [(written, value) for written, (name, value) in self._written_args(job)
+                 if self.canonical(name) == target]
+        return found[-1] if found else None
+
     def recipe_context(self, job: Job) -> tuple[str, Any] | None:
         """(as written, value) of the recipe flag that sets the context length, read as the engine's parser reads
         it (`--max-model-len` is SGLang's alias of `--context-length`, `--max-model` vLLM's prefix of
@@ -504,10 +543,7 @@ class Adapter(ABC):
         takes it: `serve.duplicate-flag` refuses that)."""
         if self.context_flag is None:
             return None
-        target = self.canonical(self.context_flag)
-        found = [(written, value) for written, (flag, value) in self._written_args(job)
-                 if self.canonical(flag) == target]
-        return found[-1] if found else None
+        return self.recipe_value(job, self.context_flag)
 
     def launched_context(self, job: Job) -> int | None:
         """The context length the launch runs with: the token count the recipe's context flag sets, else the job's

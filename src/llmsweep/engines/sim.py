@@ -320,6 +320,7 @@ class SimAdapter(Adapter):
             self._engine_running_cap(job, real, d)
         if real is not None:
             self._engine_scheduler(real, d)
+            self._engine_prompt_limit(job, real, d)
         if real == SGLANG.id and "--chunked-prefill-size" not in a:
             self._sglang_chunk(job, d)
         if job.max_model_len:  # the context the job's engine launches with (its flag, or a fixed-seq-len's derived)
@@ -419,6 +420,23 @@ class SimAdapter(Adapter):
                 f"{info.display_name}'s default {shape.budget_flag}"
             said.append(f"a step budget of {budget} prompt tokens ({whose}), one prompt may take all of it")
         d.notes.append("; ".join(said) + f" ({shape.source})")
+
+    @staticmethod
+    def _engine_prompt_limit(job: Job, engine: str, d: Derived) -> None:
+        """The longest prompt the stood-in engine takes where it refuses longer ones outright (TensorRT-LLM without
+        chunked prefill: its `Adapter.prompt_limit`), written into the launch with a note: the simulator answers
+        a longer prompt with the engine's 400, as the run on the GPUs would."""
+        from llmsweep.engines import get_adapter
+
+        try:
+            limit = get_adapter(engine).prompt_limit(job)
+        except LlmsweepError:
+            return
+        if limit is None:
+            return
+        d.args["--max-prompt-tokens"] = limit.tokens
+        d.notes.append(f"prompts over {limit.tokens} tokens are refused with the engine's 400 ({limit.why}), as "
+                       "`validate` says (serve.prompt-budget)")
 
     @staticmethod
     def _sglang_chunk(job: Job, d: Derived) -> None:

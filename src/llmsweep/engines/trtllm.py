@@ -20,11 +20,21 @@ from typing import Any, ClassVar
 import yaml
 
 from llmsweep.engine_ids import TLLM_FORCE_ACCEPTED_ENV, TRTLLM
-from llmsweep.engines.base import BIND_HOST, Adapter, Derived, RoleContext, agentic_conc, topology
+from llmsweep.engines.base import (
+    BIND_HOST,
+    Adapter,
+    Derived,
+    PromptLimit,
+    RoleContext,
+    agentic_conc,
+    token_count,
+    topology,
+)
 from llmsweep.engines.launch import LaunchFile, LaunchSpec, RoleWorker, node_host
 from llmsweep.engines.sglang import model_path
 from llmsweep.errors import ConfigError
 from llmsweep.plan.job import Job
+from llmsweep.sim.config import PROMPT_BUDGET_REFUSAL
 from llmsweep.spec.workload import ScenarioId
 
 LLM_API_OPTIONS = "extra_llm_api_options.yaml"
@@ -41,6 +51,11 @@ DISAGG_CONFIG = "disagg_config.yaml"
 DISAGG_SERVER_PORT = 8000
 """The disaggregated server faces the client on trtllm-serve's usual port; context/generation servers use 8336."""
 WORKER_PORT = 8336
+
+MAX_NUM_TOKENS_DEFAULT = 8192
+"""trtllm-serve's `--max_num_tokens` when a launch sets none (click default `BuildConfig.max_num_tokens`,
+`tensorrt_llm/commands/serve.py`; `BaseLlmArgs.max_num_tokens` 8192 where BuildConfig's fields moved)."""
+MAX_NUM_TOKENS_FLAG, CHUNKED_PREFILL_FLAG, CP_FLAG = "--max_num_tokens", "--enable_chunked_prefill", "--cp_size"
 CACHE_TRANSCEIVER: dict[str, str] = {"nixl": "NIXL", "ucx": "UCX", "mpi": "MPI", "default": "DEFAULT"}
 """`kv-p2p-transfer` → the LLM API's `cache_transceiver_config.backend` (NIXL/UCX as InferenceX's dynamo-trt recipes
 write it, wave-2 spec §6.3)."""
@@ -143,6 +158,32 @@ class TRTLLMAdapter(Adapter):
             "pinned label",
             fix="pin an acceptance length whose AL − 1 is a whole number (2.0, 3.0), or use MTP or one-model EAGLE "
                 "(which read the fraction from NVIDIA/TensorRT-LLM#13569), or another engine")
+
+    def prompt_limit(self, job: Job) -> PromptLimit | None:
+        """trtllm-serve's PyTorch backend runs with chunked prefill off unless `--enable_chunked_prefill` is given,
+        and then refuses a prompt whose tokens over its context-parallel ranks exceed `--max_num_tokens` (the recipe's,
+        else 8192) with a 400 (`LLM._check_arguments`) rather than splitting it over steps."""
+        if job.framework.startswith("dynamo-"):
+            return None  # Dynamo's TensorRT-LLM worker: its launch defaults were not read
+        chunked = self.recipe_value(job, CHUNKED_PREFILL_FLAG)
+        if chunked is not None and chunked[1] not in (False, None, 0, "false", "False", "0"):
+            return None
+        given = self.recipe_value(job, MAX_NUM_TOKENS_FLAG)
+        pinned = token_count(given[1]) if given is not None else None
+        if given is not None and pinned is not None:
+            budget, whose = pinned, f"the recipe's `{given[0]}: {pinned}`"
+        else:
+            budget = MAX_NUM_TOKENS_DEFAULT
+            whose = f"trtllm-serve's default {MAX_NUM_TOKENS_FLAG} {budget}"
+        cp_given = self.recipe_value(job, CP_FLAG)
+        cp = (token_count(cp_given[1]) if cp_given is not None else None) or 1
+        over = f" over {cp} context-parallel ranks" if cp > 1 else ""
+        return PromptLimit(
+            tokens=budget * cp, flag=MAX_NUM_TOKENS_FLAG, per=cp,
+            why=f"{whose}{over}, without `{CHUNKED_PREFILL_FLAG}` (off by default in trtllm-serve)",
+            message=PROMPT_BUDGET_REFUSAL.replace("{tokens}", str(budget)),
+            fix=f"add `{CHUNKED_PREFILL_FLAG}: true` to `serve.args` (prompts are then split over steps of "
+                f"{MAX_NUM_TOKENS_FLAG} tokens), or raise `{MAX_NUM_TOKENS_FLAG}` above the longest prompt")
 
     def llm_api_speculative_config(self, job: Job) -> dict[str, Any] | None:
         """The LLM API's `speculative_config` for the job's `serve.spec-decoding`, or None without one."""

@@ -248,6 +248,51 @@ def agentic_context(ctx: Context) -> Iterator[Finding]:
                       "and a root primer that overflows stops the run at once", job=job)
 
 
+@rule("serve.prompt-budget", Severity.ERROR,
+      "The engine refuses a prompt longer than one step's token budget outright, and the job sends longer ones",
+      "turn on chunked prefill (TensorRT-LLM: `--enable_chunked_prefill: true`), or raise the budget "
+      "(`--max_num_tokens`) above the longest prompt",
+      "trtllm-serve runs with chunked prefill off and max_num_tokens 8192: a prompt over it is a 400 (`The sum of "
+      "prompt length ... should not exceed max_num_tokens`), so an AgentX replay or a 16k-token fixed point would "
+      "have failed every long request on the GPUs")
+def prompt_budget(ctx: Context) -> Iterator[Finding]:
+    from llmsweep.policy.rules_input import recipe_model
+    from llmsweep.workload.build import longest_request
+
+    for job, recipe in ctx.runnable_pairs():
+        if job.engine in (None, SIM.id):
+            continue
+        try:
+            adapter = adapter_for(job)
+            limit = adapter.prompt_limit(job)
+        except LlmsweepError:  # no adapter launches it: `serve.render-failed` says why, once
+            continue
+        if limit is None:
+            continue
+        traces = job.workload.traces
+        if job.workload.scenario is ScenarioId.AGENTIC_CODING and traces is not None:
+            longest = longest_request(traces)
+            model = recipe_model(recipe)
+            if longest is None and model is not None:  # a corpus that says nothing: the model's context bounds it
+                longest = (model.native_context, f"up to {model.id}'s native context")
+            if longest is None:
+                continue
+            sends, said = longest
+            what = f"requests reach {sends:,} tokens ({said})"
+        elif job.isl is not None:
+            sends, what = job.isl, f"its prompts are {job.isl:,} tokens (isl)"
+        else:
+            continue
+        if sends <= limit.tokens:
+            continue
+        written = adapter.recipe_value(job, limit.flag)
+        path = serve_arg_path(recipe, job, written[0]) if written is not None else ("serve", "args")
+        yield ctx.hit("serve.prompt-budget", recipe, path,
+                      f"{what}, over the {limit.tokens:,} tokens {adapter.info().display_name} takes in one prompt "
+                      f"({limit.why}): each longer one is refused with a 400 (\"{limit.refusal(sends)}\")",
+                      job=job, fix=limit.fix)
+
+
 def _conflicts(job: Job, kind: str = "parallel") -> list[Conflict]:
     """The serve flags that override what the job's launch renders; none when its launch cannot be rendered at all
     (`serve.render-failed` says why, once, rather than each rule that reads the rendering failing on it)."""

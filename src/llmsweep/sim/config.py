@@ -32,6 +32,12 @@ CAPACITY_HELP = (
 CapacityPolicy = Literal["on-demand", "no-evict"]
 """How the simulator admits requests against its KV pool (:data:`CAPACITY_HELP`)."""
 
+PROMPT_BUDGET_REFUSAL = ("The sum of prompt length ({prompt}), query length (0) should not exceed max_num_tokens "
+                         "({tokens})")
+"""TensorRT-LLM's 400 for a prompt over `max_num_tokens` without chunked prefill (`tensorrt_llm/llmapi/llm.py`
+`LLM._check_arguments`, PyTorch backend: the prompt's tokens over its context-parallel ranks, a float, against
+max_num_tokens); the simulator answers a prompt over `max_prompt_tokens` with it (the one engine that refuses so)."""
+
 SCHEDULER_POLICIES: tuple[str, ...] = get_args(SchedulerPolicy)
 CAPACITY_POLICIES: tuple[str, ...] = get_args(CapacityPolicy)
 
@@ -73,6 +79,9 @@ class SimConfig(BaseModel):
         None, ge=1,
         description="Most tokens of one request, prompt + output (the engine's max_model_len); None: the KV pool's.",
     )
+    max_prompt_tokens: int | None = Field(
+        None, ge=1, description="Longest prompt the engine takes; a longer one is refused with a 400 (TensorRT-LLM "
+        "without chunked prefill: max_num_tokens); None: any prompt the context holds.")
     host_capacity_tokens: int = Field(0, ge=0, description="Tokens the CPU tier (HiCache/offload) holds; 0 = none.")
     max_running_requests: int = Field(256, ge=1, description="Most requests decoding at once (max_num_seqs).")
     max_prefill_tokens: int = Field(

@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 
 from llmsweep.sim.acceptance import AcceptanceController
-from llmsweep.sim.config import SimConfig
+from llmsweep.sim.config import PROMPT_BUDGET_REFUSAL, SimConfig
 from llmsweep.sim.kv import BlockHashes, Hint, KVPool
 from llmsweep.sim.perf import Batch, StepTimer, decode_step_times
 
@@ -222,6 +222,9 @@ class EngineCore:
         (a 400 whose text a client reads as a context overflow); a request the KV pool could never hold."""
         if prompt_len < 1:
             return "prompt is empty"
+        limit = self.config.max_prompt_tokens
+        if limit is not None and prompt_len > limit:
+            return PROMPT_BUDGET_REFUSAL.format(prompt=float(prompt_len), tokens=limit)
         total = prompt_len + max(1, max_tokens)
         context = self.config.context_length
         if context is not None and total > context:

@@ -63,6 +63,9 @@ class EngineConfig(BaseModel):
     context_length: int | None = Field(
         None, ge=1, description="Most tokens of one request, prompt + output (the engine's --context-length / "
         "--max-model-len); None = only the KV pool bounds a request.")
+    max_prompt_tokens: int | None = Field(
+        None, ge=1, description="Longest prompt the engine takes in one piece; a longer one gets TensorRT-LLM's 400 "
+        "(its max_num_tokens without chunked prefill); None = any prompt the context holds.")
     efficiency: dict[str, float] = Field(default_factory=dict, description="Overrides of Efficiency fields.")
     calibrated: bool = Field(True, description="Apply the stored calibration of (engine, hardware, model class).")
     perf_overrides: dict[str, Any] = Field(default_factory=dict, description="Overrides of PerfInputs fields.")
@@ -132,7 +135,7 @@ class EngineConfig(BaseModel):
             )
         return SimConfig(
             engine_style=self.engine_style, block_size=self.block_size, kv_capacity_tokens=kv,
-            context_length=self.context_length, host_capacity_tokens=host,
+            context_length=self.context_length, max_prompt_tokens=self.max_prompt_tokens, host_capacity_tokens=host,
             max_running_requests=self.max_running_requests,
             max_prefill_tokens=max(self.max_prefill_tokens, self.chunked_prefill_size),
             chunked_prefill_size=self.chunked_prefill_size, prefix_caching=self.prefix_caching, spec=self.spec,
