@@ -9,23 +9,17 @@ simulator admitted every TensorRT-LLM job on demand: under KV pressure it admitt
 
 from __future__ import annotations
 
-import numpy as np
+from typing import Any
+
 import pytest
+from support.simcore import BS, core
+from support.simcore import hashes as _hashes
 
 from llmsweep.sim.core import EngineCore
-from llmsweep.sim.engine import EngineConfig, build_core
-
-BS = 64
 
 
-def _core(capacity: str, **kw: object) -> EngineCore:
-    config = EngineConfig(model="llama-1b", timing="constant", ttft_s=0.02, itl_s=0.01, engine_style="vllm",
-                          kv_capacity_tokens=kw.pop("kv", 200_000), capacity=capacity, **kw)
-    return build_core(config, coalesce=False)
-
-
-def _hashes(n_tokens: int, salt: int) -> np.ndarray:
-    return np.arange(n_tokens // BS, dtype=np.uint64) + np.uint64(salt << 32)
+def _core(capacity: str, **kw: Any) -> EngineCore:
+    return core(capacity=capacity, **kw)
 
 
 def _blocks(tokens: int) -> int:

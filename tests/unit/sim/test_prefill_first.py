@@ -9,23 +9,17 @@ running decodes: its ATOM predictions had decodes that never stall for a prefill
 
 from __future__ import annotations
 
-import numpy as np
+from typing import Any
+
 import pytest
+from support.simcore import BS, core
+from support.simcore import hashes as _hashes
 
 from llmsweep.sim.core import EngineCore
-from llmsweep.sim.engine import EngineConfig, build_core
-
-BS = 64
 
 
-def _core(scheduler: str, **kw: object) -> EngineCore:
-    config = EngineConfig(model="llama-1b", timing="constant", ttft_s=0.02, itl_s=0.01, engine_style="vllm",
-                          kv_capacity_tokens=kw.pop("kv", 200_000), scheduler=scheduler, **kw)
-    return build_core(config, coalesce=False)
-
-
-def _hashes(n_tokens: int, salt: int) -> np.ndarray:
-    return np.arange(n_tokens // BS, dtype=np.uint64) + np.uint64(salt << 32)
+def _core(scheduler: str, **kw: Any) -> EngineCore:
+    return core(scheduler=scheduler, **kw)
 
 
 def _step(core: EngineCore, now: float) -> tuple[float, list[int]]:
@@ -94,21 +88,19 @@ def test_a_step_that_retracted_admits_nobody_prefill_first_too() -> None:
     """SGLang-style retraction before a step (only by hand: `sim serve --engine-style sglang --scheduler
     prefill-first`) admits no waiting request in that step, as the unified shape does not: a retracted request is
     not taken straight back in."""
-    config = EngineConfig(model="llama-1b", timing="constant", ttft_s=0.02, itl_s=0.01, engine_style="sglang",
-                          kv_capacity_tokens=40 * BS, scheduler="prefill-first")
-    core = build_core(config, coalesce=False)
+    engine = core(engine_style="sglang", kv=40 * BS, scheduler="prefill-first")
     for i in range(8):
-        core.new_request(128, _hashes(128, 100 + i), 400)
+        engine.new_request(128, _hashes(128, 100 + i), 400)
     now, retracting_steps = 0.0, 0
-    while core.has_work() and now < 60:
-        before = core.counters.preemptions
-        running = {r.rid for r in core.running}
-        end = core.begin_step(now)
+    while engine.has_work() and now < 60:
+        before = engine.counters.preemptions
+        running = {r.rid for r in engine.running}
+        end = engine.begin_step(now)
         if end is None:
             break
-        if core.counters.preemptions > before:
+        if engine.counters.preemptions > before:
             retracting_steps += 1
-            assert {r.rid for r in core._scheduled} <= running, "a step that retracted admitted a request"
-        core.end_step()
+            assert {r.rid for r in engine._scheduled} <= running, "a step that retracted admitted a request"
+        engine.end_step()
         now = end
     assert retracting_steps > 0
