@@ -142,3 +142,18 @@ def test_under_slurm_a_real_engines_roles_stay_refused_with_the_reason(tmp_path:
     assert all("launched only by the local executor" in o["reasons"][0] and "--executor local" in o["reasons"][0]
                for o in outcomes)
     assert not (out / "jobs").exists() or not job_dirs(out)
+
+
+def test_a_worker_whose_engine_loses_its_port_is_relaunched_and_the_job_still_measures(tmp_path: Path) -> None:
+    """The first worker launched hands its engine a port another listener holds (a port taken between pick and bind
+    on a busy host): the engine exits "address already in use", the worker with it, and the deployment is launched
+    again at once on fresh ports — the job is valid, not failed for the race (CI met the race once)."""
+    marker = tmp_path / "taken"
+    _proc, out = _run(tmp_path, concs="[1]", LLMSWEEP_STANDIN_TAKE_ENGINE_PORT_ONCE=str(marker))
+    (outcome,) = read_json(out / "run.json")["outcomes"]
+    assert outcome["status"] == "valid", outcome["reasons"]
+    assert marker.exists()
+    (roles,) = list((out / "servers").glob("*/roles"))
+    first = (roles / "prefill-0.log").read_text()
+    assert "address already in use" in first and "the engine behind the front exited" in first, first[-3000:]
+    assert "address already in use" not in (roles / "prefill-0.2.log").read_text()

@@ -16,7 +16,9 @@ It does on a CPU what llmsweep reads from a real worker, and fails where a real 
 
 Faults for tests (environment): LLMSWEEP_STANDIN_OMIT_KV=1 makes a producer answer without `kv_transfer_params`;
 LLMSWEEP_STANDIN_RECOMPUTE=1 makes a consumer ignore the handle and recompute the prompt (vLLM without a connector:
-"Got kv_transfer_params, but no KVConnector found").
+"Got kv_transfer_params, but no KVConnector found"); LLMSWEEP_STANDIN_TAKE_ENGINE_PORT_ONCE=PATH makes the
+first worker launched (the one that creates PATH) hand its engine a port another listener holds: the engine exits
+"address already in use", and the worker with it, as a port taken between pick and bind.
 """
 
 from __future__ import annotations
@@ -55,10 +57,29 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+_HELD: list[socket.socket] = []
+"""A port this process holds so that the engine behind cannot bind it (the LLMSWEEP_STANDIN_TAKE_ENGINE_PORT_ONCE
+fault)."""
+
+
+def _taken_port() -> int:
+    """A port another listener holds: the one a fault hands the engine behind, as if taken between pick and bind."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(1)
+    _HELD.append(sock)
+    return int(sock.getsockname()[1])
+
+
 def behind(argv: list[str]) -> list[str]:
     """The worker's argv as the simulator behind the front serves it: on loopback, on a free port of its own."""
     out, i = [], 0
-    port = str(_free_port())
+    marker = os.environ.get("LLMSWEEP_STANDIN_TAKE_ENGINE_PORT_ONCE")
+    if marker and not os.path.exists(marker):  # the first launch only: its engine finds its port taken
+        open(marker, "w").close()
+        port = str(_taken_port())
+    else:
+        port = str(_free_port())
     while i < len(argv):
         if argv[i] in ("--port", "--host") and i + 1 < len(argv):
             out += [argv[i], port if argv[i] == "--port" else "127.0.0.1"]
@@ -284,9 +305,21 @@ def main(argv: list[str], sim: list[str]) -> None:
     worker.bind_side_channel()
     sim_port = int(sim[sim.index("--port") + 1])
     child = subprocess.Popen(sim)
+    stopping = threading.Event()
+
+    def engine_died() -> None:
+        """The engine behind the front exits (its port taken before it bound it, a crash): the worker exits with it,
+        as a vLLM API server whose engine core died does, rather than answer 503 until a readiness deadline."""
+        code = child.wait()
+        if not stopping.is_set():
+            print(f"stand-in: the engine behind the front exited with status {code}", file=sys.stderr, flush=True)
+            os._exit(code if 0 < code < 256 else 1)
+
+    threading.Thread(target=engine_died, daemon=True).start()
     try:
         serve(worker, sim_port)
     finally:
+        stopping.set()
         child.terminate()
         try:
             child.wait(10)
