@@ -22,6 +22,8 @@ from llmsweep.sim.core import EngineCore
 from llmsweep.sim.inputs import perf_inputs
 from llmsweep.sim.perf import (
     GB,
+    GIB,
+    KV_RESERVE_BYTES_PER_GPU,
     ConstantTimer,
     Efficiency,
     PerfInputs,
@@ -128,9 +130,13 @@ class EngineConfig(BaseModel):
         if kv < self.block_size:
             from llmsweep.errors import ConfigError
 
+            sized = inputs or self.perf_inputs()
+            share = self.mem_fraction_static * sized.hbm_bytes / 1e9
             raise ConfigError(
                 f"simulator: {self.model} does not fit {self.tp} x {self.hardware} at mem_fraction_static "
-                f"{self.mem_fraction_static} (no room left for a KV cache)",
+                f"{self.mem_fraction_static:.4g}: {sized.weight_bytes / self.tp / 1e9:.1f} GB of weights per GPU and "
+                f"the simulator's {KV_RESERVE_BYTES_PER_GPU / GIB:g} GiB reserve against {share:.1f} GB of its "
+                f"{sized.hbm_bytes / 1e9:.1f} GB (no room left for a KV cache)",
                 fix="raise --tp, --mem-fraction-static or lower the precision",
             )
         return SimConfig(

@@ -276,3 +276,20 @@ def test_a_qwen3_5_launch_leaves_sglang_s_headroom_for_its_vision_encoder(tmp_pa
 def test_language_only_or_a_pin_takes_no_vision_headroom(tmp_path: Path, args: str) -> None:
     fraction = launch_memory_fraction(_qwen35(tmp_path, args))
     assert fraction is not None and fraction.value == (0.862 if "language" in args else 0.8), fraction
+
+
+def test_a_launch_whose_weights_leave_no_kv_is_refused_with_the_figures() -> None:
+    """Qwen3.5-397B FP8 on 2 x MI325X at the fraction SGLang 0.5.16 computes for an agentic launch (0.899, x 0.9248
+    for the vision encoder, x 0.85 for aiter): the weights alone overflow the share, and the refusal says by how much
+    (it printed a 16-digit fraction and no figures)."""
+    from llmsweep.errors import ConfigError
+    from llmsweep.sim.engine import EngineConfig
+
+    fraction = 0.899 * (0.95 * (1 - 0.1 * (1152**2 / 1024**2 - 1))) * 0.85
+    config = EngineConfig(model="Qwen/Qwen3.5-397B-A17B-FP8", hardware="mi325x", tp=2, precision="fp8",
+                          mem_fraction_static=fraction)
+    with pytest.raises(ConfigError) as refused:
+        config.sim_config()
+    message = refused.value.message
+    assert "does not fit 2 x mi325x at mem_fraction_static 0.7067: " in message, message
+    assert "GB of weights per GPU and the simulator's 1 GiB reserve against 194.2 GB of its 274.9 GB" in message
