@@ -221,16 +221,17 @@ def identities() -> Iterator[EngineIdentity]:
     return iter(ENGINE_IDS.values())
 
 
-_NAMES: list[tuple[tuple[int, ...], dict[str, str]]] = []
-"""The name table of :func:`_by_name` and the registry state (its identities' object ids) it was built from."""
+_NAMES: list[tuple[tuple[EngineIdentity, ...], dict[str, str]]] = []
+"""The name table of :func:`_by_name` and the registry's identities it was built from (held, so none is reused)."""
 
 
 def _by_name() -> dict[str, str]:
     """Every framework spelling, alias and id → its engine id, built once per state of the registry (a registration
-    added later, as a test makes one, is seen at the next lookup)."""
-    state = tuple(map(id, ENGINE_IDS.values()))
-    if not _NAMES or _NAMES[0][0] != state:
-        _NAMES[:] = [(state, {name: e.id for e in ENGINE_IDS.values() for name in e.names})]
+    added or replaced later, as a test makes one, is seen at the next lookup)."""
+    state = tuple(ENGINE_IDS.values())
+    held = _NAMES[0][0] if _NAMES else ()
+    if len(held) != len(state) or any(a is not b for a, b in zip(held, state, strict=True)):
+        _NAMES[:] = [(state, {name: e.id for e in state for name in e.names})]
     return _NAMES[0][1]
 
 

@@ -276,7 +276,9 @@ def test_a_server_that_loses_its_port_before_binding_it_is_relaunched_at_once_on
 
 def test_a_port_lost_on_every_launch_fails_the_job_with_the_bind_error(tmp_path: Path) -> None:
     """Three launches in a row that lose their port: the job fails with the bind error and the log tail (no endless
-    relaunching); the next job launches again, as after any exit while starting."""
+    relaunching); the next job launches once more, as after any exit while starting, but not three times: two races
+    in a row, none ready between, are all a server gets (an engine that always fails to bind an address of its own
+    is not relaunched three times for every job)."""
     import socket
 
     jobs = jobs_from_files([RECIPE.with_name("slow-fixed-sim.yaml")])[:2]
@@ -288,7 +290,7 @@ def test_a_port_lost_on_every_launch_fails_the_job_with_the_bind_error(tmp_path:
     assert [o.status for o in outcomes] == ["failed", "failed"]
     assert "exited with status 2 while starting" in outcomes[0].reasons[0], outcomes[0].reasons
     assert "address already in use" in outcomes[0].reasons[0]
-    assert len(list((tmp_path / "launches").iterdir())) == 6  # 1 + 2 at once for each job
+    assert len(list((tmp_path / "launches").iterdir())) == 4  # 1 + 2 at once for the first job, 1 for the next
 
 
 def test_a_server_that_never_becomes_ready_is_said_to_never_come_up_not_to_have_died(tmp_path: Path) -> None:
@@ -388,3 +390,26 @@ def test_a_server_that_stops_answering_between_jobs_is_relaunched_not_sent_the_n
     with pytest.raises(ProcessLookupError):  # the frozen server was torn down, not left stopped
         os.kill(frozen[0], 0)
     assert (tmp_path / "servers" / group.id / "server.2.log").is_file()  # the relaunch's own log
+
+
+def test_a_port_the_recipe_pins_is_not_raced_for(tmp_path: Path) -> None:
+    """A launch on the recipe's own `serve.port` that exits "address already in use" is not relaunched at once: the
+    port would be the same, taken again; the job fails with the bind error, as any exit while starting."""
+    import socket
+
+    from llmsweep.execute.preflight import pick_free_port
+
+    jobs = jobs_from_files([RECIPE.with_name("slow-fixed-sim.yaml")])[:1]
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        group = _racing_group(jobs, tmp_path, held.getsockname()[1], 1)
+        pinned = pick_free_port()
+        from dataclasses import replace
+
+        from llmsweep.execute.preflight import with_port
+
+        group = replace(group, spec=with_port(group.spec, pinned))
+        (outcome,) = run_group(group, LocalLauncher(), tmp_path, LifecycleSettings(stop_grace_s=5))
+    assert outcome.status == "failed" and "address already in use" in outcome.reasons[0], outcome.reasons
+    assert len(list((tmp_path / "launches").iterdir())) == 1

@@ -456,12 +456,17 @@ def _run_cell(job: Job, mode: ThinkingMode, k: int, settings: CollectSettings, p
                 break
             except LaunchError as exc:
                 # a port picked free for it taken first (`lost_port_race`): launched again at once on a fresh one
-                if attempt == PORT_RACES or handle.returncode is None or not lost_port_race(exc):
+                # (a port the recipe pins would be taken again)
+                if attempt == PORT_RACES or rendered.port != 0 or handle.returncode is None \
+                        or not lost_port_race(exc):
                     raise
                 with signals.shielded():
                     handle.stop(grace_s=settings.stop_grace_s)
+                    pid = cell_dir / art.PID_FILE
                     if handle.gone():
-                        (cell_dir / art.PID_FILE).unlink(missing_ok=True)
+                        pid.unlink(missing_ok=True)
+                    elif pid.exists():  # not stoppable: kept on record beside the next launch's
+                        pid.replace(pid.with_name(f"server.{attempt + 1}.pid"))
                 handle = None
                 event(f"{mode} K={k}: the server exited while starting: a port picked for it was taken before it "
                       "bound it; relaunching on a port picked afresh")

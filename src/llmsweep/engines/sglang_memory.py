@@ -316,6 +316,14 @@ def _recipe_value(job: Job, flag: str) -> Any:
     return found[-1] if found else None
 
 
+def _switched_on(value: Any) -> bool:
+    """Whether a store-true flag's recipe value turns it on (`true`, `1`, `yes`, a bare flag), as argparse reads a
+    flag the recipe writes; None (not given), false, 0, no: off."""
+    if value is None or value is False:
+        return False
+    return str(value).strip().lower() not in ("false", "0", "no", "off", "")
+
+
 def _str_or_none(value: Any) -> str | None:
     return value if isinstance(value, str) else None
 
@@ -359,7 +367,7 @@ def sglang_launch(job: Job, version: str, gpu: HardwareSpec) -> SglangLaunch:
         total_kv_heads=_total_kv_heads(model) if model is not None else None, context_len=context,
         vision_layers=vision.num_hidden_layers if vision is not None else None,
         vision_hidden=vision.hidden_size if vision is not None else None,
-        language_only=_recipe_value(job, "--language-only") not in (None, False, "false", "False"),
+        language_only=_switched_on(_recipe_value(job, "--language-only")),
         disaggregated=bool(job.disagg))
 
 
@@ -409,7 +417,8 @@ def vlm_factor_note(launch: SglangLaunch) -> str:
     if launch.architecture in _MULTIMODAL_ARCHITECTURES and launch.vision_hidden is None:
         return f"the vision encoder's headroom ({SGLANG_VLM_FUNCTION}) not modelled: the model catalog records none"
     if launch.architecture in _MULTIMODAL_ARCHITECTURES:
-        return f"no vision headroom ({SGLANG_VLM_FUNCTION}): SGLang {launch.version} skips it on a decode worker"
+        return (f"no vision headroom ({SGLANG_VLM_FUNCTION}): SGLang {launch.version} skips it on a decode worker, "
+                "and this job's workers are sized as its decode worker (its prefill workers would take it)")
     return "a text-only model (no vision headroom)"
 
 

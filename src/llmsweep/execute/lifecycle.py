@@ -490,9 +490,11 @@ _START_EXITS = 2
 """Launches in a row that exit while starting, none ever ready, after which a group's server is not launched again."""
 
 PORT_RACES = 2
-"""Launches in a row that may exit while starting because a port they were to bind was taken first ("address already
-in use": another process took the free port picked for it in the moment between pick and bind), each relaunched at
-once on ports picked afresh, before the exit counts as the job's failure."""
+"""Launches in a row, none ready in between, that may exit while starting because a port llmsweep picked free for
+them was taken first ("address already in use": another process took it in the moment between pick and bind), each
+relaunched at once on ports picked afresh, before the exit counts as the job's failure. Only where llmsweep picks the
+ports (a server whose spec leaves the port to it, a role deployment placed on this host): a port the recipe or a
+Slurm topology fixes would be taken again."""
 
 
 def lost_port_race(error: LlmsweepError) -> bool:
@@ -523,6 +525,11 @@ class _Server:
         self.port_races = 0
         """Launches that exited while starting because a port was taken before they bound it (`lost_port_race`),
         each relaunched at once: neither a death nor an exit the job fails with."""
+        self.races_in_row = 0
+        """Of those, the ones since a launch was last ready: at most `PORT_RACES` (an engine that always fails to
+        bind an address of its own is not relaunched three times for every job)."""
+        self._picks_ports = False
+        """Whether the launch in progress runs on ports llmsweep picked (`PORT_RACES`)."""
         self._may_race, self._raced = False, False
         self.start_error: LlmsweepError | None = None
         """Why its last launch did not become ready (it exited, or missed its readiness deadline), while none ever
@@ -543,13 +550,16 @@ class _Server:
     def ensure(self) -> ServerHandle:
         """The group's live server: the one running while it still serves, else a launch (a relaunch after a death,
         bounded by `max_relaunches`); a launch that lost a port to another process is relaunched at once."""
-        for attempt in range(PORT_RACES + 1):
-            self._may_race, self._raced = attempt < PORT_RACES, False
+        for _attempt in range(PORT_RACES + 1):
+            self._may_race, self._raced = self.races_in_row < PORT_RACES, False
             try:
                 return self._ensure()
             except LlmsweepError as exc:
                 if not self._raced:
                     raise
+                left = self.dir / art.PID_FILE
+                if left.exists():  # what the lost launch left, unstoppable: kept on record beside the next one
+                    left.replace(left.with_name(f"server.{self.launches}.pid"))
                 self.event(f"the {self.group.spec.engine} server of group {self.group.id} exited while starting: a "
                            "port picked for it was taken before it bound it; relaunching on ports picked afresh "
                            f"({exc.message.strip().splitlines()[0]})")
@@ -580,6 +590,7 @@ class _Server:
         if self.group.topology is not None:
             self.launches += 1
             return self._ensure_roles(self.group.topology)
+        self._picks_ports = self.group.spec.port == 0  # a port the recipe pins is checked free, not picked
         try:
             spec = preflight(self.group.spec, gpus=self.group.spec.engine != SIM.id)
             self.dir.mkdir(parents=True, exist_ok=True)
@@ -619,7 +630,7 @@ class _Server:
                     self.unlaunched = LaunchError(f"{exc.message} (it exited while starting on {self.start_exits} "
                                                   "launches in a row)", fix=exc.fix)
             raise
-        self.ever_ready = True
+        self.ever_ready, self.races_in_row = True, 0
         self.event(f"server ready in {ready.seconds:.1f} s at {handle.base_url}")
         self.observed = {**observe_runtime(handle, spec), **asdict(prepared)}  # `_provenance` reads them
         self.power = start_sampler(self.settings.power.for_jobs(self.group.jobs), engine=spec.engine, gpus=spec.gpus,
@@ -639,7 +650,7 @@ class _Server:
         """Start every role of a disaggregated job where the group's launcher places it (a step on its node of the
         Slurm allocation, or a process of this host), each ready in turn, then the router; read back what started.
         Any failure tears down every role started so far."""
-        from llmsweep.execute.roles import RoleDeployment, role_placement
+        from llmsweep.execute.roles import LocalPlacement, RoleDeployment, role_placement
 
         self.dir.mkdir(parents=True, exist_ok=True)
         try:
@@ -647,6 +658,7 @@ class _Server:
         except LlmsweepError as exc:  # nowhere to place the roles (the host's GPUs, the allocation): no role ran
             self.unlaunched = exc
             raise
+        self._picks_ports = isinstance(placement, LocalPlacement)  # a Slurm placement keeps the topology's ports
         deployment = RoleDeployment(topology, placement, self.dir, launch=self.launches)
         self.handle, self.spec = deployment, deployment.spec
         current_progress().phase("launching")
@@ -683,7 +695,7 @@ class _Server:
                     self.unlaunched = LaunchError(f"{exc.message} (a role exited while starting on "
                                                   f"{self.start_exits} launches in a row)", fix=exc.fix)
             raise
-        self.ever_ready = True
+        self.ever_ready, self.races_in_row = True, 0
         write_pid_file(self.dir / art.PID_FILE, deployment, deployment.spec)
         self.event(f"router ready at {deployment.base_url}")
         return deployment
@@ -691,9 +703,10 @@ class _Server:
     def _lost_port(self, exc: LlmsweepError) -> bool:
         """Whether a launch that exited while starting lost a port to another process (`lost_port_race`) with a
         relaunch left for it: counted apart (`port_races`), and `ensure` relaunches it at once."""
-        if not self._may_race or not lost_port_race(exc):
+        if not self._may_race or not self._picks_ports or not lost_port_race(exc):
             return False
         self.port_races += 1
+        self.races_in_row += 1
         self._raced = True
         return True
 

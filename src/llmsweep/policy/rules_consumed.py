@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from llmsweep.engine_ids import SIM
-from llmsweep.engines import ADAPTERS, adapter_for
+from llmsweep.engines import ADAPTERS, adapter_for, get_adapter
 from llmsweep.engines.base import Conflict, pools
 from llmsweep.engines.launch import is_secret_name
 from llmsweep.engines.sim import SimAdapter
@@ -260,10 +260,12 @@ def prompt_budget(ctx: Context) -> Iterator[Finding]:
     from llmsweep.workload.build import longest_request
 
     for job, recipe in ctx.runnable_pairs():
-        if job.engine in (None, SIM.id):
+        # a recipe of the simulator standing in for an engine (framework trt) is refused as that engine refuses
+        engine = SimAdapter.stands_in_for(job) if job.engine == SIM.id else job.engine
+        if engine is None:
             continue
         try:
-            adapter = adapter_for(job)
+            adapter = get_adapter(engine)
             limit = adapter.prompt_limit(job)
         except LlmsweepError:  # no adapter launches it: `serve.render-failed` says why, once
             continue
@@ -273,8 +275,11 @@ def prompt_budget(ctx: Context) -> Iterator[Finding]:
         if job.workload.scenario is ScenarioId.AGENTIC_CODING and traces is not None:
             longest = longest_request(traces)
             model = recipe_model(recipe)
-            if longest is None and model is not None:  # a corpus that says nothing: the model's context bounds it
-                longest = (model.native_context, f"up to {model.id}'s native context")
+            if longest is None and model is not None:  # a corpus that says nothing: the served context bounds it
+                served = adapter.launched_context(job)
+                longest = ((served, f"up to the {served:,}-token context it launches with")
+                           if served is not None and served < model.native_context
+                           else (model.native_context, f"up to {model.id}'s native context"))
             if longest is None:
                 continue
             sends, said = longest

@@ -411,11 +411,11 @@ class EngineCore:
         cfg, pool, bs = self.config, self.pool, self.block_size
         waiting, running = self.waiting, self.running
         host_load = 0
-        spare = self._spare() if self.no_evict and waiting and budget > 0 else 0
+        spare = self.spare_blocks() if self.no_evict and waiting and budget > 0 else 0
         while waiting and budget > 0 and len(running) < cfg.max_running_requests:
             r = waiting[0]
             if self.no_evict:
-                whole = self._to_completion(r, 0)
+                whole = self.blocks_to_completion(r.prompt_len, r.max_tokens, 0)
                 if whole > spare:
                     break
                 spare -= whole
@@ -455,17 +455,18 @@ class EngineCore:
             scheduled.append(r)
         return budget, host_load
 
-    def _to_completion(self, r: SimRequest, held: int) -> int:
-        """KV blocks request `r` still needs to reach its full length (prompt + max_tokens, plus a verify step's
-        drafts) when it holds `held`: TensorRT-LLM's remaining blocks to completion, with no credit for prefix blocks
-        it will share (the engine gives none either)."""
-        return max(0, -(-(r.prompt_len + r.max_tokens + self.spec_k) // self.block_size) - held)
+    def blocks_to_completion(self, prompt_len: int, max_tokens: int, held: int) -> int:
+        """KV blocks a request of `prompt_len` prompt tokens asking for `max_tokens` still needs to reach its full
+        length (plus a verify step's drafts) when it holds `held`: TensorRT-LLM's remaining blocks to completion,
+        with no credit for prefix blocks it will share (the engine gives none either)."""
+        return max(0, -(-(prompt_len + max(1, max_tokens) + self.spec_k) // self.block_size) - held)
 
-    def _spare(self) -> int:
+    def spare_blocks(self) -> int:
         """Blocks an admission may reserve (no-evict): those an allocation may take now (free, or cached and held by
         nobody) less what every running request still needs to its completion. Decodes take from both alike, so it
         changes only as requests are admitted or finish."""
-        return self.pool.available() - sum(self._to_completion(r, len(r.blocks)) for r in self.running)
+        return self.pool.available() - sum(self.blocks_to_completion(r.prompt_len, r.max_tokens, len(r.blocks))
+                                           for r in self.running)
 
     def _one_step(self, dt: float) -> _Plan | None:
         """A decode-only step of many requests as a block of one: its draws in one pass, its tokens applied and

@@ -158,6 +158,8 @@ class _Handoff:
     """Prefill-side blocks of the prompt's KV, held until the transfer has read them."""
     started: float = 0.0
     nbytes: float = 0.0
+    reserved: int = 0
+    """No-evict decode: blocks reserved beyond `blocks` for the rest of its length while its KV is in flight."""
 
 
 @dataclass(slots=True, eq=False)
@@ -174,6 +176,9 @@ class Worker:
     nic: Nic = field(default_factory=Nic)
     """The worker's NICs: transfers from a prefill worker, and into a decode worker, queue on them."""
     prealloc: deque[_Handoff] = field(default_factory=deque)
+    reserved: int = 0
+    """No-evict decode: the blocks its in-flight hand-offs have reserved beyond their prompts' (`_Handoff.reserved`),
+    which the core's own reservations (its running requests) do not count yet."""
     kv: KvTransfers = field(default_factory=KvTransfers)
     """Decode: KV transfers into this worker (in flight from block reservation to arrival; its transfer series)."""
     shortest_step: float = 0.0
@@ -326,11 +331,16 @@ class DisaggPredictor(Predictor):
             if len(core.running) + len(core.waiting) + worker.kv.in_flight >= core.config.max_running_requests:
                 return
             h = worker.prealloc[0]
+            whole = core.blocks_to_completion(h.prompt_len, h.max_tokens, 0) if core.no_evict else 0
+            if core.no_evict and whole > core.spare_blocks() - worker.reserved:
+                return  # TensorRT-LLM's GUARANTEED_NO_EVICT: its whole length must fit what nobody has reserved
             blocks = core.pool.allocate(-(-h.prompt_len // bs))
             if blocks is None:
                 return
             worker.prealloc.popleft()
             h.blocks = blocks
+            h.reserved = max(0, whole - len(blocks))
+            worker.reserved += h.reserved
             worker.kv.start()
             source = cluster.prefill[h.prefill]
             end = queue_transfer(now, cluster.transfer_time(h.prompt_len, h.prefill, d), (source.nic, worker.nic))
@@ -345,6 +355,7 @@ class DisaggPredictor(Predictor):
         self.cluster.prefill[h.prefill].core.pool.release(h.held)
         h.held = []
         worker.kv.arrived(now - h.started, h.nbytes)
+        worker.reserved -= h.reserved  # (adopted: its remaining length is a running request's reservation now)
         r = core.adopt(h.prompt_len, h.hashes, h.max_tokens, h.blocks, now=now, cached_tokens=h.cached_tokens,
                        owner=(h.task, h.record, h.record["chunk_times"], h.record["chunk_tokens"]))
         t_abs = self.start_time + now

@@ -130,6 +130,10 @@ class EngineConfig(BaseModel):
         if kv < self.block_size:
             from llmsweep.errors import ConfigError
 
+            if self.kv_capacity_tokens is not None:
+                raise ConfigError(f"simulator: --kv-capacity-tokens {kv} holds less than one KV block of "
+                                  f"{self.block_size} tokens", fix="raise --kv-capacity-tokens, or leave it out to "
+                                  "size the pool from HBM")
             sized = inputs or self.perf_inputs()
             share = self.mem_fraction_static * sized.hbm_bytes / 1e9
             raise ConfigError(

@@ -293,3 +293,13 @@ def test_a_launch_whose_weights_leave_no_kv_is_refused_with_the_figures() -> Non
     message = refused.value.message
     assert "does not fit 2 x mi325x at mem_fraction_static 0.7067: " in message, message
     assert "GB of weights per GPU and the simulator's 1 GiB reserve against 194.2 GB of its 274.9 GB" in message
+
+
+def test_a_kv_override_below_one_block_is_refused_as_the_override() -> None:
+    """`--kv-capacity-tokens` under one block: the override is the cause, not the weights against HBM."""
+    from llmsweep.errors import ConfigError
+    from llmsweep.sim.engine import EngineConfig
+
+    with pytest.raises(ConfigError) as refused:
+        EngineConfig(kv_capacity_tokens=10).sim_config()
+    assert refused.value.message == "simulator: --kv-capacity-tokens 10 holds less than one KV block of 64 tokens"

@@ -121,3 +121,25 @@ def test_the_simulator_standing_in_refuses_the_same_prompts_with_the_engine_s_40
     assert any(p in refused.lower() for p in patterns)
     (chunked,) = jobs_from_files([_write(tmp_path, "--enable_chunked_prefill: true")])
     assert engine_config(engines.render(chunked, simulate=True)).max_prompt_tokens is None
+
+
+def test_a_simulator_recipe_standing_in_for_trtllm_is_refused_as_the_simulator_refuses(tmp_path: Path) -> None:
+    """`serve.engine: sim` over a `trt` framework: the simulator stands in for TensorRT-LLM and refuses its long
+    prompts (`--max-prompt-tokens`), so `validate` says so beforehand instead of the run failing every request."""
+    path = _write(tmp_path, "--max_batch_size: 64")
+    path.write_text(path.read_text().replace("  serve:\n", "  serve:\n    engine: { name: sim }\n"), encoding="utf-8")
+    (hit,) = _hits(path)
+    assert "over the 8,192 tokens TensorRT-LLM takes in one prompt" in hit.message, hit.message
+
+
+def test_an_agentic_corpus_that_says_nothing_is_bounded_by_the_context_the_job_launches_with(tmp_path: Path) -> None:
+    """A local trace file (only reading it would tell its longest request): the launched context bounds the prompts,
+    not the checkpoint's native one, so a budget above that context is no finding."""
+    text = _write(tmp_path, "--max_num_tokens: 65536, --max_seq_len: 65536", agentic="1").read_text()
+    path = tmp_path / "local.yaml"
+    path.write_text(text.replace("synthetic: { traces: 4, max-isl: 1 }", "path: /data/traces.jsonl"), encoding="utf-8")
+    assert _hits(path) == []
+    path.write_text(text.replace("synthetic: { traces: 4, max-isl: 1 }", "path: /data/traces.jsonl")
+                    .replace("--max_seq_len: 65536", "--max_seq_len: 100000"), encoding="utf-8")
+    (hit,) = _hits(path)
+    assert "requests reach 100,000 tokens (up to the 100,000-token context it launches with)" in hit.message

@@ -125,6 +125,19 @@ def test_decode_admission_waits_for_kv_room_and_every_request_still_completes() 
     assert predictor.cluster.drained()
 
 
+@pytest.mark.parametrize("capacity", ["on-demand", "no-evict"])
+def test_a_no_evict_decode_worker_reserves_each_hand_off_s_whole_length_and_never_preempts(capacity: str) -> None:
+    """TensorRT-LLM's GUARANTEED_NO_EVICT on the decode side (its generation server schedules a hand-off's KV under
+    the same capacity scheduler): a hand-off starts its transfer only when its whole length fits what the running and
+    in-flight requests have not reserved, so nothing is preempted; on demand, the same load preempts."""
+    small = ENGINE.model_copy(update={"kv_capacity_tokens": 6 * 1024, "block_size": 64, "capacity": capacity})
+    records, predictor = run_disagg(deployment(engine=small), Fixed(600, 1200, per_lane=2), concurrency=4)
+    assert len(records) == 8 and all(r["status"] == 200 for r in records)
+    preempted = sum(w.core.counters.preemptions for w in predictor.cluster.decode)
+    assert (preempted == 0) if capacity == "no-evict" else (preempted > 0), preempted
+    assert predictor.cluster.drained() and all(w.reserved == 0 for w in predictor.cluster.decode)
+
+
 def test_a_pair_across_domains_without_scale_out_figures_is_a_clear_error() -> None:
     config = deployment().model_copy(update={"scaleout": None})
     with pytest.raises(ConfigError, match="no scale-out bandwidth") as err:

@@ -71,15 +71,23 @@ def _taken_port() -> int:
     return int(sock.getsockname()[1])
 
 
+def _first_to_take(marker: str | None) -> bool:
+    """Whether this worker is the first launched under the fault (it creates `marker`; atomic, as workers start
+    side by side): its engine finds its port taken."""
+    if not marker:
+        return False
+    try:
+        os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        return False
+    return True
+
+
 def behind(argv: list[str]) -> list[str]:
     """The worker's argv as the simulator behind the front serves it: on loopback, on a free port of its own."""
     out, i = [], 0
-    marker = os.environ.get("LLMSWEEP_STANDIN_TAKE_ENGINE_PORT_ONCE")
-    if marker and not os.path.exists(marker):  # the first launch only: its engine finds its port taken
-        open(marker, "w").close()
-        port = str(_taken_port())
-    else:
-        port = str(_free_port())
+    port = str(_taken_port() if _first_to_take(os.environ.get("LLMSWEEP_STANDIN_TAKE_ENGINE_PORT_ONCE")) else
+               _free_port())
     while i < len(argv):
         if argv[i] in ("--port", "--host") and i + 1 < len(argv):
             out += [argv[i], port if argv[i] == "--port" else "127.0.0.1"]
@@ -311,7 +319,8 @@ def main(argv: list[str], sim: list[str]) -> None:
         """The engine behind the front exits (its port taken before it bound it, a crash): the worker exits with it,
         as a vLLM API server whose engine core died does, rather than answer 503 until a readiness deadline."""
         code = child.wait()
-        if not stopping.is_set():
+        # a signal's end (the launcher stops the whole process group, the engine with the front) is a stop, not a death
+        if not stopping.is_set() and code >= 0:
             print(f"stand-in: the engine behind the front exited with status {code}", file=sys.stderr, flush=True)
             os._exit(code if 0 < code < 256 else 1)
 
