@@ -14,30 +14,17 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
+from support.recipes import Served, one_job
 
 from llmsweep import engines
 from llmsweep.catalog.engines import default_max_running, default_memory_fraction
 from llmsweep.catalog.hardware import get_hardware
 from llmsweep.catalog.sources import clear_caches
 from llmsweep.execute.virtual import engine_config
-from llmsweep.plan import Job, jobs_from_files
+from llmsweep.plan import Job
 from llmsweep.spec.workload import ScenarioId
 
-RECIPE = """cap:
-  image: IMAGE
-  model: llmsweep/llama-1b
-  model-prefix: llama-1b
-  runner: RUNNER
-  precision: bf16
-  framework: FRAMEWORK
-  multinode: false
-  scenarios:
-    fixed-seq-len:
-    - isl: 256
-      osl: 128
-      search-space:
-      - { tp: 1, conc-list: [512] }
-SERVE"""
+LLAMA_1B = Served("llmsweep/llama-1b", "llama-1b", "bf16")
 VLLM = ("vllm", "vllm/vllm-openai:v0.26.0")
 ATOM = ("atom", "rocm/atom:v0.1.0")
 SGLANG = ("sglang", "lmsysorg/sglang:v0.5.12")
@@ -93,15 +80,8 @@ def _job(tmp_path: Path, engine: tuple[str, str], runner: str = "h200", *, args:
          sim_engine: bool = False) -> Job:
     """A job of `engine` (framework, image) on `runner`; `sim_engine`: the recipe names the simulator as its engine
     (it still stands in for its framework's engine)."""
-    serve = ""
-    if args or sim_engine:
-        serve = "  serve:\n" + ("    engine: { name: sim }\n" if sim_engine else "") + (
-            f"    args: {{ {args} }}\n" if args else "")
-    path = tmp_path / "r.yaml"
-    path.write_text(RECIPE.replace("FRAMEWORK", engine[0]).replace("IMAGE", engine[1]).replace("RUNNER", runner)
-                    .replace("SERVE", serve), encoding="utf-8")
-    (job,) = jobs_from_files([path])
-    return job
+    return one_job(tmp_path, key="cap", framework=engine[0], image=engine[1], served=LLAMA_1B, runner=runner,
+                   isl=256, osl=128, concs="[512]", engine="name: sim" if sim_engine else None, args=args or None)
 
 
 def _cap(argv: Sequence[str]) -> str | None:

@@ -22,28 +22,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.recipes import Served, one_job
 
 from llmsweep import engines
 from llmsweep.catalog.hardware import get_hardware
 from llmsweep.engines import launch_memory_fraction, sglang_memory
 from llmsweep.engines.sglang_memory import MIB, SglangLaunch, sglang_memory_fraction
-from llmsweep.plan import Job, jobs_from_files
+from llmsweep.plan import Job
 
-RECIPE = """frac:
-  image: IMAGE
-  model: MODEL
-  model-prefix: PREFIX
-  runner: mi355x
-  precision: fp8
-  framework: sglang
-  multinode: false
-  scenarios:
-    fixed-seq-len:
-    - isl: ISL
-      osl: 1024
-      search-space:
-      - { tp: TP, conc-list: [64] }
-SERVE"""
 V0512 = "lmsysorg/sglang:v0.5.12-rocm700-mi35x"
 DSR1 = ("deepseek-ai/DeepSeek-R1-0528", "dsr1")
 LLAMA = ("meta-llama/Llama-3.1-8B-Instruct", "llama3.1-8b")
@@ -53,12 +39,8 @@ MINIMAX = ("MiniMaxAI/MiniMax-M3", "minimaxm3")
 
 def _job(tmp_path: Path, model: tuple[str, str] = DSR1, tp: int = 8, *, image: str = V0512, isl: int = 8192,
          args: str = "") -> Job:
-    serve = f"  serve:\n    args: {{ {args} }}\n" if args else ""
-    path = tmp_path / "r.yaml"
-    path.write_text(RECIPE.replace("IMAGE", image).replace("MODEL", model[0]).replace("PREFIX", model[1])
-                    .replace("ISL", str(isl)).replace("TP", str(tp)).replace("SERVE", serve), encoding="utf-8")
-    (job,) = jobs_from_files([path])
-    return job
+    return one_job(tmp_path, key="frac", framework="sglang", image=image, served=Served(model[0], model[1], "fp8"),
+                   runner="mi355x", isl=isl, tp=tp, concs="[64]", args=args or None)
 
 
 def _rendered(job: Job) -> tuple[float, str]:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.recipes import DSR1_FP8, QWEN35_FP8, one_job, write_recipe
 
 from llmsweep import engines
 from llmsweep.catalog.hardware import get_hardware
@@ -31,31 +32,13 @@ from llmsweep.engines.sglang_memory import (
 from llmsweep.execute.virtual import engine_config
 from llmsweep.plan import Job, jobs_from_files
 
-RECIPE = """frac:
-  image: IMAGE
-  model: meta-llama/Llama-3.1-8B-Instruct
-  model-prefix: llama3.1-8b
-  runner: RUNNER
-  precision: bf16
-  framework: sglang
-  multinode: false
-  scenarios:
-    fixed-seq-len:
-    - isl: 1024
-      osl: 1024
-      search-space:
-      - { tp: 8, conc-list: [64]SPEC }
-SERVE"""
 V0516 = "lmsysorg/sglang-rocm:v0.5.16-rocm720-mi35x-20260726"
+V0516_MI30X = "lmsysorg/sglang-rocm:v0.5.16-rocm720-mi30x-20260730"
 
 
 def _job(tmp_path: Path, image: str = V0516, runner: str = "mi355x", *, args: str = "", spec: str = "") -> Job:
-    serve = f"  serve:\n    args: {{ {args} }}\n" if args else ""
-    path = tmp_path / "r.yaml"
-    path.write_text(RECIPE.replace("IMAGE", image).replace("RUNNER", runner).replace("SERVE", serve)
-                    .replace("SPEC", f", spec-decoding: {spec}" if spec else ""), encoding="utf-8")
-    (job,) = jobs_from_files([path])
-    return job
+    return one_job(tmp_path, key="frac", framework="sglang", image=image, runner=runner, tp=8, concs="[64]",
+                   arm=f", spec-decoding: {spec}" if spec else "", args=args or None)
 
 
 def _flag(argv: Sequence[str], flag: str) -> str | None:
@@ -179,31 +162,16 @@ def test_an_h200_launch_keeps_0_88_and_8192_without_a_note(tmp_path: Path) -> No
 # weights per GPU plus its MLA KV for 32768 tokens. SGLang 0.5.12 at TP 4 reserves 512 + 24576 + 1024 + 512 = 26624
 # MiB of 196609: 0.865 of the GPU's 206 GB (178 GB) holds it; the 0.865 x 0.85 = 0.735 (152 GB) SGLang really keeps
 # with aiter does not (the simulator cannot size a KV pool there either).
-DSR1_MI300X = """big:
-  image: lmsysorg/sglang:v0.5.12-rocm700-mi30x
-  model: deepseek-ai/DeepSeek-R1-0528
-  model-prefix: dsr1
-  runner: mi300x
-  precision: fp8
-  framework: sglang
-  multinode: false
-  scenarios:
-    fixed-seq-len:
-    - isl: 1024
-      osl: 1024
-      search-space:
-      - { tp: 4, conc-list: [4] }
-  serve:
-    args: { --attention-backend: aiter, --context-length: 32768 }
-"""
+DSR1_MI300X = {"key": "big", "framework": "sglang", "image": "lmsysorg/sglang:v0.5.12-rocm700-mi30x",
+               "served": DSR1_FP8, "runner": "mi300x", "tp": 4,
+               "args": "--attention-backend: aiter, --context-length: 32768"}
 
 
 def test_the_policy_checks_the_fraction_of_the_job_as_launched(tmp_path: Path) -> None:
     from llmsweep.engines import launched_job
     from llmsweep.policy import validate_files
 
-    path = tmp_path / "big.yaml"
-    path.write_text(DSR1_MI300X, encoding="utf-8")
+    path = write_recipe(tmp_path / "big.yaml", **DSR1_MI300X)
     (job,) = jobs_from_files([path])
     launched = launch_memory_fraction(launched_job(job))
     assert launched is not None and launched.value == pytest.approx(0.865 * 0.85)
@@ -215,11 +183,8 @@ def test_the_policy_checks_the_fraction_of_the_job_as_launched(tmp_path: Path) -
 def test_a_stated_version_is_found_however_the_recipe_spells_it(tmp_path: Path, stated: str) -> None:
     """Over an image that names no version, `serve.engine.version: v0.5.16` is SGLang 0.5.16 (a release read), not an
     unread `v0.5.16` that falls back to 0.88 under a label naming 0.5.16 among the releases read."""
-    path = tmp_path / "r.yaml"
-    serve = f"  serve:\n    engine: {{ name: sglang, version: '{stated}' }}\n"
-    path.write_text(RECIPE.replace("IMAGE", "lmsysorg/sglang:latest").replace("RUNNER", "mi355x")
-                    .replace("SPEC", "").replace("SERVE", serve), encoding="utf-8")
-    (job,) = jobs_from_files([path])
+    job = one_job(tmp_path, key="frac", framework="sglang", image="lmsysorg/sglang:latest", runner="mi355x", tp=8,
+                  concs="[64]", engine=f"name: sglang, version: '{stated}'")
     fraction = launch_memory_fraction(job)
     assert fraction is not None and fraction.origin == "engine", fraction
     assert fraction.value == 0.908, fraction  # (a 2304-token context: no aiter factor)
@@ -248,17 +213,10 @@ def test_sglang_s_vision_headroom_by_hand(architecture: str, layers: int | None,
     assert text_only.vlm_factor() is None and sglang_memory_fraction(text_only) == 0.862
 
 
-QWEN35 = (RECIPE.replace("meta-llama/Llama-3.1-8B-Instruct", "Qwen/Qwen3.5-397B-A17B-FP8")
-          .replace("llama3.1-8b", "qwen3.5").replace("precision: bf16", "precision: fp8"))
-
-
 def _qwen35(tmp_path: Path, args: str = "") -> Job:
-    path = tmp_path / "q.yaml"
-    serve = f"  serve:\n    args: {{ {args} }}\n" if args else ""
-    path.write_text(QWEN35.replace("IMAGE", "lmsysorg/sglang-rocm:v0.5.16-rocm720-mi30x-20260730")
-                    .replace("RUNNER", "mi300x").replace("SPEC", "").replace("SERVE", serve), encoding="utf-8")
-    (job,) = jobs_from_files([path])
-    return job
+    """Qwen3.5-397B FP8 on 8 x MI300X at SGLang 0.5.16, 1k/1k."""
+    return one_job(tmp_path, key="frac", framework="sglang", image=V0516_MI30X, served=QWEN35_FP8, runner="mi300x",
+                   tp=8, concs="[64]", args=args or None)
 
 
 def test_a_qwen3_5_launch_leaves_sglang_s_headroom_for_its_vision_encoder(tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
+from support.recipes import one_job, write_recipe
 
 from llmsweep import engines
 from llmsweep.engines import launch_memory_fraction
@@ -24,32 +25,13 @@ from llmsweep.sim.inputs import perf_inputs
 from llmsweep.sim.perf import GIB
 from llmsweep.spec.workload import ScenarioId
 
-RECIPE = """trt:
-  image: nvcr.io/nvidia/tensorrt-llm/release:1.2.0
-  model: meta-llama/Llama-3.1-8B-Instruct
-  model-prefix: llama3.1-8b
-  runner: RUNNER
-  precision: bf16
-  framework: trt
-  multinode: false
-  scenarios:
-    fixed-seq-len:
-    - isl: 1024
-      osl: 1024
-      search-space:
-      - { tp: 1, conc-list: [512] }
-SERVE"""
+TRTLLM_IMAGE = "nvcr.io/nvidia/tensorrt-llm/release:1.2.0"
 
 
 def _job(tmp_path: Path, runner: str = "h200", *, args: str = "", sim_engine: bool = False) -> Job:
-    serve = ""
-    if args or sim_engine:
-        serve = "  serve:\n" + ("    engine: { name: sim }\n" if sim_engine else "") + (
-            f"    args: {{ {args} }}\n" if args else "")
-    path = tmp_path / "r.yaml"
-    path.write_text(RECIPE.replace("RUNNER", runner).replace("SERVE", serve), encoding="utf-8")
-    (job,) = jobs_from_files([path])
-    return job
+    """Llama 3.1 8B BF16, 1k/1k at TP 1 and concurrency 512, on TensorRT-LLM (or the simulator's recipe of it)."""
+    return one_job(tmp_path, key="trt", framework="trt", image=TRTLLM_IMAGE, runner=runner, concs="[512]",
+                   engine="name: sim" if sim_engine else None, args=args or None)
 
 
 def _arg(argv: Sequence[str], flag: str) -> str | None:
@@ -155,9 +137,8 @@ def test_a_sim_recipe_s_free_fraction_is_not_called_unmodelled(tmp_path: Path, a
     from it: the flag the engines catalog records for the stood-in engine is modelled (in any spelling it reads)."""
     from llmsweep.policy import validate_files
 
-    path = tmp_path / "r.yaml"
-    path.write_text(RECIPE.replace("RUNNER", "h200").replace(
-        "SERVE", f"  serve:\n    engine: {{ name: sim }}\n    args: {{ {args} }}\n"), encoding="utf-8")
+    path = write_recipe(tmp_path / "r.yaml", key="trt", framework="trt", image=TRTLLM_IMAGE, concs="[512]",
+                        engine="name: sim", args=args)
     assert not [f for f in validate_files([path]).findings if f.rule == "serve.sim-ignored"]
     spec = engines.render(jobs_from_files([path])[0], simulate=True)
     assert engine_config(spec).kv_pool_tokens() == pytest.approx(_free_pool("h200", 0.5), rel=1e-3)

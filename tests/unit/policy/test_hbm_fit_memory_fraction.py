@@ -16,29 +16,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from support.recipes import LLAMA_70B_FP8, write_recipe
 
 from llmsweep.engines import launch_memory_fraction
 from llmsweep.findings import Finding
 from llmsweep.plan import jobs_from_files
 from llmsweep.policy import validate_files
 
-RECIPE = """k:
-  image: IMAGE
-  model: meta-llama/Llama-3.1-70B-Instruct
-  model-prefix: llama3.1-70b
-  runner: h100
-  precision: fp8
-  framework: FRAMEWORK
-  multinode: false
-  scenarios:
-    fixed-seq-len:
-    - isl: 1024
-      osl: 1024
-      search-space:
-      - { tp: 1, conc-list: [4] }
-  serve:
-    args: { ARGS }
-"""
 VLLM_026 = ("vllm", "vllm/vllm-openai:v0.26.0")
 VLLM_NIGHTLY = ("vllm", "vllm/vllm-openai-rocm:nightly-09663abde0f50944a8d5ea30120666024b503faa")
 SGLANG = ("sglang", "lmsysorg/sglang:v0.5.12")
@@ -47,10 +31,8 @@ ATOM_DATED = ("atom", "rocm/atom:rocm7.2.3_ubuntu24.04_py3.12_pytorch_release_2.
 
 
 def _write(tmp_path: Path, engine: tuple[str, str], args: str) -> Path:
-    path = tmp_path / "r.yaml"
-    path.write_text(RECIPE.replace("FRAMEWORK", engine[0]).replace("IMAGE", engine[1]).replace("ARGS", args),
-                    encoding="utf-8")
-    return path
+    return write_recipe(tmp_path / "r.yaml", framework=engine[0], image=engine[1], served=LLAMA_70B_FP8, runner="h100",
+                        args=args)
 
 
 def _hits(tmp_path: Path, engine: tuple[str, str], args: str) -> list[Finding]:

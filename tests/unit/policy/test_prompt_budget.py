@@ -9,45 +9,24 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from support.recipes import LLAMA_70B_FP8, write_recipe
 
 from llmsweep.engines import adapter_for
 from llmsweep.findings import Finding
 from llmsweep.plan import jobs_from_files
 from llmsweep.policy import validate_files
 
-RECIPE = """k:
-  image: IMAGE
-  model: meta-llama/Llama-3.1-70B-Instruct
-  model-prefix: llama3.1-70b
-  runner: h200
-  precision: fp8
-  framework: FRAMEWORK
-  multinode: false
-  scenarios:
-SCENARIO
-  serve:
-    args: { ARGS }
-WORKLOAD"""
-FIXED = """    fixed-seq-len:
-    - isl: ISL
-      osl: 1024
-      search-space:
-      - { tp: 2, conc-list: [4] }"""
-AGENTIC = """    agentic-coding:
-    - search-space:
-      - { tp: 2, conc-list: [4], kv-offloading: none, spec-decoding: none }"""
 TRTLLM = ("trt", "nvcr.io/nvidia/tensorrt-llm/release:1.2.0")
 
 
-def _write(tmp_path: Path, args: str, *, isl: int = 16384, agentic: str | None = None,
-           engine: tuple[str, str] = TRTLLM) -> Path:
-    scenario = AGENTIC if agentic is not None else FIXED.replace("ISL", str(isl))
-    workload = f"  workload:\n    traces:\n      synthetic: {{ traces: 4, max-isl: {agentic} }}\n" if agentic else ""
-    path = tmp_path / "r.yaml"
-    text = RECIPE if agentic is None else RECIPE.replace("runner: h200", "runner: cluster:h200-dgxc")
-    path.write_text(text.replace("FRAMEWORK", engine[0]).replace("IMAGE", engine[1]).replace("ARGS", args)
-                    .replace("SCENARIO", scenario).replace("WORKLOAD", workload), encoding="utf-8")
-    return path
+def _write(tmp_path: Path, args: str, *, isl: int = 16384, traces: str | None = None,
+           engine: tuple[str, str] = TRTLLM, sim: bool = False) -> Path:
+    """Llama 3.1 70B FP8 at TP 2 on an H200, fixed-length at `isl`, or agentic replaying `traces` (the trace source's
+    body: `synthetic: {...}`, `path: ...`); `sim`: the simulator's recipe standing in for the engine."""
+    workload = f"  workload:\n    traces:\n      {traces}\n" if traces is not None else ""
+    return write_recipe(tmp_path / "r.yaml", framework=engine[0], image=engine[1], served=LLAMA_70B_FP8,
+                        runner="h200" if traces is None else "cluster:h200-dgxc", isl=isl, tp=2,
+                        agentic=traces is not None, engine="name: sim" if sim else None, args=args, workload=workload)
 
 
 def _hits(path: Path) -> list[Finding]:
@@ -85,7 +64,7 @@ def test_context_parallel_ranks_each_take_a_budget(tmp_path: Path) -> None:
 
 
 def test_an_agentic_replay_is_refused_at_its_traces_longest_request(tmp_path: Path) -> None:
-    (hit,) = _hits(_write(tmp_path, "--max_num_tokens: 32768", agentic="64000"))
+    (hit,) = _hits(_write(tmp_path, "--max_num_tokens: 32768", traces="synthetic: { traces: 4, max-isl: 64000 }"))
     assert "requests reach 64,000 tokens (its synthetic max-isl), over the 32,768 tokens" in hit.message, hit.message
     assert hit.line is not None  # at the recipe's --max_num_tokens
 
@@ -126,20 +105,14 @@ def test_the_simulator_standing_in_refuses_the_same_prompts_with_the_engine_s_40
 def test_a_simulator_recipe_standing_in_for_trtllm_is_refused_as_the_simulator_refuses(tmp_path: Path) -> None:
     """`serve.engine: sim` over a `trt` framework: the simulator stands in for TensorRT-LLM and refuses its long
     prompts (`--max-prompt-tokens`), so `validate` says so beforehand instead of the run failing every request."""
-    path = _write(tmp_path, "--max_batch_size: 64")
-    path.write_text(path.read_text().replace("  serve:\n", "  serve:\n    engine: { name: sim }\n"), encoding="utf-8")
-    (hit,) = _hits(path)
+    (hit,) = _hits(_write(tmp_path, "--max_batch_size: 64", sim=True))
     assert "over the 8,192 tokens TensorRT-LLM takes in one prompt" in hit.message, hit.message
 
 
 def test_an_agentic_corpus_that_says_nothing_is_bounded_by_the_context_the_job_launches_with(tmp_path: Path) -> None:
     """A local trace file (only reading it would tell its longest request): the launched context bounds the prompts,
     not the checkpoint's native one, so a budget above that context is no finding."""
-    text = _write(tmp_path, "--max_num_tokens: 65536, --max_seq_len: 65536", agentic="1").read_text()
-    path = tmp_path / "local.yaml"
-    path.write_text(text.replace("synthetic: { traces: 4, max-isl: 1 }", "path: /data/traces.jsonl"), encoding="utf-8")
-    assert _hits(path) == []
-    path.write_text(text.replace("synthetic: { traces: 4, max-isl: 1 }", "path: /data/traces.jsonl")
-                    .replace("--max_seq_len: 65536", "--max_seq_len: 100000"), encoding="utf-8")
-    (hit,) = _hits(path)
+    local = "path: /data/traces.jsonl"
+    assert _hits(_write(tmp_path, "--max_num_tokens: 65536, --max_seq_len: 65536", traces=local)) == []
+    (hit,) = _hits(_write(tmp_path, "--max_num_tokens: 65536, --max_seq_len: 100000", traces=local))
     assert "requests reach 100,000 tokens (up to the 100,000-token context it launches with)" in hit.message
