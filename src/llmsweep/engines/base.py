@@ -124,11 +124,17 @@ class AmbiguousFlagError(ConfigError):
                          f"{', '.join(candidates)}", fix="write the flag in full")
 
 
+def in_launch(value: Any) -> bool:
+    """Whether a flag with this value reaches the launch's argv (:func:`flag_argv` leaves out False and None): a
+    switch the recipe turns on (`--enable_chunked_prefill: true`) is in it, one it writes `false` is not."""
+    return value is not None and value is not False
+
+
 def flag_argv(flags: Flags) -> list[str]:
     """Flags to argv: scalar → `--f v`; True → `--f`; False/None → omitted; list → `--f a b`; mapping → compact JSON."""
     argv: list[str] = []
     for flag, value in flags.items():
-        if value is None or value is False:
+        if not in_launch(value):
             continue
         if value is True:
             argv.append(flag)

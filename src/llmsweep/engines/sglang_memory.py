@@ -32,7 +32,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from llmsweep.engines.base import job_version, token_count
+from llmsweep.engine_ids import SGLANG
+from llmsweep.engines.base import in_launch, job_version, token_count
 
 if TYPE_CHECKING:
     from llmsweep.catalog.engines import EngineDefault
@@ -309,19 +310,12 @@ def sglang_memory_fraction(launch: SglangLaunch) -> float | None:
 
 
 def _recipe_value(job: Job, flag: str) -> Any:
-    """The last value the recipe gives the SGLang flag `flag` (in any spelling SGLang's parser reads as it)."""
-    from llmsweep.engines import engine_flags
+    """The value the recipe gives the SGLang flag `flag`, read as SGLang's parser reads it (any spelling; the last of
+    two), else None."""
+    from llmsweep.engines import get_adapter
 
-    found = [value for _written, name, value in engine_flags(job) if name == flag]
-    return found[-1] if found else None
-
-
-def _switched_on(value: Any) -> bool:
-    """Whether a store-true flag's recipe value turns it on (`true`, `1`, `yes`, a bare flag), as argparse reads a
-    flag the recipe writes; None (not given), false, 0, no: off."""
-    if value is None or value is False:
-        return False
-    return str(value).strip().lower() not in ("false", "0", "no", "off", "")
+    found = get_adapter(SGLANG.id).recipe_value(job, flag)
+    return found[1] if found is not None else None
 
 
 def _str_or_none(value: Any) -> str | None:
@@ -367,7 +361,7 @@ def sglang_launch(job: Job, version: str, gpu: HardwareSpec) -> SglangLaunch:
         total_kv_heads=_total_kv_heads(model) if model is not None else None, context_len=context,
         vision_layers=vision.num_hidden_layers if vision is not None else None,
         vision_hidden=vision.hidden_size if vision is not None else None,
-        language_only=_switched_on(_recipe_value(job, "--language-only")),
+        language_only=in_launch(_recipe_value(job, "--language-only")),
         disaggregated=bool(job.disagg))
 
 

@@ -27,6 +27,7 @@ from llmsweep.engines.base import (
     PromptLimit,
     RoleContext,
     agentic_conc,
+    in_launch,
     token_count,
     topology,
 )
@@ -166,7 +167,7 @@ class TRTLLMAdapter(Adapter):
         if job.framework.startswith("dynamo-"):
             return None  # Dynamo's TensorRT-LLM worker: its launch defaults were not read
         chunked = self.recipe_value(job, CHUNKED_PREFILL_FLAG)
-        if chunked is not None and chunked[1] not in (False, None, 0, "false", "False", "0"):
+        if chunked is not None and in_launch(chunked[1]):
             return None
         given = self.recipe_value(job, MAX_NUM_TOKENS_FLAG)
         pinned = token_count(given[1]) if given is not None else None
