@@ -130,6 +130,12 @@ def forced_accepted_tokens(al: float) -> str:
 TLLM_FORCE_ACCEPTED_ENV = "TLLM_SPEC_DECODE_FORCE_NUM_ACCEPTED_TOKENS"
 """TensorRT-LLM's pinned-acceptance environment variable (AL − 1): the pin writes it, the adapter's checks read it."""
 
+TLLM_PROMPT_OVER_BUDGET = ("The sum of prompt length ({prompt}), query length (0) should not exceed max_num_tokens "
+                           "({tokens})")
+"""TensorRT-LLM's 400 for a prompt over `max_num_tokens` without chunked prefill (`tensorrt_llm/llmapi/llm.py`
+`LLM._check_arguments`, PyTorch backend: the prompt's tokens over its context-parallel ranks, a float, against
+max_num_tokens): the adapter's `prompt_limit` quotes it, and the simulator standing in answers with it."""
+
 
 def _trtllm_pin(al: float, k: int | None) -> PinnedAcceptance:
     return PinnedAcceptance(env=((TLLM_FORCE_ACCEPTED_ENV, forced_accepted_tokens(al)),))
@@ -303,6 +309,7 @@ def acceptance_spellings(al: float, k: int | None) -> dict[str, str]:
 __all__ = [
     "ENGINE_IDS",
     "TLLM_FORCE_ACCEPTED_ENV",
+    "TLLM_PROMPT_OVER_BUDGET",
     "UNSERVED_FRAMEWORKS",
     "VERSION_TOKEN",
     "AcceptanceKnobs",

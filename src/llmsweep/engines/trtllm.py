@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 
 import yaml
 
-from llmsweep.engine_ids import TLLM_FORCE_ACCEPTED_ENV, TRTLLM
+from llmsweep.engine_ids import TLLM_FORCE_ACCEPTED_ENV, TLLM_PROMPT_OVER_BUDGET, TRTLLM
 from llmsweep.engines.base import (
     BIND_HOST,
     Adapter,
@@ -35,7 +35,6 @@ from llmsweep.engines.launch import LaunchFile, LaunchSpec, RoleWorker, node_hos
 from llmsweep.engines.sglang import model_path
 from llmsweep.errors import ConfigError
 from llmsweep.plan.job import Job
-from llmsweep.sim.config import PROMPT_BUDGET_REFUSAL
 from llmsweep.spec.workload import ScenarioId
 
 LLM_API_OPTIONS = "extra_llm_api_options.yaml"
@@ -182,7 +181,7 @@ class TRTLLMAdapter(Adapter):
         return PromptLimit(
             tokens=budget * cp, flag=MAX_NUM_TOKENS_FLAG, per=cp,
             why=f"{whose}{over}, without `{CHUNKED_PREFILL_FLAG}` (off by default in trtllm-serve)",
-            message=PROMPT_BUDGET_REFUSAL.replace("{tokens}", str(budget)),
+            message=TLLM_PROMPT_OVER_BUDGET.replace("{tokens}", str(budget)),
             fix=f"add `{CHUNKED_PREFILL_FLAG}: true` to `serve.args` (prompts are then split over steps of "
                 f"{MAX_NUM_TOKENS_FLAG} tokens), or raise `{MAX_NUM_TOKENS_FLAG}` above the longest prompt")
 

@@ -32,12 +32,6 @@ CAPACITY_HELP = (
 CapacityPolicy = Literal["on-demand", "no-evict"]
 """How the simulator admits requests against its KV pool (:data:`CAPACITY_HELP`)."""
 
-PROMPT_BUDGET_REFUSAL = ("The sum of prompt length ({prompt}), query length (0) should not exceed max_num_tokens "
-                         "({tokens})")
-"""TensorRT-LLM's 400 for a prompt over `max_num_tokens` without chunked prefill (`tensorrt_llm/llmapi/llm.py`
-`LLM._check_arguments`, PyTorch backend: the prompt's tokens over its context-parallel ranks, a float, against
-max_num_tokens); the simulator answers a prompt over `max_prompt_tokens` with it (the one engine that refuses so)."""
-
 SCHEDULER_POLICIES: tuple[str, ...] = get_args(SchedulerPolicy)
 CAPACITY_POLICIES: tuple[str, ...] = get_args(CapacityPolicy)
 

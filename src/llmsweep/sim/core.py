@@ -40,8 +40,9 @@ from typing import Any
 
 import numpy as np
 
+from llmsweep.engine_ids import TLLM_PROMPT_OVER_BUDGET
 from llmsweep.sim.acceptance import AcceptanceController
-from llmsweep.sim.config import PROMPT_BUDGET_REFUSAL, SimConfig
+from llmsweep.sim.config import SimConfig
 from llmsweep.sim.kv import BlockHashes, Hint, KVPool
 from llmsweep.sim.perf import Batch, StepTimer, decode_step_times
 
@@ -224,7 +225,7 @@ class EngineCore:
             return "prompt is empty"
         limit = self.config.max_prompt_tokens
         if limit is not None and prompt_len > limit:
-            return PROMPT_BUDGET_REFUSAL.format(prompt=float(prompt_len), tokens=limit)
+            return TLLM_PROMPT_OVER_BUDGET.format(prompt=float(prompt_len), tokens=limit)
         total = prompt_len + max(1, max_tokens)
         context = self.config.context_length
         if context is not None and total > context:
