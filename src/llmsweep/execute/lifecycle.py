@@ -530,7 +530,6 @@ class _Server:
         bind an address of its own is not relaunched three times for every job)."""
         self._picks_ports = False
         """Whether the launch in progress runs on ports llmsweep picked (`PORT_RACES`)."""
-        self._may_race, self._raced = False, False
         self.start_error: LlmsweepError | None = None
         """Why its last launch did not become ready (it exited, or missed its readiness deadline), while none ever
         was: the later jobs' reason once it is not launched again — it never came up, it did not die."""
@@ -551,11 +550,11 @@ class _Server:
         """The group's live server: the one running while it still serves, else a launch (a relaunch after a death,
         bounded by `max_relaunches`); a launch that lost a port to another process is relaunched at once."""
         for _attempt in range(PORT_RACES + 1):
-            self._may_race, self._raced = self.races_in_row < PORT_RACES, False
+            raced_before = self.port_races
             try:
                 return self._ensure()
             except LlmsweepError as exc:
-                if not self._raced:
+                if self.port_races == raced_before:  # not a lost port (`_lost_port`): the job's failure
                     raise
                 left = self.dir / art.PID_FILE
                 if left.exists():  # what the lost launch left, unstoppable: kept on record beside the next one
@@ -703,11 +702,10 @@ class _Server:
     def _lost_port(self, exc: LlmsweepError) -> bool:
         """Whether a launch that exited while starting lost a port to another process (`lost_port_race`) with a
         relaunch left for it: counted apart (`port_races`), and `ensure` relaunches it at once."""
-        if not self._may_race or not self._picks_ports or not lost_port_race(exc):
+        if self.races_in_row >= PORT_RACES or not self._picks_ports or not lost_port_race(exc):
             return False
         self.port_races += 1
         self.races_in_row += 1
-        self._raced = True
         return True
 
     def park(self) -> None:
