@@ -314,6 +314,12 @@ class Parallelism(NamedTuple):
     dcp: int
     pcp: int
 
+    @property
+    def dp_ranks(self) -> int:
+        """DP-attention ranks: `tp` with DP attention (as InferenceX launches it: SGLang's `--dp-size`, vLLM's
+        `--data-parallel-size` are the TP size), else 1."""
+        return self.tp if self.dp_attn else 1
+
 
 def pools(job: Job) -> dict[str, Parallelism]:
     """Each pool's parallelism by role: `server` (an aggregated job), else `prefill` then `decode`. The one place

@@ -138,7 +138,8 @@ class SGLangAdapter(Adapter):
 
     def derive(self, job: Job, port: int) -> Derived:
         d = Derived()
-        tp, pp, ep, dp_attn, _dcp, _pcp = topology(job)
+        parallel = topology(job)
+        tp, pp, ep, dp_attn = parallel.tp, parallel.pp, parallel.ep, parallel.dp_attn
         a = d.args
         a["--model-path"] = model_path(job)
         a["--served-model-name"] = job.workload.served_model_name
@@ -150,7 +151,7 @@ class SGLangAdapter(Adapter):
         a["--ep-size"] = ep
         if dp_attn:
             a["--enable-dp-attention"] = True
-            a["--dp-size"] = tp
+            a["--dp-size"] = parallel.dp_ranks
         self.derive_context(job, d)
         if job.serve is not None and job.serve.load_format:
             a["--load-format"] = job.serve.load_format

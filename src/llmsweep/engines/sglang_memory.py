@@ -340,7 +340,8 @@ def sglang_launch(job: Job, version: str, gpu: HardwareSpec) -> SglangLaunch:
     from llmsweep.catalog.models import find_model
     from llmsweep.engines.base import topology
 
-    tp, pp, _ep, dp_attn, _dcp, _pcp = topology(job)
+    parallel = topology(job)
+    tp, pp = parallel.tp, parallel.pp
     model = find_model(job.model)
     context = job.max_model_len or (model.native_context if model is not None else None)
     attention, prefill, decode = (_str_or_none(_recipe_value(job, f"--{flag}attention-backend"))
@@ -350,7 +351,8 @@ def sglang_launch(job: Job, version: str, gpu: HardwareSpec) -> SglangLaunch:
     max_prefill = token_count(_recipe_value(job, "--max-prefill-tokens"))
     return SglangLaunch(
         version=version, gpu=gpu.id, gpu_mib=gpu.hbm_bytes / MIB, rocm=gpu.image_gpu_family is not None, tp=tp,
-        pp=pp, dp_attention=tp if dp_attn else None, speculative_algorithm=job_spec_algorithm(job),
+        pp=pp, dp_attention=parallel.dp_ranks if parallel.dp_attn else None,
+        speculative_algorithm=job_spec_algorithm(job),
         chunked_prefill_size=token_count(_recipe_value(job, "--chunked-prefill-size")),
         max_prefill_tokens=max_prefill if max_prefill is not None else 16384,
         cuda_graph_max_bs=token_count(_recipe_value(job, "--cuda-graph-max-bs")),

@@ -120,14 +120,15 @@ class VLLMAdapter(Adapter):
 
     def derive(self, job: Job, port: int) -> Derived:
         d = Derived()
-        tp, pp, ep, dp_attn, dcp, pcp = topology(job)
+        parallel = topology(job)
+        tp, pp, ep, dp_attn, dcp, pcp = parallel
         a = d.args
         a["--served-model-name"] = job.workload.served_model_name
         a["--host"] = BIND_HOST
         a["--port"] = port
         if dp_attn:
-            a["--tensor-parallel-size"] = 1
-            a["--data-parallel-size"] = tp
+            a["--tensor-parallel-size"] = tp // parallel.dp_ranks
+            a["--data-parallel-size"] = parallel.dp_ranks
         else:
             a["--tensor-parallel-size"] = tp
         if pp > 1:
