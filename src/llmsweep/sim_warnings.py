@@ -3,8 +3,9 @@ their wording and of telling them apart.
 
 - **engine-refuses**: the job breaks an engine rule that is softened to a warning because the simulator serves it
   (`Rule.softens_in_sim`): a real engine would refuse the job, so its point stands for nothing a GPU would run.
-- **not-modelled**: the job sets something the simulator does not model (`engines.sim.unmodelled`: DP attention,
-  pipeline or context parallelism): a real engine would run it, and the point predicts it as if that were off.
+- **not-modelled**: the job sets something the simulator does not model (`engines.sim.unmodelled`: pipeline or
+  context parallelism, DP attention's per-rank prefix caches): a real engine would run it, and the point predicts it
+  as if that were off.
 
 The warnings are recorded as text (`outcome.json`, `run.json: outcomes`), so the kind is read back from the text's
 opening words (:func:`warning_kind`); the report, the run's completeness lines and the CLI key on it, never on
@@ -59,7 +60,8 @@ def warning_kind(warning: str) -> WarningKind:
 
 def ran_on_the_simulator(count: int, warning: str) -> str:
     """The run's completeness line for `count` jobs with `warning`: `2 job(s) ran on the simulator although a real
-    engine would refuse them: …`, or `2 job(s) ran on the simulator, which does not model DP attention: …`."""
+    engine would refuse them: …`, or `2 job(s) ran on the simulator, which does not model pipeline parallelism
+    (pp 2): …`."""
     said = normalised(warning)
     if warning_kind(said) is WarningKind.NOT_MODELLED:
         return f"{count} job(s) ran on the simulator, which does not model {said.removeprefix(NOT_MODELLED_OPENING)}"

@@ -14,6 +14,7 @@ import pytest
 from test_run_support import RECIPES, cli_env, cli_here, job_dirs, read_json, run_here
 
 from llmsweep.engines import DISAGG_NOT_LAUNCHABLE
+from llmsweep.engines.sim import DP_ATTENTION_UNMODELLED
 
 pytestmark = pytest.mark.slow  # a file of long tests: xdist starts it first (tests/conftest.py)
 
@@ -35,8 +36,8 @@ def test_run_simulates_the_disagg_job_role_by_role_and_stores_its_deployment(tmp
     # the job's two concurrencies are two points, each with its own folder and result
     assert [i.rsplit("-", 1)[1] for i in disagg] == ["conc2", "conc4"], outcomes
     assert all(o["status"] == "valid" for o in outcomes.values()), outcomes
-    assert ("2 job(s) ran on the simulator, which does not model DP attention: it predicts the points as if that "
-            "were off") in proc.stderr
+    assert (f"2 job(s) ran on the simulator, which does not model {DP_ATTENTION_UNMODELLED}: it predicts the points "
+            "as if that were off") in proc.stderr
     dirs = job_dirs(out)
     ends: list[float] = []
     per_joule: list[float] = []
@@ -52,8 +53,9 @@ def test_run_simulates_the_disagg_job_role_by_role_and_stores_its_deployment(tmp
         per_joule.append(power["tokens_per_joule"])
         topo = summary["provenance"]["topology"]
         assert topo["disaggregated"] and topo["kv_transfer"] == "mori" and topo["nodes"] == 3
-        # the prefill pool plans DP attention, which the simulator does not model: the result says so
-        assert summary["provenance"]["unmodelled"] == ["DP attention"]
+        # the prefill pool plans DP attention, which the simulator models as balanced ranks: the result names
+        # what that leaves out
+        assert summary["provenance"]["unmodelled"] == [DP_ATTENTION_UNMODELLED]
         roles = summary["roles"]
         assert (roles["prefill"]["workers"], roles["prefill"]["gpus"]) == (2, 16)
         assert (roles["decode"]["workers"], roles["decode"]["gpus"]) == (1, 8)

@@ -57,6 +57,11 @@ def sim() -> None:
               help="GPU SKU whose figures drive the roofline.")
 @field_option("--tp", source=(EngineConfig, "tp"), show_default=True, type=int, help="Tensor-parallel degree.")
 @field_option("--ep", source=(EngineConfig, "ep"), show_default=True, type=int, help="Expert-parallel degree.")
+@field_option("--dp-attention", source=(EngineConfig, "dp_attention"), show_default=True, type=int,
+              help="DP-attention ranks (dividing --tp): each rank keeps its own requests' KV, so the pool is the "
+                   "ranks' together and a step waits for the busiest rank; --max-running-requests and the step "
+                   "budget stay the engine's. A job's launch sets it to its --dp-size where the recipe or the entry "
+                   "asks for DP attention.")
 @option("bind_host")
 @click.option("--port", default=8000, show_default=True, type=BIND_PORT, help="Port to bind (0 = any free port).")
 @field_option("--precision", source=(EngineConfig, "precision"), show_default=True,
@@ -189,6 +194,7 @@ def _engine_config(opts: dict[str, object]) -> EngineConfig:
         engine_style = opts["engine_style"] or ("vllm" if opts["metrics_style"] == "vllm" else "sglang")
         return EngineConfig(
             model=opts["model"], hardware=opts["hardware"], tp=opts["tp"], ep=opts["ep"],  # type: ignore[arg-type]
+            dp_attention=opts["dp_attention"],  # type: ignore[arg-type]
             precision=opts["precision"], kv_dtype=opts["kv_dtype"], engine_style=engine_style,  # type: ignore[arg-type]
             mem_fraction_static=opts["mem_fraction_static"],  # type: ignore[arg-type]
             max_running_requests=opts["max_running_requests"],  # type: ignore[arg-type]

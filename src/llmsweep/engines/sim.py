@@ -84,13 +84,21 @@ class AcceptanceEstimate:
         return {"acceptance": {"value": self.value, "source": self.source, "basis": self.basis}}
 
 
+DP_ATTENTION_UNMODELLED = "DP attention's per-rank prefix caches and replicated attention weights"
+"""What a DP-attention job's result says the simulator left out (`unmodelled`): it runs the ranks as balanced shares
+of one engine (`--dp-attention`), sharing one prefix cache and leaving out the attention weights each rank holds
+whole."""
+
+
 def unmodelled(job: Job) -> list[str]:
-    """What the job sets that the simulator does not model (it predicts the job as if those were off): DP attention,
-    pipeline, decode- and prefill-context parallelism, of the server or of either pool of a disaggregated job. A
+    """What the job sets that the simulator does not model (it predicts the job as if those were off): pipeline,
+    decode- and prefill-context parallelism, of the server or of either pool of a disaggregated job; and of DP
+    attention, which it models as balanced ranks (`--dp-attention`), what is left out: each rank's own prefix cache
+    (a conversation's next turn may land on another rank) and the attention weights every rank holds whole. A
     result records them (`provenance.unmodelled`), so its planned label is never read as modelled."""
     out: list[str] = []
     for pool in pools(job).values():
-        out += (["DP attention"] if pool.dp_attn else []) \
+        out += ([DP_ATTENTION_UNMODELLED] if pool.dp_attn else []) \
             + ([f"pipeline parallelism (pp {pool.pp})"] if pool.pp > 1 else []) \
             + ([f"decode context parallelism (dcp {pool.dcp})"] if pool.dcp > 1 else []) \
             + ([f"prefill context parallelism (pcp {pool.pcp})"] if pool.pcp > 1 else [])
@@ -179,13 +187,17 @@ def sglang_default_cap(job: Job, args: dict[str, Any]) -> EngineDefault | None:
         SGLANG_SPECULATIVE_CAP_SOURCE,
         SGLANG_SPECULATIVE_RUNNING_CAP,
         EngineConfig,
+        sglang_pinned_cap,
         sglang_running_cap,
     )
 
     flag, hardware, name = "--max-running-requests", str(args["--hardware"]), get_engine(SGLANG.id).display_name
+    dp = int(args.get("--dp-attention", 1))
+    ranks = f", over {dp} DP-attention ranks" if dp > 1 else ""
     if _draft(job) is not None:  # the engine's own launch speculates, whether or not the simulator serves it so
-        return EngineDefault(value=SGLANG_SPECULATIVE_RUNNING_CAP, flag=flag, engine=name, gpu=hardware,
-                             condition=f"a speculative launch ({job.spec_decoding})",
+        return EngineDefault(value=sglang_pinned_cap(SGLANG_SPECULATIVE_RUNNING_CAP, dp), flag=flag, engine=name,
+                             gpu=hardware, condition=f"a speculative launch ({job.spec_decoding}){ranks}" + (
+                                 f": {SGLANG_SPECULATIVE_RUNNING_CAP} // {dp} a rank" if dp > 1 else ""),
                              source=SGLANG_SPECULATIVE_CAP_SOURCE)
     model = find_model(job.model)
     context = job.max_model_len or (model.native_context if model is not None else None)
@@ -194,7 +206,7 @@ def sglang_default_cap(job: Job, args: dict[str, Any]) -> EngineDefault | None:
     try:
         fraction = args.get("--mem-fraction-static")
         config = EngineConfig(model=str(args["--model"]), hardware=hardware, tp=int(args["--tp"]),
-                              ep=int(args["--ep"]), precision=str(args["--precision"]),
+                              ep=int(args["--ep"]), dp_attention=dp, precision=str(args["--precision"]),
                               kv_dtype=str(args.get("--kv-dtype") or "bf16"),
                               mem_fraction_static=EngineConfig.model_fields["mem_fraction_static"].default
                               if fraction is None else float(fraction))
@@ -203,10 +215,12 @@ def sglang_default_cap(job: Job, args: dict[str, Any]) -> EngineDefault | None:
         return None
     if tokens < config.block_size:
         return None
-    value = sglang_running_cap(tokens, context)
+    value = sglang_running_cap(tokens, context, dp)
+    rule = "min(max(int(T / C * 512), 2048), 4096, T // 2)"
     return EngineDefault(value=value, flag=flag, engine=name, gpu=hardware,
                          condition=f"a KV pool of {tokens} tokens and a context of {context} on {config.tp} x "
-                                   f"{hardware}: min(max(int(T / C * 512), 2048), 4096, T // 2)",
+                                   f"{hardware}{ranks}: " + (f"{dp} x {rule} of each rank's T = {tokens // dp}"
+                                                              if dp > 1 else rule),
                          source=SGLANG_POOL_CAP_SOURCE)
 
 
@@ -277,7 +291,8 @@ class SimAdapter(Adapter):
 
     def derive(self, job: Job, port: int) -> Derived:
         d = Derived(notes=["simulated engine: no GPU, no weights; timings come from the roofline model"])
-        tp, _pp, ep, _dp_attn, _dcp, _pcp = topology(job)
+        parallel = topology(job)
+        tp, ep, dp = parallel.tp, parallel.ep, parallel.dp_ranks
         recipe = {self.parsed_flag(job, k): v for k, v in self.recipe_args(job).items()}
         a = d.args
         a["--model"] = job.model
@@ -287,6 +302,8 @@ class SimAdapter(Adapter):
             d.notes.append(f"runner {job.runner_label!r} names no known GPU SKU; simulating {DEFAULT_HARDWARE}")
         a["--tp"] = tp
         a["--ep"] = ep
+        if dp > 1:
+            a["--dp-attention"] = dp
         a["--host"] = LOOPBACK
         a["--port"] = port
         fmt = weight_format(job.precision)
@@ -316,6 +333,8 @@ class SimAdapter(Adapter):
                 a[target] = value
         if real is not None:
             self._engine_memory_fraction(job, d)  # first: SGLang's running cap is sized from this pool
+        if real is not None and "--max-running-requests" in a and dp > 1:
+            self._dp_pinned_cap(real, dp, d)  # the launch's own (the recipe's, an agentic job's 2 x conc)
         if real is not None and "--max-running-requests" not in a:
             self._engine_running_cap(job, real, d)
         if real is not None:
@@ -323,6 +342,8 @@ class SimAdapter(Adapter):
             self._engine_prompt_limit(job, real, d)
         if real == SGLANG.id and "--chunked-prefill-size" not in a:
             self._sglang_chunk(job, d)
+        if real is not None and dp > 1:
+            self._dp_step_budget(real, dp, d)
         if job.max_model_len:  # the context the job's engine launches with (its flag, or a fixed-seq-len's derived)
             a["--context-length"] = job.max_model_len
         self._spec(job, d)
@@ -439,11 +460,50 @@ class SimAdapter(Adapter):
                        "`validate` says (serve.prompt-budget)")
 
     @staticmethod
+    def _dp_pinned_cap(engine: str, dp: int, d: Derived) -> None:
+        """A running cap the launch itself sets (the recipe's pin, an agentic job's 2 x conc), as the engine's
+        total over its `dp` DP-attention ranks: SGLang divides it among them (`sim.engine.sglang_pinned_cap`);
+        vLLM's, ATOM's and TensorRT-LLM's ranks each take it (`max_num_seqs` per engine), so the engine runs `dp`
+        times it. Written into the launch with a note."""
+        from llmsweep.sim.engine import sglang_pinned_cap
+
+        pinned = int(d.args["--max-running-requests"])
+        total = sglang_pinned_cap(pinned, dp) if engine == SGLANG.id else dp * pinned
+        d.args["--max-running-requests"] = total
+        how = f"SGLang gives each of the {dp} DP-attention ranks {pinned} // {dp}" if engine == SGLANG.id else \
+            f"each of the {dp} DP ranks runs up to {pinned}"
+        d.notes.append(f"running cap {total}: the launch's {pinned}, {how}")
+
+    @staticmethod
+    def _dp_step_budget(engine: str, dp: int, d: Derived) -> None:
+        """With DP attention each of the `dp` ranks schedules its own step: the engine's step budget is the ranks'
+        together (`dp` x the launch's, `--max-prefill-tokens`); SGLang also divides its prefill chunk among the
+        ranks (`ServerArgs._handle_data_parallelism`: `chunked_prefill_size // dp_size`), so one prompt takes at
+        most the rank's chunk per step. Written into the launch with a note."""
+        from llmsweep.sim.engine import EngineConfig
+
+        a = d.args
+        fields = EngineConfig.model_fields
+        chunk = token_count(a.get("--chunked-prefill-size")) or int(fields["chunked_prefill_size"].default)
+        budget = token_count(a.get("--max-prefill-tokens")) or int(fields["max_prefill_tokens"].default)
+        said = []
+        if engine == SGLANG.id:
+            chunk = max(1, chunk // dp)
+            a["--chunked-prefill-size"] = chunk
+            said.append(f"a prompt takes at most its rank's prefill chunk, {chunk} tokens a step (SGLang's chunked "
+                        f"prefill size // {dp})")
+        a["--max-prefill-tokens"] = dp * max(budget, chunk)
+        said.append(f"the step budget is the {dp} ranks' together, {a['--max-prefill-tokens']} tokens")
+        d.notes.append(f"DP attention over {dp} ranks modelled as one engine of balanced ranks: each rank keeps its "
+                       "own requests' KV (the pool is theirs together) and a step waits for the busiest rank's KV "
+                       "reads; " + "; ".join(said))
+
+    @staticmethod
     def _sglang_chunk(job: Job, d: Derived) -> None:
         """SGLang's own prefill chunk when the recipe pins none and it is not the simulator's 8192 (16384 on a GPU of
         160 GiB or more, at the releases whose source was read: `engines.sglang_memory.sglang_chunk_default`),
-        written into the launch with a note naming its source. SGLang divides it among DP-attention ranks; the
-        simulator, which serves one engine, takes it whole."""
+        written into the launch with a note naming its source (with DP attention, SGLang's ranks divide it:
+        :meth:`_dp_step_budget`)."""
         from llmsweep.engines.sglang_memory import sglang_chunk_default
         from llmsweep.sim.inputs import simulated_gpu
 
@@ -468,9 +528,12 @@ class SimAdapter(Adapter):
         gpu = simulated_gpu(hardware)
         default = sglang_default_cap(job, d.args) if engine == SGLANG.id else \
             default_max_running(engine, gpu) if gpu is not None else None
-        if default is not None:
-            d.args["--max-running-requests"] = default.value
-            d.notes.append(default.note())
+        if default is None:
+            return
+        dp = int(d.args.get("--dp-attention", 1))
+        d.args["--max-running-requests"] = default.value if engine == SGLANG.id else dp * default.value
+        d.notes.append(default.note() + ("" if engine == SGLANG.id or dp == 1 else
+                                          f", on each of the {dp} DP ranks: {dp * default.value} for the engine"))
 
     def _spec(self, job: Job, d: Derived) -> None:
         sd = job.serve.spec_decoding if job.serve is not None else None

@@ -100,6 +100,7 @@ def hbm_share(job: Job, hw: HardwareSpec, weights: float) -> tuple[float, str]:
       "catalog, else the simulator's 0.88): of HBM, or for TensorRT-LLM of the memory the weights leave")
 def hbm_fit(ctx: Context) -> Iterator[Finding]:
     from llmsweep.engines import launched_job
+    from llmsweep.engines.base import topology
 
     for job, recipe in ctx.job_pairs():
         if job.multinode or job.tp is None or job.sku is None:
@@ -113,7 +114,8 @@ def hbm_fit(ctx: Context) -> Iterator[Finding]:
             weights = model.weight_bytes(job.precision) / job.gpus
             context = launched.max_model_len  # a recipe's context flag, else the derived isl + osl + 256
             tokens = min(model.native_context, context or KV_CONTEXT_CAP, KV_CONTEXT_CAP)
-            kv = model.kv_bytes_per_token_per_gpu("bf16", job.tp) * tokens
+            # one request's KV sits on one DP-attention rank, split only over that rank's tp / dp GPUs
+            kv = model.kv_bytes_per_token_per_gpu("bf16", job.tp // topology(job).dp_ranks) * tokens
         except LlmsweepError:
             continue
         budget, share = hbm_share(launched, hw, weights)

@@ -114,8 +114,8 @@ def calibrate(records: Iterable[dict[str, Any]] | Path | str, config: EngineConf
     starts = [s for s, _ in decode]
     decoding = _Intervals(decode)
     ctx_of = [(r.get("prompt_tokens") or 0) + (r.get("completion_tokens") or 0) / 2 for r in rows]
-    kv_gpu = inputs.kv_bytes_per_token_per_gpu(tp)
-    timer = RooflineTimer(inputs, tp=tp, ep=config.ep, efficiency=base)
+    kv_gpu = inputs.kv_bytes_per_token_per_gpu(tp, config.dp_attention)
+    timer = RooflineTimer(inputs, tp=tp, ep=config.ep, efficiency=base, dp=config.dp_attention)
     firsts = [r["first_token_at"] for r in rows]
     computed = [max(0, (r.get("prompt_tokens") or 0) - (r.get("cached_tokens") or 0)) for r in rows]
     flop_s = 2.0 * inputs.params_active / (tp * inputs.flops)
@@ -169,7 +169,7 @@ def calibrate(records: Iterable[dict[str, Any]] | Path | str, config: EngineConf
             eff = eff.with_(compute=min(1.0, max(0.05, 1.0 / float(slope))),
                             frontend_s=max(0.0, float(intercept) - overhead))
     elif idle:
-        timer = RooflineTimer(inputs, tp=tp, ep=config.ep, efficiency=eff)
+        timer = RooflineTimer(inputs, tp=tp, ep=config.ep, efficiency=eff, dp=config.dp_attention)
         rest = [t - timer.step_time(Batch(prefill_tokens=p, prefill_attn=p * (p + 1) / 2, new_seqs=1)) for p, t in idle]
         eff = eff.with_(frontend_s=max(0.0, float(np.median(rest))))
     return Calibration(efficiency=eff, samples=len(rows), r2=r2, mean_abs_pct_error=mape)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from llmsweep.sim.config import (
     CAPACITY_HELP,
@@ -44,6 +44,11 @@ class EngineConfig(BaseModel):
     hardware: str = Field("h200", description="GPU SKU (catalog name).")
     tp: int = Field(1, ge=1, description="Tensor-parallel degree (GPUs of one engine).")
     ep: int = Field(1, ge=1, description="Expert-parallel degree for MoE layers (<= tp).")
+    dp_attention: int = Field(
+        1, ge=1, description="DP-attention ranks (SGLang's --enable-dp-attention --dp-size, vLLM's data-parallel "
+        "ranks): each rank of tp / dp GPUs attends its own requests and keeps their KV, so the pool is the ranks' "
+        "pools together and a step waits for the busiest rank's KV reads; 1 = attention over the whole TP group. "
+        "The running cap and step budget stay the engine's (the ranks' together).")
     precision: str = Field("bf16", description="Weight/compute precision: bf16, fp8, fp4.")
     kv_dtype: str = Field("bf16", description="KV-cache dtype: bf16 or fp8.")
     engine_style: Literal["sglang", "vllm"] = Field("sglang", description="Whose metric names and log lines to mimic.")
@@ -71,6 +76,13 @@ class EngineConfig(BaseModel):
     efficiency: dict[str, float] = Field(default_factory=dict, description="Overrides of Efficiency fields.")
     calibrated: bool = Field(True, description="Apply the stored calibration of (engine, hardware, model class).")
     perf_overrides: dict[str, Any] = Field(default_factory=dict, description="Overrides of PerfInputs fields.")
+
+    @model_validator(mode="after")
+    def _dp_divides_tp(self) -> EngineConfig:
+        if self.tp % self.dp_attention:
+            raise ValueError(f"dp_attention {self.dp_attention} does not divide tp {self.tp}: each DP-attention rank "
+                             "is tp / dp GPUs")
+        return self
 
     def perf_inputs(self) -> PerfInputs:
         return perf_inputs(self.model, self.hardware, precision=self.precision, kv_dtype=self.kv_dtype,
@@ -108,7 +120,7 @@ class EngineConfig(BaseModel):
         if self.timing == "constant":
             return ConstantTimer(ttft_s=self.ttft_s, itl_s=self.itl_s)
         return RooflineTimer(inputs or self.perf_inputs(), tp=self.tp, ep=self.ep,
-                             efficiency=self.efficiency_factors())
+                             efficiency=self.efficiency_factors(), dp=self.dp_attention)
 
     def kv_pool_tokens(self, inputs: PerfInputs | None = None) -> int:
         """Tokens the GPU KV pool holds (the override, else sized from HBM, weights and mem-fraction-static): what
@@ -116,7 +128,8 @@ class EngineConfig(BaseModel):
         if self.kv_capacity_tokens is not None:
             return self.kv_capacity_tokens
         inputs = inputs or self.perf_inputs()
-        return kv_capacity_tokens(inputs, tp=self.tp, mem_fraction_static=self.mem_fraction_static)
+        return kv_capacity_tokens(inputs, tp=self.tp, mem_fraction_static=self.mem_fraction_static,
+                                  dp=self.dp_attention)
 
     def sim_config(self, inputs: PerfInputs | None = None) -> SimConfig:
         """Scheduler knobs with the KV pool sized from HBM, weights and mem-fraction-static (or the override)."""
@@ -167,13 +180,23 @@ STANDALONE, NGRAM and the later DFLASH/DSPARK/FROZEN_KV_MTP: every handler write
 or DP attention)."""
 
 
-def sglang_running_cap(kv_pool_tokens: int, context_length: int) -> int:
+def sglang_running_cap(kv_pool_tokens: int, context_length: int, dp: int = 1) -> int:
     """The running-request cap an SGLang server takes when `--max-running-requests` is unset and it does not
     speculate (:data:`SGLANG_SPECULATIVE_RUNNING_CAP` when it does): its request pool,
     `min(max(int(T / C * 512), 2048), 4096)` for a KV pool of T tokens and a context of C, capped at `T // 2`
-    (:data:`SGLANG_POOL_CAP_SOURCE`)."""
-    pool = min(max(int(kv_pool_tokens / context_length * 512), 2048), 4096)
-    return max(1, min(pool, kv_pool_tokens // 2))
+    (:data:`SGLANG_POOL_CAP_SOURCE`). With DP attention over `dp` ranks each rank sizes its own from its own pool
+    (T / dp tokens; `KVCacheConfigurator.resolve_max_num_reqs` is per DP worker): the engine's cap is the ranks'
+    together."""
+    rank_tokens = kv_pool_tokens // dp
+    pool = min(max(int(rank_tokens / context_length * 512), 2048), 4096)
+    return dp * max(1, min(pool, rank_tokens // 2))
+
+
+def sglang_pinned_cap(pinned: int, dp: int = 1) -> int:
+    """The running-request cap of an SGLang launch whose `--max-running-requests` is `pinned` (the speculative 48
+    included): with DP attention each of the `dp` ranks takes `pinned // dp` (`resolve_max_num_reqs`; at least one
+    here, where SGLang would start a rank that admits nothing), so the engine runs at most `dp * (pinned // dp)`."""
+    return dp * max(1, pinned // dp)
 
 
 def build_core(config: EngineConfig, *, coalesce: bool = True) -> EngineCore:

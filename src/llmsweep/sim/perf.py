@@ -56,8 +56,13 @@ class PerfInputs:
     kv_split_max: int = 1 << 20
     """Largest TP degree that still splits the KV cache (GQA: KV heads; MLA: 1). Beyond it KV is replicated."""
 
-    def kv_bytes_per_token_per_gpu(self, tp: int) -> float:
-        return self.kv_bytes_per_token / max(1, min(tp, self.kv_split_max))
+    def kv_bytes_per_token_per_gpu(self, tp: int, dp: int = 1) -> float:
+        """KV bytes one token of the engine takes on each GPU, on average over its GPUs: split over the attention's
+        TP group up to `kv_split_max` (replicated beyond). With DP attention over `dp` ranks (each `tp // dp` GPUs
+        attending its own requests, as SGLang's `--enable-dp-attention` and vLLM's data-parallel ranks do) a token
+        lives on one rank only, so the engine's average is that rank's figure over `dp`: MLA's latent, replicated
+        on every GPU of a TP group, is held `dp` times over by DP ranks instead."""
+        return self.kv_bytes_per_token / max(1, min(tp // max(dp, 1) or 1, self.kv_split_max)) / max(dp, 1)
 
     @property
     def weight_bytes(self) -> float:
@@ -189,19 +194,35 @@ class RooflineTimer:
     """Step time = overhead + max(memory, compute) + communication + host KV loads, each over its efficiency.
 
     - memory: weights read once per step (dense part, plus the experts the batch's tokens touch), plus KV bytes read
-      by every decoding sequence; split over the TP group.
+      by every decoding sequence; split over the TP group (with DP attention, each rank's GPUs read their own
+      requests' KV and the step waits for the busiest rank: `rank_load`).
     - compute: 2 x active params per token, plus attention (4 x layers x hidden x context per token, quadratic in
       prefill), split over the TP group.
     - communication: two all-reduces of the step's activations per layer for TP (ring: 2(n-1)/n x bytes / link
-      bandwidth + latency); MoE layers with EP do a dispatch/combine all-to-all instead of the MLP all-reduce.
+      bandwidth + latency); MoE layers with EP do a dispatch/combine all-to-all instead of the MLP all-reduce
+      (also with DP attention, whose gathers around the MoE layers are priced as that all-reduce: not modelled
+      apart).
     """
 
     inputs: PerfInputs
     tp: int = 1
     ep: int = 1
     efficiency: Efficiency = field(default_factory=Efficiency)
+    dp: int = 1
+    """DP-attention ranks (1: attention over the whole TP group). Each rank's GPUs read only its own requests' KV,
+    and a step waits for the busiest rank (:meth:`rank_load`)."""
     activation_bytes: float = 2.0
     _per_tokens: dict[int, tuple[float, float]] = field(default_factory=dict, repr=False)
+
+    def rank_load(self, seqs: int) -> float:
+        """The busiest DP-attention rank's share of a step's decode KV reads over the balanced share: with `seqs`
+        decoding sequences dealt over `dp` ranks one holds ceil(seqs / dp), so its GPUs read `dp * ceil(seqs / dp) /
+        seqs` times the engine's average (1 without DP attention, or when the sequences divide evenly; the ranks'
+        requests are taken to have the batch's mean context)."""
+        dp = self.dp
+        if dp <= 1 or seqs <= 0:
+            return 1.0
+        return dp * -(-seqs // dp) / seqs
 
     def frontend_latency(self, in_flight: int = 0) -> float:
         eff = self.efficiency
@@ -242,13 +263,13 @@ class RooflineTimer:
     def __post_init__(self) -> None:
         p, eff, tp = self.inputs, self.efficiency, self.tp
         mem_bw = p.hbm_bw * eff.mem
-        self._kv_s = p.kv_bytes_per_token_per_gpu(tp) / mem_bw
+        self._kv_s = p.kv_bytes_per_token_per_gpu(tp, self.dp) / mem_bw
         self._attn_flops = 4.0 * p.n_layers * p.hidden
         self._token_flops = 2.0 * p.params_active
         self._flops_s = 1.0 / (tp * p.flops * eff.compute)
         layer_bytes = p.weight_bytes / max(p.n_layers, 1) / max(1, self.ep if p.is_moe else 1)
         self._draft_s = layer_bytes * eff.draft_layer_fraction / (tp * mem_bw) + eff.per_layer_s * 2
-        self._host_s = p.kv_bytes_per_token_per_gpu(tp) / p.host_bw
+        self._host_s = p.kv_bytes_per_token_per_gpu(tp, self.dp) / p.host_bw
         self._overhead_s = eff.step_s + eff.per_layer_s * p.n_layers
         self._comm = tp > 1 or self.ep > 1
 
@@ -266,7 +287,8 @@ class RooflineTimer:
             return self.efficiency.step_s
         weights_s, comm_s = self._per_token_count(tokens)
         decode_ctx = batch.decode_ctx
-        t_mem = weights_s + decode_ctx * self._kv_s
+        kv_s = self._kv_s if self.dp <= 1 else self._kv_s * self.rank_load(batch.decode_seqs)
+        t_mem = weights_s + decode_ctx * kv_s
         per_seq_tokens = batch.decode_tokens / batch.decode_seqs if batch.decode_seqs else 1.0
         attn = self._attn_flops * (batch.prefill_attn + decode_ctx * per_seq_tokens)
         t_compute = (self._token_flops * tokens + attn) * self._flops_s
@@ -286,7 +308,8 @@ class RooflineTimer:
             return np.full(len(decode_ctx), self.efficiency.step_s)
         weights_s, comm_s = self._per_token_count(tokens)
         ctx = decode_ctx.astype(np.float64)
-        t_mem = weights_s + ctx * self._kv_s
+        kv_s = self._kv_s if self.dp <= 1 else self._kv_s * self.rank_load(batch.decode_seqs)
+        t_mem = weights_s + ctx * kv_s
         per_seq_tokens = batch.decode_tokens / batch.decode_seqs if batch.decode_seqs else 1.0
         attn = self._attn_flops * (batch.prefill_attn + ctx * per_seq_tokens)
         t_compute = (self._token_flops * tokens + attn) * self._flops_s
@@ -305,16 +328,19 @@ KV_RESERVE_BYTES_PER_GPU = 1.0 * GIB
 
 
 def kv_capacity_tokens(
-    inputs: PerfInputs, *, tp: int, mem_fraction_static: float, reserve_bytes_per_gpu: float = KV_RESERVE_BYTES_PER_GPU
+    inputs: PerfInputs, *, tp: int, mem_fraction_static: float, reserve_bytes_per_gpu: float = KV_RESERVE_BYTES_PER_GPU,
+    dp: int = 1,
 ) -> int:
     """Tokens of KV the TP group's pool holds: per GPU, (HBM x fraction - reserve - weights / TP) over the KV bytes
-    per token on one GPU (KV heads split over TP up to their count, replicated beyond).
+    per token on one GPU (KV heads split over TP up to their count, replicated beyond); with DP attention over `dp`
+    ranks, the sum of the ranks' pools (each rank's tokens on its own GPUs:
+    :meth:`PerfInputs.kv_bytes_per_token_per_gpu`).
 
     Same budget rule as SGLang's --mem-fraction-static and vLLM's --gpu-memory-utilization (weights and KV pool share
     the static fraction; activations and CUDA graphs take the rest and a small reserve).
     """
     budget = inputs.hbm_bytes * mem_fraction_static - reserve_bytes_per_gpu - inputs.weight_bytes / tp
-    return max(0, int(budget // inputs.kv_bytes_per_token_per_gpu(tp)))
+    return max(0, int(budget // inputs.kv_bytes_per_token_per_gpu(tp, dp)))
 
 
 def host_capacity_tokens(inputs: PerfInputs, *, dram_bytes: float) -> int:

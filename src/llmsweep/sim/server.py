@@ -387,6 +387,7 @@ class SimServer:
         # provenance (the topology that ran, not the one planned); a decode worker adds how it models a transfer
         # (`kv_model`: its links, the prefill TP, the bytes per GPU and the efficiency it was launched with).
         return web.json_response({"version": __version__, "engine": SIM.id, "tp": self.config.tp, "ep": self.config.ep,
+                                  "dp_attention": self.config.dp_attention,
                                   "max_running_requests": self.config.max_running_requests,
                                   "calibration": self.config.calibration_label(), "role": self.role.role,
                                   "node": self.node, "kv_transfer": self.link_label(), **self.kv_model(),

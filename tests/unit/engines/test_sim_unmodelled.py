@@ -7,23 +7,26 @@ from pathlib import Path
 
 import pytest
 
-from llmsweep.engines.sim import unmodelled
+from llmsweep.engines.sim import DP_ATTENTION_UNMODELLED, unmodelled
 from llmsweep.plan import jobs_from_files
 
 RUN = Path(__file__).resolve().parents[2] / "data" / "recipes" / "run"
 
 
-def test_a_pool_that_plans_dp_attention_is_named() -> None:
+def test_a_pool_that_plans_dp_attention_names_what_its_balanced_ranks_leave_out() -> None:
+    """DP attention runs as balanced ranks (`--dp-attention`): their own prefix caches and whole attention weights
+    are what the result names as not modelled."""
     (job,) = jobs_from_files([RUN / "disagg-sim.yaml"])
     assert job.prefill is not None and job.prefill.dp_attn and job.decode is not None and not job.decode.dp_attn
-    assert unmodelled(job) == ["DP attention"]
+    assert unmodelled(job) == [DP_ATTENTION_UNMODELLED]
 
 
 def test_an_aggregated_job_names_pp_and_context_parallelism_and_a_plain_one_nothing() -> None:
     plain = jobs_from_files([RUN / "fixed-sim.yaml"])[0]
     assert unmodelled(plain) == []
     wide = plain.model_copy(update={"pp": 2, "dp_attn": True, "dcp_size": 4})
-    assert unmodelled(wide) == ["DP attention", "pipeline parallelism (pp 2)", "decode context parallelism (dcp 4)"]
+    assert unmodelled(wide) == [DP_ATTENTION_UNMODELLED, "pipeline parallelism (pp 2)",
+                                "decode context parallelism (dcp 4)"]
 
 
 

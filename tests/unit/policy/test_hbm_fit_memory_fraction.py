@@ -149,3 +149,18 @@ def test_a_catalog_fraction_with_no_rules_must_say_why() -> None:
         MemoryFractionDefault(flag="--mem-fraction-static", rules=[], source="s")
     computed = MemoryFractionDefault(flag="--mem-fraction-static", source="s", unestablished="computed per launch")
     assert computed.rules == []
+
+
+@pytest.mark.parametrize(("dp_attn", "warned"), [(False, False), (True, True)])
+def test_with_dp_attention_one_request_s_kv_sits_whole_on_its_rank(tmp_path: Path, dp_attn: bool,
+                                                                   warned: bool) -> None:
+    """TP 2 at 131,072 tokens: one request's KV is 42.9 GB, split over the two GPUs under TP attention (35.3 GB of
+    weights + 21.5 GB per GPU fits 0.85 of the H100, 72.7 GB) but held whole by one DP-attention rank's single GPU
+    (35.3 + 42.9 GB does not)."""
+    path = write_recipe(tmp_path / "r.yaml", framework=VLLM_026[0], image=VLLM_026[1], served=LLAMA_70B_FP8,
+                        runner="h100", tp=2, arm=", dp-attn: true" if dp_attn else "",
+                        args="--max-model-len: 131072, --gpu-memory-utilization: 0.85")
+    hits = [f for f in validate_files([path]).findings if f.rule == "resources.hbm-fit"]
+    assert bool(hits) is warned, hits
+    if hits:
+        assert "35 GB weights + 42.9 GB KV (131072 tokens) per GPU" in hits[0].message, hits[0].message
