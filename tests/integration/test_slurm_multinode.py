@@ -373,8 +373,8 @@ def test_a_role_by_role_job_scrapes_every_worker_and_its_summary_says_what_each_
         for role in ("prefill", "decode"):
             got, want = live["roles"][role], virtual["roles"][role]
             assert set(got["metrics"]) == set(want["metrics"])
-            assert {k: got[k] for k in ("tp", "ep", "max_running_requests")} == {
-                k: want[k] for k in ("tp", "ep", "max_running_requests")}
+            assert {k: got[k] for k in ("tp", "ep", "dp_attention", "max_running_requests")} == {
+                k: want[k] for k in ("tp", "ep", "dp_attention", "max_running_requests")}
         # the router runs no engine: its block is the virtual path's (what ran, no metrics, no parallelism)
         assert set(live["roles"]["router"]) - {"placed"} == set(virtual["roles"]["router"])
         # what each role did: the prompts on the prefill workers, the generated tokens on the decode worker

@@ -88,6 +88,10 @@ def sim() -> None:
               help="Prefill chunk (tokens).")
 @field_option("--max-prefill-tokens", source=(EngineConfig, "max_prefill_tokens"), type=int, show_default=True,
               help="Token budget of one step (prefill chunks plus decode tokens); at least --chunked-prefill-size.")
+@field_option("--prefill-budget", source=(EngineConfig, "prefill_budget"), type=int,
+              help="Most prompt tokens of one step over all requests; a job's launch sets it for SGLang with DP "
+                   "attention, whose ranks each prefill at most their own chunk [default: none, only "
+                   "--max-prefill-tokens bounds them].")
 @field_option("--scheduler", source=(EngineConfig, "scheduler"), type=click.Choice(SCHEDULER_POLICIES),
               show_default=True)
 @field_option("--capacity", source=(EngineConfig, "capacity"), type=click.Choice(CAPACITY_POLICIES),
@@ -200,6 +204,7 @@ def _engine_config(opts: dict[str, object]) -> EngineConfig:
             max_running_requests=opts["max_running_requests"],  # type: ignore[arg-type]
             chunked_prefill_size=opts["chunked_prefill_size"],  # type: ignore[arg-type]
             max_prefill_tokens=opts["max_prefill_tokens"],  # type: ignore[arg-type]
+            prefill_budget=opts["prefill_budget"],  # type: ignore[arg-type]
             scheduler=opts["scheduler"], capacity=opts["capacity"],  # type: ignore[arg-type]
             dram_gb=opts["dram_gb"] if opts["kv_offload"] == "dram" else 0.0,  # type: ignore[arg-type]
             spec=spec, seed=opts["seed"], timing=opts["timing"],  # type: ignore[arg-type]

@@ -462,12 +462,20 @@ class SimAdapter(Adapter):
     @staticmethod
     def _dp_pinned_cap(engine: str, dp: int, d: Derived) -> None:
         """A running cap the launch itself sets (the recipe's pin, an agentic job's 2 x conc), as the engine's
-        total over its `dp` DP-attention ranks: SGLang divides it among them (`sim.engine.sglang_pinned_cap`);
-        vLLM's, ATOM's and TensorRT-LLM's ranks each take it (`max_num_seqs` per engine), so the engine runs `dp`
-        times it. Written into the launch with a note."""
+        total over its `dp` DP-attention ranks: SGLang divides it among them (`sim.engine.sglang_pinned_cap`; a pin
+        below `dp` leaves each rank none, which is refused); vLLM's, ATOM's and TensorRT-LLM's ranks each take it
+        (`max_num_seqs` per engine), so the engine runs `dp` times it. Written into the launch with a note; a value
+        that is no count is left for the launch to refuse."""
         from llmsweep.sim.engine import sglang_pinned_cap
 
-        pinned = int(d.args["--max-running-requests"])
+        pinned = token_count(d.args["--max-running-requests"])
+        if pinned is None or pinned <= 0:
+            return
+        if engine == SGLANG.id and pinned < dp:
+            raise ConfigError(f"SGLang gives each of its {dp} DP-attention ranks --max-running-requests {pinned} // "
+                              f"{dp} = 0 requests: no rank would admit one",
+                              fix=f"pin a cap of at least {dp} (agentic: a concurrency of {dp // 2} or more), or run "
+                                  "without DP attention")
         total = sglang_pinned_cap(pinned, dp) if engine == SGLANG.id else dp * pinned
         d.args["--max-running-requests"] = total
         how = f"SGLang gives each of the {dp} DP-attention ranks {pinned} // {dp}" if engine == SGLANG.id else \
@@ -476,23 +484,32 @@ class SimAdapter(Adapter):
 
     @staticmethod
     def _dp_step_budget(engine: str, dp: int, d: Derived) -> None:
-        """With DP attention each of the `dp` ranks schedules its own step: the engine's step budget is the ranks'
-        together (`dp` x the launch's, `--max-prefill-tokens`); SGLang also divides its prefill chunk among the
-        ranks (`ServerArgs._handle_data_parallelism`: `chunked_prefill_size // dp_size`), so one prompt takes at
-        most the rank's chunk per step. Written into the launch with a note."""
+        """With DP attention each of the `dp` ranks schedules its own step: the engine's step budget (prompt and
+        decode tokens, `--max-prefill-tokens`) is the ranks' together, `dp` x the launch's. vLLM's, ATOM's and
+        TensorRT-LLM's ranks each prefill up to their own budget; SGLang divides its prefill chunk among the ranks
+        (`ServerArgs._handle_data_parallelism`: `chunked_prefill_size // dp_size`) and a rank prefills at most its
+        chunk a step (`PrefillAdder`'s `rem_chunk_tokens`), so one prompt takes at most the rank's chunk and the
+        ranks together take the prompt tokens the launch takes without DP attention (`--prefill-budget`). Written
+        into the launch with a note; values that are no token count are left for the launch to refuse."""
         from llmsweep.sim.engine import EngineConfig
 
         a = d.args
         fields = EngineConfig.model_fields
-        chunk = token_count(a.get("--chunked-prefill-size")) or int(fields["chunked_prefill_size"].default)
-        budget = token_count(a.get("--max-prefill-tokens")) or int(fields["max_prefill_tokens"].default)
+        chunk, budget = (token_count(a[flag]) if flag in a else int(fields[name].default)
+                         for flag, name in (("--chunked-prefill-size", "chunked_prefill_size"),
+                                            ("--max-prefill-tokens", "max_prefill_tokens")))
+        if chunk is None or budget is None or chunk <= 0 or budget <= 0:
+            return
         said = []
+        rank_chunk = chunk
         if engine == SGLANG.id:
-            chunk = max(1, chunk // dp)
-            a["--chunked-prefill-size"] = chunk
-            said.append(f"a prompt takes at most its rank's prefill chunk, {chunk} tokens a step (SGLang's chunked "
-                        f"prefill size // {dp})")
-        a["--max-prefill-tokens"] = dp * max(budget, chunk)
+            rank_chunk = max(1, chunk // dp)
+            a["--chunked-prefill-size"] = rank_chunk
+            a["--prefill-budget"] = max(budget, chunk)
+            said.append(f"a prompt takes at most its rank's prefill chunk, {rank_chunk} tokens a step (SGLang's "
+                        f"chunked prefill size {chunk} // {dp}), and the ranks together {a['--prefill-budget']} "
+                        "prompt tokens, as the launch without DP attention")
+        a["--max-prefill-tokens"] = dp * max(budget, rank_chunk)
         said.append(f"the step budget is the {dp} ranks' together, {a['--max-prefill-tokens']} tokens")
         d.notes.append(f"DP attention over {dp} ranks modelled as one engine of balanced ranks: each rank keeps its "
                        "own requests' KV (the pool is theirs together) and a step waits for the busiest rank's KV "

@@ -132,6 +132,8 @@ class RanWorker(BaseModel):
     gpus: int | None = Field(default=None, description="GPUs the server says it uses (/version `tp`).")
     ep: int | None = Field(default=None, description="Expert-parallel degree the server reports (/version `ep`).")
     max_running_requests: int | None = Field(default=None, description="Most requests it runs at once (/version).")
+    dp_attention: int | None = Field(default=None, description="DP-attention ranks it runs (/version `dp_attention`; "
+                                     "the simulator reports it, a real engine's worker does not).")
     kv_links: list[dict[str, Any]] = Field(default_factory=list, description="A decode worker: the link its KV "
                                            "arrives over from each prefill worker, as it models it (/version).")
     version: str | None = Field(default=None, description="The engine version the worker reports (/version).")
@@ -176,11 +178,11 @@ class RanTopology(BaseModel):
         roles: dict[str, Any] = {}
         for ran in self.roles:
             # the engine's parallelism and batch limit as its workers report them (the virtual deployment's `tp`,
-            # `ep`, `max_running_requests`): present only where every worker of the role reported the same value;
-            # a router runs no engine
+            # `ep`, `dp_attention`, `max_running_requests`): present only where every worker of the role reported
+            # the same value; a router runs no engine
             reported = {key: {getattr(w, attr) for w in ran.workers}
-                        for key, attr in (("tp", "gpus"), ("ep", "ep"), ("max_running_requests",
-                                                                       "max_running_requests"))
+                        for key, attr in (("tp", "gpus"), ("ep", "ep"), ("dp_attention", "dp_attention"),
+                                          ("max_running_requests", "max_running_requests"))
                         if ran.role != "router"}
             roles[ran.role] = {
                 "kind": ran.role, "workers": ran.count, "gpus_per_worker": ran.gpus_per_worker,
@@ -830,7 +832,7 @@ class RoleDeployment:
                                   fix="check the role's launch (`llmsweep render --job ID`): its parallelism flags")
             ran = roles.setdefault(role.name, RanRole(role=role.kind, count=role.count,
                                                       gpus_per_worker=role.gpus_per_worker, workers=[]))
-            ep, batch, links = doc.get("ep"), doc.get("max_running_requests"), doc.get("kv_links")
+            ep, batch, links, dp = (doc.get(k) for k in ("ep", "max_running_requests", "kv_links", "dp_attention"))
             ran.workers.append(RanWorker(index=worker.index, node=placed,
                                          reported_node=str(said_node) if said_node is not None else None,
                                          url=handle.base_url, gpus=tp if isinstance(tp, int) else None,
@@ -839,6 +841,7 @@ class RoleDeployment:
                                          engine_id=_text(doc.get("engine_id")),
                                          ep=ep if isinstance(ep, int) else None,
                                          max_running_requests=batch if isinstance(batch, int) else None,
+                                         dp_attention=dp if isinstance(dp, int) else None,
                                          kv_links=[link for link in links if isinstance(link, dict)]
                                          if isinstance(links, list) else []))
         for ran in roles.values():

@@ -787,6 +787,8 @@ class RoleBlock(_Open):
     nodes: list[int] | None = Field(default=None, description="Node indices of the allocation the pool ran on.")
     tp: int | None = None
     ep: int | None = None
+    dp_attention: int | None = Field(default=None, description="DP-attention ranks of each worker (1: none), as the "
+                                     "workers report them; a real engine's workers report none.")
     max_running_requests: int | None = None
     metrics: RoleMetrics | None = None
     power: RolePower | None = Field(default=None, description="The role's GPU energy and watts (`power.roles`).")

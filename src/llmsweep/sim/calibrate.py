@@ -130,7 +130,9 @@ def calibrate(records: Iterable[dict[str, Any]] | Path | str, config: EngineConf
         # prefills of other requests that finished inside this request's decode span stalled its steps
         lo_i, hi_i = bisect.bisect_right(firsts, a), bisect.bisect_right(firsts, b)
         prefill = sum(computed[lo_i:hi_i]) * flop_s / steps
-        x.append([1.0, running, running * ctx_mean * kv_gpu / inputs.hbm_bw, prefill])
+        # (with DP attention the step waits for the busiest rank's KV reads, as the timer prices them)
+        load = timer.rank_load(round(running)) if config.dp_attention > 1 else 1.0
+        x.append([1.0, running, running * ctx_mean * kv_gpu * load / inputs.hbm_bw, prefill])
         y.append((b - a) / steps)
     X, Y = np.asarray(x), np.asarray(y)
     coef, *_ = np.linalg.lstsq(X, Y, rcond=None)

@@ -82,6 +82,9 @@ class SimConfig(BaseModel):
         16384, ge=1, description="Token budget of one step: prefill chunk tokens plus decode tokens."
     )
     chunked_prefill_size: int = Field(8192, ge=1, description="Most prompt tokens of one request per step.")
+    prefill_budget: int | None = Field(
+        None, ge=1, description="Most prompt tokens of one step over all requests (SGLang's DP-attention ranks, each "
+        "bounded by its own chunk); None: only max_prefill_tokens bounds them.")
     scheduler: SchedulerPolicy = Field("unified", description=SCHEDULER_HELP)
     capacity: CapacityPolicy = Field("on-demand", description=CAPACITY_HELP)
     prefix_caching: bool = Field(True, description="Reuse KV blocks whose prefix hash is cached.")

@@ -289,6 +289,8 @@ class EngineCore:
             self.running = [r for r in self.running if not r.aborted]
         budget = cfg.max_prefill_tokens
         chunk_cap = cfg.chunked_prefill_size
+        # prompt tokens this step may take (`prefill_budget`; unset, the step budget alone bounds them: never binds)
+        prefill_left = cfg.prefill_budget if cfg.prefill_budget is not None else budget
         lookahead = self.spec_k + 1
         preempted_before = self.counters.preemptions
         if self.sglang and len(self.running) * -(-lookahead // bs) > pool.available():
@@ -305,7 +307,8 @@ class EngineCore:
             # ATOM's shape: unfinished prefills first, then waiting requests; a step that prefills does nothing else
             for r in running:
                 computed = r.computed
-                chunk = 0 if r.prefilled else min(r.prompt_len + r.generated - computed, chunk_cap, budget)
+                chunk = 0 if r.prefilled else min(r.prompt_len + r.generated - computed, chunk_cap, budget,
+                                                  prefill_left)
                 if chunk <= 0:  # (its whole prompt's KV was taken at admission: a chunk needs no block)
                     r.chunk = -1
                     continue
@@ -313,10 +316,11 @@ class EngineCore:
                 prefill_tokens += chunk
                 prefill_attn += chunk * computed + chunk * (chunk + 1) / 2
                 budget -= chunk
+                prefill_left -= chunk
                 append(r)
             batch = Batch(prefill_tokens=prefill_tokens, prefill_attn=prefill_attn)
             if self.counters.preemptions == preempted_before:  # (a step that retracted admits nobody, as below)
-                budget, host_load = self._admit(batch, budget, scheduled, whole_prompt=True)
+                budget, host_load = self._admit(batch, budget, scheduled, whole_prompt=True, prefill_left=prefill_left)
             prefilling = bool(scheduled)
         admit = True
         if not prefilling:
@@ -333,7 +337,7 @@ class EngineCore:
                     chunk = 0
                     need_tokens = computed + lookahead
                 else:
-                    chunk = min(r.prompt_len + r.generated - computed, chunk_cap, budget)
+                    chunk = min(r.prompt_len + r.generated - computed, chunk_cap, budget, prefill_left)
                     if chunk <= 0:
                         r.chunk = -1
                         i += 1
@@ -356,6 +360,7 @@ class EngineCore:
                     prefill_tokens += chunk
                     prefill_attn += chunk * computed + chunk * (chunk + 1) / 2
                     budget -= chunk
+                    prefill_left -= chunk
                 else:
                     decode_seqs += 1
                     decode_ctx += computed
@@ -371,7 +376,8 @@ class EngineCore:
             # it does not go idle. Prefill-first, the waiting queue was tried before the decodes.
             admit = self.counters.preemptions == preempted_before or not scheduled
             if admit and not self.prefill_first:
-                budget, host_load = self._admit(batch, budget, scheduled, whole_prompt=self.no_evict)
+                budget, host_load = self._admit(batch, budget, scheduled, whole_prompt=self.no_evict,
+                                                prefill_left=prefill_left)
         if not scheduled:
             return None
         if self.spec_k:
@@ -403,8 +409,10 @@ class EngineCore:
                 self._plan = self._one_step(dt)
         return self._step_end
 
-    def _admit(self, batch: Batch, budget: int, scheduled: list[SimRequest], *, whole_prompt: bool) -> tuple[int, int]:
-        """Admit waiting requests FCFS into `batch` while it has running slots, budget and KV blocks (head-of-line:
+    def _admit(self, batch: Batch, budget: int, scheduled: list[SimRequest], *, whole_prompt: bool,
+               prefill_left: int) -> tuple[int, int]:
+        """Admit waiting requests FCFS into `batch` while it has running slots, budget (`prefill_left` of it for prompt
+        tokens) and KV blocks (head-of-line:
         the first that does not fit stops admission); returns the budget left and the tokens loaded from the CPU
         tier. A request looks its prompt's block hashes up first; it takes blocks for its first chunk, or with
         `whole_prompt` for all of its remaining prompt (ATOM, TensorRT-LLM). No-evict (`no_evict`), the head waits
@@ -413,7 +421,7 @@ class EngineCore:
         waiting, running = self.waiting, self.running
         host_load = 0
         spare = self.spare_blocks() if self.no_evict and waiting and budget > 0 else 0
-        while waiting and budget > 0 and len(running) < cfg.max_running_requests:
+        while waiting and budget > 0 and prefill_left > 0 and len(running) < cfg.max_running_requests:
             r = waiting[0]
             if self.no_evict:
                 whole = self.blocks_to_completion(r.prompt_len, r.max_tokens, 0)
@@ -425,7 +433,7 @@ class EngineCore:
             cached_blocks, h = pool.lookup_array(r.block_hashes, limit, r.hint)
             g = len(cached_blocks)
             hit_tokens = (g + h) * bs
-            chunk = min(target - hit_tokens, cfg.chunked_prefill_size, budget)
+            chunk = min(target - hit_tokens, cfg.chunked_prefill_size, budget, prefill_left)
             pool.acquire(cached_blocks)
             need = -(-(target if whole_prompt else hit_tokens + chunk) // bs) - g
             got = pool.allocate_array(need)
@@ -452,6 +460,7 @@ class EngineCore:
             batch.prefill_attn += chunk * hit_tokens + chunk * (chunk + 1) / 2
             batch.new_seqs += 1
             budget -= chunk
+            prefill_left -= chunk
             running.append(r)
             scheduled.append(r)
         return budget, host_load

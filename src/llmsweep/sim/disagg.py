@@ -133,7 +133,7 @@ class DisaggConfig(BaseModel):
             "roles": {
                 role.kind: {"kind": role.kind, "workers": role.workers, "gpus_per_worker": role.gpus_per_worker,
                             "gpus": role.gpus, "nodes": sorted({n for nodes in role.nodes for n in nodes}),
-                            "tp": role.engine.tp, "ep": role.engine.ep,
+                            "tp": role.engine.tp, "ep": role.engine.ep, "dp_attention": role.engine.dp_attention,
                             "max_running_requests": role.engine.max_running_requests}
                 for role in (self.prefill, self.decode)
             } | {"router": {"kind": "router", "workers": 1, "gpus_per_worker": 0, "gpus": 0, "nodes": [0]}},

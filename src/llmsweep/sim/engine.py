@@ -56,6 +56,8 @@ class EngineConfig(BaseModel):
     max_running_requests: int = Field(256, ge=1, description="Most requests decoding at once.")
     chunked_prefill_size: int = Field(8192, ge=1, description="Most prompt tokens of one request per step.")
     max_prefill_tokens: int = Field(16384, ge=1, description="Token budget of one step.")
+    prefill_budget: int | None = Field(
+        None, ge=1, description="Most prompt tokens of one step over all requests; None = only the step budget.")
     scheduler: SchedulerPolicy = Field("unified", description=SCHEDULER_HELP)
     capacity: CapacityPolicy = Field("on-demand", description=CAPACITY_HELP)
     block_size: int = Field(64, ge=1, description="KV/prefix-hash block in tokens.")
@@ -161,7 +163,8 @@ class EngineConfig(BaseModel):
             context_length=self.context_length, max_prompt_tokens=self.max_prompt_tokens, host_capacity_tokens=host,
             max_running_requests=self.max_running_requests,
             max_prefill_tokens=max(self.max_prefill_tokens, self.chunked_prefill_size),
-            chunked_prefill_size=self.chunked_prefill_size, prefix_caching=self.prefix_caching, spec=self.spec,
+            chunked_prefill_size=self.chunked_prefill_size, prefill_budget=self.prefill_budget,
+            prefix_caching=self.prefix_caching, spec=self.spec,
             seed=self.seed, scheduler=self.scheduler, capacity=self.capacity,
         )
 

@@ -85,7 +85,8 @@ class SimServer:
         self.config = config
         self.role = role or RoleConfig()
         self.node = node_name()
-        prefill = config.model_copy(update={"tp": self.role.prefill_tp or config.tp})
+        # (a copy skips validation: the decode worker's own DP-attention ranks need not divide the prefill TP)
+        prefill = config.model_copy(update={"tp": self.role.prefill_tp or config.tp, "dp_attention": 1})
         self.kv_cost = KvCost.between(prefill, config)
         """Decode role: what one token's KV costs to move here (`sim.transfer`, as virtual time has it). The prefill
         workers serve the same model, KV dtype and engine, at the TP `--prefill-tp` gives."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from support.recipes import LLAMA_70B_FP8, write_recipe
+from support.recipes import LLAMA_70B_FP8, Served, write_recipe
 
 from llmsweep.engines import launch_memory_fraction
 from llmsweep.findings import Finding
@@ -154,13 +154,15 @@ def test_a_catalog_fraction_with_no_rules_must_say_why() -> None:
 @pytest.mark.parametrize(("dp_attn", "warned"), [(False, False), (True, True)])
 def test_with_dp_attention_one_request_s_kv_sits_whole_on_its_rank(tmp_path: Path, dp_attn: bool,
                                                                    warned: bool) -> None:
-    """TP 2 at 131,072 tokens: one request's KV is 42.9 GB, split over the two GPUs under TP attention (35.3 GB of
-    weights + 21.5 GB per GPU fits 0.85 of the H100, 72.7 GB) but held whole by one DP-attention rank's single GPU
-    (35.3 + 42.9 GB does not)."""
-    path = write_recipe(tmp_path / "r.yaml", framework=VLLM_026[0], image=VLLM_026[1], served=LLAMA_70B_FP8,
-                        runner="h100", tp=2, arm=", dp-attn: true" if dp_attn else "",
-                        args="--max-model-len: 131072, --gpu-memory-utilization: 0.85")
+    """MiniMax-M3 (MoE, GQA with 8 KV heads; the catalog's placeholder shape) at FP8 over TP 8 on H100s at 0.7 of
+    HBM (59.9 GB): one request of 131,072 tokens holds 33.3 GB of KV, split over the eight GPUs under TP attention
+    (28.8 GB of weights + 4.2 GB per GPU fits) but whole on one DP-attention rank's single GPU (28.8 + 33.3 GB does
+    not)."""
+    path = write_recipe(tmp_path / "r.yaml", framework=VLLM_026[0], image=VLLM_026[1],
+                        served=Served("MiniMaxAI/MiniMax-M3-MXFP8", "minimaxm3", "fp8"), runner="h100", tp=8,
+                        arm=", ep: 8, dp-attn: true" if dp_attn else ", ep: 8",
+                        args="--max-model-len: 131072, --gpu-memory-utilization: 0.7")
     hits = [f for f in validate_files([path]).findings if f.rule == "resources.hbm-fit"]
     assert bool(hits) is warned, hits
     if hits:
-        assert "35 GB weights + 42.9 GB KV (131072 tokens) per GPU" in hits[0].message, hits[0].message
+        assert "29 GB weights + 33.3 GB KV (131072 tokens) per GPU" in hits[0].message, hits[0].message

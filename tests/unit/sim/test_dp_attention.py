@@ -18,8 +18,9 @@ from support.recipes import DSR1_FP8, LLAMA_8B, one_job
 
 from llmsweep import engines
 from llmsweep.engines.sim import DP_ATTENTION_UNMODELLED, unmodelled
+from llmsweep.errors import ConfigError, LlmsweepError
 from llmsweep.execute.virtual import engine_config
-from llmsweep.sim.engine import EngineConfig, build_core, sglang_pinned_cap, sglang_running_cap
+from llmsweep.sim.engine import EngineConfig, build_core, sglang_pinned_cap
 from llmsweep.sim.perf import Batch, RooflineTimer
 from llmsweep.sim.predict import predict
 from llmsweep.workload.fixed import FixedLengthConfig, FixedLengthWorkload
@@ -91,15 +92,52 @@ def test_an_sglang_dp_attention_launch_runs_its_ranks_caps_and_chunks(tmp_path: 
     config = engine_config(spec)
     assert config.dp_attention == 8
     if cap is None:
-        context = int(_flag(argv, "--context-length") or 0)
-        assert config.max_running_requests == sglang_running_cap(config.kv_pool_tokens(), context, 8)
-        assert config.max_running_requests == 8 * sglang_running_cap(config.kv_pool_tokens() // 8, context)
+        # each rank's pool, 5.43 M / 8 = 679,076 tokens, over the context of 9,472 sizes int(T / C * 512) = 36,706
+        # requests, SGLang's 4,096 ceiling: 8 ranks of 4,096
+        assert (config.kv_pool_tokens() // 8, _flag(argv, "--context-length")) == (679_076, "9472")
+        assert config.max_running_requests == 8 * 4096
     else:
         assert config.max_running_requests == cap
-    # SGLang divides its chunk among the ranks (16384 on a GPU under 160 GiB: 8192 // 8); the step budget is theirs
-    assert config.chunked_prefill_size == 8192 // 8
-    assert config.max_prefill_tokens == 8 * max(EngineConfig.model_fields["max_prefill_tokens"].default, 1024)
+    # SGLang divides its chunk (8192 on a GPU under 160 GiB) among the ranks: a prompt takes 1024 tokens a step, the
+    # ranks together the prompt tokens of the launch without DP attention (max(16384, 8192)); the step budget, which
+    # also holds the decodes, is the 8 ranks' together
+    assert (config.chunked_prefill_size, config.prefill_budget, config.max_prefill_tokens) == (1024, 16384, 8 * 16384)
     assert any("DP attention over 8 ranks" in note for note in spec.notes)
+
+
+def test_a_pin_that_leaves_each_sglang_rank_no_request_is_refused(tmp_path: Path) -> None:
+    """`--max-running-requests 4` over 8 DP-attention ranks: each rank would take 4 // 8 = 0 and admit nothing (an
+    agentic job's 2 x conc below 8 likewise)."""
+    job = one_job(tmp_path, framework="sglang", image=SGLANG_IMAGE, served=DSR1_FP8, tp=8,
+                  arm=", ep: 8, dp-attn: true", args="--max-running-requests: 4")
+    with pytest.raises(ConfigError, match=r"4 // 8 = 0 requests"):
+        engines.render(job, simulate=True)
+
+
+def test_a_chunk_that_is_no_token_count_is_left_for_the_launch_to_refuse(tmp_path: Path) -> None:
+    """SGLang's `--chunked-prefill-size -1` (chunking off) is no chunk to divide among the ranks: the simulator
+    refuses the launch as it does without DP attention, rather than run 1-token chunks."""
+    job = one_job(tmp_path, framework="sglang", image=SGLANG_IMAGE, served=DSR1_FP8, tp=8,
+                  arm=", ep: 8, dp-attn: true", args="--chunked-prefill-size: -1")
+    spec = engines.render(job, simulate=True)
+    assert _flag(spec.argv, "--chunked-prefill-size") == "-1" and "--prefill-budget" not in spec.argv
+    with pytest.raises(LlmsweepError, match="'--chunked-prefill-size': -1"):
+        engine_config(spec)
+
+
+def test_a_prefill_budget_bounds_a_step_s_prompt_tokens() -> None:
+    """Three 1,000-token prompts, a 16,384-token step budget: all three prefill in one step; with a prefill budget of
+    1,500 the step takes the first prompt and 500 tokens of the second, and the third waits. Unset, nothing
+    changes."""
+    from support.simcore import core, hashes
+
+    for budget, first_step in ((None, [1000, 1000, 1000]), (1500, [1000, 500])):
+        sim = core(chunked_prefill_size=1000, prefill_budget=budget)
+        for i in range(3):
+            sim.new_request(1000, hashes(1000, i), 10)
+        assert sim.begin_step(0.0) is not None
+        assert [r.chunk for r in sim._scheduled] == first_step
+        sim.end_step()
 
 
 @pytest.mark.parametrize(("args", "cap"), [(None, 8 * 1024), ("--max-num-seqs: 64", 8 * 64)])
@@ -131,8 +169,9 @@ def test_dp_ranks_serve_a_load_the_tp_pool_queues() -> None:
     out = {}
     for dp in (1, 8):
         workload = FixedLengthWorkload(FixedLengthConfig(isl=8192, osl=1024, num_prompts=512, range_ratio=1.0))
-        config = EngineConfig(**DSR1, dp_attention=dp, engine_style="sglang", max_running_requests=4096,
-                              chunked_prefill_size=8192 // dp, max_prefill_tokens=dp * 16384)
+        config = EngineConfig(**DSR1, dp_attention=dp, engine_style="sglang", max_running_requests=dp * 4096,
+                              chunked_prefill_size=8192 // dp, max_prefill_tokens=dp * 16384,
+                              prefill_budget=16384 if dp > 1 else None)  # as the launch renders it
         core = build_core(config)
         records = predict(workload, core, concurrency=512, duration=1e6)
         assert len(records) == 512 and all(r["status"] == 200 for r in records)
