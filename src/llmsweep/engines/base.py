@@ -329,7 +329,12 @@ def pools(job: Job) -> dict[str, Parallelism]:
                                       job.pcp_size or 1)}
     workers = {role: w for role, w in (("prefill", job.prefill), ("decode", job.decode)) if w is not None}
     assert workers, "a job has either tp or workers"
-    return {role: Parallelism(w.tp, w.pp, w.ep, w.dp_attn, w.dcp_size, w.pcp_size) for role, w in workers.items()}
+    return {role: worker_parallelism(w) for role, w in workers.items()}
+
+
+def worker_parallelism(worker: Worker) -> Parallelism:
+    """One worker pool's parallelism (a disaggregated job's prefill or decode workers)."""
+    return Parallelism(worker.tp, worker.pp, worker.ep, worker.dp_attn, worker.dcp_size, worker.pcp_size)
 
 
 def topology(job: Job) -> Parallelism:

@@ -25,6 +25,7 @@ from llmsweep.engines.base import (
     agentic_conc,
     norm_flag,
     topology,
+    worker_parallelism,
 )
 from llmsweep.engines.launch import NODE_RANK, LaunchSpec, RoleWorker, node_host
 from llmsweep.engines.sglang import model_path, per_rank_gb
@@ -313,11 +314,10 @@ ROUTER_PROTOCOL = "vllm-nixl"
 
 
 def side_port_span(job: Job, kind: str) -> int:
-    """Side-channel ports one worker of `kind` reserves: one per data-parallel rank (DP-attention renders
-    `--data-parallel-size` = tp), at least NIXL_PORT_STRIDE."""
+    """Side-channel ports one worker of `kind` reserves: one per data-parallel rank (DP attention renders
+    `--data-parallel-size`, `Parallelism.dp_ranks`), at least NIXL_PORT_STRIDE."""
     worker = job.prefill if kind == "prefill" else job.decode
-    dp = worker.tp if worker is not None and worker.dp_attn else 1
-    return max(NIXL_PORT_STRIDE, dp)
+    return max(NIXL_PORT_STRIDE, worker_parallelism(worker).dp_ranks if worker is not None else 1)
 
 
 def nixl_side_port(job: Job, role: RoleContext) -> int:
