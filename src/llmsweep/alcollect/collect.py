@@ -462,11 +462,10 @@ def _run_cell(job: Job, mode: ThinkingMode, k: int, settings: CollectSettings, p
                     raise
                 with signals.shielded():
                     handle.stop(grace_s=settings.stop_grace_s)
-                    pid = cell_dir / art.PID_FILE
                     if handle.gone():
-                        pid.unlink(missing_ok=True)
-                    elif pid.exists():  # not stoppable: kept on record beside the next launch's
-                        pid.replace(pid.with_name(f"server.{attempt + 1}.pid"))
+                        (cell_dir / art.PID_FILE).unlink(missing_ok=True)
+                    else:  # not stoppable: kept on record beside the next launch's, for a later sweep
+                        art.keep_pid_file(cell_dir, attempt + 1)
                 handle = None
                 event(f"{mode} K={k}: the server exited while starting: a port picked for it was taken before it "
                       "bound it; relaunching on a port picked afresh")
@@ -688,10 +687,10 @@ def _stop_left_servers(out: Path, run_dir: Path, event: Event) -> None:
     from llmsweep.execute.lifecycle import stop_stale_servers
 
     folders = {run_dir, *(p for p in out.parent.glob(f"{out.stem}.runs*") if p.is_dir())}
-    for pid_file in sorted(f for folder in folders for f in folder.glob(f"*/{art.PID_FILE}")):
-        if _collector_alive(pid_file.parent):
+    for cell in sorted({f.parent for folder in folders for f in folder.glob(f"*/{art.PID_FILES}")}):
+        if _collector_alive(cell):
             continue
-        stop_stale_servers(pid_file.parent.parent, event, pid_files=f"{pid_file.parent.name}/{art.PID_FILE}")
+        stop_stale_servers(cell.parent, event, pid_files=f"{cell.name}/{art.PID_FILES}")
 
 
 def _write_collector(cell_dir: Path) -> None:

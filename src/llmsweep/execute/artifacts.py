@@ -44,6 +44,17 @@ REUSED_FILE = "reused.json"
 """In a job folder `run --reuse` did not run: the stored result it stands on (run, job and result ids, verdict)."""
 GROUP_FILE = "group.json"
 PID_FILE = "server.pid"
+PID_FILES = "server*.pid"
+"""Every pid file a server folder may hold: the launch in progress's `PID_FILE`, those of earlier launches that could
+not be stopped (`keep_pid_file`), a role deployment's per worker. What a stale-server sweep reads."""
+
+
+def keep_pid_file(folder: Path, launch: int) -> None:
+    """Keep on record, as `server.<launch>.pid`, the pid file of a launch in `folder` that could not be stopped, so
+    the next launch's `PID_FILE` does not replace it and a later sweep (`PID_FILES`) still stops its process."""
+    left = folder / PID_FILE
+    if left.exists():
+        left.replace(left.with_name(f"server.{launch}.pid"))
 SLURM_JOB_ID_FILE = "slurm_job_id"
 PROGRESS_FILE = "progress.json"
 """In a server folder run by a Slurm batch job: its worker's report of its job in flight, rewritten as it goes

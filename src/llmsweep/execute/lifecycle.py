@@ -556,9 +556,7 @@ class _Server:
             except LlmsweepError as exc:
                 if self.port_races == raced_before:  # not a lost port (`_lost_port`): the job's failure
                     raise
-                left = self.dir / art.PID_FILE
-                if left.exists():  # what the lost launch left, unstoppable: kept on record beside the next one
-                    left.replace(left.with_name(f"server.{self.launches}.pid"))
+                art.keep_pid_file(self.dir, self.launches)  # what the lost launch left, if it could not be stopped
                 self.event(f"the {self.group.spec.engine} server of group {self.group.id} exited while starting: a "
                            "port picked for it was taken before it bound it; relaunching on ports picked afresh "
                            f"({exc.message.strip().splitlines()[0]})")
@@ -569,9 +567,7 @@ class _Server:
             return self.handle
         if self.handle is not None:
             self.stop()
-            left = self.dir / art.PID_FILE
-            if left.exists():  # what the dead server left could not be stopped: keep its record beside the next
-                left.replace(left.with_name(f"server.{self.launches}.pid"))
+            art.keep_pid_file(self.dir, self.launches)  # what the dead server left, if it could not be stopped
         if self.unlaunched is not None:
             raise LaunchError(never_came_up(self.group.spec.engine, self.group.id, self.unlaunched.message),
                               fix=self.unlaunched.fix)
@@ -1279,7 +1275,8 @@ def write_pid_file(path: Path, handle: ServerHandle, spec: LaunchSpec) -> None:
                           "cleanup": list(handle.cleanup)})
 
 
-def stop_stale_servers(run_dir: Path, event: Event = _quiet, *, pid_files: str = "servers/*/server*.pid") -> list[int]:
+def stop_stale_servers(run_dir: Path, event: Event = _quiet, *,
+                       pid_files: str = f"servers/*/{art.PID_FILES}") -> list[int]:
     """Stop servers a killed run left behind (their pid files survive a SIGKILL of the run), before resuming; then
     run each one's recorded cleanup (`docker rm -f NAME`: a container outlives the docker CLI that started it), and
     scancel the Slurm jobs it submitted that never finished. A pid file goes only once its server is gone.

@@ -414,12 +414,16 @@ def test_a_server_is_stopped_only_when_the_collection_that_started_it_is_gone(tm
     runs = tmp_path / "golden" / "llama-1b_ngram.runs"
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     servers = {}
-    for cell, collector in (("thinking_off-k1", os.getpid()), ("thinking_off-k2", int(dead.stdout))):
+    # the dead collection's cell also kept the pid file of a launch it could not stop (a lost port race) as
+    # server.1.pid: that server is stopped too
+    for cell, collector, name in (("thinking_off-k1", os.getpid(), "server.pid"),
+                                  ("thinking_off-k2", int(dead.stdout), "server.pid"),
+                                  ("thinking_off-k2", int(dead.stdout), "server.1.pid")):
         server = subprocess.Popen(["sleep", "60"], start_new_session=True)
-        servers[cell] = server
-        (runs / cell).mkdir(parents=True)
+        servers[f"{cell}/{name}"] = server
+        (runs / cell).mkdir(parents=True, exist_ok=True)
         info, mine = read_proc(server.pid), read_proc(collector)
-        (runs / cell / "server.pid").write_text(json.dumps({
+        (runs / cell / name).write_text(json.dumps({
             "pid": server.pid, "host": __import__("platform").node(), "argv0": "sleep",
             "start_ticks": info.start_ticks if info else None, "cleanup": []}))
         (runs / cell / COLLECTOR_FILE).write_text(json.dumps({
@@ -427,12 +431,13 @@ def test_a_server_is_stopped_only_when_the_collection_that_started_it_is_gone(tm
     said: list[str] = []
     try:
         _stop_left_servers(out, tmp_path / "other-runs", said.append)
-        assert servers["thinking_off-k2"].wait(timeout=10) is not None  # its collection is gone: stopped
-        assert servers["thinking_off-k1"].poll() is None  # this (live) process's: left to it
+        for name in ("server.pid", "server.1.pid"):  # its collection is gone: both stopped
+            assert servers[f"thinking_off-k2/{name}"].wait(timeout=10) is not None, name
+            assert not (runs / "thinking_off-k2" / name).exists()
+        assert servers["thinking_off-k1/server.pid"].poll() is None  # this (live) process's: left to it
         assert (runs / "thinking_off-k1" / "server.pid").exists()
-        assert not (runs / "thinking_off-k2" / "server.pid").exists()
-        assert said == [f"stopping server pid {servers['thinking_off-k2'].pid} left running by an earlier, "
-                        "interrupted run"]
+        assert sorted(said) == sorted(f"stopping server pid {servers[f'thinking_off-k2/{name}'].pid} left running by "
+                                      "an earlier, interrupted run" for name in ("server.pid", "server.1.pid"))
     finally:
         for server in servers.values():
             server.kill()
