@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -24,7 +24,6 @@ from llmsweep.catalog.sources import Origin, build_models, cached, catalog_dirs
 from llmsweep.catalog.version import Version, as_version
 from llmsweep.engine_ids import ENGINE_IDS, engine_for
 from llmsweep.errors import ConfigError
-from llmsweep.sim.config import CapacityPolicy, SchedulerPolicy
 
 GateKind = Literal["env", "arg", "speculative-config-key", "kv-transfer-config-key"]
 """`kv-transfer-config-key`: a key of vLLM's `--kv-transfer-config` JSON or of its `kv_connector_extra_config` (the
@@ -72,6 +71,18 @@ class RunningCapDefault(BaseModel):
     flag: str = Field(description="The engine's flag that sets the cap (`--max-num-seqs`).")
     rules: list[RunningCapRule] = Field(min_length=1, description="Tried in order; the first that holds wins.")
     source: str = Field(description="Where the default is read from: version, file, function.")
+
+
+SchedulerPolicy = Literal["unified", "prefill-first"]
+"""How an engine forms a step, as the simulator reproduces it (`SimConfig.scheduler`, `sim.config.SCHEDULER_HELP`):
+unified (vLLM V1, SGLang) or prefill-first (ATOM)."""
+
+CapacityPolicy = Literal["on-demand", "no-evict"]
+"""How an engine admits requests against its KV pool, as the simulator reproduces it (`SimConfig.capacity`,
+`sim.config.CAPACITY_HELP`): on demand with preemption (vLLM, SGLang, ATOM) or no-evict (TensorRT-LLM)."""
+
+SCHEDULER_POLICIES: tuple[str, ...] = get_args(SchedulerPolicy)
+CAPACITY_POLICIES: tuple[str, ...] = get_args(CapacityPolicy)
 
 
 class SchedulerShape(BaseModel):

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from llmsweep.catalog.engines import CAPACITY_POLICIES, SCHEDULER_POLICIES
 from llmsweep.cli.options import (
     BIND_PORT,
     FINITE_POSITIVE,
@@ -28,7 +29,7 @@ from llmsweep.cli.options import (
 )
 from llmsweep.cli.serving import bind_fix, serve_router, wait_for_stop
 from llmsweep.errors import ConfigError, LlmsweepError
-from llmsweep.sim.config import CAPACITY_POLICIES, MAX_SPEC_K, SCHEDULER_POLICIES, SimConfig
+from llmsweep.sim.config import MAX_SPEC_K, SimConfig
 from llmsweep.sim.engine import EngineConfig
 from llmsweep.sim.transfer import DEFAULT_LINK
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Literal, get_args
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from llmsweep.catalog.engines import CapacityPolicy, SchedulerPolicy
 
 MAX_SPEC_K = 16
 """The most draft tokens per verify step the simulator models (`sim serve --spec-k`, a recipe's K, `al collect -k`)."""
@@ -17,9 +19,6 @@ SCHEDULER_HELP = (
     "when admitted; decodes run only in steps where nothing can be prefilled (ATOM, nano-vllm's shape).")
 """`SimConfig.scheduler`'s description, shown by `llmsweep sim serve --scheduler` too (one text)."""
 
-SchedulerPolicy = Literal["unified", "prefill-first"]
-"""How the simulator forms a step (:data:`SCHEDULER_HELP`)."""
-
 CAPACITY_HELP = (
     "Which waiting requests a step may admit, as far as KV is concerned. on-demand: any whose first chunk (or whole "
     "prompt, prefill-first) finds free blocks; running requests take blocks as they grow, and one that finds none is "
@@ -29,11 +28,6 @@ CAPACITY_HELP = (
     "scheduler, its default).")
 """`SimConfig.capacity`'s description, shown by `llmsweep sim serve --capacity` too (one text)."""
 
-CapacityPolicy = Literal["on-demand", "no-evict"]
-"""How the simulator admits requests against its KV pool (:data:`CAPACITY_HELP`)."""
-
-SCHEDULER_POLICIES: tuple[str, ...] = get_args(SchedulerPolicy)
-CAPACITY_POLICIES: tuple[str, ...] = get_args(CapacityPolicy)
 
 
 class SpecDecodeConfig(BaseModel):

@@ -10,14 +10,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from llmsweep.sim.config import (
-    CAPACITY_HELP,
-    SCHEDULER_HELP,
-    CapacityPolicy,
-    SchedulerPolicy,
-    SimConfig,
-    SpecDecodeConfig,
-)
+from llmsweep.catalog.engines import CapacityPolicy, SchedulerPolicy
+from llmsweep.sim.config import CAPACITY_HELP, SCHEDULER_HELP, SimConfig, SpecDecodeConfig
 from llmsweep.sim.core import EngineCore
 from llmsweep.sim.inputs import perf_inputs
 from llmsweep.sim.perf import (
