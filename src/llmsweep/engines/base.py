@@ -176,17 +176,17 @@ class PromptLimit:
     """Where the limit comes from, in words: the flag (the recipe's or the engine's default) and the missing switch."""
     message: str
     """The engine's own error text for a refused prompt, `{prompt}` the tokens it counts (`str.format` field)."""
+    fix: str
+    """How a recipe lifts it."""
+    per: int = 1
+    """What the engine divides a prompt's tokens by before it compares them (TensorRT-LLM: its context-parallel
+    ranks); `tokens` is already the limit in prompt tokens."""
 
     def refusal(self, prompt_tokens: int) -> str | None:
         """The engine's error for a prompt of `prompt_tokens` tokens; None when it takes it."""
         if prompt_tokens <= self.tokens:
             return None
         return self.message.format(prompt=prompt_tokens / self.per)
-    fix: str
-    """How a recipe lifts it."""
-    per: int = 1
-    """What the engine divides a prompt's tokens by before it compares them (TensorRT-LLM: its context-parallel
-    ranks); `tokens` is already the limit in prompt tokens."""
 
 
 @dataclass

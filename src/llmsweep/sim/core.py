@@ -185,7 +185,8 @@ class EngineCore:
         admission (`SimConfig.scheduler`)."""
         self.no_evict = config.capacity == "no-evict"
         """TensorRT-LLM's GUARANTEED_NO_EVICT admission: a request is admitted only when its whole length fits the
-        blocks the running requests have not reserved to their completion (`SimConfig.capacity`, :meth:`_spare`)."""
+        blocks the running requests have not reserved to their completion (`SimConfig.capacity`,
+        :meth:`spare_blocks`)."""
         self.sglang = config.engine_style == "sglang"
         """KV pressure as SGLang meets it: decodes retracted before the step (:meth:`_retract_decodes`)."""
         spec = config.spec
@@ -412,11 +413,11 @@ class EngineCore:
     def _admit(self, batch: Batch, budget: int, scheduled: list[SimRequest], *, whole_prompt: bool,
                prefill_left: int) -> tuple[int, int]:
         """Admit waiting requests FCFS into `batch` while it has running slots, budget (`prefill_left` of it for prompt
-        tokens) and KV blocks (head-of-line:
-        the first that does not fit stops admission); returns the budget left and the tokens loaded from the CPU
-        tier. A request looks its prompt's block hashes up first; it takes blocks for its first chunk, or with
-        `whole_prompt` for all of its remaining prompt (ATOM, TensorRT-LLM). No-evict (`no_evict`), the head waits
-        until its whole length fits the blocks nobody has reserved (:meth:`_spare`)."""
+        tokens) and KV blocks (head-of-line: the first that does not fit stops admission); returns the budget left and
+        the tokens loaded from the CPU tier. A request looks its prompt's block hashes up first; it takes blocks for
+        its first chunk, or with `whole_prompt` for all of its remaining prompt (ATOM, TensorRT-LLM). No-evict
+        (`no_evict`), the head waits until its whole length fits the blocks nobody has reserved
+        (:meth:`spare_blocks`)."""
         cfg, pool, bs = self.config, self.pool, self.block_size
         waiting, running = self.waiting, self.running
         host_load = 0

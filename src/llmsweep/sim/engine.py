@@ -191,8 +191,9 @@ def sglang_running_cap(kv_pool_tokens: int, context_length: int, dp: int = 1) ->
 
 def sglang_pinned_cap(pinned: int, dp: int = 1) -> int:
     """The running-request cap of an SGLang launch whose `--max-running-requests` is `pinned` (the speculative 48
-    included): with DP attention each of the `dp` ranks takes `pinned // dp` (`resolve_max_num_reqs`; at least one
-    here, where SGLang would start a rank that admits nothing), so the engine runs at most `dp * (pinned // dp)`."""
+    included): with DP attention each of the `dp` ranks takes `pinned // dp` (`resolve_max_num_reqs`), so the engine
+    runs at most `dp * (pinned // dp)`. A recipe's pin below `dp`, which leaves a rank none, is refused at the launch
+    (`engines.sim.SimAdapter._dp_pinned_cap`); here a rank takes at least one."""
     return dp * max(1, pinned // dp)
 
 
