@@ -80,7 +80,9 @@ def _worker_gpus(worker: Mapping[str, Any]) -> int:
 
 
 def _multinode_fields(point: ResultPoint, row: dict[str, Any]) -> None:
-    """Prefill/decode topology and the §6.2 per-GPU normalisation: output per decode GPU, input per prefill GPU."""
+    """Prefill/decode topology and its per-GPU figures: a fixed-length row's §6.2 normalisation (output per decode
+    GPU, input per prefill GPU); an agentic row's every figure per GPU of the whole deployment, as AgentX divides them
+    (its `per_gpu` = totals / prefill + decode GPUs) and as the summary's `throughput.per_gpu` does."""
     prefill, decode = get_field(point.job, "prefill"), get_field(point.job, "decode")
     if not (isinstance(prefill, Mapping) and isinstance(decode, Mapping)):
         return
@@ -99,9 +101,13 @@ def _multinode_fields(point: ResultPoint, row: dict[str, Any]) -> None:
         row.pop(key, None)
     if point.summary is not None:
         total, out = point.summary.throughput.total_tps, point.summary.throughput.output_tps
-        row["tput_per_gpu"] = total / (p_gpus + d_gpus)
-        row["output_tput_per_gpu"] = out / (d_gpus or p_gpus + d_gpus)
-        row["input_tput_per_gpu"] = (total - out) / p_gpus if p_gpus else None
+        every = p_gpus + d_gpus
+        row["tput_per_gpu"] = total / every
+        if is_agentic(point):
+            row["output_tput_per_gpu"], row["input_tput_per_gpu"] = out / every, (total - out) / every
+        else:
+            row["output_tput_per_gpu"] = out / (d_gpus or every)
+            row["input_tput_per_gpu"] = (total - out) / p_gpus if p_gpus else None
 
 
 def inferencex_row(point: ResultPoint) -> dict[str, Any]:
@@ -230,8 +236,9 @@ def _stat_fields(summary: Summary, *, agentic: bool = False) -> dict[str, float]
                    theoretical_cache_hit_rate=summary.cache.theoretical_hit_rate,
                    server_gpu_cache_hit_rate=cache.gpu_hit_rate if cache is not None else None,
                    server_cpu_cache_hit_rate=cache.cpu_hit_rate if cache is not None else None,
-                   gpu_kv_cache_usage_pct=(100.0 * kv.gpu_usage_mean
-                                           if kv is not None and kv.gpu_usage_mean is not None else None))
+                   # AgentX's KV usage is max-first: the peak over the window, not the mean occupancy
+                   gpu_kv_cache_usage_pct=(100.0 * kv.gpu_usage_max
+                                           if kv is not None and kv.gpu_usage_max is not None else None))
     norm = summary.e2e_norm_interactivity
     for prefix, stat in (("median", "p50"), ("p75", "p75"), ("p90", "p90")):
         row[f"{prefix}_e2e_norm_intvty"] = norm.stat(stat)
@@ -551,13 +558,20 @@ def inferencex_name(column: HotColumn) -> str:
     return f"{'median' if column.stat == 'p50' else column.stat}_{column.metric.column}"
 
 
+def _agentic_row(flat: Mapping[str, Any]) -> bool:
+    """Whether an imported row is an agentic aggregate (its `scenario_type`, as `is_agentic` reads a stored point's
+    scenario)."""
+    return str(flat.get("scenario_type") or "").startswith("agentic")
+
+
 def _per_all_gpus(flat: Mapping[str, Any], metrics: dict[str, Any]) -> None:
-    """A multinode row divides output by its decode GPUs and input by its prefill GPUs (§6.2, as `_multinode_fields`
-    writes them); llmsweep's columns of the same names divide by every GPU of the deployment (the summary's
-    `throughput.per_gpu`). An imported multinode row is brought to llmsweep's meaning, so a stored point and an
-    imported one compare like with like (`tput_per_gpu` already divides by every GPU)."""
+    """A fixed-length multinode row divides output by its decode GPUs and input by its prefill GPUs (§6.2, as
+    `_multinode_fields` writes them); llmsweep's columns of the same names divide by every GPU of the deployment (the
+    summary's `throughput.per_gpu`). An imported one is brought to llmsweep's meaning, so a stored point and an
+    imported one compare like with like (`tput_per_gpu` already divides by every GPU). An agentic row (AgentX's
+    `per_gpu`) already divides every figure by all of the deployment's GPUs: it is taken as it is."""
     p_gpus, d_gpus = _number(flat, "num_prefill_gpu"), _number(flat, "num_decode_gpu")
-    if not p_gpus or not d_gpus:
+    if not p_gpus or not d_gpus or _agentic_row(flat):
         return
     every = p_gpus + d_gpus
     for name, role_gpus in (("output_tput_per_gpu", d_gpus), ("input_tput_per_gpu", p_gpus)):

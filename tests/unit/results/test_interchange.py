@@ -152,8 +152,8 @@ def test_a_file_without_rows_imports_nothing_and_says_so(tmp_path: Path, doc: ob
     assert done.value.code == 2 and not (tmp_path / "new.sqlite").exists()
 
 
-def test_multinode_rows_normalise_per_role(make_run) -> None:
-    p = points_from_run(make_run("r", concs=(8,)))[0]
+def test_fixed_length_multinode_rows_normalise_per_role(make_run) -> None:
+    p = points_from_run(make_run("r", concs=(8,), scenario="fixed-seq-len", isl=1024, osl=256))[0]
     job = {**p.job, "multinode": True, "disagg": True, "gpus": 12,
            "prefill": {"num-worker": 1, "tp": 4, "ep": 1, "dp-attn": False, "pp": 1, "dcp-size": 1, "pcp-size": 1},
            "decode": {"num-worker": 1, "tp": 8, "ep": 8, "dp-attn": True, "pp": 1, "dcp-size": 1, "pcp-size": 1}}
@@ -175,6 +175,37 @@ def test_multinode_rows_normalise_per_role(make_run) -> None:
     assert back.metrics["output_tput_per_gpu"] == pytest.approx(thr.output_tps / 12)
     assert back.metrics["input_tput_per_gpu"] == pytest.approx((thr.total_tps - thr.output_tps) / 12)
     assert back.metrics["tput_per_gpu"] == pytest.approx(thr.total_tps / 12)
+
+
+def test_agentic_multinode_rows_divide_every_figure_by_all_gpus_as_agentx_does(make_run) -> None:
+    """AgentX's `per_gpu` divides input, output and total by every GPU of a prefill/decode deployment (agentx-spec
+    §3.6), unlike a fixed-length row's per-role §6.2 normalisation: an agentic row exports and imports back as the
+    run's own table shows it, and a published AgentX row is not rescaled (input + output still add up to total)."""
+    p = _disaggregated(points_from_run(make_run("r", concs=(8,)))[0])
+    assert p.summary is not None
+    thr = p.summary.throughput
+    (row,) = json.loads(export_points([p], "inferencex", include_unpublished=True))
+    assert row["scenario_type"] == "agentic-coding" and row["num_decode_gpu"] == 8
+    assert row["output_tput_per_gpu"] == pytest.approx(thr.output_tps / 12)
+    assert row["input_tput_per_gpu"] == pytest.approx((thr.total_tps - thr.output_tps) / 12)
+    back = from_inferencex_row("import:x", row, 0)
+    assert back.metrics["output_tput_per_gpu"] == pytest.approx(row["output_tput_per_gpu"])
+    published = {"hw": "mi355x", "conc": 64, "model": "m", "infmax_model_prefix": "m", "framework": "sglang",
+                 "precision": "fp8", "scenario_type": "agentic-coding", "is_multinode": True,
+                 "num_prefill_gpu": 8, "num_decode_gpu": 24, "num_requests_total": 10, "num_requests_successful": 10,
+                 "tput_per_gpu": 1100.0, "output_tput_per_gpu": 100.0, "input_tput_per_gpu": 1000.0}
+    got = from_inferencex_row("import:y", published, 0).metrics
+    assert (got["input_tput_per_gpu"], got["output_tput_per_gpu"], got["tput_per_gpu"]) == (1000.0, 100.0, 1100.0)
+
+
+def test_an_agentic_rows_kv_usage_is_the_peak_as_agentx_reports_it(make_run) -> None:
+    """AgentX's `gpu_kv_cache_usage_pct` is max-first (agentx-spec §3.7: the worst pressure, not mean occupancy)."""
+    (p,) = points_from_run(make_run("r", concs=(8,)))
+    assert p.summary is not None and p.summary.server_metrics.kv_cache is not None
+    kv = p.summary.server_metrics.kv_cache
+    assert kv.gpu_usage_max is not None and kv.gpu_usage_mean is not None and kv.gpu_usage_max > kv.gpu_usage_mean
+    (row,) = json.loads(export_points([p], "inferencex", include_unpublished=True))
+    assert row["gpu_kv_cache_usage_pct"] == pytest.approx(100 * kv.gpu_usage_max)
 
 
 
