@@ -79,6 +79,8 @@ class ServerWindow:
         self.start = start
         self.end = end
         self.series: dict[tuple[str, tuple[tuple[str, str], ...]], _Series] = {}
+        self._by_name: dict[str, list[tuple[tuple[tuple[str, str], ...], _Series]]] = {}
+        """Each name's series with their labels (what the queries below read, without scanning every series)."""
         self.names: set[str] = set()
         self.scrapes = 0
         self.scrape_errors = 0
@@ -110,6 +112,7 @@ class ServerWindow:
             if s is None:
                 # born after the window's base scrape: it counted from 0 (without a base, its first value is one)
                 s = self.series[key] = _Series(before=0.0 if self.based and answered > start else None)
+                self._by_name.setdefault(name, []).append((key[1], s))
             if answered <= start:
                 s.before = value
             elif t <= end + END_SLACK_S:
@@ -122,9 +125,7 @@ class ServerWindow:
     # ------------------------------------------------------------------ queries used by adapters
     def _matching(self, name: str, where: dict[str, str] | None) -> list[_Series]:
         out = []
-        for (n, labels), s in self.series.items():
-            if n != name:
-                continue
+        for labels, s in self._by_name.get(name, ()):
             if where:
                 d = dict(labels)
                 if any(d.get(k) != v for k, v in where.items()):
@@ -155,7 +156,7 @@ class ServerWindow:
         return None
 
     def label_values(self, name: str) -> set[tuple[tuple[str, str], ...]]:
-        return {labels for (n, labels) in self.series if n == name}
+        return {labels for labels, _ in self._by_name.get(name, ())}
 
 
 def _ratio(num: float | None, den: float | None) -> float | None:
@@ -442,6 +443,23 @@ ADAPTERS: tuple[tuple[str, str, ServerMetricsReader], ...] = tuple(
 """(engine, metric prefix, reader), in registry order: the first whose prefix the scraped names carry reads them."""
 
 
+def reader_for(names: Iterable[str]) -> tuple[str, ServerMetricsReader] | None:
+    """(engine, reader) of scrapes carrying `names`: the first adapter whose prefix one of them carries; None when
+    none does."""
+    names = list(names)
+    for engine, prefix, reader in ADAPTERS:
+        if any(n.startswith(prefix) for n in names):
+            return engine, reader
+    return None
+
+
+def hit_rate(block: dict[str, Any]) -> float | None:
+    """A reader's prefix-cache hit rate over its window: every tier's hits (`overall_hit_rate`), else the GPU's."""
+    cache = block.get("cache") or {}
+    rate = cache.get("overall_hit_rate")
+    return rate if rate is not None else cache.get("gpu_hit_rate")
+
+
 def summarise_server(
     source: Path | Iterable[dict[str, Any]] | None,
     *,
@@ -464,11 +482,10 @@ def summarise_server(
         "warnings": [],
     }
     if w.names:
-        for name, prefix, adapter in ADAPTERS:
-            if any(n.startswith(prefix) for n in w.names):
-                out["adapter"] = name
-                out.update(adapter(w))
-                break
+        found = reader_for(w.names)
+        if found is not None:
+            out["adapter"] = found[0]
+            out.update(found[1](w))
         else:
             known = ", ".join(prefix for _, prefix, _ in ADAPTERS)
             out["warnings"].append(f"server metrics present but no adapter ({known}) matched their names")

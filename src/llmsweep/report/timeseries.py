@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from llmsweep.metrics.server import ServerWindow, hit_rate, reader_for
 from llmsweep.results.rundir import JsonLines, iter_jsonl
 
 MAX_REQUESTS = 1500
@@ -23,9 +24,6 @@ BINS = 120
 MAX_SCRAPES = 400
 
 KV_USAGE = re.compile(r"(kv_cache_usage|gpu_cache_usage|token_usage|kv_usage)", re.I)
-HIT_NUM = re.compile(r"(prefix_cache_hits_total|cached_tokens_total)$")
-HIT_DEN = re.compile(r"(prefix_cache_queries_total|prompt_tokens_total)$")
-HIT_GAUGE = re.compile(r"cache_hit_rate$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,12 +130,13 @@ def server_series(scrapes: Iterable[Mapping[str, Any]], t0: float, *, budget: in
     """KV usage and prefix-cache hit rate over time from `server_metrics.jsonl` scrapes.
 
     Scrape lines are `{"t": unix, "samples": [[name, labels, value], …]}` (llmsweep.client.scrape); a mapping
-    `{"metrics": {name: value}}` is accepted too.
+    `{"metrics": {name: value}}` is accepted too. The hit rate is the engine's own, as the summary reads it
+    (`metrics.server`'s reader for the engine the names belong to: its counters' increase between two scrapes, or its
+    hit-rate gauge), over at most `budget` intervals.
     """
     kv: list[list[float]] = []
-    hit: list[list[float]] = []
     names: set[str] = set()
-    prev: tuple[float, float] | None = None
+    readable: list[dict[str, Any]] = []
     for scrape in scrapes:
         t = scrape.get("t", scrape.get("ts", scrape.get("timestamp")))
         if not isinstance(t, (int, float)):
@@ -145,34 +144,44 @@ def server_series(scrapes: Iterable[Mapping[str, Any]], t0: float, *, budget: in
         samples = scrape.get("samples")
         if samples is None and isinstance(scrape.get("metrics"), Mapping):
             samples = [[k, {}, v] for k, v in scrape["metrics"].items()]
+        kept: list[tuple[str, dict[str, str], float]] = []
         usage: float | None = None
-        gauge: float | None = None
-        num = den = 0.0
-        seen_counter = False
         for s in samples or ():
             if not isinstance(s, (list, tuple)) or len(s) < 3 or not isinstance(s[2], (int, float)):
                 continue
             name, value = str(s[0]), float(s[2])
             names.add(name)
+            kept.append((name, s[1] if isinstance(s[1], Mapping) else {}, value))
             if KV_USAGE.search(name) and "cpu" not in name:
                 usage = max(usage or 0.0, value / 100 if value > 1.5 else value)
-            elif HIT_NUM.search(name):
-                num += value
-                seen_counter = True
-            elif HIT_DEN.search(name) and "by_source" not in name:
-                den += value
-            elif HIT_GAUGE.search(name):
-                gauge = value / 100 if value > 1.5 else value
-        rel = round(float(t) - t0, 3)
         if usage is not None:
-            kv.append([rel, round(usage, 4)])
-        if seen_counter:
-            if prev is not None and den - prev[1] > 0:
-                hit.append([rel, round(max(0.0, min(1.0, (num - prev[0]) / (den - prev[1]))), 4)])
-            prev = (num, den)
-        elif gauge is not None:
-            hit.append([rel, round(gauge, 4)])
-    return ServerSeries(kv_usage=_thin(kv, budget), cache_hit=_thin(hit, budget), names=sorted(names))
+            kv.append([round(float(t) - t0, 3), round(usage, 4)])
+        if "error" not in scrape:
+            readable.append({"t": float(t), "answered": float(scrape.get("answered", t)), "samples": kept})
+    return ServerSeries(kv_usage=_thin(kv, budget), cache_hit=_hit_series(readable, names, t0, budget),
+                        names=sorted(names))
+
+
+def _hit_series(scrapes: list[dict[str, Any]], names: set[str], t0: float, budget: int) -> list[list[float]]:
+    """[t, hit rate] at each of up to `budget` scrapes (an even stride), each over the interval since the one
+    before (the first: its gauges alone), read by the engine's reader as the summary reads its window."""
+    found = reader_for(names)
+    if found is None or not scrapes:
+        return []
+    reader = found[1]
+    marks = _stride(len(scrapes), budget).tolist()
+    out: list[list[float]] = []
+    prev: int | None = None
+    for i in marks:
+        cur = scrapes[i]
+        window = ServerWindow(None if prev is None else scrapes[prev]["answered"], cur["t"])
+        for scrape in scrapes[(i if prev is None else prev):i + 1]:
+            window.add(scrape)
+        rate = hit_rate(reader(window))
+        if rate is not None:
+            out.append([round(cur["t"] - t0, 3), round(max(0.0, min(1.0, rate)), 4)])
+        prev = i
+    return out
 
 
 def _thin(series: list[list[float]], budget: int) -> list[list[float]]:

@@ -57,3 +57,30 @@ def test_server_series_from_counters_gauges_and_percent() -> None:
     assert s.cache_hit == [[1.0, 0.3], [3.0, 1.0]]  # per-interval deltas, not cumulative ratios
     sg = server_series([{"t": 5.0, "samples": [["sglang:cache_hit_rate", {}, 42.0]]}], t0=0.0)
     assert sg.cache_hit == [[5.0, 0.42]]
+
+
+def test_the_hit_rate_series_is_the_engines_own_as_the_summary_reads_it() -> None:
+    """vLLM exports prompt tokens beside its prefix-cache queries, and external (offload) hits beside its own: the
+    chart takes the engine's hit rate as the summary's reader does, not every counter whose name looks like one (the
+    queries and the prompt tokens together halved a 90 % rate). Over the whole window it is the summary's."""
+    from llmsweep.metrics.server import summarise_server
+
+    def vllm(t: float, k: int) -> dict[str, object]:
+        return {"t": t, "samples": [["vllm:prefix_cache_hits_total", {}, 90.0 * k],
+                                    ["vllm:prefix_cache_queries_total", {}, 100.0 * k],
+                                    ["vllm:prompt_tokens_total", {}, 100.0 * k],
+                                    ["vllm:external_prefix_cache_hits_total", {}, 0.0],
+                                    ["vllm:external_prefix_cache_queries_total", {}, 10.0 * k]]}
+
+    scrapes = [vllm(10.0 + k, k) for k in range(4)]
+    s = server_series(scrapes, t0=10.0)
+    assert s.cache_hit == [[1.0, 0.9], [2.0, 0.9], [3.0, 0.9]]
+    assert summarise_server(scrapes, start=10.0, end=13.0)["cache"]["overall_hit_rate"] == 0.9
+
+    def sglang(t: float, k: int) -> dict[str, object]:  # HiCache: device and host hits, of the prompt tokens
+        return {"t": t, "samples": [["sglang:prompt_tokens_total", {}, 1000.0 * k],
+                                    ["sglang:cached_tokens_total", {"cache_source": "device"}, 600.0 * k],
+                                    ["sglang:cached_tokens_total", {"cache_source": "host"}, 100.0 * k * (k + 1)]]}
+
+    sg = server_series([sglang(0.0, 0), sglang(1.0, 1), sglang(2.0, 2)], t0=0.0)
+    assert sg.cache_hit == [[1.0, 0.8], [2.0, 1.0]]  # device and host hits: (600 + 200) / 1000, (600 + 400) / 1000
