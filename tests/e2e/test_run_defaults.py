@@ -226,3 +226,21 @@ def test_an_out_that_cannot_be_written_is_one_error_line_before_anything_runs(tm
     assert f"error: --out {blocker / 'out'} cannot be written" in res.stderr
     assert "fix: give --out a folder" in res.stderr
     assert "launching" not in res.stderr and "job 1/" not in res.stderr  # before any job or server
+
+
+def test_an_out_that_is_another_commands_folder_is_refused_untouched(tmp_path: Path, finished: Finished) -> None:
+    """A job folder of a run, or a `bench` measurement: the run wrote its run.json over the client's record there
+    (what `summarize` judges the measurement by: afterwards a valid bench read as smoke) and exited 0; it is refused
+    whatever --resume or --force say, as `bench` refuses a run's folder."""
+    out, env = finished.copy(tmp_path / "run")
+    job = next(iter(job_dirs(out).values()))
+    bench = tmp_path / "bench"
+    shutil.copytree(job, bench)  # a measurement's files without a run's jobs/: what `bench --out` leaves
+    for target, what in ((job, "a job folder of `llmsweep run`"), (bench, "a measurement of `llmsweep bench`")):
+        before = _tree(target)
+        for extra in ([], ["--force"], ["--resume"]):
+            res = run_here([RECIPE, "--out", target, "--no-report", *extra], env)
+            assert res.returncode == 2, res.stderr[-3000:]
+            assert f"error: --out {target} is {what}" in res.stderr and "Traceback" not in res.stderr
+            assert "job 1/" not in res.stderr
+        assert _tree(target) == before

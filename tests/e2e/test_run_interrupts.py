@@ -55,7 +55,7 @@ def _jobs_exist(out: Path, conc: int) -> Path | None:
     return found[0] if found else None
 
 
-def test_resume_after_the_driver_is_sigkilled_skips_done_jobs_reruns_the_rest_and_stops_the_orphan(
+def test_after_the_driver_is_sigkilled_a_refused_rerun_stops_the_orphan_and_resume_finishes_the_rest(
     tmp_path: Path, recipe: Path,
 ) -> None:
     out, log = tmp_path / "out", tmp_path / "first.log"
@@ -75,10 +75,17 @@ def test_resume_after_the_driver_is_sigkilled_skips_done_jobs_reruns_the_rest_an
         assert kept > 0
         assert verdict(first) == "valid" and verdict(second) is None
 
+        # The same command again, without --resume, is refused (exit 2, nothing moved); the server the killed run
+        # left is stopped all the same (under the --out lock no live run owns it; a user told to pick another --out
+        # would otherwise leave it holding its port and GPUs for good).
+        again = run_cli([recipe, "--live", "--out", out], env)
+        assert again.returncode == 2 and "already holds an unfinished run" in again.stderr, again.stderr[-4000:]
+        assert f"stopping server pid {orphan}" in again.stderr
+        assert not alive(orphan)
+        assert verdict(first) == "valid" and not (second / "attempts").exists()
+
         resumed = run_cli([recipe, "--live", "--out", out, "--resume"], env)
         assert resumed.returncode == 0, resumed.stderr[-4000:]
-        assert f"stopping server pid {orphan}" in resumed.stderr
-        assert not alive(orphan)
         assert not list((out / "servers").glob("*/server.pid"))
         outcomes = {o["job_id"]: o for o in read_json(out / "run.json")["outcomes"]}
         assert outcomes[first.name]["status"] == "skipped"

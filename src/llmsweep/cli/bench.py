@@ -298,20 +298,17 @@ def _check_out(out: Path, *, force: bool) -> None:
     deletes a folder's records.jsonl, server_metrics.jsonl, summary.json and run.json first, so the measurement there
     was lost without a word, and a job folder got a bench's records beside its job.json."""
     from llmsweep.client.files import RUN_FILE, SUMMARY_FILE
-    from llmsweep.results.rundir import folder_kind
+    from llmsweep.results.rundir import FOLDER_KINDS, out_kind
 
     if not out.exists():
         _check_makeable(out)
         return
     if not out.is_dir():
         raise ConfigError(f"--out {out} is a file, not a folder", fix="pass a new folder's path to --out")
-    kind = folder_kind(out)
-    if kind == "run" and not (out / "jobs").is_dir() and _client_run_json(out / RUN_FILE):
-        kind = "bench"  # a bench killed before its first record: only the run.json of its start
+    kind = out_kind(out)  # (a bench killed before its first record, only the run.json of its start, is a bench)
     if kind in ("run", "job", "predicted"):
-        what = {"run": "a run of `llmsweep run`", "job": "a job folder of `llmsweep run`",
-                "predicted": "a point of `llmsweep predict --out`"}[kind]
-        raise ConfigError(f"--out {out} is {what}: a bench there would replace its files with another measurement's",
+        raise ConfigError(f"--out {out} is {FOLDER_KINDS[kind]}: a bench there would replace its files with another "
+                          "measurement's",
                           fix="pass a new folder to --out")
     holds = [name for name in (RECORDS_FILE, SUMMARY_FILE, RUN_FILE) if (out / name).exists()]
     if holds and not force:
@@ -335,14 +332,6 @@ def _check_makeable(out: Path) -> None:
         for folder in made:  # deepest first
             with contextlib.suppress(OSError):
                 folder.rmdir()
-
-
-def _client_run_json(path: Path) -> bool:
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    return isinstance(doc, dict) and "client" in doc
 
 
 def _say_tokenizer(workload: Any, *, simulated: bool) -> None:

@@ -581,8 +581,12 @@ def run_sweep(req: RunRequest, *, event: Event = _stderr) -> RunOutcome:
         event(f"warning: {why}: {', '.join(req.eval_flags)} ignored")
     _check_store(req)  # before --out is touched and any server starts: a store that cannot take the run is exit 2
     run_dir = req.out
+    _refuse_other_folder(run_dir)
     writable_out(run_dir)
     with _exclusive(run_dir):
+        # Under the lock no live run owns this --out's servers: one an earlier, killed run left behind still holds
+        # its port and GPUs, and is stopped whatever follows (a refusal below leaves nothing running either).
+        stop_stale_servers(run_dir, event)
         # Checked under the lock: a run still going into this --out is "another run", not a finished one.
         _refuse_finished(run_dir, req)
         _refuse_other_measurement(run_dir, req, jobs)
@@ -704,6 +708,18 @@ def with_repeats(jobs: list[Job], repeats: int) -> list[Job]:
     for k in range(2, repeats + 1):
         out += [job.model_copy(update={"id": f"{job.id}{REPEAT_MARK}{k}"}) for job in jobs]  # `workload.scenario`
     return out
+
+
+def _refuse_other_folder(run_dir: Path) -> None:
+    """Refuse (exit 2, nothing written) an --out that is another command's folder — a job folder of a run, a `bench`
+    measurement, a `predict --out` point — whatever --resume or --force say: the run would write its run.json over
+    the client's record there (what `summarize` judges the measurement by) and make a run of it."""
+    from llmsweep.results.rundir import FOLDER_KINDS, out_kind
+
+    kind = out_kind(run_dir)
+    if kind in ("job", "bench", "predicted"):
+        raise ConfigError(f"--out {run_dir} is {FOLDER_KINDS[kind]}: a run there would replace its run.json with "
+                          "the sweep's", fix="pass a new folder (or a run's own folder, with --resume) to --out")
 
 
 def _refuse_finished(run_dir: Path, req: RunRequest) -> None:
@@ -937,8 +953,6 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
 
     if not req.settings.resume:
         run_id = record_start()
-    # Resumed or not: a server an earlier, killed run into this --out left behind still holds its port and GPUs.
-    stop_stale_servers(run_dir, event)
 
     # Each job's warnings, known before it runs: its group carries them to whatever writes its outcome.json (here, or
     # on a Slurm node), and the outcomes made here (resumed, reused) get them below.

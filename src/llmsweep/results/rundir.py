@@ -141,6 +141,28 @@ def folder_kind(path: Path) -> FolderKind:
     return "run" if (path / RUN_FILE).is_file() else "other"
 
 
+FOLDER_KINDS: dict[FolderKind, str] = {
+    "run": "a run of `llmsweep run`", "job": "a job folder of `llmsweep run`",
+    "bench": "a measurement of `llmsweep bench`", "predicted": "a point of `llmsweep predict --out`",
+    "other": "a folder of none of llmsweep's kinds",
+}
+"""Each folder kind in words, for a message."""
+
+
+def out_kind(path: Path) -> FolderKind:
+    """:func:`folder_kind` for a command about to write into `path` (`run --out`, `bench --out`): a folder holding
+    only the client's run.json (a bench killed before its first record) is a bench's too, not a run's."""
+    kind = folder_kind(path)
+    if kind == "run" and not (path / "jobs").is_dir():
+        try:
+            doc = json.loads((path / RUN_FILE).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return kind
+        if isinstance(doc, dict) and "client" in doc:
+            return "bench"
+    return kind
+
+
 def _point_kind(run_file: Path) -> FolderKind:
     """A folder of one point's files, by what its run.json says: predicted (`predict --out`), else measured or
     simulated by the client (`bench`); `other` when it has no readable run.json."""
