@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Iterable
 
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 """A shell variable name."""
@@ -30,6 +31,12 @@ def quote(word: str) -> str:
         else:
             out.append("".join(f"\\x{b:02x}" for b in c.encode("utf-8")))
     return "$'" + "".join(out) + "'"
+
+
+def join(words: Iterable[str]) -> str:
+    """`words` as one shell command line: each word :func:`quote`d (a control character written `$'…'`, never raw, in
+    a file a terminal may print)."""
+    return " ".join(quote(w) for w in words)
 
 
 def assignment(name: str, value: str) -> str:

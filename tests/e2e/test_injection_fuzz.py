@@ -47,6 +47,7 @@ PAYLOADS: dict[str, str] = {
     "ifs": f"${{IFS}}$(touch${{IFS}}{MARK})",
     "unicode": f"ünïcødé‐名前 $(touch {MARK}) \u202e",
     "html": f"</script><script>alert(1)</script><img src=x onerror=alert(1)>$(touch {MARK})",
+    "terminal": f"x\x1b[2J\x1b]0;pwned\x07y $(touch {MARK})",  # escape sequences a terminal printing the file runs
 }
 ENGINES = ("sglang", "vllm", "sim")
 
@@ -143,6 +144,13 @@ def _run_bash(script: str, tmp_path: Path, stub_dir: Path) -> subprocess.Complet
                           check=False)
 
 
+def _no_raw_control_characters(text: str) -> None:
+    """A file a user may `cat` holds no raw control character (ESC, BEL, a bidi override) but its line ends: a value
+    that has one is written `$'…'`."""
+    bad = [line for line in text.split("\n") if not line.isprintable()]
+    assert not bad, f"raw control characters in: {bad!r}"
+
+
 def _argv_words(log: Path) -> list[str]:
     return log.read_bytes().decode("utf-8").split("\0") if log.exists() else []
 
@@ -168,6 +176,7 @@ def test_rendered_scripts_run_nothing_a_recipe_value_smuggles_in(engine: str, pa
     stub_dir, log = _stubs(tmp_path, ["engine-stub", "docker", "env"])
 
     # 1. `llmsweep render --format sh`: exports then exec of the engine.
+    _no_raw_control_characters(script)
     proc = _run_bash(script, tmp_path, stub_dir)
     assert not marker.exists(), f"render --format sh executed a recipe value:\n{script}"
     assert proc.returncode == 0, proc.stderr
@@ -179,6 +188,7 @@ def test_rendered_scripts_run_nothing_a_recipe_value_smuggles_in(engine: str, pa
 
     # 2. server_command.txt, with the `docker run` line the docker executor launches.
     text = command_text(spec.model_copy(update={"image": spec.image or "ghcr.io/llmsweep/sim:1"}), DockerLauncher())
+    _no_raw_control_characters(text)  # the docker line too: it was shlex.join, which leaves them raw
     proc = _run_bash(text, tmp_path, stub_dir)
     assert not marker.exists(), f"server_command.txt executed a recipe value:\n{text}"
     assert proc.returncode == 0, proc.stderr
@@ -194,6 +204,7 @@ def test_rendered_scripts_run_nothing_a_recipe_value_smuggles_in(engine: str, pa
                                 launcher_file=tmp_path / "launch.json")
     (stub_dir / "python3").write_text("#!/bin/sh\nexit 0\n", encoding="utf-8")
     (stub_dir / "python3").chmod(0o755)
+    _no_raw_control_characters(batch)
     batch = batch.replace("${SLURM_JOB_ID}", "1")
     proc = _run_bash(batch, tmp_path, stub_dir)
     assert not marker.exists(), f"the Slurm batch script executed a recipe value:\n{batch}"

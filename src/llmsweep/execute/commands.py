@@ -7,18 +7,18 @@ timeout, and a failure becomes an error that names the command, its exit status 
 from __future__ import annotations
 
 import logging
-import shlex
 import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from llmsweep import shell
 from llmsweep.errors import LaunchError
 
 log = logging.getLogger(__name__)
 
 
 def describe(argv: Sequence[str]) -> str:
-    return shlex.join(argv)
+    return shell.join(argv)
 
 
 def run_command(

@@ -19,7 +19,6 @@ import errno
 import logging
 import os
 import platform
-import shlex
 import shutil
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -31,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from llmsweep import __version__
+from llmsweep import __version__, shell
 from llmsweep.engine_ids import SIM
 from llmsweep.engines.launch import LaunchSpec, Topology, comment_text
 from llmsweep.errors import ConfigError, LaunchError, LlmsweepError, ResultError
@@ -215,7 +214,7 @@ def command_text(spec: LaunchSpec, launcher: ServerLauncher, launched: Sequence[
     wrapped = list(launched) if launched else launcher.render(spec)
     if list(wrapped) != list(spec.argv):
         lines.append(f"# launched by the {launcher.kind} executor as:")
-        lines.append(shlex.join(wrapped))
+        lines.append(shell.join(wrapped))
     return "\n".join(lines) + "\n"
 
 

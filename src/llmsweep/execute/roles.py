@@ -33,7 +33,6 @@ import json
 import logging
 import os
 import re
-import shlex
 import socket
 import sys
 import threading
@@ -47,6 +46,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from llmsweep import shell
 from llmsweep.client.scrape import parse_exposition
 from llmsweep.engine_ids import SIM
 from llmsweep.engines.launch import NODE_RANK, LaunchSpec, Role, RoleKind, RoleWorker, Topology
@@ -701,7 +701,7 @@ class RoleDeployment:
         said = handle.scrubber.scrub(f"# {role.name} worker {worker.index} on {node.name}\n"
                                      + (f"# its GPUs: {GPU_PARTITION_ENV}={share}\n" if share else "")
                                      + (f"# its side-channel port(s): {side}\n" if side else "")
-                                     + f"{shlex.join(handle.command)}\n")
+                                     + f"{shell.join(handle.command)}\n")
         self.role_commands += said
         with open(self.dir / COMMANDS_FILE, "a", encoding="utf-8") as fh:  # what each role ran, secrets scrubbed
             fh.write(said)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import logging
 import os
 import re
-import shlex
 import signal
 import sys
 import threading
@@ -26,6 +25,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
+from llmsweep import shell
 from llmsweep.engines.launch import LaunchSpec, env_assignment
 from llmsweep.errors import ConfigError, LaunchError
 from llmsweep.execute.artifacts import SLURM_JOB_ID_FILE
@@ -249,7 +249,7 @@ def _python_check(python: str, module: str | None) -> str:
     older than 3.11, or unable to import the worker's module (llmsweep or one of its dependencies missing: with the
     batch job's environment, its PYTHONPATH included; `module` None, a script worker: the version only). Exit
     `PYTHON_CHECK_EXIT`, with a line the driver reads back (`python_check_reason`)."""
-    exe = shlex.quote(python)
+    exe = shell.quote(python)
     said = f"{_PYTHON_CHECK_SAID}{python} on $(hostname)"
     version = (
         f"if ! {exe} -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then\n"
@@ -259,7 +259,7 @@ def _python_check(python: str, module: str | None) -> str:
     if module is None:  # a script worker: what it imports is its own
         return version
     return version + "\n" + (
-        f"if ! llmsweep_import=$({exe} -c {shlex.quote('import ' + module)} 2>&1); then\n"
+        f"if ! llmsweep_import=$({exe} -c {shell.quote('import ' + module)} 2>&1); then\n"
         f'  echo "{said} cannot import {module} ($(printf %s "$llmsweep_import" | tail -n 1)); the worker cannot '
         f'run; {PYTHON_FIX}" >&2\n'
         f"  exit {PYTHON_CHECK_EXIT}\n"
@@ -333,7 +333,7 @@ def render_batch_script(
         else:
             headers.append(token)
     values = {"python": options.python, "group": str(group_file), "out": str(out_dir), "launcher": str(launcher_file)}
-    worker = shlex.join(_substitute(part, values) for part in options.worker_command)
+    worker = shell.join(_substitute(part, values) for part in options.worker_command)
     lines = ["#!/bin/bash", *(f"#SBATCH {h}" for h in headers), "",
              "# Rendered by llmsweep.execute.slurm. The exit status of this script is the job's result.",
              "set -euo pipefail",
@@ -342,7 +342,7 @@ def render_batch_script(
              # (the signals that unwind llmsweep itself, SIGQUIT's `scancel -s QUIT` included)
              *(f"trap 'echo {128 + sig} > {out_dir}/slurm-${{SLURM_JOB_ID}}.rc; trap - EXIT; exit {128 + sig}' "
                f"{sig.name.removeprefix('SIG')}" for sig in INTERRUPT_SIGNALS),
-             f"export {NODE_LAUNCHER_ENV}={shlex.quote(str(launcher_file))}",
+             f"export {NODE_LAUNCHER_ENV}={shell.quote(str(launcher_file))}",
              "export PYTHONUNBUFFERED=1",
              'echo "llmsweep: job ${SLURM_JOB_ID} on $(hostname) started $(date -u +%FT%TZ)"']
     if any("{python}" in part for part in options.worker_command):
