@@ -522,13 +522,33 @@ class Serve(ServeCore):
             )
         return self
 
+    @model_validator(mode="after")
+    def _overrides_keep_secrets_out(self) -> Serve:
+        """A variable listed in secret-env has no value in an override's env either (it was refused only when the arm
+        resolved, as a traceback)."""
+        for index, override in enumerate(self.overrides):
+            for name in self.secret_env:
+                if override.env.get(name) is not None:
+                    raise rule_error(
+                        "secret-in-env",
+                        f"`{name}` is listed in secret-env but override {index} writes its value in env",
+                        field=f"overrides[{index}].env.{name}",
+                        fix=f"delete `{name}` from that override's env; it is read from the caller's environment at "
+                            "launch",
+                    )
+        return self
+
     def resolve(self, arm: dict[str, Any]) -> ResolvedServe:
-        """Apply every matching override in order; later ones win. `null` values remove a flag or variable."""
+        """Apply every matching override in order; later ones win: an override's flag replaces the flag however it
+        was spelled before (`--x: 8` by `--x=16: true`, and the other way round). `null` values remove a flag or
+        variable."""
         args = dict(self.args)
         env = dict(self.env)
         applied: list[int] = []
         for index, override in enumerate(self.overrides):
             if override.matches(arm):
+                named = {flag.partition("=")[0] for flag in override.args}
+                args = {flag: value for flag, value in args.items() if flag.partition("=")[0] not in named}
                 args.update(override.args)
                 env.update(override.env)
                 applied.append(index)

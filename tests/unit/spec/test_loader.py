@@ -121,6 +121,49 @@ def test_serve_overrides_match_arms_and_null_removes() -> None:
     assert serve.resolve({"kv-offloading": "dram", "tp": 2}).applied_overrides == [0]
 
 
+def test_an_overrides_flag_replaces_the_flag_however_it_was_spelled() -> None:
+    """`--x: 8` overridden by `--x=16: true` (or the other way round) is one flag, the override's: the merged args held
+    both spellings, which the resolved serve block refused as a flag given twice — a traceback from validate, render
+    and run, for a recipe that loaded."""
+    serve = Serve.model_validate({
+        "args": {"--max-running-requests": 8, "--chunked-prefill-size=4096": True},
+        "overrides": [{"when": {"tp": 8}, "args": {"--max-running-requests=16": True,
+                                                   "--chunked-prefill-size": 8192}}],
+    })
+    assert serve.resolve({"tp": 8}).args == {"--max-running-requests=16": True, "--chunked-prefill-size": 8192}
+    assert serve.resolve({"tp": 4}).args == {"--max-running-requests": 8, "--chunked-prefill-size=4096": True}
+
+
+OVERRIDE_SECRET = """\
+k:
+  image: lmsysorg/sglang:v0.5.12-rocm700-mi35x
+  model: Qwen/Qwen3.5-397B-A17B-FP8
+  model-prefix: qwen3.5
+  runner: mi355x
+  precision: fp8
+  framework: sglang
+  multinode: false
+  scenarios:
+    fixed-seq-len:
+    - { isl: 1024, osl: 256, search-space: [{ tp: 8, conc-list: [4] }] }
+  serve:
+    secret-env: [HF_TOKEN]
+    overrides:
+    - when: { tp: 8 }
+      env: { HF_TOKEN: abcdefgh }
+"""
+
+
+def test_an_override_writing_a_secret_envs_value_is_a_finding_at_its_line(tmp_path: Path) -> None:
+    """It was refused only when the arm resolved: a pydantic traceback from validate, render and run."""
+    path = tmp_path / "r.yaml"
+    path.write_text(OVERRIDE_SECRET)
+    result = load_recipes([path])
+    (error,) = result.errors
+    assert error.rule == "schema.secret-in-env" and error.line == 16, error.render()  # its env line
+    assert "overrides[0].env.HF_TOKEN" in error.render() and not result.recipes
+
+
 def test_yaml_on_off_thinking_reads_as_on_off(tmp_path: Path) -> None:
     text = (REPO / "recipes" / "qwen3.5-fp8-mi300x-sglang-agentic-mtp.yaml").read_text()
     path = tmp_path / "r.yaml"
