@@ -279,6 +279,38 @@ def settings_env(worker: Worker) -> dict[str, str]:
     return out
 
 
+def with_settings(spec: LaunchSpec, settings: dict[str, str]) -> LaunchSpec:
+    """A worker's launch with its InferenceX additional-settings (:func:`settings_env`) as environment, and notes that
+    say which were passed: one the launch already sets otherwise (`serve.env`, or what the adapter derives for the
+    worker, e.g. its side-channel port) keeps the launch's value and is named as not passed (policy
+    `serve.settings-conflict` refuses the job); a secret-named one is passed by name from the caller's environment,
+    its value never written (policy `serve.secret-value` refuses a written value)."""
+    if not settings:
+        return spec
+    secrets = set(spec.secret_env)
+    passed: dict[str, str] = {}
+    held: list[str] = []
+    by_name: list[str] = []
+    for name, value in settings.items():
+        if is_secret_name(name, secrets):
+            by_name.append(name)
+        elif name in spec.env and spec.env[name] != value:
+            held.append(f"{name}={value} (the launch sets {name}={spec.env[name]})")
+        else:
+            passed[name] = value
+    notes = list(spec.notes)
+    if passed:
+        notes.append("InferenceX additional-settings passed as environment: " + ", ".join(passed))
+    if held:
+        notes.append("InferenceX additional-settings NOT passed, the launch's own value stands: " + "; ".join(held))
+    if by_name:
+        notes.append("InferenceX additional-settings passed from the caller's environment by name (secret), their "
+                     "values never written: " + ", ".join(by_name))
+    return spec.model_copy(update={"env": {**passed, **spec.env},
+                                   "secret_env": (*spec.secret_env, *(n for n in by_name if n not in secrets)),
+                                   "notes": tuple(notes)})
+
+
 def agentic_conc(job: Job) -> int:
     """The concurrency that sizes a server: the job's (largest) conc."""
     return max(job.concs)
@@ -797,13 +829,10 @@ class Adapter(ABC):
                 ctx = RoleContext(kind=kind, index=i, nodes=nodes, transfer=transfer, dynamo=dynamo,
                                   gpus_per_node=gpus_per_node, prefill_nodes=tuple(placed["prefill"]))
                 spec = self.render(wjob, port=worker_port, role=ctx)
-                extra = settings_env(worker)
                 role_notes = [f"{kind} worker {i}: TP{worker.tp} PP{worker.pp} EP{worker.ep}"
                               f"{' DP-attention' if worker.dp_attn else ''} on node(s) {', '.join(map(str, nodes))}"]
-                if extra:
-                    role_notes.append("InferenceX additional-settings passed as environment: " + ", ".join(extra))
-                spec = spec.model_copy(update={"env": {**extra, **spec.env}, "host": node_host(nodes[0]),
-                                               "notes": (*spec.notes, *role_notes)})
+                spec = spec.model_copy(update={"host": node_host(nodes[0]), "notes": (*spec.notes, *role_notes)})
+                spec = with_settings(spec, settings_env(worker))
                 follower = self.follower_spec(spec) if len(nodes) > 1 else None
                 workers.append(RoleWorker(index=i, nodes=nodes, spec=spec, follower=follower))
             pools[kind] = workers

@@ -431,6 +431,15 @@ def secret_value(ctx: Context) -> Iterator[Finding]:
         ]
         envs += [(("serve", "overrides", i, "env", n), n, v, i) for i, o in enumerate(serve.overrides)
                  for n, v in o.env.items()]
+        for job in ctx.jobs_of(recipe.key):  # a worker's InferenceX additional-settings are environment too
+            for kind, worker in (("prefill", job.prefill), ("decode", job.decode)):
+                for index, item in enumerate(worker.additional_settings or [] if worker is not None else []):
+                    name, _, value = item.partition("=")
+                    if value and is_secret_name(name.strip()):
+                        yield ctx.hit("serve.secret-value", recipe,
+                                      (*entry_path(recipe, job), kind, "additional-settings", index),
+                                      f"{kind} additional setting `{name.strip()}` carries a value in the recipe file",
+                                      job=job)
         for path, name, value, index in envs:
             if not (value and is_secret_name(name)):
                 continue
@@ -502,21 +511,38 @@ def sim_ignored(ctx: Context) -> Iterator[Finding]:
 
 
 @rule("serve.settings-conflict", Severity.ERROR,
-      "A worker's InferenceX additional-settings item and `serve.env` set one variable to different values",
-      "set the variable in one place: `serve.env` (every worker) or the worker's additional-settings (that pool)",
-      "DESIGN.md principle 3: `serve.env` won and the additional setting was dropped, while the render's note still "
-      "listed it as passed")
+      "A worker's InferenceX additional-settings item sets a variable its launch sets otherwise",
+      "set the variable in one place: `serve.env` (every worker, and over what llmsweep derives for a worker) or the "
+      "worker's additional-settings (that pool), not both",
+      "DESIGN.md principle 3: the launch's value (`serve.env`, or one the adapter derives for the worker, e.g. its "
+      "side-channel port) won and the additional setting was dropped, while the render's note still listed it as "
+      "passed")
 def settings_conflict(ctx: Context) -> Iterator[Finding]:
+    from llmsweep.engines import render_topology
+    from llmsweep.engines.base import settings_env
+
     for job, recipe in ctx.runnable_pairs():
-        if job.serve is None:
+        if job.serve is None or not job.multinode:
             continue
+        try:  # what each worker launches with (a job that cannot render is `serve.render-failed`'s)
+            topology = render_topology(job, simulate=ctx.simulated(job))
+        except (LlmsweepError, KeyError, ValueError):
+            continue
+        launched = {role.kind: [w.spec.env for w in role.workers] for role in topology.roles}
         for kind, worker in (("prefill", job.prefill), ("decode", job.decode)):
-            for index, item in enumerate(worker.additional_settings or [] if worker is not None else []):
-                name, _, value = item.partition("=")
-                env = job.serve.env.get(name)
-                if env is None or env == value:
+            if worker is None or kind not in launched:
+                continue
+            settings = settings_env(worker)
+            for index, item in enumerate(worker.additional_settings or []):
+                name, sep, _ = item.partition("=")
+                name = name.strip()
+                value = settings.get(name)
+                env = next((e[name] for e in launched[kind] if e.get(name) not in (None, value)), None)
+                if not sep or env is None:
                     continue
+                by = (f"`serve.env` `{name}: {env}`" if job.serve.env.get(name) is not None else
+                      f"the value llmsweep derives for each {kind} worker (`{name}={env}`)")
                 yield ctx.hit("serve.settings-conflict", recipe,
                               (*entry_path(recipe, job), kind, "additional-settings", index),
-                              f"{kind} additional setting `{name}={value}` is overridden by `serve.env` "
-                              f"`{name}: {env}`: the worker would run with {env!r}", job=job)
+                              f"{kind} additional setting `{name}={value}` is overridden by {by}: the worker would "
+                              f"run with {env!r}", job=job)
