@@ -170,6 +170,31 @@ def _load_text(read: Callable[[], YamlDocument], file: str, result: LoadResult, 
         _load_recipe(key, value, file, source, result, seen_in)
 
 
+def _env_as_written(key: str, value: dict[str, Any], source: SourceMap) -> dict[str, Any]:
+    """The recipe with each environment value (`serve.env`, an override's env) that YAML read as a number taken as
+    written: a variable is text, and `C: 1.10` meant `1.10`, not the number's `1.1` (nor `+5`'s `5`)."""
+    serve = value.get("serve")
+    if not isinstance(serve, dict):
+        return value
+    written = {path[2:]: text for path, text in source.numbers.items() if path[:2] == (key, "serve")}
+    if not written:
+        return value
+
+    def env(block: dict[str, Any], at: tuple[Any, ...]) -> dict[str, Any]:
+        names = block.get("env")
+        if not isinstance(names, dict):
+            return block
+        fixed = {n: written.get((*at, "env", n), v) for n, v in names.items()}
+        return {**block, "env": fixed}
+
+    serve = env(serve, ())
+    overrides = serve.get("overrides")
+    if isinstance(overrides, list):
+        serve = {**serve, "overrides": [env(o, ("overrides", i)) if isinstance(o, dict) else o
+                                        for i, o in enumerate(overrides)]}
+    return {**value, "serve": serve}
+
+
 def _load_recipe(
     key: Any, value: Any, file: str, source: SourceMap, result: LoadResult, seen_in: dict[str, str]
 ) -> None:
@@ -205,6 +230,7 @@ def _load_recipe(
     if nul := _nul_findings({key: value}, (), file, source):
         result.findings.extend(nul)
         return
+    value = _env_as_written(key, value, source)
     if "multinode" in value:  # missing, it is reported by the single-node schema beside the recipe's other findings
         try:
             SchemaChoice.model_validate(value)

@@ -71,6 +71,9 @@ class SourceMap:
 
     file: str
     lines: dict[FieldPath, int] = field(default_factory=dict)
+    numbers: dict[FieldPath, str] = field(default_factory=dict)
+    """Plain scalars read as numbers whose text as written differs from the number's own (`1.10` is 1.1, `+5` is 5,
+    `1_000` is 1000): what was written, for a field whose value is text (an environment variable)."""
 
     def line_of(self, path: FieldPath | str) -> int | None:
         """Line of `path`, or of its nearest written ancestor (a missing field points at its parent mapping)."""
@@ -84,7 +87,8 @@ class SourceMap:
     def sub(self, prefix: FieldPath) -> SourceMap:
         """The part of this map under `prefix`, keeping full paths (used to give each recipe its own map)."""
         n = len(prefix)
-        return SourceMap(self.file, {p: ln for p, ln in self.lines.items() if p[:n] == prefix})
+        return SourceMap(self.file, {p: ln for p, ln in self.lines.items() if p[:n] == prefix},
+                         {p: t for p, t in self.numbers.items() if p[:n] == prefix})
 
     def _as_tuple(self, path: FieldPath | str) -> FieldPath:
         if isinstance(path, tuple):
@@ -344,7 +348,7 @@ def parse_yaml(text: str, file: str) -> YamlDocument:
         source = SourceMap(file)
         duplicates: list[DuplicateKey] = []
         if node is not None:  # before construction, which rewrites mappings that use merge keys
-            _walk(node, (), source.lines, duplicates, set())
+            _walk(node, (), source.lines, duplicates, set(), source.numbers)
         data = loader.construct_document(node) if node is not None else None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
@@ -362,8 +366,9 @@ def parse_yaml(text: str, file: str) -> YamlDocument:
 
 
 def _walk(node: yaml.Node, path: FieldPath, lines: dict[FieldPath, int], dups: list[DuplicateKey],
-          checked: set[int]) -> None:
-    """Record the line of every field under `path` and every key written twice in one mapping.
+          checked: set[int], numbers: dict[FieldPath, str]) -> None:
+    """Record the line of every field under `path`, every key written twice in one mapping, and the text of every
+    number whose own spelling differs from it (`SourceMap.numbers`).
 
     A merged field (`<<: *anchor`) points at the line where the anchored mapping wrote it. A key the mapping writes
     over a merged one is an override, not a duplicate; a key written twice by the mapping itself, or two `<<` keys
@@ -387,12 +392,28 @@ def _walk(node: yaml.Node, path: FieldPath, lines: dict[FieldPath, int], dups: l
                 continue
             child = (*path, _scalar_key(key_node))
             lines[child] = key_node.start_mark.line + 1
-            _walk(value_node, child, lines, dups, checked)
+            _walk(value_node, child, lines, dups, checked, numbers)
+    elif isinstance(node, yaml.ScalarNode):
+        if (written := _respelled(node)) is not None:
+            numbers[path] = written
     elif isinstance(node, yaml.SequenceNode):
         for index, item in enumerate(node.value):
             child = (*path, index)
             lines[child] = item.start_mark.line + 1
-            _walk(item, child, lines, dups, checked)
+            _walk(item, child, lines, dups, checked, numbers)
+
+
+def _respelled(node: yaml.ScalarNode) -> str | None:
+    """A plain scalar read as an int or a float whose value reads back as other text (`1.10`, `+5`, `1_000`): its
+    text as written; else None."""
+    if node.style is not None or node.tag not in ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float"):
+        return None
+    text = node.value
+    try:
+        value: float = int(text.replace("_", "")) if node.tag.endswith(":int") else float(text.replace("_", ""))
+    except ValueError:
+        return None
+    return text if str(value) != text else None
 
 
 def _scalar_key(node: yaml.ScalarNode) -> str | int:

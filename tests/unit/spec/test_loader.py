@@ -249,3 +249,18 @@ def test_an_unquoted_date_in_serve_env_is_told_to_be_quoted_as_written() -> None
         assert finding.rule == "schema.type" and finding.path is not None and finding.path.endswith("env.A_DATE")
         assert f"an unquoted `{written}` reads as one" in finding.message, finding.message
         assert finding.fix == f'quote it: `A_DATE: "{written}"`', finding.fix
+
+
+def test_an_environment_value_read_as_a_number_is_the_text_as_written(tmp_path: Path) -> None:
+    """A variable is text: `C: 1.10` reached the engine as `1.1`, `D: +5` as `5`, a long float as `1e+20`."""
+    path = tmp_path / "r.yaml"
+    path.write_text(OVERRIDE_SECRET.replace(
+        "    secret-env: [HF_TOKEN]\n",
+        "    env: { C: 1.10, D: +5, H: 100000000000000000000.0, E: 7, Q: '1.10' }\n").replace(
+        "HF_TOKEN: abcdefgh", "O: 2.50"))
+    result = load_recipes([path])
+    assert result.ok, [f.render() for f in result.errors]
+    serve = result.recipes["k"].serve
+    assert serve is not None
+    assert serve.env == {"C": "1.10", "D": "+5", "H": "100000000000000000000.0", "E": "7", "Q": "1.10"}
+    assert serve.resolve({"tp": 8}).env["O"] == "2.50"
