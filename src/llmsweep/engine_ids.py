@@ -97,6 +97,9 @@ class EngineIdentity:
     """How a launch pins the acceptance length; None when the engine cannot (no speculative decoding)."""
     simulated: bool = False
     """The built-in simulator: it stands in for any engine, so no other engine's environment is foreign to it."""
+    package: str | None = None
+    """The Python distribution (and top-level module) the engine's server is, whose installed version a host serving
+    it has (`execute.host_engine`); None for the simulator."""
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -164,6 +167,7 @@ SGLANG = EngineIdentity(
     image_platform="cuda",
     metric_prefix="sglang:",
     pin_acceptance=_sglang_pin,
+    package="sglang",
 )
 VLLM = EngineIdentity(
     id="vllm",
@@ -176,6 +180,7 @@ VLLM = EngineIdentity(
     image_platform="cuda",
     metric_prefix="vllm:",
     pin_acceptance=_vllm_pin,
+    package="vllm",
 )
 TRTLLM = EngineIdentity(
     id="trtllm",
@@ -186,6 +191,7 @@ TRTLLM = EngineIdentity(
     image_platform="cuda",
     metric_prefix="trtllm_",
     pin_acceptance=_trtllm_pin,
+    package="tensorrt_llm",
 )
 ATOM = EngineIdentity(
     id="atom",
@@ -196,6 +202,7 @@ ATOM = EngineIdentity(
     image_platform="rocm",
     metric_prefix="atom:",
     pin_acceptance=_atom_pin,
+    package="atom",
 )
 SIM = EngineIdentity(
     id="sim",
@@ -209,6 +216,7 @@ TRANSFORMERS = EngineIdentity(
     id="transformers",
     frameworks=("transformers",),
     aliases=("transformers-serve", "hf-transformers"),
+    package="transformers",
 )
 
 ENGINE_IDS: dict[str, EngineIdentity] = {e.id: e for e in (SGLANG, VLLM, TRTLLM, ATOM, SIM, TRANSFORMERS)}

@@ -160,3 +160,21 @@ def test_real_transformers_serve_on_the_cpu(model_dir: Path, tmp_path: Path) -> 
         assert "--dtype float32" in (job_dir / "server_command.txt").read_text()
     log = (next((out / "servers").iterdir()) / "server.log").read_text()
     assert "Unexpected fields" not in log and "CB: True" in log  # continuous batching served every request
+
+    # `--reuse` of the host's engine: no image pins its build, so each stored result stands only while the host has
+    # the version its server read back; read before any server starts, from the interpreter the launch would run.
+    launch = json.loads(next((out / "jobs").iterdir()).joinpath("summary.json").read_text())["provenance"]["launch"]
+    installed = launch["engine_version_installed"]  # transformers serve reports none: its interpreter's, read there
+    assert installed and installed.split(".")[0] == "5" and launch["engine_version_reported"] is None
+    reused = _cli([str(rfile), "--executor", "local", "--executor-option", "allow_image=true", "--out",
+                   str(tmp_path / "again"), "--no-report", "--reuse"], env, timeout=220)
+    assert reused.returncode == 0 and "0 to run" in reused.stderr and "3 reused" in reused.stderr, reused.stderr[-3000:]
+    site = tmp_path / "site" / "transformers-99.0.0.dist-info"  # the host's engine upgraded (its metadata says so)
+    site.mkdir(parents=True)
+    (site / "METADATA").write_text("Metadata-Version: 2.1\nName: transformers\nVersion: 99.0.0\n")
+    one = next(p.name for p in (out / "jobs").iterdir() if "_conc1_" in p.name)
+    upgraded = _cli([str(rfile), "--executor", "local", "--executor-option", "allow_image=true", "--out",
+                     str(tmp_path / "upgraded"), "--no-report", "--reuse", "--job", one],
+                    {**env, "PYTHONPATH": f"{site.parent}{os.pathsep}{env['PYTHONPATH']}"}, timeout=220)
+    assert f"ran on engine version {installed}; the host now has 99.0.0; the job runs again" in upgraded.stderr, \
+        upgraded.stderr[-3000:]

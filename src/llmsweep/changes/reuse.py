@@ -47,24 +47,32 @@ class ReuseContext:
     """What a job's run would produce beyond its identity: `source` (simulated | measured), `clock` (virtual | wall),
     `corpus`, the short digest of the corpus it would replay ("" when the workload config fixes the corpus:
     fixed-length prompts, a synthetic corpus; `?` when the source cannot be read), and `served`: where a real engine
-    of a job that names an image would run, `image` or `host` (the local executor runs the host's engine,
-    `allow_image`); "" for a simulated job or one without an image (and in keys recorded before it was)."""
+    of a job would run, `image` or `host` (the local executor runs the host's engine, whatever image the job names,
+    `allow_image`); "" for a simulated job or one neither names an image nor runs on the host (and in keys recorded
+    before it was); and for a job served on the host `engine`, the version of the engine the host has installed now
+    (`execute.host_engine`; `?` when it cannot be read: it matches no stored result) — no image pins that build."""
 
     source: str
     clock: str
     corpus: str = ""
     served: str = ""
+    engine: str = ""
 
     def render(self) -> str:
-        parts = (self.source, self.clock, self.corpus or "-")
-        return CONTEXT_SEP.join((*parts, self.served) if self.served else parts)
+        parts: tuple[str, ...] = (self.source, self.clock, self.corpus or "-")
+        if self.served:
+            parts = (*parts, self.served)
+        if self.engine:
+            parts = (*parts, self.engine.replace(CONTEXT_SEP, "_"))
+        return CONTEXT_SEP.join(parts)
 
     @classmethod
     def parse(cls, text: str) -> ReuseContext | None:
-        parts = text.split(CONTEXT_SEP, 3)
-        if len(parts) not in (3, 4):
+        parts = text.split(CONTEXT_SEP, 4)
+        if len(parts) not in (3, 4, 5):
             return None
-        return cls(parts[0], parts[1], "" if parts[2] == "-" else parts[2], parts[3] if len(parts) == 4 else "")
+        return cls(parts[0], parts[1], "" if parts[2] == "-" else parts[2], parts[3] if len(parts) >= 4 else "",
+                   parts[4] if len(parts) == 5 else "")
 
 
 def split_key(key: str) -> tuple[str, ReuseContext | None]:
@@ -102,10 +110,12 @@ def reuse_keys(jobs: list[Job], *, simulate: bool, live: bool = False,
     executor serves real engines on this host whatever image a job names (the local executor)."""
     from llmsweep import engines
     from llmsweep.errors import LlmsweepError
+    from llmsweep.execute.host_engine import host_engine_version
     from llmsweep.sim.identity import simulator_digest
 
     out: dict[str, str] = {}
     corpora: dict[str, str] = {}
+    versions: dict[tuple[str, ...], str] = {}  # one read per engine launcher and environment
     for job in jobs:
         if job.engine is None and not simulate:
             continue
@@ -115,8 +125,13 @@ def reuse_keys(jobs: list[Job], *, simulate: bool, live: bool = False,
             continue
         simulated = spec.engine == SIM.id
         context = reuse_context(job, simulated=simulated, live=live, corpora=corpora)
-        if not simulated and job.image:
-            context = dataclasses.replace(context, served="host" if on_host else "image")
+        if not simulated and on_host:
+            probe = (spec.engine, *spec.argv[:3], spec.env.get("PATH", ""))
+            if probe not in versions:
+                versions[probe] = host_engine_version(spec) or UNREADABLE
+            context = dataclasses.replace(context, served="host", engine=versions[probe])
+        elif not simulated and job.image:
+            context = dataclasses.replace(context, served="image")
         key = reuse_key(job, spec.fingerprint(), repeat=repeat_index(job.id),
                         simulator=simulator_digest() if simulated else None, gates=job_gates(job, settings))
         out[job.id] = key + CONTEXT_SEP + context.render()

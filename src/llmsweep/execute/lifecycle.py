@@ -289,7 +289,8 @@ def _provenance(job: Job, spec: LaunchSpec, group: ServerGroup, observed: dict[s
         # `image` is what the server ran in, as its launcher says (None: on the host, as the simulator and the local
         # executor run); the recipe's is `recipe_image`.
         "launch": {"engine": spec.engine, "engine_version": spec.engine_version,
-                   "engine_version_reported": seen.get("engine_version"), "image": seen.get("image"),
+                   "engine_version_reported": seen.get("engine_version"),
+                   "engine_version_installed": seen.get("engine_version_installed"), "image": seen.get("image"),
                    # The local image `image` named when the server started, as the daemon reports it (docker).
                    "image_id": seen.get("image_id"), "image_digest": seen.get("image_digest"),
                    "recipe_image": job.image, "fingerprint": spec.fingerprint(),
@@ -627,6 +628,11 @@ class _Server:
         self.ever_ready, self.races_in_row = True, 0
         self.event(f"server ready in {ready.seconds:.1f} s at {handle.base_url}")
         self.observed = {**observe_runtime(handle, spec), **asdict(prepared)}  # `_provenance` reads them
+        if spec.engine != SIM.id and self.observed.get("image") is None and on_this_host(handle):
+            # the host's own engine (no image pins its build): what its interpreter has installed (`run --reuse`)
+            from llmsweep.execute.host_engine import host_engine_version
+
+            self.observed["engine_version_installed"] = host_engine_version(spec)
         self.power = start_sampler(self.settings.power.for_jobs(self.group.jobs), engine=spec.engine, gpus=spec.gpus,
                                    base_url=handle.base_url, env=spec.env, server_dir=self.dir)
         if self.observed.get("engine_version") or self.observed.get("gpu_names"):

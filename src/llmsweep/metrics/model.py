@@ -428,6 +428,10 @@ class Launch(_Open):
     engine: str | None = None
     engine_version: str | None = None
     engine_version_reported: str | None = None
+    engine_version_installed: str | None = Field(
+        default=None, description="The engine's version the interpreter that ran it had installed, read on the host "
+        "when the server ran there without an image (`execute.host_engine`): what the host's engine was, for an "
+        "engine whose server reports none (transformers serve).")
     image: str | None = None
     image_id: str | None = Field(default=None, description="The daemon's id of the local image `image` named when the "
                                  "server started (docker executor).")

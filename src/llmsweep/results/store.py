@@ -873,6 +873,15 @@ def _context_mismatch(want: Any, stored_key_context: Any, source: str, prov: Map
             return f"ran in image {image}; this run serves the host's engine (the local executor)"
         if want.served == "image" and not image:
             return "ran on a host's engine (the local executor, allow_image); this run serves the job's image"
+    if want.served == "host" and want.engine:  # no image pins the host's engine: the build must be the one that ran
+        ran = (launch.get("engine_version_reported") or launch.get("engine_version_installed")
+               if isinstance(launch, dict) else None)
+        if want.engine == UNREADABLE:
+            return "ran on a host's engine whose version this run cannot read on this host now"
+        if not ran:
+            return f"records no engine version read back; the host now has {want.engine}"
+        if not _same_version(str(ran), want.engine):
+            return f"ran on engine version {ran}; the host now has {want.engine}"
     if want.corpus == UNREADABLE:
         return "replayed a corpus this run cannot read now"
     if want.corpus.startswith(FILE_DIGEST):
@@ -886,6 +895,14 @@ def _context_mismatch(want: Any, stored_key_context: Any, source: str, prov: Map
             return (f"replayed corpus {stored or 'of an unrecorded digest'}; the trace source holds {want.corpus} "
                     "now (regenerated since)")
     return None
+
+
+def _same_version(a: str, b: str) -> bool:
+    """Whether two engine version strings name one release (`0.26` and `0.26.0` do; a local build tag differs)."""
+    from llmsweep.catalog.version import Version
+
+    va, vb = Version.try_parse(a), Version.try_parse(b)
+    return va == vb if va is not None and vb is not None else a.strip() == b.strip()
 
 
 def _str(value: Any) -> str | None:

@@ -70,3 +70,30 @@ def test_a_result_served_elsewhere_than_this_run_would_serve_the_job_is_not_reus
         "allow_image); this run serves the job's image; the job runs again",
         f"not reused: the valid result of run host (job {jobs[1].job_id}) ran in image lmsysorg/sglang:v0.5.16; this "
         "run serves the host's engine (the local executor); the job runs again"]), said
+
+
+def test_a_host_served_result_is_reused_only_while_the_host_has_the_engine_that_measured_it(
+        make_run, store_path: Path) -> None:
+    """No image pins a host's engine: a result measured on transformers 5.17.0 was reused after the host's engine
+    became 5.99.0 (the reusing run starts no server to notice). The key carries the version the host has now, which
+    must be the one the stored result read back from its server; one that cannot be read reuses nothing."""
+    from llmsweep.metrics.model import Launch, Summary
+
+    run = make_run("host", concs=(1,), source="measured")
+    (job,) = run.jobs
+    summary = Summary.load(job.dir / "summary.json")
+    summary.provenance.launch = Launch(engine="transformers", image=None, engine_version_reported="5.17.0")
+    summary.provenance.clock = "wall"
+    summary.write(job.dir / "summary.json")
+    _keyed(run, {job.job_id: "k/measured/wall/-/host/5.17.0"})
+    said: list[str] = []
+    with Store(store_path) as store:
+        store.ingest_run(run.path)
+        assert set(store.reusable(["k/measured/wall/-/host/5.17"])) == {"k/measured/wall/-/host/5.17"}  # one release
+        assert store.reusable(["k/measured/wall/-/host/5.99.0"], say=said.append) == {}
+        assert store.reusable(["k/measured/wall/-/host/?"], say=said.append) == {}
+    assert said == [
+        f"not reused: the valid result of run host (job {job.job_id}) ran on engine version 5.17.0; the host now has "
+        "5.99.0; the job runs again",
+        f"not reused: the valid result of run host (job {job.job_id}) ran on a host's engine whose version this run "
+        "cannot read on this host now; the job runs again"], said
