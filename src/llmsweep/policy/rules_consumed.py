@@ -433,13 +433,13 @@ def secret_value(ctx: Context) -> Iterator[Finding]:
                  for n, v in o.env.items()]
         for job in ctx.jobs_of(recipe.key):  # a worker's InferenceX additional-settings are environment too
             for kind, worker in (("prefill", job.prefill), ("decode", job.decode)):
-                for index, item in enumerate(worker.additional_settings or [] if worker is not None else []):
-                    name, _, value = item.partition("=")
-                    if value and is_secret_name(name.strip()):
+                for at, item in enumerate(worker.additional_settings or [] if worker is not None else []):
+                    setting, _, written = item.partition("=")
+                    if written and is_secret_name(setting.strip()):
                         yield ctx.hit("serve.secret-value", recipe,
-                                      (*entry_path(recipe, job), kind, "additional-settings", index),
-                                      f"{kind} additional setting `{name.strip()}` carries a value in the recipe file",
-                                      job=job)
+                                      (*entry_path(recipe, job), kind, "additional-settings", at),
+                                      f"{kind} additional setting `{setting.strip()}` carries a value in the recipe "
+                                      "file", job=job)
         for path, name, value, index in envs:
             if not (value and is_secret_name(name)):
                 continue

@@ -144,7 +144,7 @@ def server_series(scrapes: Iterable[Mapping[str, Any]], t0: float, *, budget: in
         samples = scrape.get("samples")
         if samples is None and isinstance(scrape.get("metrics"), Mapping):
             samples = [[k, {}, v] for k, v in scrape["metrics"].items()]
-        kept: list[tuple[str, dict[str, str], float]] = []
+        kept: list[tuple[str, Mapping[str, str], float]] = []
         usage: float | None = None
         for s in samples or ():
             if not isinstance(s, (list, tuple)) or len(s) < 3 or not isinstance(s[2], (int, float)):
