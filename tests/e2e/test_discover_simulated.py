@@ -389,3 +389,36 @@ def test_the_defaults_ladder_to_the_larger_of_64_and_4x_the_highest_with_three_r
     # a knee above the ladder leaves the first refinement round nothing to bisect: said, not run
     assert [s["name"] for s in result["stages"]] == ["ladder", "refine-1"]
     assert "nothing to refine" in result["stages"][1]["skipped"] and result["arms"][0]["knee"]["above"] == top
+
+
+def test_a_rung_that_failed_above_a_rising_top_is_the_knees_upper_bound_not_above_the_ladder(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ladder's conc 4 failed (its server died: out of memory, as a real engine does past its KV): only valid runs
+    reached the curve, so throughput still rising at conc 2 read as `knee: not reached (above 2)` — raise
+    --ladder-top — and the recipe's concurrencies above were kept. Conc 4 was measured and did not serve: the knee
+    lies between 2 and 4, the grid stops at 2, and the reason names the failure. (The simulator does not run out of
+    memory: the stage's conc-4 jobs are made to have failed as a dead server's leave them, before the read-back.)"""
+    from llmsweep.discover import sweep
+
+    read_back = sweep.Stages._read_back
+
+    def after_a_dead_server(self: sweep.Stages, record: object, keys: object) -> None:
+        for job in (Path(record.run_dir) / "jobs").iterdir():  # type: ignore[attr-defined]
+            if "_conc4_" in job.name:
+                (job / "summary.json").unlink()
+                outcome = json.loads((job / "outcome.json").read_text())
+                outcome.update(status="failed", reasons=["server exited with status 137 during the job"])
+                (job / "outcome.json").write_text(json.dumps(outcome))
+        read_back(self, record, keys)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(sweep.Stages, "_read_back", after_a_dead_server)
+    out = tmp_path / "disc"
+    proc = _discover(tmp_path, RISING, "--simulate", "--repeats", "2", "--ladder-top", "4", "--refine", "0",
+                     "--out", out, "--json")
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    (arm,) = json.loads(proc.stdout)["arms"]
+    knee = arm["knee"]
+    assert (knee["conc"], knee["next_conc"], knee["above"]) == (2, 4, None), knee
+    assert "conc 4 did not serve (failed: server exited with status 137 during the job)" in knee["reason"]
+    concs = [p["conc"] for p in arm["proposed"]]
+    assert concs[-1] == 2 and not any(c > 4 for c in concs), concs  # not the recipe's 16, 24, 32 "kept"

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -154,10 +154,12 @@ def _measure_higher(cut: str | None) -> str:
 
 
 def find_knee(points: Sequence[CurvePoint], tput: MetricNoise, intvty: MetricNoise | None = None,
-              cut: str | None = None) -> Knee | None:
+              cut: str | None = None, failed: Mapping[int, str] | None = None) -> Knee | None:
     """The lowest concurrency that no higher measured one beats in throughput per GPU beyond noise, or whose next
     point falls off the KV/HBM cliff (:func:`collapse`), whichever comes first. `cut`: the stage an interrupt stopped
-    the discovery in (what was measured ends there, not at the ladder's top).
+    the discovery in (what was measured ends there, not at the ladder's top). `failed`: concurrencies whose runs
+    failed or were invalid (none valid), with why: throughput still rising at the top valid point with a failed one
+    above it is a knee between the two, not one "above the ladder" — that concurrency was measured, and did not serve.
 
     Judged against every higher point, not only the next one, so one noisy pair does not end the curve early."""
     pts = [p for p in points if _finite(p.means.get(THROUGHPUT))]
@@ -182,6 +184,11 @@ def find_knee(points: Sequence[CurvePoint], tput: MetricNoise, intvty: MetricNoi
                   + (f"; at conc {nxt.conc} {at_next}" if at_next else ""))
         return Knee(conc=a.conc, next_conc=nxt.conc, reason=reason, cliff_conc=cliff[0], cliff=cliff_text)
     top = pts[-1]
+    broke = min((c for c in (failed or {}) if c > top.conc), default=None)
+    if broke is not None and failed is not None:
+        return Knee(conc=top.conc, next_conc=broke, cliff_conc=cliff[0], cliff=cliff_text,
+                    reason=f"throughput per GPU still rose at conc {top.conc}, the highest that ran valid; conc "
+                           f"{broke} did not serve ({failed[broke]}): the knee lies between them")
     measured = "what was measured" if cut else "the ladder"
     reason = (f"throughput per GPU still rises beyond noise at the top of {measured} (conc {top.conc}): the knee "
               f"lies above it ({_measure_higher(cut)})" if len(pts) > 1 else

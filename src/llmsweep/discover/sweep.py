@@ -22,8 +22,10 @@ from llmsweep.discover.servers import size_for_top
 from llmsweep.errors import ConfigError
 from llmsweep.execute import signals
 from llmsweep.execute.lifecycle import LifecycleSettings
+from llmsweep.execute.signals import INTERRUPTED_REASONS
 from llmsweep.metrics.registry import HOT_BY_NAME
 from llmsweep.plan import Job
+from llmsweep.results.extract import INVALID_VERDICTS
 from llmsweep.spec.recipe import Recipe
 from llmsweep.spec.source import render_path
 
@@ -83,6 +85,9 @@ class Stages:
     def __init__(self, req: DiscoverRequest, arms: list[Arm], event: Event) -> None:
         self.req, self.arms, self.event = req, arms, event
         self.runs: list[Run] = []
+        self.failed: dict[str, dict[int, str]] = {}
+        """Each arm's concurrencies a stage ran whose run failed or was invalid (a server that ran out of memory, too
+        many failed requests), with the first such run's reason: `analysis.find_knee` reads them."""
         self.problems: dict[str, str] = {}
         self.records: list[Stage] = []
 
@@ -151,6 +156,16 @@ class Stages:
         # left (`--resume` runs it again): the stage's analysis never counts it, as the store does not hold it
         unfinished = {a.job_id for a in run.jobs
                       if a.outcome is not None and a.outcome.get("status") not in SUCCESS_STATUSES}
+        for done in run.jobs:  # a run that failed or was invalid is measured too: that concurrency does not serve
+            outcome = done.outcome or {}
+            reasons = [str(r) for r in outcome.get("reasons") or ()]
+            if outcome.get("status") not in INVALID_VERDICTS or (reasons and reasons[0] in INTERRUPTED_REASONS):
+                continue  # (a job a signal stopped is no measurement: `--resume` runs it again)
+            failed = Job.model_validate(done.job)
+            if (key := keys.get(failed.recipe_key)) is not None:
+                for conc in failed.concs:
+                    self.failed.setdefault(key.arm.id, {}).setdefault(
+                        conc, f"{outcome['status']}: {'; '.join(reasons) or 'no reason recorded'}")
         for point in points_from_run(run):
             if not point.valid or point.summary is None or point.job_id in unfinished:
                 continue
@@ -169,6 +184,11 @@ class Stages:
 
     def of(self, arm: Arm) -> list[Run]:
         return [r for r in self.runs if r.arm == arm.id]
+
+    def failed_of(self, arm: Arm) -> dict[int, str]:
+        """The arm's concurrencies that failed (`failed`) and were never measured valid."""
+        valid = {r.conc for r in self.of(arm)}
+        return {c: why for c, why in self.failed.get(arm.id, {}).items() if c not in valid}
 
     def estimate(self, runs: int, servers: int) -> float | None:
         """Seconds a stage of `runs` runs on `servers` fresh servers should take, from the stages measured so far:
@@ -308,7 +328,7 @@ def discover(req: DiscoverRequest, *, event: Event) -> Discovery:
                 runs = stages.of(arm)
                 points = analysis.curve(runs)
                 knee = analysis.find_knee(points, analysis.noise(runs, analysis.THROUGHPUT),
-                                          analysis.noise(runs, analysis.INTERACTIVITY))
+                                          analysis.noise(runs, analysis.INTERACTIVITY), failed=stages.failed_of(arm))
                 todo = analysis.refine_targets(points, knee, resolution=1) if knee is not None else []
                 if todo:
                     targets[arm.id] = todo
@@ -396,7 +416,8 @@ def _proposal(arm: Arm, stages: Stages, interrupted: str | None = None) -> ArmPr
     points = analysis.curve(runs)
     by_metric = {n.metric: n for n in noise}
     tput = by_metric[analysis.THROUGHPUT]
-    knee = analysis.find_knee(points, tput, by_metric[analysis.INTERACTIVITY], cut=interrupted)
+    knee = analysis.find_knee(points, tput, by_metric[analysis.INTERACTIVITY], cut=interrupted,
+                              failed=stages.failed_of(arm))
     proposal = ArmProposal(arm=arm.id, recipe_key=arm.recipe_key, path=render_path(arm.path), label=arm.label,
                            original=list(arm.concs), proposed=[], min_step=None, knee=knee, noise=noise, curve=points)
     if knee is None:

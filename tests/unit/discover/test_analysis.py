@@ -133,6 +133,27 @@ def test_a_knee_above_the_ladder_cuts_nothing_of_the_recipe_above_it() -> None:
     assert analysis.refine_targets(curve, knee, resolution=1) == []  # nothing to bisect: measure higher instead
 
 
+def test_a_failed_concurrency_above_a_rising_top_is_where_the_knee_lies_not_above_the_ladder() -> None:
+    """The ladder measured 1, 2, 4 valid and 8 failed (its server ran out of memory): only valid runs reach the curve,
+    so throughput still rising at 4 read as a knee "above the ladder — raise --ladder-top", and the recipe's
+    concurrencies above were kept as they were. Conc 8 was measured, and did not serve: the knee lies between 4 and
+    8, which the refinement bisects and the grid ends at."""
+    runs = _ladder([(1, 100, 60, None, None), (2, 200, 58, None, None), (4, 400, 55, None, None)])
+    curve = analysis.curve(runs)
+    noise = {m: analysis.noise(runs, m) for m in analysis.SEPARATION_METRICS}
+    failed = {8: "failed: server exited with status 1 (out of memory)", 2: "invalid: a flaky one, valid elsewhere"}
+    knee = analysis.find_knee(curve, noise[THROUGHPUT], noise[INTERACTIVITY], failed=failed)
+    assert knee is not None and knee.found and (knee.conc, knee.next_conc) == (4, 8)
+    assert "conc 8 did not serve (failed: server exited with status 1 (out of memory))" in knee.reason
+    assert "raise --ladder-top" not in knee.reason
+    assert analysis.refine_targets(curve, knee, resolution=1) == [6]
+    grid = analysis.propose_grid(curve, 1, knee, noise, recipe=(1, 16, 32))
+    assert max(g.conc for g in grid) == 4 and "where the grid stops" in grid[-1].why
+    # a failure below the top valid point says nothing of the top: the knee is still above the ladder
+    above = analysis.find_knee(curve, noise[THROUGHPUT], noise[INTERACTIVITY], failed={2: "invalid: flaky"})
+    assert above is not None and not above.found
+
+
 def test_the_grid_steps_only_as_far_as_noise_needs_and_stops_at_the_knee() -> None:
     # Throughput linear in log2(conc): +100 tok/s/GPU per doubling from 100 at conc 1; noise 2 % everywhere.
     pts = [(c, 100 + 100 * math.log2(c), 50.0, None, None) for c in (1, 2, 4, 8, 16, 32, 64)]
