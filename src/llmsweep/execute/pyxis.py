@@ -8,6 +8,7 @@ skipped when `unsquashfs -l` validates an existing file (a crashed import leaves
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -46,9 +47,14 @@ def enroot_uri(image: str) -> str:
 
 
 def squash_path(image: str, cache_dir: Path) -> Path:
-    """Squash file of `image` in `cache_dir`: `/ : @ #` become `+`, the same name whichever spelling was used."""
-    canonical = enroot_uri(image).removeprefix("docker://").replace("#", "/")
-    return cache_dir / f"{_SQSH_UNSAFE.sub('+', canonical)}.sqsh"
+    """Squash file of `image` in `cache_dir`: the same name whichever spelling was used (`nvcr.io/x` or `nvcr.io#x`):
+    the reference with `/ : @ #` as `+`, then a digest of its enroot URI — two references that differ only in those
+    characters (`reg.io:5000/a:b`, a registry's port, and `reg.io/5000/a:b`, a repository path) are two images, and
+    one name for both would run the first one imported under the other's label."""
+    uri = enroot_uri(image)
+    canonical = uri.removeprefix("docker://").replace("#", "/")
+    digest = hashlib.sha256(uri.encode()).hexdigest()[:10]
+    return cache_dir / f"{_SQSH_UNSAFE.sub('+', canonical)}-{digest}.sqsh"
 
 
 def import_image_script(image: str, sqsh: Path, *, lock_timeout_s: int = 600, import_timeout_s: int = 3600) -> str:

@@ -47,7 +47,14 @@ def test_enroot_uri_uses_the_registry_hash_form(image: str, uri: str) -> None:
 def test_both_spellings_share_one_squash_file() -> None:
     a = squash_path("nvcr.io/nvidia/vllm:25.01", Path("/cache"))
     b = squash_path("nvcr.io#nvidia/vllm:25.01", Path("/cache"))
-    assert a == b == Path("/cache/nvcr.io+nvidia+vllm+25.01.sqsh")
+    assert a == b and a.parent == Path("/cache") and a.name.startswith("nvcr.io+nvidia+vllm+25.01-")
+
+
+def test_two_images_never_share_a_squash_file() -> None:
+    """A registry's port and a repository path differ only in `:` and `/`, which the file name spells alike: one
+    file for both ran the image imported first under the other's label."""
+    port, path = squash_path("reg.io:5000/a:b", Path("/c")), squash_path("reg.io/5000/a:b", Path("/c"))
+    assert port != path and port.name.startswith("reg.io+5000+a+b-") and path.name.startswith("reg.io+5000+a+b-")
 
 
 SPEC = LaunchSpec(engine="vllm", image="nvcr.io/nvidia/vllm:25.01",

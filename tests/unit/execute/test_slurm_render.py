@@ -63,7 +63,7 @@ def test_worker_command_is_configurable_and_quoted() -> None:
 
 def test_image_jobs_import_the_squash_file_before_the_worker() -> None:
     script = render(VLLM, squash_dir=Path("/sq"), import_env={"ENROOT_CACHE_PATH": "/tmp/enroot"}, python="/venv/py")
-    imp = script.index("llmsweep_import_image 'docker://nvcr.io#nvidia/vllm:25.01' /sq/nvcr.io+nvidia+vllm+25.01.sqsh")
+    imp = script.index("llmsweep_import_image 'docker://nvcr.io#nvidia/vllm:25.01' /sq/nvcr.io+nvidia+vllm+25.01-")
     python_check = script.index("if ! /venv/py -c 'import sys; sys.exit(sys.version_info < (3, 11))'")
     assert python_check < script.index("export ENROOT_CACHE_PATH=/tmp/enroot") < imp
     assert imp < script.index("llmsweep.cli.main run")
