@@ -35,19 +35,24 @@ def findings_from_validation_error(
     """One finding per distinct problem; union branches failing at the same field collapse into one."""
     by_path: dict[FieldPath, list[ErrorDetails]] = {}
     keys: list[Finding] = []
+    keyed: set[FieldPath] = set()
     for err in exc.errors(include_url=False):
         # a mapping key of the wrong type (a dict field's, or a model's own): pydantic's loc holds its str/int form
         if err["loc"][-1:] == ("[key]",) or err["type"] == "invalid_key":
-            parent = err["loc"][:-2] if err["type"] != "invalid_key" else err["loc"][:-1]
-            keys.append(_key_finding(_clean_loc(parent, data), err["input"], prefix, source))
+            parent = _clean_loc(err["loc"][:-2] if err["type"] != "invalid_key" else err["loc"][:-1], data,
+                                missing=False)
+            keys.append(_key_finding(parent, err["input"], prefix, source))
+            keyed.add(parent)
             continue
-        path = _clean_loc(err["loc"], data)
+        path = _clean_loc(err["loc"], data, missing=err["type"] == "missing")
         ctx = err.get("ctx") or {}
         if isinstance(ctx.get("field"), str):
             path = (*path, *parse_path(ctx["field"]))
         by_path.setdefault(path, []).append(err)
     findings = keys
     for path, errs in by_path.items():
+        if path in keyed:  # the other branches of a union refusing the same mapping: its key is the finding
+            continue
         findings.append(_finding(path, errs, model, data, prefix, source))
     return findings
 
@@ -78,8 +83,10 @@ def _key_finding(parent: FieldPath, key: Any, prefix: FieldPath, source: SourceM
     )
 
 
-def _clean_loc(loc: tuple[Any, ...], data: Any) -> FieldPath:
-    """Keep the loc parts that index into the data; drop pydantic's union/function tags."""
+def _clean_loc(loc: tuple[Any, ...], data: Any, *, missing: bool = True) -> FieldPath:
+    """Keep the loc parts that index into the data; drop pydantic's union/function tags. `missing`: the error names a
+    missing field, whose name (the last part, not in the data) is kept; otherwise a last part the data lacks is a
+    union branch's tag (`str`, `dict[str,any]`), not a field."""
     out: list[str | int] = []
     current = data
     for i, part in enumerate(loc):
@@ -89,7 +96,7 @@ def _clean_loc(loc: tuple[Any, ...], data: Any) -> FieldPath:
         if in_dict or in_list:
             out.append(part)
             current = current[part]
-        elif last and isinstance(part, (str, int)) and isinstance(current, dict):
+        elif missing and last and isinstance(part, (str, int)) and isinstance(current, dict):
             out.append(part)  # a missing field: name it
     return tuple(out)
 

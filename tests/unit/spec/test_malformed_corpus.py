@@ -54,3 +54,11 @@ def test_a_bad_list_item_is_named_by_its_list_and_the_fix_quotes_its_value() -> 
     (finding,) = [f for f in load_recipes([CORPUS / "type-list-item.yaml"]).errors if f.rule == "schema.type"]
     assert (finding.path or "").endswith("conc-list[1]") and "`conc-list[1]`" in finding.message, finding.render()
     assert finding.fix == "write `four` (`conc-list[1]`) as an integer", finding.render()
+
+
+def test_a_mapping_flag_value_with_a_non_string_key_is_one_finding_naming_that_key() -> None:
+    """It was six: the key's (named by pydantic's union tag, `dict[str,any]`, with the fix `quote the key: ""`) and
+    one per other type the flag's value could have had (str, int, float, bool, list), each named by its tag."""
+    result = load_recipes([CORPUS / "serve-flag-mapping-key.yaml"])
+    (finding,) = result.errors
+    assert finding.path == "bad-recipe.serve.args.--speculative-config.1" and finding.fix == 'quote the key: `"1": ...`'
