@@ -279,6 +279,18 @@ def settings_env(worker: Worker) -> dict[str, str]:
     return out
 
 
+ROW_DRAFT_STEPS = "DECODE_MTP_SIZE"
+"""The additional setting an InferenceX multinode row's decode worker reads as its MTP draft steps (amd-master: 1-3
+per row within one key)."""
+
+
+def row_draft_steps(job: Job) -> int | None:
+    """The draft steps a multinode row's decode worker runs in InferenceX (its `DECODE_MTP_SIZE`), None where the row
+    names none."""
+    size = settings_env(job.decode).get(ROW_DRAFT_STEPS, "").strip() if job.decode is not None else ""
+    return int(size) if size.isdigit() and int(size) > 0 else None
+
+
 def with_settings(spec: LaunchSpec, settings: dict[str, str]) -> LaunchSpec:
     """A worker's launch with its InferenceX additional-settings (:func:`settings_env`) as environment, and notes that
     say which were passed: one the launch already sets otherwise (`serve.env`, or what the adapter derives for the

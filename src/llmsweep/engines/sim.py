@@ -158,12 +158,14 @@ def typical_acceptance(sim_method: str, k: int) -> float:
 
 
 DEFAULT_DRAFT_LENGTH = 3
-"""K of a speculative job whose recipe names only the method (an InferenceX master entry without `serve`)."""
+"""K of a speculative job whose recipe names only the method (an InferenceX master entry without `serve`) and whose
+row names no draft steps of its own (a multinode row's `DECODE_MTP_SIZE`)."""
 
 
 def _draft(job: Job) -> tuple[str, int, str, str | None] | None:
     """(method, K, thinking, draft model) of a speculative job: its `serve.spec-decoding`, else the matrix entry's
-    method at the default K; None when it does not speculate or the simulator has no such method."""
+    method at the row's own draft steps (`DECODE_MTP_SIZE`) or the default K; None when it does not speculate or the
+    simulator has no such method."""
     sd = job.serve.spec_decoding if job.serve is not None else None
     if job.spec_decoding == "none" or (sd is None and not job.spec_decoding):
         return None
@@ -171,7 +173,9 @@ def _draft(job: Job) -> tuple[str, int, str, str | None] | None:
         return sd.method, sd.draft_length or DEFAULT_DRAFT_LENGTH, sd.thinking, sd.draft_model
     if job.spec_decoding not in SIM_METHODS:
         return None
-    return job.spec_decoding, DEFAULT_DRAFT_LENGTH, "on", None
+    from llmsweep.engines.base import row_draft_steps
+
+    return job.spec_decoding, row_draft_steps(job) or DEFAULT_DRAFT_LENGTH, "on", None
 
 
 def sglang_default_cap(job: Job, args: dict[str, Any]) -> EngineDefault | None:

@@ -129,8 +129,8 @@ def plan(jobs: Sequence[Job], unreadable: dict[str, LlmsweepError],
     out: list[Outcome | Unit] = []
     for job in jobs:
         refused = (policy or {}).get(job.id, {})
-        if None in refused:
-            out.append(Outcome(job.id, None, refused=refused[None]))
+        if None in refused:  # (a job of one concurrency names it, as every refusal of a point does)
+            out.append(Outcome(job.id, job.conc if isinstance(job.conc, int) else None, refused=refused[None]))
             continue
         if refused:
             out += [Outcome(job.id, c, refused=why) for c, why in refused.items() if isinstance(c, int)]
@@ -195,16 +195,18 @@ def _predict_unit(unit: Unit, settings: Settings) -> list[Outcome]:
     from llmsweep.sim.predict import predict_point
 
     if isinstance(unit, DisaggUnit):
-        from llmsweep.engines.sim import unmodelled
+        from llmsweep.engines.sim import simulated_acceptance, unmodelled
         from llmsweep.execute import virtual_disagg
         from llmsweep.execute.lifecycle import hardware_provenance
 
         job = unit.job
         outcomes: list[Outcome] = []
+        estimate = simulated_acceptance(job)  # a real-acceptance job's AL, the simulator's estimate: labelled so
         try:
             for p in virtual_disagg.predict_job(job, duration=settings.duration, max_requests=settings.max_requests,
                                                 provenance={"job": job.id, "engine": SIM.id, "clock": VIRTUAL,
                                                             "hardware": hardware_provenance(job),
+                                                            **(estimate.provenance() if estimate is not None else {}),
                                                             **({"unmodelled": missed} if (missed := unmodelled(job))
                                                                else {})},
                                                 power=settings.power):

@@ -341,17 +341,17 @@ def spec_conflict(ctx: Context) -> Iterator[Finding]:
       "InferenceX amd-master: DECODE_MTP_SIZE varies 1-3 per row within one key; its launch script reads it as the "
       "decode worker's MTP steps, while every worker here renders serve.spec-decoding's")
 def spec_steps_row(ctx: Context) -> Iterator[Finding]:
-    from llmsweep.engines.base import settings_env
+    from llmsweep.engines.base import ROW_DRAFT_STEPS, row_draft_steps
 
     for job, recipe in ctx.runnable_pairs():
         sd = job.serve.spec_decoding if job.serve is not None else None
         if job.decode is None or sd is None or job.spec_decoding == "none":
             continue
-        size = settings_env(job.decode).get("DECODE_MTP_SIZE", "").strip()
-        if not size.isdigit() or int(size) == (sd.num_steps or 0):
+        size = row_draft_steps(job)
+        if size is None or size == (sd.num_steps or 0):
             continue
         yield ctx.hit("serve.spec-steps-row", recipe, (*entry_path(recipe, job), "decode", "additional-settings"),
-                      f"this row's decode worker runs DECODE_MTP_SIZE={size} draft steps in InferenceX, but "
+                      f"this row's decode worker runs {ROW_DRAFT_STEPS}={size} draft steps in InferenceX, but "
                       f"serve.spec-decoding renders num-steps {sd.num_steps} for it: the row would run "
                       f"K={sd.num_steps} under a point InferenceX measures at K={size}", job=job)
 
