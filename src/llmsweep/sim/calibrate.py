@@ -351,6 +351,10 @@ def measured_point(path: Path, config_for: Any) -> MeasuredPoint:
         raise ResultError(f"sim calibrate: {path.name} is not the job's result, {why}",
                           fix=f"`llmsweep run RECIPE --out {path.parent.parent} --resume` runs the job again; "
                               "calibrate from jobs the run closed")
+    if job.get("eval-only") or (summary.eval is not None and summary.eval.mode == "eval-only"):
+        # it measured accuracy on a relaunched server: no throughput or latency of the job to fit
+        raise ResultError(f"sim calibrate: {path.name} is an eval-only point: it measures accuracy, no throughput "
+                          "to fit", fix="calibrate on the throughput points of the same engine, GPU and model class")
     if job.get("disagg"):
         # the replay renders one aggregated server for the job: a measurement of prefill and decode pools fitted to
         # it would move the aggregated key's factors towards a deployment it does not model
@@ -373,6 +377,9 @@ def measured_point(path: Path, config_for: Any) -> MeasuredPoint:
                           "measurement of the job",
                           fix="re-run the point once what its gates name is fixed; valid and smoke points are fitted")
     measured = _compared(summary)
+    if not measured:  # nothing the fit compares (no request completed): replaying it would fit nothing, every pass
+        raise ResultError(f"sim calibrate: {path.name} measured none of the metrics a fit compares", fix="calibrate "
+                          "on points whose requests completed")
     scenario = str(_get(job, "workload", "scenario") or job.get("scenario"))
     excess = max(0.0, (summary.cache.observed_hit_rate or 0.0) - (summary.cache.theoretical_hit_rate or 0.0))
     # Prefill-side numbers of a point whose prompts came partly from the cache unplanned (the cross-job reuse bug of
@@ -478,6 +485,9 @@ class _Replay:
     workload: Any
     duration: float
     max_requests: int | None
+    open_loop: bool = False
+    """The point ran on its workload's own arrival times (a Mooncake replay with `timestamps`), not closed loop at its
+    concurrency: replayed the same way (`Scenario.load`, as `predict_point` reads it)."""
     tokens_per_request: tuple[float, float] | None = None
     """Mean input and output tokens of the replay's requests, as of its last prediction."""
 
@@ -485,16 +495,19 @@ class _Replay:
 def _replays(points: list[MeasuredPoint], *, fit_requests_per_lane: int | None = None) -> list[_Replay]:
     from llmsweep.spec.workload import ResolvedWorkload
     from llmsweep.workload.build import build_workload
+    from llmsweep.workload.scenario import scenario_of
 
     out = []
     for p in points:
         resolved = ResolvedWorkload.model_validate(p.job["workload"])
+        # how the point drove the server, as `run` and `predict_point` read it: closed loop or on the workload's own
+        # arrival times, and the window it was cut to (an agentic point's; a Mooncake replay's `duration` cap)
+        load = scenario_of(resolved).load(resolved, concurrency=p.concurrency, job_duration=p.job.get("duration"))
         extra: dict[str, Any] = {"tokenizer": None}  # the simulator counts with the built-in tokenizer
         if resolved.scenario != "agentic-coding":
             extra["api"] = "chat" if resolved.use_chat_template else "completions"
-            duration = float("inf")  # until the prompts run out, as the measured fixed-length run did
-        else:
-            duration = float(resolved.duration or p.job.get("duration") or 600)
+        # until the prompts (or the replayed rows) run out, as the measured run did, unless a window cut it
+        duration = float(load.duration_s) if load.duration_s is not None else float("inf")
         # while fitting, a fixed-length point may stop after a few requests per lane (its medians settle early);
         # the reported before/after comparison always replays the whole measured run
         cap = p.concurrency * fit_requests_per_lane if fit_requests_per_lane and duration == float("inf") else None
@@ -504,7 +517,7 @@ def _replays(points: list[MeasuredPoint], *, fit_requests_per_lane: int | None =
         # the point's own seed, as the measured run drew its prompts (`Scenario.seed`: fixed-length points salt it)
         workload = build_workload(resolved, concurrency=p.concurrency, point=p.job.get("id") or None, **extra)
         check_corpus(p, workload)
-        out.append(_Replay(p, workload, duration, cap))
+        out.append(_Replay(p, workload, duration, cap, open_loop=load.concurrency is None))
     return out
 
 
@@ -549,7 +562,8 @@ def predict_metrics(replay: _Replay, efficiency: dict[str, float]) -> dict[str, 
     config = replay.point.config.model_copy(update={"efficiency": efficiency, "calibrated": False})
     replay.workload.bind_worker(0, 1)  # rewinds a fixed-length workload's prompt cursor (a no-op for replays)
     records = Predictor(build_core(config)).run(replay.workload, concurrency=replay.point.concurrency,
-                                               duration=replay.duration, max_requests=replay.max_requests)
+                                               duration=replay.duration, max_requests=replay.max_requests,
+                                               open_loop=replay.open_loop)
     s = summarise(records, gpus=int(replay.point.job.get("gpus") or config.tp), source=PREDICTED)
     replay.tokens_per_request = (s.tokens.input.mean, s.tokens.output.mean) if s.tokens.output.count else None
     return _compared(s)

@@ -289,3 +289,52 @@ def test_too_few_points_say_which_factors_would_fit(tmp_path: Path) -> None:
     res = CliRunner().invoke(calibrate_cmd, [str(one), "--factors", "mem,step_s", "--max-iter", "1", "--json"])
     assert res.exit_code == 0, res.output
     assert set(json.loads(res.stdout)["calibrations"][0]["efficiency"]) == {"mem", "step_s"}
+
+
+def test_an_eval_only_point_or_one_that_measured_nothing_is_left_out_as_such(tmp_path: Path) -> None:
+    """An eval-only job folder (its eval passed) was a calibration point with nothing measured: replayed on every pass,
+    counted in the stored entry's jobs, its concurrency feeding the load-term defaults; and a point no request
+    completed in was too. Each is left out, saying why."""
+    run = _run(tmp_path, (1, 4, 16))
+    (evals,) = run.glob("jobs/*_conc4_*")
+    (empty,) = run.glob("jobs/*_conc16_*")
+    _edit(evals / "job.json", lambda j: j.update({"eval-only": True}))
+
+    def nothing(s: dict[str, Any]) -> None:  # what a summary of no completed request reads as (zeros)
+        for block in ("ttft", "tpot"):
+            s["latency"][block].update(p50=0.0)
+        s["throughput"].update(output_tps=0.0)
+
+    _edit(empty / "summary.json", nothing)
+    res = CliRunner().invoke(calibrate_cmd, [str(run), *QUICK])
+    doc = json.loads(res.stdout) if res.stdout.strip() else {}
+    skipped = doc.get("skipped", []) if doc else res.output
+    assert any(w.startswith(evals.name) and "is an eval-only point" in w for w in skipped), res.output
+    assert any(w.startswith(empty.name) and "measured none of the metrics a fit compares" in w for w in skipped), \
+        res.output
+
+
+@pytest.mark.parametrize("timestamps", [False, True])
+def test_a_replay_point_is_replayed_as_it_drove_the_server(tmp_path: Path, timestamps: bool) -> None:
+    """A Mooncake replay closed loop at its concurrency (`timestamps: false`) was replayed on the rows' own arrival
+    times: 24 rows 30 s apart gave 2 tok/s against the run's ~1,500, and the fit compared the one with the other."""
+    from llmsweep import engines
+    from llmsweep.execute.virtual import engine_config
+    from llmsweep.plan import full_sweep
+    from llmsweep.sim.calibrate import MeasuredPoint, _replays, predict_metrics
+    from llmsweep.spec import loads_recipes
+
+    trace = tmp_path / "rows.jsonl"
+    trace.write_text("".join(json.dumps({"timestamp": 30_000 * i, "input_length": 512, "output_length": 128,
+                                         "hash_ids": list(range(8 * i, 8 * i + 8))}) + "\n" for i in range(24)))
+    text = (REPO / "tests" / "data" / "recipes" / "run" / "replay-sim.yaml").read_text()
+    text = text.replace("mooncake: TRACE", f"mooncake: {trace}\n      timestamps: {str(timestamps).lower()}")
+    (job,) = full_sweep(loads_recipes(text, "r.yaml").raise_on_error().recipes)
+    point = MeasuredPoint(path=tmp_path, job=job.model_dump(mode="json", by_alias=True),
+                          config=engine_config(engines.render(job, simulate=True)), concurrency=4,
+                          scenario=job.workload.scenario, measured={}, weights={}, excess_hit_rate=0.0, provenance={})
+    (replay,) = _replays([point])
+    assert replay.open_loop is timestamps
+    tps = predict_metrics(replay, {})["output_tps"]
+    # closed loop: four rows in flight at a time, back to back; open loop: one row every 30 s
+    assert (tps < 20) if timestamps else (tps > 200), tps
