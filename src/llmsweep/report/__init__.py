@@ -84,12 +84,13 @@ def write_report(run: RunDir | Path | str, out_dir: Path | str | None = None, *,
     stale = remove_stale_pngs(out, keep=pngs)
     log.info("report of %s written to %s", run.run_id, out)
     verdicts = payload["verdicts"]
-    measured = [p for p in points if not p.eval_only]  # an eval-only job's result is an eval, not a point
     counts = payload["counts"]
-    return ReportFiles(out, html_path, md_path, data_path, pngs, len(measured),
-                       sum(1 for p in measured if not p.valid),
+    # the run's own points as the page draws and counts them (a point that is the mean of its repeats once; an
+    # eval-only job's result is an eval), neither those `--reuse` stood on nor other runs' (`--with`)
+    own = [p for p in payload["points"] if p["run_id"] == run.run_id and not p["reused"]]
+    return ReportFiles(out, html_path, md_path, data_path, pngs, len(own), sum(1 for p in own if not p["valid"]),
                        sum(1 for m in payload["missing"] if m["kind"] != "reused"),
-                       smoke=verdicts.get("smoke", {}).get("count", 0),
+                       smoke=sum(1 for p in own if p["verdict"] == "smoke"),
                        refused=verdicts.get("refused", {}).get("count", 0),
                        reused=verdicts.get("reused", {}).get("count", 0),
                        reused_drawn=counts["reused_drawn"], empty=payload["empty"], overlaid=counts["overlaid"],

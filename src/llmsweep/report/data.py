@@ -489,7 +489,8 @@ def build_payload(run: RunDir, points: Sequence[ResultPoint], *, overlay: Sequen
         "missing": missing,
         "power_unrecorded": power_unrecorded(points),
         "verdicts": verdict_groups(points_out, missing, {p["id"]: p["warnings"] for p in points_out}, evals),
-        "empty": empty_message(len(points_out) + len(evals), missing),
+        # the run's own results (and those `--reuse` stood on), not other runs' drawn beside them (`--with`)
+        "empty": empty_message(counts["points"] + counts["evals"], missing),
         "counts": counts,
         "headline": headline(counts),
         "sources": sorted({*counts["sources"], *(p["source"] for p in points_out)}),  # overlays' too
