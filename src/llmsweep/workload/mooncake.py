@@ -78,22 +78,21 @@ def load_mooncake(path: str | Path, *, limit: int | None = None) -> list[Mooncak
     path = Path(path)
     if not path.is_file():
         raise DatasetError(f"Mooncake trace {path} does not exist", fix="pass the path of a Mooncake JSONL file")
+    from llmsweep.workload.traces.loader import json_lines
+
     rows: list[MooncakeRow] = []
-    with path.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                rows.append(MooncakeRow.model_validate_json(line))
-            except ValidationError as exc:
-                first = exc.errors()[0]
-                loc = ".".join(str(p) for p in first["loc"]) or "line"
-                raise DatasetError(
-                    f"{path}:{lineno}: not a Mooncake row: {loc}: {first['msg']}",
-                    fix="each line needs timestamp (ms), input_length, output_length and hash_ids",
-                ) from None
-            if limit is not None and len(rows) >= limit:
-                break
+    for lineno, line in json_lines(path):  # (gzip-compressed too; a line that is not UTF-8 is named below)
+        try:
+            rows.append(MooncakeRow.model_validate_json(line))
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            loc = ".".join(str(p) for p in first["loc"]) or "line"
+            raise DatasetError(
+                f"{path}:{lineno}: not a Mooncake row: {loc}: {first['msg']}",
+                fix="each line needs timestamp (ms), input_length, output_length and hash_ids, as UTF-8 JSON",
+            ) from None
+        if limit is not None and len(rows) >= limit:
+            break
     if not rows:
         raise DatasetError(f"{path} holds no Mooncake rows", fix="check the file")
     return rows
@@ -112,7 +111,12 @@ class MooncakeWorkload(Workload):
         self.tokenizer = tokenizer if tokenizer is not None else get_tokenizer(config.tokenizer)
         self.blocks = BlockText(self.tokenizer, seed=config.seed)
         self.marker = bust_marker(config.run_id, "mooncake") if config.cache_bust else ""
-        self._cache = PrefixCache()
+        # each row's theoretical cached tokens, over every row in trace order (an infinite prefix cache): one figure
+        # per row whichever client worker sends it (a cache per worker saw only its own rows)
+        cache = PrefixCache()
+        self._cached = [min(row.input_length, cache.observe(prefix_keys(self._layout(row)[0])) * config.block_size)
+                        for row in self.rows]
+        self._worker, self._workers = 0, 1
         self._next = 0
         self._lock = threading.Lock()
 
@@ -135,13 +139,24 @@ class MooncakeWorkload(Workload):
             yield Arrival(at=at, program=self._program(index, lane=0))
 
     def sessions(self, lane: int) -> Iterator[LaneProgram]:
+        """Closed loop: the rows once, shared by every lane of this worker (its rows `worker, worker + workers, …`:
+        :meth:`bind_worker`)."""
         while True:
             with self._lock:
                 if self._next >= len(self.rows):
                     return
                 index = self._next
-                self._next += 1
+                self._next += self._workers
             yield self._program(index, lane)
+
+    def bind_worker(self, worker: int, workers: int) -> None:
+        """Send only worker `worker`'s share of `workers` client processes' rows in closed loop (rows `worker,
+        worker + workers, …`): each process replayed every row, so `workers` processes sent each row `workers` times.
+        Rewinds the rows (a replay of the same workload starts again). Open-loop arrivals are split by the client."""
+        if workers < 1 or not 0 <= worker < workers:
+            raise ValueError(f"worker {worker} of {workers}: need workers >= 1 and 0 <= worker < workers")
+        with self._lock:
+            self._worker, self._workers, self._next = worker, workers, worker
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "rows": len(self.rows), "tokenizer": self.tokenizer.name,
@@ -163,8 +178,7 @@ class MooncakeWorkload(Workload):
         cfg = self.config
         row = self.rows[index]
         ids, last, tail = self._layout(row)
-        cached_blocks = self._cache.observe(prefix_keys(ids))
-        cached = min(row.input_length, cached_blocks * cfg.block_size)
+        cached = self._cached[index]
         common: dict[str, Any] = {
             "max_tokens": row.output_length,
             "ignore_eos": True,

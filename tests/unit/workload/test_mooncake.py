@@ -62,6 +62,38 @@ def test_closed_loop_sessions_send_each_row_once(trace_file: Path) -> None:
     assert sorted(seen) == [0, 1, 2]
 
 
+def test_client_workers_together_send_each_row_once_with_one_theoretical_hit_rate(trace_file: Path) -> None:
+    """Closed loop over two client workers sent every row twice (each process replayed all of them), and each
+    worker's prefix cache saw only the rows it sent, so the theoretical hits depended on the worker count."""
+    sent: list[tuple[int, int]] = []
+    for worker in range(2):
+        workload = MooncakeWorkload(MooncakeConfig(source=str(trace_file), run_id="m"))
+        workload.bind_worker(worker, 2)
+        for lane in range(2):
+            for program in workload.sessions(lane):
+                spec = _first_send(program).spec
+                sent.append((spec.identity.request_index, spec.theoretical_cached_tokens))
+    assert sorted(sent) == [(0, 0), (1, 1024), (2, 0)]  # every row once; row 1 hits row 0's blocks either way
+    again = MooncakeWorkload(MooncakeConfig(source=str(trace_file), run_id="m"))
+    assert [len(list(again.sessions(0))) for _ in range(2)] == [3, 0]
+    again.bind_worker(0, 1)  # a replay of the same workload (calibration) starts again
+    assert len(list(again.sessions(0))) == 3
+
+
+def test_a_compressed_trace_is_read_and_one_not_utf8_is_named_by_its_line(tmp_path: Path) -> None:
+    """A Mooncake file was read as text: a gzip-compressed one, or a `text_input` with a Latin-1 byte, ended `bench
+    replay` in a UnicodeDecodeError traceback. It is read as trace files are (`traces.loader.json_lines`)."""
+    import gzip
+
+    lines = "".join(json.dumps(r) + "\n" for r in ROWS).encode()
+    (tmp_path / "rows.jsonl.gz").write_bytes(gzip.compress(lines))
+    assert len(MooncakeWorkload(MooncakeConfig(source=str(tmp_path / "rows.jsonl.gz"), run_id="m")).rows) == 3
+    latin = json.dumps({**ROWS[0], "text_input": "cafe"}).encode().replace(b"cafe", b"caf\xe9")  # Latin-1 e-acute
+    (tmp_path / "latin.jsonl").write_bytes(lines + latin + b"\n")
+    with pytest.raises(DatasetError, match=r"latin\.jsonl:4: not a Mooncake row: .*(unicode|UTF-8)"):
+        MooncakeWorkload(MooncakeConfig(source=str(tmp_path / "latin.jsonl"), run_id="m"))
+
+
 def test_bad_row_names_file_and_line(tmp_path: Path) -> None:
     path = tmp_path / "bad.jsonl"
     path.write_text(json.dumps(ROWS[0]) + "\n" + json.dumps({"timestamp": 1, "output_length": 3}) + "\n")

@@ -186,6 +186,10 @@ def test_loader_reads_files_written_with_a_utf8_byte_order_mark(tmp_path: Path) 
     (tmp_path / "bad.json").write_bytes(b'[{"id": "\xff"}]')
     with pytest.raises(DatasetError, match=r"bad\.json: not UTF-8 text"):
         load_traces(tmp_path / "bad.json")
+    # a .json nested beyond Python's recursion limit: a RecursionError traceback out of `traces stats`
+    (tmp_path / "deep.json").write_text("[" * 200_000 + "]" * 200_000)
+    with pytest.raises(DatasetError, match=r"deep\.json: JSON nested too deep"):
+        load_traces(tmp_path / "deep.json")
 
 
 @pytest.mark.parametrize("field", ["in", "out"])

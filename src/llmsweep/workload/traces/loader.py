@@ -128,24 +128,8 @@ def read_trace_file(path: Path, *, strict: bool = True) -> Iterator[Trace]:
     `.gz` that kept its name): the same, decompressed as read. `.json`: an object or a list of objects. A UTF-8 byte
     order mark (Notepad's and PowerShell's UTF-8) is skipped: it made line 1 'not valid JSON'."""
     if path.suffix == ".jsonl" or path.name.endswith(GZIP_SUFFIX):
-        with path.open("rb") as raw:
-            gzipped = raw.read(2) == _GZIP_MAGIC
-        lineno = 0
-        try:
-            # bytes: a line that is not UTF-8 is named by its number (pydantic checks it)
-            with gzip.open(path, "rb") if gzipped else path.open("rb") as fh:
-                for lineno, line in enumerate(fh, start=1):
-                    if lineno == 1:
-                        line = line.removeprefix(codecs.BOM_UTF8)
-                        if line.startswith(tuple(_NOT_UTF8)):
-                            raise _not_utf8(path, _NOT_UTF8[line[:2]])
-                    if line.strip():
-                        yield _parse(json_text=line, where=f"{path}:{lineno}")
-        except (EOFError, OSError, zlib.error) as exc:  # gzip.BadGzipFile is an OSError
-            if not gzipped:
-                raise
-            raise DatasetError(f"{path}: the gzip stream is damaged after line {lineno} ({exc})",
-                               fix="copy or regenerate the file whole") from None
+        for lineno, line in json_lines(path):
+            yield _parse(json_text=line, where=f"{path}:{lineno}")
         return
     try:
         data = json.loads(path.read_bytes().removeprefix(codecs.BOM_UTF8))  # json reads UTF-8, -16 and -32
@@ -155,12 +139,39 @@ def read_trace_file(path: Path, *, strict: bool = True) -> Iterator[Trace]:
         raise DatasetError(
             f"{path}:{exc.lineno}: not valid JSON ({exc.msg})", fix="repair or regenerate the trace file"
         ) from exc
+    except RecursionError:  # (a .jsonl line is read by pydantic, which bounds its depth itself)
+        raise DatasetError(f"{path}: JSON nested too deep to be a trace", fix="repair or regenerate the trace file"
+                           ) from None
     items = data if isinstance(data, list) else [data]
     for i, item in enumerate(items):
         if not strict and not (isinstance(item, dict) and "requests" in item):
             log.debug("skipping %s: not a trace object", path)
             return
         yield _parse(obj=item, where=f"{path}:1" + (f" (item {i})" if isinstance(data, list) else ""))
+
+
+def json_lines(path: Path) -> Iterator[tuple[int, bytes]]:
+    """(line number, bytes) of each non-blank line of a JSON-lines file, plain or gzip-compressed (a `.gz`, or a gzip
+    stream under another name), a UTF-8 byte order mark skipped: the one reader of trace and Mooncake files. Bytes:
+    a line that is not UTF-8 is named by its number where it is parsed (pydantic checks it); a UTF-16 file and a
+    damaged gzip stream are DatasetErrors naming the file."""
+    with path.open("rb") as raw:
+        gzipped = raw.read(2) == _GZIP_MAGIC
+    lineno = 0
+    try:
+        with gzip.open(path, "rb") if gzipped else path.open("rb") as fh:
+            for lineno, line in enumerate(fh, start=1):
+                if lineno == 1:
+                    line = line.removeprefix(codecs.BOM_UTF8)
+                    if line.startswith(tuple(_NOT_UTF8)):
+                        raise _not_utf8(path, _NOT_UTF8[line[:2]])
+                if line.strip():
+                    yield lineno, line
+    except (EOFError, OSError, zlib.error) as exc:  # gzip.BadGzipFile is an OSError
+        if not gzipped:
+            raise
+        raise DatasetError(f"{path}: the gzip stream is damaged after line {lineno} ({exc})",
+                           fix="copy or regenerate the file whole") from None
 
 
 _NOT_UTF8 = {codecs.BOM_UTF16_LE: "UTF-16", codecs.BOM_UTF16_BE: "UTF-16"}
