@@ -171,6 +171,15 @@ class _App:
         if fault == "overflow":
             msg = "This model's maximum context length is 8 tokens. However, you requested 99 tokens."
             return web.json_response({"error": {"message": msg, "type": "BadRequestError"}}, status=400)
+        if fault == "stream_overflow":  # a 200 stream whose one event is the error (as vLLM sends a late refusal)
+            resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+            await resp.prepare(request)
+            msg = "This model's maximum context length is 8 tokens. However, you requested 99 tokens."
+            await resp.write(b"data: " + json.dumps({"error": {"message": msg, "type": "BadRequestError",
+                                                                "code": 400}}).encode() + b"\n\n")
+            await resp.write(b"data: [DONE]\n\n")
+            await resp.write_eof()
+            return resp
         chat = request.path.endswith("/chat/completions")
         if chat:
             prompt_words = sum(len(str(m.get("content", "")).split()) for m in body.get("messages", []))

@@ -836,7 +836,9 @@ class Interpreter:
             st.inflight -= 1
             self._inflight.discard(raw)
             self._last_activity = loop.time()
-        if self._inline or raw.error_class is not None:
+        if self._inline or raw.error_class is not None or _error_in_stream(raw):
+            # (an error the server sent inside a 200 stream is the program's outcome too: a failed root primer aborts
+            # the run, a context overflow ends its session, as when it came as an HTTP error)
             rec_ok, text, tokens, error, overflow = self._record(raw, spec, phase)
             return RequestOutcome(ok=rec_ok, output_text=text, output_tokens=tokens, error=error), overflow
         # A complete stream: let the program send its next request first; parse later, one response at a time.
@@ -948,3 +950,14 @@ class Interpreter:
 def _wake(fut: asyncio.Future[None]) -> None:
     if not fut.done():
         fut.set_result(None)
+
+
+_ERROR_MARKS = (b'"error"', b"event: error", b"event:error")
+"""What an error event inside a streamed body carries: an `"error"` key (a quote inside generated text is escaped, so
+the token never matches text) or an SSE `event: error` line."""
+
+
+def _error_in_stream(raw: RawExchange) -> bool:
+    """Whether a complete 200 stream holds an error event: a byte scan, so only such streams are parsed at once."""
+    body = raw.body if raw.body is not None else b"".join(raw.pieces)
+    return any(mark in body for mark in _ERROR_MARKS)
