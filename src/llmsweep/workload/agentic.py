@@ -177,13 +177,16 @@ class _Play:
         last: RequestOutcome | None = None, primer: bool = False,
     ) -> Send:
         req = turn.request
-        keys = conv.keys(req.hash_ids)
+        # the blocks the turn's `in` tokens span: a recorded hash list longer than that (AgentX's are ~ceil(in/bs))
+        # laid every block out whole, a prompt several times the length the trace says it had
+        ids = req.hash_ids[:max(0, -(-req.in_tokens // self.block_size))]
+        keys = conv.keys(ids)
         cached_blocks = self.cache.observe(keys)
         live = None
         if self.workload.config.live_assistant_responses and last is not None and last.ok and last.output_text:
             live = last.output_text
         messages, shape = conv.advance(
-            req.hash_ids, req.in_tokens, req.out, keys, live_answer=live, tail_key=f"{node}#{turn.index}"
+            ids, req.in_tokens, req.out, keys, live_answer=live, tail_key=f"{node}#{turn.index}"
         )
         spec = RequestSpec(
             api="chat",

@@ -135,6 +135,27 @@ def test_prompts_are_exactly_the_trace_lengths_with_builtin_tokenizer(handbuilt:
         assert sum(count_tokens(c) for c in contents) - 1 == d.spec.input_tokens  # minus the one-word marker
 
 
+def test_a_hash_list_longer_than_the_turns_tokens_is_laid_out_only_as_far_as_they_reach(tmp_path: Path) -> None:
+    """A turn of `in: 200` recording ten 64-token blocks became a 641-word prompt (every block laid out whole); its
+    prompt is the 200 tokens the trace says, and only the blocks they span count as theoretically cached."""
+    import json
+
+    trace = {"id": "long-ids", "requests": [
+        {"t": 0.0, "in": 200, "out": 4, "hash_ids": list(range(10))},
+        {"t": 5.0, "in": 64, "out": 4, "hash_ids": list(range(10, 14))},
+        {"t": 10.0, "in": 256, "out": 4, "hash_ids": [0, 1, 2, 3, 20, 21]},
+    ]}
+    path = tmp_path / "t.jsonl"
+    path.write_text(json.dumps(trace) + "\n")
+    run = run_virtual(_cold(str(path)), lanes=1, duration=30.0, latency=0.5)
+    sent = [d for d in run.dispatches if d.spec.identity.trace == "long-ids"]
+    assert [d.spec.input_tokens for d in sent[:3]] == [200, 64, 256]
+    for d in sent[:3]:
+        contents = [m["content"] for m in d.spec.messages]  # type: ignore[union-attr]
+        assert sum(count_tokens(c) for c in contents) - 1 == d.spec.input_tokens  # minus the one-word marker
+    assert sent[2].spec.theoretical_cached_tokens == 4 * 64  # blocks 0-3 were sent by the first turn (its 4 blocks)
+
+
 def test_history_alternates_recorded_assistant_turns(handbuilt: str) -> None:
     run = run_virtual(_cold(handbuilt), lanes=1, duration=12.0, latency=1.0)
     m2 = next(d.spec for d in run.dispatches if d.spec.identity.node == "" and d.spec.identity.turn == 2)
