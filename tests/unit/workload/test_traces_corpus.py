@@ -3,6 +3,7 @@ from __future__ import annotations
 import gzip
 import itertools
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -113,8 +114,10 @@ def test_loader_ignores_unknown_fields_but_names_file_and_line_of_bad_ones(tmp_p
 
 
 def test_loader_errors_for_missing_or_empty_sources(tmp_path: Path) -> None:
-    with pytest.raises(DatasetError, match="neither a file"):
+    with pytest.raises(DatasetError, match="nope.jsonl: no such file or directory"):
         load_traces(tmp_path / "nope.jsonl")
+    with pytest.raises(DatasetError, match="neither a file"):  # a word that names nothing here or on the hub
+        load_traces("nope")
     (tmp_path / "empty.jsonl").write_text("\n")
     with pytest.raises(DatasetError, match="no traces"):
         load_traces(tmp_path / "empty.jsonl")
@@ -219,3 +222,20 @@ def test_a_corpus_written_to_a_gz_path_is_compressed_reproducible_and_reads_back
     assert gzip.decompress(first) == (tmp_path / "a.jsonl").read_bytes()
     assert len(first) < (tmp_path / "a.jsonl").stat().st_size / 3
     assert replay_corpus_digest(str(tmp_path / "a.jsonl.gz")) == replay_corpus_digest(str(tmp_path / "a.jsonl"))
+
+
+def test_a_local_trace_path_that_does_not_exist_is_said_as_such_not_fetched_from_the_hub(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--traces data/traces.jsonl` that does not exist read as the hub dataset `data/traces.jsonl`: the user saw
+    'could not fetch trace dataset … from the Hugging Face hub'. A trace file's name, or a path under a folder that is
+    here, is a local path."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "data").mkdir()
+
+    def no_hub(repo_id: str) -> Path:
+        raise AssertionError(f"asked the hub for {repo_id}")
+
+    monkeypatch.setattr("llmsweep.workload.traces.loader.download_dataset", no_hub)
+    for missing in ("data/traces.jsonl", "elsewhere/t.json", "data/corpus", "t.jsonl.gz"):
+        with pytest.raises(DatasetError, match=rf"trace source {re.escape(missing)}: no such file or directory"):
+            load_traces(missing)

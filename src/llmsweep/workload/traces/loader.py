@@ -117,6 +117,10 @@ def _source_files(source: str | Path) -> list[tuple[Path, bool]]:
         local = download_dataset(str(source))
         canonical = local / "traces.jsonl"  # the dataset's default split; other JSON there is metadata
         return [(canonical, True)] if canonical.is_file() else [(p, False) for p in _dir_files(local)]
+    if "/" in str(source) or Path(str(source)).suffix:
+        raise DatasetError(f"trace source {source}: no such file or directory",
+                           fix="check the path (relative paths are read from the current directory); hub dataset ids "
+                               "look like 'org/name'")
     raise DatasetError(
         f"trace source {source} is neither a file, a directory nor a Hugging Face dataset id",
         fix="check the path; hub ids look like 'org/name'",
@@ -210,8 +214,13 @@ def _parse(*, where: str, json_text: str | bytes | None = None, obj: Any = None)
 
 
 def _looks_like_hub_id(text: str) -> bool:
+    """`org/name`, and not a local path that does not exist: a trace file's name (`data/traces.jsonl`) or a path
+    under a local folder (`data/x` with `data/` here) — those were looked up on the hub and said 'could not fetch'."""
     parts = text.split("/")
-    return len(parts) == 2 and all(parts) and not text.startswith((".", "~"))
+    if len(parts) != 2 or not all(parts) or text.startswith((".", "~")):
+        return False
+    file_like = parts[1].endswith((*TRACE_SUFFIXES, GZIP_SUFFIX))
+    return not file_like and not Path(parts[0]).is_dir()
 
 
 def download_dataset(repo_id: str) -> Path:
