@@ -64,3 +64,13 @@ def test_agentic_replay_runs_warmup_then_profiling_trees(server: StreamServer, t
     # AgentX drains every lane's warm-up before profiling starts
     assert max(r["end_at"] for r in recs if r["phase"] == "warmup") <= min(
         r["sent_at"] for r in recs if r["phase"] == "profiling")
+
+
+def test_an_option_the_agentic_replay_does_not_read_is_refused_before_any_load(server: StreamServer,
+                                                                                tmp_path: Path) -> None:
+    """`bench agentic --api completions` was dropped without a word (the replay sends chat), and the run went on."""
+    served = len(server.served)
+    res = _cli("bench", "agentic", "--url", server.url, "--model", "m", "--traces", "synthetic", "--concurrency", "1",
+               "--duration", "5", "--api", "completions", "--out", str(tmp_path / "agentic"))
+    assert res.returncode == 2 and "--api completions does not apply" in res.stderr, res.stderr[-2000:]
+    assert len(server.served) == served and not (tmp_path / "agentic" / "records.jsonl").exists()

@@ -167,6 +167,9 @@ def _build(mod: Any, workload_name: str, config_name: str, **values: Any) -> Any
             if name in fields:
                 args[name] = value
                 break
+        else:  # an option this workload does not read: refused, never dropped (`--api completions` was)
+            raise ConfigError(f"--{key.replace('_', '-')} {value} does not apply to this workload ({workload_name} "
+                              "has no such setting)", fix=f"drop --{key.replace('_', '-')}")
     return wl_cls(cfg_cls(**args))
 
 
