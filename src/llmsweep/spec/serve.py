@@ -244,6 +244,18 @@ def check_env_name(name: str, *, field: str | None = None) -> None:
         )
 
 
+def _secrets_unwritten(secret_env: list[str], env: dict[str, Any], where: str, field: str) -> None:
+    """Refuse a variable listed in secret-env whose value `env` (the serve block's, an override's) writes."""
+    for name in secret_env:
+        if env.get(name) is not None:
+            raise rule_error(
+                "secret-in-env",
+                f"`{name}` is listed in secret-env but its value is written in {where}",
+                field=f"{field}.{name}",
+                fix=f"delete `{name}` from {where}; it is read from the caller's environment at launch",
+            )
+
+
 def _stringify_env(env: dict[str, EnvValue]) -> dict[str, str | None]:
     out: dict[str, str | None] = {}
     for name, value in env.items():
@@ -432,14 +444,7 @@ class ServeCore(StrictInput):
 
     @model_validator(mode="after")
     def _secrets_have_no_value(self) -> ServeCore:
-        for name in self.secret_env:
-            if self.env.get(name) is not None:
-                raise rule_error(
-                    "secret-in-env",
-                    f"`{name}` is listed in secret-env but its value is written in env",
-                    field=f"env.{name}",
-                    fix=f"delete `{name}` from env; it is read from the caller's environment at launch",
-                )
+        _secrets_unwritten(self.secret_env, self.env, "env", "env")
         return self
 
 
@@ -527,15 +532,7 @@ class Serve(ServeCore):
         """A variable listed in secret-env has no value in an override's env either (it was refused only when the arm
         resolved, as a traceback)."""
         for index, override in enumerate(self.overrides):
-            for name in self.secret_env:
-                if override.env.get(name) is not None:
-                    raise rule_error(
-                        "secret-in-env",
-                        f"`{name}` is listed in secret-env but override {index} writes its value in env",
-                        field=f"overrides[{index}].env.{name}",
-                        fix=f"delete `{name}` from that override's env; it is read from the caller's environment at "
-                            "launch",
-                    )
+            _secrets_unwritten(self.secret_env, override.env, f"override {index}'s env", f"overrides[{index}].env")
         return self
 
     def resolve(self, arm: dict[str, Any]) -> ResolvedServe:
