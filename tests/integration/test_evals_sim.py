@@ -324,3 +324,27 @@ def test_an_agentic_eval_only_job_runs_offline_without_reading_its_rows_trace_so
     assert "virtual time" not in planned  # nothing of this run is timed in virtual time
     (row,) = json.loads(proc.stdout)["jobs"]
     assert "_eval_" in row["job"] and row["eval_task"] == "gsm8k" and row["eval_score"] == 0.0, row
+
+
+def test_a_disaggregated_eval_only_job_is_stored_with_its_deployment(tmp_path: Path) -> None:
+    """A multinode 8k1k row's eval, served live role by role (`--all-evals`): the eval ran, then the run ended in
+    `could not store the run` — its summary recorded no disaggregated deployment, so the store refused it as an
+    aggregated server's result (a run-eval row's, which carries its throughput point's, was stored)."""
+    import yaml
+
+    doc = yaml.safe_load((Path(__file__).resolve().parents[1] / "data" / "recipes" / "run" / "disagg-sim.yaml")
+                         .read_text())
+    (recipe,) = doc.values()
+    recipe["scenarios"]["fixed-seq-len"][0].update(isl=8192, osl=1024)
+    recipe["scenarios"]["fixed-seq-len"][0]["search-space"][0]["conc-list"] = [16]
+    path = tmp_path / "dis8k.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    proc = llmsweep(tmp_path, "run", path, "--evals-only", "--live", "--out", "out", "--no-report",
+                    *eval_args(tmp_path))
+    assert proc.returncode == 1, proc.stderr[-3000:]  # the eval ran, and failed its threshold: stored as such
+    assert "could not store" not in proc.stderr, proc.stderr[-3000:]
+    with sqlite3.connect(tmp_path / "store.sqlite") as db:
+        rows = db.execute("SELECT mode, task, verdict FROM evals").fetchall()
+    assert rows == [("eval-only", "gsm8k", "invalid")]
+    (summary,) = summaries(tmp_path / "out").values()
+    assert summary["deployment"]["disaggregated"] is True and set(summary["roles"]) >= {"prefill", "decode"}

@@ -169,11 +169,14 @@ def load_eval(job_dir: Path) -> tuple[EvalBlock, float | None, float | None] | N
 
 
 def eval_only_summary(run_info: dict[str, Any]) -> Summary:
-    """The summary of an eval-only job before its eval is attached: what ran and where, no throughput figures."""
-    from llmsweep.metrics.model import Provenance
+    """The summary of an eval-only job before its eval is attached: what ran and where — a disaggregated
+    deployment's roles as a throughput point's summary reads them from its topology (`metrics.roles`; the store
+    refused the result as an aggregated server's without them) — and no throughput figures."""
+    from llmsweep.metrics.roles import deployment_blocks
 
-    return Summary(source=run_info.get("source", MEASURED),
-                   provenance=Provenance.model_validate(run_info.get("provenance") or {}))
+    provenance = run_info.get("provenance") or {}
+    return Summary.model_validate({"source": run_info.get("source", MEASURED), "provenance": provenance,
+                                   **deployment_blocks(provenance, None, None, None)})
 
 
 def attach(summary: Summary, job: Job, job_dir: Path) -> Summary:
