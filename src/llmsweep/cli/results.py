@@ -579,6 +579,8 @@ def _print_comparison(comp: Any, reused: frozenset[str] = frozenset()) -> None:
             kinds = f" (A {e.mode_a}, B {e.mode_b})" if e.mode_a != e.mode_b else ""  # which kind of job ran each
             table.add_row(f"eval {e.task} score{kinds}", f"{_num(e.a, 4)} ({e.verdict_a})",
                           f"{_num(e.b, 4)} ({e.verdict_b})", f"{_num(e.delta, 4)}{band}", VERDICT_MARK[e.verdict])
+            if e.differs:  # said where the verdict is: the scores are of other samples or budgets
+                table.add_row("", "", "", f"not compared: {e.differs}", "")
         con.print(table)
         if pc.past:  # the earlier stored runs that joined A's noise band: same point, same configuration, valid
             con.print("history (A's configuration): " + ", ".join(f"{p.run_id}/{p.job_id}" for p in pc.past))

@@ -184,7 +184,8 @@ def comparison_markdown(comp: Comparison, metrics: Sequence[str] = ("tput_per_gp
             e = pc.eval
             assert e is not None
             band = f" ±{fmt(e.band)}" if e.band is not None else " (no band)"
-            delta = "–" if e.delta is None else f"{e.delta:+.4f}{band}"
+            delta = ("not compared: " + e.differs if e.differs else "–" if e.delta is None
+                     else f"{e.delta:+.4f}{band}")
             lines.append(_row([pc.label, e.task, f"{fmt(e.a)} ({e.verdict_a})", f"{fmt(e.b)} ({e.verdict_b})", delta,
                                VERDICT_MARK[e.verdict]]))
     lines += not_compared(comp)

@@ -77,11 +77,15 @@ class EvalDelta:
     verdict_b: str
     mode_a: str = ""
     mode_b: str = ""
+    differs: str = ""
+    """The settings the two sides' evals ran with that differ (`dataset a.jsonl vs b.jsonl; limit 4 vs 8`): the
+    scores measure other things, so the verdict is `n/a`; "" when they agree."""
 
     def as_dict(self) -> dict[str, Any]:
         return {"task": self.task, "a": self.a, "b": self.b, "delta": self.delta, "band": self.band,
                 "band_kind": "stderr", "verdict": self.verdict, "eval_verdict_a": self.verdict_a,
-                "eval_verdict_b": self.verdict_b, "eval_mode_a": self.mode_a, "eval_mode_b": self.mode_b}
+                "eval_verdict_b": self.verdict_b, "eval_mode_a": self.mode_a, "eval_mode_b": self.mode_b,
+                "settings_differ": self.differs or None}
 
 
 @dataclass(frozen=True, slots=True)
@@ -471,6 +475,12 @@ def _modes(points: Sequence[ResultPoint]) -> str:
     return "+".join(sorted({e.mode for p in points if (e := p.eval) is not None}))
 
 
+EVAL_SETTINGS = (("dataset", "dataset"), ("limit", "limit"), ("few-shot", "num_fewshot"),
+                 ("context", "context_length"), ("max tokens", "max_tokens"))
+"""What an eval scores besides its task (`EvalBlock`'s fields, in words): two evals whose settings differ are not
+compared."""
+
+
 def _eval_delta(runs_a: list[ResultPoint], runs_b: list[ResultPoint]) -> EvalDelta | None:
     """The eval comparison of a matched point, when both sides ran one (None otherwise)."""
     ea = [e for p in runs_a if (e := p.eval) is not None]
@@ -483,6 +493,10 @@ def _eval_delta(runs_a: list[ResultPoint], runs_b: list[ResultPoint]) -> EvalDel
         return EvalDelta(f"{ea[0].task} vs {eb[0].task}", ea[0].score, eb[0].score, None, None, "n/a", verdict_a,
                          verdict_b, *modes)
     va, vb = finite_mean(e.score for e in ea), finite_mean(e.score for e in eb)
+    differs = "; ".join(f"{what} {x} vs {y}" for what, field in EVAL_SETTINGS
+                        if (x := getattr(ea[0], field)) != (y := getattr(eb[0], field)))
+    if differs:  # other samples, another budget: not one measurement's noise, whatever the scores say
+        return EvalDelta(ea[0].task, va, vb, None, None, "n/a", verdict_a, verdict_b, *modes, differs=differs)
     delta = vb - va if va is not None and vb is not None else None
     se_a, se_b = ea[0].score_stderr, eb[0].score_stderr
     band = EVAL_Z * math.sqrt(se_a ** 2 + se_b ** 2) if se_a is not None and se_b is not None else None

@@ -571,3 +571,27 @@ def test_an_eval_run_that_did_not_complete_is_said_on_stderr_and_exported_marked
     again = runner.invoke(cli, ["results", "export", "--format", "inferencex-evals", "--include-unpublished",
                                 "--store", other], catch_exceptions=False)
     assert json.loads(again.stdout) == rows
+
+
+def test_compare_does_not_judge_evals_scored_on_other_samples_or_budgets(make_run: MakeRun) -> None:
+    """A pull request's `--eval-limit 200` on a local file was judged against main's full GSM8K (`within noise`,
+    `regression`) with nothing saying the inputs differ: evals whose dataset, limit, few-shot, context or answer budget
+    differ are `n/a`, and the settings are named."""
+    from dataclasses import replace
+
+    from llmsweep.results.compare import compare_points
+
+    a = points_from_run(with_eval(make_run("a", concs=(16,)), [_run(16, 0.95)]))
+    b = points_from_run(with_eval(make_run("b", concs=(16,)), [_run(16, 0.80)]))
+    (pa,), (pb,) = a, b
+    assert pa.eval is not None and pb.eval is not None
+    same = compare_points([pa], [pb])
+    (judged,) = [pc.eval for pc in same.matched if pc.eval is not None]
+    assert judged.verdict == "regression" and not judged.differs  # same settings: a real drop, beyond its stderr
+    assert pb.summary is not None
+    pb.summary.eval = pb.eval.model_copy(update={"dataset": "local.jsonl", "limit": 200})
+    other = compare_points([pa], [replace(pb, summary=pb.summary)])
+    (refused,) = [pc.eval for pc in other.matched if pc.eval is not None]
+    assert refused.verdict == "n/a" and refused.delta is None
+    assert refused.differs == "dataset openai/gsm8k vs local.jsonl; limit None vs 200", refused.differs
+    assert refused.as_dict()["settings_differ"] == refused.differs
