@@ -557,3 +557,17 @@ def test_a_controller_that_stops_answering_for_a_while_does_not_lose_the_batch_j
     assert f"Slurm job {ids[0]} ended COMPLETED" in text, text[-4000:]
     assert [o["status"] for o in read_json(out / "run.json")["outcomes"]] == ["valid"] * 3
     assert not _in_queue(ids[0])
+
+
+def test_a_server_the_worker_starts_itself_records_the_batch_job_it_ran_in(tmp_path: Path) -> None:
+    """With `node.use_srun: false` the worker on the node starts the server itself (no srun step): the result named
+    the executor but not the Slurm job it ran in (`slurm_job_id: null`)."""
+    out = tmp_path / "out"
+    proc = run_cli([RECIPES / "fixed-sim.yaml", "--live", "--out", out, *SLURM_OPTIONS, "--executor-option",
+                    "node={use_srun: false}", "--no-report"], cli_env(tmp_path), timeout=240)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    (job_id,) = _slurm_ids(out)
+    for jdir in job_dirs(out).values():
+        launch = read_json(jdir / "run.json")["provenance"]["launch"]
+        assert (launch["executor"], launch["launcher"], launch["slurm_job_id"]) == ("slurm", "local", job_id), launch
+    assert not _in_queue(job_id)

@@ -409,3 +409,15 @@ def wait_gone(out: Path) -> None:
             time.sleep(0.5)
         else:
             raise AssertionError(f"Slurm job {job_id} is still queued")
+
+
+def test_an_option_sbatch_refuses_for_a_multinode_group_is_bad_input_with_that_options_fix(tmp_path: Path) -> None:
+    """`partition=nosuch` for a disaggregated group was refused as 'Slurm cannot allocate the 3 nodes …' with the
+    fix of a topology too wide, exit 1; a one-node group says to give a partition `sinfo` lists, exit 2."""
+    out = tmp_path / "out"
+    argv = [*run_argv(RECIPE, out), "--executor-option", "partition=nosuch"]
+    proc = subprocess.run(argv, env=env(tmp_path), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert "Invalid partition name" in proc.stderr and "give a partition `sinfo` lists" in proc.stderr
+    assert "cannot allocate" not in proc.stderr
+    assert not list((out / "servers").glob("*/slurm_job_id"))  # nothing was submitted

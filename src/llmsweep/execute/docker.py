@@ -69,7 +69,7 @@ class DockerOptions(BaseModel):
     stop_timeout_s: float = Field(default=60.0, gt=0, allow_inf_nan=False,
                                   description="Timeout of the `docker stop` call itself.")
     pull_timeout_s: float = Field(
-        default=3600.0, gt=0,
+        default=3600.0, gt=0, allow_inf_nan=False,
         description="Longest `docker pull` of an image this host lacks (pulled before the server starts: the pull "
         "does not count against the start-up timeout).",
     )

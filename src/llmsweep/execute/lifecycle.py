@@ -296,7 +296,10 @@ def _provenance(job: Job, spec: LaunchSpec, group: ServerGroup, observed: dict[s
                    "recipe_image": job.image, "fingerprint": spec.fingerprint(),
                    # What placed the server: the group's executor and the launcher that started it there.
                    "executor": group.executor, "launcher": launcher,
-                   "slurm_job_id": handle.job_id if handle is not None else None},
+                   # the batch job the server ran in: its srun step's, else (the server started by the worker
+                   # itself, `node.use_srun: false`) the batch job this worker runs in
+                   "slurm_job_id": (handle.job_id if handle is not None and handle.job_id else
+                                    os.environ.get("SLURM_JOB_ID") if group.executor == "slurm" else None)},
         "hardware": hardware_provenance(job, seen),
         "llmsweep_version": __version__,
         "source": group.source,

@@ -113,7 +113,7 @@ class SlurmOptions(BaseModel):
     cancel_wait_s: float = Field(default=120.0, ge=0, allow_inf_nan=False,
                                  description="How long to wait for a cancelled job to leave the queue.")
     pending_note_s: float = Field(
-        default=300.0, gt=0,
+        default=300.0, gt=0, allow_inf_nan=False,
         description="While a job waits in the queue, say so (with Slurm's reason) this often; the first note comes "
         "after a fifth of it.",
     )
@@ -1166,8 +1166,8 @@ class SlurmExecutor:
                     sjob = self.submit(group.spec, group_file=group_file, out_dir=gdir, name=group.id, nodes=nodes,
                                        into=live)
                 except (LaunchError, ConfigError) as exc:
-                    if group.topology is None:
-                        raise
+                    if group.topology is None or isinstance(exc, ConfigError):
+                        raise  # (an option sbatch refuses is bad input for every group: exit 2, as for one node)
                     # A topology the cluster cannot hold: its jobs are refused with the reason, the others run.
                     event(f"{group.id}: refused — {exc.message}")
                     for job in group.jobs:
@@ -1329,6 +1329,12 @@ class SlurmExecutor:
                            env=environ, check=False, fix=_SLURM_FIX)
         if proc.returncode != 0:
             said = (proc.stderr or proc.stdout).strip().splitlines()
+            fix = refused_fix(proc.stderr or "", environ)
+            if fix is not None and fix != _REFUSED_ANY_FIX and "node configuration" not in (proc.stderr or "").lower():
+                # sbatch named another option it refuses (a partition, account, QOS, time limit, GPU type): bad
+                # input, exit 2 with that option's fix, as `submit` says it for a one-node group
+                raise ConfigError(f"sbatch refuses the batch job of {name}: {said[-1] if said else 'no reason given'}",
+                                  fix=fix)
             raise LaunchError(
                 f"Slurm cannot allocate the {nodes} nodes the topology of {name} needs"
                 + (f": {said[-1]}" if said else ""),

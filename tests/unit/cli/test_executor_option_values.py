@@ -35,3 +35,17 @@ def test_run_refuses_it_before_anything_is_written(tmp_path: Path) -> None:
                                    "node={srun:", "--out", str(out), "--store", str(tmp_path / "s.sqlite")])
     assert isinstance(res.exception, ConfigError), res.exception  # exit 2 through `main`, said once
     assert not out.exists()
+
+
+@pytest.mark.parametrize(("options", "field"), [("slurm", "pending_note_s"), ("docker", "pull_timeout_s")])
+def test_an_infinite_limit_is_refused_as_every_other_finite_one_is(options: str, field: str) -> None:
+    """`pending_note_s=.inf` was taken (a pending job never reported) and so was an endless `docker pull`, while
+    `poll_s=.inf` was refused."""
+    from pydantic import ValidationError
+
+    from llmsweep.execute.docker import DockerOptions
+    from llmsweep.execute.slurm import SlurmOptions
+
+    model = SlurmOptions if options == "slurm" else DockerOptions
+    with pytest.raises(ValidationError, match="finite number"):
+        model.model_validate({field: float("inf")})

@@ -65,7 +65,7 @@ def test_closed_loop_sessions_send_each_row_once(trace_file: Path) -> None:
 def test_client_workers_together_send_each_row_once_with_one_theoretical_hit_rate(trace_file: Path) -> None:
     """Closed loop over two client workers sent every row twice (each process replayed all of them), and each
     worker's prefix cache saw only the rows it sent, so the theoretical hits depended on the worker count."""
-    sent: list[tuple[int, int]] = []
+    sent: list[tuple[int | None, int | None]] = []
     for worker in range(2):
         workload = MooncakeWorkload(MooncakeConfig(source=str(trace_file), run_id="m"))
         workload.bind_worker(worker, 2)
