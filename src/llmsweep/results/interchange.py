@@ -593,6 +593,9 @@ def from_inferencex_row(run_id: str, row: Mapping[str, Any], n: int) -> ResultPo
     if "scenario_type" in flat:
         job["scenario-type"] = flat["scenario_type"]
     identity = identity_from_job(job)
+    if identity.conc <= 0:  # (it was stored as conc 0, drawn as a `c0` point, matched with nothing)
+        raise ResultError(f"row {n} names no concurrency (`conc`, or a legacy agentic row's `users`)",
+                          fix="give each row the concurrency it was measured at")
     if ours.get("corpus"):  # our own export: the corpus the point replayed, so it matches its original again
         identity = dataclasses.replace(identity, corpus=str(ours["corpus"]))
     metrics = {c.name: _number(flat, inferencex_name(c)) for c in HOT_COLUMNS}

@@ -297,3 +297,12 @@ def test_a_disaggregated_row_carries_each_roles_power_only_where_the_run_recorde
     assert rows[2]["power_valid"] == 0 and rows[2]["power_metric_schema_version"] == 2
     assert not any(k in rows[2] for k in role_keys)
     assert "power" not in rows[2]["llmsweep"]
+
+
+def test_a_row_without_a_concurrency_is_refused_naming_it(tmp_path: Path) -> None:
+    """It was stored as conc 0 without a word, and the dashboard drew a `c0` point."""
+    row = {"hw": "mi355x", "model": "m", "infmax_model_prefix": "m", "framework": "sglang", "precision": "fp8",
+           "isl": 1024, "osl": 1024, "tp": 8, "tput_per_gpu": 100.0}
+    with pytest.raises(ResultError, match="row 3 names no concurrency"):
+        from_inferencex_row("import:x", row, 3)
+    assert from_inferencex_row("import:x", {**row, "conc": 4}, 3).identity.conc == 4
