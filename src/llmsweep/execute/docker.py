@@ -558,8 +558,11 @@ class DockerLauncher:
             # calls run in their own session, so a terminal's second Ctrl-C cannot cut them short.
             # `-t`: spelled `--time` by older CLIs and `--timeout` by newer ones, which warn on `--time`.
             stop = [self.options.docker, "stop", "-t", str(int(grace_s)), name]
-            run_command(stop, timeout_s=grace_s + self.options.stop_timeout_s, check=False, new_session=True,
-                        fix="check the docker daemon; remove the container by hand with `docker rm -f`")
+            try:
+                run_command(stop, timeout_s=grace_s + self.options.stop_timeout_s, check=False, new_session=True,
+                            fix="check the docker daemon; remove the container by hand with `docker rm -f`")
+            except LaunchError as exc:  # a `docker stop` that hung: the removal below still kills the container
+                log.warning("%s; removing container %s with `docker rm -f`", exc.message, name)
             remove_container([self.options.docker, "rm", "-f", name], timeout_s=self.options.stop_timeout_s)
 
         user_flags = flags_named("the docker executor's extra_args", self.options.extra_args)

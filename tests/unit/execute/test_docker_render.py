@@ -158,7 +158,8 @@ esac
 """
 
 
-def launch_with_stand_in(tmp_path: Path, environ: dict[str, str]) -> tuple[Any, Path, LaunchSpec]:
+def launch_with_stand_in(tmp_path: Path, environ: dict[str, str], *, stop_timeout_s: float = 60.0
+                         ) -> tuple[Any, Path, LaunchSpec]:
     """Launch SPEC through DockerLauncher with the docker stand-in; returns the handle, its calls file and the spec."""
     from llmsweep.execute.preflight import pick_free_port
 
@@ -168,7 +169,7 @@ def launch_with_stand_in(tmp_path: Path, environ: dict[str, str]) -> tuple[Any, 
     docker.write_text(FAKE_DOCKER.format(calls=calls, port=port))
     docker.chmod(docker.stat().st_mode | stat.S_IEXEC)
     spec = SPEC.model_copy(update={"port": port, "health_path": "/"})
-    launcher = DockerLauncher(DockerOptions(docker=str(docker), gpu_vendor="none"))
+    launcher = DockerLauncher(DockerOptions(docker=str(docker), gpu_vendor="none", stop_timeout_s=stop_timeout_s))
     return launcher.launch(spec, log_path=tmp_path / "server.log", environ=environ), calls, spec
 
 
@@ -185,6 +186,23 @@ def test_launch_passes_secret_to_the_cli_scrubs_log_and_stops_the_container(tmp_
     name = flag_value(list(handle.command), "--name")[0]
     assert recorded[0].startswith("run --init --network=host --name " + name)
     assert f"stop -t 3 {name}" in recorded and f"rm -f {name}" in recorded
+
+
+def test_a_docker_stop_that_hangs_still_removes_the_container(tmp_path: Path) -> None:
+    """`docker stop` past its timeout raised before `docker rm -f` ran, and the container kept running until a later
+    `--resume`."""
+    handle, calls, _ = launch_with_stand_in(tmp_path, dict(os.environ), stop_timeout_s=2.0)
+    docker = Path(handle.command[0])
+    name = flag_value(list(handle.command), "--name")[0]
+    try:
+        wait_ready(handle, timeout_s=20, poll_s=0.1)
+        docker.write_text(docker.read_text().replace("*) exit 0 ;;", "stop) sleep 30 ;;\n  *) exit 0 ;;"))
+        started = time.monotonic()
+        handle.stop(grace_s=0)
+    finally:
+        handle.process.stop(grace_s=1)
+    assert f"rm -f {name}" in calls.read_text().splitlines()
+    assert time.monotonic() - started < 25
 
 
 def test_a_daemon_gone_at_the_teardown_is_a_warning_with_docker_s_words_not_a_traceback(
