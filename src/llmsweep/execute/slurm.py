@@ -553,8 +553,12 @@ class SlurmJob:
         def fields(*what: str) -> dict[str, str]:
             return scontrol_show(*what, timeout_s=self.options.command_timeout_s, fix=_SLURM_FIX)
 
-        job = fields("job", self.job_id)
-        partition = fields("partition", job["Partition"]) if job.get("Partition") else {}
+        try:
+            job = fields("job", self.job_id)
+            partition = fields("partition", job["Partition"]) if job.get("Partition") else {}
+        except LaunchError as exc:  # a slow or unreachable controller: not known, and no reason to end the run
+            log.info("could not read Slurm job %s's time limit against its partition's: %s", self.job_id, exc.message)
+            return False
         try:
             limit = time_limit_s(job.get("TimeLimit", ""))
             most = time_limit_s(partition.get("MaxTime", ""))

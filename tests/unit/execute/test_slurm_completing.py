@@ -37,3 +37,19 @@ def test_a_job_completing_after_scancel_is_said_to_be_ending_not_to_be_forced(
     assert "scancel -f" not in completing
     (forced,) = [m for m in said if "685" in m]
     assert said[forced] == logging.ERROR and "scancel -f 685" in forced
+
+
+def test_a_controller_too_slow_to_show_a_pending_jobs_limits_does_not_end_the_run(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A job pending for PartitionConfig is checked against its partition's MaxTime with `scontrol`: one that timed
+    out raised out of the wait loop and ended the whole run. Not known is `False` (the pending note says Slurm's
+    reason as it is)."""
+    from llmsweep.errors import LaunchError
+
+    def slow(*what: str, **_: Any) -> dict[str, str]:
+        raise LaunchError("`scontrol show job 7` timed out after 30 s", fix="check slurmctld")
+
+    monkeypatch.setattr(slurm, "scontrol_show", slow)
+    job = slurm.SlurmJob(job_id="7", name="g", out_dir=tmp_path, script_path=tmp_path / "job.sbatch",
+                         options=slurm.SlurmOptions())
+    assert job.over_partition_time() is False
