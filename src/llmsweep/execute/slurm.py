@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from llmsweep import shell
 from llmsweep.engines.launch import LaunchSpec, env_assignment
 from llmsweep.errors import ConfigError, LaunchError
-from llmsweep.execute.artifacts import SLURM_JOB_ID_FILE
+from llmsweep.execute.artifacts import PID_FILES, SLURM_JOB_ID_FILE
 from llmsweep.execute.base import HostPath
 from llmsweep.execute.commands import run_command
 from llmsweep.execute.executor import Event, register_executor, validate_options
@@ -337,11 +337,21 @@ def render_batch_script(
     lines = ["#!/bin/bash", *(f"#SBATCH {h}" for h in headers), "",
              "# Rendered by llmsweep.execute.slurm. The exit status of this script is the job's result.",
              "set -euo pipefail",
-             f"trap 'echo $? > {out_dir}/slurm-${{SLURM_JOB_ID}}.rc' EXIT",
+             # A worker that died without its teardown (killed: out of memory) leaves the servers it started itself
+             # (`node.use_srun: false`) in their own session, which Slurm's process tracking may not follow once
+             # they are orphaned: their pid files name them, and the job stops their process groups as it ends.
+             "llmsweep_stop_servers() {",
+             f"  local f pid; for f in {shell.quote(str(out_dir))}/{PID_FILES}; do",
+             '    [ -f "$f" ] || continue',
+             "    pid=$(grep -o '\"pid\": *[0-9]*' \"$f\" | grep -o '[0-9]*$' || true)",
+             '    if [ -n "$pid" ] && [ "$pid" -gt 1 ]; then kill -TERM -- "-$pid" 2>/dev/null || true; fi',
+             "  done",
+             "}",
+             f"trap 'rc=$?; llmsweep_stop_servers; echo $rc > {out_dir}/slurm-${{SLURM_JOB_ID}}.rc' EXIT",
              # killed by scancel, the time limit or preemption, $? in the EXIT trap would be the last command's 0
              # (the signals that unwind llmsweep itself, SIGQUIT's `scancel -s QUIT` included)
-             *(f"trap 'echo {128 + sig} > {out_dir}/slurm-${{SLURM_JOB_ID}}.rc; trap - EXIT; exit {128 + sig}' "
-               f"{sig.name.removeprefix('SIG')}" for sig in INTERRUPT_SIGNALS),
+             *(f"trap 'llmsweep_stop_servers; echo {128 + sig} > {out_dir}/slurm-${{SLURM_JOB_ID}}.rc; trap - EXIT; "
+               f"exit {128 + sig}' {sig.name.removeprefix('SIG')}" for sig in INTERRUPT_SIGNALS),
              f"export {NODE_LAUNCHER_ENV}={shell.quote(str(launcher_file))}",
              "export PYTHONUNBUFFERED=1",
              'echo "llmsweep: job ${SLURM_JOB_ID} on $(hostname) started $(date -u +%FT%TZ)"']

@@ -138,3 +138,35 @@ def test_the_node_python_check_imports_the_module_the_worker_runs(tmp_path: Path
         assert checks == [] and "sys.version_info < (3, 11)" in script
     else:
         assert len(checks) == 1 and f"-c 'import {imports}'" in checks[0], checks
+
+
+def test_the_batch_job_stops_the_servers_its_worker_left_as_it_ends(tmp_path: Path) -> None:
+    """With `node.use_srun: false` the worker starts the server itself, in its own session; a worker killed (out of
+    memory) left it running after the job had left the queue, reparented to init where Slurm's process tracking does
+    not follow it. The script's EXIT trap stops every process group its pid files name."""
+    import json
+    import os
+    import signal
+    import time
+
+    out = tmp_path / "g0"
+    out.mkdir()
+    server = subprocess.Popen(["sleep", "300"], start_new_session=True)  # a server: its own session and group
+    try:
+        (out / "server.pid").write_text(json.dumps({"pid": server.pid, "argv0": "sleep", "start_ticks": 1}))
+        (out / "server.2.pid").write_text("not json")  # a damaged file is passed over
+        script = render_batch_script(SIM, SlurmOptions(worker_command=("false",)), name="g0",
+                                     group_file=out / "group.json", out_dir=out, launcher_file=out / "launch.json")
+        (out / "job.sbatch").write_text(script)
+        done = subprocess.run(["bash", str(out / "job.sbatch")], env={**os.environ, "SLURM_JOB_ID": "9"},
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode != 0  # the worker failed, as the killed one did
+        for _ in range(50):
+            if server.poll() is not None:
+                break
+            time.sleep(0.1)
+        assert server.poll() == -signal.SIGTERM, "the server the worker left must not outlive the batch job"
+        assert (out / "slurm-9.rc").read_text().strip() == "1"
+    finally:
+        if server.poll() is None:
+            server.kill()
