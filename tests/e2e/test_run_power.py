@@ -177,3 +177,18 @@ def test_predict_carries_the_power_block_a_virtual_time_run_computes(tmp_path: P
         again = summarise(point_dir / "records.jsonl", gpus=row["summary"]["throughput"]["gpus"])
         assert again.power is not None and again.power.power_valid
         assert again.power.energy_j == pytest.approx(power["energy_j"], rel=1e-9)
+
+
+def test_a_pipeline_parallel_jobs_simulated_power_says_it_is_not_modelled(tmp_path: Path) -> None:
+    """The simulator's power model covers the tensor-parallel GPUs: a pp 2 job's block was invalid for
+    `expected_gpu_count_mismatch`, as if samples had gone missing. It says that power is not modelled for it."""
+    recipe = tmp_path / "pp.yaml"
+    text = (RECIPES / "fixed-sim.yaml").read_text()
+    recipe.write_text(text.replace("tp: 8,", "tp: 4, pp: 2,", 1))
+    out = tmp_path / "out"
+    proc = run_here([recipe, "--out", out, "--no-report"], cli_env(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    for jdir in job_dirs(out).values():
+        power = read_json(jdir / "summary.json")["power"]
+        assert power["power_valid"] is False and "expected_gpu_count_mismatch" not in power["reasons"], power
+        assert power["error"].startswith("not modelled: the simulator's power model covers the job's 4 "), power

@@ -221,7 +221,7 @@ def _predict_unit(unit: Unit, settings: Settings) -> list[Outcome]:
     config = unit.config
     # the GPUs' modelled power, as `run` in virtual time reads it (labelled simulated in the summary's power block)
     power = virtual_power(settings.power.for_jobs([point.job]), hardware=config.hardware, tp=config.tp,
-                          start_time=0.0)
+                          start_time=0.0, gpus=point.job.gpus)
     try:
         predicted = predict_point(point, config, duration=settings.duration, max_requests=settings.max_requests,
                                   provenance=unit.provenance, power=power)

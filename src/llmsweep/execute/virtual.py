@@ -254,7 +254,8 @@ def _simulate(job: Job, group: ServerGroup, config: EngineConfig, jdir: Path, st
 
     point = Point.of(job)
     started_at = time.time()
-    power = virtual_power(settings.power.for_jobs([job]), hardware=config.hardware, tp=config.tp, start_time=started_at)
+    power = virtual_power(settings.power.for_jobs([job]), hardware=config.hardware, tp=config.tp, start_time=started_at,
+                          gpus=job.gpus)
     with no_cyclic_gc():
         predicted = predict_point(point, config, start_time=started_at, summarize=False, power=power,
                                   on_progress=polled(stop))

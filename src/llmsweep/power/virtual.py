@@ -33,12 +33,18 @@ class VirtualPower:
     """The simulated GPUs' power read on the virtual clock; `probe` is the predictor's probe factory (None when
     sampling is off, in which case the job's file says so)."""
 
-    def __init__(self, *, hardware: str, tp: int, start_time: float, settings: PowerSettings) -> None:
+    def __init__(self, *, hardware: str, tp: int, start_time: float, settings: PowerSettings,
+                 gpus: int | None = None) -> None:
         self.hardware, self.tp, self.settings = hardware, tp, settings
         self.now = start_time
         self.samples: list[GpuSample] = []
         self.model: PowerModel | None = None
         self.error = OFF_REASON if settings.backend == "off" else None
+        if self.error is None and gpus is not None and gpus > tp:
+            # the model prices a step on the tensor-parallel GPUs: not a figure for the job's pipeline or context
+            # ranks, which it does not model (it said `expected_gpu_count_mismatch`, as if samples went missing)
+            self.error = (f"not modelled: the simulator's power model covers the job's {tp} tensor-parallel GPUs, not "
+                          f"the {gpus} its pipeline or context parallelism uses")
 
     @property
     def probe(self) -> Callable[[EngineCore], Callable[[float], None]] | None:
@@ -75,12 +81,13 @@ class VirtualPower:
         return path
 
 
-def virtual_power(settings: PowerSettings, *, hardware: str, tp: int, start_time: float) -> VirtualPower | None:
+def virtual_power(settings: PowerSettings, *, hardware: str, tp: int, start_time: float,
+                  gpus: int | None = None) -> VirtualPower | None:
     """The modelled power of a virtual-time job (`settings` decided for the job: `PowerSettings.for_jobs`), or None
     when power is neither sampled nor required (`--power-backend off`)."""
     if settings.backend == "off" and not settings.require:
         return None
-    return VirtualPower(hardware=hardware, tp=tp, start_time=start_time, settings=settings)
+    return VirtualPower(hardware=hardware, tp=tp, start_time=start_time, settings=settings, gpus=gpus)
 
 
 class VirtualDeploymentPower:
