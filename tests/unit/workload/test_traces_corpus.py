@@ -114,7 +114,7 @@ def test_loader_ignores_unknown_fields_but_names_file_and_line_of_bad_ones(tmp_p
 
 
 def test_loader_errors_for_missing_or_empty_sources(tmp_path: Path) -> None:
-    with pytest.raises(DatasetError, match=r"nope\.jsonl: no such file or directory"):
+    with pytest.raises(DatasetError, match=r"nope\.jsonl does not exist \(no such file or directory\)"):
         load_traces(tmp_path / "nope.jsonl")
     with pytest.raises(DatasetError, match="neither a file"):  # a word that names nothing here or on the hub
         load_traces("nope")
@@ -237,5 +237,5 @@ def test_a_local_trace_path_that_does_not_exist_is_said_as_such_not_fetched_from
 
     monkeypatch.setattr("llmsweep.workload.traces.loader.download_dataset", no_hub)
     for missing in ("data/traces.jsonl", "elsewhere/t.json", "data/corpus", "t.jsonl.gz"):
-        with pytest.raises(DatasetError, match=rf"trace source {re.escape(missing)}: no such file or directory"):
+        with pytest.raises(DatasetError, match=rf"trace source {re.escape(missing)} does not exist"):
             load_traces(missing)

@@ -118,7 +118,7 @@ def _source_files(source: str | Path) -> list[tuple[Path, bool]]:
         canonical = local / "traces.jsonl"  # the dataset's default split; other JSON there is metadata
         return [(canonical, True)] if canonical.is_file() else [(p, False) for p in _dir_files(local)]
     if "/" in str(source) or Path(str(source)).suffix:
-        raise DatasetError(f"trace source {source}: no such file or directory",
+        raise DatasetError(f"trace source {source} does not exist (no such file or directory)",
                            fix="check the path (relative paths are read from the current directory); hub dataset ids "
                                "look like 'org/name'")
     raise DatasetError(
