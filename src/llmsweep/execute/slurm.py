@@ -373,6 +373,38 @@ def render_batch_script(
     return "\n".join(lines) + "\n"
 
 
+SBATCH_INPUT_ENV: dict[str, tuple[str, ...]] = {
+    "--job-name": ("SBATCH_JOB_NAME",), "--partition": ("SBATCH_PARTITION",), "--account": ("SBATCH_ACCOUNT",),
+    "--time": ("SBATCH_TIMELIMIT",), "--gres": ("SBATCH_GRES", "SBATCH_GPUS"), "--exclusive": ("SBATCH_EXCLUSIVE",),
+    "--cpus-per-task": ("SBATCH_CPUS_PER_TASK",), "--mem": ("SBATCH_MEM_PER_NODE", "SBATCH_MEM_PER_CPU"),
+    "--export": ("SBATCH_EXPORT",), "--no-requeue": ("SBATCH_REQUEUE", "SBATCH_NO_REQUEUE"),
+    "--qos": ("SBATCH_QOS",), "--constraint": ("SBATCH_CONSTRAINT",), "--reservation": ("SBATCH_RESERVATION",),
+}
+"""sbatch's input environment variables by the option each stands for: Slurm takes them over the script's `#SBATCH`
+lines (command line > environment > script), so a site's `SBATCH_TIMELIMIT` shortened every batch job's `--time`
+and an `SBATCH_EXPORT=NONE` left the worker without the driver's environment."""
+_SAID_ENV: set[str] = set()
+
+
+def sbatch_environment(script: str, environ: Mapping[str, str]) -> dict[str, str]:
+    """`environ` without the sbatch input variables that would override an option the script's `#SBATCH` lines set
+    (:data:`SBATCH_INPUT_ENV`), each left out said once a process, with what the script sets instead."""
+    options = {line.split()[1].split("=", 1)[0] for line in script.splitlines()
+               if line.startswith("#SBATCH ") and len(line.split()) > 1}
+    env = dict(environ)
+    for option, names in SBATCH_INPUT_ENV.items():
+        if option not in options:
+            continue
+        for name in names:
+            if name in env:
+                value = env.pop(name)
+                if name not in _SAID_ENV:
+                    _SAID_ENV.add(name)
+                    log.warning("sbatch: %s=%s in the environment is not passed: the batch script sets %s, which it "
+                                "would override (Slurm takes the environment over #SBATCH lines)", name, value, option)
+    return env
+
+
 _UNREACHED = ("contact slurm controller", "socket timed out", "connection refused", "zero bytes", "munge")
 """Words of an sbatch error that says the controller was not reached (no refusal: `_SLURM_FIX` applies)."""
 _REFUSED_FIXES: tuple[tuple[str, str], ...] = (
@@ -1301,6 +1333,7 @@ class SlurmExecutor:
                                      out_dir=out_dir, launcher_file=launcher_file, nodes=nodes)
         script_path = out_dir / "job.sbatch"
         script_path.write_text(script, encoding="utf-8")
+        environ = sbatch_environment(script, os.environ if environ is None else environ)
         if nodes > 1:
             self._check_nodes(script_path, nodes, name, environ)
         with shielded():

@@ -170,3 +170,21 @@ def test_the_batch_job_stops_the_servers_its_worker_left_as_it_ends(tmp_path: Pa
     finally:
         if server.poll() is None:
             server.kill()
+
+
+def test_sbatch_input_variables_do_not_override_what_the_script_sets(caplog: pytest.LogCaptureFixture) -> None:
+    """Slurm takes `SBATCH_*` input variables over the script's `#SBATCH` lines: a site's `SBATCH_TIMELIMIT` cut every
+    batch job's `--time`, `SBATCH_EXPORT=NONE` left the worker without the driver's environment, `SBATCH_REQUEUE`
+    undid `--no-requeue`. Those the script sets are not passed, said once; the others are (a site's default QOS)."""
+    import logging
+
+    from llmsweep.execute.slurm import sbatch_environment
+
+    script = render(SIM, partition="gpu", time_limit="02:00:00")
+    environ = {"PATH": "/bin", "SBATCH_TIMELIMIT": "00:05:00", "SBATCH_EXPORT": "NONE", "SBATCH_REQUEUE": "1",
+               "SBATCH_PARTITION": "debug", "SBATCH_QOS": "normal", "SBATCH_ACCOUNT": "team"}
+    with caplog.at_level(logging.WARNING, logger="llmsweep.execute.slurm"):
+        env = sbatch_environment(script, environ)
+    assert env == {"PATH": "/bin", "SBATCH_QOS": "normal", "SBATCH_ACCOUNT": "team"}  # no --qos, no --account set
+    said = caplog.text
+    assert "SBATCH_TIMELIMIT=00:05:00 in the environment is not passed" in said and "--time" in said
