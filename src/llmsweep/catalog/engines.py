@@ -127,7 +127,7 @@ class MemoryFractionRule(BaseModel):
     def holds_for(self, version: Version | None) -> bool:
         if self.min_version is None:
             return True
-        return version is not None and not version.base < self.min_version.base
+        return version is not None and not version.below(self.min_version)
 
     def describe(self) -> str:
         """The condition in words: `version >= 0.26.0`, `any version`."""
@@ -252,8 +252,8 @@ class FeatureGate(BaseModel):
         v = as_version(version)
         if v is None:
             return None
-        too_old = self.min_version is not None and v.base < self.min_version.base
-        too_new = self.max_version is not None and v.base > self.max_version.base
+        too_old = self.min_version is not None and v.below(self.min_version)
+        too_new = self.max_version is not None and v.above(self.max_version)
         return not (too_old or too_new)
 
     def range_text(self) -> str:
@@ -609,9 +609,9 @@ def match_incompatibilities(
     for inc in all_incompatibilities():
         if inc.engine != eid:
             continue
-        if v is not None and inc.min_version is not None and v.base < inc.min_version.base:
+        if v is not None and inc.min_version is not None and v.below(inc.min_version):
             continue
-        if v is not None and inc.max_version is not None and v.base > inc.max_version.base:
+        if v is not None and inc.max_version is not None and v.above(inc.max_version):
             continue
         if inc.platforms is not None and plat not in inc.platforms:
             continue

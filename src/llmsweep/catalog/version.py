@@ -62,6 +62,21 @@ class Version:
         dev = int(m.group("dev_n") or 0) if m.group("dev") else None
         return cls(release, pre, post, dev)
 
+    def below(self, bound: Version) -> bool:
+        """Whether this version comes before a range's lower `bound`: compared on the release (`0.26.0rc1` is
+        0.26.0) unless the bound itself names a pre-, post- or dev-release (`1.3.0rc14`: `1.3.0rc5` comes before it,
+        where comparing releases alone let it pass)."""
+        return self < bound if bound.exact else self.base < bound.base
+
+    def above(self, bound: Version) -> bool:
+        """Whether this version comes after a range's upper `bound`, as :meth:`below` compares."""
+        return self > bound if bound.exact else self.base > bound.base
+
+    @property
+    def exact(self) -> bool:
+        """Whether it names more than a release (a pre-, post- or dev-release)."""
+        return self.pre is not None or self.post is not None or self.dev is not None
+
     @property
     def base(self) -> Version:
         """The release without pre/post/dev parts (``0.5.12.post1`` -> ``0.5.12``)."""

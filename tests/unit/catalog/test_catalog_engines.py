@@ -238,3 +238,17 @@ def test_an_engine_only_the_catalog_names_keeps_its_own_spellings(user_catalog: 
         .replace("display_name: vLLM (site build)", "display_name: TileRT\n    frameworks: [tilert, tilert-disagg]")
     )
     assert canonical_engine("tilert-disagg") == "tilert" and canonical_engine("dynamo-vllm") == "vllm"
+
+
+@pytest.mark.parametrize(("version", "honoured"), [
+    ("1.3.0rc5", False), ("1.3.0rc13", False), ("1.3.0rc14", True), ("1.3.0", True), ("1.3.1rc1", True),
+    ("1.2.0", False),
+])
+def test_a_gate_whose_bound_is_a_pre_release_compares_pre_releases(version: str, honoured: bool) -> None:
+    """TensorRT-LLM's forced acceptance is honoured from 1.3.0rc14: comparing releases alone (rc5 is 1.3.0) let
+    1.3.0rc5 pass, whose int() parse reads 1.49 as 0 — no forced acceptance. A bound without a pre-release still
+    compares releases (`0.26.0rc1` is 0.26.0)."""
+    from llmsweep.catalog.engines import check_knob
+
+    verdict = check_knob("trtllm", version, "TLLM_SPEC_DECODE_FORCE_NUM_ACCEPTED_TOKENS", value="1.49")
+    assert verdict.honoured is honoured, verdict
