@@ -44,6 +44,7 @@ from llmsweep.client.files import RUN_FILE
 from llmsweep.errors import ConfigError
 from llmsweep.plan import Job
 from llmsweep.plan.matrix import EvalOptions
+from llmsweep.plan.point import CONC_MARK
 
 Source = Literal["matrix", "changes"]
 RUN_LABELS = ("full-sweep-enabled", "full-sweep-fail-fast")
@@ -422,6 +423,7 @@ def collect(artifacts: Path, out: Path, *, run_id: str, expected: Sequence[str] 
     outcomes: dict[str, dict[str, Any]] = {}
     broken: dict[str, dict[str, Any]] = {}  # jobs whose artifact says nothing readable about them; outcomes win
     keys: dict[str, str] = {}
+    hardware: dict[str, Any] = {}
     started: list[str] = []
     first: dict[str, Any] = {}
 
@@ -442,6 +444,7 @@ def collect(artifacts: Path, out: Path, *, run_id: str, expected: Sequence[str] 
         first = first or meta
         started += [meta["started"]] if isinstance(meta.get("started"), str) else []
         keys.update(meta.get("reuse_keys") or {})
+        hardware.update(meta.get("job_hardware") or {})  # where a job that has no result would have run (success)
         for o in meta.get("outcomes") or []:
             outcomes[o["job_id"]] = o
         for job in meta.get("expected_job_ids") or []:
@@ -457,14 +460,17 @@ def collect(artifacts: Path, out: Path, *, run_id: str, expected: Sequence[str] 
                    f"artifact {folder} holds no {RUN_FILE}: the job's run did not start, or did not get to write it")
     outcomes = {**broken, **outcomes}
     for job in expected:
-        outcomes.setdefault(job, {"job_id": job, "exp_name": "", "status": "failed", "reasons": [NO_ARTIFACT]})
+        # a multi-node job's points are its results (`<id>-conc<N>`: `run` records them apart): present, not missing
+        if job in outcomes or any(o.startswith(f"{job}{CONC_MARK}") for o in outcomes):
+            continue
+        outcomes[job] = {"job_id": job, "exp_name": "", "status": "failed", "reasons": [NO_ARTIFACT]}
     meta = {
         "run_id": run_id, "llmsweep_version": first.get("llmsweep_version"), "executor": first.get("executor"),
         "recipe_files": first.get("recipe_files"), "measurement": first.get("measurement"),
         "started": min(started) if started else None,
         "finished": datetime.now(UTC).isoformat(timespec="seconds"),
         "expected_job_ids": sorted(outcomes), "outcomes": [outcomes[j] for j in sorted(outcomes)],
-        "reuse_keys": keys, "collected_from": str(artifacts),
+        "reuse_keys": keys, "job_hardware": hardware, "collected_from": str(artifacts),
     }
     (out / RUN_FILE).write_text(json.dumps(meta, indent=2))
     return meta

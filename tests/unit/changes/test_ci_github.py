@@ -157,6 +157,24 @@ def test_collect_merges_job_runs_and_counts_a_missing_one_as_failed(tmp_path: Pa
         collect(tmp_path / "none", tmp_path / "nothing", run_id="gh-3-1")
 
 
+def test_collect_counts_a_multinode_jobs_points_and_keeps_each_jobs_hardware(tmp_path: Path) -> None:
+    """`run` records a multi-node job's outcomes under its points' ids (`<id>-conc2`, `<id>-conc4`), while the matrix
+    names the job: every sweep with one was failed for 'no artifact' (collect exit 1, the success rate too low). And
+    the merged run.json dropped `job_hardware`, so a job without a result was counted under hardware `unknown`."""
+    artifacts = tmp_path / "artifacts"
+    runs = {"multi": (["multi-conc2", "multi-conc4"], "mi355x"), "single": (["single"], "mi300x")}
+    for job, (points, hw) in runs.items():
+        run = artifacts / f"bmk_{job}"
+        run.mkdir(parents=True)
+        (run / "run.json").write_text(json.dumps({
+            "run_id": job, "expected_job_ids": points, "job_hardware": {p: hw for p in points},
+            "outcomes": [{"job_id": p, "exp_name": "x", "status": "valid"} for p in points]}))
+    meta = collect(artifacts, tmp_path / "sweep", run_id="gh-1-1", expected=["multi", "single", "lost"])
+    assert {o["job_id"]: o["status"] for o in meta["outcomes"]} == {
+        "multi-conc2": "valid", "multi-conc4": "valid", "single": "valid", "lost": "failed"}
+    assert meta["job_hardware"] == {"multi-conc2": "mi355x", "multi-conc4": "mi355x", "single": "mi300x"}
+
+
 def test_collect_records_each_unreadable_artifact_as_its_jobs_failure_and_goes_on(tmp_path: Path) -> None:
     """A truncated run.json in one artifact stopped `ci collect` with a traceback, and nothing was collected; a
     refused job (run.json, no `jobs/`), a run stopped before its outcomes and an artifact without run.json were each
