@@ -247,6 +247,18 @@ def client_isolation(ctx: Context) -> Iterator[Finding]:
         image = _image(serve.client_image)
         python = serve.client_python or (image.python_version if image else None)
         ok: bool | None
+        known = image.python_version if image is not None and not image.python_estimate else None
+        stated = serve.client_python
+        if stated is not None and known is not None and stated.split(".")[:2] != known.split(".")[:2]:
+            # the catalog observed this image's Python: a stated one that contradicts it does not make it so (the
+            # seed's image, 3.10.12, passed with `client-python: "3.11"`)
+            yield ctx.hit("client.isolation", recipe, ("serve", "client-python"),
+                          f"serve.client-python says {stated}, but client image {serve.client_image} ships Python "
+                          f"{known} (observed)" + ("" if image is not None and image.python_at_least(CLIENT_PYTHON)
+                                                  else f"; the client needs >= {CLIENT_PYTHON}"),
+                          fix=f"delete `serve.client-python` (the image's is known), or name an image with Python >= "
+                              f"{CLIENT_PYTHON}")
+            continue
         if serve.client_python is not None:
             ok = tuple(int(x) for x in serve.client_python.split(".")[:2] if x.isdigit()) >= (3, 11)
         else:
