@@ -13,7 +13,7 @@ from llmsweep.catalog.golden import resolve_acceptance
 from llmsweep.engine_ids import acceptance_knobs
 from llmsweep.findings import Finding, Severity
 from llmsweep.plan.job import Job
-from llmsweep.policy.context import Context, engine_flags, serve_arg_path, serve_env_path
+from llmsweep.policy.context import Context, engine_flags, entry_path, serve_arg_path, serve_env_path
 from llmsweep.policy.registry import rule
 from llmsweep.spec.workload import ScenarioId
 
@@ -194,6 +194,14 @@ def hand_written(ctx: Context) -> Iterator[Finding]:
             if name in SYNTHETIC_ENV:
                 yield ctx.hit("golden-al.hand-written", recipe, serve_env_path(recipe, job, name),
                               f"`{name}` is written in the recipe", job=job)
+        # a multinode row's additional-settings reach its workers' environment too (InferenceX writes them there)
+        for kind, worker in (("prefill", job.prefill), ("decode", job.decode)):
+            for index, item in enumerate(worker.additional_settings or [] if worker is not None else []):
+                name = item.partition("=")[0].strip()
+                if name in SYNTHETIC_ENV:
+                    yield ctx.hit("golden-al.hand-written", recipe,
+                                  (*entry_path(recipe, job), kind, "additional-settings", index),
+                                  f"`{name}` is written in the {kind} workers' additional-settings", job=job)
         for flag, name, value in engine_flags(job):
             text = str(value)
             if name in SYNTHETIC_ARGS or (name == "--speculative-config" and "synthetic" in text):
@@ -215,7 +223,10 @@ def eval_synthetic(ctx: Context) -> Iterator[Finding]:
             continue
         # The eval's launch: a run-eval row that pins acceptance for its throughput point relaunches without it.
         spec = render(real_verification(job), simulate=ctx.simulated(job))
-        text = " ".join([*spec.argv, *spec.env])
+        # (and the environment a multinode row's workers get from their additional-settings)
+        settings = [item.partition("=")[0].strip() for w in (job.prefill, job.decode) if w is not None
+                    for item in w.additional_settings or []]
+        text = " ".join([*spec.argv, *spec.env, *settings])
         knobs = acceptance_knobs()
         # A recipe flag counts as the engine reads it: `--spec-decode-acceptance-len` is ATOM's length flag.
         text += " " + " ".join(name for _, name, _ in engine_flags(job))
