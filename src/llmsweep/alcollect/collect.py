@@ -17,6 +17,7 @@ import logging
 import os
 import platform
 import re
+import shutil
 import threading
 import time
 import urllib.request
@@ -775,17 +776,27 @@ def _header(job: Job, settings: CollectSettings, run_dir: Path, cells: list[Cell
 
 def _write_curve(out: Path, header: CurveHeader, values: dict[ThinkingMode, dict[int, float]], prefix: str,
                  method: str) -> None:
+    # Written beside the curve under its own name (`load_curve` keys a curve by its file name), read back, and only
+    # then moved over it: a write cut short (a full disk) or a curve that does not load back leaves the curve that
+    # was there — a `--merge-into` target's earlier cells — as it was (it was truncated, or moved to `.invalid`).
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(format_curve(header, values), encoding="utf-8")
-    try:  # what `llmsweep al` will read: a curve that does not load back as this family is not left as one
-        curve = load_curve(out)
-        if (curve.model_prefix, curve.method) != (prefix, normalise_method(method)):
-            raise ConfigError(f"{out.name} is keyed as {curve.model_prefix}/{curve.method}, not {prefix}/{method}",
-                              fix="name the file <prefix>_<method>[_<variant>].yaml")
-    except LlmsweepError as exc:
-        out.replace(out.with_suffix(".invalid"))
-        raise DatasetError(f"the collected curve does not read back: {exc}",
-                           fix="name the output after the recipe's model-prefix and method") from exc
+    staging = out.parent / f".{out.name}.{os.getpid()}.staging"
+    staging.mkdir(exist_ok=True)
+    candidate = staging / out.name
+    try:
+        candidate.write_text(format_curve(header, values), encoding="utf-8")
+        try:  # what `llmsweep al` will read: a curve that does not load back as this family is not left as one
+            curve = load_curve(candidate)
+            if (curve.model_prefix, curve.method) != (prefix, normalise_method(method)):
+                raise ConfigError(f"{out.name} is keyed as {curve.model_prefix}/{curve.method}, not "
+                                  f"{prefix}/{method}", fix="name the file <prefix>_<method>[_<variant>].yaml")
+        except LlmsweepError as exc:
+            candidate.replace(out.with_suffix(".invalid"))  # (the curve there, if any, untouched)
+            raise DatasetError(f"the collected curve does not read back: {exc}",
+                               fix="name the output after the recipe's model-prefix and method") from exc
+        os.replace(candidate, out)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 def _engine_text(job: Job, cells: list[CellResult], simulated: bool) -> str:

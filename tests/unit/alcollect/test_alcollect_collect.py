@@ -559,3 +559,33 @@ def test_a_collection_of_no_measured_cell_is_not_ok() -> None:
 
     assert not result().ok and not result("failed").ok and not result("measured", "failed").ok
     assert result("measured", "measured").ok
+
+
+def test_a_curve_write_that_fails_or_does_not_read_back_leaves_the_curve_that_was_there(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--merge-into` writes the merged curve over the one it completes: a write cut short (a full disk) truncated it,
+    its earlier cells lost, and a merged curve that did not read back (a note holding a newline and a key) moved the
+    original away to `.invalid`. The curve is written beside it, read back, then moved over it."""
+    from llmsweep.alcollect import collect as collect_module
+    from llmsweep.errors import DatasetError
+
+    out = tmp_path / "qwen3.5_mtp.yaml"
+    original = format_curve(_header("mtp"), {"thinking_on": {1: 1.8, 2: 2.4}})
+    out.write_text(original)
+    broken = _header("mtp").model_copy(update={"notes": ["second call\nqwen3.5: 5"]})  # a line read as a key
+    with pytest.raises(DatasetError, match="does not read back"):
+        collect_module._write_curve(out, broken, {"thinking_on": {1: 1.8, 2: 2.4, 3: 2.9}}, "qwen3.5", "mtp")
+    assert out.read_text() == original and out.with_suffix(".invalid").is_file()
+    real_write = Path.write_text
+
+    def full_disk(self: Path, text: str, *args: object, **kw: object) -> int:
+        if self.name == out.name and self.parent != out.parent:
+            real_write(self, text[:100])
+            raise OSError(27, "File too large")
+        return real_write(self, text, *args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Path, "write_text", full_disk)
+    with pytest.raises(OSError, match="too large"):
+        collect_module._write_curve(out, _header("mtp"), {"thinking_on": {1: 1.8, 2: 2.4, 3: 2.9}}, "qwen3.5", "mtp")
+    monkeypatch.undo()
+    assert out.read_text() == original and not list(tmp_path.glob(".*staging*"))
