@@ -184,6 +184,9 @@ def scale_config(config: Config, *, layers: int | None = None, hidden: int | Non
                 fix=f"use a multiple of {interval}",
             )
         cfg["num_hidden_layers"] = layers
+        types = cfg.get("layer_types")
+        if isinstance(types, list) and types:  # one entry a layer: the pattern repeated (or cut) to the new depth
+            cfg["layer_types"] = [types[i % len(types)] for i in range(layers)]
     if hidden is not None:
         old = int(cfg["hidden_size"])
         if cfg.get("model_type") == "llama":

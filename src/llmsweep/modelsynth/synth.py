@@ -147,6 +147,10 @@ def _write_model(
     tokenizer_from: Path | None,
 ) -> SynthResult:
     files = ["config.json", "generation_config.json"]
+    if request.weights == "random":  # the config names the dtype the weights are written in (engines load as it says)
+        from llmsweep.modelsynth.weights import torch_dtype
+
+        cfg = {**cfg, "torch_dtype": torch_dtype(request.dtype)}
     _write_json(out / "config.json", cfg)
     _write_json(out / "generation_config.json", _generation_config(cfg))
     if tokenizer_from is None:

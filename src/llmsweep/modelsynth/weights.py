@@ -27,6 +27,12 @@ DType = Literal["bf16", "fp16", "fp32"]
 
 _ST_DTYPE: dict[str, str] = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 _BYTES: dict[str, int] = {"bf16": 2, "fp16": 2, "fp32": 4}
+
+
+def torch_dtype(dtype: str) -> str:
+    """The `torch_dtype` a config.json names for weights stored as `dtype` (`bf16` -> `bfloat16`): the safetensors
+    dtype of the tensors written."""
+    return _ST_DTYPE[dtype]
 INDEX_FILE = "model.safetensors.index.json"
 SINGLE_FILE = "model.safetensors"
 DEFAULT_SHARD_BYTES = 2 * 1024**3

@@ -68,3 +68,16 @@ def test_layer_override_respects_the_hybrid_pattern() -> None:
 def test_unknown_preset_names_the_choices() -> None:
     with pytest.raises(ConfigError, match="qwen3-next-small"):
         preset_config("gpt-5")
+
+
+def test_a_configs_per_layer_types_follow_a_new_depth() -> None:
+    """A config listing `layer_types` (one a layer) kept its list when `--layers` changed the depth: 4 layers with 8
+    types, and 12 layers indexed past the list's end (an IndexError traceback from the tensor specs)."""
+    base = preset_config("qwen3-next-small")
+    pattern = ["linear_attention"] * 3 + ["full_attention"]
+    base = {**base, "num_hidden_layers": 8, "layer_types": pattern * 2}
+    for layers in (4, 12):
+        cfg = scale_config(base, layers=layers)
+        assert cfg["layer_types"] == (pattern * 3)[:layers]
+        assert [is_full_attention(cfg, i) for i in range(layers)] == [t == "full_attention" for t in cfg["layer_types"]]
+        assert len(list(tensor_specs(cfg))) > 0

@@ -219,3 +219,13 @@ def test_transformers_loads_every_tensor_and_generates_to_max_tokens(
     ids = prompt["input_ids"] if hasattr(prompt, "keys") else prompt
     generated = model.generate(ids, max_new_tokens=16, do_sample=False)
     assert generated.shape[1] == ids.shape[1] + 16  # EOS is never chosen
+
+
+def test_the_config_names_the_dtype_the_weights_are_written_in(tmp_path: Path) -> None:
+    """`--dtype fp32` wrote float32 tensors under a config saying `torch_dtype: bfloat16`: engines load it as bf16,
+    and `al collect` labels its curve by it."""
+    out = synth_model(SynthRequest(source="tiny", out=tmp_path / "m", weights="random", dtype="fp32", seed=1)).out
+    assert json.loads((out / "config.json").read_text())["torch_dtype"] == "float32"
+    header_len = struct.unpack("<Q", (out / "model.safetensors").read_bytes()[:8])[0]
+    header = json.loads((out / "model.safetensors").read_bytes()[8:8 + header_len])
+    assert {v["dtype"] for k, v in header.items() if k != "__metadata__"} == {"F32"}
