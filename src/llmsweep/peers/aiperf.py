@@ -255,9 +255,13 @@ def _record(
         missing = " and ".join(k for k in ("request_start_ns", "request_end_ns") if meta.get(k) is None)
         record.error_class, record.error = "protocol", f"aiperf recorded no {missing}"
         return record
-    ttft_ms = _value(metrics, "time_to_first_output_token")
+    # The first chunk of any content, reasoning included: what llmsweep's client stamps, what AgentX reports as ttft
+    # (agentx-spec §3: AIPerf `time_to_first_token`), and where aiperf's inter-chunk gaps start. Its first *output*
+    # token skips reasoning: anchored there, TTFT and every chunk came late by the reasoning time, the last after the
+    # request ended.
+    ttft_ms = _value(metrics, "time_to_first_token")
     if ttft_ms is None:
-        ttft_ms = _value(metrics, "time_to_first_token")
+        ttft_ms = _value(metrics, "time_to_first_output_token")
     if sent is not None and ttft_ms is not None:
         first = sent + ttft_ms / 1e3
         record.first_token_at = first

@@ -304,10 +304,10 @@ def test_latencies_are_read_in_the_unit_the_export_states(tmp_path: Path) -> Non
                                                                         rel=1e-6), (unit, name)
     lines = (OK / "profile_export.jsonl").read_text().splitlines()
     odd = json.loads(lines[0])
-    odd["metrics"]["time_to_first_output_token"]["unit"] = "tokens"
+    odd["metrics"]["time_to_first_token"]["unit"] = "tokens"
     (tmp_path / "odd").mkdir()
     (tmp_path / "odd" / "profile_export.jsonl").write_text(json.dumps(odd) + "\n")
-    with pytest.raises(DatasetError, match=r"profile_export\.jsonl:1: .*time_to_first_output_token.*'tokens'"):
+    with pytest.raises(DatasetError, match=r"profile_export\.jsonl:1: .*time_to_first_token.*'tokens'"):
         list(read_aiperf_records(tmp_path / "odd"))
     agg = json.loads((OK / "profile_export_aiperf.json").read_text())
     agg["time_to_first_token"] = {k: (v / 1e3 if isinstance(v, float) else v)
@@ -374,3 +374,25 @@ def test_an_export_of_another_aiperf_release_is_imported_with_a_warning(
     with caplog.at_level("WARNING", logger="llmsweep.peers.aiperf"):
         code, _, err = _import(capsys, OK, tmp_path / "o13")
     assert code == 0 and not any("written by aiperf" in r.getMessage() for r in caplog.records), err
+
+
+def test_a_reasoning_answers_ttft_and_chunks_start_at_its_first_token_reasoning_included(tmp_path: Path) -> None:
+    """aiperf's time to first *output* token skips reasoning chunks, its inter-chunk gaps count every chunk: anchored
+    on the former, TTFT and E2EL came out late by the reasoning time and the last chunk fell after the request's end.
+    The anchor is `time_to_first_token`, as llmsweep's client stamps and AgentX reports it."""
+    lines = [json.loads(x) for x in (OK / "profile_export.jsonl").read_text().splitlines()]
+    for line in lines:
+        m = line["metrics"]
+        if "time_to_first_token" in m and "inter_chunk_latency" in m:
+            reasoning = sum(m["inter_chunk_latency"]["value"][:5])
+            m["time_to_first_output_token"] = {**m["time_to_first_token"],
+                                               "value": m["time_to_first_token"]["value"] + reasoning}
+    art = tmp_path / "reasoning"
+    art.mkdir()
+    (art / "profile_export.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    for record in read_aiperf_records(art):
+        if record.status == 200 and record.chunk_times and record.end_at is not None:
+            assert record.chunk_times[-1] <= record.end_at + 1e-6, record
+    baseline = import_aiperf_dir(OK, tmp_path / "base", warmups=WARMUPS)
+    summary = import_aiperf_dir(art, tmp_path / "out", warmups=WARMUPS)
+    assert summary.latency.ttft.mean == pytest.approx(baseline.latency.ttft.mean)
