@@ -22,6 +22,7 @@ from llmsweep.cli.options import (
     out_option,
     refuse_replacing,
 )
+from llmsweep.errors import ConfigError
 from llmsweep.metrics.model import RUN_SOURCES, RunSource
 
 
@@ -67,6 +68,12 @@ def crosscheck(**kw: Any) -> None:
     from llmsweep.peers.crosscheck import ClientRun, CrossCheckConfig, markdown, run_crosscheck
 
     refuse_replacing(kw["out_dir"], held_results(kw["out_dir"]), force=kw["force"], what="a cross-check")
+    levels = list(kw["levels"])
+    if len(set(levels)) < len(levels):  # (their runs share c<N>/<client>-<repeat>: the second overwrote the first,
+        # and the table built a band from repeats never asked for, comparing a run with itself)
+        twice = sorted({c for c in levels if levels.count(c) > 1})
+        raise ConfigError(f"--concurrency names {', '.join(map(str, twice))} more than once",
+                          fix="name each level once; --repeats runs a level several times")
     cfg = CrossCheckConfig(
         endpoint=Endpoint(base_url=kw["url"], model=kw["model"], api="chat", send_ignore_eos=not kw["no_ignore_eos"]),
         isl=kw["isl"], osl=kw["osl"], concurrencies=list(kw["levels"]),

@@ -396,3 +396,14 @@ def test_a_reasoning_answers_ttft_and_chunks_start_at_its_first_token_reasoning_
     baseline = import_aiperf_dir(OK, tmp_path / "base", warmups=WARMUPS)
     summary = import_aiperf_dir(art, tmp_path / "out", warmups=WARMUPS)
     assert summary.latency.ttft.mean == pytest.approx(baseline.latency.ttft.mean)
+
+
+def test_a_crosscheck_naming_a_level_twice_is_refused_before_any_run(tmp_path: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """`--concurrency 1,1`: both levels' runs wrote c1/llmsweep-0 and c1/aiperf-0, the second over the first, and the
+    table built a noise band from repeats never asked for, comparing a run with itself."""
+    code, _, err = run_main(capsys, "peer", "crosscheck", "--url", "http://127.0.0.1:9", "--model", "m",
+                            "--tokenizer", tmp_path, "--isl", "16", "--osl", "4", "--concurrency", "1,1",
+                            "--repeats", "1", "--out", tmp_path / "cc")
+    assert code == 2 and "--concurrency names 1 more than once" in err, err
+    assert not (tmp_path / "cc" / "c1").exists()
