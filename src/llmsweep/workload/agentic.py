@@ -179,7 +179,9 @@ class _Play:
         req = turn.request
         # the blocks the turn's `in` tokens span: a recorded hash list longer than that (AgentX's are ~ceil(in/bs))
         # laid every block out whole, a prompt several times the length the trace says it had
-        ids = req.hash_ids[:max(0, -(-req.in_tokens // self.block_size))]
+        ids, spanned = req.hash_ids, max(0, -(-req.in_tokens // self.block_size))
+        if len(ids) > spanned:  # (a copy only where one is cut: the list is a prompt's thousands of blocks)
+            ids = ids[:spanned]
         keys = conv.keys(ids)
         cached_blocks = self.cache.observe(keys)
         live = None
