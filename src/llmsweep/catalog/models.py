@@ -266,6 +266,12 @@ class ModelSpec(BaseModel):
         """Bytes of all weights in a format (default: native precision); block-scale overhead included."""
         return math.ceil(self.params_total * self._bytes_per_param(dtype))
 
+    def served_weight_bytes(self, precision: str, hf_id: str | None = None) -> int:
+        """Bytes of the weights a launch at `precision` holds: the checkpoint's own format where it is smaller (an
+        FP4-native checkpoint served at "fp8", DeepSeek-V4-Pro on MI300X, keeps its FP4 experts: the simulator's rule,
+        `sim.inputs.perf_inputs`); else `precision`'s."""
+        return min(self.weight_bytes(precision), self.weight_bytes(self.checkpoint_precision(hf_id)))
+
     def active_weight_bytes(self, dtype: str | None = None) -> int:
         """Bytes of the weights one token reads (MoE: routed top-k + shared + dense parts)."""
         return math.ceil(self.params_active * self._bytes_per_param(dtype))

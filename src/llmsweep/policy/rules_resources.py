@@ -111,7 +111,7 @@ def hbm_fit(ctx: Context) -> Iterator[Finding]:
             continue
         launched = launched_job(job)  # the job as its engine launches it: its context, its memory fraction
         try:
-            weights = model.weight_bytes(job.precision) / job.gpus
+            weights = model.served_weight_bytes(job.precision, job.model if "/" in job.model else None) / job.gpus
             context = launched.max_model_len  # a recipe's context flag, else the derived isl + osl + 256
             tokens = min(model.native_context, context or KV_CONTEXT_CAP, KV_CONTEXT_CAP)
             # one request's KV sits on one DP-attention rank, split only over that rank's tp / dp GPUs
