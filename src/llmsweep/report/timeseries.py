@@ -126,18 +126,29 @@ class ServerSeries:
     names: list[str]
 
 
-def server_series(scrapes: Iterable[Mapping[str, Any]], t0: float, *, budget: int = MAX_SCRAPES) -> ServerSeries:
+def server_series(scrapes: Iterable[Mapping[str, Any]], t0: float, *, budget: int = MAX_SCRAPES,
+                  count: int | None = None) -> ServerSeries:
     """KV usage and prefix-cache hit rate over time from `server_metrics.jsonl` scrapes.
 
     Scrape lines are `{"t": unix, "samples": [[name, labels, value], …]}` (llmsweep.client.scrape); a mapping
     `{"metrics": {name: value}}` is accepted too. The hit rate is the engine's own, as the summary reads it
     (`metrics.server`'s reader for the engine the names belong to: its counters' increase between two scrapes, or its
-    hit-rate gauge), over at most `budget` intervals.
+    hit-rate gauge), over at most `budget` intervals: closed at every `count / budget`-th line (`count`: how many
+    lines `scrapes` yields; a list's own length when not given). Streamed: one interval's scrapes in memory at a time.
     """
+    if count is None:
+        scrapes = list(scrapes)
+        count = len(scrapes)
+    marks = set(_stride(count, budget).tolist())
     kv: list[list[float]] = []
+    hit: list[list[float]] = []
     names: set[str] = set()
-    readable: list[dict[str, Any]] = []
-    for scrape in scrapes:
+    window: ServerWindow | None = None
+    base: dict[str, Any] | None = None  # the scrape that closed the previous interval: the next one's base
+    due = False  # a mark fell on a line that is no scrape: the next one closes the interval
+    last_t: float | None = None
+    for index, scrape in enumerate(scrapes):
+        due = due or index in marks
         t = scrape.get("t", scrape.get("ts", scrape.get("timestamp")))
         if not isinstance(t, (int, float)):
             continue
@@ -156,32 +167,31 @@ def server_series(scrapes: Iterable[Mapping[str, Any]], t0: float, *, budget: in
                 usage = max(usage or 0.0, value / 100 if value > 1.5 else value)
         if usage is not None:
             kv.append([round(float(t) - t0, 3), round(usage, 4)])
-        if "error" not in scrape:
-            readable.append({"t": float(t), "answered": float(scrape.get("answered", t)), "samples": kept})
-    return ServerSeries(kv_usage=_thin(kv, budget), cache_hit=_hit_series(readable, names, t0, budget),
-                        names=sorted(names))
-
-
-def _hit_series(scrapes: list[dict[str, Any]], names: set[str], t0: float, budget: int) -> list[list[float]]:
-    """[t, hit rate] at each of up to `budget` scrapes (an even stride), each over the interval since the one
-    before (the first: its gauges alone), read by the engine's reader as the summary reads its window."""
-    found = reader_for(names)
-    if found is None or not scrapes:
-        return []
-    reader = found[1]
-    marks = _stride(len(scrapes), budget).tolist()
-    out: list[list[float]] = []
-    prev: int | None = None
-    for i in marks:
-        cur = scrapes[i]
-        window = ServerWindow(None if prev is None else scrapes[prev]["answered"], cur["t"])
-        for scrape in scrapes[(i if prev is None else prev):i + 1]:
-            window.add(scrape)
-        rate = hit_rate(reader(window))
+        if "error" in scrape:
+            continue
+        readable = {"t": float(t), "answered": float(scrape.get("answered", t)), "samples": kept}
+        if window is None:  # an interval from the scrape that closed the last one (the first: its gauges alone)
+            window = ServerWindow(None if base is None else base["answered"], None)
+            if base is not None:
+                window.add(base)
+        window.add(readable)
+        last_t = float(t)
+        if due:
+            rate = _hit_rate(window, names)
+            if rate is not None:
+                hit.append([round(float(t) - t0, 3), round(max(0.0, min(1.0, rate)), 4)])
+            base, window, due = readable, None, False
+    if window is not None and last_t is not None:  # scrapes past the last mark (a count short of the lines)
+        rate = _hit_rate(window, names)
         if rate is not None:
-            out.append([round(cur["t"] - t0, 3), round(max(0.0, min(1.0, rate)), 4)])
-        prev = i
-    return out
+            hit.append([round(last_t - t0, 3), round(max(0.0, min(1.0, rate)), 4)])
+    return ServerSeries(kv_usage=_thin(kv, budget), cache_hit=hit, names=sorted(names))
+
+
+def _hit_rate(window: ServerWindow, names: set[str]) -> float | None:
+    """The engine's hit rate over `window`, read by the reader its metric names call for (None: no reader)."""
+    found = reader_for(names)
+    return hit_rate(found[1](window)) if found is not None else None
 
 
 def _thin(series: list[list[float]], budget: int) -> list[list[float]]:
@@ -197,4 +207,8 @@ def load_request_series(path: Path, *, max_requests: int = MAX_REQUESTS) -> Requ
 
 
 def load_server_series(path: Path, t0: float) -> ServerSeries:
-    return server_series(iter_jsonl(path), t0) if path.is_file() else ServerSeries([], [], [])
+    if not path.is_file():
+        return ServerSeries([], [], [])
+    with path.open("rb") as fh:  # its lines, counted without parsing them: the intervals' stride
+        lines = sum(chunk.count(b"\n") for chunk in iter(lambda: fh.read(1 << 20), b""))
+    return server_series(iter_jsonl(path), t0, count=lines)
