@@ -266,11 +266,16 @@ class ModelSpec(BaseModel):
         """Bytes of all weights in a format (default: native precision); block-scale overhead included."""
         return math.ceil(self.params_total * self._bytes_per_param(dtype))
 
+    def served_bytes_per_param(self, precision: str, hf_id: str | None = None) -> float:
+        """Bytes per weight a launch at `precision` holds: the checkpoint's own format where it is smaller (an
+        FP4-native checkpoint served at "fp8", DeepSeek-V4-Pro on MI300X, which has no FP4 compute, keeps its FP4
+        experts in HBM), else `precision`'s. The one rule for it: the simulator's sizing (`sim.inputs.perf_inputs`)
+        and the HBM-fit policy rule (`served_weight_bytes`) both read it."""
+        return min(self._bytes_per_param(precision), self._bytes_per_param(self.checkpoint_precision(hf_id)))
+
     def served_weight_bytes(self, precision: str, hf_id: str | None = None) -> int:
-        """Bytes of the weights a launch at `precision` holds: the checkpoint's own format where it is smaller (an
-        FP4-native checkpoint served at "fp8", DeepSeek-V4-Pro on MI300X, keeps its FP4 experts: the simulator's rule,
-        `sim.inputs.perf_inputs`); else `precision`'s."""
-        return min(self.weight_bytes(precision), self.weight_bytes(self.checkpoint_precision(hf_id)))
+        """Bytes of the weights a launch at `precision` holds (`served_bytes_per_param`)."""
+        return math.ceil(self.params_total * self.served_bytes_per_param(precision, hf_id))
 
     def active_weight_bytes(self, dtype: str | None = None) -> int:
         """Bytes of the weights one token reads (MoE: routed top-k + shared + dense parts)."""

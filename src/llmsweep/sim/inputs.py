@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import logging
 from dataclasses import fields, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from llmsweep.catalog.hardware import HARDWARE_FILE, HARDWARE_KEY, HardwareSpec, all_hardware, find_hardware
 from llmsweep.catalog.models import MODEL_KEY, MODELS_FILE, ModelSpec, all_models, find_model
 from llmsweep.catalog.sources import entry_fix
 from llmsweep.errors import ConfigError
 from llmsweep.sim.perf import GB, PerfInputs
+
+if TYPE_CHECKING:
+    from llmsweep.catalog.precision import WeightFormat
 
 log = logging.getLogger(__name__)
 
@@ -39,15 +42,20 @@ MODEL_ALIASES = {"qwen3.5": "qwen3.5-397b-a17b", "qwen/qwen3.5-397b-a17b": "qwen
                  "tinyllama": "llama-1b", "meta-llama/llama-3.1-8b-instruct": "llama-3.1-8b",
                  "meta-llama/llama-3.1-70b-instruct": "llama-3.1-70b", "qwen/qwen3-30b-a3b": "qwen3-30b-a3b"}
 
-def _bytes_per_value(name: str | None, default: float | None = 2.0) -> float | None:
-    """Bytes one weight (or KV value) of format `name` takes, block scales included, from the one table of weight
-    formats (`catalog.precision`; this module kept its own, with FP4 at 0.5 where the catalog says 0.5625): `default`
-    for a name the table does not know. An engine's KV dtype spelling (`fp8_e4m3`, `fp8_e5m2`) is its family's."""
+def _weight_format_of(name: str | None) -> WeightFormat | None:
+    """The weight format `name` names in the one table of formats (`catalog.precision`), None for one it does not
+    know. An engine's KV dtype spelling (`fp8_e4m3`, `fp8_e5m2`) is its family's."""
     from llmsweep.catalog.precision import format_named_in, weight_format
 
     if not name:
-        return default
-    fmt = weight_format(name) or weight_format(format_named_in(name) or "")
+        return None
+    return weight_format(name) or weight_format(format_named_in(name) or "")
+
+
+def _bytes_per_value(name: str | None, default: float | None = 2.0) -> float | None:
+    """Bytes one weight (or KV value) of format `name` takes, block scales included (`_weight_format_of`): `default`
+    for a name the table does not know."""
+    fmt = _weight_format_of(name)
     return fmt.bytes_per_param if fmt is not None else default
 
 
@@ -87,9 +95,7 @@ def _model_figures(name: str) -> dict[str, float] | None:
         # total = dense + E*e and active = dense + k*e  =>  routed share = E*e / total
         share = experts * (total - active) / (experts - top_k) / total if experts > top_k else 0.0
         split = 1 if spec.attention.kind == "mla" else (spec.attention.kv_heads or 1 << 20)
-        stored = _bytes_per_value(spec.checkpoint_precision(name if "/" in name else None), None)
         return {"params_total": total, "params_active": active, "n_layers": spec.layers,
-                **({"checkpoint_bytes_per_param": stored} if stored is not None else {}),
                 "hidden": spec.hidden_size, "kv_bytes_per_token_bf16": float(spec.kv_bytes_per_token("bf16")),
                 "n_experts": experts, "experts_per_token": top_k, "expert_param_share": min(max(share, 0.0), 0.99),
                 "kv_split_max": split}
@@ -155,11 +161,13 @@ def perf_inputs(
         raise ConfigError(f"simulator: no model figures for {model!r} in the catalog or the built-ins",
                           fix=f"use one of {', '.join(simulated_models())}, or "
                               f"{model_entry_fix()}")
-    bpp = _bytes_per_value(precision) or 2.0
-    if md is not None and md.get("checkpoint_bytes_per_param", bpp) < bpp:
-        # Weights stay as the checkpoint stores them: an FP4-native checkpoint served at "fp8" (DeepSeek-V4-Pro on
-        # MI300X, which has no FP4 compute) keeps its FP4 experts in HBM; the precision still picks the FLOP/s.
-        bpp = md["checkpoint_bytes_per_param"]
+    fmt = _weight_format_of(precision)
+    bpp = fmt.bytes_per_param if fmt is not None else 2.0
+    spec = find_model(model)
+    if spec is not None and fmt is not None:
+        # Weights as the launch stores them (the checkpoint's format where smaller); the precision still picks the
+        # FLOP/s.
+        bpp = spec.served_bytes_per_param(fmt.name, model if "/" in model else None)
     kv_scale = (_bytes_per_value(kv_dtype or "bf16") or 2.0) / 2.0
     values: dict[str, Any] = {"hardware": hardware, "model": model, "bytes_per_param": bpp}
     if hw is not None:
