@@ -48,8 +48,9 @@ class ATOMAdapter(Adapter):
     context_flag: ClassVar[str | None] = "--max-model-len"
     launch_flags: ClassVar[dict[str, str]] = {"--host": HOST_FIX, "--model": MODEL_FIX,
                                               "--served-model-name": SERVED_NAME_FIX}
+    expert_parallel_all_ranks: ClassVar[bool] = True
     parallel_flags: ClassVar[frozenset[str]] = frozenset({"--tensor-parallel-size", "--enable-expert-parallel",
-                                                          "--enable-dp-attention"})
+                                                          "--enable-dp-attention", "--data-parallel-size"})
     spec_flags: ClassVar[frozenset[str]] = frozenset({"--method", "--num-speculative-tokens", "--draft-model",
                                                       "--spec-decode-acceptance-length"})
     flag_aliases: ClassVar[dict[str, str]] = {"--tp": "--tensor-parallel-size", "--dp": "--data-parallel-size"}

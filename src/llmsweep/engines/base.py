@@ -416,6 +416,14 @@ class Adapter(ABC):
     """The engine renders pipeline parallelism (a flag for `pp`); False: a `pp` above 1 is refused by policy."""
     supports_dcp: ClassVar[bool] = False
     supports_pcp: ClassVar[bool] = False
+    expert_parallel_all_ranks: ClassVar[bool] = False
+    """The engine renders `ep` as a switch (vLLM's and ATOM's `--enable-expert-parallel`) that spreads the experts over
+    every rank of the server (TP × DP), not as a size: an `ep` other than 1 or the server's TP is refused by policy,
+    since the job would run full EP under another size's name. False: a size flag (SGLang's and TensorRT-LLM's
+    `--ep-size`)."""
+    renders_draft_tree: ClassVar[bool] = False
+    """The engine's launch carries serve.spec-decoding's draft tree (`topk` above 1, `num-draft-tokens` other than
+    K + 1: SGLang's EAGLE flags); False: it renders a chain of K draft tokens only, and policy refuses a tree."""
     disagg_transfer_default: ClassVar[str | None] = None
     """The KV-transfer backend a disaggregated launch uses when the job names none (`kv-p2p-transfer`); None: this
     adapter renders no disaggregated launch, and a multinode job of its engine is refused with that reason."""

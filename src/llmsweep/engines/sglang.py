@@ -35,10 +35,13 @@ SPEC_ALGORITHM: dict[str, str] = {
     "eagle3": "EAGLE3",
     "draft_model": "STANDALONE",
     "ngram": "NGRAM",
-    "dspark": "EAGLE",
+    "dspark": "DSPARK",
 }
 """serve.spec-decoding method → `--speculative-algorithm`. SGLang has no Medusa: a `medusa` recipe is refused (its
-heads loaded as an EAGLE draft would fail, or measure another method under Medusa's name)."""
+heads loaded as an EAGLE draft would fail, or measure another method under Medusa's name). DSpark is its own
+algorithm from SGLang 0.5.16 (sgl-project/sglang#30261; the `sglang.speculative-algorithm-dspark` gate refuses it on
+older images): its draft runs in blocks of `--speculative-dspark-block-size` tokens, and SGLang sets the step count,
+top-k and draft tokens from the block itself (one step, top-k 1, block + 1 draft tokens)."""
 CUDA_GRAPH_MAX_BS_CAP = 64
 BOOTSTRAP_PORT = 8998
 """SGLang's default `--disaggregation-bootstrap-port`: the prefill server's KV-handshake port the router passes on."""
@@ -100,6 +103,7 @@ class SGLangAdapter(Adapter):
     context_flag: ClassVar[str | None] = "--context-length"
     launch_flags: ClassVar[dict[str, str]] = {"--host": HOST_FIX, "--model-path": MODEL_FIX,
                                               "--served-model-name": SERVED_NAME_FIX}
+    renders_draft_tree: ClassVar[bool] = True
     parallel_flags: ClassVar[frozenset[str]] = frozenset(
         {"--tp-size", "--pp-size", "--ep-size", "--dp-size", "--enable-dp-attention"}
     )
@@ -185,6 +189,15 @@ class SGLangAdapter(Adapter):
         if sd.draft_model:
             d.args["--speculative-draft-model-path"] = sd.draft_model
         steps, topk, draft_tokens = sd.num_steps, sd.topk, sd.num_draft_tokens
+        if algorithm == "DSPARK":
+            if (topk or 1) != 1 or draft_tokens not in (None, (steps or 0) + 1):
+                raise ConfigError(
+                    "SGLang's DSpark drafts a chain of its block size (top-k 1, block + 1 draft tokens) and sets "
+                    f"both itself: topk {topk} / num-draft-tokens {draft_tokens} would not run as written",
+                    fix="drop `topk` and `num-draft-tokens`; `num-steps` K is the DSpark block size")
+            if steps is not None:
+                d.args["--speculative-dspark-block-size"] = steps
+            steps = topk = draft_tokens = None
         if algorithm in EAGLE_FAMILY:
             steps, topk, draft_tokens = eagle_triple(sd.method, steps, topk, draft_tokens)
         if steps is not None:

@@ -71,7 +71,8 @@ def click_spelling(flag: str) -> str:
 class TRTLLMAdapter(Adapter):
     identity = TRTLLM
     context_flag: ClassVar[str | None] = "--max_seq_len"
-    parallel_flags: ClassVar[frozenset[str]] = frozenset({"--tp-size", "--pp-size", "--ep-size"})
+    parallel_flags: ClassVar[frozenset[str]] = frozenset({"--tp-size", "--pp-size", "--ep-size", "--cp-size",
+                                                          "--cluster-size"})
     spec_flags: ClassVar[frozenset[str]] = frozenset({"--extra-llm-api-options"})
     flag_aliases: ClassVar[dict[str, str]] = {
         "--tensor-parallel-size": "--tp-size", "--pipeline-parallel-size": "--pp-size",

@@ -75,6 +75,7 @@ or on another connector than NIXL, every worker keeps `kv_both` (the role then c
 class VLLMAdapter(Adapter):
     identity = VLLM
     context_flag: ClassVar[str | None] = "--max-model-len"
+    expert_parallel_all_ranks: ClassVar[bool] = True
     parallel_flags: ClassVar[frozenset[str]] = frozenset({
         "--tensor-parallel-size", "--pipeline-parallel-size", "--data-parallel-size", "--enable-expert-parallel",
         "--decode-context-parallel-size", "--prefill-context-parallel-size",
@@ -145,7 +146,7 @@ class VLLMAdapter(Adapter):
             a["--load-format"] = job.serve.load_format
         if job.scenario is ScenarioId.AGENTIC_CODING:
             a["--max-num-seqs"] = 2 * agentic_conc(job)
-        self._kv_offload(job, d, tp * pp)
+        self._kv_offload(job, d, tp * pp, parallel.dp_ranks)
         spec = self.speculative_config(job)
         if spec is not None:
             a["--speculative-config"] = spec
@@ -165,16 +166,34 @@ class VLLMAdapter(Adapter):
             spec.update(pin.speculative_config)
         return spec
 
-    def _kv_offload(self, job: Job, d: Derived, ranks: int) -> None:
+    def _kv_offload(self, job: Job, d: Derived, ranks: int, engines: int) -> None:
+        """The job's DRAM budget as its backend's host pool. `ranks` is every GPU rank of the launch (TP × PP, the
+        DP-attention ranks included), `engines` the DP engines it runs (1 without DP attention): each engine reads
+        the connector config on its own.
+
+        - `vllm-simple`: SimpleCPUOffloadConnector (vllm-project/vllm#37160), as InferenceX's scripts launch it:
+          `cpu_bytes_to_use_per_rank` the budget over the ranks, `lazy_offload` false, and `PYTHONHASHSEED=42` so
+          that identical prefixes hash to the same block keys on every rank.
+        - `native`: OffloadingConnector, whose `cpu_bytes_to_use` is one engine's pool (CPUOffloadingSpec divides it
+          over that engine's TP × PP workers): the budget over the DP engines, or each of them would take all of it.
+        - `lmcache`: LMCache's per-rank local CPU size."""
         if job.kv_offloading != "dram" or job.kv_offload_backend is None:
             return
         backend = job.kv_offload_backend.name
         total = job.total_cpu_dram_gb or 0
-        if backend in ("vllm-simple", "native"):
+        if backend == "vllm-simple":
+            d.args["--kv-transfer-config"] = {
+                "kv_connector": "SimpleCPUOffloadConnector",
+                "kv_role": "kv_both",
+                "kv_connector_extra_config": {"cpu_bytes_to_use_per_rank": total * BYTES_PER_GB // max(ranks, 1),
+                                              "lazy_offload": False},
+            }
+            d.env["PYTHONHASHSEED"] = "42"
+        elif backend == "native":
             d.args["--kv-transfer-config"] = {
                 "kv_connector": "OffloadingConnector",
                 "kv_role": "kv_both",
-                "kv_connector_extra_config": {"cpu_bytes_to_use": total * BYTES_PER_GB},
+                "kv_connector_extra_config": {"cpu_bytes_to_use": total * BYTES_PER_GB // max(engines, 1)},
             }
         elif backend == "lmcache":
             d.args["--kv-transfer-config"] = {"kv_connector": "LMCacheConnectorV1", "kv_role": "kv_both"}

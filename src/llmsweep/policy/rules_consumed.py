@@ -418,6 +418,47 @@ def topology_unsupported(ctx: Context) -> Iterator[Finding]:
                                   f"run without it on the GPUs counted for it", job=job)
 
 
+@rule("serve.ep-size", Severity.ERROR,
+      "An expert-parallel size between 1 and the server's TP on an engine whose EP spans every rank",
+      "set ep to 1 (no expert parallelism) or to tp (the experts over every rank), what the engine can run",
+      EP_LESSON)
+def ep_size(ctx: Context) -> Iterator[Finding]:
+    for job, recipe in ctx.runnable_pairs():
+        if job.engine in (None, SIM.id):
+            continue
+        adapter = adapter_for(job)
+        if not adapter.expert_parallel_all_ranks:
+            continue
+        for role, pool in pools(job).items():
+            if pool.ep in (1, pool.tp):
+                continue
+            where: tuple[str, ...] = () if role == "server" else (role,)
+            yield ctx.hit("serve.ep-size", recipe, (*entry_path(recipe, job), *where, "ep"),
+                          f"ep {pool.ep} but {adapter.name} renders expert parallelism as a switch over all "
+                          f"{pool.tp} ranks: the job would run EP {pool.tp} under the name ep{pool.ep}", job=job)
+
+
+@rule("serve.spec-tree", Severity.ERROR,
+      "A draft tree (topk above 1, or num-draft-tokens other than K + 1) on an engine whose launch renders a chain",
+      "drop `topk` and `num-draft-tokens` (a chain of K draft tokens, what the golden curves are keyed on), or use "
+      "an engine that launches trees (SGLang)",
+      "a draft setting the launch drops measures another draft under the recipe's settings")
+def spec_tree(ctx: Context) -> Iterator[Finding]:
+    for job, recipe in ctx.runnable_pairs():
+        sd = job.serve.spec_decoding if job.serve is not None else None
+        if job.engine in (None, SIM.id) or sd is None or job.spec_decoding == "none":
+            continue
+        adapter = adapter_for(job)
+        if adapter.renders_draft_tree:
+            continue
+        for field, value, chain in (("topk", sd.topk, 1), ("num-draft-tokens", sd.num_draft_tokens,
+                                                           (sd.num_steps or 0) + 1)):
+            if value is not None and value != chain:
+                yield ctx.hit("serve.spec-tree", recipe, ("serve", "spec-decoding", field),
+                              f"{field} {value} but {adapter.name}'s launch renders a chain of "
+                              f"{sd.num_steps} draft tokens and drops it", job=job)
+
+
 @rule("serve.secret-value", Severity.ERROR, "A secret-looking variable has its value written in the recipe",
       "delete the value and list the name under `serve.secret-env`; it is read from the caller's environment",
       "DESIGN.md principle 2 (the command is written beside the results; secrets never are)")

@@ -72,6 +72,8 @@ def _knob_path(recipe: Recipe, job: Job, kind: str, name: str) -> tuple[str | in
                        None)
         if written is not None:
             return serve_arg_path(recipe, job, written)
+        if name.startswith("speculative-"):  # rendered from serve.spec-decoding
+            return ("serve", "spec-decoding")
     if kind == "kv-transfer-config-key":
         written = next((f for f, n, _ in engine_flags(job) if n == "--kv-transfer-config"), None)
         if written is not None:

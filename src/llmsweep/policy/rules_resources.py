@@ -7,6 +7,7 @@ does; these rules catch what would make that computation impossible or the serve
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TypeGuard
 
 from llmsweep.catalog.engines import get_engine
 from llmsweep.catalog.hardware import HardwareSpec, find_hardware, hardware_for_runner
@@ -144,10 +145,85 @@ def _offload_gb(job: Job) -> tuple[str, float] | None:
     cfg = args.get("--kv-transfer-config")
     if isinstance(cfg, dict):
         extra = cfg.get("kv_connector_extra_config") or {}
+        per_rank = extra.get("cpu_bytes_to_use_per_rank") if isinstance(extra, dict) else None
+        if _number(per_rank):
+            return f"cpu_bytes_to_use_per_rank {per_rank:g} × {ranks} ranks", float(per_rank) * ranks / 1e9
         cpu = extra.get("cpu_bytes_to_use") if isinstance(extra, dict) else None
-        if isinstance(cpu, (int, float)):
+        if _number(cpu):
             return f"cpu_bytes_to_use {cpu:g}", float(cpu) / 1e9
+    size = args.get("--kv-offloading-size")
+    if _number(size):  # vLLM's: GiB, the total over the TP ranks
+        return f"--kv-offloading-size {size:g} GiB", float(size) * 2**30 / 1e9
     return None
+
+
+def _number(value: object) -> TypeGuard[float]:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+OFFLOAD_CONNECTORS = frozenset({"OffloadingConnector", "SimpleCPUOffloadConnector", "LMCacheConnectorV1"})
+"""vLLM KV connectors that keep KV in host memory (a transfer connector such as NixlConnector does not)."""
+
+
+def _offloads(job: Job) -> str | None:
+    """The recipe's own flag or variable that makes the job's engine keep KV in host memory, as written; None when
+    it sets none."""
+    from llmsweep.catalog.engines import kv_transfer_keys
+
+    for written, name, value in engine_flags(job):
+        if name in ("--enable-hierarchical-cache", "--kv-offloading-backend") and value not in (False, None, "false",
+                                                                                                  "False"):
+            return written
+        if name in ("--hicache-size", "--kv-offloading-size") and _number(value) and value > 0:
+            return written
+        if name == "--kv-transfer-config":
+            connectors = {str(name) for _, name in _connector_names(value)}
+            if connectors & OFFLOAD_CONNECTORS or "cpu_bytes_to_use" in kv_transfer_keys(value):
+                return written
+    env = job.serve.env if job.serve is not None else {}
+    return next((name for name in env if name.startswith("LMCACHE_") and env[name] not in (None, "", "0", "False",
+                                                                                          "false")), None)
+
+
+def _connector_names(config: object) -> list[tuple[str, object]]:
+    """Every `kv_connector` of a `--kv-transfer-config` (a dict or its JSON text), through a MultiConnector's list."""
+    import json
+
+    if isinstance(config, str):
+        try:
+            config = json.loads(config)
+        except (ValueError, RecursionError):
+            return []
+    if not isinstance(config, dict):
+        return []
+    out: list[tuple[str, object]] = [("kv_connector", config.get("kv_connector"))]
+    extra = config.get("kv_connector_extra_config")
+    inner = extra.get("connectors") if isinstance(extra, dict) else None
+    for c in inner if isinstance(inner, list) else ():
+        out += _connector_names(c)
+    return out
+
+
+@rule("kv-offload.none-arm", Severity.ERROR,
+      "An arm with `kv-offloading: none` whose launch still keeps KV in host memory",
+      "put the offload flags in an override for the `dram` arms, or delete them: the adapter renders a `dram` "
+      "arm's offload from its kv-offload-backend and total-cpu-dram-gb",
+      "InferenceX's agentic launch checks KV_OFFLOADING none ⇒ no offload backend (agentx-spec §2); a job named "
+      "kvnone that offloads is another configuration under its name")
+def none_arm_offloads(ctx: Context) -> Iterator[Finding]:
+    from llmsweep.policy.context import serve_arg_path, serve_env_path
+
+    for job, recipe in ctx.runnable_pairs():
+        if job.kv_offloading != "none" or job.serve is None:  # None: a fixed-length job, whose label says nothing
+            continue
+        written = _offloads(job)
+        if written is None:
+            continue
+        where = serve_env_path(recipe, job, written) if written in job.serve.env else \
+            serve_arg_path(recipe, job, written)
+        yield ctx.hit("kv-offload.none-arm", recipe, where,
+                      f"`{written}` keeps KV in host memory on an arm with kv-offloading "
+                      f"{job.kv_offloading or 'none'}: its results would be labelled without offload", job=job)
 
 
 @rule("kv-offload.dram-budget", Severity.ERROR,

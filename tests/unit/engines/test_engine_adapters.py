@@ -94,8 +94,10 @@ def test_vllm_speculative_config_carries_synthetic_acceptance(plan: Plan) -> Non
                    "rejection_sample_method": "synthetic", "synthetic_acceptance_length": job.acceptance.value}
     assert job.acceptance.value == 2.78  # minimaxm3 eagle3-gqa thinking on K=3, the golden curve
     transfer = json.loads(flag(spec.argv, "--kv-transfer-config") or "{}")
-    assert transfer["kv_connector"] == "OffloadingConnector"
-    assert transfer["kv_connector_extra_config"]["cpu_bytes_to_use"] == job.total_cpu_dram_gb * 10**9
+    assert transfer["kv_connector"] == "SimpleCPUOffloadConnector"  # vllm-simple, as InferenceX launches it
+    assert transfer["kv_connector_extra_config"] == {
+        "cpu_bytes_to_use_per_rank": job.total_cpu_dram_gb * 10**9 // 8, "lazy_offload": False}
+    assert spec.env["PYTHONHASHSEED"] == "42"
     assert flag(spec.argv, "--max-num-seqs") == "32" and flag(spec.argv, "--enable-expert-parallel") == ""
     assert spec.argv[:3] == ("vllm", "serve", job.model) and "--enable-metrics" not in spec.argv
     assert spec.metrics_prefix == "vllm:"

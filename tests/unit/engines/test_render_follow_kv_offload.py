@@ -9,7 +9,7 @@ from llmsweep.catalog.engines import check_launch, kv_transfer_keys
 from llmsweep.policy import validate_files
 
 
-def vllm_offload(image: str, backend: str = "vllm-simple") -> str:
+def vllm_offload(image: str, backend: str = "native") -> str:
     return (f"k:\n  image: {image}\n  model: MiniMaxAI/MiniMax-M3\n  model-prefix: minimaxm3\n"
             "  runner: cluster:h200-cw\n  precision: fp8\n  framework: vllm\n  multinode: false\n  scenarios:\n"
             "    agentic-coding:\n    - dram-utilization: 0.8\n      search-space:\n"

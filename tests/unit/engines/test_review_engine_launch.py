@@ -1,0 +1,129 @@
+"""What an engine launch runs is what the recipe names: DSpark on SGLang is DSpark, `vllm-simple` is vLLM's simple
+connector, a `kv-offloading: none` arm keeps KV on the GPU, and an `ep`, a draft tree or a parallelism flag the
+launch cannot carry is refused instead of run as something else under the job's name."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from llmsweep import engines
+from llmsweep.plan import jobs_from_files
+from llmsweep.policy import validate_files
+from tests.unit.engines.test_engine_adapters import flag, recipe
+
+KIMI = dict(model="moonshotai/Kimi-K3", prefix="kimik3")
+DSPARK = "    spec-decoding: { method: dspark, num-steps: 2, draft-model: Inferact/Kimi-K3-DSpark }\n"
+
+
+def findings(tmp_path: Path, text: str, rule: str) -> list[str]:
+    file = tmp_path / "r.yaml"
+    file.write_text(text)
+    return [f.render() for f in validate_files([file]).findings if f.rule == rule]
+
+
+def jobs(tmp_path: Path, text: str) -> list:  # type: ignore[type-arg]
+    file = tmp_path / "r.yaml"
+    file.write_text(text)
+    return jobs_from_files([file])
+
+
+def test_sglang_dspark_launches_dspark_from_its_first_release(tmp_path: Path) -> None:
+    text = recipe("sglang", "lmsysorg/sglang:v0.5.17-cu130", arm="{ tp: 8, spec-decoding: mtp, kv-offloading: none, "
+                  "conc-list: [4] }", serve=DSPARK, **KIMI)
+    (job,) = jobs(tmp_path, text)
+    argv = engines.render(job).argv
+    assert flag(argv, "--speculative-algorithm") == "DSPARK"
+    assert flag(argv, "--speculative-dspark-block-size") == "2"
+    assert flag(argv, "--speculative-draft-model-path") == "Inferact/Kimi-K3-DSpark"
+    # SGLang sets DSpark's steps, top-k and draft tokens from the block: none of EAGLE's triple is rendered
+    assert not {"--speculative-num-steps", "--speculative-eagle-topk", "--speculative-num-draft-tokens"} & set(argv)
+    assert findings(tmp_path, text, "engine.feature-gate") == []
+    old = text.replace("v0.5.17-cu130", "v0.5.15-cu130")
+    hits = [h for h in findings(tmp_path, old, "engine.feature-gate") if "DSPARK" in h]
+    assert len(hits) == 1 and "0.5.16" in hits[0] and "k.serve.spec-decoding" in hits[0], hits
+
+
+def test_vllm_simple_is_the_simple_connector_per_rank_and_native_splits_over_dp_engines(tmp_path: Path) -> None:
+    arm = "{{ tp: 8, ep: 8, dp-attn: {dp}, kv-offloading: dram, kv-offload-backend: {{ name: {b} }}, conc-list: [8] }}"
+
+    def transfer(backend: str, dp: str) -> tuple[dict, int]:  # type: ignore[type-arg]
+        (job,) = jobs(tmp_path, recipe("vllm", "vllm/vllm-openai:v0.26.0", arm=arm.format(dp=dp, b=backend),
+                                       serve="    args: {}\n"))
+        return json.loads(flag(engines.render(job).argv, "--kv-transfer-config") or "{}"), job.total_cpu_dram_gb
+
+    simple, total = transfer("vllm-simple", "true")
+    assert simple["kv_connector"] == "SimpleCPUOffloadConnector"
+    assert simple["kv_connector_extra_config"]["cpu_bytes_to_use_per_rank"] * 8 == total * 10**9
+    native, total = transfer("native", "true")  # 8 DP engines each read cpu_bytes_to_use as its own pool
+    assert native["kv_connector"] == "OffloadingConnector"
+    assert native["kv_connector_extra_config"]["cpu_bytes_to_use"] * 8 == total * 10**9
+    native, total = transfer("native", "false")
+    assert native["kv_connector_extra_config"]["cpu_bytes_to_use"] == total * 10**9
+    # an image before the simple connector is refused (an estimate: a warning)
+    old = recipe("vllm", "vllm/vllm-openai:v0.11.0", arm=arm.format(dp="false", b="vllm-simple"),
+                 serve="    args: {}\n")
+    hits = findings(tmp_path, old, "engine.feature-gate")
+    assert any("SimpleCPUOffloadConnector" in h for h in hits), hits
+
+
+def test_num_cpu_blocks_is_refused_where_vllm_no_longer_reads_it(tmp_path: Path) -> None:
+    cfg = ('"{\\"kv_connector\\": \\"OffloadingConnector\\", \\"kv_role\\": \\"kv_both\\", '
+           '\\"kv_connector_extra_config\\": {\\"num_cpu_blocks\\": 1000}}"')
+    arm = "{ tp: 8, kv-offloading: dram, kv-offload-backend: { name: native }, conc-list: [8] }"
+    for image, refused in (("vllm/vllm-openai:v0.15.0", True), ("vllm/vllm-openai:v0.13.0", False)):
+        text = recipe("vllm", image, arm=arm, serve=f"    args: {{ --kv-transfer-config: {cfg} }}\n")
+        hits = [h for h in findings(tmp_path, text, "engine.feature-gate") if "num_cpu_blocks" in h]
+        assert bool(hits) is refused, (image, hits)
+
+
+def test_a_none_arm_that_offloads_is_refused_and_a_vllm_offload_size_counts(tmp_path: Path) -> None:
+    sgl = recipe("sglang", "lmsysorg/sglang:v0.5.17-cu130", arm="{ tp: 8, kv-offloading: none, conc-list: [4] }",
+                 serve="    args: { --enable-hierarchical-cache: true, --hicache-size: 100 }\n", **KIMI)
+    hits = findings(tmp_path, sgl, "kv-offload.none-arm")
+    assert len(hits) == 1 and "--enable-hierarchical-cache" in hits[0], hits
+    off = sgl.replace("--enable-hierarchical-cache: true, --hicache-size: 100", "--enable-hierarchical-cache: false")
+    assert findings(tmp_path, off, "kv-offload.none-arm") == []
+    vllm = recipe("vllm", "vllm/vllm-openai:v0.26.0", arm="{ tp: 8, kv-offloading: none, conc-list: [4] }",
+                  serve="    args: { --kv-offloading-backend: native, --kv-offloading-size: 64 }\n")
+    assert len(findings(tmp_path, vllm, "kv-offload.none-arm")) == 1
+    # on a dram arm a hand-written size above the budget is the budget rule's
+    dram = recipe("vllm", "vllm/vllm-openai:v0.26.0",
+                  arm="{ tp: 8, kv-offloading: dram, kv-offload-backend: { name: native }, conc-list: [4] }",
+                  serve="    args: { --kv-offloading-size: 5000 }\n")
+    hits = findings(tmp_path, dram, "kv-offload.dram-budget")
+    assert len(hits) == 1 and "--kv-offloading-size 5000 GiB" in hits[0], hits
+
+
+def test_an_ep_the_engine_cannot_size_is_refused(tmp_path: Path) -> None:
+    for framework, image in (("vllm", "vllm/vllm-openai:v0.26.0"), ("atom", "rocm/atom:v0.1.3")):
+        for ep, refused in ((2, True), (8, False), (1, False)):
+            text = recipe(framework, image, scenario="fixed", arm=f"{{ tp: 8, ep: {ep}, conc-list: [4] }}",
+                          serve="    args: {}\n")
+            hits = findings(tmp_path, text, "serve.ep-size")
+            assert bool(hits) is refused, (framework, ep, hits)
+    sgl = recipe("sglang", "lmsysorg/sglang:v0.5.17-cu130", scenario="fixed", arm="{ tp: 8, ep: 2, conc-list: [4] }",
+                 serve="    args: {}\n")
+    assert findings(tmp_path, sgl, "serve.ep-size") == []  # SGLang renders --ep-size 2
+
+
+def test_a_draft_tree_an_engine_drops_is_refused(tmp_path: Path) -> None:
+    tree = "    spec-decoding: { method: eagle, num-steps: 3, topk: 4, num-draft-tokens: 8 }\n"
+    chain = "    spec-decoding: { method: eagle, num-steps: 3, topk: 1, num-draft-tokens: 4 }\n"
+    arm = "{ tp: 8, spec-decoding: mtp, conc-list: [4] }"
+    for framework, image in (("vllm", "vllm/vllm-openai:v0.26.0"), ("atom", "rocm/atom:v0.1.3")):
+        hits = findings(tmp_path, recipe(framework, image, scenario="fixed", arm=arm, serve=tree), "serve.spec-tree")
+        assert len(hits) == 2, hits
+        assert findings(tmp_path, recipe(framework, image, scenario="fixed", arm=arm, serve=chain),
+                        "serve.spec-tree") == []
+    sgl = recipe("sglang", "lmsysorg/sglang:v0.5.17-cu130", scenario="fixed", arm=arm, serve=tree)
+    assert findings(tmp_path, sgl, "serve.spec-tree") == []
+
+
+def test_parallelism_flags_the_adapters_do_not_derive_are_conflicts(tmp_path: Path) -> None:
+    arm = "{ tp: 8, conc-list: [4] }"
+    atom = recipe("atom", "rocm/atom:v0.1.3", scenario="fixed", arm=arm, serve="    args: { -dp: 2 }\n")
+    assert findings(tmp_path, atom, "serve.parallelism-conflict"), "ATOM's --data-parallel-size"
+    trt = recipe("trt", "nvcr.io/nvidia/tensorrt-llm/release:1.3.0rc14", scenario="fixed", arm=arm,
+                 serve="    args: { --cp_size: 2 }\n")
+    assert findings(tmp_path, trt, "serve.parallelism-conflict"), "TensorRT-LLM's --cp-size"
