@@ -57,3 +57,24 @@ def one_job(tmp_path: Path, **kw: object) -> Job:
     """The single job of :func:`recipe_text`'s recipe, written under `tmp_path` (one concurrency: one job)."""
     (job,) = jobs_from_files([write_recipe(tmp_path / "r.yaml", **kw)])
     return job
+
+
+def flag(argv: tuple[str, ...], name: str) -> str | None:
+    """Value of `name` in argv (None when absent; '' for a bare switch)."""
+    if name not in argv:
+        return None
+    i = argv.index(name)
+    return argv[i + 1] if i + 1 < len(argv) and not argv[i + 1].startswith("--") else ""
+
+
+def engine_recipe(framework: str, image: str, *, arm: str, serve: str, scenario: str = "agentic", runner: str = "",
+           model: str = "MiniMaxAI/MiniMax-M3", prefix: str = "minimaxm3") -> str:
+    """One agentic (or `scenario="fixed"` 8k/1k) key of `framework` on `image` with one search-space `arm` (a flow
+    map) and `serve` (the serve block's indented body), for tests that read an engine launch or its findings."""
+    runner = runner or ("cluster:h200-cw" if scenario == "agentic" else "h200")
+    if scenario == "agentic":
+        scen = f"    agentic-coding:\n    - dram-utilization: 0.8\n      search-space:\n      - {arm}\n"
+    else:
+        scen = f"    fixed-seq-len:\n    - isl: 8192\n      osl: 1024\n      search-space:\n      - {arm}\n"
+    return (f"k:\n  image: {image}\n  model: {model}\n  model-prefix: {prefix}\n  runner: {runner}\n"
+            f"  precision: fp8\n  framework: {framework}\n  multinode: false\n  scenarios:\n{scen}  serve:\n{serve}")

@@ -8,6 +8,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from support.recipes import engine_recipe as recipe
+from support.recipes import flag
 
 from llmsweep import engines
 from llmsweep.errors import ContractError
@@ -16,25 +18,6 @@ from llmsweep.plan import Job, jobs_from_files
 REPO = Path(__file__).resolve().parents[3]
 SEED = REPO / "recipes" / "qwen3.5-fp8-mi300x-sglang-agentic-mtp.yaml"
 Plan = Callable[[str], list[Job]]
-
-
-def flag(argv: tuple[str, ...], name: str) -> str | None:
-    """Value of `name` in argv (None when absent; '' for a bare switch)."""
-    if name not in argv:
-        return None
-    i = argv.index(name)
-    return argv[i + 1] if i + 1 < len(argv) and not argv[i + 1].startswith("--") else ""
-
-
-def recipe(framework: str, image: str, *, arm: str, serve: str, scenario: str = "agentic", runner: str = "",
-           model: str = "MiniMaxAI/MiniMax-M3", prefix: str = "minimaxm3") -> str:
-    runner = runner or ("cluster:h200-cw" if scenario == "agentic" else "h200")
-    if scenario == "agentic":
-        scen = f"    agentic-coding:\n    - dram-utilization: 0.8\n      search-space:\n      - {arm}\n"
-    else:
-        scen = f"    fixed-seq-len:\n    - isl: 8192\n      osl: 1024\n      search-space:\n      - {arm}\n"
-    return (f"k:\n  image: {image}\n  model: {model}\n  model-prefix: {prefix}\n  runner: {runner}\n"
-            f"  precision: fp8\n  framework: {framework}\n  multinode: false\n  scenarios:\n{scen}  serve:\n{serve}")
 
 
 VLLM_SPEC = ("    spec-decoding: { method: eagle3, num-steps: 3, draft-model: Inferact/MiniMax-M3-EAGLE3-GQA }\n")

@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
+
+from support.recipes import engine_recipe as recipe
+from support.recipes import flag
 
 from llmsweep import engines
-from llmsweep.plan import jobs_from_files
+from llmsweep.plan import Job, jobs_from_files
 from llmsweep.policy import validate_files
-from tests.unit.engines.test_engine_adapters import flag, recipe
 
 KIMI = dict(model="moonshotai/Kimi-K3", prefix="kimik3")
 DSPARK = "    spec-decoding: { method: dspark, num-steps: 2, draft-model: Inferact/Kimi-K3-DSpark }\n"
@@ -22,7 +25,7 @@ def findings(tmp_path: Path, text: str, rule: str) -> list[str]:
     return [f.render() for f in validate_files([file]).findings if f.rule == rule]
 
 
-def jobs(tmp_path: Path, text: str) -> list:  # type: ignore[type-arg]
+def jobs(tmp_path: Path, text: str) -> list[Job]:
     file = tmp_path / "r.yaml"
     file.write_text(text)
     return jobs_from_files([file])
@@ -47,9 +50,10 @@ def test_sglang_dspark_launches_dspark_from_its_first_release(tmp_path: Path) ->
 def test_vllm_simple_is_the_simple_connector_per_rank_and_native_splits_over_dp_engines(tmp_path: Path) -> None:
     arm = "{{ tp: 8, ep: 8, dp-attn: {dp}, kv-offloading: dram, kv-offload-backend: {{ name: {b} }}, conc-list: [8] }}"
 
-    def transfer(backend: str, dp: str) -> tuple[dict, int]:  # type: ignore[type-arg]
+    def transfer(backend: str, dp: str) -> tuple[dict[str, Any], int]:
         (job,) = jobs(tmp_path, recipe("vllm", "vllm/vllm-openai:v0.26.0", arm=arm.format(dp=dp, b=backend),
                                        serve="    args: {}\n"))
+        assert job.total_cpu_dram_gb
         return json.loads(flag(engines.render(job).argv, "--kv-transfer-config") or "{}"), job.total_cpu_dram_gb
 
     simple, total = transfer("vllm-simple", "true")
