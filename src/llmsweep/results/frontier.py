@@ -103,9 +103,11 @@ def compute_frontiers(points: Sequence[ResultPoint], axes: Sequence[Axis] = X_AX
     for a in axes:
         star = frontiers_by_series({i: s for i, s in series_of.items() if i in agentic}, values, a.key, a.direction,
                                    y_metric, eligible=valid.__contains__, y_dir=y_dir)
-        plain_star = a.key if a.direction != "none" else FIXED_WINNER_X
+        # a fixed-length series' winners are those of the axis itself, in its own direction (lower TTFT is
+        # better); on the concurrency axis, those of InferenceX's fixed-length x metric (interactivity, higher)
+        plain_star, plain_dir = (a.key, a.direction) if a.direction != "none" else (FIXED_WINNER_X, "max")
         plain = frontiers_by_series({i: s for i, s in series_of.items() if i not in agentic}, values, a.key,
-                                    a.direction, y_metric, north_star_metric=plain_star, eligible=valid.__contains__,
-                                    y_dir=y_dir)
+                                    a.direction, y_metric, north_star_metric=plain_star, north_star_dir=plain_dir,
+                                    eligible=valid.__contains__, y_dir=y_dir)
         out[a.key] = {**star, **plain}
     return out

@@ -107,10 +107,12 @@ def frontiers_by_series(
     y_metric: str = "tput_per_gpu",
     *,
     north_star_metric: str = NORTH_STAR_X,
+    north_star_dir: Direction = "max",
     eligible: Callable[[str], bool] = lambda _id: True,
     y_dir: Direction = "max",
 ) -> dict[str, list[str]]:
-    """Per-series AgentX frontiers on one x metric; `y_dir` "min" for a lower-is-better y ($/Mtok, J/token).
+    """Per-series AgentX frontiers on one x metric; `y_dir` "min" for a lower-is-better y ($/Mtok, J/token);
+    `north_star_dir` the direction in which `north_star_metric` is better (a latency's is "min").
 
     `series_of` maps point id → series key; `values` maps point id → metric name → value. Points for which
     `eligible` is False (invalid results) are never on a frontier but stay in the data for the scatter.
@@ -120,5 +122,5 @@ def frontiers_by_series(
         ok = [i for i in ids if eligible(i)]
         shown = [XY(i, values[i].get(x_metric), values[i].get(y_metric)) for i in ok]
         star = [XY(i, values[i].get(north_star_metric), values[i].get(y_metric)) for i in ok]
-        out[series] = agentx_frontier(shown, star, x_dir, y_dir)
+        out[series] = agentx_frontier(shown, star, x_dir, y_dir, north_star_dir=north_star_dir)
     return out

@@ -123,3 +123,25 @@ def test_cost_and_energy_per_token_frontiers_prefer_the_lower_value(make_run) ->
     for y in ("usd_per_mtok_output", "joules_per_output_token"):
         fronts = compute_frontiers([cheap, dear], [AXIS_BY_KEY["p90_intvty"]], y_metric=y)
         assert list(fronts["p90_intvty"].values()) == [["cheap"]], (y, fronts)
+
+
+def test_a_fixed_length_series_keeps_its_fastest_points_on_a_latency_axis(make_run) -> None:
+    """Lower TTFT/E2E latency is better: on those axes a fixed-length series whose latency and throughput both rise
+    with concurrency is all frontier. Its winners were picked as if higher latency were better, so only the slowest
+    point survived."""
+    import dataclasses
+
+    from llmsweep.results.frontier import AXIS_BY_KEY, compute_frontiers
+    from llmsweep.results.point import points_from_run
+
+    base = points_from_run(make_run("fx", concs=(1, 4, 16)))
+    rising = [dataclasses.replace(p, result_id=f"c{p.identity.conc}",
+                                  identity=dataclasses.replace(p.identity, scenario="fixed-1k1k"),
+                                  metrics={**p.metrics, "p90_ttft": 0.1 * p.identity.conc,
+                                           "p90_e2el": 1.0 + p.identity.conc,
+                                           "tput_per_gpu": 100.0 * p.identity.conc})
+              for p in base]
+    for axis in ("p90_ttft", "p90_e2el"):
+        assert AXIS_BY_KEY[axis].direction == "min"
+        (ids,) = compute_frontiers(rising, [AXIS_BY_KEY[axis]])[axis].values()
+        assert ids == ["c1", "c4", "c16"], (axis, ids)
