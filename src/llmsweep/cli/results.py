@@ -429,15 +429,18 @@ def export(run_id: str | None, fmt: str, out: Path | None, force: bool, include_
 
 @results.command("import")
 @click.argument("file", type=PathValue(exists=True, dir_okay=False, path_type=Path))
+@option("force", help="Replace an earlier import of a run with this file's rows even when that drops results the "
+        "store holds for it (an import lacking some of them is refused without this).")
 @store_option()
-def import_cmd(file: Path, store_path: Path | None) -> None:
-    """Import an export of ours or InferenceX aggregate result JSON as its own run (source kept)."""
+def import_cmd(file: Path, force: bool, store_path: Path | None) -> None:
+    """Import an export of ours or InferenceX aggregate result JSON as its own run (source kept); replacing an
+    earlier import with fewer of the run's results is refused unless --force."""
     from llmsweep.results.interchange import import_into, read_import
 
     with saying(f"reading {file} ({file.stat().st_size / 1e6:.0f} MB)"):
         parsed = read_import(file)  # a file that imports nothing is refused before the store is opened (or made)
     with _open(store_path, readonly=False) as store, saying(f"importing into {store.path}"):
-        run_ids, n = import_into(store, file, parsed)
+        run_ids, n = import_into(store, file, parsed, force=force)
     click.echo(f"imported {n} result(s) as run{'s' if len(run_ids) > 1 else ''} {', '.join(run_ids)}")
 
 

@@ -625,23 +625,43 @@ def from_inferencex_row(run_id: str, row: Mapping[str, Any], n: int) -> ResultPo
     )
 
 
-def import_into(store: Any, path: Path, parsed: Imported | None = None) -> tuple[list[str], int]:
+def import_into(store: Any, path: Path, parsed: Imported | None = None, *, force: bool = False
+                ) -> tuple[list[str], int]:
     """Import a file into a Store: each run its rows came from as its own run, under its original id (the file's own
     run id for rows that name none), replacing an earlier import of that run; returns (run ids, results stored: one
     per throughput row, one per eval, whose rows are one per concurrency).
 
     A run the store already holds as a run of ours (importing an export back into the store it came from) is never
-    replaced: its rows import as `<file run id>:<original run id>`."""
+    replaced: its rows import as `<file run id>:<original run id>`. Replacing an earlier import with a file that
+    lacks some of its results (a part of the export, its published rows only) would drop them: refused, nothing
+    written, unless `force` (as `results ingest` refuses a partial run folder)."""
     file_run, origin, points, warned = parsed or read_import(path)
     runs: dict[str, list[ResultPoint]] = {}
     for point in points:
         runs.setdefault(point.run_id, []).append(point)
-    n, ids = 0, []
+    placed: list[tuple[str, str, list[ResultPoint]]] = []
     for original, pts in runs.items():
         run_id = original
         if store.run_origin(original) not in (None, "llmsweep-export", "inferencex"):
             run_id = f"{file_run}:{original}"
             pts = [dataclasses.replace(p, run_id=run_id, result_id=result_id_for(run_id, p.job_id)) for p in pts]
+        placed.append((original, run_id, pts))
+    if not force:
+        from llmsweep.results.store import ImportConflictError
+
+        for _original, run_id, pts in placed:
+            keeping = {p.job_id for p in pts}
+            held = store.result_job_ids(run_id)
+            if dropped := [j for j in held if j not in keeping]:
+                named = ", ".join(dropped[:3]) + (f" and {len(dropped) - 3} more" if len(dropped) > 3 else "")
+                raise ImportConflictError(
+                    f"importing {path} would replace run {run_id} in {store.path} and drop {len(dropped)} of the "
+                    f"{len(held)} result(s) it holds: the file has no row of job(s) {named} (a part of the export, "
+                    "or its published rows only?); nothing was imported",
+                    fix="import the file that holds the whole run, or pass --force to store the run as this file "
+                        "holds it, dropping those results")
+    n, ids = 0, []
+    for original, run_id, pts in placed:
         # what the run warned of its jobs, where `Store.job_warnings` reads a run's: its outcomes
         outcomes = [{"job_id": p.job_id, "status": p.verdict, "reasons": list(p.reasons), "warnings": said}
                     for p in pts if (said := warned.get((original, p.job_id)))]

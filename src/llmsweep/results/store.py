@@ -435,8 +435,7 @@ class Store:
         """The jobs whose stored result (of this run id) re-ingesting `run`'s folder would drop: the folder holds no
         summary for them."""
         keeping = {j.job_id for j in run.jobs if j.summary is not None}
-        rows = self._db.execute("SELECT job_id FROM results WHERE run_id = ? ORDER BY job_id", (run.run_id,))
-        return [r["job_id"] for r in rows if r["job_id"] not in keeping]
+        return [j for j in self.result_job_ids(run.run_id) if j not in keeping]
 
     def refuse_dropping(self, run: RunDir) -> None:
         """An `ImportConflictError` (exit 2) when re-ingesting `run` would drop results the store holds for it."""
@@ -512,6 +511,11 @@ class Store:
                 fix="import into a new store (--store NEW.sqlite), or export each run on its own "
                     "(`llmsweep results export --run RUN`) and import those") from exc
         return len(points)
+
+    def result_job_ids(self, run_id: str) -> list[str]:
+        """The job ids of the results the store holds for a run (none when it holds no such run)."""
+        rows = self._db.execute("SELECT job_id FROM results WHERE run_id = ? ORDER BY job_id", (run_id,))
+        return [str(r["job_id"]) for r in rows]
 
     def run_origin(self, run_id: str) -> str | None:
         """Who produced a stored run (`llmsweep`, `llmsweep-export`, `inferencex`), or None when it is not stored."""

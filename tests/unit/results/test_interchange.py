@@ -306,3 +306,29 @@ def test_a_row_without_a_concurrency_is_refused_naming_it(tmp_path: Path) -> Non
     with pytest.raises(ResultError, match="row 3 names no concurrency"):
         from_inferencex_row("import:x", row, 3)
     assert from_inferencex_row("import:x", {**row, "conc": 4}, 3).identity.conc == 4
+
+
+def test_an_import_that_would_drop_results_of_an_earlier_import_is_refused(make_run, tmp_path: Path) -> None:
+    """Importing a part of an export (its first row, its published rows) over the whole one replaced the run and
+    silently dropped the rest; as `results ingest` does for a partial folder, it is refused, nothing written, unless
+    forced."""
+    from llmsweep.results.store import ImportConflictError
+
+    points = points_from_run(make_run("r", concs=(1, 4, 16)))
+    whole, part = tmp_path / "whole.json", tmp_path / "part.json"
+    whole.write_text(export_points(points, "json"))
+    doc = json.loads(whole.read_text())
+    rows_key = next(k for k, v in doc.items() if isinstance(v, list)) if isinstance(doc, dict) else None
+    if rows_key is None:
+        part.write_text(json.dumps(doc[:1]))
+    else:
+        part.write_text(json.dumps({**doc, rows_key: doc[rows_key][:1]}))
+    with Store(tmp_path / "s.sqlite") as store:
+        (run_id,), n = import_into(store, whole)
+        assert n == 3
+        with pytest.raises(ImportConflictError, match="drop 2 of the 3"):
+            import_into(store, part)
+        assert len(store.result_job_ids(run_id)) == 3  # nothing written
+        assert import_into(store, whole)[1] == 3  # the whole file again replaces the run as before
+        assert import_into(store, part, force=True)[1] == 1
+        assert len(store.result_job_ids(run_id)) == 1
