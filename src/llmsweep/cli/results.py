@@ -7,7 +7,7 @@ import json
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -24,6 +24,10 @@ from llmsweep.cli.options import (
 )
 from llmsweep.cli.tables import plain, table_console
 from llmsweep.errors import ResultError, ResultInputError
+
+if TYPE_CHECKING:
+    from llmsweep.results.point import ResultPoint
+    from llmsweep.results.store import Store
 
 
 def _open(store_path: Path | None, *, readonly: bool = True) -> Any:
@@ -110,6 +114,8 @@ def list_cmd(run_id: str | None, every: bool, as_json: bool, store_path: Path | 
         runs = {r: i for i, r in enumerate(dict.fromkeys(p.run_id for p in points))}
         points.sort(key=lambda p: (runs[p.run_id], p.identity.series_label(), p.identity.conc, p.job_id))
         store.require_run(run_id)
+        if run_id is not None:
+            _reused(store, store.run_meta(run_id), run_id, lambda line: click.echo(line, err=True))
         warned = store.job_warnings(p.run_id for p in points)
         if as_json:
             click.echo(json.dumps([{**describe(p), "warnings": warned.get((p.run_id, p.job_id), [])} for p in points],
@@ -119,6 +125,24 @@ def list_cmd(run_id: str | None, every: bool, as_json: bool, store_path: Path | 
             click.echo(f"no results stored{f' for run {run_id}' if run_id else ''} in {store.path}")
             return
         _print_points(points, warned)
+
+
+def _reused(store: Store, meta: Mapping[str, Any], run_id: str | None,
+            said: Callable[[str], None] | None = None) -> dict[str, ResultPoint]:
+    """The stored results `run --reuse` stood a run's jobs on (`Store.reused_points`), by its job id; with `said`,
+    told instead what they are and where they are listed (a listing of the run's own results leaves them out)."""
+    from llmsweep.results.rundir import reused_of
+
+    reused = reused_of(meta)
+    if not reused:
+        return {}
+    if said is not None:
+        sources = sorted({str(r.get("run_id")) for r in reused.values()})
+        said(f"run {run_id}: {len(reused)} job(s) stood on stored results of run(s) {', '.join(sources)} "
+             f"(`run --reuse`), listed under that run, not here (`--run {sources[0]}`)")
+        return {}
+    found: dict[str, ResultPoint] = store.reused_points(reused)
+    return found
 
 
 @results.command("runs")
@@ -291,10 +315,12 @@ def frontier(run: str | None, run_id: str | None, x_axis: str, mix_sources: bool
     with _open(store_path) as store:
         resolved, points = resolve_points(run_id, store, left_out())
         meta = store.run_meta(resolved) if store.has_run(resolved) else {}
-    if not meta and Path(run_id).is_dir():
-        from llmsweep.results.rundir import load_run
+        if not meta and Path(run_id).is_dir():
+            from llmsweep.results.rundir import load_run
 
-        meta = load_run(run_id).meta
+            meta = load_run(run_id).meta
+        # the points `run --reuse` stood jobs on are in the run's series and frontiers, as its dashboard draws them
+        points += list(_reused(store, meta, resolved).values())
     from llmsweep.results.repeats import combine_repeats
 
     groups = {r.point.result_id: r for r in combine_repeats(points)}  # a point measured N times is one point
@@ -410,6 +436,8 @@ def export(run_id: str | None, fmt: str, out: Path | None, force: bool, include_
                                             f"{store.path}"):
         store.require_run(run_id)
         points = store.results(run_id)
+        if run_id is not None:  # each result is exported once, under the run that measured it
+            _reused(store, store.run_meta(run_id), run_id, lambda line: click.echo(line, err=True))
         warned = store.job_warnings(p.run_id for p in points)
     with saying(f"exporting {len(points)} result(s) as {fmt}"):
         text = export_points(points, fmt, include_unpublished=include_unpublished, warnings=warned)

@@ -683,15 +683,27 @@ class Store:
         """The stored results `run --reuse` stood jobs on (`run.json: reused`, job id -> the result's run, job and
         result ids), by the reusing run's job id, read in one batched query (`points`). A job whose result the store
         does not hold, or holds under another run or job than the record names, is absent: never a point the
-        record does not name."""
+        record does not name. So is one its run has measured again under another configuration since (a `--force`
+        or `--resume` rerun keeps the job's result id): the key its run now records for the job is not the one
+        reused."""
+        from llmsweep.changes.reuse import split_key
+
         wanted = {job: str(src.get("result_id")) for job, src in reused.items() if src.get("result_id")}
         found = self.points(wanted.values())
+        keys: dict[str, dict[str, Any]] = {}  # source run -> the reuse keys it records now
         out = {}
         for job, result_id in wanted.items():
             point, src = found.get(result_id), reused[job]
-            if point is not None and src.get("run_id") in (None, point.run_id) \
-                    and src.get("job_id") in (None, point.job_id):
-                out[job] = point
+            if point is None or src.get("run_id") not in (None, point.run_id) \
+                    or src.get("job_id") not in (None, point.job_id):
+                continue
+            if point.run_id not in keys:
+                recorded = self.run_meta(point.run_id).get("reuse_keys")
+                keys[point.run_id] = recorded if isinstance(recorded, dict) else {}
+            now, then = keys[point.run_id].get(point.job_id), src.get("reuse_key")
+            if isinstance(now, str) and isinstance(then, str) and split_key(now)[0] != split_key(then)[0]:
+                continue
+            out[job] = point
         return out
 
     def reusable(self, keys: Iterable[str], verdicts: tuple[str, ...] = ("valid",),

@@ -1,0 +1,49 @@
+"""A run that `run --reuse` stood jobs on stored results: `results frontier` draws those points in the run's series
+and frontiers, as its dashboard does; `results list` and `export` of the run say where they are; a reused result its
+run has since measured again under another configuration is no longer drawn as the reusing run's."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from click.testing import CliRunner
+from support.synthetic import write_reusing_run
+
+from llmsweep.cli.main import cli
+from llmsweep.results.rundir import load_run
+from llmsweep.results.store import Store
+
+
+def test_frontier_of_a_reusing_run_stands_on_its_reused_points_and_listings_say_where_they_are(tmp_path: Path) -> None:
+    store = tmp_path / "store.sqlite"
+    run = write_reusing_run(tmp_path, store)
+    with Store(store) as opened:
+        opened.ingest_run(run.path)
+        reused_ids = {p.result_id for p in opened.results("earlier-run")}
+    res = CliRunner().invoke(cli, ["results", "frontier", "reusing-run", "--x", "conc", "--json", "--store",
+                                   str(store)], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    on_front = {p["result_id"] for pts in doc.values() for p in pts}
+    assert on_front & reused_ids, doc  # the reused points are in the run's series (they had been left out)
+    for cmd in (["results", "list", "--run", "reusing-run"], ["results", "export", "--run", "reusing-run"]):
+        res = CliRunner().invoke(cli, [*cmd, "--store", str(store)], catch_exceptions=False)
+        assert res.exit_code == 0, res.output
+        assert "3 job(s) stood on stored results of run(s) earlier-run (`run --reuse`)" in res.stderr, res.stderr
+
+
+def test_a_reused_result_measured_again_under_another_configuration_is_not_the_reusing_runs(tmp_path: Path) -> None:
+    store = tmp_path / "store.sqlite"
+    run = write_reusing_run(tmp_path, store)
+    earlier = tmp_path / "earlier" / "run.json"
+    meta = json.loads(earlier.read_text())
+    reused = run.meta["reused"]
+    jobs = sorted(reused)
+    # the earlier run measured two jobs under the keys reused and, rerun with --force since, one under another
+    meta["reuse_keys"] = {j: f"key-{j}" for j in jobs[:2]} | {jobs[2]: "another-configuration"}
+    earlier.write_text(json.dumps(meta))
+    with Store(store) as opened:
+        opened.ingest_run(load_run(earlier.parent), replace=True)
+        points = opened.reused_points(reused)
+    assert sorted(points) == jobs[:2]
