@@ -356,6 +356,58 @@ def spec_steps_row(ctx: Context) -> Iterator[Finding]:
                       f"K={sd.num_steps} under a point InferenceX measures at K={size}", job=job)
 
 
+def _row_setting(job: Job, at: FieldPath, kind: str, name: str) -> tuple[FieldPath, str] | None:
+    """(where, value as written) of a multinode row's `kind` worker's additional setting `name`; None if unset."""
+    worker = job.prefill if kind == "prefill" else job.decode
+    for i, item in enumerate(worker.additional_settings or [] if worker is not None else []):
+        key, sep, value = item.partition("=")
+        if sep and key.strip() == name:
+            return (*at, kind, "additional-settings", i), value.strip()
+    return None
+
+
+@rule("serve.row-settings", Severity.ERROR,
+      "A multinode row's additional-settings that llmsweep reads do not describe what the row runs",
+      "write DECODE_MTP_SIZE as the decode worker's draft steps (a whole number, 1 or more on a speculative row) and "
+      "<ROLE>_NODES as the nodes its workers take (num-worker × ceil(GPUs per worker / GPUs per node))",
+      "InferenceX amd-master: its AMD launcher sizes the allocation from PREFILL_NODES/DECODE_NODES and drafts "
+      "DECODE_MTP_SIZE steps; llmsweep places workers and renders K from the row itself")
+def row_settings(ctx: Context) -> Iterator[Finding]:
+    from llmsweep.engines.base import ROW_DRAFT_STEPS, worker_nodes
+    from llmsweep.policy.rules_resources import gpus_per_node_of
+
+    for job, recipe in ctx.runnable_pairs():
+        if job.prefill is None or job.decode is None:
+            continue
+        at = entry_path(recipe, job)
+        steps = _row_setting(job, at, "decode", ROW_DRAFT_STEPS)
+        if steps is not None:
+            where, text = steps
+            if not text.isdigit():
+                yield ctx.hit("serve.row-settings", recipe, where,
+                              f"{ROW_DRAFT_STEPS}={text} is not a number of draft steps: the row would run the "
+                              "default K", job=job)
+            elif int(text) == 0 and job.spec_decoding != "none":
+                yield ctx.hit("serve.row-settings", recipe, where,
+                              f"{ROW_DRAFT_STEPS}=0: InferenceX's decode worker does not draft on this row, but the "
+                              f"arm has spec-decoding {job.spec_decoding}", job=job)
+        per_node = gpus_per_node_of(ctx, job)
+        if per_node is None:
+            continue
+        placed = worker_nodes(job, per_node)
+        for kind in ("prefill", "decode"):
+            declared = _row_setting(job, at, kind, f"{kind.upper()}_NODES")
+            if declared is None:
+                continue
+            where, text = declared
+            nodes = sum(len(n) for n in placed["prefill" if kind == "prefill" else "decode"])
+            if text.isdigit() and int(text) != nodes:
+                yield ctx.hit("serve.row-settings", recipe, where,
+                              f"{kind.upper()}_NODES={text} but its workers take {nodes} node(s) at {per_node} GPUs "
+                              "a node: the allocation InferenceX sizes from it is not the one llmsweep places and "
+                              "labels", job=job)
+
+
 @rule("serve.spec-unused", Severity.ERROR,
       "serve.spec-decoding is declared but no search-space arm uses speculative decoding",
       "set `spec-decoding: mtp` on the arms that draft, or delete `serve.spec-decoding`",
