@@ -768,7 +768,9 @@ def predict_point(
     summary: Summary | None = None
     telemetry = info = None
     if summarize:  # `llmsweep run` in virtual time writes the files and summarises them as the live path does
-        info = run_json(provenance=provenance or {}, gates=point_gates(point, seconds),
+        # the workload it ran, as `run` records it: the coverage gate reads an agentic replay's idle cap from it
+        described = {"workload": workload.describe()} if not (provenance or {}).get("workload") else {}
+        info = run_json(provenance={**(provenance or {}), **described}, gates=point_gates(point, seconds),
                         client={"stop_reason": predictor.stats.stop_reason}, gpus=point.gpus, source=PREDICTED)
         telemetry = power.telemetry(point.gpus) if power is not None else None
         summary = summarise_predicted(records, predictor.scrapes, info, telemetry)
