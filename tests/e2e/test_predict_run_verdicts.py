@@ -28,3 +28,31 @@ def test_predict_and_run_judge_a_short_agentic_point_alike(tmp_path: Path) -> No
     assert p.keys() == r.keys() and len(r) == 1, (p, r)
     for job, verdict in r.items():
         assert verdict == "smoke" and p[job]["verdict"] == verdict, (p[job], verdict)
+
+
+def test_a_virtual_time_run_says_which_requests_outlived_the_request_timeout(tmp_path: Path) -> None:
+    """Virtual time cuts no request at --request-timeout: a point whose requests ran longer says so on its row
+    (they had counted as served, valid, with the timeout recorded as applied); `--live` applies it."""
+    env = cli_env(tmp_path)
+    ran = run_here([RECIPES / "fixed-sim.yaml", "--out", tmp_path / "run", "--no-report", "--json",
+                    "--request-timeout", "0.05"], env)
+    assert ran.returncode == 0, ran.stderr
+    rows = json.loads(ran.stdout)["jobs"]
+    assert rows and all(any("ran longer than --request-timeout 0.05 s" in w for w in r["warnings"]) for r in rows), rows
+    ran = run_here([RECIPES / "fixed-sim.yaml", "--out", tmp_path / "again", "--no-report", "--json"], env)
+    assert not any("request-timeout" in w for r in json.loads(ran.stdout)["jobs"] for w in r["warnings"])
+
+
+def test_a_hicache_points_summary_has_its_host_pools_peak_fill(tmp_path: Path) -> None:
+    """SGLang's HiCache host pool, as the simulator exports it (`sglang:hicache_host_used/total_tokens`), is the
+    summary's `kv_cache.cpu_usage_max`; it had been None for every SGLang point, so a CPU tier that held blocks read
+    as one that held none."""
+    ran = run_here([RECIPES / "agentic-sim.yaml", "--out", tmp_path / "run", "--no-report", "--json"],
+                   cli_env(tmp_path))
+    assert ran.returncode == 0, ran.stderr
+    fills = {}
+    for job in (tmp_path / "run" / "jobs").iterdir():
+        kv = json.loads((job / "summary.json").read_text())["server_metrics"]["kv_cache"]
+        fills["kvdram" in job.name] = kv["cpu_usage_max"]
+    assert fills[False] is None  # the resident arm has no host pool
+    assert isinstance(fills[True], float) and 0.0 < fills[True] <= 1.0, fills

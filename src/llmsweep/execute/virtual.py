@@ -245,6 +245,18 @@ def polled(stop: StopRequest) -> Callable[[WindowProgress], None]:
     return on_progress
 
 
+def outlived_timeout(records: list[dict[str, Any]], timeout_s: float) -> str | None:
+    """What to say of a virtual-time point whose requests ran longer than the client's whole-request timeout
+    (`--request-timeout`): virtual time cuts no request there (its engine would have to abort them mid-step), so
+    such a request counts as served where a live client would have timed it out. None when none did."""
+    late = sum(1 for r in records if r.get("end_at") is not None and r.get("sent_at") is not None
+               and r["end_at"] - r["sent_at"] > timeout_s)
+    if not late:
+        return None
+    return (f"{late} request(s) ran longer than --request-timeout {timeout_s:g} s, which virtual time does not "
+            "apply: a live client would have timed them out (`--live` applies it)")
+
+
 def _simulate(job: Job, group: ServerGroup, config: EngineConfig, jdir: Path, stop: StopRequest, *,
               settings: LifecycleSettings) -> Summary:
     """Predict the point, write what the client would have written, and summarise it as the live path does (no
@@ -259,6 +271,8 @@ def _simulate(job: Job, group: ServerGroup, config: EngineConfig, jdir: Path, st
     with no_cyclic_gc():
         predicted = predict_point(point, config, start_time=started_at, summarize=False, power=power,
                                   on_progress=polled(stop))
+        if said := outlived_timeout(predicted.records, settings.request_timeout_s):
+            group.warnings.setdefault(job.id, []).append(said)
         current_progress().phase("summarising")
         if power is not None:  # the modelled watts over virtual time, beside the records, as the live sampler does
             power.write_job(jdir, expected_gpus=point.gpus)

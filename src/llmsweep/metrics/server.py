@@ -286,7 +286,9 @@ def _sglang(w: ServerWindow) -> dict[str, Any]:
         "kv_cache": {
             "gpu_usage_max": _frac(w.gauge_max("sglang:token_usage")),
             "gpu_usage_mean": _frac(w.gauge_mean("sglang:token_usage")),
-            "cpu_usage_max": None,
+            # the HiCache host pool's peak fill, where the server exports it (the simulator does)
+            "cpu_usage_max": _ratio(w.gauge_max("sglang:hicache_host_used_tokens"),
+                                    w.gauge_max("sglang:hicache_host_total_tokens")),
         },
         "cache": {
             "gpu_hit_rate": _ratio(device, prompt) if device is not None else overall,
