@@ -56,3 +56,17 @@ def test_a_hicache_points_summary_has_its_host_pools_peak_fill(tmp_path: Path) -
         fills["kvdram" in job.name] = kv["cpu_usage_max"]
     assert fills[False] is None  # the resident arm has no host pool
     assert isinstance(fills[True], float) and 0.0 < fills[True] <= 1.0, fills
+
+
+def test_run_says_its_own_warnings_and_names_an_out_that_is_a_file(tmp_path: Path) -> None:
+    """`--traces` on a fixed-length run is a `warning:` line as every other (it was a `WARNING llmsweep.plan.point:`
+    log record); an `--out` that is a file is said to be one (it was 'cannot be written: File exists')."""
+    env = cli_env(tmp_path)
+    ran = run_here([RECIPES / "fixed-sim.yaml", "--out", tmp_path / "run", "--no-report", "--traces", "synthetic"],
+                   env)
+    assert ran.returncode == 0, ran.stderr
+    assert "warning: --traces synthetic changes nothing: no job of this run is an agentic replay" in ran.stderr
+    file = tmp_path / "a-file"
+    file.write_text("")
+    refused = run_here([RECIPES / "fixed-sim.yaml", "--out", file, "--no-report"], env)
+    assert refused.returncode == 2 and f"--out {file} is a file, not a folder" in refused.stderr, refused.stderr

@@ -499,7 +499,7 @@ def predict(files: tuple[Path, ...], config_keys: tuple[str, ...], duration: flo
     jobs, policy = _predicted_jobs(files, config_keys, runner_config, runner_labels)
     if out_dir is not None:  # the recipes read, before any point is predicted over the points --out holds
         refuse_replacing(Path(out_dir), held_results(Path(out_dir)), force=force, what="results")
-    jobs = with_traces(jobs, traces)
+    jobs = with_traces(jobs, traces, lambda line: click.echo(line, err=True))
     unreadable = check_trace_sources(jobs)
     for source, unread in unreadable.items():
         n = sum(1 for j in jobs if trace_source_label(j) == source)

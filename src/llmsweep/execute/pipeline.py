@@ -214,7 +214,7 @@ def _stderr(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)  # the CLI's progress channel, injected by default
 
 
-def _plan_and_check(req: RunRequest) -> tuple[list[Job], list[Finding], list[str]]:
+def _plan_and_check(req: RunRequest, event: Event = _stderr) -> tuple[list[Job], list[Finding], list[str]]:
     """Load, plan and check the recipes once, with the run's fleet (`--runner-config`) and key selection: the jobs,
     the findings and every loaded recipe key (whose a finding is).
 
@@ -237,7 +237,7 @@ def _plan_and_check(req: RunRequest) -> tuple[list[Job], list[Finding], list[str
         selected = set(expand_config_keys(tuple(req.config_keys), keys))
         findings = [f for f in findings if (owner := recipe_of(f.path, keys) if f.path else None) is None
                     or owner in selected]
-    return with_traces(validation.jobs, req.traces), findings, keys
+    return with_traces(validation.jobs, req.traces, event), findings, keys
 
 
 def job_warnings(job: Job, findings: list[Finding], keys: Sequence[str], *, simulated: bool = False) -> list[str]:
@@ -545,7 +545,7 @@ def run_sweep(req: RunRequest, *, event: Event = _stderr) -> RunOutcome:
     from llmsweep.policy.planning import errors_about
 
     executor = req.make_executor()  # an unknown kind or a bad option stops the run before anything is planned
-    jobs, findings, keys = _plan_and_check(req)
+    jobs, findings, keys = _plan_and_check(req, event)
     # Errors about recipes that planned no job (a recipe dropped before planning, an input with none) refuse no job:
     # the run says them and fails (exit 2) rather than leave those recipes out in silence.
     matched = {id(f) for j in jobs for f in errors_about(j, findings, keys)}
@@ -905,7 +905,9 @@ def writable_out(run_dir: Path) -> None:
         probe.write_bytes(b"")
         probe.unlink()
     except OSError as exc:
-        raise ConfigError(f"--out {run_dir} cannot be written: {exc.strerror or exc}",
+        what = "is a file, not a folder" if run_dir.exists() and not run_dir.is_dir() else \
+            f"cannot be written: {exc.strerror or exc}"
+        raise ConfigError(f"--out {run_dir} {what}",
                           fix="give --out a folder this user can write, on a disk with space") from None
 
 

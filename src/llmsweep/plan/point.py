@@ -9,6 +9,7 @@ both read the same answers.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -121,8 +122,9 @@ def trace_source(text: str, model_prefix: str) -> TraceSource:
     return TraceSource(hf=text)
 
 
-def with_traces(jobs: list[Job], traces: str | None) -> list[Job]:
-    """The jobs with every agentic job replaying `traces` (`run --traces`, `predict --traces`); others unchanged."""
+def with_traces(jobs: list[Job], traces: str | None, say: Callable[[str], None] | None = None) -> list[Job]:
+    """The jobs with every agentic job replaying `traces` (`run --traces`, `predict --traces`); others unchanged.
+    `say` is told (as a `warning:` line) when no job is an agentic replay; default the log."""
     if traces is None:
         return jobs
     out = []
@@ -132,8 +134,12 @@ def with_traces(jobs: list[Job], traces: str | None) -> list[Job]:
             job = job.model_copy(update={"workload": workload})
         out.append(job)
     if jobs and not any(job.workload.scenario is ScenarioId.AGENTIC_CODING for job in jobs):
-        log.warning("--traces %s changes nothing: no job of this run is an agentic replay (fixed-length and Mooncake "
-                    "jobs send their own prompts)", traces)
+        said = (f"--traces {traces} changes nothing: no job of this run is an agentic replay (fixed-length and "
+                "Mooncake jobs send their own prompts)")
+        if say is not None:
+            say(f"warning: {said}")
+        else:
+            log.warning("%s", said)
     return out
 
 
