@@ -199,8 +199,12 @@ def _print_points(points: list[Any], warned: Mapping[tuple[str, str], list[str]]
     short = dict(zip((id(p) for p in points), job_labels([p.job_id for p in points], exp_names), strict=True))
     several = len({p.run_id for p in points}) > 1
     groups: dict[tuple[str, str, str], list[Any]] = {}  # a series is of one source (simulated, measured, ...)
+    from llmsweep.results.frontier import images_apart
+
+    apart = images_apart(points, mix_sources=True)  # the source is the table's own
     for p in points:
-        groups.setdefault((p.run_id, p.identity.series_label(), p.source), []).append(p)
+        label = p.identity.series_label() + (f" · {p.identity.image_short}" if p.result_id in apart else "")
+        groups.setdefault((p.run_id, label, p.source), []).append(p)
     for (run_id, series, source), group in groups.items():
         notes = Notes()
         rows = [[plain(p.result_id), plain(p.job_id), str(p.identity.conc), plain(p.identity.topology()),
@@ -334,10 +338,11 @@ def frontier(run: str | None, run_id: str | None, x_axis: str, mix_sources: bool
                   "repeats": groups[i].as_dict()} for i in ids]
         for series, ids in fronts.items()}
     from llmsweep.metrics.registry import HOT_BY_NAME
-    from llmsweep.results.frontier import series_key, series_label
+    from llmsweep.results.frontier import images_apart, series_key, series_label
 
     x, y = AXIS_BY_KEY[x_axis], HOT_BY_NAME["tput_per_gpu"]
     no_frontier: dict[str, str] = {}  # why a series (or, under "", the run) has none
+    apart = images_apart(points, mix_sources=mix_sources)  # series that name their image
     if not points:  # nothing to draw a frontier from: say why, and where an all-reused run's points are
         from llmsweep.results.rundir import reused_of
 
@@ -349,7 +354,8 @@ def frontier(run: str | None, run_id: str | None, x_axis: str, mix_sources: bool
         if not ids:  # every point of the series is invalid, smoke or lacks the axis's value
             mine = [p for p in points if series_key(p, mix_sources=mix_sources) == key]
             why = "its results are evals" if all(p.eval_only for p in mine) else _no_frontier_why(mine, x)
-            no_frontier[key] = f"{series_label(mine[0], mix_sources=mix_sources)}: {why}: no frontier"
+            no_frontier[key] = (f"{series_label(mine[0], mix_sources=mix_sources, image=mine[0].result_id in apart)}: "
+                                f"{why}: no frontier")
     if as_json:  # the frontiers on stdout; why a series has none on stderr, as the table says it
         click.echo(json.dumps(doc, indent=1))
         for line in no_frontier.values():
@@ -382,7 +388,8 @@ def frontier(run: str | None, run_id: str | None, x_axis: str, mix_sources: bool
                  *(c.cell(p.metric(c.name)) for c in shown),
                  *([groups[p.result_id].describe() or "1 run"] if repeated else []),
                  *([plain(p.verdict)] if unpublished else [])] for p in front]
-        title = f"{series_label(front[0], mix_sources=mix_sources)}: frontier" if front else ""
+        title = (f"{series_label(front[0], mix_sources=mix_sources, image=front[0].result_id in apart)}: frontier"
+                 if front else "")
         print_tables(plain(title), columns, rows,
                      short_keys=[plain(j) for j in job_labels([p.job_id for p in front], exp_names)])
 

@@ -17,7 +17,15 @@ from llmsweep.execute.failure_text import failure_gist
 from llmsweep.metrics.model import source_words
 from llmsweep.metrics.registry import HOT_BY_NAME, HOT_COLUMNS
 from llmsweep.report.timeseries import MAX_REQUESTS, load_request_series, load_server_series
-from llmsweep.results.frontier import X_AXES, Y_METRIC, compute_frontiers, series_key, series_label, y_direction
+from llmsweep.results.frontier import (
+    X_AXES,
+    Y_METRIC,
+    compute_frontiers,
+    images_apart,
+    series_key,
+    series_label,
+    y_direction,
+)
 from llmsweep.results.point import ResultPoint
 from llmsweep.results.repeats import Repeats, combine_repeats
 from llmsweep.results.rundir import JobArtifacts, RecordedOutcome, RunDir, known_outcomes, read_outcome
@@ -433,6 +441,7 @@ def build_payload(run: RunDir, points: Sequence[ResultPoint], *, overlay: Sequen
     repeats = {r.point.result_id: r for r in combine_repeats(p for p, _ in tagged)}
     tagged = [(r.point, tag_of[i]) for i, r in repeats.items()]
     keys = {p.result_id: series_key(p, mix_sources=mix_sources, tag=tag) for p, tag in tagged}
+    named_image = images_apart((p for p, _ in tagged), mix_sources=mix_sources)
     everything = [p for p, _ in tagged]
     frontiers_by_y = {y: compute_frontiers(everything, y_metric=y, series_of=keys) for y in Y_METRICS}
     frontiers = frontiers_by_y[Y_METRIC]
@@ -444,7 +453,8 @@ def build_payload(run: RunDir, points: Sequence[ResultPoint], *, overlay: Sequen
         sk = keys[p.result_id]
         if sk not in series:
             i = p.identity
-            label = series_label(p, mix_sources=mix_sources, tag=tag) + series_notes(members[sk])
+            label = series_label(p, mix_sources=mix_sources, tag=tag, image=p.result_id in named_image) \
+                + series_notes(members[sk])
             series[sk] = {"key": sk, "label": label,
                           "source": p.source,
                           "run": tag or run.run_id, "overlay": bool(tag),

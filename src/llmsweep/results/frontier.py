@@ -7,7 +7,7 @@ computed within one source only. Invalid points stay in the data but are never o
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from llmsweep.metrics.model import MEASURED
@@ -54,13 +54,33 @@ def y_direction(metric: str) -> Direction:
 
 
 def series_key(point: ResultPoint, *, mix_sources: bool = False, tag: str = "") -> str:
-    """Series of a point; `tag` separates overlaid runs (e.g. imported published points) from the main run."""
-    key = point.identity.series_key() + ("" if mix_sources else f"|{point.source}")
+    """Series of a point; `tag` separates overlaid runs (e.g. imported published points) from the main run. Points
+    of two images are two series (an engine upgrade measured beside the old one is never one curve)."""
+    key = _base_key(point, mix_sources, image=True)
     return f"{key}|{tag}" if tag else key
 
 
-def series_label(point: ResultPoint, *, mix_sources: bool = False, tag: str = "") -> str:
+def _base_key(point: ResultPoint, mix_sources: bool, *, image: bool = False) -> str:
+    return point.identity.series_key() + (f"|{point.identity.image}" if image else "") \
+        + ("" if mix_sources else f"|{point.source}")
+
+
+def images_apart(points: Iterable[ResultPoint], *, mix_sources: bool = False) -> set[str]:
+    """The result ids whose series label must name its image: those of a series that another image's points share
+    every other field with (`series_label(..., image=True)`)."""
+    images: dict[str, set[str]] = {}
+    points = list(points)
+    for p in points:
+        images.setdefault(_base_key(p, mix_sources), set()).add(p.identity.image)
+    return {p.result_id for p in points if len(images[_base_key(p, mix_sources)]) > 1}
+
+
+def series_label(point: ResultPoint, *, mix_sources: bool = False, tag: str = "", image: bool = False) -> str:
+    """A series' label; `image`: name the image too (its last path part), where another image's series would read
+    the same (`images_apart`)."""
     label = point.identity.series_label()
+    if image:
+        label += f" · {point.identity.image_short}"
     if not mix_sources and point.source != MEASURED:
         label += f" [{point.source}]"
     return f"{label} ({tag})" if tag else label

@@ -104,6 +104,11 @@ class PointIdentity:
         return self.scenario
 
     @property
+    def image_short(self) -> str:
+        """The image as a label names it: its last path part (`sglang-rocm:v0.5.16-rocm720-mi30x-20260730`)."""
+        return self.image.rsplit("/", 1)[-1] or "no image"
+
+    @property
     def model_short(self) -> str:
         return self.model.rsplit("/", 1)[-1]
 

@@ -145,3 +145,27 @@ def test_a_fixed_length_series_keeps_its_fastest_points_on_a_latency_axis(make_r
         assert AXIS_BY_KEY[axis].direction == "min"
         (ids,) = compute_frontiers(rising, [AXIS_BY_KEY[axis]])[axis].values()
         assert ids == ["c1", "c4", "c16"], (axis, ids)
+
+
+def test_two_images_of_one_configuration_are_two_series_each_named_by_its_image(make_run) -> None:
+    """An engine upgrade measured beside the old image (two recipe keys that differ only in image) had been one
+    series with one label, its frontier choosing between images; they are two, and only where they would read the
+    same does a label name its image."""
+    from llmsweep.results.frontier import AXIS_BY_KEY, compute_frontiers, images_apart, series_key, series_label
+    from llmsweep.results.point import points_from_run
+
+    old = points_from_run(make_run("old", concs=(1, 4)))
+    new = points_from_run(make_run("new", concs=(1, 4), image="lmsysorg/sglang-rocm:v0.5.17-rocm720-mi30x-20260901"))
+    other = points_from_run(make_run("other", concs=(1,), model="deepseek-ai/DeepSeek-R1-0528"))
+    points = old + new + other
+    fronts = compute_frontiers(points, [AXIS_BY_KEY["conc"]])["conc"]
+    assert len(fronts) == 3
+    for series, ids in fronts.items():
+        runs = {p.run_id for p in points if p.result_id in ids}
+        assert len(runs) <= 1, (series, runs)  # no frontier mixes the two images
+    apart = images_apart(points)
+    assert apart == {p.result_id for p in old + new}
+    labels = {series_label(p, image=p.result_id in apart) for p in points}
+    assert len(labels) == 3 and any("v0.5.17" in label for label in labels)
+    assert not any("sglang-rocm" in series_label(p, image=p.result_id in apart) for p in other)
+    assert series_key(old[0]) != series_key(new[0])
