@@ -129,6 +129,8 @@ def reused_points(run: RunDir, store: Path | str | None) -> tuple[dict[str, Resu
 
     try:
         with Store(store, readonly=True) as opened:
-            return opened.reused_points(run.reused), f"the results store {opened.path} does not hold it"
+            return opened.reused_points(run.reused), (
+                f"the results store {opened.path} does not hold it as it was reused (the result is gone, was "
+                "measured again under another configuration since, or does not read)")
     except LlmsweepError as exc:
-        return {}, f"the results store {store} cannot be read ({exc})"
+        return {}, f"the results store {store} cannot be read ({exc.one_line()})"

@@ -679,6 +679,23 @@ class Store:
                 out[point.result_id] = point
         return out
 
+    def readable_points(self, result_ids: Iterable[str],
+                        unread: Callable[[str, StoreError], None] | None = None) -> dict[str, ResultPoint]:
+        """`points`, leaving out a row whose columns do not read (`unread` is told which and why) instead of losing
+        the whole batch to it: one damaged row is its own point's problem."""
+        ids = list(result_ids)
+        try:
+            return self.points(ids)
+        except StoreError:
+            out: dict[str, ResultPoint] = {}
+            for result_id in ids:
+                try:
+                    out.update(self.points([result_id]))
+                except StoreError as exc:
+                    if unread is not None:
+                        unread(result_id, exc)
+            return out
+
     def reused_points(self, reused: Mapping[str, Mapping[str, Any]]) -> dict[str, ResultPoint]:
         """The stored results `run --reuse` stood jobs on (`run.json: reused`, job id -> the result's run, job and
         result ids), by the reusing run's job id, read in one batched query (`points`). A job whose result the store
@@ -689,7 +706,7 @@ class Store:
         from llmsweep.changes.reuse import split_key
 
         wanted = {job: str(src.get("result_id")) for job, src in reused.items() if src.get("result_id")}
-        found = self.points(wanted.values())
+        found = self.readable_points(wanted.values())
         keys: dict[str, dict[str, Any]] = {}  # source run -> the reuse keys it records now
         out = {}
         for job, result_id in wanted.items():
@@ -761,6 +778,9 @@ class Store:
                     stored.json(row["identity"], "jobs.identity"))
                 if why is None and row["verdict"] not in verdicts:
                     newer.setdefault(key, f"run {run['run_id']}'s, is {row['verdict']}")
+                elif why is None and (damaged := self._unreadable(row["result_id"])) is not None:
+                    passed.setdefault(key, f"the {row['verdict']} result of run {run['run_id']} (job {row['job_id']}) "
+                                           f"does not read ({damaged})")
                 elif why is None:
                     out[key] = Reusable(run["run_id"], row["job_id"], row["result_id"], row["verdict"])
                     passed.pop(key, None)
@@ -779,6 +799,15 @@ class Store:
             else:
                 log.warning("not reused: %s; the job runs again", reason)
         return out
+
+    def _unreadable(self, result_id: str) -> str | None:
+        """Why a stored result does not read as a point (a damaged summary or identity), None when it does: a job
+        never stands on a result that `report` and `compare` could not draw."""
+        try:
+            self.points([result_id])
+        except StoreError as exc:
+            return exc.one_line()
+        return None
 
     def jobs_without_result(self, run: str) -> list[str]:
         rows = self._db.execute("SELECT job_id FROM jobs WHERE run_id = ? AND has_result = 0 ORDER BY job_id", (run,))

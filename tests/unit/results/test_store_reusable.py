@@ -97,3 +97,36 @@ def test_a_host_served_result_is_reused_only_while_the_host_has_the_engine_that_
         "5.99.0; the job runs again",
         f"not reused: the valid result of run host (job {job.job_id}) ran on a host's engine whose version this run "
         "cannot read on this host now; the job runs again"], said
+
+
+def test_a_stored_result_that_does_not_read_is_neither_reused_nor_the_end_of_its_neighbours(
+        make_run, store_path: Path, tmp_path: Path) -> None:
+    """One damaged summary in the store: the job it would have stood for runs again, said why (it had been reused,
+    and the run's dashboard then drew none of its reused points), and the other reused points still read."""
+    from support.synthetic import write_reusing_run
+
+    old = make_run("old", concs=(1, 4))
+    jobs = sorted(j.job_id for j in old.jobs)
+    _keyed(old, {jobs[0]: "k1", jobs[1]: "k2"})
+    with Store(store_path) as store:
+        store.ingest_run(old.path)
+    db = sqlite3.connect(store_path)
+    with db:
+        db.execute("UPDATE results SET summary = '{bad' WHERE job_id = ?", (jobs[0],))
+    db.close()
+    said: list[str] = []
+    with Store(store_path) as store:
+        found = store.reusable(["k1", "k2"], verdicts=("valid", "smoke"), say=said.append)
+    assert list(found) == ["k2"], found
+    assert len(said) == 1 and said[0].startswith("not reused: the ") and "does not read" in said[0], said
+
+    other = tmp_path / "other.sqlite"
+    run = write_reusing_run(tmp_path / "reusing", other)
+    db = sqlite3.connect(other)
+    with db:
+        (damaged,) = db.execute("SELECT job_id FROM results WHERE run_id = 'earlier-run' LIMIT 1").fetchone()
+        db.execute("UPDATE results SET summary = '{bad' WHERE job_id = ?", (damaged,))
+    db.close()
+    with Store(other, readonly=True) as store:
+        points = store.reused_points(run.meta["reused"])
+    assert len(points) == len(run.meta["reused"]) - 1 and damaged not in points
