@@ -141,13 +141,16 @@ def reuse_keys(jobs: list[Job], *, simulate: bool, live: bool = False,
 def job_gates(job: Job, settings: LifecycleSettings | None) -> dict[str, object]:
     """The run's settings that judge this job's verdict: whether power is required of it (`--require-power`, the
     recipe's `require-power`: a result without power is refused where it is), and, for a job that pins its acceptance
-    length, the read-back gate's settings (`--al-tolerance`)."""
+    length, the read-back gate's settings (`--al-tolerance`); and the client's whole-request timeout where it is not
+    the default (`--request-timeout`: which requests fail, so whether the point passes its error gate)."""
     from llmsweep.execute.lifecycle import LifecycleSettings
 
     settings = settings if settings is not None else LifecycleSettings()
     gates: dict[str, object] = {"require_power": settings.power.required([job])}
     if job.acceptance is not None:
         gates["readback"] = settings.readback.model_dump(mode="json")
+    if settings.request_timeout_s != LifecycleSettings.model_fields["request_timeout_s"].default:
+        gates["request_timeout_s"] = settings.request_timeout_s  # keys of default runs unchanged
     return gates
 
 

@@ -159,3 +159,15 @@ def test_the_gates_a_job_is_judged_by_are_part_of_its_identity(tmp_path: Path) -
     assert job_gates(pinned, loose) != job_gates(pinned, LifecycleSettings())
     unpinned = jobs[0].model_copy(update={"acceptance": None})
     assert job_gates(unpinned, loose) == job_gates(unpinned, LifecycleSettings())  # no acceptance pinned: not judged
+
+
+def test_a_request_timeout_other_than_the_default_is_part_of_the_identity(tmp_path: Path) -> None:
+    """A result measured under the 600-s timeout is not reused by a run with `--request-timeout 30`, whose client
+    would have failed the requests that took longer (and so perhaps the point); default runs keep their keys."""
+    from llmsweep.execute.lifecycle import LifecycleSettings
+
+    jobs = jobs_from_files([write_recipe(tmp_path)])
+    plain = reuse_keys(jobs, simulate=True, settings=LifecycleSettings())
+    short = reuse_keys(jobs, simulate=True, settings=LifecycleSettings(request_timeout_s=30))
+    assert plain and all(short[j] != key for j, key in plain.items())
+    assert reuse_keys(jobs, simulate=True, settings=LifecycleSettings(request_timeout_s=600)) == plain
