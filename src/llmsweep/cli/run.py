@@ -27,7 +27,7 @@ from llmsweep.errors import ConfigError
 from llmsweep.evals.tasks import DEFAULT_TASK, known_tasks
 from llmsweep.execute.lifecycle import LifecycleSettings
 from llmsweep.execute.registry import executor_help, executor_kinds
-from llmsweep.metrics.model import source_words
+from llmsweep.metrics.model import DONE_WORDS, source_words
 from llmsweep.power.sampler import RUN_BACKEND_CHOICES
 from llmsweep.power.samples import REQUIRE_POWER_HELP
 
@@ -81,7 +81,8 @@ EVAL_OPTIONS = {"task": "eval_task", "dataset": "eval_dataset", "limit": "eval_l
         help="Run only this planned job: a job id, a unique id prefix or exp-name (as `render --job`); one matrix "
              "entry of a CI workflow (`llmsweep ci github`).")
 @click.option("--reuse", is_flag=True, help="Do not run a job whose full identity (recipe fingerprint, image, "
-              "launch, workload, measurement definitions) matches a stored valid result; its outcome points at it.")
+              f"launch, workload, measurement definitions, gates) matches a stored {DONE_WORDS} result; its outcome "
+              "points at it.")
 @option("force", help="Run every job again although --out holds a run's results (they move to jobs/<id>/attempts/). "
         "Without --resume or --force, an --out holding results is refused.")
 @option("repeats", help="Run every job N times (the first keeps the job id, repeat k >= 2 is job "
