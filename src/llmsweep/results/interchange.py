@@ -217,6 +217,14 @@ def _power_fields(summary: Summary) -> dict[str, Any]:
     return row
 
 
+AGENTX_SCALARS: dict[str, tuple[str, float]] = {
+    "gpu_cache_hit_rate": ("server_gpu_cache_hit_rate", 1.0),
+    "gpu_kv_usage_max": ("gpu_kv_cache_usage_pct", 100.0),
+}
+"""Hot column -> (the AgentX row's scalar, its scale): what an agentic row exports (`_stat_fields`) and an import
+reads back into the column (AgentX's KV usage is a percentage, the column a fraction)."""
+
+
 def _stat_fields(summary: Summary, *, agentic: bool = False) -> dict[str, float]:
     """InferenceX's `<stat>_<metric>` fields of one of our summaries (latencies in seconds; a statistic without a
     sample, as of a point whose every request failed, is absent); an AgentX row's statistics and scalars as its
@@ -234,11 +242,13 @@ def _stat_fields(summary: Summary, *, agentic: bool = False) -> dict[str, float]
         kv, cache = server.kv_cache, server.cache
         row.update(input_tput_tps=tput.input_tps, output_tput_tps=tput.output_tps, total_tput_tps=tput.total_tps,
                    theoretical_cache_hit_rate=summary.cache.theoretical_hit_rate,
-                   server_gpu_cache_hit_rate=cache.gpu_hit_rate if cache is not None else None,
-                   server_cpu_cache_hit_rate=cache.cpu_hit_rate if cache is not None else None,
-                   # AgentX's KV usage is max-first: the peak over the window, not the mean occupancy
-                   gpu_kv_cache_usage_pct=(100.0 * kv.gpu_usage_max
-                                           if kv is not None and kv.gpu_usage_max is not None else None))
+                   server_cpu_cache_hit_rate=cache.cpu_hit_rate if cache is not None else None)
+        hit_field, hit_scale = AGENTX_SCALARS["gpu_cache_hit_rate"]
+        kv_field, kv_scale = AGENTX_SCALARS["gpu_kv_usage_max"]
+        row[hit_field] = hit_scale * cache.gpu_hit_rate if cache is not None and cache.gpu_hit_rate is not None \
+            else None
+        # AgentX's KV usage is max-first: the peak over the window, not the mean occupancy
+        row[kv_field] = kv_scale * kv.gpu_usage_max if kv is not None and kv.gpu_usage_max is not None else None
     norm = summary.e2e_norm_interactivity
     for prefix, stat in (("median", "p50"), ("p75", "p75"), ("p90", "p90")):
         row[f"{prefix}_e2e_norm_intvty"] = norm.stat(stat)
@@ -599,6 +609,9 @@ def from_inferencex_row(run_id: str, row: Mapping[str, Any], n: int) -> ResultPo
     if ours.get("corpus"):  # our own export: the corpus the point replayed, so it matches its original again
         identity = dataclasses.replace(identity, corpus=str(ours["corpus"]))
     metrics = {c.name: _number(flat, inferencex_name(c)) for c in HOT_COLUMNS}
+    for column, (field, scale) in AGENTX_SCALARS.items():  # an AgentX row's scalars, as our exports write them
+        if metrics.get(column) is None and (value := _number(flat, field)) is not None:
+            metrics[column] = value / scale
     if "power_valid" in flat and flat.get("power_valid") not in (1, "1"):  # the app's rule: a 0 verdict drops them
         metrics.update({c.name: None for c in HOT_COLUMNS if c.metric.name.startswith("power.")
                         and not c.metric.name.startswith("power.cost.")})

@@ -332,3 +332,15 @@ def test_an_import_that_would_drop_results_of_an_earlier_import_is_refused(make_
         assert import_into(store, whole)[1] == 3  # the whole file again replaces the run as before
         assert import_into(store, part, force=True)[1] == 1
         assert len(store.result_job_ids(run_id)) == 1
+
+
+def test_an_agentic_rows_cache_hit_rate_and_kv_peak_come_back_on_import(make_run, tmp_path: Path) -> None:
+    """Our AgentX rows carry `server_gpu_cache_hit_rate` and `gpu_kv_cache_usage_pct` (a percentage); an import read
+    neither, so both hot columns were empty after a round trip."""
+    (point,) = points_from_run(make_run("r", concs=(4,)))
+    path = tmp_path / "ix.json"
+    path.write_text(export_points([point], "inferencex", include_unpublished=True))
+    _, _, (back,) = import_file(path)
+    for column in ("gpu_cache_hit_rate", "gpu_kv_usage_max"):
+        assert point.metric(column) is not None
+        assert back.metric(column) == pytest.approx(point.metric(column)), column
