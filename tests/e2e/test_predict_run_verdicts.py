@@ -70,3 +70,15 @@ def test_run_says_its_own_warnings_and_names_an_out_that_is_a_file(tmp_path: Pat
     file.write_text("")
     refused = run_here([RECIPES / "fixed-sim.yaml", "--out", file, "--no-report"], env)
     assert refused.returncode == 2 and f"--out {file} is a file, not a folder" in refused.stderr, refused.stderr
+
+
+def test_predicts_table_marks_what_the_simulator_does_not_model_as_runs_does(tmp_path: Path) -> None:
+    """A point whose job sets what the simulator does not model (DP attention in a prefill pool) is marked on
+    predict's table with the note under it, as run's table marks it; it was said only in the JSON's provenance."""
+    from llmsweep.sim_warnings import not_modelled
+
+    shown = cli_here(["predict", RECIPES / "disagg-sim.yaml", "--processes", "1"], cli_env(tmp_path))
+    assert shown.returncode == 0, shown.stderr
+    text = " ".join(shown.stdout.split())
+    assert "valid ⚠1" in text and "⚠1 the simulator does not model DP attention" in text, text[-2000:]
+    assert not_modelled(["x"]).split("x")[0].strip() in text

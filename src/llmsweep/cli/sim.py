@@ -719,9 +719,10 @@ def _predict_parallel(planned: list[Outcome | Unit], units: list[Unit], settings
 def _print_table(results: list[Outcome], exp_names: dict[str, str] | None = None) -> None:
     """The predicted points, laid out for the terminal as `run`'s table is (`cli.tables.print_tables`)."""
     from llmsweep.cli.tables import Column, job_labels, plain, print_tables
-    from llmsweep.cli.verdicts import verdict_cell
+    from llmsweep.cli.verdicts import Notes, verdict_cell
     from llmsweep.execute.lifecycle import verdict_reasons
     from llmsweep.metrics.registry import HOT_BY_NAME
+    from llmsweep.sim_warnings import not_modelled
 
     hot = HOT_BY_NAME
     metrics = [hot[name] for name in ("tput_per_gpu", "output_tput_per_gpu", "p50_ttft", "p50_tpot")]
@@ -730,9 +731,11 @@ def _print_table(results: list[Outcome], exp_names: dict[str, str] | None = None
                *(Column(m.header) for m in metrics),
                Column("hit rate"), Column("AL"), Column("calibration", kind="text", justify="right", min_width=12)]
     rows = []
+    notes = Notes()  # what a point's job sets that the simulator does not model, as run's table marks it
     for r in results:
         s = r.summary
         assert s is not None
+        missed = s.provenance.unmodelled or []
         # the point's verdict as the gates judged it (`smoke` under a short --duration), and why when not valid
         verdict = s.validity.verdict
         why = verdict_reasons(s)[:1] if verdict != "valid" else []
@@ -745,12 +748,14 @@ def _print_table(results: list[Outcome], exp_names: dict[str, str] | None = None
             cells[-1] += " est."  # the simulator's stand-in for acceptance the job measures on an engine
         label = str(r.calibration or "-")
         # the column names the calibration; its evidence (engine version, GPU, date) goes once under the table
-        rows.append([plain(r.job), str(r.concurrency), verdict_cell(verdict), plain("; ".join(why)), *cells,
-                     plain(label.split(" (")[0].replace("calibrated: ", ""))])
+        marks = notes.number([not_modelled(missed)] if missed else [])
+        rows.append([plain(r.job), str(r.concurrency), verdict_cell(verdict, notes=marks), plain("; ".join(why)),
+                     *cells, plain(label.split(" (")[0].replace("calibrated: ", ""))])
     # under the table only what the column cannot show: a calibration's evidence ("uncalibrated" says it all there)
     labels = sorted({r.calibration for r in results if r.calibration and " (" in r.calibration})
     if any(r.summary is not None and (a := r.summary.provenance.acceptance) is not None and a.estimated
            for r in results):
         labels.append("AL est.: the simulator's estimate for (model, method, K); the job measures real acceptance")
-    print_tables("predicted (simulated engine)", columns, rows, caption=plain("; ".join(labels)) or None,
+    caption = "\n".join([*notes.lines(), *(["; ".join(labels)] if labels else [])])
+    print_tables("predicted (simulated engine)", columns, rows, caption=plain(caption) or None,
                  short_keys=[plain(label) for label in job_labels([r.job for r in results], exp_names)])
