@@ -94,6 +94,12 @@ class ATOMAdapter(Adapter):
             a["--load-format"] = job.serve.load_format
         if job.scenario is ScenarioId.AGENTIC_CODING:
             a["--max-num-seqs"] = 2 * agentic_conc(job)
+            # An agentic replay measures prefix reuse: ATOM releases whose `--enable_prefix_caching` is a plain
+            # store_true (ROCm/ATOM arg_utils.py at 0027562b: default off) would run it with no prefix cache; later
+            # ones (BooleanOptionalAction) default it on. Written out unless the recipe chose either way.
+            if self.recipe_value(job, "--enable-prefix-caching") is None \
+                    and self.recipe_value(job, "--no-enable-prefix-caching") is None:
+                a["--enable-prefix-caching"] = True
         sd = job.serve.spec_decoding if job.serve is not None else None
         if sd is not None and job.spec_decoding != "none":
             a["--method"] = sd.method

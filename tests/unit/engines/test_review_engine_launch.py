@@ -131,3 +131,17 @@ def test_parallelism_flags_the_adapters_do_not_derive_are_conflicts(tmp_path: Pa
     trt = recipe("trt", "nvcr.io/nvidia/tensorrt-llm/release:1.3.0rc14", scenario="fixed", arm=arm,
                  serve="    args: { --cp_size: 2 }\n")
     assert findings(tmp_path, trt, "serve.parallelism-conflict"), "TensorRT-LLM's --cp-size"
+
+
+def test_an_agentic_atom_launch_turns_prefix_caching_on_unless_the_recipe_chose(tmp_path: Path) -> None:
+    """ATOM releases whose `--enable_prefix_caching` is a plain store_true default it off: an agentic replay (which
+    measures prefix reuse) ran with no prefix cache. The launch writes it out; a recipe's own choice stands."""
+    arm = "{ tp: 8, kv-offloading: none, conc-list: [4] }"
+    for args, on, off in (("{}", True, False), ("{ --no-enable-prefix-caching: true }", False, True)):
+        (job,) = jobs(tmp_path, recipe("atom", "rocm/atom:v0.1.3", arm=arm, serve=f"    args: {args}\n", **KIMI))
+        argv = engines.render(job).argv
+        assert ("--enable_prefix_caching" in argv, "--no-enable_prefix_caching" in argv) == (on, off), argv
+    fixed = recipe("atom", "rocm/atom:v0.1.3", scenario="fixed", arm="{ tp: 8, conc-list: [4] }",
+                   serve="    args: {}\n", **KIMI)
+    (job,) = jobs(tmp_path, fixed)
+    assert "--enable_prefix_caching" not in engines.render(job).argv  # fixed-length prompts share no prefix
