@@ -106,7 +106,9 @@ def hbm_fit(ctx: Context) -> Iterator[Finding]:
     for job, recipe in ctx.job_pairs():
         if job.multinode or job.tp is None or job.sku is None:
             continue
-        model = find_model(job.model) or model_for_prefix(job.model_prefix)
+        # an HF id the catalog does not know is not its prefix's model (Qwen3.5-35B-A3B is not the 397B one):
+        # `input.unknown-model` says so, and no figure of another model is costed
+        model = find_model(job.model) or (model_for_prefix(job.model_prefix) if "/" not in job.model else None)
         hw = find_hardware(job.sku)
         if model is None or hw is None:
             continue

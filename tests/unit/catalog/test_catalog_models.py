@@ -114,9 +114,23 @@ def test_context_class_selects_the_agentx_trace_corpus() -> None:
 def test_unsourced_numbers_of_recent_models_are_marked_as_estimates() -> None:
     for prefix in ("dsv4", "minimaxm3", "glm5.2", "kimik3"):
         m = model_for_prefix(prefix)
-        assert m is not None and m.is_estimate("attention")
-        # DeepSeek-V4-Pro's counts are from its config.json (1.6T / 49B); the others' are still placeholders
-        assert m.is_estimate("total_params_b") == (prefix != "dsv4"), prefix
+        assert m is not None
+        # DeepSeek-V4-Pro's counts are from its config.json (1.6T / 49B), MiniMax-M3's and Kimi-K3's from public
+        # readings of theirs; GLM-5.2's are still placeholders
+        assert m.is_estimate("total_params_b") == (prefix == "glm5.2"), prefix
+        # DSv4's attention is modelled as V3's MLA, GLM-5.2's is a placeholder
+        assert m.is_estimate("attention") == (prefix in ("dsv4", "glm5.2")), prefix
+
+
+def test_kimi_k3_and_minimax_m3_have_their_released_shapes() -> None:
+    """Their placeholders (Kimi-K2's and MiniMax-M2's) made Kimi-K3 ~2.7x too small, so TP4 on MI355X passed the
+    HBM-fit check where InferenceX says it cannot load, and MiniMax-M3 half its size."""
+    k3, m3 = model_for_prefix("kimik3"), model_for_prefix("minimaxm3")
+    assert k3 is not None and m3 is not None
+    assert (k3.params_total, k3.params_active, k3.layers) == (2.78e12, 104e9, 93)
+    assert k3.linear_attention is not None and k3.linear_attention.layers == 69 and k3.attention.layers == 24
+    assert 190e9 < k3.served_weight_bytes("fp4", "moonshotai/Kimi-K3") / 8 * 1.05 < 200e9  # ~185 GB/GPU at TP8
+    assert (m3.params_total, m3.params_active, m3.layers, m3.attention.kv_heads) == (428e9, 23e9, 60, 4)
 
 
 def test_user_catalog_adds_a_model(user_catalog: Path) -> None:
@@ -142,3 +156,14 @@ models:
     assert m.kv_bytes_per_token("bf16") == 2 * 4 * 2 * 64 * 2
     assert m.context_class == "1m"
     assert model_for_prefix("qwen3.5") is not None
+
+
+def test_qwen3_30b_a3b_instruct_2507_has_its_own_context() -> None:
+    """The -2507 checkpoint reads 262,144 tokens natively; listed under the base model's entry it took 32,768, and a
+    64k fixed-length job on it was refused (`input.context-length`)."""
+    from llmsweep.catalog.models import find_model
+
+    base, instruct = find_model("Qwen/Qwen3-30B-A3B"), find_model("Qwen/Qwen3-30B-A3B-Instruct-2507")
+    assert base is not None and instruct is not None and base.id != instruct.id
+    assert (base.native_context, instruct.native_context) == (32768, 262144)
+    assert (instruct.layers, instruct.attention) == (base.layers, base.attention)  # the same architecture

@@ -154,10 +154,9 @@ def test_a_catalog_fraction_with_no_rules_must_say_why() -> None:
 @pytest.mark.parametrize(("dp_attn", "warned"), [(False, False), (True, True)])
 def test_with_dp_attention_one_request_s_kv_sits_whole_on_its_rank(tmp_path: Path, dp_attn: bool,
                                                                    warned: bool) -> None:
-    """MiniMax-M3 (MoE, GQA with 8 KV heads; the catalog's placeholder shape) at FP8 over TP 8 on H100s at 0.7 of
-    HBM (59.9 GB): one request of 131,072 tokens holds 33.3 GB of KV, split over the eight GPUs under TP attention
-    (28.8 GB of weights + 4.2 GB per GPU fits) but whole on one DP-attention rank's single GPU (28.8 + 33.3 GB does
-    not)."""
+    """MiniMax-M3 (428B MoE, GQA with 4 KV heads) at FP8 over TP 8 on H100s at 0.7 of HBM (59.9 GB): one request of
+    131,072 tokens holds 16.1 GB of KV, split over the eight GPUs under TP attention (53.5 GB of weights + one KV
+    head's 4.0 GB per GPU fits) but whole on one DP-attention rank's single GPU (53.5 + 16.1 GB does not)."""
     path = write_recipe(tmp_path / "r.yaml", framework=VLLM_026[0], image=VLLM_026[1],
                         served=Served("MiniMaxAI/MiniMax-M3-MXFP8", "minimaxm3", "fp8"), runner="h100", tp=8,
                         arm=", ep: 8, dp-attn: true" if dp_attn else ", ep: 8",
@@ -165,7 +164,7 @@ def test_with_dp_attention_one_request_s_kv_sits_whole_on_its_rank(tmp_path: Pat
     hits = [f for f in validate_files([path]).findings if f.rule == "resources.hbm-fit"]
     assert bool(hits) is warned, hits
     if hits:
-        assert "29 GB weights + 33.3 GB KV (131072 tokens) per GPU" in hits[0].message, hits[0].message
+        assert "54 GB weights + 16.1 GB KV (131072 tokens) per GPU" in hits[0].message, hits[0].message
 
 
 def test_an_fp4_native_checkpoint_served_at_fp8_is_costed_as_it_is_stored(shared_dir: Path) -> None:
@@ -181,3 +180,12 @@ def test_an_fp4_native_checkpoint_served_at_fp8_is_costed_as_it_is_stored(shared
     master = shared_dir / "reference" / "inferencex" / "amd-master.yaml"
     hits = [f for f in validate_files([master]).findings if f.rule == "resources.hbm-fit"]
     assert not [f for f in hits if "dsv4-fp8-mi300x-vllm." in (f.path or "")], [f.render() for f in hits]
+
+
+def test_an_hf_id_the_catalog_does_not_know_is_not_costed_as_its_prefixs_model(tmp_path: Path) -> None:
+    """Qwen3.5-35B-A3B under the qwen3.5 prefix had been costed as the 397B model (`397 GB weights` on one H100):
+    a warning about a model the recipe does not serve."""
+    path = write_recipe(tmp_path / "r.yaml", framework=VLLM_026[0], image=VLLM_026[1],
+                        served=Served("Qwen/Qwen3.5-35B-A3B-FP8", "qwen3.5", "fp8"), runner="h100", tp=1,
+                        args="--max-model-len: 8192")
+    assert [f for f in validate_files([path]).findings if f.rule == "resources.hbm-fit"] == []
