@@ -340,8 +340,8 @@ def gpu_partition(needs: list[tuple[str, int]], environ: Mapping[str, str] | Non
     if needed <= 0:
         return [None for _ in needs]
     wanted = ", ".join(f"{name} {n}" for name, n in needs if n > 0)
-    fix = ("run it on a host with that many GPUs, on Slurm (--executor slurm: each worker on its nodes), or on the "
-           "simulator (--simulate)")
+    # (not on Slurm: a real engine's roles are launched only by the local executor, `engines.REAL_ROLES_LOCAL_ONLY`)
+    fix = "run it on a host with that many GPUs, or on the simulator (--simulate)"
     chosen = [name for name in (HIP, ROCR) if env.get(name)]
     if chosen:
         raise LaunchError(f"the deployment's workers get their GPUs through {GPU_PARTITION_ENV}, but {chosen[0]} is "

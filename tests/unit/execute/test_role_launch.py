@@ -340,8 +340,10 @@ def test_a_worker_that_needs_gpus_gets_its_share_of_the_host_only_when_the_host_
     assert placement.place(real.roles[1], real.roles[1].workers[0]).env[GPU_PARTITION_ENV] == ",".join(
         str(i) for i in range(24, 32))
     with pytest.raises(LaunchError, match=r"need 24 GPU\(s\) together \(prefill worker 0 8, prefill worker 1 8, "
-                                          r"decode worker 0 8\) but nvidia-smi shows 16 on this host"):
+                                          r"decode worker 0 8\) but nvidia-smi shows 16 on this host") as refused:
         LocalPlacement(real, LocalLauncher(), tmp_path, environ=_fake_nvidia_smi(tmp_path, monkeypatch, 16))
+    # its fix names only what runs it: Slurm refuses a real engine's roles (`engines.REAL_ROLES_LOCAL_ONLY`)
+    assert refused.value.fix == "run it on a host with that many GPUs, or on the simulator (--simulate)"
 
 
 def test_the_launcher_decides_where_roles_go_and_one_that_cannot_place_them_says_so(disagg_job: Job,
