@@ -451,6 +451,29 @@ def test_a_worker_wider_than_a_node_is_recorded_on_every_node_it_spans_as_virtua
     assert_nothing_left(slurm_job_id(out), multinode_cluster)
 
 
+def test_a_speculative_point_served_on_slurm_records_the_acceptance_length_virtual_time_records(
+        tmp_path: Path, multinode_cluster: dict[str, str]) -> None:
+    """A DeepSeek-R1 MTP row (K=2) that measures real acceptance runs on the simulator at its estimate: served role
+    by role on the cluster its result recorded no `provenance.acceptance`, where virtual time records the value, its
+    source (`estimate`) and the basis."""
+    recipe = tmp_path / "mtp.yaml"
+    text = RECIPE.read_text().replace("- conc-list: [2, 4]", "- conc-list: [2]\n        spec-decoding: mtp").replace(
+        "model: Qwen/Qwen3.5-397B-A17B-FP8", "model: deepseek-ai/DeepSeek-R1-0528").replace(
+        "model-prefix: qwen3.5", "model-prefix: dsr1").replace(
+        "engine: { name: sim }", "engine: { name: sim }\n    spec-decoding: { method: mtp, num-steps: 2 }")
+    recipe.write_text(text)
+    out = tmp_path / "live"
+    try:
+        (live,) = run_summaries(recipe, out, tmp_path, *LIVE_ON_SLURM)
+    finally:
+        wait_gone(out)
+    (virtual,) = run_summaries(recipe, tmp_path / "virtual", tmp_path)
+    accepted = live["provenance"].get("acceptance")
+    assert accepted == virtual["provenance"]["acceptance"], (accepted, virtual["provenance"].get("acceptance"))
+    assert accepted["source"] == "estimate" and accepted["value"] == pytest.approx(2.44) and "K=2" in accepted["basis"]
+    assert_nothing_left(slurm_job_id(out), multinode_cluster)
+
+
 def test_an_option_sbatch_refuses_for_a_multinode_group_is_bad_input_with_that_options_fix(tmp_path: Path) -> None:
     """`partition=nosuch` for a disaggregated group was refused as 'Slurm cannot allocate the 3 nodes …' with the
     fix of a topology too wide, exit 1; a one-node group says to give a partition `sinfo` lists, exit 2."""
