@@ -144,7 +144,11 @@ def test_roles_run_as_processes_of_this_host_serve_the_client_through_the_router
         assert all(f"--port {urlparse(w['url']).port}" in command for role in roles.values() for w in role["placed"])
         # the summary's blocks are read from that record
         deployment = summary["deployment"]
-        assert (deployment["gpus"], deployment["nodes"]) == (24, 1) and deployment["kv_transfer"].startswith("mori")
+        assert (deployment["gpus"], deployment["nodes"]) == (24, 1)
+        # the KV-transfer backend in virtual time's words (its name: the links are `links`), and no GPUs per node:
+        # every worker ran on this host, whose GPUs are not the runner's nodes'
+        assert deployment["kv_transfer"] == disagg_config(job).describe()["kv_transfer"] == "mori"
+        assert deployment["gpus_per_node"] is None
         assert summary["throughput"]["gpus"] == 24
         assert {r: (summary["roles"][r]["workers"], summary["roles"][r]["gpus"]) for r in ("prefill", "decode")} == {
             "prefill": (2, 16), "decode": (1, 8)}

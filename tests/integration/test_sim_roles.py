@@ -76,7 +76,8 @@ def test_a_request_through_the_router_waits_for_the_modelled_kv_transfer_and_dec
             async with http.get(f"{decode_url(router_doc)}/version") as resp:
                 doc = await resp.json()
             assert doc["role"] == "decode"
-            assert doc["kv_transfer"] == "nixl (modelled link scale-out test NIC, 0.5 GB/s per GPU, 5 ms)"
+            # the backend by its name, as virtual time and a real engine's connector say it; the link apart
+            assert doc["kv_transfer"] == "nixl"
             assert doc["kv_links"] == [{"kind": "scale-out", "name": "test NIC", "gbps": 0.5, "latency_s": 0.005}]
             assert doc["prefill_tp"] == 1 and doc["kv_bytes_per_token_per_gpu"] == decode.kv_bytes_per_token
 

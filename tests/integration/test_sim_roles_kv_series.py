@@ -130,7 +130,7 @@ def live_run(tmp: Path) -> Summary:
                 return RanRole(role=kind, count=1, gpus_per_worker=gpus,
                                workers=[RanWorker(index=0, node=node, url=url, gpus=gpus or None)])
 
-            topology = RanTopology(disaggregated=True, nodes=[node], kv_transfer=pd.decode.link_label(), gpus=2,
+            topology = RanTopology(disaggregated=True, nodes=[node], kv_transfer=pd.decode.transfer_backend(), gpus=2,
                                    roles=[role("prefill", pd.prefill_url, 1), role("decode", pd.decode_url, 1),
                                           role("router", pd.url, 0)])
             try:

@@ -37,9 +37,13 @@ def env(tmp_path: Path) -> dict[str, str]:
             "PYTHONUNBUFFERED": "1"}
 
 
+LIVE_ON_SLURM = ("--simulate", "--live", "--executor", "slurm", "--executor-option", "poll_s=0.5", "--executor-option",
+                 "time_limit=00:05:00")
+"""`run`'s options that serve a recipe on this cluster: the simulator's roles as steps, polled often."""
+
+
 def run_argv(recipe: Path, out: Path) -> list[str]:
-    return [sys.executable, "-m", "llmsweep.cli.main", "run", str(recipe), "--simulate", "--live", "--executor",
-            "slurm", "--executor-option", "poll_s=0.5", "--executor-option", "time_limit=00:05:00", "--out", str(out),
+    return [sys.executable, "-m", "llmsweep.cli.main", "run", str(recipe), *LIVE_ON_SLURM, "--out", str(out),
             "--no-report"]
 
 
@@ -134,7 +138,7 @@ def test_roles_land_on_different_nodes_talk_over_their_addresses_and_serve_the_c
     # GPUs per role as planned (2 prefill x TP8 + 1 decode x TP8), the job's 24, and the throughput divides by them.
     assert (roles["prefill"]["workers"], roles["prefill"]["gpus_per_worker"]) == (2, 8)
     assert topology["gpus"] == 24 == run_doc["provenance"]["hardware"]["gpus"]
-    assert topology["kv_transfer"].startswith("mori (modelled link")
+    assert topology["kv_transfer"] == "mori"  # the backend's name, as virtual time records it; the links apart
     summary = json.loads((job_dir / "summary.json").read_text())
     assert summary["throughput"]["gpus"] == 24 and summary["validity"]["verdict"] == "valid"
     # The summary's deployment and roles blocks are read from that same record (one shape for every path).
@@ -409,6 +413,65 @@ def wait_gone(out: Path) -> None:
             time.sleep(0.5)
         else:
             raise AssertionError(f"Slurm job {job_id} is still queued")
+
+
+FOUR_PER_NODE = """labels:
+  mi355x-disagg: [mi355x-disagg_0, mi355x-disagg_1, mi355x-disagg_2]
+hardware:
+  mi355x-disagg:
+    available-cpu-dram-mib: 1_000_000
+    gpus-per-node: 4
+"""
+
+
+def test_a_worker_wider_than_a_node_is_recorded_on_every_node_it_spans_as_virtual_time_records_it(
+        tmp_path: Path, multinode_cluster: dict[str, str]) -> None:
+    """A fleet of 4 GPUs per node (`--runner-config`): a TP4 prefill worker on node 0, a TP8 decode worker on nodes
+    1 and 2 (one simulator step on node 1 models both). The live deployment recorded `roles.decode.nodes [1]`, no
+    `gpus_per_node` and `kv_transfer: mori (modelled link …)` where virtual time records `[1, 2]`, 4 and `mori`."""
+    fleet, recipe = tmp_path / "fleet.yaml", tmp_path / "wide.yaml"
+    fleet.write_text(FOUR_PER_NODE)
+    recipe.write_text(RECIPE.read_text().replace("conc-list: [2, 4]", "conc-list: [2]").replace(
+        "prefill: {num-worker: 2, tp: 8, ep: 8, dp-attn: true}",
+        "prefill: {num-worker: 1, tp: 4, ep: 1, dp-attn: false}"))
+    out = tmp_path / "live"
+    try:
+        (live,) = run_summaries(recipe, out, tmp_path, "--runner-config", str(fleet), *LIVE_ON_SLURM)
+    finally:
+        wait_gone(out)
+    (virtual,) = run_summaries(recipe, tmp_path / "virtual", tmp_path, "--runner-config", str(fleet))
+    shared = ("nodes", "gpus", "gpus_per_node", "kv_transfer")
+    assert {k: live["deployment"][k] for k in shared} == {k: virtual["deployment"][k] for k in shared} == {
+        "nodes": 3, "gpus": 12, "gpus_per_node": 4, "kv_transfer": "mori"}
+    assert {r: live["roles"][r]["nodes"] for r in live["roles"]} == {
+        r: virtual["roles"][r]["nodes"] for r in virtual["roles"]} == {"prefill": [0], "decode": [1, 2], "router": [0]}
+    (decode,) = live["provenance"]["topology"]["roles"]["decode"]["placed"]
+    names = live["provenance"]["topology"]["node_names"]
+    assert decode["nodes"] == names[1:] and decode["node"] == decode["reported_node"] == names[1]
+    assert_nothing_left(slurm_job_id(out), multinode_cluster)
+
+
+def test_a_speculative_point_served_on_slurm_records_the_acceptance_length_virtual_time_records(
+        tmp_path: Path, multinode_cluster: dict[str, str]) -> None:
+    """A DeepSeek-R1 MTP row (K=2) that measures real acceptance runs on the simulator at its estimate: served role
+    by role on the cluster its result recorded no `provenance.acceptance`, where virtual time records the value, its
+    source (`estimate`) and the basis."""
+    recipe = tmp_path / "mtp.yaml"
+    text = RECIPE.read_text().replace("- conc-list: [2, 4]", "- conc-list: [2]\n        spec-decoding: mtp").replace(
+        "model: Qwen/Qwen3.5-397B-A17B-FP8", "model: deepseek-ai/DeepSeek-R1-0528").replace(
+        "model-prefix: qwen3.5", "model-prefix: dsr1").replace(
+        "engine: { name: sim }", "engine: { name: sim }\n    spec-decoding: { method: mtp, num-steps: 2 }")
+    recipe.write_text(text)
+    out = tmp_path / "live"
+    try:
+        (live,) = run_summaries(recipe, out, tmp_path, *LIVE_ON_SLURM)
+    finally:
+        wait_gone(out)
+    (virtual,) = run_summaries(recipe, tmp_path / "virtual", tmp_path)
+    accepted = live["provenance"].get("acceptance")
+    assert accepted == virtual["provenance"]["acceptance"], (accepted, virtual["provenance"].get("acceptance"))
+    assert accepted["source"] == "estimate" and accepted["value"] == pytest.approx(2.44) and "K=2" in accepted["basis"]
+    assert_nothing_left(slurm_job_id(out), multinode_cluster)
 
 
 def test_an_option_sbatch_refuses_for_a_multinode_group_is_bad_input_with_that_options_fix(tmp_path: Path) -> None:

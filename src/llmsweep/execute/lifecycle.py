@@ -278,10 +278,20 @@ def hardware_provenance(job: Job, observed: dict[str, Any] | None = None) -> dic
             **({"host": host.model_dump(mode="json", exclude_none=True)} if host is not None else {})}
 
 
+def simulator_provenance(job: Job) -> dict[str, Any]:
+    """What a result the simulator served records of how it modelled the job, in virtual time (`run --simulate`,
+    `predict`) as over HTTP (`run --simulate --live`, on any executor): a speculative job's acceptance length and
+    its source (`provenance.acceptance`), and what the job sets that the simulator leaves out
+    (`provenance.unmodelled`)."""
+    from llmsweep.engines.sim import simulated_acceptance, unmodelled
+
+    estimate = simulated_acceptance(job)
+    return {**(estimate.provenance() if estimate is not None else {}),
+            **({"unmodelled": missed} if (missed := unmodelled(job)) else {})}
+
+
 def _provenance(job: Job, spec: LaunchSpec, group: ServerGroup, observed: dict[str, Any] | None = None,
                 handle: ServerHandle | None = None, launcher: str | None = None) -> dict[str, Any]:
-    from llmsweep.engines.sim import unmodelled
-
     seen = observed or {}
     return {
         "job": {"id": job.id, "exp_name": job.exp_name, "recipe_key": job.recipe_key,
@@ -306,7 +316,7 @@ def _provenance(job: Job, spec: LaunchSpec, group: ServerGroup, observed: dict[s
         "clock": WALL,  # the live path; `execute.virtual` records VIRTUAL
         # The simulator says itself (GET /version) whether its (engine, hardware, model class) is calibrated.
         **({"simulator": {"calibration": seen.get("calibration")}} if spec.engine == SIM.id else {}),
-        **({"unmodelled": missed} if spec.engine == SIM.id and (missed := unmodelled(job)) else {}),
+        **(simulator_provenance(job) if spec.engine == SIM.id else {}),
         # A job launched role by role: the topology that ran, read back from its roles (`execute.roles`).
         **({"topology": seen["topology"]} if seen.get("topology") is not None else {}),
     }

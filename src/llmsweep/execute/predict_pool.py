@@ -120,9 +120,8 @@ def plan(jobs: Sequence[Job], unreadable: dict[str, LlmsweepError],
     for, `run`'s (`execute.pipeline.policy_refusal`): under None the whole job, under a concurrency that point of a
     multi-node job alone, whose other concurrencies are predicted)."""
     from llmsweep import engines
-    from llmsweep.engines.sim import simulated_acceptance, unmodelled
     from llmsweep.execute import virtual_disagg
-    from llmsweep.execute.lifecycle import hardware_provenance
+    from llmsweep.execute.lifecycle import hardware_provenance, simulator_provenance
     from llmsweep.execute.virtual import NotModelled, engine_config
     from llmsweep.plan.point import trace_source_label
 
@@ -161,14 +160,12 @@ def plan(jobs: Sequence[Job], unreadable: dict[str, LlmsweepError],
             continue
         calibration = config.calibration_label()
         engine_config_doc = config.model_dump(mode="json")
-        estimate = simulated_acceptance(job)
-        acceptance = {**(estimate.provenance() if estimate is not None else {}),
-                      **({"unmodelled": missed} if (missed := unmodelled(job)) else {})}
+        modelled = simulator_provenance(job)
         for point in points_of(job):
             out.append(PointUnit(point, config, {"job": job.id, "concurrency": point.concurrency, "engine": SIM.id,
                                                  "calibration": calibration, "engine_config": engine_config_doc,
                                                  "hardware": hardware_provenance(job), "clock": VIRTUAL,
-                                                 **acceptance}))
+                                                 **modelled}))
     return out
 
 
@@ -195,20 +192,16 @@ def _predict_unit(unit: Unit, settings: Settings) -> list[Outcome]:
     from llmsweep.sim.predict import predict_point
 
     if isinstance(unit, DisaggUnit):
-        from llmsweep.engines.sim import simulated_acceptance, unmodelled
         from llmsweep.execute import virtual_disagg
-        from llmsweep.execute.lifecycle import hardware_provenance
+        from llmsweep.execute.lifecycle import hardware_provenance, simulator_provenance
 
         job = unit.job
         outcomes: list[Outcome] = []
-        estimate = simulated_acceptance(job)  # a real-acceptance job's AL, the simulator's estimate: labelled so
         try:
             for p in virtual_disagg.predict_job(job, duration=settings.duration, max_requests=settings.max_requests,
                                                 provenance={"job": job.id, "engine": SIM.id, "clock": VIRTUAL,
                                                             "hardware": hardware_provenance(job),
-                                                            **(estimate.provenance() if estimate is not None else {}),
-                                                            **({"unmodelled": missed} if (missed := unmodelled(job))
-                                                               else {})},
+                                                            **simulator_provenance(job)},
                                                 power=settings.power):
                 assert p.summary is not None
                 outcomes.append(Outcome(job.id, p.point.concurrency, p.summary, p.calibration))

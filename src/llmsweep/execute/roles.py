@@ -127,6 +127,9 @@ class RanWorker(BaseModel):
 
     index: int
     node: str = Field(description="The node Slurm placed the step on.")
+    nodes: list[str] = Field(default_factory=list, description="Every node the worker's placement spans, in the "
+                             "topology's order, `node` first (a worker wider than a node spans several; on one host, "
+                             "that host).")
     reported_node: str | None = Field(default=None, description="The node the server says it runs on (/version).")
     url: str
     gpus: int | None = Field(default=None, description="GPUs the server says it uses (/version `tp`).")
@@ -162,7 +165,11 @@ class RanTopology(BaseModel):
 
     disaggregated: bool
     nodes: list[str] = Field(description="The allocation's nodes, in Slurm's order.")
-    kv_transfer: str | None = Field(description="The KV-transfer backend the decode workers report.")
+    kv_transfer: str | None = Field(description="The KV-transfer backend the decode workers report (its name, as "
+                                    "`sim.disagg.DisaggConfig.transfer_backend`; the links are `kv_links`).")
+    gpus_per_node: int | None = Field(default=None, description="The GPUs per node the workers were placed by (the "
+                                      "runner's, as the topology plans them); None where every worker ran on one "
+                                      "host (the local executor).")
     engine: str | None = Field(default=None, description="The engine the workers run (the topology's adapter).")
     router: dict[str, Any] | None = Field(default=None, description="What the router says it is (/version: "
                                           "`engine`, `protocol`, `version`).")
@@ -172,8 +179,8 @@ class RanTopology(BaseModel):
     def describe(self) -> dict[str, Any]:
         """The deployment as provenance records it (`provenance.topology`), in the one shape the summary's
         `deployment` and `roles` blocks are read from (`metrics.roles`; the virtual-time deployment writes the same
-        through `sim.disagg.DisaggConfig.describe`): roles by kind, node indices into `node_names`, and each started
-        worker under `placed`."""
+        through `sim.disagg.DisaggConfig.describe`): roles by kind, node indices into `node_names` (every node of
+        each worker's placement, as virtual time's), and each started worker under `placed`."""
         index = {name: i for i, name in enumerate(self.nodes)}
         roles: dict[str, Any] = {}
         for ran in self.roles:
@@ -187,7 +194,7 @@ class RanTopology(BaseModel):
             roles[ran.role] = {
                 "kind": ran.role, "workers": ran.count, "gpus_per_worker": ran.gpus_per_worker,
                 "gpus": ran.count * ran.gpus_per_worker,
-                "nodes": sorted({index[w.node] for w in ran.workers if w.node in index}),
+                "nodes": sorted({index[n] for w in ran.workers for n in (w.nodes or [w.node]) if n in index}),
                 **{key: next(iter(seen)) for key, seen in reported.items() if len(seen) == 1 and None not in seen},
                 "placed": [w.model_dump(mode="json") for w in ran.workers],
             }
@@ -198,7 +205,8 @@ class RanTopology(BaseModel):
             for w in ran.workers:
                 links += [link for link in w.kv_links if link not in links]
         return {"disaggregated": self.disaggregated, "nodes": len(self.nodes), "node_names": list(self.nodes),
-                "gpus": self.gpus, "kv_transfer": self.kv_transfer, "router_policy": "round_robin", "links": links,
+                "gpus": self.gpus, "gpus_per_node": self.gpus_per_node, "kv_transfer": self.kv_transfer,
+                "router_policy": "round_robin", "links": links,
                 **({"engine": self.engine} if self.engine is not None else {}),
                 **({"router": self.router} if self.router is not None else {}),
                 "roles": roles}
@@ -332,8 +340,8 @@ def gpu_partition(needs: list[tuple[str, int]], environ: Mapping[str, str] | Non
     if needed <= 0:
         return [None for _ in needs]
     wanted = ", ".join(f"{name} {n}" for name, n in needs if n > 0)
-    fix = ("run it on a host with that many GPUs, on Slurm (--executor slurm: each worker on its nodes), or on the "
-           "simulator (--simulate)")
+    # (not on Slurm: a real engine's roles are launched only by the local executor, `engines.REAL_ROLES_LOCAL_ONLY`)
+    fix = "run it on a host with that many GPUs, or on the simulator (--simulate)"
     chosen = [name for name in (HIP, ROCR) if env.get(name)]
     if chosen:
         raise LaunchError(f"the deployment's workers get their GPUs through {GPU_PARTITION_ENV}, but {chosen[0]} is "
@@ -367,6 +375,8 @@ class RolePlacement(Protocol):
     """The plural (`step(s)`, `process(es)`)."""
     nodes: list[AllocatedNode]
     """The nodes the roles run on, in the topology's order (one for a single host)."""
+    gpus_per_node: int | None
+    """The GPUs per node the topology placed its workers by, where they run on its nodes (Slurm); None on one host."""
     job_id: str | None
     gpus: dict[tuple[str, int], str | None]
     """(role, worker index) → the GPUs this placement gave that worker on its host (`CUDA_VISIBLE_DEVICES`), where it
@@ -374,6 +384,10 @@ class RolePlacement(Protocol):
 
     def node_of(self, worker: RoleWorker) -> AllocatedNode:
         """The node `worker` runs on."""
+        ...
+
+    def nodes_of(self, worker: RoleWorker) -> list[AllocatedNode]:
+        """Every node `worker`'s placement spans, `node_of` first."""
         ...
 
     def place(self, role: Role, worker: RoleWorker) -> LaunchSpec:
@@ -404,10 +418,14 @@ class SlurmPlacement:
             raise LaunchError(f"topology of job {topology.job} needs {topology.nodes} node(s); the allocation has "
                               f"{len(nodes)}", fix="the batch job must request the topology's node count")
         self.launcher, self.nodes, self.job_id = launcher, nodes, job_id
+        self.gpus_per_node: int | None = topology.gpus_per_node
         self.gpus: dict[tuple[str, int], str | None] = {}  # each step's GPUs are Slurm's to give
 
     def node_of(self, worker: RoleWorker) -> AllocatedNode:
         return self.nodes[worker.nodes[0]]
+
+    def nodes_of(self, worker: RoleWorker) -> list[AllocatedNode]:
+        return [self.nodes[k] for k in worker.nodes]
 
     def place(self, role: Role, worker: RoleWorker) -> LaunchSpec:
         return place(worker.spec, self.nodes)
@@ -441,6 +459,7 @@ class LocalPlacement:
         self.launcher, self.server_dir = launcher, server_dir
         self.job_id: str | None = None
         self.nodes = [AllocatedNode(name=node_name(), address=LOOPBACK)]  # what a server of ours says (/version)
+        self.gpus_per_node: int | None = None  # this host's GPUs are not the runner's nodes'
         self._environ = environ
         workers = [(role, w) for role in topology.roles for w in role.workers]
         if topology.engine != SIM.id and (wide := [f"{role.name} worker {w.index}" for role, w in workers
@@ -467,6 +486,9 @@ class LocalPlacement:
 
     def node_of(self, worker: RoleWorker) -> AllocatedNode:
         return self.nodes[0]
+
+    def nodes_of(self, worker: RoleWorker) -> list[AllocatedNode]:
+        return [self.nodes[0]]
 
     def place(self, role: Role, worker: RoleWorker) -> LaunchSpec:
         from llmsweep.execute.preflight import with_port
@@ -834,6 +856,7 @@ class RoleDeployment:
                                                       gpus_per_worker=role.gpus_per_worker, workers=[]))
             ep, batch, links, dp = (doc.get(k) for k in ("ep", "max_running_requests", "kv_links", "dp_attention"))
             ran.workers.append(RanWorker(index=worker.index, node=placed,
+                                         nodes=[n.name for n in self.placement.nodes_of(worker)],
                                          reported_node=str(said_node) if said_node is not None else None,
                                          url=handle.base_url, gpus=tp if isinstance(tp, int) else None,
                                          version=_text(doc.get("version")), kv_role=_text(doc.get("kv_role")),
@@ -849,7 +872,8 @@ class RoleDeployment:
                 raise LaunchError(f"{len(ran.workers)} of {ran.count} {ran.role} worker(s) started",
                                   fix="read the role logs in the server directory")
         return RanTopology(disaggregated=self.topology.disaggregated, nodes=[n.name for n in self.nodes],
-                           kv_transfer=transfer, engine=self.topology.engine,
+                           gpus_per_node=self.placement.gpus_per_node, kv_transfer=transfer,
+                           engine=self.topology.engine,
                            router=_router_said(router, self.topology),
                            gpus=sum(r.count * r.gpus_per_worker for r in roles.values()), roles=list(roles.values()))
 

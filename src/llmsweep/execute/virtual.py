@@ -289,7 +289,6 @@ def write_point(job: Job, group: ServerGroup, predicted: PredictedPoint, jdir: P
     from llmsweep import __version__
     from llmsweep.client.config import DURATION_REACHED
     from llmsweep.client.folder import run_json, write_run_json
-    from llmsweep.engines.sim import simulated_acceptance
 
     spec = group.spec
     point = predicted.point
@@ -308,7 +307,6 @@ def write_point(job: Job, group: ServerGroup, predicted: PredictedPoint, jdir: P
         "started_at": started_at,
         "finished_at": time.time(),
         **_provenance(job, spec, _placed(group), observed, None, KIND),
-        **(estimate.provenance() if (estimate := simulated_acceptance(job)) is not None else {}),
         "clock": VIRTUAL,
         "virtual": {"window_s": predicted.seconds,
                     "virtual_seconds": round(stats.virtual_seconds, 3) if stats is not None else None,

@@ -190,12 +190,15 @@ show` and the CSV export read."""
 
 
 def describe(point: ResultPoint) -> Mapping[str, Any]:
-    """A result as a flat row (`RESULT_COLUMNS`), for tables, `--json` output and the CSV export."""
+    """A result as a flat row (`RESULT_COLUMNS`), for tables, `--json` output and the CSV export. The point fields
+    are those a page shows (`PointIdentity.shown`): a disaggregated point's single-server parallelism, which no
+    worker ran with (its `workers` say each role's), is null (empty in the CSV), so every row has every column."""
     block = point.eval
+    shown = point.identity.shown()
     row = {
         "result_id": point.result_id, "run_id": point.run_id, "job_id": point.job_id, "source": point.source,
         "origin": point.origin, "verdict": point.verdict, "reasons": list(point.reasons), "gpus": point.gpus,
-        "series": point.identity.series_label(), **point.identity.as_dict(),
+        "series": point.identity.series_label(), **{f: shown.get(f) for f in POINT_FIELDS},
         **{c: point.metrics.get(c) for c in HOT_NAMES},
         "eval_mode": block.mode if block else None, "eval_task": block.task if block else None,
         "eval_score": block.score if block else None, "eval_score_name": block.score_name if block else None,

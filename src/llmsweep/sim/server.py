@@ -391,7 +391,7 @@ class SimServer:
                                   "dp_attention": self.config.dp_attention,
                                   "max_running_requests": self.config.max_running_requests,
                                   "calibration": self.config.calibration_label(), "role": self.role.role,
-                                  "node": self.node, "kv_transfer": self.link_label(), **self.kv_model(),
+                                  "node": self.node, "kv_transfer": self.transfer_backend(), **self.kv_model(),
                                   "kv_transfers": self.kv.transfers,
                                   "kv_transfer_seconds": round(self.kv.seconds, 6)})
 
@@ -405,12 +405,19 @@ class SimServer:
                 "prefill_tp": cost.prefill_tp, "kv_bytes_per_token_per_gpu": cost.bytes_per_token_per_gpu,
                 "kv_comm_efficiency": cost.efficiency}
 
-    def link_label(self) -> str | None:
-        """The KV-transfer backend a role stands for; a decode worker's with the link(s) its KV arrives over."""
+    def transfer_backend(self) -> str | None:
+        """The KV-transfer backend a prefill or decode role stands for, by its name alone, as `/version` says it and a
+        result records it (`provenance.topology.kv_transfer`, virtual time's `DisaggConfig.transfer_backend`, a real
+        engine's connector); the links it is modelled over are `kv_links`. None for any other role."""
         if self.role.role not in ("prefill", "decode"):
             return None
-        name = self.role.kv_transfer or "kv"
-        if self.role.role != "decode":
+        return self.role.kv_transfer or "kv"
+
+    def link_label(self) -> str | None:
+        """The KV-transfer backend a role stands for; a decode worker's with the link(s) its KV arrives over (its
+        start-up log's wording)."""
+        name = self.transfer_backend()
+        if name is None or self.role.role != "decode":
             return name
         links = list(dict.fromkeys(link.label() for link in self.role.links))
         return f"{name} (modelled link{'s' if len(links) > 1 else ''} {'; '.join(links)})"

@@ -238,6 +238,53 @@ def test_a_role_that_reports_another_gpu_count_than_planned_fails_the_read_back(
         assert ran.roles[0].workers[0].gpus is None and ran.roles[0].gpus_per_worker == 8
 
 
+FOUR_PER_NODE = """labels:
+  mi355x-disagg: [mi355x-disagg_0, mi355x-disagg_1, mi355x-disagg_2]
+hardware:
+  mi355x-disagg:
+    available-cpu-dram-mib: 1_000_000
+    gpus-per-node: 4
+"""
+
+
+def test_a_slurm_deployments_record_places_each_worker_on_every_node_it_spans_as_virtual_time_does(
+        tmp_path: Path) -> None:
+    """A fleet of 4 GPUs per node: a TP4 prefill worker on node 0, a TP8 decode worker on nodes 1 and 2. Virtual
+    time records `roles.decode.nodes [1, 2]` and `gpus_per_node 4`; the live deployment's record (read back from
+    its steps) said `[1]` (each worker's first node) and no GPUs per node."""
+    from types import SimpleNamespace
+
+    from support.loopback import json_doc, serving
+
+    from llmsweep.execute.roles import RoleDeployment
+    from llmsweep.execute.virtual_disagg import disagg_config
+    from llmsweep.plan import jobs_from_files
+
+    fleet, recipe = tmp_path / "fleet.yaml", tmp_path / "r.yaml"
+    fleet.write_text(FOUR_PER_NODE)
+    recipe.write_text(RECIPE.read_text().replace("conc-list: [2, 4]", "conc-list: [2]").replace(
+        "prefill: {num-worker: 2, tp: 8, ep: 8, dp-attn: true}",
+        "prefill: {num-worker: 1, tp: 4, ep: 1, dp-attn: false}"))
+    (job,) = jobs_from_files([recipe], runner_config=fleet)
+    topology = engines.render_topology(job, simulate=True)
+    with serving(json_doc({"kv_transfer": "mori"})) as url:  # what a simulator's decode worker says (/version)
+        deployment = RoleDeployment.__new__(RoleDeployment)
+        deployment.topology = topology
+        deployment.placement = SlurmPlacement(topology, SrunLauncher(NodeLaunch()),
+                                              [AllocatedNode(f"n{i}", "127.0.0.1") for i in range(3)], job_id=None)
+        deployment.started = [(role, w, SimpleNamespace(base_url=url))  # type: ignore[misc]
+                              for role in topology.roles for w in role.workers]
+        live = deployment.readback().describe()
+    virtual = disagg_config(job).describe()
+    shared = ("nodes", "gpus", "gpus_per_node", "kv_transfer")
+    assert {k: live[k] for k in shared} == {k: virtual[k] for k in shared} == {
+        "nodes": 3, "gpus": 12, "gpus_per_node": 4, "kv_transfer": "mori"}
+    assert {r: live["roles"][r]["nodes"] for r in live["roles"]} == {
+        r: virtual["roles"][r]["nodes"] for r in virtual["roles"]} == {"prefill": [0], "decode": [1, 2], "router": [0]}
+    (decode,) = live["roles"]["decode"]["placed"]
+    assert (decode["node"], decode["nodes"]) == ("n1", ["n1", "n2"])
+
+
 def test_on_one_host_every_role_gets_a_loopback_port_of_its_own_and_the_router_points_at_them(
         disagg_job: Job, tmp_path: Path) -> None:
     topology = engines.render_topology(disagg_job, simulate=True)
@@ -293,8 +340,10 @@ def test_a_worker_that_needs_gpus_gets_its_share_of_the_host_only_when_the_host_
     assert placement.place(real.roles[1], real.roles[1].workers[0]).env[GPU_PARTITION_ENV] == ",".join(
         str(i) for i in range(24, 32))
     with pytest.raises(LaunchError, match=r"need 24 GPU\(s\) together \(prefill worker 0 8, prefill worker 1 8, "
-                                          r"decode worker 0 8\) but nvidia-smi shows 16 on this host"):
+                                          r"decode worker 0 8\) but nvidia-smi shows 16 on this host") as refused:
         LocalPlacement(real, LocalLauncher(), tmp_path, environ=_fake_nvidia_smi(tmp_path, monkeypatch, 16))
+    # its fix names only what runs it: Slurm refuses a real engine's roles (`engines.REAL_ROLES_LOCAL_ONLY`)
+    assert refused.value.fix == "run it on a host with that many GPUs, or on the simulator (--simulate)"
 
 
 def test_the_launcher_decides_where_roles_go_and_one_that_cannot_place_them_says_so(disagg_job: Job,

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from llmsweep.errors import ResultError
-from llmsweep.results.identity import identity_from_job
+from llmsweep.results.identity import SERVER_FIELDS, identity_from_job
 from llmsweep.results.interchange import (
     EXPORT_FORMAT,
     export_points,
@@ -20,7 +20,7 @@ from llmsweep.results.interchange import (
     import_into,
     inferencex_row,
 )
-from llmsweep.results.point import ResultPoint, points_from_run
+from llmsweep.results.point import RESULT_COLUMNS, ResultPoint, describe, points_from_run
 from llmsweep.results.store import Store
 
 
@@ -259,6 +259,28 @@ def _disaggregated(p: ResultPoint) -> ResultPoint:
     for key in ("tp", "ep", "pp", "dcp-size", "pcp-size", "dp-attn"):
         job.pop(key)
     return dataclasses.replace(p, job=job, identity=identity_from_job(job), gpus=12)
+
+
+def test_a_disaggregated_points_flat_row_shows_its_workers_not_single_server_defaults(make_run,
+                                                                                    tmp_path: Path) -> None:
+    """`results list --json`, `results show` and the CSV export showed a prefill/decode point as `tp 1, ep 1,
+    dp_attn false` beside its workers: single-server defaults no worker ran with. Its row leaves those null (empty
+    in the CSV), as the dashboard leaves them out; an aggregated point's row keeps them, every row has the same
+    columns, and our JSON export still imports back to the same identity."""
+    agg = points_from_run(make_run("r", concs=(8,), tp=4, ep=2))[0]
+    disagg = _disaggregated(agg)
+    row = describe(disagg)
+    assert tuple(row) == RESULT_COLUMNS and row["workers"] == "P1x(tp4 ep1) D1x(tp8 ep8 dpa)"
+    assert {f: row[f] for f in SERVER_FIELDS} == dict.fromkeys(SERVER_FIELDS), row
+    assert (describe(agg)["tp"], describe(agg)["ep"], describe(agg)["dp_attn"]) == (4, 2, False)
+    single, multi = csv.DictReader(io.StringIO(export_points([agg, disagg], "csv")))
+    assert (single["tp"], single["ep"]) == ("4", "2")
+    assert (multi["tp"], multi["ep"], multi["dp_attn"], multi["workers"]) == ("", "", "", row["workers"])
+    path = tmp_path / "export.json"
+    path.write_text(export_points([agg, disagg], "json"))
+    _, _, back = import_file(path)
+    assert [p.identity for p in back] == [agg.identity, disagg.identity]
+    assert [p.identity.key() for p in back] == [agg.identity.key(), disagg.identity.key()]
 
 
 def test_a_disaggregated_row_carries_each_roles_power_only_where_the_run_recorded_it(make_run) -> None:
