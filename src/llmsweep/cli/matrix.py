@@ -70,8 +70,11 @@ def matrix() -> None:
 @click.option("--step-size", type=int, default=2, show_default=True, help="Factor of conc-start/conc-end ranges (>1).")
 @click.option("--min-conc", type=_COUNT, default=None, help="Drop concurrencies below this (ranges start here).")
 @click.option("--max-conc", type=_COUNT, default=None, help="Drop concurrencies above this ([max] if none remain).")
-@click.option("--max-tp", type=_COUNT, default=None, help="Skip single-node entries with a larger TP.")
-@click.option("--max-ep", type=_COUNT, default=None, help="Clamp single-node EP to this.")
+@click.option("--max-tp", type=_COUNT, default=None,
+              help="Skip single-node fixed-seq-len entries with a larger TP (agentic arms are not filtered, as in "
+                   "InferenceX).")
+@click.option("--max-ep", type=_COUNT, default=None,
+              help="Clamp single-node fixed-seq-len EP to this (agentic arms are not clamped, as in InferenceX).")
 @click.option("--single-node", is_flag=True, help="Only single-node recipes (default: both kinds).")
 @click.option("--multi-node", is_flag=True, help="Only multi-node recipes (default: both kinds).")
 def full_sweep_cmd(**kw: Any) -> None:

@@ -98,8 +98,12 @@ def expand_config_keys(patterns: tuple[str, ...], available: list[str]) -> list[
         if "*" in key or "?" in key:
             matches = fnmatch.filter(available, key)
             if not matches:
+                # the key the pattern was meant to name: the closest to the pattern without its wildcards
+                close = difflib.get_close_matches(key.replace("*", "").replace("?", ""), available, n=1,
+                                                  cutoff=0.8)
                 raise ConfigError(f"Pattern '{key}' matched no config keys.\nAvailable keys: {listing}",
-                                  fix="check the pattern against the listed keys")
+                                  fix=(f"did you mean `{close[0]}`? " if close else "")
+                                  + "check the pattern against the listed keys")
             for match in matches:
                 seen.setdefault(match, None)
         else:
@@ -334,7 +338,7 @@ def _agentic_entry_cells(recipe: Recipe, fleet: FleetCatalog, scen: AgenticScena
         values = _conc_filter(_range_or_list(entry, 2, test_config=False), options)
     if not values:
         return
-    extra = {"dram-utilization": scen.dram_utilization}
+    extra = {"dram-utilization": scen.dram_utilization}  # each cell gets its own copy: the plan writes into it
     if multinode:
         assert entry.prefill is not None and entry.decode is not None
         prefill, decode = entry.prefill.matrix_dict(), entry.decode.matrix_dict()
@@ -353,7 +357,7 @@ def _agentic_entry_cells(recipe: Recipe, fleet: FleetCatalog, scen: AgenticScena
                 if backend is not None:
                     row["kv-offload-backend"] = backend.model_dump(by_alias=True, exclude_unset=True)
                 row.update(_components(entry, recipe))
-                yield Cell(recipe, row, _arm(ScenarioId.AGENTIC_CODING.value, row), path, extra)
+                yield Cell(recipe, row, _arm(ScenarioId.AGENTIC_CODING.value, row), path, dict(extra))
         return
     assert entry.tp is not None
     for conc in values:
@@ -372,7 +376,7 @@ def _agentic_entry_cells(recipe: Recipe, fleet: FleetCatalog, scen: AgenticScena
             if backend is not None:
                 row["kv-offload-backend"] = backend.model_dump(by_alias=True, exclude_unset=True)
             row.update(_components(entry, recipe))
-            yield Cell(recipe, row, _arm(ScenarioId.AGENTIC_CODING.value, row), path, extra)
+            yield Cell(recipe, row, _arm(ScenarioId.AGENTIC_CODING.value, row), path, dict(extra))
 
 
 def _arm(scenario: str, row: dict[str, Any]) -> dict[str, Any]:

@@ -62,3 +62,49 @@ def test_a_repeated_list_concurrency_keeps_its_id_by_position(tmp_path: Path) ->
     assert [j.conc for j in first] == [4, 8, 4]
     assert len({j.id for j in first}) == 3
     assert [j.id for j in first] == [j.id for j in second]
+
+
+def test_each_runner_node_of_an_agentic_arm_has_its_own_fingerprint(tmp_path: Path) -> None:
+    """InferenceX hashes a row with its runner in it; under --runner-node-filter every node's agentic job had carried
+    the last node's fingerprint (one dict shared by the arm's cells), so its id's hash was the same on every node."""
+    from llmsweep.plan.fingerprint import recipe_fingerprint, throughput_entry
+
+    path = tmp_path / "nodes.yaml"
+    path.write_text(textwrap.dedent("""\
+        k:
+          image: lmsysorg/sglang:v0.5.17-cu130
+          model: Qwen/Qwen3.5-397B-A17B-FP8
+          model-prefix: qwen3.5
+          runner: cluster:b300-nv
+          precision: fp8
+          framework: sglang
+          multinode: false
+          scenarios:
+            agentic-coding:
+            - dram-utilization: 0.80
+              search-space:
+              - { tp: 4, kv-offloading: dram, kv-offload-backend: { name: hicache }, conc-list: [1, 8] }
+        """))
+    jobs = full_sweep(load_recipes([path]).recipes, runner_node_filter="b300-nv_0")
+    runners = {j.runner for j in jobs}
+    assert len(runners) > 1
+    by_runner = {j.runner: j.recipe_fingerprint for j in jobs}
+    assert len(set(by_runner.values())) == len(runners)  # one per node
+    for job in jobs:  # the fingerprint of the job's own row
+        assert job.recipe_fingerprint == recipe_fingerprint(throughput_entry(job.matrix_entry())), job.runner
+
+
+def test_a_glob_that_matches_nothing_names_the_key_it_was_meant_for() -> None:
+    """The README promises a did-you-mean for a --config-keys pattern matching nothing; only exact keys had one."""
+    import pytest
+
+    from llmsweep.errors import ConfigError
+    from llmsweep.plan.expand import expand_config_keys
+
+    keys = ["qwen3.5-fp8-mi300x-sglang-agentic-mtp", "dsr1-fp8-mi300x-sglang"]
+    with pytest.raises(ConfigError) as caught:
+        expand_config_keys(("qwen3.5-fp8-mi300x-sglang-agentic-mtq*",), keys)
+    assert caught.value.fix.startswith("did you mean `qwen3.5-fp8-mi300x-sglang-agentic-mtp`?")
+    with pytest.raises(ConfigError) as caught:
+        expand_config_keys(("zzz*",), keys)
+    assert "did you mean" not in (caught.value.fix or "")
