@@ -190,6 +190,7 @@ def test_a_recipe_that_cannot_be_expanded_stops_a_command_that_launches(
         main([*command, str(recipe), "--out", str(out)])
     err = capsys.readouterr().err
     assert exit_info.value.code == 2, err
-    assert f"{recipe}:12: error [plan.failed]" in err and "exceeds gpus-per-node=8" in err, err
+    line = next(n for n, text in enumerate(recipe.read_text().splitlines(), 1) if "{ tp: 16," in text)
+    assert f"{recipe}:{line}: error [plan.failed]" in err and "exceeds gpus-per-node=8" in err, err  # the arm's line
     assert "fix: KV-offload arms must fit one node" in err and "Traceback" not in err
     assert not out.exists()

@@ -216,6 +216,27 @@ def _conc_filter(values: list[int], options: SweepOptions) -> list[int]:
     return values
 
 
+class PlanError(ConfigError):
+    """A recipe's search-space entry that cannot be expanded into jobs (its topology exceeds the runner's nodes, the
+    runner has no DRAM metadata for an offload arm), with where: the message leads with `file:line: field:` so
+    `matrix`, `ci matrix` and `changelog check` say it, and `plan.failed` points at the entry."""
+
+    def __init__(self, reason: str, *, fix: str | None, file: str, line: int | None, field: str) -> None:
+        super().__init__(f"{file}:{line or 1}: {field}: {reason}", fix=fix)
+        self.reason, self.file, self.line, self.field = reason, file, line, field
+
+
+def _located(recipe: Recipe, path: tuple[str | int, ...], cells: Iterator[Cell]) -> Iterator[Cell]:
+    """`cells`, an entry's, with an error in planning them said at the entry (`PlanError`)."""
+    try:
+        yield from cells
+    except PlanError:
+        raise
+    except ConfigError as exc:
+        raise PlanError(exc.message, fix=exc.fix, file=recipe.file, line=recipe.line_of(path),
+                        field=recipe.path_of(path)) from None
+
+
 def _fixed_cells(recipe: Recipe, runners: list[str], options: SweepOptions) -> Iterator[Cell]:
     if not options.wants_scenario(ScenarioId.FIXED_SEQ_LEN):
         return
@@ -230,11 +251,11 @@ def _fixed_cells(recipe: Recipe, runners: list[str], options: SweepOptions) -> I
             if recipe.multinode:
                 if full and not options.multi_node:
                     continue
-                yield from _multinode_fixed(recipe, entry, isl, osl, path, runners, options)
+                yield from _located(recipe, path, _multinode_fixed(recipe, entry, isl, osl, path, runners, options))
             else:
                 if full and not options.single_node:
                     continue
-                yield from _single_fixed(recipe, entry, isl, osl, path, runners, options)
+                yield from _located(recipe, path, _single_fixed(recipe, entry, isl, osl, path, runners, options))
 
 
 def _single_fixed(recipe: Recipe, entry: Any, isl: int, osl: int, path: tuple[str | int, ...], runners: list[str],
@@ -313,7 +334,8 @@ def _agentic_cells(recipe: Recipe, fleet: FleetCatalog, runners: list[str], opti
     for si, scen in enumerate(scenarios.agentic_coding or []):
         for ei, entry in enumerate(scen.search_space):
             path = ("scenarios", ScenarioId.AGENTIC_CODING.value, si, "search-space", ei)
-            yield from _agentic_entry_cells(recipe, fleet, scen, entry, path, runners, options)
+            yield from _located(recipe, path,
+                                _agentic_entry_cells(recipe, fleet, scen, entry, path, runners, options))
 
 
 def _agentic_entry_cells(recipe: Recipe, fleet: FleetCatalog, scen: AgenticScenario, entry: AgenticEntry,

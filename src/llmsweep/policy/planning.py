@@ -12,7 +12,7 @@ from llmsweep.errors import ConfigError, LlmsweepError
 from llmsweep.findings import Finding, Severity, has_errors
 from llmsweep.plan import Job, full_sweep, test_config
 from llmsweep.plan.checks import unused_overrides
-from llmsweep.plan.expand import expand_config_keys
+from llmsweep.plan.expand import PlanError, expand_config_keys
 from llmsweep.plan.matrix import EvalOptions
 from llmsweep.policy.rules_resources import dram_arm_paths
 from llmsweep.spec import LoadResult, load_recipes
@@ -160,6 +160,11 @@ def plan_recipes(
     for key, recipe in plannable.items():
         try:
             jobs += _plan({key: recipe}, [key] if config_keys else None, fleet, evals)
+        except PlanError as exc:  # at the search-space entry that does not plan
+            findings.append(Finding(
+                rule="plan.failed", severity=Severity.ERROR, file=exc.file, line=exc.line, path=exc.field,
+                message=f"cannot expand `{key}` into jobs: {exc.reason}",
+                fix=exc.fix or "fix the field named in the message"))
         except LlmsweepError as exc:
             findings.append(Finding(
                 rule="plan.failed", severity=Severity.ERROR, file=recipe.file, line=recipe.line_of(()),

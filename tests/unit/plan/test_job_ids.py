@@ -108,3 +108,34 @@ def test_a_glob_that_matches_nothing_names_the_key_it_was_meant_for() -> None:
     with pytest.raises(ConfigError) as caught:
         expand_config_keys(("zzz*",), keys)
     assert "did you mean" not in (caught.value.fix or "")
+
+
+def test_an_entry_that_does_not_plan_is_named_at_its_file_line_and_field(tmp_path: Path) -> None:
+    """`matrix`, `ci matrix` and `changelog check` printed a planning error (an arm wider than the runner's node)
+    without file, line, key or field; `validate`'s plan.failed pointed at the recipe's first line."""
+    import pytest
+
+    from llmsweep.plan.expand import PlanError
+    from llmsweep.policy import validate_files
+
+    path = tmp_path / "wide.yaml"
+    path.write_text(textwrap.dedent("""\
+        k:
+          image: lmsysorg/sglang:v0.5.17-cu130
+          model: Qwen/Qwen3.5-397B-A17B-FP8
+          model-prefix: qwen3.5
+          runner: cluster:b300-nv
+          precision: fp8
+          framework: sglang
+          multinode: false
+          scenarios:
+            agentic-coding:
+            - dram-utilization: 0.80
+              search-space:
+              - { tp: 16, kv-offloading: dram, kv-offload-backend: { name: hicache }, conc-list: [1] }
+        """))
+    with pytest.raises(PlanError) as caught:
+        full_sweep(load_recipes([path]).recipes)
+    assert str(caught.value).startswith(f"{path}:13: k.scenarios.agentic-coding[0].search-space[0]: tp=16")
+    (failed,) = [f for f in validate_files([path]).findings if f.rule == "plan.failed"]
+    assert (failed.line, failed.path) == (13, "k.scenarios.agentic-coding[0].search-space[0]")
