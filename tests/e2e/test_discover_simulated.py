@@ -422,3 +422,47 @@ def test_a_rung_that_failed_above_a_rising_top_is_the_knees_upper_bound_not_abov
     assert "conc 4 did not serve (failed: server exited with status 137 during the job)" in knee["reason"]
     concs = [p["conc"] for p in arm["proposed"]]
     assert concs[-1] == 2 and not any(c > 4 for c in concs), concs  # not the recipe's 16, 24, 32 "kept"
+
+
+@pytest.mark.timeout(300)
+def test_a_stage_that_fails_keeps_what_was_measured_and_a_recipe_that_cannot_be_rewritten_keeps_it_too(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A refinement stage that stopped on an error (a disk full, a store or executor error) had thrown away every run
+    measured before it (no discovery.json, the --out burned); and a proposal that could not be written back (arms
+    sharing one YAML node) had ended the discovery with exit 2 after the whole sweep, no discovery.json, and a wrong
+    proposed.yaml left behind."""
+    from llmsweep.discover import recipe as proposal
+    from llmsweep.discover import sweep
+    from llmsweep.errors import ConfigError, LlmsweepError
+
+    real = sweep.Stages.run
+
+    def failing(self: sweep.Stages, name: str, concs: dict[str, list[int]], repeats: int) -> None:
+        if name.startswith("refine"):
+            self.current = name
+            raise LlmsweepError("the disk is full", fix="free some space")
+        real(self, name, concs, repeats)
+
+    monkeypatch.setattr(sweep.Stages, "run", failing)
+    out = tmp_path / "failed"
+    proc = _discover(tmp_path, RECIPE, "--simulate", "--repeats", "2", "--ladder-top", "8", "--refine", "1",
+                     "--duration", WINDOW, "--out", out, "--json")
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    kept = json.loads((out / "discovery.json").read_text())
+    assert kept["failed"].startswith("stage refine-1 failed: the disk is full") and kept["runs_measured"] == 8
+    assert not (out / "proposed.yaml").exists() and "stage refine-1 failed" in proc.stderr
+    monkeypatch.setattr(sweep.Stages, "run", real)
+
+    def unwritable(*args: object, **kwargs: object) -> None:
+        raise ConfigError("the proposed recipe does not load back", fix="apply the grids by hand")
+
+    monkeypatch.setattr(sweep, "propose", unwritable)
+    out = tmp_path / "unwritten"
+    proc = _discover(tmp_path, RECIPE, "--simulate", "--repeats", "2", "--ladder-top", "8", "--refine", "0",
+                     "--duration", WINDOW, "--out", out)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    kept = json.loads((out / "discovery.json").read_text())
+    assert kept["proposal_error"].startswith("the proposed recipe does not load back") and kept["runs_measured"] == 8
+    assert kept["arms"][0]["proposed"] and not (out / "proposed.yaml").exists()
+    assert "no proposed recipe" in proc.stdout
+    assert proposal.propose is not unwritable  # the module's own function is untouched

@@ -85,8 +85,11 @@ def discover(recipe: Path, simulate: bool, repeats: int, ladder_top: int | None,
         from llmsweep.execute import signals
 
         return signals.exit_code()
-    # a run measured across a Ctrl-Z is invalid, as `run` judges a job, and fails the command as it fails `run`
-    return 0 if all(a.error is None for a in result.arms) and not result.paused else 1
+    if result.proposal_error is not None:  # measured and kept, but the recipe could not be rewritten to say it
+        return 2
+    # a run measured across a Ctrl-Z is invalid, as `run` judges a job, and fails the command as it fails `run`; so
+    # does a stage that stopped on an error (what it and the stages before measured is analysed and kept)
+    return 0 if all(a.error is None for a in result.arms) and not result.paused and result.failed is None else 1
 
 
 def _print(result: object) -> None:
@@ -143,6 +146,12 @@ def _print(result: object) -> None:
 
         console.print(f"[red]interrupted[/] during stage {result.interrupted}: no recipe or policy proposed; {RESUME} "
                       "(this one's discovery.json keeps what was measured)")
+    if result.failed:
+        console.print("[red]failed[/] " + escape(f"{result.failed}: no recipe or policy proposed (discovery.json "
+                                                 "keeps what was measured)"), highlight=False)
+    if result.proposal_error:
+        console.print("[red]no proposed recipe[/] " + escape(f"{result.proposal_error} (discovery.json keeps the "
+                                                             "measured points and each arm's grid)"), highlight=False)
     if result.patch:
         console.print(result.patch, markup=False, highlight=False)
     if result.proposed_recipe:

@@ -167,6 +167,10 @@ class Discovery(_Out):
     executor: str = Field(default="local", description="Where the stages' servers ran (`--executor`).")
     interrupted: str | None = Field(default=None, description="The stage an interrupt (Ctrl-C, SIGTERM, a timeout) "
                                     "stopped: the runs before it are analysed, no recipe is proposed.")
+    failed: str | None = Field(default=None, description="A stage that stopped on an error (a disk full, a store or "
+                               "executor error): the runs before it are analysed, no recipe is proposed.")
+    proposal_error: str | None = Field(default=None, description="Why no proposed recipe was written although a grid "
+                                       "was found (the recipe could not be rewritten to say it).")
     proposed_recipe: str | None = None
     patch: str = Field(default="", description="Unified diff of the recipe file to the proposed one.")
 

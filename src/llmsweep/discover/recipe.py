@@ -245,14 +245,21 @@ def propose(file: Path, out: Path, grids: dict[str, list[int]], arms: list[Arm],
     """Write the proposed recipe to `out` after loading it back: its arms must say exactly `grids`."""
     recipes = load_recipes([file]).raise_on_error().recipes
     text = _in_place(file, recipes, grids, arms, policy)
-    for candidate, in_place in ((text, True), (_redumped(file, grids, arms, policy), False)):
-        if candidate is None:
-            continue
-        out.write_text(candidate, encoding="utf-8")
-        if _says(out, grids, arms, policy):
-            return Proposal(candidate, in_place)
-    raise ConfigError(f"discover: the proposed recipe {out} does not load back with the proposed grid",
-                      fix="report this; the measured points and proposal are in discovery.json")
+    trial = out.with_name(f".{out.name}.candidate")  # checked before it takes `out`'s name: no wrong recipe is left
+    try:
+        for candidate, in_place in ((text, True), (_redumped(file, grids, arms, policy), False)):
+            if candidate is None:
+                continue
+            trial.write_text(candidate, encoding="utf-8")
+            if _says(trial, grids, arms, policy):
+                trial.replace(out)
+                return Proposal(candidate, in_place)
+    finally:
+        trial.unlink(missing_ok=True)
+    raise ConfigError("discover: the proposed recipe does not load back with the proposed grid (arms that share "
+                      "one YAML node, through an anchor or merge key, cannot each take their own grid)",
+                      fix="write each arm's concurrencies out (no shared anchor), or apply the grids in "
+                          "discovery.json by hand")
 
 
 def _says(file: Path, grids: dict[str, list[int]], arms: list[Arm],

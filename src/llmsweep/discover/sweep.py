@@ -19,7 +19,7 @@ from llmsweep.discover import analysis
 from llmsweep.discover.model import ArmProposal, Discovery, MetricNoise, Run, Stage
 from llmsweep.discover.recipe import Arm, StageKey, load_arms, propose, stage_document, unified_diff, write_stage
 from llmsweep.discover.servers import size_for_top
-from llmsweep.errors import ConfigError
+from llmsweep.errors import ConfigError, LlmsweepError
 from llmsweep.execute import signals
 from llmsweep.execute.lifecycle import LifecycleSettings
 from llmsweep.execute.signals import INTERRUPTED_REASONS
@@ -90,11 +90,15 @@ class Stages:
         many failed requests), with the first such run's reason: `analysis.find_knee` reads them."""
         self.problems: dict[str, str] = {}
         self.records: list[Stage] = []
+        self.current = "ladder"
+        """The stage under way (or last run)."""
 
     def run(self, name: str, concs: dict[str, list[int]], repeats: int) -> None:
         """Run one stage; an interrupt still reads back what the stage measured (and records it) before it unwinds."""
         from llmsweep.execute.pipeline import RunRequest, run_sweep
         from llmsweep.plan.matrix import EvalOptions
+
+        self.current = name  # what an error before the stage's record names
 
         doc, keys = stage_document(self.req.recipe, self.arms, concs, repeats, self.req.duration)
         if not doc:
@@ -319,6 +323,7 @@ def discover(req: DiscoverRequest, *, event: Event) -> Discovery:
     stages = Stages(req, arms, event)
     started = time.monotonic()
     interrupted: str | None = None
+    failed: str | None = None
     try:
         stages.run("ladder", {a.id: analysis.ladder(a.start, top) for a in arms}, req.repeats)
         for round_ in range(1, req.refine + 1):
@@ -357,12 +362,17 @@ def discover(req: DiscoverRequest, *, event: Event) -> Discovery:
         interrupted = next((r.name for r in stages.records if r.interrupted), "between stages")
         event(f"discover: interrupted during stage {interrupted}; analysing the {len(stages.runs)} run(s) measured "
               f"so far, proposing no recipe or policy ({RESUME})")
+    except (LlmsweepError, OSError) as exc:  # a stage that failed loses none of the runs measured before it
+        said = exc.one_line() if isinstance(exc, LlmsweepError) else str(exc)
+        failed = f"stage {stages.current} failed: {said}"
+        event(f"discover: {failed}; analysing the {len(stages.runs)} run(s) measured so far, proposing no recipe "
+              "or policy")
 
     proposals = [_proposal(arm, stages, interrupted) for arm in arms]
     grids = {p.arm: p.concs for p in proposals if p.error is None}
     own_caps = {key: r.policy.max_conc if r.policy is not None else None for key, r in recipes.items()}
     # an interrupted discovery proposes no recipe, nor its policy: a knee the signal cut the ladder above is unearned
-    policy = grid_policy(proposals, own_caps) if interrupted is None else {}
+    policy = grid_policy(proposals, own_caps) if interrupted is None and failed is None else {}
     for key, (_, cap) in policy.items():
         if cap is not None and (own := own_caps.get(key)) is not None and cap > own:
             event(f"discover: {key}: policy.max-conc {own} raised to {cap}, the top of the proposed grid (measured "
@@ -373,14 +383,19 @@ def discover(req: DiscoverRequest, *, event: Event) -> Discovery:
         recipe_file=str(req.recipe), simulate=req.simulate, repeats=req.repeats, ladder_top=top, runs=stages.runs,
         arms=proposals, points_measured=len({(r.arm, r.conc) for r in stages.runs}), runs_measured=len(stages.runs),
         min_conc_step=min(min_steps) if min_steps else None, max_conc=max(caps) if caps else None,
-        stages=stages.records, executor=req.executor, interrupted=interrupted,
+        stages=stages.records, executor=req.executor, interrupted=interrupted, failed=failed,
     )
     req.out.mkdir(parents=True, exist_ok=True)
-    if grids and interrupted is None:
-        proposed = propose(req.recipe, req.out / PROPOSED_FILE, grids, arms, policy)
-        result.proposed_recipe = str(req.out / PROPOSED_FILE)
-        result.patch = unified_diff(req.recipe, proposed.text, str(req.out / PROPOSED_FILE))
-        (req.out / PATCH_FILE).write_text(result.patch, encoding="utf-8")
+    if grids and interrupted is None and failed is None:
+        try:
+            proposed = propose(req.recipe, req.out / PROPOSED_FILE, grids, arms, policy)
+        except LlmsweepError as exc:  # what was measured is kept (discovery.json below) whatever the rewrite did
+            result.proposal_error = exc.one_line()
+            event(f"discover: no proposed recipe: {result.proposal_error}")
+        else:
+            result.proposed_recipe = str(req.out / PROPOSED_FILE)
+            result.patch = unified_diff(req.recipe, proposed.text, str(req.out / PROPOSED_FILE))
+            (req.out / PATCH_FILE).write_text(result.patch, encoding="utf-8")
     (req.out / DISCOVERY_FILE).write_text(result.model_dump_json(indent=2), encoding="utf-8")
     return result
 

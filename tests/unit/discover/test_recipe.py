@@ -98,3 +98,28 @@ def test_a_stage_runs_each_arm_and_repeat_under_its_own_key_and_seed_without_the
 def test_a_missing_recipe_file_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="no recipe file"):
         load_arms(tmp_path / "nope.yaml")
+
+
+def test_arms_that_share_one_yaml_node_cannot_take_two_grids_and_nothing_is_left_behind(tmp_path: Path) -> None:
+    """Two keys whose search space is one anchored node: their proposed grids differ, and no rewrite can say both.
+    The refusal names why, and no candidate recipe is left under the proposed name (one had been, saying neither)."""
+    import pytest
+
+    from llmsweep.discover.recipe import load_arms, propose
+    from llmsweep.errors import ConfigError
+
+    path = tmp_path / "shared.yaml"
+    path.write_text(
+        "a:\n  image: lmsysorg/sglang:v0.5.17-cu130\n  model: Qwen/Qwen3.5-397B-A17B-FP8\n  model-prefix: qwen3.5\n"
+        "  runner: mi300x\n  precision: fp8\n  framework: sglang\n  multinode: false\n  scenarios: &shared\n"
+        "    fixed-seq-len:\n    - isl: 256\n      osl: 64\n      search-space:\n      - { tp: 8, conc-list: [1, 8] }\n"
+        "  serve:\n    engine: { name: sim }\n"
+        "b:\n  image: lmsysorg/sglang:v0.5.17-cu130\n  model: Qwen/Qwen3.5-397B-A17B-FP8\n  model-prefix: qwen3.5\n"
+        "  runner: mi300x\n  precision: fp8\n  framework: sglang\n  multinode: false\n  scenarios: *shared\n"
+        "  serve:\n    engine: { name: sim }\n", encoding="utf-8")
+    _, arms = load_arms(path)
+    assert len(arms) == 2
+    out = tmp_path / "proposed.yaml"
+    with pytest.raises(ConfigError, match="share"):
+        propose(path, out, {arms[0].id: [1, 2, 4], arms[1].id: [1, 8, 16]}, arms, {})
+    assert not out.exists() and not list(tmp_path.glob(".proposed*"))
