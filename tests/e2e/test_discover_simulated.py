@@ -124,7 +124,10 @@ def test_what_cannot_run_as_asked_is_refused_before_any_stage(tmp_path: Path) ->
     # a recipe that serves the simulator runs in this process too: every stage's jobs would be refused
     proc = _discover(tmp_path, RECIPE, "--executor", "slurm", "--out", tmp_path / "d")
     assert proc.returncode == 2 and "serves the simulator" in proc.stderr and "would place no server" in proc.stderr
-    assert not any((tmp_path / d / "stages").exists() for d in "abcd")
+    # a trace source that does not exist: once, before any stage (it had been refused job by job in the ladder)
+    proc = _discover(tmp_path, RECIPE, "--simulate", "--traces", tmp_path / "no-such-traces", "--out", tmp_path / "e")
+    assert proc.returncode == 2 and "--traces" in proc.stderr and "does not exist" in proc.stderr, proc.stderr[-2000:]
+    assert not any((tmp_path / d / "stages").exists() for d in "abcde")
 
 
 def test_a_recipe_that_fails_validation_is_refused_at_its_own_lines_before_any_stage(tmp_path: Path) -> None:

@@ -261,6 +261,18 @@ def _refuse_unworkable(req: DiscoverRequest, arms: list[Arm], recipes: Mapping[s
         if why is not None:
             what = "--simulate" if req.simulate else f"{key} serves the simulator"
             raise ConfigError(f"discover: {what}: {why.reason}", fix=why.fix)
+    if req.traces is not None and any(a.path[1] == ScenarioId.AGENTIC_CODING.value for a in arms):
+        # resolved once, before any stage: a missing one had been refused job by job inside the ladder (exit 1, the
+        # --out used), and the corrected command refused as that --out "already holds a discovery"
+        from llmsweep.plan import jobs_from_files
+        from llmsweep.plan.point import check_trace_sources, with_traces
+
+        try:
+            jobs = jobs_from_files([req.recipe], runner_config=req.runner_config)
+        except LlmsweepError:
+            jobs = []  # a recipe that does not plan is refused at its lines by the validation that follows
+        for unread in check_trace_sources(with_traces(jobs, req.traces, lambda _: None)).values():
+            raise ConfigError(f"discover: --traces {req.traces}: {unread.message}", fix=unread.fix)
     fixed = [a for a in arms if a.path[1] == ScenarioId.FIXED_SEQ_LEN.value]
     if req.duration is not None and fixed:
         raise ConfigError(f"discover: --duration is the profiling window of agentic runs; {fixed[0].id} is a "
