@@ -153,6 +153,11 @@ def _measure_higher(cut: str | None) -> str:
             "raise --ladder-top")
 
 
+UNDECIDED_GAIN = 0.10
+"""A mean gain in throughput per GPU above this, from a point to a higher one, that run-to-run noise hides is not a
+flat curve: `find_knee` places no knee there (it says the noise is too large), and no `max-conc` is proposed."""
+
+
 def find_knee(points: Sequence[CurvePoint], tput: MetricNoise, intvty: MetricNoise | None = None,
               cut: str | None = None, failed: Mapping[int, str] | None = None) -> Knee | None:
     """The lowest concurrency that no higher measured one beats in throughput per GPU beyond noise, or whose next
@@ -165,6 +170,7 @@ def find_knee(points: Sequence[CurvePoint], tput: MetricNoise, intvty: MetricNoi
     pts = [p for p in points if _finite(p.means.get(THROUGHPUT))]
     if not pts:
         return None
+    hidden: str | None = None  # why the latest point could not be called flat (a rise the noise hides)
     cliff = next(((p.conc, why) for p in pts if (why := saturated(p)) is not None), (None, None))
     cliff_text = f"from conc {cliff[0]} the server is at its KV/HBM cliff: {cliff[1]}" if cliff[0] else None
     for i, a in enumerate(pts[:-1]):
@@ -175,9 +181,15 @@ def find_knee(points: Sequence[CurvePoint], tput: MetricNoise, intvty: MetricNoi
         gains = [((float(b.means[THROUGHPUT]) - ta) / ta if ta else 0.0,  # type: ignore[arg-type]
                   separation(tput, a.conc, b.conc, a.runs, b.runs), b) for b in pts[i + 1:]]
         if any(gain > band for gain, band, _ in gains):
+            hidden = None
             continue
         nxt = pts[i + 1]
         gain, band, best = max(gains, key=lambda g: g[0] - g[1])
+        rise, rise_band, riser = max(gains, key=lambda g: g[0])
+        if rise > UNDECIDED_GAIN:  # a sizeable mean gain the noise hides is no flat curve: no knee is earned here
+            hidden = (f"throughput per GPU rose {rise:+.1%} from conc {a.conc} to {riser.conc}, inside its run-to-run "
+                      f"noise (±{rise_band:.1%}): too noisy to place a knee (raise --repeats or --duration)")
+            continue
         at_next = saturated(nxt)
         reason = (f"no higher concurrency (measured up to {pts[-1].conc}) raises throughput per GPU beyond noise over "
                   f"conc {a.conc}: the best, conc {best.conc}, is {gain:+.1%} (noise ±{band:.1%})"
@@ -189,6 +201,9 @@ def find_knee(points: Sequence[CurvePoint], tput: MetricNoise, intvty: MetricNoi
         return Knee(conc=top.conc, next_conc=broke, cliff_conc=cliff[0], cliff=cliff_text,
                     reason=f"throughput per GPU still rose at conc {top.conc}, the highest that ran valid; conc "
                            f"{broke} did not serve ({failed[broke]}): the knee lies between them")
+    if hidden is not None:
+        return Knee(conc=None, above=top.conc, next_conc=None, undecided=True, cliff_conc=cliff[0], cliff=cliff_text,
+                    reason=hidden)
     measured = "what was measured" if cut else "the ladder"
     reason = (f"throughput per GPU still rises beyond noise at the top of {measured} (conc {top.conc}): the knee "
               f"lies above it ({_measure_higher(cut)})" if len(pts) > 1 else

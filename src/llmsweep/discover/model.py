@@ -66,6 +66,9 @@ class Knee(_Out):
     next_conc: int | None = Field(description="The measured point after the knee (flat or worse); None when the knee "
                                   "was not reached.")
     reason: str
+    undecided: bool = Field(default=False, description="True when run-to-run noise hides whether throughput per GPU "
+                            "still rises (a sizeable mean gain inside its noise band): no knee is placed, no cap "
+                            "proposed; `above` is the highest measured concurrency.")
     cliff_conc: int | None = Field(default=None,
                                    description="First concurrency whose KV cache saturates or preempts (the cliff).")
     cliff: str | None = None
@@ -92,6 +95,8 @@ class Knee(_Out):
 
     def describe(self) -> str:
         """`conc 8`, or `not reached (above 8)`: what a table says of it."""
+        if self.undecided:
+            return f"cannot tell (noise; measured up to {self.above})"
         return f"conc {self.conc}" if self.conc is not None else f"not reached (above {self.above})"
 
 

@@ -186,3 +186,24 @@ def test_ladder_and_min_step() -> None:
     with pytest.raises(ValueError):
         analysis.ladder(8, 4)
     assert analysis.min_step([1, 4, 6, 16]) == 2 and analysis.min_step([8]) is None
+
+
+def test_a_rise_the_noise_hides_places_no_knee_and_proposes_no_cap() -> None:
+    """Throughput per GPU 2507 -> 3451 -> 4199 at conc 4/8/16, every gain inside a ±100 % noise band: the knee had
+    been declared at conc 4 (nothing rose 'beyond noise') and enforced as `max-conc: 4`. A mean gain above
+    UNDECIDED_GAIN that the noise hides is no flat curve: the knee is undecided, and the grid keeps what the recipe
+    asked above the measured top, with no cap."""
+    runs = _ladder([(4, 2507, 50, 0.1, 0), (8, 3451, 45, 0.2, 0), (16, 4199, 40, 0.3, 0)], spread=0.8)
+    knee = analysis.find_knee(analysis.curve(runs), analysis.noise(runs, THROUGHPUT),
+                              analysis.noise(runs, INTERACTIVITY))
+    assert knee is not None and knee.undecided and knee.conc is None and knee.above == 16
+    assert "too noisy to place a knee" in knee.reason and knee.describe().startswith("cannot tell")
+    # the same curve measured tightly is a rise, not a knee; a flat one tightly measured is a knee
+    tight = _ladder([(4, 2507, 50, 0.1, 0), (8, 3451, 45, 0.2, 0), (16, 4199, 40, 0.3, 0)], spread=0.01)
+    rising = analysis.find_knee(analysis.curve(tight), analysis.noise(tight, THROUGHPUT),
+                                analysis.noise(tight, INTERACTIVITY))
+    assert rising is not None and not rising.undecided and rising.conc is None
+    flat = _ladder([(4, 2507, 50, 0.1, 0), (8, 2550, 45, 0.2, 0), (16, 2560, 40, 0.3, 0)], spread=0.8)
+    settled = analysis.find_knee(analysis.curve(flat), analysis.noise(flat, THROUGHPUT),
+                                 analysis.noise(flat, INTERACTIVITY))
+    assert settled is not None and settled.conc == 4 and not settled.undecided
