@@ -130,7 +130,9 @@ def _print(result: object) -> None:
     launches = sum(s.server_launches for s in result.stages)
     smoke = sum(r.verdict == "smoke" for r in result.runs)
     smoke_said = f" ({smoke} of them smoke runs, not official measurements: each summary says why)" if smoke else ""
-    verb = "simulated" if kinds and all(s == "simulated" for s, _ in kinds) else "measured"
+    # what ran says what the runs were; with none, what was asked (a discovery of nothing measured nothing)
+    verb = ("simulated" if all(s == "simulated" for s, _ in kinds) else "measured") if kinds else \
+        ("ran" if not result.simulate else "simulated")
     console.print(f"{verb} {result.points_measured} point(s) in {result.runs_measured} run(s)" + smoke_said
                   + (f" on {launches} server launch(es)" if launches else "")
                   + "; policy: " + (", ".join(f"{name} {value}" for name, value in (

@@ -166,8 +166,9 @@ class Discovery(_Out):
     runs_measured: int = Field(description="Runs, repeats included.")
     min_conc_step: int | None = Field(description="Proposed `policy.min-conc-step`: the smallest proposed gap (none "
                                       "when interrupted).")
-    max_conc: int | None = Field(description="Proposed `policy.max-conc`: the highest knee over the arms (none when "
-                                 "interrupted).")
+    max_conc: int | None = Field(description="Proposed `policy.max-conc`: the highest knee over the arms, or, where a "
+                                 "recipe's own cap lay below the proposed grid, that grid's top, to which it is raised "
+                                 "(none when interrupted).")
     stages: list[Stage] = Field(default_factory=list)
     executor: str = Field(default="local", description="Where the stages' servers ran (`--executor`).")
     interrupted: str | None = Field(default=None, description="The stage an interrupt (Ctrl-C, SIGTERM, a timeout) "
