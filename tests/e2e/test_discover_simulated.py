@@ -124,10 +124,15 @@ def test_what_cannot_run_as_asked_is_refused_before_any_stage(tmp_path: Path) ->
     # a recipe that serves the simulator runs in this process too: every stage's jobs would be refused
     proc = _discover(tmp_path, RECIPE, "--executor", "slurm", "--out", tmp_path / "d")
     assert proc.returncode == 2 and "serves the simulator" in proc.stderr and "would place no server" in proc.stderr
+    # a fixed total of prompts under a ladder above it: its upper rungs would never hold that many users
+    fixed_total = Path(__file__).resolve().parents[1] / "data" / "recipes" / "run" / "no-serve.yaml"
+    proc = _discover(tmp_path, fixed_total, "--simulate", "--ladder-top", "8", "--out", tmp_path / "f")
+    assert proc.returncode == 2 and "workload.num-prompts 2 at every concurrency" in proc.stderr, proc.stderr[-2000:]
+    assert "num-prompts-per-conc" in proc.stderr
     # a trace source that does not exist: once, before any stage (it had been refused job by job in the ladder)
     proc = _discover(tmp_path, RECIPE, "--simulate", "--traces", tmp_path / "no-such-traces", "--out", tmp_path / "e")
     assert proc.returncode == 2 and "--traces" in proc.stderr and "does not exist" in proc.stderr, proc.stderr[-2000:]
-    assert not any((tmp_path / d / "stages").exists() for d in "abcde")
+    assert not any((tmp_path / d / "stages").exists() for d in "abcdef")
 
 
 def test_a_recipe_that_fails_validation_is_refused_at_its_own_lines_before_any_stage(tmp_path: Path) -> None:

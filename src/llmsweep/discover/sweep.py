@@ -247,6 +247,12 @@ def _refuse_used(out: Path) -> None:
         raise ConfigError(f"discover: {out} already holds a discovery", fix="give this discovery another --out")
 
 
+def ladder_top(req: DiscoverRequest, arms: list[Arm]) -> int:
+    """The ladder's highest concurrency: `--ladder-top`, else the larger of LADDER_FLOOR and four times the recipe's
+    highest."""
+    return req.ladder_top or max(LADDER_FLOOR, 4 * max(c for a in arms for c in a.concs))
+
+
 def _refuse_unworkable(req: DiscoverRequest, arms: list[Arm], recipes: Mapping[str, Recipe]) -> None:
     """What cannot run as asked stops before any stage starts, with the reason."""
     from llmsweep.execute.placement import simulator_placement_refusal
@@ -274,6 +280,17 @@ def _refuse_unworkable(req: DiscoverRequest, arms: list[Arm], recipes: Mapping[s
         for unread in check_trace_sources(with_traces(jobs, req.traces, lambda _: None)).values():
             raise ConfigError(f"discover: --traces {req.traces}: {unread.message}", fix=unread.fix)
     fixed = [a for a in arms if a.path[1] == ScenarioId.FIXED_SEQ_LEN.value]
+    top = ladder_top(req, arms)
+    for arm in fixed:  # a fixed total of prompts never drives more users than it has prompts
+        workload = recipes[arm.recipe_key].workload
+        total = workload.num_prompts if workload is not None else None
+        if total is not None and total < top:
+            raise ConfigError(
+                f"discover: {arm.id} sends workload.num-prompts {total} at every concurrency: ladder points above "
+                f"conc {total} (up to {top}) would never have that many requests in flight, and would be analysed "
+                "as if they had",
+                fix="use workload.num-prompts-per-conc (a run sends that many per user, as InferenceX's 10 x conc), "
+                    f"or pass --ladder-top {total} or less")
     if req.duration is not None and fixed:
         raise ConfigError(f"discover: --duration is the profiling window of agentic runs; {fixed[0].id} is a "
                           "fixed-seq-len arm, whose runs send a number of prompts, not a window",
@@ -317,8 +334,7 @@ def discover(req: DiscoverRequest, *, event: Event) -> Discovery:
     _refuse_unworkable(req, arms, recipes)
     req.check_executor()  # an unknown kind or a bad option stops the discovery before anything runs
     _say_warnings(req, event)
-    highest = max(c for a in arms for c in a.concs)
-    top = req.ladder_top or max(LADDER_FLOOR, 4 * highest)
+    top = ladder_top(req, arms)
     if any(a.start > top for a in arms):
         raise ConfigError(f"discover: --ladder-top {top} is below an arm's first concurrency",
                           fix=f"pass --ladder-top of at least {max(a.start for a in arms)}")
