@@ -163,6 +163,9 @@ def _number(value: object) -> TypeGuard[float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
+PER_RANK_GB_BACKENDS = frozenset({"hicache", "mooncake", "lmcache"})
+"""Offload backends whose pool the adapters size in whole GB per rank (`engines.sglang.per_rank_gb`)."""
+
 OFFLOAD_CONNECTORS = frozenset({"OffloadingConnector", "SimpleCPUOffloadConnector", "LMCacheConnectorV1"})
 """vLLM KV connectors that keep KV in host memory (a transfer connector such as NixlConnector does not)."""
 
@@ -245,6 +248,15 @@ def dram_budget(ctx: Context) -> Iterator[Finding]:
             from llmsweep.policy.context import serve_arg_path
 
             what, gb = asked
-            flag = "--hicache-size" if what.startswith("--hicache") else "--kv-transfer-config"
+            flag = next((f for f in ("--hicache-size", "--kv-offloading-size") if what.startswith(f)),
+                        "--kv-transfer-config")
             yield ctx.hit("kv-offload.dram-budget", recipe, serve_arg_path(recipe, job, flag),
                           f"{what} = {gb:.0f} GB exceeds the job's total-cpu-dram-gb {budget}", job=job)
+        elif asked is None and job.kv_offload_backend is not None \
+                and job.kv_offload_backend.name in PER_RANK_GB_BACKENDS \
+                and budget < (ranks := (job.tp or 1) * (job.pp or 1)):
+            # the adapter sizes these pools in whole GB per rank: a budget below one GB a rank is 0, which SGLang's
+            # --hicache-size reads as "size by --hicache-ratio" instead
+            yield ctx.hit("kv-offload.dram-budget", recipe, (*entry_path(recipe, job), "kv-offloading"),
+                          f"total-cpu-dram-gb {budget} over {ranks} ranks is 0 GB a rank: the "
+                          f"{job.kv_offload_backend.name} pool would not be the budget's", job=job)

@@ -145,3 +145,14 @@ def test_an_agentic_atom_launch_turns_prefix_caching_on_unless_the_recipe_chose(
                    serve="    args: {}\n", **KIMI)
     (job,) = jobs(tmp_path, fixed)
     assert "--enable_prefix_caching" not in engines.render(job).argv  # fixed-length prompts share no prefix
+
+
+def test_a_dram_budget_below_one_gb_a_rank_is_refused_where_pools_are_sized_per_rank(tmp_path: Path) -> None:
+    """SGLang's --hicache-size is whole GB per rank: a budget below one GB a rank renders 0, which SGLang reads as
+    'size by --hicache-ratio', a pool that is not the budget's (the rule caught only a budget of exactly 0)."""
+    arm = "{ tp: 8, kv-offloading: dram, kv-offload-backend: { name: hicache }, conc-list: [4] }"
+    text = recipe("sglang", "lmsysorg/sglang:v0.5.17-cu130", arm=arm, serve="    args: {}\n", **KIMI)
+    tiny = text.replace("dram-utilization: 0.8", "dram-utilization: 0.001")
+    hits = findings(tmp_path, tiny, "kv-offload.dram-budget")
+    assert len(hits) == 1 and "over 8 ranks is 0 GB a rank" in hits[0], hits
+    assert findings(tmp_path, text, "kv-offload.dram-budget") == []
