@@ -98,7 +98,13 @@ def min_step(ctx: Context) -> Iterator[Finding]:
         floor = recipe.policy.min_conc_step if recipe.policy else None
         if floor is None:
             continue
-        for path, concs in conc_lists(recipe):
+        listed = dict(conc_lists(recipe))
+        ranged: dict[tuple[str | int, ...], set[int]] = {}  # a conc-start/conc-end range: the concurrencies planned
+        for job in ctx.jobs_of(recipe.key):
+            path = entry_path(recipe, job)
+            if (*path, "conc-list") not in listed:
+                ranged.setdefault((*path, "conc-start"), set()).update(job.concs)
+        for path, concs in [*listed.items(), *((p, list(c)) for p, c in ranged.items())]:
             ordered = sorted(set(concs))
             close = [(a, b) for a, b in pairwise(ordered) if b - a < floor]
             if close:
