@@ -66,6 +66,22 @@ def unknown_model(ctx: Context) -> Iterator[Finding]:
                       f"model `{recipe.model}` is not in the model catalog{hint}", severity=severity)
 
 
+@rule("input.unknown-hardware", Severity.WARNING,
+      "The runner's GPU is in no hardware catalog: the HBM-fit and DRAM checks are skipped and the simulator has no "
+      "figures for it",
+      "add the SKU to hardware.yaml in $LLMSWEEP_CATALOG_DIR (`llmsweep catalog hardware` lists the known ones), or "
+      "run on a runner whose label names a known GPU",
+      "DESIGN.md principle 1 (checked before any GPU hour): a check that cannot run says so")
+def unknown_hardware(ctx: Context) -> Iterator[Finding]:
+    from llmsweep.catalog.hardware import hardware_for_runner
+
+    for recipe in ctx.recipes.values():
+        if hardware_for_runner(recipe.runner) is None:
+            yield ctx.hit("input.unknown-hardware", recipe, ("runner",),
+                          f"runner `{recipe.runner}` names no GPU of the hardware catalog: whether the model fits "
+                          "its memory is not checked")
+
+
 @rule("fleet.unknown-label", Severity.ERROR,
       "The runner label is not in the runner (fleet) file",
       "add the label to the runner file (--runner-config); if your runners carry it, vouch for it with "
