@@ -769,7 +769,10 @@ def predict_point(
     telemetry = info = None
     if summarize:  # `llmsweep run` in virtual time writes the files and summarises them as the live path does
         # the workload it ran, as `run` records it: the coverage gate reads an agentic replay's idle cap from it
-        described = {"workload": workload.describe()} if not (provenance or {}).get("workload") else {}
+        # (less the replay's random run id, a cache-bust identity and no setting: a prediction is the same whatever
+        # process makes it)
+        described = {"workload": {k: v for k, v in workload.describe().items() if k != "run_id"}} \
+            if not (provenance or {}).get("workload") else {}
         info = run_json(provenance={**(provenance or {}), **described}, gates=point_gates(point, seconds),
                         client={"stop_reason": predictor.stats.stop_reason}, gpus=point.gpus, source=PREDICTED)
         telemetry = power.telemetry(point.gpus) if power is not None else None
