@@ -762,13 +762,18 @@ class Adapter(ABC):
         log so far. Default: the `/version` document (the simulator says all of it there)."""
         return version
 
+    def transfer_of(self, job: Job) -> str | None:
+        """The KV-transfer backend a disaggregated launch of `job` uses: the job's `kv-p2p-transfer`, else this
+        adapter's default (None: it renders no disaggregated launch)."""
+        return job.kv_p2p_transfer or self.disagg_transfer_default
+
     def role_launch_refusal(self, job: Job) -> str | None:
         """Why this engine's roles of `job` are not launched although the adapter launches roles (None: they are):
         a deployment llmsweep's router does not front (NVIDIA Dynamo's), or a KV transfer it does not read back."""
         if job.framework.startswith("dynamo-"):
             return (f"{self.name}'s NVIDIA Dynamo deployment (framework `{job.framework}`: its frontend, etcd and "
                     "NATS) is rendered, not launched")
-        transfer = job.kv_p2p_transfer or self.disagg_transfer_default
+        transfer = self.transfer_of(job)
         if transfer not in self.launched_transfers:
             return (f"{self.name}'s roles are launched only with KV over {', '.join(sorted(self.launched_transfers))}"
                     f" (the transfer llmsweep reads back); kv-p2p-transfer `{transfer}` is rendered, not launched")
@@ -828,7 +833,7 @@ class Adapter(ABC):
         if gpus_per_node is None:
             gpus_per_node = DEFAULT_GPUS_PER_NODE
             notes.append(f"runner `{job.runner}` has no GPUs-per-node record: {DEFAULT_GPUS_PER_NODE} assumed")
-        transfer = job.kv_p2p_transfer or self.disagg_transfer_default
+        transfer = self.transfer_of(job)
         assert transfer is not None
         # An adapter without a Dynamo worker that still renders the job (the simulator) launches its own roles.
         dynamo = job.framework.startswith("dynamo-") and self.dynamo_module is not None

@@ -57,7 +57,7 @@ def disagg_config(job: Job, *, max_concurrency: int | None = None) -> DisaggConf
     from llmsweep import engines
     from llmsweep.catalog.hardware import get_hardware
     from llmsweep.engines.base import DEFAULT_GPUS_PER_NODE, worker_job, worker_nodes
-    from llmsweep.engines.sim import DEFAULT_HARDWARE
+    from llmsweep.engines.sim import DEFAULT_HARDWARE, SimAdapter
     from llmsweep.execute.virtual import NotModelled, engine_config
     from llmsweep.plan.job import Worker
     from llmsweep.sim.disagg import DisaggConfig, RoleName, RolePlan
@@ -84,7 +84,7 @@ def disagg_config(job: Job, *, max_concurrency: int | None = None) -> DisaggConf
         fabric = catalog_fabric(hardware, gpn, scaleup_latency_s=plans["decode"].engine.perf_inputs().link_latency_s)
         config = DisaggConfig(prefill=plans["prefill"], decode=plans["decode"], scaleup=fabric.scaleup,
                               scaleout=fabric.scaleout, domain_nodes=fabric.domain_nodes, gpus_per_node=gpn,
-                              transfer_backend=job.kv_p2p_transfer or "unspecified")
+                              transfer_backend=SimAdapter().transfer_of(job) or "unspecified")  # as live roles
         config.links()  # a pair whose link the catalog cannot describe says so now, once per deployment
     except NotModelled:
         raise
