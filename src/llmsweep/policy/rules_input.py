@@ -73,13 +73,17 @@ def unknown_model(ctx: Context) -> Iterator[Finding]:
       "run on a runner whose label names a known GPU",
       "DESIGN.md principle 1 (checked before any GPU hour): a check that cannot run says so")
 def unknown_hardware(ctx: Context) -> Iterator[Finding]:
+    from llmsweep.catalog.fleet import gpu_sku
     from llmsweep.catalog.hardware import hardware_for_runner
 
     for recipe in ctx.recipes.values():
-        if hardware_for_runner(recipe.runner) is None:
+        # a label that names a GPU (`rtx6000pro`) the catalog lacks; one that names none (`cluster:cpu-local`) is a
+        # host without GPUs, whose memory no GPU check reads
+        sku = gpu_sku(recipe.runner)
+        if sku is not None and hardware_for_runner(recipe.runner) is None:
             yield ctx.hit("input.unknown-hardware", recipe, ("runner",),
-                          f"runner `{recipe.runner}` names no GPU of the hardware catalog: whether the model fits "
-                          "its memory is not checked")
+                          f"runner `{recipe.runner}` names GPU `{sku}`, which is in no hardware catalog: whether the "
+                          "model fits its memory is not checked")
 
 
 @rule("fleet.unknown-label", Severity.ERROR,
