@@ -237,7 +237,9 @@ MODELLED: frozenset[str] = frozenset({*TRANSLATED, *CONTEXT_FLAGS, "--kv-cache-d
 """Recipe flags whose meaning the simulator reproduces; the rest it runs without (policy warns on `sim` recipes)."""
 
 
-def _kv_dtype(args: dict[str, Any]) -> str | None:
+def kv_cache_dtype(args: dict[str, Any]) -> str | None:
+    """The KV-cache dtype a recipe's flags ask for, as the simulator and the HBM-fit rule size it (`fp8` for any
+    `fp8*` spelling, else `bf16`); None when they set none (the engine's default: the model's dtype)."""
     for flag, value in args.items():
         if norm_flag(flag) == "--kv-cache-dtype" and isinstance(value, str):
             return "fp8" if value.lower().startswith("fp8") else "bf16"
@@ -315,7 +317,7 @@ class SimAdapter(Adapter):
             raise LlmsweepError(f"precision {job.precision!r} is not a weight format the simulator knows",
                                 fix=f"use one of: {known_names()}")
         a["--precision"] = fmt.compute
-        kv_dtype = _kv_dtype(recipe)
+        kv_dtype = kv_cache_dtype(recipe)
         if kv_dtype:
             a["--kv-dtype"] = kv_dtype
         style = self.style(job)

@@ -102,6 +102,7 @@ def hbm_share(job: Job, hw: HardwareSpec, weights: float) -> tuple[float, str]:
 def hbm_fit(ctx: Context) -> Iterator[Finding]:
     from llmsweep.engines import launched_job
     from llmsweep.engines.base import topology
+    from llmsweep.engines.sim import kv_cache_dtype
 
     for job, recipe in ctx.job_pairs():
         if job.multinode or job.tp is None or job.sku is None:
@@ -118,14 +119,16 @@ def hbm_fit(ctx: Context) -> Iterator[Finding]:
             context = launched.max_model_len  # a recipe's context flag, else the derived isl + osl + 256
             tokens = min(model.native_context, context or KV_CONTEXT_CAP, KV_CONTEXT_CAP)
             # one request's KV sits on one DP-attention rank, split only over that rank's tp / dp GPUs
-            kv = model.kv_bytes_per_token_per_gpu("bf16", job.tp // topology(job).dp_ranks) * tokens
+            kv_dtype = kv_cache_dtype({name: value for _, name, value in engine_flags(job)}) or "bf16"
+            kv = model.kv_bytes_per_token_per_gpu(kv_dtype, job.tp // topology(job).dp_ranks) * tokens
         except LlmsweepError:
             continue
         budget, share = hbm_share(launched, hw, weights)
         if weights + kv > budget:
             yield ctx.hit("resources.hbm-fit", recipe, (*entry_path(recipe, job), "tp"),
                           f"{model.id} at {job.precision}: {weights / 1e9:.0f} GB weights + {kv / 1e9:.1f} GB KV "
-                          f"({tokens} tokens) per GPU over tp·pp={job.gpus} exceeds {budget / 1e9:.0f} GB "
+                          f"({tokens} tokens{', fp8 KV cache' if kv_dtype == 'fp8' else ''}) per GPU over "
+                          f"tp·pp={job.gpus} exceeds {budget / 1e9:.0f} GB "
                           f"({share})", job=job)
 
 

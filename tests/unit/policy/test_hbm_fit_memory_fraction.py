@@ -189,3 +189,13 @@ def test_an_hf_id_the_catalog_does_not_know_is_not_costed_as_its_prefixs_model(t
                         served=Served("Qwen/Qwen3.5-35B-A3B-FP8", "qwen3.5", "fp8"), runner="h100", tp=1,
                         args="--max-model-len: 8192")
     assert [f for f in validate_files([path]).findings if f.rule == "resources.hbm-fit"] == []
+
+
+def test_an_fp8_kv_cache_is_costed_at_its_own_bytes(tmp_path: Path) -> None:
+    """The fit check sized KV at bf16 whatever the recipe's --kv-cache-dtype: an fp8 cache holds half of it."""
+    path = write_recipe(tmp_path / "r.yaml", framework=VLLM_026[0], image=VLLM_026[1],
+                        served=Served("MiniMaxAI/MiniMax-M3-MXFP8", "minimaxm3", "fp8"), runner="h100", tp=8,
+                        arm=", ep: 8, dp-attn: true",
+                        args="--max-model-len: 131072, --gpu-memory-utilization: 0.7, --kv-cache-dtype: fp8_e4m3")
+    (hit,) = [f for f in validate_files([path]).findings if f.rule == "resources.hbm-fit"]
+    assert "54 GB weights + 8.1 GB KV (131072 tokens, fp8 KV cache) per GPU" in hit.message, hit.message
