@@ -495,6 +495,10 @@ def _pick(curves: list[GoldenCurve], draft_model: str | None) -> GoldenCurve | N
         for c in curves:
             if c.variant and (want == c.variant.lower() or want.endswith("-" + c.variant.lower())):
                 return c
+        if any(c.draft_model for c in curves):
+            # the family's curves name their drafters and this one is none of them: another drafter's curve is no
+            # golden AL for it (`golden-al.missing` says so); it had pinned the default drafter's value
+            return None
         defaults = [c for c in curves if c.default]
         return defaults[0] if defaults else None
     defaults = [c for c in curves if c.default]
@@ -562,6 +566,17 @@ def reference_curve(model_prefix: str, method: str, model: str = "", draft_model
     family's default (or the named drafter's). Another curve stands in for it only when sampled as it states for the
     thinking mode, so a collection (`llmsweep al collect`) defaults each mode's sampling to it."""
     return _pick(find_curves(model_prefix, method, model, curve_dirs), draft_model)
+
+
+def variant_siblings(model_prefix: str, method: str, model: str, chosen: str,
+                     curve_dirs: Sequence[Path | str] = ()) -> list[GoldenCurve]:
+    """The other variants of the curve `chosen` (an id): curves of its family that measured the same drafter under
+    another variant tag (Kimi-K3's DSpark default and `probabilistic-block`), which `golden-curve` chooses between."""
+    family = find_curves(model_prefix, method, model, curve_dirs)
+    pick = next((c for c in family if c.id == chosen), None)
+    if pick is None:
+        return []
+    return [c for c in family if c.id != pick.id and _same_draft(c, pick) and c.variant != pick.variant]
 
 
 def _cells_text(curve: GoldenCurve) -> str:

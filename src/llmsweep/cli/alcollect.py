@@ -190,7 +190,7 @@ def _references(job: Job, merge_into: Path | None) -> list[GoldenCurve]:
     if merge_into is not None and merge_into.is_file():
         out.append(load_curve(merge_into))
     reference = reference_curve(job.model_prefix.lower(), job.serve.spec_decoding.method, job.model,
-                                job.serve.spec_decoding.draft_model)
+                                job.serve.spec_decoding.curve_selector)
     if reference is not None and not any(Path(c.file).resolve() == Path(reference.file).resolve() for c in out):
         out.append(reference)
     return out

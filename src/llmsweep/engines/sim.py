@@ -170,7 +170,7 @@ def _draft(job: Job) -> tuple[str, int, str, str | None] | None:
     if job.spec_decoding == "none" or (sd is None and not job.spec_decoding):
         return None
     if sd is not None:
-        return sd.method, sd.draft_length or DEFAULT_DRAFT_LENGTH, sd.thinking, sd.draft_model
+        return sd.method, sd.draft_length or DEFAULT_DRAFT_LENGTH, sd.thinking, sd.curve_selector
     if job.spec_decoding not in SIM_METHODS:
         return None
     from llmsweep.engines.base import row_draft_steps

@@ -119,7 +119,7 @@ def resolve_job_acceptance(
     if entry.get("spec-decoding", "none") == "none" or serve is None or serve.spec_decoding is None:
         return None
     sd = serve.spec_decoding
-    golden = _lookup_golden(recipe, sd.method, sd.thinking, sd.draft_length, sd.draft_model)
+    golden = _lookup_golden(recipe, sd.method, sd.thinking, sd.draft_length, sd.curve_selector)
     golden_value = golden.value if golden is not None else None
     provenance = golden.provenance() if golden is not None else None
     source: Literal["golden", "pinned"]

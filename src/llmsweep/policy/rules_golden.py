@@ -40,9 +40,40 @@ def missing(ctx: Context) -> Iterator[Finding]:
         acc = job.acceptance
         if not _pins_synthetic(job) or sd is None or (acc is not None and (acc.golden is not None or acc.cited)):
             continue
+        named = f" (its curve named by `{sd.curve_selector}`: no curve measured that drafter or variant)" \
+            if sd.curve_selector else ""
         yield ctx.hit("golden-al.missing", recipe, ("serve", "spec-decoding", "num-steps"),
-                      f"no golden AL for {recipe.model_prefix} {sd.method} thinking {sd.thinking} K={sd.num_steps}",
-                      job=job)
+                      f"no golden AL for {recipe.model_prefix} {sd.method} thinking {sd.thinking} K={sd.num_steps}"
+                      + named, job=job)
+
+
+@rule("golden-al.variant", Severity.WARNING,
+      "Several golden curves measured the job's drafter (variants of its sampling) and the recipe names none",
+      "name the one the served engine's sampling matches as `serve.spec-decoding.golden-curve` (a curve id or "
+      "variant tag; `llmsweep al` lists them)",
+      "InferenceX amd-master kimik3 rows pin 2.51 (probabilistic/block variant) where the default curve says 2.45")
+def variant(ctx: Context) -> Iterator[Finding]:
+    from llmsweep.catalog.golden import normalise_thinking, variant_siblings
+
+    for job, recipe in ctx.runnable_pairs():
+        sd = job.serve.spec_decoding if job.serve else None
+        acc = job.acceptance
+        if sd is None or sd.golden_curve or acc is None or acc.source != "golden" or sd.num_steps is None:
+            continue
+        res = resolve_acceptance(recipe.model_prefix, recipe.model, recipe.precision, sd.method, sd.thinking,
+                                 sd.num_steps, draft_model=sd.curve_selector)
+        if res is None:
+            continue
+        chosen = res.curve
+        others = variant_siblings(recipe.model_prefix, sd.method, recipe.model, chosen)
+        if not others:
+            continue
+        mode = normalise_thinking(sd.thinking)
+        said = ", ".join(f"{c.variant or c.id} {c.values.get(mode, {}).get(int(sd.num_steps or 0), '-')}"
+                         for c in others)
+        yield ctx.hit("golden-al.variant", recipe, ("serve", "spec-decoding"),
+                      f"golden AL {acc.value:g} is curve {chosen}'s; the same drafter was measured under other "
+                      f"sampling too ({said}): the pin is the one the engine's sampling matches", job=job)
 
 
 TEMPLATE_KWARGS_FLAGS = ("--default-chat-template-kwargs", "--chat-template-kwargs")
@@ -114,7 +145,7 @@ def precision_provenance(ctx: Context) -> Iterator[Finding]:
                 or job.eval_only:
             continue
         res = resolve_acceptance(recipe.model_prefix, recipe.model, recipe.precision, sd.method, sd.thinking,
-                                 sd.num_steps, draft_model=sd.draft_model)
+                                 sd.num_steps, draft_model=sd.curve_selector)
         if res is None or not res.precision_mismatch(recipe.precision):
             continue
         note = res.served_precision_note(recipe.precision) if res.better or res.unlike else ""

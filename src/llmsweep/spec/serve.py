@@ -315,6 +315,11 @@ class SpecDecoding(StrictInput):
     draft_model: str | None = Field(
         default=None, alias="draft-model", description="Draft checkpoint (HF id or path) for eagle3/draft_model."
     )
+    golden_curve: str | None = Field(
+        default=None, alias="golden-curve",
+        description="The golden curve to pin, by id or variant tag, where several curves measured the same drafter "
+                    "(Kimi-K3's DSpark: the default and `probabilistic-block`); selects the curve only, never what "
+                    "is launched.")
     thinking: Thinking = Field(default="on", description="Chat-template thinking mode the golden curve is read at.")
     acceptance_length: float | None = Field(
         default=None,
@@ -330,6 +335,11 @@ class SpecDecoding(StrictInput):
         description="Where `acceptance-length` was measured (a run URL, a report), for a model no golden curve covers: "
         "InferenceX asks such recipes to cite their AL source.",
     )
+
+    @property
+    def curve_selector(self) -> str | None:
+        """What picks among a model family's golden curves: `golden-curve`, else the draft model."""
+        return self.golden_curve or self.draft_model
 
     @field_validator("draft_model", mode="after")
     @classmethod

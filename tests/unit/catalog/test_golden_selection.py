@@ -1,0 +1,39 @@
+"""Which golden curve a recipe pins: a drafter no curve measured gets none (it had been given the default
+drafter's value), and `golden-curve` chooses among the variants of one drafter without touching the launch."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from support.recipes import engine_recipe, flag
+
+from llmsweep import engines
+from llmsweep.catalog.golden import resolve_acceptance
+from llmsweep.plan import jobs_from_files
+from llmsweep.policy import validate_files
+
+K3 = dict(model="moonshotai/Kimi-K3", prefix="kimik3")
+
+
+def test_a_drafter_no_curve_measured_has_no_golden_al() -> None:
+    named = resolve_acceptance("minimaxm3", "MiniMaxAI/MiniMax-M3", "fp8", "eagle3", "on", 3,
+                               draft_model="SomeOrg/MiniMax-M3-EAGLE3-Other")
+    assert named is None
+    known = resolve_acceptance("minimaxm3", "MiniMaxAI/MiniMax-M3", "fp8", "eagle3", "on", 3,
+                               draft_model="Inferact/MiniMax-M3-EAGLE3-GQA")
+    assert known is not None and known.curve == "minimaxm3_eagle3_gqa"
+
+
+def test_golden_curve_picks_a_variant_and_the_launch_keeps_its_drafter(tmp_path: Path) -> None:
+    serve = ("    spec-decoding: { method: dspark, num-steps: 2, draft-model: Inferact/Kimi-K3-DSpark, "
+             "golden-curve: probabilistic-block }\n")
+    path = tmp_path / "r.yaml"
+    path.write_text(engine_recipe("vllm", "vllm/vllm-openai:v0.27.1", arm="{ tp: 8, spec-decoding: mtp, "
+                                  "kv-offloading: none, conc-list: [4] }", serve=serve, runner="cluster:mi355x-amds",
+                                  **K3))
+    (job,) = jobs_from_files([path])
+    assert job.acceptance is not None and job.acceptance.value == 2.51  # InferenceX's kimik3 pin
+    config = json.loads(flag(engines.render(job).argv, "--speculative-config") or "{}")
+    assert config["model"] == "Inferact/Kimi-K3-DSpark" and config["synthetic_acceptance_length"] == 2.51
+    assert not [f for f in validate_files([path]).findings if f.rule in ("golden-al.variant", "golden-al.missing")]
