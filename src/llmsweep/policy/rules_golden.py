@@ -21,6 +21,10 @@ SYNTHETIC_ENV = tuple(sorted(acceptance_knobs(simulated=False).env))
 """Env names real engines pin acceptance with (their identities' spellings)."""
 SYNTHETIC_ARGS = tuple(sorted(acceptance_knobs(simulated=False).args))
 """Flags real engines pin acceptance with (ATOM's length and rate)."""
+INFERENCEX_SYNTHETIC = ("SYNTHETIC_ACCEPTANCE", "SYNTHETIC_ACCEPTANCE_LENGTH")
+"""InferenceX's multinode spelling of a pin (core spec §5.3/§5.4: its launcher's injector reads them into the
+engine's own knobs): no engine reads them, so under llmsweep they would reach the workers as dead variables while
+the row reads as pinned, and the job measures real acceptance."""
 CHECKLIST = "InferenceX docs/PR_REVIEW_CHECKLIST.md and golden_al_distribution/README.md (agentx-spec §4.1)"
 
 
@@ -225,6 +229,10 @@ def hand_written(ctx: Context) -> Iterator[Finding]:
             if name in SYNTHETIC_ENV:
                 yield ctx.hit("golden-al.hand-written", recipe, serve_env_path(recipe, job, name),
                               f"`{name}` is written in the recipe", job=job)
+            elif name in INFERENCEX_SYNTHETIC:
+                yield ctx.hit("golden-al.hand-written", recipe, serve_env_path(recipe, job, name),
+                              f"`{name}` is InferenceX's launcher's spelling of a pin, which no engine reads",
+                              job=job)
         # a multinode row's additional-settings reach its workers' environment too (InferenceX writes them there)
         for kind, worker in (("prefill", job.prefill), ("decode", job.decode)):
             for index, item in enumerate(worker.additional_settings or [] if worker is not None else []):
@@ -233,6 +241,11 @@ def hand_written(ctx: Context) -> Iterator[Finding]:
                     yield ctx.hit("golden-al.hand-written", recipe,
                                   (*entry_path(recipe, job), kind, "additional-settings", index),
                                   f"`{name}` is written in the {kind} workers' additional-settings", job=job)
+                elif name in INFERENCEX_SYNTHETIC:
+                    yield ctx.hit("golden-al.hand-written", recipe,
+                                  (*entry_path(recipe, job), kind, "additional-settings", index),
+                                  f"`{name}` is InferenceX's launcher's spelling of a pin, which no engine reads: "
+                                  "the job would measure real acceptance while the row reads as pinned", job=job)
         for flag, name, value in engine_flags(job):
             text = str(value)
             if name in SYNTHETIC_ARGS or (name == "--speculative-config" and "synthetic" in text):

@@ -1,0 +1,21 @@
+"""InferenceX's multinode rows pin acceptance with SYNTHETIC_ACCEPTANCE / SYNTHETIC_ACCEPTANCE_LENGTH, which its
+launcher's injector turns into the engine's own knobs; no engine reads them. Under llmsweep they had reached the
+workers as dead variables, the row reading as pinned while the job measured real acceptance."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from llmsweep.policy import validate_files
+
+CASE = Path(__file__).resolve().parents[2] / "data" / "recipes" / "policy" / "golden-al.hand-written-settings.yaml"
+
+
+def test_inferencex_s_pin_spelling_is_refused_at_its_line(tmp_path: Path) -> None:
+    text = CASE.read_text().replace('"SGLANG_SIMULATE_ACC_LEN=2.5"',
+                                    '"SYNTHETIC_ACCEPTANCE=true", "SYNTHETIC_ACCEPTANCE_LENGTH=2.27"')
+    path = tmp_path / "r.yaml"
+    path.write_text(text)
+    hits = [f for f in validate_files([path]).findings if f.rule == "golden-al.hand-written"]
+    assert len(hits) == 2 and all(f.line == 26 and f.is_error for f in hits), hits
+    assert "InferenceX's launcher's spelling of a pin, which no engine reads" in hits[0].message
