@@ -100,14 +100,25 @@ def served_thinking(job: Job) -> tuple[str, str, str] | None:
                 kwargs = json.loads(value)
             except ValueError:
                 continue
-        for key in ("enable_thinking", "thinking"):
-            if isinstance(kwargs, dict) and isinstance(kwargs.get(key), bool):
-                return ("thinking_on" if kwargs[key] else "thinking_off", f"arg:{flag}", f"{key}: {kwargs[key]}")
+        for key in ("enable_thinking", "thinking", "thinking_mode"):  # MiniMax-M3's template: thinking_mode
+            mode = _switch(kwargs.get(key)) if isinstance(kwargs, dict) else None
+            if mode is not None:
+                return ("thinking_on" if mode else "thinking_off", f"arg:{flag}", f"{key}: {kwargs[key]}")
     env = job.serve.env if job.serve is not None else {}
     value = env.get(THINKING_ENV)
-    if isinstance(value, str) and value.strip().lower() in ("enabled", "disabled", "on", "off", "true", "false"):
-        on = value.strip().lower() in ("enabled", "on", "true")
+    on = _switch(value)
+    if on is not None:
         return ("thinking_on" if on else "thinking_off", f"env:{THINKING_ENV}", f"{THINKING_ENV}={value}")
+    return None
+
+
+def _switch(value: object) -> bool | None:
+    """A thinking switch as templates and servers spell it: a boolean, or `enabled`/`disabled` (`on`/`off`,
+    `true`/`false`) in any case; None for anything else."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("enabled", "disabled", "on", "off", "true", "false"):
+        return value.strip().lower() in ("enabled", "on", "true")
     return None
 
 
