@@ -51,6 +51,30 @@ def missing(ctx: Context) -> Iterator[Finding]:
                       + named, job=job)
 
 
+@rule("golden-al.other-model", Severity.WARNING,
+      "The golden AL comes from another model's curve: the recipe's model-prefix names a family the model is not of",
+      "set `model-prefix` to the model's own family (`llmsweep catalog models`), or pin the AL you measured on it as "
+      "`acceptance-length` with its `acceptance-length-source`",
+      "golden curves are keyed per model (core spec §5.2); a prefix borrowed from another family borrows its AL")
+def other_model(ctx: Context) -> Iterator[Finding]:
+    from llmsweep.catalog.models import find_model
+
+    for job, recipe in ctx.runnable_pairs():
+        sd = job.serve.spec_decoding if job.serve else None
+        acc = job.acceptance
+        served = find_model(recipe.model)
+        if sd is None or acc is None or acc.source != "golden" or sd.num_steps is None or served is None:
+            continue
+        res = resolve_acceptance(recipe.model_prefix, recipe.model, recipe.precision, sd.method, sd.thinking,
+                                 sd.num_steps, draft_model=sd.curve_selector)
+        if res is None or res.model_prefix == served.prefix:
+            continue
+        yield ctx.hit("golden-al.other-model", recipe, ("model-prefix",),
+                      f"golden AL {res.value:g} is {res.model_prefix}'s curve ({res.curve}, measured on "
+                      f"{res.checkpoint}), but the recipe serves {recipe.model}, a {served.prefix} model: the pin is "
+                      "another model's acceptance", job=job)
+
+
 @rule("golden-al.variant", Severity.WARNING,
       "Several golden curves measured the job's drafter (variants of its sampling) and the recipe names none",
       "name the one the served engine's sampling matches as `serve.spec-decoding.golden-curve` (a curve id or "
