@@ -30,7 +30,7 @@ def report(run: str, out: Path | None, no_png: bool, overlays: tuple[str, ...], 
     from llmsweep.report import write_report
     from llmsweep.results.point import ResultPoint
     from llmsweep.results.rundir import folder_kind
-    from llmsweep.results.sides import resolve_points, resolve_run_dir
+    from llmsweep.results.sides import resolve_points, resolve_run_dir, reused_points_of, run_meta_of
     from llmsweep.results.store import Store, default_store_path
 
     extra: list[ResultPoint] = []
@@ -38,7 +38,11 @@ def report(run: str, out: Path | None, no_png: bool, overlays: tuple[str, ...], 
         with Store(store_path, readonly=True) as store:
             run_dir = resolve_run_dir(run, store)
             warn = left_out()
-            extra = [p for ref in overlays for p in resolve_points(ref, store, warn)[1]]
+            for ref in overlays:  # each overlay as its own dashboard draws it: its results and those it stood on
+                resolved, own = resolve_points(ref, store, warn)
+                extra += own + list(reused_points_of(store, run_meta_of(ref, store), resolved).values())
+            if (same := [ref for ref in overlays if ref in (run, run_dir.run_id)]):
+                click.echo(f"note: --with {same[0]} is the run itself: its points are drawn once", err=True)
     else:  # a folder needs no store (a bad one must not stop its report)
         run_dir = resolve_run_dir(run, None)
     files = write_report(run_dir, out, png=not no_png, overlay=extra, mix_sources=mix_sources,

@@ -7,7 +7,7 @@ import json
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 
@@ -24,10 +24,6 @@ from llmsweep.cli.options import (
 )
 from llmsweep.cli.tables import plain, table_console
 from llmsweep.errors import ResultError, ResultInputError
-
-if TYPE_CHECKING:
-    from llmsweep.results.point import ResultPoint
-    from llmsweep.results.store import Store
 
 
 def _open(store_path: Path | None, *, readonly: bool = True) -> Any:
@@ -115,7 +111,9 @@ def list_cmd(run_id: str | None, every: bool, as_json: bool, store_path: Path | 
         points.sort(key=lambda p: (runs[p.run_id], p.identity.series_label(), p.identity.conc, p.job_id))
         store.require_run(run_id)
         if run_id is not None:
-            _reused(store, store.run_meta(run_id), run_id, lambda line: click.echo(line, err=True))
+            from llmsweep.results.sides import reused_points_of
+
+            reused_points_of(store, store.run_meta(run_id), run_id, lambda line: click.echo(line, err=True))
         warned = store.job_warnings(p.run_id for p in points)
         if as_json:
             click.echo(json.dumps([{**describe(p), "warnings": warned.get((p.run_id, p.job_id), [])} for p in points],
@@ -125,24 +123,6 @@ def list_cmd(run_id: str | None, every: bool, as_json: bool, store_path: Path | 
             click.echo(f"no results stored{f' for run {run_id}' if run_id else ''} in {store.path}")
             return
         _print_points(points, warned)
-
-
-def _reused(store: Store, meta: Mapping[str, Any], run_id: str | None,
-            said: Callable[[str], None] | None = None) -> dict[str, ResultPoint]:
-    """The stored results `run --reuse` stood a run's jobs on (`Store.reused_points`), by its job id; with `said`,
-    told instead what they are and where they are listed (a listing of the run's own results leaves them out)."""
-    from llmsweep.results.rundir import reused_of
-
-    reused = reused_of(meta)
-    if not reused:
-        return {}
-    if said is not None:
-        sources = sorted({str(r.get("run_id")) for r in reused.values()})
-        said(f"run {run_id}: {len(reused)} job(s) stood on stored results of run(s) {', '.join(sources)} "
-             f"(`run --reuse`), listed under that run, not here (`--run {sources[0]}`)")
-        return {}
-    found: dict[str, ResultPoint] = store.reused_points(reused)
-    return found
 
 
 @results.command("runs")
@@ -307,7 +287,7 @@ def frontier(run: str | None, run_id: str | None, x_axis: str, mix_sources: bool
     """Per-series Pareto frontier of RUN (a stored run id or a run directory; `--run RUN` alike): throughput per GPU
     against an x axis, north-star rule."""
     from llmsweep.results.frontier import AXIS_BY_KEY, axis_value, compute_frontiers
-    from llmsweep.results.sides import resolve_points
+    from llmsweep.results.sides import resolve_points, reused_points_of
 
     if run is not None and run_id is not None and run != run_id:
         raise click.UsageError(f"two runs given, {run} and --run {run_id}: give one")
@@ -324,7 +304,7 @@ def frontier(run: str | None, run_id: str | None, x_axis: str, mix_sources: bool
 
             meta = load_run(run_id).meta
         # the points `run --reuse` stood jobs on are in the run's series and frontiers, as its dashboard draws them
-        points += list(_reused(store, meta, resolved).values())
+        points += list(reused_points_of(store, meta, resolved).values())
     from llmsweep.results.repeats import combine_repeats
 
     groups = {r.point.result_id: r for r in combine_repeats(points)}  # a point measured N times is one point
@@ -444,7 +424,9 @@ def export(run_id: str | None, fmt: str, out: Path | None, force: bool, include_
         store.require_run(run_id)
         points = store.results(run_id)
         if run_id is not None:  # each result is exported once, under the run that measured it
-            _reused(store, store.run_meta(run_id), run_id, lambda line: click.echo(line, err=True))
+            from llmsweep.results.sides import reused_points_of
+
+            reused_points_of(store, store.run_meta(run_id), run_id, lambda line: click.echo(line, err=True))
         warned = store.job_warnings(p.run_id for p in points)
     with saying(f"exporting {len(points)} result(s) as {fmt}"):
         text = export_points(points, fmt, include_unpublished=include_unpublished, warnings=warned)

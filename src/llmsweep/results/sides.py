@@ -6,9 +6,10 @@ store as a side effect), a run id is read from the store.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from llmsweep.errors import ResultInputError
 from llmsweep.results.point import ResultPoint, points_from_run
@@ -42,6 +43,31 @@ def resolve_points(ref: str, store: Store | None,
     if store is not None and store.has_run(ref):
         return ref, store.results(ref)
     raise _neither(ref, store)
+
+
+def reused_points_of(store: Store, meta: Mapping[str, Any], run_id: str | None,
+                     said: Callable[[str], None] | None = None) -> dict[str, ResultPoint]:
+    """The stored results `run --reuse` stood a run's jobs on (`Store.reused_points`), by its job id — what its
+    dashboard draws in its series beside its own; with `said`, told instead what they are and where they are listed
+    (a listing or export of the run's own results leaves them out: each result under the run that measured it)."""
+    from llmsweep.results.rundir import reused_of
+
+    reused = reused_of(meta)
+    if not reused:
+        return {}
+    if said is not None:
+        sources = sorted({str(r.get("run_id")) for r in reused.values()})
+        said(f"run {run_id}: {len(reused)} job(s) stood on stored results of run(s) {', '.join(sources)} "
+             f"(`run --reuse`), listed under that run, not here (`--run {sources[0]}`)")
+        return {}
+    return store.reused_points(reused)
+
+
+def run_meta_of(ref: str, store: Store | None) -> Mapping[str, Any]:
+    """A run's record (`run.json`, as the store keeps it in `runs.meta`): the stored run's, else its folder's."""
+    if store is not None and store.has_run(ref):
+        return store.run_meta(ref)
+    return load_run(ref).meta if _is_folder(ref) else {}
 
 
 def resolve_run_dir(ref: str, store: Store | None) -> RunDir:

@@ -109,7 +109,8 @@ def test_report_overlays_imported_published_rows(report_run, tmp_path: Path, mon
     assert ingested.exit_code == 0, ingested.output
     itself = runner.invoke(cli, ["report", str(report_run.path), "--out", str(out), "--no-png", "--with",
                                  report_run.run_id, "--json"], catch_exceptions=False)
-    assert json.loads(itself.output)["overlaid"] == 0
+    assert json.loads(itself.stdout)["overlaid"] == 0
+    assert "is the run itself: its points are drawn once" in itself.stderr  # said, not silent
 
 
 def test_png_marks_smoke_points_and_labels_every_point(report_run, tmp_path: Path) -> None:

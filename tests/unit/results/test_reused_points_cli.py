@@ -47,3 +47,21 @@ def test_a_reused_result_measured_again_under_another_configuration_is_not_the_r
         opened.ingest_run(load_run(earlier.parent), replace=True)
         points = opened.reused_points(reused)
     assert sorted(points) == jobs[:2]
+
+
+def test_report_with_a_reusing_run_draws_the_points_it_stood_on(tmp_path: Path) -> None:
+    """`report RUN --with X` drew only X's own results: a run --reuse had stood wholly on stored results added
+    nothing, in silence, where X's own dashboard draws them all."""
+    store = tmp_path / "store.sqlite"
+    reusing = write_reusing_run(tmp_path, store)
+    with Store(store) as opened:
+        opened.ingest_run(reusing.path)
+    other = tmp_path / "other"
+    from support.synthetic import SyntheticPoint, synthetic_job, write_synthetic_run
+
+    base = write_synthetic_run(other, [SyntheticPoint(synthetic_job(conc=2, model="deepseek-ai/DeepSeek-R1-0528"),
+                                                     requests=40)], run_id="base-run")
+    res = CliRunner().invoke(cli, ["report", str(base.path), "--out", str(tmp_path / "rep"), "--no-png", "--with",
+                                   "reusing-run", "--store", str(store), "--json"], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["overlaid"] == 4  # its own measured point and the three it stood on
