@@ -82,3 +82,23 @@ def test_predicts_table_marks_what_the_simulator_does_not_model_as_runs_does(tmp
     text = " ".join(shown.stdout.split())
     assert "valid ⚠1" in text and "⚠1 the simulator does not model DP attention" in text, text[-2000:]
     assert not_modelled(["x"]).split("x")[0].strip() in text
+
+
+def test_virtual_time_server_series_start_at_the_window_as_the_live_clients_do(tmp_path: Path) -> None:
+    """The live client takes a base scrape when its profiling window opens; virtual time scraped only on its 1-s grid
+    from t=0, so the server series' window held the warm-up (GPU hit rate 0.661 against the 0.872 the client saw and
+    the live run's server reported). Both now read the same window."""
+    env = cli_env(tmp_path)
+    for out, extra in ((tmp_path / "virtual", []), (tmp_path / "live", ["--live"])):
+        ran = run_here([RECIPES / "agentic-sim.yaml", "--out", out, "--no-report", *extra], env)
+        assert ran.returncode == 0, ran.stderr[-2000:]
+    rates = {}
+    for mode in ("virtual", "live"):
+        for job in (tmp_path / mode / "jobs").iterdir():
+            s = json.loads((job / "summary.json").read_text())
+            rates[(mode, job.name)] = (s["server_metrics"]["cache"]["gpu_hit_rate"], s["cache"]["observed_hit_rate"])
+            if mode == "virtual":  # the interval it scraped at, not the live client's default it had recorded
+                run = json.loads((job / "run.json").read_text())
+                assert run["provenance"]["options"]["scrape_interval_s"] == 1.0
+    for (mode, job), (server, client) in rates.items():
+        assert server is not None and abs(server - client) < 0.02, (mode, job, server, client)

@@ -289,10 +289,12 @@ def write_point(job: Job, group: ServerGroup, predicted: PredictedPoint, jdir: P
     from llmsweep import __version__
     from llmsweep.client.config import DURATION_REACHED
     from llmsweep.client.folder import run_json, write_run_json
+    from llmsweep.sim.predict import SCRAPE_INTERVAL_S
 
     spec = group.spec
     point = predicted.point
-    options = _run_options(job, spec, settings)
+    # what the virtual run did: its scrapes every virtual second, not the live client's interval
+    options = _run_options(job, spec, settings).model_copy(update={"scrape_interval_s": SCRAPE_INTERVAL_S})
     gates = _gates(job, options)
     predicted.write_streams(jdir)
     stats = predicted.stats

@@ -197,11 +197,12 @@ def predict_point(point: Point, cluster: Cluster, *, start_time: float, duration
     from llmsweep.client.folder import run_json
     from llmsweep.metrics.model import PREDICTED
     from llmsweep.sim.disagg import DisaggPredictor
-    from llmsweep.sim.predict import PredictedPoint, point_gates, point_window, summarise_predicted
+    from llmsweep.sim.predict import SCRAPE_INTERVAL_S, PredictedPoint, point_gates, point_window, summarise_predicted
 
     seconds, max_requests = point_window(point, duration, max_requests)
     workload = point.workload(simulated=True)
-    predictor = DisaggPredictor(cluster, start_time=start_time, scrape_interval=1.0, model_name=point.job.model)
+    predictor = DisaggPredictor(cluster, start_time=start_time, scrape_interval=SCRAPE_INTERVAL_S,
+                                model_name=point.job.model)
     if power is not None and power.probe is not None:
         predictor.probes.append(power.probe)
     if on_progress is not None:

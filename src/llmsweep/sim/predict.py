@@ -60,6 +60,11 @@ UNBOUNDED_WINDOW_S = 1e7
 """The window of a point that stops on its prompt count (fixed-length): long enough never to be the reason."""
 
 
+SCRAPE_INTERVAL_S = 1.0
+"""How often a virtual-time run scrapes the simulated server (each virtual second, plus the window's base scrape):
+what its provenance records as the scrape interval."""
+
+
 @dataclass(slots=True, eq=False)
 class _Tree:
     """A session tree, for AgentX's per-tree idle cap: its requests in flight, its programs whose outcome or join is
@@ -374,6 +379,8 @@ class Predictor:
                         return
                     if not self._profiling_sent:  # the window starts at the first profiling request, as the client's
                         self._deadline = now + self._duration
+                        if self.scrape_interval:  # and its server series from a scrape there, as the client's
+                            self.scrape(now)  # base scrape: the warm-up's counters are not the window's
                     self._profiling_sent += 1
                 self._send(task, action.spec, now)
                 return
@@ -757,7 +764,7 @@ def predict_point(
     load = point.load
     seconds, max_requests = point_window(point, duration, max_requests)
     workload = point.workload(simulated=True, **workload_overrides)
-    predictor = Predictor(build_core(config), start_time=start_time, scrape_interval=1.0,
+    predictor = Predictor(build_core(config), start_time=start_time, scrape_interval=SCRAPE_INTERVAL_S,
                           metrics_style=config.engine_style, model_name=point.job.model)
     if power is not None and power.probe is not None:
         predictor.probes.append(power.probe(predictor.core))
