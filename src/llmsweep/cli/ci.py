@@ -60,6 +60,11 @@ def github(files: tuple[Path, ...], out: Path, source: str, baseline: str | None
     from llmsweep.changes.github import dump_workflow, matrix_entries, repo_path, workflow, workflow_root
     from llmsweep.plan import jobs_from_files
 
+    if baseline is not None and ci_store is None and not Path(baseline).is_dir():
+        # a stored run id: the collect job's store must hold it, and the default one is an empty, ephemeral runner's
+        raise click.UsageError(f"--baseline {baseline} is a stored run, and the workflow's collect job would read it "
+                               "from an empty store (its runner keeps nothing between runs): give --ci-store PATH, "
+                               "a store on the collect runner that holds the baseline and persists")
     # The workflow's steps run at the root of the repository's checkout: they name the files relative to it, never as
     # typed here (`../x.yaml`, an absolute path of this machine); a file outside the repository is refused.
     root = workflow_root(out)

@@ -552,10 +552,16 @@ def compare(runs: tuple[str, ...], baseline: str | None, fmt: str | None, repeat
                           fix="compare with a baseline of the same source and configuration (or pass --mix-sources "
                               "to compare across sources on purpose)")
     if fail_on_regression and (comp.regressions or comp.invalidated):
-        said = [f"{len(comp.regressions)} regression(s) beyond run-to-run noise"] if comp.regressions else []
+        # counted as the verdict counts them (points), with the metrics that regressed beside
+        from llmsweep.results.verdict import verdict_counts
+
+        points = verdict_counts(comp)["regression"] or len({id(point) for point, _ in comp.regressions})
+        said = [f"{points} point(s) regressed beyond run-to-run noise ({len(comp.regressions)} metric(s))"] \
+            if comp.regressions else []
         said += [f"{len(comp.invalidated)} point(s) B measured invalid where A's is valid"] if comp.invalidated else []
+        where = "the verdict above" if fmt == "markdown" else "the table above"
         raise ResultError(", ".join(said),
-                          fix="inspect the table above; re-run with more repeats if the band is wide")
+                          fix=f"inspect {where}; re-run with more repeats if the band is wide")
 
 
 def _success(ref: str, run_id: str, points: list[Any], store: Any) -> tuple[Any, frozenset[str], dict[str, str]]:

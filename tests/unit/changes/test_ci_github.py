@@ -39,7 +39,7 @@ def test_generated_workflow_validates_against_githubs_schema(tmp_path: Path, mon
     monkeypatch.chdir(tmp_path)
     out = tmp_path / ".github" / "workflows" / "sweep.yml"
     res = CliRunner().invoke(cli, ["ci", "github", str(recipe.relative_to(tmp_path)), "--out", str(out), "--source",
-                                   source, "--baseline", "run-main"])
+                                   source, "--baseline", "run-main", "--ci-store", "/srv/llmsweep/results.sqlite"])
     assert res.exit_code == 0, res.output
     proc = subprocess.run([checker, "--builtin-schema", "vendor.github-workflows", str(out)], capture_output=True,
                           text=True, timeout=120)
@@ -752,10 +752,24 @@ def test_the_default_out_is_the_workflow_file_the_readme_names(tmp_path: Path, m
     git(repo, "init", "-q")
     write_recipe(repo)
     monkeypatch.chdir(repo)
-    wrote = CliRunner().invoke(cli, ["ci", "github", "recipes/chg.yaml", "--baseline", "run-main"])
+    wrote = CliRunner().invoke(cli, ["ci", "github", "recipes/chg.yaml", "--baseline", "run-main", "--ci-store",
+                                     "/srv/llmsweep/results.sqlite"])
     assert wrote.exit_code == 0, wrote.output
     out = repo / ".github" / "workflows" / "llmsweep-sweep.yml"
     assert "wrote .github/workflows/llmsweep-sweep.yml" in wrote.output
     jobs = yaml.safe_load(out.read_text())["jobs"]
     assert set(jobs) == {"setup", "sweep", "collect"}
     assert "llmsweep run recipes/chg.yaml --job" in _step(jobs["sweep"], "Run the job")["run"]
+
+
+def test_a_stored_baseline_without_a_ci_store_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The collect job runs on an ephemeral runner with no store: a baseline run id would be compared against
+    nothing there (`compare` exits 2 on every pull request). Refused when the workflow is written."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    write_recipe(repo)
+    monkeypatch.chdir(repo)
+    res = CliRunner().invoke(cli, ["ci", "github", "recipes/chg.yaml", "--baseline", "run-main"])
+    assert res.exit_code == 2 and "--ci-store" in res.output, res.output
+    assert not (repo / ".github").exists()

@@ -212,7 +212,11 @@ def test_compare_with_repeat_runs_calls_a_regression_and_can_fail(make_run, stor
     assert d["p90_e2e_norm_intvty"]["verdict"] == "regression"
     assert d["p50_tpot"]["verdict"] == "regression"  # slower tokens: a lower-is-better metric went up
     res = CliRunner().invoke(cli, [*args, "--fail-on-regression"])
-    assert res.exit_code != 0 and "regression(s) beyond run-to-run noise" in str(res.exception)
+    # counted in points, as the verdict counts them (it said the metrics' count, beside a verdict of points)
+    regressed = sum(1 for x in doc["matched"] if any(m["verdict"] == "regression" for m in x["deltas"]))
+    metrics = sum(1 for x in doc["matched"] for m in x["deltas"] if m["verdict"] == "regression")
+    assert res.exit_code != 0, res.output
+    assert f"{regressed} point(s) regressed beyond run-to-run noise ({metrics} metric(s))" in str(res.exception)
 
 
 def _main(*args: str) -> int:
