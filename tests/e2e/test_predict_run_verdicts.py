@@ -102,3 +102,26 @@ def test_virtual_time_server_series_start_at_the_window_as_the_live_clients_do(t
                 assert run["provenance"]["options"]["scrape_interval_s"] == 1.0
     for (mode, job), (server, client) in rates.items():
         assert server is not None and abs(server - client) < 0.02, (mode, job, server, client)
+
+
+def test_a_whole_resume_retires_the_jobs_the_recipe_no_longer_has(tmp_path: Path) -> None:
+    """A --resume over a recipe that dropped a concurrency had kept the dropped job's folder and stored result in the
+    run (its point still on the dashboard, 'stored 3 result(s)' for 2 expected). A whole run's plan now retires it:
+    its files move to retired/, its stored result goes, and that is said; a narrower --job run leaves the rest."""
+    from llmsweep.results.store import Store
+
+    env = cli_env(tmp_path)
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text((RECIPES / "fixed-sim.yaml").read_text())
+    out = tmp_path / "run"
+    first = run_here([recipe, "--out", out, "--no-report"], env)
+    assert first.returncode == 0, first.stderr[-2000:]
+    dropped = next(p.name for p in (out / "jobs").iterdir() if "_conc2_" in p.name)
+    recipe.write_text(recipe.read_text().replace("conc-list: [2, 4]", "conc-list: [4]"))
+    again = run_here([recipe, "--out", out, "--resume", "--no-report"], env)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert f"job {dropped}: no job of the recipe as it is now" in again.stderr, again.stderr[-2000:]
+    assert (out / "retired" / dropped / "summary.json").is_file() and not (out / "jobs" / dropped).exists()
+    with Store(tmp_path / "store.sqlite", readonly=True) as store:
+        run_id = json.loads((out / "run.json").read_text())["run_id"]
+        assert [p.job_id for p in store.results(run_id)] == [p.name for p in (out / "jobs").iterdir()]

@@ -66,6 +66,11 @@ _ATTEMPT_FILES = (RECORDS_FILE, SERVER_METRICS_FILE, RUN_FILE, SUMMARY_FILE, OUT
 so `summarize` on `attempts/N/` reads that attempt's job, launch and power as it ran."""
 
 
+RETIRED_DIR = "retired"
+"""In a run folder: the job folders a full `--resume`/`--force` found no planned job for (a concurrency or arm taken
+out of the recipe since), moved out of `jobs/` so they are no longer the run's."""
+
+
 def jobs_dir(run_dir: Path) -> Path:
     return run_dir / "jobs"
 

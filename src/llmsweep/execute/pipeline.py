@@ -979,7 +979,8 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
     stored = _JobStore(run_dir, req, event)
     superseded: frozenset[str] = frozenset()
     if req.settings.resume or req.force:
-        superseded = _supersede_renamed(run_dir, jobs, event, stored)
+        superseded = _supersede_renamed(run_dir, jobs, event, stored,
+                                        whole=req.only_jobs is None and not req.config_keys)
     if req.settings.resume:
         # Decided here, before any launch: a group whose jobs are all done costs no server start and no Slurm job.
         todo = []
@@ -1148,13 +1149,16 @@ def _same_job(job_id: str, recipe_key: object) -> tuple[object, str, str]:
     return (*match_id(str(recipe_key), base), repeat)
 
 
-def _supersede_renamed(run_dir: Path, jobs: Sequence[Job], event: Event, stored: _JobStore) -> frozenset[str]:
+def _supersede_renamed(run_dir: Path, jobs: Sequence[Job], event: Event, stored: _JobStore, *,
+                       whole: bool = False) -> frozenset[str]:
     """`--resume`/`--force`: a job folder (its `job.json`) whose job this plan still has under another id (an edit
     of its recipe's matrix fields — the image, the model, an env var InferenceX fingerprints — changes the id's hash)
     is that job's earlier attempt: moved into the planned job's `attempts/N/`, and its stored result dropped. Kept
     where it was, it stayed in the run beside the job measured again: one series drew each concurrency twice, under
-    two images, and the store held both. A folder no planned job matches (a narrower `--job` or
-    `--config-keys`) stays."""
+    two images, and the store held both. A folder no planned job matches stays under a narrower `--job` or
+    `--config-keys` (the rest of the run); under a `whole` run's plan it is a job taken out of the recipe since (a
+    concurrency or arm dropped): moved to `retired/` with its stored result dropped, said, as it is no longer the
+    run's (its point had stayed on the dashboard)."""
     gone: set[str] = set()
     planned: dict[tuple[object, str, str], list[Job]] = {}
     for job in jobs:
@@ -1168,7 +1172,16 @@ def _supersede_renamed(run_dir: Path, jobs: Sequence[Job], event: Event, stored:
         if not isinstance(doc, dict):
             continue
         match = planned.get(_same_job(old_id, doc.get("recipe-key")), [])
-        if len(match) != 1:  # none, or several the old one could be: left as it is
+        if not match and whole:
+            retired = run_dir / art.RETIRED_DIR
+            retired.mkdir(parents=True, exist_ok=True)
+            os.replace(old_dir, retired / old_id)
+            event(f"job {old_id}: no job of the recipe as it is now (its concurrency or arm was taken out since); its "
+                  f"files are kept in {retired / old_id} and its result is no longer this run's")
+            stored.superseded(old_dir)
+            gone.add(old_id)
+            continue
+        if len(match) != 1:  # none (a narrower run), or several the old one could be: left as it is
             continue
         job = match[0]
         target = art.job_dir(run_dir, job.id) / art.ATTEMPTS_DIR
