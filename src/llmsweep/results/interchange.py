@@ -166,6 +166,8 @@ def _llmsweep_block(point: ResultPoint) -> dict[str, Any]:
     block: dict[str, Any] = {"source": point.source, "verdict": point.verdict, "reasons": list(point.reasons),
                              "result_id": point.result_id, "run_id": point.run_id, "job_id": point.job_id,
                              "origin": point.origin, "hardware": i.hardware, "corpus": i.corpus or None}
+    if isinstance(repeats := (point.provenance or {}).get("repeats"), dict):  # an imported mean of repeats, again
+        block["repeats"] = repeats
     power = point.summary.power if point.summary is not None else None
     if power is not None:
         block["power"] = {"source": power.source, "backend": power.backend, "reasons": list(power.reasons),
@@ -628,13 +630,21 @@ def from_inferencex_row(run_id: str, row: Mapping[str, Any], n: int) -> ResultPo
     outcome = row.get("benchmark_outcome")
     failed = isinstance(outcome, Mapping) and outcome.get("status") == "failed"
     verdict = str(ours.get("verdict") or ("valid" if (ok is None or ok > 0) and not failed else "invalid"))
+    # a row of a point measured N times is their mean (`repeat_row`): said, and kept for a re-export, never read as
+    # the first repeat's own measurement, whose ids it carries
+    repeats = ours.get("repeats") if isinstance(ours.get("repeats"), Mapping) else None
+    reasons = tuple(ours.get("reasons") or ())
+    if repeats is not None and int(repeats.get("n") or 0) > 1:
+        jobs = ", ".join(str(j) for j in repeats.get("job_ids") or ())
+        reasons = (*reasons, f"the mean of {repeats['n']} repeats ({jobs}), as its exported row holds them")
     return ResultPoint(
         result_id=result_id_for(run_id, job_id), run_id=run_id, job_id=job_id, identity=identity, source=source,
         verdict=verdict, metrics=metrics, gpus=gpus_of(job, identity),
-        origin="llmsweep-export" if ours else "inferencex", reasons=tuple(ours.get("reasons") or ()),
+        origin="llmsweep-export" if ours else "inferencex", reasons=reasons,
         num_requests=int(total) if total is not None else None, num_successful=int(ok) if ok is not None else None,
         job=job, imported=dict(row), provenance={"recipe_fingerprint": flat.get("recipe_fingerprint"),
-                                                "image": flat.get("image")},
+                                                "image": flat.get("image"),
+                                                **({"repeats": dict(repeats)} if repeats is not None else {})},
     )
 
 

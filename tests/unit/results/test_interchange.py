@@ -366,3 +366,4 @@ def test_an_agentic_rows_cache_hit_rate_and_kv_peak_come_back_on_import(make_run
     for column in ("gpu_cache_hit_rate", "gpu_kv_usage_max"):
         assert point.metric(column) is not None
         assert back.metric(column) == pytest.approx(point.metric(column)), column
+

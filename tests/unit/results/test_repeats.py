@@ -45,3 +45,21 @@ def test_a_point_is_valid_only_when_every_repeat_is(make_run) -> None:
     assert r.point.verdict == "invalid" and not r.point.valid
     assert r.point.reasons == (f"repeat 2 of 2 ({bad.job_id}) is invalid: error ratio 0.4 > 0.05",)
     assert all(ids == [] for ids in compute_frontiers([r.point])["p90_intvty"].values())  # never on a frontier
+
+
+def test_an_exported_mean_of_repeats_imports_as_one_and_says_so(make_run, tmp_path) -> None:
+    """A point measured twice exports as one InferenceX row, their mean; it imported under the first repeat's ids as
+    if that repeat had measured it, and a re-export dropped the repeats block."""
+    import json
+
+    from llmsweep.results.interchange import export_points, import_file
+
+    (p,) = points_from_run(make_run("r", concs=(4,), scenario="fixed-seq-len"))
+    path = tmp_path / "ix.json"
+    path.write_text(export_points([_repeat(p, 1, 1.0), _repeat(p, 2, 1.2)], "inferencex", include_unpublished=True))
+    (row,) = json.loads(path.read_text())
+    assert row["llmsweep"]["repeats"]["n"] == 2
+    _, _, (back,) = import_file(path)
+    assert any("the mean of 2 repeats" in r for r in back.reasons), back.reasons
+    again = json.loads(export_points([back], "inferencex", include_unpublished=True))[0]
+    assert again["llmsweep"]["repeats"]["n"] == 2
