@@ -100,8 +100,8 @@ def test_virtual_time_server_series_start_at_the_window_as_the_live_clients_do(t
             if mode == "virtual":  # the interval it scraped at, not the live client's default it had recorded
                 run = json.loads((job / "run.json").read_text())
                 assert run["provenance"]["options"]["scrape_interval_s"] == 1.0
-    for (mode, job), (server, client) in rates.items():
-        assert server is not None and abs(server - client) < 0.02, (mode, job, server, client)
+    for (mode, name), (server, client) in rates.items():
+        assert server is not None and abs(server - client) < 0.02, (mode, name, server, client)
 
 
 def test_a_whole_resume_retires_the_jobs_the_recipe_no_longer_has(tmp_path: Path) -> None:
