@@ -168,6 +168,8 @@ def _llmsweep_block(point: ResultPoint) -> dict[str, Any]:
                              "origin": point.origin, "hardware": i.hardware, "corpus": i.corpus or None}
     if isinstance(repeats := (point.provenance or {}).get("repeats"), dict):  # an imported mean of repeats, again
         block["repeats"] = repeats
+    if clock := (point.provenance or {}).get("clock"):  # virtual or wall-clock time: what a comparison tells apart
+        block["clock"] = clock
     power = point.summary.power if point.summary is not None else None
     if power is not None:
         block["power"] = {"source": power.source, "backend": power.backend, "reasons": list(power.reasons),
@@ -409,7 +411,10 @@ def export_points(points: Sequence[ResultPoint], fmt: str, *, include_unpublishe
             why = None if p.eval_only else unpublished(p)
             if p.eval_only or (why is not None and not include_unpublished):
                 continue
-            published.append(repeat_row(r) if why is None else _unpublished_row(p, why, r))
+            row = repeat_row(r) if why is None else _unpublished_row(p, why, r)
+            if said := (warnings or {}).get((p.run_id, p.job_id)):  # what its run warned of it: an import keeps ⚠
+                row.setdefault("llmsweep", {})["warnings"] = list(said)
+            published.append(row)
         return json.dumps(published, indent=1, default=str)
     if fmt == "inferencex-evals":  # InferenceX's agg_eval_all.json: one row per completed eval run (concurrency)
         return json.dumps(_eval_rows(points, include_unpublished), indent=1, default=str)
@@ -502,7 +507,14 @@ def read_import(path: Path) -> Imported:
     points = [from_inferencex_row(run_id, r, n) for n, r in enumerate(rows) if not is_eval_row(r)]
     points += points_from_eval_rows(run_id, [(n, r) for n, r in enumerate(rows) if is_eval_row(r)])
     origin = "llmsweep-export" if rows and all("llmsweep" in r for r in rows) else "inferencex"
-    return run_id, origin, _nonempty(path, _unique_jobs(points)), {}
+    points = _nonempty(path, _unique_jobs(points))
+    # what the exporting run warned of a job (our block's `warnings`), as the json export carries it
+    throughput = [r for r in rows if not is_eval_row(r)]
+    warned = {(p.run_id, p.job_id): [str(w) for w in block["warnings"]]
+              for p, r in zip(points, throughput, strict=False)
+              if isinstance(block := r.get("llmsweep"), Mapping) and isinstance(block.get("warnings"), list)
+              and block["warnings"]}
+    return run_id, origin, points, warned
 
 
 def _nonempty(path: Path, points: list[ResultPoint]) -> list[ResultPoint]:
@@ -644,6 +656,7 @@ def from_inferencex_row(run_id: str, row: Mapping[str, Any], n: int) -> ResultPo
         num_requests=int(total) if total is not None else None, num_successful=int(ok) if ok is not None else None,
         job=job, imported=dict(row), provenance={"recipe_fingerprint": flat.get("recipe_fingerprint"),
                                                 "image": flat.get("image"),
+                                                **({"clock": ours["clock"]} if ours.get("clock") else {}),
                                                 **({"repeats": dict(repeats)} if repeats is not None else {})},
     )
 

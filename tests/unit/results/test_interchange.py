@@ -367,3 +367,20 @@ def test_an_agentic_rows_cache_hit_rate_and_kv_peak_come_back_on_import(make_run
         assert point.metric(column) is not None
         assert back.metric(column) == pytest.approx(point.metric(column)), column
 
+
+
+def test_an_inferencex_round_trip_keeps_what_the_run_warned_and_its_clock(make_run, tmp_path: Path) -> None:
+    """Our InferenceX rows dropped the run's warnings (the ⚠ a real engine would refuse the job) and the clock (virtual
+    or wall-clock time), so an imported point lost both; the block carries them now."""
+    (point,) = points_from_run(make_run("r", concs=(4,)))
+    point = dataclasses.replace(point, provenance={**point.provenance, "clock": "virtual"})
+    said = ["a real engine would refuse it: engine.feature-gate"]
+    path = tmp_path / "ix.json"
+    path.write_text(export_points([point], "inferencex", include_unpublished=True,
+                                  warnings={(point.run_id, point.job_id): said}))
+    _, _, back = import_file(path)
+    assert back[0].provenance.get("clock") == "virtual"
+    from llmsweep.results.interchange import read_import
+
+    *_, warned = read_import(path)
+    assert warned == {(back[0].run_id, back[0].job_id): said}
