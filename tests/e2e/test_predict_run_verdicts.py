@@ -125,3 +125,14 @@ def test_a_whole_resume_retires_the_jobs_the_recipe_no_longer_has(tmp_path: Path
     with Store(tmp_path / "store.sqlite", readonly=True) as store:
         run_id = json.loads((out / "run.json").read_text())["run_id"]
         assert [p.job_id for p in store.results(run_id)] == [p.name for p in (out / "jobs").iterdir()]
+
+
+def test_a_disaggregated_points_completed_requests_are_its_decode_workers(tmp_path: Path) -> None:
+    """A prefill worker counts each request too, as its prefill ends: summed over the roles, requests_completed read
+    18 for 9 requests served (and SGLang's acceptance formula took twice the requests)."""
+    ran = run_here([RECIPES / "disagg-sim.yaml", "--out", tmp_path / "run", "--no-report"], cli_env(tmp_path))
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    for job in (tmp_path / "run" / "jobs").iterdir():
+        s = json.loads((job / "summary.json").read_text())
+        sent = sum(1 for line in (job / "records.jsonl").read_text().splitlines() if line.strip())
+        assert s["server_metrics"]["tokens"]["requests_completed"] <= sent, (job.name, s["server_metrics"]["tokens"])

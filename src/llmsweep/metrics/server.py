@@ -133,6 +133,14 @@ class ServerWindow:
             out.append(s)
         return out
 
+    def completed(self, *names: str) -> float | None:
+        """Requests completed over the window (`counter` of the engine's request-count series): in a disaggregated
+        deployment, its decode workers' — a prefill worker counts each request too, as its prefill ends, and the
+        sum had been twice the requests served."""
+        if any(dict(labels).get("role") == "decode" for name in names for labels, _ in self._by_name.get(name, ())):
+            return self.counter(*names, where={"role": "decode"})
+        return self.counter(*names)
+
     def counter(self, *names: str, where: dict[str, str] | None = None) -> float | None:
         """Window increase summed over series, from the first name that has any series."""
         for name in names:
@@ -251,7 +259,7 @@ def _vllm(w: ServerWindow) -> dict[str, Any]:
         "tokens": {
             "prompt_total": w.counter("vllm:prompt_tokens_total"),
             "generation_total": w.counter("vllm:generation_tokens_total"),
-            "requests_completed": w.counter("vllm:request_success_total"),
+            "requests_completed": w.completed("vllm:request_success_total"),
         },
         "spec_decode": {
             "acceptance_length": al,
@@ -275,7 +283,7 @@ def _sglang(w: ServerWindow) -> dict[str, Any]:
         overall = _frac(w.gauge_mean("sglang:cache_hit_rate"))
     gen = w.counter("sglang:generation_tokens_total")
     verify = w.counter("sglang:spec_verify_calls_total")
-    requests = w.counter("sglang:num_requests_total")
+    requests = w.completed("sglang:num_requests_total")
     al, method = sglang_acceptance_length(gen, requests, verify)
     if al is None:
         al = w.gauge_mean("sglang:spec_accept_length")
@@ -299,7 +307,7 @@ def _sglang(w: ServerWindow) -> dict[str, Any]:
         "tokens": {
             "prompt_total": prompt,
             "generation_total": gen,
-            "requests_completed": w.counter("sglang:num_requests_total"),
+            "requests_completed": w.completed("sglang:num_requests_total"),
         },
         "spec_decode": {
             "acceptance_length": al,
@@ -367,7 +375,7 @@ def _trtllm(w: ServerWindow) -> dict[str, Any]:
         "tokens": {
             "prompt_total": prompt,
             "generation_total": None,
-            "requests_completed": w.counter("trtllm_request_success_total"),
+            "requests_completed": w.completed("trtllm_request_success_total"),
         },
         "spec_decode": {
             "acceptance_length": al,
@@ -413,7 +421,7 @@ def _atom(w: ServerWindow) -> dict[str, Any]:
         "tokens": {
             "prompt_total": w.counter("atom:prompt_tokens_total", "atom:prompt_tokens"),
             "generation_total": w.counter("atom:generation_tokens_total", "atom:generation_tokens"),
-            "requests_completed": w.counter("atom:requests_finished_total", "atom:requests_finished"),
+            "requests_completed": w.completed("atom:requests_finished_total", "atom:requests_finished"),
         },
         "spec_decode": {
             "acceptance_length": al,
