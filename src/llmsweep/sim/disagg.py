@@ -276,14 +276,14 @@ class DisaggPredictor(Predictor):
                          metrics_style=cluster.config.decode.engine.engine_style, model_name=model_name)
         cluster.reset_links()
 
-    def scrape(self, now: float) -> None:
+    def scrape(self, now: float, *, probes: bool = True) -> None:
         """A snapshot of every worker as of `now` (inside a block of decode steps: as the step path shows it, see
         :meth:`EngineCore.as_of`), so scrapes do not cut blocks."""
         with contextlib.ExitStack() as stack:
             for w in self.cluster.workers:
                 stack.enter_context(w.core.as_of(now))
             self.scrapes.append({"t": self.start_time + now, "samples": self.cluster.scrape_samples()})
-            for probe in self.probes:  # e.g. every worker's modelled power (`power.virtual.VirtualDeploymentPower`)
+            for probe in self.probes if probes else ():  # e.g. every worker's modelled power
                 probe(self.start_time + now)
 
     def _engine_busy(self) -> bool:

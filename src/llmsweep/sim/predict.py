@@ -208,12 +208,14 @@ class Predictor:
         self._wound_down = False
         """The run stopped and its sleeping programs were closed (`_wind_down`)."""
 
-    def scrape(self, now: float) -> None:
+    def scrape(self, now: float, *, probes: bool = True) -> None:
         """Record one snapshot of the engine's Prometheus series at virtual time `now` (inside a block of decode
-        steps: as of `now`, see :meth:`EngineCore.as_of`)."""
+        steps: as of `now`, see :meth:`EngineCore.as_of`); `probes`: and call the probes (the modelled power, the
+        progress), as the whole-second scrapes do — the window's base scrape does not, as the client's power sampler
+        keeps its own clock."""
         with self.core.as_of(now):
             self.scrapes.append({"t": self.start_time + now, "samples": self._collector.samples()})
-            for probe in self.probes:
+            for probe in self.probes if probes else ():
                 probe(self.start_time + now)
 
     def report_window(self, on_progress: Callable[[WindowProgress], None]) -> None:
@@ -380,7 +382,7 @@ class Predictor:
                     if not self._profiling_sent:  # the window starts at the first profiling request, as the client's
                         self._deadline = now + self._duration
                         if self.scrape_interval:  # and its server series from a scrape there, as the client's
-                            self.scrape(now)  # base scrape: the warm-up's counters are not the window's
+                            self.scrape(now, probes=False)  # base scrape: the warm-up's counters are not the window's
                     self._profiling_sent += 1
                 self._send(task, action.spec, now)
                 return
