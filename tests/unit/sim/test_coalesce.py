@@ -85,10 +85,10 @@ def _run(case: str, *, coalesce: bool, duration: float = 40.0) -> tuple[list[dic
     inside = 0
     scrape = Predictor.scrape
 
-    def counting_scrape(self: Predictor, now: float) -> None:
+    def counting_scrape(self: Predictor, now: float, *, probes: bool = True) -> None:
         nonlocal inside
         inside += self.core._plan is not None
-        scrape(self, now)
+        scrape(self, now, probes=probes)
 
     end_step = core.end_step
 
