@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from llmsweep.catalog.golden import resolve_acceptance
+from llmsweep.catalog.golden import AcceptanceResolution, resolve_acceptance
 from llmsweep.engine_ids import acceptance_knobs
 from llmsweep.findings import Finding, Severity
 from llmsweep.plan.job import Job
 from llmsweep.policy.context import Context, engine_flags, entry_path, serve_arg_path, serve_env_path
 from llmsweep.policy.registry import rule
+from llmsweep.spec.recipe import Recipe
 from llmsweep.spec.workload import ScenarioId
 
 SYNTHETIC_ENV = tuple(sorted(acceptance_knobs(simulated=False).env))
@@ -60,19 +61,24 @@ def other_model(ctx: Context) -> Iterator[Finding]:
     from llmsweep.catalog.models import find_model
 
     for job, recipe in ctx.runnable_pairs():
-        sd = job.serve.spec_decoding if job.serve else None
-        acc = job.acceptance
         served = find_model(recipe.model)
-        if sd is None or acc is None or acc.source != "golden" or sd.num_steps is None or served is None:
-            continue
-        res = resolve_acceptance(recipe.model_prefix, recipe.model, recipe.precision, sd.method, sd.thinking,
-                                 sd.num_steps, draft_model=sd.curve_selector)
-        if res is None or res.model_prefix == served.prefix:
+        res = _pinned_golden(job, recipe) if served is not None else None
+        if served is None or res is None or res.model_prefix == served.prefix:
             continue
         yield ctx.hit("golden-al.other-model", recipe, ("model-prefix",),
                       f"golden AL {res.value:g} is {res.model_prefix}'s curve ({res.curve}, measured on "
                       f"{res.checkpoint}), but the recipe serves {recipe.model}, a {served.prefix} model: the pin is "
                       "another model's acceptance", job=job)
+
+
+def _pinned_golden(job: Job, recipe: Recipe) -> AcceptanceResolution | None:
+    """The curve a job's pinned golden AL comes from (None when it pins none from a curve)."""
+    sd = job.serve.spec_decoding if job.serve else None
+    acc = job.acceptance
+    if sd is None or acc is None or acc.source != "golden" or sd.num_steps is None:
+        return None
+    return resolve_acceptance(recipe.model_prefix, recipe.model, recipe.precision, sd.method, sd.thinking,
+                              sd.num_steps, draft_model=sd.curve_selector)
 
 
 @rule("golden-al.variant", Severity.WARNING,
@@ -85,13 +91,10 @@ def variant(ctx: Context) -> Iterator[Finding]:
 
     for job, recipe in ctx.runnable_pairs():
         sd = job.serve.spec_decoding if job.serve else None
+        res = _pinned_golden(job, recipe)
+        if sd is None or sd.golden_curve or res is None or job.acceptance is None:
+            continue
         acc = job.acceptance
-        if sd is None or sd.golden_curve or acc is None or acc.source != "golden" or sd.num_steps is None:
-            continue
-        res = resolve_acceptance(recipe.model_prefix, recipe.model, recipe.precision, sd.method, sd.thinking,
-                                 sd.num_steps, draft_model=sd.curve_selector)
-        if res is None:
-            continue
         chosen = res.curve
         others = variant_siblings(recipe.model_prefix, sd.method, recipe.model, chosen)
         if not others:
