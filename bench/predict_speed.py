@@ -298,12 +298,12 @@ def matrix(args: argparse.Namespace) -> None:
                 argv += ["--processes", str(processes)]
             t0, c0 = time.perf_counter(), _cpu()
             buf = io.StringIO()
+            code: int | str | None = 0
             try:
                 with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(io.StringIO()):
                     cli_main(argv)
             except SystemExit as exc:
-                if exc.code not in (0, None):
-                    failed.append(f"{key}: exit {exc.code}")
+                code = exc.code
             except Exception as exc:  # a bench: report and go on
                 failed.append(f"{key}: {type(exc).__name__}: {exc}")
             wall, cpu = time.perf_counter() - t0, _cpu() - c0
@@ -314,6 +314,8 @@ def matrix(args: argparse.Namespace) -> None:
             # a point predict refused (the simulator cannot run it) has its reason instead of a summary
             summaries = [r["summary"] for r in results if isinstance(r.get("summary"), dict)]
             refused = len(results) - len(summaries)
+            if code not in (0, None) and not (code == 1 and refused):  # exit 1 with refusals: they are listed
+                failed.append(f"{key}: exit {code}")
             virtual = sum(s["throughput"]["duration_s"] or 0.0 for s in summaries)
             total_cpu, total_wall, virtual_total = total_cpu + cpu, total_wall + wall, virtual_total + virtual
             points += len(summaries)

@@ -44,7 +44,8 @@ def test_two_worker_processes_give_what_one_process_gives(tmp_path: Path) -> Non
         out = tmp_path / f"out{n}"
         runs[n] = subprocess.run(_argv(*recipes, "--duration", "20", "--processes", n, "--out", out, "--json"),
                                  env=_offline(tmp_path), capture_output=True, text=True, timeout=200)
-        assert runs[n].returncode == 0, runs[n].stderr[-4000:]
+        # the seed's AgentX jobs could not be predicted: exit 1 (as `run`), once every other point is
+        assert runs[n].returncode == 1, runs[n].stderr[-4000:]
     one, two = runs["1"], runs["2"]
     assert two.stdout == one.stdout
     rows = json.loads(one.stdout)

@@ -486,8 +486,9 @@ def predict(files: tuple[Path, ...], config_keys: tuple[str, ...], duration: flo
 
     Every job gets a result or a refusal with its reason (a policy error about it, as `run --simulate` refuses it —
     exit 2 once the others are predicted —, the simulator cannot model it, or its trace source cannot be read); one
-    job never stops the others. Points are predicted in parallel worker processes (--processes); the
-    output is the same whatever their number, in the recipe's order.
+    job never stops the others; a point refused for any other reason than a recipe error exits 1 once the others
+    are predicted, as `run` counts a job that could not run. Points are predicted in parallel worker processes
+    (--processes); the output is the same whatever their number, in the recipe's order.
     """
     import json
 
@@ -546,6 +547,10 @@ def predict(files: tuple[Path, ...], config_keys: tuple[str, ...], duration: flo
     if by_policy:  # bad input, as `run` and `validate` say it (exit 2), after the points that could be predicted
         raise ConfigError(f"llmsweep predict: {len(by_policy)} point(s) refused for recipe errors (see above)",
                           fix="fix the recipe errors above (`llmsweep validate` lists every finding)")
+    if refused:  # a point that could not be predicted is a job that could not run, as `run` counts it (exit 1)
+        raise ResultError(f"llmsweep predict: {len(refused)} of {len(results)} point(s) could not be predicted "
+                          "(see above)",
+                          fix="each refusal above names its fix; --config-keys selects the jobs the simulator can run")
 
 
 def _predicted_jobs(files: tuple[Path, ...], config_keys: tuple[str, ...], runner_config: Path | None = None,
