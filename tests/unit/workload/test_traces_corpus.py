@@ -146,6 +146,40 @@ def test_loader_refuses_non_finite_times_naming_the_line(tmp_path: Path, value: 
         load_traces(tmp_path / "one.json")
 
 
+def test_loader_refuses_negative_times_naming_the_line(tmp_path: Path) -> None:
+    """`t` counts seconds since the session's first row and a subagent's duration is an elapsed time: a negative one
+    is a damaged row (it loaded, and the replay drew an idle gap from it), named at its line like any other."""
+    turns = [{"t": float(k), "in": 64 * (k + 1), "out": 8, "hash_ids": list(range(k + 1)), "api_time": 0.5}
+             for k in range(4)]
+    path = tmp_path / "t.jsonl"
+    for field, entry in (("t", {**turns[2], "t": -3.0}),
+                         ("t", {"type": "subagent", "t": -1.0, "agent_id": "a", "requests": [turns[1]]}),
+                         ("duration_ms", {"type": "subagent", "t": 1.0, "agent_id": "a", "duration_ms": -5.0,
+                                          "requests": [turns[1]]})):
+        bad = {"id": "bad", "requests": [*turns[:2], entry, *turns[3:]]}
+        path.write_text(json.dumps({"id": "ok", "requests": turns}) + "\n" + json.dumps(bad) + "\n")
+        with pytest.raises(DatasetError, match=rf"t\.jsonl:2: .*requests\.2.*{field}.*greater than or equal to 0"):
+            load_traces(path)
+
+
+def test_a_folder_holding_a_trace_file_and_its_gzip_copy_is_refused(tmp_path: Path) -> None:
+    """`gzip -k traces.jsonl` leaves both: the folder read every session twice (a corpus double its size, each
+    session's prefix cached by its own twin), with nothing said."""
+    import gzip
+
+    line = json.dumps({"id": "s", "requests": [{"t": 0.0, "in": 64, "out": 8, "hash_ids": [1]}]}) + "\n"
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    (folder / "traces.jsonl").write_text(line)
+    (folder / "other.jsonl").write_text(line.replace('"s"', '"o"'))
+    assert [t.id for t in load_traces(folder)] == ["o", "s"]
+    (folder / "traces.jsonl.gz").write_bytes(gzip.compress(line.encode()))
+    with pytest.raises(DatasetError, match=r"holds traces\.jsonl and its gzip copy traces\.jsonl\.gz") as caught:
+        load_traces(folder)
+    assert "keep one of each pair" in (caught.value.fix or "")
+    assert [t.id for t in load_traces(folder / "traces.jsonl.gz")] == ["s"]  # the file itself, named, is read
+
+
 @pytest.mark.parametrize("block_id", [-1, 1 << 63, 1 << 70])
 def test_loader_refuses_block_ids_outside_64_bits_naming_the_line(tmp_path: Path, block_id: int) -> None:
     """Block ids are hashed as unsigned 64-bit words: a negative or larger id loaded, then `traces stats` or the

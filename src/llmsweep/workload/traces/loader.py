@@ -189,9 +189,21 @@ def _not_utf8(path: Path, what: str) -> DatasetError:
 
 
 def _dir_files(directory: Path) -> list[Path]:
+    """A folder's trace files in reading order. One that holds a file and its gzip copy (`x.jsonl` beside
+    `x.jsonl.gz`) is refused: read both, every session of it would replay twice."""
     files = sorted(p for p in directory.rglob("*")
                    if p.is_file() and (p.suffix in TRACE_SUFFIXES or p.name.endswith(GZIP_SUFFIX)))
-    return [p for p in files if not any(part.startswith(".") for part in p.relative_to(directory).parts)]
+    files = [p for p in files if not any(part.startswith(".") for part in p.relative_to(directory).parts)]
+    named = set(files)
+    twice = [p for p in files if p.name.endswith(GZIP_SUFFIX) and p.with_name(p.name[:-3]) in named]
+    if twice:
+        raise DatasetError(f"trace folder {directory} holds {twice[0].with_name(twice[0].name[:-3]).name} and its "
+                           f"gzip copy {twice[0].name}" + (f" (and {len(twice) - 1} more such pair(s))"
+                                                          if len(twice) > 1 else "") +
+                           ": both would be read, and each of their sessions replayed twice",
+                           fix="keep one of each pair in the folder (move the other out), or name the file itself "
+                               "as the trace source")
+    return files
 
 
 def _parse(*, where: str, json_text: str | bytes | None = None, obj: Any = None) -> Trace:

@@ -33,7 +33,7 @@ class TraceRequest(BaseModel):
     model_config = _TRACE_DATA
 
     type: Literal["n", "s"] = Field(default="n", description="Recorded transport: n non-streaming, s streaming.")
-    t: float = Field(description="Start, seconds since the session's first row.")
+    t: float = Field(ge=0.0, description="Start, seconds since the session's first row (so never negative).")
     model: str = ""
     in_tokens: int = Field(alias="in", ge=0, le=MAX_REQUEST_TOKENS,
                            description="Input tokens (the hashed prompt span).")
@@ -59,10 +59,10 @@ class SubagentEntry(BaseModel):
     model_config = _TRACE_DATA
 
     type: Literal["subagent"] = "subagent"
-    t: float = Field(description="Start of the first inner request (absolute).")
+    t: float = Field(ge=0.0, description="Start of the first inner request (absolute: never negative).")
     agent_id: str
     subagent_type: str = ""
-    duration_ms: float | None = Field(default=None, description="First inner start → last inner end.")
+    duration_ms: float | None = Field(default=None, ge=0.0, description="First inner start → last inner end.")
     total_tokens: int | None = None
     tool_use_count: int | None = None
     status: str = "completed"
