@@ -820,7 +820,9 @@ class Adapter(ABC):
         disagg script does). A ContractError says why a job cannot be rendered role by role."""
         if not job.multinode:
             spec = self.render(job, port=port)
+            parallel = topology(job)
             server = Role(name="server", kind="server", count=1, gpus_per_worker=spec.gpus, nodes_per_worker=1,
+                          ep=parallel.ep, dp_ranks=parallel.dp_ranks,
                           workers=(RoleWorker(index=0, nodes=(0,), spec=spec),))
             return Topology(job=job.id, engine=self.name, disaggregated=False, gpus_per_node=gpus_per_node, nodes=1,
                             roles=(server,))
@@ -861,8 +863,10 @@ class Adapter(ABC):
                 follower = self.follower_spec(spec) if len(nodes) > 1 else None
                 workers.append(RoleWorker(index=i, nodes=nodes, spec=spec, follower=follower))
             pools[kind] = workers
+            parallel = worker_parallelism(worker)
             roles.append(Role(name=kind, kind=kind, count=worker.num_worker,
-                              gpus_per_worker=worker.gpus_per_replica, nodes_per_worker=per, workers=tuple(workers)))
+                              gpus_per_worker=worker.gpus_per_replica, nodes_per_worker=per, ep=parallel.ep,
+                              dp_ranks=parallel.dp_ranks, workers=tuple(workers)))
         router = (self.dynamo_frontend(job, 0) if dynamo
                   else self.router_spec(job, pools["prefill"], pools["decode"], 0, transfer))
         for w in pools["prefill"]:

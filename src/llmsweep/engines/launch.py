@@ -201,6 +201,10 @@ class Role(BaseModel):
     count: int = Field(ge=1, description="Workers in the pool (InferenceX `num-worker`).")
     gpus_per_worker: int = Field(ge=0, description="GPUs one worker uses (tp·pp·pcp; 0 for a router).")
     nodes_per_worker: int = Field(ge=0, description="Nodes one worker spans: ceil(GPUs per worker / GPUs per node).")
+    ep: int | None = Field(default=None, ge=1, description="The expert-parallel size each worker is launched with "
+                           "(None: a router, which runs no engine).")
+    dp_ranks: int | None = Field(default=None, ge=1, description="The DP-attention ranks each worker is launched with "
+                                 "(1: none; None: a router).")
     workers: tuple[RoleWorker, ...]
 
     @computed_field  # type: ignore[prop-decorator]

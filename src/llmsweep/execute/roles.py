@@ -818,9 +818,10 @@ class RoleDeployment:
 
     # -- read back --------------------------------------------------------------------------------------------------
     def readback(self) -> RanTopology:
-        """Every started role's own account (`/version`: role, node, GPUs, KV transfer); a role that reports another
-        role, a node other than the one it was placed on, or another GPU count than the topology plans for it fails
-        the job. What a worker does not report stays None in its `placed` entry."""
+        """Every started role's own account (`/version`: role, node, GPUs, KV transfer, EP size, DP-attention ranks);
+        a role that reports another role, a node other than the one it was placed on, or another GPU count, KV
+        transfer, expert-parallel size or DP-attention rank count than the topology plans for it fails the job. What
+        a worker does not report stays None in its `placed` entry (and out of the role's `describe()`)."""
         from llmsweep.engines import get_adapter
 
         roles: dict[str, RanRole] = {}
@@ -845,13 +846,27 @@ class RoleDeployment:
                 raise LaunchError(f"the {role.name} {self.placement.unit} placed on {placed} says it runs on "
                                   f"{said_node}", fix="check the node's name (Slurm's, or this host's) and where "
                                   "the role was placed (srun --nodelist)")
-            if role.kind == "decode" and isinstance(doc.get("kv_transfer"), str):
-                transfer = str(doc["kv_transfer"])
+            said_transfer = doc.get("kv_transfer")
+            if (role.kind != "router" and isinstance(said_transfer, str) and self.topology.kv_transfer is not None
+                    and said_transfer != self.topology.kv_transfer):
+                raise LaunchError(f"the {role.name} {self.placement.unit} on {placed} says it moves KV over "
+                                  f"{said_transfer}; the job moves KV over {self.topology.kv_transfer}",
+                                  fix="check the role's launch (`llmsweep render --job ID`): its KV-transfer flags")
+            if role.kind == "decode" and isinstance(said_transfer, str):
+                transfer = said_transfer
             tp = doc.get("tp")
             if isinstance(tp, int) and tp != role.gpus_per_worker:
                 raise LaunchError(f"the {role.name} {self.placement.unit} on {placed} says it runs on {tp} GPU(s); "
                                   f"the topology plans {role.gpus_per_worker} per {role.kind} worker",
                                   fix="check the role's launch (`llmsweep render --job ID`): its parallelism flags")
+            for what, key, planned in (("an expert-parallel size of", "ep", role.ep),
+                                       ("DP-attention ranks:", "dp_attention", role.dp_ranks)):
+                said_size = doc.get(key)  # what a worker does not report is not checked: its describe() omits it
+                if isinstance(said_size, int) and planned is not None and said_size != planned:
+                    raise LaunchError(f"the {role.name} {self.placement.unit} on {placed} says it runs {what} "
+                                      f"{said_size}; the job plans {planned} per {role.kind} worker",
+                                      fix="check the role's launch (`llmsweep render --job ID`): its parallelism "
+                                          "flags")
             ran = roles.setdefault(role.name, RanRole(role=role.kind, count=role.count,
                                                       gpus_per_worker=role.gpus_per_worker, workers=[]))
             ep, batch, links, dp = (doc.get(k) for k in ("ep", "max_running_requests", "kv_links", "dp_attention"))

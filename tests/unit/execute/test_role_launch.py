@@ -238,6 +238,47 @@ def test_a_role_that_reports_another_gpu_count_than_planned_fails_the_read_back(
         assert ran.roles[0].workers[0].gpus is None and ran.roles[0].gpus_per_worker == 8
 
 
+@pytest.mark.parametrize(("said", "error"), [
+    ({"ep": 1}, r"says it runs an expert-parallel size of 1; the job plans 8 per decode worker"),
+    ({"dp_attention": 1}, r"says it runs DP-attention ranks: 1; the job plans 8 per decode worker"),
+    ({"kv_transfer": "mooncake"}, r"says it moves KV over mooncake; the job moves KV over mori"),
+])
+def test_a_role_that_reports_another_ep_dp_or_transfer_than_planned_fails_the_read_back(
+        disagg_job: Job, said: dict[str, object], error: str) -> None:
+    """The read-back checked a worker's GPU count only: a decode worker that came up with EP 1, no DP attention or
+    another KV transfer than the row's was stored under the row's EP8/DP-attention/MoRI label. What it reports as
+    planned passes, and what it does not report is left out of the record, not checked."""
+    from types import SimpleNamespace
+
+    from support.loopback import json_doc, serving
+
+    from llmsweep.execute.roles import RoleDeployment
+
+    job = disagg_job.model_copy(update={"decode": disagg_job.decode.model_copy(update={"ep": 8, "dp_attn": True})
+                                        if disagg_job.decode is not None else None})
+    doc: dict[str, object] = {}
+    with serving(json_doc(doc)) as url:
+        topology = engines.render_topology(job, simulate=True)
+        decode = topology.role("decode")
+        assert decode is not None and (decode.ep, decode.dp_ranks) == (8, 8) and topology.kv_transfer == "mori"
+        deployment = RoleDeployment.__new__(RoleDeployment)
+        deployment.topology = topology
+        nodes = [AllocatedNode(f"n{i}", "127.0.0.1") for i in range(3)]
+        deployment.placement = SlurmPlacement(topology, SrunLauncher(NodeLaunch()), nodes, job_id=None)
+        deployment.started = [(decode, SimpleNamespace(index=0, nodes=[0]), SimpleNamespace(base_url=url))]  # type: ignore[list-item]
+        planned = {"role": "decode", "node": "n0", "tp": 8, "ep": 8, "dp_attention": 8, "kv_transfer": "mori"}
+        doc.update({**planned, **said})
+        with pytest.raises(LaunchError, match=error):
+            deployment.readback()
+        doc.update(planned)
+        ran = deployment.readback()
+        described = ran.describe()["roles"]["decode"]
+        assert (described["ep"], described["dp_attention"], ran.kv_transfer) == (8, 8, "mori")
+        for key in said:
+            doc.pop(key)
+        assert key not in deployment.readback().describe()["roles"]["decode"]
+
+
 FOUR_PER_NODE = """labels:
   mi355x-disagg: [mi355x-disagg_0, mi355x-disagg_1, mi355x-disagg_2]
 hardware:
