@@ -260,6 +260,8 @@ def show(ref: str, as_json: bool, store_path: Path | None) -> None:
         shown["acceptance length"] = (f"{accepted.value:g} ({accepted.source or 'source unrecorded'}"
                                       + (f": {accepted.basis})" if accepted.basis else ")"))
     prov = point.summary.provenance if point.summary is not None else None
+    if prov is not None and prov.estimated:  # the catalog estimates the simulator modelled the point with
+        shown["catalog estimates"] = ", ".join(prov.estimated) + " (`llmsweep catalog --json models|hardware`)"
     hardware = prov.hardware if prov is not None and not isinstance(prov.hardware, str) else None
     if hardware is not None:  # where it ran, as it was read there (absent: not read, or a simulated point)
         if names := hardware.gpu_names:

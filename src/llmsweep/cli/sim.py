@@ -753,7 +753,10 @@ def _print_table(results: list[Outcome], exp_names: dict[str, str] | None = None
             cells[-1] += " est."  # the simulator's stand-in for acceptance the job measures on an engine
         label = str(r.calibration or "-")
         # the column names the calibration; its evidence (engine version, GPU, date) goes once under the table
-        marks = notes.number([not_modelled(missed)] if missed else [])
+        estimated = s.provenance.estimated or []
+        marks = notes.number(([not_modelled(missed)] if missed else []) + (
+            [f"modelled with catalog estimates: {', '.join(estimated)} (`llmsweep catalog --json models|hardware` "
+             "says how each was estimated)"] if estimated else []))
         rows.append([plain(r.job), str(r.concurrency), verdict_cell(verdict, notes=marks), plain("; ".join(why)),
                      *cells, plain(label.split(" (")[0].replace("calibrated: ", ""))])
     # under the table only what the column cannot show: a calibration's evidence ("uncalibrated" says it all there)

@@ -105,6 +105,26 @@ def unmodelled(job: Job) -> list[str]:
     return list(dict.fromkeys(out))
 
 
+NAMING_FIELDS = frozenset({"hf_architecture"})
+"""Catalog fields that name rather than size (the architecture an engine registers): an estimate of one moves no
+figure the simulator computes, so a result does not list it among the estimates it stands on."""
+
+
+def estimated_figures(job: Job) -> list[str]:
+    """The catalog figures the simulator's model of `job` stands on that the catalog marks as estimates (its model's
+    and each simulated GPU's `estimates`, e.g. `glm-5.2 layers`, `b300 hbm_tbps`): a result records them
+    (`provenance.estimated`), so a prediction built on a placeholder shape or an unsourced bandwidth says so.
+    `llmsweep catalog --json models` and `hardware` give each estimate's note."""
+    from llmsweep.catalog.hardware import find_hardware
+    from llmsweep.catalog.models import find_model
+
+    entries: list[Any] = [find_model(job.model)]
+    skus = [job.sku or DEFAULT_HARDWARE, *(w.hardware for w in (job.prefill, job.decode) if w is not None)]
+    entries += [find_hardware(sku) for sku in dict.fromkeys(s for s in skus if s)]
+    return [f"{entry.id} {name}" for entry in entries if entry is not None
+            for name in entry.estimates if name not in NAMING_FIELDS]
+
+
 def simulated_acceptance(job: Job) -> AcceptanceEstimate | None:
     """The AL a speculative job runs at on the simulator (None: no speculative decoding).
 

@@ -281,13 +281,15 @@ def hardware_provenance(job: Job, observed: dict[str, Any] | None = None) -> dic
 def simulator_provenance(job: Job) -> dict[str, Any]:
     """What a result the simulator served records of how it modelled the job, in virtual time (`run --simulate`,
     `predict`) as over HTTP (`run --simulate --live`, on any executor): a speculative job's acceptance length and
-    its source (`provenance.acceptance`), and what the job sets that the simulator leaves out
-    (`provenance.unmodelled`)."""
-    from llmsweep.engines.sim import simulated_acceptance, unmodelled
+    its source (`provenance.acceptance`), what the job sets that the simulator leaves out
+    (`provenance.unmodelled`), and the catalog figures it modelled the job with that are estimates
+    (`provenance.estimated`)."""
+    from llmsweep.engines.sim import estimated_figures, simulated_acceptance, unmodelled
 
     estimate = simulated_acceptance(job)
     return {**(estimate.provenance() if estimate is not None else {}),
-            **({"unmodelled": missed} if (missed := unmodelled(job)) else {})}
+            **({"unmodelled": missed} if (missed := unmodelled(job)) else {}),
+            **({"estimated": figures} if (figures := estimated_figures(job)) else {})}
 
 
 def _provenance(job: Job, spec: LaunchSpec, group: ServerGroup, observed: dict[str, Any] | None = None,

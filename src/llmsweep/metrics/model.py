@@ -567,6 +567,10 @@ class Provenance(_Open):
     unmodelled: list[str] | None = Field(
         default=None, description="Simulated jobs: what the job sets that the simulator does not model (DP attention, "
         "pipeline parallelism, ...), so the point predicts the job as if those were off (`engines.sim.unmodelled`).")
+    estimated: list[str] | None = Field(
+        default=None, description="Simulated jobs: the catalog figures the simulator modelled the job with that the "
+        "catalog marks as estimates (`<entry> <field>`, e.g. `glm-5.2 layers`; `llmsweep catalog --json models` or "
+        "`hardware` gives each one's note) (`engines.sim.estimated_figures`).")
 
     @property
     def corpus_digest(self) -> str | None:

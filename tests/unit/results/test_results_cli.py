@@ -515,6 +515,24 @@ def test_show_says_a_simulated_speculative_points_acceptance_is_the_simulators_e
     assert ("acceptance length  3.39 (estimate: golden curve qwen3.5_mtp (thinking off, K=3) for Qwen/Qwen3.5 mtp; "
             "the job itself measures real acceptance)") in estimated, estimated
     assert "acceptance length  2.5 (pinned: the job's pinned acceptance length)" in shown_pinned, shown_pinned
+    assert not any(line.startswith("catalog estimates") for line in estimated)  # none recorded: none said
+
+
+def test_show_names_the_catalog_estimates_a_simulated_point_was_modelled_with(make_run, store_path: Path) -> None:
+    from llmsweep.metrics.model import Summary
+
+    run = make_run("run1", concs=(1,))
+    path = run.jobs[0].dir / "summary.json"
+    summary = Summary.load(path)
+    summary.provenance.estimated = ["glm-5.2 layers", "b300 hbm_tbps"]
+    summary.write(path)
+    _run("results", "ingest", str(run.path))
+    (row,) = json.loads(_run("results", "list", "--run", "run1", "--json"))
+    shown = [line.strip() for line in _run("results", "show", row["result_id"]).splitlines()]
+    assert ("catalog estimates  glm-5.2 layers, b300 hbm_tbps (`llmsweep catalog --json models|hardware`)"
+            in shown), shown
+    stored = json.loads(_run("results", "show", row["result_id"], "--json"))
+    assert stored["summary"]["provenance"]["estimated"] == ["glm-5.2 layers", "b300 hbm_tbps"]
 
 
 def test_one_unreadable_earlier_run_leaves_the_history_not_the_comparison(make_run, store_path: Path,
