@@ -20,12 +20,13 @@ import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from llmsweep.errors import ResultError, ResultInputError
-from llmsweep.metrics.model import MEASURED, SOURCES, InvertedStats, Stats, Summary
+from llmsweep.metrics.model import MEASURED, SOURCES, VIRTUAL, InvertedStats, Stats, Summary, Verdict
 from llmsweep.metrics.registry import HOT_COLUMNS, HOT_NAMES, HotColumn
 from llmsweep.results.evals import inferencex_eval_rows, is_eval_row, points_from_eval_rows
+from llmsweep.results.extract import extract_hot
 from llmsweep.results.frontier import is_agentic
 from llmsweep.results.identity import dp_attention_of, get_field, gpus_of, identity_from_dict, identity_from_job
 from llmsweep.results.point import RESULT_COLUMNS, ResultPoint, describe, result_id_for
@@ -493,7 +494,9 @@ def read_import(path: Path) -> Imported:
         if not isinstance(results, list) or not all(isinstance(r, Mapping) for r in results):
             raise ResultInputError(f"{path}: `results` is not a list of result rows",
                               fix="export again with `llmsweep results export --format json`")
-        points = _nonempty(path, _unique_jobs([_from_our_row(run_id, r) for r in results]))
+        _refuse_twice(path, results, key=lambda r: (r.get("run_id") or run_id, r.get("job_id") or r.get("result_id")),
+                      what="names the same run and job as")
+        points = _nonempty(path, _unique_jobs([_from_our_row(run_id, r, n) for n, r in enumerate(results)]))
         warned = {(p.run_id, p.job_id): [str(w) for w in r["warnings"]] for p, r in zip(points, results, strict=True)
                   if isinstance(r.get("warnings"), list) and r["warnings"]}
         return run_id, "llmsweep-export", points, warned
@@ -503,6 +506,9 @@ def read_import(path: Path) -> Imported:
             raise ResultInputError(f"{path} is {peer[0]}, not an export", fix=peer[1])
         raise ResultInputError(f"{path} is neither an llmsweep export nor a list of InferenceX rows",
                           fix="export with `llmsweep results export --format json|inferencex`")
+    # a row published twice (a copy appended by hand, two files concatenated) would be stored as a second result of
+    # its point, and `compare` would read the pair as repeats agreeing to the last digit
+    _refuse_twice(path, rows, key=lambda r: json.dumps(r, sort_keys=True, default=str), what="is a copy of")
     # eval rows (`inferencex-evals`, InferenceX's agg_eval_all.json) are evals; the others throughput points
     points = [from_inferencex_row(run_id, r, n) for n, r in enumerate(rows) if not is_eval_row(r)]
     points += points_from_eval_rows(run_id, [(n, r) for n, r in enumerate(rows) if is_eval_row(r)])
@@ -538,18 +544,87 @@ def _unique_jobs(points: list[ResultPoint]) -> list[ResultPoint]:
     return out
 
 
-def _from_our_row(run_id: str, row: Mapping[str, Any]) -> ResultPoint:
-    job_id = str(row.get("job_id") or row.get("result_id"))
+def _refuse_twice(path: Path, rows: Sequence[Mapping[str, Any]], *, key: Any, what: str) -> None:
+    """Refuse a file two of whose rows are one result (`key` equal): row m `what` row n."""
+    first: dict[Any, int] = {}
+    for n, row in enumerate(rows):
+        k = key(row)
+        if k in first:
+            raise ResultInputError(f"{path}: row {n} {what} row {first[k]}: one result would be stored twice (and "
+                                   "compared with itself as a repeat)", fix="remove the repeated row and import again")
+        first[k] = n
+
+
+VERDICTS: tuple[str, ...] = get_args(Verdict)
+"""The verdicts a result row may carry (a summary's `validity.verdict`)."""
+
+
+def _bad(n: int, job_id: str, field: str, got: Any, want: str) -> ResultInputError:
+    return ResultInputError(f"result row {n} ({job_id}): `{field}` is {got!r}, not {want}",
+                            fix="export the run again with `llmsweep results export --format json`, or correct the row")
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _from_our_row(run_id: str, row: Mapping[str, Any], n: int) -> ResultPoint:
+    """One row of our JSON export. A row with its summary takes its source, verdict, reasons, counts and hot metrics
+    from the summary (as a run's folder is stored: `point_from_job`), never from the row's copies of them, and is
+    never made measured by the row: a row that says `simulated` or `predicted` of a summary that says measured (an
+    older summary's default) stays what the row says. A row without one has every field checked: a known source and
+    verdict, finite numbers. A measured result timed on the virtual clock is a contradiction, refused."""
+    job_id = row.get("job_id") or row.get("result_id")
+    if not isinstance(job_id, str) or not job_id:
+        raise _bad(n, "?", "job_id", job_id, "a job id")
     run_id = str(row.get("run_id") or run_id)  # the run it was exported from
-    source = str(row.get("source", MEASURED))
     doc = row.get("summary") or {}
     summary = Summary.from_doc(doc, where=f"result {job_id}") if "schema_version" in doc else None
+    said = row.get("source")
+    if said is not None and said not in SOURCES:
+        raise _bad(n, job_id, "source", said, f"one of {', '.join(SOURCES)}")
+    if summary is not None:
+        ex = extract_hot(summary)
+        source = ex.source if ex.source != MEASURED or said is None else str(said)
+        verdict, reasons, metrics = ex.verdict, ex.reasons, ex.metrics
+        num_requests, num_successful = ex.num_requests, ex.num_successful
+        clock = summary.provenance.clock
+    else:
+        if said is None:
+            raise _bad(n, job_id, "source", said, f"one of {', '.join(SOURCES)} (a row without its summary names it)")
+        source = str(said)
+        said_verdict = row.get("verdict")
+        if said_verdict not in VERDICTS:
+            raise _bad(n, job_id, "verdict", said_verdict, f"one of {', '.join(VERDICTS)}")
+        verdict = str(said_verdict)
+        said_reasons = row.get("reasons") or []
+        if not isinstance(said_reasons, list) or not all(isinstance(r, str) for r in said_reasons):
+            raise _bad(n, job_id, "reasons", said_reasons, "a list of texts")
+        reasons = tuple(said_reasons)
+        given = row.get("metrics") or {}
+        if not isinstance(given, Mapping):
+            raise _bad(n, job_id, "metrics", given, "an object of metric values")
+        metrics = {c: given.get(c) for c in HOT_NAMES}
+        for name, value in metrics.items():
+            if value is not None and not _finite(value):
+                raise _bad(n, job_id, f"metrics.{name}", value, "a finite number or null")
+        counts = {k: row.get(k) for k in ("num_requests", "num_successful")}
+        for name, value in counts.items():
+            if value is not None and (not _finite(value) or value != int(value) or value < 0):
+                raise _bad(n, job_id, name, value, "a count or null")
+        num_requests, num_successful = (None if v is None else int(v) for v in counts.values())
+        provenance_doc = row.get("provenance")
+        clock = provenance_doc.get("clock") if isinstance(provenance_doc, Mapping) else None
+    if source == MEASURED and clock == VIRTUAL:
+        raise _bad(n, job_id, "source", source, "measured: the result was timed on the simulator's virtual clock")
+    gpus = row.get("gpus", 1)
+    if not _finite(gpus) or gpus != int(gpus) or gpus < 1:
+        raise _bad(n, job_id, "gpus", gpus, "a GPU count")
     return ResultPoint(
         result_id=result_id_for(run_id, job_id), run_id=run_id, job_id=job_id,
-        identity=identity_from_dict(row.get("identity") or {}), source=source, verdict=str(row.get("verdict")),
-        metrics={c: (row.get("metrics") or {}).get(c) for c in HOT_NAMES}, gpus=int(row.get("gpus") or 1),
-        origin="llmsweep-export", reasons=tuple(row.get("reasons") or ()),
-        num_requests=row.get("num_requests"), num_successful=row.get("num_successful"),
+        identity=identity_from_dict(row.get("identity") or {}), source=source, verdict=str(verdict),
+        metrics=metrics, gpus=int(gpus), origin="llmsweep-export", reasons=reasons,
+        num_requests=num_requests, num_successful=num_successful,
         job=dict(row.get("job") or {}), summary=summary, imported={} if summary is not None else dict(doc),
         provenance=dict(row.get("provenance") or {}),
     )
@@ -639,9 +714,16 @@ def from_inferencex_row(run_id: str, row: Mapping[str, Any], n: int) -> ResultPo
     source = str(ours.get("source") or flat.get("source") or MEASURED)
     if source not in SOURCES:
         raise ResultError(f"row {n} has unknown source {source!r}", fix=f"use one of {', '.join(SOURCES)}")
+    if source == MEASURED and ours.get("clock") == VIRTUAL:  # our block says the simulator's clock timed it
+        raise ResultInputError(f"row {n} ({job_id}) says it was measured, but its `llmsweep.clock` is virtual: the "
+                               "simulator's virtual clock timed it", fix="give the row the source it was exported "
+                               "with (`llmsweep.source`: simulated or predicted), or export the run again")
     outcome = row.get("benchmark_outcome")
     failed = isinstance(outcome, Mapping) and outcome.get("status") == "failed"
-    verdict = str(ours.get("verdict") or ("valid" if (ok is None or ok > 0) and not failed else "invalid"))
+    verdict = ours.get("verdict") or ("valid" if (ok is None or ok > 0) and not failed else "invalid")
+    if verdict not in VERDICTS:
+        raise ResultInputError(f"row {n} ({job_id}): `llmsweep.verdict` is {verdict!r}, not one of "
+                               f"{', '.join(VERDICTS)}", fix="export the run again, or correct the row")
     # a row of a point measured N times is their mean (`repeat_row`): said, and kept for a re-export, never read as
     # the first repeat's own measurement, whose ids it carries
     repeats = ours.get("repeats") if isinstance(ours.get("repeats"), Mapping) else None

@@ -277,6 +277,7 @@ def test_a_disaggregated_points_flat_row_shows_its_workers_not_single_server_def
     assert (single["tp"], single["ep"]) == ("4", "2")
     assert (multi["tp"], multi["ep"], multi["dp_attn"], multi["workers"]) == ("", "", "", row["workers"])
     path = tmp_path / "export.json"
+    disagg = dataclasses.replace(disagg, job_id=disagg.job_id + "-pd", result_id=disagg.result_id + "-pd")
     path.write_text(export_points([agg, disagg], "json"))
     _, _, back = import_file(path)
     assert [p.identity for p in back] == [agg.identity, disagg.identity]

@@ -1,0 +1,108 @@
+"""An import stores what the file's results are, or refuses the file naming the row and field: a simulated result
+whose row lost its `source` had been stored (and published by `export --format inferencex`) as measured, a row without
+a verdict had stood on frontiers as `None`, a NaN had made a row no reader could read, and a row appended twice had
+been compared with itself as a repeat."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from llmsweep.errors import ResultInputError
+from llmsweep.results.interchange import export_points, import_file
+from llmsweep.results.point import points_from_run
+
+
+def _export(make_run: Any, **kwargs: Any) -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads(export_points(points_from_run(make_run("r", concs=(2, 4), **kwargs)), "json"))
+    return doc
+
+
+def _import(tmp_path: Path, doc: Any, name: str = "in.json") -> list[Any]:
+    path = tmp_path / name
+    path.write_text(json.dumps(doc))
+    return import_file(path)[2]
+
+
+def test_a_row_with_its_summary_takes_the_summarys_source_verdict_and_figures(make_run, tmp_path: Path) -> None:
+    doc = _export(make_run)  # a simulated run
+    assert {r["source"] for r in doc["results"]} == {"simulated"}
+    lost = copy.deepcopy(doc)
+    for row in lost["results"]:
+        del row["source"]
+        row["verdict"] = "great"
+        row["metrics"]["tput_per_gpu"] = 1e9  # a stale or edited copy of a figure the summary holds
+    back = _import(tmp_path, lost)
+    original = _import(tmp_path, doc, "orig.json")
+    assert [p.source for p in back] == ["simulated", "simulated"]
+    assert [p.verdict for p in back] == [p.verdict for p in original]
+    assert [p.metrics for p in back] == [p.metrics for p in original]
+    # a row that says measured of a summary that says simulated is what the summary says
+    said_measured = copy.deepcopy(doc)
+    for row in said_measured["results"]:
+        row["source"] = "measured"
+    assert {p.source for p in _import(tmp_path, said_measured, "m.json")} == {"simulated"}
+    # and an InferenceX export of the store never publishes it as measured
+    inferencex = json.loads(export_points(back, "inferencex", include_unpublished=True))
+    assert inferencex and all(r["llmsweep"]["source"] == "simulated" for r in inferencex)
+
+
+@pytest.mark.parametrize(("edit", "message"), [
+    (lambda r: r.pop("source"), r"row 0 \(.*\): `source` is None, not one of measured, simulated, predicted"),
+    (lambda r: r.update(source="Simulated"), r"`source` is 'Simulated', not one of"),
+    (lambda r: r.pop("verdict"), r"`verdict` is None, not one of valid, smoke, invalid"),
+    (lambda r: r.update(verdict="great"), r"`verdict` is 'great'"),
+    (lambda r: r["metrics"].update(tput_per_gpu=float("nan")), r"`metrics.tput_per_gpu` is nan, not a finite"),
+    (lambda r: r["metrics"].update(tput_per_gpu="fast"), r"`metrics.tput_per_gpu` is 'fast'"),
+    (lambda r: r.update(gpus="eight"), r"`gpus` is 'eight', not a GPU count"),
+    (lambda r: r.update(reasons="bad"), r"`reasons` is 'bad', not a list of texts"),
+    (lambda r: r.update(num_requests=-1), r"`num_requests` is -1, not a count"),
+    (lambda r: r.update(source="measured", provenance={"clock": "virtual"}),
+     r"`source` is 'measured', not measured: the result was timed on the simulator's virtual clock"),
+])
+def test_a_row_without_its_summary_has_every_field_checked(make_run, tmp_path: Path, edit: Any,
+                                                           message: str) -> None:
+    doc = _export(make_run)
+    for row in doc["results"]:
+        del row["summary"]
+    assert len(_import(tmp_path, doc, "ok.json")) == 2  # as exported, without summaries: imported
+    edit(doc["results"][0])
+    with pytest.raises(ResultInputError, match=message) as caught:
+        _import(tmp_path, doc)
+    assert "results export" in (caught.value.fix or "")
+
+
+def test_a_file_holding_one_result_twice_is_refused(make_run, tmp_path: Path) -> None:
+    doc = _export(make_run)
+    doc["results"].append(copy.deepcopy(doc["results"][0]))
+    with pytest.raises(ResultInputError, match=r"row 2 names the same run and job as row 0"):
+        _import(tmp_path, doc)
+    rows = json.loads(export_points(points_from_run(make_run("x", concs=(2, 4))), "inferencex",
+                                    include_unpublished=True))
+    assert len(_import(tmp_path, rows, "ix.json")) == 2
+    with pytest.raises(ResultInputError, match=r"row 2 is a copy of row 0"):
+        _import(tmp_path, [*rows, rows[0]], "ix2.json")
+
+
+def test_an_inferencex_row_of_ours_that_says_measured_on_the_virtual_clock_or_an_unknown_verdict_is_refused(
+        make_run, tmp_path: Path) -> None:
+    rows = json.loads(export_points(points_from_run(make_run("x", concs=(2,))), "inferencex",
+                                    include_unpublished=True))
+    (row,) = rows
+    assert row["llmsweep"]["source"] == "simulated"
+    row["llmsweep"]["clock"] = "virtual"  # what a virtual-time run's export says (the synthetic run records none)
+    assert len(_import(tmp_path, [row], "ok.json")) == 1
+    lost = copy.deepcopy(row)
+    del lost["llmsweep"]["source"]
+    lost.pop("source", None)
+    with pytest.raises(ResultInputError, match=r"row 0 \(.*\) says it was measured, but its `llmsweep.clock` is "
+                                               r"virtual"):
+        _import(tmp_path, [lost])
+    great = copy.deepcopy(row)
+    great["llmsweep"]["verdict"] = "great"
+    with pytest.raises(ResultInputError, match=r"`llmsweep.verdict` is 'great', not one of valid, smoke, invalid"):
+        _import(tmp_path, [great], "g.json")
