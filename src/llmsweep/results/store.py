@@ -646,15 +646,15 @@ class Store:
         meta = self.run_meta(run_id)
         return known_outcomes(meta, stored_job_outcomes(meta))
 
-    def results(self, run: str | None = None, *, point_key: str | None = None) -> list[ResultPoint]:
-        """Stored results, optionally of one run or one exact point identity, oldest run first."""
+    def results(self, run: str | None = None, *, point_key: str | None = None,
+                job_id: str | None = None) -> list[ResultPoint]:
+        """Stored results, optionally of one run, one exact point identity or one job id, oldest run first (only the
+        rows asked for are read: a lookup by job id reads that job's rows, not the store)."""
         where, args = [], []
-        if run is not None:
-            where.append("x.run_id = ?")
-            args.append(run)
-        if point_key is not None:
-            where.append("j.point_key = ?")
-            args.append(point_key)
+        for column, value in (("x.run_id", run), ("j.point_key", point_key), ("x.job_id", job_id)):
+            if value is not None:
+                where.append(f"{column} = ?")
+                args.append(value)
         return [self._point(row) for row in self._select(where, args).fetchall()]
 
     def _select(self, where: list[str], args: list[Any]) -> sqlite3.Cursor:
@@ -824,9 +824,9 @@ class Store:
         found = list(self.points([ref]).values())
         if not found and "/" in ref:
             run, job = ref.rsplit("/", 1)
-            found = [p for p in self.results(run) if p.job_id == job]
+            found = self.results(run, job_id=job)
         if not found:
-            found = [p for p in self.results() if p.job_id == ref]
+            found = self.results(job_id=ref)
         yield from reversed(found)
 
     def _metrics(self, row: sqlite3.Row, summary: Summary | None) -> dict[str, Any]:
