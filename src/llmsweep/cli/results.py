@@ -517,7 +517,9 @@ def compare(runs: tuple[str, ...], baseline: str | None, fmt: str | None, repeat
         used = {label_a, label_b, *(p.run_id for p in ra + rb)}
         starts = [t for ref, run_id in ((a, label_a), (b, label_b)) if (t := run_started(ref, run_id, store))]
         history = [] if no_history else history_from_store(
-            store, used, max(starts, default=None), lambda why: click.echo(f"warning: {why}", err=True))
+            store, used, max(starts, default=None), lambda why: click.echo(f"warning: {why}", err=True),
+            # matched exactly (no --ignore): only A's points can join its noise estimate
+            point_keys=None if ignore else {p.identity.key() for p in pa})
         verdict = fmt == "markdown" or baseline is not None  # the pull request's verdict, and its success rate
         success, reused, elsewhere = _success(b, label_b, pb, store)  # the table lists what B reused from A too
         success = success if verdict else None  # --markdown FILE and the table need only the results B reused

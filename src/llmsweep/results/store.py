@@ -23,7 +23,7 @@ import logging
 import os
 import shlex
 import sqlite3
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -646,15 +646,23 @@ class Store:
         meta = self.run_meta(run_id)
         return known_outcomes(meta, stored_job_outcomes(meta))
 
-    def results(self, run: str | None = None, *, point_key: str | None = None,
-                job_id: str | None = None) -> list[ResultPoint]:
-        """Stored results, optionally of one run, one exact point identity or one job id, oldest run first (only the
-        rows asked for are read: a lookup by job id reads that job's rows, not the store)."""
+    def results(self, run: str | None = None, *, point_key: str | None = None, job_id: str | None = None,
+                point_keys: Collection[str] | None = None, origin: str | None = None,
+                verdict: str | None = None) -> list[ResultPoint]:
+        """Stored results, optionally of one run, one exact point identity (or any of `point_keys`, at most `BATCH`),
+        one job id, one origin or one verdict, oldest run first. Only the rows asked for are read: a lookup by job
+        id reads that job's rows, not the store."""
         where, args = [], []
-        for column, value in (("x.run_id", run), ("j.point_key", point_key), ("x.job_id", job_id)):
+        for column, value in (("x.run_id", run), ("j.point_key", point_key), ("x.job_id", job_id),
+                              ("x.origin", origin), ("x.verdict", verdict)):
             if value is not None:
                 where.append(f"{column} = ?")
                 args.append(value)
+        if point_keys is not None:
+            keys = sorted(set(point_keys))
+            assert len(keys) <= BATCH, "at most BATCH point keys per query"
+            where.append(f"j.point_key IN ({','.join('?' * len(keys))})")
+            args += keys
         return [self._point(row) for row in self._select(where, args).fetchall()]
 
     def _select(self, where: list[str], args: list[Any]) -> sqlite3.Cursor:

@@ -552,6 +552,12 @@ def test_one_unreadable_earlier_run_leaves_the_history_not_the_comparison(make_r
     with sqlite3.connect(store_path) as db:
         db.execute("UPDATE results SET summary = '{bad' WHERE run_id = 'earlier' AND job_id LIKE '%conc1%'")
     capsys.readouterr()
+    # another point's damaged row is not even read: the history holds A's points only
+    assert _main("compare", str(a.path), str(b.path), "--json", "--resamples", "10") == 0
+    out, err = capsys.readouterr()
+    assert len(json.loads(out)["matched"]) == 1 and "history leaves out" not in err
+    with sqlite3.connect(store_path) as db:
+        db.execute("UPDATE results SET summary = '{bad' WHERE run_id = 'earlier' AND job_id LIKE '%conc4%'")
     assert _main("compare", str(a.path), str(b.path), "--json", "--resamples", "10") == 0
     out, err = capsys.readouterr()
     assert len(json.loads(out)["matched"]) == 1
