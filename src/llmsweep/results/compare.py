@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from llmsweep.errors import ConfigError
-from llmsweep.metrics.model import source_words
+from llmsweep.metrics.model import MEASURED, source_words
 from llmsweep.metrics.registry import HOT_BY_NAME, HOT_COLUMNS
 from llmsweep.results.bands import Band, between_run_band, bootstrap_sd, error_ratio_sd, within_run_band
 from llmsweep.results.identity import TOPOLOGY_FIELDS
@@ -339,6 +339,10 @@ def compare_points(
     words_a = sorted({source_words(p.source, p.clock if m.deltas else None) for m in matched for p in m.a})
     words_b = sorted({source_words(p.source, p.clock if m.deltas else None) for m in matched for p in m.b})
     sides = (" and ".join(words_a), " and ".join(words_b)) if words_a != words_b else ("", "")
+    if words_a == words_b and any(p.source != MEASURED for m in matched for p in (*m.a, *m.b)):
+        # one kind on both sides, so no side heading says it: a comparison of two simulated runs (a pull request's
+        # comment) must still not read as a comparison of measurements
+        notes.append(f"A and B are both {' and '.join(words_a)}: the simulator's figures, not measurements")
     return Comparison(label_a, label_b, tuple(matched), only_a, only_b, tuple(skipped), tuple(sorted(ignored)),
                       mix_sources, seed, tuple(notes), sides)
 

@@ -190,6 +190,26 @@ def test_a_virtual_time_side_against_a_wall_clock_side_is_said(make_run) -> None
     assert not any(" time, B in " in n for n in same.notes)
 
 
+def test_two_simulated_sides_say_they_are_not_measurements(make_run) -> None:
+    """Two simulator runs compared (a pull request's verdict) printed and wrote nothing that said `simulated`: the
+    side headings name a kind only where the sides differ in it. A note says it, in the table, JSON and markdown."""
+    from llmsweep.report.markdown import comparison_markdown
+    from llmsweep.report.verdict import verdict_markdown
+    from llmsweep.results.verdict import SuccessRate
+
+    def on(points: list[ResultPoint]) -> list[ResultPoint]:
+        return [dataclasses.replace(p, provenance={**p.provenance, "clock": "virtual"}) for p in points]
+
+    sim = compare_points(on(points_from_run(make_run("a", concs=(4,), source="simulated"))),
+                         on(points_from_run(make_run("b", concs=(4,), source="simulated", seed=1))), resamples=10)
+    said = "A and B are both simulated, virtual time: the simulator's figures, not measurements"
+    assert sim.sides == ("", "") and said in sim.notes
+    assert said in comparison_markdown(sim) and said in verdict_markdown(sim, SuccessRate(1, 1))
+    measured = compare_points(points_from_run(make_run("c", concs=(4,), source="measured")),
+                              points_from_run(make_run("d", concs=(4,), source="measured", seed=1)), resamples=10)
+    assert not any("simulator's figures" in n for n in measured.notes)
+
+
 def test_a_disaggregated_point_names_its_topology_once(make_run) -> None:
     a = points_from_run(make_run("a", concs=(4,)))
     pd = [dataclasses.replace(p, identity=dataclasses.replace(p.identity, disagg=True,
