@@ -1229,7 +1229,8 @@ def _check_store(req: RunRequest) -> None:
 class _JobStore:
     """Stores each job's result as it finishes (`lifecycle.on_job_finished`), so a sweep stopped halfway keeps the
     jobs it completed in the store, not only on disk. A failure here is said once and left to the end-of-run ingest,
-    which decides the run's fate: the job's files are on disk either way."""
+    which decides the run's fate: the job's files are on disk either way. After one, no later job tries (a store
+    another process holds locked cost each job SQLite's 30-s wait)."""
 
     def __init__(self, run_dir: Path, req: RunRequest, event: Event) -> None:
         from llmsweep.results.store import default_store_path
@@ -1242,6 +1243,8 @@ class _JobStore:
     def __call__(self, job_dir: Path, outcome: JobOutcome) -> None:
         from llmsweep.results.store import Store
 
+        if self.failed:  # said once; each later try would wait out the same lock (30 s a job) while GPUs idle
+            return
         try:
             with Store(self.path) as store:
                 if store.ingest_job(self.run_dir, job_dir):
@@ -1258,6 +1261,8 @@ class _JobStore:
         interrupted)."""
         from llmsweep.results.store import Store
 
+        if self.failed:  # as above: the end-of-run ingest replaces what the store holds of the run
+            return
         try:
             with Store(self.path) as store:
                 store.ingest_job(self.run_dir, job_dir)  # an emptied folder: its stored result goes

@@ -167,6 +167,17 @@ _STORE_FIX = (f"point --store (or ${ENV_VAR}) at a writable SQLite file llmsweep
               "`llmsweep results ingest RUN_DIR` stores a run again later")
 
 
+_LOCKED_FIX = ("another process is writing this store (a long `results ingest` or `results import`, another run "
+               "storing its jobs): let it finish, or point --store (or $" + ENV_VAR + ") at another file; "
+               "`llmsweep results ingest RUN_DIR` stores a run again later")
+
+
+def _fix_for(exc: sqlite3.Error) -> str:
+    """The fix for a store that could not be opened or written: a busy one (SQLite's `database is locked`, after its
+    30-s wait) is no unwritable file."""
+    return _LOCKED_FIX if "locked" in str(exc).lower() or "busy" in str(exc).lower() else _STORE_FIX
+
+
 def default_store_path(explicit: Path | str | None = None) -> Path:
     """`explicit`, else $LLMSWEEP_STORE, else ~/.llmsweep/results.sqlite."""
     if explicit:
@@ -248,7 +259,7 @@ class Store:
         except sqlite3.Error as exc:
             self._db.close()
             what = "read" if readonly else "open and migrate"
-            raise StoreError(f"cannot {what} results store {self.path}: {exc}", fix=_STORE_FIX) from exc
+            raise StoreError(f"cannot {what} results store {self.path}: {exc}", fix=_fix_for(exc)) from exc
         except ResultError:
             self._db.close()
             raise
@@ -301,7 +312,7 @@ class Store:
                 self._db.execute("BEGIN IMMEDIATE")
                 self._db.execute(f"PRAGMA user_version = {self.schema_version}")
         except sqlite3.Error as exc:
-            raise StoreError(f"results store {self.path} cannot be written: {exc}", fix=_STORE_FIX) from exc
+            raise StoreError(f"results store {self.path} cannot be written: {exc}", fix=_fix_for(exc)) from exc
 
     def __enter__(self) -> Store:
         return self
@@ -348,6 +359,8 @@ class Store:
                 self._db.execute(f"PRAGMA user_version = {target}")
             log.info("results store %s migrated to schema %d: %s", self.path, target, description)
             version = target
+        if self._current():  # nothing to write: no write lock taken (another process's write is not waited for)
+            return
         with self._db:
             self._db.execute("BEGIN IMMEDIATE")  # the hot columns are read, then added: by one process at a time
             for target, description, _ in MIGRATIONS:
@@ -355,6 +368,14 @@ class Store:
                     self._db.execute("INSERT OR IGNORE INTO schema_version VALUES (?,?,?)",
                                      (target, description, _now()))
             self._sync_hot_columns()
+
+    def _current(self) -> bool:
+        """Whether the store already records every migration and has every hot column (read without a lock: a
+        writer that finds it so has nothing to add, and another finishing its own change meanwhile is harmless)."""
+        recorded = {r[0] for r in self._db.execute("SELECT version FROM schema_version")} \
+            if "schema_version" in self._tables() else set()
+        have = {r["name"] for r in self._db.execute("PRAGMA table_info(results)")}
+        return {t for t, _, _ in MIGRATIONS if t >= 2} <= recorded and all(c.name in have for c in HOT_COLUMNS)
 
     def _already_applied(self, target: int) -> bool:
         """A migration whose change the store already holds although its version says otherwise (a store whose

@@ -27,3 +27,53 @@ def test_a_lookup_by_job_id_reads_only_that_jobs_rows(make_run, tmp_path: Path) 
         assert store.get(job).run_id == "good"
         assert store.get(f"good/{job}").job_id == job
         assert [p.run_id for p in store.results(job_id=job)] == ["good"]
+
+
+def test_a_writer_opening_a_current_store_takes_no_lock_and_a_busy_store_names_its_fix(make_run,
+                                                                                         tmp_path: Path) -> None:
+    """Every writer's open took the write lock even when the store needed nothing: with another process writing
+    (a long import), each job of a run waited SQLite's 30 s, then failed with "point --store at a writable SQLite
+    file" although the file was writable, only busy."""
+    import time
+
+    from llmsweep.results.store import _LOCKED_FIX, _fix_for
+
+    path = tmp_path / "s.sqlite"
+    with Store(path) as store:
+        store.ingest_points("good", "llmsweep", points_from_run(make_run("good", concs=(2,))), {})
+    holder = sqlite3.connect(path)
+    holder.execute("BEGIN IMMEDIATE")  # another process, in the middle of a write
+    try:
+        began = time.monotonic()
+        with Store(path) as store:
+            assert [p.run_id for p in store.results()] == ["good"]
+        assert time.monotonic() - began < 5
+    finally:
+        holder.rollback()
+        holder.close()
+    assert _fix_for(sqlite3.OperationalError("database is locked")) == _LOCKED_FIX
+    assert "another process is writing this store" in _LOCKED_FIX
+    assert _fix_for(sqlite3.OperationalError("attempt to write a readonly database")) != _LOCKED_FIX
+
+
+def test_a_run_that_could_not_store_one_job_does_not_try_again_for_every_job(tmp_path: Path, monkeypatch) -> None:
+    from llmsweep.execute import pipeline
+    from llmsweep.execute.lifecycle import JobOutcome
+    from llmsweep.results import store as store_module
+
+    opened: list[Path] = []
+
+    class Busy:
+        def __init__(self, path: Path) -> None:
+            opened.append(path)
+            raise store_module.StoreError("cannot open and migrate results store: database is locked", fix="wait")
+
+    monkeypatch.setattr(store_module, "Store", Busy)
+    said: list[str] = []
+    jobs = pipeline._JobStore.__new__(pipeline._JobStore)
+    jobs.run_dir, jobs.path, jobs.event, jobs.failed, jobs.finished = tmp_path, tmp_path / "s.sqlite", said.append, \
+        False, 0
+    for n in range(3):
+        jobs(tmp_path / f"j{n}", JobOutcome(job_id=f"j{n}", exp_name=f"j{n}", status="valid"))
+    jobs.superseded(tmp_path / "j0")
+    assert len(opened) == 1 and len(said) == 1 and "could not store job j0" in said[0]
