@@ -265,6 +265,10 @@ def _eval_point(run_id: str, job_id: str, rows: list[Mapping[str, Any]]) -> Resu
     job = _eval_job(first)
     identity = (identity_from_dict(ours["identity"]) if isinstance(ours.get("identity"), Mapping)
                 else identity_from_job(job))
+    if ours and not ours.get("source"):  # our export always writes it: a row that lost it is not known measured
+        raise ResultInputError(f"eval row of job {job_id} has an `llmsweep` block without its `source`",
+                               fix="export the run again with `llmsweep results export --format inferencex-evals`, "
+                                   "or give the block the source it was exported with")
     source = str(ours.get("source") or MEASURED)
     if source not in SOURCES:
         raise ResultInputError(f"eval row of job {job_id} has unknown source {source!r}",

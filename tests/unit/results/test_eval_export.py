@@ -15,6 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from llmsweep.cli.main import cli, main
+from llmsweep.errors import ResultInputError
 from llmsweep.evals.gate import judge
 from llmsweep.metrics.model import EvalBlock, EvalMetric, EvalRun, Summary
 from llmsweep.results.interchange import export_points, left_out
@@ -507,6 +508,13 @@ def test_an_eval_export_imports_as_evals_and_exports_again_as_it_was(make_run: M
                         catch_exceptions=False)
     (m,) = json.loads(cmp.stdout)["matched"]
     assert m["eval"]["a"] == m["eval"]["b"] == 0.95 and m["eval"]["verdict"] == "within noise"
+    # a row of ours that lost its source is not taken for measured (InferenceX's own rows, without our block, are)
+    for row in rows:
+        del row["llmsweep"]["source"]
+    (tmp_path / "lost.json").write_text(json.dumps(rows))
+    lost = runner.invoke(cli, ["results", "import", str(tmp_path / "lost.json"), "--store", str(tmp_path / "l.db")])
+    assert isinstance(lost.exception, ResultInputError), lost.output  # exit 2 from the command line
+    assert "has an `llmsweep` block without its `source`" in str(lost.exception)
 
 
 def test_an_inferencex_eval_row_imports_as_an_eval_judged_against_its_threshold(store_path: Path,
