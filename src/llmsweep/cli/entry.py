@@ -20,5 +20,10 @@ def main() -> Any:
         from llmsweep.cli.main import main as command
     except KeyboardInterrupt as exc:  # signals' Interrupted, raised while the command group was loading
         sys.stderr.write(signals.interrupted_by(signals.first_signal(exc)) + "\n")
+        signals.hold_while_exiting()
         sys.exit(signals.exit_code(exc))
-    return command()
+    try:
+        return command()
+    except SystemExit:  # the status is decided: a signal from here on must not replace it (`hold_while_exiting`)
+        signals.hold_while_exiting()
+        raise

@@ -207,4 +207,6 @@ def _after_signal(code: int) -> int:
 
 
 if __name__ == "__main__":
-    main()
+    from llmsweep.cli.entry import main as entry_main
+
+    entry_main()

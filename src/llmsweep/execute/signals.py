@@ -88,6 +88,18 @@ def interrupt(signum: int, kind: type[Interrupted] = Interrupted) -> Interrupted
     return kind(signum)
 
 
+def hold_while_exiting() -> None:
+    """A process that stops for a signal has decided its exit status (128 + the first one): from here, hold further
+    interrupt signals (blocked: pending, never delivered) while it exits. The interpreter's finalisation puts every
+    Python handler back to the default action and then tears its modules down for a few tenths of a second, and a
+    second Ctrl-C or SIGTERM in that time killed the process by that signal (status -2, -15; SIGQUIT a core file)
+    instead of the status it had decided. Only after a signal: a command that ends normally stays interruptible to
+    its last instruction. Called by the console entry point alone (never inside a test runner, whose own Ctrl-C it
+    would hold)."""
+    if _received:
+        signal.pthread_sigmask(signal.SIG_BLOCK, INTERRUPT_SIGNALS)
+
+
 @contextmanager
 def watching_pauses() -> Iterator[list[float]]:
     """The stops of this process inside the block (Ctrl-Z's SIGTSTP, `kill -STOP`, each ended by a SIGCONT), as their
