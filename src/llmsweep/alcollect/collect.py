@@ -691,7 +691,7 @@ def _stop_left_servers(out: Path, run_dir: Path, event: Event) -> None:
     for cell in sorted({f.parent for folder in folders for f in folder.glob(f"*/{art.PID_FILES}")}):
         if _collector_alive(cell):
             continue
-        stop_stale_servers(cell.parent, event, pid_files=f"{cell.name}/{art.PID_FILES}")
+        stop_stale_servers(cell.parent, event, pid_files=f"{cell.name}/{art.PID_FILES}", unrecorded_under=cell)
 
 
 def _write_collector(cell_dir: Path) -> None:

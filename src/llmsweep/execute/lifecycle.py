@@ -1296,11 +1296,14 @@ def write_pid_file(path: Path, handle: ServerHandle, spec: LaunchSpec) -> None:
 
 
 def stop_stale_servers(run_dir: Path, event: Event = _quiet, *,
-                       pid_files: str = f"servers/*/{art.PID_FILES}") -> list[int]:
+                       pid_files: str = f"servers/*/{art.PID_FILES}",
+                       unrecorded_under: Path | None = None) -> list[int]:
     """Stop servers a killed run left behind (their pid files survive a SIGKILL of the run), before resuming; then
     run each one's recorded cleanup (`docker rm -f NAME`: a container outlives the docker CLI that started it), and
     scancel the Slurm jobs it submitted that never finished. A pid file goes only once its server is gone.
-    `pid_files`: where under `run_dir` the pid files are (`al collect`: one folder per cell)."""
+    `pid_files`: where under `run_dir` the pid files are (`al collect`: one folder per cell). Servers no pid file
+    names are found by the folder their environment carries, under `unrecorded_under` (default `run_dir`: a folder
+    no live run owns)."""
     from llmsweep.execute.process import read_proc, signal_process_tree, stop_process_tree, tree_alive
 
     stopped: list[int] = []
@@ -1347,7 +1350,37 @@ def stop_stale_servers(run_dir: Path, event: Event = _quiet, *,
                     event(f"warning: could not stop everything server pid {pid} left; {pid_file} is kept")
             else:
                 pid_file.unlink(missing_ok=True)
+        stopped += _stop_unrecorded(unrecorded_under or run_dir, event)
         _cancel_stale_slurm_jobs(run_dir, event)
+    return stopped
+
+
+def _stop_unrecorded(run_dir: Path, event: Event) -> list[int]:
+    """Stop the servers of this run that no pid file names: a run SIGKILLed after starting one and before writing
+    its pid file (a few milliseconds; `shielded` holds every other signal there) left it running, and nothing on
+    disk named it. Every server process carries its folder in its environment (`process.SERVER_DIR_ENV`): each
+    process group holding one under `run_dir` is stopped, and a `docker run` among them has its container removed
+    (the CLI's death leaves the container running)."""
+    from llmsweep.execute.process import marked_processes, read_proc, stop_process_tree, tree_alive
+
+    groups: dict[int, list[list[str]]] = {}
+    for pid, argv in marked_processes(run_dir):
+        info = read_proc(pid)
+        if info is not None:
+            groups.setdefault(info.pgid, []).append(argv)
+    stopped: list[int] = []
+    for pgid, argvs in sorted(groups.items()):
+        event(f"stopping server process group {pgid} (`{' '.join(argvs[0][:3])} …`) left running by an earlier, "
+              "interrupted run that had not yet recorded it")
+        stop_process_tree(pgid, pgid=pgid, grace_s=5.0)
+        stopped.append(pgid)
+        if tree_alive([], pgid=pgid):
+            event(f"warning: could not stop process group {pgid}; stop it by hand (`kill -KILL -- -{pgid}`)")
+        for argv in argvs:  # a container outlives the `docker run` that started it (`docker run … --name NAME`,
+            # the CLI first, or after the interpreter of a wrapper script)
+            at = argv.index("run") if "run" in argv[1:3] else 0
+            if at and "--name" in argv[at:-1]:
+                _run_cleanup([argv[at - 1], "rm", "-f", argv[argv.index("--name", at) + 1]], event)
     return stopped
 
 

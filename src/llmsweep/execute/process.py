@@ -279,6 +279,40 @@ class ManagedProcess:
         return self._popen.returncode
 
 
+SERVER_DIR_ENV = "LLMSWEEP_SERVER_DIR"
+"""Set in the environment of every server process llmsweep starts (and so of all it starts in turn): the folder its
+log goes to, under the run's `--out`. A run SIGKILLed between starting a server and writing its pid file left that
+server running with nothing on disk naming it; `--resume` finds such a process by this mark (`marked_processes`)."""
+
+
+def marked_processes(under: Path) -> list[tuple[int, list[str]]]:
+    """(pid, argv) of every process of this user whose environment marks it a server llmsweep started for a folder
+    under `under` (`SERVER_DIR_ENV`), this process and its ancestors left out; /proc read as it is (a process that
+    exits meanwhile, or whose environment cannot be read, is left out)."""
+    prefix = str(under.resolve()) + os.sep
+    spared, pid = set(), os.getpid()
+    while pid > 1 and pid not in spared:  # this process and its ancestors: never our own leftovers
+        spared.add(pid)
+        info = read_proc(pid)
+        pid = info.ppid if info is not None else 0
+    found: list[tuple[int, list[str]]] = []
+    mark = SERVER_DIR_ENV.encode() + b"="
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) in spared:
+            continue
+        try:
+            environ = (entry / "environ").read_bytes()
+        except OSError:
+            continue
+        for item in environ.split(b"\0"):
+            if item.startswith(mark) and os.fsdecode(item[len(mark):]).startswith(prefix):
+                argv = read_cmdline(int(entry.name))
+                if argv is not None:
+                    found.append((int(entry.name), argv))
+                break
+    return found
+
+
 def start_process(
     argv: Sequence[str],
     *,
@@ -298,7 +332,7 @@ def start_process(
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
-            env=dict(env),
+            env={**env, SERVER_DIR_ENV: str(log_path.parent.resolve())},  # found by `marked_processes` if orphaned
             cwd=cwd,
             start_new_session=True,
             close_fds=True,
