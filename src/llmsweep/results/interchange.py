@@ -506,9 +506,12 @@ def read_import(path: Path) -> Imported:
             raise ResultInputError(f"{path} is {peer[0]}, not an export", fix=peer[1])
         raise ResultInputError(f"{path} is neither an llmsweep export nor a list of InferenceX rows",
                           fix="export with `llmsweep results export --format json|inferencex`")
-    # a row published twice (a copy appended by hand, two files concatenated) would be stored as a second result of
-    # its point, and `compare` would read the pair as repeats agreeing to the last digit
-    _refuse_twice(path, rows, key=lambda r: json.dumps(r, sort_keys=True, default=str), what="is a copy of")
+    # a row of ours published twice (a copy appended by hand, two files concatenated: its `llmsweep` block names one
+    # run's job) would be stored as a second result of its point, and `compare` would read the pair as repeats
+    # agreeing to the last digit. Rows without our block are kept as they are: two runs of a deterministic
+    # simulator publish identical rows.
+    _refuse_twice(path, rows, key=lambda r: json.dumps(r, sort_keys=True, default=str) if "llmsweep" in r else None,
+                  what="is a copy of")
     # eval rows (`inferencex-evals`, InferenceX's agg_eval_all.json) are evals; the others throughput points
     points = [from_inferencex_row(run_id, r, n) for n, r in enumerate(rows) if not is_eval_row(r)]
     points += points_from_eval_rows(run_id, [(n, r) for n, r in enumerate(rows) if is_eval_row(r)])
@@ -545,10 +548,12 @@ def _unique_jobs(points: list[ResultPoint]) -> list[ResultPoint]:
 
 
 def _refuse_twice(path: Path, rows: Sequence[Mapping[str, Any]], *, key: Any, what: str) -> None:
-    """Refuse a file two of whose rows are one result (`key` equal): row m `what` row n."""
+    """Refuse a file two of whose rows are one result (`key` equal, not None): row m `what` row n."""
     first: dict[Any, int] = {}
     for n, row in enumerate(rows):
         k = key(row)
+        if k is None:  # a row the check does not apply to
+            continue
         if k in first:
             raise ResultInputError(f"{path}: row {n} {what} row {first[k]}: one result would be stored twice (and "
                                    "compared with itself as a repeat)", fix="remove the repeated row and import again")
