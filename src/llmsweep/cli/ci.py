@@ -180,6 +180,24 @@ def matrix(files: tuple[Path, ...], changed: str | None, evals_only: bool, all_e
     click.echo(json.dumps(doc, indent=2))
 
 
+def _expected_jobs(name: str) -> list[str]:
+    """The job ids the environment variable NAME holds (`--expected-env`): a JSON list of strings. Unset, empty or
+    anything else is refused: a sweep collected against no expected job would pass with every job missing."""
+    fix = (f"set ${name} to the JSON list of the sweep's job ids (the setup job's `jobs` output, "
+           'e.g. ["job-a","job-b"])')
+    raw = os.environ.get(name, "")
+    if not raw.strip():
+        raise ConfigError(f"--expected-env names ${name}, which is {'empty' if name in os.environ else 'not set'}: "
+                          "the jobs the sweep expected are unknown", fix=fix)
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"${name} is not a JSON list of job ids: {exc}", fix=fix) from None
+    if not isinstance(value, list) or not all(isinstance(j, str) and j for j in value):
+        raise ConfigError(f"${name} must hold a JSON list of job ids (non-empty strings), not {raw[:80]!r}", fix=fix)
+    return value
+
+
 @ci.command("collect")
 @click.argument("artifacts", type=PathValue(file_okay=False, path_type=Path))
 @out_option("Run folder to write (new or empty).", type=PathValue(file_okay=False, path_type=Path), required=True)
@@ -193,13 +211,7 @@ def collect_cmd(artifacts: Path, out: Path, run_id: str, expected_env: str | Non
     from llmsweep.changes.github import collect
     from llmsweep.errors import ConfigError
 
-    expected: list[str] = []
-    if expected_env:
-        try:
-            expected = [str(j) for j in json.loads(os.environ.get(expected_env) or "[]")]
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"${expected_env} is not a JSON list of job ids: {exc}",
-                              fix="pass the setup job's `jobs` output") from exc
+    expected = _expected_jobs(expected_env) if expected_env is not None else []
     if not expected and not any(artifacts.iterdir()):
         # nothing to collect and nothing expected: an empty run folder would read as a sweep that passed
         raise ConfigError(f"{artifacts} holds no job's artifact, and no job was expected",
