@@ -10,7 +10,14 @@ from typing import TYPE_CHECKING, NoReturn
 
 import click
 
-from llmsweep.cli.options import PathValue, option, out_option, recipe_files_argument, runner_config_option
+from llmsweep.cli.options import (
+    PathValue,
+    option,
+    out_option,
+    recipe_files_argument,
+    refuse_unwritable,
+    runner_config_option,
+)
 from llmsweep.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -60,6 +67,7 @@ def github(files: tuple[Path, ...], out: Path, source: str, baseline: str | None
     from llmsweep.changes.github import dump_workflow, matrix_entries, repo_path, workflow, workflow_root
     from llmsweep.plan import jobs_from_files
 
+    refuse_unwritable(out, folder=False)
     if baseline is not None and ci_store is None and not Path(baseline).is_dir():
         # a stored run id: the collect job's store must hold it, and the default one is an empty, ephemeral runner's
         raise click.UsageError(f"--baseline {baseline} is a stored run, and the workflow's collect job would read it "
@@ -148,6 +156,9 @@ def matrix(files: tuple[Path, ...], changed: str | None, evals_only: bool, all_e
     from llmsweep.catalog.fleet import default_fleet, load_fleet
     from llmsweep.changes.github import label_plans, matrix_entries, sweep_jobs
 
+    if github_output is not None:  # appended to after the plan: checked before it
+        refuse_unwritable(github_output, folder=False, option_name="--github-output", makes_parents=False)
+
     fleet = load_fleet(runner_config) if runner_config is not None else default_fleet()
     parents: dict[str, str] = {}
     notes: list[str] = []
@@ -211,6 +222,7 @@ def collect_cmd(artifacts: Path, out: Path, run_id: str, expected_env: str | Non
     from llmsweep.changes.github import collect
     from llmsweep.errors import ConfigError
 
+    refuse_unwritable(out, folder=True)
     expected = _expected_jobs(expected_env) if expected_env is not None else []
     if not expected and not any(artifacts.iterdir()):
         # nothing to collect and nothing expected: an empty run folder would read as a sweep that passed

@@ -20,6 +20,7 @@ from llmsweep.cli.options import (
     option,
     out_option,
     refuse_replacing,
+    refuse_unwritable,
     store_option,
 )
 from llmsweep.cli.tables import plain, table_console
@@ -421,6 +422,7 @@ def export(run_id: str | None, fmt: str, out: Path | None, force: bool, include_
 
     if out is not None:  # before the store is read
         refuse_replacing(out, held_results(out), force=force, what="an export")
+        refuse_unwritable(out, folder=False, makes_parents=False)
     with _open(store_path) as store, saying(f"reading {f'run {run_id}' if run_id else 'every result'} from "
                                             f"{store.path}"):
         store.require_run(run_id)
@@ -508,6 +510,8 @@ def compare(runs: tuple[str, ...], baseline: str | None, fmt: str | None, repeat
     if as_json and fmt not in (None, "json"):  # markdown won, and a script reading JSON got a PR comment
         raise click.UsageError(f"--json and --format {fmt} ask for two outputs on stdout: give one of them")
     as_json = as_json or fmt == "json"
+    if markdown is not None:  # before the store is read
+        refuse_unwritable(markdown, folder=False, option_name="--markdown", makes_parents=False)
     with _open(store_path) as store:
         warn = left_out()
         label_a, pa = resolve_points(a, store, warn)

@@ -25,6 +25,7 @@ from llmsweep.cli.options import (
     out_option,
     recipe_files_argument,
     refuse_replacing,
+    refuse_unwritable,
     runner_config_option,
 )
 from llmsweep.cli.serving import bind_fix, serve_router, wait_for_stop
@@ -500,6 +501,7 @@ def predict(files: tuple[Path, ...], config_keys: tuple[str, ...], duration: flo
     jobs, policy = _predicted_jobs(files, config_keys, runner_config, runner_labels)
     if out_dir is not None:  # the recipes read, before any point is predicted over the points --out holds
         refuse_replacing(Path(out_dir), held_results(Path(out_dir)), force=force, what="results")
+        refuse_unwritable(Path(out_dir), folder=True)
     jobs = with_traces(jobs, traces, lambda line: click.echo(line, err=True))
     unreadable = check_trace_sources(jobs)
     for source, unread in unreadable.items():
