@@ -224,9 +224,10 @@ def collect_cmd(artifacts: Path, out: Path, run_id: str, expected_env: str | Non
 
     refuse_unwritable(out, folder=True)
     expected = _expected_jobs(expected_env) if expected_env is not None else []
-    if not expected and not any(artifacts.iterdir()):
+    if not expected and not (artifacts.is_dir() and any(artifacts.iterdir())):
         # nothing to collect and nothing expected: an empty run folder would read as a sweep that passed
-        raise ConfigError(f"{artifacts} holds no job's artifact, and no job was expected",
+        raise ConfigError(f"{artifacts} {'holds no' if artifacts.is_dir() else 'does not exist, so holds no'} job's "
+                          "artifact, and no job was expected",
                           fix="point at the folder the sweep jobs' artifacts were downloaded into "
                               "(actions/download-artifact), and pass --expected-env with the setup job's job ids")
     meta = collect(artifacts, out, run_id=run_id, expected=expected)

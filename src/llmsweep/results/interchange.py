@@ -482,7 +482,7 @@ def read_import(path: Path) -> Imported:
     index, so every row is kept."""
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
         if (peer := _peer_file(path, None)) is not None:
             raise ResultInputError(f"{path} is {peer[0]}, not an export", fix=peer[1]) from exc
         raise ResultInputError(f"cannot read {path}: {exc}", fix="pass a JSON file written by `results export` "

@@ -182,6 +182,17 @@ def test_collect_refuses_an_expected_env_that_does_not_hold_the_job_ids(
     assert not (tmp_path / "sweep").exists()
 
 
+def test_collect_of_a_missing_folder_without_expected_jobs_is_refused(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Without --expected-env a missing artifacts folder had been a FileNotFoundError traceback (exit 1)."""
+    from support.cli import run_main
+
+    code, _, err = run_main(capsys, "ci", "collect", tmp_path / "missing", "--out", tmp_path / "sweep", "--run", "x")
+    assert code == 2 and "Traceback" not in err, err[-2000:]
+    assert "missing does not exist, so holds no job's artifact" in err and "fix:" in err
+    assert not (tmp_path / "sweep").exists()
+
+
 def test_collect_counts_a_multinode_jobs_points_and_keeps_each_jobs_hardware(tmp_path: Path) -> None:
     """`run` records a multi-node job's outcomes under its points' ids (`<id>-conc2`, `<id>-conc4`), while the matrix
     names the job: every sweep with one was failed for 'no artifact' (collect exit 1, the success rate too low). And
