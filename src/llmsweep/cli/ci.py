@@ -43,7 +43,7 @@ def ci() -> None:
               "changed (`llmsweep changes BASE..HEAD`).")
 @option("baseline", help="Stored run the collect job compares the sweep with (between-run bands); no comparison "
         "without it.")
-@click.option("--ci-store", "ci_store", default=None, metavar="PATH",
+@click.option("--ci-store", "ci_store", type=PathValue(path_type=str), default=None, metavar="PATH",
               help="Results store path on the collect runner (LLMSWEEP_STORE in the workflow); it must hold the "
               "baseline and persist between runs, e.g. a shared disk of a self-hosted runner.")
 @click.option("--collect-runner", default="ubuntu-latest", show_default=True, help="runs-on of the collect job.")

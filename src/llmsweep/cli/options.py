@@ -60,7 +60,8 @@ class FiniteRange(click.FloatRange):
 class PathValue(click.Path):
     """A path an option takes: a value spelled like a long option (`compare --markdown --json`) is that option, given
     where the path was missing, not a file to write; click took it for the path and the option never applied. A file
-    whose name starts with `--` is still reachable as `./--name`."""
+    whose name starts with `--` is still reachable as `./--name`. An option whose value is a path or a name (a trace
+    source, a tokenizer directory or hub id, an interpreter) is one too, `path_type=str`: it refuses the same."""
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         if isinstance(value, str) and value.startswith("--"):
@@ -292,7 +293,9 @@ CONCEPTS: dict[str, Concept] = {
     "url": Concept("--url", "url", {"required": True, "callback": lambda _c, _p, v: _http_url(v)},
                    source=FieldRef(_endpoint, "base_url")),
     "model": Concept("--model", "model", {"required": True}, source=FieldRef(_endpoint, "model")),
-    "tokenizer": Concept("--tokenizer", "tokenizer", {"default": None}, source=FieldRef(_workload, "tokenizer")),
+    "tokenizer": Concept("--tokenizer", "tokenizer", {"default": None, "type": PathValue(path_type=str),
+                                                      "metavar": "DIR_OR_ID"},  # a hub id stays a string
+                         source=FieldRef(_workload, "tokenizer")),
     "no_ignore_eos": Concept("--no-ignore-eos", "no_ignore_eos", {
         "is_flag": True, "help": "Do not send ignore_eos (servers that answer 422).",
     }),
@@ -315,7 +318,8 @@ CONCEPTS: dict[str, Concept] = {
     }, deprecated=("--warmups-per-conc",)),
     "num_traces": Concept("--num-traces", "num_traces", {"type": click.IntRange(min=1), "show_default": True},
                           source=FieldRef(_synthetic_traces, "traces")),
-    "traces": Concept("--traces", "traces", {"help": "Trace file, directory or Hugging Face dataset id."}),
+    "traces": Concept("--traces", "traces", {"type": PathValue(path_type=str), "metavar": "SOURCE",
+                                             "help": "Trace file, directory or Hugging Face dataset id."}),
     "spec_method": Concept("--spec-method", "spec_method", {}, source=FieldRef(_spec_decoding, "method")),
     "spec_k": Concept("--spec-k", "spec_k", {"type": click.IntRange(min=1)},
                       source=FieldRef(_spec_decoding, "num_steps")),

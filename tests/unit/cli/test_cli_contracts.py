@@ -173,6 +173,15 @@ BAD_INPUT = [
     # a path option given no path: click took the next option for it (a markdown file named `--json`, no JSON)
     (["compare", "{tmp}/a", "{tmp}/b", "--markdown", "--json"], "'--markdown': '--json' is an option, not a path"),
     (["run", str(QUICKSTART), "--out", "--simulate"], "'--out': '--simulate' is an option, not a path"),
+    # ... options whose value is a path or a name too (they had been plain strings: `--lm-eval --json` ate --json)
+    (["run", str(QUICKSTART), "--out", "{tmp}/run", "--lm-eval", "--json"],
+     "'--lm-eval': '--json' is an option, not a path"),
+    (["run", str(QUICKSTART), "--out", "{tmp}/run", "--traces", "--json"],
+     "'--traces': '--json' is an option, not a path"),
+    (["predict", str(QUICKSTART), "--traces", "--json"], "'--traces': '--json' is an option, not a path"),
+    (["bench", "fixed", "--tokenizer", "--json"], "'--tokenizer': '--json' is an option, not a path"),
+    (["ci", "github", str(QUICKSTART), "--out", "{tmp}/.github/workflows/sweep.yml", "--ci-store", "--baseline"],
+     "'--ci-store': '--baseline' is an option"),
 ]
 
 
