@@ -341,7 +341,7 @@ def al() -> None:
 @click.option("--precision", default=None,
               help="Precision the recipe serves (fp8, fp4…); default: what MODEL's id says. A curve measured in it "
               "wins over the default curve; warns on a mismatch.")
-@click.option("--curves", "curve_dirs", multiple=True, type=PathValue(path_type=Path),
+@click.option("--curves", "curve_dirs", multiple=True, type=PathValue(exists=True, file_okay=False, path_type=Path),
               help=f"A directory of curve files you collected (`llmsweep al collect`), read next to the packaged ones "
               f"(repeat for several; also ${golden_mod.CURVES_ENV_VAR}).")
 @json_option()
@@ -349,10 +349,7 @@ def lookup(model: str, method: str, k: int, thinking: str, draft_model: str | No
            curve_dirs: tuple[Path, ...], as_json: bool) -> None:
     """Look up the golden acceptance length for MODEL (HF id, model id or prefix) and print its provenance (the
     default command: `llmsweep al MODEL …` is `llmsweep al lookup MODEL …`)."""
-    try:
-        curves = golden_mod.list_curves(curve_dirs)
-    except ConfigError as exc:
-        raise click.BadParameter(str(exc), param_hint="--curves") from None
+    curves = golden_mod.list_curves(curve_dirs)  # (a --curves folder that is not one is refused as parsed)
     if golden_mod.normalise_method(method) is None:
         methods = ", ".join(sorted(golden_mod.METHOD_ALIASES))
         raise click.BadParameter(f"unknown draft method {method!r}; known spellings: {methods}",
