@@ -50,6 +50,10 @@ class FiniteRange(click.FloatRange):
         if min is None and max is None:
             self.name = "float"  # any finite number: shown as FLOAT, as click's own
 
+    def _describe_range(self) -> str:
+        """No range in the help of an unbounded one (click's own said `[x<=None]`)."""
+        return "" if self.min is None and self.max is None else str(super()._describe_range())
+
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         rv = super().convert(value, param, ctx)
         if not math.isfinite(rv):

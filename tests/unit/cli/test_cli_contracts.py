@@ -277,3 +277,12 @@ def test_every_path_option_refuses_a_value_spelled_like_an_option() -> None:
     plain = [f"{path} {p.opts[0]}" for path, command in COMMANDS.items() for p in command.params
              if isinstance(p, click.Option) and isinstance(p.type, click.Path) and not isinstance(p.type, PathValue)]
     assert plain == []
+
+
+def test_no_option_help_shows_a_range_without_a_bound() -> None:
+    """An option fed by a float field without bounds (`al collect --temperature`) showed `[x<=None]` in its help."""
+    shown = {f"{path} {p.opts[0]}": p.get_help_extra(click.Context(COMMANDS[path])).get("range", "")
+             for path, p in OPTIONS}
+    assert [f"{opt} [{said}]" for opt, said in shown.items() if "None" in said] == []
+    assert shown["al collect --temperature"] == ""  # a finite number, no bound to show
+    assert shown["run --request-timeout"] == "x>0"
