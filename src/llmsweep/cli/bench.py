@@ -21,6 +21,7 @@ from llmsweep.cli.options import (
     FiniteRange,
     PathValue,
     field_option,
+    json_group_option,
     json_option,
     option,
     out_option,
@@ -77,6 +78,7 @@ def _common(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 @click.group("bench")
+@json_group_option()
 def bench() -> None:
     """Drive load against an OpenAI-compatible endpoint and write records.jsonl, summary.json.
 

@@ -22,7 +22,7 @@ from llmsweep.catalog import hardware as hardware_mod
 from llmsweep.catalog import images as images_mod
 from llmsweep.catalog import models as models_mod
 from llmsweep.catalog.sources import ENV_VAR, catalog_dirs
-from llmsweep.cli.options import PathValue, json_option, option
+from llmsweep.cli.options import DefaultCommandGroup, PathValue, json_group_option, json_option, option
 from llmsweep.cli.tables import table_console
 from llmsweep.engine_ids import acceptance_spellings
 from llmsweep.errors import ConfigError
@@ -308,24 +308,16 @@ def _known_curves_text(curves: Iterable[golden_mod.GoldenCurve]) -> str:
     )
 
 
-class _AlGroup(click.Group):
-    """`llmsweep al MODEL …` looks a value up; `llmsweep al collect …` measures a curve. The lookup is the group's
-    default subcommand (listed, so that the help it points to is there), so every existing spelling of the lookup
-    keeps working."""
-
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        if args and args[0] not in self.commands and args[0] not in ctx.help_option_names:
-            args = [LOOKUP, *args]
-        return super().parse_args(ctx, args)
-
-
 LOOKUP = "lookup"
 
 
-@click.group(name="al", cls=_AlGroup, invoke_without_command=False,
+# `llmsweep al MODEL …` looks a value up; `llmsweep al collect …` measures a curve. The lookup is the group's default
+# subcommand (listed, so that the help it points to is there), so every existing spelling of the lookup keeps working.
+@click.group(name="al", cls=DefaultCommandGroup, default_command=LOOKUP, invoke_without_command=False,
              help="Golden acceptance lengths: `llmsweep al MODEL -m METHOD -k K` looks one up (with its "
              "provenance; short for `llmsweep al lookup MODEL …`, whose options `llmsweep al lookup --help` lists); "
              "`llmsweep al collect RECIPE` measures a curve on a served model.")
+@json_group_option()
 def al() -> None:
     pass
 

@@ -471,19 +471,49 @@ def field_option(*decls: str, source: Source, **overrides: Any) -> Callable[[F],
     return click.option(*decls, cls=Opt, source=source, **settings)
 
 
+_JSON_META = "llmsweep.json"
+"""The key of `ctx.meta` (one dict shared by a command's context and its groups') that says `--json` was given."""
+
+
 def _inherit_json(ctx: click.Context, param: click.Parameter, value: bool) -> bool:
-    """`--json` given to a group (`catalog --json hardware`) holds for its subcommand too."""
-    parent = ctx.parent
-    while parent is not None:
-        if parent.params.get("as_json"):
-            return True
-        parent = parent.parent
-    return bool(value)
+    """`--json` given to a group (`results --json runs`, `catalog --json hardware`) holds for its subcommand too."""
+    if value:
+        ctx.meta[_JSON_META] = True
+    return bool(ctx.meta.get(_JSON_META))
 
 
 def json_option(what: str = "the result") -> Callable[[F], F]:
     """`--json`: print WHAT as JSON on stdout instead of a table; also honoured when given to the parent group."""
     return option("json", help=f"Print {what} as JSON on stdout.", callback=_inherit_json)
+
+
+def json_group_option() -> Callable[[F], F]:
+    """`--json` of a group whose subcommands take it: given to the group, it holds for the subcommand (the group's
+    function takes no parameter for it). `tests/unit/cli/test_cli_contracts.py` checks every such group has it."""
+    return option("json", help="Print the subcommand's result as JSON on stdout (as its own --json).",
+                  callback=_inherit_json, expose_value=False)
+
+
+class DefaultCommandGroup(click.Group):
+    """A group with a default subcommand (`llmsweep al MODEL …` is `al lookup MODEL …`): the words after the
+    group's own flags (`--json`) name a subcommand, or are the default subcommand's. `default_when_empty`: no words
+    at all run the default too."""
+
+    def __init__(self, *args: Any, default_command: str, default_when_empty: bool = False, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.default_command = default_command
+        self.default_when_empty = default_when_empty
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        flags = {o for p in self.params if isinstance(p, click.Option) and p.is_flag for o in p.opts}
+        i = 0
+        while i < len(args) and args[i] in flags:
+            i += 1
+        rest = args[i:]
+        if (rest and rest[0] not in self.commands and rest[0] not in ctx.help_option_names) or \
+                (not rest and self.default_when_empty):
+            args = [*args[:i], self.default_command, *rest]
+        return super().parse_args(ctx, args)
 
 
 def config_keys_option(*, required: bool = False) -> Callable[[F], F]:

@@ -16,6 +16,7 @@ from llmsweep.cli.options import (
     Opt,
     PathValue,
     held_results,
+    json_group_option,
     json_option,
     option,
     out_option,
@@ -39,6 +40,7 @@ def _num(value: float | None, digits: int = 3) -> str:
 
 
 @click.group()
+@json_group_option()
 def results() -> None:
     """List, show, export and import stored results."""
 

@@ -20,6 +20,7 @@ from llmsweep.cli.options import (
     config_keys_option,
     field_option,
     held_results,
+    json_group_option,
     json_option,
     option,
     out_option,
@@ -48,6 +49,7 @@ def _engine_default(name: str) -> Any:
 
 
 @click.group("sim")
+@json_group_option()
 def sim() -> None:
     """The simulated engine: serve it over HTTP, or calibrate it against measured runs."""
 

@@ -7,12 +7,13 @@ from pathlib import Path
 
 import click
 
-from llmsweep.cli.options import PathValue, json_option, option, out_option, refuse_unwritable
+from llmsweep.cli.options import PathValue, json_group_option, json_option, option, out_option, refuse_unwritable
 from llmsweep.spec.workload import SyntheticTraces
 from llmsweep.workload.traces.synth import FULL_SCALE_ISL
 
 
 @click.group("traces")
+@json_group_option()
 def traces() -> None:
     """Synthesise agentic traces and show corpus statistics."""
 

@@ -286,3 +286,33 @@ def test_no_option_help_shows_a_range_without_a_bound() -> None:
     assert [f"{opt} [{said}]" for opt, said in shown.items() if "None" in said] == []
     assert shown["al collect --temperature"] == ""  # a finite number, no bound to show
     assert shown["run --request-timeout"] == "x>0"
+
+
+def test_every_group_whose_subcommands_take_json_takes_it_too() -> None:
+    """`--json` given to a group holds for its subcommand (README): only `catalog` took it; `results --json runs`,
+    `model --json presets` and the rest were a usage error."""
+    def takes_json(command: click.Command) -> bool:
+        return any(p.name == "as_json" or "--json" in getattr(p, "opts", ()) for p in command.params)
+
+    lacking = [path for path, c in COMMANDS.items() if path and isinstance(c, click.Group) and not takes_json(c)
+               and any(takes_json(COMMANDS[f"{path} {name}"]) for name in c.list_commands(click.Context(c)))]
+    assert lacking == []
+
+
+@pytest.mark.parametrize("argv", [
+    ["model", "--json", "presets"],
+    ["al", "--json", "lookup", "qwen3.5", "-m", "mtp", "-k", "3"],
+    ["al", "--json", "qwen3.5", "-m", "mtp", "-k", "3"],  # the default subcommand after the group's flag
+    ["catalog", "--json", "hardware"],
+], ids=" ".join)
+def test_json_given_to_a_group_holds_for_its_subcommand(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_main(capsys, *argv)
+    assert code == 0, err[-2000:]
+    json.loads(out)
+    plain = run_main(capsys, *[a for a in argv if a != "--json"])
+    assert plain[0] == 0 and plain[1] != out  # the same command without it prints its table
+
+
+def test_json_given_to_the_results_group(store: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_main(capsys, "results", "--json", "runs", "--store", store)
+    assert code == 0 and isinstance(json.loads(out), list), err[-2000:]
