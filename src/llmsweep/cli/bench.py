@@ -25,13 +25,13 @@ from llmsweep.cli.options import (
     json_option,
     option,
     out_option,
-    refuse_unwritable,
 )
 from llmsweep.client.config import DURATION_REACHED, RunOptions
 from llmsweep.client.files import RECORDS_FILE
 from llmsweep.errors import ConfigError
 from llmsweep.spec.workload import ScenarioId
 from llmsweep.workload.fixed import FixedLengthConfig
+from llmsweep.writable import refuse_unwritable
 
 if TYPE_CHECKING:
     from llmsweep.metrics.model import Summary

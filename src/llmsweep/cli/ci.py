@@ -15,10 +15,10 @@ from llmsweep.cli.options import (
     option,
     out_option,
     recipe_files_argument,
-    refuse_unwritable,
     runner_config_option,
 )
 from llmsweep.errors import ConfigError
+from llmsweep.writable import refuse_unwritable
 
 if TYPE_CHECKING:
     from llmsweep.plan import Job

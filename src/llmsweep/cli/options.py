@@ -17,7 +17,7 @@ comma (a path, a run id or folder, KEY=VALUE YAML, JSON, a note, a pattern, a pu
 
 Output: a command that writes a file or folder the user names refuses, before any work (exit 2), one that already
 holds results, unless `--force` (:func:`refuse_replacing`); the file is left as it was. One that cannot be written
-(under a file, in a missing or read-only folder) is refused the same way (:func:`refuse_unwritable`).
+(under a file, in a missing or read-only folder) is refused the same way (`llmsweep.writable.refuse_unwritable`).
 """
 
 from __future__ import annotations
@@ -588,42 +588,6 @@ def refuse_replacing(path: Path, holds: list[str], *, force: bool, what: str, op
         raise ConfigError(f"{option_name} {path} already holds {what}{files}; nothing was written",
                           fix=f"pass a new path to {option_name}, or --force to replace it")
     click.echo(f"--force: replacing {what} in {path}", err=True)
-
-
-def refuse_unwritable(path: Path, *, folder: bool, option_name: str = "--out", makes_parents: bool = True) -> None:
-    """Before any work: an output the user named that cannot be written is refused (exit 2), with nothing made or
-    changed there: a folder output that is a file, a file output that is a folder, a path under a regular file, a
-    missing folder a command that makes none would write into (`makes_parents=False`), a place this user cannot
-    write. Found when writing, these had been tracebacks (exit 1), most after the work was done."""
-    import tempfile
-
-    from llmsweep.errors import ConfigError
-
-    fix = f"pass {option_name} a {'folder' if folder else 'file'} path this user can write"
-    if folder and path.exists() and not path.is_dir():
-        raise ConfigError(f"{option_name} {path} is a file, not a folder; nothing was written", fix=fix)
-    if not folder and path.is_dir():
-        raise ConfigError(f"{option_name} {path} is a folder, not a file; nothing was written", fix=fix)
-    home = path if folder else path.parent
-    there = home
-    while not there.exists() and there != there.parent:  # the nearest folder that is: it must take the rest
-        there = there.parent
-    if not there.is_dir():
-        raise ConfigError(f"{option_name} {path} cannot be written: {there} is a file, not a folder; nothing was "
-                          "written", fix=fix)
-    if there != home and not makes_parents:
-        raise ConfigError(f"{option_name} {path} cannot be written: the folder {home} does not exist; nothing was "
-                          "written", fix=f"make {home} first, or {fix}")
-    try:  # a write test, removed: a read-only mount, a folder of another user
-        fd, probe = tempfile.mkstemp(dir=there, prefix=".llmsweep-write-test-")
-        os.close(fd)
-        os.unlink(probe)
-    except OSError as exc:
-        raise ConfigError(f"{option_name} {path} cannot be written: {there}: {exc.strerror or exc}; nothing was "
-                          "written", fix=fix) from None
-    if path.is_file() and not os.access(path, os.W_OK):
-        raise ConfigError(f"{option_name} {path} cannot be written: the file is read-only; nothing was written",
-                          fix=fix)
 
 
 def runner_config_option() -> Callable[[F], F]:

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import click
 
-from llmsweep.cli.options import PathValue, json_option, option, out_option, refuse_unwritable, store_option
+from llmsweep.cli.options import PathValue, json_option, option, out_option, store_option
+from llmsweep.writable import refuse_unwritable
 
 
 @click.command()

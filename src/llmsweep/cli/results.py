@@ -21,11 +21,11 @@ from llmsweep.cli.options import (
     option,
     out_option,
     refuse_replacing,
-    refuse_unwritable,
     store_option,
 )
 from llmsweep.cli.tables import plain, table_console
 from llmsweep.errors import ResultError, ResultInputError
+from llmsweep.writable import refuse_unwritable
 
 
 def _open(store_path: Path | None, *, readonly: bool = True) -> Any:

@@ -26,7 +26,6 @@ from llmsweep.cli.options import (
     out_option,
     recipe_files_argument,
     refuse_replacing,
-    refuse_unwritable,
     runner_config_option,
 )
 from llmsweep.cli.serving import bind_fix, serve_router, wait_for_stop
@@ -34,6 +33,7 @@ from llmsweep.errors import ConfigError, LlmsweepError
 from llmsweep.sim.config import MAX_SPEC_K, SimConfig
 from llmsweep.sim.engine import EngineConfig
 from llmsweep.sim.transfer import DEFAULT_LINK
+from llmsweep.writable import refuse_unwritable
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import click
 
-from llmsweep.cli.options import PathValue, json_group_option, json_option, option, out_option, refuse_unwritable
+from llmsweep.cli.options import PathValue, json_group_option, json_option, option, out_option
 from llmsweep.spec.workload import SyntheticTraces
 from llmsweep.workload.traces.synth import FULL_SCALE_ISL
+from llmsweep.writable import refuse_unwritable
 
 
 @click.group("traces")
