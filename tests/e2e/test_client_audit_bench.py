@@ -20,7 +20,8 @@ def test_an_out_that_cannot_be_made_is_refused_before_any_load(tmp_path: Path,
                                   "--out", tmp_path / "a-file" / "out")
         served = len(srv.served)
     assert code == 2, (out, err)
-    assert f"--out {tmp_path / 'a-file' / 'out'} cannot be made: Not a directory; nothing was sent" in err
+    file = tmp_path / "a-file"
+    assert f"--out {file / 'out'} cannot be written: {file} is a file, not a folder" in err
     assert "Traceback" not in err and served == 0
 
 

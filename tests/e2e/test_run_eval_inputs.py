@@ -23,6 +23,7 @@ RECIPE = REPO / "tests" / "data" / "recipes" / "run" / "eval-8k1k.yaml"  # one 8
 @pytest.fixture(autouse=True)
 def _isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
     monkeypatch.setenv("LLMSWEEP_STORE", str(tmp_path / "store.sqlite"))
+    (tmp_path / "catalog").mkdir()  # an empty user catalog (a folder that is not there is refused)
     monkeypatch.setenv("LLMSWEEP_CATALOG_DIR", str(tmp_path / "catalog"))
     clear_caches()
     yield

@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from llmsweep.errors import ConfigError
+from llmsweep.errors import ConfigError, undecodable_line
 from llmsweep.findings import Finding, Severity
 from llmsweep.spec.source import SourceMap, YamlSyntaxError, load_yaml, parse_yaml, render_path
 
@@ -145,10 +145,21 @@ def load_fleet(path: Path | str | None = None) -> FleetCatalog:
     if path is None:
         return _packaged()
     p = Path(path)
-    if not p.is_file():
+    if p.is_dir():
+        raise ConfigError(f"Runner config '{p}' is a directory, not a file.",
+                          fix="pass the runner file itself (e.g. runners.yaml) to --runner-config")
+    if not p.exists():
         raise ConfigError(f"Runner config file '{p}' does not exist.", fix="pass an existing file to --runner-config")
     try:
         doc = load_yaml(p)
+    except OSError as exc:
+        raise ConfigError(f"Runner config file '{p}' cannot be read: {exc.strerror or exc}",
+                          fix="check the path and its permissions") from None
+    except UnicodeDecodeError as exc:
+        line = undecodable_line(exc)
+        raise ConfigError(f"{p}{f':{line}' if line else ''}: runner config is not UTF-8 text ({exc.reason})",
+                          fix="save the file as UTF-8 (that line holds text in another encoding, e.g. Latin-1)"
+                          ) from None
     except YamlSyntaxError as exc:
         raise ConfigError(f"{exc.file}:{exc.line}: YAML syntax error in runner config: {exc.problem}",
                           fix=exc.fix or "fix the YAML at that line") from None

@@ -404,9 +404,16 @@ def load_curve(path: Path, index: CurveIndexEntry | None = None) -> GoldenCurve:
 
 
 def user_curve_dirs(extra: Sequence[Path | str] = ()) -> tuple[Path, ...]:
-    """Directories of user curve files: ``extra`` (a command's ``--curves``), then ``$LLMSWEEP_GOLDEN_AL_DIR``."""
+    """Directories of user curve files: ``extra`` (a command's ``--curves``), then ``$LLMSWEEP_GOLDEN_AL_DIR``; a
+    folder the variable names that is not one is refused naming the variable (not an option never given)."""
     raw = os.environ.get(CURVES_ENV_VAR, "")
     env = [Path(p).expanduser() for p in raw.split(os.pathsep) if p.strip()]
+    for folder in env:
+        if not folder.is_dir():
+            raise ConfigError(f"${CURVES_ENV_VAR} names {folder}, which "
+                              f"{'is a file, not a folder' if folder.exists() else 'does not exist'}",
+                              fix=f"point ${CURVES_ENV_VAR} at the folder `llmsweep al collect` wrote into, or "
+                                  "unset it")
     return tuple(dict.fromkeys([Path(p).expanduser() for p in extra] + env))
 
 

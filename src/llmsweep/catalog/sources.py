@@ -27,11 +27,23 @@ M = TypeVar("M", bound=BaseModel)
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def user_dirs() -> tuple[Path, ...]:
-    """User catalog directories: ``$LLMSWEEP_CATALOG_DIR`` (pathsep list), else ``~/.config/llmsweep/catalog``."""
+def user_dirs(*, to_write: bool = False) -> tuple[Path, ...]:
+    """User catalog directories: ``$LLMSWEEP_CATALOG_DIR`` (pathsep list), else ``~/.config/llmsweep/catalog``.
+
+    A folder the variable names that does not exist, or a file, is refused (it had been skipped without a word, so a
+    typo read no user catalog at all); `to_write` (where `sim calibrate --save` writes) lets a missing one be made."""
     raw = os.environ.get(ENV_VAR)
     if raw:
-        return tuple(Path(p).expanduser() for p in raw.split(os.pathsep) if p.strip())
+        dirs = tuple(Path(p).expanduser() for p in raw.split(os.pathsep) if p.strip())
+        for d in dirs:
+            if d.exists() and not d.is_dir():
+                raise ConfigError(f"${ENV_VAR} names {d}, which is a file, not a catalog folder",
+                                  fix=f"point ${ENV_VAR} at folders of catalog files ({os.pathsep}-separated), or "
+                                      "unset it")
+            if not d.exists() and not to_write:
+                raise ConfigError(f"${ENV_VAR} names {d}, which does not exist",
+                                  fix=f"create the folder, correct the path in ${ENV_VAR}, or unset it")
+        return dirs
     default = default_user_dir()
     return (default,) if default.is_dir() else ()
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import subprocess
 import tarfile
 import tempfile
@@ -550,6 +551,17 @@ def _relative_files(files: Sequence[Path], top: Path | None) -> list[Path]:
     return out
 
 
+def _check_in_trees(files: Sequence[Path], rel: Sequence[Path], base: str, head: str) -> None:
+    """Refuse a file named in directory mode that lies inside neither directory (an absolute path elsewhere, a
+    `../` path out of them): both sides would read that one file, and the change set would say it changed nothing."""
+    for named, f in zip(files, rel, strict=True):
+        if f.is_absolute() or Path(os.path.normpath(f)).parts[:1] == ("..",):
+            raise ConfigError(f"{named} is inside neither {base} nor {head}: both sides would read that one file, "
+                              "so nothing in it could change",
+                              fix="name a recipe file inside one of the two directories, or a path as both hold it "
+                                  "(e.g. recipes/x.yaml)")
+
+
 def _under(path: Path, root: Path) -> bool:
     return path.resolve().is_relative_to(root.resolve())
 
@@ -593,6 +605,7 @@ def changes_between(spec: str, files: Sequence[Path] = (), *, repo: Path | None 
     rel = _relative_files(files, top if git_mode else None)
     if not git_mode:  # a file named inside either directory (`new/recipes/x.yaml`) is that path in both trees
         rel = [_inside(_inside(f, Path(head)), Path(base)) for f in rel]
+        _check_in_trees(files, rel, base, head)
     head_label = head or "working tree"
     renamed = _renamed_files(top, base, head, rel) if git_mode and top is not None else {}
     base_rel = [renamed.get(f, f) for f in rel]

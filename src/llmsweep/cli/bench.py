@@ -7,7 +7,6 @@ shorter than 900 s are marked smoke but succeed.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import time
@@ -17,12 +16,22 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import click
 
-from llmsweep.cli.options import FINITE_POSITIVE, FiniteRange, PathValue, field_option, json_option, option, out_option
+from llmsweep.cli.options import (
+    FINITE_POSITIVE,
+    FiniteRange,
+    PathValue,
+    field_option,
+    json_group_option,
+    json_option,
+    option,
+    out_option,
+)
 from llmsweep.client.config import DURATION_REACHED, RunOptions
 from llmsweep.client.files import RECORDS_FILE
 from llmsweep.errors import ConfigError
 from llmsweep.spec.workload import ScenarioId
 from llmsweep.workload.fixed import FixedLengthConfig
+from llmsweep.writable import refuse_unwritable
 
 if TYPE_CHECKING:
     from llmsweep.metrics.model import Summary
@@ -69,6 +78,7 @@ def _common(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 @click.group("bench")
+@json_group_option()
 def bench() -> None:
     """Drive load against an OpenAI-compatible endpoint and write records.jsonl, summary.json.
 
@@ -303,11 +313,9 @@ def _check_out(out: Path, *, force: bool) -> None:
     from llmsweep.client.files import RUN_FILE, SUMMARY_FILE
     from llmsweep.results.rundir import FOLDER_KINDS, out_kind
 
+    refuse_unwritable(out, folder=True)  # the run makes it only after the endpoint probe
     if not out.exists():
-        _check_makeable(out)
         return
-    if not out.is_dir():
-        raise ConfigError(f"--out {out} is a file, not a folder", fix="pass a new folder's path to --out")
     kind = out_kind(out)  # (a bench killed before its first record, only the run.json of its start, is a bench)
     if kind in ("run", "job", "predicted"):
         raise ConfigError(f"--out {out} is {FOLDER_KINDS[kind]}: a bench there would replace its files with another "
@@ -319,22 +327,6 @@ def _check_out(out: Path, *, force: bool) -> None:
                           fix="pass a new folder to --out, or --force to replace that measurement")
     if holds:
         click.echo(f"--force: replacing the measurement in {out}", err=True)
-
-
-def _check_makeable(out: Path) -> None:
-    """Refuse an `--out` that cannot be made (under a file, on a missing or read-only mount), trying it and leaving
-    nothing behind: the run makes it only after the endpoint probe, and failed there as a traceback with exit status 1
-    (the status of a failed gate); a probe that refuses the endpoint leaves no folder."""
-    made = [p for p in (out, *out.parents) if not p.exists()]
-    try:
-        out.mkdir(parents=True)
-    except OSError as exc:
-        raise ConfigError(f"--out {out} cannot be made: {exc.strerror or exc}; nothing was sent",
-                          fix="pass a folder this user can write to --out") from None
-    finally:
-        for folder in made:  # deepest first
-            with contextlib.suppress(OSError):
-                folder.rmdir()
 
 
 def _say_tokenizer(workload: Any, *, simulated: bool) -> None:

@@ -22,7 +22,7 @@ from llmsweep.catalog import hardware as hardware_mod
 from llmsweep.catalog import images as images_mod
 from llmsweep.catalog import models as models_mod
 from llmsweep.catalog.sources import ENV_VAR, catalog_dirs
-from llmsweep.cli.options import PathValue, json_option, option
+from llmsweep.cli.options import DefaultCommandGroup, PathValue, json_group_option, json_option, option
 from llmsweep.cli.tables import table_console
 from llmsweep.engine_ids import acceptance_spellings
 from llmsweep.errors import ConfigError
@@ -308,24 +308,16 @@ def _known_curves_text(curves: Iterable[golden_mod.GoldenCurve]) -> str:
     )
 
 
-class _AlGroup(click.Group):
-    """`llmsweep al MODEL …` looks a value up; `llmsweep al collect …` measures a curve. The lookup is the group's
-    default subcommand (listed, so that the help it points to is there), so every existing spelling of the lookup
-    keeps working."""
-
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        if args and args[0] not in self.commands and args[0] not in ctx.help_option_names:
-            args = [LOOKUP, *args]
-        return super().parse_args(ctx, args)
-
-
 LOOKUP = "lookup"
 
 
-@click.group(name="al", cls=_AlGroup, invoke_without_command=False,
+# `llmsweep al MODEL …` looks a value up; `llmsweep al collect …` measures a curve. The lookup is the group's default
+# subcommand (listed, so that the help it points to is there), so every existing spelling of the lookup keeps working.
+@click.group(name="al", cls=DefaultCommandGroup, default_command=LOOKUP, invoke_without_command=False,
              help="Golden acceptance lengths: `llmsweep al MODEL -m METHOD -k K` looks one up (with its "
              "provenance; short for `llmsweep al lookup MODEL …`, whose options `llmsweep al lookup --help` lists); "
              "`llmsweep al collect RECIPE` measures a curve on a served model.")
+@json_group_option()
 def al() -> None:
     pass
 
@@ -341,7 +333,7 @@ def al() -> None:
 @click.option("--precision", default=None,
               help="Precision the recipe serves (fp8, fp4…); default: what MODEL's id says. A curve measured in it "
               "wins over the default curve; warns on a mismatch.")
-@click.option("--curves", "curve_dirs", multiple=True, type=PathValue(path_type=Path),
+@click.option("--curves", "curve_dirs", multiple=True, type=PathValue(exists=True, file_okay=False, path_type=Path),
               help=f"A directory of curve files you collected (`llmsweep al collect`), read next to the packaged ones "
               f"(repeat for several; also ${golden_mod.CURVES_ENV_VAR}).")
 @json_option()
@@ -349,10 +341,7 @@ def lookup(model: str, method: str, k: int, thinking: str, draft_model: str | No
            curve_dirs: tuple[Path, ...], as_json: bool) -> None:
     """Look up the golden acceptance length for MODEL (HF id, model id or prefix) and print its provenance (the
     default command: `llmsweep al MODEL …` is `llmsweep al lookup MODEL …`)."""
-    try:
-        curves = golden_mod.list_curves(curve_dirs)
-    except ConfigError as exc:
-        raise click.BadParameter(str(exc), param_hint="--curves") from None
+    curves = golden_mod.list_curves(curve_dirs)  # (a --curves folder that is not one is refused as parsed)
     if golden_mod.normalise_method(method) is None:
         methods = ", ".join(sorted(golden_mod.METHOD_ALIASES))
         raise click.BadParameter(f"unknown draft method {method!r}; known spellings: {methods}",

@@ -8,7 +8,15 @@ from pathlib import Path
 
 import click
 
-from llmsweep.cli.options import PathValue, json_option, option, recipe_files_argument, runner_config_option
+from llmsweep.cli.options import (
+    DefaultCommandGroup,
+    PathValue,
+    json_group_option,
+    json_option,
+    option,
+    recipe_files_argument,
+    runner_config_option,
+)
 
 
 @click.command("changes")
@@ -73,22 +81,16 @@ def _print(change_set: object) -> None:
                "run")
 
 
-class _ChangelogGroup(click.Group):
-    """`llmsweep changelog [FILE] …` validates (the `check` subcommand, its default, so every existing spelling keeps
-    working); `canonicalize` and `resolve-conflict` prepare a pull request's changelog for its merge."""
-
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        if not args or (args[0] not in self.commands and args[0] not in ctx.help_option_names):
-            args = [CHECK, *args]
-        return super().parse_args(ctx, args)
-
-
 CHECK = "check"
 _FILE = click.argument("changelog_file", type=PathValue(dir_okay=False, path_type=Path),
                        default=Path("perf-changelog.yaml"))
 
 
-@click.group("changelog", cls=_ChangelogGroup, invoke_without_command=False)
+# `llmsweep changelog [FILE] …` validates (the `check` subcommand, its default, so every existing spelling keeps
+# working); `canonicalize` and `resolve-conflict` prepare a pull request's changelog for its merge.
+@click.group("changelog", cls=DefaultCommandGroup, default_command=CHECK, default_when_empty=True,
+             invoke_without_command=False)
+@json_group_option()
 def changelog() -> None:
     """InferenceX's perf-changelog.yaml: `llmsweep changelog [FILE] [--base REV] [--pr-number N] …` validates it and
     lists the jobs its new entries select (the default subcommand, `check`: see `llmsweep changelog check --help`);

@@ -10,8 +10,15 @@ from typing import TYPE_CHECKING, NoReturn
 
 import click
 
-from llmsweep.cli.options import PathValue, option, out_option, recipe_files_argument, runner_config_option
+from llmsweep.cli.options import (
+    PathValue,
+    option,
+    out_option,
+    recipe_files_argument,
+    runner_config_option,
+)
 from llmsweep.errors import ConfigError
+from llmsweep.writable import refuse_unwritable
 
 if TYPE_CHECKING:
     from llmsweep.plan import Job
@@ -36,7 +43,7 @@ def ci() -> None:
               "changed (`llmsweep changes BASE..HEAD`).")
 @option("baseline", help="Stored run the collect job compares the sweep with (between-run bands); no comparison "
         "without it.")
-@click.option("--ci-store", "ci_store", default=None, metavar="PATH",
+@click.option("--ci-store", "ci_store", type=PathValue(path_type=str), default=None, metavar="PATH",
               help="Results store path on the collect runner (LLMSWEEP_STORE in the workflow); it must hold the "
               "baseline and persist between runs, e.g. a shared disk of a self-hosted runner.")
 @click.option("--collect-runner", default="ubuntu-latest", show_default=True, help="runs-on of the collect job.")
@@ -60,6 +67,7 @@ def github(files: tuple[Path, ...], out: Path, source: str, baseline: str | None
     from llmsweep.changes.github import dump_workflow, matrix_entries, repo_path, workflow, workflow_root
     from llmsweep.plan import jobs_from_files
 
+    refuse_unwritable(out, folder=False)
     if baseline is not None and ci_store is None and not Path(baseline).is_dir():
         # a stored run id: the collect job's store must hold it, and the default one is an empty, ephemeral runner's
         raise click.UsageError(f"--baseline {baseline} is a stored run, and the workflow's collect job would read it "
@@ -148,6 +156,9 @@ def matrix(files: tuple[Path, ...], changed: str | None, evals_only: bool, all_e
     from llmsweep.catalog.fleet import default_fleet, load_fleet
     from llmsweep.changes.github import label_plans, matrix_entries, sweep_jobs
 
+    if github_output is not None:  # appended to after the plan: checked before it
+        refuse_unwritable(github_output, folder=False, option_name="--github-output", makes_parents=False)
+
     fleet = load_fleet(runner_config) if runner_config is not None else default_fleet()
     parents: dict[str, str] = {}
     notes: list[str] = []
@@ -180,6 +191,24 @@ def matrix(files: tuple[Path, ...], changed: str | None, evals_only: bool, all_e
     click.echo(json.dumps(doc, indent=2))
 
 
+def _expected_jobs(name: str) -> list[str]:
+    """The job ids the environment variable NAME holds (`--expected-env`): a JSON list of strings. Unset, empty or
+    anything else is refused: a sweep collected against no expected job would pass with every job missing."""
+    fix = (f"set ${name} to the JSON list of the sweep's job ids (the setup job's `jobs` output, "
+           'e.g. ["job-a","job-b"])')
+    raw = os.environ.get(name, "")
+    if not raw.strip():
+        raise ConfigError(f"--expected-env names ${name}, which is {'empty' if name in os.environ else 'not set'}: "
+                          "the jobs the sweep expected are unknown", fix=fix)
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"${name} is not a JSON list of job ids: {exc}", fix=fix) from None
+    if not isinstance(value, list) or not all(isinstance(j, str) and j for j in value):
+        raise ConfigError(f"${name} must hold a JSON list of job ids (non-empty strings), not {raw[:80]!r}", fix=fix)
+    return value
+
+
 @ci.command("collect")
 @click.argument("artifacts", type=PathValue(file_okay=False, path_type=Path))
 @out_option("Run folder to write (new or empty).", type=PathValue(file_okay=False, path_type=Path), required=True)
@@ -193,16 +222,12 @@ def collect_cmd(artifacts: Path, out: Path, run_id: str, expected_env: str | Non
     from llmsweep.changes.github import collect
     from llmsweep.errors import ConfigError
 
-    expected: list[str] = []
-    if expected_env:
-        try:
-            expected = [str(j) for j in json.loads(os.environ.get(expected_env) or "[]")]
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"${expected_env} is not a JSON list of job ids: {exc}",
-                              fix="pass the setup job's `jobs` output") from exc
-    if not expected and not any(artifacts.iterdir()):
+    refuse_unwritable(out, folder=True)
+    expected = _expected_jobs(expected_env) if expected_env is not None else []
+    if not expected and not (artifacts.is_dir() and any(artifacts.iterdir())):
         # nothing to collect and nothing expected: an empty run folder would read as a sweep that passed
-        raise ConfigError(f"{artifacts} holds no job's artifact, and no job was expected",
+        raise ConfigError(f"{artifacts} {'holds no' if artifacts.is_dir() else 'does not exist, so holds no'} job's "
+                          "artifact, and no job was expected",
                           fix="point at the folder the sweep jobs' artifacts were downloaded into "
                               "(actions/download-artifact), and pass --expected-env with the setup job's job ids")
     meta = collect(artifacts, out, run_id=run_id, expected=expected)

@@ -9,7 +9,7 @@ from typing import Literal
 
 import click
 
-from llmsweep.cli.options import json_option, option, out_option
+from llmsweep.cli.options import json_group_option, json_option, option, out_option
 from llmsweep.modelsynth.architectures import PRESETS, preset_config
 from llmsweep.modelsynth.gguf_import import KNOWN_GGUF, ImportRequest, import_gguf
 from llmsweep.modelsynth.synth import SynthRequest, synth_model
@@ -26,6 +26,7 @@ def _preset_help() -> str:
 
 
 @click.group("model")
+@json_group_option()
 def model() -> None:
     """Write model directories engines can serve offline: dummy weights (synth) or real ones (import)."""
 

@@ -16,7 +16,8 @@ also take several after one flag (`greedy`), as its argparse `nargs='+'` does. A
 comma (a path, a run id or folder, KEY=VALUE YAML, JSON, a note, a pattern, a pull-request label) is repeated only.
 
 Output: a command that writes a file or folder the user names refuses, before any work (exit 2), one that already
-holds results, unless `--force` (:func:`refuse_replacing`); the file is left as it was.
+holds results, unless `--force` (:func:`refuse_replacing`); the file is left as it was. One that cannot be written
+(under a file, in a missing or read-only folder) is refused the same way (`llmsweep.writable.refuse_unwritable`).
 """
 
 from __future__ import annotations
@@ -49,6 +50,10 @@ class FiniteRange(click.FloatRange):
         if min is None and max is None:
             self.name = "float"  # any finite number: shown as FLOAT, as click's own
 
+    def _describe_range(self) -> str:
+        """No range in the help of an unbounded one (click's own said `[x<=None]`)."""
+        return "" if self.min is None and self.max is None else str(super()._describe_range())
+
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         rv = super().convert(value, param, ctx)
         if not math.isfinite(rv):
@@ -59,7 +64,8 @@ class FiniteRange(click.FloatRange):
 class PathValue(click.Path):
     """A path an option takes: a value spelled like a long option (`compare --markdown --json`) is that option, given
     where the path was missing, not a file to write; click took it for the path and the option never applied. A file
-    whose name starts with `--` is still reachable as `./--name`."""
+    whose name starts with `--` is still reachable as `./--name`. An option whose value is a path or a name (a trace
+    source, a tokenizer directory or hub id, an interpreter) is one too, `path_type=str`: it refuses the same."""
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
         if isinstance(value, str) and value.startswith("--"):
@@ -291,7 +297,9 @@ CONCEPTS: dict[str, Concept] = {
     "url": Concept("--url", "url", {"required": True, "callback": lambda _c, _p, v: _http_url(v)},
                    source=FieldRef(_endpoint, "base_url")),
     "model": Concept("--model", "model", {"required": True}, source=FieldRef(_endpoint, "model")),
-    "tokenizer": Concept("--tokenizer", "tokenizer", {"default": None}, source=FieldRef(_workload, "tokenizer")),
+    "tokenizer": Concept("--tokenizer", "tokenizer", {"default": None, "type": PathValue(path_type=str),
+                                                      "metavar": "DIR_OR_ID"},  # a hub id stays a string
+                         source=FieldRef(_workload, "tokenizer")),
     "no_ignore_eos": Concept("--no-ignore-eos", "no_ignore_eos", {
         "is_flag": True, "help": "Do not send ignore_eos (servers that answer 422).",
     }),
@@ -314,7 +322,8 @@ CONCEPTS: dict[str, Concept] = {
     }, deprecated=("--warmups-per-conc",)),
     "num_traces": Concept("--num-traces", "num_traces", {"type": click.IntRange(min=1), "show_default": True},
                           source=FieldRef(_synthetic_traces, "traces")),
-    "traces": Concept("--traces", "traces", {"help": "Trace file, directory or Hugging Face dataset id."}),
+    "traces": Concept("--traces", "traces", {"type": PathValue(path_type=str), "metavar": "SOURCE",
+                                             "help": "Trace file, directory or Hugging Face dataset id."}),
     "spec_method": Concept("--spec-method", "spec_method", {}, source=FieldRef(_spec_decoding, "method")),
     "spec_k": Concept("--spec-k", "spec_k", {"type": click.IntRange(min=1)},
                       source=FieldRef(_spec_decoding, "num_steps")),
@@ -462,19 +471,49 @@ def field_option(*decls: str, source: Source, **overrides: Any) -> Callable[[F],
     return click.option(*decls, cls=Opt, source=source, **settings)
 
 
+_JSON_META = "llmsweep.json"
+"""The key of `ctx.meta` (one dict shared by a command's context and its groups') that says `--json` was given."""
+
+
 def _inherit_json(ctx: click.Context, param: click.Parameter, value: bool) -> bool:
-    """`--json` given to a group (`catalog --json hardware`) holds for its subcommand too."""
-    parent = ctx.parent
-    while parent is not None:
-        if parent.params.get("as_json"):
-            return True
-        parent = parent.parent
-    return bool(value)
+    """`--json` given to a group (`results --json runs`, `catalog --json hardware`) holds for its subcommand too."""
+    if value:
+        ctx.meta[_JSON_META] = True
+    return bool(ctx.meta.get(_JSON_META))
 
 
 def json_option(what: str = "the result") -> Callable[[F], F]:
     """`--json`: print WHAT as JSON on stdout instead of a table; also honoured when given to the parent group."""
     return option("json", help=f"Print {what} as JSON on stdout.", callback=_inherit_json)
+
+
+def json_group_option() -> Callable[[F], F]:
+    """`--json` of a group whose subcommands take it: given to the group, it holds for the subcommand (the group's
+    function takes no parameter for it). `tests/unit/cli/test_cli_contracts.py` checks every such group has it."""
+    return option("json", help="Print the subcommand's result as JSON on stdout (as its own --json).",
+                  callback=_inherit_json, expose_value=False)
+
+
+class DefaultCommandGroup(click.Group):
+    """A group with a default subcommand (`llmsweep al MODEL …` is `al lookup MODEL …`): the words after the
+    group's own flags (`--json`) name a subcommand, or are the default subcommand's. `default_when_empty`: no words
+    at all run the default too."""
+
+    def __init__(self, *args: Any, default_command: str, default_when_empty: bool = False, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.default_command = default_command
+        self.default_when_empty = default_when_empty
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        flags = {o for p in self.params if isinstance(p, click.Option) and p.is_flag for o in p.opts}
+        i = 0
+        while i < len(args) and args[i] in flags:
+            i += 1
+        rest = args[i:]
+        if (rest and rest[0] not in self.commands and rest[0] not in ctx.help_option_names) or \
+                (not rest and self.default_when_empty):
+            args = [*args[:i], self.default_command, *rest]
+        return super().parse_args(ctx, args)
 
 
 def config_keys_option(*, required: bool = False) -> Callable[[F], F]:

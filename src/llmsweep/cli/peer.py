@@ -17,6 +17,7 @@ from llmsweep.cli.options import (
     Opt,
     PathValue,
     held_results,
+    json_group_option,
     json_option,
     option,
     out_option,
@@ -27,6 +28,7 @@ from llmsweep.metrics.model import RUN_SOURCES, RunSource
 
 
 @click.group("peer")
+@json_group_option()
 def peer() -> None:
     """Peer clients (aiperf) against the same endpoint, and their records under llmsweep's definitions."""
 

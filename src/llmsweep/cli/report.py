@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from llmsweep.cli.options import PathValue, json_option, option, out_option, store_option
+from llmsweep.writable import refuse_unwritable
 
 
 @click.command()
@@ -33,6 +34,8 @@ def report(run: str, out: Path | None, no_png: bool, overlays: tuple[str, ...], 
     from llmsweep.results.sides import resolve_points, resolve_run_dir, reused_points_of, run_meta_of
     from llmsweep.results.store import Store, default_store_path
 
+    if out is not None:  # before the run is read
+        refuse_unwritable(out, folder=True)
     extra: list[ResultPoint] = []
     if overlays or folder_kind(Path(run)) == "other":  # a stored run id, or runs to draw beside it: ask the store
         with Store(store_path, readonly=True) as store:

@@ -16,6 +16,7 @@ from llmsweep.cli.options import (
     Opt,
     PathValue,
     held_results,
+    json_group_option,
     json_option,
     option,
     out_option,
@@ -24,6 +25,7 @@ from llmsweep.cli.options import (
 )
 from llmsweep.cli.tables import plain, table_console
 from llmsweep.errors import ResultError, ResultInputError
+from llmsweep.writable import refuse_unwritable
 
 
 def _open(store_path: Path | None, *, readonly: bool = True) -> Any:
@@ -38,6 +40,7 @@ def _num(value: float | None, digits: int = 3) -> str:
 
 
 @click.group()
+@json_group_option()
 def results() -> None:
     """List, show, export and import stored results."""
 
@@ -421,6 +424,7 @@ def export(run_id: str | None, fmt: str, out: Path | None, force: bool, include_
 
     if out is not None:  # before the store is read
         refuse_replacing(out, held_results(out), force=force, what="an export")
+        refuse_unwritable(out, folder=False, makes_parents=False)
     with _open(store_path) as store, saying(f"reading {f'run {run_id}' if run_id else 'every result'} from "
                                             f"{store.path}"):
         store.require_run(run_id)
@@ -508,6 +512,8 @@ def compare(runs: tuple[str, ...], baseline: str | None, fmt: str | None, repeat
     if as_json and fmt not in (None, "json"):  # markdown won, and a script reading JSON got a PR comment
         raise click.UsageError(f"--json and --format {fmt} ask for two outputs on stdout: give one of them")
     as_json = as_json or fmt == "json"
+    if markdown is not None:  # before the store is read
+        refuse_unwritable(markdown, folder=False, option_name="--markdown", makes_parents=False)
     with _open(store_path) as store:
         warn = left_out()
         label_a, pa = resolve_points(a, store, warn)

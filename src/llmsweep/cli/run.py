@@ -71,7 +71,7 @@ EVAL_OPTIONS = {"task": "eval_task", "dataset": "eval_dataset", "limit": "eval_l
               help="Score only the first N samples of the task (lm-eval --limit; recorded with the result).")
 @click.option("--eval-max-tokens", type=click.IntRange(min=1), default=None,
               help="Answer budget per sample instead of the one the eval context implies (recorded).")
-@click.option("--lm-eval", "lm_eval", default=None, metavar="PYTHON",
+@click.option("--lm-eval", "lm_eval", type=PathValue(dir_okay=False, path_type=str), default=None, metavar="PYTHON",
               help="Python interpreter with lm-eval[api]==0.4.13 (default: $LLMSWEEP_LM_EVAL).")
 @click.option("--fail-fast", is_flag=True, help="Stop at the first failed or invalid job.")
 @field_option("--resume", source=(LifecycleSettings, "resume"), is_flag=True)

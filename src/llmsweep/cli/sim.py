@@ -20,6 +20,7 @@ from llmsweep.cli.options import (
     config_keys_option,
     field_option,
     held_results,
+    json_group_option,
     json_option,
     option,
     out_option,
@@ -32,6 +33,7 @@ from llmsweep.errors import ConfigError, LlmsweepError
 from llmsweep.sim.config import MAX_SPEC_K, SimConfig
 from llmsweep.sim.engine import EngineConfig
 from llmsweep.sim.transfer import DEFAULT_LINK
+from llmsweep.writable import refuse_unwritable
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -47,6 +49,7 @@ def _engine_default(name: str) -> Any:
 
 
 @click.group("sim")
+@json_group_option()
 def sim() -> None:
     """The simulated engine: serve it over HTTP, or calibrate it against measured runs."""
 
@@ -500,6 +503,7 @@ def predict(files: tuple[Path, ...], config_keys: tuple[str, ...], duration: flo
     jobs, policy = _predicted_jobs(files, config_keys, runner_config, runner_labels)
     if out_dir is not None:  # the recipes read, before any point is predicted over the points --out holds
         refuse_replacing(Path(out_dir), held_results(Path(out_dir)), force=force, what="results")
+        refuse_unwritable(Path(out_dir), folder=True)
     jobs = with_traces(jobs, traces, lambda line: click.echo(line, err=True))
     unreadable = check_trace_sources(jobs)
     for source, unread in unreadable.items():

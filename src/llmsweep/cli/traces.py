@@ -7,12 +7,14 @@ from pathlib import Path
 
 import click
 
-from llmsweep.cli.options import PathValue, json_option, option, out_option
+from llmsweep.cli.options import PathValue, json_group_option, json_option, option, out_option
 from llmsweep.spec.workload import SyntheticTraces
 from llmsweep.workload.traces.synth import FULL_SCALE_ISL
+from llmsweep.writable import refuse_unwritable
 
 
 @click.group("traces")
+@json_group_option()
 def traces() -> None:
     """Synthesise agentic traces and show corpus statistics."""
 
@@ -28,6 +30,7 @@ def synth(out: Path, n_traces: int, seed: int, max_isl: int) -> None:
     """Write a synthetic corpus with the shape of the published AgentX traces (hash ids, no text)."""
     from llmsweep.workload.traces.synth import SynthProfile, synthesize, write_jsonl
 
+    refuse_unwritable(out, folder=False)
     corpus = synthesize(SynthProfile(traces=n_traces, seed=seed, max_isl=max_isl))
     write_jsonl(corpus, out)
     requests = sum(len(t.all_requests()) for t in corpus)

@@ -19,7 +19,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from llmsweep.engine_ids import SIM
-from llmsweep.errors import ResultError
+from llmsweep.errors import ResultError, ResultInputError
 from llmsweep.execute.artifacts import JOB_FILE, RECORDS_FILE, RUN_FILE, SUMMARY_FILE, write_json
 from llmsweep.metrics.gates import GateConfig
 from llmsweep.metrics.model import Readback, ReadbackCheck, SpecDecode, Summary
@@ -270,9 +270,9 @@ def summarise_job(job_dir: Path | str, *, settings: ReadbackSettings | None = No
         try:
             job = Job.model_validate(_read_object(job_path))
         except ValidationError as exc:
-            raise ResultError(f"{job_path} is not a job this llmsweep reads ({exc.error_count()} problem(s): "
-                              f"{exc.errors()[0]['msg']})",
-                              fix="summarize it with the llmsweep release that ran it, or re-run the job") from exc
+            raise ResultInputError(f"{job_path} is not a job this llmsweep reads ({exc.error_count()} problem(s): "
+                                   f"{exc.errors()[0]['msg']})",
+                                   fix="summarize it with the llmsweep release that ran it, or re-run the job") from exc
     if job is not None and job.eval_only:
         from llmsweep.evals.results import eval_only_summary
 
@@ -400,7 +400,7 @@ def _read_object(path: Path) -> dict[str, Any]:
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise ResultError(f"cannot read {path}: {exc}", fix="restore the file or re-run the job") from exc
+        raise ResultInputError(f"cannot read {path}: {exc}", fix="restore the file or re-run the job") from exc
     if not isinstance(doc, dict):
-        raise ResultError(f"{path} is not a JSON object", fix="restore the file or re-run the job")
+        raise ResultInputError(f"{path} is not a JSON object", fix="restore the file or re-run the job")
     return doc

@@ -16,7 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from llmsweep import __version__
-from llmsweep.errors import ConfigError
+from llmsweep.errors import ConfigError, undecodable_line
 from llmsweep.modelsynth.architectures import (
     DRAFT_PRESET,
     PRESETS,
@@ -105,7 +105,11 @@ def load_source_config(source: str) -> tuple[Config, str]:
             fix=f"use one of {', '.join(PRESETS)}, or the path of a Hugging Face config.json",
         )
     try:
-        config = json.loads(path.read_text())
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:  # (JSON is UTF-8 text: a binary file, a config saved as Latin-1)
+        line = undecodable_line(exc)
+        raise ConfigError(f"{path}{f':{line}' if line else ''}: not UTF-8 text ({exc.reason})",
+                          fix="pass a valid Hugging Face config.json (UTF-8 JSON)") from None
     except (OSError, json.JSONDecodeError) as exc:
         raise ConfigError(f"cannot read {path}: {exc}", fix="pass a valid Hugging Face config.json") from exc
     if not isinstance(config, dict) or "hidden_size" not in config or "vocab_size" not in config:

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from llmsweep.errors import ResultError
+from llmsweep.errors import ConfigError, ResultError
 from llmsweep.report.data import build_payload
 from llmsweep.report.html import finite, render_html
 from llmsweep.report.markdown import run_summary_markdown
@@ -70,7 +70,7 @@ def write_report(run: RunDir | Path | str, out_dir: Path | str | None = None, *,
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise ResultError(f"cannot create report folder {out}: {exc}", fix="pass --out to a writable folder") from exc
+        raise ConfigError(f"cannot create report folder {out}: {exc}", fix="pass --out to a writable folder") from exc
     points = points_from_run(run)
     reused, unread = reused_points(run, store)
     payload = build_payload(run, points, overlay=overlay, mix_sources=mix_sources, reused=reused,

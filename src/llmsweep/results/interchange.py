@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from llmsweep.errors import ResultError, ResultInputError
+from llmsweep.errors import ResultInputError
 from llmsweep.metrics.model import MEASURED, SOURCES, VIRTUAL, InvertedStats, Stats, Summary, Verdict
 from llmsweep.metrics.registry import HOT_COLUMNS, HOT_NAMES, HotColumn
 from llmsweep.results.evals import inferencex_eval_rows, is_eval_row, points_from_eval_rows
@@ -482,7 +482,7 @@ def read_import(path: Path) -> Imported:
     index, so every row is kept."""
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
+    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
         if (peer := _peer_file(path, None)) is not None:
             raise ResultInputError(f"{path} is {peer[0]}, not an export", fix=peer[1]) from exc
         raise ResultInputError(f"cannot read {path}: {exc}", fix="pass a JSON file written by `results export` "
@@ -698,7 +698,7 @@ def from_inferencex_row(run_id: str, row: Mapping[str, Any], n: int) -> ResultPo
         job["scenario-type"] = flat["scenario_type"]
     identity = identity_from_job(job)
     if identity.conc <= 0:  # (it was stored as conc 0, drawn as a `c0` point, matched with nothing)
-        raise ResultError(f"row {n} names no concurrency (`conc`, or a legacy agentic row's `users`)",
+        raise ResultInputError(f"row {n} names no concurrency (`conc`, or a legacy agentic row's `users`)",
                           fix="give each row the concurrency it was measured at")
     if ours.get("corpus"):  # our own export: the corpus the point replayed, so it matches its original again
         identity = dataclasses.replace(identity, corpus=str(ours["corpus"]))
@@ -718,7 +718,7 @@ def from_inferencex_row(run_id: str, row: Mapping[str, Any], n: int) -> ResultPo
     run_id = str(ours.get("run_id") or run_id)  # our own export: the run it came from
     source = str(ours.get("source") or flat.get("source") or MEASURED)
     if source not in SOURCES:
-        raise ResultError(f"row {n} has unknown source {source!r}", fix=f"use one of {', '.join(SOURCES)}")
+        raise ResultInputError(f"row {n} has unknown source {source!r}", fix=f"use one of {', '.join(SOURCES)}")
     if source == MEASURED and ours.get("clock") == VIRTUAL:  # our block says the simulator's clock timed it
         raise ResultInputError(f"row {n} ({job_id}) says it was measured, but its `llmsweep.clock` is virtual: the "
                                "simulator's virtual clock timed it", fix="give the row the source it was exported "

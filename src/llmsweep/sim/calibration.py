@@ -120,7 +120,7 @@ def user_file(directory: Path | None = None) -> Path:
     from llmsweep.catalog.sources import ENV_VAR, user_dirs
 
     if directory is None:
-        dirs = user_dirs()
+        dirs = user_dirs(to_write=True)
         if not dirs:
             raise ConfigError(
                 "sim calibrate --save: no user catalog directory to save into",

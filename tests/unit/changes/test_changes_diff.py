@@ -113,6 +113,27 @@ def test_a_missing_recipe_file_or_a_tree_without_recipes_is_refused_not_an_empty
     assert [j.conc for j in cs.added] == [8]
 
 
+def test_a_file_inside_neither_directory_is_refused_not_compared_with_itself(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """`changes A/..B/ /elsewhere/x.yaml` read that one file on both sides: "0 changed", exit 0, and `ci matrix
+    --changed` selected nothing (the typo guard passed too, the file existing)."""
+    old, new = tmp_path / "old", tmp_path / "new"
+    write_recipe(old, tp4_concs="[2, 4]")
+    write_recipe(new, tp4_concs="[2, 4, 8]")
+    elsewhere = write_recipe(tmp_path / "elsewhere")
+    monkeypatch.chdir(tmp_path)
+    for named in (elsewhere, Path("elsewhere/recipes/chg.yaml"), Path("old/../elsewhere/recipes/chg.yaml")):
+        with pytest.raises(ConfigError, match=r"is in(side)? neither .*old nor .*new"):
+            changes_between("old..new", [named])
+    from support.cli import run_main
+
+    code, _, err = run_main(capsys, "changes", "old..new", elsewhere)
+    assert code == 2 and "inside neither" in err, err
+    # inside either directory, or as both trees hold it, the file is compared
+    for named in (Path("recipes/chg.yaml"), Path("new/recipes/chg.yaml"), old / "recipes" / "chg.yaml"):
+        assert [j.conc for j in changes_between("old..new", [named]).added] == [8]
+
+
 def test_a_fleet_file_in_the_repository_is_read_from_each_side(tmp_path: Path) -> None:
     """The fleet's DRAM sizes the HiCache arm's host pool: lowering it in a change changes those jobs, which used to
     be reported unchanged (both sides were planned with the working tree's fleet file)."""

@@ -157,6 +157,42 @@ def test_collect_merges_job_runs_and_counts_a_missing_one_as_failed(tmp_path: Pa
         collect(tmp_path / "none", tmp_path / "nothing", run_id="gh-3-1")
 
 
+@pytest.mark.parametrize(("value", "says"), [
+    (None, "$JOBS, which is not set"), ("", "$JOBS, which is empty"), ("  ", "$JOBS, which is empty"),
+    ("5", "must hold a JSON list of job ids"), ('"ab"', "must hold a JSON list of job ids"),
+    ('["job-a", 3]', "must hold a JSON list of job ids"), ("[job-a]", "is not a JSON list of job ids"),
+])
+def test_collect_refuses_an_expected_env_that_does_not_hold_the_job_ids(
+        value: str | None, says: str, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--expected-env JOBS` with JOBS unset or empty had collected against no expected job (a sweep whose every job
+    lost its artifact went green); `5` was a TypeError traceback and `"ab"` the jobs `a` and `b`."""
+    from support.cli import run_main
+
+    artifacts = tmp_path / "artifacts"
+    (artifacts / "bmk_job-a").mkdir(parents=True)
+    if value is None:
+        monkeypatch.delenv("JOBS", raising=False)
+    else:
+        monkeypatch.setenv("JOBS", value)
+    code, _, err = run_main(capsys, "ci", "collect", artifacts, "--out", tmp_path / "sweep", "--run", "gh-1-1",
+                            "--expected-env", "JOBS")
+    assert code == 2, err[-2000:]
+    assert "Traceback" not in err and says in err and "fix:" in err, err[-2000:]
+    assert not (tmp_path / "sweep").exists()
+
+
+def test_collect_of_a_missing_folder_without_expected_jobs_is_refused(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Without --expected-env a missing artifacts folder had been a FileNotFoundError traceback (exit 1)."""
+    from support.cli import run_main
+
+    code, _, err = run_main(capsys, "ci", "collect", tmp_path / "missing", "--out", tmp_path / "sweep", "--run", "x")
+    assert code == 2 and "Traceback" not in err, err[-2000:]
+    assert "missing does not exist, so holds no job's artifact" in err and "fix:" in err
+    assert not (tmp_path / "sweep").exists()
+
+
 def test_collect_counts_a_multinode_jobs_points_and_keeps_each_jobs_hardware(tmp_path: Path) -> None:
     """`run` records a multi-node job's outcomes under its points' ids (`<id>-conc2`, `<id>-conc4`), while the matrix
     names the job: every sweep with one was failed for 'no artifact' (collect exit 1, the success rate too low). And

@@ -173,6 +173,15 @@ BAD_INPUT = [
     # a path option given no path: click took the next option for it (a markdown file named `--json`, no JSON)
     (["compare", "{tmp}/a", "{tmp}/b", "--markdown", "--json"], "'--markdown': '--json' is an option, not a path"),
     (["run", str(QUICKSTART), "--out", "--simulate"], "'--out': '--simulate' is an option, not a path"),
+    # ... options whose value is a path or a name too (they had been plain strings: `--lm-eval --json` ate --json)
+    (["run", str(QUICKSTART), "--out", "{tmp}/run", "--lm-eval", "--json"],
+     "'--lm-eval': '--json' is an option, not a path"),
+    (["run", str(QUICKSTART), "--out", "{tmp}/run", "--traces", "--json"],
+     "'--traces': '--json' is an option, not a path"),
+    (["predict", str(QUICKSTART), "--traces", "--json"], "'--traces': '--json' is an option, not a path"),
+    (["bench", "fixed", "--tokenizer", "--json"], "'--tokenizer': '--json' is an option, not a path"),
+    (["ci", "github", str(QUICKSTART), "--out", "{tmp}/.github/workflows/sweep.yml", "--ci-store", "--baseline"],
+     "'--ci-store': '--baseline' is an option"),
 ]
 
 
@@ -268,3 +277,42 @@ def test_every_path_option_refuses_a_value_spelled_like_an_option() -> None:
     plain = [f"{path} {p.opts[0]}" for path, command in COMMANDS.items() for p in command.params
              if isinstance(p, click.Option) and isinstance(p.type, click.Path) and not isinstance(p.type, PathValue)]
     assert plain == []
+
+
+def test_no_option_help_shows_a_range_without_a_bound() -> None:
+    """An option fed by a float field without bounds (`al collect --temperature`) showed `[x<=None]` in its help."""
+    shown = {f"{path} {p.opts[0]}": p.get_help_extra(click.Context(COMMANDS[path])).get("range", "")
+             for path, p in OPTIONS}
+    assert [f"{opt} [{said}]" for opt, said in shown.items() if "None" in said] == []
+    assert shown["al collect --temperature"] == ""  # a finite number, no bound to show
+    assert shown["run --request-timeout"] == "x>0"
+
+
+def test_every_group_whose_subcommands_take_json_takes_it_too() -> None:
+    """`--json` given to a group holds for its subcommand (README): only `catalog` took it; `results --json runs`,
+    `model --json presets` and the rest were a usage error."""
+    def takes_json(command: click.Command) -> bool:
+        return any(p.name == "as_json" or "--json" in getattr(p, "opts", ()) for p in command.params)
+
+    lacking = [path for path, c in COMMANDS.items() if path and isinstance(c, click.Group) and not takes_json(c)
+               and any(takes_json(COMMANDS[f"{path} {name}"]) for name in c.list_commands(click.Context(c)))]
+    assert lacking == []
+
+
+@pytest.mark.parametrize("argv", [
+    ["model", "--json", "presets"],
+    ["al", "--json", "lookup", "qwen3.5", "-m", "mtp", "-k", "3"],
+    ["al", "--json", "qwen3.5", "-m", "mtp", "-k", "3"],  # the default subcommand after the group's flag
+    ["catalog", "--json", "hardware"],
+], ids=" ".join)
+def test_json_given_to_a_group_holds_for_its_subcommand(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_main(capsys, *argv)
+    assert code == 0, err[-2000:]
+    json.loads(out)
+    plain = run_main(capsys, *[a for a in argv if a != "--json"])
+    assert plain[0] == 0 and plain[1] != out  # the same command without it prints its table
+
+
+def test_json_given_to_the_results_group(store: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run_main(capsys, "results", "--json", "runs", "--store", store)
+    assert code == 0 and isinstance(json.loads(out), list), err[-2000:]

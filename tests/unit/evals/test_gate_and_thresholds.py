@@ -17,6 +17,7 @@ from llmsweep.metrics.model import EvalBlock, EvalMetric, EvalRun
 
 @pytest.fixture(autouse=True)
 def _fresh_catalog(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
+    (tmp_path / "none").mkdir()  # an empty user catalog (a folder that is not there is refused)
     monkeypatch.setenv("LLMSWEEP_CATALOG_DIR", str(tmp_path / "none"))
     clear_caches()
     yield

@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from llmsweep.cli.main import cli
-from llmsweep.errors import ResultError
+from llmsweep.errors import ResultInputError
 from llmsweep.execute.readback import ReadbackSettings, summarise_job
 from llmsweep.plan import Job, jobs_from_files
 
@@ -69,5 +69,23 @@ def test_a_folder_without_job_json_pins_nothing(tmp_path: Path) -> None:
 def test_a_job_json_this_release_cannot_read_is_an_error_not_a_silent_pass(tmp_path: Path) -> None:
     d = _job_folder(tmp_path, None)
     (d / "job.json").write_text(json.dumps({"model": 3}))
-    with pytest.raises(ResultError, match=r"job\.json is not a job"):
+    with pytest.raises(ResultInputError, match=r"job\.json is not a job"):  # hand-edited: bad input, exit 2
         summarise_job(d)
+
+
+@pytest.mark.parametrize("damage", ["empty", "cut short", "not UTF-8", "a list"])
+@pytest.mark.parametrize("name", ["job.json", "run.json"])
+def test_a_damaged_job_or_run_json_is_bad_input_exit_2(tmp_path: Path, spec_job: Job, name: str,
+                                                         damage: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """errors.ResultInputError: a job.json or run.json cut short or hand-edited is bad input (exit 2); `summarize`
+    had exited 1, the status of a failed result."""
+    from support.cli import run_main
+
+    d = _job_folder(tmp_path, spec_job)
+    path = d / name
+    path.write_bytes({"empty": b"", "cut short": path.read_bytes()[:20], "not UTF-8": b'{"a": "\xff"}',
+                      "a list": b"[]"}[damage])
+    with pytest.raises(ResultInputError, match=rf"{name}"):
+        summarise_job(d)
+    code, _, err = run_main(capsys, "summarize", d)
+    assert code == 2 and "Traceback" not in err and f"{path}" in err, err[-2000:]

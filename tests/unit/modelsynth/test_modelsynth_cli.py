@@ -35,3 +35,13 @@ def test_bad_input_exits_2_with_a_fix(tmp_path: Path) -> None:
     run = llmsweep("model", "synth", "tiny", "--out", str(tmp_path / "a-file" / "m"))
     assert run.returncode == 2, run.stderr
     assert "cannot write the model directory" in run.stderr and "fix:" in run.stderr and "Traceback" not in run.stderr
+
+
+def test_a_config_that_is_not_utf8_is_refused_naming_its_line(tmp_path: Path) -> None:
+    """A 0xFF byte in config.json had been a UnicodeDecodeError traceback (exit 1)."""
+    from llmsweep.errors import ConfigError
+    from llmsweep.modelsynth.synth import load_source_config
+
+    (tmp_path / "config.json").write_bytes(b'{"hidden_size": 8,\n "vocab_size": 9, "name": "\xff"}')
+    with pytest.raises(ConfigError, match=rf"{tmp_path / 'config.json'}:2: not UTF-8 text"):
+        load_source_config(str(tmp_path))

@@ -62,3 +62,32 @@ def test_invalid_runner_files_are_rejected_with_inferencex_messages(tmp_path, te
 def test_missing_runner_file() -> None:
     with pytest.raises(ConfigError, match=r"Runner config file 'nope\.yaml' does not exist\."):
         load_fleet("nope.yaml")
+
+
+def test_a_runner_file_that_is_not_utf8_is_refused_naming_its_line(tmp_path: Path) -> None:
+    """A Latin-1 runner file had been a UnicodeDecodeError traceback (exit 1) in every command that reads it."""
+    path = tmp_path / "runners.yaml"
+    path.write_bytes(b"labels:\n  h200: [caf\xe9_1]\n")
+    with pytest.raises(ConfigError, match=rf"{path}:2: runner config is not UTF-8 text") as info:
+        load_fleet(path)
+    assert "UTF-8" in (info.value.fix or "")
+
+
+def test_a_runner_config_that_is_a_directory_says_so(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"is a directory, not a file") as info:
+        load_fleet(tmp_path)
+    assert "does not exist" not in str(info.value)
+
+
+@pytest.mark.parametrize("command", [["validate"], ["run", "--simulate"], ["matrix", "full-sweep", "--config-files"],
+                                     ["ci", "matrix"]])
+def test_the_cli_refuses_a_non_utf8_runner_file_with_exit_2(command: list[str], tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    from support.cli import run_main
+
+    recipe = Path(__file__).resolve().parents[2] / "data" / "recipes" / "run" / "fixed-sim.yaml"
+    runners = tmp_path / "runners.yaml"
+    runners.write_bytes(b"labels:\n  h200: [\xff]\n")
+    code, _, err = run_main(capsys, *command, recipe, "--runner-config", runners)
+    assert code == 2, err[-2000:]
+    assert "Traceback" not in err and f"{runners}:2: runner config is not UTF-8 text" in err

@@ -293,3 +293,19 @@ def test_summary_md_rounds_a_value_once_as_the_cli_does(report_run, tmp_path: Pa
     payload["frontiers"]["p90_e2e_norm_intvty"][shown["series"]] = [shown["id"]]
     md = run_summary_markdown(payload)
     assert HOT_BY_NAME["tput_per_gpu"].cell(5804.9514) == "5,805.0" and "| 5,805.0 |" in md
+
+
+def test_an_out_that_cannot_be_written_is_bad_input_exit_2(report_run, tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """`report --out` under a file exited 1 (a failed result) where run and discover refuse it as bad input: exit 2,
+    before the run is read; the library's own refusal (the default RUN/report unwritable) is bad input too."""
+    from support.cli import run_main
+
+    from llmsweep.errors import ConfigError
+    from llmsweep.report import write_report
+
+    (tmp_path / "file").write_text("")
+    code, _, err = run_main(capsys, "report", report_run.path, "--out", tmp_path / "file" / "rep", "--no-png")
+    assert code == 2 and "Traceback" not in err and "cannot be written" in err, err[-2000:]
+    with pytest.raises(ConfigError, match="cannot create report folder"):
+        write_report(report_run, tmp_path / "file" / "rep", png=False)

@@ -106,3 +106,11 @@ def test_an_inferencex_row_of_ours_that_says_measured_on_the_virtual_clock_or_an
     great["llmsweep"]["verdict"] = "great"
     with pytest.raises(ResultInputError, match=r"`llmsweep.verdict` is 'great', not one of valid, smoke, invalid"):
         _import(tmp_path, [great], "g.json")
+
+
+def test_a_file_that_is_not_utf8_is_refused_as_bad_input(tmp_path: Path) -> None:
+    """A Latin-1 byte in the file had been a UnicodeDecodeError traceback (exit 1), not bad input (exit 2)."""
+    path = tmp_path / "latin1.json"
+    path.write_bytes(b'{"format": "caf\xe9"}')
+    with pytest.raises(ResultInputError, match=r"cannot read .*latin1\.json: 'utf-8' codec can't decode"):
+        import_file(path)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from llmsweep.errors import ResultError
+from llmsweep.errors import ResultError, ResultInputError
 from llmsweep.results.identity import SERVER_FIELDS, identity_from_job
 from llmsweep.results.interchange import (
     EXPORT_FORMAT,
@@ -326,9 +326,11 @@ def test_a_row_without_a_concurrency_is_refused_naming_it(tmp_path: Path) -> Non
     """It was stored as conc 0 without a word, and the dashboard drew a `c0` point."""
     row = {"hw": "mi355x", "model": "m", "infmax_model_prefix": "m", "framework": "sglang", "precision": "fp8",
            "isl": 1024, "osl": 1024, "tp": 8, "tput_per_gpu": 100.0}
-    with pytest.raises(ResultError, match="row 3 names no concurrency"):
+    with pytest.raises(ResultInputError, match="row 3 names no concurrency"):  # bad input, exit 2
         from_inferencex_row("import:x", row, 3)
     assert from_inferencex_row("import:x", {**row, "conc": 4}, 3).identity.conc == 4
+    with pytest.raises(ResultInputError, match="row 3 has unknown source 'guessed'"):
+        from_inferencex_row("import:x", {**row, "conc": 4, "source": "guessed"}, 3)
 
 
 def test_an_import_that_would_drop_results_of_an_earlier_import_is_refused(make_run, tmp_path: Path) -> None:

@@ -1,0 +1,44 @@
+"""Where a command writes, checked before any work: an output path the user named that cannot be written is refused
+(exit 2) with nothing made or changed there. One home for the CLI's outputs (`--out`, `--markdown`, `--github-output`)
+and the library's (a curve file, an evidence folder)."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from llmsweep.errors import ConfigError
+
+
+def refuse_unwritable(path: Path, *, folder: bool, option_name: str = "--out", makes_parents: bool = True,
+                      then: str = "nothing was written") -> None:
+    """Before any work: an output the user named that cannot be written is refused (exit 2), with nothing made or
+    changed there: a folder output that is a file, a file output that is a folder, a path under a regular file, a
+    missing folder a command that makes none would write into (`makes_parents=False`), a place this user cannot
+    write. Found when writing, these had been tracebacks (exit 1), most after the work was done. `option_name` names
+    the output as the user gave it; `then` says what did not happen (default: nothing was written)."""
+    fix = f"pass {option_name} a {'folder' if folder else 'file'} path this user can write"
+    if folder and path.exists() and not path.is_dir():
+        raise ConfigError(f"{option_name} {path} is a file, not a folder; {then}", fix=fix)
+    if not folder and path.is_dir():
+        raise ConfigError(f"{option_name} {path} is a folder, not a file; {then}", fix=fix)
+    home = path if folder else path.parent
+    there = home
+    while not there.exists() and there != there.parent:  # the nearest folder that is: it must take the rest
+        there = there.parent
+    if not there.is_dir():
+        raise ConfigError(f"{option_name} {path} cannot be written: {there} is a file, not a folder; {then}",
+                          fix=fix)
+    if there != home and not makes_parents:
+        raise ConfigError(f"{option_name} {path} cannot be written: the folder {home} does not exist; {then}",
+                          fix=f"make {home} first, or {fix}")
+    try:  # a write test, removed: a read-only mount, a folder of another user
+        fd, probe = tempfile.mkstemp(dir=there, prefix=".llmsweep-write-test-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise ConfigError(f"{option_name} {path} cannot be written: {there}: {exc.strerror or exc}; {then}",
+                          fix=fix) from None
+    if path.is_file() and not os.access(path, os.W_OK):
+        raise ConfigError(f"{option_name} {path} cannot be written: the file is read-only; {then}", fix=fix)
