@@ -224,7 +224,7 @@ def test_an_out_that_cannot_be_written_is_one_error_line_before_anything_runs(tm
     res = run_here([RECIPES / "fixed-sim.yaml", "--out", blocker / "out"], cli_env(tmp_path))
     assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr[-3000:]
     assert f"error: --out {blocker / 'out'} cannot be written" in res.stderr
-    assert "fix: give --out a folder" in res.stderr
+    assert "fix: pass --out a folder path this user can write" in res.stderr  # every output's wording
     assert "launching" not in res.stderr and "job 1/" not in res.stderr  # before any job or server
 
 

@@ -898,16 +898,14 @@ LOCK_FILE = ".llmsweep-run.lock"
 def writable_out(run_dir: Path) -> None:
     """--out made and write-tested before anything is written there or any server starts: a read-only disk, a
     folder this user cannot write, a path through a file is one error line (exit 2); it was a traceback from the
-    folder's creation or its lock file."""
+    folder's creation or its lock file. The checks are every output's (`writable.refuse_unwritable`)."""
+    from llmsweep.writable import refuse_unwritable
+
+    refuse_unwritable(run_dir, folder=True)
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
-        probe = run_dir / f".llmsweep-write-test-{os.getpid()}"
-        probe.write_bytes(b"")
-        probe.unlink()
-    except OSError as exc:
-        what = "is a file, not a folder" if run_dir.exists() and not run_dir.is_dir() else \
-            f"cannot be written: {exc.strerror or exc}"
-        raise ConfigError(f"--out {run_dir} {what}",
+    except OSError as exc:  # (a race with another process, a disk that filled since)
+        raise ConfigError(f"--out {run_dir} cannot be made: {exc.strerror or exc}",
                           fix="give --out a folder this user can write, on a disk with space") from None
 
 
