@@ -622,23 +622,7 @@ class _Server:
         try:
             ready = wait_ready(handle, timeout_s=self.settings.startup_timeout_s, poll_s=0.25)
         except BaseException as exc:
-            # A server that missed its readiness deadline may still come up later; the next job must not benchmark
-            # a server nobody saw become ready, so it is torn down and the next job launches afresh.
-            exited = handle.returncode is not None
-            self.stop()
-            if exited and isinstance(exc, LlmsweepError) and self._lost_port(exc):
-                raise
-            if not self.ever_ready and isinstance(exc, LlmsweepError):
-                self.start_error = exc
-            if exited and not self.ever_ready and isinstance(exc, LlmsweepError):
-                self.start_exits += 1
-                if self.start_exits >= _START_EXITS:
-                    # it exited while starting on every launch and none was ever ready (a missing module, a bad
-                    # flag): the same command fails the same way for every later job, so they fail with this reason,
-                    # not as relaunches of a server that "died N times". One exit may be passing (a port taken
-                    # between preflight and the engine's bind): the next job relaunches once.
-                    self.unlaunched = LaunchError(f"{exc.message} (it exited while starting on {self.start_exits} "
-                                                  "launches in a row)", fix=exc.fix)
+            self._start_failed(exc, exited=handle.returncode is not None, what="it")
             raise
         self.ever_ready, self.races_in_row = True, 0
         self.event(f"server ready in {ready.seconds:.1f} s at {handle.base_url}")
@@ -695,25 +679,31 @@ class _Server:
                 self.observed["engine_version"] = next(iter(said)) if len(said) == 1 else None
             self.power = deployment.power(self.settings.power.for_jobs(self.group.jobs))  # every node's GPUs
         except BaseException as exc:
-            exited = deployment.returncode is not None  # a role exited while starting (not: one slow to come up)
-            self.stop()
-            if exited and isinstance(exc, LlmsweepError) and self._lost_port(exc):
-                raise
-            if not self.ever_ready and isinstance(exc, LlmsweepError):
-                self.start_error = exc
-            if exited and not self.ever_ready and isinstance(exc, LlmsweepError):
-                # as for one server (`ensure`): a deployment a role of which exited while starting on every launch,
-                # none ever ready (its port taken on its node, a bad flag), fails the group's later jobs with that
-                # reason, not as a server that "died N times"
-                self.start_exits += 1
-                if self.start_exits >= _START_EXITS:
-                    self.unlaunched = LaunchError(f"{exc.message} (a role exited while starting on "
-                                                  f"{self.start_exits} launches in a row)", fix=exc.fix)
+            # a role exited while starting (not: one slow to come up)
+            self._start_failed(exc, exited=deployment.returncode is not None, what="a role")
             raise
         self.ever_ready, self.races_in_row = True, 0
         write_pid_file(self.dir / art.PID_FILE, deployment, deployment.spec)
         self.event(f"router ready at {deployment.base_url}")
         return deployment
+
+    def _start_failed(self, exc: BaseException, *, exited: bool, what: str) -> None:
+        """A launch that did not become ready (`what`: "it", one server; "a role", a deployment's): torn down, as a
+        server that missed its readiness deadline may still come up later and the next job must not benchmark a
+        server nobody saw become ready. Its error is kept for the later jobs while none was ever ready; one that
+        exited while starting on every launch, none ever ready (a missing module, a bad flag, its port taken on its
+        node), fails the group's later jobs with that reason, not as relaunches of a server that "died N times". One
+        exit may be passing (a port taken between preflight and the engine's bind, `_lost_port`): the next job
+        relaunches once."""
+        self.stop()
+        if not isinstance(exc, LlmsweepError) or (exited and self._lost_port(exc)) or self.ever_ready:
+            return
+        self.start_error = exc
+        if exited:
+            self.start_exits += 1
+            if self.start_exits >= _START_EXITS:
+                self.unlaunched = LaunchError(f"{exc.message} ({what} exited while starting on {self.start_exits} "
+                                              "launches in a row)", fix=exc.fix)
 
     def _lost_port(self, exc: LlmsweepError) -> bool:
         """Whether a launch that exited while starting lost a port to another process (`lost_port_race`) with a
