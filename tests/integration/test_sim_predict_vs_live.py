@@ -51,6 +51,21 @@ def test_fixed_length_chat_accounting_matches(tmp_path: Path) -> None:
     assert _accounting(live) == _accounting(predicted)
 
 
+def test_a_fixed_length_warm_up_is_a_phase_of_its_own_in_both(tmp_path: Path) -> None:
+    """The live client runs a fixed-length point's warm-up alone and opens the window when it has ended; virtual time
+    does the same (`Predictor.run(warmup_requests=...)`)."""
+    def workload() -> FixedLengthWorkload:
+        return FixedLengthWorkload(FixedLengthConfig(isl=300, osl=12, num_prompts=12, num_warmups=8, range_ratio=0.5))
+
+    live = _live(workload(), tmp_path, concurrency=4, num_requests=12, warmup_requests=8)
+    predicted = predict(workload(), CONFIG, concurrency=4, duration=3600, warmup_requests=8)
+    for records in (live, predicted):
+        assert sum(r["phase"] == "warmup" for r in records) == 8
+        warm_end = max(r["end_at"] for r in records if r["phase"] == "warmup")
+        assert min(r["sent_at"] for r in records if r["phase"] == "profiling") >= warm_end
+    assert _accounting(live) == _accounting(predicted)
+
+
 def test_agentic_replay_cache_hits_match(tmp_path: Path) -> None:
     # think times and answers capped: fast in wall time. Uncapped, the answers keep AgentX's length (70k tokens over
     # these 25 requests, ~40 s of streaming); the prompt and cache accounting compared here does not depend on it.

@@ -207,8 +207,9 @@ def predict_point(point: Point, cluster: Cluster, *, start_time: float, duration
         predictor.probes.append(power.probe)
     if on_progress is not None:
         predictor.report_window(on_progress)
+    load = point.load
     records = predictor.run(workload, concurrency=point.concurrency, duration=seconds, max_requests=max_requests,
-                            open_loop=point.load.concurrency is None)
+                            open_loop=load.concurrency is None, warmup_requests=load.warmup_requests)
     summary = None
     telemetry = info = None
     if summarize:

@@ -488,6 +488,8 @@ class _Replay:
     open_loop: bool = False
     """The point ran on its workload's own arrival times (a Mooncake replay with `timestamps`), not closed loop at its
     concurrency: replayed the same way (`Scenario.load`, as `predict_point` reads it)."""
+    warmup_requests: int = 0
+    """The client's warm-up phase (`Load.warmup_requests`): the window opens when it has ended, as measured."""
     tokens_per_request: tuple[float, float] | None = None
     """Mean input and output tokens of the replay's requests, as of its last prediction."""
 
@@ -517,7 +519,8 @@ def _replays(points: list[MeasuredPoint], *, fit_requests_per_lane: int | None =
         # the point's own seed, as the measured run drew its prompts (`Scenario.seed`: fixed-length points salt it)
         workload = build_workload(resolved, concurrency=p.concurrency, point=p.job.get("id") or None, **extra)
         check_corpus(p, workload)
-        out.append(_Replay(p, workload, duration, cap, open_loop=load.concurrency is None))
+        out.append(_Replay(p, workload, duration, cap, open_loop=load.concurrency is None,
+                           warmup_requests=load.warmup_requests))
     return out
 
 
@@ -563,7 +566,8 @@ def predict_metrics(replay: _Replay, efficiency: dict[str, float]) -> dict[str, 
     replay.workload.bind_worker(0, 1)  # rewinds a fixed-length workload's prompt cursor (a no-op for replays)
     records = Predictor(build_core(config)).run(replay.workload, concurrency=replay.point.concurrency,
                                                duration=replay.duration, max_requests=replay.max_requests,
-                                               open_loop=replay.open_loop)
+                                               open_loop=replay.open_loop,
+                                               warmup_requests=replay.warmup_requests)
     s = summarise(records, gpus=int(replay.point.job.get("gpus") or config.tp), source=PREDICTED)
     replay.tokens_per_request = (s.tokens.input.mean, s.tokens.output.mean) if s.tokens.output.count else None
     return _compared(s)

@@ -207,6 +207,11 @@ class Predictor:
         """Lanes whose first session tree drained before the release: they start their next one at the release."""
         self._wound_down = False
         """The run stopped and its sleeping programs were closed (`_wind_down`)."""
+        self._warmup_phase = False
+        """The warm-up requests are a phase of their own (`run(warmup_requests=...)`): profiling waits for its end."""
+        self._warmups_in_flight = 0
+        self._after_warmup: list[tuple[_Task, RequestSpec]] = []
+        """Profiling requests held until the warm-up requests in flight have ended (`_warmup_phase`)."""
 
     def scrape(self, now: float, *, probes: bool = True) -> None:
         """Record one snapshot of the engine's Prometheus series at virtual time `now` (inside a block of decode
@@ -375,15 +380,15 @@ class Predictor:
                 self._task_done(task, now)
                 return
             if isinstance(action, Send):
-                if action.spec.identity.phase == "profiling":
-                    if self._profiling_sent >= self._max_requests:
-                        task.gen.close()
+                phase = action.spec.identity.phase
+                if phase == "profiling":
+                    if self._warmups_in_flight:  # a warm-up phase of its own: profiling starts when it has ended
+                        self._after_warmup.append((task, action.spec))
                         return
-                    if not self._profiling_sent:  # the window starts at the first profiling request, as the client's
-                        self._deadline = now + self._duration
-                        if self.scrape_interval:  # and its server series from a scrape there, as the client's
-                            self.scrape(now, probes=False)  # base scrape: the warm-up's counters are not the window's
-                    self._profiling_sent += 1
+                    self._send_profiling(task, action.spec, now)
+                    return
+                if phase == "warmup" and self._warmup_phase:
+                    self._warmups_in_flight += 1
                 self._send(task, action.spec, now)
                 return
             if isinstance(action, Sleep):
@@ -422,6 +427,31 @@ class Predictor:
                 return
             raise ConfigError(f"lane program yielded {action!r}, which is not Send, Sleep, Spawn, Join or Drain",
                               fix="yield only the actions defined in llmsweep.workload.base")
+
+    def _send_profiling(self, task: _Task, spec: RequestSpec, now: float) -> None:
+        if self._profiling_sent >= self._max_requests:
+            task.gen.close()
+            return
+        if not self._profiling_sent:  # the window starts at the first profiling request, as the client's
+            self._deadline = now + self._duration
+            if self.scrape_interval:  # and its server series from a scrape there, as the client's
+                self.scrape(now, probes=False)  # base scrape: the warm-up's counters are not the window's
+        self._profiling_sent += 1
+        self._send(task, spec, now)
+
+    def _ended(self, record: dict[str, Any], now: float) -> None:
+        """A request was answered (finished or refused). The last warm-up request of a warm-up phase of its own
+        releases the profiling requests held for it, as the client starts profiling once its warm-up has ended."""
+        self._in_flight -= 1
+        if self._warmups_in_flight and record["phase"] == "warmup":
+            self._warmups_in_flight -= 1
+            if not self._warmups_in_flight:
+                held, self._after_warmup = self._after_warmup, []
+                for task, spec in held:
+                    if self._stopped(now):
+                        task.gen.close()
+                    else:
+                        self._send_profiling(task, spec, now)
 
     def _leave(self, now: float) -> None:
         """An armed program reached `Drain` or ended (or a lane had none): on the last one, the release (every held
@@ -527,7 +557,7 @@ class Predictor:
         overflow = bool(n_tokens)
         record.update(status=400, error_class="context_overflow" if overflow else "http", error=error,
                       end_at=self.start_time + now)
-        self._in_flight -= 1
+        self._ended(record, now)
         self._last_activity = now
         tree = task.tree
         if tree is not None:
@@ -570,7 +600,7 @@ class Predictor:
     def _finish(self, r: SimRequest, task: _Task, record: dict[str, Any], now: float) -> None:
         record.update(end_at=self.start_time + now, status=200, completion_tokens=r.generated,
                       cached_tokens=max(r.cached_tokens, 0))
-        self._in_flight -= 1
+        self._ended(record, now)
         self._remember(record, r)
         self._last_activity = now
         if task.tree is not None:
@@ -581,15 +611,20 @@ class Predictor:
 
     # -- main loop ----------------------------------------------------------------------------------------------------
     def run(self, workload: Workload, *, concurrency: int, duration: float,
-            max_requests: int | None = None, open_loop: bool | None = None) -> list[dict[str, Any]]:
+            max_requests: int | None = None, open_loop: bool | None = None,
+            warmup_requests: int = 0) -> list[dict[str, Any]]:
         """Interpret `workload` for a profiling window of `duration` virtual seconds counted from the first profiling
         request (warm-up requests come first and do not count, as in the client), or until `max_requests` profiling
         requests were sent (the client's `num_requests`); in-flight requests then run to completion.
 
         `open_loop`: start sessions at the workload's own arrival times; None = whenever it has them. False runs
-        `concurrency` closed-loop lanes even then (the client does so when given a concurrency)."""
+        `concurrency` closed-loop lanes even then (the client does so when given a concurrency).
+        `warmup_requests`: the client's (`Load.warmup_requests`, a fixed-length point's): above 0 its warm-up is a
+        phase of its own, as the client's: a profiling request waits until no warm-up request is in flight, so the
+        window starts when the warm-up has ended and its requests never share the engine with the window's."""
         if duration <= 0:
             raise ConfigError(f"predict: duration must be positive, got {duration}", fix="pass --duration > 0")
+        self._warmup_phase = warmup_requests > 0
         with no_cyclic_gc():
             return self._run(workload, concurrency=concurrency, duration=duration, max_requests=max_requests,
                              open_loop=open_loop)
@@ -688,15 +723,17 @@ def predict(
     start_time: float = 0.0,
     output_text: bool = False,
     max_requests: int | None = None,
+    warmup_requests: int = 0,
 ) -> list[dict[str, Any]]:
     """Predicted request records for `workload` on the simulated engine (see the module doc).
 
     `engine_config` is an :class:`EngineConfig` (a fresh core is built) or a ready core (to read its counters after).
-    Times in the records are `start_time` + virtual seconds.
+    Times in the records are `start_time` + virtual seconds. `warmup_requests`: as the client's (`Predictor.run`).
     """
     core = engine_config if isinstance(engine_config, EngineCore) else build_core(engine_config)
     return Predictor(core, start_time=start_time, output_text=output_text).run(
-        workload, concurrency=concurrency, duration=duration, max_requests=max_requests)
+        workload, concurrency=concurrency, duration=duration, max_requests=max_requests,
+        warmup_requests=warmup_requests)
 
 
 @dataclass
@@ -773,7 +810,7 @@ def predict_point(
     if on_progress is not None:
         predictor.report_window(on_progress)
     records = predictor.run(workload, concurrency=point.concurrency, duration=seconds, max_requests=max_requests,
-                            open_loop=load.concurrency is None)
+                            open_loop=load.concurrency is None, warmup_requests=load.warmup_requests)
     summary: Summary | None = None
     telemetry = info = None
     if summarize:  # `llmsweep run` in virtual time writes the files and summarises them as the live path does

@@ -3,6 +3,7 @@ calibration is picked up, and the fit really improves the simulator against the 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import shutil
@@ -31,7 +32,8 @@ from llmsweep.sim.calibration import (
     find_calibration,
     save_calibration,
 )
-from llmsweep.sim.engine import EngineConfig
+from llmsweep.sim.engine import EngineConfig, build_core
+from llmsweep.sim.perf import Batch
 from llmsweep.spec.workload import ResolvedWorkload
 from llmsweep.workload.agentic import AgenticWorkload, replay_corpus_digest
 
@@ -64,8 +66,16 @@ def test_run_fit_recovers_the_factors_that_produced_the_measurements(user_catalo
     result = fit_run(points, factors=tuple(truth), max_iter=7, fit_requests_per_lane=None)
     assert result.error_before > 0.15  # the defaults really are wrong for these "measurements"
     assert result.error_after < 0.02
-    for name, value in truth.items():
-        assert getattr(result.efficiency, name) == pytest.approx(value, rel=0.1), name
+    for name in ("compute", "frontend_s"):  # prefill's slope and TTFT's intercept: each set by one factor
+        assert getattr(result.efficiency, name) == pytest.approx(truth[name], rel=0.1), name
+    # `mem` and `step_s` trade against each other: a small dense model's decode step is its weight read (mem) plus
+    # the fixed cost (step_s), the KV read too small to tell them apart (measured: mem +8 %, step_s +19 %, every
+    # point's metrics within 0.2 %). What the points pin is the step they add up to, at each measured batch.
+    fitted, true = (build_core(config.model_copy(update={"efficiency": e})).timer
+                    for e in (dataclasses.asdict(result.efficiency), {**dataclasses.asdict(result.base), **truth}))
+    for conc in (1, 4, 16, 64):
+        batch = Batch(decode_seqs=conc, decode_tokens=conc, decode_ctx=conc * 1100)
+        assert fitted.step_time(batch) == pytest.approx(true.step_time(batch), rel=0.03), conc
     assert result.key == ("vllm", "h200", "dense-small")
 
 
@@ -98,7 +108,7 @@ def test_a_fit_also_starts_from_the_stored_calibration_and_keeps_the_better_end(
     known = config.efficiency_factors().with_(**{k: v * 1.02 for k, v in truth.items()})
     warm = fit_run(points, factors=tuple(truth), max_iter=1, fit_requests_per_lane=None, start=known)
     assert cold.started_from == "the defaults" and warm.started_from == "the stored calibration"
-    assert warm.error_after < 0.03 < cold.error_after
+    assert warm.error_after < 0.01 < cold.error_after  # measured: 0.02 % against 2.5 %
     assert warm.error_before == pytest.approx(cold.error_before)  # "before" is the defaults either way
     assert warm.base == cold.base
 
@@ -184,9 +194,9 @@ def test_calibrating_on_the_h200_vllm_run_lowers_the_error(user_catalog: Path) -
     (fit,) = doc["calibrations"]
     assert fit["key"] == {"engine": "vllm", "hardware": "h200", "model_class": "dense-tiny"}
     assert fit["error_after"] < fit["error_before"]
-    # measured on this run: 37.2 % -> 3.6 % with the front end's load term (12.3 % without it; the search from the
-    # stored calibration ends lower)
-    assert fit["error_after"] < 0.05 and fit["started_from"] == "the stored calibration"
+    # measured on this run: 36.6 % -> 7.2 % with the front end's load term (the packaged fit of 2026-12-06, since a
+    # fixed-length warm-up is a phase of its own: 3.6 % before, when warm-up requests shared the window)
+    assert fit["error_after"] < 0.08 and fit["started_from"] == "the stored calibration"
     assert "frontend_per_request_s" in fit["efficiency"]  # five concurrencies: the load term is fitted
     labels = {p["label"] for p in fit["points"]}
     assert labels == {f"fixed 1024/256 c{c}" for c in (1, 4, 16, 64, 128)}
@@ -225,7 +235,7 @@ def test_the_three_h100_runs_calibrate_on_every_point_their_agentic_ones_from_th
     assert sorted(labels) == sorted(3 * [*fixed, *(f"agentic c{c}" for c in (1, 4, 8, 16, 32))])
     assert not fit["left_out"]
     assert len(fit["provenance"]["run_id"].split(" + ")) == 3
-    # the packaged entry says 37.4 % -> 14.4 %: one iteration from it stays there
+    # the packaged entry says 37.1 % -> 14.9 %: one iteration from it stays there
     assert fit["started_from"] == "the stored calibration" and fit["error_after"] < 0.15 < fit["error_before"]
     for run in runs:
         assert len(list((run / "traces").glob("*.jsonl.gz"))) == 1
