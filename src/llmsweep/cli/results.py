@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import sys
@@ -502,7 +503,7 @@ def compare(runs: tuple[str, ...], baseline: str | None, fmt: str | None, repeat
     change an improvement or a regression; `--baseline A --format markdown` gives a pull request's verdict.
     """
     from llmsweep.results.compare import compare_points
-    from llmsweep.results.sides import history_from_store, resolve_points, run_started
+    from llmsweep.results.sides import history_from_store, is_folder, resolve_points, run_started
 
     expected = 1 if baseline is not None else 2
     if len(runs) != expected:
@@ -514,7 +515,10 @@ def compare(runs: tuple[str, ...], baseline: str | None, fmt: str | None, repeat
     as_json = as_json or fmt == "json"
     if markdown is not None:  # before the store is read
         refuse_unwritable(markdown, folder=False, option_name="--markdown", makes_parents=False)
-    with _open(store_path) as store:
+    # the store is opened only where it is read: a stored run id names a side, or earlier runs join A's noise band
+    # (`compare DIR DIR --no-history` needs none, and a damaged default store must not stop it)
+    needs_store = not no_history or not all(map(is_folder, (a, b, *repeats_a, *repeats_b)))
+    with _open(store_path) if needs_store else contextlib.nullcontext() as store:
         warn = left_out()
         label_a, pa = resolve_points(a, store, warn)
         label_b, pb = resolve_points(b, store, warn)
@@ -522,7 +526,7 @@ def compare(runs: tuple[str, ...], baseline: str | None, fmt: str | None, repeat
         rb = [p for ref in repeats_b for p in resolve_points(ref, store, warn)[1]]
         used = {label_a, label_b, *(p.run_id for p in ra + rb)}
         starts = [t for ref, run_id in ((a, label_a), (b, label_b)) if (t := run_started(ref, run_id, store))]
-        history = [] if no_history else history_from_store(
+        history = [] if no_history or store is None else history_from_store(
             store, used, max(starts, default=None), lambda why: click.echo(f"warning: {why}", err=True),
             # matched exactly (no --ignore): only A's points can join its noise estimate
             point_keys=None if ignore else {p.identity.key() for p in pa})

@@ -247,6 +247,24 @@ def test_a_bad_store_is_one_clear_error_for_every_reading_command(tmp_path: Path
             monkeypatch.delenv("LLMSWEEP_STORE")
 
 
+def test_compare_of_two_folders_without_history_never_opens_the_store(make_run, tmp_path: Path, capsys,
+                                                                      monkeypatch) -> None:
+    """`compare DIR DIR --no-history` reads nothing from the store: a damaged default store (or one given with
+    --store) must not stop it, as it did (`file is not a database`). History, or a side named by run id, reads it."""
+    a, b = make_run("a", concs=(1,)), make_run("b", concs=(1,))
+    corrupt = tmp_path / "corrupt.sqlite"
+    corrupt.write_bytes(b"\x00garbage, not SQLite\n" * 200)
+    monkeypatch.setenv("LLMSWEEP_STORE", str(corrupt))
+    folders = ["compare", str(a.path), str(b.path), "--resamples", "5"]
+    for extra in ([], ["--store", str(corrupt)], ["--repeats-from", str(a.path)]):
+        assert _main(*folders, "--no-history", *extra) == 0, capsys.readouterr().err
+        assert "not a database" not in capsys.readouterr().err
+    for needs in (folders, ["compare", str(a.path), "b", "--no-history"]):  # history, a stored run id: read
+        assert _main(*needs) == 2
+        assert "not a database" in capsys.readouterr().err
+    assert corrupt.read_bytes() == b"\x00garbage, not SQLite\n" * 200
+
+
 def test_reading_commands_never_write_the_store(make_run, tmp_path: Path, capsys) -> None:
     import shutil
 
