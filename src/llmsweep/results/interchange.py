@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 from llmsweep.errors import ResultInputError
+from llmsweep.jsonline import load_json_file
 from llmsweep.metrics.model import MEASURED, SOURCES, VIRTUAL, InvertedStats, Stats, Summary, Verdict
 from llmsweep.metrics.registry import HOT_COLUMNS, HOT_NAMES, HotColumn
 from llmsweep.results.evals import inferencex_eval_rows, is_eval_row, points_from_eval_rows
@@ -481,7 +482,7 @@ def read_import(path: Path) -> Imported:
     runs (`import_into`). Job ids repeated within one run (InferenceX rows without one of their own) get the row's
     index, so every row is kept."""
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc = load_json_file(path)
     except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
         if (peer := _peer_file(path, None)) is not None:
             raise ResultInputError(f"{path} is {peer[0]}, not an export", fix=peer[1]) from exc

@@ -114,3 +114,17 @@ def test_a_file_that_is_not_utf8_is_refused_as_bad_input(tmp_path: Path) -> None
     path.write_bytes(b'{"format": "caf\xe9"}')
     with pytest.raises(ResultInputError, match=r"cannot read .*latin1\.json: 'utf-8' codec can't decode"):
         import_file(path)
+
+
+def test_a_byte_order_mark_at_the_files_start_is_read_as_utf8(make_run, tmp_path: Path) -> None:
+    """A file saved as UTF-8 by Notepad or PowerShell starts with a byte-order mark: `results import` had refused it
+    ('Unexpected UTF-8 BOM'). It imports as the file without the mark does, our export and InferenceX rows alike."""
+    ours = _export(make_run)
+    rows = json.loads(export_points(points_from_run(make_run("x", concs=(2, 4))), "inferencex",
+                                    include_unpublished=True))
+    for name, doc in (("ours.json", ours), ("ix.json", rows)):
+        plain, marked = tmp_path / name, tmp_path / f"bom-{name}"
+        plain.write_text(json.dumps(doc), encoding="utf-8")
+        marked.write_text(json.dumps(doc), encoding="utf-8-sig")
+        assert marked.read_bytes().startswith(b"\xef\xbb\xbf")
+        assert [p.metrics for p in import_file(marked)[2]] == [p.metrics for p in import_file(plain)[2]]
