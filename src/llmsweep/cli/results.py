@@ -465,7 +465,9 @@ def import_cmd(file: Path, force: bool, store_path: Path | None) -> None:
         parsed = read_import(file)  # a file that imports nothing is refused before the store is opened (or made)
     with _open(store_path, readonly=False) as store, saying(f"importing into {store.path}"):
         run_ids, n = import_into(store, file, parsed, force=force)
-    click.echo(f"imported {n} result(s) as run{'s' if len(run_ids) > 1 else ''} {', '.join(run_ids)}")
+    copies = (f"; {len(parsed.copies)} duplicate row(s) skipped (row(s) {', '.join(map(str, parsed.copies))}: the "
+              "same content as an earlier row, stored once)") if parsed.copies else ""
+    click.echo(f"imported {n} result(s) as run{'s' if len(run_ids) > 1 else ''} {', '.join(run_ids)}{copies}")
 
 
 @click.command()

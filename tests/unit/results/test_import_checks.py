@@ -88,6 +88,32 @@ def test_a_file_holding_one_result_twice_is_refused(make_run, tmp_path: Path) ->
         _import(tmp_path, [*rows, rows[0]], "ix2.json")
 
 
+def test_identical_inferencex_rows_without_our_block_are_stored_once_and_said(tmp_path: Path, capsys) -> None:
+    """Two identical InferenceX rows (no `llmsweep` block: a copy pasted, two aggregates concatenated) had been two
+    results of one point, which `compare` pooled as repeats agreeing to the last digit. Stored once, the import says
+    how many rows it skipped; rows that differ in any figure stay two results."""
+    from support.cli import run_main
+
+    from llmsweep.results.interchange import read_import
+
+    row = {"hw": "b200", "conc": 64, "image": "vllm/vllm-openai:v0.11.0", "model": "deepseek-ai/DeepSeek-R1",
+           "infmax_model_prefix": "dsr1", "framework": "vllm", "precision": "fp4", "spec_decoding": "none",
+           "disagg": False, "isl": 1024, "osl": 1024, "tp": 4, "ep": 4, "dp_attention": "false",
+           "tput_per_gpu": 5000.0, "median_ttft": 0.2, "num_requests_total": 640, "num_requests_successful": 640}
+    other = {**row, "tput_per_gpu": 5100.0}  # the same point measured again: a repeat, kept
+    reordered = dict(reversed(list(row.items())))  # the same content, its keys in another order: a copy
+    path = tmp_path / "agg_bmk.json"
+    path.write_text(json.dumps([row, other, reordered, row]))
+    code, out, err = run_main(capsys, "results", "import", path, "--store", tmp_path / "s.sqlite")
+    assert code == 0, err
+    assert "imported 2 result(s)" in out and "2 duplicate row(s) skipped (row(s) 2, 3" in out, out
+    parsed = read_import(path)
+    assert [p.metric("tput_per_gpu") for p in parsed.points] == [5000.0, 5100.0] and parsed.copies == (2, 3)
+    path.write_text(json.dumps([row, other]))  # nothing repeated: nothing said
+    code, out, _ = run_main(capsys, "results", "import", path, "--store", tmp_path / "s2.sqlite")
+    assert code == 0 and "imported 2 result(s)" in out and "duplicate" not in out, out
+
+
 def test_an_inferencex_row_of_ours_that_says_measured_on_the_virtual_clock_or_an_unknown_verdict_is_refused(
         make_run, tmp_path: Path) -> None:
     rows = json.loads(export_points(points_from_run(make_run("x", concs=(2,))), "inferencex",
