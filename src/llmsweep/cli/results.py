@@ -183,11 +183,13 @@ def _print_points(points: list[Any], warned: Mapping[tuple[str, str], list[str]]
     short = dict(zip((id(p) for p in points), job_labels([p.job_id for p in points], exp_names), strict=True))
     several = len({p.run_id for p in points}) > 1
     groups: dict[tuple[str, str, str], list[Any]] = {}  # a series is of one source (simulated, measured, ...)
-    from llmsweep.results.frontier import images_apart
+    from llmsweep.results.frontier import configurations_apart, images_apart, series_key, series_label
 
     apart = images_apart(points, mix_sources=True)  # the source is the table's own
+    # a run's series one point of which it measured under two configurations: one table each, as its frontiers
+    variants = configurations_apart(points, {p.result_id: f"{p.run_id}|{series_key(p)}" for p in points})
     for p in points:
-        label = p.identity.series_label() + (f" · {p.identity.image_short}" if p.result_id in apart else "")
+        label = series_label(p, mix_sources=True, image=p.result_id in apart, variant=variants.get(p.result_id, ""))
         groups.setdefault((p.run_id, label, p.source), []).append(p)
     for (run_id, series, source), group in groups.items():
         notes = Notes()
@@ -315,7 +317,11 @@ def frontier(run: str | None, run_id: str | None, x_axis: str, mix_sources: bool
 
     groups = {r.point.result_id: r for r in combine_repeats(points)}  # a point measured N times is one point
     points = [r.point for r in groups.values()]
-    fronts = compute_frontiers(points, [AXIS_BY_KEY[x_axis]], mix_sources=mix_sources)[x_axis]
+    from llmsweep.results.frontier import name_series
+
+    # two images, or two configurations of one point, are two series, each named by what tells them apart
+    names = name_series(points, mix_sources=mix_sources)
+    fronts = compute_frontiers(points, [AXIS_BY_KEY[x_axis]], series_of=names.keys)[x_axis]
     by_id = {p.result_id: p for p in points}
     doc: dict[str, list[dict[str, Any]]] = {
         series: [{"result_id": i, "job_id": by_id[i].job_id, "conc": by_id[i].identity.conc,  # the table's columns
@@ -324,11 +330,9 @@ def frontier(run: str | None, run_id: str | None, x_axis: str, mix_sources: bool
                   "repeats": groups[i].as_dict()} for i in ids]
         for series, ids in fronts.items()}
     from llmsweep.metrics.registry import HOT_BY_NAME
-    from llmsweep.results.frontier import images_apart, series_key, series_label
 
     x, y = AXIS_BY_KEY[x_axis], HOT_BY_NAME["tput_per_gpu"]
     no_frontier: dict[str, str] = {}  # why a series (or, under "", the run) has none
-    apart = images_apart(points, mix_sources=mix_sources)  # series that name their image
     if not points:  # nothing to draw a frontier from: say why, and where an all-reused run's points are
         from llmsweep.results.rundir import reused_of
 
@@ -338,10 +342,9 @@ def frontier(run: str | None, run_id: str | None, x_axis: str, mix_sources: bool
             f"(`run --reuse`): `llmsweep results frontier {sources[0]}`" if sources else "")
     for key, ids in fronts.items():
         if not ids:  # every point of the series is invalid, smoke or lacks the axis's value
-            mine = [p for p in points if series_key(p, mix_sources=mix_sources) == key]
+            mine = [p for p in points if names.keys[p.result_id] == key]
             why = "its results are evals" if all(p.eval_only for p in mine) else _no_frontier_why(mine, x)
-            no_frontier[key] = (f"{series_label(mine[0], mix_sources=mix_sources, image=mine[0].result_id in apart)}: "
-                                f"{why}: no frontier")
+            no_frontier[key] = f"{names.labels[mine[0].result_id]}: {why}: no frontier"
     if as_json:  # the frontiers on stdout; why a series has none on stderr, as the table says it
         click.echo(json.dumps(doc, indent=1))
         for line in no_frontier.values():
@@ -374,8 +377,7 @@ def frontier(run: str | None, run_id: str | None, x_axis: str, mix_sources: bool
                  *(c.cell(p.metric(c.name)) for c in shown),
                  *([groups[p.result_id].describe() or "1 run"] if repeated else []),
                  *([plain(p.verdict)] if unpublished else [])] for p in front]
-        title = (f"{series_label(front[0], mix_sources=mix_sources, image=front[0].result_id in apart)}: frontier"
-                 if front else "")
+        title = f"{names.labels[front[0].result_id]}: frontier" if front else ""
         print_tables(plain(title), columns, rows,
                      short_keys=[plain(j) for j in job_labels([p.job_id for p in front], exp_names)])
 

@@ -632,3 +632,20 @@ def test_a_smoke_point_on_a_frontier_shows_its_verdict(make_run, store_path: Pat
     assert rows and all(r["verdict"] == "smoke" for r in rows), rows
     front = [p for ps in json.loads(_run("results", "frontier", str(run.path), "--json")).values() for p in ps]
     assert front and all(p["verdict"] == "smoke" for p in front)
+
+
+def test_frontier_and_list_keep_two_configurations_of_one_point_apart(tmp_path: Path, store_path: Path) -> None:
+    """mixk (conc 8 under recipe keys dsr1-mtp3 and dsr1-mtp1): `results frontier` had one series whose frontier
+    chose between the two configurations, `results list` one table; each is two now, named by recipe key."""
+    from support.synthetic import write_two_configurations_run
+
+    run = write_two_configurations_run(tmp_path / "mixk")
+    fronts = json.loads(_run("results", "frontier", str(run.path), "--x", "conc", "--json"))
+    assert len(fronts) == 2, fronts
+    for rows in fronts.values():
+        assert len({r["job_id"].rsplit("-", 1)[0] for r in rows}) == 1, rows
+    table = _run("results", "frontier", str(run.path), "--x", "conc")
+    assert table.count("recipe key dsr1-mtp3") == 1 and table.count("recipe key dsr1-mtp1") == 1, table
+    _run("results", "ingest", str(run.path))
+    listed = _run("results", "list", "--run", "mixk")
+    assert listed.count("recipe key dsr1-mtp3") == 1 and listed.count("recipe key dsr1-mtp1") == 1, listed
