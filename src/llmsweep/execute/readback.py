@@ -21,7 +21,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from llmsweep.engine_ids import SIM
 from llmsweep.errors import ResultError, ResultInputError
 from llmsweep.execute.artifacts import JOB_FILE, RECORDS_FILE, RUN_FILE, SUMMARY_FILE, write_json
-from llmsweep.jsonline import load_json_file
 from llmsweep.metrics.gates import GateConfig
 from llmsweep.metrics.model import Readback, ReadbackCheck, SpecDecode, Summary
 from llmsweep.metrics.summary import rejudge
@@ -323,7 +322,7 @@ def judge_paused(job_dir: Path, pauses: list[float] | tuple[float, ...], *, agai
     if not pauses or not (job_dir / SUMMARY_FILE).is_file():
         return None
     try:
-        info = load_json_file(job_dir / RUN_FILE)
+        info = json.loads((job_dir / RUN_FILE).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         info = {}
     info = info if isinstance(info, dict) else {}
