@@ -8,6 +8,7 @@ dropped chunk or a mis-assigned phase shows up as a mismatch.
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -417,3 +418,8 @@ def test_an_export_saved_with_a_byte_order_mark_at_its_start_reads(tmp_path: Pat
         (art / name).write_bytes(b"\xef\xbb\xbf" + (OK / name).read_bytes())
     assert list(read_aiperf_records(art)) == list(read_aiperf_records(OK))
     assert read_aiperf_figures(art) == read_aiperf_figures(OK)
+    vllm = tmp_path / "vllm"  # the server's own scrapes too (was None: no latency, as if aiperf scraped none)
+    shutil.copytree(DATA / "vllm-h200", vllm)
+    scrapes = vllm / "server_metrics_export.json"
+    scrapes.write_bytes(b"\xef\xbb\xbf" + scrapes.read_bytes())
+    assert read_aiperf_server_latency(vllm) == read_aiperf_server_latency(DATA / "vllm-h200") is not None
