@@ -98,8 +98,8 @@ def configurations_apart(points: Iterable[ResultPoint], series_of: Mapping[str, 
         at: dict[str, list[ResultPoint]] = {}
         for p in members:
             at.setdefault(p.identity.key(), []).append(p)
-        mixed = [groups for pts in at.values()
-                 if len(groups := [g for c, g in configurations(pts, sources_apart=not mix_sources).items() if c]) > 1]
+        mixed = [groups for pts in at.values() if len(pts) > 1
+                 and len(groups := [g for c, g in configurations(pts, sources_apart=not mix_sources).items() if c]) > 1]
         if not mixed:
             continue
         facet = telling_apart(*mixed)
