@@ -109,21 +109,16 @@ class ResultPoint:
     def configuration_key(self, *, sources_apart: bool = True) -> str:
         """:attr:`configuration`; without `sources_apart`, its source left out (a frontier asked to mix sources
         draws a simulated point and a measured one of one launch in one series, as it was asked)."""
-        prov = self.provenance
-        launch = prov.get("launch")
-        fingerprint = launch.get("fingerprint") if isinstance(launch, Mapping) else None
+        fingerprint = _launch(self, "fingerprint")
         measurement = self.measurement
         if not fingerprint or measurement is None:
             return ""
-        job = prov.get("job")
-        recipe = (job.get("recipe_fingerprint") if isinstance(job, Mapping) else None) \
-            or prov.get("recipe_fingerprint") or get_field(self.job, "recipe_fingerprint") or ""
         # the build that served it, as read back (the engine's own /version, the image's registry digest): a moving
         # tag (a nightly, `latest`) renders one launch fingerprint over several engine versions, not repeats
-        built = "|".join(f"{k}={launch.get(k) or ''}" for k in ("engine_version_reported", "image_digest")) \
-            if isinstance(launch, Mapping) else ""
+        built = "|".join(f"{k}={_launch(self, k)}" for k in ("engine_version_reported", "image_digest"))
         source = f"|source={self.source}" if sources_apart else ""
-        return f"recipe={recipe}|launch={fingerprint}|{built}{source}|clock={self.clock or ''}|{measurement.key()}"
+        return (f"recipe={_recipe_fingerprint(self)}|launch={fingerprint}|{built}{source}|clock={self.clock or ''}"
+                f"|{measurement.key()}")
 
 
 def configurations(points: Iterable[ResultPoint], *, sources_apart: bool = True) -> dict[str, list[ResultPoint]]:
@@ -148,15 +143,17 @@ class ConfigurationFacet:
 
 
 def _launch(point: ResultPoint, key: str) -> str:
+    """A field of the launch the point's provenance records ("" when it records none)."""
     launch = point.provenance.get("launch")
     return str(launch.get(key) or "") if isinstance(launch, Mapping) else ""
 
 
 def _recipe_fingerprint(point: ResultPoint) -> str:
+    """The fingerprint of the recipe the point's job came from, as its provenance or job records it."""
     job = point.provenance.get("job")
     recipe = (job.get("recipe_fingerprint") if isinstance(job, Mapping) else None) \
         or point.provenance.get("recipe_fingerprint") or get_field(point.job, "recipe_fingerprint")
-    return str(recipe or "")[:12]
+    return str(recipe or "")
 
 
 CONFIGURATION_FACETS: tuple[ConfigurationFacet, ...] = (
@@ -168,7 +165,7 @@ CONFIGURATION_FACETS: tuple[ConfigurationFacet, ...] = (
                        lambda p: _launch(p, "image_digest").removeprefix("sha256:")[:12]),
     ConfigurationFacet("clock", "clocks", lambda p: p.clock or ""),
     ConfigurationFacet("source", "sources", lambda p: p.source),
-    ConfigurationFacet("recipe", "recipe fingerprints", _recipe_fingerprint),
+    ConfigurationFacet("recipe", "recipe fingerprints", lambda p: _recipe_fingerprint(p)[:12]),
     ConfigurationFacet("measurement", "measurements", lambda p: m.key() if (m := p.measurement) is not None else ""),
     ConfigurationFacet("launch", "launch fingerprints", lambda p: _launch(p, "fingerprint")[:12]),
     ConfigurationFacet("job", "jobs", lambda p: p.job_id),
