@@ -467,8 +467,10 @@ def import_cmd(file: Path, force: bool, store_path: Path | None) -> None:
         parsed = read_import(file)  # a file that imports nothing is refused before the store is opened (or made)
     with _open(store_path, readonly=False) as store, saying(f"importing into {store.path}"):
         run_ids, n = import_into(store, file, parsed, force=force)
-    copies = (f"; {len(parsed.copies)} duplicate row(s) skipped (row(s) {', '.join(map(str, parsed.copies))}: the "
-              "same content as an earlier row, stored once)") if parsed.copies else ""
+    rows = ", ".join(map(str, parsed.copies[:10])) + (f" and {len(parsed.copies) - 10} more"
+                                                      if len(parsed.copies) > 10 else "")
+    copies = (f"; {len(parsed.copies)} duplicate row(s) skipped (row(s) {rows}: the same content as an earlier row, "
+              "stored once)") if parsed.copies else ""
     click.echo(f"imported {n} result(s) as run{'s' if len(run_ids) > 1 else ''} {', '.join(run_ids)}{copies}")
 
 
