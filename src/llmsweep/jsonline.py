@@ -1,4 +1,5 @@
-"""One JSON line: how llmsweep encodes and decodes a line of its `.jsonl` files (records, samples, scrapes).
+"""One JSON line: how llmsweep encodes and decodes a line of its `.jsonl` files (records, samples, scrapes); and how it
+reads the text of a JSON file it may not have written (:func:`read_json_text`).
 
 orjson where it is installed (a core dependency): compact, UTF-8, ~20x `json` at encoding a record of thousands of chunk
 times and ~4x at decoding it. A source tree run without llmsweep's dependencies (the GPU scripts put `src` on
@@ -10,7 +11,8 @@ no reader minds. `metrics.accumulate` decodes records in batches on its own fast
 from __future__ import annotations
 
 import json
-from typing import Any
+from pathlib import Path
+from typing import Any, TextIO
 
 try:
     import orjson
@@ -36,3 +38,26 @@ def loads_line(line: bytes | str) -> Any:
         except orjson.JSONDecodeError:
             pass
     return json.loads(line)
+
+
+FOREIGN_ENCODING = "utf-8-sig"
+"""How llmsweep decodes a JSON (or JSON-lines) file it may not have written — an import, a peer's export, a run
+folder's run.json or summary.json a user edited or copied through Windows tools: UTF-8, a byte-order mark at the
+file's start skipped (Notepad and PowerShell write one, and `json` refused the file: "Unexpected UTF-8 BOM"). A mark
+anywhere else is part of the text, as the document's parser then says."""
+
+
+def read_json_text(path: Path, *, errors: str = "strict") -> str:
+    """The whole text of such a file (:data:`FOREIGN_ENCODING`). `errors`: as :meth:`bytes.decode`."""
+    return path.read_text(encoding=FOREIGN_ENCODING, errors=errors)
+
+
+def open_json_text(path: Path, *, errors: str = "strict") -> TextIO:
+    """Such a file opened for reading line by line (a JSON-lines export): a mark at its start is skipped, once."""
+    return path.open(encoding=FOREIGN_ENCODING, errors=errors)
+
+
+def load_json_file(path: Path) -> Any:
+    """The JSON document of a file read as :func:`read_json_text` reads it; `OSError`, `UnicodeDecodeError` or
+    `json.JSONDecodeError` (both `ValueError`) when it does not read."""
+    return json.loads(read_json_text(path))

@@ -31,6 +31,8 @@ class SyntheticPoint:
     requests: int = 60
     invalid_reason: str | None = None
     """Force an invalid verdict with this reason (e.g. a read-back mismatch the gates cannot see)."""
+    provenance: dict[str, Any] | None = None
+    """More of the summary's provenance, as a run records it (`launch`, `options`, `clock`: its configuration)."""
 
 
 def synthetic_job(
@@ -173,7 +175,7 @@ def write_synthetic_run(root: Path, points: Sequence[SyntheticPoint], *, run_id:
         summary = summarise(d / "records.jsonl", gpus=gpus, server_metrics=d / "server_metrics.jsonl", source=source,
                             provenance={"seed": seed, "image": point.job["image"], "engine_version": "0.0-synthetic",
                                         "recipe_fingerprint": point.job.get("recipe-fingerprint"),
-                                        "hardware": point.job.get("sku")},
+                                        "hardware": point.job.get("sku"), **(point.provenance or {})},
                             gates=GateConfig(min_submission_s=0))
         if point.invalid_reason:
             summary.validity.verdict = "invalid"
@@ -187,6 +189,21 @@ def write_synthetic_run(root: Path, points: Sequence[SyntheticPoint], *, run_id:
             "llmsweep_version": "synthetic", "executor": "synthetic", "expected_job_ids": [*ids, *expected_extra]}
     (root / "run.json").write_text(json.dumps(meta, indent=1), encoding="utf-8")
     return load_run(root)
+
+
+def write_two_configurations_run(root: Path, run_id: str = "mixk") -> RunDir:
+    """A run that measured one point (fixed-length, conc 8) under two recipe keys, as `mixk` does: `dsr1-mtp3` at
+    concs 1 and 8, `dsr1-mtp1` at concs 8 and 16, each job's summary recording its launch and load (its
+    configuration, `ResultPoint.configuration`)."""
+    points = []
+    for key, concs in (("dsr1-mtp3", (1, 8)), ("dsr1-mtp1", (8, 16))):
+        for c in concs:
+            job = synthetic_job(conc=c, scenario="fixed-seq-len", job_id=f"{key}-conc{c}")
+            job.update({"recipe-key": key, "recipe-fingerprint": hashlib.sha256(key.encode()).hexdigest()})
+            points.append(SyntheticPoint(job, speed=1.0 if key.endswith("3") else 0.7, requests=40, provenance={
+                "launch": {"fingerprint": f"launch-{key}-{c}"}, "clock": "wall",
+                "options": {"concurrency": c, "duration_s": 600.0}}))
+    return write_synthetic_run(root, points, run_id=run_id)
 
 
 def write_reusing_run(root: Path, store: Path, *, reused_concs: Sequence[int] = (1, 4, 16),

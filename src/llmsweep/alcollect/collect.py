@@ -50,6 +50,7 @@ from llmsweep.execute import signals
 from llmsweep.execute.base import ServerLauncher
 from llmsweep.execute.handle import ServerHandle
 from llmsweep.execute.signals import stop_then_raise, watching_pauses
+from llmsweep.jsonline import load_json_file
 from llmsweep.plan.job import Job
 from llmsweep.workload.base import LaneProgram, RequestIdentity, RequestSpec, Send, Workload
 
@@ -313,7 +314,7 @@ def _json_record(path: Path) -> dict[str, Any]:
     """A JSON object the model directory holds (the weights' own records, read for the curve's `precision:`); one
     that does not read as such is refused naming it, before any server starts, not a traceback (after measuring)."""
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc = load_json_file(path)
     except (OSError, ValueError) as exc:  # (UnicodeDecodeError and JSONDecodeError are ValueErrors)
         raise ConfigError(f"{path} cannot be read as JSON ({exc}): the curve's precision is read from it; no server "
                           "was started", fix=f"repair {path.name} (or remove it where the model does not need it)") \

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import sys
@@ -182,11 +183,13 @@ def _print_points(points: list[Any], warned: Mapping[tuple[str, str], list[str]]
     short = dict(zip((id(p) for p in points), job_labels([p.job_id for p in points], exp_names), strict=True))
     several = len({p.run_id for p in points}) > 1
     groups: dict[tuple[str, str, str], list[Any]] = {}  # a series is of one source (simulated, measured, ...)
-    from llmsweep.results.frontier import images_apart
+    from llmsweep.results.frontier import configurations_apart, images_apart, series_key, series_label
 
     apart = images_apart(points, mix_sources=True)  # the source is the table's own
+    # a run's series one point of which it measured under two configurations: one table each, as its frontiers
+    variants = configurations_apart(points, {p.result_id: f"{p.run_id}|{series_key(p)}" for p in points})
     for p in points:
-        label = p.identity.series_label() + (f" · {p.identity.image_short}" if p.result_id in apart else "")
+        label = series_label(p, mix_sources=True, image=p.result_id in apart, variant=variants.get(p.result_id, ""))
         groups.setdefault((p.run_id, label, p.source), []).append(p)
     for (run_id, series, source), group in groups.items():
         notes = Notes()
@@ -314,7 +317,11 @@ def frontier(run: str | None, run_id: str | None, x_axis: str, mix_sources: bool
 
     groups = {r.point.result_id: r for r in combine_repeats(points)}  # a point measured N times is one point
     points = [r.point for r in groups.values()]
-    fronts = compute_frontiers(points, [AXIS_BY_KEY[x_axis]], mix_sources=mix_sources)[x_axis]
+    from llmsweep.results.frontier import name_series
+
+    # two images, or two configurations of one point, are two series, each named by what tells them apart
+    names = name_series(points, mix_sources=mix_sources)
+    fronts = compute_frontiers(points, [AXIS_BY_KEY[x_axis]], series_of=names.keys)[x_axis]
     by_id = {p.result_id: p for p in points}
     doc: dict[str, list[dict[str, Any]]] = {
         series: [{"result_id": i, "job_id": by_id[i].job_id, "conc": by_id[i].identity.conc,  # the table's columns
@@ -323,11 +330,9 @@ def frontier(run: str | None, run_id: str | None, x_axis: str, mix_sources: bool
                   "repeats": groups[i].as_dict()} for i in ids]
         for series, ids in fronts.items()}
     from llmsweep.metrics.registry import HOT_BY_NAME
-    from llmsweep.results.frontier import images_apart, series_key, series_label
 
     x, y = AXIS_BY_KEY[x_axis], HOT_BY_NAME["tput_per_gpu"]
     no_frontier: dict[str, str] = {}  # why a series (or, under "", the run) has none
-    apart = images_apart(points, mix_sources=mix_sources)  # series that name their image
     if not points:  # nothing to draw a frontier from: say why, and where an all-reused run's points are
         from llmsweep.results.rundir import reused_of
 
@@ -337,10 +342,9 @@ def frontier(run: str | None, run_id: str | None, x_axis: str, mix_sources: bool
             f"(`run --reuse`): `llmsweep results frontier {sources[0]}`" if sources else "")
     for key, ids in fronts.items():
         if not ids:  # every point of the series is invalid, smoke or lacks the axis's value
-            mine = [p for p in points if series_key(p, mix_sources=mix_sources) == key]
+            mine = [p for p in points if names.keys[p.result_id] == key]
             why = "its results are evals" if all(p.eval_only for p in mine) else _no_frontier_why(mine, x)
-            no_frontier[key] = (f"{series_label(mine[0], mix_sources=mix_sources, image=mine[0].result_id in apart)}: "
-                                f"{why}: no frontier")
+            no_frontier[key] = f"{names.labels[mine[0].result_id]}: {why}: no frontier"
     if as_json:  # the frontiers on stdout; why a series has none on stderr, as the table says it
         click.echo(json.dumps(doc, indent=1))
         for line in no_frontier.values():
@@ -373,8 +377,7 @@ def frontier(run: str | None, run_id: str | None, x_axis: str, mix_sources: bool
                  *(c.cell(p.metric(c.name)) for c in shown),
                  *([groups[p.result_id].describe() or "1 run"] if repeated else []),
                  *([plain(p.verdict)] if unpublished else [])] for p in front]
-        title = (f"{series_label(front[0], mix_sources=mix_sources, image=front[0].result_id in apart)}: frontier"
-                 if front else "")
+        title = f"{names.labels[front[0].result_id]}: frontier" if front else ""
         print_tables(plain(title), columns, rows,
                      short_keys=[plain(j) for j in job_labels([p.job_id for p in front], exp_names)])
 
@@ -464,7 +467,11 @@ def import_cmd(file: Path, force: bool, store_path: Path | None) -> None:
         parsed = read_import(file)  # a file that imports nothing is refused before the store is opened (or made)
     with _open(store_path, readonly=False) as store, saying(f"importing into {store.path}"):
         run_ids, n = import_into(store, file, parsed, force=force)
-    click.echo(f"imported {n} result(s) as run{'s' if len(run_ids) > 1 else ''} {', '.join(run_ids)}")
+    rows = ", ".join(map(str, parsed.copies[:10])) + (f" and {len(parsed.copies) - 10} more"
+                                                      if len(parsed.copies) > 10 else "")
+    copies = (f"; {len(parsed.copies)} duplicate row(s) skipped (row(s) {rows}: the same content as an earlier row, "
+              "stored once)") if parsed.copies else ""
+    click.echo(f"imported {n} result(s) as run{'s' if len(run_ids) > 1 else ''} {', '.join(run_ids)}{copies}")
 
 
 @click.command()
@@ -502,7 +509,7 @@ def compare(runs: tuple[str, ...], baseline: str | None, fmt: str | None, repeat
     change an improvement or a regression; `--baseline A --format markdown` gives a pull request's verdict.
     """
     from llmsweep.results.compare import compare_points
-    from llmsweep.results.sides import history_from_store, resolve_points, run_started
+    from llmsweep.results.sides import history_from_store, is_folder, resolve_points, run_started
 
     expected = 1 if baseline is not None else 2
     if len(runs) != expected:
@@ -514,7 +521,10 @@ def compare(runs: tuple[str, ...], baseline: str | None, fmt: str | None, repeat
     as_json = as_json or fmt == "json"
     if markdown is not None:  # before the store is read
         refuse_unwritable(markdown, folder=False, option_name="--markdown", makes_parents=False)
-    with _open(store_path) as store:
+    # the store is opened only where it is read: a stored run id names a side, or earlier runs join A's noise band
+    # (`compare DIR DIR --no-history` needs none, and a damaged default store must not stop it)
+    needs_store = not no_history or not all(map(is_folder, (a, b, *repeats_a, *repeats_b)))
+    with _open(store_path) if needs_store else contextlib.nullcontext() as store:
         warn = left_out()
         label_a, pa = resolve_points(a, store, warn)
         label_b, pb = resolve_points(b, store, warn)
@@ -522,7 +532,7 @@ def compare(runs: tuple[str, ...], baseline: str | None, fmt: str | None, repeat
         rb = [p for ref in repeats_b for p in resolve_points(ref, store, warn)[1]]
         used = {label_a, label_b, *(p.run_id for p in ra + rb)}
         starts = [t for ref, run_id in ((a, label_a), (b, label_b)) if (t := run_started(ref, run_id, store))]
-        history = [] if no_history else history_from_store(
+        history = [] if no_history or store is None else history_from_store(
             store, used, max(starts, default=None), lambda why: click.echo(f"warning: {why}", err=True),
             # matched exactly (no --ignore): only A's points can join its noise estimate
             point_keys=None if ignore else {p.identity.key() for p in pa})

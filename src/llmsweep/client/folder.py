@@ -14,6 +14,7 @@ from typing import Any, cast
 from llmsweep import atomic
 from llmsweep.client.files import RECORDS_FILE, RUN_FILE, SERVER_METRICS_FILE, SUMMARY_FILE
 from llmsweep.errors import ResultInputError
+from llmsweep.jsonline import load_json_file
 from llmsweep.metrics import GateConfig, Summary, summarise
 from llmsweep.metrics.model import MEASURED, SIMULATED, SOURCES, WALL, Source
 
@@ -46,7 +47,7 @@ def summarise_dir(out: Path | str, *, write: bool = True) -> Summary:
             f"its {SUMMARY_FILE} is left as it is",
             fix="summarize a folder `llmsweep bench`, `run` or `predict --out` wrote (each writes run.json beside "
                 "records.jsonl); a `predict --out` folder of an llmsweep that wrote none: predict it again")
-    info = json.loads(run_file.read_text())
+    info = load_json_file(run_file)
     if (cut := _cut_records(out / RECORDS_FILE, info)) is not None:
         raise ResultInputError(
             f"{out / RECORDS_FILE} ends inside a record ({cut}), though its run finished writing it (its {RUN_FILE} "
@@ -232,7 +233,7 @@ def _recorded_source(out: Path, info: dict[str, Any]) -> Source:
 
 def _summary_source(path: Path) -> Any:
     try:
-        doc = json.loads(path.read_text())
+        doc = load_json_file(path)
     except (OSError, ValueError):
         return None
     return doc.get("source") if isinstance(doc, dict) else None

@@ -37,6 +37,7 @@ from llmsweep.execute.files import COMMAND_FILE as COMMAND_FILE
 from llmsweep.execute.files import JOB_FILE as JOB_FILE
 from llmsweep.execute.files import OUTCOME_FILE as OUTCOME_FILE
 from llmsweep.execute.secrets import SecretScrubber
+from llmsweep.jsonline import load_json_file
 from llmsweep.power.samples import GPU_METRICS_FILE
 
 SERVER_LOG = "server.log"
@@ -117,8 +118,10 @@ def write_files_beside(spec: LaunchSpec, directory: Path, scrubber: SecretScrubb
 
 
 def read_json(path: Path) -> Any | None:
+    """A run's JSON file (run.json, a job's files) as :func:`llmsweep.jsonline.load_json_file` reads it; None when it
+    is missing or does not read."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return load_json_file(path)
     except (OSError, ValueError):
         return None
 

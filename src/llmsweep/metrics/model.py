@@ -31,6 +31,7 @@ from pydantic import (
 
 from llmsweep import atomic
 from llmsweep.errors import ResultInputError
+from llmsweep.jsonline import load_json_file
 from llmsweep.metrics.gates import GateConfig
 
 SCHEMA_VERSION = 2
@@ -895,7 +896,7 @@ class Summary(_Block):
         p = Path(path)
         fix = f"`llmsweep summarize {p.parent}` rebuilds it from its records.jsonl"
         try:
-            doc = json.loads(p.read_text(encoding="utf-8"))
+            doc = load_json_file(p)
         except (OSError, ValueError) as exc:
             raise ResultInputError(f"cannot read {p}: {exc}", fix=fix) from exc
         return cls.from_doc(doc, where=str(p), fix=fix)

@@ -38,6 +38,7 @@ from llmsweep.client.records import ErrorClass, RecordWriter, RequestRecord
 from llmsweep.client.transport import build_body
 from llmsweep.errors import ConfigError, DatasetError, EndpointError, LaunchError
 from llmsweep.execute.process import start_process
+from llmsweep.jsonline import open_json_text, read_json_text
 from llmsweep.metrics.gates import GateConfig
 from llmsweep.metrics.model import MEASURED, RunSource, Summary
 from llmsweep.metrics.server import latency_from_totals
@@ -292,7 +293,7 @@ def read_aiperf_records(
     path = _find(artifact_dir, RECORDS_EXPORT)
     workers: dict[str, int] = {}
     lines = 0
-    with path.open(errors="replace") as fh:
+    with open_json_text(path, errors="replace") as fh:
         for number, raw in enumerate(fh, 1):
             if not raw.strip():
                 continue
@@ -329,7 +330,7 @@ def read_aiperf_figures(artifact_dir: Path) -> dict[str, Any]:
     """aiperf's own aggregates under our names, seconds for latencies: what its console and JSON report."""
     path = _find(artifact_dir, FIGURES_EXPORT)
     try:
-        data = json.loads(path.read_text(errors="replace"))
+        data = json.loads(read_json_text(path, errors="replace"))
     except ValueError as exc:
         raise DatasetError(f"{path}: not JSON ({exc})", fix="re-run aiperf; the export is damaged") from exc
     if not isinstance(data, dict):
@@ -373,7 +374,7 @@ def read_aiperf_server_latency(artifact_dir: Path) -> dict[str, Any] | None:
     """The server's own latency over aiperf's profiling phase, from the `/metrics` aiperf scraped itself
     (`server_metrics_export.json`), in the shape of our `server_metrics.latency`; None when it scraped none."""
     try:
-        data = json.loads(_find(artifact_dir, SERVER_EXPORT).read_text())
+        data = json.loads(read_json_text(_find(artifact_dir, SERVER_EXPORT)))
     except (DatasetError, ValueError):
         return None
     totals: dict[str, tuple[float, float]] = {}

@@ -30,6 +30,7 @@ from llmsweep.client import Endpoint, RunOptions, run_benchmark, summarise_dir
 from llmsweep.errors import ConfigError, DatasetError, LlmsweepError
 from llmsweep.execute.readback import judge_paused
 from llmsweep.execute.signals import stop_then_raise, watching_pauses
+from llmsweep.jsonline import read_json_text
 from llmsweep.metrics.model import RunSource, Summary
 from llmsweep.peers.aiperf import (
     AiperfRun,
@@ -340,7 +341,7 @@ def load_crosscheck(out: Path, *, resummarise: bool = False) -> CrossCheck:
         raise DatasetError(f"{out} holds no {RESULT_FILE}", fix="point at the --out of `llmsweep peer crosscheck`")
     fix = "restore the file (it was cut short or edited) or re-run the cross-check into a fresh --out"
     try:
-        data = json.loads(path.read_text(errors="replace"))
+        data = json.loads(read_json_text(path, errors="replace"))
     except ValueError as exc:  # cut short (a kill while it was written) or not JSON
         raise DatasetError(f"{path}: not JSON ({exc})", fix=fix) from exc
     try:

@@ -21,8 +21,7 @@ from llmsweep.results.frontier import (
     X_AXES,
     Y_METRIC,
     compute_frontiers,
-    images_apart,
-    series_key,
+    name_series,
     series_label,
     y_direction,
 )
@@ -440,9 +439,10 @@ def build_payload(run: RunDir, points: Sequence[ResultPoint], *, overlay: Sequen
     tag_of = {p.result_id: tag for p, tag in tagged}
     repeats = {r.point.result_id: r for r in combine_repeats(p for p, _ in tagged)}
     tagged = [(r.point, tag_of[i]) for i, r in repeats.items()]
-    keys = {p.result_id: series_key(p, mix_sources=mix_sources, tag=tag) for p, tag in tagged}
-    named_image = images_apart((p for p, _ in tagged), mix_sources=mix_sources)
     everything = [p for p, _ in tagged]
+    # two images, or two configurations of one point, are two series, labelled by what tells them apart
+    names = name_series(everything, mix_sources=mix_sources, tags={p.result_id: tag for p, tag in tagged})
+    keys = names.keys
     frontiers_by_y = {y: compute_frontiers(everything, y_metric=y, series_of=keys) for y in Y_METRICS}
     frontiers = frontiers_by_y[Y_METRIC]
     series: dict[str, dict[str, Any]] = {}
@@ -453,8 +453,7 @@ def build_payload(run: RunDir, points: Sequence[ResultPoint], *, overlay: Sequen
         sk = keys[p.result_id]
         if sk not in series:
             i = p.identity
-            label = series_label(p, mix_sources=mix_sources, tag=tag, image=p.result_id in named_image) \
-                + series_notes(members[sk])
+            label = names.labels[p.result_id] + series_notes(members[sk])
             series[sk] = {"key": sk, "label": label,
                           "source": p.source,
                           "run": tag or run.run_id, "overlay": bool(tag),

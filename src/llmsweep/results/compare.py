@@ -24,7 +24,7 @@ from llmsweep.metrics.model import MEASURED, source_words
 from llmsweep.metrics.registry import HOT_BY_NAME, HOT_COLUMNS
 from llmsweep.results.bands import Band, between_run_band, bootstrap_sd, error_ratio_sd, within_run_band
 from llmsweep.results.identity import TOPOLOGY_FIELDS
-from llmsweep.results.point import ResultPoint
+from llmsweep.results.point import ResultPoint, configurations, telling_apart
 from llmsweep.results.repeats import finite_mean
 from llmsweep.results.samples import Samples, load_samples
 
@@ -351,17 +351,16 @@ def _mixed_configurations(pa: Sequence[ResultPoint], pb: Sequence[ResultPoint]) 
     """Why a matched point is not compared when a side holds results of more than one configuration of it
     (`ResultPoint.configuration`: e.g. one recipe key at MTP K=3 and another at K=1, both at conc 8): they are not
     repeats of one measurement, and pooled their mean would be neither configuration's and the gap between them
-    would pass for run-to-run noise. "" when each side holds one configuration."""
+    would pass for run-to-run noise. "" when each side holds one configuration. What tells them apart is named as a
+    frontier names the series it splits them into (`telling_apart`)."""
     said = []
     for side, points in (("A", pa), ("B", pb)):
-        configs: dict[str, ResultPoint] = {}
-        for p in points:
-            configs.setdefault(p.configuration, p)
-        if len(configs) > 1:
-            keys = [str(p.provenance.get("recipe_key") or "") for p in configs.values()]
-            named = (f"recipe keys {', '.join(keys)}" if all(keys) and len(set(keys)) == len(keys)
-                     else f"jobs {', '.join(p.job_id for p in configs.values())}")
-            said.append(f"{side} holds {len(configs)} configurations of this point ({named})")
+        groups = list(configurations(points).values())
+        if len(groups) > 1:
+            facet = telling_apart(groups)
+            named = f"{facet.plural} {', '.join(facet.of(g[0]) for g in groups)}" if facet is not None \
+                else f"jobs {', '.join(g[0].job_id for g in groups)}"
+            said.append(f"{side} holds {len(groups)} configurations of this point ({named})")
     if not said:
         return ""
     return " and ".join(said) + ": not repeats of one measurement, so not pooled and not compared"

@@ -1,19 +1,22 @@
 """Frontiers of result points: which x axes exist, how points form series, and who is on which frontier.
 
-Series = (model, hardware, engine, precision, scenario, spec decoding, offload) **and source**: measured, simulated
-and predicted points never share a series, and unless `mix_sources` is set (`--mix-sources`) frontiers are
-computed within one source only. Invalid points stay in the data but are never on a frontier.
+Series = (model, hardware, engine, precision, scenario, spec decoding, offload), image **and source**: measured,
+simulated and predicted points never share a series, and unless `mix_sources` is set (`--mix-sources`) frontiers are
+computed within one source only. A series one point of which was measured under two configurations (two recipe keys
+of one point identity: `results.point.configurations`) is as many series, each named by what tells them apart
+(`configurations_apart`), as `compare` refuses to pool them. Invalid points stay in the data but are never on a
+frontier.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from llmsweep.metrics.model import MEASURED
 from llmsweep.metrics.registry import HOT_BY_NAME
 from llmsweep.results.pareto import NORTH_STAR_X, Direction, frontiers_by_series
-from llmsweep.results.point import ResultPoint
+from llmsweep.results.point import ResultPoint, configurations, telling_apart
 from llmsweep.results.repeats import repeat_key
 
 Y_METRIC = "tput_per_gpu"
@@ -53,10 +56,11 @@ def y_direction(metric: str) -> Direction:
     return column.polarity if column is not None else "max"
 
 
-def series_key(point: ResultPoint, *, mix_sources: bool = False, tag: str = "") -> str:
+def series_key(point: ResultPoint, *, mix_sources: bool = False, tag: str = "", variant: str = "") -> str:
     """Series of a point; `tag` separates overlaid runs (e.g. imported published points) from the main run. Points
-    of two images are two series (an engine upgrade measured beside the old one is never one curve)."""
-    key = _base_key(point, mix_sources, image=True)
+    of two images are two series (an engine upgrade measured beside the old one is never one curve); `variant` (from
+    `configurations_apart`) splits a series holding two configurations of one point."""
+    key = _base_key(point, mix_sources, image=True) + (f"|{variant}" if variant else "")
     return f"{key}|{tag}" if tag else key
 
 
@@ -75,12 +79,72 @@ def images_apart(points: Iterable[ResultPoint], *, mix_sources: bool = False) ->
     return {p.result_id for p in points if len(images[_base_key(p, mix_sources)]) > 1}
 
 
-def series_label(point: ResultPoint, *, mix_sources: bool = False, tag: str = "", image: bool = False) -> str:
+def configurations_apart(points: Iterable[ResultPoint], series_of: Mapping[str, str] | None = None, *,
+                         mix_sources: bool = False) -> dict[str, str]:
+    """Result id -> the variant (`recipe key dsr1-mtp3`) that splits its series (`series_of`, result id -> series
+    key; by default `series_key`), for the series one point identity of which holds results of two configurations
+    (`results.point.configurations`; a result that records none splits nothing, an eval-only one draws no point):
+    one curve through both would let its frontier choose between them. The series' points go apart by the first
+    facet that tells the configurations apart at every such point (`results.point.telling_apart`, as `compare` names
+    them), each named by its own value; a point without one stays in the series as it was."""
+    points = [p for p in points if not p.eval_only]
+    keys = series_of if series_of is not None else {p.result_id: series_key(p, mix_sources=mix_sources)
+                                                   for p in points}
+    by_series: dict[str, list[ResultPoint]] = {}
+    for p in points:
+        by_series.setdefault(keys[p.result_id], []).append(p)
+    out: dict[str, str] = {}
+    for members in by_series.values():
+        at: dict[str, list[ResultPoint]] = {}
+        for p in members:
+            at.setdefault(p.identity.key(), []).append(p)
+        mixed = [groups for pts in at.values() if len(pts) > 1
+                 and len(groups := [g for c, g in configurations(pts, sources_apart=not mix_sources).items() if c]) > 1]
+        if not mixed:
+            continue
+        facet = telling_apart(*mixed)
+        if facet is None:  # (the job id tells any two single results apart: only groups of repeats reach here)
+            continue
+        out.update({p.result_id: f"{facet.name} {value}" for p in members if (value := facet.of(p))})
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class SeriesNames:
+    """Each point's series among a set of points: its key and its label (result id -> each)."""
+
+    keys: dict[str, str] = field(default_factory=dict)
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+def name_series(points: Iterable[ResultPoint], *, mix_sources: bool = False,
+                tags: Mapping[str, str] | None = None) -> SeriesNames:
+    """The series of every point (`tags`: result id -> the overlaid run it is drawn as, `series_key`'s `tag`), as
+    every frontier and page draws them: points of two images or two configurations of one point apart, and a label
+    that names the image where another image's series would read the same (`images_apart`) and the configuration
+    where a series was split (`configurations_apart`)."""
+    points = list(points)
+    tags = tags or {}
+    tagged = {p.result_id: series_key(p, mix_sources=mix_sources, tag=tags.get(p.result_id, "")) for p in points}
+    variants = configurations_apart(points, tagged, mix_sources=mix_sources)
+    image = images_apart(points, mix_sources=mix_sources)
+    names = SeriesNames()
+    for p in points:
+        i, tag, variant = p.result_id, tags.get(p.result_id, ""), variants.get(p.result_id, "")
+        names.keys[i] = series_key(p, mix_sources=mix_sources, tag=tag, variant=variant)
+        names.labels[i] = series_label(p, mix_sources=mix_sources, tag=tag, image=i in image, variant=variant)
+    return names
+
+
+def series_label(point: ResultPoint, *, mix_sources: bool = False, tag: str = "", image: bool = False,
+                 variant: str = "") -> str:
     """A series' label; `image`: name the image too (its last path part), where another image's series would read
-    the same (`images_apart`)."""
+    the same (`images_apart`); `variant`: the configuration a split series is named by (`configurations_apart`)."""
     label = point.identity.series_label()
     if image:
         label += f" · {point.identity.image_short}"
+    if variant:
+        label += f" · {variant}"
     if not mix_sources and point.source != MEASURED:
         label += f" [{point.source}]"
     return f"{label} ({tag})" if tag else label
@@ -112,8 +176,7 @@ def compute_frontiers(points: Sequence[ResultPoint], axes: Sequence[Axis] = X_AX
     if len(keys) != len(set(keys)):
         raise ValueError("compute_frontiers got repeats of one point as separate points: pass "
                          "`[r.point for r in combine_repeats(points)]`")
-    series_of = dict(series_of) if series_of is not None else {
-        p.result_id: series_key(p, mix_sources=mix_sources) for p in points}
+    series_of = dict(series_of) if series_of is not None else name_series(points, mix_sources=mix_sources).keys
     metrics = {a.key for a in axes} | {NORTH_STAR_X, FIXED_WINNER_X}
     values = {p.result_id: {**{m: axis_value(p, m) for m in metrics}, y_metric: p.metric(y_metric)} for p in points}
     valid = {p.result_id for p in points if p.valid and not p.eval_only}  # an eval-only result has no throughput

@@ -20,9 +20,10 @@ import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any, Literal, NamedTuple, get_args
 
 from llmsweep.errors import ResultInputError
+from llmsweep.jsonline import load_json_file
 from llmsweep.metrics.model import MEASURED, SOURCES, VIRTUAL, InvertedStats, Stats, Summary, Verdict
 from llmsweep.metrics.registry import HOT_COLUMNS, HOT_NAMES, HotColumn
 from llmsweep.results.evals import inferencex_eval_rows, is_eval_row, points_from_eval_rows
@@ -444,13 +445,22 @@ def _our_row(p: ResultPoint) -> dict[str, Any]:
 # ------------------------------------------------------------------------------------------------ import
 
 
-Imported = tuple[str, str, list[ResultPoint], dict[tuple[str, str], list[str]]]
-"""What `read_import` makes of a file: (the file's run id, origin, points, the warnings of each (run, job))."""
+class Imported(NamedTuple):
+    """What `read_import` makes of a file."""
+
+    run_id: str
+    """The file's own run id (`import:<stem>-<digest>`), for rows that name no run."""
+    origin: str
+    points: list[ResultPoint]
+    warned: dict[tuple[str, str], list[str]]
+    """What the exporting run warned of each (run, job)."""
+    copies: tuple[int, ...] = ()
+    """Rows left out as copies of an earlier row of the file (InferenceX rows without our block, the same content)."""
 
 
 def import_file(path: Path) -> tuple[str, str, list[ResultPoint]]:
     """:func:`read_import` without the warnings."""
-    run_id, origin, points, _ = read_import(path)
+    run_id, origin, points, *_ = read_import(path)
     return run_id, origin, points
 
 
@@ -481,7 +491,7 @@ def read_import(path: Path) -> Imported:
     runs (`import_into`). Job ids repeated within one run (InferenceX rows without one of their own) get the row's
     index, so every row is kept."""
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc = load_json_file(path)
     except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
         if (peer := _peer_file(path, None)) is not None:
             raise ResultInputError(f"{path} is {peer[0]}, not an export", fix=peer[1]) from exc
@@ -499,31 +509,35 @@ def read_import(path: Path) -> Imported:
         points = _nonempty(path, _unique_jobs([_from_our_row(run_id, r, n) for n, r in enumerate(results)]))
         warned = {(p.run_id, p.job_id): [str(w) for w in r["warnings"]] for p, r in zip(points, results, strict=True)
                   if isinstance(r.get("warnings"), list) and r["warnings"]}
-        return run_id, "llmsweep-export", points, warned
+        return Imported(run_id, "llmsweep-export", points, warned)
     rows = doc if isinstance(doc, list) else [doc] if isinstance(doc, Mapping) and "hw" in doc else None
     if rows is None or not all(isinstance(r, Mapping) for r in rows):
         if (peer := _peer_file(path, doc)) is not None:
             raise ResultInputError(f"{path} is {peer[0]}, not an export", fix=peer[1])
         raise ResultInputError(f"{path} is neither an llmsweep export nor a list of InferenceX rows",
                           fix="export with `llmsweep results export --format json|inferencex`")
-    # a row of ours published twice (a copy appended by hand, two files concatenated: its `llmsweep` block names one
-    # run's job) would be stored as a second result of its point, and `compare` would read the pair as repeats
-    # agreeing to the last digit. Rows without our block are kept as they are: two runs of a deterministic
-    # simulator publish identical rows.
-    _refuse_twice(path, rows, key=lambda r: json.dumps(r, sort_keys=True, default=str) if "llmsweep" in r else None,
-                  what="is a copy of")
+    # a row published twice (a copy appended by hand, two files concatenated) would be stored as a second result of
+    # its point, and `compare` would read the pair as repeats agreeing to the last digit. A row of ours (its
+    # `llmsweep` block names one run's job) twice is a damaged export: refused. An InferenceX row without our block
+    # has nothing that tells a copy from another run that measured the same figures (two runs of a deterministic
+    # simulator): it is stored once, and the copies are said (`Imported.copies`), never kept as repeats.
+    copies = _copies(rows)
+    for n, first in copies.items():
+        if "llmsweep" in rows[n]:
+            raise _twice(path, n, "is a copy of", first)
+    numbered = [(n, r) for n, r in enumerate(rows) if n not in copies]  # each row keeps its place in the file
     # eval rows (`inferencex-evals`, InferenceX's agg_eval_all.json) are evals; the others throughput points
-    points = [from_inferencex_row(run_id, r, n) for n, r in enumerate(rows) if not is_eval_row(r)]
-    points += points_from_eval_rows(run_id, [(n, r) for n, r in enumerate(rows) if is_eval_row(r)])
+    points = [from_inferencex_row(run_id, r, n) for n, r in numbered if not is_eval_row(r)]
+    points += points_from_eval_rows(run_id, [(n, r) for n, r in numbered if is_eval_row(r)])
     origin = "llmsweep-export" if rows and all("llmsweep" in r for r in rows) else "inferencex"
     points = _nonempty(path, _unique_jobs(points))
     # what the exporting run warned of a job (our block's `warnings`), as the json export carries it
-    throughput = [r for r in rows if not is_eval_row(r)]
+    throughput = [r for _, r in numbered if not is_eval_row(r)]
     warned = {(p.run_id, p.job_id): [str(w) for w in block["warnings"]]
               for p, r in zip(points, throughput, strict=False)
               if isinstance(block := r.get("llmsweep"), Mapping) and isinstance(block.get("warnings"), list)
               and block["warnings"]}
-    return run_id, origin, points, warned
+    return Imported(run_id, origin, points, warned, tuple(copies))
 
 
 def _nonempty(path: Path, points: list[ResultPoint]) -> list[ResultPoint]:
@@ -547,17 +561,33 @@ def _unique_jobs(points: list[ResultPoint]) -> list[ResultPoint]:
     return out
 
 
+def _copies(rows: Sequence[Mapping[str, Any]]) -> dict[int, int]:
+    """Each row whose content is that of an earlier row (the same keys and values, in any order): its index -> the
+    first's."""
+    first: dict[str, int] = {}
+    copies: dict[int, int] = {}
+    for n, row in enumerate(rows):
+        content = json.dumps(row, sort_keys=True, default=str)
+        if content in first:
+            copies[n] = first[content]
+        else:
+            first[content] = n
+    return copies
+
+
 def _refuse_twice(path: Path, rows: Sequence[Mapping[str, Any]], *, key: Any, what: str) -> None:
-    """Refuse a file two of whose rows are one result (`key` equal, not None): row m `what` row n."""
+    """Refuse a file two of whose rows are one result (`key` equal): row m `what` row n."""
     first: dict[Any, int] = {}
     for n, row in enumerate(rows):
         k = key(row)
-        if k is None:  # a row the check does not apply to
-            continue
         if k in first:
-            raise ResultInputError(f"{path}: row {n} {what} row {first[k]}: one result would be stored twice (and "
-                                   "compared with itself as a repeat)", fix="remove the repeated row and import again")
+            raise _twice(path, n, what, first[k])
         first[k] = n
+
+
+def _twice(path: Path, n: int, what: str, first: int) -> ResultInputError:
+    return ResultInputError(f"{path}: row {n} {what} row {first}: one result would be stored twice (and compared "
+                            "with itself as a repeat)", fix="remove the repeated row and import again")
 
 
 VERDICTS: tuple[str, ...] = get_args(Verdict)
@@ -758,7 +788,7 @@ def import_into(store: Any, path: Path, parsed: Imported | None = None, *, force
     replaced: its rows import as `<file run id>:<original run id>`. Replacing an earlier import with a file that
     lacks some of its results (a part of the export, its published rows only) would drop them: refused, nothing
     written, unless `force` (as `results ingest` refuses a partial run folder)."""
-    file_run, origin, points, warned = parsed or read_import(path)
+    file_run, origin, points, warned, _ = parsed or read_import(path)
     runs: dict[str, list[ResultPoint]] = {}
     for point in points:
         runs.setdefault(point.run_id, []).append(point)

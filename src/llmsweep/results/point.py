@@ -7,7 +7,7 @@ and the report never care which.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -103,22 +103,88 @@ class ResultPoint:
         window, request and warm-up counts, the resolved workload: `measurement`). Two results of one point identity
         are repeats of one configuration only when these are equal; "" when the point does not record its launch or
         its measurement (an imported row, a summary without provenance or client options), so it is a repeat of
-        nothing."""
-        prov = self.provenance
-        launch = prov.get("launch")
-        fingerprint = launch.get("fingerprint") if isinstance(launch, Mapping) else None
+        nothing. `configurations` groups results by it, `telling_apart` names what differs between groups."""
+        return self.configuration_key()
+
+    def configuration_key(self, *, sources_apart: bool = True) -> str:
+        """:attr:`configuration`; without `sources_apart`, its source left out (a frontier asked to mix sources
+        draws a simulated point and a measured one of one launch in one series, as it was asked)."""
+        fingerprint = _launch(self, "fingerprint")
         measurement = self.measurement
         if not fingerprint or measurement is None:
             return ""
-        job = prov.get("job")
-        recipe = (job.get("recipe_fingerprint") if isinstance(job, Mapping) else None) \
-            or prov.get("recipe_fingerprint") or get_field(self.job, "recipe_fingerprint") or ""
         # the build that served it, as read back (the engine's own /version, the image's registry digest): a moving
         # tag (a nightly, `latest`) renders one launch fingerprint over several engine versions, not repeats
-        built = "|".join(f"{k}={launch.get(k) or ''}" for k in ("engine_version_reported", "image_digest")) \
-            if isinstance(launch, Mapping) else ""
-        return (f"recipe={recipe}|launch={fingerprint}|{built}|source={self.source}|clock={self.clock or ''}"
+        built = "|".join(f"{k}={_launch(self, k)}" for k in ("engine_version_reported", "image_digest"))
+        source = f"|source={self.source}" if sources_apart else ""
+        return (f"recipe={_recipe_fingerprint(self)}|launch={fingerprint}|{built}{source}|clock={self.clock or ''}"
                 f"|{measurement.key()}")
+
+
+def configurations(points: Iterable[ResultPoint], *, sources_apart: bool = True) -> dict[str, list[ResultPoint]]:
+    """The results grouped by configuration (`ResultPoint.configuration_key`), in the order of each one's first
+    result; those that record none ("") are one group. Two groups at one point identity are not repeats of one
+    measurement: `compare` pools neither, a frontier draws them as two series (`results.frontier`)."""
+    groups: dict[str, list[ResultPoint]] = {}
+    for p in points:
+        groups.setdefault(p.configuration_key(sources_apart=sources_apart), []).append(p)
+    return groups
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigurationFacet:
+    """One thing that may tell two configurations of a point apart, as a person reads it: `name` and `plural` for a
+    label (`recipe key dsr1-mtp3`) or a list (`recipe keys dsr1-mtp3, dsr1-mtp1`), `of` its value for a result
+    ("" when the result does not record it)."""
+
+    name: str
+    plural: str
+    of: Callable[[ResultPoint], str]
+
+
+def _launch(point: ResultPoint, key: str) -> str:
+    """A field of the launch the point's provenance records ("" when it records none)."""
+    launch = point.provenance.get("launch")
+    return str(launch.get(key) or "") if isinstance(launch, Mapping) else ""
+
+
+def _recipe_fingerprint(point: ResultPoint) -> str:
+    """The fingerprint of the recipe the point's job came from, as its provenance or job records it."""
+    job = point.provenance.get("job")
+    recipe = (job.get("recipe_fingerprint") if isinstance(job, Mapping) else None) \
+        or point.provenance.get("recipe_fingerprint") or get_field(point.job, "recipe_fingerprint")
+    return str(recipe or "")
+
+
+CONFIGURATION_FACETS: tuple[ConfigurationFacet, ...] = (
+    ConfigurationFacet("recipe key", "recipe keys",
+                       lambda p: str(p.provenance.get("recipe_key") or get_field(p.job, "recipe_key") or "")),
+    ConfigurationFacet("run", "runs", lambda p: p.run_id),
+    ConfigurationFacet("engine", "engine versions", lambda p: _launch(p, "engine_version_reported")),
+    ConfigurationFacet("image digest", "image digests",
+                       lambda p: _launch(p, "image_digest").removeprefix("sha256:")[:12]),
+    ConfigurationFacet("clock", "clocks", lambda p: p.clock or ""),
+    ConfigurationFacet("source", "sources", lambda p: p.source),
+    ConfigurationFacet("recipe", "recipe fingerprints", lambda p: _recipe_fingerprint(p)[:12]),
+    ConfigurationFacet("measurement", "measurements", lambda p: m.key() if (m := p.measurement) is not None else ""),
+    ConfigurationFacet("launch", "launch fingerprints", lambda p: _launch(p, "fingerprint")[:12]),
+    ConfigurationFacet("job", "jobs", lambda p: p.job_id),
+)
+"""What may tell configurations apart, in the order a reader names them by: the recipe key (two keys of one point:
+MTP K=3 and K=1), the run (a result `run --reuse` stood on, measured elsewhere), what served it, how it was timed,
+then the fingerprints; the job id last, which always differs."""
+
+
+def telling_apart(*group_sets: Sequence[Sequence[ResultPoint]]) -> ConfigurationFacet | None:
+    """The first facet (`CONFIGURATION_FACETS`) that names each group (of one configuration, `configurations`) by
+    one value of its own, no two groups of a set alike (in every set given: a series split at each of its points that
+    holds two configurations): what a reader is told differs between them. None when none does."""
+
+    def tells(facet: ConfigurationFacet, groups: Sequence[Sequence[ResultPoint]]) -> bool:
+        values = [{facet.of(p) for p in group} for group in groups]
+        return all(len(v) == 1 and "" not in v for v in values) and len({next(iter(v)) for v in values}) == len(groups)
+
+    return next((f for f in CONFIGURATION_FACETS if all(tells(f, groups) for groups in group_sets)), None)
 
 
 def check_topology(job_id: str, identity: PointIdentity, summary: Summary, gpus: int | None = None) -> None:

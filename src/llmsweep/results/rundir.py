@@ -6,7 +6,6 @@ is kept with `summary=None` so callers can show it as missing instead of droppin
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -18,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from llmsweep.client.files import RECORDS_FILE, RUN_FILE, SERVER_METRICS_FILE, SUMMARY_FILE
 from llmsweep.errors import ResultInputError
 from llmsweep.execute.files import COMMAND_FILE, JOB_FILE, OUTCOME_FILE, unjudged
-from llmsweep.jsonline import loads_line
+from llmsweep.jsonline import load_json_file, loads_line
 from llmsweep.metrics.model import PREDICTED, Summary
 from llmsweep.sim_warnings import normalised
 
@@ -99,7 +98,7 @@ def _read_json(path: Path) -> Any:
     """A run's JSON file (run.json, a job's job.json or outcome.json); one that does not read is bad input (exit 2)
     whose fix fits the file."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return load_json_file(path)
     except (OSError, ValueError) as exc:
         raise ResultInputError(f"cannot read {path}: {exc}", fix=_fix_of(path)) from exc
 
@@ -155,7 +154,7 @@ def out_kind(path: Path) -> FolderKind:
     kind = folder_kind(path)
     if kind == "run" and not (path / "jobs").is_dir():
         try:
-            doc = json.loads((path / RUN_FILE).read_text(encoding="utf-8"))
+            doc = load_json_file(path / RUN_FILE)
         except (OSError, ValueError):
             return kind
         if isinstance(doc, dict) and "client" in doc:
@@ -167,7 +166,7 @@ def _point_kind(run_file: Path) -> FolderKind:
     """A folder of one point's files, by what its run.json says: predicted (`predict --out`), else measured or
     simulated by the client (`bench`); `other` when it has no readable run.json."""
     try:
-        doc = json.loads(run_file.read_text(encoding="utf-8"))
+        doc = load_json_file(run_file)
     except (OSError, ValueError):
         return "other"
     if not isinstance(doc, dict):

@@ -17,9 +17,10 @@ from llmsweep.results.rundir import RunDir, folder_kind, load_run
 from llmsweep.results.store import BATCH, Store, StoreError
 
 
-def _is_folder(ref: str) -> bool:
+def is_folder(ref: str) -> bool:
     """`ref` names a folder `load_run` has something to say about: a run (read it), or a job, `bench` or `predict`
-    point folder (refuse it, naming what it is and what to pass) — never taken for a run id."""
+    point folder (refuse it, naming what it is and what to pass) — never taken for a run id, nor looked up in the
+    store (a command all of whose sides are folders needs no store unless it reads history)."""
     return folder_kind(Path(ref)) != "other"
 
 
@@ -34,7 +35,7 @@ def resolve_points(ref: str, store: Store | None,
     """(run id, points) of a run directory path or a stored run id. A folder's job whose summary is set aside (no
     job.json beside it, or no outcome.json that judged it) is not a point: `warn` is told which and why, so it is
     never left out unsaid."""
-    if _is_folder(ref):
+    if is_folder(ref):
         run = load_run(ref)
         for art in run.jobs:
             if (why := art.unread or art.unjudged) and warn is not None:
@@ -67,13 +68,13 @@ def run_meta_of(ref: str, store: Store | None) -> Mapping[str, Any]:
     """A run's record (`run.json`, as the store keeps it in `runs.meta`): the stored run's, else its folder's."""
     if store is not None and store.has_run(ref):
         return store.run_meta(ref)
-    return load_run(ref).meta if _is_folder(ref) else {}
+    return load_run(ref).meta if is_folder(ref) else {}
 
 
 def resolve_run_dir(ref: str, store: Store | None) -> RunDir:
     """The run folder a run directory path or a stored run id names (a stored run: the folder it was ingested from),
     for what needs the run's artifacts and not only its stored points (`report`)."""
-    if _is_folder(ref):
+    if is_folder(ref):
         return load_run(ref)
     if store is None or not store.has_run(ref):
         raise _neither(ref, store)
@@ -103,7 +104,7 @@ def started_at(text: object) -> datetime | None:
 def run_started(ref: str, run_id: str, store: Store | None) -> datetime | None:
     """When the run `ref` names (a run folder, or the stored run `run_id`) started, as it recorded; None when it does
     not say (an imported run)."""
-    if _is_folder(ref):
+    if is_folder(ref):
         return started_at(load_run(ref).meta.get("started"))
     if store is not None and store.has_run(run_id):
         return started_at(store.run_meta(run_id).get("started"))

@@ -40,6 +40,7 @@ import numpy as np
 from llmsweep.client.files import RUN_FILE, SUMMARY_FILE
 from llmsweep.errors import ConfigError, DatasetError, ResultError
 from llmsweep.execute.files import JOB_FILE, OUTCOME_FILE, unjudged
+from llmsweep.jsonline import load_json_file, read_json_text
 from llmsweep.sim.engine import EngineConfig
 from llmsweep.sim.perf import Batch, Efficiency, RooflineTimer
 
@@ -69,7 +70,7 @@ def load_records(source: Path | str | Iterable[dict[str, Any]]) -> list[dict[str
     if isinstance(source, (str, Path)):
         path = Path(source)
         try:
-            return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+            return [json.loads(line) for line in read_json_text(path).splitlines() if line.strip()]
         except (OSError, ValueError) as exc:
             raise DatasetError(f"sim calibrate: cannot read records from {path}: {exc}",
                                fix="pass the records.jsonl a benchmark run wrote") from exc
@@ -315,7 +316,7 @@ def measured_point(path: Path, config_for: Any) -> MeasuredPoint:
     from llmsweep.plan.job import Job
 
     try:
-        job = json.loads((path / JOB_FILE).read_text())
+        job = load_json_file(path / JOB_FILE)
     except (OSError, ValueError) as exc:
         raise DatasetError(f"sim calibrate: cannot read {path / JOB_FILE}: {exc}",
                            fix="restore the file from the run's evidence, or leave this job folder out") from exc
@@ -397,7 +398,7 @@ def measured_point(path: Path, config_for: Any) -> MeasuredPoint:
     run_id = None
     if run_json is not None:
         try:
-            run_id = json.loads(run_json.read_text()).get("run_id")
+            run_id = load_json_file(run_json).get("run_id")
         except (OSError, ValueError):
             run_id = None
     provenance = {

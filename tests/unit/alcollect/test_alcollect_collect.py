@@ -199,6 +199,20 @@ def test_the_served_precision_is_read_from_a_quantised_checkpoints_config(case: 
     assert curve_file_name(job) == f"qwen3.5_mtp_{case.split('-')[0]}.yaml"
 
 
+def test_a_checkpoints_config_saved_with_a_byte_order_mark_reads(seed_one_job: Path, tmp_path: Path) -> None:
+    """A model folder's config.json or hf_quant_config.json saved by a Windows editor starts with a UTF-8 byte-order
+    mark: it had been refused as 'cannot be read as JSON'. It reads as the file without the mark."""
+    config, hf_quant = QUANTISED["nvfp4"]
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps(config), encoding="utf-8-sig")
+    (model / "hf_quant_config.json").write_text(json.dumps(hf_quant), encoding="utf-8-sig")
+    recipe = tmp_path / "served-from-dir.yaml"
+    recipe.write_text(seed_one_job.read_text().replace("  serve:\n", f"  serve:\n    model-path: {model}\n", 1))
+    job = collection_job(jobs_from_files([recipe]), simulate=False)
+    assert curve_file_name(job) == "qwen3.5_mtp_nvfp4.yaml"
+
+
 MINIMAX_GQA = """\
 minimaxm3-fp8-h200-vllm-eagle3-gqa:
   image: vllm/vllm-openai:v0.26.0

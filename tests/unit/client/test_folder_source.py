@@ -55,3 +55,12 @@ def test_a_folder_that_never_recorded_its_source_is_refused_and_keeps_its_summar
         summarise_dir(folder)
     assert '"source": "measured"' in (err.value.fix or "")
     assert (folder / "summary.json").read_text() == summary
+
+
+def test_a_run_json_or_summary_saved_with_a_byte_order_mark_reads(tmp_path: Path) -> None:
+    """A bench folder copied through a Windows editor: its run.json (and an older summary.json) start with a UTF-8
+    byte-order mark, which `summarize` had refused ('Unexpected UTF-8 BOM'). They read as without the mark."""
+    folder = _folder(tmp_path, _legacy_doc())
+    (folder / "summary.json").write_text(json.dumps({"source": "simulated"}), encoding="utf-8-sig")
+    (folder / "run.json").write_text((folder / "run.json").read_text(), encoding="utf-8-sig")
+    assert summarise_dir(folder, write=False).source == "simulated"

@@ -8,6 +8,7 @@ dropped chunk or a mis-assigned phase shows up as a mismatch.
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -407,3 +408,18 @@ def test_a_crosscheck_naming_a_level_twice_is_refused_before_any_run(tmp_path: P
                             "--repeats", "1", "--out", tmp_path / "cc")
     assert code == 2 and "--concurrency names 1 more than once" in err, err
     assert not (tmp_path / "cc" / "c1").exists()
+
+
+def test_an_export_saved_with_a_byte_order_mark_at_its_start_reads(tmp_path: Path) -> None:
+    """aiperf's exports copied through a Windows tool start with a UTF-8 byte-order mark: line 1 of the records had
+    been 'not JSON' and the aggregate's figures unread. They read as the files without the mark."""
+    art = _copy_ok(tmp_path / "a")
+    for name in ("profile_export.jsonl", "profile_export_aiperf.json"):
+        (art / name).write_bytes(b"\xef\xbb\xbf" + (OK / name).read_bytes())
+    assert list(read_aiperf_records(art)) == list(read_aiperf_records(OK))
+    assert read_aiperf_figures(art) == read_aiperf_figures(OK)
+    vllm = tmp_path / "vllm"  # the server's own scrapes too (was None: no latency, as if aiperf scraped none)
+    shutil.copytree(DATA / "vllm-h200", vllm)
+    scrapes = vllm / "server_metrics_export.json"
+    scrapes.write_bytes(b"\xef\xbb\xbf" + scrapes.read_bytes())
+    assert read_aiperf_server_latency(vllm) == read_aiperf_server_latency(DATA / "vllm-h200") is not None

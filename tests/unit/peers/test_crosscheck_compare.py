@@ -105,6 +105,16 @@ def test_one_run_each_has_no_band_and_a_failed_run_is_left_out_but_reported(tmp_
     assert text == markdown(again) and "aiperf exited 1" in text and "| 8 | TTFT p50 (ms) | 50.00 |" in text
 
 
+def test_a_cross_check_file_saved_with_a_byte_order_mark_reads(tmp_path: Path) -> None:
+    """A cross-check folder copied through a Windows editor: crosscheck.json starts with a UTF-8 byte-order mark,
+    which had made it 'not JSON'. It reads as the file without the mark."""
+    check = _check(4)
+    write_crosscheck(check, tmp_path)
+    path = tmp_path / "crosscheck.json"
+    path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+    assert load_crosscheck(tmp_path).rows == check.rows
+
+
 def test_the_committed_h200_cross_check_is_its_own_table() -> None:
     """examples/results/h200-crosscheck-vllm-0.26.0: the table in the repository is what its runs give today."""
     evidence = Path(__file__).resolve().parents[3] / "examples" / "results" / "h200-crosscheck-vllm-0.26.0"

@@ -639,3 +639,22 @@ def test_the_headline_counts_one_point_in_the_singular() -> None:
               "overlaid": 0}
     assert headline(counts).startswith("1 point in 1 series")  # it read "1 points"
     assert headline({**counts, "points": 3}).startswith("3 points in 1 series")
+
+
+def test_two_configurations_of_one_point_are_two_series_named_by_recipe_key(tmp_path: Path) -> None:
+    """mixk: a run measured conc 8 under two recipe keys (MTP K=3 and K=1). The dashboard had drawn one series
+    through all four points, its frontier choosing between configurations at conc 8 (`compare` refuses to pool
+    them). It draws two, each labelled by its recipe key, each point on its own configuration's frontier."""
+    from support.synthetic import write_two_configurations_run
+
+    run = write_two_configurations_run(tmp_path / "mixk")
+    payload = build_payload(run, points_from_run(run))
+    labels = sorted(s["label"] for s in payload["series"])
+    assert len(labels) == 2 and [label.split(" · ")[-1] for label in labels] == [
+        "recipe key dsr1-mtp1 [simulated]", "recipe key dsr1-mtp3 [simulated]"], labels
+    key_of = {p["job_id"]: p["series"] for p in payload["points"]}
+    assert key_of["dsr1-mtp3-conc1"] == key_of["dsr1-mtp3-conc8"] != key_of["dsr1-mtp1-conc8"] \
+        == key_of["dsr1-mtp1-conc16"]
+    by_id = {p["id"]: p["job_id"] for p in payload["points"]}
+    for series, ids in payload["frontiers"]["conc"].items():
+        assert len({by_id[i].rsplit("-", 1)[0] for i in ids}) == 1, (series, ids)

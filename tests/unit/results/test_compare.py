@@ -231,6 +231,8 @@ def test_a_side_holding_two_configurations_of_a_point_pools_neither(make_run) ->
     assert comp.matched == ()
     assert {s.point.result_id for s in comp.skipped} == {p.result_id for p in (*a, *k3, *k1)}
     assert "B holds 2 configurations of this point" in comp.skipped[0].reason
+    # named by what tells them apart, as a frontier names the series it splits them into (was: their job ids)
+    assert "(launch fingerprints launch-k3, launch-k1)" in comp.skipped[0].reason, comp.skipped[0].reason
     (m,) = compare_points(a, k3, resamples=20).matched  # one configuration a side: compared
     assert len(m.b) == 1
     other = [_launched(_scaled(p, "a2", 1.0), "launch-k1") for p in a]  # --repeats-from of another configuration

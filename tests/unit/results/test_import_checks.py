@@ -88,6 +88,35 @@ def test_a_file_holding_one_result_twice_is_refused(make_run, tmp_path: Path) ->
         _import(tmp_path, [*rows, rows[0]], "ix2.json")
 
 
+def test_identical_inferencex_rows_without_our_block_are_stored_once_and_said(tmp_path: Path, capsys) -> None:
+    """Two identical InferenceX rows (no `llmsweep` block: a copy pasted, two aggregates concatenated) had been two
+    results of one point, which `compare` pooled as repeats agreeing to the last digit. Stored once, the import says
+    how many rows it skipped; rows that differ in any figure stay two results."""
+    from support.cli import run_main
+
+    from llmsweep.results.interchange import read_import
+
+    row = {"hw": "b200", "conc": 64, "image": "vllm/vllm-openai:v0.11.0", "model": "deepseek-ai/DeepSeek-R1",
+           "infmax_model_prefix": "dsr1", "framework": "vllm", "precision": "fp4", "spec_decoding": "none",
+           "disagg": False, "isl": 1024, "osl": 1024, "tp": 4, "ep": 4, "dp_attention": "false",
+           "tput_per_gpu": 5000.0, "median_ttft": 0.2, "num_requests_total": 640, "num_requests_successful": 640}
+    other = {**row, "tput_per_gpu": 5100.0}  # the same point measured again: a repeat, kept
+    reordered = dict(reversed(list(row.items())))  # the same content, its keys in another order: a copy
+    path = tmp_path / "agg_bmk.json"
+    path.write_text(json.dumps([row, other, reordered, row]))
+    code, out, err = run_main(capsys, "results", "import", path, "--store", tmp_path / "s.sqlite")
+    assert code == 0, err
+    assert "imported 2 result(s)" in out and "2 duplicate row(s) skipped (row(s) 2, 3" in out, out
+    parsed = read_import(path)
+    assert [p.metric("tput_per_gpu") for p in parsed.points] == [5000.0, 5100.0] and parsed.copies == (2, 3)
+    path.write_text(json.dumps([row, other, *[row] * 12]))  # many copies: the first ten named, the rest counted
+    code, out, _ = run_main(capsys, "results", "import", path, "--store", tmp_path / "s1.sqlite")
+    assert code == 0 and "12 duplicate row(s) skipped (row(s) 2, 3, 4, 5, 6, 7, 8, 9, 10, 11 and 2 more" in out, out
+    path.write_text(json.dumps([row, other]))  # nothing repeated: nothing said
+    code, out, _ = run_main(capsys, "results", "import", path, "--store", tmp_path / "s2.sqlite")
+    assert code == 0 and "imported 2 result(s)" in out and "duplicate" not in out, out
+
+
 def test_an_inferencex_row_of_ours_that_says_measured_on_the_virtual_clock_or_an_unknown_verdict_is_refused(
         make_run, tmp_path: Path) -> None:
     rows = json.loads(export_points(points_from_run(make_run("x", concs=(2,))), "inferencex",
@@ -114,3 +143,17 @@ def test_a_file_that_is_not_utf8_is_refused_as_bad_input(tmp_path: Path) -> None
     path.write_bytes(b'{"format": "caf\xe9"}')
     with pytest.raises(ResultInputError, match=r"cannot read .*latin1\.json: 'utf-8' codec can't decode"):
         import_file(path)
+
+
+def test_a_byte_order_mark_at_the_files_start_is_read_as_utf8(make_run, tmp_path: Path) -> None:
+    """A file saved as UTF-8 by Notepad or PowerShell starts with a byte-order mark: `results import` had refused it
+    ('Unexpected UTF-8 BOM'). It imports as the file without the mark does, our export and InferenceX rows alike."""
+    ours = _export(make_run)
+    rows = json.loads(export_points(points_from_run(make_run("x", concs=(2, 4))), "inferencex",
+                                    include_unpublished=True))
+    for name, doc in (("ours.json", ours), ("ix.json", rows)):
+        plain, marked = tmp_path / name, tmp_path / f"bom-{name}"
+        plain.write_text(json.dumps(doc), encoding="utf-8")
+        marked.write_text(json.dumps(doc), encoding="utf-8-sig")
+        assert marked.read_bytes().startswith(b"\xef\xbb\xbf")
+        assert [p.metrics for p in import_file(marked)[2]] == [p.metrics for p in import_file(plain)[2]]

@@ -385,5 +385,4 @@ def test_an_inferencex_round_trip_keeps_what_the_run_warned_and_its_clock(make_r
     assert back[0].provenance.get("clock") == "virtual"
     from llmsweep.results.interchange import read_import
 
-    *_, warned = read_import(path)
-    assert warned == {(back[0].run_id, back[0].job_id): said}
+    assert read_import(path).warned == {(back[0].run_id, back[0].job_id): said}

@@ -7,6 +7,7 @@ import math
 import pytest
 
 from llmsweep.results.pareto import XY, agentx_frontier, dominates, frontiers_by_series, pareto_front
+from llmsweep.results.point import ResultPoint
 
 
 def test_dominated_points_are_excluded_and_front_is_sorted_by_x() -> None:
@@ -169,3 +170,51 @@ def test_two_images_of_one_configuration_are_two_series_each_named_by_its_image(
     assert len(labels) == 3 and any("v0.5.17" in label for label in labels)
     assert not any("sglang-rocm" in series_label(p, image=p.result_id in apart) for p in other)
     assert series_key(old[0]) != series_key(new[0])
+
+
+def _configured(p: ResultPoint, run_id: str, recipe_key: str, launch: str, source: str | None = None) -> ResultPoint:
+    """`p` as run `run_id` measured it under recipe key `recipe_key` (its launch fingerprint `launch`, the load its
+    summary records): a result that records its configuration (`ResultPoint.configuration`)."""
+    import dataclasses
+
+    from llmsweep.results.point import result_id_for
+
+    assert p.summary is not None
+    prov = p.summary.provenance
+    options = {"concurrency": p.identity.conc, "duration_s": 600.0}
+    summary = p.summary.model_copy(update={"provenance": prov.model_copy(update={"options": options})})
+    job_id = f"{p.job_id}-{recipe_key}"
+    return dataclasses.replace(p, run_id=run_id, job_id=job_id, result_id=result_id_for(run_id, job_id),
+                               summary=summary, source=source or p.source,
+                               provenance={**p.provenance, "recipe_key": recipe_key, "clock": "wall",
+                                           "launch": {"fingerprint": f"{launch}-conc{p.identity.conc}"}})
+
+
+def test_two_configurations_of_one_point_are_two_series_each_named_by_what_differs(make_run) -> None:
+    """mixk: a run measured conc 8 under two recipe keys (MTP K=3 and K=1, the same point identity): one curve
+    through both let its frontier choose between configurations, as `compare` refuses to pool them. They are two
+    series, each named by its recipe key; a series without two configurations of one point is as it was."""
+    from llmsweep.results.frontier import AXIS_BY_KEY, compute_frontiers, series_key
+    from llmsweep.results.point import points_from_run
+
+    base = points_from_run(make_run("mixk", concs=(1, 8, 16), scenario="fixed-seq-len"))
+    k3 = [_configured(p, "mixk", "dsr1-mtp3", "k3") for p in base if p.identity.conc in (1, 8)]
+    k1 = [_configured(p, "mixk", "dsr1-mtp1", "k1") for p in base if p.identity.conc in (8, 16)]
+    points = k3 + k1
+    assert len({series_key(p) for p in points}) == 1  # one series key: the split is the set's, not the point's
+    fronts = compute_frontiers(points, [AXIS_BY_KEY["conc"]])["conc"]
+    assert len(fronts) == 2, fronts
+    for ids in fronts.values():  # no frontier mixes the two configurations
+        assert len({p.provenance["recipe_key"] for p in points if p.result_id in ids}) == 1
+    from llmsweep.results.frontier import configurations_apart, name_series
+
+    names = name_series(points)
+    assert {names.labels[p.result_id].rsplit(" · ", 1)[1] for p in k3} == {"recipe key dsr1-mtp3 [simulated]"}
+    assert {names.labels[p.result_id].rsplit(" · ", 1)[1] for p in k1} == {"recipe key dsr1-mtp1 [simulated]"}
+    # two configurations at different points only (no point measured twice): one series, labelled as before
+    apart = [_configured(p, "r", "dsr1-mtp3" if p.identity.conc == 1 else "dsr1-mtp1", "x") for p in base]
+    assert configurations_apart(apart) == {} and len(compute_frontiers(apart, [AXIS_BY_KEY["conc"]])["conc"]) == 1
+    # a point measured and simulated under one launch, drawn together as --mix-sources asks: not split
+    both = [_configured(p, "r", "k", "x", source=s) for p in base[:1] for s in ("measured", "simulated")]
+    assert configurations_apart(both, mix_sources=True) == {}
+    assert len(compute_frontiers(both, [AXIS_BY_KEY["conc"]], mix_sources=True)["conc"]) == 1

@@ -247,6 +247,24 @@ def test_a_bad_store_is_one_clear_error_for_every_reading_command(tmp_path: Path
             monkeypatch.delenv("LLMSWEEP_STORE")
 
 
+def test_compare_of_two_folders_without_history_never_opens_the_store(make_run, tmp_path: Path, capsys,
+                                                                      monkeypatch) -> None:
+    """`compare DIR DIR --no-history` reads nothing from the store: a damaged default store (or one given with
+    --store) must not stop it, as it did (`file is not a database`). History, or a side named by run id, reads it."""
+    a, b = make_run("a", concs=(1,)), make_run("b", concs=(1,))
+    corrupt = tmp_path / "corrupt.sqlite"
+    corrupt.write_bytes(b"\x00garbage, not SQLite\n" * 200)
+    monkeypatch.setenv("LLMSWEEP_STORE", str(corrupt))
+    folders = ["compare", str(a.path), str(b.path), "--resamples", "5"]
+    for extra in ([], ["--store", str(corrupt)], ["--repeats-from", str(a.path)]):
+        assert _main(*folders, "--no-history", *extra) == 0, capsys.readouterr().err
+        assert "not a database" not in capsys.readouterr().err
+    for needs in (folders, ["compare", str(a.path), "b", "--no-history"]):  # history, a stored run id: read
+        assert _main(*needs) == 2
+        assert "not a database" in capsys.readouterr().err
+    assert corrupt.read_bytes() == b"\x00garbage, not SQLite\n" * 200
+
+
 def test_reading_commands_never_write_the_store(make_run, tmp_path: Path, capsys) -> None:
     import shutil
 
@@ -614,3 +632,20 @@ def test_a_smoke_point_on_a_frontier_shows_its_verdict(make_run, store_path: Pat
     assert rows and all(r["verdict"] == "smoke" for r in rows), rows
     front = [p for ps in json.loads(_run("results", "frontier", str(run.path), "--json")).values() for p in ps]
     assert front and all(p["verdict"] == "smoke" for p in front)
+
+
+def test_frontier_and_list_keep_two_configurations_of_one_point_apart(tmp_path: Path, store_path: Path) -> None:
+    """mixk (conc 8 under recipe keys dsr1-mtp3 and dsr1-mtp1): `results frontier` had one series whose frontier
+    chose between the two configurations, `results list` one table; each is two now, named by recipe key."""
+    from support.synthetic import write_two_configurations_run
+
+    run = write_two_configurations_run(tmp_path / "mixk")
+    fronts = json.loads(_run("results", "frontier", str(run.path), "--x", "conc", "--json"))
+    assert len(fronts) == 2, fronts
+    for rows in fronts.values():
+        assert len({r["job_id"].rsplit("-", 1)[0] for r in rows}) == 1, rows
+    table = _run("results", "frontier", str(run.path), "--x", "conc")
+    assert table.count("recipe key dsr1-mtp3") == 1 and table.count("recipe key dsr1-mtp1") == 1, table
+    _run("results", "ingest", str(run.path))
+    listed = _run("results", "list", "--run", "mixk")
+    assert listed.count("recipe key dsr1-mtp3") == 1 and listed.count("recipe key dsr1-mtp1") == 1, listed

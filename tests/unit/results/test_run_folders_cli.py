@@ -129,3 +129,19 @@ def test_a_run_file_that_does_not_read_is_bad_input_with_a_fix_that_fits_it(make
         if broken == "run.json":
             assert f"--out {run.path} --resume" in fix
 
+
+@pytest.mark.parametrize("marked", ["run.json", "job.json", "outcome.json", "summary.json"])
+def test_a_run_file_saved_with_a_byte_order_mark_at_its_start_reads(make_run, store_path: Path, cli_run,
+                                                                    marked: str) -> None:
+    """A run folder's file re-saved by a Windows editor starts with a UTF-8 byte-order mark: every command that
+    reads the folder had refused it ('Unexpected UTF-8 BOM', exit 2). It reads as the file without the mark."""
+    run = make_run("run1", concs=(1, 4))
+    job = run.jobs[0].dir
+    if marked == "outcome.json":
+        (job / marked).write_text(json.dumps({"job_id": run.jobs[0].job_id, "status": "valid"}), encoding="utf-8")
+    path = run.path / marked if marked == "run.json" else job / marked
+    path.write_text(path.read_text(encoding="utf-8"), encoding="utf-8-sig")
+    for argv in (["results", "frontier", run.path, "--json"], ["compare", run.path, run.path, "--no-history"],
+                 ["results", "ingest", run.path]):
+        code, out = cli_run(*argv)
+        assert code == 0 and "BOM" not in out, (argv, out)

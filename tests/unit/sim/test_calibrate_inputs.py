@@ -67,6 +67,24 @@ def test_a_job_json_that_is_not_a_job_is_left_out_naming_file_and_field(
     assert str(bad / "job.json") in why and said in why and "(fix: restore the file" in why
 
 
+def test_a_run_whose_files_carry_a_byte_order_mark_calibrates_as_without(tmp_path: Path) -> None:
+    """A measured run copied through a Windows tool: its run.json, each job.json, summary.json and records.jsonl
+    start with a UTF-8 byte-order mark. Each job had been left out ('Unexpected UTF-8 BOM'); they fit as before."""
+    clean = _run(tmp_path, (1, 4), name="clean")
+    marked = _run(tmp_path, (1, 4), name="marked")
+    for path in [marked / "run.json", *marked.glob("jobs/*/job.json"), *marked.glob("jobs/*/summary.json"),
+                 *marked.glob("jobs/*/records.jsonl")]:
+        path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+    fits = []
+    for run in (clean, marked):
+        res = CliRunner().invoke(calibrate_cmd, [str(run), *QUICK])
+        assert res.exit_code == 0, res.output
+        doc = json.loads(res.stdout)
+        assert not doc["skipped"], doc["skipped"]
+        fits.append([p["label"] for p in doc["calibrations"][0]["points"]])
+    assert fits[0] == fits[1] == ["fixed 1024/256 c1", "fixed 1024/256 c4"]
+
+
 def _as_engine(job: Path, engine: str, version: str) -> None:
     """Make a copied job folder say it ran on another engine (job.json and the launch its summary recorded)."""
     _edit(job / "job.json", lambda j: j.update(engine=engine, framework=engine))
