@@ -119,8 +119,12 @@ def list_cmd(run_id: str | None, every: bool, as_json: bool, store_path: Path | 
 
             reused_points_of(store, store.run_meta(run_id), run_id, lambda line: click.echo(line, err=True))
         warned = store.job_warnings(p.run_id for p in points)
-        if as_json:
-            click.echo(json.dumps([{**describe(p), "warnings": warned.get((p.run_id, p.job_id), [])} for p in points],
+        if as_json:  # each row's series as the table names it (the image or configuration where a run holds two)
+            from llmsweep.results.frontier import listed_series
+
+            series = listed_series(points)
+            click.echo(json.dumps([{**describe(p), "series": series[p.result_id],
+                                    "warnings": warned.get((p.run_id, p.job_id), [])} for p in points],
                                   indent=1, default=str))
             return
         if not points:
@@ -183,14 +187,12 @@ def _print_points(points: list[Any], warned: Mapping[tuple[str, str], list[str]]
     short = dict(zip((id(p) for p in points), job_labels([p.job_id for p in points], exp_names), strict=True))
     several = len({p.run_id for p in points}) > 1
     groups: dict[tuple[str, str, str], list[Any]] = {}  # a series is of one source (simulated, measured, ...)
-    from llmsweep.results.frontier import configurations_apart, images_apart, series_key, series_label
+    from llmsweep.results.frontier import listed_series
 
-    apart = images_apart(points, mix_sources=True)  # the source is the table's own
-    # a run's series one point of which it measured under two configurations: one table each, as its frontiers
-    variants = configurations_apart(points, {p.result_id: f"{p.run_id}|{series_key(p)}" for p in points})
+    # a run's series of two images, or one point of which it measured under two configurations: one table each
+    series = listed_series(points)
     for p in points:
-        label = series_label(p, mix_sources=True, image=p.result_id in apart, variant=variants.get(p.result_id, ""))
-        groups.setdefault((p.run_id, label, p.source), []).append(p)
+        groups.setdefault((p.run_id, series[p.result_id], p.source), []).append(p)
     for (run_id, series, source), group in groups.items():
         notes = Notes()
         rows = [[plain(p.result_id), plain(p.job_id), str(p.identity.conc), plain(p.identity.topology()),

@@ -136,6 +136,16 @@ def name_series(points: Iterable[ResultPoint], *, mix_sources: bool = False,
     return names
 
 
+def listed_series(points: Sequence[ResultPoint]) -> dict[str, str]:
+    """Each point's series label as `results list` and the CSV export name it (result id -> label): a run's series,
+    its source a column of its own (so not in the label), the image and the configuration named where a run's
+    series holds two, as its frontiers draw them apart (`name_series`)."""
+    apart = images_apart(points, mix_sources=True)
+    variants = configurations_apart(points, {p.result_id: f"{p.run_id}|{series_key(p)}" for p in points})
+    return {p.result_id: series_label(p, mix_sources=True, image=p.result_id in apart,
+                                      variant=variants.get(p.result_id, "")) for p in points}
+
+
 def series_label(point: ResultPoint, *, mix_sources: bool = False, tag: str = "", image: bool = False,
                  variant: str = "") -> str:
     """A series' label; `image`: name the image too (its last path part), where another image's series would read

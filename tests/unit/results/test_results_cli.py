@@ -649,3 +649,8 @@ def test_frontier_and_list_keep_two_configurations_of_one_point_apart(tmp_path: 
     _run("results", "ingest", str(run.path))
     listed = _run("results", "list", "--run", "mixk")
     assert listed.count("recipe key dsr1-mtp3") == 1 and listed.count("recipe key dsr1-mtp1") == 1, listed
+    # and the rows of `--json` and the CSV export name each row's series as the table does
+    rows = json.loads(_run("results", "list", "--run", "mixk", "--json"))
+    assert len({r["series"] for r in rows}) == 2 and all("recipe key dsr1-mtp" in r["series"] for r in rows), rows
+    csv_text = _run("results", "export", "--run", "mixk", "--format", "csv")
+    assert csv_text.count("recipe key dsr1-mtp3") == 2 and csv_text.count("recipe key dsr1-mtp1") == 2, csv_text
