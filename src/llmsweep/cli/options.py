@@ -348,7 +348,7 @@ CONCEPTS: dict[str, Concept] = {
     }, deprecated=("--only-job",)),
     "draft_model": Concept("--draft-model", "draft_model", {
         "default": None, "help": "The speculative drafter (a recipe's `draft-model`).",
-    }, deprecated=("--draft",)),
+    }),  # `model synth`'s flag that also writes a drafter is `--with-draft` (its old --draft and --draft-model)
     "pr_number": Concept("--pr-number", "pr_number", {
         "type": click.IntRange(min=1), "default": None, "metavar": "N",
         "help": "The InferenceX pull request the changelog change belongs to."}),

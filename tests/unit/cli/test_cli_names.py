@@ -30,7 +30,7 @@ V3_STORE = REPO / "tests" / "data" / "stores" / "v3-results.sqlite"
 CANONICAL: dict[str, tuple[str, tuple[str, ...]]] = {
     "run_id": ("--run", ("--run-id",)),  # `results list --run`, `ci collect --run-id`
     "out": ("--out", ("--save-to",)),  # every command's output; `sim calibrate --save-to`
-    "draft_model": ("--draft-model", ("--draft",)),  # `al lookup --draft-model`, `model synth --draft`
+    "draft_model": ("--draft-model", ()),  # `al lookup --draft-model`, a recipe's `draft-model`
     "job": ("--job", ("--only-job",)),  # `render --job`, `run --only-job`
     "force": ("--force", ("--replace",)),  # `results ingest --replace`
     "config_keys": ("--config-keys", ("--config-key",)),
@@ -44,12 +44,13 @@ CANONICAL: dict[str, tuple[str, tuple[str, ...]]] = {
 # command that used it (`traces synth --traces` is its --num-traces; elsewhere --traces is the trace source).
 COMMAND_ALIASES = {("traces synth", "--traces"): "--num-traces", ("bench fixed", "--warmup"): "--num-warmups",
                    ("peer import", "--warmups"): "--num-warmups", ("al lookup", "--method"): "--spec-method",
-                   ("al lookup", "--k"): "--spec-k"}
+                   ("al lookup", "--k"): "--spec-k",
+                   # model synth's flag that also writes a drafter: --draft-model is the drafter itself elsewhere
+                   ("model synth", "--draft"): "--with-draft", ("model synth", "--draft-model"): "--with-draft"}
 
 # One spelling whose options take a different shape in some commands (a flag, one value, a list), and why.
 SHAPES_DIFFER = {
     "--concurrency": "bench: the one level it loads; peer crosscheck: the levels it walks",
-    "--draft-model": "al lookup: which drafter's curve; model synth: a flag, also write a drafter",
     "--job": "render: the one job it renders; run: the jobs it runs",
     "--precision": "matrix full-sweep: InferenceX's filter (several); elsewhere the precision served",
     "--spec-k": "al collect: the draft lengths it measures; al lookup, sim serve: the one draft length",
@@ -141,10 +142,21 @@ ALIASES = sorted({(path, old, opt.opts[0]) for path, opt in OPTIONS if isinstanc
                   for old in opt.old_spellings})
 
 
+def test_draft_model_is_the_drafter_in_every_command() -> None:
+    """`--draft-model` was `al lookup`'s drafter (HF id, variant or curve id, as a recipe's `draft-model`) and `model
+    synth`'s flag that also writes a draft model: one spelling, two meanings. It takes a drafter wherever it is an
+    option; model synth's flag is `--with-draft`, its old spellings warning what they are now."""
+    takers = [(path, opt) for path, opt in OPTIONS if "--draft-model" in _long(opt)]
+    assert takers and all(getattr(opt, "concept", None) == "draft_model" and not opt.is_flag for _, opt in takers)
+    synth = next(opt for opt in COMMANDS["model synth"].params if opt.name == "draft")
+    assert isinstance(synth, Opt) and synth.opts == ["--with-draft"] and synth.is_flag
+    assert {"--draft-model", "--draft"} <= set(synth.old_spellings)
+
+
 def test_every_renamed_spelling_is_covered() -> None:
     commands = {(path, old) for path, old, _ in ALIASES}
     assert {("ci collect", "--run-id"), ("sim calibrate", "--save-to"), ("model synth", "--draft"),
-            ("al lookup", "--draft"), ("run", "--only-job"), ("render", "--only-job"),
+            ("model synth", "--draft-model"), ("run", "--only-job"), ("render", "--only-job"),
             ("results ingest", "--replace")} <= commands
     assert set(COMMAND_ALIASES) <= commands
 
