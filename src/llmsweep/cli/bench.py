@@ -96,7 +96,7 @@ def bench() -> None:
 @click.option("--arrival", type=click.Choice(["poisson", "constant"]), default="poisson", show_default=True)
 @option("num_prompts")
 @click.option("--duration", type=FINITE_POSITIVE, default=None, help="Profiling window, s.")
-@option("num_warmups", dest="warmup", deprecated=("--warmup",), type=click.IntRange(min=0))
+@option("num_warmups", dest="warmup", type=click.IntRange(min=0))
 @click.option("--range-ratio", type=FiniteRange(min=0, max=1, min_open=True), default=1.0, show_default=True,
               help="Lengths uniform in [ratio*L, L].")
 def fixed(**kw: Any) -> None:

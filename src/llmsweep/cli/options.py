@@ -313,7 +313,8 @@ CONCEPTS: dict[str, Concept] = {
     }, source=FieldRef(_run_options, "seed")),
     "num_prompts": Concept("--num-prompts", "num_prompts", {"type": click.IntRange(min=1)},  # the workload's gt=0
                            source=FieldRef(_workload, "num_prompts")),
-    "num_warmups": Concept("--num-warmups", "num_warmups", {"type": int}, source=FieldRef(_workload, "num_warmups")),
+    "num_warmups": Concept("--num-warmups", "num_warmups", {"type": int}, deprecated=("--warmup", "--warmups"),
+                           source=FieldRef(_workload, "num_warmups")),  # bench fixed --warmup, peer import --warmups
     "num_prompts_per_conc": Concept("--num-prompts-per-conc", "num_prompts_per_conc", {
         "type": click.IntRange(min=1), "help": "Measured requests per unit of concurrency.",
     }, deprecated=("--prompts-per-conc",)),
