@@ -54,7 +54,6 @@ SECOND_SPELLINGS = {
 # llmsweep.cli.options instead of this list.
 COMMAND_LOCAL = {
     "--format": "each command's own output formats",
-    "--duration": "bench: wall-clock profiling window; predict: virtual seconds",
     "--concurrency": "bench: one closed-loop level; peer crosscheck: a comma-separated list of levels",
     "--precision": "matrix: a filter; al and sim: the precision served",
     "--port": "render: the port in the rendered command; sim serve: the port to bind",

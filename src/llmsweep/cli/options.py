@@ -321,6 +321,8 @@ CONCEPTS: dict[str, Concept] = {
     "num_warmups_per_conc": Concept("--num-warmups-per-conc", "num_warmups_per_conc", {
         "type": click.IntRange(min=0), "help": "Warm-up requests per unit of concurrency.",
     }, deprecated=("--warmups-per-conc",)),
+    "duration": Concept("--duration", "duration", {"type": FINITE_POSITIVE, "metavar": "SECONDS"},
+                        source=FieldRef(_run_options, "duration_s")),  # any window: finite, above 0, a fraction too
     "num_traces": Concept("--num-traces", "num_traces", {"type": click.IntRange(min=1), "show_default": True},
                           source=FieldRef(_synthetic_traces, "traces")),
     "traces": Concept("--traces", "traces", {"type": PathValue(path_type=str), "metavar": "SOURCE",

@@ -153,6 +153,30 @@ def test_draft_model_is_the_drafter_in_every_command() -> None:
     assert {"--draft-model", "--draft"} <= set(synth.old_spellings)
 
 
+def test_every_duration_is_one_window_concept() -> None:
+    """`discover --duration` was a whole number (click.IntRange) where every other `--duration` took any finite
+    number of seconds above 0: each is the `duration` concept, a finite positive number (discover keeps its recipe's
+    upper bound)."""
+    durations = {path: opt for path, opt in OPTIONS if "--duration" in _long(opt)}
+    assert {"bench fixed", "bench agentic", "bench replay", "predict", "discover"} <= set(durations)
+    for path, opt in durations.items():
+        assert getattr(opt, "concept", None) == "duration" and opt.metavar == "SECONDS", path
+        assert isinstance(opt.type, options.FiniteRange) and opt.type.min == 0 and opt.type.min_open, path
+
+
+@pytest.mark.parametrize(("given", "taken"), [("60", 60), ("60.0", 60)])
+def test_discover_takes_its_window_as_a_number_of_seconds(given: str, taken: int) -> None:
+    ctx = COMMANDS["discover"].make_context("discover", [str(FIXED), "--duration", given])
+    assert ctx.params["duration"] == taken and isinstance(ctx.params["duration"], int)  # the stage recipes' int
+
+
+def test_discover_refuses_a_window_its_stage_recipes_cannot_hold_as_parsed(tmp_path: Path,
+                                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run_main(capsys, "discover", FIXED, "--simulate", "--duration", "2.5", "--out", tmp_path / "d")
+    assert code == 2 and "'--duration': 2.5 is not a whole number of seconds" in err and "Traceback" not in err, err
+    assert not (tmp_path / "d").exists()
+
+
 def test_every_renamed_spelling_is_covered() -> None:
     commands = {(path, old) for path, old, _ in ALIASES}
     assert {("ci collect", "--run-id"), ("sim calibrate", "--save-to"), ("model synth", "--draft"),
