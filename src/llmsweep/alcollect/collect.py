@@ -717,24 +717,23 @@ def _collector_alive(cell_dir: Path) -> bool:
 
 
 def _refuse_unwritable(out: Path, run_dir: Path, *, merge: bool) -> None:
-    """Before any server starts: the curve file and the evidence folder can be written. Found only when the curve
-    is written, every cell would have been measured (GPU hours) and the collection would end without its curve."""
-    what = "curve" if merge else "--out"
-    for path, name, flag in ((out, "the curve file", what), (run_dir, "the evidence folder", "--run-dir")):
-        if path == out and out.is_dir():
-            raise ConfigError(f"{out} is a folder, not a curve file: the curve cannot be written; no server was "
-                              "started", fix=f"move the folder away, or pass another {what}")
-        if path == run_dir and run_dir.is_dir():
-            continue
-        there = path if path.exists() else path.parent
-        while not there.exists():  # the folders missing are made when writing: the nearest that is must take them
-            there = there.parent
-        if path != there and not there.is_dir():
-            raise ConfigError(f"{name} {path} cannot be written: {there} is a file, not a folder; no server was "
-                              "started", fix=f"pass another {flag}, or move {there} away")
-        if not os.access(there, os.W_OK):
-            raise ConfigError(f"{name} {path} cannot be written: {there} is not writable; no server was started",
-                              fix=f"pass another {flag}, or make {there} writable")
+    """Before any server starts: the curve file and the evidence folder can be written, by the check every output
+    has (:func:`llmsweep.writable.refuse_unwritable`: its write probe and its wording, naming the option). Found only
+    when the curve is written, every cell would have been measured (GPU hours) and the collection would end without
+    its curve. A fresh curve is written into --out (a file beside it, then moved over it): that folder is checked; a
+    `--merge-into` curve is the file the user named."""
+    from llmsweep.writable import refuse_unwritable
+
+    then = "no server was started"
+    if out.is_dir():  # al collect's own: the curve's name (derived from the recipe) is taken by a folder
+        flag = "--merge-into" if merge else "--out"
+        raise ConfigError(f"{out} is a folder, not a curve file: the curve cannot be written; {then}",
+                          fix=f"move the folder away, or pass another {flag}")
+    if merge:
+        refuse_unwritable(out, folder=False, option_name="--merge-into", then=then)
+    else:
+        refuse_unwritable(out.parent, folder=True, option_name="--out", then=then)
+    refuse_unwritable(run_dir, folder=True, option_name="--run-dir", then=then)
 
 
 def _existing(out: Path) -> Collected:
