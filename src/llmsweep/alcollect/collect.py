@@ -682,13 +682,15 @@ def collect_curve(job: Job, settings: CollectSettings, prompts: PromptSet, run_d
 def _stop_left_servers(out: Path, run_dir: Path, event: Event) -> None:
     """Stop the servers an earlier collection of this curve left running when it was killed (SIGKILL, a lost node
     session: nothing ran its teardown), as `run --resume` does: their pid files stay in the cell folders of its
-    evidence (this run's folder, or another `<curve>.runs*` beside the curve). Left running, they hold the GPUs
-    (and the port) the next cell's server needs. A server whose collection is still running is left to it."""
+    evidence (this run's folder, or another `<curve>.runs*` beside the curve). A server started just before the
+    collection was killed, its pid file not yet written, is found by the cell its environment marks
+    (`process.SERVER_DIR_ENV`): every cell folder is looked at, with a pid file or not. Left running, they hold the
+    GPUs (and the port) the next cell's server needs. A server whose collection is still running is left to it."""
     from llmsweep.execute import artifacts as art
     from llmsweep.execute.lifecycle import stop_stale_servers
 
     folders = {run_dir, *(p for p in out.parent.glob(f"{out.stem}.runs*") if p.is_dir())}
-    for cell in sorted({f.parent for folder in folders for f in folder.glob(f"*/{art.PID_FILES}")}):
+    for cell in sorted(p for folder in folders if folder.is_dir() for p in folder.iterdir() if p.is_dir()):
         if _collector_alive(cell):
             continue
         stop_stale_servers(cell.parent, event, pid_files=f"{cell.name}/{art.PID_FILES}", unrecorded_under=cell)
