@@ -100,3 +100,26 @@ def test_al_collect_stops_a_marked_server_of_a_cell_a_killed_collection_never_re
         assert not _alive(server.pid)
     finally:
         server.stop(grace_s=1)
+
+
+def test_a_container_two_marked_docker_processes_name_is_removed_once(tmp_path: Path) -> None:
+    """Two processes of one group with one `docker run … --name NAME` command line (a CLI or wrapper that forks
+    itself; a shell between fork and exec) each had the container removed: `docker rm -f NAME` ran twice, the second
+    on a container already gone (and the docker test above failed now and then)."""
+    calls = tmp_path / "calls"
+    docker = tmp_path / "docker"
+    docker.write_text(f'#!/bin/sh\nif [ "$1" = rm ]; then echo "$@" >> {calls}; exit 0; fi\n'
+                      'if [ -z "$FORKED" ]; then FORKED=1 "$0" "$@" & fi\nsleep 120\n')
+    docker.chmod(docker.stat().st_mode | stat.S_IEXEC)
+    run = tmp_path / "run"
+    client = start_process([str(docker), "run", "--name", "llmsweep-sim-abc", "img"],
+                           log_path=run / "servers" / "g1" / "server.log", env=dict(os.environ))
+    try:
+        deadline = time.monotonic() + 10
+        while sum(str(docker) in argv for _, argv in marked_processes(run)) < 2:  # the fork is there too
+            assert time.monotonic() < deadline, marked_processes(run)
+            time.sleep(0.05)
+        assert stop_stale_servers(run) == [client.pid]
+        assert calls.read_text().split() == ["rm", "-f", "llmsweep-sim-abc"]
+    finally:
+        client.stop(grace_s=1)
