@@ -622,10 +622,10 @@ def collect_curve(job: Job, settings: CollectSettings, prompts: PromptSet, run_d
     if existing is not None:  # refuse before a server starts what can be known now
         _refuse_unless_comparable(out, existing, Collected(model_prefix=prefix, header=planned, values={}),
                                   BEFORE_MEASURING)
-    _refuse_unwritable(out, run_dir, merge=merge)
+    refuse_unwritable_outputs(out, run_dir, merge=merge)  # (the CLI checked before fetching prompts; an API caller)
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:  # (what access() could not tell: /proc, a read-only mount seen as writable)
+    except OSError as exc:  # (changed since the check: the folder above removed, a mount made read-only)
         raise ConfigError(f"the evidence folder {run_dir} cannot be made ({exc.strerror}); no server was started",
                           fix="pass another --run-dir (or --out), a folder you can write") from exc
     _stop_left_servers(out, run_dir, event)
@@ -718,7 +718,7 @@ def _collector_alive(cell_dir: Path) -> bool:
     return info is not None and info.start_ticks == doc.get("start_ticks")
 
 
-def _refuse_unwritable(out: Path, run_dir: Path, *, merge: bool) -> None:
+def refuse_unwritable_outputs(out: Path, run_dir: Path, *, merge: bool) -> None:
     """Before any server starts: the curve file and the evidence folder can be written, by the check every output
     has (:func:`llmsweep.writable.refuse_unwritable`: its write probe and its wording, naming the option). Found only
     when the curve is written, every cell would have been measured (GPU hours) and the collection would end without

@@ -349,6 +349,19 @@ def test_an_out_no_file_can_be_made_in_is_refused_as_every_commands_before_any_c
     assert not (tmp_path / "evidence").exists() and stdout == ""
 
 
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc")
+def test_an_out_that_cannot_be_written_is_refused_before_the_prompts_are_fetched(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The output was checked only once the prompt set had been read: with the default `--prompts auto`, after
+    asking the Hugging Face hub for SPEED-Bench (a wait for the network) and then refused."""
+    from support.cli import run_main
+
+    missing = tmp_path / "no-such-prompts.jsonl"
+    code, _, err = run_main(capsys, "al", "collect", LLAMA, "--simulate", "--prompts", missing, "-k", "1",
+                            "--out", "/proc/llmsweep-golden")
+    assert code == 2 and "--out /proc/llmsweep-golden cannot be written" in err and str(missing) not in err, err
+
+
 @pytest.mark.timeout(120)
 def test_a_curve_that_cannot_be_written_after_measuring_says_where_the_cells_are(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
