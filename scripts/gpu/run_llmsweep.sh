@@ -9,7 +9,7 @@
 #   RECIPES="examples/gpu/llama-1b-bf16-h200-vllm.yaml"
 #   CONFIG_KEYS=''             optional --config-keys glob;  RESUME=1 adds --resume (rerun what a killed call left)
 #   REQUIRE_POWER=1            adds --require-power (a job without valid GPU power fails; docs/gpu.md §8)
-#   SYNTH="llama-1b"           ("" for none) presets to write under /tmp/models/<preset> (`preset:--draft-model` adds the draft)
+#   SYNTH="llama-1b"           ("" for none) presets to write under /tmp/models/<preset> (`preset:--with-draft` adds the draft)
 #   GGUF_STASH=/tmp/mstash     real weights: the staged GGUF (.m chunks; or GGUF=FILE) imported into MODEL_DIR
 #                              (scripts/gpu/import_gguf.sh)
 #   LMEVAL_STASH=/tmp/stash-e  lm-eval 0.4.13 (.e chunks, scripts/gpu/lmeval-0.4.13-wheels.txt) installed into
@@ -47,7 +47,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader >>
 
 # 2. the models (config + tokenizer; vLLM fills the weights under --load-format dummy)
 for item in $SYNTH; do
-  preset=${item%%:*}; extra=(); [[ "$item" == *:--draft-model || "$item" == *:--draft ]] && extra=(--draft-model)
+  preset=${item%%:*}; extra=(); [[ "$item" == *:--with-draft || "$item" == *:--draft-model || "$item" == *:--draft ]] && extra=(--with-draft)
   llmsweep model synth "$preset" --out "/tmp/models/$preset" --force --weights none "${extra[@]}" >/dev/null \
     2>>"$OUT/steps.txt" || { log "model synth $preset failed"; exit 1; }
   log "model $preset written to /tmp/models/$preset"

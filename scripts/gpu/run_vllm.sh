@@ -35,7 +35,7 @@ log "installed: $(tail -1 "$OUT/steps.txt")"
 
 # 2. the model, from this checkout's llmsweep (the image has click, rich, numpy, tokenizers; pydantic came with vLLM)
 export MODEL_DIR=${MODELS_ROOT:-/tmp/models}/$MODEL SERVED_MODEL=llmsweep/$MODEL
-draft=(); [[ "$SPEC" == draft ]] && draft=(--draft-model)
+draft=(); [[ "$SPEC" == draft ]] && draft=(--with-draft)
 PYTHONPATH="$repo/src:$PYTHONPATH" python3 -m llmsweep.cli.main model synth "$MODEL" --out "$MODEL_DIR" --force \
   --weights none "${draft[@]}" ${SYNTH_ARGS:-} --json >"$OUT/synth.json" 2>>"$OUT/steps.txt" \
   || { log "llmsweep model synth failed"; tail -20 "$OUT/steps.txt"; exit 1; }

@@ -11,8 +11,12 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from llmsweep.execute.lifecycle import stop_stale_servers
 from llmsweep.execute.process import SERVER_DIR_ENV, marked_processes, read_proc, start_process
+
+RECIPES = Path(__file__).resolve().parents[1] / "data" / "recipes"
 
 
 def _alive(pid: int) -> bool:
@@ -54,5 +58,68 @@ def test_an_unrecorded_docker_run_has_its_container_removed(tmp_path: Path) -> N
         assert SERVER_DIR_ENV not in os.environ
         assert stop_stale_servers(run) == [client.pid]
         assert calls.read_text().split() == ["rm", "-f", "llmsweep-sim-abc"]  # by the CLI the run started
+    finally:
+        client.stop(grace_s=1)
+
+
+def test_al_collect_stops_a_marked_server_of_a_cell_a_killed_collection_never_recorded(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`al collect` looked for leftover servers only in the cells that hold a pid file, and there only for marks
+    below the cell (a cell's server marks the cell itself): a collection killed between starting a cell's server and
+    writing its pid file left that server running, and the next collection into the same folder never stopped it
+    (on a GPU host it held the GPUs every later cell's server needs)."""
+    import subprocess
+
+    from support.cli import run_main
+
+    from llmsweep.alcollect.collect import COLLECTOR_FILE
+
+    golden = tmp_path / "golden"
+    cell = golden / "llama-1b_ngram.runs" / "thinking_off-k1"  # the cell the collection below measures again
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    cell.mkdir(parents=True)
+    (cell / COLLECTOR_FILE).write_text(f'{{"pid": {int(dead.stdout)}, "start_ticks": 1}}')  # its collector: gone
+    log = cell / "server.log"
+    server = start_process([sys.executable, "-m", "llmsweep.cli.main", "sim", "serve", "--port", "0"], log_path=log,
+                           env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        deadline = time.monotonic() + 60
+        while not log.is_file() or "running on http://" not in log.read_text(errors="replace"):  # serving
+            assert _alive(server.pid) and time.monotonic() < deadline, "the simulator did not start"
+            time.sleep(0.1)
+        assert not list(cell.glob("*.pid"))  # killed before its pid file, as the collection was
+        assert server.pid in dict(marked_processes(cell))  # it marks the cell itself, not a folder below it
+        code, _, err = run_main(capsys, "al", "collect", RECIPES / "alcollect" / "llama-1b-ngram.yaml", "--simulate",
+                                "--prompts", "builtin", "--num-prompts", "1", "--output-len", "32", "-k", "1",
+                                "--out", golden)
+        assert code == 0, err
+        assert f"stopping server process group {server.pid} " in err and "had not yet recorded it" in err, err
+        deadline = time.monotonic() + 10
+        while _alive(server.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _alive(server.pid)
+    finally:
+        server.stop(grace_s=1)
+
+
+def test_a_container_two_marked_docker_processes_name_is_removed_once(tmp_path: Path) -> None:
+    """Two processes of one group with one `docker run … --name NAME` command line (a CLI or wrapper that forks
+    itself; a shell between fork and exec) each had the container removed: `docker rm -f NAME` ran twice, the second
+    on a container already gone (and the docker test above failed now and then)."""
+    calls = tmp_path / "calls"
+    docker = tmp_path / "docker"
+    docker.write_text(f'#!/bin/sh\nif [ "$1" = rm ]; then echo "$@" >> {calls}; exit 0; fi\n'
+                      'if [ -z "$FORKED" ]; then FORKED=1 "$0" "$@" & fi\nsleep 120\n')
+    docker.chmod(docker.stat().st_mode | stat.S_IEXEC)
+    run = tmp_path / "run"
+    client = start_process([str(docker), "run", "--name", "llmsweep-sim-abc", "img"],
+                           log_path=run / "servers" / "g1" / "server.log", env=dict(os.environ))
+    try:
+        deadline = time.monotonic() + 10
+        while sum(str(docker) in argv for _, argv in marked_processes(run)) < 2:  # the fork is there too
+            assert time.monotonic() < deadline, marked_processes(run)
+            time.sleep(0.05)
+        assert stop_stale_servers(run) == [client.pid]
+        assert calls.read_text().split() == ["rm", "-f", "llmsweep-sim-abc"]
     finally:
         client.stop(grace_s=1)

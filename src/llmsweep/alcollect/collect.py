@@ -623,10 +623,10 @@ def collect_curve(job: Job, settings: CollectSettings, prompts: PromptSet, run_d
     if existing is not None:  # refuse before a server starts what can be known now
         _refuse_unless_comparable(out, existing, Collected(model_prefix=prefix, header=planned, values={}),
                                   BEFORE_MEASURING)
-    _refuse_unwritable(out, run_dir, merge=merge)
+    refuse_unwritable_outputs(out, run_dir, merge=merge)  # (the CLI checked before fetching prompts; an API caller)
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:  # (what access() could not tell: /proc, a read-only mount seen as writable)
+    except OSError as exc:  # (changed since the check: the folder above removed, a mount made read-only)
         raise ConfigError(f"the evidence folder {run_dir} cannot be made ({exc.strerror}); no server was started",
                           fix="pass another --run-dir (or --out), a folder you can write") from exc
     _stop_left_servers(out, run_dir, event)
@@ -683,13 +683,15 @@ def collect_curve(job: Job, settings: CollectSettings, prompts: PromptSet, run_d
 def _stop_left_servers(out: Path, run_dir: Path, event: Event) -> None:
     """Stop the servers an earlier collection of this curve left running when it was killed (SIGKILL, a lost node
     session: nothing ran its teardown), as `run --resume` does: their pid files stay in the cell folders of its
-    evidence (this run's folder, or another `<curve>.runs*` beside the curve). Left running, they hold the GPUs
-    (and the port) the next cell's server needs. A server whose collection is still running is left to it."""
+    evidence (this run's folder, or another `<curve>.runs*` beside the curve). A server started just before the
+    collection was killed, its pid file not yet written, is found by the cell its environment marks
+    (`process.SERVER_DIR_ENV`): every cell folder is looked at, with a pid file or not. Left running, they hold the
+    GPUs (and the port) the next cell's server needs. A server whose collection is still running is left to it."""
     from llmsweep.execute import artifacts as art
     from llmsweep.execute.lifecycle import stop_stale_servers
 
     folders = {run_dir, *(p for p in out.parent.glob(f"{out.stem}.runs*") if p.is_dir())}
-    for cell in sorted({f.parent for folder in folders for f in folder.glob(f"*/{art.PID_FILES}")}):
+    for cell in sorted(p for folder in folders if folder.is_dir() for p in folder.iterdir() if p.is_dir()):
         if _collector_alive(cell):
             continue
         stop_stale_servers(cell.parent, event, pid_files=f"{cell.name}/{art.PID_FILES}", unrecorded_under=cell)
@@ -717,25 +719,24 @@ def _collector_alive(cell_dir: Path) -> bool:
     return info is not None and info.start_ticks == doc.get("start_ticks")
 
 
-def _refuse_unwritable(out: Path, run_dir: Path, *, merge: bool) -> None:
-    """Before any server starts: the curve file and the evidence folder can be written. Found only when the curve
-    is written, every cell would have been measured (GPU hours) and the collection would end without its curve."""
-    what = "curve" if merge else "--out"
-    for path, name, flag in ((out, "the curve file", what), (run_dir, "the evidence folder", "--run-dir")):
-        if path == out and out.is_dir():
-            raise ConfigError(f"{out} is a folder, not a curve file: the curve cannot be written; no server was "
-                              "started", fix=f"move the folder away, or pass another {what}")
-        if path == run_dir and run_dir.is_dir():
-            continue
-        there = path if path.exists() else path.parent
-        while not there.exists():  # the folders missing are made when writing: the nearest that is must take them
-            there = there.parent
-        if path != there and not there.is_dir():
-            raise ConfigError(f"{name} {path} cannot be written: {there} is a file, not a folder; no server was "
-                              "started", fix=f"pass another {flag}, or move {there} away")
-        if not os.access(there, os.W_OK):
-            raise ConfigError(f"{name} {path} cannot be written: {there} is not writable; no server was started",
-                              fix=f"pass another {flag}, or make {there} writable")
+def refuse_unwritable_outputs(out: Path, run_dir: Path, *, merge: bool) -> None:
+    """Before any server starts: the curve file and the evidence folder can be written, by the check every output
+    has (:func:`llmsweep.writable.refuse_unwritable`: its write probe and its wording, naming the option). Found only
+    when the curve is written, every cell would have been measured (GPU hours) and the collection would end without
+    its curve. A fresh curve is written into --out (a file beside it, then moved over it): that folder is checked; a
+    `--merge-into` curve is the file the user named."""
+    from llmsweep.writable import refuse_unwritable
+
+    then = "no server was started"
+    if out.is_dir():  # al collect's own: the curve's name (derived from the recipe) is taken by a folder
+        flag = "--merge-into" if merge else "--out"
+        raise ConfigError(f"{out} is a folder, not a curve file: the curve cannot be written; {then}",
+                          fix=f"move the folder away, or pass another {flag}")
+    if merge:
+        refuse_unwritable(out, folder=False, option_name="--merge-into", then=then)
+    else:
+        refuse_unwritable(out.parent, folder=True, option_name="--out", then=then)
+    refuse_unwritable(run_dir, folder=True, option_name="--run-dir", then=then)
 
 
 def _existing(out: Path) -> Collected:

@@ -383,6 +383,7 @@ def collect(recipe: Path, config_keys: tuple[str, ...], runner_config: Path | No
         curve_file_name,
         refuse_unearned_precision,
         refuse_unmodelled,
+        refuse_unwritable_outputs,
     )
 
     def echo(line: str) -> None:
@@ -425,6 +426,8 @@ def collect(recipe: Path, config_keys: tuple[str, ...], runner_config: Path | No
                               "written", fix="pass a new --run-dir, or leave it out (a completion's evidence goes "
                               f"to {merge_into.stem}.runs-<UTC time> beside the curve)")
         refuse_replacing(run_dir, held, force=force, what="evidence of these cells", option_name="--run-dir")
+    evidence = run_dir or out_dir / f"{out.stem}.runs"
+    refuse_unwritable_outputs(out, evidence, merge=merge_into is not None)  # before the prompts are fetched
     prompts = _prompts(prompt_source, category, num_prompts, echo)
     assert job.serve is not None and job.serve.spec_decoding is not None
     echo(f"collecting {out.stem}: {job.model} {job.serve.spec_decoding.method} "
@@ -433,7 +436,7 @@ def collect(recipe: Path, config_keys: tuple[str, ...], runner_config: Path | No
          f"{_count(len(prompts.prompts), 'prompt')} ({prompts.origin}), "
          f"{'simulated' if simulate else executor} servers")
     try:
-        result = collect_curve(job, settings, prompts, run_dir or out_dir / f"{out.stem}.runs", out,
+        result = collect_curve(job, settings, prompts, evidence, out,
                                launcher=_launcher(executor, parse_executor_options(executor_options)),
                                simulate=simulate, event=echo, merge=merge_into is not None)
     except LlmsweepError:

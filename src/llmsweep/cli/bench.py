@@ -20,6 +20,7 @@ from llmsweep.cli.options import (
     FINITE_POSITIVE,
     FiniteRange,
     PathValue,
+    describe,
     field_option,
     json_group_option,
     json_option,
@@ -95,8 +96,8 @@ def bench() -> None:
 @click.option("--request-rate", type=FINITE_POSITIVE, default=None, help="Open loop: requests per second.")
 @click.option("--arrival", type=click.Choice(["poisson", "constant"]), default="poisson", show_default=True)
 @option("num_prompts")
-@click.option("--duration", type=FINITE_POSITIVE, default=None, help="Profiling window, s.")
-@option("num_warmups", dest="warmup", deprecated=("--warmup",), type=click.IntRange(min=0))
+@option("duration")
+@option("num_warmups", dest="warmup", type=click.IntRange(min=0))
 @click.option("--range-ratio", type=FiniteRange(min=0, max=1, min_open=True), default=1.0, show_default=True,
               help="Lengths uniform in [ratio*L, L].")
 def fixed(**kw: Any) -> None:
@@ -125,7 +126,7 @@ def fixed(**kw: Any) -> None:
 @_common
 @option("traces", required=True)
 @click.option("--concurrency", type=_AT_LEAST_ONE, required=True, help="Live session trees (lanes).")
-@click.option("--duration", type=FINITE_POSITIVE, required=True, help="Profiling window, s (>= 900 for a submission).")
+@option("duration", required=True, help=f"{describe(RunOptions, 'duration_s')} At least 900 for a submission.")
 def agentic(**kw: Any) -> None:
     """AgentX multi-turn agentic trace replay with subagents (closed loop over live session trees)."""
     try:
@@ -146,7 +147,7 @@ def agentic(**kw: Any) -> None:
         help="Mooncake timestamped trace (JSONL).")
 @click.option("--speedup", type=FINITE_POSITIVE, default=1.0, show_default=True,
               help="Replay the timeline this many times faster.")
-@click.option("--duration", type=FINITE_POSITIVE, default=None, help="Stop after this many seconds of profiling.")
+@option("duration", help=f"{describe(RunOptions, 'duration_s')} Default: the whole trace.")
 def replay(**kw: Any) -> None:
     """Open-loop replay of a Mooncake timestamped trace."""
     try:

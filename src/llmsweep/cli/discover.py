@@ -9,6 +9,7 @@ import click
 
 from llmsweep.cli.options import (
     FINITE_POSITIVE,
+    FiniteRange,
     PathValue,
     json_option,
     option,
@@ -19,6 +20,16 @@ from llmsweep.cli.options import (
 from llmsweep.cli.options import executor_options as parse_executor_options
 from llmsweep.execute.registry import executor_help, executor_kinds
 from llmsweep.spec.workload import MAX_DURATION_S
+
+
+def whole_seconds(_ctx: click.Context, _param: click.Parameter, value: float | None) -> int | None:
+    """`--duration`: a window, as every command's, written into the stage recipes' `duration` (whole seconds)."""
+    if value is None:
+        return None
+    if not value.is_integer():
+        raise click.BadParameter(f"{value:g} is not a whole number of seconds: a discovery run's window is its stage "
+                                 f"recipes' `duration`, whole seconds as in a recipe (e.g. {max(1, round(value))})")
+    return int(value)
 
 
 @click.command("discover")
@@ -35,9 +46,9 @@ from llmsweep.spec.workload import MAX_DURATION_S
               help="Wall-clock seconds the discovery should take: the ladder always runs whole; a refinement round "
                    "whose estimate (from the ladder's measured server start and slowest run) does not fit in what is "
                    "left is skipped, and says so. Not a hard limit (Ctrl-C stops a discovery).")
-@click.option("--duration", type=click.IntRange(min=1, max=MAX_DURATION_S), default=None,
-              help="Profiling window of every discovery run in seconds (default: the recipe's; at most a recipe's "
-                   "limit); the proposed recipe keeps its own.")
+@option("duration", type=FiniteRange(min=0, min_open=True, max=MAX_DURATION_S), callback=whole_seconds,
+        help="Profiling window of every discovery run in seconds (default: the recipe's); it goes into the stage "
+             "recipes' `duration`, so whole seconds, at most a recipe's limit. The proposed recipe keeps its own.")
 @option("traces", default=None,
         help="Agentic jobs: replay this trace source instead of the recipe's ('synthetic', a file or directory, or "
              "a Hugging Face dataset id).")

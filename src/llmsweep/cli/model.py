@@ -9,7 +9,7 @@ from typing import Literal
 
 import click
 
-from llmsweep.cli.options import json_group_option, json_option, option, out_option
+from llmsweep.cli.options import Opt, json_group_option, json_option, option, out_option
 from llmsweep.modelsynth.architectures import PRESETS, preset_config
 from llmsweep.modelsynth.gguf_import import KNOWN_GGUF, ImportRequest, import_gguf
 from llmsweep.modelsynth.synth import SynthRequest, synth_model
@@ -59,7 +59,8 @@ def presets(as_json: bool) -> None:
 @out_option(_h("out"), required=True)
 @click.option("--weights", type=click.Choice(["random", "none"]), default="none", show_default=True,
               help=_h("weights"))
-@option("draft_model", dest="draft", is_flag=True, default=False, help=_h("draft"))
+@click.option("--with-draft", "draft", cls=Opt, is_flag=True, default=False, help=_h("draft"),
+              old_spellings=("--draft-model", "--draft"))  # --draft-model is al lookup's drafter id everywhere else
 @click.option("--layers", type=click.IntRange(min=1), default=None, help=_h("layers"))
 @click.option("--hidden", type=click.IntRange(min=64), default=None, help=_h("hidden"))
 @click.option("--vocab", type=click.IntRange(min=512), default=None, help=_h("vocab"))

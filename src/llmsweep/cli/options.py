@@ -313,13 +313,16 @@ CONCEPTS: dict[str, Concept] = {
     }, source=FieldRef(_run_options, "seed")),
     "num_prompts": Concept("--num-prompts", "num_prompts", {"type": click.IntRange(min=1)},  # the workload's gt=0
                            source=FieldRef(_workload, "num_prompts")),
-    "num_warmups": Concept("--num-warmups", "num_warmups", {"type": int}, source=FieldRef(_workload, "num_warmups")),
+    "num_warmups": Concept("--num-warmups", "num_warmups", {"type": int}, deprecated=("--warmup", "--warmups"),
+                           source=FieldRef(_workload, "num_warmups")),  # bench fixed --warmup, peer import --warmups
     "num_prompts_per_conc": Concept("--num-prompts-per-conc", "num_prompts_per_conc", {
         "type": click.IntRange(min=1), "help": "Measured requests per unit of concurrency.",
     }, deprecated=("--prompts-per-conc",)),
     "num_warmups_per_conc": Concept("--num-warmups-per-conc", "num_warmups_per_conc", {
         "type": click.IntRange(min=0), "help": "Warm-up requests per unit of concurrency.",
     }, deprecated=("--warmups-per-conc",)),
+    "duration": Concept("--duration", "duration", {"type": FINITE_POSITIVE, "metavar": "SECONDS"},
+                        source=FieldRef(_run_options, "duration_s")),  # any window: finite, above 0, a fraction too
     "num_traces": Concept("--num-traces", "num_traces", {"type": click.IntRange(min=1), "show_default": True},
                           source=FieldRef(_synthetic_traces, "traces")),
     "traces": Concept("--traces", "traces", {"type": PathValue(path_type=str), "metavar": "SOURCE",
@@ -348,7 +351,7 @@ CONCEPTS: dict[str, Concept] = {
     }, deprecated=("--only-job",)),
     "draft_model": Concept("--draft-model", "draft_model", {
         "default": None, "help": "The speculative drafter (a recipe's `draft-model`).",
-    }, deprecated=("--draft",)),
+    }),  # `model synth`'s flag that also writes a drafter is `--with-draft` (its old --draft and --draft-model)
     "pr_number": Concept("--pr-number", "pr_number", {
         "type": click.IntRange(min=1), "default": None, "metavar": "N",
         "help": "The InferenceX pull request the changelog change belongs to."}),

@@ -117,7 +117,7 @@ def table(out_dir: Path, resummarise: bool, write: bool, as_json: bool) -> None:
 @out_option("Run directory to write; one that holds results is refused unless --force.", dest="out_dir",
             required=True)
 @option("force", help="Replace the results --out holds.")
-@option("num_warmups", dest="warmups", default=0, show_default=True, deprecated=("--warmups",),
+@option("num_warmups", dest="warmups", default=0, show_default=True,
         help="Warm-up requests the aiperf run sent.")
 @option("gpus", default=None, show_default=False, type=click.IntRange(min=1),
         help="GPUs behind the endpoint aiperf loaded. Default: unknown (the artifacts do not say; figures per "

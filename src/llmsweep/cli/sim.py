@@ -467,8 +467,8 @@ def _calibrate_records(records: str, model: str, hardware: str, tp: int, ep: int
 @click.command("predict")
 @recipe_files_argument()
 @config_keys_option()
-@click.option("--duration", type=FINITE_POSITIVE, default=None,
-              help="Virtual seconds per point (default: the job's duration, else 600).")
+@option("duration", help="Profiling window of every point in virtual seconds (default: the job's duration, else "
+                          "600).")
 @click.option("--max-requests", type=click.IntRange(min=1), default=None,
               help="Stop after this many profiling requests per point.")
 @out_option("Write records.jsonl, server_metrics.jsonl, gpu_metrics.jsonl (the modelled power) and summary.json "

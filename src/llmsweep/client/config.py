@@ -89,7 +89,7 @@ class RunOptions(BaseModel):
         default=None, ge=1, description="Stop starting profiling requests after this many (fixed: --num-prompts)."
     )
     duration_s: float | None = Field(
-        default=None, gt=0, description="Profiling window; counted from the first profiling request."
+        default=None, gt=0, description="Profiling window in seconds, counted from the first profiling request."
     )
     grace_s: float = Field(
         default=30.0, ge=0, description="After the deadline, let in-flight requests finish this long."

@@ -1366,11 +1366,17 @@ def _stop_unrecorded(run_dir: Path, event: Event) -> list[int]:
         stopped.append(pgid)
         if tree_alive([], pgid=pgid):
             event(f"warning: could not stop process group {pgid}; stop it by hand (`kill -KILL -- -{pgid}`)")
+        removals: list[list[str]] = []
         for argv in argvs:  # a container outlives the `docker run` that started it (`docker run … --name NAME`,
-            # the CLI first, or after the interpreter of a wrapper script)
+            # the CLI first, or after the interpreter of a wrapper script); once, where several processes of the
+            # group carry its command line (one that forked itself, a shell between fork and exec)
             at = argv.index("run") if "run" in argv[1:3] else 0
             if at and "--name" in argv[at:-1]:
-                _run_cleanup([argv[at - 1], "rm", "-f", argv[argv.index("--name", at) + 1]], event)
+                removal = [argv[at - 1], "rm", "-f", argv[argv.index("--name", at) + 1]]
+                if removal not in removals:
+                    removals.append(removal)
+        for removal in removals:
+            _run_cleanup(removal, event)
     return stopped
 
 

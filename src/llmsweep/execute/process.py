@@ -286,10 +286,12 @@ server running with nothing on disk naming it; `--resume` finds such a process b
 
 
 def marked_processes(under: Path) -> list[tuple[int, list[str]]]:
-    """(pid, argv) of every process of this user whose environment marks it a server llmsweep started for a folder
-    under `under` (`SERVER_DIR_ENV`), this process and its ancestors left out; /proc read as it is (a process that
-    exits meanwhile, or whose environment cannot be read, is left out)."""
-    prefix = str(under.resolve()) + os.sep
+    """(pid, argv) of every process of this user whose environment marks it a server llmsweep started for `under` or
+    a folder under it (`SERVER_DIR_ENV`: `run`'s servers mark their folder below the run, an `al collect` cell's
+    server the cell itself), this process and its ancestors left out; /proc read as it is (a process that exits
+    meanwhile, or whose environment cannot be read, is left out)."""
+    folder = str(under.resolve())
+    prefix = folder + os.sep
     spared, pid = set(), os.getpid()
     while pid > 1 and pid not in spared:  # this process and its ancestors: never our own leftovers
         spared.add(pid)
@@ -305,7 +307,8 @@ def marked_processes(under: Path) -> list[tuple[int, list[str]]]:
         except OSError:
             continue
         for item in environ.split(b"\0"):
-            if item.startswith(mark) and os.fsdecode(item[len(mark):]).startswith(prefix):
+            if item.startswith(mark) and ((value := os.fsdecode(item[len(mark):])) == folder
+                                          or value.startswith(prefix)):
                 argv = read_cmdline(int(entry.name))
                 if argv is not None:
                     found.append((int(entry.name), argv))

@@ -123,7 +123,7 @@ PRESETS: dict[str, Preset] = {
             "llama-1b", "TinyLlama-1.1B shape: 22 layers, hidden 2048, GQA 32/4", lambda: _llama(2048, 5632, 22, 32, 4)
         ),
         Preset(
-            "llama-draft", "4-layer Llama, hidden 768: the draft model of `--draft-model`",
+            "llama-draft", "4-layer Llama, hidden 768: the draft model of `model synth --with-draft`",
             lambda: _llama(768, 2048, 4, 12, 4),
         ),
         Preset(

@@ -192,7 +192,8 @@ def _write_model(
 
 
 def draft_config(target: Config, tok: TokenizerFiles) -> Config:
-    """The `--draft-model` drafter: a small Llama with the target's vocabulary and context, never wider than it."""
+    """The `model synth --with-draft` drafter: a small Llama with the target's vocabulary and context, never wider
+    than it."""
     width = min(int(preset_config(DRAFT_PRESET)["hidden_size"]), max(64, int(target["hidden_size"]) // 64 * 64))
     cfg = _with_tokens(scale_config(preset_config(DRAFT_PRESET), hidden=width), tok)
     # vLLM caps speculative decoding at the draft's context length: let it cover the target's.

@@ -340,6 +340,40 @@ def test_an_output_that_cannot_be_written_is_refused_before_any_server_starts(ca
     assert "no server was started" in err.value.message, err.value.message
     assert "cannot be written" in err.value.message and err.value.fix
     assert not (tmp_path / "runs").exists()  # nothing was measured
+    # in the words of every command's output check (writable.refuse_unwritable), naming the option
+    flag = {"parent is a file": "--out", "curve is a folder": "--out", "run dir under a file": "--run-dir"}[case]
+    assert err.value.message.startswith(f"{flag} ") or case == "curve is a folder", err.value.message
+    assert flag in err.value.fix, err.value.fix
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc")
+def test_an_out_no_file_can_be_made_in_is_refused_as_every_commands_before_any_cell(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """al collect had its own output check (os.access): /proc, a read-only mount or /sys passed it for root, so
+    `al collect --out /proc/golden` measured every cell and then failed writing the curve (exit 1), where `predict
+    --out /proc/p` was refused up front. It now checks as every command does, by making a file there."""
+    from support.cli import run_main
+
+    out = Path("/proc/llmsweep-golden")
+    code, stdout, err = run_main(capsys, "al", "collect", LLAMA, "--simulate", "--prompts", "builtin",
+                                 "--num-prompts", "1", "--output-len", "64", "-k", "1", "--out", out,
+                                 "--run-dir", tmp_path / "evidence")
+    assert code == 2 and f"--out {out} cannot be written: /proc:" in err and "no server was started" in err, err
+    assert "fix: pass --out a folder path this user can write" in err and "Traceback" not in err, err
+    assert not (tmp_path / "evidence").exists() and stdout == ""
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc")
+def test_an_out_that_cannot_be_written_is_refused_before_the_prompts_are_fetched(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The output was checked only once the prompt set had been read: with the default `--prompts auto`, after
+    asking the Hugging Face hub for SPEED-Bench (a wait for the network) and then refused."""
+    from support.cli import run_main
+
+    missing = tmp_path / "no-such-prompts.jsonl"
+    code, _, err = run_main(capsys, "al", "collect", LLAMA, "--simulate", "--prompts", missing, "-k", "1",
+                            "--out", "/proc/llmsweep-golden")
+    assert code == 2 and "--out /proc/llmsweep-golden cannot be written" in err and str(missing) not in err, err
 
 
 @pytest.mark.timeout(120)

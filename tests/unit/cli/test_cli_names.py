@@ -30,26 +30,27 @@ V3_STORE = REPO / "tests" / "data" / "stores" / "v3-results.sqlite"
 CANONICAL: dict[str, tuple[str, tuple[str, ...]]] = {
     "run_id": ("--run", ("--run-id",)),  # `results list --run`, `ci collect --run-id`
     "out": ("--out", ("--save-to",)),  # every command's output; `sim calibrate --save-to`
-    "draft_model": ("--draft-model", ("--draft",)),  # `al lookup --draft-model`, `model synth --draft`
+    "draft_model": ("--draft-model", ()),  # `al lookup --draft-model`, a recipe's `draft-model`
     "job": ("--job", ("--only-job",)),  # `render --job`, `run --only-job`
     "force": ("--force", ("--replace",)),  # `results ingest --replace`
     "config_keys": ("--config-keys", ("--config-key",)),
     "request_timeout": ("--request-timeout", ("--timeout",)),
     "client_workers": ("--client-workers", ("--workers",)),
     "num_prompts_per_conc": ("--num-prompts-per-conc", ("--prompts-per-conc",)),
+    "num_warmups": ("--num-warmups", ("--warmup", "--warmups")),  # `bench fixed --warmup`, `peer import --warmups`
     "num_warmups_per_conc": ("--num-warmups-per-conc", ("--warmups-per-conc",)),
     "resummarize": ("--resummarize", ("--resummarise",)),
 }
 # Spellings that name another concept too, so they cannot be a hidden alias everywhere: the alias lives on the one
 # command that used it (`traces synth --traces` is its --num-traces; elsewhere --traces is the trace source).
-COMMAND_ALIASES = {("traces synth", "--traces"): "--num-traces", ("bench fixed", "--warmup"): "--num-warmups",
-                   ("peer import", "--warmups"): "--num-warmups", ("al lookup", "--method"): "--spec-method",
-                   ("al lookup", "--k"): "--spec-k"}
+COMMAND_ALIASES = {("traces synth", "--traces"): "--num-traces", ("al lookup", "--method"): "--spec-method",
+                   ("al lookup", "--k"): "--spec-k",
+                   # model synth's flag that also writes a drafter: --draft-model is the drafter itself elsewhere
+                   ("model synth", "--draft"): "--with-draft", ("model synth", "--draft-model"): "--with-draft"}
 
 # One spelling whose options take a different shape in some commands (a flag, one value, a list), and why.
 SHAPES_DIFFER = {
     "--concurrency": "bench: the one level it loads; peer crosscheck: the levels it walks",
-    "--draft-model": "al lookup: which drafter's curve; model synth: a flag, also write a drafter",
     "--job": "render: the one job it renders; run: the jobs it runs",
     "--precision": "matrix full-sweep: InferenceX's filter (several); elsewhere the precision served",
     "--spec-k": "al collect: the draft lengths it measures; al lookup, sim serve: the one draft length",
@@ -141,10 +142,47 @@ ALIASES = sorted({(path, old, opt.opts[0]) for path, opt in OPTIONS if isinstanc
                   for old in opt.old_spellings})
 
 
+def test_draft_model_is_the_drafter_in_every_command() -> None:
+    """`--draft-model` was `al lookup`'s drafter (HF id, variant or curve id, as a recipe's `draft-model`) and `model
+    synth`'s flag that also writes a draft model: one spelling, two meanings. It takes a drafter wherever it is an
+    option; model synth's flag is `--with-draft`, its old spellings warning what they are now."""
+    takers = [(path, opt) for path, opt in OPTIONS if "--draft-model" in _long(opt)]
+    assert takers and all(getattr(opt, "concept", None) == "draft_model" and not opt.is_flag for _, opt in takers)
+    synth = next(opt for opt in COMMANDS["model synth"].params if opt.name == "draft")
+    assert isinstance(synth, Opt) and synth.opts == ["--with-draft"] and synth.is_flag
+    assert {"--draft-model", "--draft"} <= set(synth.old_spellings)
+
+
+def test_every_duration_is_one_window_concept() -> None:
+    """`discover --duration` was a whole number (click.IntRange) where every other `--duration` took any finite
+    number of seconds above 0: each is the `duration` concept, a finite positive number (discover keeps its recipe's
+    upper bound)."""
+    durations = {path: opt for path, opt in OPTIONS if "--duration" in _long(opt)}
+    assert {"bench fixed", "bench agentic", "bench replay", "predict", "discover"} <= set(durations)
+    for path, opt in durations.items():
+        assert getattr(opt, "concept", None) == "duration" and opt.metavar == "SECONDS", path
+        assert isinstance(opt.type, options.FiniteRange) and opt.type.min == 0 and opt.type.min_open, path
+
+
+@pytest.mark.parametrize(("given", "taken"), [("60", 60), ("60.0", 60)])
+def test_discover_takes_its_window_as_a_number_of_seconds(given: str, taken: int) -> None:
+    ctx = COMMANDS["discover"].make_context("discover", [str(FIXED), "--duration", given])
+    assert ctx.params["duration"] == taken and isinstance(ctx.params["duration"], int)  # the stage recipes' int
+
+
+def test_discover_refuses_a_window_its_stage_recipes_cannot_hold_as_parsed(tmp_path: Path,
+                                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run_main(capsys, "discover", FIXED, "--simulate", "--duration", "2.5", "--out", tmp_path / "d")
+    assert code == 2 and "'--duration': 2.5 is not a whole number of seconds" in err and "Traceback" not in err, err
+    assert not (tmp_path / "d").exists()
+
+
 def test_every_renamed_spelling_is_covered() -> None:
     commands = {(path, old) for path, old, _ in ALIASES}
     assert {("ci collect", "--run-id"), ("sim calibrate", "--save-to"), ("model synth", "--draft"),
-            ("al lookup", "--draft"), ("run", "--only-job"), ("render", "--only-job"),
+            ("model synth", "--draft-model"), ("run", "--only-job"), ("render", "--only-job"),
+            # one concept's old spellings hold in every command that takes it (bench fixed had only --warmup)
+            ("bench fixed", "--warmups"), ("peer import", "--warmup"),
             ("results ingest", "--replace")} <= commands
     assert set(COMMAND_ALIASES) <= commands
 

@@ -45,3 +45,14 @@ def test_a_config_that_is_not_utf8_is_refused_naming_its_line(tmp_path: Path) ->
     (tmp_path / "config.json").write_bytes(b'{"hidden_size": 8,\n "vocab_size": 9, "name": "\xff"}')
     with pytest.raises(ConfigError, match=rf"{tmp_path / 'config.json'}:2: not UTF-8 text"):
         load_source_config(str(tmp_path))
+
+
+def test_with_draft_writes_the_drafter_and_its_old_spelling_says_so(tmp_path: Path) -> None:
+    """`model synth --draft-model` was a flag (also write a draft model) while every other `--draft-model` names the
+    drafter: the flag is `--with-draft`; `--draft-model` and `--draft` still set it, saying once what it is now."""
+    new = llmsweep("model", "synth", "tiny", "--out", str(tmp_path / "a"), "--with-draft", "--json")
+    assert new.returncode == 0 and "is now" not in new.stderr, new.stderr
+    assert json.loads(new.stdout)["draft"] is not None and (tmp_path / "a" / "draft" / "config.json").is_file()
+    old = llmsweep("model", "synth", "tiny", "--out", str(tmp_path / "b"), "--draft-model", "--json")
+    assert old.returncode == 0 and old.stderr.count("warning: --draft-model is now --with-draft") == 1, old.stderr
+    assert json.loads(old.stdout)["draft"] is not None
