@@ -190,9 +190,9 @@ def _print_points(points: list[Any], warned: Mapping[tuple[str, str], list[str]]
     from llmsweep.results.frontier import listed_series
 
     # a run's series of two images, or one point of which it measured under two configurations: one table each
-    series = listed_series(points)
+    labels = listed_series(points)
     for p in points:
-        groups.setdefault((p.run_id, series[p.result_id], p.source), []).append(p)
+        groups.setdefault((p.run_id, labels[p.result_id], p.source), []).append(p)
     for (run_id, series, source), group in groups.items():
         notes = Notes()
         rows = [[plain(p.result_id), plain(p.job_id), str(p.identity.conc), plain(p.identity.topology()),
