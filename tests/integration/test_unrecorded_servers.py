@@ -17,6 +17,8 @@ from llmsweep.execute.lifecycle import stop_stale_servers
 from llmsweep.execute.process import SERVER_DIR_ENV, marked_processes, read_proc, start_process
 
 RECIPES = Path(__file__).resolve().parents[1] / "data" / "recipes"
+CONTAINER = "llmsweep-sim-0a1b2c3d4e"  # as `docker.container_name` makes them
+DOCKER_RUN = ("run", "--network=host", "--name", CONTAINER)  # as `docker.render_docker_run` starts them
 
 
 def _alive(pid: int) -> bool:
@@ -46,18 +48,47 @@ def test_a_server_no_pid_file_names_is_found_by_its_folder_and_stopped(tmp_path:
         theirs.stop(grace_s=1)
 
 
+def test_a_run_never_stops_the_servers_of_another_run_inside_its_folder(tmp_path: Path) -> None:
+    """`run --out sweeps` beside a live run whose `--out` is `sweeps/x`: the leftover search looked at every mark
+    under the new run's folder, at any depth, and stopped the live run's servers. It looks in the run's `servers/`
+    folder only, where its own servers mark theirs."""
+    sleeper = [sys.executable, "-c", "import time; time.sleep(120)"]
+    run = tmp_path / "sweeps"
+    live = start_process(sleeper, log_path=run / "x" / "servers" / "g1" / "server.log", env=dict(os.environ))
+    ours = start_process(sleeper, log_path=run / "servers" / "g1" / "server.log", env=dict(os.environ))
+    try:
+        assert stop_stale_servers(run) == [ours.pid]
+        assert _alive(live.pid)
+    finally:
+        ours.stop(grace_s=1)
+        live.stop(grace_s=1)
+
+
+def test_only_a_docker_run_of_ours_has_a_container_removed() -> None:
+    """A leftover's command line names a container of ours only as `render_docker_run` writes it: `conda run --name
+    vllm …` (a wrapper in an engine's argv) had been taken for one, and `conda rm -f vllm` run."""
+    from llmsweep.execute.docker import removal_of
+
+    assert removal_of(["docker", *DOCKER_RUN, "img"]) == ["docker", "rm", "-f", CONTAINER]
+    assert removal_of(["/bin/sh", "/opt/podman-wrap", *DOCKER_RUN, "img"]) == ["/opt/podman-wrap", "rm", "-f",
+                                                                               CONTAINER]
+    assert removal_of(["conda", "run", "--name", "vllm", "vllm", "serve", "m"]) is None
+    assert removal_of(["docker", "run", "--network=host", "--name", "mine", "img"]) is None  # not our name
+    assert removal_of(["docker", "run"]) is None
+
+
 def test_an_unrecorded_docker_run_has_its_container_removed(tmp_path: Path) -> None:
     calls = tmp_path / "calls"
     docker = tmp_path / "docker"
     docker.write_text(f'#!/bin/sh\nif [ "$1" = rm ]; then echo "$@" >> {calls}; exit 0; fi\nsleep 120\n')
     docker.chmod(docker.stat().st_mode | stat.S_IEXEC)
     run = tmp_path / "run"
-    client = start_process([str(docker), "run", "--name", "llmsweep-sim-abc", "img"],
+    client = start_process([str(docker), *DOCKER_RUN, "img"],
                            log_path=run / "servers" / "g1" / "server.log", env=dict(os.environ))
     try:
         assert SERVER_DIR_ENV not in os.environ
         assert stop_stale_servers(run) == [client.pid]
-        assert calls.read_text().split() == ["rm", "-f", "llmsweep-sim-abc"]  # by the CLI the run started
+        assert calls.read_text().split() == ["rm", "-f", CONTAINER]  # by the CLI the run started
     finally:
         client.stop(grace_s=1)
 
@@ -112,7 +143,7 @@ def test_a_container_two_marked_docker_processes_name_is_removed_once(tmp_path: 
                       'if [ -z "$FORKED" ]; then FORKED=1 "$0" "$@" & fi\nsleep 120\n')
     docker.chmod(docker.stat().st_mode | stat.S_IEXEC)
     run = tmp_path / "run"
-    client = start_process([str(docker), "run", "--name", "llmsweep-sim-abc", "img"],
+    client = start_process([str(docker), *DOCKER_RUN, "img"],
                            log_path=run / "servers" / "g1" / "server.log", env=dict(os.environ))
     try:
         deadline = time.monotonic() + 10
@@ -120,6 +151,6 @@ def test_a_container_two_marked_docker_processes_name_is_removed_once(tmp_path: 
             assert time.monotonic() < deadline, marked_processes(run)
             time.sleep(0.05)
         assert stop_stale_servers(run) == [client.pid]
-        assert calls.read_text().split() == ["rm", "-f", "llmsweep-sim-abc"]
+        assert calls.read_text().split() == ["rm", "-f", CONTAINER]
     finally:
         client.stop(grace_s=1)

@@ -80,8 +80,14 @@ def job_dir(run_dir: Path, job_id: str) -> Path:
     return jobs_dir(run_dir) / job_id
 
 
+def servers_dir(run_dir: Path) -> Path:
+    """Where a run's servers keep their folders: the only place its servers' marks (`process.SERVER_DIR_ENV`) point
+    to, so a leftover search there never reaches another run whose `--out` lies inside this one's."""
+    return run_dir / "servers"
+
+
 def server_dir(run_dir: Path, group_id: str) -> Path:
-    return run_dir / "servers" / group_id
+    return servers_dir(run_dir) / group_id
 
 
 def write_json(path: Path, doc: Any, scrubber: SecretScrubber | None = None) -> Path:

@@ -81,6 +81,22 @@ def container_name(spec: LaunchSpec, prefix: str = "llmsweep") -> str:
     return _NAME_UNSAFE.sub("-", raw).strip("-.")
 
 
+_OUR_NAME = re.compile(r"-[0-9a-f]{10}$")
+"""How `container_name` ends: a name without it was not ours to remove."""
+
+
+def removal_of(argv: Sequence[str]) -> list[str] | None:
+    """`DOCKER rm -f NAME` for a command line `render_docker_run` wrote (`DOCKER run … --network=host --name NAME`,
+    the CLI first or after the interpreter of a wrapper script); None for any other command line, such as
+    `conda run --name ENV …`, whose `--name` names no container of ours."""
+    at = next((i for i in (1, 2) if i < len(argv) and argv[i] == "run"), 0)
+    rest = list(argv[at + 1:at + 5])
+    if not at or "--network=host" not in rest or "--name" not in rest[:-1]:
+        return None
+    name = rest[rest.index("--name") + 1]
+    return [argv[at - 1], "rm", "-f", name] if _OUR_NAME.search(name) else None
+
+
 _DEVICE_LIST = re.compile(r"^[A-Za-z0-9:-]+(,[A-Za-z0-9:-]+)*$")
 """GPU indices or UUIDs (GPU-..., MIG-...), comma-separated: nothing that docker's CSV reading of `--gpus` would take
 for another field or option."""

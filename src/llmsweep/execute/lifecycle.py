@@ -1292,8 +1292,9 @@ def stop_stale_servers(run_dir: Path, event: Event = _quiet, *,
     run each one's recorded cleanup (`docker rm -f NAME`: a container outlives the docker CLI that started it), and
     scancel the Slurm jobs it submitted that never finished. A pid file goes only once its server is gone.
     `pid_files`: where under `run_dir` the pid files are (`al collect`: one folder per cell). Servers no pid file
-    names are found by the folder their environment carries, under `unrecorded_under` (default `run_dir`: a folder
-    no live run owns)."""
+    names are found by the folder their environment carries, at or under `unrecorded_under` (default: the run's
+    `servers/` folder, where its own servers mark theirs; never the whole `run_dir`, which may hold another live
+    run's `--out`: `run --out sweeps` beside a running `sweeps/x`)."""
     from llmsweep.execute.process import read_proc, signal_process_tree, stop_process_tree, tree_alive
 
     stopped: list[int] = []
@@ -1340,21 +1341,22 @@ def stop_stale_servers(run_dir: Path, event: Event = _quiet, *,
                     event(f"warning: could not stop everything server pid {pid} left; {pid_file} is kept")
             else:
                 pid_file.unlink(missing_ok=True)
-        stopped += _stop_unrecorded(unrecorded_under or run_dir, event)
+        stopped += _stop_unrecorded(unrecorded_under or art.servers_dir(run_dir), event)
         _cancel_stale_slurm_jobs(run_dir, event)
     return stopped
 
 
-def _stop_unrecorded(run_dir: Path, event: Event) -> list[int]:
+def _stop_unrecorded(folder: Path, event: Event) -> list[int]:
     """Stop the servers of this run that no pid file names: a run SIGKILLed after starting one and before writing
     its pid file (a few milliseconds; `shielded` holds every other signal there) left it running, and nothing on
     disk named it. Every server process carries its folder in its environment (`process.SERVER_DIR_ENV`): each
-    process group holding one under `run_dir` is stopped, and a `docker run` among them has its container removed
-    (the CLI's death leaves the container running)."""
+    process group holding one at or under `folder` is stopped, and a `docker run` among them has its container
+    removed (the CLI's death leaves the container running)."""
+    from llmsweep.execute.docker import removal_of
     from llmsweep.execute.process import marked_processes, read_proc, stop_process_tree, tree_alive
 
     groups: dict[int, list[list[str]]] = {}
-    for pid, argv in marked_processes(run_dir):
+    for pid, argv in marked_processes(folder):
         info = read_proc(pid)
         if info is not None:
             groups.setdefault(info.pgid, []).append(argv)
@@ -1367,14 +1369,11 @@ def _stop_unrecorded(run_dir: Path, event: Event) -> list[int]:
         if tree_alive([], pgid=pgid):
             event(f"warning: could not stop process group {pgid}; stop it by hand (`kill -KILL -- -{pgid}`)")
         removals: list[list[str]] = []
-        for argv in argvs:  # a container outlives the `docker run` that started it (`docker run … --name NAME`,
-            # the CLI first, or after the interpreter of a wrapper script); once, where several processes of the
-            # group carry its command line (one that forked itself, a shell between fork and exec)
-            at = argv.index("run") if "run" in argv[1:3] else 0
-            if at and "--name" in argv[at:-1]:
-                removal = [argv[at - 1], "rm", "-f", argv[argv.index("--name", at) + 1]]
-                if removal not in removals:
-                    removals.append(removal)
+        for argv in argvs:  # a container outlives the `docker run` that started it; removed once, where several
+            # processes of the group carry its command line (one that forked itself, a shell between fork and exec)
+            removal = removal_of(argv)
+            if removal is not None and removal not in removals:
+                removals.append(removal)
         for removal in removals:
             _run_cleanup(removal, event)
     return stopped
@@ -1408,7 +1407,7 @@ def _cancel_stale_slurm_jobs(run_dir: Path, event: Event) -> None:
 
     stale: list[SlurmJob] = []
     recorded: set[str] = set()
-    for id_file in sorted((run_dir / "servers").glob(f"*/{art.SLURM_JOB_ID_FILE}")):
+    for id_file in sorted(art.servers_dir(run_dir).glob(f"*/{art.SLURM_JOB_ID_FILE}")):
         job_id = id_file.read_text(encoding="utf-8").strip()
         recorded.add(job_id)
         if not job_id or (id_file.parent / f"slurm-{job_id}.rc").exists():
@@ -1416,7 +1415,7 @@ def _cancel_stale_slurm_jobs(run_dir: Path, event: Event) -> None:
         event(f"cancelling Slurm job {job_id} left by an earlier, interrupted run")
         stale.append(SlurmJob(job_id=job_id, name=id_file.parent.name, out_dir=id_file.parent,
                               script_path=id_file.parent / "job.sbatch", options=SlurmOptions(poll_s=1.0)))
-    folders = [script.parent for script in sorted((run_dir / "servers").glob("*/job.sbatch"))]
+    folders = [script.parent for script in sorted(art.servers_dir(run_dir).glob("*/job.sbatch"))]
     for job_id, folder in jobs_working_in(folders).items():
         if job_id in recorded or (folder / f"slurm-{job_id}.rc").exists():  # said above, or ending
             continue
