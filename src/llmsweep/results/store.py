@@ -674,17 +674,26 @@ class Store:
         one job id, one origin or one verdict, oldest run first. Only the rows asked for are read: a lookup by job
         id reads that job's rows, not the store."""
         where, args = [], []
-        for column, value in (("x.run_id", run), ("j.point_key", point_key), ("x.job_id", job_id),
-                              ("x.origin", origin), ("x.verdict", verdict)):
+        wanted = None if point_keys is None else set(point_keys)
+        if point_key is not None:
+            wanted = {point_key} if wanted is None else wanted & {point_key}
+        if wanted is not None and len(wanted) > BATCH:
+            raise AssertionError("at most BATCH point keys per query")
+        # A store below schema 4 read without migrating keeps point keys from before `corpus`: its points' identities
+        # are computed as the migration would (`_point`), so their keys are matched after the read, not in SQL.
+        stale_keys = self._version < 4
+        for column, value in (("x.run_id", run), ("x.job_id", job_id), ("x.origin", origin),
+                              ("x.verdict", verdict)):
             if value is not None:
                 where.append(f"{column} = ?")
                 args.append(value)
-        if point_keys is not None:
-            keys = sorted(set(point_keys))
-            assert len(keys) <= BATCH, "at most BATCH point keys per query"
-            where.append(f"j.point_key IN ({','.join('?' * len(keys))})")
-            args += keys
-        return [self._point(row) for row in self._select(where, args).fetchall()]
+        if wanted is not None and not stale_keys:
+            where.append(f"j.point_key IN ({','.join('?' * len(wanted))})")
+            args += sorted(wanted)
+        points = [self._point(row) for row in self._select(where, args).fetchall()]
+        if wanted is not None and stale_keys:
+            points = [p for p in points if p.identity.key() in wanted]
+        return points
 
     def _select(self, where: list[str], args: list[Any]) -> sqlite3.Cursor:
         """The rows of results (with their job's and provenance's columns); callers fetch them all before reading

@@ -461,3 +461,20 @@ def test_compare_and_frontier_on_a_folder_say_which_job_they_leave_out_without_j
         out = capsys.readouterr()
         assert done.value.code == 0, out.err
         assert out.err.count(said) == 1, (argv, out.err)  # once, though compare read the folder twice
+
+
+def test_a_store_read_without_migrating_finds_points_by_their_key_as_computed_now(tmp_path: Path) -> None:
+    """A store below schema 4 read as it is (`compare` opens the store read-only, so it never migrates) keeps point
+    keys from before the identity had `corpus`; its points' identities are computed as the migration would. A lookup
+    by key had matched the stale column, so `compare` found no history there (A's keys never matched)."""
+    path = tmp_path / "v1.sqlite"
+    shutil.copyfile(V1_STORE, path)
+    with Store(path, readonly=True) as store:
+        assert store.schema_version == 1
+        ours = [p for p in store.results() if p.origin == "llmsweep"]
+        assert ours
+        for p in ours:
+            key = p.identity.key()
+            found = store.results(point_keys={key})
+            assert p.result_id in {q.result_id for q in found} and all(q.identity.key() == key for q in found)
+            assert p.result_id in {q.result_id for q in store.results(point_key=key)}
