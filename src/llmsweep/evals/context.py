@@ -8,9 +8,9 @@ The answer budget is context − 4,096 above 4,096 tokens, else half the context
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
+from llmsweep.jsonline import load_json_file
 from llmsweep.plan.job import Job
 from llmsweep.spec.workload import ScenarioId
 
@@ -30,7 +30,7 @@ def native_context(job: Job) -> int | None:
         config = Path(where) / "config.json"
         if config.is_file():
             try:
-                doc = json.loads(config.read_text(encoding="utf-8"))
+                doc = load_json_file(config)
             except (OSError, ValueError):
                 doc = {}
             text = doc.get("text_config") if isinstance(doc.get("text_config"), dict) else {}

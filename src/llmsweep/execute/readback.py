@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from llmsweep.engine_ids import SIM
 from llmsweep.errors import ResultError, ResultInputError
 from llmsweep.execute.artifacts import JOB_FILE, RECORDS_FILE, RUN_FILE, SUMMARY_FILE, write_json
+from llmsweep.jsonline import load_json_file
 from llmsweep.metrics.gates import GateConfig
 from llmsweep.metrics.model import Readback, ReadbackCheck, SpecDecode, Summary
 from llmsweep.metrics.summary import rejudge
@@ -398,7 +399,7 @@ def _read_object(path: Path) -> dict[str, Any]:
     if not path.is_file():
         return {}
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc = load_json_file(path)  # a job folder's run.json or job.json, perhaps saved again by an editor
     except (OSError, ValueError) as exc:
         raise ResultInputError(f"cannot read {path}: {exc}", fix="restore the file or re-run the job") from exc
     if not isinstance(doc, dict):

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import functools
 import itertools
-import json
 import logging
 import re
 from collections.abc import Sequence
@@ -26,6 +25,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from llmsweep.errors import ConfigError
+from llmsweep.jsonline import load_json_file
 
 log = logging.getLogger(__name__)
 
@@ -228,7 +228,7 @@ def chat_template_from(directory: Path) -> str | None:
         return jinja.read_text()
     config = directory / "tokenizer_config.json"
     if config.is_file():
-        template = json.loads(config.read_text()).get("chat_template")
+        template = load_json_file(config).get("chat_template")
         if isinstance(template, str):
             return template
         if isinstance(template, list) and template:  # named templates: take "default"

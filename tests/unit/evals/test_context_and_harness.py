@@ -45,8 +45,11 @@ def test_an_answer_budget_must_leave_the_eval_context_room_for_the_prompt(tmp_pa
     assert "does not fit the eval's context of 8,192 tokens" in (max_tokens_refusal(capped, 9000) or "")
 
 
-def test_the_context_is_capped_at_the_models_native_maximum(tmp_path: Path) -> None:
-    (tmp_path / "config.json").write_text(json.dumps({"max_position_embeddings": 8192}))
+@pytest.mark.parametrize("encoding", ["utf-8", "utf-8-sig"])
+def test_the_context_is_capped_at_the_models_native_maximum(tmp_path: Path, encoding: str) -> None:
+    # utf-8-sig: a config.json an editor saved with a byte-order mark had been read as no config (the catalog's
+    # context, or none: the eval asked 9,472 tokens of an 8,192-token model)
+    (tmp_path / "config.json").write_text(json.dumps({"max_position_embeddings": 8192}), encoding=encoding)
     assert eval_context_length(_job(8192, 1024, str(tmp_path))) == 8192
 
 

@@ -89,3 +89,18 @@ def test_a_damaged_job_or_run_json_is_bad_input_exit_2(tmp_path: Path, spec_job:
         summarise_job(d)
     code, _, err = run_main(capsys, "summarize", d)
     assert code == 2 and "Traceback" not in err and f"{path}" in err, err[-2000:]
+
+
+@pytest.mark.parametrize("name", ["job.json", "run.json"])
+def test_a_job_or_run_json_saved_with_a_byte_order_mark_summarises_as_without(tmp_path: Path, spec_job: Job,
+                                                                               name: str) -> None:
+    """A file a Windows editor saved again starts with a UTF-8 byte-order mark: `summarize JOB_DIR` refused it
+    ('Unexpected UTF-8 BOM', exit 2) where `report` and `results ingest` read the same folder."""
+    d = _job_folder(tmp_path, spec_job)
+    plain = summarise_job(d, settings=ReadbackSettings(al_tolerance=0.2))
+    path = d / name
+    path.write_text(path.read_text(encoding="utf-8"), encoding="utf-8-sig")
+    assert path.read_bytes().startswith(b"\xef\xbb\xbf")
+    marked = summarise_job(d, settings=ReadbackSettings(al_tolerance=0.2))
+    assert marked.dump()["validity"] == plain.dump()["validity"]
+    assert marked.dump()["readback"] == plain.dump()["readback"]

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -82,3 +83,13 @@ def test_a_tokenizer_path_that_does_not_exist_is_named_as_a_path_not_asked_of_th
     with pytest.raises(ConfigError, match="no such file or directory") as raised:
         load_hf_tokenizer(missing)
     assert "Hugging Face" not in raised.value.message and "existing tokenizer directory" in (raised.value.fix or "")
+
+
+def test_a_tokenizer_config_saved_with_a_byte_order_mark_gives_its_chat_template(tmp_path: Path) -> None:
+    """A model folder's tokenizer_config.json re-saved by a Windows editor starts with a UTF-8 byte-order mark: its
+    chat template is read past the mark, as every JSON file we may not have written (`jsonline`)."""
+    from llmsweep.workload.tokenizer import chat_template_from
+
+    template = "{% for m in messages %}{{ m['content'] }}{% endfor %}"
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({"chat_template": template}), encoding="utf-8-sig")
+    assert chat_template_from(tmp_path) == template
