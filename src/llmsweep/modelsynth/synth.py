@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from llmsweep import __version__
 from llmsweep.errors import ConfigError, undecodable_line
+from llmsweep.jsonline import load_json_file
 from llmsweep.modelsynth.architectures import (
     DRAFT_PRESET,
     PRESETS,
@@ -105,7 +106,7 @@ def load_source_config(source: str) -> tuple[Config, str]:
             fix=f"use one of {', '.join(PRESETS)}, or the path of a Hugging Face config.json",
         )
     try:
-        config = json.loads(path.read_text(encoding="utf-8"))
+        config = load_json_file(path)  # a Hugging Face config.json, a BOM at its start skipped
     except UnicodeDecodeError as exc:  # (JSON is UTF-8 text: a binary file, a config saved as Latin-1)
         line = undecodable_line(exc)
         raise ConfigError(f"{path}{f':{line}' if line else ''}: not UTF-8 text ({exc.reason})",
@@ -117,6 +118,10 @@ def load_source_config(source: str) -> tuple[Config, str]:
             f"{path} is not a causal-LM config (no hidden_size/vocab_size)",
             fix="pass the text model's config.json",
         )
+    if "num_attention_heads" in config and config.get("num_key_value_heads") is None:
+        # optional in a Hugging Face config: absent, the model is multi-head (one KV head per query head), as
+        # transformers reads it; every shape below reads the field
+        config["num_key_value_heads"] = config["num_attention_heads"]
     return config, f"config:{path}"
 
 

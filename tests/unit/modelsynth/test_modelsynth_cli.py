@@ -56,3 +56,28 @@ def test_with_draft_writes_the_drafter_and_its_old_spelling_says_so(tmp_path: Pa
     old = llmsweep("model", "synth", "tiny", "--out", str(tmp_path / "b"), "--draft-model", "--json")
     assert old.returncode == 0 and old.stderr.count("warning: --draft-model is now --with-draft") == 1, old.stderr
     assert json.loads(old.stdout)["draft"] is not None
+
+
+LLAMA_WITHOUT_KV_HEADS = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 256,
+                          "intermediate_size": 512, "num_attention_heads": 4, "num_hidden_layers": 2,
+                          "vocab_size": 1000, "max_position_embeddings": 2048, "rms_norm_eps": 1e-5}
+
+
+def test_a_config_saved_with_a_byte_order_mark_reads_as_without(tmp_path: Path) -> None:
+    """A config.json re-saved by a Windows editor starts with a UTF-8 byte-order mark: it had been refused
+    ('Unexpected UTF-8 BOM'), as every JSON file we may not have written is read past one (`jsonline`)."""
+    from llmsweep.modelsynth.synth import load_source_config
+
+    text = json.dumps({**LLAMA_WITHOUT_KV_HEADS, "num_key_value_heads": 2})
+    (tmp_path / "config.json").write_text(text, encoding="utf-8-sig")
+    config, _ = load_source_config(str(tmp_path))
+    assert config == json.loads(text)
+
+
+def test_a_llama_config_without_kv_heads_is_multi_head_as_transformers_reads_it(tmp_path: Path) -> None:
+    """`num_key_value_heads` is optional in a Hugging Face config (absent: one KV head per query head); `model synth`
+    of such a config had died with a KeyError traceback."""
+    (tmp_path / "config.json").write_text(json.dumps(LLAMA_WITHOUT_KV_HEADS))
+    run = llmsweep("model", "synth", str(tmp_path / "config.json"), "--out", str(tmp_path / "m"), "--json")
+    assert run.returncode == 0 and "Traceback" not in run.stderr, run.stderr
+    assert json.loads((tmp_path / "m" / "config.json").read_text())["num_key_value_heads"] == 4
