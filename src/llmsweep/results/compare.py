@@ -339,9 +339,10 @@ def compare_points(
     words_a = sorted({source_words(p.source, p.clock if m.deltas else None) for m in matched for p in m.a})
     words_b = sorted({source_words(p.source, p.clock if m.deltas else None) for m in matched for p in m.b})
     sides = (" and ".join(words_a), " and ".join(words_b)) if words_a != words_b else ("", "")
-    if words_a == words_b and any(p.source != MEASURED for m in matched for p in (*m.a, *m.b)):
+    if words_a == words_b and matched and all(p.source != MEASURED for m in matched for p in (*m.a, *m.b)):
         # one kind on both sides, so no side heading says it: a comparison of two simulated runs (a pull request's
-        # comment) must still not read as a comparison of measurements
+        # comment) must still not read as a comparison of measurements (sides that mix measured and simulated
+        # points, `--mix-sources`, say both kinds in that line and are not called the simulator's)
         notes.append(f"A and B are both {' and '.join(words_a)}: the simulator's figures, not measurements")
     return Comparison(label_a, label_b, tuple(matched), only_a, only_b, tuple(skipped), tuple(sorted(ignored)),
                       mix_sources, seed, tuple(notes), sides)

@@ -208,6 +208,15 @@ def test_two_simulated_sides_say_they_are_not_measurements(make_run) -> None:
     measured = compare_points(points_from_run(make_run("c", concs=(4,), source="measured")),
                               points_from_run(make_run("d", concs=(4,), source="measured", seed=1)), resamples=10)
     assert not any("simulator's figures" in n for n in measured.notes)
+    # each side holding a measured point and a simulated one (--mix-sources): both kinds named, not "the
+    # simulator's figures" (the note had gone into a pull request's comment about measurements)
+    mixed_a = points_from_run(make_run("e", concs=(4,), source="measured")) + on(
+        points_from_run(make_run("f", concs=(8,), source="simulated")))
+    mixed_b = points_from_run(make_run("g", concs=(4,), source="measured", seed=1)) + on(
+        points_from_run(make_run("h", concs=(8,), source="simulated", seed=1)))
+    mixed = compare_points(mixed_a, mixed_b, resamples=10, mix_sources=True)
+    assert len(mixed.matched) == 2
+    assert not any("simulator's figures" in n for n in mixed.notes), mixed.notes
 
 
 def test_a_disaggregated_point_names_its_topology_once(make_run) -> None:
