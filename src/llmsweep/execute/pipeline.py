@@ -1227,8 +1227,9 @@ def _check_store(req: RunRequest) -> None:
 class _JobStore:
     """Stores each job's result as it finishes (`lifecycle.on_job_finished`), so a sweep stopped halfway keeps the
     jobs it completed in the store, not only on disk. A failure here is said once and left to the end-of-run ingest,
-    which decides the run's fate: the job's files are on disk either way. After one, no later job tries (a store
-    another process holds locked cost each job SQLite's 30-s wait)."""
+    which decides the run's fate: the job's files are on disk either way. After a busy store no later job tries (a
+    store another process holds locked cost each job SQLite's 30-s wait); after any other failure the next job
+    does."""
 
     def __init__(self, run_dir: Path, req: RunRequest, event: Event) -> None:
         from llmsweep.results.store import default_store_path
@@ -1239,7 +1240,7 @@ class _JobStore:
         """Jobs that ended with a result stored so far (what an interrupted run keeps)."""
 
     def __call__(self, job_dir: Path, outcome: JobOutcome) -> None:
-        from llmsweep.results.store import Store
+        from llmsweep.results.store import Store, store_busy
 
         if self.failed:  # said once; each later try would wait out the same lock (30 s a job) while GPUs idle
             return
@@ -1248,16 +1249,17 @@ class _JobStore:
                 if store.ingest_job(self.run_dir, job_dir):
                     self.finished += 1
         except Exception as exc:  # the sweep goes on; the end-of-run ingest tries again and fails the run if it must
-            if not self.failed:
-                self.event(f"warning: could not store job {outcome.job_id} in {self.path}: {exc} "
-                           "(the run goes on; its files are on disk)")
-            self.failed = True
+            self.event(f"warning: could not store job {outcome.job_id} in {self.path}: {exc} "
+                       "(the run goes on; its files are on disk)")
+            # a busy store stops the later tries; a failure of this job's own (its folder) does not: the jobs after
+            # it are stored as they end, so a run killed before its end keeps them stored
+            self.failed = store_busy(exc)
 
     def superseded(self, job_dir: Path) -> None:
         """A job runs again, its earlier attempt moved aside: the store drops the result that attempt left, as the
         folder no longer holds it (an interrupted `--force` rerun kept it stored while the report said the job was
         interrupted)."""
-        from llmsweep.results.store import Store
+        from llmsweep.results.store import Store, store_busy
 
         if self.failed:  # as above: the end-of-run ingest replaces what the store holds of the run
             return
@@ -1265,10 +1267,9 @@ class _JobStore:
             with Store(self.path) as store:
                 store.ingest_job(self.run_dir, job_dir)  # an emptied folder: its stored result goes
         except Exception as exc:  # as a store failure above: the end-of-run ingest decides
-            if not self.failed:
-                self.event(f"warning: could not drop the earlier result of job {job_dir.name} from {self.path}: "
-                           f"{exc} (the run goes on)")
-            self.failed = True
+            self.event(f"warning: could not drop the earlier result of job {job_dir.name} from {self.path}: "
+                       f"{exc} (the run goes on)")
+            self.failed = store_busy(exc)
 
 
 def _store(run_dir: Path, req: RunRequest, event: Event,

@@ -172,10 +172,16 @@ _LOCKED_FIX = ("another process is writing this store (a long `results ingest` o
                "`llmsweep results ingest RUN_DIR` stores a run again later")
 
 
+def store_busy(exc: BaseException) -> bool:
+    """Whether a store failure is another process holding the store (SQLite's `database is locked` or `busy`, after
+    its 30-s wait): every later write would wait as long, where any other failure is that write's own."""
+    text = str(exc).lower()
+    return isinstance(exc, (StoreError, sqlite3.Error)) and ("locked" in text or "busy" in text)
+
+
 def _fix_for(exc: sqlite3.Error) -> str:
-    """The fix for a store that could not be opened or written: a busy one (SQLite's `database is locked`, after its
-    30-s wait) is no unwritable file."""
-    return _LOCKED_FIX if "locked" in str(exc).lower() or "busy" in str(exc).lower() else _STORE_FIX
+    """The fix for a store that could not be opened or written: a busy one is no unwritable file."""
+    return _LOCKED_FIX if store_busy(exc) else _STORE_FIX
 
 
 def default_store_path(explicit: Path | str | None = None) -> Path:

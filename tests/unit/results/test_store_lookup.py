@@ -77,3 +77,40 @@ def test_a_run_that_could_not_store_one_job_does_not_try_again_for_every_job(tmp
         jobs(tmp_path / f"j{n}", JobOutcome(job_id=f"j{n}", exp_name=f"j{n}", status="valid"))
     jobs.superseded(tmp_path / "j0")
     assert len(opened) == 1 and len(said) == 1 and "could not store job j0" in said[0]
+
+
+def test_a_job_that_could_not_be_stored_for_its_own_reason_leaves_the_next_jobs_stored(tmp_path: Path,
+                                                                                      monkeypatch) -> None:
+    """Only a busy store stops the per-job storing: one job whose folder does not store (a damaged summary) had
+    stopped it for the rest of the sweep, so a run killed before its end-of-run ingest lost every later job."""
+    from llmsweep.execute import pipeline
+    from llmsweep.execute.lifecycle import JobOutcome
+    from llmsweep.results import store as store_module
+
+    tried: list[str] = []
+
+    class OneBadJob:
+        def __init__(self, path: Path) -> None:
+            pass
+
+        def __enter__(self) -> OneBadJob:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            return None
+
+        def ingest_job(self, run_dir: Path, job_dir: Path) -> bool:
+            tried.append(job_dir.name)
+            if job_dir.name == "j0":
+                raise store_module.StoreError(f"{job_dir}/summary.json does not read", fix="summarize it again")
+            return True
+
+    monkeypatch.setattr(store_module, "Store", OneBadJob)
+    said: list[str] = []
+    jobs = pipeline._JobStore.__new__(pipeline._JobStore)
+    jobs.run_dir, jobs.path, jobs.event, jobs.failed, jobs.finished = tmp_path, tmp_path / "s.sqlite", said.append, \
+        False, 0
+    for n in range(3):
+        jobs(tmp_path / f"j{n}", JobOutcome(job_id=f"j{n}", exp_name=f"j{n}", status="valid"))
+    assert tried == ["j0", "j1", "j2"] and jobs.finished == 2
+    assert len(said) == 1 and "could not store job j0" in said[0]
