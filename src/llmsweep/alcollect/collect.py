@@ -373,8 +373,7 @@ def refuse_unearned_precision(job: Job, precision: str | None, *, simulate: bool
     one of another family than the job serves (read from the model directory, else the recipe's) would label the
     cells with a precision they were not measured at, and the curve would win for recipes of that precision.
     Refused before any server starts; where either side names no known format, it cannot be told and is kept."""
-    from llmsweep.catalog.golden import precision_family
-    from llmsweep.catalog.precision import weight_format
+    from llmsweep.catalog.precision import families_agree, weight_format
 
     if not precision:
         return
@@ -382,7 +381,7 @@ def refuse_unearned_precision(job: Job, precision: str | None, *, simulate: bool
     given, read = _precision_token(precision), _precision_token(served)
     if weight_format(given) is None or weight_format(read) is None:
         return
-    if precision_family(given) != precision_family(read):
+    if not families_agree(given, read):  # `fp4` may be either NVFP4 or MXFP4; those two are not one another
         raise ConfigError(
             f"--precision {precision} is not what the job serves: {served}; the curve would label cells measured "
             f"at {read} as {given}, and stand in for {given} recipes; no server was started",

@@ -199,6 +199,25 @@ def test_the_served_precision_is_read_from_a_quantised_checkpoints_config(case: 
     assert curve_file_name(job) == f"qwen3.5_mtp_{case.split('-')[0]}.yaml"
 
 
+def test_a_precision_of_the_other_fp4_block_format_is_refused(seed_one_job: Path, tmp_path: Path) -> None:
+    """Weights that say MXFP4 (AMD's block-32 E8M0 quantisation) collected under `--precision nvfp4` would label the
+    cells NVFP4 and stand in for NVIDIA's checkpoint (both had been fp4); a bare `fp4` may be either, and is kept."""
+    from llmsweep.alcollect.collect import refuse_unearned_precision
+
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps({"torch_dtype": "bfloat16"}))
+    (model / "hf_quant_config.json").write_text(json.dumps({"quantization": {"quant_algo": "MXFP4"}}))
+    recipe = tmp_path / "served-from-dir.yaml"
+    recipe.write_text(seed_one_job.read_text().replace("  serve:\n", f"  serve:\n    model-path: {model}\n", 1))
+    job = collection_job(jobs_from_files([recipe]), simulate=False)
+    for given in ("nvfp4", "fp8"):
+        with pytest.raises(ConfigError, match=f"--precision {given} is not what the job serves: mxfp4"):
+            refuse_unearned_precision(job, given, simulate=False)
+    for given in ("mxfp4", "MXFP4 (checked by hand)", "fp4"):
+        refuse_unearned_precision(job, given, simulate=False)
+
+
 def test_a_checkpoints_config_saved_with_a_byte_order_mark_reads(seed_one_job: Path, tmp_path: Path) -> None:
     """A model folder's config.json or hf_quant_config.json saved by a Windows editor starts with a UTF-8 byte-order
     mark: it had been refused as 'cannot be read as JSON'. It reads as the file without the mark."""
