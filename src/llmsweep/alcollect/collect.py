@@ -286,11 +286,13 @@ def _refuse_pins(spec: LaunchSpec) -> None:
 
 def _served_precision(job: Job, simulated: bool) -> str:
     """What the weights are, read from the model directory where there is one (llmsweep's import/synth records,
-    else config.json's dtype); the recipe's precision otherwise, said to be so."""
+    else config.json's dtype); otherwise the format the model id names (amd/Qwen3.5-397B-A17B-MXFP4 at precision
+    `fp4`: mxfp4, `catalog.precision.served_format`, as a curve is matched to a recipe), else the recipe's precision,
+    said to be so."""
     from llmsweep.engines.sglang import model_path
 
     if simulated:
-        return f"{job.precision} (recipe; simulated engine, no weights)"
+        return _unread_precision(job, "; simulated engine, no weights")
     folder = Path(model_path(job))
     imported = folder / "llmsweep-import.json"
     if imported.is_file():
@@ -307,7 +309,18 @@ def _served_precision(job: Job, simulated: bool) -> str:
     if dtype:
         short = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}.get(str(dtype), str(dtype))
         return f"{short} (config.json of {folder})"
-    return f"{job.precision} (recipe)"
+    return _unread_precision(job)
+
+
+def _unread_precision(job: Job, note: str = "") -> str:
+    """The served precision where no weights state it, and whence: the format the model id names (``mxfp4 (model id
+    amd/Qwen3.5-397B-A17B-MXFP4; recipe precision fp4)``), else the recipe's (``fp8 (recipe)``); `note` closes it."""
+    from llmsweep.catalog.precision import served_format
+
+    served = served_format(job.model, job.precision)
+    if served == job.precision.strip().lower():
+        return f"{job.precision} (recipe{note})"
+    return f"{served} (model id {job.model}; recipe precision {job.precision}{note})"
 
 
 def _json_record(path: Path) -> dict[str, Any]:
@@ -373,8 +386,7 @@ def refuse_unearned_precision(job: Job, precision: str | None, *, simulate: bool
     one of another family than the job serves (read from the model directory, else the recipe's) would label the
     cells with a precision they were not measured at, and the curve would win for recipes of that precision.
     Refused before any server starts; where either side names no known format, it cannot be told and is kept."""
-    from llmsweep.catalog.golden import precision_family
-    from llmsweep.catalog.precision import weight_format
+    from llmsweep.catalog.precision import families_agree, weight_format
 
     if not precision:
         return
@@ -382,7 +394,7 @@ def refuse_unearned_precision(job: Job, precision: str | None, *, simulate: bool
     given, read = _precision_token(precision), _precision_token(served)
     if weight_format(given) is None or weight_format(read) is None:
         return
-    if precision_family(given) != precision_family(read):
+    if not families_agree(given, read):  # `fp4` may be either NVFP4 or MXFP4; those two are not one another
         raise ConfigError(
             f"--precision {precision} is not what the job serves: {served}; the curve would label cells measured "
             f"at {read} as {given}, and stand in for {given} recipes; no server was started",
@@ -567,8 +579,8 @@ def curve_file_name(job: Job, variant: str | None = None, *, precision: str | No
     The name never takes a packaged curve's: a user curve of that name would replace the packaged one whole (every
     cell the collection did not measure lost). Where ``<prefix>_<method>`` is packaged (InferenceX's ``qwen3.5_mtp``)
     the variant defaults to the served precision (``precision``, else what the header will state: read from the
-    model directory, else the recipe's), ``qwen3.5_mtp_fp8.yaml``, the curve that wins for a recipe serving that
-    precision; a ``variant`` that names a packaged curve is refused."""
+    model directory, else the format the model id names, else the recipe's), ``qwen3.5_mtp_fp8.yaml``, the curve
+    that wins for a recipe serving that precision; a ``variant`` that names a packaged curve is refused."""
     assert job.serve is not None and job.serve.spec_decoding is not None
     prefix = job.model_prefix.lower()
     if "_" in prefix:

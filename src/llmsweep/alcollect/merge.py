@@ -21,14 +21,8 @@ from collections.abc import Callable
 from pydantic import BaseModel, ConfigDict
 
 from llmsweep.alcollect.settings import Replacement
-from llmsweep.catalog.golden import (
-    CurveHeader,
-    ThinkingMode,
-    normalise_method,
-    precision_family,
-    sampling_values,
-    stated_precision,
-)
+from llmsweep.catalog.golden import CurveHeader, ThinkingMode, normalise_method, sampling_values, stated_precision
+from llmsweep.catalog.precision import precision_family
 
 Cell = tuple[ThinkingMode, int]
 Values = dict[ThinkingMode, dict[int, float]]
@@ -44,8 +38,10 @@ BEFORE_MEASURING = tuple(f for f in COMPARED if f not in REPORTED)
 
 def precision_identity(text: str) -> str:
     """The precision a `precision:` line identifies, as a curve is matched to a recipe: the family of the precision it
-    states (`catalog.golden.stated_precision`, `precision_family`: ``fp8 (config.json of /models/q)`` and ``FP8
-    (recipe)`` are fp8; nvfp4 and fp4 one family), whatever path or record it was read from."""
+    states (`catalog.golden.stated_precision`, `catalog.precision.precision_family`: ``fp8 (config.json of
+    /models/q)`` and ``FP8 (recipe)`` are fp8; nvfp4 and mxfp4 two families), whatever path or record it was read
+    from. Compared as equal, not as `families_agree`: a bare fp4 line would let one curve hold NVFP4 cells and MXFP4
+    cells (`--precision` states the one served)."""
     return precision_family(stated_precision(text))
 
 

@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from llmsweep.catalog.precision import FORMATS, NAME_TOKEN
+from llmsweep.catalog.precision import families_agree, named_format, precision_family, served_format
 from llmsweep.catalog.sources import PACKAGED_DIR, build_models, cached, catalog_dirs, load_yaml
 from llmsweep.errors import ConfigError
 
@@ -73,13 +73,6 @@ def stated_precision(text: str) -> str:
     """The precision a collected curve's `precision:` line states: its first word, lower-case (``bf16 (config.json of
     /models/m)`` and ``BF16 (recipe)`` both state bf16); the rest says where it was read."""
     return (text.split() or [""])[0].lower()
-
-
-def precision_family(precision: str) -> str:
-    """The precision family used to compare a recipe with a curve (``nvfp4`` and ``fp4`` are the same family)."""
-    p = precision.strip().lower()
-    fmt = FORMATS.get(p)
-    return fmt.family if fmt is not None else p
 
 
 class CurveIndexEntry(BaseModel):
@@ -169,6 +162,10 @@ class AcceptanceResolution(BaseModel):
     precision_measured: str | None
     precision_basis: str
     requested_precision: str | None
+    served_precision: str | None = Field(
+        default=None, description="The format the served weights are in, as the curve was matched to it "
+        "(`catalog.precision.served_format`): the one the model id names as a token (amd/Qwen3.5-397B-A17B-MXFP4: "
+        "mxfp4), else requested_precision.")
     hardware: str | None
     engine: str | None
     source: str | None
@@ -217,11 +214,14 @@ class AcceptanceResolution(BaseModel):
         return "; " + "; ".join(notes)
 
     def precision_mismatch(self, recipe_precision: str | None = None) -> bool:
-        """True when the curve was measured in another precision family than the recipe serves (FP8 vs NVFP4)."""
-        wanted = recipe_precision if recipe_precision is not None else self.requested_precision
+        """True when the curve was measured in another precision family than the recipe serves (FP8 vs NVFP4, MXFP4
+        vs NVFP4; a bare FP4 is told apart from neither: `catalog.precision.families_agree`); `recipe_precision`
+        defaults to the served one (:attr:`served_precision`)."""
+        wanted = recipe_precision if recipe_precision is not None else self.served_precision or \
+            self.requested_precision
         if not wanted or not self.precision_measured:
             return False
-        return precision_family(wanted) != precision_family(self.precision_measured)
+        return not families_agree(wanted, self.precision_measured)
 
     def provenance(self) -> str:
         """One line for findings and `llmsweep al`: curve, checkpoint, hardware, engine, run URL."""
@@ -325,11 +325,6 @@ def parse_header(lines: list[str]) -> dict[str, Any]:
     return out
 
 
-def _precision_from(text: str) -> str | None:
-    m = NAME_TOKEN.search(text.lower())
-    return m.group(1) if m else None
-
-
 def _index_from_name(stem: str) -> CurveIndexEntry:
     m = next((m for rx in _FILE_KEYS if (m := rx.match(stem.lower()))), None)
     if not m:
@@ -367,12 +362,12 @@ def load_curve(path: Path, index: CurveIndexEntry | None = None) -> GoldenCurve:
                 raise ConfigError(f"{path}: {checkpoint}.{mode}.{k}: {al!r} is not a valid (K, AL) pair", fix=fix)
             values[mode][k] = float(al)
     idx = index or _index_from_name(path.stem)
-    precision = _precision_from(str(checkpoint))
+    precision = named_format(str(checkpoint))
     basis: Literal["checkpoint", "header", "script", "unknown"] = "checkpoint"
     if header.get("header_precision"):
         precision, basis = stated_precision(header["header_precision"]), "header"
     elif precision is None and header.get("script"):
-        precision = _precision_from(Path(header["script"]).stem)
+        precision = named_format(Path(header["script"]).stem)
         basis = "script" if precision else "unknown"
     elif precision is None:
         basis = "unknown"
@@ -518,14 +513,15 @@ def _same_draft(a: GoldenCurve, b: GoldenCurve) -> bool:
 
 
 def _served_precision(curves: list[GoldenCurve], chosen: GoldenCurve, precision: str) -> list[GoldenCurve]:
-    """Curves of the chosen one's family and drafter measured in the precision family the recipe serves, those
+    """Curves of the chosen one's family and drafter measured in the precision family the recipe serves (or one not
+    told apart from it: `catalog.precision.families_agree`), those measured in that very family first, those
     collected on the simulator among them (:func:`resolve_acceptance` names those, never pins them over a measured
     curve)."""
     if not precision:
         return []
-    want = precision_family(precision)
-    return [c for c in curves if c.id != chosen.id and _same_draft(c, chosen) and c.precision_measured
-            and precision_family(c.precision_measured) == want]
+    found = [c for c in curves if c.id != chosen.id and _same_draft(c, chosen) and c.precision_measured
+             and families_agree(c.precision_measured, precision)]
+    return sorted(found, key=lambda c: precision_family(c.precision_measured or "") != precision_family(precision))
 
 
 SAMPLING_KEYS = ("temperature", "top_p", "top_k", "presence_penalty")
@@ -610,10 +606,12 @@ def resolve_acceptance(
     one family; without it the family's default curve is used. ``k`` is the draft length (vLLM
     ``num_speculative_tokens``, SGLang ``--speculative-num-steps``).
 
-    A curve of the same family and drafter measured in the precision the recipe serves (``precision``) wins over the
-    default curve measured in another one, when it has the (thinking, K) cell: InferenceX's fix for a curve measured
-    on the wrong checkpoint is a new collection on the right one (`llmsweep al collect`), and once it exists it is the
-    curve to pin. The resolution says which curve it passed over; when the better curve lacks the cell, it names it.
+    A curve of the same family and drafter measured in the precision the recipe serves (the format ``model``'s id
+    names as a token, else ``precision``: `catalog.precision.served_format`) wins over the default curve measured in
+    another precision family (`catalog.precision.families_agree`: an MXFP4 checkpoint is not NVFP4's), when it has
+    the (thinking, K) cell: InferenceX's fix for a curve measured on the wrong checkpoint is a new collection on the
+    right one (`llmsweep al collect`), and once it exists it is the curve to pin. The resolution says which curve it
+    passed over; when the better curve lacks the cell, it names it.
     A curve collected on the simulator (`al collect --simulate`) never passes over a measured one, nor does one
     sampled otherwise than the default curve states for the thinking mode (:func:`sampling_differences`): an AL
     depends on the sampling (Qwen3.5's curve: temperature 0.6, top_p 0.95, top_k 20 thinking on).
@@ -624,13 +622,13 @@ def resolve_acceptance(
         return None
     mode = normalise_thinking(thinking)
     passed_over: str | None = None
-    served = _served_precision(family, curve, precision)
+    serves = served_format(model, precision)  # the checkpoint's own format where its id names one
+    served = _served_precision(family, curve, serves)
     # a curve collected on the simulator (a modelled AL) never stands in for a measured one: named, not used
     left_out = [c for c in served if c.simulated and not curve.simulated]
     better = [c for c in served if c not in left_out]
     unlike: list[str] = []
-    if curve.precision_measured and precision and \
-            precision_family(curve.precision_measured) != precision_family(precision):
+    if curve.precision_measured and serves and not families_agree(curve.precision_measured, serves):
         having = [c for c in better if c.values.get(mode, {}).get(int(k)) is not None]
         # an AL depends on the sampling: a curve sampled otherwise than the one it would replace is not its stand-in
         alike = [c for c in having if not sampling_differences(c, curve, mode)]
@@ -639,8 +637,9 @@ def resolve_acceptance(
         if alike:
             passed_over, curve = curve.id, alike[0]
             better, unlike = [], []
-    else:
-        left_out = []  # the curve answering was measured in the served precision: nothing was left out for it
+    else:  # the curve answering was measured in the served precision (or one not told apart from it: a bare fp4
+        # may be NVFP4 or MXFP4): no curve is better than it, nor left out for it
+        better, left_out = [], []
     left_out = [c for c in left_out if c.values.get(mode, {}).get(int(k)) is not None and passed_over is None]
     value = curve.values.get(mode, {}).get(int(k))
     if value is None:
@@ -657,6 +656,7 @@ def resolve_acceptance(
         precision_measured=curve.precision_measured,
         precision_basis=curve.precision_basis,
         requested_precision=precision or None,
+        served_precision=serves or None,
         hardware=curve.hardware,
         engine=curve.engine,
         source=curve.source,

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from llmsweep.catalog.precision import FORMATS, NAME_ALTERNATION, NAME_TOKEN
+from llmsweep.catalog.precision import FORMATS, NAME_ALTERNATION, named_format
 from llmsweep.catalog.sources import Origin, build_models, cached, catalog_dirs, entry_fix
 from llmsweep.errors import ConfigError
 
@@ -287,11 +287,9 @@ class ModelSpec(BaseModel):
 
 def checkpoint_precision(hf_id: str, default: str = "bf16") -> str:
     """Precision stated by an HF id's suffix: ``-FP8`` fp8, ``-NVFP4`` nvfp4, ``-MXFP4-v2`` mxfp4; else ``default``."""
-    name = hf_id.rsplit("/", 1)[-1].lower()
-    found = NAME_TOKEN.findall(name)
-    if not found:
+    p = named_format(hf_id)
+    if p is None:
         return default
-    p: str = found[-1]
     return {"w4a16": "int4", "fp16": "bf16"}.get(p, p)
 
 

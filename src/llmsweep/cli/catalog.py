@@ -331,8 +331,9 @@ def al() -> None:
               help="Thinking mode of the curve.")
 @option("draft_model", help="Draft heads (HF id), variant (eagle3-gqa) or curve id.")
 @click.option("--precision", default=None,
-              help="Precision the recipe serves (fp8, fp4…); default: what MODEL's id says. A curve measured in it "
-              "wins over the default curve; warns on a mismatch.")
+              help="Precision the recipe serves (fp8, fp4…); default: what MODEL's id says. A format MODEL's id "
+              "names (-MXFP4, -NVFP4, -FP8) is what is served, whatever this says. A curve measured in it wins "
+              "over the default curve; warns on a mismatch.")
 @click.option("--curves", "curve_dirs", multiple=True, type=PathValue(exists=True, file_okay=False, path_type=Path),
               help=f"A directory of curve files you collected (`llmsweep al collect`), read next to the packaged ones "
               f"(repeat for several; also ${golden_mod.CURVES_ENV_VAR}).")
@@ -366,7 +367,7 @@ def lookup(model: str, method: str, k: int, thinking: str, draft_model: str | No
             + f"; curves for {prefix}: {_known_curves_text(family)}",
             param_hint="--spec-method/--spec-k/--thinking",  # the spellings --help shows (--method, --k: old)
         )
-    mismatch = res.precision_mismatch(precision) if precision else False
+    mismatch = res.precision_mismatch()  # against the served format: MODEL's id names it, else --precision
     spellings = acceptance_spellings(res.value, k)
     if as_json:
         _emit_json({**res.model_dump(mode="json"), "precision_mismatch": mismatch, "engine_spellings": spellings})
@@ -398,7 +399,7 @@ def lookup(model: str, method: str, k: int, thinking: str, draft_model: str | No
     if mismatch:
         click.echo(
             f"warning: curve measured on {res.precision_measured} ({res.checkpoint}) "
-            f"but the recipe serves {precision}{res.served_precision_note(precision or '')}",
+            f"but the recipe serves {res.served_precision}{res.served_precision_note(res.served_precision or '')}",
             err=True,
         )
 

@@ -178,7 +178,8 @@ def thinking_mismatch(ctx: Context) -> Iterator[Finding]:
       "The golden curve was measured on a different checkout/precision than the recipe serves",
       "collect a curve on this checkpoint (`llmsweep al collect`, or speedbench-al.yml) if acceptance is "
       "precision-sensitive; do not hand-adjust the value",
-      "seed PR provenance note: qwen3.5_mtp.yaml was measured on the NVFP4 checkpoint, the recipe serves FP8")
+      "seed PR provenance note: qwen3.5_mtp.yaml was measured on the NVFP4 checkpoint, the recipe serves FP8 (an "
+      "MXFP4 checkpoint, AMD's, is no more NVFP4's than FP8 is)")
 def precision_provenance(ctx: Context) -> Iterator[Finding]:
     for job, recipe in ctx.runnable_pairs():
         sd = job.serve.spec_decoding if job.serve else None
@@ -188,12 +189,15 @@ def precision_provenance(ctx: Context) -> Iterator[Finding]:
             continue
         res = resolve_acceptance(recipe.model_prefix, recipe.model, recipe.precision, sd.method, sd.thinking,
                                  sd.num_steps, draft_model=sd.curve_selector)
-        if res is None or not res.precision_mismatch(recipe.precision):
+        if res is None or not res.precision_mismatch():  # the served format: the model id's, else `precision`
             continue
-        note = res.served_precision_note(recipe.precision) if res.better or res.unlike else ""
+        served = res.served_precision or recipe.precision
+        note = res.served_precision_note(served) if res.better or res.unlike else ""
+        named = "" if served == recipe.precision.strip().lower() else \
+            f", as its id names it; precision {recipe.precision}"
         yield ctx.hit("golden-al.precision-provenance", recipe, ("serve", "spec-decoding"),
                       f"golden AL {res.value:g} comes from {res.checkpoint} ({res.precision_measured}), "
-                      f"but the recipe serves {recipe.model} ({recipe.precision}){note}",
+                      f"but the recipe serves {recipe.model} ({served}{named}){note}",
                       job=job, evidence=f"{res.provenance()}")
 
 

@@ -199,6 +199,47 @@ def test_the_served_precision_is_read_from_a_quantised_checkpoints_config(case: 
     assert curve_file_name(job) == f"qwen3.5_mtp_{case.split('-')[0]}.yaml"
 
 
+def test_a_precision_of_the_other_fp4_block_format_is_refused(seed_one_job: Path, tmp_path: Path) -> None:
+    """Weights that say MXFP4 (AMD's block-32 E8M0 quantisation) collected under `--precision nvfp4` would label the
+    cells NVFP4 and stand in for NVIDIA's checkpoint (both had been fp4); a bare `fp4` may be either, and is kept."""
+    from llmsweep.alcollect.collect import refuse_unearned_precision
+
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps({"torch_dtype": "bfloat16"}))
+    (model / "hf_quant_config.json").write_text(json.dumps({"quantization": {"quant_algo": "MXFP4"}}))
+    recipe = tmp_path / "served-from-dir.yaml"
+    recipe.write_text(seed_one_job.read_text().replace("  serve:\n", f"  serve:\n    model-path: {model}\n", 1))
+    job = collection_job(jobs_from_files([recipe]), simulate=False)
+    for given in ("nvfp4", "fp8"):
+        with pytest.raises(ConfigError, match=f"--precision {given} is not what the job serves: mxfp4"):
+            refuse_unearned_precision(job, given, simulate=False)
+    for given in ("mxfp4", "MXFP4 (checked by hand)", "fp4"):
+        refuse_unearned_precision(job, given, simulate=False)
+
+
+AMD_CASE = REPO / "tests" / "data" / "recipes" / "policy" / "golden-al.precision-provenance-mxfp4.yaml"
+
+
+def test_without_weights_to_read_the_served_precision_is_the_format_the_model_id_names(seed_one_job: Path,
+                                                                                     tmp_path: Path) -> None:
+    """InferenceX's AMD qwen3.5 MTP job (amd/Qwen3.5-397B-A17B-MXFP4, precision `fp4`) collected on the simulator, or
+    with no model directory: the header had stated `fp4 (recipe)`, a curve told apart from neither NVFP4 nor MXFP4,
+    named qwen3.5_mtp_fp4; it states the MXFP4 the id names, as the curve is matched to a recipe."""
+    from llmsweep.alcollect.collect import refuse_unearned_precision
+
+    one = tmp_path / "amd-one-job.yaml"
+    one.write_text(AMD_CASE.read_text().replace("conc-list: [1, 4, 8]", "conc-list: [1]"))
+    job = _job(one)
+    assert curve_file_name(job, simulate=True) == "qwen3.5_mtp_mxfp4.yaml"
+    with pytest.raises(ConfigError, match=r"not what the job serves: mxfp4 \(model id amd/Qwen3.5-397B-A17B-MXFP4; "
+                       r"recipe precision fp4; simulated engine, no weights\)"):
+        refuse_unearned_precision(job, "nvfp4", simulate=True)
+    seed = _job(seed_one_job)  # an id that names the recipe's own precision: stated as the recipe's, as before
+    with pytest.raises(ConfigError, match=r"not what the job serves: fp8 \(recipe; simulated engine, no weights\)"):
+        refuse_unearned_precision(seed, "nvfp4", simulate=True)
+
+
 def test_a_checkpoints_config_saved_with_a_byte_order_mark_reads(seed_one_job: Path, tmp_path: Path) -> None:
     """A model folder's config.json or hf_quant_config.json saved by a Windows editor starts with a UTF-8 byte-order
     mark: it had been refused as 'cannot be read as JSON'. It reads as the file without the mark."""

@@ -136,6 +136,18 @@ def test_the_same_precision_read_elsewhere_or_spelled_otherwise_is_one_precision
         "precision: 'fp8 (config.json of /models/q)' in the curve, 'bf16 (recipe)' in this collection"]
 
 
+def test_a_collection_on_the_mxfp4_checkpoint_does_not_complete_an_nvfp4_curve() -> None:
+    """NVFP4 (NVIDIA's block-16 FP8-scale quantisation) and MXFP4 (AMD's block-32 E8M0 one) are two checkpoints: their
+    cells are not one curve (both had read as fp4). A bare `fp4` line is not merged with either: the union could
+    hold both (`--precision` states the one served)."""
+    nvfp4 = "nvfp4 (hf_quant_config.json of /models/q4: quant_algo NVFP4)"
+    old = _curve({1: 1.9}, precision=nvfp4)
+    assert differences(old, _curve({2: 2.6}, precision="NVFP4 (recipe)")) == []
+    for other in ("mxfp4 (hf_quant_config.json of /models/amd: quant_algo MXFP4)", "fp4 (recipe)"):
+        assert differences(old, _curve({2: 2.6}, precision=other)) == [
+            f"precision: {nvfp4!r} in the curve, {other!r} in this collection"]
+
+
 @pytest.mark.parametrize(("hardware", "same"), [
     ("h200 (runner label; not read from the host)", True),
     ("cluster:h200-lent (runner label; not read from the host)", True),

@@ -45,6 +45,23 @@ def test_al_human_output_warns_on_precision_mismatch_on_stderr() -> None:
     assert "warning" not in out
 
 
+def test_al_warns_that_amds_mxfp4_checkpoint_is_not_the_nvfp4_one_measured() -> None:
+    """The AMD master's qwen3.5 MTP model: its id names MXFP4, the curve was measured on NVFP4 (both had read as fp4).
+    NVIDIA's NVFP4 checkpoint, and `--precision fp4` with an id that names no format, are not warned."""
+    code, out, err = run("al", "amd/Qwen3.5-397B-A17B-MXFP4", "--spec-method", "mtp", "--spec-k", "3", "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["value"] == 3.39 and data["precision_measured"] == "nvfp4" and data["served_precision"] == "mxfp4"
+    assert data["precision_mismatch"] is True
+    code, out, err = run("al", "amd/Qwen3.5-397B-A17B-MXFP4", "--spec-method", "mtp", "--spec-k", "3",
+                         "--precision", "fp4")
+    assert code == 0 and out.splitlines()[0] == "3.39"
+    assert "warning: curve measured on nvfp4 (qwen3.5-397b-a17b-nvfp4) but the recipe serves mxfp4" in err
+    for args in (["nvidia/Qwen3.5-397B-A17B-NVFP4"], ["qwen3.5", "--precision", "fp4"]):
+        code, _, err = run("al", *args, "--spec-method", "mtp", "--spec-k", "3")
+        assert code == 0 and "warning" not in err, args
+
+
 def test_al_thinking_off_and_draft_variant() -> None:
     code, out, _ = run("al", "minimaxm3", "--spec-method", "eagle3", "--spec-k", "3", "--thinking", "off",
                        "--draft-model", "Inferact/MiniMax-M3-EAGLE3-GQA")

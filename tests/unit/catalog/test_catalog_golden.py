@@ -40,6 +40,23 @@ def test_seed_recipe_value_and_its_provenance() -> None:
     assert r.precision_mismatch("nvfp4") is False
 
 
+def test_an_mxfp4_checkpoint_is_not_the_nvfp4_one_the_curve_was_measured_on() -> None:
+    """InferenceX's AMD master serves amd/Qwen3.5-397B-A17B-MXFP4 at precision `fp4` against the curve measured on
+    the NVFP4 checkpoint: the id names the served format, and MXFP4 is not NVFP4 (block 32 with E8M0 scales, not
+    block 16 with FP8 ones). A bare `fp4` says neither, so it is told apart from neither."""
+    amd = resolve_acceptance("qwen3.5", "amd/Qwen3.5-397B-A17B-MXFP4", "fp4", "mtp", True, 3)
+    assert amd is not None and amd.value == 3.39 and amd.precision_measured == "nvfp4"  # the job still runs with it
+    assert (amd.requested_precision, amd.served_precision) == ("fp4", "mxfp4")
+    assert amd.precision_mismatch() is True and amd.precision_mismatch("mxfp4") is True
+    assert amd.precision_mismatch("fp4") is False
+    for model, precision in (("nvidia/Qwen3.5-397B-A17B-NVFP4", "fp4"), ("qwen3.5-397b-a17b", "fp4"),
+                             ("", "nvfp4"), ("", "fp4")):
+        r = resolve_acceptance("qwen3.5", model, precision, "mtp", True, 3)
+        assert r is not None and not r.precision_mismatch(), (model, precision)
+    kimi = resolve_acceptance("kimik3", "moonshotai/Kimi-K3", "fp4", "dspark", True, 3)  # measured "fp4" (script)
+    assert kimi is not None and kimi.precision_measured == "fp4" and not kimi.precision_mismatch()
+
+
 @pytest.mark.parametrize("method", ["mtp", "MTP", "eagle", "EAGLE", "nextn"])
 def test_sglang_spellings_of_native_mtp_read_the_mtp_curve(method: str) -> None:
     r = resolve_acceptance("qwen3.5", "", "fp8", method, "off", 2)

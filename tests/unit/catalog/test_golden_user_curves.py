@@ -67,6 +67,36 @@ def test_a_curve_measured_in_the_served_precision_wins_and_says_what_it_passed_o
     assert k5.better == ["qwen3.5_mtp_fp8 (fp8, on K 1 2 3)"]
 
 
+MXFP4 = dict(checkpoint="qwen3.5-397b-a17b-mxfp4", precision="mxfp4 (hf_quant_config.json of /models/q: quant_algo "
+             "MXFP4)", hardware="1 x AMD Instinct MI355X (amd-smi)")
+
+
+def test_a_curve_measured_on_the_mxfp4_checkpoint_wins_for_it_and_only_for_it(tmp_path: Path) -> None:
+    """AMD's MXFP4 checkpoint, served at precision `fp4`: a curve collected on it passes over the packaged NVFP4 one
+    (it had not: both were `fp4`, so the NVFP4 3.39 answered); an NVFP4 recipe keeps the NVFP4 curve, and a bare
+    `fp4` one cannot be told to be MXFP4, so the default (which it may be) answers."""
+    _write(tmp_path, "qwen3.5_mtp_mxfp4.yaml", {2: 2.5, 3: 3.05}, **MXFP4)
+    amd = resolve_acceptance("qwen3.5", "amd/Qwen3.5-397B-A17B-MXFP4", "fp4", "mtp", "on", 3, curve_dirs=[tmp_path])
+    assert amd is not None and (amd.curve, amd.value, amd.passed_over) == ("qwen3.5_mtp_mxfp4", 3.05, "qwen3.5_mtp")
+    assert not amd.precision_mismatch()
+    for model, precision in (("nvidia/Qwen3.5-397B-A17B-NVFP4", "fp4"), ("", "nvfp4"), ("", "fp4")):
+        r = resolve_acceptance("qwen3.5", model, precision, "mtp", "on", 3, curve_dirs=[tmp_path])
+        assert r is not None and (r.curve, r.value, r.passed_over, r.better) == ("qwen3.5_mtp", 3.39, None, [])
+    # the MXFP4 curve lacks K=5: the NVFP4 default answers, and the warning names the curve to complete
+    k5 = resolve_acceptance("qwen3.5", "amd/Qwen3.5-397B-A17B-MXFP4", "fp4", "mtp", "on", 5, curve_dirs=[tmp_path])
+    assert k5 is not None and k5.curve == "qwen3.5_mtp" and k5.precision_mismatch()
+    assert k5.better == ["qwen3.5_mtp_mxfp4 (mxfp4, on K 2 3)"]
+
+
+def test_a_curve_of_the_very_served_format_wins_over_a_bare_fp4_one(tmp_path: Path) -> None:
+    """Both a bare-`fp4` curve and an MXFP4 one could stand in for the NVFP4 default on an MXFP4 checkpoint (the bare
+    one cannot be told apart from it); the one measured in MXFP4 itself is pinned, whatever their names' order."""
+    _write(tmp_path, "qwen3.5_mtp_fp4.yaml", {3: 3.2}, checkpoint="qwen3.5-397b-a17b-fp4", precision="fp4 (recipe)")
+    _write(tmp_path, "qwen3.5_mtp_mxfp4.yaml", {3: 3.05}, **MXFP4)
+    amd = resolve_acceptance("qwen3.5", "amd/Qwen3.5-397B-A17B-MXFP4", "fp4", "mtp", "on", 3, curve_dirs=[tmp_path])
+    assert amd is not None and (amd.curve, amd.value) == ("qwen3.5_mtp_mxfp4", 3.05)
+
+
 def test_a_curve_collected_on_the_simulator_never_passes_over_a_measured_one(tmp_path: Path) -> None:
     """`al collect --simulate` writes `simulated: yes`: its ALs are the simulator's acceptance model. Served in FP8,
     the recipe keeps the packaged (measured, NVFP4) 3.39 rather than the simulated FP8 curve's 2.0 — that pin would
@@ -106,6 +136,43 @@ def test_the_policy_warning_names_the_better_curve(tmp_path: Path, monkeypatch: 
         monkeypatch.delenv(CURVES_ENV_VAR)
         clear_caches()
     assert findings and "qwen3.5_mtp_fp8 (fp8, on K 1 2), lacks thinking on K=3" in findings[0].message
+
+
+AMD_CASE = SEED_CASE.with_name("golden-al.precision-provenance-mxfp4.yaml")
+
+
+def test_an_mxfp4_recipe_is_warned_of_the_nvfp4_curve_and_an_nvfp4_or_bare_fp4_one_is_not(tmp_path: Path) -> None:
+    """InferenceX's qwen3.5-fp4-mi355x-sglang-agentic-mtp (amd/Qwen3.5-397B-A17B-MXFP4, precision fp4) pinned the
+    3.39 measured on the NVFP4 checkpoint with no word: warned, naming both precisions, and still pinned (a warning).
+    The same recipe serving NVIDIA's NVFP4 checkpoint, or a checkpoint whose id names no format, is not warned."""
+    rule = "golden-al.precision-provenance"
+    checked = validate_files([AMD_CASE])
+    [finding] = [f for f in checked.findings if f.rule == rule]
+    assert not finding.is_error and "(nvfp4)" in finding.message and "(mxfp4, as its id names it; precision fp4)" \
+        in finding.message
+    assert checked.ok and checked.jobs and all(j.acceptance is not None and j.acceptance.value == 3.39
+                                               for j in checked.jobs)
+    text = AMD_CASE.read_text(encoding="utf-8")
+    for model in ("nvidia/Qwen3.5-397B-A17B-NVFP4", "Qwen/Qwen3.5-397B-A17B"):
+        other = tmp_path / f"{model.replace('/', '_')}.yaml"
+        other.write_text(text.replace("model: amd/Qwen3.5-397B-A17B-MXFP4", f"model: {model}"))
+        got = validate_files([other])
+        assert got.jobs and all(j.acceptance is not None for j in got.jobs), model
+        assert not [f for f in got.findings if f.rule == rule], model
+
+
+def test_the_planner_pins_the_curve_measured_on_the_mxfp4_checkpoint(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    _write(tmp_path, "qwen3.5_mtp_mxfp4.yaml", {3: 3.05}, **MXFP4)
+    monkeypatch.setenv(CURVES_ENV_VAR, str(tmp_path))
+    clear_caches()
+    try:
+        checked = validate_files([AMD_CASE])
+    finally:
+        monkeypatch.delenv(CURVES_ENV_VAR)
+        clear_caches()
+    assert checked.jobs and all(j.acceptance is not None and j.acceptance.value == 3.05 for j in checked.jobs)
+    assert not [f for f in checked.findings if f.rule == "golden-al.precision-provenance"]
 
 
 def test_only_a_job_that_pins_the_golden_al_is_warned_about_its_provenance(tmp_path: Path) -> None:

@@ -7,9 +7,8 @@ from pathlib import Path
 import pytest
 
 from llmsweep import engines
-from llmsweep.catalog.golden import precision_family
 from llmsweep.catalog.models import WEIGHT_BYTES_PER_PARAM, checkpoint_precision
-from llmsweep.catalog.precision import FORMATS, weight_format
+from llmsweep.catalog.precision import FORMATS, families_agree, precision_family, served_format, weight_format
 from llmsweep.plan import full_sweep
 from llmsweep.spec import loads_recipes
 
@@ -26,8 +25,34 @@ def test_a_checkpoint_suffix_names_its_format(hf_id: str, expected: str) -> None
 
 def test_every_table_reads_the_same_formats() -> None:
     assert set(WEIGHT_BYTES_PER_PARAM) == set(FORMATS)
-    assert precision_family("NVFP4") == precision_family("fp4") == "fp4" != precision_family("fp8")
+    assert precision_family("NVFP4") == "nvfp4" != precision_family("mxfp4") != precision_family("fp4") == "fp4"
+    assert precision_family("fp16") == "bf16" and precision_family("fp8") != precision_family("fp4")
     assert weight_format(" FP8 ") is FORMATS["fp8"] and weight_format("fp9") is None
+
+
+AGREE = [
+    ("nvfp4", "mxfp4", False),  # NVIDIA's block-16/FP8-scale checkpoint is not AMD's block-32/E8M0 one
+    ("NVFP4", "fp4", True), ("fp4", "mxfp4", True),  # a bare fp4 may be either: it cannot be told apart
+    ("nvfp4", "nvfp4", True), ("mxfp4", "mxfp4", True), ("fp4", "fp4", True),
+    ("fp8", "fp8", True), ("fp8", "mxfp8", True), ("fp16", "bf16", True),
+    ("nvfp4", "fp8", False), ("fp4", "fp8", False), ("mxfp4", "int4", False), ("fp8", "house-blend", False),
+]
+
+
+def test_a_golden_curve_fits_the_precisions_of_its_family_and_a_bare_fp4_fits_both_block_formats() -> None:
+    got = [(a, b, families_agree(a, b), families_agree(b, a)) for a, b, _ in AGREE]
+    assert got == [(a, b, agree, agree) for a, b, agree in AGREE]
+
+
+SERVED = [
+    ("amd/Qwen3.5-397B-A17B-MXFP4", "fp4", "mxfp4"), ("nvidia/DeepSeek-R1-0528-NVFP4-v2", "fp4", "nvfp4"),
+    ("amd/DeepSeek-R1-0528-MXFP4-Preview", "FP4", "mxfp4"), ("Qwen/Qwen3.5-397B-A17B-FP8", "fp8", "fp8"),
+    ("moonshotai/Kimi-K3", "fp4", "fp4"), ("meta-llama/Llama-3.1-8B-Instruct", " BF16 ", "bf16"), ("", "fp8", "fp8"),
+]
+
+
+def test_the_served_format_is_the_one_the_model_id_names_else_the_recipes_precision() -> None:
+    assert [served_format(model, precision) for model, precision, _ in SERVED] == [s for _, _, s in SERVED]
 
 
 RECIPE = Path(__file__).resolve().parents[2] / "data" / "recipes" / "run" / "fixed-sim.yaml"
