@@ -353,10 +353,26 @@ def _weights_word(qc: dict[str, Any]) -> str | None:
     return None
 
 
+def _quark_word(qc: dict[str, Any]) -> str | None:
+    """AMD Quark (``quant_method: quark``): the weight spec of ``global_quant_config`` (a list: its first), as vLLM and
+    SGLang read it: ``fp4`` in groups of 32 with E8M0 scales is MXFP4, another ``fp4`` a bare fp4, ``fp8_e4m3`` fp8,
+    ``int4``/``uint4`` int4, ``int8`` int8."""
+    spec = qc.get("global_quant_config")
+    weight = spec.get("weight") if isinstance(spec, dict) else None
+    if isinstance(weight, list):
+        weight = weight[0] if weight else None
+    if not isinstance(weight, dict) or not isinstance(weight.get("dtype"), str):
+        return None
+    dtype = weight["dtype"].lower()
+    if dtype == "fp4":
+        return "mxfp4" if weight.get("group_size") == 32 and weight.get("scale_format") == "e8m0" else "fp4"
+    return {"int4": "int4", "uint4": "int4", "int8": "int8", "uint8": "int8"}.get(dtype) or format_named_in(dtype)
+
+
 def _quantisation(folder: Path, config: dict[str, Any]) -> str | None:
     """The served precision of a quantised checkpoint and where it was read: ModelOpt's ``hf_quant_config.json``
     (``quant_algo``), else config.json's ``quantization_config`` (``quant_method``, ``quant_algo``, ``fmt``,
-    compressed-tensors' weight scheme or ``format``, ``bits``)."""
+    compressed-tensors' weight scheme or ``format``, AMD Quark's global weight spec, ``bits``)."""
     hf = folder / "hf_quant_config.json"
     if hf.is_file():
         doc = _json_record(hf)
@@ -371,6 +387,8 @@ def _quantisation(folder: Path, config: dict[str, Any]) -> str | None:
     method = str(qc.get("quant_method") or "")
     if method == "compressed-tensors" and (word := _weights_word(qc)):
         return f"{word} (config.json quantization_config of {folder}: compressed-tensors weights)"
+    if method == "quark" and (word := _quark_word(qc)):
+        return f"{word} (config.json quantization_config of {folder}: quark global weights)"
     for key in ("quant_algo", "quant_method", "fmt", "weight_dtype", "format"):
         value = qc.get(key)
         if isinstance(value, str) and (word := format_named_in(value)):

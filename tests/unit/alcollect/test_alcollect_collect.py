@@ -180,6 +180,18 @@ QUANTISED = {
         "quant_method": "compressed-tensors", "format": "float-quantized",
         "config_groups": {"group_0": {"weights": {"num_bits": 8, "type": "float"}, "targets": ["Linear"]}}}}, None),
     "bf16": ({"torch_dtype": "bfloat16"}, None),
+    # AMD Quark (amd/*-MXFP4 checkpoints): the format is the global weight spec, as vLLM's and SGLang's quark
+    # loaders read it (it had been read as no quantisation: bf16)
+    "mxfp4-quark": ({"torch_dtype": "bfloat16", "quantization_config": {
+        "quant_method": "quark", "global_quant_config": {
+            "weight": {"dtype": "fp4", "qscheme": "per_group", "group_size": 32, "scale_format": "e8m0",
+                       "is_dynamic": False},
+            "input_tensors": {"dtype": "fp4", "qscheme": "per_group", "group_size": 32, "scale_format": "e8m0",
+                              "is_dynamic": True}}}}, None),
+    "fp8-quark": ({"torch_dtype": "bfloat16", "quantization_config": {
+        "quant_method": "quark", "global_quant_config": {
+            "weight": [{"dtype": "fp8_e4m3", "qscheme": "per_tensor", "is_dynamic": False}],
+            "input_tensors": {"dtype": "fp8_e4m3", "qscheme": "per_tensor", "is_dynamic": False}}}}, None),
 }
 
 
