@@ -113,6 +113,11 @@ def test_al_collect_stops_a_marked_server_of_a_cell_a_killed_collection_never_re
     log = cell / "server.log"
     server = start_process([sys.executable, "-m", "llmsweep.cli.main", "sim", "serve", "--port", "0"], log_path=log,
                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    # a live run whose --out lies in the evidence folder, and a server marking a folder below the cell: neither is
+    # this curve's leftover (every subfolder had been swept, at any depth, and a live run's server stopped)
+    sleeper = [sys.executable, "-c", "import time; time.sleep(120)"]
+    others = [start_process(sleeper, log_path=where / "server.log", env=dict(os.environ))
+              for where in (golden / "llama-1b_ngram.runs" / "sweep" / "servers" / "g1", cell / "servers" / "g1")]
     try:
         deadline = time.monotonic() + 60
         while not log.is_file() or "running on http://" not in log.read_text(errors="replace"):  # serving
@@ -129,8 +134,11 @@ def test_al_collect_stops_a_marked_server_of_a_cell_a_killed_collection_never_re
         while _alive(server.pid) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert not _alive(server.pid)
+        assert all(_alive(p.pid) for p in others)
     finally:
         server.stop(grace_s=1)
+        for p in others:
+            p.stop(grace_s=1)
 
 
 def test_a_container_two_marked_docker_processes_name_is_removed_once(tmp_path: Path) -> None:

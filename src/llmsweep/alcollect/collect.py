@@ -60,6 +60,8 @@ Event = Callable[[str], None]
 CONCURRENCY = 1
 """InferenceX collects at concurrency 1 (`--max-concurrency 1`): one request drafts at a time, as in its curves."""
 CELL_FILE = "cell.json"
+CELL_NAME = re.compile(r"^thinking_(?:on|off)-k\d+$")
+"""A cell's folder in the evidence folder: `<mode>-k<K>` (:func:`cell_folder`)."""
 CLIENT_DIR = "client"
 """A cell's client folder: its load's records, run.json and summary.json."""
 COLLECTOR_FILE = "collector.json"
@@ -667,13 +669,13 @@ def collect_curve(job: Job, settings: CollectSettings, prompts: PromptSet, run_d
         with terminate_as_interrupt():
             for mode, k in plan:
                 event(f"[{len(cells) + 1}/{total}] {mode} K={k}")
-                cells.append(_run_cell(job, mode, k, settings, prompts, run_dir / f"{mode}-k{k}", launcher,
+                cells.append(_run_cell(job, mode, k, settings, prompts, cell_folder(run_dir, mode, k), launcher,
                                        simulate, event))
     except KeyboardInterrupt as exc:  # the cell's server was stopped on the way out; keep what was measured
         signals.consumed(exc)  # writing up: a second signal hurries that, never interrupts it
         why = signals.interrupted_by(signals.first_signal(exc))
         event(f"{why}: {len(cells)} of {total} cells ran; writing the curve of the measured ones")
-        cells += [CellResult(thinking=m, k=k, status="failed", directory=str(run_dir / f"{m}-k{k}"),
+        cells += [CellResult(thinking=m, k=k, status="failed", directory=str(cell_folder(run_dir, m, k)),
                              reason=why) for m, k in plan[len(cells):]]
     measured = [c for c in cells if c.status == "measured"]
     engine = _engine_text(job, cells, simulate)
@@ -710,6 +712,11 @@ def collect_curve(job: Job, settings: CollectSettings, prompts: PromptSet, run_d
     return result
 
 
+def cell_folder(run_dir: Path, mode: str, k: int) -> Path:
+    """Where the cell (thinking mode, K) of a collection keeps its evidence (`CELL_NAME` matches its name)."""
+    return run_dir / f"{mode}-k{k}"
+
+
 def _stop_left_servers(out: Path, run_dir: Path, event: Event) -> None:
     """Stop the servers an earlier collection of this curve left running when it was killed (SIGKILL, a lost node
     session: nothing ran its teardown), as `run --resume` does: their pid files stay in the cell folders of its
@@ -721,10 +728,14 @@ def _stop_left_servers(out: Path, run_dir: Path, event: Event) -> None:
     from llmsweep.execute.lifecycle import stop_stale_servers
 
     folders = {run_dir, *(p for p in out.parent.glob(f"{out.stem}.runs*") if p.is_dir())}
-    for cell in sorted(p for folder in folders if folder.is_dir() for p in folder.iterdir() if p.is_dir()):
+    # only cell folders (`<mode>-k<K>`), and only servers marking the cell itself: an evidence folder (`--run-dir`)
+    # may hold another live run or collection, whose servers are not this curve's leftovers
+    cells = sorted(p for folder in folders if folder.is_dir() for p in folder.iterdir()
+                   if p.is_dir() and CELL_NAME.match(p.name))
+    for cell in cells:
         if _collector_alive(cell):
             continue
-        stop_stale_servers(cell.parent, event, pid_files=f"{cell.name}/{art.PID_FILES}", unrecorded_under=cell)
+        stop_stale_servers(cell.parent, event, pid_files=f"{cell.name}/{art.PID_FILES}", unrecorded_at=cell)
 
 
 def _write_collector(cell_dir: Path) -> None:

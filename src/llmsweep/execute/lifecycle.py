@@ -1287,14 +1287,14 @@ def write_pid_file(path: Path, handle: ServerHandle, spec: LaunchSpec) -> None:
 
 def stop_stale_servers(run_dir: Path, event: Event = _quiet, *,
                        pid_files: str = f"servers/*/{art.PID_FILES}",
-                       unrecorded_under: Path | None = None) -> list[int]:
+                       unrecorded_at: Path | None = None) -> list[int]:
     """Stop servers a killed run left behind (their pid files survive a SIGKILL of the run), before resuming; then
     run each one's recorded cleanup (`docker rm -f NAME`: a container outlives the docker CLI that started it), and
     scancel the Slurm jobs it submitted that never finished. A pid file goes only once its server is gone.
     `pid_files`: where under `run_dir` the pid files are (`al collect`: one folder per cell). Servers no pid file
-    names are found by the folder their environment carries, at or under `unrecorded_under` (default: the run's
-    `servers/` folder, where its own servers mark theirs; never the whole `run_dir`, which may hold another live
-    run's `--out`: `run --out sweeps` beside a running `sweeps/x`)."""
+    names are found by the folder their environment carries: under the run's `servers/` folder, where its own
+    servers mark theirs (never the whole `run_dir`, which may hold another live run's `--out`: `run --out sweeps`
+    beside a running `sweeps/x`), or exactly `unrecorded_at` (`al collect`: a cell's server marks the cell)."""
     from llmsweep.execute.process import read_proc, signal_process_tree, stop_process_tree, tree_alive
 
     stopped: list[int] = []
@@ -1341,22 +1341,23 @@ def stop_stale_servers(run_dir: Path, event: Event = _quiet, *,
                     event(f"warning: could not stop everything server pid {pid} left; {pid_file} is kept")
             else:
                 pid_file.unlink(missing_ok=True)
-        stopped += _stop_unrecorded(unrecorded_under or art.servers_dir(run_dir), event)
+        stopped += (_stop_unrecorded(unrecorded_at, event, below=False) if unrecorded_at is not None
+                    else _stop_unrecorded(art.servers_dir(run_dir), event))
         _cancel_stale_slurm_jobs(run_dir, event)
     return stopped
 
 
-def _stop_unrecorded(folder: Path, event: Event) -> list[int]:
+def _stop_unrecorded(folder: Path, event: Event, *, below: bool = True) -> list[int]:
     """Stop the servers of this run that no pid file names: a run SIGKILLed after starting one and before writing
     its pid file (a few milliseconds; `shielded` holds every other signal there) left it running, and nothing on
     disk named it. Every server process carries its folder in its environment (`process.SERVER_DIR_ENV`): each
-    process group holding one at or under `folder` is stopped, and a `docker run` among them has its container
-    removed (the CLI's death leaves the container running)."""
+    process group holding `folder` (or, `below`, a folder under it) is stopped, and a `docker run` among them has its
+    container removed (the CLI's death leaves the container running)."""
     from llmsweep.execute.docker import removal_of
     from llmsweep.execute.process import marked_processes, read_proc, stop_process_tree, tree_alive
 
     groups: dict[int, list[list[str]]] = {}
-    for pid, argv in marked_processes(folder):
+    for pid, argv in marked_processes(folder, below=below):
         info = read_proc(pid)
         if info is not None:
             groups.setdefault(info.pgid, []).append(argv)
