@@ -174,9 +174,14 @@ _LOCKED_FIX = ("another process is writing this store (a long `results ingest` o
 
 def store_busy(exc: BaseException) -> bool:
     """Whether a store failure is another process holding the store (SQLite's `database is locked` or `busy`, after
-    its 30-s wait): every later write would wait as long, where any other failure is that write's own."""
-    text = str(exc).lower()
-    return isinstance(exc, (StoreError, sqlite3.Error)) and ("locked" in text or "busy" in text)
+    its 30-s wait): every later write would wait as long, where any other failure is that write's own. Read from
+    SQLite's own error (a StoreError's cause), never from our message, which names the store's path (a store under
+    `h100-locked-clocks/` is no busy one)."""
+    cause = exc if isinstance(exc, sqlite3.Error) else exc.__cause__ if isinstance(exc, StoreError) else None
+    if not isinstance(cause, sqlite3.Error):
+        return False
+    text = str(cause).lower()
+    return "locked" in text or "busy" in text
 
 
 def _fix_for(exc: sqlite3.Error) -> str:

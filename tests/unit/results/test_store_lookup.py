@@ -66,7 +66,9 @@ def test_a_run_that_could_not_store_one_job_does_not_try_again_for_every_job(tmp
     class Busy:
         def __init__(self, path: Path) -> None:
             opened.append(path)
-            raise store_module.StoreError("cannot open and migrate results store: database is locked", fix="wait")
+            locked = sqlite3.OperationalError("database is locked")  # what SQLite says once its wait ran out
+            raise store_module.StoreError(f"cannot open and migrate results store {path}: {locked}",
+                                          fix="wait") from locked
 
     monkeypatch.setattr(store_module, "Store", Busy)
     said: list[str] = []
@@ -114,3 +116,22 @@ def test_a_job_that_could_not_be_stored_for_its_own_reason_leaves_the_next_jobs_
         jobs(tmp_path / f"j{n}", JobOutcome(job_id=f"j{n}", exp_name=f"j{n}", status="valid"))
     assert tried == ["j0", "j1", "j2"] and jobs.finished == 2
     assert len(said) == 1 and "could not store job j0" in said[0]
+
+
+def test_a_store_is_busy_when_sqlite_says_so_not_when_its_path_does(tmp_path: Path) -> None:
+    """`store_busy` read our message, which names the store's path: a damaged store under `h100-locked-clocks/` was
+    taken for a busy one, and the run stopped storing its jobs."""
+    from llmsweep.results.store import Store, StoreError, store_busy
+
+    path = tmp_path / "h100-locked-clocks" / "results.sqlite"
+    path.parent.mkdir()
+    path.write_text("not a database")
+    with pytest.raises(StoreError) as caught:
+        Store(path)
+    assert not store_busy(caught.value)
+    assert store_busy(sqlite3.OperationalError("database is locked"))
+    try:
+        raise StoreError("cannot write results store /x: database is locked", fix="wait") from \
+            sqlite3.OperationalError("database is locked")
+    except StoreError as exc:
+        assert store_busy(exc)
