@@ -339,11 +339,17 @@ def compare_points(
     words_a = sorted({source_words(p.source, p.clock if m.deltas else None) for m in matched for p in m.a})
     words_b = sorted({source_words(p.source, p.clock if m.deltas else None) for m in matched for p in m.b})
     sides = (" and ".join(words_a), " and ".join(words_b)) if words_a != words_b else ("", "")
-    if words_a == words_b and matched and all(p.source != MEASURED for m in matched for p in (*m.a, *m.b)):
-        # one kind on both sides, so no side heading says it: a comparison of two simulated runs (a pull request's
-        # comment) must still not read as a comparison of measurements (sides that mix measured and simulated
-        # points, `--mix-sources`, say both kinds in that line and are not called the simulator's)
-        notes.append(f"A and B are both {' and '.join(words_a)}: the simulator's figures, not measurements")
+    if words_a == words_b and matched:
+        # the same kinds on both sides, so no side heading says them: a comparison of simulated runs (a pull
+        # request's comment) must still not read as a comparison of measurements
+        simulated = [m for m in matched if any(p.source != MEASURED for p in (*m.a, *m.b))]
+        if len(simulated) == len(matched):
+            notes.append(f"A and B are both {' and '.join(words_a)}: the simulator's figures, not measurements")
+        elif simulated:  # `--mix-sources`: each side holds measured and simulated points; say which are which
+            kinds = " and ".join(w for w in words_a if not w.startswith(MEASURED))
+            at = "; ".join(m.label for m in simulated)
+            notes.append(f"A and B each hold measured and {kinds} points: {len(simulated)} of {len(matched)} "
+                         f"compared point(s) are the simulator's figures, not measurements ({at})")
     return Comparison(label_a, label_b, tuple(matched), only_a, only_b, tuple(skipped), tuple(sorted(ignored)),
                       mix_sources, seed, tuple(notes), sides)
 

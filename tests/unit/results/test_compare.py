@@ -215,8 +215,13 @@ def test_two_simulated_sides_say_they_are_not_measurements(make_run) -> None:
     mixed_b = points_from_run(make_run("g", concs=(4,), source="measured", seed=1)) + on(
         points_from_run(make_run("h", concs=(8,), source="simulated", seed=1)))
     mixed = compare_points(mixed_a, mixed_b, resamples=10, mix_sources=True)
-    assert len(mixed.matched) == 2
-    assert not any("simulator's figures" in n for n in mixed.notes), mixed.notes
+    assert len(mixed.matched) == 2 and mixed.sides == ("", "")
+    assert not any(n.startswith("A and B are both") for n in mixed.notes), mixed.notes
+    # ... but which points are the simulator's is said (no heading does: the sides hold the same kinds)
+    (said_mixed,) = [n for n in mixed.notes if n.startswith("A and B each hold measured and simulated")]
+    assert "1 of 2 compared point(s) are the simulator's figures" in said_mixed and "conc 8" in said_mixed
+    assert "conc 4" not in said_mixed
+    assert said_mixed in comparison_markdown(mixed)
 
 
 def test_a_disaggregated_point_names_its_topology_once(make_run) -> None:
