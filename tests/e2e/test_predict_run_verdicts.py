@@ -125,6 +125,17 @@ def test_a_whole_resume_retires_the_jobs_the_recipe_no_longer_has(tmp_path: Path
     with Store(tmp_path / "store.sqlite", readonly=True) as store:
         run_id = json.loads((out / "run.json").read_text())["run_id"]
         assert [p.job_id for p in store.results(run_id)] == [p.name for p in (out / "jobs").iterdir()]
+    # planned again, then taken out again: the second retirement is kept beside the first (it had crashed with a
+    # traceback, 'Directory not empty', and so did every later --resume or --force of the folder)
+    recipe.write_text(recipe.read_text().replace("conc-list: [4]", "conc-list: [2, 4]"))
+    assert run_here([recipe, "--out", out, "--resume", "--no-report"], env).returncode == 0
+    assert (out / "jobs" / dropped / "summary.json").is_file()
+    recipe.write_text(recipe.read_text().replace("conc-list: [2, 4]", "conc-list: [4]"))
+    twice = run_here([recipe, "--out", out, "--resume", "--no-report"], env)
+    assert twice.returncode == 0 and "Traceback" not in twice.stderr, twice.stderr[-2000:]
+    assert f"files are kept in {out / 'retired' / f'{dropped}.2'}" in twice.stderr, twice.stderr[-2000:]
+    assert (out / "retired" / dropped / "summary.json").is_file()
+    assert (out / "retired" / f"{dropped}.2" / "summary.json").is_file() and not (out / "jobs" / dropped).exists()
 
 
 def test_a_disaggregated_points_completed_requests_are_its_decode_workers(tmp_path: Path) -> None:

@@ -1173,9 +1173,15 @@ def _supersede_renamed(run_dir: Path, jobs: Sequence[Job], event: Event, stored:
         if not match and whole:
             retired = run_dir / art.RETIRED_DIR
             retired.mkdir(parents=True, exist_ok=True)
-            os.replace(old_dir, retired / old_id)
+            # a job retired before, planned again since and now retired again: its earlier retirement is kept
+            kept = retired / old_id
+            n = 1
+            while kept.exists():
+                n += 1
+                kept = retired / f"{old_id}.{n}"
+            os.replace(old_dir, kept)
             event(f"job {old_id}: no job of the recipe as it is now (its concurrency or arm was taken out since); its "
-                  f"files are kept in {retired / old_id} and its result is no longer this run's")
+                  f"files are kept in {kept} and its result is no longer this run's")
             stored.superseded(old_dir)
             gone.add(old_id)
             continue
