@@ -314,7 +314,7 @@ def frontier(run: str | None, run_id: str | None, x_axis: str, mix_sources: bool
 
             meta = load_run(run_id).meta
         # the points `run --reuse` stood jobs on are in the run's series and frontiers, as its dashboard draws them
-        points += list(reused_points_of(store, meta, resolved).values())
+        points += list(reused_points_of(store, meta, resolved, gone=lambda line: click.echo(line, err=True)).values())
     from llmsweep.results.repeats import combine_repeats
 
     groups = {r.point.result_id: r for r in combine_repeats(points)}  # a point measured N times is one point

@@ -125,12 +125,11 @@ def reused_points(run: RunDir, store: Path | str | None) -> tuple[dict[str, Resu
     if store is None:
         return {}, "no results store was given to read its stored result from"
     from llmsweep.errors import LlmsweepError
+    from llmsweep.results.sides import REUSED_GONE
     from llmsweep.results.store import Store
 
     try:
         with Store(store, readonly=True) as opened:
-            return opened.reused_points(run.reused), (
-                f"the results store {opened.path} does not hold it as it was reused (the result is gone, was "
-                "measured again under another configuration since, or does not read)")
+            return opened.reused_points(run.reused), f"{REUSED_GONE} ({opened.path})"
     except LlmsweepError as exc:
         return {}, f"the results store {store} cannot be read ({exc.one_line()})"

@@ -46,11 +46,18 @@ def resolve_points(ref: str, store: Store | None,
     raise _neither(ref, store)
 
 
+REUSED_GONE = ("the results store does not hold it as it was reused (the result is gone: its run retired or "
+               "measured the job again under another configuration since; or it does not read)")
+"""Why a point `run --reuse` stood a job on is not drawn (the dashboard, `results frontier`)."""
+
+
 def reused_points_of(store: Store, meta: Mapping[str, Any], run_id: str | None,
-                     said: Callable[[str], None] | None = None) -> dict[str, ResultPoint]:
+                     said: Callable[[str], None] | None = None,
+                     gone: Callable[[str], None] | None = None) -> dict[str, ResultPoint]:
     """The stored results `run --reuse` stood a run's jobs on (`Store.reused_points`), by its job id — what its
     dashboard draws in its series beside its own; with `said`, told instead what they are and where they are listed
-    (a listing or export of the run's own results leaves them out: each result under the run that measured it)."""
+    (a listing or export of the run's own results leaves them out: each result under the run that measured it);
+    `gone` is told of the jobs whose result the store no longer holds as reused (`REUSED_GONE`), not drawn."""
     from llmsweep.results.rundir import reused_of
 
     reused = reused_of(meta)
@@ -61,7 +68,12 @@ def reused_points_of(store: Store, meta: Mapping[str, Any], run_id: str | None,
         said(f"run {run_id}: {len(reused)} job(s) stood on stored results of run(s) {', '.join(sources)} "
              f"(`run --reuse`), listed under that run, not here (`--run {sources[0]}`)")
         return {}
-    return store.reused_points(reused)
+    found = store.reused_points(reused)
+    missing = sorted(set(reused) - set(found))
+    if missing and gone is not None:
+        gone(f"run {run_id}: {len(missing)} job(s) stood on a stored result not drawn: {REUSED_GONE} "
+             f"({', '.join(missing)})")
+    return found
 
 
 def run_meta_of(ref: str, store: Store | None) -> Mapping[str, Any]:

@@ -47,6 +47,15 @@ def test_a_reused_result_measured_again_under_another_configuration_is_not_the_r
         opened.ingest_run(load_run(earlier.parent), replace=True)
         points = opened.reused_points(reused)
     assert sorted(points) == jobs[:2]
+    # `results frontier` of the reusing run says which job's point it does not draw, and why (the dashboard does;
+    # the frontier had drawn two of three points in silence)
+    with Store(store) as opened:
+        opened.ingest_run(run.path)
+    res = CliRunner().invoke(cli, ["results", "frontier", "reusing-run", "--x", "conc", "--json", "--store",
+                                   str(store)], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    assert f"1 job(s) stood on a stored result not drawn: the results store does not hold it as it was reused" \
+        in res.stderr and jobs[2] in res.stderr, res.stderr
 
 
 def test_report_with_a_reusing_run_draws_the_points_it_stood_on(tmp_path: Path) -> None:
