@@ -100,6 +100,7 @@ def hbm_share(job: Job, hw: HardwareSpec, weights: float) -> tuple[float, str]:
       "fraction the job's engine launches with (the recipe's flag, else the engine's own default from the engines "
       "catalog, else the simulator's 0.88): of HBM, or for TensorRT-LLM of the memory the weights leave")
 def hbm_fit(ctx: Context) -> Iterator[Finding]:
+    from llmsweep.catalog.precision import MODEL_DTYPE
     from llmsweep.engines import launched_job
     from llmsweep.engines.base import topology
     from llmsweep.engines.sim import kv_cache_dtype
@@ -119,15 +120,16 @@ def hbm_fit(ctx: Context) -> Iterator[Finding]:
             context = launched.max_model_len  # a recipe's context flag, else the derived isl + osl + 256
             tokens = min(model.native_context, context or KV_CONTEXT_CAP, KV_CONTEXT_CAP)
             # one request's KV sits on one DP-attention rank, split only over that rank's tp / dp GPUs
-            kv_dtype = kv_cache_dtype({name: value for _, name, value in engine_flags(job)}) or "bf16"
+            kv_dtype = kv_cache_dtype({name: value for _, name, value in engine_flags(job)}) or MODEL_DTYPE
             kv = model.kv_bytes_per_token_per_gpu(kv_dtype, job.tp // topology(job).dp_ranks) * tokens
         except LlmsweepError:
             continue
         budget, share = hbm_share(launched, hw, weights)
         if weights + kv > budget:
+            cache = f", {kv_dtype} KV cache" if kv_dtype != MODEL_DTYPE else ""
             yield ctx.hit("resources.hbm-fit", recipe, (*entry_path(recipe, job), "tp"),
                           f"{model.id} at {job.precision}: {weights / 1e9:.0f} GB weights + {kv / 1e9:.1f} GB KV "
-                          f"({tokens} tokens{', fp8 KV cache' if kv_dtype == 'fp8' else ''}) per GPU over "
+                          f"({tokens} tokens{cache}) per GPU over "
                           f"tp·pp={job.gpus} exceeds {budget / 1e9:.0f} GB "
                           f"({share})", job=job)
 
