@@ -135,10 +135,19 @@ def hbm_fit(ctx: Context) -> Iterator[Finding]:
 
 
 def _offload_gb(job: Job) -> tuple[str, float] | None:
-    """(what, GB) of host memory the recipe's own offload flags ask for, summed over ranks; None if it sets none."""
+    """(what, GB) of host memory the recipe's own offload flags ask for, summed over ranks, and vLLM's per-engine
+    sizes (`cpu_bytes_to_use`, `--kv-offloading-size`) over the engines a DP-attention launch runs: vLLM's
+    `--data-parallel-size` starts one engine per DP rank, each reading the figure as its own pool
+    (`engines.vllm.VLLMAdapter._kv_offload`). A `--kv-transfer-config` is read as a mapping or as its JSON text
+    (`catalog.engines.kv_transfer_keys`, through a MultiConnector's connectors). None if the recipe sets none."""
+    from llmsweep.catalog.engines import kv_transfer_keys
+    from llmsweep.engines.base import topology
+
     if job.serve is None:
         return None
     ranks = (job.tp or 1) * (job.pp or 1)
+    engines = topology(job).dp_ranks
+    per_engine = f" × {engines} DP engines" if engines > 1 else ""
     args = {name: value for _, name, value in engine_flags(job)}
     size = args.get("--hicache-size")
     if isinstance(size, (int, float)) and not isinstance(size, bool):
@@ -149,23 +158,34 @@ def _offload_gb(job: Job) -> tuple[str, float] | None:
             return f"LMCACHE_MAX_LOCAL_CPU_SIZE {lmcache} GB × {ranks} ranks", float(lmcache) * ranks
         except ValueError:
             return None
-    cfg = args.get("--kv-transfer-config")
-    if isinstance(cfg, dict):
-        extra = cfg.get("kv_connector_extra_config") or {}
-        per_rank = extra.get("cpu_bytes_to_use_per_rank") if isinstance(extra, dict) else None
-        if _number(per_rank):
-            return f"cpu_bytes_to_use_per_rank {per_rank:g} × {ranks} ranks", float(per_rank) * ranks / 1e9
-        cpu = extra.get("cpu_bytes_to_use") if isinstance(extra, dict) else None
-        if _number(cpu):
-            return f"cpu_bytes_to_use {cpu:g}", float(cpu) / 1e9
-    size = args.get("--kv-offloading-size")
-    if _number(size):  # vLLM's: GiB, the total over the TP ranks
-        return f"--kv-offloading-size {size:g} GiB", float(size) * 2**30 / 1e9
+    keys = kv_transfer_keys(args.get("--kv-transfer-config"))
+    per_rank = _amount(keys.get("cpu_bytes_to_use_per_rank"))
+    if per_rank is not None:
+        return f"cpu_bytes_to_use_per_rank {per_rank:g} × {ranks} ranks", per_rank * ranks / 1e9
+    cpu = _amount(keys.get("cpu_bytes_to_use"))
+    if cpu is not None:  # OffloadingConnector's: one engine's pool, over its TP × PP workers
+        return f"cpu_bytes_to_use {cpu:g}{per_engine}", cpu * engines / 1e9
+    size = _amount(args.get("--kv-offloading-size"))
+    if size is not None:  # vLLM's: GiB, one engine's total over its TP × PP ranks (its cpu_bytes_to_use)
+        return f"--kv-offloading-size {size:g} GiB{per_engine}", size * engines * 2**30 / 1e9
     return None
 
 
 def _number(value: object) -> TypeGuard[float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _amount(value: object) -> float | None:
+    """A size as the recipe writes it: a number, or a number's text (YAML 1.1 reads `1e12` as the string '1e12', and
+    a JSON config may quote it); else None."""
+    if _number(value):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return None
+    return None
 
 
 PER_RANK_GB_BACKENDS = frozenset({"hicache", "mooncake", "lmcache"})
@@ -197,14 +217,10 @@ def _offloads(job: Job) -> str | None:
 
 def _connector_names(config: object) -> list[tuple[str, object]]:
     """Every `kv_connector` of a `--kv-transfer-config` (a dict or its JSON text), through a MultiConnector's list."""
-    import json
+    from llmsweep.catalog.engines import kv_transfer_config
 
-    if isinstance(config, str):
-        try:
-            config = json.loads(config)
-        except (ValueError, RecursionError):
-            return []
-    if not isinstance(config, dict):
+    config = kv_transfer_config(config)
+    if config is None:
         return []
     out: list[tuple[str, object]] = [("kv_connector", config.get("kv_connector"))]
     extra = config.get("kv_connector_extra_config")
