@@ -103,7 +103,6 @@ def hbm_fit(ctx: Context) -> Iterator[Finding]:
     from llmsweep.catalog.precision import MODEL_DTYPE
     from llmsweep.engines import launched_job
     from llmsweep.engines.base import topology
-    from llmsweep.engines.sim import kv_cache_dtype
 
     for job, recipe in ctx.job_pairs():
         if job.multinode or job.tp is None or job.sku is None:
@@ -119,19 +118,34 @@ def hbm_fit(ctx: Context) -> Iterator[Finding]:
             weights = model.served_weight_bytes(job.precision, job.model if "/" in job.model else None) / job.gpus
             context = launched.max_model_len  # a recipe's context flag, else the derived isl + osl + 256
             tokens = min(model.native_context, context or KV_CONTEXT_CAP, KV_CONTEXT_CAP)
+            kv_dtype = _kv_dtype(job)
             # one request's KV sits on one DP-attention rank, split only over that rank's tp / dp GPUs
-            kv_dtype = kv_cache_dtype({name: value for _, name, value in engine_flags(job)}) or MODEL_DTYPE
-            kv = model.kv_bytes_per_token_per_gpu(kv_dtype, job.tp // topology(job).dp_ranks) * tokens
+            kv = model.kv_bytes_per_token_per_gpu(kv_dtype, job.tp // topology(job).dp_ranks) * tokens \
+                if kv_dtype is not None else 0
         except LlmsweepError:
             continue
         budget, share = hbm_share(launched, hw, weights)
         if weights + kv > budget:
             cache = f", {kv_dtype} KV cache" if kv_dtype != MODEL_DTYPE else ""
+            kv_said = (f"{kv / 1e9:.1f} GB KV ({tokens} tokens{cache})" if kv_dtype is not None
+                       else "its KV (not costed: its --kv-cache-dtype has no known size)")
             yield ctx.hit("resources.hbm-fit", recipe, (*entry_path(recipe, job), "tp"),
-                          f"{model.id} at {job.precision}: {weights / 1e9:.0f} GB weights + {kv / 1e9:.1f} GB KV "
-                          f"({tokens} tokens{cache}) per GPU over "
+                          f"{model.id} at {job.precision}: {weights / 1e9:.0f} GB weights + {kv_said} per GPU over "
                           f"tp·pp={job.gpus} exceeds {budget / 1e9:.0f} GB "
                           f"({share})", job=job)
+
+
+def _kv_dtype(job: Job) -> str | None:
+    """The KV cache the job's flags ask for, as `resources.hbm-fit` sizes it (`engines.sim.kv_cache_dtype`; the
+    model's dtype when they set none); None for a spelling of no known size (`serve.flag-value` names it), whose KV
+    is then not costed rather than costed as bf16."""
+    from llmsweep.catalog.precision import MODEL_DTYPE
+    from llmsweep.engines.sim import kv_cache_dtype
+
+    try:
+        return kv_cache_dtype({name: value for _, name, value in engine_flags(job)}) or MODEL_DTYPE
+    except ConfigError:
+        return None
 
 
 def _offload_gb(job: Job) -> tuple[str, float] | None:

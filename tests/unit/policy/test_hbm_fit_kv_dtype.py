@@ -86,3 +86,12 @@ def test_a_sim_recipe_with_a_kv_dtype_of_no_known_size_is_refused(tmp_path: Path
         "lmsysorg/sglang-rocm:v0.5.16-rocm720-mi30x-20260730", "ghcr.io/llmsweep/sim:latest"), encoding="utf-8")
     (hit,) = [f for f in validate_files([path]).findings if f.rule == "serve.render-failed"]
     assert hit.is_error and "unknown KV-cache dtype 'turboquant_k8v4'" in hit.message
+
+
+def test_weights_over_hbm_are_still_said_when_the_kv_dtype_has_no_known_size(tmp_path: Path) -> None:
+    """Its KV is not costed (neither as bf16 nor skipped with the weights): 198 GB of weights alone exceed 175 GB."""
+    path = tmp_path / "r.yaml"
+    path.write_text(RECIPE.format(framework="sglang", dtype="turboquant_k8v4"), encoding="utf-8")
+    (hit,) = [f for f in validate_files([path]).findings if f.rule == "resources.hbm-fit"]
+    assert "198 GB weights + its KV (not costed: its --kv-cache-dtype has no known size) per GPU" in hit.message, \
+        hit.message
