@@ -512,17 +512,26 @@ def check_launch(
     return out
 
 
-def kv_transfer_keys(config: Any) -> dict[str, Any]:
-    """Every key of a `--kv-transfer-config` (a dict, or its JSON text) with its value: the top-level keys and those
-    of `kv_connector_extra_config`, through a MultiConnector's `connectors` too. Not JSON, or not an object: {}."""
+def kv_transfer_config(config: Any) -> Mapping[str, Any] | None:
+    """A `--kv-transfer-config` as the mapping vLLM reads: a recipe's YAML mapping as it is, or the JSON text vLLM's
+    CLI takes (`'{"kv_connector":"OffloadingConnector",...}'`) parsed. Not JSON, or not an object: None. The one
+    reader of both spellings: a rule reading only the mapping passed the same config written as JSON text."""
     import json
 
     if isinstance(config, str):
         try:
             config = json.loads(config)
         except (ValueError, RecursionError):  # RecursionError: JSON nested past the decoder's depth
-            return {}
-    if not isinstance(config, Mapping):
+            return None
+    return config if isinstance(config, Mapping) else None
+
+
+def kv_transfer_keys(config: Any) -> dict[str, Any]:
+    """Every key of a `--kv-transfer-config` (a dict, or its JSON text: :func:`kv_transfer_config`) with its value:
+    the top-level keys and those of `kv_connector_extra_config`, through a MultiConnector's `connectors` too. Not
+    JSON, or not an object: {}."""
+    config = kv_transfer_config(config)
+    if config is None:
         return {}
     keys: dict[str, Any] = {}
     for key, value in config.items():

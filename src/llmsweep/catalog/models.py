@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from llmsweep.catalog.precision import FORMATS, NAME_ALTERNATION, named_format
+from llmsweep.catalog.precision import FORMATS, NAME_ALTERNATION, kv_bytes_per_element, named_format
 from llmsweep.catalog.sources import Origin, build_models, cached, catalog_dirs, entry_fix
 from llmsweep.errors import ConfigError
 
@@ -28,23 +28,6 @@ ContextClass = Literal["1m", "256k"]
 #: Bytes per parameter of a weight format (`catalog.precision`). Real checkpoints keep embeddings, norms and often
 #: attention in higher precision, so weight_bytes() is a lower bound for quantised ids.
 WEIGHT_BYTES_PER_PARAM: dict[str, float] = {name: f.bytes_per_param for name, f in FORMATS.items()}
-
-#: Bytes per element of a KV-cache dtype (engine spellings included: vLLM ``auto``, ``fp8_e4m3``…).
-KV_BYTES_PER_ELEMENT: dict[str, float] = {
-    "auto": 2.0,
-    "bf16": 2.0,
-    "bfloat16": 2.0,
-    "fp16": 2.0,
-    "float16": 2.0,
-    "fp32": 4.0,
-    "float32": 4.0,
-    "fp8": 1.0,
-    "fp8_e4m3": 1.0,
-    "fp8_e5m2": 1.0,
-    "fp8_e4m3fn": 1.0,
-    "nvfp4": 0.5625,
-    "fp4": 0.5625,
-}
 
 _VARIANT_SUFFIX = re.compile(rf"(?:[-_](?:{NAME_ALTERNATION}|preview|v\d+|dynamic))+$")
 
@@ -228,7 +211,7 @@ class ModelSpec(BaseModel):
         GQA: 2 (K and V) x full-attention layers x KV heads x head dim; MLA: layers x (latent + rope key). Linear
         attention layers add nothing per token (see :meth:`linear_state_bytes_per_sequence`).
         """
-        per_elem = _bytes(KV_BYTES_PER_ELEMENT, dtype, "KV-cache")
+        per_elem = kv_bytes_per_element(dtype)
         a = self.attention
         if a.kind == "mla":
             elems = self.full_attention_layers * (a.kv_lora_rank or 0) + self.full_attention_layers * (
@@ -246,7 +229,7 @@ class ModelSpec(BaseModel):
         a = self.attention
         if a.kind == "mla":
             return self.kv_bytes_per_token(dtype)
-        per_elem = _bytes(KV_BYTES_PER_ELEMENT, dtype, "KV-cache")
+        per_elem = kv_bytes_per_element(dtype)
         heads_per_gpu = math.ceil((a.kv_heads or 0) / tp)
         return math.ceil(2 * self.full_attention_layers * heads_per_gpu * (a.head_dim or 0) * per_elem)
 
@@ -258,8 +241,8 @@ class ModelSpec(BaseModel):
         state = la.layers * la.value_heads * la.key_head_dim * la.value_head_dim
         conv_width = 2 * la.key_heads * la.key_head_dim + la.value_heads * la.value_head_dim
         conv = la.layers * (la.conv_kernel - 1) * conv_width
-        return math.ceil(state * _bytes(KV_BYTES_PER_ELEMENT, state_dtype, "state")) + math.ceil(
-            conv * _bytes(KV_BYTES_PER_ELEMENT, conv_dtype, "state")
+        return math.ceil(state * kv_bytes_per_element(state_dtype)) + math.ceil(
+            conv * kv_bytes_per_element(conv_dtype)
         )
 
     def weight_bytes(self, dtype: str | None = None) -> int:

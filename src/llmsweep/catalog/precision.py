@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 
 from llmsweep.catalog.hardware import Precision
+from llmsweep.errors import ConfigError
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,3 +109,56 @@ def weight_format(name: str) -> WeightFormat | None:
 
 def known_names() -> str:
     return ", ".join(FORMATS)
+
+
+MODEL_DTYPE = "bf16"
+"""The dtype a model's activations, and a KV cache an engine keeps at `auto`, take: every checkpoint the catalog lists
+says `torch_dtype: bfloat16` in its config, the FP8 and FP4 ones included (their weights are quantised, their KV is
+not unless `--kv-cache-dtype` says so)."""
+
+KV_CACHE_SPELLINGS: dict[str, str] = {
+    "bf16": "bf16", "bfloat16": "bf16", "fp16": "fp16", "float16": "fp16", "fp32": "fp32", "float32": "fp32",
+    "fp8": "fp8", "fp8_e4m3": "fp8", "fp8_e4m3fn": "fp8", "fp8_e5m2": "fp8", "fp8_inc": "fp8", "int8": "int8",
+    "mxfp8": "mxfp8", "nvfp4": "nvfp4", "nvfp4_4over6": "nvfp4", "mxfp4": "mxfp4", "fp4": "fp4",
+    "fp4_e2m1": "fp4", "fp4_mx_block16": "fp4",
+}
+"""An engine's `--kv-cache-dtype` spelling -> the weight format (:data:`FORMATS`) whose bytes per value, block scales
+included, one KV element takes. SGLang (server_args.py choices): fp8_e4m3/fp8_e5m2, mxfp8 (E8M0 scale per 32),
+nvfp4 (FP8 scale per 16), fp4_e2m1 and fp4_mx_block16 (4-bit values with a one-byte scale per 16: its
+`MHATokenToKVPoolFP4`), bf16/bfloat16. vLLM (`CacheDType`): fp8 (= fp8_e4m3), fp8_e5m2, fp8_inc, bfloat16,
+float16, int8, nvfp4 and nvfp4_4over6 (the NVFP4 layout). `auto` is the model's dtype (:func:`kv_cache_format`)."""
+
+KV_CACHE_OWN_LAYOUTS: dict[str, float] = {"fp8_ds_mla": 656 / 576}
+"""KV dtypes with a layout of their own, in bytes per element: vLLM's `fp8_ds_mla` (DeepSeek-V3.2's sparse MLA)
+keeps a token's 576 latent values in 656 bytes (512 FP8 values, four FP32 scales, 64 BF16 rope values)."""
+
+
+@dataclass(frozen=True, slots=True)
+class KvCacheFormat:
+    name: str
+    """What the simulator's `--kv-dtype` takes and a finding calls it: the weight format whose bytes it takes (`fp8`
+    for fp8_e4m3, `fp4` for fp4_e2m1, the model's dtype for `auto`), else the spelling of its own layout."""
+    bytes_per_element: float
+    """Block scales included (mxfp8 1.03, nvfp4 0.56, mxfp4 0.53)."""
+
+
+def kv_cache_format(spelling: str, model_dtype: str = MODEL_DTYPE) -> KvCacheFormat:
+    """The KV cache an engine's `--kv-cache-dtype` value (any case) keeps: `auto` is `model_dtype`'s. Raises
+    ConfigError for a spelling of no known size: it is not read as bf16 (mxfp8, nvfp4 and fp4_e2m1 had been sized as
+    bf16 by the simulator and the HBM-fit check, twice to four times their bytes)."""
+    key = spelling.strip().lower()
+    if key == "auto":
+        key = model_dtype.strip().lower()
+    own = KV_CACHE_OWN_LAYOUTS.get(key)
+    if own is not None:
+        return KvCacheFormat(key, own)
+    fmt = FORMATS.get(KV_CACHE_SPELLINGS.get(key, ""))
+    if fmt is None:
+        raise ConfigError(f"unknown KV-cache dtype {spelling!r}: its bytes per element are not known",
+                          fix=f"use one of: auto, {', '.join([*KV_CACHE_SPELLINGS, *KV_CACHE_OWN_LAYOUTS])}")
+    return KvCacheFormat(fmt.name, fmt.bytes_per_param)
+
+
+def kv_bytes_per_element(spelling: str, model_dtype: str = MODEL_DTYPE) -> float:
+    """Bytes one KV element of `spelling` takes (:func:`kv_cache_format`)."""
+    return kv_cache_format(spelling, model_dtype).bytes_per_element

@@ -70,7 +70,8 @@ def sim() -> None:
 @click.option("--port", default=8000, show_default=True, type=BIND_PORT, help="Port to bind (0 = any free port).")
 @field_option("--precision", source=(EngineConfig, "precision"), show_default=True,
               help="Weight/compute precision (bf16, fp8, fp4).")
-@field_option("--kv-dtype", source=(EngineConfig, "kv_dtype"), show_default=True, help="KV-cache dtype (bf16, fp8).")
+@field_option("--kv-dtype", source=(EngineConfig, "kv_dtype"), show_default=True,
+              help="KV-cache dtype, as an engine spells it (bf16, fp8, fp8_e4m3, mxfp8, nvfp4, fp4_e2m1, auto).")
 @option("spec_method", type=click.Choice(["mtp", "eagle", "eagle3", "draft_model", "ngram"]), default=None,
         help="Speculative decoding method (off when absent).")
 @option("spec_k", default=3, show_default=True, type=click.IntRange(1, MAX_SPEC_K), help="Draft tokens per step.")

@@ -258,11 +258,15 @@ MODELLED: frozenset[str] = frozenset({*TRANSLATED, *CONTEXT_FLAGS, "--kv-cache-d
 
 
 def kv_cache_dtype(args: dict[str, Any]) -> str | None:
-    """The KV-cache dtype a recipe's flags ask for, as the simulator and the HBM-fit rule size it (`fp8` for any
-    `fp8*` spelling, else `bf16`); None when they set none (the engine's default: the model's dtype)."""
+    """The KV-cache dtype a recipe's flags ask for, as the simulator and the HBM-fit rule size it: the name of its
+    format (`catalog.precision.kv_cache_format`: `fp8` for fp8_e4m3, `mxfp8`, `nvfp4`, `fp4` for fp4_e2m1, the
+    model's dtype for `auto`); None when they set none (the engine's default: the model's dtype). Raises ConfigError
+    for a spelling of no known size, which is never read as bf16."""
+    from llmsweep.catalog.precision import kv_cache_format
+
     for flag, value in args.items():
         if norm_flag(flag) == "--kv-cache-dtype" and isinstance(value, str):
-            return "fp8" if value.lower().startswith("fp8") else "bf16"
+            return kv_cache_format(value).name
     return None
 
 

@@ -100,9 +100,9 @@ def hbm_share(job: Job, hw: HardwareSpec, weights: float) -> tuple[float, str]:
       "fraction the job's engine launches with (the recipe's flag, else the engine's own default from the engines "
       "catalog, else the simulator's 0.88): of HBM, or for TensorRT-LLM of the memory the weights leave")
 def hbm_fit(ctx: Context) -> Iterator[Finding]:
+    from llmsweep.catalog.precision import MODEL_DTYPE
     from llmsweep.engines import launched_job
     from llmsweep.engines.base import topology
-    from llmsweep.engines.sim import kv_cache_dtype
 
     for job, recipe in ctx.job_pairs():
         if job.multinode or job.tp is None or job.sku is None:
@@ -118,25 +118,50 @@ def hbm_fit(ctx: Context) -> Iterator[Finding]:
             weights = model.served_weight_bytes(job.precision, job.model if "/" in job.model else None) / job.gpus
             context = launched.max_model_len  # a recipe's context flag, else the derived isl + osl + 256
             tokens = min(model.native_context, context or KV_CONTEXT_CAP, KV_CONTEXT_CAP)
+            kv_dtype = _kv_dtype(job)
             # one request's KV sits on one DP-attention rank, split only over that rank's tp / dp GPUs
-            kv_dtype = kv_cache_dtype({name: value for _, name, value in engine_flags(job)}) or "bf16"
-            kv = model.kv_bytes_per_token_per_gpu(kv_dtype, job.tp // topology(job).dp_ranks) * tokens
+            kv = model.kv_bytes_per_token_per_gpu(kv_dtype, job.tp // topology(job).dp_ranks) * tokens \
+                if kv_dtype is not None else 0
         except LlmsweepError:
             continue
         budget, share = hbm_share(launched, hw, weights)
         if weights + kv > budget:
+            cache = f", {kv_dtype} KV cache" if kv_dtype != MODEL_DTYPE else ""
+            kv_said = (f"{kv / 1e9:.1f} GB KV ({tokens} tokens{cache})" if kv_dtype is not None
+                       else "its KV (not costed: its --kv-cache-dtype has no known size)")
             yield ctx.hit("resources.hbm-fit", recipe, (*entry_path(recipe, job), "tp"),
-                          f"{model.id} at {job.precision}: {weights / 1e9:.0f} GB weights + {kv / 1e9:.1f} GB KV "
-                          f"({tokens} tokens{', fp8 KV cache' if kv_dtype == 'fp8' else ''}) per GPU over "
+                          f"{model.id} at {job.precision}: {weights / 1e9:.0f} GB weights + {kv_said} per GPU over "
                           f"tp·pp={job.gpus} exceeds {budget / 1e9:.0f} GB "
                           f"({share})", job=job)
 
 
+def _kv_dtype(job: Job) -> str | None:
+    """The KV cache the job's flags ask for, as `resources.hbm-fit` sizes it (`engines.sim.kv_cache_dtype`; the
+    model's dtype when they set none); None for a spelling of no known size (`serve.flag-value` names it), whose KV
+    is then not costed rather than costed as bf16."""
+    from llmsweep.catalog.precision import MODEL_DTYPE
+    from llmsweep.engines.sim import kv_cache_dtype
+
+    try:
+        return kv_cache_dtype({name: value for _, name, value in engine_flags(job)}) or MODEL_DTYPE
+    except ConfigError:
+        return None
+
+
 def _offload_gb(job: Job) -> tuple[str, float] | None:
-    """(what, GB) of host memory the recipe's own offload flags ask for, summed over ranks; None if it sets none."""
+    """(what, GB) of host memory the recipe's own offload flags ask for, summed over ranks, and vLLM's per-engine
+    sizes (`cpu_bytes_to_use`, `--kv-offloading-size`) over the engines a DP-attention launch runs: vLLM's
+    `--data-parallel-size` starts one engine per DP rank, each reading the figure as its own pool
+    (`engines.vllm.VLLMAdapter._kv_offload`). A `--kv-transfer-config` is read as a mapping or as its JSON text
+    (`catalog.engines.kv_transfer_keys`, through a MultiConnector's connectors). None if the recipe sets none."""
+    from llmsweep.catalog.engines import kv_transfer_keys
+    from llmsweep.engines.base import topology
+
     if job.serve is None:
         return None
     ranks = (job.tp or 1) * (job.pp or 1)
+    engines = topology(job).dp_ranks
+    per_engine = f" × {engines} DP engines" if engines > 1 else ""
     args = {name: value for _, name, value in engine_flags(job)}
     size = args.get("--hicache-size")
     if isinstance(size, (int, float)) and not isinstance(size, bool):
@@ -147,23 +172,34 @@ def _offload_gb(job: Job) -> tuple[str, float] | None:
             return f"LMCACHE_MAX_LOCAL_CPU_SIZE {lmcache} GB × {ranks} ranks", float(lmcache) * ranks
         except ValueError:
             return None
-    cfg = args.get("--kv-transfer-config")
-    if isinstance(cfg, dict):
-        extra = cfg.get("kv_connector_extra_config") or {}
-        per_rank = extra.get("cpu_bytes_to_use_per_rank") if isinstance(extra, dict) else None
-        if _number(per_rank):
-            return f"cpu_bytes_to_use_per_rank {per_rank:g} × {ranks} ranks", float(per_rank) * ranks / 1e9
-        cpu = extra.get("cpu_bytes_to_use") if isinstance(extra, dict) else None
-        if _number(cpu):
-            return f"cpu_bytes_to_use {cpu:g}", float(cpu) / 1e9
-    size = args.get("--kv-offloading-size")
-    if _number(size):  # vLLM's: GiB, the total over the TP ranks
-        return f"--kv-offloading-size {size:g} GiB", float(size) * 2**30 / 1e9
+    keys = kv_transfer_keys(args.get("--kv-transfer-config"))
+    per_rank = _amount(keys.get("cpu_bytes_to_use_per_rank"))
+    if per_rank is not None:
+        return f"cpu_bytes_to_use_per_rank {per_rank:g} × {ranks} ranks", per_rank * ranks / 1e9
+    cpu = _amount(keys.get("cpu_bytes_to_use"))
+    if cpu is not None:  # OffloadingConnector's: one engine's pool, over its TP × PP workers
+        return f"cpu_bytes_to_use {cpu:g}{per_engine}", cpu * engines / 1e9
+    size = _amount(args.get("--kv-offloading-size"))
+    if size is not None:  # vLLM's: GiB, one engine's total over its TP × PP ranks (its cpu_bytes_to_use)
+        return f"--kv-offloading-size {size:g} GiB{per_engine}", size * engines * 2**30 / 1e9
     return None
 
 
 def _number(value: object) -> TypeGuard[float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _amount(value: object) -> float | None:
+    """A size as the recipe writes it: a number, or a number's text (YAML 1.1 reads `1e12` as the string '1e12', and
+    a JSON config may quote it); else None."""
+    if _number(value):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return None
+    return None
 
 
 PER_RANK_GB_BACKENDS = frozenset({"hicache", "mooncake", "lmcache"})
@@ -195,14 +231,10 @@ def _offloads(job: Job) -> str | None:
 
 def _connector_names(config: object) -> list[tuple[str, object]]:
     """Every `kv_connector` of a `--kv-transfer-config` (a dict or its JSON text), through a MultiConnector's list."""
-    import json
+    from llmsweep.catalog.engines import kv_transfer_config
 
-    if isinstance(config, str):
-        try:
-            config = json.loads(config)
-        except (ValueError, RecursionError):
-            return []
-    if not isinstance(config, dict):
+    config = kv_transfer_config(config)
+    if config is None:
         return []
     out: list[tuple[str, object]] = [("kv_connector", config.get("kv_connector"))]
     extra = config.get("kv_connector_extra_config")

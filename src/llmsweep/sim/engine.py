@@ -44,7 +44,9 @@ class EngineConfig(BaseModel):
         "pools together and a step waits for the busiest rank's KV reads; 1 = attention over the whole TP group. "
         "The running cap and step budget stay the engine's (the ranks' together).")
     precision: str = Field("bf16", description="Weight/compute precision: bf16, fp8, fp4.")
-    kv_dtype: str = Field("bf16", description="KV-cache dtype: bf16 or fp8.")
+    kv_dtype: str = Field("bf16", description="KV-cache dtype, in any engine's `--kv-cache-dtype` spelling "
+                          "(bf16, fp8, fp8_e4m3, mxfp8, nvfp4, fp4_e2m1, auto; catalog.precision."
+                          "KV_CACHE_SPELLINGS): its bytes per element, block scales included, size the KV pool.")
     engine_style: Literal["sglang", "vllm"] = Field("sglang", description="Whose metric names and log lines to mimic.")
     mem_fraction_static: float = Field(0.88, gt=0, le=1, description="Share of HBM for weights + KV pool.")
     max_running_requests: int = Field(256, ge=1, description="Most requests decoding at once.")

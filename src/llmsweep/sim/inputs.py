@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from llmsweep.catalog.hardware import HARDWARE_FILE, HARDWARE_KEY, HardwareSpec, all_hardware, find_hardware
 from llmsweep.catalog.models import MODEL_KEY, MODELS_FILE, ModelSpec, all_models, find_model
+from llmsweep.catalog.precision import kv_bytes_per_element
 from llmsweep.catalog.sources import entry_fix
 from llmsweep.errors import ConfigError
 from llmsweep.sim.perf import GB, PerfInputs
@@ -44,19 +45,12 @@ MODEL_ALIASES = {"qwen3.5": "qwen3.5-397b-a17b", "qwen/qwen3.5-397b-a17b": "qwen
 
 def _weight_format_of(name: str | None) -> WeightFormat | None:
     """The weight format `name` names in the one table of formats (`catalog.precision`), None for one it does not
-    know. An engine's KV dtype spelling (`fp8_e4m3`, `fp8_e5m2`) is its family's."""
+    know; a quantisation tool's spelling (`e4m3`) is its family's."""
     from llmsweep.catalog.precision import format_named_in, weight_format
 
     if not name:
         return None
     return weight_format(name) or weight_format(format_named_in(name) or "")
-
-
-def _bytes_per_value(name: str | None, default: float | None = 2.0) -> float | None:
-    """Bytes one weight (or KV value) of format `name` takes, block scales included (`_weight_format_of`): `default`
-    for a name the table does not know."""
-    fmt = _weight_format_of(name)
-    return fmt.bytes_per_param if fmt is not None else default
 
 
 def simulated_gpu(sku: str) -> HardwareSpec | None:
@@ -139,8 +133,10 @@ def perf_inputs(
 ) -> PerfInputs:
     """PerfInputs for (model, hardware): the catalogs (built-in figures for the test models), then `overrides`.
 
-    `precision` picks the weight bytes and the FLOP/s column; `kv_dtype` (default bf16, fp8 halves it) scales the KV
-    bytes per token. Raises ConfigError naming what is missing and how to supply it.
+    `precision` picks the weight bytes and the FLOP/s column; `kv_dtype` (an engine's `--kv-cache-dtype` spelling;
+    default the model's dtype, bf16) scales the KV bytes per token by its bytes per element
+    (`catalog.precision.kv_bytes_per_element`: fp8 halves it, nvfp4 takes 0.28 of it). Raises ConfigError naming what
+    is missing and how to supply it, or a KV dtype of no known size.
     """
     precision = precision.lower()
     overrides = dict(overrides or {})
@@ -168,7 +164,7 @@ def perf_inputs(
         # Weights as the launch stores them (the checkpoint's format where smaller); the precision still picks the
         # FLOP/s.
         bpp = spec.served_bytes_per_param(fmt.name, model if "/" in model else None)
-    kv_scale = (_bytes_per_value(kv_dtype or "bf16") or 2.0) / 2.0
+    kv_scale = kv_bytes_per_element(kv_dtype or "auto") / kv_bytes_per_element("bf16")  # its figure is bf16's
     values: dict[str, Any] = {"hardware": hardware, "model": model, "bytes_per_param": bpp}
     if hw is not None:
         values.update(hbm_bytes=hw["hbm_gb"] * GB, hbm_bw=hw["hbm_bw_tbs"] * 1e12, flops=hw["tflops"] * 1e12,
