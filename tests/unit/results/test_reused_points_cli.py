@@ -54,7 +54,7 @@ def test_a_reused_result_measured_again_under_another_configuration_is_not_the_r
     res = CliRunner().invoke(cli, ["results", "frontier", "reusing-run", "--x", "conc", "--json", "--store",
                                    str(store)], catch_exceptions=False)
     assert res.exit_code == 0, res.output
-    assert f"1 job(s) stood on a stored result not drawn: the results store does not hold it as it was reused" \
+    assert "1 job(s) stood on a stored result not drawn: the results store does not hold it as it was reused" \
         in res.stderr and jobs[2] in res.stderr, res.stderr
 
 
