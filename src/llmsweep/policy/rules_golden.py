@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from llmsweep.catalog.golden import AcceptanceResolution, resolve_acceptance
+from llmsweep.catalog.golden import AcceptanceResolution, GoldenCurve, other_drafters_curve, resolve_acceptance
 from llmsweep.engine_ids import acceptance_knobs
 from llmsweep.findings import Finding, Severity
 from llmsweep.plan.job import Job
 from llmsweep.policy.context import Context, engine_flags, entry_path, serve_arg_path, serve_env_path
 from llmsweep.policy.registry import rule
 from llmsweep.spec.recipe import Recipe
+from llmsweep.spec.serve import SpecDecoding
 from llmsweep.spec.workload import ScenarioId
 
 SYNTHETIC_ENV = tuple(sorted(acceptance_knobs(simulated=False).env))
@@ -45,6 +46,8 @@ def missing(ctx: Context) -> Iterator[Finding]:
         acc = job.acceptance
         if not _pins_synthetic(job) or sd is None or (acc is not None and (acc.golden is not None or acc.cited)):
             continue
+        if _other_drafters_curve(recipe, sd) is not None:
+            continue  # golden-al.curve-drafter says why no curve answers
         named = f" (its curve named by `{sd.curve_selector}`: no curve measured that drafter or variant)" \
             if sd.curve_selector else ""
         yield ctx.hit("golden-al.missing", recipe, ("serve", "spec-decoding", "num-steps"),
@@ -78,7 +81,40 @@ def _pinned_golden(job: Job, recipe: Recipe) -> AcceptanceResolution | None:
     if sd is None or acc is None or acc.source != "golden" or sd.num_steps is None:
         return None
     return resolve_acceptance(recipe.model_prefix, recipe.model, recipe.precision, sd.method, sd.thinking,
-                              sd.num_steps, draft_model=sd.curve_selector)
+                              sd.num_steps, draft_model=sd.curve_selector, served_draft=sd.curve_drafter)
+
+
+def _other_drafters_curve(recipe: Recipe, sd: SpecDecoding) -> GoldenCurve | None:
+    """The curve `golden-curve` names when it measured another drafter than `draft-model` launches (no AL is pinned
+    from it: `catalog.golden.drafter_conflict`)."""
+    return other_drafters_curve(recipe.model_prefix, sd.method, recipe.model, sd.golden_curve, sd.curve_drafter)
+
+
+@rule("golden-al.curve-drafter", Severity.ERROR,
+      "serve.spec-decoding.golden-curve names a curve measured on another drafter than the draft-model launched",
+      "delete `golden-curve` (the draft model picks its own drafter's curve), or launch the drafter the curve "
+      "measured as `draft-model`",
+      "golden curves are keyed per drafter (MiniMax-M3 EAGLE3 K=3: 2.83 for Inferact/MiniMax-M3-EAGLE3, 2.78 for "
+      "its GQA heads); `golden-curve` chooses among one drafter's sampling variants (Kimi-K3 DSpark)")
+def curve_drafter(ctx: Context) -> Iterator[Finding]:
+    from llmsweep.catalog.golden import reference_curve
+
+    for job, recipe in ctx.runnable_pairs():
+        sd = job.serve.spec_decoding if job.serve else None
+        if sd is None or job.spec_decoding == "none":
+            continue
+        named = _other_drafters_curve(recipe, sd)
+        if named is None:
+            continue
+        own = reference_curve(recipe.model_prefix, sd.method, recipe.model, sd.draft_model)
+        keep = f"delete `golden-curve` (the launched drafter's own curve is {own.id})" if own is not None else \
+            f"delete `golden-curve` (no curve measured {sd.draft_model}: pin the AL you measured as " \
+            "`acceptance-length` with its `acceptance-length-source`)"
+        yield ctx.hit("golden-al.curve-drafter", recipe, ("serve", "spec-decoding", "golden-curve"),
+                      f"golden-curve `{sd.golden_curve}` is curve {named.id}, measured on drafter {named.draft_model}, "
+                      f"but draft-model launches {sd.draft_model}: its AL is another drafter's, and none is pinned",
+                      job=job, fix=f"{keep}, or launch `draft-model: {named.draft_model}`, the drafter the curve "
+                      "measured (a draft model at a local path is taken as the curve's drafter)")
 
 
 @rule("golden-al.variant", Severity.WARNING,
@@ -188,7 +224,7 @@ def precision_provenance(ctx: Context) -> Iterator[Finding]:
                 or job.eval_only:
             continue
         res = resolve_acceptance(recipe.model_prefix, recipe.model, recipe.precision, sd.method, sd.thinking,
-                                 sd.num_steps, draft_model=sd.curve_selector)
+                                 sd.num_steps, draft_model=sd.curve_selector, served_draft=sd.curve_drafter)
         if res is None or not res.precision_mismatch():  # the served format: the model id's, else `precision`
             continue
         served = res.served_precision or recipe.precision

@@ -341,6 +341,12 @@ class SpecDecoding(StrictInput):
         """What picks among a model family's golden curves: `golden-curve`, else the draft model."""
         return self.golden_curve or self.draft_model
 
+    @property
+    def curve_drafter(self) -> str | None:
+        """The drafter the curve `golden-curve` selects must have measured: the launched `draft-model` (None where the
+        draft model itself selects the curve, or none is named). A curve of another drafter pins no AL for it."""
+        return self.draft_model if self.golden_curve else None
+
     @field_validator("draft_model", mode="after")
     @classmethod
     def _draft_not_a_flag(cls, value: str | None) -> str | None:
