@@ -99,6 +99,26 @@ def test_a_none_arm_that_offloads_is_refused_and_a_vllm_offload_size_counts(tmp_
     assert len(hits) == 1 and "--kv-offloading-size 5000 GiB" in hits[0], hits
 
 
+def test_lmcache_tuning_on_a_none_arm_is_no_offload_and_its_cpu_switch_is(tmp_path: Path) -> None:
+    """A kvnone arm beside an lmcache arm, sharing `serve.env: {LMCACHE_CHUNK_SIZE: "256"}`, had been refused as
+    keeping KV in host memory: without an LMCache connector in its launch no LMCache runs. `LMCACHE_LOCAL_CPU` true
+    (LMCache's own CPU-pool switch) and SGLang's `--enable-lmcache` connector are offload."""
+    arms = ("{ tp: 8, kv-offloading: none, conc-list: [4] }\n      - { tp: 8, kv-offloading: dram, "
+            "kv-offload-backend: { name: lmcache, version: '0.5.3' }, conc-list: [4] }")
+    tuned = recipe("vllm", "vllm/vllm-openai:v0.26.0", arm=arms, serve="    env: { LMCACHE_CHUNK_SIZE: '256' }\n")
+    assert len(jobs(tmp_path, tuned)) == 2
+    assert findings(tmp_path, tuned, "kv-offload.none-arm") == []
+    switched = tuned.replace("LMCACHE_CHUNK_SIZE: '256'", "LMCACHE_LOCAL_CPU: 'True'")
+    hits = findings(tmp_path, switched, "kv-offload.none-arm")
+    assert len(hits) == 1 and "`LMCACHE_LOCAL_CPU` keeps KV in host memory" in hits[0], hits
+    assert findings(tmp_path, tuned.replace("LMCACHE_CHUNK_SIZE: '256'", "LMCACHE_LOCAL_CPU: 'False'"),
+                    "kv-offload.none-arm") == []
+    sgl = recipe("sglang", "lmsysorg/sglang:v0.5.17-cu130", arm="{ tp: 8, kv-offloading: none, conc-list: [4] }",
+                 serve="    args: { --enable-lmcache: true }\n", **KIMI)
+    hits = findings(tmp_path, sgl, "kv-offload.none-arm")
+    assert len(hits) == 1 and "--enable-lmcache" in hits[0], hits
+
+
 def test_an_ep_the_engine_cannot_size_is_refused(tmp_path: Path) -> None:
     for framework, image in (("vllm", "vllm/vllm-openai:v0.26.0"), ("atom", "rocm/atom:v0.1.3")):
         for ep, refused in ((2, True), (8, False), (1, False)):
