@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from llmsweep.catalog.golden import AcceptanceResolution, GoldenCurve, other_drafters_curve, resolve_acceptance
+from llmsweep.catalog.models import ModelSpec, find_model
 from llmsweep.engine_ids import acceptance_knobs
 from llmsweep.findings import Finding, Severity
 from llmsweep.plan.job import Job
@@ -61,17 +62,31 @@ def missing(ctx: Context) -> Iterator[Finding]:
       "`acceptance-length` with its `acceptance-length-source`",
       "golden curves are keyed per model (core spec §5.2); a prefix borrowed from another family borrows its AL")
 def other_model(ctx: Context) -> Iterator[Finding]:
-    from llmsweep.catalog.models import find_model
-
     for job, recipe in ctx.runnable_pairs():
         served = find_model(recipe.model)
         res = _pinned_golden(job, recipe) if served is not None else None
-        if served is None or res is None or res.model_prefix == served.prefix:
+        if served is None or res is None or _measured_on_served(res, recipe, served):
             continue
         yield ctx.hit("golden-al.other-model", recipe, ("model-prefix",),
                       f"golden AL {res.value:g} is {res.model_prefix}'s curve ({res.curve}, measured on "
                       f"{res.checkpoint}), but the recipe serves {recipe.model}, a {served.prefix} model: the pin is "
                       "another model's acceptance", job=job)
+
+
+def _measured_on_served(res: AcceptanceResolution, recipe: Recipe, served: ModelSpec) -> bool:
+    """Whether the curve `res` answers from measured the model the recipe serves: its family's curve (the served
+    model's catalogue prefix); else whose checkpoint the curve body names, where the catalogue knows it (the model key
+    `llmsweep al collect` writes: ``llama-1b`` for ``llmsweep/llama-1b``); else a curve under the recipe's own
+    `model-prefix`, where that prefix names no other catalogued model (a curve is found through a prefix for the model
+    the recipe serves under it). A prefix that is another catalogued model's (Qwen3-30B-A3B under `qwen3.5`) borrows
+    that model's curve."""
+    if res.model_prefix == served.prefix:
+        return True
+    measured = find_model(res.checkpoint)
+    if measured is not None:
+        return measured.id == served.id
+    named = find_model(recipe.model_prefix)
+    return res.model_prefix == recipe.model_prefix.strip().lower() and (named is None or named.id == served.id)
 
 
 def _pinned_golden(job: Job, recipe: Recipe) -> AcceptanceResolution | None:
