@@ -9,7 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from llmsweep.catalog.golden import AcceptanceResolution, GoldenCurve, other_drafters_curve, resolve_acceptance
+from llmsweep.catalog.golden import (
+    AcceptanceResolution,
+    GoldenCurve,
+    find_curves,
+    local_draft,
+    other_drafters_curve,
+    reference_curve,
+    resolve_acceptance,
+)
 from llmsweep.catalog.models import ModelSpec, find_model
 from llmsweep.engine_ids import acceptance_knobs
 from llmsweep.findings import Finding, Severity
@@ -49,11 +57,29 @@ def missing(ctx: Context) -> Iterator[Finding]:
             continue
         if _other_drafters_curve(recipe, sd) is not None:
             continue  # golden-al.curve-drafter says why no curve answers
+        family = find_curves(recipe.model_prefix, sd.method, recipe.model)
+        unnamed = sd.curve_selector is not None and reference_curve(
+            recipe.model_prefix, sd.method, recipe.model, sd.curve_selector, served_draft=sd.curve_drafter) is None
         named = f" (its curve named by `{sd.curve_selector}`: no curve measured that drafter or variant)" \
-            if sd.curve_selector else ""
+            if unnamed else ""
         yield ctx.hit("golden-al.missing", recipe, ("serve", "spec-decoding", "num-steps"),
                       f"no golden AL for {recipe.model_prefix} {sd.method} thinking {sd.thinking} K={sd.num_steps}"
-                      + named, job=job)
+                      + named, job=job, fix=_naming_fix(sd, family) if unnamed and family else None)
+
+
+def _naming_fix(sd: SpecDecoding, family: list[GoldenCurve]) -> str:
+    """How a recipe whose `draft-model` (or `golden-curve`) selects none of its family's curves says which one
+    applies: `golden-curve: <curve id>` for a drafter at a local path (no curve header names a path) or a
+    `golden-curve` naming no curve; for a hub id no curve measured, the drafters the curves measured. Either way a
+    collection of its own, or a cited pin."""
+    curves = ", ".join(f"{c.id}{f' ({c.draft_model})' if c.draft_model else ''}" for c in family)
+    own = "collect the drafter's own curve with `llmsweep al collect`, or pin the AL measured on it as " \
+        "`acceptance-length` with its `acceptance-length-source`"
+    if sd.golden_curve is None and sd.draft_model is not None and not local_draft(sd.draft_model):
+        drafters = ", ".join(dict.fromkeys(c.draft_model for c in family if c.draft_model))
+        return f"launch a drafter a curve measured as `draft-model` ({drafters}), or {own}"
+    return (f"say which curve the drafter `{sd.draft_model or sd.method}` is with `serve.spec-decoding.golden-curve: "
+            f"<curve id>` (this family's curves: {curves}), or {own}")
 
 
 @rule("golden-al.other-model", Severity.WARNING,
@@ -112,8 +138,6 @@ def _other_drafters_curve(recipe: Recipe, sd: SpecDecoding) -> GoldenCurve | Non
       "golden curves are keyed per drafter (MiniMax-M3 EAGLE3 K=3: 2.83 for Inferact/MiniMax-M3-EAGLE3, 2.78 for "
       "its GQA heads); `golden-curve` chooses among one drafter's sampling variants (Kimi-K3 DSpark)")
 def curve_drafter(ctx: Context) -> Iterator[Finding]:
-    from llmsweep.catalog.golden import reference_curve
-
     for job, recipe in ctx.runnable_pairs():
         sd = job.serve.spec_decoding if job.serve else None
         if sd is None or job.spec_decoding == "none":

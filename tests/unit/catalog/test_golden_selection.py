@@ -78,3 +78,31 @@ def test_golden_curve_of_the_launched_drafter_pins_its_value(tmp_path: Path) -> 
     (job,) = jobs_from_files([path])
     assert job.acceptance is not None and job.acceptance.value == 2.78
     assert not [f for f in validate_files([path]).findings if f.rule.startswith("golden-al.")]
+
+
+def _missing(path: Path) -> list[tuple[str, str]]:
+    return [(f.message, f.fix or "") for f in validate_files([path]).findings if f.rule == "golden-al.missing"]
+
+
+def test_a_drafter_at_a_path_is_told_to_name_its_curve_and_naming_it_pins(tmp_path: Path) -> None:
+    """`draft-model: /models/MiniMax-M3-EAGLE3` (the schema's "HF id or path") matches no curve header: the fix had
+    said to pick another K or collect a curve; it names `golden-curve: <curve id>` and the family's curves."""
+    ((message, fix),) = _missing(_mm3(tmp_path, "draft-model: /models/MiniMax-M3-EAGLE3"))
+    assert "no curve measured that drafter" in message
+    assert "`serve.spec-decoding.golden-curve: <curve id>`" in fix, fix
+    assert "minimaxm3_eagle3 (Inferact/MiniMax-M3-EAGLE3), minimaxm3_eagle3_gqa" in fix, fix
+    (job,) = jobs_from_files([_mm3(tmp_path, "draft-model: /models/MiniMax-M3-EAGLE3, golden-curve: minimaxm3_eagle3")])
+    assert job.acceptance is not None and job.acceptance.value == 2.83
+
+
+def test_a_hub_drafter_no_curve_measured_is_told_the_drafters_that_were(tmp_path: Path) -> None:
+    ((_, fix),) = _missing(_mm3(tmp_path, "draft-model: SomeOrg/MiniMax-M3-EAGLE3-Other"))
+    assert "Inferact/MiniMax-M3-EAGLE3, Inferact/MiniMax-M3-EAGLE3-GQA" in fix and "golden-curve" not in fix, fix
+
+
+def test_a_named_drafter_whose_curve_lacks_the_k_is_not_called_unmeasured(tmp_path: Path) -> None:
+    path = _mm3(tmp_path, "draft-model: Inferact/MiniMax-M3-EAGLE3").read_text().replace("num-steps: 3",
+                                                                                          "num-steps: 12")
+    (tmp_path / "k12.yaml").write_text(path)
+    ((message, fix),) = _missing(tmp_path / "k12.yaml")
+    assert "no curve measured that drafter" not in message and "pick a K the curve has" in fix, (message, fix)
