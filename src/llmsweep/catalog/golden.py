@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from llmsweep.catalog.precision import families_agree, named_format, precision_family, served_format
+from llmsweep.catalog.precision import families_agree, named_format, precision_family, refines, served_format
 from llmsweep.catalog.sources import PACKAGED_DIR, build_models, cached, catalog_dirs, load_yaml
 from llmsweep.errors import ConfigError
 
@@ -666,7 +666,15 @@ def resolve_acceptance(
     left_out = [c for c in served if c.simulated and not curve.simulated]
     better = [c for c in served if c not in left_out]
     unlike: list[str] = []
-    if curve.precision_measured and serves and not families_agree(curve.precision_measured, serves):
+    measured = curve.precision_measured
+    if measured and serves and refines(serves, measured):
+        # the curve answering was measured in a bare format (fp4: InferenceX's curves, read from their script names)
+        # that the served one refines (mxfp4): not told apart from it, yet a curve measured in the served format
+        # itself says more, and is better than it
+        exact = precision_family(serves)
+        better = [c for c in better if precision_family(c.precision_measured or "") == exact]
+        left_out = [c for c in left_out if precision_family(c.precision_measured or "") == exact]
+    if measured and serves and (refines(serves, measured) or not families_agree(measured, serves)):
         having = [c for c in better if c.values.get(mode, {}).get(int(k)) is not None]
         # an AL depends on the sampling: a curve sampled otherwise than the one it would replace is not its stand-in
         alike = [c for c in having if not sampling_differences(c, curve, mode)]
@@ -675,8 +683,8 @@ def resolve_acceptance(
         if alike:
             passed_over, curve = curve.id, alike[0]
             better, unlike = [], []
-    else:  # the curve answering was measured in the served precision (or one not told apart from it: a bare fp4
-        # may be NVFP4 or MXFP4): no curve is better than it, nor left out for it
+    else:  # the curve answering was measured in the served precision (or in one the served one does not refine: a
+        # bare fp4 recipe may serve NVFP4 or MXFP4): no curve is better than it, nor left out for it
         better, left_out = [], []
     left_out = [c for c in left_out if c.values.get(mode, {}).get(int(k)) is not None and passed_over is None]
     value = curve.values.get(mode, {}).get(int(k))
