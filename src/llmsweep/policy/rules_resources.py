@@ -205,16 +205,18 @@ def _amount(value: object) -> float | None:
 PER_RANK_GB_BACKENDS = frozenset({"hicache", "mooncake", "lmcache"})
 """Offload backends whose pool the adapters size in whole GB per rank (`engines.sglang.per_rank_gb`)."""
 
-OFFLOAD_CONNECTORS = frozenset({"OffloadingConnector", "SimpleCPUOffloadConnector", "LMCacheConnectorV1"})
-"""vLLM KV connectors that keep KV in host memory (a transfer connector such as NixlConnector does not)."""
+OFFLOAD_CONNECTORS = frozenset({"OffloadingConnector", "SimpleCPUOffloadConnector", "LMCacheConnectorV1",
+                                "lmcache_offload"})
+"""vLLM's and ATOM's (`lmcache_offload`) KV connectors that keep KV in host memory (a transfer connector such as
+NixlConnector does not)."""
 
 OFFLOAD_SWITCHES = ("--enable-hierarchical-cache", "--kv-offloading-backend", "--enable-lmcache")
 """Flags that turn an engine's host-memory KV pool on (SGLang's HiCache and its LMCache connector, vLLM's backend)."""
 
 LMCACHE_CPU_SWITCH = "LMCACHE_LOCAL_CPU"
 """The one LMCache variable that itself turns its host-memory KV pool on. LMCache is loaded only by a connector in the
-launch (vLLM's `LMCacheConnectorV1`, SGLang's `--enable-lmcache`, each an offload above); its other variables
-(`LMCACHE_CHUNK_SIZE`, ...) tune that connector and keep no KV anywhere on a launch without one."""
+launch (vLLM's `LMCacheConnectorV1`, ATOM's `lmcache_offload`, SGLang's `--enable-lmcache`, each an offload above);
+its other variables (`LMCACHE_CHUNK_SIZE`, ...) tune that connector and keep no KV anywhere on a launch without one."""
 
 
 def _on(value: object) -> bool:
