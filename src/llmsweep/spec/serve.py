@@ -319,7 +319,8 @@ class SpecDecoding(StrictInput):
         default=None, alias="golden-curve",
         description="The golden curve to pin, by id or variant tag, where several curves measured the same drafter "
                     "(Kimi-K3's DSpark: the default and `probabilistic-block`); selects the curve only, never what "
-                    "is launched.")
+                    "is launched. A curve of another drafter than `draft-model` is refused (golden-al.curve-drafter); "
+                    "for a draft model at a local path it says which curve that drafter is.")
     thinking: Thinking = Field(default="on", description="Chat-template thinking mode the golden curve is read at.")
     acceptance_length: float | None = Field(
         default=None,
