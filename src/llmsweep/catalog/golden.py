@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from llmsweep.catalog.precision import families_agree, named_format, precision_family, served_format
+from llmsweep.catalog.precision import families_agree, named_format, precision_family, refines, served_format
 from llmsweep.catalog.sources import PACKAGED_DIR, build_models, cached, catalog_dirs, load_yaml
 from llmsweep.errors import ConfigError
 
@@ -485,8 +485,33 @@ def find_curves(model_prefix: str, method: str, model: str = "",
     return sorted(found, key=lambda c: (not c.default, not c.packaged, c.id))
 
 
-def _pick(curves: list[GoldenCurve], draft_model: str | None) -> GoldenCurve | None:
-    """Named draft model (HF id), variant tag or curve id wins; otherwise the family's default curve."""
+def local_draft(draft_model: str) -> bool:
+    """Whether a recipe's `draft-model` is a path on the serving host (``/models/MiniMax-M3-EAGLE3``, ``./heads``,
+    ``~/d``, ``a/b/c``) rather than a hub id (``org/name``): no curve header names a path, so which curve such a
+    drafter is can only be said by the recipe (`golden-curve`)."""
+    text = draft_model.strip()
+    return text.startswith(("/", ".", "~")) or text.count("/") > 1
+
+
+def drafter_conflict(curve: GoldenCurve, served_draft: str | None) -> bool:
+    """Whether `curve` measured another drafter than the one the recipe launches (`served_draft`, its `draft-model`):
+    both are named, the served one is a hub id (a local path is the recipe's word that the curve is its drafter's)
+    and they differ. `golden-curve` chooses among curves of one drafter (Kimi-K3 DSpark's sampling variants), never
+    another drafter's acceptance for the one launched (MiniMax-M3's GQA curve, 2.78 at K=3, for the EAGLE3 heads
+    whose own curve says 2.83)."""
+    return bool(served_draft and curve.draft_model and not local_draft(served_draft)
+                and served_draft.strip().lower() != curve.draft_model.lower())
+
+
+def _pick(curves: list[GoldenCurve], draft_model: str | None, served_draft: str | None = None) -> GoldenCurve | None:
+    """Named draft model (HF id), variant tag or curve id wins; otherwise the family's default curve. A curve chosen
+    by `golden-curve` that measured another drafter than `served_draft` (the launched `draft-model`,
+    :func:`drafter_conflict`) is none: its AL is not the launched drafter's."""
+    chosen = _choose(curves, draft_model)
+    return None if chosen is not None and drafter_conflict(chosen, served_draft) else chosen
+
+
+def _choose(curves: list[GoldenCurve], draft_model: str | None) -> GoldenCurve | None:
     if not curves:
         return None
     if draft_model:
@@ -564,11 +589,21 @@ def sampling_differences(candidate: GoldenCurve, reference: GoldenCurve, mode: s
 
 
 def reference_curve(model_prefix: str, method: str, model: str = "", draft_model: str | None = None,
-                    curve_dirs: Sequence[Path | str] = ()) -> GoldenCurve | None:
+                    curve_dirs: Sequence[Path | str] = (), served_draft: str | None = None) -> GoldenCurve | None:
     """The curve :func:`resolve_acceptance` answers from before it looks for one of the served precision: the
     family's default (or the named drafter's). Another curve stands in for it only when sampled as it states for the
     thinking mode, so a collection (`llmsweep al collect`) defaults each mode's sampling to it."""
-    return _pick(find_curves(model_prefix, method, model, curve_dirs), draft_model)
+    return _pick(find_curves(model_prefix, method, model, curve_dirs), draft_model, served_draft)
+
+
+def other_drafters_curve(model_prefix: str, method: str, model: str, golden_curve: str | None,
+                         served_draft: str | None, curve_dirs: Sequence[Path | str] = ()) -> GoldenCurve | None:
+    """The curve `golden-curve` names when it measured another drafter than the recipe launches (`served_draft`,
+    :func:`drafter_conflict`), which :func:`resolve_acceptance` refuses to answer from; None when there is none."""
+    if not golden_curve:
+        return None
+    named = _choose(find_curves(model_prefix, method, model, curve_dirs), golden_curve)
+    return named if named is not None and drafter_conflict(named, served_draft) else None
 
 
 def variant_siblings(model_prefix: str, method: str, model: str, chosen: str,
@@ -597,13 +632,16 @@ def resolve_acceptance(
     k: int,
     draft_model: str | None = None,
     curve_dirs: Sequence[Path | str] = (),
+    served_draft: str | None = None,
 ) -> AcceptanceResolution | None:
     """The golden AL for (model family, draft method and model, thinking mode, K), or None when no curve has it.
 
     ``method``: ``mtp``/``eagle``/``nextn`` read the model's MTP curve, ``eagle3`` the EAGLE3 curves, ``dspark`` the
     DSpark curves, ``ngram`` and ``draft_model`` their own. ``draft_model`` (HF id such as
     ``Inferact/MiniMax-M3-EAGLE3-GQA``, a variant tag such as ``eagle3-gqa``, or a curve id) selects among curves of
-    one family; without it the family's default curve is used. ``k`` is the draft length (vLLM
+    one family; without it the family's default curve is used. ``served_draft`` is the draft model launched where
+    ``draft_model`` is a recipe's `golden-curve`: a curve of another drafter than it answers nothing
+    (:func:`drafter_conflict`; a local path is taken at the recipe's word). ``k`` is the draft length (vLLM
     ``num_speculative_tokens``, SGLang ``--speculative-num-steps``).
 
     A curve of the same family and drafter measured in the precision the recipe serves (the format ``model``'s id
@@ -617,7 +655,7 @@ def resolve_acceptance(
     depends on the sampling (Qwen3.5's curve: temperature 0.6, top_p 0.95, top_k 20 thinking on).
     """
     family = find_curves(model_prefix, method, model, curve_dirs)
-    curve = _pick(family, draft_model)  # reference_curve's
+    curve = _pick(family, draft_model, served_draft)  # reference_curve's
     if curve is None:
         return None
     mode = normalise_thinking(thinking)
@@ -628,7 +666,15 @@ def resolve_acceptance(
     left_out = [c for c in served if c.simulated and not curve.simulated]
     better = [c for c in served if c not in left_out]
     unlike: list[str] = []
-    if curve.precision_measured and serves and not families_agree(curve.precision_measured, serves):
+    measured = curve.precision_measured
+    if measured and serves and refines(serves, measured):
+        # the curve answering was measured in a bare format (fp4: InferenceX's curves, read from their script names)
+        # that the served one refines (mxfp4): not told apart from it, yet a curve measured in the served format
+        # itself says more, and is better than it
+        exact = precision_family(serves)
+        better = [c for c in better if precision_family(c.precision_measured or "") == exact]
+        left_out = [c for c in left_out if precision_family(c.precision_measured or "") == exact]
+    if measured and serves and (refines(serves, measured) or not families_agree(measured, serves)):
         having = [c for c in better if c.values.get(mode, {}).get(int(k)) is not None]
         # an AL depends on the sampling: a curve sampled otherwise than the one it would replace is not its stand-in
         alike = [c for c in having if not sampling_differences(c, curve, mode)]
@@ -637,8 +683,8 @@ def resolve_acceptance(
         if alike:
             passed_over, curve = curve.id, alike[0]
             better, unlike = [], []
-    else:  # the curve answering was measured in the served precision (or one not told apart from it: a bare fp4
-        # may be NVFP4 or MXFP4): no curve is better than it, nor left out for it
+    else:  # the curve answering was measured in the served precision (or in one the served one does not refine: a
+        # bare fp4 recipe may serve NVFP4 or MXFP4): no curve is better than it, nor left out for it
         better, left_out = [], []
     left_out = [c for c in left_out if c.values.get(mode, {}).get(int(k)) is not None and passed_over is None]
     value = curve.values.get(mode, {}).get(int(k))

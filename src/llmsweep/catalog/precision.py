@@ -86,6 +86,12 @@ def families_agree(a: str, b: str) -> bool:
     return fa == fb or _REFINES.get(fa) == fb or _REFINES.get(fb) == fa
 
 
+def refines(specific: str, bare: str) -> bool:
+    """Whether precision `specific` names a format the bare family `bare` stands for without telling it
+    (``mxfp4`` or ``nvfp4`` against ``fp4``): they agree (:func:`families_agree`), yet `specific` says more."""
+    return _REFINES.get(precision_family(specific)) == precision_family(bare)
+
+
 QUANT_SPELLINGS: tuple[tuple[str, str], ...] = (
     ("nvfp4", "nvfp4"), ("mxfp4", "mxfp4"), ("mxfp8", "mxfp8"), ("fp8", "fp8"), ("e4m3", "fp8"), ("e5m2", "fp8"),
     ("float8", "fp8"), ("fp4", "fp4"), ("w4a16", "int4"), ("int4", "int4"), ("awq", "int4"), ("int8", "int8"),

@@ -189,8 +189,9 @@ def _references(job: Job, merge_into: Path | None) -> list[GoldenCurve]:
     out: list[GoldenCurve] = []
     if merge_into is not None and merge_into.is_file():
         out.append(load_curve(merge_into))
-    reference = reference_curve(job.model_prefix.lower(), job.serve.spec_decoding.method, job.model,
-                                job.serve.spec_decoding.curve_selector)
+    sd = job.serve.spec_decoding
+    reference = reference_curve(job.model_prefix.lower(), sd.method, job.model, sd.curve_selector,
+                                served_draft=sd.curve_drafter)
     if reference is not None and not any(Path(c.file).resolve() == Path(reference.file).resolve() for c in out):
         out.append(reference)
     return out

@@ -10,6 +10,13 @@ Flag spellings, checked against ATOM's public CLI (ROCm/ATOM `atom/entrypoints/o
 `--num-speculative-tokens` are defined there. `--served-model-name`, `--load-format`, `--draft-model` and
 `--spec-decode-acceptance-length` come from later releases (ATOM's docs and InferenceX's atom recipes), not from the
 arg_utils read; unverified against the exact image a job names.
+
+KV offload (`kv-offload-backend: lmcache`): ATOM's in-engine LMCache connector (ROCm/ATOM
+atom/kv_transfer/offload: `--kv-transfer-config {"kv_connector": "lmcache_offload", "kv_role": "offload"}`), which
+builds its LMCache engine from the `LMCACHE_*` environment as vLLM's LMCache connector does
+(atom/kv_transfer/offload/config.py: `LMCacheEngineConfig.from_env()`), each TP worker its own
+`LMCACHE_MAX_LOCAL_CPU_SIZE` pool: InferenceX's kimik3 and glm5.2 ATOM agentic rows (amd-master.yaml) run it, their
+script dividing the DRAM budget by TP.
 """
 
 from __future__ import annotations
@@ -28,7 +35,7 @@ from llmsweep.engines.base import (
     agentic_conc,
     topology,
 )
-from llmsweep.engines.sglang import model_path
+from llmsweep.engines.sglang import model_path, per_rank_gb
 from llmsweep.plan.job import Job
 from llmsweep.spec.workload import ScenarioId
 
@@ -41,6 +48,11 @@ UNDERSCORE_FLAGS: dict[str, str] = {
 """ATOM's long flags spelled with `_` (ROCm/ATOM atom/model_engine/arg_utils.py EngineArgs.add_cli_args, the same in
 every release read: `--kv_cache_dtype`, `--enable_prefix_caching` and its BooleanOptionalAction negative
 `--no-enable_prefix_caching`, `--load_dummy`); every other flag is spelled with `-`."""
+
+
+OFFLOAD_CONNECTOR = "lmcache_offload"
+"""ATOM's in-engine LMCache KV-offload connector (ROCm/ATOM atom/kv_transfer/offload/__init__.py registers it with
+its KVConnectorFactory), `kv_role: offload`."""
 
 
 class ATOMAdapter(Adapter):
@@ -56,6 +68,7 @@ class ATOMAdapter(Adapter):
     flag_aliases: ClassVar[dict[str, str]] = {"--tp": "--tensor-parallel-size", "--dp": "--data-parallel-size"}
     port_flag: ClassVar[str] = "--server-port"
     supports_pp: ClassVar[bool] = False  # ROCm/ATOM's public CLI has no pipeline-parallel flag
+    kv_offload_backends: ClassVar[frozenset[str]] = frozenset({"lmcache"})
     unsupported_args: ClassVar[dict[str, str]] = {
         "--mem-fraction-static": "ATOM spells it `--gpu-memory-utilization`",
         "--enable-hierarchical-cache": "HiCache is SGLang's",
@@ -100,6 +113,14 @@ class ATOMAdapter(Adapter):
             if self.recipe_value(job, "--enable-prefix-caching") is None \
                     and self.recipe_value(job, "--no-enable-prefix-caching") is None:
                 a["--enable-prefix-caching"] = True
+        if job.kv_offloading == "dram" and job.kv_offload_backend is not None \
+                and job.kv_offload_backend.name == "lmcache":
+            total = job.total_cpu_dram_gb or 0
+            a["--kv-transfer-config"] = {"kv_connector": OFFLOAD_CONNECTOR, "kv_role": "offload"}
+            d.env["LMCACHE_LOCAL_CPU"] = "True"
+            d.env["LMCACHE_MAX_LOCAL_CPU_SIZE"] = str(per_rank_gb(total, tp))
+            d.notes.append(f"KV offload (lmcache): {total} GB total-cpu-dram-gb, {per_rank_gb(total, tp)} GB on each "
+                           f"of the {tp} TP workers")
         sd = job.serve.spec_decoding if job.serve is not None else None
         if sd is not None and job.spec_decoding != "none":
             a["--method"] = sd.method

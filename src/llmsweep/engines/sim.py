@@ -140,7 +140,7 @@ def simulated_acceptance(job: Job) -> AcceptanceEstimate | None:
     draft = _draft(job)
     if draft is None:
         return None
-    method, k, thinking, draft_model = draft
+    method, k, thinking, draft_model, served_draft = draft
     pinned = synthetic_acceptance(job)
     if pinned is not None:
         source = job.acceptance.source if job.acceptance is not None else "pinned"
@@ -154,7 +154,7 @@ def simulated_acceptance(job: Job) -> AcceptanceEstimate | None:
         from llmsweep.catalog.golden import resolve_acceptance
 
         golden = resolve_acceptance(job.model_prefix, job.model, job.precision, method, thinking, k,
-                                    draft_model=draft_model)
+                                    draft_model=draft_model, served_draft=served_draft)
     except LlmsweepError:
         golden = None
     if golden is not None:
@@ -182,20 +182,20 @@ DEFAULT_DRAFT_LENGTH = 3
 row names no draft steps of its own (a multinode row's `DECODE_MTP_SIZE`)."""
 
 
-def _draft(job: Job) -> tuple[str, int, str, str | None] | None:
-    """(method, K, thinking, draft model) of a speculative job: its `serve.spec-decoding`, else the matrix entry's
-    method at the row's own draft steps (`DECODE_MTP_SIZE`) or the default K; None when it does not speculate or the
-    simulator has no such method."""
+def _draft(job: Job) -> tuple[str, int, str, str | None, str | None] | None:
+    """(method, K, thinking, curve selector, the drafter a `golden-curve` must have measured) of a speculative job:
+    its `serve.spec-decoding`, else the matrix entry's method at the row's own draft steps (`DECODE_MTP_SIZE`) or the
+    default K; None when it does not speculate or the simulator has no such method."""
     sd = job.serve.spec_decoding if job.serve is not None else None
     if job.spec_decoding == "none" or (sd is None and not job.spec_decoding):
         return None
     if sd is not None:
-        return sd.method, sd.draft_length or DEFAULT_DRAFT_LENGTH, sd.thinking, sd.curve_selector
+        return sd.method, sd.draft_length or DEFAULT_DRAFT_LENGTH, sd.thinking, sd.curve_selector, sd.curve_drafter
     if job.spec_decoding not in SIM_METHODS:
         return None
     from llmsweep.engines.base import row_draft_steps
 
-    return job.spec_decoding, row_draft_steps(job) or DEFAULT_DRAFT_LENGTH, "on", None
+    return job.spec_decoding, row_draft_steps(job) or DEFAULT_DRAFT_LENGTH, "on", None, None
 
 
 def sglang_default_cap(job: Job, args: dict[str, Any]) -> EngineDefault | None:

@@ -14,7 +14,7 @@ from llmsweep.plan.job import Acceptance, Job, Worker
 from llmsweep.plan.names import job_id
 from llmsweep.spec.engines import resolve_engine
 from llmsweep.spec.recipe import Recipe
-from llmsweep.spec.serve import ResolvedServe
+from llmsweep.spec.serve import ResolvedServe, SpecDecoding
 from llmsweep.spec.workload import ResolvedWorkload, ScenarioId, WorkloadSpec
 from llmsweep.workload.scenario import get_scenario
 
@@ -119,7 +119,7 @@ def resolve_job_acceptance(
     if entry.get("spec-decoding", "none") == "none" or serve is None or serve.spec_decoding is None:
         return None
     sd = serve.spec_decoding
-    golden = _lookup_golden(recipe, sd.method, sd.thinking, sd.draft_length, sd.curve_selector)
+    golden = _lookup_golden(recipe, sd)
     golden_value = golden.value if golden is not None else None
     provenance = golden.provenance() if golden is not None else None
     source: Literal["golden", "pinned"]
@@ -135,13 +135,13 @@ def resolve_job_acceptance(
                       cited=sd.acceptance_length_source if source == "pinned" else None)
 
 
-def _lookup_golden(recipe: Recipe, method: str, thinking: str, k: int | None,
-                   draft_model: str | None) -> AcceptanceResolution | None:
+def _lookup_golden(recipe: Recipe, sd: SpecDecoding) -> AcceptanceResolution | None:
+    k = sd.draft_length
     if k is None:
         return None
     try:
-        return resolve_acceptance(recipe.model_prefix, recipe.model, recipe.precision, method, thinking, k,
-                                  draft_model=draft_model)
+        return resolve_acceptance(recipe.model_prefix, recipe.model, recipe.precision, sd.method, sd.thinking, k,
+                                  draft_model=sd.curve_selector, served_draft=sd.curve_drafter)
     except LlmsweepError as exc:  # a broken catalog file must not stop planning; policy reports missing goldens
-        log.warning("golden AL lookup failed for %s (%s K=%s): %s", recipe.key, method, k, exc)
+        log.warning("golden AL lookup failed for %s (%s K=%s): %s", recipe.key, sd.method, k, exc)
         return None

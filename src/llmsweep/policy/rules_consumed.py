@@ -436,7 +436,7 @@ def spec_missing(ctx: Context) -> Iterator[Finding]:
 
 
 @rule("serve.kv-offload-backend", Severity.ERROR, "A KV-offload backend the job's engine adapter cannot render",
-      "use a backend the engine has (SGLang: hicache, mooncake; vLLM: vllm-simple, native, lmcache)",
+      "use a backend the engine has (SGLang: hicache, mooncake; vLLM: vllm-simple, native, lmcache; ATOM: lmcache)",
       "agentx-spec §4.4 (CPU DRAM offload backends per engine)")
 def kv_backend(ctx: Context) -> Iterator[Finding]:
     for job, recipe in ctx.runnable_pairs():

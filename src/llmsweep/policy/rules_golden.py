@@ -9,13 +9,23 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from llmsweep.catalog.golden import AcceptanceResolution, resolve_acceptance
+from llmsweep.catalog.golden import (
+    AcceptanceResolution,
+    GoldenCurve,
+    find_curves,
+    local_draft,
+    other_drafters_curve,
+    reference_curve,
+    resolve_acceptance,
+)
+from llmsweep.catalog.models import ModelSpec, find_model
 from llmsweep.engine_ids import acceptance_knobs
 from llmsweep.findings import Finding, Severity
 from llmsweep.plan.job import Job
 from llmsweep.policy.context import Context, engine_flags, entry_path, serve_arg_path, serve_env_path
 from llmsweep.policy.registry import rule
 from llmsweep.spec.recipe import Recipe
+from llmsweep.spec.serve import SpecDecoding
 from llmsweep.spec.workload import ScenarioId
 
 SYNTHETIC_ENV = tuple(sorted(acceptance_knobs(simulated=False).env))
@@ -45,11 +55,31 @@ def missing(ctx: Context) -> Iterator[Finding]:
         acc = job.acceptance
         if not _pins_synthetic(job) or sd is None or (acc is not None and (acc.golden is not None or acc.cited)):
             continue
+        if _other_drafters_curve(recipe, sd) is not None:
+            continue  # golden-al.curve-drafter says why no curve answers
+        family = find_curves(recipe.model_prefix, sd.method, recipe.model)
+        unnamed = sd.curve_selector is not None and reference_curve(
+            recipe.model_prefix, sd.method, recipe.model, sd.curve_selector, served_draft=sd.curve_drafter) is None
         named = f" (its curve named by `{sd.curve_selector}`: no curve measured that drafter or variant)" \
-            if sd.curve_selector else ""
+            if unnamed else ""
         yield ctx.hit("golden-al.missing", recipe, ("serve", "spec-decoding", "num-steps"),
                       f"no golden AL for {recipe.model_prefix} {sd.method} thinking {sd.thinking} K={sd.num_steps}"
-                      + named, job=job)
+                      + named, job=job, fix=_naming_fix(sd, family) if unnamed and family else None)
+
+
+def _naming_fix(sd: SpecDecoding, family: list[GoldenCurve]) -> str:
+    """How a recipe whose `draft-model` (or `golden-curve`) selects none of its family's curves says which one
+    applies: `golden-curve: <curve id>` for a drafter at a local path (no curve header names a path) or a
+    `golden-curve` naming no curve; for a hub id no curve measured, the drafters the curves measured. Either way a
+    collection of its own, or a cited pin."""
+    curves = ", ".join(f"{c.id}{f' ({c.draft_model})' if c.draft_model else ''}" for c in family)
+    own = "collect the drafter's own curve with `llmsweep al collect`, or pin the AL measured on it as " \
+        "`acceptance-length` with its `acceptance-length-source`"
+    if sd.golden_curve is None and sd.draft_model is not None and not local_draft(sd.draft_model):
+        drafters = ", ".join(dict.fromkeys(c.draft_model for c in family if c.draft_model))
+        return f"launch a drafter a curve measured as `draft-model` ({drafters}), or {own}"
+    return (f"say which curve the drafter `{sd.draft_model or sd.method}` is with `serve.spec-decoding.golden-curve: "
+            f"<curve id>` (this family's curves: {curves}), or {own}")
 
 
 @rule("golden-al.other-model", Severity.WARNING,
@@ -58,17 +88,31 @@ def missing(ctx: Context) -> Iterator[Finding]:
       "`acceptance-length` with its `acceptance-length-source`",
       "golden curves are keyed per model (core spec §5.2); a prefix borrowed from another family borrows its AL")
 def other_model(ctx: Context) -> Iterator[Finding]:
-    from llmsweep.catalog.models import find_model
-
     for job, recipe in ctx.runnable_pairs():
         served = find_model(recipe.model)
         res = _pinned_golden(job, recipe) if served is not None else None
-        if served is None or res is None or res.model_prefix == served.prefix:
+        if served is None or res is None or _measured_on_served(res, recipe, served):
             continue
         yield ctx.hit("golden-al.other-model", recipe, ("model-prefix",),
                       f"golden AL {res.value:g} is {res.model_prefix}'s curve ({res.curve}, measured on "
                       f"{res.checkpoint}), but the recipe serves {recipe.model}, a {served.prefix} model: the pin is "
                       "another model's acceptance", job=job)
+
+
+def _measured_on_served(res: AcceptanceResolution, recipe: Recipe, served: ModelSpec) -> bool:
+    """Whether the curve `res` answers from measured the model the recipe serves: its family's curve (the served
+    model's catalogue prefix); else whose checkpoint the curve body names, where the catalogue knows it (the model key
+    `llmsweep al collect` writes: ``llama-1b`` for ``llmsweep/llama-1b``); else a curve under the recipe's own
+    `model-prefix`, where that prefix names no other catalogued model (a curve is found through a prefix for the model
+    the recipe serves under it). A prefix that is another catalogued model's (Qwen3-30B-A3B under `qwen3.5`) borrows
+    that model's curve."""
+    if res.model_prefix == served.prefix:
+        return True
+    measured = find_model(res.checkpoint)
+    if measured is not None:
+        return measured.id == served.id
+    named = find_model(recipe.model_prefix)
+    return res.model_prefix == recipe.model_prefix.strip().lower() and (named is None or named.id == served.id)
 
 
 def _pinned_golden(job: Job, recipe: Recipe) -> AcceptanceResolution | None:
@@ -78,7 +122,38 @@ def _pinned_golden(job: Job, recipe: Recipe) -> AcceptanceResolution | None:
     if sd is None or acc is None or acc.source != "golden" or sd.num_steps is None:
         return None
     return resolve_acceptance(recipe.model_prefix, recipe.model, recipe.precision, sd.method, sd.thinking,
-                              sd.num_steps, draft_model=sd.curve_selector)
+                              sd.num_steps, draft_model=sd.curve_selector, served_draft=sd.curve_drafter)
+
+
+def _other_drafters_curve(recipe: Recipe, sd: SpecDecoding) -> GoldenCurve | None:
+    """The curve `golden-curve` names when it measured another drafter than `draft-model` launches (no AL is pinned
+    from it: `catalog.golden.drafter_conflict`)."""
+    return other_drafters_curve(recipe.model_prefix, sd.method, recipe.model, sd.golden_curve, sd.curve_drafter)
+
+
+@rule("golden-al.curve-drafter", Severity.ERROR,
+      "serve.spec-decoding.golden-curve names a curve measured on another drafter than the draft-model launched",
+      "delete `golden-curve` (the draft model picks its own drafter's curve), or launch the drafter the curve "
+      "measured as `draft-model`",
+      "golden curves are keyed per drafter (MiniMax-M3 EAGLE3 K=3: 2.83 for Inferact/MiniMax-M3-EAGLE3, 2.78 for "
+      "its GQA heads); `golden-curve` chooses among one drafter's sampling variants (Kimi-K3 DSpark)")
+def curve_drafter(ctx: Context) -> Iterator[Finding]:
+    for job, recipe in ctx.runnable_pairs():
+        sd = job.serve.spec_decoding if job.serve else None
+        if sd is None or job.spec_decoding == "none":
+            continue
+        named = _other_drafters_curve(recipe, sd)
+        if named is None:
+            continue
+        own = reference_curve(recipe.model_prefix, sd.method, recipe.model, sd.draft_model)
+        keep = f"delete `golden-curve` (the launched drafter's own curve is {own.id})" if own is not None else \
+            f"delete `golden-curve` (no curve measured {sd.draft_model}: pin the AL you measured as " \
+            "`acceptance-length` with its `acceptance-length-source`)"
+        yield ctx.hit("golden-al.curve-drafter", recipe, ("serve", "spec-decoding", "golden-curve"),
+                      f"golden-curve `{sd.golden_curve}` is curve {named.id}, measured on drafter {named.draft_model}, "
+                      f"but draft-model launches {sd.draft_model}: its AL is another drafter's, and none is pinned",
+                      job=job, fix=f"{keep}, or launch `draft-model: {named.draft_model}`, the drafter the curve "
+                      "measured (a draft model at a local path is taken as the curve's drafter)")
 
 
 @rule("golden-al.variant", Severity.WARNING,
@@ -188,7 +263,7 @@ def precision_provenance(ctx: Context) -> Iterator[Finding]:
                 or job.eval_only:
             continue
         res = resolve_acceptance(recipe.model_prefix, recipe.model, recipe.precision, sd.method, sd.thinking,
-                                 sd.num_steps, draft_model=sd.curve_selector)
+                                 sd.num_steps, draft_model=sd.curve_selector, served_draft=sd.curve_drafter)
         if res is None or not res.precision_mismatch():  # the served format: the model id's, else `precision`
             continue
         served = res.served_precision or recipe.precision

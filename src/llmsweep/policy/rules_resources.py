@@ -205,8 +205,23 @@ def _amount(value: object) -> float | None:
 PER_RANK_GB_BACKENDS = frozenset({"hicache", "mooncake", "lmcache"})
 """Offload backends whose pool the adapters size in whole GB per rank (`engines.sglang.per_rank_gb`)."""
 
-OFFLOAD_CONNECTORS = frozenset({"OffloadingConnector", "SimpleCPUOffloadConnector", "LMCacheConnectorV1"})
-"""vLLM KV connectors that keep KV in host memory (a transfer connector such as NixlConnector does not)."""
+OFFLOAD_CONNECTORS = frozenset({"OffloadingConnector", "SimpleCPUOffloadConnector", "LMCacheConnectorV1",
+                                "lmcache_offload"})
+"""vLLM's and ATOM's (`lmcache_offload`) KV connectors that keep KV in host memory (a transfer connector such as
+NixlConnector does not)."""
+
+OFFLOAD_SWITCHES = ("--enable-hierarchical-cache", "--kv-offloading-backend", "--enable-lmcache")
+"""Flags that turn an engine's host-memory KV pool on (SGLang's HiCache and its LMCache connector, vLLM's backend)."""
+
+LMCACHE_CPU_SWITCH = "LMCACHE_LOCAL_CPU"
+"""The one LMCache variable that itself turns its host-memory KV pool on. LMCache is loaded only by a connector in the
+launch (vLLM's `LMCacheConnectorV1`, ATOM's `lmcache_offload`, SGLang's `--enable-lmcache`, each an offload above);
+its other variables (`LMCACHE_CHUNK_SIZE`, ...) tune that connector and keep no KV anywhere on a launch without one."""
+
+
+def _on(value: object) -> bool:
+    """A boolean variable or flag value as LMCache and the engines read it on: true, 1, yes, on (any case)."""
+    return value is True or (isinstance(value, str) and value.strip().lower() in ("true", "1", "yes", "on"))
 
 
 def _offloads(job: Job) -> str | None:
@@ -215,8 +230,7 @@ def _offloads(job: Job) -> str | None:
     from llmsweep.catalog.engines import kv_transfer_keys
 
     for written, name, value in engine_flags(job):
-        if name in ("--enable-hierarchical-cache", "--kv-offloading-backend") and value not in (False, None, "false",
-                                                                                                  "False"):
+        if name in OFFLOAD_SWITCHES and value not in (False, None, "false", "False"):
             return written
         if name in ("--hicache-size", "--kv-offloading-size") and _number(value) and value > 0:
             return written
@@ -225,8 +239,7 @@ def _offloads(job: Job) -> str | None:
             if connectors & OFFLOAD_CONNECTORS or "cpu_bytes_to_use" in kv_transfer_keys(value):
                 return written
     env = job.serve.env if job.serve is not None else {}
-    return next((name for name in env if name.startswith("LMCACHE_") and env[name] not in (None, "", "0", "False",
-                                                                                          "false")), None)
+    return LMCACHE_CPU_SWITCH if _on(env.get(LMCACHE_CPU_SWITCH)) else None
 
 
 def _connector_names(config: object) -> list[tuple[str, object]]:

@@ -319,7 +319,8 @@ class SpecDecoding(StrictInput):
         default=None, alias="golden-curve",
         description="The golden curve to pin, by id or variant tag, where several curves measured the same drafter "
                     "(Kimi-K3's DSpark: the default and `probabilistic-block`); selects the curve only, never what "
-                    "is launched.")
+                    "is launched. A curve of another drafter than `draft-model` is refused (golden-al.curve-drafter); "
+                    "for a draft model at a local path it says which curve that drafter is.")
     thinking: Thinking = Field(default="on", description="Chat-template thinking mode the golden curve is read at.")
     acceptance_length: float | None = Field(
         default=None,
@@ -340,6 +341,12 @@ class SpecDecoding(StrictInput):
     def curve_selector(self) -> str | None:
         """What picks among a model family's golden curves: `golden-curve`, else the draft model."""
         return self.golden_curve or self.draft_model
+
+    @property
+    def curve_drafter(self) -> str | None:
+        """The drafter the curve `golden-curve` selects must have measured: the launched `draft-model` (None where the
+        draft model itself selects the curve, or none is named). A curve of another drafter pins no AL for it."""
+        return self.draft_model if self.golden_curve else None
 
     @field_validator("draft_model", mode="after")
     @classmethod

@@ -4,6 +4,7 @@ when it lacks the cell asked for."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -95,6 +96,39 @@ def test_a_curve_of_the_very_served_format_wins_over_a_bare_fp4_one(tmp_path: Pa
     _write(tmp_path, "qwen3.5_mtp_mxfp4.yaml", {3: 3.05}, **MXFP4)
     amd = resolve_acceptance("qwen3.5", "amd/Qwen3.5-397B-A17B-MXFP4", "fp4", "mtp", "on", 3, curve_dirs=[tmp_path])
     assert amd is not None and (amd.curve, amd.value) == ("qwen3.5_mtp_mxfp4", 3.05)
+
+
+DSV4_MXFP4 = dict(checkpoint="deepseek-v4-pro-mxfp4", precision="mxfp4 (quantization_config of /models/d)",
+                  hardware="8 x AMD Instinct MI355X (amd-smi)", sampling={"thinking_on": {"temperature": 1.0}},
+                  chat_template_kwargs={"thinking_on": {"thinking": True, "reasoning_effort": "high"}})
+
+
+def test_a_curve_of_the_served_format_wins_over_a_default_read_as_bare_fp4(tmp_path: Path) -> None:
+    """dsv4_mtp (like dsv4-pro-0813-dspark, kimik3_dspark, minimaxm3_eagle3) reads as a bare `fp4` from its script's
+    name, which agrees with MXFP4 and NVFP4 alike: an MXFP4 collection had never won for amd/DeepSeek-V4-Pro-MXFP4
+    (2.49 pinned) and was not even named as the better curve where it lacks the cell. Measured in the very format
+    served, with the cell and the default's sampling, it wins."""
+    _write(tmp_path, "dsv4_mtp_mxfp4.yaml", {1: 1.75, 2: 2.2, 3: 2.41}, **DSV4_MXFP4)
+    args = ("dsv4", "amd/DeepSeek-V4-Pro-MXFP4", "fp4", "mtp", "on")
+    amd = resolve_acceptance(*args, 3, curve_dirs=[tmp_path])
+    assert amd is not None and (amd.curve, amd.value, amd.passed_over) == ("dsv4_mtp_mxfp4", 2.41, "dsv4_mtp")
+    assert not amd.precision_mismatch()
+    k5 = resolve_acceptance(*args, 5, curve_dirs=[tmp_path])
+    assert k5 is not None and (k5.curve, k5.value) == ("dsv4_mtp", 2.55)
+    assert k5.better == ["dsv4_mtp_mxfp4 (mxfp4, on K 1 2 3)"]
+    got = CliRunner().invoke(al, ["amd/DeepSeek-V4-Pro-MXFP4", "-m", "mtp", "-k", "3", "--precision", "fp4",
+                                  "--curves", str(tmp_path), "--json"])
+    assert got.exit_code == 0 and json.loads(got.stdout)["curve"] == "dsv4_mtp_mxfp4", got.output
+    # a bare-fp4 recipe (an id naming no format) may serve either block format: the default answers; an NVFP4
+    # recipe is not served by the MXFP4 curve; nor does a collection sampled otherwise stand in
+    for model, precision in (("deepseek-ai/DeepSeek-V4-Pro", "fp4"), ("deepseek-ai/DeepSeek-V4-Pro", "nvfp4")):
+        r = resolve_acceptance("dsv4", model, precision, "mtp", "on", 3, curve_dirs=[tmp_path])
+        assert r is not None and (r.curve, r.value, r.passed_over, r.better) == ("dsv4_mtp", 2.49, None, []), r
+    hot = tmp_path / "hot"
+    _write(hot, "dsv4_mtp_mxfp4.yaml", {3: 2.41}, **{**DSV4_MXFP4, "sampling": {"thinking_on": {"temperature": 0.6}}})
+    unlike = resolve_acceptance(*args, 3, curve_dirs=[hot])
+    assert unlike is not None and unlike.curve == "dsv4_mtp" and unlike.unlike == [
+        "dsv4_mtp_mxfp4 (temperature 0.6, not 1)"]
 
 
 def test_a_curve_collected_on_the_simulator_never_passes_over_a_measured_one(tmp_path: Path) -> None:

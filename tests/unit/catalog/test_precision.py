@@ -83,3 +83,11 @@ def test_a_quantisation_configs_spelling_names_a_format_of_the_table(value: str,
 
     assert format_named_in(value) == expected
     assert expected is None or weight_format(expected) is not None
+
+
+def test_a_block_format_refines_the_bare_fp4_and_nothing_else() -> None:
+    from llmsweep.catalog.precision import refines
+
+    assert refines("mxfp4", "fp4") and refines("NVFP4", "fp4")
+    assert not refines("fp4", "mxfp4") and not refines("mxfp4", "mxfp4") and not refines("fp8", "fp4")
+    assert not refines("mxfp4", "nvfp4")

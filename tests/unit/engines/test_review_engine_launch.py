@@ -99,6 +99,58 @@ def test_a_none_arm_that_offloads_is_refused_and_a_vllm_offload_size_counts(tmp_
     assert len(hits) == 1 and "--kv-offloading-size 5000 GiB" in hits[0], hits
 
 
+def test_lmcache_tuning_on_a_none_arm_is_no_offload_and_its_cpu_switch_is(tmp_path: Path) -> None:
+    """A kvnone arm beside an lmcache arm, sharing `serve.env: {LMCACHE_CHUNK_SIZE: "256"}`, had been refused as
+    keeping KV in host memory: without an LMCache connector in its launch no LMCache runs. `LMCACHE_LOCAL_CPU` true
+    (LMCache's own CPU-pool switch) and SGLang's `--enable-lmcache` connector are offload."""
+    arms = ("{ tp: 8, kv-offloading: none, conc-list: [4] }\n      - { tp: 8, kv-offloading: dram, "
+            "kv-offload-backend: { name: lmcache, version: '0.5.3' }, conc-list: [4] }")
+    tuned = recipe("vllm", "vllm/vllm-openai:v0.26.0", arm=arms, serve="    env: { LMCACHE_CHUNK_SIZE: '256' }\n")
+    assert len(jobs(tmp_path, tuned)) == 2
+    assert findings(tmp_path, tuned, "kv-offload.none-arm") == []
+    switched = tuned.replace("LMCACHE_CHUNK_SIZE: '256'", "LMCACHE_LOCAL_CPU: 'True'")
+    hits = findings(tmp_path, switched, "kv-offload.none-arm")
+    assert len(hits) == 1 and "`LMCACHE_LOCAL_CPU` keeps KV in host memory" in hits[0], hits
+    assert findings(tmp_path, tuned.replace("LMCACHE_CHUNK_SIZE: '256'", "LMCACHE_LOCAL_CPU: 'False'"),
+                    "kv-offload.none-arm") == []
+    sgl = recipe("sglang", "lmsysorg/sglang:v0.5.17-cu130", arm="{ tp: 8, kv-offloading: none, conc-list: [4] }",
+                 serve="    args: { --enable-lmcache: true }\n", **KIMI)
+    hits = findings(tmp_path, sgl, "kv-offload.none-arm")
+    assert len(hits) == 1 and "--enable-lmcache" in hits[0], hits
+
+
+GLM_ATOM = dict(model="amd/GLM-5.2-MXFP4", prefix="glm5.2", runner="cluster:mi355x-amds")
+ATOM_IMAGE = "rocm/atom-dev:ubuntu24.04_py3.12_pytorch_release_2.10.0_glm52_agentic_0813"
+
+
+def test_atom_offloads_kv_through_its_lmcache_connector(tmp_path: Path) -> None:
+    """InferenceX's kimik3 and glm5.2 ATOM agentic rows run `kv-offload-backend: lmcache`: any serve block on them had
+    been refused (`atom cannot offload KV with lmcache (it has: none)`). ATOM's in-engine `lmcache_offload` connector
+    reads LMCache's environment, one `LMCACHE_MAX_LOCAL_CPU_SIZE` pool per TP worker (the budget over TP, as the
+    InferenceX script divides it); another backend is still refused, and a kvnone arm that writes the connector
+    offloads."""
+    arm = ("{ tp: 4, kv-offloading: dram, kv-offload-backend: { name: lmcache, version: '0.4.5' }, conc-list: [4], "
+           "spec-decoding: mtp }")
+    serve = "    spec-decoding: { method: mtp, num-steps: 3 }\n"
+    text = recipe("atom", ATOM_IMAGE, arm=arm, serve=serve, **GLM_ATOM)
+    assert findings(tmp_path, text, "serve.kv-offload-backend") == []
+    (job,) = jobs(tmp_path, text)
+    spec = engines.render(job)
+    assert json.loads(flag(spec.argv, "--kv-transfer-config") or "{}") == {"kv_connector": "lmcache_offload",
+                                                                          "kv_role": "offload"}
+    per_rank = (job.total_cpu_dram_gb or 0) // 4
+    assert per_rank > 0 and spec.env["LMCACHE_LOCAL_CPU"] == "True"
+    assert spec.env["LMCACHE_MAX_LOCAL_CPU_SIZE"] == str(per_rank)
+    hits = findings(tmp_path, text.replace("name: lmcache, version: '0.4.5'", "name: hicache"),
+                    "serve.kv-offload-backend")
+    assert len(hits) == 1 and "atom cannot offload KV with `hicache` (it has: lmcache)" in hits[0], hits
+    none = recipe("atom", ATOM_IMAGE, arm="{ tp: 4, kv-offloading: none, conc-list: [4], spec-decoding: mtp }",
+                  serve=serve + "    args: { --kv-transfer-config: '{\"kv_connector\": \"lmcache_offload\", "
+                  "\"kv_role\": \"offload\"}' }\n", **GLM_ATOM)
+    hits = findings(tmp_path, none, "kv-offload.none-arm")
+    assert len(hits) == 1 and "--kv-transfer-config" in hits[0], hits
+
+
 def test_an_ep_the_engine_cannot_size_is_refused(tmp_path: Path) -> None:
     for framework, image in (("vllm", "vllm/vllm-openai:v0.26.0"), ("atom", "rocm/atom:v0.1.3")):
         for ep, refused in ((2, True), (8, False), (1, False)):
