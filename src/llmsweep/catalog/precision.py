@@ -56,8 +56,8 @@ NAME_TOKEN = re.compile(rf"(?:^|[-_])({NAME_ALTERNATION})(?=$|[-_.])")
 def named_format(name: str) -> str | None:
     """The format a model id, checkpoint or file name names as a token (:data:`NAME_TOKEN`; the last one, any case,
     the organisation left out): ``amd/Qwen3.5-397B-A17B-MXFP4`` -> mxfp4, ``qwen3.5-397b-a17b-nvfp4`` -> nvfp4,
-    ``moonshotai/Kimi-K3`` -> None."""
-    found = NAME_TOKEN.findall(name.rsplit("/", 1)[-1].lower())
+    ``moonshotai/Kimi-K3`` -> None; a folder path's trailing slash is no part of it (``/models/X-MXFP4/``)."""
+    found = NAME_TOKEN.findall(name.rstrip("/").rsplit("/", 1)[-1].lower())
     return found[-1] if found else None
 
 

@@ -53,6 +53,8 @@ SERVED = [
 
 def test_the_served_format_is_the_one_the_model_id_names_else_the_recipes_precision() -> None:
     assert [served_format(model, precision) for model, precision, _ in SERVED] == [s for _, _, s in SERVED]
+    # a local folder given with its trailing slash names the same format as without it
+    assert served_format("/models/Qwen3.5-397B-A17B-MXFP4/", "fp4") == "mxfp4"
 
 
 RECIPE = Path(__file__).resolve().parents[2] / "data" / "recipes" / "run" / "fixed-sim.yaml"
