@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -57,8 +58,6 @@ def test_a_writer_opening_a_current_store_takes_no_lock_and_a_busy_store_names_i
 
 
 def test_a_run_that_could_not_store_one_job_does_not_try_again_for_every_job(tmp_path: Path, monkeypatch) -> None:
-    from llmsweep.execute import pipeline
-    from llmsweep.execute.lifecycle import JobOutcome
     from llmsweep.results import store as store_module
 
     opened: list[Path] = []
@@ -72,11 +71,7 @@ def test_a_run_that_could_not_store_one_job_does_not_try_again_for_every_job(tmp
 
     monkeypatch.setattr(store_module, "Store", Busy)
     said: list[str] = []
-    jobs = pipeline._JobStore.__new__(pipeline._JobStore)
-    jobs.run_dir, jobs.path, jobs.event, jobs.failed, jobs.finished = tmp_path, tmp_path / "s.sqlite", said.append, \
-        False, 0
-    for n in range(3):
-        jobs(tmp_path / f"j{n}", JobOutcome(job_id=f"j{n}", exp_name=f"j{n}", status="valid"))
+    jobs = _three_jobs_stored(tmp_path, said)
     jobs.superseded(tmp_path / "j0")
     assert len(opened) == 1 and len(said) == 1 and "could not store job j0" in said[0]
 
@@ -85,8 +80,6 @@ def test_a_job_that_could_not_be_stored_for_its_own_reason_leaves_the_next_jobs_
                                                                                       monkeypatch) -> None:
     """Only a busy store stops the per-job storing: one job whose folder does not store (a damaged summary) had
     stopped it for the rest of the sweep, so a run killed before its end-of-run ingest lost every later job."""
-    from llmsweep.execute import pipeline
-    from llmsweep.execute.lifecycle import JobOutcome
     from llmsweep.results import store as store_module
 
     tried: list[str] = []
@@ -109,11 +102,7 @@ def test_a_job_that_could_not_be_stored_for_its_own_reason_leaves_the_next_jobs_
 
     monkeypatch.setattr(store_module, "Store", OneBadJob)
     said: list[str] = []
-    jobs = pipeline._JobStore.__new__(pipeline._JobStore)
-    jobs.run_dir, jobs.path, jobs.event, jobs.failed, jobs.finished = tmp_path, tmp_path / "s.sqlite", said.append, \
-        False, 0
-    for n in range(3):
-        jobs(tmp_path / f"j{n}", JobOutcome(job_id=f"j{n}", exp_name=f"j{n}", status="valid"))
+    jobs = _three_jobs_stored(tmp_path, said)
     assert tried == ["j0", "j1", "j2"] and jobs.finished == 2
     assert len(said) == 1 and "could not store job j0" in said[0]
 
@@ -135,3 +124,16 @@ def test_a_store_is_busy_when_sqlite_says_so_not_when_its_path_does(tmp_path: Pa
             sqlite3.OperationalError("database is locked")
     except StoreError as exc:
         assert store_busy(exc)
+
+
+def _three_jobs_stored(tmp_path: Path, said: list[str]) -> Any:
+    """A run's per-job storing (`pipeline._JobStore`) told of three jobs j0..j2 ending in turn."""
+    from llmsweep.execute import pipeline
+    from llmsweep.execute.lifecycle import JobOutcome
+
+    jobs = pipeline._JobStore.__new__(pipeline._JobStore)
+    jobs.run_dir, jobs.path, jobs.event, jobs.failed, jobs.finished = tmp_path, tmp_path / "s.sqlite", said.append, \
+        False, 0
+    for n in range(3):
+        jobs(tmp_path / f"j{n}", JobOutcome(job_id=f"j{n}", exp_name=f"j{n}", status="valid"))
+    return jobs
