@@ -346,19 +346,19 @@ def hand_written(ctx: Context) -> Iterator[Finding]:
             if name in SYNTHETIC_ENV:
                 yield ctx.hit("golden-al.hand-written", recipe, serve_env_path(recipe, job, name),
                               f"`{name}` is written in the recipe", job=job)
-            elif name in INFERENCEX_SYNTHETIC:
+            elif name in INFERENCEX_SYNTHETIC and not _switched_off(job.serve.env[name]):
                 yield ctx.hit("golden-al.hand-written", recipe, serve_env_path(recipe, job, name),
                               f"`{name}` is InferenceX's launcher's spelling of a pin, which no engine reads",
                               job=job)
         # a multinode row's additional-settings reach its workers' environment too (InferenceX writes them there)
         for kind, worker in (("prefill", job.prefill), ("decode", job.decode)):
             for index, item in enumerate(worker.additional_settings or [] if worker is not None else []):
-                name = item.partition("=")[0].strip()
+                name, _, value = (part.strip() for part in item.partition("="))
                 if name in SYNTHETIC_ENV:
                     yield ctx.hit("golden-al.hand-written", recipe,
                                   (*entry_path(recipe, job), kind, "additional-settings", index),
                                   f"`{name}` is written in the {kind} workers' additional-settings", job=job)
-                elif name in INFERENCEX_SYNTHETIC:
+                elif name in INFERENCEX_SYNTHETIC and not _switched_off(value):
                     yield ctx.hit("golden-al.hand-written", recipe,
                                   (*entry_path(recipe, job), kind, "additional-settings", index),
                                   f"`{name}` is InferenceX's launcher's spelling of a pin, which no engine reads: "
@@ -369,6 +369,12 @@ def hand_written(ctx: Context) -> Iterator[Finding]:
                 yield ctx.hit("golden-al.hand-written", recipe, serve_arg_path(recipe, job, flag),
                               f"`{flag}` pins acceptance by hand" + (f" (the engine reads `{name}`)"
                                                                      if name != flag else ""), job=job)
+
+
+def _switched_off(value: object) -> bool:
+    """InferenceX's `SYNTHETIC_ACCEPTANCE=false` (0, no, off, empty): the row measures real acceptance, as the
+    engine does without a pin, so it reads as nothing it is not."""
+    return str(value).strip().lower() in ("", "0", "false", "no", "off")
 
 
 @rule("golden-al.eval-synthetic", Severity.ERROR,

@@ -21,6 +21,16 @@ def test_inferencex_s_pin_spelling_is_refused_at_its_line(tmp_path: Path) -> Non
     assert "InferenceX's launcher's spelling of a pin, which no engine reads" in hits[0].message
 
 
+def test_inferencex_s_pin_switched_off_is_no_pin(tmp_path: Path) -> None:
+    """`SYNTHETIC_ACCEPTANCE=false` says the row measures real acceptance, which it does: it had been refused as a
+    row that reads as pinned."""
+    for off in ("false", "0", "False"):
+        path = tmp_path / f"{off}.yaml"
+        path.write_text(CASE.read_text().replace('"SGLANG_SIMULATE_ACC_LEN=2.5"', f'"SYNTHETIC_ACCEPTANCE={off}"'))
+        hits = [f for f in validate_files([path]).findings if f.rule == "golden-al.hand-written"]
+        assert not hits, (off, hits)
+
+
 def test_minimax_m3_s_thinking_mode_key_is_read_as_the_served_thinking_mode(tmp_path: Path) -> None:
     """MiniMax-M3's template is switched by `thinking_mode: enabled|disabled` (its golden curves say so); only
     `enable_thinking`/`thinking` booleans were read, so a server told `disabled` pinned the thinking-on AL."""
