@@ -279,6 +279,40 @@ def none_arm_offloads(ctx: Context) -> Iterator[Finding]:
                       f"{job.kv_offloading or 'none'}: its results would be labelled without offload", job=job)
 
 
+BYTE_COUNT_KEYS = ("cpu_bytes_to_use", "cpu_bytes_to_use_per_rank")
+"""vLLM's offload connectors' byte counts, which vLLM reads with `int()` at start-up."""
+
+
+@rule("serve.kv-transfer-bytes", Severity.ERROR,
+      "A byte count in --kv-transfer-config is text vLLM cannot read as an integer",
+      "write the count as a whole number of bytes (1000000000000, not 1e12: YAML reads 1e12 as text), or delete it "
+      "and let the adapter size the pool from total-cpu-dram-gb",
+      "vLLM's offload specs read cpu_bytes_to_use with int(), which refuses '1e12', at start-up after the weights "
+      "have loaded")
+def kv_transfer_bytes(ctx: Context) -> Iterator[Finding]:
+    from llmsweep.catalog.engines import kv_transfer_keys
+    from llmsweep.policy.context import serve_arg_path
+
+    for job, recipe in ctx.runnable_pairs():
+        args = {name: value for _, name, value in engine_flags(job)}
+        if "--kv-transfer-config" not in args:
+            continue
+        keys = kv_transfer_keys(args["--kv-transfer-config"])
+        for key in BYTE_COUNT_KEYS:
+            value = keys.get(key)
+            if isinstance(value, str) and not _whole_number_text(value):
+                yield ctx.hit("serve.kv-transfer-bytes", recipe, serve_arg_path(recipe, job, "--kv-transfer-config"),
+                              f"{key} is the text {value!r}, which vLLM's int() refuses at start-up", job=job)
+
+
+def _whole_number_text(text: str) -> bool:
+    try:
+        int(text.strip())
+    except ValueError:
+        return False
+    return True
+
+
 @rule("kv-offload.dram-budget", Severity.ERROR,
       "KV offload asks for more host DRAM than the job's budget (total-cpu-dram-gb)",
       "delete the hand-written size: the adapter sizes the pool from total-cpu-dram-gb",
