@@ -609,12 +609,16 @@ def other_drafters_curve(model_prefix: str, method: str, model: str, golden_curv
 def variant_siblings(model_prefix: str, method: str, model: str, chosen: str,
                      curve_dirs: Sequence[Path | str] = ()) -> list[GoldenCurve]:
     """The other variants of the curve `chosen` (an id): curves of its family that measured the same drafter under
-    another variant tag (Kimi-K3's DSpark default and `probabilistic-block`), which `golden-curve` chooses between."""
+    another variant tag in the same precision (Kimi-K3's DSpark default and `probabilistic-block`), which
+    `golden-curve` chooses between. A curve of another precision is no sampling variant of it: the served precision
+    chose between them (`qwen3.5_mtp_fp8` over the NVFP4 default)."""
     family = find_curves(model_prefix, method, model, curve_dirs)
     pick = next((c for c in family if c.id == chosen), None)
     if pick is None:
         return []
-    return [c for c in family if c.id != pick.id and _same_draft(c, pick) and c.variant != pick.variant]
+    measured_in = precision_family(pick.precision_measured)
+    return [c for c in family if c.id != pick.id and _same_draft(c, pick) and c.variant != pick.variant
+            and precision_family(c.precision_measured) == measured_in]
 
 
 def _cells_text(curve: GoldenCurve) -> str:

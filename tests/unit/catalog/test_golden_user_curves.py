@@ -207,6 +207,9 @@ def test_the_planner_pins_the_curve_measured_on_the_mxfp4_checkpoint(tmp_path: P
         clear_caches()
     assert checked.jobs and all(j.acceptance is not None and j.acceptance.value == 3.05 for j in checked.jobs)
     assert not [f for f in checked.findings if f.rule == "golden-al.precision-provenance"]
+    # a curve chosen for the precision it was measured in is no sampling variant of the default's: no
+    # `golden-al.variant` ("the same drafter was measured under other sampling too") for the sampling it shares
+    assert not [f for f in checked.findings if f.rule == "golden-al.variant"], checked.findings
 
 
 def test_only_a_job_that_pins_the_golden_al_is_warned_about_its_provenance(tmp_path: Path) -> None:
