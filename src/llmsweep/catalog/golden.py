@@ -616,9 +616,11 @@ def variant_siblings(model_prefix: str, method: str, model: str, chosen: str,
     pick = next((c for c in family if c.id == chosen), None)
     if pick is None:
         return []
-    measured_in = precision_family(pick.precision_measured)
+    def measured_in(curve: GoldenCurve) -> str | None:  # None: a curve that states no precision
+        return precision_family(curve.precision_measured) if curve.precision_measured else None
+
     return [c for c in family if c.id != pick.id and _same_draft(c, pick) and c.variant != pick.variant
-            and precision_family(c.precision_measured) == measured_in]
+            and measured_in(c) == measured_in(pick)]
 
 
 def _cells_text(curve: GoldenCurve) -> str:
