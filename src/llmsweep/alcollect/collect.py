@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from llmsweep import __version__
 from llmsweep.alcollect.merge import BEFORE_MEASURING, COMPARED, Collected, differences
 from llmsweep.alcollect.merge import merge as merge_curves
+from llmsweep.alcollect.modes import MODES
 from llmsweep.alcollect.prompts import PromptSet
 from llmsweep.alcollect.settings import CellResult, CollectResult, CollectSettings
 from llmsweep.catalog.golden import (
@@ -60,7 +61,7 @@ Event = Callable[[str], None]
 CONCURRENCY = 1
 """InferenceX collects at concurrency 1 (`--max-concurrency 1`): one request drafts at a time, as in its curves."""
 CELL_FILE = "cell.json"
-CELL_NAME = re.compile(r"^thinking_(?:on|off)-k\d+$")
+CELL_NAME = re.compile(rf"^(?:{'|'.join(MODES)})-k\d+$")
 """A cell's folder in the evidence folder: `<mode>-k<K>` (:func:`cell_folder`)."""
 CLIENT_DIR = "client"
 """A cell's client folder: its load's records, run.json and summary.json."""
@@ -358,7 +359,7 @@ def _weights_word(qc: dict[str, Any]) -> str | None:
 def _quark_word(qc: dict[str, Any]) -> str | None:
     """AMD Quark (``quant_method: quark``): the weight spec of ``global_quant_config`` (a list: its first), as vLLM and
     SGLang read it: ``fp4`` in groups of 32 with E8M0 scales is MXFP4, another ``fp4`` a bare fp4, ``fp8_e4m3`` fp8,
-    ``int4``/``uint4`` int4, ``int8`` int8."""
+    ``int4``/``uint4`` int4, ``int8`` int8 (`catalog.precision.format_named_in`)."""
     spec = qc.get("global_quant_config")
     weight = spec.get("weight") if isinstance(spec, dict) else None
     if isinstance(weight, list):
@@ -368,7 +369,7 @@ def _quark_word(qc: dict[str, Any]) -> str | None:
     dtype = weight["dtype"].lower()
     if dtype == "fp4":
         return "mxfp4" if weight.get("group_size") == 32 and weight.get("scale_format") == "e8m0" else "fp4"
-    return {"int4": "int4", "uint4": "int4", "int8": "int8", "uint8": "int8"}.get(dtype) or format_named_in(dtype)
+    return format_named_in(dtype)
 
 
 def _quantisation(folder: Path, config: dict[str, Any]) -> str | None:
