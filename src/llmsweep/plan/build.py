@@ -119,7 +119,7 @@ def resolve_job_acceptance(
     if entry.get("spec-decoding", "none") == "none" or serve is None or serve.spec_decoding is None:
         return None
     sd = serve.spec_decoding
-    golden = _lookup_golden(recipe, sd)
+    golden = golden_for(recipe, sd)
     golden_value = golden.value if golden is not None else None
     provenance = golden.provenance() if golden is not None else None
     source: Literal["golden", "pinned"]
@@ -135,7 +135,10 @@ def resolve_job_acceptance(
                       cited=sd.acceptance_length_source if source == "pinned" else None)
 
 
-def _lookup_golden(recipe: Recipe, sd: SpecDecoding) -> AcceptanceResolution | None:
+def golden_for(recipe: Recipe, sd: SpecDecoding) -> AcceptanceResolution | None:
+    """The golden curve's answer for a recipe's speculative decoding (its model, served precision, method, thinking
+    mode, K and drafter), as the planner pins it and the golden-AL rules judge it; None when none answers (or the
+    curves do not read: the policy reports a missing golden AL)."""
     k = sd.draft_length
     if k is None:
         return None

@@ -16,11 +16,11 @@ from llmsweep.catalog.golden import (
     local_draft,
     other_drafters_curve,
     reference_curve,
-    resolve_acceptance,
 )
 from llmsweep.catalog.models import ModelSpec, find_model
 from llmsweep.engine_ids import acceptance_knobs
 from llmsweep.findings import Finding, Severity
+from llmsweep.plan.build import golden_for
 from llmsweep.plan.job import Job
 from llmsweep.policy.context import Context, engine_flags, entry_path, serve_arg_path, serve_env_path
 from llmsweep.policy.registry import rule
@@ -119,10 +119,9 @@ def _pinned_golden(job: Job, recipe: Recipe) -> AcceptanceResolution | None:
     """The curve a job's pinned golden AL comes from (None when it pins none from a curve)."""
     sd = job.serve.spec_decoding if job.serve else None
     acc = job.acceptance
-    if sd is None or acc is None or acc.source != "golden" or sd.num_steps is None:
+    if sd is None or acc is None or acc.source != "golden":
         return None
-    return resolve_acceptance(recipe.model_prefix, recipe.model, recipe.precision, sd.method, sd.thinking,
-                              sd.num_steps, draft_model=sd.curve_selector, served_draft=sd.curve_drafter)
+    return golden_for(recipe, sd)
 
 
 def _other_drafters_curve(recipe: Recipe, sd: SpecDecoding) -> GoldenCurve | None:
@@ -262,8 +261,7 @@ def precision_provenance(ctx: Context) -> Iterator[Finding]:
         if sd is None or sd.num_steps is None or job.spec_decoding == "none" or job.acceptance is None \
                 or job.eval_only:
             continue
-        res = resolve_acceptance(recipe.model_prefix, recipe.model, recipe.precision, sd.method, sd.thinking,
-                                 sd.num_steps, draft_model=sd.curve_selector, served_draft=sd.curve_drafter)
+        res = golden_for(recipe, sd)
         if res is None or not res.precision_mismatch():  # the served format: the model id's, else `precision`
             continue
         served = res.served_precision or recipe.precision
