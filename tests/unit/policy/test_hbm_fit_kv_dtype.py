@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from support.recipes import engine_recipe
 
 from llmsweep import engines
 from llmsweep.catalog.models import find_model
@@ -39,24 +40,14 @@ def test_the_simulator_refuses_a_kv_dtype_of_no_known_size_rather_than_serve_it_
         perf_inputs("llama-3.1-8b", "h200", kv_dtype="turboquant_k8v4")
 
 
-RECIPE = """\
-q:
-  image: lmsysorg/sglang-rocm:v0.5.16-rocm720-mi30x-20260730
-  model: Qwen/Qwen3.5-397B-A17B-FP8
-  model-prefix: qwen3.5
-  runner: cluster:mi325x-amds
-  precision: fp8
-  framework: {framework}
-  multinode: false
-  scenarios:
-    agentic-coding:
-    - search-space:
-      - {{ tp: 2, spec-decoding: none, kv-offloading: none, conc-list: [4] }}
-  serve:
-    args:
-      --mem-fraction-static: 0.75
-      --kv-cache-dtype: {dtype}
-"""
+SGLANG_ROCM = "lmsysorg/sglang-rocm:v0.5.16-rocm720-mi30x-20260730"
+
+
+def recipe(dtype: str, framework: str = "sglang", image: str = SGLANG_ROCM) -> str:
+    """Qwen3.5 FP8 at TP 2 on MI325X, its KV cache at `dtype`."""
+    return engine_recipe(framework, image, arm="{ tp: 2, spec-decoding: none, kv-offloading: none, conc-list: [4] }",
+                         serve=f"    args:\n      --mem-fraction-static: 0.75\n      --kv-cache-dtype: {dtype}\n",
+                         runner="cluster:mi325x-amds", model="Qwen/Qwen3.5-397B-A17B-FP8", prefix="qwen3.5")
 
 
 @pytest.mark.parametrize(("spelling", "gb", "label"), [
@@ -66,7 +57,7 @@ q:
 def test_the_hbm_fit_check_costs_one_requests_kv_at_its_dtypes_bytes(tmp_path: Path, spelling: str, gb: str,
                                                                      label: str) -> None:
     path = tmp_path / "r.yaml"
-    path.write_text(RECIPE.format(framework="sglang", dtype=spelling), encoding="utf-8")
+    path.write_text(recipe(spelling), encoding="utf-8")
     (hit,) = [f for f in validate_files([path]).findings if f.rule == "resources.hbm-fit"]
     assert f"198 GB weights + {gb} GB KV (131072 tokens{label}) per GPU" in hit.message, hit.message
 
@@ -74,7 +65,7 @@ def test_the_hbm_fit_check_costs_one_requests_kv_at_its_dtypes_bytes(tmp_path: P
 @pytest.mark.parametrize(("spelling", "served"), [("mxfp8", "mxfp8"), ("nvfp4", "nvfp4"), ("fp4_e2m1", "fp4"),
                                                   ("fp8_e4m3", "fp8"), ("auto", "bf16")])
 def test_the_simulated_launch_serves_the_kv_dtype_the_recipe_asks_for(spelling: str, served: str) -> None:
-    (job,) = full_sweep(loads_recipes(RECIPE.format(framework="sglang", dtype=spelling), "t.yaml")
+    (job,) = full_sweep(loads_recipes(recipe(spelling), "t.yaml")
                         .raise_on_error().recipes)
     argv = list(engines.render(job, simulate=True, port=0).argv)
     assert argv[argv.index("--kv-dtype") + 1] == served
@@ -82,8 +73,7 @@ def test_the_simulated_launch_serves_the_kv_dtype_the_recipe_asks_for(spelling: 
 
 def test_a_sim_recipe_with_a_kv_dtype_of_no_known_size_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "r.yaml"
-    path.write_text(RECIPE.format(framework="sim", dtype="turboquant_k8v4").replace(
-        "lmsysorg/sglang-rocm:v0.5.16-rocm720-mi30x-20260730", "ghcr.io/llmsweep/sim:latest"), encoding="utf-8")
+    path.write_text(recipe("turboquant_k8v4", "sim", "ghcr.io/llmsweep/sim:latest"), encoding="utf-8")
     (hit,) = [f for f in validate_files([path]).findings if f.rule == "serve.render-failed"]
     assert hit.is_error and "unknown KV-cache dtype 'turboquant_k8v4'" in hit.message
 
@@ -91,7 +81,7 @@ def test_a_sim_recipe_with_a_kv_dtype_of_no_known_size_is_refused(tmp_path: Path
 def test_weights_over_hbm_are_still_said_when_the_kv_dtype_has_no_known_size(tmp_path: Path) -> None:
     """Its KV is not costed (neither as bf16 nor skipped with the weights): 198 GB of weights alone exceed 175 GB."""
     path = tmp_path / "r.yaml"
-    path.write_text(RECIPE.format(framework="sglang", dtype="turboquant_k8v4"), encoding="utf-8")
+    path.write_text(recipe("turboquant_k8v4"), encoding="utf-8")
     (hit,) = [f for f in validate_files([path]).findings if f.rule == "resources.hbm-fit"]
     assert "198 GB weights + its KV (not costed: its --kv-cache-dtype has no known size) per GPU" in hit.message, \
         hit.message
