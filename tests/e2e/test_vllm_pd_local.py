@@ -158,4 +158,9 @@ def test_a_worker_whose_engine_loses_its_port_is_relaunched_and_the_job_still_me
     lost = [log.name for log in roles.glob("*-0.log") if "address already in use" in log.read_text()
             and "the engine behind the front exited" in log.read_text()]
     assert len(lost) == 1, [(log.name, log.read_text()[-1500:]) for log in roles.glob("*-0.log")]
-    assert not [log.name for log in roles.glob("*-0.2.log") if "address already in use" in log.read_text()]
+    (taken,) = set(re.findall(r"cannot bind 127\.0\.0\.1:(\d+)", (roles / lost[0]).read_text()))
+    # the relaunch runs on fresh ports: none of its workers is handed the port the fault holds (the stand-in's own
+    # pick-then-bind of an engine port may still lose a race on a busy host now and then, as a full suite showed once:
+    # another relaunch, and the job stays valid, as asserted above)
+    relaunched = [log.read_text() for log in roles.glob("*-0.2.log")]
+    assert relaunched and not [t for t in relaunched if f"cannot bind 127.0.0.1:{taken}:" in t]
