@@ -147,3 +147,35 @@ def test_a_disaggregated_points_completed_requests_are_its_decode_workers(tmp_pa
         s = json.loads((job / "summary.json").read_text())
         sent = sum(1 for line in (job / "records.jsonl").read_text().splitlines() if line.strip())
         assert s["server_metrics"]["tokens"]["requests_completed"] <= sent, (job.name, s["server_metrics"]["tokens"])
+
+
+def test_a_resume_after_a_multinode_list_grew_supersedes_its_points_it_does_not_retire_them(tmp_path: Path) -> None:
+    """A multi-node point's id holds its deployment's concurrency list, so adding a concurrency renames every point.
+    A --resume had read the points measured before as concurrencies 'taken out since': retired, their stored results
+    dropped, said falsely. They are the same points (as `changes` and --reuse see them): each is superseded by its
+    point under the new list, its files kept in that point's attempts/, and said so."""
+    from llmsweep.results.store import Store
+
+    env = cli_env(tmp_path)
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text((RECIPES / "disagg-sim.yaml").read_text())
+    out = tmp_path / "run"
+    first = run_here([recipe, "--out", out, "--no-report"], env)
+    assert first.returncode == 0, first.stderr[-2000:]
+    before = sorted(p.name for p in (out / "jobs").iterdir())
+    assert len(before) == 2, before
+    recipe.write_text(recipe.read_text().replace("conc-list: [2, 4]", "conc-list: [2, 4, 8]"))
+    again = run_here([recipe, "--out", out, "--resume", "--no-report"], env)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert "no job of the recipe as it is now" not in again.stderr and not (out / "retired").exists(), again.stderr
+    now = sorted(p.name for p in (out / "jobs").iterdir())
+    assert len(now) == 3 and not set(now) & set(before), now
+    for old in before:
+        conc = old.rpartition("-conc")[2]
+        new = next(n for n in now if n.endswith(f"-conc{conc}"))
+        assert f"job {old}: superseded by job {new}, the same point of its multi-node deployment" in again.stderr
+        assert (out / "jobs" / new / "attempts" / "1" / "summary.json").is_file()
+        assert (out / "jobs" / new / "summary.json").is_file()
+    with Store(tmp_path / "store.sqlite", readonly=True) as store:
+        run_id = json.loads((out / "run.json").read_text())["run_id"]
+        assert sorted(p.job_id for p in store.results(run_id)) == now

@@ -32,6 +32,7 @@ from llmsweep.findings import Finding
 from llmsweep.plan import Job
 from llmsweep.plan.slices import curve_key, slice_concurrencies
 from llmsweep.spec.loader import RECIPE_SUFFIXES
+from llmsweep.workload.scenario import repeat_index
 
 if TYPE_CHECKING:
     from llmsweep.catalog.fleet import FleetCatalog
@@ -192,6 +193,16 @@ def match_id(recipe_key: str, job_id: str) -> tuple[str, str]:
     """`match_key` of a job known by its recipe key and id (a job folder's `job.json`, read as it was written)."""
     head, sep, _ = job_id.rpartition("_")
     return recipe_key, head if sep else job_id
+
+
+def same_point(recorded: Job, planned: Job) -> bool:
+    """Two points of multi-node jobs (`plan.point.one_point_per_job`: one deployment runs its concurrency list in turn)
+    that differ only in that list and the eval marking it derives: the same measurement, as :func:`_conc_changes`
+    pairs their jobs (a point's id holds its deployment's list, so a concurrency added or dropped renames every point
+    of it). The repeat each is must agree too."""
+    return (recorded.multinode and planned.multinode and recorded.concs == planned.concs
+            and repeat_index(recorded.id) == repeat_index(planned.id)
+            and curve_key(recorded, exclude=_EVAL_POINT) == curve_key(planned, exclude=_EVAL_POINT))
 
 
 def _leaf_diff(a: Any, b: Any, prefix: str) -> list[str]:

@@ -1147,6 +1147,22 @@ def _same_job(job_id: str, recipe_key: object) -> tuple[object, str, str]:
     return (*match_id(str(recipe_key), base), repeat)
 
 
+def _same_point(recorded: dict[str, Any], jobs: Sequence[Job]) -> Job | None:
+    """The planned point of a multi-node deployment that a job folder's recorded point is, under the deployment's
+    concurrency list as it is now (`changes.diff.same_point`); None when none is, or the record does not read."""
+    from llmsweep.changes.diff import same_point
+    from llmsweep.engines import launched_job
+
+    try:
+        old = Job.model_validate(recorded)
+    except (ValueError, TypeError):
+        return None
+    if not old.multinode:
+        return None
+    found = [job for job in jobs if job.multinode and same_point(old, launched_job(job))]
+    return found[0] if len(found) == 1 else None
+
+
 def _supersede_renamed(run_dir: Path, jobs: Sequence[Job], event: Event, stored: _JobStore, *,
                        whole: bool = False) -> frozenset[str]:
     """`--resume`/`--force`: a job folder (its `job.json`) whose job this plan still has under another id (an edit
@@ -1170,6 +1186,10 @@ def _supersede_renamed(run_dir: Path, jobs: Sequence[Job], event: Event, stored:
         if not isinstance(doc, dict):
             continue
         match = planned.get(_same_job(old_id, doc.get("recipe-key")), [])
+        point = None if match else _same_point(doc, jobs)
+        renamed_point = point is not None
+        if point is not None:
+            match = [point]
         if not match and whole:
             retired = run_dir / art.RETIRED_DIR
             retired.mkdir(parents=True, exist_ok=True)
@@ -1194,9 +1214,14 @@ def _supersede_renamed(run_dir: Path, jobs: Sequence[Job], event: Event, stored:
             n += 1
         target.mkdir(parents=True, exist_ok=True)
         os.replace(old_dir, target / str(n))
-        changed = _changed_fields(doc, job)
-        event(f"job {old_id}: superseded by job {job.id}, the same job under its recipe as it is now"
-              + (f" ({changed} changed since)" if changed else "") + f"; its files are kept in {target / str(n)}")
+        if renamed_point:  # (nothing of the point changed: measured again under the id of its deployment now)
+            event(f"job {old_id}: superseded by job {job.id}, the same point of its multi-node deployment, whose "
+                  f"concurrency list changed since (a job's id holds that list); measured again, its files are kept "
+                  f"in {target / str(n)} (`llmsweep run --changed` measures only the concurrencies an edit adds)")
+        else:
+            changed = _changed_fields(doc, job)
+            event(f"job {old_id}: superseded by job {job.id}, the same job under its recipe as it is now"
+                  + (f" ({changed} changed since)" if changed else "") + f"; its files are kept in {target / str(n)}")
         stored.superseded(old_dir)
         gone.add(old_id)
     return frozenset(gone)
