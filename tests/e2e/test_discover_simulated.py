@@ -269,6 +269,14 @@ def test_a_recipe_cap_below_a_knee_not_reached_is_raised_so_the_proposal_validat
     assert recipe.policy is not None and recipe.policy.max_conc == 4
     checked = cli_here(["validate", out / "proposed.yaml"], cli_env(tmp_path))
     assert checked.returncode == 0, checked.stdout + checked.stderr
+    # raised to the recipe's own 32, kept above a knee the ladder did not reach: not "measured" there, as it said
+    capped.write_text(RISING.read_text(encoding="utf-8").replace(
+        "  precision: fp8\n", "  precision: fp8\n  policy: { max-conc: 4 }\n"), encoding="utf-8")
+    proc = _discover(tmp_path, capped, "--simulate", "--repeats", "2", "--ladder-top", "4", "--refine", "0",
+                     "--out", tmp_path / "kept")
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    assert ("policy.max-conc 4 raised to 32, the top of the proposed grid (the recipe's own concurrencies above "
+            "conc 4, the top of what was measured, kept as they are: the knee was not reached)") in proc.stderr
 
 
 @pytest.mark.timeout(120)
@@ -334,6 +342,59 @@ def test_a_discovery_interrupted_before_any_run_finished_says_so(tmp_path: Path)
     assert result.interrupted == "ladder" and result.runs_measured == 0
     assert arm.error == ("no valid run of this arm (the discovery was interrupted during stage ladder before one "
                          "finished)"), arm.error
+
+
+@pytest.mark.parametrize("failure", [OSError(28, "No space left on device"), RuntimeError("a defect of ours")],
+                         ids=["disk-full", "unexpected"])
+def test_a_stage_that_failed_mid_ladder_proposes_nothing_and_blames_the_failure_not_the_ladder_top(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], failure: Exception) -> None:
+    """A stage that stopped on an error half-way up the ladder: the grid is what the runs so far give, not proposed,
+    and the knee's advice is to run it again (it had said `proposed` and `raise --ladder-top`, though the ladder went
+    to 8 and the failure cut it at 2). An error of no kind we expect (a defect, a raw sqlite error) had lost every run
+    measured: discovery.json is written first, then it is raised with its traceback. (The ladder's first pass runs
+    1, 2, 4, 8, its second pass repeats them: the failure lands on the 6th run.)"""
+    from llmsweep.cli.discover import _print
+    from llmsweep.discover.sweep import DiscoverRequest, discover
+
+    said: list[str] = []
+
+    def event(line: str) -> None:
+        said.append(line)
+        if sum(" valid in " in s for s in said) == 6 and " valid in " in line:
+            raise failure
+
+    out = tmp_path / "disc"
+    request = DiscoverRequest(recipe=RISING, out=out, simulate=True, repeats=2, ladder_top=8, refine=0)
+    if isinstance(failure, OSError):
+        result = discover(request, event=event)
+    else:
+        with pytest.raises(RuntimeError, match="a defect of ours"):
+            discover(request, event=event)
+        from llmsweep.discover.model import Discovery
+
+        result = Discovery.model_validate_json((out / "discovery.json").read_text())
+    assert result.failed is not None and result.failed.startswith("stage ladder failed"), result.failed
+    assert result.runs_measured == 6 and result.interrupted is None and result.proposed_recipe is None
+    (arm,) = result.arms
+    assert arm.error is None and arm.knee is not None and not arm.knee.found, (arm.error, arm.knee)
+    assert "--ladder-top" not in arm.knee.reason, arm.knee.reason
+    assert "the discovery stopped as stage ladder failed before measuring it: run it again" in arm.knee.reason
+    _print(result)
+    table = capsys.readouterr().out
+    assert "from the runs so far (not proposed)" in table and "->  proposed:" not in table, table
+
+
+def test_a_recipe_whose_own_trace_source_is_missing_is_refused_before_any_stage(tmp_path: Path) -> None:
+    """Without --traces, the recipe's own trace source is resolved before any stage too: a missing path had every
+    ladder job refused (exit 1, the --out used up), and the corrected command was refused for that --out."""
+    recipe = tmp_path / "missing.yaml"
+    recipe.write_text(RECIPE.read_text(encoding="utf-8").replace(
+        "      synthetic: { traces: 16, seed: 7, max-isl: 64000, max-osl: 1000 }",
+        f"      path: {tmp_path / 'nowhere' / 'traces.jsonl'}"), encoding="utf-8")
+    out = tmp_path / "disc"
+    proc = _discover(tmp_path, recipe, "--simulate", "--repeats", "2", "--ladder-top", "2", "--out", out)
+    assert proc.returncode == 2 and "discover: the recipe's trace source:" in proc.stderr, proc.stderr[-3000:]
+    assert not (out / "stages").exists() and not (out / "discovery.json").exists()
 
 
 def test_a_ladder_whose_every_job_was_refused_says_why_and_exits_1(tmp_path: Path) -> None:

@@ -129,8 +129,8 @@ def _print(result: object) -> None:
             console.print(f"  knee: {arm.knee.describe()} — {arm.knee.reason}")
             if arm.knee.cliff:
                 console.print(f"  cliff: {arm.knee.cliff}")
-        # interrupted, the grid is what the runs so far would give, and not proposed (nor written)
-        said = "from the runs so far (not proposed)" if result.interrupted else "proposed"
+        # interrupted or failed, the grid is what the runs so far would give, and not proposed (nor written)
+        said = "from the runs so far (not proposed)" if result.interrupted or result.failed else "proposed"
         console.print(f"  recipe: {arm.original}  ->  {said}: {arm.concs}")
         table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
         table.add_column("conc", justify="right")

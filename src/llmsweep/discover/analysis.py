@@ -147,10 +147,10 @@ def collapse(a: CurvePoint, b: CurvePoint, tput: MetricNoise, intvty: MetricNois
 
 
 def _measure_higher(cut: str | None) -> str:
-    """How to measure past the top of what was measured: a higher ladder, or, when an interrupt cut the discovery
-    (`cut`: the stage it stopped in), running it whole (the ladder's top was not what stopped it)."""
-    return (f"the discovery was interrupted during stage {cut} before measuring it: run it again" if cut else
-            "raise --ladder-top")
+    """How to measure past the top of what was measured: a higher ladder, or, when an interrupt or a failed stage cut
+    the discovery short (`cut`: how, e.g. `was interrupted during stage ladder`), running it whole (the ladder's top
+    was not what stopped it)."""
+    return f"the discovery {cut} before measuring it: run it again" if cut else "raise --ladder-top"
 
 
 UNDECIDED_GAIN = 0.10
@@ -161,8 +161,9 @@ flat curve: `find_knee` places no knee there (it says the noise is too large), a
 def find_knee(points: Sequence[CurvePoint], tput: MetricNoise, intvty: MetricNoise | None = None,
               cut: str | None = None, failed: Mapping[int, str] | None = None) -> Knee | None:
     """The lowest concurrency that no higher measured one beats in throughput per GPU beyond noise, or whose next
-    point falls off the KV/HBM cliff (:func:`collapse`), whichever comes first. `cut`: the stage an interrupt stopped
-    the discovery in (what was measured ends there, not at the ladder's top). `failed`: concurrencies whose runs
+    point falls off the KV/HBM cliff (:func:`collapse`), whichever comes first. `cut`: how an interrupt or a failed
+    stage stopped the discovery short (`was interrupted during stage ladder`; what was measured ends there, not at the
+    ladder's top). `failed`: concurrencies whose runs
     failed or were invalid (none valid), with why: throughput still rising at the top valid point with a failed one
     above it is a knee between the two, not one "above the ladder" — that concurrency was measured, and did not serve.
 

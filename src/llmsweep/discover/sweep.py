@@ -267,9 +267,10 @@ def _refuse_unworkable(req: DiscoverRequest, arms: list[Arm], recipes: Mapping[s
         if why is not None:
             what = "--simulate" if req.simulate else f"{key} serves the simulator"
             raise ConfigError(f"discover: {what}: {why.reason}", fix=why.fix)
-    if req.traces is not None and any(a.path[1] == ScenarioId.AGENTIC_CODING.value for a in arms):
-        # resolved once, before any stage: a missing one had been refused job by job inside the ladder (exit 1, the
-        # --out used), and the corrected command refused as that --out "already holds a discovery"
+    if any(a.path[1] == ScenarioId.AGENTIC_CODING.value for a in arms):
+        # resolved once, before any stage, `--traces` or the recipe's own: a missing one had been refused job by job
+        # inside the ladder (exit 1, the --out used), and the corrected command refused as that --out "already holds
+        # a discovery"
         from llmsweep.plan import jobs_from_files
         from llmsweep.plan.point import check_trace_sources, with_traces
 
@@ -278,7 +279,8 @@ def _refuse_unworkable(req: DiscoverRequest, arms: list[Arm], recipes: Mapping[s
         except LlmsweepError:
             jobs = []  # a recipe that does not plan is refused at its lines by the validation that follows
         for unread in check_trace_sources(with_traces(jobs, req.traces, lambda _: None)).values():
-            raise ConfigError(f"discover: --traces {req.traces}: {unread.message}", fix=unread.fix)
+            what = f"--traces {req.traces}" if req.traces is not None else "the recipe's trace source"
+            raise ConfigError(f"discover: {what}: {unread.message}", fix=unread.fix)
     fixed = [a for a in arms if a.path[1] == ScenarioId.FIXED_SEQ_LEN.value]
     top = ladder_top(req, arms)
     for arm in fixed:  # a fixed total of prompts never drives more users than it has prompts
@@ -352,6 +354,7 @@ def discover(req: DiscoverRequest, *, event: Event) -> Discovery:
     started = time.monotonic()
     interrupted: str | None = None
     failed: str | None = None
+    unexpected: Exception | None = None
     try:
         stages.run("ladder", {a.id: analysis.ladder(a.start, top) for a in arms}, req.repeats)
         for round_ in range(1, req.refine + 1):
@@ -390,21 +393,30 @@ def discover(req: DiscoverRequest, *, event: Event) -> Discovery:
         interrupted = next((r.name for r in stages.records if r.interrupted), "between stages")
         event(f"discover: interrupted during stage {interrupted}; analysing the {len(stages.runs)} run(s) measured "
               f"so far, proposing no recipe or policy ({RESUME})")
-    except (LlmsweepError, OSError) as exc:  # a stage that failed loses none of the runs measured before it
-        said = exc.one_line() if isinstance(exc, LlmsweepError) else str(exc)
+    except Exception as exc:  # a stage that failed loses none of the runs measured before it
+        said = exc.one_line() if isinstance(exc, LlmsweepError) else \
+            str(exc) if isinstance(exc, OSError) else f"{type(exc).__name__}: {exc}"
         failed = f"stage {stages.current} failed: {said}"
         event(f"discover: {failed}; analysing the {len(stages.runs)} run(s) measured so far, proposing no recipe "
               "or policy")
+        if not isinstance(exc, (LlmsweepError, OSError)):
+            unexpected = exc  # a defect of ours: raised again, with its traceback, once what was measured is written
+    # how the discovery stopped short, if it did: what was measured ends there, not at the ladder's top
+    cut = (f"was interrupted during stage {interrupted}" if interrupted is not None else
+           f"stopped as stage {stages.current} failed" if failed is not None else None)
 
-    proposals = [_proposal(arm, stages, interrupted) for arm in arms]
+    proposals = [_proposal(arm, stages, cut) for arm in arms]
     grids = {p.arm: p.concs for p in proposals if p.error is None}
     own_caps = {key: r.policy.max_conc if r.policy is not None else None for key, r in recipes.items()}
     # an interrupted discovery proposes no recipe, nor its policy: a knee the signal cut the ladder above is unearned
     policy = grid_policy(proposals, own_caps) if interrupted is None and failed is None else {}
     for key, (_, cap) in policy.items():
         if cap is not None and (own := own_caps.get(key)) is not None and cap > own:
-            event(f"discover: {key}: policy.max-conc {own} raised to {cap}, the top of the proposed grid (measured "
-                  "above the recipe's cap)")
+            measured = max((p.conc for a in proposals if a.recipe_key == key for p in a.curve), default=0)
+            event(f"discover: {key}: policy.max-conc {own} raised to {cap}, the top of the proposed grid " + (
+                "(measured above the recipe's cap)" if cap <= measured else
+                f"(the recipe's own concurrencies above conc {measured}, the top of what was measured, kept as they "
+                "are: the knee was not reached)"))
     min_steps = [s for s, _ in policy.values() if s is not None]
     caps = [c for _, c in policy.values() if c is not None]
     result = Discovery(
@@ -425,6 +437,8 @@ def discover(req: DiscoverRequest, *, event: Event) -> Discovery:
             result.patch = unified_diff(req.recipe, proposed.text, str(req.out / PROPOSED_FILE))
             (req.out / PATCH_FILE).write_text(result.patch, encoding="utf-8")
     (req.out / DISCOVERY_FILE).write_text(result.model_dump_json(indent=2), encoding="utf-8")
+    if unexpected is not None:
+        raise unexpected
     return result
 
 
@@ -453,28 +467,28 @@ def grid_policy(proposals: list[ArmProposal],
     return policy
 
 
-def _proposal(arm: Arm, stages: Stages, interrupted: str | None = None) -> ArmProposal:
+def _proposal(arm: Arm, stages: Stages, cut: str | None = None) -> ArmProposal:
+    """The arm's knee and grid from its runs; `cut`: how the discovery stopped short (`was interrupted during stage
+    X`, `stopped as stage X failed`), when it did."""
     runs = stages.of(arm)
     noise = _noise(runs)
     points = analysis.curve(runs)
     by_metric = {n.metric: n for n in noise}
     tput = by_metric[analysis.THROUGHPUT]
-    knee = analysis.find_knee(points, tput, by_metric[analysis.INTERACTIVITY], cut=interrupted,
+    knee = analysis.find_knee(points, tput, by_metric[analysis.INTERACTIVITY], cut=cut,
                               failed=stages.failed_of(arm))
     proposal = ArmProposal(arm=arm.id, recipe_key=arm.recipe_key, path=render_path(arm.path), label=arm.label,
                            original=list(arm.concs), proposed=[], min_step=None, knee=knee, noise=noise, curve=points)
     if knee is None:
         why = "; ".join(f"{stage}: {p}" for stage, p in stages.problems.items()) or (
-            f"the discovery was interrupted during stage {interrupted} before one finished" if interrupted
-            else "none finished valid")
+            f"the discovery {cut} before one finished" if cut else "none finished valid")
         proposal.error = f"no valid run of this arm ({why})"
     elif tput.cv is None:
-        why = (f"the discovery was interrupted during stage {interrupted} before a point was repeated"
-               if interrupted else "every repeat but one failed?")
+        why = f"the discovery {cut} before a point was repeated" if cut else "every repeat but one failed?"
         proposal.error = (f"no repeated point with a {HOT_BY_NAME[analysis.THROUGHPUT].label}: the noise is unknown "
                           f"({why})")
     else:
         proposal.proposed = analysis.propose_grid(points, arm.start, knee, by_metric, recipe=arm.concs,
-                                                  cut=interrupted)
+                                                  cut=cut)
         proposal.min_step = analysis.min_step(proposal.concs)
     return proposal

@@ -99,10 +99,11 @@ def test_a_curve_cut_by_an_interrupt_blames_the_interrupt_not_the_ladder_top() -
     runs = _ladder([(1, 100, 60, None, None), (2, 200, 58, None, None), (4, 400, 55, None, None)])
     curve = analysis.curve(runs)
     noise = {m: analysis.noise(runs, m) for m in analysis.SEPARATION_METRICS}
-    knee = analysis.find_knee(curve, noise[THROUGHPUT], noise[INTERACTIVITY], cut="ladder")
+    cut = "was interrupted during stage ladder"
+    knee = analysis.find_knee(curve, noise[THROUGHPUT], noise[INTERACTIVITY], cut=cut)
     assert knee is not None and not knee.found and knee.above == 4
     assert "--ladder-top" not in knee.reason and "interrupted during stage ladder" in knee.reason
-    grid = analysis.propose_grid(curve, 1, knee, noise, recipe=[1, 2, 4, 8, 16], cut="ladder")
+    grid = analysis.propose_grid(curve, 1, knee, noise, recipe=[1, 2, 4, 8, 16], cut=cut)
     kept = [g for g in grid if g.conc > 4]
     assert [g.conc for g in kept] == [8, 16]
     assert all("--ladder-top" not in g.why and "interrupted during stage ladder" in g.why for g in kept)
