@@ -69,8 +69,13 @@ def load_arms(file: Path) -> tuple[dict[str, Recipe], list[Arm]]:
 
 
 def _flat(value: Any) -> str:
+    """A search-space field's value as an arm's label shows it: a named block by its name (an offload backend), another
+    block as its fields (a disaggregated pool: `(num-worker=1 tp=8)`), YAML's spelling of a boolean."""
     if isinstance(value, dict):
-        return str(value.get("name") or value)
+        name = value.get("name")
+        return str(name) if name else "(" + " ".join(f"{k}={_flat(v)}" for k, v in value.items()) + ")"
+    if isinstance(value, list):
+        return ",".join(map(_flat, value))
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 

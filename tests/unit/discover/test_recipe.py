@@ -23,6 +23,15 @@ def test_the_seed_recipe_has_two_arms_with_their_grids() -> None:
     assert "kv-offloading=dram" in arms[1].label and arms[0].id.endswith("search-space[0]")
 
 
+def test_a_disaggregated_arm_is_labelled_by_its_pools_fields_not_a_python_dict() -> None:
+    """A pool block in an arm's label read `prefill={'num-worker': 2, ...}` (a Python dict's repr) in discover's
+    table; it reads as the recipe's fields."""
+    _, arms = load_arms(DATA / "run" / "disagg-sim.yaml")
+    (arm,) = arms
+    assert "prefill=(num-worker=2 tp=8 ep=8 dp-attn=true)" in arm.label, arm.label
+    assert "decode=(num-worker=1 tp=8 ep=1 dp-attn=false)" in arm.label and "{" not in arm.label, arm.label
+
+
 def test_the_proposal_rewrites_the_grid_in_place_keeps_comments_and_declares_the_policy(tmp_path: Path) -> None:
     _, arms = load_arms(SEED)
     grids = {arms[0].id: [1, 3, 6, 10, 24], arms[1].id: [4, 8, 20]}
