@@ -104,8 +104,8 @@
     var unrecorded = D.power_unrecorded || [];
     var nPower = unrecorded.reduce(function (n, g) { return n + g.count; }, 0);
     reasonsBanner(b, "banner power-unrecorded", "banner-power", nPower, nPower + " point(s) have no GPU power: no " +
-      "power backend could sample where they ran, so they have no energy or cost-per-token figures (why, and how " +
-      "to record it):", unrecorded);
+      "power backend could sample where they ran, or the simulator does not model their power, so they have no " +
+      "energy or cost-per-token figures (why, and how to record it):", unrecorded);
   }
   var VERDICT_KINDS = ["invalid", "eval-failed", "smoke", "refused", "failed", "reused", "simulated-only", "not-modelled"];
   var VERDICT_HEAD = {
