@@ -103,8 +103,9 @@ def run_summary_markdown(payload: Mapping[str, Any]) -> str:
             m = p["metrics"]
             reused_from = f" (reused from run `{p['reused']['run_id']}`)" if p["reused"] else ""
             repeats = p.get("repeats")
-            mean_of = (f" ({describe_repeats(repeats['n'], [r['run_id'] for r in repeats.get('reused') or ()])})"
-                       if repeats else "")
+            # where some of its repeats were reused (a point reused whole says so already)
+            from_runs = [] if p["reused"] or not repeats else [r["run_id"] for r in repeats.get("reused") or ()]
+            mean_of = f" ({describe_repeats(repeats['n'], from_runs)})" if repeats else ""
             lines.append(_row([s["label"], m["conc"], p["topology"], *(c.cell(m[c.name]) for c in shown),
                                p["verdict"] + marks(p) + reused_from + mean_of]))
     if notes:

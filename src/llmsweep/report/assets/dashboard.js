@@ -71,11 +71,11 @@
   function reusedText(p) { return p.reused ? "reused from run " + p.reused.run_id + " (job " + p.reused.job_id + ")" : ""; }
   var REUSED = D.points.filter(function (p) { return p.reused; }).length;
   /* The runs a point's repeats were reused from (`run --reuse` stood some of its repeats on stored results), one
-     entry per reused repeat. */
-  function reusedRepeatRuns(p) { return ((p.repeats || {}).reused || []).map(function (r) { return r.run_id; }); }
+     entry per reused repeat; none for a point reused whole, which says where it came from already. */
+  function reusedRepeatRuns(p) { return p.reused ? [] : ((p.repeats || {}).reused || []).map(function (r) { return r.run_id; }); }
   /* "mean of 3 repeats" and, where --reuse took some of them from other runs, ", 2 reused from run R" (as the
      CLI's frontier and summary.md say it: results.repeats.describe_repeats). */
-  var REUSED_REPEATS = D.points.filter(function (p) { return !p.reused && reusedRepeatRuns(p).length; }).length;
+  var REUSED_REPEATS = D.points.filter(function (p) { return p.run_id === D.run.run_id && reusedRepeatRuns(p).length; }).length;
   function meanOf(p) {
     var from = reusedRepeatRuns(p), runs = from.filter(function (r, i) { return from.indexOf(r) === i; }).sort();
     return "mean of " + p.repeats.n + " repeats" + (runs.length ? ", " + from.length + " reused from run" +
