@@ -1180,7 +1180,7 @@ def power_gate(groups: Sequence[ServerGroup], settings: LifecycleSettings, event
     as the run's other refusals), and a group left without jobs starts no server; the jobs that do not require power
     run, and that their power will not be recorded is said once per reason (their power blocks say it too). Returns
     the groups to run (each with the jobs left) and the refused jobs' outcomes."""
-    from llmsweep.power.virtual import NOT_MODELLED_FIX, job_power_unmodelled
+    from llmsweep.power.virtual import NOT_MODELLED_FIX, job_power_unmodelled, not_modelled_error
 
     probes: dict[tuple[Any, ...], PowerProbe] = {}
     kept: list[ServerGroup] = []
@@ -1190,13 +1190,17 @@ def power_gate(groups: Sequence[ServerGroup], settings: LifecycleSettings, event
         if group.spec.engine == SIM.id:
             able = []
             for job in group.jobs:
-                if settings.power.required([job]) and (why := job_power_unmodelled(job)) is not None:
+                why = job_power_unmodelled(job)
+                if why is not None and settings.power.required([job]):
                     reason = f"power is required but the simulator does not model it: {why} (fix: {NOT_MODELLED_FIX})"
                     event(f"job {job.id}: refused — {reason}")
                     refused.append(JobOutcome(job_id=job.id, exp_name=job.exp_name, status="refused",
                                               reasons=[reason]))
-                else:
-                    able.append(job)
+                    continue
+                if why is not None and settings.power.backend != "off" and not job.eval_only:  # said at the start
+                    where = (platform.node(), not_modelled_error(why))
+                    unrecorded[where] = unrecorded.get(where, 0) + 1
+                able.append(job)
             if not able:
                 continue
             group = replace(group, jobs=able)
