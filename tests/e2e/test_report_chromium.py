@@ -705,6 +705,37 @@ def test_a_point_measured_with_repeats_is_drawn_once_as_their_mean(driver, tmp_p
     assert _errors(drv) == []
 
 
+def test_a_point_partly_reused_is_drawn_once_and_says_which_repeats_came_from_where(driver, tmp_path: Path) -> None:
+    """`run --reuse --repeats 3` over a run of two repeats: each point is one marker (it had been two: the reused
+    pair as a diamond, the third repeat alone), the run's own, the mean of all three; its tooltip, verdict cell and
+    Reused-from column name the run the two reused repeats came from."""
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+    from test_run_support import RECIPES, cli_env, run_cli
+
+    env = cli_env(tmp_path)
+    first, second = tmp_path / "first", tmp_path / "second"
+    for out, more in ((first, ["--repeats", "2"]), (second, ["--reuse", "--repeats", "3"])):
+        proc = run_cli([RECIPES / "fixed-sim.yaml", *more, "--out", out, "--no-report"], env)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+    first_id = json.loads((first / "run.json").read_text())["run_id"]
+    drv = driver
+    _open(drv, write_report(second, tmp_path / "report", png=False, store=tmp_path / "store.sqlite").html)
+    markers = drv.find_elements(By.CSS_SELECTOR, "#chart .marker")
+    assert len(markers) == 2 and not drv.find_elements(By.CSS_SELECTOR, "#chart .marker.reused")
+    said = f"mean of 3 repeats, 2 reused from run {first_id}"
+    ActionChains(drv).move_to_element(markers[0]).perform()
+    assert said in drv.find_element(By.ID, "tooltip").text
+    verdicts = [c.text for c in drv.find_elements(By.CSS_SELECTOR,
+                                                  '#points-table tbody tr[data-id] td[data-col="verdict"]')]
+    assert verdicts == [f"valid ({said})"] * 2, verdicts
+    reused = [c.text for c in drv.find_elements(By.CSS_SELECTOR,
+                                                '#points-table tbody tr[data-id] td[data-col="reused"]')]
+    assert reused == [f"run {first_id}"] * 2, reused
+    assert "2 point(s) measured now in part" in drv.find_element(By.ID, "banner-reused").text
+    assert _errors(drv) == []
+
+
 def test_a_point_where_no_request_finished_shows_no_error_ratio_not_zero(driver, tmp_path: Path) -> None:
     """A point stopped while its requests were in flight (none finished) showed `0.0%` under Errors, which reads as
     "no errors": its error ratio is undefined, `–` in the table and in its drill-down."""

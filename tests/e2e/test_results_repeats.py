@@ -78,3 +78,60 @@ def test_the_inferencex_export_writes_one_row_per_point(repeated) -> None:
         assert row["num_requests_total"] == 2 * {2: 8, 4: 16}[row["conc"]]
     every = json.loads(_cli(env, "results", "export", "--run", run_id, "--format", "json").stdout)
     assert len(every["results"]) == 4  # our own export keeps every result
+
+
+@pytest.fixture(scope="module")
+def extended(repeated) -> tuple[Path, str, str, dict[str, str], dict[int, list[float]]]:
+    """`run --reuse --repeats 3` over the two-repeat run: it stands its first two repeats of each point on that run's
+    stored results and measures the third. (folder, its run id, the first run's id, environment, conc -> every
+    repeat's throughput per GPU, the reused ones first)."""
+    out, first, env, tput = repeated
+    ext = out.parent / "extended"
+    doc = json.loads(_cli(env, "run", RECIPES / "fixed-sim.yaml", "--reuse", "--repeats", "3", "--out", ext,
+                          "--json").stdout)
+    third: dict[int, float] = {}
+    for job in sorted((ext / "jobs").iterdir()):
+        if (job / "summary.json").is_file():  # the reused jobs' folders hold only what they stand on
+            conc = int(json.loads((job / "job.json").read_text())["conc"])
+            third[conc] = json.loads((job / "summary.json").read_text())["throughput"]["per_gpu"]["total_tps"]
+    assert sorted(third) == [2, 4], third  # one measured repeat per point, two reused
+    return ext, str(doc["run_id"]), first, env, {conc: [*tput[conc], third[conc]] for conc in tput}
+
+
+def test_a_point_partly_reused_is_one_point_the_mean_of_every_repeat_it_stands_on(extended) -> None:
+    """The repeats `run --reuse` took from the earlier run kept that run's id, so the frontier drew each point twice
+    (the earlier run's two as one, the third alone) and the lucky one won; one point, the mean of all three."""
+    ext, run_id, first, env, tput = extended
+    for ref in (str(ext), run_id):
+        (front,) = json.loads(_cli(env, "results", "frontier", ref, "--json").stdout).values()
+        assert sorted(r["conc"] for r in front) == [2, 4], front
+        for row in front:
+            assert row["y"] == pytest.approx(mean(tput[row["conc"]]))
+            repeats = row["repeats"]
+            assert repeats["n"] == 3 and repeats["runs"].count(first) == 2 and repeats["runs"].count(run_id) == 1
+            assert [r["run_id"] for r in repeats["reused"]] == [first, first]
+    table = _cli(env, "results", "frontier", run_id).stdout
+    assert table.count(f"mean of 3 repeats, 2 reused from run {first}") == 2, table
+
+
+def test_the_report_of_a_partly_reused_run_draws_each_point_once_and_says_where_its_repeats_came_from(
+        extended) -> None:
+    ext, run_id, first, _, tput = extended
+    data = json.loads((ext / "report" / "data.json").read_text())
+    assert sorted(p["metrics"]["conc"] for p in data["points"]) == [2, 4]  # had been 4 points for 2 concurrencies
+    for p in data["points"]:
+        assert p["metrics"]["tput_per_gpu"] == pytest.approx(mean(tput[p["metrics"]["conc"]]))
+        assert p["run_id"] == run_id and p["reused"] is None  # measured by this run in part: its own point
+        assert p["repeats"]["n"] == 3 and len(p["repeats"]["reused"]) == 2
+    assert data["counts"]["reused_drawn"] == 4 and data["verdicts"]["reused"]["count"] == 4
+    summary = (ext / "report" / "summary.md").read_text()
+    assert summary.count(f"(mean of 3 repeats, 2 reused from run {first})") == 2, summary
+
+
+def test_compare_says_which_repeats_of_a_point_b_reused_from_a(extended) -> None:
+    """`compare A B` compared B's one measured repeat with no word of the two it stood on A's results."""
+    ext, _, first, env, _ = extended
+    doc = json.loads(_cli(env, "compare", "--baseline", first, str(ext), "--json").stdout)
+    partly = [n for n in doc["notes"] if "B stood 2 of its repeats on A's results" in n]
+    assert len(partly) == 2, doc["notes"]
+    assert len(doc["verdict"]["reused"]) == 4 and all(len(m["b"]) == 1 for m in doc["matched"])

@@ -179,16 +179,46 @@ def test_predict_carries_the_power_block_a_virtual_time_run_computes(tmp_path: P
         assert again.power.energy_j == pytest.approx(power["energy_j"], rel=1e-9)
 
 
-def test_a_pipeline_parallel_jobs_simulated_power_says_it_is_not_modelled(tmp_path: Path) -> None:
-    """The simulator's power model covers the tensor-parallel GPUs: a pp 2 job's block was invalid for
-    `expected_gpu_count_mismatch`, as if samples had gone missing. It says that power is not modelled for it."""
+def _pipeline_parallel(tmp_path: Path) -> Path:
+    """fixed-sim.yaml at tp 4, pp 2: a job whose power the simulator does not model (it covers the TP GPUs)."""
     recipe = tmp_path / "pp.yaml"
-    text = (RECIPES / "fixed-sim.yaml").read_text()
-    recipe.write_text(text.replace("tp: 8,", "tp: 4, pp: 2,", 1))
+    recipe.write_text((RECIPES / "fixed-sim.yaml").read_text().replace("tp: 8,", "tp: 4, pp: 2,", 1))
+    return recipe
+
+
+@pytest.mark.parametrize("clock", ["virtual", "live"])
+def test_a_pipeline_parallel_jobs_simulated_power_says_it_is_not_modelled(tmp_path: Path, clock: str) -> None:
+    """The simulator's power model covers the tensor-parallel GPUs: a pp 2 job's block was invalid for
+    `expected_gpu_count_mismatch` (served live), or `telemetry_unavailable, telemetry_file_empty` (in virtual time),
+    as if samples had gone missing. It says that power is not modelled for it, in a reason of its own."""
     out = tmp_path / "out"
-    proc = run_here([recipe, "--out", out, "--no-report"], cli_env(tmp_path))
+    live = ["--live"] if clock == "live" else []
+    proc = run_here([_pipeline_parallel(tmp_path), "--out", out, "--no-report", *live], cli_env(tmp_path))
     assert proc.returncode == 0, proc.stderr[-4000:]
+    # said at the run's start, as power no backend can sample is
+    assert "power will not be recorded for 2 job(s) on " in proc.stderr and ": not modelled: the simulator's power " \
+        "model covers the job's 4 tensor-parallel GPUs" in proc.stderr, proc.stderr[-4000:]
+    assert job_dirs(out)
     for jdir in job_dirs(out).values():
-        power = read_json(jdir / "summary.json")["power"]
-        assert power["power_valid"] is False and "expected_gpu_count_mismatch" not in power["reasons"], power
+        summary = read_json(jdir / "summary.json")
+        power = summary["power"]
+        assert summary["validity"]["verdict"] == "valid"  # power was not required of it
+        assert power["power_valid"] is False and power["reasons"] == ["not_modelled"], power
         assert power["error"].startswith("not modelled: the simulator's power model covers the job's 4 "), power
+
+
+@pytest.mark.parametrize("clock", ["virtual", "live"])
+def test_required_power_the_simulator_does_not_model_is_refused_before_the_job_runs(tmp_path: Path,
+                                                                                   clock: str) -> None:
+    """The README: required power is judged before any server starts. A pp 2 simulated job under `--require-power`
+    ran, and was then judged invalid (`required power not valid: telemetry_unavailable, telemetry_file_empty (not
+    modelled: …)`): it is refused up front, with why and the fix, as `--power-backend off --require-power` is."""
+    out = tmp_path / "out"
+    proc = run_here([_pipeline_parallel(tmp_path), "--out", out, "--no-report", "--require-power", "--json",
+                     *(["--live"] if clock == "live" else [])], cli_env(tmp_path))
+    assert proc.returncode == 1, proc.stderr[-4000:]
+    rows = json.loads(proc.stdout)["jobs"]
+    assert len(rows) == 2 and all(r["verdict"] == "refused" and r["summary"] is None for r in rows), rows
+    assert all("the simulator does not model it" in r["reason"] and "4 tensor-parallel GPUs, not the 8" in r["reason"]
+               and "--no-require-power" in r["reason"] for r in rows), rows
+    assert not list(out.glob("jobs/*/summary.json")) and not list(out.glob("servers/*"))  # nothing ran

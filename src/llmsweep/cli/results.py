@@ -543,6 +543,10 @@ def compare(runs: tuple[str, ...], baseline: str | None, fmt: str | None, repeat
         success = success if verdict else None  # --markdown FILE and the table need only the results B reused
     comp = compare_points(pa, pb, label_a=label_a, label_b=label_b, repeats_a=ra, repeats_b=rb, history=history,
                           ignore=ignore, mix_sources=mix_sources, seed=seed, resamples=resamples)
+    from llmsweep.results.verdict import partly_reused
+
+    if partly := partly_reused(comp, reused):  # B's point stands on A's repeats too: said where B's side is shown
+        comp = dataclasses.replace(comp, notes=(*comp.notes, *partly))
     stood_elsewhere = [run for run in elsewhere.values() if run != label_a]
     if stood_elsewhere:  # B stood jobs on results of a third run: compared nowhere here, so said where they are
         others, n = sorted(set(stood_elsewhere)), len(stood_elsewhere)

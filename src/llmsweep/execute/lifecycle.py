@@ -797,8 +797,15 @@ def bench_job(
         run_benchmark(workload, endpoint, options, out_dir, provenance=provenance, gates=_gates(job, options),
                       on_progress=on_progress, stop_requested=stop.reason, source=source)
     if power is not None:  # the job's samples beside its records, read by the summary's power block
-        power.write_job(Path(out_dir), began, expected_gpus=Point.of(job).gpus,
-                        require=settings.power.required([job]))
+        from llmsweep.power.virtual import job_power_unmodelled, write_not_modelled
+
+        unmodelled = job_power_unmodelled(job) if spec.engine == SIM.id else None
+        if unmodelled is not None:  # the simulator's samples are of its tensor-parallel GPUs alone: not the job's
+            write_not_modelled(Path(out_dir), unmodelled, expected_gpus=Point.of(job).gpus,
+                               require=settings.power.required([job]), max_gap_s=settings.power.max_gap_s)
+        else:
+            power.write_job(Path(out_dir), began, expected_gpus=Point.of(job).gpus,
+                            require=settings.power.required([job]))
     # the verdict from the raw records and every gate (`summarise_job`, as `llmsweep summarize`); the source is the
     # one run.json got with the records, never stamped afterwards (a kill between two writes would mislabel it)
     return summarise_job(Path(out_dir), settings=settings.readback)
@@ -1164,16 +1171,39 @@ def power_gate(groups: Sequence[ServerGroup], settings: LifecycleSettings, event
     """`--require-power` judged before any server starts, on the host that runs the groups' lifecycles and samples
     their power (this one for the local and docker executors; a Slurm job's node, through `pipeline.run_worker`).
 
+    A simulated job whose power the simulator does not model (PP or PCP > 1: `power.virtual.sim_power_unmodelled`)
+    and that requires it is refused first, with why and the fix: it is known here, before it runs, that its power
+    can never be valid (it ran, then was judged invalid for power it could not have).
+
     Each group's power backends are probed (`power.sampler.probe_power`), once per distinct set-up. Where none can
     sample, the jobs that require power are refused with what the probe found and the fix (said one line per job,
     as the run's other refusals), and a group left without jobs starts no server; the jobs that do not require power
     run, and that their power will not be recorded is said once per reason (their power blocks say it too). Returns
     the groups to run (each with the jobs left) and the refused jobs' outcomes."""
+    from llmsweep.power.virtual import NOT_MODELLED_FIX, job_power_unmodelled, not_modelled_error
+
     probes: dict[tuple[Any, ...], PowerProbe] = {}
     kept: list[ServerGroup] = []
     refused: list[JobOutcome] = []
     unrecorded: dict[tuple[str, str], int] = {}
     for group in groups:
+        if group.spec.engine == SIM.id:
+            able = []
+            for job in group.jobs:
+                why = job_power_unmodelled(job)
+                if why is not None and settings.power.required([job]):
+                    reason = f"power is required but the simulator does not model it: {why} (fix: {NOT_MODELLED_FIX})"
+                    event(f"job {job.id}: refused — {reason}")
+                    refused.append(JobOutcome(job_id=job.id, exp_name=job.exp_name, status="refused",
+                                              reasons=[reason]))
+                    continue
+                if why is not None and settings.power.backend != "off" and not job.eval_only:  # said at the start
+                    where = (platform.node(), not_modelled_error(why))
+                    unrecorded[where] = unrecorded.get(where, 0) + 1
+                able.append(job)
+            if not able:
+                continue
+            group = replace(group, jobs=able)
         spec = group.spec
         key = (spec.engine, spec.gpus > 0, tuple(sorted(spec.env.items())))
         probe = probes.get(key)

@@ -745,7 +745,8 @@ class PowerBlock(_Block):
     @property
     def unrecorded(self) -> str | None:
         """Why no power was recorded and how to get it, for a job that did not require power where no backend could
-        sample (one that required it was refused before launch, or is invalid with the reason); else None."""
+        sample, or whose power the simulator does not model (`not_modelled`); one that required it was refused
+        before launch, or is invalid with the reason; else None."""
         return self.error if self.backend is None and self.error and not self.required else None
 
 

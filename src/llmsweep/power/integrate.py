@@ -174,10 +174,13 @@ def integrate(header: TelemetryHeader | None, samples: Sequence[GpuSample], work
         reasons.append("invalid_input_token_count")
     if work.output_tokens <= 0:
         reasons.append("invalid_output_token_count")
-    if header.backend is None or header.error:
-        reasons.append("telemetry_unavailable")
-    if not samples:
-        reasons.append("telemetry_file_empty")
+    if header.not_modelled:  # nothing was to be sampled: the simulator does not model this job's power
+        reasons.append("not_modelled")
+    else:
+        if header.backend is None or header.error:
+            reasons.append("telemetry_unavailable")
+        if not samples:
+            reasons.append("telemetry_file_empty")
     by_gpu: dict[str, list[GpuSample]] = defaultdict(list)
     for s in samples:
         by_gpu[s.gpu].append(s)

@@ -38,6 +38,9 @@ class TelemetryHeader(BaseModel):
     gpu_ids: list[str] = Field(default_factory=list, description="The GPUs the sampler was asked to read.")
     require: bool = Field(default=False, description=REQUIRE_POWER_HELP)
     error: str | None = Field(default=None, description="Why no samples could be taken, when none were.")
+    not_modelled: bool = Field(
+        default=False, description="The simulator's power model gives no figure for the job's topology "
+        "(`power.virtual.sim_power_unmodelled`, `error` says why): reason `not_modelled`, no samples were missed.")
     gpu_roles: dict[str, str] = Field(
         default_factory=dict, description="A disaggregated deployment's samples: the role (prefill, decode) of each "
         "GPU id; empty for one aggregated server.")

@@ -21,9 +21,49 @@ from llmsweep.power.sampler import OFF_REASON, PowerSettings
 from llmsweep.power.samples import GPU_METRICS_FILE, GpuSample, Telemetry, TelemetryHeader, write_gpu_metrics
 
 if TYPE_CHECKING:
+    from llmsweep.plan import Job
     from llmsweep.sim.core import EngineCore
     from llmsweep.sim.disagg import Cluster
     from llmsweep.sim.power import PowerModel
+
+NOT_MODELLED_FIX = ("measure its power on a real engine, or run it without requiring power (--no-require-power, or "
+                    "drop the recipe's `require-power: true`)")
+"""How to get past a simulated job that requires power the simulator does not model (`sim_power_unmodelled`)."""
+
+
+def sim_power_unmodelled(tp: int | None, gpus: int) -> str | None:
+    """Why the simulator's power model gives no figure for a job on `gpus` GPUs of tensor-parallel size `tp`, None
+    when it models it: the model prices a step on the tensor-parallel GPUs (`sim.power.PowerModel`), not on the
+    pipeline or context-parallel ranks a job with PP or PCP > 1 adds, which the simulator does not model. The one
+    place this is decided: the virtual-time power (`VirtualPower`), the live simulator's job files and
+    `--require-power`'s gate before any server starts (`execute.lifecycle.power_gate`) all ask it. `tp` None: a
+    disaggregated job, whose workers are modelled each on all its GPUs (`VirtualDeploymentPower`)."""
+    if tp is None or gpus <= tp:
+        return None
+    return (f"the simulator's power model covers the job's {tp} tensor-parallel GPUs, not the {gpus} its pipeline or "
+            "context parallelism uses")
+
+
+def job_power_unmodelled(job: Job) -> str | None:
+    """`sim_power_unmodelled` for a simulated job (its tensor-parallel size and GPUs as planned)."""
+    return None if job.disagg else sim_power_unmodelled(job.tp, job.gpus)
+
+
+def not_modelled_error(why: str) -> str:
+    """What a job's power file and its power block say (`error`) of power the simulator does not model."""
+    return f"not modelled: {why}"
+
+
+def write_not_modelled(job_dir: Path, why: str, *, expected_gpus: int, require: bool, max_gap_s: float) -> Path:
+    """The `gpu_metrics.jsonl` of a job the live simulator served whose power it does not model
+    (`sim_power_unmodelled`): no samples, and a header that says so, in place of its server's samples of the
+    tensor-parallel GPUs alone (read as `expected_gpu_count_mismatch`, as if GPUs had gone unsampled)."""
+    path = job_dir / GPU_METRICS_FILE
+    write_gpu_metrics(path, TelemetryHeader(backend=None, source=SimBackend.source, max_gap_s=max_gap_s,
+                                            expected_gpus=expected_gpus, require=require,
+                                            error=not_modelled_error(why), not_modelled=True), [])
+    return path
+
 
 VIRTUAL_INTERVAL_S = 1.0
 """The predictor scrapes every virtual second (`sim.predict.predict_point`), so the model is sampled at 1 Hz."""
@@ -40,11 +80,13 @@ class VirtualPower:
         self.samples: list[GpuSample] = []
         self.model: PowerModel | None = None
         self.error = OFF_REASON if settings.backend == "off" else None
-        if self.error is None and gpus is not None and gpus > tp:
-            # the model prices a step on the tensor-parallel GPUs: not a figure for the job's pipeline or context
-            # ranks, which it does not model (it said `expected_gpu_count_mismatch`, as if samples went missing)
-            self.error = (f"not modelled: the simulator's power model covers the job's {tp} tensor-parallel GPUs, not "
-                          f"the {gpus} its pipeline or context parallelism uses")
+        # the model prices a step on the tensor-parallel GPUs: not a figure for the job's pipeline or context ranks,
+        # which it does not model (it said `expected_gpu_count_mismatch`, then `telemetry_unavailable`, as if
+        # samples went missing)
+        unmodelled = sim_power_unmodelled(tp, gpus) if self.error is None and gpus is not None else None
+        self.not_modelled = unmodelled is not None
+        if unmodelled is not None:
+            self.error = not_modelled_error(unmodelled)
 
     @property
     def probe(self) -> Callable[[EngineCore], Callable[[float], None]] | None:
@@ -68,7 +110,8 @@ class VirtualPower:
         return TelemetryHeader(backend=None if self.error else SimBackend.kind, source=SimBackend.source,
                                interval_s=VIRTUAL_INTERVAL_S, max_gap_s=self.settings.max_gap_s,
                                expected_gpus=expected_gpus, gpu_ids=[str(i) for i in range(self.tp)],
-                               require=bool(self.settings.require), error=self.error)
+                               require=bool(self.settings.require), error=self.error,
+                               not_modelled=self.not_modelled)
 
     def telemetry(self, expected_gpus: int) -> Telemetry:
         """What the job's `gpu_metrics.jsonl` holds: the header and the samples."""

@@ -25,7 +25,7 @@ from llmsweep.results.frontier import (
     series_label,
     y_direction,
 )
-from llmsweep.results.point import ResultPoint
+from llmsweep.results.point import ResultPoint, stood_on
 from llmsweep.results.repeats import Repeats, combine_repeats
 from llmsweep.results.rundir import JobArtifacts, RecordedOutcome, RunDir, known_outcomes, read_outcome
 from llmsweep.sim_warnings import WarningKind, warning_kind
@@ -178,6 +178,18 @@ def reused_reason(source: Mapping[str, Any], *, job: bool = True) -> str:
     return (f"reused the {source.get('verdict', 'stored')} result of run {source.get('run_id')}"
             + (f" (job {source.get('job_id')})" if job else ""))
 
+
+def reused_jobs(point: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The jobs behind a page point that `run --reuse` stood on stored results of other runs: every repeat of it so
+    reused (`repeats.reused`: a point the run measured in part, or not at all), or the point itself where it is one
+    reused result (`reused`), each with the stored result's run, job, result id and verdict (`as`: the job of the
+    run in view)."""
+    repeats = point.get("repeats")
+    if repeats:
+        return list(repeats.get("reused") or ())
+    return [{**point["reused"], "as": point["job_id"]}] if point.get("reused") else []
+
+
 _NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?![\w]|\.\d)")
 
 
@@ -277,10 +289,12 @@ def _summary_gone(run: RunDir, art: JobArtifacts, rec: RecordedOutcome, said_by:
 
 def verdict_groups(points: Sequence[dict[str, Any]], missing: Sequence[dict[str, str]],
                    warnings: Mapping[str, Sequence[str]] | None = None,
-                   evals: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
+                   evals: Sequence[dict[str, Any]] = (), run_id: str | None = None) -> dict[str, Any]:
     """Per verdict kind, its points or jobs and their reasons grouped (what each banner of the page says).
     `warnings`: point id -> its job's outcome warnings (`JobOutcome.warnings`): it goes under `simulated-only` for
-    the engine rules the simulator ran it despite, under `not-modelled` for what the simulator does not model."""
+    the engine rules the simulator ran it despite, under `not-modelled` for what the simulator does not model.
+    `reused` counts the jobs `run --reuse` stood on stored results (`reused_jobs`) of the run's points (`run_id`;
+    None: every point is the run's), each repeat of a point so reused one."""
     items: dict[str, list[tuple[str, str]]] = {k: [] for k in VERDICT_KINDS}
     counts = dict.fromkeys(VERDICT_KINDS, 0)
     for p in points:
@@ -289,9 +303,10 @@ def verdict_groups(points: Sequence[dict[str, Any]], missing: Sequence[dict[str,
             counts[banner] += 1
         for w in said:
             items[WARNING_BANNER[warning_kind(w)]].append((w, p["id"]))
-        if (source := p.get("reused")) is not None:
-            counts["reused"] += 1
-            items["reused"].append((reused_reason(source, job=False), p["id"]))
+        if p.get("reused") or run_id is None or p["run_id"] == run_id:
+            for source in reused_jobs(p):
+                counts["reused"] += 1
+                items["reused"].append((reused_reason(source, job=False), p["id"]))
         kind = "smoke" if p["verdict"] == "smoke" else "invalid" if not p["valid"] else None
         if kind is None:
             continue
@@ -354,7 +369,8 @@ def run_counts(run_id: str, drawn: Sequence[dict[str, Any]], series: Sequence[di
         "overlaid": len(drawn) - len(points), "overlaid_series": sum(1 for s in series if s["overlay"]),
         "invalid": sum(1 for p in points if not p["valid"]),
         "smoke": sum(1 for p in points if p["verdict"] == "smoke"),
-        "reused_drawn": sum(1 for p in points if p["reused"]),
+        # the results `--reuse` stood the run's jobs on, drawn: a point wholly reused, or repeats of a point
+        "reused_drawn": sum(len(reused_jobs(p)) for p in points),
         # points that are the mean of their repeats (`run --repeats`), and the results they combine
         "repeated": sum(1 for p in points if p.get("repeats")),
         "repeat_results": sum(p["repeats"]["n"] for p in points if p.get("repeats")),
@@ -371,11 +387,13 @@ def headline(counts: Mapping[str, Any]) -> str:
     whose results are evals says so (`1 eval, 1 did not pass (no throughput point)`) rather than `0 points`."""
     bits = []
     if counts["points"] or not counts["evals"]:
-        reused = f" ({counts['reused_drawn']} reused from earlier runs)" if counts["reused_drawn"] else ""
-        repeated = (f" ({counts['repeated']} of them the mean of their repeats: {counts['repeat_results']} results)"
-                    if counts.get("repeated") else "")
+        said = [f"{counts['repeated']} of them the mean of their repeats: {counts['repeat_results']} results"
+                ] if counts.get("repeated") else []
+        if counts["reused_drawn"]:  # results `--reuse` stood the run's jobs on: points, or repeats of points
+            said.append(f"{counts['reused_drawn']} reused from earlier runs")
         n = counts["points"]
-        bits.append(f"{n} point{'' if n == 1 else 's'} in {counts['series']} series{reused}{repeated}")
+        bits.append(f"{n} point{'' if n == 1 else 's'} in {counts['series']} series"
+                    + (f" ({', '.join(said)})" if said else ""))
     if counts["evals"]:
         failed = f", {counts['evals_failed']} did not pass" if counts["evals_failed"] else ""
         bits.append(f"{counts['evals']} eval{'s' if counts['evals'] != 1 else ''}{failed}"
@@ -425,15 +443,17 @@ def build_payload(run: RunDir, points: Sequence[ResultPoint], *, overlay: Sequen
     this run's series and frontiers, since the run stands for them, each with the verdict and figures its own run
     stored and marked as reused from that run. A reused job without one is listed, `reused_unread` saying why.
     """
-    stood = {job: p for job, p in (reused or {}).items() if job in run.reused}
-    reused_as = {p.result_id: job for job, p in stood.items()}
+    # read as this run's points: each a repeat of the run's own point where the run measured other repeats of it
+    stood = stood_on(run.run_id, {job: p for job, p in (reused or {}).items() if job in run.reused})
     ran = {p.job_id for p in points} | set(stood)
     points = [*points, *(p for p in stood.values() if p.run_id != run.run_id)]
     evals = [eval_payload(p, series_label(p, mix_sources=mix_sources)) for p in points if p.eval is not None]
     points = [p for p in points if not p.eval_only]  # an accuracy score has no place on a throughput plot
     drawn = {p.result_id for p in points}
-    tagged = [(p, "") for p in points] + [(p, p.run_id) for p in overlay
-                                          if p.run_id != run.run_id and not p.eval_only and p.result_id not in drawn]
+    # an overlay's points under the run they are read as part of: a `--with` run's own, and those it stood on
+    tagged = [(p, "") for p in points] + [(p, p.run_in_view) for p in overlay
+                                          if p.run_in_view != run.run_id and not p.eval_only
+                                          and p.result_id not in drawn]
     # a point measured N times (`run --repeats`) is one point, the mean of its repeats: its frontiers never pick the
     # luckiest repeat
     tag_of = {p.result_id: tag for p, tag in tagged}
@@ -468,15 +488,18 @@ def build_payload(run: RunDir, points: Sequence[ResultPoint], *, overlay: Sequen
     warned = {o.job_id: o.warnings for o in recorded_outcomes(run).values() if o.warnings}
 
     def warnings_of(p: ResultPoint) -> Sequence[str]:
-        """The warnings of this run's job behind `p`: its own point, or a stored one `--reuse` stood that job on
-        (under another run's ids); an overlay's are its own run's business."""
-        if p.run_id != run.run_id:
-            job = reused_as.get(p.result_id)
-            return warned.get(job, ()) if job is not None else ()
-        # a point that combines repeats: every repeat's job's warnings, once each
-        return list(dict.fromkeys(w for m in repeats[p.result_id].members for w in warned.get(m.job_id, ())))
+        """The warnings of this run's jobs behind `p`: its own, or those `--reuse` stood on stored results (under
+        another run's ids), every repeat's once each; an overlay's are its own run's business."""
+        if p.run_in_view != run.run_id:
+            return ()
+        return list(dict.fromkeys(w for m in repeats[p.result_id].members for w in warned.get(m.job_in_view, ())))
 
-    points_out = [point_payload(p, keys[p.result_id], frontiers, reused_as=reused_as.get(p.result_id),
+    def reused_as(p: ResultPoint) -> str | None:
+        """This run's job `--reuse` stood on `p`, where `p` is a stored result of another run (None: a point the run
+        measured, in whole or in part, or an overlay's)."""
+        return p.reused_by.job_id if p.reused_by is not None and p.reused_by.run_id == run.run_id else None
+
+    points_out = [point_payload(p, keys[p.result_id], frontiers, reused_as=reused_as(p),
                                 warnings=warnings_of(p), repeats=repeats[p.result_id]) for p in everything]
     missing = no_result_entries(run, ran, reused_unread)
     series_out = sorted(series.values(), key=lambda s: order[s["key"]])
@@ -497,7 +520,8 @@ def build_payload(run: RunDir, points: Sequence[ResultPoint], *, overlay: Sequen
         "frontiers_by_y": frontiers_by_y,
         "missing": missing,
         "power_unrecorded": power_unrecorded(points),
-        "verdicts": verdict_groups(points_out, missing, {p["id"]: p["warnings"] for p in points_out}, evals),
+        "verdicts": verdict_groups(points_out, missing, {p["id"]: p["warnings"] for p in points_out}, evals,
+                                   run_id=run.run_id),
         # the run's own results (and those `--reuse` stood on), not other runs' drawn beside them (`--with`)
         "empty": empty_message(counts["points"] + counts["evals"], missing),
         "counts": counts,

@@ -10,9 +10,10 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Any, Literal
 
 from llmsweep.metrics.registry import HOT_BY_NAME
-from llmsweep.report.data import reused_reason
+from llmsweep.report.data import reused_jobs, reused_reason
 from llmsweep.results.compare import Comparison, MetricDelta
 from llmsweep.results.pareto import NORTH_STAR_X
+from llmsweep.results.repeats import describe_repeats
 from llmsweep.results.verdict import reused_from_baseline
 
 VERDICT_MARK = {"improvement": "✅ improvement", "regression": "❌ regression", "within noise": "≈ within noise",
@@ -71,7 +72,7 @@ def run_summary_markdown(payload: Mapping[str, Any]) -> str:
     invalid = [p for p in points if not p["valid"]]
     counts = payload["counts"]
     # stood on earlier runs' results, not missing: drawn as those runs stored them, or listed when not read
-    drawn = [p for p in points if p.get("reused")]
+    drawn = [job for p in points if p.get("reused") or p["run_id"] == run["run_id"] for job in reused_jobs(p)]
     reused = [m for m in payload["missing"] if m["kind"] == "reused"]
     missing = [m for m in payload["missing"] if m["kind"] != "reused"]
     verdicts = f" · {counts['invalid']} invalid · {counts['smoke']} smoke" if counts["points"] else ""
@@ -102,7 +103,9 @@ def run_summary_markdown(payload: Mapping[str, Any]) -> str:
             m = p["metrics"]
             reused_from = f" (reused from run `{p['reused']['run_id']}`)" if p["reused"] else ""
             repeats = p.get("repeats")
-            mean_of = f" (mean of {repeats['n']} repeats)" if repeats else ""
+            # where some of its repeats were reused (a point reused whole says so already)
+            from_runs = [] if p["reused"] or not repeats else [r["run_id"] for r in repeats.get("reused") or ()]
+            mean_of = f" ({describe_repeats(repeats['n'], from_runs)})" if repeats else ""
             lines.append(_row([s["label"], m["conc"], p["topology"], *(c.cell(m[c.name]) for c in shown),
                                p["verdict"] + marks(p) + reused_from + mean_of]))
     if notes:
@@ -140,7 +143,7 @@ def run_summary_markdown(payload: Mapping[str, Any]) -> str:
         lines += [f"- `{m['job_id']}`: {m['status']}: {one_line(m.get('gist') or m['reason'])}" for m in missing]
     if drawn or reused:
         lines += ["", "### Jobs reused from earlier runs (`run --reuse`; drawn with the figures those runs stored)", ""]
-        lines += [f"- `{p['job_id']}`: {reused_reason(p['reused'])}, drawn" for p in drawn]
+        lines += [f"- `{job['as']}`: {reused_reason(job)}, drawn" for job in drawn]
         lines += [f"- `{m['job_id']}`: {m['reason']}" for m in reused]
     return "\n".join(lines) + "\n"
 

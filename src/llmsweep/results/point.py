@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +35,16 @@ def result_id_for(run_id: str, job_id: str) -> str:
 
 
 @dataclass(frozen=True, slots=True)
+class ReusedBy:
+    """The run a stored result is read as part of because `run --reuse` stood one of its jobs on it (`run.json:
+    reused`), and that job's id there: the result is still the measuring run's (its ids, verdict and figures), and
+    it stands for a point of this run too."""
+
+    run_id: str
+    job_id: str
+
+
+@dataclass(frozen=True, slots=True)
 class ResultPoint:
     """One result with its identity, hot metrics, validity and where its raw artifacts are (if anywhere)."""
 
@@ -58,6 +68,23 @@ class ResultPoint:
     """The row as it was published, for a result imported from another tool (InferenceX); empty for ours."""
     provenance: dict[str, Any] = field(default_factory=dict)
     artifact_dir: Path | None = None
+    reused_by: ReusedBy | None = None
+    """Set where the point is read as part of a run that `run --reuse` stood a job on it (`stood_on_by`: its
+    dashboard, its frontier), None where it is read as the result of the run that measured it."""
+
+    @property
+    def run_in_view(self) -> str:
+        """The run the point is read as part of: the run that stood a job on it (`reused_by`), else its own."""
+        return self.reused_by.run_id if self.reused_by is not None else self.run_id
+
+    @property
+    def job_in_view(self) -> str:
+        """The job of `run_in_view` the point stands for (the reusing run's job, or its own)."""
+        return self.reused_by.job_id if self.reused_by is not None else self.job_id
+
+    def stood_on_by(self, run_id: str, job_id: str) -> ResultPoint:
+        """This stored result read as the point `run --reuse` stood job `job_id` of run `run_id` on."""
+        return replace(self, reused_by=ReusedBy(run_id, job_id))
 
     @property
     def valid(self) -> bool:
@@ -237,6 +264,13 @@ def point_from_job(run_id: str, art: JobArtifacts) -> ResultPoint | None:
         provenance=provenance,
         artifact_dir=art.dir,
     )
+
+
+def stood_on(run_id: str, reused: Mapping[str, ResultPoint]) -> dict[str, ResultPoint]:
+    """The stored results `run --reuse` stood run `run_id`'s jobs on (job id -> result, `Store.reused_points`), each
+    read as that run's point (`ResultPoint.stood_on_by`): a repeat of its own point beside the repeats it measured
+    (`results.repeats`)."""
+    return {job: p.stood_on_by(run_id, job) for job, p in reused.items()}
 
 
 def points_from_run(run: RunDir) -> list[ResultPoint]:

@@ -9,6 +9,11 @@ and a verdict that is valid only when every repeat's is.
 
 A result that records no configuration (an imported row, a summary without provenance) is a repeat of nothing: it
 stays a point of its own.
+
+The run a repeat belongs to is the run it is read as part of (`ResultPoint.run_in_view`): a run that `run --reuse`
+stood some of a point's repeats on stored results of another run (`run --reuse --repeats 3` over a run of two
+repeats measures the third) stands on all of them, so they are one point, the mean of every repeat, and each says
+where it came from (`Repeats.as_dict`, `Repeats.describe`).
 """
 
 from __future__ import annotations
@@ -32,18 +37,27 @@ def finite_mean(values: Iterable[float | None]) -> float | None:
 
 
 def repeat_key(point: ResultPoint) -> tuple[str, str, str, bool] | None:
-    """(run, point identity, configuration, eval-only) — results sharing it are repeats of one point; None for a
-    result that records no configuration (a repeat of nothing)."""
+    """(run in view, point identity, configuration, eval-only) — results sharing it are repeats of one point; None for
+    a result that records no configuration (a repeat of nothing). The run is the one the result is read as part of
+    (`ResultPoint.run_in_view`): a stored result `run --reuse` stood a job on is a repeat of the reusing run's
+    point, beside the repeats that run measured itself."""
     configuration = point.configuration
     if not configuration:
         return None
-    return point.run_id, point.identity.key(), configuration, point.eval_only
+    return point.run_in_view, point.identity.key(), configuration, point.eval_only
+
+
+def _index(point: ResultPoint) -> int:
+    """The repeat a result is of the point it is read as part of (`run --repeats`: the reusing run's job, for a result
+    `run --reuse` stood one on)."""
+    return repeat_index(point.job_in_view)
 
 
 @dataclass(frozen=True, slots=True)
 class Repeats:
-    """One point and the results that measured it: `point` is the combined point (the first repeat's ids, job and
-    artifacts, the mean of every repeat's metrics, the worst verdict), `members` the results, first repeat first."""
+    """One point and the results that measured it: `point` is the combined point (the ids, job and artifacts of the
+    first repeat the run in view measured itself, else of the first repeat; the mean of every repeat's metrics, the
+    worst verdict), `members` the results, first repeat first."""
 
     point: ResultPoint
     members: tuple[ResultPoint, ...]
@@ -57,19 +71,38 @@ class Repeats:
         vals = [v for p in self.members if (v := p.metric(metric)) is not None and math.isfinite(v)]
         return statistics.stdev(vals) if len(vals) >= 2 else None
 
+    @property
+    def reused(self) -> tuple[ResultPoint, ...]:
+        """The repeats `run --reuse` stood the run in view's jobs on: results another run measured."""
+        return tuple(p for p in self.members if p.reused_by is not None)
+
     def as_dict(self) -> dict[str, Any] | None:
         """What a table or a payload says of the repeats behind the point (None for a single result): their count,
-        job and result ids, and each metric's spread (`sd`)."""
+        job and result ids, the run that measured each (`runs`), those `run --reuse` stood the run's jobs on
+        (`reused`: the job of the run in view, and the run, job, result and verdict it stands on) and each metric's
+        spread (`sd`)."""
         if self.n < 2:
             return None
         metrics = dict.fromkeys(m for p in self.members for m in p.metrics)
         return {"n": self.n, "combined": "mean", "job_ids": [p.job_id for p in self.members],
-                "result_ids": [p.result_id for p in self.members],
+                "result_ids": [p.result_id for p in self.members], "runs": [p.run_id for p in self.members],
+                "reused": [{"as": p.job_in_view, "run_id": p.run_id, "job_id": p.job_id, "result_id": p.result_id,
+                            "verdict": p.verdict} for p in self.reused],
                 "sd": {m: sd for m in metrics if (sd := self.spread(m)) is not None}}
 
     def describe(self) -> str:
-        """`mean of 3 repeats` (empty for a single result)."""
-        return f"mean of {self.n} repeats" if self.n > 1 else ""
+        """`mean of 3 repeats` (empty for a single result), with the repeats `run --reuse` took from other runs
+        (`mean of 3 repeats, 2 reused from run R`)."""
+        return describe_repeats(self.n, [p.run_id for p in self.reused]) if self.n > 1 else ""
+
+
+def describe_repeats(n: int, reused_from: Sequence[str] = ()) -> str:
+    """What a point that is the mean of `n` repeats says of them (`mean of 3 repeats`), naming the runs that measured
+    those `run --reuse` took from them, one run each (`reused_from`): `mean of 3 repeats, 2 reused from run R`.
+    `Repeats.describe`, and summary.md from a payload's `repeats` (`Repeats.as_dict`)."""
+    runs = sorted(set(reused_from))
+    return f"mean of {n} repeats" + (
+        f", {len(reused_from)} reused from run{'s' if len(runs) > 1 else ''} {', '.join(runs)}" if runs else "")
 
 
 def _verdict(members: Sequence[ResultPoint]) -> tuple[str, tuple[str, ...]]:
@@ -78,7 +111,8 @@ def _verdict(members: Sequence[ResultPoint]) -> tuple[str, tuple[str, ...]]:
     if all(p.verdict == "valid" for p in members):
         return "valid", ()
     worst = min((p for p in members if p.verdict != "valid"), key=lambda p: p.verdict not in INVALID_VERDICTS)
-    reasons = tuple(f"repeat {repeat_index(p.job_id)} of {len(members)} ({p.job_id}) is {p.verdict}"
+    reasons = tuple(f"repeat {_index(p)} of {len(members)} ({p.job_id}"
+                    + (f", reused from run {p.run_id}" if p.reused_by is not None else "") + f") is {p.verdict}"
                     + (f": {'; '.join(p.reasons)}" if p.reasons else "")
                     for p in members if p.verdict != "valid")
     return worst.verdict, reasons
@@ -90,10 +124,12 @@ def _total(values: Iterable[int | None]) -> int | None:
 
 
 def combined_point(members: Sequence[ResultPoint]) -> ResultPoint:
-    """The point a group of repeats stands for (see `Repeats.point`); one result is itself."""
+    """The point a group of repeats stands for (see `Repeats.point`); one result is itself. It is the run in view's
+    own point where that run measured any of the repeats (under the first of those), a reused one only where it
+    measured none."""
     if len(members) == 1:
         return members[0]
-    first = members[0]
+    first = next((p for p in members if p.reused_by is None), members[0])
     names = dict.fromkeys(m for p in members for m in p.metrics)
     verdict, reasons = _verdict(members)
     return dataclasses.replace(
@@ -107,9 +143,9 @@ def combine_repeats(points: Iterable[ResultPoint]) -> list[Repeats]:
     groups: dict[object, list[ResultPoint]] = {}
     for p in points:
         key = repeat_key(p)
-        groups.setdefault(key if key is not None else ("single", p.run_id, p.result_id), []).append(p)
+        groups.setdefault(key if key is not None else ("single", p.run_in_view, p.result_id), []).append(p)
     out = []
     for members in groups.values():
-        members.sort(key=lambda p: repeat_index(p.job_id))
+        members.sort(key=_index)
         out.append(Repeats(combined_point(members), tuple(members)))
     return out

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from llmsweep.errors import ResultInputError
-from llmsweep.results.point import ResultPoint, points_from_run
+from llmsweep.results.point import ResultPoint, points_from_run, stood_on
 from llmsweep.results.rundir import RunDir, folder_kind, load_run
 from llmsweep.results.store import BATCH, Store, StoreError
 
@@ -51,13 +51,14 @@ REUSED_GONE = ("the results store does not hold it as it was reused (the result 
 """Why a point `run --reuse` stood a job on is not drawn (the dashboard, `results frontier`)."""
 
 
-def reused_points_of(store: Store, meta: Mapping[str, Any], run_id: str | None,
+def reused_points_of(store: Store, meta: Mapping[str, Any], run_id: str,
                      said: Callable[[str], None] | None = None,
                      gone: Callable[[str], None] | None = None) -> dict[str, ResultPoint]:
-    """The stored results `run --reuse` stood a run's jobs on (`Store.reused_points`), by its job id — what its
-    dashboard draws in its series beside its own; with `said`, told instead what they are and where they are listed
-    (a listing or export of the run's own results leaves them out: each result under the run that measured it);
-    `gone` is told of the jobs whose result the store no longer holds as reused (`REUSED_GONE`), not drawn."""
+    """The stored results `run --reuse` stood a run's jobs on (`Store.reused_points`), by its job id, read as the
+    run's points (`stood_on`) — what its dashboard draws in its series beside its own; with `said`, told instead
+    what they are and where they are listed (a listing or export of the run's own results leaves them out: each
+    result under the run that measured it); `gone` is told of the jobs whose result the store no longer holds as
+    reused (`REUSED_GONE`), not drawn."""
     from llmsweep.results.rundir import reused_of
 
     reused = reused_of(meta)
@@ -73,7 +74,7 @@ def reused_points_of(store: Store, meta: Mapping[str, Any], run_id: str | None,
     if missing and gone is not None:
         gone(f"run {run_id}: {len(missing)} job(s) stood on a stored result not drawn: {REUSED_GONE} "
              f"({', '.join(missing)})")
-    return found
+    return stood_on(run_id, found)
 
 
 def run_meta_of(ref: str, store: Store | None) -> Mapping[str, Any]:

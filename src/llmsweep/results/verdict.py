@@ -114,10 +114,30 @@ def verdict_counts(comp: Comparison) -> dict[PointVerdict, int]:
 
 
 def reused_from_baseline(comp: Comparison, reused: Collection[str]) -> tuple[list[ResultPoint], list[ResultPoint]]:
-    """The baseline's points the run under test has no point of, split: (those it reused — `run --reuse` stood a job
-    on that very stored result, `reused`: result ids — and the others, which it did not run)."""
+    """The baseline's results the run under test reused and the baseline's points it has no point of: (those it
+    reused — `run --reuse` stood a job on that very stored result, `reused`: result ids; a point of which B measured
+    other repeats too among them (`partly_reused`) — and the points B has none of that it did not reuse, which it
+    did not run)."""
     taken = set(reused)
-    return ([p for p in comp.only_a if p.result_id in taken], [p for p in comp.only_a if p.result_id not in taken])
+    matched = [p for pc in comp.matched for p in pc.a if p.result_id in taken]
+    return ([*matched, *(p for p in comp.only_a if p.result_id in taken)],
+            [p for p in comp.only_a if p.result_id not in taken])
+
+
+def partly_reused(comp: Comparison, reused: Collection[str]) -> list[str]:
+    """A note per compared point of which the run under test stood some repeats on the baseline's own results (`run
+    --reuse --repeats N` over a baseline of fewer repeats) and measured the others: its point stands on all of them
+    (its frontier and dashboard draw their mean), but those are A's measurements, so B's side here holds only the
+    repeats B measured."""
+    taken = set(reused)
+    out = []
+    for pc in comp.matched:
+        also = sum(1 for p in pc.a if p.result_id in taken)
+        if also:
+            out.append(f"{pc.label}: B stood {also} of its repeats on A's results (`run --reuse`), not measured "
+                       f"again (listed as reused by B); B's side here is the {len(pc.b)} repeat(s) B measured, its "
+                       "point (frontier, dashboard) the mean of them all")
+    return out
 
 
 def verdict_as_dict(comp: Comparison, success: SuccessRate, reused: Collection[str] = ()) -> dict[str, Any]:

@@ -200,3 +200,19 @@ def test_an_energy_counter_that_reset_in_the_window_is_a_negative_delta() -> Non
     assert check["negative_delta"] is True and check["within_tolerance"] is False  # ...but one went backwards
     plain = integrate(HEADER, _linear("0", 100, 340, energy=True) + _linear("1", 200, 440, energy=True), _work())
     assert plain["counter_check"]["negative_delta"] is False
+
+
+def test_power_the_simulator_does_not_model_says_so_in_a_reason_of_its_own() -> None:
+    """A simulated job whose power the simulator does not model (pp 2: `power.virtual.sim_power_unmodelled`) has no
+    samples: its block said `telemetry_unavailable, telemetry_file_empty`, as if a sampler had failed."""
+    from llmsweep.power.sampler import PowerSettings
+    from llmsweep.power.virtual import VirtualPower
+
+    power = VirtualPower(hardware="mi300x", tp=4, start_time=T0, settings=PowerSettings(), gpus=8)
+    assert power.probe is None  # nothing is sampled
+    header, samples = power.telemetry(8)
+    block = integrate(header, samples, _work(gpus=8))
+    assert block["power_valid"] is False and block["reasons"] == ["not_modelled"], block["reasons"]
+    assert block["error"].startswith("not modelled: the simulator's power model covers the job's 4 tensor-parallel")
+    modelled = VirtualPower(hardware="mi300x", tp=8, start_time=T0, settings=PowerSettings(), gpus=8)
+    assert modelled.probe is not None and not modelled.telemetry(8)[0].not_modelled

@@ -63,3 +63,43 @@ def test_an_exported_mean_of_repeats_imports_as_one_and_says_so(make_run, tmp_pa
     assert any("the mean of 2 repeats" in r for r in back.reasons), back.reasons
     again = json.loads(export_points([back], "inferencex", include_unpublished=True))[0]
     assert again["llmsweep"]["repeats"]["n"] == 2
+
+
+def test_repeats_a_run_stood_on_another_runs_results_are_repeats_of_its_own_point(make_run) -> None:
+    """`run --reuse --repeats 3` over a run of two repeats: the two it stood on keep the earlier run's ids, the third
+    is its own. Read as the reusing run's points (`stood_on_by`), all three are one point, the run's own (it measured
+    one of them), each saying where it came from; read as the earlier run's, the reused ones stay that run's."""
+    (p,) = points_from_run(make_run("earlier", concs=(4,), scenario="fixed-seq-len"))
+    one, two = _repeat(p, 1, 1.0), _repeat(p, 2, 1.2)
+    third = dataclasses.replace(_repeat(p, 3, 1.1), run_id="later", result_id="r-later-3")
+    stood = [one.stood_on_by("later", one.job_id), two.stood_on_by("later", two.job_id)]
+    (r,) = combine_repeats([third, *stood])
+    assert r.n == 3 and [m.job_id for m in r.members] == [one.job_id, two.job_id, third.job_id]
+    assert r.point.result_id == third.result_id and r.point.reused_by is None  # the run's own point
+    assert r.point.metric("tput_per_gpu") == pytest.approx(1.1 * (p.metric("tput_per_gpu") or 0))
+    assert r.describe() == "mean of 3 repeats, 2 reused from run earlier"
+    said = r.as_dict()
+    assert said is not None and said["runs"] == ["earlier", "earlier", "later"]
+    assert [(s["as"], s["run_id"]) for s in said["reused"]] == [(one.job_id, "earlier"), (two.job_id, "earlier")]
+    compute_frontiers([r.point])  # one point, not repeats of one
+    with pytest.raises(ValueError, match="combine_repeats"):
+        compute_frontiers(stood)  # the reused repeats are repeats of the reusing run's point too
+    assert [g.n for g in combine_repeats([third, one, two])] == [1, 2]  # the earlier run's own, as that run's
+
+
+def test_a_point_every_repeat_of_which_was_reused_stays_the_reused_one(make_run) -> None:
+    (p,) = points_from_run(make_run("earlier", concs=(4,), scenario="fixed-seq-len"))
+    stood = [_repeat(p, k, 1.0 + k / 10).stood_on_by("later", _repeat(p, k, 1).job_id) for k in (2, 1)]
+    (r,) = combine_repeats(stood)
+    assert r.point.result_id == stood[1].result_id and r.point.reused_by is not None
+    assert r.describe() == "mean of 2 repeats, 2 reused from run earlier"
+
+
+def test_an_invalid_reused_repeat_is_named_with_the_run_that_measured_it(make_run) -> None:
+    (p,) = points_from_run(make_run("earlier", concs=(4,), scenario="fixed-seq-len"))
+    bad = _repeat(p, 1, 1.0, verdict="invalid", reasons=("error ratio 0.4 > 0.05",)).stood_on_by("later", p.job_id)
+    own = dataclasses.replace(_repeat(p, 2, 1.0), run_id="later", result_id="r-later-2")
+    (r,) = combine_repeats([own, bad])
+    assert r.point.verdict == "invalid"
+    assert r.point.reasons == (f"repeat 1 of 2 ({p.job_id}, reused from run earlier) is invalid: error ratio 0.4 > "
+                               "0.05",)

@@ -74,3 +74,6 @@ def test_report_with_a_reusing_run_draws_the_points_it_stood_on(tmp_path: Path) 
                                    "reusing-run", "--store", str(store), "--json"], catch_exceptions=False)
     assert res.exit_code == 0, res.output
     assert json.loads(res.stdout)["overlaid"] == 4  # its own measured point and the three it stood on
+    # drawn as that run's (its series, its label), as its own dashboard draws them: not as the earlier run's
+    data = json.loads((tmp_path / "rep" / "data.json").read_text())
+    assert data["overlays"] == ["reusing-run"], data["overlays"]

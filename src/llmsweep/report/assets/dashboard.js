@@ -70,6 +70,17 @@
   /* Where a point `run --reuse` stood a job on came from: the run that measured it (and its job there). */
   function reusedText(p) { return p.reused ? "reused from run " + p.reused.run_id + " (job " + p.reused.job_id + ")" : ""; }
   var REUSED = D.points.filter(function (p) { return p.reused; }).length;
+  /* The runs a point's repeats were reused from (`run --reuse` stood some of its repeats on stored results), one
+     entry per reused repeat; none for a point reused whole, which says where it came from already. */
+  function reusedRepeatRuns(p) { return p.reused ? [] : ((p.repeats || {}).reused || []).map(function (r) { return r.run_id; }); }
+  /* "mean of 3 repeats" and, where --reuse took some of them from other runs, ", 2 reused from run R" (as the
+     CLI's frontier and summary.md say it: results.repeats.describe_repeats). */
+  var REUSED_REPEATS = D.points.filter(function (p) { return p.run_id === D.run.run_id && reusedRepeatRuns(p).length; }).length;
+  function meanOf(p) {
+    var from = reusedRepeatRuns(p), runs = from.filter(function (r, i) { return from.indexOf(r) === i; }).sort();
+    return "mean of " + p.repeats.n + " repeats" + (runs.length ? ", " + from.length + " reused from run" +
+      (runs.length > 1 ? "s " : " ") + runs.join(", ") : "");
+  }
   function pointLabel(p) {
     var s = seriesByKey[p.series];
     return (s ? s.label : p.series) + " · " + p.topology + " · conc " + p.metrics.conc;
@@ -93,8 +104,8 @@
     var unrecorded = D.power_unrecorded || [];
     var nPower = unrecorded.reduce(function (n, g) { return n + g.count; }, 0);
     reasonsBanner(b, "banner power-unrecorded", "banner-power", nPower, nPower + " point(s) have no GPU power: no " +
-      "power backend could sample where they ran, so they have no energy or cost-per-token figures (why, and how " +
-      "to record it):", unrecorded);
+      "power backend could sample where they ran, or the simulator does not model their power, so they have no " +
+      "energy or cost-per-token figures (why, and how to record it):", unrecorded);
   }
   var VERDICT_KINDS = ["invalid", "eval-failed", "smoke", "refused", "failed", "reused", "simulated-only", "not-modelled"];
   var VERDICT_HEAD = {
@@ -103,7 +114,7 @@
     smoke: function (n) { return n + " smoke point(s): they ran, but too little to be valid (drawn half-filled); read them as a smoke test, not as results."; },
     refused: function (n) { return n + " job(s) refused before running, so they have no point:"; },
     failed: function (n) { return n + " job(s) without a result:"; },
-    reused: function (n) { var now = ((D.counts || {}).points || 0) - REUSED; return n + " job(s) not run: --reuse stood them on stored results of earlier runs; their points are drawn as diamonds with the verdict and figures the run that measured them stored" + (now > 0 ? " (the rest were measured now)" : "") + ":"; },
+    reused: function (n) { var now = ((D.counts || {}).points || 0) - REUSED; return n + " job(s) not run: --reuse stood them on stored results of earlier runs; their points are drawn as diamonds with the verdict and figures the run that measured them stored" + (now > 0 ? " (the rest were measured now)" : "") + (REUSED_REPEATS ? "; " + REUSED_REPEATS + " point(s) measured now in part are the mean of every repeat, those reused included" : "") + ":"; },
     "simulated-only": function (n) { return n + " point(s) the simulator ran although a real engine would refuse them (its engine rules are warnings under the simulator):"; },
     "not-modelled": function (n) { return n + " point(s) the simulator predicted without modelling all their jobs set: a real engine would run them, and these points predict them as if that were off:"; }
   };
@@ -267,7 +278,7 @@
   }
   function repeatsText(p) {  // a point that combines the repeats of one job (run --repeats): its figures are their mean
     var sd = p.repeats.sd[state.y];
-    return "mean of " + p.repeats.n + " repeats" + (finite(sd) ? " (" + yaxis().label + " sd " + fmt(sd, yaxis().unit) + ")" : "");
+    return meanOf(p) + (finite(sd) ? " (" + yaxis().label + " sd " + fmt(sd, yaxis().unit) + ")" : "");
   }
   function showTip(ev, p) {
     var tip = document.getElementById("tooltip"), a = axisByKey[state.x];
@@ -325,7 +336,7 @@
       if (k !== state.x && k !== state.y && metricByKey[k]) cols.push([k, k === "error_ratio" ? "Errors" : colTitle(metricByKey[k])]);
     });
     cols = cols.concat([["verdict", "Verdict"], ["reason", "Reason"], ["source", "Source"], ["front", "Frontier"]]);
-    return REUSED ? cols.concat([["reused", "Reused from"]]) : cols;
+    return REUSED || REUSED_REPEATS ? cols.concat([["reused", "Reused from"]]) : cols;
   }
   /* Tables show a latency (stored in s) in ms, as summary.md and every CLI table do (HotColumn.table_unit); the
      chart's axes keep the stored unit. */
@@ -350,11 +361,14 @@
     if (key === "x") return xval(p, state.x);
     if (key === "y") return yval(p);
     // a point that is the mean of its repeats says so, as summary.md's verdict column does: its requests are theirs
-    if (key === "verdict") return p.verdict + (warned(p) ? " " + WARN : "") + (p.repeats ? " (mean of " + p.repeats.n + " repeats)" : "");
+    if (key === "verdict") return p.verdict + (warned(p) ? " " + WARN : "") + (p.repeats ? " (" + meanOf(p) + ")" : "");
     if (key === "reason") return [p.reason || "", evalFailure(p)].concat((p.warnings || []).map(function (w) { return WARN + " " + w; })).filter(Boolean).join("; ");
     if (key === "source") return p.source;
     if (key === "front") return onFrontier(p) ? "yes" : "";
-    if (key === "reused") return p.reused ? "run " + p.reused.run_id : "";
+    if (key === "reused") {
+      var from = p.reused ? [p.reused.run_id] : reusedRepeatRuns(p);
+      return from.length ? "run " + from.filter(function (r, i) { return from.indexOf(r) === i; }).join(", ") : "";
+    }
     return p.metrics[key];
   }
   function renderTable() {
@@ -490,7 +504,7 @@
     badges.appendChild(document.createTextNode(" job " + p.job_id + " · result " + p.id + " · " + p.gpus + " GPU(s) · " +
       requestsText(p) + " request(s) measured" + (onFrontier(p) ? " · on the " + axisByKey[state.x].label + " frontier" : "")));
     if (p.repeats) el("p", { id: "repeats-note" }, box, repeatsText(p) + " (jobs " + p.repeats.job_ids.join(", ") +
-      "); the timeline and provenance below are the first repeat's.");
+      "); the timeline and provenance below are those of result " + p.id + ".");
     var v = d.validity || {};
     var reasons = (v.reasons || p.reasons || []), warnings = (p.warnings || []).concat(v.warnings || []);
     if (reasons.length || warnings.length) {
