@@ -942,9 +942,10 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
 
     identities = reuse_keys(jobs, simulate=req.simulate, live=req.live, settings=req.settings,
                             on_host=req.executor == LocalExecutor.kind)
-    reuse_meta: dict[str, Any] = {"measurement": measurement_identity(), "reuse_keys": identities}
     previous = art.read_json(run_dir / art.RUN_FILE)  # the keys the finished jobs were measured under, before rewritten
     recorded = previous.get("reuse_keys") if isinstance(previous, dict) else None
+    measured = _MeasuredKeys(run_dir, identities, recorded)
+    reuse_meta: dict[str, Any] = {"measurement": measurement_identity(), "reuse_keys": measured.keys}
     if req.settings.resume and not isinstance(previous, dict) and (run_dir / art.RUN_FILE).exists():
         _continue_stored_run(run_dir, req, run_id, event)
     def record_start() -> str:  # run.json as this invocation plans the run; the run's id (a resumed run keeps its)
@@ -974,7 +975,7 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
             refused.append(JobOutcome(job_id=job.id, exp_name=job.exp_name, status="refused", reasons=[reason]))
 
     skipped: list[JobOutcome] = []
-    stored = _JobStore(run_dir, req, event)
+    stored = _JobStore(run_dir, req, event, measured)
     superseded: frozenset[str] = frozenset()
     if req.settings.resume or req.force:
         superseded = _supersede_renamed(run_dir, jobs, event, stored,
@@ -988,7 +989,8 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
                 # Its result stands for another configuration than the job now: kept aside, never mixed into this
                 # run's series (its job id does not change with engine args, env or the workload).
                 event(f"job {job.id}: not resumed — {why}; it runs again")
-                art.keep_earlier_attempt(job.id, art.job_dir(run_dir, job.id), event)
+                if art.keep_earlier_attempt(job.id, art.job_dir(run_dir, job.id), event) is not None:
+                    stored.superseded(art.job_dir(run_dir, job.id))  # nor does the store hold it (nor its key)
                 done = None
             if done is not None:
                 skipped.append(done)
@@ -1230,17 +1232,52 @@ def _check_store(req: RunRequest) -> None:
         store.check_writable()
 
 
+class _MeasuredKeys:
+    """The reuse key each job's folder holds a result of, as run.json records it (`reuse_keys`) at every moment of the
+    run, so that a run stopped at any point, and the store that `results ingest` or the per-job ingest fill from it,
+    file a result only under the key it was measured with.
+
+    A job's key is the plan's (`planned`), but for a job whose folder still holds a result an earlier invocation
+    recorded under another key (`recorded`): that one stays until this run moves the result aside (`measuring`). A
+    `--force` stopped halfway, or one whose jobs were refused or never reached (fail-fast), recorded the plan's keys
+    over results the earlier configuration measured: the next `--resume` kept those as done, and the store filed them,
+    under keys they were not measured with."""
+
+    def __init__(self, run_dir: Path, planned: dict[str, str], recorded: object) -> None:
+        self.run_dir, self.planned = run_dir, planned
+        before = recorded if isinstance(recorded, dict) else {}
+        self.keys: dict[str, str] = {
+            job_id: (old if isinstance(old := before.get(job_id), str)
+                     and (art.job_dir(run_dir, job_id) / art.SUMMARY_FILE).is_file() else key)
+            for job_id, key in planned.items()}
+        """run.json's `reuse_keys` of the planned jobs (the dict run.json is written from)."""
+
+    def measuring(self, job_id: str) -> None:
+        """The job's folder holds no earlier result now (moved aside), or this run's: its key is the plan's, in
+        run.json at once."""
+        key = self.planned.get(job_id)
+        if key is None or self.keys.get(job_id) == key:
+            return
+        self.keys[job_id] = key
+        meta = art.read_json(self.run_dir / art.RUN_FILE)
+        if isinstance(meta, dict):
+            recorded = meta.get("reuse_keys")
+            meta["reuse_keys"] = {**(recorded if isinstance(recorded, dict) else {}), job_id: key}
+            art.write_json(self.run_dir / art.RUN_FILE, meta)
+
+
 class _JobStore:
     """Stores each job's result as it finishes (`lifecycle.on_job_finished`), so a sweep stopped halfway keeps the
     jobs it completed in the store, not only on disk. A failure here is said once and left to the end-of-run ingest,
     which decides the run's fate: the job's files are on disk either way. After a busy store no later job tries (a
     store another process holds locked cost each job SQLite's 30-s wait); after any other failure the next job
-    does."""
+    does. Run.json's reuse key of the job becomes the plan's first (`_MeasuredKeys`): the store files the job's
+    result under it."""
 
-    def __init__(self, run_dir: Path, req: RunRequest, event: Event) -> None:
+    def __init__(self, run_dir: Path, req: RunRequest, event: Event, keys: _MeasuredKeys) -> None:
         from llmsweep.results.store import default_store_path
 
-        self.run_dir, self.path, self.event = run_dir, default_store_path(req.store), event
+        self.run_dir, self.path, self.event, self.keys = run_dir, default_store_path(req.store), event, keys
         self.failed = False
         self.finished = 0
         """Jobs that ended with a result stored so far (what an interrupted run keeps)."""
@@ -1248,6 +1285,7 @@ class _JobStore:
     def __call__(self, job_dir: Path, outcome: JobOutcome) -> None:
         from llmsweep.results.store import Store, store_busy
 
+        self.keys.measuring(job_dir.name)
         if self.failed:  # said once; each later try would wait out the same lock (30 s a job) while GPUs idle
             return
         try:
@@ -1267,6 +1305,7 @@ class _JobStore:
         interrupted)."""
         from llmsweep.results.store import Store, store_busy
 
+        self.keys.measuring(job_dir.name)
         if self.failed:  # as above: the end-of-run ingest replaces what the store holds of the run
             return
         try:
