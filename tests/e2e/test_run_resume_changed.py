@@ -270,3 +270,21 @@ def test_a_force_stopped_halfway_keeps_the_earlier_key_of_the_results_it_did_not
            "definition or gates than this run's" in resumed.stderr, resumed.stderr[-4000:]
     assert {r["job"]: r["resumed"] for r in json.loads(resumed.stdout)["jobs"]} == {first: True, second: False}
 
+
+def test_a_requoted_value_that_renders_the_same_launch_is_resumed_as_it_is_reused(tmp_path: Path) -> None:
+    """`--mem-fraction-static: 0.75` → `"0.75"` renders the same server command, so the same reuse key: `--reuse`
+    stood on the stored result, but `--resume` decided on job.json's typed fields and measured the job again."""
+    recipe = tmp_path / "fixed.yaml"
+    recipe.write_text((RECIPES / "fixed-sim.yaml").read_text().replace(
+        "engine: { name: sim }", "engine: { name: sim }\n    args: { --mem-fraction-static: 0.75 }"))
+    out, env = tmp_path / "out", cli_env(tmp_path)
+    first = run_here([recipe, "--out", out, "--no-report"], env)
+    assert first.returncode == 0, first.stderr[-4000:]
+    (next(iter(job_dirs(out).values())) / "summary.json").unlink()  # one job to run: the resume is not a no-op
+    recipe.write_text(recipe.read_text().replace("0.75", '"0.75"'))
+    reused = run_here([recipe, "--out", tmp_path / "reused", "--no-report", "--reuse"], env)
+    assert reused.returncode == 0 and "(2 reused from the store)" in reused.stderr, reused.stderr[-4000:]
+    resumed = run_here([recipe, "--out", out, "--no-report", "--resume", "--json"], env)
+    assert resumed.returncode == 0, resumed.stderr[-4000:]
+    assert "not resumed" not in resumed.stderr, resumed.stderr[-4000:]
+    assert [r["resumed"] for r in json.loads(resumed.stdout)["jobs"]] == [False, True]

@@ -1084,17 +1084,23 @@ def _measured_otherwise(job: Job, run_dir: Path, key: str | None, recorded: obje
 
     A job id holds the recipe's InferenceX fingerprint only: engine args, env, the workload (its window, its prompts)
     and llmsweep itself (the simulator, the measurement definitions, the gates) can change under the same id. The
-    recorded reuse key (run.json's `reuse_keys`, what the earlier run planned) covers them all; `job.json` names the
-    fields. A `job.json` that does not read makes a job without a result (the store refuses it): it runs again.
+    recorded reuse key (run.json's `reuse_keys`: what the result was measured under) covers them all, and decides, as
+    it decides for `--reuse`: one identity of "the same job" (a value requoted, `0.75` → `"0.75"`, renders the same
+    launch: reused, so resumed too). `job.json` only names the fields that changed; it decides alone where no key
+    was recorded (a run of an earlier llmsweep). A `job.json` that does not read makes a job without a result (the
+    store refuses it): it runs again.
     """
     from llmsweep.changes.reuse import split_key
 
     doc = art.read_json(art.job_dir(run_dir, job.id) / art.JOB_FILE)
     if not isinstance(doc, dict):
         return f"its {art.JOB_FILE} does not read"
-    fields = _changed_fields(doc, job)
     old = recorded.get(job.id) if isinstance(recorded, dict) else None
-    if not fields and (not isinstance(old, str) or key is None or old == key):
+    keyed = isinstance(old, str) and key is not None
+    if keyed and old == key:
+        return None
+    fields = _changed_fields(doc, job)
+    if not fields and not keyed:
         return None
     if fields:
         return f"its result was measured under another configuration ({fields} changed since)"
