@@ -1308,19 +1308,19 @@ class _JobStore:
     def superseded(self, job_dir: Path) -> None:
         """A job runs again, its earlier attempt moved aside: the store drops the result that attempt left, as the
         folder no longer holds it (an interrupted `--force` rerun kept it stored while the report said the job was
-        interrupted)."""
+        interrupted). Then run.json's key of the job becomes the plan's: a run stopped between the two leaves neither
+        the earlier result stored nor a key that is not its own."""
         from llmsweep.results.store import Store, store_busy
 
-        self.keys.measuring(job_dir.name)
-        if self.failed:  # as above: the end-of-run ingest replaces what the store holds of the run
-            return
         try:
-            with Store(self.path) as store:
-                store.ingest_job(self.run_dir, job_dir)  # an emptied folder: its stored result goes
+            if not self.failed:  # as above: the end-of-run ingest replaces what the store holds of the run
+                with Store(self.path) as store:
+                    store.ingest_job(self.run_dir, job_dir)  # an emptied folder: its stored result goes
         except Exception as exc:  # as a store failure above: the end-of-run ingest decides
             self.event(f"warning: could not drop the earlier result of job {job_dir.name} from {self.path}: "
                        f"{exc} (the run goes on)")
             self.failed = store_busy(exc)
+        self.keys.measuring(job_dir.name)
 
 
 def _store(run_dir: Path, req: RunRequest, event: Event,
