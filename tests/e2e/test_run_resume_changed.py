@@ -288,3 +288,23 @@ def test_a_requoted_value_that_renders_the_same_launch_is_resumed_as_it_is_reuse
     assert resumed.returncode == 0, resumed.stderr[-4000:]
     assert "not resumed" not in resumed.stderr, resumed.stderr[-4000:]
     assert [r["resumed"] for r in json.loads(resumed.stdout)["jobs"]] == [False, True]
+
+
+def test_a_run_json_that_records_the_plans_keys_over_results_measured_otherwise_does_not_resume_them(
+        tmp_path: Path) -> None:
+    """Keys decide `--resume` as they decide `--reuse`; where run.json records the plan's keys over results of
+    another launch (an earlier llmsweep's `--force` stopped halfway wrote them at its start), the job.json that
+    renders another launch than the plan's still runs the job again."""
+    recipe, out, env = _sweep(tmp_path)
+    recipe.write_text(recipe.read_text().replace("engine: { name: sim }",
+                                                 "engine: { name: sim }\n    env: { NEWVAR: x }"))
+    elsewhere = run_here([recipe, "--out", tmp_path / "elsewhere", "--no-report"], env)
+    assert elsewhere.returncode == 0, elsewhere.stderr[-4000:]
+    meta = json.loads((out / "run.json").read_text())
+    meta["reuse_keys"] = json.loads((tmp_path / "elsewhere" / "run.json").read_text())["reuse_keys"]
+    (out / "run.json").write_text(json.dumps(meta))
+    resumed = run_here([recipe, "--out", out, "--no-report", "--resume", "--json"], env)
+    assert resumed.returncode == 0, resumed.stderr[-4000:]
+    said = [line for line in resumed.stderr.splitlines() if "not resumed" in line]
+    assert len(said) == 2 and all("(serve.env.NEWVAR changed since)" in s for s in said), resumed.stderr[-4000:]
+    assert [r["resumed"] for r in json.loads(resumed.stdout)["jobs"]] == [False, False]

@@ -985,7 +985,8 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
         todo = []
         for job in runnable:
             done = resumed(job, run_dir)
-            if done is not None and (why := _measured_otherwise(job, run_dir, identities.get(job.id), recorded)):
+            if done is not None and (why := _measured_otherwise(job, run_dir, identities.get(job.id), recorded,
+                                                                simulate=req.simulate)):
                 # Its result stands for another configuration than the job now: kept aside, never mixed into this
                 # run's series (its job id does not change with engine args, env or the workload).
                 event(f"job {job.id}: not resumed — {why}; it runs again")
@@ -1079,16 +1080,18 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
     return outcome
 
 
-def _measured_otherwise(job: Job, run_dir: Path, key: str | None, recorded: object) -> str | None:
+def _measured_otherwise(job: Job, run_dir: Path, key: str | None, recorded: object, *,
+                        simulate: bool = False) -> str | None:
     """Why the finished result in `job`'s folder does not stand for `job` as planned now, or None when it does.
 
     A job id holds the recipe's InferenceX fingerprint only: engine args, env, the workload (its window, its prompts)
     and llmsweep itself (the simulator, the measurement definitions, the gates) can change under the same id. The
     recorded reuse key (run.json's `reuse_keys`: what the result was measured under) covers them all, and decides, as
     it decides for `--reuse`: one identity of "the same job" (a value requoted, `0.75` → `"0.75"`, renders the same
-    launch: reused, so resumed too). `job.json` only names the fields that changed; it decides alone where no key
-    was recorded (a run of an earlier llmsweep). A `job.json` that does not read makes a job without a result (the
-    store refuses it): it runs again.
+    launch: reused, so resumed too). `job.json` names the fields that changed; it decides alone where no key was
+    recorded (a run of an earlier llmsweep), and where the keys agree but `job.json` renders another launch than
+    the plan's (a run.json an earlier llmsweep rewrote over results it had not measured) the job runs again. A
+    `job.json` that does not read makes a job without a result (the store refuses it): it runs again.
     """
     from llmsweep.changes.reuse import split_key
 
@@ -1097,11 +1100,11 @@ def _measured_otherwise(job: Job, run_dir: Path, key: str | None, recorded: obje
         return f"its {art.JOB_FILE} does not read"
     old = recorded.get(job.id) if isinstance(recorded, dict) else None
     keyed = isinstance(old, str) and key is not None
-    if keyed and old == key:
-        return None
     fields = _changed_fields(doc, job)
-    if not fields and not keyed:
+    if not fields and (not keyed or old == key):
         return None
+    if keyed and old == key and _launched_alike(doc, job, simulate=simulate):
+        return None  # the same launch under the same key: only the spelling of a value changed
     if fields:
         return f"its result was measured under another configuration ({fields} changed since)"
     (base_old, ctx_old), (base_now, ctx_now) = split_key(str(old)), split_key(str(key))
@@ -1132,6 +1135,21 @@ def _continue_stored_run(run_dir: Path, req: RunRequest, run_id: str, event: Eve
     else:
         event(f"warning: {run_dir / path} does not read and the store holds no run of this folder: the resumed run "
               f"gets a new id, {run_id}")
+
+
+def _launched_alike(recorded: dict[str, Any], job: Job, *, simulate: bool) -> bool:
+    """Whether the job its `job.json` recorded renders the same launch (`LaunchSpec.fingerprint`, the reuse key's) as
+    `job` planned now; True where either does not render (the recorded reuse key stands then)."""
+    from llmsweep import engines
+    from llmsweep.errors import LlmsweepError
+
+    simulated = engines.runs_on_simulator(job.engine, simulate=simulate)
+    try:
+        then = engines.render(Job.model_validate(recorded), simulate=simulated, port=0)
+        now = engines.render(job, simulate=simulated, port=0)
+    except (LlmsweepError, ValueError, TypeError):
+        return True
+    return then.fingerprint() == now.fingerprint()
 
 
 def _changed_fields(recorded: dict[str, Any], job: Job) -> str:
