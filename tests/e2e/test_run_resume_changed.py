@@ -11,6 +11,7 @@ import itertools
 import json
 from pathlib import Path
 
+import pytest
 from test_run_support import RECIPES, cli_env, job_dirs, run_here
 
 
@@ -198,3 +199,112 @@ def test_a_resume_stopped_while_it_stops_a_stale_server_still_reruns_a_job_measu
         again.stderr[-4000:]
     rows = {r["job"]: r["resumed"] for r in json.loads(again.stdout)["jobs"]}
     assert rows[changed] is False and all(v for j, v in rows.items() if j != changed), rows
+
+
+def _stop_after_first_stored(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The next `llmsweep run` in this process is stopped (a Ctrl-C) right after its first job finished and was
+    stored: the moment an interrupted run leaves the store and its folder in."""
+    from llmsweep.execute import pipeline
+
+    store_job = pipeline._JobStore.__call__
+
+    def stored_then_stopped(self: pipeline._JobStore, job_dir: Path, outcome: pipeline.JobOutcome) -> None:
+        store_job(self, job_dir, outcome)
+        monkeypatch.setattr(pipeline._JobStore, "__call__", store_job)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(pipeline._JobStore, "__call__", stored_then_stopped)
+
+
+def _stored_results(tmp_path: Path) -> set[str]:
+    import sqlite3
+
+    with sqlite3.connect(tmp_path / "store.sqlite") as db:
+        return {row[0] for row in db.execute("SELECT job_id FROM results")}
+
+
+def test_a_resume_after_an_edit_stopped_halfway_files_its_result_under_the_key_it_was_measured_with(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A `--resume` after an env edit, stopped after its first job: the store kept the run's old reuse keys (the
+    per-job ingest wrote run.json's keys only with the run's first row), so the new measurement stood under the old
+    configuration's key, and a `--reuse` of the old recipe reused it. The jobs the resume moved aside kept their old
+    results in the store, beside folders that no longer held them."""
+    recipe, out, env = _sweep(tmp_path)
+    first, _ = job_dirs(out)
+    edited = tmp_path / "edited.yaml"
+    edited.write_text(recipe.read_text().replace("engine: { name: sim }",
+                                                 "engine: { name: sim }\n    env: { NEWVAR: x }"))
+    _stop_after_first_stored(monkeypatch)
+    stopped = run_here([edited, "--out", out, "--no-report", "--resume"], env)
+    assert stopped.returncode == 130, stopped.stderr[-4000:]
+    assert "interrupted: 1 job(s) finished" in stopped.stderr, stopped.stderr[-4000:]
+    assert _stored_results(tmp_path) == {first}  # the second's folder holds no result: nor does the store
+
+    old = run_here([recipe, "--out", tmp_path / "old", "--no-report", "--reuse", "--json"], env)
+    assert old.returncode == 0, old.stderr[-4000:]
+    assert "reused from the store" not in old.stderr, old.stderr[-4000:]  # nothing of the old recipe is stored
+    assert not list((tmp_path / "old").glob("jobs/*/reused.json"))
+    new = run_here([edited, "--out", tmp_path / "new", "--no-report", "--reuse", "--json"], env)
+    assert new.returncode == 0, new.stderr[-4000:]
+    (reused,) = (tmp_path / "new").glob("jobs/*/reused.json")
+    assert reused.parent.name == first and json.loads(reused.read_text())["job_id"] == first
+
+
+def test_a_force_stopped_halfway_keeps_the_earlier_key_of_the_results_it_did_not_reach(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A `--force` under other gates (here `--request-timeout`), stopped after its first job, rewrote run.json's reuse
+    keys to its plan's at its start, over the second job's result that the earlier gates judged: the next `--resume`
+    kept that result as done, and the store filed it under the new key, where `--reuse` stood on it."""
+    recipe, out, env = _sweep(tmp_path)
+    first, second = job_dirs(out)
+    keys = json.loads((out / "run.json").read_text())["reuse_keys"]
+    _stop_after_first_stored(monkeypatch)
+    stopped = run_here([recipe, "--out", out, "--no-report", "--force", "--request-timeout", "999"], env)
+    assert stopped.returncode == 130, stopped.stderr[-4000:]
+    recorded = json.loads((out / "run.json").read_text())["reuse_keys"]
+    assert recorded[first] != keys[first] and recorded[second] == keys[second], (keys, recorded)
+
+    resumed = run_here([recipe, "--out", out, "--no-report", "--resume", "--request-timeout", "999", "--json"], env)
+    assert resumed.returncode == 0, resumed.stderr[-4000:]
+    assert f"job {second}: not resumed — its result was measured under another launch, simulator, measurement " \
+           "definition or gates than this run's" in resumed.stderr, resumed.stderr[-4000:]
+    assert {r["job"]: r["resumed"] for r in json.loads(resumed.stdout)["jobs"]} == {first: True, second: False}
+
+
+def test_a_requoted_value_that_renders_the_same_launch_is_resumed_as_it_is_reused(tmp_path: Path) -> None:
+    """`--mem-fraction-static: 0.75` → `"0.75"` renders the same server command, so the same reuse key: `--reuse`
+    stood on the stored result, but `--resume` decided on job.json's typed fields and measured the job again."""
+    recipe = tmp_path / "fixed.yaml"
+    recipe.write_text((RECIPES / "fixed-sim.yaml").read_text().replace(
+        "engine: { name: sim }", "engine: { name: sim }\n    args: { --mem-fraction-static: 0.75 }"))
+    out, env = tmp_path / "out", cli_env(tmp_path)
+    first = run_here([recipe, "--out", out, "--no-report"], env)
+    assert first.returncode == 0, first.stderr[-4000:]
+    (next(iter(job_dirs(out).values())) / "summary.json").unlink()  # one job to run: the resume is not a no-op
+    recipe.write_text(recipe.read_text().replace("0.75", '"0.75"'))
+    reused = run_here([recipe, "--out", tmp_path / "reused", "--no-report", "--reuse"], env)
+    assert reused.returncode == 0 and "(2 reused from the store)" in reused.stderr, reused.stderr[-4000:]
+    resumed = run_here([recipe, "--out", out, "--no-report", "--resume", "--json"], env)
+    assert resumed.returncode == 0, resumed.stderr[-4000:]
+    assert "not resumed" not in resumed.stderr, resumed.stderr[-4000:]
+    assert [r["resumed"] for r in json.loads(resumed.stdout)["jobs"]] == [False, True]
+
+
+def test_a_run_json_that_records_the_plans_keys_over_results_measured_otherwise_does_not_resume_them(
+        tmp_path: Path) -> None:
+    """Keys decide `--resume` as they decide `--reuse`; where run.json records the plan's keys over results of
+    another launch (an earlier llmsweep's `--force` stopped halfway wrote them at its start), the job.json that
+    renders another launch than the plan's still runs the job again."""
+    recipe, out, env = _sweep(tmp_path)
+    recipe.write_text(recipe.read_text().replace("engine: { name: sim }",
+                                                 "engine: { name: sim }\n    env: { NEWVAR: x }"))
+    elsewhere = run_here([recipe, "--out", tmp_path / "elsewhere", "--no-report"], env)
+    assert elsewhere.returncode == 0, elsewhere.stderr[-4000:]
+    meta = json.loads((out / "run.json").read_text())
+    meta["reuse_keys"] = json.loads((tmp_path / "elsewhere" / "run.json").read_text())["reuse_keys"]
+    (out / "run.json").write_text(json.dumps(meta))
+    resumed = run_here([recipe, "--out", out, "--no-report", "--resume", "--json"], env)
+    assert resumed.returncode == 0, resumed.stderr[-4000:]
+    said = [line for line in resumed.stderr.splitlines() if "not resumed" in line]
+    assert len(said) == 2 and all("(serve.env.NEWVAR changed since)" in s for s in said), resumed.stderr[-4000:]
+    assert [r["resumed"] for r in json.loads(resumed.stdout)["jobs"]] == [False, False]

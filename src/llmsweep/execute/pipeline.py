@@ -942,9 +942,10 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
 
     identities = reuse_keys(jobs, simulate=req.simulate, live=req.live, settings=req.settings,
                             on_host=req.executor == LocalExecutor.kind)
-    reuse_meta: dict[str, Any] = {"measurement": measurement_identity(), "reuse_keys": identities}
     previous = art.read_json(run_dir / art.RUN_FILE)  # the keys the finished jobs were measured under, before rewritten
     recorded = previous.get("reuse_keys") if isinstance(previous, dict) else None
+    measured = _MeasuredKeys(run_dir, identities, recorded)
+    reuse_meta: dict[str, Any] = {"measurement": measurement_identity(), "reuse_keys": measured.keys}
     if req.settings.resume and not isinstance(previous, dict) and (run_dir / art.RUN_FILE).exists():
         _continue_stored_run(run_dir, req, run_id, event)
     def record_start() -> str:  # run.json as this invocation plans the run; the run's id (a resumed run keeps its)
@@ -974,7 +975,7 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
             refused.append(JobOutcome(job_id=job.id, exp_name=job.exp_name, status="refused", reasons=[reason]))
 
     skipped: list[JobOutcome] = []
-    stored = _JobStore(run_dir, req, event)
+    stored = _JobStore(run_dir, req, event, measured)
     superseded: frozenset[str] = frozenset()
     if req.settings.resume or req.force:
         superseded = _supersede_renamed(run_dir, jobs, event, stored,
@@ -984,11 +985,13 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
         todo = []
         for job in runnable:
             done = resumed(job, run_dir)
-            if done is not None and (why := _measured_otherwise(job, run_dir, identities.get(job.id), recorded)):
+            if done is not None and (why := _measured_otherwise(job, run_dir, identities.get(job.id), recorded,
+                                                                simulate=req.simulate)):
                 # Its result stands for another configuration than the job now: kept aside, never mixed into this
                 # run's series (its job id does not change with engine args, env or the workload).
                 event(f"job {job.id}: not resumed — {why}; it runs again")
-                art.keep_earlier_attempt(job.id, art.job_dir(run_dir, job.id), event)
+                if art.keep_earlier_attempt(job.id, art.job_dir(run_dir, job.id), event) is not None:
+                    stored.superseded(art.job_dir(run_dir, job.id))  # nor does the store hold it (nor its key)
                 done = None
             if done is not None:
                 skipped.append(done)
@@ -1077,23 +1080,31 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
     return outcome
 
 
-def _measured_otherwise(job: Job, run_dir: Path, key: str | None, recorded: object) -> str | None:
+def _measured_otherwise(job: Job, run_dir: Path, key: str | None, recorded: object, *,
+                        simulate: bool = False) -> str | None:
     """Why the finished result in `job`'s folder does not stand for `job` as planned now, or None when it does.
 
     A job id holds the recipe's InferenceX fingerprint only: engine args, env, the workload (its window, its prompts)
     and llmsweep itself (the simulator, the measurement definitions, the gates) can change under the same id. The
-    recorded reuse key (run.json's `reuse_keys`, what the earlier run planned) covers them all; `job.json` names the
-    fields. A `job.json` that does not read makes a job without a result (the store refuses it): it runs again.
+    recorded reuse key (run.json's `reuse_keys`: what the result was measured under) covers them all, and decides, as
+    it decides for `--reuse`: one identity of "the same job" (a value requoted, `0.75` → `"0.75"`, renders the same
+    launch: reused, so resumed too). `job.json` names the fields that changed; it decides alone where no key was
+    recorded (a run of an earlier llmsweep), and where the keys agree but `job.json` renders another launch than
+    the plan's (a run.json an earlier llmsweep rewrote over results it had not measured) the job runs again. A
+    `job.json` that does not read makes a job without a result (the store refuses it): it runs again.
     """
     from llmsweep.changes.reuse import split_key
 
     doc = art.read_json(art.job_dir(run_dir, job.id) / art.JOB_FILE)
     if not isinstance(doc, dict):
         return f"its {art.JOB_FILE} does not read"
-    fields = _changed_fields(doc, job)
     old = recorded.get(job.id) if isinstance(recorded, dict) else None
-    if not fields and (not isinstance(old, str) or key is None or old == key):
+    keyed = isinstance(old, str) and key is not None
+    fields = _changed_fields(doc, job)
+    if not fields and (not keyed or old == key):
         return None
+    if keyed and old == key and _launched_alike(doc, job, simulate=simulate):
+        return None  # the same launch under the same key: only the spelling of a value changed
     if fields:
         return f"its result was measured under another configuration ({fields} changed since)"
     (base_old, ctx_old), (base_now, ctx_now) = split_key(str(old)), split_key(str(key))
@@ -1124,6 +1135,21 @@ def _continue_stored_run(run_dir: Path, req: RunRequest, run_id: str, event: Eve
     else:
         event(f"warning: {run_dir / path} does not read and the store holds no run of this folder: the resumed run "
               f"gets a new id, {run_id}")
+
+
+def _launched_alike(recorded: dict[str, Any], job: Job, *, simulate: bool) -> bool:
+    """Whether the job its `job.json` recorded renders the same launch (`LaunchSpec.fingerprint`, the reuse key's) as
+    `job` planned now; True where either does not render (the recorded reuse key stands then)."""
+    from llmsweep import engines
+    from llmsweep.errors import LlmsweepError
+
+    simulated = engines.runs_on_simulator(job.engine, simulate=simulate)
+    try:
+        then = engines.render(Job.model_validate(recorded), simulate=simulated, port=0)
+        now = engines.render(job, simulate=simulated, port=0)
+    except (LlmsweepError, ValueError, TypeError):
+        return True
+    return then.fingerprint() == now.fingerprint()
 
 
 def _changed_fields(recorded: dict[str, Any], job: Job) -> str:
@@ -1255,17 +1281,52 @@ def _check_store(req: RunRequest) -> None:
         store.check_writable()
 
 
+class _MeasuredKeys:
+    """The reuse key each job's folder holds a result of, as run.json records it (`reuse_keys`) at every moment of the
+    run, so that a run stopped at any point, and the store that `results ingest` or the per-job ingest fill from it,
+    file a result only under the key it was measured with.
+
+    A job's key is the plan's (`planned`), but for a job whose folder still holds a result an earlier invocation
+    recorded under another key (`recorded`): that one stays until this run moves the result aside (`measuring`). A
+    `--force` stopped halfway, or one whose jobs were refused or never reached (fail-fast), recorded the plan's keys
+    over results the earlier configuration measured: the next `--resume` kept those as done, and the store filed them,
+    under keys they were not measured with."""
+
+    def __init__(self, run_dir: Path, planned: dict[str, str], recorded: object) -> None:
+        self.run_dir, self.planned = run_dir, planned
+        before = recorded if isinstance(recorded, dict) else {}
+        self.keys: dict[str, str] = {
+            job_id: (old if isinstance(old := before.get(job_id), str)
+                     and (art.job_dir(run_dir, job_id) / art.SUMMARY_FILE).is_file() else key)
+            for job_id, key in planned.items()}
+        """run.json's `reuse_keys` of the planned jobs (the dict run.json is written from)."""
+
+    def measuring(self, job_id: str) -> None:
+        """The job's folder holds no earlier result now (moved aside), or this run's: its key is the plan's, in
+        run.json at once."""
+        key = self.planned.get(job_id)
+        if key is None or self.keys.get(job_id) == key:
+            return
+        self.keys[job_id] = key
+        meta = art.read_json(self.run_dir / art.RUN_FILE)
+        if isinstance(meta, dict):
+            recorded = meta.get("reuse_keys")
+            meta["reuse_keys"] = {**(recorded if isinstance(recorded, dict) else {}), job_id: key}
+            art.write_json(self.run_dir / art.RUN_FILE, meta)
+
+
 class _JobStore:
     """Stores each job's result as it finishes (`lifecycle.on_job_finished`), so a sweep stopped halfway keeps the
     jobs it completed in the store, not only on disk. A failure here is said once and left to the end-of-run ingest,
     which decides the run's fate: the job's files are on disk either way. After a busy store no later job tries (a
     store another process holds locked cost each job SQLite's 30-s wait); after any other failure the next job
-    does."""
+    does. Run.json's reuse key of the job becomes the plan's first (`_MeasuredKeys`): the store files the job's
+    result under it."""
 
-    def __init__(self, run_dir: Path, req: RunRequest, event: Event) -> None:
+    def __init__(self, run_dir: Path, req: RunRequest, event: Event, keys: _MeasuredKeys) -> None:
         from llmsweep.results.store import default_store_path
 
-        self.run_dir, self.path, self.event = run_dir, default_store_path(req.store), event
+        self.run_dir, self.path, self.event, self.keys = run_dir, default_store_path(req.store), event, keys
         self.failed = False
         self.finished = 0
         """Jobs that ended with a result stored so far (what an interrupted run keeps)."""
@@ -1273,6 +1334,7 @@ class _JobStore:
     def __call__(self, job_dir: Path, outcome: JobOutcome) -> None:
         from llmsweep.results.store import Store, store_busy
 
+        self.keys.measuring(job_dir.name)
         if self.failed:  # said once; each later try would wait out the same lock (30 s a job) while GPUs idle
             return
         try:
@@ -1289,18 +1351,19 @@ class _JobStore:
     def superseded(self, job_dir: Path) -> None:
         """A job runs again, its earlier attempt moved aside: the store drops the result that attempt left, as the
         folder no longer holds it (an interrupted `--force` rerun kept it stored while the report said the job was
-        interrupted)."""
+        interrupted). Then run.json's key of the job becomes the plan's: a run stopped between the two leaves neither
+        the earlier result stored nor a key that is not its own."""
         from llmsweep.results.store import Store, store_busy
 
-        if self.failed:  # as above: the end-of-run ingest replaces what the store holds of the run
-            return
         try:
-            with Store(self.path) as store:
-                store.ingest_job(self.run_dir, job_dir)  # an emptied folder: its stored result goes
+            if not self.failed:  # as above: the end-of-run ingest replaces what the store holds of the run
+                with Store(self.path) as store:
+                    store.ingest_job(self.run_dir, job_dir)  # an emptied folder: its stored result goes
         except Exception as exc:  # as a store failure above: the end-of-run ingest decides
             self.event(f"warning: could not drop the earlier result of job {job_dir.name} from {self.path}: "
                        f"{exc} (the run goes on)")
             self.failed = store_busy(exc)
+        self.keys.measuring(job_dir.name)
 
 
 def _store(run_dir: Path, req: RunRequest, event: Event,

@@ -486,21 +486,27 @@ class Store:
 
     def ingest_job(self, run_dir: Path | str, job_dir: Path | str) -> bool:
         """Store (or replace) one job of a run directory, creating the run's row if it is the first; True when the
-        job had a result. `ingest_run` at the end of the run replaces the whole run, so both meet in one copy."""
+        job had a result. `ingest_run` at the end of the run replaces the whole run, so both meet in one copy.
+
+        The job's reuse key in the stored run's meta becomes the one run.json records for it now: the key its folder's
+        result was measured under. Kept as the run's row had it, a run resumed after an edit and stopped before its
+        end filed the new result under the old configuration's key, and `--reuse` of the old configuration stood on
+        it (until 2026-12-06)."""
         root = Path(run_dir)
         run_id, meta = load_run_meta(root)
         art = load_job(Path(job_dir))
+        keys = meta.get("reuse_keys")
+        key = keys.get(Path(job_dir).name) if isinstance(keys, dict) else None
         if art is None:  # the folder holds no result (an earlier attempt moved aside): neither does the store
             with self._db:
                 self._db.execute("DELETE FROM jobs WHERE run_id = ? AND job_id = ?", (run_id, Path(job_dir).name))
-                self._keep_job_outcome(run_id, Path(job_dir).name, None)
+                self._keep_job_meta(run_id, Path(job_dir).name, key, drop_outcome=True)
             return False
         point = point_from_job(run_id, art)
         with self._db:
             if not self.has_run(run_id):
                 self._insert_run(run_id, "llmsweep", str(root.resolve()), meta)
-            if art.outcome:
-                self._keep_job_outcome(run_id, art.job_id, art.outcome)
+            self._keep_job_meta(run_id, art.job_id, key, outcome=art.outcome)
             self._db.execute("DELETE FROM jobs WHERE run_id = ? AND job_id = ?", (run_id, art.job_id))
             if point is None and not art.unread:
                 ident = identity_from_job(art.job)
@@ -510,21 +516,32 @@ class Store:
                 self._insert_point(point)
         return point is not None
 
-    def _keep_job_outcome(self, run_id: str, job_id: str, outcome: Mapping[str, Any] | None) -> None:
-        """Keep a job's own outcome.json in its run's `runs.meta` (`JOB_OUTCOMES`; None drops it: the job's folder
-        no longer holds it). The end-of-run ingest replaces the meta with run.json's, which records every outcome."""
+    def _keep_job_meta(self, run_id: str, job_id: str, key: object, *, outcome: Mapping[str, Any] | None = None,
+                       drop_outcome: bool = False) -> None:
+        """Keep what a job's folder says of it now in its run's `runs.meta`: its own outcome.json (`JOB_OUTCOMES`:
+        `outcome` when given; `drop_outcome`: the folder no longer holds one) and its reuse key (`reuse_keys`, as
+        run.json records it now; one that is not a string drops it). The end-of-run ingest replaces the meta with
+        run.json's, which records every outcome and key."""
         meta = self.run_meta(run_id)
         if not meta:
             return
+        before = _dumps(meta)
         kept = meta.get(JOB_OUTCOMES)
         kept = dict(kept) if isinstance(kept, dict) else {}
-        if outcome is None:
-            if kept.pop(job_id, None) is None:
-                return
-        else:
-            kept[job_id] = dict(outcome)
-        meta[JOB_OUTCOMES] = kept
-        self._db.execute("UPDATE runs SET meta = ? WHERE run_id = ?", (_dumps(meta), run_id))
+        if outcome:
+            meta[JOB_OUTCOMES] = {**kept, job_id: dict(outcome)}
+        elif drop_outcome and kept.pop(job_id, None) is not None:
+            meta[JOB_OUTCOMES] = kept
+        keys = meta.get("reuse_keys")
+        if isinstance(keys, dict) or isinstance(key, str):
+            keys = dict(keys) if isinstance(keys, dict) else {}
+            if isinstance(key, str):
+                keys[job_id] = key
+            else:
+                keys.pop(job_id, None)
+            meta["reuse_keys"] = keys
+        if (after := _dumps(meta)) != before:
+            self._db.execute("UPDATE runs SET meta = ? WHERE run_id = ?", (after, run_id))
 
     def ingest_points(self, run_id: str, origin: str, points: Iterable[ResultPoint], meta: Mapping[str, Any]) -> int:
         """Store imported points as one run (replacing an earlier import with the same run id). Two points of one

@@ -303,6 +303,28 @@ def test_the_write_test_passes_on_a_fresh_store_and_changes_nothing(tmp_path: Pa
         assert store.schema_version == SCHEMA_VERSION and store.runs() == []
 
 
+def test_a_job_stored_again_is_reusable_under_the_key_run_json_records_for_it_now(make_run, store_path: Path) -> None:
+    """The per-job ingest wrote run.json's reuse keys only with the run's first row: a job of a run already stored,
+    measured again under another configuration (a `--resume` after an edit, stopped before its end-of-run ingest),
+    stood under its old key, and `--reuse` of the old configuration took the new measurement for its own."""
+    run = make_run("run1", concs=(1, 4))
+    first, second = (j.job_id for j in run.jobs)
+    meta_path = run.path / "run.json"
+
+    def record(keys: dict[str, str]) -> None:
+        meta_path.write_text(json.dumps({**json.loads(meta_path.read_text()), "reuse_keys": keys}))
+
+    record({first: "old-first", second: "old-second"})
+    with Store() as store:
+        for art in run.jobs:
+            assert store.ingest_job(run.path, art.dir)
+        record({first: "new-first", second: "new-second"})  # the resume planned both anew, measured the first
+        assert store.ingest_job(run.path, run.jobs[0].dir)
+        assert {k: (r.job_id) for k, r in store.reusable(["old-first", "new-first", "old-second"]).items()} \
+            == {"new-first": first, "old-second": second}  # the second is still the old measurement, under its key
+        assert store.run_meta("run1")["reuse_keys"] == {first: "new-first", second: "old-second"}
+
+
 def test_jobs_are_stored_one_by_one_and_the_run_ingest_leaves_one_copy(make_run, store_path: Path) -> None:
     run = make_run("run1", concs=(1, 4, 8))
     (run.jobs[2].dir / "summary.json").unlink()  # the third job has not finished yet

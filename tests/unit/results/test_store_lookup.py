@@ -134,6 +134,7 @@ def _three_jobs_stored(tmp_path: Path, said: list[str]) -> Any:
     jobs = pipeline._JobStore.__new__(pipeline._JobStore)
     jobs.run_dir, jobs.path, jobs.event, jobs.failed, jobs.finished = tmp_path, tmp_path / "s.sqlite", said.append, \
         False, 0
+    jobs.keys = pipeline._MeasuredKeys(tmp_path, {}, None)  # no planned keys: run.json is left as it is
     for n in range(3):
         jobs(tmp_path / f"j{n}", JobOutcome(job_id=f"j{n}", exp_name=f"j{n}", status="valid"))
     return jobs
