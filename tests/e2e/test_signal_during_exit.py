@@ -7,6 +7,7 @@ same."""
 
 from __future__ import annotations
 
+import platform
 import queue
 import signal
 import subprocess
@@ -85,7 +86,7 @@ def test_a_signal_after_the_interrupted_line_keeps_the_first_signals_status(tmp_
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's __cxa_atexit")
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="glibc's __cxa_atexit")
 @pytest.mark.parametrize("second", [signal.SIGINT, signal.SIGQUIT], ids=["INT", "QUIT"])
 def test_a_signal_a_native_thread_takes_in_the_c_exit_keeps_the_first_signals_status(tmp_path: Path,
                                                                                      second: signal.Signals) -> None:
