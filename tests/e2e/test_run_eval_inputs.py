@@ -65,6 +65,19 @@ def test_a_malformed_thresholds_file_stops_run_and_render_before_any_server(
     assert not (tmp_path / "run2").exists()
 
 
+def test_a_misspelt_metric_in_the_thresholds_file_stops_an_evals_only_run_before_any_server(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """It was skipped in silence: the eval was judged against `default.gsm8k.exact_match` (0.90), not the 0.5 the
+    user wrote."""
+    path = _thresholds(tmp_path, "thresholds: {qwen3.5: {gsm8k: {exact_matsh: 0.5}}}\n")
+    out = tmp_path / "run"
+    code, _, err = run_main(capsys, "run", RECIPE, "--simulate", "--evals-only", "--out", out, "--no-report")
+    assert code == 2, err
+    assert (f"{path}:1: eval threshold qwen3.5.gsm8k.exact_matsh: 'exact_matsh' is not a metric the eval gate "
+            "reads") in err and "fix: name the metric `exact_match`" in err
+    assert not out.exists()
+
+
 def _rows(n: int) -> str:
     return "".join(f'{{"question": "What is {i} + 1?", "answer": "{i} + 1 = {i + 1}.\\n#### {i + 1}"}}\n'
                    for i in range(n))

@@ -77,7 +77,7 @@ def ctrl_z(leader: int, *, hold_s: float = 1.5, timeout: float = 10.0) -> None:
     os.killpg(leader, signal.SIGCONT)
 
 
-def wait_for(predicate: Callable[[], Any], timeout: float, what: str, proc: subprocess.Popen[bytes] | None = None,
+def wait_for(predicate: Callable[[], Any], timeout: float, what: str, proc: subprocess.Popen[Any] | None = None,
              log: Path | None = None, poll_s: float = 0.1) -> Any:
     """Poll `predicate` until it returns something true and return that; fail naming `what` (and the tail of `log`)
     when `timeout` seconds pass first or `proc` exits first."""

@@ -1,15 +1,19 @@
 """Score floors of the eval gate (`eval_thresholds.yaml`): model prefix → task → metric → threshold.
 
 Packaged data, extended or replaced per model prefix by a user file of the same name (`catalog.sources`). The
-`default` entry holds the per-task fallbacks and, under task `"*"`, the floor of a task nobody named.
+`default` entry holds the per-task fallbacks and, under task `"*"`, the floor of a task nobody named. A metric is one
+the gate reads (`exact_match`, or `exact_match,<filter>`), else the file is refused: a misspelt one was skipped in
+silence and the eval judged against a fallback floor. Whether a task and a filter are ones llmsweep runs is the
+gate's to say (`evals.gate.check_thresholds`: it knows the task files).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
 
-from pydantic import Field, RootModel, ValidationError
+from pydantic import Field, RootModel, StringConstraints, ValidationError
 
 from llmsweep.catalog.sources import Origin, cached, catalog_dirs, line_of, load_section
 from llmsweep.errors import ConfigError
@@ -18,16 +22,49 @@ FILE = "eval_thresholds.yaml"
 SECTION = "thresholds"
 DEFAULT = "default"
 ANY_TASK = "*"
+GATED_METRIC = "exact_match"
+"""The metric the eval gate holds to a floor, under every filter lm-eval reports it with (`exact_match,strict-match`).
+"""
 _FIX = (f"write each floor as `{SECTION}: <model prefix>: <task>: <metric>: <score>`, the score a number from 0 to 1 "
         f"(e.g. `{SECTION}: {{qwen3.5: {{gsm8k: {{exact_match: 0.94}}}}}}`)")
 
+_METRIC_FIX = (f"name the metric `{GATED_METRIC}` (a floor for every filter lm-eval reports it with) or "
+               f"`{GATED_METRIC},<filter>` for one of them (e.g. `{GATED_METRIC},strict-match`)")
+
 Floor = Annotated[float, Field(ge=0.0, le=1.0, strict=True)]
+Metric = Annotated[str, StringConstraints(pattern=rf"^{GATED_METRIC}(,[^,\s]+)?$")]
 
 
-class ModelThresholds(RootModel[dict[str, dict[str, Floor]]]):
+class ModelThresholds(RootModel[dict[str, dict[Metric, Floor]]]):
     """One model prefix's floors: task → metric (`exact_match`, or a full `exact_match,strict-match`) → score."""
 
-    root: dict[str, dict[str, Floor]] = Field(default_factory=dict)
+    root: dict[str, dict[Metric, Floor]] = Field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class FloorAt:
+    """One floor of the catalog as its file states it (for the gate's check of its task and filter)."""
+
+    prefix: str
+    task: str
+    metric: str
+    score: float
+    origin: Origin
+    """The model prefix's entry: the file it came from (a user file's entry replaces the packaged one whole)."""
+
+    @property
+    def filter(self) -> str | None:
+        """`strict-match` of `exact_match,strict-match`; None for a bare `exact_match` (every filter)."""
+        return self.metric.split(",", 1)[1] if "," in self.metric else None
+
+    def where(self, *, metric: bool = True) -> str:
+        """`file:line` of the metric's key (of the task's, with `metric` False)."""
+        keys = [SECTION, self.prefix, self.task, *([self.metric] if metric else [])]
+        return f"{self.origin.path}:{line_of(self.origin.path, keys) or self.origin.line or '?'}"
+
+    @property
+    def field(self) -> str:
+        return f"{self.prefix}.{self.task}.{self.metric}"
 
 
 @cached
@@ -40,13 +77,25 @@ def _catalog(dirs: tuple[Path, ...]) -> dict[str, tuple[ModelThresholds, Origin]
             out[key] = (ModelThresholds.model_validate(raw), origin)
         except ValidationError as exc:
             err = exc.errors()[0]
-            loc = [str(p) for p in err["loc"]]
-            said = (f"{err['input']!r} is not a score between 0 and 1"
-                    if err["type"] in ("greater_than_equal", "less_than_equal") else err["msg"].lower())
+            loc = [str(p) for p in err["loc"] if p != "[key]"]
+            fix = _FIX
+            if err["type"] in ("greater_than_equal", "less_than_equal"):
+                said = f"{err['input']!r} is not a score between 0 and 1"
+            elif err["type"] == "string_pattern_mismatch":  # a metric key
+                said, fix = f"{err['input']!r} is not a metric the eval gate reads", _METRIC_FIX
+            else:
+                said = err["msg"].lower()
             line = line_of(origin.path, [SECTION, key, *loc]) or origin.line
             raise ConfigError(f"{origin.path}:{line or '?'}: eval threshold {'.'.join([key, *loc])}: {said}",
-                              fix=_FIX) from exc
+                              fix=fix) from exc
     return out
+
+
+def floors() -> list[FloorAt]:
+    """Every floor of the catalog (packaged, then user files; a user's model prefix replacing the packaged one)."""
+    return [FloorAt(prefix, task, metric, score, origin)
+            for prefix, (entry, origin) in _catalog(catalog_dirs()).items()
+            for task, metrics in entry.root.items() for metric, score in metrics.items()]
 
 
 def threshold_for(model_prefix: str | None, task: str, metric: str) -> tuple[float, str]:

@@ -4,20 +4,53 @@ no `exact_match` metric to check, fails. The reasons name metric, score and thre
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
+from pathlib import Path
 
-from llmsweep.catalog.eval_thresholds import threshold_for
+from llmsweep.catalog.eval_thresholds import ANY_TASK, FILE, GATED_METRIC, floors, threshold_for
+from llmsweep.catalog.sources import cached, catalog_dirs
+from llmsweep.errors import ConfigError
+from llmsweep.evals.tasks import known_tasks, task_filters
 from llmsweep.metrics.model import EvalBlock, EvalCheck, EvalMetric
 
-GATED_METRIC = "exact_match"
+log = logging.getLogger(__name__)
 
 
 def check_thresholds(model_prefixes: Iterable[str | None], task: str) -> None:
     """Resolve the floor `judge` will hold `task`'s scores against, for each model prefix: every thresholds file is
     loaded, so that a malformed user file or a task no floor covers stops a run before any server starts, not after
-    its eval (a ConfigError naming file:line, the field and the fix)."""
+    its eval (a ConfigError naming file:line, the field and the fix). Every floor's filter must be one lm-eval
+    reports for its task (or for a task of llmsweep's, under `"*"`); a user's floor of a task llmsweep does not run
+    is never read, and is said (a warning, on stderr as the CLI logs them: the packaged file keeps InferenceX's
+    `swebench_lite`, and a user's file may too)."""
+    _check_floors(catalog_dirs())
     for prefix in sorted({p or "" for p in model_prefixes}):
         threshold_for(prefix or None, task, GATED_METRIC)
+
+
+@cached
+def _check_floors(dirs: tuple[Path, ...]) -> None:
+    """Once per catalog (`dirs`: the cache's key) for a command that checks more than one run's evals."""
+    filters = {task: task_filters(task) for task in known_tasks()}
+    tasks = ", ".join(filters)
+    warned: set[tuple[str, str]] = set()
+    for floor in floors():
+        known = sorted({f for fs in filters.values() for f in fs}) if floor.task == ANY_TASK \
+            else filters.get(floor.task)
+        if known is None:
+            if not floor.origin.packaged and (floor.prefix, floor.task) not in warned:
+                warned.add((floor.prefix, floor.task))
+                log.warning("%s: eval threshold %s.%s: llmsweep runs no eval task %r (it runs %s; \"%s\" is any "
+                            "task), so its floors are never read: name one of those tasks", floor.where(metric=False),
+                            floor.prefix, floor.task, floor.task, tasks, ANY_TASK)
+            continue
+        if floor.filter is not None and floor.filter not in known:
+            on = f"any task llmsweep runs ({tasks})" if floor.task == ANY_TASK else floor.task
+            raise ConfigError(f"{floor.where()}: eval threshold {floor.field}: lm-eval reports no filter "
+                              f"{floor.filter!r} for {on}, so the gate never reads this floor",
+                              fix=f"name the metric {', '.join(f'`{GATED_METRIC},{f}`' for f in known)}, or "
+                                  f"`{GATED_METRIC}` for every filter, in {FILE}")
 
 
 def headline(metrics: list[EvalMetric]) -> EvalMetric | None:

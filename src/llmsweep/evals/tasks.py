@@ -14,6 +14,8 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import yaml
+
 from llmsweep.errors import ConfigError, DatasetError
 
 TASK_DIR = Path(__file__).resolve().parent / "tasks"
@@ -52,6 +54,24 @@ INPUTS = {
 
 def known_tasks() -> list[str]:
     return sorted(p.stem for p in TASK_DIR.glob("*.yaml"))
+
+
+class _TaskLoader(yaml.SafeLoader):
+    """A task file as data: lm-eval's `!function utils.x` tags read as their text."""
+
+
+def _function_tag(loader: yaml.SafeLoader, node: yaml.Node) -> str:
+    return str(node.value)
+
+
+_TaskLoader.add_constructor("!function", _function_tag)
+
+
+def task_filters(task: str) -> tuple[str, ...]:
+    """The filters lm-eval reports a packaged task's metrics under (`exact_match,strict-match`): its task file's
+    `filter_list` names, else lm-eval's `none`."""
+    doc = yaml.load(_packaged(task).read_text(encoding="utf-8"), Loader=_TaskLoader)
+    return tuple(str(f["name"]) for f in doc.get("filter_list") or []) or ("none",)
 
 
 def _packaged(task: str) -> Path:

@@ -89,15 +89,23 @@ def interrupt(signum: int, kind: type[Interrupted] = Interrupted) -> Interrupted
 
 
 def hold_while_exiting() -> None:
-    """A process that stops for a signal has decided its exit status (128 + the first one): from here, hold further
-    interrupt signals (blocked: pending, never delivered) while it exits. The interpreter's finalisation puts every
-    Python handler back to the default action and then tears its modules down for a few tenths of a second, and a
-    second Ctrl-C or SIGTERM in that time killed the process by that signal (status -2, -15; SIGQUIT a core file)
-    instead of the status it had decided. Only after a signal: a command that ends normally stays interruptible to
-    its last instruction. Called by the console entry point alone (never inside a test runner, whose own Ctrl-C it
-    would hold)."""
-    if _received:
-        signal.pthread_sigmask(signal.SIG_BLOCK, INTERRUPT_SIGNALS)
+    """A process that stops for a signal has decided its exit status (128 + the first one): from here, ignore further
+    interrupt signals while it exits. The interpreter's finalisation puts every Python handler back to the default
+    action and then tears its modules down, and the C library's exit runs its libraries' destructors (OpenBLAS joins
+    its thread pool, which can take most of a second), and a second Ctrl-C or SIGTERM in that time killed the process
+    by that signal (status -2, -15; SIGQUIT a core file) instead of the status it had decided.
+
+    Ignored, process-wide: blocking them in this thread was not enough, since a signal sent to the process goes to
+    any thread that does not block it, and a library's native threads (OpenBLAS's, started by numpy's import) never
+    did; the default action that thread met ended the whole process. The finalisation keeps an ignored signal
+    ignored. A child started from here would inherit the ignoring, but none is: the command has ended, and its
+    teardown stopped the servers and workers it started. Only after a signal: a command that ends normally stays
+    interruptible to its last instruction. Called by the console entry point alone (never inside a test runner,
+    whose own Ctrl-C it would take)."""
+    if not _received or not _in_main_thread():
+        return
+    for sig in INTERRUPT_SIGNALS:
+        signal.signal(sig, signal.SIG_IGN)
 
 
 @contextmanager

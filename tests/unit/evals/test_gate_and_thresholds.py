@@ -3,6 +3,7 @@ fallbacks), reasons naming metric, score and threshold; thresholds are user-exte
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,7 +12,8 @@ import pytest
 from llmsweep.catalog.eval_thresholds import threshold_for
 from llmsweep.catalog.sources import clear_caches
 from llmsweep.errors import ConfigError
-from llmsweep.evals.gate import judge
+from llmsweep.evals.gate import check_thresholds, judge
+from llmsweep.evals.tasks import task_filters
 from llmsweep.metrics.model import EvalBlock, EvalMetric, EvalRun
 
 
@@ -74,3 +76,70 @@ def test_a_user_catalog_adds_a_model_prefix_and_a_bad_threshold_names_the_file(
     clear_caches()
     with pytest.raises(ConfigError, match=r"eval_thresholds.yaml:2.*smollm2.*between 0 and 1"):
         threshold_for("smollm2", "gsm8k", "exact_match,strict-match")
+
+
+def user_thresholds(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, text: str) -> Path:
+    user = tmp_path / "cat"
+    user.mkdir(exist_ok=True)
+    (user / "eval_thresholds.yaml").write_text(text)
+    monkeypatch.setenv("LLMSWEEP_CATALOG_DIR", str(user))
+    clear_caches()
+    return user / "eval_thresholds.yaml"
+
+
+def test_a_misspelt_metric_is_refused_naming_file_line_field_and_fix(monkeypatch: pytest.MonkeyPatch,
+                                                                     tmp_path: Path) -> None:
+    """It was skipped in silence: the eval judged against default.gsm8k's 0.90, the user's 0.5 never read."""
+    path = user_thresholds(monkeypatch, tmp_path, "thresholds:\n  llama3.1-8b:\n    gsm8k:\n"
+                                                  "      exact_matsh: 0.5\n")
+    with pytest.raises(ConfigError) as caught:
+        threshold_for("llama3.1-8b", "gsm8k", "exact_match,strict-match")
+    assert caught.value.message == (f"{path}:4: eval threshold llama3.1-8b.gsm8k.exact_matsh: 'exact_matsh' is not "
+                                    "a metric the eval gate reads")
+    assert "`exact_match`" in (caught.value.fix or "") and "`exact_match,<filter>`" in (caught.value.fix or "")
+    with pytest.raises(ConfigError, match="exact_matsh"):
+        check_thresholds(["llama3.1-8b"], "gsm8k")  # what `run` and `validate` call before any server starts
+    for bad in ("exact_match,", "exact_match, strict-match", "acc"):
+        user_thresholds(monkeypatch, tmp_path, f"thresholds:\n  m:\n    gsm8k:\n      '{bad}': 0.5\n")
+        with pytest.raises(ConfigError, match="not a metric the eval gate reads"):
+            threshold_for("m", "gsm8k", "exact_match,strict-match")
+
+
+def test_a_filter_the_task_does_not_report_is_refused_and_one_it_does_is_read(monkeypatch: pytest.MonkeyPatch,
+                                                                              tmp_path: Path) -> None:
+    assert task_filters("gsm8k") == ("strict-match", "flexible-extract")
+    assert task_filters("gpqa_diamond_cot_n_shot") == ("extract_abcd",)
+    path = user_thresholds(monkeypatch, tmp_path, "thresholds:\n  m:\n    gsm8k:\n      exact_match: 0.8\n"
+                                                  "      exact_match,strict_match: 0.5\n")
+    with pytest.raises(ConfigError) as caught:
+        check_thresholds(["m"], "gsm8k")
+    assert caught.value.message == (f"{path}:5: eval threshold m.gsm8k.exact_match,strict_match: lm-eval reports "
+                                    "no filter 'strict_match' for gsm8k, so the gate never reads this floor")
+    assert "`exact_match,strict-match`, `exact_match,flexible-extract`" in (caught.value.fix or "")
+    # under "*" a filter of any task llmsweep runs is one the gate may read; another is not
+    user_thresholds(monkeypatch, tmp_path, "thresholds:\n  m:\n    '*': { 'exact_match,extract_abcd': 0.4 }\n")
+    check_thresholds(["m"], "gsm8k")
+    user_thresholds(monkeypatch, tmp_path, "thresholds:\n  m:\n    '*': { 'exact_match,extract-abcd': 0.4 }\n")
+    with pytest.raises(ConfigError, match=r"no filter 'extract-abcd' for any task llmsweep runs"):
+        check_thresholds(["m"], "gsm8k")
+    # a filter the task reports is checked under its own floor
+    user_thresholds(monkeypatch, tmp_path, "thresholds:\n  m:\n    gsm8k:\n      exact_match: 0.8\n"
+                                           "      exact_match,strict-match: 0.5\n")
+    check_thresholds(["m"], "gsm8k")
+    assert threshold_for("m", "gsm8k", "exact_match,strict-match") == (0.5, "m.gsm8k.exact_match,strict-match")
+    assert threshold_for("m", "gsm8k", "exact_match,flexible-extract") == (0.8, "m.gsm8k.exact_match")
+
+
+def test_a_users_floor_of_a_task_llmsweep_does_not_run_is_said_once(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                                    caplog: pytest.LogCaptureFixture) -> None:
+    """A warning, not an error: the packaged file keeps InferenceX's `swebench_lite`, said by no warning."""
+    with caplog.at_level(logging.WARNING, logger="llmsweep.evals.gate"):
+        check_thresholds(["qwen3.5"], "gsm8k")
+        assert caplog.messages == []
+        path = user_thresholds(monkeypatch, tmp_path, "thresholds:\n  m:\n    gsm8:\n      exact_match: 0.5\n"
+                                                      "      exact_match,strict-match: 0.5\n")
+        check_thresholds(["m"], "gsm8k")
+        check_thresholds(["m", "qwen3.5"], "gsm8k")  # a second check of the same catalog says nothing again
+    assert caplog.messages == [f"{path}:3: eval threshold m.gsm8: llmsweep runs no eval task 'gsm8' (it runs "
+                               "gpqa_diamond_cot_n_shot, gsm8k; \"*\" is any task), so its floors are never read: "
+                               "name one of those tasks"]
