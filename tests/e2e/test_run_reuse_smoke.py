@@ -25,3 +25,34 @@ def test_a_stored_smoke_result_is_reused_by_the_same_job(tmp_path: Path) -> None
         # the figures it stands on are the first run's
         assert row["total_tps_per_gpu"] == measured[job]["total_tps_per_gpu"], (row, measured[job])
         assert row["reason"].startswith(f"reused: smoke result of run {done['run_id']} (job {job})"), row
+
+
+def test_reuse_stands_on_a_result_judged_under_the_other_power_gate_by_its_power_block(tmp_path: Path) -> None:
+    """A result's reuse key holds whether power was required of it, so `--reuse --require-power` measured again every
+    job a run without that flag had measured — valid power and all — and said nothing. A job that requires power now
+    stands on such a result when its power block is valid, and says why it does not when it is not; a run that does
+    not require power stands on one judged with it."""
+    env = cli_env(tmp_path)
+    said: list[str] = []
+
+    def run(out: str, store: str, *extra: str) -> dict[str, dict[str, object]]:
+        proc = run_cli([RECIPES / "fixed-sim.yaml", "--out", tmp_path / out, "--store", tmp_path / store,
+                        "--no-report", "--json", *extra], env)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        said.append(proc.stderr)
+        return {row["job"]: row for row in json.loads(proc.stdout)["jobs"]}
+
+    # judged without power required, and with none recorded: a run that requires it measures again, and says why
+    unpowered = run("off", "a.sqlite", "--power-backend", "off")
+    again = run("required", "a.sqlite", "--reuse", "--require-power")
+    assert not any(row["reused"] for row in again.values()), again
+    for job in unpowered:
+        assert f"not reused: job {job}: the valid result of run" in said[-1] and "no valid power" in said[-1], said[-1]
+    # modelled power, valid, judged without power required: stood on by a run that requires it
+    plain = run("plain", "b.sqlite")
+    stood = run("stood", "b.sqlite", "--reuse", "--require-power")
+    assert stood.keys() == plain.keys() and all(row["reused"] for row in stood.values()), stood
+    # judged with power required, stood on by a run that does not require it
+    strict = run("strict", "c.sqlite", "--require-power")
+    lax = run("lax", "c.sqlite", "--reuse")
+    assert lax.keys() == strict.keys() and all(row["reused"] for row in lax.values()), lax

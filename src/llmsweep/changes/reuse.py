@@ -103,11 +103,15 @@ def reuse_key(job: Job, launch_fingerprint: str, *, repeat: int = 1, simulator: 
 
 
 def reuse_keys(jobs: list[Job], *, simulate: bool, live: bool = False,
-               settings: LifecycleSettings | None = None, on_host: bool = False) -> dict[str, str]:
+               settings: LifecycleSettings | None = None, on_host: bool = False,
+               other_power: dict[str, str] | None = None) -> dict[str, str]:
     """Every job's recorded reuse key (`<identity>/<source>/<clock>/<corpus>[/<served>]`), by job id; a job that
     cannot be rendered (not runnable) has none. `live`: simulated jobs serve the simulator in wall-clock time (`run
     --live`); `settings`: the run's, whose gates a job's verdict was judged by (`job_gates`); `on_host`: the run's
-    executor serves real engines on this host whatever image a job names (the local executor)."""
+    executor serves real engines on this host whatever image a job names (the local executor). `other_power`, when
+    given, is filled with each job's key under the other `require_power` gate: what a stored result judged with (or
+    without) power required was recorded under, which `run --reuse` may stand on by its power block
+    (`POWER_GATE`)."""
     from llmsweep import engines
     from llmsweep.errors import LlmsweepError
     from llmsweep.execute.host_engine import host_engine_version
@@ -132,10 +136,23 @@ def reuse_keys(jobs: list[Job], *, simulate: bool, live: bool = False,
             context = dataclasses.replace(context, served="host", engine=versions[probe])
         elif not simulated and job.image:
             context = dataclasses.replace(context, served="image")
+        gates = job_gates(job, settings)
         key = reuse_key(job, spec.fingerprint(), repeat=repeat_index(job.id),
-                        simulator=simulator_digest() if simulated else None, gates=job_gates(job, settings))
+                        simulator=simulator_digest() if simulated else None, gates=gates)
         out[job.id] = key + CONTEXT_SEP + context.render()
+        if other_power is not None:
+            other = reuse_key(job, spec.fingerprint(), repeat=repeat_index(job.id),
+                              simulator=simulator_digest() if simulated else None,
+                              gates={**gates, POWER_GATE: not gates[POWER_GATE]})
+            other_power[job.id] = other + CONTEXT_SEP + context.render()
     return out
+
+
+POWER_GATE = "require_power"
+"""The gate of a reuse key that says whether the job's verdict required valid power (`job_gates`). A stored result
+judged under the other value is the same measurement, judged by a gate more or less: `run --reuse` stands a job that
+requires power on one judged without that requirement when its own power block is valid, and a job that does not
+require it on one judged with it (its verdict passed the stricter gate)."""
 
 
 def job_gates(job: Job, settings: LifecycleSettings | None) -> dict[str, object]:
@@ -146,7 +163,7 @@ def job_gates(job: Job, settings: LifecycleSettings | None) -> dict[str, object]
     from llmsweep.execute.lifecycle import LifecycleSettings
 
     settings = settings if settings is not None else LifecycleSettings()
-    gates: dict[str, object] = {"require_power": settings.power.required([job])}
+    gates: dict[str, object] = {POWER_GATE: settings.power.required([job])}
     if job.acceptance is not None:
         gates["readback"] = settings.readback.model_dump(mode="json")
     if settings.request_timeout_s != LifecycleSettings.model_fields["request_timeout_s"].default:

@@ -642,15 +642,20 @@ def _only(jobs: list[Job], findings: list[Finding], ids: list[str], *,
 
 
 def _reuse(req: RunRequest, run_dir: Path, runnable: list[Job], keys: dict[str, str],
-           event: Event) -> tuple[list[Job], list[JobOutcome], dict[str, Any]]:
+           event: Event, other_power: dict[str, str] | None = None
+           ) -> tuple[list[Job], list[JobOutcome], dict[str, Any]]:
     """Before any launch: jobs whose reuse key matches a stored valid or smoke result (the same job earns the same
-    kind of verdict: a short window's point is smoke again) become outcomes pointing at it."""
+    kind of verdict: a short window's point is smoke again) become outcomes pointing at it. A job none matches may
+    stand on a result judged under the other power gate (`other_power`: its keys there; `changes.reuse.POWER_GATE`)."""
     from llmsweep.results.store import Store, default_store_path
 
     try:
         with Store(default_store_path(req.store)) as store:
             # a finished job's verdicts (`DONE_VERDICTS`, as --resume keeps); invalid and failed ones run again
             found = store.reusable((keys[j.id] for j in runnable if j.id in keys), DONE_VERDICTS, say=event)
+            if other_power:
+                found.update(_reusable_by_power(store, req, [j for j in runnable if keys.get(j.id) not in found],
+                                                keys, other_power, event))
     except Exception as exc:  # no store to reuse from is not a reason to stop the run: everything runs
         event(f"warning: cannot look up reusable results ({exc}); running every job")
         return runnable, [], {}
@@ -682,6 +687,31 @@ def _reuse(req: RunRequest, run_dir: Path, runnable: list[Job], keys: dict[str, 
         event(f"not reused: {len(evals)} job(s) with an eval run again (an eval's task, samples and limit are this "
               "run's settings, which no stored result records): " + ", ".join(evals))
     return todo, reused, sources
+
+
+def _reusable_by_power(store: Any, req: RunRequest, jobs: list[Job], keys: dict[str, str],
+                       other_power: dict[str, str], event: Event) -> dict[str, Any]:
+    """Stored results `jobs` may stand on that were judged under the other power gate, by the job's own key: for a
+    job that requires power, one judged without that requirement whose power block is valid (one without valid power
+    is said, and the job runs); for one that does not, one judged with it (its verdict passed the stricter gate)."""
+    wanted = {other_power[j.id]: j for j in jobs if j.id in other_power and j.id in keys}
+    if not wanted:
+        return {}
+    out: dict[str, Any] = {}
+    for other, src in store.reusable(wanted, DONE_VERDICTS, say=lambda _: None).items():
+        job = wanted[other]
+        if req.settings.power.required([job]):
+            points = store.results(src.run_id, job_id=src.job_id)
+            summary = points[0].summary if points else None
+            power = summary.power if summary is not None else None
+            if power is None or not power.power_valid:
+                event(f"not reused: job {job.id}: the {src.verdict} result of run {src.run_id} (job {src.job_id}) "
+                      "was judged without power required and has no valid power"
+                      + (f" ({', '.join(power.reasons)})" if power is not None and power.reasons else "")
+                      + "; it runs again")
+                continue
+        out[keys[job.id]] = src
+    return out
 
 
 def _moving_image(job: Job, key: str) -> str | None:
@@ -940,8 +970,9 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
     from llmsweep.metrics.version import measurement_identity
     from llmsweep.policy.planning import errors_about
 
+    other_power: dict[str, str] = {}  # each job's key under the other power gate, for --reuse
     identities = reuse_keys(jobs, simulate=req.simulate, live=req.live, settings=req.settings,
-                            on_host=req.executor == LocalExecutor.kind)
+                            on_host=req.executor == LocalExecutor.kind, other_power=other_power if req.reuse else None)
     previous = art.read_json(run_dir / art.RUN_FILE)  # the keys the finished jobs were measured under, before rewritten
     recorded = previous.get("reuse_keys") if isinstance(previous, dict) else None
     measured = _MeasuredKeys(run_dir, identities, recorded)
@@ -1003,7 +1034,7 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
         # first, so the next resume took the finished jobs measured under the old keys for done.
         run_id = record_start()
     if req.reuse:
-        runnable, reused, reuse_meta["reused"] = _reuse(req, run_dir, runnable, identities, event)
+        runnable, reused, reuse_meta["reused"] = _reuse(req, run_dir, runnable, identities, event, other_power)
         skipped += reused
     runnable, unreadable = _check_traces(runnable, event)
     refused += unreadable
