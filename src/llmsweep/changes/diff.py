@@ -78,11 +78,13 @@ _RECIPE_FIELDS = frozenset({"model", "model_prefix", "precision", "framework", "
 
 @dataclass(frozen=True)
 class JobChange:
-    """One job on both sides whose typed fields differ."""
+    """One job on both sides whose typed fields differ. `same_launch`: only its `serve` block changed and both sides
+    render the same server launch (a value respelled, `0.75` → `"0.75"`): listed, with nothing to run."""
 
     base: Job
     head: Job
     fields: tuple[str, ...]
+    same_launch: bool = False
 
     @property
     def causes(self) -> tuple[str, ...]:
@@ -91,7 +93,29 @@ class JobChange:
 
     def as_dict(self) -> dict[str, Any]:
         return {"job": self.head.id, "base_job": self.base.id, "recipe_key": self.head.recipe_key,
-                "causes": list(self.causes), "fields": list(self.fields)}
+                "causes": list(self.causes), "fields": list(self.fields), "same_launch": self.same_launch}
+
+
+SAME_LAUNCH = "respelled: the same launch, nothing to run"
+"""How a change whose both sides render the same server launch is said (`JobChange.same_launch`)."""
+
+
+def _same_launch(base: Job, head: Job, fields: Sequence[str]) -> bool:
+    """Only `serve` fields differ and both jobs render the same real engine's launch (argv, env, files:
+    `LaunchSpec.fingerprint`, what --reuse and --resume decide on): the edit respells a value, and the job would
+    measure what it measured. Never for the simulator's launch, which leaves out what it does not model (an env
+    var): an edit there is still the recipe's change."""
+    from llmsweep import engines
+    from llmsweep.engine_ids import SIM
+    from llmsweep.errors import LlmsweepError
+
+    if not fields or not all(f.startswith("serve.") for f in fields):
+        return False
+    try:
+        a, b = engines.render(base, port=0), engines.render(head, port=0)
+    except LlmsweepError:
+        return False
+    return a.engine != SIM.id and a.fingerprint() == b.fingerprint()
 
 
 @dataclass(frozen=True)
@@ -146,10 +170,11 @@ class ChangeSet:
         return not (self.added or self.removed or self.changed or self.concs)
 
     def jobs_to_run(self) -> list[Job]:
-        """The head jobs that must run: every added and every changed job, and the added concurrencies of a multi-node
-        job whose list alone grew (a slice: `plan.slices.resolve_job_ids` finds it by id in the head plan)."""
+        """The head jobs that must run: every added and every changed job (but one whose edit renders the same launch,
+        `JobChange.same_launch`), and the added concurrencies of a multi-node job whose list alone grew (a slice:
+        `plan.slices.resolve_job_ids` finds it by id in the head plan)."""
         slices = [run for c in self.concs if (run := c.to_run) is not None]
-        return [*self.added, *(c.head for c in self.changed), *slices]
+        return [*self.added, *(c.head for c in self.changed if not c.same_launch), *slices]
 
     def concs_text(self) -> str:
         """The multi-node jobs whose concurrency list alone changed, as the summaries say them ("" when none): those
@@ -287,7 +312,7 @@ def diff_jobs(base: Sequence[Job], head: Sequence[Job], *, base_label: str = "ba
             # point measures what it measured, and no eval is owed — nothing to run again
             out.unchanged.append(job)
         elif fields:
-            out.changed.append(JobChange(old, job, fields))
+            out.changed.append(JobChange(old, job, fields, _same_launch(old, job, fields)))
         else:
             out.unchanged.append(job)
     out.removed = [base[i] for i in unpaired]

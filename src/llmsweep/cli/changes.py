@@ -72,6 +72,10 @@ def _print(change_set: object) -> None:
         fields = ", ".join(row["fields"])
         if row["change"].startswith("conc-"):  # which points of the multi-node job's list came and went
             fields = " ".join([fields, *(f"+{c}" for c in row["added_conc"]), *(f"-{c}" for c in row["removed_conc"])])
+        if row.get("same_launch"):
+            from llmsweep.changes.diff import SAME_LAUNCH
+
+            fields += f" ({SAME_LAUNCH})"
         table.add_row(f"[{colour[row['change']]}]{row['change']}[/]", plain(row["job"]), plain(row["recipe_key"]),
                       plain(", ".join(row["causes"])), plain(fields))
     if change_set.rows():

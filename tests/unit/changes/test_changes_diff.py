@@ -267,3 +267,44 @@ def test_an_eval_marking_that_moves_away_changes_no_job_and_one_that_arrives_is_
     down = changes_between(f"{raised}..{cut}")
     assert [(c.head.conc, c.causes, c.fields) for c in down.changed] == [(32, ("eval",), ("run_eval",))]
     assert sorted(j.conc for j in down.removed) == [64, 128]
+
+
+_REAL = """\
+chg-real:
+  image: lmsysorg/sglang-rocm:v0.5.16-rocm720-mi30x-20260730
+  model: Qwen/Qwen3.5-397B-A17B-FP8
+  model-prefix: qwen3.5
+  runner: mi300x
+  precision: fp8
+  framework: sglang
+  multinode: false
+  scenarios:
+    fixed-seq-len:
+    - isl: 256
+      osl: 64
+      search-space:
+      - {{ tp: 8, conc-list: [2] }}
+  serve:
+    args:
+      --mem-fraction-static: {fraction}
+"""
+
+
+@pytest.mark.parametrize(("fraction", "runs"), [('"0.75"', False), ("0.7", True)], ids=["respelled", "changed"])
+def test_an_edit_that_renders_the_same_real_launch_is_listed_with_nothing_to_run(tmp_path: Path, fraction: str,
+                                                                                 runs: bool) -> None:
+    """`0.75` → `"0.75"` renders the same server command: `changes` listed it as an engine-args change and `run
+    --changed` measured the job again, where --reuse and --resume stand on what it measured. It is still listed
+    (the recipe did change), said to render the same launch, and is not among the jobs to run; a value that does
+    change the launch still runs."""
+    old, new = tmp_path / "old", tmp_path / "new"
+    for side, value in ((old, "0.75"), (new, fraction)):
+        (side / "recipes").mkdir(parents=True)
+        (side / "recipes" / "real.yaml").write_text(_REAL.format(fraction=value))
+    cs = changes_between(f"{old}..{new}")
+    (change,) = cs.changed
+    assert change.fields == ("serve.args.--mem-fraction-static",) and change.same_launch is not runs
+    assert cs.to_run() == ([change.head.id] if runs else [])
+    result = CliRunner().invoke(cli, ["changes", f"{old}..{new}"])
+    assert result.exit_code == 0, result.output
+    assert ("respelled: the same launch, nothing to run" in result.output) is not runs, result.output
