@@ -491,6 +491,42 @@ def test_a_rung_that_failed_above_a_rising_top_is_the_knees_upper_bound_not_abov
     assert concs[-1] == 2 and not any(c > 4 for c in concs), concs  # not the recipe's 16, 24, 32 "kept"
 
 
+def test_a_rung_measured_across_a_pause_is_left_out_not_read_as_a_concurrency_that_did_not_serve(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every run of the ladder's conc 4 judged invalid because llmsweep was stopped (Ctrl-Z) while it measured: the
+    discovery says such a run is left out, yet counted conc 4 as a concurrency that did not serve, placing a knee
+    between 2 and 4 from a pause. It is left out of the knee too. (Virtual time sees no pause: the stage's conc-4
+    jobs are made to look as a paused run leaves them, before the read-back.)"""
+    from llmsweep.discover import sweep
+    from llmsweep.execute.readback import PAUSED
+
+    read_back = sweep.Stages._read_back
+
+    def after_a_pause(self: sweep.Stages, record: object, keys: object) -> None:
+        for job in (Path(record.run_dir) / "jobs").iterdir():  # type: ignore[attr-defined]
+            if "_conc4_" in job.name:
+                outcome = json.loads((job / "outcome.json").read_text())
+                outcome.update(status="invalid", reasons=["llmsweep was stopped for 2.0 s while it measured"])
+                (job / "outcome.json").write_text(json.dumps(outcome))
+                summary = json.loads((job / "summary.json").read_text())
+                summary["validity"]["verdict"] = "invalid"
+                (job / "summary.json").write_text(json.dumps(summary))
+                info = json.loads((job / "run.json").read_text())
+                info[PAUSED] = "llmsweep was stopped for 2.0 s (Ctrl-Z, SIGTSTP or SIGSTOP, then SIGCONT); rerun it"
+                (job / "run.json").write_text(json.dumps(info))
+        read_back(self, record, keys)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(sweep.Stages, "_read_back", after_a_pause)
+    out = tmp_path / "disc"
+    proc = _discover(tmp_path, RISING, "--simulate", "--repeats", "2", "--ladder-top", "4", "--refine", "0",
+                     "--out", out, "--json")
+    result = json.loads(proc.stdout)
+    (ladder,) = result["stages"]
+    assert len(ladder["paused"]) == 2, ladder
+    (arm,) = result["arms"]
+    assert "did not serve" not in arm["knee"]["reason"] and arm["knee"]["next_conc"] is None, arm["knee"]
+
+
 @pytest.mark.timeout(300)
 def test_a_stage_that_fails_keeps_what_was_measured_and_a_recipe_that_cannot_be_rewritten_keeps_it_too(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -165,6 +165,8 @@ class Stages:
             reasons = [str(r) for r in outcome.get("reasons") or ()]
             if outcome.get("status") not in INVALID_VERDICTS or (reasons and reasons[0] in INTERRUPTED_REASONS):
                 continue  # (a job a signal stopped is no measurement: `--resume` runs it again)
+            if done.job_id in record.paused:
+                continue  # measured across a pause of llmsweep's: left out, not a concurrency that did not serve
             failed = Job.model_validate(done.job)
             if (key := keys.get(failed.recipe_key)) is not None:
                 for conc in failed.concs:
