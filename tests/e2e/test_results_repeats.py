@@ -135,3 +135,22 @@ def test_compare_says_which_repeats_of_a_point_b_reused_from_a(extended) -> None
     partly = [n for n in doc["notes"] if "B stood 2 of its repeats on A's results" in n]
     assert len(partly) == 2, doc["notes"]
     assert len(doc["verdict"]["reused"]) == 4 and all(len(m["b"]) == 1 for m in doc["matched"])
+
+
+def test_the_inferencex_export_of_a_partly_reused_run_publishes_the_mean_its_frontier_draws(extended) -> None:
+    """The InferenceX export of the extending run published each point as the one repeat it measured, while its
+    frontier and dashboard drew the mean of all three: a row now is the point the run stands on, the mean of every
+    repeat; and a point reused whole stays the measuring run's row (exported once, under that run)."""
+    ext, run_id, _, env, tput = extended
+    rows = json.loads(_cli(env, "results", "export", "--run", run_id, "--format", "inferencex",
+                           "--include-unpublished").stdout)
+    assert sorted(r["conc"] for r in rows) == [2, 4], rows
+    for row in rows:
+        assert row["tput_per_gpu"] == pytest.approx(mean(tput[row["conc"]]))
+        assert row["llmsweep"]["repeats"]["n"] == 3
+    whole = ext.parent / "whole"
+    doc = json.loads(_cli(env, "run", RECIPES / "fixed-sim.yaml", "--reuse", "--out", whole, "--json").stdout)
+    assert all(row["reused"] for row in doc["jobs"]), doc["jobs"]
+    none = json.loads(_cli(env, "results", "export", "--run", str(doc["run_id"]), "--format", "inferencex",
+                           "--include-unpublished").stdout)
+    assert none == [], none

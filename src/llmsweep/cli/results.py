@@ -8,7 +8,7 @@ import json
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -27,6 +27,9 @@ from llmsweep.cli.options import (
 from llmsweep.cli.tables import plain, table_console
 from llmsweep.errors import ResultError, ResultInputError
 from llmsweep.writable import refuse_unwritable
+
+if TYPE_CHECKING:
+    from llmsweep.results.point import ResultPoint
 
 
 def _open(store_path: Path | None, *, readonly: bool = True) -> Any:
@@ -434,13 +437,17 @@ def export(run_id: str | None, fmt: str, out: Path | None, force: bool, include_
                                             f"{store.path}"):
         store.require_run(run_id)
         points = store.results(run_id)
+        stood_on: list[ResultPoint] = []
         if run_id is not None:  # each result is exported once, under the run that measured it
             from llmsweep.results.sides import reused_points_of
 
-            reused_points_of(store, store.run_meta(run_id), run_id, lambda line: click.echo(line, err=True))
-        warned = store.job_warnings(p.run_id for p in points)
+            meta = store.run_meta(run_id)
+            reused_points_of(store, meta, run_id, lambda line: click.echo(line, err=True))
+            if fmt == "inferencex":  # but a point the run measured in part is the mean of every repeat it stands on
+                stood_on = list(reused_points_of(store, meta, run_id).values())
+        warned = store.job_warnings(p.run_id for p in [*points, *stood_on])
     with saying(f"exporting {len(points)} result(s) as {fmt}"):
-        text = export_points(points, fmt, include_unpublished=include_unpublished, warnings=warned)
+        text = export_points(points, fmt, include_unpublished=include_unpublished, warnings=warned, stood_on=stood_on)
     kinds: dict[str, tuple[RowKind, str]] = {"inferencex": ("throughput", "point(s)"),
                                              "inferencex-evals": ("eval", "eval row(s)")}
     rows = kinds.get(fmt)

@@ -390,7 +390,7 @@ rules it ran despite and what it does not model)."""
 
 
 def export_points(points: Sequence[ResultPoint], fmt: str, *, include_unpublished: bool = False,
-                  warnings: Warned | None = None) -> str:
+                  warnings: Warned | None = None, stood_on: Sequence[ResultPoint] = ()) -> str:
     """Serialise results as `json` (ours, lossless), `csv` (flat hot columns), `inferencex` (list of throughput rows)
     or `inferencex-evals` (InferenceX's eval rows: one per completed eval run, i.e. per concurrency).
 
@@ -400,7 +400,9 @@ def export_points(points: Sequence[ResultPoint], fmt: str, *, include_unpublishe
     throughput row not measured, with its `source`. A point a run measured N times (`run --repeats`) is one
     `inferencex` row, the mean of its repeats (`repeat_row`); `json` and `csv` keep every result. `warnings`: what the
     runs warned of their jobs, which `json` carries (a point's `warnings`) so an import keeps its ⚠ marks, and `csv`
-    in its `warnings` column."""
+    in its `warnings` column. `stood_on`: the stored results `run --reuse` stood the exported run's jobs on
+    (`sides.reused_points_of`): an `inferencex` point the run measured in part is the mean of every repeat it stands
+    on, as its frontier and dashboard give it; one reused whole is exported under the run that measured it."""
     if fmt == "json":
         warned = warnings or {}
         doc = {"format": EXPORT_FORMAT, "version": EXPORT_VERSION,
@@ -408,7 +410,9 @@ def export_points(points: Sequence[ResultPoint], fmt: str, *, include_unpublishe
         return json.dumps(doc, indent=1, sort_keys=True, default=str)
     if fmt == "inferencex":  # throughput rows: an eval-only result has none (its row is in `inferencex-evals`)
         published: list[dict[str, Any]] = []
-        for r in combine_repeats(points):  # a point measured N times is one row: the mean of its repeats
+        for r in combine_repeats([*points, *stood_on]):  # a point measured N times is one row: its repeats' mean
+            if all(m.reused_by is not None for m in r.members):
+                continue  # reused whole: the measuring run's row
             p = r.point
             why = None if p.eval_only else unpublished(p)
             if p.eval_only or (why is not None and not include_unpublished):
