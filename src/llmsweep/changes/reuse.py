@@ -3,8 +3,9 @@
 The identity (:func:`reuse_key`) is the recipe fingerprint, the image, the rendered launch (the LaunchSpec's
 fingerprint: argv, env, files — so engine args, env and the simulator-or-engine choice), the resolved workload, the
 job's concurrency and repeat index, llmsweep's measurement definitions (`metrics.version`), for a job the simulator
-runs the simulator's digest (its code and the catalogs it reads: `sim.identity`), and the gates the run judges the
-job's verdict by (`job_gates`: required power, the read-back tolerance of a pinned acceptance).
+runs the simulator's digest (its code and the catalogs it reads: `sim.identity`), the gates the run judges the
+job's verdict by (`job_gates`: required power, the read-back tolerance of a pinned acceptance), and what the job's
+local model and tokenizer paths hold (`local_files_digest`).
 
 The workload config names a trace corpus by where it lives (a path, a dataset id), not by what it holds, and the
 launch does not say whether a simulated job runs in virtual or wall-clock time. So a job's recorded key
@@ -82,10 +83,11 @@ def split_key(key: str) -> tuple[str, ReuseContext | None]:
 
 
 def reuse_key(job: Job, launch_fingerprint: str, *, repeat: int = 1, simulator: str | None = None,
-              gates: dict[str, object] | None = None) -> str:
+              gates: dict[str, object] | None = None, local_files: str | None = None) -> str:
     """64 hex: what must be equal for a stored result to stand for this job. `simulator`: the simulator's digest
     (`sim.identity`) for a job it runs; `gates`: the run's settings that judge the job's verdict (required power, the
-    read-back tolerance of a pinned acceptance)."""
+    read-back tolerance of a pinned acceptance); `local_files`: what the job's local model and tokenizer paths hold
+    (`local_files_digest`; a job without one keeps the key it had before it was part of the identity)."""
     doc = {
         "recipe_fingerprint": job.recipe_fingerprint,
         "image": job.image,
@@ -98,6 +100,8 @@ def reuse_key(job: Job, launch_fingerprint: str, *, repeat: int = 1, simulator: 
         "simulator": simulator,
         "gates": gates or {},
     }
+    if local_files is not None:
+        doc["local_files"] = local_files
     blob = json.dumps(doc, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(blob.encode()).hexdigest()
 
@@ -119,6 +123,7 @@ def reuse_keys(jobs: list[Job], *, simulate: bool, live: bool = False,
 
     out: dict[str, str] = {}
     corpora: dict[str, str] = {}
+    local: dict[str, str] = {}  # one digest per local model or tokenizer path
     versions: dict[tuple[str, ...], str] = {}  # one read per engine launcher and environment
     for job in jobs:
         if job.engine is None and not simulate:
@@ -137,15 +142,58 @@ def reuse_keys(jobs: list[Job], *, simulate: bool, live: bool = False,
         elif not simulated and job.image:
             context = dataclasses.replace(context, served="image")
         gates = job_gates(job, settings)
+        files = local_files_digest(job, local)
         key = reuse_key(job, spec.fingerprint(), repeat=repeat_index(job.id),
-                        simulator=simulator_digest() if simulated else None, gates=gates)
+                        simulator=simulator_digest() if simulated else None, gates=gates, local_files=files)
         out[job.id] = key + CONTEXT_SEP + context.render()
         if other_power is not None:
             other = reuse_key(job, spec.fingerprint(), repeat=repeat_index(job.id),
                               simulator=simulator_digest() if simulated else None,
-                              gates={**gates, POWER_GATE: not gates[POWER_GATE]})
+                              gates={**gates, POWER_GATE: not gates[POWER_GATE]}, local_files=files)
             other_power[job.id] = other + CONTEXT_SEP + context.render()
     return out
+
+
+SMALL_FILE_BYTES = 64 << 20
+"""Files of a local model or tokenizer path up to this size (configs, tokenizers, llmsweep's import/synth records)
+count by their bytes; larger ones (weights) by name, size and modification time, so a run reads no weights to key a
+job."""
+
+
+def local_files_digest(job: Job, cache: dict[str, str] | None = None) -> str | None:
+    """A digest of what the job's local paths hold — `serve.model-path`, `workload.tokenizer`, a `model` that is a
+    local path — or None when it names none: the recipe names such a path, not its contents, so weights replaced at
+    the same path (`model synth --force`, a new import) had kept the key, and `--reuse`/`--resume` stood on results of
+    other weights. A file too large to read (`SMALL_FILE_BYTES`) counts by name, size and modification time; a path
+    that does not read counts as missing. `cache`: per path, for a run's many jobs."""
+    serve = job.serve
+    named = [serve.model_path if serve is not None else None, getattr(job.workload, "tokenizer", None), job.model]
+    paths = sorted({str(Path(p).expanduser()) for p in named if p and Path(p).expanduser().exists()})
+    if not paths:
+        return None
+    cache = cache if cache is not None else {}
+    parts = []
+    for path in paths:
+        if path not in cache:
+            cache[path] = _path_digest(Path(path))
+        parts.append(f"{path}={cache[path]}")
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+
+
+def _path_digest(path: Path) -> str:
+    h = hashlib.sha256()
+    try:
+        files = sorted(f for f in path.iterdir() if f.is_file()) if path.is_dir() else [path]
+        for f in files:
+            st = f.stat()
+            h.update(f"{f.name}\0{st.st_size}\0".encode())
+            if st.st_size <= SMALL_FILE_BYTES:
+                h.update(f.read_bytes())
+            else:
+                h.update(str(st.st_mtime_ns).encode())
+    except OSError as exc:
+        h.update(f"unreadable: {exc.strerror}".encode())
+    return h.hexdigest()
 
 
 POWER_GATE = "require_power"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -171,3 +172,40 @@ def test_a_request_timeout_other_than_the_default_is_part_of_the_identity(tmp_pa
     short = reuse_keys(jobs, simulate=True, settings=LifecycleSettings(request_timeout_s=30))
     assert plain and all(short[j] != key for j, key in plain.items())
     assert reuse_keys(jobs, simulate=True, settings=LifecycleSettings(request_timeout_s=600)) == plain
+
+
+def test_what_a_local_model_path_holds_is_part_of_the_identity(tmp_path: Path) -> None:
+    """Weights replaced at the same `serve.model-path` (`model synth --force`, another import) kept the job's key, so
+    --reuse and --resume stood on results of other weights. What the path holds is keyed now: small files by their
+    bytes, large ones by name, size and time; a job that names no local path keeps the key it had."""
+    from llmsweep.changes import reuse
+
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text('{"hidden_size": 64}')
+    (model / "model.safetensors").write_bytes(b"\0" * 1024)
+    recipe = write_recipe(tmp_path / "r")
+    recipe.write_text(recipe.read_text().replace("  serve:\n", f"  serve:\n    model-path: {model}\n", 1))
+    (job,) = [j for j in jobs_from_files([recipe]) if j.tp == 8 and j.conc == 2]
+    plain = jobs_from_files([write_recipe(tmp_path / "p")])[0]
+    assert reuse.local_files_digest(plain) is None
+    assert reuse_key(plain, "launch") == reuse_key(plain, "launch", local_files=None)
+
+    def key() -> str:
+        return reuse_keys([job], simulate=True)[job.id]
+
+    first = key()
+    assert key() == first
+    (model / "config.json").write_text('{"hidden_size": 128}')  # another model's config at the same path
+    second = key()
+    assert second != first
+    (model / "model.safetensors").write_bytes(b"\1" * 2048)  # other weights
+    assert key() != second
+    big = model / "model.safetensors"
+    reuse.SMALL_FILE_BYTES, saved = 16, reuse.SMALL_FILE_BYTES
+    try:  # a large file counts by its size and time, never read
+        before = key()
+        os.utime(big, ns=(big.stat().st_atime_ns, big.stat().st_mtime_ns + 10**9))
+        assert key() != before
+    finally:
+        reuse.SMALL_FILE_BYTES = saved
