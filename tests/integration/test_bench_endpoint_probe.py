@@ -394,7 +394,6 @@ def test_a_tls_server_whose_certificate_this_host_does_not_trust_says_so(tmp_pat
     start the server". It names the certificate and the fix (SSL_CERT_FILE), sends no load; trusted through
     SSL_CERT_FILE, the same server passes the probe."""
     import http.server
-    import shutil
     import ssl
     import threading
 

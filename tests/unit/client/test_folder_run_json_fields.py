@@ -33,7 +33,8 @@ CASES: dict[str, tuple[dict[str, Any], list[str]]] = {
     # a newer llmsweep's gate (or a name mistyped by hand): refused, not ignored (a verdict without it would be
     # written over the one the release that knew it gave)
     "gate this release does not know": (_doc(typo_gate=1),
-                                        ["`gates.typo_gate` is no gate llmsweep", "so its summary.json is left as it is",
+                                        ["`gates.typo_gate` is no gate llmsweep",
+                                         "so its summary.json is left as it is",
                                          "fix: summarize it with the llmsweep release that wrote it (or a newer one); "
                                          "a name mistyped by hand: correct or remove it (the gates: max_error_ratio,"]),
     "gates not an object": ({**_doc(), "gates": [1]}, ["`gates` is [1], not an object of gate thresholds"]),
