@@ -48,7 +48,8 @@ def _common(fn: Callable[..., Any]) -> Callable[..., Any]:
     opts = [
         option("url"),
         option("model"),
-        out_option("Result directory (default results/bench-<kind>-<time>).", dest="out_dir"),
+        out_option("Result directory (default results/bench-<kind>-<time>-<random>); one a live bench or run holds "
+                   "is refused.", dest="out_dir"),
         option("seed"),
         option("request_timeout", dest="timeout"),
         field_option("--stall-timeout", show_default=True, source=(RunOptions, "stall_timeout_s")),
