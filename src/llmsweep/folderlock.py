@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -23,6 +24,9 @@ from llmsweep.errors import ConfigError
 
 LOCK_FILE = ".llmsweep-run.lock"
 """The lock file inside a claimed folder (its name from the first claimant, `llmsweep run`)."""
+LOOK_RETRIES, LOOK_RETRY_S = 10, 0.05
+"""A claim refused is tried again this often, this far apart, before it is said: `holder` (a `summarize` looking)
+holds the lock shared for an instant, a claim for its whole run."""
 
 
 @dataclass(frozen=True)
@@ -47,10 +51,14 @@ def claim(folder: Path, command: str, *, fix: str) -> Iterator[None]:
     2) naming the holder and `fix` when a live process holds it."""
     folder.mkdir(parents=True, exist_ok=True)
     with open(folder / LOCK_FILE, "a+") as fh:
-        try:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise _busy(folder, _read(fh), fix) from None
+        for attempt in range(LOOK_RETRIES + 1):
+            try:
+                fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if attempt == LOOK_RETRIES:
+                    raise _busy(folder, _read(fh), fix) from None
+                time.sleep(LOOK_RETRY_S)  # perhaps only `holder` looking: it lets go at once
         try:
             fh.seek(0)
             fh.truncate()

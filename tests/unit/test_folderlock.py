@@ -50,3 +50,17 @@ def test_a_claim_dies_with_its_process(tmp_path: Path) -> None:
 def test_looking_at_a_folder_never_claimed_changes_nothing(tmp_path: Path) -> None:
     assert holder(tmp_path) is None and holder(tmp_path / "missing") is None
     assert not (tmp_path / LOCK_FILE).exists()
+
+
+def test_a_claim_waits_out_a_look_that_holds_the_lock_for_an_instant(tmp_path: Path) -> None:
+    """`holder` (a `summarize` looking) takes the lock shared for an instant: a bench claiming then is not refused."""
+    import fcntl
+    import threading
+
+    with claim(tmp_path, "llmsweep bench", fix="x"):
+        pass  # the lock file, as a finished bench leaves it
+    with open(tmp_path / LOCK_FILE) as looking:
+        fcntl.flock(looking.fileno(), fcntl.LOCK_SH | fcntl.LOCK_NB)
+        threading.Timer(0.03, fcntl.flock, (looking.fileno(), fcntl.LOCK_UN)).start()
+        with claim(tmp_path, "llmsweep bench", fix="x"):
+            assert holder(tmp_path) is not None
