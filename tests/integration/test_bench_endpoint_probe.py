@@ -4,6 +4,7 @@ TP, SGLang's server info), and where nobody knows it the figure is labelled per 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -393,19 +394,13 @@ def test_a_tls_server_whose_certificate_this_host_does_not_trust_says_so(tmp_pat
     start the server". It names the certificate and the fix (SSL_CERT_FILE), sends no load; trusted through
     SSL_CERT_FILE, the same server passes the probe."""
     import http.server
-    import shutil
     import ssl
     import threading
 
     from llmsweep.client.probe import require_endpoint
     from llmsweep.errors import ConfigError
 
-    if shutil.which("openssl") is None:
-        pytest.skip("needs the openssl CLI to make a self-signed certificate")
-    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
-                    "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
-                   check=True, capture_output=True)
+    cert, key = _self_signed(tmp_path)
 
     class Health(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:
@@ -440,3 +435,99 @@ def test_a_tls_server_whose_certificate_this_host_does_not_trust_says_so(tmp_pat
     finally:
         server.shutdown()
         server.server_close()
+
+
+def _self_signed(tmp_path: Path) -> tuple[Path, Path]:
+    """A self-signed certificate for 127.0.0.1 and its key (the openssl CLI; the test is skipped without it)."""
+    if shutil.which("openssl") is None:
+        pytest.skip("needs the openssl CLI to make a self-signed certificate")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
+                    "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+                   check=True, capture_output=True)
+    return cert, key
+
+
+@contextlib.contextmanager
+def _aiohttp_tls(cert: Path, key: Path) -> Iterator[int]:
+    """An https-only aiohttp server (as an engine behind `--ssl-certfile`) on a free port, in a thread of its own."""
+    import asyncio
+    import ssl
+    import threading
+
+    from aiohttp import web
+
+    async def models(request: web.Request) -> web.Response:
+        return web.json_response({"object": "list", "data": [{"id": "m"}]})
+
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    app = web.Application()
+    app.router.add_get("/health", models)
+    app.router.add_get("/v1/models", models)
+    loop = asyncio.new_event_loop()
+    runner = web.AppRunner(app)
+    port = free_port()
+    loop.run_until_complete(runner.setup())
+    loop.run_until_complete(web.TCPSite(runner, "127.0.0.1", port, ssl_context=context).start())
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    try:
+        yield port
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+        loop.run_until_complete(runner.cleanup())
+        loop.close()
+
+
+def test_an_https_only_server_asked_over_http_is_told_to_take_https(tmp_path: Path) -> None:
+    """The TLS layer takes the connection and drops a request that is no handshake, with no reply: the probe said
+    "nothing answers … fix: start the server". Something listens; it speaks TLS, and the fix is the https URL (with
+    the certificate's trust where this host lacks it)."""
+    cert, key = _self_signed(tmp_path)
+    with _aiohttp_tls(cert, key) as port:
+        res = _cli("bench", "fixed", "--url", f"http://127.0.0.1:{port}", "--model", "m", *FIXED,
+                   "--out", str(tmp_path / "bench"))
+        with pytest.MonkeyPatch.context() as env:
+            env.setenv("SSL_CERT_FILE", str(cert))
+            with pytest.raises(ConfigError) as trusted:
+                require_endpoint(f"http://127.0.0.1:{port}", model="m")
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert "nothing answers" not in res.stderr and "start the server" not in res.stderr
+    assert f"something at http://127.0.0.1:{port} accepts connections but sends no HTTP back" in res.stderr
+    assert f"it speaks TLS (https://127.0.0.1:{port}/health answers a TLS certificate this host does not trust" \
+        in res.stderr
+    assert f"fix: --url https://127.0.0.1:{port} (the scheme the server speaks); its certificate is not one this " \
+        "host trusts: point SSL_CERT_FILE" in res.stderr
+    assert not (tmp_path / "bench").exists()
+    assert f"https://127.0.0.1:{port}/health answers HTTP 200" in str(trusted.value)
+    assert trusted.value.fix == f"--url https://127.0.0.1:{port} (the scheme the server speaks)"
+
+
+def test_a_server_that_closes_connections_unanswered_is_no_nothing_answers() -> None:
+    """Another protocol on the port that hangs up on an HTTP request (no TLS there either): something listens, so the
+    fix is to check the scheme and port, not to start a server."""
+    import socket
+    import threading
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+
+    def hang_up() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            conn.close()
+
+    threading.Thread(target=hang_up, daemon=True).start()
+    try:
+        with pytest.raises(ConfigError) as err:
+            require_endpoint(f"http://127.0.0.1:{port}", timeout_s=2.0)
+    finally:
+        listener.close()
+    assert f"something at http://127.0.0.1:{port} accepts connections but sends no HTTP back" in str(err.value)
+    assert "speaks TLS" not in str(err.value)
+    assert err.value.fix == "check --url: the scheme (http or https) and the port of the serving engine"

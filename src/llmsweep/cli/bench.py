@@ -48,7 +48,8 @@ def _common(fn: Callable[..., Any]) -> Callable[..., Any]:
     opts = [
         option("url"),
         option("model"),
-        out_option("Result directory (default results/bench-<kind>-<time>).", dest="out_dir"),
+        out_option("Result directory (default results/bench-<kind>-<time>-<random>); one a live bench or run holds "
+                   "is refused.", dest="out_dir"),
         option("seed"),
         option("request_timeout", dest="timeout"),
         field_option("--stall-timeout", show_default=True, source=(RunOptions, "stall_timeout_s")),
@@ -239,8 +240,8 @@ def _run(kind: str, workload: Any, kw: dict[str, Any], options: Any) -> None:
     from llmsweep.client import run_benchmark
     from llmsweep.client.probe import require_endpoint
 
-    out = kw["out_dir"] or Path("results") / f"bench-{kind}-{time.strftime('%Y%m%d-%H%M%S')}"
-    _check_out(out, force=kw["force"])
+    out = kw["out_dir"] or default_out(kind)
+    _check_out(out, force=kw["force"], claimed=False)  # before the probe: a folder that cannot take the run, at once
     api = kw["api"] or getattr(getattr(workload, "config", None), "api", None) or "chat"
     endpoint = _endpoint(kw, api)
     # Before any load: nothing listening (or a server still loading), or a model the server does not list, is exit 2
@@ -271,8 +272,15 @@ def _run(kind: str, workload: Any, kw: dict[str, Any], options: Any) -> None:
     # SIGINT/SIGTERM stop the run instead of killing it: in-flight requests are recorded as cancelled and the summary
     # is written, its stop reason "interrupted by SIG…" (an invalid run); the exit status is then 130 or 143. A stop
     # of this process (Ctrl-Z) that a SIGCONT ended makes the measurement invalid, as `run` judges a job.
+    from llmsweep.folderlock import claim
+
     try:
-        with stop_on_signal() as stop, _ProgressBar(options) as bar, watching_pauses() as pauses:
+        # --out is this bench's alone from here to its summary: a second bench (or `run`) given the same folder is
+        # refused, not let through to mix its records in, and `summarize` leaves it alone while it runs. Checked again
+        # under the claim: another bench may have claimed and filled the folder since the check above.
+        with claim(out, "llmsweep bench", fix=_BUSY_FIX), stop_on_signal() as stop, _ProgressBar(options) as bar, \
+                watching_pauses() as pauses:
+            _check_out(out, force=kw["force"], claimed=True)
             result = run_benchmark(workload, endpoint, options, out,
                                    provenance={"kind": kind, **gpus_prov, "source": source, "clock": WALL},
                                    gates=gates, on_progress=bar.update, stop_requested=stop.reason, source=source)
@@ -306,17 +314,33 @@ def _run(kind: str, workload: Any, kw: dict[str, Any], options: Any) -> None:
         raise click.exceptions.Exit(1)
 
 
-def _check_out(out: Path, *, force: bool) -> None:
-    """Refuse an `--out` whose files a run would replace (before any load): another command's folder (a run of
-    `llmsweep run`, one of its jobs, a `predict --out` point) always, a bench measurement unless `--force`. The run
-    deletes a folder's records.jsonl, server_metrics.jsonl, summary.json and run.json first, so the measurement there
-    was lost without a word, and a job folder got a bench's records beside its job.json."""
+_BUSY_FIX = "wait for it to finish, or pass a new folder to --out"
+
+
+def default_out(kind: str) -> Path:
+    """`results/bench-<kind>-<time>-<random>`: two benches started in the same second (a loop of `&`) get a folder
+    each; the time alone was shared, and one bench's records were summarised as the other's."""
+    import uuid
+
+    return Path("results") / f"bench-{kind}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
+
+
+def _check_out(out: Path, *, force: bool, claimed: bool) -> None:
+    """Refuse an `--out` whose files a run would replace (before any load): a folder a live bench or run holds
+    (`folderlock`), another command's folder (a run of `llmsweep run`, one of its jobs, a `predict --out` point)
+    always, a bench measurement unless `--force`. The run deletes a folder's records.jsonl, server_metrics.jsonl,
+    summary.json and run.json first, so the measurement there was lost without a word, and a job folder got a bench's
+    records beside its job.json. `claimed`: this bench holds the folder now (checked again under its claim; only then
+is the --force replacement said)."""
     from llmsweep.client.files import RUN_FILE, SUMMARY_FILE
+    from llmsweep.folderlock import refuse_held
     from llmsweep.results.rundir import FOLDER_KINDS, out_kind
 
     refuse_unwritable(out, folder=True)  # the run makes it only after the endpoint probe
     if not out.exists():
         return
+    if not claimed:
+        refuse_held(out, fix=_BUSY_FIX)
     kind = out_kind(out)  # (a bench killed before its first record, only the run.json of its start, is a bench)
     if kind in ("run", "job", "predicted"):
         raise ConfigError(f"--out {out} is {FOLDER_KINDS[kind]}: a bench there would replace its files with another "
@@ -326,7 +350,7 @@ def _check_out(out: Path, *, force: bool) -> None:
     if holds and not force:
         raise ConfigError(f"--out {out} already holds a measurement ({', '.join(holds)}); nothing was sent",
                           fix="pass a new folder to --out, or --force to replace that measurement")
-    if holds:
+    if holds and claimed:
         click.echo(f"--force: replacing the measurement in {out}", err=True)
 
 
@@ -468,7 +492,9 @@ def _print_summary(summary: Summary, out: Path, *, as_json: bool) -> None:
         f"cache hit: theoretical {_fmt(summary.cache.theoretical_hit_rate)}, "
         f"observed {_fmt(summary.cache.observed_hit_rate)}"
         + (f"   realised acceptance length {al:.3f}" if al else ""),
-        f"client: {_fmt(health.cpu_s_total)} CPU-s, lag p99 {_fmt(health.schedule_lag_s.p99, 1e3)} ms"
+        # no lag sample (every request cancelled before it was sent) is no figure: `-`, as in the latency table
+        f"client: {_fmt(health.cpu_s_total)} CPU-s, lag p99 "
+        f"{_fmt(health.schedule_lag_s.p99 if health.schedule_lag_s.count else None, 1e3)} ms"
         + ("  [red]SATURATED: " + "; ".join(health.saturation_reasons) + "[/]" if health.saturated else ""),
     ]
     if summary.eval is not None:
@@ -481,8 +507,10 @@ def _print_summary(summary: Summary, out: Path, *, as_json: bool) -> None:
     from llmsweep.cli.verdicts import verdict_cell
 
     v = summary.validity
-    said = "; ".join(v.reasons + v.warnings)
-    console.print(f"validity: {verdict_cell(v.verdict)}" + (f" — {said}" if said else ""))
+    # the reasons are why the verdict is what it is; a warning is not (summary.json keeps them apart too)
+    console.print(f"validity: {verdict_cell(v.verdict)}" + (f" — {'; '.join(v.reasons)}" if v.reasons else ""))
+    if v.warnings:
+        console.print(f"warnings: {'; '.join(v.warnings)}")
 
 
 @click.command("summarize")
@@ -495,10 +523,18 @@ def summarize(run_dir: Path, as_json: bool) -> None:
     one is refused (exit 2) and its summary.json left as it is. Every gate `llmsweep run` applied is applied again
     from what the folder recorded, read-back checks included, so a job folder gets the verdict `run` gave it. A packed
     slice (fewer records than the client started, fewer /metrics scrapes than its summary read) is re-judged from the
-    figures its summary.json measured over the run's window, and says so among the warnings.
+    figures its summary.json measured over the run's window, and says so among the warnings. A folder a bench still
+    runs in is refused (exit 2), nothing written: its records are not all there, and its run.json says "unfinished".
     """
     from llmsweep.evals.results import EVAL_DIR, EVAL_FILE
     from llmsweep.execute.readback import summarise_job
+    from llmsweep.folderlock import holder
+
+    if (held := holder(run_dir)) is not None:
+        raise ConfigError(f"{run_dir} is still being written: {held.who}{held.pid_note} is running there, so its "
+                          "records are not all there yet; nothing was written",
+                          fix="wait for it to finish (it writes summary.json when it ends; Ctrl-C stops it with the "
+                              "summary so far), then summarize the folder")
 
     if not (run_dir / RECORDS_FILE).exists() and not (run_dir / EVAL_DIR / EVAL_FILE).exists():  # eval-only: none
         raise ConfigError(f"{run_dir} has no records.jsonl",

@@ -48,6 +48,13 @@ def summarise_dir(out: Path | str, *, write: bool = True) -> Summary:
             fix="summarize a folder `llmsweep bench`, `run` or `predict --out` wrote (each writes run.json beside "
                 "records.jsonl); a `predict --out` folder of an llmsweep that wrote none: predict it again")
     info = load_json_file(run_file)
+    if not isinstance(info, dict):
+        raise ResultInputError(f"{run_file} is not a JSON object, so its {SUMMARY_FILE} is left as it is",
+                               fix=_RESTORE)
+    for key in ("provenance", "client"):
+        if info.get(key) is not None and not isinstance(info[key], dict):
+            raise ResultInputError(f"{run_file}: `{key}` is {_shown(info[key])}, not an object, so its {SUMMARY_FILE} "
+                                   "is left as it is", fix=_RESTORE)
     if (cut := _cut_records(out / RECORDS_FILE, info)) is not None:
         raise ResultInputError(
             f"{out / RECORDS_FILE} ends inside a record ({cut}), though its run finished writing it (its {RUN_FILE} "
@@ -63,16 +70,79 @@ def summarise_dir(out: Path | str, *, write: bool = True) -> Summary:
     source = _recorded_source(out, info)
     summary = summarise(
         out / RECORDS_FILE,
-        gpus=int(info.get("gpus", 1)),
+        gpus=recorded_gpus(run_file, info),
         server_metrics=metrics_path if metrics_path.exists() else None,
         source=source,
         provenance=info.get("provenance"),
-        gates=GateConfig(**info["gates"]) if "gates" in info else None,
+        gates=recorded_gates(run_file, info),
         client=info.get("client"),
     )
     if write:
         summary.write(out / SUMMARY_FILE)
     return summary
+
+
+_RESTORE = f"restore {RUN_FILE} as the run wrote it (from a copy of the folder), or run the measurement again"
+
+
+def recorded_gpus(run_file: Path, info: dict[str, Any]) -> int:
+    """The GPU count `run.json` records (1 where it records none); ResultInputError naming the field and the fix
+    when it is no whole number of at least 1 (`null`, a string, a fraction: a hand edit)."""
+    gpus = info.get("gpus", 1)
+    if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 1:
+        raise ResultInputError(
+            f"{run_file}: `gpus` is {_shown(gpus)}, not a whole number of GPUs (at least 1), so the per-GPU figures "
+            f"cannot be computed and its {SUMMARY_FILE} is left as it is",
+            fix=f'set "gpus" in {RUN_FILE} to the number of GPUs that served the endpoint (1 when unknown: the '
+                "figures are then per endpoint)")
+    return gpus
+
+
+def recorded_gates(run_file: Path, info: dict[str, Any]) -> GateConfig | None:
+    """The gates `run.json` records, or None where it records none (the defaults); ResultInputError naming the field
+    and the fix when one does not read (a value of the wrong type or out of range, a gate this release does not
+    know).
+
+    A gate this release does not know is refused, not ignored: the folder's summary would be judged without it and
+    written over the one the release that knew it wrote, a verdict that passes for the same judgement though one of
+    its gates was dropped; and a gate name mistyped by hand would be set in vain without a word."""
+    from pydantic import ValidationError
+
+    gates = info.get("gates")
+    if "gates" not in info:
+        return None
+    if not isinstance(gates, dict):
+        raise ResultInputError(f"{run_file}: `gates` is {_shown(gates)}, not an object of gate thresholds, so its "
+                               f"{SUMMARY_FILE} is left as it is", fix=_RESTORE)
+    try:
+        return GateConfig.model_validate(gates)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        name = ".".join(str(part) for part in first["loc"])
+        more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+        if first["type"] == "extra_forbidden":
+            from llmsweep import __version__
+
+            known = ", ".join(GateConfig.model_fields)
+            raise ResultInputError(
+                f"{run_file}: `gates.{name}` is no gate llmsweep {__version__} knows{more}; judged without it, the "
+                f"summary would pass for the verdict of the release that wrote it, so its {SUMMARY_FILE} is left as "
+                "it is",
+                fix=f"summarize it with the llmsweep release that wrote it (or a newer one); a name mistyped by hand: "
+                    f"correct or remove it (the gates: {known})") from None
+        field = GateConfig.model_fields.get(name)
+        about = "" if field is None or not field.description else f" ({field.description.rstrip('.')})"
+        default = "" if field is None else f", {json.dumps(field.default)}"
+        raise ResultInputError(
+            f"{run_file}: `gates.{name}` is {_shown(first.get('input'))}: {first['msg']}{more}, so its "
+            f"{SUMMARY_FILE} is left as it is",
+            fix=f"set `gates.{name}` in {RUN_FILE} to a valid value{about}, or remove it for the default{default}"
+        ) from None
+
+
+def _shown(value: Any) -> str:
+    text = json.dumps(value, default=str)
+    return text if len(text) <= 60 else text[:60] + "…"
 
 
 CLOCK_SLACK_S = 1.0

@@ -33,6 +33,10 @@ READY_ROUTES = ("/health", "/v1/models")
 NOT_HTTP = "an answer that is not HTTP"
 """What a route answered when the bytes that came back are no HTTP response (a status line of garbage: a TLS port
 asked in plain HTTP, another protocol on the port)."""
+NO_REPLY = "the connection was accepted, then closed with no reply"
+"""What a route answered when the server took the connection and closed it (or reset it) without a byte of answer:
+something listens there, but sends no HTTP — an https-only server asked in plain HTTP (its TLS layer drops a request
+that is no handshake), another protocol on the port. Not "nothing answers": nothing refused the connection."""
 NOT_TRUSTED = "a TLS certificate this host does not trust"
 """What a route answered over https when the server's certificate did not verify (self-signed, a private CA): it
 answers, in TLS, and the client would refuse every request the same way."""
@@ -108,6 +112,8 @@ def _get(url: str, timeout_s: float, headers: dict[str, str]) -> tuple[int | Non
         reason = getattr(exc, "reason", exc)
         if isinstance(reason, ConnectionRefusedError):
             return None, None, "connection refused"
+        if isinstance(reason, (http.client.RemoteDisconnected, ConnectionResetError)):  # (the first is the second)
+            return None, None, NO_REPLY
         if isinstance(reason, TimeoutError):
             return None, None, "timed out"
         if isinstance(reason, ssl.SSLCertVerificationError):
@@ -216,6 +222,24 @@ def _try_model(base_url: str, model: str, api: str, timeout_s: float,
         return None, _not_http(exc)
 
 
+def _no_reply(probe: EndpointProbe, timeout_s: float, headers: dict[str, str]) -> ConfigError:
+    """The error for a server that takes connections and closes them unanswered: asked over http, it is most often an
+    https-only server, so one GET of `/health` over https says whether TLS answers there; when it does, the fix is
+    the https URL."""
+    scheme, rest = probe.root.split("://", 1)
+    said = f"something at {probe.root} accepts connections but sends no HTTP back ({probe.describe()})"
+    if scheme == "http":
+        https = "https://" + rest
+        status, _, answer = _get(https + READY_ROUTES[0], timeout_s, headers)
+        if status is not None or answer.startswith(NOT_TRUSTED):
+            trust = ("; its certificate is not one this host trusts: point SSL_CERT_FILE at the CA certificate that "
+                     "signed it" if answer.startswith(NOT_TRUSTED) else "")
+            return ConfigError(f"{said}: it speaks TLS ({https}{READY_ROUTES[0]} answers {answer}); no load was sent",
+                               fix=f"--url {https} (the scheme the server speaks){trust}")
+    return ConfigError(f"{said}; no load was sent",
+                       fix="check --url: the scheme (http or https) and the port of the serving engine")
+
+
 def require_endpoint(base_url: str, *, model: str | None = None, timeout_s: float = 3.0,
                      headers: dict[str, str] | None = None, api: str = "chat") -> EndpointProbe:
     """The probe, or a ConfigError when nothing answers at `base_url`, the server says it is not ready (5xx), it
@@ -231,6 +255,8 @@ def require_endpoint(base_url: str, *, model: str | None = None, timeout_s: floa
     if not probe.answered and any(a.startswith(NOT_HTTP) for a in probe.answers.values()):
         raise ConfigError(f"something at {probe.root} answers, but not in HTTP ({probe.describe()}); no load was sent",
                           fix="check --url: the scheme (http or https) and the port of the serving engine")
+    if not probe.answered and any(a.startswith(NO_REPLY) for a in probe.answers.values()):
+        raise _no_reply(probe, timeout_s, headers or {})
     if not probe.answered and any(a.startswith(NOT_TLS) for a in probe.answers.values()):
         plain = "http://" + probe.root.split("://", 1)[1]
         raise ConfigError(f"something at {probe.root} answers, but not in TLS ({probe.describe()}): a plain-HTTP "

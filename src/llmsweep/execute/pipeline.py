@@ -922,9 +922,6 @@ def _refuse_other_corpus(run_dir: Path, req: RunRequest, jobs: list[Job]) -> Non
             "is now (earlier results are kept in jobs/<id>/attempts/), or give this run another --out")
 
 
-LOCK_FILE = ".llmsweep-run.lock"
-
-
 def writable_out(run_dir: Path) -> None:
     """--out made and write-tested before anything is written there or any server starts: a read-only disk, a
     folder this user cannot write, a path through a file is one error line (exit 2); it was a traceback from the
@@ -943,18 +940,10 @@ def writable_out(run_dir: Path) -> None:
 def _exclusive(run_dir: Path) -> Iterator[None]:
     """One `llmsweep run` per --out at a time: a second would mix its artifacts into the first's job folders, and
     the stale-server clean-up below would stop the first one's live servers. The lock dies with its process."""
-    import fcntl
+    from llmsweep.folderlock import claim
 
-    with open(run_dir / LOCK_FILE, "a+") as fh:
-        try:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise ConfigError(f"another `llmsweep run` is using {run_dir}",
-                              fix="wait for it to finish, or give this run its own --out") from None
-        try:
-            yield
-        finally:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+    with claim(run_dir, "llmsweep run", fix="wait for it to finish, or give this run its own --out"):
+        yield
 
 
 def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: list[Finding], keys: list[str],

@@ -286,8 +286,8 @@ def summarise_job(job_dir: Path | str, *, settings: ReadbackSettings | None = No
                 raise ResultError(f"cannot re-summarise {job_dir}: {sliced}, and it holds no {SUMMARY_FILE} of the "
                                   "run's to re-judge", fix="re-summarise the job folder the run wrote (all of "
                                   f"{RECORDS_FILE} and its /metrics scrapes)")
-            summary = rejudge(stored, _gates(run_info), note=f"re-judged from the figures {SUMMARY_FILE} measured "
-                              f"over the run's window, not re-summarised: {sliced}")
+            summary = rejudge(stored, _gates(run_path, run_info), note=f"re-judged from the figures {SUMMARY_FILE} "
+                              f"measured over the run's window, not re-summarised: {sliced}")
     if job is not None:
         from llmsweep.evals.results import attach
 
@@ -390,9 +390,11 @@ def _slice_note(job_dir: Path, run_info: dict[str, Any], summary: Summary, store
     return f"{job_dir.name} is a slice of what its run recorded: " + "; ".join(problems)
 
 
-def _gates(run_info: dict[str, Any]) -> GateConfig:
+def _gates(run_path: Path, run_info: dict[str, Any]) -> GateConfig:
     """The gates the run recorded in `run.json` (the defaults where it recorded none, as `summarise_dir` reads it)."""
-    return GateConfig(**run_info["gates"]) if "gates" in run_info else GateConfig()
+    from llmsweep.client.folder import recorded_gates
+
+    return recorded_gates(run_path, run_info) or GateConfig()
 
 
 def _read_object(path: Path) -> dict[str, Any]:
