@@ -9,7 +9,7 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from llmsweep import atomic
 from llmsweep.client.files import RECORDS_FILE, RUN_FILE, SERVER_METRICS_FILE, SUMMARY_FILE
@@ -17,6 +17,11 @@ from llmsweep.errors import ResultInputError
 from llmsweep.jsonline import load_json_file
 from llmsweep.metrics import GateConfig, Summary, summarise
 from llmsweep.metrics.model import MEASURED, SIMULATED, SOURCES, WALL, Source
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+_Settings = TypeVar("_Settings", bound="BaseModel")
 
 
 def run_json(*, provenance: dict[str, Any], gates: GateConfig, client: dict[str, Any], gpus: int,
@@ -100,22 +105,29 @@ def recorded_gpus(run_file: Path, info: dict[str, Any]) -> int:
 
 def recorded_gates(run_file: Path, info: dict[str, Any]) -> GateConfig | None:
     """The gates `run.json` records, or None where it records none (the defaults); ResultInputError naming the field
-    and the fix when one does not read (a value of the wrong type or out of range, a gate this release does not
-    know).
+    and the fix when one does not read (`recorded_settings`).
 
     A gate this release does not know is refused, not ignored: the folder's summary would be judged without it and
     written over the one the release that knew it wrote, a verdict that passes for the same judgement though one of
     its gates was dropped; and a gate name mistyped by hand would be set in vain without a word."""
+    return recorded_settings(run_file, info, "gates", GateConfig, "gate")
+
+
+def recorded_settings(run_file: Path, info: dict[str, Any], key: str, model: type[_Settings],
+                      what: str) -> _Settings | None:
+    """The `key` block of `run.json` (the gates, the read-back tolerances) as `model`, or None where it records none
+    (the defaults); ResultInputError naming the field and the fix when it does not read: not an object, a value of the
+    wrong type or out of range, or (where `model` forbids them) a `what` this release does not know."""
     from pydantic import ValidationError
 
-    gates = info.get("gates")
-    if "gates" not in info:
+    block = info.get(key)
+    if key not in info:
         return None
-    if not isinstance(gates, dict):
-        raise ResultInputError(f"{run_file}: `gates` is {_shown(gates)}, not an object of gate thresholds, so its "
+    if not isinstance(block, dict):
+        raise ResultInputError(f"{run_file}: `{key}` is {_shown(block)}, not an object of {what} settings, so its "
                                f"{SUMMARY_FILE} is left as it is", fix=_RESTORE)
     try:
-        return GateConfig.model_validate(gates)
+        return model.model_validate(block)
     except ValidationError as exc:
         first = exc.errors()[0]
         name = ".".join(str(part) for part in first["loc"])
@@ -123,20 +135,20 @@ def recorded_gates(run_file: Path, info: dict[str, Any]) -> GateConfig | None:
         if first["type"] == "extra_forbidden":
             from llmsweep import __version__
 
-            known = ", ".join(GateConfig.model_fields)
+            known = ", ".join(model.model_fields)
             raise ResultInputError(
-                f"{run_file}: `gates.{name}` is no gate llmsweep {__version__} knows{more}; judged without it, the "
+                f"{run_file}: `{key}.{name}` is no {what} llmsweep {__version__} knows{more}; judged without it, the "
                 f"summary would pass for the verdict of the release that wrote it, so its {SUMMARY_FILE} is left as "
                 "it is",
                 fix=f"summarize it with the llmsweep release that wrote it (or a newer one); a name mistyped by hand: "
-                    f"correct or remove it (the gates: {known})") from None
-        field = GateConfig.model_fields.get(name)
+                    f"correct or remove it (the {what}s: {known})") from None
+        field = model.model_fields.get(name)
         about = "" if field is None or not field.description else f" ({field.description.rstrip('.')})"
-        default = "" if field is None else f", {json.dumps(field.default)}"
+        default = "" if field is None else f", {json.dumps(field.default, default=str)}"
         raise ResultInputError(
-            f"{run_file}: `gates.{name}` is {_shown(first.get('input'))}: {first['msg']}{more}, so its "
+            f"{run_file}: `{key}.{name}` is {_shown(first.get('input'))}: {first['msg']}{more}, so its "
             f"{SUMMARY_FILE} is left as it is",
-            fix=f"set `gates.{name}` in {RUN_FILE} to a valid value{about}, or remove it for the default{default}"
+            fix=f"set `{key}.{name}` in {RUN_FILE} to a valid value{about}, or remove it for the default{default}"
         ) from None
 
 

@@ -264,7 +264,11 @@ def summarise_job(job_dir: Path | str, *, settings: ReadbackSettings | None = No
         run_info["readback"] = settings.model_dump(mode="json")
         write_json(run_path, run_info)
     else:
-        settings = ReadbackSettings.model_validate(run_info.get("readback") or {})
+        from llmsweep.client.folder import recorded_settings
+
+        recorded = run_info.get("readback") is not None  # (none, or null: the defaults)
+        settings = (recorded_settings(run_path, run_info, "readback", ReadbackSettings, "read-back setting")
+                    if recorded else None) or ReadbackSettings()
     job_path = job_dir / JOB_FILE
     job: Job | None = None
     if job_path.is_file():

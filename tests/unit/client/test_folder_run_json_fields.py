@@ -37,7 +37,12 @@ CASES: dict[str, tuple[dict[str, Any], list[str]]] = {
                                          "so its summary.json is left as it is",
                                          "fix: summarize it with the llmsweep release that wrote it (or a newer one); "
                                          "a name mistyped by hand: correct or remove it (the gates: max_error_ratio,"]),
-    "gates not an object": ({**_doc(), "gates": [1]}, ["`gates` is [1], not an object of gate thresholds"]),
+    "gates not an object": ({**_doc(), "gates": [1]}, ["`gates` is [1], not an object of gate settings"]),
+    # the read-back tolerances `run` records beside them, read the same way (a traceback too)
+    "read-back setting of the wrong type": ({**_doc(), "readback": {"al_tolerance": "wide"}},
+                                            ['`readback.al_tolerance` is "wide": Input should be a valid number']),
+    "read-back setting this release does not know": ({**_doc(), "readback": {"al_slack": 1}},
+                                                     ["`readback.al_slack` is no read-back setting llmsweep"]),
     "gpus null": ({**_doc(), "gpus": None}, ["`gpus` is null, not a whole number of GPUs (at least 1)",
                                              'fix: set "gpus" in run.json to the number of GPUs']),
     "gpus a fraction": ({**_doc(), "gpus": 0.5}, ["`gpus` is 0.5, not a whole number of GPUs"]),
