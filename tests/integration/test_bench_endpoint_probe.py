@@ -145,12 +145,17 @@ def test_bench_reads_the_simulators_tp_as_its_gpu_count(
     line = next(x for x in plain.stdout.splitlines() if x.startswith("throughput:"))
     per_gpu = json.loads((tmp_path / "p" / "summary.json").read_text())["throughput"]["per_gpu"]
     assert f"{per_gpu['output_tps']:,.2f} output, {per_gpu['total_tps']:,.2f} total tok/s/GPU (8 GPUs; " in line, line
-    # --gpus still wins over what the server says.
+    # --gpus still wins over what the server says (replicas behind one URL report one's TP), but a count the server
+    # contradicts is said, on stderr and in the provenance: a typo'd --gpus had divided by it without a word
     res = _cli("bench", "fixed", "--url", sim_tp8, "--model", "llama-3.1-8b", *FIXED, "--gpus", "2",
                "--out", str(tmp_path / "two"), "--json")
     summary = json.loads(res.stdout)
-    assert summary["provenance"]["gpus_from"] == "--gpus"
+    assert summary["provenance"]["gpus_from"].startswith("--gpus; the server reports 8 (")
     assert summary["throughput"]["per_gpu"]["total_tps"] == pytest.approx(summary["throughput"]["total_tps"] / 2)
+    assert "warning: --gpus 2, but the server reports 8 (" in res.stderr, res.stderr
+    agree = _cli("bench", "fixed", "--url", sim_tp8, "--model", "llama-3.1-8b", *FIXED, "--gpus", "8",
+                 "--out", str(tmp_path / "eight"), "--json")
+    assert json.loads(agree.stdout)["provenance"]["gpus_from"] == "--gpus" and "warning: --gpus" not in agree.stderr
 
 
 def test_an_unknown_gpu_count_is_labelled_per_endpoint(tmp_path: Path) -> None:

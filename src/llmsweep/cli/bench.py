@@ -250,6 +250,8 @@ def _run(kind: str, workload: Any, kw: dict[str, Any], options: Any) -> None:
     for note in probe.notes:
         click.echo(note, err=True)
     gpus, gpus_prov = probe.gpu_count(kw["gpus"])
+    if (disagree := probe.gpus_disagree(kw["gpus"])) is not None:
+        click.echo(disagree, err=True)
     if gpus_prov["gpus_known"] and kw["gpus"] is None:
         click.echo(f"GPUs serving the endpoint: {gpus} ({gpus_prov['gpus_from']})", err=True)
     # What served the load, as the server says itself (the simulator's /version: `engine: sim`), recorded as `run

@@ -72,13 +72,26 @@ class EndpointProbe:
     def gpu_count(self, given: int | None) -> tuple[int, dict[str, Any]]:
         """The GPU count per-GPU figures divide by, and the provenance that says where it came from (`gpus_known`,
         `gpus_from`): `given` (`--gpus`) wins; else the server's own report; else 1, recorded as unknown so the
-        figures are labelled per endpoint rather than passed off as per GPU. `bench` and `peer crosscheck` alike."""
+        figures are labelled per endpoint rather than passed off as per GPU. `bench` and `peer crosscheck` alike.
+        A `given` count the server's own report contradicts still wins (replicas behind one URL report one's), and
+        `gpus_from` says both (`gpus_disagree`: what the caller warns of)."""
         if given is not None:
+            if self.gpus is not None and int(self.gpus) != given:
+                return given, {"gpus_known": True,
+                               "gpus_from": f"--gpus; the server reports {int(self.gpus)} ({self.gpus_from})"}
             return given, {"gpus_known": True, "gpus_from": "--gpus"}
         if self.gpus is not None:
             return int(self.gpus), {"gpus_known": True, "gpus_from": self.gpus_from}
         return 1, {"gpus_known": False,
                    "gpus_from": "unknown: the server reports no GPU count and --gpus was not given"}
+
+    def gpus_disagree(self, given: int | None) -> str | None:
+        """A warning when `given` (`--gpus`) is not the GPU count the server reports (a typo'd `--gpus 1` against
+        TP 8 divides the whole endpoint's throughput by one); None when they agree or either is unknown."""
+        if given is None or self.gpus is None or int(self.gpus) == given:
+            return None
+        return (f"warning: --gpus {given}, but the server reports {int(self.gpus)} ({self.gpus_from}): per-GPU figures "
+                f"divide by {given}, as given (drop --gpus to divide by the server's count)")
 
     @property
     def simulated(self) -> bool:
