@@ -18,7 +18,7 @@ from llmsweep.plan.matrix import EvalOptions
 if shutil.which("git") is None:  # pragma: no cover - git is part of the dev environment
     pytest.skip("git is not installed", allow_module_level=True)
 
-from changes_scratch import scratch_repo, write_recipe
+from changes_scratch import RECIPE, scratch_repo, write_recipe
 
 
 def test_added_concurrency_and_changed_env_give_exactly_those_jobs(tmp_path: Path) -> None:
@@ -269,25 +269,10 @@ def test_an_eval_marking_that_moves_away_changes_no_job_and_one_that_arrives_is_
     assert sorted(j.conc for j in down.removed) == [64, 128]
 
 
-_REAL = """\
-chg-real:
-  image: lmsysorg/sglang-rocm:v0.5.16-rocm720-mi30x-20260730
-  model: Qwen/Qwen3.5-397B-A17B-FP8
-  model-prefix: qwen3.5
-  runner: mi300x
-  precision: fp8
-  framework: sglang
-  multinode: false
-  scenarios:
-    fixed-seq-len:
-    - isl: 256
-      osl: 64
-      search-space:
-      - {{ tp: 8, conc-list: [2] }}
-  serve:
-    args:
-      --mem-fraction-static: {fraction}
-"""
+def _real(fraction: str) -> str:
+    """The scratch recipe served by its real engine (SGLang), its memory fraction written as `fraction`."""
+    return RECIPE.format(tp4_concs="[2]", arm_var="a").replace(
+        "    engine: { name: sim }\n", f"    args:\n      --mem-fraction-static: {fraction}\n")
 
 
 @pytest.mark.parametrize(("fraction", "runs"), [('"0.75"', False), ("0.7", True)], ids=["respelled", "changed"])
@@ -300,11 +285,12 @@ def test_an_edit_that_renders_the_same_real_launch_is_listed_with_nothing_to_run
     old, new = tmp_path / "old", tmp_path / "new"
     for side, value in ((old, "0.75"), (new, fraction)):
         (side / "recipes").mkdir(parents=True)
-        (side / "recipes" / "real.yaml").write_text(_REAL.format(fraction=value))
+        (side / "recipes" / "real.yaml").write_text(_real(value))
     cs = changes_between(f"{old}..{new}")
-    (change,) = cs.changed
-    assert change.fields == ("serve.args.--mem-fraction-static",) and change.same_launch is not runs
-    assert cs.to_run() == ([change.head.id] if runs else [])
+    assert len(cs.changed) == 3 and not cs.added and not cs.removed
+    for change in cs.changed:
+        assert change.fields == ("serve.args.--mem-fraction-static",) and change.same_launch is not runs
+    assert sorted(cs.to_run()) == (sorted(c.head.id for c in cs.changed) if runs else [])
     result = CliRunner().invoke(cli, ["changes", f"{old}..{new}"])
     assert result.exit_code == 0, result.output
     assert ("respelled: the same launch, nothing to run" in result.output) is not runs, result.output
