@@ -286,9 +286,10 @@ os.execvp(argv[0], argv)
 
 
 def test_a_server_that_loses_its_port_and_lives_on_is_relaunched_at_once_on_a_fresh_one(tmp_path: Path) -> None:
-    """`transformers serve` lives on after uvicorn failed to bind its port (its batching thread holds the process):
-    such a launch had waited out its readiness deadline (or been taken as ready on what answers the port). Its log's
-    bind error ends it at once, stopped, and it is relaunched on a port picked afresh like a launch that exited."""
+    """A server may live on after uvicorn failed to bind its port (`transformers serve` ~3 s while its batching thread
+    stops; one a non-daemon thread holds, for good): such a launch had waited out its readiness deadline (or been
+    taken as ready on what answers the port). Its log's bind error ends it, stopped, and it is relaunched on a port
+    picked afresh like a launch that exited."""
     import socket
     import sys
 

@@ -36,8 +36,8 @@ def spec_of(engine: str, port: int, *extra: str, markers: tuple[str, ...] | None
 def test_an_engine_that_leaves_the_bind_to_uvicorn_is_not_ready_on_another_servers_health(
         tmp_path: Path, engine: str) -> None:
     """transformers serve and ATOM run uvicorn.run(app, host, port): their launch on a port another server holds had
-    been ready at once (the pre-bind marker, the other's /health). It fails, saying the address is in use, and the
-    server that lived on after its failed bind is stopped: its failure is an exit, as a port race needs."""
+    been ready at once (the pre-bind marker, the other's /health). It fails, saying the address is in use, and a
+    server that lives on after its failed bind is stopped: its failure is an exit, as a port race needs."""
     port = pick_free_port()
     with holder(port):
         handle = LocalLauncher().launch(spec_of(engine, port), log_path=tmp_path / "server.log")
@@ -50,7 +50,8 @@ def test_an_engine_that_leaves_the_bind_to_uvicorn_is_not_ready_on_another_serve
     assert f"{engine} server could not bind an address another process holds" in said, said
     assert "address already in use" in said and "did not exit; stopped it" in said, said
     assert handle.returncode is not None
-    assert f"`ss -ltnp 'sport = :{port}'`" in str(err.value.fix) and "leave `serve.port` unset" in str(err.value.fix)
+    fix = str(err.value.fix)
+    assert f"`ss -ltnp 'sport = :{port}'`" in fix and "delete the recipe's `serve.port`" in fix, fix
 
 
 def test_a_failed_bind_in_the_log_fails_the_launch_even_at_a_marker_printed_before_the_bind(tmp_path: Path) -> None:

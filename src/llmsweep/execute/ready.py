@@ -124,9 +124,10 @@ def _failure(handle: ServerHandle, what: str, fix: str, tail_lines: int) -> Laun
 
 
 _REFUSED_EXIT_S = 5.0
-"""How long a server whose log says it could not bind an address is given to exit on its own (uvicorn exits 1 right
-after saying so) before it is stopped: `transformers serve` lives on after it, its batching thread holding the
-process."""
+"""How long a server whose log says it could not bind an address is given to exit on its own before it is stopped:
+uvicorn exits with status 3 right after saying so, but `transformers serve` lived on ~3 s more while its batching
+thread stopped (5.17.0 on the CPU; long enough to be benchmarked on another server's port), and a process a
+non-daemon thread holds may never exit."""
 
 
 def _exited(handle: ServerHandle, url: str, tail_lines: int, refusal: str | None = None) -> LaunchError:
@@ -145,8 +146,8 @@ def _exited(handle: ServerHandle, url: str, tail_lines: int, refusal: str | None
 
 def _refused_fix(handle: ServerHandle) -> str:
     port = handle.spec.port
-    return (f"stop what holds the address (port {port}: `ss -ltnp 'sport = :{port}'` names it) or leave `serve.port` "
-            "unset so llmsweep picks a free one, and rerun")
+    return (f"stop what holds the address (port {port}: `ss -ltnp 'sport = :{port}'` names it), or delete the "
+            "recipe's `serve.port` so llmsweep picks a free port, and rerun")
 
 
 def _refused(handle: ServerHandle, url: str, refusal: str, tail_lines: int) -> LaunchError:

@@ -1,6 +1,7 @@
 """A server that starts as uvicorn does under `transformers serve`: `Application startup complete.` before it binds,
-then the bind; a port another process holds is said in uvicorn's words and the process lives on (a non-daemon thread,
-as transformers' batching thread holds it). Bound, it prints `Uvicorn running on` and answers /health.
+then the bind; a port another process holds is said in uvicorn's words and the process lives on (a non-daemon thread
+holds it, as transformers' batching thread does for a few seconds). Bound, it prints `Uvicorn running on` and answers
+/health.
 
   uvicorn_like.py --port N [--silent-bind-failure]
 """
