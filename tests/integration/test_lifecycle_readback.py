@@ -274,6 +274,45 @@ def test_a_server_that_loses_its_port_before_binding_it_is_relaunched_at_once_on
     assert len(said) == times and "exited while starting" in said[0], events
 
 
+_LINGERS_ON_A_HELD_PORT = """
+import os, sys
+marker, held, stand_in, argv = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+n = len(os.listdir(marker))
+open(os.path.join(marker, str(n)), "w").close()
+if n == 0:  # this launch binds the port the test holds, says so in uvicorn's words and lives on
+    os.execvp(sys.executable, [sys.executable, stand_in, "--port", held])
+os.execvp(argv[0], argv)
+"""
+
+
+def test_a_server_that_loses_its_port_and_lives_on_is_relaunched_at_once_on_a_fresh_one(tmp_path: Path) -> None:
+    """A server may live on after uvicorn failed to bind its port (`transformers serve` ~3 s while its batching thread
+    stops; one a non-daemon thread holds, for good): such a launch had waited out its readiness deadline (or been
+    taken as ready on what answers the port). Its log's bind error ends it, stopped, and it is relaunched on a port
+    picked afresh like a launch that exited."""
+    import socket
+    import sys
+
+    jobs = jobs_from_files([RECIPE.with_name("slow-fixed-sim.yaml")])[:1]
+    stand_in = Path(__file__).resolve().parents[1] / "unit" / "execute" / "helpers" / "uvicorn_like.py"
+    events: list[str] = []
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        marker = tmp_path / "launches"
+        marker.mkdir()
+        spec = engines.render(jobs[0], port=0)
+        argv = (sys.executable, "-c", _LINGERS_ON_A_HELD_PORT, str(marker), str(held.getsockname()[1]),
+                str(stand_in), *spec.argv)
+        group = ServerGroup(id="race", spec=spec.model_copy(update={"argv": argv}), jobs=jobs, source="simulated")
+        outcomes = run_group(group, LocalLauncher(), tmp_path, LifecycleSettings(stop_grace_s=5, startup_timeout_s=60),
+                             event=events.append)
+    assert [o.status for o in outcomes] == ["valid"], [o.reasons for o in outcomes]
+    assert "address already in use" in (tmp_path / "servers" / "race" / "server.log").read_text()
+    said = [e for e in events if "relaunching on ports picked afresh" in e]
+    assert len(said) == 1 and "did not exit; stopped it" in said[0], events
+
+
 def test_a_port_lost_on_every_launch_fails_the_job_with_the_bind_error(tmp_path: Path) -> None:
     """Three launches in a row that lose their port: the job fails with the bind error and the log tail (no endless
     relaunching); the next job launches once more, as after any exit while starting, but not three times: two races

@@ -178,3 +178,35 @@ def test_real_transformers_serve_on_the_cpu(model_dir: Path, tmp_path: Path) -> 
                     {**env, "PYTHONPATH": f"{site.parent}{os.pathsep}{env['PYTHONPATH']}"}, timeout=220)
     assert f"ran on engine version {installed}; the host now has 99.0.0; the job runs again" in upgraded.stderr, \
         upgraded.stderr[-3000:]
+
+
+@pytest.mark.timeout(180)
+def test_real_transformers_serve_on_a_port_another_server_holds_is_not_ready(model_dir: Path, tmp_path: Path,
+                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """transformers serve prints uvicorn's `Application startup complete.` before it binds its port, and on a port
+    another server holds it had been taken as ready on that server's /health (a run stored the simulator's figures as
+    transformers'). Its `[Errno 98] ... address already in use` fails the launch, and the server is ended."""
+    from support.held_port import holder
+
+    from llmsweep.errors import LaunchError
+    from llmsweep.execute.local import LocalLauncher, LocalOptions
+    from llmsweep.execute.preflight import pick_free_port
+    from llmsweep.execute.ready import wait_ready
+
+    path = transformers_path()
+    if path is None:
+        pytest.skip("no python3 on PATH (or LLMSWEEP_TRANSFORMERS_PYTHON) imports torch + transformers[serving]")
+    monkeypatch.setenv("PATH", path)
+    job = plan(fp32_recipe(tiny_transformers_recipe(model_dir, concs="[1]", extra_args=FP32_ARGS)))[0]
+    port = pick_free_port()
+    with holder(port, host="0.0.0.0"):
+        launcher = LocalLauncher(LocalOptions(allow_image=True))  # the host's transformers, as `run` runs it
+        handle = launcher.launch(engines.render(job, port=port), log_path=tmp_path / "server.log")
+        try:
+            with pytest.raises(LaunchError) as err:
+                wait_ready(handle, poll_s=0.25)
+        finally:
+            handle.stop(grace_s=5)
+    assert "could not bind an address another process holds" in err.value.message, err.value.message
+    assert "address already in use" in err.value.message and handle.returncode is not None
+    assert "Uvicorn running on" not in (tmp_path / "server.log").read_text()

@@ -22,7 +22,8 @@ args, _ = ap.parse_known_args()
 fault = os.environ.get("LLMSWEEP_TEST_FAULT") or None
 StreamServer(ServerConfig(itl_s=0.002, usage="final_chunk", fault=fault, fault_every=1 if fault else 0),
              port=args.port).start()
-print("INFO:     Application startup complete.", flush=True)
+print("INFO:     Application startup complete.", flush=True)  # (uvicorn prints it before the bind)
+print(f"INFO:     Uvicorn running on http://127.0.0.1:{{args.port}} (Press CTRL+C to quit)", flush=True)
 while True:
     time.sleep(3600)
 """

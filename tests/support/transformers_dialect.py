@@ -43,7 +43,9 @@ COMPLETION_FIELDS = frozenset({
     "generation_config",
 })
 DEFAULT_MAX_NEW_TOKENS = 1024
-READY_LINE = "INFO:     Application startup complete."
+READY_LINE = "INFO:     Uvicorn running on http://{host}:{port} (Press CTRL+C to quit)"
+"""uvicorn's line after the bind, which `transformers serve` is ready at (its `Application startup complete.` comes
+before the bind)."""
 WORDS = ("ka", "lo", "mi", "ne", "su", "ra", "to", "vi", "\ufffd", "bei")
 
 
@@ -214,7 +216,7 @@ def serve_main(argv: list[str]) -> None:
         app.on_response_prepare.append(log_request)
         await runner.setup()
         await web.TCPSite(runner, args.host, args.port).start()
-        print(READY_LINE, flush=True)
+        print(READY_LINE.format(host=args.host, port=args.port), flush=True)
         await asyncio.Event().wait()
 
     print(f"[transformers] Loading {args.model}@main (dialect stand-in)", flush=True)

@@ -3,6 +3,12 @@
 Health alone is not enough for some engines (SGLang answers /health before its warm-up request finishes), so the
 adapter may name log markers; both must hold. A server that dies while starting, or never gets ready, fails with its
 exit code and the last lines of its log, which is nearly always where the reason is.
+
+Health alone also cannot tell whose server answers: another process on the port answers it just as well. So a
+marker must be one the engine prints once its socket is bound (uvicorn's `Uvicorn running on`, not its `Application
+startup complete.`, which it prints before binding and even when the bind fails: `catalog/data/engines.yaml`); a log
+that says the server could not bind an address (`bind_refusal`) fails the launch, whatever answers the port; and a
+server whose `/version` names another engine than the one launched (the simulator's does) is not taken for it.
 """
 
 from __future__ import annotations
@@ -50,8 +56,30 @@ def probe_health(url: str, timeout_s: float = _PROBE_TIMEOUT_S) -> int | None:
         return None
 
 
+BIND_REFUSALS = ("address already in use", "port is already allocated")
+"""How a log says a server could not bind an address another process holds (EADDRINUSE: uvicorn's, aiohttp's,
+ZMQ's and torch's words alike; Docker's for a published port), lower-cased."""
+
+_CARRY_MAX = 4096
+"""Of a log line not yet ended, the most a watcher keeps for its next read (a progress bar may never end its line);
+longer than any marker and than the words of a refusal."""
+
+
+def bind_refusal(text: str) -> str | None:
+    """The first line of `text` that says an address could not be bound (`BIND_REFUSALS`), stripped; None when
+    none does."""
+    lowered = text.lower()
+    at = min((i for i in (lowered.find(w) for w in BIND_REFUSALS) if i >= 0), default=-1)
+    if at < 0:
+        return None
+    start = max(text.rfind("\n", 0, at), text.rfind("\r", 0, at)) + 1
+    ends = [i for i in (text.find("\n", at), text.find("\r", at)) if i >= 0]
+    return text[start:min(ends, default=len(text))].strip()
+
+
 class LogMarkerWatcher:
-    """Reads a growing log incrementally and remembers whether any marker has appeared, even across read boundaries."""
+    """Reads a growing log incrementally and remembers whether any marker has appeared, and the first line that says
+    the server could not bind an address (`refusal`), even across read boundaries."""
 
     def __init__(self, path: Path, markers: tuple[str, ...]) -> None:
         self._path = path
@@ -59,27 +87,26 @@ class LogMarkerWatcher:
         self._offset = 0
         self._carry = ""
         self.found: str | None = None
-        self._keep = max((len(m) for m in markers), default=1) - 1
+        self.refusal: str | None = None
 
     def check(self) -> bool:
-        if not self._markers:
-            return True
-        if self.found is not None:
-            return True
+        """Read what the log gained; True once a marker appeared (at once when there are none)."""
         try:
             with open(self._path, "rb") as fh:
                 fh.seek(self._offset)
                 data = fh.read()
         except FileNotFoundError:
-            return False
+            data = b""
         self._offset += len(data)
         text = self._carry + data.decode("utf-8", errors="replace")
-        for marker in self._markers:
-            if marker in text:
-                self.found = marker
-                return True
-        self._carry = text[-self._keep :] if self._keep else ""
-        return False
+        if self.found is None:
+            self.found = next((m for m in self._markers if m in text), None)
+        if self.refusal is None:
+            self.refusal = bind_refusal(text)
+        # markers and refusals lie within a line: what follows its last line break is all the next read needs
+        tail = text[max(text.rfind("\n"), text.rfind("\r")) + 1:]
+        self._carry = tail[-_CARRY_MAX:]
+        return self.found is not None or not self._markers
 
 
 @dataclass(frozen=True)
@@ -94,6 +121,66 @@ class Readiness:
 def _failure(handle: ServerHandle, what: str, fix: str, tail_lines: int) -> LaunchError:
     body = log_tail(tail_lines, handle.log_path, handle.tail(tail_lines))
     return LaunchError(f"{handle.spec.engine} server {what}{body}", fix=fix)
+
+
+_REFUSED_EXIT_S = 5.0
+"""How long a server whose log says it could not bind an address is given to exit on its own before it is stopped:
+uvicorn exits with status 3 right after saying so, but `transformers serve` lived on ~3 s more while its batching
+thread stopped (5.17.0 on the CPU; long enough to be benchmarked on another server's port), and a process a
+non-daemon thread holds may never exit."""
+
+
+def _exited(handle: ServerHandle, url: str, tail_lines: int, refusal: str | None = None) -> LaunchError:
+    said = f": it could not bind an address another process holds ({refusal})" if refusal else ""
+    return _failure(
+        handle,
+        f"exited with status {handle.returncode} while starting (health {url}){said}",
+        # the launcher's own reading of this exit (docker's 125) first
+        fix=handle.exit_fix(tail_lines)
+            or (_refused_fix(handle) if refusal else
+                "read the log tail above; fix the engine arguments, model path or image"
+                + (f", or {handle.user_flags}" if handle.user_flags else "") + ", and rerun"),
+        tail_lines=tail_lines,
+    )
+
+
+def _refused_fix(handle: ServerHandle) -> str:
+    port = handle.spec.port
+    return (f"stop what holds the address (port {port}: `ss -ltnp 'sport = :{port}'` names it), or delete the "
+            "recipe's `serve.port` so llmsweep picks a free port, and rerun")
+
+
+def _refused(handle: ServerHandle, url: str, refusal: str, tail_lines: int) -> LaunchError:
+    """A server whose log says it could not bind an address: never ready, whatever answers its port. Given a moment
+    to exit on its own; one that lives on is stopped, so its failure is the exit it is (a launch on a port llmsweep
+    picked that exits so is relaunched on a fresh one: `lifecycle.lost_port_race`)."""
+    deadline = time.monotonic() + _REFUSED_EXIT_S
+    while handle.is_alive() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if not handle.is_alive():
+        return _exited(handle, url, tail_lines, refusal)
+    handle.stop()
+    return _failure(
+        handle,
+        f"could not bind an address another process holds ({refusal}) and did not exit; stopped it (exit status "
+        f"{handle.returncode}): whatever answers {url} is not this server",
+        fix=_refused_fix(handle), tail_lines=tail_lines)
+
+
+def _impostor(handle: ServerHandle, url: str, tail_lines: int) -> LaunchError | None:
+    """A failure when the server answering says at `/version` that it is another engine than the one launched (the
+    simulator names itself there; the real engines name no engine): another process holds the port."""
+    doc = server_version(handle.base_url)
+    said = doc.get("engine")
+    if not isinstance(said, str) or not said or said == handle.spec.engine:
+        return None
+    version = doc.get("version")
+    return _failure(
+        handle,
+        f"is not what answers {url}: the server there reports engine {said!r}"
+        + (f" version {version}" if version else "") + f" at /version, not the {handle.spec.engine} launched; "
+        "another process holds the port",
+        fix=_refused_fix(handle), tail_lines=tail_lines)
 
 
 def wait_ready(
@@ -114,19 +201,15 @@ def wait_ready(
     started = time.monotonic()
     status: int | None = None
     while True:
-        if not handle.is_alive():
-            raise _failure(
-                handle,
-                f"exited with status {handle.returncode} while starting (health {url})",
-                # the launcher's own reading of this exit (docker's 125) first
-                fix=handle.exit_fix(tail_lines)
-                    or "read the log tail above; fix the engine arguments, model path or image"
-                    + (f", or {handle.user_flags}" if handle.user_flags else "") + ", and rerun",
-                tail_lines=tail_lines,
-            )
+        if not handle.is_alive():  # (the tail once the log has settled: what it said last)
+            raise _exited(handle, url, tail_lines, markers.refusal or bind_refusal(handle.tail(tail_lines)))
         marker_ok = markers.check()
+        if markers.refusal is not None:
+            raise _refused(handle, url, markers.refusal, tail_lines)
         status = probe_health(url, timeout_s=min(_PROBE_TIMEOUT_S, max(poll_s, 1.0)))
         if status is not None and 200 <= status < 300 and marker_ok:
+            if (impostor := _impostor(handle, url, tail_lines)) is not None:
+                raise impostor
             elapsed = time.monotonic() - started
             log.info("%s ready after %.1f s (health %d, marker %r)", spec.engine, elapsed, status, markers.found)
             return Readiness(seconds=elapsed, health_status=status, marker=markers.found)

@@ -166,6 +166,35 @@ def model_type(config: Config) -> str:
     return kind
 
 
+def check_heads(cfg: Config, where: str) -> None:
+    """Refuse a config's attention heads that no engine serves as written (`where` names the file): a hidden size that
+    is not a multiple of the heads, where that sets the head size (no `head_dim`; a Llama always — transformers'
+    LlamaConfig.validate_architecture refuses it whatever head_dim says, while vLLM would floor it: hidden 64 over 3
+    heads gave a q_proj of [63, 64]); or query heads that are not a multiple of the KV heads (grouped-query attention
+    shares each KV head among a whole number of query heads). `scale_config` keeps both for `--hidden`."""
+    hidden, heads = cfg.get("hidden_size"), cfg.get("num_attention_heads")
+    if not isinstance(hidden, int) or not isinstance(heads, int) or hidden < 1 or heads < 1:
+        return  # an architecture without them (or not numbers): its own loader's question
+    llama = cfg.get("model_type") == "llama"
+    if hidden % heads and (llama or not cfg.get("head_dim")):
+        lower, upper = hidden // heads * heads, (hidden // heads + 1) * heads
+        divisors = [d for d in range(heads - 1, 0, -1) if hidden % d == 0][:1] + \
+            [d for d in range(heads + 1, hidden + 1) if hidden % d == 0][:1]
+        why = ("transformers' LlamaConfig refuses it, head_dim or not" if llama else
+               f"without head_dim its head size would be {hidden / heads:.4g}, which engines floor differently")
+        raise ConfigError(
+            f"{where}: hidden_size {hidden} is not a multiple of num_attention_heads {heads} ({why})",
+            fix=f"set hidden_size to a multiple of {heads} ({', '.join(str(v) for v in (lower, upper) if v)}) or "
+                f"num_attention_heads to a divisor of {hidden} ({' or '.join(str(d) for d in divisors)})"
+                + ("" if llama else ", or give head_dim explicitly") + f" in {where}")
+    kv = cfg.get("num_key_value_heads")
+    if isinstance(kv, int) and kv >= 1 and heads % kv:
+        raise ConfigError(
+            f"{where}: num_attention_heads {heads} is not a multiple of num_key_value_heads {kv} (each KV head serves "
+            "a whole number of query heads)",
+            fix=f"set num_key_value_heads to a divisor of {heads} (e.g. {math.gcd(heads, kv)}) in {where}")
+
+
 def _round_to(value: float, multiple: int) -> int:
     return max(multiple, round(value / multiple) * multiple)
 

@@ -23,6 +23,7 @@ from llmsweep.modelsynth.architectures import (
     PRESETS,
     SUPPORTED_MODEL_TYPES,
     Config,
+    check_heads,
     model_type,
     preset_config,
     scale_config,
@@ -122,6 +123,7 @@ def load_source_config(source: str) -> tuple[Config, str]:
         # optional in a Hugging Face config: absent, the model is multi-head (one KV head per query head), as
         # transformers reads it; every shape below reads the field
         config["num_key_value_heads"] = config["num_attention_heads"]
+    check_heads(config, str(path))  # before --hidden rescales them from a head size that is not one
     return config, f"config:{path}"
 
 

@@ -51,7 +51,7 @@ def test_gpu_launch_is_continuous_batching_with_cuda_graphs(plan: Plan) -> None:
     assert flag(spec.argv, "--continuous-batching") == "" and flag(spec.argv, "--cb-use-cuda-graph") == ""
     assert flag(spec.argv, "--host") == "0.0.0.0" and flag(spec.argv, "--port") == "8000"
     assert spec.gpus == 1
-    assert spec.health_path == "/health" and spec.ready_log_markers == ("Application startup complete.",)
+    assert spec.health_path == "/health" and spec.ready_log_markers == ("Uvicorn running on",)
     assert spec.metrics_path is None and spec.metrics_prefix is None
     # The server answers 400 to any model name but the argument it was started with.
     assert spec.served_model_name == "/models/llama-1b"

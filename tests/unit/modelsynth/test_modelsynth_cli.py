@@ -81,3 +81,41 @@ def test_a_llama_config_without_kv_heads_is_multi_head_as_transformers_reads_it(
     run = llmsweep("model", "synth", str(tmp_path / "config.json"), "--out", str(tmp_path / "m"), "--json")
     assert run.returncode == 0 and "Traceback" not in run.stderr, run.stderr
     assert json.loads((tmp_path / "m" / "config.json").read_text())["num_key_value_heads"] == 4
+
+
+def test_a_config_whose_heads_do_not_divide_its_hidden_size_is_refused_naming_the_file_and_fields(
+        tmp_path: Path) -> None:
+    """Hidden 64 over 3 heads had been written as a model with q_proj [63, 64], which transformers refuses to load
+    (LlamaConfig: "hidden size is not a multiple of the number of attention heads"): `--hidden` checked its head size
+    for presets, a user's config.json was not checked. It exits 2 naming the file, the fields and the fix, and writes
+    nothing."""
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({**LLAMA_WITHOUT_KV_HEADS, "hidden_size": 64, "num_attention_heads": 3}))
+    out = tmp_path / "m"
+    run = llmsweep("model", "synth", str(config), "--weights", "random", "--out", str(out))
+    assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr
+    assert f"{config}: hidden_size 64 is not a multiple of num_attention_heads 3" in run.stderr, run.stderr
+    assert "fix: set hidden_size to a multiple of 3 (63, 66) or num_attention_heads to a divisor of 64 (2 or 4)" \
+        in run.stderr, run.stderr
+    assert not out.exists()
+
+
+def test_a_head_shape_is_checked_where_it_is_set() -> None:
+    """A config's explicit head_dim sets the head size of an architecture other than Llama (Qwen3's 128 over a
+    hidden size it does not divide is how Qwen3 ships); a Llama is refused whatever head_dim says (transformers'
+    LlamaConfig checks the hidden size against the heads); query heads must be a whole multiple of the KV heads."""
+    from llmsweep.errors import ConfigError
+    from llmsweep.modelsynth.architectures import check_heads
+
+    qwen = {"model_type": "qwen3_moe", "hidden_size": 2000, "num_attention_heads": 32, "num_key_value_heads": 4,
+            "head_dim": 128}
+    check_heads(qwen, "q.json")
+    with pytest.raises(ConfigError, match=r"q\.json: hidden_size 2000 is not a multiple of num_attention_heads 32 "
+                       r"\(without head_dim its head size would be 62\.5"):
+        check_heads({**qwen, "head_dim": None}, "q.json")
+    with pytest.raises(ConfigError, match=r"l\.json: hidden_size 64 is not a multiple of num_attention_heads 3 "
+                       r"\(transformers' LlamaConfig refuses it, head_dim or not\)"):
+        check_heads({**LLAMA_WITHOUT_KV_HEADS, "hidden_size": 64, "num_attention_heads": 3, "head_dim": 16}, "l.json")
+    with pytest.raises(ConfigError, match=r"num_attention_heads 4 is not a multiple of num_key_value_heads 3") as err:
+        check_heads({**LLAMA_WITHOUT_KV_HEADS, "num_key_value_heads": 3}, "l.json")
+    assert "set num_key_value_heads to a divisor of 4 (e.g. 1) in l.json" in str(err.value.fix)
