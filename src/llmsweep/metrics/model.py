@@ -201,7 +201,9 @@ class Requests(_Block):
     short_outputs: int = Field(
         default=0,
         description="Successful requests that stopped before max_tokens on their own (finish_reason stop without"
-        " ignore_eos, or length below it): whole answers, but shorter than the workload asked; a gate bounds them.",
+        " ignore_eos, or length below it): whole answers, but shorter than the workload asked; a gate bounds them."
+        " Whether ignore_eos was sent is `provenance.workload.ignore_eos` (false where the engine rejects the field:"
+        " transformers serve; such a run needs a model whose EOS never wins to keep every answer full length).",
     )
     unreadable: int = Field(
         default=0,
