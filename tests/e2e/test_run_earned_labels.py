@@ -71,3 +71,26 @@ def test_a_tokenizer_that_cannot_be_loaded_refuses_its_jobs_before_any_server_st
         (outcome,) = read_json(out / "run.json")["outcomes"]
         assert outcome["status"] == "refused"
         assert outcome["reasons"][0].startswith(f"{recipe}: tf.workload.tokenizer: ") and why in outcome["reasons"][0]
+
+
+def test_an_engine_that_ignores_a_gated_knob_of_the_launch_fails_its_jobs(tmp_path: Path,
+                                                                          tiny_model_dir: Path) -> None:
+    """Policy judged the gate at the declared 5.17.0; the interpreter that ran the server has 4.50.0, which (in this
+    user catalog) ignores `--cb-num-blocks`: the server is stopped and the job fails, never measured under the flag."""
+    catalog = tmp_path / "catalog"
+    catalog.mkdir()
+    (catalog / "engines.yaml").write_text(
+        "gates:\n  transformers.cb-num-blocks:\n    engine: transformers\n    kind: arg\n    name: cb-num-blocks\n"
+        "    min_version: 5.0.0\n    below: ignored\n    estimate: false\n    evidence: a test's catalog\n"
+        "    message: transformers serve reads --cb-num-blocks only from 5.0.0\n")
+    env = stand_in_env(tmp_path, version="4.50.0", LLMSWEEP_STORE=str(tmp_path / "store.sqlite"),
+                       LLMSWEEP_CATALOG_DIR=str(catalog))
+    res = run_here([_recipe(tmp_path, tiny_model_dir), "--executor-option", "allow_image=true",
+                    "--out", tmp_path / "run", "--no-report", "--request-timeout", "10"], env)
+    assert res.returncode == 1, res.stderr[-4000:]
+    assert "feature gates were judged at the declared 5.17.0: cb-num-blocks; at 4.50.0: " in res.stderr
+    ((_, jdir),) = job_dirs(tmp_path / "run").items()
+    outcome = read_json(jdir / "outcome.json")
+    assert outcome["status"] == "failed" and not (jdir / "summary.json").exists()
+    assert "transformers 4.50.0 ran (the python that ran it has it installed), not the declared 5.17.0" in \
+        outcome["reasons"][0]
