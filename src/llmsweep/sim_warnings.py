@@ -3,6 +3,8 @@ their wording and of telling them apart.
 
 - **engine-refuses**: the job breaks an engine rule that is softened to a warning because the simulator serves it
   (`Rule.softens_in_sim`): a real engine would refuse the job, so its point stands for nothing a GPU would run.
+- **engine-version**: a real engine's server ran another engine version than its recipe declared
+  (`execute.version_drift`): the result is labelled with the one that ran; its gates were judged at the declared one.
 - **not-modelled**: the job sets something the simulator does not model (`engines.sim.unmodelled`: pipeline or
   context parallelism, DP attention's per-rank prefix caches): a real engine would run it, and the point predicts it
   as if that were off.
@@ -23,10 +25,14 @@ class WarningKind(StrEnum):
     """A real engine would refuse the job: the simulator ran it despite an engine rule."""
     NOT_MODELLED = "not-modelled"
     """The simulator does not model something the job sets: its point predicts the job as if that were off."""
+    ENGINE_VERSION = "engine-version"
+    """A real engine's server ran another engine version than its recipe declared (`execute.version_drift`): the
+    result is labelled with the one that ran, and its feature gates were judged at the declared one."""
 
 
 ENGINE_REFUSES_OPENING = "a real engine would refuse them: "
 NOT_MODELLED_OPENING = "the simulator does not model "
+ENGINE_VERSION_OPENING = "engine version: "
 _LEGACY_NOT_MODELLED = "it does not model "
 """How runs recorded before the subject was named (2026-12-04) open a not-modelled warning."""
 
@@ -55,6 +61,8 @@ def warning_kind(warning: str) -> WarningKind:
     recorded before the not-modelled one)."""
     if normalised(warning).startswith(NOT_MODELLED_OPENING):
         return WarningKind.NOT_MODELLED
+    if warning.startswith(ENGINE_VERSION_OPENING):
+        return WarningKind.ENGINE_VERSION
     return WarningKind.ENGINE_REFUSES
 
 
@@ -63,6 +71,8 @@ def ran_on_the_simulator(count: int, warning: str) -> str:
     engine would refuse them: …`, or `2 job(s) ran on the simulator, which does not model pipeline parallelism
     (pp 2): …`."""
     said = normalised(warning)
+    if warning_kind(said) is WarningKind.ENGINE_VERSION:  # a real engine's result: no simulator in it
+        return f"{count} job(s) ran on another {said}"
     if warning_kind(said) is WarningKind.NOT_MODELLED:
         return f"{count} job(s) ran on the simulator, which does not model {said.removeprefix(NOT_MODELLED_OPENING)}"
     return f"{count} job(s) ran on the simulator although {said}"

@@ -30,13 +30,14 @@ while True:
 """The stand-in's `transformers.cli.transformers`: `LLMSWEEP_TEST_FAULT` names a fault every request gets."""
 
 
-def stand_in_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+def stand_in_env(tmp_path: Path, *, version: str | None = None, **extra: str) -> dict[str, str]:
     """The environment of a CLI run whose `transformers serve` is the stand-in (written under `tmp_path`), plus
-    `extra`."""
+    `extra`. `version`: the `transformers.__version__` the stand-in has (what the launch's interpreter is read to
+    have installed, `execute.host_engine`); None: none can be read."""
     fake = tmp_path / "fake"
     pkg = fake / "transformers" / "cli"
     pkg.mkdir(parents=True)
-    (fake / "transformers" / "__init__.py").write_text("")
+    (fake / "transformers" / "__init__.py").write_text(f"__version__ = {version!r}\n" if version else "")
     (pkg / "__init__.py").write_text("")
     (pkg / "transformers.py").write_text(FAKE_SERVE.format(tests=str(TESTS)))
     shim = tmp_path / "bin"

@@ -150,3 +150,9 @@ def as_version(value: Version | str | None) -> Version | None:
     if value is None or isinstance(value, Version):
         return value
     return Version.try_parse(value)
+
+
+def same_version(a: str, b: str) -> bool:
+    """Whether two engine version strings name one release (`0.26` and `0.26.0` do; a local build tag differs)."""
+    va, vb = Version.try_parse(a), Version.try_parse(b)
+    return va == vb if va is not None and vb is not None else a.strip() == b.strip()

@@ -633,6 +633,12 @@ class Adapter(ABC):
                 out.append((written, fix))
         return out
 
+    def precision_conflicts(self, job: Job) -> list[tuple[str, str, str]]:
+        """(as written, what it makes the engine load, fix) for each recipe flag that sets the dtype the engine loads
+        the weights in to other than the job's `precision`: the row would be labelled with a precision that did not
+        run. None by default (the engine has no such flag, or loads what the checkpoint's format names)."""
+        return []
+
     def _written_args(self, job: Job) -> list[tuple[str, tuple[str, Any]]]:
         """(the key as the recipe wrote it, (flag, value) as argparse reads it) for each of `serve.args`."""
         args = job.serve.args if job.serve is not None else {}

@@ -31,6 +31,20 @@ CB_FLAG = "--continuous-batching"
 CUDA_GRAPH_FLAG = "--cb-use-cuda-graph"
 DEVICE_FLAG = "--device"
 CACHE_SIZING_FLAGS = frozenset({"--cb-num-blocks", "--cb-max-memory-percent"})
+DTYPE_FLAG = "--dtype"
+TORCH_DTYPE = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
+"""The `--dtype` a recipe's unquantised `precision` loads the weights in. transformers serve's default is `auto`, the
+checkpoint's `torch_dtype` (SmolLM2's config says bfloat16): without the flag an fp32 row runs bf16. A quantised
+precision (fp8, fp4, int4, ...) derives none: `auto` keeps the checkpoint's own quantisation config, which
+`input.precision-checkpoint` checks against `precision` by the checkpoint's name."""
+TORCH_DTYPE_NAMES = {"float32": "fp32", "float": "fp32", "bfloat16": "bf16", "float16": "fp16", "half": "fp16"}
+"""The precision each `--dtype` value transformers serve accepts loads (it reads the value as `getattr(torch, value)`,
+so torch's aliases `float` and `half` count)."""
+
+
+def derived_dtype(job: Job) -> str | None:
+    """The `--dtype` the launch derives from the job's `precision` (:data:`TORCH_DTYPE`); None for a quantised one."""
+    return TORCH_DTYPE.get(job.precision.strip().lower())
 
 
 def device_of(job: Job) -> str | None:
@@ -85,6 +99,9 @@ class TransformersAdapter(Adapter):
         d = Derived()
         a = d.args
         a[CB_FLAG] = True
+        dtype = derived_dtype(job)
+        if dtype is not None:
+            a[DTYPE_FLAG] = dtype
         if expects_gpu(job):
             a[CUDA_GRAPH_FLAG] = True
         else:
@@ -97,6 +114,24 @@ class TransformersAdapter(Adapter):
         a["--host"] = BIND_HOST
         a["--port"] = port
         return d
+
+    def precision_conflicts(self, job: Job) -> list[tuple[str, str, str]]:
+        """A recipe `--dtype` other than the one `precision` derives (`auto` included: it loads the checkpoint's
+        `torch_dtype`, which nothing checks against `precision`). A quantised precision derives none, and a `--dtype`
+        beside it sets only the dtype of the layers its quantisation leaves: not judged here."""
+        want = derived_dtype(job)
+        given = self.recipe_value(job, DTYPE_FLAG)
+        if want is None or given is None:
+            return []
+        written, value = given
+        loads = TORCH_DTYPE_NAMES.get(str(value).strip())
+        if loads == job.precision.strip().lower():
+            return []
+        said = ("in the checkpoint's own `torch_dtype` (`auto`), which llmsweep does not check against `precision`"
+                if str(value).strip() == "auto"
+                else f"as {loads} (`{value}`)" if loads is not None else f"as `{value}`")
+        return [(written, said, f"delete `{written}`: `precision: {job.precision}` renders `{DTYPE_FLAG} {want}`; "
+                                f"to serve {value}, change `precision`")]
 
     def refusals(self, job: Job) -> list[str]:
         """What the job asks for that transformers serve cannot do (rendering it would silently drop it)."""

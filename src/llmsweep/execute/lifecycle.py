@@ -74,12 +74,14 @@ from llmsweep.metrics.model import (
 from llmsweep.plan import Job
 from llmsweep.plan.point import Point
 from llmsweep.power.sampler import PowerProbe, PowerSettings, Sampler, probe_power, start_sampler
+from llmsweep.spec.workload import ScenarioId
 from llmsweep.visible import CUDA as VISIBLE_CUDA
 from llmsweep.visible import GpuTable, resolve_visible
 
 if TYPE_CHECKING:
     from llmsweep.client import Endpoint, Progress, RunOptions
     from llmsweep.execute.roles import FederatedMetrics
+    from llmsweep.execute.version_drift import EngineVersionDrift
     from llmsweep.metrics import GateConfig
     from llmsweep.workload.base import Workload
 
@@ -201,14 +203,18 @@ def _quiet(_: str) -> None:
     return None
 
 
-def command_text(spec: LaunchSpec, launcher: ServerLauncher, launched: Sequence[str] | None = None) -> str:
+def command_text(spec: LaunchSpec, launcher: ServerLauncher, launched: Sequence[str] | None = None,
+                 drift: EngineVersionDrift | None = None) -> str:
     """What `server_command.txt` holds: the engine line with its environment, and the launcher's wrapper if any.
 
     `launched` is the argv the launcher really ran (the handle's): a wrapper may carry per-launch parts, such as the
-    unique srun step name, that a fresh `render` would not reproduce.
+    unique srun step name, that a fresh `render` would not reproduce. `drift`: the server ran another engine
+    version than the launch declares; the engine line names the one that ran, and a note says both.
     """
-    lines = [f"# engine: {spec.engine} {spec.engine_version or ''}".rstrip(), f"# image: {spec.image or '(host)'}"]
+    version = drift.ran if drift is not None else spec.engine_version or ""
+    lines = [f"# engine: {spec.engine} {version}".rstrip(), f"# image: {spec.image or '(host)'}"]
     lines += [f"# note: {n}" for n in spec.notes]
+    lines += [f"# note: {drift.warning()}"] if drift is not None else []
     lines = [comment_text(line) for line in lines]  # a recipe value never ends a comment line
     lines.append(spec.shell_command())
     wrapped = list(launched) if launched else launcher.render(spec)
@@ -254,8 +260,14 @@ def _gates(job: Job, options: RunOptions) -> GateConfig:
                                require_metrics_prefix=options.require_metrics_prefix)
 
 
-def _workload(job: Job, source: RunSource) -> Workload:
-    return Point.of(job).workload(simulated=source == SIMULATED)
+def _workload(job: Job, source: RunSource, endpoint: Endpoint | None = None) -> Workload:
+    """The point's workload as `endpoint` receives it: a fixed-length workload's `ignore_eos` is what the client
+    sends, false where the engine rejects the field (transformers serve: HTTP 422), so provenance's
+    `workload.ignore_eos` never says a request asked for what it did not. None: as the job plans it."""
+    point = Point.of(job)
+    if endpoint is not None and not endpoint.send_ignore_eos and point.scenario.id is ScenarioId.FIXED_SEQ_LEN:
+        return point.workload(simulated=source == SIMULATED, ignore_eos=False)
+    return point.workload(simulated=source == SIMULATED)
 
 
 def hardware_provenance(job: Job, observed: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -293,14 +305,17 @@ def simulator_provenance(job: Job) -> dict[str, Any]:
 
 
 def _provenance(job: Job, spec: LaunchSpec, group: ServerGroup, observed: dict[str, Any] | None = None,
-                handle: ServerHandle | None = None, launcher: str | None = None) -> dict[str, Any]:
+                handle: ServerHandle | None = None, launcher: str | None = None,
+                drift: EngineVersionDrift | None = None) -> dict[str, Any]:
     seen = observed or {}
     return {
         "job": {"id": job.id, "exp_name": job.exp_name, "recipe_key": job.recipe_key,
                 "recipe_fingerprint": job.recipe_fingerprint},
         # `image` is what the server ran in, as its launcher says (None: on the host, as the simulator and the local
         # executor run); the recipe's is `recipe_image`.
-        "launch": {"engine": spec.engine, "engine_version": spec.engine_version,
+        # the version that ran where it differs from the declared one (`execute.version_drift`), which is kept
+        "launch": {"engine": spec.engine, "engine_version": drift.ran if drift is not None else spec.engine_version,
+                   **({"engine_version_declared": drift.declared} if drift is not None else {}),
                    "engine_version_reported": seen.get("engine_version"),
                    "engine_version_installed": seen.get("engine_version_installed"), "image": seen.get("image"),
                    # The local image `image` named when the server started, as the daemon reports it (docker).
@@ -553,6 +568,11 @@ class _Server:
         the group's later jobs fail with this reason rather than as deaths of a server that never existed."""
         # The secrets of this group's launch, known before any launch succeeds (a failure message may quote them).
         self.scrubber = SecretScrubber(collect_secrets(group.spec.secret_env).values())
+        self.drift: EngineVersionDrift | None = None
+        """The engine version that ran, where it differs from the one the launch declares (`_judge_version`)."""
+        self.refused: LlmsweepError | None = None
+        """Why the group's server is not used for its jobs although it started (the engine version that ran does
+        not honour a gated knob of the launch): each later job fails with it, without a relaunch."""
 
     @property
     def federated(self) -> FederatedMetrics | None:
@@ -578,6 +598,8 @@ class _Server:
         raise AssertionError("unreachable")  # the last attempt returns or raises
 
     def _ensure(self) -> ServerHandle:
+        if self.refused is not None:
+            raise self.refused
         if self.handle is not None and self.handle.is_alive() and self._serving(self.handle):
             return self.handle
         if self.handle is not None:
@@ -632,6 +654,7 @@ class _Server:
             from llmsweep.execute.host_engine import host_engine_version
 
             self.observed["engine_version_installed"] = host_engine_version(spec)
+        self._judge_version(spec)
         self.power = start_sampler(self.settings.power.for_jobs(self.group.jobs), engine=spec.engine, gpus=spec.gpus,
                                    base_url=handle.base_url, env=spec.env, server_dir=self.dir)
         if self.observed.get("engine_version") or self.observed.get("gpu_names"):
@@ -644,6 +667,34 @@ class _Server:
         if any(said):  # what two runs of one recipe on one SKU are told apart by (`HostFacts`, `GpuState`)
             self.event("server's machine: " + "; ".join(x for x in said if x))
         return handle
+
+    def _judge_version(self, spec: LaunchSpec) -> None:
+        """Compare the engine version that ran (reported, else installed) with the one the launch declares: a drift
+        is said on the console and in each of the group's results' warnings, and labels them; a gated knob the
+        running version does not honour stops the server and fails the group's jobs (`execute.version_drift`)."""
+        from llmsweep.execute.version_drift import version_drift
+
+        if spec.engine == SIM.id or not self.group.jobs:
+            return
+        try:
+            drift = version_drift(self.group.jobs[0], spec, self.observed)
+        except LlmsweepError as exc:  # a launch no adapter renders has no gates to judge again
+            log.info("engine version not compared: %s", exc)
+            return
+        self.drift = drift
+        if drift is None:
+            return
+        said = drift.warning()
+        self.event(f"warning: {said}")
+        for job in self.group.jobs:
+            kept = self.group.warnings.setdefault(job.id, [])
+            if said not in kept:
+                kept.append(said)
+        error = drift.error()
+        if error is not None:
+            self.refused = error
+            self.stop()
+            raise error
 
     def _ensure_roles(self, topology: Topology) -> ServerHandle:
         """Start every role of a disaggregated job where the group's launcher places it (a step on its node of the
@@ -791,7 +842,8 @@ def bench_job(
     options = _run_options(job, spec, settings, federated)
     from llmsweep.client import run_benchmark
 
-    workload, endpoint = _workload(job, source), _endpoint(job, spec, base_url, federated)
+    endpoint = _endpoint(job, spec, base_url, federated)
+    workload = _workload(job, source, endpoint=endpoint)
     began = time.time()
     with stop_then_raise() as stop:  # a signal stops the load at the client's next poll, then unwinds the run
         run_benchmark(workload, endpoint, options, out_dir, provenance=provenance, gates=_gates(job, options),
@@ -925,7 +977,8 @@ def _owed_eval(item: _OwedEval, evserver: _Server, run_dir: Path, settings: Life
         handle = evserver.ensure()
         spec = evserver.spec or item.spec
         command = record_eval_server(jdir, spec, evserver.launcher, handle)
-        provenance = _provenance(job, spec, evserver.group, evserver.observed, handle, evserver.launcher.kind)
+        provenance = _provenance(job, spec, evserver.group, evserver.observed, handle, evserver.launcher.kind,
+                                 evserver.drift)
         summary = eval_job(job, handle.base_url, jdir, spec=spec, source=evserver.group.source, settings=settings,
                            provenance=provenance, event=event, server_command=command)
         _alive_or_invalid(handle, f"job {job.id}'s eval", jdir, settings)
@@ -1087,10 +1140,10 @@ def run_job(job: Job, server: _Server, run_dir: Path, settings: LifecycleSetting
         scrub = handle.scrubber
         art.write_json(jdir / art.JOB_FILE, launched_job(job).to_json(), scrub)
         roles = handle.role_commands  # a role-by-role deployment: every role, not only its router
-        scrub.write_text(jdir / art.COMMAND_FILE, command_text(spec, server.launcher, handle.command)
+        scrub.write_text(jdir / art.COMMAND_FILE, command_text(spec, server.launcher, handle.command, server.drift)
                          + (f"# every role of the deployment, as launched:\n{roles}" if roles else ""))
         art.write_files_beside(spec, jdir, scrub)
-        provenance = _provenance(job, spec, group, server.observed, handle, server.launcher.kind)
+        provenance = _provenance(job, spec, group, server.observed, handle, server.launcher.kind, server.drift)
         summary: Summary | None = None
         if not job.eval_only:
             event(f"job {job.id}: conc {job.concs[0]} ({job.workload.scenario})")

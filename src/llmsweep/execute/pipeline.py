@@ -347,28 +347,47 @@ def job_refusal(job: Job, simulate: bool, errors: list[Finding], evals: EvalSett
     return None
 
 
-def _check_traces(jobs: list[Job], event: Event) -> tuple[list[Job], list[JobOutcome]]:
-    """Resolve every trace source once, before any server starts: the jobs of one that cannot be read are refused
-    with its reason and fix, said once, and the rest run. An eval-only job replays no trace (lm-eval sends its
-    samples): its row's trace source is not its to read, offline or not."""
-    from llmsweep.plan.point import check_trace_sources, trace_source_label
+def _check_traces(jobs: list[Job], event: Event, simulate: bool = False) -> tuple[list[Job], list[JobOutcome]]:
+    """Resolve every trace source and load every tokenizer once, before any server starts: the jobs of one that
+    cannot be read are refused with its reason and fix, said once, and the rest run. An eval-only job replays no
+    trace and counts no prompt (lm-eval sends its samples): its row's trace source and tokenizer are not its to
+    read, offline or not. A job the simulator serves counts its prompts in the built-in tokenizer: its recipe's is
+    not loaded."""
+    from llmsweep.plan.point import check_tokenizers, check_trace_sources, trace_source_label
 
-    failed = check_trace_sources([job for job in jobs if not job.eval_only])
-    if not failed:
+    loads = [job for job in jobs if not job.eval_only]
+    failed = check_trace_sources(loads)
+    counted = [job for job in loads if not runs_on_simulator(job.engine, simulate=simulate)]
+    unloadable = check_tokenizers(counted)
+    if not failed and not unloadable:
         return jobs, []
+    counted_ids = {job.id for job in counted}
     keep: list[Job] = []
     refused: list[JobOutcome] = []
     for job in jobs:
         error = None if job.eval_only else failed.get(trace_source_label(job) or "")
-        if error is None:
+        reason = error.one_line() if error is not None else None
+        if reason is None and job.id in counted_ids and (bad := unloadable.get(job.workload.tokenizer)) is not None:
+            reason = f"{_tokenizer_field(job)}: {bad.one_line()}"
+        if reason is None:
             keep.append(job)
             continue
-        reason = error.one_line()
         refused.append(JobOutcome(job_id=job.id, exp_name=job.exp_name, status="refused", reasons=[reason]))
     for source, error in failed.items():
         n = sum(1 for j in jobs if trace_source_label(j) == source)
         event(f"{error.message}; {n} job(s) refused (fix: {error.fix})")
+    for source, error in unloadable.items():
+        of = [j for j in counted if j.workload.tokenizer == source]
+        fields = ", ".join(dict.fromkeys(_tokenizer_field(j) for j in of))
+        event(f"{fields}: {error.message}; {len(of)} job(s) refused before any server starts (fix: {error.fix})")
     return keep, refused
+
+
+def _tokenizer_field(job: Job) -> str:
+    """Where a job's tokenizer is written: its recipe file and key's `workload.tokenizer` (the model id when the
+    recipe writes none)."""
+    where = f"{job.recipe_file}: " if job.recipe_file else ""
+    return f"{where}{job.recipe_key}.workload.tokenizer"
 
 
 def _keep_corpora(groups: list[ServerGroup], run_dir: Path, event: Event) -> None:
@@ -1025,7 +1044,7 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
     if req.reuse:
         runnable, reused, reuse_meta["reused"] = _reuse(req, run_dir, runnable, identities, event, other_power)
         skipped += reused
-    runnable, unreadable = _check_traces(runnable, event)
+    runnable, unreadable = _check_traces(runnable, event, req.simulate)
     refused += unreadable
     if exempt := [j for j in runnable if j.eval_only and req.settings.power.asks(j)]:
         event(f"power is not required of {len(exempt)} eval-only job(s), though asked (--require-power or the "

@@ -265,7 +265,8 @@ def evaluate(
     if short_max is not None and successful > 0 and short / successful > short_max:
         reasons.append(f"short-output ratio {short / successful:.4f} exceeds {short_max} "
                        f"({short}/{successful} successful requests stopped before max_tokens: the server ended them "
-                       f"early, e.g. at an end-of-sequence token it was not told to ignore)")
+                       f"early, e.g. at an end-of-sequence token it was not told to ignore: "
+                       f"provenance.workload.ignore_eos says whether it was)")
     # the warm-ups the server answered or failed: one a stop cancelled says nothing of it either way
     warmup = requests.get("warmup", 0) - requests.get("warmup_cancelled", 0)
     warmup_failed = requests.get("warmup_failed", 0)

@@ -201,7 +201,9 @@ class Requests(_Block):
     short_outputs: int = Field(
         default=0,
         description="Successful requests that stopped before max_tokens on their own (finish_reason stop without"
-        " ignore_eos, or length below it): whole answers, but shorter than the workload asked; a gate bounds them.",
+        " ignore_eos, or length below it): whole answers, but shorter than the workload asked; a gate bounds them."
+        " Whether ignore_eos was sent is `provenance.workload.ignore_eos` (false where the engine rejects the field:"
+        " transformers serve; such a run needs a model whose EOS never wins to keep every answer full length).",
     )
     unreadable: int = Field(
         default=0,
@@ -427,7 +429,12 @@ class Launch(_Open):
     """What served the job (`llmsweep run`): the engine as rendered and as it reported itself."""
 
     engine: str | None = None
-    engine_version: str | None = None
+    engine_version: str | None = Field(
+        default=None, description="The engine version that served: the launch's declared one (its image tag's, else "
+        "`serve.engine.version`), unless the server reported, or its interpreter had installed, another "
+        "(`execute.version_drift`): then that one, the declared one kept in `engine_version_declared`.")
+    engine_version_declared: str | None = Field(
+        default=None, description="The version the launch declared, where another one ran (absent when they agree).")
     engine_version_reported: str | None = None
     engine_version_installed: str | None = Field(
         default=None, description="The engine's version the interpreter that ran it had installed, read on the host "

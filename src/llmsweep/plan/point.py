@@ -189,3 +189,24 @@ def check_trace_sources(jobs: list[Job]) -> dict[str, LlmsweepError]:
                 f"trace source {source} holds no trace with a top-level request ({traces} trace(s) of subagents only)",
                 fix="point at a corpus whose traces have top-level requests (type n or s)")
     return failed
+
+
+def check_tokenizers(jobs: list[Job]) -> dict[str, LlmsweepError]:
+    """Load every distinct tokenizer `jobs`' workloads count their prompts in (`workload.tokenizer`, default the
+    model id) once, as each job's workload loads it; returns the ones that cannot be loaded (no such folder, no
+    tokenizer.json in it, a hub id out of reach), with why and the fix. Run before any server starts: a job's
+    workload loads its tokenizer only once its server is ready, a whole model load of GPU time later. `jobs`: those
+    a real engine serves (the simulator counts in the built-in tokenizer) that send a load (not eval-only)."""
+    from llmsweep.errors import ConfigError
+    from llmsweep.workload.tokenizer import get_tokenizer
+
+    failed: dict[str, LlmsweepError] = {}
+    for source in sorted({job.workload.tokenizer for job in jobs}):
+        try:
+            get_tokenizer(source)
+        except LlmsweepError as exc:
+            failed[source] = exc
+        except Exception as exc:  # a damaged tokenizer.json: the tokenizers library's own error
+            failed[source] = ConfigError(f"tokenizer {source!r} cannot be loaded: {type(exc).__name__}: {exc}",
+                                         fix="point `workload.tokenizer` at a folder with a readable tokenizer.json")
+    return failed

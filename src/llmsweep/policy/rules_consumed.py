@@ -167,6 +167,23 @@ def launch_conflict(ctx: Context) -> Iterator[Finding]:
                           "does not answer to", job=job, fix=fix)
 
 
+@rule("serve.precision-conflict", Severity.ERROR,
+      "A serve flag loads the weights in another dtype than the recipe's `precision`",
+      "delete the flag: the launch derives it from `precision` (transformers serve: fp32 → `--dtype float32`, bf16 → "
+      "`bfloat16`, fp16 → `float16`); to serve another dtype, change `precision`",
+      "review: a SmolLM2 recipe at `precision: fp32` without `--dtype` ran transformers serve's `--dtype auto` (the "
+      "checkpoint's bf16) and stored an fp32 row; `precision: bf16` with `--dtype: float32` validated clean")
+def precision_conflict(ctx: Context) -> Iterator[Finding]:
+    for job, recipe in ctx.runnable_pairs():
+        if job.engine in (None, SIM.id):
+            continue
+        for written, loads, fix in adapter_for(job).precision_conflicts(job):
+            yield ctx.hit("serve.precision-conflict", recipe, serve_arg_path(recipe, job, written),
+                          f"`{written}` makes {job.engine} load the weights {loads}, but the recipe's precision is "
+                          f"`{job.precision}`: the row would be labelled with a precision that did not run", job=job,
+                          fix=fix)
+
+
 @rule("serve.context-conflict", Severity.ERROR,
       "A serve flag sets the engine's context length below what the job sends, or to no number of tokens",
       "delete the flag (a fixed-seq-len launch renders isl + osl + 256), or set it at least that high",

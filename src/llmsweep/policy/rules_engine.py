@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from llmsweep.catalog.engines import check_launch, kv_transfer_keys, match_incompatibilities
+from llmsweep.catalog.engines import GateVerdict, check_launch, kv_transfer_keys, match_incompatibilities
 from llmsweep.catalog.images import ImageRef, image_fits_hardware, parse_image
 from llmsweep.catalog.version import Version
 from llmsweep.engine_ids import SIM, acceptance_knobs
@@ -97,6 +97,15 @@ def _kv_transfer(job: Job, spec: LaunchSpec) -> dict[str, Any]:
     return kv_transfer_keys(value)
 
 
+def launch_gates(job: Job, spec: LaunchSpec, version: str | None) -> list[GateVerdict]:
+    """The verdict of every gated knob of `job`'s rendered launch `spec` at engine `version`: what
+    `engine.feature-gate` judges at the recipe's version, and what a run judges again at the version that ran
+    (`execute.lifecycle.EngineVersionDrift`)."""
+    env, args, spec_cfg = _launch_knobs(job, spec)
+    return check_launch(spec.engine, version, env=env, args=args, speculative_config=spec_cfg,
+                        kv_transfer_config=_kv_transfer(job, spec))
+
+
 @rule("engine.feature-gate", Severity.ERROR,
       "A knob the image's engine version ignores or rejects",
       "use an image whose engine version satisfies the gate, or drop the knob",
@@ -107,9 +116,7 @@ def feature_gate(ctx: Context) -> Iterator[Finding]:
         spec = _real_launch(job)
         if spec is None or spec.engine_version is None:
             continue
-        env, args, spec_cfg = _launch_knobs(job, spec)
-        for verdict in check_launch(spec.engine, spec.engine_version, env=env, args=args,
-                                    speculative_config=spec_cfg, kv_transfer_config=_kv_transfer(job, spec)):
+        for verdict in launch_gates(job, spec, spec.engine_version):
             if verdict.honoured is not False or verdict.gate is None:
                 continue
             gate = verdict.gate
@@ -128,9 +135,7 @@ def version_unknown(ctx: Context) -> Iterator[Finding]:
         spec = _real_launch(job)
         if spec is None or spec.engine_version is not None:
             continue
-        env, args, spec_cfg = _launch_knobs(job, spec)
-        gated = [v.name for v in check_launch(spec.engine, None, env=env, args=args, speculative_config=spec_cfg,
-                                              kv_transfer_config=_kv_transfer(job, spec))]
+        gated = [v.name for v in launch_gates(job, spec, None)]
         detail = f"; gated knobs unchecked: {', '.join(gated)}" if gated else ""
         yield ctx.hit("engine.version-unknown", recipe, ("image",),
                       f"cannot tell the {spec.engine} version of image {job.image}{detail}", job=job)

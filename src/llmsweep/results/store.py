@@ -31,6 +31,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from llmsweep.catalog.version import same_version
 from llmsweep.errors import ResultError, ResultInputError
 from llmsweep.metrics.model import EvalBlock, Summary
 from llmsweep.metrics.registry import HOT_COLUMNS, HOT_NAMES
@@ -991,7 +992,7 @@ def _context_mismatch(want: Any, stored_key_context: Any, source: str, prov: Map
             return "ran on a host's engine whose version this run cannot read on this host now"
         if not ran:
             return f"records no engine version read back; the host now has {want.engine}"
-        if not _same_version(str(ran), want.engine):
+        if not same_version(str(ran), want.engine):
             return f"ran on engine version {ran}; the host now has {want.engine}"
     if want.corpus == UNREADABLE:
         return "replayed a corpus this run cannot read now"
@@ -1006,14 +1007,6 @@ def _context_mismatch(want: Any, stored_key_context: Any, source: str, prov: Map
             return (f"replayed corpus {stored or 'of an unrecorded digest'}; the trace source holds {want.corpus} "
                     "now (regenerated since)")
     return None
-
-
-def _same_version(a: str, b: str) -> bool:
-    """Whether two engine version strings name one release (`0.26` and `0.26.0` do; a local build tag differs)."""
-    from llmsweep.catalog.version import Version
-
-    va, vb = Version.try_parse(a), Version.try_parse(b)
-    return va == vb if va is not None and vb is not None else a.strip() == b.strip()
 
 
 def _str(value: Any) -> str | None:

@@ -147,3 +147,38 @@ def test_the_h200_example_renders_cuda_graphs_on_one_gpu() -> None:
     spec = engines.render(report.jobs[0])
     assert flag(spec.argv, "--cb-use-cuda-graph") == "" and flag(spec.argv, "--dtype") == "bfloat16"
     assert spec.gpus == 1 and spec.served_model_name == "/tmp/models/llama-1b-w"
+
+
+@pytest.mark.parametrize(("precision", "dtype"), [("fp32", "float32"), ("bf16", "bfloat16"), ("fp16", "float16"),
+                                                  ("fp8", None)])
+def test_the_launch_loads_the_weights_in_the_recipes_precision(plan: Plan, precision: str, dtype: str | None) -> None:
+    """transformers serve's `--dtype` defaults to `auto` (the checkpoint's torch_dtype): without the flag an fp32 row
+    ran the checkpoint's bf16. A quantised precision derives none: `auto` keeps the checkpoint's quantisation."""
+    spec = engines.render(plan(recipe().replace("precision: bf16", f"precision: {precision}"))[0])
+    assert flag(spec.argv, "--dtype") == dtype
+
+
+@pytest.mark.parametrize(("precision", "given", "loads"), [
+    ("bf16", "float32", "as fp32 (`float32`)"),
+    ("fp32", "bfloat16", "as bf16 (`bfloat16`)"),
+    ("fp32", "auto", "in the checkpoint's own `torch_dtype` (`auto`)"),
+    ("fp16", "float8_e4m3fn", "as `float8_e4m3fn`"),
+])
+def test_a_dtype_that_contradicts_precision_is_refused(tmp_path: Path, precision: str, given: str,
+                                                       loads: str) -> None:
+    path = tmp_path / "r.yaml"
+    path.write_text(recipe(args=f"      --dtype: {given}\n").replace("precision: bf16", f"precision: {precision}"))
+    report = validate_files([path], runner_config=H200_FLEET)
+    (hit,) = [f for f in report.findings if f.rule == "serve.precision-conflict"]
+    assert hit.severity == "error" and hit.line == 18 and hit.path == "k.serve.args.--dtype"
+    assert loads in hit.message and f"the recipe's precision is `{precision}`" in hit.message
+    assert hit.fix is not None and f"delete `--dtype`: `precision: {precision}` renders" in hit.fix
+
+
+@pytest.mark.parametrize(("precision", "given"), [("fp32", "float32"), ("fp32", "float"), ("bf16", "bfloat16"),
+                                                  ("fp16", "half"), ("fp8", "bfloat16")])
+def test_a_dtype_that_agrees_with_precision_passes(tmp_path: Path, precision: str, given: str) -> None:
+    path = tmp_path / "r.yaml"
+    path.write_text(recipe(args=f"      --dtype: {given}\n").replace("precision: bf16", f"precision: {precision}"))
+    report = validate_files([path], runner_config=H200_FLEET)
+    assert not [f for f in report.findings if f.rule == "serve.precision-conflict"]
