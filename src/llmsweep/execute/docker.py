@@ -602,6 +602,7 @@ class DockerExecutor:
     kind: ClassVar[str] = "docker"
     summary: ClassVar[str] = "Docker on this machine"
     options_model: ClassVar[type[BaseModel]] = DockerOptions
+    lifecycle_here: ClassVar[bool] = True
 
     def __init__(self, options: Mapping[str, Any] | DockerOptions | None = None) -> None:
         validated = validate_options(self.kind, DockerOptions, options)

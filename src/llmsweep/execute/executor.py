@@ -6,8 +6,9 @@ Provenance records what was placed — the group's executor kind and the launche
 `docker`, `srun`) — never merely which executor the command line asked for.
 
 A new executor is one module: a class with `kind`, `summary`, `options_model` (its pydantic options,
-`extra="forbid"`) and `run_groups`, decorated with `@register_executor`, plus its module on the import line of
-:mod:`llmsweep.execute.registry`. The CLI's `--executor` choices and `llmsweep run`'s dispatch come from the registry.
+`extra="forbid"`), `lifecycle_here` (whether the jobs' client runs on this host) and `run_groups`, decorated with
+`@register_executor`, plus its module on the import line of :mod:`llmsweep.execute.registry`. The CLI's
+`--executor` choices and `llmsweep run`'s dispatch come from the registry.
 """
 
 from __future__ import annotations
@@ -35,6 +36,9 @@ class Executor(Protocol):
     """One line for `--help`: where servers run."""
     options_model: ClassVar[type[BaseModel]]
     """The executor's settings (`--executor-option KEY=VALUE`), validated with `extra="forbid"`."""
+    lifecycle_here: ClassVar[bool]
+    """Whether a job's lifecycle (its client: workload, tokenizer, load) runs on this host; False where it runs on
+    the node the executor places it on (Slurm), whose files and caches this host may not see."""
 
     def __init__(self, options: Any = None) -> None: ...
 

@@ -69,6 +69,7 @@ class LocalExecutor:
     kind: ClassVar[str] = "local"
     summary: ClassVar[str] = "this machine"
     options_model: ClassVar[type[BaseModel]] = LocalOptions
+    lifecycle_here: ClassVar[bool] = True
 
     def __init__(self, options: Mapping[str, Any] | LocalOptions | None = None) -> None:
         self.launcher = LocalLauncher(validate_options(self.kind, LocalOptions, options))

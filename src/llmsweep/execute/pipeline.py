@@ -347,18 +347,26 @@ def job_refusal(job: Job, simulate: bool, errors: list[Finding], evals: EvalSett
     return None
 
 
-def _check_traces(jobs: list[Job], event: Event, simulate: bool = False) -> tuple[list[Job], list[JobOutcome]]:
+def _check_traces(jobs: list[Job], event: Event, simulate: bool = False,
+                  lifecycle_here: bool = True) -> tuple[list[Job], list[JobOutcome]]:
     """Resolve every trace source and load every tokenizer once, before any server starts: the jobs of one that
     cannot be read are refused with its reason and fix, said once, and the rest run. An eval-only job replays no
     trace and counts no prompt (lm-eval sends its samples): its row's trace source and tokenizer are not its to
     read, offline or not. A job the simulator serves counts its prompts in the built-in tokenizer: its recipe's is
-    not loaded."""
+    not loaded. Where the jobs' lifecycle runs on another host (`Executor.lifecycle_here`: Slurm's nodes, whose
+    node-local paths and caches this host may not see), a tokenizer that does not load here is said, not refused:
+    the node loads it."""
     from llmsweep.plan.point import check_tokenizers, check_trace_sources, trace_source_label
 
     loads = [job for job in jobs if not job.eval_only]
     failed = check_trace_sources(loads)
     counted = [job for job in loads if not runs_on_simulator(job.engine, simulate=simulate)]
     unloadable = check_tokenizers(counted)
+    if unloadable and not lifecycle_here:
+        for source, problem in unloadable.items():
+            event(f"warning: tokenizer {source!r} does not load on this host ({problem.one_line()}); its jobs' "
+                  "nodes load it, and a job whose node cannot fails there")
+        unloadable = {}
     if not failed and not unloadable:
         return jobs, []
     counted_ids = {job.id for job in counted}
@@ -1044,7 +1052,7 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
     if req.reuse:
         runnable, reused, reuse_meta["reused"] = _reuse(req, run_dir, runnable, identities, event, other_power)
         skipped += reused
-    runnable, unreadable = _check_traces(runnable, event, req.simulate)
+    runnable, unreadable = _check_traces(runnable, event, req.simulate, executor.lifecycle_here)
     refused += unreadable
     if exempt := [j for j in runnable if j.eval_only and req.settings.power.asks(j)]:
         event(f"power is not required of {len(exempt)} eval-only job(s), though asked (--require-power or the "

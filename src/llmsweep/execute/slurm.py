@@ -987,6 +987,7 @@ class SlurmExecutor:
     kind: ClassVar[str] = "slurm"
     summary: ClassVar[str] = "Slurm batch jobs"
     options_model: ClassVar[type[BaseModel]] = SlurmOptions
+    lifecycle_here: ClassVar[bool] = False
 
     def __init__(self, options: Mapping[str, Any] | SlurmOptions | None = None) -> None:
         self.options = validate_options(self.kind, SlurmOptions, options)

@@ -115,6 +115,7 @@ def test_a_new_executor_is_one_registered_class(clean_registry: None) -> None:
         kind: ClassVar[str] = "recording"
         summary: ClassVar[str] = "nowhere: records the groups it was given"
         options_model: ClassVar[type[BaseModel]] = _NoOptions
+        lifecycle_here: ClassVar[bool] = True
 
         def __init__(self, options: object = None) -> None:
             self.options = _NoOptions.model_validate(options or {})
