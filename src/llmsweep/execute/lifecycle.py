@@ -529,9 +529,10 @@ Slurm topology fixes would be taken again."""
 
 def lost_port_race(error: LlmsweepError) -> bool:
     """Whether a launch that exited while starting said it could not bind an address (the log tail in its
-    LaunchError: uvicorn's, aiohttp's and ZMQ's words for EADDRINUSE alike, and Docker's for a published port)."""
-    said = error.message.lower()
-    return "address already in use" in said or "port is already allocated" in said
+    LaunchError, in the words `ready.BIND_REFUSALS` knows)."""
+    from llmsweep.execute.ready import bind_refusal
+
+    return bind_refusal(error.message) is not None
 
 
 class _Server:
