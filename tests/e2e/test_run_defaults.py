@@ -45,7 +45,12 @@ def finished(tmp_path_factory: pytest.TempPathFactory) -> Finished:
 
 
 def _tree(root: Path) -> dict[str, int]:
-    return {str(p.relative_to(root)): p.stat().st_mtime_ns for p in sorted(root.rglob("*")) if p.is_file()}
+    """Every file of the run and when it was last written, but the folder's lock (`folderlock.LOCK_FILE`: a refused
+    run held it while it looked, and names itself in it; no result is in it)."""
+    from llmsweep.folderlock import LOCK_FILE
+
+    return {str(p.relative_to(root)): p.stat().st_mtime_ns for p in sorted(root.rglob("*"))
+            if p.is_file() and p.name != LOCK_FILE}
 
 
 def test_a_finished_run_is_refused_untouched_and_force_reruns_it_with_repeats(tmp_path: Path,
