@@ -402,7 +402,11 @@ def observe_runtime(handle: ServerHandle, spec: LaunchSpec) -> dict[str, Any]:
     from llmsweep.execute.ready import server_version
 
     doc = server_version(handle.base_url)
-    seen: dict[str, Any] = {"engine_version": doc.get("version"), "gpu_names": None, "driver_version": None,
+    # a version is the launched engine's only where /version names no engine (vLLM's, SGLang's) or that one: a server
+    # that names another (the simulator behind a CPU rehearsal's stand-in for vLLM says `sim`) gives its own
+    said = doc.get("engine")
+    version = doc.get("version") if not said or said == spec.engine else None
+    seen: dict[str, Any] = {"engine_version": version, "gpu_names": None, "driver_version": None,
                             "calibration": doc.get("calibration")}  # (the simulator's; real engines have none)
     here = spec.engine != SIM.id and on_this_host(handle)
     if here:

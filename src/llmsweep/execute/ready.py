@@ -167,22 +167,6 @@ def _refused(handle: ServerHandle, url: str, refusal: str, tail_lines: int) -> L
         fix=_refused_fix(handle), tail_lines=tail_lines)
 
 
-def _impostor(handle: ServerHandle, url: str, tail_lines: int) -> LaunchError | None:
-    """A failure when the server answering says at `/version` that it is another engine than the one launched (the
-    simulator names itself there; the real engines name no engine): another process holds the port."""
-    doc = server_version(handle.base_url)
-    said = doc.get("engine")
-    if not isinstance(said, str) or not said or said == handle.spec.engine:
-        return None
-    version = doc.get("version")
-    return _failure(
-        handle,
-        f"is not what answers {url}: the server there reports engine {said!r}"
-        + (f" version {version}" if version else "") + f" at /version, not the {handle.spec.engine} launched; "
-        "another process holds the port",
-        fix=_refused_fix(handle), tail_lines=tail_lines)
-
-
 def wait_ready(
     handle: ServerHandle,
     *,
@@ -208,8 +192,6 @@ def wait_ready(
             raise _refused(handle, url, markers.refusal, tail_lines)
         status = probe_health(url, timeout_s=min(_PROBE_TIMEOUT_S, max(poll_s, 1.0)))
         if status is not None and 200 <= status < 300 and marker_ok:
-            if (impostor := _impostor(handle, url, tail_lines)) is not None:
-                raise impostor
             elapsed = time.monotonic() - started
             log.info("%s ready after %.1f s (health %d, marker %r)", spec.engine, elapsed, status, markers.found)
             return Readiness(seconds=elapsed, health_status=status, marker=markers.found)

@@ -3,7 +3,7 @@ then the bind; a port another process holds is said in uvicorn's words and the p
 holds it, as transformers' batching thread does for a few seconds). Bound, it prints `Uvicorn running on` and answers
 /health.
 
-  uvicorn_like.py --port N [--silent-bind-failure]
+  uvicorn_like.py --port N
 """
 
 from __future__ import annotations
@@ -19,8 +19,6 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--silent-bind-failure", action="store_true",
-                        help="say nothing of a failed bind (and still print the post-bind line)")
     args = parser.parse_args()
     threading.Thread(target=lambda: time.sleep(3600), daemon=False).start()  # what keeps the process alive
     print("INFO:     Started server process", flush=True)
@@ -41,14 +39,11 @@ def main() -> int:
     try:
         server = ThreadingHTTPServer((args.host, args.port), Handler)
     except OSError as exc:
-        if not args.silent_bind_failure:
-            print(f"ERROR:    [Errno {exc.errno}] error while attempting to bind on address "
-                  f"('{args.host}', {args.port}): {(exc.strerror or '').lower()}", flush=True)
-            print("INFO:     Waiting for application shutdown.", flush=True)
-            print("INFO:     Application shutdown complete.", flush=True)
-            return 3  # (the non-daemon thread keeps the process)
-        print(f"INFO:     Uvicorn running on http://{args.host}:{args.port} (Press CTRL+C to quit)", flush=True)
-        return 3
+        print(f"ERROR:    [Errno {exc.errno}] error while attempting to bind on address "
+              f"('{args.host}', {args.port}): {(exc.strerror or '').lower()}", flush=True)
+        print("INFO:     Waiting for application shutdown.", flush=True)
+        print("INFO:     Application shutdown complete.", flush=True)
+        return 3  # (the non-daemon thread keeps the process)
     print(f"INFO:     Uvicorn running on http://{args.host}:{args.port} (Press CTRL+C to quit)", flush=True)
     server.serve_forever()
     return 0
