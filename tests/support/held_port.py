@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -10,20 +9,15 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
 @contextmanager
-def holder(port: int, version: dict[str, object] | None = None, host: str = "127.0.0.1") -> Iterator[None]:
-    """Another process's server on `host`:`port`: /health 200, and `version` at /version (404 without)."""
+def holder(port: int, host: str = "127.0.0.1") -> Iterator[None]:
+    """Another process's server on `host`:`port`: every GET answered 200 (its /health too)."""
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
-            if self.path == "/version" and version is None:
-                self.send_response(404)
-                self.end_headers()
-                return
-            data = json.dumps(version if self.path == "/version" else {}).encode()
             self.send_response(200)
-            self.send_header("Content-Length", str(len(data)))
+            self.send_header("Content-Length", "2")
             self.end_headers()
-            self.wfile.write(data)
+            self.wfile.write(b"{}")
 
         def log_message(self, fmt: str, *a: object) -> None:
             pass

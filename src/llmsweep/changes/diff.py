@@ -105,17 +105,13 @@ def _same_launch(base: Job, head: Job, fields: Sequence[str]) -> bool:
     `LaunchSpec.fingerprint`, what --reuse and --resume decide on): the edit respells a value, and the job would
     measure what it measured. Never for the simulator's launch, which leaves out what it does not model (an env
     var): an edit there is still the recipe's change."""
-    from llmsweep import engines
     from llmsweep.engine_ids import SIM
-    from llmsweep.errors import LlmsweepError
+    from llmsweep.engines import same_launch
 
     if not fields or not all(f.startswith("serve.") for f in fields):
         return False
-    try:
-        a, b = engines.render(base, port=0), engines.render(head, port=0)
-    except LlmsweepError:
-        return False
-    return a.engine != SIM.id and a.fingerprint() == b.fingerprint()
+    alike = same_launch(base, head)
+    return alike is not None and alike[0] and alike[1] != SIM.id
 
 
 @dataclass(frozen=True)

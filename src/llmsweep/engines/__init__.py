@@ -193,6 +193,19 @@ def launch_fingerprint(job: Job, *, simulate: bool = False) -> str:
     return render(job, simulate=simulate).fingerprint()
 
 
+def same_launch(a: Job, b: Job, *, simulate: bool = False) -> tuple[bool, str] | None:
+    """(whether `a` and `b` render the same launch — argv, env, files: `LaunchSpec.fingerprint`, what a reuse key
+    holds —, the engine `a` launches), or None when either does not render. The simulator's launch leaves out what it
+    does not model (an engine env var), so two jobs may launch alike there and not on their engine."""
+    from llmsweep.errors import LlmsweepError
+
+    try:
+        first, second = render(a, simulate=simulate, port=0), render(b, simulate=simulate, port=0)
+    except LlmsweepError:
+        return None
+    return first.fingerprint() == second.fingerprint(), first.engine
+
+
 __all__ = [
     "ADAPTERS",
     "DISAGG_NOT_LAUNCHABLE",
@@ -219,4 +232,5 @@ __all__ = [
     "render",
     "render_topology",
     "runner_gpus_per_node",
+    "same_launch",
 ]

@@ -347,7 +347,7 @@ def job_refusal(job: Job, simulate: bool, errors: list[Finding], evals: EvalSett
     return None
 
 
-def _check_traces(jobs: list[Job], event: Event, simulate: bool = False,
+def _check_inputs(jobs: list[Job], event: Event, simulate: bool = False,
                   lifecycle_here: bool = True) -> tuple[list[Job], list[JobOutcome]]:
     """Resolve every trace source and load every tokenizer once, before any server starts: the jobs of one that
     cannot be read are refused with its reason and fix, said once, and the rest run. An eval-only job replays no
@@ -1052,7 +1052,7 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
     if req.reuse:
         runnable, reused, reuse_meta["reused"] = _reuse(req, run_dir, runnable, identities, event, other_power)
         skipped += reused
-    runnable, unreadable = _check_traces(runnable, event, req.simulate, executor.lifecycle_here)
+    runnable, unreadable = _check_inputs(runnable, event, req.simulate, executor.lifecycle_here)
     refused += unreadable
     if exempt := [j for j in runnable if j.eval_only and req.settings.power.asks(j)]:
         event(f"power is not required of {len(exempt)} eval-only job(s), though asked (--require-power or the "
@@ -1187,16 +1187,14 @@ def _continue_stored_run(run_dir: Path, req: RunRequest, run_id: str, event: Eve
 def _launched_alike(recorded: dict[str, Any], job: Job, *, simulate: bool) -> bool:
     """Whether the job its `job.json` recorded renders the same launch (`LaunchSpec.fingerprint`, the reuse key's) as
     `job` planned now; True where either does not render (the recorded reuse key stands then)."""
-    from llmsweep import engines
-    from llmsweep.errors import LlmsweepError
+    from llmsweep.engines import same_launch
 
-    simulated = engines.runs_on_simulator(job.engine, simulate=simulate)
     try:
-        then = engines.render(Job.model_validate(recorded), simulate=simulated, port=0)
-        now = engines.render(job, simulate=simulated, port=0)
-    except (LlmsweepError, ValueError, TypeError):
+        then = Job.model_validate(recorded)
+    except (ValueError, TypeError):
         return True
-    return then.fingerprint() == now.fingerprint()
+    alike = same_launch(then, job, simulate=runs_on_simulator(job.engine, simulate=simulate))
+    return alike is None or alike[0]
 
 
 def _changed_fields(recorded: dict[str, Any], job: Job) -> str:

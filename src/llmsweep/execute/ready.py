@@ -6,9 +6,9 @@ exit code and the last lines of its log, which is nearly always where the reason
 
 Health alone also cannot tell whose server answers: another process on the port answers it just as well. So a
 marker must be one the engine prints once its socket is bound (uvicorn's `Uvicorn running on`, not its `Application
-startup complete.`, which it prints before binding and even when the bind fails: `catalog/data/engines.yaml`); a log
-that says the server could not bind an address (`bind_refusal`) fails the launch, whatever answers the port; and a
-server whose `/version` names another engine than the one launched (the simulator's does) is not taken for it.
+startup complete.`, which it prints before binding and even when the bind fails: `catalog/data/engines.yaml`); and a
+log that says the server could not bind an address (`bind_refusal`) fails the launch, whatever answers the port.
+(`/version` is no tell: a real engine's names no engine, and the CPU rehearsals' stand-in for vLLM is the simulator.)
 """
 
 from __future__ import annotations

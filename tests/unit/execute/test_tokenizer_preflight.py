@@ -1,4 +1,4 @@
-"""The tokenizer preflight (`execute.pipeline._check_traces`): a tokenizer that does not load refuses its jobs before
+"""The tokenizer preflight (`execute.pipeline._check_inputs`): a tokenizer that does not load refuses its jobs before
 any server starts where their client runs on this host; where it runs on the node a batch job is placed on (Slurm),
 whose node-local paths and caches this host may not see, it is said and the node loads it."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from llmsweep.execute.executor import registered_executors
-from llmsweep.execute.pipeline import _check_traces
+from llmsweep.execute.pipeline import _check_inputs
 from llmsweep.plan import Job, jobs_from_files
 
 FIXED = Path(__file__).resolve().parents[2] / "data" / "recipes" / "run" / "fixed-sim.yaml"
@@ -29,9 +29,9 @@ def test_a_tokenizer_missing_here_refuses_where_the_client_runs_here_and_is_said
     executors = registered_executors()
     jobs = _jobs(tmp_path, tmp_path / "only-on-the-nodes")
     said: list[str] = []
-    keep, refused = _check_traces(jobs, said.append, lifecycle_here=executors["local"].lifecycle_here)
+    keep, refused = _check_inputs(jobs, said.append, lifecycle_here=executors["local"].lifecycle_here)
     assert not keep and len(refused) == len(jobs) and all(o.status == "refused" for o in refused)
     said.clear()
-    keep, refused = _check_traces(jobs, said.append, lifecycle_here=executors["slurm"].lifecycle_here)
+    keep, refused = _check_inputs(jobs, said.append, lifecycle_here=executors["slurm"].lifecycle_here)
     assert keep == jobs and not refused
     assert len(said) == 1 and said[0].startswith("warning: tokenizer ") and "its jobs' nodes load it" in said[0]
