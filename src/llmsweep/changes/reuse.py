@@ -20,6 +20,7 @@ corpus digest its summary read back) matches the context, and says why when it d
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 from dataclasses import dataclass
@@ -142,15 +143,13 @@ def reuse_keys(jobs: list[Job], *, simulate: bool, live: bool = False,
         elif not simulated and job.image:
             context = dataclasses.replace(context, served="image")
         gates = job_gates(job, settings)
-        files = local_files_digest(job, local)
-        key = reuse_key(job, spec.fingerprint(), repeat=repeat_index(job.id),
-                        simulator=simulator_digest() if simulated else None, gates=gates, local_files=files)
-        out[job.id] = key + CONTEXT_SEP + context.render()
+        keyed = functools.partial(reuse_key, job, spec.fingerprint(), repeat=repeat_index(job.id),
+                                  simulator=simulator_digest() if simulated else None,
+                                  local_files=local_files_digest(job, local))
+        out[job.id] = keyed(gates=gates) + CONTEXT_SEP + context.render()
         if other_power is not None:
-            other = reuse_key(job, spec.fingerprint(), repeat=repeat_index(job.id),
-                              simulator=simulator_digest() if simulated else None,
-                              gates={**gates, POWER_GATE: not gates[POWER_GATE]}, local_files=files)
-            other_power[job.id] = other + CONTEXT_SEP + context.render()
+            other_power[job.id] = (keyed(gates={**gates, POWER_GATE: not gates[POWER_GATE]}) + CONTEXT_SEP
+                                   + context.render())
     return out
 
 

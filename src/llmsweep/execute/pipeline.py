@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -54,6 +54,9 @@ from llmsweep.plan.point import one_point_per_job
 from llmsweep.sim_warnings import engine_refuses, not_modelled, ran_on_the_simulator
 from llmsweep.spec.workload import ScenarioId
 from llmsweep.workload.scenario import REPEAT_MARK
+
+if TYPE_CHECKING:
+    from llmsweep.results.store import Reusable, Store
 
 log = logging.getLogger(__name__)
 
@@ -716,15 +719,15 @@ def _reuse(req: RunRequest, run_dir: Path, runnable: list[Job], keys: dict[str, 
     return todo, reused, sources
 
 
-def _reusable_by_power(store: Any, req: RunRequest, jobs: list[Job], keys: dict[str, str],
-                       other_power: dict[str, str], event: Event) -> dict[str, Any]:
+def _reusable_by_power(store: Store, req: RunRequest, jobs: list[Job], keys: dict[str, str],
+                       other_power: dict[str, str], event: Event) -> dict[str, Reusable]:
     """Stored results `jobs` may stand on that were judged under the other power gate, by the job's own key: for a
     job that requires power, one judged without that requirement whose power block is valid (one without valid power
     is said, and the job runs); for one that does not, one judged with it (its verdict passed the stricter gate)."""
     wanted = {other_power[j.id]: j for j in jobs if j.id in other_power and j.id in keys}
     if not wanted:
         return {}
-    out: dict[str, Any] = {}
+    out: dict[str, Reusable] = {}
     for other, src in store.reusable(wanted, DONE_VERDICTS, say=lambda _: None).items():
         job = wanted[other]
         if req.settings.power.required([job]):
