@@ -10,6 +10,7 @@ import json
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,19 @@ pytestmark = pytest.mark.slow  # a file of long tests: xdist starts it first (te
 
 RECIPE = Path(__file__).resolve().parents[1] / "data" / "recipes" / "discover" / "cliff-sim.yaml"
 WINDOW = "60"
+
+
+def _raising_at_run(n: int, error: BaseException, said: list[str] | None = None) -> Callable[[str], None]:
+    """A discovery's event sink that raises `error` when the `n`th run finishes (its `… valid in …` line): a signal or
+    a failure landing mid-stage, in this process. `said` collects every line."""
+    lines = said if said is not None else []
+
+    def event(line: str) -> None:
+        lines.append(line)
+        if " valid in " in line and sum(" valid in " in s for s in lines) == n:
+            raise error
+
+    return event
 
 
 def _discover(tmp_path: Path, *args: str | Path) -> subprocess.CompletedProcess[str]:
@@ -290,11 +304,7 @@ def test_an_interrupted_discovery_proposes_no_policy_and_says_how_to_go_on(tmp_p
     from llmsweep.discover.sweep import DiscoverRequest, discover
 
     said: list[str] = []
-
-    def event(line: str) -> None:
-        said.append(line)
-        if sum(" valid in " in s for s in said) == 4 and " valid in " in line:
-            raise KeyboardInterrupt
+    event = _raising_at_run(4, KeyboardInterrupt(), said)
 
     out = tmp_path / "disc"
     result = discover(DiscoverRequest(recipe=RISING, out=out, simulate=True, repeats=2, ladder_top=4, refine=0),
@@ -356,12 +366,7 @@ def test_a_stage_that_failed_mid_ladder_proposes_nothing_and_blames_the_failure_
     from llmsweep.cli.discover import _print
     from llmsweep.discover.sweep import DiscoverRequest, discover
 
-    said: list[str] = []
-
-    def event(line: str) -> None:
-        said.append(line)
-        if sum(" valid in " in s for s in said) == 6 and " valid in " in line:
-            raise failure
+    event = _raising_at_run(6, failure)
 
     out = tmp_path / "disc"
     request = DiscoverRequest(recipe=RISING, out=out, simulate=True, repeats=2, ladder_top=8, refine=0)
