@@ -74,8 +74,12 @@ class SimRequest:
     computed: int = 0
     """Tokens whose KV is in the pool (prompt progress, then prompt + outputs)."""
     generated: int = 0
-    blocks: np.ndarray = field(default_factory=lambda: _NO_BLOCKS)
-    """KV blocks held, in prompt order (int64; replaced, never changed in place)."""
+    buf: np.ndarray = field(default_factory=lambda: _NO_BLOCKS)
+    """The KV blocks held are `buf[:held]`, in prompt order (int64). Room past `held` lets a decode's new block be
+    appended without copying the prefix's thousands (:meth:`grow`); the held part is never changed in place, so a
+    view of :attr:`blocks` taken earlier stays what it was."""
+    held: int = 0
+    """How many KV blocks the request holds."""
     cached_tokens: int = -1
     """Prompt tokens served from the prefix cache at first admission (-1 until admitted)."""
     host_cached_tokens: int = 0
@@ -98,6 +102,28 @@ class SimRequest:
     @property
     def done(self) -> bool:
         return self.finished_at is not None or self.aborted or self.error is not None
+
+    @property
+    def blocks(self) -> np.ndarray:
+        """The KV blocks held, in prompt order (a view; replaced, never changed in place)."""
+        return self.buf[:self.held]
+
+    @blocks.setter
+    def blocks(self, blocks: np.ndarray) -> None:
+        self.buf = blocks
+        self.held = len(blocks)
+
+    def grow(self, got: np.ndarray) -> None:
+        """Append newly taken blocks (into spare room past the held ones, doubling it when it runs out)."""
+        held, n = self.held, len(got)
+        end = held + n
+        buf = self.buf
+        if end > len(buf) or not buf.flags.writeable or buf.base is not None:
+            grown = np.empty(max(end, 2 * held, 16), np.int64)
+            grown[:held] = buf[:held]
+            buf = self.buf = grown
+        buf[held:end] = got
+        self.held = end
 
 
 @dataclass(slots=True)
@@ -246,8 +272,8 @@ class EngineCore:
         rid = self._next_rid
         self._next_rid += 1
         req = SimRequest(rid, prompt_len, block_hashes, max(1, max_tokens), owner, now, computed=prompt_len,
-                         generated=1, blocks=np.asarray(blocks, np.int64), cached_tokens=cached_tokens, prefilled=True,
-                         first_token_at=now)
+                         generated=1, buf=np.asarray(blocks, np.int64), held=len(blocks), cached_tokens=cached_tokens,
+                         prefilled=True, first_token_at=now)
         self.counters.requests_submitted += 1
         if req.generated >= req.max_tokens:
             req.finished_at = now
@@ -344,8 +370,8 @@ class EngineCore:
                         i += 1
                         continue
                     need_tokens = computed + chunk
-                if need_tokens > len(r.blocks) * bs:
-                    need = -(-need_tokens // bs) - len(r.blocks)
+                if need_tokens > r.held * bs:
+                    need = -(-need_tokens // bs) - r.held
                     got = pool.allocate_array(need)
                     while got is None and len(running) - 1 > i:
                         self._preempt(running.pop())
@@ -355,7 +381,7 @@ class EngineCore:
                         running.pop()
                         self._preempt(r)
                         break
-                    r.blocks = np.concatenate((r.blocks, got))
+                    r.grow(got)
                 r.chunk = chunk
                 if chunk:
                     prefill_tokens += chunk
@@ -476,7 +502,7 @@ class EngineCore:
         """Blocks an admission may reserve (no-evict): those an allocation may take now (free, or cached and held by
         nobody) less what every running request still needs to its completion. Decodes take from both alike, so it
         changes only as requests are admitted or finish."""
-        return self.pool.available() - sum(self.blocks_to_completion(r.prompt_len, r.max_tokens, len(r.blocks))
+        return self.pool.available() - sum(self.blocks_to_completion(r.prompt_len, r.max_tokens, r.held)
                                            for r in self.running)
 
     def _one_step(self, dt: float) -> _Plan | None:
@@ -579,7 +605,7 @@ class EngineCore:
             at = 0
             for r, e in zip(scheduled, extra, strict=True):
                 if e:
-                    r.blocks = np.concatenate((r.blocks, got[at:at + e]))
+                    r.grow(got[at:at + e])
                     at += e
         ends = ends[:steps]
         booked: tuple[int, int] | None = None
@@ -606,12 +632,12 @@ class EngineCore:
         it emitted before that step (`grown`; None: one per step)."""
         bs = self.block_size
         last = [steps - 1 + lookahead] * len(self._scheduled) if grown is None else (grown + lookahead).tolist()
-        return [max(0, -(-(r.computed + g) // bs) - len(r.blocks)) for r, g in zip(self._scheduled, last, strict=True)]
+        return [max(0, -(-(r.computed + g) // bs) - r.held) for r, g in zip(self._scheduled, last, strict=True)]
 
     def _kv_steps(self, tokens: np.ndarray | None, steps: int, n: int, lookahead: int) -> int:
         """Steps (from the first) whose KV blocks fit in the pool's free or evictable blocks (near a full pool)."""
         computed = np.fromiter((r.computed for r in self._scheduled), np.int64, n)
-        held = np.fromiter((len(r.blocks) for r in self._scheduled), np.int64, n)
+        held = np.fromiter((r.held for r in self._scheduled), np.int64, n)
         grown = np.zeros((steps, n), np.int64)
         if tokens is not None:
             np.cumsum(tokens[:steps - 1], axis=0, out=grown[1:])
@@ -735,9 +761,10 @@ class EngineCore:
 
     # -- internals --------------------------------------------------------------------------------------------------
     def _release(self, r: SimRequest) -> None:
-        if len(r.blocks):
-            self.pool.release(r.blocks)
-            r.released = r.blocks
+        if r.held:
+            blocks = r.blocks
+            self.pool.release(blocks)
+            r.released = blocks
             r.blocks = _NO_BLOCKS
 
     def _preempt(self, r: SimRequest, *, to_tail: bool = False) -> None:
@@ -762,7 +789,7 @@ class EngineCore:
         blocks (its prompt's stay cached, evictable), joins the tail of the waiting queue, and later recomputes its
         prompt and outputs; each counts as a preemption (`sglang:num_retracted_requests`)."""
         bs = self.block_size
-        need = {r: max(0, -(-(r.computed + lookahead) // bs) - len(r.blocks)) for r in self.running if r.prefilled}
+        need = {r: max(0, -(-(r.computed + lookahead) // bs) - r.held) for r in self.running if r.prefilled}
         total = sum(need.values())
         if total <= self.pool.available():
             return
@@ -821,7 +848,7 @@ class EngineCore:
             grown = plan.tokens[:begun - 1].sum(axis=0).tolist()
         else:
             grown = [0] * len(self._scheduled)
-        return sum(min(e, max(0, -(-(r.computed + g + lookahead) // bs) - (len(r.blocks) - e)))
+        return sum(min(e, max(0, -(-(r.computed + g + lookahead) // bs) - (r.held - e)))
                    for r, g, e in zip(self._scheduled, grown, plan.extra, strict=True))
 
     # -- gauges -----------------------------------------------------------------------------------------------------
