@@ -140,6 +140,16 @@ class SlurmOptions(BaseModel):
                 time_limit_s(given, what=_EXTRA_TIME)
         return values
 
+    @field_validator("worker_command")
+    @classmethod
+    def _worker_module_name(cls, values: tuple[str, ...]) -> tuple[str, ...]:
+        module = _worker_module(values)
+        if module is not None and not _is_module_name(module):
+            raise ValueError(f"worker_command runs `-m {module}`, which is not a Python module name (dotted "
+                             "identifiers, e.g. llmsweep.cli.main); give the module {python} -m should run, or a "
+                             "script path in place of `-m MODULE`")
+        return values
+
     @field_validator("time_limit")
     @classmethod
     def _time_limit(cls, value: str) -> str:
@@ -244,14 +254,23 @@ def _worker_module(worker_command: Sequence[str]) -> str | None:
     return args[1] if len(args) > 1 and args[0] == "-m" else None
 
 
+def _is_module_name(module: str) -> bool:
+    """Whether `module` is what `python -m` imports: dotted Python identifiers (`llmsweep.cli.main`)."""
+    return all(part.isidentifier() for part in module.split("."))
+
+
 def _python_check(python: str, module: str | None) -> str:
     """Fail in a second, before any image import, when the harness Python on the node cannot run the client: missing,
     older than 3.11, or unable to import the worker's module (llmsweep or one of its dependencies missing: with the
     batch job's environment, its PYTHONPATH included; `module` None, a script worker: the version only). Exit
-    `PYTHON_CHECK_EXIT`, with a line the driver reads back (`python_check_reason`)."""
+    `PYTHON_CHECK_EXIT`, with a line the driver reads back (`python_check_reason`).
+
+    The Python and the module reach the line the check says only as shell variables, set from quoted words: inside
+    the echo's double quotes a `$(...)` or backtick in either would have run on the node."""
     exe = shell.quote(python)
-    said = f"{_PYTHON_CHECK_SAID}{python} on $(hostname)"
+    said = f"{_PYTHON_CHECK_SAID}$llmsweep_python on $(hostname)"
     version = (
+        f"llmsweep_python={exe}\n"
         f"if ! {exe} -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then\n"
         f'  echo "{said} is missing or older than Python 3.11; the client cannot run; {PYTHON_FIX}" >&2\n'
         f"  exit {PYTHON_CHECK_EXIT}\n"
@@ -259,9 +278,10 @@ def _python_check(python: str, module: str | None) -> str:
     if module is None:  # a script worker: what it imports is its own
         return version
     return version + "\n" + (
+        f"llmsweep_module={shell.quote(module)}\n"
         f"if ! llmsweep_import=$({exe} -c {shell.quote('import ' + module)} 2>&1); then\n"
-        f'  echo "{said} cannot import {module} ($(printf %s "$llmsweep_import" | tail -n 1)); the worker cannot '
-        f'run; {PYTHON_FIX}" >&2\n'
+        f'  echo "{said} cannot import $llmsweep_module ($(printf %s "$llmsweep_import" | tail -n 1)); the worker '
+        f'cannot run; {PYTHON_FIX}" >&2\n'
         f"  exit {PYTHON_CHECK_EXIT}\n"
         "fi"
     )

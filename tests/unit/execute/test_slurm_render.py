@@ -188,3 +188,37 @@ def test_sbatch_input_variables_do_not_override_what_the_script_sets(caplog: pyt
     assert env == {"PATH": "/bin", "SBATCH_QOS": "normal", "SBATCH_ACCOUNT": "team"}  # no --qos, no --account set
     said = caplog.text
     assert "SBATCH_TIMELIMIT=00:05:00 in the environment is not passed" in said and "--time" in said
+
+
+HOSTILE_MODULE = "x$(touch {marker})`touch {marker}.tick`"
+
+
+def test_a_worker_module_that_is_not_a_module_name_is_refused_naming_the_option(tmp_path: Path) -> None:
+    """The worker's `-m MODULE` reached the batch script's python check; one holding `$(...)` ran it on the node.
+    It is refused when the options are read, naming worker_command and what to give."""
+    from llmsweep.execute.registry import get_executor
+
+    worker = ["{python}", "-m", HOSTILE_MODULE.format(marker=tmp_path / "pwned"), "{group}"]
+    with pytest.raises(ConfigError, match=r"worker_command runs `-m x\$\(touch.*not a Python module name") as err:
+        get_executor("slurm", {"worker_command": worker})
+    assert "worker_command" in (err.value.fix or "")
+    SlurmOptions(worker_command=("{python}", "-m", "my_pkg.worker2", "{group}"))  # a dotted name is taken
+
+
+def test_the_python_check_says_the_worker_module_without_running_it(tmp_path: Path) -> None:
+    """Whatever reaches the renderer (options built without validation), the module is never shell syntax in the
+    script: the check's line says it literally and nothing in it runs."""
+    import os
+    import sys
+
+    marker = tmp_path / "pwned"
+    module = HOSTILE_MODULE.format(marker=marker)
+    options = SlurmOptions.model_construct(python=sys.executable, worker_command=("{python}", "-m", module, "{g}"))
+    script = render_batch_script(SIM, options, name="g0", group_file=tmp_path / "group.json", out_dir=tmp_path,
+                                 launcher_file=tmp_path / "launch.json")
+    (tmp_path / "job.sbatch").write_text(script)
+    done = subprocess.run(["bash", str(tmp_path / "job.sbatch")], env={**os.environ, "SLURM_JOB_ID": "9"},
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 65, done.stderr  # PYTHON_CHECK_EXIT: the module cannot be imported
+    assert not marker.exists() and not Path(f"{marker}.tick").exists(), "the module name ran as a command"
+    assert f"cannot import {module} (" in done.stderr, done.stderr
