@@ -40,8 +40,14 @@ def join(words: Iterable[str]) -> str:
 
 
 def assignment(name: str, value: str) -> str:
-    """`NAME=value`, the value one word (:func:`quote`). A name that is not a variable name is quoted whole: the shell
-    then sees one inert word, never code."""
+    """`NAME=value`, the value one word (:func:`quote`). A name that is not a variable name is quoted whole, always
+    inside quotes: the shell then sees one inert word, never code and never an assignment (`X+=v`, which shlex.quote
+    leaves bare, appends to X), and `env` still reads it as NAME=value. A name no environment can hold (empty, or
+    with `=` or NUL in it: any `NAME=value` word would set another variable, `PATH=/x:=v` PATH) is a ValueError."""
     if NAME.fullmatch(name):
         return f"{name}={quote(value)}"
-    return quote(f"{name}={value}")
+    if not name or "=" in name or "\0" in name:
+        raise ValueError(f"{name!r} is not an environment variable name (it is empty or holds '=' or NUL); give a "
+                         "name of letters, digits and _")
+    word = quote(f"{name}={value}")
+    return word if word.startswith(("'", "$'")) else f"'{word}'"  # bare: only shlex's safe characters, no quote

@@ -150,6 +150,16 @@ class SlurmOptions(BaseModel):
                              "script path in place of `-m MODULE`")
         return values
 
+    @field_validator("import_env")
+    @classmethod
+    def _import_env_names(cls, env: dict[str, str]) -> dict[str, str]:
+        for key in env:  # the batch script exports each: `export A=B=c` set A, `export 'A B=c'` failed under set -e
+            if not shell.NAME.fullmatch(key):
+                raise ValueError(f"import_env.{key}: {key!r} is not a shell variable name, which the batch script "
+                                 "exports; give the variable's name (letters, digits and _, not first a digit), e.g. "
+                                 "import_env: {ENROOT_CACHE_PATH: /local/enroot}")
+        return env
+
     @field_validator("time_limit")
     @classmethod
     def _time_limit(cls, value: str) -> str:

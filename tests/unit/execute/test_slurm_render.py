@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
@@ -222,3 +223,15 @@ def test_the_python_check_says_the_worker_module_without_running_it(tmp_path: Pa
     assert done.returncode == 65, done.stderr  # PYTHON_CHECK_EXIT: the module cannot be imported
     assert not marker.exists() and not Path(f"{marker}.tick").exists(), "the module name ran as a command"
     assert f"cannot import {module} (" in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("key", ["ENROOT CACHE", "A=B", "PATH=/tmp/evil:", "1X", "X+", ""])
+def test_an_import_env_key_that_is_not_a_variable_name_is_refused_naming_it(key: str) -> None:
+    """The batch script exports every import_env entry: `{"A=B": "c"}` rendered `export A=B=c` (A set to B=c) and
+    `{"ENROOT CACHE": "/x"}` an export that fails under `set -e`, killing the job after it waited in the queue."""
+    from llmsweep.execute.registry import get_executor
+
+    with pytest.raises(ConfigError, match=f"import_env.{re.escape(key)}: .* is not a shell variable name"):
+        get_executor("slurm", {"import_env": {key: "/x"}, "squash_dir": "/sq"})
+    script = render(VLLM, squash_dir=Path("/sq"), import_env={"ENROOT_CACHE_PATH": "/x"})
+    assert "export ENROOT_CACHE_PATH=/x" in script.splitlines()
