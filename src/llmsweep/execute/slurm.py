@@ -136,6 +136,7 @@ class SlurmOptions(BaseModel):
         for value in values:
             _check_sbatch_value(value, str(info.field_name))
         if info.field_name == "extra_sbatch":
+            _refuse_overrides(values)
             for given in _times_given(values):
                 time_limit_s(given, what=_EXTRA_TIME)
         return values
@@ -186,6 +187,66 @@ def _check_sbatch_value(value: str, field_name: str) -> None:
         raise ValueError(f"{field_name} {value!r} is empty or holds whitespace or control characters, which an "
                          "#SBATCH line cannot carry; give one token per value (e.g. extra_sbatch: ['--qos=high', "
                          "'--constraint=h200'])")
+
+
+_OUT_FILES = ("the driver reads the batch job's output back from <out>/slurm-<id>.out and .err; leave it out (give "
+              "another --out to put them elsewhere)")
+_COUNTS = ("the script sets the node and task counts from the deployment (one node and task; one task on each node "
+           "of a multi-node one), and the worker starts each server as a step of its own; leave it out")
+_SCRIPT_OWNS: dict[str, str] = {
+    "export": "the worker needs the submitting environment (the script sets --export=ALL); leave it out: a server's "
+              "variables go in its recipe env, the image import's in the import_env option",
+    "requeue": "the script sets --no-requeue: a requeued batch job ran its worker again from the first job, measuring "
+               "anew jobs already stored; leave it out (`--resume` runs the unfinished jobs again)",
+    "output": _OUT_FILES,
+    "error": _OUT_FILES,
+    "chdir": "the batch job runs in its out directory, where it writes its files; leave it out (give another --out)",
+    "parsable": "the driver submits with --parsable already; leave it out",
+    "clusters": "the driver polls and cancels the job without -M, so it would lose it on the other cluster (Ctrl-C "
+                "left it running); leave it out and run llmsweep on a login node of that cluster",
+    "cluster": "the driver polls and cancels the job without -M, so it would lose it on the other cluster (Ctrl-C "
+               "left it running); leave it out and run llmsweep on a login node of that cluster",
+    "array": "the driver tracks one batch job per server group, not an array of them; leave it out (repeats: "
+             "--repeats)",
+    "nodes": _COUNTS,
+    "ntasks": _COUNTS,
+    "ntasks-per-node": _COUNTS,
+    "wait": "sbatch would not return until the job ended, past the driver's command_timeout_s, and the job would run "
+            "untracked; leave it out (the driver waits for the job itself)",
+}
+"""The sbatch options the batch script or its driver depends on (`render_batch_script`, `SlurmJob`), by long name, with
+why and what to do instead: given in extra_sbatch they would win (sbatch takes the last), so they are refused."""
+_SHORT_OWNED = {"o": "output", "e": "error", "D": "chdir", "M": "clusters", "a": "array", "N": "nodes", "n": "ntasks",
+                "W": "wait"}
+"""The short forms of `_SCRIPT_OWNS`' options."""
+_SHORT_VALUED = frozenset("aAbBcCdDeFGiJkLmMnNopqStwx")
+"""sbatch's short options that take a value (in the same token, `-o/x`, or the next, `-o /x`; `-k`'s is optional, in
+the same token only: `-koff`); the others are flags, which may share a token (`-Qo/x`)."""
+
+
+def _refuse_overrides(tokens: Sequence[str]) -> None:
+    """A ValueError naming the first option of `tokens` (extra_sbatch) the batch script depends on (`_SCRIPT_OWNS`),
+    in any of sbatch's forms: `--flag=value`, `--flag value`, an abbreviation sbatch would take (`--out=`), `-o value`,
+    `-ovalue`, after other short flags (`-Qo`)."""
+    for token in tokens:
+        if token.startswith("--"):
+            given = token[2:].split("=", 1)[0]
+            owned = next((name for name in _SCRIPT_OWNS if given and name.startswith(given)), None)
+            flag = f"--{given}"
+        elif token.startswith("-"):
+            owned, flag = None, token
+            for letter in token[1:]:
+                if letter in _SHORT_OWNED:
+                    owned, flag = _SHORT_OWNED[letter], f"-{letter}"
+                    break
+                if letter in _SHORT_VALUED:  # the rest of the token is its value
+                    break
+        else:
+            continue  # the value of the flag before it
+        if owned is not None:
+            named = flag if flag == f"--{owned}" else f"{flag} (--{owned})"
+            raise ValueError(f"extra_sbatch {token!r}: {named} overrides what the batch script depends on (sbatch "
+                             f"takes the last one given): {_SCRIPT_OWNS[owned]}")
 
 
 @dataclass(frozen=True)

@@ -235,3 +235,46 @@ def test_an_import_env_key_that_is_not_a_variable_name_is_refused_naming_it(key:
         get_executor("slurm", {"import_env": {key: "/x"}, "squash_dir": "/sq"})
     script = render(VLLM, squash_dir=Path("/sq"), import_env={"ENROOT_CACHE_PATH": "/x"})
     assert "export ENROOT_CACHE_PATH=/x" in script.splitlines()
+
+
+@pytest.mark.parametrize(("tokens", "flag", "instead"), [
+    (["--export=NONE"], "--export", "import_env"), (["--export", "NONE"], "--export", "import_env"),
+    (["--requeue"], "--requeue", "--resume"), (["--output=/elsewhere/o"], "--output", "--out"),
+    (["-o", "/elsewhere/o"], "-o (--output)", "--out"), (["-o/elsewhere/o"], "-o (--output)", "--out"),
+    (["--out=/elsewhere/o"], "--out (--output)", "--out"), (["-Qo/x"], "-o (--output)", "--out"),
+    (["--error", "/e"], "--error", "--out"), (["-e/e"], "-e (--error)", "--out"),
+    (["--chdir=/"], "--chdir", "--out"), (["-D", "/"], "-D (--chdir)", "--out"),
+    (["--parsable"], "--parsable", "leave it out"),
+    (["--clusters=c2"], "--clusters", "login node"), (["-M", "c2"], "-M (--clusters)", "login node"),
+    (["--cluster", "c2"], "--cluster (--clusters)", "login node"),
+    (["--array=0-3"], "--array", "--repeats"), (["-a", "0-3"], "-a (--array)", "--repeats"),
+    (["--nodes=2"], "--nodes", "leave it out"), (["-N", "2"], "-N (--nodes)", "leave it out"),
+    (["--ntasks=4"], "--ntasks", "leave it out"), (["-n4"], "-n (--ntasks)", "leave it out"),
+    (["--ntasks-per-node", "2"], "--ntasks-per-node", "leave it out"),
+    (["--wait"], "--wait", "the driver waits"), (["-W"], "-W (--wait)", "the driver waits"),
+    (["--qos=high", "--export=NONE"], "--export", "import_env"),
+])
+def test_extra_sbatch_that_overrides_what_the_script_depends_on_is_refused(tokens: list[str], flag: str,
+                                                                           instead: str) -> None:
+    """sbatch takes the last of an option given twice, and extra_sbatch comes after the script's own lines: an
+    `--export=NONE` left the worker without its environment, `--requeue` measured stored jobs again, `--output`/
+    `--error` hid the logs the driver reads, `-M` put the job where the driver's squeue/scancel never look (Ctrl-C
+    left it running). Each is refused naming the flag, extra_sbatch, and what to do instead."""
+    from llmsweep.execute.registry import get_executor
+
+    with pytest.raises(ConfigError) as err:
+        get_executor("slurm", {"extra_sbatch": tokens})
+    said = err.value.message
+    offending = [t for t in tokens if t.startswith("-")][-1]  # (after a flag the script does not own)
+    assert f"extra_sbatch {offending!r}: " in said, said
+    assert f": {flag} overrides what the batch script depends on" in said, said
+    assert instead in said, said
+
+
+@pytest.mark.parametrize("tokens", [
+    ["--qos=high"], ["--qos", "high"], ["--constraint=h200"], ["--nodelist=n1"], ["-w", "n1"], ["--no-requeue"],
+    ["--ntasks-per-gpu=1"], ["--export-file=/e"], ["--time", "30"], ["-t30"], ["-J", "name"], ["-koff"], ["-Q"],
+    ["--open-mode=append"], ["--wait-all-nodes=1"], ["-p", "debug"], ["--comment=nodes"],
+])
+def test_extra_sbatch_the_script_does_not_depend_on_is_taken(tokens: list[str]) -> None:
+    assert SlurmOptions(extra_sbatch=tokens).extra_sbatch == tuple(tokens)
