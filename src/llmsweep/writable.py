@@ -1,6 +1,6 @@
 """Where a command writes, checked before any work: an output path the user named that cannot be written is refused
 (exit 2) with nothing made or changed there. One home for the CLI's outputs (`--out`, `--markdown`, `--github-output`)
-and the library's (a curve file, an evidence folder)."""
+and the library's (a curve file, an evidence folder), and for an output path that cannot be recorded (not UTF-8)."""
 
 from __future__ import annotations
 
@@ -42,3 +42,22 @@ def refuse_unwritable(path: Path, *, folder: bool, option_name: str = "--out", m
                           fix=fix) from None
     if path.is_file() and not os.access(path, os.W_OK):
         raise ConfigError(f"{option_name} {path} cannot be written: the file is read-only; {then}", fix=fix)
+
+
+def refuse_non_utf8(path: Path, *, option_name: str = "--out", then: str = "nothing was run or written") -> None:
+    """Before any work: an output whose path is not valid UTF-8 (bytes the file system holds but UTF-8 cannot say,
+    `$'/tmp/o\\xff'`) is refused (exit 2), for an output whose path is recorded (the results store, run.json, reports,
+    all UTF-8): such a `run --out` ran every job and then failed to store them ('utf-8' codec can't encode character
+    '\\udcff'). Checked on the absolute path: a relative one names the current folder too."""
+    text = str(path.absolute())
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        try:
+            shown = os.fsencode(text).decode("utf-8", "backslashreplace")  # the bytes as given: \xff
+        except UnicodeEncodeError:  # a lone surrogate no bytes stand for (a library caller's str)
+            shown = text.encode("utf-8", "backslashreplace").decode("ascii")
+        raise ConfigError(f"{option_name} {shown} is not valid UTF-8, and the run records its output's path as UTF-8 "
+                          f"text; {then}",
+                          fix=f"pass {option_name} a path that is UTF-8 text (or rename the folder that is not)") \
+            from None

@@ -54,6 +54,7 @@ from llmsweep.plan.point import one_point_per_job
 from llmsweep.sim_warnings import engine_refuses, not_modelled, ran_on_the_simulator
 from llmsweep.spec.workload import ScenarioId
 from llmsweep.workload.scenario import REPEAT_MARK
+from llmsweep.writable import refuse_non_utf8
 
 if TYPE_CHECKING:
     from llmsweep.results.store import Reusable, Store
@@ -575,6 +576,7 @@ def run_sweep(req: RunRequest, *, event: Event = _stderr) -> RunOutcome:
     from llmsweep.policy.planning import errors_about
 
     executor = req.make_executor()  # an unknown kind or a bad option stops the run before anything is planned
+    refuse_non_utf8(req.out)  # and an --out the store cannot record: found only once every job had run
     jobs, findings, keys = _plan_and_check(req, event)
     # Errors about recipes that planned no job (a recipe dropped before planning, an input with none) refuse no job:
     # the run says them and fails (exit 2) rather than leave those recipes out in silence.
@@ -955,9 +957,11 @@ def _refuse_other_corpus(run_dir: Path, req: RunRequest, jobs: list[Job]) -> Non
 def writable_out(run_dir: Path) -> None:
     """--out made and write-tested before anything is written there or any server starts: a read-only disk, a
     folder this user cannot write, a path through a file is one error line (exit 2); it was a traceback from the
-    folder's creation or its lock file. The checks are every output's (`writable.refuse_unwritable`)."""
+    folder's creation or its lock file. The checks are every output's (`writable.refuse_unwritable`), and a path that
+    is not UTF-8 (`writable.refuse_non_utf8`: the store records it)."""
     from llmsweep.writable import refuse_unwritable
 
+    refuse_non_utf8(run_dir)
     refuse_unwritable(run_dir, folder=True)
     try:
         run_dir.mkdir(parents=True, exist_ok=True)

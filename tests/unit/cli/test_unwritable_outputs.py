@@ -41,3 +41,36 @@ def test_an_output_that_cannot_be_written_is_refused_before_any_work(
     assert "Traceback" not in err and f"{flag} {out} cannot be written" in err, err[-3000:]
     assert "refused" not in err  # predict --processes 2 had refused every point, not the path
     assert sorted(tmp_path.rglob("*")) == before, "nothing is written"
+
+
+def test_a_run_out_that_is_not_utf8_is_refused_before_anything_is_planned(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """`run --out $'/tmp/o\\xff'` ran every job, then could not store them ('utf-8' codec can't encode character
+    '\\udcff'): the store records the run's path as UTF-8. It is refused first: exit 2, naming --out as given and the
+    fix, nothing planned, made or stored."""
+    import os
+
+    from llmsweep.execute import pipeline
+
+    def planned(*_: object, **__: object) -> None:
+        raise AssertionError("the run was planned")
+
+    monkeypatch.setattr(pipeline, "_plan_and_check", planned)
+    out = Path(os.fsdecode(os.fsencode(tmp_path) + b"/o\xff"))
+    code, _, err = run_main(capsys, "run", RECIPE, "--simulate", "--out", out, "--store", tmp_path / "s.sqlite")
+    assert code == 2, err[-3000:]
+    assert f"--out {tmp_path}/o\\xff is not valid UTF-8" in err and "pass --out a path that is UTF-8 text" in err, err
+    assert list(tmp_path.iterdir()) == [], "nothing is made or stored"
+
+
+def test_writable_out_refuses_a_path_that_is_not_utf8(tmp_path: Path) -> None:
+    """`discover` checks its --out with `writable_out` as `run` does: the same refusal, before the folder is made."""
+    import os
+
+    from llmsweep.errors import ConfigError
+    from llmsweep.execute.pipeline import writable_out
+
+    out = Path(os.fsdecode(os.fsencode(tmp_path) + b"/o\xff"))
+    with pytest.raises(ConfigError, match="is not valid UTF-8"):
+        writable_out(out)
+    assert not out.exists()
