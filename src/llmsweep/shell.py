@@ -5,7 +5,9 @@ character.
 in a recipe value clears the screen of whoever prints the script, and a tool that strips ANSI codes on the way
 (click does when stdout is not a terminal) changes the value the script sets. A word holding one is written as bash's
 ANSI-C quoting instead, `$'…'`, every non-printable character as its UTF-8 bytes (`\\xHH`, whatever the locale), so
-the script prints safely and sets the exact value.
+the script prints safely and sets the exact value. A byte that is not UTF-8, held in a str as Python's
+surrogateescape does (`os.fsdecode(b'/data/m\\xff')`, a path or argument as the OS gave it), is written as that byte
+(`\\xff`), so the word reads back as the original bytes.
 """
 
 from __future__ import annotations
@@ -19,7 +21,9 @@ NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def quote(word: str) -> str:
-    """`word` as one shell word that reads back as exactly `word` (bash), with no raw control character in it."""
+    """`word` as one shell word that reads back as exactly `word` (bash), with no raw control character in it: its
+    UTF-8 bytes, a surrogateescape'd byte (`\\udcff`) as the byte it stands for. A lone surrogate that stands for no
+    byte (`\\ud800`) is a UnicodeEncodeError: no bytes are that string."""
     if word.isprintable():
         return shlex.quote(word)
     out = []
@@ -29,7 +33,7 @@ def quote(word: str) -> str:
         elif c.isprintable():
             out.append(c)
         else:
-            out.append("".join(f"\\x{b:02x}" for b in c.encode("utf-8")))
+            out.append("".join(f"\\x{b:02x}" for b in c.encode("utf-8", "surrogateescape")))
     return "$'" + "".join(out) + "'"
 
 

@@ -37,3 +37,17 @@ def test_an_invalid_name_is_one_inert_word_that_env_still_reads(name: str) -> No
 def test_a_variable_name_is_a_plain_assignment() -> None:
     assert assignment("X_1", "a b") == "X_1='a b'"
     assert _bash(f"{assignment('X', 'a b')}; printf %s \"$X\"").stdout == b"a b"
+
+
+@pytest.mark.parametrize("raw", [b"/data/m\xff", b"\xfe\xff", b"a\x1b\xc3(b", b"/x/\xe9t\xe9 $(y)'z"])
+def test_a_word_of_bytes_that_are_not_utf8_reads_back_as_those_bytes(raw: bytes) -> None:
+    """A path or argument as the OS gave it holds its non-UTF-8 bytes as surrogates (`os.fsdecode`): quoting it was a
+    UnicodeEncodeError; it is written as those bytes (`$'…\\xff…'`), and bash gives back exactly them."""
+    import os
+
+    from llmsweep.shell import quote
+
+    word = os.fsdecode(raw)
+    quoted = quote(word)
+    assert quoted.isascii() and quoted.isprintable(), quoted
+    assert _bash(f"printf %s {quoted}").stdout == raw
