@@ -470,16 +470,27 @@ SBATCH_INPUT_ENV: dict[str, tuple[str, ...]] = {
     "--cpus-per-task": ("SBATCH_CPUS_PER_TASK",), "--mem": ("SBATCH_MEM_PER_NODE", "SBATCH_MEM_PER_CPU"),
     "--export": ("SBATCH_EXPORT",), "--no-requeue": ("SBATCH_REQUEUE", "SBATCH_NO_REQUEUE"),
     "--qos": ("SBATCH_QOS",), "--constraint": ("SBATCH_CONSTRAINT",), "--reservation": ("SBATCH_RESERVATION",),
+    "--output": ("SBATCH_OUTPUT",), "--error": ("SBATCH_ERROR",),
+    "--ntasks": ("SLURM_NTASKS", "SLURM_NPROCS"), "--ntasks-per-node": ("SLURM_NTASKS_PER_NODE",),
 }
 """sbatch's input environment variables by the option each stands for: Slurm takes them over the script's `#SBATCH`
 lines (command line > environment > script), so a site's `SBATCH_TIMELIMIT` shortened every batch job's `--time`
 and an `SBATCH_EXPORT=NONE` left the worker without the driver's environment."""
+SBATCH_DRIVER_ENV: dict[str, str] = {
+    "SBATCH_CLUSTERS": "the driver polls and cancels its batch jobs on the local cluster",
+    "SLURM_CLUSTERS": "the driver polls and cancels its batch jobs on the local cluster",
+    "SBATCH_WAIT": "sbatch would not return until the job ended, past the driver's submit timeout",
+    "SBATCH_ARRAY_INX": "the worker runs its job group once, not as an array",
+}
+"""sbatch input variables no batch script of llmsweep's may take, whatever its `#SBATCH` lines (the options
+`extra_sbatch` refuses for the same reasons), with why: never passed to sbatch."""
 _SAID_ENV: set[str] = set()
 
 
 def sbatch_environment(script: str, environ: Mapping[str, str]) -> dict[str, str]:
     """`environ` without the sbatch input variables that would override an option the script's `#SBATCH` lines set
-    (:data:`SBATCH_INPUT_ENV`), each left out said once a process, with what the script sets instead."""
+    (:data:`SBATCH_INPUT_ENV`) or that no batch script of llmsweep's may take (:data:`SBATCH_DRIVER_ENV`), each left
+    out said once a process, with why."""
     options = {line.split()[1].split("=", 1)[0] for line in script.splitlines()
                if line.startswith("#SBATCH ") and len(line.split()) > 1}
     env = dict(environ)
@@ -493,6 +504,12 @@ def sbatch_environment(script: str, environ: Mapping[str, str]) -> dict[str, str
                     _SAID_ENV.add(name)
                     log.warning("sbatch: %s=%s in the environment is not passed: the batch script sets %s, which it "
                                 "would override (Slurm takes the environment over #SBATCH lines)", name, value, option)
+    for name, why in SBATCH_DRIVER_ENV.items():
+        if name in env:
+            value = env.pop(name)
+            if name not in _SAID_ENV:
+                _SAID_ENV.add(name)
+                log.warning("sbatch: %s=%s in the environment is not passed: %s", name, value, why)
     return env
 
 
