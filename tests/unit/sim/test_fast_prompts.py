@@ -119,13 +119,20 @@ def test_a_shape_hashes_each_block_as_the_token_by_token_rolling_hash_of_its_pre
     at every message end, from any partial block."""
     items: list[Any] = ["<|im_start|>", "user", BlockRun("trace-a", (3, 7, 9), 64, 17), "marker",
                         BlockRun("fixed|1|100", (5,), 100, 100), "<|im_end|>", "x"]
-    codes, lengths = prompt_mod._sources(items)
-    assert int(lengths.sum()) == 2 + 64 * 2 + 17 + 1 + 100 + 2
+    raw: list[int] = []
+    offs: list[int] = []
+    lasts: list[int] = []
+    total, longest = prompt_mod._add_runs(items, raw, offs, lasts, 0)
+    lengths = [x + 1 for x in lasts]
+    assert total == sum(lengths) == 2 + 64 * 2 + 17 + 1 + 100 + 2
+    assert offs == [sum(lengths[:i]) for i in range(len(lengths))]
+    assert longest >= max(lengths)
+    codes = prompt_mod._mix(np.array(raw, np.uint64)).tolist()
     mask, p = (1 << 64) - 1, prompt_mod._P
     tokens = [(c + int(prompt_mod._mix(np.array([x + 1], np.uint64))[0])) & mask
-              for c, n in zip(codes.tolist(), lengths.tolist(), strict=True) for x in range(n)]
+              for c, n in zip(codes, lengths, strict=True) for x in range(n)]
     acc, block, cuts = 0xABCDEF, 16, [5, 70, len(tokens)]
-    hashes, ends = prompt_mod._extend_sources(block, acc, done, codes, lengths, cuts)
+    hashed, ends, counts = prompt_mod._extend_sources(block, acc, done, raw, offs, lasts, longest, cuts)
     h, at_blocks, at_cuts, pieces = acc, [], [], []
     for i, code in enumerate(tokens):
         h = (h * p + code) & mask
@@ -134,8 +141,8 @@ def test_a_shape_hashes_each_block_as_the_token_by_token_rolling_hash_of_its_pre
         if i + 1 in cuts:
             at_cuts.append(h)
             pieces.append(len(at_blocks))
-    assert [len(x) for x in hashes] == [b - a for a, b in zip([0, *pieces], pieces, strict=False)]
-    assert np.concatenate(hashes).tolist() == at_blocks
+    assert counts == pieces
+    assert hashed.tolist() == at_blocks
     assert ends == at_cuts
 
 
