@@ -142,26 +142,27 @@ class _Sums:
         return cls.r, cls.w
 
 
-def _add_runs(runs: Sequence[TokenRun], raw: list[int], offs: list[int], lasts: list[int], t: int) -> tuple[int, int]:
-    """Append `runs` as sources from token offset `t` on: each source's code before `_mix` to `raw`, its offset to
-    `offs`, its length less one to `lasts`. A word is a source of one token (its code from the word); a block run's
-    block `ids[i]` is one of `size` tokens (the last `last`), its code from (namespace, id). The token at position x
-    of a source has the code mix(raw) + Q(x) (see `_Sums`): a function of (source, position) only, so equal runs give
+def _add_runs(runs: Sequence[TokenRun], raw: list[int], lasts: list[int], xors: list[tuple[int, int, int]], t: int
+              ) -> tuple[int, int]:
+    """Append `runs` as sources that start at token offset `t`: each source's code before `_mix` to `raw` (a block run's
+    ids as they are, with the slice of `raw` they fill and the code of their namespace, to be xor-ed in, in `xors`),
+    its length less one to `lasts`. A word is a source of one token (its code from the word); a block run's block
+    `ids[i]` is one of `size` tokens (the last `last`), its code from (namespace, id). The token at position x of a
+    source has the code mix(code) + Q(x) (see `_Sums`): a function of (source, position) only, so equal runs give
     equal codes. Returns (the offset after them, a bound on their sources' lengths: at least 1)."""
     longest = 1
     for run in runs:
         if isinstance(run, str):
             raw.append(hash(run) & _MASK)
-            offs.append(t)
             lasts.append(0)
             t += 1
             continue
         ids = run.ids
-        ns = hash(run.namespace) & _MASK
         n = len(ids)
         size, last = run.size, run.last
-        raw += [i ^ ns for i in ids]
-        offs += range(t, t + n * size, size)
+        a = len(raw)
+        raw += ids
+        xors.append((a, a + n, hash(run.namespace) & _MASK))
         lasts += [size - 1] * n
         lasts[-1] = last - 1
         t += (n - 1) * size + last
@@ -169,8 +170,9 @@ def _add_runs(runs: Sequence[TokenRun], raw: list[int], offs: list[int], lasts: 
     return t, longest
 
 
-def _extend_sources(block_size: int, acc: int, done: int, raw: list[int], offs: list[int], lasts: list[int],
-                    longest: int, cuts: Sequence[int]) -> tuple[np.ndarray, list[int], list[int]]:
+def _extend_sources(block_size: int, acc: int, done: int, raw: list[int], lasts: list[int],
+                    xors: list[tuple[int, int, int]], longest: int, cuts: Sequence[int]
+                    ) -> tuple[np.ndarray, list[int], list[int]]:
     """Append sources (`_add_runs`) to a prefix of `done` tokens whose rolling hash is `acc`, in pieces that end at the
     token offsets `cuts` (the last is their total length): the prefix hash at every block boundary they complete (the
     chain hashes of their blocks), the prefix hash at each cut, and how many of those boundaries lie at or before
@@ -179,10 +181,15 @@ def _extend_sources(block_size: int, acc: int, done: int, raw: list[int], offs: 
     The prefix hash is H(t+1) = H(t)·P + c(t) modulo 2^64, so H(t0+j) = P^j · (H(t0) + Σ_{i<j} c_i·P^-(i+1)). A source
     of code S at offset o adds P^-o · (S·R[x] + W[x]) to that sum through its position x (`_Sums`), so a hash costs a
     few operations per block and source, not per token."""
-    m = cuts[-1]
-    codes = _mix(np.array(raw, _U))
-    offsets = np.array(offs, np.int64)
+    codes = np.array(raw, _U)
+    for a, b, code in xors:
+        codes[a:b] ^= _U(code)
+    codes = _mix(codes)
     last = np.array(lasts, np.int64)
+    offsets = last.cumsum()
+    offsets -= last
+    offsets += np.arange(len(last))  # the lengths (last + 1) before each
+    m = cuts[-1]
     pw, inv = _Powers.upto(m + 1)
     r, w = _Sums.upto(longest)
     scale = inv[offsets]
@@ -246,13 +253,13 @@ class PromptEncoder:
         own root, nothing memoised)."""
         if not template:
             raw: list[int] = []
-            offs: list[int] = []
             lasts: list[int] = []
+            xors: list[tuple[int, int, int]] = []
             total, longest = 0, 1
             for m in messages:
-                total, bound = _add_runs(m.runs(), raw, offs, lasts, total)
+                total, bound = _add_runs(m.runs(), raw, lasts, xors, total)
                 longest = max(longest, bound)
-            hashes, _, _ = _extend_sources(self.block_size, _IDS_ROOT, 0, raw, offs, lasts, longest, [total])
+            hashes, _, _ = _extend_sources(self.block_size, _IDS_ROOT, 0, raw, lasts, xors, longest, [total])
             return total, hashes
         memo = self._shaped
         start = len(messages)
@@ -265,25 +272,22 @@ class PromptEncoder:
             start -= 1
         new = messages[start:]
         # the sources of the new messages, each in the template: <|im_start|> role content <|im_end|>
-        raw, offs, lasts = [], [], []
+        raw, lasts, xors = [], [], []
         cuts: list[int] = []
         t, longest = 0, 1
         for m in new:
             raw += (_IM_START_CODE, hash(m.role) & _MASK)
-            offs += (t, t + 1)
             lasts += (0, 0)
-            t, bound = _add_runs(m.runs(), raw, offs, lasts, t + 2)
+            t, bound = _add_runs(m.runs(), raw, lasts, xors, t + 2)
             longest = max(longest, bound)
             raw.append(_IM_END_CODE)
-            offs.append(t)
             lasts.append(0)
             t += 1
             cuts.append(t)
         raw += _PROMPT_CODES  # the generation prompt: hashed, never memoised
-        offs += (t, t + 1)
         lasts += (0, 0)
         cuts.append(t + 2)
-        hashed, ends, counts = _extend_sources(self.block_size, state.last_hash, state.tokens, raw, offs, lasts,
+        hashed, ends, counts = _extend_sources(self.block_size, state.last_hash, state.tokens, raw, lasts, xors,
                                                longest, cuts)
         through = state.through
         if through is None:
