@@ -35,6 +35,11 @@ IM_END = "<|im_end|>"
 _ROOT_HASH = 0x5F3759DF
 _IDS_ROOT = _ROOT_HASH ^ 1
 """The root of a prompt given as tokens (ids, or a completions shape): its blocks never equal a chat prompt's."""
+_MASK = (1 << 64) - 1
+_IM_START_CODE = hash(IM_START) & _MASK
+_IM_END_CODE = hash(IM_END) & _MASK
+_PROMPT_CODES = (_IM_START_CODE, hash("assistant") & _MASK)
+"""The sources of the generation prompt (`<|im_start|>assistant`), codes before `_mix` (as `_add_runs` gives)."""
 
 
 def content_text(message: dict[str, Any]) -> str:
@@ -88,7 +93,6 @@ def _extend(block_size: int, last_hash: int, tail: tuple[Any, ...], pieces: Sequ
     return np.array(out, np.int64).view(_U), tokens[full * block_size:], h
 
 
-_MASK = (1 << 64) - 1
 _NO_HASHES = np.empty(0, np.uint64)
 _P = 0x100000001B3  # odd: invertible modulo 2^64
 _P_INV = pow(_P, -1, 1 << 64)
@@ -138,70 +142,70 @@ class _Sums:
         return cls.r, cls.w
 
 
-def _sources(items: Sequence[TokenRun]) -> tuple[np.ndarray, np.ndarray]:
-    """`items` as sources: (code S of each, its length in tokens). A word is a source of one token (its code from the
-    word); a block run's block `ids[i]` is one of `size` tokens (the last `last`), its code from (namespace, id). The
-    token at position x of a source has the code S + Q(x) (see `_Sums`): a function of (source, position) only, so
-    equal runs give equal codes."""
-    codes: list[np.ndarray] = []
-    lengths: list[np.ndarray] = []
-    words: list[int] = []
-    for item in items:
-        if isinstance(item, str):
-            words.append(hash(item) & _MASK)
+def _add_runs(runs: Sequence[TokenRun], raw: list[int], lasts: list[int], xors: list[tuple[int, int, int]], t: int
+              ) -> tuple[int, int]:
+    """Append `runs` as sources that start at token offset `t`: each source's code before `_mix` to `raw` (a block run's
+    ids as they are, with the slice of `raw` they fill and the code of their namespace, to be xor-ed in, in `xors`),
+    its length less one to `lasts`. A word is a source of one token (its code from the word); a block run's block
+    `ids[i]` is one of `size` tokens (the last `last`), its code from (namespace, id). The token at position x of a
+    source has the code mix(code) + Q(x) (see `_Sums`): a function of (source, position) only, so equal runs give
+    equal codes. Returns (the offset after them, a bound on their sources' lengths: at least 1)."""
+    longest = 1
+    for run in runs:
+        if isinstance(run, str):
+            raw.append(hash(run) & _MASK)
+            lasts.append(0)
+            t += 1
             continue
-        if words:
-            codes.append(np.array(words, _U))
-            lengths.append(np.ones(len(words), np.int64))
-            words = []
-        n = len(item.ids)
-        codes.append(np.asarray(item.ids, np.int64).astype(_U) ^ _U(hash(item.namespace) & _MASK))
-        size = np.full(n, item.size, np.int64)
-        size[-1] = item.last
-        lengths.append(size)
-    if words:
-        codes.append(np.array(words, _U))
-        lengths.append(np.ones(len(words), np.int64))
-    if len(codes) == 1:
-        return _mix(codes[0]), lengths[0]
-    return _mix(np.concatenate(codes)), np.concatenate(lengths)
+        ids = run.ids
+        n = len(ids)
+        size, last = run.size, run.last
+        a = len(raw)
+        raw += ids
+        xors.append((a, a + n, hash(run.namespace) & _MASK))
+        lasts += [size - 1] * n
+        lasts[-1] = last - 1
+        t += (n - 1) * size + last
+        longest = max(longest, size, last)
+    return t, longest
 
 
-def _extend_sources(block_size: int, acc: int, done: int, codes: np.ndarray, lengths: np.ndarray,
-                    cuts: Sequence[int]) -> tuple[list[np.ndarray], list[int]]:
-    """Append sources (`_sources`) to a prefix of `done` tokens whose rolling hash is `acc`, in pieces that end at the
-    token offsets `cuts` (the last is their total length); for each piece, the prefix hash at every block boundary it
-    completes (the chain hashes of its blocks) and the prefix hash at its end.
+def _extend_sources(block_size: int, acc: int, done: int, raw: list[int], lasts: list[int],
+                    xors: list[tuple[int, int, int]], longest: int, cuts: Sequence[int]
+                    ) -> tuple[np.ndarray, list[int], list[int]]:
+    """Append sources (`_add_runs`) to a prefix of `done` tokens whose rolling hash is `acc`, in pieces that end at the
+    token offsets `cuts` (the last is their total length): the prefix hash at every block boundary they complete (the
+    chain hashes of their blocks), the prefix hash at each cut, and how many of those boundaries lie at or before
+    each cut.
 
     The prefix hash is H(t+1) = H(t)·P + c(t) modulo 2^64, so H(t0+j) = P^j · (H(t0) + Σ_{i<j} c_i·P^-(i+1)). A source
     of code S at offset o adds P^-o · (S·R[x] + W[x]) to that sum through its position x (`_Sums`), so a hash costs a
     few operations per block and source, not per token."""
-    ends_at = np.cumsum(lengths)
-    m = int(ends_at[-1])
-    offsets = ends_at - lengths
-    last = lengths - 1
+    codes = np.array(raw, _U)
+    for a, b, code in xors:
+        codes[a:b] ^= _U(code)
+    codes = _mix(codes)
+    last = np.array(lasts, np.int64)
+    offsets = last.cumsum()
+    offsets -= last
+    offsets += np.arange(len(last))  # the lengths (last + 1) before each
+    m = cuts[-1]
     pw, inv = _Powers.upto(m + 1)
-    r, w = _Sums.upto(int(last.max()) + 1)
+    r, w = _Sums.upto(longest)
     scale = inv[offsets]
     totals = scale * (codes * r[last] + w[last])
-    base = np.cumsum(totals, dtype=_U)
+    base = totals.cumsum(dtype=_U)
     base -= totals  # the sum through the sources before each
     base += _U(acc)
     first = block_size - done % block_size  # j of the first boundary (1..block_size)
-    at = np.concatenate((np.arange(first, m + 1, block_size), cuts))  # every block boundary, then every cut
-    q = at - 1  # the last token through each boundary, and the source it falls in
-    src = np.searchsorted(ends_at, q, "right")
-    x = q - offsets[src]
+    at = np.array([*range(first, m + 1, block_size), *cuts], np.int64)  # every block boundary, then every cut
+    src = offsets.searchsorted(at)  # the sources that start before each: the last one holds its last token
+    src -= 1
+    x = at - offsets[src]
+    x -= 1  # that token's position in its source
     sums = pw[at] * (base[src] + scale[src] * (codes[src] * r[x] + w[x]))
     n_blocks = len(at) - len(cuts)
-    hashed, ends = sums[:n_blocks], sums[n_blocks:].tolist()
-    hashes: list[np.ndarray] = []
-    lo = 0
-    for c in cuts:
-        hi = (c - first) // block_size + 1  # the boundaries at or before the cut
-        hashes.append(hashed[lo:hi])
-        lo = hi
-    return hashes, ends
+    return sums[:n_blocks], sums[n_blocks:].tolist(), [(c - first) // block_size + 1 for c in cuts]
 
 
 class PromptEncoder:
@@ -248,12 +252,16 @@ class PromptEncoder:
         `template=False`: a completions prompt, the runs of `messages` as they are (:meth:`ids`: no chat template, its
         own root, nothing memoised)."""
         if not template:
-            codes, lengths = _sources([run for m in messages for run in m.runs()])
-            total = int(lengths.sum())
-            hashes, _ = _extend_sources(self.block_size, _IDS_ROOT, 0, codes, lengths, [total])
-            return total, hashes[0]
+            raw: list[int] = []
+            lasts: list[int] = []
+            xors: list[tuple[int, int, int]] = []
+            total, longest = 0, 1
+            for m in messages:
+                total, bound = _add_runs(m.runs(), raw, lasts, xors, total)
+                longest = max(longest, bound)
+            hashes, _, _ = _extend_sources(self.block_size, _IDS_ROOT, 0, raw, lasts, xors, longest, [total])
+            return total, hashes
         memo = self._shaped
-        bs = self.block_size
         start = len(messages)
         state = self._root
         while start:
@@ -263,29 +271,41 @@ class PromptEncoder:
                 break
             start -= 1
         new = messages[start:]
-        items: list[TokenRun] = []
+        # the sources of the new messages, each in the template: <|im_start|> role content <|im_end|>
+        raw, lasts, xors = [], [], []
         cuts: list[int] = []
+        t, longest = 0, 1
         for m in new:
-            runs = m.runs()
-            items += (IM_START, m.role, *runs, IM_END)
-            cuts.append((cuts[-1] if cuts else 0) + 3 + sum(1 if isinstance(r, str) else
-                                                            len(r.ids) * r.size - r.size + r.last for r in runs))
-        items += (IM_START, "assistant")  # the generation prompt: hashed, never memoised
-        cuts.append((cuts[-1] if cuts else 0) + 2)
-        hashes, ends = _extend_sources(bs, state.last_hash, state.tokens, *_sources(items), cuts)
+            raw += (_IM_START_CODE, hash(m.role) & _MASK)
+            lasts += (0, 0)
+            t, bound = _add_runs(m.runs(), raw, lasts, xors, t + 2)
+            longest = max(longest, bound)
+            raw.append(_IM_END_CODE)
+            lasts.append(0)
+            t += 1
+            cuts.append(t)
+        raw += _PROMPT_CODES  # the generation prompt: hashed, never memoised
+        lasts += (0, 0)
+        cuts.append(t + 2)
+        hashed, ends, counts = _extend_sources(self.block_size, state.last_hash, state.tokens, raw, lasts, xors,
+                                               longest, cuts)
         through = state.through
         if through is None:
             through = self._chain(state, _NO_HASHES)
         state.through = None  # handed on to this prompt's last message
-        out = np.concatenate((through, *hashes))
+        out = np.concatenate((through, hashed))
         done = state.tokens
-        for m, h, acc, cut in zip(new, hashes, ends, cuts, strict=False):
-            state = _State(state, h, (), acc, done + cut, self._next_sid)
-            self._next_sid += 1
+        lo = 0
+        sid = self._next_sid
+        for m, acc, cut, hi in zip(new, ends, cuts, counts, strict=False):
+            state = _State(state, hashed[lo:hi], (), acc, done + cut, sid)
+            sid += 1
+            lo = hi
             memo[m.key] = state
             if len(memo) > self.memo_size:
                 del memo[next(iter(memo))]
-        state.through = out[:len(out) - len(hashes[-1])]
+        self._next_sid = sid
+        state.through = out[:len(through) + lo]
         return state.tokens + 2, out
 
     def _chain(self, state: _State, final: np.ndarray) -> np.ndarray:

@@ -183,7 +183,8 @@ class _Play:
         if len(ids) > spanned:  # (a copy only where one is cut: the list is a prompt's thousands of blocks)
             ids = ids[:spanned]
         keys = conv.keys(ids)
-        cached_blocks = self.cache.observe(keys)
+        # the prefix this stream's previous turn shares was observed with that turn: the search starts past it
+        cached_blocks = self.cache.observe(keys, conv.shared(keys))
         live = None
         if self.workload.config.live_assistant_responses and last is not None and last.ok and last.output_text:
             live = last.output_text

@@ -162,20 +162,24 @@ def prefix_keys(block_ids: Sequence[int]) -> np.ndarray:
 
 def extend_keys(prev_ids: list[int], prev_keys: np.ndarray, block_ids: list[int]) -> np.ndarray:
     """`prefix_keys(block_ids)`, given `prev_keys` = `prefix_keys(prev_ids)`: the keys of the leading ids the two
-    share are taken from `prev_keys` and only the rest are hashed (a turn's ids usually extend the turn before's).
-    The same keys, bit for bit: the rolling sum through the shared ids is `prev_keys[p - 1]` times the inverse of
-    the power of P it was scaled by (mod 2^64)."""
-    p = common_prefix(prev_ids, block_ids)
+    share are taken from `prev_keys` and only the rest are hashed (a turn's ids usually extend the turn before's)."""
+    return extend_shared_keys(prev_keys, block_ids, common_prefix(prev_ids, block_ids))
+
+
+def extend_shared_keys(prev_keys: np.ndarray, block_ids: list[int], p: int) -> np.ndarray:
+    """`prefix_keys(block_ids)`, given `prev_keys` = `prefix_keys(prev_ids)` and `p` = `common_prefix(prev_ids,
+    block_ids)`: the first `p` keys are `prev_keys`'s, only the rest are hashed. The same keys, bit for bit: the rolling
+    sum through the shared ids is `prev_keys[p - 1]` times the inverse of the power of P it was scaled by (mod 2^64)."""
     n = len(block_ids)
     if p == 0:
         return prefix_keys(block_ids)
     if p == n:
         return prev_keys[:n]
     pw, pinv = _powers(n)
-    terms = np.asarray(block_ids[p:], dtype=np.uint64)  # array arithmetic wraps modulo 2^64 without a warning
+    terms = np.array(block_ids[p:], dtype=np.uint64)  # array arithmetic wraps modulo 2^64 without a warning
     terms += np.uint64(1)
     terms *= pinv[p:]
-    sums = np.cumsum(terms, dtype=np.uint64)
+    sums = terms.cumsum(dtype=np.uint64)
     sums += np.uint64(int(prev_keys[p - 1]) * int(pinv[p - 1]) & _MASK)
     keys = np.empty(n, dtype=np.uint64)
     keys[:p] = prev_keys[:p]
@@ -191,10 +195,11 @@ class PrefixCache:
     def __init__(self) -> None:
         self._seen: set[int] = set()
 
-    def observe(self, keys: np.ndarray) -> int:
-        """Longest cached prefix of a request (in blocks), then remember all its prefixes."""
+    def observe(self, keys: np.ndarray, known: int = 0) -> int:
+        """Longest cached prefix of a request (in blocks), then remember all its prefixes. `known`: a prefix length
+        the caller knows is cached (its keys are those of a request observed before), where the search starts."""
         seen = self._seen
-        lo, hi = 0, len(keys)  # invariant: prefix of length lo is cached; prefixes are prefix-closed
+        lo, hi = known, len(keys)  # invariant: prefix of length lo is cached; prefixes are prefix-closed
         while lo < hi:
             mid = (lo + hi + 1) // 2
             if int(keys[mid - 1]) in seen:

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from llmsweep.workload.base import BlockRun, Deferred, MessageShape, TokenRun
-from llmsweep.workload.blocks import BlockText, common_prefix, extend_keys, prefix_keys
+from llmsweep.workload.blocks import BlockText, common_prefix, extend_shared_keys, prefix_keys
 
 _PART_KEYS = itertools.count()
 
@@ -95,14 +95,35 @@ class Conversation:
         self._prev_ids: list[int] | None = None
         self._prev_keys: np.ndarray | None = None
         self._prev_out = 0
+        self._next: tuple[np.ndarray, int] | None = None
+        """The keys `keys()` made last and how many leading ids they share with the previous turn's."""
         self._literals = False
         """A live answer was ever laid out (only then can a part be literal text: `_shape` looks only then)."""
 
     def keys(self, ids: list[int]) -> np.ndarray:
         """`prefix_keys(ids)` of the next turn, hashing only the ids past those it shares with the previous turn."""
-        if self._prev_ids is None or self._prev_keys is None:
-            return prefix_keys(ids)
-        return extend_keys(self._prev_ids, self._prev_keys, ids)
+        prev_ids, prev_keys = self._prev_ids, self._prev_keys
+        if prev_ids is None or prev_keys is None:
+            keys, p = prefix_keys(ids), 0
+        else:
+            p = common_prefix(prev_ids, ids)
+            keys = extend_shared_keys(prev_keys, ids, p)
+        self._next = (keys, p)
+        return keys
+
+    def shared(self, keys: np.ndarray) -> int:
+        """How many leading keys the next turn's `keys` share with the previous turn's (`common_prefix`): from the ids
+        `keys()` compared when it made them, checked past that by one key (only a hash collision would share more)."""
+        prev = self._prev_keys
+        if prev is None:
+            return 0
+        made = self._next
+        if made is None or made[0] is not keys:
+            return common_prefix(prev, keys)
+        p = made[1]
+        if p < len(prev) and p < len(keys) and prev[p] == keys[p]:
+            return common_prefix(prev, keys)
+        return p
 
     def advance(
         self, ids: list[int], in_tokens: int, out: int, keys: np.ndarray, *, live_answer: str | None = None,
@@ -119,7 +140,7 @@ class Conversation:
         if prev is None or not parts:
             parts[:] = [self._part("user", ids, 0, n, last_size, marker=self.marker)]
         else:
-            p = common_prefix(prev, keys)
+            p = self.shared(keys)
             if p == len(prev):
                 self._extend(ids, p, n, last_size, live_answer)
             else:
@@ -127,6 +148,7 @@ class Conversation:
         self._prev_ids = ids
         self._prev_keys = keys
         self._prev_out = out
+        self._next = None
         snapshot = tuple(parts)
         messages = Deferred(lambda: self._render(snapshot, tail_key, tail))
         return messages, self._shape(snapshot, tail_key, tail)

@@ -119,13 +119,24 @@ def test_a_shape_hashes_each_block_as_the_token_by_token_rolling_hash_of_its_pre
     at every message end, from any partial block."""
     items: list[Any] = ["<|im_start|>", "user", BlockRun("trace-a", (3, 7, 9), 64, 17), "marker",
                         BlockRun("fixed|1|100", (5,), 100, 100), "<|im_end|>", "x"]
-    codes, lengths = prompt_mod._sources(items)
-    assert int(lengths.sum()) == 2 + 64 * 2 + 17 + 1 + 100 + 2
+    raw: list[int] = []
+    lasts: list[int] = []
+    xors: list[tuple[int, int, int]] = []
+    total, longest = prompt_mod._add_runs(items, raw, lasts, xors, 0)
     mask, p = (1 << 64) - 1, prompt_mod._P
-    tokens = [(c + int(prompt_mod._mix(np.array([x + 1], np.uint64))[0])) & mask
-              for c, n in zip(codes.tolist(), lengths.tolist(), strict=True) for x in range(n)]
+
+    def mix(x: int) -> int:
+        return int(prompt_mod._mix(np.array([x], np.uint64))[0])
+
+    sources = [(mix(hash(item) & mask), 1) if isinstance(item, str) else
+               (mix(i ^ (hash(item.namespace) & mask)), item.size if k < len(item.ids) - 1 else item.last)
+               for item in items for k, i in enumerate((0,) if isinstance(item, str) else item.ids)]
+    assert total == sum(n for _, n in sources) == 2 + 64 * 2 + 17 + 1 + 100 + 2
+    assert [x + 1 for x in lasts] == [n for _, n in sources]
+    assert longest >= max(n for _, n in sources)
+    tokens = [(c + mix(x + 1)) & mask for c, n in sources for x in range(n)]
     acc, block, cuts = 0xABCDEF, 16, [5, 70, len(tokens)]
-    hashes, ends = prompt_mod._extend_sources(block, acc, done, codes, lengths, cuts)
+    hashed, ends, counts = prompt_mod._extend_sources(block, acc, done, raw, lasts, xors, longest, cuts)
     h, at_blocks, at_cuts, pieces = acc, [], [], []
     for i, code in enumerate(tokens):
         h = (h * p + code) & mask
@@ -134,8 +145,8 @@ def test_a_shape_hashes_each_block_as_the_token_by_token_rolling_hash_of_its_pre
         if i + 1 in cuts:
             at_cuts.append(h)
             pieces.append(len(at_blocks))
-    assert [len(x) for x in hashes] == [b - a for a, b in zip([0, *pieces], pieces, strict=False)]
-    assert np.concatenate(hashes).tolist() == at_blocks
+    assert counts == pieces
+    assert hashed.tolist() == at_blocks
     assert ends == at_cuts
 
 

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from llmsweep.workload.agentic import AgenticConfig, AgenticWorkload, replay_corpus_digest
-from llmsweep.workload.blocks import BlockText, common_prefix, extend_keys, prefix_keys
+from llmsweep.workload.blocks import BlockText, PrefixCache, common_prefix, extend_keys, prefix_keys
 from llmsweep.workload.conversation import Conversation
 from llmsweep.workload.tokenizer import get_tokenizer
 from llmsweep.workload.traces.loader import load_traces
@@ -60,13 +60,21 @@ def test_extend_keys_equals_prefix_keys_bit_for_bit() -> None:
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_conversation_keys_follow_its_turns(seed: int) -> None:
-    """A stream's keys come from its previous turn's; each is the turn's own `prefix_keys` (compaction cuts too)."""
+    """A stream's keys come from its previous turn's; each is the turn's own `prefix_keys` (compaction cuts too), the
+    keys it shares with that turn are their common prefix, and the ideal cache searched from there finds what a search
+    from the start finds."""
     rng = random.Random(seed)
     conv = Conversation(BlockText(get_tokenizer(None)), namespace="t", marker="", block_size=64)
+    searched, from_shared = PrefixCache(), PrefixCache()
     ids = list(range(50))
+    prev = None
     for turn in range(40):
         keys = conv.keys(ids)
         assert np.array_equal(keys, prefix_keys(ids))
+        shared = conv.shared(keys)
+        assert shared == (0 if prev is None else common_prefix(prev, keys))
+        assert from_shared.observe(keys, shared) == searched.observe(keys)
+        prev = keys
         conv.advance(ids, 64 * len(ids), 100, keys, tail_key=f"#{turn}")
         roll = rng.random()
         if roll < 0.15:
