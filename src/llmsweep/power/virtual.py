@@ -4,9 +4,10 @@ workers in `execute.virtual_disagg`), labelled simulated.
 The live simulator serves its power model (`sim.power.PowerModel`) at `GET /power` and the `sim` backend samples it
 on the wall clock. In virtual time no server runs and no clock is waited on, so the same model is read on the
 virtual clock instead: the predictor calls :class:`VirtualPower` at each of its scrapes (every virtual second), the
-model advances over the virtual interval from the core's counters, and its NVML-style document is turned into
-samples by the `sim` backend's own parser. The job's `gpu_metrics.jsonl` then has the live path's form and the
-summary's power block comes from the one integration (`power.integrate`), exactly as for a live job.
+model advances over the virtual interval from the core's counters, and its reading becomes the samples the `sim`
+backend's parser reads from its NVML-style document (`PowerModel.samples`, with no document built and parsed back).
+The job's `gpu_metrics.jsonl` then has the live path's form and the summary's power block comes from the one
+integration (`power.integrate`), exactly as for a live job.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from llmsweep.power.backends import SimBackend, parse_sim_power
+from llmsweep.power.backends import SimBackend
 from llmsweep.power.deployment import SampledWorker, WorkerSamples, merge
 from llmsweep.power.sampler import OFF_REASON, PowerSettings
 from llmsweep.power.samples import GPU_METRICS_FILE, GpuSample, Telemetry, TelemetryHeader, write_gpu_metrics
@@ -104,7 +105,7 @@ class VirtualPower:
         if self.model is None:
             raise RuntimeError("VirtualPower read before it was bound to a core")
         self.now = t
-        self.samples.extend(parse_sim_power(self.model.read(), t))
+        self.samples.extend(self.model.samples(t))
 
     def header(self, expected_gpus: int) -> TelemetryHeader:
         return TelemetryHeader(backend=None if self.error else SimBackend.kind, source=SimBackend.source,
@@ -162,7 +163,7 @@ class VirtualDeploymentPower:
     def __call__(self, t: float) -> None:
         self.now = t
         for _worker, model, samples in self.workers:
-            samples.extend(parse_sim_power(model.read(), t))
+            samples.extend(model.samples(t))
 
     def telemetry(self, expected_gpus: int) -> Telemetry:
         """Every worker's GPUs, merged as a role-by-role job's node files are: the header and the samples."""

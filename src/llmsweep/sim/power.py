@@ -21,10 +21,14 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from llmsweep.power.backends import sim_samples
 from llmsweep.sim.core import EngineCore
 from llmsweep.sim.perf import RooflineTimer
+
+if TYPE_CHECKING:
+    from llmsweep.power.samples import GpuSample
 
 W_DUTY, W_MEM, W_COMPUTE = 0.25, 0.45, 0.8
 DEFAULT_IDLE_W, DEFAULT_MAX_W = 75.0, 700.0
@@ -39,6 +43,19 @@ class Watts:
     idle_w: float
     max_w: float
     source: str
+
+
+@dataclass(frozen=True, slots=True)
+class PowerReading:
+    """One GPU's reading of the model, named and in the units of `GET /power`'s document (mW, mJ, MHz, °C, %)."""
+
+    power_usage_mw: int
+    total_energy_consumption_mj: int
+    clock_sm_mhz: float
+    clock_mem_mhz: float
+    temperature_c: float
+    utilization_gpu: int
+    utilization_memory: int
 
 
 def watts_for(hardware: str) -> Watts:
@@ -77,8 +94,8 @@ class PowerModel:
         compute = min(1.0, 2.0 * p.params_active * d_tokens / (dt * p.flops * timer.tp))
         return duty, mem, compute
 
-    def read(self) -> dict[str, Any]:
-        """Advance the model to now and return the NVML-style document of `GET /power`."""
+    def advance(self) -> PowerReading:
+        """Advance the model to now and return each GPU's reading (NVML's units; its TP GPUs read alike)."""
         now = self.clock()
         dt = now - self._last_t
         if dt >= MIN_INTERVAL_S:
@@ -93,15 +110,35 @@ class PowerModel:
             self._last_t, self._last = now, current
         busy = self.duty > 0
         temperature = 30.0 + 45.0 * (self.power_w - self.watts.idle_w) / (self.watts.max_w - self.watts.idle_w)
+        return PowerReading(power_usage_mw=round(self.power_w * 1000),
+                            total_energy_consumption_mj=round(self.energy_j * 1000),
+                            clock_sm_mhz=SM_CLOCK_BUSY_MHZ if busy else SM_CLOCK_IDLE_MHZ,
+                            clock_mem_mhz=MEM_CLOCK_MHZ, temperature_c=round(temperature, 1),
+                            utilization_gpu=round(100 * self.duty), utilization_memory=round(100 * self.mem))
+
+    def read(self) -> dict[str, Any]:
+        """Advance the model to now and return the NVML-style document of `GET /power`."""
+        r = self.advance()
         gpu = {
-            "power_usage_mw": round(self.power_w * 1000),
-            "total_energy_consumption_mj": round(self.energy_j * 1000),
-            "clock_sm_mhz": SM_CLOCK_BUSY_MHZ if busy else SM_CLOCK_IDLE_MHZ,
-            "clock_mem_mhz": MEM_CLOCK_MHZ,
-            "temperature_c": round(temperature, 1),
-            "utilization_gpu": round(100 * self.duty),
-            "utilization_memory": round(100 * self.mem),
+            "power_usage_mw": r.power_usage_mw,
+            "total_energy_consumption_mj": r.total_energy_consumption_mj,
+            "clock_sm_mhz": r.clock_sm_mhz,
+            "clock_mem_mhz": r.clock_mem_mhz,
+            "temperature_c": r.temperature_c,
+            "utilization_gpu": r.utilization_gpu,
+            "utilization_memory": r.utilization_memory,
         }
         return {"source": "simulated", "model": "roofline-utilisation", "idle_w": self.watts.idle_w,
                 "max_w": self.watts.max_w, "watts_source": self.watts.source,
                 "gpus": [{"index": i, **gpu} for i in range(self.tp)]}
+
+    def samples(self, now: float) -> list[GpuSample]:
+        """Advance the model and return its GPUs' samples at unix time `now`: what the `sim` backend reads from
+        :meth:`read`'s document (`power.backends.parse_sim_power`), built without the document (virtual time reads
+        the model at every scrape)."""
+        r = self.advance()
+        # float() of each figure, as the parser's `first_number` reads them
+        return sim_samples(now, self.tp, power_mw=float(r.power_usage_mw),
+                           energy_mj=float(r.total_energy_consumption_mj), sm_clock_mhz=float(r.clock_sm_mhz),
+                           mem_clock_mhz=float(r.clock_mem_mhz), temperature_c=float(r.temperature_c),
+                           util_gpu=float(r.utilization_gpu), util_mem=float(r.utilization_memory))
