@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from llmsweep.power.backends import sim_samples
 from llmsweep.sim.core import EngineCore
@@ -45,8 +45,7 @@ class Watts:
     source: str
 
 
-@dataclass(frozen=True, slots=True)
-class PowerReading:
+class PowerReading(NamedTuple):
     """One GPU's reading of the model, named and in the units of `GET /power`'s document (mW, mJ, MHz, °C, %)."""
 
     power_usage_mw: int
