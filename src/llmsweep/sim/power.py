@@ -56,6 +56,15 @@ class PowerReading(NamedTuple):
     utilization_gpu: int
     utilization_memory: int
 
+    def samples(self, now: float, gpus: int) -> list[GpuSample]:
+        """The samples at unix time `now` of `gpus` GPUs that read this: what the `sim` backend reads from the
+        model's document (`power.backends.parse_sim_power`), built without the document."""
+        # float() of each figure, as the parser's `first_number` reads them
+        return sim_samples(now, gpus, power_mw=float(self.power_usage_mw),
+                           energy_mj=float(self.total_energy_consumption_mj), sm_clock_mhz=float(self.clock_sm_mhz),
+                           mem_clock_mhz=float(self.clock_mem_mhz), temperature_c=float(self.temperature_c),
+                           util_gpu=float(self.utilization_gpu), util_mem=float(self.utilization_memory))
+
 
 def watts_for(hardware: str) -> Watts:
     """The SKU's idle and maximum watts from the power catalog (an H200's when it has none)."""
@@ -130,14 +139,3 @@ class PowerModel:
         return {"source": "simulated", "model": "roofline-utilisation", "idle_w": self.watts.idle_w,
                 "max_w": self.watts.max_w, "watts_source": self.watts.source,
                 "gpus": [{"index": i, **gpu} for i in range(self.tp)]}
-
-    def samples(self, now: float) -> list[GpuSample]:
-        """Advance the model and return its GPUs' samples at unix time `now`: what the `sim` backend reads from
-        :meth:`read`'s document (`power.backends.parse_sim_power`), built without the document (virtual time reads
-        the model at every scrape)."""
-        r = self.advance()
-        # float() of each figure, as the parser's `first_number` reads them
-        return sim_samples(now, self.tp, power_mw=float(r.power_usage_mw),
-                           energy_mj=float(r.total_energy_consumption_mj), sm_clock_mhz=float(r.clock_sm_mhz),
-                           mem_clock_mhz=float(r.clock_mem_mhz), temperature_c=float(r.temperature_c),
-                           util_gpu=float(r.utilization_gpu), util_mem=float(r.utilization_memory))
