@@ -422,7 +422,7 @@ def sim_samples(now: float, gpus: int, *, power_mw: float, energy_mj: float, sm_
                 mem_clock_mhz: float, temperature_c: float, util_gpu: float, util_mem: float) -> list[GpuSample]:
     """The samples :func:`parse_sim_power` reads from a document of GPUs 0..`gpus`-1 that all report these figures
     (the model's GPUs draw alike), built without the document: the virtual-time power reads the model at every
-    scrape (`sim.power.PowerModel.samples`)."""
+    scrape (`sim.power.PowerReading.samples`)."""
     return [_sim_sample(now, str(i), power_mw, energy_mj, sm_clock_mhz, mem_clock_mhz, temperature_c, util_gpu,
                         util_mem) for i in range(gpus)]
 

@@ -46,7 +46,8 @@ class Watts:
 
 
 class PowerReading(NamedTuple):
-    """One GPU's reading of the model, named and in the units of `GET /power`'s document (mW, mJ, MHz, °C, %)."""
+    """One GPU's reading of the model: the fields of a GPU in `GET /power`'s document, in its order and units (mW,
+    mJ, MHz, °C, %)."""
 
     power_usage_mw: int
     total_energy_consumption_mj: int
@@ -126,16 +127,7 @@ class PowerModel:
 
     def read(self) -> dict[str, Any]:
         """Advance the model to now and return the NVML-style document of `GET /power`."""
-        r = self.advance()
-        gpu = {
-            "power_usage_mw": r.power_usage_mw,
-            "total_energy_consumption_mj": r.total_energy_consumption_mj,
-            "clock_sm_mhz": r.clock_sm_mhz,
-            "clock_mem_mhz": r.clock_mem_mhz,
-            "temperature_c": r.temperature_c,
-            "utilization_gpu": r.utilization_gpu,
-            "utilization_memory": r.utilization_memory,
-        }
+        gpu = self.advance()._asdict()  # (the reading's fields are the document's keys, in its order)
         return {"source": "simulated", "model": "roofline-utilisation", "idle_w": self.watts.idle_w,
                 "max_w": self.watts.max_w, "watts_source": self.watts.source,
                 "gpus": [{"index": i, **gpu} for i in range(self.tp)]}
