@@ -88,6 +88,8 @@ class ServerWindow:
         """Lines that are not a scrape (damaged after they were written): the window's base or end may be missing."""
         self.based = False
         """Whether a scrape answered by the window's start was read: a series it lacked was born later, at 0."""
+        self._shape: list[tuple[str, dict[str, str], _Series]] = []
+        """The last scrape's rows by place: (name, labels, series)."""
 
     def add(self, scrape: dict[str, Any]) -> None:
         if not isinstance(scrape, dict) or scrape is UNREADABLE or (
@@ -103,24 +105,47 @@ class ServerWindow:
         start = self.start if self.start is not None else float("-inf")
         end = self.end if self.end is not None else float("inf")
         in_window = start <= t <= end
-        if answered <= start:
+        base = answered <= start
+        if base:
             self.based = True
-        for name, labels, value in scrape.get("samples", ()):
-            self.names.add(name)
-            key = (name, tuple(sorted(labels.items())))
-            s = self.series.get(key)
-            if s is None:
-                # born after the window's base scrape: it counted from 0 (without a base, its first value is one)
-                s = self.series[key] = _Series(before=0.0 if self.based and answered > start else None)
-                self._by_name.setdefault(name, []).append((key[1], s))
-            if answered <= start:
+        observe = not base and t <= end + END_SLACK_S
+        # a series first seen now was born after the window's base scrape: it counted from 0 (without a base, its
+        # first value is one)
+        born = 0.0 if self.based and answered > start else None
+        shape = self._shape
+        known = len(shape)
+        for i, (name, labels, value) in enumerate(scrape.get("samples", ())):
+            # a scrape's rows come in the order of the one before (one exporter): the same name and labels at the
+            # same place are the same series, found without sorting its labels
+            row = shape[i] if i < known else None
+            if row is not None and row[0] == name and row[1] == labels:
+                s = row[2]
+            else:
+                s = self._series_of(name, labels, born)
+                row = (name, dict(labels), s)  # (a copy: the caller's dict is its own)
+                if i < known:
+                    shape[i] = row
+                else:
+                    shape.append(row)
+            if base:
                 s.before = value
-            elif t <= end + END_SLACK_S:
+            elif observe:
                 s.observe(value)
             if in_window:
-                s.gmax = value if s.gmax is None else max(s.gmax, value)
+                if s.gmax is None or value > s.gmax:  # (`max`: the first of equal values stays)
+                    s.gmax = value
                 s.gsum += value
                 s.gcount += 1
+
+    def _series_of(self, name: str, labels: dict[str, str], born: float | None) -> _Series:
+        """The series of `name` with `labels`, made (starting from `born`) if it is new."""
+        self.names.add(name)
+        key = (name, tuple(sorted(labels.items())))
+        s = self.series.get(key)
+        if s is None:
+            s = self.series[key] = _Series(before=born)
+            self._by_name.setdefault(name, []).append((key[1], s))
+        return s
 
     # ------------------------------------------------------------------ queries used by adapters
     def _matching(self, name: str, where: dict[str, str] | None) -> list[_Series]:

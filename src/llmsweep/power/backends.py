@@ -411,17 +411,28 @@ class SimBackend(Backend):
 
 def parse_sim_power(doc: Mapping[str, Any], now: float) -> list[GpuSample]:
     """The simulator's `/power` document (NVML's units: mW, mJ) as samples in SI units."""
-    out = []
-    for g in doc.get("gpus") or ():
-        mw, mj = first_number(g.get("power_usage_mw")), first_number(g.get("total_energy_consumption_mj"))
-        out.append(GpuSample(t=now, gpu=str(g.get("index")), power_w=mw / 1000 if mw is not None else None,
-                             energy_j=mj / 1000 if mj is not None else None,
-                             sm_clock_mhz=first_number(g.get("clock_sm_mhz")),
-                             mem_clock_mhz=first_number(g.get("clock_mem_mhz")),
-                             temperature_c=first_number(g.get("temperature_c")),
-                             util_gpu=first_number(g.get("utilization_gpu")),
-                             util_mem=first_number(g.get("utilization_memory"))))
-    return out
+    return [_sim_sample(now, str(g.get("index")), first_number(g.get("power_usage_mw")),
+                        first_number(g.get("total_energy_consumption_mj")), first_number(g.get("clock_sm_mhz")),
+                        first_number(g.get("clock_mem_mhz")), first_number(g.get("temperature_c")),
+                        first_number(g.get("utilization_gpu")), first_number(g.get("utilization_memory")))
+            for g in doc.get("gpus") or ()]
+
+
+def sim_samples(now: float, gpus: int, *, power_mw: float, energy_mj: float, sm_clock_mhz: float,
+                mem_clock_mhz: float, temperature_c: float, util_gpu: float, util_mem: float) -> list[GpuSample]:
+    """The samples :func:`parse_sim_power` reads from a document of GPUs 0..`gpus`-1 that all report these figures
+    (the model's GPUs draw alike), built without the document: the virtual-time power reads the model at every
+    scrape (`sim.power.PowerReading.samples`)."""
+    return [_sim_sample(now, str(i), power_mw, energy_mj, sm_clock_mhz, mem_clock_mhz, temperature_c, util_gpu,
+                        util_mem) for i in range(gpus)]
+
+
+def _sim_sample(now: float, gpu: str, mw: float | None, mj: float | None, sm: float | None, mem: float | None,
+                temperature: float | None, util_gpu: float | None, util_mem: float | None) -> GpuSample:
+    """One GPU's `/power` figures (NVML's units: mW, mJ) as a sample in SI units."""
+    return GpuSample(t=now, gpu=gpu, power_w=mw / 1000 if mw is not None else None,
+                     energy_j=mj / 1000 if mj is not None else None, sm_clock_mhz=sm, mem_clock_mhz=mem,
+                     temperature_c=temperature, util_gpu=util_gpu, util_mem=util_mem)
 
 
 def backend_kinds() -> tuple[str, ...]:

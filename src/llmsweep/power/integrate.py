@@ -12,6 +12,7 @@ the throughput per GPU; they do not depend on the samples and are labelled `assu
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import math
 from collections import defaultdict
@@ -58,38 +59,50 @@ class GpuEnergy:
 
 def _series(samples: Sequence[GpuSample], value: str) -> list[tuple[float, float]]:
     """(t, value) sorted by time, duplicates of one timestamp averaged, samples without the value dropped."""
+    got = [(s.t, v) for s in samples if (v := getattr(s, value)) is not None and math.isfinite(v)]
+    if all(a[0] < b[0] for a, b in itertools.pairwise(got)):  # one sample per time, in order (a sampler's file)
+        return [(t, (float(v) + 0.0) / 1) for t, v in got]  # (what the average of one value is: sum() adds to 0)
     by_t: dict[float, list[float]] = defaultdict(list)
-    for s in samples:
-        v = getattr(s, value)
-        if v is not None and math.isfinite(v):
-            by_t[s.t].append(float(v))
+    for t, v in got:
+        by_t[t].append(float(v))
     return [(t, sum(vs) / len(vs)) for t, vs in sorted(by_t.items())]
 
 
-def _at(series: Sequence[tuple[float, float]], t: float) -> float:
-    """Linear interpolation of a bracketing series at t."""
-    for (t0, v0), (t1, v1) in itertools.pairwise(series):
-        if t0 <= t <= t1:
-            return v0 if t1 == t0 else v0 + (v1 - v0) * (t - t0) / (t1 - t0)
-    raise ValueError("t is not bracketed")
+def _times(series: Sequence[tuple[float, float]]) -> list[float]:
+    """A series' times (sorted, each once: `_series`), to bisect."""
+    return [t for t, _ in series]
 
 
-def integrate_gpu(series: Sequence[tuple[float, float]], start: float, end: float) -> float:
+def _at(series: Sequence[tuple[float, float]], times: Sequence[float], t: float) -> float:
+    """Linear interpolation of a bracketing series at t (in its first pair of samples around t)."""
+    j = bisect.bisect_left(times, t)  # the first sample at or after t; a pair ends there unless t is the first's
+    i = j - 1 if j > 0 else 0 if times and times[0] == t else -1
+    if i < 0 or i + 1 >= len(series):
+        raise ValueError("t is not bracketed")
+    (t0, v0), (t1, v1) = series[i], series[i + 1]
+    return v0 if t1 == t0 else v0 + (v1 - v0) * (t - t0) / (t1 - t0)
+
+
+def integrate_gpu(series: Sequence[tuple[float, float]], times: Sequence[float], start: float, end: float) -> float:
     """Trapezoid of a bracketing (t, W) series over [start, end], interpolated at both edges; joules."""
-    points = [(start, _at(series, start)), *((t, v) for t, v in series if start < t < end), (end, _at(series, end))]
+    inside = series[bisect.bisect_right(times, start):bisect.bisect_left(times, end)]  # start < t < end
+    points = [(start, _at(series, times, start)), *inside, (end, _at(series, times, end))]
     return sum((t1 - t0) * (v0 + v1) / 2 for (t0, v0), (t1, v1) in itertools.pairwise(points))
 
 
-def _span(series: Sequence[tuple[float, float]], start: float, end: float) -> Sequence[tuple[float, float]]:
+def _span(series: Sequence[tuple[float, float]], times: Sequence[float], start: float,
+          end: float) -> Sequence[tuple[float, float]]:
     """A bracketing series from its last sample at or before start to its first at or after end."""
-    first = max(i for i, (t, _) in enumerate(series) if t <= start)
-    last = min(i for i, (t, _) in enumerate(series) if t >= end)
+    first = bisect.bisect_right(times, start) - 1
+    last = bisect.bisect_left(times, end)
+    if first < 0 or last >= len(series):
+        raise ValueError("the series does not bracket the window")
     return series[first:last + 1]
 
 
-def _window_gap(series: Sequence[tuple[float, float]], start: float, end: float) -> float:
+def _window_gap(series: Sequence[tuple[float, float]], times: Sequence[float], start: float, end: float) -> float:
     """Longest gap between consecutive samples from the last one at or before start to the first at or after end."""
-    return max((b[0] - a[0] for a, b in itertools.pairwise(_span(series, start, end))), default=0.0)
+    return max((b[0] - a[0] for a, b in itertools.pairwise(_span(series, times, start, end))), default=0.0)
 
 
 def gpu_energy(samples: Sequence[GpuSample], start: float, end: float, max_gap_s: float,
@@ -109,17 +122,19 @@ def gpu_energy(samples: Sequence[GpuSample], start: float, end: float, max_gap_s
     if power[0][0] > start or power[-1][0] < end:
         reasons.append("benchmark_window_not_bracketed")
         return None
-    gap = _window_gap(power, start, end)
+    times = _times(power)
+    gap = _window_gap(power, times, start, end)
     if gap > max_gap_s:
         reasons.append("sampling_gap_exceeded")
-    inside = [v for t, v in power if start <= t <= end]
-    peak = max([_at(power, start), _at(power, end), *inside])
+    inside = [v for _, v in power[bisect.bisect_left(times, start):bisect.bisect_right(times, end)]]  # start..end
+    peak = max([_at(power, times, start), _at(power, times, end), *inside])
     counter = _series(near, "energy_j")
     counter_j, reset = None, False
     if len(counter) >= 2 and counter[0][0] <= start and counter[-1][0] >= end:
-        counter_j = _at(counter, end) - _at(counter, start)
-        reset = any(b < a for (_, a), (_, b) in itertools.pairwise(_span(counter, start, end)))
-    return GpuEnergy(integrate_gpu(power, start, end), peak, len(power), gap, counter_j, reset)
+        counter_times = _times(counter)
+        counter_j = _at(counter, counter_times, end) - _at(counter, counter_times, start)
+        reset = any(b < a for (_, a), (_, b) in itertools.pairwise(_span(counter, counter_times, start, end)))
+    return GpuEnergy(integrate_gpu(power, times, start, end), peak, len(power), gap, counter_j, reset)
 
 
 def _ratio(num: float, den: float) -> float | None:

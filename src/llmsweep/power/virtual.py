@@ -4,9 +4,10 @@ workers in `execute.virtual_disagg`), labelled simulated.
 The live simulator serves its power model (`sim.power.PowerModel`) at `GET /power` and the `sim` backend samples it
 on the wall clock. In virtual time no server runs and no clock is waited on, so the same model is read on the
 virtual clock instead: the predictor calls :class:`VirtualPower` at each of its scrapes (every virtual second), the
-model advances over the virtual interval from the core's counters, and its NVML-style document is turned into
-samples by the `sim` backend's own parser. The job's `gpu_metrics.jsonl` then has the live path's form and the
-summary's power block comes from the one integration (`power.integrate`), exactly as for a live job.
+model advances over the virtual interval from the core's counters, and its reading becomes the samples the `sim`
+backend's parser reads from its NVML-style document (`PowerReading.samples`, with no document built and parsed back).
+The job's `gpu_metrics.jsonl` then has the live path's form and the summary's power block comes from the one
+integration (`power.integrate`), exactly as for a live job.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from llmsweep.power.backends import SimBackend, parse_sim_power
+from llmsweep.power.backends import SimBackend
 from llmsweep.power.deployment import SampledWorker, WorkerSamples, merge
 from llmsweep.power.sampler import OFF_REASON, PowerSettings
 from llmsweep.power.samples import GPU_METRICS_FILE, GpuSample, Telemetry, TelemetryHeader, write_gpu_metrics
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
     from llmsweep.plan import Job
     from llmsweep.sim.core import EngineCore
     from llmsweep.sim.disagg import Cluster
-    from llmsweep.sim.power import PowerModel
+    from llmsweep.sim.power import PowerModel, PowerReading
 
 NOT_MODELLED_FIX = ("measure its power on a real engine, or run it without requiring power (--no-require-power, or "
                     "drop the recipe's `require-power: true`)")
@@ -69,6 +70,30 @@ VIRTUAL_INTERVAL_S = 1.0
 """The predictor scrapes every virtual second (`sim.predict.predict_point`), so the model is sampled at 1 Hz."""
 
 
+class _Readings:
+    """One power model read on the virtual clock: each reading is kept as the model's figures and turned into samples
+    when they are read (at the point's end, in one batch, which costs less than building them at every scrape)."""
+
+    def __init__(self, model: PowerModel) -> None:
+        self.model = model
+        self._pending: list[tuple[float, PowerReading]] = []
+        self._samples: list[GpuSample] = []
+
+    def read(self, t: float) -> None:
+        """Advance the model to unix time `t` (its clock) and keep its reading."""
+        self._pending.append((t, self.model.advance()))
+
+    @property
+    def samples(self) -> list[GpuSample]:
+        """Every reading's samples, in reading order."""
+        if self._pending:
+            gpus = self.model.tp
+            for t, reading in self._pending:
+                self._samples.extend(reading.samples(t, gpus))
+            self._pending.clear()
+        return self._samples
+
+
 class VirtualPower:
     """The simulated GPUs' power read on the virtual clock; `probe` is the predictor's probe factory (None when
     sampling is off, in which case the job's file says so)."""
@@ -77,8 +102,8 @@ class VirtualPower:
                  gpus: int | None = None) -> None:
         self.hardware, self.tp, self.settings = hardware, tp, settings
         self.now = start_time
-        self.samples: list[GpuSample] = []
         self.model: PowerModel | None = None
+        self._readings: _Readings | None = None
         self.error = OFF_REASON if settings.backend == "off" else None
         # the model prices a step on the tensor-parallel GPUs: not a figure for the job's pipeline or context ranks,
         # which it does not model (it said `expected_gpu_count_mismatch`, then `telemetry_unavailable`, as if
@@ -97,14 +122,20 @@ class VirtualPower:
         from llmsweep.sim.power import PowerModel
 
         self.model = PowerModel(core, hardware=self.hardware, tp=self.tp, clock=lambda: self.now)
+        self._readings = _Readings(self.model)
         return self
 
     def __call__(self, t: float) -> None:
         """One reading of every modelled GPU at unix time `t` (start time + virtual seconds)."""
-        if self.model is None:
+        if self._readings is None:
             raise RuntimeError("VirtualPower read before it was bound to a core")
         self.now = t
-        self.samples.extend(parse_sim_power(self.model.read(), t))
+        self._readings.read(t)
+
+    @property
+    def samples(self) -> list[GpuSample]:
+        """Every modelled GPU's samples so far (none before the model is bound)."""
+        return self._readings.samples if self._readings is not None else []
 
     def header(self, expected_gpus: int) -> TelemetryHeader:
         return TelemetryHeader(backend=None if self.error else SimBackend.kind, source=SimBackend.source,
@@ -147,12 +178,12 @@ class VirtualDeploymentPower:
         config = cluster.config
         plans = {"prefill": config.prefill, "decode": config.decode}
         self.role_gpus = {kind: plan.gpus for kind, plan in plans.items()}
-        self.workers: list[tuple[SampledWorker, PowerModel, list[GpuSample]]] = []
+        self.workers: list[tuple[SampledWorker, _Readings]] = []
         for w in cluster.workers:
             plan = plans[w.role]
             model = PowerModel(w.core, hardware=plan.engine.hardware, tp=plan.gpus_per_worker, clock=lambda: self.now)
             self.workers.append((SampledWorker(label=f"{w.role}{w.index}", role=w.role, gpus=plan.gpus_per_worker),
-                                 model, []))
+                                 _Readings(model)))
 
     @property
     def probe(self) -> Callable[[float], None] | None:
@@ -161,13 +192,13 @@ class VirtualDeploymentPower:
 
     def __call__(self, t: float) -> None:
         self.now = t
-        for _worker, model, samples in self.workers:
-            samples.extend(parse_sim_power(model.read(), t))
+        for _worker, readings in self.workers:
+            readings.read(t)
 
     def telemetry(self, expected_gpus: int) -> Telemetry:
         """Every worker's GPUs, merged as a role-by-role job's node files are: the header and the samples."""
         head = TelemetryHeader(backend=SimBackend.kind, source=SimBackend.source, interval_s=VIRTUAL_INTERVAL_S)
-        parts = [WorkerSamples(worker, head, samples) for worker, _model, samples in self.workers]
+        parts = [WorkerSamples(worker, head, readings.samples) for worker, readings in self.workers]
         header, samples = merge(parts, since=self.start_time, expected_gpus=expected_gpus, role_gpus=self.role_gpus,
                                 require=bool(self.settings.require), max_gap_s=self.settings.max_gap_s)
         if self.error:  # sampling is off yet power is required: the job says why it has none

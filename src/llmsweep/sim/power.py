@@ -21,10 +21,14 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
+from llmsweep.power.backends import sim_samples
 from llmsweep.sim.core import EngineCore
 from llmsweep.sim.perf import RooflineTimer
+
+if TYPE_CHECKING:
+    from llmsweep.power.samples import GpuSample
 
 W_DUTY, W_MEM, W_COMPUTE = 0.25, 0.45, 0.8
 DEFAULT_IDLE_W, DEFAULT_MAX_W = 75.0, 700.0
@@ -39,6 +43,28 @@ class Watts:
     idle_w: float
     max_w: float
     source: str
+
+
+class PowerReading(NamedTuple):
+    """One GPU's reading of the model: the fields of a GPU in `GET /power`'s document, in its order and units (mW,
+    mJ, MHz, °C, %)."""
+
+    power_usage_mw: int
+    total_energy_consumption_mj: int
+    clock_sm_mhz: float
+    clock_mem_mhz: float
+    temperature_c: float
+    utilization_gpu: int
+    utilization_memory: int
+
+    def samples(self, now: float, gpus: int) -> list[GpuSample]:
+        """The samples at unix time `now` of `gpus` GPUs that read this: what the `sim` backend reads from the
+        model's document (`power.backends.parse_sim_power`), built without the document."""
+        # float() of each figure, as the parser's `first_number` reads them
+        return sim_samples(now, gpus, power_mw=float(self.power_usage_mw),
+                           energy_mj=float(self.total_energy_consumption_mj), sm_clock_mhz=float(self.clock_sm_mhz),
+                           mem_clock_mhz=float(self.clock_mem_mhz), temperature_c=float(self.temperature_c),
+                           util_gpu=float(self.utilization_gpu), util_mem=float(self.utilization_memory))
 
 
 def watts_for(hardware: str) -> Watts:
@@ -77,8 +103,8 @@ class PowerModel:
         compute = min(1.0, 2.0 * p.params_active * d_tokens / (dt * p.flops * timer.tp))
         return duty, mem, compute
 
-    def read(self) -> dict[str, Any]:
-        """Advance the model to now and return the NVML-style document of `GET /power`."""
+    def advance(self) -> PowerReading:
+        """Advance the model to now and return each GPU's reading (NVML's units; its TP GPUs read alike)."""
         now = self.clock()
         dt = now - self._last_t
         if dt >= MIN_INTERVAL_S:
@@ -93,15 +119,15 @@ class PowerModel:
             self._last_t, self._last = now, current
         busy = self.duty > 0
         temperature = 30.0 + 45.0 * (self.power_w - self.watts.idle_w) / (self.watts.max_w - self.watts.idle_w)
-        gpu = {
-            "power_usage_mw": round(self.power_w * 1000),
-            "total_energy_consumption_mj": round(self.energy_j * 1000),
-            "clock_sm_mhz": SM_CLOCK_BUSY_MHZ if busy else SM_CLOCK_IDLE_MHZ,
-            "clock_mem_mhz": MEM_CLOCK_MHZ,
-            "temperature_c": round(temperature, 1),
-            "utilization_gpu": round(100 * self.duty),
-            "utilization_memory": round(100 * self.mem),
-        }
+        return PowerReading(power_usage_mw=round(self.power_w * 1000),
+                            total_energy_consumption_mj=round(self.energy_j * 1000),
+                            clock_sm_mhz=SM_CLOCK_BUSY_MHZ if busy else SM_CLOCK_IDLE_MHZ,
+                            clock_mem_mhz=MEM_CLOCK_MHZ, temperature_c=round(temperature, 1),
+                            utilization_gpu=round(100 * self.duty), utilization_memory=round(100 * self.mem))
+
+    def read(self) -> dict[str, Any]:
+        """Advance the model to now and return the NVML-style document of `GET /power`."""
+        gpu = self.advance()._asdict()  # (the reading's fields are the document's keys, in its order)
         return {"source": "simulated", "model": "roofline-utilisation", "idle_w": self.watts.idle_w,
                 "max_w": self.watts.max_w, "watts_source": self.watts.source,
                 "gpus": [{"index": i, **gpu} for i in range(self.tp)]}
