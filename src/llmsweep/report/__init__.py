@@ -45,6 +45,9 @@ class ReportFiles:
     """What the page says when the run has no point at all; None otherwise."""
     overlaid: int = 0
     """Points of other runs drawn beside the run's own (`--with`; not counted in `points`)."""
+    overlay_notes: list[str] = field(default_factory=list)
+    """The overlays' points not drawn a second time, each said (`report.data.overlay_points`): wholly a point the
+    page draws already."""
     evals: int = 0
     """The run's evals: an eval-only job's result (not counted in `points`), a run-eval row's eval."""
     evals_failed: int = 0
@@ -83,6 +86,8 @@ def write_report(run: RunDir | Path | str, out_dir: Path | str | None = None, *,
     pngs = write_pngs(payload, out) if png else []
     stale = remove_stale_pngs(out, keep=pngs)
     log.info("report of %s written to %s", run.run_id, out)
+    for note in payload["overlay_notes"]:  # an overlay's point not drawn a second time is never dropped unsaid
+        log.warning("%s", note)
     verdicts = payload["verdicts"]
     counts = payload["counts"]
     # the run's own points as the page draws and counts them (a point that is the mean of its repeats once; an
@@ -94,7 +99,8 @@ def write_report(run: RunDir | Path | str, out_dir: Path | str | None = None, *,
                        refused=verdicts.get("refused", {}).get("count", 0),
                        reused=verdicts.get("reused", {}).get("count", 0),
                        reused_drawn=counts["reused_drawn"], empty=payload["empty"], overlaid=counts["overlaid"],
-                       stale_pngs=stale, evals=counts["evals"], evals_failed=counts["evals_failed"])
+                       stale_pngs=stale, evals=counts["evals"], evals_failed=counts["evals_failed"],
+                       overlay_notes=list(payload["overlay_notes"]))
 
 
 def remove_stale_pngs(out: Path, keep: Sequence[Path] = ()) -> list[Path]:

@@ -434,6 +434,36 @@ def series_notes(points: Sequence[ResultPoint]) -> str:
     return _shared(accepted, "AL {} est.") + _shared(unmodelled, "not modelled: {}")
 
 
+def overlay_points(run_id: str, drawn: Sequence[Repeats],
+                   overlay: Sequence[ResultPoint]) -> tuple[list[Repeats], list[str]]:
+    """The points of the runs drawn beside `run_id` (`--with`), each run's repeats combined on its own (as its own
+    dashboard draws them), and what the page says of those not drawn. `drawn`: the run's own points. An overlay's
+    point is left out only when it is wholly a point already drawn (the same results: a result the overlay run
+    stood a job on whole, or a run given twice); a point that shares only some results with one drawn (a repeat the
+    overlay stood on one of the run's results) is drawn, the mean of all its repeats. An overlay's point read as
+    the run's own (the run itself given to `--with`) and eval-only results are not overlaid."""
+    seen: dict[frozenset[str], str] = {}
+    ids: dict[str, str] = {}
+    for r in drawn:
+        seen[frozenset(m.result_id for m in r.members)] = ids[r.point.result_id] = run_id
+    kept, notes = [], []
+    # each result once per run it is read as part of (a run given twice to --with is one overlay)
+    unique = {(p.run_in_view, p.result_id): p for p in overlay if p.run_in_view != run_id and not p.eval_only}
+    for r in combine_repeats(unique.values()):
+        p, key = r.point, frozenset(m.result_id for m in r.members)
+        what = f"run {p.run_in_view}'s point {p.job_in_view} (conc {p.identity.conc})"
+        if (owner := seen.get(key)) is not None:
+            notes.append(f"{what} is not drawn again: it is the same result{'s' if r.n > 1 else ''} as run "
+                         f"{owner}'s point drawn here")
+        elif (owner := ids.get(p.result_id)) is not None:
+            notes.append(f"{what} is not drawn: it shares result id {p.result_id} with run {owner}'s point drawn "
+                         f"here but combines other results (fix: `llmsweep report {p.run_in_view}` draws it)")
+        else:
+            seen[key] = ids[p.result_id] = p.run_in_view
+            kept.append(r)
+    return kept, notes
+
+
 def build_payload(run: RunDir, points: Sequence[ResultPoint], *, overlay: Sequence[ResultPoint] = (),
                   mix_sources: bool = False, details: bool = True, reused: Mapping[str, ResultPoint] | None = None,
                   reused_unread: str = "no results store was read") -> dict[str, Any]:
@@ -451,16 +481,13 @@ def build_payload(run: RunDir, points: Sequence[ResultPoint], *, overlay: Sequen
     points = [*points, *(p for p in stood.values() if p.run_id != run.run_id)]
     evals = [eval_payload(p, series_label(p, mix_sources=mix_sources)) for p in points if p.eval is not None]
     points = [p for p in points if not p.eval_only]  # an accuracy score has no place on a throughput plot
-    drawn = {p.result_id for p in points}
-    # an overlay's points under the run they are read as part of: a `--with` run's own, and those it stood on
-    tagged = [(p, "") for p in points] + [(p, p.run_in_view) for p in overlay
-                                          if p.run_in_view != run.run_id and not p.eval_only
-                                          and p.result_id not in drawn]
     # a point measured N times (`run --repeats`) is one point, the mean of its repeats: its frontiers never pick the
-    # luckiest repeat
-    tag_of = {p.result_id: tag for p, tag in tagged}
-    repeats = {r.point.result_id: r for r in combine_repeats(p for p, _ in tagged)}
-    tagged = [(r.point, tag_of[i]) for i, r in repeats.items()]
+    # luckiest repeat. The run's own first; then each overlay's, combined on its own as its own dashboard combines
+    # them (a result it shares with the run, e.g. one it stood a repeat on, stays one of its repeats)
+    combined = combine_repeats(points)
+    overlay_repeats, overlay_notes = overlay_points(run.run_id, combined, overlay)
+    repeats = {r.point.result_id: r for r in (*combined, *overlay_repeats)}
+    tagged = [(r.point, "") for r in combined] + [(r.point, r.point.run_in_view) for r in overlay_repeats]
     everything = [p for p, _ in tagged]
     # two images, or two configurations of one point, are two series, labelled by what tells them apart
     names = name_series(everything, mix_sources=mix_sources, tags={p.result_id: tag for p, tag in tagged})
@@ -531,6 +558,7 @@ def build_payload(run: RunDir, points: Sequence[ResultPoint], *, overlay: Sequen
         "sources": sorted({*counts["sources"], *(p["source"] for p in points_out)}),  # overlays' too
         "mix_sources": mix_sources,
         "overlays": sorted({tag for _, tag in tagged if tag}),
+        "overlay_notes": overlay_notes,
         "details": ({p.result_id: detail_payload(p, max_requests=request_budget(len(everything))) for p in everything}
                     if details else {}),
     }

@@ -82,6 +82,8 @@ def run_summary_markdown(payload: Mapping[str, Any]) -> str:
              + (f" · {len(drawn) + len(reused)} reused ({len(drawn)} drawn)" if drawn or reused else ""), ""]
     if payload.get("empty"):
         lines += [f"**{payload['empty']}" + (" The reasons are listed below." if payload["missing"] else "") + "**", ""]
+    if payload.get("overlay_notes"):  # overlay points drawn once, as the run's (report.data.overlay_points)
+        lines += [f"> note: {n}" for n in payload["overlay_notes"]] + [""]
     shown = [HOT_BY_NAME[name] for name in SUMMARY_COLUMNS]  # headed and printed as every table prints them
     if series:  # no throughput point (an eval-only run, an empty one): no frontier to head a table with
         lines += ["### Frontier: throughput per GPU vs P90 E2E-normalised interactivity "

@@ -7,6 +7,7 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
 from support.synthetic import SyntheticPoint, run_of_failures, synthetic_job, write_synthetic_run
 
 from llmsweep.metrics.model import DeploymentBlock, Summary, Verdict
@@ -243,6 +244,13 @@ def test_overlaying_the_run_a_reused_point_came_from_draws_that_point_once(tmp_p
     by_id = {p["id"]: p for p in payload["points"]}
     assert all(by_id[p.result_id]["reused"] and not _overlay(payload, by_id[p.result_id]) for p in stood.values())
     assert by_id[kept.result_id]["reused"] is None and _overlay(payload, by_id[kept.result_id])
+    # the earlier run's points the run stood on whole are drawn once, as the run's; the page says so
+    notes = payload["overlay_notes"]
+    assert len(notes) == len(stood) and all("is not drawn again" in n and "as run reusing-run's point" in n
+                                            for n in notes), notes
+    from llmsweep.report.markdown import run_summary_markdown
+
+    assert all(f"> note: {n}" in run_summary_markdown(payload) for n in notes)
 
 
 def _overlay(payload: dict, point: dict) -> bool:
@@ -658,3 +666,60 @@ def test_two_configurations_of_one_point_are_two_series_named_by_recipe_key(tmp_
     by_id = {p["id"]: p["job_id"] for p in payload["points"]}
     for series, ids in payload["frontiers"]["conc"].items():
         assert len({by_id[i].rsplit("-", 1)[0] for i in ids}) == 1, (series, ids)
+
+
+def _repeats_runs(tmp_path: Path) -> tuple[RunDir, RunDir]:
+    """`run` of one point (`earlier-run`, job J, conc 4) and `run --reuse --repeats 3` over it (`later-run`): its
+    first repeat stood on the earlier run's result, its second and third measured (one configuration: repeats)."""
+    prov = {"launch": {"fingerprint": "launch-a"}, "clock": "virtual",
+            "options": {"concurrency": 4, "duration_s": 60.0}}
+
+    def job(suffix: str = "") -> SyntheticPoint:
+        return SyntheticPoint(synthetic_job(conc=4, scenario="fixed-seq-len", job_id=f"J{suffix}"), requests=40,
+                              provenance=prov)
+
+    earlier = write_synthetic_run(tmp_path / "earlier", [job()], run_id="earlier-run", seed=1)
+    later = write_synthetic_run(tmp_path / "later", [job("-repeat2"), job("-repeat3")], run_id="later-run", seed=2,
+                                expected_extra=["J"])
+    (first,) = points_from_run(earlier)
+    meta = json.loads((later.path / "run.json").read_text(encoding="utf-8"))
+    meta["reused"] = {"J": {"run_id": "earlier-run", "job_id": "J", "result_id": first.result_id,
+                            "verdict": first.verdict}}
+    (later.path / "run.json").write_text(json.dumps(meta), encoding="utf-8")
+    return earlier, load_run(later.path)
+
+
+def _mean(points: list, metric: str = "tput_per_gpu") -> float:
+    return sum(p.metric(metric) for p in points) / len(points)
+
+
+def test_an_overlay_is_drawn_as_its_own_dashboard_draws_it_repeats_it_shares_with_the_run_included(
+        tmp_path: Path) -> None:
+    """`report EARLIER --with LATER`: LATER's point is the mean of its 3 repeats, one of them EARLIER's result it
+    stood on; that result was dropped from the overlay as drawn already, so LATER's point was drawn as the mean of 2
+    (214.1 where LATER's own dashboard says 210.3, mean of 3)."""
+    earlier, later = _repeats_runs(tmp_path)
+    (first,) = points_from_run(earlier)
+    measured = points_from_run(later)
+    overlay = [*measured, first.stood_on_by("later-run", "J")]  # LATER as `--with` reads it from the store
+    own = build_payload(later, measured, reused={"J": first}, details=False)
+    (published,) = own["points"]  # LATER's own dashboard
+    assert published["repeats"]["n"] == 3
+    payload = build_payload(earlier, points_from_run(earlier), overlay=overlay, details=False)
+    drawn = [p for p in payload["points"] if p["run_id"] == "later-run"]
+    assert len(drawn) == 1 and drawn[0]["repeats"]["n"] == 3
+    assert drawn[0]["metrics"]["tput_per_gpu"] == pytest.approx(published["metrics"]["tput_per_gpu"])
+    assert drawn[0]["metrics"]["tput_per_gpu"] == pytest.approx(_mean([first, *measured]))
+    assert payload["overlay_notes"] == []
+
+
+def test_an_overlay_whose_result_a_run_stood_a_repeat_on_keeps_its_series(tmp_path: Path) -> None:
+    """`report LATER --with EARLIER`: EARLIER's point is one result, a repeat of LATER's point; it is not LATER's
+    point, so EARLIER's series is drawn (it vanished, unsaid)."""
+    earlier, later = _repeats_runs(tmp_path)
+    (first,) = points_from_run(earlier)
+    payload = build_payload(later, points_from_run(later), reused={"J": first}, overlay=[first], details=False)
+    theirs = [p for p in payload["points"] if _overlay(payload, p)]
+    assert [(p["id"], p["repeats"]) for p in theirs] == [(first.result_id, None)]
+    assert theirs[0]["metrics"]["tput_per_gpu"] == pytest.approx(first.metric("tput_per_gpu"))
+    assert payload["overlays"] == ["earlier-run"] and payload["counts"]["overlaid"] == 1

@@ -100,6 +100,13 @@
       "Sources are mixed on request (--mix-sources): " + D.sources.join(", ") + " points share series and frontiers." :
       "Several sources (" + D.sources.join(", ") + "); each source forms its own series and frontier.");
     if (D.overlays && D.overlays.length) el("div", { "class": "banner", id: "overlay-banner" }, b, "Overlaid for comparison (own series, never merged into this run's frontiers): " + D.overlays.join(", "));
+    var dropped = D.overlay_notes || [];  // overlay points that are wholly points drawn already (report.data.overlay_points)
+    if (dropped.length) {
+      var nb = el("div", { "class": "banner", id: "overlay-notes" }, b);
+      el("div", { "class": "banner-head" }, nb, dropped.length + " point(s) of the overlaid runs not drawn a second time:");
+      var nl = el("ul", { "class": "reasons" }, nb);
+      dropped.forEach(function (n) { el("li", null, nl, n); });
+    }
     VERDICT_KINDS.forEach(function (kind) { verdictBanner(b, kind, (D.verdicts || {})[kind]); });
     var unrecorded = D.power_unrecorded || [];
     var nPower = unrecorded.reduce(function (n, g) { return n + g.count; }, 0);
