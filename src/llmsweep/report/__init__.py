@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from llmsweep.errors import ConfigError, ResultError
-from llmsweep.report.data import build_payload
+from llmsweep.report.data import build_payload, own_point
 from llmsweep.report.html import finite, render_html
 from llmsweep.report.markdown import run_summary_markdown
 from llmsweep.report.plots import PNG_PATTERN, write_pngs
@@ -92,7 +92,7 @@ def write_report(run: RunDir | Path | str, out_dir: Path | str | None = None, *,
     counts = payload["counts"]
     # the run's own points as the page draws and counts them (a point that is the mean of its repeats once; an
     # eval-only job's result is an eval), neither those `--reuse` stood on nor other runs' (`--with`)
-    own = [p for p in payload["points"] if p["run_id"] == run.run_id and not p["reused"]]
+    own = [p for p in payload["points"] if own_point(p, run.run_id) and not p["reused"]]
     return ReportFiles(out, html_path, md_path, data_path, pngs, len(own), sum(1 for p in own if not p["valid"]),
                        sum(1 for m in payload["missing"] if m["kind"] != "reused"),
                        smoke=sum(1 for p in own if p["verdict"] == "smoke"),

@@ -64,6 +64,7 @@ def point_payload(p: ResultPoint, sk: str, frontiers: Mapping[str, Mapping[str, 
     figures are their mean, and the point says so (`repeats`: count, jobs, spread); None for a single result."""
     return {
         "id": p.result_id, "job_id": reused_as or p.job_id, "run_id": p.run_id, "series": sk, "source": p.source,
+        "in_view": p.run_in_view,  # the run the point is drawn as part of: the run's own, or an overlay's (`--with`)
         "clock": clock_of(p), "origin": p.origin,
         "reused": None if reused_as is None else {"run_id": p.run_id, "job_id": p.job_id, "result_id": p.result_id,
                                                   "verdict": p.verdict},
@@ -144,6 +145,13 @@ def detail_payload(p: ResultPoint, *, max_requests: int = MAX_REQUESTS) -> dict[
     srv = load_server_series(p.artifact_dir / SERVER_METRICS_FILE, t0)
     out.update(kv_usage=srv.kv_usage, cache_hit=srv.cache_hit)
     return out
+
+
+def own_point(point: Mapping[str, Any], run_id: str) -> bool:
+    """Whether a page point is the run's (`run_id`): one it measured, in whole or in part, or one `run --reuse` stood
+    its job on; not a point of another run drawn beside it (`--with`), whatever run measured that one's results."""
+    in_view = point.get("in_view")
+    return in_view == run_id if in_view is not None else bool(point.get("reused")) or point["run_id"] == run_id
 
 
 def recorded_outcomes(run: RunDir) -> dict[str, RecordedOutcome]:
@@ -295,26 +303,28 @@ def verdict_groups(points: Sequence[dict[str, Any]], missing: Sequence[dict[str,
     """Per verdict kind, its points or jobs and their reasons grouped (what each banner of the page says).
     `warnings`: point id -> its job's outcome warnings (`JobOutcome.warnings`): it goes under `simulated-only` for
     the engine rules the simulator ran it despite, under `not-modelled` for what the simulator does not model.
-    `reused` counts the jobs `run --reuse` stood on stored results (`reused_jobs`) of the run's points (`run_id`;
-    None: every point is the run's), each repeat of a point so reused one."""
+    Only the run's points are said (`run_id`, `own_point`; None: every point is the run's): a point of another run
+    drawn beside them (`--with`) is that run's business (`overlay_verdicts`). `reused` counts the jobs `run --reuse`
+    stood on stored results (`reused_jobs`), each repeat of a point so reused one."""
     items: dict[str, list[tuple[str, str]]] = {k: [] for k in VERDICT_KINDS}
     counts = dict.fromkeys(VERDICT_KINDS, 0)
     for p in points:
+        if run_id is not None and not own_point(p, run_id):  # an overlay's (`--with`): its own run's banners
+            continue
         said = (warnings or {}).get(p["id"]) or ()
         for banner in dict.fromkeys(WARNING_BANNER[warning_kind(w)] for w in said):
             counts[banner] += 1
         for w in said:
             items[WARNING_BANNER[warning_kind(w)]].append((w, p["id"]))
-        if p.get("reused") or run_id is None or p["run_id"] == run_id:
-            for source in reused_jobs(p):
-                counts["reused"] += 1
-                items["reused"].append((reused_reason(source, job=False), p["id"]))
+        for source in reused_jobs(p):
+            counts["reused"] += 1
+            items["reused"].append((reused_reason(source, job=False), p["id"]))
         kind = "smoke" if p["verdict"] == "smoke" else "invalid" if not p["valid"] else None
         if kind is None:
             continue
         counts[kind] += 1
         items[kind] += [(r, p["id"]) for r in p["reasons"] or [p["reason"]]]
-    drawn = {p["job_id"]: p["id"] for p in points}
+    drawn = {p["job_id"]: p["id"] for p in points if run_id is None or own_point(p, run_id)}
     for e in evals:  # one line per eval, by its point where one is drawn (series and conc); an eval-only job by id
         if e["verdict"] != "valid":
             counts["eval-failed"] += 1
@@ -330,6 +340,13 @@ def verdict_groups(points: Sequence[dict[str, Any]], missing: Sequence[dict[str,
         if (said := full.get(g["ids"][0], g["reason"])) != g["reason"]:
             g["detail"] = said  # the whole reason of one of them (the server log's tail), shown on request
     return {k: {"count": counts[k], "reasons": grouped[k]} for k in VERDICT_KINDS if counts[k]}
+
+
+def overlay_verdicts(points: Sequence[dict[str, Any]], run_id: str) -> dict[str, Any]:
+    """The invalid and smoke points of the runs drawn beside run `run_id` (`--with`), grouped as `verdict_groups`
+    groups the run's own: shown apart, as those runs' (never counted as the run's)."""
+    theirs = [p for p in points if not own_point(p, run_id)]
+    return {k: v for k, v in verdict_groups(theirs, []).items() if k in ("invalid", "smoke")}
 
 
 def power_unrecorded(points: Iterable[ResultPoint]) -> list[dict[str, Any]]:
@@ -365,7 +382,7 @@ def run_counts(run_id: str, drawn: Sequence[dict[str, Any]], series: Sequence[di
     points (drawn; with those `--reuse` stood jobs on) in their series, how many are invalid or smoke, its evals
     (an eval-only job's result is its eval, never a point) and how many did not pass, the jobs without a result, and
     the sources of them all; and apart, the points of other runs drawn beside them (`--with`) in their series."""
-    points = [p for p in drawn if p["run_id"] == run_id or p["reused"]]
+    points = [p for p in drawn if own_point(p, run_id)]
     return {
         "points": len(points), "series": sum(1 for s in series if not s["overlay"]),
         "overlaid": len(drawn) - len(points), "overlaid_series": sum(1 for s in series if s["overlay"]),
@@ -549,8 +566,10 @@ def build_payload(run: RunDir, points: Sequence[ResultPoint], *, overlay: Sequen
         "frontiers_by_y": frontiers_by_y,
         "missing": missing,
         "power_unrecorded": power_unrecorded(points),
+        # the run's own points' banners (and Invalid / Smoke sections); the overlays' apart, said as theirs
         "verdicts": verdict_groups(points_out, missing, {p["id"]: p["warnings"] for p in points_out}, evals,
                                    run_id=run.run_id),
+        "overlay_verdicts": overlay_verdicts(points_out, run.run_id),
         # the run's own results (and those `--reuse` stood on), not other runs' drawn beside them (`--with`)
         "empty": empty_message(counts["points"] + counts["evals"], missing),
         "counts": counts,

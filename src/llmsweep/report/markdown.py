@@ -10,7 +10,7 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Any, Literal
 
 from llmsweep.metrics.registry import HOT_BY_NAME
-from llmsweep.report.data import reused_jobs, reused_reason
+from llmsweep.report.data import own_point, reused_jobs, reused_reason
 from llmsweep.results.compare import Comparison, MetricDelta
 from llmsweep.results.pareto import NORTH_STAR_X
 from llmsweep.results.repeats import describe_repeats
@@ -70,10 +70,10 @@ def run_summary_markdown(payload: Mapping[str, Any]) -> str:
     points = payload["points"]
     series = {s["key"]: s for s in payload["series"]}
     by_id = {p["id"]: p for p in points}
-    invalid = [p for p in points if not p["valid"]]
+    invalid = [p for p in points if not p["valid"] and own_point(p, run["run_id"])]  # the run's; overlays' apart
     counts = payload["counts"]
     # stood on earlier runs' results, not missing: drawn as those runs stored them, or listed when not read
-    drawn = [job for p in points if p.get("reused") or p["run_id"] == run["run_id"] for job in reused_jobs(p)]
+    drawn = [job for p in points if own_point(p, run["run_id"]) for job in reused_jobs(p)]
     reused = [m for m in payload["missing"] if m["kind"] == "reused"]
     missing = [m for m in payload["missing"] if m["kind"] != "reused"]
     verdicts = f" · {counts['invalid']} invalid · {counts['smoke']} smoke" if counts["points"] else ""
@@ -130,6 +130,13 @@ def run_summary_markdown(payload: Mapping[str, Any]) -> str:
         lines += ["", f"### Smoke points ({smoke['count']}: they ran, but too little to be valid)", ""]
         lines += [f"- ×{g['count']} {g['reason']} — {which_points(g['ids'], by_id, series)}"
                   for g in smoke["reasons"]]
+    theirs = payload.get("overlay_verdicts") or {}
+    for kind, head in (("invalid", "Invalid points of the overlaid runs"),
+                       ("smoke", "Smoke points of the overlaid runs")):
+        if group := theirs.get(kind):
+            lines += ["", f"### {head} ({group['count']}: their results, not this run's)", ""]
+            lines += [f"- ×{g['count']} {g['reason']} — {which_points(g['ids'], by_id, series)}"
+                      for g in group["reasons"]]
     for kind, head in WARNING_HEADS.items():
         if warned := payload.get("verdicts", {}).get(kind):
             lines += ["", f"### {head} ({warned['count']} point(s))", ""]

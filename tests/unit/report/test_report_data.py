@@ -723,3 +723,33 @@ def test_an_overlay_whose_result_a_run_stood_a_repeat_on_keeps_its_series(tmp_pa
     assert [(p["id"], p["repeats"]) for p in theirs] == [(first.result_id, None)]
     assert theirs[0]["metrics"]["tput_per_gpu"] == pytest.approx(first.metric("tput_per_gpu"))
     assert payload["overlays"] == ["earlier-run"] and payload["counts"]["overlaid"] == 1
+
+
+def test_overlaid_smoke_and_invalid_points_are_the_overlays_not_the_runs(report_run, tmp_path: Path) -> None:
+    """`report RUN --with X`: X's smoke points were said as RUN's (its Smoke section, its banner) while the header
+    said `0 smoke`. The run's own banners, counts and sections are its points'; X's are said apart, as X's."""
+    from llmsweep.report.markdown import run_summary_markdown
+
+    run = write_synthetic_run(tmp_path / "own", [SyntheticPoint(synthetic_job(conc=c), requests=40) for c in (1, 4)],
+                              run_id="own-run")
+    first, second = points_from_run(run)
+    mine = [first, dataclasses.replace(second, verdict="smoke", reasons=("smoke run: profile window 8 s",))]
+    theirs = points_from_run(report_run)
+    theirs = [dataclasses.replace(theirs[0], verdict="smoke", reasons=("smoke run: profile window 3 s",)),
+              *theirs[1:]]
+    payload = build_payload(run, mine, overlay=theirs, details=False)
+    verdicts, counts = payload["verdicts"], payload["counts"]
+    assert verdicts["smoke"]["count"] == counts["smoke"] == 1 and "invalid" not in verdicts
+    assert counts["invalid"] == 0 and counts["overlaid"] == len(theirs)
+    said = {pid for g in verdicts["smoke"]["reasons"] for pid in g["ids"]}
+    assert said == {second.result_id}
+    overlaid = payload["overlay_verdicts"]
+    assert overlaid["smoke"]["count"] == 1 and overlaid["invalid"]["count"] == 1
+    md = run_summary_markdown(payload)
+    assert "· 0 invalid · 1 smoke ·" in md
+    assert "### Invalid points (shown" not in md
+    assert "realised TP 4" in md.split("### Invalid points of the overlaid runs")[1].split("###")[0]
+    own_smoke = md.split("### Smoke points (1:")[1].split("###")[0]
+    assert "profile window 8 s" in own_smoke and "profile window 3 s" not in own_smoke
+    assert "### Smoke points of the overlaid runs (1: their results, not this run's)" in md
+    assert "### Invalid points of the overlaid runs (1: their results, not this run's)" in md

@@ -75,7 +75,7 @@
   function reusedRepeatRuns(p) { return p.reused ? [] : ((p.repeats || {}).reused || []).map(function (r) { return r.run_id; }); }
   /* "mean of 3 repeats" and, where --reuse took some of them from other runs, ", 2 reused from run R" (as the
      CLI's frontier and summary.md say it: results.repeats.describe_repeats). */
-  var REUSED_REPEATS = D.points.filter(function (p) { return p.run_id === D.run.run_id && reusedRepeatRuns(p).length; }).length;
+  var REUSED_REPEATS = D.points.filter(function (p) { return (p.in_view || p.run_id) === D.run.run_id && reusedRepeatRuns(p).length; }).length;
   function meanOf(p) {
     var from = reusedRepeatRuns(p), runs = from.filter(function (r, i) { return from.indexOf(r) === i; }).sort();
     return "mean of " + p.repeats.n + " repeats" + (runs.length ? ", " + from.length + " reused from run" +
@@ -108,6 +108,11 @@
       dropped.forEach(function (n) { el("li", null, nl, n); });
     }
     VERDICT_KINDS.forEach(function (kind) { verdictBanner(b, kind, (D.verdicts || {})[kind]); });
+    ["invalid", "smoke"].forEach(function (kind) {  // the overlaid runs' (report.data.overlay_verdicts), said as theirs
+      var v = (D.overlay_verdicts || {})[kind];
+      if (v && v.count) reasonsBanner(b, "banner verdict overlay " + kind, "banner-overlay-" + kind, v.count,
+        "Of the overlaid runs (their results, not this run's): " + VERDICT_HEAD[kind](v.count), v.reasons);
+    });
     var unrecorded = D.power_unrecorded || [];
     var nPower = unrecorded.reduce(function (n, g) { return n + g.count; }, 0);
     reasonsBanner(b, "banner power-unrecorded", "banner-power", nPower, nPower + " point(s) have no GPU power: no " +
