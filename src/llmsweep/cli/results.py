@@ -328,15 +328,25 @@ def frontier(run: str | None, run_id: str | None, x_axis: str, mix_sources: bool
     names = name_series(points, mix_sources=mix_sources)
     fronts = compute_frontiers(points, [AXIS_BY_KEY[x_axis]], series_of=names.keys)[x_axis]
     by_id = {p.result_id: p for p in points}
+    from llmsweep.metrics.registry import HOT_BY_NAME
+    from llmsweep.report.data import series_notes
+
+    x, y = AXIS_BY_KEY[x_axis], HOT_BY_NAME["tput_per_gpu"]
+    members: dict[str, list[Any]] = {}
+    for p in points:
+        members.setdefault(names.keys[p.result_id], []).append(p)
+    # each series as its table's title and the run's dashboard name it (`AL 3.39 est.` where the simulator estimated)
+    labels = {key: names.labels[mine[0].result_id] + series_notes(mine) for key, mine in members.items()}
+    # each point says its series and the axes its x and y are on, in the units they are given in (stored: a latency
+    # in s, which the table shows in ms)
+    axes = {"x_axis": x.key, "x_label": x.label, "x_unit": x.unit, "y_axis": y.name, "y_label": y.label,
+            "y_unit": y.unit}
     doc: dict[str, list[dict[str, Any]]] = {
         series: [{"result_id": i, "job_id": by_id[i].job_id, "conc": by_id[i].identity.conc,  # the table's columns
                   "x": axis_value(by_id[i], x_axis),
                   "y": by_id[i].metric("tput_per_gpu"), "verdict": by_id[i].verdict,
-                  "repeats": groups[i].as_dict()} for i in ids]
+                  "repeats": groups[i].as_dict(), "series": labels[series], **axes} for i in ids]
         for series, ids in fronts.items()}
-    from llmsweep.metrics.registry import HOT_BY_NAME
-
-    x, y = AXIS_BY_KEY[x_axis], HOT_BY_NAME["tput_per_gpu"]
     no_frontier: dict[str, str] = {}  # why a series (or, under "", the run) has none
     if not points:  # nothing to draw a frontier from: say why, and where an all-reused run's points are
         from llmsweep.results.rundir import reused_of
@@ -349,7 +359,7 @@ def frontier(run: str | None, run_id: str | None, x_axis: str, mix_sources: bool
         if not ids:  # every point of the series is invalid, smoke or lacks the axis's value
             mine = [p for p in points if names.keys[p.result_id] == key]
             why = "its results are evals" if all(p.eval_only for p in mine) else _no_frontier_why(mine, x)
-            no_frontier[key] = f"{names.labels[mine[0].result_id]}: {why}: no frontier"
+            no_frontier[key] = f"{labels[key]}: {why}: no frontier"
     if as_json:  # the frontiers on stdout; why a series has none on stderr, as the table says it
         click.echo(json.dumps(doc, indent=1))
         for line in no_frontier.values():
@@ -382,7 +392,7 @@ def frontier(run: str | None, run_id: str | None, x_axis: str, mix_sources: bool
                  *(c.cell(p.metric(c.name)) for c in shown),
                  *([groups[p.result_id].describe() or "1 run"] if repeated else []),
                  *([plain(p.verdict)] if unpublished else [])] for p in front]
-        title = f"{names.labels[front[0].result_id]}: frontier" if front else ""
+        title = f"{labels[key]}: frontier"
         print_tables(plain(title), columns, rows,
                      short_keys=[plain(j) for j in job_labels([p.job_id for p in front], exp_names)])
 

@@ -654,3 +654,28 @@ def test_frontier_and_list_keep_two_configurations_of_one_point_apart(tmp_path: 
     assert len({r["series"] for r in rows}) == 2 and all("recipe key dsr1-mtp" in r["series"] for r in rows), rows
     csv_text = _run("results", "export", "--run", "mixk", "--format", "csv")
     assert csv_text.count("recipe key dsr1-mtp3") == 2 and csv_text.count("recipe key dsr1-mtp1") == 2, csv_text
+
+
+def test_frontier_json_says_what_its_table_says_series_label_and_axes_with_units(tmp_path: Path,
+                                                                                  store_path: Path) -> None:
+    """`results frontier --json` had no series label (the table's title, `AL 3.39 est.` included) and gave `--x
+    p90_ttft` in s where the table says ms, with no unit: each point now says its series and its axes' keys and
+    units, as the table's title and header say them (the title as the dashboard labels the series)."""
+    from support.synthetic import SyntheticPoint, synthetic_job, write_synthetic_run
+
+    estimate = {"acceptance": {"value": 3.39, "source": "estimate", "basis": "typical"}}
+    run = write_synthetic_run(tmp_path / "spec", [SyntheticPoint(synthetic_job(conc=c, spec="mtp"), requests=40,
+                                                                 provenance=estimate) for c in (1, 4)],
+                              run_id="spec-run")
+    table = _run("results", "frontier", str(run.path), "--x", "p90_ttft")
+    doc = json.loads(_run("results", "frontier", str(run.path), "--x", "p90_ttft", "--json"))
+    (points,) = doc.values()
+    assert points and all(p["series"].endswith(" · AL 3.39 est.") for p in points), points
+    flat = " ".join(table.split())
+    assert f"{points[0]['series']}: frontier" in flat, table
+    assert "x: P90 TTFT (ms), y: Throughput per GPU (tok/s/GPU)" in table
+    for p in points:
+        assert (p["x_axis"], p["x_label"], p["x_unit"]) == ("p90_ttft", "P90 TTFT", "s")
+        assert (p["y_axis"], p["y_unit"]) == ("tput_per_gpu", "tok/s/GPU")
+        row = next(line for line in table.splitlines() if p["result_id"] in line)
+        assert f" {p['x'] * 1e3:,.1f} " in row, (p, row)  # the same value, the table in ms and the JSON in s
