@@ -278,7 +278,7 @@ def points_from_run(run: RunDir) -> list[ResultPoint]:
     return [p for p in (point_from_job(run.run_id, art) for art in run.jobs) if p is not None]
 
 
-_ROW_HEAD = ("result_id", "run_id", "job_id", "source", "origin", "verdict", "reasons", "gpus", "series")
+_ROW_HEAD = ("result_id", "run_id", "job_id", "source", "origin", "verdict", "reasons", "gpus", "topology", "series")
 EVAL_COLUMNS = ("eval_mode", "eval_task", "eval_score", "eval_score_name", "eval_score_stderr", "eval_verdict",
                 "eval_reasons")
 """A result's eval in its flat row (None for a result without one), named as `run --json` names them: the kind of job
@@ -292,12 +292,15 @@ show` and the CSV export read."""
 def describe(point: ResultPoint) -> Mapping[str, Any]:
     """A result as a flat row (`RESULT_COLUMNS`), for tables, `--json` output and the CSV export. The point fields
     are those a page shows (`PointIdentity.shown`): a disaggregated point's single-server parallelism, which no
-    worker ran with (its `workers` say each role's), is null (empty in the CSV), so every row has every column."""
+    worker ran with (its `workers` say each role's), is null (empty in the CSV), so every row has every column.
+    `topology` is the point's as every table's topology column shows it (`PointIdentity.topology`: `tp8 ep1`, or a
+    disaggregated point's workers, `P2x(tp8 ep8 dpa) D1x(tp8 ep1)`)."""
     block = point.eval
     shown = point.identity.shown()
     row = {
         "result_id": point.result_id, "run_id": point.run_id, "job_id": point.job_id, "source": point.source,
         "origin": point.origin, "verdict": point.verdict, "reasons": list(point.reasons), "gpus": point.gpus,
+        "topology": point.identity.topology(),
         "series": point.identity.series_label(), **{f: shown.get(f) for f in POINT_FIELDS},
         **{c: point.metrics.get(c) for c in HOT_NAMES},
         "eval_mode": block.mode if block else None, "eval_task": block.task if block else None,

@@ -679,3 +679,30 @@ def test_frontier_json_says_what_its_table_says_series_label_and_axes_with_units
         assert (p["y_axis"], p["y_unit"]) == ("tput_per_gpu", "tok/s/GPU")
         row = next(line for line in table.splitlines() if p["result_id"] in line)
         assert f" {p['x'] * 1e3:,.1f} " in row, (p, row)  # the same value, the table in ms and the JSON in s
+
+
+def test_results_list_json_rows_carry_the_topology_the_table_shows(make_run, store_path: Path) -> None:
+    """`results list` showed `P1x(tp4 ep1) D1x(tp8 ep8 dpa)` in its topology column, and its --json had no topology
+    (a disaggregated row's `tp` is null): each row now carries the table's topology, aggregated or not."""
+    from llmsweep.results.identity import identity_from_job
+    from llmsweep.results.point import points_from_run
+    from llmsweep.results.store import Store
+
+    agg = points_from_run(make_run("pd-run", concs=(8,), tp=4, ep=2))[0]
+    job = {**agg.job, "multinode": True, "disagg": True, "gpus": 12,
+           "prefill": {"num-worker": 1, "tp": 4, "ep": 1, "dp-attn": False},
+           "decode": {"num-worker": 1, "tp": 8, "ep": 8, "dp-attn": True}}
+    for key in ("tp", "ep", "pp", "dcp-size", "pcp-size", "dp-attn"):
+        job.pop(key)
+    disagg = dataclasses.replace(agg, job=job, identity=identity_from_job(job), gpus=12, job_id=agg.job_id + "-pd",
+                                 result_id=agg.result_id + "-pd")
+    with Store(store_path) as store:
+        store.ingest_points("pd-run", "llmsweep", [agg, disagg], {})
+    rows = {r["result_id"]: r for r in json.loads(_run("results", "list", "--run", "pd-run", "--json"))}
+    assert rows[agg.result_id]["topology"] == "tp4 ep2"
+    assert rows[disagg.result_id]["topology"] == "P1x(tp4 ep1) D1x(tp8 ep8 dpa)"
+    assert rows[disagg.result_id]["tp"] is None
+    table = _run("results", "list", "--run", "pd-run")
+    for rid, row in rows.items():
+        line = next(line for line in table.splitlines() if f" {rid} " in line)
+        assert row["topology"] in line, (row["topology"], line)
