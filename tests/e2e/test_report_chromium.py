@@ -648,17 +648,20 @@ def test_the_drill_down_of_a_point_whose_records_are_cut_short_says_they_are_inc
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
-    run = write_synthetic_run(tmp_path / "run", [SyntheticPoint(synthetic_job(conc=c), requests=20) for c in (1, 4)])
+    run = write_synthetic_run(tmp_path / "run", [SyntheticPoint(synthetic_job(conc=c), requests=20) for c in (1, 4, 8)])
     records = run.jobs[0].records_path
     text = records.read_text()
     records.write_text(text[: len(text) - 40])  # cut mid-line
+    run.jobs[2].records_path.write_text("{oops\n[1, 2\n", encoding="utf-8")  # no line readable: said, not `no data`
     html = write_report(run.path, tmp_path / "report", png=False).html
     drv = driver
     drv.get(html.as_uri())
     WebDriverWait(drv, 30).until(lambda d: d.find_element(By.TAG_NAME, "body").get_attribute("data-ready") == "1")
     from llmsweep.results.point import result_id_for
 
-    for job, incomplete in ((run.jobs[0], True), (run.jobs[1], False)):
+    said = {0: "records.jsonl is incomplete: 1 line(s) not JSON", 2: "records.jsonl is unreadable: none of its 2"}
+    for n, job in enumerate(run.jobs):
+        incomplete = n in said
         marker = drv.find_element(By.CSS_SELECTOR, f'#chart .marker[data-id="{result_id_for(run.run_id, job.job_id)}"]')
         drv.execute_script("arguments[0].dispatchEvent(new MouseEvent('click', {bubbles: true}))", marker)
         drill = drv.find_element(By.ID, "drilldown")
@@ -666,7 +669,7 @@ def test_the_drill_down_of_a_point_whose_records_are_cut_short_says_they_are_inc
         notes = drill.find_elements(By.CSS_SELECTOR, ".records-incomplete")
         assert bool(notes) == incomplete, drill.text[:500]
         if incomplete:
-            assert "records.jsonl is incomplete: 1 line(s) not JSON" in notes[0].text
+            assert said[n] in notes[0].text, notes[0].text
     assert not _errors(drv)
 
 

@@ -130,7 +130,7 @@ def detail_payload(p: ResultPoint, *, max_requests: int = MAX_REQUESTS) -> dict[
         "provenance": scrub(p.provenance),
         "client_health": scrub(p.summary.client_health.model_dump(mode="json") if p.summary is not None else {}),
         "job": scrub(p.job), "timeline": [], "ttft": [], "throughput": [], "inflight": [], "kv_usage": [],
-        "cache_hit": [], "requests_total": 0, "requests_shown": 0, "records_skipped": 0,
+        "cache_hit": [], "requests_total": 0, "requests_shown": 0, "records_skipped": 0, "records_note": None,
     }
     if p.artifact_dir is None:
         return out
@@ -141,7 +141,8 @@ def detail_payload(p: ResultPoint, *, max_requests: int = MAX_REQUESTS) -> dict[
     t0 = req.t0 if req else 0.0
     if req:
         out.update(timeline=req.timeline, ttft=req.ttft, throughput=req.throughput, inflight=req.inflight,
-                   requests_total=req.total, requests_shown=req.shown, records_skipped=req.skipped)
+                   requests_total=req.total, requests_shown=req.shown, records_skipped=req.skipped,
+                   records_note=records_note(req.total, req.skipped))
     srv = load_server_series(p.artifact_dir / SERVER_METRICS_FILE, t0)
     out.update(kv_usage=srv.kv_usage, cache_hit=srv.cache_hit)
     return out
@@ -152,6 +153,18 @@ def own_point(point: Mapping[str, Any], run_id: str) -> bool:
     its job on; not a point of another run drawn beside it (`--with`), whatever run measured that one's results."""
     in_view = point.get("in_view")
     return in_view == run_id if in_view is not None else bool(point.get("reused")) or point["run_id"] == run_id
+
+
+def records_note(read: int, skipped: int) -> str | None:
+    """What the drill-down says of a records.jsonl with lines that are not JSON (`skipped`; `read`: the requests
+    read from the others): incomplete where some were read, unreadable where none was; None for a whole file."""
+    if not skipped:
+        return None
+    if not read:
+        return (f"{RECORDS_FILE} is unreadable: none of its {skipped} line(s) is JSON (corrupt?), so these charts "
+                "have no request data; the point's figures are its summary's.")
+    return (f"{RECORDS_FILE} is incomplete: {skipped} line(s) not JSON (cut short?) were skipped, so these charts "
+            "miss requests the point measured.")
 
 
 def recorded_outcomes(run: RunDir) -> dict[str, RecordedOutcome]:

@@ -199,11 +199,16 @@ def _thin(series: list[list[float]], budget: int) -> list[list[float]]:
 
 
 def load_request_series(path: Path, *, max_requests: int = MAX_REQUESTS) -> RequestSeries | None:
+    """The request series of a records.jsonl; None when there is no such file or it holds no request. A file whose
+    every line is not JSON (corrupt) is an empty series that keeps the count of lines skipped (`skipped`), so the
+    drill-down says the file is unreadable rather than that the point has no data."""
     if not path.is_file():
         return None
     lines = JsonLines(path)
     series = request_series(lines, max_requests=max_requests)
-    return replace(series, skipped=lines.skipped) if series is not None else None
+    if series is None:
+        return RequestSeries(0.0, [], [], [], [], total=0, shown=0, skipped=lines.skipped) if lines.skipped else None
+    return replace(series, skipped=lines.skipped)
 
 
 def load_server_series(path: Path, t0: float) -> ServerSeries:

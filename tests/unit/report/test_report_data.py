@@ -753,3 +753,24 @@ def test_overlaid_smoke_and_invalid_points_are_the_overlays_not_the_runs(report_
     assert "profile window 8 s" in own_smoke and "profile window 3 s" not in own_smoke
     assert "### Smoke points of the overlaid runs (1: their results, not this run's)" in md
     assert "### Invalid points of the overlaid runs (1: their results, not this run's)" in md
+
+
+def test_a_records_file_with_no_readable_line_is_said_unreadable_not_empty(tmp_path: Path) -> None:
+    """A records.jsonl none of whose lines is JSON lost its skipped count (the series was None), so the drill-down
+    said `no data` as for a point without records; it now says the file is unreadable, and a file cut short still
+    says incomplete."""
+    from llmsweep.report.data import detail_payload
+
+    run = write_synthetic_run(tmp_path / "r", [SyntheticPoint(synthetic_job(conc=c), requests=20) for c in (1, 4)])
+    garbled, cut = (art.records_path for art in run.jobs)
+    garbled.write_text("\x00\x01 not json\n{oops\n\n[1, 2\n", encoding="utf-8")
+    text = cut.read_text()
+    cut.write_text(text[: len(text) - 40])
+    points = {p.job_id: p for p in points_from_run(load_run(run.path))}
+    unread, short = (detail_payload(points[art.job_id]) for art in run.jobs)
+    assert unread["records_skipped"] == 3 and unread["requests_total"] == 0 and unread["timeline"] == []
+    assert unread["records_note"].startswith("records.jsonl is unreadable: none of its 3 line(s) is JSON"), unread
+    assert short["records_skipped"] == 1 and short["requests_total"] > 0
+    assert short["records_note"].startswith("records.jsonl is incomplete: 1 line(s) not JSON")
+    whole = detail_payload(dataclasses.replace(points[run.jobs[0].job_id], artifact_dir=tmp_path / "gone"))
+    assert whole["records_skipped"] == 0 and whole["records_note"] is None  # no file: nothing to say of it

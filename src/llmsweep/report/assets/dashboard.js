@@ -452,10 +452,7 @@
   }
   function pct(t) { return +(t * 100).toPrecision(3) + "%"; }
   function drillCharts(parent, d, color) {
-    if (d.records_skipped) {
-      el("p", { "class": "records-incomplete" }, parent, "records.jsonl is incomplete: " + d.records_skipped +
-         " line(s) not JSON (cut short?) were skipped, so these charts miss requests the point measured.");
-    }
+    if (d.records_note) el("p", { "class": "records-incomplete" }, parent, d.records_note);  // report.data.records_note
     var grid = el("div", { "class": "minis" }, parent);
     var tl = (d.timeline || []).filter(function (r) { return finite(r[0]); });
     mini(grid, "Request timeline (" + d.requests_shown + " of " + d.requests_total + " requests; grey warmup, red failed)", function (svg) {
