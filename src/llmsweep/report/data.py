@@ -41,14 +41,41 @@ north-star frontiers, with the metric table's direction (energy and cost per tok
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2", "#7f7f7f",
            "#bcbd22", "#393b79", "#ad494a")
 RUN_FIELDS = ("run_id", "started", "finished", "recipe_files", "llmsweep_version", "executor", "seed", "host")
-_SECRETISH = re.compile(r"(env|secret|token|passw|credential|auth|cookie|api[_-]?key|hf_)", re.I)
-_SAFE = frozenset({"recipe_key", "recipe_fingerprint", "client_version", "llmsweep_version", "engine_version"})
+_SEGMENT = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
+"""A key's words: split at anything not a letter or digit and at camelCase (`HF_TOKEN`, `apiKey`, `x-api-key`)."""
+_SECRET_WORDS = frozenset({"env", "envs", "environ", "environment", "password", "passwd", "passphrase", "oauth",
+                           "authorization", "bearer", "cookie", "cookies", "apikey", "accesskey", "privatekey",
+                           "credential", "credentials", "creds", "secret", "secrets"})
+"""A word that makes a key a secret or an environment dump wherever it stands in it."""
+_KEY_OF = frozenset({"api", "secret", "access", "private", "signing", "encryption"})
+"""The words before `key` that make it a secret's (`api_key`, `secret_key`); `recipe_key`, `reuse_key` are not."""
+_COUNTED = frozenset({"per", "output", "input", "first", "last", "next", "draft", "prompt", "completion",
+                      "generated", "decode", "prefill", "new", "total", "max", "min", "num", "avg", "mean", "cached"})
+"""The words before a final `token` that make it a unit of text, not a credential (`cpu_us_per_output_token`,
+`time_to_first_token`): `HF_TOKEN`, `auth_token`, `github_token` and `token` alone stay secrets."""
+
+
+def secretish(key: str) -> bool:
+    """Whether a key names a secret or an environment dump, by its whole words (never a part of one: `tokenizer`,
+    `num-draft-tokens` and `author` are not secrets): an environment (`env`, `environment`), a password, a credential,
+    a cookie, an auth header, an API or secret key (`api_key`, `apiKey`), or a token that is a credential (`HF_TOKEN`,
+    `access_token`; a final `token` after a word that counts text, `per_output_token`, is a unit)."""
+    words = [w.lower() for w in _SEGMENT.findall(key)]
+    if any(w in _SECRET_WORDS or w.startswith(("passw", "secret", "credential"))
+           or (w.startswith("auth") and w not in ("author", "authors")) for w in words):
+        return True
+    if any(w == "key" and n and words[n - 1] in _KEY_OF for n, w in enumerate(words)):
+        return True
+    if words and words[-1] != "token" and words[-1].endswith("token"):  # one word: `hftoken`, `apitoken`
+        return True
+    return bool(words) and words[-1] == "token" and (len(words) == 1 or words[-2] not in _COUNTED)
 
 
 def scrub(doc: Any) -> Any:
-    """Drop keys that look like secrets or environment dumps, recursively (values are never inspected)."""
+    """Drop keys that look like secrets or environment dumps (`secretish`), recursively (values are never
+    inspected)."""
     if isinstance(doc, Mapping):
-        return {k: scrub(v) for k, v in doc.items() if str(k) in _SAFE or not _SECRETISH.search(str(k))}
+        return {k: scrub(v) for k, v in doc.items() if not secretish(str(k))}
     if isinstance(doc, list):
         return [scrub(v) for v in doc]
     return doc

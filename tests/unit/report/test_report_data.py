@@ -57,6 +57,28 @@ def test_scrub_drops_environment_and_secret_keys() -> None:
     assert "hf_abc" not in json.dumps(clean)
 
 
+SECRET_KEYS = ("env", "ENV", "environment", "extra_env", "HF_TOKEN", "hf_token", "token", "HUGGING_FACE_HUB_TOKEN",
+               "auth_token", "access_token", "accessToken", "github_token", "NGC_API_TOKEN", "refresh_token",
+               "hftoken", "api_key", "apiKey", "x-api-key", "OPENAI_API_KEY", "aws_secret_access_key",
+               "AWS_ACCESS_KEY_ID", "private_key", "password", "db_password", "passwd", "passphrase", "secret",
+               "client_secret", "authorization", "Authorization", "auth", "cookie", "cookies", "credentials",
+               "bearer_token")
+TEXT_KEYS = ("tokenizer", "tokenizer_name", "num-draft-tokens", "num_draft_tokens", "cpu_us_per_output_token",
+             "time_to_first_token", "inter_token_latency", "max_tokens", "prompt_tokens", "tokens_per_joule",
+             "token_usage", "recipe_key", "reuse_key", "recipe_fingerprint", "engine_version", "author", "image",
+             "hf_revision")
+
+
+def test_scrub_hides_secrets_by_whole_words_not_tokenizer_or_token_counts() -> None:
+    """`token` matched anywhere in a key, so the drill-down hid `provenance.workload.tokenizer`, `tokenizer_name`,
+    `num-draft-tokens` and `cpu_us_per_output_token`: a key is a secret by its whole words. Both directions: every
+    secret key still goes, every key about text (a tokenizer, a count or rate of tokens) stays."""
+    doc = {"provenance": {"workload": {k: f"value-of-{k}" for k in (*SECRET_KEYS, *TEXT_KEYS)}}}
+    kept = scrub(doc)["provenance"]["workload"]
+    assert sorted(kept) == sorted(TEXT_KEYS), sorted(set(kept) ^ set(TEXT_KEYS))
+    assert set(kept.values()) == {f"value-of-{k}" for k in TEXT_KEYS}  # no secret's value, under any key
+
+
 def test_overlaid_and_mixed_source_points_stay_in_their_own_series(report_run, tmp_path) -> None:
     import dataclasses
 
