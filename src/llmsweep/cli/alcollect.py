@@ -394,6 +394,10 @@ def collect(recipe: Path, config_keys: tuple[str, ...], runner_config: Path | No
     every_mode = {k: v for k, v in sampling.items() if k in SAMPLING_FLAGS and v is not None}  # _sampling_options'
     job = _collection_job(recipe, config_keys, runner_config, simulate=simulate, echo=echo,
                           runner_labels=runner_labels)
+    from llmsweep.engines import runs_on_simulator
+
+    # a recipe whose engine is the simulator's runs on it without --simulate: checked, named and labelled as such
+    simulate = runs_on_simulator(job.engine, simulate=simulate)
     modes, mode_notes = _plan_modes(job, thinking, _references(job, merge_into), every_mode, per_mode, kwargs, echo)
     settings = CollectSettings.model_validate({
         "ks": list(ks), "thinking": [m.mode for m in modes],
