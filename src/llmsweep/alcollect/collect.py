@@ -45,6 +45,7 @@ from llmsweep.catalog.golden import (
 )
 from llmsweep.catalog.precision import format_named_in
 from llmsweep.engine_ids import SIM, acceptance_knobs
+from llmsweep.engines import runs_on_simulator
 from llmsweep.engines.launch import LaunchSpec
 from llmsweep.errors import ConfigError, DatasetError, LaunchError, LlmsweepError
 from llmsweep.execute import signals
@@ -423,6 +424,12 @@ def refuse_unearned_precision(job: Job, precision: str | None, *, simulate: bool
             f"{given} (its precision and checkpoint)")
 
 
+def refuse_unreadable_records(job: Job, *, simulate: bool) -> None:
+    """The model directory's records the curve's `precision:` is read from, read now: one that does not parse is
+    refused (ConfigError, exit 2, naming it) before anything is made or claimed, not after measuring every cell."""
+    _served_precision(job, runs_on_simulator(job.engine, simulate=simulate))
+
+
 def default_checkpoint(job: Job) -> str:
     """The curve body's model key: the served checkpoint's name, lower-case, without its organisation."""
     return job.model.rstrip("/").rsplit("/", 1)[-1].lower()
@@ -641,7 +648,6 @@ def collect_curve(job: Job, settings: CollectSettings, prompts: PromptSet, run_d
     compared with its header before any server starts (and the servers' hardware and engine after), a difference is
     refused (:class:`ConfigError`, naming each field), and `out` is rewritten with the union of the cells
     (:func:`llmsweep.alcollect.merge.merge`). Cells refused after measuring are kept in ``<out>.unmerged``."""
-    from llmsweep.engines import runs_on_simulator
     from llmsweep.execute.executor import terminate_as_interrupt
 
     assert job.serve is not None and job.serve.spec_decoding is not None
@@ -656,7 +662,7 @@ def collect_curve(job: Job, settings: CollectSettings, prompts: PromptSet, run_d
     if simulate:
         refuse_unmodelled(job, settings)
     refuse_unearned_precision(job, settings.precision, simulate=simulate)
-    existing = _existing(out) if merge else None
+    existing = read_merge_target(out) if merge else None
     # what the curve will state, read now (the weights' records): one that cannot be read is refused before a server
     # the precision of the weights launched with, read once: a server that turns out to be the simulator (its
     # /version) labels the curve simulated, and leaves the weights the launch named what they were
@@ -793,8 +799,8 @@ def refuse_unwritable_outputs(out: Path, run_dir: Path, *, merge: bool) -> None:
     refuse_unwritable(run_dir, folder=True, option_name="--run-dir", then=then)
 
 
-def _existing(out: Path) -> Collected:
-    """The curve `--merge-into` names, as its header states it."""
+def read_merge_target(out: Path) -> Collected:
+    """The curve `--merge-into` names, as its header states it; ConfigError (exit 2) where there is none."""
     if not out.is_file():
         raise ConfigError(f"{out}: no curve to merge into", fix="collect it first (without --merge-into)")
     header, curve = read_curve_header(out)
