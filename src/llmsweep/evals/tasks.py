@@ -113,10 +113,12 @@ def check_dataset(task: str, dataset: Path) -> None:
             rows = [(1, row) for row in json.loads(text)]
         except ValueError as exc:
             raise DatasetError(f"eval dataset {path}: not JSON ({exc})", fix=fix) from exc
-    for n, line in enumerate([] if rows else text.splitlines(), 1):
+    # lines end at "\n" only, as JSON lines do (lm-eval's reader too): str.splitlines() also ends one at U+2028,
+    # U+0085 and other separators JSON allows inside a string, refusing a valid row at a line it does not have
+    for n, line in enumerate([] if rows else text.split("\n"), 1):
         if line.strip():
             try:
-                rows.append((n, json.loads(line)))
+                rows.append((n, json.loads(line.removesuffix("\r"))))
             except ValueError as exc:
                 raise DatasetError(f"eval dataset {path}:{n}: not a JSON object ({exc})", fix=fix) from exc
     for n, row in rows:

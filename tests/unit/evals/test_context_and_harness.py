@@ -156,3 +156,23 @@ def test_a_local_dataset_the_task_can_run_on_passes_its_check(tmp_path: Path) ->
     check_dataset("gpqa_diamond_cot_n_shot", gpqa)  # zero-shot: one row is enough
     with pytest.raises(DatasetError, match=r"gsm8k.jsonl:1: the row lacks 'Question'"):
         check_dataset("gpqa_diamond_cot_n_shot", lines)
+
+
+def test_an_eval_dataset_row_holding_a_unicode_line_separator_reads_and_later_lines_keep_their_numbers(
+        tmp_path: Path) -> None:
+    """JSON lines end at "\\n" only (lm-eval's reader agrees): a question holding U+2028, U+2029 or U+0085 was split
+    by str.splitlines() and refused as not JSON, at a line number the file does not have."""
+    from llmsweep.errors import DatasetError
+    from llmsweep.evals.tasks import check_dataset
+
+    rows = [{"question": f"What is {i} + 1?{c}(see above)", "answer": f"{i} + 1 = {i + 1}.\n#### {i + 1}"}
+            for i, c in enumerate("\u2028\u2029\u0085" * 2)]
+    path = tmp_path / "gsm8k.jsonl"
+    text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
+    path.write_text(text, encoding="utf-8")
+    check_dataset("gsm8k", path)
+    path.write_text(text.replace("\n", "\r\n"), encoding="utf-8")  # (Windows line ends read as well)
+    check_dataset("gsm8k", path)
+    path.write_text(text + json.dumps({"question": "q"}) + "\n", encoding="utf-8")  # line 7 lacks its answer
+    with pytest.raises(DatasetError, match=r"gsm8k\.jsonl:7: the row lacks 'answer'"):
+        check_dataset("gsm8k", path)
