@@ -176,3 +176,19 @@ def test_an_eval_dataset_row_holding_a_unicode_line_separator_reads_and_later_li
     path.write_text(text + json.dumps({"question": "q"}) + "\n", encoding="utf-8")  # line 7 lacks its answer
     with pytest.raises(DatasetError, match=r"gsm8k\.jsonl:7: the row lacks 'answer'"):
         check_dataset("gsm8k", path)
+
+
+def test_a_bad_row_of_a_json_array_eval_dataset_is_named_by_its_place_in_the_array(tmp_path: Path) -> None:
+    """Every row of a one-JSON-array file was named `FILE:1`, whichever was bad: it is named by its place."""
+    from llmsweep.errors import DatasetError
+    from llmsweep.evals.tasks import check_dataset
+
+    rows: list[object] = [{"question": f"What is {i} + 1?", "answer": f"{i} + 1 = {i + 1}.\n#### {i + 1}"}
+                          for i in range(8)]
+    path = tmp_path / "arr.json"
+    for bad, said in (({"question": "q"}, "the row lacks 'answer'"), ([1, 2], "a row is list, not an object"),
+                      ({"question": "q", "answer": "no number"}, "'answer' does not")):
+        path.write_text(json.dumps([*rows[:3], bad, *rows[3:]], indent=1))  # the bad row fourth, at index 3
+        with pytest.raises(DatasetError) as err:
+            check_dataset("gsm8k", path)
+        assert err.value.message.startswith(f"eval dataset {path}: row 4 (index 3): {said}"), err.value.message
