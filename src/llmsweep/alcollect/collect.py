@@ -45,6 +45,7 @@ from llmsweep.catalog.golden import (
 )
 from llmsweep.catalog.precision import format_named_in
 from llmsweep.engine_ids import SIM, acceptance_knobs
+from llmsweep.engines import runs_on_simulator
 from llmsweep.engines.launch import LaunchSpec
 from llmsweep.errors import ConfigError, DatasetError, LaunchError, LlmsweepError
 from llmsweep.execute import signals
@@ -423,6 +424,12 @@ def refuse_unearned_precision(job: Job, precision: str | None, *, simulate: bool
             f"{given} (its precision and checkpoint)")
 
 
+def refuse_unreadable_records(job: Job, *, simulate: bool) -> None:
+    """The model directory's records the curve's `precision:` is read from, read now: one that does not parse is
+    refused (ConfigError, exit 2, naming it) before anything is made or claimed, not after measuring every cell."""
+    _served_precision(job, runs_on_simulator(job.engine, simulate=simulate))
+
+
 def default_checkpoint(job: Job) -> str:
     """The curve body's model key: the served checkpoint's name, lower-case, without its organisation."""
     return job.model.rstrip("/").rsplit("/", 1)[-1].lower()
@@ -523,7 +530,9 @@ def _run_cell(job: Job, mode: ThinkingMode, k: int, settings: CollectSettings, p
         options = RunOptions(concurrency=CONCURRENCY, num_requests=len(prompts.prompts),
                              timeout_s=settings.request_timeout_s, max_failure_ratio=1.0,
                              require_metrics_prefix=spec.metrics_prefix)
-        source = probe_endpoint(handle.base_url).source  # what served the cell, as the server says (as `bench`)
+        probe = probe_endpoint(handle.base_url)  # what served the cell, as the server says (as `bench`)
+        source = probe.source
+        cell.simulated = spec.engine == SIM.id or probe.simulated
         # a stop of this process (Ctrl-Z, `kill -STOP`) from the first scrape to the last is judged below
         with watching_pauses() as pauses:
             before = _scrape(spec, handle.base_url, cell_dir / "metrics_before.txt")
@@ -642,6 +651,9 @@ def collect_curve(job: Job, settings: CollectSettings, prompts: PromptSet, run_d
     from llmsweep.execute.executor import terminate_as_interrupt
 
     assert job.serve is not None and job.serve.spec_decoding is not None
+    # the simulator runs the cells under --simulate and where the recipe's engine is the simulator's (`serve.engine:
+    # {name: sim}`): either way the curve is a modelled AL, labelled so whatever option was given
+    simulate = runs_on_simulator(job.engine, simulate=simulate)
     method = job.serve.spec_decoding.method
     prefix = job.model_prefix.lower()
     stem = out.stem
@@ -650,9 +662,12 @@ def collect_curve(job: Job, settings: CollectSettings, prompts: PromptSet, run_d
     if simulate:
         refuse_unmodelled(job, settings)
     refuse_unearned_precision(job, settings.precision, simulate=simulate)
-    existing = _existing(out) if merge else None
+    existing = read_merge_target(out) if merge else None
     # what the curve will state, read now (the weights' records): one that cannot be read is refused before a server
-    planned = _header(job, settings, run_dir, [], simulate, dataset, set(settings.thinking), checkpoint)
+    # the precision of the weights launched with, read once: a server that turns out to be the simulator (its
+    # /version) labels the curve simulated, and leaves the weights the launch named what they were
+    precision = settings.precision or _served_precision(job, simulate)
+    planned = _header(job, settings, run_dir, [], simulate, dataset, set(settings.thinking), checkpoint, precision)
     if existing is not None:  # refuse before a server starts what can be known now
         _refuse_unless_comparable(out, existing, Collected(model_prefix=prefix, header=planned, values={}),
                                   BEFORE_MEASURING)
@@ -679,15 +694,18 @@ def collect_curve(job: Job, settings: CollectSettings, prompts: PromptSet, run_d
         cells += [CellResult(thinking=m, k=k, status="failed", directory=str(cell_folder(run_dir, m, k)),
                              reason=why) for m, k in plan[len(cells):]]
     measured = [c for c in cells if c.status == "measured"]
-    engine = _engine_text(job, cells, simulate)
+    # earned from what served the cells, never only from the plan: a cell whose server was the simulator (its launch,
+    # or its /version) makes the curve a simulated one
+    simulated = simulate or any(c.simulated for c in cells)
+    engine = _engine_text(job, cells, simulated)
     result = CollectResult(curve_file=None, curve_id=stem, model_prefix=prefix, method=method, checkpoint=checkpoint,
-                           dataset=dataset, engine=engine, simulated=simulate, cells=cells)
+                           dataset=dataset, engine=engine, simulated=simulated, cells=cells)
     if not measured:
         return result
     values: dict[ThinkingMode, dict[int, float]] = {}
     for c in measured:
         values.setdefault(c.thinking, {})[c.k] = round(float(c.acceptance_length or 0.0), 2)
-    header = _header(job, settings, run_dir, cells, simulate, dataset, set(values), checkpoint)
+    header = _header(job, settings, run_dir, cells, simulated, dataset, set(values), checkpoint, precision)
     if existing is not None:
         collected = Collected(model_prefix=prefix, header=header, values=values)
         try:
@@ -781,8 +799,8 @@ def refuse_unwritable_outputs(out: Path, run_dir: Path, *, merge: bool) -> None:
     refuse_unwritable(run_dir, folder=True, option_name="--run-dir", then=then)
 
 
-def _existing(out: Path) -> Collected:
-    """The curve `--merge-into` names, as its header states it."""
+def read_merge_target(out: Path) -> Collected:
+    """The curve `--merge-into` names, as its header states it; ConfigError (exit 2) where there is none."""
     if not out.is_file():
         raise ConfigError(f"{out}: no curve to merge into", fix="collect it first (without --merge-into)")
     header, curve = read_curve_header(out)
@@ -801,15 +819,15 @@ def _refuse_unless_comparable(out: Path, existing: Collected, new: Collected,
 
 
 def _header(job: Job, settings: CollectSettings, run_dir: Path, cells: list[CellResult], simulate: bool,
-            dataset: str, modes: set[ThinkingMode], checkpoint: str) -> CurveHeader:
-    """The provenance the curve of these cells states (before measuring: what the recipe and settings say)."""
+            dataset: str, modes: set[ThinkingMode], checkpoint: str, precision: str) -> CurveHeader:
+    """The provenance the curve of these cells states (before measuring: what the recipe and settings say), at the
+    `precision:` the caller read (`--precision`, else :func:`_served_precision`)."""
     assert job.serve is not None and job.serve.spec_decoding is not None
     return CurveHeader(
         source=f"llmsweep al collect on {platform.node()} at {datetime.now(UTC).strftime('%Y-%m-%dT%H:%M:%SZ')} "
                f"(evidence: {run_dir})",
         checkpoint=checkpoint, method=job.serve.spec_decoding.method, draft_model=job.serve.spec_decoding.draft_model,
-        precision=settings.precision or _served_precision(job, simulate),
-        hardware=_hardware_text(job, cells, simulate), engine=_engine_text(job, cells, simulate),
+        precision=precision, hardware=_hardware_text(job, cells, simulate), engine=_engine_text(job, cells, simulate),
         dataset=dataset, sampling={m: settings.sampling_of(m).params() for m in sorted(modes)},
         output_len=settings.output_len,
         chat_template_kwargs={m: settings.chat_template_kwargs.get(m) or {} for m in sorted(modes)},
@@ -846,7 +864,10 @@ def _write_curve(out: Path, header: CurveHeader, values: dict[ThinkingMode, dict
 def _engine_text(job: Job, cells: list[CellResult], simulated: bool) -> str:
     reported = next((c.engine_version for c in cells if c.engine_version), None)
     if simulated:
-        return f"llmsweep simulator {reported or __version__} standing in for {job.engine} (no drafting: AL modelled)"
+        sim = f"llmsweep simulator {reported or __version__}"
+        if job.engine == SIM.id:  # the recipe's own engine (`serve.engine: {name: sim}`): it stands in for none
+            return f"{sim} (the recipe's engine; no drafting: AL modelled)"
+        return f"{sim} standing in for {job.engine} (no drafting: AL modelled)"
     if reported:
         return f"{job.engine} {reported} (reported by /version)"
     from llmsweep.engines import adapter_for

@@ -102,7 +102,9 @@ def hub_prompt_rows(items: Sequence[Any], dataset: str, offset: int = 0) -> list
 def _rows_from_jsonl(path: Path) -> list[PromptRow]:
     rows: list[PromptRow] = []
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        # lines end at "\n" only, as JSON lines do: str.splitlines() also ends one at U+2028, U+0085 and other
+        # separators that JSON allows inside a string, and a valid row was refused at a line it does not have
+        lines = [line.removesuffix("\r") for line in path.read_text(encoding="utf-8").split("\n")]
     except OSError as exc:
         raise DatasetError(f"cannot read prompt file {path}: {exc}", fix="check the --prompts path") from exc
     except UnicodeDecodeError as exc:  # (a binary file, rows saved in another encoding): named, not a traceback

@@ -95,6 +95,8 @@ class CellResult(BaseModel):
     requests_failed: int = 0
     output_tokens: int = 0
     engine_version: str | None = None
+    simulated: bool = Field(default=False, description="The cell's server was llmsweep's simulator: its launch was "
+                            "the simulator's, or its /version said so (a modelled AL, not a measurement).")
     gpu_names: list[str] | None = None
     seconds: float = 0.0
     directory: str

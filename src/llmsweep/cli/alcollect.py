@@ -380,10 +380,11 @@ def collect(recipe: Path, config_keys: tuple[str, ...], runner_config: Path | No
     speculative job (real verification), the SPEED-Bench-style prompt set at concurrency 1, AL = 1 + Δaccepted /
     Δdrafts from the server's /metrics; written as an InferenceX golden-AL file with its provenance."""
     from llmsweep.alcollect.collect import (
-        collect_curve,
         curve_file_name,
+        read_merge_target,
         refuse_unearned_precision,
         refuse_unmodelled,
+        refuse_unreadable_records,
         refuse_unwritable_outputs,
     )
 
@@ -394,6 +395,10 @@ def collect(recipe: Path, config_keys: tuple[str, ...], runner_config: Path | No
     every_mode = {k: v for k, v in sampling.items() if k in SAMPLING_FLAGS and v is not None}  # _sampling_options'
     job = _collection_job(recipe, config_keys, runner_config, simulate=simulate, echo=echo,
                           runner_labels=runner_labels)
+    from llmsweep.engines import runs_on_simulator
+
+    # a recipe whose engine is the simulator's runs on it without --simulate: checked, named and labelled as such
+    simulate = runs_on_simulator(job.engine, simulate=simulate)
     modes, mode_notes = _plan_modes(job, thinking, _references(job, merge_into), every_mode, per_mode, kwargs, echo)
     settings = CollectSettings.model_validate({
         "ks": list(ks), "thinking": [m.mode for m in modes],
@@ -404,7 +409,7 @@ def collect(recipe: Path, config_keys: tuple[str, ...], runner_config: Path | No
     if simulate:  # what the simulator cannot model is refused here, before the prompts are fetched or a server starts
         refuse_unmodelled(job, settings)
     refuse_unearned_precision(job, precision, simulate=simulate)  # before it names the file
-    made: Path | None = None  # the evidence folder made here (a --merge-into collection's own)
+    merge = merge_into is not None
     if merge_into is not None:
         given = [name for name, param in (("--out", "out_dir"), ("--variant", "variant"), ("--force", "force"))
                  if click.get_current_context().get_parameter_source(param) != ParameterSource.DEFAULT]
@@ -412,38 +417,29 @@ def collect(recipe: Path, config_keys: tuple[str, ...], runner_config: Path | No
             raise ConfigError(f"--merge-into {merge_into} names the file to write: {', '.join(given)} would name "
                               "another", fix=f"drop {', '.join(given)}, or drop --merge-into to write a fresh curve")
         out = merge_into
-        if run_dir is None:  # the curve's earlier evidence stays as it is
-            run_dir = made = _new_folder(out.parent / f"{out.stem}.runs-{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}")
+        read_merge_target(out)  # a missing curve refused before its folder is claimed (and so made)
+        planned = run_dir or out.parent / f"{out.stem}.runs-{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}"
     else:
         out = out_dir / curve_file_name(job, variant, precision=precision, simulate=simulate)
-        if out.exists() and not force:
-            raise ConfigError(f"{out} exists", fix="pass --force to replace it, --variant to write another file, "
-                              "or --merge-into to add these cells to it")
-    if run_dir is not None and made is None:  # an evidence folder named: a cell's earlier evidence is not replaced
-        cells = [f"{mode}-k{k}" for mode in settings.thinking for k in settings.ks]
-        held = [cell for cell in cells if (run_dir / cell).is_dir() and any((run_dir / cell).iterdir())]
-        if held and merge_into is not None:
-            raise ConfigError(f"--run-dir {run_dir} already holds the evidence of {', '.join(held)}; nothing was "
-                              "written", fix="pass a new --run-dir, or leave it out (a completion's evidence goes "
-                              f"to {merge_into.stem}.runs-<UTC time> beside the curve)")
-        refuse_replacing(run_dir, held, force=force, what="evidence of these cells", option_name="--run-dir")
-    evidence = run_dir or out_dir / f"{out.stem}.runs"
-    refuse_unwritable_outputs(out, evidence, merge=merge_into is not None)  # before the prompts are fetched
+        _refuse_existing(out, force=force)
+        planned = run_dir or out_dir / f"{out.stem}.runs"
+    refuse_unwritable_outputs(out, planned, merge=merge)  # before the claim makes the folder, before the prompts
+    if run_dir is not None:
+        _refuse_held_evidence(run_dir, settings, merge_into, force=force)
+    refuse_unreadable_records(job, simulate=simulate)  # what the header states, read before anything is made
     prompts = _prompts(prompt_source, category, num_prompts, echo)
-    assert job.serve is not None and job.serve.spec_decoding is not None
-    echo(f"collecting {out.stem}: {job.model} {job.serve.spec_decoding.method} "
-         f"K {' '.join(map(str, settings.ks))}, thinking "
-         f"{' '.join(m.removeprefix('thinking_') for m in settings.thinking)}, "
-         f"{_count(len(prompts.prompts), 'prompt')} ({prompts.origin}), "
-         f"{'simulated' if simulate else executor} servers")
-    try:
-        result = collect_curve(job, settings, prompts, evidence, out,
-                               launcher=_launcher(executor, parse_executor_options(executor_options)),
-                               simulate=simulate, event=echo, merge=merge_into is not None)
-    except LlmsweepError:
-        if made is not None and made.is_dir() and not any(made.iterdir()):
-            made.rmdir()  # refused before any cell: the evidence folder made for it would name a collection of none
-        raise
+    from llmsweep.folderlock import claim
+
+    # The curve's folder is this collection's alone from here until its curve is written: a second collection into
+    # it (a fresh curve of the same name, a --merge-into of the same curve: each read the curve before the other
+    # wrote it, and one's cells were lost) is refused, exit 2, naming this one, whatever --force says.
+    with claim(out.parent, "llmsweep al collect", fix=_BUSY_FIX[merge]):
+        if not merge:  # checked again under the claim: another collection may have written the curve since
+            _refuse_existing(out, force=force)
+        result = _collect_claimed(job, settings, out, planned, merge_into, named=run_dir is not None, force=force,
+                                  prompts=prompts,
+                                  launcher=lambda: _launcher(executor, parse_executor_options(executor_options)),
+                                  simulate=simulate, servers="simulated" if simulate else executor, echo=echo)
     if as_json:
         click.echo(json.dumps(result.model_dump(mode="json"), indent=2))
     else:
@@ -478,6 +474,59 @@ def collect(recipe: Path, config_keys: tuple[str, ...], runner_config: Path | No
         raise SystemExit(signals.exit_code())
     if not result.ok:
         raise SystemExit(1)
+
+
+_BUSY_FIX = {False: "wait for it to finish, or pass another --out (one collection per curve folder at a time)",
+             True: "wait for it to finish, then run this --merge-into again: it completes the curve as the other "
+                   "left it (one collection per curve folder at a time)"}
+"""How to go on when a live process holds the curve's folder, for a fresh curve and for a --merge-into."""
+
+
+def _refuse_existing(out: Path, *, force: bool) -> None:
+    if out.exists() and not force:
+        raise ConfigError(f"{out} exists", fix="pass --force to replace it, --variant to write another file, "
+                          "or --merge-into to add these cells to it")
+
+
+def _refuse_held_evidence(run_dir: Path, settings: CollectSettings, merge_into: Path | None, *, force: bool) -> None:
+    """An evidence folder named (--run-dir): a cell's earlier evidence is not replaced (without --force; never by a
+    --merge-into, whose cells complete a curve that evidence may belong to)."""
+    cells = [f"{mode}-k{k}" for mode in settings.thinking for k in settings.ks]
+    held = [cell for cell in cells if (run_dir / cell).is_dir() and any((run_dir / cell).iterdir())]
+    if held and merge_into is not None:
+        raise ConfigError(f"--run-dir {run_dir} already holds the evidence of {', '.join(held)}; nothing was "
+                          "written", fix="pass a new --run-dir, or leave it out (a completion's evidence goes "
+                          f"to {merge_into.stem}.runs-<UTC time> beside the curve)")
+    refuse_replacing(run_dir, held, force=force, what="evidence of these cells", option_name="--run-dir")
+
+
+def _collect_claimed(job: Job, settings: CollectSettings, out: Path, evidence: Path, merge_into: Path | None, *,
+                     named: bool, force: bool, prompts: PromptSet,
+                     launcher: Callable[[], ServerLauncher], simulate: bool, servers: str,
+                     echo: Callable[[str], None]) -> CollectResult:
+    """The collection, once the curve's folder is claimed: its evidence folder checked again (or made, for a
+    `--merge-into`), every cell measured and the curve written (`--merge-into`: the curve read again under the claim,
+    so that the cells another collection merged meanwhile are kept)."""
+    from llmsweep.alcollect.collect import collect_curve, refuse_unwritable_outputs
+
+    made: Path | None = None  # the evidence folder made here (a --merge-into collection's own)
+    if merge_into is not None and not named:  # the curve's earlier evidence stays: `<curve>.runs-<UTC time>`
+        evidence = made = _new_folder(evidence)
+    elif named:  # checked again under the claim
+        _refuse_held_evidence(evidence, settings, merge_into, force=force)
+    try:
+        refuse_unwritable_outputs(out, evidence, merge=merge_into is not None)  # (the folder made above)
+        assert job.serve is not None and job.serve.spec_decoding is not None
+        echo(f"collecting {out.stem}: {job.model} {job.serve.spec_decoding.method} "
+             f"K {' '.join(map(str, settings.ks))}, thinking "
+             f"{' '.join(m.removeprefix('thinking_') for m in settings.thinking)}, "
+             f"{_count(len(prompts.prompts), 'prompt')} ({prompts.origin}), {servers} servers")
+        return collect_curve(job, settings, prompts, evidence, out, launcher=launcher(), simulate=simulate,
+                             event=echo, merge=merge_into is not None)
+    except LlmsweepError:
+        if made is not None and made.is_dir() and not any(made.iterdir()):
+            made.rmdir()  # refused before any cell: the evidence folder made for it would name a collection of none
+        raise
 
 
 def _new_folder(path: Path) -> Path:

@@ -67,9 +67,12 @@ def crosscheck(**kw: Any) -> None:
     and summary.json; aiperf's folders also hold its artifacts, the dataset it replayed and its command line.
     """
     from llmsweep.client import Endpoint
-    from llmsweep.peers.crosscheck import ClientRun, CrossCheckConfig, markdown, run_crosscheck
+    from llmsweep.folderlock import refuse_held
+    from llmsweep.peers.crosscheck import BUSY_FIX, ClientRun, CrossCheckConfig, markdown, run_crosscheck
 
-    refuse_replacing(kw["out_dir"], held_results(kw["out_dir"]), force=kw["force"], what="a cross-check")
+    out: Path = kw["out_dir"]
+    refuse_held(out, fix=BUSY_FIX)  # a live cross-check's (or bench's, run's) folder, refused before any probe
+    refuse_replacing(out, held_results(out), force=kw["force"], what="a cross-check")
     levels = list(kw["levels"])
     if len(set(levels)) < len(levels):  # (their runs share c<N>/<client>-<repeat>: the second overwrote the first,
         # and the table built a band from repeats never asked for, comparing a run with itself)
@@ -89,7 +92,11 @@ def crosscheck(**kw: Any) -> None:
         state = "ok" if run.ok and not run.error else (run.error or "no successful request")
         click.echo(f"conc {run.concurrency} {run.client} #{run.repeat}: {state}", err=True)
 
-    check = run_crosscheck(cfg, kw["out_dir"], on_run=progress)
+    def unreplaced() -> None:  # under the claim: a cross-check written there since the check above
+        refuse_replacing(out, held_results(out), force=False, what="a cross-check")
+
+    # the folder is claimed for the whole run (`run_crosscheck`): --force never takes one a live process holds
+    check = run_crosscheck(cfg, out, on_run=progress, claimed=None if kw["force"] else unreplaced)
     click.echo(json.dumps(check.to_dict(), indent=2) if kw["as_json"] else markdown(check))
     if not all(any(r.ok for r in check.runs if r.client == c) for c in ("llmsweep", "aiperf")):
         raise click.exceptions.Exit(1)  # one of the clients measured nothing: there is no comparison

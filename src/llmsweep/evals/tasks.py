@@ -94,10 +94,11 @@ def _shots(text: str) -> int | None:
 
 
 def check_dataset(task: str, dataset: Path) -> None:
-    """Raise a DatasetError (exit 2) naming file:line and the fix unless `dataset` is a local file `task` can run on:
-    JSON lines (or one JSON array) of objects, each with the task's columns in their shape, and more rows than the
-    task's few-shot examples (they come from the same file, the question itself left out). Checked before any server
-    starts: lm-eval would find each of these only once the eval began."""
+    """Raise a DatasetError (exit 2) naming file:line (a JSON array's row: its place in it) and the fix unless
+    `dataset` is a local file `task` can run on: JSON lines (or one JSON array) of objects, each with the task's
+    columns in their shape, and more rows than the task's few-shot examples (they come from the same file, the
+    question itself left out). Checked before any server starts: lm-eval would find each of these only once the eval
+    began."""
     spec = INPUTS[task]
     fix = (f"give --eval-dataset a JSON-lines file in the {task} format: one object a line with "
            + ", ".join(f"`{c}`" + (f" (which must {spec.shapes[c][1]})" if c in spec.shapes else "")
@@ -107,28 +108,33 @@ def check_dataset(task: str, dataset: Path) -> None:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise DatasetError(f"eval dataset {dataset} cannot be read: {exc}", fix=fix) from exc
-    rows: list[tuple[int, object]] = []
+    rows: list[tuple[str, object]] = []  # (where the row is, as an error names it; the row)
     if text.lstrip().startswith("["):  # one JSON array: the `json` builder lm-eval loads it with reads that too
         try:
-            rows = [(1, row) for row in json.loads(text)]
+            array = json.loads(text)
         except ValueError as exc:
             raise DatasetError(f"eval dataset {path}: not JSON ({exc})", fix=fix) from exc
-    for n, line in enumerate([] if rows else text.splitlines(), 1):
-        if line.strip():
-            try:
-                rows.append((n, json.loads(line)))
-            except ValueError as exc:
-                raise DatasetError(f"eval dataset {path}:{n}: not a JSON object ({exc})", fix=fix) from exc
-    for n, row in rows:
+        # a row named by its place in the array (every row of an array had been named line 1)
+        rows = [(f"{path}: row {i + 1} (index {i})", row) for i, row in enumerate(array)]
+    else:
+        # lines end at "\n" only, as JSON lines do (lm-eval's reader too): str.splitlines() also ends one at U+2028,
+        # U+0085 and other separators JSON allows inside a string, refusing a valid row at a line it does not have
+        for n, line in enumerate(text.split("\n"), 1):
+            if line.strip():
+                try:
+                    rows.append((f"{path}:{n}", json.loads(line.removesuffix("\r"))))
+                except ValueError as exc:
+                    raise DatasetError(f"eval dataset {path}:{n}: not a JSON object ({exc})", fix=fix) from exc
+    for where, row in rows:
         if not isinstance(row, dict):
-            raise DatasetError(f"eval dataset {path}:{n}: a row is {type(row).__name__}, not an object", fix=fix)
+            raise DatasetError(f"eval dataset {where}: a row is {type(row).__name__}, not an object", fix=fix)
         missing = [c for c in spec.fields if row.get(c) in (None, "")]
         if missing:
-            raise DatasetError(f"eval dataset {path}:{n}: the row lacks {', '.join(map(repr, missing))} ({task} "
+            raise DatasetError(f"eval dataset {where}: the row lacks {', '.join(map(repr, missing))} ({task} "
                                f"reads {', '.join(map(repr, spec.fields))})", fix=fix)
         for column, (pattern, said) in spec.shapes.items():
             if not re.search(pattern, str(row[column])):
-                raise DatasetError(f"eval dataset {path}:{n}: {column!r} does not {said} ({task} scores that)",
+                raise DatasetError(f"eval dataset {where}: {column!r} does not {said} ({task} scores that)",
                                    fix=fix)
     shots = _shots(_packaged(task).read_text(encoding="utf-8")) or 0
     if not rows:

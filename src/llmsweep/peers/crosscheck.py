@@ -280,17 +280,36 @@ def _read_back(run: ClientRun, folder: Path) -> None:
         run.server = read_aiperf_server_latency(folder / "artifacts")
 
 
-def run_crosscheck(cfg: CrossCheckConfig, out: Path, *,
-                   on_run: Callable[[ClientRun], None] | None = None) -> CrossCheck:
+BUSY_FIX = "wait for it to finish, or pass a new folder to --out"
+"""How to go on when a live process (another cross-check, a `bench`, a `run`) holds the cross-check's folder."""
+
+
+def run_crosscheck(cfg: CrossCheckConfig, out: Path, *, on_run: Callable[[ClientRun], None] | None = None,
+                   claimed: Callable[[], None] | None = None) -> CrossCheck:
     """Run every level, both clients in turn; write `crosscheck.json` and `crosscheck.md` under `out`. Every run's
     summary says what served it (`source`) and on how many GPUs, as the server says itself before any load
     (`client.probe`). An aiperf that cannot be started is refused before any load: every one of its runs would fail
-    after llmsweep's had run."""
+    after llmsweep's had run.
+
+    `out` is this cross-check's alone from the first load to the last write (`folderlock.claim`, as `bench` and `run`
+    claim --out): another cross-check, bench or run given it meanwhile is refused (ConfigError, exit 2) naming this
+    one, and this one is refused where a live process holds it, whatever --force says (two loads' runs under one
+    cross-check's labels). `claimed` is called once the claim is held: the caller's check of what `out` holds, made
+    again there (another cross-check may have written it since the caller first looked)."""
+    from llmsweep.folderlock import claim
+
     if shutil.which(cfg.aiperf) is None:
         raise ConfigError(f"aiperf executable {cfg.aiperf!r} not found (or not executable)",
                           fix="install aiperf (pip install aiperf==0.13.0) or pass its path with --aiperf")
     served = _served(cfg)
-    out.mkdir(parents=True, exist_ok=True)
+    with claim(out, "llmsweep peer crosscheck", fix=BUSY_FIX):
+        if claimed is not None:
+            claimed()
+        return _run_claimed(cfg, out, served, on_run)
+
+
+def _run_claimed(cfg: CrossCheckConfig, out: Path, served: _Served,
+                 on_run: Callable[[ClientRun], None] | None) -> CrossCheck:
     check = CrossCheck(config={**cfg.model_dump(mode="json"), "gpus": served.gpus, **served.provenance})
     position = 0
     for repeat in range(cfg.repeats):  # every level once before any twice: a run cut short keeps whole repeats

@@ -153,3 +153,22 @@ def test_an_unreachable_hub_says_how_to_go_offline(monkeypatch: pytest.MonkeyPat
     with pytest.raises(DatasetError, match="cannot read nvidia/SPEED-Bench") as info:
         load_prompts("hub", "coding")
     assert info.value.fix is not None and "--prompts builtin" in info.value.fix
+
+
+SEPARATORS = "\u2028\u2029\u0085"
+"""Characters `str.splitlines()` ends a line at that JSON allows raw inside a string (the control characters it also
+splits at, \\x0b, \\x1c…, are not valid raw in JSON)."""
+
+
+def test_a_row_holding_a_unicode_line_separator_reads_and_later_lines_keep_their_numbers(tmp_path: Path) -> None:
+    """A prompt file is JSON lines, each line ended by "\\n": a row whose text holds U+2028 (pasted prose, a JS
+    source) was split in two and refused as not JSON, at a line number the file does not have."""
+    path = tmp_path / "speed.jsonl"
+    rows = [{"question_id": "a", "category": "coding", "turns": [f"write a sort{c}in C"]} for c in SEPARATORS]
+    text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
+    path.write_text(text + '{"category": "coding", "turns": []}\r\n', encoding="utf-8")  # line 4: no turn
+    with pytest.raises(DatasetError, match=rf"{path.name}:4: not a SPEED-Bench row \(turns"):
+        load_prompts(str(path), "coding")
+    path.write_text(text.replace("\n", "\r\n"), encoding="utf-8")  # (Windows line ends read as well)
+    prompts = load_prompts(str(path), "coding")
+    assert [p.turns[0] for p in prompts.prompts] == [f"write a sort{c}in C" for c in SEPARATORS]

@@ -359,11 +359,11 @@ def test_al_collect_refuses_a_run_dir_holding_the_evidence_of_its_cells(tmp_path
     args = [*cells, "--out", str(tmp_path / "al")]
     code, _, err = run_main(capsys, *args, "-k", "1")
     assert code == 0 and (evidence / "thinking_off-k1").is_dir(), err
-    (curve,) = (tmp_path / "al").iterdir()
+    (curve,) = (tmp_path / "al").glob("*.yaml")  # (beside it, the lock file of the folder's claim)
     before = _fingerprint(evidence)
     code, _, err = run_main(capsys, *args, "-k", "1", "--variant", "again")
     assert code == 2 and "already holds evidence of these cells (thinking_off-k1)" in err and "--force" in err, err
-    assert _fingerprint(evidence) == before and list((tmp_path / "al").iterdir()) == [curve]
+    assert _fingerprint(evidence) == before and list((tmp_path / "al").glob("*.yaml")) == [curve]
     code, _, err = run_main(capsys, *cells, "-k", "1", "--merge-into", str(curve))  # no --force to give there
     assert code == 2 and "pass a new --run-dir, or leave it out" in err and _fingerprint(evidence) == before, err
     assert run_main(capsys, *args, "-k", "2", "--variant", "k2")[0] == 0  # another cell replaces nothing

@@ -156,3 +156,39 @@ def test_a_local_dataset_the_task_can_run_on_passes_its_check(tmp_path: Path) ->
     check_dataset("gpqa_diamond_cot_n_shot", gpqa)  # zero-shot: one row is enough
     with pytest.raises(DatasetError, match=r"gsm8k.jsonl:1: the row lacks 'Question'"):
         check_dataset("gpqa_diamond_cot_n_shot", lines)
+
+
+def test_an_eval_dataset_row_holding_a_unicode_line_separator_reads_and_later_lines_keep_their_numbers(
+        tmp_path: Path) -> None:
+    """JSON lines end at "\\n" only (lm-eval's reader agrees): a question holding U+2028, U+2029 or U+0085 was split
+    by str.splitlines() and refused as not JSON, at a line number the file does not have."""
+    from llmsweep.errors import DatasetError
+    from llmsweep.evals.tasks import check_dataset
+
+    rows = [{"question": f"What is {i} + 1?{c}(see above)", "answer": f"{i} + 1 = {i + 1}.\n#### {i + 1}"}
+            for i, c in enumerate("\u2028\u2029\u0085" * 2)]
+    path = tmp_path / "gsm8k.jsonl"
+    text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
+    path.write_text(text, encoding="utf-8")
+    check_dataset("gsm8k", path)
+    path.write_text(text.replace("\n", "\r\n"), encoding="utf-8")  # (Windows line ends read as well)
+    check_dataset("gsm8k", path)
+    path.write_text(text + json.dumps({"question": "q"}) + "\n", encoding="utf-8")  # line 7 lacks its answer
+    with pytest.raises(DatasetError, match=r"gsm8k\.jsonl:7: the row lacks 'answer'"):
+        check_dataset("gsm8k", path)
+
+
+def test_a_bad_row_of_a_json_array_eval_dataset_is_named_by_its_place_in_the_array(tmp_path: Path) -> None:
+    """Every row of a one-JSON-array file was named `FILE:1`, whichever was bad: it is named by its place."""
+    from llmsweep.errors import DatasetError
+    from llmsweep.evals.tasks import check_dataset
+
+    rows: list[object] = [{"question": f"What is {i} + 1?", "answer": f"{i} + 1 = {i + 1}.\n#### {i + 1}"}
+                          for i in range(8)]
+    path = tmp_path / "arr.json"
+    for bad, said in (({"question": "q"}, "the row lacks 'answer'"), ([1, 2], "a row is list, not an object"),
+                      ({"question": "q", "answer": "no number"}, "'answer' does not")):
+        path.write_text(json.dumps([*rows[:3], bad, *rows[3:]], indent=1))  # the bad row fourth, at index 3
+        with pytest.raises(DatasetError) as err:
+            check_dataset("gsm8k", path)
+        assert err.value.message.startswith(f"eval dataset {path}: row 4 (index 3): {said}"), err.value.message

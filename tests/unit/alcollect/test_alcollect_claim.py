@@ -1,0 +1,91 @@
+"""`al collect` claims the curve's folder (`folderlock`, as `bench` and `run` claim --out) from before it reads the
+curve until it has written it. Before, two collections into one --out both exited 0, the surviving curve's header
+(output_len 512) sitting over the other run's evidence (max_tokens 32), and two `--merge-into` of one curve each read
+it before the other wrote it: one collection's cells were lost."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.cli import run_main
+
+from llmsweep.catalog.golden import load_curve
+from llmsweep.folderlock import claim
+
+REPO = Path(__file__).resolve().parents[3]
+LLAMA = REPO / "tests" / "data" / "recipes" / "alcollect" / "llama-1b-ngram.yaml"
+CURVE = "llama-1b_ngram.yaml"
+
+
+def _args(*extra: str | Path) -> list[str | Path]:
+    return ["al", "collect", LLAMA, "--simulate", "--prompts", "builtin", "--num-prompts", "1", "--output-len", "8",
+            "--thinking", "off", *extra]
+
+
+@pytest.mark.parametrize("force", [False, True])
+def test_a_collection_into_a_folder_a_live_process_holds_is_refused_before_any_server(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], force: bool) -> None:
+    out = tmp_path / "golden"
+    with claim(out, "llmsweep al collect", fix="x"):
+        code, stdout, err = run_main(capsys, *_args("-k", "1", "--out", out, *(["--force"] if force else [])))
+    assert code == 2, (stdout, err)
+    assert f"another `llmsweep al collect` is using {out} (pid {os.getpid()})" in err, err
+    assert "fix: wait for it to finish, or pass another --out" in err, err
+    assert not (out / CURVE).exists() and not (out / "llama-1b_ngram.runs").exists()
+
+
+@pytest.mark.timeout(120)
+def test_a_curve_written_while_the_collection_checked_its_outputs_is_not_replaced(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The window before the claim: another collection that wrote the curve then (a different --output-len) is
+    found by the check made again under the claim, not overwritten by this one's header over its evidence."""
+    from llmsweep.alcollect import collect as collect_module
+
+    out = tmp_path / "golden"
+    other = "# written by another collection\n"
+    real = collect_module.refuse_unwritable_outputs
+
+    def checked_then_written(*args: Any, **kw: Any) -> None:
+        real(*args, **kw)
+        out.mkdir(exist_ok=True)
+        (out / CURVE).write_text(other)
+
+    monkeypatch.setattr(collect_module, "refuse_unwritable_outputs", checked_then_written)
+    code, stdout, err = run_main(capsys, *_args("-k", "1", "--out", out))
+    assert code == 2 and f"{out / CURVE} exists" in err, (stdout, err)
+    assert (out / CURVE).read_text() == other and not (out / "llama-1b_ngram.runs").exists()
+
+
+@pytest.mark.timeout(240)
+def test_a_merge_into_a_curve_another_merge_is_completing_is_refused_and_no_cell_is_lost(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    from llmsweep.alcollect import collect as collect_module
+
+    out = tmp_path / "golden"
+    code, _, err = run_main(capsys, *_args("-k", "1", "--out", out))
+    assert code == 0, err
+    curve = out / CURVE
+    real = collect_module._run_cell
+    second: list[subprocess.CompletedProcess[str]] = []
+
+    def cell_while_another_merges(*args: Any, **kw: Any) -> Any:
+        # a second `--merge-into` of the same curve, started while this one measures its cell
+        second.append(subprocess.run([sys.executable, "-m", "llmsweep.cli.main", *map(str, _args(
+            "-k", "3", "--merge-into", curve))], capture_output=True, text=True, timeout=120,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"}))
+        return real(*args, **kw)
+
+    monkeypatch.setattr(collect_module, "_run_cell", cell_while_another_merges)
+    code, stdout, err = run_main(capsys, *_args("-k", "2", "--merge-into", curve))
+    assert code == 0, (stdout, err)
+    (other,) = second
+    assert other.returncode == 2, other.stderr[-2000:]
+    assert f"another `llmsweep al collect` is using {out} (pid {os.getpid()})" in other.stderr, other.stderr
+    assert "then run this --merge-into again" in other.stderr
+    # the curve holds the first collection's cell and this one's: nothing was merged over them and lost
+    assert sorted(load_curve(curve).values["thinking_off"]) == [1, 2]
