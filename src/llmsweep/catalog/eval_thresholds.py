@@ -9,6 +9,9 @@ gate's to say (`evals.gate.check_thresholds`: it knows the task files).
 
 from __future__ import annotations
 
+import difflib
+import logging
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
@@ -17,6 +20,8 @@ from pydantic import Field, RootModel, StringConstraints, ValidationError
 
 from llmsweep.catalog.sources import Origin, cached, catalog_dirs, line_of, load_section
 from llmsweep.errors import ConfigError
+
+log = logging.getLogger(__name__)
 
 FILE = "eval_thresholds.yaml"
 SECTION = "thresholds"
@@ -116,3 +121,49 @@ def threshold_for(model_prefix: str | None, task: str, metric: str) -> tuple[flo
     raise ConfigError(f"no eval threshold for {task} metric {metric} (model prefix {model_prefix!r}) in "
                       + ", ".join(str(d / FILE) for d in catalog_dirs() if (d / FILE).is_file()),
                       fix=f'add `default: {{"*": {{exact_match: 0.85}}}}` back to {FILE}, or an entry for the task')
+
+
+@dataclass(frozen=True)
+class UnreadPrefix:
+    """A user file's model prefix that no model of the evals at hand has: its floors are never read for them."""
+
+    prefix: str
+    origin: Origin
+    closest: str
+    """The evaluated model prefix nearest to it (one equal but for case first)."""
+
+    def message(self, evaluated: list[str]) -> str:
+        same = self.closest.casefold() == self.prefix.casefold()
+        return (f"{self.origin}: eval thresholds of model prefix {self.prefix!r} match no model prefix of the evals "
+                f"at hand ({', '.join(evaluated)}), so its floors are never read for them: prefixes match exactly"
+                f"{', case included' if same else ''}; the closest model prefix is {self.closest!r}"
+                f"{' (rename the entry to it)' if same else ''}")
+
+
+def unread_prefixes(model_prefixes: Iterable[str | None]) -> list[UnreadPrefix]:
+    """The model prefixes of the user's thresholds files that none of `model_prefixes` (the evaluated jobs') is:
+    `threshold_for` matches a prefix exactly, so a `Qwen3.5` entry is never read for `qwen3.5`, and an entry for a
+    model the evals do not run is not read by them; each with the evaluated prefix closest to it. The packaged file's
+    prefixes (InferenceX's models) and `default` are never unread in this sense."""
+    evaluated = sorted({p for p in model_prefixes if p})
+    if not evaluated:
+        return []
+    out: list[UnreadPrefix] = []
+    for prefix, (_, origin) in _catalog(catalog_dirs()).items():
+        if origin.packaged or prefix == DEFAULT or prefix in evaluated:
+            continue
+        folded = [p for p in evaluated if p.casefold() == prefix.casefold()]
+        closest = folded[0] if folded else max(
+            evaluated, key=lambda p: difflib.SequenceMatcher(None, prefix.casefold(), p.casefold()).ratio())
+        out.append(UnreadPrefix(prefix, origin, closest))
+    return sorted(out, key=lambda u: (str(u.origin.path), u.origin.line or 0))  # as the files write them
+
+
+def warn_unread_prefixes(model_prefixes: Iterable[str | None]) -> list[UnreadPrefix]:
+    """Say each of :func:`unread_prefixes` as a warning (on stderr, as the CLI logs them), as the gate says a user's
+    floor of a task llmsweep does not run (`evals.gate.check_thresholds`); returns them."""
+    evaluated = sorted({p for p in model_prefixes if p})
+    unread = unread_prefixes(evaluated)
+    for one in unread:
+        log.warning("%s", one.message(evaluated))
+    return unread

@@ -78,9 +78,11 @@ def load_yaml(path: Path) -> Any:
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
-        if isinstance(exc, _DuplicateKey):
-            raise ConfigError(f"{where}: {exc.problem}", fix="keep one of the two: a catalog file states each entry "
-                              "once (YAML would silently keep the later one)") from exc
+        if isinstance(exc, _DuplicateKey):  # always marked: the second key's start
+            column = f":{mark.column + 1}" if mark is not None else ""
+            raise ConfigError(f"{where}{column}: {exc.problem}",
+                              fix="keep one of the two: a catalog file states each entry once (YAML would silently "
+                                  "keep the later one)") from exc
         raise ConfigError(
             f"{where}: catalog file is not valid YAML ({getattr(exc, 'problem', exc)})",
             fix="fix the YAML syntax at that line (indentation, quoting, a missing colon)",
@@ -97,18 +99,20 @@ class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[mi
     A key written over one a merge key (`<<`) brought in is an override, not a duplicate."""
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        seen: dict[Any, int] = {}
+        # By key, never by line: a flow mapping (`{1: 1.77, 2: 2.28, 2: 2.90}`) writes both on one line.
+        seen: dict[Any, yaml.Node] = {}
         for key_node, _ in node.value:
             if key_node.tag == "tag:yaml.org,2002:merge":
                 continue
             key = self.construct_object(key_node, deep=True)
             try:
-                first = seen.setdefault(key, key_node.start_mark.line + 1)
+                first = seen.setdefault(key, key_node)
             except TypeError:  # an unhashable key: the base constructor refuses it
                 continue
-            if first != key_node.start_mark.line + 1:
-                raise _DuplicateKey(None, None, f"`{key}` is given twice in one mapping (first at line {first})",
-                                    key_node.start_mark)
+            if first is not key_node:
+                at = first.start_mark
+                raise _DuplicateKey(None, None, f"`{key}` is given twice in one mapping (first at line {at.line + 1}, "
+                                                f"column {at.column + 1})", key_node.start_mark)
         return super().construct_mapping(node, deep)  # type: ignore[no-any-return]
 
 

@@ -23,6 +23,7 @@ import dataclasses
 import functools
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -89,7 +90,14 @@ def reuse_key(job: Job, launch_fingerprint: str, *, repeat: int = 1, simulator: 
     (`sim.identity`) for a job it runs; `gates`: the run's settings that judge the job's verdict (required power, the
     read-back tolerance of a pinned acceptance); `local_files`: what the job's local model and tokenizer paths hold
     (`local_files_digest`; a job without one keeps the key it had before it was part of the identity)."""
-    doc = {
+    return _digest(reuse_doc(job, launch_fingerprint, repeat=repeat, simulator=simulator, gates=gates,
+                             local_files=local_files))
+
+
+def reuse_doc(job: Job, launch_fingerprint: str, *, repeat: int = 1, simulator: str | None = None,
+              gates: dict[str, object] | None = None, local_files: str | None = None) -> dict[str, object]:
+    """What :func:`reuse_key` hashes, part by part (:data:`KEY_PARTS` names them)."""
+    doc: dict[str, object] = {
         "recipe_fingerprint": job.recipe_fingerprint,
         "image": job.image,
         "launch": launch_fingerprint,
@@ -103,8 +111,80 @@ def reuse_key(job: Job, launch_fingerprint: str, *, repeat: int = 1, simulator: 
     }
     if local_files is not None:
         doc["local_files"] = local_files
-    blob = json.dumps(doc, sort_keys=True, separators=(",", ":"), default=str)
+    return doc
+
+
+def _digest(value: object) -> str:
+    blob = json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(blob.encode()).hexdigest()
+
+
+KEY_PARTS: dict[str, str] = {
+    "recipe_fingerprint": "the recipe (its fingerprint)",
+    "image": "the image",
+    "workload": "the workload",
+    "conc": "the concurrency",
+    "eval": "the eval marks",
+    "repeat": "the repeat index",
+    "measurement": "llmsweep's measurement definitions (`metrics.version`)",
+    "launch": "the rendered launch (engine args, env, files)",
+    "simulator": "the simulator's code or a catalog file it reads (`sim.identity`)",
+    "gates": "the gates the run judges the verdict by (--require-power, --al-tolerance, --request-timeout)",
+    "local_files": "what the job's local model or tokenizer paths hold",
+}
+"""Each part of a reuse key's identity, as `run --reuse` names it when a stored result of the job was recorded under
+another key. The first six read back from a stored job and run (:func:`stored_parts`); the rest a run records only
+inside the key's hash."""
+STORED_PARTS = ("recipe_fingerprint", "image", "workload", "conc", "eval", "repeat", "measurement")
+
+
+class ReuseKey(str):
+    """A job's recorded reuse key — a `str` wherever one is used (looked up, compared, written to `run.json`) — that
+    also knows its job and the digest of each part of its identity (:data:`KEY_PARTS`), so `run --reuse` can say,
+    of a job no stored result matches, what differs from the newest stored result of the job
+    (`results.store.Store.reusable`). `other_power`: the job's key under the other power gate (:data:`POWER_GATE`),
+    which `run` looks up itself; `evaluates`: the job runs an eval, which `run` never reuses (and says so)."""
+
+    job_id: str
+    parts: dict[str, str]
+    other_power: str | None
+    evaluates: bool
+
+    def __new__(cls, text: str, *, job_id: str, parts: dict[str, str], other_power: str | None = None,
+                evaluates: bool = False) -> ReuseKey:
+        made = super().__new__(cls, text)
+        made.job_id, made.parts, made.other_power, made.evaluates = job_id, parts, other_power, evaluates
+        return made
+
+
+def part_digests(doc: Mapping[str, object]) -> dict[str, str]:
+    """Each part of a reuse identity (`reuse_doc`) as a digest, for comparing part by part; a job the simulator does
+    not run has no simulator part, one without local paths no local-files part."""
+    return {name: _digest(doc[name]) for name in KEY_PARTS if doc.get(name) is not None}
+
+
+def stored_parts(job_doc: Mapping[str, object], job_id: str, measurement: object) -> dict[str, str]:
+    """The digests of :data:`STORED_PARTS` of a stored job (its `job.json`, as the store keeps it) and its run's
+    measurement identity; {} when the stored job does not read as a job (an older shape)."""
+    from pydantic import ValidationError
+
+    try:
+        job = Job.model_validate(job_doc)
+    except ValidationError:
+        return {}
+    doc = reuse_doc(job, "", repeat=repeat_index(job_id))
+    doc["measurement"] = measurement
+    return {name: _digest(doc.get(name)) for name in STORED_PARTS}
+
+
+def differing_parts(key: ReuseKey, stored: Mapping[str, str]) -> list[str]:
+    """What differs between `key`'s identity and a stored job's (:func:`stored_parts`), as :data:`KEY_PARTS` names
+    it; where none of the stored parts differ, the parts a run keeps only inside the hash (one of them differs)."""
+    named = [KEY_PARTS[n] for n in STORED_PARTS if n in stored and stored[n] != key.parts.get(n)]
+    if named or not stored:
+        return named
+    hidden = [KEY_PARTS[n] for n in ("launch", "simulator", "gates", "local_files") if n in key.parts]
+    return ["one of what a run records only inside the key's hash: " + ", ".join(hidden[:-1]) + ", or " + hidden[-1]]
 
 
 def reuse_keys(jobs: list[Job], *, simulate: bool, live: bool = False,
@@ -143,13 +223,16 @@ def reuse_keys(jobs: list[Job], *, simulate: bool, live: bool = False,
         elif not simulated and job.image:
             context = dataclasses.replace(context, served="image")
         gates = job_gates(job, settings)
-        keyed = functools.partial(reuse_key, job, spec.fingerprint(), repeat=repeat_index(job.id),
+        keyed = functools.partial(reuse_doc, job, spec.fingerprint(), repeat=repeat_index(job.id),
                                   simulator=simulator_digest() if simulated else None,
                                   local_files=local_files_digest(job, local))
-        out[job.id] = keyed(gates=gates) + CONTEXT_SEP + context.render()
+        doc = keyed(gates=gates)
+        other = _digest(keyed(gates={**gates, POWER_GATE: not gates[POWER_GATE]})) + CONTEXT_SEP + context.render()
+        out[job.id] = ReuseKey(_digest(doc) + CONTEXT_SEP + context.render(), job_id=job.id,
+                               parts=part_digests(doc), other_power=other,
+                               evaluates=bool(job.eval_only or job.run_eval))
         if other_power is not None:
-            other_power[job.id] = (keyed(gates={**gates, POWER_GATE: not gates[POWER_GATE]}) + CONTEXT_SEP
-                                   + context.render())
+            other_power[job.id] = other
     return out
 
 

@@ -131,25 +131,23 @@ def simulated_acceptance(job: Job) -> AcceptanceEstimate | None:
     A job that pins its AL (agentic jobs: the golden curve) runs at the pin. A job that measures real acceptance
     (fixed-seq-len) cannot on the simulator, which drafts nothing: it runs at an *estimate* for its (model, method,
     thinking, K) — the golden curve's value where one covers it, else the method's typical acceptance
-    (:data:`ESTIMATED_DRAFT_ACCEPTANCE`) — labelled as an estimate in the launch notes and the provenance.
+    (:data:`ESTIMATED_DRAFT_ACCEPTANCE`) — labelled as an estimate in the launch notes and the provenance. An eval's
+    server (an eval-only job, a run-eval row's eval) pins nothing, its answers being the model's: it serves the
+    method at K, and `sim serve` realises the method's typical acceptance (:func:`eval_acceptance`), an estimate too.
     """
     from llmsweep.engines.base import synthetic_acceptance
 
-    if job.eval_only:
-        return None  # served without speculation (`SimAdapter._spec`): nothing to stand in for
     draft = _draft(job)
     if draft is None:
         return None
     method, k, thinking, draft_model, served_draft = draft
-    pinned = synthetic_acceptance(job)
+    pinned = synthetic_acceptance(job)  # never an eval-only job's: an eval pins none
     if pinned is not None:
         source = job.acceptance.source if job.acceptance is not None else "pinned"
         cited = f" (measured as {job.acceptance.cited})" if job.acceptance is not None and job.acceptance.cited else ""
         return AcceptanceEstimate(pinned, source, f"the job's {source} acceptance length{cited}")
-    if job.run_eval:
-        # A run-eval row's server verifies for real (its eval's answers): nothing is pinned, and `sim serve` realises
-        # the method's typical acceptance (`typical_acceptance`), which its /metrics report as realised.
-        return None
+    if serves_eval(job):
+        return eval_acceptance(job, method, k)
     try:
         from llmsweep.catalog.golden import resolve_acceptance
 
@@ -167,6 +165,28 @@ def simulated_acceptance(job: Job) -> AcceptanceEstimate | None:
     return AcceptanceEstimate(typical_acceptance(sim_method, k), "estimate",
                               f"typical {sim_method} acceptance (p={p} per draft token, K={k}) for {job.model}: no "
                               "golden curve covers it, and the job itself measures real acceptance")
+
+
+def serves_eval(job: Job) -> bool:
+    """The job's server runs an eval with nothing pinned: an eval-only job, or a run-eval row whose point pins no
+    acceptance (its eval shares the server) or that is its eval's relaunch (:func:`~llmsweep.engines.base.
+    real_verification`). A pinned run-eval row's own launch runs its throughput point at the pin."""
+    from llmsweep.engines.base import synthetic_acceptance
+
+    return bool(job.eval_only or (job.run_eval and synthetic_acceptance(job) is None))
+
+
+def eval_acceptance(job: Job, method: str, k: int) -> AcceptanceEstimate:
+    """The AL an eval's simulated server runs at: nothing is pinned (an eval's server verifies for real), so `sim
+    serve`, given the method and K without `--acceptance-length`, realises the method's typical acceptance at K
+    (:func:`typical_acceptance`), which its /metrics report and the eval records as read back — the simulator's
+    estimate, never a measured acceptance."""
+    sim_method = SIM_METHODS.get(method, "mtp")
+    p = ESTIMATED_DRAFT_ACCEPTANCE.get(sim_method, 0.7)
+    return AcceptanceEstimate(typical_acceptance(sim_method, k), "estimate",
+                              f"typical {sim_method} acceptance (p={p} per draft token, K={k}) that the simulator "
+                              f"realises serving the eval of {job.model}: nothing is pinned (an eval's server "
+                              "verifies for real), and the simulator drafts nothing to verify")
 
 
 def typical_acceptance(sim_method: str, k: int) -> float:
@@ -584,12 +604,6 @@ class SimAdapter(Adapter):
 
     def _spec(self, job: Job, d: Derived) -> None:
         sd = job.serve.spec_decoding if job.serve is not None else None
-        if job.eval_only and job.spec_decoding != "none":
-            # Greedy speculative decoding with real verification answers what the model alone answers; the simulator
-            # has no drafts to verify and an eval never pins acceptance, so it serves the eval without speculation.
-            d.notes.append("eval-only job: the simulator serves it without speculative decoding (it has no drafts "
-                           "to verify, and an eval never pins acceptance); no acceptance is read back")
-            return
         if sd is None or job.spec_decoding == "none":
             self._recipe_less_spec(job, d)
             return
@@ -602,12 +616,7 @@ class SimAdapter(Adapter):
             return
         estimate = simulated_acceptance(job)
         if estimate is not None:
-            d.args["--acceptance-length"] = f"{estimate.value:g}"
-            d.notes.append(f"acceptance length {estimate.value:g} is the simulator's estimate: {estimate.basis}")
-        elif job.run_eval:
-            typical = typical_acceptance(SIM_METHODS[sd.method], sd.num_steps or DEFAULT_DRAFT_LENGTH)
-            d.notes.append(f"run-eval job: nothing pinned (real verification); the simulator realises the typical "
-                           f"{sd.method} acceptance, {typical:g}")
+            self._at_estimate(job, d, estimate)
 
     def _recipe_less_spec(self, job: Job, d: Derived) -> None:
         """A speculative matrix entry without `serve.spec-decoding` (an InferenceX master file): its method at the
@@ -618,8 +627,23 @@ class SimAdapter(Adapter):
             return
         d.args["--spec-method"] = SIM_METHODS[draft[0]]
         d.args["--spec-k"] = draft[1]
-        d.args["--acceptance-length"] = f"{estimate.value:g}"
-        d.notes.append(f"acceptance length {estimate.value:g} is the simulator's estimate: {estimate.basis}")
+        self._at_estimate(job, d, estimate)
+
+    @staticmethod
+    def _at_estimate(job: Job, d: Derived, estimate: AcceptanceEstimate) -> None:
+        """Run the launch at the simulator's estimate: pinned with `--acceptance-length`, except on an eval's server,
+        which pins nothing (no engine's eval launch spells synthetic acceptance): `sim serve` realises the same
+        typical acceptance at the `--spec-k` it is given (:func:`eval_acceptance`)."""
+        if not serves_eval(job):
+            d.args["--acceptance-length"] = f"{estimate.value:g}"
+            d.notes.append(f"acceptance length {estimate.value:g} is the simulator's estimate: {estimate.basis}")
+            return
+        draft = _draft(job)
+        k = draft[1] if draft is not None else DEFAULT_DRAFT_LENGTH
+        d.args["--spec-k"] = k  # the K the estimate is for, named in the launch
+        d.notes.append(f"{'eval-only' if job.eval_only else 'run-eval'} job: nothing pinned (real verification); the "
+                       f"simulator realises the typical {d.args['--spec-method']} acceptance at K={k}, "
+                       f"{estimate.value:g}, its estimate: {estimate.basis}")
 
     def _kv(self, job: Job, d: Derived, recipe: dict[str, Any], tp: int) -> None:
         hicache = bool(recipe.get("--enable-hierarchical-cache"))

@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
 
+from llmsweep.catalog.eval_thresholds import warn_unread_prefixes
 from llmsweep.client.files import SERVER_METRICS_FILE
 from llmsweep.errors import ResultError
 from llmsweep.evals.context import eval_concurrencies, eval_context_length, eval_max_tokens
@@ -41,13 +42,16 @@ def wants_eval(job: Job) -> bool:
 def check_inputs(jobs: Iterable[Job], settings: EvalSettings) -> None:
     """What the evals of `jobs` read besides their server, checked before any server starts: the score floors their
     results will be judged against and the local samples (`--eval-dataset`), which lm-eval and the gate read only
-    once a server ran the eval. Raises the input's error (exit 2); nothing to check when no job runs an eval."""
+    once a server ran the eval. Raises the input's error (exit 2); nothing to check when no job runs an eval. A
+    model prefix of the user's thresholds that no evaluated job has is said in a warning (its floors are not read)."""
     evaluated = [job for job in jobs if wants_eval(job)]
     if not evaluated:
         return
     if settings.dataset is not None:
         check_dataset(settings.task, settings.dataset)
-    check_thresholds((job.model_prefix for job in evaluated), settings.task)
+    prefixes = [job.model_prefix for job in evaluated]
+    check_thresholds(prefixes, settings.task)
+    warn_unread_prefixes(prefixes)  # a user's floors no evaluated model reads (`Qwen3.5` for `qwen3.5`): said
 
 
 def mode_of(job: Job) -> Literal["eval-only", "run-eval"]:

@@ -814,8 +814,9 @@ class Store:
         passed: dict[str, str] = {}
         newer: dict[str, str] = {}  # a newer result of the job in this context whose verdict is not one of `verdicts`
         runs = self._db.execute("SELECT run_id, meta FROM runs ORDER BY ingested_at DESC, rowid DESC").fetchall()
+        metas = {run["run_id"]: _StoredRow(self, run["run_id"]).json(run["meta"], "runs.meta") for run in runs}
         for run in runs:
-            recorded = _StoredRow(self, run["run_id"]).json(run["meta"], "runs.meta").get("reuse_keys")
+            recorded = metas[run["run_id"]].get("reuse_keys")
             if not isinstance(recorded, dict):
                 continue
             hits: dict[str, tuple[str, Any, Any]] = {}
@@ -860,12 +861,80 @@ class Store:
                             log.warning(note)
                 elif key not in passed:
                     passed[key] = f"the {row['verdict']} result of run {run['run_id']} (job {row['job_id']}) {why}"
-        for reason in passed.values():
+        reasons = [f"not reused: {reason}; the job runs again" for reason in passed.values()]
+        reasons += self._why_not_matched([want[0] for want in wanted.values() if want[0] not in out
+                                          and want[0] not in passed], newer, [r["run_id"] for r in runs], metas)
+        for reason in reasons:
             if say is not None:
-                say(f"not reused: {reason}; the job runs again")
+                say(reason)
             else:
-                log.warning("not reused: %s; the job runs again", reason)
+                log.warning("%s", reason)
         return out
+
+    def _why_not_matched(self, keys: list[str], newer: Mapping[str, str], runs: list[str],
+                         metas: Mapping[str, Any]) -> list[str]:
+        """Why each of `keys` (a job's `changes.reuse.ReuseKey`) found no stored result to stand on, where nothing
+        said so yet: the newest result stored under it did not pass (`newer`), or the newest stored result of the
+        job was recorded under another key — naming what differs (`changes.reuse.differing_parts`: the recipe, the
+        workload, llmsweep's measurement definitions, the simulator's code or catalogs, ...) — or the store holds
+        no result of the job at all. A run that only stood on an earlier result recorded its key without a result:
+        the result it stood on is the job's. A job whose stored result is under its other power gate's key is
+        `run`'s own lookup (`POWER_GATE`), not said here."""
+        from llmsweep.changes.reuse import ReuseKey, differing_parts, split_key, stored_parts
+
+        out: list[str] = []
+        never: list[str] = []
+        for key in keys:
+            if not isinstance(key, ReuseKey) or key.evaluates:  # `run` says why a job with an eval runs again
+                continue
+            other = split_key(key.other_power)[0] if key.other_power is not None else None
+            if other is not None and any(
+                    isinstance(recorded := (meta or {}).get("reuse_keys"), dict)
+                    and isinstance(stored := recorded.get(key.job_id), str) and split_key(stored)[0] == other
+                    for meta in metas.values()):
+                continue  # stored under its other power gate: `run`'s own lookup stands on it or says why not
+            if key in newer:
+                out.append(f"not reused: job {key.job_id}: the newest result stored under its key, {newer[key]}; the "
+                           "job runs again")
+                continue
+            found = self._newest_of_job(key.job_id, runs, metas)
+            if found is None:
+                never.append(key.job_id)
+                continue
+            run_id, stored_key, verdict, job_doc = found
+            base, context = split_key(key)
+            stored_base, stored_context = split_key(stored_key)
+            diffs = [] if context is None or stored_context is None else [
+                f"{name} ({getattr(context, name) or '-'}, stored {getattr(stored_context, name) or '-'})"
+                for name in ("source", "clock", "corpus", "served", "engine")
+                if getattr(context, name) != getattr(stored_context, name)]
+            if stored_base != base:
+                measurement = (metas.get(run_id) or {}).get("measurement")
+                diffs += differing_parts(key, stored_parts(job_doc, key.job_id, measurement))
+            what = "; ".join(diffs) or "its identity"
+            out.append(f"not reused: job {key.job_id}: the newest stored result of the job, run {run_id}'s "
+                       f"({verdict}), was recorded under another reuse key — what differs: {what}; the job runs again")
+        if never:
+            out.append(f"not reused: the store holds no result of {len(never)} job(s), under any reuse key; they run: "
+                       + ", ".join(never))
+        return out
+
+    def _newest_of_job(self, job_id: str, runs: list[str], metas: Mapping[str, Any]
+                       ) -> tuple[str, str, str, dict[str, Any]] | None:
+        """(run, the key it recorded, verdict, stored job) of the newest stored result of `job_id` that some run
+        measured (one that only reused it stored none), None when no run did."""
+        for run_id in runs:
+            recorded = (metas.get(run_id) or {}).get("reuse_keys")
+            stored_key = recorded.get(job_id) if isinstance(recorded, dict) else None
+            if not isinstance(stored_key, str):
+                continue
+            row = self._db.execute(
+                "SELECT x.verdict, j.job FROM results x JOIN jobs j ON j.run_id = x.run_id AND j.job_id = x.job_id "
+                "WHERE x.run_id = ? AND x.job_id = ? LIMIT 1", (run_id, job_id)).fetchone()
+            if row is not None:
+                job_doc = _StoredRow(self, run_id, job_id).json(row["job"], "jobs.job")
+                return run_id, stored_key, row["verdict"], job_doc if isinstance(job_doc, dict) else {}
+        return None
 
     def _unreadable(self, result_id: str) -> str | None:
         """Why a stored result does not read as a point (a damaged summary or identity), None when it does: a job

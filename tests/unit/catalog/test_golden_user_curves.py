@@ -311,15 +311,46 @@ def test_a_cell_or_entry_written_twice_is_refused_naming_both_lines(tmp_path: Pa
     line = curve.read_text().splitlines().index("    2: 2.90") + 1
     with pytest.raises(ConfigError) as refused:
         load_curve(curve)
-    assert refused.value.message == f"{curve}:{line}: `2` is given twice in one mapping (first at line {line - 1})"
+    assert refused.value.message == (f"{curve}:{line}:5: `2` is given twice in one mapping (first at line {line - 1}, "
+                                     "column 5)")
     assert "keep one of the two" in (refused.value.fix or "")
     from llmsweep.catalog.hardware import get_hardware
 
     (user_catalog / "hardware.yaml").write_text("hardware:\n  my-gpu:\n    hbm_gb: 80\n  my-gpu:\n    hbm_gb: 141\n")
     clear_caches()
     try:
-        with pytest.raises(ConfigError, match=r"hardware.yaml:4: `my-gpu` is given twice in one mapping \(first at "
-                                              r"line 2\)"):
+        with pytest.raises(ConfigError, match=r"hardware.yaml:4:3: `my-gpu` is given twice in one mapping \(first "
+                                              r"at line 2, column 3\)"):
             get_hardware("my-gpu")
+    finally:
+        clear_caches()
+
+
+def test_a_key_written_twice_on_one_line_is_refused_naming_its_line_and_column(tmp_path: Path,
+                                                                                user_catalog: Path) -> None:
+    """A flow mapping writes every key on one line: `{1: 1.77, 2: 2.28, 2: 2.90}` read as 2.90 in silence (the check
+    compared lines), in a curve and in eval_thresholds.yaml alike. The key is what repeats, wherever it is written."""
+    curve = _write(tmp_path / "curves", "qwen3.5_mtp_fp8.yaml", {1: 1.77, 2: 2.28})
+    text = curve.read_text()
+    block = "  thinking_on:\n    1: 1.77\n    2: 2.28\n"
+    assert block in text
+    curve.write_text(text.replace(block, "  thinking_on: {1: 1.77, 2: 2.28, 2: 2.90}\n"))
+    ((line, written),) = [(i, s) for i, s in enumerate(curve.read_text().splitlines(), 1) if "2: 2.90" in s]
+    first, second = written.index("2: 2.28") + 1, written.index("2: 2.90") + 1
+    with pytest.raises(ConfigError) as refused:
+        load_curve(curve)
+    assert refused.value.message == (f"{curve}:{line}:{second}: `2` is given twice in one mapping (first at line "
+                                     f"{line}, column {first})")
+    assert "keep one of the two" in (refused.value.fix or "")
+
+    from llmsweep.catalog.eval_thresholds import threshold_for
+
+    floors = user_catalog / "eval_thresholds.yaml"
+    floors.write_text("thresholds:\n  qwen3.5: { gsm8k: { exact_match: 0.5, exact_match: 0.94 } }\n")
+    clear_caches()
+    try:
+        with pytest.raises(ConfigError, match=r"eval_thresholds.yaml:2:41: `exact_match` is given twice in one "
+                                              r"mapping \(first at line 2, column 23\)"):
+            threshold_for("qwen3.5", "gsm8k", "exact_match,strict-match")
     finally:
         clear_caches()

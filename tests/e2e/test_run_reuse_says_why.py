@@ -1,0 +1,73 @@
+"""`run --reuse` says, of each job it runs again, why no stored result stood for it: a reviewer's `--reuse` re-ran
+both jobs of a run it had just measured without a word (llmsweep's simulator code had changed in between, which is
+part of every simulated job's reuse key). And a run that only stood on earlier results hides nothing: the next
+`--reuse` stands on the result that was measured.
+
+Real runs on the simulator in virtual time, into a private store."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from test_run_support import cli_here
+
+RECIPE = Path(__file__).resolve().parents[1] / "data" / "recipes" / "run" / "fixed-sim.yaml"
+
+
+def _run(tmp_path: Path, name: str, *extra: str) -> tuple[dict[str, Any], str]:
+    proc: subprocess.CompletedProcess[str] = cli_here(
+        ["run", RECIPE, "--out", tmp_path / name, "--store", tmp_path / "store.sqlite", "--no-report", "--json",
+         *extra])
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    doc: dict[str, Any] = json.loads(proc.stdout)
+    return doc, proc.stderr
+
+
+def _said(err: str) -> list[str]:
+    return [line.split("] ", 1)[-1] for line in err.splitlines() if "not reused" in line]
+
+
+def test_each_job_reuse_runs_again_is_said_with_what_differs(tmp_path: Path) -> None:
+    first, _ = _run(tmp_path, "first")
+    jobs = sorted(r["job"] for r in first["jobs"])
+    assert len(jobs) == 2
+
+    # a gate of the run is part of the key, which holds it only as a digest: named among those parts
+    timed, err = _run(tmp_path, "timed", "--reuse", "--request-timeout", "123")
+    assert not any(r["reused"] for r in timed["jobs"])
+    said = _said(err)
+    assert len(said) == 2 and all(f"job {j}: the newest stored result of the job, run {first['run_id']}'s (valid), "
+                                  "was recorded under another reuse key — what differs: one of what a run records "
+                                  "only inside the key's hash: " in line for j, line in zip(jobs, said, strict=True))
+    assert all("the gates the run judges the verdict by" in line and "the simulator's code or a catalog file" in line
+               and line.endswith("; the job runs again") for line in said), said
+
+    # the first run's result stands (its key is this run's), and a run that only stood on it hides nothing
+    for name in ("again", "once-more"):
+        again, err = _run(tmp_path, name, "--reuse")
+        assert [r["reused"] for r in again["jobs"]] == [True, True] and _said(err) == [], err
+        assert all(f"run {first['run_id']}" in r["reason"] for r in again["jobs"])
+
+    # jobs the store never measured: said in one line
+    _, err = _run(tmp_path, "repeats", "--reuse", "--repeats", "2")
+    assert _said(err) == ["not reused: the store holds no result of 2 job(s), under any reuse key; they run: "
+                          + ", ".join(f"{j}-repeat2" for j in jobs)]
+
+
+def test_a_part_the_store_keeps_is_named(tmp_path: Path) -> None:
+    """A stored run measured under other measurement definitions (an older llmsweep): that part is named."""
+    first, _ = _run(tmp_path, "first")
+    with sqlite3.connect(tmp_path / "store.sqlite") as db:
+        (meta,) = db.execute("SELECT meta FROM runs WHERE run_id = ?", (first["run_id"],)).fetchone()
+        doc = json.loads(meta)
+        doc["measurement"] = "m0-0000000000000000"
+        doc["reuse_keys"] = {job: "0" * 64 + key[64:] for job, key in doc["reuse_keys"].items()}
+        db.execute("UPDATE runs SET meta = ? WHERE run_id = ?", (json.dumps(doc), first["run_id"]))
+    _, err = _run(tmp_path, "second", "--reuse")
+    said = _said(err)
+    assert len(said) == 2 and all(line.endswith("what differs: llmsweep's measurement definitions (`metrics.version`)"
+                                                "; the job runs again") for line in said), said

@@ -1,0 +1,64 @@
+"""An eval-only job of a speculative configuration on the simulator serves speculation, as a run-eval row's eval does:
+the method at K, nothing pinned (an eval never pins acceptance), at the typical acceptance the simulator realises —
+recorded as its estimate, so the job's `spec_decoding` label is one the launch earned."""
+
+from __future__ import annotations
+
+import pytest
+from support.recipes import flag
+
+from llmsweep import engines
+from llmsweep.engines.sim import simulated_acceptance, typical_acceptance
+from llmsweep.execute.lifecycle import simulator_provenance
+from llmsweep.execute.virtual import engine_config
+from llmsweep.plan import Job, full_sweep
+from llmsweep.plan.matrix import EvalOptions
+from llmsweep.spec import loads_recipes
+
+RECIPE = """\
+spec-eval-sim:
+  image: lmsysorg/sglang:v0.5.16-cu129
+  model: Qwen/Qwen3.5-397B-A17B-FP8
+  model-prefix: qwen3.5
+  runner: h200
+  precision: fp8
+  framework: sglang
+  multinode: false
+  scenarios:
+    fixed-seq-len:
+    - isl: 8192
+      osl: 1024
+      search-space:
+      - { tp: 8, spec-decoding: mtp, conc-list: [16] }
+"""
+SERVE = """\
+  serve:
+    engine: { name: sim }
+    spec-decoding: { method: eagle, num-steps: 2, topk: 1, num-draft-tokens: 3, thinking: "on" }
+"""
+
+
+def eval_only_job(text: str) -> Job:
+    (job,) = full_sweep(loads_recipes(text, "t.yaml").raise_on_error().recipes, evals=EvalOptions(evals_only=True))
+    assert job.eval_only and job.spec_decoding == "mtp"
+    return job
+
+
+@pytest.mark.parametrize(("text", "method", "k"), [(RECIPE + SERVE, "eagle", 2), (RECIPE, "mtp", 3)],
+                         ids=["recipe-spec", "recipe-less"])
+def test_an_eval_only_speculative_job_serves_its_method_at_the_estimate_it_records(
+        text: str, method: str, k: int) -> None:
+    job = eval_only_job(text)
+    spec = engines.render(job, simulate=True, port=0)
+    assert flag(spec.argv, "--spec-method") == method and flag(spec.argv, "--spec-k") == str(k), spec.argv
+    assert "--acceptance-length" not in spec.argv  # an eval never pins acceptance
+    served = engine_config(spec).spec  # what `sim serve` realises from that very command line
+    assert served is not None and served.acceptance_length == typical_acceptance(method, k)
+    # the result records the acceptance served, as the simulator's estimate
+    estimate = simulated_acceptance(job)
+    assert estimate is not None and estimate.source == "estimate" and estimate.value == served.acceptance_length
+    assert simulator_provenance(job)["acceptance"] == {"value": served.acceptance_length, "source": "estimate",
+                                                       "basis": estimate.basis}
+    (note,) = [n for n in spec.notes if "eval-only job" in n]
+    assert f"typical {method} acceptance at K={k}, {served.acceptance_length:g}" in note
+    assert "without speculative decoding" not in " ".join(spec.notes)
