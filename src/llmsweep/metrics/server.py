@@ -312,7 +312,8 @@ def _sglang(w: ServerWindow) -> dict[str, Any]:
     al, method = sglang_acceptance_length(gen, requests, verify)
     if al is None:
         al = w.gauge_mean("sglang:spec_accept_length")
-        method = "mean of sglang:spec_accept_length"
+        # a method is named only for a figure it gave: without spec samples the block says nothing was read
+        method = "mean of sglang:spec_accept_length" if al is not None else None
     return {
         "queue": _queue(w, "sglang:num_running_reqs", "sglang:num_queue_reqs"),
         "preemptions": w.counter("sglang:num_retracted_requests_total"),

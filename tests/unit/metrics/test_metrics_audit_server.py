@@ -89,3 +89,15 @@ def test_a_damaged_scrape_line_inside_the_file_is_warned_about_and_one_without_i
     torn = tmp_path / "torn.jsonl"
     torn.write_text("\n".join([lines[0], lines[3]]) + '\n{"t": 2.0, "samp')
     assert summarise_server(torn, start=0.5, end=1.5)["warnings"] == []
+
+
+def test_an_sglang_window_without_speculative_samples_names_no_acceptance_method() -> None:
+    """A server that did not speculate exports no spec series: its block has no acceptance length, and no method
+    either (it had named `mean of sglang:spec_accept_length` for a figure nothing gave). With the gauge, both."""
+    plain = [_scrape(t, ("sglang:generation_tokens_total", {}, 100.0 * t)) for t in (0.0, 1.0, 2.0)]
+    spec = summarise_server(plain, start=0.5, end=2.0)["spec_decode"]
+    assert spec["acceptance_length"] is None and spec["method"] is None
+    gauged = [_scrape(t, ("sglang:generation_tokens_total", {}, 100.0 * t), ("sglang:spec_accept_length", {}, 2.5))
+              for t in (0.0, 1.0, 2.0)]
+    spec = summarise_server(gauged, start=0.5, end=2.0)["spec_decode"]
+    assert spec["acceptance_length"] == pytest.approx(2.5) and spec["method"] == "mean of sglang:spec_accept_length"
