@@ -139,6 +139,37 @@ def flag_value(ctx: Context) -> Iterator[Finding]:
                           evidence=entry.source, severity=severity)
 
 
+@rule("serve.memory-fraction", Severity.ERROR,
+      "A serve flag that sets the engine's memory fraction to something other than a number in (0, 1]",
+      "set it to a number in (0, 1] (a share of the GPU's memory, e.g. 0.85), or delete it to take the engine's "
+      "default",
+      "review: `--mem-fraction-static: 5` (or `40`, `\"0,4\"`, `true`, `-1`, `[0.5]`) validated clean, the HBM-fit "
+      "check silently used the engine's default instead, and render printed `--mem-fraction-static 5`, which the "
+      "engine refuses or misreads after the job waited for its node")
+def memory_fraction(ctx: Context) -> Iterator[Finding]:
+    """Each of the job's flags its launch reads as the memory fraction (`engines.memory.memory_fraction_flags`: the
+    engine's flag from the engines catalog, in any spelling its parser reads as it) whose value is no fraction."""
+    import json
+
+    from llmsweep.engines.base import in_launch
+    from llmsweep.engines.memory import fraction_value, memory_fraction_flags
+
+    for job, recipe in ctx.runnable_pairs():
+        if job.engine is None:
+            continue
+        for written, value in memory_fraction_flags(job):
+            if not in_launch(value) or fraction_value(value) is not None:
+                continue  # false/null: the flag is left out, and the engine's default stands
+            shown = json.dumps(value) if isinstance(value, (bool, str, list)) else str(value)
+            name = written.split("=", 1)[0]
+            yield ctx.hit("serve.memory-fraction", recipe, serve_arg_path(recipe, job, written),
+                          f"`{name}: {shown}` is not a memory fraction: {name} takes a number in (0, 1], the share "
+                          "of each GPU's memory the engine takes; the launch would pass it as written, and the "
+                          "memory checks would assume the engine's default instead", job=job,
+                          fix=f"set `{name}` to a number in (0, 1] (e.g. 0.85), or delete it to take the engine's "
+                              "default")
+
+
 @rule("serve.foreign-env", Severity.ERROR, "Environment of another engine (declared but never read)",
       "delete it, or move it to a recipe for the engine that reads it", EP_LESSON)
 def foreign_env(ctx: Context) -> Iterator[Finding]:
