@@ -692,6 +692,57 @@ def _norm_flag_name(flag: str) -> str:
     return "--" + str(flag).lstrip("-").replace("_", "-")
 
 
+class FlagArity(BaseModel):
+    """Which of an engine's listed flags are switches (no value: argparse `store_true`, `BooleanOptionalAction`; a
+    recipe's `true` renders the bare flag) and which take a value (a bare flag is refused by the parser), as read in
+    the engine's source. A listed flag in neither list is not classified."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    switches: frozenset[str] = Field(default_factory=frozenset)
+    takes_value: frozenset[str] = Field(default_factory=frozenset, alias="takes-value")
+    source: str
+
+    @model_validator(mode="before")
+    @classmethod
+    def _normalised(cls, raw: Any) -> Any:
+        if isinstance(raw, dict):
+            raw = {k: ({_norm_flag_name(f) for f in v} if k in ("switches", "takes-value", "takes_value") else v)
+                   for k, v in raw.items()}
+        return raw
+
+    @model_validator(mode="after")
+    def _disjoint(self) -> FlagArity:
+        if both := self.switches & self.takes_value:
+            raise ValueError(f"listed both as switches and as taking a value: {', '.join(sorted(both))}")
+        return self
+
+
+@cached
+def _flag_arity() -> dict[str, FlagArity]:
+    import yaml
+
+    doc = yaml.safe_load(ENGINE_FLAGS_FILE.read_text(encoding="utf-8")) or {}
+    out: dict[str, FlagArity] = {}
+    for engine, entry in doc.items():
+        raw = entry.get("arity") if isinstance(entry, dict) else None
+        if raw is None:
+            continue
+        arity = FlagArity.model_validate(raw)
+        unlisted = (arity.switches | arity.takes_value) - _engine_flags().get(str(engine), frozenset())
+        if unlisted:
+            raise ConfigError(f"{ENGINE_FLAGS_FILE}: `{engine}.arity` classifies flags its `flags` does not list: "
+                              f"{', '.join(sorted(unlisted))}", fix="list them in `flags` too, or drop them")
+        out[str(engine)] = arity
+    return out
+
+
+def flag_arity(engine: str) -> FlagArity | None:
+    """Which of `engine`'s listed flags are switches and which take a value (normalised `--a-b`); None when the
+    catalog classifies none of its flags (TensorRT-LLM)."""
+    return _flag_arity().get(engine)
+
+
 class FlagDefaultRule(BaseModel):
     """The value an engine's parser gives one flag over a range of releases (inclusive, compared as
     :class:`~llmsweep.catalog.version.Version` bounds are), as read in those releases."""
