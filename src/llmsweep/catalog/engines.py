@@ -594,6 +594,21 @@ def _platform_of(platform: str | None) -> str:
     return spec.platform if spec else text
 
 
+def _effective_arg(engine: str, version: Version | None, name: str, want: Any,
+                   args: Mapping[str, Any]) -> tuple[bool, Any]:
+    """(present, value) of one condition flag as the engine launches with it: the launch's own value, else, for a
+    condition on a value (not on the flag being written or absent), the engine's parser default at `version` from the
+    flag catalog (:func:`flag_default`). A flag whose default is not recorded for that version (an image naming no
+    version, a release not read) stays absent: the default is not guessed."""
+    key = _norm_arg(name)
+    if key in args:
+        return True, args[key]
+    if want is None or want == "*":
+        return False, None
+    default = flag_default(engine, key, version)
+    return (True, default.value) if default is not None else (False, None)
+
+
 def match_incompatibilities(
     engine: str,
     version: Version | str | None,
@@ -603,7 +618,9 @@ def match_incompatibilities(
     env: Mapping[str, Any] | None = None,
     kv_offloading: str | bool | None = None,
 ) -> list[Incompatibility]:
-    """Known incompatibilities a launch hits. ``args`` keys may carry dashes or underscores and leading ``--``;
+    """Known incompatibilities a launch hits. ``args`` keys may carry dashes or underscores and leading ``--``; a
+    condition on the value of a flag the launch leaves unset is matched against the engine's default for ``version``
+    (:func:`flag_default`), not guessed where none is recorded;
     ``kv_offloading`` is the recipe value (``none``/``dram``); ``platform`` may be cuda/rocm or a SKU/runner label;
     ``model_family`` may be a prefix, family, catalog id or HF id. An unknown version (nightly image) matches, since
     the problem may be present: a policy rule can soften that to a warning."""
@@ -629,8 +646,7 @@ def match_incompatibilities(
         c = inc.conditions
         if c.kv_offloading is not None and kv not in {k.lower() for k in c.kv_offloading}:
             continue
-        if not all(_value_matches(w, _norm_arg(k) in norm_args, norm_args.get(_norm_arg(k)))
-                   for k, w in c.args.items()):
+        if not all(_value_matches(w, *_effective_arg(eid, v, k, w, norm_args)) for k, w in c.args.items()):
             continue
         if not all(_value_matches(w, k in env, env.get(k)) for k, w in c.env.items()):
             continue
@@ -674,6 +690,122 @@ class FlagValues(BaseModel):
 
 def _norm_flag_name(flag: str) -> str:
     return "--" + str(flag).lstrip("-").replace("_", "-")
+
+
+class FlagArity(BaseModel):
+    """Which of an engine's listed flags are switches (no value: argparse `store_true`, `BooleanOptionalAction`; a
+    recipe's `true` renders the bare flag) and which take a value (a bare flag is refused by the parser), as read in
+    the engine's source. A listed flag in neither list is not classified."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    switches: frozenset[str] = Field(default_factory=frozenset)
+    takes_value: frozenset[str] = Field(default_factory=frozenset, alias="takes-value")
+    source: str
+
+    @model_validator(mode="before")
+    @classmethod
+    def _normalised(cls, raw: Any) -> Any:
+        if isinstance(raw, dict):
+            raw = {k: ({_norm_flag_name(f) for f in v} if k in ("switches", "takes-value", "takes_value") else v)
+                   for k, v in raw.items()}
+        return raw
+
+    @model_validator(mode="after")
+    def _disjoint(self) -> FlagArity:
+        if both := self.switches & self.takes_value:
+            raise ValueError(f"listed both as switches and as taking a value: {', '.join(sorted(both))}")
+        return self
+
+
+@cached
+def _flag_arity() -> dict[str, FlagArity]:
+    import yaml
+
+    doc = yaml.safe_load(ENGINE_FLAGS_FILE.read_text(encoding="utf-8")) or {}
+    out: dict[str, FlagArity] = {}
+    for engine, entry in doc.items():
+        raw = entry.get("arity") if isinstance(entry, dict) else None
+        if raw is None:
+            continue
+        arity = FlagArity.model_validate(raw)
+        unlisted = (arity.switches | arity.takes_value) - _engine_flags().get(str(engine), frozenset())
+        if unlisted:
+            raise ConfigError(f"{ENGINE_FLAGS_FILE}: `{engine}.arity` classifies flags its `flags` does not list: "
+                              f"{', '.join(sorted(unlisted))}", fix="list them in `flags` too, or drop them")
+        out[str(engine)] = arity
+    return out
+
+
+def flag_arity(engine: str) -> FlagArity | None:
+    """Which of `engine`'s listed flags are switches and which take a value (normalised `--a-b`); None when the
+    catalog classifies none of its flags (TensorRT-LLM)."""
+    return _flag_arity().get(engine)
+
+
+class FlagDefaultRule(BaseModel):
+    """The value an engine's parser gives one flag over a range of releases (inclusive, compared as
+    :class:`~llmsweep.catalog.version.Version` bounds are), as read in those releases."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    value: str
+    min_version: Version = Field(alias="min-version", description="The oldest release read with this default.")
+    max_version: Version = Field(alias="max-version", description="The newest release read with this default.")
+
+    def holds_for(self, version: Version) -> bool:
+        return not version.below(self.min_version) and not version.above(self.max_version)
+
+
+class FlagDefault(BaseModel):
+    """What an engine's parser takes for a flag a launch leaves unset, by release, with the source it was read in.
+    Only the parser's default: a normalisation the engine applies afterwards (SGLang's `ServerArgs._handle_hicache`
+    rewriting one HiCache setting to suit another) is not modelled."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    by_version: tuple[FlagDefaultRule, ...] = Field(alias="by-version", min_length=1)
+    source: str
+
+
+@dataclass(frozen=True)
+class FlagDefaultAt:
+    """One flag's default at one release: the value, the flag and where it was read."""
+
+    flag: str
+    value: str
+    version: Version
+    source: str
+
+
+@cached
+def _flag_defaults() -> dict[str, dict[str, FlagDefault]]:
+    import yaml
+
+    doc = yaml.safe_load(ENGINE_FLAGS_FILE.read_text(encoding="utf-8")) or {}
+    out: dict[str, dict[str, FlagDefault]] = {}
+    for engine, entry in doc.items():
+        defaults = entry.get("defaults") if isinstance(entry, dict) else None
+        out[str(engine)] = {_norm_flag_name(flag): FlagDefault.model_validate(raw)
+                            for flag, raw in (defaults or {}).items()}
+    return out
+
+
+def flag_default(engine: str, flag: str, version: Version | str | None) -> FlagDefaultAt | None:
+    """The value `engine`'s parser (any spelling of the engine) takes for `flag` (any spelling: `--a-b`, `a_b`) when a
+    launch leaves it unset, at `version`; None where the catalog records none for that release (a release not read, an
+    image that names no version): a caller does not guess it."""
+    v = as_version(version)
+    if v is None:
+        return None
+    try:
+        eid = canonical_engine(engine)
+    except ConfigError:
+        return None
+    name = _norm_flag_name(flag)
+    record = _flag_defaults().get(eid, {}).get(name)
+    rule = next((r for r in record.by_version if r.holds_for(v)), None) if record is not None else None
+    return FlagDefaultAt(name, rule.value, v, record.source) if rule is not None and record is not None else None
 
 
 @cached

@@ -85,9 +85,10 @@ def simulator_fraction() -> float:
     return default
 
 
-def _fraction_value(value: Any) -> float | None:
-    """A flag's value as a memory fraction in (0, 1] (`0.85`, `"0.85"`), or None when it is not one (the engine's
-    parser refuses it, and so does the recipe check)."""
+def fraction_value(value: Any) -> float | None:
+    """A flag's value as a memory fraction in (0, 1] (`0.85`, `"0.85"`), or None when it is not one (`40`, `"0,4"`,
+    `true`, `-1`, `[0.5]`: the engine's parser or its own check refuses it, and so does the policy's
+    `serve.memory-fraction`)."""
     if isinstance(value, bool):
         return None
     try:
@@ -97,21 +98,59 @@ def _fraction_value(value: Any) -> float | None:
     return fraction if 0 < fraction <= 1 else None
 
 
-def _pinned(job: Job, flags: frozenset[str], engine: str | None = None) -> MemoryFraction | None:
-    """The recipe's own fraction: the last of its flags `engine`'s parser (default the job's own) reads as one of
-    `flags` (the engine would take the last), as written. `engine`: the engine a simulated job stands in for, whose
-    aliases a recipe of `serve.engine: sim` may use (TensorRT-LLM's `--free_gpu_memory_fraction`)."""
+def _written(job: Job, flags: frozenset[str], engine: str | None = None) -> list[tuple[str, str, Any]]:
+    """(as written in `serve.args`, as written without an `=value`, value) of each of the job's flags that `engine`'s
+    parser (default the job's own) reads as one of `flags`, in order. `engine`: the engine a simulated job stands in
+    for, whose aliases a recipe of `serve.engine: sim` may use (TensorRT-LLM's `--free_gpu_memory_fraction`)."""
     from llmsweep.engines import ADAPTERS, engine_flags
     from llmsweep.engines.base import split_flag
 
     reader = ADAPTERS.get(engine) if engine is not None else None
-    found = [(split_flag(written, value)[0], value) for written, name, value in engine_flags(job)
-             if (reader.canonical(split_flag(written, value)[0]) if reader is not None else name) in flags]
-    for written, value in reversed(found):
-        fraction = _fraction_value(value)
+    out: list[tuple[str, str, Any]] = []
+    for written, name, value in engine_flags(job):
+        flag, value = split_flag(written, value)
+        if (reader.canonical(flag) if reader is not None else name) in flags:
+            out.append((written, flag, value))
+    return out
+
+
+def _pinned(job: Job, flags: frozenset[str], engine: str | None = None) -> MemoryFraction | None:
+    """The recipe's own fraction: the last of its flags `engine`'s parser (default the job's own) reads as one of
+    `flags` (the engine would take the last), as written; a value that is no fraction is skipped here and refused by
+    the policy (:func:`memory_fraction_flags`)."""
+    for _, written, value in reversed(_written(job, flags, engine)):
+        fraction = fraction_value(value)
         if fraction is not None:
             return MemoryFraction(fraction, "recipe", f"the recipe's {written}")
     return None
+
+
+def _fraction_flags(job: Job) -> list[tuple[frozenset[str], str | None]]:
+    """The flag spellings (normalised) `job`'s launch reads as its memory fraction, each with the engine whose parser
+    resolves them (None: the job's own): the engine's `memory_fraction_default.flag` from the engines catalog, and
+    for a job of `serve.engine: sim` the simulator's own spellings (`--mem-fraction-static`, `--gpu-memory-utilization`:
+    `engines.sim.TRANSLATED`). The one answer :func:`launch_memory_fraction` and the policy both read."""
+    from llmsweep.engines.sim import TRANSLATED, SimAdapter
+
+    own = (frozenset(k for k, v in TRANSLATED.items() if v == "--mem-fraction-static"), None)
+    engine = SimAdapter.stands_in_for(job)
+    if engine is None:
+        return [own] if job.engine == SIM.id else []
+    try:
+        record = get_engine(engine).memory_fraction_default
+    except ConfigError:
+        return []
+    if record is None:
+        return []
+    return [(frozenset({norm_flag(record.flag)}), engine), *([own] if job.engine == SIM.id else [])]
+
+
+def memory_fraction_flags(job: Job) -> list[tuple[str, Any]]:
+    """(as written, value) of each of `job`'s `serve.args` that its launch reads as its memory fraction (vLLM's and
+    ATOM's `--gpu-memory-utilization`, SGLang's `--mem-fraction-static`, TensorRT-LLM's
+    `--kv_cache_free_gpu_memory_fraction`, the simulator's own), in any spelling the engine's parser reads as it."""
+    return [(written, value) for flags, engine in _fraction_flags(job)
+            for written, _, value in _written(job, flags, engine)]
 
 
 def launch_memory_fraction(job: Job, gpu: str | None = None) -> MemoryFraction | None:
@@ -121,15 +160,15 @@ def launch_memory_fraction(job: Job, gpu: str | None = None) -> MemoryFraction |
     of `serve.engine: sim` that stands in for an engine may also write the simulator's own spelling
     (`--mem-fraction-static`, `--gpu-memory-utilization`), taken as a share of HBM as written, after the engine's own
     flag. `gpu`: the GPU the launch names (default the job's SKU), carried into the engine default's record."""
-    from llmsweep.engines.sim import TRANSLATED, SimAdapter
+    from llmsweep.engines.sim import SimAdapter
 
     engine = SimAdapter.stands_in_for(job)
-    own_spellings = frozenset(k for k, v in TRANSLATED.items() if v == "--mem-fraction-static")
+    spellings = _fraction_flags(job)
     if engine is None:
         if job.engine != SIM.id:
             return None
         own = simulator_fraction()
-        return _pinned(job, own_spellings) or MemoryFraction(own, "simulator", f"the simulator's own {own:g}")
+        return _pinned(job, spellings[0][0]) or MemoryFraction(own, "simulator", f"the simulator's own {own:g}")
     try:
         info = get_engine(engine)
     except ConfigError:
@@ -137,12 +176,12 @@ def launch_memory_fraction(job: Job, gpu: str | None = None) -> MemoryFraction |
     record = info.memory_fraction_default
     if record is None:
         return None
-    pinned = _pinned(job, frozenset({norm_flag(record.flag)}), engine)
+    pinned = _pinned(job, spellings[0][0], engine)
     if pinned is not None:
         pinned = replace(pinned, share_of=record.share_of)
         return _sglang_scaled(job, engine, gpu or job.sku or "", pinned) or pinned
-    if job.engine == SIM.id and (own_pin := _pinned(job, own_spellings)) is not None:
-        return own_pin  # the simulator's own knob, a share of HBM, as the launch serves it
+    if len(spellings) > 1 and (own_pin := _pinned(job, spellings[1][0])) is not None:
+        return own_pin  # `serve.engine: sim`: the simulator's own knob, a share of HBM, as served
     version = job_version(job)
     default = default_memory_fraction(engine, version, gpu or job.sku or "")
     name = info.display_name

@@ -41,11 +41,15 @@ def check(
         assert r.check is not None
         try:
             found.extend(r.check(ctx))
-        except Exception as exc:  # a rule bug must not hide every other finding, nor print a traceback
-            log.debug("rule %s crashed", r.id, exc_info=True)
-            found.append(Finding(rule="policy.internal", severity=Severity.WARNING,
-                                 message=f"rule {r.id} could not run: {type(exc).__name__}: {exc}",
-                                 fix="report this as an llmsweep bug"))
+        except Exception as exc:  # a rule bug must not hide every other finding
+            # Fail closed: the rule did not check the recipes, so what it would refuse is not known to be absent; a
+            # warning let a recipe an error-class rule refuses validate with exit 0. The traceback goes to the log.
+            log.error("policy rule %s crashed (an llmsweep bug)", r.id, exc_info=True)
+            found.append(Finding(rule="policy.internal", severity=Severity.ERROR,
+                                 message=f"rule {r.id} could not run ({type(exc).__name__}: {exc}): an llmsweep bug, "
+                                         "so what it checks is unchecked and the recipes are not passed",
+                                 fix=f"report this as an llmsweep bug, naming rule {r.id} and attaching the recipe "
+                                     "and the traceback logged above"))
     merged = _merge(found)
     return [*source.findings, *merged] if isinstance(source, LoadResult) else merged
 

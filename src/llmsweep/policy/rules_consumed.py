@@ -139,6 +139,72 @@ def flag_value(ctx: Context) -> Iterator[Finding]:
                           evidence=entry.source, severity=severity)
 
 
+@rule("serve.flag-needs-value", Severity.ERROR,
+      "A serve flag that takes a value written `true`: the launch renders the bare flag, which the engine's parser "
+      "refuses",
+      "write the flag's value (`--flag: value`), or delete the flag to take the engine's default",
+      "review: `--attention-backend: true` validated clean and rendered a bare `--attention-backend`, which argparse "
+      "refuses after the job waited for its node (catalog engine_flags.yaml `arity`, each engine's with its source)")
+def flag_needs_value(ctx: Context) -> Iterator[Finding]:
+    """`true` on a flag the engine flag catalog records as taking a value (`arity.takes-value`). A flag the catalog does
+    not classify (an unlisted one, a switch, an optional value) is never refused. A memory-fraction flag is
+    `serve.memory-fraction`'s."""
+    from llmsweep.catalog.engines import flag_arity, flag_values
+    from llmsweep.engines.base import norm_flag
+    from llmsweep.engines.memory import memory_fraction_flags
+    from llmsweep.policy.context import engine_flags
+
+    for job, recipe in ctx.runnable_pairs():
+        if job.engine in (None, SIM.id):
+            continue
+        adapter = adapter_for(job)
+        arity = flag_arity(adapter.name)
+        if arity is None:
+            continue
+        fractions = {written for written, _ in memory_fraction_flags(job)}
+        for written, name, value in engine_flags(job):
+            if value is not True or written in fractions or norm_flag(name) not in arity.takes_value:
+                continue
+            choices = flag_values(adapter.name).get(norm_flag(name))
+            takes = f" (one of {', '.join(choices.choices)})" if choices is not None else ""
+            yield ctx.hit("serve.flag-needs-value", recipe, serve_arg_path(recipe, job, written),
+                          f"`{written}: true` renders the bare flag `{written}`, but {adapter.name}'s `{name}` takes "
+                          f"a value{takes}: the engine's parser would refuse to start", job=job,
+                          fix=f"write its value (`{written}: <value>`), or delete it to take {adapter.name}'s default",
+                          evidence=arity.source)
+
+
+@rule("serve.memory-fraction", Severity.ERROR,
+      "A serve flag that sets the engine's memory fraction to something other than a number in (0, 1]",
+      "set it to a number in (0, 1] (a share of the GPU's memory, e.g. 0.85), or delete it to take the engine's "
+      "default",
+      "review: `--mem-fraction-static: 5` (or `40`, `\"0,4\"`, `true`, `-1`, `[0.5]`) validated clean, the HBM-fit "
+      "check silently used the engine's default instead, and render printed `--mem-fraction-static 5`, which the "
+      "engine refuses or misreads after the job waited for its node")
+def memory_fraction(ctx: Context) -> Iterator[Finding]:
+    """Each of the job's flags its launch reads as the memory fraction (`engines.memory.memory_fraction_flags`: the
+    engine's flag from the engines catalog, in any spelling its parser reads as it) whose value is no fraction."""
+    import json
+
+    from llmsweep.engines.base import in_launch
+    from llmsweep.engines.memory import fraction_value, memory_fraction_flags
+
+    for job, recipe in ctx.runnable_pairs():
+        if job.engine is None:
+            continue
+        for written, value in memory_fraction_flags(job):
+            if not in_launch(value) or fraction_value(value) is not None:
+                continue  # false/null: the flag is left out, and the engine's default stands
+            shown = json.dumps(value) if isinstance(value, (bool, str, list)) else str(value)
+            name = written.split("=", 1)[0]
+            yield ctx.hit("serve.memory-fraction", recipe, serve_arg_path(recipe, job, written),
+                          f"`{name}: {shown}` is not a memory fraction: {name} takes a number in (0, 1], the share "
+                          "of each GPU's memory the engine takes; the launch would pass it as written, and the "
+                          "memory checks would assume the engine's default instead", job=job,
+                          fix=f"set `{name}` to a number in (0, 1] (e.g. 0.85), or delete it to take the engine's "
+                              "default")
+
+
 @rule("serve.foreign-env", Severity.ERROR, "Environment of another engine (declared but never read)",
       "delete it, or move it to a recipe for the engine that reads it", EP_LESSON)
 def foreign_env(ctx: Context) -> Iterator[Finding]:

@@ -10,7 +10,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from llmsweep.catalog.engines import GateVerdict, check_launch, kv_transfer_keys, match_incompatibilities
+from llmsweep.catalog.engines import (
+    GateVerdict,
+    check_launch,
+    flag_default,
+    kv_transfer_keys,
+    match_incompatibilities,
+)
 from llmsweep.catalog.images import ImageRef, image_fits_hardware, parse_image
 from llmsweep.catalog.version import Version
 from llmsweep.engine_ids import SIM, acceptance_knobs
@@ -185,8 +191,14 @@ def known_incompatibility(ctx: Context) -> Iterator[Finding]:
                          if k.lstrip("-").replace("_", "-") in resolved), None)
             path = serve_arg_path(recipe, job, flag) if flag else ("image",)
             severity = Severity.WARNING if inc.severity == "warning" else None
+            unset = [d for k, w in inc.conditions.args.items() if k.lstrip("-").replace("_", "-") not in args
+                     and w is not None and w != "*"
+                     and (d := flag_default(spec.engine, k, spec.engine_version)) is not None]
+            said = "".join(f"; {d.flag} is unset, so {spec.engine} {d.version} launches with its default {d.value}"
+                           for d in unset)
+            evidence = inc.evidence + "".join(f"; default of {d.flag}: {d.source}" for d in unset)
             yield ctx.hit("engine.known-incompatibility", recipe, path,
-                          f"[{inc.id}] {inc.message}", job=job, fix=inc.fix, evidence=inc.evidence,
+                          f"[{inc.id}] {inc.message}{said}", job=job, fix=inc.fix, evidence=evidence,
                           severity=severity)
 
 

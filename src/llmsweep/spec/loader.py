@@ -29,7 +29,7 @@ from llmsweep.spec.source import (
     parse_yaml,
     render_path,
 )
-from llmsweep.spec.validation_findings import findings_from_validation_error
+from llmsweep.spec.validation_findings import findings_from_validation_error, key_finding
 
 
 @dataclass
@@ -198,12 +198,10 @@ def _env_as_written(key: str, value: dict[str, Any], source: SourceMap) -> dict[
 def _load_recipe(
     key: Any, value: Any, file: str, source: SourceMap, result: LoadResult, seen_in: dict[str, str]
 ) -> None:
-    line = source.line_of((key,))
-    if not isinstance(key, str):
-        result.findings.append(
-            _error("schema.type", file, line, str(key), f"recipe key {key!r} is not a string", "quote the key")
-        )
+    if not isinstance(key, str):  # `ON:`, `~:`, `5:`: named as written, at its own line, as a nested key is
+        result.findings.append(key_finding((), key, (), source))
         return
+    line = source.line_of((key,))
     if "*" in key:
         result.findings.append(
             _error("schema.wildcard-key", file, line, key,

@@ -41,7 +41,7 @@ def findings_from_validation_error(
         if err["loc"][-1:] == ("[key]",) or err["type"] == "invalid_key":
             parent = _clean_loc(err["loc"][:-2] if err["type"] != "invalid_key" else err["loc"][:-1], data,
                                 missing=False)
-            keys.append(_key_finding(parent, err["input"], prefix, source))
+            keys.append(key_finding(parent, err["input"], prefix, source))
             keyed.add(parent)
             continue
         path = _clean_loc(err["loc"], data, missing=err["type"] == "missing")
@@ -57,9 +57,10 @@ def findings_from_validation_error(
     return findings
 
 
-def _key_finding(parent: FieldPath, key: Any, prefix: FieldPath, source: SourceMap) -> Finding:
-    """A key YAML read as another type than a string (`true:`, `on:`, `~:`, `5:` under `serve.env`): named as it is
-    written, at its own line (the source map keeps such a key as its text, an integer key as the integer)."""
+def key_finding(parent: FieldPath, key: Any, prefix: FieldPath, source: SourceMap) -> Finding:
+    """A key YAML read as another type than a string (`true:`, `on:`, `~:`, `5:` under `serve.env`, or as a recipe
+    key at the top of the file): named as it is written, at its own line (the source map keeps such a key as its text,
+    an integer key as the integer)."""
     full = (*prefix, *parent)
     written: str | int | None = None
     for path in source.lines:
@@ -73,12 +74,12 @@ def _key_finding(parent: FieldPath, key: Any, prefix: FieldPath, source: SourceM
                 written = text
                 break
     shown = "" if written is None else str(written)
+    whose = f"key `{shown}` of `{_name_of(parent)}`" if full else f"recipe key `{shown}`"
     return Finding(
         rule="schema.type", severity=Severity.ERROR, file=source.file,
         line=source.line_of((*full, written)) if written is not None else source.line_of(full),
-        path=render_path(full) + (f".{shown}" if shown else ""),
-        message=f"key `{shown}` of `{_name_of(parent)}` is read by YAML as {_type_name(key)} ({key!r}), not as a "
-                "string",
+        path=(render_path(full) + (f".{shown}" if shown else "")) if full else (shown or None),
+        message=f"{whose} is read by YAML as {_type_name(key)} ({key!r}), not as a string",
         fix=f'quote the key: `"{shown}": ...`',
     )
 

@@ -252,3 +252,44 @@ def test_a_gate_whose_bound_is_a_pre_release_compares_pre_releases(version: str,
 
     verdict = check_knob("trtllm", version, "TLLM_SPEC_DECODE_FORCE_NUM_ACCEPTED_TOKENS", value="1.49")
     assert verdict.honoured is honoured, verdict
+
+
+# A condition on a flag the launch leaves unset is matched against the engine's parser default for the image's
+# version (engine_flags.yaml `defaults`, read in SGLang's wheels): kernel I/O in 0.5.9-0.5.19, layer_first layout in
+# 0.5.9-0.5.13 and page_first from 0.5.14. Where no default is recorded (an image naming no version, a release not
+# read) the condition is not guessed.
+@pytest.mark.parametrize(
+    ("version", "args", "expected"),
+    [
+        # --hicache-mem-layout unset: 0.5.12's layer_first with direct is the rejected combination
+        ("0.5.12", {"hicache-io-backend": "direct"}, ["sglang-rocm-hicache-hybrid-direct-layer-first"]),
+        ("0.5.13", {"hicache-io-backend": "direct"}, ["sglang-rocm-hicache-hybrid-direct-layer-first"]),
+        # from 0.5.14 the default layout is page_first (SGLang turns it into page_first_direct with direct I/O)
+        ("0.5.16", {"hicache-io-backend": "direct"}, []),
+        # --hicache-io-backend unset: its default kernel with page_first faults
+        ("0.5.16", {"hicache-mem-layout": "page_first"}, ["sglang-rocm-hicache-hybrid-kernel-page-first"]),
+        # both unset: 0.5.16 launches kernel / page_first; 0.5.12 kernel / layer_first, which neither entry names
+        ("0.5.16", {}, ["sglang-rocm-hicache-hybrid-kernel-page-first"]),
+        ("0.5.12", {}, []),
+        # the recipe's own value wins over the default
+        ("0.5.16", {"hicache-mem-layout": "page_first_direct"}, []),
+        # no default recorded: a nightly image, a release newer than those read
+        (None, {"hicache-io-backend": "direct"}, []),
+        (None, {"hicache-mem-layout": "page_first"}, []),
+        ("0.5.8", {"hicache-io-backend": "direct"}, []),
+    ],
+)
+def test_unset_condition_flag_takes_the_engine_default(version: str | None, args: dict, expected: list[str]) -> None:
+    hits = match_incompatibilities(version=version, args=args, env={}, **SEED)
+    assert [h.id for h in hits] == expected
+
+
+def test_flag_default_by_version_and_spelling() -> None:
+    from llmsweep.catalog.engines import flag_default
+
+    assert flag_default("sglang", "--hicache-mem-layout", "0.5.12.post1").value == "layer_first"  # type: ignore[union-attr]
+    assert flag_default("sglang-disagg", "hicache_mem_layout", "0.5.17").value == "page_first"  # type: ignore[union-attr]
+    assert flag_default("sglang", "--hicache-io-backend", "0.5.19").value == "kernel"  # type: ignore[union-attr]
+    assert flag_default("sglang", "--hicache-io-backend", "0.5.20") is None
+    assert flag_default("sglang", "--hicache-io-backend", None) is None
+    assert flag_default("vllm", "--hicache-io-backend", "0.26.0") is None

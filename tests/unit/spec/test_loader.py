@@ -13,6 +13,7 @@ from llmsweep.spec import (
     load_recipes,
     recipe_json_schema,
 )
+from llmsweep.spec.loader import loads_recipes
 from llmsweep.spec.serve import Serve
 
 REPO = Path(__file__).resolve().parents[3]
@@ -264,3 +265,19 @@ def test_an_environment_value_read_as_a_number_is_the_text_as_written(tmp_path: 
     assert serve is not None
     assert serve.env == {"C": "1.10", "D": "+5", "H": "100000000000000000000.0", "E": "7", "Q": "1.10"}
     assert serve.resolve({"tp": 8}).env["O"] == "2.50"
+
+
+@pytest.mark.parametrize(("written", "read_as"), [("ON", "a boolean (True)"), ("yes", "a boolean (True)"),
+                                                  ("~", "null (None)"), ("5", "an integer (5)")])
+def test_a_top_level_key_yaml_reads_as_another_type_is_named_as_written_at_its_line(written: str,
+                                                                                    read_as: str) -> None:
+    """README: a key YAML reads as another type (`ON:`, `~:`, `5:`) is named as written, at its own line, with the fix
+    (quote it), at the top of the file as under `serve.env`. The recipe key was reported as `True`/`None` and, for a
+    boolean or null, at no line."""
+    text = "ok:\n  image: x\n" + f"{written}:\n  image: lmsysorg/sglang:v0.5.16\n"
+    result = loads_recipes(text, "r.yaml")
+    found = [f for f in result.findings if f.rule == "schema.type"]
+    assert len(found) == 1, [f.render() for f in result.findings]
+    assert found[0].line == 3 and found[0].path == written
+    assert found[0].message == f"recipe key `{written}` is read by YAML as {read_as}, not as a string"
+    assert found[0].fix == f'quote the key: `"{written}": ...`'

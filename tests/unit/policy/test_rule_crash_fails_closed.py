@@ -1,0 +1,40 @@
+"""A policy rule that raises fails the validation closed: its `policy.internal` finding is an error (exit 2) naming
+the rule and calling it an llmsweep bug, with the traceback logged. As a warning, a recipe an error-class rule would
+refuse validated with exit 0 whenever that rule crashed."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from llmsweep.findings import Finding, Severity
+from llmsweep.policy import registry, validate_files
+from llmsweep.policy.context import Context
+
+SEED = Path(__file__).resolve().parents[3] / "recipes" / "qwen3.5-fp8-mi300x-sglang-agentic-mtp-resident.yaml"
+
+
+def _boom(ctx: Context) -> Iterator[Finding]:
+    raise KeyError("no-such-key")
+
+
+def test_a_crashing_rule_is_an_error_naming_the_rule(monkeypatch: pytest.MonkeyPatch,
+                                                      caplog: pytest.LogCaptureFixture) -> None:
+    assert validate_files([SEED]).ok  # the recipe is clean when every rule runs
+    registry.all_rules()  # load the rule modules
+    crashed = registry.get_rule("engine.known-incompatibility")
+    monkeypatch.setitem(registry._RULES, crashed.id, dataclasses.replace(crashed, check=_boom))
+    with caplog.at_level(logging.ERROR, logger="llmsweep.policy"):
+        result = validate_files([SEED])
+    assert not result.ok  # `validate` exits 2
+    internal = [f for f in result.findings if f.rule == "policy.internal"]
+    assert len(internal) == 1 and internal[0].severity is Severity.ERROR
+    assert "engine.known-incompatibility" in internal[0].message and "llmsweep bug" in internal[0].message
+    assert "KeyError" in internal[0].message and "report this as an llmsweep bug" in internal[0].fix
+    logged = [r for r in caplog.records
+              if r.levelno >= logging.ERROR and "engine.known-incompatibility" in r.getMessage()]
+    assert logged and logged[0].exc_info is not None  # the traceback is in the log
