@@ -138,9 +138,11 @@ def test_sigkill_of_the_parent_leaves_no_worker_behind(tmp_path: Path) -> None:
 
 @pytest.mark.timeout(180)
 def test_a_killed_worker_refuses_its_point_the_other_is_predicted_again_and_the_run_fails(tmp_path: Path) -> None:
-    # 3 CPU-s in, each worker is well into its point (started in about one), which takes about 10 at --duration 6000
-    # (20000 took over 30 CPU-s, all spent again when the surviving worker's point is predicted afresh)
-    proc, log, workers = _start(tmp_path, duration="6000", ticks=300)
+    # 3 CPU-s in, each worker is well into its point (started in about one), which takes about 6 at --duration 20000
+    # (2026-12-06, a quiet machine; 6000 took about 10 on 2026-12-01 but only 2 once the predictor got faster, so both
+    # points could end before the kill; a longer window costs as much again when the surviving worker's point is
+    # predicted afresh)
+    proc, log, workers = _start(tmp_path, duration="20000", ticks=300)
     try:
         os.kill(workers[0], signal.SIGKILL)  # as the OOM killer would
         assert proc.wait(timeout=120) == 1, log.read_text()[-4000:]
