@@ -309,7 +309,8 @@ def _sglang(w: ServerWindow) -> dict[str, Any]:
     gen = w.counter("sglang:generation_tokens_total")
     verify = w.counter("sglang:spec_verify_calls_total")
     requests = w.completed("sglang:num_requests_total")
-    al, method = sglang_acceptance_length(gen, requests, verify)
+    al, said = sglang_acceptance_length(gen, requests, verify)
+    method: str | None = said
     if al is None:
         al = w.gauge_mean("sglang:spec_accept_length")
         # a method is named only for a figure it gave: without spec samples the block says nothing was read

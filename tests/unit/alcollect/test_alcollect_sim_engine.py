@@ -60,7 +60,7 @@ def test_a_cell_the_simulator_served_makes_the_curve_simulated_whatever_the_plan
     assert job.engine == "vllm"
 
     def served_by_sim(_job: object, mode: str, k: int, *_: object) -> CellResult:
-        return CellResult(thinking=mode, k=k, status="measured", acceptance_length=1.5, accepted_tokens=5,  # type: ignore[arg-type]
+        return CellResult(thinking=mode, k=k, status="measured", acceptance_length=1.5, accepted_tokens=5,
                           drafts=10, requests_ok=1, output_tokens=8, engine_version="0.1.0", simulated=True,
                           directory=str(tmp_path / "runs" / f"{mode}-k{k}"))
 

@@ -36,7 +36,7 @@ ATOM = ("rocm/atom:rocm7.2.0-ubuntu24.04-pytorch2.9-atom0.1.2", "atom")
 def _found(tmp_path: Path, engine: tuple[str, str], flag: str) -> list[tuple[int | None, str, str]]:
     path = tmp_path / "r.yaml"
     path.write_text(RECIPE.format(image=engine[0], framework=engine[1], flag=flag), encoding="utf-8")
-    return [(f.line, f.message, f.fix) for f in validate_files([path]).findings
+    return [(f.line, f.message, f.fix or "") for f in validate_files([path]).findings
             if f.rule == "serve.flag-needs-value"]
 
 

@@ -35,7 +35,8 @@ VLLM = ("vllm/vllm-openai-rocm:v0.27.1", "vllm")
 def _found(tmp_path: Path, engine: tuple[str, str], flag: str, value: str) -> list[tuple[int | None, str, str]]:
     path = tmp_path / "r.yaml"
     path.write_text(RECIPE.format(image=engine[0], framework=engine[1], flag=flag, value=value), encoding="utf-8")
-    return [(f.line, f.message, f.fix) for f in validate_files([path]).findings if f.rule == "serve.memory-fraction"]
+    return [(f.line, f.message, f.fix or "") for f in validate_files([path]).findings
+            if f.rule == "serve.memory-fraction"]
 
 
 @pytest.mark.parametrize(("value", "shown"), [("40", "40"), ('"0,4"', '"0,4"'), ("true", "true"), ("-1", "-1"),
