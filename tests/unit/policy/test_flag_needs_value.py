@@ -7,35 +7,24 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from support.recipes import QWEN35_FP8, recipe_text, write_recipe
 
 from llmsweep.catalog.engines import flag_arity, known_flags
 from llmsweep.policy import validate_files
 
-RECIPE = """k:
-  image: {image}
-  model: Qwen/Qwen3.5-397B-A17B-FP8
-  model-prefix: qwen3.5
-  runner: cluster:mi300x-amds
-  precision: fp8
-  framework: {framework}
-  multinode: false
-  scenarios:
-    agentic-coding:
-    - dram-utilization: 0.80
-      search-space:
-      - {{ tp: 8, spec-decoding: none, kv-offloading: none, conc-list: [4] }}
-  serve:
-    args:
-      {flag}: true
-"""
 SGLANG = ("lmsysorg/sglang-rocm:v0.5.16-rocm720-mi30x-20260730", "sglang")
 VLLM = ("vllm/vllm-openai-rocm:v0.27.1", "vllm")
 ATOM = ("rocm/atom:rocm7.2.0-ubuntu24.04-pytorch2.9-atom0.1.2", "atom")
 
 
+ARGS_LINE = recipe_text(framework="sglang", image="i", served=QWEN35_FP8, agentic=True, args="").splitlines().index(
+    "    args: {  }") + 1
+"""The line of the serve block's `args` in the recipes these tests write (where the finding points)."""
+
+
 def _found(tmp_path: Path, engine: tuple[str, str], flag: str) -> list[tuple[int | None, str, str]]:
-    path = tmp_path / "r.yaml"
-    path.write_text(RECIPE.format(image=engine[0], framework=engine[1], flag=flag), encoding="utf-8")
+    path = write_recipe(tmp_path / "r.yaml", framework=engine[1], image=engine[0], served=QWEN35_FP8,
+                        runner="cluster:mi300x-amds", agentic=True, args=f"{flag}: true")
     return [(f.line, f.message, f.fix or "") for f in validate_files([path]).findings
             if f.rule == "serve.flag-needs-value"]
 
@@ -49,7 +38,7 @@ def test_true_on_a_flag_that_takes_a_value_is_an_error_at_its_line(tmp_path: Pat
     found = _found(tmp_path, engine, flag)
     assert len(found) == 1, found
     line, message, fix = found[0]
-    assert line == 16
+    assert line == ARGS_LINE
     assert message.startswith(f"`{flag}: true` renders the bare flag `{flag}`, but {engine[1]}'s ")
     assert "takes a value" in message and "refuse to start" in message
     assert fix.startswith(f"write its value (`{flag}: <value>`)")
