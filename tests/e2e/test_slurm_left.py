@@ -182,9 +182,9 @@ def test_a_held_batch_job_says_who_holds_it_and_how_to_release_it_and_the_run_wa
 @pytest.mark.parametrize(("option", "said", "fix"), [
     ("partition=no-such-partition", "invalid partition specified: no-such-partition",
      r"give a partition `sinfo` lists \(.*\(the default\)\): --executor-option partition=NAME"),
-    ("extra_sbatch=[--gres=no-such-gpu:1]", "Invalid generic resource (gres) specification",
-     r"give a GPU type the nodes have \(`sinfo -o '%P %G'`\): --executor-option gpu_type=TYPE"),
-], ids=["partition", "gres"])
+    ("mem=999999G", "Requested node configuration is not available",
+     r"ask for what a node of the partition has \(`sinfo -N -o '%N %P %c %m %G'`: CPUs, memory, GPUs\)"),
+], ids=["partition", "node-configuration"])
 def test_an_sbatch_refusal_of_the_users_option_exits_2_naming_the_option(tmp_path: Path, option: str, said: str,
                                                                          fix: str) -> None:
     """sbatch refuses an option the user gave (a partition or GPU resource the cluster does not have): bad input,

@@ -193,6 +193,9 @@ _OUT_FILES = ("the driver reads the batch job's output back from <out>/slurm-<id
               "another --out to put them elsewhere)")
 _COUNTS = ("the script sets the node and task counts from the deployment (one node and task; one task on each node "
            "of a multi-node one), and the worker starts each server as a step of its own; leave it out")
+_GPUS = ("the script asks for the job's GPUs (--gres=gpu[:<gpu_type>]:<count>) from the deployment, and the result is "
+         "labelled with that count; a later GPU request would replace it (another --gres drops the GPUs); leave it out "
+         "(the GPU model goes in the gpu_type option)")
 _SCRIPT_OWNS: dict[str, str] = {
     "export": "the worker needs the submitting environment (the script sets --export=ALL); leave it out: a server's "
               "variables go in its recipe env, the image import's in the import_env option",
@@ -213,11 +216,16 @@ _SCRIPT_OWNS: dict[str, str] = {
     "ntasks-per-node": _COUNTS,
     "wait": "sbatch would not return until the job ended, past the driver's command_timeout_s, and the job would run "
             "untracked; leave it out (the driver waits for the job itself)",
+    "gres": _GPUS,
+    "gpus": _GPUS,
+    "gpus-per-node": _GPUS,
+    "gpus-per-task": _GPUS,
+    "gpus-per-socket": _GPUS,
 }
 """The sbatch options the batch script or its driver depends on (`render_batch_script`, `SlurmJob`), by long name, with
 why and what to do instead: given in extra_sbatch they would win (sbatch takes the last), so they are refused."""
 _SHORT_OWNED = {"o": "output", "e": "error", "D": "chdir", "M": "clusters", "a": "array", "N": "nodes", "n": "ntasks",
-                "W": "wait"}
+                "W": "wait", "G": "gpus"}
 """The short forms of `_SCRIPT_OWNS`' options."""
 _SHORT_VALUED = frozenset("aAbBcCdDeFGiJkLmMnNopqStwx")
 """sbatch's short options that take a value (in the same token, `-o/x`, or the next, `-o /x`; `-k`'s is optional, in

@@ -266,6 +266,9 @@ def test_an_import_env_key_that_is_not_a_variable_name_is_refused_naming_it(key:
     (["--ntasks-per-node", "2"], "--ntasks-per-node", "leave it out"),
     (["--wait"], "--wait", "the driver waits"), (["-W"], "-W (--wait)", "the driver waits"),
     (["--qos=high", "--export=NONE"], "--export", "import_env"),
+    (["--gres=gpu:4"], "--gres", "gpu_type"), (["--gres", "nvme:1"], "--gres", "gpu_type"),
+    (["--gpus=8"], "--gpus", "gpu_type"), (["-G", "8"], "-G (--gpus)", "gpu_type"),
+    (["--gpus-per-node=8"], "--gpus-per-node", "gpu_type"), (["--gpus-per-task", "1"], "--gpus-per-task", "gpu_type"),
 ])
 def test_extra_sbatch_that_overrides_what_the_script_depends_on_is_refused(tokens: list[str], flag: str,
                                                                            instead: str) -> None:
@@ -288,6 +291,17 @@ def test_extra_sbatch_that_overrides_what_the_script_depends_on_is_refused(token
     ["--qos=high"], ["--qos", "high"], ["--constraint=h200"], ["--nodelist=n1"], ["-w", "n1"], ["--no-requeue"],
     ["--ntasks-per-gpu=1"], ["--export-file=/e"], ["--time", "30"], ["-t30"], ["-J", "name"], ["-koff"], ["-Q"],
     ["--open-mode=append"], ["--wait-all-nodes=1"], ["-p", "debug"], ["--comment=nodes"],
+    ["--gres-flags=enforce-binding"], ["--gpu-bind=closest"], ["--cpus-per-gpu=8"], ["--mem-per-gpu=64G"],
 ])
 def test_extra_sbatch_the_script_does_not_depend_on_is_taken(tokens: list[str]) -> None:
     assert SlurmOptions(extra_sbatch=tokens).extra_sbatch == tuple(tokens)
+
+
+def test_an_sbatch_gres_refusal_names_the_gpu_type_option() -> None:
+    """sbatch's words for a GPU type the cluster does not have (what `gpu_type` renders into `--gres`) map to the
+    option to change: the e2e refusal test reaches Slurm with a partition and memory, since a simulated job asks for
+    no GPUs and `extra_sbatch` may no longer give a `--gres` of its own."""
+    from llmsweep.execute.slurm import refused_fix
+
+    fix = refused_fix("sbatch: error: Invalid generic resource (gres) specification\n")
+    assert fix is not None and "--executor-option gpu_type=TYPE" in fix and "sinfo -o '%P %G'" in fix
