@@ -6,7 +6,6 @@ unchanged, and one it rejects is rejected with the same meaning — plus the lin
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Any, Literal
 
 from annotated_types import Gt, Le
@@ -19,6 +18,7 @@ from pydantic import (
     model_validator,
 )
 
+from llmsweep import shell
 from llmsweep.spec.rule_error import rule_error
 
 SpecDecodingMode = Literal["mtp", "draft_model", "none"]
@@ -186,7 +186,7 @@ class WorkerBlock(StrictInput):
         first: dict[str, int] = {}
         for index, setting in enumerate(settings or []):
             name, eq, _ = setting.partition("=")
-            if not eq or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            if not eq or not shell.NAME.fullmatch(name):
                 shown = setting if setting.isprintable() else repr(setting)[1:-1]
                 raise rule_error(
                     "env-name",

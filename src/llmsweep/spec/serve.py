@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from llmsweep import shell
 from llmsweep.engine_ids import EngineId
 from llmsweep.spec.components import StrictInput
 from llmsweep.spec.rule_error import rule_error
@@ -55,7 +56,7 @@ WHEN_CHOICES: dict[str, tuple[str, ...]] = {
 """Closed value sets: an override whose value is outside them could never match, so it is an error."""
 
 
-ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+ENV_NAME = shell.NAME
 """A shell variable name: what `export NAME=...`, `NAME=... cmd` and `docker run -e NAME` accept without quoting."""
 
 FLAG_NAME = re.compile(r"(--[A-Za-z0-9][A-Za-z0-9_.-]*|-[A-Za-z][A-Za-z0-9]*)(=.*)?", re.DOTALL)
