@@ -29,6 +29,13 @@ def dumps_line(doc: Any) -> bytes:
     return orjson.dumps(doc, option=orjson.OPT_APPEND_NEWLINE | orjson.OPT_SERIALIZE_NUMPY)
 
 
+def text_lines(text: str) -> list[str]:
+    """The lines of a JSON-lines text: they end at "\n" only (a trailing "\r" dropped), as JSON lines do and
+    lm-eval's reader reads them; `str.splitlines()` also ends one at U+2028, U+0085 and the other separators JSON
+    allows inside a string, refusing a valid row at a line it does not have."""
+    return [line.removesuffix("\r") for line in text.split("\n")]
+
+
 def loads_line(line: bytes | str) -> Any:
     """One line's JSON value; `json.JSONDecodeError` (a `ValueError`) when it is not JSON. What orjson refuses but
     `json` reads (the NaN and Infinity that `json.dumps` writes by default) is read by `json`."""

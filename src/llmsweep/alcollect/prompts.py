@@ -23,6 +23,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from llmsweep.errors import DatasetError, undecodable_line
+from llmsweep.jsonline import text_lines
 
 log = logging.getLogger(__name__)
 
@@ -102,9 +103,7 @@ def hub_prompt_rows(items: Sequence[Any], dataset: str, offset: int = 0) -> list
 def _rows_from_jsonl(path: Path) -> list[PromptRow]:
     rows: list[PromptRow] = []
     try:
-        # lines end at "\n" only, as JSON lines do: str.splitlines() also ends one at U+2028, U+0085 and other
-        # separators that JSON allows inside a string, and a valid row was refused at a line it does not have
-        lines = [line.removesuffix("\r") for line in path.read_text(encoding="utf-8").split("\n")]
+        lines = text_lines(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise DatasetError(f"cannot read prompt file {path}: {exc}", fix="check the --prompts path") from exc
     except UnicodeDecodeError as exc:  # (a binary file, rows saved in another encoding): named, not a traceback

@@ -17,6 +17,7 @@ from pathlib import Path
 import yaml
 
 from llmsweep.errors import ConfigError, DatasetError
+from llmsweep.jsonline import text_lines
 
 TASK_DIR = Path(__file__).resolve().parent / "tasks"
 DEFAULT_TASK = "gsm8k"
@@ -117,12 +118,10 @@ def check_dataset(task: str, dataset: Path) -> None:
         # a row named by its place in the array (every row of an array had been named line 1)
         rows = [(f"{path}: row {i + 1} (index {i})", row) for i, row in enumerate(array)]
     else:
-        # lines end at "\n" only, as JSON lines do (lm-eval's reader too): str.splitlines() also ends one at U+2028,
-        # U+0085 and other separators JSON allows inside a string, refusing a valid row at a line it does not have
-        for n, line in enumerate(text.split("\n"), 1):
+        for n, line in enumerate(text_lines(text), 1):
             if line.strip():
                 try:
-                    rows.append((f"{path}:{n}", json.loads(line.removesuffix("\r"))))
+                    rows.append((f"{path}:{n}", json.loads(line)))
                 except ValueError as exc:
                     raise DatasetError(f"eval dataset {path}:{n}: not a JSON object ({exc})", fix=fix) from exc
     for where, row in rows:
