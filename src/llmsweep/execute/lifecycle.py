@@ -1387,11 +1387,15 @@ def stop_stale_servers(run_dir: Path, event: Event = _quiet, *,
 
     stopped: list[int] = []
     with shielded():
+        # The Slurm jobs first: a batch job's exit trap stops the servers its worker started in sessions of their own
+        # (`node.use_srun: false`) by the pid files it finds, so a remote pid file is kept until its job has ended
+        # (it was deleted below first, and the trap found nothing to stop)
+        _cancel_stale_slurm_jobs(run_dir, event)
         stale = []
         for pid_file in sorted(run_dir.glob(pid_files)):  # server.pid, or server.N.pid kept
             doc = art.read_json(pid_file) or {}
             pid, argv0 = int(doc.get("pid") or 0), str(doc.get("argv0") or "")
-            # An srun step's pid file names a process on the node: the Slurm job's cancellation below stops it.
+            # An srun step's pid file names a process on the node: the Slurm job's cancellation above stopped it.
             here = doc.get("host") in (None, platform.node())
             ticks = doc.get("start_ticks")
             stale.append((pid_file, doc, pid, here, here and pid > 1 and _is_our_server(
@@ -1431,7 +1435,6 @@ def stop_stale_servers(run_dir: Path, event: Event = _quiet, *,
                 pid_file.unlink(missing_ok=True)
         stopped += (_stop_unrecorded(unrecorded_at, event, below=False) if unrecorded_at is not None
                     else _stop_unrecorded(art.servers_dir(run_dir), event))
-        _cancel_stale_slurm_jobs(run_dir, event)
     return stopped
 
 

@@ -335,3 +335,19 @@ def test_a_job_a_signal_stops_names_the_signal_in_its_outcome(tmp_path: Path, in
     outcome = JobOutcome.model_validate(doc)
     assert _interrupted(outcome)
     assert not _interrupted(outcome.model_copy(update={"reasons": ["server died during the load"]}))
+
+
+def test_resume_cancels_the_stale_slurm_jobs_while_their_nodes_pid_files_are_still_there(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A batch job's exit trap stops the servers its worker started outside srun by the pid files in its folder; a
+    pid file naming a process on another node is removed by `--resume` once it has done what it can. It was removed
+    before the stale Slurm jobs were cancelled, so the trap found no pid file and left those servers running."""
+    from llmsweep.execute import lifecycle
+
+    remote = _pid_file(tmp_path, json.dumps({"pid": 4242, "argv0": "vllm", "host": "node-elsewhere",
+                                             "start_ticks": 1}))
+    seen: list[bool] = []
+    monkeypatch.setattr(lifecycle, "_cancel_stale_slurm_jobs", lambda run_dir, event: seen.append(remote.exists()))
+    stop_stale_servers(tmp_path)
+    assert seen == [True]  # cancelled while the trap could still read it
+    assert not remote.exists()  # then removed, as before
