@@ -24,7 +24,7 @@ import urllib.request
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -55,6 +55,9 @@ from llmsweep.execute.signals import stop_then_raise, watching_pauses
 from llmsweep.jsonline import load_json_file
 from llmsweep.plan.job import Job
 from llmsweep.workload.base import LaneProgram, RequestIdentity, RequestSpec, Send, Workload
+
+if TYPE_CHECKING:
+    from llmsweep.metrics.model import Requests, SpecDecode
 
 log = logging.getLogger(__name__)
 
@@ -551,20 +554,8 @@ def _run_cell(job: Job, mode: ThinkingMode, k: int, settings: CollectSettings, p
         steps = (sd.drafts or sd.verify_steps) if sd else None
         cell.accepted_tokens = sd.accepted_tokens if sd else None
         cell.drafts, cell.method = steps, sd.method if sd else None
-        if requests.successful == 0 and requests.failed:  # why nothing was drafted: every request was refused
-            kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(requests.error_categories.items()))
-            cell.reason = f"no request succeeded ({requests.failed} failed: {kinds or 'see client/records.jsonl'})"
-            if requests.context_overflow:
-                cell.reason += (f"; the prompts and --output-len {settings.output_len} exceed the server's context "
-                                "length: lower --output-len")
-        elif sd is None or not steps or sd.acceptance_length is None:
-            cell.reason = (f"the server drafted nothing over the run ({server.adapter or 'no'} metrics reader, "
-                           f"{requests.successful} requests answered)")
-        elif (sd.method or "").startswith("mean of"):  # a gauge the reader fell back to, not counter deltas
-            cell.reason = f"the server's counters give no acceptance length over the run (reader: {sd.method})"
-        elif requests.successful == 0:
-            cell.reason = "no request succeeded"
-        else:
+        cell.reason = unmeasured_reason(requests, sd, steps, server.adapter, settings.output_len)
+        if cell.reason is None and sd is not None:
             cell.status, cell.acceptance_length = "measured", sd.acceptance_length
         _unpaused_or_invalid(cell, pauses)
     except LlmsweepError as exc:
@@ -587,6 +578,37 @@ def _run_cell(job: Job, mode: ThinkingMode, k: int, settings: CollectSettings, p
     else:
         event(f"{mode} K={k}: not measured — {cell.reason}")
     return cell
+
+
+def unmeasured_reason(requests: Requests, sd: SpecDecode | None, steps: float | None, adapter: str | None,
+                      output_len: int) -> str | None:
+    """Why a cell's run gives no golden acceptance length (None: it gives `sd.acceptance_length`): no request
+    answered, nothing drafted, only a gauge to read, or more of its requests failed than the error gate a benchmark
+    point is judged by (`metrics.gates.FIXED_MAX_ERROR_RATIO`): its AL would then stand for part of the prompt set
+    the curve's `dataset` line names (a cell with 1 of 24 prompts answered had counted as measured)."""
+    from llmsweep.metrics.gates import FIXED_MAX_ERROR_RATIO
+
+    if requests.successful == 0 and requests.failed:  # why nothing was drafted: every request was refused
+        kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(requests.error_categories.items()))
+        reason = f"no request succeeded ({requests.failed} failed: {kinds or 'see client/records.jsonl'})"
+        if requests.context_overflow:
+            reason += (f"; the prompts and --output-len {output_len} exceed the server's context length: lower "
+                       "--output-len")
+        return reason
+    if sd is None or not steps or sd.acceptance_length is None:
+        return (f"the server drafted nothing over the run ({adapter or 'no'} metrics reader, {requests.successful} "
+                "requests answered)")
+    if (sd.method or "").startswith("mean of"):  # a gauge the reader fell back to, not counter deltas
+        return f"the server's counters give no acceptance length over the run (reader: {sd.method})"
+    if requests.successful == 0:
+        return "no request succeeded"
+    finished = requests.successful + requests.failed
+    if requests.failed > FIXED_MAX_ERROR_RATIO * finished:
+        kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(requests.error_categories.items()))
+        return (f"{requests.failed} of {finished} requests failed ({kinds or 'see client/records.jsonl'}), more than "
+                f"the {FIXED_MAX_ERROR_RATIO:.0%} a benchmark point may lose: its AL would stand for part of the "
+                "prompt set; collect it again")
+    return None
 
 
 def _unpaused_or_invalid(cell: CellResult, pauses: Sequence[float]) -> None:
