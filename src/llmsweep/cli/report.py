@@ -45,11 +45,13 @@ def report(run: str, out: Path | None, no_png: bool, overlays: tuple[str, ...], 
                 resolved, own = resolve_points(ref, store, warn)
                 extra += own + list(reused_points_of(store, run_meta_of(ref, store), resolved).values())
             if (same := [ref for ref in overlays if ref in (run, run_dir.run_id)]):
-                click.echo(f"note: --with {same[0]} is the run itself: its points are drawn once", err=True)
+                _note(f"--with {same[0]} is the run itself: its points are drawn once")
     else:  # a folder needs no store (a bad one must not stop its report)
         run_dir = resolve_run_dir(run, None)
     files = write_report(run_dir, out, png=not no_png, overlay=extra, mix_sources=mix_sources,
                          store=default_store_path(store_path))
+    for note in files.overlay_notes:  # a --with point the page draws already: said, as the page and summary say it
+        _note(note)
     if as_json:
         from dataclasses import asdict
 
@@ -77,3 +79,8 @@ def report(run: str, out: Path | None, no_png: bool, overlays: tuple[str, ...], 
         redraw = "drop --no-png" if no_png else "install matplotlib"  # what left this report without plots
         click.echo(f"plots:     removed {len(files.stale_pngs)} outdated PNG(s) of an earlier report from "
                    f"{files.out_dir} (they drew its numbers; {redraw} to draw this report's)")
+
+
+def _note(text: str) -> None:
+    """A note of `report` on stderr, as the CLI says its notes (`note: …`; stdout stays the `--json` document)."""
+    click.echo(f"note: {text}", err=True)

@@ -86,8 +86,8 @@ def write_report(run: RunDir | Path | str, out_dir: Path | str | None = None, *,
     pngs = write_pngs(payload, out) if png else []
     stale = remove_stale_pngs(out, keep=pngs)
     log.info("report of %s written to %s", run.run_id, out)
-    for note in payload["overlay_notes"]:  # an overlay's point not drawn a second time is never dropped unsaid
-        log.warning("%s", note)
+    # an overlay's point not drawn a second time is never dropped unsaid: on the page, in summary.md, and in
+    # `overlay_notes`, which `llmsweep report` says on stderr as its other notes (`note: …`), not as a log record
     verdicts = payload["verdicts"]
     counts = payload["counts"]
     # the run's own points as the page draws and counts them (a point that is the mean of its repeats once; an
