@@ -33,3 +33,37 @@ def test_report_counts_repeats_once_and_an_empty_run_says_so_beside_others(tmp_p
     out = json.loads(drawn.stdout)
     assert out["points"] == 0 and out["overlaid"] == 2
     assert out["empty"] and out["empty"].startswith("No result in this run"), out
+
+
+def test_a_corrupt_summary_is_listed_as_unreadable_and_the_rest_is_drawn(tmp_path: Path) -> None:
+    """One job's summary.json overwritten with garbage stopped `report RUN` (exit 2, the `summarize` fix) where a
+    summary without job.json is listed as an unreadable job: the rest is drawn, the job listed as unreadable with its
+    reason and fix on the page, in summary.md and in --json, a `note:` on stderr, exit 0."""
+    env = cli_env(tmp_path)
+    run = tmp_path / "run"
+    done = run_here([RECIPES / "fixed-sim.yaml", "--out", run, "--no-report"], env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    jobs = sorted(p for p in (run / "jobs").iterdir() if p.is_dir())
+    assert len(jobs) == 2
+    bad = jobs[0]
+    (bad / "summary.json").write_text("garbage{{ not json", encoding="utf-8")
+    drawn = cli_here(["report", run, "--no-png", "--json"], env)
+    assert drawn.returncode == 0, drawn.stderr[-3000:]
+    files = json.loads(drawn.stdout)
+    assert (files["points"], files["missing"]) == (1, 1), files
+    (listed,) = files["unreadable"]
+    fix = f"`llmsweep summarize {bad}` rebuilds it"
+    assert listed["job_id"] == bad.name and f"cannot read {bad / 'summary.json'}" in listed["reason"], listed
+    assert fix in listed["reason"], listed
+    notes = [line for line in drawn.stderr.splitlines() if line.startswith("note: ")]
+    assert len(notes) == 1 and bad.name in notes[0] and fix in notes[0], drawn.stderr
+    page = read_json(run / "report" / "data.json")
+    assert [p["job_id"] for p in page["points"]] == [jobs[1].name]
+    (missing,) = page["missing"]
+    assert (missing["job_id"], missing["status"]) == (bad.name, "unreadable") and fix in missing["reason"]
+    md = (run / "report" / "summary.md").read_text(encoding="utf-8")
+    assert f"`{bad.name}`: unreadable: cannot read JOBDIR/summary.json" in md and "`llmsweep summarize JOBDIR`" in md
+    html = (run / "report" / "index.html").read_text(encoding="utf-8")
+    assert bad.name in html and "unreadable" in html
+    text = cli_here(["report", run, "--no-png"], env)  # the table's own line counts it
+    assert text.returncode == 0 and "1 missing (1 unreadable)" in text.stdout, text.stdout + text.stderr

@@ -62,6 +62,21 @@ def test_seed_human_output_renders_each_finding() -> None:
     assert "evidence: InferenceX #2563" in out.stdout and "Traceback" not in out.stderr
 
 
+def test_json_says_the_totals_the_text_output_says_and_keeps_its_list() -> None:
+    """`validate --json` printed only the findings; the text output also says the recipe and job counts and the
+    error and warning totals. --json says that same line on stderr; stdout stays the list of findings CI bots read."""
+    text = llmsweep("validate", str(SEED))
+    as_json = llmsweep("validate", "--json", str(SEED))
+    assert text.returncode == as_json.returncode == 2
+    (totals,) = [line for line in text.stderr.splitlines() if " recipe(s), " in line]
+    found = json.loads(as_json.stdout)
+    assert isinstance(found, list) and all(set(f) == FINDING_KEYS for f in found)
+    errors = sum(f["severity"] == "error" for f in found)
+    assert re.fullmatch(rf"1 recipe\(s\), \d+ job\(s\): {errors} error\(s\), {len(found) - errors} warning\(s\)",
+                        totals), totals
+    assert totals in as_json.stderr.splitlines(), as_json.stderr
+
+
 def test_resident_recipe_is_clean() -> None:
     out = llmsweep("validate", str(RESIDENT))
     assert out.returncode == 0, out.stdout

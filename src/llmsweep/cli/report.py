@@ -39,24 +39,29 @@ def report(run: str, out: Path | None, no_png: bool, overlays: tuple[str, ...], 
     extra: list[ResultPoint] = []
     if overlays or folder_kind(Path(run)) == "other":  # a stored run id, or runs to draw beside it: ask the store
         with Store(store_path, readonly=True) as store:
-            run_dir = resolve_run_dir(run, store)
+            run_dir = resolve_run_dir(run, store, set_aside=True)
             warn = left_out()
             for ref in overlays:  # each overlay as its own dashboard draws it: its results and those it stood on
                 resolved, own = resolve_points(ref, store, warn)
                 extra += own + list(reused_points_of(store, run_meta_of(ref, store), resolved).values())
             if (same := [ref for ref in overlays if ref in (run, run_dir.run_id)]):
-                click.echo(f"note: --with {same[0]} is the run itself: its points are drawn once", err=True)
+                _note(f"--with {same[0]} is the run itself: its points are drawn once")
     else:  # a folder needs no store (a bad one must not stop its report)
-        run_dir = resolve_run_dir(run, None)
+        run_dir = resolve_run_dir(run, None, set_aside=True)
     files = write_report(run_dir, out, png=not no_png, overlay=extra, mix_sources=mix_sources,
                          store=default_store_path(store_path))
+    for note in files.overlay_notes:  # a --with point the page draws already: said, as the page and summary say it
+        _note(note)
+    for job in files.unreadable:  # the rest is drawn (exit 0); the job is listed on the page and in summary.md too
+        _note(f"job {job['job_id']} is not drawn, its summary unreadable: {job['reason']}")
     if as_json:
         from dataclasses import asdict
 
         # every field of ReportFiles, so a file (or count) added to it is never left out here
         click.echo(json.dumps({"run_id": run_dir.run_id, **asdict(files)}, indent=1, default=str))
         return
-    refused = f" ({files.refused} refused)" if files.refused else ""
+    why = [f"{n} {what}" for n, what in ((files.refused, "refused"), (len(files.unreadable), "unreadable")) if n]
+    refused = f" ({', '.join(why)})" if why else ""
     smoke = f", {files.smoke} smoke" if files.smoke else ""
     drawn = "drawn" if files.reused_drawn == files.reused else f"{files.reused_drawn} drawn"
     reused = f", {files.reused} reused from earlier runs ({drawn})" if files.reused else ""
@@ -77,3 +82,8 @@ def report(run: str, out: Path | None, no_png: bool, overlays: tuple[str, ...], 
         redraw = "drop --no-png" if no_png else "install matplotlib"  # what left this report without plots
         click.echo(f"plots:     removed {len(files.stale_pngs)} outdated PNG(s) of an earlier report from "
                    f"{files.out_dir} (they drew its numbers; {redraw} to draw this report's)")
+
+
+def _note(text: str) -> None:
+    """A note of `report` on stderr, as the CLI says its notes (`note: …`; stdout stays the `--json` document)."""
+    click.echo(f"note: {text}", err=True)

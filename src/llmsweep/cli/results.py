@@ -6,7 +6,7 @@ import contextlib
 import dataclasses
 import json
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -122,11 +122,10 @@ def list_cmd(run_id: str | None, every: bool, as_json: bool, store_path: Path | 
 
             reused_points_of(store, store.run_meta(run_id), run_id, lambda line: click.echo(line, err=True))
         warned = store.job_warnings(p.run_id for p in points)
-        if as_json:  # each row's series as the table names it (the image or configuration where a run holds two)
-            from llmsweep.results.frontier import listed_series
-
-            series = listed_series(points)
-            click.echo(json.dumps([{**describe(p), "series": series[p.result_id],
+        if as_json:  # each row's series as its table's title names it (the image or configuration where a run holds
+            # two; `AL 3.39 est.` where the simulator estimated the acceptance length), without the source after it
+            keys, titles = _listed_series(points)
+            click.echo(json.dumps([{**describe(p), "series": titles[keys[p.result_id]],
                                     "warnings": warned.get((p.run_id, p.job_id), [])} for p in points],
                                   indent=1, default=str))
             return
@@ -189,14 +188,14 @@ def _print_points(points: list[Any], warned: Mapping[tuple[str, str], list[str]]
     exp_names = {p.job_id: str(name) for p in points if (name := get_field(p.job, "exp_name"))}
     short = dict(zip((id(p) for p in points), job_labels([p.job_id for p in points], exp_names), strict=True))
     several = len({p.run_id for p in points}) > 1
-    groups: dict[tuple[str, str, str], list[Any]] = {}  # a series is of one source (simulated, measured, ...)
-    from llmsweep.results.frontier import listed_series
-
+    groups: dict[ListedKey, list[Any]] = {}  # a series is of one source (simulated, measured, ...)
     # a run's series of two images, or one point of which it measured under two configurations: one table each
-    labels = listed_series(points)
+    keys, titles = _listed_series(points)
     for p in points:
-        groups.setdefault((p.run_id, labels[p.result_id], p.source), []).append(p)
-    for (run_id, series, source), group in groups.items():
+        groups.setdefault(keys[p.result_id], []).append(p)
+    for key, group in groups.items():
+        run_id, _, source = key
+        series = titles[key]
         notes = Notes()
         rows = [[plain(p.result_id), plain(p.job_id), str(p.identity.conc), plain(p.identity.topology()),
                  *(c.cell(p.metric(c.name)) for c in shown),
@@ -206,6 +205,22 @@ def _print_points(points: list[Any], warned: Mapping[tuple[str, str], list[str]]
         print_tables(plain(f"{title}{series} ({source})"), columns, rows,
                      short_keys=[plain(short[id(p)]) for p in group], console=console,
                      caption=plain("\n".join(notes.lines())) or None)
+
+
+ListedKey = tuple[str, str, str]
+"""A `results list` table: run id, series name, source."""
+
+
+def _listed_series(points: Sequence[ResultPoint]) -> tuple[dict[str, ListedKey], dict[ListedKey, str]]:
+    """`results list`'s series: each result's (result id -> (run id, series name, source): one table each; its
+    source is a column of its own, `results.frontier.listed_series`) and each series' label, as the dashboard and
+    `results frontier` title it (`report.data.series_labels`: `AL 3.39 est.` where the simulator estimated)."""
+    from llmsweep.report.data import series_labels
+    from llmsweep.results.frontier import listed_series
+
+    names = listed_series(points)
+    keys = {p.result_id: (p.run_id, names[p.result_id], p.source) for p in points}
+    return keys, series_labels(points, keys, names)
 
 
 @results.command("evals")
@@ -329,14 +344,11 @@ def frontier(run: str | None, run_id: str | None, x_axis: str, mix_sources: bool
     fronts = compute_frontiers(points, [AXIS_BY_KEY[x_axis]], series_of=names.keys)[x_axis]
     by_id = {p.result_id: p for p in points}
     from llmsweep.metrics.registry import HOT_BY_NAME
-    from llmsweep.report.data import series_notes
+    from llmsweep.report.data import series_labels
 
     x, y = AXIS_BY_KEY[x_axis], HOT_BY_NAME["tput_per_gpu"]
-    members: dict[str, list[Any]] = {}
-    for p in points:
-        members.setdefault(names.keys[p.result_id], []).append(p)
     # each series as its table's title and the run's dashboard name it (`AL 3.39 est.` where the simulator estimated)
-    labels = {key: names.labels[mine[0].result_id] + series_notes(mine) for key, mine in members.items()}
+    labels = series_labels(points, names.keys, names.labels)
     # each point says its series and the axes its x and y are on, in the units they are given in (stored: a latency
     # in s, which the table shows in ms)
     axes = {"x_axis": x.key, "x_label": x.label, "x_unit": x.unit, "y_axis": y.name, "y_label": y.label,

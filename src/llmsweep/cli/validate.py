@@ -1,7 +1,8 @@
 """`llmsweep validate | rules | schema`: check recipes before any GPU hour, list the rules, print the JSON Schema.
 
 `validate` exits 2 when any finding is an error, 0 with warnings only; it never prints a traceback. Human output is
-one paragraph per finding (`Finding.render()`); `--json` is a list of finding objects for CI bots.
+one paragraph per finding (`Finding.render()`); `--json` is a list of finding objects for CI bots (that shape is
+kept: readers iterate it). Both say the totals — recipes, jobs, errors, warnings — on stderr, in one line.
 """
 
 from __future__ import annotations
@@ -34,14 +35,14 @@ def validate(files: tuple[Path, ...], config_keys: tuple[str, ...], simulate: bo
     except LlmsweepError as exc:
         raise click.exceptions.Exit(_fail(exc)) from None
     findings = result.findings
-    if as_json:
+    if as_json:  # the list CI bots read, as it always was; the totals on stderr as the text output says them
         click.echo(json.dumps([f.to_json() for f in findings], indent=2))
     else:
         for f in findings:
             click.echo(f.render())
-        errors = sum(f.is_error for f in findings)
-        click.echo(f"{len(result.loaded.recipes)} recipe(s), {len(result.jobs)} job(s): {errors} error(s), "
-                   f"{len(findings) - errors} warning(s)", err=True)
+    errors = sum(f.is_error for f in findings)
+    click.echo(f"{len(result.loaded.recipes)} recipe(s), {len(result.jobs)} job(s): {errors} error(s), "
+               f"{len(findings) - errors} warning(s)", err=True)
     from llmsweep.evals.harness import EvalSettings
     from llmsweep.evals.results import check_inputs
 

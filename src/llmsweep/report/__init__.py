@@ -52,6 +52,9 @@ class ReportFiles:
     """The run's evals: an eval-only job's result (not counted in `points`), a run-eval row's eval."""
     evals_failed: int = 0
     """Of those, the ones that did not pass (an eval-only job's, counted here and not in `invalid`)."""
+    unreadable: list[dict[str, str]] = field(default_factory=list)
+    """Of the missing jobs, those whose summary.json is there but not read (it does not read, or no job.json is
+    beside it): each `job_id` and its `reason`, with the fix; the page and summary.md list them too."""
     stale_pngs: list[Path] = field(default_factory=list)
     """`pareto_*.png` an earlier report left in the folder that this one did not draw again (written without plots:
     `run`, `report --no-png`), removed: they drew an earlier attempt's numbers under the same run id (a `run --force`
@@ -68,7 +71,8 @@ def write_report(run: RunDir | Path | str, out_dir: Path | str | None = None, *,
     `store`: the results store the run's `--reuse` jobs were stood on; their stored results are read from it and
     drawn, marked as reused (None: not read; those jobs are listed without a point).
     """
-    run = run if isinstance(run, RunDir) else load_run(run)
+    # a job whose summary.json does not read is listed as unreadable, its fix said; the rest is drawn
+    run = run if isinstance(run, RunDir) else load_run(run, set_aside=True)
     out = Path(out_dir) if out_dir is not None else run.path / "report"
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -86,8 +90,8 @@ def write_report(run: RunDir | Path | str, out_dir: Path | str | None = None, *,
     pngs = write_pngs(payload, out) if png else []
     stale = remove_stale_pngs(out, keep=pngs)
     log.info("report of %s written to %s", run.run_id, out)
-    for note in payload["overlay_notes"]:  # an overlay's point not drawn a second time is never dropped unsaid
-        log.warning("%s", note)
+    # an overlay's point not drawn a second time is never dropped unsaid: on the page, in summary.md, and in
+    # `overlay_notes`, which `llmsweep report` says on stderr as its other notes (`note: …`), not as a log record
     verdicts = payload["verdicts"]
     counts = payload["counts"]
     # the run's own points as the page draws and counts them (a point that is the mean of its repeats once; an
@@ -100,7 +104,9 @@ def write_report(run: RunDir | Path | str, out_dir: Path | str | None = None, *,
                        reused=verdicts.get("reused", {}).get("count", 0),
                        reused_drawn=counts["reused_drawn"], empty=payload["empty"], overlaid=counts["overlaid"],
                        stale_pngs=stale, evals=counts["evals"], evals_failed=counts["evals_failed"],
-                       overlay_notes=list(payload["overlay_notes"]))
+                       overlay_notes=list(payload["overlay_notes"]),
+                       unreadable=[{"job_id": m["job_id"], "reason": m["reason"]} for m in payload["missing"]
+                                   if m["status"] == "unreadable"])
 
 
 def remove_stale_pngs(out: Path, keep: Sequence[Path] = ()) -> list[Path]:

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import asdict
-from typing import Any
+from typing import Any, TypeVar
 
 from llmsweep.client.files import RECORDS_FILE, SERVER_METRICS_FILE
 from llmsweep.execute.failure_text import failure_gist
@@ -31,6 +31,8 @@ from llmsweep.results.rundir import JobArtifacts, RecordedOutcome, RunDir, known
 from llmsweep.sim_warnings import WarningKind, warning_kind
 
 log = logging.getLogger(__name__)
+
+K = TypeVar("K", bound=Hashable)
 
 PAYLOAD_VERSION = 2
 Y_METRICS = ("tput_per_gpu", "output_tput_per_gpu", "input_tput_per_gpu", "tokens_per_joule",
@@ -491,6 +493,18 @@ def series_notes(points: Sequence[ResultPoint]) -> str:
     return _shared(accepted, "AL {} est.") + _shared(unmodelled, "not modelled: {}")
 
 
+def series_labels(points: Iterable[ResultPoint], keys: Mapping[str, K],
+                  labels: Mapping[str, str]) -> dict[K, str]:
+    """Each series' label (series key -> label) as the dashboard, `results frontier` and `results list` title it:
+    the name its points are given (`keys`, `labels`: result id -> series key and name, from
+    `results.frontier.name_series` or `listed_series`) and what every point drawn in it adds (`series_notes`:
+    `AL 3.39 est.` where the simulator estimated the acceptance length)."""
+    members: dict[K, list[ResultPoint]] = {}
+    for p in points:
+        members.setdefault(keys[p.result_id], []).append(p)
+    return {key: labels[mine[0].result_id] + series_notes(mine) for key, mine in members.items()}
+
+
 def overlay_points(run_id: str, drawn: Sequence[Repeats],
                    overlay: Sequence[ResultPoint]) -> tuple[list[Repeats], list[str]]:
     """The points of the runs drawn beside `run_id` (`--with`), each run's repeats combined on its own (as its own
@@ -552,15 +566,12 @@ def build_payload(run: RunDir, points: Sequence[ResultPoint], *, overlay: Sequen
     frontiers_by_y = {y: compute_frontiers(everything, y_metric=y, series_of=keys) for y in Y_METRICS}
     frontiers = frontiers_by_y[Y_METRIC]
     series: dict[str, dict[str, Any]] = {}
-    members: dict[str, list[ResultPoint]] = {}
-    for p, _ in tagged:
-        members.setdefault(keys[p.result_id], []).append(p)
+    labels = series_labels(everything, keys, names.labels)
     for p, tag in tagged:
         sk = keys[p.result_id]
         if sk not in series:
             i = p.identity
-            label = names.labels[p.result_id] + series_notes(members[sk])
-            series[sk] = {"key": sk, "label": label,
+            series[sk] = {"key": sk, "label": labels[sk],
                           "source": p.source,
                           "run": tag or run.run_id, "overlay": bool(tag),
                           "attrs": {"model": i.model, "hardware": i.hardware, "engine": i.engine,

@@ -36,7 +36,8 @@ class JobArtifacts:
     """`outcome.json` written by the executor (status and reasons), when present."""
     unread: str | None = None
     """Why the folder's summary is not read although it is there (no `job.json` beside it: its labels would be made
-    up), with the fix; None when nothing was set aside. Such a job has `summary=None`: it has no result."""
+    up; or, read with `set_aside`, it does not read), with the fix; None when nothing was set aside. Such a job has
+    `summary=None`: it has no result."""
     unjudged: str | None = None
     """Why the folder's `valid` or `smoke` summary is not the job's result (`execute.files.unjudged`, the definition
     `--resume` reads: no outcome.json closed the job so — the run was killed after the client wrote its summary and
@@ -183,8 +184,11 @@ def is_run_dir(path: Path) -> bool:
     return folder_kind(path) == "run"
 
 
-def load_run(path: Path | str) -> RunDir:
-    """Load `RUN/`; raises ResultInputError, naming what the folder is and what to pass, when it is not a run."""
+def load_run(path: Path | str, *, set_aside: bool = False) -> RunDir:
+    """Load `RUN/`; raises ResultInputError, naming what the folder is and what to pass, when it is not a run.
+    `set_aside`: a job's summary.json that does not read is the job's `unread` reason (with its fix), the job kept
+    without a result, rather than bad input that stops the whole read (`load_job`) — for `report`, which draws the
+    rest and lists the job."""
     root = Path(path)
     kind = folder_kind(root)
     if kind == "job":
@@ -208,7 +212,7 @@ def load_run(path: Path | str) -> RunDir:
             fix="pass the folder `llmsweep run` wrote, e.g. runs/<run-id>",
         )
     run_id, meta = load_run_meta(root)
-    return RunDir(path=root, run_id=run_id, meta=meta, jobs=tuple(_iter_jobs(root / "jobs")))
+    return RunDir(path=root, run_id=run_id, meta=meta, jobs=tuple(_iter_jobs(root / "jobs", set_aside=set_aside)))
 
 
 def load_run_meta(root: Path) -> tuple[str, dict[str, Any]]:
@@ -220,12 +224,13 @@ def load_run_meta(root: Path) -> tuple[str, dict[str, Any]]:
     return str(meta.get("run_id") or meta.get("id") or root.resolve().name), dict(meta)
 
 
-def load_job(job_dir: Path) -> JobArtifacts | None:
+def load_job(job_dir: Path, *, set_aside: bool = False) -> JobArtifacts | None:
     """One job folder, or None when it holds neither job.json nor summary.json.
 
     A summary without `job.json` beside it is not read: the job's identity (model, hardware, parallelism,
     concurrency, scenario) lives in `job.json`, and a point without it would carry labels nobody measured. The job is
-    kept without a result, `unread` saying why and how to mend it."""
+    kept without a result, `unread` saying why and how to mend it. So is one whose `summary.json` does not read
+    (`Summary.load`'s error and fix) with `set_aside`; without it, that is bad input (ResultInputError)."""
     job_path, summary_path, outcome_path = job_dir / JOB_FILE, job_dir / SUMMARY_FILE, job_dir / OUTCOME_FILE
     job = _read_json(job_path) if job_path.is_file() else {}
     if not isinstance(job, Mapping):
@@ -236,7 +241,13 @@ def load_job(job_dir: Path) -> JobArtifacts | None:
         return JobArtifacts(job_id=job_dir.name, dir=job_dir, job={}, summary=None, outcome=outcome,
                             unread=f"{JOB_FILE} missing in {job_dir}: its {SUMMARY_FILE} is not read without the job's "
                                    f"labels (fix: {_fix_of(job_path)})")
-    summary = Summary.load(summary_path) if summary_path.is_file() else None
+    try:
+        summary = Summary.load(summary_path) if summary_path.is_file() else None
+    except ResultInputError as exc:
+        if not set_aside:
+            raise
+        return JobArtifacts(job_id=str(job.get("id") or job_dir.name), dir=job_dir, job=dict(job), summary=None,
+                            outcome=outcome, unread=" ".join(exc.one_line().split()))
     if not job and summary is None:
         log.debug("skipping %s: neither job.json nor summary.json", job_dir)
         return None
@@ -250,11 +261,11 @@ def load_job(job_dir: Path) -> JobArtifacts | None:
     return JobArtifacts(job_id=job_id, dir=job_dir, job=dict(job), summary=summary, outcome=outcome)
 
 
-def _iter_jobs(jobs_dir: Path) -> Iterator[JobArtifacts]:
+def _iter_jobs(jobs_dir: Path, *, set_aside: bool = False) -> Iterator[JobArtifacts]:
     if not jobs_dir.is_dir():
         return
     for job_dir in sorted(p for p in jobs_dir.iterdir() if p.is_dir()):
-        art = load_job(job_dir)
+        art = load_job(job_dir, set_aside=set_aside)
         if art is not None:
             yield art
 

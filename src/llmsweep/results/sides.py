@@ -84,11 +84,12 @@ def run_meta_of(ref: str, store: Store | None) -> Mapping[str, Any]:
     return load_run(ref).meta if is_folder(ref) else {}
 
 
-def resolve_run_dir(ref: str, store: Store | None) -> RunDir:
+def resolve_run_dir(ref: str, store: Store | None, *, set_aside: bool = False) -> RunDir:
     """The run folder a run directory path or a stored run id names (a stored run: the folder it was ingested from),
-    for what needs the run's artifacts and not only its stored points (`report`)."""
+    for what needs the run's artifacts and not only its stored points (`report`); `set_aside`: a job's summary.json
+    that does not read is a job without a result, its reason said (`load_run`)."""
     if is_folder(ref):
-        return load_run(ref)
+        return load_run(ref, set_aside=set_aside)
     if store is None or not store.has_run(ref):
         raise _neither(ref, store)
     path = store.run_path(ref)
@@ -99,7 +100,7 @@ def resolve_run_dir(ref: str, store: Store | None) -> RunDir:
     if folder_kind(Path(path)) != "run":
         raise ResultInputError(f"run {ref!r} in {store.path} was ingested from {path}, which is no longer a run folder",
                                fix="pass the run folder where it is now (moved or copied), or re-run it")
-    return load_run(path)
+    return load_run(path, set_aside=set_aside)
 
 
 def started_at(text: object) -> datetime | None:

@@ -706,3 +706,29 @@ def test_results_list_json_rows_carry_the_topology_the_table_shows(make_run, sto
     for rid, row in rows.items():
         line = next(line for line in table.splitlines() if f" {rid} " in line)
         assert row["topology"] in line, (row["topology"], line)
+
+
+def test_list_titles_a_series_as_frontier_and_the_dashboard_do(tmp_path: Path, store_path: Path) -> None:
+    """`results list` titled a series whose acceptance length the simulator estimated without `AL 3.39 est.`, which
+    `results frontier` and the dashboard say of it: the three name a series alike (`report.data.series_labels`),
+    the table's title and `--json`'s `series` too (the listing's source in a column of its own)."""
+    from support.synthetic import SyntheticPoint, synthetic_job, write_synthetic_run
+
+    from llmsweep.report import write_report
+
+    estimate = {"acceptance": {"value": 3.39, "source": "estimate", "basis": "typical"}}
+    run = write_synthetic_run(tmp_path / "spec", [SyntheticPoint(synthetic_job(conc=c, spec="mtp"), requests=40,
+                                                                 provenance=estimate) for c in (1, 4)],
+                              run_id="spec-run")
+    _run("results", "ingest", str(run.path))
+    (front,) = json.loads(_run("results", "frontier", "spec-run", "--json")).values()
+    (label,) = {p["series"] for p in front}
+    assert label.endswith(" · AL 3.39 est."), label
+    rows = json.loads(_run("results", "list", "--run", "spec-run", "--json"))
+    # the listing's series leaves the source to its column (the title says it after the series, in brackets)
+    listed = label.replace(" [simulated]", "")
+    assert listed != label and len(rows) == 2 and {r["series"] for r in rows} == {listed}, rows
+    table = " ".join(_run("results", "list", "--run", "spec-run").split())
+    assert f"{listed} (simulated)" in table, table
+    page = json.loads(write_report(run, tmp_path / "report", png=False).data.read_text())
+    assert [s["label"] for s in page["series"]] == [label]

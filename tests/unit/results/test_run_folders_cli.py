@@ -113,7 +113,10 @@ def test_a_run_file_that_does_not_read_is_bad_input_with_a_fix_that_fits_it(make
         (job / broken).write_text(json.dumps({"job_id": run.jobs[0].job_id, "status": "valid"}), encoding="utf-8")
     path = run.path / broken if broken == "run.json" else job / broken
     _cut(path)
-    for argv in (["report", run.path], ["results", "ingest", run.path], ["results", "frontier", run.path],
+    # `report` draws the rest of a run whose one summary.json does not read, that job listed as unreadable with this
+    # fix (tests/e2e/test_report_counts.py); the commands that store or compare its points refuse it
+    reporting = [] if broken == "summary.json" else [["report", run.path]]
+    for argv in (*reporting, ["results", "ingest", run.path], ["results", "frontier", run.path],
                  ["compare", run.path, run.path]):
         code, out = cli_run(*argv)
         assert code == 2, (argv, out)
