@@ -214,13 +214,13 @@ ListedKey = tuple[str, str, str]
 def _listed_series(points: Sequence[ResultPoint]) -> tuple[dict[str, ListedKey], dict[ListedKey, str]]:
     """`results list`'s series: each result's (result id -> (run id, series name, source): one table each; its
     source is a column of its own, `results.frontier.listed_series`) and each series' label, as the dashboard and
-    `results frontier` title it (`report.data.series_labels`: `AL 3.39 est.` where the simulator estimated)."""
-    from llmsweep.report.data import series_labels
-    from llmsweep.results.frontier import listed_series
+    `results frontier` title it (`results.frontier.labelled_listed_series`: `AL 3.39 est.` where the simulator
+    estimated)."""
+    from llmsweep.results.frontier import labelled_listed_series, listed_series
 
-    names = listed_series(points)
+    names, labelled = listed_series(points), labelled_listed_series(points)
     keys = {p.result_id: (p.run_id, names[p.result_id], p.source) for p in points}
-    return keys, series_labels(points, keys, names)
+    return keys, {keys[p.result_id]: labelled[p.result_id] for p in points}
 
 
 @results.command("evals")
@@ -344,7 +344,7 @@ def frontier(run: str | None, run_id: str | None, x_axis: str, mix_sources: bool
     fronts = compute_frontiers(points, [AXIS_BY_KEY[x_axis]], series_of=names.keys)[x_axis]
     by_id = {p.result_id: p for p in points}
     from llmsweep.metrics.registry import HOT_BY_NAME
-    from llmsweep.report.data import series_labels
+    from llmsweep.results.frontier import series_labels
 
     x, y = AXIS_BY_KEY[x_axis], HOT_BY_NAME["tput_per_gpu"]
     # each series as its table's title and the run's dashboard name it (`AL 3.39 est.` where the simulator estimated)

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict
-from typing import Any, TypeVar
+from typing import Any
 
 from llmsweep.client.files import RECORDS_FILE, SERVER_METRICS_FILE
 from llmsweep.execute.failure_text import failure_gist
@@ -23,6 +23,7 @@ from llmsweep.results.frontier import (
     compute_frontiers,
     name_series,
     series_label,
+    series_labels,
     y_direction,
 )
 from llmsweep.results.point import ResultPoint, stood_on
@@ -31,8 +32,6 @@ from llmsweep.results.rundir import JobArtifacts, RecordedOutcome, RunDir, known
 from llmsweep.sim_warnings import WarningKind, warning_kind
 
 log = logging.getLogger(__name__)
-
-K = TypeVar("K", bound=Hashable)
 
 PAYLOAD_VERSION = 2
 Y_METRICS = ("tput_per_gpu", "output_tput_per_gpu", "input_tput_per_gpu", "tokens_per_joule",
@@ -463,46 +462,6 @@ def headline(counts: Mapping[str, Any]) -> str:
     if counts["overlaid"]:  # drawn beside the run's own, never counted as its points
         bits.append(f"+{counts['overlaid']} point(s) of other runs overlaid in {counts['overlaid_series']} series")
     return " · ".join(bits)
-
-
-def _estimated_acceptance(p: ResultPoint) -> float | None:
-    """The acceptance length a simulated speculative point ran at when it is the simulator's estimate (the job would
-    measure real acceptance on an engine), else None."""
-    acceptance = p.summary.provenance.acceptance if p.summary is not None else None
-    return acceptance.value if acceptance is not None and acceptance.estimated else None
-
-
-def _shared(values: Sequence[str | None], what: str) -> str:
-    """` · <what>` of a series' points: said as one value when every point has it, else as the values its points
-    have and how many of them have one — never one point's value as the whole series'."""
-    said = sorted({v for v in values if v is not None})
-    if not said:
-        return ""
-    text = what.format(" / ".join(said))
-    have = sum(v is not None for v in values)
-    return f" · {text}" + ("" if have == len(values) else f" ({have} of {len(values)} points)")
-
-
-def series_notes(points: Sequence[ResultPoint]) -> str:
-    """What a series' label adds to its identity, from every point drawn in it (a run may hold several
-    configurations of one series, e.g. two MTP step counts): the acceptance length the simulator estimated
-    (`AL 3.39 est.`, its stand-in, not a measurement) and what it did not model (the plan's label, not the model's)."""
-    accepted = [f"{a:g}" if (a := _estimated_acceptance(p)) is not None else None for p in points]
-    unmodelled = [", ".join(p.summary.provenance.unmodelled)
-                  if p.summary is not None and p.summary.provenance.unmodelled else None for p in points]
-    return _shared(accepted, "AL {} est.") + _shared(unmodelled, "not modelled: {}")
-
-
-def series_labels(points: Iterable[ResultPoint], keys: Mapping[str, K],
-                  labels: Mapping[str, str]) -> dict[K, str]:
-    """Each series' label (series key -> label) as the dashboard, `results frontier` and `results list` title it:
-    the name its points are given (`keys`, `labels`: result id -> series key and name, from
-    `results.frontier.name_series` or `listed_series`) and what every point drawn in it adds (`series_notes`:
-    `AL 3.39 est.` where the simulator estimated the acceptance length)."""
-    members: dict[K, list[ResultPoint]] = {}
-    for p in points:
-        members.setdefault(keys[p.result_id], []).append(p)
-    return {key: labels[mine[0].result_id] + series_notes(mine) for key, mine in members.items()}
 
 
 def overlay_points(run_id: str, drawn: Sequence[Repeats],

@@ -10,14 +10,17 @@ frontier.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from llmsweep.metrics.model import MEASURED
 from llmsweep.metrics.registry import HOT_BY_NAME
 from llmsweep.results.pareto import NORTH_STAR_X, Direction, frontiers_by_series
 from llmsweep.results.point import ResultPoint, configurations, telling_apart
 from llmsweep.results.repeats import repeat_key
+
+K = TypeVar("K", bound=Hashable)
 
 Y_METRIC = "tput_per_gpu"
 FIXED_WINNER_X = "p90_intvty"
@@ -144,6 +147,56 @@ def listed_series(points: Sequence[ResultPoint]) -> dict[str, str]:
     variants = configurations_apart(points, {p.result_id: f"{p.run_id}|{series_key(p)}" for p in points})
     return {p.result_id: series_label(p, mix_sources=True, image=p.result_id in apart,
                                       variant=variants.get(p.result_id, "")) for p in points}
+
+
+def _estimated_acceptance(p: ResultPoint) -> float | None:
+    """The acceptance length a simulated speculative point ran at when it is the simulator's estimate (the job would
+    measure real acceptance on an engine), else None."""
+    acceptance = p.summary.provenance.acceptance if p.summary is not None else None
+    return acceptance.value if acceptance is not None and acceptance.estimated else None
+
+
+def _shared(values: Sequence[str | None], what: str) -> str:
+    """` · <what>` of a series' points: said as one value when every point has it, else as the values its points
+    have and how many of them have one — never one point's value as the whole series'."""
+    said = sorted({v for v in values if v is not None})
+    if not said:
+        return ""
+    text = what.format(" / ".join(said))
+    have = sum(v is not None for v in values)
+    return f" · {text}" + ("" if have == len(values) else f" ({have} of {len(values)} points)")
+
+
+def series_notes(points: Sequence[ResultPoint]) -> str:
+    """What a series' label adds to its identity, from every point drawn in it (a run may hold several
+    configurations of one series, e.g. two MTP step counts): the acceptance length the simulator estimated
+    (`AL 3.39 est.`, its stand-in, not a measurement) and what it did not model (the plan's label, not the model's)."""
+    accepted = [f"{a:g}" if (a := _estimated_acceptance(p)) is not None else None for p in points]
+    unmodelled = [", ".join(p.summary.provenance.unmodelled)
+                  if p.summary is not None and p.summary.provenance.unmodelled else None for p in points]
+    return _shared(accepted, "AL {} est.") + _shared(unmodelled, "not modelled: {}")
+
+
+def series_labels(points: Iterable[ResultPoint], keys: Mapping[str, K],
+                  labels: Mapping[str, str]) -> dict[K, str]:
+    """Each series' label (series key -> label) as the dashboard, `results frontier` and `results list` title it:
+    the name its points are given (`keys`, `labels`: result id -> series key and name, from
+    `name_series` or `listed_series`) and what every point drawn in it adds (`series_notes`:
+    `AL 3.39 est.` where the simulator estimated the acceptance length)."""
+    members: dict[K, list[ResultPoint]] = {}
+    for p in points:
+        members.setdefault(keys[p.result_id], []).append(p)
+    return {key: labels[mine[0].result_id] + series_notes(mine) for key, mine in members.items()}
+
+
+def labelled_listed_series(points: Sequence[ResultPoint]) -> dict[str, str]:
+    """:func:`listed_series` with what each series' points add (:func:`series_notes`): `results list`'s tables and
+    the CSV export name a series as `results frontier` and the dashboard do (`AL 3.39 est.`), keyed as
+    `listed_series` (result id -> label); a run's series apart, its source a column of its own."""
+    names = listed_series(points)
+    keys = {p.result_id: (p.run_id, names[p.result_id], p.source) for p in points}
+    labels = series_labels(points, keys, names)
+    return {p.result_id: labels[keys[p.result_id]] for p in points}
 
 
 def series_label(point: ResultPoint, *, mix_sources: bool = False, tag: str = "", image: bool = False,

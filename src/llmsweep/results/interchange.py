@@ -426,10 +426,10 @@ def export_points(points: Sequence[ResultPoint], fmt: str, *, include_unpublishe
         return json.dumps(_eval_rows(points, include_unpublished), indent=1, default=str)
     if fmt == "csv":  # a result's flat row (`RESULT_COLUMNS`, eval columns included) and its run's warnings, as
         # `results list --json` gives them: a point a real engine would refuse keeps its ⚠ in a spreadsheet too
-        from llmsweep.results.frontier import listed_series
+        from llmsweep.results.frontier import labelled_listed_series
 
         warned = warnings or {}
-        series = listed_series(list(points))
+        series = labelled_listed_series(list(points))
         rows = [{**describe(p), "series": series[p.result_id], "warnings": list(warned.get((p.run_id, p.job_id), ()))}
                 for p in points]
         buf = io.StringIO()

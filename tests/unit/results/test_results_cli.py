@@ -710,8 +710,12 @@ def test_results_list_json_rows_carry_the_topology_the_table_shows(make_run, sto
 
 def test_list_titles_a_series_as_frontier_and_the_dashboard_do(tmp_path: Path, store_path: Path) -> None:
     """`results list` titled a series whose acceptance length the simulator estimated without `AL 3.39 est.`, which
-    `results frontier` and the dashboard say of it: the three name a series alike (`report.data.series_labels`),
-    the table's title and `--json`'s `series` too (the listing's source in a column of its own)."""
+    `results frontier` and the dashboard say of it: the three name a series alike (`results.frontier.series_labels`),
+    the table's title, `--json`'s `series` and the CSV export's column too (the listing's source in a column of its
+    own)."""
+    import csv
+    import io
+
     from support.synthetic import SyntheticPoint, synthetic_job, write_synthetic_run
 
     from llmsweep.report import write_report
@@ -730,5 +734,8 @@ def test_list_titles_a_series_as_frontier_and_the_dashboard_do(tmp_path: Path, s
     assert listed != label and len(rows) == 2 and {r["series"] for r in rows} == {listed}, rows
     table = " ".join(_run("results", "list", "--run", "spec-run").split())
     assert f"{listed} (simulated)" in table, table
+    exported = {row["series"] for row in csv.DictReader(io.StringIO(_run("results", "export", "--format", "csv",
+                                                                          "--run", "spec-run")))}
+    assert exported == {listed}, exported
     page = json.loads(write_report(run, tmp_path / "report", png=False).data.read_text())
     assert [s["label"] for s in page["series"]] == [label]
