@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.recipes import Served, recipe_text
 
 from llmsweep.engines.sim import typical_acceptance
 
@@ -21,25 +22,10 @@ pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(not LM_EVAL or not Path(LM_EVAL).is_file(),
                                  reason="needs lm-eval (set LLMSWEEP_LM_EVAL to a Python with lm-eval[api]==0.4.13)")]
 
-RECIPE = """\
-spec-eval-sim:
-  image: lmsysorg/sglang:v0.5.16-cu129
-  model: llmsweep/qwen3-next-small
-  model-prefix: qwen3-next-mini
-  runner: b200
-  precision: bf16
-  framework: sglang
-  multinode: false
-  scenarios:
-    fixed-seq-len:
-    - isl: 8192
-      osl: 1024
-      search-space:
-      - { tp: 1, spec-decoding: mtp, conc-list: [16] }
-  serve:
-    engine: { name: sim }
-    spec-decoding: { method: eagle, num-steps: 3, topk: 1, num-draft-tokens: 4 }
-"""
+RECIPE = (recipe_text(framework="sglang", image="lmsysorg/sglang:v0.5.16-cu129", runner="b200",
+                      served=Served("llmsweep/qwen3-next-small", "qwen3-next-mini", "bf16"), key="spec-eval-sim",
+                      isl=8192, osl=1024, tp=1, concs="[16]", arm=", spec-decoding: mtp", engine="name: sim")
+          + "    spec-decoding: { method: eagle, num-steps: 3, topk: 1, num-draft-tokens: 4 }\n")
 
 
 def test_a_speculative_eval_only_job_serves_and_records_the_simulators_estimate(tmp_path: Path) -> None:

@@ -5,7 +5,7 @@ recorded as its estimate, so the job's `spec_decoding` label is one the launch e
 from __future__ import annotations
 
 import pytest
-from support.recipes import flag
+from support.recipes import QWEN35_FP8, flag, recipe_text
 
 from llmsweep import engines
 from llmsweep.engines.sim import simulated_acceptance, typical_acceptance
@@ -15,27 +15,12 @@ from llmsweep.plan import Job, full_sweep
 from llmsweep.plan.matrix import EvalOptions
 from llmsweep.spec import loads_recipes
 
-RECIPE = """\
-spec-eval-sim:
-  image: lmsysorg/sglang:v0.5.16-cu129
-  model: Qwen/Qwen3.5-397B-A17B-FP8
-  model-prefix: qwen3.5
-  runner: h200
-  precision: fp8
-  framework: sglang
-  multinode: false
-  scenarios:
-    fixed-seq-len:
-    - isl: 8192
-      osl: 1024
-      search-space:
-      - { tp: 8, spec-decoding: mtp, conc-list: [16] }
-"""
-SERVE = """\
-  serve:
-    engine: { name: sim }
-    spec-decoding: { method: eagle, num-steps: 2, topk: 1, num-draft-tokens: 3, thinking: "on" }
-"""
+RECIPE = recipe_text(framework="sglang", image="lmsysorg/sglang:v0.5.16-cu129", served=QWEN35_FP8, runner="h200",
+                     key="spec-eval-sim", isl=8192, osl=1024, tp=8, concs="[16]", arm=", spec-decoding: mtp")
+SERVED = (recipe_text(framework="sglang", image="lmsysorg/sglang:v0.5.16-cu129", served=QWEN35_FP8, runner="h200",
+                      key="spec-eval-sim", isl=8192, osl=1024, tp=8, concs="[16]", arm=", spec-decoding: mtp",
+                      engine="name: sim")
+          + '    spec-decoding: { method: eagle, num-steps: 2, topk: 1, num-draft-tokens: 3, thinking: "on" }\n')
 
 
 def eval_only_job(text: str) -> Job:
@@ -44,7 +29,7 @@ def eval_only_job(text: str) -> Job:
     return job
 
 
-@pytest.mark.parametrize(("text", "method", "k"), [(RECIPE + SERVE, "eagle", 2), (RECIPE, "mtp", 3)],
+@pytest.mark.parametrize(("text", "method", "k"), [(SERVED, "eagle", 2), (RECIPE, "mtp", 3)],
                          ids=["recipe-spec", "recipe-less"])
 def test_an_eval_only_speculative_job_serves_its_method_at_the_estimate_it_records(
         text: str, method: str, k: int) -> None:

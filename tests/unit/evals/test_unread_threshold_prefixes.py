@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.recipes import QWEN35_FP8, recipe_text
 
 from llmsweep.catalog.eval_thresholds import threshold_for
 from llmsweep.catalog.sources import clear_caches
@@ -18,22 +19,8 @@ from llmsweep.plan import Job, full_sweep
 from llmsweep.plan.matrix import EvalOptions
 from llmsweep.spec import loads_recipes
 
-RECIPE = """\
-k:
-  image: lmsysorg/sglang:v0.5.16-cu129
-  model: Qwen/Qwen3.5-397B-A17B-FP8
-  model-prefix: qwen3.5
-  runner: h200
-  precision: fp8
-  framework: sglang
-  multinode: false
-  scenarios:
-    fixed-seq-len:
-    - isl: 8192
-      osl: 1024
-      search-space:
-      - { tp: 8, conc-list: [16] }
-"""
+RECIPE = recipe_text(framework="sglang", image="lmsysorg/sglang:v0.5.16-cu129", served=QWEN35_FP8, runner="h200",
+                     isl=8192, osl=1024, tp=8, concs="[16]")
 
 
 @pytest.fixture
