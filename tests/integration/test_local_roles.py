@@ -19,6 +19,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 import pytest
+from support.held_port import holder
 from support.procs import alive, read_proc, stat_fields, wait_for
 
 from llmsweep.execute.virtual_disagg import disagg_config
@@ -437,28 +438,6 @@ def test_a_role_that_loses_its_port_before_binding_it_is_relaunched_at_once_with
     assert not list((run_dir / "servers").glob("*/server*.pid"))  # every role of both launches stopped
 
 
-def answering_everything(port: int) -> Any:
-    """Another HTTP server on `port` of loopback that answers 200 (`{}`) to every GET, /health and /version
-    included, as a stray server left on a role's port would; in a thread of this process (`shutdown()` it)."""
-    import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            self.send_response(200)
-            self.send_header("Content-Length", "2")
-            self.end_headers()
-            self.wfile.write(b"{}")
-
-        def log_message(self, format: str, *args: Any) -> None:
-            return None
-
-    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-    server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server
-
-
 def one_conc_topology(tmp_path: Path) -> tuple[Any, Any]:
     from llmsweep import engines
     from llmsweep.plan import jobs_from_files
@@ -482,18 +461,16 @@ def test_a_router_whose_port_another_server_answers_on_is_not_taken_for_ready(tm
     server_dir = tmp_path / "servers" / "g"
     placement = LocalPlacement(topology, LocalLauncher(), server_dir)
     router = topology.role("router").workers[0]
-    stray = answering_everything(placement.ports[(router.nodes[0], router.spec.port)])
     deployment = RoleDeployment(topology, placement, server_dir)
     pids: list[int] = []
-    try:
-        with pytest.raises(LaunchError, match=r"router worker 0 on node .* did not come up") as failed:
-            deployment.start(startup_timeout_s=60)
-        assert "exited with status" in failed.value.message and "cannot bind" in failed.value.message
-        pids = [int(read_json(p)["pid"]) for p in sorted(server_dir.glob("server.*.pid"))]
-    finally:
-        deployment.stop(grace_s=5.0)
-        stray.shutdown()
-        stray.server_close()
+    with holder(placement.ports[(router.nodes[0], router.spec.port)]):  # a stray server left on the router's port
+        try:
+            with pytest.raises(LaunchError, match=r"router worker 0 on node .* did not come up") as failed:
+                deployment.start(startup_timeout_s=60)
+            assert "exited with status" in failed.value.message and "cannot bind" in failed.value.message
+            pids = [int(read_json(p)["pid"]) for p in sorted(server_dir.glob("server.*.pid"))]
+        finally:
+            deployment.stop(grace_s=5.0)
     assert_gone(pids, tmp_path)
 
 
@@ -520,21 +497,18 @@ def test_a_relaunched_deployment_is_ready_by_its_own_launchs_logs_not_the_last_o
                         topology=topology)
     server = _Server(group, LocalLauncher(), tmp_path / "run", LifecycleSettings(power=PowerSettings(backend="off")),
                      lambda _msg: None)
-    stray = None
     try:
         first = server.ensure()
         assert first.base_url.endswith(f":{fixed[planned.index((0, topology.role('router').workers[0].spec.port))]}")
         server.stop()  # as after a role died: the deployment is torn down, the next job launches it again
-        stray = answering_everything(decode_port)
-        with pytest.raises(LaunchError, match=r"decode worker 0 on node .* did not come up") as failed:
+        # a stray server on the decode worker's port
+        with holder(decode_port), pytest.raises(LaunchError, match=r"decode worker 0 on node .* did not come up") \
+                as failed:
             server.ensure()
         assert "exited with status" in failed.value.message and "cannot bind" in failed.value.message
         roles = tmp_path / "run" / "servers" / "g" / "roles"
         assert (roles / "decode-0.log").is_file() and "cannot bind" in (roles / "decode-0.2.log").read_text()
     finally:
         server.stop()
-        if stray is not None:
-            stray.shutdown()
-            stray.server_close()
     assert not list((tmp_path / "run" / "servers").glob("*/server*.pid"))
     assert_gone([], tmp_path / "run")
