@@ -484,14 +484,10 @@ SBATCH_INPUT_ENV: dict[str, tuple[str, ...]] = {
 """sbatch's input environment variables by the option each stands for: Slurm takes them over the script's `#SBATCH`
 lines (command line > environment > script), so a site's `SBATCH_TIMELIMIT` shortened every batch job's `--time`
 and an `SBATCH_EXPORT=NONE` left the worker without the driver's environment."""
-SBATCH_DRIVER_ENV: dict[str, str] = {
-    "SBATCH_CLUSTERS": "the driver polls and cancels its batch jobs on the local cluster",
-    "SLURM_CLUSTERS": "the driver polls and cancels its batch jobs on the local cluster",
-    "SBATCH_WAIT": "sbatch would not return until the job ended, past the driver's submit timeout",
-    "SBATCH_ARRAY_INX": "the worker runs its job group once, not as an array",
-}
-"""sbatch input variables no batch script of llmsweep's may take, whatever its `#SBATCH` lines (the options
-`extra_sbatch` refuses for the same reasons), with why: never passed to sbatch."""
+SBATCH_DRIVER_ENV: dict[str, str] = {"SBATCH_CLUSTERS": "clusters", "SLURM_CLUSTERS": "clusters",
+                                     "SBATCH_WAIT": "wait", "SBATCH_ARRAY_INX": "array"}
+"""sbatch input variables that stand for an option no batch script of llmsweep's may take (`_SCRIPT_OWNS`, which
+`extra_sbatch` refuses for the same reason), whatever its `#SBATCH` lines: never passed to sbatch."""
 _SAID_ENV: set[str] = set()
 
 
@@ -502,17 +498,12 @@ def sbatch_environment(script: str, environ: Mapping[str, str]) -> dict[str, str
     options = {line.split()[1].split("=", 1)[0] for line in script.splitlines()
                if line.startswith("#SBATCH ") and len(line.split()) > 1}
     env = dict(environ)
-    for option, names in SBATCH_INPUT_ENV.items():
-        if option not in options:
-            continue
-        for name in names:
-            if name in env:
-                value = env.pop(name)
-                if name not in _SAID_ENV:
-                    _SAID_ENV.add(name)
-                    log.warning("sbatch: %s=%s in the environment is not passed: the batch script sets %s, which it "
-                                "would override (Slurm takes the environment over #SBATCH lines)", name, value, option)
-    for name, why in SBATCH_DRIVER_ENV.items():
+    left_out = [(name, f"the batch script sets {option}, which it would override (Slurm takes the environment over "
+                       "#SBATCH lines)")
+                for option, names in SBATCH_INPUT_ENV.items() if option in options for name in names]
+    left_out += [(name, f"it stands for --{option}: {_SCRIPT_OWNS[option]}")
+                 for name, option in SBATCH_DRIVER_ENV.items()]
+    for name, why in left_out:
         if name in env:
             value = env.pop(name)
             if name not in _SAID_ENV:

@@ -191,17 +191,23 @@ def test_sbatch_input_variables_do_not_override_what_the_script_sets(caplog: pyt
     assert "SBATCH_TIMELIMIT=00:05:00 in the environment is not passed" in said and "--time" in said
 
 
-def test_sbatch_input_variables_the_driver_depends_on_are_never_passed() -> None:
+def test_sbatch_input_variables_the_driver_depends_on_are_never_passed(caplog: pytest.LogCaptureFixture) -> None:
     """What `extra_sbatch` may not say, the environment may not either: `SBATCH_OUTPUT`/`SBATCH_ERROR` moved the
     files the driver reads, `SBATCH_CLUSTERS` sent the job to a cluster the driver does not poll or cancel on,
     `SBATCH_WAIT` held sbatch past its timeout, `SBATCH_ARRAY_INX` made an array of the job group."""
+    import logging
+
     from llmsweep.execute.slurm import sbatch_environment
 
     script = render(SIM)
     dropped = {"SBATCH_OUTPUT": "/elsewhere/o", "SBATCH_ERROR": "/elsewhere/e", "SBATCH_CLUSTERS": "other",
                "SLURM_CLUSTERS": "other", "SBATCH_WAIT": "1", "SBATCH_ARRAY_INX": "0-3", "SLURM_NTASKS": "8"}
-    env = sbatch_environment(script, {"PATH": "/bin", "SBATCH_QOS": "normal", **dropped})
+    with caplog.at_level(logging.WARNING, logger="llmsweep.execute.slurm"):
+        env = sbatch_environment(script, {"PATH": "/bin", "SBATCH_QOS": "normal", **dropped})
     assert env == {"PATH": "/bin", "SBATCH_QOS": "normal"}
+    # why, as extra_sbatch's refusal of the option says it
+    assert "SBATCH_CLUSTERS=other in the environment is not passed: it stands for --clusters: the driver polls" \
+        in caplog.text, caplog.text
 
 
 HOSTILE_MODULE = "x$(touch {marker})`touch {marker}.tick`"
