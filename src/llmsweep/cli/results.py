@@ -6,7 +6,7 @@ import contextlib
 import dataclasses
 import json
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -124,7 +124,9 @@ def list_cmd(run_id: str | None, every: bool, as_json: bool, store_path: Path | 
         warned = store.job_warnings(p.run_id for p in points)
         if as_json:  # each row's series as its table's title names it (the image or configuration where a run holds
             # two; `AL 3.39 est.` where the simulator estimated the acceptance length), without the source after it
-            keys, titles = _listed_series(points)
+            from llmsweep.results.frontier import listed_series_labels
+
+            keys, titles = listed_series_labels(points)
             click.echo(json.dumps([{**describe(p), "series": titles[keys[p.result_id]],
                                     "warnings": warned.get((p.run_id, p.job_id), [])} for p in points],
                                   indent=1, default=str))
@@ -179,6 +181,7 @@ def _print_points(points: list[Any], warned: Mapping[tuple[str, str], list[str]]
     from llmsweep.cli.tables import Column, job_labels, print_tables
     from llmsweep.cli.verdicts import Notes, verdict_cell
     from llmsweep.metrics.registry import HOT_BY_NAME
+    from llmsweep.results.frontier import ListedKey, listed_series_labels
     from llmsweep.results.identity import get_field
 
     shown = [HOT_BY_NAME[c] for c in ("tput_per_gpu", "p90_e2e_norm_intvty", "p90_ttft")]
@@ -190,7 +193,7 @@ def _print_points(points: list[Any], warned: Mapping[tuple[str, str], list[str]]
     several = len({p.run_id for p in points}) > 1
     groups: dict[ListedKey, list[Any]] = {}  # a series is of one source (simulated, measured, ...)
     # a run's series of two images, or one point of which it measured under two configurations: one table each
-    keys, titles = _listed_series(points)
+    keys, titles = listed_series_labels(points)
     for p in points:
         groups.setdefault(keys[p.result_id], []).append(p)
     for key, group in groups.items():
@@ -205,22 +208,6 @@ def _print_points(points: list[Any], warned: Mapping[tuple[str, str], list[str]]
         print_tables(plain(f"{title}{series} ({source})"), columns, rows,
                      short_keys=[plain(short[id(p)]) for p in group], console=console,
                      caption=plain("\n".join(notes.lines())) or None)
-
-
-ListedKey = tuple[str, str, str]
-"""A `results list` table: run id, series name, source."""
-
-
-def _listed_series(points: Sequence[ResultPoint]) -> tuple[dict[str, ListedKey], dict[ListedKey, str]]:
-    """`results list`'s series: each result's (result id -> (run id, series name, source): one table each; its
-    source is a column of its own, `results.frontier.listed_series`) and each series' label, as the dashboard and
-    `results frontier` title it (`results.frontier.labelled_listed_series`: `AL 3.39 est.` where the simulator
-    estimated)."""
-    from llmsweep.results.frontier import labelled_listed_series, listed_series
-
-    names, labelled = listed_series(points), labelled_listed_series(points)
-    keys = {p.result_id: (p.run_id, names[p.result_id], p.source) for p in points}
-    return keys, {keys[p.result_id]: labelled[p.result_id] for p in points}
 
 
 @results.command("evals")

@@ -189,14 +189,23 @@ def series_labels(points: Iterable[ResultPoint], keys: Mapping[str, K],
     return {key: labels[mine[0].result_id] + series_notes(mine) for key, mine in members.items()}
 
 
-def labelled_listed_series(points: Sequence[ResultPoint]) -> dict[str, str]:
-    """:func:`listed_series` with what each series' points add (:func:`series_notes`): `results list`'s tables and
-    the CSV export name a series as `results frontier` and the dashboard do (`AL 3.39 est.`), keyed as
-    `listed_series` (result id -> label); a run's series apart, its source a column of its own."""
+ListedKey = tuple[str, str, str]
+"""A listed series: (run id, its name as `listed_series` gives it, source)."""
+
+
+def listed_series_labels(points: Sequence[ResultPoint]) -> tuple[dict[str, ListedKey], dict[ListedKey, str]]:
+    """`results list`'s series: each result's (result id -> (run id, :func:`listed_series`' name, source): its source
+    a column of its own) and each series' label with what its points add (:func:`series_labels`: `AL 3.39 est.`),
+    as `results frontier` and the dashboard title it."""
     names = listed_series(points)
     keys = {p.result_id: (p.run_id, names[p.result_id], p.source) for p in points}
-    labels = series_labels(points, keys, names)
-    return {p.result_id: labels[keys[p.result_id]] for p in points}
+    return keys, series_labels(points, keys, names)
+
+
+def labelled_listed_series(points: Sequence[ResultPoint]) -> dict[str, str]:
+    """:func:`listed_series_labels` by result id (the CSV export's `series` column, as `results list --json`'s)."""
+    keys, labels = listed_series_labels(points)
+    return {rid: labels[key] for rid, key in keys.items()}
 
 
 def series_label(point: ResultPoint, *, mix_sources: bool = False, tag: str = "", image: bool = False,
