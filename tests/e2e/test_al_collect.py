@@ -20,6 +20,7 @@ import pytest
 import yaml
 from support.procs import ctrl_z, wait_for
 
+from llmsweep.alcollect.prompts import sent_digest
 from llmsweep.catalog.golden import CURVES_ENV_VAR, load_curve
 from llmsweep.catalog.sources import clear_caches
 
@@ -178,7 +179,8 @@ def test_a_prompts_file_with_fewer_rows_than_num_prompts_is_said_and_the_curve_s
     result = json.loads(proc.stdout)
     assert [c["requests_ok"] for c in result["cells"]] == [2]  # what was sent
     curve = load_curve(Path(result["curve_file"]))
-    assert curve.dataset == f"coding ({prompts}, 2 prompts)" == result["dataset"]
+    digest = sent_digest([json.loads(row)["turns"][0] for row in rows])
+    assert curve.dataset == f"coding ({prompts}, 2 prompts, sha256 {digest})" == result["dataset"]
     # a file holding as many rows as asked for (or more) says nothing
     proc = _cli("al", "collect", RECIPE, "--simulate", "--prompts", prompts, "--num-prompts", "2", "--output-len", "16",
                 "-k", "1", "--out", tmp_path / "golden", "--force")
@@ -239,6 +241,30 @@ def merged(collected: tuple[Path, dict[str, Any]],
                   "--output-len", "48", "-k", "4", "--merge-into", curve, "--json")
     assert second.returncode == 0, second.stderr[-3000:]
     return curve, collected[1], json.loads(second.stdout)
+
+
+@pytest.mark.timeout(120)
+def test_merge_into_with_a_prompts_file_edited_in_place_is_refused_before_a_server_starts(tmp_path: Path) -> None:
+    """The same path and the same count of prompts, other prompts: the curve's cells would be two prompt sets under
+    one dataset line. The line states the prompts' digest, and a merge compares it before anything is served."""
+    rows = (ROOT / "src" / "llmsweep" / "alcollect" / "data" / "coding_prompts.jsonl").read_text().splitlines()
+    prompts = tmp_path / "mine.jsonl"
+    prompts.write_text("\n".join(rows[:2]) + "\n")
+    common = ("--simulate", "--prompts", prompts, "--num-prompts", "2", "--output-len", "16")
+    first = _cli("al", "collect", RECIPE, *common, "-k", "1", "--out", tmp_path / "golden", "--json")
+    assert first.returncode == 0, first.stderr[-3000:]
+    curve = Path(json.loads(first.stdout)["curve_file"])
+    before = curve.read_text()
+    prompts.write_text("\n".join(rows[2:4]) + "\n")  # edited in place: two other coding prompts
+    proc = _cli("al", "collect", RECIPE, *common, "-k", "2", "--merge-into", curve)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert "was collected otherwise" in proc.stderr and "dataset: " in proc.stderr
+    assert sent_digest([json.loads(r)["turns"][0] for r in rows[2:4]]) in proc.stderr
+    assert curve.read_text() == before and not list(curve.parent.glob("*.runs-*"))
+    prompts.write_text("\n".join(rows[:2]) + "\n")  # put back: the same prompts merge
+    proc = _cli("al", "collect", RECIPE, *common, "-k", "2", "--merge-into", curve)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert set(load_curve(curve).values["thinking_off"]) == {1, 2}
 
 
 @pytest.mark.timeout(120)

@@ -20,6 +20,7 @@ from collections.abc import Callable
 
 from pydantic import BaseModel, ConfigDict
 
+from llmsweep.alcollect.prompts import DIGEST_WORD
 from llmsweep.alcollect.settings import Replacement
 from llmsweep.catalog.golden import CurveHeader, ThinkingMode, normalise_method, sampling_values, stated_precision
 from llmsweep.catalog.precision import precision_family
@@ -67,6 +68,17 @@ def engine_identity(text: str) -> str:
 IDENTITY: dict[str, Callable[[str], object]] = {"precision": precision_identity, "hardware": hardware_identity,
                                                 "engine": engine_identity}
 """Header fields compared as what they identify (their text also says where each was read); others as written."""
+
+_DIGEST = re.compile(rf", {DIGEST_WORD} [0-9a-f]{{12}}\)$")
+
+
+def same_dataset(theirs: str, ours: str) -> bool:
+    """Whether two `dataset` lines name one prompt set: as written, digest of the prompts sent included
+    (`prompts.PromptSet.describe`); a line written before the digest was recorded is compared without the other's
+    digest (origin and count only: what could be compared then)."""
+    if bool(_DIGEST.search(theirs)) != bool(_DIGEST.search(ours)):
+        return _DIGEST.sub(")", theirs) == _DIGEST.sub(")", ours)
+    return theirs == ours
 
 GENERATOR = "llmsweep al collect"
 _CELLS = r"(?:thinking_(?:on|off) K=\d+(?: \d+)*(?:, )?)+"
@@ -119,7 +131,10 @@ def differences(old: Collected, new: Collected, fields: tuple[str, ...] = COMPAR
     for name in fields:
         theirs, ours = getattr(old.header, name), getattr(new.header, name)
         identity = IDENTITY.get(name)
-        if identity is None:
+        if name == "dataset":
+            if not same_dataset(theirs, ours):
+                found.append(f"{name}: {theirs!r} in the curve, {ours!r} in this collection")
+        elif identity is None:
             differ(name, theirs, ours)
         elif identity(theirs) != identity(ours):  # named as written: the reader sees both lines whole
             found.append(f"{name}: {theirs!r} in the curve, {ours!r} in this collection")

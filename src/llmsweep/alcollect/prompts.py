@@ -10,6 +10,7 @@ same format) — a stand-in whose curve says so in its `dataset` line, never a S
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -60,10 +61,27 @@ class PromptSet(BaseModel):
     prompts: list[PromptRow]
 
     def describe(self, sent: int) -> str:
-        """The curve header's dataset text: category first (InferenceX's field), then origin and count."""
+        """The curve header's dataset text: category first (InferenceX's field), then origin, count and the digest of
+        the prompts sent (:func:`sent_digest`): a file edited in place keeps its path and may keep its count."""
         multi = sum(1 for p in self.prompts[:sent] if len(p.turns) > 1)
         turns = f"; first turn of {multi} multi-turn rows" if multi else ""
-        return f"{self.category} ({self.origin}, {sent} prompts{turns})"
+        digest = sent_digest([p.turns[0] for p in self.prompts[:sent]])
+        return f"{self.category} ({self.origin}, {sent} prompts{turns}, {DIGEST_WORD} {digest})"
+
+
+DIGEST_WORD = "sha256"
+"""How a dataset line names its prompts' digest (`coding (prompts.jsonl, 80 prompts, sha256 1a2b3c4d5e6f)`)."""
+
+
+def sent_digest(texts: Sequence[str]) -> str:
+    """The first 12 hex digits of sha256 over the prompts a collection sends, in order (each length-prefixed, so no
+    two lists share a digest by where one prompt ends): what `--merge-into` compares besides the origin and count."""
+    h = hashlib.sha256(b"llmsweep-al-prompts-v1")
+    for text in texts:
+        raw = text.encode("utf-8", "surrogatepass")
+        h.update(len(raw).to_bytes(8, "little"))
+        h.update(raw)
+    return h.hexdigest()[:12]
 
 
 EXPECTED = "`category` (e.g. coding) and `turns` (a list of the user turns, at least one)"

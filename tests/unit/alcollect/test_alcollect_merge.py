@@ -105,6 +105,24 @@ def test_a_new_thinking_mode_joins_with_its_own_kwargs() -> None:
                                                                                             merged.values)
 
 
+def test_a_dataset_line_is_compared_with_the_digest_of_its_prompts_and_an_older_line_without_it() -> None:
+    """Same origin and count, other prompts (a file edited in place): the digests differ, so the lines do. A line
+    written before the digest was recorded is compared on its origin and count alone."""
+    from llmsweep.alcollect.merge import same_dataset
+    from llmsweep.alcollect.prompts import sent_digest
+
+    a, b = sent_digest(["sort a list", "parse a date"]), sent_digest(["sort a list", "parse a time"])
+    assert a != b and sent_digest(["ab", "c"]) != sent_digest(["a", "bc"])  # where a prompt ends counts
+    line = "coding (/p/mine.jsonl, 2 prompts, sha256 {})"
+    assert same_dataset(line.format(a), line.format(a))
+    assert not same_dataset(line.format(a), line.format(b))
+    assert same_dataset("coding (/p/mine.jsonl, 2 prompts)", line.format(b))
+    assert not same_dataset("coding (/p/mine.jsonl, 3 prompts)", line.format(b))
+    old, new = _curve({1: 1.9}, dataset=line.format(a)), _curve({2: 2.6}, dataset=line.format(b))
+    (found,) = differences(old, new)
+    assert found.startswith("dataset: ") and a in found and b in found
+
+
 @pytest.mark.parametrize(("change", "named"), [
     ({"checkpoint": "qwen3.5-397b-a17b-nvfp4"}, "checkpoint"),
     ({"precision": "nvfp4 (config.json of /models/q4)"}, "precision"),

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from llmsweep.alcollect.prompts import BUILTIN, hub_prompt_rows, load_prompts
+from llmsweep.alcollect.prompts import BUILTIN, hub_prompt_rows, load_prompts, sent_digest
 from llmsweep.errors import DatasetError
 
 
@@ -25,7 +25,8 @@ def test_a_local_speed_bench_file_gives_its_category_in_order(tmp_path: Path) ->
     ])
     prompts = load_prompts(str(path), "coding")
     assert [p.question_id for p in prompts.prompts] == ["a", "c"]
-    assert prompts.describe(2) == f"coding ({path}, 2 prompts; first turn of 1 multi-turn rows)"
+    digest = sent_digest(["write a sort", "fix this"])  # the first turns: what is sent
+    assert prompts.describe(2) == f"coding ({path}, 2 prompts; first turn of 1 multi-turn rows, sha256 {digest})"
     assert [p.question_id for p in load_prompts(str(path), "coding", limit=1).prompts] == ["a"]
 
 
