@@ -13,6 +13,7 @@ are jobs that cannot run (no `serve`, unmapped framework) unless the simulator i
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import logging
 import os
 import sys
@@ -437,8 +438,6 @@ def _power_gate(groups: list[ServerGroup], settings: LifecycleSettings, executor
 
 def _groups(jobs: list[Job], simulate: bool, executor: str, live: bool = False,
             warnings: dict[str, list[str]] | None = None) -> list[ServerGroup]:
-    import hashlib
-
     from llmsweep import engines
 
     by_fp: dict[str, ServerGroup] = {}
@@ -819,10 +818,18 @@ def _traces_named(traces: str | None) -> str | None:
 
 
 def _eval_measured(req: RunRequest) -> dict[str, Any]:
-    """The eval settings that change what an eval measures (task, samples, their number, the answer budget)."""
+    """The eval settings that change what an eval measures (task, samples, their number, the answer budget). Local
+    samples (`--eval-dataset`) are named by their path and the sha256 of their bytes: a file edited in place keeps its
+    path (`check_inputs` read it before this; one that cannot be read now has no digest)."""
     ev = req.settings.eval
+    digest = None
+    if ev.dataset is not None:
+        try:
+            digest = hashlib.sha256(ev.dataset.expanduser().read_bytes()).hexdigest()[:16]
+        except OSError:
+            digest = None
     return {"task": ev.task, "dataset": None if ev.dataset is None else str(ev.dataset.expanduser().resolve()),
-            "limit": ev.limit, "max_tokens": ev.max_tokens}
+            "dataset_sha256": digest, "limit": ev.limit, "max_tokens": ev.max_tokens}
 
 
 _MEASURED_BY = {"simulate": "on the simulator or an engine", "simulated_clock": "clock",
@@ -856,7 +863,8 @@ def _options_said(name: str, value: object) -> str:
     if name == "traces":
         return f"--traces {value}" if value else "no --traces (the recipes' sources)"
     ev = value if isinstance(value, dict) else {}
-    return (f"--eval-task {ev.get('task')}, " + (f"--eval-dataset {ev['dataset']}" if ev.get("dataset") else
+    held = f" (sha256 {ev['dataset_sha256']})" if ev.get("dataset_sha256") else ""
+    return (f"--eval-task {ev.get('task')}, " + (f"--eval-dataset {ev['dataset']}{held}" if ev.get("dataset") else
                                                   "the task's own samples")
             + (f", --eval-limit {ev['limit']}" if ev.get("limit") else ", every sample")
             + (f", --eval-max-tokens {ev['max_tokens']}" if ev.get("max_tokens") else ""))
@@ -866,7 +874,8 @@ def _refuse_other_measurement(run_dir: Path, req: RunRequest, jobs: list[Job]) -
     """Refuse (exit 2, nothing moved) a `--resume` whose options change what its jobs measure (`_measured_by`): the
     finished jobs it keeps were measured the other way, and one run, one series, would mix both under one run id.
     A field the earlier run.json does not record (an older release, or no job of it used the option) is not
-    compared; a corpus is compared as the path it names (an older release recorded `--traces` as typed)."""
+    compared; a corpus is compared as the path it names (an older release recorded `--traces` as typed); local eval
+    samples as their path and bytes' digest (an older release recorded the path only)."""
     if not req.settings.resume or not _results_held(run_dir):  # nothing measured yet: nothing to mix with
         return
     meta = art.read_json(run_dir / art.RUN_FILE)
@@ -874,7 +883,12 @@ def _refuse_other_measurement(run_dir: Path, req: RunRequest, jobs: list[Job]) -
         return
     recorded = {name: _traces_named(value) if name == "traces" else value for name, value in meta.items()
                 if name in _MEASURED_BY}
-    differ = [(name, recorded[name], value) for name, value in _measured_by(req, jobs).items()
+    now = _measured_by(req, jobs)
+    then_ev, now_ev = recorded.get("eval_settings"), now.get("eval_settings")
+    if isinstance(then_ev, dict) and isinstance(now_ev, dict) and "dataset_sha256" not in then_ev:
+        # an older release recorded no samples' digest: compared without it (the path only, as then)
+        now["eval_settings"] = {k: v for k, v in now_ev.items() if k != "dataset_sha256"}
+    differ = [(name, recorded[name], value) for name, value in now.items()
               if name in recorded and recorded[name] != value]
     if not differ:
         return

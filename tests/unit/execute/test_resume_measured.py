@@ -24,9 +24,11 @@ QUICKSTART = REPO / "examples" / "quickstart.yaml"
 
 
 def request(out: Path, files: list[Path], *, resume: bool = False, limit: int | None = None,
-            traces: str | None = None, live: bool = False, evals: EvalOptions | None = None) -> pipeline.RunRequest:
+            traces: str | None = None, live: bool = False, evals: EvalOptions | None = None,
+            dataset: Path | None = None) -> pipeline.RunRequest:
     return pipeline.RunRequest(files=files, out=out, traces=traces, live=live, evals=evals or EvalOptions(),
-                               settings=LifecycleSettings(resume=resume, eval=EvalSettings(limit=limit)))
+                               settings=LifecycleSettings(resume=resume,
+                                                          eval=EvalSettings(limit=limit, dataset=dataset)))
 
 
 def record(out: Path, req: pipeline.RunRequest) -> dict[str, object]:
@@ -54,6 +56,28 @@ def test_eval_settings_no_job_used_are_neither_recorded_nor_compared(tmp_path: P
     assert meta["eval_settings"]["limit"] == 4  # type: ignore[index]
     with pytest.raises(ConfigError, match=r"--eval-limit 4, now .*--eval-limit 2"):
         check(out, request(out, [EVALS], resume=True, limit=2))
+
+
+def test_eval_samples_edited_in_place_are_another_measurement_and_an_older_record_is_compared_by_path(
+        tmp_path: Path) -> None:
+    """`--eval-dataset` was compared by its path alone: a file edited between the run and its resume kept the path,
+    so the finished jobs' scores (the first samples) and the rest (the others) were one run's evals."""
+    samples = tmp_path / "gsm8k.jsonl"
+    samples.write_text('{"question": "1+1?", "answer": "#### 2"}\n')
+    out = tmp_path / "out"
+    meta = record(out, request(out, [EVALS], dataset=samples))
+    first = meta["eval_settings"]["dataset_sha256"]  # type: ignore[index]
+    assert isinstance(first, str) and len(first) == 16
+    check(out, request(out, [EVALS], resume=True, dataset=samples))  # the same bytes: resumed
+    samples.write_text('{"question": "2+2?", "answer": "#### 4"}\n')
+    with pytest.raises(ConfigError, match=rf"its eval settings: .*gsm8k\.jsonl \(sha256 {first}\).*, now .*"
+                                          r"gsm8k\.jsonl \(sha256 [0-9a-f]{16}\)"):
+        check(out, request(out, [EVALS], resume=True, dataset=samples))
+    # a run.json an older release wrote (the path, no digest): compared by the path, as then
+    older = {**meta, "eval_settings": {k: v for k, v in meta["eval_settings"].items()  # type: ignore[attr-defined]
+                                       if k != "dataset_sha256"}}
+    (out / "run.json").write_text(json.dumps(older))
+    check(out, request(out, [EVALS], resume=True, dataset=samples))
 
 
 def test_an_all_eval_resume_is_not_compared_for_a_clock_its_evals_do_not_use(tmp_path: Path) -> None:
