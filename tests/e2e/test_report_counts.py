@@ -67,3 +67,21 @@ def test_a_corrupt_summary_is_listed_as_unreadable_and_the_rest_is_drawn(tmp_pat
     assert bad.name in html and "unreadable" in html
     text = cli_here(["report", run, "--no-png"], env)  # the table's own line counts it
     assert text.returncode == 0 and "1 missing (1 unreadable)" in text.stdout, text.stdout + text.stderr
+
+
+def test_an_overlay_with_a_corrupt_summary_is_drawn_without_that_job_and_says_so(tmp_path: Path) -> None:
+    """`report RUN --with OTHER` where one of OTHER's summaries does not read stopped the report (exit 2) although
+    `report OTHER` itself draws the rest: the overlay's other points are drawn, the job left out with its reason."""
+    env = cli_env(tmp_path)
+    run, other = tmp_path / "run", tmp_path / "other"
+    for out in (run, other):
+        done = run_here([RECIPES / "fixed-sim.yaml", "--out", out, "--no-report"], env)
+        assert done.returncode == 0, done.stderr[-3000:]
+    bad = sorted(p for p in (other / "jobs").iterdir() if p.is_dir())[0]
+    (bad / "summary.json").write_text("garbage{{ not json", encoding="utf-8")
+    drawn = cli_here(["report", run, "--with", other, "--no-png", "--json"], env)
+    assert drawn.returncode == 0, drawn.stderr[-3000:]
+    files = json.loads(drawn.stdout)
+    assert (files["points"], files["overlaid"], files["unreadable"]) == (2, 1, []), files
+    left = [line for line in drawn.stderr.splitlines() if line.startswith("warning: left out: ")]
+    assert len(left) == 1 and str(other) in left[0] and f"cannot read {bad / 'summary.json'}" in left[0], drawn.stderr

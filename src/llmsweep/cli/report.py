@@ -42,7 +42,7 @@ def report(run: str, out: Path | None, no_png: bool, overlays: tuple[str, ...], 
             run_dir = resolve_run_dir(run, store, set_aside=True)
             warn = left_out()
             for ref in overlays:  # each overlay as its own dashboard draws it: its results and those it stood on
-                resolved, own = resolve_points(ref, store, warn)
+                resolved, own = resolve_points(ref, store, warn, set_aside=True)  # a corrupt summary: said
                 extra += own + list(reused_points_of(store, run_meta_of(ref, store), resolved).values())
             if (same := [ref for ref in overlays if ref in (run, run_dir.run_id)]):
                 _note(f"--with {same[0]} is the run itself: its points are drawn once")

@@ -13,7 +13,7 @@ from typing import Any
 
 from llmsweep.errors import ResultInputError
 from llmsweep.results.point import ResultPoint, points_from_run, stood_on
-from llmsweep.results.rundir import RunDir, folder_kind, load_run
+from llmsweep.results.rundir import RunDir, folder_kind, load_run, load_run_meta
 from llmsweep.results.store import BATCH, Store, StoreError
 
 
@@ -30,13 +30,14 @@ def _neither(ref: str, store: Store | None) -> ResultInputError:
                             fix="pass the folder `llmsweep run` wrote, or a run id from `llmsweep results runs`")
 
 
-def resolve_points(ref: str, store: Store | None,
-                   warn: Callable[[str], None] | None = None) -> tuple[str, list[ResultPoint]]:
+def resolve_points(ref: str, store: Store | None, warn: Callable[[str], None] | None = None, *,
+                   set_aside: bool = False) -> tuple[str, list[ResultPoint]]:
     """(run id, points) of a run directory path or a stored run id. A folder's job whose summary is set aside (no
-    job.json beside it, or no outcome.json that judged it) is not a point: `warn` is told which and why, so it is
-    never left out unsaid."""
+    job.json beside it, or no outcome.json that judged it; with `set_aside`, one whose summary.json does not read:
+    `report --with`, as `report` reads its own run) is not a point: `warn` is told which and why, so it is never
+    left out unsaid."""
     if is_folder(ref):
-        run = load_run(ref)
+        run = load_run(ref, set_aside=set_aside)
         for art in run.jobs:
             if (why := art.unread or art.unjudged) and warn is not None:
                 warn(f"{ref}: {why}")
@@ -81,7 +82,7 @@ def run_meta_of(ref: str, store: Store | None) -> Mapping[str, Any]:
     """A run's record (`run.json`, as the store keeps it in `runs.meta`): the stored run's, else its folder's."""
     if store is not None and store.has_run(ref):
         return store.run_meta(ref)
-    return load_run(ref).meta if is_folder(ref) else {}
+    return load_run_meta(Path(ref))[1] if is_folder(ref) else {}  # run.json alone: its jobs' summaries not read
 
 
 def resolve_run_dir(ref: str, store: Store | None, *, set_aside: bool = False) -> RunDir:
