@@ -7,6 +7,7 @@ some were not (the curve holds the measured ones), 2 for bad input.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -433,7 +434,12 @@ def collect(recipe: Path, config_keys: tuple[str, ...], runner_config: Path | No
     # The curve's folder is this collection's alone from here until its curve is written: a second collection into
     # it (a fresh curve of the same name, a --merge-into of the same curve: each read the curve before the other
     # wrote it, and one's cells were lost) is refused, exit 2, naming this one, whatever --force says.
-    with claim(out.parent, "llmsweep al collect", fix=_BUSY_FIX[merge]):
+    with contextlib.ExitStack() as held:
+        held.enter_context(claim(out.parent, "llmsweep al collect", fix=_BUSY_FIX[merge]))
+        if run_dir is not None and run_dir.resolve() != out.parent.resolve():
+            # a named evidence folder is this collection's alone too: two collections into other curve folders but
+            # one --run-dir each passed the check above before either wrote a cell, then wrote over each other's
+            held.enter_context(claim(run_dir, "llmsweep al collect", fix=_RUN_DIR_BUSY_FIX))
         if not merge:  # checked again under the claim: another collection may have written the curve since
             _refuse_existing(out, force=force)
         result = _collect_claimed(job, settings, out, planned, merge_into, named=run_dir is not None, force=force,
@@ -480,6 +486,8 @@ _BUSY_FIX = {False: "wait for it to finish, or pass another --out (one collectio
              True: "wait for it to finish, then run this --merge-into again: it completes the curve as the other "
                    "left it (one collection per curve folder at a time)"}
 """How to go on when a live process holds the curve's folder, for a fresh curve and for a --merge-into."""
+_RUN_DIR_BUSY_FIX = "wait for it to finish, or pass another --run-dir (one collection per evidence folder at a time)"
+"""How to go on when a live process holds the evidence folder --run-dir names."""
 
 
 def _refuse_existing(out: Path, *, force: bool) -> None:

@@ -39,6 +39,24 @@ def test_a_collection_into_a_folder_a_live_process_holds_is_refused_before_any_s
     assert not (out / CURVE).exists() and not (out / "llama-1b_ngram.runs").exists()
 
 
+def test_a_named_run_dir_a_live_collection_holds_is_refused_before_any_server(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Two collections into other curve folders but one --run-dir: each checked the folder before either wrote a cell,
+    then each wrote its cells' evidence over the other's. The named evidence folder is claimed as the curve's is."""
+    evidence = tmp_path / "evidence"
+    with claim(evidence, "llmsweep al collect", fix="x"):
+        code, stdout, err = run_main(capsys, *_args("-k", "1", "--out", tmp_path / "mine", "--run-dir", evidence))
+    assert code == 2, (stdout, err)
+    assert f"another `llmsweep al collect` is using {evidence} (pid {os.getpid()})" in err, err
+    assert "fix: wait for it to finish, or pass another --run-dir" in err, err
+    assert not (tmp_path / "mine" / CURVE).exists() and not (evidence / "thinking_off-k1").exists()
+    # free again: the collection takes it (the curve's own folder as --run-dir is claimed once)
+    code, stdout, err = run_main(capsys, *_args("-k", "1", "--out", tmp_path / "mine", "--run-dir", evidence))
+    assert code == 0 and (evidence / "thinking_off-k1").is_dir(), (stdout, err)
+    code, stdout, err = run_main(capsys, *_args("-k", "2", "--out", tmp_path / "own", "--run-dir", tmp_path / "own"))
+    assert code == 0, (stdout, err)
+
+
 @pytest.mark.timeout(120)
 def test_a_curve_written_while_the_collection_checked_its_outputs_is_not_replaced(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
