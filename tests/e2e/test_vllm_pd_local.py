@@ -131,6 +131,34 @@ def test_a_decode_side_without_the_kv_ends_the_job_invalid_with_the_reason(tmp_p
     assert any(reason in r for r in summary["validity"]["reasons"]), summary["validity"]
 
 
+def test_workers_of_another_vllm_build_label_the_results_with_the_version_that_ran(tmp_path: Path) -> None:
+    """Every worker reports 0.26.1 where the image declares 0.26.0: the version check ran for one server only, so a
+    deployment's results said 0.26.0. Now they say the version that ran, keep the declared one, and warn."""
+    _proc, out = _run(tmp_path, concs="[1]", LLMSWEEP_STANDIN_VERSION="0.26.1")
+    (outcome,) = read_json(out / "run.json")["outcomes"]
+    assert outcome["status"] == "valid", outcome["reasons"]
+    (job_dir,) = job_dirs(out).values()
+    summary = read_json(job_dir / "summary.json")
+    launch = summary["provenance"]["launch"]
+    assert (launch["engine_version"], launch["engine_version_declared"], launch["engine_version_reported"]) == \
+        ("0.26.1", "0.26.0", "0.26.1")
+    said = ("engine version: the recipe declares vllm 0.26.0, but the server ran vllm 0.26.1 (its /version says so); "
+            "the result is labelled 0.26.1")
+    assert f"warning: {said}" in _proc.stderr and said in "".join(read_json(job_dir / "outcome.json")["warnings"])
+    command = (job_dir / "server_command.txt").read_text()
+    assert "0.26.1" in command.split("\n", 1)[0], command[:300]
+
+
+def test_workers_that_report_different_versions_fail_the_job_naming_both(tmp_path: Path) -> None:
+    """The decode worker runs another vLLM than the prefill worker: no one version can label the result (it had
+    said the declared one). The job fails with both versions named, and no role process is left."""
+    proc, out = _run(tmp_path, concs="[1]", LLMSWEEP_STANDIN_DECODE_VERSION="0.25.2")
+    (outcome,) = read_json(out / "run.json")["outcomes"]
+    assert outcome["status"] == "failed", outcome
+    assert any("report different vllm versions (0.25.2, 0.26.0)" in r for r in outcome["reasons"]), outcome
+    assert not list((out / "servers").glob("*/roles/*.pid")), proc.stderr[-3000:]
+
+
 def test_under_slurm_a_real_engines_roles_stay_refused_with_the_reason(tmp_path: Path) -> None:
     """No run has placed a real engine's workers as Slurm steps: refused before anything is submitted, with the way
     that runs it (the local executor on a host with every worker's GPUs)."""

@@ -673,19 +673,24 @@ class _Server:
             self.event("server's machine: " + "; ".join(x for x in said if x))
         return handle
 
-    def _judge_version(self, spec: LaunchSpec) -> None:
+    def _judge_version(self, *specs: LaunchSpec) -> None:
         """Compare the engine version that ran (reported, else installed) with the one the launch declares: a drift
         is said on the console and in each of the group's results' warnings, and labels them; a gated knob the
-        running version does not honour stops the server and fails the group's jobs (`execute.version_drift`)."""
+        running version does not honour stops the server and fails the group's jobs (`execute.version_drift`).
+        `specs`: the server's launch, or each role's of a deployment (the drift of the first one a knob of which the
+        running version does not honour, else of the first)."""
         from llmsweep.execute.version_drift import version_drift
 
-        if spec.engine == SIM.id or not self.group.jobs:
+        if not specs or specs[0].engine == SIM.id or not self.group.jobs:
             return
-        try:
-            drift = version_drift(self.group.jobs[0], spec, self.observed)
-        except LlmsweepError as exc:  # a launch no adapter renders has no gates to judge again
-            log.info("engine version not compared: %s", exc)
-            return
+        drifts = []
+        for spec in specs:
+            try:
+                drifts.append(version_drift(self.group.jobs[0], spec, self.observed))
+            except LlmsweepError as exc:  # a launch no adapter renders has no gates to judge again
+                log.info("engine version not compared: %s", exc)
+                return
+        drift = next((d for d in drifts if d is not None and d.error() is not None), drifts[0])
         self.drift = drift
         if drift is None:
             return
@@ -730,9 +735,17 @@ class _Server:
             ran = deployment.readback()
             self.observed["topology"] = ran.describe()
             if topology.engine != SIM.id:
-                # the engine's version is its workers' (the router's /version is llmsweep's), where they agree
-                said = {w.version for r in ran.roles if r.role != "router" for w in r.workers}
-                self.observed["engine_version"] = next(iter(said)) if len(said) == 1 else None
+                # the engine's version is its workers' (the router's /version is llmsweep's): one, or no result
+                said = {w.version for r in ran.roles if r.role != "router" for w in r.workers if w.version}
+                if len(said) > 1:
+                    raise LaunchError(
+                        f"the workers of {topology.job} report different {topology.engine} versions "
+                        f"({', '.join(sorted(said))}): its results cannot be labelled with the version that ran",
+                        fix="launch every role from one image (or one python, under --executor local)")
+                self.observed["engine_version"] = next(iter(said), None)
+                # judged as one server's is: a drift from the declared version labels the results with the one
+                # that ran, and a knob of a role's launch that version does not honour refuses the deployment
+                self._judge_version(*deployment.role_specs.values())
             self.power = deployment.power(self.settings.power.for_jobs(self.group.jobs))  # every node's GPUs
         except BaseException as exc:
             # a role exited while starting (not: one slow to come up)

@@ -601,6 +601,9 @@ class RoleDeployment:
         self.command: tuple[str, ...] = ()
         self.user_flags: str | None = None  # each role's step is waited for on its own handle
         self.started: list[tuple[Role, RoleWorker, ProcessServerHandle]] = []
+        self.role_specs: dict[str, LaunchSpec] = {}
+        """Each engine role's launch as its first worker started it (the router's is `spec`): the knobs a version that
+        ran other than the declared one is judged again at (`lifecycle`'s version check)."""
         self.samplers: list[ProcessServerHandle] = []
         self.sampled: list[tuple[SampledWorker, Path]] = []
         """Every node (or, where one node runs several workers, every worker) a power sampler was started for, with
@@ -718,6 +721,8 @@ class RoleDeployment:
             handle = self.placement.launch(spec, log_path=self.dir / f"{role.name}-{worker.index}{self.suffix}.log",
                                            node=node, label=f"{role.name}{worker.index}")
             self.started.append((role, worker, handle))
+        if role.kind != "router":
+            self.role_specs.setdefault(role.kind, spec)
         share = spec.env.get(GPU_PARTITION_ENV)
         side = " ".join(f"{name}={spec.env[name]}" for name in spec.side_ports if name in spec.env)
         said = handle.scrubber.scrub(f"# {role.name} worker {worker.index} on {node.name}\n"

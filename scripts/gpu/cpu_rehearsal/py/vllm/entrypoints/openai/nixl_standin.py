@@ -18,7 +18,9 @@ Faults for tests (environment): LLMSWEEP_STANDIN_OMIT_KV=1 makes a producer answ
 LLMSWEEP_STANDIN_RECOMPUTE=1 makes a consumer ignore the handle and recompute the prompt (vLLM without a connector:
 "Got kv_transfer_params, but no KVConnector found"); LLMSWEEP_STANDIN_TAKE_ENGINE_PORT_ONCE=PATH makes the
 first worker launched (the one that creates PATH) hand its engine a port another listener holds: the engine exits
-"address already in use", and the worker with it, as a port taken between pick and bind.
+"address already in use", and the worker with it, as a port taken between pick and bind;
+LLMSWEEP_STANDIN_VERSION=V makes every worker say it runs vLLM V (its /version and start-up log) and
+LLMSWEEP_STANDIN_DECODE_VERSION=V the `kv_consumer` workers alone: another build than the image declares.
 """
 
 from __future__ import annotations
@@ -116,6 +118,9 @@ class Worker:
         self.side_port = int(os.environ.get("VLLM_NIXL_SIDE_CHANNEL_PORT", "5600"))
         self.omit_kv = os.environ.get("LLMSWEEP_STANDIN_OMIT_KV") == "1"
         self.recompute = os.environ.get("LLMSWEEP_STANDIN_RECOMPUTE") == "1"
+        self.version = os.environ.get("LLMSWEEP_STANDIN_VERSION") or VERSION
+        if self.role == "kv_consumer":
+            self.version = os.environ.get("LLMSWEEP_STANDIN_DECODE_VERSION") or self.version
         self.by_source = {"local_compute": 0, "local_cache_hit": 0, "external_kv_transfer": 0}
         self.failed = 0
         self.xfers, self.xfer_s, self.xfer_bytes = 0, 0.0, 0
@@ -133,7 +138,8 @@ class Worker:
             args.append(f"'tensor_parallel_size': {self.tp}")
         args.append(f"'kv_transfer_config': {config}")
         _log("api_utils.py:273", "non-default args: {" + ", ".join(args) + "}")
-        _log("core.py:117", f"Initializing a V1 LLM engine (v{VERSION}) with config: model='{opts.get('--model')}', "
+        _log("core.py:117", f"Initializing a V1 LLM engine (v{self.version}) with config: "
+             f"model='{opts.get('--model')}', "
              f"tensor_parallel_size={self.tp}, pipeline_parallel_size=1, data_parallel_size=1, "
              "decode_context_parallel_size=1")
         # vLLM 0.26.0 resolves `NixlConnector` to its pull connector and logs that name (a real worker's log,
@@ -286,7 +292,7 @@ def serve(worker: Worker, sim_port: int) -> None:
             return out
 
     async def version(request: web.Request) -> web.Response:
-        return web.json_response({"version": VERSION})  # all vLLM's /version says
+        return web.json_response({"version": worker.version})  # all vLLM's /version says
 
     app = web.Application(client_max_size=1 << 30)
     app.add_routes([web.post("/v1/completions", completions), web.post("/v1/chat/completions", completions),
