@@ -31,11 +31,21 @@ def error_response(status: int, message: str, kind: str = "BadRequestError") -> 
 
 
 def json_object(raw: bytes) -> dict[str, Any] | web.Response:
-    """A request's body as a JSON object, or the 400 answer that says why it is not one."""
+    """A request's body as a JSON object, or the 400 answer that says why it is not one.
+
+    Every way the decoder refuses a body is the client's error: JSON nested deeper than the decoder recurses
+    (RecursionError) and an integer longer than Python converts (a ValueError that is no JSONDecodeError) gave a 500
+    with a traceback in the server's log, where a malformed body is a 400."""
     try:
         body = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        return error_response(400, "request body is not valid JSON")
+    except json.JSONDecodeError as exc:
+        return error_response(400, f"request body is not valid JSON ({exc.msg}: line {exc.lineno}, column {exc.colno})")
+    except UnicodeDecodeError:
+        return error_response(400, "request body is not valid JSON (not UTF-8 text)")
+    except RecursionError:
+        return error_response(400, "request body is not valid JSON the server reads (nested too deeply)")
+    except ValueError as exc:  # e.g. an integer literal past Python's digit limit
+        return error_response(400, f"request body is not valid JSON the server reads ({str(exc)[:120]})")
     if not isinstance(body, dict):
         return error_response(400, "request body must be a JSON object")
     return body

@@ -318,6 +318,34 @@ def test_a_malformed_request_is_a_400_that_queues_nothing(path: str, extra: dict
     asyncio.run(main())
 
 
+MALFORMED_BODIES = {
+    "nested past the decoder's depth": b'{"prompt": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+    "an integer past the digit limit": b'{"prompt": "hi", "max_tokens": ' + b"9" * 5000 + b"}",
+    "cut short": b'{"prompt": "hi", "max_tokens": 3',
+    "not UTF-8": b'{"prompt": "\xff"}',
+}
+
+
+@pytest.mark.parametrize("what", list(MALFORMED_BODIES))
+def test_a_body_the_json_decoder_refuses_is_a_400_and_the_server_serves_on(what: str) -> None:
+    """A body nested deeper than Python's decoder recurses, or with an integer longer than Python converts, made the
+    decoder raise RecursionError / a plain ValueError: the server answered 500 with a traceback in its log, where a
+    malformed body is the client's 400 (as a cut-short body already was)."""
+    async def main() -> None:
+        async with serving() as (url, server), aiohttp.ClientSession() as http:
+            async with http.post(f"{url}/v1/completions", data=MALFORMED_BODIES[what],
+                                 headers={"Content-Type": "application/json"}) as r:
+                assert r.status == 400, await r.text()
+                doc = await r.json()
+            assert doc["object"] == "error" and "request body is not valid JSON" in doc["message"]
+            assert not server.core.running and not server.core.waiting
+            async with http.post(f"{url}/v1/completions", json={"model": "sim-model", "prompt": "hi",
+                                                                "max_tokens": 2}) as r:
+                assert r.status == 200 and (await r.json())["usage"]["completion_tokens"] == 2
+
+    asyncio.run(main())
+
+
 def test_sim_serve_stops_promptly_and_cleanly_while_a_client_streams() -> None:
     """A stop (SIGTERM) with an answer still streaming: the stream is cut, the request aborted, and the server exits 0
     with its port free well inside a launcher's stop grace (10 s). aiohttp's default shutdown waited 60 s twice for the

@@ -265,6 +265,20 @@ def test_worker_errors_are_relayed_with_their_status() -> None:
     asyncio.run(main())
 
 
+def test_a_body_the_json_decoder_refuses_is_a_400_that_reaches_no_worker() -> None:
+    """The router reads the client's body with the simulator's reader (`http_app.json_object`): JSON nested past the
+    decoder's depth gave a 500 with a traceback, not the 400 a malformed body is."""
+    async def main() -> None:
+        async with deployment() as pd, aiohttp.ClientSession() as http:
+            deep = b'{"prompt": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+            async with http.post(f"{pd.url}/v1/completions", data=deep,
+                                 headers={"Content-Type": "application/json"}) as r:
+                assert r.status == 400 and "not valid JSON" in (await r.json())["error"]["message"]
+            assert pd.prefill[0].received == [] and pd.decode[0].received == []
+
+    asyncio.run(main())
+
+
 def test_round_robin_over_two_prefill_and_two_decode_workers_passes_each_prefills_handle_on() -> None:
     async def main() -> None:
         async with deployment(prefill=2, decode=2) as pd, aiohttp.ClientSession() as http:
