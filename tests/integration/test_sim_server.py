@@ -474,6 +474,33 @@ def test_a_request_beyond_the_served_context_is_a_400_and_v1_models_says_the_con
     asyncio.run(main())
 
 
+def test_a_request_without_max_tokens_generates_into_the_room_its_prompt_leaves_in_the_context() -> None:
+    """vLLM gives a request that names no max_tokens `max_model_len - prompt` tokens and SGLang clamps it to its
+    longest request: neither refuses it for a default the client never asked for. The simulator added its default
+    256 and answered a 500-token prompt in a 600-token context with a 400 "you requested 756 tokens (... 256 in the
+    completion)", which a client counts as a context overflow; it now generates the 100 tokens left. A prompt that
+    leaves no room is still refused as too long."""
+    async def main() -> None:
+        async with serving(context_length=600) as (url, _), aiohttp.ClientSession() as http:
+            for prompt, expected in ((500, 100), (200, 256)):
+                body = {"model": "sim-model", "prompt": list(range(prompt))}
+                async with http.post(f"{url}/v1/completions", json=body) as resp:
+                    assert resp.status == 200, await resp.text()
+                    assert (await resp.json())["usage"]["completion_tokens"] == expected
+            async with http.post(f"{url}/v1/chat/completions", json={
+                    "model": "sim-model", "messages": [{"role": "user", "content": " ".join(["w"] * 590)}],
+                    "stream": True, "stream_options": {"include_usage": True}}) as resp:
+                events, _ = await sse_events(resp)
+            usage = events[-2]["usage"]
+            assert usage["prompt_tokens"] + usage["completion_tokens"] == 600
+            async with http.post(f"{url}/v1/completions", json={"model": "sim-model", "prompt": list(range(600))}) \
+                    as resp:
+                assert resp.status == 400
+                assert "maximum context length is 600 tokens" in (await resp.json())["error"]["message"]
+
+    asyncio.run(main())
+
+
 def test_the_front_end_latency_grows_with_the_requests_the_server_serves() -> None:
     """`Efficiency.frontend_per_request_s` on the live server, as in virtual time: a request alone waits
     `frontend_s` before the engine, one beside two others twice the per-request latency more."""

@@ -48,6 +48,8 @@ log = logging.getLogger(__name__)
 CREATED = 1_700_000_000
 """Fixed `created` stamp: a wall-clock value would make two identical runs differ byte for byte."""
 DEFAULT_MAX_TOKENS = 256
+"""What a request that names no max_tokens generates, cut to the room its prompt leaves in the served context
+(`SimServer._default_max_tokens`)."""
 MAX_BODY_BYTES = 1 << 30
 """Agentic prompts reach megabytes of text; aiohttp's 1 MiB default would refuse them with 413."""
 
@@ -221,13 +223,11 @@ class SimServer:
         if (refusal := _unsimulated(body, chat=chat)) is not None:
             return error_response(400, refusal)
         # a null field is an absent one (as vLLM reads `max_completion_tokens or max_tokens`)
-        max_tokens = body.get("max_completion_tokens")
-        if max_tokens is None:
-            max_tokens = body.get("max_tokens")
-        if max_tokens is None:
-            max_tokens = DEFAULT_MAX_TOKENS
-        if not isinstance(max_tokens, int) or max_tokens < 1:
-            return error_response(400, f"max_tokens must be a positive integer, got {max_tokens!r}")
+        asked = body.get("max_completion_tokens")
+        if asked is None:
+            asked = body.get("max_tokens")
+        if asked is not None and (not isinstance(asked, int) or asked < 1):
+            return error_response(400, f"max_tokens must be a positive integer, got {asked!r}")
         if chat:
             messages = body.get("messages")
             if not isinstance(messages, list) or not messages:
@@ -248,6 +248,7 @@ class SimServer:
                 n_tokens, hashes = self.encoder.ids(prompt)
             else:
                 return error_response(400, "prompt must be a string or a list of token ids")
+        max_tokens = asked if asked is not None else self._default_max_tokens(n_tokens)
         latency = self._frontend_of(self._in_flight - 1)  # the others this front end serves meanwhile
         if latency > 0:
             await asyncio.sleep(latency)
@@ -267,6 +268,17 @@ class SimServer:
             req.cached_tokens = handed
         self._wake.set()
         return req, stream
+
+    def _default_max_tokens(self, prompt_len: int) -> int:
+        """What a request that names no max_tokens generates: DEFAULT_MAX_TOKENS, cut to the room its prompt leaves in
+        the context this server serves (`/v1/models`' `max_model_len`: the context length, else the KV pool less a
+        step's lookahead), as vLLM defaults to `max_model_len - prompt` and SGLang clamps to its longest request. At
+        least 1, so a prompt that leaves no room is refused as too long (`EngineCore.refusal`)."""
+        core = self.core
+        room = core.capacity_tokens - core.spec_k - 1 - prompt_len
+        if core.config.context_length is not None:
+            room = min(room, core.config.context_length - prompt_len)
+        return max(1, min(DEFAULT_MAX_TOKENS, room))
 
     async def chat(self, request: web.Request) -> web.StreamResponse:
         return await self._serve(request, chat=True)
