@@ -452,6 +452,29 @@ def test_a_stream_flag_written_as_a_string_is_read_as_vllm_reads_it() -> None:
     asyncio.run(main())
 
 
+@pytest.mark.parametrize(("extra", "tokens"), [
+    ({"max_tokens": "5"}, 5), ({"max_tokens": 5.0}, 5), ({"max_completion_tokens": "4", "n": "1"}, 4),
+    ({"max_tokens": 5.5}, None), ({"max_tokens": "five"}, None), ({"max_tokens": "0"}, None),
+])
+def test_integer_fields_are_read_as_vllm_and_sglang_read_them(extra: dict[str, Any], tokens: int | None) -> None:
+    """Both engines' request models read integers leniently (pydantic's lax int): `"max_tokens": "5"` and `5.0` are
+    5, `"n": "1"` is one choice. The simulator refused all three with a 400, so a client that serialises numbers as
+    strings or floats failed on the simulator and ran on the engine; what is no integer is still a 400."""
+    async def main() -> None:
+        async with serving() as (url, server), aiohttp.ClientSession() as http:
+            body = {"model": "sim-model", "messages": [{"role": "user", "content": "hi"}], **extra}
+            async with http.post(f"{url}/v1/chat/completions", json=body) as r:
+                doc = await r.json()
+                if tokens is None:
+                    assert r.status == 400 and "max_tokens must be a positive integer" in doc["message"]
+                    assert not server.core.running and not server.core.waiting
+                else:
+                    assert r.status == 200, doc
+                    assert doc["usage"]["completion_tokens"] == tokens and len(doc["choices"]) == 1
+
+    asyncio.run(main())
+
+
 def test_a_request_beyond_the_served_context_is_a_400_and_v1_models_says_the_context() -> None:
     """As vLLM and SGLang answer it: the context length (not the KV pool) bounds prompt + max_tokens, and a client
     reads the refusal as a context overflow."""

@@ -223,11 +223,12 @@ class SimServer:
         if (refusal := _unsimulated(body, chat=chat)) is not None:
             return error_response(400, refusal)
         # a null field is an absent one (as vLLM reads `max_completion_tokens or max_tokens`)
-        asked = body.get("max_completion_tokens")
-        if asked is None:
-            asked = body.get("max_tokens")
-        if asked is not None and (not isinstance(asked, int) or asked < 1):
-            return error_response(400, f"max_tokens must be a positive integer, got {asked!r}")
+        raw = body.get("max_completion_tokens")
+        if raw is None:
+            raw = body.get("max_tokens")
+        asked = _count(raw) if raw is not None else None
+        if raw is not None and (asked is None or asked < 1):
+            return error_response(400, f"max_tokens must be a positive integer, got {raw!r}")
         if chat:
             messages = body.get("messages")
             if not isinstance(messages, list) or not messages:
@@ -456,7 +457,7 @@ def _unsimulated(body: dict[str, Any], *, chat: bool) -> str | None:
     would look like an answer while being a different request: `n` > 1 carries n times the decode load, and a client
     that reads `logprobs` (lm-eval's log-likelihood tasks) would fail on their absence or score garbage."""
     n = body.get("n")
-    if n is not None and n != 1:
+    if n is not None and _count(n) != 1:
         return f"n = {n!r} is not simulated: the simulated engine generates one choice per request"
     logprobs = body.get("logprobs")  # chat: a flag; completions: how many per token (0: the sampled one's)
     if (logprobs is not None and logprobs is not False) or body.get("top_logprobs") \
@@ -468,6 +469,17 @@ def _unsimulated(body: dict[str, Any], *, chat: bool) -> str | None:
 
 
 _BOOL = TypeAdapter(bool)
+_INT = TypeAdapter(int)
+
+
+def _count(value: Any) -> int | None:
+    """An integer field as vLLM's and SGLang's request models read it (pydantic's lax int): `5`, `5.0`, `"5"` and
+    `true` are integers; None for anything else (`5.5`, `"five"`, infinity). `"max_tokens": "5"` and `5.0`, which both
+    engines serve, were 400s here."""
+    try:
+        return _INT.validate_python(value)
+    except ValidationError:
+        return None
 
 
 def _flag(value: Any) -> bool | None:
