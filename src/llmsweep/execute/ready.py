@@ -17,10 +17,10 @@ import json
 import logging
 import time
 import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from llmsweep.direct import DIRECT
 from llmsweep.errors import LaunchError
 from llmsweep.execute.failure_text import log_tail
 from llmsweep.execute.handle import DEFAULT_TAIL_LINES, ServerHandle
@@ -28,9 +28,6 @@ from llmsweep.execute.handle import DEFAULT_TAIL_LINES, ServerHandle
 log = logging.getLogger(__name__)
 
 _PROBE_TIMEOUT_S = 5.0
-DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-"""Every request to a server this run launched goes direct: with HTTP_PROXY set (a CI box, a cluster login node),
-plain `urlopen` would send the health check or the `/version` read-back to the proxy."""
 
 
 def server_version(url: str, timeout_s: float = _PROBE_TIMEOUT_S) -> dict[str, object]:

@@ -48,6 +48,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from llmsweep import shell
 from llmsweep.client.scrape import parse_exposition
+from llmsweep.direct import DIRECT
 from llmsweep.engine_ids import SIM
 from llmsweep.engines.launch import NODE_RANK, LaunchSpec, Role, RoleKind, RoleWorker, Topology
 from llmsweep.engines.sim import LOOPBACK
@@ -57,7 +58,7 @@ from llmsweep.execute.handle import DEFAULT_TAIL_LINES, ProcessServerHandle
 from llmsweep.execute.local import LocalLauncher
 from llmsweep.execute.node_power import READY_LINE
 from llmsweep.execute.pyxis import SrunLauncher, scontrol_show
-from llmsweep.execute.ready import DIRECT, server_version, wait_ready
+from llmsweep.execute.ready import server_version, wait_ready
 from llmsweep.execute.secrets import SecretScrubber
 from llmsweep.execute.signals import shielded
 from llmsweep.power.deployment import NodePowerFiles, SampledWorker

@@ -27,11 +27,11 @@ import re
 import shutil
 import subprocess
 import time
-import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 
+from llmsweep.direct import DIRECT
 from llmsweep.power.samples import GpuSample, PowerSource
 from llmsweep.visible import resolve_visible
 
@@ -404,7 +404,7 @@ class SimBackend(Backend):
 
     def read(self) -> list[GpuSample]:
         url = f"{(self.ctx.base_url or '').rstrip('/')}/power"
-        with urllib.request.urlopen(url, timeout=self.ctx.timeout_s) as resp:
+        with DIRECT.open(url, timeout=self.ctx.timeout_s) as resp:  # the simulator's own URL: never a proxy
             doc = json.loads(resp.read().decode() or "{}")
         return parse_sim_power(doc, time.time())
 

@@ -201,3 +201,29 @@ def test_a_backend_whose_every_read_fails_says_why_in_the_job(tmp_path: Path, mo
     assert block["power_valid"] is False and block["backend"] == "nvidia-smi" and block["required"] is True
     assert "telemetry_file_empty" in block["reasons"]
     assert "nvidia-smi exited 15" in block["error"] and "GPU is lost" in block["error"], block.get("error")
+
+
+def test_the_sim_backend_reads_the_simulator_directly_whatever_proxy_the_environment_names(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The simulator's `/power` is a server this run launched, on this host or a node of its allocation: with
+    `http_proxy` set (a CI box, a cluster login node) and no `no_proxy` for it, `urlopen` sent every reading to the
+    proxy, which cannot reach the server's loopback: no sample was read and a run's simulated power was invalid."""
+    import asyncio
+
+    from llmsweep.sim.engine import EngineConfig
+    from llmsweep.sim.server import SimServer, start_server
+
+    async def main() -> list[GpuSample]:
+        server = SimServer(EngineConfig(model="llama-1b", hardware="h200", tp=2, timing="constant"))
+        runner, port = await start_server(server, "127.0.0.1", 0)
+        try:
+            for var in ("no_proxy", "NO_PROXY"):
+                monkeypatch.delenv(var, raising=False)
+            monkeypatch.setenv("http_proxy", "http://127.0.0.1:9")  # nothing listens there: a proxy that fails
+            backend = BACKENDS["sim"](BackendContext(base_url=f"http://127.0.0.1:{port}", timeout_s=5.0))
+            return await asyncio.to_thread(backend.read)
+        finally:
+            await runner.cleanup()
+
+    samples = asyncio.run(main())
+    assert [s.gpu for s in samples] == ["0", "1"] and all(s.power_w is not None and s.power_w > 0 for s in samples)
