@@ -60,8 +60,9 @@ def gsm8k_file(path: Path, n: int = 12) -> Path:
     return path
 
 
-def llmsweep(tmp_path: Path, *args: str | Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "LLMSWEEP_STORE": str(tmp_path / "store.sqlite"), "PYTHONUNBUFFERED": "1"}
+def llmsweep(tmp_path: Path, *args: str | Path, env_extra: dict[str, str] | None = None
+             ) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "LLMSWEEP_STORE": str(tmp_path / "store.sqlite"), "PYTHONUNBUFFERED": "1", **(env_extra or {})}
     return subprocess.run([sys.executable, "-m", "llmsweep.cli.main", *(str(a) for a in args)], env=env,
                           capture_output=True, text=True, timeout=280, cwd=tmp_path)
 
@@ -134,6 +135,21 @@ def test_an_eval_only_job_stores_its_score_and_threshold_verdict(tmp_path: Path,
     reran = llmsweep(tmp_path, "run", recipe, "--evals-only", "--reuse", "--out", "again", "--no-report",
                      *eval_args(tmp_path))
     assert "not reused: 1 job(s) with an eval run again" in reran.stderr and "--no-evals" not in reran.stderr
+
+
+def test_an_eval_reads_its_servers_metrics_directly_whatever_proxy_the_environment_names(tmp_path: Path,
+                                                                                          recipe: Path) -> None:
+    """The eval's `/metrics` scrapes before and after lm-eval went through the environment's proxy (plain `urlopen`):
+    on a login node with `http_proxy` set, both were errors and the eval's server metrics were empty."""
+    dead = "http://127.0.0.1:9"
+    proxy = {"HTTP_PROXY": dead, "http_proxy": dead, "NO_PROXY": "", "no_proxy": ""}
+    out = tmp_path / "out"
+    proc = llmsweep(tmp_path, "run", recipe, "--evals-only", "--out", out, *eval_args(tmp_path),
+                    env_extra=proxy)
+    assert proc.returncode in (0, 1), proc.stderr[-3000:]  # (1: the eval ran and missed its threshold)
+    (scrapes,) = list(out.glob("jobs/*/eval/server_metrics.jsonl"))
+    lines = [json.loads(line) for line in scrapes.read_text().splitlines()]
+    assert len(lines) >= 2 and all("error" not in line and line["samples"] for line in lines), lines[:2]
 
 
 def test_a_run_eval_row_runs_its_throughput_point_then_the_eval(tmp_path: Path, recipe: Path) -> None:

@@ -20,7 +20,6 @@ import re
 import shutil
 import threading
 import time
-import urllib.request
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -44,6 +43,7 @@ from llmsweep.catalog.golden import (
     read_curve_header,
 )
 from llmsweep.catalog.precision import format_named_in
+from llmsweep.direct import DIRECT
 from llmsweep.engine_ids import SIM, acceptance_knobs
 from llmsweep.engines import runs_on_simulator
 from llmsweep.engines.launch import LaunchSpec
@@ -446,7 +446,7 @@ def _scrape(spec: LaunchSpec, base_url: str, out: Path) -> dict[str, Any]:
         raise ConfigError(f"the {spec.engine} launch exposes no metrics endpoint: acceptance cannot be read back",
                           fix="serve an engine whose adapter names a metrics path")
     t = time.time()
-    with urllib.request.urlopen(f"{base_url.rstrip('/')}{spec.metrics_path}", timeout=30) as resp:
+    with DIRECT.open(f"{base_url.rstrip('/')}{spec.metrics_path}", timeout=30) as resp:  # its server: no proxy
         text = resp.read().decode("utf-8", errors="replace")
     out.write_text(text, encoding="utf-8")
     samples = parse_exposition(text)

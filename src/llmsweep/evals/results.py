@@ -12,13 +12,13 @@ from __future__ import annotations
 import json
 import logging
 import time
-import urllib.request
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
 
 from llmsweep.catalog.eval_thresholds import warn_unread_prefixes
 from llmsweep.client.files import SERVER_METRICS_FILE
+from llmsweep.direct import DIRECT
 from llmsweep.errors import ResultError
 from llmsweep.evals.context import eval_concurrencies, eval_context_length, eval_max_tokens
 from llmsweep.evals.gate import check_thresholds, judge
@@ -66,7 +66,7 @@ def _scrape(url: str | None, out: Path) -> float:
     if not url:
         return t
     try:
-        with urllib.request.urlopen(url, timeout=10) as resp:
+        with DIRECT.open(url, timeout=10) as resp:  # the server the run launched: never through a proxy
             line: dict[str, Any] = {"t": t, "samples": parse_exposition(resp.read().decode("utf-8", "replace"))}
     except (OSError, ValueError) as exc:
         line = {"t": t, "error": str(exc)}
