@@ -149,6 +149,25 @@ def test_workers_of_another_vllm_build_label_the_results_with_the_version_that_r
     assert "0.26.1" in command.split("\n", 1)[0], command[:300]
 
 
+@pytest.mark.parametrize("backend", ["off", "nvidia-smi"])
+def test_the_nodes_power_samplers_use_the_backend_power_backend_names(tmp_path: Path, backend: str) -> None:
+    """`--power-backend` never reached a deployment's node samplers: each sampled with `auto` (here the rehearsal's
+    NVML) under `off` too, and under `nvidia-smi` (which cannot sample power here) the result said NVML's power."""
+    _proc, out = _run(tmp_path, concs="[1]", power=backend)
+    (outcome,) = read_json(out / "run.json")["outcomes"]
+    assert outcome["status"] == "valid", outcome["reasons"]
+    (roles,) = list((out / "servers").glob("*/roles"))
+    (job_dir,) = job_dirs(out).values()
+    power = read_json(job_dir / "summary.json").get("power")
+    if backend == "off":
+        assert not list(roles.glob("power-*.log")) and not list(roles.glob("power/*/gpu_metrics.jsonl"))
+        assert power is None, power
+        return
+    logs = {p.name: p.read_text() for p in roles.glob("power-*.log")}
+    assert len(logs) == 2 and all("no backend can sample here (nvidia-smi)" in t for t in logs.values()), logs
+    assert power is not None and power.get("backend") != "nvml", power
+
+
 def test_workers_that_report_different_versions_fail_the_job_naming_both(tmp_path: Path) -> None:
     """The decode worker runs another vLLM than the prefill worker: no one version can label the result (it had
     said the declared one). The job fails with both versions named, and no role process is left."""

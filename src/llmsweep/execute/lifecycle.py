@@ -725,7 +725,8 @@ class _Server:
         self.event(f"launching {sum(r.count for r in topology.roles)} role {placement.units} of {topology.job} on "
                    f"{placement.where()}")
         try:
-            deployment.start(startup_timeout_s=self.settings.startup_timeout_s, event=self.event)
+            deployment.start(startup_timeout_s=self.settings.startup_timeout_s, event=self.event,
+                             power_backend=self.settings.power.backend)
             shares = [s for s in placement.gpus.values() if s]
             gpus = sum(r.count * r.gpus_per_worker for r in topology.roles)
             # the GPUs of every worker, as the driver names them (the router's launch uses none)

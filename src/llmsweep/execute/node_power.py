@@ -14,9 +14,10 @@ import signal
 import socket
 import sys
 from pathlib import Path
+from typing import get_args
 
 from llmsweep.engine_ids import SIM
-from llmsweep.power.sampler import NoSampler, PowerSampler, PowerSettings, start_sampler
+from llmsweep.power.sampler import BackendChoice, NoSampler, PowerSampler, PowerSettings, start_sampler
 
 READY_LINE = "node power sampler running"
 FLUSH_S = 0.5
@@ -57,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m llmsweep.execute.node_power", description=__doc__)
     parser.add_argument("--dir", type=Path, required=True, help="The node's folder; gpu_metrics.jsonl goes there.")
     parser.add_argument("--url", default=None, help="The simulated role's URL (its /power), for the sim backend.")
-    parser.add_argument("--backend", default="auto", choices=["auto", "nvml", "amd-smi", "nvidia-smi", "sim"])
+    parser.add_argument("--backend", default="auto", choices=[c for c in get_args(BackendChoice) if c != "off"])
     parser.add_argument("--gpus", type=int, default=0, help="GPUs of the node's role (auto backends need > 0).")
     parser.add_argument("--role", default=None, help="The role the node serves (prefill, decode: auto tries DCGM "
                         "first, as InferenceX's multi-node lane samples through DCGM).")

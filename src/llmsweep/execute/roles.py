@@ -62,7 +62,7 @@ from llmsweep.execute.ready import server_version, wait_ready
 from llmsweep.execute.secrets import SecretScrubber
 from llmsweep.execute.signals import shielded
 from llmsweep.power.deployment import NodePowerFiles, SampledWorker
-from llmsweep.power.sampler import PowerSettings
+from llmsweep.power.sampler import OFF_REASON, BackendChoice, PowerSettings
 from llmsweep.power.samples import GPU_METRICS_FILE
 from llmsweep.visible import CUDA as VISIBLE_CUDA
 
@@ -624,8 +624,11 @@ class RoleDeployment:
         return self.placement.nodes
 
     # -- start ------------------------------------------------------------------------------------------------------
-    def start(self, *, startup_timeout_s: float | None, event: Callable[[str], None] | None = None) -> None:
-        """Start the workers (prefill, then decode), wait for each, then the router; LaunchError names the role."""
+    def start(self, *, startup_timeout_s: float | None, event: Callable[[str], None] | None = None,
+              power_backend: BackendChoice = "auto") -> None:
+        """Start the workers (prefill, then decode), wait for each, then the router; LaunchError names the role.
+        `power_backend`: what the nodes' power samplers use (`run --power-backend`; a simulated worker's is its
+        modelled `/power` unless it is `off`)."""
         say: Callable[[str], None] = event or (lambda _msg: None)
         self.dir.mkdir(parents=True, exist_ok=True)
         workers = [r for r in self.topology.roles if r.kind != "router"]
@@ -640,7 +643,7 @@ class RoleDeployment:
                     raise LaunchError(f"{role.name} worker {worker.index} on node {node} did not come up: "
                                       f"{exc.message}", fix=exc.fix) from exc
                 say(f"{role.name} worker {worker.index} ready in {ready.seconds:.1f} s on {node} ({handle.base_url})")
-        self._start_samplers(say)
+        self._start_samplers(say, power_backend)
         self._federate(say)
 
     def _federate(self, say: Callable[[str], None]) -> None:
@@ -665,10 +668,12 @@ class RoleDeployment:
             self.metrics = FederatedMetrics(targets, prefix)
         say(f"server metrics: {len(targets)} worker(s) scraped through {self.metrics.url}")
 
-    def _start_samplers(self, say: Callable[[str], None]) -> None:
+    def _start_samplers(self, say: Callable[[str], None], backend: BackendChoice = "auto") -> None:
         """One power sampler per node that runs a worker (`execute.node_power`), or one per worker where a node runs
-        several (the roles of one host, each labelled as in virtual time: `prefill0`, `decode0`): on the simulator it
-        reads the worker's modelled `/power`. A sampler that cannot start is said, never a reason to fail the job."""
+        several (the roles of one host, each labelled as in virtual time: `prefill0`, `decode0`), with `backend` (it
+        had always been `auto`, whatever `--power-backend` said); on the simulator it reads the worker's modelled
+        `/power`. None under `off`: each unit's power is said not sampled for that reason. A sampler that cannot
+        start is said, never a reason to fail the job."""
         running = [(role, worker, handle) for role, worker, handle in self.started if role.kind != "router"]
         per_node: dict[str, int] = {}
         for _role, worker, _handle in running:
@@ -682,9 +687,15 @@ class RoleDeployment:
         shares = self.placement.gpus
         for label, (node, role, worker, handle) in sorted(units.items()):
             folder = self.dir / POWER_DIR / label
+            if backend == "off":
+                self.sampled.append((SampledWorker(label=label, role=role.kind, gpus=role.gpus_per_worker),
+                                     folder / GPU_METRICS_FILE))
+                self.sampler_problems[label] = OFF_REASON
+                continue
             argv = [sys.executable, "-m", "llmsweep.execute.node_power", "--dir",
                     str(folder), "--gpus", str(role.gpus_per_worker), "--role", role.kind]
-            argv += (["--backend", "sim", "--url", handle.base_url] if self.topology.engine == SIM.id else [])
+            argv += (["--backend", "sim", "--url", handle.base_url] if self.topology.engine == SIM.id
+                     else ["--backend", backend])
             # a worker with its share of this host's GPUs: its sampler reads those GPUs, not the host's first ones
             share = shares.get((role.name, worker.index))
             spec = LaunchSpec(engine="power", argv=tuple(argv), host=node.address, port=0,
@@ -695,6 +706,8 @@ class RoleDeployment:
                 self.samplers.append(sampler)
             self.sampled.append((SampledWorker(label=label, role=role.kind, gpus=role.gpus_per_worker),
                                  folder / GPU_METRICS_FILE))
+        if backend == "off":
+            return
         deadline = time.monotonic() + _SAMPLER_START_S
         for sampler, (sampled, _path) in zip(self.samplers, self.sampled, strict=True):
             while sampler.is_alive() and READY_LINE not in sampler.tail(5) and time.monotonic() < deadline:
