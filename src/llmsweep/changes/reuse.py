@@ -5,7 +5,7 @@ fingerprint: argv, env, files — so engine args, env and the simulator-or-engin
 job's concurrency and repeat index, llmsweep's measurement definitions (`metrics.version`), for a job the simulator
 runs the simulator's digest (its code and the catalogs it reads: `sim.identity`), the gates the run judges the
 job's verdict by (`job_gates`: required power, the read-back tolerance of a pinned acceptance), and what the job's
-local model and tokenizer paths hold (`local_files_digest`).
+local model, draft model and tokenizer paths hold (`local_files_digest`).
 
 The workload config names a trace corpus by where it lives (a path, a dataset id), not by what it holds, and the
 launch does not say whether a simulated job runs in virtual or wall-clock time. So a job's recorded key
@@ -88,8 +88,8 @@ def reuse_key(job: Job, launch_fingerprint: str, *, repeat: int = 1, simulator: 
               gates: dict[str, object] | None = None, local_files: str | None = None) -> str:
     """64 hex: what must be equal for a stored result to stand for this job. `simulator`: the simulator's digest
     (`sim.identity`) for a job it runs; `gates`: the run's settings that judge the job's verdict (required power, the
-    read-back tolerance of a pinned acceptance); `local_files`: what the job's local model and tokenizer paths hold
-    (`local_files_digest`; a job without one keeps the key it had before it was part of the identity)."""
+    read-back tolerance of a pinned acceptance); `local_files`: what the job's local model, draft model and tokenizer
+    paths hold (`local_files_digest`; a job without one keeps the key it had before it was part of the identity)."""
     return _digest(reuse_doc(job, launch_fingerprint, repeat=repeat, simulator=simulator, gates=gates,
                              local_files=local_files))
 
@@ -130,7 +130,7 @@ KEY_PARTS: dict[str, str] = {
     "launch": "the rendered launch (engine args, env, files)",
     "simulator": "the simulator's code or a catalog file it reads (`sim.identity`)",
     "gates": "the gates the run judges the verdict by (--require-power, --al-tolerance, --request-timeout)",
-    "local_files": "what the job's local model or tokenizer paths hold",
+    "local_files": "what the job's local model, draft model or tokenizer paths hold",
 }
 """Each part of a reuse key's identity, as `run --reuse` names it when a stored result of the job was recorded under
 another key. The first six read back from a stored job and run (:func:`stored_parts`); the rest a run records only
@@ -204,7 +204,7 @@ def reuse_keys(jobs: list[Job], *, simulate: bool, live: bool = False,
 
     out: dict[str, str] = {}
     corpora: dict[str, str] = {}
-    local: dict[str, str] = {}  # one digest per local model or tokenizer path
+    local: dict[str, str] = {}  # one digest per local model, draft model or tokenizer path
     versions: dict[tuple[str, ...], str] = {}  # one read per engine launcher and environment
     for job in jobs:
         if job.engine is None and not simulate:
@@ -243,13 +243,16 @@ job."""
 
 
 def local_files_digest(job: Job, cache: dict[str, str] | None = None) -> str | None:
-    """A digest of what the job's local paths hold — `serve.model-path`, `workload.tokenizer`, a `model` that is a
-    local path — or None when it names none: the recipe names such a path, not its contents, so weights replaced at
-    the same path (`model synth --force`, a new import) had kept the key, and `--reuse`/`--resume` stood on results of
-    other weights. A file too large to read (`SMALL_FILE_BYTES`) counts by name, size and modification time; a path
-    that does not read counts as missing. `cache`: per path, for a run's many jobs."""
+    """A digest of what the job's local paths hold — `serve.model-path`, `serve.spec-decoding.draft-model`,
+    `workload.tokenizer`, a `model` that is a local path — or None when it names none: the recipe names such a path,
+    not its contents, so weights replaced at the same path (`model synth --force`, a new import, another drafter
+    copied over the old one) had kept the key, and `--reuse`/`--resume` stood on results of other weights. A file too
+    large to read (`SMALL_FILE_BYTES`) counts by name, size and modification time; a path that does not read counts
+    as missing. `cache`: per path, for a run's many jobs."""
     serve = job.serve
-    named = [serve.model_path if serve is not None else None, getattr(job.workload, "tokenizer", None), job.model]
+    spec = serve.spec_decoding if serve is not None else None
+    named = [serve.model_path if serve is not None else None, spec.draft_model if spec is not None else None,
+             getattr(job.workload, "tokenizer", None), job.model]
     paths = sorted({str(Path(p).expanduser()) for p in named if p and Path(p).expanduser().exists()})
     if not paths:
         return None

@@ -209,3 +209,28 @@ def test_what_a_local_model_path_holds_is_part_of_the_identity(tmp_path: Path) -
         assert key() != before
     finally:
         reuse.SMALL_FILE_BYTES = saved
+
+
+def test_what_a_local_draft_model_path_holds_is_part_of_the_identity(tmp_path: Path) -> None:
+    """A drafter at a local path (`serve.spec-decoding.draft-model: /models/...`, the schema's "HF id or path", or the
+    `out/draft` that `model synth --with-draft` writes) is served beside the target: another drafter copied to the same
+    path drafts other tokens at another cost, and the key had stayed the same, so --reuse stood on the old drafter's
+    results under the new one's name."""
+    from support.recipes import engine_recipe
+
+    draft = tmp_path / "drafter"
+    draft.mkdir()
+    (draft / "config.json").write_text('{"hidden_size": 64}')
+    (draft / "model.safetensors").write_bytes(b"\0" * 1024)
+    path = tmp_path / "mm3.yaml"
+    path.write_text(engine_recipe(
+        "vllm", "vllm/vllm-openai-rocm:v0.27.1",
+        arm="{ tp: 4, spec-decoding: mtp, kv-offloading: none, conc-list: [4] }",
+        serve=f"    spec-decoding: {{ method: eagle3, num-steps: 3, draft-model: {draft}, golden-curve: gqa }}\n",
+        model="amd/MiniMax-M3-MXFP4", prefix="minimaxm3", runner="cluster:mi355x-amds"))
+    (job,) = jobs_from_files([path])
+    for simulate in (True, False):
+        before = reuse_keys([job], simulate=simulate)[job.id]
+        assert reuse_keys([job], simulate=simulate)[job.id] == before
+        (draft / "config.json").write_text(f'{{"hidden_size": {128 if simulate else 256}}}')  # another drafter
+        assert reuse_keys([job], simulate=simulate)[job.id] != before, f"simulate={simulate}"
