@@ -175,17 +175,14 @@ def _reader(path: Path) -> GGUFReader:
     try:
         return PlainReader(path)
     except _Truncated as exc:
-        raise ConfigError(f"model import: {path} is truncated: {exc}",
-                          fix="copy or download the GGUF file again, whole (compare its size or checksum with the "
-                              "source's)") from exc
+        raise ConfigError(f"model import: {path} is truncated: {exc}", fix=REFETCH_FIX) from exc
     except (ValueError, IndexError, OSError) as exc:  # IndexError: a header cut short of a field it announces
         if not _gguf_magic(path):
             raise ConfigError(f"model import: cannot read {path} as GGUF: it does not begin with the GGUF magic "
                               f"bytes, so it is another kind of file", fix="pass a GGUF v2/v3 file") from exc
         # a GGUF file whose header does not parse: damaged, or cut short within the header
         raise ConfigError(f"model import: cannot read {path} as GGUF: its header is damaged or cut short ({exc})",
-                          fix="copy or download the GGUF file again, whole (compare its size or checksum with the "
-                              "source's)") from exc
+                          fix=REFETCH_FIX) from exc
 
 
 def _gguf_magic(path: Path) -> bool:
@@ -194,6 +191,10 @@ def _gguf_magic(path: Path) -> bool:
             return f.read(4) == b"GGUF"
     except OSError:
         return False
+
+
+REFETCH_FIX = "copy or download the GGUF file again, whole (compare its size or checksum with the source's)"
+"""The fix of a GGUF file cut short or damaged: its bytes are not the ones the converter wrote."""
 
 
 class _Truncated(ValueError):
@@ -225,7 +226,11 @@ class GgufModel:
             if default is ...:
                 raise ConfigError(f"model import: {self.path} has no {key!r} metadata", fix="pass a complete GGUF file")
             return default
-        return field.contents()
+        try:
+            return field.contents()
+        except (UnicodeDecodeError, ValueError, IndexError) as exc:  # a string of the header that is not UTF-8
+            raise ConfigError(f"model import: {self.path}: its {key!r} metadata is damaged ({exc})",
+                              fix=REFETCH_FIX) from exc
 
     def arch_meta(self, key: str, default: Any = ...) -> Any:
         return self.meta(f"{self.arch}.{key}", default)
@@ -426,19 +431,27 @@ def build_tokenizer(model: GgufModel) -> ImportedTokenizer:
         )
     tokens = [str(t) for t in model.meta("tokenizer.ggml.tokens")]
     types = [int(t) for t in model.meta("tokenizer.ggml.token_type", [1] * len(tokens))]
-    merges = [tuple(str(m).split(" ", 1)) for m in model.meta("tokenizer.ggml.merges")]
+    if len(types) != len(tokens):
+        raise ConfigError(f"model import: {model.path}: its tokenizer.ggml.token_type metadata has {len(types)} "
+                          f"entries for {len(tokens)} tokens: the header is damaged", fix=REFETCH_FIX)
+    merges: list[tuple[str, str]] = []
+    for n, merge in enumerate(model.meta("tokenizer.ggml.merges")):
+        pair = str(merge).split(" ", 1)
+        if len(pair) != 2:  # the converter writes each merge as its two parts and one space
+            raise ConfigError(f"model import: {model.path}: merge {n} of its tokenizer.ggml.merges metadata, "
+                              f"{str(merge)!r}, is not two tokens and a space: the header is damaged", fix=REFETCH_FIX)
+        merges.append((pair[0], pair[1]))
 
     def token(key: str) -> str | None:
         index = model.meta(f"tokenizer.ggml.{key}_token_id", None)
         return tokens[int(index)] if index is not None and 0 <= int(index) < len(tokens) else None
 
     unk = token("unknown")
-    bpe = models.BPE(
-        vocab={t: i for i, t in enumerate(tokens)},
-        merges=[(a, b) for a, b in merges],
-        unk_token=unk,
-        fuse_unk=False,
-    )
+    try:
+        bpe = models.BPE(vocab={t: i for i, t in enumerate(tokens)}, merges=merges, unk_token=unk, fuse_unk=False)
+    except Exception as exc:  # the `tokenizers` package raises a bare Exception (a merge of tokens not in the vocab)
+        raise ConfigError(f"model import: {model.path}: its tokenizer.ggml.tokens and tokenizer.ggml.merges metadata "
+                          f"do not make a BPE tokenizer ({exc}): the header is damaged", fix=REFETCH_FIX) from exc
     tok = Tokenizer(bpe)
     byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
     tok.pre_tokenizer = (

@@ -471,7 +471,8 @@ def test_an_import_cut_short_leaves_no_directory(gguf_path: Path, tmp_path: Path
 
 
 def toy_gguf(path: Path, *, embd_rows: int = 4, q_rows: int = 64, ffn_length: int = 128,
-             q_dtype: Any = np.float32, rope_freqs: np.ndarray | None = None) -> Path:
+             q_dtype: Any = np.float32, rope_freqs: np.ndarray | None = None,
+             token_types: tuple[int, ...] = (1, 1, 1, 3)) -> Path:
     """A one-layer llama GGUF (hidden 64, 4 heads, 2 key/value heads, 4 tokens) whose tensors may disagree with its
     metadata by the given shapes."""
     w = gguf.GGUFWriter(str(path), "llama")
@@ -485,7 +486,7 @@ def toy_gguf(path: Path, *, embd_rows: int = 4, q_rows: int = 64, ffn_length: in
     w.add_layer_norm_rms_eps(1e-5)
     w.add_tokenizer_model("gpt2")
     w.add_token_list(["a", "b", "ab", "<|im_end|>"])
-    w.add_token_types([1, 1, 1, 3])
+    w.add_token_types(list(token_types))
     w.add_token_merges(["a b"])
     w.add_eos_token_id(3)
     rng = np.random.default_rng(0)
@@ -556,3 +557,35 @@ def test_a_gguf_cut_short_is_named_truncated_with_its_sizes(tmp_path: Path, keep
     run = llmsweep("model", "import", str(other), "--out", str(tmp_path / "out"))
     assert run.returncode == 2 and "does not begin with the GGUF magic bytes" in run.stderr
     assert "fix: pass a GGUF v2/v3 file" in run.stderr
+
+
+@pytest.mark.parametrize(("old", "new", "message"), [
+    (b"<|im_end|>", b"<|im_end\xff>", "its 'tokenizer.ggml.tokens' metadata is damaged ("),
+    (b"a b", b"a_b", "merge 0 of its tokenizer.ggml.merges metadata, 'a_b', is not two tokens and a space"),
+    (b"a b", b"a c", "its tokenizer.ggml.tokens and tokenizer.ggml.merges metadata do not make a BPE tokenizer"),
+], ids=["token-not-utf8", "merge-without-space", "merge-of-unknown-token"])
+def test_a_gguf_whose_tokenizer_metadata_is_damaged_is_refused_naming_it(
+        tmp_path: Path, old: bytes, new: bytes, message: str) -> None:
+    """A GGUF whose header strings were damaged (a flipped byte in a copy, a bad disk) had ended in a traceback from
+    the `gguf` reader's UTF-8 decoding, from unpacking a merge, or from the `tokenizers` package's bare Exception:
+    exit 2 naming the file, the metadata key and the fix, and nothing written."""
+    whole = toy_gguf(tmp_path / "whole.gguf").read_bytes()
+    assert whole.count(old) == 1 and len(new) == len(old)
+    damaged = tmp_path / "damaged.gguf"
+    damaged.write_bytes(whole.replace(old, new))
+    run = llmsweep("model", "import", str(damaged), "--out", str(tmp_path / "out"))
+    assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr
+    assert f"model import: {damaged}: {message}" in run.stderr, run.stderr
+    assert "fix: copy or download the GGUF file again" in run.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_gguf_with_a_token_type_per_token_missing_is_refused_naming_it(tmp_path: Path) -> None:
+    from llmsweep.modelsynth.gguf_import import ImportRequest, import_gguf
+
+    short = toy_gguf(tmp_path / "short.gguf", token_types=(1, 1, 3))
+    with pytest.raises(ConfigError) as caught:
+        import_gguf(ImportRequest(source=str(short), out=tmp_path / "out"))
+    assert "its tokenizer.ggml.token_type metadata has 3 entries for 4 tokens" in str(caught.value)
+    assert str(short) in str(caught.value) and "copy or download the GGUF file again" in (caught.value.fix or "")
+    assert not (tmp_path / "out").exists()
