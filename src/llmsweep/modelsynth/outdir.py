@@ -5,7 +5,9 @@ directory that looks like a model — `config.json` and a tokenizer with missing
 written into a hidden sibling (`.NAME.partial-PID`, same filesystem, so the final move is a rename), removed on any
 failure. Under `--force` into a non-empty directory, the staged files replace those of the same name, and the weights
 and provenance files a previous write left there are removed first: an engine would otherwise load a stale
-`model.safetensors` or a stale shard index instead of the new weights.
+`model.safetensors` or a stale shard index instead of the new weights. So is the drafter a previous `model synth
+--with-draft` wrote in `draft/` (it holds llmsweep's provenance file) when the new write has none: it is the old
+model's, of the old vocabulary, and a recipe naming it would serve it beside the new model.
 """
 
 from __future__ import annotations
@@ -18,8 +20,12 @@ from pathlib import Path
 
 from llmsweep.errors import ConfigError
 
-STALE_FILES = ("model.safetensors.index.json", "llmsweep-synth.json", "llmsweep-import.json")
+PROVENANCE_FILES = ("llmsweep-synth.json", "llmsweep-import.json")
+"""The records `model synth` and `model import` write beside what they wrote."""
+STALE_FILES = ("model.safetensors.index.json", *PROVENANCE_FILES)
 """Files of a previous model in the directory that a new write must not leave behind (besides `*.safetensors`)."""
+DRAFT_DIR = "draft"
+"""Where `model synth --with-draft` writes the drafter, inside the model's directory."""
 
 
 def check_out(out: Path, force: bool) -> None:
@@ -39,11 +45,17 @@ def _write_error(out: Path, exc: OSError) -> ConfigError:
 
 
 def _remove_stale(directory: Path, staged: Path) -> None:
-    """Remove `directory`'s weights and provenance files that `staged` does not replace."""
+    """Remove `directory`'s weights and provenance files that `staged` does not replace, and a drafter llmsweep wrote
+    in `draft/` that it does not replace (a folder of the user's own is kept)."""
     for path in directory.iterdir():
+        if (staged / path.name).exists():
+            continue
         stale = path.name in STALE_FILES or path.name.endswith(".safetensors")
-        if stale and path.is_file() and not (staged / path.name).exists():
+        if stale and path.is_file():
             path.unlink()
+        elif (path.name == DRAFT_DIR and path.is_dir() and not path.is_symlink()
+              and any((path / name).is_file() for name in PROVENANCE_FILES)):
+            shutil.rmtree(path)
 
 
 def _merge(staged: Path, out: Path) -> None:

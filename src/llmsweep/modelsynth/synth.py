@@ -28,7 +28,7 @@ from llmsweep.modelsynth.architectures import (
     preset_config,
     scale_config,
 )
-from llmsweep.modelsynth.outdir import staged_out
+from llmsweep.modelsynth.outdir import DRAFT_DIR, staged_out
 from llmsweep.modelsynth.tensors import parameter_count, tensor_specs
 from llmsweep.modelsynth.tokenizer import (
     BOS_TOKEN,
@@ -45,7 +45,6 @@ from llmsweep.modelsynth.weights import DEFAULT_SHARD_BYTES, write_random_weight
 log = logging.getLogger(__name__)
 
 PROVENANCE_FILE = "llmsweep-synth.json"
-DRAFT_DIR = "draft"
 
 
 class SynthRequest(BaseModel):

@@ -198,6 +198,22 @@ def test_force_leaves_no_weights_of_the_previous_model(tmp_path: Path) -> None:
     assert json.loads((tmp_path / "llmsweep-synth.json").read_text())["weights"] == "none"
 
 
+
+def test_force_without_a_draft_leaves_no_drafter_of_the_previous_model(tmp_path: Path) -> None:
+    """`--force` over a directory a `--with-draft` write made kept its `draft/`: the old model's drafter, of the old
+    vocabulary, which a recipe's `draft-model: <out>/draft` served beside the new model (and the new provenance says
+    there is no draft). It goes; a folder of the user's own stays."""
+    synth_model(SynthRequest(source="tiny", out=tmp_path, draft=True))
+    assert json.loads((tmp_path / "draft" / "config.json").read_text())["vocab_size"] == 32000
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("mine")
+    result = synth_model(SynthRequest(source="tiny", out=tmp_path, vocab=40000, force=True))
+    assert result.draft is None and json.loads((tmp_path / "config.json").read_text())["vocab_size"] == 40000
+    assert not (tmp_path / "draft").exists()
+    assert (tmp_path / "mine" / "notes.txt").read_text() == "mine"
+    synth_model(SynthRequest(source="tiny", out=tmp_path, draft=True, force=True))  # a new drafter replaces the old
+    assert json.loads((tmp_path / "draft" / "config.json").read_text())["vocab_size"] == 32000
+
 @pytest.mark.parametrize(
     ("preset", "layers", "hidden"), [("tiny", None, None), ("qwen3-moe-small", 2, 256), ("qwen3-next-small", 4, 256)]
 )
