@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -168,8 +168,13 @@ class Conversation:
 
     def _extend(self, ids: list[int], p: int, n: int, last_size: int | None, live_answer: str | None) -> None:
         delta = n - p
-        if delta == 0:
-            return  # same prompt again (a retry in the recording): resend it
+        parts = self._parts
+        if delta == 0:  # same blocks again (a retry in the recording): resend them, their last cut to this `in`
+            if parts[-1].end == n and parts[-1].last_size != last_size:
+                parts[-1] = self._resized(parts[-1], last_size)
+            return
+        if parts[-1].last_size is not None:  # the previous turn's partial last block is whole inside this prompt
+            parts[-1] = self._resized(parts[-1], None)
         answer = min(math.ceil(self._prev_out / self.block_size), delta - 1) if delta >= 2 else 0
         if live_answer:
             self._literals = True
@@ -177,6 +182,12 @@ class Conversation:
         elif answer > 0:
             self._parts.append(self._part("assistant", ids, p, p + answer))
         self._parts.append(self._part("user", ids, p + answer, n, last_size))
+
+    @staticmethod
+    def _resized(part: _Part, last_size: int | None) -> _Part:
+        """`part` with its last block cut to `last_size` tokens (None: whole), as a new part: the old one is still
+        in the previous turn's messages (its snapshot), and its key named other content."""
+        return replace(part, last_size=last_size, cached=None, key=next(_PART_KEYS))
 
     def _cut(self, ids: list[int], p: int, n: int, last_size: int | None) -> None:
         keep = 0

@@ -156,6 +156,40 @@ def test_a_hash_list_longer_than_the_turns_tokens_is_laid_out_only_as_far_as_the
     assert sent[2].spec.theoretical_cached_tokens == 4 * 64  # blocks 0-3 were sent by the first turn (its 4 blocks)
 
 
+def _shape_tokens(spec: RequestSpec) -> int:
+    """The content tokens of a request's shape (what the simulator counts): a word is one, a block run its sizes."""
+    assert spec.shape is not None
+    return sum(1 if isinstance(run, str) else run.size * (len(run.ids) - 1) + run.last
+               for m in spec.shape for run in m.runs())
+
+
+def test_a_partial_last_block_is_whole_once_a_later_turn_extends_or_resends_it(tmp_path: Path) -> None:
+    """`in` need not be a multiple of the block size (AgentX's proxy counts a partial trailing block). The turn after
+    one that ended in a partial block kept that block partial in its history: 28 tokens short of its `in` here, and
+    short again on every later turn; a resend of the same blocks with another `in` was sent at the old length."""
+    import json
+
+    trace = {"id": "partial", "requests": [
+        {"t": 0.0, "in": 100, "out": 4, "hash_ids": [0, 1]},          # block 1 holds 36 tokens
+        {"t": 5.0, "in": 300, "out": 4, "hash_ids": [0, 1, 2, 3, 4]},  # block 1 whole, block 4 holds 44
+        {"t": 10.0, "in": 310, "out": 4, "hash_ids": [0, 1, 2, 3, 4]},  # the same blocks, block 4 holds 54
+        {"t": 15.0, "in": 290, "out": 4, "hash_ids": [0, 1, 2, 3, 4]},  # and 34
+        {"t": 20.0, "in": 400, "out": 4, "hash_ids": [0, 1, 2, 3, 4, 5, 6]},
+    ]}
+    path = tmp_path / "t.jsonl"
+    path.write_text(json.dumps(trace) + "\n")
+    run = run_virtual(_cold(str(path)), lanes=1, duration=40.0, latency=0.5)
+    sent = [d.spec for d in run.dispatches if d.spec.identity.trace == "partial"][:5]
+    assert [s.input_tokens for s in sent] == [100, 300, 310, 290, 400]
+    for spec in sent:
+        contents = [m["content"] for m in spec.messages]  # type: ignore[union-attr]
+        assert sum(count_tokens(c) for c in contents) - 1 == spec.input_tokens  # minus the one-word marker
+        assert _shape_tokens(spec) - 1 == spec.input_tokens
+    # the history is still a prefix of the next prompt, word for word (a partial block is its whole block's prefix)
+    first = sent[0].messages[0]["content"].split()  # type: ignore[index]
+    assert sent[1].messages[0]["content"].split()[:len(first)] == first  # type: ignore[index]
+
+
 def test_history_alternates_recorded_assistant_turns(handbuilt: str) -> None:
     run = run_virtual(_cold(handbuilt), lanes=1, duration=12.0, latency=1.0)
     m2 = next(d.spec for d in run.dispatches if d.spec.identity.node == "" and d.spec.identity.turn == 2)
