@@ -81,6 +81,7 @@ def load_mooncake(path: str | Path, *, limit: int | None = None) -> list[Mooncak
     from llmsweep.workload.traces.loader import json_lines
 
     rows: list[MooncakeRow] = []
+    lines: list[int] = []
     for lineno, line in json_lines(path):  # (gzip-compressed too; a line that is not UTF-8 is named below)
         try:
             rows.append(MooncakeRow.model_validate_json(line))
@@ -91,11 +92,36 @@ def load_mooncake(path: str | Path, *, limit: int | None = None) -> list[Mooncak
                 f"{path}:{lineno}: not a Mooncake row: {loc}: {first['msg']}",
                 fix="each line needs timestamp (ms), input_length, output_length and hash_ids, as UTF-8 JSON",
             ) from None
+        lines.append(lineno)
         if limit is not None and len(rows) >= limit:
             break
     if not rows:
         raise DatasetError(f"{path} holds no Mooncake rows", fix="check the file")
+    times = arrival_times(rows)
+    for k in range(1, len(rows)):
+        if times[k] < times[k - 1]:
+            raise DatasetError(
+                f"{path}:{lines[k]}: the row arrives at {times[k]:g} s, before the row of line {lines[k - 1]}"
+                f" ({times[k - 1]:g} s): a replay on the timestamps would send it late, out of order",
+                fix="sort the rows by timestamp (a row without one arrives `delay` ms after the row before it)",
+            )
     return rows
+
+
+def arrival_times(rows: list[MooncakeRow]) -> list[float]:
+    """Each row's arrival in seconds after the first timestamped row (before any speedup): its `timestamp`, or, for
+    a row without one, its `delay` after the row before it (the first row: after the start)."""
+    out: list[float] = []
+    clock = 0.0
+    origin: float | None = None
+    for row in rows:
+        if row.timestamp is not None:
+            origin = row.timestamp if origin is None else origin
+            clock = (row.timestamp - origin) / 1000.0
+        else:
+            clock += (row.delay or 0.0) / 1000.0
+        out.append(clock)
+    return out
 
 
 class MooncakeWorkload(Workload):
@@ -121,18 +147,8 @@ class MooncakeWorkload(Workload):
         self._lock = threading.Lock()
 
     def offsets(self) -> list[float]:
-        """Arrival of each row in seconds after the first, divided by `speedup`."""
-        out: list[float] = []
-        clock = 0.0
-        origin: float | None = None
-        for row in self.rows:
-            if row.timestamp is not None:
-                origin = row.timestamp if origin is None else origin
-                clock = (row.timestamp - origin) / 1000.0
-            else:
-                clock += (row.delay or 0.0) / 1000.0
-            out.append(clock / self.config.speedup)
-        return out
+        """Arrival of each row in seconds after the first, divided by `speedup` (`arrival_times`)."""
+        return [at / self.config.speedup for at in arrival_times(self.rows)]
 
     def arrivals(self) -> Iterator[Arrival]:
         for index, at in enumerate(self.offsets()):

@@ -114,3 +114,20 @@ def test_damaged_rows_are_refused_with_their_line(tmp_path: Path, field: str, va
     path.write_text(json.dumps(ROWS[0]) + "\n" + json.dumps({**row, field: value}) + "\n")
     with pytest.raises(DatasetError, match=rf"bad\.jsonl:2: .*{field}"):
         MooncakeWorkload(MooncakeConfig(source=str(path)))
+
+
+@pytest.mark.parametrize(("rows", "line", "earlier"), [
+    ([ROWS[1], ROWS[0], ROWS[2]], 2, 1),  # timestamps out of order
+    ([{**ROWS[0], "timestamp": None, "delay": 3000}, ROWS[1], ROWS[2]], 2, 1),  # a delay, then a timestamp at 0 s
+])
+def test_a_row_arriving_before_the_row_above_it_is_refused_with_its_line(
+    tmp_path: Path, rows: list[dict[str, object]], line: int, earlier: int,
+) -> None:
+    """Arrivals were offsets from the first row in file order: a row timestamped before the row above it got a
+    negative or earlier offset, which the client sent at once, late, behind the rows above it, and the simulator
+    scheduled in the past; a file of rows in another order replayed as some other trace."""
+    path = tmp_path / "unsorted.jsonl"
+    path.write_text("\n".join(json.dumps({k: v for k, v in r.items() if v is not None}) for r in rows) + "\n")
+    with pytest.raises(DatasetError, match=rf"unsorted\.jsonl:{line}: .*before the row of line {earlier}") as err:
+        MooncakeWorkload(MooncakeConfig(source=str(path)))
+    assert "sort the rows by timestamp" in (err.value.fix or "")
