@@ -168,13 +168,10 @@ class Conversation:
 
     def _extend(self, ids: list[int], p: int, n: int, last_size: int | None, live_answer: str | None) -> None:
         delta = n - p
-        parts = self._parts
         if delta == 0:  # same blocks again (a retry in the recording): resend them, their last cut to this `in`
-            if parts[-1].end == n and parts[-1].last_size != last_size:
-                parts[-1] = self._resized(parts[-1], last_size)
+            self._end_block(last_size)
             return
-        if parts[-1].last_size is not None:  # the previous turn's partial last block is whole inside this prompt
-            parts[-1] = self._resized(parts[-1], None)
+        self._end_block(None)  # the previous turn's last block, partial or not, is whole inside this prompt
         answer = min(math.ceil(self._prev_out / self.block_size), delta - 1) if delta >= 2 else 0
         if live_answer:
             self._literals = True
@@ -183,11 +180,17 @@ class Conversation:
             self._parts.append(self._part("assistant", ids, p, p + answer))
         self._parts.append(self._part("user", ids, p + answer, n, last_size))
 
-    @staticmethod
-    def _resized(part: _Part, last_size: int | None) -> _Part:
-        """`part` with its last block cut to `last_size` tokens (None: whole), as a new part: the old one is still
-        in the previous turn's messages (its snapshot), and its key named other content."""
-        return replace(part, last_size=last_size, cached=None, key=next(_PART_KEYS))
+    def _end_block(self, last_size: int | None) -> None:
+        """Cut the last block the parts hold to `last_size` tokens (None: whole). A resized part is a new part: the
+        old one is still in the previous turn's messages (its snapshot), and its key named other content. (A live
+        answer's text is what the server said: left as it is.)"""
+        parts = self._parts
+        for i in range(len(parts) - 1, -1, -1):
+            part = parts[i]
+            if part.end > part.start:
+                if part.literal is None and part.last_size != last_size:
+                    parts[i] = replace(part, last_size=last_size, cached=None, key=next(_PART_KEYS))
+                return
 
     def _cut(self, ids: list[int], p: int, n: int, last_size: int | None) -> None:
         keep = 0
@@ -201,6 +204,9 @@ class Conversation:
             return
         start = self._parts[keep - 1].end
         del self._parts[keep:]
+        if start == n:  # the prompt ends with a kept message: its last block is the prompt's, cut to this `in`
+            self._end_block(last_size)
+            last_size = None
         self._parts.append(self._part("user", ids, start, n, last_size))
 
     def _render(self, parts: tuple[_Part, ...], tail_key: str, tail_tokens: int) -> tuple[dict[str, Any], ...]:

@@ -190,6 +190,29 @@ def test_a_partial_last_block_is_whole_once_a_later_turn_extends_or_resends_it(t
     assert sent[1].messages[0]["content"].split()[:len(first)] == first  # type: ignore[index]
 
 
+def test_a_prefix_cut_back_to_an_answer_cuts_the_answers_last_block_to_the_turns_in(tmp_path: Path) -> None:
+    """A turn whose blocks are a prefix of the turn before's, ending where a recorded answer ends (a rewind), with a
+    partial last block: the kept answer was sent whole, 42 tokens past the turn's `in` here."""
+    import json
+
+    trace = {"id": "rewind", "requests": [
+        {"t": 0.0, "in": 128, "out": 64, "hash_ids": [0, 1]},
+        {"t": 5.0, "in": 256, "out": 4, "hash_ids": [0, 1, 2, 3]},  # block 2 is the answer to turn 0
+        {"t": 10.0, "in": 150, "out": 4, "hash_ids": [0, 1, 2]},   # back to the answer, its block holding 22
+        {"t": 15.0, "in": 256, "out": 4, "hash_ids": [0, 1, 2, 5]},
+    ]}
+    path = tmp_path / "t.jsonl"
+    path.write_text(json.dumps(trace) + "\n")
+    run = run_virtual(_cold(str(path)), lanes=1, duration=40.0, latency=0.5)
+    sent = [d.spec for d in run.dispatches if d.spec.identity.trace == "rewind"][:4]
+    assert [s.input_tokens for s in sent] == [128, 256, 150, 256]
+    assert [m["role"] for m in sent[2].messages] == ["user", "assistant", "user"]  # type: ignore[union-attr]
+    for spec in sent:
+        contents = [m["content"] for m in spec.messages]  # type: ignore[union-attr]
+        assert sum(count_tokens(c) for c in contents) - 1 == spec.input_tokens  # minus the one-word marker
+        assert _shape_tokens(spec) - 1 == spec.input_tokens
+
+
 def test_history_alternates_recorded_assistant_turns(handbuilt: str) -> None:
     run = run_virtual(_cold(handbuilt), lanes=1, duration=12.0, latency=1.0)
     m2 = next(d.spec for d in run.dispatches if d.spec.identity.node == "" and d.spec.identity.turn == 2)
