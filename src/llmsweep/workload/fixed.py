@@ -22,7 +22,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from llmsweep.errors import DatasetError
+from llmsweep.errors import ConfigError, DatasetError
 from llmsweep.workload.base import (
     Api,
     BlockRun,
@@ -105,6 +105,14 @@ class FixedLengthWorkload(Workload):
         self._words = np.array([w for w, _ in fillers], dtype=object)
         self._ids = np.array([i for _, i in fillers], dtype=np.int64)
         self._overhead = chat_overhead(self.tokenizer) if config.use_chat_template else 0
+        if config.use_chat_template and (low := self._lowest_isl()) <= self._overhead:
+            spread = f" (the least of [{low}, {config.isl}], isl × range_ratio)" if low < config.isl else ""
+            raise ConfigError(
+                f"fixed-length prompts of {low} tokens{spread} cannot hold the chat template of tokenizer"
+                f" {self.tokenizer.name!r}, which takes {self._overhead} tokens before any content",
+                fix=f"raise isl so that isl × range_ratio is at least {self._overhead + 1}, or turn"
+                " use_chat_template off",
+            )
         self._worker, self._workers = 0, 1
         self._next = 0  # how many prompts of this worker's share the lanes have taken
         self._lock = threading.Lock()
@@ -112,16 +120,19 @@ class FixedLengthWorkload(Workload):
 
     # -- the sequence ---------------------------------------------------------------------------------------------
 
+    def _lowest_isl(self) -> int:
+        """The shortest input `lengths` may draw."""
+        cfg = self.config
+        return cfg.isl if cfg.range_ratio >= 1.0 else max(1, int(cfg.isl * cfg.range_ratio))
+
     def lengths(self, index: int) -> tuple[int, int]:
         """(input, output) length of prompt `index`: uniform integers in [ratio·L, L], seeded by (seed, index)."""
         cfg = self.config
         if cfg.range_ratio >= 1.0:
             return cfg.isl, cfg.osl
         rng = np.random.default_rng([cfg.seed & 0xFFFFFFFF, index, 1])
-        isl = int(rng.integers(max(1, int(cfg.isl * cfg.range_ratio)), cfg.isl + 1))
+        isl = int(rng.integers(self._lowest_isl(), cfg.isl + 1))
         osl = int(rng.integers(max(1, int(cfg.osl * cfg.range_ratio)), cfg.osl + 1))
-        if cfg.use_chat_template:
-            isl = max(isl, self._overhead + 1)
         return isl, osl
 
     def phase(self, index: int) -> Phase:

@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
+
 import pytest
 from pydantic import ValidationError
 
@@ -181,3 +184,33 @@ def test_prepare_leaves_open_ended_and_oversized_runs_lazy(monkeypatch: pytest.M
     big.prepare()
     assert tok.measures == 0
     assert [len(s.messages or ()) for s in _drain(big)] == [1] * 4 and tok.measures > 0
+
+
+@pytest.mark.parametrize("api", ["completions", "chat"])
+@pytest.mark.parametrize("range_ratio", [1.0, 0.8])
+def test_a_chat_template_longer_than_the_prompt_is_refused_when_the_workload_is_built(
+    api: str, range_ratio: float, bpe_tokenizer_dir: Path, tmp_path: Path,
+) -> None:
+    """A template with a long system preamble (106 tokens here) and isl 40: with range_ratio 1 the first prompt read
+    mid-run raised 'could not synthesise' with a wrong fix (use completions), and with range_ratio < 1 every prompt was
+    silently 107 tokens under a job that says 40."""
+    from llmsweep.errors import ConfigError
+
+    tok_dir = tmp_path / "tok"
+    shutil.copytree(bpe_tokenizer_dir, tok_dir)
+    (tok_dir / "chat_template.jinja").write_text(
+        "<|im_start|>system\n" + "You are a helpful assistant that answers carefully. " * 5 + "<|im_end|>\n"
+        "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+        "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+    )
+    pytest.importorskip("jinja2")
+    cfg = FixedLengthConfig(isl=40, osl=4, api=api, num_prompts=2, range_ratio=range_ratio, tokenizer=str(tok_dir),
+                            use_chat_template=True)
+    with pytest.raises(ConfigError, match=r"prompts of \d+ tokens.* cannot hold the chat template .* takes 106 "
+                                          r"tokens") as err:
+        FixedLengthWorkload(cfg)
+    assert "at least 107" in (err.value.fix or "")
+    # long enough for the template: exact, as the template is counted
+    workload = FixedLengthWorkload(cfg.model_copy(update={"isl": 200}))
+    for spec in _drain(workload):
+        assert _measured(workload.tokenizer, spec, True) == spec.input_tokens
