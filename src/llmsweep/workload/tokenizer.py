@@ -144,8 +144,8 @@ _FILLER_RE = re.compile(r"^[a-z]{3,10}$")
 class HFTokenizer:
     """A Hugging Face fast tokenizer (`tokenizer.json`) plus its chat template.
 
-    The chat template is rendered with jinja2 when installed; without it, ChatML templates (`<|im_start|>`) are
-    rendered by a built-in equivalent and any other template is an error that says to install jinja2.
+    The chat template is rendered with jinja2 (as the servers render it); without jinja2, rendering one is an error
+    that says to install it.
     """
 
     def __init__(self, backend: Any, *, name: str, chat_template: str | None = None) -> None:
@@ -178,11 +178,11 @@ class HFTokenizer:
         try:
             import jinja2
         except ModuleNotFoundError:
-            if "<|im_start|>" in template:
-                return _render_chatml(messages, add_generation_prompt)
+            # never a guess at it: a ChatML template may add text of its own (Qwen2.5's default system message),
+            # and a prompt counted without it reaches the server that much longer than its recorded length
             raise ConfigError(
                 f"rendering the chat template of {self.name!r} needs jinja2",
-                fix="pip install jinja2 (it ships with transformers)",
+                fix="pip install jinja2 (it ships with transformers and with llmsweep[hf])",
             ) from None
         env = jinja2.Environment(trim_blocks=True, lstrip_blocks=True)
         return env.from_string(template).render(
@@ -215,11 +215,6 @@ class HFTokenizer:
                 )
             self._fillers = fillers
         return self._fillers
-
-
-def _render_chatml(messages: Sequence[Message], add_generation_prompt: bool) -> str:
-    text = "".join(f"<|im_start|>{m['role']}\n{_content_text(m)}<|im_end|>\n" for m in messages)
-    return text + ("<|im_start|>assistant\n" if add_generation_prompt else "")
 
 
 def chat_template_from(directory: Path) -> str | None:

@@ -93,3 +93,33 @@ def test_a_tokenizer_config_saved_with_a_byte_order_mark_gives_its_chat_template
     template = "{% for m in messages %}{{ m['content'] }}{% endfor %}"
     (tmp_path / "tokenizer_config.json").write_text(json.dumps({"chat_template": template}), encoding="utf-8-sig")
     assert chat_template_from(tmp_path) == template
+
+
+QWEN25_STYLE = (  # Qwen2.5's shape: ChatML with a default system message when the messages bring none
+    "{%- if messages[0]['role'] == 'system' %}{{- '<|im_start|>system\\n' + messages[0]['content'] + '<|im_end|>\\n' }}"
+    "{%- else %}{{- '<|im_start|>system\\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant."
+    "<|im_end|>\\n' }}{%- endif %}"
+    "{%- for m in messages %}{%- if m.role != 'system' %}{{- '<|im_start|>' + m.role + '\\n' + m.content"
+    " + '<|im_end|>\\n' }}{%- endif %}{%- endfor %}"
+    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"
+)
+
+
+def test_a_chatml_template_is_rendered_as_written_or_refused_without_jinja2(
+    bpe_tokenizer_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Without jinja2 (which `llmsweep[hf]` did not install) any template holding `<|im_start|>` was rendered as bare
+    ChatML: a Qwen2.5-style default system message was left out of the count, so every templated fixed-length prompt
+    reached the server that much longer than its recorded length."""
+    import shutil
+
+    pytest.importorskip("jinja2")
+    tok_dir = tmp_path / "qwen"
+    shutil.copytree(bpe_tokenizer_dir, tok_dir)
+    (tok_dir / "chat_template.jinja").write_text(QWEN25_STYLE)
+    templated = load_hf_tokenizer(tok_dir).apply_chat_template([{"role": "user", "content": "hi"}])
+    assert templated.startswith("<|im_start|>system\nYou are Qwen")
+    monkeypatch.setitem(__import__("sys").modules, "jinja2", None)  # as if not installed
+    with pytest.raises(ConfigError, match="needs jinja2") as err:
+        load_hf_tokenizer(tok_dir).apply_chat_template([{"role": "user", "content": "hi"}])
+    assert "pip install jinja2" in (err.value.fix or "")
