@@ -273,3 +273,24 @@ def test_a_local_trace_path_that_does_not_exist_is_said_as_such_not_fetched_from
     for missing in ("data/traces.jsonl", "elsewhere/t.json", "data/corpus", "t.jsonl.gz"):
         with pytest.raises(DatasetError, match=rf"trace source {re.escape(missing)} does not exist"):
             load_traces(missing)
+
+
+def test_json_lines_and_gzip_under_other_names_are_read_not_called_invalid_json(tmp_path: Path) -> None:
+    """`datasets`' `to_json` writes JSON lines under `.json`: line 2 was 'not valid JSON (Extra data)', fix 'repair
+    or regenerate'; a gzip-compressed `.json.gz` or `.gz` was 'not UTF-8 text' with the fix 'gzip-compressed ones are
+    read too'."""
+    traces = [{"id": name, "requests": [{"t": 0, "in": 64, "out": 1, "hash_ids": [0]}]} for name in ("a", "b")]
+    lines = "".join(json.dumps(t) + "\n" for t in traces)
+    (tmp_path / "lines.json").write_text(lines)
+    (tmp_path / "lines.txt").write_text(lines)
+    (tmp_path / "lines.gz").write_bytes(gzip.compress(lines.encode()))
+    (tmp_path / "list.json.gz").write_bytes(gzip.compress(json.dumps(traces).encode()))
+    for name in ("lines.json", "lines.txt", "lines.gz", "list.json.gz"):
+        assert [t.id for t in load_traces(tmp_path / name)] == ["a", "b"], name
+    # a damaged line is still named by its number
+    (tmp_path / "bad.json").write_text(json.dumps(traces[0]) + "\n{oops\n")
+    with pytest.raises(DatasetError, match=r"bad\.json:2: not valid JSON"):
+        load_traces(tmp_path / "bad.json")
+    (tmp_path / "cut.json.gz").write_bytes(gzip.compress(json.dumps(traces).encode())[:-12])
+    with pytest.raises(DatasetError, match=r"cut\.json\.gz: the gzip stream is damaged"):
+        load_traces(tmp_path / "cut.json.gz")

@@ -129,17 +129,28 @@ def _source_files(source: str | Path) -> list[tuple[Path, bool]]:
 
 def read_trace_file(path: Path, *, strict: bool = True) -> Iterator[Trace]:
     """Traces of one file. `.jsonl`: one per non-blank line; `.jsonl.gz`, or a `.jsonl` that is a gzip stream (a
-    `.gz` that kept its name): the same, decompressed as read. `.json`: an object or a list of objects. A UTF-8 byte
-    order mark (Notepad's and PowerShell's UTF-8) is skipped: it made line 1 'not valid JSON'."""
+    `.gz` that kept its name): the same, decompressed as read. `.json` (or another name, gzip-compressed or not): an
+    object or a list of objects, or, when it holds one JSON value after another, JSON lines (`datasets`' `to_json`
+    writes them under `.json`). A UTF-8 byte order mark (Notepad's and PowerShell's UTF-8) is skipped: it made line 1
+    'not valid JSON'."""
     if path.suffix == ".jsonl" or path.name.endswith(GZIP_SUFFIX):
-        for lineno, line in json_lines(path):
-            yield _parse(json_text=line, where=f"{path}:{lineno}")
+        yield from _trace_lines(path)
         return
+    raw = path.read_bytes()
+    if raw[:2] == _GZIP_MAGIC:
+        try:
+            raw = gzip.decompress(raw)
+        except (EOFError, OSError, zlib.error) as exc:
+            raise DatasetError(f"{path}: the gzip stream is damaged ({exc})",
+                               fix="copy or regenerate the file whole") from None
     try:
-        data = json.loads(path.read_bytes().removeprefix(codecs.BOM_UTF8))  # json reads UTF-8, -16 and -32
+        data = json.loads(raw.removeprefix(codecs.BOM_UTF8))  # json reads UTF-8, -16 and -32
     except UnicodeDecodeError as exc:
         raise _not_utf8(path, exc.reason) from None
     except json.JSONDecodeError as exc:
+        if exc.msg == "Extra data":  # one value after another: JSON lines under another name
+            yield from _trace_lines(path)
+            return
         raise DatasetError(
             f"{path}:{exc.lineno}: not valid JSON ({exc.msg})", fix="repair or regenerate the trace file"
         ) from exc
@@ -152,6 +163,11 @@ def read_trace_file(path: Path, *, strict: bool = True) -> Iterator[Trace]:
             log.debug("skipping %s: not a trace object", path)
             return
         yield _parse(obj=item, where=f"{path}:1" + (f" (item {i})" if isinstance(data, list) else ""))
+
+
+def _trace_lines(path: Path) -> Iterator[Trace]:
+    for lineno, line in json_lines(path):
+        yield _parse(json_text=line, where=f"{path}:{lineno}")
 
 
 def json_lines(path: Path) -> Iterator[tuple[int, bytes]]:
