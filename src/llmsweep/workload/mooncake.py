@@ -206,7 +206,8 @@ class MooncakeWorkload(Workload):
             "extra_body": dict(cfg.extra_body),
         }
         if cfg.api == "completions":
-            return RequestSpec(api="completions", prompt=Deferred(lambda: self._ids(index, ids, last, tail)), **common)
+            return RequestSpec(api="completions", prompt=Deferred(lambda: self._ids(index, row, ids, last, tail)),
+                               **common)
         return RequestSpec(api="chat", messages=Deferred(lambda: self._messages(index, row, ids, last, tail)), **common)
 
     def _text(self, index: int, ids: list[int], last: int | None, tail: int) -> str:
@@ -219,7 +220,9 @@ class MooncakeWorkload(Workload):
         content = self.marker + row.text_input if row.text_input is not None else self._text(index, ids, last, tail)
         return ({"role": "user", "content": content},)
 
-    def _ids(self, index: int, ids: list[int], last: int | None, tail: int) -> tuple[int, ...]:
+    def _ids(self, index: int, row: MooncakeRow, ids: list[int], last: int | None, tail: int) -> tuple[int, ...]:
+        if row.text_input is not None:  # the row's own text, as a chat request sends it
+            return tuple(self.tokenizer.encode(self.marker + row.text_input))
         bs = self.config.block_size
         out: list[int] = self.tokenizer.encode(self.marker) if self.marker else []
         for k, block in enumerate(ids):

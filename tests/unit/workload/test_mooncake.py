@@ -131,3 +131,19 @@ def test_a_row_arriving_before_the_row_above_it_is_refused_with_its_line(
     with pytest.raises(DatasetError, match=rf"unsorted\.jsonl:{line}: .*before the row of line {earlier}") as err:
         MooncakeWorkload(MooncakeConfig(source=str(path)))
     assert "sort the rows by timestamp" in (err.value.fix or "")
+
+
+def test_a_rows_text_input_is_the_prompt_on_either_route(tmp_path: Path, bpe_tokenizer_dir: Path) -> None:
+    """A row with `text_input` sent that text over chat, but filler blocks over completions: one trace, two
+    workloads, by the route alone."""
+    from llmsweep.workload.tokenizer import load_hf_tokenizer
+
+    tok = load_hf_tokenizer(bpe_tokenizer_dir)
+    path = tmp_path / "text.jsonl"
+    path.write_text(json.dumps({**ROWS[0], "input_length": 6, "text_input": "the cat sat on the mat"}) + "\n")
+    sent = {api: _first_send(next(iter(MooncakeWorkload(
+        MooncakeConfig(source=str(path), api=api, run_id="m"), tokenizer=tok).arrivals())).program).spec
+        for api in ("chat", "completions")}
+    content = sent["chat"].messages[0]["content"]  # type: ignore[index]
+    assert content.endswith("the cat sat on the mat")
+    assert sent["completions"].prompt == tuple(tok.encode(content))
