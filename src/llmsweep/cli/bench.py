@@ -12,7 +12,7 @@ import os
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -36,6 +36,7 @@ from llmsweep.writable import refuse_unwritable
 
 if TYPE_CHECKING:
     from llmsweep.metrics.model import Summary
+    from llmsweep.workload.base import Api, Workload
 
 
 _NON_NEGATIVE = FiniteRange(min=0)
@@ -112,7 +113,7 @@ def fixed(**kw: Any) -> None:
     from llmsweep.workload.fixed import FixedLengthConfig, FixedLengthWorkload
 
     warmup = kw["warmup"] if kw["warmup"] is not None else 2 * (kw["concurrency"] or 0)
-    api: Literal["chat", "completions"] = "chat" if kw["api"] == "chat" else "completions"
+    api: Api = "chat" if kw["api"] == "chat" else "completions"
     config = FixedLengthConfig(
         isl=kw["isl"], osl=kw["osl"], api=api, num_prompts=kw["num_prompts"], num_warmups=warmup,
         range_ratio=kw["range_ratio"], seed=kw["seed"], tokenizer=kw["tokenizer"],
@@ -120,7 +121,7 @@ def fixed(**kw: Any) -> None:
     )
     workload = FixedLengthWorkload(config)
     options = _options(kw, kind="fixed", warmup=warmup, rate=kw["request_rate"], arrival=kw["arrival"])
-    _run("fixed", workload, kw, options)
+    _run("fixed", workload, kw, options, api=api)
 
 
 @bench.command("agentic")
@@ -130,16 +131,15 @@ def fixed(**kw: Any) -> None:
 @option("duration", required=True, help=f"{describe(RunOptions, 'duration_s')} At least 900 for a submission.")
 def agentic(**kw: Any) -> None:
     """AgentX multi-turn agentic trace replay with subagents (closed loop over live session trees)."""
-    try:
-        from llmsweep.workload import agentic as mod
-    except ImportError as exc:
-        raise ConfigError("the agentic workload is not available in this build",
-                          fix="install a llmsweep with llmsweep.workload.agentic") from exc
-    workload = _build(mod, "AgenticWorkload", "AgenticConfig",
-                      traces=kw["traces"], seed=kw["seed"], tokenizer=kw["tokenizer"], concurrency=kw["concurrency"],
-                      api=kw["api"])
+    from llmsweep.workload.agentic import AgenticConfig, AgenticWorkload
+
+    if kw["api"] is not None:  # refused, never dropped (`--api completions` was)
+        raise ConfigError(f"--api {kw['api']} does not apply to the agentic replay: it sends its conversations to "
+                          "the chat API", fix="drop --api")
+    workload = AgenticWorkload(AgenticConfig(**_given(source=kw["traces"], seed=kw["seed"], tokenizer=kw["tokenizer"],
+                                                      concurrency=kw["concurrency"])))
     options = _options(kw, kind="agentic", warmup=0, rate=None, arrival="poisson")
-    _run("agentic", workload, kw, options)
+    _run("agentic", workload, kw, options, api="chat")
 
 
 @bench.command("replay")
@@ -151,38 +151,17 @@ def agentic(**kw: Any) -> None:
 @option("duration", help=f"{describe(RunOptions, 'duration_s')} Default: the whole trace.")
 def replay(**kw: Any) -> None:
     """Open-loop replay of a Mooncake timestamped trace."""
-    try:
-        from llmsweep.workload import mooncake as mod
-    except ImportError as exc:
-        raise ConfigError("the Mooncake workload is not available in this build",
-                          fix="install a llmsweep with llmsweep.workload.mooncake") from exc
-    workload = _build(mod, "MooncakeWorkload", "MooncakeConfig",
-                      path=str(kw["traces"]), speedup=kw["speedup"], seed=kw["seed"], tokenizer=kw["tokenizer"],
-                      api=kw["api"])
+    from llmsweep.workload.mooncake import MooncakeConfig, MooncakeWorkload
+
+    workload = MooncakeWorkload(MooncakeConfig(**_given(source=str(kw["traces"]), speedup=kw["speedup"],
+                                                        seed=kw["seed"], tokenizer=kw["tokenizer"], api=kw["api"])))
     options = _options(kw, kind="replay", warmup=0, rate=None, arrival="poisson")
-    _run("replay", workload, kw, options)
+    _run("replay", workload, kw, options, api=workload.config.api)
 
 
-def _build(mod: Any, workload_name: str, config_name: str, **values: Any) -> Any:
-    """Build a workload from its config class, passing only the fields that config declares."""
-    wl_cls = getattr(mod, workload_name)
-    cfg_cls = getattr(mod, config_name, None)
-    if cfg_cls is None:
-        return wl_cls(**{k: v for k, v in values.items() if v is not None})
-    fields = getattr(cfg_cls, "model_fields", {})
-    aliases = {"traces": ("traces", "source", "path", "dataset"), "path": ("path", "traces", "source")}
-    args: dict[str, Any] = {}
-    for key, value in values.items():
-        if value is None:
-            continue
-        for name in aliases.get(key, (key,)):
-            if name in fields:
-                args[name] = value
-                break
-        else:  # an option this workload does not read: refused, never dropped (`--api completions` was)
-            raise ConfigError(f"--{key.replace('_', '-')} {value} does not apply to this workload ({workload_name} "
-                              "has no such setting)", fix=f"drop --{key.replace('_', '-')}")
-    return wl_cls(cfg_cls(**args))
+def _given(**values: Any) -> dict[str, Any]:
+    """The options given (an option left out keeps the workload config's default)."""
+    return {k: v for k, v in values.items() if v is not None}
 
 
 # Each bench subcommand drives one scenario; its gate profile decides the failure ratio and the gates.
@@ -221,7 +200,7 @@ API_KEY_ENV = "OPENAI_API_KEY"
 the command line a key would show in `ps` and in shell history."""
 
 
-def _endpoint(kw: dict[str, Any], api: str) -> Any:
+def _endpoint(kw: dict[str, Any], api: Api) -> Any:
     from llmsweep.client import Endpoint
 
     metrics_url = kw["metrics_url"]
@@ -229,20 +208,20 @@ def _endpoint(kw: dict[str, Any], api: str) -> Any:
     if key:
         click.echo(f"sending ${API_KEY_ENV} as the API key (Authorization: Bearer)", err=True)
     return Endpoint(
-        base_url=kw["url"], model=kw["model"], api=api,  # type: ignore[arg-type]
+        base_url=kw["url"], model=kw["model"], api=api,
         send_ignore_eos=not kw["no_ignore_eos"], send_stream_options=not kw["no_stream_options"],
         metrics_url="" if metrics_url == "none" else metrics_url,
         headers={"Authorization": f"Bearer {key}"} if key else {},
     )
 
 
-def _run(kind: str, workload: Any, kw: dict[str, Any], options: Any) -> None:
+def _run(kind: str, workload: Workload, kw: dict[str, Any], options: Any, *, api: Api) -> None:
+    """Run `workload` against the endpoint the options name; `api`: the route its requests take."""
     from llmsweep.client import run_benchmark
     from llmsweep.client.probe import require_endpoint
 
     out = kw["out_dir"] or default_out(kind)
     _check_out(out, force=kw["force"], claimed=False)  # before the probe: a folder that cannot take the run, at once
-    api = kw["api"] or getattr(getattr(workload, "config", None), "api", None) or "chat"
     endpoint = _endpoint(kw, api)
     # Before any load: nothing listening (or a server still loading), or a model the server does not list, is exit 2
     # within seconds, not a window of connection errors ending in an all-zero table or a bare count of HTTP errors.
