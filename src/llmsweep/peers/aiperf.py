@@ -19,7 +19,6 @@ TPOT —, its `inter_chunk_latency` is our ITL and its `request_latency` our E2E
 
 from __future__ import annotations
 
-import itertools
 import json
 import logging
 import os
@@ -416,12 +415,14 @@ def import_aiperf_dir(
     the GPUs behind the endpoint; None (the artifacts do not say) divides by 1 and records the count as unknown
     (`gpus_known: false`), so the figures read per endpoint, as `bench`'s against a server that reports none.
     """
-    records = read_aiperf_records(artifact_dir, max_tokens=max_tokens, warmups=warmups)
-    first = next(records)  # an export without a request (or no export) is refused before OUT is made
+    # every line is read before OUT is touched: an export without a request (or no export), or one damaged at any
+    # line, is refused with nothing written, never left as a partial records.jsonl (which a second import then
+    # refused as results, and which under --force sat beside the summary.json of the import it replaced)
+    records = list(read_aiperf_records(artifact_dir, max_tokens=max_tokens, warmups=warmups))
     out.mkdir(parents=True, exist_ok=True)
     (out / RECORDS_FILE).unlink(missing_ok=True)
     with RecordWriter(out / RECORDS_FILE) as writer:
-        for record in itertools.chain((first,), records):
+        for record in records:
             writer.write(record)
     try:  # aiperf writes no aggregate when every request failed; the records still say why
         version = read_aiperf_figures(artifact_dir)["aiperf_version"]

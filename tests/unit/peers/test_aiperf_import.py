@@ -423,3 +423,24 @@ def test_an_export_saved_with_a_byte_order_mark_at_its_start_reads(tmp_path: Pat
     scrapes = vllm / "server_metrics_export.json"
     scrapes.write_bytes(b"\xef\xbb\xbf" + scrapes.read_bytes())
     assert read_aiperf_server_latency(vllm) == read_aiperf_server_latency(DATA / "vllm-h200") is not None
+
+
+def test_an_export_damaged_past_its_first_lines_leaves_out_as_it_was(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A line damaged after the first few (aiperf killed mid-write) was met after the lines before it were written:
+    OUT kept a partial records.jsonl, the next import was refused as replacing results, and under --force the
+    partial records sat beside the summary.json of the import being replaced. Nothing is written now."""
+    art = _copy_ok(tmp_path / "a")
+    lines = (art / "profile_export.jsonl").read_text().splitlines()
+    (art / "profile_export.jsonl").write_text("\n".join([*lines[:6], lines[6][:40], *lines[7:]]) + "\n")
+    code, _, err = _import(capsys, art, tmp_path / "o")
+    assert code == 2 and "profile_export.jsonl:7" in err
+    assert not (tmp_path / "o").exists() or not any((tmp_path / "o").iterdir())
+    good = tmp_path / "good"
+    code, _, err = _import(capsys, _copy_ok(tmp_path / "b"), good)  # an earlier, complete import
+    assert code == 0, err
+    before = {f.name: f.read_bytes() for f in good.iterdir()}
+    code, _, err = _import(capsys, art, good, "--force")
+    assert code == 2 and "profile_export.jsonl:7" in err
+    assert {f.name: f.read_bytes() for f in good.iterdir()} == before  # the complete import stands, untouched
