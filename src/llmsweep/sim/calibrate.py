@@ -66,15 +66,53 @@ class Calibration:
         return dict(asdict(self.efficiency))
 
 
+_RECORD_TIMES = ("sent_at", "first_token_at", "end_at")
+_RECORD_COUNTS = ("prompt_tokens", "completion_tokens", "cached_tokens")
+
+
 def load_records(source: Path | str | Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The request records of a `records.jsonl` (or an iterable of them), each checked to be a record whose fields
+    the decode-step fit reads have their types: a line that is not one is refused naming the file and line, not met
+    as a traceback inside the fit."""
     if isinstance(source, (str, Path)):
         path = Path(source)
         try:
-            return [json.loads(line) for line in read_json_text(path).splitlines() if line.strip()]
+            lines = read_json_text(path).splitlines()
         except (OSError, ValueError) as exc:
             raise DatasetError(f"sim calibrate: cannot read records from {path}: {exc}",
                                fix="pass the records.jsonl a benchmark run wrote") from exc
-    return list(source)
+        out = []
+        for number, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except ValueError as exc:
+                raise DatasetError(f"sim calibrate: {path}:{number}: not JSON ({exc})",
+                                   fix="pass the records.jsonl a benchmark run wrote") from exc
+            out.append(_checked_record(record, f"{path}:{number}"))
+        return out
+    return [_checked_record(r, f"record {n}") for n, r in enumerate(source, 1)]
+
+
+def _checked_record(record: Any, where: str) -> dict[str, Any]:
+    def number(v: Any) -> bool:
+        return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+    problem = None
+    if not isinstance(record, dict):
+        problem = f"a JSON {type(record).__name__}, not a request record (an object)"
+    elif bad := [k for k in _RECORD_TIMES if record.get(k) is not None and not number(record[k])]:
+        problem = f"{bad[0]} is {record[bad[0]]!r}, not a unix time in seconds"
+    elif bad := [k for k in _RECORD_COUNTS if record.get(k) is not None and not isinstance(record[k], int)]:
+        problem = f"{bad[0]} is {record[bad[0]]!r}, not a token count"
+    elif not isinstance(chunks := record.get("chunk_times") or [], list) or not all(map(number, chunks)):
+        problem = "chunk_times is not a list of unix times in seconds"
+    if problem is not None:
+        raise DatasetError(f"sim calibrate: {where}: {problem}",
+                           fix="pass the records.jsonl a benchmark run wrote (`llmsweep bench` or `run`), unedited")
+    checked: dict[str, Any] = record
+    return checked
 
 
 class _Intervals:

@@ -54,3 +54,23 @@ def test_cli_calibrate_prints_factors_as_json(tmp_path) -> None:
     fitted = json.loads(out.output)
     assert fitted["efficiency"]["mem"] == pytest.approx(0.75, rel=0.1)
     assert fitted["samples"] == len(records)
+
+
+@pytest.mark.parametrize(("line", "said"), [
+    ("[1, 2]", "a JSON list, not a request record"),
+    ('{"first_token_at": "soon", "end_at": 2.0, "chunk_times": [1.0, 1.5, 2.0]}', "first_token_at is 'soon'"),
+    ('{"first_token_at": 1.0, "end_at": 2.0, "chunk_times": "1.0,1.5"}', "chunk_times is not a list"),
+    ('{"first_token_at": 1.0, "end_at": 2.0, "prompt_tokens": "512"}', "prompt_tokens is '512'"),
+])
+def test_a_records_line_that_is_not_a_record_names_file_and_line_not_a_traceback(tmp_path, capsys, line: str,
+                                                                                 said: str) -> None:
+    """A records.jsonl line of another shape (hand-edited, another tool's file) crashed the fit with an
+    AttributeError or TypeError; it is refused naming the file, the line and what is wrong."""
+    from support.cli import run_main
+
+    good = '{"first_token_at": 1.0, "end_at": 2.0, "chunk_times": [1.0, 1.5, 2.0]}'
+    path = tmp_path / "records.jsonl"
+    path.write_text(f"{good}\n{line}\n")
+    code, _, err = run_main(capsys, "sim", "calibrate", path, "--model", "llama-3.1-8b", "--hardware", "h200")
+    assert code == 2, err
+    assert f"records.jsonl:2: {said}" in err and "fix:" in err
