@@ -15,12 +15,13 @@ requests decoding alongside it, and their mean context; the roofline says
 plus the prefills of other requests that completed inside this request's decode span (their FLOPs over peak x
 compute, spread over its steps). That is linear in (fixed, per_seq_s, 1/mem, 1/compute), so ordinary least squares
 recovers them — provided the records vary concurrency *and* context length (with one prompt length the KV term and
-the per-sequence term are collinear). The weight read is taken from the roofline at the fitted `mem` and the rest of
-the fixed part becomes `step_s`. The frontend latency is the median of TTFT minus the predicted prefill step over
-requests that arrived at an idle engine; when those span several prompt lengths, a line through (prefill FLOPs,
-TTFT) gives `compute` (slope) and the frontend latency (intercept) directly. Communication efficiency keeps its
-default (single-GPU records do not constrain it); mixed prefill/decode steps are approximated additively, which
-biases the decode-fit `compute` low (the idle-TTFT line replaces it when available).
+the per-sequence term are collinear; records that do not are refused, :data:`SEPARABLE`). The weight read is taken
+from the roofline at the fitted `mem` and the rest of the fixed part becomes `step_s`. The frontend latency is the
+median of TTFT minus the predicted prefill step over requests that arrived at an idle engine; when those span
+several prompt lengths, a line through (prefill FLOPs, TTFT) gives `compute` (slope) and the frontend latency
+(intercept) directly. Communication efficiency keeps its default (single-GPU records do not constrain it); mixed
+prefill/decode steps are approximated additively, which biases the decode-fit `compute` low (the idle-TTFT line
+replaces it when available).
 """
 
 from __future__ import annotations
@@ -174,6 +175,7 @@ def calibrate(records: Iterable[dict[str, Any]] | Path | str, config: EngineConf
         x.append([1.0, running, running * ctx_mean * kv_gpu * load / inputs.hbm_bw, prefill])
         y.append((b - a) / steps)
     X, Y = np.asarray(x), np.asarray(y)
+    _refuse_collinear(X, ctx_of)
     coef, *_ = np.linalg.lstsq(X, Y, rcond=None)
     fixed, per_seq, inv_mem, inv_compute = (float(v) for v in coef)
     mem = min(1.0, max(0.05, 1.0 / inv_mem)) if inv_mem > 0 else base.mem
@@ -214,6 +216,31 @@ def calibrate(records: Iterable[dict[str, Any]] | Path | str, config: EngineConf
         rest = [t - timer.step_time(Batch(prefill_tokens=p, prefill_attn=p * (p + 1) / 2, new_seqs=1)) for p, t in idle]
         eff = eff.with_(frontend_s=max(0.0, float(np.median(rest))))
     return Calibration(efficiency=eff, samples=len(rows), r2=r2, mean_abs_pct_error=mape)
+
+
+SEPARABLE = 0.05
+"""Least normalised singular value of the decode fit's fixed, per-sequence and KV-read columns below which the records
+cannot tell them apart. Records of one concurrency, or one prompt length, make two columns proportional (0, or
+0.001-0.02 with the ramp of a run); the step model then comes back with `mem` at a bound and the fixed cost moved
+into `per_seq_s` (R^2 of -1e28 on a single-level run). Two concurrencies by two prompt lengths give 0.07-0.36 and
+recover the factors that produced them."""
+
+
+def _refuse_collinear(X: np.ndarray, ctx: list[float]) -> None:
+    """Refuse records that do not vary concurrency and context length independently (the decode fit's columns)."""
+    cols = X[:, :3]
+    norms = np.linalg.norm(cols, axis=0)
+    least = float(np.linalg.svd(cols / np.where(norms > 0, norms, 1.0), compute_uv=False)[-1]) if norms.all() else 0.0
+    if least >= SEPARABLE:
+        return
+    running = X[:, 1]
+    raise ResultError(
+        f"sim calibrate: the records cannot separate a decode step's fixed cost, its per-sequence cost and its KV "
+        f"reads: {np.percentile(running, 10):.0f}-{np.percentile(running, 90):.0f} requests decoded at once, at a "
+        f"context of {np.percentile(ctx, 10):,.0f}-{np.percentile(ctx, 90):,.0f} tokens (10th-90th percentile), and "
+        f"the two did not vary independently (separability {least:.3f} < {SEPARABLE})",
+        fix="calibrate from records of at least two concurrencies and two prompt lengths (e.g. 1k and 6k tokens at "
+            "conc 1, 4, 16), or fit a run directory with `llmsweep sim calibrate RUN_DIR`")
 
 
 # ------------------------------------------------------------------------------------------ fit from a run directory

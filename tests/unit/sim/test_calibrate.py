@@ -74,3 +74,31 @@ def test_a_records_line_that_is_not_a_record_names_file_and_line_not_a_traceback
     code, _, err = run_main(capsys, "sim", "calibrate", path, "--model", "llama-3.1-8b", "--hardware", "h200")
     assert code == 2, err
     assert f"records.jsonl:2: {said}" in err and "fix:" in err
+
+
+@pytest.mark.parametrize("runs", [[(1000, 16)], [(1000, 1), (1000, 16)], [(1000, 16), (6000, 16)]],
+                         ids=["one-level", "one-prompt-length", "one-concurrency"])
+def test_records_of_one_concurrency_or_one_prompt_length_are_refused_not_fitted(runs: list[tuple[int, int]]) -> None:
+    """The decode-step model needs concurrency and context varied independently. Records of one level came back as
+    factors at their bounds (mem 1.0 against a true 0.55, per_seq_s 12x the truth) with an R^2 of -2e28 and no
+    word of doubt; they are refused with what the records spanned and what to measure."""
+    truth = {"mem": 0.55, "step_s": 0.003, "per_seq_s": 60e-6, "frontend_s": 0.025}
+    measured = EngineConfig(model="llama-3.1-8b", hardware="h200", efficiency=truth)
+    records: list[dict] = []
+    for i, (isl, conc) in enumerate(runs):
+        records += Predictor(build_core(measured), start_time=1000.0 * i).run(
+            ChatWorkload(isl=isl, osl=200, seed=i), concurrency=conc, duration=40)
+    with pytest.raises(ResultError, match="cannot separate") as exc:
+        calibrate(records, EngineConfig(model="llama-3.1-8b", hardware="h200"))
+    assert "two concurrencies and two prompt lengths" in (exc.value.fix or "")
+
+
+def test_two_concurrencies_by_two_prompt_lengths_are_enough() -> None:
+    truth = {"mem": 0.55, "step_s": 0.003, "per_seq_s": 60e-6, "frontend_s": 0.025}
+    measured = EngineConfig(model="llama-3.1-8b", hardware="h200", efficiency=truth)
+    records: list[dict] = []
+    for i, (isl, conc) in enumerate([(1000, 1), (1000, 2), (2000, 1), (2000, 2)]):
+        records += Predictor(build_core(measured), start_time=1000.0 * i).run(
+            ChatWorkload(isl=isl, osl=200, seed=i), concurrency=conc, duration=40)
+    eff = calibrate(records, EngineConfig(model="llama-3.1-8b", hardware="h200")).efficiency
+    assert eff.mem == pytest.approx(0.55, rel=0.05) and eff.per_seq_s == pytest.approx(60e-6, rel=0.1)

@@ -250,10 +250,11 @@ def test_an_option_the_mode_does_not_read_is_refused_not_dropped(tmp_path: Path)
     assert "--hold-out, --out are for run directories" in str(res.exception) and not target.exists()
     res = CliRunner().invoke(calibrate_cmd, [str(_run(tmp_path)), *QUICK, "--model", "llama-3.1-8b"])
     assert isinstance(res.exception, ConfigError) and "--model is for a records.jsonl" in str(res.exception)
-    # each mode with its own options still runs
+    # with its own options the records mode reaches the fit, which refuses this one-concurrency, one-prompt-length
+    # slice as too thin to separate the decode step's terms (before: R^2 -1620 and per_seq_s 2.1 ms, printed as a
+    # fit); records that vary both are fitted (test_calibrate.py)
     res = CliRunner().invoke(calibrate_cmd, [str(records), "--model", "llama-1b", "--hardware", "h200", "--json"])
-    assert res.exit_code == 0, res.output
-    assert json.loads(res.stdout)["samples"] > 0
+    assert isinstance(res.exception, LlmsweepError) and "cannot separate" in str(res.exception), res.output
 
 
 def test_a_job_folder_reached_twice_is_fitted_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
