@@ -104,8 +104,8 @@ def sim() -> None:
 @field_option("--kv-capacity-tokens", source=(EngineConfig, "kv_capacity_tokens"), type=int)
 @click.option("--no-calibration", is_flag=True,
               help="Serve the roofline's default efficiency, not the stored calibration of (engine style, hardware, "
-                   "model class): the label says `uncalibrated` (what `run --simulate` renders for a job of an "
-                   "engine no calibration was fitted on).")
+                   "model class, precision): the label says `uncalibrated` (what `run --simulate` renders for a job "
+                   "of an engine no calibration was fitted on).")
 @field_option("--context-length", source=(EngineConfig, "context_length"), type=int,
               help="Most tokens of one request, prompt + output; longer ones get a 400, as an engine refuses them "
                    "[default: none, only the KV pool bounds a request].")
@@ -286,10 +286,10 @@ def calibrate(paths: tuple[str, ...], model: str | None, hardware: str | None, t
 
     PATHS are run directories (`llmsweep run --out`) or job folders: every measured point (job.json +
     summary.json) is replayed on the simulator and the factors move until its output throughput, median TPOT and
-    median TTFT match, per (engine, hardware, model class); the table shows each point before and after. Points
-    the simulator produced (summary source `simulated` or `predicted`) are left out with the reason; a run of
-    nothing else is refused. A single records.jsonl with --model and --hardware fits the per-request decode-step
-    model instead.
+    median TTFT match, per (engine, hardware, model class, precision); the table shows each point before and
+    after. Points the simulator produced (summary source `simulated` or `predicted`) are left out with the reason;
+    a run of nothing else is refused. A single records.jsonl with --model and --hardware fits the per-request
+    decode-step model instead.
     """
     import json
 
@@ -391,11 +391,11 @@ def _save(result: RunCalibration, target: Path, say: Callable[[str], None]) -> P
         shadowed,
     )
 
-    engine, hardware, klass = result.key
+    engine, hardware, klass, precision = result.key
     prov = result.provenance
     version = " ".join(str(v) for v in (prov.get("engine"), prov.get("engine_version")) if v) or None
     entry = CalibrationEntry(
-        engine=engine, hardware=hardware, model_class=klass,  # type: ignore[arg-type]
+        engine=engine, hardware=hardware, model_class=klass, precision=precision,  # type: ignore[arg-type]
         efficiency={k: float(f"{v:.4g}") for k, v in result.overrides().items()},
         error_before=round(result.error_before, 4), error_after=round(result.error_after, 4),
         provenance=CalibrationProvenance(
@@ -403,7 +403,7 @@ def _save(result: RunCalibration, target: Path, say: Callable[[str], None]) -> P
             engine_version=version,
             gpu=prov.get("gpu"), model=prov.get("model"), jobs=int(prov.get("jobs") or 0), fitted_at=now_utc()),
     )
-    saved_id = entry_id(engine, hardware, klass)
+    saved_id = entry_id(engine, hardware, klass, precision)
     path = save_calibration(target, saved_id, entry)
     if (why := shadowed(saved_id, entry)) is not None:
         say(f"warning: saved to {path}, but {why}; remove that entry, or save there with --out")

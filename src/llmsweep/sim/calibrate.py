@@ -317,10 +317,11 @@ class MeasuredPoint:
         return f"fixed {self.job.get('isl')}/{self.job.get('osl')} c{self.concurrency}"
 
     @property
-    def key(self) -> tuple[str, str, str]:
+    def key(self) -> tuple[str, str, str, str]:
         from llmsweep.sim.calibration import hardware_family
 
-        return (self.config.engine_style, hardware_family(self.config.hardware), self.config.model_class())
+        return (self.config.engine_style, hardware_family(self.config.hardware), self.config.model_class(),
+                self.config.precision.strip().lower())
 
 
 def _get(d: Any, *path: str) -> Any:
@@ -689,7 +690,7 @@ class PointComparison:
 class RunCalibration:
     """The outcome of a run-level fit: factors, per-point comparison and the error before and after."""
 
-    key: tuple[str, str, str]
+    key: tuple[str, str, str, str]
     base: Efficiency
     efficiency: Efficiency
     fitted: tuple[str, ...]
@@ -710,7 +711,8 @@ class RunCalibration:
         return {k: getattr(self.efficiency, k) for k in self.fitted}
 
     def to_json(self) -> dict[str, Any]:
-        return {"key": {"engine": self.key[0], "hardware": self.key[1], "model_class": self.key[2]},
+        return {"key": {"engine": self.key[0], "hardware": self.key[1], "model_class": self.key[2],
+                        "precision": self.key[3]},
                 "efficiency": self.overrides(), "base": {k: getattr(self.base, k) for k in self.fitted},
                 "error_before": self.error_before, "error_after": self.error_after, "iterations": self.iterations,
                 "started_from": self.started_from, "left_out": self.left_out,
@@ -805,7 +807,8 @@ def fit_run(points: list[MeasuredPoint], *, factors: tuple[str, ...] | None = No
     keys = {p.key for p in points}
     if len(keys) > 1:
         raise ResultError(f"sim calibrate: the points span several calibration keys {sorted(keys)}",
-                          fix="fit one (engine, hardware, model class) at a time (calibrate_runs groups them)")
+                          fix="fit one (engine, hardware, model class, precision) at a time (calibrate_runs groups "
+                                  "them)")
     fitted_metrics = sum(1 for p in points for m, w in p.weights.items() if w > 0 and m in p.measured)
     if fitted_metrics < len(factors) + 1:
         fewer = sorted(factors, key=lambda f: FEWER_FIRST.index(f) if f in FEWER_FIRST else len(FEWER_FIRST))
@@ -959,13 +962,13 @@ def _levenberg_marquardt(residuals: Callable[[np.ndarray], tuple[np.ndarray, lis
 
 
 def measured_groups(paths: Iterable[Path | str],
-                    config_for: Any) -> tuple[dict[tuple[str, str, str], list[MeasuredPoint]], list[str]]:
+                    config_for: Any) -> tuple[dict[tuple[str, str, str, str], list[MeasuredPoint]], list[str]]:
     """The measured points under `paths` grouped by calibration key; points the simulator cannot model are skipped
     with a reason (a model without figures, a speculative run without its realised acceptance length), and so are
     points the simulator produced (:class:`NotMeasured`); when those are all there is, a ConfigError says so."""
     from llmsweep.errors import LlmsweepError
 
-    groups: dict[tuple[str, str, str], list[MeasuredPoint]] = {}
+    groups: dict[tuple[str, str, str, str], list[MeasuredPoint]] = {}
     skipped: list[str] = []
     paths = list(paths)
     folders = job_dirs(paths)
@@ -1026,7 +1029,7 @@ def calibrate_runs(paths: Iterable[Path | str], config_for: Any, *, factors: tup
 class HoldOut:
     """Out-of-sample check: factors fitted without some points, then asked to predict those points."""
 
-    key: tuple[str, str, str]
+    key: tuple[str, str, str, str]
     patterns: tuple[str, ...]
     fit: RunCalibration
     """The fit on the in-sample points only (its own before/after errors are in-sample)."""
@@ -1038,7 +1041,8 @@ class HoldOut:
     """Held-out points not predicted, each with its reason (agentic points whose traces cannot be verified)."""
 
     def to_json(self) -> dict[str, Any]:
-        return {"key": {"engine": self.key[0], "hardware": self.key[1], "model_class": self.key[2]},
+        return {"key": {"engine": self.key[0], "hardware": self.key[1], "model_class": self.key[2],
+                        "precision": self.key[3]},
                 "patterns": list(self.patterns), "in_sample": self.fit.to_json(),
                 "held_out": [asdict(p) for p in self.points], "left_out": self.left_out,
                 "error_before": self.error_before, "error_after": self.error_after}
@@ -1082,8 +1086,8 @@ def hold_out(points: list[MeasuredPoint], patterns: Iterable[str], *, factors: t
                    error_after=fit_error((c.measured, c.after, c.weights) for c in comparisons))
 
 
-def hold_out_splits(groups: dict[tuple[str, str, str], list[MeasuredPoint]],
-                    patterns: Iterable[str]) -> tuple[list[tuple[str, str, str]], list[str]]:
+def hold_out_splits(groups: dict[tuple[str, str, str, str], list[MeasuredPoint]],
+                    patterns: Iterable[str]) -> tuple[list[tuple[str, str, str, str]], list[str]]:
     """The keys with points on both sides of `patterns`, and why each other key has no hold-out check; a
     ConfigError when no key has one (a pattern matching no label, or every label), listing the labels there are."""
     from fnmatch import fnmatchcase

@@ -1,8 +1,8 @@
-"""Stored calibrations: fitted efficiency factors keyed by (engine, hardware, model class), kept as data.
+"""Stored calibrations: fitted efficiency factors keyed by (engine, hardware, model class, precision), kept as data.
 
-A calibration fitted on one fleet is only evidence for engines, GPUs and models like the ones measured, so the
-simulator applies one only when all three match and otherwise says "uncalibrated" (in `llmsweep predict`'s table, a
-predicted summary's provenance and `sim serve`'s start-up log). The packaged file is
+A calibration fitted on one fleet is only evidence for engines, GPUs, models and precisions like the ones measured,
+so the simulator applies one only when all four match and otherwise says "uncalibrated" (in `llmsweep predict`'s
+table, a predicted summary's provenance and `sim serve`'s start-up log). The packaged file is
 `llmsweep/catalog/data/sim_calibration.yaml`; a file of the same name in a user catalog directory
 (`$LLMSWEEP_CATALOG_DIR`, `llmsweep sim calibrate --save`) adds entries or replaces one with the same id, exactly as
 the other catalogs layer.
@@ -11,7 +11,9 @@ The model class is coarse on purpose: the architecture (dense, MoE, hybrid linea
 decides which kernels run, and a size bucket of total parameters decides whether per-step overheads or bandwidth
 dominate. Two models of one class share launch and scheduling costs far more than two models of one family at
 different sizes. A speculative method in the served config is part of the class (`+mtp`): its draft passes are
-fitted with the rest, so those factors describe runs with that draft only.
+fitted with the rest, so those factors describe runs with that draft only. The precision (the weights' compute
+precision, the simulator's `--precision`) is a key of its own: an FP8 or FP4 GEMM reaches another fraction of its own
+peak than a BF16 one, so factors fitted at BF16 are no evidence for an FP8 job of the same class.
 """
 
 from __future__ import annotations
@@ -63,6 +65,8 @@ class CalibrationEntry(BaseModel):
     hardware: str = Field(description="GPU family (catalog SKU id, e.g. h200).")
     model_class: str = Field(description="Model class, e.g. dense-tiny or hybrid-moe-tiny+mtp "
                                          "(llmsweep.sim.calibration.model_class).")
+    precision: str = Field(description="Compute precision of the runs the factors were fitted on (bf16, fp8, fp4: "
+                                       "the simulator's --precision); applied to jobs of that precision only.")
     efficiency: dict[str, float] = Field(description="Fitted Efficiency fields; the rest keep their defaults.")
     error_before: float | None = Field(None, ge=0, description="Mean |log(pred/meas)| with the defaults.")
     error_after: float | None = Field(None, ge=0, description="Mean |log(pred/meas)| with these factors.")
@@ -77,9 +81,14 @@ class CalibrationEntry(BaseModel):
             raise ValueError(f"unknown efficiency field(s) {unknown}; known: {sorted(known)}")
         return value
 
+    @field_validator("precision")
+    @classmethod
+    def _lower(cls, value: str) -> str:
+        return value.strip().lower()
+
     @property
-    def key(self) -> tuple[str, str, str]:
-        return (self.engine, hardware_family(self.hardware), self.model_class)
+    def key(self) -> tuple[str, str, str, str]:
+        return (self.engine, hardware_family(self.hardware), self.model_class, self.precision)
 
     def label(self, entry_id: str) -> str:
         """One line for tables and provenance: which calibration, from what evidence."""
@@ -152,10 +161,10 @@ def _cached_loader() -> Any:
 _load = _cached_loader()
 
 
-def find_calibration(engine: str, hardware: str, klass: str,
+def find_calibration(engine: str, hardware: str, klass: str, precision: str,
                      dirs: tuple[Path, ...] | None = None) -> tuple[str, CalibrationEntry] | None:
     """The stored calibration for exactly this key (the last file defining one wins); None = uncalibrated."""
-    key = (engine, hardware_family(hardware), klass)
+    key = (engine, hardware_family(hardware), klass, precision.strip().lower())
     found = None
     for entry_id, entry in load_calibrations(dirs).items():
         if entry.key == key:
@@ -163,8 +172,8 @@ def find_calibration(engine: str, hardware: str, klass: str,
     return found
 
 
-def entry_id(engine: str, hardware: str, klass: str) -> str:
-    return f"{engine}-{hardware_family(hardware)}-{klass}"
+def entry_id(engine: str, hardware: str, klass: str, precision: str) -> str:
+    return f"{engine}-{hardware_family(hardware)}-{klass}-{precision.strip().lower()}"
 
 
 def save_calibration(path: Path, entry_id_: str, entry: CalibrationEntry) -> Path:
@@ -174,7 +183,8 @@ def save_calibration(path: Path, entry_id_: str, entry: CalibrationEntry) -> Pat
     # another id of the same key in this file would shadow the new entry (or be shadowed by it): the key is what
     # predictions look up, so the new fit replaces it
     for other in [k for k, v in section.items() if k != entry_id_ and _same_key(v, entry)]:
-        log.warning("%s: replacing calibration '%s' (same engine, hardware and model class as '%s')", path, other,
+        log.warning("%s: replacing calibration '%s' (same engine, hardware, model class and precision as '%s')",
+                    path, other,
                     entry_id_)
         del section[other]
     section[entry_id_] = entry.model_dump(mode="json", exclude_none=True)
@@ -206,7 +216,8 @@ def write_calibration_file(path: Path, data: dict[str, Any]) -> None:
     """Write a calibration document (`read_save_target`'s, changed) with its header; forget cached catalogs."""
     path.parent.mkdir(parents=True, exist_ok=True)
     header = ("# Simulator calibrations written by `llmsweep sim calibrate --save` (llmsweep.sim.calibration).\n"
-              "# Keyed by (engine, hardware, model_class); an id here replaces a packaged entry of the same id.\n")
+              "# Keyed by (engine, hardware, model_class, precision); an id here replaces a packaged entry of the "
+              "same id.\n")
     path.write_text(header + yaml.safe_dump(data, sort_keys=False, width=120), encoding="utf-8")
     from llmsweep.catalog.sources import clear_caches
 
@@ -216,7 +227,8 @@ def write_calibration_file(path: Path, data: dict[str, Any]) -> None:
 def _same_key(raw: Any, entry: CalibrationEntry) -> bool:
     return (isinstance(raw, dict) and raw.get("engine") == entry.engine
             and hardware_family(str(raw.get("hardware", ""))) == hardware_family(entry.hardware)
-            and raw.get("model_class") == entry.model_class)
+            and raw.get("model_class") == entry.model_class
+            and str(raw.get("precision", "")).strip().lower() == entry.precision)
 
 
 def shadowed(entry_id_: str, entry: CalibrationEntry, dirs: tuple[Path, ...] | None = None) -> str | None:

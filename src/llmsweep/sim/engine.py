@@ -72,7 +72,8 @@ class EngineConfig(BaseModel):
         None, ge=1, description="Longest prompt the engine takes in one piece; a longer one gets TensorRT-LLM's 400 "
         "(its max_num_tokens without chunked prefill); None = any prompt the context holds.")
     efficiency: dict[str, float] = Field(default_factory=dict, description="Overrides of Efficiency fields.")
-    calibrated: bool = Field(True, description="Apply the stored calibration of (engine, hardware, model class).")
+    calibrated: bool = Field(True, description="Apply the stored calibration of (engine, hardware, model class, "
+                             "precision).")
     perf_overrides: dict[str, Any] = Field(default_factory=dict, description="Overrides of PerfInputs fields.")
 
     @model_validator(mode="after")
@@ -98,12 +99,13 @@ class EngineConfig(BaseModel):
         return model_class(self.model, self.perf_inputs(), self.spec.method if self.spec is not None else None)
 
     def calibration(self) -> tuple[str, Any] | None:
-        """(id, CalibrationEntry) stored for this (engine, hardware, model class); None when uncalibrated."""
+        """(id, CalibrationEntry) stored for this (engine, hardware, model class, precision); None when
+        uncalibrated."""
         if not self.calibrated or self.timing == "constant":
             return None
         from llmsweep.sim.calibration import find_calibration
 
-        return find_calibration(self.engine_style, self.hardware, self.model_class())
+        return find_calibration(self.engine_style, self.hardware, self.model_class(), self.precision)
 
     def calibration_label(self) -> str:
         """'calibrated: <id> (<engine version>, <GPU>, <date>)' or 'uncalibrated', for tables and provenance."""

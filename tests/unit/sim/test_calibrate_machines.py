@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parents[3]
 REHEARSAL = REPO / "tests" / "data" / "calib-rehearsal-qwen3next"  # measured over HTTP (source: measured)
 XEON = "Intel(R) Xeon(R) Platinum 8480+"
 EPYC = "AMD EPYC 9654 96-Core Processor"
-KEY = "vllm/h200/hybrid-moe-tiny+mtp"
+KEY = "vllm/h200/hybrid-moe-tiny+mtp/bf16"
 
 pytestmark = pytest.mark.usefixtures("user_catalog")
 

@@ -76,7 +76,7 @@ def test_run_fit_recovers_the_factors_that_produced_the_measurements(user_catalo
     for conc in (1, 4, 16, 64):
         batch = Batch(decode_seqs=conc, decode_tokens=conc, decode_ctx=conc * 1100)
         assert fitted.step_time(batch) == pytest.approx(true.step_time(batch), rel=0.03), conc
-    assert result.key == ("vllm", "h200", "dense-small")
+    assert result.key == ("vllm", "h200", "dense-small", "bf16")
 
 
 def test_the_front_ends_latency_per_request_in_flight_is_fitted_from_points_at_several_concurrencies(
@@ -122,8 +122,10 @@ def test_stored_calibration_applies_only_to_its_key(user_catalog: Path) -> None:
     # explicit overrides still win over the stored factors
     assert EngineConfig(model="llama-1b", hardware="h200", engine_style="vllm",
                         efficiency={"compute": 0.5}).efficiency_factors().compute == 0.5
-    # another engine, GPU, model class or an opt-out is uncalibrated and keeps the defaults
+    # another engine, GPU, model class, precision or an opt-out is uncalibrated and keeps the defaults
     for other in (EngineConfig(model="llama-1b", hardware="h200", engine_style="sglang"),
+                  EngineConfig(model="llama-1b", hardware="h200", engine_style="vllm", precision="fp8"),
+                  EngineConfig(model="llama-1b", hardware="h200", engine_style="vllm", precision="fp4"),
                   EngineConfig(model="llama-1b", hardware="b200", engine_style="vllm"),
                   EngineConfig(model="llama-3.1-8b", hardware="h200", engine_style="vllm"),
                   EngineConfig(model="qwen3-30b-a3b", hardware="h200", engine_style="vllm"),
@@ -131,17 +133,49 @@ def test_stored_calibration_applies_only_to_its_key(user_catalog: Path) -> None:
         assert other.calibration_label() == UNCALIBRATED, other
         assert other.efficiency_factors().compute == pytest.approx(0.55)
     assert EngineConfig(model="qwen3-30b-a3b").model_class() == "moe-medium"
-    assert find_calibration("vllm", "h200-sxm", "dense-tiny") is not None  # SKU variants share the family
+    assert find_calibration("vllm", "h200-sxm", "dense-tiny", "bf16") is not None  # SKU variants share the family
     # each GPU its own fit: the H100 key (measured on the lent H100) is not the H200's
     h100 = EngineConfig(model="llama-1b", hardware="h100", engine_style="vllm").calibration()
     assert h100 is not None and h100[0] == "vllm-h100-dense-tiny" != found[0]
     assert h100[1].provenance.gpu == "NVIDIA H100 80GB HBM3"
 
 
+def test_a_calibration_is_evidence_for_the_precision_it_was_fitted_at_only(user_catalog: Path) -> None:
+    """The key had no precision: an FP8 or FP4 job of the dense-tiny class on an H200 was predicted with the factors
+    fitted on BF16 runs (compute 0.33 of the BF16 peak applied to the FP8 one) and labelled `calibrated:
+    vllm-h200-dense-tiny`, and a fit of BF16 and FP8 points together gave one set of factors for both."""
+    bf16 = EngineConfig(model="llama-1b", hardware="h200", engine_style="vllm")
+    fp8 = bf16.model_copy(update={"precision": "fp8"})
+    assert bf16.calibration() is not None and fp8.calibration() is None
+    assert fp8.calibration_label() == UNCALIBRATED
+    assert fp8.efficiency_factors() == fp8.model_copy(update={"calibrated": False}).efficiency_factors()
+    truth = {"mem": 0.6}
+    points = [_fixed_point(c, 2, truth) for c in (bf16, fp8)]
+    assert points[0].key == ("vllm", "h200", "dense-tiny", "bf16") != points[1].key  # two keys, fitted apart
+    with pytest.raises(ResultError, match="several calibration keys"):
+        fit_run(points, factors=("mem",), max_iter=1)
+    # a fit at FP8, saved, is used for FP8 jobs and leaves the packaged BF16 one in place
+    entry = CalibrationEntry(engine="vllm", hardware="h200", model_class="dense-tiny", precision="FP8",
+                             efficiency={"mem": 0.7}, provenance=CalibrationProvenance(run_id="r", date="2026-12-01"))
+    save_calibration(user_catalog / "sim_calibration.yaml", "fp8-fit", entry)
+    found = fp8.calibration()
+    assert found is not None and found[0] == "fp8-fit" and fp8.efficiency_factors().mem == 0.7
+    assert bf16.calibration() is not None and bf16.calibration()[0] == "vllm-h200-dense-tiny"  # type: ignore[index]
+    # an entry that does not say its precision is refused naming its file, not applied to every precision
+    (user_catalog / "sim_calibration.yaml").write_text(
+        "calibrations:\n  mine:\n    engine: vllm\n    hardware: h200\n    model_class: dense-tiny\n"
+        "    efficiency: {mem: 0.5}\n    provenance: {run_id: r, date: '2026-12-01'}\n")
+    from llmsweep.catalog.sources import clear_caches
+
+    clear_caches()
+    with pytest.raises(ConfigError, match=r"sim_calibration\.yaml.*'mine'.*precision"):
+        bf16.calibration()
+
+
 def test_a_saved_user_calibration_is_picked_up(user_catalog: Path) -> None:
     config = EngineConfig(model="llama-3.1-8b", hardware="h100", engine_style="sglang")
     assert config.calibration_label() == UNCALIBRATED
-    entry = CalibrationEntry(engine="sglang", hardware="h100", model_class="dense-small",
+    entry = CalibrationEntry(engine="sglang", hardware="h100", model_class="dense-small", precision="bf16",
                              efficiency={"mem": 0.61, "step_s": 0.002},
                              provenance=CalibrationProvenance(run_id="run-x", date="2026-11-01",
                                                               engine_version="sglang 0.5.9", gpu="NVIDIA H100"))
@@ -163,8 +197,8 @@ def test_calibrate_save_writes_a_user_file_that_predictions_use(user_catalog: Pa
     assert out.exit_code == 0, out.output
     saved = json.loads(out.stdout)
     assert saved["saved"] == [str(user_catalog / "sim_calibration.yaml")]
-    stored = find_calibration("vllm", "h200", "dense-tiny")
-    assert stored is not None and stored[0] == "vllm-h200-dense-tiny"
+    stored = find_calibration("vllm", "h200", "dense-tiny", "bf16")
+    assert stored is not None and stored[0] == "vllm-h200-dense-tiny-bf16"
     assert stored[1].provenance.run_id == json.loads((run / "run.json").read_text())["run_id"]  # the run fitted
     assert stored[1].provenance.jobs == 2 and stored[1].provenance.gpu == "NVIDIA H200"
     fitted = saved["calibrations"][0]["efficiency"]
@@ -192,7 +226,8 @@ def test_calibrating_on_the_h200_vllm_run_lowers_the_error(user_catalog: Path) -
     assert out.exit_code == 0, out.output
     doc = json.loads(out.stdout)
     (fit,) = doc["calibrations"]
-    assert fit["key"] == {"engine": "vllm", "hardware": "h200", "model_class": "dense-tiny"}
+    assert fit["key"] == {"engine": "vllm", "hardware": "h200", "model_class": "dense-tiny",
+                          "precision": "bf16"}
     assert fit["error_after"] < fit["error_before"]
     # measured on this run: 36.6 % -> 7.2 % with the front end's load term (the packaged fit of 2026-12-06, since a
     # fixed-length warm-up is a phase of its own: 3.6 % before, when warm-up requests shared the window)
@@ -211,7 +246,7 @@ def test_calibrating_on_the_h200_vllm_run_lowers_the_error(user_catalog: Path) -
     skipped = doc["skipped"]
     assert len(skipped) == 2
     assert "conc4" in skipped[0] and "failed its read-back" in skipped[0]
-    assert skipped[1].startswith("vllm/h200/hybrid-moe-tiny+mtp") and "cannot constrain" in skipped[1]
+    assert skipped[1].startswith("vllm/h200/hybrid-moe-tiny+mtp/bf16") and "cannot constrain" in skipped[1]
 
 
 def test_the_three_h100_runs_calibrate_on_every_point_their_agentic_ones_from_the_corpus_each_kept(
@@ -229,7 +264,8 @@ def test_the_three_h100_runs_calibrate_on_every_point_their_agentic_ones_from_th
     assert out.exit_code == 0, out.output
     assert "corpus digest" not in caplog.text  # every replay verified, none merely rebuilt
     (fit,) = json.loads(out.stdout)["calibrations"]
-    assert fit["key"] == {"engine": "vllm", "hardware": "h100", "model_class": "dense-tiny"}
+    assert fit["key"] == {"engine": "vllm", "hardware": "h100", "model_class": "dense-tiny",
+                          "precision": "bf16"}
     labels = [p["label"] for p in fit["points"]]
     fixed = {f"fixed 1024/256 c{c}" for c in (1, 4, 16, 64, 128)}
     assert sorted(labels) == sorted(3 * [*fixed, *(f"agentic c{c}" for c in (1, 4, 8, 16, 32))])
