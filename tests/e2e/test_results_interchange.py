@@ -204,3 +204,25 @@ def test_a_simulated_disaggregated_run_exports_each_roles_modelled_power(tmp_pat
         assert not [k for k in row if ("power" in k or "energy" in k or "joules" in k)
                     and k not in ("power_valid", "power_metric_schema_version")], row
         assert "power" not in row["llmsweep"]
+
+
+def test_an_export_that_fails_while_writing_leaves_the_file_it_would_replace(
+        two_runs: tuple[Path, list[str]], tmp_path: Path, capsys: pytest.CaptureFixture[str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--out FILE --force` wrote FILE in place: a write that failed part way (a full disk, a kill; here a character
+    UTF-8 cannot hold) left the earlier export truncated. It is written whole or not at all."""
+    from support.cli import run_main
+
+    from llmsweep.results import interchange
+
+    store, (first, _) = two_runs
+    out = tmp_path / "ix.json"
+    _cli("results", "export", "--format", "inferencex", "--out", out, "--store", store, "--run", first,
+         "--include-unpublished")
+    before = out.read_bytes()
+    real = interchange.export_points
+    monkeypatch.setattr(interchange, "export_points", lambda *a, **kw: real(*a, **kw) + "\ud800")
+    with pytest.raises(UnicodeEncodeError):  # (the stand-in for a write that fails part way)
+        run_main(capsys, "results", "export", "--format", "inferencex", "--out", out, "--store", store, "--run", first,
+                 "--include-unpublished", "--force")
+    assert out.read_bytes() == before and not list(tmp_path.glob("*.tmp"))

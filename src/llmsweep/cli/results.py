@@ -467,7 +467,9 @@ def export(run_id: str | None, fmt: str, out: Path | None, force: bool, include_
     if out is None:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
     else:
-        out.write_text(text, encoding="utf-8")
+        from llmsweep.atomic import write_text
+
+        write_text(out, text)  # whole or not at all: a kill or a full disk leaves the file --force would replace
         click.echo(f"wrote {out}", err=True)
 
 
