@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from test_run_support import RECIPES, cli_env, job_dirs, run_here
@@ -75,3 +76,45 @@ def test_an_interrupted_force_rerun_leaves_no_superseded_result_in_the_store(tmp
     assert json.loads((conc1 / "outcome.json").read_text())["status"] != "valid"
     assert conc1.name not in stored()  # its earlier result is in attempts/1, not the job's result any more
     assert stored() == {n for n in job_dirs(out) if "_conc1_" not in n}  # the others' results not rerun yet stay
+
+
+def _frontier_repeats(out: Path, env: dict[str, str]) -> dict[int, int]:
+    """Each frontier point of the run in `out`: its concurrency -> how many results it is the mean of."""
+    import json
+
+    from test_run_support import cli_here
+
+    proc = cli_here(["results", "frontier", out, "--json"], env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return {p["conc"]: (p["repeats"] or {}).get("n", 1) for points in json.loads(proc.stdout).values()
+            for p in points}
+
+
+def test_force_reuse_moves_the_earlier_result_aside_and_never_stands_on_its_own(tmp_path: Path) -> None:
+    """`--force --reuse` left the run's earlier results in the job folders beside the stored result each job stood
+    on: the store held both, and every frontier point of a run planned without `--repeats` was the "mean of 2
+    repeats" of two runs (sd 0 where it stood on its own result, which the store still held under the run's id)."""
+    import json
+
+    env = cli_env(tmp_path)
+    forced, other = tmp_path / "forced", tmp_path / "other"
+    for out in (forced, other):  # `other` stored last: the newest result of each key, what --reuse stands on
+        proc = run_here([RECIPES / "fixed-sim.yaml", "--out", out, "--no-report"], env)
+        assert proc.returncode == 0, proc.stderr[-4000:]
+    again = run_here([RECIPES / "fixed-sim.yaml", "--out", forced, "--no-report", "--force", "--reuse", "--json"],
+                     env)
+    assert again.returncode == 0, again.stderr[-4000:]
+    other_id = json.loads((other / "run.json").read_text())["run_id"]
+    rows = json.loads(again.stdout)["jobs"]
+    assert rows and all(row["reused"] and other_id in row["reason"] for row in rows), rows
+    for d in job_dirs(forced).values():
+        assert not (d / "summary.json").exists() and (d / "reused.json").is_file(), sorted(os.listdir(d))
+        assert (d / "attempts" / "1" / "summary.json").is_file()  # the earlier attempt, kept
+    assert set(_frontier_repeats(forced, env).values()) == {1}
+    # `other` is now the newest run holding those keys: a --force --reuse of it finds only its own results there,
+    # which it is to measure again, not to stand on
+    own = run_here([RECIPES / "fixed-sim.yaml", "--out", other, "--no-report", "--force", "--reuse", "--json"], env)
+    assert own.returncode == 0, own.stderr[-4000:]
+    assert not any(row["reused"] for row in json.loads(own.stdout)["jobs"])
+    assert "whose stored result is this run's own" in own.stderr
+    assert set(_frontier_repeats(other, env).values()) == {1}

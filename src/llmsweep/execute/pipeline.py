@@ -673,11 +673,18 @@ def _only(jobs: list[Job], findings: list[Finding], ids: list[str], *,
 
 
 def _reuse(req: RunRequest, run_dir: Path, runnable: list[Job], keys: dict[str, str],
-           event: Event, other_power: dict[str, str] | None = None
-           ) -> tuple[list[Job], list[JobOutcome], dict[str, Any]]:
+           event: Event, other_power: dict[str, str] | None = None, *, run_id: str = "",
+           stored: _JobStore | None = None) -> tuple[list[Job], list[JobOutcome], dict[str, Any]]:
     """Before any launch: jobs whose reuse key matches a stored valid or smoke result (the same job earns the same
     kind of verdict: a short window's point is smoke again) become outcomes pointing at it. A job none matches may
-    stand on a result judged under the other power gate (`other_power`: its keys there; `changes.reuse.POWER_GATE`)."""
+    stand on a result judged under the other power gate (`other_power`: its keys there; `changes.reuse.POWER_GATE`).
+
+    A result of this run itself (`run_id`: a `--force` finds the results it is to measure again stored under the
+    run's id) is no result to stand on: the job runs. A job stood on a result is one whose folder holds no result of
+    its own: what an earlier attempt left there (the summary a `--force` runs again, an invalid or interrupted one a
+    `--resume` would) moves to its `attempts/N/`, and the store drops it (`stored`), as before a job runs again. Left
+    there, the run held the job twice — its own earlier result and the one it stands on —, and its frontier point was
+    the "mean of 2 repeats" of a run planned without `--repeats`."""
     from llmsweep.results.store import Store, default_store_path
 
     try:
@@ -693,9 +700,13 @@ def _reuse(req: RunRequest, run_dir: Path, runnable: list[Job], keys: dict[str, 
     todo, reused, sources = [], [], {}
     evals: list[str] = []
     moving: dict[str, list[str]] = {}
+    own: list[str] = []
     for job in runnable:
         # An eval job always runs: its task, samples and limit are run settings its reuse key does not hold.
         src = None if job.eval_only or job.run_eval else found.get(keys.get(job.id, ""))
+        if src is not None and src.run_id == run_id:  # its own earlier result (`--force`): measured again
+            own.append(job.id)
+            src = None
         if src is not None and (image := _moving_image(job, keys[job.id])) is not None:
             moving.setdefault(image, []).append(job.id)  # the stored result may be another build's
             src = None
@@ -706,10 +717,17 @@ def _reuse(req: RunRequest, run_dir: Path, runnable: list[Job], keys: dict[str, 
             continue
         source = {"run_id": src.run_id, "job_id": src.job_id, "result_id": src.result_id, "verdict": src.verdict,
                   "reuse_key": keys[job.id]}
-        art.write_json(art.job_dir(run_dir, job.id) / art.REUSED_FILE, source)
+        jdir = art.job_dir(run_dir, job.id)
+        (jdir / art.REUSED_FILE).unlink(missing_ok=True)  # an earlier invocation's pointer: replaced below
+        if art.keep_earlier_attempt(job.id, jdir, event) is not None and stored is not None:
+            stored.superseded(jdir)  # the folder holds no result of its own now: the store drops the one it held
+        art.write_json(jdir / art.REUSED_FILE, source)
         sources[job.id] = source
         reused.append(JobOutcome(job_id=job.id, exp_name=job.exp_name, status="skipped", reused=True,
                                  reasons=[f"reused: {src.verdict} result of run {src.run_id} (job {src.job_id})"]))
+    if own:
+        event(f"not reused: {len(own)} job(s) whose stored result is this run's own, which --force measures again: "
+              + ", ".join(own))
     for image, ids in moving.items():
         event(f"not reused: {len(ids)} job(s) serve {image}, whose tag names neither a version nor a build date, so "
               "a stored result may be another build's (pin the image by version, date or @sha256 digest to reuse): "
@@ -1071,7 +1089,8 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
         # first, so the next resume took the finished jobs measured under the old keys for done.
         run_id = record_start()
     if req.reuse:
-        runnable, reused, reuse_meta["reused"] = _reuse(req, run_dir, runnable, identities, event, other_power)
+        runnable, reused, reuse_meta["reused"] = _reuse(req, run_dir, runnable, identities, event, other_power,
+                                                        run_id=run_id, stored=stored)
         skipped += reused
     runnable, unreadable = _check_inputs(runnable, event, req.simulate, executor.lifecycle_here)
     refused += unreadable
