@@ -138,6 +138,37 @@ def test_a_whole_resume_retires_the_jobs_the_recipe_no_longer_has(tmp_path: Path
     assert (out / "retired" / f"{dropped}.2" / "summary.json").is_file() and not (out / "jobs" / dropped).exists()
 
 
+def test_a_whole_resume_under_other_eval_flags_keeps_the_jobs_they_do_not_plan(tmp_path: Path) -> None:
+    """`--resume --evals-only` over a `--no-evals` run (adding the evals to a throughput run) plans only eval jobs, and
+    the whole-run retirement took every throughput job for one "taken out of the recipe": its valid result moved to
+    retired/, dropped from the store, said with a false reason. A job the recipes plan under other eval flags stays,
+    the rest of the run (as under --job), expected and stored; the lm-eval-less eval job is refused as before."""
+    from llmsweep.results.store import Store
+
+    env = cli_env(tmp_path)
+    env.pop("LLMSWEEP_LM_EVAL", None)
+    recipe, out = RECIPES / "eval-8k1k.yaml", tmp_path / "run"
+    first = run_here([recipe, "--out", out, "--no-report", "--no-evals"], env)
+    assert first.returncode == 0, first.stderr[-2000:]
+    (throughput,) = [p.name for p in (out / "jobs").iterdir()]
+    for flags in (["--resume", "--evals-only"], ["--force", "--all-evals"]):
+        again = run_here([recipe, "--out", out, "--no-report", "--json", *flags], env)
+        assert again.returncode == 1, again.stderr[-2000:]  # the eval job is refused: no lm-eval here
+        assert "no job of the recipe as it is now" not in again.stderr and not (out / "retired").exists(), \
+            again.stderr[-2000:]
+        assert (out / "jobs" / throughput / "summary.json").is_file()
+        meta = json.loads((out / "run.json").read_text())
+        assert throughput in meta["expected_job_ids"] and len(meta["expected_job_ids"]) == 2, meta["expected_job_ids"]
+        assert {o["job_id"]: o["status"] for o in meta["outcomes"]}[throughput] == "valid"
+        assert json.loads(again.stdout)["counts"]["run"]["by_status"] == {"refused": 1, "valid": 1}
+        with Store(tmp_path / "store.sqlite", readonly=True) as store:
+            assert [p.job_id for p in store.results(meta["run_id"])] == [throughput]
+    # the recipe's own throughput jobs, resumed under their own flags: the eval job of the other flags stays too
+    back = run_here([recipe, "--out", out, "--no-report", "--resume", "--no-evals"], env)
+    assert back.returncode == 0 and not (out / "retired").exists(), back.stderr[-2000:]
+    assert len(json.loads((out / "run.json").read_text())["expected_job_ids"]) == 2
+
+
 def test_a_disaggregated_points_completed_requests_are_its_decode_workers(tmp_path: Path) -> None:
     """A prefill worker counts each request too, as its prefill ends: summed over the roles, requests_completed read
     18 for 9 requests served (and SGLang's acceptance formula took twice the requests)."""

@@ -469,7 +469,8 @@ def _groups(jobs: list[Job], simulate: bool, executor: str, live: bool = False,
 
 def _write_run_meta(run_dir: Path, req: RunRequest, run_id: str, jobs: list[Job],
                     outcomes: list[JobOutcome] | None, findings: list[Finding],
-                    reuse: dict[str, Any] | None = None, superseded: frozenset[str] = frozenset()) -> None:
+                    reuse: dict[str, Any] | None = None, superseded: frozenset[str] = frozenset(),
+                    elsewhere: frozenset[str] = frozenset()) -> None:
     from llmsweep.results.identity import hardware_of
 
     meta = {
@@ -509,7 +510,7 @@ def _write_run_meta(run_dir: Path, req: RunRequest, run_id: str, jobs: list[Job]
                     meta.pop(name, None)
                     if name in previous:
                         meta[name] = previous[name]
-    kept = _kept_outcomes(meta, previous, req, superseded) if isinstance(previous, dict) else []
+    kept = _kept_outcomes(meta, previous, req, superseded, elsewhere) if isinstance(previous, dict) else []
     if outcomes is not None or kept:
         meta["outcomes"] = [o.model_dump(mode="json") for o in outcomes or ()] + kept
     if outcomes is not None:
@@ -518,19 +519,24 @@ def _write_run_meta(run_dir: Path, req: RunRequest, run_id: str, jobs: list[Job]
 
 
 def _kept_outcomes(meta: dict[str, Any], previous: dict[str, Any], req: RunRequest,
-                   superseded: frozenset[str]) -> list[dict[str, Any]]:
+                   superseded: frozenset[str], elsewhere: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
     """A narrower `--resume` or `--force` (`--job`, `--config-keys`) runs part of its run, and run.json still
     describes the whole run: the jobs the run expected before that this plan does not hold stay expected (one not run
     yet stays missing), with their hardware and reuse keys, and their recorded outcomes are returned to keep — but
     for the folders this run superseded (`_supersede_renamed`). It used to shrink the run to the jobs of the narrower
     plan: `expected 1 job(s)`, the others' outcomes gone, and a run with jobs never run counted as complete (under
-    `--force --job A`, rerunning one job, until 2026-12-05)."""
-    if not (req.settings.resume or req.force) or (req.only_jobs is None and not req.config_keys):
+    `--force --job A`, rerunning one job, until 2026-12-05). A whole run planned under other eval flags than the jobs
+    it expected keeps those of them its recipes plan under other eval flags (`elsewhere`, `_planned_elsewhere`) the
+    same way: `--resume --evals-only` over a `--no-evals` run adds the evals to its throughput jobs."""
+    if not (req.settings.resume or req.force):
+        return []
+    whole = req.only_jobs is None and not req.config_keys
+    if whole and not elsewhere:
         return []
     now = set(meta["expected_job_ids"])
     before = previous.get("expected_job_ids")
-    rest = [j for j in before if isinstance(j, str) and j not in now and j not in superseded] \
-        if isinstance(before, list) else []
+    rest = [j for j in before if isinstance(j, str) and j not in now and j not in superseded
+            and (not whole or j.partition(REPEAT_MARK)[0] in elsewhere)] if isinstance(before, list) else []
     if not rest:
         return []
     keep = set(rest)
@@ -623,10 +629,36 @@ def run_sweep(req: RunRequest, *, event: Event = _stderr) -> RunOutcome:
         _refuse_other_measurement(run_dir, req, jobs)
         _refuse_fewer_repeats(run_dir, req)
         _refuse_other_corpus(run_dir, req, jobs)
-        outcome = _run_locked(req, executor, jobs, findings, keys, run_dir, event)
+        outcome = _run_locked(req, executor, jobs, findings, keys, run_dir, event, _planned_elsewhere(req, jobs))
     outcome.unplanned = unplanned
     return outcome
 
+
+
+def _planned_elsewhere(req: RunRequest, jobs: Sequence[Job]) -> frozenset[str]:
+    """The jobs (as `run` runs them: a multi-node job's points, without a repeat's mark) that the recipes plan under
+    other eval flags than this run's and not under its own: `--no-evals` and the default plan no eval-only job,
+    `--evals-only` and `--all-evals` no throughput job, and `--all-evals` more evals than `--evals-only`. Only a
+    whole `--resume` or `--force` asks (a narrower one keeps every job of the run it does not plan): a folder of such
+    a job is no job "taken out of the recipe" — it was planned, and perhaps measured, under the run's earlier eval
+    flags — and a `--resume --evals-only` over a `--no-evals` run had retired every throughput result of it."""
+    if not (req.settings.resume or req.force) or req.only_jobs is not None or req.config_keys:
+        return frozenset()
+    from llmsweep.catalog.fleet import default_fleet, load_fleet
+    from llmsweep.plan.point import one_point_per_job
+    from llmsweep.policy.planning import plan_recipes
+    from llmsweep.spec.loader import load_recipes
+
+    recipes = load_recipes(req.files).recipes
+    fleet = (load_fleet(req.runner_config) if req.runner_config is not None else default_fleet()) \
+        .vouching(req.runner_labels)
+    here = {p.id for p in one_point_per_job(list(jobs))}
+    other: set[str] = set()
+    for flags in (EvalOptions(), EvalOptions(evals_only=True), EvalOptions(all_evals=True)):
+        if flags != req.evals:
+            planned, _ = plan_recipes(recipes, fleet, None, flags)
+            other |= {p.id for p in one_point_per_job(planned)}
+    return frozenset(other - here)
 
 
 def _refuse_clash(jobs: Sequence[Job], req: RunRequest, executor: str) -> None:
@@ -1013,8 +1045,7 @@ def _exclusive(run_dir: Path) -> Iterator[None]:
 
 
 def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: list[Finding], keys: list[str],
-                run_dir: Path,
-                event: Event) -> RunOutcome:
+                run_dir: Path, event: Event, elsewhere: frozenset[str] = frozenset()) -> RunOutcome:
     from llmsweep.policy.planning import as_points
 
     run_id = f"run-{dt.datetime.now(dt.UTC):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}"
@@ -1035,7 +1066,7 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
     if req.settings.resume and not isinstance(previous, dict) and (run_dir / art.RUN_FILE).exists():
         _continue_stored_run(run_dir, req, run_id, event)
     def record_start() -> str:  # run.json as this invocation plans the run; the run's id (a resumed run keeps its)
-        _write_run_meta(run_dir, req, run_id, jobs, None, findings, reuse_meta)
+        _write_run_meta(run_dir, req, run_id, jobs, None, findings, reuse_meta, elsewhere=elsewhere)
         return str((art.read_json(run_dir / art.RUN_FILE) or {}).get("run_id", run_id))
 
     if not req.settings.resume:
@@ -1065,7 +1096,7 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
     superseded: frozenset[str] = frozenset()
     if req.settings.resume or req.force:
         superseded = _supersede_renamed(run_dir, jobs, event, stored,
-                                        whole=req.only_jobs is None and not req.config_keys)
+                                        whole=req.only_jobs is None and not req.config_keys, elsewhere=elsewhere)
     if req.settings.resume:
         # Decided here, before any launch: a group whose jobs are all done costs no server start and no Slurm job.
         todo = []
@@ -1153,7 +1184,7 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
                                                reasons=["not run: the sweep stopped before this job (fail-fast)"])
                 for j in jobs]
     outcomes = [o.with_warnings(warnings.get(o.job_id, ())) for o in outcomes]
-    _write_run_meta(run_dir, req, run_id, jobs, outcomes, findings, reuse_meta, superseded)
+    _write_run_meta(run_dir, req, run_id, jobs, outcomes, findings, reuse_meta, superseded, elsewhere)
     rest, never_run = _unplanned_outcomes(run_dir, {j.id for j in jobs})
 
     outcome = RunOutcome(run_dir=run_dir, run_id=run_id, outcomes=outcomes, findings=findings,
@@ -1275,7 +1306,7 @@ def _same_point(recorded: dict[str, Any], jobs: Sequence[Job]) -> Job | None:
 
 
 def _supersede_renamed(run_dir: Path, jobs: Sequence[Job], event: Event, stored: _JobStore, *,
-                       whole: bool = False) -> frozenset[str]:
+                       whole: bool = False, elsewhere: frozenset[str] = frozenset()) -> frozenset[str]:
     """`--resume`/`--force`: a job folder (its `job.json`) whose job this plan still has under another id (an edit
     of its recipe's matrix fields — the image, the model, an env var InferenceX fingerprints — changes the id's hash)
     is that job's earlier attempt: moved into the planned job's `attempts/N/`, and its stored result dropped. Kept
@@ -1283,7 +1314,9 @@ def _supersede_renamed(run_dir: Path, jobs: Sequence[Job], event: Event, stored:
     two images, and the store held both. A folder no planned job matches stays under a narrower `--job` or
     `--config-keys` (the rest of the run); under a `whole` run's plan it is a job taken out of the recipe since (a
     concurrency or arm dropped): moved to `retired/` with its stored result dropped, said, as it is no longer the
-    run's (its point had stayed on the dashboard)."""
+    run's (its point had stayed on the dashboard). A folder whose job the recipes plan under other eval flags
+    (`elsewhere`: an eval-only job under `--no-evals`, a throughput job under `--evals-only`) is not taken out of
+    them: it stays, the rest of the run, as under a narrower run (`_kept_outcomes`)."""
     gone: set[str] = set()
     planned: dict[tuple[object, str, str], list[Job]] = {}
     for job in jobs:
@@ -1301,7 +1334,7 @@ def _supersede_renamed(run_dir: Path, jobs: Sequence[Job], event: Event, stored:
         renamed_point = point is not None
         if point is not None:
             match = [point]
-        if not match and whole:
+        if not match and whole and old_id.partition(REPEAT_MARK)[0] not in elsewhere:
             retired = run_dir / art.RETIRED_DIR
             retired.mkdir(parents=True, exist_ok=True)
             # a job retired before, planned again since and now retired again: its earlier retirement is kept
