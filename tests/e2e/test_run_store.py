@@ -197,3 +197,31 @@ def test_a_narrower_force_keeps_the_whole_run_in_run_json(tmp_path: Path) -> Non
     assert {o["job_id"]: o["status"] for o in meta["outcomes"]} == {a: "valid", b: "failed"}
     rate = success_rate(meta, points_from_run(load_run(out)))
     assert rate.total == 2 and rate.success == 1  # B never finished: not a success
+
+
+def test_a_narrower_run_keeps_the_jobs_an_earlier_reuse_stood_on_stored_results(tmp_path: Path) -> None:
+    """`--force --job A` (or `--resume --job A`) of a run whose job B `--reuse` stood on a stored result kept B's
+    outcome (`reused`) but dropped run.json's `reused` entry that names the result: the store and the dashboard then
+    took B for a job without a result ('1 expected job(s) without a result'), and its point left the run's frontier."""
+    from llmsweep.results.point import points_from_run
+    from llmsweep.results.rundir import load_run
+    from llmsweep.results.verdict import success_rate
+
+    recipe, env = RECIPES / "fixed-sim.yaml", cli_env(tmp_path)
+    source, out = tmp_path / "source", tmp_path / "out"
+    assert run_here([recipe, "--out", source, "--no-report"], env).returncode == 0
+    stood = run_here([recipe, "--out", out, "--no-report", "--reuse"], env)
+    assert stood.returncode == 0, stood.stderr[-3000:]
+    a, b = sorted(json.loads((out / "run.json").read_text())["reused"])
+    for flags in (["--force"], ["--resume"]):
+        again = run_here([recipe, "--out", out, "--no-report", "--job", a, *flags], env)
+        assert again.returncode == 0, again.stderr[-3000:]
+        assert "without a result" not in again.stderr and "1 job(s) reused stored results" in again.stderr, \
+            again.stderr[-3000:]
+        meta = json.loads((out / "run.json").read_text())
+        assert meta["expected_job_ids"] == [a, b] and list(meta["reused"]) == [b], meta.get("reused")
+        rate = success_rate(meta, points_from_run(load_run(out)))
+        assert rate.total == 2 and rate.success == 2, rate
+        frontier = cli_here(["results", "frontier", out, "--json"], env)
+        assert frontier.returncode == 0, frontier.stderr[-3000:]
+        assert sorted(p["job_id"] for points in json.loads(frontier.stdout).values() for p in points) == [a, b]

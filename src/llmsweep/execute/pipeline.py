@@ -541,10 +541,13 @@ def _kept_outcomes(meta: dict[str, Any], previous: dict[str, Any], req: RunReque
         return []
     keep = set(rest)
     meta["expected_job_ids"] = [*meta["expected_job_ids"], *rest]
-    for name in ("job_hardware", "reuse_keys"):
+    # `reused`: the kept jobs an earlier `--reuse` stood on stored results (their outcome says `reused`; the store and
+    # the dashboard read which result from here, and had counted them missing after a narrower run without --reuse)
+    for name in ("job_hardware", "reuse_keys", "reused"):
         old, new = previous.get(name), meta.get(name)
-        if isinstance(old, dict) and isinstance(new, dict):
-            meta[name] = {**{j: v for j, v in old.items() if j in keep}, **new}
+        if isinstance(old, dict) and isinstance(new, dict | None) \
+                and (merged := {**{j: v for j, v in old.items() if j in keep}, **(new or {})}):
+            meta[name] = merged
     recorded = previous.get("outcomes")
     return [o for o in recorded if isinstance(o, dict) and o.get("job_id") in keep] \
         if isinstance(recorded, list) else []
@@ -1191,7 +1194,11 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
                          concurrency={j.id: j.concs[0] for j in jobs if j.concs},
                          reused=dict(reuse_meta.get("reused") or {}),
                          power_unrecorded=_power_unrecorded(outcomes), rest=rest, rest_never_run=never_run)
-    outcome.store_path, outcome.store_error = _store(run_dir, req, event, reused=set(outcome.reused))
+    # the jobs the whole run stands on stored results (a narrower invocation keeps those of an earlier `--reuse`)
+    meta = art.read_json(run_dir / art.RUN_FILE)
+    stood = meta.get("reused") if isinstance(meta, dict) else None
+    outcome.store_path, outcome.store_error = _store(
+        run_dir, req, event, reused=set(outcome.reused) | set(stood if isinstance(stood, dict) else ()))
     if req.report:
         event(f"writing the dashboard to {run_dir / 'report'} (PNG plots: `llmsweep report {run_dir}`)")
         outcome.report_path = _report(run_dir, event, req.store)
