@@ -20,6 +20,9 @@ def test_a_stored_smoke_result_is_reused_by_the_same_job(tmp_path: Path) -> None
     assert again.returncode == 0, again.stderr[-3000:]
     rows = {row["job"]: row for row in json.loads(again.stdout)["jobs"]}
     assert rows.keys() == measured.keys()
+    # counted as the table marks them, `reused` (as a --resume skip is `resumed`), not a bare `skipped`
+    assert json.loads(again.stdout)["counts"]["by_status"] == {"reused": len(rows)}
+    assert f"with a valid or smoke summary ({len(rows)} reused)" in again.stderr, again.stderr[-2000:]
     for job, row in rows.items():
         assert row["reused"] is True and row["verdict"] == "smoke", row
         # the figures it stands on are the first run's

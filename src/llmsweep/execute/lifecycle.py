@@ -1569,10 +1569,10 @@ def _command_line(pid: int, limit: int = 160) -> str:
 
 
 def summarize_outcomes(outcomes: Sequence[JobOutcome]) -> dict[str, Any]:
-    """Jobs by how they ended; one `--resume` did not run again counts as `resumed` (the end table shows its
-    verdict, marked so)."""
+    """Jobs by how they ended; one `--resume` did not run again counts as `resumed`, one `--reuse` stood on a stored
+    result as `reused` (the end table shows the verdict of each, marked so; both had been `skipped` alike)."""
     counts: dict[str, int] = {}
     for o in outcomes:
-        said = "resumed" if o.resumed else o.status
+        said = "resumed" if o.resumed else "reused" if o.reused else o.status
         counts[said] = counts.get(said, 0) + 1
     return counts
