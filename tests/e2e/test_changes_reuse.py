@@ -66,6 +66,13 @@ def test_changed_with_nothing_changed_runs_nothing(tmp_path: Path) -> None:
                     cli_env(tmp_path), cwd=repo)
     assert proc.returncode == 0, proc.stderr
     assert "nothing to run" in proc.stderr and not (tmp_path / "out").exists()
+    # with --json, stdout is still the end table as JSON (it was empty: a `run --json | jq` step failed on it)
+    proc = cli_here(["run", "recipes/chg.yaml", "--changed", f"{head}..", "--out", tmp_path / "out", "--json"],
+                    cli_env(tmp_path), cwd=repo)
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["jobs"] == [] and doc["ok"] is True and doc["run_id"] is None and doc["counts"]["expected"] == 0
+    assert not (tmp_path / "out").exists()
 
 
 def test_changed_with_nothing_changed_still_refuses_recipes_the_runner_file_now_makes_invalid(tmp_path: Path) -> None:

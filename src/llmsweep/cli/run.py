@@ -193,6 +193,12 @@ def run(files: tuple[Path, ...], config_keys: tuple[str, ...], executor: str, ex
                 click.echo(f"no job changed, but the recipes have {len(errors)} error(s): nothing run", err=True)
                 return 2
             click.echo(f"no{kind} job changed: nothing to run", err=True)
+            if as_json:  # stdout is the end table as JSON, an empty one here: a `| jq` after it reads no run
+                from llmsweep.execute.pipeline import RunOutcome
+
+                click.echo(json.dumps({"run_id": None, "run_dir": None, "report": None, "ok": True,
+                                       "counts": RunOutcome(run_dir=out, run_id="", outcomes=[]).counts(),
+                                       "jobs": []}, indent=2))
             return 0
     settings = LifecycleSettings.model_validate({
         "resume": resume, "fail_fast": fail_fast, "startup_timeout_s": startup_timeout,
