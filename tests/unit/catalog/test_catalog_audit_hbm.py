@@ -19,7 +19,8 @@ MIB = 1 << 20
 
 
 @pytest.mark.parametrize(("sku", "driver_mib"), [("h100", 81_559), ("h200", 143_771), ("b200", 183_359),
-                                                 ("b300", 275_040), ("gb200", 189_471)])
+                                                 ("b300", 275_040), ("gb200", 189_471),
+                                                 ("gb300", 284_208)])
 def test_hbm_capacity_is_the_drivers_total_in_decimal_gb(sku: str, driver_mib: int) -> None:
     assert get_hardware(sku).hbm_bytes == pytest.approx(driver_mib * MIB, rel=2e-4)
 
@@ -27,8 +28,9 @@ def test_hbm_capacity_is_the_drivers_total_in_decimal_gb(sku: str, driver_mib: i
 def test_every_sku_without_a_driver_reading_reads_the_vendor_figure_as_gib() -> None:
     """Vendor figures of the SKUs with no cited driver reading are converted the same way, and say so."""
     # (B300's "288 GB" is decimal: nvidia-smi reports 275,040 MiB, 288.4e9 bytes — its driver reading is above)
-    # (GB200's "186 GB" read as GiB was 0.5 % over the 189,471 MiB nvidia-smi reports — its driver reading is above)
-    vendor_gb = {"gb300": 279, "mi300x": 192, "mi325x": 256, "mi355x": 288}
+    # (GB200's "186 GB" and GB300's ~20 TB / 72 = "279 GB" read as GiB were 0.5 % over the 189,471 / 284,208 MiB
+    # nvidia-smi reports — their driver readings are above)
+    vendor_gb = {"mi300x": 192, "mi325x": 256, "mi355x": 288}
     for sku, gb in vendor_gb.items():
         hw = get_hardware(sku)
         assert hw.hbm_gb == pytest.approx(gb * (1 << 30) / 1e9, abs=0.01), sku
