@@ -116,9 +116,9 @@ def test_unsourced_numbers_of_recent_models_are_marked_as_estimates() -> None:
         m = model_for_prefix(prefix)
         assert m is not None
         # DeepSeek-V4-Pro's counts are from its config.json (1.6T / 49B), MiniMax-M3's and Kimi-K3's from public
-        # readings of theirs; GLM-5.2's are still placeholders
+        # readings of theirs; GLM-5.2's card states none, so they are GLM-5's (same config shape)
         assert m.is_estimate("total_params_b") == (prefix == "glm5.2"), prefix
-        # DSv4's attention is modelled as V3's MLA, GLM-5.2's is a placeholder
+        # DSv4's attention is modelled as V3's MLA; GLM-5.2's MLA latent is its config's, its DSA indexer keys uncounted
         assert m.is_estimate("attention") == (prefix in ("dsv4", "glm5.2")), prefix
 
 
