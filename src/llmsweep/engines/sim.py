@@ -112,7 +112,7 @@ figure the simulator computes, so a result does not list it among the estimates 
 
 def estimated_figures(job: Job) -> list[str]:
     """The catalog figures the simulator's model of `job` stands on that the catalog marks as estimates (its model's
-    and each simulated GPU's `estimates`, e.g. `glm-5.2 layers`, `b300 hbm_tbps`): a result records them
+    and each simulated GPU's `estimates`, e.g. `glm-5.2 attention`, `b300 hbm_tbps`): a result records them
     (`provenance.estimated`), so a prediction built on a placeholder shape or an unsourced bandwidth says so.
     `llmsweep catalog --json models` and `hardware` give each estimate's note."""
     from llmsweep.catalog.hardware import find_hardware

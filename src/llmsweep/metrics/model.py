@@ -577,7 +577,7 @@ class Provenance(_Open):
         "pipeline parallelism, ...), so the point predicts the job as if those were off (`engines.sim.unmodelled`).")
     estimated: list[str] | None = Field(
         default=None, description="Simulated jobs: the catalog figures the simulator modelled the job with that the "
-        "catalog marks as estimates (`<entry> <field>`, e.g. `glm-5.2 layers`; `llmsweep catalog --json models` or "
+        "catalog marks as estimates (`<entry> <field>`, e.g. `glm-5.2 attention`; `llmsweep catalog --json models` or "
         "`hardware` gives each one's note) (`engines.sim.estimated_figures`).")
 
     @property
