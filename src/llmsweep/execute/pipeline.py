@@ -499,7 +499,7 @@ def _write_run_meta(run_dir: Path, req: RunRequest, run_id: str, jobs: list[Job]
     # The corpus and the eval settings are recorded as the jobs used them: only when some job replays traces or has
     # an eval (a value no job used would later be taken for what the run measured with).
     exercised = _measured_by(req, jobs)
-    meta.update({name: exercised[name] for name in ("traces", "eval_settings") if name in exercised})
+    meta.update({name: exercised[name] for name in ("traces", "eval_settings", "power_backend") if name in exercised})
     previous = art.read_json(run_dir / art.RUN_FILE)
     if isinstance(previous, dict):
         meta["run_id"] = previous.get("run_id", run_id)
@@ -886,14 +886,16 @@ def _eval_measured(req: RunRequest) -> dict[str, Any]:
 
 
 _MEASURED_BY = {"simulate": "on the simulator or an engine", "simulated_clock": "clock",
-                "traces": "trace corpus", "eval_settings": "eval settings"}
+                "traces": "trace corpus", "eval_settings": "eval settings", "power_backend": "power backend"}
 """The run.json fields `run` records of the options that change what a job measures, and how a refusal names each."""
 
 
 def _measured_by(req: RunRequest, jobs: list[Job]) -> dict[str, object]:
     """Each of those fields the plan's jobs exercise, with the value the options give it now: `simulate` for jobs of
     a real engine (a recipe already on the simulator is not moved by it), the clock for simulated jobs, the trace
-    corpus for jobs that replay traces, the eval settings for jobs with an eval."""
+    corpus for jobs that replay traces, the eval settings for jobs with an eval, the power backend for jobs that
+    measure throughput (a resume under `--power-backend off` after `auto` left some points of one series without
+    power, or read by another backend)."""
     now: dict[str, object] = {}
     if any(j.engine != SIM.id for j in jobs):
         now["simulate"] = req.simulate
@@ -904,6 +906,8 @@ def _measured_by(req: RunRequest, jobs: list[Job]) -> dict[str, object]:
         now["traces"] = _traces_named(req.traces)
     if any(j.eval_only or j.run_eval for j in jobs):
         now["eval_settings"] = _eval_measured(req)
+    if any(not j.eval_only for j in jobs):  # a point's power block: which backend read it, or none (`off`)
+        now["power_backend"] = req.settings.power.backend
     return now
 
 
@@ -915,6 +919,8 @@ def _options_said(name: str, value: object) -> str:
         return "--live (wall-clock time)" if value == "wall" else "no --live (virtual time)"
     if name == "traces":
         return f"--traces {value}" if value else "no --traces (the recipes' sources)"
+    if name == "power_backend":
+        return f"--power-backend {value}"
     ev = value if isinstance(value, dict) else {}
     held = f" (sha256 {ev['dataset_sha256']})" if ev.get("dataset_sha256") else ""
     return (f"--eval-task {ev.get('task')}, " + (f"--eval-dataset {ev['dataset']}{held}" if ev.get("dataset") else

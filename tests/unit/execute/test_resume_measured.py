@@ -16,6 +16,7 @@ from llmsweep.execute import pipeline
 from llmsweep.execute.lifecycle import LifecycleSettings
 from llmsweep.plan import jobs_from_files
 from llmsweep.plan.matrix import EvalOptions
+from llmsweep.power.sampler import PowerSettings
 from llmsweep.workload.traces.synth import SynthProfile, synthesize, write_jsonl
 
 REPO = Path(__file__).resolve().parents[3]
@@ -25,10 +26,11 @@ QUICKSTART = REPO / "examples" / "quickstart.yaml"
 
 def request(out: Path, files: list[Path], *, resume: bool = False, limit: int | None = None,
             traces: str | None = None, live: bool = False, evals: EvalOptions | None = None,
-            dataset: Path | None = None) -> pipeline.RunRequest:
+            dataset: Path | None = None, power: str = "auto") -> pipeline.RunRequest:
     return pipeline.RunRequest(files=files, out=out, traces=traces, live=live, evals=evals or EvalOptions(),
                                settings=LifecycleSettings(resume=resume,
-                                                          eval=EvalSettings(limit=limit, dataset=dataset)))
+                                                          eval=EvalSettings(limit=limit, dataset=dataset),
+                                                          power=PowerSettings(backend=power)))
 
 
 def record(out: Path, req: pipeline.RunRequest) -> dict[str, object]:
@@ -78,6 +80,23 @@ def test_eval_samples_edited_in_place_are_another_measurement_and_an_older_recor
                                        if k != "dataset_sha256"}}
     (out / "run.json").write_text(json.dumps(older))
     check(out, request(out, [EVALS], resume=True, dataset=samples))
+
+
+def test_a_resume_under_another_power_backend_is_refused_and_an_older_record_is_not_compared(tmp_path: Path) -> None:
+    """`--power-backend` was not compared: a resume under `off` after `auto` left the run's later points without
+    power beside earlier ones with it, in one series. An eval-only plan measures no power, so it is not compared."""
+    out = tmp_path / "out"
+    meta = record(out, request(out, [QUICKSTART]))
+    assert meta["power_backend"] == "auto"
+    check(out, request(out, [QUICKSTART], resume=True))
+    with pytest.raises(ConfigError, match=r"its power backend: it ran with --power-backend auto, now --power-backend "
+                                          r"off"):
+        check(out, request(out, [QUICKSTART], resume=True, power="off"))
+    (out / "run.json").write_text(json.dumps({k: v for k, v in meta.items() if k != "power_backend"}))
+    check(out, request(out, [QUICKSTART], resume=True, power="off"))  # an older release's run.json: not recorded
+    evals = tmp_path / "evals"
+    record(evals, request(evals, [EVALS], evals=EvalOptions(evals_only=True)))
+    check(evals, request(evals, [EVALS], resume=True, power="off", evals=EvalOptions(evals_only=True)))
 
 
 def test_an_all_eval_resume_is_not_compared_for_a_clock_its_evals_do_not_use(tmp_path: Path) -> None:
