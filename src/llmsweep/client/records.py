@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from llmsweep.jsonline import dumps_line
+from llmsweep.metrics.gates import OUTPUT_NOT_WRITTEN
 
 ErrorClass = Literal["http", "timeout", "connection", "protocol", "truncated", "context_overflow", "cancelled"]
 """`truncated`: the stream ended cleanly but incomplete (no terminator the server's dialect promises, or fewer tokens
@@ -46,7 +47,7 @@ class OutputWriteError(OSError):
 
     def reason(self) -> str:
         """One line: what could not be written and why (the stop reason of the run, a failed job's reason)."""
-        return f"the client could not write {self.filename}: {self.strerror} ({self.code}); the run stopped at once"
+        return f"{OUTPUT_NOT_WRITTEN} {self.filename}: {self.strerror} ({self.code}); the run stopped at once"
 
     def wire(self) -> tuple[int | None, str, str]:
         """(errno, words, file): what crosses from a worker or helper process (`from_wire`)."""

@@ -67,7 +67,12 @@ def root_primer_failed(lane: int, trace: str, error: str | None) -> str:
 CLIENT_WORKER_DIED = "client worker(s) died"
 """A client worker process exited before the run ended: its lanes stopped with it, so the load was not the one
 planned (`client.runner`)."""
-EARLY_STOPS = ("failure ratio", "interrupted", WARMUP_NOT_DRAINED, CLIENT_WORKER_DIED, ROOT_PRIMER_FAILED)
+OUTPUT_NOT_WRITTEN = "the client could not write"
+"""The opening of the stop reason of a run whose own output (`records.jsonl`, `server_metrics.jsonl`) could not be
+written (`client.records.OutputWriteError.reason`): the load stopped at once, in-flight requests cancelled, so the
+records that were kept are a run cut short, not the one planned."""
+EARLY_STOPS = ("failure ratio", "interrupted", WARMUP_NOT_DRAINED, CLIENT_WORKER_DIED, ROOT_PRIMER_FAILED,
+               OUTPUT_NOT_WRITTEN)
 """Stop reasons (their openings) that make a run invalid: it did not end on its own."""
 
 
