@@ -22,6 +22,7 @@ from llmsweep.engines.base import (
     Derived,
     RoleContext,
     agentic_conc,
+    in_launch,
     norm_flag,
     pools,
     token_count,
@@ -272,8 +273,16 @@ CONTEXT_FLAGS = frozenset({"--context-length", "--max-model-len", "--max-seq-len
 """Recipe flags that set the context length, as `norm_flag` writes them (SGLang, vLLM/ATOM, TensorRT-LLM spelling):
 the launched job's `max-model-len` (`engines.launched_job`), which the simulator serves as `--context-length`."""
 
-MODELLED: frozenset[str] = frozenset({*TRANSLATED, *CONTEXT_FLAGS, "--kv-cache-dtype", "--hicache-size",
-                                      "--enable-hierarchical-cache"})
+PREFIX_CACHE_SWITCHES: dict[str, bool] = {
+    "--disable-radix-cache": False, "--no-enable-prefix-caching": False, "--enable-prefix-caching": True,
+}
+"""Recipe switches that turn the engine's prefix cache off or on (SGLang's `--disable-radix-cache`; vLLM's and ATOM's
+`--enable-prefix-caching` / `--no-enable-prefix-caching`, as `norm_flag` writes them), and the state each asks for:
+the last one the launch carries decides, as argparse reads them. Off, the simulator caches no prompt block
+(`--no-prefix-caching`); a switch written `false` is left out of the launch, so the engine's default (on) stays."""
+
+MODELLED: frozenset[str] = frozenset({*TRANSLATED, *CONTEXT_FLAGS, *PREFIX_CACHE_SWITCHES, "--kv-cache-dtype",
+                                      "--hicache-size", "--enable-hierarchical-cache"})
 """Recipe flags whose meaning the simulator reproduces; the rest it runs without (policy warns on `sim` recipes)."""
 
 
@@ -394,11 +403,22 @@ class SimAdapter(Adapter):
             self._sglang_chunk(job, d)
         if real is not None and dp > 1:
             self._dp_step_budget(real, dp, d)
+        self._prefix_caching(recipe, d)
         if job.max_model_len:  # the context the job's engine launches with (its flag, or a fixed-seq-len's derived)
             a["--context-length"] = job.max_model_len
         self._spec(job, d)
         self._kv(job, d, recipe, tp)
         return d
+
+    @staticmethod
+    def _prefix_caching(recipe: dict[str, Any], d: Derived) -> None:
+        """The recipe's prefix-cache switch (:data:`PREFIX_CACHE_SWITCHES`; the last in the launch wins): off, the
+        simulator serves without a prefix cache (`--no-prefix-caching`), as the engine would, with a note."""
+        said = [(flag, on) for flag, on in ((f, PREFIX_CACHE_SWITCHES.get(f)) for f, v in recipe.items()
+                                            if in_launch(v)) if on is not None]
+        if said and not said[-1][1]:
+            d.args["--no-prefix-caching"] = True
+            d.notes.append(f"prefix caching off (the recipe's {said[-1][0]}): no prompt block is reused")
 
     @staticmethod
     def _engine_memory_fraction(job: Job, d: Derived) -> None:
