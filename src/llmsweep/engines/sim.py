@@ -54,12 +54,15 @@ TRANSLATED: dict[str, str] = {
     "--max-running-requests": "--max-running-requests",
     "--max-num-seqs": "--max-running-requests",
     "--chunked-prefill-size": "--chunked-prefill-size",
+    "--max-prefill-tokens": "--max-prefill-tokens",
     "--max-num-batched-tokens": "--chunked-prefill-size",
     "--max-batch-size": "--max-running-requests",
     "--max-num-tokens": "--chunked-prefill-size",
 }
 """Recipe flags (SGLang, vLLM or TensorRT-LLM spelling, as `norm_flag` writes them) → the simulator flag with the
-same meaning. TensorRT-LLM's `--max_num_tokens` bounds a whole step (context and generation tokens); like vLLM's
+same meaning. SGLang's `--max-prefill-tokens` (default 16384, the simulator's too) is a step's prefill budget
+(`PrefillAdder`'s `rem_input_tokens`; the first request of a step may run past it), the simulator's step budget.
+TensorRT-LLM's `--max_num_tokens` bounds a whole step (context and generation tokens); like vLLM's
 `--max-num-batched-tokens` the simulator reads it as its chunk and keeps its own step (docs/simulator.md). Its
 `--kv_cache_free_gpu_memory_fraction` is no share of HBM: `engines.memory.launch_memory_fraction` answers for it and
 the launch converts it (`SimAdapter._free_share_of_hbm`)."""

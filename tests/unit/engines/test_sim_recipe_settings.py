@@ -78,3 +78,17 @@ def test_an_engine_served_without_a_prefix_cache_reuses_no_prompt_block() -> Non
 
     assert cached("--no-prefix-caching") == 0
     assert cached() > 0
+
+
+@pytest.mark.parametrize("sim_engine", [False, True], ids=["--simulate", "engine-sim"])
+@pytest.mark.parametrize(("args", "budget"), [
+    ("{ --max-prefill-tokens: 32768 }", 32768),
+    ("{ --max-prefill-tokens: 4096, --chunked-prefill-size: 4096 }", 4096),
+    ("{}", 16384),
+])
+def test_sglangs_prefill_budget_is_the_steps_budget(tmp_path: Path, args: str, budget: int, sim_engine: bool) -> None:
+    """SGLang's `--max-prefill-tokens` (a step's prefill tokens, `PrefillAdder`'s `rem_input_tokens`; 16384 by
+    default) was dropped: a recipe that raised or lowered it was served at the simulator's 16384."""
+    config = served(job_of(tmp_path, "sglang", args, sim_engine=sim_engine))
+    assert config.max_prefill_tokens == budget
+    assert config.sim_config().max_prefill_tokens == budget
