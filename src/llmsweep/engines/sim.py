@@ -9,6 +9,7 @@ DRAM tier.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
@@ -96,17 +97,94 @@ whole."""
 
 def unmodelled(job: Job) -> list[str]:
     """What the job sets that the simulator does not model (it predicts the job as if those were off): pipeline,
-    decode- and prefill-context parallelism, of the server or of either pool of a disaggregated job; and of DP
+    decode- and prefill-context parallelism, of the server or of either pool of a disaggregated job; of DP
     attention, which it models as balanced ranks (`--dp-attention`), what is left out: each rank's own prefix cache
-    (a conversation's next turn may land on another rank) and the attention weights every rank holds whole. A
-    result records them (`provenance.unmodelled`), so its planned label is never read as modelled."""
+    (a conversation's next turn may land on another rank) and the attention weights every rank holds whole; and the
+    serving settings of its recipe the simulator runs without (:func:`unmodelled_settings`). A result records them
+    (`provenance.unmodelled`), so its planned label is never read as modelled."""
     out: list[str] = []
     for pool in pools(job).values():
         out += ([DP_ATTENTION_UNMODELLED] if pool.dp_attn else []) \
             + ([f"pipeline parallelism (pp {pool.pp})"] if pool.pp > 1 else []) \
             + ([f"decode context parallelism (dcp {pool.dcp})"] if pool.dcp > 1 else []) \
             + ([f"prefill context parallelism (pcp {pool.pcp})"] if pool.pcp > 1 else [])
-    return list(dict.fromkeys(out))
+    return list(dict.fromkeys(out + unmodelled_settings(job)))
+
+
+def _unless(modelled: str, why: str) -> Callable[[Any], str | None]:
+    """A setting the simulator models at the value `modelled` only (its own behaviour): any other value is `why`."""
+    return lambda value: None if str(value).strip().lower() == modelled else why
+
+
+def _number(value: Any) -> float | None:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _block_size(value: Any) -> str | None:
+    from llmsweep.sim.engine import EngineConfig
+
+    own = int(EngineConfig.model_fields["block_size"].default)
+    return None if token_count(value) == own else f"its KV and prefix-hash blocks are {own} tokens"
+
+
+_KV_POOL_SIZED = "it sizes the KV pool from HBM, the weights and the memory fraction"
+UNMODELLED_SETTINGS: dict[str, Callable[[Any], str | None]] = {
+    "--schedule-policy": _unless("fcfs", "it admits waiting requests first come, first served"),
+    "--scheduling-policy": _unless("fcfs", "it admits waiting requests first come, first served"),
+    "--schedule-conservativeness": lambda value: None if _number(value) == 1.0 else (
+        "it admits while KV blocks are free, reserving none for running requests' outputs"),
+    "--page-size": _block_size,
+    "--block-size": _block_size,
+    "--max-total-tokens": lambda _: _KV_POOL_SIZED,
+    "--num-gpu-blocks-override": lambda _: _KV_POOL_SIZED,
+    "--kv-cache-memory-bytes": lambda _: _KV_POOL_SIZED,
+    "--cpu-offload-gb": lambda _: "its weights stay in HBM",
+    "--no-enable-chunked-prefill": lambda _: "it chunks every prompt at its prefill chunk",
+    "--max-num-partial-prefills": lambda _: "it prefills every admitted prompt in the same step",
+    "--max-long-partial-prefills": lambda _: "it prefills every admitted prompt in the same step",
+    "--long-prefill-token-threshold": lambda _: "it gives every prompt the same chunk",
+    "--max-queued-requests": lambda _: "its waiting queue has no bound",
+}
+"""Serving settings of SGLang, vLLM and ATOM (as the engine's parser reads them, `SimAdapter.parsed_flag`) that
+change how the engine schedules or sizes its memory and that the simulator runs without, each with what the simulator
+does instead at a value that is not its own: its FCFS admission (SGLang's `--schedule-policy` and vLLM's
+`--scheduling-policy`, default `fcfs`), no reservation for running requests' outputs (SGLang's
+`--schedule-conservativeness`, default 1.0: `new_token_ratio`, docs/simulator.md), 64-token blocks (SGLang's
+`--page-size`, vLLM's `--block-size`), a KV pool sized from HBM (SGLang's `--max-total-tokens`, vLLM's
+`--num-gpu-blocks-override` and `--kv-cache-memory-bytes`), weights in HBM (`--cpu-offload-gb`), chunked prefill
+(vLLM's `--no-enable-chunked-prefill`), vLLM's partial-prefill limits and SGLang's bounded waiting queue. A simulated
+job whose recipe sets one says so in its result (:func:`unmodelled`) and `validate --simulate` warns
+(`serve.sim-ignored`)."""
+
+
+def unmodelled_flags(job: Job) -> list[tuple[str, Any, str]]:
+    """(the key as the recipe wrote it, its value, what the simulator does instead) for each of `job`'s
+    `serve.args` the simulator runs without (:data:`UNMODELLED_SETTINGS`, as the engine it stands in for reads the
+    flag; a switch written `false` is not in the launch)."""
+    sim = SimAdapter()
+    out: list[tuple[str, Any, str]] = []
+    for written, (flag, value) in sim._written_args(job):
+        check = UNMODELLED_SETTINGS.get(sim.parsed_flag(job, flag)) if in_launch(value) else None
+        if check is not None and (instead := check(value)) is not None:
+            out.append((written, value, instead))
+    return out
+
+
+def unmodelled_settings(job: Job) -> list[str]:
+    """The serving settings of `job`'s recipe the simulator runs without (:func:`unmodelled_flags`), each as
+    `` `--flag` `value` (what the simulator does instead)``; and a draft tree (`serve.spec-decoding` top-k above 1),
+    which it verifies as a chain of K + 1 tokens."""
+    out = [f"`{written}`" + ("" if value is True else f" `{value}`") + f" ({instead})"
+           for written, value, instead in unmodelled_flags(job)]
+    sd = job.serve.spec_decoding if job.serve is not None else None
+    if sd is not None and job.spec_decoding != "none" and (sd.topk or 1) > 1:
+        k = sd.num_steps or DEFAULT_DRAFT_LENGTH
+        out.append(f"a draft tree (top-k {sd.topk}, {sd.num_draft_tokens} draft tokens; it verifies a chain of "
+                   f"K + 1 = {k + 1})")
+    return out
 
 
 NAMING_FIELDS = frozenset({"hf_architecture"})

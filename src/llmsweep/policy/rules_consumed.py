@@ -672,12 +672,25 @@ def _fraction_flag(sim: SimAdapter, job: Job) -> frozenset[str]:
       "delete it from a `framework: sim` recipe, or accept that the prediction ignores it",
       "DESIGN.md principle 3 (every declared field is consumed or rejected)")
 def sim_ignored(ctx: Context) -> Iterator[Finding]:
-    from llmsweep.engines.sim import MODELLED
+    """A `framework: sim` recipe: every flag the simulator does not translate. A real engine's job the simulator
+    serves (`--simulate`): the serving settings it runs without (`engines.sim.unmodelled_settings`), which its result
+    names too (`provenance.unmodelled`)."""
+    from llmsweep.engines.sim import MODELLED, unmodelled_flags
 
     sim = ADAPTERS[SIM.id]
     assert isinstance(sim, SimAdapter)
     for job, recipe in ctx.runnable_pairs():
-        if job.engine != SIM.id or job.serve is None:
+        if job.serve is None:
+            continue
+        if job.engine != SIM.id:
+            if not ctx.simulated(job):
+                continue
+            for flag, value, instead in unmodelled_flags(job):
+                said = flag if value is True else f"{flag} {value}"
+                yield ctx.hit("serve.sim-ignored", recipe, serve_arg_path(recipe, job, flag),
+                              f"the simulator does not model `{said}` ({instead}): the prediction runs as if it were "
+                              "absent", job=job, fix="accept that the prediction ignores it, or run the job on its "
+                                                     "engine")
             continue
         modelled = MODELLED | _fraction_flag(sim, job)
         for flag in job.serve.args:

@@ -92,3 +92,50 @@ def test_sglangs_prefill_budget_is_the_steps_budget(tmp_path: Path, args: str, b
     config = served(job_of(tmp_path, "sglang", args, sim_engine=sim_engine))
     assert config.max_prefill_tokens == budget
     assert config.sim_config().max_prefill_tokens == budget
+
+
+@pytest.mark.parametrize(("framework", "args", "named"), [
+    ("sglang", "{ --schedule-policy: lpm }", ["`--schedule-policy` `lpm` (it admits waiting requests first come, "
+                                             "first served)"]),
+    ("sglang", "{ --page-size: 16, --max-total-tokens: 100000 }",
+     ["`--page-size` `16` (its KV and prefix-hash blocks are 64 tokens)",
+      "`--max-total-tokens` `100000` (it sizes the KV pool from HBM, the weights and the memory fraction)"]),
+    ("vllm", "{ --scheduling-policy: priority, --no-enable-chunked-prefill: true, --num-gpu-blocks-override: 900 }",
+     ["`--scheduling-policy` `priority` (it admits waiting requests first come, first served)",
+      "`--no-enable-chunked-prefill` (it chunks every prompt at its prefill chunk)",
+      "`--num-gpu-blocks-override` `900` (it sizes the KV pool from HBM, the weights and the memory fraction)"]),
+    # what the simulator does itself is no gap: FCFS, 64-token blocks, SGLang's default conservativeness
+    ("sglang", "{ --schedule-policy: fcfs, --page-size: 64, --schedule-conservativeness: 1 }", []),
+    ("vllm", "{ --no-enable-chunked-prefill: false }", []),
+])
+def test_a_serving_setting_the_simulator_runs_without_is_named_in_the_result_and_by_validate(
+        tmp_path: Path, framework: str, args: str, named: list[str]) -> None:
+    """A real engine's recipe served by the simulator (`run --simulate`, `predict`) that sets a scheduling or
+    memory setting the simulator does not model ran as if it were absent, and said nothing: `validate --simulate`
+    gave no warning and the result's `provenance.unmodelled` was empty, so the point carried the recipe's label."""
+    from llmsweep.engines.sim import unmodelled
+    from llmsweep.execute.lifecycle import simulator_provenance
+    from llmsweep.policy import validate_files
+
+    job = job_of(tmp_path, framework, args)
+    assert unmodelled(job) == named
+    assert simulator_provenance(job).get("unmodelled", []) == named
+    path = tmp_path / "r.yaml"
+    warned = [f.message for f in validate_files([path], simulate=True).findings if f.rule == "serve.sim-ignored"]
+    assert len(warned) == len(named)
+    assert all(w.startswith("the simulator does not model `--") for w in warned)
+    # on its own engine nothing is ignored
+    assert not [f for f in validate_files([path]).findings if f.rule == "serve.sim-ignored"]
+
+
+def test_a_draft_tree_is_named_as_verified_as_a_chain(tmp_path: Path) -> None:
+    """SGLang's EAGLE tree (top-k 4, 8 draft tokens) is served as a chain of K + 1 verified tokens."""
+    from llmsweep.engines.sim import unmodelled
+
+    path = tmp_path / "r.yaml"
+    text = RECIPE.replace("FRAMEWORK", "sglang").replace("IMAGE", IMAGES["sglang"]).replace("ENGINE", "")
+    text = text.replace("conc-list: [16]", "spec-decoding: mtp, conc-list: [16]").replace(
+        "    args: ARGS\n", "    spec-decoding: { method: eagle, num-steps: 3, topk: 4, num-draft-tokens: 8 }\n")
+    path.write_text(text, encoding="utf-8")
+    (job,) = jobs_from_files([path])
+    assert unmodelled(job) == ["a draft tree (top-k 4, 8 draft tokens; it verifies a chain of K + 1 = 4)"]
