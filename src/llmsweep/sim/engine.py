@@ -133,13 +133,13 @@ class EngineConfig(BaseModel):
 
     def sim_config(self, inputs: PerfInputs | None = None) -> SimConfig:
         """Scheduler knobs with the KV pool sized from HBM, weights and mem-fraction-static (or the override)."""
-        if self.kv_capacity_tokens is not None:
-            kv = self.kv_capacity_tokens
-            host = int(self.dram_gb * GB // (inputs or self.perf_inputs()).kv_bytes_per_token) if self.dram_gb else 0
-        else:
-            inputs = inputs or self.perf_inputs()
-            kv = self.kv_pool_tokens(inputs)
-            host = host_capacity_tokens(inputs, dram_bytes=self.dram_gb * GB) if self.dram_gb else 0
+        if inputs is None and (self.kv_capacity_tokens is None or self.dram_gb):
+            inputs = self.perf_inputs()
+        kv = self.kv_pool_tokens(inputs)
+        host = 0
+        if self.dram_gb:
+            assert inputs is not None
+            host = host_capacity_tokens(inputs, dram_bytes=self.dram_gb * GB, tp=self.tp, dp=self.dp_attention)
         if kv < self.block_size:
             from llmsweep.errors import ConfigError
 

@@ -343,9 +343,13 @@ def kv_capacity_tokens(
     return max(0, int(budget // inputs.kv_bytes_per_token_per_gpu(tp, dp)))
 
 
-def host_capacity_tokens(inputs: PerfInputs, *, dram_bytes: float) -> int:
-    """Tokens of KV a CPU tier of `dram_bytes` holds."""
-    return max(0, int(dram_bytes // inputs.kv_bytes_per_token))
+def host_capacity_tokens(inputs: PerfInputs, *, dram_bytes: float, tp: int = 1, dp: int = 1) -> int:
+    """Tokens of KV a CPU tier of `dram_bytes` holds for an engine of `tp` GPUs (`dp` DP-attention ranks): each GPU
+    offloads its own share of a token's KV (SGLang's HiCache host pool per rank, `--hicache-size` GB each; vLLM's
+    offload connector per worker), so where the GPUs replicate KV heads (MLA's latent, KV heads fewer than TP) the
+    tier holds a token as many times as they do: `dram_bytes / (tp x` :meth:`PerfInputs.kv_bytes_per_token_per_gpu`
+    `)`, which is `dram_bytes / kv_bytes_per_token` when TP splits the heads evenly."""
+    return max(0, int(dram_bytes // (inputs.kv_bytes_per_token_per_gpu(tp, dp) * tp)))
 
 
 __all__ = [
