@@ -39,6 +39,7 @@ from llmsweep.spec.workload import ScenarioId
 if TYPE_CHECKING:
     from llmsweep.catalog.engines import EngineDefault
     from llmsweep.engines.memory import MemoryFraction
+    from llmsweep.sim.engine import EngineConfig
 
 SIM_METHODS: dict[str, str] = {
     "mtp": "mtp", "eagle": "eagle", "eagle3": "eagle3", "draft_model": "draft_model", "ngram": "ngram",
@@ -300,6 +301,25 @@ def _draft(job: Job) -> tuple[str, int, str, str | None, str | None] | None:
     return job.spec_decoding, row_draft_steps(job) or DEFAULT_DRAFT_LENGTH, "on", None, None
 
 
+HICACHE_RATIO_DEFAULT = 2.0
+"""SGLang's `--hicache-ratio` (`ServerArgs.hicache_ratio`): a rank's HiCache host pool in device pools when the launch
+gives no `--hicache-size`."""
+
+
+def launch_engine(args: dict[str, Any]) -> EngineConfig:
+    """The engine, as far as its KV pool goes, that the simulator's launch `args` describe so far (model, GPU, TP,
+    EP, DP attention, precision, KV dtype, memory fraction): what the launch sizes its defaults from. Raises
+    ValueError or LlmsweepError where those cannot make one."""
+    from llmsweep.sim.engine import EngineConfig
+
+    fraction = args.get("--mem-fraction-static")
+    return EngineConfig(model=str(args["--model"]), hardware=str(args["--hardware"]), tp=int(args["--tp"]),
+                        ep=int(args["--ep"]), dp_attention=int(args.get("--dp-attention", 1)),
+                        precision=str(args["--precision"]), kv_dtype=str(args.get("--kv-dtype") or "bf16"),
+                        mem_fraction_static=EngineConfig.model_fields["mem_fraction_static"].default
+                        if fraction is None else float(fraction))
+
+
 def sglang_default_cap(job: Job, args: dict[str, Any]) -> EngineDefault | None:
     """The running-request cap SGLang takes for `job` when its launch sets none: 48 when the job speculates, else
     its request pool from the KV pool the simulator sizes for these launch `args` (model, GPU, TP, precision, KV
@@ -312,7 +332,6 @@ def sglang_default_cap(job: Job, args: dict[str, Any]) -> EngineDefault | None:
         SGLANG_POOL_CAP_SOURCE,
         SGLANG_SPECULATIVE_CAP_SOURCE,
         SGLANG_SPECULATIVE_RUNNING_CAP,
-        EngineConfig,
         sglang_pinned_cap,
         sglang_running_cap,
     )
@@ -330,12 +349,7 @@ def sglang_default_cap(job: Job, args: dict[str, Any]) -> EngineDefault | None:
     if context is None:
         return None
     try:
-        fraction = args.get("--mem-fraction-static")
-        config = EngineConfig(model=str(args["--model"]), hardware=hardware, tp=int(args["--tp"]),
-                              ep=int(args["--ep"]), dp_attention=dp, precision=str(args["--precision"]),
-                              kv_dtype=str(args.get("--kv-dtype") or "bf16"),
-                              mem_fraction_static=EngineConfig.model_fields["mem_fraction_static"].default
-                              if fraction is None else float(fraction))
+        config = launch_engine(args)
         tokens = config.kv_pool_tokens()
     except (LlmsweepError, ValueError):
         return None
@@ -363,7 +377,7 @@ the last one the launch carries decides, as argparse reads them. Off, the simula
 (`--no-prefix-caching`); a switch written `false` is left out of the launch, so the engine's default (on) stays."""
 
 MODELLED: frozenset[str] = frozenset({*TRANSLATED, *CONTEXT_FLAGS, *PREFIX_CACHE_SWITCHES, "--kv-cache-dtype",
-                                      "--hicache-size", "--enable-hierarchical-cache"})
+                                      "--hicache-size", "--hicache-ratio", "--enable-hierarchical-cache"})
 """Recipe flags whose meaning the simulator reproduces; the rest it runs without (policy warns on `sim` recipes)."""
 
 
@@ -747,15 +761,43 @@ class SimAdapter(Adapter):
                        f"{estimate.value:g}, its estimate: {estimate.basis}")
 
     def _kv(self, job: Job, d: Derived, recipe: dict[str, Any], tp: int) -> None:
+        """The CPU KV tier: the recipe's `--hicache-size` (GB per rank) over the job's ranks, else the job's
+        `total-cpu-dram-gb`; HiCache with neither sizes it as SGLang does (:meth:`_hicache_ratio_gb`)."""
         hicache = bool(recipe.get("--enable-hierarchical-cache"))
         if job.kv_offloading != "dram" and not hicache:
             return
         gb = float(job.total_cpu_dram_gb or 0)
         per_rank = recipe.get("--hicache-size")
-        if isinstance(per_rank, (int, float)) and not isinstance(per_rank, bool) and per_rank > 0:
-            gb = float(per_rank) * tp
+        if not isinstance(per_rank, bool) and (size := _number(per_rank)) is not None and size > 0:
+            gb = size * tp
+        elif hicache and gb <= 0:
+            gb = self._hicache_ratio_gb(recipe, d) or 0.0
         d.args["--kv-offload"] = "dram"
-        d.args["--dram-gb"] = f"{gb:g}"
+        d.args["--dram-gb"] = f"{gb:.12g}"  # whole figures as before (1947); a ratio-sized pool to the token
+
+    @staticmethod
+    def _hicache_ratio_gb(recipe: dict[str, Any], d: Derived) -> float | None:
+        """The DRAM of SGLang's HiCache host pools when the launch gives no `--hicache-size`: each rank's pool holds
+        `--hicache-ratio` (default 2.0) times its device pool's tokens (`HostKVCache.__init__`: `device_pool.size *
+        host_to_device_ratio`), so the engine's DRAM is that many tokens at the KV bytes its GPUs hold
+        (`sim.perf.host_capacity_tokens` reads it back), with a note. None where the simulator cannot size the
+        pool (the launch then says why)."""
+        from llmsweep.sim.perf import GB
+
+        ratio = _number(recipe.get("--hicache-ratio"))
+        ratio = HICACHE_RATIO_DEFAULT if ratio is None or ratio <= 0 else ratio
+        try:
+            config = launch_engine(d.args)
+            inputs = config.perf_inputs()
+            tokens = config.kv_pool_tokens(inputs)
+        except (LlmsweepError, ValueError):
+            return None
+        host = int(tokens * ratio)
+        gb = host * config.tp * inputs.kv_bytes_per_token_per_gpu(config.tp, config.dp_attention) / GB
+        d.notes.append(f"HiCache host pools without --hicache-size: --hicache-ratio {ratio:g} x the device pool of "
+                       f"{tokens} tokens = {host} tokens, {gb:.4g} GB of DRAM over the {config.tp} GPUs (SGLang's "
+                       "HostKVCache sizing)")
+        return gb
 
     def merged_args(self, job: Job, port: int, role: RoleContext | None = None) -> tuple[dict[str, Any], Derived]:
         """The simulator takes only its own flags: the recipe's were translated in :meth:`derive`; a disaggregated

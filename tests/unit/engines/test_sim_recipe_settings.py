@@ -139,3 +139,17 @@ def test_a_draft_tree_is_named_as_verified_as_a_chain(tmp_path: Path) -> None:
     path.write_text(text, encoding="utf-8")
     (job,) = jobs_from_files([path])
     assert unmodelled(job) == ["a draft tree (top-k 4, 8 draft tokens; it verifies a chain of K + 1 = 4)"]
+
+
+@pytest.mark.parametrize(("args", "ratio"), [
+    ("{ --enable-hierarchical-cache: true }", 2),
+    ("{ --enable-hierarchical-cache: true, --hicache-ratio: 4 }", 4),
+])
+def test_hicache_without_a_size_gets_sglangs_host_pool_of_ratio_times_the_device_pool(
+        tmp_path: Path, args: str, ratio: int) -> None:
+    """SGLang with `--enable-hierarchical-cache` and no `--hicache-size` gives each rank a host pool of
+    `--hicache-ratio` (2.0) device pools. The simulator refused the job instead, telling the user to add
+    `--dram-gb`, a flag of its own no recipe writes."""
+    config = served(job_of(tmp_path, "sglang", args))
+    sized = config.sim_config()
+    assert sized.host_capacity_tokens == ratio * sized.kv_capacity_tokens
