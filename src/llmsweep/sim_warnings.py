@@ -6,8 +6,9 @@ their wording and of telling them apart.
 - **engine-version**: a real engine's server ran another engine version than its recipe declared
   (`execute.version_drift`): the result is labelled with the one that ran; its gates were judged at the declared one.
 - **not-modelled**: the job sets something the simulator does not model (`engines.sim.unmodelled`: pipeline or
-  context parallelism, DP attention's per-rank prefix caches): a real engine would run it, and the point predicts it
-  as if that were off.
+  context parallelism, DP attention's per-rank prefix caches, serving settings it runs without such as a page size
+  other than its 64-token blocks): a real engine would run it, and the point predicts it without modelling that (a
+  switch as if it were off, a setting at the simulator's own value, said in parentheses).
 
 The warnings are recorded as text (`outcome.json`, `run.json: outcomes`), so the kind is read back from the text's
 opening words (:func:`warning_kind`); the report, the run's completeness lines and the CLI key on it, never on
@@ -24,7 +25,7 @@ class WarningKind(StrEnum):
     ENGINE_REFUSES = "engine-refuses"
     """A real engine would refuse the job: the simulator ran it despite an engine rule."""
     NOT_MODELLED = "not-modelled"
-    """The simulator does not model something the job sets: its point predicts the job as if that were off."""
+    """The simulator does not model something the job sets: its point predicts the job without modelling it."""
     ENGINE_VERSION = "engine-version"
     """A real engine's server ran another engine version than its recipe declared (`execute.version_drift`): the
     result is labelled with the one that ran, and its feature gates were judged at the declared one."""
@@ -44,8 +45,8 @@ def engine_refuses(rule: str, message: str) -> str:
 
 def not_modelled(missed: Sequence[str]) -> str:
     """The warning of a simulated job that sets what the simulator does not model (`missed`, non-empty)."""
-    those = "that were" if len(missed) == 1 else "those were"
-    return f"{NOT_MODELLED_OPENING}{' or '.join(missed)}: it predicts the points as if {those} off"
+    those = "it" if len(missed) == 1 else "them"
+    return f"{NOT_MODELLED_OPENING}{' or '.join(missed)}: it predicts the points without modelling {those}"
 
 
 def normalised(warning: str) -> str:

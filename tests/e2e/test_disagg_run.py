@@ -37,7 +37,7 @@ def test_run_simulates_the_disagg_job_role_by_role_and_stores_its_deployment(tmp
     assert [i.rsplit("-", 1)[1] for i in disagg] == ["conc2", "conc4"], outcomes
     assert all(o["status"] == "valid" for o in outcomes.values()), outcomes
     assert (f"2 job(s) ran on the simulator, which does not model {DP_ATTENTION_UNMODELLED}: it predicts the points "
-            "as if that were off") in proc.stderr
+            "without modelling it") in proc.stderr
     dirs = job_dirs(out)
     ends: list[float] = []
     per_joule: list[float] = []

@@ -97,7 +97,7 @@ whole."""
 
 
 def unmodelled(job: Job) -> list[str]:
-    """What the job sets that the simulator does not model (it predicts the job as if those were off): pipeline,
+    """What the job sets that the simulator does not model (it predicts the job without them): pipeline,
     decode- and prefill-context parallelism, of the server or of either pool of a disaggregated job; of DP
     attention, which it models as balanced ranks (`--dp-attention`), what is left out: each rank's own prefix cache
     (a conversation's next turn may land on another rank) and the attention weights every rank holds whole; and the

@@ -574,7 +574,8 @@ class Provenance(_Open):
         default=None, description="Simulated speculative jobs: the acceptance length served and where it came from.")
     unmodelled: list[str] | None = Field(
         default=None, description="Simulated jobs: what the job sets that the simulator does not model (DP attention, "
-        "pipeline parallelism, ...), so the point predicts the job as if those were off (`engines.sim.unmodelled`).")
+        "pipeline parallelism, a page size, ...), so the point predicts the job without them: a switch as if off, a "
+        "setting at the simulator's own value (`engines.sim.unmodelled`).")
     estimated: list[str] | None = Field(
         default=None, description="Simulated jobs: the catalog figures the simulator modelled the job with that the "
         "catalog marks as estimates (`<entry> <field>`, e.g. `glm-5.2 attention`; `llmsweep catalog --json models` or "

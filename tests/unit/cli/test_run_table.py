@@ -141,7 +141,7 @@ REFUSE = "a real engine would refuse them: [engine.known-incompatibility] HiCach
 def test_a_warned_verdict_is_marked_and_its_warning_said_once_under_the_table(width: int,
                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     """A job a real engine would refuse showed a plain `valid`: its warning was only on stderr."""
-    unmodelled = "the simulator does not model DP attention: it predicts the points as if that were off"
+    unmodelled = "the simulator does not model DP attention: it predicts the points without modelling it"
     rows = [_row(1, 742.3, warnings=[REFUSE]), _row(4, 2006.9, warnings=[REFUSE, unmodelled]), _row(8, 2500.0)]
     text = _render(width, monkeypatch, rows)
     verdicts = [re.split(r"[│┃]", line)[3].strip() for line in text.splitlines()

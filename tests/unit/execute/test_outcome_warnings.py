@@ -56,8 +56,8 @@ def test_each_kind_of_warning_reads_right_in_the_runs_completeness_lines(tmp_pat
     outcomes = [JobOutcome(job_id=j, exp_name=j, status="valid", warnings=[refuses, missed]) for j in ("a", "b")]
     lines = RunOutcome(tmp_path, "r", outcomes).completeness().splitlines()
     assert f"  2 job(s) ran on the simulator although {refuses}" in lines, lines
-    assert ("  2 job(s) ran on the simulator, which does not model DP attention: it predicts the points as if that "
-            "were off") in lines, lines
+    assert ("  2 job(s) ran on the simulator, which does not model DP attention: it predicts the points without "
+            "modelling it") in lines, lines
 
 
 def test_a_run_recorded_before_the_warning_named_its_subject_reads_in_todays_words() -> None:

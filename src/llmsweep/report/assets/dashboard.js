@@ -128,7 +128,7 @@
     failed: function (n) { return n + " job(s) without a result:"; },
     reused: function (n) { var now = ((D.counts || {}).points || 0) - REUSED; return n + " job(s) not run: --reuse stood them on stored results of earlier runs; their points are drawn as diamonds with the verdict and figures the run that measured them stored" + (now > 0 ? " (the rest were measured now)" : "") + (REUSED_REPEATS ? "; " + REUSED_REPEATS + " point(s) measured now in part are the mean of every repeat, those reused included" : "") + ":"; },
     "simulated-only": function (n) { return n + " point(s) the simulator ran although a real engine would refuse them (its engine rules are warnings under the simulator):"; },
-    "not-modelled": function (n) { return n + " point(s) the simulator predicted without modelling all their jobs set: a real engine would run them, and these points predict them as if that were off:"; },
+    "not-modelled": function (n) { return n + " point(s) the simulator predicted without modelling all their jobs set: a real engine would run them, and these points predict them without modelling it:"; },
     "engine-version": function (n) { return n + " point(s) served by another engine version than their recipe declares: each is labelled with the version that ran, and its feature gates were judged at the declared one:"; }
   };
   /* One banner per verdict kind; identical reasons (up to their numbers) are one line with a count. */
