@@ -5,6 +5,9 @@ their wording and of telling them apart.
   (`Rule.softens_in_sim`): a real engine would refuse the job, so its point stands for nothing a GPU would run.
 - **engine-version**: a real engine's server ran another engine version than its recipe declared
   (`execute.version_drift`): the result is labelled with the one that ran; its gates were judged at the declared one.
+- **timeout-not-applied**: a virtual-time point whose requests ran longer than `--request-timeout`
+  (`execute.virtual.outlived_timeout`): virtual time cuts no request, so they count as served where a live client
+  would have timed them out. A real engine would run the job: it is no engine refusal.
 - **not-modelled**: the job sets something the simulator does not model (`engines.sim.unmodelled`: pipeline or
   context parallelism, DP attention's per-rank prefix caches, serving settings it runs without such as a page size
   other than its 64-token blocks): a real engine would run it, and the point predicts it without modelling that (a
@@ -17,6 +20,7 @@ wording of their own.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from enum import StrEnum
 
@@ -29,11 +33,17 @@ class WarningKind(StrEnum):
     ENGINE_VERSION = "engine-version"
     """A real engine's server ran another engine version than its recipe declared (`execute.version_drift`): the
     result is labelled with the one that ran, and its feature gates were judged at the declared one."""
+    TIMEOUT_NOT_APPLIED = "timeout-not-applied"
+    """Requests of a virtual-time point ran longer than `--request-timeout`, which virtual time does not apply: a live
+    client would have timed them out (`execute.virtual.outlived_timeout`)."""
 
 
 ENGINE_REFUSES_OPENING = "a real engine would refuse them: "
 NOT_MODELLED_OPENING = "the simulator does not model "
 ENGINE_VERSION_OPENING = "engine version: "
+_TIMEOUT_NOT_APPLIED = re.compile(r"\d+ request\(s\) ran longer than --request-timeout ")
+"""How `execute.virtual.outlived_timeout` opens its warning (`182 request(s) ran longer than --request-timeout 5 s, …`):
+read as a kind of its own, not as the engine refusal a warning of no known opening is taken for."""
 _LEGACY_NOT_MODELLED = "it does not model "
 """How runs recorded before the subject was named (2026-12-04) open a not-modelled warning."""
 
@@ -64,6 +74,8 @@ def warning_kind(warning: str) -> WarningKind:
         return WarningKind.NOT_MODELLED
     if warning.startswith(ENGINE_VERSION_OPENING):
         return WarningKind.ENGINE_VERSION
+    if _TIMEOUT_NOT_APPLIED.match(warning):
+        return WarningKind.TIMEOUT_NOT_APPLIED
     return WarningKind.ENGINE_REFUSES
 
 
@@ -74,6 +86,8 @@ def ran_on_the_simulator(count: int, warning: str) -> str:
     said = normalised(warning)
     if warning_kind(said) is WarningKind.ENGINE_VERSION:  # a real engine's result: no simulator in it
         return f"{count} job(s) ran on another {said}"
+    if warning_kind(said) is WarningKind.TIMEOUT_NOT_APPLIED:  # a real engine would run it: no refusal to name
+        return f"{count} job(s) ran in virtual time, where {said}"
     if warning_kind(said) is WarningKind.NOT_MODELLED:
         return f"{count} job(s) ran on the simulator, which does not model {said.removeprefix(NOT_MODELLED_OPENING)}"
     return f"{count} job(s) ran on the simulator although {said}"

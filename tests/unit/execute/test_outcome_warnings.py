@@ -68,3 +68,29 @@ def test_a_run_recorded_before_the_warning_named_its_subject_reads_in_todays_wor
     read = RecordedOutcome(job_id="j", status="valid", warnings=[old, WARNING]).warnings
     assert read == ["the simulator does not model DP attention: their points predict them as if off", WARNING]
     assert warning_kind(old) is WarningKind.NOT_MODELLED
+
+
+def test_a_request_timeout_virtual_time_did_not_apply_is_no_engine_refusal(tmp_path: Path) -> None:
+    """`run --request-timeout 5` on the quickstart warned `182 request(s) ran longer than --request-timeout 5 s, …`,
+    and that warning, of no known opening, was read as an engine refusal: the run's end said `1 job(s) ran on the
+    simulator although 182 request(s) …`, and summary.md and the dashboard put it under `a real engine would refuse
+    them`. A real engine would run the job; the warning has a kind and a banner of its own."""
+    from llmsweep.execute.pipeline import RunOutcome
+    from llmsweep.execute.virtual import outlived_timeout
+    from llmsweep.report.data import verdict_groups
+    from llmsweep.report.markdown import WARNING_HEADS
+    from llmsweep.sim_warnings import WarningKind, warning_kind
+
+    late = outlived_timeout([{"sent_at": 0.0, "end_at": 9.0}, {"sent_at": 1.0, "end_at": 2.0}], 5.0)
+    assert late is not None and late.startswith("1 request(s) ran longer than --request-timeout 5 s")
+    assert warning_kind(late) is WarningKind.TIMEOUT_NOT_APPLIED
+
+    lines = RunOutcome(tmp_path, "r", [JobOutcome(job_id="a", exp_name="a", status="valid", warnings=[late])]
+                       ).completeness().splitlines()
+    assert f"  1 job(s) ran in virtual time, where {late}" in lines, lines
+    assert not any("although" in line for line in lines), lines
+
+    point = {"id": "r0", "job_id": "a", "verdict": "valid", "valid": True, "reasons": [], "reason": ""}
+    groups = verdict_groups([point], [], {"r0": [late]})
+    assert groups["timeout-not-applied"]["count"] == 1 and "simulated-only" not in groups
+    assert "refuse" not in WARNING_HEADS["timeout-not-applied"]
