@@ -42,10 +42,17 @@ ENGINE_REFUSES_OPENING = "a real engine would refuse them: "
 NOT_MODELLED_OPENING = "the simulator does not model "
 ENGINE_VERSION_OPENING = "engine version: "
 _TIMEOUT_NOT_APPLIED = re.compile(r"\d+ request\(s\) ran longer than --request-timeout ")
-"""How `execute.virtual.outlived_timeout` opens its warning (`182 request(s) ran longer than --request-timeout 5 s, …`):
-read as a kind of its own, not as the engine refusal a warning of no known opening is taken for."""
+"""How :func:`timeout_not_applied` opens its warning (`182 request(s) ran longer than --request-timeout 5 s, …`): read
+as a kind of its own, not as the engine refusal a warning of no known opening is taken for."""
 _LEGACY_NOT_MODELLED = "it does not model "
 """How runs recorded before the subject was named (2026-12-04) open a not-modelled warning."""
+
+
+def timeout_not_applied(late: int, timeout_s: float) -> str:
+    """The warning of a virtual-time point `late` of whose requests ran longer than `--request-timeout` `timeout_s`
+    (`execute.virtual.outlived_timeout`)."""
+    return (f"{late} request(s) ran longer than --request-timeout {timeout_s:g} s, which virtual time does not "
+            "apply: a live client would have timed them out (`--live` applies it)")
 
 
 def engine_refuses(rule: str, message: str) -> str:

@@ -253,8 +253,9 @@ def outlived_timeout(records: list[dict[str, Any]], timeout_s: float) -> str | N
                and r["end_at"] - r["sent_at"] > timeout_s)
     if not late:
         return None
-    return (f"{late} request(s) ran longer than --request-timeout {timeout_s:g} s, which virtual time does not "
-            "apply: a live client would have timed them out (`--live` applies it)")
+    from llmsweep.sim_warnings import timeout_not_applied
+
+    return timeout_not_applied(late, timeout_s)
 
 
 def _simulate(job: Job, group: ServerGroup, config: EngineConfig, jdir: Path, stop: StopRequest, *,
