@@ -60,7 +60,7 @@ def merge(parts: Sequence[WorkerSamples], *, since: float, expected_gpus: int, r
     backends = sorted({h.backend for h in headers if h.backend is not None})
     header = TelemetryHeader(
         backend="+".join(backends) if backends else None,
-        source="simulated" if any(h.source == "simulated" for h in headers) else "measured",
+        source="simulated" if any(h.source == "simulated" for h in headers) else "measured" if backends else None,
         interval_s=max((h.interval_s for h in headers), default=1.0), max_gap_s=max_gap_s,
         expected_gpus=expected_gpus, gpu_ids=sorted(gpu_roles), require=require,
         error=None if headers else "; ".join(missing) or "no sampler in the deployment",

@@ -9,9 +9,9 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from llmsweep import atomic
 
@@ -31,7 +31,9 @@ class TelemetryHeader(BaseModel):
 
     type: Literal["header"] = "header"
     backend: str | None = Field(description="Sampler backend (nvml, amd-smi, nvidia-smi, sim); None: none available.")
-    source: PowerSource = "measured"
+    source: PowerSource | None = Field(
+        default="measured", description="Where the samples come from (measured by a backend, or the simulator's "
+        "model); None where no backend sampled and none is named (a file of no samples claims no source).")
     interval_s: float = Field(default=1.0, gt=0, description="Sampling period.")
     max_gap_s: float = Field(default=3.0, gt=0, description="Longest gap between samples the integration accepts.")
     expected_gpus: int | None = Field(default=None, description="GPUs the job's topology uses (TP x PP x PCP).")
@@ -47,6 +49,17 @@ class TelemetryHeader(BaseModel):
     role_gpus: dict[str, int] = Field(default_factory=dict, description="GPUs each role's topology uses.")
     missing: list[str] = Field(
         default_factory=list, description="Samplers of a multi-node deployment that left no samples (node, role).")
+
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_backend_no_source(cls, data: Any) -> Any:
+        """A header that names no backend and no source (`NoSampler`'s: nothing could sample) claims no source; it
+        had said `measured` by default. A header naming a backend without a source (an earlier release's) stays
+        measured."""
+        if isinstance(data, dict) and data.get("backend") is None and "source" not in data:
+            return {**data, "source": None}
+        return data
 
 
 class GpuSample(BaseModel):

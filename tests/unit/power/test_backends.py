@@ -156,6 +156,7 @@ def test_no_backend_and_power_required_still_writes_why(tmp_path: Path) -> None:
     assert isinstance(quiet, NoSampler)
     head, samples, _ = read_gpu_metrics(quiet.write_job(tmp_path, time.time(), expected_gpus=1))
     assert head is not None and not head.require and head.backend is None and samples == []
+    assert head.source is None  # nothing sampled: the file claims no source (it had said `measured`)
     assert "nvidia-smi is not on PATH" in (head.error or "") and "--power-backend" in (head.error or "")
     # Off and not required: nothing sampled and nothing claimed (no file, no block).
     assert start_sampler(PowerSettings(backend="off"), engine="sim", gpus=1, base_url="x") is None
