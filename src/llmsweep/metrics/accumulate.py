@@ -19,6 +19,8 @@ import multiprocessing as mp
 import signal
 from collections import Counter
 from collections.abc import Iterable, Iterator
+from multiprocessing.context import BaseContext
+from multiprocessing.pool import Pool
 from pathlib import Path
 from typing import Any, cast
 
@@ -474,10 +476,27 @@ def _parse_worker_signals() -> None:
     raise `execute.signals.Interrupted`, `signals.install`), so the pool's own terminate at its end reached the
     workers as an exception in whatever they were doing (a traceback each, and once in a full test run a worker
     that never exited, the pool's join waiting on it). Ctrl-C (and Ctrl-\\) is the parent's to handle."""
-    for sig in (signal.SIGTERM, signal.SIGHUP):
+    for sig in _WORKER_DEFAULT:
         signal.signal(sig, signal.SIG_DFL)
     for sig in (signal.SIGINT, signal.SIGQUIT):
         signal.signal(sig, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _WORKER_DEFAULT)  # blocked since the fork (`_parse_pool`)
+
+
+_WORKER_DEFAULT = (signal.SIGTERM, signal.SIGHUP)
+"""The signals a parse worker dies of quietly (the pool's terminate sends SIGTERM)."""
+
+
+def _parse_pool(ctx: BaseContext, parts: int) -> Pool:
+    """`parts` forked parse workers, started with SIGTERM and SIGHUP blocked until their initializer has put the
+    default dispositions back: a worker the pool terminated while it was still starting (its work all done by the
+    others, on a loaded machine) had run the CLI's inherited handler and printed an `Interrupted` traceback. A signal
+    to this process meanwhile waits the moment the pool takes to fork, and is handled then."""
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, _WORKER_DEFAULT)
+    try:
+        return ctx.Pool(parts, initializer=_parse_worker_signals)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
 
 def _accumulate_range(path: str, start: int, end: int) -> Accumulator:
@@ -512,7 +531,7 @@ def accumulate(records: Iterable[dict[str, Any]] | Path | str) -> Accumulator:
             return _accumulate_range(str(path), 0, size)
         bounds = [size * k // parts for k in range(parts + 1)]
         ctx = mp.get_context("fork")  # no re-import of the caller's __main__, no start-up cost
-        with ctx.Pool(parts, initializer=_parse_worker_signals) as pool:
+        with _parse_pool(ctx, parts) as pool:
             accs = pool.starmap(_accumulate_range, [(str(path), bounds[k], bounds[k + 1]) for k in range(parts)])
         acc = accs[0]
         for other in accs[1:]:

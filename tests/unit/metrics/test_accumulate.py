@@ -202,3 +202,44 @@ def test_an_accumulator_comes_back_from_a_worker_process_and_keeps_growing() -> 
     back.finish()
     whole = accumulate(records)
     assert np.array_equal(back.ttft.numpy(), whole.ttft.numpy()) and back.itl.stat_block() == whole.itl.stat_block()
+
+
+def test_a_parse_worker_terminated_while_still_starting_dies_quietly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """On a loaded machine a worker could still be starting (before its initializer put the default dispositions
+    back) when the others had done every part and the pool terminated it: it ran the CLI's inherited SIGTERM handler
+    and printed an `Interrupted` traceback (seen in a full test run). One worker is held in its start here."""
+    import multiprocessing.util
+    import os
+    import signal
+    import time
+
+    from llmsweep.execute import signals
+
+    path = write(tmp_path / "records.jsonl", run(400, seed=3))
+    whole = acc_mod._accumulate_range(str(path), 0, path.stat().st_size)
+    monkeypatch.setattr(acc_mod, "_PART_BYTES", path.stat().st_size // 3)
+    monkeypatch.setattr(acc_mod, "usable_cpus", lambda: 3)
+    marker = tmp_path / "slow"
+    real = multiprocessing.util._close_stdin  # type: ignore[attr-defined]
+
+    def slow_start() -> None:  # the first worker forked stays in its start-up 2 s
+        try:
+            os.close(os.open(marker, os.O_CREAT | os.O_EXCL))
+            time.sleep(2.0)
+        except FileExistsError:
+            pass
+        real()
+
+    monkeypatch.setattr(multiprocessing.util, "_close_stdin", slow_start)
+    saved = {sig: signal.getsignal(sig) for sig in signals.INTERRUPT_SIGNALS}
+    signals.install()
+    try:
+        parts = accumulate(path)
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
+    assert marker.exists() and (parts.total, parts.output_sum) == (whole.total, whole.output_sum)
+    err = capfd.readouterr().err
+    assert "Interrupted" not in err and "Traceback" not in err, err
