@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+import textwrap
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -153,7 +154,27 @@ def pareto_figure(payload: Mapping[str, Any], axis: Mapping[str, Any]) -> Any:
     ax.set_title(f"run {payload['run']['run_id']} · ■ faded = smoke · ○ hollow = invalid · "
                  + ("◆ = reused · " if reused_from else "")
                  + "c = concurrency, n = requests", fontsize=9)
-    if plotted:
-        ax.legend(fontsize=7, loc="best")
-    fig.tight_layout()
+    handles, labels = ax.get_legend_handles_labels() if plotted else ([], [])
+    legend_h = legend_below(fig, handles, labels)
+    fig.tight_layout(rect=(0, legend_h / fig.get_figheight(), 1, 1))
     return fig
+
+
+LEGEND_WRAP = 120
+"""Characters per legend line: a series label longer than that (an arm that sets what the simulator does not model
+says so in its label) wraps instead of running off the figure."""
+LEGEND_FONT = 7.0
+
+
+def legend_below(fig: Any, handles: Sequence[Any], labels: Sequence[str]) -> float:
+    """The legend under the plot, one entry per series, long labels wrapped, the figure made taller by its height
+    (inches, returned): inside the axes a legend covered points, and one wider than the figure ran off it while
+    tight_layout squeezed the plot to a third of its width and cut the title."""
+    if not handles:
+        return 0.0
+    wrapped = [textwrap.fill(label, LEGEND_WRAP) for label in labels]
+    lines = sum(label.count("\n") + 1 for label in wrapped)
+    height = (lines * 1.25 + len(wrapped) * 0.5 + 1.0) * LEGEND_FONT / 72.0
+    fig.set_size_inches(fig.get_figwidth(), fig.get_figheight() + height)
+    fig.legend(handles, wrapped, loc="lower center", fontsize=LEGEND_FONT, frameon=False, borderaxespad=0.3)
+    return height

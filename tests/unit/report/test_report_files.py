@@ -229,7 +229,7 @@ def test_report_draws_reused_points_from_the_store_in_page_summary_and_pngs(tmp_
                 if len(c.get_offsets()) and np.asarray(c.get_paths()[0].vertices).tolist() == diamond]
     assert sorted(x for c in diamonds for x, _ in c.get_offsets()) == sorted(float(p["metrics"]["conc"])
                                                                            for p in reused.values())
-    assert "reused from run earlier-run" in [t.get_text() for t in ax.get_legend().get_texts()][-1]
+    assert "reused from run earlier-run" in [t.get_text() for t in fig.legends[0].get_texts()][-1]
     assert "reused" in ax.get_title()
     plt.close(fig)
 
@@ -309,3 +309,40 @@ def test_an_out_that_cannot_be_written_is_bad_input_exit_2(report_run, tmp_path:
     assert code == 2 and "Traceback" not in err and "cannot be written" in err, err[-2000:]
     with pytest.raises(ConfigError, match="cannot create report folder"):
         write_report(report_run, tmp_path / "file" / "rep", png=False)
+
+
+def test_png_legend_of_long_series_labels_stays_on_the_figure_beside_the_plot(report_run) -> None:
+    """The seed recipe's HiCache arm is labelled with what the simulator does not model (a 170-character label): the
+    PNG's legend, drawn inside the plot, ran off the figure's right edge, tight_layout squeezed the plot to half its
+    width, the title lost its start (`...2644Z-d2d6a1 · ■ faded`), and over an overlay the legend covered points."""
+    pytest.importorskip("matplotlib")
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    from llmsweep.report.data import build_payload
+    from llmsweep.report.plots import pareto_figure
+    from llmsweep.results.point import points_from_run
+
+    payload = build_payload(report_run, points_from_run(report_run), details=False)
+    long = ("Qwen3.5-397B-A17B-FP8 · mi300x · sglang · fp8 · agentic-coding · spec=mtp · offload=dram [simulated] · "
+            "not modelled: `--page-size` `1` (its KV and prefix-hash blocks are 64 tokens)")
+    payload["series"][0]["label"] = long
+    for axis in payload["axes"]:
+        fig = pareto_figure(payload, axis)
+        fig.canvas.draw()
+        renderer = fig.canvas.get_renderer()
+        ax = fig.axes[0]
+        page = fig.bbox
+        legends = [lg for lg in (*fig.legends, ax.get_legend()) if lg is not None]
+        assert len(legends) == 1
+        box = legends[0].get_window_extent(renderer)
+        assert page.x0 - 1 <= box.x0 and box.x1 <= page.x1 + 1 and page.y0 - 1 <= box.y0, (axis["key"], box, page)
+        assert not box.overlaps(ax.get_window_extent(renderer)), "the legend covers the plot's points"
+        title = ax.title.get_window_extent(renderer)
+        assert page.x0 <= title.x0 and title.x1 <= page.x1, (axis["key"], title, page)
+        assert ax.get_window_extent(renderer).width > 0.75 * page.width, "the plot was squeezed"
+        shown = [t.get_text().replace("\n", " ") for t in legends[0].get_texts()]
+        assert long in shown  # wrapped, never cut
+        plt.close(fig)
