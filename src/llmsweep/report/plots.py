@@ -138,8 +138,10 @@ def pareto_figure(payload: Mapping[str, Any], axis: Mapping[str, Any]) -> Any:
     for run_id in reused_from:  # a legend entry per earlier run: which points were not measured by this run
         ax.scatter([], [], facecolors="none", label=f"reused from run {run_id}", **REUSED_STYLE)
     if not plotted:
-        ax.text(0.5, 0.5, empty_text(payload, axis["label"]), transform=ax.transAxes, ha="center", va="center",
-                fontsize=10, wrap=True)
+        # wrapped to the plot's width by hand: `wrap=True` wraps at the figure's edge, so the centred line ran over
+        # the y-axis title and out of the frame
+        ax.text(0.5, 0.5, textwrap.fill(empty_text(payload, axis["label"]), EMPTY_WRAP), transform=ax.transAxes,
+                ha="center", va="center", fontsize=10, multialignment="center")
         if not payload["points"]:  # nothing to scale an axis to: no made-up -0.04..0.04 ticks
             ax.set_xticks([])
             ax.set_yticks([])
@@ -160,6 +162,8 @@ def pareto_figure(payload: Mapping[str, Any], axis: Mapping[str, Any]) -> Any:
     return fig
 
 
+EMPTY_WRAP = 70
+"""Characters per line of what a plot without a point says (10 pt: well inside the plot's width)."""
 LEGEND_WRAP = 120
 """Characters per legend line: a series label longer than that (an arm that sets what the simulator does not model
 says so in its label) wraps instead of running off the figure."""

@@ -158,14 +158,20 @@ def test_png_marks_smoke_points_and_labels_every_point(report_run, tmp_path: Pat
     empty = {**payload, "points": [], "series": [], "frontiers": {}, "evals": [],
              "empty": "No result in this run: 9 expected job(s), 9 without a result."}
     fig = pareto_figure(empty, axis)
-    assert [t.get_text() for t in fig.axes[0].texts] == [
+    assert [t.get_text().replace("\n", " ") for t in fig.axes[0].texts] == [
         "No result in this run: 9 expected job(s), 9 without a result. The reasons are in summary.md and index.html "
         "beside this plot."]
     assert list(fig.axes[0].get_xticks()) == [] and list(fig.axes[0].get_yticks()) == []
+    # inside the frame: the one long line ran over the y-axis title and past both edges of the plot
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    frame, said = fig.axes[0].get_window_extent(renderer), fig.axes[0].texts[0].get_window_extent(renderer)
+    assert frame.x0 < said.x0 and said.x1 < frame.x1, (said, frame)
+    assert not said.overlaps(fig.axes[0].yaxis.label.get_window_extent(renderer))
     plt.close(fig)
     evals = {**empty, "empty": None, "evals": [{"id": "e"}]}
     fig = pareto_figure(evals, axis)
-    assert [t.get_text() for t in fig.axes[0].texts] == [
+    assert [t.get_text().replace("\n", " ") for t in fig.axes[0].texts] == [
         "No throughput point: the run's results are evals (1, in summary.md and index.html)."]
     plt.close(fig)
 
