@@ -776,3 +776,34 @@ def test_a_point_where_no_request_finished_shows_no_error_ratio_not_zero(driver,
     metrics = {tr.find_elements(By.TAG_NAME, "td")[0].text: tr.find_elements(By.TAG_NAME, "td")[1].text
                for tr in driver.find_elements(By.CSS_SELECTOR, "#drilldown .two table tr")}
     assert metrics["Error ratio"] == "–", metrics
+
+
+def test_smoke_repeats_of_one_cause_are_one_banner_line(driver, tmp_path: Path) -> None:
+    """`run --repeats 2` with a short window: nine points, each the mean of two smoke repeats, made eighteen ×1 lines
+    in the smoke banner (and in summary.md), each reason holding its repeat's number and job id; one cause is one
+    line, counted in points, naming their concurrencies."""
+    from selenium.webdriver.common.by import By
+
+    prov = {"launch": {"fingerprint": "launch-a"}, "clock": "virtual", "options": {"duration_s": 120.0}}
+    points = [SyntheticPoint(synthetic_job(conc=c, job_id=f"J-conc{c}{suffix}"), requests=20,
+                             provenance={**prov, "options": {**prov["options"], "concurrency": c}})
+              for c in (1, 4, 8) for suffix in ("", "-repeat2")]
+    run = write_synthetic_run(tmp_path / "run", points, run_id="smoke-repeats")
+    why = "smoke run: profile window 120 s is shorter than 900 s"
+    for p in points:
+        path = run.path / "jobs" / p.job["id"] / "summary.json"
+        summary = Summary.load(path)
+        summary.validity.verdict = "smoke"
+        summary.validity.reasons = [why]
+        path.write_text(json.dumps(summary.dump()), encoding="utf-8")
+    html = write_report(run.path, tmp_path / "report", png=False).html
+    _open(driver, html)
+    assert len(driver.find_elements(By.CSS_SELECTOR, "#chart .marker")) == 3  # each the mean of its two repeats
+    banner = driver.find_element(By.ID, "banner-smoke")
+    assert banner.get_attribute("data-count") == "3"
+    (line,) = banner.find_elements(By.CSS_SELECTOR, "ul.reasons li")
+    assert line.get_attribute("data-count") == "3" and "repeat" not in line.text, line.text
+    assert line.text == f"×3 {why} — conc 1, 4, 8", line.text
+    md = (html.parent / "summary.md").read_text(encoding="utf-8")
+    assert f"- ×3 {why} — " in md and "×1 repeat" not in md, md
+    assert _errors(driver) == []

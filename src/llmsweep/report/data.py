@@ -97,7 +97,8 @@ def point_payload(p: ResultPoint, sk: str, frontiers: Mapping[str, Mapping[str, 
         "reused": None if reused_as is None else {"run_id": p.run_id, "job_id": p.job_id, "result_id": p.result_id,
                                                   "verdict": p.verdict},
         "verdict": p.verdict, "valid": p.valid, "reasons": list(p.reasons),
-        "reason": verdict_reason(p.verdict, p.reasons), "warnings": list(warnings), "gpus": p.gpus,
+        "reason": verdict_reason(p.verdict, p.reasons), "causes": causes(p, repeats),
+        "warnings": list(warnings), "gpus": p.gpus,
         "identity": p.identity.shown(), "topology": p.identity.topology(),
         # as stored: the page, summary.md and the PNGs round a value once, where they show it (as the CLI does)
         "metrics": {**{c.name: p.metric(c.name) for c in HOT_COLUMNS}, "conc": p.identity.conc},
@@ -106,6 +107,21 @@ def point_payload(p: ResultPoint, sk: str, frontiers: Mapping[str, Mapping[str, 
         "eval": _eval_mark(p),
         "repeats": repeats.as_dict() if repeats is not None else None,
     }
+
+
+def causes(p: ResultPoint, repeats: Repeats | None) -> list[str]:
+    """Why a point is not valid, as its verdict's banner groups it (`verdict_groups`): its gates' reasons; for the
+    mean of its repeats (`run --repeats`), the reasons of the repeats that are not valid, each said once, without
+    the repeat and job that `reasons` name (`repeat 1 of 2 (JOB) is smoke: …`), so nine points whose eighteen
+    repeats ran too short for one cause are one banner line, not eighteen. A repeat of another verdict than the
+    point's says its own (`a repeat is smoke: …` under an invalid point). Empty for a valid point."""
+    if p.verdict == "valid":
+        return []
+    if repeats is None or repeats.n < 2:
+        return list(p.reasons) or [verdict_reason(p.verdict, p.reasons)]
+    said = [r if m.verdict == p.verdict else f"a repeat is {m.verdict}: {r}"
+            for m in repeats.members if m.verdict != "valid" for r in m.reasons or ["no reason recorded"]]
+    return list(dict.fromkeys(said))
 
 
 def clock_of(p: ResultPoint) -> str | None:
@@ -365,7 +381,7 @@ def verdict_groups(points: Sequence[dict[str, Any]], missing: Sequence[dict[str,
         if kind is None:
             continue
         counts[kind] += 1
-        items[kind] += [(r, p["id"]) for r in p["reasons"] or [p["reason"]]]
+        items[kind] += [(r, p["id"]) for r in p.get("causes") or p["reasons"] or [p["reason"]]]
     drawn = {p["job_id"]: p["id"] for p in points if run_id is None or own_point(p, run_id)}
     for e in evals:  # one line per eval, by its point where one is drawn (series and conc); an eval-only job by id
         if e["verdict"] != "valid":
