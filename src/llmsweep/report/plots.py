@@ -45,22 +45,25 @@ LABEL_SPOTS = ((5, 4, "left"), (5, -10, "left"), (-5, 4, "right"), (-5, -10, "ri
 
 
 def label_points(ax: Any, tags: Sequence[tuple[str, float, float]], fontsize: float = 6.5) -> None:
-    """Annotate each point with its tag at the first spot around it that overlaps no label placed before it."""
+    """Annotate each point with its tag at the first spot around it that stays inside the plot's frame and overlaps
+    no label placed before it (else the first spot inside the frame): the label of the rightmost point ran over
+    the frame's right edge. Call it once the figure is laid out (the frame's place in pixels is final)."""
     to_px = ax.figure.dpi / 72.0
+    frame = ax.get_window_extent()
     placed: list[tuple[float, float, float, float]] = []
     for text, x, y in tags:
         px, py = ax.transData.transform((x, y))
         w, h = len(text) * fontsize * 0.55 * to_px, fontsize * 1.2 * to_px
-        choice = LABEL_SPOTS[0]
+        boxes = []
         for dx, dy, ha in LABEL_SPOTS:
             x0 = px + dx * to_px - (w if ha == "right" else 0)
-            box = (x0, py + dy * to_px, x0 + w, py + dy * to_px + h)
-            if not any(b[0] < box[2] and box[0] < b[2] and b[1] < box[3] and box[1] < b[3] for b in placed):
-                choice = (dx, dy, ha)
-                placed.append(box)
-                break
-        else:
-            placed.append((px, py, px + w, py + h))
+            boxes.append(((dx, dy, ha), (x0, py + dy * to_px, x0 + w, py + dy * to_px + h)))
+        inside = [(spot, box) for spot, box in boxes
+                  if frame.x0 <= box[0] and box[2] <= frame.x1 and frame.y0 <= box[1] and box[3] <= frame.y1]
+        free = [(spot, box) for spot, box in inside
+                if not any(b[0] < box[2] and box[0] < b[2] and b[1] < box[3] and box[1] < b[3] for b in placed)]
+        choice, box = (free or inside or boxes)[0]
+        placed.append(box)
         ax.annotate(text, (x, y), xytext=choice[:2], textcoords="offset points", ha=choice[2], fontsize=fontsize,
                     color="#344054")
 
@@ -151,7 +154,6 @@ def pareto_figure(payload: Mapping[str, Any], axis: Mapping[str, Any]) -> Any:
     ax.margins(x=0.07)  # room for the labels of the outermost points
     ax.set_ylim(bottom=0)
     ax.set_ylim(top=ax.get_ylim()[1] * 1.06)  # and above the highest point
-    label_points(ax, tags)
     ax.grid(alpha=0.3)
     ax.set_title(f"run {payload['run']['run_id']} · ■ faded = smoke · ○ hollow = invalid · "
                  + ("◆ = reused · " if reused_from else "")
@@ -159,6 +161,7 @@ def pareto_figure(payload: Mapping[str, Any], axis: Mapping[str, Any]) -> Any:
     handles, labels = ax.get_legend_handles_labels() if plotted else ([], [])
     legend_h = legend_below(fig, handles, labels)
     fig.tight_layout(rect=(0, legend_h / fig.get_figheight(), 1, 1))
+    label_points(ax, tags)  # where the frame now is: each label kept inside it
     return fig
 
 

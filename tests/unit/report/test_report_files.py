@@ -352,3 +352,31 @@ def test_png_legend_of_long_series_labels_stays_on_the_figure_beside_the_plot(re
         shown = [t.get_text().replace("\n", " ") for t in legends[0].get_texts()]
         assert long in shown  # wrapped, never cut
         plt.close(fig)
+
+
+def test_png_point_labels_stay_inside_the_plot_frame(report_run) -> None:
+    """The label of the rightmost point (always put to its right) ran over the frame's right edge, and the top
+    point's over the top, in nearly every plot of the quickstart and seed runs."""
+    pytest.importorskip("matplotlib")
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    from llmsweep.report.data import build_payload
+    from llmsweep.report.plots import pareto_figure
+    from llmsweep.results.point import points_from_run
+
+    payload = build_payload(report_run, points_from_run(report_run), details=False)
+    for axis in payload["axes"]:
+        fig = pareto_figure(payload, axis)
+        fig.canvas.draw()
+        renderer = fig.canvas.get_renderer()
+        ax = fig.axes[0]
+        frame = ax.get_window_extent(renderer)
+        assert len(ax.texts) == len(payload["points"])
+        for text in ax.texts:
+            box = text.get_window_extent(renderer)
+            assert frame.x0 <= box.x0 and box.x1 <= frame.x1 and frame.y0 <= box.y0 and box.y1 <= frame.y1, (
+                axis["key"], text.get_text(), box, frame)
+        plt.close(fig)
