@@ -807,3 +807,20 @@ def test_smoke_repeats_of_one_cause_are_one_banner_line(driver, tmp_path: Path) 
     md = (html.parent / "summary.md").read_text(encoding="utf-8")
     assert f"- ×3 {why} — " in md and "×1 repeat" not in md, md
     assert _errors(driver) == []
+
+
+def test_the_drill_down_says_what_its_time_axis_counts(driver, report_html: Path) -> None:
+    """The drill-down's charts over time had x ticks (0, 1000, 2000, 3000) and no unit or zero anywhere, and
+    `TTFT over time (s)` read as if the seconds were the time axis'."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    _open(driver, report_html)
+    marker = driver.find_element(By.CSS_SELECTOR, "#chart .marker")
+    driver.execute_script("arguments[0].dispatchEvent(new MouseEvent('click', {bubbles: true}))", marker)
+    WebDriverWait(driver, 10).until(lambda d: d.find_element(By.ID, "drilldown").is_displayed())
+    said = driver.find_element(By.CSS_SELECTOR, "#drilldown #drill-time").text
+    assert "seconds from the first profiled request" in said and "before 0" in said, said
+    titles = [h.text for h in driver.find_elements(By.CSS_SELECTOR, "#drilldown .mini h4")]
+    assert "TTFT (s) over time" in titles, titles
+    assert _errors(driver) == []

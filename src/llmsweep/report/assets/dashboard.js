@@ -454,6 +454,8 @@
   function pct(t) { return +(t * 100).toPrecision(3) + "%"; }
   function drillCharts(parent, d, color) {
     if (d.records_note) el("p", { "class": "records-incomplete" }, parent, d.records_note);  // report.data.records_note
+    // the charts' x axis has ticks and no title: its unit and zero said once (report.timeseries: t0)
+    el("p", { "class": "note", id: "drill-time" }, parent, "Charts over time: x is seconds from the first profiled request (warm-up requests fall before 0).");
     var grid = el("div", { "class": "minis" }, parent);
     var tl = (d.timeline || []).filter(function (r) { return finite(r[0]); });
     mini(grid, "Request timeline (" + d.requests_shown + " of " + d.requests_total + " requests; grey warmup, red failed)", function (svg) {
@@ -473,7 +475,7 @@
       el("path", { d: bad, stroke: "#c0392b", "stroke-width": 1.6 }, svg);
     }, tl.length > 0);
     var tt = (d.ttft || []).filter(function (q) { return finite(q[0]) && finite(q[1]); });
-    mini(grid, "TTFT over time (s)", function (svg) {
+    mini(grid, "TTFT (s) over time", function (svg) {
       var f = frame(svg, domain(tt.map(function (q) { return q[0]; })), domain(tt.map(function (q) { return q[1]; }), true));
       var path = tt.map(function (q) { return "M" + f.sx(q[0]).toFixed(1) + " " + f.sy(q[1]).toFixed(1) + "h0.01"; }).join("");
       el("path", { d: path, stroke: color, "stroke-width": 3, "stroke-linecap": "round" }, svg);
