@@ -36,6 +36,7 @@ from llmsweep.engines.base import (
     topology,
 )
 from llmsweep.engines.sglang import model_path, per_rank_gb
+from llmsweep.errors import ConfigError
 from llmsweep.plan.job import Job
 from llmsweep.spec.workload import ScenarioId
 
@@ -48,6 +49,15 @@ UNDERSCORE_FLAGS: dict[str, str] = {
 """ATOM's long flags spelled with `_` (ROCm/ATOM atom/model_engine/arg_utils.py EngineArgs.add_cli_args, the same in
 every release read: `--kv_cache_dtype`, `--enable_prefix_caching` and its BooleanOptionalAction negative
 `--no-enable_prefix_caching`, `--load_dummy`); every other flag is spelled with `-`."""
+
+
+SPEC_METHODS: frozenset[str] = frozenset({"mtp", "eagle3", "dspark"})
+"""serve.spec-decoding methods ATOM serves, spelled as its `--method` takes them: the parser's `choices` (ROCm/ATOM
+atom/model_engine/arg_utils.py EngineArgs.add_cli_args; the early release at 0027562b allows `mtp` only, later ones
+add `eagle3` and `dspark`). Any other value (`eagle`, `draft_model`, `ngram`, `medusa`) is refused by ATOM's argparse
+at start-up (`invalid choice`), so the adapter refuses it before the GPU is taken."""
+DRAFT_MODEL_METHODS = frozenset({"eagle3"})
+"""Methods ATOM serves only from a standalone draft checkpoint (`--draft-model`: "Required when --method eagle3")."""
 
 
 OFFLOAD_CONNECTOR = "lmcache_offload"
@@ -123,6 +133,15 @@ class ATOMAdapter(Adapter):
                            f"of the {tp} TP workers")
         sd = job.serve.spec_decoding if job.serve is not None else None
         if sd is not None and job.spec_decoding != "none":
+            if sd.method not in SPEC_METHODS:
+                raise ConfigError(f"ATOM has no `{sd.method}` speculative decoding: its `--method` takes "
+                                  f"{', '.join(sorted(SPEC_METHODS))} only, and refuses `{sd.method}` at start-up",
+                                  fix=f"use one of {', '.join(sorted(SPEC_METHODS))} (an MTP head is `mtp` on ATOM), "
+                                      f"or an engine that serves {sd.method}")
+            if sd.method in DRAFT_MODEL_METHODS and not sd.draft_model:
+                raise ConfigError(f"ATOM's `{sd.method}` drafting needs the draft checkpoint (`--draft-model`): "
+                                  "it refuses to start without one",
+                                  fix="set `serve.spec-decoding.draft-model`")
             a["--method"] = sd.method
             if sd.draft_model:
                 a["--draft-model"] = sd.draft_model
