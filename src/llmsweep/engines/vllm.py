@@ -72,6 +72,14 @@ or on another connector than NIXL, every worker keeps `kv_both` (the role then c
 `kv_transfer_params`)."""
 
 
+SELF_DRAFTING_METHODS = frozenset({"mtp", "ngram"})
+"""serve.spec-decoding methods vLLM serves without a draft checkpoint: MTP drafts with the target's own head (vLLM takes
+the target model as the draft) and n-gram needs no model. For every other method (eagle, eagle3, draft_model, medusa,
+dspark) vLLM's SpeculativeConfig raises "num_speculative_tokens was provided but without speculative model" at
+start-up when `--speculative-config` names no `model` (vllm/config/speculative.py `__post_init__`, the same branch in
+every release read; later ones say "dspark requires an independent draft checkpoint model path")."""
+
+
 class VLLMAdapter(Adapter):
     identity = VLLM
     context_flag: ClassVar[str | None] = "--max-model-len"
@@ -149,6 +157,11 @@ class VLLMAdapter(Adapter):
         self._kv_offload(job, d, tp * pp, parallel.dp_ranks)
         spec = self.speculative_config(job)
         if spec is not None:
+            if spec["method"] not in SELF_DRAFTING_METHODS and "model" not in spec:
+                raise ConfigError(f"vLLM's `{spec['method']}` drafting needs the draft checkpoint (the speculative "
+                                  "config's `model`): without one vLLM refuses to start (\"num_speculative_tokens was "
+                                  "provided but without speculative model\")",
+                                  fix="set `serve.spec-decoding.draft-model`")
             a["--speculative-config"] = spec
         return d
 

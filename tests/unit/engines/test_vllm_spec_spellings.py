@@ -52,3 +52,41 @@ def test_the_committed_negative_control_is_refused_before_launch() -> None:
     jobs = jobs_from_files([WRONG_PIN], runner_config=FLEET)
     findings = list(policy.check(load_recipes([WRONG_PIN]), jobs, simulate=False))
     assert any(f.rule == "serve.spec-conflict" and f.is_error for f in findings)
+
+
+DRAFT_RECIPE = ("k:\n  image: vllm/vllm-openai-rocm:v0.27.1\n  model: MiniMaxAI/MiniMax-M3-MXFP8\n"
+                "  model-prefix: minimaxm3\n  runner: mi300x\n  precision: fp8\n  framework: vllm\n"
+                "  multinode: false\n  scenarios:\n    fixed-seq-len:\n    - isl: 8192\n      osl: 1024\n"
+                "      search-space:\n      - { tp: 8, conc-list: [8], spec-decoding: mtp }\n"
+                "  serve:\n    spec-decoding: {SPEC}\n")
+
+
+@pytest.mark.parametrize("method", ["eagle", "eagle3", "draft_model", "medusa", "dspark"])
+def test_a_draft_method_without_its_checkpoint_is_refused_before_the_gpu(tmp_path: Path, method: str) -> None:
+    """vLLM's SpeculativeConfig takes the target as the draft only for MTP (and needs none for n-gram): any other
+    method without `model` dies at start-up ("num_speculative_tokens was provided but without speculative model"),
+    so `validate` must refuse it rather than pass a launch that cannot start."""
+    from llmsweep.policy import validate_files
+
+    file = tmp_path / "r.yaml"
+    file.write_text(DRAFT_RECIPE.replace("{SPEC}", f"{{method: {method}, num-steps: 3}}"))
+    errors = [f for f in validate_files([file]).findings if f.is_error]
+    assert "serve.render-failed" in [f.rule for f in errors], [f.render() for f in errors]
+    assert any("draft checkpoint" in f.message for f in errors)
+
+
+@pytest.mark.parametrize(("spec", "expected"), [
+    ("{method: mtp, num-steps: 3}", {"method": "mtp", "num_speculative_tokens": 3}),
+    ("{method: ngram, num-steps: 3}", {"method": "ngram", "num_speculative_tokens": 3}),
+    ("{method: eagle3, num-steps: 3, draft-model: org/eagle3}",
+     {"method": "eagle3", "num_speculative_tokens": 3, "model": "org/eagle3"}),
+])
+def test_methods_vllm_can_start_render(tmp_path: Path, spec: str, expected: dict[str, object]) -> None:
+    import json
+
+    from llmsweep.plan import full_sweep
+    from llmsweep.spec import loads_recipes
+
+    (job,) = full_sweep(loads_recipes(DRAFT_RECIPE.replace("{SPEC}", spec), "t.yaml").raise_on_error().recipes)
+    argv = render(job).argv
+    assert json.loads(argv[argv.index("--speculative-config") + 1]) == expected
