@@ -106,6 +106,8 @@ def launch_refusal(job: Job, *, simulate: bool = False, executor: str | None = N
     worker on its own GPUs behind llmsweep's router). Every other real engine's roles are refused.
     """
     if not (job.multinode or job.disagg or job.prefill is not None or job.decode is not None):
+        if job.router is not None and not runs_on_simulator(job.engine, simulate=simulate):
+            return aggregated_router_refusal(job.router.name, job.router.version)
         return None
     if not (job.disagg and job.prefill is not None and job.decode is not None):
         return MULTINODE_NOT_DISAGG  # on any engine, live or not: no executor runs a multinode aggregated deployment
@@ -126,6 +128,17 @@ def launch_refusal(job: Job, *, simulate: bool = False, executor: str | None = N
                 "engine's roles as Slurm steps, with the NIXL side channel on each node's address, are untested); "
                 "use --executor local on a host with every worker's GPUs, or --simulate")
     return None
+
+
+def aggregated_router_refusal(name: str, version: str) -> str:
+    """Why a real engine's aggregated row that names a router (InferenceX's optional `vllm-router`/`sglang-router` in
+    front of DP-attention ranks) is not run: llmsweep launches the server alone, so its result would carry a router
+    in its identity that did not run. (The simulator runs it, its balanced DP ranks standing in for the router, and
+    says the router is not modelled: `engines.sim.unmodelled`.)"""
+    return (f"the row names router {name} {version} in front of an aggregated server, and llmsweep launches the server "
+            "alone: its result would be labelled with a router that did not run; drop the row's `router` to measure "
+            "the engine balancing its own DP ranks (another configuration, under its own id), or run it on the "
+            "simulator with --simulate")
 
 
 def launched_job(job: Job) -> Job:

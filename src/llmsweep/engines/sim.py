@@ -109,6 +109,8 @@ def unmodelled(job: Job) -> list[str]:
             + ([f"pipeline parallelism (pp {pool.pp})"] if pool.pp > 1 else []) \
             + ([f"decode context parallelism (dcp {pool.dcp})"] if pool.dcp > 1 else []) \
             + ([f"prefill context parallelism (pcp {pool.pcp})"] if pool.pcp > 1 else [])
+    if job.router is not None and not (job.multinode or job.disagg):  # a disaggregated deployment runs its router
+        out.append(f"the row's router ({job.router.name} {job.router.version}; it balances the DP ranks evenly)")
     return list(dict.fromkeys(out + unmodelled_settings(job)))
 
 

@@ -244,8 +244,8 @@ def disagg_real_engine(ctx: Context) -> Iterator[Finding]:
 
     for job, recipe in ctx.job_pairs():
         # only where the job would run: a serve-less master file checked without --simulate runs nowhere
-        if recipe.serve is None or ctx.simulated(job):
-            continue
+        if recipe.serve is None or ctx.simulated(job) or not (job.multinode or job.disagg):
+            continue  # (an aggregated row's refusal, a router llmsweep does not launch, is `run`'s to say)
         # under the executor that launches it (vLLM's roles: the local one); a multinode aggregated job has its rule
         refusal = launch_refusal(job, simulate=ctx.simulate)
         if refusal is not None and refusal != MULTINODE_NOT_DISAGG:
