@@ -16,6 +16,7 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from support.synthetic import SyntheticPoint, synthetic_job, write_synthetic_run
@@ -784,9 +785,10 @@ def test_smoke_repeats_of_one_cause_are_one_banner_line(driver, tmp_path: Path) 
     line, counted in points, naming their concurrencies."""
     from selenium.webdriver.common.by import By
 
-    prov = {"launch": {"fingerprint": "launch-a"}, "clock": "virtual", "options": {"duration_s": 120.0}}
+    options: dict[str, Any] = {"duration_s": 120.0}
+    prov: dict[str, Any] = {"launch": {"fingerprint": "launch-a"}, "clock": "virtual", "options": options}
     points = [SyntheticPoint(synthetic_job(conc=c, job_id=f"J-conc{c}{suffix}"), requests=20,
-                             provenance={**prov, "options": {**prov["options"], "concurrency": c}})
+                             provenance={**prov, "options": {**options, "concurrency": c}})
               for c in (1, 4, 8) for suffix in ("", "-repeat2")]
     run = write_synthetic_run(tmp_path / "run", points, run_id="smoke-repeats")
     why = "smoke run: profile window 120 s is shorter than 900 s"

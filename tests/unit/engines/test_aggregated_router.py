@@ -9,10 +9,10 @@ from pathlib import Path
 
 from llmsweep import engines
 from llmsweep.engines.sim import unmodelled
-from llmsweep.plan import jobs_from_files
+from llmsweep.plan import Job, jobs_from_files
 
 
-def _jobs(shared_dir: Path) -> list:  # type: ignore[type-arg]
+def _jobs(shared_dir: Path) -> list[Job]:
     ix = shared_dir / "reference" / "inferencex"
     return jobs_from_files([ix / "amd-master.yaml"], runner_config=ix / "runners.yaml",
                            config_keys=["dsv4-fp4-mi355x-vllm-agentic-mtp"])
