@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -292,9 +293,26 @@ def test_the_progress_shows_the_drain_after_the_window(tmp_path: Path) -> None:
                    "--concurrency", "2", "--duration", "0.5", "--num-warmups", "0", "--grace", "20",
                    "--out", str(tmp_path / "bench"))
     assert res.returncode in (0, 1), res.stderr  # a half-second window is no submission; the run itself completes
-    drain = [line for line in res.stderr.splitlines() if line.startswith("draining")]
-    assert len(drain) == 1, res.stderr
-    assert "none in flight (of 2 when sending stopped; grace 20 s)" in drain[0], drain[0]
+    # stderr is a pipe here: timestamped lines, the drain's when it starts and where it ended
+    drain = [line.split("] ", 1)[1] for line in res.stderr.splitlines() if "] draining: " in line]
+    assert len(drain) == 2, res.stderr
+    assert drain[0].startswith("draining: 2 in flight (of 2 when sending stopped; grace 20 s)"), drain
+    assert drain[1].startswith("draining: none in flight (of 2 when sending stopped; grace 20 s)"), drain
+
+
+def test_a_bench_into_a_log_says_what_it_is_doing_while_it_runs(tmp_path: Path) -> None:
+    """stderr not a terminal (a log, CI, a pipe): a timestamped line at each phase of the run — warming up, measuring
+    (with the window), draining — and its last counters; the rich bar drew one frame there, at the end, so a bench
+    said nothing for its whole window."""
+    with StreamServer(ServerConfig(ttft_s=0.005, itl_s=0.02)) as srv:  # 30 tokens: 0.6 s per request
+        res = _cli("bench", "fixed", "--url", srv.url, "--model", "m", "--isl", "16", "--osl", "30",
+                   "--concurrency", "2", "--duration", "1", "--num-warmups", "2", "--gpus", "1",
+                   "--out", str(tmp_path / "bench"))
+    assert res.returncode in (0, 1), res.stderr
+    said = [line for line in res.stderr.splitlines() if re.match(r"^\[\d\d:\d\d:\d\d\] (bench|draining): ", line)]
+    assert any("bench: warming up: done 0 in-flight 2" in line for line in said), res.stderr  # said as it starts
+    assert any(", window 0/1 s" in line for line in said), res.stderr  # measuring, said as the window opens
+    assert "━" not in res.stderr, res.stderr  # no bar drawn into the log
 
 
 @pytest.mark.parametrize(("args", "said"), [

@@ -259,7 +259,7 @@ def _run(kind: str, workload: Workload, kw: dict[str, Any], options: Any, *, api
         # --out is this bench's alone from here to its summary: a second bench (or `run`) given the same folder is
         # refused, not let through to mix its records in, and `summarize` leaves it alone while it runs. Checked again
         # under the claim: another bench may have claimed and filled the folder since the check above.
-        with claim(out, "llmsweep bench", fix=_BUSY_FIX), stop_on_signal() as stop, _ProgressBar(options) as bar, \
+        with claim(out, "llmsweep bench", fix=_BUSY_FIX), stop_on_signal() as stop, _progress(options) as bar, \
                 watching_pauses() as pauses:
             _check_out(out, force=kw["force"], claimed=True)
             result = run_benchmark(workload, endpoint, options, out,
@@ -373,18 +373,84 @@ def _print_first_errors(result: Any, api: str) -> None:
                    f"{route[1]}", err=True)
 
 
+def _progress(options: Any, stream: Any = None) -> _ProgressBar | _ProgressLines:
+    """The bench's progress on stderr: a live bar under a terminal, timestamped lines otherwise (a log, CI, a pipe),
+    as `run` shows its own."""
+    from rich.console import Console
+
+    console = Console(stderr=True) if stream is None else Console(file=stream)
+    return _ProgressBar(options, console) if console.is_terminal else _ProgressLines(options, stream)
+
+
+class _ProgressLines:
+    """Not a terminal: a timestamped line on stderr when the run changes phase (warming up, measuring, draining) and
+    every `interval_s` while one lasts, then the last counters when it ends. A bar there was drawn once, at the end: a
+    bench in a log or CI said nothing for its whole window."""
+
+    def __init__(self, options: Any, stream: Any = None, interval_s: float = 30.0) -> None:
+        self.options = options
+        self.stream = stream
+        self.interval_s = interval_s
+        self.last: Any = None  # the latest Progress
+        self.said_phase: str | None = None
+        self.said_at = 0.0
+        self.drain_from: float | None = None
+        self.drain_inflight = 0
+        self.grace = 0.0
+
+    def __enter__(self) -> _ProgressLines:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.last is not None:  # where the run ended: its last counters (and the drain's, after the window)
+            self._write(self.last)
+
+    def _write(self, p: Any) -> None:
+        import sys
+
+        print(f"[{time.strftime('%H:%M:%S')}] {self._line(p)}", file=self.stream or sys.stderr, flush=True)
+
+    def _line(self, p: Any) -> str:
+        if p.phase == "warming":
+            line = f"bench: warming up: done {p.warmup_finished} in-flight {p.inflight}"
+        else:
+            line = (f"bench: done {p.profiling_finished} failed {p.failed} in-flight {p.inflight} "
+                    f"tok {p.profiling_output_tokens}")
+            if p.duration_s and p.profiling_elapsed_s is not None:
+                line += f", window {min(p.profiling_elapsed_s, p.duration_s):.0f}/{p.duration_s:g} s"
+            elif p.target_requests:
+                line += f", {p.profiling_finished}/{p.target_requests} requests"
+        if p.stop_reason:
+            line += f" [stopping: {p.stop_reason}]"
+        if self.drain_from is not None:
+            left = f"{p.inflight} in flight" if p.inflight else "none in flight"
+            line += (f"\n[{time.strftime('%H:%M:%S')}] draining: {left} (of {self.drain_inflight} when sending "
+                     f"stopped; grace {self.grace:g} s), waited {p.elapsed_s - self.drain_from:.0f} s")
+        return line
+
+    def update(self, p: Any) -> None:
+        self.last = p
+        if p.phase == "draining" and self.drain_from is None and p.inflight:
+            # as the bar's drain line: the grace after the window, none after a stop (the requests are cancelled)
+            self.grace = self.options.grace_s if p.stop_reason in (None, DURATION_REACHED) else 0.0
+            self.drain_from, self.drain_inflight = p.elapsed_s, p.inflight
+        now = time.monotonic()
+        if p.phase != self.said_phase or now - self.said_at >= self.interval_s:
+            self.said_phase, self.said_at = p.phase, now
+            self._write(p)
+
+
 class _ProgressBar:
     """A rich progress bar on stderr: requests toward the target, or seconds toward the deadline; once the window has
     ended (or the run stops), a second line for the drain: the requests still in flight and the grace they get."""
 
-    def __init__(self, options: Any) -> None:
-        from rich.console import Console
+    def __init__(self, options: Any, console: Any) -> None:
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
         self.options = options
         self.progress = Progress(
             TextColumn("[bold]{task.description}"), BarColumn(), TextColumn("{task.fields[stats]}"),
-            TimeElapsedColumn(), console=Console(stderr=True), transient=False,
+            TimeElapsedColumn(), console=console, transient=False,
         )
         total = options.duration_s or options.num_requests
         self.task = self.progress.add_task("bench", total=total, stats="")
