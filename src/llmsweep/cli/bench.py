@@ -500,24 +500,23 @@ def _print_summary(summary: Summary, out: Path, *, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(summary.dump(), indent=2))
         return
-    from rich.table import Table
-
-    from llmsweep.cli.tables import table_console
+    from llmsweep.cli.tables import Column, plain, print_tables, table_console
     from llmsweep.metrics import registry
 
     console = table_console()
     req, tput = summary.requests, summary.throughput
-    table = Table(title=f"llmsweep bench — {out}", show_header=True)
-    table.add_column("metric")
     stats = ("mean", "p50", "p90", "p99", "p99.9")
-    for col in stats:
-        table.add_column(col, justify="right")
+    rows = []
     for metric in (registry.TTFT, registry.TPOT, registry.ITL, registry.E2EL):  # labels from the metric table
         block = metric.stats_of(summary)  # no sample (every request failed) is no figure: `-`, not 0.00
-        table.add_row(f"{metric.label} ms", *(_fmt(block.stat(c), 1e3) for c in stats))
+        rows.append([f"{metric.label} ms", *(_fmt(block.stat(c), 1e3) for c in stats)])
     inter = registry.INTERACTIVITY
-    table.add_row(f"{inter.label} {inter.unit}", *(_fmt(summary.interactivity.stat(c)) for c in stats))
-    console.print(table)
+    rows.append([f"{inter.label} {inter.unit}", *(_fmt(summary.interactivity.stat(c)) for c in stats)])
+    # laid out as every table is (`cli.tables`): a number is never cut (`3,663.…` in a narrow terminal); the
+    # statistics that do not fit go into a continuation table beside the metric
+    print_tables(plain(f"llmsweep bench — {out}"), [Column("metric", kind="key", justify="left"),
+                                                      *(Column(c) for c in stats)],
+                 [[plain(cell) for cell in row] for row in rows], console=console)
     health = summary.client_health
     spec = summary.server_metrics.spec_decode
     al = spec.acceptance_length if spec is not None else None

@@ -55,8 +55,9 @@ _PER_COLUMN = 3  # a space of padding each side, and a rule
 _KEY_MIN = 20
 _WHOLE = ("number", "id")
 """The kinds of column never wrapped, folded or cut."""
-_SEGMENT = re.compile(r"[^_…\-]*[_…\-]|[^_…\-]+$")
-"""A job id's segments, each with the `_`, `-` or `…` that ends it."""
+_SEGMENT = re.compile(r"[^_…\- ]*[_…\- ]|[^_…\- ]+$")
+"""A key's segments, each with the `_`, `-`, `…` or space that ends it (a job id has no space; a metric's label,
+`interactivity tok/s/user`, does)."""
 _ID = re.compile(r"^(?P<head>.+?)_(?P<hash>[0-9a-f]{12})(?P<repeat>-repeat\d+)?$")
 
 
@@ -203,9 +204,9 @@ def _break_at_segments(cell: Text, width: int) -> Text:
     lines: list[str] = []
     line = ""
     for piece in _SEGMENT.findall(cell.plain):
-        if line and len(line) + len(piece) > width:
-            lines.append(line)
+        if line and len(line.rstrip(" ")) + len(piece.rstrip(" ")) > width:
+            lines.append(line.rstrip(" "))
             line = ""
         line += piece
-    lines.append(line)
+    lines.append(line.rstrip(" "))
     return Text("\n".join(lines), style=cell.style)
