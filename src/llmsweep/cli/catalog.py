@@ -8,6 +8,7 @@ method), with the message on stderr.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,7 @@ from llmsweep.catalog import images as images_mod
 from llmsweep.catalog import models as models_mod
 from llmsweep.catalog.sources import ENV_VAR, catalog_dirs
 from llmsweep.cli.options import DefaultCommandGroup, PathValue, json_group_option, json_option, option
-from llmsweep.cli.tables import table_console
+from llmsweep.cli.tables import Column, fit_tables, plain, table_console
 from llmsweep.engine_ids import acceptance_spellings
 from llmsweep.errors import ConfigError
 
@@ -42,13 +43,28 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
-def _table(title: str, columns: Iterable[str], rows: Iterable[Iterable[Any]], caption: str | None = None) -> Table:
-    table = Table(title=title, caption=caption, show_lines=False, header_style="bold")
-    for col in columns:
-        table.add_column(col, overflow="fold")
-    for row in rows:
-        table.add_row(*(_fmt(v) for v in row))
-    return table
+_NUMBER = re.compile(r"^(—|[-+]?[\d.,]+\*?)$")
+"""A catalog cell that is a figure (`85.52`, `7.67*` an estimate, `—` none): its column is never wrapped or cut."""
+
+
+def _table(title: str, columns: Iterable[str], rows: Iterable[Iterable[Any]],
+           caption: str | None = None) -> list[Table]:
+    """A catalog table laid out for the terminal as every table is (`cli.tables.fit_tables`): the first column names
+    the row, a column of figures is as wide as its widest figure, text wraps, and the columns that do not fit go into a
+    continuation table (rich had folded `85.52` GB into `85.5` over `2` in an 80-column terminal)."""
+    headers = list(columns)
+    cells = [[_fmt(v) for v in row] for row in rows]
+    cols = []
+    for i, header in enumerate(headers):
+        if i == 0:
+            cols.append(Column(header, kind="key", justify="left"))
+        elif cells and all(_NUMBER.match(row[i]) for row in cells):
+            cols.append(Column(header))
+        else:  # wraps at its spaces; a word up to 24 characters (a prefix, a variant) is kept whole
+            longest = max((len(word) for row in cells for word in row[i].split()), default=1)
+            cols.append(Column(header, kind="text", justify="left", min_width=min(24, max(8, longest))))
+    return fit_tables(plain(title), cols, [[plain(c) for c in row] for row in cells], width=table_console().width,
+                      caption=plain(caption) if caption else None)
 
 
 def _mark(value: Any, estimated: bool) -> str:
@@ -63,7 +79,7 @@ def _hardware_data() -> list[dict[str, Any]]:
     return [h.model_dump(mode="json") for h in hardware_mod.all_hardware()]
 
 
-def _hardware_table() -> Table:
+def _hardware_table() -> list[Table]:
     rows = []
     for h in hardware_mod.all_hardware():
         e = h.is_estimate
@@ -91,7 +107,7 @@ def _models_data() -> list[dict[str, Any]]:
     return out
 
 
-def _models_table() -> Table:
+def _models_table() -> list[Table]:
     rows = []
     for m in models_mod.all_models():
         e = m.is_estimate
@@ -142,7 +158,7 @@ def _engines_tables() -> list[Table]:
         [[i.id, i.engine, f"{i.min_version or ''}..{i.max_version or ''}", ",".join(i.platforms or ["any"]),
           ",".join(i.model_families or ["any"]), i.severity, i.fix] for i in engines_mod.all_incompatibilities()],
     )
-    return [engines, gates, incompat]
+    return [*engines, *gates, *incompat]
 
 
 def _images_data() -> dict[str, Any]:
@@ -150,7 +166,7 @@ def _images_data() -> dict[str, Any]:
     return {"python": [r.model_dump(mode="json") for r in rules]}
 
 
-def _images_table() -> Table:
+def _images_table() -> list[Table]:
     return _table(
         "Python shipped by engine images",
         ["repository", "tag pattern", "python", "path", "estimate", "evidence"],
@@ -164,7 +180,7 @@ def _golden_data() -> list[dict[str, Any]]:
     return [c.model_dump(mode="json") for c in golden_mod.list_curves()]
 
 
-def _golden_table() -> Table:
+def _golden_table() -> list[Table]:
     rows = []
     for c in golden_mod.list_curves():
         for mode in c.modes:
@@ -179,7 +195,7 @@ def _fleet_data() -> dict[str, Any]:
     return fleet_mod.default_fleet().model_dump(mode="json", by_alias=True)
 
 
-def _fleet_table() -> Table:
+def _fleet_table() -> list[Table]:
     fleet = fleet_mod.default_fleet()
     rows = []
     for label, nodes in fleet.labels.items():
@@ -206,12 +222,12 @@ def _show(section: str, as_json: bool) -> None:
         return
     console = table_console()
     builders: dict[str, Callable[[], list[Table]]] = {
-        "hardware": lambda: [_hardware_table()],
-        "models": lambda: [_models_table()],
+        "hardware": _hardware_table,
+        "models": _models_table,
         "engines": _engines_tables,
-        "images": lambda: [_images_table()],
-        "golden": lambda: [_golden_table()],
-        "fleet": lambda: [_fleet_table()],
+        "images": _images_table,
+        "golden": _golden_table,
+        "fleet": _fleet_table,
     }
     tables = builders[section]()
     for table in tables:
@@ -252,8 +268,9 @@ def catalog(ctx: click.Context, as_json: bool) -> None:
                "images": f"{counts['images']} images with a known Python",
                "fleet": f"{counts['fleet']} runner labels"}
     console = table_console()
-    console.print(_table("Catalogs", ["section", "entries", "show it"],
-                         [(section, entries[section], f"llmsweep catalog {section}") for section in SECTIONS]))
+    for table in _table("Catalogs", ["section", "entries", "show it"],
+                        [(section, entries[section], f"llmsweep catalog {section}") for section in SECTIONS]):
+        console.print(table)
     click.echo(f"sources, later ones win: {', '.join(dirs)} (set {ENV_VAR} to add your own)")
     click.echo("show one: llmsweep catalog " + "|".join(SECTIONS) + " [--json]; llmsweep catalog image REF")
 
@@ -292,7 +309,8 @@ def image(ref: str, as_json: bool) -> None:
         _emit_json(data)
         return
     rows = [(k, v) for k, v in data.items() if k != "warnings"]
-    table_console().print(_table(f"Image {ref}", ["field", "value"], rows))
+    for table in _table(f"Image {ref}", ["field", "value"], rows):
+        table_console().print(table)
     for warning in parsed.warnings:
         click.echo(f"warning: {warning}", err=True)
 
@@ -395,7 +413,8 @@ def lookup(model: str, method: str, k: int, thinking: str, draft_model: str | No
     if res.passed_over:
         rows.append(("chosen over", f"{res.passed_over} (the family's default, measured in another precision)"))
     rows += [(f"{engine} spelling", text) for engine, text in spellings.items()]
-    table_console().print(_table("Golden acceptance length", ["field", "value"], rows))
+    for table in _table("Golden acceptance length", ["field", "value"], rows):
+        table_console().print(table)
     if mismatch:
         click.echo(
             f"warning: curve measured on {res.precision_measured} ({res.checkpoint}) "
