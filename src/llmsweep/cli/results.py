@@ -24,7 +24,7 @@ from llmsweep.cli.options import (
     refuse_replacing,
     store_option,
 )
-from llmsweep.cli.tables import plain, table_console
+from llmsweep.cli.tables import Column, plain, print_tables, table_console
 from llmsweep.errors import ResultError, ResultInputError
 from llmsweep.writable import refuse_unwritable
 
@@ -156,19 +156,21 @@ def _runs_json(store: Any) -> None:
 
 
 def _print_runs(store: Any) -> None:
-    from rich.table import Table
-
     runs = store.runs()
     if not runs:  # as an empty listing of results says it: not a table with no rows
         click.echo(f"no runs stored in {store.path}")
         return
-    table = Table(title=f"runs in {store.path}")
-    for col in ("run id", "origin", "results", "sources", "started", "ingested", "path"):
-        table.add_column(col, overflow="fold")
-    for r in runs:
-        table.add_row(plain(r.run_id), r.origin, str(r.results), ",".join(r.sources), r.started or "–",
-                      r.ingested_at, plain(r.path or "–"))
-    table_console().print(table)
+    # laid out as every table is (`cli.tables`): the run id names each row of every part, the dates are never
+    # wrapped (rich folded both, `run-20261` / `206T17262` / `4Z-499960`, in an 80-column terminal), the columns that
+    # do not fit go into a continuation table
+    columns = [Column("run id", kind="key", justify="left", min_width=max(len(r.run_id) for r in runs)),
+               Column("origin", kind="text", justify="left", min_width=8),
+               Column("results"), Column("sources", kind="text", justify="left", min_width=9),
+               Column("started", kind="id", justify="left"), Column("ingested", kind="id", justify="left"),
+               Column("path", kind="text", justify="left", min_width=20)]
+    rows = [[plain(r.run_id), plain(r.origin), str(r.results), plain(",".join(r.sources)), plain(r.started or "–"),
+             plain(r.ingested_at), plain(r.path or "–")] for r in runs]
+    print_tables(plain(f"runs in {store.path}"), columns, rows, console=table_console())
 
 
 def _print_points(points: list[Any], warned: Mapping[tuple[str, str], list[str]] | None = None, *,
@@ -178,7 +180,7 @@ def _print_points(points: list[Any], warned: Mapping[tuple[str, str], list[str]]
     shortened to experiment name…hash where whole ones do not fit, the columns that do not fit in a continuation
     table; a verdict its run warned of is marked `⚠N` as in `run`'s table, the warning said under the table
     (`warned`: `Store.job_warnings`). `points` come sorted by run, then series."""
-    from llmsweep.cli.tables import Column, job_labels, print_tables
+    from llmsweep.cli.tables import job_labels
     from llmsweep.cli.verdicts import Notes, verdict_cell
     from llmsweep.metrics.registry import HOT_BY_NAME
     from llmsweep.results.frontier import ListedKey, listed_series_labels
@@ -228,7 +230,7 @@ def evals_cmd(run_id: str | None, as_json: bool, store_path: Path | None) -> Non
     if not rows:
         click.echo(f"no eval stored{f' for run {run_id}' if run_id else ''} in {store.path}")
         return
-    from llmsweep.cli.tables import Column, job_labels, print_tables
+    from llmsweep.cli.tables import job_labels
 
     # laid out as `results list` is: result ids whole, job ids shortened to fit, the rest in a continuation table
     columns = [Column("result", kind="id", justify="left"), Column("job", kind="key", justify="left"),
@@ -364,7 +366,7 @@ def frontier(run: str | None, run_id: str | None, x_axis: str, mix_sources: bool
         for line in no_frontier.values():
             click.echo(line, err=True)
         return
-    from llmsweep.cli.tables import Column, job_labels, print_tables
+    from llmsweep.cli.tables import job_labels
     from llmsweep.results.identity import get_field
 
     shown = (y,) if x.key == "conc" else (HOT_BY_NAME[x.key], y)  # the concurrency axis is a column already

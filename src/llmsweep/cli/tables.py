@@ -40,7 +40,8 @@ def table_console() -> Console:
 class Column:
     """A column of a table `fit_tables` lays out. `kind`: `key` (names the row; repeated in every part, shortened and
     then folded to fit), `number` (never wrapped: as wide as its widest cell), `id` (a handle another command takes,
-    such as a result id: kept whole as a number is), `text` (wraps down to `min_width`)."""
+    such as a result id: kept whole as a number is), `text` (wraps down to `min_width`). A key is folded down to the
+    larger of `min_width` and 20 columns (a run id of 27 is kept whole with `min_width=27`)."""
 
     header: str
     kind: Literal["key", "number", "id", "text"] = "number"
@@ -121,7 +122,7 @@ def fit_tables(title: str, columns: Sequence[Column], rows: Sequence[Sequence[st
         cells = max((row[i].cell_len for row in texts), default=1)
         if col.kind in _WHOLE:
             return max(word, cells)
-        floor = _KEY_MIN if col.kind == "key" else col.min_width
+        floor = max(_KEY_MIN, col.min_width) if col.kind == "key" else col.min_width
         return min(max(cells, len(col.header)), max(word, floor))
 
     captions = [caption] if caption else []

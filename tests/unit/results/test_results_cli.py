@@ -739,3 +739,32 @@ def test_list_titles_a_series_as_frontier_and_the_dashboard_do(tmp_path: Path, s
     assert exported == {listed}, exported
     page = json.loads(write_report(run, tmp_path / "report", png=False).data.read_text())
     assert [s["label"] for s in page["series"]] == [label]
+
+
+def test_the_runs_fit_an_80_column_terminal_with_run_ids_and_dates_whole(make_run, store_path: Path,
+                                                                         monkeypatch) -> None:
+    """`results runs` (and `results list` without --run) in an 80-column terminal folded each run id — the handle
+    `--run` takes — over three lines (`run-20261` / `206T17262` / `4Z-499960`) and each date over four. Now laid out
+    as every table is: the run id and the dates whole, one line a row, the columns that do not fit in a continuation
+    table that repeats the run id."""
+    import io
+
+    from rich.console import Console
+
+    import llmsweep.cli.results as results_cli
+
+    for name in ("run-20261206T172624Z-499960", "run-20261206T172653Z-afcd39"):
+        _run("results", "ingest", str(make_run(name, concs=(1, 4)).path))
+    runs = json.loads(_run("results", "runs", "--json"))
+    buf = io.StringIO()
+    monkeypatch.setattr(results_cli, "table_console",
+                        lambda: Console(file=buf, width=80, force_terminal=True, color_system=None))
+    assert _run("results", "runs") == ""
+    lines = buf.getvalue().splitlines()
+    assert max(map(len, lines)) <= 80, buf.getvalue()
+    shown = [line for line in lines if line.startswith("│")]
+    for r in runs:
+        mine = [line for line in shown if r["run_id"] in line]
+        assert mine and len(mine) * len(runs) == len(shown), buf.getvalue()  # one line a row in every part
+        for value in (r["started"], r["ingested_at"]):
+            assert value and sum(value in line for line in mine) == 1, (value, buf.getvalue())
