@@ -449,18 +449,21 @@ def collect(recipe: Path, config_keys: tuple[str, ...], runner_config: Path | No
     if as_json:
         click.echo(json.dumps(result.model_dump(mode="json"), indent=2))
     else:
-        from rich.table import Table
+        from llmsweep.cli.tables import Column, plain, print_tables, table_console
 
-        from llmsweep.cli.tables import table_console
-
-        table = Table("thinking", "K", "AL", "accepted", "drafts", "requests", "tokens", "s", "status",
-                      title=f"Golden AL: {result.checkpoint} {result.method} ({result.engine})")
-        for c in result.cells:
-            table.add_row(c.thinking, str(c.k), f"{c.acceptance_length:.2f}" if c.acceptance_length else "—",
-                          f"{c.accepted_tokens:.0f}" if c.accepted_tokens is not None else "—",
-                          f"{c.drafts:.0f}" if c.drafts is not None else "—", f"{c.requests_ok}",
-                          str(c.output_tokens), f"{c.seconds:.0f}", c.status)
-        table_console().print(table)
+        # laid out as every table is (`cli.tables`): each cell named by its thinking mode and K in every part, the
+        # figures whole (rich cut the columns to `acc…`, `tok…`, `meas…` in a 60-column terminal), the columns that
+        # do not fit in a continuation table
+        columns = [Column("cell", kind="key", justify="left", min_width=max(len(f"{c.thinking} K={c.k}")
+                                                                           for c in result.cells)),
+                   *(Column(h) for h in ("AL", "accepted", "drafts", "requests", "tokens", "s")),
+                   Column("status", kind="id", justify="left")]
+        rows = [[plain(f"{c.thinking} K={c.k}"), f"{c.acceptance_length:.2f}" if c.acceptance_length else "—",
+                 f"{c.accepted_tokens:.0f}" if c.accepted_tokens is not None else "—",
+                 f"{c.drafts:.0f}" if c.drafts is not None else "—", f"{c.requests_ok}", str(c.output_tokens),
+                 f"{c.seconds:.0f}", c.status] for c in result.cells]
+        print_tables(plain(f"Golden AL: {result.checkpoint} {result.method} ({result.engine})"), columns, rows,
+                     console=table_console())
         for c in result.cells:
             if c.reason:
                 click.echo(f"{c.thinking} K={c.k}: {c.reason} (see {c.directory})", err=True)
