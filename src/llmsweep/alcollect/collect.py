@@ -57,6 +57,7 @@ from llmsweep.plan.job import Job
 from llmsweep.workload.base import LaneProgram, RequestIdentity, RequestSpec, Send, Workload
 
 if TYPE_CHECKING:
+    from llmsweep.client.runner import Progress
     from llmsweep.metrics.model import Requests, SpecDecode
 
 log = logging.getLogger(__name__)
@@ -458,6 +459,27 @@ def _scrape(spec: LaunchSpec, base_url: str, out: Path) -> dict[str, Any]:
 # ------------------------------------------------------------------------------------------------------- cells
 
 
+CELL_PROGRESS_S = 30.0
+"""How often a cell's load says how far it is (a cell of 80 prompts of 4,096 tokens runs for minutes on a GPU)."""
+
+
+def _cell_progress(cell: str, event: Event) -> Callable[[Progress], None]:
+    """The client's progress as a line every CELL_PROGRESS_S (the first at once): a cell had said nothing between its
+    server's start and its result."""
+    said = [-CELL_PROGRESS_S]
+
+    def on_progress(p: Progress) -> None:
+        now = time.monotonic()
+        if now - said[0] < CELL_PROGRESS_S:
+            return
+        said[0] = now
+        of = f"/{p.target_requests}" if p.target_requests else ""
+        event(f"{cell}: {p.profiling_finished}{of} request(s) done, {p.failed} failed, {p.inflight} in flight, "
+              f"{p.profiling_output_tokens} token(s) out")
+
+    return on_progress
+
+
 def _run_cell(job: Job, mode: ThinkingMode, k: int, settings: CollectSettings, prompts: PromptSet, cell_dir: Path,
               launcher: ServerLauncher, simulate: bool, event: Event) -> CellResult:
     from llmsweep.client import Endpoint, RunOptions, run_benchmark
@@ -542,7 +564,8 @@ def _run_cell(job: Job, mode: ThinkingMode, k: int, settings: CollectSettings, p
             with stop_then_raise() as stop:  # a signal stops the load at the client's next poll, then unwinds
                 bench = run_benchmark(workload, endpoint, options, cell_dir / CLIENT_DIR,
                                       provenance={"golden_al_cell": {"thinking": mode, "k": k}},
-                                      stop_requested=stop.reason, source=source)
+                                      stop_requested=stop.reason, source=source,
+                                      on_progress=_cell_progress(f"{mode} K={k}", event))
             after = _scrape(spec, handle.base_url, cell_dir / "metrics_after.txt")
         server = ServerMetrics.model_validate(summarise_server([before, after], start=None, end=None))
         sd = server.spec_decode

@@ -107,3 +107,19 @@ def test_a_merge_into_a_curve_another_merge_is_completing_is_refused_and_no_cell
     assert "then run this --merge-into again" in other.stderr
     # the curve holds the first collection's cell and this one's: nothing was merged over them and lost
     assert sorted(load_curve(curve).values["thinking_off"]) == [1, 2]
+
+
+def test_a_cell_says_how_far_its_load_is_while_it_runs(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cell said nothing between its server's start and its result (minutes on a GPU): the client's progress is a
+    line on stderr every CELL_PROGRESS_S (here every poll), and stdout stays the --json document."""
+    import json
+
+    from llmsweep.alcollect import collect as collect_module
+
+    monkeypatch.setattr(collect_module, "CELL_PROGRESS_S", 0.0)
+    code, stdout, err = run_main(capsys, *_args("-k", "1", "--out", tmp_path / "golden", "--json"))
+    assert code == 0, err
+    lines = [line for line in err.splitlines() if line.startswith("thinking_off K=1: ") and "request(s) done" in line]
+    assert lines and "1/1 request(s) done, 0 failed" in lines[-1], err
+    assert json.loads(stdout)["cells"][0]["k"] == 1
