@@ -283,6 +283,7 @@ def _refuse_unworkable(req: DiscoverRequest, arms: list[Arm], recipes: Mapping[s
         for unread in check_trace_sources(with_traces(jobs, req.traces, lambda _: None)).values():
             what = f"--traces {req.traces}" if req.traces is not None else "the recipe's trace source"
             raise ConfigError(f"discover: {what}: {unread.message}", fix=unread.fix)
+        _refuse_unladderable_replays(jobs, arms, ladder_top(req, arms))
     fixed = [a for a in arms if a.path[1] == ScenarioId.FIXED_SEQ_LEN.value]
     top = ladder_top(req, arms)
     for arm in fixed:  # a fixed total of prompts never drives more users than it has prompts
@@ -300,6 +301,43 @@ def _refuse_unworkable(req: DiscoverRequest, arms: list[Arm], recipes: Mapping[s
                           "fixed-seq-len arm, whose runs send a number of prompts, not a window",
                           fix="drop --duration; a fixed-seq-len run's length is the recipe's "
                               "workload.num-prompts-per-conc (or num-prompts)")
+
+
+def _refuse_unladderable_replays(jobs: list[Job], arms: list[Arm], top: int) -> None:
+    """A Mooncake replay arm (an agentic-coding entry of a recipe whose workload names `replay`) whose ladder could not
+    measure what its concurrencies say: on the trace's timestamps (open loop) the concurrency sets nothing, so every
+    rung replays the same arrivals; in closed loop every row is sent once, so a rung above the trace's row count never
+    holds that many requests in flight (as a fixed `num-prompts` below the ladder's top)."""
+    from llmsweep.spec.workload import ScenarioId
+    from llmsweep.workload.mooncake import load_mooncake
+
+    seen: set[str] = set()
+    for job in jobs:
+        replay = job.workload.replay
+        if job.workload.scenario is not ScenarioId.MOONCAKE_REPLAY or replay is None or job.recipe_key in seen:
+            continue
+        seen.add(job.recipe_key)
+        arm = next((a for a in arms if a.recipe_key == job.recipe_key), None)
+        if arm is None:
+            continue
+        if replay.timestamps:
+            raise ConfigError(
+                f"discover: {arm.id} replays {replay.mooncake} on its timestamps (workload.replay.timestamps: true, "
+                "open loop): a job's concurrency is not used, so every ladder point would replay the same arrivals "
+                "and the grid would be read from differences that are noise alone",
+                fix="set workload.replay.timestamps to false (closed loop, `conc` rows in flight) to discover a grid; "
+                    "an open-loop replay has no concurrency to choose")
+        try:
+            rows = len(load_mooncake(replay.mooncake, limit=replay.max_rows))
+        except LlmsweepError as exc:
+            raise ConfigError(f"discover: {arm.id}: {exc.message}", fix=exc.fix) from None
+        if rows < top:
+            limit = f" (workload.replay.max-rows {replay.max_rows})" if replay.max_rows is not None else ""
+            raise ConfigError(
+                f"discover: {arm.id} replays {rows} row(s) of {replay.mooncake}{limit}, each once: ladder points above "
+                f"conc {rows} (up to {top}) would never have that many requests in flight, and would be analysed as "
+                "if they had",
+                fix=f"pass --ladder-top {rows} or less, or replay a trace of at least {top} rows")
 
 
 def _say_warnings(req: DiscoverRequest, event: Event) -> None:
