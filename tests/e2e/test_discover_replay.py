@@ -49,3 +49,19 @@ def test_a_replay_of_fewer_rows_than_the_ladder_top_is_refused_and_a_lower_top_r
     proc = _discover(tmp_path, recipe, "--ladder-top", "8", "--refine", "0", "--out", tmp_path / "low")
     assert "replays 12 row(s)" not in proc.stderr and (tmp_path / "low" / "discovery.json").exists()
     assert [r["conc"] for r in json.loads((tmp_path / "low" / "discovery.json").read_text())["runs"]]
+
+
+def test_repeats_that_measured_the_same_figures_propose_no_grid_and_say_why(tmp_path: Path) -> None:
+    """A closed-loop replay on the simulator in virtual time: the workload seed only changes the prompts' text, so
+    each rung's three repeats are one run three times. The zero noise had spaced the proposed grid at every
+    concurrency ([4, 5, 6, …, 32]) and written it as the recipe's."""
+    recipe = _replay_recipe(tmp_path, 40)
+    proc = _discover(tmp_path, recipe, "--ladder-top", "32", "--out", tmp_path / "out", "--json")
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    found = json.loads(proc.stdout)
+    (arm,) = found["arms"]
+    assert arm["proposed"] == [] and "did not vary" in arm["error"]
+    assert found["max_conc"] is None and found["min_conc_step"] is None
+    assert not (tmp_path / "out" / "proposed.yaml").exists()
+    # nothing refined from a noise that was not measured
+    assert [s["name"] for s in found["stages"] if s["runs_planned"]] == ["ladder"]

@@ -79,6 +79,19 @@ def noise(runs: Sequence[Run], metric: str) -> MetricNoise:
                        dof=dof, by_conc=by_conc, smoothed=smoothed, t=t975(dof) if dof else None)
 
 
+def identical_repeats(noise_by: Mapping[str, MetricNoise]) -> str | None:
+    """Why run-to-run noise was not measured although points were repeated (None when it was): a frontier coordinate
+    whose repeats gave the very same figure at every repeated concurrency. Runs that do not vary are no sample of
+    noise; a zero band would call every difference real, and space the grid at every concurrency."""
+    flat = [n.label for m in SEPARATION_METRICS if (n := noise_by.get(m)) is not None
+            and n.dof > 0 and n.by_conc and all(cv == 0 for cv in n.by_conc.values())]
+    if not flat:
+        return None
+    return (f"every repeat measured the same {' and '.join(flat)} as the others at its concurrency: the runs did not "
+            "vary (the workload seed changes nothing this arm's server sees, as a Mooncake replay's rows on the "
+            "simulator in virtual time), so no run-to-run noise was measured to space a grid by")
+
+
 def cv_at(n: MetricNoise, conc: int) -> float | None:
     """The metric's run-to-run coefficient of variation at `conc`: the smoothed figure of the repeats there (pooled
     with the neighbouring repeated concurrencies), else interpolated in log concurrency between the nearest repeated

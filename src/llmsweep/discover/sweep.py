@@ -403,11 +403,14 @@ def discover(req: DiscoverRequest, *, event: Event) -> Discovery:
             for arm in arms:
                 runs = stages.of(arm)
                 points = analysis.curve(runs)
-                knee = analysis.find_knee(points, analysis.noise(runs, analysis.THROUGHPUT),
-                                          analysis.noise(runs, analysis.INTERACTIVITY), failed=stages.failed_of(arm))
-                todo = analysis.refine_targets(points, knee, resolution=1) if knee is not None else []
+                tput, intvty = analysis.noise(runs, analysis.THROUGHPUT), analysis.noise(runs, analysis.INTERACTIVITY)
+                knee = analysis.find_knee(points, tput, intvty, failed=stages.failed_of(arm))
+                flat = analysis.identical_repeats({n.metric: n for n in (tput, intvty)})
+                todo = analysis.refine_targets(points, knee, resolution=1) if knee is not None and not flat else []
                 if todo:
                     targets[arm.id] = todo
+                elif flat is not None:
+                    settled.append(f"{arm.id}: {flat}")
                 elif knee is None:
                     settled.append(f"{arm.id}: no valid run of it was measured (see its proposal's error)")
                 elif knee.next_conc is None:
@@ -527,6 +530,8 @@ def _proposal(arm: Arm, stages: Stages, cut: str | None = None) -> ArmProposal:
         why = f"the discovery {cut} before a point was repeated" if cut else "every repeat but one failed?"
         proposal.error = (f"no repeated point with a {HOT_BY_NAME[analysis.THROUGHPUT].label}: the noise is unknown "
                           f"({why})")
+    elif (flat := analysis.identical_repeats(by_metric)) is not None:
+        proposal.error = f"no grid: {flat}"
     else:
         proposal.proposed = analysis.propose_grid(points, arm.start, knee, by_metric, recipe=arm.concs,
                                                   cut=cut)

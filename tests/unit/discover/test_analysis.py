@@ -208,3 +208,18 @@ def test_a_rise_the_noise_hides_places_no_knee_and_proposes_no_cap() -> None:
     settled = analysis.find_knee(analysis.curve(flat), analysis.noise(flat, THROUGHPUT),
                                  analysis.noise(flat, INTERACTIVITY))
     assert settled is not None and settled.conc == 4 and not settled.undecided
+
+
+def test_repeats_that_did_not_vary_measured_no_noise_and_a_real_spread_did() -> None:
+    """Identical repeats (a deterministic replay in virtual time) are no sample of run-to-run noise: their zero band
+    had called every step real and spaced the grid at every concurrency (4, 5, 6, … 64)."""
+    same = _ladder([(4, 1000.0, 160.0, None, None), (8, 2000.0, 130.0, None, None)], spread=0.0)
+    noise_by = {m: analysis.noise(same, m) for m in (THROUGHPUT, INTERACTIVITY)}
+    assert noise_by[THROUGHPUT].cv == 0.0 and noise_by[THROUGHPUT].dof == 4
+    why = analysis.identical_repeats(noise_by)
+    assert why is not None and "did not vary" in why and noise_by[THROUGHPUT].label in why
+    varied = _ladder([(4, 1000.0, 160.0, None, None), (8, 2000.0, 130.0, None, None)], spread=0.001)
+    assert analysis.identical_repeats({m: analysis.noise(varied, m) for m in (THROUGHPUT, INTERACTIVITY)}) is None
+    # no repeat at all is the other error (noise unknown), not this one
+    single = [_run(4, 1000, 160), _run(8, 2000, 130)]
+    assert analysis.identical_repeats({m: analysis.noise(single, m) for m in (THROUGHPUT, INTERACTIVITY)}) is None
