@@ -103,6 +103,21 @@ def discover(recipe: Path, simulate: bool, repeats: int, ladder_top: int | None,
     return 0 if all(a.error is None for a in result.arms) and not result.paused and result.failed is None else 1
 
 
+def _policy_words(result: object) -> str:
+    """The proposed policy as proposed.yaml writes it: one key's as it is, several keys' each under its name (one
+    figure over them all had told each key a cap or step that was another's)."""
+    from llmsweep.discover.model import Discovery
+
+    assert isinstance(result, Discovery)
+    said = {key: words for key, p in result.policy.items() if (words := p.describe())}
+    if not said:
+        return "none proposed"
+    recipe_keys = dict.fromkeys(a.recipe_key for a in result.arms)
+    if len(recipe_keys) == 1:
+        return next(iter(said.values()))
+    return "; ".join(f"{key}: {said.get(key, 'none proposed')}" for key in recipe_keys)
+
+
 def _print(result: object) -> None:
     from rich.markup import escape
     from rich.table import Table
@@ -146,9 +161,7 @@ def _print(result: object) -> None:
         ("ran" if not result.simulate else "simulated")
     console.print(f"{verb} {result.points_measured} point(s) in {result.runs_measured} run(s)" + smoke_said
                   + (f" on {launches} server launch(es)" if launches else "")
-                  + "; policy: " + (", ".join(f"{name} {value}" for name, value in (
-                      ("min-conc-step", result.min_conc_step), ("max-conc", result.max_conc)) if value is not None)
-                                    or "none proposed"))
+                  + "; policy: " + _policy_words(result))
     for stage in result.stages:
         if stage.skipped:
             console.print(f"stage {stage.name} skipped: {stage.skipped}")

@@ -123,6 +123,20 @@ class ArmProposal(_Out):
         return [p.conc for p in self.proposed]
 
 
+class KeyPolicy(_Out):
+    """The `policy` proposed for one recipe key: what proposed.yaml writes into that key."""
+
+    min_conc_step: int | None = Field(description="`policy.min-conc-step`: the smallest proposed gap of the key's "
+                                      "arms.")
+    max_conc: int | None = Field(description="`policy.max-conc`: the key's highest knee, or the proposed grid's top "
+                                 "where the recipe's own cap lay below it (None: no cap proposed).")
+
+    def describe(self) -> str:
+        """`min-conc-step 2, max-conc 32`: the printed table's words."""
+        return ", ".join(f"{name} {value}" for name, value in (("min-conc-step", self.min_conc_step),
+                                                               ("max-conc", self.max_conc)) if value is not None)
+
+
 class Stage(_Out):
     """One stage of the discovery: an ordinary `llmsweep run` of a stage recipe, and what it launched."""
 
@@ -164,11 +178,13 @@ class Discovery(_Out):
     arms: list[ArmProposal]
     points_measured: int = Field(description="Distinct (arm, concurrency) points measured.")
     runs_measured: int = Field(description="Runs, repeats included.")
-    min_conc_step: int | None = Field(description="Proposed `policy.min-conc-step`: the smallest proposed gap (none "
-                                      "when interrupted).")
-    max_conc: int | None = Field(description="Proposed `policy.max-conc`: the highest knee over the arms, or, where a "
-                                 "recipe's own cap lay below the proposed grid, that grid's top, to which it is raised "
-                                 "(none when interrupted).")
+    min_conc_step: int | None = Field(description="The smallest proposed `policy.min-conc-step` over the recipe keys "
+                                      "(none when interrupted); `policy` has each key's.")
+    max_conc: int | None = Field(description="The highest proposed `policy.max-conc` over the recipe keys: a key's "
+                                 "highest knee, or, where a recipe's own cap lay below the proposed grid, that grid's "
+                                 "top, to which it is raised (none when interrupted); `policy` has each key's.")
+    policy: dict[str, KeyPolicy] = Field(default_factory=dict, description="By recipe key: the policy proposed.yaml "
+                                         "writes into it (a key without an entry gets none).")
     stages: list[Stage] = Field(default_factory=list)
     executor: str = Field(default="local", description="Where the stages' servers ran (`--executor`).")
     interrupted: str | None = Field(default=None, description="The stage an interrupt (Ctrl-C, SIGTERM, a timeout) "

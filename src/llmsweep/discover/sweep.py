@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from llmsweep.discover import analysis
-from llmsweep.discover.model import ArmProposal, Discovery, MetricNoise, Run, Stage
+from llmsweep.discover.model import ArmProposal, Discovery, KeyPolicy, MetricNoise, Run, Stage
 from llmsweep.discover.recipe import Arm, StageKey, load_arms, propose, stage_document, unified_diff, write_stage
 from llmsweep.discover.servers import size_for_top
 from llmsweep.errors import ConfigError, LlmsweepError
@@ -467,6 +467,7 @@ def discover(req: DiscoverRequest, *, event: Event) -> Discovery:
         arms=proposals, points_measured=len({(r.arm, r.conc) for r in stages.runs}), runs_measured=len(stages.runs),
         min_conc_step=min(min_steps) if min_steps else None, max_conc=max(caps) if caps else None,
         stages=stages.records, executor=req.executor, interrupted=interrupted, failed=failed,
+        policy={key: KeyPolicy(min_conc_step=step, max_conc=cap) for key, (step, cap) in policy.items()},
     )
     req.out.mkdir(parents=True, exist_ok=True)
     if grids and interrupted is None and failed is None:
