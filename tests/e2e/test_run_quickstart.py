@@ -66,8 +66,8 @@ def test_quickstart_runs_the_full_length_sweep_in_virtual_time_to_valid_points(t
         assert kv["gpu_usage_max"] < 0.2, (name, kv)  # the working set fits HBM
         if job["kv-offloading"] == "none":
             assert kv.get("cpu_usage_max") is None, (name, kv)  # no host pool
-        else:  # the host pool holds written-through copies, and serves no hit
-            assert 0.0 <= kv["cpu_usage_max"] < 0.2, (name, kv)
+        else:  # the host pool holds written-through copies (sized per GPU copy: ~34 % at conc 16), and serves no hit
+            assert 0.0 < kv["cpu_usage_max"] < 0.5, (name, kv)
             assert not summary["server_metrics"]["cache"]["cpu_hit_rate"], (name, summary["server_metrics"]["cache"])
     # ... so the CPU tier serves no hit and the HiCache arm equals the resident arm (README says so)
     assert hicache and all(hicache[c] == resident[c] for c in hicache), (hicache, resident)

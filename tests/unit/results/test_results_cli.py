@@ -762,9 +762,13 @@ def test_the_runs_fit_an_80_column_terminal_with_run_ids_and_dates_whole(make_ru
     assert _run("results", "runs") == ""
     lines = buf.getvalue().splitlines()
     assert max(map(len, lines)) <= 80, buf.getvalue()
+    parts = sum(line.startswith("┏") for line in lines)
+    keyed = [line for line in lines if line.startswith("│ run-")]  # a row's first line (a path may wrap below it)
+    assert parts >= 2 and len(keyed) == parts * len(runs), buf.getvalue()
     shown = [line for line in lines if line.startswith("│")]
     for r in runs:
+        mine = [line for line in keyed if line.startswith(f"│ {r['run_id']} ")]
+        assert len(mine) == parts, buf.getvalue()  # the run id whole, once in every part
         mine = [line for line in shown if r["run_id"] in line]
-        assert mine and len(mine) * len(runs) == len(shown), buf.getvalue()  # one line a row in every part
         for value in (r["started"], r["ingested_at"]):
             assert value and sum(value in line for line in mine) == 1, (value, buf.getvalue())
