@@ -196,9 +196,7 @@ def run(files: tuple[Path, ...], config_keys: tuple[str, ...], executor: str, ex
             if as_json:  # stdout is the end table as JSON, an empty one here: a `| jq` after it reads no run
                 from llmsweep.execute.pipeline import RunOutcome
 
-                click.echo(json.dumps({"run_id": None, "run_dir": None, "report": None, "ok": True,
-                                       "counts": RunOutcome(run_dir=out, run_id="", outcomes=[]).counts(),
-                                       "jobs": []}, indent=2))
+                click.echo(_end_document(RunOutcome(run_dir=out, run_id="", outcomes=[]), [], ran=False))
             return 0
     settings = LifecycleSettings.model_validate({
         "resume": resume, "fail_fast": fail_fast, "startup_timeout_s": startup_timeout,
@@ -220,9 +218,7 @@ def run(files: tuple[Path, ...], config_keys: tuple[str, ...], executor: str, ex
     # A policy error is bad input (2, as `validate`): its jobs were refused before any launch.
     status = 0 if outcome.ok else 2 if any(f.is_error for f in outcome.findings) else 1
     if as_json:
-        click.echo(json.dumps({"run_id": outcome.run_id, "run_dir": str(outcome.run_dir),
-                               "report": str(outcome.report_path) if outcome.report_path else None,
-                               "ok": outcome.ok, "counts": outcome.counts(), "jobs": rows}, indent=2))
+        click.echo(_end_document(outcome, rows))
         click.echo(outcome.completeness(), err=True)
         return status
     _print_rows(rows, {o.job_id: o.exp_name for o in outcome.outcomes})
@@ -333,6 +329,14 @@ def _eval_cell(row: dict[str, Any]) -> str:
     score = "-" if row["eval_score"] is None else f"{row['eval_score']:.4f}"
     return f"{row['eval_task']} {score} {row['eval_verdict']}"
 
+
+
+def _end_document(outcome: RunOutcome, rows: list[dict[str, Any]], *, ran: bool = True) -> str:
+    """`run --json`'s stdout: the end table's rows with the run they belong to (`ran=False`: nothing was run, as
+    `--changed` with no change says it: no run id, folder or report)."""
+    return json.dumps({"run_id": outcome.run_id if ran else None, "run_dir": str(outcome.run_dir) if ran else None,
+                       "report": str(outcome.report_path) if outcome.report_path else None,
+                       "ok": outcome.ok, "counts": outcome.counts(), "jobs": rows}, indent=2)
 
 def _print_rows(rows: list[dict[str, Any]], exp_names: dict[str, str] | None = None, *,
                 console: Console | None = None) -> None:
