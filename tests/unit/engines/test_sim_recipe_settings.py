@@ -7,39 +7,22 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from support.recipes import one_job, recipe_text
 
 from llmsweep import engines
 from llmsweep.cli.sim import engine_config_from_argv
 from llmsweep.plan import Job, jobs_from_files
 from llmsweep.sim.engine import EngineConfig
 
-RECIPE = """settings:
-  image: IMAGE
-  model: meta-llama/Llama-3.1-8B-Instruct
-  model-prefix: llama3.1-8b
-  runner: h200
-  precision: bf16
-  framework: FRAMEWORK
-  multinode: false
-  scenarios:
-    fixed-seq-len:
-    - isl: 1024
-      osl: 256
-      search-space:
-      - { tp: 1, conc-list: [16] }
-  serve:
-ENGINE    args: ARGS
-"""
 IMAGES = {"sglang": "lmsysorg/sglang:v0.5.9-cu129", "vllm": "vllm/vllm-openai:v0.26.0",
           "atom": "rocm/atom:v0.1.0"}
 
 
 def job_of(tmp_path: Path, framework: str, args: str, *, sim_engine: bool = False) -> Job:
-    path = tmp_path / "r.yaml"
-    text = RECIPE.replace("FRAMEWORK", framework).replace("IMAGE", IMAGES[framework]).replace("ARGS", args)
-    path.write_text(text.replace("ENGINE", "    engine: { name: sim }\n" if sim_engine else ""), encoding="utf-8")
-    (job,) = jobs_from_files([path])
-    return job
+    """The one job of a Llama-8B 1k/256 recipe on `framework` whose `serve.args` are `args` (a flow map), served by
+    the simulator under `--simulate`, or named `engine: sim` (`sim_engine`)."""
+    return one_job(tmp_path, framework=framework, image=IMAGES[framework], osl=256, concs="[16]",
+                   engine="name: sim" if sim_engine else None, args=args.strip()[1:-1].strip())
 
 
 def served(job: Job) -> EngineConfig:
@@ -133,10 +116,10 @@ def test_a_draft_tree_is_named_as_verified_as_a_chain(tmp_path: Path) -> None:
     from llmsweep.engines.sim import unmodelled
 
     path = tmp_path / "r.yaml"
-    text = RECIPE.replace("FRAMEWORK", "sglang").replace("IMAGE", IMAGES["sglang"]).replace("ENGINE", "")
-    text = text.replace("conc-list: [16]", "spec-decoding: mtp, conc-list: [16]").replace(
-        "    args: ARGS\n", "    spec-decoding: { method: eagle, num-steps: 3, topk: 4, num-draft-tokens: 8 }\n")
-    path.write_text(text, encoding="utf-8")
+    text = recipe_text(framework="sglang", image=IMAGES["sglang"], osl=256, concs="[16]", arm=", spec-decoding: mtp",
+                       args="")
+    path.write_text(text.replace("    args: {  }\n", "    spec-decoding: { method: eagle, num-steps: 3, topk: 4, "
+                                 "num-draft-tokens: 8 }\n"), encoding="utf-8")
     (job,) = jobs_from_files([path])
     assert unmodelled(job) == ["a draft tree (top-k 4, 8 draft tokens; it verifies a chain of K + 1 = 4)"]
 
