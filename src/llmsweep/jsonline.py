@@ -11,6 +11,7 @@ no reader minds. `metrics.accumulate` decodes records in batches on its own fast
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -34,6 +35,19 @@ def text_lines(text: str) -> list[str]:
     lm-eval's reader reads them; `str.splitlines()` also ends one at U+2028, U+0085 and the other separators JSON
     allows inside a string, refusing a valid row at a line it does not have."""
     return [line.removesuffix("\r") for line in text.split("\n")]
+
+
+def numbered_values(text: str, not_json: Callable[[int, ValueError], Exception]) -> Iterator[tuple[int, Any]]:
+    """(line number from 1, JSON value) of each non-blank line of a JSON-lines text (:func:`text_lines`); a line that
+    is not JSON raises what `not_json(number, error)` makes of it (each reader names its file and fix)."""
+    for number, line in enumerate(text_lines(text), 1):
+        if not line.strip():
+            continue
+        try:
+            value = json.loads(line)
+        except ValueError as exc:
+            raise not_json(number, exc) from exc
+        yield number, value
 
 
 def loads_line(line: bytes | str) -> Any:

@@ -24,7 +24,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from llmsweep.errors import DatasetError, undecodable_line
-from llmsweep.jsonline import text_lines
+from llmsweep.jsonline import numbered_values
 
 log = logging.getLogger(__name__)
 
@@ -119,24 +119,18 @@ def hub_prompt_rows(items: Sequence[Any], dataset: str, offset: int = 0) -> list
 
 
 def _rows_from_jsonl(path: Path) -> list[PromptRow]:
-    rows: list[PromptRow] = []
     try:
-        lines = text_lines(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise DatasetError(f"cannot read prompt file {path}: {exc}", fix="check the --prompts path") from exc
     except UnicodeDecodeError as exc:  # (a binary file, rows saved in another encoding): named, not a traceback
         at = undecodable_line(exc)
         raise DatasetError(f"{path}{f':{at}' if at else ''}: prompt file is not UTF-8 text ({exc.reason})",
                            fix="save the JSONL as UTF-8 (JSON text is UTF-8)") from exc
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            doc = json.loads(line)
-        except ValueError as exc:
-            raise DatasetError(f"{path}:{n}: not a SPEED-Bench row (not JSON: {exc})", fix=FILE_FIX) from exc
-        rows.append(prompt_row(doc, f"{path}:{n}", fix=FILE_FIX))
-    return rows
+    def not_json(n: int, exc: ValueError) -> DatasetError:
+        return DatasetError(f"{path}:{n}: not a SPEED-Bench row (not JSON: {exc})", fix=FILE_FIX)
+
+    return [prompt_row(doc, f"{path}:{n}", fix=FILE_FIX) for n, doc in numbered_values(text, not_json)]
 
 
 def _hub_rows(timeout_s: float = 30.0) -> list[PromptRow]:

@@ -17,7 +17,7 @@ from pathlib import Path
 import yaml
 
 from llmsweep.errors import ConfigError, DatasetError
-from llmsweep.jsonline import text_lines
+from llmsweep.jsonline import numbered_values
 
 TASK_DIR = Path(__file__).resolve().parent / "tasks"
 DEFAULT_TASK = "gsm8k"
@@ -118,12 +118,8 @@ def check_dataset(task: str, dataset: Path) -> None:
         # a row named by its place in the array (every row of an array had been named line 1)
         rows = [(f"{path}: row {i + 1} (index {i})", row) for i, row in enumerate(array)]
     else:
-        for n, line in enumerate(text_lines(text), 1):
-            if line.strip():
-                try:
-                    rows.append((f"{path}:{n}", json.loads(line)))
-                except ValueError as exc:
-                    raise DatasetError(f"eval dataset {path}:{n}: not a JSON object ({exc})", fix=fix) from exc
+        rows = [(f"{path}:{n}", row) for n, row in numbered_values(
+            text, lambda n, exc: DatasetError(f"eval dataset {path}:{n}: not a JSON object ({exc})", fix=fix))]
     for where, row in rows:
         if not isinstance(row, dict):
             raise DatasetError(f"eval dataset {where}: a row is {type(row).__name__}, not an object", fix=fix)

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import bisect
 import datetime as dt
-import json
 import logging
 import time
 from collections.abc import Callable, Iterable
@@ -41,7 +40,7 @@ import numpy as np
 from llmsweep.client.files import RUN_FILE, SUMMARY_FILE
 from llmsweep.errors import ConfigError, DatasetError, ResultError
 from llmsweep.execute.files import JOB_FILE, OUTCOME_FILE, unjudged
-from llmsweep.jsonline import load_json_file, read_json_text
+from llmsweep.jsonline import load_json_file, numbered_values, read_json_text
 from llmsweep.sim.engine import EngineConfig
 from llmsweep.sim.perf import Batch, Efficiency, RooflineTimer
 
@@ -77,22 +76,13 @@ def load_records(source: Path | str | Iterable[dict[str, Any]]) -> list[dict[str
     as a traceback inside the fit."""
     if isinstance(source, (str, Path)):
         path = Path(source)
+        fix = "pass the records.jsonl a benchmark run wrote"
         try:
-            lines = read_json_text(path).splitlines()
+            text = read_json_text(path)
         except (OSError, ValueError) as exc:
-            raise DatasetError(f"sim calibrate: cannot read records from {path}: {exc}",
-                               fix="pass the records.jsonl a benchmark run wrote") from exc
-        out = []
-        for number, line in enumerate(lines, 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except ValueError as exc:
-                raise DatasetError(f"sim calibrate: {path}:{number}: not JSON ({exc})",
-                                   fix="pass the records.jsonl a benchmark run wrote") from exc
-            out.append(_checked_record(record, f"{path}:{number}"))
-        return out
+            raise DatasetError(f"sim calibrate: cannot read records from {path}: {exc}", fix=fix) from exc
+        return [_checked_record(record, f"{path}:{number}") for number, record in numbered_values(
+            text, lambda number, exc: DatasetError(f"sim calibrate: {path}:{number}: not JSON ({exc})", fix=fix))]
     return [_checked_record(r, f"record {n}") for n, r in enumerate(source, 1)]
 
 

@@ -76,6 +76,19 @@ def test_a_records_line_that_is_not_a_record_names_file_and_line_not_a_traceback
     assert f"records.jsonl:2: {said}" in err and "fix:" in err
 
 
+def test_a_record_whose_text_holds_a_line_separator_is_one_record(tmp_path) -> None:
+    """`records.jsonl` was split with `str.splitlines()`, which also ends a line at U+2028 inside a string (an
+    answer's text may hold one): the record was read as two lines, neither JSON, and the file refused."""
+    import json
+
+    from llmsweep.sim.calibrate import load_records
+
+    record = {"first_token_at": 1.0, "end_at": 2.0, "chunk_times": [1.0, 2.0], "text": "one\u2028two"}
+    path = tmp_path / "records.jsonl"
+    path.write_text(json.dumps(record, ensure_ascii=False) + "\n", encoding="utf-8")
+    assert load_records(path) == [record]
+
+
 @pytest.mark.parametrize("runs", [[(1000, 16)], [(1000, 1), (1000, 16)], [(1000, 16), (6000, 16)]],
                          ids=["one-level", "one-prompt-length", "one-concurrency"])
 def test_records_of_one_concurrency_or_one_prompt_length_are_refused_not_fitted(runs: list[tuple[int, int]]) -> None:
