@@ -504,8 +504,8 @@ def _write_run_meta(run_dir: Path, req: RunRequest, run_id: str, jobs: list[Job]
     if isinstance(previous, dict):
         meta["run_id"] = previous.get("run_id", run_id)
         meta["started"] = previous.get("started", meta["started"])
-        if req.settings.resume:  # what a narrower resume does not exercise stays as the jobs it keeps were measured
-            for name in _MEASURED_BY:
+        if _partial(req):  # what a narrower resume or --force does not exercise stays as the jobs it keeps were
+            for name in _MEASURED_BY:  # measured (a `--force --config-keys` of fixed-length keys dropped `traces`)
                 if name not in exercised:
                     meta.pop(name, None)
                     if name in previous:
@@ -516,6 +516,12 @@ def _write_run_meta(run_dir: Path, req: RunRequest, run_id: str, jobs: list[Job]
     if outcomes is not None:
         meta["finished"] = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
     art.write_json(run_dir / art.RUN_FILE, meta)
+
+
+def _partial(req: RunRequest) -> bool:
+    """Whether this invocation runs part of an earlier run in its --out and keeps the rest as it was measured: any
+    `--resume` (the jobs it finds done stay), or a `--force` narrowed by `--job` or `--config-keys`."""
+    return req.settings.resume or (req.force and (req.only_jobs is not None or bool(req.config_keys)))
 
 
 def _kept_outcomes(meta: dict[str, Any], previous: dict[str, Any], req: RunRequest,
@@ -932,10 +938,19 @@ def _options_said(name: str, value: object) -> str:
 def _refuse_other_measurement(run_dir: Path, req: RunRequest, jobs: list[Job]) -> None:
     """Refuse (exit 2, nothing moved) a `--resume` whose options change what its jobs measure (`_measured_by`): the
     finished jobs it keeps were measured the other way, and one run, one series, would mix both under one run id.
-    A field the earlier run.json does not record (an older release, or no job of it used the option) is not
-    compared; a corpus is compared as the path it names (an older release recorded `--traces` as typed); local eval
-    samples as their path and bytes' digest (an older release recorded the path only)."""
-    if not req.settings.resume or not _results_held(run_dir):  # nothing measured yet: nothing to mix with
+    A `--force` of part of the run (`--job`, `--config-keys`) is refused alike when the jobs it does not run hold
+    results: it kept them, measured under the first options, beside the jobs it measured under the new ones, and
+    run.json said the new ones for all. A field the earlier run.json does not record (an older release, or no job
+    of it used the option) is not compared; a corpus is compared as the path it names (an older release recorded
+    `--traces` as typed); local eval samples as their path and bytes' digest (an older release recorded the path
+    only)."""
+    held = _results_held(run_dir)
+    if not req.settings.resume:
+        from llmsweep.plan.point import one_point_per_job
+
+        planned = {p.id for p in one_point_per_job(jobs)} | {j.id for j in jobs}
+        held = [folder for folder in held if folder.partition(REPEAT_MARK)[0] not in planned]
+    if not _partial(req) or not held:  # nothing measured yet, or nothing kept: nothing to mix with
         return
     meta = art.read_json(run_dir / art.RUN_FILE)
     if not isinstance(meta, dict):
@@ -953,6 +968,13 @@ def _refuse_other_measurement(run_dir: Path, req: RunRequest, jobs: list[Job]) -
         return
     said = "; ".join(f"its {_MEASURED_BY[name]}: it ran with {_options_said(name, recorded)}, now "
                      f"{_options_said(name, value)}" for name, recorded, value in differ)
+    if not req.settings.resume:
+        raise ConfigError(
+            f"--force of part of the run in {run_dir} with other options than the run — {said}. Its other jobs keep "
+            f"results measured under the first ones ({held[0]}{', …' if len(held) > 1 else ''}), and the jobs run "
+            "again would be measured otherwise in the same run and series",
+            fix="run them again with the options the run ran with, or pass --force without --job/--config-keys to "
+                "run every job again under the new ones, or give them another --out")
     raise ConfigError(
         f"--resume with other options than the run in {run_dir} — {said}. Its finished jobs were measured under the "
         "first ones, and the rest would be measured otherwise in the same run and series",

@@ -232,3 +232,37 @@ def _one_job_of_two_on_a_trace_file(tmp_path: Path, capsys: pytest.CaptureFixtur
     code, _, err = run_main(capsys, *args, "--job", "qwen3.5_tp8_conc2")
     assert code == 0, err
     return args, traces, out
+
+
+def test_a_force_of_part_of_the_run_keeps_what_the_rest_was_measured_by_and_refuses_other_options(
+        tmp_path: Path) -> None:
+    """`--force --config-keys K` of K's fixed-length jobs dropped `traces` from run.json although the run's agentic
+    jobs, kept, had replayed a corpus (a later resume under another `--traces` was then not refused); and a narrowed
+    `--force` under other options kept those jobs' results beside the jobs it measured the other way, run.json saying
+    the new options for all."""
+    mixed = tmp_path / "mixed.yaml"
+    mixed.write_text(EVALS.read_text() + "\n" + QUICKSTART.read_text())
+    out = tmp_path / "out"
+    whole = request(out, [mixed])
+    jobs = jobs_from_files([mixed])
+    fixed = [j for j in jobs if j.id.startswith("llama")]
+    agentic = next(j for j in jobs if not j.id.startswith("llama"))
+    out.mkdir()
+    pipeline._write_run_meta(out, whole, "run-x", jobs, None, [])
+    assert json.loads((out / "run.json").read_text())["traces"] is None  # the recipes' own sources
+    part = whole.model_copy(update={"force": True, "config_keys": ["llama8b-h200-sim-evals"]})
+    pipeline._write_run_meta(out, part, "run-x", fixed, None, [])
+    assert "traces" in json.loads((out / "run.json").read_text())
+    other = part.model_copy(update={"settings": LifecycleSettings(power=PowerSettings(backend="off"))})
+    pipeline._refuse_other_measurement(out, other, fixed)  # nothing measured yet: nothing to mix with
+    (out / "jobs" / fixed[0].id).mkdir(parents=True)
+    (out / "jobs" / fixed[0].id / "summary.json").write_text("{}")
+    pipeline._refuse_other_measurement(out, other, fixed)  # only the jobs it runs again hold results
+    (out / "jobs" / f"{agentic.id}-repeat2").mkdir(parents=True)
+    (out / "jobs" / f"{agentic.id}-repeat2" / "summary.json").write_text("{}")
+    with pytest.raises(ConfigError, match=r"--force of part of the run .* its power backend: it ran with "
+                                          r"--power-backend auto, now --power-backend off\. Its other jobs keep "
+                                          rf"results .*\({agentic.id}-repeat2\)") as refused:
+        pipeline._refuse_other_measurement(out, other, fixed)
+    assert "--force without --job/--config-keys" in (refused.value.fix or "")
+    pipeline._refuse_other_measurement(out, other.model_copy(update={"config_keys": []}), jobs)  # the whole run
