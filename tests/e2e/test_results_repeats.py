@@ -154,3 +154,26 @@ def test_the_inferencex_export_of_a_partly_reused_run_publishes_the_mean_its_fro
     none = json.loads(_cli(env, "results", "export", "--run", str(doc["run_id"]), "--format", "inferencex",
                            "--include-unpublished").stdout)
     assert none == [], none
+
+
+def test_job_names_one_repeat_of_a_point_and_runs_only_it(tmp_path: Path) -> None:
+    """`--job <id>-repeat2` (the id `run`'s table and the job folder give a repeat) was "no job matches": rerunning
+    the one repeat that failed meant every repeat of the job, or another --out."""
+    env = cli_env(tmp_path)
+    out = tmp_path / "run"
+    _cli(env, "run", RECIPES / "fixed-sim.yaml", "--repeats", "2", "--out", out)
+    second = sorted(p.name for p in (out / "jobs").iterdir() if p.name.endswith("-repeat2"))[0]
+    first = second.removesuffix("-repeat2")
+    doc = json.loads(_cli(env, "run", RECIPES / "fixed-sim.yaml", "--repeats", "2", "--out", out, "--force",
+                          "--job", second, "--json").stdout)
+    assert [j["job"] for j in doc["jobs"]] == [second]  # that repeat only, run again
+    assert (out / "jobs" / second / "attempts" / "1" / "summary.json").is_file()
+    assert not (out / "jobs" / first / "attempts").exists()
+    meta = json.loads((out / "run.json").read_text())
+    assert len(meta["expected_job_ids"]) == 4 and {o["job_id"] for o in meta["outcomes"]} == set(
+        meta["expected_job_ids"])  # the run still describes all of it
+    beyond = subprocess.run([sys.executable, "-m", "llmsweep.cli.main", "run", str(RECIPES / "fixed-sim.yaml"),
+                             "--out", str(out), "--force", "--repeats", "2", "--job", f"{first}-repeat3"],
+                            capture_output=True, text=True, timeout=240, env=env)
+    assert beyond.returncode == 2
+    assert f"--job {first}-repeat3 names repeat 3, but this run plans 2 repeats" in beyond.stderr

@@ -54,7 +54,7 @@ from llmsweep.plan.matrix import EvalOptions
 from llmsweep.plan.point import one_point_per_job
 from llmsweep.sim_warnings import engine_refuses, not_modelled, ran_on_the_simulator
 from llmsweep.spec.workload import ScenarioId
-from llmsweep.workload.scenario import REPEAT_MARK
+from llmsweep.workload.scenario import REPEAT_MARK, repeat_of
 from llmsweep.writable import refuse_non_utf8
 
 if TYPE_CHECKING:
@@ -596,8 +596,10 @@ def run_sweep(req: RunRequest, *, event: Event = _stderr) -> RunOutcome:
     # the run says them and fails (exit 2) rather than leave those recipes out in silence.
     matched = {id(f) for j in jobs for f in errors_about(j, findings, keys)}
     unplanned = [f for f in findings if f.is_error and id(f) not in matched] if req.only_jobs is None else []
+    picks: dict[str, set[int]] = {}
     if req.only_jobs is not None:
-        jobs, findings = _only(jobs, findings, req.only_jobs, selectors=req.only_jobs_typed)
+        only, picks = _repeat_picks(jobs, req)
+        jobs, findings = _only(jobs, findings, only, selectors=req.only_jobs_typed)
     if not jobs:
         for f in findings:  # what the files said (an empty file, a recipe dropped) is the reason: said first
             event(f.render())
@@ -635,13 +637,53 @@ def run_sweep(req: RunRequest, *, event: Event = _stderr) -> RunOutcome:
         stop_stale_servers(run_dir, event)
         # Checked under the lock: a run still going into this --out is "another run", not a finished one.
         _refuse_finished(run_dir, req)
-        _refuse_other_measurement(run_dir, req, jobs)
+        _refuse_other_measurement(run_dir, req, jobs, picks)
         _refuse_fewer_repeats(run_dir, req)
         _refuse_other_corpus(run_dir, req, jobs)
-        outcome = _run_locked(req, executor, jobs, findings, keys, run_dir, event, _planned_elsewhere(req, jobs))
+        outcome = _run_locked(req, executor, jobs, findings, keys, run_dir, event, _planned_elsewhere(req, jobs),
+                              picks)
     outcome.unplanned = unplanned
     return outcome
 
+
+
+def _repeat_picks(jobs: list[Job], req: RunRequest) -> tuple[list[str], dict[str, set[int]]]:
+    """`--job` ids that name a repeat (`<id>-repeat<k>`, as `run`'s table and the job folders name it; `-repeat1` is
+    the first run) as the planned job they repeat, and, for each of its points, the repeats named — a job also named
+    whole runs every repeat. A repeat beyond `--repeats` is an error naming both (it had been "no job matches")."""
+    planned = {j.id for j in jobs}
+    only: list[str] = []
+    picks: dict[str, set[int]] = {}
+    whole: set[str] = set()
+    from llmsweep.plan.point import one_point_per_job
+    from llmsweep.plan.slices import resolve_job_ids
+
+    for wanted in req.only_jobs or ():
+        base, k = repeat_of(wanted)
+        if wanted in planned or base == wanted:
+            only.append(wanted)
+            if wanted in planned:
+                whole |= {p.id for p in one_point_per_job([j for j in jobs if j.id == wanted])}
+            continue
+        if not 1 <= k <= req.repeats:
+            raise ConfigError(f"--job {wanted} names repeat {k}, but this run plans "
+                              + (f"{req.repeats} repeats" if req.repeats > 1 else "no repeat (one run of each job)"),
+                              fix=f"pass --repeats as the run was planned (at least {max(k, 2)}), or name the job "
+                                  f"without `{REPEAT_MARK}{k}`")
+        for job in resolve_job_ids(jobs, [base], selectors=req.only_jobs_typed,
+                                   fix="name a repeat as `<job id>-repeat<k>`, the job id as `llmsweep matrix "
+                                       "full-sweep --config-files FILE --format ids` prints it"):
+            only.append(job.id)
+            for point in one_point_per_job([job]):
+                picks.setdefault(point.id, set()).add(k)
+    return list(dict.fromkeys(only)), {p: ks for p, ks in picks.items() if p not in whole}
+
+
+def _picked(job_id: str, picks: dict[str, set[int]]) -> bool:
+    """Whether a planned point's repeat (`job_id`, as `with_repeats` names it) is one `--job` named (`_repeat_picks`:
+    a point not there runs every repeat)."""
+    base, k = repeat_of(job_id)
+    return base not in picks or k in picks[base]
 
 
 def _planned_elsewhere(req: RunRequest, jobs: Sequence[Job]) -> frozenset[str]:
@@ -935,7 +977,8 @@ def _options_said(name: str, value: object) -> str:
             + (f", --eval-max-tokens {ev['max_tokens']}" if ev.get("max_tokens") else ""))
 
 
-def _refuse_other_measurement(run_dir: Path, req: RunRequest, jobs: list[Job]) -> None:
+def _refuse_other_measurement(run_dir: Path, req: RunRequest, jobs: list[Job],
+                              picks: dict[str, set[int]] | None = None) -> None:
     """Refuse (exit 2, nothing moved) a `--resume` whose options change what its jobs measure (`_measured_by`): the
     finished jobs it keeps were measured the other way, and one run, one series, would mix both under one run id.
     A `--force` of part of the run (`--job`, `--config-keys`) is refused alike when the jobs it does not run hold
@@ -948,8 +991,8 @@ def _refuse_other_measurement(run_dir: Path, req: RunRequest, jobs: list[Job]) -
     if not req.settings.resume:
         from llmsweep.plan.point import one_point_per_job
 
-        planned = {p.id for p in one_point_per_job(jobs)} | {j.id for j in jobs}
-        held = [folder for folder in held if folder.partition(REPEAT_MARK)[0] not in planned]
+        planned = {j.id for j in with_repeats(one_point_per_job(jobs), req.repeats) if _picked(j.id, picks or {})}
+        held = [folder for folder in held if folder not in planned]
     if not _partial(req) or not held:  # nothing measured yet, or nothing kept: nothing to mix with
         return
     meta = art.read_json(run_dir / art.RUN_FILE)
@@ -1076,12 +1119,13 @@ def _exclusive(run_dir: Path) -> Iterator[None]:
 
 
 def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: list[Finding], keys: list[str],
-                run_dir: Path, event: Event, elsewhere: frozenset[str] = frozenset()) -> RunOutcome:
+                run_dir: Path, event: Event, elsewhere: frozenset[str] = frozenset(),
+                picks: dict[str, set[int]] | None = None) -> RunOutcome:
     from llmsweep.policy.planning import as_points
 
     run_id = f"run-{dt.datetime.now(dt.UTC):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}"
     planned, findings = as_points(jobs, findings)  # a multi-node job's findings are its points'
-    jobs = with_repeats(planned, req.repeats)
+    jobs = [j for j in with_repeats(planned, req.repeats) if _picked(j.id, picks or {})]  # `--job <id>-repeat<k>`
     from llmsweep.changes.reuse import reuse_keys
     from llmsweep.execute.local import LocalExecutor
     from llmsweep.metrics.version import measurement_identity
@@ -1107,7 +1151,7 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
     # on a Slurm node), and the outcomes made here (resumed, reused) get them below.
     said = {job.id: job_warnings(job, findings, keys, simulated=runs_on_simulator(job.engine, simulate=req.simulate))
             for job in planned}
-    warnings = {job.id: w for i, job in enumerate(jobs) if (w := said[planned[i % len(planned)].id])}
+    warnings = {job.id: w for job in jobs if (w := said[repeat_of(job.id)[0]])}
     refused: list[JobOutcome] = []
     runnable: list[Job] = []
     refusals = {job.id: job_refusal(job, req.simulate, errors_about(job, findings, keys), req.settings.eval,
@@ -1115,8 +1159,8 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
     for job in planned:
         if refusals[job.id] is not None:
             event(f"job {job.id}: refused — {refusals[job.id]}")
-    for i, job in enumerate(jobs):  # `jobs` is `planned` once per repeat; a repeat shares its job's refusal
-        reason = refusals[planned[i % len(planned)].id]
+    for job in jobs:  # `jobs` is `planned` once per repeat; a repeat shares its job's refusal
+        reason = refusals[repeat_of(job.id)[0]]
         if reason is None:
             runnable.append(job)
         else:
@@ -1188,7 +1232,8 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
                  else f"the simulator served live for {evals} eval(s) ({len(virtual)} engine config(s))")
     where = " and ".join(b for b in (
         servers(engines_, ""), servers(live_sim, "live simulator "), simulator if virtual else "") if b)
-    times = f" ({len(planned)} × {req.repeats} repeats)" if req.repeats > 1 else ""
+    times = f" ({len(planned)} × {req.repeats} repeats)" if req.repeats > 1 and len(jobs) == len(planned) * \
+        req.repeats else ""
     event(f"{len(jobs)} job(s) planned{times}, {len(runnable)} to run" + (f" on {where}" if where else "")
           + f", {len(refused)} refused"
           + (f", {len(skipped)} already done" if skipped else "")

@@ -170,8 +170,14 @@ REPEAT_MARK = "-repeat"
 
 def repeat_index(point: str) -> int:
     """The repeat a point's name (a job id) carries: `<id>-repeat<k>` → k; any other id → 1 (the first run)."""
+    return repeat_of(point)[1]
+
+
+def repeat_of(point: str) -> tuple[str, int]:
+    """A point's name split into the job id it repeats and the repeat: `<id>-repeat<k>` → (id, k); any other → (it,
+    1)."""
     head, sep, tail = point.rpartition(REPEAT_MARK)
-    return int(tail) if sep and head and tail.isdigit() else 1
+    return (head, int(tail)) if sep and head and tail.isdigit() else (point, 1)
 
 
 def point_seed(seed: int, point: str) -> int:
