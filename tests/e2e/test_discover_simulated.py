@@ -74,6 +74,10 @@ def test_discover_on_the_simulator_proposes_a_grid_that_stops_at_the_knee(tmp_pa
     assert entry.conc_list == concs
     assert recipe.policy is not None and recipe.policy.max_conc == knee["conc"]
     assert (out / "proposed.diff").read_text() == result["patch"] and "+      - { tp: 8" in result["patch"]
+    # ...and says, in the file a user commits, that its grid stands on simulated points, not measured ones
+    head = (out / "proposed.yaml").read_text().split("\n", 2)
+    assert head[0].startswith("# llmsweep discover proposed this grid from every point predicted by the simulator")
+    assert "+# llmsweep discover proposed this grid" in result["patch"]
     # Every run is a simulated job of an ordinary `llmsweep run` under stages/.
     summaries = list((out / "stages").glob("*/jobs/*/summary.json"))
     assert len(summaries) == result["runs_measured"] == len(result["runs"])

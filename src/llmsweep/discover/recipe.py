@@ -14,6 +14,7 @@ from __future__ import annotations
 import copy
 import difflib
 import re
+import textwrap
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -246,15 +247,19 @@ def _redumped(file: Path, grids: dict[str, list[int]], arms: list[Arm],
 
 
 def propose(file: Path, out: Path, grids: dict[str, list[int]], arms: list[Arm],
-            policy: dict[str, tuple[int | None, int | None]]) -> Proposal:
-    """Write the proposed recipe to `out` after loading it back: its arms must say exactly `grids`."""
+            policy: dict[str, tuple[int | None, int | None]], *, note: str | None = None) -> Proposal:
+    """Write the proposed recipe to `out` after loading it back: its arms must say exactly `grids`. `note` (what the
+    grid stands on when that is not a measurement: `simulated_note`) heads the file as a comment, so the recipe a
+    user commits says it."""
     recipes = load_recipes([file]).raise_on_error().recipes
     text = _in_place(file, recipes, grids, arms, policy)
+    head = "".join(f"# {line}\n" for line in textwrap.wrap(note, 116)) if note else ""
     trial = out.with_name(f".{out.name}.candidate")  # checked before it takes `out`'s name: no wrong recipe is left
     try:
         for candidate, in_place in ((text, True), (_redumped(file, grids, arms, policy), False)):
             if candidate is None:
                 continue
+            candidate = head + candidate
             trial.write_text(candidate, encoding="utf-8")
             if _says(trial, grids, arms, policy):
                 trial.replace(out)
@@ -265,6 +270,17 @@ def propose(file: Path, out: Path, grids: dict[str, list[int]], arms: list[Arm],
                       "one YAML node, through an anchor or merge key, cannot each take their own grid)",
                       fix="write each arm's concurrencies out (no shared anchor), or apply the grids in "
                           "discovery.json by hand")
+
+
+def simulated_note(sources: list[str]) -> str | None:
+    """The head of a proposed recipe whose grid stands on simulated points (`sources`: each run's, read back from its
+    summary): it was predicted, and a grid committed from it would be taken for one measured on the hardware."""
+    simulated = sum(s == "simulated" for s in sources)
+    if not simulated:
+        return None
+    which = "every point" if simulated == len(sources) else f"{simulated} of the {len(sources)} runs"
+    return (f"llmsweep discover proposed this grid from {which} predicted by the simulator, not measured on the "
+            "hardware: measure it there (`llmsweep discover` without --simulate) before it becomes the official grid.")
 
 
 def _says(file: Path, grids: dict[str, list[int]], arms: list[Arm],

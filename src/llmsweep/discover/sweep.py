@@ -17,7 +17,16 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from llmsweep.discover import analysis
 from llmsweep.discover.model import ArmProposal, Discovery, KeyPolicy, MetricNoise, Run, Stage
-from llmsweep.discover.recipe import Arm, StageKey, load_arms, propose, stage_document, unified_diff, write_stage
+from llmsweep.discover.recipe import (
+    Arm,
+    StageKey,
+    load_arms,
+    propose,
+    simulated_note,
+    stage_document,
+    unified_diff,
+    write_stage,
+)
 from llmsweep.discover.servers import size_for_top
 from llmsweep.errors import ConfigError, LlmsweepError
 from llmsweep.execute import signals
@@ -472,7 +481,8 @@ def discover(req: DiscoverRequest, *, event: Event) -> Discovery:
     req.out.mkdir(parents=True, exist_ok=True)
     if grids and interrupted is None and failed is None:
         try:
-            proposed = propose(req.recipe, req.out / PROPOSED_FILE, grids, arms, policy)
+            proposed = propose(req.recipe, req.out / PROPOSED_FILE, grids, arms, policy,
+                               note=simulated_note([r.source for r in stages.runs]))
         except LlmsweepError as exc:  # what was measured is kept (discovery.json below) whatever the rewrite did
             result.proposal_error = exc.one_line()
             event(f"discover: no proposed recipe: {result.proposal_error}")
