@@ -159,6 +159,22 @@ class Proposal:
 _FLOW_LIST = re.compile(r"(conc-list\s*:\s*)\[[^\]\n]*\]")
 
 
+_FLOW_RANGE_END = re.compile(r",?\s*conc-end\s*:\s*\d+(?=\s*[,}])")
+_FLOW_RANGE_START = re.compile(r"conc-start\s*:\s*\d+")
+
+
+def _ranged(text: str, grid: list[int]) -> str | None:
+    """A flow-map arm's line with its `conc-start: A, conc-end: B` as `conc-list: [grid]` (in the start's place,
+    comments and the other fields as written); None when the line is not one flow map holding both."""
+    if not re.match(r"\s*(-\s*)?\{.*\}\s*(#.*)?$", text) or len(_FLOW_RANGE_START.findall(text)) != 1:
+        return None
+    dropped, n = _FLOW_RANGE_END.subn("", text, count=1)
+    if not n:
+        return None
+    dropped = re.sub(r"\{\s*,\s*", "{ ", dropped, count=1)  # (the end was the map's first field)
+    return _FLOW_RANGE_START.sub(f"conc-list: {grid}", dropped, count=1)
+
+
 def _policy_line(indent: str, min_step: int | None, max_conc: int | None) -> str:
     parts = [f"min-conc-step: {min_step}"] if min_step is not None else []
     parts += [f"max-conc: {max_conc}"] if max_conc is not None else []
@@ -174,8 +190,16 @@ def _in_place(file: Path, recipes: dict[str, Recipe], grids: dict[str, list[int]
         grid = grids.get(arm.id)
         if grid is None:
             continue
-        line = recipes[arm.recipe_key].source.lines.get((arm.recipe_key, *arm.path, "conc-list"))
-        if line is None or not _FLOW_LIST.search(lines[line - 1]):
+        where = recipes[arm.recipe_key].source.lines
+        line = where.get((arm.recipe_key, *arm.path, "conc-list"))
+        if line is None:  # a range arm (`conc-start`/`conc-end`): its flow map's pair becomes the proposed list
+            start, end = (where.get((arm.recipe_key, *arm.path, f)) for f in ("conc-start", "conc-end"))
+            ranged = _ranged(lines[start - 1], grid) if start is not None and start == end else None
+            if ranged is None:
+                return None
+            lines[start - 1] = ranged  # type: ignore[index]
+            continue
+        if not _FLOW_LIST.search(lines[line - 1]):
             return None
         lines[line - 1] = _FLOW_LIST.sub(rf"\g<1>{grid}", lines[line - 1], count=1)
     inserts: list[tuple[int, str]] = []

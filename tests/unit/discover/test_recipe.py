@@ -70,6 +70,25 @@ def test_an_existing_policy_is_updated_and_a_range_arm_is_re_dumped(tmp_path: Pa
     assert [a.concs for a in load_arms(out)[1]] == [(1, 5, 9), (4, 8, 12, 16)]
 
 
+def test_a_range_arm_written_as_a_flow_map_takes_its_grid_in_place_comments_kept(tmp_path: Path) -> None:
+    """InferenceX writes most arms as `{ tp: 8, conc-start: 4, conc-end: 64 }` (48 of the AMD master's): their
+    proposal was re-dumped, every comment of the recipe lost, where one line could say the grid."""
+    original = SEED.read_text()
+    assert "conc-list: [1, 4, 8, 12, 16]" in original
+    src = tmp_path / "range.yaml"
+    src.write_text(original.replace("conc-list: [1, 4, 8, 12, 16]", "conc-start: 1, conc-end: 16", 1))
+    _, arms = load_arms(src)
+    assert arms[0].concs == (1, 2, 4, 8, 16)
+    out = tmp_path / "proposed.yaml"
+    proposal = propose(src, out, {arms[0].id: [1, 5, 9]}, arms, {arms[0].recipe_key: (4, 9)})
+    assert proposal.in_place
+    text = out.read_text()
+    assert [ln for ln in text.splitlines() if ln.lstrip().startswith("#")] == \
+        [ln for ln in original.splitlines() if ln.lstrip().startswith("#")]
+    assert "conc-start" not in text and "conc-end" not in text
+    assert [a.concs for a in load_arms(out)[1]] == [(1, 5, 9), (4, 8, 12, 16)]
+
+
 @pytest.mark.parametrize("written", ["  policy: { max-conc: 16 }  # our cap\n",
                                      "  policy:\n    max-conc: 16  # our cap\n"], ids=["flow", "block"])
 def test_a_policy_field_the_recipe_lacks_is_added_where_its_policy_is_written_comments_kept(
