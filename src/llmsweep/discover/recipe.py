@@ -194,10 +194,9 @@ def _in_place(file: Path, recipes: dict[str, Recipe], grids: dict[str, list[int]
         line = where.get((arm.recipe_key, *arm.path, "conc-list"))
         if line is None:  # a range arm (`conc-start`/`conc-end`): its flow map's pair becomes the proposed list
             start, end = (where.get((arm.recipe_key, *arm.path, f)) for f in ("conc-start", "conc-end"))
-            ranged = _ranged(lines[start - 1], grid) if start is not None and start == end else None
-            if ranged is None:
+            if start is None or start != end or (ranged := _ranged(lines[start - 1], grid)) is None:
                 return None
-            lines[start - 1] = ranged  # type: ignore[index]
+            lines[start - 1] = ranged
             continue
         if not _FLOW_LIST.search(lines[line - 1]):
             return None
