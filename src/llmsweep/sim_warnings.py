@@ -8,6 +8,8 @@ their wording and of telling them apart.
 - **timeout-not-applied**: a virtual-time point whose requests ran longer than `--request-timeout`
   (`execute.virtual.outlived_timeout`): virtual time cuts no request, so they count as served where a live client
   would have timed them out. A real engine would run the job: it is no engine refusal.
+- **no-gpu**: a real engine's server ran on no GPU (its launch uses 0: a CPU rehearsal): its per-GPU figures divide
+  the endpoint's by GPUs that served nothing, and its result says `gpus_known: false`.
 - **not-modelled**: the job sets something the simulator does not model (`engines.sim.unmodelled`: pipeline or
   context parallelism, DP attention's per-rank prefix caches, serving settings it runs without such as a page size
   other than its 64-token blocks): a real engine would run it, and the point predicts it without modelling that (a
@@ -33,6 +35,8 @@ class WarningKind(StrEnum):
     ENGINE_VERSION = "engine-version"
     """A real engine's server ran another engine version than its recipe declared (`execute.version_drift`): the
     result is labelled with the one that ran, and its feature gates were judged at the declared one."""
+    NO_GPU = "no-gpu"
+    """A real engine's server ran on no GPU (a CPU rehearsal): its per-GPU figures are no GPU's (`no_gpu_figures`)."""
     TIMEOUT_NOT_APPLIED = "timeout-not-applied"
     """Requests of a virtual-time point ran longer than `--request-timeout`, which virtual time does not apply: a live
     client would have timed them out (`execute.virtual.outlived_timeout`)."""
@@ -41,6 +45,7 @@ class WarningKind(StrEnum):
 ENGINE_REFUSES_OPENING = "a real engine would refuse them: "
 NOT_MODELLED_OPENING = "the simulator does not model "
 ENGINE_VERSION_OPENING = "engine version: "
+NO_GPU_OPENING = "the server ran on no GPU (its launch uses 0): "
 _TIMEOUT_NOT_APPLIED = re.compile(r"\d+ request\(s\) ran longer than --request-timeout ")
 """How :func:`timeout_not_applied` opens its warning (`182 request(s) ran longer than --request-timeout 5 s, …`): read
 as a kind of its own, not as the engine refusal a warning of no known opening is taken for."""
@@ -53,6 +58,13 @@ def timeout_not_applied(late: int, timeout_s: float) -> str:
     (`execute.virtual.outlived_timeout`)."""
     return (f"{late} request(s) ran longer than --request-timeout {timeout_s:g} s, which virtual time does not "
             "apply: a live client would have timed them out (`--live` applies it)")
+
+
+def no_gpu_figures(planned: int) -> str:
+    """The warning of a job whose server ran on no GPU (its launch uses 0), beside its result's `gpus_known: false`:
+    a per-GPU column divides its figures by the `planned` GPUs of the job, which no GPU served."""
+    return NO_GPU_OPENING + ("per-GPU figures are the whole endpoint's" if planned == 1 else
+                             f"per-GPU figures are the endpoint's divided by the {planned} GPUs the job plans")
 
 
 def engine_refuses(rule: str, message: str) -> str:
@@ -81,6 +93,8 @@ def warning_kind(warning: str) -> WarningKind:
         return WarningKind.NOT_MODELLED
     if warning.startswith(ENGINE_VERSION_OPENING):
         return WarningKind.ENGINE_VERSION
+    if warning.startswith(NO_GPU_OPENING):
+        return WarningKind.NO_GPU
     if _TIMEOUT_NOT_APPLIED.match(warning):
         return WarningKind.TIMEOUT_NOT_APPLIED
     return WarningKind.ENGINE_REFUSES
@@ -93,6 +107,8 @@ def ran_on_the_simulator(count: int, warning: str) -> str:
     said = normalised(warning)
     if warning_kind(said) is WarningKind.ENGINE_VERSION:  # a real engine's result: no simulator in it
         return f"{count} job(s) ran on another {said}"
+    if warning_kind(said) is WarningKind.NO_GPU:  # a real engine's result, on no GPU
+        return f"{count} job(s) ran on no GPU (their launch uses 0): {said.removeprefix(NO_GPU_OPENING)}"
     if warning_kind(said) is WarningKind.TIMEOUT_NOT_APPLIED:  # a real engine would run it: no refusal to name
         return f"{count} job(s) ran in virtual time, where {said}"
     if warning_kind(said) is WarningKind.NOT_MODELLED:

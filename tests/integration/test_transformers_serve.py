@@ -23,6 +23,7 @@ from llmsweep import engines
 from llmsweep.client import run_benchmark
 from llmsweep.execute.lifecycle import LifecycleSettings, _endpoint, _run_options, _workload
 from llmsweep.plan import Job, full_sweep
+from llmsweep.sim_warnings import no_gpu_figures
 from llmsweep.spec import loads_recipes
 
 pytestmark = pytest.mark.slow  # a file of long tests: xdist starts it first (tests/conftest.py)
@@ -114,7 +115,13 @@ def _check_run(out: Path, proc: subprocess.CompletedProcess[str]) -> list[dict]:
         # the local executor ran the engine on the host (allow_image): not in the image the recipe names
         launch = summary["provenance"]["launch"]
         assert launch["image"] is None and launch["recipe_image"] == "huggingface/transformers-pytorch-cpu:5.17.0"
+        # a server on no GPU: its per-GPU figures are labelled as the endpoint's, in its result and its outcome
+        assert summary["provenance"]["gpus_known"] is False, summary["provenance"]
+        assert summary["provenance"]["gpus_from"] == no_gpu_figures(1)
+        assert json.loads((job_dir / "outcome.json").read_text())["warnings"] == [no_gpu_figures(1)]
         summaries.append(summary)
+    assert "3 job(s) ran on no GPU (their launch uses 0): per-GPU figures are the whole endpoint's" in \
+        proc.stdout + proc.stderr
     return summaries
 
 

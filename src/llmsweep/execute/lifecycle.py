@@ -74,6 +74,7 @@ from llmsweep.metrics.model import (
 from llmsweep.plan import Job
 from llmsweep.plan.point import Point
 from llmsweep.power.sampler import PowerProbe, PowerSettings, Sampler, probe_power, start_sampler
+from llmsweep.sim_warnings import no_gpu_figures
 from llmsweep.spec.workload import ScenarioId
 from llmsweep.visible import CUDA as VISIBLE_CUDA
 from llmsweep.visible import GpuTable, resolve_visible
@@ -336,6 +337,9 @@ def _provenance(job: Job, spec: LaunchSpec, group: ServerGroup, observed: dict[s
         **(simulator_provenance(job) if spec.engine == SIM.id else {}),
         # A job launched role by role: the topology that ran, read back from its roles (`execute.roles`).
         **({"topology": seen["topology"]} if seen.get("topology") is not None else {}),
+        # a server on no GPU (a CPU rehearsal): its per-GPU figures are no GPU's (`sim_warnings.no_gpu_figures`)
+        **({"gpus_known": False, "gpus_from": no_gpu_figures(Point.of(job).gpus)}
+           if spec.gpus == 0 and spec.engine != SIM.id else {}),
     }
 
 
@@ -660,6 +664,11 @@ class _Server:
 
             self.observed["engine_version_installed"] = host_engine_version(spec)
         self._judge_version(spec)
+        if spec.gpus == 0 and spec.engine != SIM.id:  # a CPU rehearsal: its figures are no GPU's, and its table says it
+            for job in self.group.jobs:
+                kept = self.group.warnings.setdefault(job.id, [])
+                if (no_gpu := no_gpu_figures(Point.of(job).gpus)) not in kept:
+                    kept.append(no_gpu)
         self.power = start_sampler(self.settings.power.for_jobs(self.group.jobs), engine=spec.engine, gpus=spec.gpus,
                                    base_url=handle.base_url, env=spec.env, server_dir=self.dir)
         if self.observed.get("engine_version") or self.observed.get("gpu_names"):

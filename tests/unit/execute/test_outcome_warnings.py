@@ -94,3 +94,25 @@ def test_a_request_timeout_virtual_time_did_not_apply_is_no_engine_refusal(tmp_p
     groups = verdict_groups([point], [], {"r0": [late]})
     assert groups["timeout-not-applied"]["count"] == 1 and "simulated-only" not in groups
     assert "refuse" not in WARNING_HEADS["timeout-not-applied"]
+
+
+def test_a_server_on_no_gpu_is_a_kind_of_its_own_in_every_place_that_says_warnings(tmp_path: Path) -> None:
+    """A CPU rehearsal's per-GPU figures are the endpoint's (its launch uses 0 GPUs): said as that, not as an engine
+    refusal (a warning of no known opening), in the run's end, summary.md and the dashboard's banners."""
+    from llmsweep.execute.pipeline import RunOutcome
+    from llmsweep.report.data import VERDICT_KINDS, WARNING_BANNER, verdict_groups
+    from llmsweep.report.markdown import WARNING_HEADS
+    from llmsweep.sim_warnings import WarningKind, no_gpu_figures, warning_kind
+
+    one, eight = no_gpu_figures(1), no_gpu_figures(8)
+    assert warning_kind(one) is warning_kind(eight) is WarningKind.NO_GPU
+    assert one.endswith("per-GPU figures are the whole endpoint's") and "divided by the 8 GPUs" in eight
+    lines = RunOutcome(tmp_path, "r", [JobOutcome(job_id=j, exp_name=j, status="valid", warnings=[one])
+                                       for j in ("a", "b")]).completeness().splitlines()
+    assert "  2 job(s) ran on no GPU (their launch uses 0): per-GPU figures are the whole endpoint's" in lines, lines
+    point = {"id": "r0", "job_id": "a", "verdict": "valid", "valid": True, "reasons": [], "reason": ""}
+    groups = verdict_groups([point], [], {"r0": [one]})
+    assert groups["no-gpu"]["count"] == 1 and "simulated-only" not in groups
+    assert set(WARNING_BANNER.values()) <= set(VERDICT_KINDS) and set(WARNING_BANNER.values()) == set(WARNING_HEADS)
+    js = (Path(__file__).resolve().parents[3] / "src" / "llmsweep" / "report" / "assets" / "dashboard.js").read_text()
+    assert all(f'"{kind}"' in js for kind in VERDICT_KINDS)  # the dashboard's banners know every kind

@@ -119,7 +119,7 @@
       "power backend could sample where they ran, or the simulator does not model their power, so they have no " +
       "energy or cost-per-token figures (why, and how to record it):", unrecorded);
   }
-  var VERDICT_KINDS = ["invalid", "eval-failed", "smoke", "refused", "failed", "reused", "simulated-only", "not-modelled", "engine-version", "timeout-not-applied"];
+  var VERDICT_KINDS = ["invalid", "eval-failed", "smoke", "refused", "failed", "reused", "simulated-only", "not-modelled", "engine-version", "no-gpu", "timeout-not-applied"];
   var VERDICT_HEAD = {
     invalid: function (n) { return n + " invalid point(s): drawn as hollow dashed markers and excluded from frontiers."; },
     "eval-failed": function (n) { return n + " eval(s) did not pass (scores and thresholds in the Evaluation table below):"; },
@@ -130,6 +130,7 @@
     "simulated-only": function (n) { return n + " point(s) the simulator ran although a real engine would refuse them (its engine rules are warnings under the simulator):"; },
     "not-modelled": function (n) { return n + " point(s) the simulator predicted without modelling all their jobs set: a real engine would run them, and these points predict them without modelling it:"; },
     "engine-version": function (n) { return n + " point(s) served by another engine version than their recipe declares: each is labelled with the version that ran, and its feature gates were judged at the declared one:"; },
+    "no-gpu": function (n) { return n + " point(s) served on no GPU (a CPU rehearsal): their per-GPU figures are the endpoint's, which no GPU served:"; },
     "timeout-not-applied": function (n) { return n + " point(s) ran in virtual time with requests longer than --request-timeout, which virtual time does not apply: a live client would have timed them out (--live applies it):"; }
   };
   /* One banner per verdict kind; identical reasons (up to their numbers) are one line with a count. */
