@@ -811,6 +811,39 @@ def test_smoke_repeats_of_one_cause_are_one_banner_line(driver, tmp_path: Path) 
     assert _errors(driver) == []
 
 
+def test_the_reason_cell_of_a_mean_of_repeats_is_one_line_its_detail_on_request(driver, tmp_path: Path) -> None:
+    """The Reason cell of a point that is the mean of two smoke repeats restated both repeats' reasons with their
+    job ids, twelve lines a row; it says the cause once with its count, and every repeat's reason, job named, is in the
+    cell's tooltip and the point's drill-down (which listed its first repeat's alone)."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    options: dict[str, Any] = {"duration_s": 200.0}
+    prov: dict[str, Any] = {"launch": {"fingerprint": "launch-a"}, "clock": "virtual", "options": options}
+    points = [SyntheticPoint(synthetic_job(conc=c, job_id=f"J-conc{c}{suffix}"), requests=20,
+                             provenance={**prov, "options": {**options, "concurrency": c}})
+              for c in (1, 4) for suffix in ("", "-repeat2")]
+    run = write_synthetic_run(tmp_path / "run", points, run_id="smoke-repeats")
+    why = "smoke run: profile window 200 s is shorter than 900 s"
+    for p in points:
+        path = run.path / "jobs" / p.job["id"] / "summary.json"
+        summary = Summary.load(path)
+        summary.validity.verdict = "smoke"
+        summary.validity.reasons = [why]
+        path.write_text(json.dumps(summary.dump()), encoding="utf-8")
+    _open(driver, write_report(run.path, tmp_path / "report", png=False).html)
+    row = driver.find_elements(By.CSS_SELECTOR, "#points-table tbody tr[data-id]")[0]
+    cell = row.find_element(By.CSS_SELECTOR, 'td[data-col="reason"]')
+    assert cell.text == f"2 of 2 repeats: {why}", cell.text
+    assert cell.get_attribute("title").splitlines() == [f"repeat 1 of 2 (J-conc1) is smoke: {why}",
+                                                       f"repeat 2 of 2 (J-conc1-repeat2) is smoke: {why}"]
+    driver.execute_script("arguments[0].dispatchEvent(new MouseEvent('click', {bubbles: true}))", row)
+    WebDriverWait(driver, 30).until(lambda d: d.find_element(By.ID, "drilldown").is_displayed())
+    listed = [li.text for li in driver.find_elements(By.CSS_SELECTOR, "#validity-reasons li")]
+    assert listed == cell.get_attribute("title").splitlines(), listed
+    assert _errors(driver) == []
+
+
 def test_the_drill_down_says_what_its_time_axis_counts(driver, report_html: Path) -> None:
     """The drill-down's charts over time had x ticks (0, 1000, 2000, 3000) and no unit or zero anywhere, and
     `TTFT over time (s)` read as if the seconds were the time axis'."""

@@ -97,7 +97,8 @@ def point_payload(p: ResultPoint, sk: str, frontiers: Mapping[str, Mapping[str, 
         "reused": None if reused_as is None else {"run_id": p.run_id, "job_id": p.job_id, "result_id": p.result_id,
                                                   "verdict": p.verdict},
         "verdict": p.verdict, "valid": p.valid, "reasons": list(p.reasons),
-        "reason": verdict_reason(p.verdict, p.reasons), "causes": causes(p, repeats),
+        "reason": repeats_reason(p, repeats) if repeats is not None and repeats.n > 1
+        else verdict_reason(p.verdict, p.reasons), "causes": causes(p, repeats),
         "warnings": list(warnings), "gpus": p.gpus,
         "identity": p.identity.shown(), "topology": p.identity.topology(),
         # as stored: the page, summary.md and the PNGs round a value once, where they show it (as the CLI does)
@@ -122,6 +123,20 @@ def causes(p: ResultPoint, repeats: Repeats | None) -> list[str]:
     said = [r if m.verdict == p.verdict else f"a repeat is {m.verdict}: {r}"
             for m in repeats.members if m.verdict != "valid" for r in m.reasons or ["no reason recorded"]]
     return list(dict.fromkeys(said))
+
+
+def repeats_reason(p: ResultPoint, repeats: Repeats) -> str:
+    """The one-line reason of a point that is the mean of its repeats (`run --repeats`), as its table row and tooltip
+    show it: each cause once with how many repeats it holds for (`2 of 2 repeats: smoke run: profile window 200 s is
+    shorter than 900 s`), causes that differ only in their numbers as one with their range (`group_reasons`), a
+    repeat of another verdict than the point's naming it (`1 of 2 repeats smoke: …`). Each repeat's own reasons,
+    its job named, stay in `reasons` (the drill-down lists them, the table cell's tooltip says them): restated per
+    repeat, job ids and all, they made the cell of a two-repeat point twelve lines long. Empty for a valid point."""
+    if p.verdict == "valid":
+        return ""
+    items = [(("" if m.verdict == p.verdict else f" {m.verdict}") + f": {r}", m.result_id)
+             for m in repeats.members if m.verdict != "valid" for r in m.reasons or ["no reason recorded"]]
+    return "; ".join(f"{g['count']} of {repeats.n} repeats{g['reason']}" for g in group_reasons(items))
 
 
 def clock_of(p: ResultPoint) -> str | None:

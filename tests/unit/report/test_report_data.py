@@ -796,3 +796,40 @@ def test_a_records_file_with_no_readable_line_is_said_unreadable_not_empty(tmp_p
     assert short["records_note"].startswith("records.jsonl is incomplete: 1 line(s) not JSON")
     whole = detail_payload(dataclasses.replace(points[run.jobs[0].job_id], artifact_dir=tmp_path / "gone"))
     assert whole["records_skipped"] == 0 and whole["records_note"] is None  # no file: nothing to say of it
+
+
+def _repeated_run(root: Path, concs: tuple[int, ...] = (1, 4), repeats: int = 2, run_id: str = "repeated") -> RunDir:
+    """`run --repeats N` of one series: each point's repeats share a configuration (`<job>-repeat<k>`)."""
+    options: dict[str, object] = {"duration_s": 200.0}
+    prov = {"launch": {"fingerprint": "launch-a"}, "clock": "virtual", "options": options}
+    return write_synthetic_run(root, [
+        SyntheticPoint(synthetic_job(conc=c, job_id=f"J-conc{c}{'' if k == 1 else f'-repeat{k}'}"), requests=20,
+                       provenance={**prov, "options": {**options, "concurrency": c}})
+        for c in concs for k in range(1, repeats + 1)], run_id=run_id)
+
+
+def test_the_reason_of_a_mean_of_repeats_says_each_cause_once_with_a_count(tmp_path: Path) -> None:
+    """The Reason cell of a point that is the mean of its repeats restated every repeat's reason with its repeat
+    number and 90-character job id (`repeat 1 of 2 (J…) is smoke: …; repeat 2 of 2 (J…-repeat2) is smoke: …`): twelve
+    lines a row. It says each cause once with how many repeats it holds for; every repeat's own stays in `reasons`."""
+    run = _repeated_run(tmp_path / "r", repeats=3)
+    why = "smoke run: profile window 200 s is shorter than 900 s"
+    for job in ("J-conc1", "J-conc1-repeat2", "J-conc1-repeat3", "J-conc4", "J-conc4-repeat3"):
+        _set_verdict(run, job, "smoke", [why])
+    _set_verdict(run, "J-conc4-repeat2", "invalid", ["realised TP 4 differs from the job's tp 8"])
+    payload = build_payload(run, points_from_run(load_run(run.path)), details=False)
+    one, four = payload["points"]
+    assert one["verdict"] == "smoke" and one["reason"] == f"3 of 3 repeats: {why}", one["reason"]
+    assert len(one["reasons"]) == 3 and all("J-conc1" in r for r in one["reasons"])  # the detail, kept
+    # an invalid point: its own verdict's cause unprefixed, another verdict's named, most frequent first
+    assert four["verdict"] == "invalid"
+    assert four["reason"] == (f"2 of 3 repeats smoke: {why}; 1 of 3 repeats: realised TP 4 differs from the job's "
+                              "tp 8"), four["reason"]
+    assert "J-conc4" not in four["reason"] and len(four["reasons"]) == 3
+    # reasons that differ only in their numbers are one cause, the numbers as their range
+    _set_verdict(run, "J-conc1-repeat3", "smoke", ["smoke run: profile window 120 s is shorter than 900 s"])
+    payload = build_payload(run, points_from_run(load_run(run.path)), details=False)
+    assert payload["points"][0]["reason"] == "3 of 3 repeats: smoke run: profile window 120–200 s is shorter than 900 s"
+    # a valid mean of repeats has no reason; a single result keeps its reasons as they are
+    valid = build_payload(_repeated_run(tmp_path / "v"), points_from_run(load_run(tmp_path / "v")), details=False)
+    assert [p["reason"] for p in valid["points"]] == ["", ""] and all(p["repeats"] for p in valid["points"])

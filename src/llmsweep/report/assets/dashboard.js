@@ -368,6 +368,9 @@
   function evalFailure(p) {
     return p.eval && p.eval.verdict !== "valid" ? p.eval.reason || "eval " + p.eval.task + " " + p.eval.verdict : "";
   }
+  /* Every repeat's own reasons, its job named, of a point that is the mean of its repeats: the Reason cell says
+     each cause once with a count (report.data.repeats_reason), its tooltip and the drill-down say them all. */
+  function repeatReasons(p) { return p.repeats && p.reason ? (p.reasons || []).join("\n") : null; }
   function cell(p, key) {
     if (key === "series") return seriesByKey[p.series].label;
     if (key === "conc") return p.metrics.conc;
@@ -413,7 +416,8 @@
         var metric = c[0] === "x" || c[0] === "y" || !!metricByKey[c[0]];  // a missing value reads "–", not blank
         var txt = c[0] === "requests" ? requestsText(p) : num && !raw ? fmt(tableValue(v, colUnit(c[0])), colUnit(c[0]) === "" ? "" : null)
           : metric && (v === null || v === undefined) ? "–" : v;
-        el("td", { "class": (num || raw ? "num" : "") + (c[0] === "reason" ? " reason" : "") || null, "data-col": c[0] }, tr, txt);
+        el("td", { "class": (num || raw ? "num" : "") + (c[0] === "reason" ? " reason" : "") || null, "data-col": c[0],
+          title: c[0] === "reason" ? repeatReasons(p) : null }, tr, txt);
       });
       tr.addEventListener("click", function () { openDrill(p.id); });
     });
@@ -520,7 +524,8 @@
     if (p.repeats) el("p", { id: "repeats-note" }, box, repeatsText(p) + " (jobs " + p.repeats.job_ids.join(", ") +
       "); the timeline and provenance below are those of result " + p.id + ".");
     var v = d.validity || {};
-    var reasons = (v.reasons || p.reasons || []), warnings = (p.warnings || []).concat(v.warnings || []);
+    // a point that is the mean of its repeats: each repeat's reasons (the validity below is its first repeat's alone)
+    var reasons = (p.repeats ? p.reasons : v.reasons || p.reasons) || [], warnings = (p.warnings || []).concat(v.warnings || []);
     if (reasons.length || warnings.length) {
       var ul = el("ul", { id: "validity-reasons" }, box);
       reasons.forEach(function (r) { el("li", null, ul, r); });
