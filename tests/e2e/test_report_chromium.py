@@ -19,7 +19,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.synthetic import SyntheticPoint, synthetic_job, write_synthetic_run
+from support.synthetic import (
+    SyntheticPoint,
+    synthetic_job,
+    write_coinciding_run,
+    write_repeated_run,
+    write_synthetic_run,
+)
 
 from llmsweep.metrics.model import PowerBlock, Summary
 from llmsweep.report import write_report
@@ -818,15 +824,10 @@ def test_the_reason_cell_of_a_mean_of_repeats_is_one_line_its_detail_on_request(
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
-    options: dict[str, Any] = {"duration_s": 200.0}
-    prov: dict[str, Any] = {"launch": {"fingerprint": "launch-a"}, "clock": "virtual", "options": options}
-    points = [SyntheticPoint(synthetic_job(conc=c, job_id=f"J-conc{c}{suffix}"), requests=20,
-                             provenance={**prov, "options": {**options, "concurrency": c}})
-              for c in (1, 4) for suffix in ("", "-repeat2")]
-    run = write_synthetic_run(tmp_path / "run", points, run_id="smoke-repeats")
+    run = write_repeated_run(tmp_path / "run")
     why = "smoke run: profile window 200 s is shorter than 900 s"
-    for p in points:
-        path = run.path / "jobs" / p.job["id"] / "summary.json"
+    for art in run.jobs:
+        path = art.dir / "summary.json"
         summary = Summary.load(path)
         summary.validity.verdict = "smoke"
         summary.validity.reasons = [why]
@@ -841,6 +842,32 @@ def test_the_reason_cell_of_a_mean_of_repeats_is_one_line_its_detail_on_request(
     WebDriverWait(driver, 30).until(lambda d: d.find_element(By.ID, "drilldown").is_displayed())
     listed = [li.text for li in driver.find_elements(By.CSS_SELECTOR, "#validity-reasons li")]
     assert listed == cell.get_attribute("title").splitlines(), listed
+    assert _errors(driver) == []
+
+
+def test_series_that_coincide_say_so_in_the_legend(driver, tmp_path: Path) -> None:
+    """Two series with identical points (the quickstart's two arms can coincide): the one drawn second hid the
+    other, whose markers and frontier were nowhere to be seen. Both are drawn where their values put them, and each
+    legend entry says which series it coincides with, on the axes shown."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    html = write_report(write_coinciding_run(tmp_path / "run"), tmp_path / "report", png=False).html
+    _open(driver, html)
+    items = driver.find_elements(By.CSS_SELECTOR, "#legend-items .item")
+    labels = [i.find_element(By.CSS_SELECTOR, "span:not(.sw) > div").text for i in items]
+    notes = [i.find_element(By.CSS_SELECTOR, ".coincide").text for i in items]
+    assert notes == [f"coincides with {labels[1]} at 2 of its 3 points (identical values; drawn under it)",
+                     f"coincides with {labels[0]} at all 2 of its points (identical values; drawn over it)"], notes
+    spots = [(m.get_attribute("cx"), m.get_attribute("cy"), m.get_attribute("data-series"))
+             for m in driver.find_elements(By.CSS_SELECTOR, "#chart .marker")]
+    assert len(spots) == 5 and len({(x, y) for x, y, _ in spots}) == 3  # both drawn, at their own values
+    # lines as markers: the series drawn under the other is so with its frontier too (the legend's order)
+    keys = [i.get_attribute("data-series") for i in items]
+    assert [f.get_attribute("data-series") for f in driver.find_elements(By.CSS_SELECTOR, "#chart .frontier")] == keys
+    # said for the axes shown: on another x axis too, re-said
+    Select(driver.find_element(By.ID, "x-axis")).select_by_value("p90_ttft")
+    assert [i.text for i in driver.find_elements(By.CSS_SELECTOR, "#legend-items .coincide")] == notes
     assert _errors(driver) == []
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -204,6 +205,30 @@ def write_two_configurations_run(root: Path, run_id: str = "mixk") -> RunDir:
                 "launch": {"fingerprint": f"launch-{key}-{c}"}, "clock": "wall",
                 "options": {"concurrency": c, "duration_s": 600.0}}))
     return write_synthetic_run(root, points, run_id=run_id)
+
+
+def write_repeated_run(root: Path, concs: Sequence[int] = (1, 4), repeats: int = 2,
+                       run_id: str = "repeated") -> RunDir:
+    """`run --repeats N` of one series at `concs`: job `J-conc<c>` and its repeats `J-conc<c>-repeat<k>`, each
+    recording one launch and load (one configuration, `ResultPoint.configuration`: repeats of one point)."""
+    options: dict[str, Any] = {"duration_s": 200.0}
+    prov = {"launch": {"fingerprint": "launch-a"}, "clock": "virtual", "options": options}
+    return write_synthetic_run(root, [
+        SyntheticPoint(synthetic_job(conc=c, job_id=f"J-conc{c}{'' if k == 1 else f'-repeat{k}'}"), requests=20,
+                       provenance={**prov, "options": {**options, "concurrency": c}})
+        for c in concs for k in range(1, repeats + 1)], run_id=run_id)
+
+
+def write_coinciding_run(root: Path) -> RunDir:
+    """Two arms of one series identity, GPU-resident (`none-conc<c>` at 1, 4, 16) and DRAM offload (`dram-conc<c>` at
+    4, 16), whose conc 4 and 16 points came out identical, as the quickstart's GPU-resident and HiCache arms can:
+    the offload arm's summaries are the GPU-resident arm's."""
+    points = [SyntheticPoint(synthetic_job(conc=c, offload=o, job_id=f"{o}-conc{c}"), requests=20)
+              for o, concs in (("none", (1, 4, 16)), ("dram", (4, 16))) for c in concs]
+    run = write_synthetic_run(root, points)
+    for c in (4, 16):
+        shutil.copy(run.path / "jobs" / f"none-conc{c}" / "summary.json", run.path / "jobs" / f"dram-conc{c}")
+    return load_run(run.path)
 
 
 def write_reusing_run(root: Path, store: Path, *, reused_concs: Sequence[int] = (1, 4, 16),

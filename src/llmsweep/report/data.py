@@ -498,6 +498,43 @@ def headline(counts: Mapping[str, Any]) -> str:
     return " · ".join(bits)
 
 
+def coinciding_series(points: Sequence[Mapping[str, Any]], series: Sequence[Mapping[str, Any]],
+                      y_metrics: Sequence[str] = Y_METRICS) -> dict[str, dict[str, dict[str, str]]]:
+    """y metric -> x axis -> series key -> what its legend entry says of the points it shares, value for value, with
+    other series on those axes (`coincides with <series> at all 4 of its points (identical values; drawn under
+    it)`); only series that share one. Two arms whose points come out identical (the quickstart's GPU-resident and
+    HiCache arms can) drew one series exactly over the other, which then looked absent. The points stay where
+    their values put them (an offset would misstate a measurement on both axes); the legend says which series lies
+    under which, in the order the page and the PNGs draw them (`series`: later over earlier)."""
+    rank = {s["key"]: n for n, s in enumerate(series)}
+    label = {s["key"]: s["label"] for s in series}
+    out: dict[str, dict[str, dict[str, str]]] = {}
+    for y in y_metrics:
+        for axis in X_AXES:
+            spots: dict[str, list[tuple[float, float]]] = {}
+            for p in points:
+                xv, yv = p["metrics"].get(axis.key), p["metrics"].get(y)
+                if xv is not None and yv is not None and p["series"] in rank:
+                    spots.setdefault(p["series"], []).append((xv, yv))
+            notes: dict[str, str] = {}
+            for sk, mine in spots.items():
+                said = []
+                for other in sorted(spots, key=rank.__getitem__):
+                    theirs = set(spots[other])
+                    shared = sum(1 for xy in mine if xy in theirs) if other != sk else 0
+                    if shared:
+                        n = len(mine)
+                        at = "its point" if n == 1 else f"all {n} of its points" if shared == n else \
+                            f"{shared} of its {n} points"
+                        said.append(f"coincides with {label[other]} at {at} (identical values; drawn "
+                                    f"{'under' if rank[sk] < rank[other] else 'over'} it)")
+                if said:
+                    notes[sk] = "; ".join(said)
+            if notes:
+                out.setdefault(y, {})[axis.key] = notes
+    return out
+
+
 def overlay_points(run_id: str, drawn: Sequence[Repeats],
                    overlay: Sequence[ResultPoint]) -> tuple[list[Repeats], list[str]]:
     """The points of the runs drawn beside `run_id` (`--with`), each run's repeats combined on its own (as its own
@@ -608,6 +645,7 @@ def build_payload(run: RunDir, points: Sequence[ResultPoint], *, overlay: Sequen
         "evals": evals,
         "frontiers": frontiers,
         "frontiers_by_y": frontiers_by_y,
+        "coincident": coinciding_series(points_out, series_out),
         "missing": missing,
         "power_unrecorded": power_unrecorded(points),
         # the run's own points' banners (and Invalid / Smoke sections); the overlays' apart, said as theirs

@@ -8,7 +8,14 @@ import shutil
 from pathlib import Path
 
 import pytest
-from support.synthetic import SyntheticPoint, run_of_failures, synthetic_job, write_synthetic_run
+from support.synthetic import (
+    SyntheticPoint,
+    run_of_failures,
+    synthetic_job,
+    write_coinciding_run,
+    write_repeated_run,
+    write_synthetic_run,
+)
 
 from llmsweep.metrics.model import DeploymentBlock, Summary, Verdict
 from llmsweep.report.data import build_payload, scrub
@@ -798,21 +805,11 @@ def test_a_records_file_with_no_readable_line_is_said_unreadable_not_empty(tmp_p
     assert whole["records_skipped"] == 0 and whole["records_note"] is None  # no file: nothing to say of it
 
 
-def _repeated_run(root: Path, concs: tuple[int, ...] = (1, 4), repeats: int = 2, run_id: str = "repeated") -> RunDir:
-    """`run --repeats N` of one series: each point's repeats share a configuration (`<job>-repeat<k>`)."""
-    options: dict[str, object] = {"duration_s": 200.0}
-    prov = {"launch": {"fingerprint": "launch-a"}, "clock": "virtual", "options": options}
-    return write_synthetic_run(root, [
-        SyntheticPoint(synthetic_job(conc=c, job_id=f"J-conc{c}{'' if k == 1 else f'-repeat{k}'}"), requests=20,
-                       provenance={**prov, "options": {**options, "concurrency": c}})
-        for c in concs for k in range(1, repeats + 1)], run_id=run_id)
-
-
 def test_the_reason_of_a_mean_of_repeats_says_each_cause_once_with_a_count(tmp_path: Path) -> None:
     """The Reason cell of a point that is the mean of its repeats restated every repeat's reason with its repeat
     number and 90-character job id (`repeat 1 of 2 (J…) is smoke: …; repeat 2 of 2 (J…-repeat2) is smoke: …`): twelve
     lines a row. It says each cause once with how many repeats it holds for; every repeat's own stays in `reasons`."""
-    run = _repeated_run(tmp_path / "r", repeats=3)
+    run = write_repeated_run(tmp_path / "r", repeats=3)
     why = "smoke run: profile window 200 s is shorter than 900 s"
     for job in ("J-conc1", "J-conc1-repeat2", "J-conc1-repeat3", "J-conc4", "J-conc4-repeat3"):
         _set_verdict(run, job, "smoke", [why])
@@ -831,5 +828,27 @@ def test_the_reason_of_a_mean_of_repeats_says_each_cause_once_with_a_count(tmp_p
     payload = build_payload(run, points_from_run(load_run(run.path)), details=False)
     assert payload["points"][0]["reason"] == "3 of 3 repeats: smoke run: profile window 120–200 s is shorter than 900 s"
     # a valid mean of repeats has no reason; a single result keeps its reasons as they are
-    valid = build_payload(_repeated_run(tmp_path / "v"), points_from_run(load_run(tmp_path / "v")), details=False)
+    valid = build_payload(write_repeated_run(tmp_path / "v"), points_from_run(load_run(tmp_path / "v")), details=False)
     assert [p["reason"] for p in valid["points"]] == ["", ""] and all(p["repeats"] for p in valid["points"])
+
+
+def test_series_whose_points_coincide_say_so_in_the_legend(tmp_path: Path) -> None:
+    """Two series with identical points: the one drawn second hid the other completely (its points and frontier), and
+    nothing said it was there. Each series' legend entry says which series it coincides with, at how many of its
+    points, and which is drawn under which; the points stay at their values."""
+    run = write_coinciding_run(tmp_path / "r")
+    payload = build_payload(run, points_from_run(run), details=False)
+    none, dram = payload["series"]  # drawn in this order: the offload arm over the GPU-resident one
+    assert "offload" not in none["label"] and "offload=dram" in dram["label"], payload["series"]
+    said = payload["coincident"]["tput_per_gpu"]
+    assert set(said) == {a.key for a in X_AXES}  # identical on every metric: on every axis
+    assert said["p90_e2e_norm_intvty"] == {
+        none["key"]: f"coincides with {dram['label']} at 2 of its 3 points (identical values; drawn under it)",
+        dram["key"]: f"coincides with {none['label']} at all 2 of its points (identical values; drawn over it)"}
+    # series that share no point say nothing
+    apart = build_payload(write_repeated_run(tmp_path / "apart"), points_from_run(load_run(tmp_path / "apart")),
+                          details=False)
+    assert apart["coincident"] == {}
+    three = build_payload(load_run(tmp_path / "r"), [p for p in points_from_run(run) if p.job_id != "dram-conc16"],
+                          details=False)["coincident"]["tput_per_gpu"]["conc"]
+    assert three[dram["key"]] == f"coincides with {none['label']} at its point (identical values; drawn over it)"

@@ -380,3 +380,32 @@ def test_png_point_labels_stay_inside_the_plot_frame(report_run) -> None:
             assert frame.x0 <= box.x0 and box.x1 <= frame.x1 and frame.y0 <= box.y0 and box.y1 <= frame.y1, (
                 axis["key"], text.get_text(), box, frame)
         plt.close(fig)
+
+
+def test_png_legend_says_which_series_coincide(tmp_path: Path) -> None:
+    """Two series with identical points: in the PNG the one drawn second hid the other, and its legend entry was the
+    only trace of it. Each entry says which series it coincides with and which is drawn under which, as the page's
+    legend does."""
+    pytest.importorskip("matplotlib")
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+    from support.synthetic import write_coinciding_run
+
+    from llmsweep.report.data import build_payload
+    from llmsweep.report.plots import pareto_figure
+    from llmsweep.results.point import points_from_run
+
+    run = write_coinciding_run(tmp_path / "r")
+    payload = build_payload(run, points_from_run(run), details=False)
+    none, dram = payload["series"]
+    for axis in payload["axes"]:
+        fig = pareto_figure(payload, axis)
+        (legend,) = fig.legends
+        shown = [t.get_text().replace("\n", " ") for t in legend.get_texts()]
+        assert shown == [
+            f"{none['label']} — coincides with {dram['label']} at 2 of its 3 points (identical values; drawn under it)",
+            f"{dram['label']} — coincides with {none['label']} at all 2 of its points (identical values; drawn over "
+            "it)"], shown
+        plt.close(fig)

@@ -211,6 +211,9 @@
       var txt = el("span", null, item);
       el("div", null, txt, s.label);
       el("div", { "class": "count" }, txt, pts.length + " point(s)" + (smoke ? ", " + smoke + " smoke" : "") + (bad ? ", " + bad + " invalid" : "") + (reused ? ", " + reused + " reused" : "") + " · " + s.source);
+      // series whose points coincide on these axes: said, not moved (report.data.coinciding_series)
+      var same = (((D.coincident || {})[state.y] || {})[state.x] || {})[s.key];
+      if (same) el("div", { "class": "count coincide" }, txt, same);
     });
   }
 
@@ -252,8 +255,9 @@
     el("text", { x: (M.l + W - M.r) / 2, y: H - 12, "text-anchor": "middle", "class": "axis-title", id: "x-title" }, svg, axis.label + (axis.unit ? " (" + axis.unit + ")" : "") + dirNote);
     el("text", { x: 16, y: (M.t + H - M.b) / 2, "text-anchor": "middle", "class": "axis-title", id: "y-title", transform: "rotate(-90 16 " + (M.t + H - M.b) / 2 + ")" }, svg, yaxis().label + " (" + yaxis().unit + ")" + (yaxis().direction === "min" ? " ↓ better" : ""));
     var fr = frontierMap();
-    Object.keys(fr).forEach(function (sk) {
-      if (state.hidden[sk] || fr[sk].length < 1) return;
+    // in the legend's order, as the markers and the PNGs' lines: a series drawn under another is so in all of them
+    D.series.map(function (s) { return s.key; }).forEach(function (sk) {
+      if (state.hidden[sk] || !fr[sk] || fr[sk].length < 1) return;
       var pts = fr[sk].map(function (id) { return pointById[id]; });
       el("polyline", { "class": "frontier", "data-series": sk, stroke: seriesByKey[sk].color,
         points: pts.map(function (p) { return sx(xval(p, state.x)).toFixed(1) + "," + sy(yval(p)).toFixed(1); }).join(" ") }, svg);
@@ -588,10 +592,10 @@
     });
   }
 
-  function renderAll() { renderChart(); renderTable(); renderEvals(); }
+  function renderAll() { renderLegend(); renderChart(); renderTable(); renderEvals(); }
   if (!D.points.length) document.body.classList.add("no-points");
   var h = readHash();
-  renderHeader(); renderControls(); renderLegend(); renderAll();
+  renderHeader(); renderControls(); renderAll();
   if (h.p && pointById[h.p]) openDrill(h.p);
   document.body.setAttribute("data-ready", "1");
 })();
