@@ -24,6 +24,7 @@ from support.synthetic import (
     synthetic_job,
     write_coinciding_run,
     write_repeated_run,
+    write_smoke_series_run,
     write_synthetic_run,
 )
 
@@ -868,6 +869,29 @@ def test_series_that_coincide_say_so_in_the_legend(driver, tmp_path: Path) -> No
     # said for the axes shown: on another x axis too, re-said
     Select(driver.find_element(By.ID, "x-axis")).select_by_value("p90_ttft")
     assert [i.text for i in driver.find_elements(By.CSS_SELECTOR, "#legend-items .coincide")] == notes
+    assert _errors(driver) == []
+
+
+def test_a_series_of_smoke_points_draws_no_frontier_and_says_why(driver, tmp_path: Path) -> None:
+    """A series whose points were all smoke had a frontier drawn through them, as if they were results. It has none,
+    on any axis, and its legend entry says why; the smoke banner says smoke points are never on a frontier."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    run = write_smoke_series_run(tmp_path / "run")
+    _open(driver, write_report(run, tmp_path / "report", png=False).html)
+    sglang, vllm = json.loads((tmp_path / "report" / "data.json").read_text())["series"]
+    said = ("no frontier: none of its 3 points is valid (3 smoke); a frontier is drawn from valid points only")
+    for axis in ("p90_e2e_norm_intvty", "conc"):
+        Select(driver.find_element(By.ID, "x-axis")).select_by_value(axis)
+        drawn = [f.get_attribute("data-series") for f in driver.find_elements(By.CSS_SELECTOR, "#chart .frontier")]
+        assert drawn == [vllm["key"]], (axis, drawn)
+        gaps = {i.get_attribute("data-series"): [n.text for n in i.find_elements(By.CSS_SELECTOR, ".no-frontier")]
+                for i in driver.find_elements(By.CSS_SELECTOR, "#legend-items .item")}
+        assert gaps == {sglang["key"]: [said], vllm["key"]: []}, gaps
+        front = {m.get_attribute("data-id") for m in driver.find_elements(By.CSS_SELECTOR, "#chart .marker.onfront")}
+        assert len(front) == 2, front  # vllm's conc 1 and 4; never a smoke point
+    assert "never on a frontier" in driver.find_element(By.ID, "banner-smoke").text
     assert _errors(driver) == []
 
 

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from llmsweep.metrics.model import Summary, Verdict
 from llmsweep.results.identity import gpus_of, identity_from_job
 from llmsweep.results.rundir import RunDir, load_run
 
@@ -228,6 +229,32 @@ def write_coinciding_run(root: Path) -> RunDir:
     run = write_synthetic_run(root, points)
     for c in (4, 16):
         shutil.copy(run.path / "jobs" / f"none-conc{c}" / "summary.json", run.path / "jobs" / f"dram-conc{c}")
+    return load_run(run.path)
+
+
+SMOKE_WHY = "smoke run: profile window 120 s is shorter than 900 s"
+
+
+def set_verdict(run: RunDir, job_id: str, verdict: Verdict, reasons: Sequence[str]) -> None:
+    """Rewrite one job's summary (and its outcome) with another verdict, as the gates would have written it."""
+    folder = run.path / "jobs" / job_id
+    summary = Summary.load(folder / "summary.json")
+    summary.validity.verdict = verdict
+    summary.validity.reasons = list(reasons)
+    (folder / "summary.json").write_text(json.dumps(summary.dump()), encoding="utf-8")
+    outcome = folder / "outcome.json"
+    if outcome.is_file():
+        doc = json.loads(outcome.read_text(encoding="utf-8"))
+        doc.update(status=verdict, reasons=list(reasons))
+        outcome.write_text(json.dumps(doc), encoding="utf-8")
+
+
+def write_smoke_series_run(root: Path) -> RunDir:
+    """Two series at conc 1, 4 and 16: sglang's points all smoke (`SMOKE_WHY`), vllm's valid but its conc 16."""
+    run = write_synthetic_run(root, [SyntheticPoint(synthetic_job(conc=c, framework=fw, job_id=f"{fw}-conc{c}"),
+                                                    requests=20) for fw in ("sglang", "vllm") for c in (1, 4, 16)])
+    for job in ("sglang-conc1", "sglang-conc4", "sglang-conc16", "vllm-conc16"):
+        set_verdict(run, job, "smoke", [SMOKE_WHY])
     return load_run(run.path)
 
 

@@ -303,7 +303,7 @@ def frontier(run: str | None, run_id: str | None, x_axis: str, mix_sources: bool
              store_path: Path | None) -> None:
     """Per-series Pareto frontier of RUN (a stored run id or a run directory; `--run RUN` alike): throughput per GPU
     against an x axis, north-star rule."""
-    from llmsweep.results.frontier import AXIS_BY_KEY, axis_value, compute_frontiers
+    from llmsweep.results.frontier import AXIS_BY_KEY, axis_value, compute_frontiers, no_frontier_why
     from llmsweep.results.sides import resolve_points, reused_points_of
 
     if run is not None and run_id is not None and run != run_id:
@@ -357,10 +357,9 @@ def frontier(run: str | None, run_id: str | None, x_axis: str, mix_sources: bool
             f" — its {len(reused_of(meta))} job(s) stood on stored results of run(s) {', '.join(sources)} "
             f"(`run --reuse`): `llmsweep results frontier {sources[0]}`" if sources else "")
     for key, ids in fronts.items():
-        if not ids:  # every point of the series is invalid, smoke or lacks the axis's value
+        if not ids:  # no point of the series is valid with the axis's value (smoke never stands on a frontier)
             mine = [p for p in points if names.keys[p.result_id] == key]
-            why = "its results are evals" if all(p.eval_only for p in mine) else _no_frontier_why(mine, x)
-            no_frontier[key] = f"{labels[key]}: {why}: no frontier"
+            no_frontier[key] = f"{labels[key]}: {no_frontier_why(mine, x)}: no frontier"
     if as_json:  # the frontiers on stdout; why a series has none on stderr, as the table says it
         click.echo(json.dumps(doc, indent=1))
         for line in no_frontier.values():
@@ -375,11 +374,8 @@ def frontier(run: str | None, run_id: str | None, x_axis: str, mix_sources: bool
     # one table per series, laid out as `results list` is: result ids whole, job ids shortened to fit; the figures as
     # every table shows a metric (`HotColumn.cell`)
     repeated = any(groups[i].n > 1 for ids in fronts.values() for i in ids)
-    # a smoke point may stand on a frontier (sound, but too short to publish): its verdict is shown beside it then
-    unpublished = any(by_id[i].verdict != "valid" for ids in fronts.values() for i in ids)
     columns = [Column("result", kind="id", justify="left"), Column("job", kind="key", justify="left"), Column("conc"),
-               *(Column(c.header) for c in shown), *([Column("repeats", justify="left")] if repeated else []),
-               *([Column("verdict", justify="left")] if unpublished else [])]
+               *(Column(c.header) for c in shown), *([Column("repeats", justify="left")] if repeated else [])]
     if "" in no_frontier:
         click.echo(no_frontier[""])
         return
@@ -391,32 +387,10 @@ def frontier(run: str | None, run_id: str | None, x_axis: str, mix_sources: bool
         exp_names = {p.job_id: str(name) for p in front if (name := get_field(p.job, "exp_name"))}
         rows = [[plain(p.result_id), plain(p.job_id), str(p.identity.conc),
                  *(c.cell(p.metric(c.name)) for c in shown),
-                 *([groups[p.result_id].describe() or "1 run"] if repeated else []),
-                 *([plain(p.verdict)] if unpublished else [])] for p in front]
+                 *([groups[p.result_id].describe() or "1 run"] if repeated else [])] for p in front]
         title = f"{labels[key]}: frontier"
         print_tables(plain(title), columns, rows,
                      short_keys=[plain(j) for j in job_labels([p.job_id for p in front], exp_names)])
-
-
-def _no_frontier_why(points: list[Any], x: Any) -> str:
-    """Why a series with throughput points has no frontier on axis `x`: none valid with the axis's value, or —
-    valid points with it — none with the metric that picks the winners (`results.frontier.compute_frontiers`): an
-    agentic series' P90 E2E-normalised interactivity on every axis (the north-star rule), a fixed-length series' P90
-    interactivity on the concurrency axis. Saying "no valid point with Concurrency" of points that all have one
-    sent the reader after the wrong metric."""
-    from llmsweep.metrics.registry import HOT_BY_NAME
-    from llmsweep.results.frontier import FIXED_WINNER_X, Y_METRIC, axis_value, is_agentic
-    from llmsweep.results.pareto import NORTH_STAR_X
-
-    have = [p for p in points if p.valid and not p.eval_only and axis_value(p, x.key) is not None
-            and p.metric(Y_METRIC) is not None]
-    if not have:
-        return f"no valid point with {x.label}"
-    agentic = is_agentic(have[0])
-    star = NORTH_STAR_X if agentic else FIXED_WINNER_X if x.direction == "none" else x.key
-    rule = ("which the north-star rule ranks an agentic series by on every x axis" if agentic
-            else "which picks a fixed-length series' winners on the concurrency axis")
-    return f"no valid point with {HOT_BY_NAME[star].label}, {rule}"
 
 
 @results.command("export")

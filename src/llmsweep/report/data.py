@@ -22,6 +22,7 @@ from llmsweep.results.frontier import (
     Y_METRIC,
     compute_frontiers,
     name_series,
+    no_frontier_why,
     series_label,
     series_labels,
     y_direction,
@@ -498,6 +499,26 @@ def headline(counts: Mapping[str, Any]) -> str:
     return " · ".join(bits)
 
 
+def frontier_gaps(points: Sequence[ResultPoint], keys: Mapping[str, str],
+                  frontiers_by_y: Mapping[str, Mapping[str, Mapping[str, Sequence[str]]]]
+                  ) -> dict[str, dict[str, dict[str, str]]]:
+    """y metric -> x axis -> series key -> why the series has no frontier on those axes
+    (`results.frontier.no_frontier_why`), for each series without one: a series of smoke points says so in its legend
+    entry (page and PNGs) and in summary.md, where a frontier had been drawn through them. `keys`: result id ->
+    series key."""
+    members: dict[str, list[ResultPoint]] = {}
+    for p in points:
+        members.setdefault(keys[p.result_id], []).append(p)
+    out: dict[str, dict[str, dict[str, str]]] = {}
+    for y, by_axis in frontiers_by_y.items():
+        for axis in X_AXES:
+            fronts = by_axis.get(axis.key, {})
+            why = {sk: no_frontier_why(mine, axis, y) for sk, mine in members.items() if not fronts.get(sk)}
+            if why:
+                out.setdefault(y, {})[axis.key] = why
+    return out
+
+
 def coinciding_series(points: Sequence[Mapping[str, Any]], series: Sequence[Mapping[str, Any]],
                       y_metrics: Sequence[str] = Y_METRICS) -> dict[str, dict[str, dict[str, str]]]:
     """y metric -> x axis -> series key -> what its legend entry says of the points it shares, value for value, with
@@ -645,6 +666,7 @@ def build_payload(run: RunDir, points: Sequence[ResultPoint], *, overlay: Sequen
         "evals": evals,
         "frontiers": frontiers,
         "frontiers_by_y": frontiers_by_y,
+        "no_frontier": frontier_gaps(everything, keys, frontiers_by_y),
         "coincident": coinciding_series(points_out, series_out),
         "missing": missing,
         "power_unrecorded": power_unrecorded(points),

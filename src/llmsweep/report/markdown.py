@@ -93,6 +93,7 @@ def run_summary_markdown(payload: Mapping[str, Any]) -> str:
                   _row(["Series", "Conc", "Topology", *(c.header for c in shown), "Verdict"]),
                   _row(["---"] * (4 + len(shown)))]
     frontier = payload["frontiers"].get(NORTH_STAR_X, {})
+    gaps = (payload.get("no_frontier") or {}).get(payload["y"]["key"], {}).get(NORTH_STAR_X, {})
     notes: dict[str, int] = {}  # a warned point's verdict is marked ⚠N, the warning said once under the table
 
     def marks(p: Mapping[str, Any]) -> str:
@@ -102,7 +103,9 @@ def run_summary_markdown(payload: Mapping[str, Any]) -> str:
     for key, s in series.items():
         ids = frontier.get(key, [])
         if not ids:
-            lines.append(_row([s["label"], "–", "–", *("–" for _ in shown), "no valid point with the metric"]))
+            # why, as the page says it (report.data.frontier_gaps): no valid point with the metric, or all smoke
+            lines.append(_row([s["label"], "–", "–", *("–" for _ in shown),
+                               f"no frontier: {gaps.get(key, 'no valid point with the metric')}"]))
         for pid in sorted(ids, key=lambda i: by_id[i]["metrics"]["conc"]):
             p = by_id[pid]
             m = p["metrics"]

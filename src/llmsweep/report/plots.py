@@ -116,6 +116,8 @@ def pareto_figure(payload: Mapping[str, Any], axis: Mapping[str, Any]) -> Any:
     tags: list[tuple[str, float, float]] = []
     # series whose points coincide on these axes, as the page's legend says it (report.data.coinciding_series)
     coincide = (payload.get("coincident") or {}).get(y, {}).get(key, {})
+    # a series without a frontier says why, as on the page (report.data.frontier_gaps): every point smoke, say
+    gaps = (payload.get("no_frontier") or {}).get(y, {}).get(key, {})
     for s in payload["series"]:
         pts = [p for p in payload["points"] if p["series"] == s["key"] and p["metrics"].get(key) is not None
                and p["metrics"].get(y) is not None]
@@ -128,7 +130,8 @@ def pareto_figure(payload: Mapping[str, Any], axis: Mapping[str, Any]) -> Any:
                                                   "s": 36}),
         )
         # once per series, on its first drawn kind
-        label: str | None = s["label"] + (f" — {coincide[s['key']]}" if s["key"] in coincide else "")
+        label: str | None = s["label"] + (f" — {coincide[s['key']]}" if s["key"] in coincide else "") \
+            + (f" — no frontier: {gaps[s['key']]}" if s["key"] in gaps else "")
         for group, style in styles:
             # a reused point keeps its verdict's fill and colour, as a diamond (an invalid one its dashed edge)
             for part, look in (([p for p in group if not p.get("reused")], style),

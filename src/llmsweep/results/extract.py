@@ -19,8 +19,9 @@ HOT_METRICS: tuple[HotColumn, ...] = HOT_COLUMNS
 """The stored columns of the metric table (name, label, unit, polarity, how each is read from a Summary)."""
 
 INVALID_VERDICTS = frozenset({"invalid", "failed", "fail", "error"})
-"""Everything else (`valid`, `smoke` — too short to publish but a sound measurement —, `unknown`) may sit on a
-frontier; the verdict is always shown next to the point."""
+"""Everything else (`valid`, `smoke` — too short to publish but a sound measurement —) is a usable result; only a
+`valid` one stands on a frontier (`results.frontier.earns_frontier`), and the verdict is always shown next to the
+point."""
 
 
 @dataclass(frozen=True, slots=True)

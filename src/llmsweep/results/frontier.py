@@ -4,12 +4,14 @@ Series = (model, hardware, engine, precision, scenario, spec decoding, offload),
 simulated and predicted points never share a series, and unless `mix_sources` is set (`--mix-sources`) frontiers are
 computed within one source only. A series one point of which was measured under two configurations (two recipe keys
 of one point identity: `results.point.configurations`) is as many series, each named by what tells them apart
-(`configurations_apart`), as `compare` refuses to pool them. Invalid points stay in the data but are never on a
-frontier.
+(`configurations_apart`), as `compare` refuses to pool them. Only a valid point stands on a frontier
+(`earns_frontier`): smoke and invalid points stay in the data, drawn and marked, and a series without a valid point
+has no frontier, which `no_frontier_why` says.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -231,6 +233,45 @@ def is_agentic(point: ResultPoint) -> bool:
     return point.identity.scenario.startswith("agentic")
 
 
+def earns_frontier(point: ResultPoint) -> bool:
+    """Whether a result may stand on a frontier: a valid throughput point. A smoke result (sound, but a window too
+    short to publish) and an invalid one (a gate failed) are drawn, marked, and never on a frontier: a frontier drawn
+    through smoke points, where a series had nothing else, showed as a result what ran as a smoke test. An eval-only
+    result has no throughput."""
+    return point.verdict == "valid" and not point.eval_only
+
+
+def no_frontier_why(points: Sequence[ResultPoint], axis: Axis, y_metric: str = Y_METRIC) -> str:
+    """Why a series (its `points`) has no frontier on `axis` against `y_metric`: its results are evals; none of its
+    points is valid while some are smoke (`earns_frontier`: `none of its 5 points is valid (5 smoke; …)`); none valid
+    has the axis's value or the y metric; or — valid points with both — none has the metric that picks the winners
+    (`compute_frontiers`): an agentic series' P90 E2E-normalised interactivity on every axis (the north-star rule), a
+    fixed-length series' P90 interactivity on the concurrency axis. Saying "no valid point with Concurrency" of
+    points that all have one sent the reader after the wrong metric."""
+    drawn = [p for p in points if not p.eval_only]
+    if not drawn:
+        return "its results are evals"
+    valid = [p for p in drawn if earns_frontier(p)]
+    if not valid and any(p.verdict == "smoke" for p in drawn):
+        rule = "a frontier is drawn from valid points only"
+        if len(drawn) == 1:
+            return f"its only point is {drawn[0].verdict}; {rule}"
+        said = ", ".join(f"{n} {verdict}" for verdict, n in sorted(Counter(p.verdict for p in drawn).items()))
+        return f"none of its {len(drawn)} points is valid ({said}); {rule}"
+    with_x = [p for p in valid if axis_value(p, axis.key) is not None]
+    if not with_x:
+        return f"no valid point with {axis.label}"
+    have = [p for p in with_x if p.metric(y_metric) is not None]
+    if not have:
+        column = HOT_BY_NAME.get(y_metric)
+        return f"no valid point with {column.label if column is not None else y_metric}"
+    agentic = is_agentic(have[0])
+    star = NORTH_STAR_X if agentic else FIXED_WINNER_X if axis.direction == "none" else axis.key
+    rule = ("which the north-star rule ranks an agentic series by on every x axis" if agentic
+            else "which picks a fixed-length series' winners on the concurrency axis")
+    return f"no valid point with {HOT_BY_NAME[star].label}, {rule}"
+
+
 def compute_frontiers(points: Sequence[ResultPoint], axes: Sequence[Axis] = X_AXES, y_metric: str = Y_METRIC, *,
                       series_of: Mapping[str, str] | None = None,
                       mix_sources: bool = False) -> dict[str, dict[str, list[str]]]:
@@ -251,7 +292,7 @@ def compute_frontiers(points: Sequence[ResultPoint], axes: Sequence[Axis] = X_AX
     series_of = dict(series_of) if series_of is not None else name_series(points, mix_sources=mix_sources).keys
     metrics = {a.key for a in axes} | {NORTH_STAR_X, FIXED_WINNER_X}
     values = {p.result_id: {**{m: axis_value(p, m) for m in metrics}, y_metric: p.metric(y_metric)} for p in points}
-    valid = {p.result_id for p in points if p.valid and not p.eval_only}  # an eval-only result has no throughput
+    valid = {p.result_id for p in points if earns_frontier(p)}
     agentic = {p.result_id for p in points if is_agentic(p)}
     y_dir = y_direction(y_metric)
     out: dict[str, dict[str, list[str]]] = {}

@@ -115,7 +115,8 @@ def frontiers_by_series(
     `north_star_dir` the direction in which `north_star_metric` is better (a latency's is "min").
 
     `series_of` maps point id → series key; `values` maps point id → metric name → value. Points for which
-    `eligible` is False (invalid results) are never on a frontier but stay in the data for the scatter.
+    `eligible` is False (results that did not earn a frontier: `frontier.earns_frontier`) are never on a frontier but
+    stay in the data for the scatter.
     """
     out: dict[str, list[str]] = {}
     for series, ids in group_by(series_of, lambda i: series_of[i]).items():

@@ -14,6 +14,7 @@ from support.synthetic import (
     synthetic_job,
     write_coinciding_run,
     write_repeated_run,
+    write_smoke_series_run,
     write_synthetic_run,
 )
 
@@ -852,3 +853,29 @@ def test_series_whose_points_coincide_say_so_in_the_legend(tmp_path: Path) -> No
     three = build_payload(load_run(tmp_path / "r"), [p for p in points_from_run(run) if p.job_id != "dram-conc16"],
                           details=False)["coincident"]["tput_per_gpu"]["conc"]
     assert three[dram["key"]] == f"coincides with {none['label']} at its point (identical values; drawn over it)"
+
+
+def test_a_series_of_smoke_points_has_no_frontier_and_says_why(tmp_path: Path) -> None:
+    """A series whose points were all smoke had a frontier drawn through them on the page and in the PNGs, as if it
+    were a result. A frontier is drawn from valid points only: that series has none, the payload says why for every
+    pair of axes (its legend entry and summary.md show it), and a smoke point beside valid ones is left off."""
+    from llmsweep.report.markdown import run_summary_markdown
+
+    run = write_smoke_series_run(tmp_path / "r")
+    payload = build_payload(run, points_from_run(run), details=False)
+    sglang, vllm = payload["series"]
+    assert "sglang" in sglang["label"] and "vllm" in vllm["label"]
+    for y, by_axis in payload["frontiers_by_y"].items():
+        for axis, fronts in by_axis.items():
+            assert fronts[sglang["key"]] == [], (y, axis)
+            assert payload["no_frontier"][y][axis][sglang["key"]] == ("none of its 3 points is valid (3 smoke); a "
+                                                                       "frontier is drawn from valid points only")
+    assert all(list(gaps) == [sglang["key"]] for gaps in payload["no_frontier"]["tput_per_gpu"].values())
+    # vllm's conc 16 (smoke) is on no frontier, its valid points are
+    by_job = {p["job_id"]: p for p in payload["points"]}
+    assert not any(by_job["vllm-conc16"]["frontier"].values())
+    assert all(by_job["vllm-conc1"]["frontier"].values()) and all(by_job["vllm-conc4"]["frontier"].values())
+    md = run_summary_markdown(payload)
+    row = next(line for line in md.splitlines() if line.startswith(f"| {sglang['label']} | – | – |"))
+    assert row.endswith("| no frontier: none of its 3 points is valid (3 smoke); a frontier is drawn from valid points "
+                        "only |"), row

@@ -409,3 +409,31 @@ def test_png_legend_says_which_series_coincide(tmp_path: Path) -> None:
             f"{dram['label']} — coincides with {none['label']} at all 2 of its points (identical values; drawn over "
             "it)"], shown
         plt.close(fig)
+
+
+def test_png_draws_no_frontier_through_smoke_points_and_says_why(tmp_path: Path) -> None:
+    """A series whose points were all smoke had a frontier line drawn through them in every PNG. It has none, and its
+    legend entry says why; a series with valid points keeps its line, without its smoke point."""
+    pytest.importorskip("matplotlib")
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+    from support.synthetic import write_smoke_series_run
+
+    from llmsweep.report.data import build_payload
+    from llmsweep.report.plots import pareto_figure
+    from llmsweep.results.point import points_from_run
+
+    run = write_smoke_series_run(tmp_path / "r")
+    payload = build_payload(run, points_from_run(run), details=False)
+    sglang, vllm = payload["series"]
+    for axis in payload["axes"]:
+        fig = pareto_figure(payload, axis)
+        lines = fig.axes[0].get_lines()
+        assert [matplotlib.colors.to_hex(line.get_color()) for line in lines] == [vllm["color"]], axis["key"]
+        assert len(lines[0].get_xdata()) == 2  # vllm's conc 1 and 4: its smoke conc 16 is left off
+        shown = [t.get_text().replace("\n", " ") for t in fig.legends[0].get_texts()]
+        assert shown == [f"{sglang['label']} — no frontier: none of its 3 points is valid (3 smoke); a frontier is "
+                         "drawn from valid points only", vllm["label"]], shown
+        plt.close(fig)

@@ -218,3 +218,34 @@ def test_two_configurations_of_one_point_are_two_series_each_named_by_what_diffe
     both = [_configured(p, "r", "k", "x", source=s) for p in base[:1] for s in ("measured", "simulated")]
     assert configurations_apart(both, mix_sources=True) == {}
     assert len(compute_frontiers(both, [AXIS_BY_KEY["conc"]], mix_sources=True)["conc"]) == 1
+
+
+def test_only_valid_points_stand_on_a_frontier_smoke_ones_never(make_run) -> None:
+    """A smoke point (a window too short to publish) stood on a frontier, and a series of nothing else had one drawn
+    through its smoke points. A frontier is drawn from valid points only; a series without one says why."""
+    import dataclasses
+
+    from llmsweep.results.frontier import X_AXES, compute_frontiers, earns_frontier, no_frontier_why
+    from llmsweep.results.point import points_from_run
+
+    points = points_from_run(make_run("short", concs=(1, 4, 16)))
+    fronts = compute_frontiers(points)
+    assert all(len(ids) == 3 for by in fronts.values() for ids in by.values())  # all valid: each on every frontier
+    smoke = [dataclasses.replace(p, verdict="smoke", reasons=("smoke run: profile window 120 s is shorter than 900 s",))
+             for p in points]
+    assert [earns_frontier(p) for p in (points[0], smoke[0])] == [True, False]
+    # one smoke point beside valid ones: left off every frontier, whatever it out-ran
+    mixed = compute_frontiers([smoke[2], *points[:2]])
+    assert all(smoke[2].result_id not in ids and ids for by in mixed.values() for ids in by.values()), mixed
+    # every point smoke: no frontier at all, and why
+    assert all(ids == [] for by in compute_frontiers(smoke).values() for ids in by.values())
+    for axis in X_AXES:
+        assert no_frontier_why(smoke, axis) == ("none of its 3 points is valid (3 smoke); a frontier is drawn from "
+                                                "valid points only")
+    assert no_frontier_why(smoke[:1], X_AXES[0]) == ("its only point is smoke; a frontier is drawn from valid points "
+                                                     "only")
+    invalid = [dataclasses.replace(p, verdict="invalid") for p in points]
+    assert no_frontier_why([*invalid[:2], smoke[2]], X_AXES[0]) == (
+        "none of its 3 points is valid (2 invalid, 1 smoke); a frontier is drawn from valid points only")
+    # a series of invalid points says what it said before
+    assert no_frontier_why(invalid, X_AXES[0]) == "no valid point with P90 E2E-normalised interactivity"

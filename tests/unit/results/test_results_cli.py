@@ -618,20 +618,33 @@ def test_a_run_without_a_result_is_said_not_blamed_on_matching(make_run, store_p
     assert "no point of A matches a point of B" in _run("compare", str(run.path), str(other.path), "--no-history")
 
 
-def test_a_smoke_point_on_a_frontier_shows_its_verdict(make_run, store_path: Path) -> None:
-    """A smoke point (sound, but a window too short to publish) may stand on a frontier; `results frontier` listed it
-    as any point, its verdict in neither the table nor `--json`."""
+def test_smoke_points_stand_on_no_frontier_and_a_series_of_them_says_why(make_run, store_path: Path) -> None:
+    """A smoke point (sound, but a window too short to publish) stood on a frontier, and a series of nothing else had
+    one drawn through its smoke points. A frontier is drawn from valid points only: a smoke point beside valid ones
+    is left off, and a series whose points are all smoke has none and says why (its table and `--json`'s stderr)."""
     run = make_run("short", concs=(1, 4), requests=40)
-    assert "verdict" not in _table(_run("results", "frontier", str(run.path)))[0]  # all valid: no such column
-    for summary in run.path.glob("jobs/*/summary.json"):
+    smoke = ["smoke run: profile window 120 s is shorter than 900 s"]
+    front = _table(_run("results", "frontier", str(run.path)))
+    assert len(front) == 2 and "verdict" not in front[0], front  # all valid: both on it
+
+    def set_smoke(summary: Path) -> None:
         doc = json.loads(summary.read_text())
-        doc["validity"]["verdict"] = "smoke"
-        doc["validity"]["reasons"] = ["smoke run: profile window 120 s is shorter than 900 s"]
+        doc["validity"]["verdict"], doc["validity"]["reasons"] = "smoke", smoke
         summary.write_text(json.dumps(doc))
+
+    conc4 = next(art for art in run.jobs if "_conc4_" in art.job_id)
+    set_smoke(conc4.dir / "summary.json")
     rows = _table(_run("results", "frontier", str(run.path)))
-    assert rows and all(r["verdict"] == "smoke" for r in rows), rows
-    front = [p for ps in json.loads(_run("results", "frontier", str(run.path), "--json")).values() for p in ps]
-    assert front and all(p["verdict"] == "smoke" for p in front)
+    assert [r["conc"] for r in rows] == ["1"], rows  # conc 4 out-ran conc 1's throughput: it was on the frontier
+    for art in run.jobs:
+        set_smoke(art.dir / "summary.json")
+    why = ("Qwen3.5-397B-A17B-FP8 · mi300x · sglang · fp8 · agentic-coding [simulated]: none of its 2 points is valid "
+           "(2 smoke); a frontier is drawn from valid points only: no frontier")
+    text = _run("results", "frontier", str(run.path))
+    assert text.splitlines()[1:] == [why], text
+    res = CliRunner().invoke(cli, ["results", "frontier", str(run.path), "--json"], catch_exceptions=False)
+    assert res.exit_code == 0 and list(json.loads(res.stdout).values()) == [[]], res.output
+    assert res.stderr.splitlines() == [why], res.stderr
 
 
 def test_frontier_and_list_keep_two_configurations_of_one_point_apart(tmp_path: Path, store_path: Path) -> None:

@@ -123,7 +123,7 @@
   var VERDICT_HEAD = {
     invalid: function (n) { return n + " invalid point(s): drawn as hollow dashed markers and excluded from frontiers."; },
     "eval-failed": function (n) { return n + " eval(s) did not pass (scores and thresholds in the Evaluation table below):"; },
-    smoke: function (n) { return n + " smoke point(s): they ran, but too little to be valid (drawn half-filled); read them as a smoke test, not as results."; },
+    smoke: function (n) { return n + " smoke point(s): they ran, but too little to be valid (drawn half-filled, never on a frontier); read them as a smoke test, not as results."; },
     refused: function (n) { return n + " job(s) refused before running, so they have no point:"; },
     failed: function (n) { return n + " job(s) without a result:"; },
     reused: function (n) { var now = ((D.counts || {}).points || 0) - REUSED; return n + " job(s) not run: --reuse stood them on stored results of earlier runs; their points are drawn as diamonds with the verdict and figures the run that measured them stored" + (now > 0 ? " (the rest were measured now)" : "") + (REUSED_REPEATS ? "; " + REUSED_REPEATS + " point(s) measured now in part are the mean of every repeat, those reused included" : "") + ":"; },
@@ -211,6 +211,9 @@
       var txt = el("span", null, item);
       el("div", null, txt, s.label);
       el("div", { "class": "count" }, txt, pts.length + " point(s)" + (smoke ? ", " + smoke + " smoke" : "") + (bad ? ", " + bad + " invalid" : "") + (reused ? ", " + reused + " reused" : "") + " · " + s.source);
+      // a series without a frontier on these axes says why (report.data.frontier_gaps): all smoke, say
+      var gap = (((D.no_frontier || {})[state.y] || {})[state.x] || {})[s.key];
+      if (gap) el("div", { "class": "count no-frontier" }, txt, "no frontier: " + gap);
       // series whose points coincide on these axes: said, not moved (report.data.coinciding_series)
       var same = (((D.coincident || {})[state.y] || {})[state.x] || {})[s.key];
       if (same) el("div", { "class": "count coincide" }, txt, same);
