@@ -95,6 +95,9 @@ def write_pngs(payload: Mapping[str, Any], out_dir: Path, axes: Sequence[str] | 
 
 SMOKE_STYLE: dict[str, Any] = {"alpha": 0.35, "linewidths": 1.2, "marker": "s", "s": 34}
 """Smoke points: faded squares (they ran too little to be valid); invalid ones are hollow dashed circles."""
+REPEATS_STYLE: dict[str, Any] = {"marker": "o", "s": 120, "facecolors": "none", "linewidths": 0.9}
+"""Points that are the mean of their repeats (`run --repeats`): ringed in their series' colour around whatever marks
+their verdict, as the page's table and tooltip say `mean of N repeats`; the title's key says what the ring means."""
 REUSED_STYLE: dict[str, Any] = {"marker": "D", "edgecolors": "#101828", "linewidths": 0.9}
 """Points `run --reuse` took from earlier runs' stored results: diamonds with a dark edge (their fill keeps saying
 their verdict), one legend entry per run they came from."""
@@ -139,6 +142,10 @@ def pareto_figure(payload: Mapping[str, Any], axis: Mapping[str, Any]) -> Any:
                 if part:
                     ax.scatter([xv(p) for p in part], [p["metrics"][y] for p in part], label=label, **look)
                     label = None
+        ringed = [p for p in pts if p.get("repeats")]  # the mean of its repeats: ringed, whatever its verdict
+        if ringed:
+            ax.scatter([xv(p) for p in ringed], [p["metrics"][y] for p in ringed], edgecolors=s["color"],
+                       **REPEATS_STYLE)
         front = [by_id[i] for i in payload["frontiers"].get(key, {}).get(s["key"], [])]
         if front:
             ax.plot([xv(p) for p in front], [p["metrics"][y] for p in front], color=s["color"], linewidth=1.8)
@@ -161,9 +168,12 @@ def pareto_figure(payload: Mapping[str, Any], axis: Mapping[str, Any]) -> Any:
     ax.set_ylim(bottom=0)
     ax.set_ylim(top=ax.get_ylim()[1] * 1.06)  # and above the highest point
     ax.grid(alpha=0.3)
-    ax.set_title(f"run {payload['run']['run_id']} · ■ faded = smoke · ○ hollow = invalid · "
-                 + ("◆ = reused · " if reused_from else "")
-                 + "c = concurrency, n = requests", fontsize=9)
+    repeats = sorted({p["repeats"]["n"] for p in payload["points"] if p.get("repeats")})
+    said = f"{repeats[0]}" if len(repeats) == 1 else f"{repeats[0]}–{repeats[-1]}" if repeats else ""
+    ax.set_title(title_lines([f"run {payload['run']['run_id']}", "■ faded = smoke", "○ hollow = invalid",
+                              *(["◆ = reused"] if reused_from else []),
+                              *([f"◎ ringed = mean of {said} repeats"] if repeats else []),
+                              "c = concurrency, n = requests"]), fontsize=9)
     handles, labels = ax.get_legend_handles_labels() if plotted else ([], [])
     legend_h = legend_below(fig, handles, labels)
     fig.tight_layout(rect=(0, legend_h / fig.get_figheight(), 1, 1))
@@ -171,6 +181,20 @@ def pareto_figure(payload: Mapping[str, Any], axis: Mapping[str, Any]) -> Any:
     return fig
 
 
+TITLE_WRAP = 118
+"""Characters per line of the title (9 pt: the figure's width)."""
+
+
+def title_lines(parts: Sequence[str]) -> str:
+    """The title's parts joined by ` · `, a line broken between two parts only where the next would make it wider
+    than the figure (`TITLE_WRAP`): a title that fits reads as one line."""
+    lines = [parts[0]]
+    for part in parts[1:]:
+        if len(lines[-1]) + 3 + len(part) > TITLE_WRAP:
+            lines.append(part)
+        else:
+            lines[-1] += f" · {part}"
+    return "\n".join(lines)
 EMPTY_WRAP = 70
 """Characters per line of what a plot without a point says (10 pt: well inside the plot's width)."""
 LEGEND_WRAP = 120

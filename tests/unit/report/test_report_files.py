@@ -437,3 +437,45 @@ def test_png_draws_no_frontier_through_smoke_points_and_says_why(tmp_path: Path)
         assert shown == [f"{sglang['label']} — no frontier: none of its 3 points is valid (3 smoke); a frontier is "
                          "drawn from valid points only", vllm["label"]], shown
         plt.close(fig)
+
+
+def test_png_rings_points_that_are_the_mean_of_their_repeats(report_run, tmp_path: Path) -> None:
+    """The page says `mean of N repeats` of such a point (table, tooltip, drill-down); the PNGs drew it as any single
+    result. It is ringed in its series' colour, whatever its verdict's marker, and the title's key says so, as it
+    says what a faded square (smoke) is."""
+    pytest.importorskip("matplotlib")
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+    import numpy as np
+    from matplotlib.collections import PathCollection
+    from support.synthetic import SMOKE_WHY, set_verdict, write_repeated_run
+
+    from llmsweep.report.data import build_payload
+    from llmsweep.report.plots import REPEATS_STYLE, pareto_figure
+    from llmsweep.results.point import points_from_run
+    from llmsweep.results.rundir import load_run
+
+    def rings(fig: matplotlib.figure.Figure) -> list[tuple[float, float]]:
+        return [(float(x), float(y)) for c in fig.axes[0].collections
+                if isinstance(c, PathCollection) and list(c.get_sizes()) == [REPEATS_STYLE["s"]]
+                for x, y in np.asarray(c.get_offsets()).tolist()]
+
+    run = write_repeated_run(tmp_path / "r", concs=(1, 4, 16), repeats=3)
+    set_verdict(run, "J-conc4-repeat2", "smoke", [SMOKE_WHY])  # its mean is smoke: a faded square, ringed
+    payload = build_payload(load_run(run.path), points_from_run(load_run(run.path)), details=False)
+    assert [p["repeats"]["n"] for p in payload["points"]] == [3, 3, 3] and payload["points"][1]["verdict"] == "smoke"
+    payload["points"][2]["repeats"] = None  # as a single result: not ringed
+    axis = next(a for a in payload["axes"] if a["key"] == "p90_intvty")
+    fig = pareto_figure(payload, axis)
+    want = {(p["metrics"]["p90_intvty"], p["metrics"]["tput_per_gpu"]) for p in payload["points"][:2]}
+    assert set(rings(fig)) == want and len(rings(fig)) == 2, rings(fig)
+    assert "◎ ringed = mean of 3 repeats" in fig.axes[0].get_title() and "■ faded = smoke" in fig.axes[0].get_title()
+    plt.close(fig)
+    # a run without repeats: nothing ringed, its title as it was (one line)
+    plain = build_payload(report_run, points_from_run(report_run), details=False)
+    fig = pareto_figure(plain, axis)
+    assert rings(fig) == [] and fig.axes[0].get_title() == (
+        "run report-run · ■ faded = smoke · ○ hollow = invalid · c = concurrency, n = requests")
+    plt.close(fig)
