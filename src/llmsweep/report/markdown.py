@@ -120,8 +120,9 @@ def run_summary_markdown(payload: Mapping[str, Any]) -> str:
         lines += ["", *(f"⚠{n} {w}" + ("  " if n < len(notes) else "") for w, n in notes.items())]
     if invalid:
         lines += ["", "### Invalid points (shown in the dashboard, excluded from frontiers)", ""]
+        # the point's reason as its table row says it (a mean of repeats: each cause once, with its count)
         lines += [f"- `{p['job_id']}` ({series[p['series']]['label']}, conc {p['metrics']['conc']}): "
-                  + ("; ".join(p["reasons"]) or "no reason recorded") for p in invalid]
+                  + (p.get("reason") or "; ".join(p["reasons"]) or "no reason recorded") for p in invalid]
     evals = payload.get("evals") or []
     if evals:
         lines += ["", "### Evaluation (lm-eval; every exact_match metric against its threshold)", "",
