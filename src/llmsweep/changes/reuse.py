@@ -89,7 +89,8 @@ def reuse_key(job: Job, launch_fingerprint: str, *, repeat: int = 1, simulator: 
     """64 hex: what must be equal for a stored result to stand for this job. `simulator`: the simulator's digest
     (`sim.identity`) for a job it runs; `gates`: the run's settings that judge the job's verdict (required power, the
     read-back tolerance of a pinned acceptance); `local_files`: what the job's local model, draft model and tokenizer
-    paths hold (`local_files_digest`; a job without one keeps the key it had before it was part of the identity)."""
+    paths, and the local paths its engine args name, hold (`local_files_digest`; a job without one keeps the key it had
+    before it was part of the identity)."""
     return _digest(reuse_doc(job, launch_fingerprint, repeat=repeat, simulator=simulator, gates=gates,
                              local_files=local_files))
 
@@ -130,7 +131,8 @@ KEY_PARTS: dict[str, str] = {
     "launch": "the rendered launch (engine args, env, files)",
     "simulator": "the simulator's code or a catalog file it reads (`sim.identity`)",
     "gates": "the gates the run judges the verdict by (--require-power, --al-tolerance, --request-timeout)",
-    "local_files": "what the job's local model, draft model or tokenizer paths hold",
+    "local_files": "what the job's local model, draft model or tokenizer paths, or a local file its engine args name, "
+                   "hold",
 }
 """Each part of a reuse key's identity, as `run --reuse` names it when a stored result of the job was recorded under
 another key. The first six read back from a stored job and run (:func:`stored_parts`); the rest a run records only
@@ -204,7 +206,7 @@ def reuse_keys(jobs: list[Job], *, simulate: bool, live: bool = False,
 
     out: dict[str, str] = {}
     corpora: dict[str, str] = {}
-    local: dict[str, str] = {}  # one digest per local model, draft model or tokenizer path
+    local: dict[str, str] = {}  # one digest per local model, draft model, tokenizer or engine-arg path
     versions: dict[tuple[str, ...], str] = {}  # one read per engine launcher and environment
     for job in jobs:
         if job.engine is None and not simulate:
@@ -237,23 +239,25 @@ def reuse_keys(jobs: list[Job], *, simulate: bool, live: bool = False,
 
 
 SMALL_FILE_BYTES = 64 << 20
-"""Files of a local model or tokenizer path up to this size (configs, tokenizers, llmsweep's import/synth records)
-count by their bytes; larger ones (weights) by name, size and modification time, so a run reads no weights to key a
-job."""
+"""Files of a local path up to this size (configs, tokenizers, chat templates, llmsweep's import/synth records) count
+by their bytes; larger ones (weights) by name, size and modification time, so a run reads no weights to key a job."""
 
 
 def local_files_digest(job: Job, cache: dict[str, str] | None = None) -> str | None:
     """A digest of what the job's local paths hold — `serve.model-path`, `serve.spec-decoding.draft-model`,
-    `workload.tokenizer`, a `model` that is a local path — or None when it names none: the recipe names such a path,
-    not its contents, so weights replaced at the same path (`model synth --force`, a new import, another drafter
-    copied over the old one) had kept the key, and `--reuse`/`--resume` stood on results of other weights. A file too
-    large to read (`SMALL_FILE_BYTES`) counts by name, size and modification time; a path that does not read counts
-    as missing. `cache`: per path, for a run's many jobs."""
+    `workload.tokenizer`, a `model` that is a local path, and a path a value of `serve.args` names
+    (:func:`arg_paths`: `--chat-template /path/t.jinja`, a drafter in `--speculative-config`) — or None when it names
+    none: the recipe names such a path, not its contents, so weights replaced at the same path (`model synth
+    --force`, a new import, another drafter copied over the old one) or a chat template edited in place had kept the
+    key, and `--reuse`/`--resume` stood on results of other weights or another template. A path that does not exist
+    here (one inside the job's image) counts as the text the launch writes, as before. A file too large to read
+    (`SMALL_FILE_BYTES`) counts by name, size and modification time; a path that does not read counts as missing.
+    `cache`: per path, for a run's many jobs."""
     serve = job.serve
     spec = serve.spec_decoding if serve is not None else None
     named = [serve.model_path if serve is not None else None, spec.draft_model if spec is not None else None,
-             getattr(job.workload, "tokenizer", None), job.model]
-    paths = sorted({str(Path(p).expanduser()) for p in named if p and Path(p).expanduser().exists()})
+             getattr(job.workload, "tokenizer", None), job.model, *arg_paths(job)]
+    paths = sorted({path for p in named if p and (path := _existing(p)) is not None})
     if not paths:
         return None
     cache = cache if cache is not None else {}
@@ -263,6 +267,42 @@ def local_files_digest(job: Job, cache: dict[str, str] | None = None) -> str | N
             cache[path] = _path_digest(Path(path))
         parts.append(f"{path}={cache[path]}")
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+
+
+def arg_paths(job: Job) -> list[str]:
+    """The words of the job's `serve.args` that name a path — a flag's value (`--chat-template: /t.jinja`), one in
+    its name (`--chat-template=/t.jinja: true`), an item of a list, a string anywhere in a mapping (vLLM's
+    `--speculative-config: {model: /drafter}`) — whether or not it exists here: it holds a `/` or begins with `~`
+    (`./chat.jinja` for one in the directory `run` starts in). A bare word (`auto`, `fp8`, a served model name) is
+    taken for no path: a file or folder of that name where `run` happens to start would move the key."""
+    if job.serve is None:
+        return []
+    words: list[str] = []
+
+    def collect(value: object) -> None:
+        if isinstance(value, str):
+            words.append(value)
+        elif isinstance(value, list):
+            for item in value:
+                collect(item)
+        elif isinstance(value, dict):
+            for item in value.values():
+                collect(item)
+
+    for flag, value in job.serve.args.items():
+        _, inline, written = flag.partition("=")
+        collect(written if inline else value)
+    return [w for w in words if "/" in w or w.startswith("~")]
+
+
+def _existing(text: str) -> str | None:
+    """`text` as a local path (`~` expanded) when something exists there; None when nothing does or it cannot name
+    one (an inline chat template holding a `/`, a word longer than a file name may be, an unknown `~user`)."""
+    try:
+        path = Path(text).expanduser()
+        return str(path) if path.exists() else None
+    except (OSError, ValueError, RuntimeError):
+        return None
 
 
 def _path_digest(path: Path) -> str:

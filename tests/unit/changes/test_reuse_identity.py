@@ -234,3 +234,53 @@ def test_what_a_local_draft_model_path_holds_is_part_of_the_identity(tmp_path: P
         assert reuse_keys([job], simulate=simulate)[job.id] == before
         (draft / "config.json").write_text(f'{{"hidden_size": {128 if simulate else 256}}}')  # another drafter
         assert reuse_keys([job], simulate=simulate)[job.id] != before, f"simulate={simulate}"
+
+
+def test_what_a_local_file_named_in_serve_args_holds_is_part_of_the_identity(tmp_path: Path) -> None:
+    """A file a recipe's free-form engine args name (`--chat-template /path/t.jinja`, a config file, a drafter in
+    `--speculative-config`) is read by the server, yet only its path was in the key: a template edited in place kept
+    it, and --reuse stood on results measured with the old template. What a local path holds is keyed now, as for
+    `serve.model-path`; a path that does not exist here (one inside the image) stays text, as the launch writes it."""
+    from support.recipes import engine_recipe
+
+    from llmsweep.changes import reuse
+
+    template = tmp_path / "tmpl" / "chat.jinja"
+    template.parent.mkdir()
+    template.write_text("{{ messages }}")
+    drafter = tmp_path / "drafter"
+    drafter.mkdir()
+    (drafter / "config.json").write_text('{"hidden_size": 64}')
+    generation = tmp_path / "generation"
+    generation.mkdir()
+    (generation / "generation_config.json").write_text('{"temperature": 0.6}')
+    in_image = "/opt/image-only/chat.jinja"
+
+    def job_with(args: str) -> Job:
+        path = tmp_path / "r.yaml"
+        path.write_text(engine_recipe("vllm", "vllm/vllm-openai-rocm:v0.27.1",
+                                      arm="{ tp: 4, kv-offloading: none, conc-list: [4] }",
+                                      serve=f"    args:\n{args}", model="amd/MiniMax-M3-MXFP4", prefix="minimaxm3",
+                                      runner="cluster:mi355x-amds"))
+        (job,) = jobs_from_files([path])
+        return job
+
+    image_only = job_with(f"      --chat-template: {in_image}\n")
+    assert reuse.local_files_digest(image_only) is None  # text, in the launch: the key it had
+    inline = job_with(f"      --chat-template: \"{{{{ '/' }}}}{'x' * 300}/y\"\n"
+                      "      --tokenizer: ~no-such-user-x/tok\n")
+    assert reuse.local_files_digest(inline) is None  # a template given inline, not a path: no error, text as it was
+    job = job_with(f"      --chat-template: {template}\n      --generation-config={generation}: true\n"
+                   f"      --speculative-config: {{ model: {drafter}, num_speculative_tokens: 3 }}\n")
+    for simulate in (True, False):
+        before = reuse_keys([job], simulate=simulate)[job.id]
+        assert reuse_keys([job], simulate=simulate)[job.id] == before
+        template.write_text(f"{{{{ messages }}}} edited {simulate}")  # the template edited in place
+        after_template = reuse_keys([job], simulate=simulate)[job.id]
+        assert after_template != before, f"simulate={simulate}"
+        # a folder named in a flag's own `--flag=value`
+        (generation / "generation_config.json").write_text(f'{{"temperature": {0.7 if simulate else 0.8}}}')
+        after_config = reuse_keys([job], simulate=simulate)[job.id]
+        assert after_config != after_template, f"simulate={simulate}"
+        (drafter / "config.json").write_text(f'{{"hidden_size": {128 if simulate else 256}}}')  # inside a mapping
+        assert reuse_keys([job], simulate=simulate)[job.id] != after_config, f"simulate={simulate}"
