@@ -118,3 +118,27 @@ def test_force_reuse_moves_the_earlier_result_aside_and_never_stands_on_its_own(
     assert not any(row["reused"] for row in json.loads(own.stdout)["jobs"])
     assert "whose stored result is this run's own" in own.stderr
     assert set(_frontier_repeats(other, env).values()) == {1}
+
+
+def test_force_reuse_stands_on_an_older_run_when_the_newest_result_is_its_own(tmp_path: Path) -> None:
+    """The reuse lookup found only the newest result under a job's key; where that was the run's own (what `--force`
+    measures again), the job ran again, though an older run held a valid result it could stand on. The lookup now
+    passes over the run's own result to the newest one it can stand on, and says so."""
+    import json
+
+    env = cli_env(tmp_path)
+    older, forced = tmp_path / "older", tmp_path / "forced"
+    for out in (older, forced):  # `forced` stored last: its own results are the newest under each key
+        proc = run_here([RECIPES / "fixed-sim.yaml", "--out", out, "--no-report"], env)
+        assert proc.returncode == 0, proc.stderr[-4000:]
+    older_id, forced_id = (json.loads((out / "run.json").read_text())["run_id"] for out in (older, forced))
+    again = run_here([RECIPES / "fixed-sim.yaml", "--out", forced, "--no-report", "--force", "--reuse", "--json"],
+                     env)
+    assert again.returncode == 0, again.stderr[-4000:]
+    rows = json.loads(again.stdout)["jobs"]
+    assert rows and all(row["reused"] and older_id in row["reason"] for row in rows), rows
+    assert "whose stored result is this run's own" not in again.stderr
+    for row in rows:
+        assert (f"note: job {row['job']} stands on run {older_id}'s valid result, though its newest, run "
+                f"{forced_id}'s, is this run's own, which --force measures again") in again.stderr, again.stderr
+    assert set(_frontier_repeats(forced, env).values()) == {1}

@@ -59,3 +59,20 @@ def test_reuse_stands_on_a_result_judged_under_the_other_power_gate_by_its_power
     strict = run("strict", "c.sqlite", "--require-power")
     lax = run("lax", "c.sqlite", "--reuse")
     assert lax.keys() == strict.keys() and all(row["reused"] for row in lax.values()), lax
+
+
+def test_reuse_by_the_power_gate_passes_over_a_newer_result_without_valid_power(tmp_path: Path) -> None:
+    """A run that requires power looked at the newest result judged without that requirement only: one without valid
+    power measured the job again, though an older result of it had valid power to stand on."""
+    env = cli_env(tmp_path)
+    runs: dict[str, str] = {}
+    for out, extra in (("plain", []), ("off", ["--power-backend", "off"])):  # `off` stored last: the newest
+        proc = run_cli([RECIPES / "fixed-sim.yaml", "--out", tmp_path / out, "--no-report", *extra], env)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        runs[out] = json.loads((tmp_path / out / "run.json").read_text())["run_id"]
+    proc = run_cli([RECIPES / "fixed-sim.yaml", "--out", tmp_path / "required", "--no-report", "--json", "--reuse",
+                    "--require-power"], env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = json.loads(proc.stdout)["jobs"]
+    assert rows and all(row["reused"] and runs["plain"] in row["reason"] for row in rows), rows
+    assert "no valid power" not in proc.stderr, proc.stderr[-3000:]

@@ -763,20 +763,30 @@ def _reuse(req: RunRequest, run_dir: Path, runnable: list[Job], keys: dict[str, 
     stand on a result judged under the other power gate (`other_power`: its keys there; `changes.reuse.POWER_GATE`).
 
     A result of this run itself (`run_id`: a `--force` finds the results it is to measure again stored under the
-    run's id) is no result to stand on: the job runs. A job stood on a result is one whose folder holds no result of
+    run's id) is no result to stand on: the lookup passes over it to an older run's under the key, else the job runs.
+    A job stood on a result is one whose folder holds no result of
     its own: what an earlier attempt left there (the summary a `--force` runs again, an invalid or interrupted one a
     `--resume` would) moves to its `attempts/N/`, and the store drops it (`stored`), as before a job runs again. Left
     there, the run held the job twice — its own earlier result and the one it stands on —, and its frontier point was
     the "mean of 2 repeats" of a run planned without `--repeats`."""
     from llmsweep.results.store import Store, default_store_path
 
+    own_found: set[str] = set()  # the jobs whose own earlier result (`--force`) the lookup passed over
+
+    def not_own(_key: str, src: Reusable) -> str | None:
+        if src.run_id != run_id:
+            return None
+        own_found.add(src.job_id)  # this run's job: the job's own id
+        return "is this run's own, which --force measures again"
+
     try:
         with Store(default_store_path(req.store)) as store:
             # a finished job's verdicts (`DONE_VERDICTS`, as --resume keeps); invalid and failed ones run again
-            found = store.reusable((keys[j.id] for j in runnable if j.id in keys), DONE_VERDICTS, say=event)
+            found = store.reusable((keys[j.id] for j in runnable if j.id in keys), DONE_VERDICTS, say=event,
+                                   refuse=not_own)
             if other_power:
                 found.update(_reusable_by_power(store, req, [j for j in runnable if keys.get(j.id) not in found],
-                                                keys, other_power, event))
+                                                keys, other_power, event, not_own))
     except Exception as exc:  # no store to reuse from is not a reason to stop the run: everything runs
         event(f"warning: cannot look up reusable results ({exc}); running every job")
         return runnable, [], {}
@@ -787,9 +797,8 @@ def _reuse(req: RunRequest, run_dir: Path, runnable: list[Job], keys: dict[str, 
     for job in runnable:
         # An eval job always runs: its task, samples and limit are run settings its reuse key does not hold.
         src = None if job.eval_only or job.run_eval else found.get(keys.get(job.id, ""))
-        if src is not None and src.run_id == run_id:  # its own earlier result (`--force`): measured again
-            own.append(job.id)
-            src = None
+        if src is None and job.id in own_found and not (job.eval_only or job.run_eval):
+            own.append(job.id)  # its own earlier result only (`--force`): measured again
         if src is not None and (image := _moving_image(job, keys[job.id])) is not None:
             moving.setdefault(image, []).append(job.id)  # the stored result may be another build's
             src = None
@@ -822,28 +831,39 @@ def _reuse(req: RunRequest, run_dir: Path, runnable: list[Job], keys: dict[str, 
 
 
 def _reusable_by_power(store: Store, req: RunRequest, jobs: list[Job], keys: dict[str, str],
-                       other_power: dict[str, str], event: Event) -> dict[str, Reusable]:
+                       other_power: dict[str, str], event: Event,
+                       refuse: Callable[[str, Reusable], str | None]) -> dict[str, Reusable]:
     """Stored results `jobs` may stand on that were judged under the other power gate, by the job's own key: for a
-    job that requires power, one judged without that requirement whose power block is valid (one without valid power
-    is said, and the job runs); for one that does not, one judged with it (its verdict passed the stricter gate)."""
+    job that requires power, the newest judged without that requirement whose power block is valid (where none is,
+    the newest without valid power is said, and the job runs); for one that does not, one judged with it (its verdict
+    passed the stricter gate). `refuse`: the caller's own refusal (`Store.reusable`), asked first."""
     wanted = {other_power[j.id]: j for j in jobs if j.id in other_power and j.id in keys}
     if not wanted:
         return {}
-    out: dict[str, Reusable] = {}
-    for other, src in store.reusable(wanted, DONE_VERDICTS, say=lambda _: None).items():
+    unpowered: dict[str, str] = {}  # job id -> why its newest result judged without power required is not stood on
+
+    def powerless(other: str, src: Reusable) -> str | None:
+        if (why := refuse(other, src)) is not None:
+            return why
         job = wanted[other]
-        if req.settings.power.required([job]):
-            points = store.results(src.run_id, job_id=src.job_id)
-            summary = points[0].summary if points else None
-            power = summary.power if summary is not None else None
-            if power is None or not power.power_valid:
-                event(f"not reused: job {job.id}: the {src.verdict} result of run {src.run_id} (job {src.job_id}) "
-                      "was judged without power required and has no valid power"
-                      + (f" ({', '.join(power.reasons)})" if power is not None and power.reasons else "")
-                      + "; it runs again")
-                continue
-        out[keys[job.id]] = src
-    return out
+        if not req.settings.power.required([job]):
+            return None
+        points = store.results(src.run_id, job_id=src.job_id)
+        summary = points[0].summary if points else None
+        power = summary.power if summary is not None else None
+        if power is not None and power.power_valid:
+            return None
+        unpowered.setdefault(job.id, f"not reused: job {job.id}: the {src.verdict} result of run {src.run_id} (job "
+                             f"{src.job_id}) was judged without power required and has no valid power"
+                             + (f" ({', '.join(power.reasons)})" if power is not None and power.reasons else "")
+                             + "; it runs again")
+        return "was judged without power required and has no valid power"
+
+    found = store.reusable(wanted, DONE_VERDICTS, say=lambda _: None, refuse=powerless)
+    for other, job in wanted.items():
+        if other not in found and job.id in unpowered:
+            event(unpowered[job.id])
+    return {keys[wanted[other].id]: src for other, src in found.items()}
 
 
 def _moving_image(job: Job, key: str) -> str | None:

@@ -791,8 +791,10 @@ class Store:
         return out
 
     def reusable(self, keys: Iterable[str], verdicts: tuple[str, ...] = ("valid",),
-                 say: Callable[[str], None] | None = None) -> dict[str, Reusable]:
-        """For each reuse key (`changes.reuse`), the newest stored result with one of `verdicts` recorded under it.
+                 say: Callable[[str], None] | None = None,
+                 refuse: Callable[[str, Reusable], str | None] | None = None) -> dict[str, Reusable]:
+        """For each reuse key (`changes.reuse`), the newest stored result with one of `verdicts` recorded under it
+        that the caller can stand on.
 
         A run records its jobs' keys in its `run.json` (`reuse_keys`, kept in `runs.meta`); a key names the job's
         full identity including llmsweep's measurement definitions and the workload (so its planned profile window:
@@ -803,7 +805,12 @@ class Store:
         stored result of the same identity only when the result's own record agrees with it: its source, its
         provenance's clock, and the corpus digest its summary read back (a Mooncake trace: the file digest the
         stored run recorded). A stored result passed over for that is said once, with why (`say`: `run`'s event
-        line; default the log): the job runs again."""
+        line; default the log): the job runs again.
+
+        `refuse(key, result)`: why the caller cannot stand on a result that matches (the run's own, which `--force`
+        measures again; one without the valid power a job requires), None when it can. A refused result is passed
+        over as an invalid one is, for the next newest under the key: the note says so where an older one stands;
+        where none does, the caller says why the job runs again (its refusal), not this lookup."""
         from llmsweep.changes.reuse import split_key
 
         wanted: dict[str, tuple[str, Any]] = {}
@@ -813,6 +820,7 @@ class Store:
         out: dict[str, Reusable] = {}
         passed: dict[str, str] = {}
         newer: dict[str, str] = {}  # a newer result of the job in this context whose verdict is not one of `verdicts`
+        refused: dict[str, str] = {}  # a newer result of the job in this context the caller cannot stand on (`refuse`)
         runs = self._db.execute("SELECT run_id, meta FROM runs ORDER BY ingested_at DESC, rowid DESC").fetchall()
         metas = {run["run_id"]: _StoredRow(self, run["run_id"]).json(run["meta"], "runs.meta") for run in runs}
         for run in runs:
@@ -850,20 +858,30 @@ class Store:
                     passed.setdefault(key, f"the {row['verdict']} result of run {run['run_id']} (job {row['job_id']}) "
                                            f"does not read ({damaged})")
                 elif why is None:
-                    out[key] = Reusable(run["run_id"], row["job_id"], row["result_id"], row["verdict"])
+                    found = Reusable(run["run_id"], row["job_id"], row["result_id"], row["verdict"])
+                    if refuse is not None and (refusal := refuse(key, found)) is not None:
+                        if key not in newer:
+                            refused.setdefault(key, f"run {run['run_id']}'s, {refusal}")
+                        continue
+                    out[key] = found
                     passed.pop(key, None)
+                    stands = f"note: job {row['job_id']} stands on run {run['run_id']}'s {row['verdict']} result"
                     if key in newer:  # never unsaid: the newest measurement of this job did not pass its gates
-                        note = (f"note: job {row['job_id']} stands on run {run['run_id']}'s {row['verdict']} result, "
-                                f"though its newest, {newer[key]} (`--reuse` passes over such results)")
-                        if say is not None:
-                            say(note)
-                        else:
-                            log.warning(note)
+                        note = f"{stands}, though its newest, {newer[key]} (`--reuse` passes over such results)"
+                    elif key in refused:  # nor that the newest is one the caller could not stand on
+                        note = f"{stands}, though its newest, {refused[key]}"
+                    else:
+                        continue
+                    if say is not None:
+                        say(note)
+                    else:
+                        log.warning(note)
                 elif key not in passed:
                     passed[key] = f"the {row['verdict']} result of run {run['run_id']} (job {row['job_id']}) {why}"
         reasons = [f"not reused: {reason}; the job runs again" for reason in passed.values()]
         reasons += self._why_not_matched([want[0] for want in wanted.values() if want[0] not in out
-                                          and want[0] not in passed], newer, [r["run_id"] for r in runs], metas)
+                                          and want[0] not in passed and want[0] not in refused],
+                                         newer, [r["run_id"] for r in runs], metas)
         for reason in reasons:
             if say is not None:
                 say(reason)

@@ -6,7 +6,7 @@ import json
 import sqlite3
 from pathlib import Path
 
-from llmsweep.results.store import Store
+from llmsweep.results.store import Reusable, Store
 
 
 def _keyed(run, keys: dict[str, str]) -> None:
@@ -43,6 +43,32 @@ def test_newest_done_result_is_found_and_invalid_ones_are_not(make_run, store_pa
     db.close()
     with Store(store_path) as store:
         assert store.reusable(["k1", "k2"]) == {}  # by default only valid results are reused
+
+
+def test_a_result_the_caller_refuses_is_passed_over_for_the_next_newest(make_run, store_path: Path) -> None:
+    """The lookup returned only the newest match; where the caller could not stand on it (the run's own, which
+    `--force` measures again; one without the valid power a job requires), an older result was never tried. It is
+    now, said as a note; where no older one is, the caller says why the job runs again, and the lookup says nothing."""
+    old, new = make_run("old", concs=(1, 4)), make_run("new", concs=(1, 4), seed=3)
+    jobs = sorted(j.job_id for j in old.jobs)
+    _keyed(old, {jobs[0]: "k1"})
+    _keyed(new, {jobs[0]: "k1", jobs[1]: "k2"})
+    asked: list[tuple[str, str]] = []
+
+    def not_new(key: str, found: Reusable) -> str | None:
+        asked.append((key, found.run_id))
+        return "is this run's own" if found.run_id == "new" else None
+
+    said: list[str] = []
+    with Store(store_path) as store:
+        store.ingest_run(old.path)
+        store.ingest_run(new.path)
+        assert store.reusable(["k1", "k2"])["k1"].run_id == "new"  # the newest, where the caller refuses none
+        found = store.reusable(["k1", "k2"], say=said.append, refuse=not_new)
+    assert found["k1"].run_id == "old" and found["k1"].job_id == jobs[0] and "k2" not in found, found
+    assert sorted(asked) == [("k1", "new"), ("k1", "old"), ("k2", "new")], asked
+    assert said == [f"note: job {jobs[0]} stands on run old's valid result, though its newest, run new's, is this "
+                    "run's own"], said
 
 
 def test_a_result_served_elsewhere_than_this_run_would_serve_the_job_is_not_reused(make_run, store_path: Path) -> None:
