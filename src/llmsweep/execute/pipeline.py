@@ -472,6 +472,7 @@ def _write_run_meta(run_dir: Path, req: RunRequest, run_id: str, jobs: list[Job]
                     reuse: dict[str, Any] | None = None, superseded: frozenset[str] = frozenset(),
                     elsewhere: frozenset[str] = frozenset()) -> None:
     from llmsweep.results.identity import hardware_of
+    from llmsweep.results.rundir import RETIRED
 
     meta = {
         "run_id": run_id,
@@ -504,6 +505,8 @@ def _write_run_meta(run_dir: Path, req: RunRequest, run_id: str, jobs: list[Job]
     if isinstance(previous, dict):
         meta["run_id"] = previous.get("run_id", run_id)
         meta["started"] = previous.get("started", meta["started"])
+        if RETIRED in previous:  # the jobs the run retired, wherever they were recorded (`_record_retired`)
+            meta[RETIRED] = previous[RETIRED]
         if _partial(req):  # what a narrower resume or --force does not exercise stays as the jobs it keeps were
             for name in _MEASURED_BY:  # measured (a `--force --config-keys` of fixed-length keys dropped `traces`)
                 if name not in exercised:
@@ -1191,7 +1194,8 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
     superseded: frozenset[str] = frozenset()
     if req.settings.resume or req.force:
         superseded = _supersede_renamed(run_dir, jobs, event, stored,
-                                        whole=req.only_jobs is None and not req.config_keys, elsewhere=elsewhere)
+                                        whole=req.only_jobs is None and not req.config_keys, elsewhere=elsewhere,
+                                        recorded=recorded)
     if req.settings.resume:
         # Decided here, before any launch: a group whose jobs are all done costs no server start and no Slurm job.
         todo = []
@@ -1406,15 +1410,19 @@ def _same_point(recorded: dict[str, Any], jobs: Sequence[Job]) -> Job | None:
 
 
 def _supersede_renamed(run_dir: Path, jobs: Sequence[Job], event: Event, stored: _JobStore, *,
-                       whole: bool = False, elsewhere: frozenset[str] = frozenset()) -> frozenset[str]:
+                       whole: bool = False, elsewhere: frozenset[str] = frozenset(),
+                       recorded: object = None) -> frozenset[str]:
     """`--resume`/`--force`: a job folder (its `job.json`) whose job this plan still has under another id (an edit
     of its recipe's matrix fields — the image, the model, an env var InferenceX fingerprints — changes the id's hash)
     is that job's earlier attempt: moved into the planned job's `attempts/N/`, and its stored result dropped. Kept
     where it was, it stayed in the run beside the job measured again: one series drew each concurrency twice, under
     two images, and the store held both. A folder no planned job matches stays under a narrower `--job` or
     `--config-keys` (the rest of the run); under a `whole` run's plan it is a job taken out of the recipe since (a
-    concurrency or arm dropped): moved to `retired/` with its stored result dropped, said, as it is no longer the
-    run's (its point had stayed on the dashboard). A folder whose job the recipes plan under other eval flags
+    concurrency or arm dropped): moved to `retired/`, said, as it is no longer the run's (its point had stayed on the
+    dashboard); run.json records where, with the reuse key its result was measured under (`recorded`: the keys the
+    run recorded before this invocation; `rundir.RETIRED`), and the store keeps the result, as none of the run's, for
+    the runs that stood on it (`run --reuse`: dropped, their dashboards had lost the point), naming them. A folder
+    whose job the recipes plan under other eval flags
     (`elsewhere`: an eval-only job under `--no-evals`, a throughput job under `--evals-only`) is not taken out of
     them: it stays, the rest of the run, as under a narrower run (`_kept_outcomes`)."""
     gone: set[str] = set()
@@ -1444,9 +1452,14 @@ def _supersede_renamed(run_dir: Path, jobs: Sequence[Job], event: Event, stored:
                 n += 1
                 kept = retired / f"{old_id}.{n}"
             os.replace(old_dir, kept)
+            _record_retired(run_dir, old_id, kept, recorded)
+            reusing = stored.retired(old_id)
             event(f"job {old_id}: no job of the recipe as it is now (its concurrency or arm was taken out since); its "
-                  f"files are kept in {kept} and its result is no longer this run's")
-            stored.superseded(old_dir)
+                  f"files are kept in {kept} and its result is no longer this run's"
+                  + (f" (run {', '.join(reusing)} stands on it, `run --reuse`: the store keeps it for that run)"
+                     if len(reusing) == 1 else
+                     f" (runs {', '.join(reusing)} stand on it, `run --reuse`: the store keeps it for them)"
+                     if reusing else ""))
             gone.add(old_id)
             continue
         if len(match) != 1:  # none (a narrower run), or several the old one could be: left as it is
@@ -1469,6 +1482,23 @@ def _supersede_renamed(run_dir: Path, jobs: Sequence[Job], event: Event, stored:
         stored.superseded(old_dir)
         gone.add(old_id)
     return frozenset(gone)
+
+
+def _record_retired(run_dir: Path, job_id: str, kept: Path, recorded: object) -> None:
+    """run.json records a retired job at once (`rundir.RETIRED`): the folder its files were moved to, and the reuse key
+    its result was measured under (`recorded`: run.json's `reuse_keys` before this invocation rewrote them), which the
+    runs that stood on it (`run --reuse`) are read back under (`Store.reused_points`). A job retired again replaces
+    its earlier entry: one job id holds one result in the store."""
+    from llmsweep.results.rundir import RETIRED, RetiredJob
+
+    key = recorded.get(job_id) if isinstance(recorded, dict) else None
+    meta = art.read_json(run_dir / art.RUN_FILE)
+    if not isinstance(meta, dict):
+        return
+    entries = meta.get(RETIRED)
+    entry = RetiredJob(kept.relative_to(run_dir).as_posix(), key if isinstance(key, str) else None)
+    meta[RETIRED] = {**(entries if isinstance(entries, dict) else {}), job_id: entry.to_json()}
+    art.write_json(run_dir / art.RUN_FILE, meta)
 
 
 def _power_unrecorded(outcomes: Sequence[JobOutcome]) -> dict[str, list[str]]:
@@ -1565,6 +1595,22 @@ class _JobStore:
             # a busy store stops the later tries; a failure of this job's own (its folder) does not: the jobs after
             # it are stored as they end, so a run killed before its end keeps them stored
             self.failed = store_busy(exc)
+
+    def retired(self, job_id: str) -> list[str]:
+        """A whole run retired a job (`_supersede_renamed`, run.json recording it): the store keeps its result as none
+        of the run's, for the runs that stood on it (`Store.retire_job`), whose ids are returned; [] when none do or
+        the store failed (the end-of-run ingest stores the retirement all the same)."""
+        from llmsweep.results.store import Store, store_busy
+
+        try:
+            if not self.failed:
+                with Store(self.path) as store:
+                    return store.retire_job(self.run_dir, job_id)
+        except Exception as exc:  # as a store failure above: the end-of-run ingest decides
+            self.event(f"warning: could not store the retirement of job {job_id} in {self.path}: {exc} "
+                       "(the run goes on)")
+            self.failed = store_busy(exc)
+        return []
 
     def superseded(self, job_dir: Path) -> None:
         """A job runs again, its earlier attempt moved aside: the store drops the result that attempt left, as the

@@ -362,6 +362,52 @@ def stored_job_outcomes(meta: Mapping[str, Any]) -> dict[str, RecordedOutcome]:
     return {o.job_id: o for o in read if o is not None}
 
 
+RETIRED = "retired"
+"""run.json's record of the jobs a whole `--resume`/`--force` took out of the run (`execute.pipeline`: the recipe no
+longer plans them): job id -> `{"dir": <where its files are kept, relative to the run folder>, "reuse_key": <the key
+its result was measured under>}`. The store keeps such a job's result for the runs that stood on it (`run --reuse`),
+drawn as none of its own run's (`results.store.Store`: `results.retired`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RetiredJob:
+    """One entry of run.json's :data:`RETIRED`: the folder its files were moved to, relative to the run folder, and
+    the reuse key its result was measured under (None where the run recorded none)."""
+
+    dir: str
+    reuse_key: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"dir": self.dir, **({"reuse_key": self.reuse_key} if self.reuse_key is not None else {})}
+
+
+def retired_of(meta: Mapping[str, Any]) -> dict[str, RetiredJob]:
+    """A run record's retired jobs (:data:`RETIRED`), job id -> :class:`RetiredJob`; an entry that does not read as
+    one is left out."""
+    raw = meta.get(RETIRED)
+    if not isinstance(raw, dict):
+        return {}
+    return {str(job): RetiredJob(doc["dir"], key if isinstance(key := doc.get("reuse_key"), str) else None)
+            for job, doc in raw.items() if isinstance(doc, dict) and isinstance(doc.get("dir"), str)}
+
+
+def retired_jobs(run: RunDir) -> list[tuple[RetiredJob, JobArtifacts]]:
+    """The retired jobs of a run (:data:`RETIRED`) with their kept folder, where it holds a result and the run has no
+    job of that id of its own (`jobs/`: planned again since, it is the run's job again); a folder outside the run, or
+    whose summary does not read, is left out."""
+    live = {j.job_id for j in run.jobs}
+    root = run.path.resolve()
+    out = []
+    for job_id, retired in retired_of(run.meta).items():
+        folder = (run.path / retired.dir).resolve()
+        if job_id in live or not folder.is_relative_to(root) or not folder.is_dir():
+            continue
+        art = load_job(folder, set_aside=True)
+        if art is not None and art.summary is not None and art.job_id == job_id:
+            out.append((retired, art))
+    return out
+
+
 def reused_result_ids(meta: Mapping[str, Any]) -> frozenset[str]:
     """The stored results a run record's `run --reuse` jobs stood on (their result ids)."""
     return frozenset(str(src["result_id"]) for src in reused_of(meta).values() if src.get("result_id"))

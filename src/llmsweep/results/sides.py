@@ -47,8 +47,9 @@ def resolve_points(ref: str, store: Store | None, warn: Callable[[str], None] | 
     raise _neither(ref, store)
 
 
-REUSED_GONE = ("the results store does not hold it as it was reused (the result is gone: its run retired or "
-               "measured the job again under another configuration since; or it does not read)")
+REUSED_GONE = ("the results store does not hold it as it was reused (the result is gone: its run measured the job "
+               "again under another configuration since, or was stored anew from a folder without it; or it does not "
+               "read)")
 """Why a point `run --reuse` stood a job on is not drawn (the dashboard, `results frontier`)."""
 
 

@@ -38,7 +38,7 @@ from llmsweep.metrics.registry import HOT_COLUMNS, HOT_NAMES
 from llmsweep.results.evals import StoredEval, eval_run_columns, planned_eval_conc
 from llmsweep.results.extract import hot_values
 from llmsweep.results.identity import get_field, gpus_of, identity_from_dict, identity_from_job
-from llmsweep.results.point import ResultPoint, point_from_job, points_from_run
+from llmsweep.results.point import ResultPoint, point_from_job, points_from_run, result_id_for
 from llmsweep.results.rundir import (
     JOB_OUTCOMES,
     RecordedOutcome,
@@ -52,13 +52,15 @@ from llmsweep.results.rundir import (
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 """1: the first release (hot columns of that day, no record of migrations); 2: a `schema_version` table records
 every migration applied; hot columns follow the metric table (`metrics.registry`), added and backfilled on open;
 3: an `evals` table (the summary's eval block, one row per result that ran one); 4: point identities carry the
 corpus a point replayed (`identity.corpus`), every stored job re-keyed from its job and summary; 5: `evals` holds one
 row per (result, concurrency the eval ran at), each with that run's score, split from the blocks schema 3 stored;
-6: `error_ratio` is NULL for a result no profiling request of which finished (stored as 0.0 before: "no errors")."""
+6: `error_ratio` is NULL for a result no profiling request of which finished (stored as 0.0 before: "no errors");
+7: `results.retired`, the folder a result's run retired its job to (`rundir.RETIRED`), NULL for a result of the run:
+a retired result is kept for the runs that stood on it (`run --reuse`), and is none of its own run's."""
 ENV_VAR = "LLMSWEEP_STORE"
 BATCH = 500
 """Result ids per query of `Store.points` (below SQLite's least limit of bound parameters, 999)."""
@@ -134,6 +136,12 @@ _V6_SCHEMA = "UPDATE results SET error_ratio = NULL WHERE num_requests = 0"
 """An error ratio over no finished request is undefined (`metrics.model.Requests`): earlier releases stored 0.0.
 `num_requests` is successful + failed (an imported row's total: 0 imported as NULL already)."""
 
+_V7_SCHEMA = "ALTER TABLE results ADD COLUMN retired TEXT"
+"""A whole `--resume`/`--force` retires a job its recipe no longer plans (`retired/<id>`): its result is no longer
+its run's, but a run that stood a job on it (`run --reuse`) still does. The store keeps it under its run and job,
+`retired` saying where the run keeps its files; every read of a run's results passes it over (`Store._own`), a read
+by result id (`Store.points`, what `reused_points` reads) does not."""
+
 MIGRATIONS: tuple[tuple[int, str, str], ...] = (
     (1, "runs, jobs, results (hot columns), provenance", _V1_SCHEMA),
     (2, "schema_version records the migrations applied", _V2_SCHEMA),
@@ -144,6 +152,8 @@ MIGRATIONS: tuple[tuple[int, str, str], ...] = (
         "eval block", _V5_SCHEMA),
     (6, "error_ratio is NULL for a result no profiling request of which finished (an undefined ratio, stored as 0.0 "
         "before)", _V6_SCHEMA),
+    (7, "results.retired: a result whose run retired its job, kept for the runs that stood on it (run --reuse) and "
+        "none of its own run's", _V7_SCHEMA),
 )
 """(version, what it does, SQL), applied in order to a store below that version. Append; never edit one."""
 
@@ -392,9 +402,12 @@ class Store:
     def _already_applied(self, target: int) -> bool:
         """A migration whose change the store already holds although its version says otherwise (a store whose
         `user_version` was set back): migration 5 when `evals` is schema 5's already (keyed by concurrency), whose
-        rows would not parse as the eval blocks it splits. Every other migration is safe to apply again."""
+        rows would not parse as the eval blocks it splits; migration 7 when `results` has its column already. Every
+        other migration is safe to apply again."""
         if target == 5:
             return "conc" in {r["name"] for r in self._db.execute("PRAGMA table_info(evals)")}
+        if target == 7:
+            return "retired" in {r["name"] for r in self._db.execute("PRAGMA table_info(results)")}
         return False
 
     def _rekey(self) -> None:
@@ -439,7 +452,9 @@ class Store:
     def ingest_run(self, run: RunDir | Path | str, *, replace: bool = False) -> IngestReport:
         """Store (or replace) every job and result of a run directory.
 
-        Re-ingesting replaces the stored run as a whole. When the folder lacks a result the store holds for that run
+        Re-ingesting replaces the stored run as a whole. A job the run retired (run.json's `retired`: its recipe no
+        longer plans it) is kept from the folder it was moved to, as none of the run's results (`_insert_retired`).
+        When the folder lacks a result the store holds for that run
         (a partial or damaged copy of it), that would drop the result: refused (`ImportConflictError`, nothing
         written) unless `replace` says to store the folder as it is. `run`'s end-of-run ingest replaces: it stores
         what its own folder holds, a `--force` run's new results over its old ones."""
@@ -459,6 +474,7 @@ class Store:
                                      art.job, gpus_of(art.job, ident), str(art.dir.resolve()), has_result=False)
             for point in points:
                 self._insert_point(point)
+            self._insert_retired(run)
         missing = tuple(j.job_id for j in run.jobs if j.summary is None)
         log.info("ingested run %s: %d results", run.run_id, len(points))
         return IngestReport(run.run_id, len(points), missing, run.missing_job_ids, replaced,
@@ -475,7 +491,8 @@ class Store:
         dropped = self.dropped_by(run)
         if not dropped:
             return
-        held = self._db.execute("SELECT COUNT(*) FROM results WHERE run_id = ?", (run.run_id,)).fetchone()[0]
+        held = self._db.execute(f"SELECT COUNT(*) FROM results x WHERE x.run_id = ? AND {self._own()}",
+                                (run.run_id,)).fetchone()[0]
         named = ", ".join(dropped[:3]) + (f" and {len(dropped) - 3} more" if len(dropped) > 3 else "")
         raise ImportConflictError(
             f"re-ingesting {run.path} would drop {len(dropped)} of the {held} result(s) {self.path} holds for run "
@@ -516,6 +533,57 @@ class Store:
             elif point is not None:
                 self._insert_point(point)
         return point is not None
+
+    def retire_job(self, run_dir: Path | str, job_id: str) -> list[str]:
+        """A job of a stored run that the run retired (run.json's `retired` records where it keeps the job's files
+        now): no longer the run's job — its reuse key and outcome leave the stored run's meta, which records the
+        retirement —, its result kept, as none of the run's results, for the runs that stood on it (`run --reuse`);
+        those runs' ids are returned (`run` names them). The end-of-run ingest stores the retirement the same way
+        (`_insert_retired`)."""
+        from llmsweep.results.rundir import RETIRED, load_run, retired_of
+
+        run = load_run(run_dir, set_aside=True)
+        if not self.has_run(run.run_id):
+            return []
+        with self._db:
+            self._db.execute("DELETE FROM jobs WHERE run_id = ? AND job_id = ?", (run.run_id, job_id))
+            self._keep_job_meta(run.run_id, job_id, None, drop_outcome=True)
+            meta = self.run_meta(run.run_id)
+            if RETIRED in run.meta:
+                meta[RETIRED] = run.meta[RETIRED]
+                self._db.execute("UPDATE runs SET meta = ? WHERE run_id = ?", (_dumps(meta), run.run_id))
+            self._insert_retired(run, only=job_id)
+        retired = retired_of(run.meta).get(job_id)
+        return self._reusing_runs(result_id_for(run.run_id, job_id), retired.reuse_key if retired else None)
+
+    def _insert_retired(self, run: RunDir, only: str | None = None) -> None:
+        """Store the results of the jobs `run` retired (`rundir.retired_jobs`; `only`: that job's), each marked with
+        the folder the run keeps it in: the runs that stood on it (`run --reuse`) still read it by its result id, and
+        no read of the run's own results finds it. Its eval is not stored (`run --reuse` never stands a job with an
+        eval on a stored result)."""
+        from llmsweep.results.rundir import retired_jobs
+
+        for retired, art in retired_jobs(run):
+            if only is not None and art.job_id != only:
+                continue
+            point = point_from_job(run.run_id, art)
+            if point is not None:
+                self._insert_point(point, retired=retired.dir)
+
+    def _reusing_runs(self, result_id: str, key: str | None) -> list[str]:
+        """The stored runs that stand a job on a result (`run --reuse`: their record's `reused` names it) measured
+        under `key`, as `reused_points` reads them: one that stood on an earlier measurement of the job, under
+        another key, does not."""
+        from llmsweep.changes.reuse import split_key
+        from llmsweep.results.rundir import reused_of
+
+        def same(then: object) -> bool:
+            return not (isinstance(then, str) and key is not None) or split_key(then)[0] == split_key(key)[0]
+
+        rows = self._db.execute("SELECT run_id, meta FROM runs ORDER BY ingested_at, run_id").fetchall()
+        return [r["run_id"] for r in rows
+                if any(str(src.get("result_id")) == result_id and same(src.get("reuse_key"))
+                       for src in reused_of(_StoredRow(self, r["run_id"]).json(r["meta"], "runs.meta")).values())]
 
     def _keep_job_meta(self, run_id: str, job_id: str, key: object, *, outcome: Mapping[str, Any] | None = None,
                        drop_outcome: bool = False) -> None:
@@ -564,7 +632,8 @@ class Store:
 
     def result_job_ids(self, run_id: str) -> list[str]:
         """The job ids of the results the store holds for a run (none when it holds no such run)."""
-        rows = self._db.execute("SELECT job_id FROM results WHERE run_id = ? ORDER BY job_id", (run_id,))
+        rows = self._db.execute(f"SELECT job_id FROM results x WHERE run_id = ? AND {self._own()} ORDER BY job_id",
+                                (run_id,))
         return [str(r["job_id"]) for r in rows]
 
     def run_origin(self, run_id: str) -> str | None:
@@ -592,20 +661,23 @@ class Store:
              _str(get_field(job, "recipe_fingerprint")), gpus, artifact_dir, int(has_result), _dumps(job)),
         )
 
-    def _insert_point(self, p: ResultPoint) -> None:
+    def _insert_point(self, p: ResultPoint, *, retired: str | None = None) -> None:
+        """Store a result; `retired`: the folder its run retired the job to (`_insert_retired`), None for one of
+        the run's results."""
         ident = p.identity
         self._insert_job(p.run_id, p.job_id, ident.key(), ident.series_key(), ident.as_dict(), p.job, p.gpus,
                          str(p.artifact_dir.resolve()) if p.artifact_dir else None, has_result=True)
         columns = ("result_id", "run_id", "job_id", "source", "origin", "verdict", "reasons", "num_requests",
-                   "num_successful", *HOT_NAMES, "summary")
+                   "num_successful", *HOT_NAMES, "summary", *(("retired",) if retired is not None else ()))
         doc = p.summary.dump() if p.summary is not None else p.imported
         names = ", ".join(f'"{c}"' for c in columns)
         self._db.execute(
             f"INSERT INTO results ({names}) VALUES ({','.join('?' * len(columns))})",
             (p.result_id, p.run_id, p.job_id, p.source, p.origin, p.verdict, _dumps(list(p.reasons)),
-             p.num_requests, p.num_successful, *(p.metrics.get(c) for c in HOT_NAMES), _dumps(doc)),
+             p.num_requests, p.num_successful, *(p.metrics.get(c) for c in HOT_NAMES), _dumps(doc),
+             *((retired,) if retired is not None else ())),
         )
-        if p.eval is not None:
+        if p.eval is not None and retired is None:
             self._insert_eval(p, p.eval)
         prov = p.provenance
         self._db.execute(
@@ -650,7 +722,7 @@ class Store:
         rows = self._db.execute(
             "SELECT r.run_id, r.origin, r.path, r.started, r.ingested_at, COUNT(x.result_id) AS n, "
             "GROUP_CONCAT(DISTINCT x.source) AS sources FROM runs r LEFT JOIN results x ON x.run_id = r.run_id "
-            "GROUP BY r.run_id ORDER BY r.ingested_at, r.run_id").fetchall()
+            f"AND {self._own()} GROUP BY r.run_id ORDER BY r.ingested_at, r.run_id").fetchall()
         return [RunInfo(r["run_id"], r["origin"], r["path"], r["started"], r["ingested_at"], r["n"],
                         tuple(sorted((r["sources"] or "").split(",")) if r["sources"] else ())) for r in rows]
 
@@ -719,14 +791,20 @@ class Store:
         if wanted is not None and not stale_keys:
             where.append(f"j.point_key IN ({','.join('?' * len(wanted))})")
             args += sorted(wanted)
-        points = [self._point(row) for row in self._select(where, args).fetchall()]
+        points = [self._point(row) for row in self._select([*where, self._own()], args).fetchall()]
         if wanted is not None and stale_keys:
             points = [p for p in points if p.identity.key() in wanted]
         return points
 
+    def _own(self) -> str:
+        """The SQL condition that a row of `results x` is one of its run's results, not one the run retired (kept for
+        the runs that stood on it: `_V7_SCHEMA`); always true on a store below schema 7 read as it is."""
+        return "x.retired IS NULL" if "retired" in self._columns else "1"
+
     def _select(self, where: list[str], args: list[Any]) -> sqlite3.Cursor:
         """The rows of results (with their job's and provenance's columns); callers fetch them all before reading
-        any (`_point`), so a row that does not read leaves no statement open holding the store's read lock."""
+        any (`_point`), so a row that does not read leaves no statement open holding the store's read lock. A
+        result its run retired is among them unless `where` says `_own()`: `points` reads results by id."""
         sql = ("SELECT x.*, j.identity, j.gpus, j.job, j.artifact_dir, p.doc AS provenance FROM results x "
                "JOIN jobs j ON j.run_id = x.run_id AND j.job_id = x.job_id "
                "JOIN runs r ON r.run_id = x.run_id LEFT JOIN provenance p ON p.result_id = x.result_id"
@@ -769,8 +847,10 @@ class Store:
         does not hold, or holds under another run or job than the record names, is absent: never a point the
         record does not name. So is one its run has measured again under another configuration since (a `--force`
         or `--resume` rerun keeps the job's result id): the key its run now records for the job is not the one
-        reused."""
+        reused. A result its run retired since (the recipe no longer plans the job) is kept for them, and read here
+        under the key the run's record of the retirement gives it."""
         from llmsweep.changes.reuse import split_key
+        from llmsweep.results.rundir import retired_of
 
         wanted = {job: str(src.get("result_id")) for job, src in reused.items() if src.get("result_id")}
         found = self.readable_points(wanted.values())
@@ -782,8 +862,11 @@ class Store:
                     or src.get("job_id") not in (None, point.job_id):
                 continue
             if point.run_id not in keys:
-                recorded = self.run_meta(point.run_id).get("reuse_keys")
-                keys[point.run_id] = recorded if isinstance(recorded, dict) else {}
+                meta = self.run_meta(point.run_id)
+                recorded = meta.get("reuse_keys")
+                keys[point.run_id] = {  # a job the run retired since: the key its kept result was measured under
+                    **{job: r.reuse_key for job, r in retired_of(meta).items()},
+                    **(recorded if isinstance(recorded, dict) else {})}
             now, then = keys[point.run_id].get(point.job_id), src.get("reuse_key")
             if isinstance(now, str) and isinstance(then, str) and split_key(now)[0] != split_key(then)[0]:
                 continue
@@ -840,8 +923,8 @@ class Store:
             rows = self._db.execute(
                 "SELECT x.result_id, x.job_id, x.verdict, x.source, j.identity, p.doc AS provenance FROM results x "
                 "JOIN jobs j ON j.run_id = x.run_id AND j.job_id = x.job_id "
-                "LEFT JOIN provenance p ON p.result_id = x.result_id WHERE x.run_id = ? ORDER BY x.job_id",
-                (run["run_id"],))
+                f"LEFT JOIN provenance p ON p.result_id = x.result_id WHERE x.run_id = ? AND {self._own()} "
+                "ORDER BY x.job_id", (run["run_id"],))
             for row in rows:
                 hit = hits.get(row["job_id"])
                 if hit is None or hit[0] in out:
@@ -948,7 +1031,7 @@ class Store:
                 continue
             row = self._db.execute(
                 "SELECT x.verdict, j.job FROM results x JOIN jobs j ON j.run_id = x.run_id AND j.job_id = x.job_id "
-                "WHERE x.run_id = ? AND x.job_id = ? LIMIT 1", (run_id, job_id)).fetchone()
+                f"WHERE x.run_id = ? AND x.job_id = ? AND {self._own()} LIMIT 1", (run_id, job_id)).fetchone()
             if row is not None:
                 job_doc = _StoredRow(self, run_id, job_id).json(row["job"], "jobs.job")
                 return run_id, stored_key, row["verdict"], job_doc if isinstance(job_doc, dict) else {}

@@ -77,3 +77,45 @@ def test_report_with_a_reusing_run_draws_the_points_it_stood_on(tmp_path: Path) 
     # drawn as that run's (its series, its label), as its own dashboard draws them: not as the earlier run's
     data = json.loads((tmp_path / "rep" / "data.json").read_text())
     assert data["overlays"] == ["reusing-run"], data["overlays"]
+
+
+def test_a_retired_result_is_read_for_the_runs_that_stood_on_it_under_the_key_it_was_measured_with(
+        tmp_path: Path) -> None:
+    """A job its run retired (run.json's `retired`: moved to `retired/<id>`) is none of the run's results, and the
+    store keeps it for the runs that stood on it, read under the key its retirement recorded: where that is not the
+    key the reusing run stood on (the job measured again under another configuration, then retired again), it is not
+    drawn as the reusing run's."""
+    import shutil
+
+    store = tmp_path / "store.sqlite"
+    run = write_reusing_run(tmp_path, store)
+    earlier = tmp_path / "earlier"
+    jobs = sorted(run.meta["reused"])
+    (earlier / "retired").mkdir()
+    for job in jobs[1:]:
+        shutil.move(earlier / "jobs" / job, earlier / "retired" / job)
+    meta = json.loads((earlier / "run.json").read_text())
+    meta["reuse_keys"] = {jobs[0]: f"key-{jobs[0]}"}
+    meta["retired"] = {jobs[1]: {"dir": f"retired/{jobs[1]}", "reuse_key": f"key-{jobs[1]}"},
+                       jobs[2]: {"dir": f"retired/{jobs[2]}", "reuse_key": "another-configuration"}}
+    (earlier / "run.json").write_text(json.dumps(meta))
+    with Store(store) as opened:
+        opened.ingest_run(load_run(earlier), replace=True)
+        assert [p.job_id for p in opened.results("earlier-run")] == jobs[:1]  # the run's own
+        assert [r.results for r in opened.runs() if r.run_id == "earlier-run"] == [1]
+        assert opened.result_job_ids("earlier-run") == jobs[:1]
+        points = opened.reused_points(run.meta["reused"])
+    assert sorted(points) == jobs[:2], sorted(points)
+    assert points[jobs[1]].artifact_dir == (earlier / "retired" / jobs[1]).resolve()
+    # `run` names the runs that stand on a result it retires: not one that stood on it under another key
+    with Store(store) as opened:
+        opened.ingest_run(run.path)
+        assert opened.retire_job(earlier, jobs[1]) == ["reusing-run"]
+        assert opened.retire_job(earlier, jobs[2]) == []
+        assert [p.job_id for p in opened.results("earlier-run")] == jobs[:1]
+        assert sorted(opened.reused_points(run.meta["reused"])) == jobs[:2]
+    # planned again since: the job's folder in `jobs/` is its run's job again, and its retired entry is passed over
+    shutil.copytree(earlier / "retired" / jobs[1], earlier / "jobs" / jobs[1])
+    with Store(store) as opened:
+        opened.ingest_run(load_run(earlier), replace=True)
+        assert [p.job_id for p in opened.results("earlier-run")] == jobs[:2]
