@@ -824,6 +824,11 @@ def test_the_reason_of_a_mean_of_repeats_says_each_cause_once_with_a_count(tmp_p
     assert four["reason"] == (f"2 of 3 repeats smoke: {why}; 1 of 3 repeats: realised TP 4 differs from the job's "
                               "tp 8"), four["reason"]
     assert "J-conc4" not in four["reason"] and len(four["reasons"]) == 3
+    # summary.md lists the invalid point with that reason too, not each repeat's joined with its job id
+    from llmsweep.report.markdown import run_summary_markdown
+
+    listed = run_summary_markdown(payload).split("### Invalid points (shown")[1].split("###")[0]
+    assert f"conc 4): {four['reason']}" in listed and "J-conc4-repeat2" not in listed, listed
     # reasons that differ only in their numbers are one cause, the numbers as their range
     _set_verdict(run, "J-conc1-repeat3", "smoke", ["smoke run: profile window 120 s is shorter than 900 s"])
     payload = build_payload(run, points_from_run(load_run(run.path)), details=False)
