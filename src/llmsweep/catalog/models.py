@@ -24,6 +24,8 @@ MODEL_KEY = "the served id under hf_ids"
 """How a models.yaml entry is found for a served model (the fix that asks for one says it)."""
 
 ContextClass = Literal["1m", "256k"]
+AttentionPhase = Literal["prefill", "decode"]
+"""Which form of attention a token's step computes: a prompt token's (`prefill`) or a decoding token's (`decode`)."""
 
 #: Bytes per parameter of a weight format (`catalog.precision`). Real checkpoints keep embeddings, norms and often
 #: attention in higher precision, so weight_bytes() is a lower bound for quantised ids.
@@ -52,6 +54,11 @@ class AttentionSpec(BaseModel):
     head_dim: int | None = Field(default=None, description="Head dimension (gqa).")
     kv_lora_rank: int | None = Field(default=None, description="MLA latent (compressed KV) width.")
     qk_rope_head_dim: int | None = Field(default=None, description="MLA decoupled rope key width, cached too.")
+    qk_nope_head_dim: int | None = Field(
+        default=None, description="MLA: a query/key head's width without rope (config.json `qk_nope_head_dim`), "
+                                  "what a prompt's attention computes over; None: not recorded.")
+    v_head_dim: int | None = Field(
+        default=None, description="MLA: a value head's width (config.json `v_head_dim`); None: not recorded.")
     layers: int | None = Field(default=None, description="Layers with full attention; default: every layer.")
 
     @model_validator(mode="after")
@@ -60,7 +67,26 @@ class AttentionSpec(BaseModel):
             raise ValueError("gqa attention needs kv_heads and head_dim")
         if self.kind == "mla" and (self.kv_lora_rank is None or self.qk_rope_head_dim is None):
             raise ValueError("mla attention needs kv_lora_rank and qk_rope_head_dim")
+        if self.kind == "mla" and (self.qk_nope_head_dim is None) != (self.v_head_dim is None):
+            raise ValueError("mla attention needs both qk_nope_head_dim and v_head_dim, or neither")
         return self
+
+    def widths(self, phase: AttentionPhase) -> tuple[int, int] | None:
+        """(query-key width, attention-value width) summed over the query heads: what one query token multiplies
+        against each token of context it attends to, per layer (2 FLOPs per unit each). GQA: heads x head_dim both
+        ways, in either phase. MLA, as engines compute it (vLLM `v1/attention/backends/mla/common.py`, SGLang's
+        `forward_absorb`): a prompt (`prefill`) in its MHA form, heads x (qk_nope + qk_rope) and heads x v_head_dim
+        (None when those are not recorded); a decoding token (`decode`, speculative verification included) in its
+        absorbed MQA form over the cached latent, heads x (kv_lora_rank + qk_rope) and heads x kv_lora_rank."""
+        if self.kind == "gqa":
+            width = self.heads * (self.head_dim or 0)
+            return width, width
+        latent, rope = self.kv_lora_rank or 0, self.qk_rope_head_dim or 0
+        if phase == "decode":
+            return self.heads * (latent + rope), self.heads * latent
+        if self.qk_nope_head_dim is None or self.v_head_dim is None:
+            return None
+        return self.heads * (self.qk_nope_head_dim + rope), self.heads * self.v_head_dim
 
 
 class LinearAttentionSpec(BaseModel):
@@ -232,6 +258,16 @@ class ModelSpec(BaseModel):
         per_elem = kv_bytes_per_element(dtype)
         heads_per_gpu = math.ceil((a.kv_heads or 0) / tp)
         return math.ceil(2 * self.full_attention_layers * heads_per_gpu * (a.head_dim or 0) * per_elem)
+
+    def attention_flops_per_context_token(self, phase: AttentionPhase) -> float:
+        """FLOPs one query token of `phase` spends per token of context it attends to, over the whole model: 2 x
+        (query-key + attention-value width, :meth:`AttentionSpec.widths`) x full-attention layers. Linear-attention
+        layers keep a constant state and add nothing per context token. Where the widths are not recorded (an MLA
+        entry without its head dims) the query width is taken as `hidden_size` both ways, the dense-MHA estimate
+        (4 x layers x hidden), and the entry says so in its `estimates`."""
+        widths = self.attention.widths(phase)
+        qk, av = widths if widths is not None else (self.hidden_size, self.hidden_size)
+        return 2.0 * (qk + av) * self.full_attention_layers
 
     def linear_state_bytes_per_sequence(self, state_dtype: str = "fp32", conv_dtype: str = "bf16") -> int:
         """Constant recurrent state one sequence holds in the linear-attention layers (0 for non-hybrid models)."""

@@ -194,8 +194,8 @@ def calibrate(records: Iterable[dict[str, Any]] | Path | str, config: EngineConf
     sizes = [p for p, _ in idle]
     if len(idle) >= 4 and max(sizes) >= 1.5 * min(sizes):
         # TTFT at an idle engine = frontend + overhead + prefill FLOPs / (peak x compute): intercept and slope
-        flops = [(2.0 * inputs.params_active * p + 4.0 * inputs.n_layers * inputs.hidden * p * (p + 1) / 2)
-                 / (tp * inputs.flops) for p in sizes]
+        attention = inputs.attention_flops[0]
+        flops = [(2.0 * inputs.params_active * p + attention * p * (p + 1) / 2) / (tp * inputs.flops) for p in sizes]
         A = np.column_stack([np.ones(len(idle)), flops])
         (intercept, slope), *_ = np.linalg.lstsq(A, np.array([t for _, t in idle]), rcond=None)
         if slope > 0:

@@ -24,7 +24,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 # Architecture figures from the models' config.json (KV bytes per token at bf16 = layers_with_kv x 2 x kv_heads x
-# head_dim x 2). Qwen3.5-397B-A17B: hybrid attention, 15 of 60 layers keep a KV cache.
+# head_dim x 2; attention FLOPs per context token = 2 x 2 x query heads x head_dim x layers_with_kv, given where query
+# heads x head_dim is not the hidden size). Qwen3.5-397B-A17B: hybrid attention, 15 of 60 layers keep a KV cache.
 BUILTIN_MODELS: dict[str, dict[str, float]] = {
     "llama-1b": {"params_total": 1.1e9, "params_active": 1.1e9, "n_layers": 22, "hidden": 2048,
                  "kv_bytes_per_token_bf16": 22 * 2 * 4 * 64 * 2},
@@ -34,10 +35,11 @@ BUILTIN_MODELS: dict[str, dict[str, float]] = {
                       "kv_bytes_per_token_bf16": 80 * 2 * 8 * 128 * 2, "kv_split_max": 8},
     "qwen3-30b-a3b": {"params_total": 30.5e9, "params_active": 3.3e9, "n_layers": 48, "hidden": 2048,
                       "kv_bytes_per_token_bf16": 48 * 2 * 4 * 128 * 2, "n_experts": 128, "experts_per_token": 8,
-                      "expert_param_share": 0.9},
+                      "expert_param_share": 0.9, "prefill_attention_flops": 4 * 32 * 128 * 48},
     "qwen3.5-397b-a17b": {"params_total": 397e9, "params_active": 17e9, "n_layers": 60, "hidden": 4096,
                           "kv_bytes_per_token_bf16": 15 * 2 * 2 * 256 * 2, "kv_split_max": 2, "n_experts": 512,
-                          "experts_per_token": 10, "expert_param_share": 0.95},
+                          "experts_per_token": 10, "expert_param_share": 0.95,
+                          "prefill_attention_flops": 4 * 32 * 256 * 15},
 }
 MODEL_ALIASES = {"qwen3.5": "qwen3.5-397b-a17b", "qwen/qwen3.5-397b-a17b": "qwen3.5-397b-a17b",
                  "tinyllama": "llama-1b", "meta-llama/llama-3.1-8b-instruct": "llama-3.1-8b",
@@ -92,7 +94,9 @@ def _model_figures(name: str) -> dict[str, float] | None:
         return {"params_total": total, "params_active": active, "n_layers": spec.layers,
                 "hidden": spec.hidden_size, "kv_bytes_per_token_bf16": float(spec.kv_bytes_per_token("bf16")),
                 "n_experts": experts, "experts_per_token": top_k, "expert_param_share": min(max(share, 0.0), 0.99),
-                "kv_split_max": split}
+                "kv_split_max": split,
+                "prefill_attention_flops": spec.attention_flops_per_context_token("prefill"),
+                "decode_attention_flops": spec.attention_flops_per_context_token("decode")}
     key = MODEL_ALIASES.get(name.lower(), name.lower())
     if key in BUILTIN_MODELS:
         return BUILTIN_MODELS[key]
@@ -175,7 +179,9 @@ def perf_inputs(
                       kv_bytes_per_token=md["kv_bytes_per_token_bf16"] * kv_scale,
                       n_experts=int(md.get("n_experts", 0)), experts_per_token=int(md.get("experts_per_token", 0)),
                       expert_param_share=float(md.get("expert_param_share", 0.0)),
-                      kv_split_max=int(md.get("kv_split_max", 1 << 20)))
+                      kv_split_max=int(md.get("kv_split_max", 1 << 20)),
+                      prefill_attention_flops=md.get("prefill_attention_flops"),
+                      decode_attention_flops=md.get("decode_attention_flops"))
     values.update(overrides)
     if "params_active" not in values:
         values["params_active"] = values["params_total"]

@@ -55,6 +55,12 @@ class PerfInputs:
     """Share of the parameters that sit in routed experts (0 for dense models)."""
     kv_split_max: int = 1 << 20
     """Largest TP degree that still splits the KV cache (GQA: KV heads; MLA: 1). Beyond it KV is replicated."""
+    prefill_attention_flops: float | None = None
+    """FLOPs a prompt token spends per token of context it attends to, over the whole model (the catalog model's
+    `attention_flops_per_context_token("prefill")`: its query heads x head dims, full-attention layers only). None: 4
+    x n_layers x hidden, the dense-MHA estimate for a model given by figures alone."""
+    decode_attention_flops: float | None = None
+    """The same for a decoding token (MLA: the absorbed form over the cached latent); None: as for a prompt."""
 
     def kv_bytes_per_token_per_gpu(self, tp: int, dp: int = 1) -> float:
         """KV bytes one token of the engine takes on each GPU, on average over its GPUs: split over the attention's
@@ -67,6 +73,15 @@ class PerfInputs:
     @property
     def weight_bytes(self) -> float:
         return self.params_total * self.bytes_per_param
+
+    @property
+    def attention_flops(self) -> tuple[float, float]:
+        """(prompt, decoding) token's attention FLOPs per token of context attended (:attr:`prefill_attention_flops`,
+        :attr:`decode_attention_flops`, with their estimate where not given)."""
+        prefill = self.prefill_attention_flops
+        if prefill is None:
+            prefill = 4.0 * self.n_layers * self.hidden
+        return prefill, prefill if self.decode_attention_flops is None else self.decode_attention_flops
 
     @property
     def is_moe(self) -> bool:
@@ -196,8 +211,9 @@ class RooflineTimer:
     - memory: weights read once per step (dense part, plus the experts the batch's tokens touch), plus KV bytes read
       by every decoding sequence; split over the TP group (with DP attention, each rank's GPUs read their own
       requests' KV and the step waits for the busiest rank: `rank_load`).
-    - compute: 2 x active params per token, plus attention (4 x layers x hidden x context per token, quadratic in
-      prefill), split over the TP group.
+    - compute: 2 x active params per token, plus attention (per token of context attended, 2 x (query-key +
+      attention-value width) x full-attention layers, the model's own heads x head dims: `PerfInputs.attention_flops`,
+      quadratic in prefill; MLA decodes in its absorbed form over the latent), split over the TP group.
     - communication: two all-reduces of the step's activations per layer for TP (ring: 2(n-1)/n x bytes / link
       bandwidth + latency); MoE layers with EP do a dispatch/combine all-to-all instead of the MLP all-reduce
       (also with DP attention, whose gathers around the MoE layers are priced as that all-reduce: not modelled
@@ -264,7 +280,7 @@ class RooflineTimer:
         p, eff, tp = self.inputs, self.efficiency, self.tp
         mem_bw = p.hbm_bw * eff.mem
         self._kv_s = p.kv_bytes_per_token_per_gpu(tp, self.dp) / mem_bw
-        self._attn_flops = 4.0 * p.n_layers * p.hidden
+        self._prefill_attn_flops, self._decode_attn_flops = p.attention_flops
         self._token_flops = 2.0 * p.params_active
         self._flops_s = 1.0 / (tp * p.flops * eff.compute)
         layer_bytes = p.weight_bytes / max(p.n_layers, 1) / max(1, self.ep if p.is_moe else 1)
@@ -290,7 +306,7 @@ class RooflineTimer:
         kv_s = self._kv_s if self.dp <= 1 else self._kv_s * self.rank_load(batch.decode_seqs)
         t_mem = weights_s + decode_ctx * kv_s
         per_seq_tokens = batch.decode_tokens / batch.decode_seqs if batch.decode_seqs else 1.0
-        attn = self._attn_flops * (batch.prefill_attn + decode_ctx * per_seq_tokens)
+        attn = self._prefill_attn_flops * batch.prefill_attn + self._decode_attn_flops * decode_ctx * per_seq_tokens
         t_compute = (self._token_flops * tokens + attn) * self._flops_s
         t = (t_mem if t_mem > t_compute else t_compute) + comm_s
         if batch.draft_tokens:
@@ -311,7 +327,7 @@ class RooflineTimer:
         kv_s = self._kv_s if self.dp <= 1 else self._kv_s * self.rank_load(batch.decode_seqs)
         t_mem = weights_s + ctx * kv_s
         per_seq_tokens = batch.decode_tokens / batch.decode_seqs if batch.decode_seqs else 1.0
-        attn = self._attn_flops * (batch.prefill_attn + ctx * per_seq_tokens)
+        attn = self._prefill_attn_flops * batch.prefill_attn + self._decode_attn_flops * ctx * per_seq_tokens
         t_compute = (self._token_flops * tokens + attn) * self._flops_s
         t = np.maximum(t_mem, t_compute) + comm_s
         if batch.draft_tokens:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 import pytest
 import yaml
 
-from llmsweep.catalog.models import all_models, checkpoint_precision, get_model, model_for_prefix
+from llmsweep.catalog.models import AttentionSpec, all_models, checkpoint_precision, get_model, model_for_prefix
 from llmsweep.errors import ConfigError
 
 REQUIRED_PREFIXES = {"qwen3.5", "dsv4", "minimaxm3", "glm5.2", "kimik3", "dsr1"}
@@ -82,6 +83,32 @@ def test_kv_bytes_follow_the_attention_shape() -> None:
     assert llama8b.kv_bytes_per_token_per_gpu("bf16", tp=16) == 2 * 32 * 1 * 128 * 2  # heads replicated past 8
 
 
+def test_attention_flops_take_the_models_query_heads_times_head_dims_not_its_hidden_size() -> None:
+    """Attention FLOPs were 4 x layers x hidden per token of context: right where query heads x head_dim = hidden
+    (Llama), a third low for MiniMax-M3 (64 x 128 = 8192 against 6144), twice too high for Qwen3.5 (every one of its
+    60 layers counted, 15 attend) and far off for MLA, whose prompts attend in 128 + 64 (DeepSeek-R1) or 192 + 64
+    (GLM-5.2) wide query heads and whose decoding tokens attend over the 512 + 64 latent (absorbed)."""
+    def per_layer(name: str, phase: Literal["prefill", "decode"]) -> float:
+        m = get_model(name)
+        return m.attention_flops_per_context_token(phase) / m.full_attention_layers
+
+    llama = get_model("llama-3.1-8b")
+    assert per_layer("llama-3.1-8b", "prefill") == per_layer("llama-3.1-8b", "decode") == 4 * llama.hidden_size
+    assert per_layer("minimaxm3", "prefill") == 2 * 2 * 64 * 128 == 4 * 6144 * 4 / 3
+    qwen = get_model("qwen3.5")
+    assert qwen.attention_flops_per_context_token("prefill") == 2 * 2 * 32 * 256 * 15  # 15 full-attention layers
+    assert per_layer("dsr1", "prefill") == 2 * 128 * ((128 + 64) + 128)
+    assert per_layer("dsr1", "decode") == 2 * 128 * ((512 + 64) + 512)
+    assert per_layer("glm5.2", "prefill") == 2 * 64 * ((192 + 64) + 256)
+    assert per_layer("kimik2.5", "prefill") == 2 * 64 * ((128 + 64) + 128)
+    # an MLA entry without its head dims takes the hidden size for a prompt's, and says it is an estimate
+    k3 = get_model("kimik3")
+    assert k3.attention.widths("prefill") is None and k3.is_estimate("attention")
+    assert k3.attention_flops_per_context_token("prefill") == 4 * 24 * k3.hidden_size
+    with pytest.raises(ValueError, match="qk_nope_head_dim and v_head_dim"):
+        AttentionSpec(kind="mla", heads=8, kv_lora_rank=512, qk_rope_head_dim=64, qk_nope_head_dim=128)
+
+
 def test_hybrid_models_cache_kv_only_in_full_attention_layers() -> None:
     qwen = get_model("qwen3.5")
     assert qwen.is_hybrid and qwen.full_attention_layers * 4 == qwen.layers
@@ -119,7 +146,9 @@ def test_unsourced_numbers_of_recent_models_are_marked_as_estimates() -> None:
         # readings of theirs; GLM-5.2's card states none, so they are GLM-5's (same config shape)
         assert m.is_estimate("total_params_b") == (prefix == "glm5.2"), prefix
         # DSv4's attention is modelled as V3's MLA; GLM-5.2's MLA latent is its config's, its DSA indexer keys uncounted
-        assert m.is_estimate("attention") == (prefix in ("dsv4", "glm5.2")), prefix
+        # and its head dims GLM-5's; Kimi-K3's readings give no MLA head dims, so its prompts' attention width is the
+        # hidden size
+        assert m.is_estimate("attention") == (prefix in ("dsv4", "glm5.2", "kimik3")), prefix
 
 
 def test_kimi_k3_and_minimax_m3_have_their_released_shapes() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from collections import OrderedDict
 
@@ -267,6 +268,26 @@ def test_moe_reads_more_experts_as_the_batch_grows_and_tp_shortens_big_steps() -
     decode = [RooflineTimer(dense, tp=2).step_time(Batch(decode_seqs=n, decode_tokens=n, decode_ctx=n * 4000))
               for n in (1, 8, 64)]
     assert decode == sorted(decode)
+
+
+def test_a_steps_attention_flops_are_the_models_query_heads_times_head_dims() -> None:
+    """The roofline priced attention at 4 x layers x hidden per token of context attended: for MiniMax-M3 (64 query
+    heads of 128 on a 6144-wide model) a long prompt's attention was a quarter short, and DeepSeek-R1's decode in
+    absorbed MLA (128 heads over the 576-wide latent) was counted as if its heads were 56 wide."""
+    def attention_s(model: str, batch: Batch) -> float:
+        inputs = dataclasses.replace(perf_inputs(model, "h200"), hbm_bw=1e30)  # no memory term: a step is its FLOPs
+        timer = RooflineTimer(inputs)
+        without = dataclasses.replace(batch, prefill_attn=0.0, decode_ctx=0)
+        # the FLOPs of the attention term
+        return (timer.step_time(batch) - timer.step_time(without)) * inputs.flops * timer.efficiency.compute
+
+    prompt = Batch(prefill_tokens=8192, prefill_attn=8192 * 8193 / 2, new_seqs=1)
+    assert attention_s("minimax-m3", prompt) == pytest.approx(60 * 2 * 2 * 64 * 128 * prompt.prefill_attn)
+    decode = Batch(decode_seqs=16, decode_tokens=16, decode_ctx=16 * 4096)
+    assert attention_s("deepseek-r1", decode) == pytest.approx(61 * 2 * 128 * (576 + 512) * decode.decode_ctx)
+    assert attention_s("deepseek-r1", prompt) == pytest.approx(61 * 2 * 128 * (192 + 128) * prompt.prefill_attn)
+    # the idle-TTFT fit of `sim calibrate records.jsonl` reads the same figure (`PerfInputs.attention_flops`)
+    assert perf_inputs("minimax-m3", "h200").attention_flops == (60 * 4 * 64 * 128, 60 * 4 * 64 * 128)
 
 
 def test_kv_capacity_follows_hbm_weights_and_mem_fraction() -> None:
