@@ -366,7 +366,7 @@ def calibrate(paths: tuple[str, ...], model: str | None, hardware: str | None, t
         _print_calibration(result)
     for check in checks:
         _print_calibration(check.fit, title="in-sample (hold-out fit)")
-        _print_points(f"{'/'.join(check.key)} held out ({', '.join(check.patterns)}): measured / defaults / "
+        _print_points(f"{check.key.label} held out ({', '.join(check.patterns)}): measured / defaults / "
                       f"in-sample fit (error {100 * check.error_before:.1f}% -> {100 * check.error_after:.1f}%)",
                       check.points)
         for why in check.left_out:
@@ -407,7 +407,7 @@ def _save(result: RunCalibration, target: Path, say: Callable[[str], None]) -> P
             engine_version=version,
             gpu=prov.get("gpu"), model=prov.get("model"), jobs=int(prov.get("jobs") or 0), fitted_at=now_utc()),
     )
-    saved_id = entry_id(engine, hardware, klass, precision)
+    saved_id = entry_id(result.key)
     path = save_calibration(target, saved_id, entry)
     if (why := shadowed(saved_id, entry)) is not None:
         say(f"warning: saved to {path}, but {why}; remove that entry, or save there with --out")
@@ -415,7 +415,7 @@ def _save(result: RunCalibration, target: Path, say: Callable[[str], None]) -> P
 
 
 def _print_calibration(r: RunCalibration, title: str = "") -> None:
-    _print_points(f"{'/'.join(r.key)}{' ' + title if title else ''}: measured / before / after "
+    _print_points(f"{r.key.label}{' ' + title if title else ''}: measured / before / after "
                   f"(fit error {100 * r.error_before:.1f}% -> {100 * r.error_after:.1f}%)", r.points)
     for name in r.fitted:
         click.echo(f"  {name:<22} {getattr(r.base, name):.6g} -> {getattr(r.efficiency, name):.6g}")

@@ -46,6 +46,7 @@ from llmsweep.sim.perf import Batch, Efficiency, RooflineTimer
 
 if TYPE_CHECKING:
     from llmsweep.metrics.model import Hardware, Summary
+    from llmsweep.sim.calibration import CalibrationKey
     from llmsweep.spec.workload import ResolvedWorkload
     from llmsweep.workload.base import Workload
 
@@ -307,11 +308,8 @@ class MeasuredPoint:
         return f"fixed {self.job.get('isl')}/{self.job.get('osl')} c{self.concurrency}"
 
     @property
-    def key(self) -> tuple[str, str, str, str]:
-        from llmsweep.sim.calibration import hardware_family
-
-        return (self.config.engine_style, hardware_family(self.config.hardware), self.config.model_class(),
-                self.config.precision.strip().lower())
+    def key(self) -> CalibrationKey:
+        return self.config.calibration_key()
 
 
 def _get(d: Any, *path: str) -> Any:
@@ -680,7 +678,7 @@ class PointComparison:
 class RunCalibration:
     """The outcome of a run-level fit: factors, per-point comparison and the error before and after."""
 
-    key: tuple[str, str, str, str]
+    key: CalibrationKey
     base: Efficiency
     efficiency: Efficiency
     fitted: tuple[str, ...]
@@ -701,8 +699,7 @@ class RunCalibration:
         return {k: getattr(self.efficiency, k) for k in self.fitted}
 
     def to_json(self) -> dict[str, Any]:
-        return {"key": {"engine": self.key[0], "hardware": self.key[1], "model_class": self.key[2],
-                        "precision": self.key[3]},
+        return {"key": self.key.as_json(),
                 "efficiency": self.overrides(), "base": {k: getattr(self.base, k) for k in self.fitted},
                 "error_before": self.error_before, "error_after": self.error_after, "iterations": self.iterations,
                 "started_from": self.started_from, "left_out": self.left_out,
@@ -796,9 +793,9 @@ def fit_run(points: list[MeasuredPoint], *, factors: tuple[str, ...] | None = No
     factors = factors or default_factors(points)
     keys = {p.key for p in points}
     if len(keys) > 1:
-        raise ResultError(f"sim calibrate: the points span several calibration keys {sorted(keys)}",
-                          fix="fit one (engine, hardware, model class, precision) at a time (calibrate_runs groups "
-                                  "them)")
+        raise ResultError(f"sim calibrate: the points span several calibration keys "
+                          f"{', '.join(k.label for k in sorted(keys))}",
+                          fix="fit one calibration key at a time (calibrate_runs groups them)")
     fitted_metrics = sum(1 for p in points for m, w in p.weights.items() if w > 0 and m in p.measured)
     if fitted_metrics < len(factors) + 1:
         fewer = sorted(factors, key=lambda f: FEWER_FIRST.index(f) if f in FEWER_FIRST else len(FEWER_FIRST))
@@ -833,7 +830,7 @@ def fit_run(points: list[MeasuredPoint], *, factors: tuple[str, ...] | None = No
         data, preds = _residuals(replays, eff_of(xv), heartbeat.replayed)
         return (np.concatenate([data, prior * (xv - x0)]) if prior else data), preds
 
-    label = "/".join(points[0].key)
+    label = points[0].key.label
     mixed = mixed_machines(points)
     if say is not None:
         for line in mixed:  # said before minutes of fitting, and kept with the fit (`RunCalibration.mixed_machines`)
@@ -952,13 +949,13 @@ def _levenberg_marquardt(residuals: Callable[[np.ndarray], tuple[np.ndarray, lis
 
 
 def measured_groups(paths: Iterable[Path | str],
-                    config_for: Any) -> tuple[dict[tuple[str, str, str, str], list[MeasuredPoint]], list[str]]:
+                    config_for: Any) -> tuple[dict[CalibrationKey, list[MeasuredPoint]], list[str]]:
     """The measured points under `paths` grouped by calibration key; points the simulator cannot model are skipped
     with a reason (a model without figures, a speculative run without its realised acceptance length), and so are
     points the simulator produced (:class:`NotMeasured`); when those are all there is, a ConfigError says so."""
     from llmsweep.errors import LlmsweepError
 
-    groups: dict[tuple[str, str, str, str], list[MeasuredPoint]] = {}
+    groups: dict[CalibrationKey, list[MeasuredPoint]] = {}
     skipped: list[str] = []
     paths = list(paths)
     folders = job_dirs(paths)
@@ -1002,14 +999,14 @@ def calibrate_runs(paths: Iterable[Path | str], config_for: Any, *, factors: tup
             say(f"left out {line}")
     results = []
     for key, pts in groups.items():
-        stored = find_calibration(*key) if from_stored else None
+        stored = find_calibration(key) if from_stored else None
         start = None if stored is None else pts[0].config.model_copy(
             update={"efficiency": dict(stored[1].efficiency), "calibrated": False}).efficiency_factors()
         try:
             results.append(fit_run(pts, factors=factors, max_iter=max_iter, start=start,
                                    fit_requests_per_lane=fit_requests_per_lane, say=say, heartbeat_s=heartbeat_s))
         except ResultError as exc:
-            skipped.append(f"{'/'.join(key)}: {exc.one_line()}")
+            skipped.append(f"{key.label}: {exc.one_line()}")
             if say is not None:
                 say(f"left out {skipped[-1]}")
     return results, skipped
@@ -1019,7 +1016,7 @@ def calibrate_runs(paths: Iterable[Path | str], config_for: Any, *, factors: tup
 class HoldOut:
     """Out-of-sample check: factors fitted without some points, then asked to predict those points."""
 
-    key: tuple[str, str, str, str]
+    key: CalibrationKey
     patterns: tuple[str, ...]
     fit: RunCalibration
     """The fit on the in-sample points only (its own before/after errors are in-sample)."""
@@ -1031,8 +1028,7 @@ class HoldOut:
     """Held-out points not predicted, each with its reason (agentic points whose traces cannot be verified)."""
 
     def to_json(self) -> dict[str, Any]:
-        return {"key": {"engine": self.key[0], "hardware": self.key[1], "model_class": self.key[2],
-                        "precision": self.key[3]},
+        return {"key": self.key.as_json(),
                 "patterns": list(self.patterns), "in_sample": self.fit.to_json(),
                 "held_out": [asdict(p) for p in self.points], "left_out": self.left_out,
                 "error_before": self.error_before, "error_after": self.error_after}
@@ -1076,8 +1072,8 @@ def hold_out(points: list[MeasuredPoint], patterns: Iterable[str], *, factors: t
                    error_after=fit_error((c.measured, c.after, c.weights) for c in comparisons))
 
 
-def hold_out_splits(groups: dict[tuple[str, str, str, str], list[MeasuredPoint]],
-                    patterns: Iterable[str]) -> tuple[list[tuple[str, str, str, str]], list[str]]:
+def hold_out_splits(groups: dict[CalibrationKey, list[MeasuredPoint]],
+                    patterns: Iterable[str]) -> tuple[list[CalibrationKey], list[str]]:
     """The keys with points on both sides of `patterns`, and why each other key has no hold-out check; a
     ConfigError when no key has one (a pattern matching no label, or every label), listing the labels there are."""
     from fnmatch import fnmatchcase
@@ -1089,7 +1085,7 @@ def hold_out_splits(groups: dict[tuple[str, str, str, str], list[MeasuredPoint]]
         if 0 < held < len(pts):
             split.append(key)
         else:
-            notes.append(f"{'/'.join(key)}: --hold-out {' '.join(repr(p) for p in pats)} matches {held} of its "
+            notes.append(f"{key.label}: --hold-out {' '.join(repr(p) for p in pats)} matches {held} of its "
                          f"{len(pts)} point(s) ({', '.join(p.label for p in pts)}); a hold-out needs points on both "
                          "sides")
     if groups and not split:
@@ -1116,7 +1112,7 @@ def hold_out_runs(paths: Iterable[Path | str], config_for: Any, patterns: Iterab
             out.append(hold_out(groups[key], pats, factors=factors, max_iter=max_iter, say=say,
                                 fit_requests_per_lane=fit_requests_per_lane))
         except ResultError as exc:
-            notes.append(f"{'/'.join(key)}: the hold-out failed: {exc.one_line()}")
+            notes.append(f"{key.label}: the hold-out failed: {exc.one_line()}")
             if say is not None:
                 say(f"no hold-out check for {notes[-1]}")
     return out, notes

@@ -21,7 +21,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -39,6 +39,30 @@ log = logging.getLogger(__name__)
 # Upper bounds (exclusive) of total parameters, billions, per size bucket.
 SIZE_BUCKETS: tuple[tuple[str, float], ...] = (("tiny", 4.0), ("small", 20.0), ("medium", 100.0),
                                                ("large", float("inf")))
+
+
+class CalibrationKey(NamedTuple):
+    """What a calibration is stored and looked up under: the one shape of it, built normalised by
+    :func:`calibration_key` (for a simulated engine: `EngineConfig.calibration_key`)."""
+
+    engine: str
+    hardware: str
+    """The GPU family (:func:`hardware_family`)."""
+    model_class: str
+    precision: str
+
+    @property
+    def label(self) -> str:
+        """`vllm/h200/dense-tiny/bf16`, as the fit's messages and tables name the key."""
+        return "/".join(self)
+
+    def as_json(self) -> dict[str, str]:
+        return dict(self._asdict())
+
+
+def calibration_key(engine: str, hardware: str, klass: str, precision: str) -> CalibrationKey:
+    """The key of (engine style, GPU, model class, precision): the SKU as its family, the precision lower-case."""
+    return CalibrationKey(engine, hardware_family(hardware), klass, precision.strip().lower())
 
 
 class CalibrationProvenance(BaseModel):
@@ -87,8 +111,8 @@ class CalibrationEntry(BaseModel):
         return value.strip().lower()
 
     @property
-    def key(self) -> tuple[str, str, str, str]:
-        return (self.engine, hardware_family(self.hardware), self.model_class, self.precision)
+    def key(self) -> CalibrationKey:
+        return calibration_key(self.engine, self.hardware, self.model_class, self.precision)
 
     def label(self, entry_id: str) -> str:
         """One line for tables and provenance: which calibration, from what evidence."""
@@ -161,10 +185,9 @@ def _cached_loader() -> Any:
 _load = _cached_loader()
 
 
-def find_calibration(engine: str, hardware: str, klass: str, precision: str,
+def find_calibration(key: CalibrationKey,
                      dirs: tuple[Path, ...] | None = None) -> tuple[str, CalibrationEntry] | None:
     """The stored calibration for exactly this key (the last file defining one wins); None = uncalibrated."""
-    key = (engine, hardware_family(hardware), klass, precision.strip().lower())
     found = None
     for entry_id, entry in load_calibrations(dirs).items():
         if entry.key == key:
@@ -172,8 +195,9 @@ def find_calibration(engine: str, hardware: str, klass: str, precision: str,
     return found
 
 
-def entry_id(engine: str, hardware: str, klass: str, precision: str) -> str:
-    return f"{engine}-{hardware_family(hardware)}-{klass}-{precision.strip().lower()}"
+def entry_id(key: CalibrationKey) -> str:
+    """The id `--save` gives a new entry of `key`."""
+    return "-".join(key)
 
 
 def save_calibration(path: Path, entry_id_: str, entry: CalibrationEntry) -> Path:
@@ -243,7 +267,7 @@ def shadowed(entry_id_: str, entry: CalibrationEntry, dirs: tuple[Path, ...] | N
             found = (key, origin)
     if found is None or found[0] == entry_id_:
         return None
-    return (f"predictions of {'/'.join(entry.key)} still use calibration '{found[0]}' ({found[1]}): a later catalog "
+    return (f"predictions of {entry.key.label} still use calibration '{found[0]}' ({found[1]}): a later catalog "
             f"file defines that key, and the last definition wins")
 
 
@@ -254,7 +278,9 @@ def now_utc() -> str:
 __all__ = [
     "UNCALIBRATED",
     "CalibrationEntry",
+    "CalibrationKey",
     "CalibrationProvenance",
+    "calibration_key",
     "entry_id",
     "find_calibration",
     "hardware_family",

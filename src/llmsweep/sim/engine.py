@@ -6,7 +6,7 @@ into an :class:`~llmsweep.sim.core.EngineCore` with a sized KV pool and a step t
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -27,6 +27,9 @@ from llmsweep.sim.perf import (
     host_capacity_tokens,
     kv_capacity_tokens,
 )
+
+if TYPE_CHECKING:
+    from llmsweep.sim.calibration import CalibrationEntry, CalibrationKey
 
 
 class EngineConfig(BaseModel):
@@ -98,14 +101,19 @@ class EngineConfig(BaseModel):
 
         return model_class(self.model, self.perf_inputs(), self.spec.method if self.spec is not None else None)
 
-    def calibration(self) -> tuple[str, Any] | None:
-        """(id, CalibrationEntry) stored for this (engine, hardware, model class, precision); None when
-        uncalibrated."""
+    def calibration_key(self) -> CalibrationKey:
+        """What a calibration of this engine is stored and looked up under: the one place a config's key is built."""
+        from llmsweep.sim.calibration import calibration_key
+
+        return calibration_key(self.engine_style, self.hardware, self.model_class(), self.precision)
+
+    def calibration(self) -> tuple[str, CalibrationEntry] | None:
+        """(id, CalibrationEntry) stored for this engine's :meth:`calibration_key`; None when uncalibrated."""
         if not self.calibrated or self.timing == "constant":
             return None
         from llmsweep.sim.calibration import find_calibration
 
-        return find_calibration(self.engine_style, self.hardware, self.model_class(), self.precision)
+        return find_calibration(self.calibration_key())
 
     def calibration_label(self) -> str:
         """'calibrated: <id> (<engine version>, <GPU>, <date>)' or 'uncalibrated', for tables and provenance."""

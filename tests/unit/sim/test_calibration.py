@@ -29,6 +29,7 @@ from llmsweep.sim.calibration import (
     UNCALIBRATED,
     CalibrationEntry,
     CalibrationProvenance,
+    calibration_key,
     find_calibration,
     save_calibration,
 )
@@ -133,7 +134,8 @@ def test_stored_calibration_applies_only_to_its_key(user_catalog: Path) -> None:
         assert other.calibration_label() == UNCALIBRATED, other
         assert other.efficiency_factors().compute == pytest.approx(0.55)
     assert EngineConfig(model="qwen3-30b-a3b").model_class() == "moe-medium"
-    assert find_calibration("vllm", "h200-sxm", "dense-tiny", "bf16") is not None  # SKU variants share the family
+    # SKU variants share the family
+    assert find_calibration(calibration_key("vllm", "h200-sxm", "dense-tiny", "bf16")) is not None
     # each GPU its own fit: the H100 key (measured on the lent H100) is not the H200's
     h100 = EngineConfig(model="llama-1b", hardware="h100", engine_style="vllm").calibration()
     assert h100 is not None and h100[0] == "vllm-h100-dense-tiny" != found[0]
@@ -197,7 +199,7 @@ def test_calibrate_save_writes_a_user_file_that_predictions_use(user_catalog: Pa
     assert out.exit_code == 0, out.output
     saved = json.loads(out.stdout)
     assert saved["saved"] == [str(user_catalog / "sim_calibration.yaml")]
-    stored = find_calibration("vllm", "h200", "dense-tiny", "bf16")
+    stored = find_calibration(calibration_key("vllm", "h200", "dense-tiny", "bf16"))
     assert stored is not None and stored[0] == "vllm-h200-dense-tiny-bf16"
     assert stored[1].provenance.run_id == json.loads((run / "run.json").read_text())["run_id"]  # the run fitted
     assert stored[1].provenance.jobs == 2 and stored[1].provenance.gpu == "NVIDIA H200"
