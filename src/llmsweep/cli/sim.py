@@ -107,8 +107,8 @@ def sim() -> None:
                    "job stands in for (SGLang's --disable-radix-cache, vLLM's or ATOM's --no-enable-prefix-caching).")
 @click.option("--no-calibration", is_flag=True,
               help="Serve the roofline's default efficiency, not the stored calibration of (engine style, hardware, "
-                   "model class, precision): the label says `uncalibrated` (what `run --simulate` renders for a job "
-                   "of an engine no calibration was fitted on).")
+                   "model class, precision, TP, KV dtype): the label says `uncalibrated` (what `run --simulate` "
+                   "renders for a job of an engine no calibration was fitted on).")
 @field_option("--context-length", source=(EngineConfig, "context_length"), type=int,
               help="Most tokens of one request, prompt + output; longer ones get a 400, as an engine refuses them "
                    "[default: none, only the KV pool bounds a request].")
@@ -290,10 +290,10 @@ def calibrate(paths: tuple[str, ...], model: str | None, hardware: str | None, t
 
     PATHS are run directories (`llmsweep run --out`) or job folders: every measured point (job.json +
     summary.json) is replayed on the simulator and the factors move until its output throughput, median TPOT and
-    median TTFT match, per (engine, hardware, model class, precision); the table shows each point before and
-    after. Points the simulator produced (summary source `simulated` or `predicted`) are left out with the reason;
-    a run of nothing else is refused. A single records.jsonl with --model and --hardware fits the per-request
-    decode-step model instead.
+    median TTFT match, per (engine, hardware, model class, precision, TP, KV dtype); the table shows each point
+    before and after. Points the simulator produced (summary source `simulated` or `predicted`) are left out with
+    the reason; a run of nothing else is refused. A single records.jsonl with --model and --hardware fits the
+    per-request decode-step model instead.
     """
     import json
 
@@ -395,11 +395,12 @@ def _save(result: RunCalibration, target: Path, say: Callable[[str], None]) -> P
         shadowed,
     )
 
-    engine, hardware, klass, precision = result.key
+    engine, hardware, klass, precision, tp, kv_dtype = result.key
     prov = result.provenance
     version = " ".join(str(v) for v in (prov.get("engine"), prov.get("engine_version")) if v) or None
     entry = CalibrationEntry(
-        engine=engine, hardware=hardware, model_class=klass, precision=precision,  # type: ignore[arg-type]
+        engine=engine, hardware=hardware, model_class=klass, precision=precision, tp=tp,  # type: ignore[arg-type]
+        kv_dtype=kv_dtype,
         efficiency={k: float(f"{v:.4g}") for k, v in result.overrides().items()},
         error_before=round(result.error_before, 4), error_after=round(result.error_after, 4),
         provenance=CalibrationProvenance(

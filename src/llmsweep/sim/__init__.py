@@ -6,7 +6,8 @@
 - `server` — the live OpenAI-compatible aiohttp front (`llmsweep sim serve`)
 - `predict` — virtual-time interpretation of workload lane programs (no HTTP, no asyncio)
 - `calibrate` — fit the roofline's efficiency factors to measured runs (run-level replay fit, per-record fit)
-- `calibration` — stored calibrations keyed by (engine, hardware, model class, precision), applied by `EngineConfig`
+- `calibration` — stored calibrations keyed by (engine, hardware, model class, precision, TP, KV dtype), applied by
+  `EngineConfig`
 
 Submodules are imported on use so `llmsweep --help` stays fast.
 """

@@ -1,11 +1,13 @@
-"""Stored calibrations: fitted efficiency factors keyed by (engine, hardware, model class, precision), kept as data.
+"""Stored calibrations: fitted efficiency factors keyed by (engine, hardware, model class, precision, TP, KV-cache
+dtype), kept as data.
 
-A calibration fitted on one fleet is only evidence for engines, GPUs, models and precisions like the ones measured,
-so the simulator applies one only when all four match and otherwise says "uncalibrated" (in `llmsweep predict`'s
-table, a predicted summary's provenance and `sim serve`'s start-up log). The packaged file is
-`llmsweep/catalog/data/sim_calibration.yaml`; a file of the same name in a user catalog directory
-(`$LLMSWEEP_CATALOG_DIR`, `llmsweep sim calibrate --save`) adds entries or replaces one with the same id, exactly as
-the other catalogs layer.
+A calibration fitted on one fleet is only evidence for engines, GPUs, models, precisions and launches like the ones
+measured, so the simulator applies one only where all six match and otherwise says "uncalibrated" (in `llmsweep
+predict`'s table, a predicted summary's provenance and `sim serve`'s start-up log) — naming, in parentheses, a
+calibration of the same engine, GPU, model class and precision that was fitted at another TP or KV dtype, so the
+reader knows one exists and why it was not used. The packaged file is `llmsweep/catalog/data/sim_calibration.yaml`;
+a file of the same name in a user catalog directory (`$LLMSWEEP_CATALOG_DIR`, `llmsweep sim calibrate --save`) adds
+entries or replaces one with the same id, exactly as the other catalogs layer.
 
 The model class is coarse on purpose: the architecture (dense, MoE, hybrid linear attention, with or without experts)
 decides which kernels run, and a size bucket of total parameters decides whether per-step overheads or bandwidth
@@ -13,7 +15,12 @@ dominate. Two models of one class share launch and scheduling costs far more tha
 different sizes. A speculative method in the served config is part of the class (`+mtp`): its draft passes are
 fitted with the rest, so those factors describe runs with that draft only. The precision (the weights' compute
 precision, the simulator's `--precision`) is a key of its own: an FP8 or FP4 GEMM reaches another fraction of its own
-peak than a BF16 one, so factors fitted at BF16 are no evidence for an FP8 job of the same class.
+peak than a BF16 one, so factors fitted at BF16 are no evidence for an FP8 job of the same class. So are the
+tensor-parallel degree (each GPU's GEMMs are 1/TP as wide, and the step's all-reduces, which a fit at TP 1 never saw,
+fold into the factors fitted at TP 8) and the KV-cache dtype (an FP8 KV cache runs other attention kernels, and the
+factors of its decode steps were fitted against half the bytes): factors fitted at TP 8 with an FP8 KV cache are no
+evidence for a TP 4 job with a BF16 one. An entry saved before TP and KV dtype were keyed (2026-12-06) still loads,
+but matches no job: the label says so and a warning names its file and how to key it.
 """
 
 from __future__ import annotations
@@ -50,19 +57,40 @@ class CalibrationKey(NamedTuple):
     """The GPU family (:func:`hardware_family`)."""
     model_class: str
     precision: str
+    tp: int
+    """Tensor-parallel degree of the engine (its GPUs)."""
+    kv_dtype: str
+    """KV-cache format (:func:`kv_dtype_name`: `bf16` for `auto`, `fp8` for fp8_e4m3)."""
 
     @property
     def label(self) -> str:
-        """`vllm/h200/dense-tiny/bf16`, as the fit's messages and tables name the key."""
-        return "/".join(self)
+        """`vllm/h200/dense-tiny/bf16/tp1/kv-bf16`, as the fit's messages and tables name the key."""
+        return "/".join([*self[:4], f"tp{self.tp}", f"kv-{self.kv_dtype}"])
 
-    def as_json(self) -> dict[str, str]:
+    @property
+    def launch(self) -> str:
+        """What of the key a launch sets: `TP 1, bf16 KV`."""
+        return f"TP {self.tp}, {self.kv_dtype} KV"
+
+    def as_json(self) -> dict[str, str | int]:
         return dict(self._asdict())
 
 
-def calibration_key(engine: str, hardware: str, klass: str, precision: str) -> CalibrationKey:
-    """The key of (engine style, GPU, model class, precision): the SKU as its family, the precision lower-case."""
-    return CalibrationKey(engine, hardware_family(hardware), klass, precision.strip().lower())
+def kv_dtype_name(spelling: str) -> str:
+    """A KV-cache dtype as a calibration key holds it: its format's name (`catalog.precision.kv_cache_format`), so
+    `auto`, `bfloat16` and `bf16` are one key, and `fp8_e4m3` is `fp8`'s. Raises ConfigError for a spelling of no
+    known format."""
+    from llmsweep.catalog.precision import kv_cache_format
+
+    return kv_cache_format(spelling).name
+
+
+def calibration_key(engine: str, hardware: str, klass: str, precision: str, tp: int,
+                    kv_dtype: str) -> CalibrationKey:
+    """The key of (engine style, GPU, model class, precision, TP, KV dtype): the SKU as its family, the precision
+    lower-case, the KV dtype as its format's name."""
+    return CalibrationKey(engine, hardware_family(hardware), klass, precision.strip().lower(), tp,
+                          kv_dtype_name(kv_dtype))
 
 
 class CalibrationProvenance(BaseModel):
@@ -91,6 +119,12 @@ class CalibrationEntry(BaseModel):
                                          "(llmsweep.sim.calibration.model_class).")
     precision: str = Field(description="Compute precision of the runs the factors were fitted on (bf16, fp8, fp4: "
                                        "the simulator's --precision); applied to jobs of that precision only.")
+    tp: int | None = Field(None, ge=1, description="Tensor-parallel degree of the runs the factors were fitted on; "
+                                                   "applied to jobs of that TP only. None: not recorded (an entry "
+                                                   "saved before TP was keyed), which matches no job.")
+    kv_dtype: str | None = Field(None, description="KV-cache dtype of the runs the factors were fitted on (bf16, "
+                                                   "fp8, ...; `auto` is the model's bf16); applied to jobs of that "
+                                                   "KV dtype only. None: not recorded, which matches no job.")
     efficiency: dict[str, float] = Field(description="Fitted Efficiency fields; the rest keep their defaults.")
     error_before: float | None = Field(None, ge=0, description="Mean |log(pred/meas)| with the defaults.")
     error_after: float | None = Field(None, ge=0, description="Mean |log(pred/meas)| with these factors.")
@@ -110,9 +144,32 @@ class CalibrationEntry(BaseModel):
     def _lower(cls, value: str) -> str:
         return value.strip().lower()
 
+    @field_validator("kv_dtype")
+    @classmethod
+    def _kv_format(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        try:
+            return kv_dtype_name(value)
+        except ConfigError as exc:
+            raise ValueError(f"{exc.message} ({exc.fix})") from None
+
     @property
-    def key(self) -> CalibrationKey:
-        return calibration_key(self.engine, self.hardware, self.model_class, self.precision)
+    def key(self) -> CalibrationKey | None:
+        """What the entry is looked up under; None for an entry that does not record its TP or KV dtype (saved
+        before they were keyed): it matches no job (:meth:`unkeyed`)."""
+        if self.tp is None or self.kv_dtype is None:
+            return None
+        return calibration_key(self.engine, self.hardware, self.model_class, self.precision, self.tp, self.kv_dtype)
+
+    def unkeyed(self) -> list[str]:
+        """The key fields the entry does not record (`tp`, `kv_dtype`): empty for an entry that can match."""
+        return [name for name in ("tp", "kv_dtype") if getattr(self, name) is None]
+
+    def shares_class(self, key: CalibrationKey) -> bool:
+        """Whether the entry is of `key`'s engine, GPU family, model class and precision (its TP or KV dtype may
+        differ, or be unrecorded)."""
+        return (self.engine, hardware_family(self.hardware), self.model_class, self.precision) == key[:4]
 
     def label(self, entry_id: str) -> str:
         """One line for tables and provenance: which calibration, from what evidence."""
@@ -165,15 +222,22 @@ def user_file(directory: Path | None = None) -> Path:
 
 def load_calibrations(dirs: tuple[Path, ...] | None = None) -> dict[str, CalibrationEntry]:
     """Every stored calibration, packaged first and user files after (a user entry replaces one of the same id)."""
+    return {entry_id_: entry for entry_id_, entry, _ in _loaded(dirs)}
+
+
+def _loaded(dirs: tuple[Path, ...] | None) -> tuple[tuple[str, CalibrationEntry, str], ...]:
+    """(id, entry, where it is defined) of every stored calibration, in load order."""
     from llmsweep.catalog.sources import catalog_dirs
 
-    return dict(_load(dirs if dirs is not None else catalog_dirs()))
+    loaded: tuple[tuple[str, CalibrationEntry, str], ...] = _load(dirs if dirs is not None else catalog_dirs())
+    return loaded
 
 
-def _load_uncached(dirs: tuple[Path, ...]) -> tuple[tuple[str, CalibrationEntry], ...]:
+def _load_uncached(dirs: tuple[Path, ...]) -> tuple[tuple[str, CalibrationEntry, str], ...]:
     from llmsweep.catalog.sources import build_models
 
-    return tuple((k, v) for k, (v, _) in build_models(FILE_NAME, SECTION, CalibrationEntry, dirs).items())
+    return tuple((k, v, str(origin)) for k, (v, origin) in build_models(FILE_NAME, SECTION, CalibrationEntry,
+                                                                        dirs).items())
 
 
 def _cached_loader() -> Any:
@@ -195,9 +259,48 @@ def find_calibration(key: CalibrationKey,
     return found
 
 
+_WARNED_UNKEYED: set[tuple[str, str]] = set()
+"""(entry id, where) of the unkeyed entries already warned about in this process: said once, not per point."""
+
+
+def not_applied(key: CalibrationKey, dirs: tuple[Path, ...] | None = None) -> str | None:
+    """Why no stored calibration applies to `key` although one of its engine, GPU family, model class and precision
+    is stored: each such entry with the TP and KV dtype it was fitted at, or that it records them not (an entry saved
+    before they were keyed, which is also warned about once, naming its file and how to key it), then the engine's
+    own (`'vllm-h200-dense-tiny' was fitted at TP 1, bf16 KV; this engine is TP 8, fp8 KV`). None when none is
+    stored, or one applies."""
+    if find_calibration(key, dirs) is not None:
+        return None
+    elsewhere, unkeyed = [], []
+    for entry_id_, entry, where in _loaded(dirs):
+        if not entry.shares_class(key):
+            continue
+        if (entry_key := entry.key) is not None:
+            elsewhere.append(f"'{entry_id_}' was fitted at {entry_key.launch}")
+            continue
+        unkeyed.append(f"'{entry_id_}' records no {' or '.join(entry.unkeyed())}")
+        if (entry_id_, where) not in _WARNED_UNKEYED:
+            _WARNED_UNKEYED.add((entry_id_, where))
+            log.warning("sim calibration '%s' (%s) records no %s: it was saved before calibrations were keyed by "
+                        "TP and KV-cache dtype, and is applied to no job; add `tp:` and `kv_dtype:` as its runs "
+                        "were launched (`llmsweep sim calibrate RUN --save` writes both), or remove it",
+                        entry_id_, where, " or ".join(entry.unkeyed()))
+    if not elsewhere and not unkeyed:
+        return None
+    return "; ".join([*elsewhere, *unkeyed, f"this engine is {key.launch}"])
+
+
+def uncalibrated_label(key: CalibrationKey, dirs: tuple[Path, ...] | None = None) -> str:
+    """`uncalibrated`, and in parentheses a calibration of the key's engine, GPU, model class and precision that
+    was not applied (:func:`not_applied`), so a prediction never reads as if none existed or as if one had been
+    used."""
+    why = not_applied(key, dirs)
+    return UNCALIBRATED if why is None else f"{UNCALIBRATED} ({why})"
+
+
 def entry_id(key: CalibrationKey) -> str:
-    """The id `--save` gives a new entry of `key`."""
-    return "-".join(key)
+    """The id `--save` gives a new entry of `key`: `vllm-h200-dense-tiny-bf16-tp1-kv-bf16`."""
+    return "-".join([*key[:4], f"tp{key.tp}", f"kv-{key.kv_dtype}"])
 
 
 def save_calibration(path: Path, entry_id_: str, entry: CalibrationEntry) -> Path:
@@ -207,9 +310,8 @@ def save_calibration(path: Path, entry_id_: str, entry: CalibrationEntry) -> Pat
     # another id of the same key in this file would shadow the new entry (or be shadowed by it): the key is what
     # predictions look up, so the new fit replaces it
     for other in [k for k, v in section.items() if k != entry_id_ and _same_key(v, entry)]:
-        log.warning("%s: replacing calibration '%s' (same engine, hardware, model class and precision as '%s')",
-                    path, other,
-                    entry_id_)
+        log.warning("%s: replacing calibration '%s' (same engine, hardware, model class, precision, TP and KV dtype "
+                    "as '%s')", path, other, entry_id_)
         del section[other]
     section[entry_id_] = entry.model_dump(mode="json", exclude_none=True)
     write_calibration_file(path, data)
@@ -240,8 +342,8 @@ def write_calibration_file(path: Path, data: dict[str, Any]) -> None:
     """Write a calibration document (`read_save_target`'s, changed) with its header; forget cached catalogs."""
     path.parent.mkdir(parents=True, exist_ok=True)
     header = ("# Simulator calibrations written by `llmsweep sim calibrate --save` (llmsweep.sim.calibration).\n"
-              "# Keyed by (engine, hardware, model_class, precision); an id here replaces a packaged entry of the "
-              "same id.\n")
+              "# Keyed by (engine, hardware, model_class, precision, tp, kv_dtype); an id here replaces a packaged "
+              "entry of the same id.\n")
     path.write_text(header + yaml.safe_dump(data, sort_keys=False, width=120), encoding="utf-8")
     from llmsweep.catalog.sources import clear_caches
 
@@ -249,25 +351,31 @@ def write_calibration_file(path: Path, data: dict[str, Any]) -> None:
 
 
 def _same_key(raw: Any, entry: CalibrationEntry) -> bool:
-    return (isinstance(raw, dict) and raw.get("engine") == entry.engine
-            and hardware_family(str(raw.get("hardware", ""))) == hardware_family(entry.hardware)
-            and raw.get("model_class") == entry.model_class
-            and str(raw.get("precision", "")).strip().lower() == entry.precision)
+    """Whether a file's entry `raw` (as written) is of `entry`'s key; one that is no valid entry, or records no key,
+    is not."""
+    from pydantic import ValidationError
+
+    if not isinstance(raw, dict) or entry.key is None:
+        return False
+    try:
+        return CalibrationEntry.model_validate(raw).key == entry.key
+    except ValidationError:
+        return False
 
 
 def shadowed(entry_id_: str, entry: CalibrationEntry, dirs: tuple[Path, ...] | None = None) -> str | None:
     """Why predictions of `entry`'s key would not use the entry saved as `entry_id_` (another catalog file defines
     the key later, and the last definition wins), or None when they do."""
-    from llmsweep.catalog.sources import build_models, catalog_dirs
-
+    key = entry.key
+    if key is None:
+        return None
     found = None
-    for key, (candidate, origin) in build_models(FILE_NAME, SECTION, CalibrationEntry,
-                                                 dirs if dirs is not None else catalog_dirs()).items():
-        if candidate.key == entry.key:
-            found = (key, origin)
+    for candidate_id, candidate, where in _loaded(dirs):
+        if candidate.key == key:
+            found = (candidate_id, where)
     if found is None or found[0] == entry_id_:
         return None
-    return (f"predictions of {entry.key.label} still use calibration '{found[0]}' ({found[1]}): a later catalog "
+    return (f"predictions of {key.label} still use calibration '{found[0]}' ({found[1]}): a later catalog "
             f"file defines that key, and the last definition wins")
 
 
@@ -284,11 +392,14 @@ __all__ = [
     "entry_id",
     "find_calibration",
     "hardware_family",
+    "kv_dtype_name",
     "load_calibrations",
     "model_class",
+    "not_applied",
     "read_save_target",
     "save_calibration",
     "shadowed",
     "size_bucket",
+    "uncalibrated_label",
     "user_file",
 ]

@@ -76,7 +76,7 @@ class EngineConfig(BaseModel):
         "(its max_num_tokens without chunked prefill); None = any prompt the context holds.")
     efficiency: dict[str, float] = Field(default_factory=dict, description="Overrides of Efficiency fields.")
     calibrated: bool = Field(True, description="Apply the stored calibration of (engine, hardware, model class, "
-                             "precision).")
+                             "precision, TP, KV dtype).")
     perf_overrides: dict[str, Any] = Field(default_factory=dict, description="Overrides of PerfInputs fields.")
 
     @model_validator(mode="after")
@@ -105,7 +105,8 @@ class EngineConfig(BaseModel):
         """What a calibration of this engine is stored and looked up under: the one place a config's key is built."""
         from llmsweep.sim.calibration import calibration_key
 
-        return calibration_key(self.engine_style, self.hardware, self.model_class(), self.precision)
+        return calibration_key(self.engine_style, self.hardware, self.model_class(), self.precision, self.tp,
+                               self.kv_dtype)
 
     def calibration(self) -> tuple[str, CalibrationEntry] | None:
         """(id, CalibrationEntry) stored for this engine's :meth:`calibration_key`; None when uncalibrated."""
@@ -116,13 +117,17 @@ class EngineConfig(BaseModel):
         return find_calibration(self.calibration_key())
 
     def calibration_label(self) -> str:
-        """'calibrated: <id> (<engine version>, <GPU>, <date>)' or 'uncalibrated', for tables and provenance."""
-        from llmsweep.sim.calibration import UNCALIBRATED
+        """'calibrated: <id> (<engine version>, <GPU>, <date>)' or 'uncalibrated', for tables and provenance; an
+        uncalibrated engine of a stored calibration's engine, GPU, model class and precision names it, and the TP
+        and KV dtype it was fitted at (`sim.calibration.uncalibrated_label`)."""
+        from llmsweep.sim.calibration import UNCALIBRATED, uncalibrated_label
 
         if self.timing == "constant":
             return "constant timing (no roofline)"
+        if not self.calibrated:
+            return UNCALIBRATED
         found = self.calibration()
-        return found[1].label(found[0]) if found is not None else UNCALIBRATED
+        return found[1].label(found[0]) if found is not None else uncalibrated_label(self.calibration_key())
 
     def timer(self, inputs: PerfInputs | None = None) -> StepTimer:
         if self.timing == "constant":

@@ -145,6 +145,8 @@ OLDER = """calibrations:
     hardware: h200-sxm
     model_class: dense-tiny
     precision: bf16
+    tp: 1
+    kv_dtype: bf16
     efficiency: {mem: 0.5}
     provenance: {run_id: old-run, date: '2026-10-01', engine_version: vllm 0.20.0}
 """
@@ -162,7 +164,8 @@ def test_save_replaces_an_older_entry_of_the_same_key_so_predictions_use_the_new
     assert res.exit_code == 0, res.output
     fitted = json.loads(res.stdout)["calibrations"][0]["efficiency"]["mem"]
     clear_caches()
-    assert config.calibration_label().startswith("calibrated: vllm-h200-dense-tiny-bf16 (vllm 0.26.0, NVIDIA H200")
+    assert config.calibration_label().startswith(
+        "calibrated: vllm-h200-dense-tiny-bf16-tp1-kv-bf16 (vllm 0.26.0, NVIDIA H200")
     assert config.efficiency_factors().mem == pytest.approx(fitted, rel=1e-3)
     assert "my-h200" not in (user_catalog / "sim_calibration.yaml").read_text()
     # the same key in a later catalog directory still wins: said, with the file that defines it
@@ -215,9 +218,10 @@ def test_a_hold_out_that_fails_is_said_and_the_main_fit_stands(tmp_path: Path) -
     doc = json.loads(res.stdout)
     assert len(doc["calibrations"][0]["points"]) == 2 and doc["hold_out"] == []
     (why,) = doc["hold_out_unchecked"]
-    assert why.startswith("vllm/h200/dense-tiny/bf16: the hold-out failed: ")
+    assert why.startswith("vllm/h200/dense-tiny/bf16/tp1/kv-bf16: the hold-out failed: ")
     assert "3 measured metrics cannot constrain 3 factors" in why
-    assert any("no hold-out check for vllm/h200/dense-tiny/bf16" in line for line in res.stderr.splitlines())
+    said = res.stderr.splitlines()
+    assert any("no hold-out check for vllm/h200/dense-tiny/bf16/tp1/kv-bf16" in line for line in said)
 
 
 def test_a_calibration_fitted_on_two_runs_is_labelled_with_both(tmp_path: Path, user_catalog: Path) -> None:
@@ -237,7 +241,8 @@ def test_a_calibration_fitted_on_two_runs_is_labelled_with_both(tmp_path: Path, 
     assert prov["run_id"] == f"{first_id} + run-later" and prov["jobs"] == 4
     assert prov["engine_version"] == "0.26.0 + 0.27.0" and prov["date"] == "2026-12-01 + 2026-12-03"
     label = EngineConfig(model="llama-1b", hardware="h200", engine_style="vllm").calibration_label()
-    assert label == "calibrated: vllm-h200-dense-tiny-bf16 (vllm 0.26.0 + 0.27.0, NVIDIA H200, 2026-12-01 + 2026-12-03)"
+    assert label == ("calibrated: vllm-h200-dense-tiny-bf16-tp1-kv-bf16 (vllm 0.26.0 + 0.27.0, NVIDIA H200, "
+                     "2026-12-01 + 2026-12-03)")
 
 
 def test_an_option_the_mode_does_not_read_is_refused_not_dropped(tmp_path: Path) -> None:

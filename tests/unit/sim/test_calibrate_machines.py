@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parents[3]
 REHEARSAL = REPO / "tests" / "data" / "calib-rehearsal-qwen3next"  # measured over HTTP (source: measured)
 XEON = "Intel(R) Xeon(R) Platinum 8480+"
 EPYC = "AMD EPYC 9654 96-Core Processor"
-KEY = "vllm/h200/hybrid-moe-tiny+mtp/bf16"
+KEY = "vllm/h200/hybrid-moe-tiny+mtp/bf16/tp1/kv-bf16"
 
 pytestmark = pytest.mark.usefixtures("user_catalog")
 
@@ -75,8 +75,9 @@ def test_different_gpu_power_limits_are_flagged_and_older_evidence_is_not(tmp_pa
 
     def lines(*runs: Path) -> list[str]:
         groups, skipped = measured_groups(list(runs), _config_for_job)
-        assert not skipped and list(groups) == [tuple(KEY.split("/"))]
-        return mixed_machines(groups[tuple(KEY.split("/"))])  # type: ignore[index]
+        (key,) = groups
+        assert not skipped and key.label == KEY
+        return mixed_machines(groups[key])
 
     (line,) = lines(capped, full)
     assert line.startswith("the GPU power limit differs between its points: 500 W in run-capped")

@@ -76,7 +76,7 @@ def test_simulated_points_are_left_out_and_the_fit_says_where_it_is(tmp_path: Pa
     first_fit = next(i for i, line in enumerate(lines) if "calibrating " in line)
     assert len(left) == 2 and max(left) < first_fit
     # between the iteration lines: which pass, which point of how many, seconds into the iteration
-    key = "vllm/h200/hybrid-moe-tiny+mtp/bf16"
+    key = "vllm/h200/hybrid-moe-tiny+mtp/bf16/tp1/kv-bf16"
     assert any(f"{key}: replay at the defaults: point 3/3 replayed (fixed 1024/128 c4)" in line for line in lines)
     beat = re.compile(rf"{re.escape(key)} \(from the defaults\): iteration 1/1, sensitivity to step_s \(1/1\): "
                       r"point [123]/3 replayed \(fixed \d+/\d+ c\d+\), \d+ s in$")
@@ -103,7 +103,7 @@ def test_a_key_whose_fit_fails_is_said_when_it_fails(tmp_path: Path) -> None:
     assert "vllm/h200/" in res.stdout and "h100" not in res.stdout  # the table: the key that fitted
     said = [line for line in res.stderr.splitlines() if "vllm/h100/" in line]
     assert len(said) == 1, res.stderr
-    assert STAMPED.match(said[0]) and "left out vllm/h100/hybrid-moe-tiny+mtp/bf16: " in said[0]
+    assert STAMPED.match(said[0]) and "left out vllm/h100/hybrid-moe-tiny+mtp/bf16/tp1/kv-bf16: " in said[0]
     assert "3 measured metrics cannot constrain 4 factors" in said[0] and "(fix: measure more" in said[0]
 
 

@@ -30,6 +30,7 @@ from llmsweep.sim.calibration import (
     CalibrationEntry,
     CalibrationProvenance,
     calibration_key,
+    entry_id,
     find_calibration,
     save_calibration,
 )
@@ -77,7 +78,7 @@ def test_run_fit_recovers_the_factors_that_produced_the_measurements(user_catalo
     for conc in (1, 4, 16, 64):
         batch = Batch(decode_seqs=conc, decode_tokens=conc, decode_ctx=conc * 1100)
         assert fitted.step_time(batch) == pytest.approx(true.step_time(batch), rel=0.03), conc
-    assert result.key == ("vllm", "h200", "dense-small", "bf16")
+    assert result.key == ("vllm", "h200", "dense-small", "bf16", 1, "bf16")
 
 
 def test_the_front_ends_latency_per_request_in_flight_is_fitted_from_points_at_several_concurrencies(
@@ -135,7 +136,7 @@ def test_stored_calibration_applies_only_to_its_key(user_catalog: Path) -> None:
         assert other.efficiency_factors().compute == pytest.approx(0.55)
     assert EngineConfig(model="qwen3-30b-a3b").model_class() == "moe-medium"
     # SKU variants share the family
-    assert find_calibration(calibration_key("vllm", "h200-sxm", "dense-tiny", "bf16")) is not None
+    assert find_calibration(calibration_key("vllm", "h200-sxm", "dense-tiny", "bf16", 1, "auto")) is not None
     # each GPU its own fit: the H100 key (measured on the lent H100) is not the H200's
     h100 = EngineConfig(model="llama-1b", hardware="h100", engine_style="vllm").calibration()
     assert h100 is not None and h100[0] == "vllm-h100-dense-tiny" != found[0]
@@ -153,11 +154,13 @@ def test_a_calibration_is_evidence_for_the_precision_it_was_fitted_at_only(user_
     assert fp8.efficiency_factors() == fp8.model_copy(update={"calibrated": False}).efficiency_factors()
     truth = {"mem": 0.6}
     points = [_fixed_point(c, 2, truth) for c in (bf16, fp8)]
-    assert points[0].key == ("vllm", "h200", "dense-tiny", "bf16") != points[1].key  # two keys, fitted apart
+    # two keys, fitted apart
+    assert points[0].key == ("vllm", "h200", "dense-tiny", "bf16", 1, "bf16") != points[1].key
     with pytest.raises(ResultError, match="several calibration keys"):
         fit_run(points, factors=("mem",), max_iter=1)
     # a fit at FP8, saved, is used for FP8 jobs and leaves the packaged BF16 one in place
-    entry = CalibrationEntry(engine="vllm", hardware="h200", model_class="dense-tiny", precision="FP8",
+    entry = CalibrationEntry(engine="vllm", hardware="h200", model_class="dense-tiny", precision="FP8", tp=1,
+                             kv_dtype="bf16",
                              efficiency={"mem": 0.7}, provenance=CalibrationProvenance(run_id="r", date="2026-12-01"))
     save_calibration(user_catalog / "sim_calibration.yaml", "fp8-fit", entry)
     found = fp8.calibration()
@@ -174,10 +177,84 @@ def test_a_calibration_is_evidence_for_the_precision_it_was_fitted_at_only(user_
         bf16.calibration()
 
 
+def test_a_calibration_is_evidence_for_the_tp_and_kv_dtype_it_was_fitted_at_only(user_catalog: Path) -> None:
+    """The key had no TP and no KV-cache dtype: factors fitted at TP 1 with a BF16 KV cache priced a TP 8 job with
+    an FP8 one under the label `calibrated: vllm-h200-dense-tiny`, though that fit saw neither the TP 8 step's
+    all-reduces nor the FP8 attention kernels. Another TP or KV dtype is uncalibrated, and its label names the
+    calibration it did not use and where that was fitted."""
+    measured = EngineConfig(model="llama-1b", hardware="h200", engine_style="vllm")
+    assert measured.calibration_key() == ("vllm", "h200", "dense-tiny", "bf16", 1, "bf16")
+    # `auto` is the model's bf16, fp8_e4m3 is fp8: a key holds the format, not the spelling
+    assert measured.model_copy(update={"kv_dtype": "auto"}).calibration() == measured.calibration() is not None
+    defaults = measured.model_copy(update={"calibrated": False}).efficiency_factors()
+    for tp, kv in ((8, "fp8_e4m3"), (2, "bf16"), (1, "fp8")):
+        other = measured.model_copy(update={"tp": tp, "kv_dtype": kv})
+        assert other.calibration() is None
+        assert other.calibration_label() == (
+            f"{UNCALIBRATED} ('vllm-h200-dense-tiny' was fitted at TP 1, bf16 KV; this engine is TP {tp}, "
+            f"{'fp8' if kv.startswith('fp8') else kv} KV)")
+        assert other.efficiency_factors() == defaults
+    # points at two TPs are two keys, fitted apart; a fit saved at TP 8, fp8 KV prices only such jobs
+    tp8 = measured.model_copy(update={"tp": 8, "kv_dtype": "fp8"})
+    points = [_fixed_point(c, 2, {"mem": 0.6}) for c in (measured, tp8)]
+    with pytest.raises(ResultError, match=r"several calibration keys .*tp1/kv-bf16.*tp8/kv-fp8"):
+        fit_run(points, factors=("mem",), max_iter=1)
+    entry = CalibrationEntry(engine="vllm", hardware="h200", model_class="dense-tiny", precision="bf16", tp=8,
+                             kv_dtype="fp8_e4m3", efficiency={"mem": 0.42},
+                             provenance=CalibrationProvenance(run_id="r", date="2026-12-06"))
+    save_calibration(user_catalog / "sim_calibration.yaml", entry_id(tp8.calibration_key()), entry)
+    found = tp8.calibration()
+    assert found is not None and found[0] == "vllm-h200-dense-tiny-bf16-tp8-kv-fp8" and found[1].kv_dtype == "fp8"
+    assert tp8.efficiency_factors().mem == 0.42
+    assert measured.calibration()[0] == "vllm-h200-dense-tiny"  # type: ignore[index]
+    tp4 = measured.model_copy(update={"tp": 4})
+    assert tp4.calibration() is None and tp4.calibration_label() == (
+        f"{UNCALIBRATED} ('vllm-h200-dense-tiny' was fitted at TP 1, bf16 KV; 'vllm-h200-dense-tiny-bf16-tp8-kv-fp8' "
+        "was fitted at TP 8, fp8 KV; this engine is TP 4, bf16 KV)")
+    # another engine, GPU, model class or precision says nothing of the one stored
+    assert measured.model_copy(update={"precision": "fp8", "tp": 4}).calibration_label() == UNCALIBRATED
+
+
+def test_a_calibration_saved_before_tp_and_kv_dtype_were_keyed_loads_and_says_it_matches_no_job(
+        user_catalog: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A user file written before the key had TP and KV dtype still loads (its factors are kept), but no job takes
+    them: the measured TP and KV dtype are not known, and guessing them would be a label the run did not earn. The
+    label of a job of its engine, GPU, class and precision names it, and a warning (once) names its file and what to
+    add."""
+    (user_catalog / "sim_calibration.yaml").write_text(
+        "calibrations:\n  mine:\n    engine: vllm\n    hardware: h100\n    model_class: dense-small\n"
+        "    precision: bf16\n    efficiency: {mem: 0.5}\n    provenance: {run_id: r, date: '2026-11-01'}\n")
+    from llmsweep.catalog.sources import clear_caches
+
+    clear_caches()
+    from llmsweep.sim.calibration import load_calibrations
+
+    stored = load_calibrations()["mine"]
+    assert stored.key is None and stored.unkeyed() == ["tp", "kv_dtype"] and stored.efficiency == {"mem": 0.5}
+    config = EngineConfig(model="llama-3.1-8b", hardware="h100", engine_style="vllm")
+    with caplog.at_level("WARNING", logger="llmsweep.sim.calibration"):
+        assert config.calibration() is None
+        assert config.calibration_label() == (
+            f"{UNCALIBRATED} ('mine' records no tp or kv_dtype; this engine is TP 1, bf16 KV)")
+        config.model_copy(update={"tp": 2}).calibration_label()
+    (warning,) = [r.getMessage() for r in caplog.records]
+    assert str(user_catalog / "sim_calibration.yaml") in warning and "'mine'" in warning
+    assert "add `tp:` and `kv_dtype:`" in warning
+    assert config.efficiency_factors().mem == pytest.approx(0.75)  # the defaults, not its 0.5
+    # keyed as its runs were launched, it applies again
+    text = (user_catalog / "sim_calibration.yaml").read_text()
+    (user_catalog / "sim_calibration.yaml").write_text(text.replace("    precision: bf16\n",
+                                                                    "    precision: bf16\n    tp: 1\n"
+                                                                    "    kv_dtype: auto\n"))
+    clear_caches()
+    assert config.calibration_label().startswith("calibrated: mine") and config.efficiency_factors().mem == 0.5
+
+
 def test_a_saved_user_calibration_is_picked_up(user_catalog: Path) -> None:
     config = EngineConfig(model="llama-3.1-8b", hardware="h100", engine_style="sglang")
     assert config.calibration_label() == UNCALIBRATED
-    entry = CalibrationEntry(engine="sglang", hardware="h100", model_class="dense-small", precision="bf16",
+    entry = CalibrationEntry(engine="sglang", hardware="h100", model_class="dense-small", precision="bf16", tp=1,
+                             kv_dtype="auto",
                              efficiency={"mem": 0.61, "step_s": 0.002},
                              provenance=CalibrationProvenance(run_id="run-x", date="2026-11-01",
                                                               engine_version="sglang 0.5.9", gpu="NVIDIA H100"))
@@ -199,8 +276,8 @@ def test_calibrate_save_writes_a_user_file_that_predictions_use(user_catalog: Pa
     assert out.exit_code == 0, out.output
     saved = json.loads(out.stdout)
     assert saved["saved"] == [str(user_catalog / "sim_calibration.yaml")]
-    stored = find_calibration(calibration_key("vllm", "h200", "dense-tiny", "bf16"))
-    assert stored is not None and stored[0] == "vllm-h200-dense-tiny-bf16"
+    stored = find_calibration(calibration_key("vllm", "h200", "dense-tiny", "bf16", 1, "bf16"))
+    assert stored is not None and stored[0] == "vllm-h200-dense-tiny-bf16-tp1-kv-bf16"
     assert stored[1].provenance.run_id == json.loads((run / "run.json").read_text())["run_id"]  # the run fitted
     assert stored[1].provenance.jobs == 2 and stored[1].provenance.gpu == "NVIDIA H200"
     fitted = saved["calibrations"][0]["efficiency"]
@@ -229,7 +306,7 @@ def test_calibrating_on_the_h200_vllm_run_lowers_the_error(user_catalog: Path) -
     doc = json.loads(out.stdout)
     (fit,) = doc["calibrations"]
     assert fit["key"] == {"engine": "vllm", "hardware": "h200", "model_class": "dense-tiny",
-                          "precision": "bf16"}
+                          "precision": "bf16", "tp": 1, "kv_dtype": "bf16"}
     assert fit["error_after"] < fit["error_before"]
     # measured on this run: 36.6 % -> 7.2 % with the front end's load term (the packaged fit of 2026-12-06, since a
     # fixed-length warm-up is a phase of its own: 3.6 % before, when warm-up requests shared the window)
@@ -267,7 +344,7 @@ def test_the_three_h100_runs_calibrate_on_every_point_their_agentic_ones_from_th
     assert "corpus digest" not in caplog.text  # every replay verified, none merely rebuilt
     (fit,) = json.loads(out.stdout)["calibrations"]
     assert fit["key"] == {"engine": "vllm", "hardware": "h100", "model_class": "dense-tiny",
-                          "precision": "bf16"}
+                          "precision": "bf16", "tp": 1, "kv_dtype": "bf16"}
     labels = [p["label"] for p in fit["points"]]
     fixed = {f"fixed 1024/256 c{c}" for c in (1, 4, 16, 64, 128)}
     assert sorted(labels) == sorted(3 * [*fixed, *(f"agentic c{c}" for c in (1, 4, 8, 16, 32))])
