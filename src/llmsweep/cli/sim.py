@@ -102,6 +102,9 @@ def sim() -> None:
 @field_option("--capacity", source=(EngineConfig, "capacity"), type=click.Choice(CAPACITY_POLICIES),
               show_default=True)
 @field_option("--kv-capacity-tokens", source=(EngineConfig, "kv_capacity_tokens"), type=int)
+@field_option("--max-total-tokens", source=(EngineConfig, "max_total_tokens"), type=int,
+              help="Most tokens the KV pool holds, per DP-attention rank: SGLang's --max-total-tokens, which a job's "
+                   "launch passes on; the pool is the smaller of it and the pool sized from HBM [default: no cap].")
 @field_option("--prefix-caching/--no-prefix-caching", source=(EngineConfig, "prefix_caching"), show_default=True,
               help="Reuse cached prompt blocks. A job's launch turns it off where the recipe does for the engine the "
                    "job stands in for (SGLang's --disable-radix-cache, vLLM's or ATOM's --no-enable-prefix-caching).")
@@ -218,6 +221,7 @@ def _engine_config(opts: dict[str, object]) -> EngineConfig:
             spec=spec, seed=opts["seed"], timing=opts["timing"],  # type: ignore[arg-type]
             ttft_s=float(opts["ttft_ms"]) / 1e3, itl_s=float(opts["itl_ms"]) / 1e3,  # type: ignore[arg-type]
             kv_capacity_tokens=opts["kv_capacity_tokens"],  # type: ignore[arg-type]
+            max_total_tokens=opts["max_total_tokens"],  # type: ignore[arg-type]
             prefix_caching=opts["prefix_caching"],  # type: ignore[arg-type]
             context_length=opts["context_length"],  # type: ignore[arg-type]
             max_prompt_tokens=opts["max_prompt_tokens"],  # type: ignore[arg-type]

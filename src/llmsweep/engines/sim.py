@@ -60,9 +60,11 @@ TRANSLATED: dict[str, str] = {
     "--max-num-batched-tokens": "--chunked-prefill-size",
     "--max-batch-size": "--max-running-requests",
     "--max-num-tokens": "--chunked-prefill-size",
+    "--max-total-tokens": "--max-total-tokens",
 }
 """Recipe flags (SGLang, vLLM or TensorRT-LLM spelling, as `norm_flag` writes them) → the simulator flag with the
-same meaning. SGLang's `--max-prefill-tokens` (default 16384, the simulator's too) is a step's prefill budget
+same meaning. SGLang's `--max-total-tokens` caps each rank's KV pool at that many tokens (`min(profiled, cap)`),
+as the simulator's does. SGLang's `--max-prefill-tokens` (default 16384, the simulator's too) is a step's prefill budget
 (`PrefillAdder`'s `rem_input_tokens`; the first request of a step may run past it), the simulator's step budget.
 TensorRT-LLM's `--max_num_tokens` bounds a whole step (context and generation tokens); like vLLM's
 `--max-num-batched-tokens` the simulator reads it as its chunk and keeps its own step (docs/simulator.md). Its
@@ -141,7 +143,6 @@ UNMODELLED_SETTINGS: dict[str, Callable[[Any], str | None]] = {
         "it admits while KV blocks are free, reserving none for running requests' outputs"),
     "--page-size": _block_size,
     "--block-size": _block_size,
-    "--max-total-tokens": lambda _: _KV_POOL_SIZED,
     "--num-gpu-blocks-override": lambda _: _KV_POOL_SIZED,
     "--kv-cache-memory-bytes": lambda _: _KV_POOL_SIZED,
     "--cpu-offload-gb": lambda _: "its weights stay in HBM",
@@ -156,9 +157,10 @@ change how the engine schedules or sizes its memory and that the simulator runs 
 does instead at a value that is not its own: its FCFS admission (SGLang's `--schedule-policy` and vLLM's
 `--scheduling-policy`, default `fcfs`), no reservation for running requests' outputs (SGLang's
 `--schedule-conservativeness`, default 1.0: `new_token_ratio`, docs/simulator.md), 64-token blocks (SGLang's
-`--page-size`, vLLM's `--block-size`), a KV pool sized from HBM (SGLang's `--max-total-tokens`, vLLM's
-`--num-gpu-blocks-override` and `--kv-cache-memory-bytes`), weights in HBM (`--cpu-offload-gb`), chunked prefill
-(vLLM's `--no-enable-chunked-prefill`), vLLM's partial-prefill limits and SGLang's bounded waiting queue. A simulated
+`--page-size`, vLLM's `--block-size`), a KV pool sized from HBM (vLLM's `--num-gpu-blocks-override` and
+`--kv-cache-memory-bytes`, which replace it; SGLang's `--max-total-tokens`, a cap on it, is modelled: `TRANSLATED`),
+weights in HBM (`--cpu-offload-gb`), chunked prefill (vLLM's `--no-enable-chunked-prefill`), vLLM's partial-prefill
+limits and SGLang's bounded waiting queue. A simulated
 job whose recipe sets one says so in its result (:func:`unmodelled`) and `validate --simulate` warns
 (`serve.sim-ignored`)."""
 
@@ -310,16 +312,17 @@ gives no `--hicache-size`."""
 
 def launch_engine(args: dict[str, Any]) -> EngineConfig:
     """The engine, as far as its KV pool goes, that the simulator's launch `args` describe so far (model, GPU, TP,
-    EP, DP attention, precision, KV dtype, memory fraction): what the launch sizes its defaults from. Raises
+    EP, DP attention, precision, KV dtype, memory fraction, pool cap): what the launch sizes its defaults from. Raises
     ValueError or LlmsweepError where those cannot make one."""
     from llmsweep.sim.engine import EngineConfig
 
-    fraction = args.get("--mem-fraction-static")
+    fraction, cap = args.get("--mem-fraction-static"), args.get("--max-total-tokens")
     return EngineConfig(model=str(args["--model"]), hardware=str(args["--hardware"]), tp=int(args["--tp"]),
                         ep=int(args["--ep"]), dp_attention=int(args.get("--dp-attention", 1)),
                         precision=str(args["--precision"]), kv_dtype=str(args.get("--kv-dtype") or "bf16"),
                         mem_fraction_static=EngineConfig.model_fields["mem_fraction_static"].default
-                        if fraction is None else float(fraction))
+                        if fraction is None else float(fraction),
+                        max_total_tokens=None if cap is None else int(cap))
 
 
 def sglang_default_cap(job: Job, args: dict[str, Any]) -> EngineDefault | None:

@@ -68,6 +68,9 @@ class EngineConfig(BaseModel):
     ttft_s: float = Field(0.05, gt=0, description="constant timing: duration of a step holding a prefill.")
     itl_s: float = Field(0.01, gt=0, description="constant timing: duration of a decode-only step.")
     kv_capacity_tokens: int | None = Field(None, ge=1, description="Override the KV pool size (tokens).")
+    max_total_tokens: int | None = Field(
+        None, ge=1, description="Most tokens the KV pool holds, per DP-attention rank (SGLang's --max-total-tokens): "
+        "the pool is the smaller of it and the pool sized from HBM; None = no cap.")
     context_length: int | None = Field(
         None, ge=1, description="Most tokens of one request, prompt + output (the engine's --context-length / "
         "--max-model-len); None = only the KV pool bounds a request.")
@@ -136,13 +139,18 @@ class EngineConfig(BaseModel):
                              efficiency=self.efficiency_factors(), dp=self.dp_attention)
 
     def kv_pool_tokens(self, inputs: PerfInputs | None = None) -> int:
-        """Tokens the GPU KV pool holds (the override, else sized from HBM, weights and mem-fraction-static): what
-        SGLang calls `max_total_num_tokens`."""
+        """Tokens the GPU KV pool holds (the override, else sized from HBM, weights and mem-fraction-static, at most
+        `max_total_tokens` a DP-attention rank): what SGLang calls `max_total_num_tokens`, which it takes as
+        `min(profiled, --max-total-tokens)` on each rank (0.5.x `ModelRunnerKVCacheMixin`, later
+        `KVCacheConfigurator._apply_token_constraints`)."""
         if self.kv_capacity_tokens is not None:
             return self.kv_capacity_tokens
         inputs = inputs or self.perf_inputs()
-        return kv_capacity_tokens(inputs, tp=self.tp, mem_fraction_static=self.mem_fraction_static,
-                                  dp=self.dp_attention)
+        sized = kv_capacity_tokens(inputs, tp=self.tp, mem_fraction_static=self.mem_fraction_static,
+                                   dp=self.dp_attention)
+        if self.max_total_tokens is not None:
+            return min(sized, self.max_total_tokens * self.dp_attention)
+        return sized
 
     def sim_config(self, inputs: PerfInputs | None = None) -> SimConfig:
         """Scheduler knobs with the KV pool sized from HBM, weights and mem-fraction-static (or the override)."""
@@ -160,6 +168,10 @@ class EngineConfig(BaseModel):
                 raise ConfigError(f"simulator: --kv-capacity-tokens {kv} holds less than one KV block of "
                                   f"{self.block_size} tokens", fix="raise --kv-capacity-tokens, or leave it out to "
                                   "size the pool from HBM")
+            if self.max_total_tokens is not None and kv == self.max_total_tokens * self.dp_attention:
+                raise ConfigError(f"simulator: --max-total-tokens {self.max_total_tokens} holds less than one KV "
+                                  f"block of {self.block_size} tokens",
+                                  fix="raise --max-total-tokens, or leave it out to size the pool from HBM")
             sized = inputs or self.perf_inputs()
             share = self.mem_fraction_static * sized.hbm_bytes / 1e9
             raise ConfigError(

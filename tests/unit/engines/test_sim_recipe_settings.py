@@ -80,9 +80,12 @@ def test_sglangs_prefill_budget_is_the_steps_budget(tmp_path: Path, args: str, b
 @pytest.mark.parametrize(("framework", "args", "named"), [
     ("sglang", "{ --schedule-policy: lpm }", ["`--schedule-policy` `lpm` (it admits waiting requests first come, "
                                              "first served)"]),
+    # SGLang's --max-total-tokens is modelled (a cap on the pool: below); a page size other than 64 is not
     ("sglang", "{ --page-size: 16, --max-total-tokens: 100000 }",
-     ["`--page-size` `16` (its KV and prefix-hash blocks are 64 tokens)",
-      "`--max-total-tokens` `100000` (it sizes the KV pool from HBM, the weights and the memory fraction)"]),
+     ["`--page-size` `16` (its KV and prefix-hash blocks are 64 tokens)"]),
+    ("vllm", "{ --block-size: 16, --kv-cache-memory-bytes: 8000000000 }",
+     ["`--block-size` `16` (its KV and prefix-hash blocks are 64 tokens)",
+      "`--kv-cache-memory-bytes` `8000000000` (it sizes the KV pool from HBM, the weights and the memory fraction)"]),
     ("vllm", "{ --scheduling-policy: priority, --no-enable-chunked-prefill: true, --num-gpu-blocks-override: 900 }",
      ["`--scheduling-policy` `priority` (it admits waiting requests first come, first served)",
       "`--no-enable-chunked-prefill` (it chunks every prompt at its prefill chunk)",
@@ -109,6 +112,30 @@ def test_a_serving_setting_the_simulator_runs_without_is_named_in_the_result_and
     assert all(w.startswith("the simulator does not model `--") for w in warned)
     # on its own engine nothing is ignored
     assert not [f for f in validate_files([path]).findings if f.rule == "serve.sim-ignored"]
+
+
+@pytest.mark.parametrize("sim_engine", [False, True], ids=["--simulate", "engine-sim"])
+def test_sglangs_max_total_tokens_caps_the_kv_pool_it_serves(tmp_path: Path, sim_engine: bool) -> None:
+    """SGLang's `--max-total-tokens` caps its KV pool (`min(profiled, cap)`, per rank); the simulator only warned it
+    did not model it and served the whole HBM-sized pool, so a recipe that shrinks the pool to put the cache under
+    pressure was predicted without any."""
+    from llmsweep.sim.engine import sglang_running_cap
+
+    uncapped = served(job_of(tmp_path, "sglang", "{}", sim_engine=sim_engine))
+    sized = uncapped.kv_pool_tokens()
+    assert uncapped.max_total_tokens is None and sized > 200_000  # Llama-3.1-8B on an H200: ~0.9 M tokens
+    capped = served(job_of(tmp_path, "sglang", "{ --max-total-tokens: 6000 }", sim_engine=sim_engine))
+    assert capped.max_total_tokens == 6000
+    assert capped.sim_config().kv_capacity_tokens == 6000
+    if not sim_engine:  # SGLang's own running cap is sized from the pool it keeps (2048 at T / C x 512 < 2048)
+        context = capped.context_length
+        assert context is not None and capped.max_running_requests == sglang_running_cap(6000, context) == 2048
+        assert uncapped.max_running_requests == 4096
+    # a cap above the pool HBM leaves binds nothing (SGLang warns and keeps the profiled pool)
+    loose = served(job_of(tmp_path, "sglang", f"{{ --max-total-tokens: {10 * sized} }}", sim_engine=sim_engine))
+    assert loose.sim_config().kv_capacity_tokens == sized
+    # each DP-attention rank takes the cap: the engine's pool is the ranks' together
+    assert capped.model_copy(update={"tp": 2, "dp_attention": 2}).kv_pool_tokens() == 12_000
 
 
 def test_a_draft_tree_is_named_as_verified_as_a_chain(tmp_path: Path) -> None:
