@@ -21,6 +21,10 @@ from llmsweep.results.identity import (
 )
 from llmsweep.results.point import ResultPoint, result_id_for
 
+EVAL_HALF_OF = "eval-half-of"
+"""The job record's key naming the run-eval job an imported eval result is the eval half of (stored beside that job's
+throughput result under an id of its own: `interchange.eval_half`): its eval rows name that job when exported."""
+
 
 @dataclass(frozen=True, slots=True)
 class StoredEval:
@@ -170,10 +174,13 @@ def _eval_row(point: ResultPoint, block: EvalBlock, run: EvalRun, runs: list[Eva
                         f"{role}_dp_attention": dpa.role_flag(role)})
     # ours beside InferenceX's fields: what an import needs to store the row again as the eval it was (its whole
     # point identity, the eval's settings, verdict and every run's command: `points_from_eval_rows`)
+    half_of = get_field(job, EVAL_HALF_OF)
     row["llmsweep"] = {"verdict": block.verdict, "reasons": list(block.reasons), "mode": block.mode,
                        "status": run.status, "error": run.error,
-                       "result_id": point.result_id, "run_id": point.run_id, "job_id": point.job_id,
-                       "source": point.source, "harness": f"{block.harness} {block.harness_version or ''}".strip(),
+                       # an eval half stored beside its job's throughput result names that job, as it came
+                       "result_id": result_id_for(point.run_id, half_of) if half_of else point.result_id,
+                       "run_id": point.run_id, "job_id": half_of or point.job_id, "source": point.source,
+                       "harness": f"{block.harness} {block.harness_version or ''}".strip(),
                        "eval_concs": [r.conc for r in runs], "dataset": block.dataset,
                        "limit": block.limit, "commands": [r.command for r in runs],
                        "errors": [r.error for r in runs],

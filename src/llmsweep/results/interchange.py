@@ -26,7 +26,7 @@ from llmsweep.errors import ResultInputError
 from llmsweep.jsonline import load_json_file
 from llmsweep.metrics.model import MEASURED, SOURCES, VIRTUAL, InvertedStats, Stats, Summary, Verdict
 from llmsweep.metrics.registry import HOT_COLUMNS, HOT_NAMES, HotColumn
-from llmsweep.results.evals import inferencex_eval_rows, is_eval_row, points_from_eval_rows
+from llmsweep.results.evals import EVAL_HALF_OF, inferencex_eval_rows, is_eval_row, points_from_eval_rows
 from llmsweep.results.extract import extract_hot
 from llmsweep.results.frontier import is_agentic
 from llmsweep.results.identity import dp_attention_of, get_field, gpus_of, identity_from_dict, identity_from_job
@@ -557,16 +557,33 @@ def _nonempty(path: Path, points: list[ResultPoint]) -> list[ResultPoint]:
 
 
 def _unique_jobs(points: list[ResultPoint]) -> list[ResultPoint]:
-    """Every (run, job) once: a job id repeated within one run gets `-row<n>` (its position in the file)."""
-    seen: set[tuple[str, str]] = set()
+    """Every (run, job) once: the eval rows' result of a job whose throughput row the file holds too is that job's
+    eval half (`eval_half`); any other job id repeated within one run gets `-row<n>` (its position in the file)."""
+    seen: dict[tuple[str, str], bool] = {}  # (run, job) -> whether its result is eval-only
     out = []
     for n, p in enumerate(points):
+        if p.eval_only and seen.get((p.run_id, p.job_id)) is False:
+            p = eval_half(p)
         if (p.run_id, p.job_id) in seen:
             job_id = f"{p.job_id}-row{n:04d}"
             p = dataclasses.replace(p, job_id=job_id, result_id=result_id_for(p.run_id, job_id))
-        seen.add((p.run_id, p.job_id))
+        seen[(p.run_id, p.job_id)] = p.eval_only
         out.append(p)
     return out
+
+
+EVAL_HALF = "-eval"
+"""How the eval result of a run-eval job is named where its run also holds the job's throughput result: InferenceX's
+formats publish the two halves apart (`inferencex`: the throughput row; `inferencex-evals`: the eval rows, stored as
+an eval-only result), each under the job's id, and one run stores one result per job id."""
+
+
+def eval_half(point: ResultPoint) -> ResultPoint:
+    """An eval-only result under its job's eval-half id (`<job>-eval`, `EVAL_HALF`); its job record names the job
+    (`EVAL_HALF_OF`), which its eval rows name again when exported."""
+    job_id = f"{point.job_id}{EVAL_HALF}"
+    return dataclasses.replace(point, job_id=job_id, result_id=result_id_for(point.run_id, job_id),
+                               job={**point.job, EVAL_HALF_OF: point.job_id})
 
 
 def _copies(rows: Sequence[Mapping[str, Any]]) -> dict[int, int]:
@@ -789,49 +806,77 @@ def from_inferencex_row(run_id: str, row: Mapping[str, Any], n: int) -> ResultPo
 def import_into(store: Any, path: Path, parsed: Imported | None = None, *, force: bool = False
                 ) -> tuple[list[str], int]:
     """Import a file into a Store: each run its rows came from as its own run, under its original id (the file's own
-    run id for rows that name none), replacing an earlier import of that run; returns (run ids, results stored: one
-    per throughput row, one per eval, whose rows are one per concurrency).
+    run id for rows that name none), replacing an earlier import of that run; returns (run ids, results stored from
+    the file: one per throughput row, one per eval, whose rows are one per concurrency).
 
     A run the store already holds as a run of ours (importing an export back into the store it came from) is never
     replaced: its rows import as `<file run id>:<original run id>`. Replacing an earlier import with a file that
     lacks some of its results (a part of the export, its published rows only) would drop them: refused, nothing
-    written, unless `force` (as `results ingest` refuses a partial run folder)."""
+    written, unless `force` (as `results ingest` refuses a partial run folder).
+
+    InferenceX's formats publish a run in two files, its throughput rows (`inferencex`) and its eval rows
+    (`inferencex-evals`): a file that holds only one kind replaces only that kind of an earlier import of the run,
+    and keeps the other (`_other_half`), so importing both files of a run stores both, in either order."""
     file_run, origin, points, warned, _ = parsed or read_import(path)
     runs: dict[str, list[ResultPoint]] = {}
     for point in points:
         runs.setdefault(point.run_id, []).append(point)
-    placed: list[tuple[str, str, list[ResultPoint]]] = []
+    placed: list[tuple[str, str, list[ResultPoint], list[ResultPoint], list[str]]] = []
     for original, pts in runs.items():
         run_id = original
         if store.run_origin(original) not in (None, "llmsweep-export", "inferencex"):
             run_id = f"{file_run}:{original}"
             pts = [dataclasses.replace(p, run_id=run_id, result_id=result_id_for(run_id, p.job_id)) for p in pts]
-        placed.append((original, run_id, pts))
+        held = store.results(run_id) if store.run_origin(run_id) is not None else []
+        pts, kept, replaced = _other_half(pts, held)
+        placed.append((original, run_id, pts, kept, replaced))
     if not force:
         from llmsweep.results.store import ImportConflictError
 
-        for _original, run_id, pts in placed:
+        for _original, run_id, pts, kept, replaced in placed:
             keeping = {p.job_id for p in pts}
-            held = store.result_job_ids(run_id)
-            if dropped := [j for j in held if j not in keeping]:
+            if dropped := [j for j in replaced if j not in keeping]:
                 named = ", ".join(dropped[:3]) + (f" and {len(dropped) - 3} more" if len(dropped) > 3 else "")
                 raise ImportConflictError(
                     f"importing {path} would replace run {run_id} in {store.path} and drop {len(dropped)} of the "
-                    f"{len(held)} result(s) it holds: the file has no row of job(s) {named} (a part of the export, "
-                    "or its published rows only?); nothing was imported",
+                    f"{len(replaced) + len(kept)} result(s) it holds: the file has no row of job(s) {named} (a part "
+                    "of the export, or its published rows only?); nothing was imported",
                     fix="import the file that holds the whole run, or pass --force to store the run as this file "
                         "holds it, dropping those results")
     n, ids = 0, []
-    for original, run_id, pts in placed:
-        # what the run warned of its jobs, where `Store.job_warnings` reads a run's: its outcomes
+    for original, run_id, pts, kept, _replaced in placed:
+        # what the run warned of its jobs, where `Store.job_warnings` reads a run's: its outcomes (those of the
+        # results kept from the earlier import as that import stored them)
+        held_warnings = store.job_warnings([run_id]) if kept else {}
         outcomes = [{"job_id": p.job_id, "status": p.verdict, "reasons": list(p.reasons), "warnings": said}
                     for p in pts if (said := warned.get((original, p.job_id)))]
+        outcomes += [{"job_id": k.job_id, "status": k.verdict, "reasons": list(k.reasons), "warnings": said}
+                     for k in kept if (said := held_warnings.get((run_id, k.job_id)))]
         meta = {"imported_from": str(path), "origin": origin,
                 **({"original_run_id": original} if original != file_run else {}),
                 **({"outcomes": outcomes} if outcomes else {})}
-        n += store.ingest_points(run_id, origin, pts, meta)
+        store.ingest_points(run_id, origin, [*kept, *pts], meta)
+        n += len(pts)
         ids.append(run_id)
     return ids, n
+
+
+def _other_half(points: list[ResultPoint], held: list[ResultPoint]
+                ) -> tuple[list[ResultPoint], list[ResultPoint], list[str]]:
+    """(the file's results of a run, the held results of the run its import keeps, the job ids of those it
+    replaces). A file whose results are all of one kind — throughput results, or eval-only ones (eval rows) — keeps
+    the held results of the other kind: a run's `inferencex` and `inferencex-evals` exports are two halves of it.
+    Where a run-eval job has a result of each kind, its eval result is the job's eval half (`eval_half`), so both
+    are stored under ids of their own. A file holding both kinds is the whole run and keeps nothing."""
+    kinds = {p.eval_only for p in points}
+    if len(kinds) != 1:
+        return points, [], [h.job_id for h in held]
+    kept = [h for h in held if h.eval_only not in kinds]
+    replaced = [h.job_id for h in held if h.eval_only in kinds]
+    throughput = {p.job_id for p in (kept if kinds == {True} else points)}
+    points = [eval_half(p) if p.eval_only and p.job_id in throughput else p for p in points]
+    kept = [eval_half(k) if k.eval_only and k.job_id in throughput else k for k in kept]
+    return points, kept, replaced
 
 
 def points_as_rows(points: Iterable[ResultPoint]) -> list[dict[str, Any]]:

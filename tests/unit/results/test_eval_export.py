@@ -18,7 +18,7 @@ from llmsweep.cli.main import cli, main
 from llmsweep.errors import ResultInputError
 from llmsweep.evals.gate import judge
 from llmsweep.metrics.model import EvalBlock, EvalMetric, EvalRun, Summary
-from llmsweep.results.interchange import export_points, left_out
+from llmsweep.results.interchange import export_points, import_into, left_out
 from llmsweep.results.point import ResultPoint, points_from_run
 from llmsweep.results.rundir import RunDir, load_run
 from llmsweep.results.store import SCHEMA_VERSION, Store, StoreError
@@ -603,3 +603,45 @@ def test_compare_does_not_judge_evals_scored_on_other_samples_or_budgets(make_ru
     assert refused.verdict == "n/a" and refused.delta is None
     assert refused.differs == "dataset openai/gsm8k vs local.jsonl; limit None vs 200", refused.differs
     assert refused.as_dict()["settings_differ"] == refused.differs
+
+
+@pytest.mark.parametrize("order", [("inferencex", "inferencex-evals"), ("inferencex-evals", "inferencex")])
+def test_a_runs_throughput_and_eval_exports_imported_into_one_store_keep_both_halves(
+        make_run: MakeRun, tmp_path: Path, order: tuple[str, str]) -> None:
+    """InferenceX's formats publish a run in two files, its throughput rows and its eval rows, each naming the run and
+    the run-eval job. Importing one after the other into one store replaced the run with the second file's rows:
+    the job's throughput result (or its eval) was gone, exit 0, without a word — and with a second job in the run,
+    the second import was refused as dropping results unless --force, which dropped them. Both halves are kept, in
+    either order; importing a file again replaces only its own half, and each exports again as it was."""
+    run = with_eval(make_run("halves", concs=(4, 8), source="measured"), [_run(4, 0.95)], mode="run-eval")
+    with Store(tmp_path / "origin.sqlite") as store:
+        store.ingest_run(run)
+        points = store.results()
+    files = {}
+    for fmt in ("inferencex", "inferencex-evals"):
+        files[fmt] = tmp_path / f"{fmt}.json"
+        files[fmt].write_text(export_points(points, fmt))
+    with Store(tmp_path / "both.sqlite") as store:
+        for fmt in (*order, *order):  # each file twice: a second import replaces its own half only
+            assert import_into(store, files[fmt]) == ([run.run_id], 2 if fmt == "inferencex" else 1)
+        held = store.results(run.run_id)
+        evals = store.evals(run.run_id)
+        again = {fmt: json.loads(export_points(held, fmt)) for fmt in files}
+    throughput = sorted((p.job_id, p.metric("tput_per_gpu")) for p in held if not p.eval_only)
+    assert throughput == sorted((p.job_id, p.metric("tput_per_gpu")) for p in points)
+    assert [(e.conc, e.score, e.mode) for e in evals] == [(4, 0.95, "run-eval")]
+    (half,) = [p for p in held if p.eval_only]
+    assert half.job_id == f"{points[0].job_id}-eval"  # beside the job's throughput result, under an id of its own
+    want = {fmt: json.loads(path.read_text()) for fmt, path in files.items()}
+    for row in again["inferencex"]:  # (our block names where the row is stored now: an import of an export)
+        assert row["llmsweep"].pop("origin") == "llmsweep-export"
+    for row in want["inferencex"]:
+        assert row["llmsweep"].pop("origin") == "llmsweep"
+    assert again == want
+    # one file holding both (the two lists concatenated) stores the same results under the same ids
+    both = tmp_path / "both.json"
+    both.write_text(json.dumps([*json.loads(files["inferencex"].read_text()),
+                                *json.loads(files["inferencex-evals"].read_text())]))
+    with Store(tmp_path / "one.sqlite") as store:
+        import_into(store, both)
+        assert sorted(p.result_id for p in store.results()) == sorted(p.result_id for p in held)
