@@ -312,7 +312,12 @@ def _eval_point(run_id: str, job_id: str, rows: list[Mapping[str, Any]]) -> Resu
         runs=runs, verdict="invalid"))
     if ours.get("verdict") in ("valid", "invalid"):  # as the run judged it (thresholds may have changed since)
         block.verdict = ours["verdict"]
-        block.reasons = [str(r) for r in ours.get("reasons") or ()]
+        said = ours.get("reasons") or []
+        if not isinstance(said, list) or not all(isinstance(r, str) for r in said):
+            raise ResultInputError(f"eval row of job {job_id}: `llmsweep.reasons` is {said!r}, not a list of texts",
+                                   fix="export the run again with `llmsweep results export --format "
+                                       "inferencex-evals`, or correct the row")
+        block.reasons = list(said)
         block.checks = []  # the rows do not carry the checks behind that verdict
     summary = Summary(source=source, eval=block,
                       validity=Validity(verdict=block.verdict, reasons=list(block.reasons)))

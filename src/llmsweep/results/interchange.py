@@ -769,6 +769,9 @@ def from_inferencex_row(run_id: str, row: Mapping[str, Any], n: int) -> ResultPo
     _per_all_gpus(flat, metrics)
     total, ok = _number(flat, "num_requests_total"), _number(flat, "num_requests_successful")
     metrics["error_ratio"] = (total - ok) / total if total and ok is not None else None
+    for key in ("job_id", "run_id"):
+        if ours.get(key) is not None and not (isinstance(ours[key], str) and ours[key]):
+            raise _bad_block(n, str(flat.get("exp_name") or f"row{n:04d}"), key, ours[key], "an id (a text)")
     job_id = str(ours.get("job_id") or flat.get("exp_name") or f"row{n:04d}")
     run_id = str(ours.get("run_id") or run_id)  # our own export: the run it came from
     source = str(ours.get("source") or flat.get("source") or MEASURED)
@@ -786,11 +789,19 @@ def from_inferencex_row(run_id: str, row: Mapping[str, Any], n: int) -> ResultPo
                                f"{', '.join(VERDICTS)}", fix="export the run again, or correct the row")
     # a row of a point measured N times is their mean (`repeat_row`): said, and kept for a re-export, never read as
     # the first repeat's own measurement, whose ids it carries
-    repeats = ours.get("repeats") if isinstance(ours.get("repeats"), Mapping) else None
-    reasons = tuple(ours.get("reasons") or ())
-    if repeats is not None and int(repeats.get("n") or 0) > 1:
-        jobs = ", ".join(str(j) for j in repeats.get("job_ids") or ())
-        reasons = (*reasons, f"the mean of {repeats['n']} repeats ({jobs}), as its exported row holds them")
+    said_reasons = ours.get("reasons") or []
+    if not isinstance(said_reasons, list) or not all(isinstance(r, str) for r in said_reasons):
+        raise _bad_block(n, job_id, "reasons", said_reasons, "a list of texts")
+    reasons = tuple(said_reasons)
+    repeats = ours.get("repeats")
+    if repeats is not None:
+        count, jobs = (repeats.get(k) if isinstance(repeats, Mapping) else None for k in ("n", "job_ids"))
+        if not (isinstance(count, int) and not isinstance(count, bool) and count >= 1 and isinstance(jobs, list)
+                and len(jobs) == count and all(isinstance(j, str) for j in jobs)):
+            raise _bad_block(n, job_id, "repeats", repeats, "how many repeats the row is the mean of (`n`) and "
+                             "their job ids (`job_ids`), as `results export --format inferencex` writes them")
+        if count > 1:
+            reasons = (*reasons, f"the mean of {count} repeats ({', '.join(jobs)}), as its exported row holds them")
     return ResultPoint(
         result_id=result_id_for(run_id, job_id), run_id=run_id, job_id=job_id, identity=identity, source=source,
         verdict=verdict, metrics=metrics, gpus=gpus_of(job, identity),
@@ -801,6 +812,13 @@ def from_inferencex_row(run_id: str, row: Mapping[str, Any], n: int) -> ResultPo
                                                 **({"clock": ours["clock"]} if ours.get("clock") else {}),
                                                 **({"repeats": dict(repeats)} if repeats is not None else {})},
     )
+
+
+def _bad_block(n: int, job_id: str, field: str, got: Any, want: str) -> ResultInputError:
+    """A field of an InferenceX row's `llmsweep` block (ours) that is not what our export writes."""
+    return ResultInputError(f"row {n} ({job_id}): `llmsweep.{field}` is {got!r}, not {want}",
+                            fix="export the run again with `llmsweep results export --format inferencex`, or correct "
+                                "the row")
 
 
 def import_into(store: Any, path: Path, parsed: Imported | None = None, *, force: bool = False

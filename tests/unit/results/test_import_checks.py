@@ -137,6 +137,39 @@ def test_an_inferencex_row_of_ours_that_says_measured_on_the_virtual_clock_or_an
         _import(tmp_path, [great], "g.json")
 
 
+@pytest.mark.parametrize(("edit", "message"), [
+    (lambda b: b.update(repeats={"n": "two", "job_ids": ["a", "b"]}), r"`llmsweep.repeats` is \{'n': 'two'"),
+    (lambda b: b.update(repeats={"n": 2, "job_ids": "a, b"}), r"`llmsweep.repeats` is .*, not how many repeats"),
+    (lambda b: b.update(repeats=[2]), r"`llmsweep.repeats` is \[2\]"),
+    (lambda b: b.update(reasons="error ratio 0.4"), r"`llmsweep.reasons` is 'error ratio 0.4', not a list of texts"),
+    (lambda b: b.update(job_id=["x"]), r"`llmsweep.job_id` is \['x'\], not an id"),
+    (lambda b: b.update(run_id=7), r"`llmsweep.run_id` is 7, not an id"),
+])
+def test_an_inferencex_row_whose_llmsweep_block_is_not_what_our_export_writes_is_refused_naming_the_field(
+        make_run, tmp_path: Path, edit: Any, message: str) -> None:
+    """A damaged `llmsweep` block had been a traceback (`repeats.n` not a number: ValueError, exit 1), a reason
+    text stored as one reason per character, a list stored as a job id: refused as bad input, naming row and field."""
+    (row,) = json.loads(export_points(points_from_run(make_run("x", concs=(2,))), "inferencex",
+                                      include_unpublished=True))
+    assert len(_import(tmp_path, [row], "ok.json")) == 1
+    edit(row["llmsweep"])
+    with pytest.raises(ResultInputError, match=r"row 0 \(.*\): " + message) as caught:
+        _import(tmp_path, [row])
+    assert "results export --format inferencex" in (caught.value.fix or "")
+
+
+def test_an_eval_row_whose_reasons_are_not_a_list_is_refused(make_run, tmp_path: Path) -> None:
+    """An eval row's `llmsweep.reasons` text had been stored as one reason per character."""
+    from test_eval_export import _run, with_eval
+
+    points = points_from_run(with_eval(make_run("e", concs=(4,), source="measured"), [_run(4, 0.5)]))
+    (row,) = json.loads(export_points(points, "inferencex-evals"))
+    assert _import(tmp_path, [row], "ok.json")[0].reasons == tuple(row["llmsweep"]["reasons"])
+    row["llmsweep"]["reasons"] = "below the threshold"
+    with pytest.raises(ResultInputError, match=r"`llmsweep.reasons` is 'below the threshold', not a list of texts"):
+        _import(tmp_path, [row])
+
+
 def test_a_file_that_is_not_utf8_is_refused_as_bad_input(tmp_path: Path) -> None:
     """A Latin-1 byte in the file had been a UnicodeDecodeError traceback (exit 1), not bad input (exit 2)."""
     path = tmp_path / "latin1.json"
