@@ -25,7 +25,7 @@ from typing import Any, Literal, NamedTuple, get_args
 from llmsweep.errors import ResultInputError
 from llmsweep.jsonline import load_json_file
 from llmsweep.metrics.model import MEASURED, SOURCES, VIRTUAL, InvertedStats, Stats, Summary, Verdict
-from llmsweep.metrics.registry import HOT_COLUMNS, HOT_NAMES, HotColumn
+from llmsweep.metrics.registry import HOT_BY_NAME, HOT_COLUMNS, HOT_NAMES, HotColumn
 from llmsweep.results.evals import EVAL_HALF_OF, inferencex_eval_rows, is_eval_row, points_from_eval_rows
 from llmsweep.results.extract import extract_hot
 from llmsweep.results.frontier import is_agentic
@@ -668,11 +668,17 @@ def _from_our_row(run_id: str, row: Mapping[str, Any], n: int) -> ResultPoint:
         for name, value in metrics.items():
             if value is not None and not _finite(value):
                 raise _bad(n, job_id, f"metrics.{name}", value, "a finite number or null")
+            most = 1.0 if HOT_BY_NAME[name].metric.unit == "ratio" else None
+            if value is not None and (value < 0 or (most is not None and value > most)):  # no measurement has it
+                raise _bad(n, job_id, f"metrics.{name}", value, f"a figure from 0 to {most:g} or null"
+                           if most is not None else "a figure of 0 or more, or null")
         counts = {k: row.get(k) for k in ("num_requests", "num_successful")}
         for name, value in counts.items():
             if value is not None and (not _finite(value) or value != int(value) or value < 0):
                 raise _bad(n, job_id, name, value, "a count or null")
         num_requests, num_successful = (None if v is None else int(v) for v in counts.values())
+        if num_requests is not None and num_successful is not None and num_successful > num_requests:
+            raise _bad(n, job_id, "num_successful", num_successful, f"at most `num_requests` ({num_requests})")
         provenance_doc = row.get("provenance")
         clock = provenance_doc.get("clock") if isinstance(provenance_doc, Mapping) else None
     if source == MEASURED and clock == VIRTUAL:
@@ -738,6 +744,45 @@ def _per_all_gpus(flat: Mapping[str, Any], metrics: dict[str, Any]) -> None:
             metrics[name] = metrics[name] * role_gpus / every
 
 
+def _figure_fields() -> list[tuple[str, float | None]]:
+    """(InferenceX field, the most it can be or None) of every figure an import reads from a throughput row: the
+    hot columns' (`inferencex_name`; a ratio at most 1), the AgentX scalars' (a cache hit rate at most 1, KV usage
+    at most 100 %) and the J per token a row's efficiency is read from; every one of them at least 0."""
+    fields: dict[str, float | None] = {}
+    for c in HOT_COLUMNS:
+        if c.name != "error_ratio":  # computed from the request counts, checked apart
+            fields[inferencex_name(c)] = 1.0 if c.metric.unit == "ratio" else None
+    for column, (field, scale) in AGENTX_SCALARS.items():
+        fields[field] = scale * (fields.get(column) or 1.0)
+    fields["joules_per_total_token"] = None
+    return list(fields.items())
+
+
+def _check_figures(flat: Mapping[str, Any], n: int, job_id: str) -> None:
+    """Refuse a throughput row holding a figure no measurement has: a negative throughput, latency, rate or energy,
+    a ratio above 1 (a percentage above 100), or request counts that are not counts (fractional, negative, more
+    successful requests than requests). Stored, they stood as a valid point (a negative TTFT on every latency axis,
+    an error ratio of -1347 %). A figure that is not a finite number is not read (None), as before."""
+    def bad(field: str, value: Any, want: str) -> ResultInputError:
+        return ResultInputError(f"row {n} ({job_id}): `{field}` is {value!r}, not {want}",
+                                fix="correct the row, or leave the figure out (null): the import stores every "
+                                    "other figure of it")
+
+    for field, most in _figure_fields():
+        value = _number(flat, field)
+        if value is not None and (value < 0 or (most is not None and value > most)):
+            raise bad(field, flat.get(field), f"a figure from 0 to {most:g}" if most is not None
+                      else "a figure of 0 or more")
+    counts = {k: _number(flat, k) for k in ("num_requests_total", "num_requests_successful")}
+    for field, value in counts.items():
+        if value is not None and (value < 0 or value != int(value)):
+            raise bad(field, flat.get(field), "a count of requests")
+    total, ok = counts.values()
+    if total is not None and ok is not None and ok > total:
+        raise bad("num_requests_successful", flat.get("num_requests_successful"),
+                  f"at most `num_requests_total` ({flat.get('num_requests_total')!r})")
+
+
 def from_inferencex_row(run_id: str, row: Mapping[str, Any], n: int) -> ResultPoint:
     """One InferenceX aggregate row as a ResultPoint (source from its `llmsweep` block, else measured)."""
     row = {LEGACY_FIELDS.get(k, k): v for k, v in row.items() if not (k in LEGACY_FIELDS and LEGACY_FIELDS[k] in row)}
@@ -757,6 +802,11 @@ def from_inferencex_row(run_id: str, row: Mapping[str, Any], n: int) -> ResultPo
                           fix="give each row the concurrency it was measured at")
     if ours.get("corpus"):  # our own export: the corpus the point replayed, so it matches its original again
         identity = dataclasses.replace(identity, corpus=str(ours["corpus"]))
+    for key in ("job_id", "run_id"):
+        if ours.get(key) is not None and not (isinstance(ours[key], str) and ours[key]):
+            raise _bad_block(n, str(flat.get("exp_name") or f"row{n:04d}"), key, ours[key], "an id (a text)")
+    job_id = str(ours.get("job_id") or flat.get("exp_name") or f"row{n:04d}")
+    _check_figures(flat, n, job_id)
     metrics = {c.name: _number(flat, inferencex_name(c)) for c in HOT_COLUMNS}
     for column, (field, scale) in AGENTX_SCALARS.items():  # an AgentX row's scalars, as our exports write them
         if metrics.get(column) is None and (value := _number(flat, field)) is not None:
@@ -769,10 +819,6 @@ def from_inferencex_row(run_id: str, row: Mapping[str, Any], n: int) -> ResultPo
     _per_all_gpus(flat, metrics)
     total, ok = _number(flat, "num_requests_total"), _number(flat, "num_requests_successful")
     metrics["error_ratio"] = (total - ok) / total if total and ok is not None else None
-    for key in ("job_id", "run_id"):
-        if ours.get(key) is not None and not (isinstance(ours[key], str) and ours[key]):
-            raise _bad_block(n, str(flat.get("exp_name") or f"row{n:04d}"), key, ours[key], "an id (a text)")
-    job_id = str(ours.get("job_id") or flat.get("exp_name") or f"row{n:04d}")
     run_id = str(ours.get("run_id") or run_id)  # our own export: the run it came from
     source = str(ours.get("source") or flat.get("source") or MEASURED)
     if source not in SOURCES:

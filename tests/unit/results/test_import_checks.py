@@ -61,6 +61,10 @@ def test_a_row_with_its_summary_takes_the_summarys_source_verdict_and_figures(ma
     (lambda r: r.update(gpus="eight"), r"`gpus` is 'eight', not a GPU count"),
     (lambda r: r.update(reasons="bad"), r"`reasons` is 'bad', not a list of texts"),
     (lambda r: r.update(num_requests=-1), r"`num_requests` is -1, not a count"),
+    (lambda r: r["metrics"].update(p90_ttft=-0.2), r"`metrics.p90_ttft` is -0.2, not a figure of 0 or more"),
+    (lambda r: r["metrics"].update(gpu_cache_hit_rate=1.5), r"`metrics.gpu_cache_hit_rate` is 1.5, not a figure "
+                                                            r"from 0 to 1"),
+    (lambda r: r.update(num_requests=10, num_successful=20), r"`num_successful` is 20, not at most `num_requests`"),
     (lambda r: r.update(source="measured", provenance={"clock": "virtual"}),
      r"`source` is 'measured', not measured: the result was timed on the simulator's virtual clock"),
 ])
@@ -168,6 +172,38 @@ def test_an_eval_row_whose_reasons_are_not_a_list_is_refused(make_run, tmp_path:
     row["llmsweep"]["reasons"] = "below the threshold"
     with pytest.raises(ResultInputError, match=r"`llmsweep.reasons` is 'below the threshold', not a list of texts"):
         _import(tmp_path, [row])
+
+
+_PUBLISHED = {"hw": "b200", "conc": 64, "image": "vllm/vllm-openai:v0.11.0", "model": "deepseek-ai/DeepSeek-R1",
+              "infmax_model_prefix": "dsr1", "framework": "vllm", "precision": "fp4", "spec_decoding": "none",
+              "disagg": False, "isl": 1024, "osl": 1024, "tp": 4, "ep": 4, "dp_attention": "false",
+              "tput_per_gpu": 5000.0, "median_ttft": 0.2, "p90_ttft": 0.4, "num_requests_total": 640,
+              "num_requests_successful": 640, "power_valid": 1, "joules_per_total_token": 0.5}
+"""An InferenceX row as agg_bmk.json publishes it (no `llmsweep` block)."""
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"tput_per_gpu": -5.0}, r"`tput_per_gpu` is -5.0, not a figure of 0 or more"),
+    ({"median_ttft": -0.2}, r"`median_ttft` is -0.2, not a figure of 0 or more"),
+    ({"joules_per_total_token": -2.0}, r"`joules_per_total_token` is -2.0, not a figure of 0 or more"),
+    ({"gpu_kv_cache_usage_pct": 140.0}, r"`gpu_kv_cache_usage_pct` is 140.0, not a figure from 0 to 100"),
+    ({"num_requests_successful": 700}, r"`num_requests_successful` is 700, not at most `num_requests_total` \(640\)"),
+    ({"num_requests_total": 640.5}, r"`num_requests_total` is 640.5, not a count of requests"),
+    ({"num_requests_total": -1, "num_requests_successful": -3}, r"`num_requests_total` is -1, not a count"),
+])
+def test_an_inferencex_row_with_a_figure_no_measurement_has_is_refused_naming_it(
+        tmp_path: Path, change: dict[str, Any], message: str) -> None:
+    """A negative throughput, latency or energy, a ratio above 1, or request counts that are not counts had been
+    stored as a valid measured point: a negative TTFT on the latency axes, tokens per joule of -0.5, an error ratio of
+    -1 (more successful requests than requests) or -1347 (a fractional count read as its integer part)."""
+    (back,) = _import(tmp_path, [_PUBLISHED], "ok.json")
+    assert (back.metric("tput_per_gpu"), back.metric("p50_ttft"), back.metric("tokens_per_joule"),
+            back.metric("error_ratio")) == (5000.0, 0.2, 2.0, 0.0)
+    with pytest.raises(ResultInputError, match=r"row 0 \(row0000\): " + message):
+        _import(tmp_path, [{**_PUBLISHED, **change}])
+    # a figure that is not a number at all (NaN, as InferenceX's Python writes an undefined one) is not read
+    (nan,) = _import(tmp_path, [{**_PUBLISHED, "median_ttft": float("nan")}], "nan.json")
+    assert nan.metric("p50_ttft") is None and nan.metric("p90_ttft") == 0.4
 
 
 def test_a_file_that_is_not_utf8_is_refused_as_bad_input(tmp_path: Path) -> None:
