@@ -744,6 +744,47 @@ def _per_all_gpus(flat: Mapping[str, Any], metrics: dict[str, Any]) -> None:
             metrics[name] = metrics[name] * role_gpus / every
 
 
+_TOPOLOGY_FIELDS: tuple[tuple[str, int], ...] = (
+    ("conc", 1), ("users", 1), ("isl", 1), ("osl", 1), ("tp", 1), ("pp", 1), ("dcp_size", 1), ("pcp_size", 1),
+    ("ep", 0), ("num_prefill_gpu", 1), ("num_decode_gpu", 0),
+    *((f"prefill_{k}", 0 if k == "ep" else 1) for k in ("tp", "pp", "dcp_size", "pcp_size", "ep", "num_workers")),
+    *((f"decode_{k}", 0) for k in ("tp", "pp", "dcp_size", "pcp_size", "ep", "num_workers")))
+"""(InferenceX field, its least value) of the whole numbers a throughput row's point and GPU count are read from
+(core spec §6.2: InferenceX refuses zero GPUs and a non-positive PP/DCP/PCP; a multinode row's decode topology is
+zeroed where it has no decode GPUs)."""
+
+
+def _whole(value: Any) -> int | None:
+    """A whole number as a row may spell it (an int, a float without a fraction, or the text of an int), else None."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return int(value) if value.is_integer() else None
+    if isinstance(value, str):
+        try:
+            return int(value.strip())
+        except ValueError:
+            return None
+    return None
+
+
+def _check_topology(flat: Mapping[str, Any], n: int, job_id: str) -> None:
+    """Refuse a throughput row whose concurrency, sequence lengths, parallelism or GPU counts are not whole numbers
+    of at least their least value (`_TOPOLOGY_FIELDS`): read as they were, `tp: "eight"` or `tp: 0` made a tp1 point
+    on 1 GPU and a `conc` of 2.5 a conc-2 point — a point the row never measured."""
+    for field, least in _TOPOLOGY_FIELDS:
+        value = flat.get(field)
+        if value is None:
+            continue
+        whole = _whole(value)
+        if whole is None or whole < least:
+            raise ResultInputError(
+                f"row {n} ({job_id}): `{field}` is {value!r}, not a whole number of "
+                f"at least {least}", fix="correct the row: the point it stands for is read from it")
+
+
 def _figure_fields() -> list[tuple[str, float | None]]:
     """(InferenceX field, the most it can be or None) of every figure an import reads from a throughput row: the
     hot columns' (`inferencex_name`; a ratio at most 1), the AgentX scalars' (a cache hit rate at most 1, KV usage
@@ -789,6 +830,10 @@ def from_inferencex_row(run_id: str, row: Mapping[str, Any], n: int) -> ResultPo
     flat = _flat(row)
     block = row.get("llmsweep")
     ours: Mapping[str, Any] = block if isinstance(block, Mapping) else {}
+    for key in ("job_id", "run_id"):
+        if ours.get(key) is not None and not (isinstance(ours[key], str) and ours[key]):
+            raise _bad_block(n, str(flat.get("exp_name") or f"row{n:04d}"), key, ours[key], "an id (a text)")
+    job_id = str(ours.get("job_id") or flat.get("exp_name") or f"row{n:04d}")
     job = {k: v for k, v in flat.items() if not isinstance(v, (Mapping, list)) or k == "kv_offload_backend"}
     job.setdefault("runner", flat.get("hw"))
     if ours.get("hardware"):
@@ -796,16 +841,13 @@ def from_inferencex_row(run_id: str, row: Mapping[str, Any], n: int) -> ResultPo
     job["model-prefix"] = flat.get("infmax_model_prefix")
     if "scenario_type" in flat:
         job["scenario-type"] = flat["scenario_type"]
+    _check_topology(flat, n, job_id)
     identity = identity_from_job(job)
     if identity.conc <= 0:  # (it was stored as conc 0, drawn as a `c0` point, matched with nothing)
         raise ResultInputError(f"row {n} names no concurrency (`conc`, or a legacy agentic row's `users`)",
                           fix="give each row the concurrency it was measured at")
     if ours.get("corpus"):  # our own export: the corpus the point replayed, so it matches its original again
         identity = dataclasses.replace(identity, corpus=str(ours["corpus"]))
-    for key in ("job_id", "run_id"):
-        if ours.get(key) is not None and not (isinstance(ours[key], str) and ours[key]):
-            raise _bad_block(n, str(flat.get("exp_name") or f"row{n:04d}"), key, ours[key], "an id (a text)")
-    job_id = str(ours.get("job_id") or flat.get("exp_name") or f"row{n:04d}")
     _check_figures(flat, n, job_id)
     metrics = {c.name: _number(flat, inferencex_name(c)) for c in HOT_COLUMNS}
     for column, (field, scale) in AGENTX_SCALARS.items():  # an AgentX row's scalars, as our exports write them

@@ -206,6 +206,26 @@ def test_an_inferencex_row_with_a_figure_no_measurement_has_is_refused_naming_it
     assert nan.metric("p50_ttft") is None and nan.metric("p90_ttft") == 0.4
 
 
+@pytest.mark.parametrize(("change", "message"), [
+    ({"tp": "eight"}, r"`tp` is 'eight', not a whole number of at least 1"),
+    ({"tp": 0}, r"`tp` is 0, not a whole number of at least 1"),
+    ({"pp": -1}, r"`pp` is -1, not a whole number of at least 1"),
+    ({"conc": 2.5}, r"`conc` is 2.5, not a whole number of at least 1"),
+    ({"isl": 0}, r"`isl` is 0, not a whole number of at least 1"),
+    ({"is_multinode": True, "num_prefill_gpu": 0, "num_decode_gpu": 8, "prefill_tp": 8, "decode_tp": 8},
+     r"`num_prefill_gpu` is 0, not a whole number of at least 1"),
+])
+def test_an_inferencex_row_whose_point_is_not_whole_numbers_is_refused_naming_the_field(
+        tmp_path: Path, change: dict[str, Any], message: str) -> None:
+    """`tp: "eight"` and `tp: 0` had been stored as a tp1 point on 1 GPU, a `conc` of 2.5 as a conc-2 point: a point the
+    row never measured, matched against other runs' tp1 and conc-2 points. A whole number spelt as a float or a text
+    (`4.0`, `"64"`) is the number."""
+    (back,) = _import(tmp_path, [{**_PUBLISHED, "tp": 4.0, "conc": "64"}], "ok.json")
+    assert (back.identity.tp, back.identity.conc, back.gpus) == (4, 64, 4)
+    with pytest.raises(ResultInputError, match=r"row 0 \(row0000\): " + message):
+        _import(tmp_path, [{**_PUBLISHED, **change}])
+
+
 def test_a_file_that_is_not_utf8_is_refused_as_bad_input(tmp_path: Path) -> None:
     """A Latin-1 byte in the file had been a UnicodeDecodeError traceback (exit 1), not bad input (exit 2)."""
     path = tmp_path / "latin1.json"
