@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 from statistics import mean
+from typing import Any
 
 import pytest
 from test_run_support import RECIPES, cli_env
@@ -68,14 +69,26 @@ def test_the_report_draws_and_publishes_the_mean_of_the_repeats(repeated) -> Non
 
 
 def test_the_inferencex_export_writes_one_row_per_point(repeated) -> None:
-    _, run_id, env, tput = repeated
+    out, run_id, env, tput = repeated
     rows = json.loads(_cli(env, "results", "export", "--run", run_id, "--format", "inferencex",
                            "--include-unpublished").stdout)
     assert sorted(r["conc"] for r in rows) == [2, 4]  # not two rows per (hw, conc, ...)
+    power: dict[int, list[dict[str, Any]]] = {}  # conc -> every repeat's power block, as its summary holds it
+    for job in sorted((out / "jobs").iterdir()):
+        conc = int(json.loads((job / "job.json").read_text())["conc"])
+        power.setdefault(conc, []).append(json.loads((job / "summary.json").read_text())["power"])
     for row in rows:
         assert row["tput_per_gpu"] == pytest.approx(mean(tput[row["conc"]]))
         assert row["llmsweep"]["repeats"]["n"] == 2
         assert row["num_requests_total"] == 2 * {2: 8, 4: 16}[row["conc"]]
+        # the block's power figures are the point's, the repeats' mean as every figure of the row is (they had been
+        # the first repeat's: a tokens per joule the row's own J/token contradicted)
+        said, repeats = row["llmsweep"]["power"], power[row["conc"]]
+        assert len({r["tokens_per_joule"] for r in repeats}) == 2  # the repeats differ
+        assert said["tokens_per_joule"] == pytest.approx(mean(r["tokens_per_joule"] for r in repeats))
+        assert said["cost"]["usd_per_mtok_output"] == pytest.approx(
+            mean(r["cost"]["usd_per_mtok_output"] for r in repeats))
+        assert said["source"] == "simulated" and said["cost"]["sku"] == "mi300x"  # what they agree on, as it is
     every = json.loads(_cli(env, "results", "export", "--run", run_id, "--format", "json").stdout)
     assert len(every["results"]) == 4  # our own export keeps every result
 

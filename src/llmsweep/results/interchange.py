@@ -354,8 +354,28 @@ def repeat_row(repeats: Repeats) -> dict[str, Any]:
     if not out.get("power_valid", 1):  # as `_power_fields` writes a 0 verdict: no energy figure beside it
         energy = {f for f, _, _ in _POWER_FIELDS} | {f"{role}_{name}" for role, name, _, _ in _ROLE_POWER_FIELDS}
         out = {k: v for k, v in out.items() if k not in energy}
-    out["llmsweep"] = {**_llmsweep_block(repeats.point), "repeats": repeats.as_dict()}
+    block = _llmsweep_block(repeats.point)
+    if "power" in block:  # how the repeats measured power, and its figures as the row's: their mean, not the first's
+        block["power"] = _mean_of([_llmsweep_block(p).get("power") for p in repeats.members])
+    out["llmsweep"] = {**block, "repeats": repeats.as_dict()}
     return out
+
+
+def _mean_of(values: Sequence[Any]) -> Any:
+    """What several repeats' copies of one field say together, as `repeat_row` combines their rows: the value where
+    they agree, the mean of numbers that differ, each object's fields so, the texts of lists that differ (each once);
+    None where they say different things of another kind (a text, one lacking it), no one repeat's value standing for
+    all."""
+    first = values[0]
+    if all(v == first for v in values):
+        return first
+    if all(isinstance(v, Mapping) for v in values):
+        return {k: _mean_of([v.get(k) for v in values]) for k in first}
+    if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+        return sum(values) / len(values)
+    if all(isinstance(v, list) for v in values):
+        return list(dict.fromkeys(x for v in values for x in v))
+    return None
 
 
 def _eval_rows(points: Sequence[ResultPoint], include_unpublished: bool) -> list[dict[str, Any]]:
