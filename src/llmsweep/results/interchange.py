@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Literal, NamedTuple, get_args
 
 from llmsweep.errors import ResultInputError
-from llmsweep.jsonline import load_json_file
+from llmsweep.jsonline import FOREIGN_ENCODING, load_json_file
 from llmsweep.metrics.model import MEASURED, SOURCES, VIRTUAL, InvertedStats, Stats, Summary, Verdict
 from llmsweep.metrics.registry import HOT_BY_NAME, HOT_COLUMNS, HOT_NAMES, HotColumn
 from llmsweep.results.evals import EVAL_HALF_OF, inferencex_eval_rows, is_eval_row, points_from_eval_rows
@@ -509,6 +509,21 @@ def _peer_file(path: Path, doc: Any) -> tuple[str, str] | None:
     return None
 
 
+def _our_csv(path: Path) -> bool:
+    """Whether a file that is not JSON is our CSV export, as written or after a spreadsheet saved it again (a byte-order
+    mark, quoted headers, `;` between cells, CRLF line ends): its header names our first columns."""
+    try:
+        with path.open(encoding=FOREIGN_ENCODING, errors="replace", newline="") as fh:
+            head = fh.readline(4096)
+    except OSError:
+        return False
+    for delimiter in (",", ";", "\t"):
+        names = [c.strip().strip('"').strip() for c in head.strip().split(delimiter)]
+        if names[:3] == list(CSV_COLUMNS[:3]):
+            return True
+    return False
+
+
 def read_import(path: Path) -> Imported:
     """Parse an export of ours, an InferenceX aggregate JSON or eval rows (`inferencex-evals`, InferenceX's
     agg_eval_all.json: stored as evals, `points_from_eval_rows`) into (run id, origin, points); a file without a result
@@ -523,6 +538,12 @@ def read_import(path: Path) -> Imported:
     except (OSError, json.JSONDecodeError, UnicodeDecodeError) as exc:
         if (peer := _peer_file(path, None)) is not None:
             raise ResultInputError(f"{path} is {peer[0]}, not an export", fix=peer[1]) from exc
+        if _our_csv(path):
+            raise ResultInputError(
+                f"{path} is a CSV export (`results export --format csv`), a flat view of results for a spreadsheet: "
+                "results import reads JSON",
+                fix="export the run again with `llmsweep results export --format json` (lossless) or `--format "
+                    "inferencex`, and import that file") from exc
         raise ResultInputError(f"cannot read {path}: {exc}", fix="pass a JSON file written by `results export` "
                           "or an InferenceX agg_*.json / aggregate result list") from exc
     digest = hashlib.sha1(path.read_bytes()).hexdigest()[:8]

@@ -136,6 +136,28 @@ def test_unreadable_or_foreign_files_are_errors(tmp_path: Path) -> None:
         export_points([], "xml")
 
 
+def test_a_csv_export_given_to_import_is_named_as_one_with_the_format_to_export_instead(make_run,
+                                                                                     tmp_path: Path) -> None:
+    """`results import` of our CSV export said `cannot read export.csv: Expecting value: line 1 column 1`, as of any
+    damaged JSON; as written, and as a spreadsheet saves it again (a byte-order mark, quoted headers, `;` between
+    cells), it is named as the CSV export it is, with the export to import instead."""
+    text = export_points(points_from_run(make_run("r", concs=(1, 4))), "csv")
+    header, _, body = text.partition("\r\n")
+    saved = {"export.csv": (text, "utf-8"), "resaved.csv": (text.replace(",", ";"), "utf-8-sig"),
+             "quoted.csv": ('"' + header.replace(",", '","') + '"\r\n' + body, "utf-8")}
+    for name, (content, encoding) in saved.items():
+        path = tmp_path / name
+        path.write_text(content, encoding=encoding, newline="")
+        with pytest.raises(ResultInputError, match=rf"{name} is a CSV export \(`results export --format csv`\)"
+                                                   r".*results import reads JSON") as caught:
+            import_file(path)
+        assert "results export --format json" in (caught.value.fix or "")
+    other = tmp_path / "table.csv"  # some other table: not ours, said as before
+    other.write_text("a,b\n1,2\n")
+    with pytest.raises(ResultInputError, match="cannot read"):
+        import_file(other)
+
+
 @pytest.mark.parametrize("doc", [[], {"format": EXPORT_FORMAT, "results": []}], ids=["inferencex", "ours"])
 def test_a_file_without_rows_imports_nothing_and_says_so(tmp_path: Path, doc: object) -> None:
     """No empty run appears in the store as if something had been imported."""
