@@ -549,6 +549,11 @@ def read_import(path: Path) -> Imported:
     digest = hashlib.sha1(path.read_bytes()).hexdigest()[:8]
     run_id = f"import:{path.stem}-{digest}"
     if isinstance(doc, Mapping) and doc.get("format") == EXPORT_FORMAT:
+        version = doc.get("version", EXPORT_VERSION)
+        if not isinstance(version, int) or isinstance(version, bool) or not 1 <= version <= EXPORT_VERSION:
+            raise ResultInputError(f"{path} is an llmsweep export of version {version!r}; this llmsweep reads "
+                                   f"version {EXPORT_VERSION} (its rows would be read as that version's)",
+                                   fix="import it with the llmsweep release that wrote it, or a newer one")
         results = doc.get("results", [])
         if not isinstance(results, list) or not all(isinstance(r, Mapping) for r in results):
             raise ResultInputError(f"{path}: `results` is not a list of result rows",

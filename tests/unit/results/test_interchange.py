@@ -158,6 +158,20 @@ def test_a_csv_export_given_to_import_is_named_as_one_with_the_format_to_export_
         import_file(other)
 
 
+def test_an_export_of_a_version_this_release_does_not_know_is_refused(make_run, tmp_path: Path) -> None:
+    """An export a newer release wrote (`version` 2) had been read as version 1 without a word."""
+    doc = json.loads(export_points(points_from_run(make_run("r", concs=(4,))), "json"))
+    path = tmp_path / "export.json"
+    for version in (2, "1", None):
+        path.write_text(json.dumps({**doc, "version": version}))
+        with pytest.raises(ResultInputError, match=rf"is an llmsweep export of version {version!r}; this llmsweep "
+                                                   r"reads version 1") as caught:
+            import_file(path)
+        assert "newer one" in (caught.value.fix or "")
+    path.write_text(json.dumps({k: v for k, v in doc.items() if k != "version"}))  # an export without one: version 1
+    assert len(import_file(path)[2]) == 1
+
+
 @pytest.mark.parametrize("doc", [[], {"format": EXPORT_FORMAT, "results": []}], ids=["inferencex", "ours"])
 def test_a_file_without_rows_imports_nothing_and_says_so(tmp_path: Path, doc: object) -> None:
     """No empty run appears in the store as if something had been imported."""
