@@ -892,6 +892,10 @@ def from_inferencex_row(run_id: str, row: Mapping[str, Any], n: int) -> ResultPo
     if identity.conc <= 0:  # (it was stored as conc 0, drawn as a `c0` point, matched with nothing)
         raise ResultInputError(f"row {n} names no concurrency (`conc`, or a legacy agentic row's `users`)",
                           fix="give each row the concurrency it was measured at")
+    if not identity.hardware:  # (it was stored on hardware "", its per-GPU figures of no GPU, matched with nothing)
+        raise ResultInputError(f"row {n} ({job_id}) names no hardware (`hw`: the runner it was measured on)",
+                               fix="give each row the runner label or GPU it was measured on (`hw`), as InferenceX's "
+                                   "rows do")
     if ours.get("corpus"):  # our own export: the corpus the point replayed, so it matches its original again
         identity = dataclasses.replace(identity, corpus=str(ours["corpus"]))
     _check_figures(flat, n, job_id)

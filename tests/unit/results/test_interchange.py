@@ -369,6 +369,17 @@ def test_a_row_without_a_concurrency_is_refused_naming_it(tmp_path: Path) -> Non
         from_inferencex_row("import:x", {**row, "conc": 4, "source": "guessed"}, 3)
 
 
+def test_a_row_without_hardware_is_refused_naming_it() -> None:
+    """A row with no `hw` was stored on hardware "" (its per-GPU figures of no GPU; a series without hardware that
+    matches nothing), where InferenceX's app skips it as unmapped."""
+    row = {"conc": 4, "model": "m", "infmax_model_prefix": "m", "framework": "sglang", "precision": "fp8",
+           "isl": 1024, "osl": 1024, "tp": 8, "tput_per_gpu": 100.0}
+    for missing in (row, {**row, "hw": None}, {**row, "hw": ""}):
+        with pytest.raises(ResultInputError, match=r"row 3 \(row0003\) names no hardware \(`hw`"):
+            from_inferencex_row("import:x", missing, 3)
+    assert from_inferencex_row("import:x", {**row, "hw": "cluster:mi355x-amds"}, 3).identity.hardware == "mi355x"
+
+
 def test_an_import_that_would_drop_results_of_an_earlier_import_is_refused(make_run, tmp_path: Path) -> None:
     """Importing a part of an export (its first row, its published rows) over the whole one replaced the run and
     silently dropped the rest; as `results ingest` does for a partial folder, it is refused, nothing written, unless
