@@ -29,7 +29,14 @@ from llmsweep.metrics.registry import HOT_BY_NAME, HOT_COLUMNS, HOT_NAMES, HotCo
 from llmsweep.results.evals import EVAL_HALF_OF, inferencex_eval_rows, is_eval_row, points_from_eval_rows
 from llmsweep.results.extract import extract_hot
 from llmsweep.results.frontier import is_agentic
-from llmsweep.results.identity import dp_attention_of, get_field, gpus_of, identity_from_dict, identity_from_job
+from llmsweep.results.identity import (
+    PointIdentity,
+    dp_attention_of,
+    get_field,
+    gpus_of,
+    identity_from_dict,
+    identity_from_job,
+)
 from llmsweep.results.point import RESULT_COLUMNS, ResultPoint, describe, result_id_for
 from llmsweep.results.repeats import Repeats, combine_repeats
 
@@ -734,12 +741,26 @@ def _from_our_row(run_id: str, row: Mapping[str, Any], n: int) -> ResultPoint:
         raise _bad(n, job_id, "gpus", gpus, "a GPU count")
     return ResultPoint(
         result_id=result_id_for(run_id, job_id), run_id=run_id, job_id=job_id,
-        identity=identity_from_dict(row.get("identity") or {}), source=source, verdict=str(verdict),
+        identity=_identity_of(row, summary), source=source, verdict=str(verdict),
         metrics=metrics, gpus=int(gpus), origin="llmsweep-export", reasons=reasons,
         num_requests=num_requests, num_successful=num_successful,
         job=dict(row.get("job") or {}), summary=summary, imported={} if summary is not None else dict(doc),
         provenance=dict(row.get("provenance") or {}),
     )
+
+
+def _identity_of(row: Mapping[str, Any], summary: Summary | None) -> PointIdentity:
+    """A row of our JSON export's point identity: as the row says it; a field the row lacks — an export of a release
+    before that field was part of the identity (`corpus`, before 2026-12-02) — read from its job record and summary,
+    as the store reads such a release's runs (`Store._point`) and ingesting its folder today would. Left at its default,
+    an agentic point lost the corpus it replayed and matched its own run's points nowhere."""
+    said = row.get("identity") or {}
+    identity = identity_from_dict(said)
+    lacking = [f.name for f in dataclasses.fields(PointIdentity) if f.name not in said]
+    if not lacking:
+        return identity
+    derived = identity_from_job(dict(row.get("job") or {}), summary)
+    return dataclasses.replace(identity, **{name: getattr(derived, name) for name in lacking})
 
 
 def _flat(row: Mapping[str, Any]) -> dict[str, Any]:

@@ -287,6 +287,32 @@ def test_an_exported_agentic_point_keeps_its_corpus_through_an_inferencex_round_
     assert from_inferencex_row("import:y", row, 0).identity.corpus == ""
 
 
+def test_an_export_of_a_release_before_the_corpus_was_part_of_the_identity_imports_with_its_corpus(
+        make_run, tmp_path: Path) -> None:
+    """A JSON export written before 2026-12-02 has no `corpus` in its rows' identity (checked against that release's
+    export of agentic-sim.yaml); its summaries record the corpus replayed. The import left it empty, so an agentic
+    point matched its own run's points nowhere (their identity keys differ), where ingesting the run's folder, or the
+    store that release wrote, reads it from the summary. Read the same way, it matches again."""
+    from llmsweep.metrics.model import Summary
+    from llmsweep.results.rundir import load_run
+
+    run = make_run("r", concs=(4, 8))
+    for art in run.jobs:  # the corpus each point replayed, as a run on a trace corpus records it
+        summary = Summary.load(art.dir / "summary.json")
+        summary.provenance.workload = {"corpus_digest": "sha256:" + "ab" * 32}
+        summary.write(art.dir / "summary.json")
+    points = points_from_run(load_run(run.path))
+    assert {p.identity.corpus for p in points} == {"sha256:abababababababab"}
+    doc = json.loads(export_points(points, "json"))
+    for row in doc["results"]:
+        del row["identity"]["corpus"]
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(doc))
+    _, _, back = import_file(path)
+    assert [p.identity for p in back] == [p.identity for p in points]
+    assert [p.identity.key() for p in back] == [p.identity.key() for p in points]
+
+
 def _disaggregated(p: ResultPoint) -> ResultPoint:
     """The point as a 1P(tp4) + 1D(tp8) disaggregated job (the store's topology check is the run's business)."""
     job = {**p.job, "multinode": True, "disagg": True, "gpus": 12,
