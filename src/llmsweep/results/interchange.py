@@ -1044,12 +1044,16 @@ def _other_half(points: list[ResultPoint], held: list[ResultPoint]
     replaces). A file whose results are all of one kind — throughput results, or eval-only ones (eval rows) — keeps
     the held results of the other kind: a run's `inferencex` and `inferencex-evals` exports are two halves of it.
     Where a run-eval job has a result of each kind, its eval result is the job's eval half (`eval_half`), so both
-    are stored under ids of their own. A file holding both kinds is the whole run and keeps nothing."""
+    are stored under ids of their own; a held eval half whose job the file holds with its eval (a row of our JSON
+    export: one result, throughput and eval) is replaced by it. A file holding both kinds is the whole run and keeps
+    nothing."""
     kinds = {p.eval_only for p in points}
     if len(kinds) != 1:
         return points, [], [h.job_id for h in held]
-    kept = [h for h in held if h.eval_only not in kinds]
-    replaced = [h.job_id for h in held if h.eval_only in kinds]
+    evaluated = {p.job_id for p in points if p.eval is not None}
+    whole = {h.job_id for h in held if h.eval_only and (get_field(h.job, EVAL_HALF_OF) or h.job_id) in evaluated}
+    kept = [h for h in held if h.eval_only not in kinds and h.job_id not in whole]
+    replaced = [h.job_id for h in held if h.eval_only in kinds]  # (an eval half the file holds whole is not dropped)
     throughput = {p.job_id for p in (kept if kinds == {True} else points)}
     points = [eval_half(p) if p.eval_only and p.job_id in throughput else p for p in points]
     kept = [eval_half(k) if k.eval_only and k.job_id in throughput else k for k in kept]

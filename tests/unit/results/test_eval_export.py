@@ -645,3 +645,10 @@ def test_a_runs_throughput_and_eval_exports_imported_into_one_store_keep_both_ha
     with Store(tmp_path / "one.sqlite") as store:
         import_into(store, both)
         assert sorted(p.result_id for p in store.results()) == sorted(p.result_id for p in held)
+    # our JSON export holds the run-eval job whole (one result, throughput and eval): it replaces the eval half
+    whole = tmp_path / "whole.json"
+    whole.write_text(export_points(points, "json"))
+    with Store(tmp_path / "both.sqlite") as store:
+        import_into(store, whole)
+        assert sorted(p.job_id for p in store.results(run.run_id)) == sorted(p.job_id for p in points)
+        assert [(e.job_id, e.score) for e in store.evals(run.run_id)] == [(points[0].job_id, 0.95)]
