@@ -1004,8 +1004,10 @@ def import_into(store: Any, path: Path, parsed: Imported | None = None, *, force
         if store.run_origin(original) not in (None, "llmsweep-export", "inferencex"):
             run_id = f"{file_run}:{original}"
             pts = [dataclasses.replace(p, run_id=run_id, result_id=result_id_for(run_id, p.job_id)) for p in pts]
-        held = store.results(run_id) if store.run_origin(run_id) is not None else []
-        pts, kept, replaced = _other_half(pts, held)
+        if len({p.eval_only for p in pts}) == 1 and store.run_origin(run_id) is not None:  # one half of the run
+            pts, kept, replaced = _other_half(pts, store.results(run_id))
+        else:  # the whole run (or one the store does not hold)
+            kept, replaced = [], store.result_job_ids(run_id)
         placed.append((original, run_id, pts, kept, replaced))
     if not force:
         from llmsweep.results.store import ImportConflictError
@@ -1040,16 +1042,14 @@ def import_into(store: Any, path: Path, parsed: Imported | None = None, *, force
 
 def _other_half(points: list[ResultPoint], held: list[ResultPoint]
                 ) -> tuple[list[ResultPoint], list[ResultPoint], list[str]]:
-    """(the file's results of a run, the held results of the run its import keeps, the job ids of those it
-    replaces). A file whose results are all of one kind — throughput results, or eval-only ones (eval rows) — keeps
-    the held results of the other kind: a run's `inferencex` and `inferencex-evals` exports are two halves of it.
-    Where a run-eval job has a result of each kind, its eval result is the job's eval half (`eval_half`), so both
-    are stored under ids of their own; a held eval half whose job the file holds with its eval (a row of our JSON
-    export: one result, throughput and eval) is replaced by it. A file holding both kinds is the whole run and keeps
-    nothing."""
+    """(a file's results of a run, all of one kind, the held results of the run its import keeps, the job ids of
+    those it replaces). A file whose results are all of one kind — throughput results, or eval-only ones (eval rows)
+    — keeps the held results of the other kind: a run's `inferencex` and `inferencex-evals` exports are two halves
+    of it (a file holding both kinds is the whole run, and keeps nothing). Where a run-eval job has a result of each
+    kind, its eval result is the job's eval half (`eval_half`), so both are stored under ids of their own; a held
+    eval half whose job the file holds with its eval (a row of our JSON export: one result, throughput and eval) is
+    replaced by it."""
     kinds = {p.eval_only for p in points}
-    if len(kinds) != 1:
-        return points, [], [h.job_id for h in held]
     evaluated = {p.job_id for p in points if p.eval is not None}
     whole = {h.job_id for h in held if h.eval_only and (get_field(h.job, EVAL_HALF_OF) or h.job_id) in evaluated}
     kept = [h for h in held if h.eval_only not in kinds and h.job_id not in whole]
