@@ -721,7 +721,7 @@ def _from_our_row(run_id: str, row: Mapping[str, Any], n: int) -> ResultPoint:
         for name, value in metrics.items():
             if value is not None and not _finite(value):
                 raise _bad(n, job_id, f"metrics.{name}", value, "a finite number or null")
-            most = 1.0 if HOT_BY_NAME[name].metric.unit == "ratio" else None
+            most = 1.0 if HOT_BY_NAME[name].metric.unit == "ratio" and name not in _PEAKS else None
             if value is not None and (value < 0 or (most is not None and value > most)):  # no measurement has it
                 raise _bad(n, job_id, f"metrics.{name}", value, f"a figure from 0 to {most:g} or null"
                            if most is not None else "a figure of 0 or more, or null")
@@ -852,16 +852,22 @@ def _check_topology(flat: Mapping[str, Any], n: int, job_id: str) -> None:
                 f"at least {least}", fix="correct the row: the point it stands for is read from it")
 
 
+_PEAKS = frozenset({"gpu_kv_usage_max"})
+"""Ratio columns with no ceiling an import holds a row to: KV usage is a peak gauge, which servers report above 1
+(AgentX reads it as a fraction up to 1.5, as a percentage above)."""
+
+
 def _figure_fields() -> list[tuple[str, float | None]]:
     """(InferenceX field, the most it can be or None) of every figure an import reads from a throughput row: the
-    hot columns' (`inferencex_name`; a ratio at most 1), the AgentX scalars' (a cache hit rate at most 1, KV usage
-    at most 100 %) and the J per token a row's efficiency is read from; every one of them at least 0."""
-    fields: dict[str, float | None] = {}
-    for c in HOT_COLUMNS:
-        if c.name != "error_ratio":  # computed from the request counts, checked apart
-            fields[inferencex_name(c)] = 1.0 if c.metric.unit == "ratio" else None
+    hot columns' (`inferencex_name`; a ratio at most 1, but a peak, `_PEAKS`), the AgentX scalars' at their scale (a
+    cache hit rate at most 1) and the J per token a row's efficiency is read from; every one of them at least 0."""
+    def most(column: str) -> float | None:
+        return 1.0 if HOT_BY_NAME[column].metric.unit == "ratio" and column not in _PEAKS else None
+
+    fields = {inferencex_name(c): most(c.name) for c in HOT_COLUMNS
+              if c.name != "error_ratio"}  # (computed from the request counts, checked apart)
     for column, (field, scale) in AGENTX_SCALARS.items():
-        fields[field] = scale * (fields.get(column) or 1.0)
+        fields[field] = None if (ceiling := most(column)) is None else scale * ceiling
     fields["joules_per_total_token"] = None
     return list(fields.items())
 

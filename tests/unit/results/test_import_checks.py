@@ -186,7 +186,8 @@ _PUBLISHED = {"hw": "b200", "conc": 64, "image": "vllm/vllm-openai:v0.11.0", "mo
     ({"tput_per_gpu": -5.0}, r"`tput_per_gpu` is -5.0, not a figure of 0 or more"),
     ({"median_ttft": -0.2}, r"`median_ttft` is -0.2, not a figure of 0 or more"),
     ({"joules_per_total_token": -2.0}, r"`joules_per_total_token` is -2.0, not a figure of 0 or more"),
-    ({"gpu_kv_cache_usage_pct": 140.0}, r"`gpu_kv_cache_usage_pct` is 140.0, not a figure from 0 to 100"),
+    ({"server_gpu_cache_hit_rate": 1.4}, r"`server_gpu_cache_hit_rate` is 1.4, not a figure from 0 to 1"),
+    ({"gpu_kv_cache_usage_pct": -3.0}, r"`gpu_kv_cache_usage_pct` is -3.0, not a figure of 0 or more"),
     ({"num_requests_successful": 700}, r"`num_requests_successful` is 700, not at most `num_requests_total` \(640\)"),
     ({"num_requests_total": 640.5}, r"`num_requests_total` is 640.5, not a count of requests"),
     ({"num_requests_total": -1, "num_requests_successful": -3}, r"`num_requests_total` is -1, not a count"),
@@ -201,6 +202,9 @@ def test_an_inferencex_row_with_a_figure_no_measurement_has_is_refused_naming_it
             back.metric("error_ratio")) == (5000.0, 0.2, 2.0, 0.0)
     with pytest.raises(ResultInputError, match=r"row 0 \(row0000\): " + message):
         _import(tmp_path, [{**_PUBLISHED, **change}])
+    # KV usage is a peak gauge servers report above 1 (AgentX reads up to 1.5 as a fraction): no ceiling
+    (peak,) = _import(tmp_path, [{**_PUBLISHED, "gpu_kv_cache_usage_pct": 104.0}], "peak.json")
+    assert peak.metric("gpu_kv_usage_max") == pytest.approx(1.04)
     # a figure that is not a number at all (NaN, as InferenceX's Python writes an undefined one) is not read
     (nan,) = _import(tmp_path, [{**_PUBLISHED, "median_ttft": float("nan")}], "nan.json")
     assert nan.metric("p50_ttft") is None and nan.metric("p90_ttft") == 0.4
