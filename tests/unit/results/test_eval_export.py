@@ -18,7 +18,7 @@ from llmsweep.cli.main import cli, main
 from llmsweep.errors import ResultInputError
 from llmsweep.evals.gate import judge
 from llmsweep.metrics.model import EvalBlock, EvalMetric, EvalRun, Summary
-from llmsweep.results.interchange import export_points, import_into, left_out
+from llmsweep.results.interchange import export_points, import_file, import_into, left_out
 from llmsweep.results.point import ResultPoint, points_from_run
 from llmsweep.results.rundir import RunDir, load_run
 from llmsweep.results.store import SCHEMA_VERSION, Store, StoreError
@@ -652,3 +652,16 @@ def test_a_runs_throughput_and_eval_exports_imported_into_one_store_keep_both_ha
         import_into(store, whole)
         assert sorted(p.job_id for p in store.results(run.run_id)) == sorted(p.job_id for p in points)
         assert [(e.job_id, e.score) for e in store.evals(run.run_id)] == [(points[0].job_id, 0.95)]
+
+
+def test_an_eval_row_whose_reasons_are_not_a_list_is_refused(make_run: MakeRun, tmp_path: Path) -> None:
+    """An eval row's `llmsweep.reasons` text had been stored as one reason per character."""
+    points = points_from_run(with_eval(make_run("e", concs=(4,), source="measured"), [_run(4, 0.5)]))
+    (row,) = json.loads(export_points(points, "inferencex-evals"))
+    path = tmp_path / "evals.json"
+    path.write_text(json.dumps([row]))
+    assert import_file(path)[2][0].reasons == tuple(row["llmsweep"]["reasons"])
+    row["llmsweep"]["reasons"] = "below the threshold"
+    path.write_text(json.dumps([row]))
+    with pytest.raises(ResultInputError, match=r"`llmsweep.reasons` is 'below the threshold', not a list of texts"):
+        import_file(path)

@@ -162,18 +162,6 @@ def test_an_inferencex_row_whose_llmsweep_block_is_not_what_our_export_writes_is
     assert "results export --format inferencex" in (caught.value.fix or "")
 
 
-def test_an_eval_row_whose_reasons_are_not_a_list_is_refused(make_run, tmp_path: Path) -> None:
-    """An eval row's `llmsweep.reasons` text had been stored as one reason per character."""
-    from test_eval_export import _run, with_eval
-
-    points = points_from_run(with_eval(make_run("e", concs=(4,), source="measured"), [_run(4, 0.5)]))
-    (row,) = json.loads(export_points(points, "inferencex-evals"))
-    assert _import(tmp_path, [row], "ok.json")[0].reasons == tuple(row["llmsweep"]["reasons"])
-    row["llmsweep"]["reasons"] = "below the threshold"
-    with pytest.raises(ResultInputError, match=r"`llmsweep.reasons` is 'below the threshold', not a list of texts"):
-        _import(tmp_path, [row])
-
-
 _PUBLISHED = {"hw": "b200", "conc": 64, "image": "vllm/vllm-openai:v0.11.0", "model": "deepseek-ai/DeepSeek-R1",
               "infmax_model_prefix": "dsr1", "framework": "vllm", "precision": "fp4", "spec_decoding": "none",
               "disagg": False, "isl": 1024, "osl": 1024, "tp": 4, "ep": 4, "dp_attention": "false",
