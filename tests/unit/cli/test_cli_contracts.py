@@ -251,15 +251,17 @@ def test_frontier_json_carries_every_column_of_its_table(store: Path, capsys: py
     """`results frontier` showed each point's concurrency in its table and left it out of --json."""
     code, out, err = run_main(capsys, "results", "runs", "--json")
     runs = [r["run_id"] for r in json.loads(out)]
+    drawn = 0
     for run in runs:
         code, table, err = run_main(capsys, "results", "frontier", run)
         assert code == 0, err
         code, out, err = run_main(capsys, "results", "frontier", run, "--json")
         points = [p for series in json.loads(out).values() for p in series]
-        assert points, run
+        drawn += len(points)  # (a run of smoke points has no frontier: only valid points stand on one)
         for p in points:
             row = next(line for line in table.splitlines() if p["result_id"] in line)
             assert f" {p['conc']} " in row and p["job_id"] in row, (p, row)
+    assert drawn, runs
 
 
 def test_render_json_is_its_format_json(capsys: pytest.CaptureFixture[str]) -> None:
