@@ -22,14 +22,27 @@ from llmsweep.results.samples import STATISTICS, Samples
 
 BandKind = Literal["within-run", "between-run"]
 
-# Two-sided 95 % Student-t quantiles by degrees of freedom (1..30); beyond, the normal 1.96.
+# Two-sided 95 % Student-t quantiles by degrees of freedom (1..30), as the tables print them.
 _T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145, 2.131,
          2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042)
 Z975 = 1.959964
 
 
 def t975(dof: int) -> float:
-    return _T975[dof - 1] if 1 <= dof <= len(_T975) else Z975
+    """The two-sided 95 % Student-t quantile at `dof` degrees of freedom: the table to 30, beyond it the Cornish-Fisher
+    expansion about the normal quantile (Abramowitz & Stegun 26.7.5; within 1e-5 of the exact quantile from 30 on:
+    2.021 at 40, 2.000 at 60, 1.980 at 120). It had dropped to the normal 1.96 past 30 — a band 3 % narrower than
+    the t quantile at 31 to 40 degrees of freedom, which a long history of earlier runs reaches."""
+    if dof < 1:
+        return Z975  # no degrees of freedom: callers give no t band then; the normal quantile as a defined value
+    if dof <= len(_T975):
+        return _T975[dof - 1]
+    z = Z975
+    terms = ((z ** 3 + z) / 4,
+             (5 * z ** 5 + 16 * z ** 3 + 3 * z) / 96,
+             (3 * z ** 7 + 19 * z ** 5 + 17 * z ** 3 - 15 * z) / 384,
+             (79 * z ** 9 + 776 * z ** 7 + 1482 * z ** 5 - 1920 * z ** 3 - 945 * z) / 92160)
+    return z + sum(g / dof ** k for k, g in enumerate(terms, 1))
 
 
 @dataclass(frozen=True, slots=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from llmsweep.results.bands import between_run_band, pooled_variance, within_run_band
+from llmsweep.results.bands import between_run_band, pooled_variance, t975, within_run_band
 from llmsweep.results.compare import compare_points
 from llmsweep.results.point import ResultPoint, points_from_run
 
@@ -142,6 +142,19 @@ def test_band_arithmetic() -> None:
     widened = between_run_band([1.0, 3.0], [10.0, 12.0], within=floor)
     assert floor is not None and widened is not None and widened.half_width == floor.half_width
     assert within_run_band(float("nan"), 1.0) is None
+
+
+def test_the_t_quantile_past_the_table_is_the_t_quantile_not_the_normal() -> None:
+    """A band of 31 to 120 degrees of freedom (a long history of earlier runs) is t's, as a hand computation with a
+    t table gives it; it had dropped to the normal 1.96 past 30, up to 4 % narrower."""
+    exact = {30: 2.0423, 31: 2.0395, 35: 2.0301, 40: 2.0211, 60: 2.0003, 120: 1.9799, 1000: 1.9623}
+    for dof, t in exact.items():
+        assert abs(t975(dof) - t) < 5e-4, (dof, t975(dof))
+    assert all(t975(d) > t975(d + 1) for d in range(1, 200))  # narrower with every degree of freedom, no step
+    band = between_run_band([float(v) for v in range(20)], [float(v) for v in range(1, 21)])
+    assert band is not None
+    var, dof = pooled_variance([[float(v) for v in range(20)], [float(v) for v in range(1, 21)]])
+    assert dof == 38 and abs(band.half_width - 2.0244 * (var * (1 / 20 + 1 / 20)) ** 0.5) < 1e-3
 
 
 def test_invalid_measurements_are_called_out(make_run) -> None:
