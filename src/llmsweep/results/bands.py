@@ -79,11 +79,12 @@ def error_ratio_sd(samples: Samples) -> float:
     return math.sqrt(p * (1 - p) / samples.total)
 
 
-def within_run_band(sd_a: float, sd_b: float) -> Band | None:
-    """95 % band on B − A from the two independent bootstrap spreads."""
+def within_run_band(sd_a: float, sd_b: float, n_a: int = 1, n_b: int = 1) -> Band | None:
+    """95 % band on mean(B) − mean(A) from the two independent bootstrap spreads of one run each, the sides the means
+    of `n_a` and `n_b` runs: a mean of n runs, each its own sample of requests, has 1/√n of one run's sampling noise."""
     if not (math.isfinite(sd_a) and math.isfinite(sd_b)):
         return None
-    return Band(Z975 * math.hypot(sd_a, sd_b), "within-run", 2)
+    return Band(Z975 * math.sqrt(sd_a ** 2 / max(n_a, 1) + sd_b ** 2 / max(n_b, 1)), "within-run", 2)
 
 
 def pooled_variance(groups: Sequence[Sequence[float]]) -> tuple[float, int]:
@@ -103,7 +104,9 @@ def between_run_band(runs_a: Sequence[float], runs_b: Sequence[float], history: 
     """95 % band on mean(B) − mean(A) from run-to-run variance; None without any repeat.
 
     `history` holds earlier runs of A's point (same identity): they join A's group for the variance estimate but not
-    A's mean. Never narrower than the within-run band: a few lucky repeats must not shrink it below sampling noise.
+    A's mean. Never narrower than `within`, the sampling noise of the two means (`within_run_band` of the sides' run
+    counts): a few lucky repeats must not shrink it below that. A floor at one run's sampling noise would be √n too
+    wide for means of n runs, and more repeats could never narrow the band below it.
     """
     var, dof = pooled_variance([[*runs_a, *history], runs_b])
     n_a, n_b = len(runs_a), len(runs_b)

@@ -528,11 +528,12 @@ def _metric_delta(metric: str, runs_a: list[ResultPoint], runs_b: list[ResultPoi
     vb = finite_mean(p.metric(metric) for p in runs_b)
     delta = vb - va if va is not None and vb is not None else None
     rel = delta / abs(va) if delta is not None and va else None
+    values_a = [v for p in runs_a if (v := p.metric(metric)) is not None]
+    values_b = [v for p in runs_b if (v := p.metric(metric)) is not None]
+    # one run's request-sampling spread per side, scaled to the means compared: of len(values) runs each
     within = within_run_band(_sd(runs_a[0], metric, cache, seed, resamples),
-                             _sd(runs_b[0], metric, cache, seed, resamples))
-    between = between_run_band([v for p in runs_a if (v := p.metric(metric)) is not None],
-                               [v for p in runs_b if (v := p.metric(metric)) is not None],
-                               [v for p in past if (v := p.metric(metric)) is not None], within)
+                             _sd(runs_b[0], metric, cache, seed, resamples), len(values_a), len(values_b))
+    between = between_run_band(values_a, values_b, [v for p in past if (v := p.metric(metric)) is not None], within)
     band = between or within
     return MetricDelta(metric, va, vb, delta, rel, band, _verdict(metric, delta, band))
 

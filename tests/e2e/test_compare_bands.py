@@ -1,0 +1,80 @@
+"""`compare`'s noise bands on real runs on the simulator in virtual time (seconds): bands-base.yaml against
+bands-pr.yaml (the same point, every prompt prefilled in two chunks), each run once and with `--repeats 6`.
+
+A band is checked against what a hand computation from the runs' own summaries gives.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_run_support import cli_here
+
+RECIPES = Path(__file__).resolve().parents[1] / "data" / "recipes" / "results"
+T975_10 = 2.228  # the two-sided 95 % t quantile at 10 degrees of freedom (6 + 6 repeats)
+
+
+def _cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    proc = cli_here(args)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return proc
+
+
+def _compare(*args: str | Path) -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads(_cli("compare", *args, "--json").stdout)
+    return doc
+
+
+def _delta(doc: dict[str, Any], metric: str) -> dict[str, Any]:
+    (point,) = doc["matched"]
+    found: dict[str, Any] = {d["metric"]: d for d in point["deltas"]}[metric]
+    return found
+
+
+def _p90(run: Path, metric: str) -> list[float]:
+    """Each repeat's P90 of a latency (`ttft`, `e2el`; s), as its summary.json says it."""
+    return [json.loads((job / "summary.json").read_text())["latency"][metric]["p90"]
+            for job in sorted((run / "jobs").iterdir())]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Run folders: a1/b1 once, a6/b6 with six repeats (a repeat k ≥ 2 draws its own sample; the first is the single
+    run's sample again)."""
+    tmp = tmp_path_factory.mktemp("bands")
+    out = {}
+    for name, recipe, repeats in (("a1", "bands-base.yaml", 1), ("b1", "bands-pr.yaml", 1),
+                                  ("a6", "bands-base.yaml", 6), ("b6", "bands-pr.yaml", 6)):
+        out[name] = tmp / name
+        _cli("run", RECIPES / recipe, "--out", out[name], "--repeats", str(repeats), "--store", tmp / "store.sqlite",
+             "--no-report")
+    return out
+
+
+def test_more_repeats_narrow_the_band_below_one_runs_sampling_noise(runs: dict[str, Path]) -> None:
+    """The between-run band of two means of 6 runs was floored at one run's sampling noise (the within-run band of a
+    single run per side): √6 too wide, so repeats never narrowed it below what one run gives (in one such run, a
+    P90 TTFT every one of B's six repeats put above every one of A's was `within noise`). P90 E2E latency: a
+    statistic whose bootstrap spread holds steady whatever the result ids seed it with."""
+    a, b = _p90(runs["a6"], "e2el"), _p90(runs["b6"], "e2el")
+    assert len(a) == len(b) == 6 and min(b) > max(a)  # the change moved every repeat: no noise could do that
+
+    single = _delta(_compare(runs["a1"], runs["b1"], "--no-history"), "p90_e2el")
+    assert single["band"]["kind"] == "within-run"
+    six = _delta(_compare(runs["a6"], runs["b6"], "--no-history"), "p90_e2el")
+    assert six["band"]["kind"] == "between-run" and six["band"]["runs"] == 12
+    assert six["delta"] == pytest.approx(statistics.mean(b) - statistics.mean(a))
+
+    ss = sum((v - statistics.mean(a)) ** 2 for v in a) + sum((v - statistics.mean(b)) ** 2 for v in b)
+    by_hand = T975_10 * math.sqrt(ss / 10 * (1 / 6 + 1 / 6))  # the pooled two-sample t band
+    assert six["band"]["half_width"] >= by_hand - 1e-12  # never narrower than the repeats' own spread says
+    # one run's sampling noise over √6 (≈ 0.41 of it; the bootstrap of another result id, a few % either way)
+    assert six["band"]["half_width"] < 0.7 * single["band"]["half_width"]
+    assert six["verdict"] == "regression"
+
