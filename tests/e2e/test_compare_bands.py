@@ -78,3 +78,36 @@ def test_more_repeats_narrow_the_band_below_one_runs_sampling_noise(runs: dict[s
     assert six["band"]["half_width"] < 0.7 * single["band"]["half_width"]
     assert six["verdict"] == "regression"
 
+
+def test_an_imported_mean_of_repeats_counts_as_its_repeats(runs: dict[str, Path], tmp_path: Path) -> None:
+    """A6's InferenceX export is one row per point, the mean of its 6 repeats with their sd (`llmsweep.repeats`).
+    Imported and compared, it counted as one run and its sd was thrown away: against B's 6 repeats its band was B's
+    spread alone at 5 degrees of freedom and 1/1 + 1/6 (±8.4 tok/s/GPU where the folder gives ±4.1), and against
+    one run of B there was no between-run band at all. It is 6 runs now, its spread in the pooled variance."""
+    run_id = json.loads((runs["a6"] / "run.json").read_text())["run_id"]
+    store = runs["a6"].parent / "store.sqlite"
+    exported = tmp_path / "a6.json"
+    _cli("results", "export", "--run", run_id, "--format", "inferencex", "--include-unpublished", "--store", store,
+         "--out", exported)
+    (row,) = json.loads(exported.read_text())
+    assert row["llmsweep"]["repeats"]["n"] == 6
+    imported = tmp_path / "imported.sqlite"
+    _cli("results", "import", exported, "--store", imported)
+
+    a, b = _p90(runs["a6"], "ttft"), _p90(runs["b6"], "ttft")
+    doc = _compare(run_id, runs["b6"], "--store", imported)
+    (point,) = doc["matched"]
+    assert point["a"][0]["origin"] == "llmsweep-export" and point["runs"] == {"a": 6, "b": 6}
+    assert any("is the mean of 6 repeats" in n and "counted as that many runs" in n for n in doc["notes"])
+    ttft = _delta(doc, "p90_ttft")
+    ss = sum((v - statistics.mean(a)) ** 2 for v in a) + sum((v - statistics.mean(b)) ** 2 for v in b)
+    assert ttft["band"] == {"half_width": pytest.approx(T975_10 * math.sqrt(ss / 10 * (1 / 6 + 1 / 6))),
+                            "kind": "between-run", "runs": 12}  # no records imported: no within-run floor
+    assert ttft["a"] == pytest.approx(statistics.mean(a)) and ttft["verdict"] == "regression"
+
+    one = _delta(_compare(run_id, runs["b1"], "--store", imported), "p90_ttft")  # B once: A's repeats give the band
+    sd_a = statistics.stdev(a)
+    assert one["band"] == {"half_width": pytest.approx(2.571 * sd_a * math.sqrt(1 / 6 + 1)), "kind": "between-run",
+                           "runs": 7}
+    table = _cli("compare", run_id, runs["b6"], "--store", imported).stdout
+    assert "(runs A 6, B 6, history 0)" in " ".join(table.split())  # the title as the terminal wraps it

@@ -612,7 +612,7 @@ def _print_comparison(comp: Any, reused: frozenset[str] = frozenset()) -> None:
     for note in comp.notes:
         con.print(f"[yellow]note:[/] {note}")
     for pc in comp.matched:
-        table = Table(title=f"{pc.label}  (runs A {len(pc.a)}, B {len(pc.b)}, history {pc.history})")
+        table = Table(title=f"{pc.label}  (runs A {pc.runs('a')}, B {pc.runs('b')}, history {pc.history})")
         for col in ("metric", f"A{f' ({comp.sides[0]})' if comp.sides[0] else ''}",
                     f"B{f' ({comp.sides[1]})' if comp.sides[1] else ''}", "Δ ± band", "verdict"):
             table.add_column(col)

@@ -42,7 +42,7 @@ def t975(dof: int) -> float:
              (5 * z ** 5 + 16 * z ** 3 + 3 * z) / 96,
              (3 * z ** 7 + 19 * z ** 5 + 17 * z ** 3 - 15 * z) / 384,
              (79 * z ** 9 + 776 * z ** 7 + 1482 * z ** 5 - 1920 * z ** 3 - 945 * z) / 92160)
-    return z + sum(g / dof ** k for k, g in enumerate(terms, 1))
+    return z + sum(g / float(dof) ** k for k, g in enumerate(terms, 1))
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,32 +87,70 @@ def within_run_band(sd_a: float, sd_b: float, n_a: int = 1, n_b: int = 1) -> Ban
     return Band(Z975 * math.sqrt(sd_a ** 2 / max(n_a, 1) + sd_b ** 2 / max(n_b, 1)), "within-run", 2)
 
 
-def pooled_variance(groups: Sequence[Sequence[float]]) -> tuple[float, int]:
-    """(pooled within-group variance, degrees of freedom); dof 0 means no group had a repeat."""
+@dataclass(frozen=True, slots=True)
+class RunValue:
+    """A metric's value in one result, as a sample of run-to-run variance: the mean of `n` runs (an imported row of
+    a point measured n times, `results.repeats.mean_of`; 1 for one run's result) and those runs' sample standard
+    deviation where it is known (`sd`)."""
+
+    value: float
+    n: int = 1
+    sd: float | None = None
+
+
+def _runs(values: Sequence[float | RunValue]) -> list[RunValue]:
+    """The finite values, each as a `RunValue` (a plain number is one run's)."""
+    runs = [v if isinstance(v, RunValue) else RunValue(v) for v in values if v is not None]
+    return [r for r in runs if math.isfinite(r.value) and r.n >= 1]
+
+
+def pooled_variance(groups: Sequence[Sequence[float | RunValue]]) -> tuple[float, int]:
+    """(pooled within-group variance, degrees of freedom); dof 0 means no group had a repeat.
+
+    The one-way analysis of variance of the runs behind the values: a value that is the mean of n runs weighs n
+    around its group's mean, and where their sd is known it adds (n − 1)·sd² and n − 1 degrees of freedom — the
+    spread of the repeats it averages, which a mean counted as one run would have thrown away."""
     ss, dof = 0.0, 0
     for g in groups:
-        vals = [v for v in g if v is not None and math.isfinite(v)]
+        vals = _runs(g)
+        for r in vals:
+            if r.n > 1 and r.sd is not None and math.isfinite(r.sd):
+                ss += (r.n - 1) * r.sd ** 2
+                dof += r.n - 1
         if len(vals) >= 2:
-            mean = sum(vals) / len(vals)
-            ss += sum((v - mean) ** 2 for v in vals)
+            mean = sum(r.n * r.value for r in vals) / sum(r.n for r in vals)
+            ss += sum(r.n * (r.value - mean) ** 2 for r in vals)
             dof += len(vals) - 1
     return (ss / dof if dof else float("nan")), dof
 
 
-def between_run_band(runs_a: Sequence[float], runs_b: Sequence[float], history: Sequence[float] = (),
-                     within: Band | None = None) -> Band | None:
+def runs_mean(values: Sequence[float | RunValue]) -> float | None:
+    """The mean of every run behind the values (a mean of n runs weighs n); None without a finite value."""
+    runs = _runs(values)
+    return sum(r.n * r.value for r in runs) / sum(r.n for r in runs) if runs else None
+
+
+def runs_count(values: Sequence[float | RunValue]) -> int:
+    """How many runs the finite values are the means of."""
+    return sum(r.n for r in _runs(values))
+
+
+def between_run_band(runs_a: Sequence[float | RunValue], runs_b: Sequence[float | RunValue],
+                     history: Sequence[float | RunValue] = (), within: Band | None = None) -> Band | None:
     """95 % band on mean(B) − mean(A) from run-to-run variance; None without any repeat.
 
+    A side's mean is of every run behind its values (`runs_mean`: a value that is the mean of n runs counts n). The
+    t band is on the difference of the two means, t × √(pooled variance × (1/n_A + 1/n_B)).
     `history` holds earlier runs of A's point (same identity): they join A's group for the variance estimate but not
     A's mean. Never narrower than `within`, the sampling noise of the two means (`within_run_band` of the sides' run
     counts): a few lucky repeats must not shrink it below that. A floor at one run's sampling noise would be √n too
     wide for means of n runs, and more repeats could never narrow the band below it.
     """
     var, dof = pooled_variance([[*runs_a, *history], runs_b])
-    n_a, n_b = len(runs_a), len(runs_b)
+    n_a, n_b = runs_count(runs_a), runs_count(runs_b)
     if not dof or not n_a or not n_b:
         return None
     half = t975(dof) * math.sqrt(var * (1 / n_a + 1 / n_b))
     if within is not None:
         half = max(half, within.half_width)
-    return Band(half, "between-run", n_a + n_b + len(history))
+    return Band(half, "between-run", n_a + n_b + runs_count(history))

@@ -22,10 +22,19 @@ from typing import Any, Literal
 from llmsweep.errors import ConfigError
 from llmsweep.metrics.model import MEASURED, source_words
 from llmsweep.metrics.registry import HOT_BY_NAME, HOT_COLUMNS
-from llmsweep.results.bands import Band, between_run_band, bootstrap_sd, error_ratio_sd, within_run_band
+from llmsweep.results.bands import (
+    Band,
+    RunValue,
+    between_run_band,
+    bootstrap_sd,
+    error_ratio_sd,
+    runs_count,
+    runs_mean,
+    within_run_band,
+)
 from llmsweep.results.identity import TOPOLOGY_FIELDS
 from llmsweep.results.point import ResultPoint, configurations, telling_apart
-from llmsweep.results.repeats import finite_mean
+from llmsweep.results.repeats import finite_mean, mean_of
 from llmsweep.results.samples import Samples, load_samples
 
 Verdict = Literal["improvement", "regression", "within noise", "unverified", "n/a"]
@@ -102,6 +111,11 @@ class PointComparison:
     def history(self) -> int:
         return len(self.past)
 
+    def runs(self, side: Literal["a", "b", "past"]) -> int:
+        """How many runs a side's results are (an imported row that is the mean of N repeats is N:
+        `repeats.mean_of`)."""
+        return sum(mean_of(p)[0] for p in {"a": self.a, "b": self.b, "past": self.past}[side])
+
     @property
     def label(self) -> str:
         i = self.a[0].identity
@@ -176,7 +190,8 @@ class Comparison:
             "sides": {"a": self.sides[0] or None, "b": self.sides[1] or None},
             "ignored_fields": list(self.ignored_fields), "notes": list(self.notes),
             "matched": [{"key": m.key, "label": m.label, "identity": m.a[0].identity.as_dict(),
-                         "a": [pid(p) for p in m.a], "b": [pid(p) for p in m.b], "history_runs": m.history,
+                         "a": [pid(p) for p in m.a], "b": [pid(p) for p in m.b],
+                         "runs": {"a": m.runs("a"), "b": m.runs("b")}, "history_runs": m.history,
                          "history": [pid(p) for p in m.past], "invalidated": m.invalidated,
                          "deltas": [d.as_dict() for d in m.deltas],
                          "eval": m.eval.as_dict() if m.eval is not None else None} for m in self.matched],
@@ -332,8 +347,15 @@ def compare_points(
         notes.append(f"{replayed} virtual-time result(s) ran a configuration and seed another compared result ran: "
                      "the simulator's core is deterministic, so each is that result again, counted once (a repeat "
                      "draws its own sample: `run --repeats`, or another workload seed)")
+    for m in matched:  # a result that is the mean of N runs: its count and spread are in the band, said
+        means = [f"{side} {p.job_id} is the mean of {n} repeats ({p.run_id}'s exported row)"
+                 for side, runs in (("A", m.a), ("B", m.b)) for p in runs if (n := mean_of(p)[0]) > 1]
+        if means and m.deltas:
+            notes.append(f"{m.label}: " + ", ".join(means) + " — counted as that many runs, their spread (sd) "
+                         "joining the noise band")
     compared = [m for m in matched if m.deltas]
-    if compared and all(len(m.a) + len(m.past) < 2 and len(m.b) < 2 for m in compared):  # said only when true
+    if compared and not any(d.band is not None and d.band.kind == "between-run"  # said only when true
+                            for m in compared for d in m.deltas):
         notes.append("no repeats: bands are within-run only, so no change is called a regression or improvement "
                      "(re-run with --repeats, or pass --repeats-from)")
     words_a = sorted({source_words(p.source, p.clock if m.deltas else None) for m in matched for p in m.a})
@@ -524,18 +546,30 @@ def _eval_delta(runs_a: list[ResultPoint], runs_b: list[ResultPoint]) -> EvalDel
 
 def _metric_delta(metric: str, runs_a: list[ResultPoint], runs_b: list[ResultPoint], past: list[ResultPoint],
                   cache: _SampleCache, seed: int, resamples: int) -> MetricDelta:
-    va = finite_mean(p.metric(metric) for p in runs_a)
-    vb = finite_mean(p.metric(metric) for p in runs_b)
+    values_a, values_b = _run_values(runs_a, metric), _run_values(runs_b, metric)
+    # a side's mean is of every run behind it: an imported row that is the mean of N repeats counts N
+    va, vb = runs_mean(values_a), runs_mean(values_b)
     delta = vb - va if va is not None and vb is not None else None
     rel = delta / abs(va) if delta is not None and va else None
-    values_a = [v for p in runs_a if (v := p.metric(metric)) is not None]
-    values_b = [v for p in runs_b if (v := p.metric(metric)) is not None]
-    # one run's request-sampling spread per side, scaled to the means compared: of len(values) runs each
+    # one run's request-sampling spread per side, scaled to the means compared: of runs_count(values) runs each
     within = within_run_band(_sd(runs_a[0], metric, cache, seed, resamples),
-                             _sd(runs_b[0], metric, cache, seed, resamples), len(values_a), len(values_b))
-    between = between_run_band(values_a, values_b, [v for p in past if (v := p.metric(metric)) is not None], within)
+                             _sd(runs_b[0], metric, cache, seed, resamples), runs_count(values_a),
+                             runs_count(values_b))
+    between = between_run_band(values_a, values_b, _run_values(past, metric), within)
     band = between or within
     return MetricDelta(metric, va, vb, delta, rel, band, _verdict(metric, delta, band))
+
+
+def _run_values(points: Sequence[ResultPoint], metric: str) -> list[RunValue]:
+    """Each result's value of `metric` as a sample of run-to-run variance: one run's, or the mean of N runs with
+    their spread (`repeats.mean_of`: an imported row of a point measured N times)."""
+    out = []
+    for p in points:
+        value = p.metric(metric)
+        if value is not None:
+            n, spread = mean_of(p)
+            out.append(RunValue(value, n, spread.get(metric)))
+    return out
 
 
 def _sd(point: ResultPoint, metric: str, cache: _SampleCache, seed: int, resamples: int) -> float:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,6 +34,24 @@ def finite_mean(values: Iterable[float | None]) -> float | None:
     """The mean of the finite values, None when there is none."""
     vals = [v for v in values if v is not None and math.isfinite(v)]
     return sum(vals) / len(vals) if vals else None
+
+
+def mean_of(point: ResultPoint) -> tuple[int, dict[str, float]]:
+    """How many runs a result's figures are the mean of, and those runs' sample standard deviation by metric: an
+    imported row of a point measured N times (`results export --format inferencex` wrote it as their mean, its
+    `llmsweep.repeats` block kept as the point's provenance `repeats`) is the mean of N; any other result is one
+    run's, (1, {}). `compare` weighs it as N runs, and their spread joins its noise band."""
+    block = point.provenance.get("repeats")
+    if not isinstance(block, Mapping):
+        return 1, {}
+    n = block.get("n")
+    if not isinstance(n, int) or isinstance(n, bool) or n < 2:
+        return 1, {}
+    sd = block.get("sd")
+    spread = {str(m): float(v) for m, v in sd.items()
+              if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0} \
+        if isinstance(sd, Mapping) else {}
+    return n, spread
 
 
 def repeat_key(point: ResultPoint) -> tuple[str, str, str, bool] | None:
