@@ -558,7 +558,7 @@ def compare(runs: tuple[str, ...], baseline: str | None, fmt: str | None, repeat
     elif as_json:
         from llmsweep.results.verdict import verdict_as_dict
 
-        doc = comp.as_dict()
+        doc = comp.as_dict(reused)  # A's points B reused are `reused`, not `only_a`, as the table lists them
         if success is not None:  # --baseline: the pull request's verdict, as the markdown gives it
             doc["verdict"] = verdict_as_dict(comp, success, reused)
         click.echo(json.dumps(doc, indent=1, default=str))
@@ -641,7 +641,8 @@ def _print_comparison(comp: Any, reused: frozenset[str] = frozenset()) -> None:
     for reason, jobs in refused.items():
         con.print(f"[red]not compared[/] {', '.join(dict.fromkeys(jobs))}: {reason}")
     if not comp.matched and not comp.skipped:  # points that matched and were refused are said above, with why
-        if comp.only_a and comp.only_b:  # (a side without a result is said in the notes)
+        # (a side without a result is said in the notes; A's points B reused are B's, listed above as reused)
+        if only_a and comp.only_b:
             con.print("[red]no point of A matches a point of B[/] (identity must match exactly; see --ignore)")
     elif not comp.matched:
         con.print("[red]nothing compared[/]: every point that matches was left out, for the reason(s) above")

@@ -15,7 +15,7 @@ Verdicts per metric:
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
@@ -180,11 +180,22 @@ class Comparison:
         """The matched points B measured invalid where A's measurement is valid (`PointComparison.invalidated`)."""
         return [p for p in self.matched if p.invalidated]
 
-    def as_dict(self) -> dict[str, Any]:
+    def reused_from_a(self, reused: Collection[str]) -> tuple[list[ResultPoint], list[ResultPoint]]:
+        """(A's results B reused — `run --reuse` stood a job of B on that very stored result; `reused`: result ids —
+        and A's points B has none of and did not reuse). `results.verdict.reused_from_baseline` says the same."""
+        taken = set(reused)
+        matched = [p for pc in self.matched for p in pc.a if p.result_id in taken]
+        return ([*matched, *(p for p in self.only_a if p.result_id in taken)],
+                [p for p in self.only_a if p.result_id not in taken])
+
+    def as_dict(self, reused: Collection[str] = ()) -> dict[str, Any]:
+        """The comparison as data; `reused`: the stored result ids B stood jobs on (`run --reuse`): A's among them
+        are `reused` (not measured again by B), not `only_a`, as the table and the Markdown list them."""
         def pid(p: ResultPoint) -> dict[str, Any]:
             return {"result_id": p.result_id, "run_id": p.run_id, "job_id": p.job_id, "source": p.source,
                     "origin": p.origin, "verdict": p.verdict}
 
+        taken, only_a = self.reused_from_a(reused)
         return {
             "a": self.label_a, "b": self.label_b, "seed": self.seed, "mix_sources": self.mix_sources,
             "sides": {"a": self.sides[0] or None, "b": self.sides[1] or None},
@@ -195,7 +206,8 @@ class Comparison:
                          "history": [pid(p) for p in m.past], "invalidated": m.invalidated,
                          "deltas": [d.as_dict() for d in m.deltas],
                          "eval": m.eval.as_dict() if m.eval is not None else None} for m in self.matched],
-            "only_a": [pid(p) for p in self.only_a], "only_b": [pid(p) for p in self.only_b],
+            "reused": [pid(p) for p in taken],
+            "only_a": [pid(p) for p in only_a], "only_b": [pid(p) for p in self.only_b],
             "skipped": [{**pid(s.point), "reason": s.reason} for s in self.skipped],
         }
 

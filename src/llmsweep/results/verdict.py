@@ -118,10 +118,7 @@ def reused_from_baseline(comp: Comparison, reused: Collection[str]) -> tuple[lis
     reused — `run --reuse` stood a job on that very stored result, `reused`: result ids; a point of which B measured
     other repeats too among them (`partly_reused`) — and the points B has none of that it did not reuse, which it
     did not run)."""
-    taken = set(reused)
-    matched = [p for pc in comp.matched for p in pc.a if p.result_id in taken]
-    return ([*matched, *(p for p in comp.only_a if p.result_id in taken)],
-            [p for p in comp.only_a if p.result_id not in taken])
+    return comp.reused_from_a(reused)
 
 
 def partly_reused(comp: Comparison, reused: Collection[str]) -> list[str]:
