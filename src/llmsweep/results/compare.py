@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from llmsweep.errors import ConfigError
-from llmsweep.metrics.model import MEASURED, source_words
+from llmsweep.metrics.model import CLOCK_WORDS, MEASURED, source_words
 from llmsweep.metrics.registry import HOT_BY_NAME, HOT_COLUMNS
 from llmsweep.results.bands import (
     Band,
@@ -134,6 +134,19 @@ class PointComparison:
     def invalid(self, side: Literal["a", "b"]) -> tuple[ResultPoint, ...]:
         """The side's results of this point whose measurement is invalid (`ResultPoint.valid`)."""
         return tuple(p for p in (self.a if side == "a" else self.b) if not p.valid)
+
+    @property
+    def clocks(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """The clocks A's and B's results of the point ran on (`ResultPoint.clock`: `virtual`, `wall`; a result that
+        records none left out)."""
+        return _clocks(self.a), _clocks(self.b)
+
+    @property
+    def clocks_differ(self) -> bool:
+        """A's and B's throughput figures were timed on different clocks (the simulator's virtual time against
+        wall-clock time, `--live` or a real engine): their deltas are mostly the live path's client and transport, not
+        a change of configuration, so they call none (`unverified`)."""
+        return bool(self.deltas) and _clocks_differ(self.a, self.b)
 
     @property
     def invalidated(self) -> bool:
@@ -314,7 +327,9 @@ def compare_points(
         replayed += len(every_a) + len(every_b) + len(every_past) - len(runs_a) - len(runs_b) - len(past)
         deltas = () if pa[0].eval_only else tuple(
             _metric_delta(m, runs_a, runs_b, past, cache, seed, resamples) for m in metrics)
-        if any(not p.valid for p in (*runs_a, *runs_b)):  # an invalid measurement's figures call no change
+        # an invalid measurement's figures call no change, nor do figures timed on two clocks (the live path's
+        # client and transport against none: the same configuration in virtual and wall-clock time "regressed")
+        if any(not p.valid for p in (*runs_a, *runs_b)) or _clocks_differ(runs_a, runs_b):
             deltas = tuple(replace(d, verdict="unverified") if d.verdict in ("improvement", "regression") else d
                            for d in deltas)
         matched.append(PointComparison(k, tuple(runs_a), tuple(runs_b), tuple(past), deltas,
@@ -348,8 +363,9 @@ def compare_points(
     if clocks_a and clocks_b and clocks_a != clocks_b:
         # the simulator's HTTP server in wall-clock time adds the client, the transport and the event loop to what
         # the core models in virtual time: a delta between the two is mostly that, not a change of configuration
-        notes.append(f"A ran in {' and '.join(clocks_a)} time, B in {' and '.join(clocks_b)} time: the deltas include "
-                     "the live path's client and transport, not only a change of configuration")
+        notes.append(f"A ran in {clock_words(clocks_a)}, B in {clock_words(clocks_b)}: the deltas include "
+                     "the live path's client and transport, not only a change of configuration, so a point timed on "
+                     "two clocks calls no regression or improvement (compare runs of one clock)")
     if ignored:
         notes.append(f"points matched ignoring: {', '.join(sorted(ignored))}")
     if twice:
@@ -386,6 +402,21 @@ def compare_points(
                          f"compared point(s) are the simulator's figures, not measurements ({at})")
     return Comparison(label_a, label_b, tuple(matched), only_a, only_b, tuple(skipped), tuple(sorted(ignored)),
                       mix_sources, seed, tuple(notes), sides)
+
+
+def clock_words(clocks: Iterable[str]) -> str:
+    """`virtual time`, `wall-clock time`, `virtual time and wall-clock time`: the clocks results ran on, in words."""
+    return " and ".join(CLOCK_WORDS.get(c, f"{c} time") for c in clocks)
+
+
+def _clocks(points: Sequence[ResultPoint]) -> tuple[str, ...]:
+    return tuple(sorted({p.clock for p in points if p.clock}))
+
+
+def _clocks_differ(a: Sequence[ResultPoint], b: Sequence[ResultPoint]) -> bool:
+    """A's and B's results record clocks, and not the same ones (`PointComparison.clocks_differ`)."""
+    ca, cb = _clocks(a), _clocks(b)
+    return bool(ca) and bool(cb) and ca != cb
 
 
 def _mixed_configurations(pa: Sequence[ResultPoint], pb: Sequence[ResultPoint]) -> str:

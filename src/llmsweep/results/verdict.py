@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from llmsweep.metrics.model import SUCCESS_STATUSES
-from llmsweep.results.compare import Comparison, PointComparison
+from llmsweep.results.compare import Comparison, PointComparison, clock_words
 from llmsweep.results.point import ResultPoint
 
 PointVerdict = Literal["improvement", "regression", "no change"]
@@ -43,8 +43,8 @@ def point_called(pc: PointComparison) -> bool:
     throughput deltas: an eval-only result), the eval score's stderr band."""
     if point_verdict(pc) != "no change":
         return True
-    if pc.invalid("a") or pc.invalid("b"):  # an invalid measurement's figures call nothing
-        return False
+    if pc.invalid("a") or pc.invalid("b") or pc.clocks_differ:  # an invalid measurement's figures call nothing,
+        return False  # nor do figures timed on two clocks (`PointComparison.clocks_differ`)
     if pc.deltas:
         return any(d.band is not None and d.band.kind == "between-run" for d in pc.deltas)
     return pc.eval is not None and pc.eval.band is not None
@@ -96,13 +96,16 @@ def success_rate(meta: Mapping[str, Any], points: Sequence[ResultPoint]) -> Succ
 
 def uncalled_why(pc: PointComparison) -> str:
     """Why a point's verdict says no more than it does: B's (or A's) measurement is invalid — named with its first
-    reason —, or no between-run band could call a change; "" when a band could, or when it is a regression for
-    B's invalid measurement, said the same way."""
+    reason —, the sides ran on two clocks (virtual and wall-clock time), or no between-run band could call a change;
+    "" when a band could, or when it is a regression for B's invalid measurement, said the same way."""
     sides: tuple[Literal["a", "b"], ...] = ("b", "a")
     for side in sides:
         if bad := pc.invalid(side):
             reasons = "; ".join(bad[0].reasons) or "no reason given"
             return f"{side.upper()}'s measurement is {bad[0].verdict}: {reasons}"
+    if pc.clocks_differ:
+        clocks_a, clocks_b = pc.clocks
+        return f"A ran in {clock_words(clocks_a)}, B in {clock_words(clocks_b)}"
     return "" if point_called(pc) else "no between-run band"
 
 

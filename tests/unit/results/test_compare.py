@@ -198,7 +198,7 @@ def test_a_virtual_time_side_against_a_wall_clock_side_is_said(make_run) -> None
 
     mixed = compare_points(on(a, "virtual"), on(b, "wall"), resamples=10)
     assert len(mixed.matched) == 1
-    assert any("A ran in virtual time, B in wall time" in n for n in mixed.notes), mixed.notes
+    assert any("A ran in virtual time, B in wall-clock time" in n for n in mixed.notes), mixed.notes
     same = compare_points(on(a, "virtual"), on(b, "virtual"), resamples=10)
     assert not any(" time, B in " in n for n in same.notes)
 
