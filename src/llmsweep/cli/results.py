@@ -505,7 +505,14 @@ def compare(runs: tuple[str, ...], baseline: str | None, fmt: str | None, repeat
     change an improvement or a regression; `--baseline A --format markdown` gives a pull request's verdict.
     """
     from llmsweep.results.compare import compare_points
-    from llmsweep.results.sides import history_from_store, is_folder, resolve_points, run_started
+    from llmsweep.results.sides import (
+        history_from_store,
+        is_folder,
+        resolve_points,
+        run_started,
+        stands_on_stored,
+        stood_on_points,
+    )
 
     expected = 1 if baseline is not None else 2
     if len(runs) != expected:
@@ -519,10 +526,14 @@ def compare(runs: tuple[str, ...], baseline: str | None, fmt: str | None, repeat
         refuse_unwritable(markdown, folder=False, option_name="--markdown", makes_parents=False)
     # the store is opened only where it is read: a stored run id names a side, or earlier runs join A's noise band
     # (`compare DIR DIR --no-history` needs none, and a damaged default store must not stop it)
-    needs_store = not no_history or not all(map(is_folder, (a, b, *repeats_a, *repeats_b)))
+    # (and where the baseline stood jobs on stored results, `run --reuse`: those are its points too)
+    needs_store = not no_history or not all(map(is_folder, (a, b, *repeats_a, *repeats_b))) or stands_on_stored(a)
     with _open(store_path) if needs_store else contextlib.nullcontext() as store:
         warn = left_out()
         label_a, pa = resolve_points(a, store, warn)
+        # the baseline's points are those its frontier draws: its own and the stored results it stood jobs on
+        stood_a = stood_on_points(a, label_a, store, lambda why: click.echo(f"warning: {why}", err=True))
+        pa = [*pa, *stood_a]
         label_b, pb = resolve_points(b, store, warn)
         ra = [p for ref in repeats_a for p in resolve_points(ref, store, warn)[1]]
         rb = [p for ref in repeats_b for p in resolve_points(ref, store, warn)[1]]
@@ -532,6 +543,7 @@ def compare(runs: tuple[str, ...], baseline: str | None, fmt: str | None, repeat
             store, used, max(starts, default=None), lambda why: click.echo(f"warning: {why}", err=True),
             # matched exactly (no --ignore): only A's points can join its noise estimate
             point_keys=None if ignore else {p.identity.key() for p in pa})
+        history = [p for p in history if p.result_id not in {q.result_id for q in stood_a}]  # A's own, not history
         verdict = fmt == "markdown" or baseline is not None  # the pull request's verdict, and its success rate
         success, reused, elsewhere = _success(b, label_b, pb, store)  # the table lists what B reused from A too
         success = success if verdict else None  # --markdown FILE and the table need only the results B reused
@@ -541,7 +553,13 @@ def compare(runs: tuple[str, ...], baseline: str | None, fmt: str | None, repeat
 
     if partly := partly_reused(comp, reused):  # B's point stands on A's repeats too: said where B's side is shown
         comp = dataclasses.replace(comp, notes=(*comp.notes, *partly))
-    stood_elsewhere = [run for run in elsewhere.values() if run != label_a]
+    if stood_a:  # A's points that are stored results of other runs: said, as its dashboard marks them
+        sources = sorted({p.run_id for p in stood_a})
+        comp = dataclasses.replace(comp, notes=(*comp.notes, (
+            f"A ({label_a}) stood {len(stood_a)} job(s) on stored results of run(s) {', '.join(sources)} (`run "
+            "--reuse`): they are A's points here, as its dashboard draws them")))
+    a_ids = {p.result_id for p in pa}  # B's jobs that stand on what A stands on are reused from A, said as such
+    stood_elsewhere = [run for run, result_id in elsewhere.values() if run != label_a and result_id not in a_ids]
     if stood_elsewhere:  # B stood jobs on results of a third run: compared nowhere here, so said where they are
         others, n = sorted(set(stood_elsewhere)), len(stood_elsewhere)
         comp = dataclasses.replace(comp, notes=(*comp.notes, (
@@ -584,14 +602,15 @@ def compare(runs: tuple[str, ...], baseline: str | None, fmt: str | None, repeat
                           fix=f"inspect {where}; re-run with more repeats if the band is wide")
 
 
-def _success(ref: str, run_id: str, points: list[Any], store: Any) -> tuple[Any, frozenset[str], dict[str, str]]:
+def _success(ref: str, run_id: str, points: list[Any], store: Any
+             ) -> tuple[Any, frozenset[str], dict[str, tuple[str, str]]]:
     """The success rate of the run under test, the stored result ids it reused (`run --reuse`) and, per reused job,
-    the run it stood on, from its run.json (a directory) or the store's copy of it."""
+    the run and result it stood on, from its run.json (a directory) or the store's copy of it."""
     from llmsweep.results.rundir import is_run_dir, load_run, reused_of, reused_result_ids
     from llmsweep.results.verdict import success_rate
 
     meta = load_run(Path(ref)).meta if is_run_dir(Path(ref)) else store.run_meta(run_id)
-    stood = {job: str(src.get("run_id")) for job, src in reused_of(meta).items()}
+    stood = {job: (str(src.get("run_id")), str(src.get("result_id"))) for job, src in reused_of(meta).items()}
     return success_rate(meta, points), reused_result_ids(meta), stood
 
 

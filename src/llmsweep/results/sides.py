@@ -55,12 +55,12 @@ REUSED_GONE = ("the results store does not hold it as it was reused (the result 
 
 def reused_points_of(store: Store, meta: Mapping[str, Any], run_id: str,
                      said: Callable[[str], None] | None = None,
-                     gone: Callable[[str], None] | None = None) -> dict[str, ResultPoint]:
+                     gone: Callable[[str], None] | None = None, *, left: str = "drawn") -> dict[str, ResultPoint]:
     """The stored results `run --reuse` stood a run's jobs on (`Store.reused_points`), by its job id, read as the
     run's points (`stood_on`) — what its dashboard draws in its series beside its own; with `said`, told instead
     what they are and where they are listed (a listing or export of the run's own results leaves them out: each
     result under the run that measured it); `gone` is told of the jobs whose result the store no longer holds as
-    reused (`REUSED_GONE`), not drawn."""
+    reused (`REUSED_GONE`), not drawn (`left`: what they are not, in its words: `compared` for `compare`)."""
     from llmsweep.results.rundir import reused_of
 
     reused = reused_of(meta)
@@ -74,9 +74,28 @@ def reused_points_of(store: Store, meta: Mapping[str, Any], run_id: str,
     found = store.reused_points(reused)
     missing = sorted(set(reused) - set(found))
     if missing and gone is not None:
-        gone(f"run {run_id}: {len(missing)} job(s) stood on a stored result not drawn: {REUSED_GONE} "
+        gone(f"run {run_id}: {len(missing)} job(s) stood on a stored result not {left}: {REUSED_GONE} "
              f"({', '.join(missing)})")
     return stood_on(run_id, found)
+
+
+def stood_on_points(ref: str, run_id: str, store: Store | None,
+                    warn: Callable[[str], None] | None = None) -> list[ResultPoint]:
+    """The stored results `run --reuse` stood the jobs of run `ref` (a folder or a stored run id) on, read as its
+    points (`reused_points_of`): what its dashboard and frontier draw beside the results it measured. `compare`'s
+    baseline stands on them as its frontier does: a baseline run that reused every job had compared as a run without
+    a result. None without a store to read them from; `warn` is told of those the store no longer holds."""
+    if store is None:
+        return []
+    return list(reused_points_of(store, run_meta_of(ref, store), run_id, gone=warn, left="compared").values())
+
+
+def stands_on_stored(ref: str) -> bool:
+    """Whether the run folder `ref` records jobs `run --reuse` stood on stored results (its `run.json`): reading its
+    points whole needs the store. False for a stored run id (the store is read then anyway)."""
+    from llmsweep.results.rundir import reused_of
+
+    return is_folder(ref) and bool(reused_of(run_meta_of(ref, None)))
 
 
 def run_meta_of(ref: str, store: Store | None) -> Mapping[str, Any]:
