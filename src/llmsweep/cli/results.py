@@ -545,12 +545,15 @@ def compare(runs: tuple[str, ...], baseline: str | None, fmt: str | None, repeat
             point_keys=None if ignore else {p.identity.key() for p in pa})
         history = [p for p in history if p.result_id not in {q.result_id for q in stood_a}]  # A's own, not history
         verdict = fmt == "markdown" or baseline is not None  # the pull request's verdict, and its success rate
-        success, reused, elsewhere = _success(b, label_b, pb, store)  # the table lists what B reused from A too
+        # the table lists what B reused from A too, and A's points B ran without a result (B's run record)
+        success, reused, elsewhere, meta_b = _success(b, label_b, pb, store)
         success = success if verdict else None  # --markdown FILE and the table need only the results B reused
     comp = compare_points(pa, pb, label_a=label_a, label_b=label_b, repeats_a=ra, repeats_b=rb, history=history,
                           ignore=ignore, mix_sources=mix_sources, seed=seed, resamples=resamples)
-    from llmsweep.results.verdict import partly_reused
+    from llmsweep.results.verdict import lost_by_b, lost_note, partly_reused
 
+    if lost := lost_by_b(comp, meta_b):  # B ran A's valid point and got no result: a point the change lost
+        comp = dataclasses.replace(comp, lost=tuple(lost), notes=(*comp.notes, lost_note(lost)))
     if partly := partly_reused(comp, reused):  # B's point stands on A's repeats too: said where B's side is shown
         comp = dataclasses.replace(comp, notes=(*comp.notes, *partly))
     if stood_a:  # A's points that are stored results of other runs: said, as its dashboard marks them
@@ -589,7 +592,7 @@ def compare(runs: tuple[str, ...], baseline: str | None, fmt: str | None, repeat
         raise ResultError(f"nothing was compared: {len(comp.skipped)} result(s) were not compared ({reasons})",
                           fix="compare with a baseline of the same source and configuration (or pass --mix-sources "
                               "to compare across sources on purpose)")
-    if fail_on_regression and (comp.regressions or comp.invalidated):
+    if fail_on_regression and (comp.regressions or comp.invalidated or comp.lost):
         # counted as the verdict counts them (points), with the metrics that regressed beside
         from llmsweep.results.verdict import verdict_counts
 
@@ -597,21 +600,24 @@ def compare(runs: tuple[str, ...], baseline: str | None, fmt: str | None, repeat
         said = [f"{points} point(s) regressed beyond run-to-run noise ({len(comp.regressions)} metric(s))"] \
             if comp.regressions else []
         said += [f"{len(comp.invalidated)} point(s) B measured invalid where A's is valid"] if comp.invalidated else []
+        said += [f"{len(comp.lost)} point(s) B ran without a result where A's is valid"] if comp.lost else []
         where = "the verdict above" if fmt == "markdown" else "the table above"
         raise ResultError(", ".join(said),
-                          fix=f"inspect {where}; re-run with more repeats if the band is wide")
+                          fix=f"inspect {where}" + ("; re-run with more repeats if the band is wide"
+                                                    if comp.regressions else "")
+                          + ("; B's run record gives each lost point's reason" if comp.lost else ""))
 
 
 def _success(ref: str, run_id: str, points: list[Any], store: Any
-             ) -> tuple[Any, frozenset[str], dict[str, tuple[str, str]]]:
-    """The success rate of the run under test, the stored result ids it reused (`run --reuse`) and, per reused job,
-    the run and result it stood on, from its run.json (a directory) or the store's copy of it."""
+             ) -> tuple[Any, frozenset[str], dict[str, tuple[str, str]], Mapping[str, Any]]:
+    """The success rate of the run under test, the stored result ids it reused (`run --reuse`), per reused job the
+    run and result it stood on, and its run record: its run.json (a directory) or the store's copy of it."""
     from llmsweep.results.rundir import is_run_dir, load_run, reused_of, reused_result_ids
     from llmsweep.results.verdict import success_rate
 
     meta = load_run(Path(ref)).meta if is_run_dir(Path(ref)) else store.run_meta(run_id)
     stood = {job: (str(src.get("run_id")), str(src.get("result_id"))) for job, src in reused_of(meta).items()}
-    return success_rate(meta, points), reused_result_ids(meta), stood
+    return success_rate(meta, points), reused_result_ids(meta), stood, meta
 
 
 def _print_comparison(comp: Any, reused: frozenset[str] = frozenset()) -> None:
@@ -621,15 +627,17 @@ def _print_comparison(comp: Any, reused: frozenset[str] = frozenset()) -> None:
 
     from llmsweep.metrics.registry import HOT_BY_NAME
     from llmsweep.report.markdown import VERDICT_MARK, delta_cell
-    from llmsweep.results.verdict import reused_from_baseline
+    from llmsweep.results.verdict import lost_lines, lost_note, reused_from_baseline
 
     con = table_console()
     if any(comp.sides):  # the sides' figures differ in kind (--mix-sources, virtual vs wall-clock time): say which
         for which in ("a", "b"):
             label, what = comp.side(which)
             con.print(f"{which.upper()}: {plain(label)} — {what}")
+    said = lost_note(comp.lost) if comp.lost else None  # the table says it in red where it lists A's points
     for note in comp.notes:
-        con.print(f"[yellow]note:[/] {note}")
+        if note != said:
+            con.print(f"[yellow]note:[/] {note}")
     for pc in comp.matched:
         table = Table(title=f"{pc.label}  (runs A {pc.runs('a')}, B {pc.runs('b')}, history {pc.history})")
         for col in ("metric", f"A{f' ({comp.sides[0]})' if comp.sides[0] else ''}",
@@ -650,6 +658,10 @@ def _print_comparison(comp: Any, reused: frozenset[str] = frozenset()) -> None:
         if pc.past:  # the earlier stored runs that joined A's noise band: same point, same configuration, valid
             con.print("history (A's configuration): " + ", ".join(f"{p.run_id}/{p.job_id}" for p in pc.past))
     taken, only_a = reused_from_baseline(comp, reused)
+    gone = {x.point.result_id for x in comp.lost}  # A's points B ran without a result: said apart, in red
+    only_a = [p for p in only_a if p.result_id not in gone]
+    for line in lost_lines(comp.lost):
+        con.print(f"[red]B ran A's valid point(s) without a result[/] (a regression): {line}")
     for title, pts in (("reused by B from A, not measured again", taken), ("only in A", only_a),
                        ("only in B", comp.only_b)):
         if pts:

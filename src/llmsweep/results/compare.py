@@ -163,6 +163,17 @@ class Skipped:
 
 
 @dataclass(frozen=True, slots=True)
+class Lost:
+    """A point of A's, valid, whose job B ran and ended without a result (B's run record: `failed`, `refused`, an
+    invalid job whose summary is gone): the change lost the point — a regression, as a point B measured invalid is
+    (`PointComparison.invalidated`) — not a point B did not have."""
+
+    point: ResultPoint
+    status: str
+    reasons: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class Comparison:
     label_a: str
     label_b: str
@@ -177,6 +188,9 @@ class Comparison:
     sides: tuple[str, str] = ("", "")
     """What each side's compared figures are (`simulated, virtual time`, `measured, wall-clock time`), when the two
     sides differ in it (`--mix-sources`, or a virtual-time run against a live one); ("", "") when they do not."""
+    lost: tuple[Lost, ...] = ()
+    """A's valid points whose job B ran without a result (`results.verdict.lost_by_b`, from B's run record): among
+    `only_a`, said apart from it."""
 
     def side(self, which: Literal["a", "b"]) -> tuple[str, str]:
         """(label, what its figures are — "" unless the sides differ in it) of side A or B."""
@@ -209,6 +223,7 @@ class Comparison:
                     "origin": p.origin, "verdict": p.verdict}
 
         taken, only_a = self.reused_from_a(reused)
+        gone = {x.point.result_id for x in self.lost}
         return {
             "a": self.label_a, "b": self.label_b, "seed": self.seed, "mix_sources": self.mix_sources,
             "sides": {"a": self.sides[0] or None, "b": self.sides[1] or None},
@@ -220,7 +235,8 @@ class Comparison:
                          "deltas": [d.as_dict() for d in m.deltas],
                          "eval": m.eval.as_dict() if m.eval is not None else None} for m in self.matched],
             "reused": [pid(p) for p in taken],
-            "only_a": [pid(p) for p in only_a], "only_b": [pid(p) for p in self.only_b],
+            "lost": [{**pid(x.point), "b_status": x.status, "b_reasons": list(x.reasons)} for x in self.lost],
+            "only_a": [pid(p) for p in only_a if p.result_id not in gone], "only_b": [pid(p) for p in self.only_b],
             "skipped": [{**pid(s.point), "reason": s.reason} for s in self.skipped],
         }
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from llmsweep.metrics.model import SUCCESS_STATUSES
-from llmsweep.results.compare import Comparison, PointComparison, clock_words
+from llmsweep.results.compare import Comparison, Lost, PointComparison, clock_words
 from llmsweep.results.point import ResultPoint
 
 PointVerdict = Literal["improvement", "regression", "no change"]
@@ -140,6 +140,36 @@ def partly_reused(comp: Comparison, reused: Collection[str]) -> list[str]:
     return out
 
 
+def lost_by_b(comp: Comparison, meta_b: Mapping[str, Any]) -> list[Lost]:
+    """A's valid points B has none of whose job B's run record (`outcomes`) says ran and ended without a success
+    (`failed`, `refused`, `invalid`): the same job id, so the same planned point (its id holds the point's
+    fingerprinted fields). A job B did not run (a narrower run, not in its outcomes) or reused is not lost."""
+    outcomes = meta_b.get("outcomes")
+    ended = {str(o.get("job_id")): o for o in outcomes if isinstance(o, Mapping)} if isinstance(outcomes, list) else {}
+    out = []
+    for p in comp.only_a:
+        o = ended.get(p.job_id)
+        if o is None or not p.valid or str(o.get("status")) in SUCCESS_STATUSES:
+            continue
+        reasons = o.get("reasons")
+        out.append(Lost(p, str(o.get("status")), tuple(str(r) for r in reasons) if isinstance(reasons, list) else ()))
+    return out
+
+
+def lost_lines(lost: Sequence[Lost]) -> list[str]:
+    """A's points B ran without a result (`lost_by_b`), one line per status and reasons: `refused (why): JOB, JOB`."""
+    by: dict[str, list[str]] = {}
+    for x in lost:
+        by.setdefault(f"{x.status} ({'; '.join(x.reasons) or 'no reason given'})", []).append(x.point.job_id)
+    return [f"{why}: {', '.join(jobs)}" for why, jobs in by.items()]
+
+
+def lost_note(lost: Sequence[Lost]) -> str:
+    """The note that names A's points B ran without a result (`lost_by_b`)."""
+    return (f"B ran {len(lost)} of A's valid point(s) without a result — points the change lost, each a regression "
+            "(as a point B measured invalid is): " + "; ".join(lost_lines(lost)))
+
+
 def verdict_as_dict(comp: Comparison, success: SuccessRate, reused: Collection[str] = ()) -> dict[str, Any]:
     """The pull request's verdict as data (what `compare --baseline A B --format markdown` writes as a table): each
     matched point's verdict and whether a between-run band could call it, the counts, the success rate, and the
@@ -151,4 +181,5 @@ def verdict_as_dict(comp: Comparison, success: SuccessRate, reused: Collection[s
                     "why": uncalled_why(pc) or None} for pc in comp.matched],
         "success_rate": success.as_dict(),
         "reused": [p.job_id for p in taken],
+        "lost": [p.point.job_id for p in comp.lost],
     }
