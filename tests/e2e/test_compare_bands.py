@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 import statistics
 import subprocess
 from pathlib import Path
@@ -111,3 +112,25 @@ def test_an_imported_mean_of_repeats_counts_as_its_repeats(runs: dict[str, Path]
                            "runs": 7}
     table = _cli("compare", run_id, runs["b6"], "--store", imported).stdout
     assert "(runs A 6, B 6, history 0)" in " ".join(table.split())  # the title as the terminal wraps it
+
+
+def test_records_packed_as_a_slice_give_no_within_run_band(runs: dict[str, Path], tmp_path: Path) -> None:
+    """Evidence packed for a repository keeps a job's first records (20 of hundreds): compare bootstrapped the slice
+    as if it were the run, a band of 20 requests' noise beside figures measured over 256 (and an error ratio of
+    the slice's, ±0 when its first requests happened not to fail). Such a result has no within-run band now, and a
+    note names it; the summary's figures stand."""
+    packed = tmp_path / "b1-packed"
+    shutil.copytree(runs["b1"], packed)
+    (job,) = (packed / "jobs").iterdir()
+    records = job / "records.jsonl"
+    records.write_text("".join(records.read_text().splitlines(keepends=True)[:22]))  # 2 warm-ups, 20 requests
+
+    whole = _compare(runs["a1"], runs["b1"], "--no-history")
+    sliced = _compare(runs["a1"], packed, "--no-history")
+    for metric in ("tput_per_gpu", "p90_e2el", "error_ratio"):
+        assert _delta(whole, metric)["band"]["kind"] == "within-run"
+        assert _delta(sliced, metric)["band"] is None and _delta(sliced, metric)["verdict"] == "unverified"
+        assert _delta(sliced, metric)["b"] == _delta(whole, metric)["b"]  # the summary's figures, unchanged
+    run_id = json.loads((packed / "run.json").read_text())["run_id"]
+    assert any(f"{run_id}/{job.name}" in n and "no within-run band" in n for n in sliced["notes"]), sliced["notes"]
+    assert not any("no within-run band" in n for n in whole["notes"])

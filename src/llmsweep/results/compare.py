@@ -255,16 +255,32 @@ def _verdict(metric: str, delta: float | None, band: Band | None) -> Verdict:
 
 
 class _SampleCache:
-    """Records are read once per result; a result without records simply has no within-run band."""
+    """Records are read once per result; a result without records simply has no within-run band, nor has one whose
+    records are not the requests its summary measured (`sliced`)."""
 
     def __init__(self) -> None:
         self._cache: dict[str, Samples | None] = {}
+        self.sliced: dict[str, ResultPoint] = {}
+        """Results whose records.jsonl holds other requests than their summary counted: a slice packed as evidence
+        for a repository (the first 20 records of hundreds), whose bootstrap would band 20 requests' noise."""
 
     def get(self, point: ResultPoint) -> Samples | None:
         if point.result_id not in self._cache:
             path = point.records_path
-            self._cache[point.result_id] = load_samples(path) if path is not None else None
+            samples = load_samples(path) if path is not None else None
+            if samples is not None and not _whole(samples, point):
+                self.sliced[point.result_id] = point
+                samples = None
+            self._cache[point.result_id] = samples
         return self._cache[point.result_id]
+
+
+def _whole(samples: Samples, point: ResultPoint) -> bool:
+    """Whether the records hold the requests the point's summary measured: its finished and successful profiling
+    requests, counted the same way (cancelled and implausible ones out of both); a count the point does not record
+    is not checked."""
+    return (point.num_requests is None or samples.total == point.num_requests) and \
+        (point.num_successful is None or samples.n == point.num_successful)
 
 
 def compare_points(
@@ -367,6 +383,11 @@ def compare_points(
         if smoke:
             notes.append(f"{m.label}: " + ", ".join(smoke) + " — too short a measurement to publish: its deltas "
                          "describe a window below the scenario's minimum")
+    if cache.sliced:  # its records are a slice: the summary's figures stand, their sampling noise is not known
+        sliced = sorted({f"{p.run_id}/{p.job_id}" for p in cache.sliced.values()})
+        notes.append(f"{len(sliced)} result(s) keep other requests than their summary measured (records.jsonl is "
+                     "a slice, as evidence packed for a repository is, or not the records the summary was computed "
+                     f"from): no within-run band from them ({', '.join(sliced)})")
     for side, label, points in (("A", label_a, a), ("B", label_b, b)):  # not "no point matches: see --ignore"
         if not points:
             notes.append(f"{side} ({label}) has no result: nothing of it to compare")
