@@ -9,7 +9,8 @@ Verdicts per metric:
 - `within noise`: |Δ| is inside the band (either kind);
 - `unverified`: |Δ| exceeds only a within-run band, or there is no band at all — a single run cannot tell a change
   from run-to-run variance, so it does not claim one —, or a side's measurement of the point is invalid: its figures
-  call no change (the point itself is a regression when B's is invalid and A's valid: `PointComparison.invalidated`).
+  call no change (the point itself is a regression when B's is invalid and A's valid: `PointComparison.invalidated`),
+  or the sides were timed on two clocks, virtual and wall-clock time (`PointComparison.clocks_differ`).
 """
 
 from __future__ import annotations
