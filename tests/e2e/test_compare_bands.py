@@ -112,6 +112,9 @@ def test_an_imported_mean_of_repeats_counts_as_its_repeats(runs: dict[str, Path]
                            "runs": 7}
     table = _cli("compare", run_id, runs["b6"], "--store", imported).stdout
     assert "(runs A 6, B 6, history 0)" in " ".join(table.split())  # the title as the terminal wraps it
+    _cli("compare", run_id, runs["b6"], "--store", imported, "--markdown", tmp_path / "cmp.md")
+    md = (tmp_path / "cmp.md").read_text()
+    assert "| 6/6 |" in md, md  # the Markdown's runs column counts them alike (it said 1/6)
 
 
 def test_records_packed_as_a_slice_give_no_within_run_band(runs: dict[str, Path], tmp_path: Path) -> None:

@@ -44,5 +44,9 @@ def test_a_point_whose_job_b_ran_without_a_result_is_a_regression_not_only_in_a(
     table = _cli("compare", tmp_path / "a", tmp_path / "b", "--store", store).stdout
     assert "B ran A's valid point(s) without a result (a regression): refused (" in table
     assert "only in A" not in table
+    # the pull request's verdict counts them where it counts the regressions, not only in a note below
+    md = _cli("compare", "--baseline", tmp_path / "a", tmp_path / "b", "--store", store, "--format",
+              "markdown").stdout
+    assert "over 0 matched point(s), and **2 point(s) lost** (B ran them without a result" in md, md[:800]
     gate = _cli("compare", tmp_path / "a", tmp_path / "b", "--store", store, "--fail-on-regression", ok=1)
     assert "2 point(s) B ran without a result where A's is valid" in gate.stderr

@@ -185,7 +185,8 @@ def comparison_markdown(comp: Comparison, metrics: Sequence[str] = ("tput_per_gp
     lines += ["", _row(head), _row(["---"] * len(head))]
     for pc in comp.matched:
         by = {d.metric: d for d in pc.deltas}
-        cells = [pc.label, f"{len(pc.a)}/{len(pc.b)}" + (f" (+{pc.history} hist)" if pc.history else "")]
+        # runs, as the table's title says them (an imported mean of N repeats is N runs: `PointComparison.runs`)
+        cells = [pc.label, f"{pc.runs('a')}/{pc.runs('b')}" + (f" (+{pc.history} hist)" if pc.history else "")]
         for m in metrics:
             d = by.get(m)
             cells.append("–" if d is None else f"{HOT_BY_NAME[m].cell(d.b)}: {delta_cell(d)} "

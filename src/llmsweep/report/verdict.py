@@ -28,6 +28,9 @@ def verdict_markdown(comp: Comparison, success: SuccessRate,
     lines = [f"## llmsweep verdict: {side_heading(comp, 'b')} against baseline {side_heading(comp, 'a')}", "",
              f"**{counts['regression']} regression(s), {counts['improvement']} improvement(s), "
              f"{counts['no change']} without change** over {len(comp.matched)} matched point(s)"
+             # A's valid points B ran without a result: regressions too, which the gate fails on (`lost_by_b`)
+             + (f", and **{len(comp.lost)} point(s) lost** (B ran them without a result: each a regression, named "
+                "in the note below)" if comp.lost else "")
              + (f", **{len(comp.skipped)} result(s) not compared** (listed below)" if comp.skipped else "") + ". "
              f"Sweep success rate: **{rate}** ({success.success}/{success.total} jobs).", ""]
     lines += [f"> {n}" for n in comp.notes]
