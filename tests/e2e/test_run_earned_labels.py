@@ -11,6 +11,8 @@ from support.fake_transformers import stand_in_env
 from support.real_engine import tiny_transformers_recipe
 from test_run_support import job_dirs, read_json, run_here
 
+from llmsweep.sim_warnings import no_gpu_figures
+
 
 def _recipe(tmp_path: Path, model_dir: Path, *, tokenizer: str | None = None, version: str = "5.17.0") -> Path:
     text = tiny_transformers_recipe(model_dir, key="tf", concs="[1]", isl=32, osl=8, warmups=0, prompts_per_conc=2,
@@ -49,7 +51,9 @@ def test_the_declared_version_that_ran_is_the_label_and_ignore_eos_what_was_sent
                     "--out", tmp_path / "run", "--no-report", "--request-timeout", "10"], env)
     assert res.returncode == 0, res.stderr[-4000:]
     ((_, jdir),) = job_dirs(tmp_path / "run").items()
-    assert "engine version:" not in res.stderr and not read_json(jdir / "outcome.json")["warnings"]
+    # no engine-version warning (its only warning: the stand-in serves on no GPU, `sim_warnings.no_gpu_figures`)
+    assert "engine version:" not in res.stderr
+    assert read_json(jdir / "outcome.json")["warnings"] == [no_gpu_figures(1)]
     prov = read_json(jdir / "summary.json")["provenance"]
     assert prov["launch"]["engine_version"] == "5.17.0" and "engine_version_declared" not in prov["launch"]
     # transformers serve answers 422 to `ignore_eos`: the client never sent it, and provenance says so
