@@ -155,7 +155,7 @@ class PDRouter:
                                          headers=headers) as resp:
                 answer = await resp.read()
                 if resp.status != 200:  # the prefill worker's refusal (too long, unknown model) is the client's
-                    return web.Response(body=answer, status=resp.status, content_type=resp.content_type)
+                    return worker_error(f"prefill worker {prefill}", resp.status, answer)
             doc = json.loads(answer)
             if not isinstance(doc, dict):
                 raise TypeError("the answer is not a JSON object")
@@ -170,10 +170,12 @@ class PDRouter:
         out: web.StreamResponse | None = None
         try:
             async with self.session.post(decode + request.path, data=leg.data, headers=leg.headers) as resp:
+                if resp.status != 200:
+                    return worker_error(f"decode worker {decode}", resp.status, await resp.read())
                 out = web.StreamResponse(status=resp.status, headers={
                     k: v for k, v in resp.headers.items() if k.lower() not in _HOP_HEADERS})
                 await out.prepare(request)
-                relay = leg.relay if resp.status == 200 else None
+                relay = leg.relay
                 if relay is None:
                     async for chunk in resp.content.iter_any():
                         await out.write(chunk)
@@ -230,6 +232,31 @@ async def _relay_lines(resp: aiohttp.ClientResponse, out: web.StreamResponse, re
             await out.write(relay.stream(lines))
     if tail:
         await out.write(relay.stream(tail))
+
+
+def worker_error(worker: str, status: int, body: bytes) -> web.Response:
+    """A worker's non-200 answer as the client gets it: its status, with `worker` named in its error message.
+
+    The error body vLLM and SGLang send (`error.message`, and the top-level `message` of SGLang's and older vLLM's)
+    keeps its shape, its message prefixed with the worker (the words a client matches, e.g. a context overflow's,
+    stay); any other body (plain text, a proxy's page, FastAPI's `detail`) becomes the OpenAI error body quoting it.
+    It was relayed as it came, so a client's record of a refusal or a 5xx never said which worker answered it."""
+    try:
+        doc = json.loads(body)
+    except (ValueError, RecursionError):
+        doc = None
+    if isinstance(doc, dict):
+        named = False
+        error = doc.get("error")
+        for holder in (error, doc):
+            if isinstance(holder, dict) and isinstance(holder.get("message"), str):
+                holder["message"] = f"{worker}: {holder['message']}"
+                named = True
+        if named:
+            return web.json_response(doc, status=status)
+    text = body.decode("utf-8", errors="replace").strip()
+    kind = "NotFoundError" if status == 404 else "BadRequestError" if status < 500 else "InternalServerError"
+    return error_response(status, f"{worker} answered HTTP {status}" + (f": {text[:2000]}" if text else ""), kind)
 
 
 async def start_router(router: PDRouter, host: str = "127.0.0.1", port: int = 0) -> tuple[web.AppRunner, int]:

@@ -248,16 +248,19 @@ def test_a_prefill_answer_without_a_kv_handle_is_a_502_counted_in_version_and_ne
     asyncio.run(main())
 
 
-def test_worker_errors_are_relayed_with_their_status() -> None:
+def test_worker_errors_are_relayed_with_their_status_naming_the_worker() -> None:
     async def main() -> None:
         async with deployment() as pd, aiohttp.ClientSession() as http:
             pd.prefill[0].mode = "refuse"
             async with http.post(f"{pd.url}/v1/completions", json=request(True)) as r:
-                assert r.status == 400 and (await r.json())["error"]["message"] == "too long"
+                error = (await r.json())["error"]
+                assert r.status == 400 and error["message"] == f"prefill worker {pd.prefill[0].url}: too long"
+                assert error["type"] == "BadRequestError"
             assert pd.decode[0].received == []
             pd.prefill[0].mode, pd.decode[0].mode = "ok", "refuse"
             async with http.post(f"{pd.url}/v1/chat/completions", json=request(True)) as r:
-                assert r.status == 400 and (await r.json())["error"]["message"] == "too long"
+                error = (await r.json())["error"]
+                assert r.status == 400 and error["message"] == f"decode worker {pd.decode[0].url}: too long"
             await pd.decode[0].stop()  # the decode worker gone: a 502 that names it
             async with http.post(f"{pd.url}/v1/completions", json=request(False)) as r:
                 assert r.status == 502 and pd.decode[0].url in (await r.json())["error"]["message"]
