@@ -16,6 +16,7 @@ health and models are this module's, once for all of them. A protocol is chosen 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 import logging
@@ -167,28 +168,26 @@ class PDRouter:
         except (aiohttp.ClientError, OSError, ValueError, KeyError, TypeError) as exc:
             return error_response(502, f"prefill worker {prefill} failed: {exc}", "BadGatewayError")
         self.routed += 1
-        out: web.StreamResponse | None = None
         try:
             async with self.session.post(decode + request.path, data=leg.data, headers=leg.headers) as resp:
                 if resp.status != 200:
                     return worker_error(f"decode worker {decode}", resp.status, await resp.read())
-                out = web.StreamResponse(status=resp.status, headers={
-                    k: v for k, v in resp.headers.items() if k.lower() not in _HOP_HEADERS})
+                relayed = {k: v for k, v in resp.headers.items() if k.lower() not in _HOP_HEADERS}
+                if resp.content_type != "text/event-stream":
+                    # a whole answer is read whole before the client gets any of it: a worker that dies inside it
+                    # is a 502 that names it, never a cut body under a 200
+                    whole = await resp.read()
+                    return web.Response(body=leg.relay.whole(whole) if leg.relay is not None else whole,
+                                        headers=relayed)
+                out = web.StreamResponse(status=200, headers=relayed)
                 await out.prepare(request)
-                relay = leg.relay
-                if relay is None:
-                    async for chunk in resp.content.iter_any():
-                        await out.write(chunk)
-                elif resp.content_type == "text/event-stream":
-                    await _relay_lines(resp, out, relay)
-                else:
-                    await out.write(relay.whole(await resp.read()))
-                await out.write_eof()
+                # from here on the client has its answer's status: a worker failing is said in the stream, a
+                # client that went away ends it (its write error is not the worker's, so it is not caught below)
+                with contextlib.suppress(aiohttp.ClientError, OSError):  # leaving drops the decode request
+                    await _relay_stream(request, resp, out, leg.relay, f"decode worker {decode}")
                 return out
-        except (aiohttp.ClientError, OSError) as exc:
-            if out is None:
-                return error_response(502, f"decode worker {decode} failed: {exc}", "BadGatewayError")
-            raise  # mid-stream: the client sees a cut stream, as it would from a real router
+        except (aiohttp.ClientError, OSError) as exc:  # before the answer began (mid-stream: `_relay_stream`)
+            return error_response(502, f"decode worker {decode} failed: {exc}", "BadGatewayError")
 
     async def get(self, url: str) -> tuple[int, Any]:
         """GET `url` within the health timeout: its status and JSON body (None when not JSON; status 0: no answer)."""
@@ -220,18 +219,63 @@ class PDRouter:
         return web.json_response(await self.protocol.version(self))
 
 
-async def _relay_lines(resp: aiohttp.ClientResponse, out: web.StreamResponse, relay: Relay) -> None:
-    """Relay a streamed answer as it arrives, its complete lines through `relay`; only a line's unfinished tail waits
-    for the rest of it (an SSE event is read by its lines, so a client could read nothing of it earlier)."""
+_UPSTREAM_ERRORS = (aiohttp.ClientError, OSError, asyncio.TimeoutError)
+
+
+async def _relay_stream(request: web.Request, resp: aiohttp.ClientResponse, out: web.StreamResponse,
+                        relay: Relay | None, worker: str) -> None:
+    """Relay a streamed (SSE) answer to the prepared `out` as it arrives: byte for byte (`relay` None), or its
+    complete lines through `relay` (only a line's unfinished tail waits for the rest of it: an SSE event is read by
+    its lines, so a client could read nothing of it earlier).
+
+    A worker that fails mid-stream (it died, its connection was cut) is the client's failure, naming `worker`: where
+    the stream stands between two events, one more event says so (`data: {"error": ...}`, then `data: [DONE]`, as
+    vLLM ends a stream that failed), which a client records as the request's error; inside an event, nothing can be
+    added that a client would read, so the client's connection is cut, as the worker's was. It used to be cut always,
+    and the client's record said only that its connection was lost, never which worker failed. A client that goes
+    away is not a worker's failure: its write error (or the handler's cancellation) ends the relay."""
     tail = b""
-    async for chunk in resp.content.iter_any():
-        tail += chunk
-        cut = tail.rfind(b"\n") + 1
-        if cut:
-            lines, tail = tail[:cut], tail[cut:]
-            await out.write(relay.stream(lines))
+    sent = b"\n\n"  # the last bytes the client was sent (none yet: at an event boundary)
+    reader = resp.content
+    while True:
+        try:
+            chunk = await reader.readany()
+        except _UPSTREAM_ERRORS as exc:
+            await _stream_failed(request, out, worker, exc, at_boundary=not tail and _ends_event(sent))
+            return
+        if not chunk:
+            break
+        if relay is None:
+            data = chunk
+        else:
+            tail += chunk
+            cut = tail.rfind(b"\n") + 1
+            if not cut:
+                continue
+            data, tail = relay.stream(tail[:cut]), tail[cut:]
+        if data:
+            await out.write(data)
+            sent = (sent + data)[-4:]
     if tail:
-        await out.write(relay.stream(tail))
+        await out.write(relay.stream(tail) if relay is not None else tail)
+    await out.write_eof()
+
+
+def _ends_event(sent: bytes) -> bool:
+    return sent.endswith((b"\n\n", b"\r\n\r\n", b"\r\r"))
+
+
+async def _stream_failed(request: web.Request, out: web.StreamResponse, worker: str, exc: BaseException, *,
+                         at_boundary: bool) -> None:
+    message = f"{worker} failed mid-stream: {type(exc).__name__}: {exc}"
+    log.warning("%s (%s)", message, "the client is sent an error event" if at_boundary
+                else "the client's stream is cut: it stopped inside an event")
+    if at_boundary:
+        event = json.dumps({"error": {"message": message, "type": "BadGatewayError", "code": 502}})
+        await out.write(f"data: {event}\n\ndata: [DONE]\n\n".encode())
+        await out.write_eof()
+    elif request.transport is not None:
+        request.transport.abort()  # the client reads a connection lost before its body ended
 
 
 def worker_error(worker: str, status: int, body: bytes) -> web.Response:

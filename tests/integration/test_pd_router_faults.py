@@ -1,6 +1,6 @@
 """llmsweep's PD router when a worker fails, over loopback against worker processes of their own (`llmsweep sim
-serve --role prefill|decode`, and a stand-in worker where the simulator cannot fail that way): a worker's refusal or
-5xx reaches the client with its status, naming the worker."""
+serve --role prefill|decode`, and a stand-in worker where the simulator cannot fail that way): every failure reaches
+the client as a failure that names the worker, never as a success and never as a silently cut answer."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import os
 import re
+import signal
 import subprocess
 import sys
 import threading
@@ -15,8 +16,10 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import aiohttp
+import pytest
 from aiohttp import web
 
+from llmsweep.client.sse import parse_stream
 from llmsweep.sim.router import PDRouter, start_router
 
 _LISTENING = re.compile(r"Uvicorn running on http://127\.0\.0\.1:(\d+)")
@@ -59,6 +62,32 @@ def request(stream: bool, **extra: Any) -> dict[str, Any]:
             "ignore_eos": True, **extra}
 
 
+def test_a_decode_worker_killed_mid_stream_ends_the_clients_stream_with_an_error_that_names_it() -> None:
+    """The decode worker dies while it streams: the client's stream ends with an error event naming that worker
+    (what a client records as the request's error), after the tokens it had; it used to be cut with nothing said,
+    so the client's record said only that its connection was lost."""
+    async def main(prefill: str, decode: str, proc: subprocess.Popen[str]) -> None:
+        async with router([prefill], [decode]) as url, aiohttp.ClientSession() as http:
+            async with http.post(f"{url}/v1/completions", json=request(True)) as resp:
+                assert resp.status == 200
+                reads: list[tuple[float, bytes]] = []
+                while (chunk := await resp.content.readany()):
+                    reads.append((0.0, chunk))
+                    if len(reads) == 3:  # tokens are flowing: the worker dies
+                        proc.send_signal(signal.SIGKILL)
+            parsed = parse_stream(reads)
+            assert parsed.chunk_times, "the tokens relayed before the worker died reach the client"
+            assert parsed.stream_error is not None and decode in parsed.stream_error, parsed.stream_error
+            assert "failed mid-stream" in parsed.stream_error
+            assert reads[-1][1].endswith(b"data: [DONE]\n\n")
+            # the next request finds the worker gone before any answer: a 502 naming it
+            async with http.post(f"{url}/v1/completions", json=request(False)) as resp:
+                assert resp.status == 502 and decode in (await resp.json())["error"]["message"]
+
+    with sim_worker("prefill") as (_p, prefill), sim_worker("decode") as (proc, decode):
+        asyncio.run(main(prefill, decode, proc))
+
+
 def test_a_workers_refusal_reaches_the_client_with_its_status_and_words_naming_the_worker() -> None:
     """A prefill worker's refusal (an unknown model) and a decode worker's (a prompt past its context) keep their
     status and their words (a client matches a context overflow by them), and say which worker refused."""
@@ -81,15 +110,30 @@ def test_a_workers_refusal_reaches_the_client_with_its_status_and_words_naming_t
 
 
 class StandIn:
-    """A worker that fails as the simulator cannot: a 500 with a plain-text body."""
+    """A worker that fails as the simulator cannot: a 500 with a plain-text body, a whole answer cut inside it, or a
+    stream cut inside an event."""
 
-    def __init__(self) -> None:
+    def __init__(self, mode: str) -> None:
+        self.mode = mode
         self.runner: web.AppRunner | None = None
         self.url = ""
 
     async def completions(self, request: web.Request) -> web.StreamResponse:
         await request.read()
-        return web.Response(status=500, text="500 Internal Server Error\n\nServer got itself in trouble")
+        if self.mode == "500":
+            return web.Response(status=500, text="500 Internal Server Error\n\nServer got itself in trouble")
+        if self.mode == "cut-event":  # streams one event and half of the next, then dies
+            out = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+            await out.prepare(request)
+            await out.write(b'data: {"id": "c", "choices": [{"index": 0, "text": "a"}]}\n\ndata: {"id": "c", "cho')
+            await asyncio.sleep(0.05)
+        else:
+            out = web.StreamResponse(headers={"Content-Type": "application/json", "Content-Length": "4000"})
+            await out.prepare(request)
+            await out.write(b'{"id": "cmpl-cut", "choices": [{"text": "half an ans')
+        assert request.transport is not None
+        request.transport.abort()  # dies inside its answer
+        return out
 
     async def __aenter__(self) -> StandIn:
         app = web.Application()
@@ -107,13 +151,43 @@ class StandIn:
 
 def test_a_decode_workers_5xx_with_a_plain_text_body_is_the_openai_error_body_naming_the_worker() -> None:
     async def main(prefill: str) -> None:
-        async with StandIn() as broken, router([prefill], [broken.url]) as url, \
+        async with StandIn("500") as broken, router([prefill], [broken.url]) as url, \
                 aiohttp.ClientSession() as http:
             async with http.post(f"{url}/v1/completions", json=request(True, max_tokens=3)) as r:
                 doc = await r.json()
             assert r.status == 500 and doc["error"]["type"] == "InternalServerError"
             assert doc["error"]["message"] == (f"decode worker {broken.url} answered HTTP 500: 500 Internal Server "
                                                "Error\n\nServer got itself in trouble")
+
+    with sim_worker("prefill") as (_p, prefill):
+        asyncio.run(main(prefill))
+
+
+def test_a_whole_answer_the_decode_worker_cuts_inside_it_is_a_502_naming_the_worker() -> None:
+    """A whole (not streamed) answer is read whole before the client gets it: it was relayed as it arrived under the
+    worker's 200, so the client got a 200 whose body ended early, and nothing said which worker cut it."""
+    async def main(prefill: str) -> None:
+        async with StandIn("cut") as cut, router([prefill], [cut.url]) as url, aiohttp.ClientSession() as http:
+            async with http.post(f"{url}/v1/completions", json=request(False, max_tokens=3)) as r:
+                doc = await r.json()
+            assert r.status == 502, doc
+            assert doc["error"]["message"].startswith(f"decode worker {cut.url} failed")
+
+    with sim_worker("prefill") as (_p, prefill):
+        asyncio.run(main(prefill))
+
+
+def test_a_stream_the_decode_worker_cuts_inside_an_event_is_cut_for_the_client_too_never_ended_cleanly() -> None:
+    """Inside an event nothing can be added that a client would read: the client's connection is cut as the worker's
+    was (a failure it records), not ended as if the answer were whole, and the router does not hang on it."""
+    async def main(prefill: str) -> None:
+        async with StandIn("cut-event") as cut, router([prefill], [cut.url]) as url, aiohttp.ClientSession() as http:
+            async with http.post(f"{url}/v1/completions", json=request(True, max_tokens=3)) as r:
+                assert r.status == 200
+                with pytest.raises(aiohttp.ClientPayloadError):
+                    await asyncio.wait_for(r.read(), 10)
+            async with http.get(f"{url}/version") as r:  # the router serves on
+                assert r.status == 200
 
     with sim_worker("prefill") as (_p, prefill):
         asyncio.run(main(prefill))
