@@ -512,3 +512,37 @@ def test_a_relaunched_deployment_is_ready_by_its_own_launchs_logs_not_the_last_o
         server.stop()
     assert not list((tmp_path / "run" / "servers").glob("*/server*.pid"))
     assert_gone([], tmp_path / "run")
+
+
+def test_a_router_that_routes_to_other_workers_than_the_started_ones_fails_the_read_back(tmp_path: Path) -> None:
+    """Every worker comes up and says what it serves as, but the router was launched naming only the first prefill
+    worker: the read-back fails the job naming both lists, from the router's own /version. It was recorded as a
+    deployment of two prefill workers (their GPUs in every per-GPU figure) while one of them never saw a request."""
+    from llmsweep.errors import LaunchError
+    from llmsweep.execute.local import LocalLauncher
+    from llmsweep.execute.roles import LocalPlacement, RoleDeployment
+
+    _job, topology = one_conc_topology(tmp_path)
+    router = topology.role("router")
+    assert router is not None
+    argv = list(router.workers[0].spec.argv)
+    second = [i for i, a in enumerate(argv) if a == "--prefill"][1]
+    del argv[second:second + 2]  # the router's launch loses the second prefill worker
+    narrowed = router.model_copy(update={"workers": tuple(
+        w.model_copy(update={"spec": w.spec.model_copy(update={"argv": tuple(argv)})}) for w in router.workers)})
+    topology = topology.model_copy(update={"roles": tuple(narrowed if r.kind == "router" else r
+                                                          for r in topology.roles)})
+    server_dir = tmp_path / "servers" / "g"
+    deployment = RoleDeployment(topology, LocalPlacement(topology, LocalLauncher(), server_dir), server_dir)
+    pids: list[int] = []
+    try:
+        deployment.start(startup_timeout_s=60)
+        pids = [h.pid for _r, _w, h in deployment.started if h.pid is not None]
+        prefill = [h.base_url for r, _w, h in deployment.started if r.kind == "prefill"]
+        with pytest.raises(LaunchError, match=r"routes to prefill worker\(s\)") as failed:
+            deployment.readback()
+        assert f"routes to prefill worker(s) {prefill[:1]}" in failed.value.message
+        assert f"the prefill workers started are {prefill}" in failed.value.message
+    finally:
+        deployment.stop(grace_s=5.0)
+    assert_gone(pids, tmp_path)

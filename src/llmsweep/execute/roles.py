@@ -905,11 +905,32 @@ class RoleDeployment:
             if len(ran.workers) != ran.count:
                 raise LaunchError(f"{len(ran.workers)} of {ran.count} {ran.role} worker(s) started",
                                   fix="read the role logs in the server directory")
+        if router is not None:
+            self._check_router_routes(router, roles)
         return RanTopology(disaggregated=self.topology.disaggregated, nodes=[n.name for n in self.nodes],
                            gpus_per_node=self.placement.gpus_per_node, kv_transfer=transfer,
                            engine=self.topology.engine,
                            router=_router_said(router, self.topology),
                            gpus=sum(r.count * r.gpus_per_worker for r in roles.values()), roles=list(roles.values()))
+
+    def _check_router_routes(self, doc: dict[str, Any], roles: dict[str, RanRole]) -> None:
+        """The router must route to the prefill and decode workers that started, in their order (a decode worker's
+        link to prefill worker K is the router's K-th), as its `/version` says: a router pointed at fewer, other or
+        reordered workers ran another deployment than the one recorded (idle workers' GPUs would count in every
+        per-GPU figure), though every worker came up and said what it serves as."""
+        where = next((self.placement.node_of(w).name for r, w, _h in self.started if r.kind == "router"), "?")
+        for kind in ("prefill", "decode"):
+            said = doc.get(kind)
+            if said is None:  # a router that does not say is not checked (as any worker's unsaid field)
+                continue
+            started = [w.url.rstrip("/") for ran in roles.values() if ran.role == kind
+                       for w in sorted(ran.workers, key=lambda w: w.index)]
+            routes = [str(u).rstrip("/") for u in said] if isinstance(said, list) else said
+            if routes != started:
+                raise LaunchError(f"the router {self.placement.unit} on {where} routes to {kind} worker(s) {routes}; "
+                                  f"the {kind} workers started are {started}",
+                                  fix="check the router's launch (`llmsweep render --job ID`): its --prefill and "
+                                      "--decode URLs must name every worker, in order")
 
     def _check_real_worker(self, role: Role, placed: str, doc: dict[str, Any]) -> None:
         """A real engine's worker must say what it runs as (its role, its KV connector) and say what was planned: a
