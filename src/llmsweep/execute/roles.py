@@ -252,12 +252,16 @@ def _label(value: str) -> str:
 def federate(pages: list[tuple[MetricsTarget, str]]) -> str:
     """One Prometheus text exposition of every worker's samples (`client.scrape.parse_exposition`: what a scrape
     keeps), each labelled with its worker's role and index; every sample keeps its name (typed `untyped`, so a
-    reader parses `<name>_total`, `_sum` and `_count` back as written)."""
+    reader parses `<name>_total`, `_sum` and `_count` back as written) and its own labels. A label of the worker's
+    own that the federation adds (`role`, `worker`) is kept as `exported_<label>`, as Prometheus keeps a target's
+    clashing label: overwritten, two series of one worker that differed only in it became one name and label set
+    twice, and a reader summed or kept one of them."""
     by_name: dict[str, list[str]] = {}
     for target, text in pages:
         extra = {ROLE_LABEL: target.role, WORKER_LABEL: str(target.index)}
         for name, labels, value in parse_exposition(text):
-            merged = {**labels, **extra}
+            merged = {(f"exported_{k}" if k in extra else k): v for k, v in labels.items()}
+            merged.update(extra)
             body = ",".join(f'{k}="{_label(str(v))}"' for k, v in merged.items())
             by_name.setdefault(name, []).append(f"{name}{{{body}}} {value!r}")
     return "".join(f"# TYPE {name} untyped\n" + "".join(line + "\n" for line in lines)

@@ -101,3 +101,28 @@ def test_workers_are_read_direct_past_a_proxy_the_host_sets(worker: str, monkeyp
     finally:
         fed.stop()
     assert status == 200, body
+
+
+def test_a_workers_own_role_and_worker_labels_are_kept_as_exported_labels_not_overwritten() -> None:
+    """Two series of one worker that differ only in a label the federation adds stay two series (Prometheus's
+    `exported_<label>`); overwritten, they came back as one name and label set twice."""
+    page = ('# TYPE llmsweep:x counter\nllmsweep:x_total{worker="a",role="r"} 1.0\n'
+            'llmsweep:x_total{worker="b",role="r"} 2.0\n')
+
+    class Labelled(_Page):
+        def do_GET(self) -> None:
+            data = page.encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    with serving(Labelled) as url:
+        fed = FederatedMetrics([MetricsTarget("decode", 1, f"{url}/metrics")], None)
+        try:
+            samples = parse_exposition(get(fed.url))
+        finally:
+            fed.stop()
+    assert samples == [
+        ["llmsweep:x_total", {"exported_worker": "a", "exported_role": "r", "role": "decode", "worker": "1"}, 1.0],
+        ["llmsweep:x_total", {"exported_worker": "b", "exported_role": "r", "role": "decode", "worker": "1"}, 2.0]]
