@@ -3,7 +3,9 @@
 For each OpenAI request (`/v1/completions`, `/v1/chat/completions`) it picks a prefill and a decode worker (round
 robin over each pool), has the prefill worker compute the prompt (one output token, not streamed), hands the decode
 worker what the prefill worker says about the prompt's KV, and relays the decode worker's answer — streamed or whole —
-with its status and headers. `/health` is 200 only while every worker answers its own; `/v1/models` is the first
+with its status and headers (a streamed request still waiting for its answer after :data:`HEADERS_AFTER_S` gets status
+200 and SSE headers then, as an engine answers a streamed request it queued; every failure names the worker that
+failed). `/health` is 200 only while every worker answers its own; `/v1/models` is the first
 decode worker's; `/version` says what the router is, which workers it routes to and what it counted.
 
 What the two legs carry is the *protocol* (:class:`PDProtocol`), one per kind of worker; the routing, the relay,
@@ -38,6 +40,17 @@ log = logging.getLogger(__name__)
 PD_ROUTER_READY_LINE = "llmsweep PD router on http://"
 """What `llmsweep router --protocol vllm-nixl` logs once it listens (followed by `host:port`): its launch's readiness
 marker, so that its readiness is its own process's, never a /health answered by whatever else holds its port."""
+
+HEADERS_AFTER_S = 1.0
+"""A streamed request's answer begins (status and headers) when the decode worker's does, or after this long, with
+status 200 and SSE headers, whichever comes first: an engine answers a streamed request it accepts at once, then sends
+its tokens once its prefill is done, and a client waits for a body with no deadline but its request timeout once the
+headers came (llmsweep's does: only the request timeout bounds a request queued for its prefill). Behind the router the
+headers waited for the prefill leg and the decode worker's, so a request whose prefill took longer than the client's
+stall timeout (60 s by default) failed through the router where the same load served by one engine did not. A refusal
+within it (a worker's validation: too long, unknown model) keeps its HTTP status; after it, every failure is an error
+event of the stream, naming the worker."""
+_SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
 
 _HOP_HEADERS = frozenset({"content-length", "transfer-encoding", "connection", "keep-alive", "content-encoding"})
 
@@ -101,7 +114,7 @@ class PDRouter:
     """Round-robin prefill/decode routing over HTTP for one protocol; one aiohttp session shared by every request."""
 
     def __init__(self, prefill: list[str], decode: list[str], *, protocol: PDProtocol, kv_transfer: str | None = None,
-                 health_timeout_s: float = 2.0) -> None:
+                 health_timeout_s: float = 2.0, headers_after_s: float | None = None) -> None:
         if not prefill or not decode:
             raise ValueError("a PD router needs at least one prefill and one decode worker")
         self.prefill = [u.rstrip("/") for u in prefill]
@@ -109,6 +122,9 @@ class PDRouter:
         self.protocol = protocol
         self.kv_transfer = kv_transfer
         self.health_timeout_s = health_timeout_s
+        self.headers_after_s = HEADERS_AFTER_S if headers_after_s is None else headers_after_s
+        """How long a streamed request waits for its answer to begin before its status (200) and SSE headers are sent
+        (:class:`_Answer`)."""
         self.node = node_name()
         self._next_prefill = itertools.cycle(range(len(self.prefill)))
         self._next_decode = itertools.cycle(range(len(self.decode)))
@@ -147,6 +163,14 @@ class PDRouter:
         body = json_object(raw)
         if isinstance(body, web.Response):
             return body
+        answer = _Answer(request, self.headers_after_s if _streamed(body) else None)
+        try:
+            return await self._route(request, raw, body, answer)
+        finally:
+            answer.close()
+
+    async def _route(self, request: web.Request, raw: bytes, body: dict[str, Any],
+                     answer: _Answer) -> web.StreamResponse:
         p = next(self._next_prefill)
         prefill = self.prefill[p]
         decode = self.decode[next(self._next_decode)]
@@ -154,40 +178,43 @@ class PDRouter:
         try:
             async with self.session.post(prefill + request.path, json=self.protocol.prefill_body(body),
                                          headers=headers) as resp:
-                answer = await resp.read()
+                got = await resp.read()
                 if resp.status != 200:  # the prefill worker's refusal (too long, unknown model) is the client's
-                    return worker_error(f"prefill worker {prefill}", resp.status, answer)
-            doc = json.loads(answer)
+                    return await answer.finish(worker_error(f"prefill worker {prefill}", resp.status, got))
+            doc = json.loads(got)
             if not isinstance(doc, dict):
                 raise TypeError("the answer is not a JSON object")
             leg = self.protocol.decode_leg(raw, body, doc, headers, p, prefill)
         except NoKVHandle as exc:
             self.refused_no_handle += 1
             log.warning("refused a prefill answer of %s: %s", prefill, exc)
-            return error_response(502, f"prefill worker {prefill} handed over no KV: {exc}", "BadGatewayError")
+            return await answer.finish(error_response(502, f"prefill worker {prefill} handed over no KV: {exc}",
+                                                      "BadGatewayError"))
         except (aiohttp.ClientError, OSError, ValueError, KeyError, TypeError) as exc:
-            return error_response(502, f"prefill worker {prefill} failed: {exc}", "BadGatewayError")
+            return await answer.finish(error_response(502, f"prefill worker {prefill} failed: {exc}",
+                                                      "BadGatewayError"))
         self.routed += 1
         try:
             async with self.session.post(decode + request.path, data=leg.data, headers=leg.headers) as resp:
                 if resp.status != 200:
-                    return worker_error(f"decode worker {decode}", resp.status, await resp.read())
+                    return await answer.finish(worker_error(f"decode worker {decode}", resp.status,
+                                                            await resp.read()))
                 relayed = {k: v for k, v in resp.headers.items() if k.lower() not in _HOP_HEADERS}
                 if resp.content_type != "text/event-stream":
                     # a whole answer is read whole before the client gets any of it: a worker that dies inside it
                     # is a 502 that names it, never a cut body under a 200
                     whole = await resp.read()
-                    return web.Response(body=leg.relay.whole(whole) if leg.relay is not None else whole,
-                                        headers=relayed)
-                out = web.StreamResponse(status=200, headers=relayed)
-                await out.prepare(request)
+                    return await answer.finish(web.Response(
+                        body=leg.relay.whole(whole) if leg.relay is not None else whole, headers=relayed))
+                out = await answer.open(relayed)
                 # from here on the client has its answer's status: a worker failing is said in the stream, a
                 # client that went away ends it (its write error is not the worker's, so it is not caught below)
                 with contextlib.suppress(aiohttp.ClientError, OSError):  # leaving drops the decode request
                     await _relay_stream(request, resp, out, leg.relay, f"decode worker {decode}")
                 return out
         except (aiohttp.ClientError, OSError) as exc:  # before the answer began (mid-stream: `_relay_stream`)
-            return error_response(502, f"decode worker {decode} failed: {exc}", "BadGatewayError")
+            return await answer.finish(error_response(502, f"decode worker {decode} failed: {exc}",
+                                                      "BadGatewayError"))
 
     async def get(self, url: str) -> tuple[int, Any]:
         """GET `url` within the health timeout: its status and JSON body (None when not JSON; status 0: no answer)."""
@@ -301,6 +328,94 @@ def worker_error(worker: str, status: int, body: bytes) -> web.Response:
     text = body.decode("utf-8", errors="replace").strip()
     kind = "NotFoundError" if status == 404 else "BadRequestError" if status < 500 else "InternalServerError"
     return error_response(status, f"{worker} answered HTTP {status}" + (f": {text[:2000]}" if text else ""), kind)
+
+
+def _streamed(body: dict[str, Any]) -> bool:
+    """Whether the client asked for a streamed answer (`stream` as an engine reads it: true, 1, "true", "yes", ...; a
+    value no engine reads as a boolean is not, and the worker refuses it with its status)."""
+    flag = body.get("stream")
+    if isinstance(flag, bool):
+        return flag
+    if isinstance(flag, int | float):
+        return flag == 1
+    return isinstance(flag, str) and flag.strip().lower() in ("1", "true", "t", "yes", "y", "on")
+
+
+class _Answer:
+    """The client's answer to one request, whose status and headers the router sends once: the decode worker's, when
+    its answer begins (or a failure's, as a whole response), or, for a streamed request still waiting after
+    `headers_after_s` (:data:`HEADERS_AFTER_S`), status 200 with SSE headers; after that a failure is the stream's
+    error event (`data: {"error": ...}`, then `data: [DONE]`) and a whole answer is written into it as it came."""
+
+    def __init__(self, request: web.Request, headers_after_s: float | None) -> None:
+        self.request = request
+        self.out: web.StreamResponse | None = None
+        self._lock = asyncio.Lock()
+        self._settled = False
+        self._task: asyncio.Task[None] | None = None
+        self._timer = (asyncio.get_running_loop().call_later(headers_after_s, self._fire)
+                       if headers_after_s is not None else None)
+
+    def _fire(self) -> None:
+        self._task = asyncio.ensure_future(self._commit())
+
+    async def _commit(self) -> None:
+        with contextlib.suppress(aiohttp.ClientError, OSError):  # a client gone meanwhile: the handler ends it
+            async with self._lock:
+                if self.out is None and not self._settled:
+                    out = web.StreamResponse(status=200, headers=_SSE_HEADERS)
+                    await out.prepare(self.request)
+                    self.out = out
+
+    def _settle(self) -> None:
+        """The handler knows its answer: the timer no longer opens the stream."""
+        self._settled = True
+        if self._timer is not None:
+            self._timer.cancel()
+
+    async def open(self, headers: Mapping[str, str]) -> web.StreamResponse:
+        """The stream the decode worker's streamed answer is relayed into: opened with its headers, or the one the
+        timer opened."""
+        self._settle()
+        async with self._lock:
+            if self.out is None:
+                out = web.StreamResponse(status=200, headers=headers)
+                await out.prepare(self.request)
+                self.out = out
+            return self.out
+
+    async def finish(self, response: web.Response) -> web.StreamResponse:
+        """`response` (a failure, or a whole answer) as the client gets it: itself while nothing was sent, else said
+        in the open stream (a failure as its error event; a 200's body as it came)."""
+        self._settle()
+        async with self._lock:
+            out = self.out
+        if out is None:
+            return response
+        body = response.body if isinstance(response.body, bytes) else b""
+        with contextlib.suppress(aiohttp.ClientError, OSError):
+            if response.status == 200:
+                await out.write(body)
+            else:
+                log.warning("a failure after the stream's headers went out, sent as its error event: %s",
+                            body[:300].decode("utf-8", errors="replace"))
+                await out.write(b"data: " + _one_line(body) + b"\n\ndata: [DONE]\n\n")
+            await out.write_eof()
+        return out
+
+    def close(self) -> None:
+        self._settle()
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+
+
+def _one_line(body: bytes) -> bytes:
+    """An error body as one SSE data line (a JSON document written again compact, else quoted as the message)."""
+    try:
+        doc = json.loads(body)
+    except (ValueError, RecursionError):
+        doc = {"error": {"message": body.decode("utf-8", errors="replace"), "type": "BadGatewayError", "code": 502}}
+    return json.dumps(doc, ensure_ascii=False).encode()
 
 
 async def start_router(router: PDRouter, host: str = "127.0.0.1", port: int = 0) -> tuple[web.AppRunner, int]:

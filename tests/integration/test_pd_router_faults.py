@@ -191,3 +191,44 @@ def test_a_stream_the_decode_worker_cuts_inside_an_event_is_cut_for_the_client_t
 
     with sim_worker("prefill") as (_p, prefill):
         asyncio.run(main(prefill))
+
+
+def test_a_streamed_request_waiting_for_its_prefill_gets_its_headers_at_once_a_later_failure_in_the_stream() -> None:
+    """An engine answers a streamed request it accepts at once (status, SSE headers) and sends its tokens once its
+    prefill is done; a client then waits with no stall deadline (llmsweep's does). Behind the router the headers
+    waited for the whole prefill leg, so a request whose prefill outlasted the client's stall timeout failed through
+    the router only. Now they go out after `headers_after_s`; a failure after that (here the decode worker's
+    context-overflow refusal) is the stream's error event naming the worker, with the refusal's words."""
+    async def main(prefill: str, decode: str) -> None:
+        async with aiohttp.ClientSession() as http:
+            runner, port = await start_router(PDRouter([prefill], [decode], headers_after_s=0.3))
+            url = f"http://127.0.0.1:{port}"
+            try:
+                began = loop_time()
+                async with http.post(f"{url}/v1/completions", json=request(True, max_tokens=4)) as r:
+                    headers_at = loop_time() - began
+                    assert r.status == 200 and r.content_type == "text/event-stream"
+                    first = await r.content.readany()
+                    first_at = loop_time() - began
+                    rest = first + await r.read()
+                assert headers_at < 2.0 and first_at >= 2.9, (headers_at, first_at)  # the prefill step: 3 s
+                parsed = parse_stream([(0.0, rest)])
+                assert parsed.stream_error is None and parsed.completion_tokens is None and parsed.chunk_times
+                long_prompt = " ".join(["w"] * 150)
+                async with http.post(f"{url}/v1/completions", json=request(True, prompt=long_prompt, max_tokens=5)) \
+                        as r:
+                    assert r.status == 200  # sent before the decode worker refused
+                    body = await r.read()
+                error = parse_stream([(0.0, body)]).stream_error
+                assert error is not None and error.startswith(f"decode worker {decode}: ")
+                assert "maximum context length is 100 tokens" in error and body.endswith(b"data: [DONE]\n\n")
+            finally:
+                await runner.cleanup()
+
+    with sim_worker("prefill", "--ttft-ms", "3000") as (_p, prefill), \
+            sim_worker("decode", "--context-length", "100") as (_d, decode):
+        asyncio.run(main(prefill, decode))
+
+
+def loop_time() -> float:
+    return asyncio.get_running_loop().time()

@@ -57,7 +57,7 @@ class PDRouter(Router):
     """llmsweep's PD router speaking the simulator's protocol (what `llmsweep sim router` serves)."""
 
     def __init__(self, prefill: list[str], decode: list[str], *, kv_transfer: str | None = None,
-                 health_timeout_s: float = 2.0) -> None:
+                 health_timeout_s: float = 2.0, headers_after_s: float | None = None) -> None:
         super().__init__(prefill, decode, protocol=SimProtocol(), kv_transfer=kv_transfer,
-                         health_timeout_s=health_timeout_s)
+                         health_timeout_s=health_timeout_s, headers_after_s=headers_after_s)
 
