@@ -158,10 +158,11 @@ class ServerWindow:
             out.append(s)
         return out
 
-    def completed(self, *names: str) -> float | None:
-        """Requests completed over the window (`counter` of the engine's request-count series): in a disaggregated
-        deployment, its decode workers' — a prefill worker counts each request too, as its prefill ends, and the
-        sum had been twice the requests served."""
+    def decoded(self, *names: str) -> float | None:
+        """What the deployment served over the window of a series both roles of a disaggregated deployment count
+        (`counter`): its decode workers' alone. A prefill worker counts each request too, as its prefill ends (the
+        sum had been twice the requests served), and the first token it computes (the sum had added one token a
+        request to the output the client received, and so to the acceptance length read from it)."""
         if any(dict(labels).get("role") == "decode" for name in names for labels, _ in self._by_name.get(name, ())):
             return self.counter(*names, where={"role": "decode"})
         return self.counter(*names)
@@ -283,8 +284,8 @@ def _vllm(w: ServerWindow) -> dict[str, Any]:
         "latency": _latency(w, "vllm:"),
         "tokens": {
             "prompt_total": w.counter("vllm:prompt_tokens_total"),
-            "generation_total": w.counter("vllm:generation_tokens_total"),
-            "requests_completed": w.completed("vllm:request_success_total"),
+            "generation_total": w.decoded("vllm:generation_tokens_total"),
+            "requests_completed": w.decoded("vllm:request_success_total"),
         },
         "spec_decode": {
             "acceptance_length": al,
@@ -306,9 +307,9 @@ def _sglang(w: ServerWindow) -> dict[str, Any]:
     overall = _ratio(cached_all, prompt)
     if overall is None:
         overall = _frac(w.gauge_mean("sglang:cache_hit_rate"))
-    gen = w.counter("sglang:generation_tokens_total")
+    gen = w.decoded("sglang:generation_tokens_total")
     verify = w.counter("sglang:spec_verify_calls_total")
-    requests = w.completed("sglang:num_requests_total")
+    requests = w.decoded("sglang:num_requests_total")
     al, said = sglang_acceptance_length(gen, requests, verify)
     method: str | None = said
     if al is None:
@@ -334,7 +335,7 @@ def _sglang(w: ServerWindow) -> dict[str, Any]:
         "tokens": {
             "prompt_total": prompt,
             "generation_total": gen,
-            "requests_completed": w.completed("sglang:num_requests_total"),
+            "requests_completed": w.decoded("sglang:num_requests_total"),
         },
         "spec_decode": {
             "acceptance_length": al,
@@ -402,7 +403,7 @@ def _trtllm(w: ServerWindow) -> dict[str, Any]:
         "tokens": {
             "prompt_total": prompt,
             "generation_total": None,
-            "requests_completed": w.completed("trtllm_request_success_total"),
+            "requests_completed": w.decoded("trtllm_request_success_total"),
         },
         "spec_decode": {
             "acceptance_length": al,
@@ -447,8 +448,8 @@ def _atom(w: ServerWindow) -> dict[str, Any]:
         "latency": _latency(w, "atom:"),
         "tokens": {
             "prompt_total": w.counter("atom:prompt_tokens_total", "atom:prompt_tokens"),
-            "generation_total": w.counter("atom:generation_tokens_total", "atom:generation_tokens"),
-            "requests_completed": w.completed("atom:requests_finished_total", "atom:requests_finished"),
+            "generation_total": w.decoded("atom:generation_tokens_total", "atom:generation_tokens"),
+            "requests_completed": w.decoded("atom:requests_finished_total", "atom:requests_finished"),
         },
         "spec_decode": {
             "acceptance_length": al,

@@ -136,3 +136,24 @@ def test_preemptions_over_the_window_are_read_for_vllm_and_sglang() -> None:
     assert s["adapter"] == "sglang" and s["preemptions"] == 3 and s["kv_cache"]["gpu_usage_max"] == 1.0
     # An engine that exposes no such counter says nothing, not zero.
     assert summarise_server([_scrape(0.0, vllm__prompt_tokens_total=1)], start=0.0, end=1.0)["preemptions"] is None
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_a_disaggregated_deployments_output_tokens_are_its_decode_workers(engine: str) -> None:
+    """A prefill worker counts the first token it computes for each request: summed over the roles (the router's
+    federated /metrics, each worker's series labelled with its role), the output read 924 where the decode worker,
+    which counts every token the client receives, said 908, and SGLang's realised acceptance length took the extra
+    token a request for accepted drafts."""
+    gen, done = (("vllm:generation_tokens_total", "vllm:request_success_total") if engine == "vllm" else
+                 ("sglang:generation_tokens_total", "sglang:num_requests_total"))
+
+    def scrape(t: float, k: float) -> dict[str, object]:  # k: the share of the window's work done by t
+        rows = [(gen, "prefill", 16 * k), (gen, "decode", 908 * k), (done, "prefill", 16 * k), (done, "decode", 16 * k)]
+        if engine == "sglang":
+            rows.append(("sglang:spec_verify_calls_total", "decode", 300 * k))
+        return {"t": t, "samples": [[n, {"model_name": "m", "role": r, "worker": "0"}, v] for n, r, v in rows]}
+
+    s = summarise_server([scrape(0.0, 0.0), scrape(1.0, 0.5), scrape(2.0, 1.0)], start=0.5, end=2.0)
+    assert s["tokens"]["generation_total"] == 908 and s["tokens"]["requests_completed"] == 16
+    if engine == "sglang":  # (908 - 1.5 x 16) / (300 - 0.5 x 16): the decode worker's own tokens
+        assert s["spec_decode"]["acceptance_length"] == pytest.approx((908 - 24) / (300 - 8))
