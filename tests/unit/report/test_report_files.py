@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -382,15 +383,22 @@ def test_png_point_labels_stay_inside_the_plot_frame(report_run) -> None:
         plt.close(fig)
 
 
-def test_png_legend_says_which_series_coincide(tmp_path: Path) -> None:
-    """Two series with identical points: in the PNG the one drawn second hid the other, and its legend entry was the
-    only trace of it. Each entry says which series it coincides with and which is drawn under which, as the page's
-    legend does."""
+def _agg_pyplot() -> Any:
+    """matplotlib's pyplot on the Agg backend (the PNG tests draw no window); skips where matplotlib is missing."""
     pytest.importorskip("matplotlib")
     import matplotlib
 
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt
+
+    return plt
+
+
+def test_png_legend_says_which_series_coincide(tmp_path: Path) -> None:
+    """Two series with identical points: in the PNG the one drawn second hid the other, and its legend entry was the
+    only trace of it. Each entry says which series it coincides with and which is drawn under which, as the page's
+    legend does."""
+    plt = _agg_pyplot()
     from support.synthetic import write_coinciding_run
 
     from llmsweep.report.data import build_payload
@@ -414,11 +422,8 @@ def test_png_legend_says_which_series_coincide(tmp_path: Path) -> None:
 def test_png_draws_no_frontier_through_smoke_points_and_says_why(tmp_path: Path) -> None:
     """A series whose points were all smoke had a frontier line drawn through them in every PNG. It has none, and its
     legend entry says why; a series with valid points keeps its line, without its smoke point."""
-    pytest.importorskip("matplotlib")
+    plt = _agg_pyplot()
     import matplotlib
-
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
     from support.synthetic import write_smoke_series_run
 
     from llmsweep.report.data import build_payload
