@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -394,54 +395,51 @@ def _agg_pyplot() -> Any:
     return plt
 
 
-def test_png_legend_says_which_series_coincide(tmp_path: Path) -> None:
-    """Two series with identical points: in the PNG the one drawn second hid the other, and its legend entry was the
-    only trace of it. Each entry says which series it coincides with and which is drawn under which, as the page's
-    legend does."""
+def _pareto_figures(run: Any) -> Iterator[tuple[dict[str, Any], Any]]:
+    """(the run's dashboard payload, the PNG figure of one of its axes) for each axis, each figure closed after."""
     plt = _agg_pyplot()
-    from support.synthetic import write_coinciding_run
-
     from llmsweep.report.data import build_payload
     from llmsweep.report.plots import pareto_figure
     from llmsweep.results.point import points_from_run
 
-    run = write_coinciding_run(tmp_path / "r")
     payload = build_payload(run, points_from_run(run), details=False)
-    none, dram = payload["series"]
     for axis in payload["axes"]:
         fig = pareto_figure(payload, axis)
+        yield payload, fig
+        plt.close(fig)
+
+
+def test_png_legend_says_which_series_coincide(tmp_path: Path) -> None:
+    """Two series with identical points: in the PNG the one drawn second hid the other, and its legend entry was the
+    only trace of it. Each entry says which series it coincides with and which is drawn under which, as the page's
+    legend does."""
+    from support.synthetic import write_coinciding_run
+
+    for payload, fig in _pareto_figures(write_coinciding_run(tmp_path / "r")):
+        none, dram = payload["series"]
         (legend,) = fig.legends
         shown = [t.get_text().replace("\n", " ") for t in legend.get_texts()]
         assert shown == [
             f"{none['label']} — coincides with {dram['label']} at 2 of its 3 points (identical values; drawn under it)",
             f"{dram['label']} — coincides with {none['label']} at all 2 of its points (identical values; drawn over "
             "it)"], shown
-        plt.close(fig)
 
 
 def test_png_draws_no_frontier_through_smoke_points_and_says_why(tmp_path: Path) -> None:
     """A series whose points were all smoke had a frontier line drawn through them in every PNG. It has none, and its
     legend entry says why; a series with valid points keeps its line, without its smoke point."""
-    plt = _agg_pyplot()
-    import matplotlib
     from support.synthetic import write_smoke_series_run
 
-    from llmsweep.report.data import build_payload
-    from llmsweep.report.plots import pareto_figure
-    from llmsweep.results.point import points_from_run
+    for payload, fig in _pareto_figures(write_smoke_series_run(tmp_path / "r")):
+        import matplotlib
 
-    run = write_smoke_series_run(tmp_path / "r")
-    payload = build_payload(run, points_from_run(run), details=False)
-    sglang, vllm = payload["series"]
-    for axis in payload["axes"]:
-        fig = pareto_figure(payload, axis)
+        sglang, vllm = payload["series"]
         lines = fig.axes[0].get_lines()
-        assert [matplotlib.colors.to_hex(line.get_color()) for line in lines] == [vllm["color"]], axis["key"]
+        assert [matplotlib.colors.to_hex(line.get_color()) for line in lines] == [vllm["color"]]
         assert len(lines[0].get_xdata()) == 2  # vllm's conc 1 and 4: its smoke conc 16 is left off
         shown = [t.get_text().replace("\n", " ") for t in fig.legends[0].get_texts()]
         assert shown == [f"{sglang['label']} — no frontier: none of its 3 points is valid (3 smoke); a frontier is "
                          "drawn from valid points only", vllm["label"]], shown
-        plt.close(fig)
 
 
 def test_png_rings_points_that_are_the_mean_of_their_repeats(report_run, tmp_path: Path) -> None:
