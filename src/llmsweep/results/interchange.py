@@ -949,6 +949,11 @@ def from_inferencex_row(run_id: str, row: Mapping[str, Any], n: int) -> ResultPo
     outcome = row.get("benchmark_outcome")
     failed = isinstance(outcome, Mapping) and outcome.get("status") == "failed"
     verdict = ours.get("verdict") or ("valid" if (ok is None or ok > 0) and not failed else "invalid")
+    gated: tuple[str, ...] = ()
+    if not ours and verdict == "valid" and (over := _over_error_gate(identity.scenario, metrics["error_ratio"])):
+        # a published row judged by the error gate its scenario's points are judged by here (it had been valid at
+        # any error ratio: only zero successes or a failed outcome made it invalid)
+        verdict, gated = "invalid", (over,)
     if verdict not in VERDICTS:
         raise ResultInputError(f"row {n} ({job_id}): `llmsweep.verdict` is {verdict!r}, not one of "
                                f"{', '.join(VERDICTS)}", fix="export the run again, or correct the row")
@@ -957,7 +962,7 @@ def from_inferencex_row(run_id: str, row: Mapping[str, Any], n: int) -> ResultPo
     said_reasons = ours.get("reasons") or []
     if not isinstance(said_reasons, list) or not all(isinstance(r, str) for r in said_reasons):
         raise _bad_block(n, job_id, "reasons", said_reasons, "a list of texts")
-    reasons = tuple(said_reasons)
+    reasons = (*said_reasons, *gated)
     repeats = ours.get("repeats")
     if repeats is not None:
         count, jobs = (repeats.get(k) if isinstance(repeats, Mapping) else None for k in ("n", "job_ids"))
@@ -977,6 +982,23 @@ def from_inferencex_row(run_id: str, row: Mapping[str, Any], n: int) -> ResultPo
                                                 **({"clock": ours["clock"]} if ours.get("clock") else {}),
                                                 **({"repeats": dict(repeats)} if repeats is not None else {})},
     )
+
+
+def _over_error_gate(scenario: str, ratio: float | None) -> str | None:
+    """Why a published row whose error ratio exceeds its scenario's gate (`Scenario.gate.max_error_ratio`, what `run`
+    judges a point by) is invalid; None within it, or where the scenario or the ratio is unknown."""
+    from llmsweep.errors import ConfigError
+    from llmsweep.spec.workload import ScenarioId
+    from llmsweep.workload.scenario import get_scenario
+
+    try:  # (a fixed-length point's identity names its lengths: `fixed-1k1k`, `identity.scenario_of`)
+        judged = get_scenario(ScenarioId.FIXED_SEQ_LEN if scenario.startswith("fixed-") else scenario)
+    except ConfigError:
+        return None
+    limit = judged.gate.max_error_ratio
+    if ratio is None or ratio <= limit:
+        return None
+    return f"error ratio {ratio:.4f} exceeds {limit} (the {judged.id} gate; the published row holds no verdict)"
 
 
 def _bad_block(n: int, job_id: str, field: str, got: Any, want: str) -> ResultInputError:

@@ -459,3 +459,24 @@ def test_an_inferencex_round_trip_keeps_what_the_run_warned_and_its_clock(make_r
     from llmsweep.results.interchange import read_import
 
     assert read_import(path).warned == {(back[0].run_id, back[0].job_id): said}
+
+
+def test_a_published_row_over_its_scenarios_error_gate_is_invalid(tmp_path: Path) -> None:
+    """A row without our block had its verdict from its successes alone: 70 of 100 requests failed and it was stored
+    valid, on a frontier. It is judged by the error gate `run` judges its scenario's points by (agentic 0.10, fixed
+    length 0.05), the reason saying so; within the gate it stays valid."""
+    def row(conc: int, ok: int, **kw: object) -> dict[str, object]:
+        return {"hw": "mi355x", "conc": conc, "image": "lmsysorg/sglang:v0.5.16", "model": "Qwen/Qwen3.5",
+                "framework": "sglang", "precision": "fp8", "tp": 8, "num_requests_total": 100,
+                "num_requests_successful": ok, "tput_per_gpu": 1000.0, **kw}
+
+    agentic = {"scenario_type": "agentic-coding", "kv_offloading": "none"}
+    fixed = {"isl": 1024, "osl": 1024, "spec_decoding": "none", "disagg": False, "ep": 1, "dp_attention": "false"}
+    path = tmp_path / "agg_bmk.json"
+    path.write_text(json.dumps([row(8, 30, **agentic), row(16, 92, **agentic), row(4, 94, **fixed),
+                                row(8, 96, **fixed)]))
+    _, _, points = import_file(path)
+    assert [p.verdict for p in points] == ["invalid", "valid", "invalid", "valid"]
+    assert points[0].reasons == ("error ratio 0.7000 exceeds 0.1 (the agentic-coding gate; the published row holds "
+                                 "no verdict)",)
+    assert points[2].reasons[0].startswith("error ratio 0.0600 exceeds 0.05 (the fixed-seq-len gate")
