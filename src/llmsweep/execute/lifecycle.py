@@ -1434,6 +1434,8 @@ def stop_stale_servers(run_dir: Path, event: Event = _quiet, *,
                       "start time (an older llmsweep wrote it), so llmsweep cannot tell that server from a process "
                       "that took its pid since: not stopped, and the pid file is kept. If it is the server, "
                       f"stop it (`kill -TERM -- -{pid}`); then delete {pid_file}")
+            elif ours and pid in stopped:  # a second pid file of one server (a deployment's router, its roles'): said
+                pass  # and stopped once
             elif ours:
                 event(f"stopping server pid {pid} left running by an earlier, interrupted run")
                 stop_process_tree(pid, pgid=pid, grace_s=5.0, seen=signalled[pid].values())

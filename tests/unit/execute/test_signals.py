@@ -189,6 +189,32 @@ def test_a_pid_file_records_the_start_time_that_tells_the_server_from_a_process_
         proc.wait()
 
 
+def test_a_server_two_pid_files_name_is_stopped_and_said_once(tmp_path: Path) -> None:
+    """A role-by-role deployment's router is named by two pid files: `--resume` after a killed run said `stopping
+    server pid N left running …` twice for it and stopped it twice. Once, and both files go."""
+    from types import SimpleNamespace
+    from typing import Any, cast
+
+    from llmsweep.execute.lifecycle import write_pid_file
+
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], start_new_session=True)
+    try:
+        files = [tmp_path / "servers" / g / "server.pid" for g in ("a", "b")]
+        for path in files:
+            path.parent.mkdir(parents=True)
+            write_pid_file(path, cast(Any, SimpleNamespace(pid=proc.pid, command=[sys.executable, "-c", "…"],
+                                                           cleanup=())), cast(Any, None))
+        events: list[str] = []
+        assert stop_stale_servers(tmp_path, events.append) == [proc.pid]
+        assert [e for e in events if "stopping server pid" in e] == [
+            f"stopping server pid {proc.pid} left running by an earlier, interrupted run"], events
+        assert proc.wait(timeout=10) is not None and not any(p.exists() for p in files)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
 def test_an_older_pid_file_without_a_start_time_never_gets_a_process_it_cannot_identify_signalled(
         tmp_path: Path) -> None:
     """A pid file an older llmsweep wrote has no start time, only the program's name (`python`): after the pid was
