@@ -305,6 +305,12 @@ def simulator_provenance(job: Job) -> dict[str, Any]:
             **({"estimated": figures} if (figures := estimated_figures(job)) else {})}
 
 
+def on_no_gpu(spec: LaunchSpec) -> bool:
+    """Whether a real engine's launch uses no GPU (the CPU rehearsal): its per-GPU figures are no GPU's
+    (`sim_warnings.no_gpu_figures`). The simulator's launch uses none either, but models the GPUs it reports."""
+    return spec.gpus == 0 and spec.engine != SIM.id
+
+
 def _provenance(job: Job, spec: LaunchSpec, group: ServerGroup, observed: dict[str, Any] | None = None,
                 handle: ServerHandle | None = None, launcher: str | None = None,
                 drift: EngineVersionDrift | None = None) -> dict[str, Any]:
@@ -339,7 +345,7 @@ def _provenance(job: Job, spec: LaunchSpec, group: ServerGroup, observed: dict[s
         **({"topology": seen["topology"]} if seen.get("topology") is not None else {}),
         # a server on no GPU (a CPU rehearsal): its per-GPU figures are no GPU's (`sim_warnings.no_gpu_figures`)
         **({"gpus_known": False, "gpus_from": no_gpu_figures(Point.of(job).gpus)}
-           if spec.gpus == 0 and spec.engine != SIM.id else {}),
+           if on_no_gpu(spec) else {}),
     }
 
 
@@ -664,7 +670,7 @@ class _Server:
 
             self.observed["engine_version_installed"] = host_engine_version(spec)
         self._judge_version(spec)
-        if spec.gpus == 0 and spec.engine != SIM.id:  # a CPU rehearsal: its figures are no GPU's, and its table says it
+        if on_no_gpu(spec):  # a CPU rehearsal: its figures are no GPU's, and its table says it
             for job in self.group.jobs:
                 kept = self.group.warnings.setdefault(job.id, [])
                 if (no_gpu := no_gpu_figures(Point.of(job).gpus)) not in kept:

@@ -545,7 +545,7 @@ def _kept_outcomes(meta: dict[str, Any], previous: dict[str, Any], req: RunReque
     now = set(meta["expected_job_ids"])
     before = previous.get("expected_job_ids")
     rest = [j for j in before if isinstance(j, str) and j not in now and j not in superseded
-            and (not whole or j.partition(REPEAT_MARK)[0] in elsewhere)] if isinstance(before, list) else []
+            and (not whole or repeat_of(j)[0] in elsewhere)] if isinstance(before, list) else []
     if not rest:
         return []
     keep = set(rest)
@@ -1389,8 +1389,8 @@ def _same_job(job_id: str, recipe_key: object) -> tuple[object, str, str]:
     """What names a job across two plans of a recipe (`changes.diff.match_id`), the repeat it is kept apart."""
     from llmsweep.changes.diff import match_id
 
-    base, _, repeat = job_id.partition(REPEAT_MARK)
-    return (*match_id(str(recipe_key), base), repeat)
+    base, repeat = repeat_of(job_id)
+    return (*match_id(str(recipe_key), base), str(repeat))
 
 
 def _same_point(recorded: dict[str, Any], jobs: Sequence[Job]) -> Job | None:
@@ -1442,7 +1442,7 @@ def _supersede_renamed(run_dir: Path, jobs: Sequence[Job], event: Event, stored:
         renamed_point = point is not None
         if point is not None:
             match = [point]
-        if not match and whole and old_id.partition(REPEAT_MARK)[0] not in elsewhere:
+        if not match and whole and repeat_of(old_id)[0] not in elsewhere:
             retired = run_dir / art.RETIRED_DIR
             retired.mkdir(parents=True, exist_ok=True)
             # a job retired before, planned again since and now retired again: its earlier retirement is kept
