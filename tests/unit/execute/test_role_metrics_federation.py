@@ -33,8 +33,11 @@ sglang:e2e_request_latency_seconds_count{model_name="m"} 2.0
 
 
 class _Page(BaseHTTPRequestHandler):
+    page = PAGE
+    """The exposition it serves (a subclass serves another)."""
+
     def do_GET(self) -> None:
-        data = PAGE.encode()
+        data = self.page.encode()
         self.send_response(200)
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
@@ -110,12 +113,9 @@ def test_a_workers_own_role_and_worker_labels_are_kept_as_exported_labels_not_ov
             'llmsweep:x_total{worker="b",role="r"} 2.0\n')
 
     class Labelled(_Page):
-        def do_GET(self) -> None:
-            data = page.encode()
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+        pass
+
+    Labelled.page = page
 
     with serving(Labelled) as url:
         fed = FederatedMetrics([MetricsTarget("decode", 1, f"{url}/metrics")], None)
