@@ -185,6 +185,10 @@ def test_job_names_one_repeat_of_a_point_and_runs_only_it(tmp_path: Path) -> Non
     meta = json.loads((out / "run.json").read_text())
     assert len(meta["expected_job_ids"]) == 4 and {o["job_id"] for o in meta["outcomes"]} == set(
         meta["expected_job_ids"])  # the run still describes all of it
+    # a job named whole (here by a unique prefix of its id) beside one of its repeats runs every repeat
+    both = json.loads(_cli(env, "run", RECIPES / "fixed-sim.yaml", "--repeats", "2", "--out", out, "--force",
+                           "--job", first[:-3], "--job", f"{first[:-3]}-repeat2", "--json").stdout)
+    assert sorted(j["job"] for j in both["jobs"]) == [first, second]
     beyond = subprocess.run([sys.executable, "-m", "llmsweep.cli.main", "run", str(RECIPES / "fixed-sim.yaml"),
                              "--out", str(out), "--force", "--repeats", "2", "--job", f"{first}-repeat3"],
                             capture_output=True, text=True, timeout=240, env=env)

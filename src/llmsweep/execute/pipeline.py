@@ -656,8 +656,8 @@ def _repeat_picks(jobs: list[Job], req: RunRequest) -> tuple[list[str], dict[str
     whole runs every repeat. A repeat beyond `--repeats` is an error naming both (it had been "no job matches")."""
     planned = {j.id for j in jobs}
     only: list[str] = []
+    plain: list[str] = []
     picks: dict[str, set[int]] = {}
-    whole: set[str] = set()
     from llmsweep.plan.point import one_point_per_job
     from llmsweep.plan.slices import resolve_job_ids
 
@@ -665,8 +665,7 @@ def _repeat_picks(jobs: list[Job], req: RunRequest) -> tuple[list[str], dict[str
         base, k = repeat_of(wanted)
         if wanted in planned or base == wanted:
             only.append(wanted)
-            if wanted in planned:
-                whole |= {p.id for p in one_point_per_job([j for j in jobs if j.id == wanted])}
+            plain.append(wanted)
             continue
         if not 1 <= k <= req.repeats:
             raise ConfigError(f"--job {wanted} names repeat {k}, but this run plans "
@@ -679,6 +678,13 @@ def _repeat_picks(jobs: list[Job], req: RunRequest) -> tuple[list[str], dict[str
             only.append(job.id)
             for point in one_point_per_job([job]):
                 picks.setdefault(point.id, set()).add(k)
+    if not picks or not plain:
+        return list(dict.fromkeys(only)), picks
+    try:  # the jobs also named whole (by id, prefix or exp-name) run every repeat
+        named = resolve_job_ids(jobs, plain, selectors=req.only_jobs_typed, fix="")
+    except ConfigError:  # an id that names nothing: `_only` says so, with its fix
+        named = []
+    whole = {p.id for p in one_point_per_job(named)}
     return list(dict.fromkeys(only)), {p: ks for p, ks in picks.items() if p not in whole}
 
 
