@@ -1,8 +1,8 @@
 """The one adapter from the catalogs (or explicit numbers) to :class:`~llmsweep.sim.perf.PerfInputs`.
 
-The catalog owns the authoritative hardware and model figures; the simulator only needs a dozen numbers, read here
-from the typed catalog entries. When the catalog has no entry for a SKU or model, a few built-in entries cover the
-test models (the hardware catalog is the only home of hardware figures); explicit overrides win over both.
+The catalog owns the hardware and model figures (their only home); the simulator only needs a dozen numbers, read
+here from the typed catalog entries. A model name the catalog does not know that begins with one of a few catalog
+models' names takes that entry's figures (`PREFIX_MODELS`); explicit overrides win over both.
 """
 
 from __future__ import annotations
@@ -23,27 +23,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# Architecture figures from the models' config.json (KV bytes per token at bf16 = layers_with_kv x 2 x kv_heads x
-# head_dim x 2; attention FLOPs per context token = 2 x 2 x query heads x head_dim x layers_with_kv, given where query
-# heads x head_dim is not the hidden size). Qwen3.5-397B-A17B: hybrid attention, 15 of 60 layers keep a KV cache.
-BUILTIN_MODELS: dict[str, dict[str, float]] = {
-    "llama-1b": {"params_total": 1.1e9, "params_active": 1.1e9, "n_layers": 22, "hidden": 2048,
-                 "kv_bytes_per_token_bf16": 22 * 2 * 4 * 64 * 2},
-    "llama-3.1-8b": {"params_total": 8.0e9, "params_active": 8.0e9, "n_layers": 32, "hidden": 4096,
-                     "kv_bytes_per_token_bf16": 32 * 2 * 8 * 128 * 2, "kv_split_max": 8},
-    "llama-3.1-70b": {"params_total": 70.6e9, "params_active": 70.6e9, "n_layers": 80, "hidden": 8192,
-                      "kv_bytes_per_token_bf16": 80 * 2 * 8 * 128 * 2, "kv_split_max": 8},
-    "qwen3-30b-a3b": {"params_total": 30.5e9, "params_active": 3.3e9, "n_layers": 48, "hidden": 2048,
-                      "kv_bytes_per_token_bf16": 48 * 2 * 4 * 128 * 2, "n_experts": 128, "experts_per_token": 8,
-                      "expert_param_share": 0.9, "prefill_attention_flops": 4 * 32 * 128 * 48},
-    "qwen3.5-397b-a17b": {"params_total": 397e9, "params_active": 17e9, "n_layers": 60, "hidden": 4096,
-                          "kv_bytes_per_token_bf16": 15 * 2 * 2 * 256 * 2, "kv_split_max": 2, "n_experts": 512,
-                          "experts_per_token": 10, "expert_param_share": 0.95,
-                          "prefill_attention_flops": 4 * 32 * 256 * 15},
-}
-MODEL_ALIASES = {"qwen3.5": "qwen3.5-397b-a17b", "qwen/qwen3.5-397b-a17b": "qwen3.5-397b-a17b",
-                 "tinyllama": "llama-1b", "meta-llama/llama-3.1-8b-instruct": "llama-3.1-8b",
-                 "meta-llama/llama-3.1-70b-instruct": "llama-3.1-70b", "qwen/qwen3-30b-a3b": "qwen3-30b-a3b"}
+PREFIX_MODELS = ("llama-3.1-70b", "llama-3.1-8b", "llama-1b", "qwen3-30b-a3b", "qwen3.5-397b-a17b")
+"""Catalog models a name the catalog does not know is taken for when it begins with one (a quantised or fine-tuned
+checkpoint's name: `llama-3.1-8b-instruct-awq`): their figures stand in, from the catalog entry."""
+
 
 def _weight_format_of(name: str | None) -> WeightFormat | None:
     """The weight format `name` names in the one table of formats (`catalog.precision`), None for one it does not
@@ -84,26 +67,24 @@ def _hardware_figures(sku: str, precision: str) -> dict[str, float] | None:
 
 def _model_figures(name: str) -> dict[str, float] | None:
     spec = find_model(name)
-    if spec is not None:
-        total = spec.params_total
-        active = spec.params_active or total
-        experts, top_k = spec.n_experts, spec.experts_per_token
-        # total = dense + E*e and active = dense + k*e  =>  routed share = E*e / total
-        share = experts * (total - active) / (experts - top_k) / total if experts > top_k else 0.0
-        split = 1 if spec.attention.kind == "mla" else (spec.attention.kv_heads or 1 << 20)
-        return {"params_total": total, "params_active": active, "n_layers": spec.layers,
-                "hidden": spec.hidden_size, "kv_bytes_per_token_bf16": float(spec.kv_bytes_per_token("bf16")),
-                "n_experts": experts, "experts_per_token": top_k, "expert_param_share": min(max(share, 0.0), 0.99),
-                "kv_split_max": split,
-                "prefill_attention_flops": spec.attention_flops_per_context_token("prefill"),
-                "decode_attention_flops": spec.attention_flops_per_context_token("decode")}
-    key = MODEL_ALIASES.get(name.lower(), name.lower())
-    if key in BUILTIN_MODELS:
-        return BUILTIN_MODELS[key]
-    for builtin in BUILTIN_MODELS:
-        if key.startswith(builtin) or key.split("/")[-1].startswith(builtin):
-            return BUILTIN_MODELS[builtin]
-    return None
+    if spec is None:
+        key = name.lower()
+        prefix = next((p for p in PREFIX_MODELS if key.startswith(p) or key.split("/")[-1].startswith(p)), None)
+        spec = find_model(prefix) if prefix is not None else None
+    if spec is None:
+        return None
+    total = spec.params_total
+    active = spec.params_active or total
+    experts, top_k = spec.n_experts, spec.experts_per_token
+    # total = dense + E*e and active = dense + k*e  =>  routed share = E*e / total
+    share = experts * (total - active) / (experts - top_k) / total if experts > top_k else 0.0
+    split = 1 if spec.attention.kind == "mla" else (spec.attention.kv_heads or 1 << 20)
+    return {"params_total": total, "params_active": active, "n_layers": spec.layers,
+            "hidden": spec.hidden_size, "kv_bytes_per_token_bf16": float(spec.kv_bytes_per_token("bf16")),
+            "n_experts": experts, "experts_per_token": top_k, "expert_param_share": min(max(share, 0.0), 0.99),
+            "kv_split_max": split,
+            "prefill_attention_flops": spec.attention_flops_per_context_token("prefill"),
+            "decode_attention_flops": spec.attention_flops_per_context_token("decode")}
 
 
 def simulated_hardware() -> list[str]:
@@ -112,12 +93,13 @@ def simulated_hardware() -> list[str]:
 
 
 def simulated_models() -> list[str]:
-    """The models the simulator has figures for: the catalog's and the built-in ones."""
-    return sorted(dict.fromkeys([*(m.id for m in all_models()), *BUILTIN_MODELS]))
+    """The models the simulator has figures for: the catalog's."""
+    return sorted(m.id for m in all_models())
 
 
 def simulates_model(name: str) -> bool:
-    """Whether the simulator has figures for the model `name` (a catalog entry, else a built-in one)."""
+    """Whether the simulator has figures for the model `name` (a catalog entry, or a name beginning with one of
+    `PREFIX_MODELS`)."""
     return _model_figures(name) is not None
 
 
@@ -158,7 +140,7 @@ def perf_inputs(
                               f"{entry_fix(HARDWARE_FILE, HardwareSpec, HARDWARE_KEY)}")
     model_needed = {"params_total", "n_layers", "hidden", "kv_bytes_per_token"}
     if md is None and not model_needed <= set(overrides):
-        raise ConfigError(f"simulator: no model figures for {model!r} in the catalog or the built-ins",
+        raise ConfigError(f"simulator: no model figures for {model!r} in the catalog",
                           fix=f"use one of {', '.join(simulated_models())}, or "
                               f"{model_entry_fix()}")
     fmt = _weight_format_of(precision)

@@ -314,10 +314,13 @@ def test_unknown_model_or_hardware_names_the_fix() -> None:
         perf_inputs("no-such-model-xyz", "h200")
     with pytest.raises(ConfigError, match="no hardware figures") as hardware:
         perf_inputs("llama-3.1-8b", "no-such-gpu")
-    # the fix lists what the simulator serves: the catalog's entries too, not only the built-in fallbacks
-    for name in ("deepseek-v4-pro", "qwen3.5-397b-a17b", "llama-1b"):
+    # the fix lists what the simulator serves: the catalog's entries (their only home; `llama-1b` is an alias)
+    for name in ("deepseek-v4-pro", "qwen3.5-397b-a17b", "llama-1.1b"):
         assert name in (model.value.fix or ""), model.value.fix
         perf_inputs(name, "h200")
+    # a name the catalog does not know that begins with one of PREFIX_MODELS takes that entry's figures
+    for name, entry in (("llama-3.1-8b-instruct-awq", "llama-3.1-8b"), ("tinyllama", "llama-1b")):
+        assert dataclasses.replace(perf_inputs(name, "h200"), model=entry) == perf_inputs(entry, "h200")
     for sku in ("gb200", "b300", "mi355x", "h200"):
         assert sku in (hardware.value.fix or ""), hardware.value.fix
         perf_inputs("llama-3.1-8b", sku)
