@@ -89,6 +89,29 @@ def eagle_triple(method: str, steps: int | None, topk: int | None,
     return steps, topk, draft_tokens
 
 
+NGRAM_BREADTH_FLAG = "--speculative-ngram-max-bfs-breadth"
+
+
+def ngram_tree(steps: int | None, topk: int | None, draft_tokens: int | None) -> tuple[None, int | None]:
+    """The (eagle-topk, num-draft-tokens) an NGRAM draft is launched with, for the recipe's K (`num-steps`).
+
+    SGLang's NGRAM reads neither `--speculative-num-steps` nor `--speculative-eagle-topk`
+    (sglang/srt/server_args.py `_handle_speculative_decoding`): its tree's breadth is
+    `--speculative-ngram-max-bfs-breadth` (default 10), written over any top-k, and the tokens it verifies a step are
+    `--speculative-num-draft-tokens`, which defaults to `--speculative-ngram-max-match-window-size` (12). Rendered as K
+    alone, an `ngram` K=3 job drafted 11 tokens a step under a K=3 label. K drafts are K + 1 verified tokens (the tree
+    counts the last accepted token as its root, as SGLang's EAGLE chain of K does: `ngram_info.NgramVerifyInput`
+    commits the accepted drafts + 1). A `topk` SGLang would overwrite is refused."""
+    if topk is not None:
+        raise ConfigError(f"SGLang's NGRAM drafting ignores `topk` {topk}: it sets the tree's breadth from "
+                          f"{NGRAM_BREADTH_FLAG} (default 10)",
+                          fix="drop `serve.spec-decoding.topk`; set the breadth with "
+                              f"`serve.args: {{{NGRAM_BREADTH_FLAG}: {topk}}}`")
+    if draft_tokens is None and steps is not None:
+        draft_tokens = steps + 1
+    return None, draft_tokens
+
+
 def model_path(job: Job) -> str:
     return job.serve.model_path if job.serve is not None and job.serve.model_path else job.model
 
@@ -200,6 +223,8 @@ class SGLangAdapter(Adapter):
             steps = topk = draft_tokens = None
         if algorithm in EAGLE_FAMILY:
             steps, topk, draft_tokens = eagle_triple(sd.method, steps, topk, draft_tokens)
+        elif algorithm == "NGRAM":
+            topk, draft_tokens = ngram_tree(steps, topk, draft_tokens)
         if steps is not None:
             d.args["--speculative-num-steps"] = steps
         if topk is not None:

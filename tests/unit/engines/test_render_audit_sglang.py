@@ -79,3 +79,18 @@ def test_a_pinned_acceptance_on_a_draft_tree_wider_than_one_is_refused(tmp_path:
     assert any("--speculative-eagle-topk is 1" in f.message for f in errors), [f.render() for f in errors]
     chain = engines.render(plan(agentic_recipe("{ method: eagle, num-steps: 3, topk: 1, num-draft-tokens: 4 }"))[0])
     assert chain.env["SGLANG_SIMULATE_ACC_TOKEN_MODE"] == "real-draft-token"
+
+
+def test_an_ngram_draft_of_k_verifies_k_plus_one_tokens_as_labelled(plan: Plan, tmp_path: Path) -> None:
+    """SGLang's NGRAM reads neither num-steps nor eagle-topk: unset, its verified tokens are the match window's 12, so
+    an `ngram` K=3 job launched with `--speculative-num-steps 3` alone drafted 11 tokens a step under a K=3 label."""
+    argv = engines.render(plan(spec_recipe("{ method: ngram, num-steps: 3 }"))[0]).argv
+    assert argv[argv.index("--speculative-algorithm") + 1] == "NGRAM"
+    assert argv[argv.index("--speculative-num-draft-tokens") + 1] == "4"
+    assert "--speculative-eagle-topk" not in argv
+    written = engines.render(plan(spec_recipe("{ method: ngram, num-steps: 3, num-draft-tokens: 8 }"))[0]).argv
+    assert written[written.index("--speculative-num-draft-tokens") + 1] == "8"
+    file = tmp_path / "r.yaml"
+    file.write_text(spec_recipe("{ method: ngram, num-steps: 3, topk: 4 }"))
+    errors = [f for f in validate_files([file]).findings if f.is_error]
+    assert any("--speculative-ngram-max-bfs-breadth" in f.message for f in errors), [f.render() for f in errors]
