@@ -59,7 +59,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dir", type=Path, required=True, help="The node's folder; gpu_metrics.jsonl goes there.")
     parser.add_argument("--url", default=None, help="The simulated role's URL (its /power), for the sim backend.")
     parser.add_argument("--backend", default="auto", choices=[c for c in get_args(BackendChoice) if c != "off"])
-    parser.add_argument("--gpus", type=int, default=0, help="GPUs of the node's role (auto backends need > 0).")
+    parser.add_argument("--gpus", type=int, default=0,
+                        help="GPUs of the node's role (0: a role on no GPU, which has no GPU power to sample).")
     parser.add_argument("--role", default=None, help="The role the node serves (prefill, decode: auto tries DCGM "
                         "first, as InferenceX's multi-node lane samples through DCGM).")
     args = parser.parse_args(argv)

@@ -201,13 +201,19 @@ def _job_header(header: TelemetryHeader, expected_gpus: int, require: bool | Non
 
 
 def _candidates(settings: PowerSettings, *, simulated: bool, gpus: int, role: str | None) -> tuple[str, ...]:
-    """The backends a server's sampler tries, in order (none: sampling is off, or `auto` for a server without GPUs)."""
+    """The backends a server's sampler tries, in order (none: sampling is off, or a real server without GPUs).
+
+    A real server on no GPU (a CPU rehearsal) has no GPU power, whatever backend is named: a backend named with
+    `--power-backend` would read the host's GPUs, which the server never used, and credit their draw to it as its
+    measured power."""
     if settings.backend == "off":
         return ()
     if simulated:
         return ("sim",)
+    if gpus <= 0:
+        return ()
     if settings.backend == "auto":
-        return auto_order(role) if gpus > 0 else ()
+        return auto_order(role)
     return (settings.backend,)
 
 

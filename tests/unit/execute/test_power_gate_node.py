@@ -22,8 +22,9 @@ def test_the_node_refuses_a_job_requiring_power_before_its_server_starts(tmp_pat
     recipe.write_text(tiny_transformers_recipe(tmp_path / "model", key="powered", concs="[2]").replace(
         "  multinode: false\n", "  multinode: false\n  require-power: true\n"))
     (job,) = jobs_from_files([recipe])
-    group = ServerGroup(id="transformers-g", spec=engines.render(job, simulate=False, port=0), jobs=[job],
-                        executor="slurm")
+    # a server on one GPU (transformers' CPU launch uses none, and a server on no GPU has no power to probe for)
+    spec = engines.render(job, simulate=False, port=0).model_copy(update={"gpus": 1})
+    group = ServerGroup(id="transformers-g", spec=spec, jobs=[job], executor="slurm")
     run_dir = tmp_path / "run"
     settings = LifecycleSettings.model_validate({"power": {"backend": "nvml"}})
     group_file = art.write_json(art.server_dir(run_dir, group.id) / art.GROUP_FILE, group.to_json(run_dir, settings))

@@ -119,3 +119,24 @@ def test_a_vendor_tool_on_path_that_cannot_report_power_fails_its_probe(tmp_path
     sampler = start_sampler(PowerSettings(require=True), engine="vllm", gpus=1, base_url=None)
     assert isinstance(sampler, PowerSampler) and sampler.header.backend == "nvidia-smi"
     sampler.stop()
+
+
+@pytest.mark.parametrize("backend", ["auto", "nvidia-smi"])
+@pytest.mark.usefixtures("bare_path")
+def test_a_server_on_no_gpu_is_never_credited_the_hosts_gpus_by_a_named_backend(
+        backend: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A CPU server on a host whose nvidia-smi reports a GPU's power: `--power-backend nvidia-smi` (a backend named,
+    not `auto`) had sampled that GPU, which the server never used, and its jobs' power came out valid and `measured`
+    when the host had as many GPUs as the job planned. Named or `auto`, there is no GPU power to sample."""
+    for name in ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES"):
+        monkeypatch.delenv(name, raising=False)
+    _tool(tmp_path, "nvidia-smi", "echo '2026/12/05 01:00:00.000, 0, 250.5, 40, 1980, 2619, 50, 10'\n")
+    settings = PowerSettings(backend=backend, require=True)  # type: ignore[arg-type]
+    assert probe_power(settings.model_copy(update={"backend": "nvidia-smi"}), engine="vllm", gpus=1).usable
+    probe = probe_power(settings, engine="transformers", gpus=0)
+    assert not probe.usable and probe.why == NO_GPU_REASON
+    sampler = start_sampler(settings, engine="transformers", gpus=0, base_url=None)
+    if isinstance(sampler, PowerSampler):
+        sampler.stop()
+    assert isinstance(sampler, NoSampler) and sampler.header.backend is None
+    assert sampler.header.error == NO_GPU_REASON
