@@ -248,13 +248,24 @@ def _column(headers: Sequence[str], test: Callable[[str], bool]) -> int | None:
     return next((i for i, h in enumerate(headers) if test(h.strip().lower())), None)
 
 
+def _amd_table(text: str) -> tuple[list[str], list[list[str]]]:
+    """An amd-smi CSV's headers (lower case) and the rows under them. The header is the first line with a GPU id
+    column: amd-smi prints its own warnings on stdout before the table (`WARNING: User is missing the following
+    required groups: render, video. ...`, for a user outside those groups), which are not the header."""
+    rows = list(csv.reader(io.StringIO(text)))
+    for n, row in enumerate(rows):
+        headers = [h.strip().lower() for h in row]
+        if any(h in _ID_HEADERS for h in headers):
+            return headers, rows[n + 1:]
+    return [], []
+
+
 def parse_amd_smi(text: str, now: float, energy: Mapping[str, float] | None = None) -> list[GpuSample]:
     """`amd-smi metric … --csv` rows, columns found as InferenceX finds them: power = the first header naming power
     but no limit/cap/max/min (`socket_power`), GPU id = a header exactly index|gpu|gpu_id|gpu_index|card|device."""
-    rows = list(csv.reader(io.StringIO(text)))
-    if not rows:
+    headers, rows = _amd_table(text)
+    if not headers:
         return []
-    headers = [h.strip().lower() for h in rows[0]]
     power = _column(headers, lambda h: "power" in h and not re.search(r"limit|cap|max|min", h))
     gpu = _column(headers, lambda h: h in _ID_HEADERS)
     temp = _column(headers, lambda h: "hotspot" in h) or _column(headers, lambda h: "temp" in h or "edge" in h)
@@ -267,8 +278,8 @@ def parse_amd_smi(text: str, now: float, energy: Mapping[str, float] | None = No
         return first_number(row[i]) if i is not None and i < len(row) else None
 
     out = []
-    for row in rows[1:]:
-        if gpu is None or gpu >= len(row) or not row[gpu].strip() or row == rows[0]:
+    for row in rows:
+        if gpu is None or gpu >= len(row) or not row[gpu].strip() or [c.strip().lower() for c in row] == headers:
             continue
         gid = row[gpu].strip()
         out.append(GpuSample(t=now, gpu=gid, power_w=cell(row, power), temperature_c=cell(row, temp),
@@ -280,14 +291,11 @@ def parse_amd_smi(text: str, now: float, energy: Mapping[str, float] | None = No
 
 def parse_amd_energy(text: str) -> dict[str, float]:
     """`amd-smi metric -E --csv`: GPU id -> `total_energy_consumption` (J)."""
-    rows = list(csv.reader(io.StringIO(text)))
-    if not rows:
-        return {}
-    headers = [h.strip().lower() for h in rows[0]]
+    headers, rows = _amd_table(text)
     gpu = _column(headers, lambda h: h in _ID_HEADERS)
     energy = _column(headers, lambda h: "total_energy_consumption" in h)
     out: dict[str, float] = {}
-    for row in rows[1:]:
+    for row in rows:
         if gpu is None or energy is None or max(gpu, energy) >= len(row):
             continue
         value = first_number(row[energy])

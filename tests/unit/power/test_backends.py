@@ -60,6 +60,25 @@ def test_amd_smi_columns_found_by_header_rules() -> None:
     assert rows[1].energy_j == pytest.approx(223456.25)
 
 
+AMD_GROUPS_WARNING = ("WARNING: User is missing the following required groups: render, video. Please add user to "
+                      "these groups.\n")
+"""What amd-smi prints on stdout, before its table, for a user outside the render and video groups (amdsmi_helpers'
+`check_required_groups`)."""
+
+
+def test_amd_smi_table_after_its_own_warning_is_read() -> None:
+    """amd-smi's group warning comes first on stdout, before the CSV header: the header is the line naming the GPU
+    column, not the first line (taken as the header, it left no GPU column: no sample, and `auto` went past amd-smi
+    as 'reported no GPU power')."""
+    energy = parse_amd_energy(AMD_GROUPS_WARNING + "gpu,total_energy_consumption\n0,123456.5 J\n1,223456.25 J\n")
+    assert energy == {"0": 123456.5, "1": 223456.25}
+    rows = parse_amd_smi(AMD_GROUPS_WARNING + "gpu,socket_power,hotspot,gfx_activity\n0,512 W,61 C,93 %\n"
+                         "gpu,socket_power,hotspot,gfx_activity\n1,498 W,60 C,90 %\n", 7.0, energy)
+    assert [(r.gpu, r.power_w, r.temperature_c, r.util_gpu, r.energy_j) for r in rows] == [
+        ("0", 512, 61, 93, 123456.5), ("1", 498, 60, 90, 223456.25)]
+    assert parse_amd_smi(AMD_GROUPS_WARNING, 7.0) == [] and parse_amd_energy(AMD_GROUPS_WARNING) == {}
+
+
 def test_sim_document_is_read_in_nvml_units() -> None:
     doc = {"gpus": [{"index": 0, "power_usage_mw": 350500, "total_energy_consumption_mj": 1_234_000,
                      "clock_sm_mhz": 1980, "clock_mem_mhz": 2619, "temperature_c": 50.5, "utilization_gpu": 97,
