@@ -116,7 +116,10 @@ def first_number(text: object) -> float | None:
 
 
 def _run(argv: Sequence[str], timeout_s: float) -> str:
-    done = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout_s, check=False)
+    """A tool's stdout; a byte that is not UTF-8 (a unit sign in another encoding) is replaced, not a reason to lose
+    the whole reading (it had raised UnicodeDecodeError, which the probe let through as a traceback)."""
+    done = subprocess.run(list(argv), capture_output=True, text=True, encoding="utf-8", errors="replace",
+                          timeout=timeout_s, check=False)
     if done.returncode != 0:
         raise OSError(f"{argv[0]} exited {done.returncode}: {(done.stderr.strip() or done.stdout.strip())[:200]}")
     return done.stdout
@@ -130,6 +133,8 @@ def _read_problem(cls: type[Backend], ctx: BackendContext) -> str | None:
         got = cls(ctx).read()
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"{cls.kind} could not be read: {exc}"
+    except Exception as exc:  # output it could not make sense of: as the sampler's reads, a reason, never a crash
+        return f"{cls.kind} could not be read: {type(exc).__name__}: {exc}"
     if not any(s.power_w is not None for s in got):
         return f"{cls.kind} reported no GPU power"
     return None

@@ -140,3 +140,21 @@ def test_a_server_on_no_gpu_is_never_credited_the_hosts_gpus_by_a_named_backend(
         sampler.stop()
     assert isinstance(sampler, NoSampler) and sampler.header.backend is None
     assert sampler.header.error == NO_GPU_REASON
+
+
+@pytest.mark.usefixtures("bare_path")
+def test_a_tool_printing_a_byte_that_is_not_utf8_is_read_not_a_crash(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """One byte that is not UTF-8 in a tool's output (a unit sign in another encoding) had raised UnicodeDecodeError
+    out of the probe: `llmsweep run` ended in a traceback before any server started. The reading is taken, the odd
+    byte left out of the field it was in."""
+    for name in ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES"):
+        monkeypatch.delenv(name, raising=False)
+    _tool(tmp_path, "nvidia-smi", "printf '2026/12/05 01:00:00.000, 0, 250.5, 40\\260, 1980, 2619, 50, 10\\n'\n")
+    probe = probe_power(PowerSettings(backend="nvidia-smi", require=True), engine="vllm", gpus=1)
+    assert probe.usable and probe.backend == "nvidia-smi"
+    sampler = start_sampler(PowerSettings(backend="nvidia-smi", require=True), engine="vllm", gpus=1, base_url=None)
+    assert isinstance(sampler, PowerSampler)
+    sampler.stop()
+    (sample,) = sampler.samples[:1]
+    assert sample.power_w == 250.5 and sample.temperature_c == 40
