@@ -395,7 +395,9 @@ class DcgmBackend(Backend):
             _run(["dcgmi", "discovery", "-l"], ctx.timeout_s)
         except (OSError, subprocess.TimeoutExpired) as exc:
             return f"dcgmi cannot reach a DCGM host engine: {exc}"
-        return None
+        # a host engine that lists the GPUs may still not report their power to `dmon` (its watches refused, every
+        # field N/A): one read as the sampler makes it, so `auto` goes on to NVML rather than sampling nothing
+        return _read_problem(cls, ctx)
 
     def read(self) -> list[GpuSample]:
         now = time.time()

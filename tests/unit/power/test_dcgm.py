@@ -12,7 +12,7 @@ import pytest
 
 from llmsweep.power.backends import DCGM_FIELDS, dcgmi_argv, parse_dcgmi_dmon
 from llmsweep.power.integrate import WorkDone, integrate
-from llmsweep.power.sampler import PowerSampler, PowerSettings, auto_order, start_sampler
+from llmsweep.power.sampler import PowerSampler, PowerSettings, auto_order, probe_power, start_sampler
 from llmsweep.power.samples import read_gpu_metrics
 
 RECORDED = """\
@@ -87,3 +87,28 @@ def test_a_decode_role_samples_through_a_dcgmi_on_path(tmp_path: Path, monkeypat
     assert block["avg_total_gpu_power_w"] == pytest.approx(700.0)  # 400 W + 300 W
     # The stand-in's counter grows at exactly those watts: the cross-check agrees.
     assert block["counter_check"]["within_tolerance"] is True, block["counter_check"]
+
+
+@pytest.mark.parametrize(("dmon", "said"), [
+    ('echo "Error setting watches. Result: The third-party Profiling module returned an unrecoverable error" >&2\n'
+     "exit 255\n", "dcgm could not be read: dcgmi exited 255: Error setting watches"),
+    ('echo "#Entity   POWER     TOTEC"\necho "ID        W         mJ"\necho "GPU 0     N/A       N/A"\n',
+     "dcgm reported no GPU power"),
+], ids=["dmon-fails", "power-na"])
+def test_a_host_engine_whose_dmon_cannot_report_power_fails_the_probe(
+        dmon: str, said: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A DCGM host engine that lists the GPUs (`dcgmi discovery -l`) but whose `dmon` fails, or gives every power
+    N/A, had passed the probe: `auto` took DCGM for a disaggregated role and every read of the run came back empty,
+    though NVML or nvidia-smi could sample. One read in the probe finds it out, as for the other tools."""
+    for name in ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES"):
+        monkeypatch.delenv(name, raising=False)
+    for name, body in (("dcgmi", 'if [ "$1" = "discovery" ]; then echo "1 GPU found."; exit 0; fi\n' + dmon),
+                       ("nvidia-smi", "echo '2026/12/05 01:00:00.000, 0, 250.5, 40, 1980, 2619, 50, 10'\n")):
+        tool = tmp_path / name
+        tool.write_text("#!/bin/sh\n" + body)
+        tool.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    named = probe_power(PowerSettings(backend="dcgm", require=True), engine="vllm", gpus=1, role="decode")
+    assert not named.usable and (named.why or "").startswith(f"dcgm: {said}"), named.why
+    chosen = probe_power(PowerSettings(require=True), engine="vllm", gpus=1, role="decode")
+    assert chosen.backend == "nvidia-smi", chosen
