@@ -462,12 +462,19 @@ def import_cmd(file: Path, force: bool, store_path: Path | None) -> None:
     with saying(f"reading {file} ({file.stat().st_size / 1e6:.0f} MB)"):
         parsed = read_import(file)  # a file that imports nothing is refused before the store is opened (or made)
     with _open(store_path, readonly=False) as store, saying(f"importing into {store.path}"):
-        run_ids, n = import_into(store, file, parsed, force=force)
+        done = import_into(store, file, parsed, force=force)
     rows = ", ".join(map(str, parsed.copies[:10])) + (f" and {len(parsed.copies) - 10} more"
                                                       if len(parsed.copies) > 10 else "")
     copies = (f"; {len(parsed.copies)} duplicate row(s) skipped (row(s) {rows}: the same content as an earlier row, "
               "stored once)") if parsed.copies else ""
-    click.echo(f"imported {n} result(s) as run{'s' if len(run_ids) > 1 else ''} {', '.join(run_ids)}{copies}")
+    if done.already:
+        jobs = ", ".join(f"{run}/{job}" for run, job in done.already[:5]) + (
+            f" and {len(done.already) - 5} more" if len(done.already) > 5 else "")
+        copies += (f"; {len(done.already)} result(s) already stored, skipped ({jobs}: the store holds each whole, "
+                   "its throughput and its eval, from an earlier import of the JSON export)")
+    run_ids = done.run_ids
+    click.echo(f"imported {done.stored} result(s) as run{'s' if len(run_ids) > 1 else ''} {', '.join(run_ids)}"
+               f"{copies}")
 
 
 @click.command()

@@ -1008,11 +1008,23 @@ def _bad_block(n: int, job_id: str, field: str, got: Any, want: str) -> ResultIn
                                 "the row")
 
 
-def import_into(store: Any, path: Path, parsed: Imported | None = None, *, force: bool = False
-                ) -> tuple[list[str], int]:
+class Stored(NamedTuple):
+    """What `import_into` did with a file."""
+
+    run_ids: list[str]
+    """The runs its rows were stored as."""
+    stored: int
+    """Results stored from the file: one per throughput row, one per eval (whose rows are one per concurrency)."""
+    already: tuple[tuple[str, str], ...] = ()
+    """(run id, job id) of each result of the file left out because the store already holds it whole: a row of one
+    half (its throughput row, or its eval's rows) of a job whose result an earlier import of our JSON export stored
+    with both halves."""
+
+
+def import_into(store: Any, path: Path, parsed: Imported | None = None, *, force: bool = False) -> Stored:
     """Import a file into a Store: each run its rows came from as its own run, under its original id (the file's own
-    run id for rows that name none), replacing an earlier import of that run; returns (run ids, results stored from
-    the file: one per throughput row, one per eval, whose rows are one per concurrency).
+    run id for rows that name none), replacing an earlier import of that run; returns the runs and how many results
+    it stored (`Stored`).
 
     A run the store already holds as a run of ours (importing an export back into the store it came from) is never
     replaced: its rows import as `<file run id>:<original run id>`. Replacing an earlier import with a file that
@@ -1021,19 +1033,27 @@ def import_into(store: Any, path: Path, parsed: Imported | None = None, *, force
 
     InferenceX's formats publish a run in two files, its throughput rows (`inferencex`) and its eval rows
     (`inferencex-evals`): a file that holds only one kind replaces only that kind of an earlier import of the run,
-    and keeps the other (`_other_half`), so importing both files of a run stores both, in either order."""
+    and keeps the other (`_other_half`), so importing both files of a run stores both, in either order. A job the
+    store already holds whole (its throughput and its eval in one result: a row of our JSON export) is the same
+    result as either half's rows of it: they are left out and named (`Stored.already`), never stored beside it as a
+    second eval, nor replacing it and dropping its eval. A run whose every result of the file is so is left as it
+    was."""
     file_run, origin, points, warned, _ = parsed or read_import(path)
     runs: dict[str, list[ResultPoint]] = {}
     for point in points:
         runs.setdefault(point.run_id, []).append(point)
     placed: list[tuple[str, str, list[ResultPoint], list[ResultPoint], list[str]]] = []
+    already: list[tuple[str, str]] = []
     for original, pts in runs.items():
         run_id = original
         if store.run_origin(original) not in (None, "llmsweep-export", "inferencex"):
             run_id = f"{file_run}:{original}"
             pts = [dataclasses.replace(p, run_id=run_id, result_id=result_id_for(run_id, p.job_id)) for p in pts]
         if len({p.eval_only for p in pts}) == 1 and store.run_origin(run_id) is not None:  # one half of the run
-            pts, kept, replaced = _other_half(pts, store.results(run_id))
+            pts, kept, replaced, held_whole = _other_half(pts, store.results(run_id))
+            already += [(run_id, job) for job in held_whole]
+            if not pts:  # every result of the file is held already: the run stays as it was stored
+                continue
         else:  # the whole run (or one the store does not hold)
             kept, replaced = [], store.result_job_ids(run_id)
         placed.append((original, run_id, pts, kept, replaced))
@@ -1065,27 +1085,38 @@ def import_into(store: Any, path: Path, parsed: Imported | None = None, *, force
         store.ingest_points(run_id, origin, [*kept, *pts], meta)
         n += len(pts)
         ids.append(run_id)
-    return ids, n
+    ids += [run_id for run_id in dict.fromkeys(r for r, _ in already) if run_id not in ids]
+    return Stored(ids, n, tuple(already))
 
 
 def _other_half(points: list[ResultPoint], held: list[ResultPoint]
-                ) -> tuple[list[ResultPoint], list[ResultPoint], list[str]]:
+                ) -> tuple[list[ResultPoint], list[ResultPoint], list[str], list[str]]:
     """(a file's results of a run, all of one kind, the held results of the run its import keeps, the job ids of
-    those it replaces). A file whose results are all of one kind — throughput results, or eval-only ones (eval rows)
-    — keeps the held results of the other kind: a run's `inferencex` and `inferencex-evals` exports are two halves
-    of it (a file holding both kinds is the whole run, and keeps nothing). Where a run-eval job has a result of each
-    kind, its eval result is the job's eval half (`eval_half`), so both are stored under ids of their own; a held
-    eval half whose job the file holds with its eval (a row of our JSON export: one result, throughput and eval) is
-    replaced by it."""
+    those it replaces, the job ids of the file's results left out as held already). A file whose results are all of
+    one kind — throughput results, or eval-only ones (eval rows) — keeps the held results of the other kind: a run's
+    `inferencex` and `inferencex-evals` exports are two halves of it (a file holding both kinds is the whole run, and
+    keeps nothing). Where a run-eval job has a result of each kind, its eval result is the job's eval half
+    (`eval_half`), so both are stored under ids of their own; a held eval half whose job the file holds with its eval
+    (a row of our JSON export: one result, throughput and eval) is replaced by it. A job held whole (a throughput
+    result with its eval, from our JSON export) already holds either half the file has of it: that half is left out
+    and the held result kept (stored beside it, an eval was listed twice; replacing it, a throughput row dropped its
+    eval)."""
+    whole_held = {h.job_id for h in held if not h.eval_only and h.eval is not None}
+    halves = {p.job_id for p in points if p.job_id in whole_held and (p.eval_only or p.eval is None)}
+    points = [p for p in points if p.job_id not in halves]
+    held_whole = sorted(halves)
     kinds = {p.eval_only for p in points}
+    if not points:
+        return [], held, [], held_whole
     evaluated = {p.job_id for p in points if p.eval is not None}
     whole = {h.job_id for h in held if h.eval_only and (get_field(h.job, EVAL_HALF_OF) or h.job_id) in evaluated}
-    kept = [h for h in held if h.eval_only not in kinds and h.job_id not in whole]
-    replaced = [h.job_id for h in held if h.eval_only in kinds]  # (an eval half the file holds whole is not dropped)
+    kept = [h for h in held if (h.eval_only not in kinds or h.job_id in halves) and h.job_id not in whole]
+    replaced = [h.job_id for h in held  # (an eval half the file holds whole is not dropped)
+                if h.eval_only in kinds and h.job_id not in halves]
     throughput = {p.job_id for p in (kept if kinds == {True} else points)}
     points = [eval_half(p) if p.eval_only and p.job_id in throughput else p for p in points]
     kept = [eval_half(k) if k.eval_only and k.job_id in throughput else k for k in kept]
-    return points, kept, replaced
+    return points, kept, replaced, held_whole
 
 
 def points_as_rows(points: Iterable[ResultPoint]) -> list[dict[str, Any]]:

@@ -623,7 +623,7 @@ def test_a_runs_throughput_and_eval_exports_imported_into_one_store_keep_both_ha
         files[fmt].write_text(export_points(points, fmt))
     with Store(tmp_path / "both.sqlite") as store:
         for fmt in (*order, *order):  # each file twice: a second import replaces its own half only
-            assert import_into(store, files[fmt]) == ([run.run_id], 2 if fmt == "inferencex" else 1)
+            assert import_into(store, files[fmt])[:2] == ([run.run_id], 2 if fmt == "inferencex" else 1)
         held = store.results(run.run_id)
         evals = store.evals(run.run_id)
         again = {fmt: json.loads(export_points(held, fmt)) for fmt in files}
@@ -665,3 +665,41 @@ def test_an_eval_row_whose_reasons_are_not_a_list_is_refused(make_run: MakeRun, 
     path.write_text(json.dumps([row]))
     with pytest.raises(ResultInputError, match=r"`llmsweep.reasons` is 'below the threshold', not a list of texts"):
         import_file(path)
+
+
+def test_an_eval_export_imported_after_the_json_export_of_its_run_is_not_stored_twice(
+        make_run: MakeRun, tmp_path: Path) -> None:
+    """Our JSON export holds a run-eval job whole (its throughput and its eval, one result). Importing the run's
+    `inferencex-evals` export after it stored the eval a second time, beside the whole result under `<job>-eval`:
+    `results evals` listed it twice. Importing its `inferencex` export after it replaced the whole result with the
+    throughput row and dropped the eval. Either file's rows of that job are the result the store holds: skipped, and
+    said; the run's other results are stored as before."""
+    run = with_eval(make_run("twice", concs=(4, 8), source="measured"), [_run(4, 0.95)], mode="run-eval")
+    runner = CliRunner()
+    origin = str(tmp_path / "origin.sqlite")
+    assert runner.invoke(cli, ["results", "ingest", str(run.path), "--store", origin]).exit_code == 0
+    files = {}
+    for fmt in ("json", "inferencex-evals", "inferencex"):
+        files[fmt] = tmp_path / f"{fmt}.json"
+        exported = runner.invoke(cli, ["results", "export", "--format", fmt, "--out", str(files[fmt]),
+                                       "--store", origin], catch_exceptions=False)
+        assert exported.exit_code == 0, exported.output
+    job = points_from_run(run)[0].job_id
+    other = str(tmp_path / "other.sqlite")
+    said = {}
+    for fmt in ("json", "inferencex-evals", "inferencex"):
+        imported = runner.invoke(cli, ["results", "import", str(files[fmt]), "--store", other],
+                                 catch_exceptions=False)
+        assert imported.exit_code == 0, imported.output
+        said[fmt] = imported.output
+        listed = json.loads(runner.invoke(cli, ["results", "evals", "--json", "--store", other],
+                                          catch_exceptions=False).stdout)
+        assert [(r["job_id"], r["conc"], r["score"]) for r in listed] == [(job, 4, 0.95)], fmt
+    assert "imported 0 result(s) as run twice; 1 result(s) already stored, skipped (twice/" + job in said[
+        "inferencex-evals"]
+    assert "imported 1 result(s) as run twice; 1 result(s) already stored, skipped" in said["inferencex"]
+    with Store(Path(other), readonly=True) as store:
+        held = store.results(run.run_id)
+    assert sorted(p.job_id for p in held) == sorted(p.job_id for p in points_from_run(run))
+    (whole,) = [p for p in held if p.job_id == job]
+    assert whole.summary is not None and whole.eval is not None  # the lossless result the JSON export stored

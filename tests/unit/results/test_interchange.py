@@ -112,7 +112,7 @@ def test_published_inferencex_rows_import_as_measured_in_their_own_run(tmp_path:
     assert agentic.metric("p90_e2e_norm_intvty") == 30.0 and agentic.metric("tput_per_gpu") == 1200.0
     assert agentic.metric("p50_ttft") == 0.3 and agentic.metric("error_ratio") == pytest.approx(0.05)
     with Store(tmp_path / "s.sqlite") as store:
-        (rid,), n = import_into(store, path)
+        (rid,), n, _ = import_into(store, path)
         assert n == 2 and store.results(rid)[0].origin == "inferencex"
         assert [r.origin for r in store.runs()] == ["inferencex"]
 
@@ -422,7 +422,7 @@ def test_an_import_that_would_drop_results_of_an_earlier_import_is_refused(make_
     else:
         part.write_text(json.dumps({**doc, rows_key: doc[rows_key][:1]}))
     with Store(tmp_path / "s.sqlite") as store:
-        (run_id,), n = import_into(store, whole)
+        (run_id,), n, _ = import_into(store, whole)
         assert n == 3
         with pytest.raises(ImportConflictError, match="drop 2 of the 3"):
             import_into(store, part)
