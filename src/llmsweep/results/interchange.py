@@ -434,7 +434,7 @@ def export_points(points: Sequence[ResultPoint], fmt: str, *, include_unpublishe
         warned = warnings or {}
         doc = {"format": EXPORT_FORMAT, "version": EXPORT_VERSION,
                "results": [{**_our_row(p), "warnings": list(warned.get((p.run_id, p.job_id), ()))} for p in points]}
-        return json.dumps(doc, indent=1, sort_keys=True, default=str)
+        return _strict_json(doc, sort_keys=True)
     if fmt == "inferencex":  # throughput rows: an eval-only result has none (its row is in `inferencex-evals`)
         published: list[dict[str, Any]] = []
         for r in combine_repeats([*points, *stood_on]):  # a point measured N times is one row: its repeats' mean
@@ -448,9 +448,9 @@ def export_points(points: Sequence[ResultPoint], fmt: str, *, include_unpublishe
             if said := (warnings or {}).get((p.run_id, p.job_id)):  # what its run warned of it: an import keeps ⚠
                 row.setdefault("llmsweep", {})["warnings"] = list(said)
             published.append(row)
-        return json.dumps(published, indent=1, default=str)
+        return _strict_json(published)
     if fmt == "inferencex-evals":  # InferenceX's agg_eval_all.json: one row per completed eval run (concurrency)
-        return json.dumps(_eval_rows(points, include_unpublished), indent=1, default=str)
+        return _strict_json(_eval_rows(points, include_unpublished))
     if fmt == "csv":  # a result's flat row (`RESULT_COLUMNS`, eval columns included) and its run's warnings, as
         # `results list --json` gives them: a point a real engine would refuse keeps its ⚠ in a spreadsheet too
         from llmsweep.results.frontier import labelled_listed_series
@@ -467,6 +467,25 @@ def export_points(points: Sequence[ResultPoint], fmt: str, *, include_unpublishe
         return buf.getvalue()
     raise ResultInputError(f"unknown export format {fmt!r}",
                            fix="use one of json, csv, inferencex, inferencex-evals")
+
+
+def _finite_or_null(value: Any) -> Any:
+    """A document with every number that is not finite (NaN, ±Infinity) as null. An imported row keeps the figures it
+    was published with, InferenceX's NaN among them (Python's json writes it, and reads it back): re-exported as they
+    came, they made a file strict JSON readers refuse (JavaScript's JSON.parse, jq). Null says the row has the field
+    and no number in it — as an AgentX row's null ISL/OSL — and an import reads it as it read the NaN: no figure."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, Mapping):
+        return {k: _finite_or_null(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite_or_null(v) for v in value]
+    return value
+
+
+def _strict_json(doc: Any, *, sort_keys: bool = False) -> str:
+    """An export's JSON text: strict JSON, a number that is not finite written null (`_finite_or_null`)."""
+    return json.dumps(_finite_or_null(doc), indent=1, sort_keys=sort_keys, default=str, allow_nan=False)
 
 
 def _our_row(p: ResultPoint) -> dict[str, Any]:

@@ -480,3 +480,51 @@ def test_a_published_row_over_its_scenarios_error_gate_is_invalid(tmp_path: Path
     assert points[0].reasons == ("error ratio 0.7000 exceeds 0.1 (the agentic-coding gate; the published row holds "
                                  "no verdict)",)
     assert points[2].reasons[0].startswith("error ratio 0.0600 exceeds 0.05 (the fixed-seq-len gate")
+
+
+def _strict(text: str) -> object:
+    """The document of a strict JSON text (JavaScript's JSON.parse, jq: NaN and Infinity are not JSON)."""
+    def refuse(constant: str) -> object:
+        raise ValueError(f"not JSON: {constant}")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_a_published_nan_figure_exports_again_as_null_and_round_trips(tmp_path: Path) -> None:
+    """InferenceX's Python writes a figure it has no number for as NaN (and Infinity), and an import reads it as no
+    figure. Exporting the imported row again wrote NaN back into the file, which strict JSON readers refuse. The
+    field is exported null (the row has it, without a number), our JSON export's copy of the row too; the
+    re-export imports as the NaN row did and exports again the same."""
+    from click.testing import CliRunner
+
+    from llmsweep.cli.main import cli
+
+    row = {"hw": "h100", "conc": 8, "image": "vllm/vllm-openai:v0.9.0", "model": "m/M", "infmax_model_prefix": "m",
+           "framework": "vllm", "precision": "fp8", "spec_decoding": "none", "disagg": False, "tp": 8, "ep": 1,
+           "dp_attention": "false", "isl": 1024, "osl": 1024, "tput_per_gpu": 1000.0, "output_tput_per_gpu": 500.0,
+           "median_ttft": float("nan"), "p99_ttft": float("inf"), "median_tpot": 0.02, "median_intvty": 50.0,
+           "num_requests_total": 100, "num_requests_successful": 100}
+    published = tmp_path / "agg_bmk.json"
+    published.write_text(json.dumps([row]))  # (Python's json writes NaN and Infinity)
+    runner = CliRunner()
+
+    def export(store: Path, fmt: str) -> str:
+        done = runner.invoke(cli, ["results", "export", "--format", fmt, "--store", str(store)],
+                             catch_exceptions=False)
+        assert done.exit_code == 0, done.output
+        return done.stdout
+
+    first, second = tmp_path / "first.sqlite", tmp_path / "second.sqlite"
+    assert runner.invoke(cli, ["results", "import", str(published), "--store", str(first)]).exit_code == 0
+    (again,) = _strict(export(first, "inferencex"))  # type: ignore[misc]
+    assert again["median_ttft"] is None and again["p99_ttft"] is None and again["median_tpot"] == 0.02
+    (ours,) = _strict(export(first, "json"))["results"]  # type: ignore[index]
+    assert ours["summary"]["median_ttft"] is None and ours["metrics"]["p50_ttft"] is None
+    (tmp_path / "again.json").write_text(json.dumps([again]))
+    assert runner.invoke(cli, ["results", "import", str(tmp_path / "again.json"), "--store",
+                               str(second)]).exit_code == 0
+    (third,) = _strict(export(second, "inferencex"))  # type: ignore[misc]
+    with Store(first, readonly=True) as a, Store(second, readonly=True) as b:
+        assert [p.metrics for p in a.results()] == [p.metrics for p in b.results()]
+    assert third["llmsweep"].pop("origin") == "llmsweep-export" and again["llmsweep"].pop("origin") == "inferencex"
+    assert third == again
