@@ -230,12 +230,18 @@ def _power_fields(summary: Summary) -> dict[str, Any]:
     return row
 
 
-AGENTX_SCALARS: dict[str, tuple[str, float]] = {
-    "gpu_cache_hit_rate": ("server_gpu_cache_hit_rate", 1.0),
-    "gpu_kv_usage_max": ("gpu_kv_cache_usage_pct", 100.0),
+AGENTX_SCALARS: dict[str, str] = {
+    "gpu_cache_hit_rate": "server_gpu_cache_hit_rate",
+    "gpu_kv_usage_max": "gpu_kv_cache_usage_pct",
 }
-"""Hot column -> (the AgentX row's scalar, its scale): what an agentic row exports (`_stat_fields`) and an import
-reads back into the column (AgentX's KV usage is a percentage, the column a fraction)."""
+"""Hot column -> the AgentX row's scalar: what an agentic row exports (`_stat_fields`) and an import reads back into
+the column. Both are fractions, as the columns are: AgentX's `gpu_kv_cache_usage_pct` too, whatever its name says
+(its aggregation's `normalize_fraction` divides an engine's gauge above 1.5 by 100; the app's ingest keeps 0.82 as
+0.82, agentx-spec §3.7). An import reads a KV usage above `PERCENT_ABOVE` as a percentage, as AgentX does: our exports
+before 2026-12 wrote it ×100."""
+
+PERCENT_ABOVE = 1.5
+"""A KV usage above this is a percentage (AgentX's `normalize_fraction`: a peak gauge may exceed 1 a little)."""
 
 
 def _stat_fields(summary: Summary, *, agentic: bool = False) -> dict[str, float]:
@@ -256,12 +262,9 @@ def _stat_fields(summary: Summary, *, agentic: bool = False) -> dict[str, float]
         row.update(input_tput_tps=tput.input_tps, output_tput_tps=tput.output_tps, total_tput_tps=tput.total_tps,
                    theoretical_cache_hit_rate=summary.cache.theoretical_hit_rate,
                    server_cpu_cache_hit_rate=cache.cpu_hit_rate if cache is not None else None)
-        hit_field, hit_scale = AGENTX_SCALARS["gpu_cache_hit_rate"]
-        kv_field, kv_scale = AGENTX_SCALARS["gpu_kv_usage_max"]
-        row[hit_field] = hit_scale * cache.gpu_hit_rate if cache is not None and cache.gpu_hit_rate is not None \
-            else None
+        row[AGENTX_SCALARS["gpu_cache_hit_rate"]] = cache.gpu_hit_rate if cache is not None else None
         # AgentX's KV usage is max-first: the peak over the window, not the mean occupancy
-        row[kv_field] = kv_scale * kv.gpu_usage_max if kv is not None and kv.gpu_usage_max is not None else None
+        row[AGENTX_SCALARS["gpu_kv_usage_max"]] = kv.gpu_usage_max if kv is not None else None
     norm = summary.e2e_norm_interactivity
     for prefix, stat in (("median", "p50"), ("p75", "p75"), ("p90", "p90")):
         row[f"{prefix}_e2e_norm_intvty"] = norm.stat(stat)
@@ -878,15 +881,15 @@ _PEAKS = frozenset({"gpu_kv_usage_max"})
 
 def _figure_fields() -> list[tuple[str, float | None]]:
     """(InferenceX field, the most it can be or None) of every figure an import reads from a throughput row: the
-    hot columns' (`inferencex_name`; a ratio at most 1, but a peak, `_PEAKS`), the AgentX scalars' at their scale (a
+    hot columns' (`inferencex_name`; a ratio at most 1, but a peak, `_PEAKS`), the AgentX scalars' (a
     cache hit rate at most 1) and the J per token a row's efficiency is read from; every one of them at least 0."""
     def most(column: str) -> float | None:
         return 1.0 if HOT_BY_NAME[column].metric.unit == "ratio" and column not in _PEAKS else None
 
     fields = {inferencex_name(c): most(c.name) for c in HOT_COLUMNS
               if c.name != "error_ratio"}  # (computed from the request counts, checked apart)
-    for column, (field, scale) in AGENTX_SCALARS.items():
-        fields[field] = None if (ceiling := most(column)) is None else scale * ceiling
+    for column, field in AGENTX_SCALARS.items():
+        fields[field] = most(column)
     fields["joules_per_total_token"] = None
     return list(fields.items())
 
@@ -946,9 +949,9 @@ def from_inferencex_row(run_id: str, row: Mapping[str, Any], n: int) -> ResultPo
         identity = dataclasses.replace(identity, corpus=str(ours["corpus"]))
     _check_figures(flat, n, job_id)
     metrics = {c.name: _number(flat, inferencex_name(c)) for c in HOT_COLUMNS}
-    for column, (field, scale) in AGENTX_SCALARS.items():  # an AgentX row's scalars, as our exports write them
+    for column, field in AGENTX_SCALARS.items():  # an AgentX row's scalars, as our exports write them
         if metrics.get(column) is None and (value := _number(flat, field)) is not None:
-            metrics[column] = value / scale
+            metrics[column] = value / 100 if column in _PEAKS and value > PERCENT_ABOVE else value
     if "power_valid" in flat and flat.get("power_valid") not in (1, "1"):  # the app's rule: a 0 verdict drops them
         metrics.update({c.name: None for c in HOT_COLUMNS if c.metric.name.startswith("power.")
                         and not c.metric.name.startswith("power.cost.")})

@@ -241,7 +241,23 @@ def test_an_agentic_rows_kv_usage_is_the_peak_as_agentx_reports_it(make_run) -> 
     kv = p.summary.server_metrics.kv_cache
     assert kv.gpu_usage_max is not None and kv.gpu_usage_mean is not None and kv.gpu_usage_max > kv.gpu_usage_mean
     (row,) = json.loads(export_points([p], "inferencex", include_unpublished=True))
-    assert row["gpu_kv_cache_usage_pct"] == pytest.approx(100 * kv.gpu_usage_max)
+    assert row["gpu_kv_cache_usage_pct"] == pytest.approx(kv.gpu_usage_max)
+
+
+def test_agentx_kv_usage_is_a_fraction_whatever_its_name_says(tmp_path: Path) -> None:
+    """AgentX's `gpu_kv_cache_usage_pct` is a fraction (its aggregation divides a gauge above 1.5 by 100, the app
+    ingests 0.82134 as 0.82134: agentx-spec §3.7). Our export wrote it ×100 and our import divided by 100, so a
+    published 82 % peak was stored as 0.8 %. A fraction is read as one; a figure above 1.5 is a percentage, as AgentX
+    reads it (our exports before this wrote one)."""
+    base = {"hw": "b300", "conc": 16, "image": "vllm/vllm-openai:v0.23.0", "model": "m/M", "framework": "vllm",
+            "precision": "fp4", "scenario_type": "agentic-coding", "tp": 4, "kv_offloading": "none",
+            "num_requests_total": 10, "num_requests_successful": 10}
+    path = tmp_path / "agg.json"
+    path.write_text(json.dumps([{**base, "gpu_kv_cache_usage_pct": 0.82134},
+                                {**base, "conc": 32, "gpu_kv_cache_usage_pct": 82.134}]))
+    fraction, percent = import_file(path)[2]
+    assert fraction.metric("gpu_kv_usage_max") == pytest.approx(0.82134)
+    assert percent.metric("gpu_kv_usage_max") == pytest.approx(0.82134)
 
 
 
