@@ -3,7 +3,7 @@
 InferenceX rows are flat: identity keys (`hw`, `conc`, `image`, `model`, `infmax_model_prefix`, `framework`,
 `precision`, `spec_decoding`, `disagg`, `isl`, `osl`, `tp`, `ep`, `dp_attention`, …), per-GPU throughput and
 latencies in seconds as `mean_/median_/p90_/p99_/p99.9_/std_<metric>`, interactivity as `<stat>_intvty`. Newer
-agentic aggregates nest metrics under `request_metrics`; both are read.
+agentic aggregates (v3) nest metrics under `request_metrics` and `server_metrics`; both are read (`_flat`).
 
 Exported rows carry an `llmsweep` block (source, verdict, reasons, ids) so a round trip keeps the source; imported
 rows without it are `measured` with origin `inferencex`. Imported rows become their own run in the store, so they
@@ -233,9 +233,12 @@ def _power_fields(summary: Summary) -> dict[str, Any]:
 AGENTX_SCALARS: dict[str, str] = {
     "gpu_cache_hit_rate": "server_gpu_cache_hit_rate",
     "gpu_kv_usage_max": "gpu_kv_cache_usage_pct",
+    "request_qps": "mean_qps",
 }
 """Hot column -> the AgentX row's scalar: what an agentic row exports (`_stat_fields`) and an import reads back into
-the column. Both are fractions, as the columns are: AgentX's `gpu_kv_cache_usage_pct` too, whatever its name says
+the column (`request_qps` is the mean of the completions per 1-s window, AgentX's `qps` block's and ours alike,
+agentx-spec §3.4). The ratios are fractions, as the columns are: AgentX's `gpu_kv_cache_usage_pct` too, whatever its
+name says
 (its aggregation's `normalize_fraction` divides an engine's gauge above 1.5 by 100; the app's ingest keeps 0.82 as
 0.82, agentx-spec §3.7). An import reads a KV usage above `PERCENT_ABOVE` as a percentage, as AgentX does: our exports
 before 2026-12 wrote it ×100."""
@@ -256,7 +259,10 @@ def _stat_fields(summary: Summary, *, agentic: bool = False) -> dict[str, float]
     intv: InvertedStats = summary.interactivity
     for prefix, stat in stats[:-1]:  # std of an inverted quantity is meaningless (InferenceX flaw); not exported
         row[f"{prefix}_intvty"] = intv.stat(stat)
-    if agentic:
+    if agentic:  # completions per 1-s window, as AgentX's `qps` block flattens (its mean: `AGENTX_SCALARS`)
+        q = summary.qps
+        row.update({"mean_qps": q.mean, "median_qps": q.p50, "p75_qps": q.p75, "p90_qps": q.p90, "p95_qps": q.p95,
+                    "p99_qps": q.p99, "p99.9_qps": q.p99_9, "std_qps": q.std})
         tput, server = summary.throughput, summary.server_metrics
         kv, cache = server.kv_cache, server.cache
         row.update(input_tput_tps=tput.input_tps, output_tput_tps=tput.output_tps, total_tput_tps=tput.total_tps,
@@ -785,18 +791,36 @@ def _identity_of(row: Mapping[str, Any], summary: Summary | None) -> PointIdenti
     return dataclasses.replace(identity, **{name: getattr(derived, name) for name in lacking})
 
 
+_V3_SCALARS: tuple[tuple[str, str], ...] = (
+    ("server_metrics.cache.gpu_cache_hit_rate", "server_gpu_cache_hit_rate"),
+    ("server_metrics.kv_cache.gpu_usage_pct", "gpu_kv_cache_usage_pct"),
+)
+"""(path in a v3 AgentX aggregate, its flat name) of the nested scalars an import reads (`AGENTX_SCALARS`), as
+InferenceX-app's ingest flattens them (`flattenAgenticAggRow`). Those without a hot column to hold them are not read:
+`request_metrics.throughput.{input,output,total}` and `duration_seconds`, `request_metrics.cache.
+theoretical_cache_hit_rate`, `server_metrics.cache.{cpu,external,overall}_cache_hit_rate`, `server_metrics.kv_cache.
+cpu_*`, `server_metrics.tokens.*`, `request_metrics.tokens.*` and `kv_cache_pool_tokens`; the row keeps them for a
+re-export."""
+
+
 def _flat(row: Mapping[str, Any]) -> dict[str, Any]:
-    """Flatten a v3 nested agentic aggregate into InferenceX's flat names (stat blocks → `<stat>_<metric>`)."""
+    """Flatten a v3 nested agentic aggregate into InferenceX's flat names (stat blocks → `<stat>_<metric>`, the
+    `qps` block's too; the scalars of `_V3_SCALARS`); a flat name the row also has is kept as it is."""
     out = dict(row)
+    blocks: dict[str, Any] = {"qps": _dig(row, "request_metrics.qps")}
     latency = _dig(row, "request_metrics.latency")
     if isinstance(latency, Mapping):
-        for name, block in latency.items():
-            if isinstance(block, Mapping):
-                for prefix, stat in dict.fromkeys((*_STATS, *_AGENTIC_STATS)):
-                    if stat in block:
-                        out.setdefault(f"{prefix}_{name}", block[stat])
-                    if stat == "p50" and "median" in block:
-                        out.setdefault(f"median_{name}", block["median"])
+        blocks.update(latency)
+    for name, block in blocks.items():
+        if isinstance(block, Mapping):
+            for prefix, stat in dict.fromkeys((*_STATS, *_AGENTIC_STATS)):
+                if stat in block:
+                    out.setdefault(f"{prefix}_{name}", block[stat])
+                if stat == "p50" and "median" in block:
+                    out.setdefault(f"median_{name}", block["median"])
+    for path, name in _V3_SCALARS:
+        if (value := _dig(row, path)) is not None:
+            out.setdefault(name, value)
     per_gpu = _dig(row, "request_metrics.throughput.per_gpu")
     if isinstance(per_gpu, Mapping):
         out.setdefault("tput_per_gpu", per_gpu.get("total_tput_tps"))

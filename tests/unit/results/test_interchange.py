@@ -455,9 +455,45 @@ def test_an_agentic_rows_cache_hit_rate_and_kv_peak_come_back_on_import(make_run
     path = tmp_path / "ix.json"
     path.write_text(export_points([point], "inferencex", include_unpublished=True))
     _, _, (back,) = import_file(path)
-    for column in ("gpu_cache_hit_rate", "gpu_kv_usage_max"):
+    for column in ("gpu_cache_hit_rate", "gpu_kv_usage_max", "request_qps"):  # (and its requests per second)
         assert point.metric(column) is not None
         assert back.metric(column) == pytest.approx(point.metric(column)), column
+
+
+def test_a_nested_agentx_rows_cache_kv_and_qps_figures_are_read_into_their_columns(tmp_path: Path) -> None:
+    """AgentX's v3 aggregate nests its figures (`request_metrics`, `server_metrics`: agentx-spec §3.8); the import read
+    the latency blocks and the per-GPU throughput only, so the point stored lacked the GPU prefix-cache hit rate, the
+    KV peak and the requests per second the row holds. Each is read into its hot column, as InferenceX-app's ingest
+    flattens them; a flat field the row also has wins, as before."""
+    row = {"hw": "cluster:b300-nv", "conc": 16, "image": "vllm/vllm-openai:v0.23.0", "model": "deepseek-ai/DSV4",
+           "infmax_model_prefix": "dsv4", "framework": "vllm", "precision": "fp4", "spec_decoding": "none",
+           "scenario_type": "agentic-coding", "tp": 4, "ep": 1, "kv_offloading": "none", "kv_offload_backend": "",
+           "num_requests_total": 1648, "num_requests_successful": 1648,
+           "request_metrics": {
+               "qps": {"window_seconds": 1, "samples": 7209, "mean": 0.22846, "p50": 0, "p90": 1, "std": 0.60707},
+               "latency": {"ttft": {"mean": 12.9, "p50": 1.49712, "p90": 56.22194},
+                           "tpot": {"p50": 0.03677, "p90": 0.16652}},
+               "throughput": {"total": {"tokens_per_second": 36173.88892}, "duration_seconds": 7222.04352,
+                              "per_gpu": {"total_tput_tps": 9043.47223, "output_tput_tps": 48.43723}},
+               "cache": {"theoretical_cache_hit_rate": 0.97509}},
+           "server_metrics": {"present": True, "adapter": "vllm",
+                              "cache": {"gpu_cache_hit_rate": 0.78539, "cpu_cache_hit_rate": 0,
+                                        "overall_cache_hit_rate": 0.78539},
+                              "kv_cache": {"gpu_usage_pct": 0.82134, "cpu_usage_pct": None},
+                              "tokens": {"prompt_total": 261750519, "generation_total": 1422696}},
+           "kv_cache_pool_tokens": 3000000}
+    path = tmp_path / "agg_agentic.json"
+    path.write_text(json.dumps([row, {**row, "conc": 32, "server_gpu_cache_hit_rate": 0.5}]))
+    nested, flat_wins = import_file(path)[2]
+    assert {c: nested.metric(c) for c in ("request_qps", "gpu_cache_hit_rate", "gpu_kv_usage_max", "tput_per_gpu",
+                                          "p50_ttft", "p90_tpot")} == {
+        "request_qps": 0.22846, "gpu_cache_hit_rate": 0.78539, "gpu_kv_usage_max": 0.82134,
+        "tput_per_gpu": 9043.47223, "p50_ttft": 1.49712, "p90_tpot": 0.16652}
+    assert flat_wins.metric("gpu_cache_hit_rate") == 0.5
+    bad = {**row, "request_metrics": {**row["request_metrics"], "qps": {"mean": -1.0}}}
+    path.write_text(json.dumps([bad]))
+    with pytest.raises(ResultInputError, match=r"`mean_qps` is -1.0, not a figure of 0 or more"):
+        import_file(path)
 
 
 
