@@ -416,9 +416,29 @@ def _eval_rows(points: Sequence[ResultPoint], include_unpublished: bool) -> list
     return rows
 
 
-CSV_COLUMNS: tuple[str, ...] = (*RESULT_COLUMNS, "warnings")
-"""The CSV export's columns: a result's flat row and what its run warned of it (`;`-joined), as `results list
---json` has them."""
+_UNIT_SUFFIXES = {"s": "s"}
+"""A metric unit (the registry's) -> what a CSV header names it by: a latency column's name says its seconds, which
+the other columns' names already say (`tput_per_gpu`, `avg_power_w`, `joules_per_output_token`, ratios)."""
+
+
+def csv_column(column: str) -> str:
+    """The CSV export's header of a result column (`RESULT_COLUMNS`): a hot metric's name with its unit where the
+    name lacks it (`p50_ttft_s`: a spreadsheet has no other place to say it), else the column's own name."""
+    hot = HOT_BY_NAME.get(column)
+    suffix = _UNIT_SUFFIXES.get(hot.metric.unit) if hot is not None else None
+    return f"{column}_{suffix}" if suffix else column
+
+
+CSV_COLUMNS: tuple[str, ...] = tuple(csv_column(c) for c in (*RESULT_COLUMNS, "warnings"))
+"""The CSV export's columns: a result's flat row and what its run warned of it, as `results list --json` has them,
+a latency's with its unit (`csv_column`)."""
+
+
+def _csv_cell(value: Any) -> Any:
+    """A CSV cell of a flat row's value: a list (reasons, warnings) as a JSON array, which a reason holding `;` or `,`
+    leaves unambiguous (joined with `;`, two reasons and one holding a `;` read alike) and any reader splits back;
+    anything else as the csv module writes it (None: an empty cell)."""
+    return json.dumps(value, ensure_ascii=False) if isinstance(value, list) else value
 
 Warned = Mapping[tuple[str, str], Sequence[str]]
 """(run id, job id) -> what the run warned of the job's result (`Store.job_warnings`: under the simulator, the engine
@@ -472,7 +492,7 @@ def export_points(points: Sequence[ResultPoint], fmt: str, *, include_unpublishe
         writer = csv.DictWriter(buf, fieldnames=CSV_COLUMNS)
         writer.writeheader()
         for row in rows:
-            writer.writerow({k: (";".join(v) if isinstance(v, list) else v) for k, v in row.items()})
+            writer.writerow({csv_column(k): _csv_cell(v) for k, v in row.items()})
         return buf.getvalue()
     raise ResultInputError(f"unknown export format {fmt!r}",
                            fix="use one of json, csv, inferencex, inferencex-evals")

@@ -148,14 +148,16 @@ def test_the_csv_export_has_the_eval_columns_of_a_result_row(make_run: MakeRun) 
         assert (row["eval_mode"], row["eval_task"], float(row["eval_score"]), row["eval_score_name"],
                 float(row["eval_score_stderr"]), row["eval_verdict"], row["eval_reasons"]) == (
             block["mode"], block["task"], block["score"], block["score_name"], block["score_stderr"],
-            block["verdict"], ";".join(block["reasons"]))
+            block["verdict"], json.dumps(block["reasons"]))
     assert (rows[32]["eval_mode"], rows[32]["eval_verdict"], rows[32]["verdict"]) == ("run-eval", "invalid", "valid")
     assert rows[16]["eval_mode"] == "eval-only" and rows[16]["tput_per_gpu"] == ""
+    from llmsweep.results.interchange import CSV_COLUMNS, csv_column
     from llmsweep.results.point import RESULT_COLUMNS
 
-    assert tuple(reader.fieldnames or ()) == (*RESULT_COLUMNS, "warnings")  # and what its run warned of each row
+    assert tuple(csv_column(c) for c in (*RESULT_COLUMNS, "warnings")) == CSV_COLUMNS
+    assert tuple(reader.fieldnames or ()) == CSV_COLUMNS  # and what its run warned of each row
     assert all(rows[4][c] == "" for c in RESULT_COLUMNS if c.startswith("eval_"))
-    assert next(csv.reader(io.StringIO(export_points([], "csv")))) == [*RESULT_COLUMNS, "warnings"]
+    assert next(csv.reader(io.StringIO(export_points([], "csv")))) == list(CSV_COLUMNS)
 
 
 def test_a_pull_requests_verdict_calls_an_eval_regression(make_run: MakeRun) -> None:

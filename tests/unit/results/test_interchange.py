@@ -580,3 +580,23 @@ def test_a_published_nan_figure_exports_again_as_null_and_round_trips(tmp_path: 
         assert [p.metrics for p in a.results()] == [p.metrics for p in b.results()]
     assert third["llmsweep"].pop("origin") == "llmsweep-export" and again["llmsweep"].pop("origin") == "inferencex"
     assert third == again
+
+
+def test_a_csv_exports_lists_read_back_whole_and_its_latency_columns_name_their_unit(make_run) -> None:
+    """The CSV export joined a row's reasons and warnings with `;`, which a reason may hold itself (two reasons, one
+    with a `;`, read as three; one warning with a `;` as two). A list is a JSON array in its cell, which any reader
+    splits back whole. A latency column's header said no unit: it says seconds (`p50_ttft_s`), from the registry."""
+    from llmsweep.metrics.registry import HOT_BY_NAME
+
+    (p,) = points_from_run(make_run("r", concs=(4,)))
+    reasons = ("TTFT above 2 s; at conc 4, twice", 'a "quoted" reason', "smoke")
+    p = dataclasses.replace(p, reasons=reasons)
+    warned = ["a real engine would refuse it; engine.feature-gate"]
+    reader = csv.DictReader(io.StringIO(export_points([p], "csv", warnings={(p.run_id, p.job_id): warned})))
+    (row,) = reader
+    assert json.loads(row["reasons"]) == list(reasons) and json.loads(row["warnings"]) == warned
+    seconds = [c for c in RESULT_COLUMNS if c in HOT_BY_NAME and HOT_BY_NAME[c].metric.unit == "s"]
+    assert {"p50_ttft", "p90_tpot", "p90_e2el"} <= set(seconds)
+    header = list(reader.fieldnames or ())
+    assert header == [f"{c}_s" if c in seconds else c for c in (*RESULT_COLUMNS, "warnings")]
+    assert float(row["p50_ttft_s"]) == pytest.approx(p.metric("p50_ttft"))
