@@ -17,7 +17,7 @@ from llmsweep.engine_ids import SIM
 from llmsweep.engines.launch import LaunchSpec
 from llmsweep.errors import LaunchError
 from llmsweep.execute.commands import run_command
-from llmsweep.visible import GpuTable, parse_nvidia_smi_list, resolve_visible
+from llmsweep.visible import VISIBLE_ENV, GpuTable, parse_nvidia_smi_list, resolve_visible
 
 PORT_PLACEHOLDER = "{port}"
 _GPU_TOOL_TIMEOUT_S = 30.0
@@ -95,13 +95,13 @@ def count_gpus(environ: Mapping[str, str] | None = None) -> tuple[str, int] | No
     env = os.environ if environ is None else environ
     fix = "check the GPU driver on this node (the tool failed or hung)"
     known: GpuTable | None = None
-    if shutil.which("nvidia-smi", path=env.get("PATH")):
-        out = run_command(["nvidia-smi", "-L"], timeout_s=_GPU_TOOL_TIMEOUT_S, fix=fix).stdout
+    if nvidia_smi := shutil.which("nvidia-smi", path=env.get("PATH")):  # run as found on `env`'s PATH
+        out = run_command([nvidia_smi, "-L"], timeout_s=_GPU_TOOL_TIMEOUT_S, fix=fix).stdout
         found = sum(1 for line in out.splitlines() if line.startswith("GPU "))
         tool = "nvidia-smi"
         known = GpuTable("nvidia", parse_nvidia_smi_list(out), "listed by nvidia-smi -L")
-    elif shutil.which("rocm-smi", path=env.get("PATH")):
-        out = run_command(["rocm-smi", "--showid"], timeout_s=_GPU_TOOL_TIMEOUT_S, fix=fix).stdout
+    elif rocm_smi := shutil.which("rocm-smi", path=env.get("PATH")):
+        out = run_command([rocm_smi, "--showid"], timeout_s=_GPU_TOOL_TIMEOUT_S, fix=fix).stdout
         found = len(set(re.findall(r"^GPU\[(\d+)\]", out, flags=re.MULTILINE)))
         tool = "rocm-smi"
     else:
@@ -120,9 +120,12 @@ def check_gpus(spec: LaunchSpec, environ: Mapping[str, str] | None = None) -> No
     """Fail when the spec needs GPUs this machine does not show. The simulator and CPU servers are skipped."""
     if spec.gpus <= 0 or spec.engine == SIM.id:
         return
-    env = os.environ if environ is None else environ
-    in_slurm = bool(env.get("SLURM_JOB_ID"))  # the check runs on the node, inside the batch job's allocation
-    counted = count_gpus(environ)
+    host_env = os.environ if environ is None else environ
+    in_slurm = bool(host_env.get("SLURM_JOB_ID"))  # the check runs on the node, inside the batch job's allocation
+    # the server runs with the recipe's env over this process's (the launchers, `observe_runtime` and the power
+    # sampler all read it so): a selection the recipe sets is the server's, whatever this shell has
+    counted = count_gpus({**host_env, **spec.env})
+    pinned = [f"{name}={spec.env[name]}" for name in VISIBLE_ENV if name in spec.env]
     if counted is None:
         raise LaunchError(
             f"the {spec.engine} server needs {spec.gpus} GPU(s) but neither nvidia-smi nor rocm-smi is on PATH",
@@ -132,15 +135,19 @@ def check_gpus(spec: LaunchSpec, environ: Mapping[str, str] | None = None) -> No
         )
     tool, found = counted
     if found < spec.gpus:
-        raise LaunchError(
-            f"the {spec.engine} server needs {spec.gpus} GPU(s) but {tool} shows {found} visible",
-            fix=(f"this Slurm allocation shows fewer GPUs than it needs (llmsweep's batch jobs ask --gres=gpu:"
-                 f"{spec.gpus}; in an salloc of your own, ask for as many): check the node's GPUs and gres.conf "
-                 "(`scontrol show node`) and the slurm executor's `gpu_type`, or lower tp/pp in the recipe")
-            if in_slurm else "free GPUs on this machine or name more of them in CUDA_VISIBLE_DEVICES / "
-                             "HIP_VISIBLE_DEVICES (the docker executor passes the same selection), or lower tp/pp in "
-                             "the recipe",
-        )
+        if pinned:
+            fix = (f"name {spec.gpus} GPU(s) in the recipe's `serve.env` {', '.join(pinned)}, or drop it there, or "
+                   "lower tp/pp in the recipe")
+        elif in_slurm:
+            fix = (f"this Slurm allocation shows fewer GPUs than it needs (llmsweep's batch jobs ask --gres=gpu:"
+                   f"{spec.gpus}; in an salloc of your own, ask for as many): check the node's GPUs and gres.conf "
+                   "(`scontrol show node`) and the slurm executor's `gpu_type`, or lower tp/pp in the recipe")
+        else:
+            fix = ("free GPUs on this machine or name more of them in CUDA_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES (the "
+                   "docker executor passes the same selection), or lower tp/pp in the recipe")
+        under = f" under the recipe's {', '.join(pinned)}" if pinned else ""
+        raise LaunchError(f"the {spec.engine} server needs {spec.gpus} GPU(s) but {tool} shows {found} visible{under}",
+                          fix=fix)
 
 
 def preflight(spec: LaunchSpec, *, gpus: bool = True, environ: Mapping[str, str] | None = None) -> LaunchSpec:

@@ -155,3 +155,20 @@ def test_a_gpu_shortfall_fix_names_what_sets_the_gpus_where_the_server_runs(monk
     with pytest.raises(LaunchError) as no_tools:
         check_gpus(spec(("srv",), 1, gpus=2))
     assert "partition" in str(no_tools.value.fix)
+
+
+def test_gpu_check_counts_the_selection_the_recipe_gives_the_server(monkeypatch: pytest.MonkeyPatch,
+                                                                     tmp_path: Path) -> None:
+    """The server runs with the recipe's env over this process's (`{**os.environ, **spec.env}`), so a
+    CUDA_VISIBLE_DEVICES the recipe sets is the one counted: a tp=2 job whose recipe pins one GPU of a 2-GPU host is
+    refused before launch (the engine would see one), and one whose recipe names both GPUs is not refused for an
+    empty selection left in the shell."""
+    fake_tool(tmp_path, "nvidia-smi", "GPU 0: NVIDIA H200 (UUID: GPU-a)\nGPU 1: NVIDIA H200 (UUID: GPU-b)")
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    with pytest.raises(LaunchError, match="shows 1 visible under the recipe's CUDA_VISIBLE_DEVICES=1") as err:
+        check_gpus(spec(("srv",), 1, gpus=2, env={"CUDA_VISIBLE_DEVICES": "1"}))
+    assert "serve.env" in (err.value.fix or "")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    check_gpus(spec(("srv",), 1, gpus=2, env={"CUDA_VISIBLE_DEVICES": "0,1"}))
+
