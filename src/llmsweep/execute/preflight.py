@@ -113,7 +113,16 @@ def count_gpus(environ: Mapping[str, str] | None = None) -> tuple[str, int] | No
                               "unset the variable")
     if visible.gpus is None:
         return tool, found
-    return tool, len([i for i in visible.gpus if i < found])
+    if past := [i for i in visible.gpus if i >= found]:
+        # the runtime stops at it, hiding it and every GPU named after it: never counted as the GPUs before it plus
+        # those after it (0,7,1 on a 2-GPU host is GPU 0 alone to the engine)
+        named = ", ".join(f"{name}={env[name]}" for name in VISIBLE_ENV if env.get(name, "").strip())
+        listed = f"{found} GPU(s) on this host (0-{found - 1})" if found else "no GPU on this host"
+        raise LaunchError(f"the server's GPU selection is unusable: {named} names GPU {', '.join(map(str, past))}, "
+                          f"but {tool} lists {listed}; the runtime stops at it, hiding it and every GPU named after it",
+                          fix="name GPUs this node has (indices or UUIDs from nvidia-smi -L / amd-smi list), or "
+                              "unset the variable")
+    return tool, len(visible.gpus)
 
 
 def check_gpus(spec: LaunchSpec, environ: Mapping[str, str] | None = None) -> None:

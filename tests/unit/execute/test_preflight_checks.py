@@ -172,3 +172,23 @@ def test_gpu_check_counts_the_selection_the_recipe_gives_the_server(monkeypatch:
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     check_gpus(spec(("srv",), 1, gpus=2, env={"CUDA_VISIBLE_DEVICES": "0,1"}))
 
+
+
+def test_gpu_check_refuses_an_index_this_host_does_not_have(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """CUDA (and ROCm) stop at an index past the host's GPUs, hiding it and every entry after it: under
+    CUDA_VISIBLE_DEVICES=0,7,1 on a 2-GPU host the engine sees GPU 0 alone. Counting the entries the host has (0 and
+    1) let a tp=2 job through to fail after start-up; it is refused before launch, the entry named."""
+    fake_tool(tmp_path, "nvidia-smi", "GPU 0: NVIDIA H200 (UUID: GPU-a)\nGPU 1: NVIDIA H200 (UUID: GPU-b)")
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,7,1")
+    with pytest.raises(LaunchError) as err:
+        check_gpus(spec(("srv",), 1, gpus=2))
+    assert "CUDA_VISIBLE_DEVICES=0,7,1" in err.value.message and "7" in err.value.message
+    assert "nvidia-smi lists 2 GPU(s)" in err.value.message and "name GPUs this node has" in (err.value.fix or "")
+    listing = "\n".join(f"GPU[{i}]\t\t: Device ID: 0x74a1" for i in range(2))
+    (tmp_path / "nvidia-smi").unlink()
+    fake_tool(tmp_path, "rocm-smi", listing)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    monkeypatch.setenv("HIP_VISIBLE_DEVICES", "1,2")
+    with pytest.raises(LaunchError, match=r"HIP_VISIBLE_DEVICES=1,2.*\b2\b.*rocm-smi"):
+        check_gpus(spec(("srv",), 1, gpus=1))

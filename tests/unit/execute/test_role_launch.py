@@ -385,6 +385,11 @@ def test_a_worker_that_needs_gpus_gets_its_share_of_the_host_only_when_the_host_
         LocalPlacement(real, LocalLauncher(), tmp_path, environ=_fake_nvidia_smi(tmp_path, monkeypatch, 16))
     # its fix names only what runs it: Slurm refuses a real engine's roles (`engines.REAL_ROLES_LOCAL_ONLY`)
     assert refused.value.fix == "run it on a host with that many GPUs, or on the simulator (--simulate)"
+    # a selection naming a GPU the host lacks is refused, never shared out: CUDA would hide it and every GPU after it
+    env24 = _fake_nvidia_smi(tmp_path, monkeypatch, 24)
+    env24["CUDA_VISIBLE_DEVICES"] = ",".join([*map(str, range(16)), "40", *map(str, range(16, 24))])
+    with pytest.raises(LaunchError, match=r"names GPU 40, but nvidia-smi lists 24 GPU\(s\)"):
+        LocalPlacement(real, LocalLauncher(), tmp_path, environ=env24)
 
 
 def test_the_launcher_decides_where_roles_go_and_one_that_cannot_place_them_says_so(disagg_job: Job,
