@@ -284,6 +284,31 @@ def amd_smi_uuid_serial(uuid: str) -> str | None:
     return m.group(1) + m.group(2) + m.group(3) if m else None
 
 
+def tool_json(text: str) -> object:
+    """The JSON document an AMD tool printed (`amd-smi ... --json`, `rocm-smi ... --json`), skipping the lines it
+    printed on stdout before it: amd-smi's "WARNING: User is missing the following required groups: render, video"
+    (for a user outside those groups: a container, a node whose udev rules grant the GPUs instead), rocm-smi's
+    "WARNING: ..." lines. None when there is no document."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        pass
+    starts = [i for i in (text.find("["), text.find("{")) if i >= 0]
+    if not starts:
+        return None
+    try:
+        return json.JSONDecoder().raw_decode(text[min(starts):])[0]
+    except ValueError:
+        return None
+
+
+def _listed_json(text: str) -> object:
+    """:func:`tool_json` for a listing; ValueError when there is no document (the next tool is asked)."""
+    if (doc := tool_json(text)) is None:
+        raise ValueError(f"no JSON document in its output: {text.strip()[:200]!r}")
+    return doc
+
+
 def amd_smi_entries(doc: object) -> list[dict[str, Any]]:
     """The per-GPU objects of an amd-smi `--json` document: ROCm 6.x's amd-smi prints a list of them, 7.x's an
     object whose `gpu_data` holds that list (some builds use another key, so the first list value is taken, and an
@@ -299,7 +324,7 @@ def parse_amd_smi_list(text: str) -> dict[str, int]:
     `gpu` index, from `hip_uuid` and from the serial inside `uuid` (they agree; an amd-smi without `-e` has only
     the second, and one whose serial fell back to decimal gets the first wrong)."""
     table: dict[str, int] = {}
-    for entry in amd_smi_entries(json.loads(text)):
+    for entry in amd_smi_entries(_listed_json(text)):
         if not str(entry.get("gpu", "")).strip().isdigit():
             continue
         serial = amd_smi_uuid_serial(str(entry.get("uuid", "")))
@@ -311,7 +336,7 @@ def parse_amd_smi_list(text: str) -> dict[str, int]:
 
 def parse_rocm_smi_unique_ids(text: str) -> dict[str, int]:
     """`rocm-smi --showuniqueid --json` (``{"card0": {"Unique ID": "0x…"}}``): each GPU's ROCr UUID -> its index."""
-    doc = json.loads(text)
+    doc = _listed_json(text)
     table: dict[str, int] = {}
     for card, fields in (doc.items() if isinstance(doc, dict) else ()):
         m = re.fullmatch(r"card(\d+)", str(card))

@@ -33,7 +33,6 @@ pages of rocm.docs.amd.com/projects/amdsmi (docs-6.1.2, docs-6.4.2, latest: amd-
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 from collections.abc import Mapping
@@ -41,7 +40,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from llmsweep.errors import LlmsweepError
-from llmsweep.visible import amd_smi_entries
+from llmsweep.visible import amd_smi_entries, tool_json
 
 log = logging.getLogger(__name__)
 
@@ -101,21 +100,6 @@ def _section(entry: Mapping[str, Any], key: str) -> Mapping[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _document(text: str) -> object:
-    """amd-smi's JSON; a line it printed before the document (a warning) is skipped. None when there is none."""
-    try:
-        return json.loads(text)
-    except ValueError:
-        pass
-    starts = [i for i in (text.find("["), text.find("{")) if i >= 0]
-    if not starts:
-        return None
-    try:
-        return json.JSONDecoder().raw_decode(text[min(starts):])[0]
-    except ValueError:
-        return None
-
-
 def _index(entry: Mapping[str, Any]) -> int | None:
     raw = entry.get("gpu")
     if isinstance(raw, bool):
@@ -140,7 +124,7 @@ def parse_static(text: str) -> dict[int, AmdGpu]:
     """`amd-smi static --asic --driver [--limit] --json`: each GPU by amd-smi's index, in the document's order. A
     GPU object without an index is skipped; a document that is not JSON lists none."""
     gpus: dict[int, AmdGpu] = {}
-    for entry in amd_smi_entries(_document(text)):
+    for entry in amd_smi_entries(tool_json(text)):
         index = _index(entry)
         if index is None:
             continue
@@ -170,7 +154,7 @@ def gfx_clock(clock: Mapping[str, Any]) -> GfxClock:
 def parse_clocks(text: str) -> dict[int, GfxClock]:
     """`amd-smi metric --clock --json`: each GPU's GFX clock by amd-smi's index."""
     clocks: dict[int, GfxClock] = {}
-    for entry in amd_smi_entries(_document(text)):
+    for entry in amd_smi_entries(tool_json(text)):
         if (index := _index(entry)) is not None:
             clocks[index] = gfx_clock(_section(entry, "clock"))
     return clocks

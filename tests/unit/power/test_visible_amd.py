@@ -170,3 +170,25 @@ def test_the_amd_sampler_reads_only_the_rocr_pinned_gpus(amd_smi: Path, tmp_path
     assert header is not None and header.gpu_ids == ["2", "0"]
     assert samples and {s.gpu for s in samples} == {"0", "2"}
     assert {s.power_w for s in samples} == {500.0, 502.0}
+
+
+GROUP_WARNING = ("WARNING: User is missing the following required groups: render, video. Please add user to these "
+                 "groups.")
+
+
+def test_a_warning_amd_smi_prints_before_its_json_does_not_hide_the_gpus(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """amd-smi (ROCm 6.4's among them) prints its group warning on stdout, before the JSON, for a user outside the
+    render/video groups (a container, a node whose udev rules grant the GPUs instead): the UUIDs are still read, as
+    `execute.amd_gpus` reads that output, not "names no GPU of this host" with a JSON decode error."""
+    expected = {u.lower(): i for i, u in enumerate(ROCR_UUIDS)}
+    assert parse_amd_smi_list(f"{GROUP_WARNING}\n{_list_json(True)}") == expected
+    rocm_smi = 'WARNING: No JSON data to report\n{"card1": {"Unique ID": "0x92c4e07b3a1f5d28"}}'
+    assert parse_rocm_smi_unique_ids(rocm_smi) == {"gpu-92c4e07b3a1f5d28": 1}
+    _install(tmp_path / "bin", "amd-smi", f"#!/usr/bin/env bash\necho '{GROUP_WARNING}'\ncat <<'JSON'\n"
+                                          f"{_list_json(True)}\nJSON\n")
+    monkeypatch.setitem(sys.modules, "pynvml", None)
+    env = {"PATH": str(tmp_path / "bin"), "ROCR_VISIBLE_DEVICES": ROCR_UUIDS[2]}
+    assert visible_gpus(env) == (2,) and visible_problem(env) is None
+    with pytest.raises(ValueError):  # no document at all is still a failure to list (the next tool is asked)
+        parse_amd_smi_list(GROUP_WARNING)
