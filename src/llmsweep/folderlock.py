@@ -7,6 +7,12 @@ folder is refused at once, whoever made it (two benches started in the same seco
 by a killed run is free again; the file stays, as the lock's home (unlinking it would let a claim taken on the
 unlinked file and one on a new file coexist). The holder writes its pid and command into the file, so a refusal names
 who holds the folder.
+
+On a shared folder the lock holds across machines only where the file system carries flock locks between clients:
+Linux NFS does (it takes them as POSIX locks through the lock daemon), as does Lustre mounted with `-o flock`; Lustre
+with `-o localflock`, or NFS mounted `-o nolock`/`local_lock=flock`, keeps each node's locks to itself, so two runs
+on two nodes could both claim one folder there. A file system that refuses locks outright (ENOSYS, ENOLCK) is a
+refusal that says so, never a claim taken without a lock.
 """
 
 from __future__ import annotations
@@ -50,7 +56,11 @@ def claim(folder: Path, command: str, *, fix: str) -> Iterator[None]:
     """Hold `folder` (made if missing) for the `with` block, as `command` (e.g. `llmsweep bench`); ConfigError (exit
     2) naming the holder and `fix` when a live process holds it."""
     folder.mkdir(parents=True, exist_ok=True)
-    with open(folder / LOCK_FILE, "a+") as fh:
+    try:
+        fh = open(folder / LOCK_FILE, "a+")  # noqa: SIM115 - closed by the `with` below
+    except OSError as exc:  # a lock file another user left, read-only to this one
+        raise _unlockable(folder, exc) from None
+    with fh:
         for attempt in range(LOOK_RETRIES + 1):
             try:
                 fcntl.flock(fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -59,6 +69,8 @@ def claim(folder: Path, command: str, *, fix: str) -> Iterator[None]:
                 if attempt == LOOK_RETRIES:
                     raise _busy(folder, _read(fh), fix) from None
                 time.sleep(LOOK_RETRY_S)  # perhaps only `holder` looking: it lets go at once
+            except OSError as exc:  # ENOSYS, ENOLCK, EOPNOTSUPP: a file system that takes no locks
+                raise _unlockable(folder, exc) from None
         try:
             fh.seek(0)
             fh.truncate()
@@ -73,6 +85,13 @@ def refuse_held(folder: Path, *, fix: str) -> None:
     """ConfigError (exit 2), as `claim` says it, when a live process holds `folder`; nothing is claimed or made."""
     if (held := holder(folder)) is not None:
         raise _busy(folder, held, fix)
+
+
+def _unlockable(folder: Path, exc: OSError) -> ConfigError:
+    return ConfigError(f"cannot claim {folder} for this run: locking {folder / LOCK_FILE} failed "
+                       f"({exc.strerror or exc}), so another run could write the folder at the same time",
+                       fix="write to a folder on a file system that takes flock locks (a local disk; NFS with its "
+                           "lock daemon; Lustre mounted with -o flock), or one whose lock file this user can write")
 
 
 def _busy(folder: Path, held: Holder, fix: str) -> ConfigError:

@@ -3,6 +3,7 @@ it, and is free again once the holder lets go (or dies); looking at a folder cha
 
 from __future__ import annotations
 
+import errno
 import os
 import subprocess
 import sys
@@ -64,3 +65,22 @@ def test_a_claim_waits_out_a_look_that_holds_the_lock_for_an_instant(tmp_path: P
         threading.Timer(0.03, fcntl.flock, (looking.fileno(), fcntl.LOCK_UN)).start()
         with claim(tmp_path, "llmsweep bench", fix="x"):
             assert holder(tmp_path) is not None
+
+
+@pytest.mark.parametrize("errno_", [errno.ENOSYS,  # Lustre mounted without -o flock
+                                    errno.ENOLCK,  # NFS without its lock daemon
+                                    errno.EOPNOTSUPP])
+def test_a_folder_on_a_file_system_without_locks_is_refused_with_the_reason(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, errno_: int) -> None:
+    """A claim the file system cannot lock is a clear refusal (exit 2) naming the folder and what to do, not a
+    traceback from flock: the folder cannot be kept to one run there."""
+    import fcntl
+
+    def no_locks(fd: int, op: int) -> None:
+        raise OSError(errno_, os.strerror(errno_))
+
+    monkeypatch.setattr(fcntl, "flock", no_locks)
+    with pytest.raises(ConfigError) as err, claim(tmp_path / "out", "llmsweep run", fix="use another folder"):
+        pass  # pragma: no cover - refused before the block runs
+    assert str(tmp_path / "out") in err.value.message and os.strerror(errno_) in err.value.message
+    assert "file system that takes flock locks" in (err.value.fix or "")
