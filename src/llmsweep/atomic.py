@@ -1,11 +1,12 @@
-"""Writing a file whole or not at all: its text goes to `NAME.tmp` beside it, which then replaces `NAME`
-(`os.replace`, atomic within a folder). A reader, or a kill mid-write, finds the old file or the new one, never half of
-one. Every file llmsweep rewrites in place is written here (summaries, run.json, outcomes, progress reports, the power
-samples, a cross-check's tables), so a `.tmp` a kill left beside them is always half of the file of that name
-(`execute.artifacts.keep_previous_attempt` moves it aside with its attempt)."""
+"""Writing a file whole or not at all: its text goes to `NAME.tmp` beside it, synced to disk, which then replaces
+`NAME` (`os.replace`, atomic within a folder). A reader, a kill mid-write or a crash of the machine finds the old file
+or the whole new one, never half of one. Every file llmsweep rewrites in place is written here (summaries, run.json,
+outcomes, progress reports, the power samples, a cross-check's tables), so a `.tmp` a kill left beside them is always
+half of the file of that name (`execute.artifacts.keep_previous_attempt` moves it aside with its attempt)."""
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
@@ -27,10 +28,23 @@ def _replacing(path: Path, mode: str, encoding: str | None = None) -> Iterator[A
     try:
         with tmp.open(mode, encoding=encoding) as fh:
             yield fh
+            fh.flush()
+            _sync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def _sync(fd: int) -> None:
+    """The file's text on disk before it takes its name: renamed unsynced, a crash of the machine (a kernel panic, a
+    node lost; not only of this process) could leave the name on an empty or partial file (XFS; ext4 mounted without
+    its rename heuristic). A file system that cannot sync (EINVAL, ENOTSUP) is let be."""
+    try:
+        os.fsync(fd)
+    except OSError as exc:
+        if exc.errno not in (errno.EINVAL, errno.ENOTSUP, errno.ENOSYS):
+            raise
 
 
 def writing(path: Path) -> AbstractContextManager[TextIO]:
