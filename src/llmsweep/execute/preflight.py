@@ -1,24 +1,29 @@
-"""Checks that fail a job in a second instead of after a 30-minute server start: port free, GPUs visible.
+"""Checks that fail a job in a second instead of after a 30-minute server start: port free, GPUs visible and free.
 
 A port already taken makes the server die with a bind error deep in its log (or, worse, the client benchmarks the
-*other* server on that port); a job that wants GPUs the node does not show would load weights onto nothing.
+*other* server on that port); a job that wants GPUs the node does not show would load weights onto nothing; a GPU
+another process computes on (NVIDIA: `nvidia-smi --query-compute-apps`) leaves the engine short of memory after its
+weights loaded, or measured beside another workload.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import re
 import shutil
 import socket
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from llmsweep.engine_ids import SIM
 from llmsweep.engines.launch import LaunchSpec
 from llmsweep.errors import LaunchError
 from llmsweep.execute.commands import run_command
-from llmsweep.visible import VISIBLE_ENV, GpuTable, parse_nvidia_smi_list, resolve_visible
+from llmsweep.visible import VISIBLE_ENV, GpuTable, match_uuid, parse_nvidia_smi_list, resolve_visible
 
+log = logging.getLogger(__name__)
 PORT_PLACEHOLDER = "{port}"
 _GPU_TOOL_TIMEOUT_S = 30.0
 
@@ -87,21 +92,40 @@ def resolve_port(spec: LaunchSpec) -> LaunchSpec:
     return spec
 
 
+@dataclass(frozen=True)
+class _HostGpus:
+    """What the vendor tool lists of this host's GPUs, and the ones the server's selection gives it."""
+
+    tool: str
+    exe: str
+    found: int
+    table: GpuTable | None
+    """The GPUs' UUIDs -> index (`nvidia-smi -L`); None on AMD."""
+    selected: tuple[int, ...]
+    """The GPUs the server is given, in the runtime's order (every GPU when no variable narrows them)."""
+
+
 def count_gpus(environ: Mapping[str, str] | None = None) -> tuple[str, int] | None:
     """(tool, visible GPU count): the GPUs `nvidia-smi -L` or `rocm-smi --showid` lists, narrowed by the
     `*_VISIBLE_DEVICES` selection as the runtime applies it (`llmsweep.visible`); None when neither tool exists. A
     selection that names no GPU of this host is a LaunchError with its reason (the engine would see fewer GPUs than
     its entries, or none)."""
-    env = os.environ if environ is None else environ
+    host = _host_gpus(os.environ if environ is None else environ)
+    return None if host is None else (host.tool, len(host.selected))
+
+
+def _host_gpus(env: Mapping[str, str]) -> _HostGpus | None:
     fix = "check the GPU driver on this node (the tool failed or hung)"
     known: GpuTable | None = None
     if nvidia_smi := shutil.which("nvidia-smi", path=env.get("PATH")):  # run as found on `env`'s PATH
-        out = run_command([nvidia_smi, "-L"], timeout_s=_GPU_TOOL_TIMEOUT_S, fix=fix).stdout
+        exe = nvidia_smi
+        out = run_command([exe, "-L"], timeout_s=_GPU_TOOL_TIMEOUT_S, fix=fix).stdout
         found = sum(1 for line in out.splitlines() if line.startswith("GPU "))
         tool = "nvidia-smi"
         known = GpuTable("nvidia", parse_nvidia_smi_list(out), "listed by nvidia-smi -L")
     elif rocm_smi := shutil.which("rocm-smi", path=env.get("PATH")):
-        out = run_command([rocm_smi, "--showid"], timeout_s=_GPU_TOOL_TIMEOUT_S, fix=fix).stdout
+        exe = rocm_smi
+        out = run_command([exe, "--showid"], timeout_s=_GPU_TOOL_TIMEOUT_S, fix=fix).stdout
         found = len(set(re.findall(r"^GPU\[(\d+)\]", out, flags=re.MULTILINE)))
         tool = "rocm-smi"
     else:
@@ -112,7 +136,7 @@ def count_gpus(environ: Mapping[str, str] | None = None) -> tuple[str, int] | No
                           fix="name GPUs this node has (indices or UUIDs from nvidia-smi -L / amd-smi list), or "
                               "unset the variable")
     if visible.gpus is None:
-        return tool, found
+        return _HostGpus(tool, exe, found, known, tuple(range(found)))
     if past := [i for i in visible.gpus if i >= found]:
         # the runtime stops at it, hiding it and every GPU named after it: never counted as the GPUs before it plus
         # those after it (0,7,1 on a 2-GPU host is GPU 0 alone to the engine)
@@ -122,7 +146,72 @@ def count_gpus(environ: Mapping[str, str] | None = None) -> tuple[str, int] | No
                           f"but {tool} lists {listed}; the runtime stops at it, hiding it and every GPU named after it",
                           fix="name GPUs this node has (indices or UUIDs from nvidia-smi -L / amd-smi list), or "
                               "unset the variable")
-    return tool, len(visible.gpus)
+    return _HostGpus(tool, exe, found, known, visible.gpus)
+
+
+COMPUTE_APPS_QUERY = "--query-compute-apps=gpu_uuid,pid,used_memory,process_name"
+"""What `nvidia-smi` is asked of the processes computing on the GPUs (with `--format=csv,noheader,nounits`)."""
+NOT_A_TENANT = ("nvidia-cuda-mps-server",)
+"""Compute processes that are no other workload: the MPS server a node runs for every client, the server's too."""
+
+
+@dataclass(frozen=True)
+class GpuTenant:
+    """A process computing on a GPU, as `nvidia-smi --query-compute-apps` lists it."""
+
+    gpu_uuid: str
+    pid: int
+    used_mib: int | None
+    name: str
+
+
+def parse_compute_apps(text: str) -> list[GpuTenant]:
+    """`nvidia-smi --query-compute-apps=gpu_uuid,pid,used_memory,process_name --format=csv,noheader,nounits`: one
+    process a line (its memory `[N/A]` where the driver does not say, as in a container); other lines are skipped."""
+    tenants = []
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.split(",", 3)]
+        if len(cells) != 4 or not cells[0].lower().startswith(("gpu-", "mig-")) or not cells[1].isdigit():
+            continue
+        tenants.append(GpuTenant(cells[0], int(cells[1]), int(cells[2]) if cells[2].isdigit() else None, cells[3]))
+    return tenants
+
+
+def _refuse_busy(spec: LaunchSpec, host: _HostGpus, fix: str) -> None:
+    """LaunchError when another process computes on a GPU the server would use (the first `spec.gpus` of its
+    selection). NVIDIA only; a query that fails or says nothing readable is no refusal (best effort), and neither is
+    a GPU split into MIG instances (the query names the GPU, not the instance: another job's process on another
+    instance would read as this server's neighbour)."""
+    if host.table is None:
+        return
+    split = {index for uuid, index in host.table.uuids.items() if uuid.startswith("mig-")}
+    wanted = host.selected[:spec.gpus]
+    used = tuple(i for i in wanted if i not in split)
+    if not used:
+        return
+    try:
+        out = run_command([host.exe, COMPUTE_APPS_QUERY, "--format=csv,noheader,nounits"],
+                          timeout_s=_GPU_TOOL_TIMEOUT_S, fix="check the GPU driver on this node").stdout
+    except LaunchError as exc:
+        log.info("could not ask nvidia-smi which processes use the GPUs: %s", exc)
+        return
+    busy: dict[int, list[GpuTenant]] = {}
+    for tenant in parse_compute_apps(out):
+        gpu = match_uuid(tenant.gpu_uuid, host.table.uuids)
+        if gpu in used and tenant.pid != os.getpid() and os.path.basename(tenant.name) not in NOT_A_TENANT:
+            busy.setdefault(gpu, []).append(tenant)
+    if not busy:
+        return
+    said = "; ".join(
+        f"GPU {gpu} ({tenants[0].gpu_uuid}) holds "
+        + ", ".join(f"pid {t.pid} ({t.name}{f', {t.used_mib} MiB' if t.used_mib is not None else ''})"
+                    for t in tenants)
+        for gpu, tenants in sorted(busy.items()))
+    pids = " ".join(str(t.pid) for tenants in busy.values() for t in tenants)
+    raise LaunchError(f"the {spec.engine} server would use GPU(s) {', '.join(map(str, wanted))}, but another process "
+                      f"computes on {'them' if len(busy) > 1 else 'it'}: {said}; the server would not fit beside it, "
+                      "or be measured sharing the GPU",
+                      fix=f"stop or wait for pid(s) {pids} (`nvidia-smi` shows what runs where), or {fix}")
 
 
 def check_gpus(spec: LaunchSpec, environ: Mapping[str, str] | None = None) -> None:
@@ -133,16 +222,16 @@ def check_gpus(spec: LaunchSpec, environ: Mapping[str, str] | None = None) -> No
     in_slurm = bool(host_env.get("SLURM_JOB_ID"))  # the check runs on the node, inside the batch job's allocation
     # the server runs with the recipe's env over this process's (the launchers, `observe_runtime` and the power
     # sampler all read it so): a selection the recipe sets is the server's, whatever this shell has
-    counted = count_gpus({**host_env, **spec.env})
+    host = _host_gpus({**host_env, **spec.env})
     pinned = [f"{name}={spec.env[name]}" for name in VISIBLE_ENV if name in spec.env]
-    if counted is None:
+    if host is None:
         raise LaunchError(
             f"the {spec.engine} server needs {spec.gpus} GPU(s) but neither nvidia-smi nor rocm-smi is on PATH",
             fix=("this node is no GPU node, or its driver tools are not on the batch job's PATH: pick a GPU "
                  "partition (the slurm executor's `partition`) or add the tools' folder to PATH on the nodes")
             if in_slurm else "run on a GPU machine, or install the vendor driver tools (nvidia-smi / rocm-smi)",
         )
-    tool, found = counted
+    tool, found = host.tool, len(host.selected)
     if found < spec.gpus:
         if pinned:
             fix = (f"name {spec.gpus} GPU(s) in the recipe's `serve.env` {', '.join(pinned)}, or drop it there, or "
@@ -157,6 +246,15 @@ def check_gpus(spec: LaunchSpec, environ: Mapping[str, str] | None = None) -> No
         under = f" under the recipe's {', '.join(pinned)}" if pinned else ""
         raise LaunchError(f"the {spec.engine} server needs {spec.gpus} GPU(s) but {tool} shows {found} visible{under}",
                           fix=fix)
+    if pinned:
+        elsewhere = f"select free GPUs in the recipe's `serve.env` {', '.join(pinned)}"
+    elif in_slurm:
+        node = host_env.get("SLURMD_NODENAME") or "NODE"
+        elsewhere = (f"leave node {node} out (--executor-option exclude=[{node}]) and tell its admins: this "
+                     "allocation's GPUs should be its own")
+    else:
+        elsewhere = "select free GPUs with CUDA_VISIBLE_DEVICES"
+    _refuse_busy(spec, host, fix=elsewhere)
 
 
 def preflight(spec: LaunchSpec, *, gpus: bool = True, environ: Mapping[str, str] | None = None) -> LaunchSpec:

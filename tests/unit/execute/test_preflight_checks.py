@@ -192,3 +192,57 @@ def test_gpu_check_refuses_an_index_this_host_does_not_have(monkeypatch: pytest.
     monkeypatch.setenv("HIP_VISIBLE_DEVICES", "1,2")
     with pytest.raises(LaunchError, match=r"HIP_VISIBLE_DEVICES=1,2.*\b2\b.*rocm-smi"):
         check_gpus(spec(("srv",), 1, gpus=1))
+
+
+def busy_nvidia_smi(directory: Path, apps: str, *, apps_exit: int = 0, mig_on_1: bool = False) -> None:
+    """A stand-in nvidia-smi of two GPUs whose `--query-compute-apps` prints `apps` (CSV rows); `mig_on_1`: GPU 1
+    is split into MIG instances."""
+    path = directory / "nvidia-smi"
+    listing = "GPU 0: NVIDIA H200 (UUID: GPU-aaaa1111)\\nGPU 1: NVIDIA H200 (UUID: GPU-bbbb2222)\\n"
+    if mig_on_1:
+        listing += ("  MIG 3g.71gb     Device  0: (UUID: MIG-11111111-aaaa-4aaa-8aaa-aaaaaaaaaaaa)\\n"
+                    "  MIG 3g.71gb     Device  1: (UUID: MIG-22222222-aaaa-4aaa-8aaa-aaaaaaaaaaaa)\\n")
+    path.write_text("#!/bin/sh\ncase \"$1\" in\n"
+                    f"  -L) printf '{listing}';;\n"
+                    f"  --query-compute-apps=*) printf '%s' '{apps}'; exit {apps_exit};;\n"
+                    "esac\n")
+    path.chmod(path.stat().st_mode | stat.S_IEXEC)
+
+
+def test_a_gpu_another_process_computes_on_is_refused_before_launch(monkeypatch: pytest.MonkeyPatch,
+                                                                    tmp_path: Path) -> None:
+    """On a shared node a GPU the server would use may hold another process (someone's notebook, a server a killed
+    run left): the engine then fails to fit its memory after loading its weights, or is measured beside another
+    workload. It is refused before launch with the GPU, the pid and what to do; a GPU the server would not use (past
+    its tp x pp, outside its selection) does not matter, nor does the MPS control daemon, nor a query that fails."""
+    busy_nvidia_smi(tmp_path, "GPU-bbbb2222, 4242, 71234, /usr/bin/python3\n")
+    monkeypatch.setenv("PATH", str(tmp_path))
+    for name in ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES"):
+        monkeypatch.delenv(name, raising=False)
+    check_gpus(spec(("srv",), 1, gpus=1))  # the engine takes GPU 0 (the first visible one): free
+    with pytest.raises(LaunchError) as err:
+        check_gpus(spec(("srv",), 1, gpus=2))
+    assert "GPU 1 (GPU-bbbb2222)" in err.value.message and "pid 4242 (/usr/bin/python3, 71234 MiB)" in err.value.message
+    assert "CUDA_VISIBLE_DEVICES" in (err.value.fix or "") and "4242" in (err.value.fix or "")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    with pytest.raises(LaunchError, match="pid 4242"):
+        check_gpus(spec(("srv",), 1, gpus=1))
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    check_gpus(spec(("srv",), 1, gpus=1))
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    monkeypatch.setenv("SLURM_JOB_ID", "42")  # in a batch job the GPUs are the allocation's: the node is the problem
+    monkeypatch.setenv("SLURMD_NODENAME", "gpu-17")
+    with pytest.raises(LaunchError) as in_slurm:
+        check_gpus(spec(("srv",), 1, gpus=2))
+    assert "--executor-option exclude=[gpu-17]" in (in_slurm.value.fix or "")
+    monkeypatch.delenv("SLURM_JOB_ID")
+    busy_nvidia_smi(tmp_path, "GPU-aaaa1111, 77, 30, nvidia-cuda-mps-server\nGPU-bbbb2222, 78, 30, "
+                              "nvidia-cuda-mps-server\n")
+    check_gpus(spec(("srv",), 1, gpus=2))
+    busy_nvidia_smi(tmp_path, "Failed to initialize NVML\n", apps_exit=9)
+    check_gpus(spec(("srv",), 1, gpus=2))
+    # a MIG instance is not told apart by the query (it names the GPU): another user's process on the other
+    # instance of a split GPU is no reason to refuse this one
+    busy_nvidia_smi(tmp_path, "GPU-bbbb2222, 4242, 30000, python3\n", mig_on_1=True)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "MIG-11111111-aaaa-4aaa-8aaa-aaaaaaaaaaaa")
+    check_gpus(spec(("srv",), 1, gpus=1))
