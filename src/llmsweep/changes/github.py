@@ -333,9 +333,11 @@ def workflow(files: Sequence[Path], *, source: Source = "matrix", baseline: str 
             {"name": "Run the job", "env": {"JOB": "${{ matrix.job }}", "PLAN": "${{ matrix.plan }}"},
              "run": _sh("llmsweep", "run", *recipe_args, *fleet_args, *label_args, "--job", _Env('"$JOB"'),
                         _Env('${PLAN:+"$PLAN"}'), "--out", _Env('"runs/$JOB"'), "--no-report")},
+            # `overwrite`: a run keeps its artifacts across attempts, and upload-artifact@v4 refuses a name already
+            # uploaded; a re-run job's results replace its earlier attempt's rather than fail to upload
             {"name": "Upload the job's results", "if": "always()", "uses": "actions/upload-artifact@v4",
              "with": {"name": ARTIFACT_PREFIX + "${{ matrix.job }}", "path": "runs/${{ matrix.job }}",
-                      "if-no-files-found": "warn"}},
+                      "if-no-files-found": "warn", "overwrite": True}},
         ],
     }
     compare = ([{"name": "Compare with the baseline and post the verdict",
@@ -345,7 +347,7 @@ def workflow(files: Sequence[Path], *, source: Source = "matrix", baseline: str 
         {"name": "Store the results", "run": "llmsweep results ingest sweep"},
         {"name": "Dashboard", "run": "llmsweep report sweep"},
         {"name": "Upload the dashboard", "uses": "actions/upload-artifact@v4",
-         "with": {"name": "dashboard", "path": "sweep/report"}},
+         "with": {"name": "dashboard", "path": "sweep/report", "overwrite": True}},
         {"name": "Link the unofficial run",
          "env": {"RUN_URL": "${{ github.server_url }}/${{ github.repository }}/actions/runs/${{ github.run_id }}"},
          "run": 'echo "Unofficial run: $RUN_URL (artifacts: dashboard, bmk_<job>)" >> "$GITHUB_STEP_SUMMARY"'},

@@ -809,3 +809,15 @@ def test_a_stored_baseline_without_a_ci_store_is_refused(tmp_path: Path, monkeyp
     res = CliRunner().invoke(cli, ["ci", "github", "recipes/chg.yaml", "--baseline", "run-main"])
     assert res.exit_code == 2 and "--ci-store" in res.output, res.output
     assert not (repo / ".github").exists()
+
+
+def test_a_rerun_jobs_upload_replaces_the_earlier_attempts_artifact() -> None:
+    """GitHub keeps a run's artifacts across its attempts, and actions/upload-artifact@v4 fails a second upload of a
+    name (`409 Conflict: an artifact with this name already exists on the workflow run`) unless it may overwrite: a
+    sweep job re-run ("Re-run failed jobs") failed at its upload, and the collect job merged the failed first
+    attempt's results under the new attempt's run id; the re-run collect job's dashboard upload failed the same way."""
+    jobs = workflow([Path("recipes/chg.yaml")])["jobs"]
+    uploads = [s for job in jobs.values() for s in job["steps"]
+               if s.get("uses", "").startswith("actions/upload-artifact@")]
+    assert {s["with"]["name"] for s in uploads} == {"bmk_${{ matrix.job }}", "dashboard"}
+    assert all(s["with"].get("overwrite") is True for s in uploads), uploads
