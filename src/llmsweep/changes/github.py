@@ -421,13 +421,11 @@ def collect(artifacts: Path, out: Path, *, run_id: str, expected: Sequence[str] 
         raise ConfigError(f"{artifacts} is not a directory", fix="download the bmk_* artifacts into it first")
     if out.exists() and any(out.iterdir()):
         raise ConfigError(f"{out} is not empty", fix="collect into a new directory")
-    (out / "jobs").mkdir(parents=True, exist_ok=True)
     outcomes: dict[str, dict[str, Any]] = {}
     broken: dict[str, dict[str, Any]] = {}  # jobs whose artifact says nothing readable about them; outcomes win
     keys: dict[str, str] = {}
     hardware: dict[str, Any] = {}
     started: list[str] = []
-    first: dict[str, Any] = {}
 
     def failed(job: str, reason: str) -> None:
         broken.setdefault(job, {"job_id": job, "exp_name": "", "status": "failed", "reasons": [reason]})
@@ -435,15 +433,17 @@ def collect(artifacts: Path, out: Path, *, run_id: str, expected: Sequence[str] 
     # a run folder's run.json, not a job's own (`jobs/<id>/run.json`, the client's record)
     run_files = [p for p in sorted(artifacts.glob(f"**/{RUN_FILE}"))
                  if "jobs" not in p.relative_to(artifacts).parts[:-1]]
+    read = {path: _read_run_meta(path) for path in run_files}
+    alike = _measured_alike({path: meta for path, (meta, _) in read.items() if meta is not None})
+    (out / "jobs").mkdir(parents=True, exist_ok=True)
     for meta_path in run_files:
         run_dir = meta_path.parent
         job_dirs = sorted(p for p in (run_dir / "jobs").iterdir() if p.is_dir()) if (run_dir / "jobs").is_dir() else []
-        meta, problem = _read_run_meta(meta_path)
+        meta, problem = read[meta_path]
         if meta is None:
             for job in _artifact_jobs(run_dir, job_dirs) or [run_dir.relative_to(artifacts).as_posix()]:
                 failed(job, f"{meta_path} {problem}")
             continue
-        first = first or meta
         started += [meta["started"]] if isinstance(meta.get("started"), str) else []
         keys.update(meta.get("reuse_keys") or {})
         hardware.update(meta.get("job_hardware") or {})  # where a job that has no result would have run (success)
@@ -467,8 +467,9 @@ def collect(artifacts: Path, out: Path, *, run_id: str, expected: Sequence[str] 
             continue
         outcomes[job] = {"job_id": job, "exp_name": "", "status": "failed", "reasons": [NO_ARTIFACT]}
     meta = {
-        "run_id": run_id, "llmsweep_version": first.get("llmsweep_version"), "executor": first.get("executor"),
-        "recipe_files": first.get("recipe_files"), "measurement": first.get("measurement"),
+        # how every job was measured, as each artifact's run.json says alike (`_measured_alike`)
+        "run_id": run_id, **{field: None for field in ("llmsweep_version", "executor", "recipe_files", "measurement")},
+        **alike,
         "started": min(started) if started else None,
         "finished": datetime.now(UTC).isoformat(timespec="seconds"),
         "expected_job_ids": sorted(outcomes), "outcomes": [outcomes[j] for j in sorted(outcomes)],
@@ -476,6 +477,38 @@ def collect(artifacts: Path, out: Path, *, run_id: str, expected: Sequence[str] 
     }
     (out / RUN_FILE).write_text(json.dumps(meta, indent=2))
     return meta
+
+
+def _run_identity() -> tuple[str, ...]:
+    """The run.json fields that say how a run's jobs were measured, which every job of one collected run shares: the
+    llmsweep and its measurement definitions, the executor, the recipe files, the repeats, the runner labels vouched
+    for, and what `run --resume` holds a run to (`execute.pipeline._MEASURED_BY`: simulator or engine, clock, trace
+    corpus, eval settings, power backend)."""
+    from llmsweep.execute.pipeline import _MEASURED_BY
+
+    return ("llmsweep_version", "measurement", "executor", "recipe_files", "repeats", "runner_labels", *_MEASURED_BY)
+
+
+def _measured_alike(metas: Mapping[Path, Mapping[str, Any]]) -> dict[str, Any]:
+    """The :func:`_run_identity` fields the artifacts' run.json files record, each with the value they all give it (a
+    run records some only when a job of it exercised them: compared where two record it). Artifacts that disagree are
+    not the jobs of one sweep — the downloads of two workflow runs, or a runner with another llmsweep — and merged they
+    would be stored and compared as measured alike under the first one's label: refused, naming both files."""
+    agreed: dict[str, tuple[Any, Path]] = {}
+    for path, meta in metas.items():
+        for field in _run_identity():
+            if field not in meta:
+                continue
+            if field not in agreed:
+                agreed[field] = (meta[field], path)
+            elif meta[field] != agreed[field][0]:
+                value, where = agreed[field]
+                raise ConfigError(f"{path} and {where} disagree on {field} ({meta[field]!r} and {value!r}): their jobs "
+                                  "were not measured alike, and one run cannot say how both were",
+                                  fix="collect the artifacts of one workflow run (one commit, one llmsweep, the "
+                                      "workflow's options) into one folder; re-run the jobs that differ, or collect "
+                                      "each set into a run of its own")
+    return {field: value for field, (value, _) in agreed.items()}
 
 
 def _read_run_meta(path: Path) -> tuple[dict[str, Any] | None, str]:

@@ -821,3 +821,48 @@ def test_a_rerun_jobs_upload_replaces_the_earlier_attempts_artifact() -> None:
                if s.get("uses", "").startswith("actions/upload-artifact@")]
     assert {s["with"]["name"] for s in uploads} == {"bmk_${{ matrix.job }}", "dashboard"}
     assert all(s["with"].get("overwrite") is True for s in uploads), uploads
+
+
+def _run_artifact(artifacts: Path, job: str, status: str = "valid", **meta: Any) -> Path:
+    """A runner job's artifact as `llmsweep run --job JOB` leaves it: run.json and the job's folder."""
+    run = artifacts / f"bmk_{job}"
+    (run / "jobs" / job).mkdir(parents=True)
+    (run / "jobs" / job / "job.json").write_text(json.dumps({"id": job}))
+    record = {"run_id": f"r-{job}", "llmsweep_version": "0.1.0", "started": "2026-01-01T00:00:00+00:00",
+              "recipe_files": ["recipes/chg.yaml"], "executor": "local", "measurement": "m6-aaaa", "repeats": 1,
+              "simulated_clock": "virtual", "power_backend": "auto", "expected_job_ids": [job],
+              "outcomes": [{"job_id": job, "exp_name": "x", "status": status}], **meta}
+    (run / "run.json").write_text(json.dumps({k: v for k, v in record.items() if v is not None}))  # None: absent
+    return run / "run.json"
+
+
+@pytest.mark.parametrize(("field", "other"), [
+    ("measurement", "m5-bbbb"), ("llmsweep_version", "0.2.0"), ("simulated_clock", "wall"),
+    ("recipe_files", ["recipes/other.yaml"]), ("executor", "slurm"), ("power_backend", "off"),
+])
+def test_collect_refuses_artifacts_that_did_not_measure_alike(tmp_path: Path, field: str, other: object) -> None:
+    """Every artifact's run.json but the first was read for outcomes alone: artifacts measured under another
+    llmsweep, measurement definition, clock, executor, power backend or recipe set (the downloads of two workflow
+    runs in one folder) merged into one run labelled with the first one's, and its results stored and compared as
+    measured alike. Refused, naming both files and what differs, before anything is written."""
+    artifacts = tmp_path / "artifacts"
+    first = _run_artifact(artifacts, "job-a")
+    second = _run_artifact(artifacts, "job-b", **{field: other})
+    with pytest.raises(ConfigError) as err:
+        collect(artifacts, tmp_path / "sweep", run_id="gh-1-1", expected=["job-a", "job-b"])
+    said = str(err.value)
+    assert f"{second} and {first} disagree on {field}" in said and repr(other) in said, said
+    assert not (tmp_path / "sweep").exists()
+
+
+def test_collect_keeps_what_the_jobs_measured_under(tmp_path: Path) -> None:
+    """The merged run.json dropped the fields `run` records of what its jobs measured under (the simulator's clock,
+    the power backend, the repeats): the collected run said less than each of its jobs' runs."""
+    artifacts = tmp_path / "artifacts"
+    _run_artifact(artifacts, "job-a")
+    _run_artifact(artifacts, "job-b", simulated_clock=None, eval_settings={"task": "gsm8k"})
+    meta = collect(artifacts, tmp_path / "sweep", run_id="gh-1-1", expected=["job-a", "job-b"])
+    assert {k: meta.get(k) for k in ("simulated_clock", "power_backend", "repeats", "eval_settings", "measurement")} \
+        == {"simulated_clock": "virtual", "power_backend": "auto", "repeats": 1, "eval_settings": {"task": "gsm8k"},
+            "measurement": "m6-aaaa"}
+    assert json.loads((tmp_path / "sweep" / "run.json").read_text())["simulated_clock"] == "virtual"
