@@ -435,6 +435,7 @@ def collect(artifacts: Path, out: Path, *, run_id: str, expected: Sequence[str] 
                  if "jobs" not in p.relative_to(artifacts).parts[:-1]]
     read = {path: _read_run_meta(path) for path in run_files}
     alike = _measured_alike({path: meta for path, (meta, _) in read.items() if meta is not None})
+    _one_artifact_per_job({path: meta or {} for path, (meta, _) in read.items()})
     (out / "jobs").mkdir(parents=True, exist_ok=True)
     for meta_path in run_files:
         run_dir = meta_path.parent
@@ -509,6 +510,24 @@ def _measured_alike(metas: Mapping[Path, Mapping[str, Any]]) -> dict[str, Any]:
                                       "workflow's options) into one folder; re-run the jobs that differ, or collect "
                                       "each set into a run of its own")
     return {field: value for field, (value, _) in agreed.items()}
+
+
+def _one_artifact_per_job(metas: Mapping[Path, Mapping[str, Any]]) -> None:
+    """Refuse two run folders that hold the same job (an outcome, an expected id or a job folder of it): merged, the
+    one read last would decide its outcome — a failure hidden by a pass — and their job folders would be copied into
+    one. A sweep's matrix runs each job once, in an artifact of its own; two are the downloads of two workflow runs."""
+    holder: dict[str, Path] = {}
+    for path, meta in metas.items():
+        jobs_dir = path.parent / "jobs"
+        held = {*(o["job_id"] for o in meta.get("outcomes") or []), *(meta.get("expected_job_ids") or []),
+                *(d.name for d in (jobs_dir.iterdir() if jobs_dir.is_dir() else ()) if d.is_dir())}
+        for job in sorted(held):
+            if job in holder:
+                raise ConfigError(f"{path} and {holder[job]} both record {job}: one sweep runs each job once, and "
+                                  "merged, one of the two would decide its outcome",
+                                  fix="collect the artifacts of one workflow run (its bmk_* artifacts, each once) "
+                                      "into one folder; collect another run's into a run of its own")
+            holder[job] = path
 
 
 def _read_run_meta(path: Path) -> tuple[dict[str, Any] | None, str]:

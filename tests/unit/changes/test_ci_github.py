@@ -866,3 +866,17 @@ def test_collect_keeps_what_the_jobs_measured_under(tmp_path: Path) -> None:
         == {"simulated_clock": "virtual", "power_backend": "auto", "repeats": 1, "eval_settings": {"task": "gsm8k"},
             "measurement": "m6-aaaa"}
     assert json.loads((tmp_path / "sweep" / "run.json").read_text())["simulated_clock"] == "virtual"
+
+
+def test_collect_refuses_two_artifacts_of_one_job(tmp_path: Path) -> None:
+    """Two artifacts holding the same job (two workflow runs' downloads side by side, `gh run download` of each) were
+    merged silently: the outcome of the one sorted last won — a failure hidden by a pass, or a pass by a failure — and
+    both job folders were copied into one, their files mixed. Refused, naming both files; nothing is written."""
+    artifacts = tmp_path / "artifacts"
+    passed = _run_artifact(artifacts / "run-1", "job-a")
+    failed = _run_artifact(artifacts / "run-2", "job-a", status="failed")
+    _run_artifact(artifacts / "run-2", "job-b")
+    with pytest.raises(ConfigError) as err:
+        collect(artifacts, tmp_path / "sweep", run_id="gh-1-1", expected=["job-a", "job-b"])
+    assert f"{failed} and {passed} both record job-a" in str(err.value), str(err.value)
+    assert not (tmp_path / "sweep").exists()
