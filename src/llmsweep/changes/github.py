@@ -238,6 +238,24 @@ def workflow_root(out: Path) -> Path:
     return git_toplevel(Path.cwd()) or Path.cwd()
 
 
+def install_command(root: Path) -> str:
+    """How the workflow's jobs install llmsweep in the checkout of the repository `root`: `pip install .` where that
+    repository is llmsweep's own (its pyproject.toml names the project `llmsweep`), else the llmsweep that writes the
+    workflow, pinned — a repository of recipes is not installable, or installs something else."""
+    import shlex
+    import tomllib
+
+    from llmsweep import __version__
+
+    try:
+        project = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8")).get("project") or {}
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        project = {}
+    if isinstance(project, dict) and project.get("name") == "llmsweep":
+        return "pip install ."
+    return f"pip install {shlex.quote(f'llmsweep=={__version__}')}"
+
+
 def repo_path(path: Path, root: Path, what: str) -> Path:
     """`path` (as typed: relative to the current directory, or absolute) relative to the repository `root` the
     workflow runs in (:func:`workflow_root`), as its steps must name it. A path outside `root` is refused: the

@@ -47,10 +47,15 @@ def ci() -> None:
               help="Results store path on the collect runner (LLMSWEEP_STORE in the workflow); it must hold the "
               "baseline and persist between runs, e.g. a shared disk of a self-hosted runner.")
 @click.option("--collect-runner", default="ubuntu-latest", show_default=True, help="runs-on of the collect job.")
+@click.option("--install", default=None, metavar="CMD",
+              help="The shell command each job installs llmsweep with, at the root of the repository's checkout "
+              "(e.g. `pip install 'git+https://…/llmsweep@<tag>'`). Default: `pip install .` in llmsweep's own "
+              "repository, else `pip install 'llmsweep==<this version>'`.")
 @option("runner_labels")
 @runner_config_option()
 def github(files: tuple[Path, ...], out: Path, source: str, baseline: str | None, ci_store: str | None,
-           collect_runner: str, runner_labels: tuple[str, ...], runner_config: Path | None) -> None:
+           collect_runner: str, install: str | None, runner_labels: tuple[str, ...],
+           runner_config: Path | None) -> None:
     """Write a GitHub Actions workflow that sweeps FILES on a pull request labelled `full-sweep-enabled` or
     `full-sweep-fail-fast` (the latter cancels the sweep at the first failure), and on every push to main. With it,
     InferenceX's modifier labels change what runs: `evals-only` runs only the eval jobs, `all-evals` an eval for
@@ -64,7 +69,14 @@ def github(files: tuple[Path, ...], out: Path, source: str, baseline: str | None
     against --baseline with the success rate.
     """
     from llmsweep.catalog.fleet import default_fleet, load_fleet
-    from llmsweep.changes.github import dump_workflow, matrix_entries, repo_path, workflow, workflow_root
+    from llmsweep.changes.github import (
+        dump_workflow,
+        install_command,
+        matrix_entries,
+        repo_path,
+        workflow,
+        workflow_root,
+    )
     from llmsweep.plan import jobs_from_files
 
     refuse_unwritable(out, folder=False)
@@ -87,13 +99,19 @@ def github(files: tuple[Path, ...], out: Path, source: str, baseline: str | None
     # not on every push to main, when the workflow's setup job would fail on it
     _check_matrix_size(len(matrix_entries(jobs, fleet, runner_labels=runner_labels)))
     _say_refusals(jobs, files, runner_config, runner_labels=runner_labels)
+    if install is not None and not install.strip():
+        raise click.UsageError("--install is empty: the workflow's jobs would run without llmsweep installed; give the "
+                               "command that installs it, or leave --install out")
+    # the jobs run in the checkout of the repository the workflow is in: llmsweep only in llmsweep's own
+    install = install if install is not None else install_command(root)
     doc = workflow(in_repo, source="changes" if source == "changes" else "matrix", baseline=baseline,
                    runner_config=fleet_in_repo, store=ci_store, collect_runner=collect_runner,
-                   runner_labels=runner_labels)
+                   runner_labels=runner_labels, install=install)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(dump_workflow(doc), encoding="utf-8")
     click.echo(f"wrote {out}: {len(jobs)} job(s) at most, runner labels "
-               f"{', '.join(sorted({j.runner for j in jobs}))}; recipe paths relative to {root}", err=True)
+               f"{', '.join(sorted({j.runner for j in jobs}))}; recipe paths relative to {root}; each job installs "
+               f"llmsweep with `{install}` (--install CMD to change it)", err=True)
     click.echo(str(out))
 
 

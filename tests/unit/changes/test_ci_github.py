@@ -880,3 +880,33 @@ def test_collect_refuses_two_artifacts_of_one_job(tmp_path: Path) -> None:
         collect(artifacts, tmp_path / "sweep", run_id="gh-1-1", expected=["job-a", "job-b"])
     assert f"{failed} and {passed} both record job-a" in str(err.value), str(err.value)
     assert not (tmp_path / "sweep").exists()
+
+
+@pytest.mark.parametrize(("project", "given", "installs"), [
+    (None, (), f"pip install llmsweep=={__import__('llmsweep').__version__}"),  # a repository of recipes
+    ('[project]\nname = "inference-recipes"\n', (), f"pip install llmsweep=={__import__('llmsweep').__version__}"),
+    ('[project]\nname = "llmsweep"\n', (), "pip install ."),  # llmsweep's own checkout
+    (None, ("--install", "pip install 'git+https://example.com/llmsweep@v0.1.0'"),
+     "pip install 'git+https://example.com/llmsweep@v0.1.0'"),
+])
+def test_the_workflow_installs_llmsweep_in_a_repository_of_recipes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, project: str | None, given: tuple[str, ...],
+        installs: str) -> None:
+    """Every job installed llmsweep with `pip install .`: the checkout of the repository the workflow is in, which
+    is llmsweep only in llmsweep's own repository. In a benchmark engineer's repository of recipes each job failed
+    at that step (`Directory '.' is not installable`), or installed their project instead of llmsweep. The workflow
+    now installs the llmsweep that wrote it (`pip install .` in llmsweep's own checkout), or `--install CMD`."""
+    import yaml
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    write_recipe(repo)
+    if project is not None:
+        (repo / "pyproject.toml").write_text(project)
+    monkeypatch.chdir(repo)
+    wrote = CliRunner().invoke(cli, ["ci", "github", "recipes/chg.yaml", *given])
+    assert wrote.exit_code == 0, wrote.output
+    assert f"installs llmsweep with `{installs}`" in wrote.output
+    jobs = yaml.safe_load((repo / ".github" / "workflows" / "llmsweep-sweep.yml").read_text())["jobs"]
+    assert [_step(job, "Install llmsweep")["run"] for job in jobs.values()] == [installs] * 3
