@@ -373,7 +373,10 @@ def workflow(files: Sequence[Path], *, source: Source = "matrix", baseline: str 
     ]
     collect = {
         "needs": ["setup", "sweep"],
-        "if": "always() && needs.setup.outputs.run == 'true' && needs.setup.outputs.count != '0'",
+        # after the sweep whatever its jobs' results, but only when setup planned it: a setup whose `ci matrix` failed
+        # leaves `run` set and `count` unset, and collecting against no job ids would only fail again
+        "if": "always() && needs.setup.result == 'success' && needs.setup.outputs.run == 'true' && "
+              "needs.setup.outputs.count != '0'",
         "runs-on": collect_runner,
         **({"env": env} if env else {}),
         "steps": [

@@ -910,3 +910,18 @@ def test_the_workflow_installs_llmsweep_in_a_repository_of_recipes(
     assert f"installs llmsweep with `{installs}`" in wrote.output
     jobs = yaml.safe_load((repo / ".github" / "workflows" / "llmsweep-sweep.yml").read_text())["jobs"]
     assert [_step(job, "Install llmsweep")["run"] for job in jobs.values()] == [installs] * 3
+
+
+def test_the_collect_job_waits_for_a_setup_that_planned_the_sweep(tmp_path: Path) -> None:
+    """A failed job's outputs written before it failed stay readable: when `ci matrix` failed in the setup job (more
+    jobs than a matrix runs under `all-evals`, a changed job the files do not plan), its `run` output was already
+    'true' and `count` unset, so the collect job ran anyway (`always()`) and failed a second time, saying only that
+    the sweep's job ids were unknown. It runs only after a setup that succeeded."""
+    collect_job = workflow([Path("recipes/chg.yaml")])["jobs"]["collect"]
+    assert "needs.setup.result == 'success'" in collect_job["if"].split(" && ")
+    # what it had said: the merge step with the setup job's `jobs` output unset
+    merge = _step(collect_job, "Merge the jobs into one run")
+    (tmp_path / "artifacts").mkdir()
+    done = _bash(merge["run"], tmp_path, {"JOBS": "", "GITHUB_RUN_ID": "1", "GITHUB_RUN_ATTEMPT": "1"},
+                 _cli_shim(tmp_path))
+    assert done.returncode == 2 and "$JOBS, which is empty" in done.stderr, done.stderr
