@@ -463,7 +463,10 @@ def collect(artifacts: Path, out: Path, *, run_id: str, expected: Sequence[str] 
         job_dirs = sorted(p for p in (run_dir / "jobs").iterdir() if p.is_dir()) if (run_dir / "jobs").is_dir() else []
         meta, problem = read[meta_path]
         if meta is None:
-            for job in _artifact_jobs(run_dir, job_dirs) or [run_dir.relative_to(artifacts).as_posix()]:
+            # a run.json at the folder's root is the one artifact download-artifact extracted flat (a pattern that
+            # matches one artifact): the sweep's one job, when neither its name nor a job folder says which
+            flat = (list(expected) if run_dir == artifacts else []) or [run_dir.relative_to(artifacts).as_posix()]
+            for job in _artifact_jobs(run_dir, job_dirs) or flat:
                 failed(job, f"{meta_path} {problem}")
             continue
         started += [meta["started"]] if isinstance(meta.get("started"), str) else []

@@ -925,3 +925,16 @@ def test_the_collect_job_waits_for_a_setup_that_planned_the_sweep(tmp_path: Path
     done = _bash(merge["run"], tmp_path, {"JOBS": "", "GITHUB_RUN_ID": "1", "GITHUB_RUN_ATTEMPT": "1"},
                  _cli_shim(tmp_path))
     assert done.returncode == 2 and "$JOBS, which is empty" in done.stderr, done.stderr
+
+
+def test_collect_of_one_flat_artifact_whose_run_json_is_cut_fails_its_job(tmp_path: Path) -> None:
+    """actions/download-artifact extracts a pattern that matches one artifact flat into its path (no `bmk_<job>`
+    folder): a one-job sweep (`--source changes` on a pull request that changes one job) whose run.json was cut
+    short was collected as two jobs — a job named `.` failed with the file's problem, and the sweep's job failed for
+    `no artifact`. Its job is failed with the file's problem, and is the only job."""
+    artifacts = tmp_path / "artifacts"
+    artifacts.mkdir()
+    (artifacts / "run.json").write_text('{"run_id": ')
+    meta = collect(artifacts, tmp_path / "sweep", run_id="gh-1-1", expected=["job-a"])
+    assert [o["job_id"] for o in meta["outcomes"]] == ["job-a"]
+    assert meta["outcomes"][0]["reasons"][0].startswith(f"{artifacts / 'run.json'} is not valid JSON")
