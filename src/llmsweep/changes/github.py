@@ -507,11 +507,11 @@ def collect(artifacts: Path, out: Path, *, run_id: str, expected: Sequence[str] 
 def _run_identity() -> tuple[str, ...]:
     """The run.json fields that say how a run's jobs were measured, which every job of one collected run shares: the
     llmsweep and its measurement definitions, the executor, the recipe files, the repeats, the runner labels vouched
-    for, and what `run --resume` holds a run to (`execute.pipeline._MEASURED_BY`: simulator or engine, clock, trace
+    for, and what `run --resume` holds a run to (`execute.pipeline.MEASURED_BY`: simulator or engine, clock, trace
     corpus, eval settings, power backend)."""
-    from llmsweep.execute.pipeline import _MEASURED_BY
+    from llmsweep.execute.pipeline import MEASURED_BY
 
-    return ("llmsweep_version", "measurement", "executor", "recipe_files", "repeats", "runner_labels", *_MEASURED_BY)
+    return ("llmsweep_version", "measurement", "executor", "recipe_files", "repeats", "runner_labels", *MEASURED_BY)
 
 
 def _measured_alike(metas: Mapping[Path, Mapping[str, Any]]) -> dict[str, Any]:

@@ -508,7 +508,7 @@ def _write_run_meta(run_dir: Path, req: RunRequest, run_id: str, jobs: list[Job]
         if RETIRED in previous:  # the jobs the run retired, wherever they were recorded (`_record_retired`)
             meta[RETIRED] = previous[RETIRED]
         if _partial(req):  # what a narrower resume or --force does not exercise stays as the jobs it keeps were
-            for name in _MEASURED_BY:  # measured (a `--force --config-keys` of fixed-length keys dropped `traces`)
+            for name in MEASURED_BY:  # measured (a `--force --config-keys` of fixed-length keys dropped `traces`)
                 if name not in exercised:
                     meta.pop(name, None)
                     if name in previous:
@@ -962,7 +962,7 @@ def _eval_measured(req: RunRequest) -> dict[str, Any]:
             "dataset_sha256": digest, "limit": ev.limit, "max_tokens": ev.max_tokens}
 
 
-_MEASURED_BY = {"simulate": "on the simulator or an engine", "simulated_clock": "clock",
+MEASURED_BY = {"simulate": "on the simulator or an engine", "simulated_clock": "clock",
                 "traces": "trace corpus", "eval_settings": "eval settings", "power_backend": "power backend"}
 """The run.json fields `run` records of the options that change what a job measures, and how a refusal names each."""
 
@@ -989,7 +989,7 @@ def _measured_by(req: RunRequest, jobs: list[Job]) -> dict[str, object]:
 
 
 def _options_said(name: str, value: object) -> str:
-    """A recorded value of a `_MEASURED_BY` field as the options that give it."""
+    """A recorded value of a `MEASURED_BY` field as the options that give it."""
     if name == "simulate":
         return "--simulate" if value else "no --simulate"
     if name == "simulated_clock":
@@ -1028,7 +1028,7 @@ def _refuse_other_measurement(run_dir: Path, req: RunRequest, jobs: list[Job],
     if not isinstance(meta, dict):
         return
     recorded = {name: _traces_named(value) if name == "traces" else value for name, value in meta.items()
-                if name in _MEASURED_BY}
+                if name in MEASURED_BY}
     now = _measured_by(req, jobs)
     then_ev, now_ev = recorded.get("eval_settings"), now.get("eval_settings")
     if isinstance(then_ev, dict) and isinstance(now_ev, dict) and "dataset_sha256" not in then_ev:
@@ -1038,7 +1038,7 @@ def _refuse_other_measurement(run_dir: Path, req: RunRequest, jobs: list[Job],
               if name in recorded and recorded[name] != value]
     if not differ:
         return
-    said = "; ".join(f"its {_MEASURED_BY[name]}: it ran with {_options_said(name, recorded)}, now "
+    said = "; ".join(f"its {MEASURED_BY[name]}: it ran with {_options_said(name, recorded)}, now "
                      f"{_options_said(name, value)}" for name, recorded, value in differ)
     if not req.settings.resume:
         raise ConfigError(
