@@ -394,7 +394,10 @@ def workflow(files: Sequence[Path], *, source: Source = "matrix", baseline: str 
         "name": name,
         "on": {"pull_request": {"types": ["opened", "synchronize", "reopened", "labeled", "unlabeled"]},
                "push": {"branches": ["main"]}, "workflow_dispatch": {}},
-        "concurrency": {"group": "llmsweep-${{ github.event.pull_request.number || github.ref }}"
+        # a pull request's sweeps share a group (a new push cancels the running one); a push to main or a manual
+        # run has a group of its own: each push to main sweeps the jobs *it* changed, so one cancelled by the next
+        # push lost those jobs' measurement for good (the next push sweeps its own changes only)
+        "concurrency": {"group": "llmsweep-${{ github.event.pull_request.number || github.run_id }}"
                                  f"${{{{ {other_label} && format('-label-{{0}}', github.run_id) || '' }}}}",
                         "cancel-in-progress": True},
         "permissions": {"contents": "read"},

@@ -369,7 +369,9 @@ def test_only_a_label_that_changes_what_runs_restarts_the_sweep(action: str, lab
     assert (group == "llmsweep-7") is sweeps  # the running sweep's group: joining it cancels that sweep
     push = {"event_name": "push", "ref": "refs/heads/main", "run_id": 5, "event": {"action": None}}
     assert _evaluate(doc["jobs"]["setup"]["if"], push)
-    assert _interpolate(doc["concurrency"]["group"], push) == "llmsweep-refs/heads/main"
+    # each push to main sweeps the jobs it changed: a second push must not cancel the first one's sweep
+    later = {**push, "run_id": 6}
+    assert _interpolate(doc["concurrency"]["group"], push) != _interpolate(doc["concurrency"]["group"], later)
 
 
 def test_a_runner_label_the_fleet_file_omits_is_vouched_for_by_name(tmp_path: Path,
