@@ -97,9 +97,31 @@ def test_loader_reads_directories_and_skips_non_trace_json(tmp_path: Path, trace
     (tmp_path / "a.jsonl").write_text((traces_dir / "handbuilt.jsonl").read_text())
     single = json.loads((traces_dir / "handbuilt.jsonl").read_text().splitlines()[1])
     (tmp_path / "sub").mkdir()
-    (tmp_path / "sub" / "one.json").write_text(json.dumps(single))
+    (tmp_path / "sub" / "one.json").write_text(json.dumps({**single, "id": "tree-c"}))
     (tmp_path / "manifest.json").write_text(json.dumps({"sessions": 3}))
-    assert [t.id for t in load_traces(tmp_path)] == ["tree-a", "tree-b", "tree-b"]
+    assert [t.id for t in load_traces(tmp_path)] == ["tree-a", "tree-b", "tree-c"]
+
+
+def test_a_session_read_twice_is_refused_naming_both_places(tmp_path: Path, traces_dir: Path) -> None:
+    """AgentX's pipeline writes one file per session, then a traces.jsonl of them all: a folder holding both read
+    every session twice (a corpus double its size, each session's lane→trace share doubled), with nothing said."""
+    lines = (traces_dir / "handbuilt.jsonl").read_text().splitlines()
+    (tmp_path / "traces.jsonl").write_text("\n".join(lines) + "\n")
+    (tmp_path / "sessions").mkdir()
+    (tmp_path / "sessions" / "tree-b.json").write_text(lines[1])
+    with pytest.raises(DatasetError, match=r"traces\.jsonl:2: trace id 'tree-b' appears again \(first at "
+                                           r".*sessions/tree-b\.json:1\)") as caught:
+        load_traces(tmp_path)
+    assert "point at one or the other" in (caught.value.fix or "")
+    assert [t.id for t in load_traces(tmp_path / "traces.jsonl")] == ["tree-a", "tree-b"]
+    # within one file too, and in a JSON list by its item
+    (tmp_path / "twice.jsonl").write_text(lines[0] + "\n" + lines[1] + "\n" + lines[0] + "\n")
+    with pytest.raises(DatasetError, match=r"twice\.jsonl:3: trace id 'tree-a' appears again \(first at "
+                                           r".*twice\.jsonl:1\)"):
+        load_traces(tmp_path / "twice.jsonl")
+    (tmp_path / "list.json").write_text(f"[{lines[0]}, {lines[0]}]")
+    with pytest.raises(DatasetError, match=r"list\.json:1 \(item 1\): trace id 'tree-a' appears again"):
+        load_traces(tmp_path / "list.json")
 
 
 def test_loader_ignores_unknown_fields_but_names_file_and_line_of_bad_ones(tmp_path: Path) -> None:
@@ -211,13 +233,15 @@ def test_loader_reads_files_written_with_a_utf8_byte_order_mark(tmp_path: Path) 
     with pytest.raises(DatasetError, match=r"u16\.jsonl: not UTF-8 text \(UTF-16\)"):
         load_traces(tmp_path / "u16.jsonl")
     # gzip-compressed JSON lines are read, named .jsonl.gz or a .gz that kept its .jsonl name; a cut one is said
+    other = json.dumps({**trace, "id": "zwei"}) + "\n"
     for name in ("gz.jsonl", "t.jsonl.gz"):
-        (tmp_path / name).write_bytes(gzip.compress(line.encode() * 2))
-        assert [t.id for t in load_traces(tmp_path / name)] == ["séance-☃"] * 2
-    (tmp_path / "cut.jsonl.gz").write_bytes(gzip.compress(line.encode() * 50)[:-12])
+        (tmp_path / name).write_bytes(gzip.compress((line + other).encode()))
+        assert [t.id for t in load_traces(tmp_path / name)] == ["séance-☃", "zwei"]
+    many = [(json.dumps({**trace, "id": f"s{k}"}) + "\n").encode() for k in range(50)]
+    (tmp_path / "cut.jsonl.gz").write_bytes(gzip.compress(b"".join(many))[:-12])
     with pytest.raises(DatasetError, match=r"cut\.jsonl\.gz: the gzip stream is damaged after line"):
         load_traces(tmp_path / "cut.jsonl.gz")
-    (tmp_path / "bad.jsonl").write_bytes(line.encode() * 2 + line.encode().replace(b"s\\u", b"\xff"))
+    (tmp_path / "bad.jsonl").write_bytes(b"".join(many[:2]) + line.encode().replace(b"s\\u", b"\xff"))
     with pytest.raises(DatasetError, match=r"bad\.jsonl:3: not valid JSON"):
         load_traces(tmp_path / "bad.jsonl")
     (tmp_path / "bad.json").write_bytes(b'[{"id": "\xff"}]')
@@ -294,3 +318,4 @@ def test_json_lines_and_gzip_under_other_names_are_read_not_called_invalid_json(
     (tmp_path / "cut.json.gz").write_bytes(gzip.compress(json.dumps(traces).encode())[:-12])
     with pytest.raises(DatasetError, match=r"cut\.json\.gz: the gzip stream is damaged"):
         load_traces(tmp_path / "cut.json.gz")
+

@@ -97,9 +97,21 @@ def _read(source: str | Path, limit: int | None, files: list[tuple[Path, bool]] 
 
 
 def iter_traces(source: str | Path, files: list[tuple[Path, bool]] | None = None) -> Iterator[Trace]:
-    """The traces of `source` one by one (`files`: its `_source_files`, when already resolved)."""
+    """The traces of `source` one by one (`files`: its `_source_files`, when already resolved). A trace id seen
+    before in the source is refused, naming both places: replay knows a session by its id (records, cache-bust
+    markers, block text), and a folder holding per-session files beside the traces.jsonl made from them replayed
+    every session twice, unsaid."""
+    first_at: dict[str, str] = {}
     for path, strict in _source_files(source) if files is None else files:
-        yield from read_trace_file(path, strict=strict)
+        for where, trace in _located_traces(path, strict=strict):
+            first = first_at.setdefault(trace.id, where)
+            if first is not where:
+                raise DatasetError(
+                    f"{where}: trace id {trace.id!r} appears again (first at {first}): a corpus holds each session "
+                    "once, and replay tells sessions apart by their id",
+                    fix="remove the duplicate session, or give it an id of its own (a folder holding per-session "
+                        "files beside the traces.jsonl built from them: point at one or the other)")
+            yield trace
 
 
 def _source_files(source: str | Path) -> list[tuple[Path, bool]]:
@@ -133,6 +145,12 @@ def read_trace_file(path: Path, *, strict: bool = True) -> Iterator[Trace]:
     object or a list of objects, or, when it holds one JSON value after another, JSON lines (`datasets`' `to_json`
     writes them under `.json`). A UTF-8 byte order mark (Notepad's and PowerShell's UTF-8) is skipped: it made line 1
     'not valid JSON'."""
+    for _, trace in _located_traces(path, strict=strict):
+        yield trace
+
+
+def _located_traces(path: Path, *, strict: bool) -> Iterator[tuple[str, Trace]]:
+    """`read_trace_file`'s traces, each with where it was read (`file:line`, and the item of a JSON list)."""
     if path.suffix == ".jsonl" or path.name.endswith(GZIP_SUFFIX):
         yield from _trace_lines(path)
         return
@@ -162,12 +180,14 @@ def read_trace_file(path: Path, *, strict: bool = True) -> Iterator[Trace]:
         if not strict and not (isinstance(item, dict) and "requests" in item):
             log.debug("skipping %s: not a trace object", path)
             return
-        yield _parse(obj=item, where=f"{path}:1" + (f" (item {i})" if isinstance(data, list) else ""))
+        where = f"{path}:1" + (f" (item {i})" if isinstance(data, list) else "")
+        yield where, _parse(obj=item, where=where)
 
 
-def _trace_lines(path: Path) -> Iterator[Trace]:
+def _trace_lines(path: Path) -> Iterator[tuple[str, Trace]]:
     for lineno, line in json_lines(path):
-        yield _parse(json_text=line, where=f"{path}:{lineno}")
+        where = f"{path}:{lineno}"
+        yield where, _parse(json_text=line, where=where)
 
 
 def json_lines(path: Path) -> Iterator[tuple[int, bytes]]:
@@ -224,9 +244,7 @@ def _dir_files(directory: Path) -> list[Path]:
 
 def _parse(*, where: str, json_text: str | bytes | None = None, obj: Any = None) -> Trace:
     try:
-        if json_text is not None:
-            return Trace.model_validate_json(json_text)
-        return Trace.model_validate(obj)
+        trace = Trace.model_validate_json(json_text) if json_text is not None else Trace.model_validate(obj)
     except ValidationError as exc:
         first = exc.errors()[0]
         if first["type"] == "json_invalid":
@@ -239,6 +257,7 @@ def _parse(*, where: str, json_text: str | bytes | None = None, obj: Any = None)
             f"{where}: not a Weka trace: {loc}: {first['msg']}{more}",
             fix="each trace needs id and requests[]; each request t, in, out (see research/agentx-spec §2.3)",
         ) from None
+    return trace
 
 
 def _looks_like_hub_id(text: str) -> bool:
