@@ -319,3 +319,21 @@ def test_json_lines_and_gzip_under_other_names_are_read_not_called_invalid_json(
     with pytest.raises(DatasetError, match=r"cut\.json\.gz: the gzip stream is damaged"):
         load_traces(tmp_path / "cut.json.gz")
 
+
+def test_top_level_requests_out_of_start_order_are_refused_naming_the_line(tmp_path: Path) -> None:
+    """A trace whose turn at t=40 s is listed after the one at t=300 s loaded: the plan took a 279 s pause, then ran
+    the earlier turn at once, and t* was bisected over unsorted starts — another timeline under the corpus's name."""
+    def turn(t: float, n: int) -> dict[str, object]:
+        return {"t": t, "in": 64 * n, "out": 8, "hash_ids": list(range(n)), "api_time": 1.0}
+
+    sub = {"type": "subagent", "t": 21.5, "agent_id": "a", "requests": [turn(21.5, 1), turn(25.0, 2)]}
+    ordered = {"id": "ok", "requests": [turn(0, 1), turn(10, 2), turn(20, 3), sub, turn(20, 4), turn(40, 5)]}
+    unordered = {"id": "bad", "requests": [turn(0, 1), turn(10, 2), turn(300, 3), sub, turn(40, 4)]}
+    path = tmp_path / "t.jsonl"
+    path.write_text(json.dumps(ordered) + "\n" + json.dumps(unordered) + "\n")
+    with pytest.raises(DatasetError, match=r"t\.jsonl:2: trace 'bad': requests\.4\.t = 40 s is before "
+                                           r"requests\.2\.t = 300 s") as caught:
+        load_traces(path)
+    assert "sort each trace's requests[] by t" in (caught.value.fix or "")
+    path.write_text(json.dumps(ordered) + "\n")  # equal starts, and a subagent between turns, are in order
+    assert [len(t.main_requests) for t in load_traces(path)] == [5]

@@ -21,7 +21,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from llmsweep.errors import DatasetError
-from llmsweep.workload.traces.schema import Corpus, Trace
+from llmsweep.workload.traces.schema import Corpus, SubagentEntry, Trace
 
 log = logging.getLogger(__name__)
 
@@ -257,7 +257,25 @@ def _parse(*, where: str, json_text: str | bytes | None = None, obj: Any = None)
             f"{where}: not a Weka trace: {loc}: {first['msg']}{more}",
             fix="each trace needs id and requests[]; each request t, in, out (see research/agentx-spec §2.3)",
         ) from None
+    _refuse_unordered(trace, where)
     return trace
+
+
+def _refuse_unordered(trace: Trace, where: str) -> None:
+    """A trace's top-level requests must be in the order they started (the format lists `requests[]` by first
+    appearance): replay derives each turn's delay from the previous turn's end and samples its warm-start point t*
+    by bisecting the turns' starts, so a turn listed after a later one loaded, and the replay ran the session on
+    another timeline, unsaid."""
+    prev: tuple[int, float] | None = None
+    for k, entry in enumerate(trace.requests):
+        if isinstance(entry, SubagentEntry):
+            continue
+        if prev is not None and entry.t < prev[1]:
+            raise DatasetError(
+                f"{where}: trace {trace.id!r}: requests.{k}.t = {entry.t:g} s is before requests.{prev[0]}.t = "
+                f"{prev[1]:g} s, the top-level request listed above it: the requests are not in the order they "
+                "started", fix="sort each trace's requests[] by t (the Weka format lists them chronologically)")
+        prev = (k, entry.t)
 
 
 def _looks_like_hub_id(text: str) -> bool:
