@@ -155,19 +155,34 @@ def trace_source_label(job: Job) -> str | None:
 
 def check_trace_sources(jobs: list[Job]) -> dict[str, LlmsweepError]:
     """Resolve every distinct external trace source of `jobs` once (a local file or directory must hold a trace a
-    replay can play; a dataset id is fetched into, or found in, the Hugging Face cache); returns the ones that cannot
-    be read, with why and the fix. The whole corpus is read, as each job's replay reads it: a bad line after the
-    first trace refuses the jobs here, before any server starts, instead of failing each job once its server is up."""
+    replay can play; a dataset id is fetched into, or found in, the Hugging Face cache; a Mooncake trace's rows must
+    load); returns the ones that cannot be read, with why and the fix. The whole corpus is read, as each job's replay
+    reads it: a bad line after the first trace refuses the jobs here, before any server starts, instead of failing
+    each job once its server is up."""
     from pathlib import Path
 
+    from llmsweep.workload.mooncake import load_mooncake
     from llmsweep.workload.traces.loader import iter_traces
 
     failed: dict[str, LlmsweepError] = {}
     for source in sorted({s for s in map(trace_source_label, jobs) if s is not None}):
-        if any(j.workload.scenario is ScenarioId.MOONCAKE_REPLAY and trace_source_label(j) == source for j in jobs):
+        replays = [j.workload.replay for j in jobs
+                   if j.workload.scenario is ScenarioId.MOONCAKE_REPLAY and trace_source_label(j) == source]
+        if replays:
             if not Path(source).is_file():
                 failed[source] = DatasetError(f"Mooncake trace {source} does not exist",
                                               fix="check `workload.replay.mooncake`")
+                continue
+            # its rows, as far as the job reading most of them reads (`max-rows`): a damaged row was found only when
+            # the job's workload was built, after its server had started
+            limits = [r.max_rows if r is not None else None for r in replays]
+            try:
+                load_mooncake(source, limit=None if None in limits else max(x for x in limits if x is not None))
+            except LlmsweepError as exc:
+                named = str(Path(source))  # the loader's message starts with the path (and the line): said once
+                why = f"{source}{exc.message[len(named):]}" if exc.message.startswith(named) else exc.message
+                failed[source] = DatasetError(f"Mooncake trace {why}",
+                                              fix=exc.fix or "check `workload.replay.mooncake`")
             continue
         traces = playable = 0
         try:

@@ -12,6 +12,7 @@ from llmsweep import engines
 from llmsweep.cli.sim import engine_config_from_argv
 from llmsweep.execute.lifecycle import LifecycleSettings, _run_options, _workload
 from llmsweep.plan import jobs_from_files
+from llmsweep.plan.job import Job
 from llmsweep.plan.point import Point, points_of
 from llmsweep.sim.predict import predict_point
 from llmsweep.workload.mooncake import MooncakeWorkload
@@ -114,3 +115,30 @@ def test_a_trace_source_bad_after_its_first_trace_is_refused_before_any_server(t
     assert "no trace with a top-level request" in error.message
     corpus.write_text("\n".join(good) + "\n")
     assert check_trace_sources(with_traces(jobs, str(corpus))) == {}
+
+
+def test_a_damaged_mooncake_row_is_refused_before_any_server(tmp_path: Path) -> None:
+    """A Mooncake trace was checked only for existing: a row with no input length (or out of timestamp order) was
+    found when the job's workload was built, after its server had started — a model load of GPU time per job. Its
+    rows are read as far as the job reading most of them reads (`max-rows`)."""
+    from llmsweep.plan.point import check_trace_sources
+
+    trace = tmp_path / "trace.jsonl"
+    rows = [json.dumps({"timestamp": 50 * i, "input_length": 600, "output_length": 5, "hash_ids": [0, i]})
+            for i in range(10)]
+    trace.write_text("\n".join([*rows[:6], '{"timestamp": 300, "output_length": 5}', *rows[7:]]) + "\n")
+
+    def jobs(replay: str) -> list[Job]:
+        recipe = tmp_path / "replay.yaml"
+        recipe.write_text((RUN / "replay-sim.yaml").read_text().replace("mooncake: TRACE", replay))
+        return jobs_from_files([recipe])
+
+    (error,) = check_trace_sources(jobs(f"mooncake: {trace}")).values()
+    assert error.message == (f"Mooncake trace {trace}:7: not a Mooncake row: input_length: Field required"), error
+    assert "input_length" in (error.fix or "")
+    assert check_trace_sources(jobs(f"{{ mooncake: {trace}, max-rows: 6 }}")) == {}  # the bad row is never read
+    trace.write_text("\n".join([*rows[:6], rows[2], *rows[7:]]) + "\n")  # a row that arrives before the one above
+    (error,) = check_trace_sources(jobs(f"mooncake: {trace}")).values()
+    assert f"{trace}:7: the row arrives at 0.1 s, before the row of line 6" in error.message
+    trace.write_text("\n".join(rows) + "\n")
+    assert check_trace_sources(jobs(f"mooncake: {trace}")) == {}
