@@ -45,10 +45,10 @@ def synth(out: Path, n_traces: int, seed: int, max_isl: int) -> None:
               help="Compare with the published figures scaled to a corpus made with `synth --max-isl` this value.")
 def stats(source: str, as_json: bool, limit: int | None, scale_to: int) -> None:
     """Corpus statistics of SOURCE (a JSONL/JSON file, a directory, or a Hugging Face dataset id)."""
-    from llmsweep.workload.traces.loader import load_traces
+    from llmsweep.workload.traces.loader import stream_traces
     from llmsweep.workload.traces.stats import band_report, corpus_stats
 
-    result = corpus_stats(load_traces(source, limit=limit))
+    result = corpus_stats(stream_traces(source, limit=limit))  # one trace at a time: a corpus can take gigabytes
     bands = band_report(result, scale=scale_to / FULL_SCALE_ISL)
     if as_json:
         click.echo(json.dumps({**result.to_json(), "reference": bands}, indent=2))

@@ -83,17 +83,25 @@ def load_corpus(source: str | Path) -> Corpus:
 
 
 def _read(source: str | Path, limit: int | None, files: list[tuple[Path, bool]] | None = None) -> list[Trace]:
-    traces: list[Trace] = []
+    return list(stream_traces(source, limit=limit, files=files))
+
+
+def stream_traces(source: str | Path, *, limit: int | None = None,
+                  files: list[tuple[Path, bool]] | None = None) -> Iterator[Trace]:
+    """`load_traces` one trace at a time, none kept: for one pass over a corpus (`traces stats`), whose traces held
+    at once take several times the file's size in memory (3.7 GB for a 0.5 GB traces.jsonl). A source that holds no
+    trace is refused once it is read through."""
+    count = 0
     for trace in iter_traces(source, files):
-        traces.append(trace)
-        if limit is not None and len(traces) >= limit:
-            break
-    if not traces:
+        yield trace
+        count += 1
+        if limit is not None and count >= limit:
+            return
+    if not count:
         raise DatasetError(
             f"no traces found in {source}",
             fix="point at a traces.jsonl, a directory of trace JSON/JSONL files, or a Hugging Face dataset id",
         )
-    return traces
 
 
 def iter_traces(source: str | Path, files: list[tuple[Path, bool]] | None = None) -> Iterator[Trace]:

@@ -7,7 +7,7 @@ with numpy over concatenated id arrays, so a corpus of millions of blocks takes 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -114,7 +114,9 @@ def _subagent_shape(trace: Trace) -> tuple[list[int], int, int]:
     return list(batches.values()), background, outliving
 
 
-def corpus_stats(traces: list[Trace]) -> CorpusStats:
+def corpus_stats(traces: Iterable[Trace]) -> CorpusStats:
+    """The statistics of `traces`, read in one pass: a stream of them (`loader.stream_traces`) is never held whole."""
+    count = 0
     isl: list[int] = []
     osl: list[int] = []
     think: list[float] = []
@@ -126,6 +128,7 @@ def corpus_stats(traces: list[Trace]) -> CorpusStats:
     seen_total = blocks_total = 0.0
     fractions: list[np.ndarray] = []
     for trace in traces:
+        count += 1
         rows = trace.all_requests()
         isl.extend(r.in_tokens for r in rows)
         osl.extend(r.out for r in rows)
@@ -145,7 +148,7 @@ def corpus_stats(traces: list[Trace]) -> CorpusStats:
     hits = np.concatenate(fractions) if fractions else np.zeros(0)
     think_arr = np.asarray(think, dtype=float)
     return CorpusStats(
-        traces=len(traces),
+        traces=count,
         main_turns=sum(main_turns),
         subagent_groups=sum(groups),
         subagent_inner_requests=sum(inners),
