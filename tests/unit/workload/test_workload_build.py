@@ -64,6 +64,12 @@ def test_agentx_loader_ids_resolve_to_hub_datasets(monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(loader, "download_dataset", fake_download)
     traces = loader.load_traces("semianalysis_cc_traces_weka_062126_256k")
     assert asked == ["semianalysisai/cc-traces-weka-062126-256k"] and len(traces) == 2
+    # AIPerf's legacy no-subagents loader answers to both spellings (research/agentx-spec §1.5): the short one was
+    # "neither a file, a directory nor a Hugging Face dataset id"
+    for legacy in ("semianalysis_cc_traces_weka", "semianalysis_cc_traces_weka_no_subagents"):
+        asked.clear()
+        loader.load_traces(legacy)
+        assert asked == ["semianalysisai/cc-traces-weka-no-subagents-051826"], legacy
 
 
 def test_synthetic_source_keyword() -> None:

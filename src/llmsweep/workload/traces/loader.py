@@ -42,7 +42,8 @@ AGENTX_LOADERS: dict[str, str] = {
        for d in ("061326", "061526", "062126")},
     **{f"semianalysis_cc_traces_weka_{d}_256k": f"semianalysisai/cc-traces-weka-{d}-256k"
        for d in ("061326", "061526", "062126")},
-    "semianalysis_cc_traces_weka_no_subagents": "semianalysisai/cc-traces-weka-no-subagents-051826",
+    **{f"semianalysis_cc_traces_weka{legacy}": "semianalysisai/cc-traces-weka-no-subagents-051826"
+       for legacy in ("", "_no_subagents")},
 }
 """AgentX/AIPerf `--public-dataset` loader ids → Hugging Face datasets (research/agentx-spec §1.5)."""
 
