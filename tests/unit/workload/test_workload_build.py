@@ -77,3 +77,31 @@ def test_synthetic_source_keyword() -> None:
 
     cfg = AgenticConfig(source="synthetic", synthetic=SynthProfile(traces=2, max_isl=16384), run_id="s")
     assert len(AgenticWorkload(cfg).traces) == 2
+
+
+def test_a_hub_dataset_of_gzip_compressed_json_lines_is_downloaded_and_read(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, traces_dir: Path) -> None:
+    """The loader reads `.jsonl.gz` wherever it finds one (`traces synth --out x.jsonl.gz`), but the hub download
+    asked only for `*.jsonl`/`*.json`: a dataset uploaded compressed came down empty, 'no traces found in org/name'."""
+    import fnmatch
+    import gzip
+
+    import huggingface_hub
+
+    remote = tmp_path / "remote"
+    remote.mkdir()
+    (remote / "traces.jsonl.gz").write_bytes(gzip.compress((traces_dir / "handbuilt.jsonl").read_bytes()))
+    (remote / "README.md").write_text("---\nconfigs: []\n---\n")
+
+    def snapshot_download(repo_id: str, *, repo_type: str, allow_patterns: list[str]) -> str:
+        """The hub's rule: only files matching a pattern come down."""
+        assert (repo_id, repo_type) == ("org/packed", "dataset")
+        local = tmp_path / "snapshot"
+        local.mkdir(exist_ok=True)
+        for f in remote.iterdir():
+            if any(fnmatch.fnmatch(f.name, p) for p in allow_patterns):
+                (local / f.name).write_bytes(f.read_bytes())
+        return str(local)
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", snapshot_download)
+    assert [t.id for t in loader.load_traces("org/packed")] == ["tree-a", "tree-b"]

@@ -136,8 +136,10 @@ def _source_files(source: str | Path) -> list[tuple[Path, bool]]:
         return [(p, False) for p in _dir_files(path)]
     if _looks_like_hub_id(str(source)):
         local = download_dataset(str(source))
-        canonical = local / "traces.jsonl"  # the dataset's default split; other JSON there is metadata
-        return [(canonical, True)] if canonical.is_file() else [(p, False) for p in _dir_files(local)]
+        for canonical in (local / "traces.jsonl", local / f"traces{GZIP_SUFFIX}"):  # the dataset's default split;
+            if canonical.is_file():  # other JSON there is metadata
+                return [(canonical, True)]
+        return [(p, False) for p in _dir_files(local)]
     if "/" in str(source) or Path(str(source)).suffix:
         raise DatasetError(f"trace source {source} does not exist (no such file or directory)",
                            fix="check the path (relative paths are read from the current directory); hub dataset ids "
@@ -298,7 +300,8 @@ def _looks_like_hub_id(text: str) -> bool:
 
 
 def download_dataset(repo_id: str) -> Path:
-    """Local snapshot of a Hugging Face dataset's JSON/JSONL files (hub cache; network only on a cache miss)."""
+    """Local snapshot of a Hugging Face dataset's JSON/JSONL files, gzip-compressed JSON lines too (hub cache;
+    network only on a cache miss)."""
     try:
         from huggingface_hub import snapshot_download
     except ModuleNotFoundError:
@@ -307,7 +310,7 @@ def download_dataset(repo_id: str) -> Path:
             fix="pip install 'llmsweep[hf]', or download the dataset and pass its directory",
         ) from None
     try:
-        local = snapshot_download(repo_id, repo_type="dataset", allow_patterns=["*.jsonl", "*.json"])
+        local = snapshot_download(repo_id, repo_type="dataset", allow_patterns=["*.jsonl", "*.json", f"*{GZIP_SUFFIX}"])
     except Exception as exc:  # network, auth or missing repo: one message for the user
         raise DatasetError(
             # the hub's own text runs over several lines: a reason is one line (tables, reports, the store)
