@@ -40,10 +40,25 @@ MILLION_CONTEXT_FAMILIES: tuple[str, ...] = ("dsv4", "glm5.2", "minimaxm3", "kim
 
 DEFAULT_CORPUS = "semianalysis_cc_traces_weka_062126"
 DEFAULT_CORPUS_256K = "semianalysis_cc_traces_weka_062126_256k"
-CORPUS_DATASETS: dict[str, str] = {
-    DEFAULT_CORPUS: "semianalysisai/cc-traces-weka-062126",
-    DEFAULT_CORPUS_256K: "semianalysisai/cc-traces-weka-062126-256k",
+
+_DATED = ("060226", "060526", "060826")
+AGENTX_LOADERS: dict[str, str] = {
+    "semianalysis_cc_traces_weka_with_subagents": "semianalysisai/cc-traces-weka-061526",
+    "semianalysis_cc_traces_weka_with_subagents_256k": "semianalysisai/cc-traces-weka-061526-256k",
+    **{f"semianalysis_cc_traces_weka_with_subagents_{d}": f"semianalysisai/cc-traces-weka-with-subagents-{d}"
+       for d in _DATED},
+    **{f"semianalysis_cc_traces_weka_with_subagents_{d}_256k":
+       f"semianalysisai/cc-traces-weka-with-subagents-{d}-256k" for d in _DATED},
+    **{f"semianalysis_cc_traces_weka_{d}": f"semianalysisai/cc-traces-weka-{d}"
+       for d in ("061326", "061526", "062126")},
+    **{f"semianalysis_cc_traces_weka_{d}_256k": f"semianalysisai/cc-traces-weka-{d}-256k"
+       for d in ("061326", "061526", "062126")},
+    **{f"semianalysis_cc_traces_weka{legacy}": "semianalysisai/cc-traces-weka-no-subagents-051826"
+       for legacy in ("", "_no_subagents")},
 }
+"""AgentX/AIPerf `--public-dataset` loader ids → Hugging Face datasets (research/agentx-spec §1.5)."""
+CORPUS_DATASETS: dict[str, str] = {loader: AGENTX_LOADERS[loader] for loader in (DEFAULT_CORPUS, DEFAULT_CORPUS_256K)}
+"""The default corpora's datasets (`default_corpus`): what `AGENTX_LOADERS` resolves their loader ids to."""
 
 
 CUT_256K_TOKENS = 256_000

@@ -21,6 +21,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from llmsweep.errors import DatasetError
+from llmsweep.spec.workload import AGENTX_LOADERS
 from llmsweep.workload.traces.schema import Corpus, SubagentEntry, Trace
 
 log = logging.getLogger(__name__)
@@ -30,22 +31,6 @@ GZIP_SUFFIX = ".jsonl.gz"
 """Gzip-compressed JSON lines (a run's kept corpus, `workload.traces.kept`; or any corpus compressed to travel)."""
 _GZIP_MAGIC = b"\x1f\x8b"
 
-_DATED = ("060226", "060526", "060826")
-AGENTX_LOADERS: dict[str, str] = {
-    "semianalysis_cc_traces_weka_with_subagents": "semianalysisai/cc-traces-weka-061526",
-    "semianalysis_cc_traces_weka_with_subagents_256k": "semianalysisai/cc-traces-weka-061526-256k",
-    **{f"semianalysis_cc_traces_weka_with_subagents_{d}": f"semianalysisai/cc-traces-weka-with-subagents-{d}"
-       for d in _DATED},
-    **{f"semianalysis_cc_traces_weka_with_subagents_{d}_256k":
-       f"semianalysisai/cc-traces-weka-with-subagents-{d}-256k" for d in _DATED},
-    **{f"semianalysis_cc_traces_weka_{d}": f"semianalysisai/cc-traces-weka-{d}"
-       for d in ("061326", "061526", "062126")},
-    **{f"semianalysis_cc_traces_weka_{d}_256k": f"semianalysisai/cc-traces-weka-{d}-256k"
-       for d in ("061326", "061526", "062126")},
-    **{f"semianalysis_cc_traces_weka{legacy}": "semianalysisai/cc-traces-weka-no-subagents-051826"
-       for legacy in ("", "_no_subagents")},
-}
-"""AgentX/AIPerf `--public-dataset` loader ids → Hugging Face datasets (research/agentx-spec §1.5)."""
 
 
 def load_traces(source: str | Path, *, limit: int | None = None) -> list[Trace]:
