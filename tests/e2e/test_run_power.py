@@ -197,14 +197,14 @@ def test_a_pipeline_parallel_jobs_simulated_power_says_it_is_not_modelled(tmp_pa
     assert proc.returncode == 0, proc.stderr[-4000:]
     # said at the run's start, as power no backend can sample is
     assert "power will not be recorded for 2 job(s) on " in proc.stderr and ": not modelled: the simulator's power " \
-        "model covers the job's 4 tensor-parallel GPUs" in proc.stderr, proc.stderr[-4000:]
+        "model covers one engine's 4 tensor-parallel GPUs" in proc.stderr, proc.stderr[-4000:]
     assert job_dirs(out)
     for jdir in job_dirs(out).values():
         summary = read_json(jdir / "summary.json")
         power = summary["power"]
         assert summary["validity"]["verdict"] == "valid"  # power was not required of it
         assert power["power_valid"] is False and power["reasons"] == ["not_modelled"], power
-        assert power["error"].startswith("not modelled: the simulator's power model covers the job's 4 "), power
+        assert power["error"].startswith("not modelled: the simulator's power model covers one engine's 4 "), power
 
 
 @pytest.mark.parametrize("clock", ["virtual", "live"])

@@ -41,8 +41,8 @@ def sim_power_unmodelled(tp: int | None, gpus: int) -> str | None:
     disaggregated job, whose workers are modelled each on all its GPUs (`VirtualDeploymentPower`)."""
     if tp is None or gpus <= tp:
         return None
-    return (f"the simulator's power model covers the job's {tp} tensor-parallel GPUs, not the {gpus} its pipeline or "
-            "context parallelism uses")
+    return (f"the simulator's power model covers one engine's {tp} tensor-parallel GPUs, not the {gpus} the job uses "
+            "(its pipeline or context parallelism, or more than one worker)")
 
 
 def job_power_unmodelled(job: Job) -> str | None:

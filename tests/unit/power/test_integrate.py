@@ -213,6 +213,6 @@ def test_power_the_simulator_does_not_model_says_so_in_a_reason_of_its_own() -> 
     header, samples = power.telemetry(8)
     block = integrate(header, samples, _work(gpus=8))
     assert block["power_valid"] is False and block["reasons"] == ["not_modelled"], block["reasons"]
-    assert block["error"].startswith("not modelled: the simulator's power model covers the job's 4 tensor-parallel")
+    assert block["error"].startswith("not modelled: the simulator's power model covers one engine's 4 tensor-parallel")
     modelled = VirtualPower(hardware="mi300x", tp=8, start_time=T0, settings=PowerSettings(), gpus=8)
     assert modelled.probe is not None and not modelled.telemetry(8)[0].not_modelled
