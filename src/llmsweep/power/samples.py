@@ -92,12 +92,18 @@ def write_gpu_metrics(path: Path, header: TelemetryHeader, samples: Iterable[Gpu
 
 
 def read_gpu_metrics(path: Path) -> tuple[TelemetryHeader | None, list[GpuSample], list[str]]:
-    """(header, samples, problems): unreadable lines are reported, not fatal (they make power invalid)."""
+    """(header, samples, problems): unreadable lines are reported, not fatal (they make power invalid). A last line
+    with no line end that does not parse is a reading its writer was killed while appending (a server folder's file,
+    `PowerSampler.flush`): that reading is missing, not damaged, and is passed over."""
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
         return None, [], ["telemetry_file_unreadable"]
-    return parse_gpu_metrics(lines)
+    lines = text.splitlines()
+    header, samples, problems = parse_gpu_metrics(lines)
+    if lines and not text.endswith("\n") and problems and problems[-1] == f"line {len(lines)}":
+        problems.pop()
+    return header, samples, problems
 
 
 def parse_gpu_metrics(lines: Iterable[str], first_line: int = 1) -> tuple[TelemetryHeader | None, list[GpuSample],
