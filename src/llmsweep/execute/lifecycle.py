@@ -878,6 +878,8 @@ def bench_job(
 
     endpoint = _endpoint(job, spec, base_url, federated)
     workload = _workload(job, source, endpoint=endpoint)
+    if power is not None:  # before the start is taken: the sampler keeps what the window needs from here on
+        power.open_window()
     began = time.time()
     with stop_then_raise() as stop:  # a signal stops the load at the client's next poll, then unwinds the run
         run_benchmark(workload, endpoint, options, out_dir, provenance=provenance, gates=_gates(job, options),

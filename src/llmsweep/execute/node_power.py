@@ -2,8 +2,9 @@
 
 `python -m llmsweep.execute.node_power --dir DIR [--url URL] [--backend KIND]` samples with `llmsweep.power`'s
 backends (the simulator's `/power` at URL when the role it serves is simulated; NVML, amd-smi or nvidia-smi
-otherwise) until SIGTERM/SIGINT, appending the samples to DIR/gpu_metrics.jsonl (one folder per node) every FLUSH_S
-seconds, where the lifecycle reads each job's window (`power.deployment`), and writing the file whole at the end.
+otherwise) until SIGTERM/SIGINT, appending the samples to DIR/gpu_metrics.jsonl (one folder per node) every
+`power.sampler.FLUSH_S` seconds, where the lifecycle reads each job's window (`power.deployment`), and the last ones at
+the end. The process holds none of them once written: a node sampler of a multi-hour run stays as small as at its start.
 """
 
 from __future__ import annotations
@@ -20,8 +21,6 @@ from llmsweep.engine_ids import SIM
 from llmsweep.power.sampler import BackendChoice, NoSampler, PowerSampler, PowerSettings, start_sampler
 
 READY_LINE = "node power sampler running"
-FLUSH_S = 0.5
-"""How often the node's file gets the samples taken since the last write (a job's window end waits for one)."""
 
 
 class StopSignals:
@@ -41,8 +40,9 @@ class StopSignals:
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda _s, _f: None)
 
-    def wait(self, timeout_s: float) -> bool:
-        """True once a stop signal has come (at once when one did before), else False after `timeout_s`."""
+    def wait(self, timeout_s: float | None = None) -> bool:
+        """True once a stop signal has come (at once when one did before), else False after `timeout_s` (None: no
+        limit)."""
         return bool(select.select([self._read], [], [], timeout_s)[0])
 
     def close(self) -> None:
@@ -76,8 +76,7 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr, flush=True)
         return 3
     print(f"{READY_LINE} ({sampler.header.backend}) → {args.dir}", file=sys.stderr, flush=True)
-    while not stop.wait(FLUSH_S):  # the samples so far, for the lifecycle's per-job power blocks (`power.deployment`)
-        sampler.flush()
+    stop.wait()  # meanwhile the sampler appends its samples to the node's file (`power.deployment` reads it)
     stop.close()
     sampler.stop()
     return 0

@@ -3,16 +3,19 @@
 The lifecycle starts one when a server is ready and stops it after the server is torn down. For each job it writes
 the job's slice of the samples to `gpu_metrics.jsonl` beside the records (`write_job`): the last samples before the
 job began, every sample since, and one more taken on the spot so the window's end is bracketed (as InferenceX
-appends a one-shot sample after killing its `nvidia-smi -l 1`). The server folder keeps every sample of the launch.
+appends a one-shot sample after killing its `nvidia-smi -l 1`). The server folder's file keeps every sample of the
+launch, appended as they are taken; the sampler holds in memory only what a job's window can still need.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import platform
 import threading
 import time
+from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,6 +46,9 @@ RUN_BACKEND_CHOICES = tuple(c for c in get_args(BackendChoice) if c != "sim")
 OFF_REASON = "power sampling is off (--power-backend off)"
 AUTO_ORDER = ("nvml", "amd-smi", "nvidia-smi")
 """`auto` on real hardware: NVML first, then amd-smi, then nvidia-smi's CSV; the simulator always uses `sim`."""
+FLUSH_S = 0.5
+"""How often a sampler appends its new samples to the server folder's file (a node's, where a job's window end waits
+for one: `power.deployment`)."""
 MULTINODE_ROLES = frozenset({"prefill", "decode"})
 """Roles of a multi-node (disaggregated) deployment: InferenceX samples them through DCGM (wave-2 spec §3.3)."""
 
@@ -79,24 +85,48 @@ class PowerSettings(BaseModel):
 
 
 class PowerSampler:
-    """Samples one backend in a thread; `write_job` and `stop` are safe to call from the lifecycle's thread."""
+    """Samples one backend in a thread; `open_window`, `write_job` and `stop` are safe to call from the lifecycle's
+    thread.
+
+    Its memory is one job's window, whatever the server's life: each reading goes to the server folder's file
+    (`log_path`) within `FLUSH_S` (appended by a writer thread, so a slow disk never delays a reading), and only the
+    samples a job's `gpu_metrics.jsonl` can still need stay in memory — from `2 x max_gap_s` before the open job
+    began (`open_window`), or before now between jobs."""
 
     def __init__(self, backend: Backend, *, interval_s: float, header: TelemetryHeader, log_path: Path | None = None
                  ) -> None:
         self.backend, self.interval_s, self.header = backend, interval_s, header
-        self.samples: list[GpuSample] = []
         self.errors = 0
         self.last_error: str | None = None
         """What the backend said when its last failed read failed (a job that got no sample says it)."""
+        self._kept: deque[GpuSample] = deque()
+        """The samples a job's window may still need, in the order they were taken."""
+        self._unwritten: list[GpuSample] = []
+        """Taken and not yet appended to `log_path`."""
+        self._window_from: float | None = None
+        """When the open job's window opened (`open_window`); None between jobs."""
+        self._delivered = False
         self._lock = threading.Lock()
+        self._write_lock = threading.Lock()
         self._stop = threading.Event()
         self._log_path = log_path
-        self._flushed: int | None = None
+        self._started_file = False
         self._thread = threading.Thread(target=self._loop, name=f"power-{backend.kind}", daemon=True)
+        self._writer = threading.Thread(target=self._write_loop, name=f"power-{backend.kind}-writer", daemon=True)
+
+    @property
+    def samples(self) -> list[GpuSample]:
+        """The samples held: those a job's window may still need, oldest first (every sample of the launch is in the
+        server folder's file)."""
+        with self._lock:
+            return list(self._kept)
 
     def start(self) -> PowerSampler:
         self.sample_now()
+        self.flush()  # the server folder's file exists from the start: its header, then each reading
         self._thread.start()
+        if self._log_path is not None:
+            self._writer.start()
         return self
 
     def sample_now(self) -> list[GpuSample]:
@@ -109,8 +139,21 @@ class PowerSampler:
             log.debug("power sample failed (%s): %s", self.backend.kind, exc)
             return []
         with self._lock:
-            self.samples.extend(got)
+            self._delivered = self._delivered or bool(got)
+            self._kept.extend(got)
+            if self._log_path is not None:
+                self._unwritten.extend(got)
+            self._forget_unneeded()
         return got
+
+    def _forget_unneeded(self) -> None:
+        """Drop (under the lock) the oldest samples no job's window can need: those more than `2 x max_gap_s` before
+        the open job's window opened (`write_job`'s lead is later), or, between jobs, before now (the next job begins
+        later)."""
+        opened = self._window_from if self._window_from is not None else time.time()
+        bound = opened - 2 * self.header.max_gap_s
+        while self._kept and self._kept[0].t < bound:
+            self._kept.popleft()
 
     def _loop(self) -> None:
         next_at = time.monotonic() + self.interval_s
@@ -120,13 +163,23 @@ class PowerSampler:
             if next_at < time.monotonic():  # a slow read: keep the period, skip the missed ticks
                 next_at = time.monotonic() + self.interval_s
 
+    def _write_loop(self) -> None:
+        while not self._stop.wait(FLUSH_S):
+            self.flush()
+
+    def open_window(self) -> None:
+        """A job begins now: the samples from `2 x max_gap_s` before now on are kept for its `write_job`, which
+        closes the window. Called before the job takes its start time, so nothing its window needs is dropped."""
+        with self._lock:
+            self._window_from = time.time()
+
     def write_job(self, job_dir: Path, since: float, *, expected_gpus: int, require: bool | None = None) -> Path:
         """Write the job's `gpu_metrics.jsonl`: samples from just before `since` to a fresh one taken now (retried a
         few times: without it the window's end is not bracketed, but only while the backend delivers: with no sample in
         this launch yet the window's start is not bracketed either, so one try). `require`: the job's own (default: the
-        group's)."""
+        group's). `since`: the job's start, taken after its `open_window` (samples before it are kept from then)."""
         with self._lock:
-            delivered = bool(self.samples)
+            delivered = self._delivered
         for attempt in range(3 if delivered else 1):
             if attempt:
                 time.sleep(min(0.2, self.interval_s))
@@ -134,7 +187,9 @@ class PowerSampler:
                 break
         lead = since - 2 * self.header.max_gap_s
         with self._lock:
-            kept = [s for s in self.samples if s.t >= lead]
+            kept = [s for s in self._kept if s.t >= lead]
+            self._window_from = None  # the next job begins after this one's end
+            self._forget_unneeded()
         header = _job_header(self.header, expected_gpus, require)
         if not kept and self.last_error is not None:  # a backend that started, then failed every read: why
             header = header.model_copy(update={"error": f"no sample could be read: {self.last_error}"})
@@ -145,31 +200,41 @@ class PowerSampler:
     def flush(self) -> None:
         """Append the samples taken since the last flush to the server folder's file (the header and a fresh file on
         the first): a reader elsewhere sees them while the server runs (a multi-node job's node samplers,
-        `execute.node_power`). Each flush writes whole lines only; `stop` rewrites the file whole."""
+        `execute.node_power`), and a kill leaves every reading but the last `FLUSH_S`'s (at worst a last line cut
+        short, which `read_gpu_metrics` passes over). Each flush appends whole lines; one that fails is undone and
+        its samples stay for the next."""
         if self._log_path is None:
             return
-        with self._lock:
-            first = self._flushed is None
-            new = self.samples[self._flushed or 0:]
-            self._flushed = len(self.samples)
-        text = "".join(s.model_dump_json(exclude_none=True) + "\n" for s in new)
-        try:
-            with self._log_path.open("w" if first else "a", encoding="utf-8") as fh:
-                fh.write((self.header.model_dump_json() + "\n" if first else "") + text)
-        except OSError as exc:
-            log.warning("could not write %s: %s", self._log_path, exc)
-
-    def stop(self) -> None:
-        """Stop the thread, keep the launch's samples in the server folder (when given) and close the backend."""
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout=self.interval_s + 10)
-        if self._log_path is not None:
+        with self._write_lock:  # one flush at a time, so the file keeps the samples' order
+            with self._lock:
+                new, self._unwritten = self._unwritten, []
+            first = not self._started_file
+            text = (self.header.model_dump_json() + "\n" if first else "") + "".join(
+                s.model_dump_json(exclude_none=True) + "\n" for s in new)
+            if not text:
+                return
+            size = None
             try:
-                with self._lock:
-                    write_gpu_metrics(self._log_path, self.header, list(self.samples))
+                with self._log_path.open("wb" if first else "ab") as fh:
+                    size = fh.tell()
+                    fh.write(text.encode("utf-8"))
+                self._started_file = True
             except OSError as exc:
                 log.warning("could not write %s: %s", self._log_path, exc)
+                if size is not None:  # a full disk may have taken part of the text: leave whole lines only
+                    with contextlib.suppress(OSError):
+                        os.truncate(self._log_path, size)
+                with self._lock:
+                    self._unwritten[:0] = new
+
+    def stop(self) -> None:
+        """Stop the threads, append the last samples to the server folder's file (when given) and close the
+        backend."""
+        self._stop.set()
+        for thread in (self._thread, self._writer):
+            if thread.is_alive():
+                thread.join(timeout=self.interval_s + 10)
+        self.flush()
         self.backend.close()
 
 
@@ -179,6 +244,9 @@ class NoSampler:
 
     def __init__(self, header: TelemetryHeader) -> None:
         self.header = header
+
+    def open_window(self) -> None:
+        return None
 
     def write_job(self, job_dir: Path, since: float, *, expected_gpus: int, require: bool | None = None) -> Path:
         path = job_dir / GPU_METRICS_FILE
