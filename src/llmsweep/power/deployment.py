@@ -11,6 +11,7 @@ left no samples is named in the header (`missing`): the job's power is then inva
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -18,6 +19,8 @@ from pathlib import Path
 
 from llmsweep.power.samples import GPU_METRICS_FILE, GpuSample, TelemetryHeader, parse_gpu_metrics, write_gpu_metrics
 
+READ_BLOCK = 1 << 20
+"""Bytes of a node's file read at a time (a long eval between two jobs leaves many lines to take in at once)."""
 END_WAIT_S = 10.0
 """How long a job's end waits for every node's file to hold a sample at or after it (nodes flush every 0.5 s)."""
 
@@ -70,7 +73,8 @@ def merge(parts: Sequence[WorkerSamples], *, since: float, expected_gpus: int, r
 
 class NodeFile:
     """A node sampler's `gpu_metrics.jsonl` read as it grows: each read parses only the whole lines appended since the
-    last (a line the node is still writing waits for the next read); samples a later job cannot need are dropped."""
+    last (a line the node is still writing waits for the next read), a block at a time, and keeps only the samples a
+    job can still need; those a later job cannot need are dropped (`forget_before`)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -79,25 +83,32 @@ class NodeFile:
         self.header: TelemetryHeader | None = None
         self.samples: list[GpuSample] = []
 
-    def read(self) -> bool:
-        """Take in what was appended; False when there is no file yet."""
+    def read(self, keep_from: float = -math.inf) -> bool:
+        """Take in what was appended, keeping the samples at or after `keep_from`; False when there is no file yet."""
         try:
             with self.path.open("rb") as fh:
-                if fh.seek(0, 2) < self.offset:  # rewritten from the start (the sampler's final write)
+                if fh.seek(0, 2) < self.offset:  # written anew from the start (a sampler restarted on the node)
                     self.offset, self.lines, self.header, self.samples = 0, 0, None, []
                 fh.seek(self.offset)
-                data = fh.read()
+                rest = b""
+                while block := fh.read(READ_BLOCK):
+                    data = rest + block
+                    cut = data.rfind(b"\n") + 1
+                    self._take(data[:cut], keep_from)
+                    rest = data[cut:]
         except OSError:
             return False
-        whole = data[:data.rfind(b"\n") + 1]
-        if whole:
-            lines = whole.decode("utf-8", errors="replace").splitlines()
-            header, samples, _problems = parse_gpu_metrics(lines, self.lines + 1)
-            self.header = header or self.header
-            self.samples += samples
-            self.offset += len(whole)
-            self.lines += len(lines)
         return True
+
+    def _take(self, whole: bytes, keep_from: float) -> None:
+        if not whole:
+            return
+        lines = whole.decode("utf-8", errors="replace").splitlines()
+        header, samples, _problems = parse_gpu_metrics(lines, self.lines + 1)
+        self.header = header or self.header
+        self.samples += [s for s in samples if s.t >= keep_from]
+        self.offset += len(whole)
+        self.lines += len(lines)
 
     def forget_before(self, t: float) -> None:
         self.samples = [s for s in self.samples if s.t >= t]
@@ -114,26 +125,31 @@ class NodePowerFiles:
         self.not_started = not_started or {}
         self.end_wait_s = end_wait_s
 
-    def _read(self) -> list[WorkerSamples]:
+    def _read(self, keep_from: float) -> list[WorkerSamples]:
         parts = []
         for worker, node in self.nodes:
             if worker.label in self.not_started:
                 why = f"sampler did not start: {self.not_started[worker.label]}"
                 parts.append(WorkerSamples(worker, None, [], why))
-            elif not node.read():
+            elif not node.read(keep_from):
                 parts.append(WorkerSamples(worker, None, [], f"no {GPU_METRICS_FILE} from the node"))
             else:
                 parts.append(WorkerSamples(worker, node.header, node.samples))
         return parts
 
+    def open_window(self) -> None:
+        """Nothing to keep: the nodes' files are read when a job ends, from the samples its window needs."""
+        return None
+
     def write_job(self, job_dir: Path, since: float, *, expected_gpus: int, require: bool | None = None) -> Path:
         end = time.time()
         deadline = time.monotonic() + self.end_wait_s
-        parts = self._read()
+        lead = since - 2 * self.max_gap_s  # what `merge` keeps: samples before it are not read into memory
+        parts = self._read(lead)
         while not all(p.why is not None or any(s.t >= end for s in p.samples) for p in parts) \
                 and time.monotonic() < deadline:
             time.sleep(0.2)
-            parts = self._read()
+            parts = self._read(lead)
         header, samples = merge(parts, since=since, expected_gpus=expected_gpus, role_gpus=self.role_gpus,
                                 require=self.require if require is None else require, max_gap_s=self.max_gap_s)
         path = job_dir / GPU_METRICS_FILE

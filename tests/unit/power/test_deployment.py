@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from llmsweep.power.deployment import NodePowerFiles, SampledWorker
+from llmsweep.power import deployment
+from llmsweep.power.deployment import NodeFile, NodePowerFiles, SampledWorker
 from llmsweep.power.integrate import WorkDone, power_block
-from llmsweep.power.samples import GpuSample, TelemetryHeader, write_gpu_metrics
+from llmsweep.power.samples import GPU_METRICS_FILE, GpuSample, TelemetryHeader, write_gpu_metrics
 
 T0 = 1_800_000_000.0
 OFFSETS = (-1.0, 1.0, 3.5, 6.0, 8.5, 11.0)
@@ -84,3 +85,22 @@ def test_each_job_reads_what_the_nodes_appended_since_the_last(tmp_path: Path) -
     block = power_block(node.write_job(second, T0 + 20, expected_gpus=2), later)
     assert block["power_valid"] and block["energy_j"] == pytest.approx(4000)  # (150 + 250) W x 10 s
     assert block["roles"]["decode"]["avg_power_w"] == pytest.approx(250)
+
+
+def test_a_node_file_is_read_a_block_at_a_time_keeping_what_a_job_needs(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The lifecycle reads a node sampler's file as it grows: whole lines only (one being written waits), across
+    blocks, keeping the samples at or after the job's lead — a long eval's samples between two jobs are not taken in."""
+    monkeypatch.setattr(deployment, "READ_BLOCK", 64)
+    path = tmp_path / GPU_METRICS_FILE
+    samples = [GpuSample(t=T0 + i, gpu="0", power_w=100.0 + i) for i in range(40)]
+    write_gpu_metrics(path, TelemetryHeader(backend="nvml"), samples)
+    with path.open("a") as fh:
+        fh.write('{"type":"sample","t":1800000040.0,"gpu":"0","power_w":1')
+    node = NodeFile(path)
+    assert node.read(keep_from=T0 + 30)
+    assert node.header is not None and node.samples == samples[30:]
+    with path.open("a") as fh:
+        fh.write('40.0}\n')
+    assert node.read(keep_from=T0 + 30)
+    assert [s.t for s in node.samples] == [T0 + i for i in range(30, 41)] and node.samples[-1].power_w == 140.0
