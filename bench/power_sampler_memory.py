@@ -12,15 +12,19 @@ way in the same run; the bench then checks that both wrote the same bytes: the s
 and every job's. The readings are taken by the driver (the sampler's thread is not started: a virtual second takes no
 time) and the server file is flushed every virtual `FLUSH_S`, as the writer thread does in real time.
 
-Measured 2026-12-06 on the 2-core dev box (other work running), 8 GPUs at 4 Hz, 300 s jobs with 600 s between them:
+Measured 2026-12-06 on the 2-core dev box (load average 6-7 from other work; memory does not depend on it), 8 GPUs
+at 4 Hz, 300 s jobs 600 s apart; RSS is with tracemalloc on, in both:
 
-| readings (virtual time) | samples | revision | peak traced | held at the end | peak RSS |
+| readings (virtual time) | samples | revision | peak traced | held before stop | peak RSS |
 |---|---|---|---|---|---|
-| 28 800 (2 h) | 230 k | this one | 2.6 MB | 1.3 MB | 61 MB |
-| 28 800 (2 h) | 230 k | baseline d69e2971 | 318 MB | 316 MB | 376 MB |
+| 28 800 (2 h) | 230 k | this one | 11.8 MB | 0.3 MB | 57 MB |
+| 28 800 (2 h) | 230 k | baseline d69e2971 | 276 MB | 274 MB | 508 MB |
+| 57 600 (4 h) | 461 k | this one | 11.8 MB | 0.3 MB | 57 MB |
+| 57 600 (4 h) | 461 k | baseline d69e2971 | 552 MB | 549 MB | 983 MB |
 
-The baseline holds ~1.4 KB a sample for the server's whole life (~970 MB a day for 8 GPUs at 1 Hz, 3.9 GB at 4 Hz);
-this one holds one job's window (300 s x 4 Hz x 8 GPUs = 9 600 samples at the peak), whatever the run's length.
+The baseline holds ~1.2 KB a sample for the server's whole life (~830 MB a day for 8 GPUs at 1 Hz, 3.3 GB at 4 Hz);
+this one holds one job's window (300 s x 4 Hz x 8 GPUs = 9 600 samples, 11.5 MB, at the peak) whatever the run's
+length, and both wrote the same bytes.
 """
 
 from __future__ import annotations
