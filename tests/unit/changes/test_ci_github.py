@@ -849,7 +849,8 @@ def test_collect_refuses_artifacts_that_did_not_measure_alike(tmp_path: Path, fi
     measured alike. Refused, naming both files and what differs, before anything is written."""
     artifacts = tmp_path / "artifacts"
     first = _run_artifact(artifacts, "job-a")
-    second = _run_artifact(artifacts, "job-b", **{field: other})
+    differs: dict[str, Any] = {field: other}
+    second = _run_artifact(artifacts, "job-b", **differs)
     with pytest.raises(ConfigError) as err:
         collect(artifacts, tmp_path / "sweep", run_id="gh-1-1", expected=["job-a", "job-b"])
     said = str(err.value)

@@ -131,7 +131,7 @@ def test_a_server_on_no_gpu_is_never_credited_the_hosts_gpus_by_a_named_backend(
     for name in ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES"):
         monkeypatch.delenv(name, raising=False)
     _tool(tmp_path, "nvidia-smi", "echo '2026/12/05 01:00:00.000, 0, 250.5, 40, 1980, 2619, 50, 10'\n")
-    settings = PowerSettings(backend=backend, require=True)  # type: ignore[arg-type]
+    settings = PowerSettings(backend=backend, require=True)
     assert probe_power(settings.model_copy(update={"backend": "nvidia-smi"}), engine="vllm", gpus=1).usable
     probe = probe_power(settings, engine="transformers", gpus=0)
     assert not probe.usable and probe.why == NO_GPU_REASON

@@ -7,6 +7,7 @@ import dataclasses
 import io
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -465,7 +466,8 @@ def test_a_nested_agentx_rows_cache_kv_and_qps_figures_are_read_into_their_colum
     the latency blocks and the per-GPU throughput only, so the point stored lacked the GPU prefix-cache hit rate, the
     KV peak and the requests per second the row holds. Each is read into its hot column, as InferenceX-app's ingest
     flattens them; a flat field the row also has wins, as before."""
-    row = {"hw": "cluster:b300-nv", "conc": 16, "image": "vllm/vllm-openai:v0.23.0", "model": "deepseek-ai/DSV4",
+    row: dict[str, Any] = {
+           "hw": "cluster:b300-nv", "conc": 16, "image": "vllm/vllm-openai:v0.23.0", "model": "deepseek-ai/DSV4",
            "infmax_model_prefix": "dsv4", "framework": "vllm", "precision": "fp4", "spec_decoding": "none",
            "scenario_type": "agentic-coding", "tp": 4, "ep": 1, "kv_offloading": "none", "kv_offload_backend": "",
            "num_requests_total": 1648, "num_requests_successful": 1648,
@@ -534,7 +536,7 @@ def test_a_published_row_over_its_scenarios_error_gate_is_invalid(tmp_path: Path
     assert points[2].reasons[0].startswith("error ratio 0.0600 exceeds 0.05 (the fixed-seq-len gate")
 
 
-def _strict(text: str) -> object:
+def _strict(text: str) -> Any:
     """The document of a strict JSON text (JavaScript's JSON.parse, jq: NaN and Infinity are not JSON)."""
     def refuse(constant: str) -> object:
         raise ValueError(f"not JSON: {constant}")
@@ -568,14 +570,14 @@ def test_a_published_nan_figure_exports_again_as_null_and_round_trips(tmp_path: 
 
     first, second = tmp_path / "first.sqlite", tmp_path / "second.sqlite"
     assert runner.invoke(cli, ["results", "import", str(published), "--store", str(first)]).exit_code == 0
-    (again,) = _strict(export(first, "inferencex"))  # type: ignore[misc]
+    (again,) = _strict(export(first, "inferencex"))
     assert again["median_ttft"] is None and again["p99_ttft"] is None and again["median_tpot"] == 0.02
-    (ours,) = _strict(export(first, "json"))["results"]  # type: ignore[index]
+    (ours,) = _strict(export(first, "json"))["results"]
     assert ours["summary"]["median_ttft"] is None and ours["metrics"]["p50_ttft"] is None
     (tmp_path / "again.json").write_text(json.dumps([again]))
     assert runner.invoke(cli, ["results", "import", str(tmp_path / "again.json"), "--store",
                                str(second)]).exit_code == 0
-    (third,) = _strict(export(second, "inferencex"))  # type: ignore[misc]
+    (third,) = _strict(export(second, "inferencex"))
     with Store(first, readonly=True) as a, Store(second, readonly=True) as b:
         assert [p.metrics for p in a.results()] == [p.metrics for p in b.results()]
     assert third["llmsweep"].pop("origin") == "llmsweep-export" and again["llmsweep"].pop("origin") == "inferencex"
