@@ -25,8 +25,9 @@ import logging
 import re
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any
 
 import aiohttp
@@ -51,6 +52,17 @@ stall timeout (60 s by default) failed through the router where the same load se
 within it (a worker's validation: too long, unknown model) keeps its HTTP status; after it, every failure is an error
 event of the stream, naming the worker."""
 _SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+
+WORKER_KEEPALIVE_S = 2.0
+"""How long the router keeps an idle connection to a worker for its next request. Below every worker's own idle
+keep-alive timeout, so that the router never sends a request on a connection the worker is closing: uvicorn closes
+one idle for `timeout_keep_alive` seconds (default 5; vLLM sets it from `VLLM_HTTP_TIMEOUT_KEEP_ALIVE`, default 5;
+SGLang serves with uvicorn's default; the simulator's roles, aiohttp servers, keep theirs an hour). aiohttp's client
+default (15 s) outlived it, so a request sent on a connection idle for about 5 s crossed the worker's close and
+failed (`Server disconnected`): a 502 the client recorded, though no worker failed. 2 s leaves 3 s for the two idle
+clocks to disagree (the worker's starts when it has written its answer, the router's when it has read it, later);
+under load a connection is reused long before. A worker whose timeout is shorter still is covered by
+:meth:`PDRouter.post`'s one retry."""
 
 _HOP_HEADERS = frozenset({"content-length", "transfer-encoding", "connection", "keep-alive", "content-encoding"})
 
@@ -129,6 +141,7 @@ class PDRouter:
         self._next_prefill = itertools.cycle(range(len(self.prefill)))
         self._next_decode = itertools.cycle(range(len(self.decode)))
         self._session: aiohttp.ClientSession | None = None
+        self._fresh: aiohttp.ClientSession | None = None
         self.routed = 0
         """Requests sent on to a decode worker."""
         self.refused_no_handle = 0
@@ -146,12 +159,44 @@ class PDRouter:
 
     async def _open(self, app: web.Application) -> None:
         # No total timeout: a long generation streams for minutes; trust_env off: a CI proxy must not see the workers.
-        self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None, sock_connect=10),
-                                              connector=aiohttp.TCPConnector(limit=0))
+        # Pooled connections are kept below the workers' idle timeout (WORKER_KEEPALIVE_S); `post`'s one retry goes
+        # on a connection of its own (the fresh session pools none).
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=10)
+        reuse = aiohttp.TraceConfig()
+        reuse.on_connection_reuseconn.append(_mark_reused)
+        self._session = aiohttp.ClientSession(
+            timeout=timeout, trace_configs=[reuse],
+            connector=aiohttp.TCPConnector(limit=0, keepalive_timeout=WORKER_KEEPALIVE_S))
+        self._fresh = aiohttp.ClientSession(timeout=timeout, connector=aiohttp.TCPConnector(limit=0, force_close=True))
 
     async def _close(self, app: web.Application) -> None:
-        if self._session is not None:
-            await self._session.close()
+        for session in (self._session, self._fresh):
+            if session is not None:
+                await session.close()
+
+    @contextlib.asynccontextmanager
+    async def post(self, url: str, **kwargs: Any) -> AsyncIterator[aiohttp.ClientResponse]:
+        """POST one leg to a worker: its response, once its status and headers came.
+
+        A pooled connection the worker closed before sending any byte of an answer (`Server disconnected` with
+        nothing of a response) is a keep-alive connection the worker was closing as the request arrived: the worker
+        never read the request, so it is sent again, once, on a new connection (aiohttp retries only idempotent
+        methods). Nothing else is retried: not a new connection's failure (a worker that is down stays a 502 naming
+        it), not a connection reset (a reset can come after part of an answer), not any failure once a byte of the
+        answer came (the worker had the request)."""
+        reused = SimpleNamespace(reused=False)
+        try:
+            resp = await self.session.post(url, trace_request_ctx=reused, **kwargs)
+        except aiohttp.ServerDisconnectedError as exc:
+            # `message` is the part of the answer that came (a parsed status line or headers), else the bare text
+            if not reused.reused or not isinstance(exc.message, str):
+                raise
+            log.info("%s closed a pooled connection as a request arrived on it (its keep-alive timeout): sent "
+                     "again on a new connection", url)
+            assert self._fresh is not None, "the router's sessions open with the application"
+            resp = await self._fresh.post(url, **kwargs)
+        async with resp:
+            yield resp
 
     @property
     def session(self) -> aiohttp.ClientSession:
@@ -176,8 +221,8 @@ class PDRouter:
         decode = self.decode[next(self._next_decode)]
         headers = self.protocol.request_headers(request)
         try:
-            async with self.session.post(prefill + request.path, json=self.protocol.prefill_body(body),
-                                         headers=headers) as resp:
+            async with self.post(prefill + request.path, json=self.protocol.prefill_body(body),
+                                 headers=headers) as resp:
                 got = await resp.read()
                 if resp.status != 200:  # the prefill worker's refusal (too long, unknown model) is the client's
                     return await answer.finish(worker_error(f"prefill worker {prefill}", resp.status, got))
@@ -195,7 +240,7 @@ class PDRouter:
                                                       "BadGatewayError"))
         self.routed += 1
         try:
-            async with self.session.post(decode + request.path, data=leg.data, headers=leg.headers) as resp:
+            async with self.post(decode + request.path, data=leg.data, headers=leg.headers) as resp:
                 if resp.status != 200:
                     return await answer.finish(worker_error(f"decode worker {decode}", resp.status,
                                                             await resp.read()))
@@ -247,6 +292,14 @@ class PDRouter:
 
 
 _UPSTREAM_ERRORS = (aiohttp.ClientError, OSError, asyncio.TimeoutError)
+
+
+async def _mark_reused(session: aiohttp.ClientSession, context: SimpleNamespace,
+                       params: aiohttp.TraceConnectionReuseconnParams) -> None:
+    """A leg's request went out on a pooled connection (what :meth:`PDRouter.post` may retry)."""
+    holder = context.trace_request_ctx
+    if isinstance(holder, SimpleNamespace):
+        holder.reused = True
 
 
 async def _relay_stream(request: web.Request, resp: aiohttp.ClientResponse, out: web.StreamResponse,

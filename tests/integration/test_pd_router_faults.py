@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import re
 import signal
@@ -232,3 +233,116 @@ def test_a_streamed_request_waiting_for_its_prefill_gets_its_headers_at_once_a_l
 
 def loop_time() -> float:
     return asyncio.get_running_loop().time()
+
+
+class IdleClosingWorker:
+    """A worker (both roles, the simulator's protocol) that closes a keep-alive connection idle for `idle_close_s`,
+    as uvicorn closes one idle for its `timeout_keep_alive` (vLLM's and SGLang's: 5 s), at the worst moment: just as
+    the next request on it arrives, which it then never reads (made deterministic: any request that arrives on a
+    connection idle that long is closed unanswered, as if the close had crossed it on the wire). `dying_after`: once
+    it has answered that many requests, it closes every connection a request arrives on, answering none (a worker
+    that is failing)."""
+
+    def __init__(self, idle_close_s: float, dying_after: int | None = None) -> None:
+        self.idle_close_s, self.dying_after = idle_close_s, dying_after
+        self.connections = 0
+        self.answered = 0
+        self.closed_unanswered = 0
+        self.server: asyncio.Server | None = None
+        self.url = ""
+
+    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        loop = asyncio.get_running_loop()
+        idle_since = loop.time()
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                dying = self.dying_after is not None and self.answered >= self.dying_after
+                if dying or (self.answered and loop.time() - idle_since >= self.idle_close_s):
+                    self.closed_unanswered += 1
+                    return
+                length = int(re.search(rb"(?i)content-length:\s*(\d+)", head).group(1))  # type: ignore[union-attr]
+                body = json.loads(await reader.readexactly(length))
+                answer = json.dumps({"id": "c", "object": "text_completion", "model": body["model"],
+                                     "choices": [{"index": 0, "text": "x", "finish_reason": "length"}],
+                                     "usage": {"prompt_tokens": 5, "completion_tokens": body["max_tokens"],
+                                               "total_tokens": 5 + body["max_tokens"]}}).encode()
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
+                             + str(len(answer)).encode() + b"\r\n\r\n" + answer)
+                await writer.drain()
+                self.answered += 1
+                idle_since = loop.time()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            return
+        finally:
+            writer.close()
+
+    async def __aenter__(self) -> IdleClosingWorker:
+        self.server = await asyncio.start_server(self.serve, "127.0.0.1", 0)
+        self.url = f"http://127.0.0.1:{self.server.sockets[0].getsockname()[1]}"
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self.server is not None
+        self.server.close()
+
+
+def test_a_pooled_connection_the_worker_closes_as_a_request_arrives_is_retried_once_on_a_fresh_one() -> None:
+    """A worker closes a keep-alive connection idle past its timeout just as the router's next request arrives on it:
+    nothing of an answer came and the worker never read the request, so the router sends it again once on a new
+    connection and the client gets its answer. It used to be a 502 (`Server disconnected`), a failed request in the
+    client's records for a race between two idle timers; aiohttp retries it for idempotent methods only."""
+    async def main() -> None:
+        async with IdleClosingWorker(idle_close_s=0.3) as worker, router([worker.url], [worker.url]) as url, \
+                aiohttp.ClientSession() as http:
+            for _ in range(2):
+                async with http.post(f"{url}/v1/completions", json=request(False, max_tokens=3)) as r:
+                    doc = await r.json()
+                assert r.status == 200, doc
+                assert doc["choices"][0]["text"] == "x"
+                await asyncio.sleep(0.5)  # idle past the worker's keep-alive, within the router's
+            assert worker.closed_unanswered == 1 and worker.answered == 4, vars(worker)
+
+    asyncio.run(main())
+
+
+def test_a_worker_that_closes_connections_unanswered_is_still_a_502_naming_it_after_one_retry() -> None:
+    """The retry is one, on a new connection, and only for a pooled one: a worker that closes the new connection too
+    is failing, and the client gets the 502 naming it, never a success and never a loop of retries."""
+    async def main() -> None:
+        async with IdleClosingWorker(idle_close_s=60.0, dying_after=1) as worker, \
+                router([worker.url], [worker.url]) as url, aiohttp.ClientSession() as http:
+            async with http.post(f"{url}/v1/completions", json=request(False, max_tokens=3)) as r:
+                doc = await r.json()
+            # the prefill leg is answered; the decode leg (its pooled connection, then a new one) is not
+            assert r.status == 502, doc
+            assert doc["error"]["message"] == f"decode worker {worker.url} failed: Server disconnected"
+            assert (worker.answered, worker.closed_unanswered, worker.connections) == (1, 2, 2), vars(worker)
+            async with http.post(f"{url}/v1/completions", json=request(False, max_tokens=3)) as r:
+                doc = await r.json()
+            # a new connection's failure is not retried: the prefill leg fails at once, named
+            assert r.status == 502 and doc["error"]["message"].startswith(f"prefill worker {worker.url} failed")
+            assert (worker.closed_unanswered, worker.connections) == (3, 3), vars(worker)
+
+    asyncio.run(main())
+
+
+def test_the_router_reuses_no_connection_idle_for_longer_than_its_keep_alive() -> None:
+    """The router keeps an idle connection to a worker for `WORKER_KEEPALIVE_S`, less than an engine's server keeps
+    one (uvicorn's `timeout_keep_alive`, vLLM's VLLM_HTTP_TIMEOUT_KEEP_ALIVE: 5 s): a request after a longer pause
+    goes out on a new connection, never on one a worker with a longer timeout than the router's would be closing.
+    aiohttp's default kept them 15 s, so a request after a 5 s pause could cross the worker's close."""
+    from llmsweep.router import WORKER_KEEPALIVE_S
+
+    async def main() -> None:
+        async with IdleClosingWorker(idle_close_s=WORKER_KEEPALIVE_S + 0.2) as worker, \
+                router([worker.url], [worker.url]) as url, aiohttp.ClientSession() as http:
+            for _ in range(2):
+                async with http.post(f"{url}/v1/completions", json=request(False, max_tokens=3)) as r:
+                    assert r.status == 200, await r.text()
+                await asyncio.sleep(WORKER_KEEPALIVE_S + 0.4)
+            # each request's legs: one connection, reused from prefill to decode; none sent on a stale one
+            assert (worker.answered, worker.closed_unanswered, worker.connections) == (4, 0, 2), vars(worker)
+
+    asyncio.run(main())
