@@ -146,6 +146,10 @@ class PDRouter:
         """Requests sent on to a decode worker."""
         self.refused_no_handle = 0
         """Prefill answers (200) refused because they handed over no KV (:class:`NoKVHandle`)."""
+        self.abandoned: dict[str, dict[str, int]] = {}
+        """Requests whose client went away while the router waited on a worker that had sent nothing of its answer
+        (a worker that hung, or was too slow for the client's timeout), by pool (`prefill`, `decode`) and worker URL:
+        each one dropped at that worker (:meth:`route`)."""
         self.app = web.Application(client_max_size=1 << 30)
         self.app.add_routes([
             web.post("/v1/chat/completions", self.route),
@@ -209,21 +213,38 @@ class PDRouter:
         if isinstance(body, web.Response):
             return body
         answer = _Answer(request, self.headers_after_s if _streamed(body) else None)
+        waiting = _Waiting()
         try:
-            return await self._route(request, raw, body, answer)
+            return await self._route(request, raw, body, answer, waiting)
+        except asyncio.CancelledError:
+            # the client went away (its handler is cancelled: `http_app.start_app`); leaving drops the worker's
+            # request, and a worker that had not begun its answer is counted and named
+            self._client_gone(waiting)
+            raise
         finally:
             answer.close()
 
+    def _client_gone(self, waiting: _Waiting) -> None:
+        if waiting.pool is None or waiting.url is None or waiting.answering:
+            return
+        by_url = self.abandoned.setdefault(waiting.pool, {})
+        by_url[waiting.url] = by_url.get(waiting.url, 0) + 1
+        log.warning("a client went away after %.1f s waiting on %s worker %s, which had sent nothing of its answer: "
+                    "its request there is dropped (%d so far from this worker)", waiting.seconds(), waiting.pool,
+                    waiting.url, by_url[waiting.url])
+
     async def _route(self, request: web.Request, raw: bytes, body: dict[str, Any],
-                     answer: _Answer) -> web.StreamResponse:
+                     answer: _Answer, waiting: _Waiting) -> web.StreamResponse:
         p = next(self._next_prefill)
         prefill = self.prefill[p]
         decode = self.decode[next(self._next_decode)]
         headers = self.protocol.request_headers(request)
         try:
+            waiting.on("prefill", prefill)
             async with self.post(prefill + request.path, json=self.protocol.prefill_body(body),
                                  headers=headers) as resp:
                 got = await resp.read()
+                waiting.answering = True
                 if resp.status != 200:  # the prefill worker's refusal (too long, unknown model) is the client's
                     return await answer.finish(worker_error(f"prefill worker {prefill}", resp.status, got))
             doc = json.loads(got)
@@ -240,6 +261,7 @@ class PDRouter:
                                                       "BadGatewayError"))
         self.routed += 1
         try:
+            waiting.on("decode", decode)
             async with self.post(decode + request.path, data=leg.data, headers=leg.headers) as resp:
                 if resp.status != 200:
                     return await answer.finish(worker_error(f"decode worker {decode}", resp.status,
@@ -249,13 +271,14 @@ class PDRouter:
                     # a whole answer is read whole before the client gets any of it: a worker that dies inside it
                     # is a 502 that names it, never a cut body under a 200
                     whole = await resp.read()
+                    waiting.answering = True
                     return await answer.finish(web.Response(
                         body=leg.relay.whole(whole) if leg.relay is not None else whole, headers=relayed))
                 out = await answer.open(relayed)
                 # from here on the client has its answer's status: a worker failing is said in the stream, a
                 # client that went away ends it (its write error is not the worker's, so it is not caught below)
                 with contextlib.suppress(aiohttp.ClientError, OSError):  # leaving drops the decode request
-                    await _relay_stream(request, resp, out, leg.relay, f"decode worker {decode}")
+                    await _relay_stream(request, resp, out, leg.relay, f"decode worker {decode}", waiting)
                 return out
         except (aiohttp.ClientError, OSError) as exc:  # before the answer began (mid-stream: `_relay_stream`)
             return await answer.finish(error_response(502, f"decode worker {decode} failed: {exc}",
@@ -288,10 +311,30 @@ class PDRouter:
         return web.json_response(doc)
 
     async def version(self, request: web.Request) -> web.Response:
-        return web.json_response(await self.protocol.version(self))
+        """The protocol's `/version` document, with what the router counts whatever the protocol: `abandoned`, the
+        requests a client gave up on while a worker had not begun its answer, by pool and worker URL."""
+        return web.json_response({**await self.protocol.version(self), "abandoned": self.abandoned})
 
 
 _UPSTREAM_ERRORS = (aiohttp.ClientError, OSError, asyncio.TimeoutError)
+
+
+class _Waiting:
+    """Which worker a request's handler waits on, since when, and whether its answer has begun (a byte of a streamed
+    body, or a whole answer read): what :meth:`PDRouter.route` counts when the client goes away."""
+
+    def __init__(self) -> None:
+        self.pool: str | None = None
+        self.url: str | None = None
+        self.since = 0.0
+        self.answering = False
+
+    def on(self, pool: str, url: str) -> None:
+        self.pool, self.url, self.answering = pool, url, False
+        self.since = asyncio.get_running_loop().time()
+
+    def seconds(self) -> float:
+        return asyncio.get_running_loop().time() - self.since
 
 
 async def _mark_reused(session: aiohttp.ClientSession, context: SimpleNamespace,
@@ -303,7 +346,7 @@ async def _mark_reused(session: aiohttp.ClientSession, context: SimpleNamespace,
 
 
 async def _relay_stream(request: web.Request, resp: aiohttp.ClientResponse, out: web.StreamResponse,
-                        relay: Relay | None, worker: str) -> None:
+                        relay: Relay | None, worker: str, waiting: _Waiting) -> None:
     """Relay a streamed (SSE) answer to the prepared `out` as it arrives: byte for byte (`relay` None), or its
     complete lines through `relay` (only a line's unfinished tail waits for the rest of it: an SSE event is read by
     its lines, so a client could read nothing of it earlier).
@@ -325,6 +368,7 @@ async def _relay_stream(request: web.Request, resp: aiohttp.ClientResponse, out:
             return
         if not chunk:
             break
+        waiting.answering = True
         if relay is None:
             data = chunk
         else:

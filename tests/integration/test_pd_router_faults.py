@@ -346,3 +346,59 @@ def test_the_router_reuses_no_connection_idle_for_longer_than_its_keep_alive() -
             assert (worker.answered, worker.closed_unanswered, worker.connections) == (4, 0, 2), vars(worker)
 
     asyncio.run(main())
+
+
+class HangingWorker:
+    """A worker that accepts a request, reads it and never answers; `dropped` counts the requests whose connection
+    the router then closed (it stopped waiting and dropped the request)."""
+
+    def __init__(self) -> None:
+        self.received = 0
+        self.dropped = 0
+        self.server: asyncio.Server | None = None
+        self.url = ""
+
+    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(asyncio.IncompleteReadError, ConnectionError):
+            await reader.readuntil(b"\r\n\r\n")
+            self.received += 1
+            while await reader.read(1 << 16):  # no answer, ever: until the router closes the connection
+                pass
+            self.dropped += 1
+        writer.close()
+
+    async def __aenter__(self) -> HangingWorker:
+        self.server = await asyncio.start_server(self.serve, "127.0.0.1", 0)
+        self.url = f"http://127.0.0.1:{self.server.sockets[0].getsockname()[1]}"
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self.server is not None
+        self.server.close()
+
+
+@pytest.mark.parametrize(("hung", "stream"), [("decode", False), ("decode", True), ("prefill", False)])
+def test_a_worker_that_never_answers_is_dropped_when_the_client_gives_up_and_version_names_it(
+        hung: str, stream: bool) -> None:
+    """A worker accepts a request and never answers; the client's timeout ends its request. The router stops waiting
+    on the worker, drops the worker's request (closes its connection), and counts it against that worker in its
+    `/version` (`abandoned`, by pool and URL), which a run reads back with the router's other counts: nothing used to
+    say which worker hung, and the client's record says only that it timed out."""
+    async def main() -> None:
+        async with HangingWorker() as hanging, IdleClosingWorker(idle_close_s=60.0) as ok:
+            prefill, decode = (hanging.url, ok.url) if hung == "prefill" else (ok.url, hanging.url)
+            async with router([prefill], [decode]) as url, aiohttp.ClientSession() as http:
+                with pytest.raises(asyncio.TimeoutError):
+                    async with http.post(f"{url}/v1/completions", json=request(stream, max_tokens=3),
+                                         timeout=aiohttp.ClientTimeout(total=1.5)) as r:
+                        await r.read()  # (a streamed request's headers come after 1 s: its body never does)
+                for _ in range(100):
+                    if hanging.dropped:
+                        break
+                    await asyncio.sleep(0.05)
+                assert (hanging.received, hanging.dropped) == (1, 1)
+                async with http.get(f"{url}/version") as r:
+                    doc = await r.json()
+                assert doc["abandoned"] == {hung: {hanging.url: 1}}, doc
+
+    asyncio.run(main())

@@ -61,6 +61,7 @@ from llmsweep.execute.pyxis import SrunLauncher, scontrol_show
 from llmsweep.execute.ready import server_version, wait_ready
 from llmsweep.execute.secrets import SecretScrubber
 from llmsweep.execute.signals import shielded
+from llmsweep.metrics.roles import ROUTER_ABANDONED, ROUTER_NO_KV
 from llmsweep.power.deployment import NodePowerFiles, SampledWorker
 from llmsweep.power.sampler import OFF_REASON, BackendChoice, PowerSettings
 from llmsweep.power.samples import GPU_METRICS_FILE
@@ -219,29 +220,50 @@ _FETCH_TIMEOUT_S = 2.0
 
 
 @dataclass(frozen=True)
+class VersionCount:
+    """A count of a `/version` document read as a Prometheus counter: `key`'s number, or, with `labels`, a mapping
+    nested as deep as the labels (each level's keys the label's values; a sample per number at the bottom)."""
+
+    key: str
+    name: str
+    labels: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class MetricsTarget:
     """One worker whose `/metrics` the federation reads."""
 
     role: RoleKind
     index: int
     url: str
-    counters: tuple[tuple[str, str], ...] = ()
-    """A target without Prometheus metrics (llmsweep's router): `url` is its `/version`, and each (key, counter
-    name) turns that document's count into a counter sample (`<name>_total`)."""
+    counters: tuple[VersionCount, ...] = ()
+    """A target without Prometheus metrics (llmsweep's router): `url` is its `/version`, and each count it names
+    turns that document's count into counter samples (`<name>_total`)."""
 
 
-ROUTER_COUNTERS = (("refused_no_handle", "llmsweep:pd_router_refused_no_kv_handle"),)
-"""The counts of the PD router's `/version` a real engine's deployment scrapes with its workers' metrics
-(`metrics.roles.ROUTER_NO_KV`): prefill answers it refused for handing over no KV."""
+ROUTER_COUNTERS = (VersionCount("refused_no_handle", ROUTER_NO_KV.name),
+                   VersionCount("abandoned", ROUTER_ABANDONED.name, ("pool", "url")))
+"""The counts of llmsweep's PD router's `/version` a deployment scrapes with its workers' metrics
+(`metrics.roles.ROUTER_NO_KV`, `ROUTER_ABANDONED`): prefill answers it refused for handing over no KV, and requests
+a client gave up on while a worker had not begun its answer, by pool and worker URL."""
 
 
-def version_exposition(doc: Any, counters: tuple[tuple[str, str], ...]) -> str:
+def version_exposition(doc: Any, counters: tuple[VersionCount, ...]) -> str:
     """The counts `counters` names in a `/version` document, as Prometheus text (a count it lacks: no sample)."""
     out = ""
-    for key, name in counters:
-        value = doc.get(key) if isinstance(doc, dict) else None
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            out += f"# TYPE {name} counter\n{name}_total {float(value)!r}\n"
+    for count in counters:
+        samples: list[tuple[dict[str, str], Any]] = [({}, doc.get(count.key) if isinstance(doc, dict) else None)]
+        for label in count.labels:
+            samples = [({**labels, label: str(k)}, v) for labels, level in samples if isinstance(level, dict)
+                       for k, v in level.items()]
+        lines = ""
+        for labels, value in samples:
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                said = ",".join(f'{k}="{_label(v)}"' for k, v in labels.items())
+                lines += f"{count.name}_total{{{said}}} {float(value)!r}\n" if said else \
+                    f"{count.name}_total {float(value)!r}\n"
+        if lines:
+            out += f"# TYPE {count.name} counter\n" + lines
     return out
 
 
@@ -655,12 +677,13 @@ class RoleDeployment:
         targets, prefixes = [], set()
         for role, worker, handle in self.started:
             spec = worker.spec
-            if role.kind == "router" and self.topology.engine != SIM.id:
-                # llmsweep's router in front of a real engine: what it refused counts in the window (`readback`)
+            if role.kind == "router":
+                # llmsweep's router (every launched deployment's): what it refused counts in the window
+                # (`readback`), what clients abandoned names the worker they waited on
                 targets.append(MetricsTarget(role=role.kind, index=worker.index, counters=ROUTER_COUNTERS,
                                              url=f"{handle.base_url.rstrip('/')}/version"))
                 continue
-            if role.kind == "router" or not spec.metrics_path:
+            if not spec.metrics_path:
                 continue
             targets.append(MetricsTarget(role=role.kind, index=worker.index,
                                          url=f"{handle.base_url.rstrip('/')}{spec.metrics_path}"))

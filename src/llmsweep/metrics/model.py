@@ -792,6 +792,10 @@ class RoleMetrics(_Block):
                                               "window (`vllm:nixl_num_failed_transfers`).")
     refused_no_kv: float | None = Field(default=None, description="Router: prefill answers it refused in the window "
                                         "for handing over no KV (llmsweep's PD router, vllm-nixl protocol).")
+    abandoned: dict[str, float] | None = Field(
+        default=None, description="Router: requests in the window whose client went away while the router waited "
+        "on a worker that had sent nothing of its answer (a hung worker, or one too slow for the client's timeout), "
+        "by that worker (`decode worker URL`); absent when there were none.")
 
 
 class RoleBlock(_Open):

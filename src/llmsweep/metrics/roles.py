@@ -73,6 +73,11 @@ duration and bytes. A real engine's decode workers give `kv_transfers`, `kv_tran
 ROUTER_NO_KV = SeriesDef("llmsweep:pd_router_refused_no_kv_handle", "counter",
                          "Prefill answers the router refused (502) because they handed over no KV for the decode "
                          "worker (read from the router's /version at each scrape, `execute.roles`).")
+ROUTER_ABANDONED = SeriesDef("llmsweep:pd_router_abandoned_requests", "counter",
+                             "Requests whose client went away while the router waited on a worker that had sent "
+                             "nothing of its answer (a hung worker, or one too slow for the client's timeout), "
+                             "dropped at that worker; labelled by `pool` (prefill, decode) and worker `url` (read "
+                             "from the router's /version at each scrape, `execute.roles`).")
 DEPLOYMENT_KEYS = ("disaggregated", "nodes", "gpus", "gpus_per_node", "kv_transfer", "router_policy", "links",
                    "engine", "router")
 
@@ -125,7 +130,22 @@ def role_metrics(w: ServerWindow, role: str) -> dict[str, Any]:
         "prompt_tokens_computed": w.counter(*PROMPT_BY_SOURCE, where={**where, "source": "local_compute"}),
         "kv_failed_transfers": w.counter(*FAILED_KV, where=where),
         "refused_no_kv": w.counter(ROUTER_NO_KV.total, where=where),
+        "abandoned": _abandoned(w, role),
     }
+
+
+def _abandoned(w: ServerWindow, role: str) -> dict[str, float] | None:
+    """The router's abandoned requests in the window by the worker they waited on (`decode worker URL`, as its
+    errors name it), the workers with none left out; None when the router reports none."""
+    out: dict[str, float] = {}
+    for labels in sorted(w.label_values(ROUTER_ABANDONED.total)):
+        said = dict(labels)
+        if said.get("role") != role:
+            continue
+        count = w.counter(ROUTER_ABANDONED.total, where=said)
+        if count:
+            out[f"{said.get('pool')} worker {said.get('url')}"] = count
+    return out or None
 
 
 def deployment_blocks(provenance: dict[str, Any] | None, server_metrics: Path | Iterable[dict[str, Any]] | None,

@@ -126,3 +126,29 @@ def test_a_workers_own_role_and_worker_labels_are_kept_as_exported_labels_not_ov
     assert samples == [
         ["llmsweep:x_total", {"exported_worker": "a", "exported_role": "r", "role": "decode", "worker": "1"}, 1.0],
         ["llmsweep:x_total", {"exported_worker": "b", "exported_role": "r", "role": "decode", "worker": "1"}, 2.0]]
+
+
+def test_the_routers_abandoned_requests_reach_the_summary_naming_the_worker_they_waited_on() -> None:
+    """llmsweep's router counts, in its `/version`, the requests a client gave up on while a worker had sent nothing
+    of its answer (`abandoned`, by pool and worker URL); the federation reads them as a labelled counter beside the
+    workers' metrics, and the router role's metrics in the summary say how many in the window, by worker, as the
+    router's errors name it (`decode worker URL`)."""
+    from llmsweep.execute.roles import ROUTER_COUNTERS, federate, version_exposition
+    from llmsweep.metrics.model import RoleMetrics
+    from llmsweep.metrics.roles import deployment_blocks
+
+    router = MetricsTarget("router", 0, "http://router/version", counters=ROUTER_COUNTERS)
+    hung, slow = "http://10.0.0.2:8000", "http://10.0.0.3:8000"
+
+    def scrape(t: float, abandoned: dict[str, dict[str, int]]) -> dict[str, Any]:
+        page = version_exposition({"refused_no_handle": 0, "abandoned": abandoned, "routed": 9}, ROUTER_COUNTERS)
+        return {"t": t, "samples": parse_exposition(federate([(router, page)]))}
+
+    scrapes = [scrape(0.0, {"decode": {slow: 1}}),  # before the window: not its
+               scrape(5.0, {"decode": {slow: 1, hung: 3}, "prefill": {slow: 1}})]
+    provenance = {"topology": {"disaggregated": True, "roles": {"router": {"kind": "router", "workers": 1}}}}
+    metrics = RoleMetrics.model_validate(deployment_blocks(provenance, scrapes, 1.0, 6.0)["roles"]["router"]["metrics"])
+    assert metrics.abandoned == {f"decode worker {hung}": 3.0, f"prefill worker {slow}": 1.0}
+    assert metrics.refused_no_kv == 0.0
+    quiet = [scrape(0.0, {}), scrape(5.0, {})]  # a router that counted none: nothing said, nothing invented
+    assert deployment_blocks(provenance, quiet, 1.0, 6.0)["roles"]["router"]["metrics"]["abandoned"] is None
