@@ -53,6 +53,10 @@ within it (a worker's validation: too long, unknown model) keeps its HTTP status
 event of the stream, naming the worker."""
 _SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
 
+ROUTER_POLICY = "round_robin"
+"""How the router picks each request's workers: the next of each pool in turn, whatever the load. Its `/version` says
+it (`policy`), and a run records what the router said as the deployment's `router_policy`."""
+
 WORKER_KEEPALIVE_S = 2.0
 """How long the router keeps an idle connection to a worker for its next request. Below every worker's own idle
 keep-alive timeout, so that the router never sends a request on a connection the worker is closing: uvicorn closes
@@ -124,6 +128,8 @@ class Relay(ABC):
 
 class PDRouter:
     """Round-robin prefill/decode routing over HTTP for one protocol; one aiohttp session shared by every request."""
+
+    policy = ROUTER_POLICY
 
     def __init__(self, prefill: list[str], decode: list[str], *, protocol: PDProtocol, kv_transfer: str | None = None,
                  health_timeout_s: float = 2.0, headers_after_s: float | None = None) -> None:
@@ -311,9 +317,11 @@ class PDRouter:
         return web.json_response(doc)
 
     async def version(self, request: web.Request) -> web.Response:
-        """The protocol's `/version` document, with what the router counts whatever the protocol: `abandoned`, the
-        requests a client gave up on while a worker had not begun its answer, by pool and worker URL."""
-        return web.json_response({**await self.protocol.version(self), "abandoned": self.abandoned})
+        """The protocol's `/version` document, with what the router is and counts whatever the protocol: its
+        `policy` (:data:`ROUTER_POLICY`), and `abandoned`, the requests a client gave up on while a worker had not
+        begun its answer, by pool and worker URL."""
+        return web.json_response({**await self.protocol.version(self), "policy": self.policy,
+                                  "abandoned": self.abandoned})
 
 
 _UPSTREAM_ERRORS = (aiohttp.ClientError, OSError, asyncio.TimeoutError)

@@ -120,6 +120,7 @@ def test_roles_run_as_processes_of_this_host_serve_the_client_through_the_router
         topology = provenance["topology"]
         roles = topology["roles"]
         assert set(roles) == {"prefill", "decode", "router"} and topology["disaggregated"]
+        assert topology["router_policy"] == "round_robin"  # what the router's /version said
         assert topology["node_names"] == [host] and topology["nodes"] == 1
         # role counts and GPUs as planned, each worker's read back from its own /version
         assert [len(roles[r]["placed"]) for r in ("prefill", "decode", "router")] == [2, 1, 1]

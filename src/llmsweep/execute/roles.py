@@ -175,6 +175,9 @@ class RanTopology(BaseModel):
     engine: str | None = Field(default=None, description="The engine the workers run (the topology's adapter).")
     router: dict[str, Any] | None = Field(default=None, description="What the router says it is (/version: "
                                           "`engine`, `protocol`, `version`).")
+    router_policy: str | None = Field(default=None, description="How the router picked each request's workers, as "
+                                      "its /version says it (`policy`); None where it said nothing: no policy is "
+                                      "recorded that the router did not report.")
     gpus: int = Field(description="GPUs of every role together (the job's).")
     roles: list[RanRole]
 
@@ -208,7 +211,7 @@ class RanTopology(BaseModel):
                 links += [link for link in w.kv_links if link not in links]
         return {"disaggregated": self.disaggregated, "nodes": len(self.nodes), "node_names": list(self.nodes),
                 "gpus": self.gpus, "gpus_per_node": self.gpus_per_node, "kv_transfer": self.kv_transfer,
-                "router_policy": "round_robin", "links": links,
+                "router_policy": self.router_policy, "links": links,
                 **({"engine": self.engine} if self.engine is not None else {}),
                 **({"router": self.router} if self.router is not None else {}),
                 "roles": roles}
@@ -937,7 +940,7 @@ class RoleDeployment:
         return RanTopology(disaggregated=self.topology.disaggregated, nodes=[n.name for n in self.nodes],
                            gpus_per_node=self.placement.gpus_per_node, kv_transfer=transfer,
                            engine=self.topology.engine,
-                           router=_router_said(router, self.topology),
+                           router=_router_said(router, self.topology), router_policy=_router_policy(router),
                            gpus=sum(r.count * r.gpus_per_worker for r in roles.values()), roles=list(roles.values()))
 
     def _check_router_routes(self, doc: dict[str, Any], roles: dict[str, RanRole]) -> None:
@@ -992,6 +995,17 @@ def _log_head(path: Path) -> str:
 
 def _text(value: Any) -> str | None:
     return str(value) if value is not None else None
+
+
+def _router_policy(doc: dict[str, Any] | None) -> str | None:
+    """The routing policy the router's `/version` says (`policy`); None, with a warning, where it says none."""
+    if doc is None:  # no router ran
+        return None
+    policy = doc.get("policy")
+    if isinstance(policy, str) and policy:
+        return policy
+    log.warning("the router's /version says no routing policy: the deployment records none (router_policy null)")
+    return None
 
 
 def _router_said(doc: dict[str, Any] | None, topology: Topology) -> dict[str, Any] | None:

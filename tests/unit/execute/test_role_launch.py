@@ -406,3 +406,21 @@ def test_the_launcher_decides_where_roles_go_and_one_that_cannot_place_them_says
     with pytest.raises(LaunchError, match="start as srun steps on the nodes of its Slurm allocation") as refused:
         role_placement(LocalLauncher(), topology, tmp_path, executor="slurm")
     assert "node.use_srun" in str(refused.value.fix)
+
+
+def test_the_recorded_router_policy_is_the_one_the_router_says_and_none_where_it_says_none() -> None:
+    """The deployment's `router_policy` is read from the router that ran (its /version `policy`), never a constant:
+    a router that says another policy is recorded with it, one that says none records none."""
+    from llmsweep.execute.roles import RanTopology, _router_policy
+    from llmsweep.router import ROUTER_POLICY
+
+    def recorded(doc: dict[str, object] | None) -> object:
+        ran = RanTopology(disaggregated=True, nodes=["h"], kv_transfer="nixl", router_policy=_router_policy(doc),
+                          gpus=2, roles=[])
+        return ran.describe()["router_policy"]
+
+    assert ROUTER_POLICY == "round_robin"
+    assert recorded({"role": "router", "policy": ROUTER_POLICY}) == "round_robin"
+    assert recorded({"role": "router", "policy": "least_load"}) == "least_load"
+    assert recorded({"role": "router"}) is None  # said nothing: nothing recorded
+    assert recorded(None) is None
