@@ -178,6 +178,43 @@ def test_workers_that_report_different_versions_fail_the_job_naming_both(tmp_pat
     assert not list((out / "servers").glob("*/roles/*.pid")), proc.stderr[-3000:]
 
 
+GPU_UUID = "GPU-00000000-0000-0000-0000-{:012d}"
+"""The rehearsal `nvidia-smi`'s UUID of GPU N."""
+
+
+@pytest.mark.parametrize(("busy", "refused"), [((1,), ("decode",)), ((0, 1), ("prefill", "decode"))],
+                         ids=["decode-gpu-busy", "both-busy"])
+def test_a_worker_whose_gpu_another_process_computes_on_fails_the_job_before_any_worker_starts(
+        tmp_path: Path, busy: tuple[int, ...], refused: tuple[str, ...]) -> None:
+    """A shared node: another process computes on a GPU a worker would be given (`nvidia-smi --query-compute-apps`).
+    An aggregated server's preflight refuses such a GPU; a deployment's workers never had one, so the decode worker
+    was launched onto GPU 1 beside pid 4242, and the job was measured, valid, sharing it (on a real GPU: failed after
+    loading its weights). Each worker now gets that preflight for the GPUs it is given: the job fails before any
+    worker starts, naming every worker refused, its GPU, the pid, and the fix; nothing is left behind."""
+    rows = "\n".join(f"{GPU_UUID.format(gpu)}, {4242 + gpu}, 70000, /usr/bin/python3" for gpu in busy)
+    proc, out = _run(tmp_path, concs="[1]", LLMSWEEP_STANDIN_COMPUTE_APPS=rows)
+    (outcome,) = read_json(out / "run.json")["outcomes"]
+    assert outcome["status"] == "failed", outcome
+    (reason,) = outcome["reasons"]
+    for kind, gpu in (("prefill", 0), ("decode", 1)):
+        said = f"{kind} worker 0 (CUDA_VISIBLE_DEVICES={gpu}): the vllm server would use GPU(s) {gpu}, but another"
+        assert (said in reason) is (kind in refused), reason
+    for gpu in busy:
+        assert f"GPU {gpu} ({GPU_UUID.format(gpu)}) holds pid {4242 + gpu} (/usr/bin/python3, 70000 MiB)" in reason
+    # the fix, each worker's where several are refused: the pid to stop, or other GPUs for the deployment
+    fixes = reason.split("\n  fix: ", 1)[1].split("; ")
+    assert len(fixes) == len(refused), reason
+    for fix, (kind, gpu) in zip(fixes, [(k, g) for k, g in (("prefill", 0), ("decode", 1)) if k in refused],
+                                strict=True):
+        assert fix == (f"{kind} worker 0: " if len(refused) > 1 else "") + (
+            f"stop or wait for pid(s) {4242 + gpu} (`nvidia-smi` shows what runs where), or give the deployment free "
+            "GPUs with CUDA_VISIBLE_DEVICES (its workers get consecutive GPUs of it, in launch order: prefill workers "
+            "first)"), reason
+    # nothing launched, nothing left: no role's log, pid file or server folder
+    assert not (out / "servers").exists(), sorted(map(str, (out / "servers").rglob("*")))
+    assert "ready" not in proc.stderr, proc.stderr[-3000:]
+
+
 def test_under_slurm_a_real_engines_roles_stay_refused_with_the_reason(tmp_path: Path) -> None:
     """No run has placed a real engine's workers as Slurm steps: refused before anything is submitted, with the way
     that runs it (the local executor on a host with every worker's GPUs)."""

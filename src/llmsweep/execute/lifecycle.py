@@ -727,12 +727,14 @@ class _Server:
         Any failure tears down every role started so far."""
         from llmsweep.execute.roles import LocalPlacement, RoleDeployment, role_placement
 
-        self.dir.mkdir(parents=True, exist_ok=True)
         try:
             placement = role_placement(self.launcher, topology, self.dir, executor=self.group.executor)
-        except LlmsweepError as exc:  # nowhere to place the roles (the host's GPUs, the allocation): no role ran
+        except LlmsweepError as exc:
+            # nowhere to place the roles (the host's GPUs, a worker's preflight, the allocation): no role ran, and
+            # nothing is left (the server folder is made once they are placed, as one server's after its preflight)
             self.unlaunched = exc
             raise
+        self.dir.mkdir(parents=True, exist_ok=True)
         self._picks_ports = isinstance(placement, LocalPlacement)  # a Slurm placement keeps the topology's ports
         deployment = RoleDeployment(topology, placement, self.dir, launch=self.launches)
         self.handle, self.spec = deployment, deployment.spec

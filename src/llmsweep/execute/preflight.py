@@ -214,8 +214,13 @@ def _refuse_busy(spec: LaunchSpec, host: _HostGpus, fix: str) -> None:
                       fix=f"stop or wait for pid(s) {pids} (`nvidia-smi` shows what runs where), or {fix}")
 
 
-def check_gpus(spec: LaunchSpec, environ: Mapping[str, str] | None = None) -> None:
-    """Fail when the spec needs GPUs this machine does not show. The simulator and CPU servers are skipped."""
+def check_gpus(spec: LaunchSpec, environ: Mapping[str, str] | None = None, *, reselect: str | None = None) -> None:
+    """Fail when the spec needs GPUs this machine does not show, or that another process computes on (NVIDIA). The
+    simulator and CPU servers are skipped.
+
+    `reselect`: where llmsweep chose the selection in `spec.env` itself (a role-by-role deployment's worker, given its
+    share of the host's GPUs: `execute.roles.LocalPlacement`), how to give the server other GPUs: the fix of a
+    refusal, in place of the recipe's `serve.env` (None: the selection in `spec.env` is the recipe's)."""
     if spec.gpus <= 0 or spec.engine == SIM.id:
         return
     host_env = os.environ if environ is None else environ
@@ -224,6 +229,7 @@ def check_gpus(spec: LaunchSpec, environ: Mapping[str, str] | None = None) -> No
     # sampler all read it so): a selection the recipe sets is the server's, whatever this shell has
     host = _host_gpus({**host_env, **spec.env})
     pinned = [f"{name}={spec.env[name]}" for name in VISIBLE_ENV if name in spec.env]
+    whose = "the recipe's" if reselect is None else "its"
     if host is None:
         raise LaunchError(
             f"the {spec.engine} server needs {spec.gpus} GPU(s) but neither nvidia-smi nor rocm-smi is on PATH",
@@ -233,7 +239,9 @@ def check_gpus(spec: LaunchSpec, environ: Mapping[str, str] | None = None) -> No
         )
     tool, found = host.tool, len(host.selected)
     if found < spec.gpus:
-        if pinned:
+        if reselect is not None:
+            fix = f"{reselect}, or lower tp/pp in the recipe"
+        elif pinned:
             fix = (f"name {spec.gpus} GPU(s) in the recipe's `serve.env` {', '.join(pinned)}, or drop it there, or "
                    "lower tp/pp in the recipe")
         elif in_slurm:
@@ -243,10 +251,12 @@ def check_gpus(spec: LaunchSpec, environ: Mapping[str, str] | None = None) -> No
         else:
             fix = ("free GPUs on this machine or name more of them in CUDA_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES (the "
                    "docker executor passes the same selection), or lower tp/pp in the recipe")
-        under = f" under the recipe's {', '.join(pinned)}" if pinned else ""
+        under = f" under {whose} {', '.join(pinned)}" if pinned else ""
         raise LaunchError(f"the {spec.engine} server needs {spec.gpus} GPU(s) but {tool} shows {found} visible{under}",
                           fix=fix)
-    if pinned:
+    if reselect is not None:
+        elsewhere = reselect
+    elif pinned:
         elsewhere = f"select free GPUs in the recipe's `serve.env` {', '.join(pinned)}"
     elif in_slurm:
         node = host_env.get("SLURMD_NODENAME") or "NODE"
@@ -261,7 +271,9 @@ def preflight(spec: LaunchSpec, *, gpus: bool = True, environ: Mapping[str, str]
     """Everything to check where the server will run, before launching it: the port (resolved when 0), then GPUs.
 
     Returns the spec to launch (its port filled in). Call it on the machine that runs the server: here for local and
-    docker, on the node (in the batch job's worker) for Slurm.
+    docker, on the node (in the batch job's worker) for Slurm. A deployment launched role by role on this host checks
+    each worker's GPUs with `check_gpus` before any starts (`execute.roles.LocalPlacement`, which picks every port
+    free itself, as `resolve_port` picks a port 0).
     """
     resolved = resolve_port(spec)
     if gpus:

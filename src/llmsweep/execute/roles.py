@@ -12,7 +12,8 @@ the node placeholders its launch carries (`{node0}`, `{node1}`, …) and starts 
   as a tree, as any local server), each on a free loopback port; the router is pointed at the workers' ports. Each
   process has a pid file of its own beside the group's, so a `--resume` after a killed run stops every one of them.
   A worker that needs GPUs gets its share of the host's through CUDA_VISIBLE_DEVICES, in its launch's env, only
-  when the host shows them all (the simulator needs none).
+  when the host shows them all (the simulator needs none), and each share gets an aggregated server's launch
+  preflight (`preflight.check_gpus`) before any worker starts.
 
 Either way the workers start first (prefill, then decode), each waited for until it answers its health check, then
 the router; the client talks to the router. What ran is read back, never copied from the plan: every role's
@@ -475,9 +476,10 @@ class SlurmPlacement:
 class LocalPlacement:
     """Every worker and the router a process of its own on this host, each on a free loopback port: `{nodeK}` is
     loopback, every port the topology plans on a node becomes one picked free here (the router's URLs of the workers
-    with them), and a worker that needs GPUs gets its share of the host's in its env (:func:`gpu_partition`). Each
-    process writes a pid file of its own into `server_dir` (`server.<label>.pid`), which `run --resume` after a killed
-    run finds (`lifecycle.stop_stale_servers`) and which goes once the process is gone."""
+    with them), and a worker that needs GPUs gets its share of the host's in its env (:func:`gpu_partition`), checked
+    before any worker starts as an aggregated server's GPUs are (`_preflight`). Each process writes a pid file of its
+    own into `server_dir` (`server.<label>.pid`), which `run --resume` after a killed run finds
+    (`lifecycle.stop_stale_servers`) and which goes once the process is gone."""
 
     kind, unit, units = "local", "process", "process(es)"
 
@@ -513,6 +515,38 @@ class LocalPlacement:
         shares = gpu_partition([(f"{role.name} worker {w.index}", w.spec.gpus) for role, w in workers], environ)
         self.gpus = {(role.name, w.index): share for (role, w), share in zip(workers, shares, strict=True)}
         self.pid_files: list[tuple[ProcessServerHandle, Path]] = []
+        self._preflight(workers)
+
+    def _preflight(self, workers: list[tuple[Role, RoleWorker]]) -> None:
+        """Each worker's launch preflight, before any starts: the GPUs its share selects, checked as an aggregated
+        server's are (`preflight.check_gpus`: present under its selection, and, NVIDIA, no other process computing on
+        them); the simulator's workers and a worker of no GPU are skipped there, as aggregated. (Its ports need no
+        check: each was picked free above, as `preflight.resolve_port` picks a server's port 0.) A LaunchError names
+        every worker refused, its GPUs and the fix; nothing has started."""
+        from llmsweep.execute.preflight import check_gpus
+
+        shell = (os.environ if self._environ is None else self._environ).get(GPU_PARTITION_ENV)
+        if shell is not None and shell.strip():
+            pool = f"in this shell's {GPU_PARTITION_ENV}={shell}"
+        else:
+            pool = f"with {GPU_PARTITION_ENV}"
+        reselect = (f"give the deployment free GPUs {pool} (its workers get consecutive GPUs of it, in launch order: "
+                    "prefill workers first)")
+        refused: list[tuple[str, str, LaunchError]] = []
+        for role, worker in workers:
+            share = self.gpus.get((role.name, worker.index))
+            if share is None:
+                continue
+            try:
+                check_gpus(self.place(role, worker), self._environ, reselect=reselect)
+            except LaunchError as exc:
+                refused.append((f"{role.name} worker {worker.index}", share, exc))
+        if not refused:
+            return
+        fixes = [(who, exc.fix) for who, _share, exc in refused if exc.fix]
+        fix = fixes[0][1] if len(fixes) == 1 else "; ".join(f"{who}: {said}" for who, said in fixes)
+        raise LaunchError("; ".join(f"{who} ({GPU_PARTITION_ENV}={share}): {exc.message}"
+                                    for who, share, exc in refused), fix=fix or None)
 
     def node_of(self, worker: RoleWorker) -> AllocatedNode:
         return self.nodes[0]

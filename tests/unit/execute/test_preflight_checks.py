@@ -246,3 +246,23 @@ def test_a_gpu_another_process_computes_on_is_refused_before_launch(monkeypatch:
     busy_nvidia_smi(tmp_path, "GPU-bbbb2222, 4242, 30000, python3\n", mig_on_1=True)
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "MIG-11111111-aaaa-4aaa-8aaa-aaaaaaaaaaaa")
     check_gpus(spec(("srv",), 1, gpus=1))
+
+
+def test_a_selection_llmsweep_chose_is_refused_with_how_to_choose_others(monkeypatch: pytest.MonkeyPatch,
+                                                                          tmp_path: Path) -> None:
+    """A role-by-role deployment's worker is given its GPUs by llmsweep (`reselect`): a refusal's fix says how to
+    choose others, never to edit a `serve.env` selection the recipe does not set, and a shortfall is said under the
+    worker's own selection, not the recipe's."""
+    busy_nvidia_smi(tmp_path, "GPU-bbbb2222, 4242, 71234, /usr/bin/python3\n")
+    monkeypatch.setenv("PATH", str(tmp_path))
+    for name in ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "SLURM_JOB_ID"):
+        monkeypatch.delenv(name, raising=False)
+    worker = spec(("srv",), 1, gpus=1, env={"CUDA_VISIBLE_DEVICES": "1"})
+    with pytest.raises(LaunchError, match="pid 4242") as err:
+        check_gpus(worker, reselect="give the deployment free GPUs with X")
+    assert err.value.fix == "stop or wait for pid(s) 4242 (`nvidia-smi` shows what runs where), or give the " \
+                            "deployment free GPUs with X"
+    with pytest.raises(LaunchError) as short:
+        check_gpus(worker.model_copy(update={"gpus": 2}), reselect="give the deployment free GPUs with X")
+    assert "shows 1 visible under its CUDA_VISIBLE_DEVICES=1" in short.value.message
+    assert short.value.fix == "give the deployment free GPUs with X, or lower tp/pp in the recipe"

@@ -234,3 +234,47 @@ def test_a_real_vllm_0_26_workers_start_up_lines_say_its_role_connector_and_tp(r
         "role": role, "kv_role": kv_role, "kv_transfer": "nixl", "connector": "NixlPullConnector", "tp": 1}
     assert report["engine_id"] and report["parallel"] == {
         "tensor_parallel_size": 1, "pipeline_parallel_size": 1, "data_parallel_size": 1}
+
+
+BUSY = "GPU-00000000-0000-0000-0000-{:012d}, {}, 70000, /usr/bin/python3"
+"""A `--query-compute-apps` row of the rehearsal `nvidia-smi`: GPU N's UUID, a pid."""
+
+
+def busy(monkeypatch: pytest.MonkeyPatch, *rows: str) -> None:
+    """The rehearsal `nvidia-smi` lists `rows` as the processes computing on the GPUs (the tool runs in this
+    process's environment)."""
+    monkeypatch.setenv("LLMSWEEP_STANDIN_COMPUTE_APPS", "\n".join(rows))
+
+
+def test_each_worker_is_refused_a_gpu_another_process_computes_on_before_any_starts(
+        job: Job, two_gpus: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The placement preflights every worker's share as an aggregated server's GPUs (`preflight.check_gpus`): a GPU
+    another process computes on refuses the worker given it, naming it, its GPU and the pid; the fix says how the
+    deployment's GPUs are chosen (the shell's selection, shared out in launch order). The MPS daemon is no tenant."""
+    topology = engines.render_topology(job)
+    busy(monkeypatch, BUSY.format(0, 4242))
+    with pytest.raises(LaunchError) as err:
+        LocalPlacement(topology, LocalLauncher(), tmp_path, environ=two_gpus)
+    assert err.value.message.startswith("prefill worker 0 (CUDA_VISIBLE_DEVICES=0): the vllm server would use GPU(s) "
+                                        "0, but another process computes on it") and "decode" not in err.value.message
+    assert "pid 4242 (/usr/bin/python3, 70000 MiB)" in err.value.message
+    assert err.value.fix == ("stop or wait for pid(s) 4242 (`nvidia-smi` shows what runs where), or give the "
+                             "deployment free GPUs with CUDA_VISIBLE_DEVICES (its workers get consecutive GPUs of it, "
+                             "in launch order: prefill workers first)")
+    # the shell's selection reorders the shares: GPU 0 is now the decode worker's
+    with pytest.raises(LaunchError, match=r"^decode worker 0 \(CUDA_VISIBLE_DEVICES=0\)") as err:
+        LocalPlacement(topology, LocalLauncher(), tmp_path, environ={**two_gpus, "CUDA_VISIBLE_DEVICES": "1,0"})
+    assert "in this shell's CUDA_VISIBLE_DEVICES=1,0" in (err.value.fix or "")
+    busy(monkeypatch, BUSY.format(0, 77).replace("/usr/bin/python3", "nvidia-cuda-mps-server"))
+    placement = LocalPlacement(topology, LocalLauncher(), tmp_path, environ=two_gpus)
+    assert placement.gpus == {("prefill", 0): "0", ("decode", 0): "1", ("router", 0): None}
+
+
+def test_the_simulators_workers_are_not_preflighted_for_gpus(job: Job, two_gpus: dict[str, str], tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """As an aggregated simulator's server: the live simulator's workers use no GPU, busy or not."""
+    topology = engines.render_topology(job, simulate=True)
+    busy(monkeypatch, BUSY.format(0, 4242), BUSY.format(1, 4243))
+    placement = LocalPlacement(topology, LocalLauncher(), tmp_path, environ=two_gpus)
+    assert set(placement.gpus.values()) == {None}
+
