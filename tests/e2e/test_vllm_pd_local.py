@@ -26,14 +26,18 @@ FLEET = REPO / "examples" / "gpu" / "fleet.yaml"
 REHEARSAL = REPO / "scripts" / "gpu" / "cpu_rehearsal"
 
 
-def _run(tmp: Path, *, concs: str = "[1, 8]", power: str = "off", **faults: str) -> tuple[Any, Path]:
+def _run(tmp: Path, *, concs: str = "[1, 8]", power: str = "off", serve_env: str = "", **faults: str
+         ) -> tuple[Any, Path]:
+    """`serve_env`: lines added to the recipe's `serve.env` (`KEY: "value"`, one a line)."""
     model = tmp / "llama-1b"
     synth = cli_here(["model", "synth", "llama-1b", "--out", model], cli_env(tmp))
     assert synth.returncode == 0, synth.stderr
     recipe = tmp / RECIPE.name
+    added = "".join(f"      {line}\n" for line in serve_env.splitlines())
     recipe.write_text(RECIPE.read_text().replace("/tmp/models/llama-1b", str(model))
                       .replace("conc-list: [1, 8]", f"conc-list: {concs}")
-                      .replace("num-prompts-per-conc: 10", "num-prompts-per-conc: 3"))
+                      .replace("num-prompts-per-conc: 10", "num-prompts-per-conc: 3")
+                      .replace('      HF_HUB_OFFLINE: "1"\n', f'      HF_HUB_OFFLINE: "1"\n{added}'))
     out = tmp / "out"
     here = cli_env(tmp)
     env = cli_env(tmp, PATH=f"{REHEARSAL}:{Path(sys.executable).parent}:{here['PATH']}",
@@ -213,6 +217,21 @@ def test_a_worker_whose_gpu_another_process_computes_on_fails_the_job_before_any
     # nothing launched, nothing left: no role's log, pid file or server folder
     assert not (out / "servers").exists(), sorted(map(str, (out / "servers").rglob("*")))
     assert "ready" not in proc.stderr, proc.stderr[-3000:]
+
+
+def test_a_gpu_selection_in_the_recipe_is_the_one_the_workers_share_and_one_the_host_lacks_fails_the_job(
+        tmp_path: Path) -> None:
+    """The recipe's `serve.env` CUDA_VISIBLE_DEVICES was overwritten by each worker's share of the shell's GPUs: on
+    a 2-GPU host `CUDA_VISIBLE_DEVICES: "2,3"` (refused for an aggregated server: the host has no GPU 2) ran the
+    workers on GPUs 0 and 1, valid. The workers' shares are now taken from the selection they run with, the
+    recipe's over the shell's, so that one fails the job before any worker starts, with the GPUs named."""
+    proc, out = _run(tmp_path, concs="[1]", serve_env='CUDA_VISIBLE_DEVICES: "2,3"')
+    (outcome,) = read_json(out / "run.json")["outcomes"]
+    assert outcome["status"] == "failed", outcome
+    (reason,) = outcome["reasons"]
+    assert "CUDA_VISIBLE_DEVICES=2,3 names GPU 2, 3, but nvidia-smi lists 2 GPU(s) on this host (0-1)" in reason
+    assert "name GPUs this node has" in reason
+    assert not (out / "servers").exists() and "ready" not in proc.stderr, proc.stderr[-3000:]
 
 
 def test_under_slurm_a_real_engines_roles_stay_refused_with_the_reason(tmp_path: Path) -> None:

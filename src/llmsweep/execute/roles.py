@@ -67,6 +67,7 @@ from llmsweep.power.deployment import NodePowerFiles, SampledWorker
 from llmsweep.power.sampler import OFF_REASON, BackendChoice, PowerSettings
 from llmsweep.power.samples import GPU_METRICS_FILE
 from llmsweep.visible import CUDA as VISIBLE_CUDA
+from llmsweep.visible import VISIBLE_ENV
 
 log = logging.getLogger(__name__)
 
@@ -358,15 +359,20 @@ GPU_PARTITION_ENV = VISIBLE_CUDA
 """The variable a worker of a role-by-role deployment on one host finds its GPUs in (`gpu_partition`)."""
 
 
-def gpu_partition(needs: list[tuple[str, int]], environ: Mapping[str, str] | None = None) -> list[str | None]:
+def gpu_partition(needs: list[tuple[str, int]], environ: Mapping[str, str] | None = None,
+                  recipe: Mapping[str, str] | None = None) -> list[str | None]:
     """Each worker's share of this host's GPUs, as a CUDA_VISIBLE_DEVICES value (None: a worker that needs none),
-    given `needs`, (worker name, GPUs) in launch order: consecutive GPUs of those this process may use (its own
-    selection, else all the host's). A LaunchError says why when the host does not show them all together, or when
-    an AMD selection (HIP_/ROCR_VISIBLE_DEVICES) is set that the indices would be read relative to."""
+    given `needs`, (worker name, GPUs) in launch order: consecutive GPUs of those the workers may use — the selection
+    `recipe` sets (the `*_VISIBLE_DEVICES` of the workers' launch env: the recipe's `serve.env`) over this process's,
+    else all the host's, as a server runs with the recipe's env over this process's (`preflight.check_gpus`). A
+    LaunchError says why when the selection names a GPU the host lacks (`preflight.count_gpus`), when it does not
+    show them all together, or when an AMD selection (HIP_/ROCR_VISIBLE_DEVICES) is set that the indices would be
+    read relative to."""
     from llmsweep.execute.preflight import count_gpus
     from llmsweep.visible import HIP, ROCR, resolve_visible
 
-    env = os.environ if environ is None else environ
+    pinned = dict(recipe or {})
+    env = {**(os.environ if environ is None else environ), **pinned}
     needed = sum(n for _name, n in needs)
     if needed <= 0:
         return [None for _ in needs]
@@ -375,8 +381,9 @@ def gpu_partition(needs: list[tuple[str, int]], environ: Mapping[str, str] | Non
     fix = "run it on a host with that many GPUs, or on the simulator (--simulate)"
     chosen = [name for name in (HIP, ROCR) if env.get(name)]
     if chosen:
+        where = "in the recipe's `serve.env`" if chosen[0] in pinned else "here"
         raise LaunchError(f"the deployment's workers get their GPUs through {GPU_PARTITION_ENV}, but {chosen[0]} is "
-                          "set here: the indices would be read within its selection",
+                          f"set {where}: the indices would be read within its selection",
                           fix=f"unset {' and '.join(chosen)} (select the GPUs with {GPU_PARTITION_ENV})")
     counted = count_gpus(env)
     if counted is None:
@@ -384,6 +391,12 @@ def gpu_partition(needs: list[tuple[str, int]], environ: Mapping[str, str] | Non
                           "nor rocm-smi is on PATH", fix=fix)
     tool, found = counted
     if found < needed:
+        if GPU_PARTITION_ENV in pinned:
+            said = f"{GPU_PARTITION_ENV}={pinned[GPU_PARTITION_ENV]}"
+            raise LaunchError(f"the deployment's workers need {needed} GPU(s) together ({wanted}) but {tool} shows "
+                              f"{found} under the recipe's {said}",
+                              fix=f"name {needed} GPU(s) in the recipe's `serve.env` {said}, or drop it there; or "
+                                  f"{fix}")
         raise LaunchError(f"the deployment's workers need {needed} GPU(s) together ({wanted}) but {tool} shows "
                           f"{found} on this host", fix=fix)
     visible = resolve_visible(env).gpus
@@ -473,6 +486,20 @@ class SlurmPlacement:
 
 
 
+def _recipe_selection(topology: Topology, workers: list[tuple[Role, RoleWorker]]) -> dict[str, str]:
+    """The `*_VISIBLE_DEVICES` the GPU workers' launch env sets (the recipe's `serve.env`, the same in every worker's
+    launch): the GPUs their shares are taken from. Workers that set different selections are refused: the shares are
+    consecutive GPUs of one."""
+    seen = {tuple((name, w.spec.env[name]) for name in VISIBLE_ENV if name in w.spec.env): f"{role.name} worker "
+            f"{w.index}" for role, w in workers if w.spec.gpus > 0}
+    if len(seen) > 1:
+        said = "; ".join(f"{who}: {' '.join(f'{k}={v}' for k, v in sel) or 'none'}" for sel, who in seen.items())
+        raise LaunchError(f"the workers of job {topology.job} set different GPU selections in their launch env "
+                          f"({said}); their shares of this host's GPUs are taken from one selection",
+                          fix="set one CUDA_VISIBLE_DEVICES for the deployment (the recipe's `serve.env`), or none")
+    return dict(next(iter(seen), ()))
+
+
 class LocalPlacement:
     """Every worker and the router a process of its own on this host, each on a free loopback port: `{nodeK}` is
     loopback, every port the topology plans on a node becomes one picked free here (the router's URLs of the workers
@@ -512,12 +539,14 @@ class LocalPlacement:
         """Each (role, worker, variable) of a port a worker listens on besides its serving port (vLLM's NIXL side
         channel, `LaunchSpec.side_ports`) → the first of the free consecutive ports it gets here: the planned ones
         (5600 and up) may be taken on this host, and two deployments on one host would share them."""
-        shares = gpu_partition([(f"{role.name} worker {w.index}", w.spec.gpus) for role, w in workers], environ)
+        recipe = _recipe_selection(topology, workers)
+        shares = gpu_partition([(f"{role.name} worker {w.index}", w.spec.gpus) for role, w in workers], environ,
+                               recipe)
         self.gpus = {(role.name, w.index): share for (role, w), share in zip(workers, shares, strict=True)}
         self.pid_files: list[tuple[ProcessServerHandle, Path]] = []
-        self._preflight(workers)
+        self._preflight(workers, recipe)
 
-    def _preflight(self, workers: list[tuple[Role, RoleWorker]]) -> None:
+    def _preflight(self, workers: list[tuple[Role, RoleWorker]], recipe: Mapping[str, str]) -> None:
         """Each worker's launch preflight, before any starts: the GPUs its share selects, checked as an aggregated
         server's are (`preflight.check_gpus`: present under its selection, and, NVIDIA, no other process computing on
         them); the simulator's workers and a worker of no GPU are skipped there, as aggregated. (Its ports need no
@@ -526,7 +555,9 @@ class LocalPlacement:
         from llmsweep.execute.preflight import check_gpus
 
         shell = (os.environ if self._environ is None else self._environ).get(GPU_PARTITION_ENV)
-        if shell is not None and shell.strip():
+        if GPU_PARTITION_ENV in recipe:
+            pool = f"in the recipe's `serve.env` {GPU_PARTITION_ENV}={recipe[GPU_PARTITION_ENV]}"
+        elif shell is not None and shell.strip():
             pool = f"in this shell's {GPU_PARTITION_ENV}={shell}"
         else:
             pool = f"with {GPU_PARTITION_ENV}"

@@ -236,6 +236,15 @@ def test_a_real_vllm_0_26_workers_start_up_lines_say_its_role_connector_and_tp(r
         "tensor_parallel_size": 1, "pipeline_parallel_size": 1, "data_parallel_size": 1}
 
 
+def _pinned(topology: Topology, selection: dict[str, str], kind: str | None = None) -> Topology:
+    """`topology` with `selection` in its GPU workers' launch env (of role `kind` only, when given), as a recipe's
+    `serve.env` puts it there."""
+    return topology.model_copy(update={"roles": tuple(
+        r.model_copy(update={"workers": tuple(w.model_copy(update={"spec": w.spec.model_copy(update={
+            "env": {**w.spec.env, **selection}})}) for w in r.workers)})
+        if r.kind != "router" and kind in (None, r.kind) else r for r in topology.roles)})
+
+
 BUSY = "GPU-00000000-0000-0000-0000-{:012d}, {}, 70000, /usr/bin/python3"
 """A `--query-compute-apps` row of the rehearsal `nvidia-smi`: GPU N's UUID, a pid."""
 
@@ -278,3 +287,24 @@ def test_the_simulators_workers_are_not_preflighted_for_gpus(job: Job, two_gpus:
     placement = LocalPlacement(topology, LocalLauncher(), tmp_path, environ=two_gpus)
     assert set(placement.gpus.values()) == {None}
 
+
+def test_the_workers_share_the_gpus_the_recipes_selection_names(job: Job, two_gpus: dict[str, str], tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """The workers run with the recipe's `serve.env` over the shell's, as an aggregated server does: their shares are
+    taken from the recipe's CUDA_VISIBLE_DEVICES (it was overwritten by shares of the shell's GPUs), a refusal's fix
+    names it, and workers whose launches set different selections are refused (no one selection to share out)."""
+    topology = _pinned(engines.render_topology(job), {"CUDA_VISIBLE_DEVICES": "1,0"})
+    placement = LocalPlacement(topology, LocalLauncher(), tmp_path, environ={**two_gpus, "CUDA_VISIBLE_DEVICES": "0"})
+    specs = {r.kind: placement.place(r, r.workers[0]) for r in topology.roles}
+    assert (specs["prefill"].env[GPU_PARTITION_ENV], specs["decode"].env[GPU_PARTITION_ENV]) == ("1", "0")
+    busy(monkeypatch, BUSY.format(1, 4242))
+    with pytest.raises(LaunchError, match=r"^prefill worker 0 \(CUDA_VISIBLE_DEVICES=1\).*pid 4242") as err:
+        LocalPlacement(topology, LocalLauncher(), tmp_path, environ=two_gpus)
+    assert "in the recipe's `serve.env` CUDA_VISIBLE_DEVICES=1,0" in (err.value.fix or "")
+    with pytest.raises(LaunchError, match=r"need 2 GPU\(s\) together .* but nvidia-smi shows 1 under the recipe's "
+                                          r"CUDA_VISIBLE_DEVICES=1") as err:
+        LocalPlacement(_pinned(topology, {"CUDA_VISIBLE_DEVICES": "1"}), LocalLauncher(), tmp_path, environ=two_gpus)
+    assert "name 2 GPU(s) in the recipe's `serve.env` CUDA_VISIBLE_DEVICES=1" in (err.value.fix or "")
+    with pytest.raises(LaunchError, match="set different GPU selections in their launch env"):
+        LocalPlacement(_pinned(topology, {"CUDA_VISIBLE_DEVICES": "0"}, "decode"), LocalLauncher(), tmp_path,
+                       environ=two_gpus)
