@@ -14,7 +14,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import AsyncIterator, Iterator
-from typing import Any
+from typing import Any, Self
 
 import aiohttp
 import pytest
@@ -235,7 +235,27 @@ def loop_time() -> float:
     return asyncio.get_running_loop().time()
 
 
-class IdleClosingWorker:
+class RawWorker:
+    """A worker on a raw asyncio server (its `serve` handles each connection), started and closed as an async
+    context: the HTTP it speaks is written by hand, to misbehave exactly as the test needs."""
+
+    server: asyncio.Server | None = None
+    url = ""
+
+    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        raise NotImplementedError
+
+    async def __aenter__(self) -> Self:
+        self.server = await asyncio.start_server(self.serve, "127.0.0.1", 0)
+        self.url = f"http://127.0.0.1:{self.server.sockets[0].getsockname()[1]}"
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self.server is not None
+        self.server.close()
+
+
+class IdleClosingWorker(RawWorker):
     """A worker (both roles, the simulator's protocol) that closes a keep-alive connection idle for `idle_close_s`,
     as uvicorn closes one idle for its `timeout_keep_alive` (vLLM's and SGLang's: 5 s), at the worst moment: just as
     the next request on it arrives, which it then never reads (made deterministic: any request that arrives on a
@@ -248,8 +268,6 @@ class IdleClosingWorker:
         self.connections = 0
         self.answered = 0
         self.closed_unanswered = 0
-        self.server: asyncio.Server | None = None
-        self.url = ""
 
     async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
@@ -278,14 +296,6 @@ class IdleClosingWorker:
         finally:
             writer.close()
 
-    async def __aenter__(self) -> IdleClosingWorker:
-        self.server = await asyncio.start_server(self.serve, "127.0.0.1", 0)
-        self.url = f"http://127.0.0.1:{self.server.sockets[0].getsockname()[1]}"
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        assert self.server is not None
-        self.server.close()
 
 
 def test_a_pooled_connection_the_worker_closes_as_a_request_arrives_is_retried_once_on_a_fresh_one() -> None:
@@ -348,15 +358,13 @@ def test_the_router_reuses_no_connection_idle_for_longer_than_its_keep_alive() -
     asyncio.run(main())
 
 
-class HangingWorker:
+class HangingWorker(RawWorker):
     """A worker that accepts a request, reads it and never answers; `dropped` counts the requests whose connection
     the router then closed (it stopped waiting and dropped the request)."""
 
     def __init__(self) -> None:
         self.received = 0
         self.dropped = 0
-        self.server: asyncio.Server | None = None
-        self.url = ""
 
     async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         with contextlib.suppress(asyncio.IncompleteReadError, ConnectionError):
@@ -367,14 +375,6 @@ class HangingWorker:
             self.dropped += 1
         writer.close()
 
-    async def __aenter__(self) -> HangingWorker:
-        self.server = await asyncio.start_server(self.serve, "127.0.0.1", 0)
-        self.url = f"http://127.0.0.1:{self.server.sockets[0].getsockname()[1]}"
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        assert self.server is not None
-        self.server.close()
 
 
 @pytest.mark.parametrize(("hung", "stream"), [("decode", False), ("decode", True), ("prefill", False)])
