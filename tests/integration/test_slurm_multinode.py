@@ -484,3 +484,57 @@ def test_an_option_sbatch_refuses_for_a_multinode_group_is_bad_input_with_that_o
     assert "Invalid partition name" in proc.stderr and "give a partition `sinfo` lists" in proc.stderr
     assert "cannot allocate" not in proc.stderr
     assert not list((out / "servers").glob("*/slurm_job_id"))  # nothing was submitted
+
+
+def test_a_per_node_option_no_node_meets_is_bad_input_not_a_topology_too_wide(tmp_path: Path) -> None:
+    """`mem=999999G` for a disaggregated group: no node has that much memory, whatever the topology. It was refused
+    per job as 'Slurm cannot allocate the 3 nodes the topology … needs' with the fix to choose a topology with fewer
+    workers (exit 1), sending the user to the recipe for a typo in an option; a one-node group names the option, exit
+    2, and so does this one now."""
+    out = tmp_path / "out"
+    argv = [*run_argv(RECIPE, out), "--executor-option", "mem=999999G"]
+    proc = subprocess.run(argv, env=env(tmp_path), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert "Requested node configuration is not available" in proc.stderr, proc.stderr[-3000:]
+    assert "ask for what a node of the partition has" in proc.stderr and "mem=" in proc.stderr, proc.stderr[-3000:]
+    assert "cannot allocate" not in proc.stderr and "fewer workers" not in proc.stderr, proc.stderr[-3000:]
+    assert not list((out / "servers").glob("*/slurm_job_id"))  # nothing was submitted
+
+
+def test_a_topology_the_excluded_nodes_leave_too_little_room_for_says_so(
+        tmp_path: Path, multinode_cluster: dict[str, str]) -> None:
+    """`exclude=[<a node>]` leaves the partition fewer nodes than the topology needs: its jobs are refused (the
+    others would run) with a fix that names the exclusion, the one input that made it too small — not only 'another
+    partition, or fewer workers'."""
+    excluded = sorted(multinode_cluster)[-1]
+    out = tmp_path / "out"
+    argv = [*run_argv(RECIPE, out), "--executor-option", f"exclude=[{excluded}]"]
+    proc = subprocess.run(argv, env=env(tmp_path), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    every = outcomes(out)
+    assert {o["status"] for o in every} == {"refused"}, every
+    reason = every[0]["reasons"][0]
+    assert "Slurm cannot allocate the 3 nodes" in reason and f"exclude ({excluded})" in reason, reason
+    assert not list((out / "servers").glob("*/slurm_job_id"))  # nothing was submitted
+
+
+def test_a_partition_whose_nodes_are_drained_is_not_taken_for_a_bad_option(
+        tmp_path: Path, multinode_cluster: dict[str, str]) -> None:
+    """Every node drained (an administrator's `scontrol update state=drain`, here for the length of the run): sbatch
+    --test-only says 'Requested node configuration is not available' as it does for an option no node meets, for one
+    node too. The jobs are refused as a cluster that cannot hold the topology now, naming the nodes that cannot take
+    jobs and where Slurm says why — not bad input sending the user to change cpus_per_task or mem."""
+    nodes = ",".join(sorted(multinode_cluster))
+    out = tmp_path / "out"
+    slurm("scontrol", "update", f"nodename={nodes}", "state=drain", "reason=llmsweep-test-drained")
+    try:
+        proc = subprocess.run(run_argv(RECIPE, out), env=env(tmp_path), capture_output=True, text=True, timeout=120)
+    finally:
+        slurm("scontrol", "update", f"nodename={nodes}", "state=resume")
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    every = outcomes(out)
+    assert {o["status"] for o in every} == {"refused"}, every
+    reason = every[0]["reasons"][0]
+    assert "Slurm cannot allocate the 3 nodes" in reason and "sinfo -R" in reason, reason
+    assert all(node in reason for node in multinode_cluster), reason
+    assert "cpus_per_task" not in proc.stderr, proc.stderr[-3000:]

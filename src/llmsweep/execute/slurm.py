@@ -54,6 +54,8 @@ from llmsweep.execute.signals import (
 from llmsweep.findings import visible_text
 
 if TYPE_CHECKING:
+    import subprocess
+
     from llmsweep.execute.lifecycle import JobOutcome, LifecycleSettings, ServerGroup
 
 log = logging.getLogger(__name__)
@@ -514,6 +516,15 @@ def sbatch_environment(script: str, environ: Mapping[str, str]) -> dict[str, str
 
 _UNREACHED = ("contact slurm controller", "socket timed out", "connection refused", "zero bytes", "munge")
 """Words of an sbatch error that says the controller was not reached (no refusal: `_SLURM_FIX` applies)."""
+_NODE_CONFIG_FIX = ("ask for what a node of the partition has (`sinfo -N -o '%N %P %c %m %G'`: CPUs, memory, GPUs): "
+                    "--executor-option cpus_per_task=, mem=, gpu_type=, extra_sbatch, fewer nodes in exclude, or "
+                    "another partition=NAME")
+"""The fix when no node of the partition has what each node of the batch job asks for (Slurm's `Requested node
+configuration is not available`)."""
+_USABLE_NODE_STATES = frozenset({"idle", "mix", "alloc", "comp", "resv", "plnd"})
+"""`sinfo %t` states, less their flag suffixes (`~` powered down, which Slurm powers up for a job), of a node that takes
+jobs: idle, mixed, allocated, completing, reserved, planned. Not these: down, drained or draining, failing, in
+maintenance, booting, unknown; nor one whose state ends in `*` (not responding)."""
 _REFUSED_FIXES: tuple[tuple[str, str], ...] = (
     ("invalid partition", "give a partition `sinfo` lists ({partitions}): --executor-option partition=NAME, or "
                           "leave it out for the cluster's default"),
@@ -526,9 +537,7 @@ _REFUSED_FIXES: tuple[tuple[str, str], ...] = (
     ("time limit", "give a time limit within the partition's (`sinfo -o '%P %l'`): --executor-option time_limit="
                    "HH:MM:SS"),
     ("node name", "name only nodes `sinfo -N` lists in --executor-option exclude (or a --nodelist in extra_sbatch)"),
-    ("node configuration is not available",
-     "ask for what a node of the partition has (`sinfo -N -o '%N %P %c %m %G'`: CPUs, memory, GPUs): "
-     "--executor-option cpus_per_task=, mem=, gpu_type=, extra_sbatch, or another partition=NAME"),
+    ("node configuration is not available", _NODE_CONFIG_FIX),
     ("generic resource", "give a GPU type the nodes have (`sinfo -o '%P %G'`): --executor-option gpu_type=TYPE, or "
                          "leave it out"),
 )
@@ -1480,22 +1489,57 @@ class SlurmExecutor:
     def _check_nodes(self, script_path: Path, nodes: int, name: str, environ: Mapping[str, str] | None) -> None:
         """`sbatch --test-only`: a multi-node allocation the partition can never hold would pend forever
         (PartitionNodeLimit); it is refused now with Slurm's reason instead."""
-        proc = run_command(["sbatch", "--test-only", str(script_path)], timeout_s=self.options.command_timeout_s,
-                           env=environ, check=False, fix=_SLURM_FIX)
+        def test_only(*override: str) -> subprocess.CompletedProcess[str]:
+            return run_command(["sbatch", "--test-only", *override, str(script_path)],
+                               timeout_s=self.options.command_timeout_s, env=environ, check=False, fix=_SLURM_FIX)
+
+        proc = test_only()
         if proc.returncode != 0:
             said = (proc.stderr or proc.stdout).strip().splitlines()
             fix = refused_fix(proc.stderr or "", environ)
-            if fix is not None and fix != _REFUSED_ANY_FIX and "node configuration" not in (proc.stderr or "").lower():
+            node_config = "node configuration" in (proc.stderr or "").lower()
+            unusable = self._unusable_nodes(environ) if node_config else []
+            if node_config and not unusable and test_only("--nodes=1").returncode != 0:
+                # Not one node of the partition, all of them up, meets what each node is asked for (mem,
+                # cpus_per_task, a --constraint in extra_sbatch), the node count aside (a command-line --nodes
+                # overrides the script's): the options are at fault, not the topology — bad input, exit 2 with their
+                # fix, as for a one-node group. (A node down or drained fails `--test-only` alike: not the options.)
+                raise ConfigError(f"sbatch refuses the batch job of {name}: {said[-1] if said else 'no reason given'}",
+                                  fix=_NODE_CONFIG_FIX)
+            if fix is not None and fix != _REFUSED_ANY_FIX and not node_config:
                 # sbatch named another option it refuses (a partition, account, QOS, time limit, GPU type): bad
                 # input, exit 2 with that option's fix, as `submit` says it for a one-node group
                 raise ConfigError(f"sbatch refuses the batch job of {name}: {said[-1] if said else 'no reason given'}",
                                   fix=fix)
+            excluded = (f"exclude ({','.join(self.options.exclude)}) fewer nodes (--executor-option exclude=[...]), "
+                        if self.options.exclude else "")
+            down = (f" ({len(unusable)} of the partition's nodes cannot take jobs now, {', '.join(unusable)}: down, "
+                    "drained or not responding, `sinfo -R` says why)" if unusable else "")
             raise LaunchError(
                 f"Slurm cannot allocate the {nodes} nodes the topology of {name} needs"
-                + (f": {said[-1]}" if said else ""),
-                fix="run it on a partition with that many nodes (--executor-option partition=NAME), or choose a "
-                    "topology with fewer workers",
+                + (f": {said[-1]}" if said else "") + down,
+                fix=f"{excluded}run it on a partition with that many nodes (--executor-option partition=NAME), or "
+                    "choose a topology with fewer workers" + ("; or wait until those nodes are back" if down else ""),
             )
+
+    def _unusable_nodes(self, environ: Mapping[str, str] | None) -> list[str]:
+        """The nodes of the batch jobs' partition (`partition`, else the cluster's default) that cannot take a job
+        now, as `sinfo` shows them: down, drained or draining, failing, not responding (`*`), in maintenance. Empty
+        when sinfo does not answer."""
+        try:
+            proc = run_command(["sinfo", "-h", "-N", "-o", "%N %P %t"], timeout_s=self.options.command_timeout_s,
+                               env=environ, check=False, fix=_SLURM_FIX)
+        except LaunchError:
+            return []
+        unusable: list[str] = []
+        for line in proc.stdout.splitlines() if proc.returncode == 0 else []:
+            node, partition, state = [*line.split(), "", "", ""][:3]
+            ours = partition.rstrip("*") == self.options.partition if self.options.partition \
+                else partition.endswith("*")
+            if ours and (state.endswith("*") or state.rstrip("~#!%$@^-") not in _USABLE_NODE_STATES) \
+                    and node not in unusable:
+                unusable.append(node)
+        return unusable
 
 
 class SlurmInterrupted(Interrupted):
