@@ -211,6 +211,44 @@ def test_an_sbatch_that_cannot_reach_the_controller_stays_a_failed_run(tmp_path:
         in proc.stderr, proc.stderr[-4000:]
 
 
+def test_resume_cancels_a_recorded_batch_job_only_while_it_still_works_in_its_folder(tmp_path: Path) -> None:
+    """A run SIGKILLed while its batch job pended leaves the job's id in servers/<group>/slurm_job_id and no
+    slurm-<id>.rc (the job never ran). Cancelled by hand since, its number may name another job by the time the run is
+    resumed: a controller whose state was reset numbers its jobs from the start again (as a CI cluster's does), and a
+    --resume against another cluster (SLURM_CONF) finds that cluster's job of the number. `--resume` scancelled
+    whatever job the queue listed under the recorded number, saying it was the earlier run's; it now cancels only a
+    job still working in the folder it was submitted into, and leaves any other alone, saying so."""
+    out, log = tmp_path / "out", tmp_path / "run.log"
+    env = cli_env(tmp_path)
+    proc = start_cli([RECIPES / "fixed-sim.yaml", "--live", "--out", out, "--no-report", *SLURM_OPTIONS,
+                      "--executor-option", "extra_sbatch=[--begin=now+3600]"], env, log)
+    ids: list[str] = []
+    other = ""
+    try:
+        ids = wait_for(lambda: _slurm_ids(out) if (out / "servers").is_dir() else None, timeout=60,
+                       what="a submitted Slurm job", proc=proc, log=log)
+        proc.kill()  # SIGKILL: the run cancels nothing, its batch job stays queued
+        proc.wait(timeout=30)
+        subprocess.run(["scancel", ids[0]], check=True, capture_output=True, timeout=30)  # cleaned up by hand
+        wait_for(lambda: not _in_queue(ids[0]), timeout=60, what="the cancelled job to leave the queue")
+        # another job, working in another folder, now goes by the number the run recorded
+        elsewhere = tmp_path / "elsewhere"
+        elsewhere.mkdir()
+        other = subprocess.run(["sbatch", "--parsable", "--begin=now+3600", f"--chdir={elsewhere}",
+                                "--output=/dev/null", "--wrap", "sleep 600"], check=True, capture_output=True,
+                               text=True, timeout=30).stdout.strip().split(";")[0]
+        (record,) = (out / "servers").glob("*/slurm_job_id")
+        record.write_text(other + "\n")
+        resumed = run_here([RECIPES / "fixed-sim.yaml", "--live", "--out", out, "--no-report", "--resume",
+                            *SLURM_OPTIONS], env)
+        assert resumed.returncode == 0, resumed.stderr[-4000:]
+        assert _in_queue(other), f"--resume cancelled Slurm job {other}, which is not its own"
+        assert f"cancelling Slurm job {other}" not in resumed.stderr, resumed.stderr[-4000:]
+        assert f"Slurm job {other}" in resumed.stderr and str(elsewhere) in resumed.stderr, resumed.stderr[-4000:]
+    finally:
+        leave_nothing(proc, [*ids, *([other] if other else [])])
+
+
 def _free_port() -> int:
     import socket
 

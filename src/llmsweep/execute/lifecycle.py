@@ -1526,24 +1526,38 @@ def _run_cleanup(cleanup: list[str], event: Event) -> bool:
 def _cancel_stale_slurm_jobs(run_dir: Path, event: Event) -> None:
     """scancel every batch job an earlier run submitted into this --out whose end it never saw (no `slurm-ID.rc`):
     a SIGKILLed submitter cannot cancel them, and each holds a node and runs an engine that would race the resumed
-    run's. A job that already ended makes scancel a no-op. So is every job of this user the queue lists as working in
-    one of this run's server folders: one submitted by an `sbatch` the submitter was SIGKILLed in, before it could
-    record its id. Then wait (bounded) until the queue lists none of them: a cancelled job's worker still tears down
-    on its node, writing into the folders the resumed run is about to use."""
-    from llmsweep.execute.slurm import SlurmJob, SlurmOptions, cancel_jobs, jobs_working_in
+    run's. So is every job of this user the queue lists as working in one of this run's server folders: one submitted
+    by an `sbatch` the submitter was SIGKILLed in, before it could record its id. A recorded id is cancelled only
+    while the queue lists it working in the folder that recorded it: one that has left the queue is done with, and
+    one working elsewhere is another job that took its number since (a controller whose state was reset numbers jobs
+    from the start again; a --resume against another cluster finds that cluster's job of the number), never this
+    run's to cancel. A queue that cannot be read cancels every recorded id (a scancel of a job gone is a no-op). Then
+    wait (bounded) until the queue lists none of them: a cancelled job's worker still tears down on its node, writing
+    into the folders the resumed run is about to use."""
+    from llmsweep.execute.slurm import SlurmJob, SlurmOptions, cancel_jobs, jobs_working_in, queued_workdirs
 
+    folders = [script.parent for script in sorted(art.servers_dir(run_dir).glob("*/job.sbatch"))]
+    records = sorted(art.servers_dir(run_dir).glob(f"*/{art.SLURM_JOB_ID_FILE}"))
+    queued = queued_workdirs() if folders or records else {}
     stale: list[SlurmJob] = []
     recorded: set[str] = set()
-    for id_file in sorted(art.servers_dir(run_dir).glob(f"*/{art.SLURM_JOB_ID_FILE}")):
+    for id_file in records:
         job_id = id_file.read_text(encoding="utf-8").strip()
         recorded.add(job_id)
         if not job_id or (id_file.parent / f"slurm-{job_id}.rc").exists():
             continue
+        if queued is not None:
+            workdir = queued.get(job_id)
+            if workdir is None:
+                continue  # it has left the queue: nothing of it runs
+            if workdir != id_file.parent.resolve():
+                event(f"Slurm job {job_id}, which {id_file} records, now works in {workdir}, not in "
+                      f"{id_file.parent}: another job took its number; left alone")
+                continue
         event(f"cancelling Slurm job {job_id} left by an earlier, interrupted run")
         stale.append(SlurmJob(job_id=job_id, name=id_file.parent.name, out_dir=id_file.parent,
                               script_path=id_file.parent / "job.sbatch", options=SlurmOptions(poll_s=1.0)))
-    folders = [script.parent for script in sorted(art.servers_dir(run_dir).glob("*/job.sbatch"))]
-    for job_id, folder in jobs_working_in(folders).items():
+    for job_id, folder in jobs_working_in(folders, queued).items():
         if job_id in recorded or (folder / f"slurm-{job_id}.rc").exists():  # said above, or ending
             continue
         event(f"cancelling Slurm job {job_id} left by an earlier, interrupted run (submitted, its id never recorded: "

@@ -1590,30 +1590,32 @@ def owed_cancel_text(job: SlurmJob) -> str:
             f"({record} records it), or cancel it by hand once `sinfo` answers: scancel {job.job_id}")
 
 
-def jobs_working_in(folders: Sequence[Path], *, timeout_s: float = 60.0) -> dict[str, Path]:
-    """This user's batch jobs in the queue whose working directory (`--chdir`, the server folder `submit` writes the
-    batch script into) is one of `folders`: job id → folder. A submitter SIGKILLed while `sbatch` ran leaves a job it
-    never recorded (`slurm_job_id` is written once sbatch has answered); this finds it. A failed squeue: a warning
-    and none found."""
-    wanted = {folder.resolve(): folder for folder in folders}
-    if not wanted:
-        return {}
+def queued_workdirs(*, timeout_s: float = 60.0) -> dict[str, Path] | None:
+    """This user's batch jobs in the queue: job id → working directory (`--chdir`: the server folder `submit` writes
+    the batch script into). None when squeue fails (said as a warning): the queue could not be read."""
     try:
         proc = run_command(["squeue", "-h", "-u", str(os.getuid()), "-o", "%i|%Z"], timeout_s=timeout_s,
                            check=False, fix=_SLURM_FIX)
     except LaunchError as exc:
-        log.warning("could not look for unrecorded Slurm jobs: %s", exc.message)
-        return {}
+        log.warning("could not list the Slurm jobs in the queue: %s", exc.message)
+        return None
     if proc.returncode != 0:
-        log.warning("could not look for unrecorded Slurm jobs: squeue: %s", proc.stderr.strip())
-        return {}
+        log.warning("could not list the Slurm jobs in the queue: squeue: %s", proc.stderr.strip())
+        return None
     found: dict[str, Path] = {}
     for line in proc.stdout.splitlines():
         job_id, _, workdir = line.strip().partition("|")
-        folder = wanted.get(Path(workdir)) if workdir else None
-        if folder is not None and job_id.isdigit():
-            found[job_id] = folder
+        if job_id.isdigit() and workdir:
+            found[job_id] = Path(workdir)
     return found
+
+
+def jobs_working_in(folders: Sequence[Path], queued: Mapping[str, Path] | None) -> dict[str, Path]:
+    """The jobs of `queued` (:func:`queued_workdirs`) whose working directory is one of `folders`: job id → folder. A
+    submitter SIGKILLed while `sbatch` ran leaves a job it never recorded (`slurm_job_id` is written once sbatch has
+    answered); this finds it."""
+    wanted = {folder.resolve(): folder for folder in folders}
+    return {job_id: wanted[workdir] for job_id, workdir in (queued or {}).items() if workdir in wanted}
 
 
 def _completing(job: SlurmJob) -> bool:

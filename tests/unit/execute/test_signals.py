@@ -262,24 +262,62 @@ def test_resume_keeps_the_pid_file_when_the_container_cannot_be_removed(tmp_path
     assert not pid_file.exists()
 
 
-def test_resume_scancels_slurm_jobs_that_never_finished(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def _slurm_stand_ins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, queue: str | None) -> Path:
+    """scancel and squeue stand-ins on PATH: scancel records what it was asked to cancel (the returned file); squeue
+    lists `queue` (lines `ID|WORKDIR`) for the user's jobs — or fails there, as a controller that does not answer,
+    when `queue` is None — and no job for `-j` (each cancelled job has left)."""
     bin_dir, calls = tmp_path / "bin", tmp_path / "calls"
     bin_dir.mkdir()
-    scancel = bin_dir / "scancel"  # a scancel stand-in: records what it was asked to cancel
-    scancel.write_text(f'#!/bin/sh\necho "$*" >> "{calls}"\n')
-    scancel.chmod(scancel.stat().st_mode | stat.S_IEXEC)
+    (bin_dir / "scancel").write_text(f'#!/bin/sh\necho "$*" >> "{calls}"\n')
+    listing = ("echo 'squeue: error: Unable to contact slurm controller' >&2; exit 1" if queue is None
+               else f'printf "%s" "{queue}"')
+    (bin_dir / "squeue").write_text(f'#!/bin/sh\ncase " $* " in *" -u "*) {listing} ;; esac\n')
+    for tool in ("scancel", "squeue"):
+        (bin_dir / tool).chmod((bin_dir / tool).stat().st_mode | stat.S_IEXEC)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    run_dir = tmp_path / "run"
-    for group, job_id, finished in (("a", "101", False), ("b", "102", True)):
+    return calls
+
+
+def _recorded(run_dir: Path, *jobs: tuple[str, str, bool]) -> dict[str, Path]:
+    folders = {}
+    for group, job_id, finished in jobs:
         gdir = run_dir / "servers" / group
         gdir.mkdir(parents=True)
         (gdir / "slurm_job_id").write_text(job_id + "\n")
         if finished:
             (gdir / f"slurm-{job_id}.rc").write_text("0\n")
+        folders[group] = gdir.resolve()
+    return folders
+
+
+def test_resume_scancels_slurm_jobs_that_never_finished(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A recorded batch job with no slurm-<id>.rc that the queue lists in its folder is cancelled; one that ended
+    (its .rc) is not; one gone from the queue is not, and nothing is said of it; one the queue lists working in
+    another folder is another job that took the number since, left alone and said so."""
+    run_dir = tmp_path / "run"
+    folders = _recorded(run_dir, ("a", "101", False), ("b", "102", True), ("c", "103", False), ("d", "104", False))
+    calls = _slurm_stand_ins(tmp_path, monkeypatch,
+                             f"101|{folders['a']}\n102|{folders['b']}\n104|{tmp_path / 'elsewhere'}\n")
     events: list[str] = []
     stop_stale_servers(run_dir, events.append)
     assert calls.read_text().split() == ["101"]
     assert any("cancelling Slurm job 101" in e for e in events)
+    assert not any("103" in e for e in events), events
+    assert any(e.startswith("Slurm job 104, which ") and str(tmp_path / "elsewhere") in e and "left alone" in e
+               for e in events), events
+
+
+def test_resume_scancels_every_recorded_job_when_the_queue_cannot_be_read(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """squeue does not answer for the listing (slurmctld away): whether a recorded job still runs cannot be told, and
+    a scancel of one that has ended is a no-op, so each recorded job without its .rc is cancelled (the scancel it may
+    be owed)."""
+    run_dir = tmp_path / "run"
+    _recorded(run_dir, ("a", "101", False), ("b", "102", True), ("c", "103", False))
+    calls = _slurm_stand_ins(tmp_path, monkeypatch, None)
+    events: list[str] = []
+    stop_stale_servers(run_dir, events.append)
+    assert sorted(calls.read_text().split()) == ["101", "103"]
 
 
 BROKEN_RM_DOCKER = """#!/bin/sh
