@@ -111,6 +111,12 @@ class TraceSource(StrictInput):
     hf: str | None = Field(default=None, min_length=1, description="Hugging Face dataset id or AgentX loader id.")
     path: str | None = Field(default=None, min_length=1, description="Local trace file or directory.")
     synthetic: SyntheticTraces | None = Field(default=None, description="Generate traces locally.")
+    revision: str | None = Field(
+        default=None, min_length=1,
+        description="Revision of the `hf` dataset (a commit, branch or tag; default its latest). A run resolves it "
+        "once, before any server starts, to the commit every point (and a `--resume`) replays, and records that "
+        "commit here.",
+    )
 
     @model_validator(mode="after")
     def _exactly_one(self) -> TraceSource:
@@ -122,6 +128,9 @@ class TraceSource(StrictInput):
                 field=given[1] if len(given) > 1 else None,
                 fix="keep one of `hf: <dataset>`, `path: <file or dir>`, `synthetic: {...}`",
             )
+        if self.revision is not None and self.hf is None:
+            raise rule_error("trace-source", f"`traces.revision` is a Hugging Face dataset's, and `traces` names "
+                             f"{given[0]}", field="revision", fix="drop `revision`, or name the dataset with `hf:`")
         return self
 
     @property

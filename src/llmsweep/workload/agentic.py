@@ -83,6 +83,9 @@ class AgenticConfig(BaseModel):
         description="Trace JSONL file, directory, HF dataset id or AgentX loader id; None or 'synthetic' = the"
         " synthetic corpus.",
     )
+    revision: str | None = Field(
+        default=None, description="The commit (or branch, tag) of a hub dataset `source` to replay; None = its latest."
+    )
     synthetic: SynthProfile = Field(default_factory=SynthProfile, description="Corpus used when source is None.")
     max_traces: int | None = Field(default=None, ge=1, description="Load at most this many traces.")
     concurrency: int | None = Field(
@@ -214,12 +217,13 @@ class _Play:
         return Send(spec)
 
 
-def replay_corpus_digest(source: str, *, limit: int | None = None) -> str:
-    """The corpus digest a replay of `source` records (`AgenticWorkload.corpus_digest`), without building the
-    workload (`run --reuse` compares it with what a stored result replayed)."""
+def replay_corpus_digest(source: str, *, limit: int | None = None, revision: str | None = None) -> str:
+    """The corpus digest a replay of `source` (a hub dataset's at `revision`) records
+    (`AgenticWorkload.corpus_digest`), without building the workload (`run --reuse` compares it with what a stored
+    result replayed)."""
     if limit is not None:
-        return corpus_digest(playable_traces(load_traces(source, limit=limit)))
-    return replay_digest(load_corpus(source))
+        return corpus_digest(playable_traces(load_traces(source, limit=limit, revision=revision)))
+    return replay_digest(load_corpus(source, revision=revision))
 
 
 class AgenticWorkload(Workload):
@@ -238,10 +242,10 @@ class AgenticWorkload(Workload):
             corpus = synthetic_corpus(config.synthetic)
         elif traces is None and config.max_traces is None:
             assert config.source is not None
-            corpus = load_corpus(config.source)
+            corpus = load_corpus(config.source, revision=config.revision)
         elif traces is None:
             assert config.source is not None
-            traces = load_traces(config.source, limit=config.max_traces)
+            traces = load_traces(config.source, limit=config.max_traces, revision=config.revision)
         if corpus is not None:
             traces = list(corpus.traces)
         assert traces is not None
@@ -304,11 +308,12 @@ class AgenticWorkload(Workload):
         return {
             "name": self.name,
             "source": cfg.source or "synthetic",
+            **({"revision": cfg.revision} if cfg.revision is not None else {}),
             "dropped_subagents": sum(dropped_subagents(trace) for trace in self.traces),
             "traces": len(self.traces),
             "corpus_digest": self.corpus_digest,
             "tokenizer": self.tokenizer.name,
-            **cfg.model_dump(mode="json", exclude={"source", "tokenizer", "synthetic"}),
+            **cfg.model_dump(mode="json", exclude={"source", "revision", "tokenizer", "synthetic"}),
             **({"synthetic": cfg.synthetic.model_dump(mode="json")} if cfg.synthesized else {}),
         }
 

@@ -93,6 +93,8 @@ def agentic_config(
     }
     if profile is not None:
         values["synthetic"] = profile
+    if resolved.traces.revision is not None:
+        values["revision"] = resolved.traces.revision
     return AgenticConfig(**{**values, **overrides})
 
 

@@ -110,9 +110,9 @@ def test_cli_stats_reads_the_corpus_one_trace_at_a_time(tmp_path: Path, monkeypa
     peak = 0
     real = loader.iter_traces
 
-    def watched(source: str | Path, files: object = None) -> object:
+    def watched(source: str | Path, files: object = None, *, revision: str | None = None) -> object:
         nonlocal peak
-        for trace in real(source):
+        for trace in real(source, revision=revision):
             gc.collect()
             peak = max(peak, sum(ref() is not None for ref in alive))
             alive.append(weakref.ref(trace))
@@ -328,7 +328,7 @@ def test_a_local_trace_path_that_does_not_exist_is_said_as_such_not_fetched_from
     monkeypatch.chdir(tmp_path)
     (tmp_path / "data").mkdir()
 
-    def no_hub(repo_id: str) -> Path:
+    def no_hub(repo_id: str, revision: str | None = None) -> Path:
         raise AssertionError(f"asked the hub for {repo_id}")
 
     monkeypatch.setattr("llmsweep.workload.traces.loader.download_dataset", no_hub)

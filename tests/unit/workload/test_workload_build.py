@@ -57,7 +57,7 @@ def test_agentic_job_with_a_trace_path(traces_dir: Path) -> None:
 def test_agentx_loader_ids_resolve_to_hub_datasets(monkeypatch: pytest.MonkeyPatch, traces_dir: Path) -> None:
     asked: list[str] = []
 
-    def fake_download(repo_id: str) -> Path:
+    def fake_download(repo_id: str, revision: str | None = None) -> Path:
         asked.append(repo_id)
         return traces_dir
 
@@ -93,7 +93,8 @@ def test_a_hub_dataset_of_gzip_compressed_json_lines_is_downloaded_and_read(
     (remote / "traces.jsonl.gz").write_bytes(gzip.compress((traces_dir / "handbuilt.jsonl").read_bytes()))
     (remote / "README.md").write_text("---\nconfigs: []\n---\n")
 
-    def snapshot_download(repo_id: str, *, repo_type: str, allow_patterns: list[str]) -> str:
+    def snapshot_download(repo_id: str, *, repo_type: str, revision: str | None,
+                          allow_patterns: list[str]) -> str:
         """The hub's rule: only files matching a pattern come down."""
         assert (repo_id, repo_type) == ("org/packed", "dataset")
         local = tmp_path / "snapshot"

@@ -1,5 +1,7 @@
 """Read trace corpora: a JSONL file (one trace per line), a JSON file (one trace or a list), a directory of either,
-or a Hugging Face dataset id (downloaded with `huggingface_hub.snapshot_download` where the hub is reachable).
+or a Hugging Face dataset id (downloaded with `huggingface_hub.snapshot_download` where the hub is reachable), at a
+revision (`revision`: a commit, branch or tag; default its latest). A sweep resolves each dataset once to the commit
+it replays (`pin_dataset`) and reads that commit at every point.
 
 Errors name the file and line and what to do. Directories skip JSON files that are not traces (a `manifest.json`
 beside per-session files) with a debug note; a file named explicitly must be a trace corpus.
@@ -12,6 +14,7 @@ import gzip
 import hashlib
 import json
 import logging
+import re
 import threading
 import zlib
 from collections.abc import Iterator
@@ -33,13 +36,13 @@ _GZIP_MAGIC = b"\x1f\x8b"
 
 
 
-def load_traces(source: str | Path, *, limit: int | None = None) -> list[Trace]:
-    """All traces of `source` (file, directory or HF dataset id), in a stable order (sorted paths, file order).
-    A whole corpus (no `limit`) is read once per process while its files keep their bytes (`load_corpus`): treat the
-    traces as read-only."""
+def load_traces(source: str | Path, *, limit: int | None = None, revision: str | None = None) -> list[Trace]:
+    """All traces of `source` (file, directory or HF dataset id, at `revision`), in a stable order (sorted paths,
+    file order). A whole corpus (no `limit`) is read once per process while its files keep their bytes
+    (`load_corpus`): treat the traces as read-only."""
     if limit is None:
-        return list(load_corpus(source).traces)
-    return _read(source, limit)
+        return list(load_corpus(source, revision=revision).traces)
+    return _read(source, limit, _source_files(source, revision))
 
 
 _LOADED: dict[str, Corpus] = {}
@@ -48,11 +51,11 @@ gigabytes, and a sweep replays one."""
 _LOADING = threading.Lock()
 
 
-def load_corpus(source: str | Path) -> Corpus:
+def load_corpus(source: str | Path, *, revision: str | None = None) -> Corpus:
     """Every trace of `source` (`load_traces`) with its memo (`Corpus`), read once per process: the points of a
     sweep share it (each read the whole corpus again, 2.3 CPU-s for 120 MB of JSON lines, more than predicting a
     one-hour point). Read again when any of its files changed: the key is a digest of their bytes (0.1 s for 120 MB)."""
-    files = _source_files(source)
+    files = _source_files(source, revision)
     digest = hashlib.sha256()
     for path, _ in files:
         digest.update(f"{path}\0".encode())
@@ -72,13 +75,13 @@ def _read(source: str | Path, limit: int | None, files: list[tuple[Path, bool]] 
     return list(stream_traces(source, limit=limit, files=files))
 
 
-def stream_traces(source: str | Path, *, limit: int | None = None,
-                  files: list[tuple[Path, bool]] | None = None) -> Iterator[Trace]:
+def stream_traces(source: str | Path, *, limit: int | None = None, files: list[tuple[Path, bool]] | None = None,
+                  revision: str | None = None) -> Iterator[Trace]:
     """`load_traces` one trace at a time, none kept: for one pass over a corpus (`traces stats`), whose traces held
     at once take several times the file's size in memory (3.7 GB for a 0.5 GB traces.jsonl). A source that holds no
     trace is refused once it is read through."""
     count = 0
-    for trace in iter_traces(source, files):
+    for trace in iter_traces(source, files, revision=revision):
         yield trace
         count += 1
         if limit is not None and count >= limit:
@@ -90,13 +93,15 @@ def stream_traces(source: str | Path, *, limit: int | None = None,
         )
 
 
-def iter_traces(source: str | Path, files: list[tuple[Path, bool]] | None = None) -> Iterator[Trace]:
-    """The traces of `source` one by one (`files`: its `_source_files`, when already resolved). A trace id seen
+def iter_traces(source: str | Path, files: list[tuple[Path, bool]] | None = None, *,
+                revision: str | None = None) -> Iterator[Trace]:
+    """The traces of `source` (at `revision`, a hub dataset's) one by one (`files`: its `_source_files`, when already
+    resolved). A trace id seen
     before in the source is refused, naming both places: replay knows a session by its id (records, cache-bust
     markers, block text), and a folder holding per-session files beside the traces.jsonl made from them replayed
     every session twice, unsaid."""
     first_at: dict[str, str] = {}
-    for path, strict in _source_files(source) if files is None else files:
+    for path, strict in _source_files(source, revision) if files is None else files:
         for where, trace in _located_traces(path, strict=strict):
             first = first_at.setdefault(trace.id, where)
             if first is not where:
@@ -108,9 +113,9 @@ def iter_traces(source: str | Path, files: list[tuple[Path, bool]] | None = None
             yield trace
 
 
-def _source_files(source: str | Path) -> list[tuple[Path, bool]]:
+def _source_files(source: str | Path, revision: str | None = None) -> list[tuple[Path, bool]]:
     """The files `source` names, in reading order, each with whether it must be a trace file (`read_trace_file`'s
-    `strict`: a file named explicitly, or a dataset's traces.jsonl)."""
+    `strict`: a file named explicitly, or a dataset's traces.jsonl); a hub dataset's at `revision`."""
     path = Path(source)
     if str(source) in AGENTX_LOADERS and not path.exists():
         source = AGENTX_LOADERS[str(source)]
@@ -119,8 +124,8 @@ def _source_files(source: str | Path) -> list[tuple[Path, bool]]:
         return [(path, True)]
     if path.is_dir():
         return [(p, False) for p in _dir_files(path)]
-    if _looks_like_hub_id(str(source)):
-        local = download_dataset(str(source))
+    if (repo_id := hub_dataset(str(source))) is not None:  # what `pin_dataset` pins
+        local = download_dataset(repo_id, revision)
         for canonical in (local / "traces.jsonl", local / f"traces{GZIP_SUFFIX}"):  # the dataset's default split;
             if canonical.is_file():  # other JSON there is metadata
                 return [(canonical, True)]
@@ -284,9 +289,43 @@ def _looks_like_hub_id(text: str) -> bool:
     return not file_like and not Path(parts[0]).is_dir()
 
 
-def download_dataset(repo_id: str) -> Path:
-    """Local snapshot of a Hugging Face dataset's JSON/JSONL files, gzip-compressed JSON lines too (hub cache;
-    network only on a cache miss)."""
+def hub_dataset(source: str) -> str | None:
+    """The Hugging Face dataset `source` is read from (an AgentX loader id mapped to its dataset), or None when it is
+    a local file or directory (or no dataset id at all)."""
+    if Path(source).exists():
+        return None
+    source = AGENTX_LOADERS.get(source, source)
+    return source if not Path(source).exists() and _looks_like_hub_id(source) else None
+
+
+_COMMIT = re.compile(r"[0-9a-f]{40}")
+
+
+def pin_dataset(source: str, revision: str | None = None) -> str:
+    """The commit hub trace source `source` (a dataset id or an AgentX loader id) is at, at `revision` (a commit,
+    branch or tag; default its latest), its snapshot fetched into the hub cache (or found there): what a sweep
+    replays at every point (`plan.point.pin_trace_sources`), whatever commits the dataset gets meanwhile. A
+    snapshot's folder is named by its commit (`snapshots/<commit>` in the hub cache)."""
+    repo_id = hub_dataset(source)
+    if repo_id is None:
+        raise DatasetError(f"trace source {source} is not a Hugging Face dataset: it has no revision to pin",
+                           fix="pin a hub dataset id ('org/name') or an AgentX loader id")
+    local = download_dataset(repo_id, revision)
+    if not _COMMIT.fullmatch(local.name):
+        raise DatasetError(
+            f"the hub snapshot of trace dataset {repo_id!r}{_at(revision)} is {local}, whose folder names no commit: "
+            "the revision it replays cannot be pinned",
+            fix="use the Hugging Face cache layout (no local_dir), or download the dataset and pass its directory")
+    return local.name
+
+
+def _at(revision: str | None) -> str:
+    return f" at revision {revision}" if revision else ""
+
+
+def download_dataset(repo_id: str, revision: str | None = None) -> Path:
+    """Local snapshot of a Hugging Face dataset's JSON/JSONL files, gzip-compressed JSON lines too, at `revision`
+    (default its latest; hub cache: network only on a cache miss, or to resolve a branch or tag)."""
     try:
         from huggingface_hub import snapshot_download
     except ModuleNotFoundError:
@@ -295,11 +334,13 @@ def download_dataset(repo_id: str) -> Path:
             fix="pip install 'llmsweep[hf]', or download the dataset and pass its directory",
         ) from None
     try:
-        local = snapshot_download(repo_id, repo_type="dataset", allow_patterns=["*.jsonl", "*.json", f"*{GZIP_SUFFIX}"])
+        local = snapshot_download(repo_id, repo_type="dataset", revision=revision,
+                                  allow_patterns=["*.jsonl", "*.json", f"*{GZIP_SUFFIX}"])
     except Exception as exc:  # network, auth or missing repo: one message for the user
         raise DatasetError(
             # the hub's own text runs over several lines: a reason is one line (tables, reports, the store)
-            f"could not fetch trace dataset {repo_id!r} from the Hugging Face hub: {' '.join(str(exc).split())}",
+            f"could not fetch trace dataset {repo_id!r}{_at(revision)} from the Hugging Face hub: "
+            f"{' '.join(str(exc).split())}",
             fix="check the id and network access (HF_TOKEN if gated), or pass a local directory",
         ) from exc
     return Path(local)
