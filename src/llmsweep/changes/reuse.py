@@ -102,7 +102,9 @@ def reuse_doc(job: Job, launch_fingerprint: str, *, repeat: int = 1, simulator: 
         "recipe_fingerprint": job.recipe_fingerprint,
         "image": job.image,
         "launch": launch_fingerprint,
-        "workload": job.workload.model_dump(mode="json"),
+        # a hub dataset's pinned revision is left out: what the corpus holds is the context's corpus digest (the
+        # source is named by where it lives), and keys recorded before revisions were pinned stay as they were
+        "workload": job.workload.model_dump(mode="json", exclude={"traces": {"revision"}}),
         "conc": job.conc,
         "eval": [job.run_eval, job.eval_only, job.eval_conc, job.eval_all_concs],
         "repeat": repeat,
@@ -355,17 +357,18 @@ def corpus_now(job: Job, cache: dict[str, str]) -> str:
     """The short digest of the corpus `job` would replay from its external trace source, as its summary will record
     it (`identity.corpus`); a Mooncake trace's file digest; "" for a job whose config fixes its prompts (fixed-length,
     synthetic traces); UNREADABLE when the source cannot be read (the run refuses the job then)."""
-    from llmsweep.plan.point import trace_source_label
+    from llmsweep.plan.point import trace_revision, trace_source_label
     from llmsweep.spec.workload import ScenarioId
 
     source = trace_source_label(job)
     if source is None:
         return ""
     mooncake = job.workload.scenario is ScenarioId.MOONCAKE_REPLAY
-    slot = ("mooncake:" if mooncake else "traces:") + source
+    revision = trace_revision(job)
+    slot = ("mooncake:" if mooncake else "traces:") + source + (f"@{revision}" if revision else "")
     if slot not in cache:
         try:
-            cache[slot] = _file_digest(Path(source)) if mooncake else _replay_digest(source)
+            cache[slot] = _file_digest(Path(source)) if mooncake else _replay_digest(source, revision)
         except Exception:  # an unreadable source is refused with its reason later (`run`); never reused here
             cache[slot] = UNREADABLE
     return cache[slot]
@@ -379,9 +382,9 @@ def _file_digest(path: Path) -> str:
     return FILE_DIGEST + h.hexdigest()[:16]
 
 
-def _replay_digest(source: str) -> str:
-    """The short digest agentic replay records for `source` (its summary's `identity.corpus`)."""
+def _replay_digest(source: str, revision: str | None = None) -> str:
+    """The short digest agentic replay records for `source` at `revision` (its summary's `identity.corpus`)."""
     from llmsweep.results.identity import short_digest
     from llmsweep.workload.agentic import replay_corpus_digest
 
-    return short_digest(replay_corpus_digest(source))
+    return short_digest(replay_corpus_digest(source, revision=revision))

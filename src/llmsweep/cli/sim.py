@@ -508,13 +508,14 @@ def predict(files: tuple[Path, ...], config_keys: tuple[str, ...], duration: flo
     from llmsweep.errors import ResultError
     from llmsweep.execute import predict_pool as pool
     from llmsweep.host import usable_cpus
-    from llmsweep.plan.point import check_trace_sources, points_of, trace_source_label, with_traces
+    from llmsweep.plan.point import check_trace_sources, pin_trace_sources, points_of, trace_source_label, with_traces
 
     jobs, policy = _predicted_jobs(files, config_keys, runner_config, runner_labels)
     if out_dir is not None:  # the recipes read, before any point is predicted over the points --out holds
         refuse_replacing(Path(out_dir), held_results(Path(out_dir)), force=force, what="results")
         refuse_unwritable(Path(out_dir), folder=True)
     jobs = with_traces(jobs, traces, lambda line: click.echo(line, err=True))
+    jobs, _, _ = pin_trace_sources(jobs)  # every point (and worker process) replays one commit of a hub dataset
     unreadable = check_trace_sources(jobs)
     for source, unread in unreadable.items():
         n = sum(1 for j in jobs if trace_source_label(j) == source)

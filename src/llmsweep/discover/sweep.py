@@ -69,6 +69,8 @@ class DiscoverRequest(BaseModel):
     duration: int | None = Field(default=None, ge=1, description="Profiling window of every discovery run, in "
                                  "seconds (default: the recipe's); the proposed recipe keeps the recipe's own.")
     traces: str | None = None
+    trace_revisions: dict[str, str] = Field(default_factory=dict, description="The commit each hub trace source is "
+                                            "replayed at by every stage (`discover` pins them before the first).")
     store: Path | None = None
     runner_config: Path | None = Field(default=None, description="Runner (fleet) file the stage runs plan with.")
     runner_labels: list[str] = Field(default_factory=list, description="Labels the runner file omits that the "
@@ -131,7 +133,8 @@ class Stages:
         started = time.monotonic()
         try:
             outcome = run_sweep(RunRequest(
-                files=[recipe], simulate=self.req.simulate, traces=self.req.traces, out=out,
+                files=[recipe], simulate=self.req.simulate, traces=self.req.traces,
+                trace_revisions=self.req.trace_revisions, out=out,
                 store=self.req.store or self.req.out / STORE_FILE, report=False,
                 runner_config=self.req.runner_config, runner_labels=self.req.runner_labels,
                 settings=self.req.settings, executor=self.req.executor,
@@ -264,12 +267,14 @@ def ladder_top(req: DiscoverRequest, arms: list[Arm]) -> int:
     return req.ladder_top or max(LADDER_FLOOR, 4 * max(c for a in arms for c in a.concs))
 
 
-def _refuse_unworkable(req: DiscoverRequest, arms: list[Arm], recipes: Mapping[str, Recipe]) -> None:
-    """What cannot run as asked stops before any stage starts, with the reason."""
+def _refuse_unworkable(req: DiscoverRequest, arms: list[Arm], recipes: Mapping[str, Recipe]) -> dict[str, str]:
+    """What cannot run as asked stops before any stage starts, with the reason; returns the commit each hub trace
+    source is pinned to, which every stage replays (`plan.point.pin_trace_sources`)."""
     from llmsweep.execute.placement import simulator_placement_refusal
     from llmsweep.spec.engines import resolve_engine
     from llmsweep.spec.workload import ScenarioId
 
+    pinned: dict[str, str] = {}
     # `run` asks the same per job (`execute.pipeline`): every stage's jobs would be refused for this reason
     for key in dict.fromkeys(a.recipe_key for a in arms):
         engine = resolve_engine(recipes[key]) if recipes[key].serve is not None else None
@@ -283,13 +288,14 @@ def _refuse_unworkable(req: DiscoverRequest, arms: list[Arm], recipes: Mapping[s
         # inside the ladder (exit 1, the --out used), and the corrected command refused as that --out "already holds
         # a discovery"
         from llmsweep.plan import jobs_from_files
-        from llmsweep.plan.point import check_trace_sources, with_traces
+        from llmsweep.plan.point import check_trace_sources, pin_trace_sources, with_traces
 
         try:
             jobs = jobs_from_files([req.recipe], runner_config=req.runner_config)
         except LlmsweepError:
             jobs = []  # a recipe that does not plan is refused at its lines by the validation that follows
-        for unread in check_trace_sources(with_traces(jobs, req.traces, lambda _: None)).values():
+        jobs, pinned, _ = pin_trace_sources(with_traces(jobs, req.traces, lambda _: None))
+        for unread in check_trace_sources(jobs).values():
             what = f"--traces {req.traces}" if req.traces is not None else "the recipe's trace source"
             raise ConfigError(f"discover: {what}: {unread.message}", fix=unread.fix)
         _refuse_unladderable_replays(jobs, arms, ladder_top(req, arms))
@@ -310,6 +316,7 @@ def _refuse_unworkable(req: DiscoverRequest, arms: list[Arm], recipes: Mapping[s
                           "fixed-seq-len arm, whose runs send a number of prompts, not a window",
                           fix="drop --duration; a fixed-seq-len run's length is the recipe's "
                               "workload.num-prompts-per-conc (or num-prompts)")
+    return pinned
 
 
 def _refuse_unladderable_replays(jobs: list[Job], arms: list[Arm], top: int) -> None:
@@ -382,7 +389,7 @@ def discover(req: DiscoverRequest, *, event: Event) -> Discovery:
     measured so far, with `interrupted` naming the stage, and no recipe is proposed."""
     recipes, arms = load_arms(req.recipe)
     _refuse_used(req.out)
-    _refuse_unworkable(req, arms, recipes)
+    req = req.model_copy(update={"trace_revisions": _refuse_unworkable(req, arms, recipes)})
     req.check_executor()  # an unknown kind or a bad option stops the discovery before anything runs
     _say_warnings(req, event)
     top = ladder_top(req, arms)

@@ -29,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from llmsweep import __version__
 from llmsweep.engine_ids import SIM
 from llmsweep.engines import runs_on_simulator
-from llmsweep.errors import ConfigError
+from llmsweep.errors import ConfigError, LlmsweepError
 from llmsweep.evals.harness import EvalSettings
 from llmsweep.execute import artifacts as art
 from llmsweep.execute.executor import Executor, terminate_as_interrupt
@@ -51,7 +51,7 @@ from llmsweep.findings import Finding, Severity
 from llmsweep.metrics.model import DONE_VERDICTS, DONE_WORDS, run_clock, run_source
 from llmsweep.plan import Job
 from llmsweep.plan.matrix import EvalOptions
-from llmsweep.plan.point import one_point_per_job
+from llmsweep.plan.point import one_point_per_job, pin_trace_sources, trace_revision
 from llmsweep.sim_warnings import engine_refuses, not_modelled, ran_on_the_simulator
 from llmsweep.spec.workload import ScenarioId
 from llmsweep.workload.scenario import REPEAT_MARK, repeat_of
@@ -83,6 +83,9 @@ class RunRequest(BaseModel):
                        "instead of running its core in virtual time.")
     traces: str | None = Field(default=None, description="Agentic jobs replay this trace source ('synthetic', a "
                                "path or a Hugging Face dataset id) instead of the recipe's.")
+    trace_revisions: dict[str, str] = Field(default_factory=dict, description="Hub trace sources (`traces.hf`) "
+                                            "replayed at these commits rather than their latest: `discover` pins "
+                                            "them once for all its stages.")
     out: Path
     store: Path | None = None
     report: bool = True
@@ -501,7 +504,15 @@ def _write_run_meta(run_dir: Path, req: RunRequest, run_id: str, jobs: list[Job]
     # an eval (a value no job used would later be taken for what the run measured with).
     exercised = _measured_by(req, jobs)
     meta.update({name: exercised[name] for name in ("traces", "eval_settings", "power_backend") if name in exercised})
+    # the commit each hub trace source replayed (`_pin_traces`), which a `--resume` replays again
+    revisions = {job.workload.traces.hf: commit for job in jobs
+                 if job.workload.traces is not None and job.workload.traces.hf is not None
+                 and (commit := trace_revision(job)) is not None}
     previous = art.read_json(run_dir / art.RUN_FILE)
+    if isinstance(previous, dict) and _partial(req) and isinstance(previous.get(TRACE_REVISIONS), dict):
+        revisions = {**previous[TRACE_REVISIONS], **revisions}  # a narrower invocation keeps its other jobs'
+    if revisions:
+        meta[TRACE_REVISIONS] = revisions
     if isinstance(previous, dict):
         meta["run_id"] = previous.get("run_id", run_id)
         meta["started"] = previous.get("started", meta["started"])
@@ -640,6 +651,7 @@ def run_sweep(req: RunRequest, *, event: Event = _stderr) -> RunOutcome:
         stop_stale_servers(run_dir, event)
         # Checked under the lock: a run still going into this --out is "another run", not a finished one.
         _refuse_finished(run_dir, req)
+        jobs = _pin_traces(run_dir, req, jobs, event)
         _refuse_other_measurement(run_dir, req, jobs, picks)
         _refuse_fewer_repeats(run_dir, req)
         _refuse_other_corpus(run_dir, req, jobs)
@@ -1079,6 +1091,49 @@ def _refuse_fewer_repeats(run_dir: Path, req: RunRequest) -> None:
         + (f"repeat {planned}" if planned == req.repeats + 1 else f"repeats {req.repeats + 1}–{planned}")
         + " of its jobs would never run",
         fix=f"resume with --repeats {planned}, or give a run of fewer repeats another --out")
+
+
+TRACE_REVISIONS = "trace_revisions"
+"""run.json: the commit each hub trace source (`traces.hf`) of the run was pinned to (`_pin_traces`)."""
+
+
+def _pin_traces(run_dir: Path, req: RunRequest, jobs: list[Job], event: Event) -> list[Job]:
+    """The jobs with every hub trace source pinned once, before any server starts, to the commit all their points
+    replay (`plan.point.pin_trace_sources`; run.json records it, `TRACE_REVISIONS`, and each job its
+    `traces.revision`). A `--resume` replays the commits run.json recorded, whatever the datasets got since; a
+    recorded commit it cannot fetch, or a recipe's `traces.revision` now at another commit, is refused (exit 2),
+    naming both commits. A source that cannot be fetched otherwise stays as it is: `_check_inputs` refuses its jobs
+    with the reason."""
+    recorded: dict[str, str] = {}
+    meta = art.read_json(run_dir / art.RUN_FILE) if req.settings.resume else None
+    if isinstance(meta, dict) and isinstance(meta.get(TRACE_REVISIONS), dict):
+        recorded = {str(k): str(v) for k, v in meta[TRACE_REVISIONS].items()}
+    pinned_jobs, pinned, failed = pin_trace_sources(jobs, {**req.trace_revisions, **recorded})
+    fix = ("pass --force to run every job again at the dataset's commit now (earlier results are kept in "
+           "jobs/<id>/attempts/), or give this run another --out")
+    for job in pinned_jobs:
+        source, commit = job.workload.traces.hf if job.workload.traces else None, trace_revision(job)
+        if source in recorded and commit is not None and commit != recorded[source]:
+            raise ConfigError(f"--resume: the run in {run_dir} replayed trace source {source} at commit "
+                              f"{recorded[source]}, and its recipe's traces.revision is commit {commit} now: the "
+                              "finished jobs replayed the first, and the rest would replay the other", fix=fix)
+    for source, error in failed.items():
+        if source in recorded:
+            from llmsweep.workload.traces.loader import pin_dataset
+
+            try:
+                now = f"its latest is commit {pin_dataset(source)}"
+            except LlmsweepError:
+                now = "its latest cannot be fetched either"
+            raise ConfigError(f"--resume: the run in {run_dir} replayed trace source {source} at commit "
+                              f"{recorded[source]}, which cannot be fetched now ({error.one_line()}); {now}: the "
+                              "rest of the run would replay another corpus than its finished jobs",
+                              fix=f"make commit {recorded[source]} fetchable (network, HF_TOKEN, the Hugging Face "
+                                  f"cache it was fetched into), or {fix}")
+    for source, commit in pinned.items():
+        event(f"trace source {source}: every point replays commit {commit}"
+              + (" (as the run it resumes did)" if source in recorded else ""))
+    return pinned_jobs
 
 
 def _refuse_other_corpus(run_dir: Path, req: RunRequest, jobs: list[Job]) -> None:

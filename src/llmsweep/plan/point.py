@@ -9,7 +9,7 @@ both read the same answers.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -153,16 +153,61 @@ def trace_source_label(job: Job) -> str | None:
     return None
 
 
+def trace_revision(job: Job) -> str | None:
+    """The revision of the hub dataset an agentic job replays (`traces.revision`: the recipe's, or the commit its run
+    pinned, `pin_trace_sources`), or None."""
+    w = job.workload
+    return w.traces.revision if w.scenario is ScenarioId.AGENTIC_CODING and w.traces is not None else None
+
+
+def pin_trace_sources(jobs: list[Job], revisions: Mapping[str, str] | None = None
+                      ) -> tuple[list[Job], dict[str, str], dict[str, LlmsweepError]]:
+    """Every agentic job's hub trace source (a dataset id or an AgentX loader id, `traces.hf`) resolved once to the
+    commit it replays, its snapshot fetched into the hub cache (`loader.pin_dataset`): at the recipe's
+    `traces.revision`, else at `revisions[source]` (the commit a run being resumed replayed), else at the dataset's
+    latest. Each point then reads that commit: a dataset that got a commit mid-sweep had points of one sweep replay
+    two corpora under one trace source. Returns the jobs with `traces.revision` set to the commit, the commit of each
+    source, and the sources that could not be resolved (their jobs left as they were: `check_trace_sources` refuses
+    them with the reason)."""
+    from llmsweep.workload.traces.loader import hub_dataset, pin_dataset
+
+    asked: dict[tuple[str, str | None], str | LlmsweepError] = {}
+    pinned: dict[str, str] = {}
+    failed: dict[str, LlmsweepError] = {}
+    out: list[Job] = []
+    for job in jobs:
+        traces = job.workload.traces
+        if job.workload.scenario is not ScenarioId.AGENTIC_CODING or job.eval_only or traces is None \
+                or traces.hf is None or hub_dataset(traces.hf) is None:  # an eval-only job replays no trace
+            out.append(job)
+            continue
+        want = (traces.hf, traces.revision or (revisions or {}).get(traces.hf))
+        if want not in asked:
+            try:
+                asked[want] = pin_dataset(*want)
+            except LlmsweepError as exc:
+                asked[want] = exc
+        commit = asked[want]
+        if isinstance(commit, LlmsweepError):
+            failed.setdefault(traces.hf, commit)
+            out.append(job)
+            continue
+        pinned[traces.hf] = commit
+        workload = job.workload.model_copy(update={"traces": traces.model_copy(update={"revision": commit})})
+        out.append(job.model_copy(update={"workload": workload}))
+    return out, pinned, failed
+
+
 def check_trace_sources(jobs: list[Job]) -> dict[str, LlmsweepError]:
     """Resolve every distinct external trace source of `jobs` once (a local file or directory must hold a trace a
     replay can play; a dataset id is fetched into, or found in, the Hugging Face cache; a Mooncake trace's rows must
-    load); returns the ones that cannot be read, with why and the fix. The whole corpus is read, as each job's replay
+    load; a hub dataset is read at the revision its jobs replay, `pin_trace_sources`); returns the ones that cannot be
+    read, with why and the fix. The whole corpus is read, as each job's replay
     reads it: a bad line after the first trace refuses the jobs here, before any server starts, instead of failing
     each job once its server is up."""
     from pathlib import Path
 
     from llmsweep.workload.mooncake import load_mooncake
-    from llmsweep.workload.traces.loader import iter_traces
 
     failed: dict[str, LlmsweepError] = {}
     for source in sorted({s for s in map(trace_source_label, jobs) if s is not None}):
@@ -184,26 +229,37 @@ def check_trace_sources(jobs: list[Job]) -> dict[str, LlmsweepError]:
                 failed[source] = DatasetError(f"Mooncake trace {why}",
                                               fix=exc.fix or "check `workload.replay.mooncake`")
             continue
-        traces = playable = 0
-        try:
-            for trace in iter_traces(source):
-                traces += 1
-                playable += bool(trace.main_requests)
-        except LlmsweepError as exc:
-            fix = exc.fix or "check the trace source"
-            why, named = exc.message, f"trace source {source} "
-            why = "it " + why.removeprefix(named) if why.startswith(named) else why  # say the source once
-            failed[source] = DatasetError(f"trace source {source} cannot be read: {why}",
-                                          fix=f"{fix}; or replay the built-in corpus offline with --traces synthetic")
-            continue
-        if not traces:
-            failed[source] = DatasetError(f"trace source {source} holds no trace",
-                                          fix="point at a traces.jsonl or a directory of trace files")
-        elif not playable:  # a replay plays root streams: subagent entries alone give it nothing to send
-            failed[source] = DatasetError(
-                f"trace source {source} holds no trace with a top-level request ({traces} trace(s) of subagents only)",
-                fix="point at a corpus whose traces have top-level requests (type n or s)")
+        for revision in sorted({trace_revision(j) for j in jobs if trace_source_label(j) == source}, key=str):
+            problem = _unplayable(source, revision)  # a hub source at the revision its jobs replay (one, once pinned)
+            if problem is not None:
+                failed[source] = problem
+                break
     return failed
+
+
+def _unplayable(source: str, revision: str | None) -> LlmsweepError | None:
+    """Why an agentic replay of `source` (a hub dataset's at `revision`) cannot play it, or None when it can."""
+    from llmsweep.workload.traces.loader import iter_traces
+
+    traces = playable = 0
+    named = f"trace source {source}" + (f" at revision {revision}" if revision else "")
+    try:
+        for trace in iter_traces(source, revision=revision):
+            traces += 1
+            playable += bool(trace.main_requests)
+    except LlmsweepError as exc:
+        fix = exc.fix or "check the trace source"
+        why, said = exc.message, f"trace source {source} "
+        why = "it " + why.removeprefix(said) if why.startswith(said) else why  # say the source once
+        return DatasetError(f"{named} cannot be read: {why}",
+                            fix=f"{fix}; or replay the built-in corpus offline with --traces synthetic")
+    if not traces:
+        return DatasetError(f"{named} holds no trace", fix="point at a traces.jsonl or a directory of trace files")
+    if not playable:  # a replay plays root streams: subagent entries alone give it nothing to send
+        return DatasetError(
+            f"{named} holds no trace with a top-level request ({traces} trace(s) of subagents only)",
+            fix="point at a corpus whose traces have top-level requests (type n or s)")
+    return None
 
 
 def check_tokenizers(jobs: list[Job]) -> dict[str, LlmsweepError]:

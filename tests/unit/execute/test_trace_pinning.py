@@ -1,0 +1,145 @@
+"""A run resolves each Hugging Face trace dataset once, before any server starts, to the commit every point replays.
+
+A dataset that gets commits (AgentX's `..._with_subagents` ids name rolling datasets) was fetched again by each
+point's workload: points of one sweep replayed different corpora under one trace source, each summary's corpus digest
+saying so and nothing stopping or saying it. Here the hub is a real Hugging Face cache (`snapshots/<commit>`,
+`refs/main`) read offline by the real `snapshot_download`, standing in for the hub by moving `refs/main` to a new
+commit after every fetch.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.cli import run_main
+
+from llmsweep.workload.agentic import replay_corpus_digest
+from llmsweep.workload.traces.synth import SynthProfile, synthesize, write_jsonl
+
+REPO = Path(__file__).resolve().parents[3]
+QUICKSTART = REPO / "examples" / "quickstart.yaml"
+DATASET = "org/rolling"
+COMMITS = [f"{i:x}" * 40 for i in range(1, 9)]
+
+
+def _rolling_hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[[], str]:
+    """A hub cache holding `DATASET` at each of `COMMITS` (another corpus each), `refs/main` at the first; every
+    fetch moves `refs/main` to the next commit, as a dataset that gets commits during a sweep. Returns the commit
+    `refs/main` names now."""
+    import huggingface_hub
+    from huggingface_hub import constants
+
+    repo = tmp_path / "hub" / "datasets--org--rolling"
+    for seed, commit in enumerate(COMMITS, start=1):
+        snapshot = repo / "snapshots" / commit
+        snapshot.mkdir(parents=True)
+        write_jsonl(synthesize(SynthProfile(traces=3, seed=seed, max_isl=4096)), snapshot / "traces.jsonl")
+    main = repo / "refs" / "main"
+    main.parent.mkdir(parents=True)
+    main.write_text(COMMITS[0])
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    real = huggingface_hub.snapshot_download
+
+    def moving(repo_id: str, **kwargs: Any) -> str:
+        local = str(real(repo_id, **kwargs))
+        at = COMMITS.index(main.read_text())
+        main.write_text(COMMITS[min(at + 1, len(COMMITS) - 1)])  # the dataset got a commit
+        return local
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", moving)
+    return main.read_text
+
+
+def _sweep(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
+    """Two points (conc 2 and 3) of one agentic arm on the simulator, replaying `DATASET`: (the recipe, --out)."""
+    monkeypatch.setenv("LLMSWEEP_STORE", str(tmp_path / "store.sqlite"))
+    recipe = tmp_path / "two.yaml"
+    text = QUICKSTART.read_text().replace("conc-list: [1, 4, 8, 12, 16]", "conc-list: [2, 3]")
+    text = "\n".join(line for line in text.splitlines() if "kv-offloading: dram, kv-offload-backend" not in line)
+    recipe.write_text(text.replace("duration: 1800", "duration: 10"))
+    return recipe, tmp_path / "out"
+
+
+def _replayed(out: Path) -> dict[str, tuple[str | None, str, str | None]]:
+    """Each point's (commit, corpus digest) as its summary records them, and the commit its job.json pins."""
+    points = {}
+    for job in sorted((out / "jobs").iterdir()):
+        workload = json.loads((job / "summary.json").read_text())["provenance"]["workload"]
+        pinned = json.loads((job / "job.json").read_text())["workload"]["traces"].get("revision")
+        points[job.name] = (workload.get("revision"), workload["corpus_digest"], pinned)
+    return points
+
+
+def test_every_point_of_a_sweep_replays_the_commit_resolved_before_it_started(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    main_now = _rolling_hub(tmp_path, monkeypatch)
+    recipe, out = _sweep(tmp_path, monkeypatch)
+    code, _, err = run_main(capsys, "run", recipe, "--traces", DATASET, "--out", out, "--no-report")
+    assert code == 0, err
+    assert main_now() != COMMITS[0]  # the dataset moved during the sweep
+    first = str(tmp_path / "hub" / "datasets--org--rolling" / "snapshots" / COMMITS[0] / "traces.jsonl")
+    points = _replayed(out)
+    assert len(points) == 2 and len({digest for _, digest, _ in points.values()}) == 1, points  # one corpus
+    assert set(points.values()) == {(COMMITS[0], replay_corpus_digest(first), COMMITS[0])}, points
+    assert json.loads((out / "run.json").read_text())["trace_revisions"] == {DATASET: COMMITS[0]}
+    assert f"trace source {DATASET}: every point replays commit {COMMITS[0]}" in err
+
+
+def test_a_resume_replays_the_runs_commit_or_is_refused_naming_both(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    main_now = _rolling_hub(tmp_path, monkeypatch)
+    recipe, out = _sweep(tmp_path, monkeypatch)
+    args = ("run", recipe, "--traces", DATASET, "--out", out, "--no-report")
+    code, _, err = run_main(capsys, *args)
+    assert code == 0, err
+    unfinished = sorted((out / "jobs").iterdir())[1]
+    (unfinished / "summary.json").unlink()
+    code, _, err = run_main(capsys, *args, "--resume")
+    assert code == 0 and "1 resumed" in err, err
+    assert {p[0] for p in _replayed(out).values()} == {COMMITS[0]}  # the dataset's latest is another commit
+    assert f"every point replays commit {COMMITS[0]} (as the run it resumes did)" in err
+
+    # the run's commit is no longer to be had (the dataset's history squashed, a cache without it, offline)
+    (unfinished / "summary.json").unlink()
+    snapshot = tmp_path / "hub" / "datasets--org--rolling" / "snapshots" / COMMITS[0]
+    snapshot.rename(snapshot.with_name("gone"))
+    meta = (out / "run.json").read_text()
+    code, _, err = run_main(capsys, *args, "--resume")
+    latest = main_now()
+    assert code == 2, err
+    assert f"replayed trace source {DATASET} at commit {COMMITS[0]}, which cannot be fetched now" in err
+    assert f"its latest is commit {latest}" in err and "fix: make commit" in err
+    assert (out / "run.json").read_text() == meta and not (unfinished / "summary.json").exists()  # nothing ran
+
+
+def test_predict_replays_one_commit_at_every_point(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    _rolling_hub(tmp_path, monkeypatch)
+    recipe, _ = _sweep(tmp_path, monkeypatch)
+    code, out, err = run_main(capsys, "predict", recipe, "--traces", DATASET, "--processes", "1", "--json")
+    assert code == 0, err
+    replayed = [(row["summary"]["provenance"]["workload"].get("revision"),
+                 row["summary"]["provenance"]["workload"]["corpus_digest"]) for row in json.loads(out)]
+    assert len(replayed) == 2 and len(set(replayed)) == 1 and replayed[0][0] == COMMITS[0], replayed
+
+
+def test_a_pinned_job_keeps_the_reuse_identity_it_had(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pinned commit is no part of a reuse key's identity: what the corpus holds is the key's context (its
+    digest), so a stored result replaying the same traces stands for the job at another commit, and the keys runs
+    recorded before commits were pinned still match."""
+    from llmsweep.changes.reuse import reuse_doc
+    from llmsweep.plan import jobs_from_files
+    from llmsweep.plan.point import pin_trace_sources, trace_revision, with_traces
+
+    _rolling_hub(tmp_path, monkeypatch)
+    recipe, _ = _sweep(tmp_path, monkeypatch)
+    jobs = with_traces(jobs_from_files([recipe]), DATASET)
+    pinned, commits, failed = pin_trace_sources(jobs)
+    assert commits == {DATASET: COMMITS[0]} and not failed
+    assert [trace_revision(j) for j in pinned] == [COMMITS[0]] * 2  # one fetch: both at the first commit
+    assert [reuse_doc(j, "") for j in pinned] == [reuse_doc(j, "") for j in jobs]
