@@ -143,3 +143,30 @@ def test_a_pinned_job_keeps_the_reuse_identity_it_had(tmp_path: Path, monkeypatc
     assert commits == {DATASET: COMMITS[0]} and not failed
     assert [trace_revision(j) for j in pinned] == [COMMITS[0]] * 2  # one fetch: both at the first commit
     assert [reuse_doc(j, "") for j in pinned] == [reuse_doc(j, "") for j in jobs]
+
+
+def test_a_resume_of_a_run_from_before_pinning_keeps_its_finished_jobs(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """A run measured before sweeps pinned their hub sources recorded no commit (run.json without `trace_revisions`,
+    job.json without `traces.revision`). Its `--resume` pins the dataset's latest, and a finished job whose corpus is
+    that commit's (its reuse key's corpus digest says so) is the same job: it ran again as 'workload.traces.revision
+    changed', hours of GPU time for a label its result had never carried."""
+    _rolling_hub(tmp_path, monkeypatch)
+    recipe, out = _sweep(tmp_path, monkeypatch)
+    args = ("run", recipe, "--traces", DATASET, "--out", out, "--no-report")
+    code, _, err = run_main(capsys, *args)
+    assert code == 0, err
+    meta = json.loads((out / "run.json").read_text())
+    del meta["trace_revisions"]  # as the earlier llmsweep wrote them
+    (out / "run.json").write_text(json.dumps(meta))
+    finished, unfinished = sorted((out / "jobs").iterdir())
+    for job in (finished, unfinished):
+        doc = json.loads((job / "job.json").read_text())
+        del doc["workload"]["traces"]["revision"]
+        (job / "job.json").write_text(json.dumps(doc))
+    (unfinished / "summary.json").unlink()
+    hub = tmp_path / "hub" / "datasets--org--rolling"
+    (hub / "refs" / "main").write_text(COMMITS[0])  # the dataset's latest is still the corpus they replayed
+    code, _, err = run_main(capsys, *args, "--resume")
+    assert code == 0 and "1 resumed" in err, err
+    assert "changed" not in err, err
