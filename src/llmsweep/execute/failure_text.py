@@ -3,7 +3,8 @@ and the report reads its gist back to group jobs that failed for one cause (`fai
 
 A launch failure reads `<engine> server <what>` then the server log's last lines (`log_tail`); the jobs of a group
 whose server could not be started again read `the <engine> server of group <id> never came up: <that reason>`
-(`never_came_up`). The log's name (`server.log`, `server.2.log` for a relaunch), its port and the fix that counts
+(`never_came_up`); a Slurm worker that died mid-job fails that job with its batch log's last lines the same way
+(`slurm.WorkerEnd`). The log's name (`server.log`, `server.2.log` for a relaunch), its port and the fix that counts
 launches differ from job to job; the cause does not.
 """
 
@@ -13,6 +14,10 @@ import re
 
 _TAIL = re.compile(r"\n--- last \d+ lines of .* ---\n")
 _NEVER = re.compile(r"^the \S+ server of group \S+ never came up: ")
+
+
+FAIL_FAST_NOT_RUN = "not run: the sweep stopped before this job (fail-fast)"
+"""The reason of a job `--fail-fast` left out: the driver's, and a Slurm worker's that stopped after a failed job."""
 
 
 def log_tail(lines: int, log: object, tail: str) -> str:

@@ -33,6 +33,7 @@ from llmsweep.errors import ConfigError, LlmsweepError
 from llmsweep.evals.harness import EvalSettings
 from llmsweep.execute import artifacts as art
 from llmsweep.execute.executor import Executor, terminate_as_interrupt
+from llmsweep.execute.failure_text import FAIL_FAST_NOT_RUN
 from llmsweep.execute.files import unjudged
 from llmsweep.execute.lifecycle import (
     JobOutcome,
@@ -1342,7 +1343,7 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
         raise
     by_id = {o.job_id: o for o in [*refused, *skipped, *ran]}
     outcomes = [by_id.get(j.id) or JobOutcome(job_id=j.id, exp_name=j.exp_name, status="failed",
-                                               reasons=["not run: the sweep stopped before this job (fail-fast)"])
+                                               reasons=[FAIL_FAST_NOT_RUN])
                 for j in jobs]
     outcomes = [o.with_warnings(warnings.get(o.job_id, ())) for o in outcomes]
     _write_run_meta(run_dir, req, run_id, jobs, outcomes, findings, reuse_meta, superseded, elsewhere)
