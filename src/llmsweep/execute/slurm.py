@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from llmsweep import shell
 from llmsweep.engines.launch import LaunchSpec, env_assignment
 from llmsweep.errors import ConfigError, LaunchError
+from llmsweep.execute import failure_text
 from llmsweep.execute.artifacts import PID_FILES, SLURM_JOB_ID_FILE
 from llmsweep.execute.base import HostPath
 from llmsweep.execute.commands import run_command
@@ -268,6 +269,9 @@ class SlurmJobResult:
     exit_code: int
     stdout_path: Path
     stderr_path: Path
+    node: str | None = None
+    """The node its batch script (and the worker) ran on, as `scontrol` names it (BatchHost); None when Slurm had
+    forgotten the job (the exit read from the rc file) or did not say."""
 
     @property
     def ok(self) -> bool:
@@ -660,7 +664,7 @@ class SlurmJob:
 
     def finish(self) -> SlurmJobResult:
         """Read the final state and exit code: from scontrol while Slurm remembers the job, else from the rc file."""
-        state, exit_code = self._scontrol_end()
+        state, exit_code, node = self._scontrol_end()
         rc_file = self.out_dir / f"slurm-{self.job_id}.rc"
         if exit_code is None and rc_file.is_file():
             text = rc_file.read_text().strip()
@@ -672,19 +676,23 @@ class SlurmJob:
                 f"{rc_file} is missing)",
                 fix="raise MinJobAge in slurm.conf, or check that the out directory is shared with the node",
             )
-        self.result = SlurmJobResult(self.job_id, state, exit_code, self.stdout_path, self.stderr_path)
+        self.result = SlurmJobResult(self.job_id, state, exit_code, self.stdout_path, self.stderr_path, node)
         log.info("Slurm job %s ended %s (exit %d)", self.job_id, state, exit_code)
         return self.result
 
-    def _scontrol_end(self) -> tuple[str | None, int | None]:
+    def _scontrol_end(self) -> tuple[str | None, int | None, str | None]:
+        """(JobState, the exit code, BatchHost) as `scontrol show job` says them; a signal that ended the batch
+        script (`ExitCode=0:9`) reads as the shell's 128 + signal, as its own exit after a killed child does."""
         fields = scontrol_show("job", self.job_id, timeout_s=self.options.command_timeout_s, fix=_SLURM_FIX)
         state = fields.get("JobState")
+        host = fields.get("BatchHost")
+        node = host if host and host != "(null)" else None
         code = fields.get("ExitCode", "")
         match = re.match(r"^(\d+):(\d+)$", code)
         if match is None or state is None:
-            return state, None
+            return state, None, node
         exit_code, sig = int(match.group(1)), int(match.group(2))
-        return state, exit_code if sig == 0 else 128 + sig
+        return state, exit_code if sig == 0 else 128 + sig, node
 
     def suspension(self) -> Suspension | None:
         """What `scontrol show job` says of the batch job's suspensions (`scontrol suspend`, preemption or gang
@@ -876,6 +884,111 @@ def slurm_end_reason(result: SlurmJobResult, limit: TimeLimit, *, ran: bool) -> 
                 "then rerun with --resume")
     return (f"not run: Slurm job {result.job_id} ended {result.state} before it reached this job ({what}); {fix}, "
             "then `--resume` runs it")
+
+
+WORKER_LOG_LINES = 20
+"""How many of the batch log's last lines the reason of the job a worker died in quotes."""
+
+
+def worker_exit_text(exit_code: int) -> str:
+    """How a worker's batch script ended, as a reason says it: `was killed by SIGKILL (exit 137: …)` for an exit the
+    shell gives a child a signal killed (128 + the signal), else `exited with status N`."""
+    try:
+        name = signal.Signals(exit_code - 128).name if exit_code > 128 else None
+    except ValueError:
+        name = None
+    if name is None:
+        return f"exited with status {exit_code}"
+    if exit_code - 128 == signal.SIGKILL:
+        return (f"was killed by SIGKILL (exit {exit_code}: the kernel's out-of-memory killer, or a `kill -9` from "
+                "outside this run)")
+    return f"was killed by {name} (exit {exit_code})"
+
+
+@dataclass(frozen=True)
+class WorkerEnd:
+    """A batch job Slurm did not end itself (FAILED, COMPLETED: not one of `_ENDED_BY_SLURM`) whose worker ran but
+    ended before it wrote every job's outcome — killed on the node (the kernel's out-of-memory killer where Slurm
+    does not confine memory, a `kill -9`), or crashed. The job it was running is the one it died in (its window may
+    have begun, its records partly written: no result), the jobs after it were never reached (`--resume` runs both);
+    each reason says how the worker ended, what Slurm says of the batch job, and the fix."""
+
+    result: SlurmJobResult
+    in_flight: str | None
+    """The job the worker was running as it ended; None when it ended between two jobs."""
+    mem: str | None = None
+    """The memory the batch job asked for (`SlurmOptions.mem`; None: none, it shares the node's)."""
+    exclusive: bool = False
+    """It held its node whole (`SlurmOptions.exclusive`)."""
+
+    @property
+    def how(self) -> str:
+        return worker_exit_text(self.result.exit_code)
+
+    @property
+    def slurm_says(self) -> str:
+        return f"Slurm: {self.result.state}" + (f" on {self.result.node}" if self.result.node else "")
+
+    @property
+    def fix(self) -> str:
+        """What to do before `--resume`: for a SIGKILL, the node's memory first (the likelier cause on a GPU node),
+        then a kill from outside; for any other end, the worker's own last words in the batch log."""
+        log_path = self.result.stderr_path
+        if self.result.exit_code != 128 + signal.SIGKILL:
+            return f"read the batch job's log {log_path} for what ended the worker (a traceback, a crash) and fix that"
+        more = (f"--executor-option mem=SIZE above its {self.mem}" if self.mem else
+                "--executor-option mem=SIZE (it asked for none and shared the node's)")
+        whole = "" if self.exclusive else ", or exclusive=true for the whole node"
+        on = f" on {self.result.node}" if self.result.node else " on the node"
+        return (f"if the node ran out of memory (`dmesg`{on} says \"Out of memory: Killed process …\"), give the "
+                f"batch job more: {more}{whole}, or have the engine use less; otherwise find what killed the worker "
+                f"(its batch log: {log_path})")
+
+    def died_in(self, jdir: Path) -> str:
+        """The reason of the job the worker was running: how it ended, what its folder holds (no result either
+        way), the batch log's last lines and the fix, worded as a server's launch failure is (`failure_text`)."""
+        from llmsweep.execute import artifacts as art
+
+        tail = "\n".join(visible_text(line) for line in log_tail(self.result.stderr_path, WORKER_LOG_LINES)
+                         .splitlines())
+        message = (f"the worker of Slurm job {self.result.job_id} {self.how} while this job ran, before it wrote its "
+                   f"outcome ({self.slurm_says}); {_left_in(jdir / art.SUMMARY_FILE, jdir / art.RECORDS_FILE)}"
+                   + failure_text.log_tail(WORKER_LOG_LINES, self.result.stderr_path, tail))
+        return str(LaunchError(message, fix=f"{self.fix}; then rerun with --resume"))
+
+    def not_run(self) -> str:
+        """The reason of a job the worker never reached."""
+        where = f"while it ran job {self.in_flight}" if self.in_flight else "after the last job it finished"
+        return (f"not run: the worker of Slurm job {self.result.job_id} {self.how} {where}, before it reached this "
+                f"job ({self.slurm_says}); {self.fix}; then `--resume` runs it")
+
+    def eval_not_run(self) -> str:
+        """The reason of a job whose point was measured and whose eval waited for its group's eval server."""
+        where = f"while it ran job {self.in_flight}" if self.in_flight else "between two jobs"
+        return (f"eval not run: the worker of Slurm job {self.result.job_id} {self.how} {where}, before this job's "
+                f"eval (owed: it runs after the group's other points) ran ({self.slurm_says}); {self.fix}; then "
+                "`--resume` runs the job again")
+
+    def line(self, finished: int, died: int, never: int, total: int) -> str:
+        """What the run says as the batch job ends."""
+        where = f"while it ran job {self.in_flight}" if self.in_flight else "between two jobs"
+        return (f"Slurm job {self.result.job_id} ended {self.result.state}: its worker {self.how} {where}; "
+                f"{finished} of {total} job(s) finished, {died} died with the worker, {never} not run — {self.fix}; "
+                "then rerun with --resume to run the rest")
+
+
+def _left_in(summary: Path, records: Path) -> str:
+    """What the folder of a job its worker died in holds: never a result (`--resume` runs it again)."""
+    if summary.is_file():
+        return "its load had ended (summary.json) but the job was never judged: no result"
+    try:
+        with records.open("rb") as f:
+            count = sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 20), b""))
+    except OSError:
+        count = 0
+    if count:
+        return f"its window had begun: {count} record(s) in {records.name}, cut short, no result"
+    return "it had measured nothing yet"
 
 
 def _suspended_note(job_id: str, seconds: int | None = None) -> str:
@@ -1267,15 +1380,48 @@ class SlurmExecutor:
                       f"running ({', '.join(fresh)}) will be judged invalid, their timings include the pause; "
                       "`--resume` runs them again")
 
+        def worker_end(batch: _Batch, seen: SlurmJobResult) -> WorkerEnd | str | None:
+            """How the worker of a batch job that left the queue ended, where it ran but left jobs without an
+            outcome and Slurm did not end it (its state's own reasons, `slurm_end_reason`, say that): the job it was
+            running and its end (`WorkerEnd`), or `FAIL_FAST_NOT_RUN` when it stopped after a failed job under
+            `--fail-fast` (exit 1 between two jobs); None when it never ran (the node's Python, an image import: the
+            batch log says) or left nothing unsaid."""
+            if ended_by_slurm(seen.state, self.options.effective_time_limit) is not None or python_check_reason(seen):
+                return None
+            jobs = [job for job in batch.group.jobs if job.id not in batch.closed]
+            if not any(_outcome_in(art.job_dir(run_dir, job.id) / art.OUTCOME_FILE) is None for job in jobs):
+                return None
+            report = read_report(batch.report_path)
+            reported = set() if report is None else {said.job_id for said in report.jobs}
+            owed = set() if report is None else set(report.owed)
+
+            def begun(job_id: str) -> bool:  # the worker started it: its report, or its folder's job.json
+                return job_id in batch.started or job_id in reported or (
+                    art.job_dir(run_dir, job_id) / art.JOB_FILE).is_file()
+
+            started = [job.id for job in jobs if job.id not in owed and begun(job.id)]
+            if report is None and not started and not batch.closed:
+                return None  # the worker never started: the batch log says why
+            in_flight = started[-1] if started else None
+            ids = {job.id for job in batch.group.jobs}
+            if (settings.fail_fast and in_flight is None and seen.exit_code == 1
+                    and any(not o.ok for o in outcomes if o.job_id in ids)):
+                return failure_text.FAIL_FAST_NOT_RUN
+            # (a multi-node group holds its nodes whole already: `render_batch_script`)
+            return WorkerEnd(seen, in_flight, self.options.mem,
+                             exclusive=self.options.exclusive or batch.group.topology is not None)
+
         def settle(batch: _Batch, seen: SlurmJobResult | LaunchError) -> None:
             """The batch job left the queue: the outcomes of its jobs not reported yet."""
             group, sjob = batch.group, batch.sjob
             if isinstance(seen, SlurmJobResult) and any(job.id not in batch.closed for job in group.jobs):
                 unseen(batch)
+            worker: WorkerEnd | str | None = None
             if isinstance(seen, SlurmJobResult):
                 ended = python_check_reason(seen) or (
                     f"Slurm job {seen.job_id} ended {seen.state} (exit {seen.exit_code}) before this job wrote its "
                     f"outcome; see {seen.stdout_path} and {seen.stderr_path}")
+                worker = worker_end(batch, seen)
             else:
                 event(f"Slurm job {sjob.job_id}: {seen.message}")
                 ended = f"{seen.one_line()}; see {sjob.stdout_path} and {sjob.stderr_path}"
@@ -1290,8 +1436,17 @@ class SlurmExecutor:
                 if isinstance(seen, SlurmJobResult) and (outcome is None or _interrupted(outcome)):
                     ran = outcome is not None or (jdir / art.JOB_FILE).is_file()
                     why = slurm_end_reason(seen, self.options.effective_time_limit, ran=ran)
+                if isinstance(worker, WorkerEnd):  # the worker died: in which job, and which it never reached
+                    died = job.id == worker.in_flight
+                    cut["interrupted" if died else "not run"] += 1
+                    if outcome is None:  # (one the worker wrote as it was stopped, a SIGTERM's, says it already)
+                        why = worker.died_in(jdir) if died else worker.eval_not_run() if (
+                            jdir / art.SUMMARY_FILE).is_file() else worker.not_run()
+                elif isinstance(worker, str) and outcome is None:
+                    why = worker
                 if why is not None:
-                    cut["interrupted" if ran else "not run"] += 1
+                    if not isinstance(worker, WorkerEnd):
+                        cut["interrupted" if ran else "not run"] += 1
                     if outcome is None:
                         outcome = JobOutcome(job_id=job.id, exp_name=job.exp_name, status="failed", reasons=[why])
                     else:  # the worker took Slurm's SIGTERM for a user's interrupt: its folder says why it was
@@ -1303,7 +1458,10 @@ class SlurmExecutor:
             if isinstance(seen, SlurmJobResult):
                 line = f"Slurm job {seen.job_id} ended {seen.state} (exit {seen.exit_code})"
                 said = ended_by_slurm(seen.state, self.options.effective_time_limit)
-                if said is not None and any(cut.values()):
+                if isinstance(worker, WorkerEnd):
+                    line = worker.line(len(group.jobs) - sum(cut.values()), cut["interrupted"], cut["not run"],
+                                       len(group.jobs))
+                elif said is not None and any(cut.values()):
                     finished = len(group.jobs) - sum(cut.values())
                     line += (f": {said[0]}; {finished} of "
                              f"{len(group.jobs)} job(s) finished, {cut['interrupted']} interrupted, {cut['not run']} "

@@ -25,6 +25,7 @@ from llmsweep.execute.slurm import (
     slurm_end_reason,
     time_limit_s,
     time_limit_warning,
+    worker_exit_text,
 )
 
 FORMATS = "MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS"
@@ -169,9 +170,11 @@ class _ScriptedBatchJob:
     """A batch job whose worker's steps (what it writes to the shared filesystem) happen one per look at the queue:
     the driver sees exactly what a worker leaves between two polls, whatever the poll interval."""
 
-    def __init__(self, out_dir: Path, steps: list[list[Callable[[], None]]]) -> None:
+    def __init__(self, out_dir: Path, steps: list[list[Callable[[], None]]], *, state: str = "COMPLETED",
+                 exit_code: int = 0) -> None:
         self.job_id, self.out_dir, self.steps = "77", out_dir, steps
         self.stdout_path, self.stderr_path = out_dir / "slurm-77.out", out_dir / "slurm-77.err"
+        self.state, self.exit_code = state, exit_code
         self.result: SlurmJobResult | None = None
 
     def poll(self) -> SlurmJobResult | tuple[str, str]:
@@ -179,7 +182,8 @@ class _ScriptedBatchJob:
             for step in self.steps.pop(0):
                 step()
             return "RUNNING", ""
-        self.result = SlurmJobResult(self.job_id, "COMPLETED", 0, self.stdout_path, self.stderr_path)
+        self.result = SlurmJobResult(self.job_id, self.state, self.exit_code, self.stdout_path, self.stderr_path,
+                                     "node7")
         return self.result
 
     def suspension(self) -> None:
@@ -333,3 +337,137 @@ def test_a_signal_while_the_last_look_stores_a_finished_batch_still_stores_the_r
         SlurmExecutor({"poll_s": 0.01, "relay_worker_log": False}).run_groups(
             [group], run_dir, cast(Any, None), event=lambda line: None)
     assert stored == [("a", "valid"), ("b", "valid")], stored
+
+
+@pytest.mark.parametrize(("exit_code", "said"), [
+    (137, "was killed by SIGKILL (exit 137: the kernel's out-of-memory killer, or a `kill -9` from outside this run)"),
+    (139, "was killed by SIGSEGV (exit 139)"),
+    (1, "exited with status 1"),
+    (0, "exited with status 0"),
+    (255, "exited with status 255"),  # no signal 127
+])
+def test_a_workers_end_is_said_as_its_signal_or_its_status(exit_code: int, said: str) -> None:
+    assert worker_exit_text(exit_code) == said
+
+
+class _DyingWorker:
+    """A group of three jobs a, b, c whose worker finishes a, starts b (its report, its job.json, `records` records),
+    then ends with `exit_code` (FAILED), b's outcome unwritten; its batch log's last line says so."""
+
+    def __init__(self, tmp_path: Path, *, exit_code: int = 137, records: int = 2, fail_a: bool = False) -> None:
+        from llmsweep.execute import artifacts as art
+        from llmsweep.execute.lifecycle import JobOutcome
+
+        self.run_dir = run_dir = tmp_path / "out"
+        self.jobs = [types.SimpleNamespace(id=name, exp_name=f"exp-{name}", concs=[1], eval_only=False)
+                     for name in "abc"]
+        self.group: Any = types.SimpleNamespace(id="g", spec=None, jobs=self.jobs, topology=None,
+                                                to_json=lambda run_dir, settings: {"id": "g"})
+
+        def a_ends() -> None:
+            art.write_json(art.job_dir(run_dir, "a") / art.JOB_FILE, {"id": "a"})
+            art.write_json(art.job_dir(run_dir, "a") / art.OUTCOME_FILE, JobOutcome(
+                job_id="a", exp_name="exp-a", status="failed" if fail_a else "valid",
+                reasons=["sim server died"] if fail_a else [], seconds=1.0).model_dump(mode="json"))
+
+        def b_starts() -> None:
+            art.write_json(art.server_dir(run_dir, "g") / art.PROGRESS_FILE,
+                           {"beat": 1, "jobs": [{"job_id": "b", "phase": "measuring"}], "owed": []})
+            art.write_json(art.job_dir(run_dir, "b") / art.JOB_FILE, {"id": "b"})
+            (art.job_dir(run_dir, "b") / art.RECORDS_FILE).write_text("{}\n" * records)
+
+        def log(*lines: str) -> None:
+            path = art.server_dir(run_dir, "g") / "slurm-77.err"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with path.open("a") as f:
+                f.writelines(line + "\n" for line in lines)
+
+        steps: list[list[Callable[[], None]]] = [[a_ends], [b_starts, partial(log, "job b: conc 1", "line 39: 4242 "
+                                                                              "Killed  python -m llmsweep.cli.main")]]
+        self.batch = _ScriptedBatchJob(run_dir / "servers" / "g", steps, state="FAILED", exit_code=exit_code)
+
+    def run(self, monkeypatch: pytest.MonkeyPatch, *, fail_fast: bool = False,
+            **options: Any) -> tuple[dict[str, Any], list[str]]:
+        batch = self.batch
+        monkeypatch.setattr(SlurmExecutor, "submit", lambda self, spec, **kw: batch)
+        said: list[str] = []
+        outcomes = SlurmExecutor({"poll_s": 0.01, "relay_worker_log": False, **options}).run_groups(
+            [self.group], self.run_dir, cast(Any, types.SimpleNamespace(fail_fast=fail_fast)), event=said.append)
+        return {o.job_id: o for o in outcomes}, said
+
+
+def test_a_worker_killed_mid_job_fails_that_job_with_its_death_and_the_fix_and_the_jobs_after_as_not_run(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The worker SIGKILLed (the kernel's OOM killer, a `kill -9`) while b measured: every job left read "ended
+    FAILED (exit 137) before this job wrote its outcome", the same for the one it died in and the one it never
+    reached, with no fix. b now says the worker died in it, what its folder holds, the batch log's last lines and the
+    fix (the node's memory first); c says it was never reached and why; a stays valid."""
+    worker = _DyingWorker(tmp_path)
+    outcomes, said = worker.run(monkeypatch)
+    log = worker.batch.stderr_path
+    assert outcomes["a"].status == "valid"
+    assert outcomes["b"].status == outcomes["c"].status == "failed"
+    fix = ("if the node ran out of memory (`dmesg` on node7 says \"Out of memory: Killed process …\"), give the batch "
+           "job more: --executor-option mem=SIZE (it asked for none and shared the node's), or exclusive=true for the "
+           f"whole node, or have the engine use less; otherwise find what killed the worker (its batch log: {log})")
+    killed = ("was killed by SIGKILL (exit 137: the kernel's out-of-memory killer, or a `kill -9` from outside this "
+              "run)")
+    assert outcomes["b"].reasons == [
+        f"the worker of Slurm job 77 {killed} while this job ran, before it wrote its outcome (Slurm: FAILED on "
+        "node7); its window had begun: 2 record(s) in records.jsonl, cut short, no result"
+        f"\n--- last 20 lines of {log} ---\njob b: conc 1\nline 39: 4242 Killed  python -m llmsweep.cli.main"
+        f"\n  fix: {fix}; then rerun with --resume"]
+    assert outcomes["c"].reasons == [
+        f"not run: the worker of Slurm job 77 {killed} while it ran job b, before it reached this job (Slurm: FAILED "
+        f"on node7); {fix}; then `--resume` runs it"]
+    assert f"Slurm job 77 ended FAILED: its worker {killed} while it ran job b; 1 of 3 job(s) finished, 1 died " \
+        f"with the worker, 1 not run — {fix}; then rerun with --resume to run the rest" in said, said
+    # the report groups them by cause: the job it died in apart from the one it never reached
+    from llmsweep.execute.failure_text import failure_gist
+
+    assert failure_gist(outcomes["b"].reasons[0]).startswith(f"the worker of Slurm job 77 {killed} while this job")
+
+
+def test_a_worker_that_asked_for_memory_is_told_to_raise_it_and_one_that_crashed_to_read_its_log(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fix fits what is known: a SIGKILL under `mem=64G` raises that; an exit 1 (a traceback) points at the
+    batch log; a job killed before it measured holds nothing."""
+    outcomes, _ = _DyingWorker(tmp_path / "oom").run(monkeypatch, mem="64G", exclusive=True)
+    assert "give the batch job more: --executor-option mem=SIZE above its 64G, or have the engine use less" \
+        in outcomes["b"].reasons[0]
+    worker = _DyingWorker(tmp_path / "crash", exit_code=1, records=0)
+    outcomes, _ = worker.run(monkeypatch)
+    fix = f"read the batch job's log {worker.batch.stderr_path} for what ended the worker (a traceback, a crash)"
+    assert outcomes["b"].reasons[0].startswith("the worker of Slurm job 77 exited with status 1 while this job ran, "
+                                               "before it wrote its outcome (Slurm: FAILED on node7); it had "
+                                               "measured nothing yet\n--- last 20 lines"), outcomes["b"].reasons
+    assert f"\n  fix: {fix} and fix that; then rerun with --resume" in outcomes["b"].reasons[0]
+    assert outcomes["c"].reasons[0].startswith("not run: the worker of Slurm job 77 exited with status 1 while it "
+                                               f"ran job b, before it reached this job (Slurm: FAILED on node7); {fix}")
+
+
+def test_a_worker_that_stopped_after_a_failed_job_under_fail_fast_left_the_rest_not_run_for_that(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--fail-fast`: the worker stops after a failed job and exits 1, between two jobs — no death: the jobs it
+    left say what the driver says of the jobs fail-fast left out."""
+    from llmsweep.execute.failure_text import FAIL_FAST_NOT_RUN
+
+    worker = _DyingWorker(tmp_path, exit_code=1, fail_a=True)
+    worker.batch.steps = worker.batch.steps[:1]  # a fails; the worker starts nothing after it
+    outcomes, said = worker.run(monkeypatch, fail_fast=True)
+    assert outcomes["a"].reasons == ["sim server died"]
+    assert outcomes["b"].reasons == outcomes["c"].reasons == [FAIL_FAST_NOT_RUN]
+    assert "Slurm job 77 ended FAILED (exit 1)" in said, said
+
+
+def test_a_batch_job_whose_worker_never_started_keeps_saying_how_it_ended(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nothing says the worker ran (no report, no job begun: an image import that failed): no job is named as the
+    one it died in; each says how the batch job ended and where its log is."""
+    worker = _DyingWorker(tmp_path, exit_code=1)
+    worker.batch.steps = []
+    outcomes, _ = worker.run(monkeypatch)
+    log = worker.batch
+    assert {o.reasons[0] for o in outcomes.values()} == {
+        f"Slurm job 77 ended FAILED (exit 1) before this job wrote its outcome; see {log.stdout_path} and "
+        f"{log.stderr_path}"}
