@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from support.procs import alive, wait_for
+from support.procs import alive, read_proc, wait_for
 from support.slurm import leave_nothing, require_slurm
 from test_run_support import (
     JOB_ARTIFACTS,
@@ -509,6 +509,82 @@ def test_a_job_measured_while_slurm_suspended_its_batch_job_is_invalid_and_resum
     assert verdict(first[0]) == "valid"
     assert {o["status"] for o in read_json(out / "run.json")["outcomes"]} == {"valid", "skipped"}
     assert not any(_in_queue(i) for i in [*ids, *_slurm_ids(out)])
+
+
+def _worker_pid(out: Path) -> int | None:
+    """The node-side worker (`run --_worker`) of the run into `out`: this cluster's one node is this machine."""
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            argv = read_proc(int(entry.name), "cmdline").split(b"\0")
+            if b"--_worker" in argv and any(str(out).encode() in arg for arg in argv):
+                return int(entry.name)
+    return None
+
+
+def test_a_worker_killed_mid_job_fails_that_job_with_its_death_and_resume_runs_it_and_the_jobs_it_never_reached(
+        tmp_path: Path) -> None:
+    """The node-side worker SIGKILLed (as the kernel's OOM killer does where Slurm does not confine memory, or a
+    `kill -9`) while the second of three jobs measures: every job it left read "Slurm job N ended FAILED (exit 137)
+    before this job wrote its outcome", the one it died in and the one it never reached alike, with no fix. Now the
+    first stays valid; the second says the worker died in it (SIGKILL, exit 137, Slurm's FAILED and node, its
+    records cut short, the batch log's last lines) and the fix (the node's memory, then --resume); the third says it
+    was never reached and why; and `--resume` runs the second and third."""
+    out, log = tmp_path / "out", tmp_path / "run.log"
+    env = cli_env(tmp_path)
+    recipe = RECIPES / "slow-fixed-sim.yaml"  # three jobs of a few seconds each, one after the other
+    proc = start_cli([recipe, "--live", "--out", out, "--no-report", *SLURM_OPTIONS], env, log)
+    ids: list[str] = []
+
+    def measuring_second() -> Path | None:
+        found = [j for j in job_dirs(out).values() if "_conc2_" in j.name and (r := j / "records.jsonl").is_file()
+                 and r.read_text().strip()] if (out / "jobs").is_dir() else []
+        return found[0] if found else None
+
+    try:
+        ids = wait_for(lambda: _slurm_ids(out) if (out / "servers").is_dir() else None, timeout=60,
+                       what="a submitted Slurm job", proc=proc, log=log)
+        second = wait_for(measuring_second, timeout=120, what="the second job's first record", proc=proc, log=log)
+        os.kill(wait_for(lambda: _worker_pid(out), timeout=10, what="the worker's process"), signal.SIGKILL)
+        rc = proc.wait(timeout=120)
+    finally:
+        leave_nothing(proc, ids)
+    text = log.read_text()
+    assert rc == 1, text[-4000:]
+    outcomes = {o["job_id"]: o for o in read_json(out / "run.json")["outcomes"]}
+    first, third = (next(name for name in outcomes if f"_conc{conc}_" in name) for conc in (1, 3))
+    assert not (out / "jobs" / third).exists()  # never begun
+    assert outcomes[first]["status"] == "valid", outcomes[first]
+    assert outcomes[second.name]["status"] == outcomes[third]["status"] == "failed", outcomes
+    batch_log = next((out / "servers").glob(f"*/slurm-{ids[0]}.err"))
+    killed = ("was killed by SIGKILL (exit 137: the kernel's out-of-memory killer, or a `kill -9` from outside this "
+              "run)")
+    fix = (r"if the node ran out of memory \(`dmesg` on (\S+) says \"Out of memory: Killed process …\"\), give the "
+           r"batch job more: --executor-option mem=SIZE \(it asked for none and shared the node's\), or "
+           r"exclusive=true for the whole node, or have the engine use less; otherwise find what killed the worker "
+           rf"\(its batch log: {re.escape(str(batch_log))}\)")
+    died = outcomes[second.name]["reasons"]
+    assert len(died) == 1 and re.fullmatch(
+        rf"the worker of Slurm job {ids[0]} {re.escape(killed)} while this job ran, before it wrote its outcome "
+        r"\(Slurm: FAILED on (\S+)\); its window had begun: \d+ record\(s\) in records.jsonl, cut short, no result\n"
+        rf"--- last 20 lines of {re.escape(str(batch_log))} ---\n(.*\n)*.*Killed .*--_worker .*\n"
+        rf"  fix: {fix}; then rerun with --resume", died[0]), died
+    assert re.fullmatch(
+        rf"not run: the worker of Slurm job {ids[0]} {re.escape(killed)} while it ran job {second.name}, before it "
+        rf"reached this job \(Slurm: FAILED on \S+\); {fix}; then `--resume` runs it",
+        outcomes[third]["reasons"][0]), outcomes[third]
+    assert re.search(rf"Slurm job {ids[0]} ended FAILED: its worker {re.escape(killed)} while it ran job "
+                     rf"{second.name}; 1 of 3 job\(s\) finished, 1 died with the worker, 1 not run — {fix}; then "
+                     "rerun with --resume to run the rest", text), text[-4000:]
+    assert "before this job wrote its outcome" not in text
+    assert not any(_in_queue(i) for i in ids)
+
+    resumed = run_cli([recipe, "--live", "--out", out, "--no-report", "--resume", *SLURM_OPTIONS], env)
+    assert resumed.returncode == 0, resumed.stderr[-4000:]
+    again = {o["job_id"]: o["status"] for o in read_json(out / "run.json")["outcomes"]}
+    assert again == {first: "skipped", second.name: "valid", third: "valid"}, again
+    assert verdict(second) == verdict(out / "jobs" / third) == "valid"
+    assert (second / "attempts" / "1" / "records.jsonl").is_file()  # the records cut short, kept aside
+    assert not any(_in_queue(i) for i in _slurm_ids(out))
 
 
 _DOWN_SQUEUE = """#!/bin/bash
