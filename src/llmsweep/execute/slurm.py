@@ -1234,7 +1234,9 @@ class SlurmExecutor:
         `outcome.json` appears; the rest are read as the batch job leaves the queue. A batch job Slurm itself ended
         (its time limit, preemption, a node failure, out of memory, a scancel from outside this run) fails the job it
         interrupted and those it never reached with that reason and its fix — not with the "interrupted by SIGTERM"
-        its worker wrote on the signal.
+        its worker wrote on the signal. A worker that died on the node without Slurm ending its batch job (killed by
+        the kernel's OOM killer or a `kill -9`, crashed) fails the job it was running with how it died, its batch
+        log's last lines and the fix, and the jobs after it as not run (`WorkerEnd`).
 
         Every job handed here runs anew (`--resume` kept the finished ones out): what an earlier attempt left in its
         folder is moved aside on this side before the batch job is submitted, so an `outcome.json` found after the
