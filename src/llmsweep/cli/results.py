@@ -655,7 +655,7 @@ def _print_comparison(comp: Any, reused: frozenset[str] = frozenset()) -> None:
             table.add_row(hot.header, hot.cell(d.a), hot.cell(d.b), delta_cell(d), VERDICT_MARK[d.verdict])
         if pc.eval is not None:
             e = pc.eval
-            band = f" ± {_num(e.band, 4)} (stderr)" if e.band is not None else ""
+            band = f" ± {_num(e.band, 4)} ({e.band_words})" if e.band is not None else ""
             kinds = f" (A {e.mode_a}, B {e.mode_b})" if e.mode_a != e.mode_b else ""  # which kind of job ran each
             table.add_row(f"eval {e.task} score{kinds}", f"{_num(e.a, 4)} ({e.verdict_a})",
                           f"{_num(e.b, 4)} ({e.verdict_b})", f"{_num(e.delta, 4)}{band}", VERDICT_MARK[e.verdict])

@@ -16,12 +16,13 @@ Verdicts per metric:
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from llmsweep.errors import ConfigError
-from llmsweep.metrics.model import CLOCK_WORDS, MEASURED, source_words
+from llmsweep.metrics.model import CLOCK_WORDS, MEASURED, EvalBlock, source_words
 from llmsweep.metrics.registry import HOT_BY_NAME, HOT_COLUMNS
 from llmsweep.results.bands import (
     Band,
@@ -67,7 +68,8 @@ class MetricDelta:
 
 
 EVAL_Z = 1.96
-"""An eval score's band: 1.96 × the combined standard error of the two sides' scores (lm-eval's stderr)."""
+"""An eval score's band: 1.96 × the combined standard error of the two sides' scores (lm-eval's stderr; of a side
+that is the mean of repeated evals, the standard error of that mean: `mean_score_stderr`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,10 +92,21 @@ class EvalDelta:
     differs: str = ""
     """The settings the two sides' evals ran with that differ (`dataset a.jsonl vs b.jsonl; limit 4 vs 8`): the
     scores measure other things, so the verdict is `n/a`; "" when they agree."""
+    runs_a: int = 1
+    runs_b: int = 1
+    """How many evals each side's score is the mean of (`run --repeats N`: one per repeat); its standard error is that
+    mean's (`mean_score_stderr`)."""
+
+    @property
+    def band_words(self) -> str:
+        """What the band is, as a table says it: `stderr`, `stderr, A the mean of 3 repeats`."""
+        means = [f"{side} the mean of {n} repeats" for side, n in (("A", self.runs_a), ("B", self.runs_b)) if n > 1]
+        return ", ".join(["stderr", *means])
 
     def as_dict(self) -> dict[str, Any]:
         return {"task": self.task, "a": self.a, "b": self.b, "delta": self.delta, "band": self.band,
-                "band_kind": "stderr", "verdict": self.verdict, "eval_verdict_a": self.verdict_a,
+                "band_kind": "stderr", "runs": {"a": self.runs_a, "b": self.runs_b},
+                "verdict": self.verdict, "eval_verdict_a": self.verdict_a,
                 "eval_verdict_b": self.verdict_b, "eval_mode_a": self.mode_a, "eval_mode_b": self.mode_b,
                 "settings_differ": self.differs or None}
 
@@ -606,12 +619,13 @@ def _eval_delta(runs_a: list[ResultPoint], runs_b: list[ResultPoint]) -> EvalDel
         return EvalDelta(f"{ea[0].task} vs {eb[0].task}", ea[0].score, eb[0].score, None, None, "n/a", verdict_a,
                          verdict_b, *modes)
     va, vb = finite_mean(e.score for e in ea), finite_mean(e.score for e in eb)
+    runs = {"runs_a": len(ea), "runs_b": len(eb)}
     differs = "; ".join(f"{what} {x} vs {y}" for what, field in EVAL_SETTINGS
                         if (x := getattr(ea[0], field)) != (y := getattr(eb[0], field)))
     if differs:  # other samples, another budget: not one measurement's noise, whatever the scores say
-        return EvalDelta(ea[0].task, va, vb, None, None, "n/a", verdict_a, verdict_b, *modes, differs=differs)
+        return EvalDelta(ea[0].task, va, vb, None, None, "n/a", verdict_a, verdict_b, *modes, differs=differs, **runs)
     delta = vb - va if va is not None and vb is not None else None
-    se_a, se_b = ea[0].score_stderr, eb[0].score_stderr
+    se_a, se_b = mean_score_stderr(ea), mean_score_stderr(eb)
     band = EVAL_Z * math.sqrt(se_a ** 2 + se_b ** 2) if se_a is not None and se_b is not None else None
     verdict: Verdict
     if delta is None:
@@ -622,7 +636,30 @@ def _eval_delta(runs_a: list[ResultPoint], runs_b: list[ResultPoint]) -> EvalDel
         verdict = "within noise"
     else:
         verdict = "improvement" if delta > 0 else "regression"  # a higher score is better
-    return EvalDelta(ea[0].task, va, vb, delta, band, verdict, verdict_a, verdict_b, *modes)
+    return EvalDelta(ea[0].task, va, vb, delta, band, verdict, verdict_a, verdict_b, *modes, **runs)
+
+
+def mean_score_stderr(evals: Sequence[EvalBlock]) -> float | None:
+    """The standard error of a side's score, the mean of its evals (one per repeat of the point, `run --repeats N`);
+    None where an eval has no score or stderr.
+
+    One eval's stderr (lm-eval's: the sd of the per-question scores over √questions) holds two parts: which questions
+    the task's sample holds, and the answers one run happened to give. Repeats score the *same* questions (lm-eval's
+    first `limit` samples, its fixed few-shot seed, temperature 0), so averaging them does not shrink the first part:
+    the mean is not known to se/√N. Their spread s (sample sd of the N scores) estimates the second part, which the
+    mean does average down. So var(mean) = mean(se²) − (1 − 1/N)·s², and never less than s²/N — what the spread
+    alone says of a mean of N (repeats that scatter beyond their stderr: then the spread is the noise). One eval: its
+    own stderr, as before."""
+    scores = [e.score for e in evals]
+    errors = [e.score_stderr for e in evals]
+    if not evals or any(x is None or not math.isfinite(x) for x in (*scores, *errors)):
+        return None
+    n = len(evals)
+    mean_var = sum(se * se for se in errors if se is not None) / n
+    if n == 1:
+        return math.sqrt(mean_var)
+    spread_var = statistics.variance(x for x in scores if x is not None)
+    return math.sqrt(max(mean_var - (1 - 1 / n) * spread_var, spread_var / n))
 
 
 def _metric_delta(metric: str, runs_a: list[ResultPoint], runs_b: list[ResultPoint], past: list[ResultPoint],

@@ -11,7 +11,7 @@ from llmsweep.metrics.model import EvalBlock, EvalMetric, EvalRun, Summary
 from llmsweep.results.compare import compare_points
 from llmsweep.results.frontier import compute_frontiers
 from llmsweep.results.interchange import export_points
-from llmsweep.results.point import points_from_run
+from llmsweep.results.point import ResultPoint, points_from_run
 from llmsweep.results.rundir import RunDir, load_run
 from llmsweep.results.store import Store
 
@@ -177,3 +177,46 @@ def test_a_pull_requests_verdict_calls_an_eval_regression(make_run: MakeRun) -> 
     same = compare_points(base, points_from_run(with_eval(make_run("pr2", concs=(32,)), 32, 0.95, mode="eval-only")))
     (s,) = same.matched
     assert point_verdict(s) == "no change" and point_called(s)
+
+
+def _eval_repeats(tmp_path: Path, name: str, scores: tuple[tuple[float, float], ...]) -> list[ResultPoint]:
+    """A run of one conc-32 point measured `len(scores)` times (`run --repeats N`: `<id>`, `<id>-repeat2`, ...), each
+    repeat's job running an eval of (score, stderr)."""
+    from support.synthetic import SyntheticPoint, synthetic_job, write_synthetic_run
+
+    job = synthetic_job(conc=32)
+    ids = [job["id"], *(f"{job['id']}-repeat{k}" for k in range(2, len(scores) + 1))]
+    run = write_synthetic_run(tmp_path / name, [SyntheticPoint({**job, "id": i}) for i in ids], run_id=name)
+    for i, (score, stderr) in zip(ids, scores, strict=True):
+        art = next(a for a in run.jobs if a.job_id == i)
+        summary = Summary.load(art.dir / "summary.json")
+        summary.eval = EvalBlock(
+            mode="run-eval", task="gsm8k", dataset="openai/gsm8k", context_length=9472, max_tokens=5376, score=score,
+            score_name="exact_match,strict-match", score_stderr=stderr, verdict="valid")
+        summary.write(art.dir / "summary.json")
+    return points_from_run(load_run(run.path))
+
+
+def test_a_mean_of_repeated_evals_is_judged_against_the_standard_error_of_that_mean(tmp_path: Path) -> None:
+    """`run --repeats 3` with an eval: A's score is the mean of its three repeats, and its band was the first
+    repeat's stderr alone. The repeats score the same questions greedily (lm-eval's first `limit` samples,
+    temperature 0), so their mean keeps the question-sampling error each one's stderr holds, less the part their
+    spread shows to be the repeats' own, which the mean averages down: var = mean(se²) − (1 − 1/N)·s², never below
+    s²/N, the spread's own standard error of a mean."""
+    single = _eval_repeats(tmp_path, "b", ((0.87, 0.006),))
+    # repeats that agree to the stderr they report: the band is theirs (the first's stderr was 0.001 of three)
+    agree = _eval_repeats(tmp_path, "a1", ((0.90, 0.001), (0.90, 0.01), (0.90, 0.01)))
+    (m,) = compare_points(agree, single).matched
+    assert m.eval is not None and m.eval.a is not None and abs(m.eval.a - 0.90) < 1e-12
+    se_a = ((0.001 ** 2 + 0.01 ** 2 + 0.01 ** 2) / 3) ** 0.5
+    assert m.eval.band is not None and abs(m.eval.band - 1.96 * (se_a ** 2 + 0.006 ** 2) ** 0.5) < 1e-9
+    assert m.eval.verdict == "regression"  # −0.03 against a band of 0.02
+    # repeats that scatter far beyond their stderr (0.85 to 0.95, each ± 0.006): the mean 0.90 is known to about
+    # s/√3 = 0.029, so 0.87 is within noise (the first repeat's stderr called it a regression)
+    scatter = _eval_repeats(tmp_path, "a2", ((0.90, 0.006), (0.95, 0.006), (0.85, 0.006)))
+    (m,) = compare_points(scatter, single).matched
+    assert m.eval is not None and m.eval.a is not None and abs(m.eval.a - 0.90) < 1e-12
+    var_a = max(0.006 ** 2 - (1 - 1 / 3) * 0.05 ** 2, 0.05 ** 2 / 3)
+    assert m.eval.band is not None and abs(m.eval.band - 1.96 * (var_a + 0.006 ** 2) ** 0.5) < 1e-9
+    assert m.eval.verdict == "within noise"
+    assert m.eval.as_dict()["runs"] == {"a": 3, "b": 1}
