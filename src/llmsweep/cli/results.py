@@ -634,6 +634,7 @@ def _print_comparison(comp: Any, reused: frozenset[str] = frozenset()) -> None:
 
     from llmsweep.metrics.registry import HOT_BY_NAME
     from llmsweep.report.markdown import VERDICT_MARK, delta_cell
+    from llmsweep.results.compare import apart_words
     from llmsweep.results.verdict import lost_lines, lost_note, reused_from_baseline
 
     con = table_console()
@@ -653,6 +654,8 @@ def _print_comparison(comp: Any, reused: frozenset[str] = frozenset()) -> None:
         for d in pc.deltas:  # A, B and the delta as every table shows the metric (the unit in its name)
             hot = HOT_BY_NAME[d.metric]
             table.add_row(hot.header, hot.cell(d.a), hot.cell(d.b), delta_cell(d), VERDICT_MARK[d.verdict])
+        if pc.served_apart:  # another engine build or power limit served B: said beside the verdicts
+            table.add_row("served apart", "", "", apart_words(pc.served_apart), "")
         if pc.eval is not None:
             e = pc.eval
             band = f" ± {_num(e.band, 4)} ({e.band_words})" if e.band is not None else ""

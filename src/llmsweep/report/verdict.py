@@ -6,7 +6,7 @@ from collections.abc import Collection
 
 from llmsweep.metrics.registry import HOT_BY_NAME
 from llmsweep.report.markdown import _row, delta_cell, not_compared, side_heading
-from llmsweep.results.compare import Comparison
+from llmsweep.results.compare import Comparison, apart_words
 from llmsweep.results.verdict import (
     SuccessRate,
     point_verdict,
@@ -38,7 +38,8 @@ def verdict_markdown(comp: Comparison, success: SuccessRate,
     lines += ["", _row(head), _row(["---"] * len(head))]
     order = {"regression": 0, "improvement": 1, "no change": 2}
     for pc in sorted(comp.matched, key=lambda p: (order[point_verdict(p)], p.order)):
-        why = uncalled_why(pc)
+        # why it says no more, and what served the sides apart (another engine build, power limit): beside it
+        why = "; ".join(x for x in (uncalled_why(pc), apart_words(pc.served_apart) if pc.served_apart else "") if x)
         verdict = MARK[point_verdict(pc)] + (f" ({why})" if why else "")
         by = {d.metric: d for d in pc.deltas}
         cells = [pc.label, verdict]

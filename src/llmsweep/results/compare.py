@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
@@ -120,6 +120,10 @@ class PointComparison:
     """Earlier stored results of A's point and A's configuration that joined A's noise estimate (`history`)."""
     deltas: tuple[MetricDelta, ...]
     eval: EvalDelta | None = None
+    served_apart: tuple[str, ...] = ()
+    """What served A's results and B's differently though the point (image tag included) is the same, read back from
+    both (`served_apart`): another engine build, image digest or GPU power limit. The verdict stands, but it is not
+    a comparison of one configuration, and is said beside it; () where nothing recorded on both sides differs."""
 
     @property
     def history(self) -> int:
@@ -246,6 +250,7 @@ class Comparison:
                          "a": [pid(p) for p in m.a], "b": [pid(p) for p in m.b],
                          "runs": {"a": m.runs("a"), "b": m.runs("b")}, "history_runs": m.history,
                          "history": [pid(p) for p in m.past], "invalidated": m.invalidated,
+                         "served_apart": list(m.served_apart),
                          "deltas": [d.as_dict() for d in m.deltas],
                          "eval": m.eval.as_dict() if m.eval is not None else None} for m in self.matched],
             "reused": [pid(p) for p in taken],
@@ -379,7 +384,7 @@ def compare_points(
             deltas = tuple(replace(d, verdict="unverified") if d.verdict in ("improvement", "regression") else d
                            for d in deltas)
         matched.append(PointComparison(k, tuple(runs_a), tuple(runs_b), tuple(past), deltas,
-                                       _eval_delta(runs_a, runs_b)))
+                                       _eval_delta(runs_a, runs_b), served_apart(runs_a, runs_b)))
     paired = _cross_kind_evals(side_a, side_b, matched, skipped, mix_sources)
     # by series, then by concurrency as a number (the sides come in job-id order, where conc 12 sorts before 4)
     matched.sort(key=lambda m: (m.a[0].identity.series_key(), m.a[0].identity.conc))
@@ -417,6 +422,11 @@ def compare_points(
         notes.append(f"A ran in {clock_words(clocks_a)}, B in {clock_words(clocks_b)}: the deltas include "
                      "the live path's client and transport, not only a change of configuration, so a point timed on "
                      "two clocks calls no regression or improvement (compare runs of one clock)")
+    for m in matched:  # another build or power limit under one point identity: said here and beside its verdict
+        if m.served_apart:
+            notes.append(f"{m.label}: {apart_words(m.served_apart)}")
+    if unread := _unrecorded(matched):
+        notes.append("not recorded, so not checked for a difference between A and B: " + "; ".join(unread))
     if ignored:
         notes.append(f"points matched ignoring: {', '.join(sorted(ignored))}")
     if twice:
@@ -453,6 +463,53 @@ def compare_points(
                          f"compared point(s) are the simulator's figures, not measurements ({at})")
     return Comparison(label_a, label_b, tuple(matched), only_a, only_b, tuple(skipped), tuple(sorted(ignored)),
                       mix_sources, seed, tuple(notes), sides)
+
+
+_SERVED: tuple[tuple[str, str, Callable[[ResultPoint], str]], ...] = (
+    ("engine build", "as the servers reported it", lambda p: p.engine_build),
+    ("image digest", "the registry's build of the tag", lambda p: p.image_digest.removeprefix("sha256:")[:12]),
+)
+"""What a result reads back of the build that served it (`ResultPoint.engine_build`, `image_digest`): a moving tag
+(a nightly, `latest`) serves other builds under one image name, which the point identity holds."""
+
+
+def served_apart(a: Sequence[ResultPoint], b: Sequence[ResultPoint]) -> tuple[str, ...]:
+    """What served A's results of a point and B's differently, where every result of both sides records it: the
+    engine build its server reported, the image's registry digest, the GPUs' enforced power limit. A side that does not
+    record one tells nothing of it (`_unrecorded` says so); "under one image tag" where the point identity's image is
+    the same (it is, unless `--ignore image`)."""
+    tag = ", under one image tag" if len({p.identity.image for p in (*a, *b)}) == 1 else ""
+    said = []
+    for name, what, of in _SERVED:
+        va, vb = {of(p) for p in a}, {of(p) for p in b}
+        if "" not in va | vb and va != vb:
+            said.append(f"{name} {', '.join(sorted(va))} vs {', '.join(sorted(vb))} ({what}){tag}")
+    la, lb = {p.power_limits_w for p in a}, {p.power_limits_w for p in b}
+    if None not in la | lb and la != lb:
+        def watts(limits: set[tuple[float, ...] | None]) -> str:
+            return ", ".join(sorted({f"{w:g} W" for ws in limits if ws is not None for w in ws}))
+        said.append(f"GPU power limit {watts(la)} vs {watts(lb)}")
+    return tuple(said)
+
+
+def apart_words(apart: Sequence[str]) -> str:
+    """`not the same configuration: engine build 0.5.16 vs 0.5.17 (...)`: what `served_apart` found, in words."""
+    return "not the same configuration: " + "; ".join(apart)
+
+
+def _unrecorded(matched: Sequence[PointComparison]) -> list[str]:
+    """What the measured results of compared points do not record of what served them (`served_apart` checks only
+    what both sides record), by side: `B's engine build as its server reported it (2 of 2 point(s))`."""
+    said = []
+    throughput = [m for m in matched if m.deltas]
+    for side in ("a", "b"):
+        for what, missing in (("engine build as its server reported it", lambda p: not p.engine_build),
+                              ("GPU power limit", lambda p: p.power_limits_w is None)):
+            points = [m for m in throughput if any(p.source == MEASURED and missing(p)
+                                                   for p in (m.a if side == "a" else m.b))]
+            if points:
+                said.append(f"{side.upper()}'s {what} ({len(points)} of {len(throughput)} point(s))")
+    return said
 
 
 def clock_words(clocks: Iterable[str]) -> str:

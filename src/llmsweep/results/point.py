@@ -14,7 +14,7 @@ from typing import Any
 
 from llmsweep.client.files import RECORDS_FILE
 from llmsweep.errors import ResultError
-from llmsweep.metrics.model import EvalBlock, Summary
+from llmsweep.metrics.model import EvalBlock, Hardware, Summary
 from llmsweep.metrics.registry import HOT_NAMES
 from llmsweep.results.extract import INVALID_VERDICTS, extract_hot
 from llmsweep.results.identity import (
@@ -121,6 +121,27 @@ class ResultPoint:
         `wall`; None when not recorded (an imported row)."""
         clock = self.provenance.get("clock")
         return str(clock) if clock else None
+
+    @property
+    def engine_build(self) -> str:
+        """The engine version the server reported when it served this result (its `/version`, as the launch
+        provenance records it: `engine_version_reported`); "" where it was not read (a simulated or imported point,
+        a server that reports none)."""
+        return _launch(self, "engine_version_reported")
+
+    @property
+    def image_digest(self) -> str:
+        """The registry digest of the image that served it (`sha256:...`), "" where none was read."""
+        return _launch(self, "image_digest")
+
+    @property
+    def power_limits_w(self) -> tuple[float, ...] | None:
+        """The enforced power limits of the server's GPUs when it was ready, as the driver said them (sorted, one per
+        distinct value); None where none was read (a simulated or imported point, a host without nvidia-smi or
+        amd-smi)."""
+        hardware = self.summary.provenance.hardware if self.summary is not None else None
+        limits = hardware.power_limits_w if isinstance(hardware, Hardware) else None
+        return tuple(sorted(set(limits))) if limits else None
 
     @property
     def configuration(self) -> str:

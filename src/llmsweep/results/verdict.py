@@ -178,7 +178,7 @@ def verdict_as_dict(comp: Comparison, success: SuccessRate, reused: Collection[s
     return {
         "counts": verdict_counts(comp),
         "points": [{"key": pc.key, "label": pc.label, "verdict": point_verdict(pc), "called": point_called(pc),
-                    "why": uncalled_why(pc) or None} for pc in comp.matched],
+                    "why": uncalled_why(pc) or None, "served_apart": list(pc.served_apart)} for pc in comp.matched],
         "success_rate": success.as_dict(),
         "reused": [p.job_id for p in taken],
         "lost": [p.point.job_id for p in comp.lost],

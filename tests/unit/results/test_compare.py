@@ -348,3 +348,58 @@ def test_one_failed_request_is_no_regression_beside_repeats_that_failed_none(tmp
     assert errors(run("one", 9, 0.01)) == (0.005, "within noise")  # 1 of 200
     ratio, verdict = errors(run("many", 9, 0.03))  # 6 of 200, still a valid run
     assert ratio == 0.03 and verdict == "regression"
+
+
+def _served(points: list[ResultPoint], version: str | None, limit_w: float | None,
+            digest: str | None = None) -> list[ResultPoint]:
+    """The points as a measured run records what served them: the engine version its server reported (`launch`), the
+    image's registry digest, and the GPUs' enforced power limit read when the server was ready (`hardware`); None:
+    not read."""
+    from llmsweep.metrics.model import GpuState, Hardware
+
+    out = []
+    for p in points:
+        assert p.summary is not None
+        hardware = Hardware(sku="h100", gpus=2, gpu_state=None if limit_w is None else [
+            GpuState(index=i, power_limit_w=limit_w) for i in range(2)])
+        summary = p.summary.model_copy(update={"provenance": p.summary.provenance.model_copy(
+            update={"hardware": hardware})})
+        launch = {"fingerprint": "launch-a", "engine_version_reported": version, "image_digest": digest}
+        out.append(dataclasses.replace(p, summary=summary, provenance={**p.provenance, "launch": launch}))
+    return out
+
+
+def test_another_engine_build_or_power_limit_under_one_image_tag_is_said_beside_the_verdict(make_run) -> None:
+    """A and B ran one image tag (a nightly) but their servers reported other engine builds, or their GPUs ran under
+    other power limits: nothing said so, and the verdict read as a change of the compared configuration alone. It is
+    said beside each point's verdict (table, Markdown verdict, --json), where both sides record it; what a measured
+    side does not record is named, never taken for "the same"."""
+    from llmsweep.report.verdict import verdict_markdown
+    from llmsweep.results.verdict import SuccessRate, verdict_as_dict
+
+    a = points_from_run(make_run("a", concs=(4,), source="measured", requests=120))
+    b = [_scaled(p, "b", 0.5) for p in a]
+    builds = compare_points(_served(a, "0.5.16", 700.0), _served(b, "0.5.17.dev3", 700.0), resamples=20)
+    (m,) = builds.matched
+    assert m.served_apart == ("engine build 0.5.16 vs 0.5.17.dev3 (as the servers reported it), under one image tag",)
+    said = "not the same configuration: engine build 0.5.16 vs 0.5.17.dev3 (as the servers reported it), under one " \
+           "image tag"
+    (row,) = [line for line in verdict_markdown(builds, SuccessRate(1, 1)).splitlines() if line.startswith("| Qwen")]
+    assert f"no change (no between-run band; {said})" in row, row  # in the verdict's cell
+    assert verdict_as_dict(builds, SuccessRate(1, 1))["points"][0]["served_apart"] == list(m.served_apart)
+    assert builds.as_dict()["matched"][0]["served_apart"] == list(m.served_apart)
+    assert any(said in n for n in builds.notes)
+    digests = compare_points(_served(a, "0.5.16", 700.0, "sha256:" + "a" * 64),
+                             _served(b, "0.5.16", 700.0, "sha256:" + "b" * 64), resamples=20)
+    assert digests.matched[0].served_apart == (
+        "image digest aaaaaaaaaaaa vs bbbbbbbbbbbb (the registry's build of the tag), under one image tag",)
+    power = compare_points(_served(a, "0.5.16", 700.0), _served(b, "0.5.16", 500.0), resamples=20)
+    assert power.matched[0].served_apart == ("GPU power limit 700 W vs 500 W",)
+    same = compare_points(_served(a, "0.5.16", 700.0), _served(b, "0.5.16", 700.0), resamples=20)
+    assert same.matched[0].served_apart == ()
+    assert not any("not the same configuration" in n or "not recorded" in n for n in same.notes), same.notes
+    # a measured side that does not record it: not told apart, and said so
+    unread = compare_points(_served(a, "0.5.16", 700.0), _served(b, None, None), resamples=20)
+    assert unread.matched[0].served_apart == ()
+    (note,) = [n for n in unread.notes if "not recorded" in n]
+    assert "B's engine build as its server reported it" in note and "B's GPU power limit" in note, note
