@@ -515,6 +515,7 @@ def compare(runs: tuple[str, ...], baseline: str | None, fmt: str | None, repeat
     from llmsweep.results.sides import (
         history_from_store,
         is_folder,
+        recorded_inputs,
         resolve_points,
         run_started,
         stands_on_stored,
@@ -544,6 +545,8 @@ def compare(runs: tuple[str, ...], baseline: str | None, fmt: str | None, repeat
         label_b, pb = resolve_points(b, store, warn)
         ra = [p for ref in repeats_a for p in resolve_points(ref, store, warn)[1]]
         rb = [p for ref in repeats_b for p in resolve_points(ref, store, warn)[1]]
+        # the reuse key each result ran under: two virtual-time results of one key are one result's figures again
+        inputs = {**recorded_inputs(a, label_a, store), **recorded_inputs(b, label_b, store)}
         used = {label_a, label_b, *(p.run_id for p in ra + rb)}
         starts = [t for ref, run_id in ((a, label_a), (b, label_b)) if (t := run_started(ref, run_id, store))]
         history = [] if no_history or store is None else history_from_store(
@@ -556,7 +559,7 @@ def compare(runs: tuple[str, ...], baseline: str | None, fmt: str | None, repeat
         success, reused, elsewhere, meta_b = _success(b, label_b, pb, store)
         success = success if verdict else None  # --markdown FILE and the table need only the results B reused
     comp = compare_points(pa, pb, label_a=label_a, label_b=label_b, repeats_a=ra, repeats_b=rb, history=history,
-                          ignore=ignore, mix_sources=mix_sources, seed=seed, resamples=resamples)
+                          ignore=ignore, mix_sources=mix_sources, seed=seed, resamples=resamples, inputs=inputs)
     from llmsweep.results.verdict import lost_by_b, lost_note, partly_reused
 
     if lost := lost_by_b(comp, meta_b):  # B ran A's valid point and got no result: a point the change lost

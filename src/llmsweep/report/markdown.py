@@ -17,7 +17,7 @@ from llmsweep.results.repeats import describe_repeats
 from llmsweep.results.verdict import reused_from_baseline
 
 VERDICT_MARK = {"improvement": "✅ improvement", "regression": "❌ regression", "within noise": "≈ within noise",
-                 "unverified": "❔ unverified", "n/a": "n/a"}
+                 "unverified": "❔ unverified", "same inputs": "= same inputs", "n/a": "n/a"}
 
 
 def fmt(value: float | None, unit: str = "") -> str:

@@ -10,7 +10,10 @@ Verdicts per metric:
 - `unverified`: |Δ| exceeds only a within-run band, or there is no band at all — a single run cannot tell a change
   from run-to-run variance, so it does not claim one —, or a side's measurement of the point is invalid: its figures
   call no change (the point itself is a regression when B's is invalid and A's valid: `PointComparison.invalidated`),
-  or the sides were timed on two clocks, virtual and wall-clock time (`PointComparison.clocks_differ`).
+  or the sides were timed on two clocks, virtual and wall-clock time (`PointComparison.clocks_differ`);
+- `same inputs`: A and B ran the same inputs on the simulator in virtual time (`PointComparison.same_inputs`): its
+  core is deterministic, so B's figures are A's again — no band (there is no noise to band), and no change by
+  construction, not by measurement.
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ from llmsweep.results.point import ResultPoint, configurations, telling_apart
 from llmsweep.results.repeats import finite_mean, mean_of
 from llmsweep.results.samples import Samples, load_samples
 
-Verdict = Literal["improvement", "regression", "within noise", "unverified", "n/a"]
+Verdict = Literal["improvement", "regression", "within noise", "unverified", "same inputs", "n/a"]
 
 DEFAULT_METRICS: tuple[str, ...] = (
     "tput_per_gpu", "output_tput_per_gpu", "p90_e2e_norm_intvty", "p50_intvty", "p90_intvty", "p50_ttft",
@@ -120,6 +123,11 @@ class PointComparison:
     """Earlier stored results of A's point and A's configuration that joined A's noise estimate (`history`)."""
     deltas: tuple[MetricDelta, ...]
     eval: EvalDelta | None = None
+    same_inputs: bool = False
+    """A's and B's results ran the same inputs on the simulator in virtual time: each was recorded under the same reuse
+    key (`changes.reuse`: recipe, launch, workload and seed, repeat, simulator code and catalogs, measurement
+    definitions; `run.json`'s `reuse_keys`), and the core is deterministic, so B's figures are A's again: the deltas
+    are zero by construction and carry no band (`same inputs`)."""
     served_apart: tuple[str, ...] = ()
     """What served A's results and B's differently though the point (image tag included) is the same, read back from
     both (`served_apart`): another engine build, image digest or GPU power limit. The verdict stands, but it is not
@@ -250,6 +258,7 @@ class Comparison:
                          "a": [pid(p) for p in m.a], "b": [pid(p) for p in m.b],
                          "runs": {"a": m.runs("a"), "b": m.runs("b")}, "history_runs": m.history,
                          "history": [pid(p) for p in m.past], "invalidated": m.invalidated,
+                         "same_inputs": m.same_inputs,
                          "served_apart": list(m.served_apart),
                          "deltas": [d.as_dict() for d in m.deltas],
                          "eval": m.eval.as_dict() if m.eval is not None else None} for m in self.matched],
@@ -316,6 +325,7 @@ def compare_points(
     mix_sources: bool = False,
     seed: int = 0,
     resamples: int = 200,
+    inputs: Mapping[str, str] | None = None,
 ) -> Comparison:
     """Match A and B by identity and compute every metric's delta, band and verdict.
 
@@ -325,6 +335,10 @@ def compare_points(
     Points in A or B that share a key and a configuration within one side (in-run repeats) are repeats too; a side
     holding two configurations of one point pools neither (`_mixed_configurations`). In virtual time, results of one
     configuration and seed count once (`distinct_samples`).
+
+    `inputs`: the reuse key each result was recorded under, by result id (`results.sides.recorded_inputs`: a run's
+    `run.json` `reuse_keys`); a point whose A and B results all ran in virtual time under the same keys ran the same
+    inputs (`PointComparison.same_inputs`): said, not banded. A result without one is never taken for the same.
 
     Evals pair on the point identity whatever kind of job ran them: a `run-eval` job's eval (after its throughput
     point, on the same server) and an `eval-only` job's eval of the same point identity measure the same accuracy, so
@@ -376,15 +390,18 @@ def compare_points(
         runs_a, runs_b = distinct_samples(every_a), distinct_samples(every_b)
         past = distinct_samples([*runs_a, *every_past])[len(runs_a):]
         replayed += len(every_a) + len(every_b) + len(every_past) - len(runs_a) - len(runs_b) - len(past)
+        same = _same_inputs(runs_a, runs_b, inputs or {})
         deltas = () if pa[0].eval_only else tuple(
-            _metric_delta(m, runs_a, runs_b, past, cache, seed, resamples) for m in metrics)
+            _same_inputs_delta(m, runs_a, runs_b) if same else _metric_delta(m, runs_a, runs_b, past, cache, seed,
+                                                                              resamples) for m in metrics)
         # an invalid measurement's figures call no change, nor do figures timed on two clocks (the live path's
         # client and transport against none: the same configuration in virtual and wall-clock time "regressed")
         if any(not p.valid for p in (*runs_a, *runs_b)) or _clocks_differ(runs_a, runs_b):
             deltas = tuple(replace(d, verdict="unverified") if d.verdict in ("improvement", "regression") else d
                            for d in deltas)
         matched.append(PointComparison(k, tuple(runs_a), tuple(runs_b), tuple(past), deltas,
-                                       _eval_delta(runs_a, runs_b), served_apart(runs_a, runs_b)))
+                                       _eval_delta(runs_a, runs_b), same and bool(deltas),
+                                       served_apart(runs_a, runs_b)))
     paired = _cross_kind_evals(side_a, side_b, matched, skipped, mix_sources)
     # by series, then by concurrency as a number (the sides come in job-id order, where conc 12 sorts before 4)
     matched.sort(key=lambda m: (m.a[0].identity.series_key(), m.a[0].identity.conc))
@@ -442,7 +459,16 @@ def compare_points(
         if means and m.deltas:
             notes.append(f"{m.label}: " + ", ".join(means) + " — counted as that many runs, their spread (sd) "
                          "joining the noise band")
-    compared = [m for m in matched if m.deltas]
+    if same_inputs := [m for m in matched if m.same_inputs]:
+        differ = [f"{m.label} ({', '.join(d.metric for d in m.deltas if d.delta)})" for m in same_inputs
+                  if any(d.delta for d in m.deltas)]
+        notes.append(f"{len(same_inputs)} compared point(s) ran the same inputs on the simulator in virtual time on "
+                     "both sides (the same reuse key: recipe, launch, workload and seed, simulator code and catalogs): "
+                     "its core is deterministic, so B's figures are A's again — no noise band, and no change by "
+                     "construction, not by measurement (a change to the simulator or the recipe gives other inputs)"
+                     + (f"; yet these figures differ, which identical inputs cannot explain: {'; '.join(differ)}"
+                        if differ else ""))
+    compared = [m for m in matched if m.deltas and not m.same_inputs]  # same inputs want no band: none is missing
     if compared and not any(d.band is not None and d.band.kind == "between-run"  # said only when true
                             for m in compared for d in m.deltas):
         notes.append("no repeats: bands are within-run only, so no change is called a regression or improvement "
@@ -733,6 +759,27 @@ def _metric_delta(metric: str, runs_a: list[ResultPoint], runs_b: list[ResultPoi
     between = between_run_band(values_a, values_b, _run_values(past, metric), within)
     band = between or within
     return MetricDelta(metric, va, vb, delta, rel, band, _verdict(metric, delta, band))
+
+
+def _same_inputs(a: Sequence[ResultPoint], b: Sequence[ResultPoint], inputs: Mapping[str, str]) -> bool:
+    """Whether A's and B's results of a point all ran in virtual time under reuse keys that are the same on both sides
+    (`PointComparison.same_inputs`); False where any result records no key or ran in wall-clock time (the live path's
+    timing is its own on every run)."""
+    both = (*a, *b)
+    if not a or not b or any(p.clock != "virtual" or not inputs.get(p.result_id) for p in both):
+        return False
+    return {inputs[p.result_id] for p in a} == {inputs[p.result_id] for p in b}
+
+
+def _same_inputs_delta(metric: str, runs_a: list[ResultPoint], runs_b: list[ResultPoint]) -> MetricDelta:
+    """A metric of a point whose sides ran the same inputs (`PointComparison.same_inputs`): its delta, no band, and
+    `same inputs` where the figures agree as identical inputs make them; a delta they do not explain calls nothing
+    (`unverified`, and a note names it)."""
+    va, vb = runs_mean(_run_values(runs_a, metric)), runs_mean(_run_values(runs_b, metric))
+    delta = vb - va if va is not None and vb is not None else None
+    rel = delta / abs(va) if delta is not None and va else None
+    verdict: Verdict = "n/a" if delta is None else "same inputs" if delta == 0 else "unverified"
+    return MetricDelta(metric, va, vb, delta, rel, None, verdict)
 
 
 def _run_values(points: Sequence[ResultPoint], metric: str) -> list[RunValue]:

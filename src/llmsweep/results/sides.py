@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from llmsweep.errors import ResultInputError
-from llmsweep.results.point import ResultPoint, points_from_run, stood_on
+from llmsweep.results.point import ResultPoint, points_from_run, result_id_for, stood_on
 from llmsweep.results.rundir import RunDir, folder_kind, load_run, load_run_meta
 from llmsweep.results.store import BATCH, Store, StoreError
 
@@ -96,6 +96,17 @@ def stands_on_stored(ref: str) -> bool:
     from llmsweep.results.rundir import reused_of
 
     return is_folder(ref) and bool(reused_of(run_meta_of(ref, None)))
+
+
+def recorded_inputs(ref: str, run_id: str, store: Store | None) -> dict[str, str]:
+    """The reuse key each job of run `ref` (a folder or a stored run id) was run under, as its `run.json` records it
+    (`reuse_keys`), by the result id of the job's result: what decides a simulated result (`changes.reuse`), so
+    `compare` can tell two virtual-time results of the same inputs (`compare.PointComparison.same_inputs`). {} for a
+    run that records none (an import, a run from before keys were recorded)."""
+    keys = run_meta_of(ref, store).get("reuse_keys")
+    if not isinstance(keys, Mapping):
+        return {}
+    return {result_id_for(run_id, str(job)): key for job, key in keys.items() if isinstance(key, str) and key}
 
 
 def run_meta_of(ref: str, store: Store | None) -> Mapping[str, Any]:

@@ -96,7 +96,8 @@ def success_rate(meta: Mapping[str, Any], points: Sequence[ResultPoint]) -> Succ
 
 def uncalled_why(pc: PointComparison) -> str:
     """Why a point's verdict says no more than it does: B's (or A's) measurement is invalid — named with its first
-    reason —, the sides ran on two clocks (virtual and wall-clock time), or no between-run band could call a change;
+    reason —, the sides ran on two clocks (virtual and wall-clock time), the same inputs on the simulator (equal by
+    construction: `PointComparison.same_inputs`), or no between-run band could call a change;
     "" when a band could, or when it is a regression for B's invalid measurement, said the same way."""
     sides: tuple[Literal["a", "b"], ...] = ("b", "a")
     for side in sides:
@@ -106,6 +107,8 @@ def uncalled_why(pc: PointComparison) -> str:
     if pc.clocks_differ:
         clocks_a, clocks_b = pc.clocks
         return f"A ran in {clock_words(clocks_a)}, B in {clock_words(clocks_b)}"
+    if pc.same_inputs and point_verdict(pc) == "no change":
+        return "A and B ran the same inputs on the simulator in virtual time: equal by construction"
     return "" if point_called(pc) else "no between-run band"
 
 

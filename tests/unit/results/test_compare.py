@@ -403,3 +403,24 @@ def test_another_engine_build_or_power_limit_under_one_image_tag_is_said_beside_
     assert unread.matched[0].served_apart == ()
     (note,) = [n for n in unread.notes if "not recorded" in n]
     assert "B's engine build as its server reported it" in note and "B's GPU power limit" in note, note
+
+
+def test_same_inputs_are_told_only_in_virtual_time_and_only_from_keys_both_sides_record(make_run) -> None:
+    """Two results of one reuse key are one result's figures again only on the simulator's deterministic core: a
+    wall-clock result of that key is a sample of its own, and a result without a recorded key is never taken for the
+    same. A delta identical inputs cannot explain calls nothing, and is named."""
+    a = [_launched(p, clock="virtual") for p in points_from_run(make_run("a", concs=(4,), requests=120))]
+    b = [_scaled(p, "b", 1.0) for p in a]
+    keys = {p.result_id: "k1/simulated/virtual/-" for p in (*a, *b)}
+    (m,) = compare_points(a, b, inputs=keys, resamples=20).matched
+    assert m.same_inputs and {d.verdict for d in m.deltas} == {"same inputs"} and all(d.band is None for d in m.deltas)
+    assert not compare_points(a, b, resamples=20).matched[0].same_inputs  # no key recorded
+    other = {**keys, b[0].result_id: "k2/simulated/virtual/-"}
+    assert not compare_points(a, b, inputs=other, resamples=20).matched[0].same_inputs
+    wall_a, wall_b = ([dataclasses.replace(p, provenance={**p.provenance, "clock": "wall"}) for p in s] for s in (a, b))
+    assert not compare_points(wall_a, wall_b, inputs=keys, resamples=20).matched[0].same_inputs
+    slower = [_scaled(p, "b", 0.5) for p in a]
+    comp = compare_points(a, slower, inputs={**keys, slower[0].result_id: keys[a[0].result_id]}, resamples=20)
+    d = {x.metric: x for x in comp.matched[0].deltas}["tput_per_gpu"]
+    assert d.verdict == "unverified" and d.band is None
+    assert any("yet these figures differ" in n and "tput_per_gpu" in n for n in comp.notes), comp.notes
