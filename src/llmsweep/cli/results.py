@@ -491,9 +491,9 @@ def import_cmd(file: Path, force: bool, store_path: Path | None) -> None:
               help="Identity field to leave out of point matching (named in the output).")
 @option("mix_sources")
 @click.option("--no-history", is_flag=True, help="Do not use earlier stored runs of the same points as repeats.")
-@option("seed", default=0, help="Bootstrap seed.")
-@click.option("--resamples", default=200, show_default=True, type=click.IntRange(min=2),
-              help="Bootstrap resamples per metric (2 or more: one resample has no spread, a band of 0).")
+@option("seed", default=None, hidden=True, help="No longer used: the within-run band draws nothing at random.")
+@click.option("--resamples", default=None, type=click.IntRange(min=2), hidden=True,
+              help="No longer used: the within-run band is the exact bootstrap, over every resample.")
 @json_option("the deltas, bands and verdicts")
 @click.option("--markdown", "markdown", type=PathValue(dir_okay=False, path_type=Path), default=None,
               help="Also write a PR-comment table to this file.")
@@ -504,7 +504,8 @@ def import_cmd(file: Path, force: bool, store_path: Path | None) -> None:
 @store_option()
 def compare(runs: tuple[str, ...], baseline: str | None, fmt: str | None, repeats_a: tuple[str, ...],
             repeats_b: tuple[str, ...], ignore: tuple[str, ...],
-            mix_sources: bool, no_history: bool, seed: int, resamples: int, as_json: bool, markdown: Path | None,
+            mix_sources: bool, no_history: bool, seed: int | None, resamples: int | None, as_json: bool,
+            markdown: Path | None,
             fail_on_regression: bool, store_path: Path | None) -> None:
     """Compare run B against run A point by point, with noise bands (A, B: run directories or stored run ids).
 
@@ -522,6 +523,9 @@ def compare(runs: tuple[str, ...], baseline: str | None, fmt: str | None, repeat
         stood_on_points,
     )
 
+    if seed is not None or resamples is not None:  # accepted, so a script that passes them still runs: said
+        click.echo("note: compare's --seed and --resamples no longer apply: the within-run band is the exact "
+                   "bootstrap, over every resample of the requests (the same band for any seed)", err=True)
     expected = 1 if baseline is not None else 2
     if len(runs) != expected:
         raise click.UsageError("give the run under test after --baseline RUN" if baseline is not None
@@ -559,7 +563,7 @@ def compare(runs: tuple[str, ...], baseline: str | None, fmt: str | None, repeat
         success, reused, elsewhere, meta_b = _success(b, label_b, pb, store)
         success = success if verdict else None  # --markdown FILE and the table need only the results B reused
     comp = compare_points(pa, pb, label_a=label_a, label_b=label_b, repeats_a=ra, repeats_b=rb, history=history,
-                          ignore=ignore, mix_sources=mix_sources, seed=seed, resamples=resamples, inputs=inputs)
+                          ignore=ignore, mix_sources=mix_sources, inputs=inputs)
     from llmsweep.results.verdict import lost_by_b, lost_note, partly_reused
 
     if lost := lost_by_b(comp, meta_b):  # B ran A's valid point and got no result: a point the change lost

@@ -1,7 +1,9 @@
 """Noise bands: how much a metric moves by chance, within one run and between runs.
 
-Within-run: resample a result's requests with replacement (seeded, reproducible) and take the spread of the
-statistic. It says how precisely one run pins its own value, not whether a second run would agree.
+Within-run: the spread of the statistic over every resample of a result's requests with replacement — the bootstrap,
+computed exactly (`samples.spread`), not drawn: no seed, no Monte Carlo error (200 seeded resamples had swung a P90
+band over 64 requests by 2.5x between seeds, and the verdict with it). It says how precisely one run pins its own
+value, not whether a second run would agree.
 
 Between-run: the pooled variance of the per-run values of the same point across repeat groups (A's repeats, B's
 repeats, earlier stored runs of A's point). Pooling within groups keeps the A→B change itself out of the noise
@@ -11,14 +13,11 @@ estimate. Only a between-run band is strong enough to call a change a regression
 from __future__ import annotations
 
 import math
-import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-import numpy as np
-
-from llmsweep.results.samples import STATISTICS, Samples
+from llmsweep.results.samples import SPREADS, Samples
 
 BandKind = Literal["within-run", "between-run"]
 
@@ -55,18 +54,13 @@ class Band:
     """Runs that informed it (1 per side for within-run)."""
 
 
-def bootstrap_sd(samples: Samples, metric: str, gpus: int, *, seed: int, key: str, resamples: int = 200) -> float:
-    """Standard deviation of `metric` over request resamples; NaN when the statistic is undefined.
-
-    The generator is seeded from (`seed`, `key`) so a result's band does not depend on what else is compared.
-    """
-    if samples.n < 2 or metric not in STATISTICS:
+def bootstrap_sd(samples: Samples, metric: str, gpus: int) -> float:
+    """Standard deviation of `metric` over every resample of the requests (the exact bootstrap, `samples.SPREADS`);
+    NaN when the statistic is undefined."""
+    if samples.n < 2 or metric not in SPREADS:
         return float("nan")
-    rng = np.random.default_rng([seed, zlib.crc32(key.encode())])
-    stat = STATISTICS[metric]
-    draws = np.array([stat(samples, rng.integers(0, samples.n, samples.n), gpus) for _ in range(resamples)])
-    draws = draws[np.isfinite(draws)]
-    return float(draws.std(ddof=1)) if draws.size >= 2 else float("nan")
+    sd = SPREADS[metric](samples, gpus)
+    return sd if math.isfinite(sd) else float("nan")
 
 
 def error_ratio_sd(samples: Samples) -> float:

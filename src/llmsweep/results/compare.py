@@ -49,6 +49,10 @@ DEFAULT_METRICS: tuple[str, ...] = (
     "p90_ttft", "p50_tpot", "p90_tpot", "p50_e2el", "p90_e2el", "error_ratio",
 )
 
+WITHIN_RUN_METHOD = "exact bootstrap"
+"""How a within-run band is computed (`bands.bootstrap_sd`): the spread over every resample of the requests, exactly —
+no seed, no resample count (`--json`'s `within_run_band`)."""
+
 POWER_METRICS: tuple[str, ...] = tuple(c.name for c in HOT_COLUMNS if c.metric.name.startswith("power."))
 """Compared by default too, when a point on either side has them (runs that sampled power)."""
 
@@ -209,7 +213,6 @@ class Comparison:
     skipped: tuple[Skipped, ...]
     ignored_fields: tuple[str, ...] = ()
     mix_sources: bool = False
-    seed: int = 0
     notes: tuple[str, ...] = field(default=())
     sides: tuple[str, str] = ("", "")
     """What each side's compared figures are (`simulated, virtual time`, `measured, wall-clock time`), when the two
@@ -251,7 +254,7 @@ class Comparison:
         taken, only_a = self.reused_from_a(reused)
         gone = {x.point.result_id for x in self.lost}
         return {
-            "a": self.label_a, "b": self.label_b, "seed": self.seed, "mix_sources": self.mix_sources,
+            "a": self.label_a, "b": self.label_b, "within_run_band": WITHIN_RUN_METHOD, "mix_sources": self.mix_sources,
             "sides": {"a": self.sides[0] or None, "b": self.sides[1] or None},
             "ignored_fields": list(self.ignored_fields), "notes": list(self.notes),
             "matched": [{"key": m.key, "label": m.label, "identity": m.a[0].identity.as_dict(),
@@ -323,8 +326,6 @@ def compare_points(
     metrics: Sequence[str] = DEFAULT_METRICS,
     ignore: Iterable[str] = (),
     mix_sources: bool = False,
-    seed: int = 0,
-    resamples: int = 200,
     inputs: Mapping[str, str] | None = None,
 ) -> Comparison:
     """Match A and B by identity and compute every metric's delta, band and verdict.
@@ -392,8 +393,8 @@ def compare_points(
         replayed += len(every_a) + len(every_b) + len(every_past) - len(runs_a) - len(runs_b) - len(past)
         same = _same_inputs(runs_a, runs_b, inputs or {})
         deltas = () if pa[0].eval_only else tuple(
-            _same_inputs_delta(m, runs_a, runs_b) if same else _metric_delta(m, runs_a, runs_b, past, cache, seed,
-                                                                              resamples) for m in metrics)
+            _same_inputs_delta(m, runs_a, runs_b) if same else _metric_delta(m, runs_a, runs_b, past, cache)
+            for m in metrics)
         # an invalid measurement's figures call no change, nor do figures timed on two clocks (the live path's
         # client and transport against none: the same configuration in virtual and wall-clock time "regressed")
         if any(not p.valid for p in (*runs_a, *runs_b)) or _clocks_differ(runs_a, runs_b):
@@ -488,7 +489,7 @@ def compare_points(
             notes.append(f"A and B each hold measured and {kinds} points: {len(simulated)} of {len(matched)} "
                          f"compared point(s) are the simulator's figures, not measurements ({at})")
     return Comparison(label_a, label_b, tuple(matched), only_a, only_b, tuple(skipped), tuple(sorted(ignored)),
-                      mix_sources, seed, tuple(notes), sides)
+                      mix_sources, tuple(notes), sides)
 
 
 _SERVED: tuple[tuple[str, str, Callable[[ResultPoint], str]], ...] = (
@@ -528,9 +529,11 @@ def _unrecorded(matched: Sequence[PointComparison]) -> list[str]:
     what both sides record), by side: `B's engine build as its server reported it (2 of 2 point(s))`."""
     said = []
     throughput = [m for m in matched if m.deltas]
+    checks: tuple[tuple[str, Callable[[ResultPoint], bool]], ...] = (
+        ("engine build as its server reported it", lambda p: not p.engine_build),
+        ("GPU power limit", lambda p: p.power_limits_w is None))
     for side in ("a", "b"):
-        for what, missing in (("engine build as its server reported it", lambda p: not p.engine_build),
-                              ("GPU power limit", lambda p: p.power_limits_w is None)):
+        for what, missing in checks:
             points = [m for m in throughput if any(p.source == MEASURED and missing(p)
                                                    for p in (m.a if side == "a" else m.b))]
             if points:
@@ -702,11 +705,11 @@ def _eval_delta(runs_a: list[ResultPoint], runs_b: list[ResultPoint]) -> EvalDel
         return EvalDelta(f"{ea[0].task} vs {eb[0].task}", ea[0].score, eb[0].score, None, None, "n/a", verdict_a,
                          verdict_b, *modes)
     va, vb = finite_mean(e.score for e in ea), finite_mean(e.score for e in eb)
-    runs = {"runs_a": len(ea), "runs_b": len(eb)}
     differs = "; ".join(f"{what} {x} vs {y}" for what, field in EVAL_SETTINGS
                         if (x := getattr(ea[0], field)) != (y := getattr(eb[0], field)))
     if differs:  # other samples, another budget: not one measurement's noise, whatever the scores say
-        return EvalDelta(ea[0].task, va, vb, None, None, "n/a", verdict_a, verdict_b, *modes, differs=differs, **runs)
+        return EvalDelta(ea[0].task, va, vb, None, None, "n/a", verdict_a, verdict_b, *modes, differs=differs,
+                         runs_a=len(ea), runs_b=len(eb))
     delta = vb - va if va is not None and vb is not None else None
     se_a, se_b = mean_score_stderr(ea), mean_score_stderr(eb)
     band = EVAL_Z * math.sqrt(se_a ** 2 + se_b ** 2) if se_a is not None and se_b is not None else None
@@ -719,7 +722,8 @@ def _eval_delta(runs_a: list[ResultPoint], runs_b: list[ResultPoint]) -> EvalDel
         verdict = "within noise"
     else:
         verdict = "improvement" if delta > 0 else "regression"  # a higher score is better
-    return EvalDelta(ea[0].task, va, vb, delta, band, verdict, verdict_a, verdict_b, *modes, **runs)
+    return EvalDelta(ea[0].task, va, vb, delta, band, verdict, verdict_a, verdict_b, *modes, runs_a=len(ea),
+                     runs_b=len(eb))
 
 
 def mean_score_stderr(evals: Sequence[EvalBlock]) -> float | None:
@@ -746,15 +750,14 @@ def mean_score_stderr(evals: Sequence[EvalBlock]) -> float | None:
 
 
 def _metric_delta(metric: str, runs_a: list[ResultPoint], runs_b: list[ResultPoint], past: list[ResultPoint],
-                  cache: _SampleCache, seed: int, resamples: int) -> MetricDelta:
+                  cache: _SampleCache) -> MetricDelta:
     values_a, values_b = _run_values(runs_a, metric), _run_values(runs_b, metric)
     # a side's mean is of every run behind it: an imported row that is the mean of N repeats counts N
     va, vb = runs_mean(values_a), runs_mean(values_b)
     delta = vb - va if va is not None and vb is not None else None
     rel = delta / abs(va) if delta is not None and va else None
     # one run's request-sampling spread per side, scaled to the means compared: of runs_count(values) runs each
-    within = within_run_band(_sd(runs_a[0], metric, cache, seed, resamples),
-                             _sd(runs_b[0], metric, cache, seed, resamples), runs_count(values_a),
+    within = within_run_band(_sd(runs_a[0], metric, cache), _sd(runs_b[0], metric, cache), runs_count(values_a),
                              runs_count(values_b))
     between = between_run_band(values_a, values_b, _run_values(past, metric), within)
     band = between or within
@@ -794,10 +797,10 @@ def _run_values(points: Sequence[ResultPoint], metric: str) -> list[RunValue]:
     return out
 
 
-def _sd(point: ResultPoint, metric: str, cache: _SampleCache, seed: int, resamples: int) -> float:
+def _sd(point: ResultPoint, metric: str, cache: _SampleCache) -> float:
     samples = cache.get(point)
     if samples is None:
         return float("nan")
     if metric == "error_ratio":
         return error_ratio_sd(samples)
-    return bootstrap_sd(samples, metric, point.gpus, seed=seed, key=point.result_id, resamples=resamples)
+    return bootstrap_sd(samples, metric, point.gpus)

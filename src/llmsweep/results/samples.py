@@ -9,6 +9,7 @@ so a bootstrap can resample requests without copying.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from llmsweep.metrics.registry import HOT_COLUMNS, HotColumn, SampleColumn
+from llmsweep.results.order_stats import percentile_bootstrap_sd
 from llmsweep.results.rundir import iter_jsonl
 
 
@@ -160,6 +162,40 @@ def statistic(column: HotColumn) -> Statistic | None:
 
 STATISTICS: dict[str, Statistic] = {c.name: stat for c in HOT_COLUMNS if (stat := statistic(c)) is not None}
 """Every hot column the noise bands can resample, by column name (derived from the metric table)."""
+
+# A spread maps (samples, gpus) to the standard deviation of a statistic over every resample of the requests.
+Spread = Callable[[Samples, int], float]
+
+
+def spread(column: HotColumn) -> Spread | None:
+    """The exact bootstrap standard deviation of a hot column's statistic (`statistic`) over every resample of the
+    requests with replacement — what a Monte Carlo bootstrap estimates with infinitely many resamples, without its
+    seed: a rate's is the sum's, √(n·var) / window / GPUs (the window is fixed); a percentile's comes from the exact
+    distribution of the resampled order statistics (`order_stats`), over the finite positive values as `_pct` takes
+    them (their count held at this run's). None where the column has no statistic."""
+    sample = column.metric.sample
+    if sample is None or statistic(column) is None:
+        return None
+    name = sample.column
+    if sample.kind == "tokens_per_second_per_gpu":
+        def rate_sd(s: Samples, gpus: int) -> float:
+            duration = float(np.nanmax(s.end) - np.nanmin(s.start)) if s.n else 0.0
+            if duration <= 0 or s.n < 2:
+                return float("nan")
+            values = np.nan_to_num(s.column(name), nan=0.0)  # nansum: an undefined value adds nothing
+            return math.sqrt(s.n * float(values.var())) / duration / max(gpus, 1)
+        return rate_sd
+    assert column.stat is not None  # `statistic` has one
+    q, inverse = _percentile(column.stat), sample.kind == "inverse_percentile"
+
+    def percentile_sd(s: Samples, gpus: int) -> float:
+        values = s.column(name)
+        return percentile_bootstrap_sd(values[np.isfinite(values) & (values > 0)], q, inverse=inverse)
+    return percentile_sd
+
+
+SPREADS: dict[str, Spread] = {c.name: sd for c in HOT_COLUMNS if (sd := spread(c)) is not None}
+"""Every hot column's exact bootstrap spread (`spread`), by column name: the same columns as `STATISTICS`."""
 
 
 def point_estimate(samples: Samples, metric: str, gpus: int) -> float:

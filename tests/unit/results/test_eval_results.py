@@ -88,8 +88,8 @@ def test_compare_pairs_a_run_eval_jobs_eval_with_an_eval_only_jobs_eval_of_the_s
 
     from llmsweep.cli.main import cli
 
-    table = CliRunner().invoke(cli, ["compare", str(main_run.path), str(pr_run.path), "--no-history",
-                                     "--resamples", "10"], catch_exceptions=False)
+    table = CliRunner().invoke(cli, ["compare", str(main_run.path), str(pr_run.path), "--no-history"],
+                               catch_exceptions=False)
     assert table.exit_code == 0, table.output
     assert "eval gsm8k score (A run-eval, B eval-only)" in table.output, table.output
     comp = compare_points(base, pr)

@@ -183,14 +183,14 @@ def test_compare_json_and_markdown(make_run, store_path: Path, tmp_path: Path) -
     a = make_run("a", concs=(4,))
     b = make_run("b", concs=(4, 8), seed=1)
     md = tmp_path / "cmp.md"
-    doc = json.loads(_run("compare", str(a.path), str(b.path), "--json", "--resamples", "30", "--markdown", str(md)))
+    doc = json.loads(_run("compare", str(a.path), str(b.path), "--json", "--markdown", str(md)))
     assert doc["a"] == "a" and len(doc["matched"]) == 1 and len(doc["only_b"]) == 1
     verdicts = {d["metric"]: d["verdict"] for d in doc["matched"][0]["deltas"]}
     assert "regression" not in verdicts.values() and "improvement" not in verdicts.values()
     assert "| Point |" in md.read_text()
     # the table gives A, B and the delta of a latency in one unit (A and B were seconds beside a delta in ms), the
     # one its row names as the metric table does (the row was `p90_ttft`, its unit in each cell)
-    table = _run("compare", str(a.path), str(b.path), "--resamples", "30")
+    table = _run("compare", str(a.path), str(b.path))
     row = next(line for line in table.splitlines() if "P90 TTFT ms" in line).split("│")
     ttft = next(d for d in doc["matched"][0]["deltas"] if d["metric"] == "p90_ttft")
     a_ms, b_ms = (f"{ttft[side] * 1e3:,.1f}" for side in ("a", "b"))
@@ -207,7 +207,7 @@ def test_compare_with_repeat_runs_calls_a_regression_and_can_fail(make_run, stor
     a = make_run("a", concs=(4,), requests=100)
     reps = [make_run(f"a{i}", concs=(4,), requests=100, seed=10 + i) for i in range(2)]
     slow = make_run("b", concs=(4,), requests=100, seed=5, speed=0.5)  # half the per-user decode speed
-    args = ["compare", str(a.path), str(slow.path), "--resamples", "30", "--no-history"]
+    args = ["compare", str(a.path), str(slow.path), "--no-history"]
     for r in reps:
         args += ["--repeats-from", str(r.path)]
     doc = json.loads(_run(*args, "--json"))
@@ -259,7 +259,7 @@ def test_compare_of_two_folders_without_history_never_opens_the_store(make_run, 
     corrupt = tmp_path / "corrupt.sqlite"
     corrupt.write_bytes(b"\x00garbage, not SQLite\n" * 200)
     monkeypatch.setenv("LLMSWEEP_STORE", str(corrupt))
-    folders = ["compare", str(a.path), str(b.path), "--resamples", "5"]
+    folders = ["compare", str(a.path), str(b.path)]
     for extra in ([], ["--store", str(corrupt)], ["--repeats-from", str(a.path)]):
         assert _main(*folders, "--no-history", *extra) == 0, capsys.readouterr().err
         assert "not a database" not in capsys.readouterr().err
@@ -336,7 +336,7 @@ def test_legacy_agentic_rows_import_at_their_users_and_compare_point_by_point(st
     rows = json.loads(_run("results", "list", "--run", old, "--json"))
     assert sorted((r["conc"], r["offload"]) for r in rows) == [(8, "none"), (16, "none"), (16, "on")]
     assert all(r["isl"] is None and r["osl"] is None for r in rows)
-    doc = json.loads(_run("compare", old, new, "--json", "--resamples", "10", "--no-history"))
+    doc = json.loads(_run("compare", old, new, "--json", "--no-history"))
     assert len(doc["matched"]) == 3 and not doc["only_a"] and not doc["only_b"]
 
 
@@ -365,7 +365,7 @@ def test_a_metric_prints_alike_in_list_compare_and_the_run_table(make_run, store
     (point,) = json.loads(_run("results", "list", "--run", "a", "--json"))
     tput, ttft = f"{point['tput_per_gpu']:,.1f}", f"{point['p90_ttft'] * 1e3:,.1f}"
     (listed,) = _table(_run("results", "list", "--run", "a"))
-    compared = {row["metric"]: row["A"] for row in _table(_run("compare", "a", str(b.path), "--resamples", "10"))}
+    compared = {row["metric"]: row["A"] for row in _table(_run("compare", "a", str(b.path)))}
     job = point["job_id"]
     outcome = RunOutcome(run_dir=a.path, run_id="a", concurrency={job: 4}, outcomes=[JobOutcome(
         job_id=job, exp_name=job, status="valid", summary_path=str(a.path / "jobs" / job / "summary.json"))])
@@ -481,23 +481,23 @@ def test_compare_says_only_true_notes_and_names_each_sides_source(make_run, stor
     comparison Markdown and the verdict name which side is simulated and which measured."""
     a = make_run("sim", concs=(4,), source="simulated")
     b = make_run("real", concs=(4,), source="measured", seed=1)
-    refused = _run("compare", str(a.path), str(b.path), "--resamples", "10", "--no-history")
+    refused = _run("compare", str(a.path), str(b.path), "--no-history")
     assert "sources differ" in refused and "nothing compared" in refused
     assert "no point of A matches" not in refused and "no repeats" not in refused
-    mixed = _run("compare", str(a.path), str(b.path), "--resamples", "10", "--no-history", "--mix-sources")
+    mixed = _run("compare", str(a.path), str(b.path), "--no-history", "--mix-sources")
     assert "A: sim — simulated" in mixed and "B: real — measured" in mixed
     assert "A (simulated)" in mixed and "B (measured)" in mixed
     md = tmp_path / "compare.md"
-    _run("compare", str(a.path), str(b.path), "--resamples", "10", "--no-history", "--mix-sources", "--markdown",
+    _run("compare", str(a.path), str(b.path), "--no-history", "--mix-sources", "--markdown",
          str(md))
     assert md.read_text().startswith("## llmsweep compare: `sim` (simulated) → `real` (measured)")
-    verdict = _run("compare", "--baseline", str(a.path), str(b.path), "--resamples", "10", "--no-history",
+    verdict = _run("compare", "--baseline", str(a.path), str(b.path), "--no-history",
                    "--mix-sources", "--format", "markdown")
     assert verdict.startswith("## llmsweep verdict: `real` (measured) against baseline `sim` (simulated)")
-    doc = json.loads(_run("compare", str(a.path), str(b.path), "--resamples", "10", "--no-history", "--mix-sources",
+    doc = json.loads(_run("compare", str(a.path), str(b.path), "--no-history", "--mix-sources",
                           "--json"))
     assert doc["sides"] == {"a": "simulated", "b": "measured"}
-    same = _run("compare", str(a.path), str(a.path), "--resamples", "10", "--no-history")
+    same = _run("compare", str(a.path), str(a.path), "--no-history")
     assert "A: sim" not in same  # one kind of figure on both sides: nothing to tell apart
 
 
@@ -508,9 +508,9 @@ def test_no_repeats_is_not_said_of_a_run_with_repeats_that_matched_nothing(make_
     a = points_from_run(make_run("a", concs=(4,)))
     again = [*a, *(dataclasses.replace(p, job_id=f"{p.job_id}-repeat2", result_id=f"{p.result_id}-2") for p in a)]
     other = points_from_run(make_run("q", concs=(12,), image="lmsysorg/sglang-rocm:v0.5.17"))
-    comp = compare_points(again, other, resamples=10)
+    comp = compare_points(again, other)
     assert comp.matched == () and not any("no repeats" in n for n in comp.notes)
-    single = compare_points(a, points_from_run(make_run("b", concs=(4,), seed=2)), resamples=10)
+    single = compare_points(a, points_from_run(make_run("b", concs=(4,), seed=2)))
     assert any("no repeats" in n for n in single.notes)  # compared, and truly no repeat
 
 
@@ -575,12 +575,12 @@ def test_one_unreadable_earlier_run_leaves_the_history_not_the_comparison(make_r
         db.execute("UPDATE results SET summary = '{bad' WHERE run_id = 'earlier' AND job_id LIKE '%conc1%'")
     capsys.readouterr()
     # another point's damaged row is not even read: the history holds A's points only
-    assert _main("compare", str(a.path), str(b.path), "--json", "--resamples", "10") == 0
+    assert _main("compare", str(a.path), str(b.path), "--json") == 0
     out, err = capsys.readouterr()
     assert len(json.loads(out)["matched"]) == 1 and "history leaves out" not in err
     with sqlite3.connect(store_path) as db:
         db.execute("UPDATE results SET summary = '{bad' WHERE run_id = 'earlier' AND job_id LIKE '%conc4%'")
-    assert _main("compare", str(a.path), str(b.path), "--json", "--resamples", "10") == 0
+    assert _main("compare", str(a.path), str(b.path), "--json") == 0
     out, err = capsys.readouterr()
     assert len(json.loads(out)["matched"]) == 1
     assert "warning: history leaves out run earlier:" in err and "results.summary" in err
@@ -588,7 +588,7 @@ def test_one_unreadable_earlier_run_leaves_the_history_not_the_comparison(make_r
     # the compared runs themselves must read
     with sqlite3.connect(store_path) as db:
         db.execute("UPDATE results SET summary = '{bad' WHERE run_id = 'b'")
-    assert _main("compare", str(a.path), "b", "--resamples", "10") == 2
+    assert _main("compare", str(a.path), "b") == 2
     assert "error:" in capsys.readouterr().err
 
 
@@ -610,7 +610,7 @@ def test_a_run_without_a_result_is_said_not_blamed_on_matching(make_run, store_p
     """A baseline whose jobs all failed: `compare` said `no point of A matches a point of B … see --ignore`, and the
     verdict `0 regression(s) … over 0 matched point(s)`, as if the identities differed."""
     empty, run = make_run("empty", concs=()), make_run("run1", concs=(1, 4))
-    text = _run("compare", str(empty.path), str(run.path), "--resamples", "10", "--no-history")
+    text = _run("compare", str(empty.path), str(run.path), "--no-history")
     assert "A (empty) has no result: nothing of it to compare" in text and "see --ignore" not in text, text
     md = _run("compare", "--baseline", str(run.path), str(empty.path), "--format", "markdown", "--no-history")
     assert "> B (empty) has no result: nothing of it to compare" in md, md

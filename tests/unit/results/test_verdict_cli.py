@@ -21,7 +21,7 @@ def test_regression_is_called_only_with_a_between_run_band(make_run, store_path:
     reps = [make_run(f"base{i}", concs=(4,), requests=100, seed=10 + i) for i in range(2)]
     slow = make_run("pr", concs=(4, 8), requests=100, seed=5, speed=0.5, expected_extra=("never-ran",))
     _run("results", "ingest", str(base.path))
-    md = _run("compare", "--baseline", "base", str(slow.path), "--format", "markdown", "--resamples", "30",
+    md = _run("compare", "--baseline", "base", str(slow.path), "--format", "markdown",
               "--no-history", *[a for r in reps for a in ("--repeats-from", str(r.path))])
     assert "1 regression(s), 0 improvement(s), 0 without change" in md
     assert "❌ regression" in md and "(no between-run band)" not in md
@@ -29,7 +29,7 @@ def test_regression_is_called_only_with_a_between_run_band(make_run, store_path:
     assert "**New points:**" in md
 
     # Without repeats nothing can be called: the same slowdown is `no change`, and the verdict says why.
-    alone = _run("compare", "--baseline", "base", str(slow.path), "--format", "markdown", "--resamples", "30",
+    alone = _run("compare", "--baseline", "base", str(slow.path), "--format", "markdown",
                  "--no-history")
     assert "0 regression(s), 0 improvement(s), 1 without change" in alone
     assert "➖ no change (no between-run band)" in alone
@@ -69,14 +69,14 @@ def test_a_point_the_run_reused_from_the_baseline_is_listed_as_reused(make_run, 
     for ref in (str(pr.path), "pr"):  # a run folder, then the stored run
         if ref == "pr":
             _run("results", "ingest", str(pr.path))
-        md = _run("compare", "--baseline", "base", ref, "--format", "markdown", "--resamples", "10", "--no-history")
+        md = _run("compare", "--baseline", "base", ref, "--format", "markdown", "--no-history")
         assert f"**Reused from the baseline, not measured again:** `{conc1}`" in md, md
         assert "Only in the baseline" not in md
-        doc = json.loads(_run("compare", "--baseline", "base", ref, "--json", "--resamples", "10", "--no-history"))
+        doc = json.loads(_run("compare", "--baseline", "base", ref, "--json", "--no-history"))
         assert doc["verdict"]["reused"] == [conc1]
         # `compare A B --markdown FILE` (the comparison's PR table) said "Only in A" for the point B reused
         table = pr.path.parent / "compare.md"
-        printed = _run("compare", "base", ref, "--markdown", str(table), "--resamples", "10", "--no-history")
+        printed = _run("compare", "base", ref, "--markdown", str(table), "--no-history")
         # ... and its terminal table, printed by the same call, said "only in A" for it still
         assert f"reused by B from A, not measured again: {conc1}" in printed, printed
         assert "only in A" not in printed, printed
@@ -84,7 +84,7 @@ def test_a_point_the_run_reused_from_the_baseline_is_listed_as_reused(make_run, 
         assert f"**Reused by B from A, not measured again:** `{conc1}`" in said, said
         assert "Only in A" not in said
         assert "verdict" not in json.loads(_run("compare", "base", ref, "--json", "--markdown", str(table),
-                                                "--resamples", "10", "--no-history"))  # no --baseline: no verdict
+                                                "--no-history"))  # no --baseline: no verdict
 
 
 def test_points_the_run_stood_on_a_third_runs_results_are_said_not_silently_left_out(make_run,
@@ -107,12 +107,12 @@ def test_points_the_run_stood_on_a_third_runs_results_are_said_not_silently_left
                                       "verdict": "valid"}}
     (pr.path / "run.json").write_text(json.dumps(meta))
     said = "B (pr) stood 1 job(s) on stored results of run(s) other (`run --reuse`), not on A's"
-    printed = _run("compare", "base", str(pr.path), "--resamples", "10", "--no-history")
+    printed = _run("compare", "base", str(pr.path), "--no-history")
     assert said in printed and "`llmsweep compare base other` compares them" in printed, printed
-    md = _run("compare", "--baseline", "base", str(pr.path), "--format", "markdown", "--resamples", "10",
+    md = _run("compare", "--baseline", "base", str(pr.path), "--format", "markdown",
               "--no-history")
     assert said in md, md
-    doc = json.loads(_run("compare", "base", str(pr.path), "--json", "--resamples", "10", "--no-history"))
+    doc = json.loads(_run("compare", "base", str(pr.path), "--json", "--no-history"))
     assert any(said in n for n in doc["notes"]), doc["notes"]
 
 
@@ -123,7 +123,7 @@ def test_the_verdict_table_orders_concurrency_as_a_number(make_run, store_path: 
     base = make_run("base", concs=(4, 16, 64), requests=60)
     pr = make_run("pr", concs=(4, 16, 64), requests=60, seed=3)
     _run("results", "ingest", str(base.path))
-    md = _run("compare", "--baseline", "base", str(pr.path), "--format", "markdown", "--resamples", "20",
+    md = _run("compare", "--baseline", "base", str(pr.path), "--format", "markdown",
               "--no-history")
     concs = [int(m.group(1)) for m in re.finditer(r"^\| .* · conc (\d+) \|", md, re.M)]
     assert concs == [4, 16, 64], md
@@ -150,7 +150,7 @@ def test_a_point_the_change_made_invalid_is_a_regression_not_an_improvement(make
     reps = [make_run(f"base{i}", concs=(4,), requests=100, seed=10 + i) for i in range(2)]
     fast = make_run("pr", concs=(4,), requests=100, seed=5, speed=1.6)
     _invalidate(fast.path, "spec acceptance read back 1.0, expected 3.4")
-    args = ["--resamples", "30", "--no-history", *[a for r in reps for a in ("--repeats-from", str(r.path))]]
+    args = ["--no-history", *[a for r in reps for a in ("--repeats-from", str(r.path))]]
     md = _run("compare", "--baseline", str(base.path), str(fast.path), "--format", "markdown", *args)
     assert "1 regression(s), 0 improvement(s), 0 without change" in md, md
     assert "❌ regression (B's measurement is invalid: spec acceptance read back 1.0, expected 3.4)" in md
@@ -171,7 +171,7 @@ def test_the_verdict_names_the_points_it_did_not_compare(make_run, store_path: P
     `0 regression(s) … over 0 matched point(s)` and nothing else — the refused points were in no list at all."""
     base = make_run("base", concs=(1, 4), requests=40, source="measured")
     sim = make_run("pr", concs=(1, 4), requests=40, seed=2)
-    md = _run("compare", "--baseline", str(base.path), str(sim.path), "--format", "markdown", "--resamples", "10",
+    md = _run("compare", "--baseline", str(base.path), str(sim.path), "--format", "markdown",
               "--no-history")
     assert "over 0 matched point(s), **4 result(s) not compared** (listed below)" in md, md
     line = next(x for x in md.splitlines() if x.startswith("**Not compared:**"))
@@ -184,12 +184,12 @@ def test_fail_on_regression_fails_a_comparison_that_compared_nothing(make_run, s
     so a CI gate with a baseline of the wrong kind let every change through."""
     base = make_run("base", concs=(1, 4), requests=40, source="measured")
     sim = make_run("pr", concs=(1, 4), requests=40, seed=2)
-    res = CliRunner().invoke(cli, ["compare", "--baseline", str(base.path), str(sim.path), "--resamples", "10",
+    res = CliRunner().invoke(cli, ["compare", "--baseline", str(base.path), str(sim.path),
                                    "--no-history", "--fail-on-regression"])
     said = str(res.exception)
     assert res.exit_code != 0 and "nothing was compared: 4 result(s) were not compared" in said, res.output
     assert "sources differ" in said
     fresh = make_run("new", concs=(8,), requests=40, seed=3)  # points only B has (a new config): nothing to refuse
-    ok = CliRunner().invoke(cli, ["compare", "--baseline", str(sim.path), str(fresh.path), "--resamples", "10",
+    ok = CliRunner().invoke(cli, ["compare", "--baseline", str(sim.path), str(fresh.path),
                                   "--no-history", "--fail-on-regression"])
     assert ok.exit_code == 0, ok.output
