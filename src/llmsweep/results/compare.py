@@ -767,9 +767,11 @@ def _metric_delta(metric: str, runs_a: list[ResultPoint], runs_b: list[ResultPoi
 def _same_inputs(a: Sequence[ResultPoint], b: Sequence[ResultPoint], inputs: Mapping[str, str]) -> bool:
     """Whether A's and B's results of a point all ran in virtual time under reuse keys that are the same on both sides
     (`PointComparison.same_inputs`); False where any result records no key or ran in wall-clock time (the live path's
-    timing is its own on every run)."""
+    timing is its own on every run), and where A and B are the same results (a run against itself, said apart)."""
     both = (*a, *b)
     if not a or not b or any(p.clock != "virtual" or not inputs.get(p.result_id) for p in both):
+        return False
+    if {p.result_id for p in a} == {p.result_id for p in b}:  # a run against itself: said as the same results
         return False
     return {inputs[p.result_id] for p in a} == {inputs[p.result_id] for p in b}
 
