@@ -184,8 +184,9 @@ def test_a_run_eval_row_runs_its_throughput_point_then_the_eval(tmp_path: Path, 
     matched = json.loads(cmp.stdout)["matched"]
     evals = [m["eval"] for m in matched if m["eval"]]
     assert evals == [{"task": "gsm8k", "a": 0.0, "b": 0.0, "delta": 0.0, "band": 0.0, "band_kind": "stderr",
-                      "runs": {"a": 1, "b": 1}, "verdict": "within noise", "eval_verdict_a": "invalid", "eval_verdict_b": "invalid",
-                      "eval_mode_a": "run-eval", "eval_mode_b": "run-eval", "settings_differ": None}]
+                      "runs": {"a": 1, "b": 1}, "verdict": "within noise", "eval_verdict_a": "invalid",
+                      "eval_verdict_b": "invalid", "eval_mode_a": "run-eval", "eval_mode_b": "run-eval",
+                      "settings_differ": None}]
     # `--resume` keeps saying it: the resumed job's eval failure is the earlier attempt's (it went with the resume)
     resumed = llmsweep(tmp_path, "run", recipe, "--out", out, "--resume", "--no-report", *eval_args(tmp_path))
     assert resumed.returncode == 0 and "(2 resumed)" in resumed.stderr, resumed.stderr[-3000:]
