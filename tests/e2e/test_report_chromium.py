@@ -910,3 +910,42 @@ def test_the_drill_down_says_what_its_time_axis_counts(driver, report_html: Path
     titles = [h.text for h in driver.find_elements(By.CSS_SELECTOR, "#drilldown .mini h4")]
     assert "TTFT (s) over time" in titles, titles
     assert _errors(driver) == []
+
+
+def test_a_mean_of_repeats_is_drawn_with_its_repeats_spread_as_the_pngs_draw_it(driver, tmp_path: Path) -> None:
+    """A point that is the mean of its repeats was drawn as a single result: nothing on the chart said how far its
+    repeats lay apart. It has bars on x and y spanning mean ± the repeats' SD, the span the PNGs draw
+    (`report.data.spread_bounds`), re-drawn for the axes chosen; the page's key and the tooltip say what they span."""
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    from llmsweep.report.data import REPEATS_SPREAD
+
+    run = write_repeated_run(tmp_path / "run", concs=(1, 4, 16), repeats=3)
+    _open(driver, write_report(run, tmp_path / "report", png=False).html)
+    points = {p["id"]: p for p in json.loads((tmp_path / "report" / "data.json").read_text())["points"]}
+    for x, y in (("p90_e2e_norm_intvty", "tput_per_gpu"), ("p90_ttft", "output_tput_per_gpu"),
+                 ("conc", "tput_per_gpu")):
+        Select(driver.find_element(By.ID, "x-axis")).select_by_value(x)
+        Select(driver.find_element(By.ID, "y-axis")).select_by_value(y)
+        drawn = {g.get_attribute("data-id"): {
+            axis: [float(bar.get_attribute("data-lo")), float(bar.get_attribute("data-hi"))]
+            for axis in ("x", "y") for bar in g.find_elements(By.CSS_SELECTOR, f".spread-{axis}")}
+            for g in driver.find_elements(By.CSS_SELECTOR, "#chart g.spread")}
+        want = {i: {**({} if x == "conc" else {"x": p["spread"][x]}), "y": p["spread"][y]} for i, p in points.items()}
+        assert drawn == want, (x, y, drawn)  # the payload's numbers, as written: one span for page and PNGs
+        assert all(lo < p["metrics"][y] < hi for p in points.values() for lo, hi in [p["spread"][y]])
+    key = driver.find_element(By.ID, "spread-key").text
+    assert key.endswith(f"span {REPEATS_SPREAD}.") and "mean of its repeats" in key, key
+    ActionChains(driver).move_to_element(driver.find_element(By.CSS_SELECTOR, "#chart .marker")).perform()
+    assert f"the bars span {REPEATS_SPREAD}" in driver.find_element(By.ID, "tooltip").text
+    assert _errors(driver) == []
+
+
+def test_single_results_are_drawn_without_spread_bars(driver, report_html: Path) -> None:
+    from selenium.webdriver.common.by import By
+
+    _open(driver, report_html)
+    assert driver.find_elements(By.CSS_SELECTOR, "#chart g.spread") == []
+    assert driver.find_elements(By.ID, "spread-key") == []

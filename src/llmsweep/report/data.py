@@ -7,6 +7,7 @@ environment dump that slipped into an artifact never reaches the page.
 from __future__ import annotations
 
 import logging
+import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict
@@ -108,7 +109,29 @@ def point_payload(p: ResultPoint, sk: str, frontiers: Mapping[str, Mapping[str, 
         "frontier": {axis: p.result_id in by_series.get(sk, ()) for axis, by_series in frontiers.items()},
         "eval": _eval_mark(p),
         "repeats": repeats.as_dict() if repeats is not None else None,
+        "spread": spread_bounds(p, repeats),
     }
+
+
+REPEATS_SPREAD = "± 1 SD of the repeats"
+"""What the bars of a point that is the mean of its repeats span, on the page and in the PNGs alike (their keys say it
+in these words): from the mean less to the mean plus the repeats' sample standard deviation (`Repeats.spread`), the
+`sd` its tooltip and drill-down state. `spread_bounds` computes them once, for both."""
+
+
+def spread_bounds(p: ResultPoint, repeats: Repeats | None) -> dict[str, list[float]] | None:
+    """metric -> [mean - sd, mean + sd] (`REPEATS_SPREAD`) for each metric the page and the PNGs can plot (the x axes
+    and the y choices) that the repeats give a spread of; None for a single result. A mean drawn without its spread
+    (the PNGs ringed it, the page drew it as a single result) hid whether two points differ by more than their
+    repeats do."""
+    if repeats is None or repeats.n < 2:
+        return None
+    out = {}
+    for metric in dict.fromkeys([*(a.key for a in X_AXES), *Y_METRICS]):
+        mean, sd = p.metric(metric), repeats.spread(metric)
+        if mean is not None and sd is not None and math.isfinite(mean):
+            out[metric] = [mean - sd, mean + sd]
+    return out
 
 
 def causes(p: ResultPoint, repeats: Repeats | None) -> list[str]:
@@ -666,6 +689,7 @@ def build_payload(run: RunDir, points: Sequence[ResultPoint], *, overlay: Sequen
         "evals": evals,
         "frontiers": frontiers,
         "frontiers_by_y": frontiers_by_y,
+        "repeats_spread": REPEATS_SPREAD,  # what the bars of a mean of repeats span (`spread`), in both keys' words
         "no_frontier": frontier_gaps(everything, keys, frontiers_by_y),
         "coincident": coinciding_series(points_out, series_out),
         "missing": missing,

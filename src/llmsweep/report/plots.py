@@ -103,6 +103,23 @@ REUSED_STYLE: dict[str, Any] = {"marker": "D", "edgecolors": "#101828", "linewid
 their verdict), one legend entry per run they came from."""
 
 
+SPREAD_STYLE: dict[str, Any] = {"fmt": "none", "elinewidth": 0.9, "capsize": 2.5, "capthick": 0.9, "zorder": 1.5}
+"""The bars of a point that is the mean of its repeats: thin, capped, in its series' colour, under the markers."""
+
+
+def spread_bars(ax: Any, points: Sequence[Mapping[str, Any]], x: str, y: str, color: str) -> None:
+    """Bars across each point that is the mean of its repeats, on each axis the repeats give a spread of: the span the
+    page draws too (`report.data.spread_bounds`, `REPEATS_SPREAD` in the title's key)."""
+    for p in points:
+        spread = p.get("spread") or {}
+        xv, yv = float(p["metrics"][x]), float(p["metrics"][y])
+        xb, yb = spread.get(x), spread.get(y)
+        if xb is None and yb is None:
+            continue
+        ax.errorbar([xv], [yv], xerr=None if xb is None else [[xv - xb[0]], [xb[1] - xv]],
+                    yerr=None if yb is None else [[yv - yb[0]], [yb[1] - yv]], ecolor=color, **SPREAD_STYLE)
+
+
 def pareto_figure(payload: Mapping[str, Any], axis: Mapping[str, Any]) -> Any:
     """The scatter of one x axis as a matplotlib Figure (the caller has selected a backend and closes it)."""
     import matplotlib.pyplot as plt
@@ -146,6 +163,7 @@ def pareto_figure(payload: Mapping[str, Any], axis: Mapping[str, Any]) -> Any:
         if ringed:
             ax.scatter([xv(p) for p in ringed], [p["metrics"][y] for p in ringed], edgecolors=s["color"],
                        **REPEATS_STYLE)
+            spread_bars(ax, ringed, key, y, s["color"])
         front = [by_id[i] for i in payload["frontiers"].get(key, {}).get(s["key"], [])]
         if front:
             ax.plot([xv(p) for p in front], [p["metrics"][y] for p in front], color=s["color"], linewidth=1.8)
@@ -172,7 +190,8 @@ def pareto_figure(payload: Mapping[str, Any], axis: Mapping[str, Any]) -> Any:
     said = f"{repeats[0]}" if len(repeats) == 1 else f"{repeats[0]}–{repeats[-1]}" if repeats else ""
     ax.set_title(title_lines([f"run {payload['run']['run_id']}", "■ faded = smoke", "○ hollow = invalid",
                               *(["◆ = reused"] if reused_from else []),
-                              *([f"◎ ringed = mean of {said} repeats"] if repeats else []),
+                              *([f"◎ ringed = mean of {said} repeats, bars {payload['repeats_spread']}"]
+                                if repeats else []),
                               "c = concurrency, n = requests"]), fontsize=9)
     handles, labels = ax.get_legend_handles_labels() if plotted else ([], [])
     legend_h = legend_below(fig, handles, labels)

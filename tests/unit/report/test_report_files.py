@@ -482,3 +482,53 @@ def test_png_rings_points_that_are_the_mean_of_their_repeats(report_run, tmp_pat
     assert rings(fig) == [] and fig.axes[0].get_title() == (
         "run report-run · ■ faded = smoke · ○ hollow = invalid · c = concurrency, n = requests")
     plt.close(fig)
+
+
+def test_png_draws_the_spread_of_a_mean_of_repeats_and_its_key_says_what_it_spans(tmp_path: Path) -> None:
+    """A point that is the mean of its repeats was ringed, but drew nothing of how far its repeats lay apart: two
+    series' means 300 tok/s/GPU apart read as different whether their repeats spread 5 or 500. Each such point has
+    bars from mean - sd to mean + sd of its repeats (the sample SD the page's tooltip states) on x and y, the page
+    draws the same span, and the title's key says what the bars are."""
+    import statistics
+
+    import numpy as np
+    from matplotlib.collections import LineCollection
+    from support.synthetic import write_repeated_run
+
+    from llmsweep.report.data import REPEATS_SPREAD
+    from llmsweep.results.point import points_from_run
+
+    run = write_repeated_run(tmp_path / "r", concs=(1, 4, 16), repeats=3)
+    by_point: dict[int, list[Any]] = {}
+    for result in points_from_run(run):  # the repeats' own results, as measured
+        by_point.setdefault(result.identity.conc, []).append(result)
+    for payload, fig in _pareto_figures(run):
+        ax, y = fig.axes[0], payload["y"]["key"]
+        key = next(a["key"] for a in payload["axes"] if a["label"] in ax.get_xlabel())
+        bars = [seg for c in ax.collections if isinstance(c, LineCollection) for seg in c.get_segments()]
+        for p in payload["points"]:
+            members = by_point[p["metrics"]["conc"]]
+            assert len(members) == 3
+            for metric, vertical in ((y, True), (key, False)):
+                vals = [m.metric(metric) for m in members] if metric != "conc" else None
+                if vals is None:  # concurrency is set, not measured: no spread
+                    assert metric not in (p["spread"] or {})
+                    continue
+                mean, sd = statistics.fmean(vals), statistics.stdev(vals)
+                assert sd > 0 and p["spread"][metric] == pytest.approx([mean - sd, mean + sd])
+                xv, yv = p["metrics"][key], p["metrics"][y]
+                want = [[xv, mean - sd], [xv, mean + sd]] if vertical else [[mean - sd, yv], [mean + sd, yv]]
+                assert any(np.allclose(seg, want) for seg in bars), (key, metric, want)
+        assert len(bars) == len(payload["points"]) * (1 if key == "conc" else 2), (key, len(bars))
+        assert f"◎ ringed = mean of 3 repeats, bars {REPEATS_SPREAD}" in ax.get_title().replace("\n", " · ")
+        assert REPEATS_SPREAD == "± 1 SD of the repeats" and payload["repeats_spread"] == REPEATS_SPREAD
+
+
+def test_png_of_single_results_draws_no_spread(report_run) -> None:
+    """A run without repeats: no point has a spread, and no bar is drawn."""
+    from matplotlib.collections import LineCollection
+
+    for payload, fig in _pareto_figures(report_run):
+        assert all(p["spread"] is None for p in payload["points"])
+        assert not [c for c in fig.axes[0].collections if isinstance(c, LineCollection)]
+        assert "bars" not in fig.axes[0].get_title()

@@ -191,6 +191,9 @@
     ysel.addEventListener("change", function () { state.y = ysel.value; writeHash(); renderAll(); });
     var fo = document.getElementById("frontier-only");
     fo.addEventListener("change", function () { state.frontierOnly = fo.checked; renderChart(); });
+    // the key of the bars of a mean of repeats, in the words the PNGs' key says it (report.data.REPEATS_SPREAD)
+    if (D.points.some(function (p) { return p.spread; })) el("span", { id: "spread-key" }, document.querySelector(".controls .note"),
+      " Bars across a point that is the mean of its repeats (run --repeats) span " + D.repeats_spread + ".");
     var lb = document.getElementById("point-labels");
     lb.checked = state.labels;
     lb.addEventListener("change", function () { state.labels = lb.checked; renderChart(); });
@@ -238,8 +241,16 @@
       el("text", { x: W / 2, y: D.points.length ? H / 2 : 64, "text-anchor": "middle", "class": "axis-title", id: "chart-empty" }, svg, msg);
       return;
     }
-    var xd = domain(plotted.map(function (p) { return xval(p, state.x); }), false);
-    var yd = domain(plotted.map(yval), true);
+    // the axes reach the ends of the bars of a mean of repeats (report.data.spread_bounds); y from 0, as the PNGs
+    var xs = [], ys = [];
+    plotted.forEach(function (p) {
+      xs.push(xval(p, state.x)); ys.push(yval(p));
+      var sx0 = spreadOf(p, state.x), sy0 = spreadOf(p, state.y);
+      if (sx0) xs.push(sx0[0], sx0[1]);
+      if (sy0) ys.push(Math.max(0, sy0[0]), sy0[1]);
+    });
+    var xd = domain(xs, false);
+    var yd = domain(ys, true);
     var sx = scale(xd, M.l, W - M.r), sy = scale(yd, H - M.b, M.t);
     var grid = el("g", { "class": "grid" }, svg), ax = el("g", { "class": "axis" }, svg);
     niceTicks(xd[0], xd[1], 8).forEach(function (t) {
@@ -266,6 +277,25 @@
         points: pts.map(function (p) { return sx(xval(p, state.x)).toFixed(1) + "," + sy(yval(p)).toFixed(1); }).join(" ") }, svg);
     });
     var tip = document.getElementById("tooltip");
+    // a point that is the mean of its repeats: bars of its repeats' spread on each axis that has one, under the markers
+    plotted.forEach(function (p) {
+      var bx = spreadOf(p, state.x), by = spreadOf(p, state.y);
+      if (!bx && !by) return;
+      var g = el("g", { "class": "spread" + (state.hidden[p.series] || (state.frontierOnly && !onFrontier(p)) ? " dim" : ""),
+        "data-id": p.id, "data-series": p.series, stroke: seriesByKey[p.series].color }, svg);
+      var cx = sx(xval(p, state.x)), cy = sy(yval(p)), cap = 3;
+      if (bx) {
+        el("line", { "class": "spread-x", x1: sx(bx[0]).toFixed(2), x2: sx(bx[1]).toFixed(2), y1: cy.toFixed(2), y2: cy.toFixed(2),
+          "data-lo": bx[0], "data-hi": bx[1] }, g);
+        [bx[0], bx[1]].forEach(function (v) { el("line", { x1: sx(v).toFixed(2), x2: sx(v).toFixed(2), y1: (cy - cap).toFixed(2), y2: (cy + cap).toFixed(2) }, g); });
+      }
+      if (by) {
+        var lo = Math.max(yd[0], by[0]);  // below 0 the axis stops, and the bar with it (as in the PNGs)
+        el("line", { "class": "spread-y", x1: cx.toFixed(2), x2: cx.toFixed(2), y1: sy(lo).toFixed(2), y2: sy(by[1]).toFixed(2),
+          "data-lo": by[0], "data-hi": by[1] }, g);
+        [lo, by[1]].forEach(function (v) { el("line", { x1: (cx - cap).toFixed(2), x2: (cx + cap).toFixed(2), y1: sy(v).toFixed(2), y2: sy(v).toFixed(2) }, g); });
+      }
+    });
     var labels = el("g", { "class": "pt-labels" }, svg), placed = [];
     plotted.forEach(function (p) {
       var s = seriesByKey[p.series], front = onFrontier(p), smoke = p.verdict === "smoke";
@@ -299,8 +329,15 @@
     });
   }
   function repeatsText(p) {  // a point that combines the repeats of one job (run --repeats): its figures are their mean
-    var sd = p.repeats.sd[state.y];
-    return meanOf(p) + (finite(sd) ? " (" + yaxis().label + " sd " + fmt(sd, yaxis().unit) + ")" : "");
+    var a = axisByKey[state.x], sds = [[yaxis(), p.repeats.sd[state.y]], [a, p.repeats.sd[state.x]]].filter(function (m) {
+      return finite(m[1]); }).map(function (m) { return m[0].label + " sd " + fmt(m[1], m[0].unit); });
+    return meanOf(p) + (sds.length ? " (" + sds.join(", ") + "; the bars span " + D.repeats_spread + ")" : "");
+  }
+  /* [mean - sd, mean + sd] of a point that is the mean of its repeats, on one metric (report.data.spread_bounds:
+     the span the PNGs draw too); null for a single result or a metric without a spread. */
+  function spreadOf(p, key) {
+    var b = (p.spread || {})[key];
+    return b && finite(b[0]) && finite(b[1]) ? b : null;
   }
   function showTip(ev, p) {
     var tip = document.getElementById("tooltip"), a = axisByKey[state.x];
