@@ -322,15 +322,43 @@ def _label_overlaps(drv) -> list[tuple[list[float], list[float]]]:
 def test_labels_of_points_that_nearly_coincide_stay_apart(driver, tmp_path: Path) -> None:
     from selenium.webdriver.common.by import By
 
-    # Two engines with the same results: their points at each concurrency land on top of each other.
-    points = [SyntheticPoint(synthetic_job(conc=c, framework=fw), requests=40)
-              for fw in ("sglang", "vllm") for c in (1, 4, 16)]
+    # Two engines with nearly the same results: their points at each concurrency land all but on top of each other.
+    points = [SyntheticPoint(synthetic_job(conc=c, framework=fw), requests=40, speed=speed)
+              for fw, speed in (("sglang", 1.0), ("vllm", 1.002)) for c in (1, 4, 16)]
     run = write_synthetic_run(tmp_path / "run", points, run_id="close-run")
-    for a, b in zip(points[:3], points[3:], strict=True):
-        shutil.copy(run.path / "jobs" / a.job["id"] / "summary.json", run.path / "jobs" / b.job["id"] / "summary.json")
     _open(driver, write_report(run.path, tmp_path / "report", png=False).html)
     assert len(driver.find_elements(By.CSS_SELECTOR, "#chart .pt-label")) == 6
     assert _label_overlaps(driver) == []
+    assert _errors(driver) == []
+
+
+def test_a_point_two_series_share_is_labelled_once(driver, tmp_path: Path) -> None:
+    """Two series with identical points (the quickstart's GPU-resident and HiCache arms at conc 4-16): each shared
+    point's label was drawn twice, one just under the other, as if there were two points there. A shared spot is
+    labelled once, the label standing for both points (the legend says the series coincide); a series hidden, the
+    other's points keep their labels."""
+    from selenium.webdriver.common.by import By
+
+    html = write_report(write_coinciding_run(tmp_path / "run"), tmp_path / "report", png=False).html
+    _open(driver, html)
+    payload = json.loads((tmp_path / "report" / "data.json").read_text())
+    none, dram = payload["series"]
+    points = payload["points"]
+
+    def labels() -> list[tuple[str, list[str]]]:
+        return sorted((t.text, sorted(t.get_attribute("data-ids").split()))
+                      for t in driver.find_elements(By.CSS_SELECTOR, "#chart .pt-label"))
+
+    def ids(series: dict[str, Any]) -> dict[int, str]:
+        return {p["metrics"]["conc"]: p["id"] for p in points if p["series"] == series["key"]}
+
+    n, d = ids(none), ids(dram)
+    tag = {p["id"]: f"c{p['metrics']['conc']} · n{p['requests']['successful']}" for p in points}
+    assert tag[n[4]] == tag[d[4]] and tag[n[16]] == tag[d[16]]
+    assert labels() == sorted([(tag[n[1]], [n[1]]), (tag[n[4]], sorted([n[4], d[4]])),
+                               (tag[n[16]], sorted([n[16], d[16]]))])
+    driver.find_element(By.CSS_SELECTOR, f'#legend-items .item[data-series="{none["key"]}"] input').click()
+    assert labels() == sorted([(tag[d[4]], [d[4]]), (tag[d[16]], [d[16]])])
     assert _errors(driver) == []
 
 

@@ -47,11 +47,13 @@ LABEL_SPOTS = ((5, 4, "left"), (5, -10, "left"), (-5, 4, "right"), (-5, -10, "ri
 def label_points(ax: Any, tags: Sequence[tuple[str, float, float]], fontsize: float = 6.5) -> None:
     """Annotate each point with its tag at the first spot around it that stays inside the plot's frame and overlaps
     no label placed before it (else the first spot inside the frame): the label of the rightmost point ran over
-    the frame's right edge. Call it once the figure is laid out (the frame's place in pixels is final)."""
+    the frame's right edge. A tag at the same spot as one labelled already (identical values: two arms that came out
+    the same) is labelled once: it had been drawn twice, one under the other (the legend says which series coincide).
+    Call it once the figure is laid out (the frame's place in pixels is final)."""
     to_px = ax.figure.dpi / 72.0
     frame = ax.get_window_extent()
     placed: list[tuple[float, float, float, float]] = []
-    for text, x, y in tags:
+    for text, x, y in dict.fromkeys(tags):
         px, py = ax.transData.transform((x, y))
         w, h = len(text) * fontsize * 0.55 * to_px, fontsize * 1.2 * to_px
         boxes = []

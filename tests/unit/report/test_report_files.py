@@ -144,9 +144,11 @@ def test_png_marks_smoke_points_and_labels_every_point(report_run, tmp_path: Pat
     assert "smoke" in ax.get_title()
     plt.close(fig)
 
-    # Two points on the same spot: their labels take different places around it.
+    # Two points on the same spot with different tags: their labels take different places around it (with the
+    # same tag, one label stands for both: test_png_labels_a_point_two_series_share_once).
     twin = payload["points"][1]
     twin["metrics"] = dict(payload["points"][0]["metrics"])
+    twin["requests"] = {"finished": 48, "successful": 47}
     fig = pareto_figure(payload, axis)
     by_xy: dict[tuple[float, float], list[tuple[float, float]]] = {}
     for t in fig.axes[0].texts:
@@ -423,6 +425,23 @@ def test_png_legend_says_which_series_coincide(tmp_path: Path) -> None:
             f"{none['label']} — coincides with {dram['label']} at 2 of its 3 points (identical values; drawn under it)",
             f"{dram['label']} — coincides with {none['label']} at all 2 of its points (identical values; drawn over "
             "it)"], shown
+
+
+def test_png_labels_a_point_two_series_share_once(tmp_path: Path) -> None:
+    """Two series with identical points (the quickstart's GPU-resident and HiCache arms at conc 4-16): each shared
+    point's label (`c4 · n20`) was drawn twice, one just under the other, as if there were two points. A shared spot
+    is labelled once (the legend says which series coincide); every point still has its label."""
+    from support.synthetic import write_coinciding_run
+
+    from llmsweep.report.plots import point_tag
+
+    for payload, fig in _pareto_figures(write_coinciding_run(tmp_path / "r")):
+        ax, y = fig.axes[0], payload["y"]["key"]
+        key = next(a["key"] for a in payload["axes"] if a["label"] in ax.get_xlabel())
+        spots = {(point_tag(p), p["metrics"][key], p["metrics"][y]) for p in payload["points"]}
+        assert len(payload["points"]) == 5 and len(spots) == 3, spots  # conc 4 and 16 are shared
+        labelled = [(t.get_text(), *t.xy) for t in ax.texts]
+        assert len(labelled) == 3 and set(labelled) == spots, (key, labelled)
 
 
 def test_png_draws_no_frontier_through_smoke_points_and_says_why(tmp_path: Path) -> None:

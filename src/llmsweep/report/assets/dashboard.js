@@ -296,7 +296,10 @@
         [lo, by[1]].forEach(function (v) { el("line", { x1: (cx - cap).toFixed(2), x2: (cx + cap).toFixed(2), y1: sy(v).toFixed(2), y2: sy(v).toFixed(2) }, g); });
       }
     });
-    var labels = el("g", { "class": "pt-labels" }, svg), placed = [];
+    // a point that coincides with one labelled already (same values on both axes, same tag: the arms of a sweep that
+    // came out identical) is not labelled again: its label had been drawn twice, one under the other; the legend says
+    // which series coincide (report.data.coinciding_series), as the PNGs do (report.plots.label_points)
+    var labels = el("g", { "class": "pt-labels" }, svg), placed = [], labelled = {};
     plotted.forEach(function (p) {
       var s = seriesByKey[p.series], front = onFrontier(p), smoke = p.verdict === "smoke";
       var cls = "marker" + (p.valid ? "" : " invalid") + (smoke ? " smoke" : "") + (front ? " onfront" : " offfront") + (state.selected === p.id ? " selected" : "");
@@ -321,7 +324,11 @@
         attrs.cx = cx.toFixed(2); attrs.cy = cy.toFixed(2); attrs.r = r;
         c = el("circle", attrs, svg);
       }
-      if (state.labels && !dim) placeLabel(labels, placed, p, cx, cy);
+      var spot = pointTag(p) + "@" + xval(p, state.x) + "," + yval(p);
+      if (state.labels && !dim) {
+        if (labelled[spot]) labelled[spot].setAttribute("data-ids", labelled[spot].getAttribute("data-ids") + " " + p.id);
+        else labelled[spot] = placeLabel(labels, placed, p, cx, cy);
+      }
       c.addEventListener("mouseenter", function (ev) { showTip(ev, p); });
       c.addEventListener("mousemove", function (ev) { moveTip(ev); });
       c.addEventListener("mouseleave", function () { tip.style.display = "none"; });
@@ -381,7 +388,8 @@
     }
     if (!best) best = [cx + 8, cy - 6, "start", { x0: cx + 8, x1: cx + 8 + w, y0: cy - 16, y1: cy - 4 }];
     placed.push(best[3]);
-    el("text", { "class": "pt-label", x: best[0].toFixed(1), y: best[1].toFixed(1), "text-anchor": best[2], "data-id": p.id }, parent, text);
+    return el("text", { "class": "pt-label", x: best[0].toFixed(1), y: best[1].toFixed(1), "text-anchor": best[2], "data-id": p.id,
+      "data-ids": p.id }, parent, text);
   }
 
   /* ---------------------------------------------------------------- table */
