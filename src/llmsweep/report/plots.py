@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib.util
 import logging
 import textwrap
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -44,12 +44,26 @@ LABEL_SPOTS = ((5, 4, "left"), (5, -10, "left"), (-5, 4, "right"), (-5, -10, "ri
 """Offsets (points) tried around a marker for its label, in order, as on the dashboard."""
 
 
-def label_points(ax: Any, tags: Sequence[tuple[str, float, float]], fontsize: float = 6.5) -> None:
+LABEL_HALO = 2.5
+"""Width (points) of the white outline of a point's label, as the page's labels have (`paint-order: stroke`): a
+frontier line, a bar or a ring drawn across a label left it unreadable (`c8 · n2988` under the ring beside it)."""
+LABEL_CLEAR = 2.9
+"""Points a label of a ringed point (`REPEATS_STYLE`) moves out beyond its spot: the ring, wider than a single
+result's marker, ran under the label's first characters."""
+
+
+def label_points(ax: Any, tags: Sequence[tuple[str, float, float]], fontsize: float = 6.5,
+                 ringed: Collection[tuple[float, float]] = ()) -> None:
     """Annotate each point with its tag at the first spot around it that stays inside the plot's frame and overlaps
     no label placed before it (else the first spot inside the frame): the label of the rightmost point ran over
     the frame's right edge. A tag at the same spot as one labelled already (identical values: two arms that came out
     the same) is labelled once: it had been drawn twice, one under the other (the legend says which series coincide).
-    Call it once the figure is laid out (the frame's place in pixels is final)."""
+    `ringed`: the spots of points that are the mean of their repeats, whose labels keep clear of their ring
+    (`LABEL_CLEAR`). Labels have a white outline and lie over markers and lines (`LABEL_HALO`). Call it once the
+    figure is laid out (the frame's place in pixels is final)."""
+    from matplotlib import patheffects
+
+    halo = [patheffects.withStroke(linewidth=LABEL_HALO, foreground="white")]
     to_px = ax.figure.dpi / 72.0
     frame = ax.get_window_extent()
     placed: list[tuple[float, float, float, float]] = []
@@ -57,7 +71,9 @@ def label_points(ax: Any, tags: Sequence[tuple[str, float, float]], fontsize: fl
         px, py = ax.transData.transform((x, y))
         w, h = len(text) * fontsize * 0.55 * to_px, fontsize * 1.2 * to_px
         boxes = []
-        for dx, dy, ha in LABEL_SPOTS:
+        clear = LABEL_CLEAR if (x, y) in ringed else 0.0
+        for dx0, dy, ha in LABEL_SPOTS:
+            dx = dx0 + (clear if dx0 > 0 else -clear)
             x0 = px + dx * to_px - (w if ha == "right" else 0)
             boxes.append(((dx, dy, ha), (x0, py + dy * to_px, x0 + w, py + dy * to_px + h)))
         inside = [(spot, box) for spot, box in boxes
@@ -67,7 +83,7 @@ def label_points(ax: Any, tags: Sequence[tuple[str, float, float]], fontsize: fl
         choice, box = (free or inside or boxes)[0]
         placed.append(box)
         ax.annotate(text, (x, y), xytext=choice[:2], textcoords="offset points", ha=choice[2], fontsize=fontsize,
-                    color="#344054")
+                    color="#344054", path_effects=halo, zorder=4)
 
 
 PNG_PATTERN = "pareto_*.png"
@@ -136,6 +152,7 @@ def pareto_figure(payload: Mapping[str, Any], axis: Mapping[str, Any]) -> Any:
 
     plotted = 0
     tags: list[tuple[str, float, float]] = []
+    ringed_at: set[tuple[float, float]] = set()
     # series whose points coincide on these axes, as the page's legend says it (report.data.coinciding_series)
     coincide = (payload.get("coincident") or {}).get(y, {}).get(key, {})
     # a series without a frontier says why, as on the page (report.data.frontier_gaps): every point smoke, say
@@ -166,6 +183,7 @@ def pareto_figure(payload: Mapping[str, Any], axis: Mapping[str, Any]) -> Any:
             ax.scatter([xv(p) for p in ringed], [p["metrics"][y] for p in ringed], edgecolors=s["color"],
                        **REPEATS_STYLE)
             spread_bars(ax, ringed, key, y, s["color"])
+            ringed_at.update((xv(p), float(p["metrics"][y])) for p in ringed)
         front = [by_id[i] for i in payload["frontiers"].get(key, {}).get(s["key"], [])]
         if front:
             ax.plot([xv(p) for p in front], [p["metrics"][y] for p in front], color=s["color"], linewidth=1.8)
@@ -198,7 +216,7 @@ def pareto_figure(payload: Mapping[str, Any], axis: Mapping[str, Any]) -> Any:
     handles, labels = ax.get_legend_handles_labels() if plotted else ([], [])
     legend_h = legend_below(fig, handles, labels)
     fig.tight_layout(rect=(0, legend_h / fig.get_figheight(), 1, 1))
-    label_points(ax, tags)  # where the frame now is: each label kept inside it
+    label_points(ax, tags, ringed=ringed_at)  # where the frame now is: each label kept inside it
     return fig
 
 

@@ -551,3 +551,34 @@ def test_png_of_single_results_draws_no_spread(report_run) -> None:
         assert all(p["spread"] is None for p in payload["points"])
         assert not [c for c in fig.axes[0].collections if isinstance(c, LineCollection)]
         assert "bars" not in fig.axes[0].get_title()
+
+
+def test_png_labels_read_clear_of_rings_and_over_lines(tmp_path: Path) -> None:
+    """In the PNGs of a run with repeats, the ring of a mean (wider than a single result's marker) ran under the first
+    characters of its label, and frontier lines, bars and other rings crossed labels (`c8 · n2988` unreadable). A
+    label keeps clear of its own ring and, as on the page, has a white outline and lies over markers and lines."""
+    import math
+
+    import numpy as np
+    from matplotlib.collections import PathCollection
+    from support.synthetic import write_repeated_run
+
+    from llmsweep.report.plots import REPEATS_STYLE
+
+    run = write_repeated_run(tmp_path / "r", concs=(1, 2, 4, 8, 16), repeats=2)
+    for _payload, fig in _pareto_figures(run):
+        ax = fig.axes[0]
+        fig.canvas.draw()
+        renderer = fig.canvas.get_renderer()
+        to_px = fig.dpi / 72.0
+        radius = (math.sqrt(REPEATS_STYLE["s"]) / 2 + REPEATS_STYLE["linewidths"] / 2) * to_px
+        rings = [ax.transData.transform(xy) for c in ax.collections if isinstance(c, PathCollection)
+                 and list(c.get_sizes()) == [REPEATS_STYLE["s"]] for xy in np.asarray(c.get_offsets())]
+        assert len(rings) == 5 and len(ax.texts) == 5
+        top = max(c.get_zorder() for c in [*ax.collections, *ax.get_lines()])
+        for text, (cx, cy) in zip(ax.texts, rings, strict=True):
+            assert tuple(ax.transData.transform(text.xy)) == pytest.approx((cx, cy))  # the label of this ring
+            box = text.get_window_extent(renderer)
+            nearest = math.hypot(max(box.x0 - cx, 0, cx - box.x1), max(box.y0 - cy, 0, cy - box.y1))
+            assert nearest >= radius, (text.get_text(), nearest, radius)
+            assert text.get_zorder() > top and text.get_path_effects(), text.get_text()
