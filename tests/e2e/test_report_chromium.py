@@ -964,6 +964,8 @@ def test_a_mean_of_repeats_is_drawn_with_its_repeats_spread_as_the_pngs_draw_it(
         want = {i: {**({} if x == "conc" else {"x": p["spread"][x]}), "y": p["spread"][y]} for i, p in points.items()}
         assert drawn == want, (x, y, drawn)  # the payload's numbers, as written: one span for page and PNGs
         assert all(lo < p["metrics"][y] < hi for p in points.values() for lo, hi in [p["spread"][y]])
+    said = driver.find_element(By.ID, "tag-key").text  # as the PNGs' title says it: a mean's n sums its repeats
+    assert said == json.loads((tmp_path / "report" / "data.json").read_text())["tag_key"] and "sums its repeats" in said
     key = driver.find_element(By.ID, "spread-key").text
     assert key.endswith(f"span {REPEATS_SPREAD}.") and "mean of its repeats" in key, key
     ActionChains(driver).move_to_element(driver.find_element(By.CSS_SELECTOR, "#chart .marker")).perform()
@@ -975,5 +977,7 @@ def test_single_results_are_drawn_without_spread_bars(driver, report_html: Path)
     from selenium.webdriver.common.by import By
 
     _open(driver, report_html)
+    assert driver.find_element(By.ID, "tag-key").text == (
+        "c = concurrency, n = successful requests measured (ok/finished if some failed)")
     assert driver.find_elements(By.CSS_SELECTOR, "#chart g.spread") == []
     assert driver.find_elements(By.ID, "spread-key") == []

@@ -113,6 +113,14 @@ def point_payload(p: ResultPoint, sk: str, frontiers: Mapping[str, Mapping[str, 
     }
 
 
+def tag_key(points: Sequence[Mapping[str, Any]]) -> str:
+    """What a point's label (`c16 · n48`, `c16 · n45/48` where some failed) counts, as the page's key and the PNGs'
+    title say it: the PNGs said `n = requests`, and beside a mean of repeats (`run --repeats`) `n` reads as one
+    window's requests while it counts every repeat's, the throughput beside it being one window's mean."""
+    words = "c = concurrency, n = successful requests measured (ok/finished if some failed)"
+    return words + ("; a mean's n sums its repeats" if any(p.get("repeats") for p in points) else "")
+
+
 REPEATS_SPREAD = "± 1 SD of the repeats"
 """What the bars of a point that is the mean of its repeats span, on the page and in the PNGs alike (their keys say it
 in these words): from the mean less to the mean plus the repeats' sample standard deviation (`Repeats.spread`), the
@@ -689,6 +697,7 @@ def build_payload(run: RunDir, points: Sequence[ResultPoint], *, overlay: Sequen
         "evals": evals,
         "frontiers": frontiers,
         "frontiers_by_y": frontiers_by_y,
+        "tag_key": tag_key(points_out),  # what a point's label counts, on the page and in the PNGs
         "repeats_spread": REPEATS_SPREAD,  # what the bars of a mean of repeats span (`spread`), in both keys' words
         "no_frontier": frontier_gaps(everything, keys, frontiers_by_y),
         "coincident": coinciding_series(points_out, series_out),

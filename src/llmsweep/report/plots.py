@@ -212,7 +212,7 @@ def pareto_figure(payload: Mapping[str, Any], axis: Mapping[str, Any]) -> Any:
                               *(["◆ = reused"] if reused_from else []),
                               *([f"◎ ringed = mean of {said} repeats, bars {payload['repeats_spread']}"]
                                 if repeats else []),
-                              "c = concurrency, n = requests"]), fontsize=9)
+                              payload["tag_key"]]), fontsize=9)
     handles, labels = ax.get_legend_handles_labels() if plotted else ([], [])
     legend_h = legend_below(fig, handles, labels)
     fig.tight_layout(rect=(0, legend_h / fig.get_figheight(), 1, 1))

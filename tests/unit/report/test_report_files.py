@@ -495,11 +495,12 @@ def test_png_rings_points_that_are_the_mean_of_their_repeats(report_run, tmp_pat
     assert set(rings(fig)) == want and len(rings(fig)) == 2, rings(fig)
     assert "◎ ringed = mean of 3 repeats" in fig.axes[0].get_title() and "■ faded = smoke" in fig.axes[0].get_title()
     plt.close(fig)
-    # a run without repeats: nothing ringed, its title as it was (one line)
+    # a run without repeats: nothing ringed, nothing of repeats in its title
     plain = build_payload(report_run, points_from_run(report_run), details=False)
     fig = pareto_figure(plain, axis)
-    assert rings(fig) == [] and fig.axes[0].get_title() == (
-        "run report-run · ■ faded = smoke · ○ hollow = invalid · c = concurrency, n = requests")
+    assert rings(fig) == [] and fig.axes[0].get_title().replace("\n", " · ") == (
+        "run report-run · ■ faded = smoke · ○ hollow = invalid · c = concurrency, n = successful requests measured "
+        "(ok/finished if some failed)")
     plt.close(fig)
 
 
@@ -582,3 +583,23 @@ def test_png_labels_read_clear_of_rings_and_over_lines(tmp_path: Path) -> None:
             nearest = math.hypot(max(box.x0 - cx, 0, cx - box.x1), max(box.y0 - cy, 0, cy - box.y1))
             assert nearest >= radius, (text.get_text(), nearest, radius)
             assert text.get_zorder() > top and text.get_path_effects(), text.get_text()
+
+
+def test_png_title_says_what_a_labels_n_counts_a_means_n_its_repeats_together(tmp_path: Path) -> None:
+    """The PNGs' key said `n = requests`: not that it counts the successful ones (`n45/48`: 45 of 48 finished), and
+    beside a mean of repeats `c4 · n1358` read as one window's requests while it is every repeat's, the throughput
+    beside it one window's mean. The title says it as the page's key does (`report.data.tag_key`)."""
+    from support.synthetic import write_repeated_run
+
+    from llmsweep.report.plots import point_tag
+    from llmsweep.results.point import points_from_run
+
+    run = write_repeated_run(tmp_path / "r", concs=(1, 4), repeats=3)
+    measured: dict[int, int] = {}
+    for result in points_from_run(run):
+        assert result.num_successful is not None
+        measured[result.identity.conc] = measured.get(result.identity.conc, 0) + result.num_successful
+    for payload, fig in _pareto_figures(run):
+        assert [point_tag(p) for p in payload["points"]] == [f"c{c} · n{measured[c]}" for c in (1, 4)]
+        assert payload["tag_key"].endswith("; a mean's n sums its repeats"), payload["tag_key"]
+        assert fig.axes[0].get_title().endswith(payload["tag_key"]), fig.axes[0].get_title()

@@ -191,6 +191,7 @@
     ysel.addEventListener("change", function () { state.y = ysel.value; writeHash(); renderAll(); });
     var fo = document.getElementById("frontier-only");
     fo.addEventListener("change", function () { state.frontierOnly = fo.checked; renderChart(); });
+    document.getElementById("tag-key").textContent = D.tag_key;  // what a label counts, as the PNGs' title says it
     // the key of the bars of a mean of repeats, in the words the PNGs' key says it (report.data.REPEATS_SPREAD)
     if (D.points.some(function (p) { return p.spread; })) el("span", { id: "spread-key" }, document.querySelector(".controls .note"),
       " Bars across a point that is the mean of its repeats (run --repeats) span " + D.repeats_spread + ".");
