@@ -26,6 +26,7 @@ import tarfile
 import threading
 import time
 import urllib.request
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -46,8 +47,14 @@ from llmsweep.spec import loads_recipes
 
 pytestmark = pytest.mark.slow  # a file of long tests: xdist starts it first (tests/conftest.py)
 
-IMAGE = "llmsweep-test/hostbind:1"
-PREFIX = "llmsweep-test"
+SESSION = uuid.uuid4().hex[:8]
+"""This test process's own: the daemon is the host's, and another pytest session (a second checkout's suite, a
+helper's run of one file) may run these tests on it at the same time. Each check that nothing is left behind removes
+the containers of its own names, and an image tag is moved or removed by its own session only: with names shared by
+every session, one session's clean-up removed the containers another was measuring (its job failed, "something
+outside this run stopped the container") and called them its own left-overs."""
+IMAGE = f"llmsweep-test/hostbind-{SESSION}:1"
+PREFIX = f"llmsweep-test-{SESSION}"
 """Container names of these tests start with this (the executor's `name_prefix`)."""
 
 
@@ -75,8 +82,8 @@ def tf_python() -> Path:
 
 
 @pytest.fixture(scope="module")
-def image(tf_python: Path) -> str:
-    """An image of empty folders (imported, never pulled): the mounts below fill it."""
+def image(tf_python: Path) -> Iterator[str]:
+    """An image of empty folders (imported, never pulled): the mounts below fill it; removed after the module."""
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
         for name in ("etc", "tmp", "proc", "sys", "dev", "usr", "lib", "lib64", "bin", "root", "work"):
@@ -85,7 +92,8 @@ def image(tf_python: Path) -> str:
             tar.addfile(info)
     proc = subprocess.run(["docker", "import", "-", IMAGE], input=buf.getvalue(), capture_output=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
-    return IMAGE
+    yield IMAGE
+    _docker("rmi", IMAGE)
 
 
 @pytest.fixture
@@ -489,7 +497,7 @@ def test_reuse_stands_on_a_pinned_images_result_but_runs_a_moving_tags_job_again
     """`:latest` (or `:nightly`, `:dev`) can name another build tomorrow, and the reuse key holds the tag, not the
     build: a stored result of it was reused for whatever the tag had become. Such a job runs again under `--reuse`,
     said with the fix (pin it); a job of a pinned tag is still reused."""
-    moving = "llmsweep-test/hostbind:latest"
+    moving = f"llmsweep-test/hostbind-{SESSION}:latest"
     assert _docker("tag", image, moving).returncode == 0
     try:
         one = _recipe(tf_python, model_dir, tmp_path, key="pinned", concs="[1]", prompts_per_conc=2, osl=8,

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from support.procs import wait_for
-from test_docker_daemon import IMAGE, _containers, _daemon_answers, _docker, remove_left_behind
+from test_docker_daemon import IMAGE, SESSION, _containers, _daemon_answers, _docker, remove_left_behind
 
 from llmsweep.engines.launch import LaunchSpec
 from llmsweep.errors import LaunchError
@@ -29,22 +29,26 @@ from llmsweep.execute.preflight import resolve_port
 from llmsweep.execute.ready import check_alive, wait_ready
 
 SYSTEM_MOUNTS = [f"{p}:{p}:ro" for p in ("/usr", "/bin", "/lib", "/lib64") if Path(p).is_dir()]
-PREFIX = "llmsweep-faults"
+PREFIX = f"llmsweep-faults-{SESSION}"
 """Its own container names: `test_docker_daemon.py` may run beside this file (pytest-xdist), and each file's check
-that nothing is left behind removes what it finds of its own prefix only."""
+that nothing is left behind removes what it finds of its own prefix only (of this session: `SESSION`)."""
 
 
 @pytest.fixture(scope="module")
-def image() -> str:
-    """The empty-folder image of test_docker_daemon.py, imported (never pulled)."""
+def image() -> Iterator[str]:
+    """The empty-folder image of test_docker_daemon.py (this session's tag), imported (never pulled); removed after
+    the module if imported here."""
     if not _daemon_answers():
         pytest.skip("no Docker daemon answers (`.ci/run` starts one: scripts/ci/start_docker.sh)")
-    if _docker("image", "inspect", IMAGE).returncode != 0:
+    imported_here = _docker("image", "inspect", IMAGE).returncode != 0
+    if imported_here:
         proc = subprocess.run(["tar", "-c", "-T", "/dev/null"], capture_output=True, check=True)
         imported = subprocess.run(["docker", "import", "-", IMAGE], input=proc.stdout, capture_output=True,
                                   timeout=120)
         assert imported.returncode == 0, imported.stderr
-    return IMAGE
+    yield IMAGE
+    if imported_here:
+        _docker("rmi", IMAGE)
 
 
 @pytest.fixture
@@ -103,7 +107,7 @@ def test_an_oom_killed_container_is_named_out_of_memory_with_the_memory_fix(imag
         died.value.message
 
 
-BUSY_PREFIX = "llmsweep-smallleft"
+BUSY_PREFIX = f"llmsweep-smallleft-{SESSION}"
 """The containers and volumes of the busy-daemon test: its own, so its left-behind check is its own."""
 
 
