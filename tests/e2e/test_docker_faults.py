@@ -252,3 +252,29 @@ def test_a_daemon_that_does_not_answer_is_named_with_how_to_start_it(image: str,
     assert time.monotonic() - t0 < 20
     assert "Cannot connect to the Docker daemon" in err.value.message, err.value.message
     assert "systemctl start docker" in (err.value.fix or "") and "DOCKER_HOST" in (err.value.fix or ""), err.value.fix
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.usefixtures("no_containers_after")
+def test_launch_files_under_an_out_folder_with_a_colon_reach_the_container(image: str, tmp_path: Path) -> None:
+    """A launch's files (TensorRT-LLM's options file) are written under `--out` and mounted at the same path. A run
+    folder named with the time (`--out runs/23:15`) holds a `:`, which `docker run -v` reads as a separator: docker
+    refused the container (exit 125, "too many colons") and the fix sent the user to the executor's mount options,
+    none of which they had set. The engine now reads its file, whatever the folder's name."""
+    from llmsweep.engines.launch import LAUNCH_DIR, LaunchFile
+    from llmsweep.execute.artifacts import write_launch_files
+
+    spec = resolve_port(LaunchSpec(
+        engine="trtllm", image=image, argv=("/bin/sh", "-c", f"cat '{LAUNCH_DIR}/opts.yaml'; exec sleep 60"), port=0,
+        gpus=0, files=(LaunchFile(name="opts.yaml", content="read-from-the-launch-file\n"),)))
+    spec = write_launch_files(spec, tmp_path / "runs" / "23:15,b" / "servers" / "g")
+    launcher = DockerLauncher(DockerOptions(gpu_vendor="none", name_prefix=PREFIX,
+                                            extra_mounts=tuple(SYSTEM_MOUNTS)))
+    handle = launcher.launch(spec, log_path=tmp_path / "server.log")
+    try:
+        wait_for(lambda: "read-from-the-launch-file" in handle.tail() or not handle.is_alive(), timeout=20,
+                 what="the file's text in the server's log")
+        assert handle.is_alive(), handle.tail()
+    finally:
+        handle.stop(grace_s=1)
+    assert handle.gone()

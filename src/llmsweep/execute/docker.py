@@ -8,6 +8,8 @@ with `-e NAME` (value taken by the docker CLI from its own environment), so the 
 from __future__ import annotations
 
 import contextlib
+import csv
+import io
 import json
 import logging
 import os
@@ -144,15 +146,15 @@ def render_docker_run(spec: LaunchSpec, options: DockerOptions, name: str,
             if env.get(var, "").strip() and var not in spec.env:
                 argv += ["-e", f"{var}={env[var].strip()}"]
     if options.hf_cache is not None:
-        argv += ["-v", f"{options.hf_cache}:{options.hf_cache}", "-e", f"HF_HUB_CACHE={options.hf_cache}"]
+        argv += [*bind_mount(options.hf_cache, options.hf_cache), "-e", f"HF_HUB_CACHE={options.hf_cache}"]
     if options.model_dir is not None:
-        argv += ["-v", f"{options.model_dir}:{options.model_dir}:ro"]
+        argv += bind_mount(options.model_dir, options.model_dir, read_only=True)
     if options.harness_dir is not None:
-        argv += ["-v", f"{options.harness_dir}:{HARNESS_MOUNT}:ro"]
+        argv += bind_mount(options.harness_dir, HARNESS_MOUNT, read_only=True)
     for mount in options.extra_mounts:
         argv += ["-v", mount]
-    if spec.files and spec.files_dir:  # the launch's files, named in argv by their host path
-        argv += ["-v", f"{spec.files_dir}:{spec.files_dir}:ro"]
+    if spec.files and spec.files_dir:  # the launch's files, named in argv by their host path (under `--out`)
+        argv += bind_mount(spec.files_dir, spec.files_dir, read_only=True)
     if options.workdir:
         argv += ["-w", options.workdir]
     for key, value in sorted(spec.env.items()):
@@ -164,6 +166,19 @@ def render_docker_run(spec: LaunchSpec, options: DockerOptions, name: str,
     argv += list(options.extra_args)
     argv += ["--entrypoint", spec.argv[0], spec.image, *spec.argv[1:]]
     return argv
+
+
+def bind_mount(source: str | Path, target: str | Path, *, read_only: bool = False) -> list[str]:
+    """The `docker run` flags that bind host folder `source` at `target`: `-v SOURCE:TARGET[:ro]`, or, where a path
+    holds a `:` (which `-v` reads as its field separator: `docker: invalid spec: ... too many colons`, exit 125, for an
+    `--out runs/23:15` whose launch files are mounted), `--mount` with each field CSV-quoted as docker reads it."""
+    source, target = str(source), str(target)
+    if ":" not in source and ":" not in target:
+        return ["-v", f"{source}:{target}" + (":ro" if read_only else "")]
+    fields = ["type=bind", f"source={source}", f"target={target}", *(["readonly"] if read_only else [])]
+    line = io.StringIO()
+    csv.writer(line, lineterminator="").writerow(fields)
+    return ["--mount", line.getvalue()]
 
 
 def remove_container(rm: Sequence[str], *, timeout_s: float = 60.0) -> None:

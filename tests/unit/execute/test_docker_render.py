@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from llmsweep.engines.launch import LaunchSpec
+from llmsweep.engines.launch import LaunchFile, LaunchSpec
 from llmsweep.errors import ConfigError
 from llmsweep.execute.base import ServedIn
 from llmsweep.execute.docker import DockerLauncher, DockerOptions, container_name, render_docker_run
@@ -113,6 +113,23 @@ def test_harness_is_mounted_at_llmsweep_never_workspace() -> None:
     mounts = flag_value(argv, "-v")
     assert mounts == ["/home/ci/llmsweep:/llmsweep:ro"]
     assert not any("/workspace" in a for a in argv)
+
+
+def test_a_folder_whose_path_holds_a_colon_is_mounted_with_mount_not_v() -> None:
+    """`-v` splits its value at every `:` (docker: "invalid spec: ... too many colons", exit 125): a run whose `--out`
+    holds one (`runs/23:15`) could not mount its launch files (TensorRT-LLM's options file), nor an hf_cache or
+    model_dir so named be mounted. Such a folder goes in as `--mount`, its fields CSV-quoted as docker reads them;
+    any other still as `-v`."""
+    import csv
+
+    spec = SPEC.model_copy(update={"files": (LaunchFile(name="opts.yaml", content="a: 1\n"),),
+                                   "files_dir": "/runs/23:15/servers/g"})
+    argv = render_docker_run(spec, DockerOptions(hf_cache=Path("/data/hf:2024,a"), model_dir=Path("/models")), "n")
+    assert flag_value(argv, "-v") == ["/models:/models:ro"]
+    fields = [next(csv.reader([value])) for value in flag_value(argv, "--mount")]
+    assert fields == [["type=bind", "source=/data/hf:2024,a", "target=/data/hf:2024,a"],
+                      ["type=bind", "source=/runs/23:15/servers/g", "target=/runs/23:15/servers/g", "readonly"]]
+    assert "HF_HUB_CACHE=/data/hf:2024,a" in flag_value(argv, "-e")
 
 
 def test_env_by_value_secrets_by_name_and_no_secret_value_anywhere(monkeypatch: pytest.MonkeyPatch) -> None:
