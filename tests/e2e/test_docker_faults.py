@@ -8,9 +8,11 @@ The servers are plain shell commands in the imported image of `test_docker_daemo
 
 from __future__ import annotations
 
+import io
 import os
 import signal
 import subprocess
+import tarfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -278,3 +280,56 @@ def test_launch_files_under_an_out_folder_with_a_colon_reach_the_container(image
     finally:
         handle.stop(grace_s=1)
     assert handle.gone()
+
+
+@pytest.fixture
+def slow_to_create() -> Iterator[str]:
+    """An image of 300 MB of files: on vfs storage (`scripts/ci/start_docker.sh`) the daemon copies them for each
+    container it creates, which takes seconds (a large engine image, or a busy daemon, does so on any storage)."""
+    if not _daemon_answers():
+        pytest.skip("no Docker daemon answers (`.ci/run` starts one: scripts/ci/start_docker.sh)")
+    ref = f"llmsweep-test/large-{SESSION}:1"
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name in ("etc", "tmp", "proc", "sys", "dev", "usr", "lib", "lib64", "bin", "large"):
+            info = tarfile.TarInfo(name)
+            info.type, info.mode = tarfile.DIRTYPE, 0o755
+            tar.addfile(info)
+        for k in range(3):
+            data = os.urandom(100_000_000)  # (incompressible: no storage driver shortcuts its copy)
+            info = tarfile.TarInfo(f"large/{k}")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    imported = subprocess.run(["docker", "import", "-", ref], input=buf.getvalue(), capture_output=True, timeout=300)
+    assert imported.returncode == 0, imported.stderr
+    try:
+        yield ref
+    finally:
+        _docker("rmi", "-f", ref)
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.usefixtures("no_containers_after")
+def test_a_server_stopped_while_its_container_is_created_leaves_no_container(slow_to_create: str,
+                                                                             tmp_path: Path) -> None:
+    """Ctrl-C (or any stop) while `docker run` is still creating the container: `docker stop` and `docker rm -f`
+    found no container yet and the CLI was killed, but the daemon finished the create, so every such interrupt left
+    a container behind (`Created`, holding its name), and the run, having removed nothing, kept no pid file for
+    `--resume` to remove it either. The stop now waits for the creation and removes what it made."""
+    since = int(time.time()) - 1
+    handle = _launch(slow_to_create, tmp_path, "/bin/sleep", "60")
+    name = handle.cleanup[-1]
+    time.sleep(0.3)
+    if any(line.split()[0] == name for line in _containers(PREFIX)):
+        handle.stop(grace_s=1)
+        pytest.skip("this daemon created the container in under 0.3 s: there is no creation to interrupt")
+    handle.stop(grace_s=1)
+    assert handle.gone()
+
+    def created() -> bool:  # the daemon's `create` event: the create the CLI asked for has ended
+        said = _docker("events", "--since", str(since), "--until", f"{time.time():.3f}", "--filter",
+                       f"container={name}", "--filter", "event=create", "--format", "{{.Action}}")
+        return "create" in said.stdout
+
+    wait_for(created, timeout=60, what="the daemon's end of the container's creation")
+    assert not _containers(PREFIX)

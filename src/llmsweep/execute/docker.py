@@ -33,6 +33,7 @@ from llmsweep.execute.commands import run_command
 from llmsweep.execute.executor import Event, register_executor, run_groups_here, validate_options
 from llmsweep.execute.handle import ProcessServerHandle, flags_named
 from llmsweep.execute.process import start_process
+from llmsweep.execute.signals import hurried
 
 if TYPE_CHECKING:
     from llmsweep.execute.lifecycle import JobOutcome, LifecycleSettings, ServerGroup
@@ -496,6 +497,18 @@ class DockerServerHandle(ProcessServerHandle):
             return False
         return True  # being created, or the daemon did not say: the CLI's life decides
 
+    def await_creation(self, timeout_s: float) -> bool:
+        """While the attached `docker run` lives and the daemon has no container of its name, wait: the CLI may be
+        creating it. True once the daemon has it or the CLI has exited (it creates nothing more); False when
+        `timeout_s` passed, or a second signal hurried the teardown, first (the CLI may create it yet)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if isinstance(self._inspect_state(), dict) or not self.process.is_alive():
+                return True
+            if time.monotonic() >= deadline or hurried():
+                return False
+            time.sleep(0.1)
+
     def _container_state(self) -> str | None:
         """The daemon's `State.Status` of the container, `_NO_SUCH` once gone, None when the daemon did not say."""
         state = self._inspect_state()
@@ -589,11 +602,25 @@ class DockerLauncher:
             # calls run in their own session, so a terminal's second Ctrl-C cannot cut them short.
             # `-t`: spelled `--time` by older CLIs and `--timeout` by newer ones, which warn on `--time`.
             stop = [self.options.docker, "stop", "-t", str(int(grace_s)), name]
-            try:
-                run_command(stop, timeout_s=grace_s + self.options.stop_timeout_s, check=False, new_session=True,
-                            fix="check the docker daemon; remove the container by hand with `docker rm -f`")
-            except LaunchError as exc:  # a `docker stop` that hung: the removal below still kills the container
-                log.warning("%s; removing container %s with `docker rm -f`", exc.message, name)
+
+            def stop_it() -> str:
+                try:
+                    proc = run_command(stop, timeout_s=grace_s + self.options.stop_timeout_s, check=False,
+                                       new_session=True,
+                                       fix="check the docker daemon; remove the container by hand with `docker rm -f`")
+                except LaunchError as exc:  # a `docker stop` that hung: the removal below still kills the container
+                    log.warning("%s; removing container %s with `docker rm -f`", exc.message, name)
+                    return ""
+                return (proc.stderr + proc.stdout).lower() if proc.returncode else ""
+
+            if "no such container" in stop_it():
+                # `docker run` may be creating it still (a large image on vfs storage, a busy daemon): the daemon
+                # finishes a create whose CLI is killed, and that container would be left behind, named by nothing
+                if not handle.await_creation(self.options.stop_timeout_s):
+                    raise LaunchError(
+                        f"container {name} was still being created when its server was stopped",
+                        fix=f"`llmsweep run --resume` removes it (`docker rm -f {name}`), or run that by hand")
+                stop_it()
             remove_container([self.options.docker, "rm", "-f", name], timeout_s=self.options.stop_timeout_s)
 
         user_flags = flags_named("the docker executor's extra_args", self.options.extra_args)
