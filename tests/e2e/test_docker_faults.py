@@ -284,22 +284,25 @@ def test_launch_files_under_an_out_folder_with_a_colon_reach_the_container(image
 
 @pytest.fixture
 def slow_to_create() -> Iterator[str]:
-    """An image of 300 MB of files: on vfs storage (`scripts/ci/start_docker.sh`) the daemon copies them for each
-    container it creates, which takes seconds (a large engine image, or a busy daemon, does so on any storage)."""
+    """An image of 40,000 small files: on vfs storage (`scripts/ci/start_docker.sh`) the daemon copies them one by one
+    for each container it creates, which takes seconds (here 2-9 s; a large engine image, or a busy daemon, takes
+    as long on any storage)."""
     if not _daemon_answers():
         pytest.skip("no Docker daemon answers (`.ci/run` starts one: scripts/ci/start_docker.sh)")
-    ref = f"llmsweep-test/large-{SESSION}:1"
+    ref = f"llmsweep-test/many-files-{SESSION}:1"
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
-        for name in ("etc", "tmp", "proc", "sys", "dev", "usr", "lib", "lib64", "bin", "large"):
+        folders = ("etc", "tmp", "proc", "sys", "dev", "usr", "lib", "lib64", "bin", "many",
+                   *(f"many/{d}" for d in range(100)))
+        for name in folders:
             info = tarfile.TarInfo(name)
             info.type, info.mode = tarfile.DIRTYPE, 0o755
             tar.addfile(info)
-        for k in range(3):
-            data = os.urandom(100_000_000)  # (incompressible: no storage driver shortcuts its copy)
-            info = tarfile.TarInfo(f"large/{k}")
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
+        for d in range(100):
+            for k in range(400):
+                info = tarfile.TarInfo(f"many/{d}/{k}")
+                info.size = 64
+                tar.addfile(info, io.BytesIO(b"x" * 64))
     imported = subprocess.run(["docker", "import", "-", ref], input=buf.getvalue(), capture_output=True, timeout=300)
     assert imported.returncode == 0, imported.stderr
     try:
