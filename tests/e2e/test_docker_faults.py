@@ -217,6 +217,36 @@ def test_a_container_the_daemon_says_ended_is_dead_before_its_cli_exits(image: s
 
 @pytest.mark.timeout(60)
 @pytest.mark.usefixtures("no_containers_after")
+def test_an_engine_that_crashes_is_named_by_its_signal_not_an_exit_status_alone(image: str, tmp_path: Path) -> None:
+    """An engine that segfaults (a native library of the image, a driver mismatch) ends its container with docker's
+    exit status 128 + 11, and no daemon event: the failure said "(exit status 139)" and, while starting, to fix the
+    engine arguments, model path or image. It now names the crash and its signal, mid-job and while starting."""
+    crash = "exec sh -c 'kill -SEGV $$'"  # (a shell raising SIGSEGV against itself, as a crashing engine does)
+    handle = _launch(image, tmp_path, "/bin/sh", "-c", f"sleep 2; {crash}")
+    try:
+        wait_for(lambda: any(line.split()[0] == handle.cleanup[-1] and " Up " in f" {line} "
+                             for line in _containers(PREFIX)), timeout=20, what="the container running")
+        _exited(handle)
+        with pytest.raises(LaunchError) as died:
+            check_alive(handle, during="job x")
+    finally:
+        handle.stop(grace_s=1)
+    assert "died during job x (exit status 139: the engine crashed (SIGSEGV, signal 11" in died.value.message, \
+        died.value.message
+
+    starting = _launch(image, tmp_path, "/bin/sh", "-c", crash)
+    try:
+        with pytest.raises(LaunchError) as err:
+            wait_ready(starting, timeout_s=30, poll_s=0.1)
+    finally:
+        starting.stop(grace_s=1)
+    assert "exited with status 139 while starting" in err.value.message, err.value.message
+    fix = err.value.fix or ""
+    assert fix.startswith("the engine crashed (SIGSEGV, signal 11") and "where it crashed" in fix, fix
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.usefixtures("no_containers_after")
 def test_an_engine_command_the_image_lacks_is_named_not_the_model_path(image: str, tmp_path: Path) -> None:
     """An image without the engine (a wrong image, an engine's command misspelt): the container exits at once with
     127 ("exec python3 failed: No such file or directory"). The fix named the model path the container does not see

@@ -390,7 +390,7 @@ def docker_exit_fix(returncode: int | None, tail: str, user_flags: str | None = 
                 f"`docker run --rm --entrypoint {command} {image or 'IMAGE'} --help` checks it")
     if ended is not None:
         return f"{ended}: " + (_OOM_FIX if ended.startswith(_OOM) else _SIGKILLED_FIX if ended == _SIGKILLED_UNSAID
-                               else _KILLED_FIX)
+                               else _CRASH_FIX if ended.startswith(_CRASHED) else _KILLED_FIX)
     if returncode != DOCKER_REFUSED:
         if unmounted:
             return (f"the container does not see {', '.join(unmounted)}: host path(s) of the server's command under "
@@ -421,6 +421,28 @@ _SIGKILLED_UNSAID = ("killed by SIGKILL: the kernel's OOM killer (the container'
 _SIGKILLED_FIX = ("if memory ran out (`dmesg` says \"Memory cgroup out of memory\" or \"Out of memory\"), " + _OOM_FIX
                   + "; otherwise find what kills this run's containers")
 _KILLED_FIX = "find what stops this run's containers (another user, a cleanup script, a scheduler), and rerun"
+_CRASHED = "the engine crashed"
+_CRASH_SIGNALS = frozenset({signal.SIGSEGV, signal.SIGABRT, signal.SIGBUS, signal.SIGFPE, signal.SIGILL,
+                            signal.SIGSYS, signal.SIGTRAP})
+"""Signals a process raises against itself when it crashes (a bad memory access, an abort, a failed assertion)."""
+_CRASH_FIX = ("read the log tail above for where it crashed (a native library of the image: CUDA or the driver it "
+              "does not match, NCCL, a kernel the engine compiled), and rerun")
+
+
+def ended_by_signal(returncode: int | None) -> str | None:
+    """What docker's exit status 128 + N says of a container: its main process was ended by signal N (docker-init
+    exits so when the engine under it was; a shell wrapping the engine, too). None for any other status, and for
+    137 (SIGKILL: `exit_cause` asks the daemon why)."""
+    if returncode is None or returncode == _SIGKILLED or not 128 < returncode <= 128 + 64:
+        return None
+    try:
+        sig = signal.Signals(returncode - 128)
+    except ValueError:
+        return None
+    said = f"{sig.name}, signal {sig.value}: docker's exit status 128 + its number"
+    if sig in _CRASH_SIGNALS:
+        return f"{_CRASHED} ({said})"
+    return f"the engine was ended by a signal this run did not send ({said}; the daemon logged no kill)"
 
 
 def container_end(docker: str, name: str, since: float, *, timeout_s: float = 10.0) -> str | None:
@@ -546,13 +568,15 @@ class DockerServerHandle(ProcessServerHandle):
 
     def exit_cause(self) -> str | None:
         """Why the container ended, once it has: its own State's OOM kill, else what the daemon's event log says
-        (`container_end`); asked once."""
+        (`container_end`), else the signal its exit status names (`ended_by_signal`: a crash); asked once."""
         if (self.returncode is None and not self._ended) or (self._stopping and self._cause is None):
             return None  # alive, or stopped by this run (whose own `docker stop` the events would show)
         if self._cause is None:
             cause = self._oom_killed() or container_end(self._docker, self._name, self._started_unix)
             if cause is None and self.returncode == _SIGKILLED:
                 cause = _SIGKILLED_UNSAID  # (removed from outside, and the daemon's log no longer holds its events)
+            elif cause is None:
+                cause = ended_by_signal(self.returncode)  # a crash (SIGSEGV, SIGABRT…), or a kill inside the container
             self._cause = (cause,)
         return self._cause[0]
 

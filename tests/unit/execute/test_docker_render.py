@@ -543,3 +543,17 @@ def test_host_paths_of_the_command_under_no_same_path_mount_are_the_ones_named(t
                                                    str(tmp_path / "loose")]
     mounted = options.model_copy(update={"extra_mounts": (f"{tmp_path}:{tmp_path}:ro",)})
     assert unmounted_host_paths(spec, mounted) == []
+
+
+@pytest.mark.parametrize(("status", "said"), [
+    (139, "the engine crashed (SIGSEGV, signal 11"), (134, "the engine crashed (SIGABRT, signal 6"),
+    (143, "the engine was ended by a signal this run did not send (SIGTERM, signal 15"),
+    (137, None), (1, None), (0, None), (255, None), (-11, None), (None, None)])
+def test_a_containers_exit_status_names_the_signal_that_ended_its_engine(status: int | None, said: str | None) -> None:
+    """docker exits 128 + N when signal N ended the container's main process: a crash (SIGSEGV, SIGABRT) is named as
+    one; 137 is left to the daemon's word (an OOM kill, a `docker kill`); an exit status of the engine's own is no
+    signal."""
+    from llmsweep.execute.docker import ended_by_signal
+
+    named = ended_by_signal(status)
+    assert (named is None) if said is None else (named or "").startswith(said), named
