@@ -8,6 +8,7 @@ The servers are plain shell commands in the imported image of `test_docker_daemo
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import signal
@@ -243,6 +244,31 @@ def test_an_engine_that_crashes_is_named_by_its_signal_not_an_exit_status_alone(
     assert "exited with status 139 while starting" in err.value.message, err.value.message
     fix = err.value.fix or ""
     assert fix.startswith("the engine crashed (SIGSEGV, signal 11") and "where it crashed" in fix, fix
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.usefixtures("no_containers_after")
+def test_a_container_removed_from_outside_is_not_waited_for_as_one_being_created(image: str, tmp_path: Path) -> None:
+    """`docker stop` answers "no such container" both while `docker run` still creates it and once someone removed it
+    (`docker rm -f`) and its CLI has not yet exited: the stop waits out the first case, but a container it saw running
+    is not being created, and its teardown must not wait `stop_timeout_s` for it (the CLI is held stopped here, as a
+    busy host can hold it)."""
+    handle = _launch(image, tmp_path, "/bin/sleep", "60")
+    pid, name = handle.pid, handle.cleanup[-1]
+    assert pid is not None
+    wait_for(lambda: any(line.split()[0] == name and " Up " in f" {line} " for line in _containers(PREFIX)),
+             timeout=20, what="the container running")
+    assert handle.is_alive()
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        assert _docker("rm", "-f", name).returncode == 0
+        t0 = time.monotonic()
+        handle.stop(grace_s=1)
+        took = time.monotonic() - t0
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGCONT)
+    assert handle.gone() and took < 15, f"{took:.1f} s"
 
 
 @pytest.mark.timeout(60)

@@ -521,11 +521,12 @@ class DockerServerHandle(ProcessServerHandle):
 
     def await_creation(self, timeout_s: float) -> bool:
         """While the attached `docker run` lives and the daemon has no container of its name, wait: the CLI may be
-        creating it. True once the daemon has it or the CLI has exited (it creates nothing more); False when
-        `timeout_s` passed, or a second signal hurried the teardown, first (the CLI may create it yet)."""
+        creating it. True once the daemon has it, had it (seen running: removed since), or the CLI has exited (it
+        creates nothing more); False when `timeout_s` passed, or a second signal hurried the teardown, first (the CLI
+        may create it yet)."""
         deadline = time.monotonic() + timeout_s
         while True:
-            if isinstance(self._inspect_state(), dict) or not self.process.is_alive():
+            if self._seen_running or isinstance(self._inspect_state(), dict) or not self.process.is_alive():
                 return True
             if time.monotonic() >= deadline or hurried():
                 return False
