@@ -122,6 +122,7 @@ def render_docker_run(spec: LaunchSpec, options: DockerOptions, name: str,
             f"the {spec.engine} job names no image, so the docker executor has nothing to run",
             fix="set the job's image, or use the local executor for servers installed on the host",
         )
+    check_docker_spelling(spec.image)
     # No `--rm`: the daemon would remove the container the moment it exits, and its State (OOMKilled, the exit code)
     # with it, before this run can ask why it ended; the handle's stop removes it (`docker rm -f`), and a run killed
     # before its stop leaves that command to `--resume` in the server's pid file.
@@ -167,6 +168,17 @@ def render_docker_run(spec: LaunchSpec, options: DockerOptions, name: str,
     argv += list(options.extra_args)
     argv += ["--entrypoint", spec.argv[0], spec.image, *spec.argv[1:]]
     return argv
+
+
+def check_docker_spelling(image: str) -> None:
+    """Refuse pyxis's `registry#path:tag`: docker reads no `#` ("invalid reference format"), and its pull failure's
+    fix (the name, the tag, `docker login`) does not say that the spelling is the matter."""
+    if "#" in image:
+        registry, _, path = image.partition("#")
+        raise ConfigError(
+            f"image `{image}` is written in pyxis's spelling (`registry#path`), which docker does not read",
+            fix=f"write it `{registry}/{path}` in the recipe's `image` (pyxis, the slurm executor's, reads that "
+            "spelling too)")
 
 
 def bind_mount(source: str | Path, target: str | Path, *, read_only: bool = False) -> list[str]:
@@ -603,6 +615,7 @@ class DockerLauncher:
         when the server started: a tag such as `:latest` moves)."""
         if not spec.image:
             return ON_HOST  # (`launch` refuses it: docker runs nothing without an image)
+        check_docker_spelling(spec.image)
         failed = self._failed_pulls.get(spec.image)
         if failed is not None:
             raise PullFailed(f"{failed.message} (an earlier server of this run; not pulled again)", fix=failed.fix)

@@ -557,3 +557,16 @@ def test_a_containers_exit_status_names_the_signal_that_ended_its_engine(status:
 
     named = ended_by_signal(status)
     assert (named is None) if said is None else (named or "").startswith(said), named
+
+
+def test_an_image_in_pyxis_spelling_is_refused_with_dockers_before_any_pull(tmp_path: Path) -> None:
+    """A recipe written for pyxis (`nvcr.io#nvidia/x:1`) run under docker: `docker pull` said "invalid reference
+    format", and its fix sent the user to the tag and `docker login`. It is refused before anything runs, with the
+    spelling docker reads (which pyxis reads too)."""
+    spec = SPEC.model_copy(update={"image": "nvcr.io#nvidia/sglang:v0.5.6"})
+    launcher = DockerLauncher(DockerOptions(docker=str(tmp_path / "no-docker-here")))  # nothing may be run
+    for attempt in (lambda: launcher.prepare(spec, log_dir=tmp_path, event=lambda _: None),
+                    lambda: render_docker_run(spec, DockerOptions(), "n", {})):
+        with pytest.raises(ConfigError) as err:
+            attempt()
+        assert "pyxis's spelling" in err.value.message and "nvcr.io/nvidia/sglang:v0.5.6" in (err.value.fix or "")
