@@ -75,6 +75,14 @@ def _exited(handle: ProcessServerHandle) -> None:
     wait_for(lambda: not handle.is_alive(), timeout=20, what="the container's end")
 
 
+def _death(handle: ProcessServerHandle) -> str:
+    """What the job the container was serving fails with once the container has ended."""
+    _exited(handle)
+    with pytest.raises(LaunchError) as died:
+        check_alive(handle, during="job x")
+    return died.value.message
+
+
 # A shell that holds ~300 MB in a variable: far past a 64 MB limit.
 _HOG = "x=$(head -c 300000000 /dev/zero | tr '\\0' a); sleep 60"
 
@@ -101,13 +109,10 @@ def test_an_oom_killed_container_is_named_out_of_memory_with_the_memory_fix(imag
     # mid-job: the server was up, then the kernel killed it; the job's failure names the cause
     later = _launch(image, tmp_path, "/bin/sh", "-c", f"sleep 1; {_HOG}", extra_args=limit)
     try:
-        _exited(later)
-        with pytest.raises(LaunchError) as died:
-            check_alive(later, during="job x")
+        message = _death(later)
     finally:
         later.stop(grace_s=1)
-    assert "died during job x (exit status 137: the container ran out of memory" in died.value.message, \
-        died.value.message
+    assert "died during job x (exit status 137: the container ran out of memory" in message, message
 
 
 BUSY_PREFIX = f"llmsweep-smallleft-{SESSION}"
@@ -164,13 +169,11 @@ def test_a_container_killed_from_outside_says_so_and_this_runs_own_stop_does_not
         wait_for(lambda: any(line.split()[0] == handle.cleanup[-1] for line in _containers(PREFIX)), timeout=20,
                  what="the container")
         assert _docker("kill", handle.cleanup[-1]).returncode == 0
-        _exited(handle)
-        with pytest.raises(LaunchError) as died:
-            check_alive(handle, during="job x")
+        message = _death(handle)
     finally:
         handle.stop(grace_s=1)
     assert "(exit status 137: something outside this run stopped the container (the daemon's `kill` event, " \
-           "signal 9" in died.value.message, died.value.message
+           "signal 9" in message, message
 
     own = _launch(image, tmp_path, "/bin/sleep", "60")
     wait_for(lambda: any(line.split()[0] == own.cleanup[-1] for line in _containers(PREFIX)), timeout=20,
@@ -227,13 +230,10 @@ def test_an_engine_that_crashes_is_named_by_its_signal_not_an_exit_status_alone(
     try:
         wait_for(lambda: any(line.split()[0] == handle.cleanup[-1] and " Up " in f" {line} "
                              for line in _containers(PREFIX)), timeout=20, what="the container running")
-        _exited(handle)
-        with pytest.raises(LaunchError) as died:
-            check_alive(handle, during="job x")
+        message = _death(handle)
     finally:
         handle.stop(grace_s=1)
-    assert "died during job x (exit status 139: the engine crashed (SIGSEGV, signal 11" in died.value.message, \
-        died.value.message
+    assert "died during job x (exit status 139: the engine crashed (SIGSEGV, signal 11" in message, message
 
     starting = _launch(image, tmp_path, "/bin/sh", "-c", crash)
     try:
