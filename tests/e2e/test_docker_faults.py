@@ -83,6 +83,16 @@ def _death(handle: ProcessServerHandle) -> str:
     return died.value.message
 
 
+def _startup_failure(handle: ProcessServerHandle) -> LaunchError:
+    """What a container that ends while its server starts fails the launch with (the container stopped after)."""
+    try:
+        with pytest.raises(LaunchError) as err:
+            wait_ready(handle, timeout_s=30, poll_s=0.1)
+    finally:
+        handle.stop(grace_s=1)
+    return err.value
+
+
 # A shell that holds ~300 MB in a variable: far past a 64 MB limit.
 _HOG = "x=$(head -c 300000000 /dev/zero | tr '\\0' a); sleep 60"
 
@@ -95,14 +105,9 @@ def test_an_oom_killed_container_is_named_out_of_memory_with_the_memory_fix(imag
     death mid-job "(exit status 137)". Both now say the container ran out of memory (the container's own
     State.OOMKilled: it is kept until this run's stop removes it) and how to give it more."""
     limit = ("--memory=64m", "--memory-swap=64m")
-    handle = _launch(image, tmp_path, "/bin/sh", "-c", _HOG, extra_args=limit)
-    try:
-        with pytest.raises(LaunchError) as err:
-            wait_ready(handle, timeout_s=30, poll_s=0.1)
-    finally:
-        handle.stop(grace_s=1)
-    assert "exited with status 137 while starting" in err.value.message, err.value.message
-    fix = err.value.fix or ""
+    failed = _startup_failure(_launch(image, tmp_path, "/bin/sh", "-c", _HOG, extra_args=limit))
+    assert "exited with status 137 while starting" in failed.message, failed.message
+    fix = failed.fix or ""
     assert "the container ran out of memory: the kernel's OOM killer ended it" in fix and "--memory" in fix, fix
     assert "engine arguments" not in fix
 
@@ -235,14 +240,9 @@ def test_an_engine_that_crashes_is_named_by_its_signal_not_an_exit_status_alone(
         handle.stop(grace_s=1)
     assert "died during job x (exit status 139: the engine crashed (SIGSEGV, signal 11" in message, message
 
-    starting = _launch(image, tmp_path, "/bin/sh", "-c", crash)
-    try:
-        with pytest.raises(LaunchError) as err:
-            wait_ready(starting, timeout_s=30, poll_s=0.1)
-    finally:
-        starting.stop(grace_s=1)
-    assert "exited with status 139 while starting" in err.value.message, err.value.message
-    fix = err.value.fix or ""
+    failed = _startup_failure(_launch(image, tmp_path, "/bin/sh", "-c", crash))
+    assert "exited with status 139 while starting" in failed.message, failed.message
+    fix = failed.fix or ""
     assert fix.startswith("the engine crashed (SIGSEGV, signal 11") and "where it crashed" in fix, fix
 
 
