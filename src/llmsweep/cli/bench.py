@@ -541,6 +541,9 @@ def _print_summary(summary: Summary, out: Path, *, as_json: bool) -> None:
         # no lag sample (every request cancelled before it was sent) is no figure: `-`, as in the latency table
         f"client: {_fmt(health.cpu_s_total)} CPU-s, lag p99 "
         f"{_fmt(health.schedule_lag_s.p99 if health.schedule_lag_s.count else None, 1e3)} ms"
+        # the server closed a pooled connection as a request went out on it (its keep-alive timeout): sent again
+        + (f", {health.requests_retried} request{'s' if health.requests_retried != 1 else ''} sent again on a new "
+           "connection (the server closed its idle one as it arrived)" if health.requests_retried else "")
         + ("  [red]SATURATED: " + "; ".join(health.saturation_reasons) + "[/]" if health.saturated else ""),
     ]
     if summary.eval is not None:

@@ -33,6 +33,7 @@ from llmsweep.client.config import DURATION_REACHED, Endpoint, RunOptions
 from llmsweep.client.recorder import RecordHelper, Tally
 from llmsweep.client.records import OutputWriteError, RecordWriter
 from llmsweep.client.transport import (
+    KEEPALIVE_S,
     READS_STAMPED,
     KernelStampsOn,
     RawExchange,
@@ -40,6 +41,7 @@ from llmsweep.client.transport import (
     build_body,
     exchange,
     first_tokens_first,
+    on_connection_reused,
     on_request_sent,
     stalled,
     to_record,
@@ -92,6 +94,7 @@ class WorkerStats:
     helper_cpu_s: float = 0.0  # that process's CPU time (client CPU, beside this loop's `cpu_s`)
     reads_kernel_stamped: int = 0  # network reads stamped with the kernel's receive time (transport._KernelReader)
     reads_loop_stamped: int = 0  # network reads stamped when the event loop handled them
+    retried: int = 0  # requests sent again on a new connection: the server closed their pooled one unanswered
     stop_reason: str | None = None
     first_errors: dict[str, str] = field(default_factory=dict)
     """The first error message of each error class this worker recorded (`http`: the server's answer)."""
@@ -330,6 +333,7 @@ class Interpreter:
         self._drain_deadline: float | None = None
         self._phase = _Phase(None, None)
         self._session: aiohttp.ClientSession | None = None
+        self._fresh: aiohttp.ClientSession | None = None  # pools nothing: a request's one retry (`transport._post`)
         self._protocol_stamps = options.stamp_reads in ("kernel", "protocol")
         # hooked connections are watched for stalls by `_watch_stalls`, not by aiohttp's per-read timer
         # sock_connect: a connection the server's host never completes (its SYNs dropped: a full accept queue, a host
@@ -376,9 +380,13 @@ class Interpreter:
         trace.on_connection_create_end.append(self._on_create_end)
         trace.on_request_headers_sent.append(on_request_sent)
         trace.on_request_chunk_sent.append(on_request_sent)
-        connector = StampingConnector(limit=0, limit_per_host=0, force_close=False, enable_cleanup_closed=True)
-        connector.kernel_stamps = self.options.stamp_reads == "kernel"
-        connector.first_events = self.options.split_first_events
+        trace.on_connection_reuseconn.append(on_connection_reused)
+        connector = StampingConnector(limit=0, limit_per_host=0, force_close=False, enable_cleanup_closed=True,
+                                      keepalive_timeout=KEEPALIVE_S)
+        fresh_connector = StampingConnector(limit=0, limit_per_host=0, force_close=True)
+        for conn in (connector, fresh_connector):
+            conn.kernel_stamps = self.options.stamp_reads == "kernel"
+            conn.first_events = self.options.split_first_events
         stamped = dict(READS_STAMPED)
         stamps_on = KernelStampsOn() if connector.kernel_stamps else None
         helper_started = False
@@ -400,8 +408,11 @@ class Interpreter:
                     helper_started = self.stats.record_helper = True
             async with aiohttp.ClientSession(
                 connector=connector, trace_configs=[trace], auto_decompress=False, skip_auto_headers=["User-Agent"]
-            ) as session:
-                self._session = session
+            ) as session, aiohttp.ClientSession(
+                connector=fresh_connector, trace_configs=[trace], auto_decompress=False,
+                skip_auto_headers=["User-Agent"]
+            ) as fresh:
+                self._session, self._fresh = session, fresh
                 parser = asyncio.ensure_future(self._parser())
                 main = asyncio.ensure_future(self._phases())
                 try:
@@ -825,7 +836,7 @@ class Interpreter:
         try:
             await exchange(
                 self._session, url, body, self._headers, raw, self._timeout, stamp_in_protocol=self._protocol_stamps,
-                turn=self._pacer.turn,
+                turn=self._pacer.turn, fresh=self._fresh,
             )
         except asyncio.CancelledError:
             if self.stopping and self._grace == 0.0 and raw.error_class == "cancelled":  # no drain: say why
@@ -834,6 +845,8 @@ class Interpreter:
             raise
         finally:
             st.inflight -= 1
+            if raw.retried is not None:
+                st.retried += 1
             self._inflight.discard(raw)
             self._last_activity = loop.time()
         if self._inline or raw.error_class is not None or _error_in_stream(raw):

@@ -47,7 +47,8 @@ Tally = tuple[str, str | None, int | None, str | None]
 message comes with the first record of its class only: the worker keeps no other (`WorkerStats.first_errors`)."""
 
 
-_RAW_FIELDS = ("scheduled", "sent", "first_byte", "end", "status", "error_class", "error", "marks", "body")
+_RAW_FIELDS = ("scheduled", "sent", "first_byte", "end", "status", "error_class", "error", "marks", "body",
+               "retried")
 _ID_FIELDS = tuple(f.name for f in fields(RequestIdentity))
 
 

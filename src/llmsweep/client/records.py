@@ -100,6 +100,11 @@ class RequestRecord:
     max_tokens: int | None = None
     finish_reason: str | None = None
     worker: int = 0
+    retried: bool = False
+    """Sent twice: the first send went out on a pooled keep-alive connection the server closed before any byte of an
+    answer (its idle timeout crossed the request), the second on a new connection (`client.transport.exchange`).
+    `sent_at` is the first send's, so TTFT and E2EL hold the failed attempt; `error` of a second send that failed
+    names both."""
 
     @property
     def ok(self) -> bool:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import errno
 import itertools
 import json
 import re
@@ -79,6 +80,22 @@ class RawExchange:
     body: bytes | None = None  # the whole body, until `to_record` cuts it into `reads` at the marks
     last_read: float | None = None
     lost: BaseException | None = None  # the error the connection was lost with before the body ended (a reset)
+    reused: bool = False  # the request went out on a pooled keep-alive connection (`on_connection_reused`)
+    retried: str | None = None  # sent again on a new connection: the words of the first send's failure (`exchange`)
+
+
+KEEPALIVE_S = 2.0
+"""How long the client keeps an idle connection to the server for a later request (aiohttp's default: 15 s). Below
+every engine server's own idle keep-alive timeout, so that no request goes out on a connection the server is closing:
+uvicorn, which serves vLLM, SGLang and TensorRT-LLM, closes one idle for `timeout_keep_alive` seconds (default 5;
+vLLM's VLLM_HTTP_TIMEOUT_KEEP_ALIVE, default 5). A request sent on a connection idle for about 5 s crossed the
+server's close and failed before any byte of an answer (`Server disconnected`, or a reset): a failed request in
+records.jsonl that the server never saw, common in agentic lanes, which think for seconds between turns. 2 s leaves 3 s
+for the two idle clocks to disagree (the server's starts when it wrote the answer, the client's when it released the
+connection, later), as the PD router's `WORKER_KEEPALIVE_S`. A turn after a longer pause opens a new connection: its
+connect time is spent before the request is sent, so it shows in the schedule lag (`sent_at` - `scheduled_at`) and
+`client_health.connect_s`, never in TTFT (loopback: ~0.1 ms; bench/client_ceiling.py). A server whose timeout is
+shorter still is covered by `exchange`'s one retry."""
 
 
 # The exchange whose request is being sent from the current task: how `StampingConnector.connect` finds it.
@@ -504,6 +521,7 @@ async def exchange(
     *,
     stamp_in_protocol: bool = True,
     turn: Callable[[], Awaitable[None]] | None = None,
+    fresh: aiohttp.ClientSession | None = None,
 ) -> RawExchange:
     """Send and stream one request into `raw`. Never raises except CancelledError (after marking `raw`).
 
@@ -511,7 +529,12 @@ async def exchange(
     otherwise, or when the connection could not be hooked, when this task resumes after each read (the old path).
     `turn`, when given, is awaited as soon as the body ended, before anything else happens: streams that end on the
     same server tick wake their tasks together, and the work that follows each (releasing the response, the lane's
-    next request) is then spread over loop iterations instead of holding one."""
+    next request) is then spread over loop iterations instead of holding one.
+
+    `fresh`, a session that pools no connection (`force_close`), with the same trace hooks as `session`
+    (`on_connection_reused` among them): a request whose pooled connection the server closed before any byte of an
+    answer is sent again once through it (see `_post`). Its `sent` stays the first send's, so its TTFT and E2EL hold
+    the failed attempt, as the user waited through it."""
     perf = time.perf_counter
     raw.sent = perf()  # replaced by the moment the headers were written (trace hook), when they were
     # aiohttp holds its whole-request timer over its own reads only: the body awaited whole below (`wait_eof`, the
@@ -520,10 +543,9 @@ async def exchange(
     token: Token[RawExchange | None] | None = _SENDING.set(raw if stamp_in_protocol else None)
     content: StreamReader | None = None
     try:
-        async with session.post(
-            url, data=body, headers=headers, timeout=timeout, trace_request_ctx=raw, allow_redirects=False,
-            read_bufsize=READ_BUFSIZE if stamp_in_protocol else None,
-        ) as resp:
+        resp = await _post(session, fresh, url, body, headers, raw, timeout, deadline,
+                           READ_BUFSIZE if stamp_in_protocol else None)
+        async with resp:
             if token is not None:
                 _SENDING.reset(token)
                 token = None
@@ -607,9 +629,59 @@ async def exchange(
                     with contextlib.suppress(Exception):
                         raw.pieces.append(_rest_of(content))
                 raw.body = b"".join(raw.pieces)
+    if raw.retried is not None and raw.status is None and raw.error is not None and raw.error_class != "cancelled":
+        raw.error += (f" (its second send, on a new connection; the first went out on a pooled connection the server "
+                      f"closed unanswered: {raw.retried})")
     if raw.end is None or raw.error_class is not None:
         raw.end = perf()
     return raw
+
+
+async def _post(session: aiohttp.ClientSession, fresh: aiohttp.ClientSession | None, url: str, body: bytes,
+                headers: dict[str, str], raw: RawExchange, timeout: aiohttp.ClientTimeout, deadline: float | None,
+                read_bufsize: int | None) -> aiohttp.ClientResponse:
+    """POST the request: its response, once its status and headers came.
+
+    A pooled keep-alive connection the server closed before any byte of an answer came is one it was closing as the
+    request arrived (uvicorn's `timeout_keep_alive`; see `KEEPALIVE_S`): the server never read the request, so it is
+    sent again, once, through `fresh` on a new connection (aiohttp retries only idempotent methods, and a POST is
+    not). Nothing else is retried: not a new connection's failure (a server that is down stays the failure it is,
+    with its error), not a failure once any byte of the answer came (the server had the request), and nothing where
+    the connection is not hooked (`raw.stamper`, which sees every byte read: `stamp_in_protocol` off), since aiohttp
+    keeps no word of the bytes that came before a reset or of a status line cut short."""
+    try:
+        return await session.post(url, data=body, headers=headers, timeout=timeout, trace_request_ctx=raw,
+                                  allow_redirects=False, read_bufsize=read_bufsize)
+    except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
+        if fresh is None or not _closed_unanswered(raw, exc):
+            raise
+        raw.retried = f"{type(exc).__name__}: {exc}"
+    stamper = raw.stamper
+    if stamper is not None:  # the closed connection's hook lets go; the new connection's takes the exchange
+        if stamper.raw is raw:
+            stamper.detach()
+        raw.stamper = None
+    if deadline is not None:  # the whole-request timeout runs from the first send
+        left = max(deadline - asyncio.get_running_loop().time(), 1e-3)
+        timeout = aiohttp.ClientTimeout(total=left, connect=timeout.connect, sock_read=timeout.sock_read,
+                                        sock_connect=timeout.sock_connect, ceil_threshold=timeout.ceil_threshold)
+    return await fresh.post(url, data=body, headers=headers, timeout=timeout, trace_request_ctx=raw,
+                            allow_redirects=False, read_bufsize=read_bufsize)
+
+
+_UNANSWERED_RESETS = frozenset({errno.ECONNRESET, errno.EPIPE, None})
+"""The resets `_post` may retry: a reset read or written, and aiohttp's failed write of the request to a transport
+already closing (`Can not write request body`, no errno)."""
+
+
+def _closed_unanswered(raw: RawExchange, exc: aiohttp.ServerDisconnectedError | aiohttp.ClientOSError) -> bool:
+    """Whether `exc` ended a request sent on a pooled connection before any byte of an answer came."""
+    if (not raw.reused or raw.retried is not None or raw.stamper is None or raw.status is not None
+            or raw.first_byte is not None):  # the hook stamps `first_byte` at the first byte read
+        return False
+    if isinstance(exc, aiohttp.ServerDisconnectedError):
+        return isinstance(exc.message, str)  # else the status line or headers that came (a parsed message)
+    return exc.errno in _UNANSWERED_RESETS and not isinstance(exc, aiohttp.ClientConnectorError)
 
 
 async def on_request_sent(session: Any, ctx: Any, params: Any) -> None:
@@ -617,8 +689,16 @@ async def on_request_sent(session: Any, ctx: Any, params: Any) -> None:
     socket. aiohttp buffers the headers and writes them with the body from a separate task, so on a busy loop the
     real write can trail `session.post` by milliseconds; that delay shows as schedule lag, not as TTFT."""
     raw = ctx.trace_request_ctx
-    if isinstance(raw, RawExchange):
+    if isinstance(raw, RawExchange) and raw.retried is None:  # a second send keeps the first one's stamp
         raw.sent = time.perf_counter()
+
+
+async def on_connection_reused(session: Any, ctx: Any, params: Any) -> None:
+    """aiohttp trace hook (a pooled connection was taken for the request): the request may be sent again if that
+    connection turns out closed (`_post`)."""
+    raw = ctx.trace_request_ctx
+    if isinstance(raw, RawExchange):
+        raw.reused = True
 
 
 def to_record(raw: RawExchange, spec: RequestSpec, **kw: Any) -> tuple[RequestRecord, str]:
@@ -676,6 +756,7 @@ def _to_record(
         theoretical_cached_tokens=spec.theoretical_cached_tokens,
         max_tokens=spec.max_tokens,
         worker=worker,
+        retried=raw.retried is not None,
     )
     text = ""
     if raw.error_class == "http":

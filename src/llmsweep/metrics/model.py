@@ -295,6 +295,10 @@ class ClientHealth(_Block):
     connection_queue_wait_s: float = 0.0
     connect_s: float = 0.0
     connections_opened: int = 0
+    requests_retried: int = 0
+    """Requests sent again on a new connection because the server closed the pooled keep-alive connection of their
+    first send before any byte of an answer (`RequestRecord.retried`): each is in the figures once, its TTFT from
+    the first send."""
     max_inflight: int = 0
     fd_limit: FdLimit = Field(default_factory=FdLimit)
     stop_reason: str | None = None

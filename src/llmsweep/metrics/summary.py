@@ -314,6 +314,7 @@ def _client_health(acc: Accumulator, client: dict[str, Any]) -> dict[str, Any]:
         "connection_queue_wait_s": sum(w.get("conn_queue_wait_s", 0.0) for w in workers),
         "connect_s": sum(w.get("connect_s", 0.0) for w in workers),
         "connections_opened": sum(w.get("connects", 0) for w in workers),
+        "requests_retried": sum(w.get("retried", 0) for w in workers),
         "max_inflight": sum(w.get("max_inflight", 0) for w in workers),
         "fd_limit": client.get("fd_limit", {}),
         "stop_reason": client.get("stop_reason"),

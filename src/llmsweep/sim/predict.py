@@ -530,6 +530,7 @@ class Predictor:
             "cached_tokens": None, "input_tokens_expected": spec.input_tokens,
             "theoretical_cached_tokens": spec.theoretical_cached_tokens, "max_tokens": spec.max_tokens,
             "finish_reason": "length", "worker": 0,  # the predicted engine generates max_tokens, as under ignore_eos
+            "retried": False,
         }
         self.records.append(record)
         if ident.primer:

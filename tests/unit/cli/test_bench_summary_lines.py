@@ -44,3 +44,17 @@ def test_warnings_are_printed_apart_from_the_reasons_of_the_verdict(capsys: pyte
     summary.validity.verdict = "valid"
     lines = _printed(summary, capsys)
     assert "validity: valid" in lines and any(line.startswith("warnings: client saturated") for line in lines)
+
+
+def test_requests_sent_again_are_counted_on_the_client_line(capsys: pytest.CaptureFixture[str]) -> None:
+    """The workers' count of requests sent again on a new connection (the server closed a pooled one as they arrived)
+    reaches the summary and the client line; none says nothing."""
+    workers = [{"worker": 0, "cpu_s": 0.1, "wall_s": 1.0, "retried": 2}, {"worker": 1, "cpu_s": 0.1, "wall_s": 1.0,
+                                                                          "retried": 1}]
+    summary = summarise(_cancelled(), gpus=1, client={"workers": workers})
+    assert summary.client_health.requests_retried == 3
+    client = next(line for line in _printed(summary, capsys) if line.startswith("client:"))
+    assert "3 requests sent again on a new connection" in client
+    quiet = summarise(_cancelled(), gpus=1, client={"workers": [{**w, "retried": 0} for w in workers]})
+    client = next(line for line in _printed(quiet, capsys) if line.startswith("client:"))
+    assert "sent again" not in client
