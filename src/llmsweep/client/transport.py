@@ -94,8 +94,9 @@ records.jsonl that the server never saw, common in agentic lanes, which think fo
 for the two idle clocks to disagree (the server's starts when it wrote the answer, the client's when it released the
 connection, later), as the PD router's `WORKER_KEEPALIVE_S`. A turn after a longer pause opens a new connection: its
 connect time is spent before the request is sent, so it shows in the schedule lag (`sent_at` - `scheduled_at`) and
-`client_health.connect_s`, never in TTFT (loopback: ~0.1 ms; bench/client_ceiling.py). A server whose timeout is
-shorter still is covered by `exchange`'s one retry."""
+`client_health.connect_s`, never in TTFT (loopback on 2 busy shared cores: 0.8-2.9 ms a connect as aiohttp counts
+it, resolver included; the lane's median schedule lag rose 0.1-0.9 ms, its TTFT did not move). A server whose timeout
+is shorter still is covered by `exchange`'s one retry."""
 
 
 # The exchange whose request is being sent from the current task: how `StampingConnector.connect` finds it.
