@@ -33,7 +33,7 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from llmsweep.engine_ids import VLLM
+from llmsweep.engine_ids import POOLED_KEEPALIVE_S, VLLM
 from llmsweep.http_app import error_response, json_object, node_name, start_app
 
 log = logging.getLogger(__name__)
@@ -57,16 +57,11 @@ ROUTER_POLICY = "round_robin"
 """How the router picks each request's workers: the next of each pool in turn, whatever the load. Its `/version` says
 it (`policy`), and a run records what the router said as the deployment's `router_policy`."""
 
-WORKER_KEEPALIVE_S = 2.0
-"""How long the router keeps an idle connection to a worker for its next request. Below every worker's own idle
-keep-alive timeout, so that the router never sends a request on a connection the worker is closing: uvicorn closes
-one idle for `timeout_keep_alive` seconds (default 5; vLLM sets it from `VLLM_HTTP_TIMEOUT_KEEP_ALIVE`, default 5;
-SGLang serves with uvicorn's default; the simulator's roles, aiohttp servers, keep theirs an hour). aiohttp's client
-default (15 s) outlived it, so a request sent on a connection idle for about 5 s crossed the worker's close and
-failed (`Server disconnected`): a 502 the client recorded, though no worker failed. 2 s leaves 3 s for the two idle
-clocks to disagree (the worker's starts when it has written its answer, the router's when it has read it, later);
-under load a connection is reused long before. A worker whose timeout is shorter still is covered by
-:meth:`PDRouter.post`'s one retry."""
+WORKER_KEEPALIVE_S = POOLED_KEEPALIVE_S
+"""How long the router keeps an idle connection to a worker for its next request (`engine_ids.POOLED_KEEPALIVE_S`,
+which says why): a request sent on a connection the worker was closing failed (`Server disconnected`), a 502 the
+client recorded though no worker failed. Under load a connection is reused long before; a worker whose timeout is
+shorter still is covered by :meth:`PDRouter.post`'s one retry."""
 
 _HOP_HEADERS = frozenset({"content-length", "transfer-encoding", "connection", "keep-alive", "content-encoding"})
 

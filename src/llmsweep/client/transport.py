@@ -42,6 +42,7 @@ from llmsweep.client.clock import to_unix
 from llmsweep.client.config import Endpoint
 from llmsweep.client.records import ErrorClass, RequestRecord
 from llmsweep.client.sse import ParsedStream, error_words, parse_stream
+from llmsweep.engine_ids import POOLED_KEEPALIVE_S
 from llmsweep.workload.base import RequestSpec
 
 
@@ -84,19 +85,14 @@ class RawExchange:
     retried: str | None = None  # sent again on a new connection: the words of the first send's failure (`exchange`)
 
 
-KEEPALIVE_S = 2.0
-"""How long the client keeps an idle connection to the server for a later request (aiohttp's default: 15 s). Below
-every engine server's own idle keep-alive timeout, so that no request goes out on a connection the server is closing:
-uvicorn, which serves vLLM, SGLang and TensorRT-LLM, closes one idle for `timeout_keep_alive` seconds (default 5;
-vLLM's VLLM_HTTP_TIMEOUT_KEEP_ALIVE, default 5). A request sent on a connection idle for about 5 s crossed the
-server's close and failed before any byte of an answer (`Server disconnected`, or a reset): a failed request in
-records.jsonl that the server never saw, common in agentic lanes, which think for seconds between turns. 2 s leaves 3 s
-for the two idle clocks to disagree (the server's starts when it wrote the answer, the client's when it released the
-connection, later), as the PD router's `WORKER_KEEPALIVE_S`. A turn after a longer pause opens a new connection: its
-connect time is spent before the request is sent, so it shows in the schedule lag (`sent_at` - `scheduled_at`) and
-`client_health.connect_s`, never in TTFT (loopback on 2 busy shared cores: 0.8-2.9 ms a connect as aiohttp counts
-it, resolver included; the lane's median schedule lag rose 0.1-0.9 ms, its TTFT did not move). A server whose timeout
-is shorter still is covered by `exchange`'s one retry."""
+KEEPALIVE_S = POOLED_KEEPALIVE_S
+"""How long the client keeps an idle connection to the server for a later request (`engine_ids.POOLED_KEEPALIVE_S`,
+which says why; aiohttp's default is 15 s). A request sent on a connection the server was closing failed before any
+byte of an answer, common in agentic lanes, which think for seconds between turns. A turn after a longer pause opens
+a new connection: its connect time is spent before the request is sent, so it shows in the schedule lag (`sent_at` -
+`scheduled_at`) and `client_health.connect_s`, never in TTFT (loopback on 2 busy shared cores: 0.8-2.9 ms a connect
+as aiohttp counts it, resolver included; the lane's median schedule lag rose 0.1-0.9 ms, its TTFT did not move). A
+server whose timeout is shorter still is covered by `exchange`'s one retry."""
 
 
 # The exchange whose request is being sent from the current task: how `StampingConnector.connect` finds it.
