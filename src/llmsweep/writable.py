@@ -14,10 +14,11 @@ from llmsweep.errors import ConfigError
 def refuse_unwritable(path: Path, *, folder: bool, option_name: str = "--out", makes_parents: bool = True,
                       then: str = "nothing was written") -> None:
     """Before any work: an output the user named that cannot be written is refused (exit 2), with nothing made or
-    changed there: a folder output that is a file, a file output that is a folder, a path under a regular file, a
-    missing folder a command that makes none would write into (`makes_parents=False`), a place this user cannot
-    write. Found when writing, these had been tracebacks (exit 1), most after the work was done. `option_name` names
-    the output as the user gave it; `then` says what did not happen (default: nothing was written)."""
+    changed there: a folder output that is a file, a file output that is a folder, a path under a regular file or
+    through a symbolic link to nothing, a missing folder a command that makes none would write into
+    (`makes_parents=False`), a place this user cannot write. Found when writing, these had been tracebacks (exit 1),
+    most after the work was done. `option_name` names the output as the user gave it; `then` says what did not happen
+    (default: nothing was written)."""
     fix = f"pass {option_name} a {'folder' if folder else 'file'} path this user can write"
     if folder and path.exists() and not path.is_dir():
         raise ConfigError(f"{option_name} {path} is a file, not a folder; {then}", fix=fix)
@@ -26,6 +27,10 @@ def refuse_unwritable(path: Path, *, folder: bool, option_name: str = "--out", m
     home = path if folder else path.parent
     there = home
     while not there.exists() and there != there.parent:  # the nearest folder that is: it must take the rest
+        if there.is_symlink():  # a link to what is gone (a scratch disk not mounted): making the folder fails on it
+            raise ConfigError(f"{option_name} {path} cannot be written: {there} is a symbolic link to "
+                              f"{os.readlink(there)}, which does not exist; {then}",
+                              fix=f"make the link's target, remove the link, or {fix}")
         there = there.parent
     if not there.is_dir():
         raise ConfigError(f"{option_name} {path} cannot be written: {there} is a file, not a folder; {then}",

@@ -26,15 +26,18 @@ CASES = {
 
 
 @pytest.mark.parametrize(("case", "where"), [(case, where) for case, (_, _, makes_folders) in CASES.items()
-                                              for where in ("under a file", "in a missing folder")
-                                              if where == "under a file" or not makes_folders])
+                                              for where in ("under a file", "in a missing folder",
+                                                            "through a dangling link")
+                                              if where != "in a missing folder" or not makes_folders])
 def test_an_output_that_cannot_be_written_is_refused_before_any_work(
         case: str, where: str, tmp_path: Path, capsys: pytest.CaptureFixture[str],
         monkeypatch: pytest.MonkeyPatch) -> None:
     args, flag, _ = CASES[case]
     monkeypatch.chdir(tmp_path)  # ci github writes inside the repository it runs in
     (tmp_path / "file").write_text("")
-    out = tmp_path / ("file/out" if where == "under a file" else "missing/out")
+    (tmp_path / "link").symlink_to(tmp_path / "gone")  # a link to a folder removed since (a scratch disk not mounted)
+    out = tmp_path / {"under a file": "file/out", "in a missing folder": "missing/out",
+                      "through a dangling link": "link/out"}[where]
     before = sorted(tmp_path.rglob("*"))
     code, _, err = run_main(capsys, *(str(a).format(tmp=tmp_path, out=out) for a in args))
     assert code == 2, err[-3000:]
