@@ -343,9 +343,9 @@ SERVER_IDLE_KEEPALIVE_S = 5.0
 `timeout_keep_alive` (default 5), which serves vLLM (`VLLM_HTTP_TIMEOUT_KEEP_ALIVE`, default 5), SGLang (uvicorn's
 default) and TensorRT-LLM. The simulator's servers (aiohttp) keep theirs far longer."""
 
-POOLED_KEEPALIVE_S = 2.0
-"""How long llmsweep's HTTP clients of an engine — the load client (`client.transport.KEEPALIVE_S`) and the PD router
-(`router.WORKER_KEEPALIVE_S`) — keep an idle connection for a later request: below `SERVER_IDLE_KEEPALIVE_S`, so that
+POOLED_KEEPALIVE_S = SERVER_IDLE_KEEPALIVE_S - 3.0
+"""How long llmsweep's HTTP clients of an engine — the load client (`client.interpreter`) and the PD router
+(`router.PDRouter`) — keep an idle connection for a later request: below `SERVER_IDLE_KEEPALIVE_S`, so that
 no request goes out on a connection the server is closing (aiohttp's default, 15 s, outlived it: a request sent on a
 connection idle about 5 s crossed the server's close and failed before any answer byte). The 3 s between them are for
 the two idle clocks to disagree (the server's starts when it wrote the answer, the client's when it released the

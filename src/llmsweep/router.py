@@ -57,11 +57,6 @@ ROUTER_POLICY = "round_robin"
 """How the router picks each request's workers: the next of each pool in turn, whatever the load. Its `/version` says
 it (`policy`), and a run records what the router said as the deployment's `router_policy`."""
 
-WORKER_KEEPALIVE_S = POOLED_KEEPALIVE_S
-"""How long the router keeps an idle connection to a worker for its next request (`engine_ids.POOLED_KEEPALIVE_S`,
-which says why): a request sent on a connection the worker was closing failed (`Server disconnected`), a 502 the
-client recorded though no worker failed. Under load a connection is reused long before; a worker whose timeout is
-shorter still is covered by :meth:`PDRouter.post`'s one retry."""
 
 _HOP_HEADERS = frozenset({"content-length", "transfer-encoding", "connection", "keep-alive", "content-encoding"})
 
@@ -164,14 +159,14 @@ class PDRouter:
 
     async def _open(self, app: web.Application) -> None:
         # No total timeout: a long generation streams for minutes; trust_env off: a CI proxy must not see the workers.
-        # Pooled connections are kept below the workers' idle timeout (WORKER_KEEPALIVE_S); `post`'s one retry goes
+        # Pooled connections are kept below the workers' idle timeout (POOLED_KEEPALIVE_S); `post`'s one retry goes
         # on a connection of its own (the fresh session pools none).
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=10)
         reuse = aiohttp.TraceConfig()
         reuse.on_connection_reuseconn.append(_mark_reused)
         self._session = aiohttp.ClientSession(
             timeout=timeout, trace_configs=[reuse],
-            connector=aiohttp.TCPConnector(limit=0, keepalive_timeout=WORKER_KEEPALIVE_S))
+            connector=aiohttp.TCPConnector(limit=0, keepalive_timeout=POOLED_KEEPALIVE_S))
         self._fresh = aiohttp.ClientSession(timeout=timeout, connector=aiohttp.TCPConnector(limit=0, force_close=True))
 
     async def _close(self, app: web.Application) -> None:

@@ -3,8 +3,8 @@
 vLLM, SGLang and TensorRT-LLM serve through uvicorn, which closes a connection idle for `timeout_keep_alive` seconds
 (5 by default; vLLM's VLLM_HTTP_TIMEOUT_KEEP_ALIVE). A request the client sends on a pooled connection the server is
 closing at that instant fails before any byte of an answer (`Server disconnected`): a failed request in records.jsonl
-though the server never saw it. The client keeps idle connections for less than that (`transport.KEEPALIVE_S`) and
-sends such a request again, once, on a new connection; nothing else is retried.
+though the server never saw it. The client keeps idle connections for less than that
+(`engine_ids.POOLED_KEEPALIVE_S`) and sends such a request again, once, on a new connection; nothing else is retried.
 """
 
 from __future__ import annotations
@@ -254,13 +254,13 @@ def test_without_the_connection_hook_nothing_is_sent_again(tmp_path: Path) -> No
 
 
 def test_the_client_reuses_no_connection_idle_for_longer_than_its_keep_alive(tmp_path: Path) -> None:
-    """The client keeps an idle connection for `KEEPALIVE_S`, less than an engine's server keeps one (uvicorn's
+    """The client keeps an idle connection for `POOLED_KEEPALIVE_S`, less than an engine's server keeps one (uvicorn's
     `timeout_keep_alive`, vLLM's VLLM_HTTP_TIMEOUT_KEEP_ALIVE: 5 s): a turn after a longer think goes out on a new
     connection, never on one such a server would be closing. aiohttp's default kept them 15 s."""
-    from llmsweep.client.transport import KEEPALIVE_S
+    from llmsweep.engine_ids import POOLED_KEEPALIVE_S
 
-    with IdleClosingServer(idle_close_s=KEEPALIVE_S + 0.2) as srv:
-        recs, _ = _run(srv.url, tmp_path, turns=2, think_s=KEEPALIVE_S + 0.4)
+    with IdleClosingServer(idle_close_s=POOLED_KEEPALIVE_S + 0.2) as srv:
+        recs, _ = _run(srv.url, tmp_path, turns=2, think_s=POOLED_KEEPALIVE_S + 0.4)
     assert [r["error_class"] for r in recs] == [None, None]
     assert [r["retried"] for r in recs] == [False, False]
     assert (srv.requests, srv.closed_unanswered, srv.connections) == (2, 0, 2), vars(srv)

@@ -339,19 +339,19 @@ def test_a_worker_that_closes_connections_unanswered_is_still_a_502_naming_it_af
 
 
 def test_the_router_reuses_no_connection_idle_for_longer_than_its_keep_alive() -> None:
-    """The router keeps an idle connection to a worker for `WORKER_KEEPALIVE_S`, less than an engine's server keeps
+    """The router keeps an idle connection to a worker for `POOLED_KEEPALIVE_S`, less than an engine's server keeps
     one (uvicorn's `timeout_keep_alive`, vLLM's VLLM_HTTP_TIMEOUT_KEEP_ALIVE: 5 s): a request after a longer pause
     goes out on a new connection, never on one a worker with a longer timeout than the router's would be closing.
     aiohttp's default kept them 15 s, so a request after a 5 s pause could cross the worker's close."""
-    from llmsweep.router import WORKER_KEEPALIVE_S
+    from llmsweep.engine_ids import POOLED_KEEPALIVE_S
 
     async def main() -> None:
-        async with IdleClosingWorker(idle_close_s=WORKER_KEEPALIVE_S + 0.2) as worker, \
+        async with IdleClosingWorker(idle_close_s=POOLED_KEEPALIVE_S + 0.2) as worker, \
                 router([worker.url], [worker.url]) as url, aiohttp.ClientSession() as http:
             for _ in range(2):
                 async with http.post(f"{url}/v1/completions", json=request(False, max_tokens=3)) as r:
                     assert r.status == 200, await r.text()
-                await asyncio.sleep(WORKER_KEEPALIVE_S + 0.4)
+                await asyncio.sleep(POOLED_KEEPALIVE_S + 0.4)
             # each request's legs: one connection, reused from prefill to decode; none sent on a stale one
             assert (worker.answered, worker.closed_unanswered, worker.connections) == (4, 0, 2), vars(worker)
 

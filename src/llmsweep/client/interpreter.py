@@ -33,7 +33,6 @@ from llmsweep.client.config import DURATION_REACHED, Endpoint, RunOptions
 from llmsweep.client.recorder import RecordHelper, Tally
 from llmsweep.client.records import OutputWriteError, RecordWriter
 from llmsweep.client.transport import (
-    KEEPALIVE_S,
     READS_STAMPED,
     KernelStampsOn,
     RawExchange,
@@ -46,6 +45,7 @@ from llmsweep.client.transport import (
     stalled,
     to_record,
 )
+from llmsweep.engine_ids import POOLED_KEEPALIVE_S
 from llmsweep.metrics.gates import root_primer_failed, warmup_not_drained
 from llmsweep.workload.base import (
     Drain,
@@ -382,7 +382,7 @@ class Interpreter:
         trace.on_request_chunk_sent.append(on_request_sent)
         trace.on_connection_reuseconn.append(on_connection_reused)
         connector = StampingConnector(limit=0, limit_per_host=0, force_close=False, enable_cleanup_closed=True,
-                                      keepalive_timeout=KEEPALIVE_S)
+                                      keepalive_timeout=POOLED_KEEPALIVE_S)
         fresh_connector = StampingConnector(limit=0, limit_per_host=0, force_close=True)
         for conn in (connector, fresh_connector):
             conn.kernel_stamps = self.options.stamp_reads == "kernel"

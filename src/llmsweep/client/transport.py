@@ -42,7 +42,6 @@ from llmsweep.client.clock import to_unix
 from llmsweep.client.config import Endpoint
 from llmsweep.client.records import ErrorClass, RequestRecord
 from llmsweep.client.sse import ParsedStream, error_words, parse_stream
-from llmsweep.engine_ids import POOLED_KEEPALIVE_S
 from llmsweep.workload.base import RequestSpec
 
 
@@ -85,14 +84,6 @@ class RawExchange:
     retried: str | None = None  # sent again on a new connection: the words of the first send's failure (`exchange`)
 
 
-KEEPALIVE_S = POOLED_KEEPALIVE_S
-"""How long the client keeps an idle connection to the server for a later request (`engine_ids.POOLED_KEEPALIVE_S`,
-which says why; aiohttp's default is 15 s). A request sent on a connection the server was closing failed before any
-byte of an answer, common in agentic lanes, which think for seconds between turns. A turn after a longer pause opens
-a new connection: its connect time is spent before the request is sent, so it shows in the schedule lag (`sent_at` -
-`scheduled_at`) and `client_health.connect_s`, never in TTFT (loopback on 2 busy shared cores: 0.8-2.9 ms a connect
-as aiohttp counts it, resolver included; the lane's median schedule lag rose 0.1-0.9 ms, its TTFT did not move). A
-server whose timeout is shorter still is covered by `exchange`'s one retry."""
 
 
 # The exchange whose request is being sent from the current task: how `StampingConnector.connect` finds it.
@@ -640,12 +631,12 @@ async def _post(session: aiohttp.ClientSession, fresh: aiohttp.ClientSession | N
     """POST the request: its response, once its status and headers came.
 
     A pooled keep-alive connection the server closed before any byte of an answer came is one it was closing as the
-    request arrived (uvicorn's `timeout_keep_alive`; see `KEEPALIVE_S`): the server never read the request, so it is
-    sent again, once, through `fresh` on a new connection (aiohttp retries only idempotent methods, and a POST is
-    not). Nothing else is retried: not a new connection's failure (a server that is down stays the failure it is,
-    with its error), not a failure once any byte of the answer came (the server had the request), and nothing where
-    the connection is not hooked (`raw.stamper`, which sees every byte read: `stamp_in_protocol` off), since aiohttp
-    keeps no word of the bytes that came before a reset or of a status line cut short."""
+    request arrived (uvicorn's `timeout_keep_alive`; `engine_ids.POOLED_KEEPALIVE_S`): the server never read the
+    request, so it is sent again, once, through `fresh` on a new connection (aiohttp retries only idempotent methods,
+    and a POST is not). Nothing else is retried: not a new connection's failure (a server that is down stays the failure
+    it is, with its error), not a failure once any byte of the answer came (the server had the request), and nothing
+    where the connection is not hooked (`raw.stamper`, which sees every byte read: `stamp_in_protocol` off), since
+    aiohttp keeps no word of the bytes that came before a reset or of a status line cut short."""
     try:
         return await session.post(url, data=body, headers=headers, timeout=timeout, trace_request_ctx=raw,
                                   allow_redirects=False, read_bufsize=read_bufsize)
