@@ -505,10 +505,13 @@ def _write_run_meta(run_dir: Path, req: RunRequest, run_id: str, jobs: list[Job]
     # an eval (a value no job used would later be taken for what the run measured with).
     exercised = _measured_by(req, jobs)
     meta.update({name: exercised[name] for name in ("traces", "eval_settings", "power_backend") if name in exercised})
-    # the commit each hub trace source replayed (`_pin_traces`), which a `--resume` replays again
+    # the commit each hub trace source replayed (`_pin_traces`), which a `--resume` replays again; a source that could
+    # not be pinned keeps the recipe's revision (a branch, a tag), which is no commit and not recorded as one
+    from llmsweep.workload.traces.loader import is_commit
+
     revisions = {job.workload.traces.hf: commit for job in jobs
                  if job.workload.traces is not None and job.workload.traces.hf is not None
-                 and (commit := trace_revision(job)) is not None}
+                 and (commit := trace_revision(job)) is not None and is_commit(commit)}
     previous = art.read_json(run_dir / art.RUN_FILE)
     if isinstance(previous, dict) and _partial(req) and isinstance(previous.get(TRACE_REVISIONS), dict):
         revisions = {**previous[TRACE_REVISIONS], **revisions}  # a narrower invocation keeps its other jobs'

@@ -301,6 +301,11 @@ def hub_dataset(source: str) -> str | None:
 _COMMIT = re.compile(r"[0-9a-f]{40}")
 
 
+def is_commit(revision: str) -> bool:
+    """Whether a dataset revision is a commit (what a pin resolves to), not a branch or a tag that may move."""
+    return _COMMIT.fullmatch(revision) is not None
+
+
 def pin_dataset(source: str, revision: str | None = None) -> str:
     """The commit hub trace source `source` (a dataset id or an AgentX loader id) is at, at `revision` (a commit,
     branch or tag; default its latest), its snapshot fetched into the hub cache (or found there): what a sweep
@@ -311,7 +316,7 @@ def pin_dataset(source: str, revision: str | None = None) -> str:
         raise DatasetError(f"trace source {source} is not a Hugging Face dataset: it has no revision to pin",
                            fix="pin a hub dataset id ('org/name') or an AgentX loader id")
     local = download_dataset(repo_id, revision)
-    if not _COMMIT.fullmatch(local.name):
+    if not is_commit(local.name):
         raise DatasetError(
             f"the hub snapshot of trace dataset {repo_id!r}{_at(revision)} is {local}, whose folder names no commit: "
             "the revision it replays cannot be pinned",
