@@ -1401,7 +1401,10 @@ class SlurmExecutor:
                 return job_id in batch.started or job_id in reported or (
                     art.job_dir(run_dir, job_id) / art.JOB_FILE).is_file()
 
-            started = [job.id for job in jobs if job.id not in owed and begun(job.id)]
+            # begun and without an outcome of its own: a job that finished after the last poll is not the one the
+            # worker died in
+            started = [job.id for job in jobs if job.id not in owed and begun(job.id)
+                       and _outcome_in(art.job_dir(run_dir, job.id) / art.OUTCOME_FILE) is None]
             if report is None and not started and not batch.closed:
                 return None  # the worker never started: the batch log says why
             in_flight = started[-1] if started else None
@@ -1438,7 +1441,8 @@ class SlurmExecutor:
                 if isinstance(seen, SlurmJobResult) and (outcome is None or _interrupted(outcome)):
                     ran = outcome is not None or (jdir / art.JOB_FILE).is_file()
                     why = slurm_end_reason(seen, self.options.effective_time_limit, ran=ran)
-                if isinstance(worker, WorkerEnd):  # the worker died: in which job, and which it never reached
+                if isinstance(worker, WorkerEnd) and (outcome is None or _interrupted(outcome)):
+                    # the worker died: in which job, and which it never reached (one that finished is neither)
                     died = job.id == worker.in_flight
                     cut["interrupted" if died else "not run"] += 1
                     if outcome is None:  # (one the worker wrote as it was stopped, a SIGTERM's, says it already)
