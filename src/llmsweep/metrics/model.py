@@ -799,7 +799,7 @@ class RoleMetrics(_Block):
     abandoned: dict[str, float] | None = Field(
         default=None, description="Router: requests in the window whose client went away while the router waited "
         "on a worker that had sent nothing of its answer (a hung worker, or one too slow for the client's timeout), "
-        "by that worker (`decode worker URL`); absent when there were none.")
+        "by that worker (`prefill worker URL` or `decode worker URL`); absent when there were none.")
 
 
 class RoleBlock(_Open):

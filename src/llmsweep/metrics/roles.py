@@ -135,8 +135,8 @@ def role_metrics(w: ServerWindow, role: str) -> dict[str, Any]:
 
 
 def _abandoned(w: ServerWindow, role: str) -> dict[str, float] | None:
-    """The router's abandoned requests in the window by the worker they waited on (`decode worker URL`, as its
-    errors name it), the workers with none left out; None when the router reports none."""
+    """The router's abandoned requests in the window by the worker they waited on (`prefill worker URL` or `decode
+    worker URL`, as its errors name it), the workers with none left out; None when the router reports none."""
     out: dict[str, float] = {}
     for labels in sorted(w.label_values(ROUTER_ABANDONED.total)):
         said = dict(labels)
