@@ -11,6 +11,7 @@ no reader minds. `metrics.accumulate` decodes records in batches on its own fast
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TextIO
@@ -19,6 +20,19 @@ try:
     import orjson
 except ImportError:  # llmsweep's sources without its dependencies
     orjson = None  # type: ignore[assignment]
+
+
+def finite_or_null(doc: Any) -> Any:
+    """`doc` with every float that is not finite (NaN, ±Infinity) as null, through dicts, lists and tuples: JSON has no
+    spelling for them, and a strict reader (JavaScript's JSON.parse, jq) refuses the file that has them. Null says the
+    field is there without a number (an export of an imported row's published NaN; the dashboard's page data)."""
+    if isinstance(doc, float):
+        return doc if math.isfinite(doc) else None
+    if isinstance(doc, dict):
+        return {k: finite_or_null(v) for k, v in doc.items()}
+    if isinstance(doc, (list, tuple)):
+        return [finite_or_null(v) for v in doc]
+    return doc
 
 
 def dumps_line(doc: Any) -> bytes:

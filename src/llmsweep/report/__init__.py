@@ -12,8 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from llmsweep.errors import ConfigError, ResultError
+from llmsweep.jsonline import finite_or_null
 from llmsweep.report.data import build_payload, own_point
-from llmsweep.report.html import finite, render_html
+from llmsweep.report.html import render_html
 from llmsweep.report.markdown import run_summary_markdown
 from llmsweep.report.plots import PNG_PATTERN, write_pngs
 from llmsweep.results.point import ResultPoint, points_from_run
@@ -86,7 +87,7 @@ def write_report(run: RunDir | Path | str, out_dir: Path | str | None = None, *,
     html_path.write_text(render_html(payload, f"llmsweep · {run.run_id}"), encoding="utf-8")
     md_path.write_text(run_summary_markdown(payload), encoding="utf-8")
     slim = {k: v for k, v in payload.items() if k != "details"}
-    data_path.write_text(json.dumps(finite(slim), indent=1, default=str), encoding="utf-8")
+    data_path.write_text(json.dumps(finite_or_null(slim), indent=1, default=str), encoding="utf-8")
     pngs = write_pngs(payload, out) if png else []
     stale = remove_stale_pngs(out, keep=pngs)
     log.info("report of %s written to %s", run.run_id, out)

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import html
 import json
-import math
 from functools import cache
 from importlib import resources
 from typing import Any
+
+from llmsweep.jsonline import finite_or_null
 
 
 @cache
@@ -20,19 +21,8 @@ def asset(name: str) -> str:
     return resources.files("llmsweep.report").joinpath("assets", name).read_text(encoding="utf-8")
 
 
-def finite(doc: Any) -> Any:
-    """NaN and infinities become null: JSON has no spelling for them and JSON.parse would reject the page."""
-    if isinstance(doc, float):
-        return doc if math.isfinite(doc) else None
-    if isinstance(doc, dict):
-        return {k: finite(v) for k, v in doc.items()}
-    if isinstance(doc, (list, tuple)):
-        return [finite(v) for v in doc]
-    return doc
-
-
 def embed_json(payload: Any) -> str:
-    text = json.dumps(finite(payload), separators=(",", ":"), allow_nan=False, default=str)
+    text = json.dumps(finite_or_null(payload), separators=(",", ":"), allow_nan=False, default=str)
     return text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
 
 

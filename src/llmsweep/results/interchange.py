@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Literal, NamedTuple, get_args
 
 from llmsweep.errors import ResultInputError
-from llmsweep.jsonline import FOREIGN_ENCODING, load_json_file
+from llmsweep.jsonline import FOREIGN_ENCODING, finite_or_null, load_json_file
 from llmsweep.metrics.model import MEASURED, SOURCES, VIRTUAL, InvertedStats, Stats, Summary, Verdict
 from llmsweep.metrics.registry import HOT_BY_NAME, HOT_COLUMNS, HOT_NAMES, HotColumn
 from llmsweep.results.evals import EVAL_HALF_OF, inferencex_eval_rows, is_eval_row, points_from_eval_rows
@@ -498,23 +498,9 @@ def export_points(points: Sequence[ResultPoint], fmt: str, *, include_unpublishe
                            fix="use one of json, csv, inferencex, inferencex-evals")
 
 
-def _finite_or_null(value: Any) -> Any:
-    """A document with every number that is not finite (NaN, ±Infinity) as null. An imported row keeps the figures it
-    was published with, InferenceX's NaN among them (Python's json writes it, and reads it back): re-exported as they
-    came, they made a file strict JSON readers refuse (JavaScript's JSON.parse, jq). Null says the row has the field
-    and no number in it — as an AgentX row's null ISL/OSL — and an import reads it as it read the NaN: no figure."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, Mapping):
-        return {k: _finite_or_null(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite_or_null(v) for v in value]
-    return value
-
-
 def _strict_json(doc: Any, *, sort_keys: bool = False) -> str:
-    """An export's JSON text: strict JSON, a number that is not finite written null (`_finite_or_null`)."""
-    return json.dumps(_finite_or_null(doc), indent=1, sort_keys=sort_keys, default=str, allow_nan=False)
+    """An export's JSON text: strict JSON, a number that is not finite written null (`jsonline.finite_or_null`)."""
+    return json.dumps(finite_or_null(doc), indent=1, sort_keys=sort_keys, default=str, allow_nan=False)
 
 
 def _our_row(p: ResultPoint) -> dict[str, Any]:
