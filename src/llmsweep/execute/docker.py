@@ -174,11 +174,12 @@ def check_docker_spelling(image: str) -> None:
     """Refuse pyxis's `registry#path:tag`: docker reads no `#` ("invalid reference format"), and its pull failure's
     fix (the name, the tag, `docker login`) does not say that the spelling is the matter."""
     if "#" in image:
-        registry, _, path = image.partition("#")
+        from llmsweep.catalog.images import parse_image
+
         raise ConfigError(
             f"image `{image}` is written in pyxis's spelling (`registry#path`), which docker does not read",
-            fix=f"write it `{registry}/{path}` in the recipe's `image` (pyxis, the slurm executor's, reads that "
-            "spelling too)")
+            fix=f"write it `{parse_image(image).reference(pyxis=False)}` in the recipe's `image` (pyxis, the slurm "
+            "executor's, reads that spelling too)")
 
 
 def bind_mount(source: str | Path, target: str | Path, *, read_only: bool = False) -> list[str]:
