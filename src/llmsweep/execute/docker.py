@@ -33,7 +33,7 @@ from llmsweep.execute.commands import run_command
 from llmsweep.execute.executor import Event, register_executor, run_groups_here, validate_options
 from llmsweep.execute.handle import ProcessServerHandle, flags_named
 from llmsweep.execute.process import start_process
-from llmsweep.execute.signals import hurried
+from llmsweep.execute.signals import hurried, signal_of_exit
 
 if TYPE_CHECKING:
     from llmsweep.execute.lifecycle import JobOutcome, LifecycleSettings, ServerGroup
@@ -446,11 +446,8 @@ def ended_by_signal(returncode: int | None) -> str | None:
     """What docker's exit status 128 + N says of a container: its main process was ended by signal N (docker-init
     exits so when the engine under it was; a shell wrapping the engine, too). None for any other status, and for
     137 (SIGKILL: `exit_cause` asks the daemon why)."""
-    if returncode is None or returncode == _SIGKILLED or not 128 < returncode <= 128 + 64:
-        return None
-    try:
-        sig = signal.Signals(returncode - 128)
-    except ValueError:
+    sig = signal_of_exit(returncode)
+    if sig is None or sig == signal.SIGKILL:
         return None
     said = f"{sig.name}, signal {sig.value}: docker's exit status 128 + its number"
     if sig in _CRASH_SIGNALS:

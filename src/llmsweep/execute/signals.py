@@ -169,6 +169,17 @@ def exit_code(exc: BaseException | None = None) -> int:
     return 128 + first_signal(exc)
 
 
+def signal_of_exit(status: int | None) -> signal.Signals | None:
+    """The signal an exit status of 128 + N says ended a process (a shell's, docker's, a batch script's spelling of
+    a child killed by signal N), or None for any other status."""
+    if status is None or not 128 < status <= 128 + 64:
+        return None
+    try:
+        return signal.Signals(status - 128)
+    except ValueError:
+        return None
+
+
 def interrupted_by(signum: int) -> str:
     """`interrupted by SIGTERM`: what a signal stopped, as everything stopped by one says it (a benchmark's stop
     reason, its in-flight records, the outcome of the job it stopped in a sweep)."""

@@ -50,6 +50,7 @@ from llmsweep.execute.signals import (
     hurried,
     interrupt,
     shielded,
+    signal_of_exit,
     taken_over,
 )
 from llmsweep.findings import visible_text
@@ -893,16 +894,13 @@ WORKER_LOG_LINES = 20
 def worker_exit_text(exit_code: int) -> str:
     """How a worker's batch script ended, as a reason says it: `was killed by SIGKILL (exit 137: …)` for an exit the
     shell gives a child a signal killed (128 + the signal), else `exited with status N`."""
-    try:
-        name = signal.Signals(exit_code - 128).name if exit_code > 128 else None
-    except ValueError:
-        name = None
-    if name is None:
+    sig = signal_of_exit(exit_code)
+    if sig is None:
         return f"exited with status {exit_code}"
-    if exit_code - 128 == signal.SIGKILL:
+    if sig == signal.SIGKILL:
         return (f"was killed by SIGKILL (exit {exit_code}: the kernel's out-of-memory killer, or a `kill -9` from "
                 "outside this run)")
-    return f"was killed by {name} (exit {exit_code})"
+    return f"was killed by {sig.name} (exit {exit_code})"
 
 
 @dataclass(frozen=True)
