@@ -93,12 +93,11 @@ def resolve_port(spec: LaunchSpec) -> LaunchSpec:
 
 
 @dataclass(frozen=True)
-class _HostGpus:
+class _ServerGpus:
     """What the vendor tool lists of this host's GPUs, and the ones the server's selection gives it."""
 
     tool: str
     exe: str
-    found: int
     table: GpuTable | None
     """The GPUs' UUIDs -> index (`nvidia-smi -L`); None on AMD."""
     selected: tuple[int, ...]
@@ -110,11 +109,11 @@ def count_gpus(environ: Mapping[str, str] | None = None) -> tuple[str, int] | No
     `*_VISIBLE_DEVICES` selection as the runtime applies it (`llmsweep.visible`); None when neither tool exists. A
     selection that names no GPU of this host is a LaunchError with its reason (the engine would see fewer GPUs than
     its entries, or none)."""
-    host = _host_gpus(os.environ if environ is None else environ)
+    host = _server_gpus(os.environ if environ is None else environ)
     return None if host is None else (host.tool, len(host.selected))
 
 
-def _host_gpus(env: Mapping[str, str]) -> _HostGpus | None:
+def _server_gpus(env: Mapping[str, str]) -> _ServerGpus | None:
     fix = "check the GPU driver on this node (the tool failed or hung)"
     known: GpuTable | None = None
     if nvidia_smi := shutil.which("nvidia-smi", path=env.get("PATH")):  # run as found on `env`'s PATH
@@ -136,7 +135,7 @@ def _host_gpus(env: Mapping[str, str]) -> _HostGpus | None:
                           fix="name GPUs this node has (indices or UUIDs from nvidia-smi -L / amd-smi list), or "
                               "unset the variable")
     if visible.gpus is None:
-        return _HostGpus(tool, exe, found, known, tuple(range(found)))
+        return _ServerGpus(tool, exe, known, tuple(range(found)))
     if past := [i for i in visible.gpus if i >= found]:
         # the runtime stops at it, hiding it and every GPU named after it: never counted as the GPUs before it plus
         # those after it (0,7,1 on a 2-GPU host is GPU 0 alone to the engine)
@@ -146,7 +145,7 @@ def _host_gpus(env: Mapping[str, str]) -> _HostGpus | None:
                           f"but {tool} lists {listed}; the runtime stops at it, hiding it and every GPU named after it",
                           fix="name GPUs this node has (indices or UUIDs from nvidia-smi -L / amd-smi list), or "
                               "unset the variable")
-    return _HostGpus(tool, exe, found, known, visible.gpus)
+    return _ServerGpus(tool, exe, known, visible.gpus)
 
 
 COMPUTE_APPS_QUERY = "--query-compute-apps=gpu_uuid,pid,used_memory,process_name"
@@ -177,7 +176,7 @@ def parse_compute_apps(text: str) -> list[GpuTenant]:
     return tenants
 
 
-def _refuse_busy(spec: LaunchSpec, host: _HostGpus, fix: str) -> None:
+def _refuse_busy(spec: LaunchSpec, host: _ServerGpus, fix: str) -> None:
     """LaunchError when another process computes on a GPU the server would use (the first `spec.gpus` of its
     selection). NVIDIA only; a query that fails or says nothing readable is no refusal (best effort), and neither is
     a GPU split into MIG instances (the query names the GPU, not the instance: another job's process on another
@@ -227,7 +226,7 @@ def check_gpus(spec: LaunchSpec, environ: Mapping[str, str] | None = None, *, re
     in_slurm = bool(host_env.get("SLURM_JOB_ID"))  # the check runs on the node, inside the batch job's allocation
     # the server runs with the recipe's env over this process's (the launchers, `observe_runtime` and the power
     # sampler all read it so): a selection the recipe sets is the server's, whatever this shell has
-    host = _host_gpus({**host_env, **spec.env})
+    host = _server_gpus({**host_env, **spec.env})
     pinned = [f"{name}={spec.env[name]}" for name in VISIBLE_ENV if name in spec.env]
     whose = "the recipe's" if reselect is None else "its"
     if host is None:

@@ -416,17 +416,13 @@ def _eval_rows(points: Sequence[ResultPoint], include_unpublished: bool) -> list
     return rows
 
 
-_UNIT_SUFFIXES = {"s": "s"}
-"""A metric unit (the registry's) -> what a CSV header names it by: a latency column's name says its seconds, which
-the other columns' names already say (`tput_per_gpu`, `avg_power_w`, `joules_per_output_token`, ratios)."""
-
 
 def csv_column(column: str) -> str:
     """The CSV export's header of a result column (`RESULT_COLUMNS`): a hot metric's name with its unit where the
-    name lacks it (`p50_ttft_s`: a spreadsheet has no other place to say it), else the column's own name."""
+    name lacks it (`p50_ttft_s`: a spreadsheet has no other place to say it), else the column's own name. Only the
+    latencies' (seconds) lack it: the other columns' names say theirs (`tput_per_gpu`, `avg_power_w`, ratios)."""
     hot = HOT_BY_NAME.get(column)
-    suffix = _UNIT_SUFFIXES.get(hot.metric.unit) if hot is not None else None
-    return f"{column}_{suffix}" if suffix else column
+    return f"{column}_s" if hot is not None and hot.metric.unit == "s" else column
 
 
 CSV_COLUMNS: tuple[str, ...] = tuple(csv_column(c) for c in (*RESULT_COLUMNS, "warnings"))
