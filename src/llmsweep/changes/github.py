@@ -496,7 +496,7 @@ def collect(artifacts: Path, out: Path, *, run_id: str, expected: Sequence[str] 
         outcomes[job] = {"job_id": job, "exp_name": "", "status": "failed", "reasons": [NO_ARTIFACT]}
     meta = {
         # how every job was measured, as each artifact's run.json says alike (`_measured_alike`)
-        "run_id": run_id, **{field: None for field in ("llmsweep_version", "executor", "recipe_files", "measurement")},
+        "run_id": run_id, **dict.fromkeys(_RUN_FIELDS),
         **alike,
         "started": min(started) if started else None,
         "finished": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -507,6 +507,10 @@ def collect(artifacts: Path, out: Path, *, run_id: str, expected: Sequence[str] 
     return meta
 
 
+_RUN_FIELDS = ("llmsweep_version", "measurement", "executor", "recipe_files")
+"""The run.json fields every collected run records (null where its artifacts do not): what made its jobs."""
+
+
 def _run_identity() -> tuple[str, ...]:
     """The run.json fields that say how a run's jobs were measured, which every job of one collected run shares: the
     llmsweep and its measurement definitions, the executor, the recipe files, the repeats, the runner labels vouched
@@ -514,7 +518,7 @@ def _run_identity() -> tuple[str, ...]:
     corpus, eval settings, power backend)."""
     from llmsweep.execute.pipeline import MEASURED_BY
 
-    return ("llmsweep_version", "measurement", "executor", "recipe_files", "repeats", "runner_labels", *MEASURED_BY)
+    return (*_RUN_FIELDS, "repeats", "runner_labels", *MEASURED_BY)
 
 
 def _measured_alike(metas: Mapping[Path, Mapping[str, Any]]) -> dict[str, Any]:
