@@ -724,6 +724,9 @@ class PowerBlock(_Block):
     reasons: list[str] = Field(default_factory=list)
     required: bool = Field(default=False, description="The run required valid power (invalid power fails the job).")
     error: str | None = Field(default=None, description="Why nothing could be sampled, when nothing was.")
+    read_failures: int | None = Field(default=None, description="Reads of the sampler's backend that failed during "
+                                      "the job (the cause of the gaps `reasons` may name); None when none failed.")
+    read_error: str | None = Field(default=None, description="What the last failed read during the job said.")
     integration_method: str | None = None
     window: Window = Field(default_factory=Window)
     interval_s: float | None = None

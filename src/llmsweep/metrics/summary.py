@@ -207,6 +207,19 @@ def summarise(
     })
 
 
+def invalid_power_note(power: dict[str, Any]) -> str:
+    """What a verdict says of a power block that is not valid: its reasons, and their cause where the sampler knew
+    it — why nothing could be sampled (and how to get power, `power.sampler.PowerProbe`), or the reads of the backend
+    that failed during the job."""
+    note = "power not valid: " + ", ".join(power["reasons"] or ["no samples"])
+    if power.get("error"):
+        note += f" ({power['error']})"
+    elif power.get("read_failures"):
+        note += (f" ({power['read_failures']} read(s) of the power backend failed during the job; last: "
+                 f"{power['read_error']})")
+    return note
+
+
 def _verdict(gates: GateConfig, *, requests: dict[str, Any], coverage: float | None,
              coverage_detail: dict[str, Any] | None, duration: float, server: dict[str, Any], health: dict[str, Any],
              cache: dict[str, Any], power: dict[str, Any] | None) -> dict[str, Any]:
@@ -223,9 +236,7 @@ def _verdict(gates: GateConfig, *, requests: dict[str, Any], coverage: float | N
         coverage_detail=coverage_detail,
     )
     if power is not None and not power["power_valid"]:
-        note = "power not valid: " + ", ".join(power["reasons"] or ["no samples"])
-        if power.get("error"):  # nothing could be sampled: why, and how to get power (`power.sampler.PowerProbe`)
-            note += f" ({power['error']})"
+        note = invalid_power_note(power)
         if power["required"]:  # after the gates' reasons: a window without requests has no power either
             validity["verdict"] = "invalid"
             validity["reasons"].append("required " + note)

@@ -228,6 +228,9 @@ def integrate(header: TelemetryHeader | None, samples: Sequence[GpuSample], work
     }
     if header.error:
         block["error"] = header.error
+    if header.read_failures:
+        block["read_failures"] = header.read_failures
+        block["read_error"] = header.read_error
     if header.missing:
         block["missing"] = list(header.missing)
     if header.gpu_roles or header.role_gpus:

@@ -99,6 +99,9 @@ class PowerSampler:
         self.errors = 0
         self.last_error: str | None = None
         """What the backend said when its last failed read failed (a job that got no sample says it)."""
+        self._window_failures = 0
+        self._window_error: str | None = None
+        """Reads that failed since the open job's window opened, and the last one's message (its file says them)."""
         self._kept: deque[GpuSample] = deque()
         """The samples a job's window may still need, in the order they were taken."""
         self._unwritten: list[GpuSample] = []
@@ -134,8 +137,12 @@ class PowerSampler:
         try:
             got = self.backend.read()
         except Exception as exc:  # a sensor hiccup must not end the sweep; gaps show up as invalid power
-            self.errors += 1
-            self.last_error = f"{self.backend.kind}: {exc}"
+            message = f"{self.backend.kind}: {exc}"
+            with self._lock:
+                self.errors += 1
+                self.last_error = message
+                self._window_failures += 1
+                self._window_error = message
             log.debug("power sample failed (%s): %s", self.backend.kind, exc)
             return []
         with self._lock:
@@ -172,6 +179,7 @@ class PowerSampler:
         closes the window. Called before the job takes its start time, so nothing its window needs is dropped."""
         with self._lock:
             self._window_from = time.time()
+            self._window_failures, self._window_error = 0, None
 
     def write_job(self, job_dir: Path, since: float, *, expected_gpus: int, require: bool | None = None) -> Path:
         """Write the job's `gpu_metrics.jsonl`: samples from just before `since` to a fresh one taken now (retried a
@@ -190,7 +198,11 @@ class PowerSampler:
             kept = [s for s in self._kept if s.t >= lead]
             self._window_from = None  # the next job begins after this one's end
             self._forget_unneeded()
+            failures, failed_with = self._window_failures, self._window_error
+            self._window_failures, self._window_error = 0, None
         header = _job_header(self.header, expected_gpus, require)
+        if failures:  # a backend that failed mid-job: the gaps its reasons name have a cause, said here
+            header = header.model_copy(update={"read_failures": failures, "read_error": failed_with})
         if not kept and self.last_error is not None:  # a backend that started, then failed every read: why
             header = header.model_copy(update={"error": f"no sample could be read: {self.last_error}"})
         path = job_dir / GPU_METRICS_FILE

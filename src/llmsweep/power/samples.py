@@ -40,6 +40,8 @@ class TelemetryHeader(BaseModel):
     gpu_ids: list[str] = Field(default_factory=list, description="The GPUs the sampler was asked to read.")
     require: bool = Field(default=False, description=REQUIRE_POWER_HELP)
     error: str | None = Field(default=None, description="Why no samples could be taken, when none were.")
+    read_failures: int = Field(default=0, ge=0, description="Reads of the backend that failed during the job.")
+    read_error: str | None = Field(default=None, description="What the last failed read during the job said.")
     not_modelled: bool = Field(
         default=False, description="The simulator's power model gives no figure for the job's topology "
         "(`power.virtual.sim_power_unmodelled`, `error` says why): reason `not_modelled`, no samples were missed.")

@@ -13,7 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from llmsweep.metrics.model import PowerBlock
+from llmsweep.metrics.summary import invalid_power_note
 from llmsweep.power.backends import Backend, BackendContext
+from llmsweep.power.integrate import WorkDone, power_block
 from llmsweep.power.sampler import PowerSampler
 from llmsweep.power.samples import GPU_METRICS_FILE, GpuSample, TelemetryHeader, read_gpu_metrics
 
@@ -150,3 +153,51 @@ def test_a_run_killed_mid_job_leaves_the_server_file_with_what_was_sampled(tmp_p
     header, samples, problems = read_gpu_metrics(server)
     assert header is not None and header.backend == "fake" and not problems
     assert len(samples) >= 8 * 10 and {s.gpu for s in samples} == {str(g) for g in range(8)}
+
+
+class Failing(Fake):
+    """The fake backend, its reads failing while `down` (a driver reset, amd-smi timing out mid-job)."""
+
+    def __init__(self, clock: Clock) -> None:
+        super().__init__(clock)
+        self.down = False
+
+    def read(self) -> list[GpuSample]:
+        if self.down:
+            raise RuntimeError("NVML_ERROR_GPU_IS_LOST")
+        return super().read()
+
+
+def test_a_backend_failing_mid_job_says_why_the_power_has_a_gap(clock: Clock, tmp_path: Path) -> None:
+    """A backend that delivered, then failed for longer than the gap allowed: the job's power is invalid with
+    `sampling_gap_exceeded`, and its file, power block and warning say how many reads failed and what the backend
+    said — before, only the gap was recorded, and the cause was in a debug log nobody keeps. The next job, whose reads
+    all succeed, says no failure."""
+    header = TelemetryHeader(backend="fake", interval_s=INTERVAL, max_gap_s=MAX_GAP, gpu_ids=["0", "1"])
+    backend = Failing(clock)
+    sampler = PowerSampler(backend, interval_s=INTERVAL, header=header)
+    sampler.sample_now()
+    blocks = []
+    for job, outage in enumerate((40, 0)):  # 10 s without a reading, then a clean job
+        sampler.open_window()
+        began = clock.now = clock.now + 0.1
+        _tick(sampler, clock, 20)
+        backend.down = bool(outage)
+        _tick(sampler, clock, outage)
+        backend.down = False
+        _tick(sampler, clock, 20)
+        job_dir = tmp_path / f"job{job}"
+        job_dir.mkdir()
+        path = sampler.write_job(job_dir, began, expected_gpus=2)
+        work = WorkDone(start=began, end=clock.now, duration_s=clock.now - began, successful=5, input_tokens=100,
+                        output_tokens=100, total_tps_per_gpu=1.0, output_tps_per_gpu=1.0, gpus=2)
+        blocks.append(power_block(path, work))
+    failed, clean = blocks
+    assert not failed["power_valid"] and "sampling_gap_exceeded" in failed["reasons"]
+    assert failed["read_failures"] == 40 and failed["read_error"] == "fake: NVML_ERROR_GPU_IS_LOST"
+    assert "error" not in failed  # samples were taken: not "nothing could be sampled"
+    assert clean["power_valid"] and "read_failures" not in clean
+    summary_block = PowerBlock.model_validate(failed)
+    assert summary_block.read_failures == 40
+    assert invalid_power_note(failed).endswith(
+        "(40 read(s) of the power backend failed during the job; last: fake: NVML_ERROR_GPU_IS_LOST)")
