@@ -24,11 +24,22 @@ def tmp_path(path: Path) -> Path:
 
 @contextmanager
 def _replacing(path: Path, mode: str, encoding: str | None = None) -> Iterator[Any]:
+    """Write through a temporary file that then replaces the file. A `path` that is a symbolic link is written where
+    it points (replacing the link made it a plain file, and the file it named kept the old text); the new file keeps
+    the old one's permission bits (a 0600 file came back with the umask's)."""
+    if path.is_symlink():
+        path = path.resolve()
     tmp = tmp_path(path)
+    try:
+        old_mode = path.stat().st_mode & 0o7777
+    except OSError:
+        old_mode = None
     try:
         with tmp.open(mode, encoding=encoding) as fh:
             yield fh
             fh.flush()
+            if old_mode is not None:
+                os.fchmod(fh.fileno(), old_mode)
             _sync(fh.fileno())
         os.replace(tmp, path)
     except BaseException:

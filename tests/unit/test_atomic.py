@@ -44,3 +44,25 @@ def test_the_new_text_is_on_disk_before_it_takes_the_name(tmp_path: Path, monkey
     assert events == [("fsync", (tmp_path / "run.json").stat().st_ino), ("replace", "run.json.tmp"),
                       ("fsync", (tmp_path / "corpus.gz").stat().st_ino), ("replace", "corpus.gz.tmp")]
     assert (tmp_path / "run.json").read_text() == "{}\n" and (tmp_path / "corpus.gz").read_bytes() == b"\x1f\x8b"
+
+
+def test_a_symlinked_file_is_rewritten_where_it_points_with_its_permissions(tmp_path: Path) -> None:
+    """A results file linked into a shared folder, and a private 0600 one: rewritten, the link stays a link and the
+    file it names gets the new text (the link had become a plain file, the shared copy kept the old text), and the
+    file keeps its mode (it came back with the umask's, readable by every user). A new file gets the umask's."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    target = shared / "summary.json"
+    atomic.write_text(target, "old\n")
+    target.chmod(0o600)
+    link = tmp_path / "summary.json"
+    link.symlink_to(target)
+    atomic.write_text(link, "new\n")
+    assert link.is_symlink() and target.read_text() == "new\n"
+    assert target.stat().st_mode & 0o777 == 0o600
+    assert not atomic.tmp_path(target).exists() and not atomic.tmp_path(link).exists()
+    fresh = tmp_path / "fresh.json"
+    atomic.write_text(fresh, "x")
+    umask = os.umask(0)
+    os.umask(umask)
+    assert fresh.stat().st_mode & 0o777 == 0o666 & ~umask
