@@ -51,6 +51,29 @@ class Holder:
         return f" (pid {self.pid})" if self.pid is not None else ""
 
 
+_HELD: set[int] = set()
+"""File descriptors of the claims this process holds."""
+
+
+def _drop_inherited_claims() -> None:
+    """In a forked child (a parse worker): point the claims' descriptors at /dev/null. A flock belongs to the open
+    file, which a fork shares, so a child kept its parent's claim until it exited: after a kill -9 of the parent its
+    workers held the folder for seconds and a `--resume` was refused as if the run were alive. (Not closed: the
+    inherited file object would close the descriptor number again at exit, perhaps another file's by then.)"""
+    if not _HELD:
+        return
+    null = os.open(os.devnull, os.O_RDWR)
+    try:
+        for fd in _HELD:
+            os.dup2(null, fd)
+    finally:
+        os.close(null)
+        _HELD.clear()
+
+
+os.register_at_fork(after_in_child=_drop_inherited_claims)
+
+
 @contextmanager
 def claim(folder: Path, command: str, *, fix: str) -> Iterator[None]:
     """Hold `folder` (made if missing) for the `with` block, as `command` (e.g. `llmsweep bench`); ConfigError (exit
@@ -71,6 +94,7 @@ def claim(folder: Path, command: str, *, fix: str) -> Iterator[None]:
                 time.sleep(LOOK_RETRY_S)  # perhaps only `holder` looking: it lets go at once
             except OSError as exc:  # ENOSYS, ENOLCK, EOPNOTSUPP: a file system that takes no locks
                 raise _unlockable(folder, exc) from None
+        _HELD.add(fh.fileno())
         try:
             fh.seek(0)
             fh.truncate()
@@ -78,6 +102,7 @@ def claim(folder: Path, command: str, *, fix: str) -> Iterator[None]:
             fh.flush()
             yield
         finally:
+            _HELD.discard(fh.fileno())
             fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
 
 

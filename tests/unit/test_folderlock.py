@@ -48,6 +48,34 @@ def test_a_claim_dies_with_its_process(tmp_path: Path) -> None:
     assert holder(tmp_path) is None
 
 
+def test_a_claim_dies_with_its_process_though_forked_workers_live_on(tmp_path: Path) -> None:
+    """A run killed outright while forked workers (its parse pool) still run: the folder is free at once. A flock
+    belongs to the open file, which a fork shares, so the workers held the claim until they noticed and exited
+    (~2.6 s), and a `--resume` in that time was refused as if the run were alive. The worker keeps running here."""
+    code = ("import os, sys, time; from pathlib import Path; from llmsweep.folderlock import claim\n"
+            "with claim(Path(sys.argv[1]), 'llmsweep run', fix='x'):\n"
+            "    worker = os.fork()\n"
+            "    if worker == 0:\n"
+            "        time.sleep(30); os._exit(0)\n"
+            "    print(worker, flush=True); time.sleep(60)\n")
+    child = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    worker = None
+    try:
+        assert child.stdout is not None
+        worker = int(child.stdout.readline())
+        child.kill()
+        child.wait()
+        os.kill(worker, 0)  # alive
+        assert holder(tmp_path) is None
+        with claim(tmp_path, "llmsweep run --resume", fix="x"):
+            pass
+    finally:
+        child.kill()
+        child.wait()
+        if worker is not None:
+            os.kill(worker, 9)
+
+
 def test_looking_at_a_folder_never_claimed_changes_nothing(tmp_path: Path) -> None:
     assert holder(tmp_path) is None and holder(tmp_path / "missing") is None
     assert not (tmp_path / LOCK_FILE).exists()
