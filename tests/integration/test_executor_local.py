@@ -67,7 +67,7 @@ def test_server_that_dies_during_startup_raises_with_exit_code_and_log_tail(tmp_
     # knows nothing of the exit beyond its status
     server: ServerHandle = handle
     assert server.dead_role is None and server.exit_cause() is None and server.exit_fix() is None
-    assert exit_text(server) == "exit status 3"
+    assert exit_text(server) == "it exited with status 3"
 
 
 def test_server_that_never_gets_ready_times_out_with_log_tail(tmp_path: Path) -> None:

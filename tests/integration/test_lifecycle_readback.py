@@ -163,7 +163,7 @@ def test_a_server_found_dead_when_the_load_ends_leaves_an_invalid_summary_that_r
     jdir = tmp_path / "jobs" / job.id
     summary = Summary.load(jdir / "summary.json")
     assert summary.validity.verdict == "invalid"
-    assert summary.validity.reasons[0].startswith(f"the server died during job {job.id} (exit status")
+    assert summary.validity.reasons[0].startswith(f"the server died during job {job.id} (it was killed by SIGKILL")
     again = Summary.from_doc(json.loads((jdir / "summary.json").read_text()))
     from llmsweep.execute.readback import summarise_job
 

@@ -345,7 +345,8 @@ def test_a_role_that_dies_while_the_deployment_serves_is_named_with_its_own_log(
             check_alive(deployment, during="job j")
         host = node_name()
         message = died.value.message
-        assert message.startswith(f"sim server died during job j (decode worker 0 on {host} exited with status -9)")
+        assert message.startswith(f"sim server died during job j (decode worker 0 on {host} was killed by SIGKILL "
+                                  "(signal 9: the kernel's out-of-memory killer")
         assert f"--- last 40 lines of {server_dir / 'roles' / 'decode-0.log'} ---" in message, message
         assert f"[decode worker 0 on {host}]" in message and "simulated decode worker" in message
         # what the failure text reads off any handle (`ServerHandle`): the role, and its own handle's account of

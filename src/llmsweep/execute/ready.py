@@ -24,6 +24,7 @@ from llmsweep.direct import DIRECT
 from llmsweep.errors import LaunchError
 from llmsweep.execute.failure_text import log_tail
 from llmsweep.execute.handle import DEFAULT_TAIL_LINES, ServerHandle
+from llmsweep.execute.signals import exit_said
 
 log = logging.getLogger(__name__)
 
@@ -131,7 +132,7 @@ def _exited(handle: ServerHandle, url: str, tail_lines: int, refusal: str | None
     said = f": it could not bind an address another process holds ({refusal})" if refusal else ""
     return _failure(
         handle,
-        f"exited with status {handle.returncode} while starting (health {url}){said}",
+        f"{_ended(handle)} while starting (health {url}){said}",
         # the launcher's own reading of this exit (docker's 125) first
         fix=handle.exit_fix(tail_lines)
             or (_refused_fix(handle) if refusal else
@@ -207,12 +208,22 @@ def wait_ready(
 
 
 def exit_text(handle: ServerHandle) -> str:
-    """How a dead server exited: `exit status N`; for a role-by-role deployment, which role, where, and its status
-    (`decode worker 0 on mn2 exited with status -9`: the deployment's own name says nothing of which one died)."""
+    """How a dead server exited: `exit status N: <cause>` where the launcher can tell what ended it (docker's daemon),
+    else `it exited with status N` or the signal that killed it (`signals.exit_said`); for a role-by-role deployment,
+    which role and where (`decode worker 0 on mn2 was killed by SIGKILL …`: the deployment's own name says nothing
+    of which one died)."""
     who = handle.dead_role
-    said = f"{who} exited with status {handle.returncode}" if who else f"exit status {handle.returncode}"
-    why = handle.exit_cause()  # what ended it, where the launcher can tell (docker's daemon)
-    return f"{said}: {why}" if why else said
+    why = handle.exit_cause()
+    if why:
+        said = f"{who} exited with status {handle.returncode}" if who else f"exit status {handle.returncode}"
+        return f"{said}: {why}"
+    return f"{who or 'it'} {_ended(handle)}"
+
+
+def _ended(handle: ServerHandle) -> str:
+    """`exited with status N`, or the signal that ended the server (`signals.exit_said`) where its launcher cannot
+    tell more (docker's daemon, whose cause the caller gives)."""
+    return f"exited with status {handle.returncode}" if handle.exit_cause() else exit_said(handle.returncode)
 
 
 def check_alive(handle: ServerHandle, *, during: str, tail_lines: int = DEFAULT_TAIL_LINES) -> None:

@@ -180,6 +180,28 @@ def signal_of_exit(status: int | None) -> signal.Signals | None:
         return None
 
 
+def exit_said(status: int | None) -> str:
+    """How a process ended, as a reason says it: `exited with status N`, or `was killed by SIGSEGV (signal 11)` for
+    one a signal ended — Python's status −N for its own child, or `(exit 139)` for a shell's, a batch script's or
+    docker's 128 + N — the SIGKILL of an out-of-memory kill naming its usual causes."""
+    if status is None:
+        return "exited (its status unknown)"
+    if status < 0:
+        try:
+            sig: signal.Signals | None = signal.Signals(-status)
+        except ValueError:
+            sig = None
+        code = f"signal {-status}"
+    else:
+        sig, code = signal_of_exit(status), f"exit {status}"
+    if sig is None:
+        return f"exited with status {status}"
+    if sig == signal.SIGKILL:
+        return (f"was killed by SIGKILL ({code}: the kernel's out-of-memory killer, or a `kill -9` from outside this "
+                "run)")
+    return f"was killed by {sig.name} ({code})"
+
+
 def interrupted_by(signum: int) -> str:
     """`interrupted by SIGTERM`: what a signal stopped, as everything stopped by one says it (a benchmark's stop
     reason, its in-flight records, the outcome of the job it stopped in a sweep)."""

@@ -47,10 +47,10 @@ from llmsweep.execute.signals import (
     INTERRUPT_SIGNALS,
     INTERRUPTED_REASONS,
     Interrupted,
+    exit_said,
     hurried,
     interrupt,
     shielded,
-    signal_of_exit,
     taken_over,
 )
 from llmsweep.findings import visible_text
@@ -891,18 +891,6 @@ WORKER_LOG_LINES = 20
 """How many of the batch log's last lines the reason of the job a worker died in quotes."""
 
 
-def worker_exit_text(exit_code: int) -> str:
-    """How a worker's batch script ended, as a reason says it: `was killed by SIGKILL (exit 137: …)` for an exit the
-    shell gives a child a signal killed (128 + the signal), else `exited with status N`."""
-    sig = signal_of_exit(exit_code)
-    if sig is None:
-        return f"exited with status {exit_code}"
-    if sig == signal.SIGKILL:
-        return (f"was killed by SIGKILL (exit {exit_code}: the kernel's out-of-memory killer, or a `kill -9` from "
-                "outside this run)")
-    return f"was killed by {sig.name} (exit {exit_code})"
-
-
 @dataclass(frozen=True)
 class WorkerEnd:
     """A batch job Slurm did not end itself (FAILED, COMPLETED: not one of `_ENDED_BY_SLURM`) whose worker ran but
@@ -921,7 +909,7 @@ class WorkerEnd:
 
     @property
     def how(self) -> str:
-        return worker_exit_text(self.result.exit_code)
+        return exit_said(self.result.exit_code)
 
     @property
     def slurm_says(self) -> str:

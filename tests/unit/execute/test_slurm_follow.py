@@ -17,6 +17,7 @@ import pytest
 from llmsweep.errors import ConfigError
 from llmsweep.execute import slurm
 from llmsweep.execute.progress import PlainProgress
+from llmsweep.execute.signals import exit_said
 from llmsweep.execute.slurm import (
     SlurmExecutor,
     SlurmJobResult,
@@ -25,7 +26,6 @@ from llmsweep.execute.slurm import (
     slurm_end_reason,
     time_limit_s,
     time_limit_warning,
-    worker_exit_text,
 )
 
 FORMATS = "MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS"
@@ -345,9 +345,13 @@ def test_a_signal_while_the_last_look_stores_a_finished_batch_still_stores_the_r
     (1, "exited with status 1"),
     (0, "exited with status 0"),
     (255, "exited with status 255"),  # no signal 127
+    (-11, "was killed by SIGSEGV (signal 11)"),  # a local server Python saw a signal end (it said `status -11`)
+    (-9, "was killed by SIGKILL (signal 9: the kernel's out-of-memory killer, or a `kill -9` from outside this run)"),
+    (None, "exited (its status unknown)"),
 ])
-def test_a_workers_end_is_said_as_its_signal_or_its_status(exit_code: int, said: str) -> None:
-    assert worker_exit_text(exit_code) == said
+def test_a_processs_end_is_said_as_its_signal_or_its_status(exit_code: int | None, said: str) -> None:
+    """A Slurm worker's batch script (a shell's 128 + N) and a local server (Python's −N) alike."""
+    assert exit_said(exit_code) == said
 
 
 class _DyingWorker:
