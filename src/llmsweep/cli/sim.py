@@ -399,12 +399,12 @@ def _save(result: RunCalibration, target: Path, say: Callable[[str], None]) -> P
         shadowed,
     )
 
-    engine, hardware, klass, precision, tp, kv_dtype = result.key
+    key = result.key
     prov = result.provenance
     version = " ".join(str(v) for v in (prov.get("engine"), prov.get("engine_version")) if v) or None
     entry = CalibrationEntry(
-        engine=engine, hardware=hardware, model_class=klass, precision=precision, tp=tp,  # type: ignore[arg-type]
-        kv_dtype=kv_dtype,
+        engine=key.engine, hardware=key.hardware, model_class=key.model_class,  # type: ignore[arg-type]
+        precision=key.precision, tp=key.tp, kv_dtype=key.kv_dtype, ep=key.ep, dp_attention=key.dp_attention,
         efficiency={k: float(f"{v:.4g}") for k, v in result.overrides().items()},
         error_before=round(result.error_before, 4), error_after=round(result.error_after, 4),
         provenance=CalibrationProvenance(

@@ -1,8 +1,8 @@
 """Stored calibrations: fitted efficiency factors keyed by (engine, hardware, model class, precision, TP, KV-cache
-dtype), kept as data.
+dtype, EP, DP attention), kept as data.
 
 A calibration fitted on one fleet is only evidence for engines, GPUs, models, precisions and launches like the ones
-measured, so the simulator applies one only where all six match and otherwise says "uncalibrated" (in `llmsweep
+measured, so the simulator applies one only where all eight match and otherwise says "uncalibrated" (in `llmsweep
 predict`'s table, a predicted summary's provenance and `sim serve`'s start-up log) — naming, in parentheses, a
 calibration of the same engine, GPU, model class and precision that was fitted at another TP or KV dtype, so the
 reader knows one exists and why it was not used. The packaged file is `llmsweep/catalog/data/sim_calibration.yaml`;
@@ -19,8 +19,11 @@ peak than a BF16 one, so factors fitted at BF16 are no evidence for an FP8 job o
 tensor-parallel degree (each GPU's GEMMs are 1/TP as wide, and the step's all-reduces, which a fit at TP 1 never saw,
 fold into the factors fitted at TP 8) and the KV-cache dtype (an FP8 KV cache runs other attention kernels, and the
 factors of its decode steps were fitted against half the bytes): factors fitted at TP 8 with an FP8 KV cache are no
-evidence for a TP 4 job with a BF16 one. An entry saved before TP and KV dtype were keyed (2026-12-06) still loads,
-but matches no job: the label says so and a warning names its file and how to key it.
+evidence for a TP 4 job with a BF16 one. So are the expert-parallel degree (the all-to-alls of EP replace all-reduces)
+and data-parallel attention (each rank's attention over its share of the batch). An entry saved before TP and KV dtype
+were keyed (2026-12-06) still loads, but matches no job: the label says so and a warning names its file and how to key
+it; one saved before EP and DP attention were (2026-12-07) keys both as 1 at TP 1 (neither can exceed it) and matches
+no job at TP > 1.
 """
 
 from __future__ import annotations
@@ -61,16 +64,27 @@ class CalibrationKey(NamedTuple):
     """Tensor-parallel degree of the engine (its GPUs)."""
     kv_dtype: str
     """KV-cache format (:func:`kv_dtype_name`: `bf16` for `auto`, `fp8` for fp8_e4m3)."""
+    ep: int = 1
+    """Expert-parallel degree of the MoE layers (their all-to-alls replace all-reduces the factors absorb)."""
+    dp_attention: int = 1
+    """Data-parallel attention ranks (each runs attention on its share of the batch: other kernels, other shapes)."""
+
+    def _parallel(self) -> list[str]:
+        """`ep8`, `dpa8`: the degrees above 1 (a key without them names none, as keys did before they were kept)."""
+        return [f"{name}{n}" for name, n in (("ep", self.ep), ("dpa", self.dp_attention)) if n > 1]
 
     @property
     def label(self) -> str:
-        """`vllm/h200/dense-tiny/bf16/tp1/kv-bf16`, as the fit's messages and tables name the key."""
-        return "/".join([*self[:4], f"tp{self.tp}", f"kv-{self.kv_dtype}"])
+        """`vllm/h200/dense-tiny/bf16/tp1/kv-bf16` (`/ep8/dpa8` where they are above 1), as the fit's messages and
+        tables name the key."""
+        return "/".join([*self[:4], f"tp{self.tp}", f"kv-{self.kv_dtype}", *self._parallel()])
 
     @property
     def launch(self) -> str:
-        """What of the key a launch sets: `TP 1, bf16 KV`."""
-        return f"TP {self.tp}, {self.kv_dtype} KV"
+        """What of the key a launch sets: `TP 1, bf16 KV` (`, EP 8, DP attention 8` where above 1)."""
+        extra = (f", EP {self.ep}" if self.ep > 1 else "") + (
+            f", DP attention {self.dp_attention}" if self.dp_attention > 1 else "")
+        return f"TP {self.tp}, {self.kv_dtype} KV{extra}"
 
     def as_json(self) -> dict[str, str | int]:
         return dict(self._asdict())
@@ -86,11 +100,11 @@ def kv_dtype_name(spelling: str) -> str:
 
 
 def calibration_key(engine: str, hardware: str, klass: str, precision: str, tp: int,
-                    kv_dtype: str) -> CalibrationKey:
-    """The key of (engine style, GPU, model class, precision, TP, KV dtype): the SKU as its family, the precision
-    lower-case, the KV dtype as its format's name."""
+                    kv_dtype: str, *, ep: int = 1, dp_attention: int = 1) -> CalibrationKey:
+    """The key of (engine style, GPU, model class, precision, TP, KV dtype, EP, DP attention): the SKU as its family,
+    the precision lower-case, the KV dtype as its format's name."""
     return CalibrationKey(engine, hardware_family(hardware), klass, precision.strip().lower(), tp,
-                          kv_dtype_name(kv_dtype))
+                          kv_dtype_name(kv_dtype), ep, dp_attention)
 
 
 class CalibrationProvenance(BaseModel):
@@ -125,6 +139,12 @@ class CalibrationEntry(BaseModel):
     kv_dtype: str | None = Field(None, description="KV-cache dtype of the runs the factors were fitted on (bf16, "
                                                    "fp8, ...; `auto` is the model's bf16); applied to jobs of that "
                                                    "KV dtype only. None: not recorded, which matches no job.")
+    ep: int | None = Field(None, ge=1, description="Expert-parallel degree of the runs the factors were fitted on; "
+                                                   "applied to jobs of that EP only. None: not recorded (an entry "
+                                                   "saved before EP was keyed, 2026-12-07): 1 where its TP is 1, "
+                                                   "else it matches no job.")
+    dp_attention: int | None = Field(None, ge=1, description="Data-parallel attention ranks of the runs the factors "
+                                                             "were fitted on; as `ep`.")
     efficiency: dict[str, float] = Field(description="Fitted Efficiency fields; the rest keep their defaults.")
     error_before: float | None = Field(None, ge=0, description="Mean |log(pred/meas)| with the defaults.")
     error_after: float | None = Field(None, ge=0, description="Mean |log(pred/meas)| with these factors.")
@@ -154,17 +174,28 @@ class CalibrationEntry(BaseModel):
         except ConfigError as exc:
             raise ValueError(f"{exc.message} ({exc.fix})") from None
 
+    def _degree(self, name: str) -> int | None:
+        """The entry's EP or DP-attention degree: as recorded, else 1 where its TP is 1 (neither can exceed it), else
+        unknown (an entry saved before they were keyed, fitted at TP > 1, may have run either)."""
+        value: int | None = getattr(self, name)
+        return value if value is not None else (1 if self.tp == 1 else None)
+
     @property
     def key(self) -> CalibrationKey | None:
-        """What the entry is looked up under; None for an entry that does not record its TP or KV dtype (saved
-        before they were keyed): it matches no job (:meth:`unkeyed`)."""
-        if self.tp is None or self.kv_dtype is None:
+        """What the entry is looked up under; None for an entry that does not record its TP, KV dtype, or (at TP >
+        1) EP and DP attention (saved before they were keyed): it matches no job (:meth:`unkeyed`)."""
+        ep, dp = self._degree("ep"), self._degree("dp_attention")
+        if self.tp is None or self.kv_dtype is None or ep is None or dp is None:
             return None
-        return calibration_key(self.engine, self.hardware, self.model_class, self.precision, self.tp, self.kv_dtype)
+        return calibration_key(self.engine, self.hardware, self.model_class, self.precision, self.tp, self.kv_dtype,
+                               ep=ep, dp_attention=dp)
 
     def unkeyed(self) -> list[str]:
-        """The key fields the entry does not record (`tp`, `kv_dtype`): empty for an entry that can match."""
-        return [name for name in ("tp", "kv_dtype") if getattr(self, name) is None]
+        """The key fields the entry does not record (`tp`, `kv_dtype`, and at TP > 1 `ep`, `dp_attention`): empty for
+        an entry that can match."""
+        missing = [name for name in ("tp", "kv_dtype") if getattr(self, name) is None]
+        return missing + [name for name in ("ep", "dp_attention")
+                          if self.tp is not None and self._degree(name) is None]
 
     def shares_class(self, key: CalibrationKey) -> bool:
         """Whether the entry is of `key`'s engine, GPU family, model class and precision (its TP or KV dtype may
@@ -299,8 +330,9 @@ def uncalibrated_label(key: CalibrationKey, dirs: tuple[Path, ...] | None = None
 
 
 def entry_id(key: CalibrationKey) -> str:
-    """The id `--save` gives a new entry of `key`: `vllm-h200-dense-tiny-bf16-tp1-kv-bf16`."""
-    return "-".join([*key[:4], f"tp{key.tp}", f"kv-{key.kv_dtype}"])
+    """The id `--save` gives a new entry of `key`: `vllm-h200-dense-tiny-bf16-tp1-kv-bf16` (`-ep8-dpa8` where above
+    1)."""
+    return "-".join([*key[:4], f"tp{key.tp}", f"kv-{key.kv_dtype}", *key._parallel()])
 
 
 def save_calibration(path: Path, entry_id_: str, entry: CalibrationEntry) -> Path:
@@ -310,8 +342,8 @@ def save_calibration(path: Path, entry_id_: str, entry: CalibrationEntry) -> Pat
     # another id of the same key in this file would shadow the new entry (or be shadowed by it): the key is what
     # predictions look up, so the new fit replaces it
     for other in [k for k, v in section.items() if k != entry_id_ and _same_key(v, entry)]:
-        log.warning("%s: replacing calibration '%s' (same engine, hardware, model class, precision, TP and KV dtype "
-                    "as '%s')", path, other, entry_id_)
+        log.warning("%s: replacing calibration '%s' (same engine, hardware, model class, precision, TP, KV dtype, "
+                    "EP and DP attention as '%s')", path, other, entry_id_)
         del section[other]
     section[entry_id_] = entry.model_dump(mode="json", exclude_none=True)
     write_calibration_file(path, data)

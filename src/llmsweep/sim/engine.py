@@ -109,7 +109,7 @@ class EngineConfig(BaseModel):
         from llmsweep.sim.calibration import calibration_key
 
         return calibration_key(self.engine_style, self.hardware, self.model_class(), self.precision, self.tp,
-                               self.kv_dtype)
+                               self.kv_dtype, ep=self.ep, dp_attention=self.dp_attention)
 
     def calibration(self) -> tuple[str, CalibrationEntry] | None:
         """(id, CalibrationEntry) stored for this engine's :meth:`calibration_key`; None when uncalibrated."""

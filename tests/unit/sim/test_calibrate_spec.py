@@ -76,7 +76,7 @@ def test_the_fit_recovers_a_known_draft_cost_from_two_draft_lengths() -> None:
     truth = {"step_s": 2.0e-3, "draft_layer_fraction": 3.0, "mem": 0.6}
     points = [_point(_mtp(k, al), conc, truth) for k, al in ((1, 1.8), (3, 3.2)) for conc in (1, 16)]
     result = fit_run(points, factors=tuple(truth), max_iter=10, fit_requests_per_lane=None)
-    assert result.key == ("vllm", "h200", "hybrid-moe-tiny+mtp", "bf16", 1, "bf16")
+    assert result.key == ("vllm", "h200", "hybrid-moe-tiny+mtp", "bf16", 1, "bf16", 1, 1)
     assert result.error_before > 0.15 and result.error_after < 0.02
     eff = result.efficiency
     assert eff.step_s == pytest.approx(truth["step_s"], rel=0.1)
@@ -107,7 +107,7 @@ def test_a_speculative_point_replays_at_the_realised_acceptance_without_the_unus
     assert point.provenance["acceptance_length"] == {"realised": realised, "pinned": 3.39}
     # vLLM turned prefix caching off for the hybrid model: planned hits 0.9, observed 0
     assert point.config.prefix_caching is False and "off" in point.provenance["prefix_caching"]
-    assert point.key == ("vllm", "h200", "hybrid-moe-tiny+mtp", "bf16", 1, "bf16")
+    assert point.key == ("vllm", "h200", "hybrid-moe-tiny+mtp", "bf16", 1, "bf16", 1, 1)
     # without the engine's counters there is nothing to replay at: skipped with the reason
     copy = tmp_path / "run" / "jobs" / job.name
     shutil.copytree(job, copy)
@@ -138,7 +138,7 @@ def test_calibrate_cli_fits_and_holds_out_on_the_cpu_rehearsal_output(tmp_path: 
     assert "iteration 1/2" in out.stderr
     (fit,) = doc["calibrations"]
     assert fit["key"] == {"engine": "vllm", "hardware": "h200", "model_class": "hybrid-moe-tiny+mtp",
-                          "precision": "bf16", "tp": 1, "kv_dtype": "bf16"}
+                          "precision": "bf16", "tp": 1, "kv_dtype": "bf16", "ep": 1, "dp_attention": 1}
     assert fit["provenance"]["acceptance_length"]["pinned"] == 3.39
     assert fit["error_after"] <= fit["error_before"] and fit["error_after"] < 0.15
     assert all(3.3 < p["acceptance_length"] < 3.5 for p in fit["points"])  # replayed at the realised AL
@@ -154,7 +154,7 @@ def test_the_stored_hybrid_calibration_is_found_by_its_key_and_applied() -> None
     assert found is not None
     entry_id, entry = found
     assert entry_id == "vllm-h200-hybrid-moe-tiny+mtp"
-    assert entry.key == ("vllm", "h200", "hybrid-moe-tiny+mtp", "bf16", 1, "bf16")
+    assert entry.key == ("vllm", "h200", "hybrid-moe-tiny+mtp", "bf16", 1, "bf16", 1, 1)
     # fitted on the committed H200 run, and it says so
     assert entry.provenance.run_id == json.loads((CALIB_RUN / "run.json").read_text())["run_id"]
     assert config.calibration_label().startswith(
@@ -178,7 +178,7 @@ def test_the_stored_hybrid_calibration_predicts_the_measured_h200_points() -> No
     # three of the seven measured points (conc 1 at both prompt lengths, 4096/128 conc 8), replayed whole
     points = _calib_points("qwen3.5_*_conc[18]_*")
     assert sorted(p.label for p in points) == ["fixed 1024/512 c1", "fixed 4096/128 c8", "fixed 4096/512 c1"]
-    assert {p.key for p in points} == {("vllm", "h200", "hybrid-moe-tiny+mtp", "bf16", 1, "bf16")}
+    assert {p.key for p in points} == {("vllm", "h200", "hybrid-moe-tiny+mtp", "bf16", 1, "bf16", 1, 1)}
     replays = _replays(points)
     defaults = [predict_metrics(r, {}) for r in replays]
     # what the simulator applies for the key (the stored calibration), as the predicted run would get it
@@ -207,7 +207,7 @@ def test_calibrating_on_the_committed_hybrid_h200_run_lowers_the_error(tmp_path:
     assert "fitting mem, frontend_s" in out.stderr and "iteration 1/3" in out.stderr
     (fit,) = doc["calibrations"]
     assert fit["key"] == {"engine": "vllm", "hardware": "h200", "model_class": "hybrid-moe-tiny+mtp",
-                          "precision": "bf16", "tp": 1, "kv_dtype": "bf16"}
+                          "precision": "bf16", "tp": 1, "kv_dtype": "bf16", "ep": 1, "dp_attention": 1}
     assert fit["provenance"]["run_id"] == json.loads((CALIB_RUN / "run.json").read_text())["run_id"]
     assert fit["error_before"] > 0.6 and fit["error_after"] < 0.15  # measured: 120.9 % -> 8.7 %
     assert fit["efficiency"]["mem"] < 0.75 and fit["efficiency"]["frontend_s"] > 0.012  # slower than the defaults

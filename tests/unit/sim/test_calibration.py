@@ -78,7 +78,7 @@ def test_run_fit_recovers_the_factors_that_produced_the_measurements(user_catalo
     for conc in (1, 4, 16, 64):
         batch = Batch(decode_seqs=conc, decode_tokens=conc, decode_ctx=conc * 1100)
         assert fitted.step_time(batch) == pytest.approx(true.step_time(batch), rel=0.03), conc
-    assert result.key == ("vllm", "h200", "dense-small", "bf16", 1, "bf16")
+    assert result.key == ("vllm", "h200", "dense-small", "bf16", 1, "bf16", 1, 1)
 
 
 def test_the_front_ends_latency_per_request_in_flight_is_fitted_from_points_at_several_concurrencies(
@@ -155,7 +155,7 @@ def test_a_calibration_is_evidence_for_the_precision_it_was_fitted_at_only(user_
     truth = {"mem": 0.6}
     points = [_fixed_point(c, 2, truth) for c in (bf16, fp8)]
     # two keys, fitted apart
-    assert points[0].key == ("vllm", "h200", "dense-tiny", "bf16", 1, "bf16") != points[1].key
+    assert points[0].key == ("vllm", "h200", "dense-tiny", "bf16", 1, "bf16", 1, 1) != points[1].key
     with pytest.raises(ResultError, match="several calibration keys"):
         fit_run(points, factors=("mem",), max_iter=1)
     # a fit at FP8, saved, is used for FP8 jobs and leaves the packaged BF16 one in place
@@ -183,7 +183,7 @@ def test_a_calibration_is_evidence_for_the_tp_and_kv_dtype_it_was_fitted_at_only
     all-reduces nor the FP8 attention kernels. Another TP or KV dtype is uncalibrated, and its label names the
     calibration it did not use and where that was fitted."""
     measured = EngineConfig(model="llama-1b", hardware="h200", engine_style="vllm")
-    assert measured.calibration_key() == ("vllm", "h200", "dense-tiny", "bf16", 1, "bf16")
+    assert measured.calibration_key() == ("vllm", "h200", "dense-tiny", "bf16", 1, "bf16", 1, 1)
     # `auto` is the model's bf16, fp8_e4m3 is fp8: a key holds the format, not the spelling
     assert measured.model_copy(update={"kv_dtype": "auto"}).calibration() == measured.calibration() is not None
     defaults = measured.model_copy(update={"calibrated": False}).efficiency_factors()
@@ -200,7 +200,7 @@ def test_a_calibration_is_evidence_for_the_tp_and_kv_dtype_it_was_fitted_at_only
     with pytest.raises(ResultError, match=r"several calibration keys .*tp1/kv-bf16.*tp8/kv-fp8"):
         fit_run(points, factors=("mem",), max_iter=1)
     entry = CalibrationEntry(engine="vllm", hardware="h200", model_class="dense-tiny", precision="bf16", tp=8,
-                             kv_dtype="fp8_e4m3", efficiency={"mem": 0.42},
+                             kv_dtype="fp8_e4m3", ep=1, dp_attention=1, efficiency={"mem": 0.42},
                              provenance=CalibrationProvenance(run_id="r", date="2026-12-06"))
     save_calibration(user_catalog / "sim_calibration.yaml", entry_id(tp8.calibration_key()), entry)
     found = tp8.calibration()
@@ -213,6 +213,35 @@ def test_a_calibration_is_evidence_for_the_tp_and_kv_dtype_it_was_fitted_at_only
         "was fitted at TP 8, fp8 KV; this engine is TP 4, bf16 KV)")
     # another engine, GPU, model class or precision says nothing of the one stored
     assert measured.model_copy(update={"precision": "fp8", "tp": 4}).calibration_label() == UNCALIBRATED
+
+
+def test_a_calibration_is_evidence_for_the_expert_and_attention_parallelism_it_was_fitted_at_only(
+        user_catalog: Path) -> None:
+    """A MoE fit at TP 8 with EP 8 and DP attention 8 absorbed the all-to-alls and the per-rank attention shapes
+    into its factors: no evidence for the same model at TP 8 without them (the key had no EP or DP attention, so it
+    priced both alike under one label). An entry of TP 8 saved before they were keyed matches no job (either may
+    have run); one at TP 1 ran neither, so it keeps matching."""
+    moe = EngineConfig(model="deepseek-v4-pro", hardware="mi355x", engine_style="sglang", tp=8, precision="fp8",
+                       kv_dtype="fp8")
+    wide = moe.model_copy(update={"ep": 8, "dp_attention": 8})
+    key = wide.calibration_key()
+    assert (key.ep, key.dp_attention) == (8, 8) and key.label.endswith("/tp8/kv-fp8/ep8/dpa8")
+    assert moe.calibration_key().label.endswith("/tp8/kv-fp8")  # a key without them names neither
+    entry = CalibrationEntry(engine="sglang", hardware="mi355x", model_class=key.model_class, precision="fp8", tp=8,
+                             kv_dtype="fp8", ep=8, dp_attention=8, efficiency={"mem": 0.42},
+                             provenance=CalibrationProvenance(run_id="r", date="2026-12-07"))
+    saved_id = entry_id(key)
+    assert saved_id.endswith("-tp8-kv-fp8-ep8-dpa8")
+    save_calibration(user_catalog / "sim_calibration.yaml", saved_id, entry)
+    found = wide.calibration()
+    assert found is not None and found[0] == saved_id and wide.efficiency_factors().mem == 0.42
+    assert moe.calibration() is None
+    assert moe.calibration_label() == (f"{UNCALIBRATED} ('{saved_id}' was fitted at TP 8, fp8 KV, EP 8, DP attention "
+                                       "8; this engine is TP 8, fp8 KV)")
+    unkeyed = entry.model_copy(update={"ep": None, "dp_attention": None})
+    assert unkeyed.key is None and unkeyed.unkeyed() == ["ep", "dp_attention"]
+    at_tp1 = unkeyed.model_copy(update={"tp": 1})
+    assert at_tp1.key is not None and (at_tp1.key.ep, at_tp1.key.dp_attention) == (1, 1) and not at_tp1.unkeyed()
 
 
 def test_a_calibration_saved_before_tp_and_kv_dtype_were_keyed_loads_and_says_it_matches_no_job(
@@ -306,7 +335,7 @@ def test_calibrating_on_the_h200_vllm_run_lowers_the_error(user_catalog: Path) -
     doc = json.loads(out.stdout)
     (fit,) = doc["calibrations"]
     assert fit["key"] == {"engine": "vllm", "hardware": "h200", "model_class": "dense-tiny",
-                          "precision": "bf16", "tp": 1, "kv_dtype": "bf16"}
+                          "precision": "bf16", "tp": 1, "kv_dtype": "bf16", "ep": 1, "dp_attention": 1}
     assert fit["error_after"] < fit["error_before"]
     # measured on this run: 36.6 % -> 7.2 % with the front end's load term (the packaged fit of 2026-12-06, since a
     # fixed-length warm-up is a phase of its own: 3.6 % before, when warm-up requests shared the window)
@@ -344,7 +373,7 @@ def test_the_three_h100_runs_calibrate_on_every_point_their_agentic_ones_from_th
     assert "corpus digest" not in caplog.text  # every replay verified, none merely rebuilt
     (fit,) = json.loads(out.stdout)["calibrations"]
     assert fit["key"] == {"engine": "vllm", "hardware": "h100", "model_class": "dense-tiny",
-                          "precision": "bf16", "tp": 1, "kv_dtype": "bf16"}
+                          "precision": "bf16", "tp": 1, "kv_dtype": "bf16", "ep": 1, "dp_attention": 1}
     labels = [p["label"] for p in fit["points"]]
     fixed = {f"fixed 1024/256 c{c}" for c in (1, 4, 16, 64, 128)}
     assert sorted(labels) == sorted(3 * [*fixed, *(f"agentic c{c}" for c in (1, 4, 8, 16, 32))])
