@@ -1,7 +1,8 @@
 """Which GPUs of this host a server is given: the one reader of `CUDA_VISIBLE_DEVICES`, `HIP_VISIBLE_DEVICES` and
-`ROCR_VISIBLE_DEVICES`. The power sampler (`power.backends`), the GPUs a job records as its hardware
-(`execute.lifecycle.visible_rows`) and the launch preflight's GPU count (`execute.preflight.count_gpus`) all ask
-:func:`resolve_visible`, so they name the same GPUs.
+`ROCR_VISIBLE_DEVICES`. The power sampler (`power.backends`) asks :func:`resolve_visible`; the GPUs a job records as
+its hardware (`execute.lifecycle.observe_runtime`) and the launch preflight's (`execute.preflight.check_gpus`, and a
+role-by-role deployment's shares of the host, `execute.roles.gpu_partition`) ask :func:`select_listed` of the GPUs a
+vendor tool listed, which reads the selection with it: all name the same GPUs.
 
 What the runtimes do with the variables, and so what :func:`resolve_visible` does:
 
@@ -51,6 +52,10 @@ class GpuTable:
     uuids: Mapping[str, int]
     source: str
     """What listed them (or why nothing could), for a problem's message."""
+    complete: bool = False
+    """Whether it holds every UUID the host's tools would list (`nvidia-smi -L`: the GPUs' and their MIG
+    instances'), so an entry it lacks is looked up nowhere else; False (`--query-gpu`: no MIG instance) lists the
+    host when an entry is not in it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,7 +119,8 @@ class _Lookup:
         self.listed: GpuTable | None = None
 
     def index(self, entry: str) -> int | None:
-        if self.known is not None and (hit := match_uuid(entry, self.known.uuids)) is not None:
+        if self.known is not None and ((hit := match_uuid(entry, self.known.uuids)) is not None
+                                       or self.known.complete):
             return hit
         if self.listed is None:
             self.listed = list_gpus(self.env)
@@ -162,6 +168,44 @@ def _select(name: str, raw: str, lookup: _Lookup, *, among: tuple[int, ...] | No
     if reasons:
         return Visible((), f"{name}={raw} names " + "; and ".join(reasons))
     return Visible(tuple(found))
+
+
+@dataclass(frozen=True, slots=True)
+class Listed:
+    """A host's GPUs as one vendor tool listed them."""
+
+    tool: str
+    """What listed them, as a message names it (`nvidia-smi`, `rocm-smi`, `amd-smi`)."""
+    indices: tuple[int, ...]
+    """Each GPU's index as the tool numbers it, in its order."""
+    uuids: GpuTable | None
+    """Their UUIDs as the listing gave them; None: listed by :func:`list_gpus` if an entry is a UUID."""
+
+
+def select_listed(listed: Listed, env: Mapping[str, str]) -> Visible:
+    """The GPUs of `listed` a process running with `env` is given, in its runtime's order: every listed GPU when no
+    `*_VISIBLE_DEVICES` narrows them (:func:`resolve_visible`, with the listing's UUIDs), else the selection. An empty
+    selection with the problem when an entry names no GPU of the host, or names an index the tool does not list (the
+    runtime stops at it, hiding it and every GPU named after it: never the GPUs before it and after it)."""
+    visible = resolve_visible(env, listed.uuids)
+    if visible.problem is not None:
+        return visible
+    if visible.gpus is None:
+        return Visible(listed.indices)
+    if missing := [i for i in visible.gpus if i not in listed.indices]:
+        named = ", ".join(f"{name}={env[name]}" for name in VISIBLE_ENV if env.get(name, "").strip())
+        has = (f"{len(listed.indices)} GPU(s) on this host ({_span(listed.indices)})" if listed.indices
+               else "no GPU on this host")
+        return Visible((), f"{named} names GPU {', '.join(map(str, missing))}, but {listed.tool} lists {has}; the "
+                           "runtime stops at it, hiding it and every GPU named after it")
+    return visible
+
+
+def _span(indices: tuple[int, ...]) -> str:
+    """`0-7` for consecutive indices, else the indices listed."""
+    if len(indices) > 1 and indices == tuple(range(indices[0], indices[0] + len(indices))):
+        return f"{indices[0]}-{indices[-1]}"
+    return ", ".join(map(str, indices))
 
 
 def match_uuid(entry: str, table: Mapping[str, int]) -> int | None:

@@ -77,7 +77,7 @@ from llmsweep.power.sampler import PowerProbe, PowerSettings, Sampler, probe_pow
 from llmsweep.sim_warnings import no_gpu_figures
 from llmsweep.spec.workload import ScenarioId
 from llmsweep.visible import CUDA as VISIBLE_CUDA
-from llmsweep.visible import GpuTable, resolve_visible
+from llmsweep.visible import GpuTable, Listed, select_listed
 
 if TYPE_CHECKING:
     from llmsweep.client import Endpoint, Progress, RunOptions
@@ -426,7 +426,7 @@ def observe_runtime(handle: ServerHandle, spec: LaunchSpec) -> dict[str, Any]:
     by_index = {g.index: g for g in host.gpus}
     try:
         env = {**os.environ, **spec.env}
-        gpus = [by_index[i] for i in select_visible(list(by_index), env, host.uuids, host.tool, host.fix)]
+        gpus = [by_index[i] for i in select_visible(host.listed, env, host.fix)]
         names = [g.name for g in gpus]
         # every GPU named, or none: a list with a hole would name fewer GPUs than the server ran on
         seen["gpu_names"] = [n for n in names if n] if names and all(names) else None
@@ -457,9 +457,8 @@ class _HostGpus:
     """This host's GPUs as one vendor's tool listed them, and how a server's selection of them is read."""
 
     gpus: list[_ListedGpu]
-    uuids: GpuTable | None
-    """The GPUs' UUIDs as the tool gave them; None: `llmsweep.visible` lists them if an entry is a UUID."""
-    tool: str
+    listed: Listed
+    """Their indices and the tool's UUIDs of them, as `llmsweep.visible.select_listed` reads a selection of them."""
     fix: str
 
 
@@ -473,13 +472,14 @@ def _host_gpus(here: bool) -> _HostGpus | None:
     if shutil.which("nvidia-smi"):
         if (out := _query_gpus()) is None:
             return None
-        return _HostGpus([_ListedGpu(int(r[0]), r[2], r[3], gpu_state(r)) for r in _query_rows(out)],
-                         _uuid_table(out), "nvidia-smi", _NVIDIA_FIX)
+        rows = _query_rows(out)
+        return _HostGpus([_ListedGpu(int(r[0]), r[2], r[3], gpu_state(r)) for r in rows],
+                         Listed("nvidia-smi", tuple(int(r[0]) for r in rows), _uuid_table(out)), _NVIDIA_FIX)
     if not shutil.which("amd-smi") or (amd := query_amd_static()) is None:
         return None
     clocks = query_amd_clocks() if here else {}
     return _HostGpus([_ListedGpu(g.index, g.name, g.driver_version, _amd_state(g, clocks.get(g.index)))
-                      for g in amd.values()], None, "amd-smi", _AMD_FIX)
+                      for g in amd.values()], Listed("amd-smi", tuple(amd), None), _AMD_FIX)
 
 
 def _amd_state(gpu: AmdGpu, clock: GfxClock | None) -> GpuState | None:
@@ -501,24 +501,17 @@ def _uuid_table(csv: str) -> GpuTable:
     return GpuTable("nvidia", {r[1].lower(): int(r[0]) for r in _query_rows(csv)}, "listed by nvidia-smi --query-gpu")
 
 
-def select_visible(indices: Sequence[int], env: Mapping[str, str], listed: GpuTable | None, tool: str,
-                   fix: str) -> list[int]:
-    """Which of the host's GPUs (`indices`, as `tool` numbers them, in its order) the server's environment makes
-    visible, in the runtime's order, not every GPU of the host: the `*_VISIBLE_DEVICES` variables read by
-    :func:`llmsweep.visible.resolve_visible` (their one reader, which the power sampler asks too). `listed`: the
-    GPUs' UUIDs as the tool already gave them (None: listed by `llmsweep.visible` when an entry is a UUID).
+def select_visible(listed: Listed, env: Mapping[str, str], fix: str) -> list[int]:
+    """Which of the host's GPUs (`listed`, as its tool numbers them) the server's environment makes visible, in the
+    runtime's order, not every GPU of the host: :func:`llmsweep.visible.select_listed`, as the launch preflight reads
+    them (and the power sampler, through the same reader of the `*_VISIBLE_DEVICES` variables).
 
-    Raises ConfigError when an entry names no GPU of the host (a typo'd UUID, an ambiguous prefix): a shorter list
-    would name GPUs the server may not have run on."""
-    visible = resolve_visible(env, listed)
+    Raises ConfigError when an entry names no GPU of the host (a typo'd UUID, an ambiguous prefix, an index the tool
+    does not list): a shorter list would name GPUs the server may not have run on."""
+    visible = select_listed(listed, env)
     if visible.problem is not None:
         raise ConfigError(f"the server's GPUs cannot be named: {visible.problem}", fix=fix)
-    if visible.gpus is None:
-        return list(indices)
-    if missing := [i for i in visible.gpus if i not in indices]:
-        raise ConfigError(f"the server's GPUs cannot be named: its *_VISIBLE_DEVICES select GPU(s) "
-                          f"{', '.join(map(str, missing))}, which {tool} does not list", fix=fix)
-    return list(visible.gpus)
+    return list(visible.gpus or ())
 
 
 def visible_rows(csv: str, env: Mapping[str, str]) -> list[list[str]]:
@@ -527,7 +520,8 @@ def visible_rows(csv: str, env: Mapping[str, str]) -> list[list[str]]:
 
     Raises ConfigError when an entry names no GPU of the host."""
     by_index = {int(r[0]): r for r in _query_rows(csv)}
-    return [by_index[i] for i in select_visible(list(by_index), env, _uuid_table(csv), "nvidia-smi", _NVIDIA_FIX)]
+    return [by_index[i] for i in select_visible(Listed("nvidia-smi", tuple(by_index), _uuid_table(csv)), env,
+                                                _NVIDIA_FIX)]
 
 
 _START_EXITS = 2

@@ -21,7 +21,7 @@ from llmsweep.engine_ids import SIM
 from llmsweep.engines.launch import LaunchSpec
 from llmsweep.errors import LaunchError
 from llmsweep.execute.commands import run_command
-from llmsweep.visible import VISIBLE_ENV, GpuTable, match_uuid, parse_nvidia_smi_list, resolve_visible
+from llmsweep.visible import VISIBLE_ENV, GpuTable, Listed, match_uuid, parse_nvidia_smi_list, select_listed
 
 log = logging.getLogger(__name__)
 PORT_PLACEHOLDER = "{port}"
@@ -96,56 +96,73 @@ def resolve_port(spec: LaunchSpec) -> LaunchSpec:
 class _ServerGpus:
     """What the vendor tool lists of this host's GPUs, and the ones the server's selection gives it."""
 
-    tool: str
+    listed: Listed
+    """The host's GPUs (and, from `nvidia-smi -L`, their and their MIG instances' UUIDs; none from `rocm-smi`)."""
     exe: str
-    table: GpuTable | None
-    """The GPUs' UUIDs -> index (`nvidia-smi -L`); None on AMD."""
+    """The tool, as found on the server's PATH."""
     selected: tuple[int, ...]
     """The GPUs the server is given, in the runtime's order (every GPU when no variable narrows them)."""
 
 
-def count_gpus(environ: Mapping[str, str] | None = None) -> tuple[str, int] | None:
-    """(tool, visible GPU count): the GPUs `nvidia-smi -L` or `rocm-smi --showid` lists, narrowed by the
-    `*_VISIBLE_DEVICES` selection as the runtime applies it (`llmsweep.visible`); None when neither tool exists. A
-    selection that names no GPU of this host is a LaunchError with its reason (the engine would see fewer GPUs than
-    its entries, or none)."""
-    host = _server_gpus(os.environ if environ is None else environ)
-    return None if host is None else (host.tool, len(host.selected))
+class HostGpuQueries:
+    """What a launch preflight asks this host's vendor tool, each asked once, when first needed, however many servers
+    are checked against it: the GPUs it lists (`nvidia-smi -L`, else `rocm-smi --showid`) and, NVIDIA, the processes
+    computing on them (`--query-compute-apps`). A role-by-role deployment's workers on one host share one
+    (`execute.roles.LocalPlacement`); a later preflight asks afresh with a new one."""
+
+    def __init__(self) -> None:
+        self._listed: dict[str | None, tuple[str, Listed] | None] = {}
+        self._tenants: dict[str, list[GpuTenant] | None] = {}
+
+    def listing(self, env: Mapping[str, str]) -> tuple[str, Listed] | None:
+        """(the tool as found on `env`'s PATH, what it lists); None when neither tool is there."""
+        path = env.get("PATH")
+        if path not in self._listed:
+            self._listed[path] = _list_host(path)
+        return self._listed[path]
+
+    def server(self, env: Mapping[str, str]) -> _ServerGpus | None:
+        """The host's GPUs `env`'s `*_VISIBLE_DEVICES` give a server (`llmsweep.visible.select_listed`); None when
+        no tool lists them. A selection that names no GPU of this host is a LaunchError with its reason (the engine
+        would see fewer GPUs than its entries, or none)."""
+        found = self.listing(env)
+        if found is None:
+            return None
+        exe, listed = found
+        visible = select_listed(listed, env)
+        if visible.problem is not None:
+            raise LaunchError(f"the server's GPU selection is unusable: {visible.problem}",
+                              fix="name GPUs this node has (indices or UUIDs from nvidia-smi -L / amd-smi list), or "
+                                  "unset the variable")
+        return _ServerGpus(listed, exe, visible.gpus or ())
+
+    def tenants(self, exe: str) -> list[GpuTenant] | None:
+        """The processes computing on the GPUs, as `exe` (nvidia-smi) lists them; None when it cannot say (best
+        effort: a failed query refuses nothing)."""
+        if exe not in self._tenants:
+            try:
+                out = run_command([exe, COMPUTE_APPS_QUERY, "--format=csv,noheader,nounits"],
+                                  timeout_s=_GPU_TOOL_TIMEOUT_S, fix="check the GPU driver on this node").stdout
+                self._tenants[exe] = parse_compute_apps(out)
+            except LaunchError as exc:
+                log.info("could not ask nvidia-smi which processes use the GPUs: %s", exc)
+                self._tenants[exe] = None
+        return self._tenants[exe]
 
 
-def _server_gpus(env: Mapping[str, str]) -> _ServerGpus | None:
+def _list_host(path: str | None) -> tuple[str, Listed] | None:
     fix = "check the GPU driver on this node (the tool failed or hung)"
-    known: GpuTable | None = None
-    if nvidia_smi := shutil.which("nvidia-smi", path=env.get("PATH")):  # run as found on `env`'s PATH
-        exe = nvidia_smi
+    if exe := shutil.which("nvidia-smi", path=path):  # run as found on the server's PATH
         out = run_command([exe, "-L"], timeout_s=_GPU_TOOL_TIMEOUT_S, fix=fix).stdout
-        found = sum(1 for line in out.splitlines() if line.startswith("GPU "))
-        tool = "nvidia-smi"
-        known = GpuTable("nvidia", parse_nvidia_smi_list(out), "listed by nvidia-smi -L")
-    elif rocm_smi := shutil.which("rocm-smi", path=env.get("PATH")):
-        exe = rocm_smi
+        indices = [int(m) for m in re.findall(r"^GPU (\d+):", out, flags=re.MULTILINE)]
+        return exe, Listed("nvidia-smi", tuple(indices),
+                           GpuTable("nvidia", parse_nvidia_smi_list(out), "listed by nvidia-smi -L",
+                                    complete=True))
+    if exe := shutil.which("rocm-smi", path=path):
         out = run_command([exe, "--showid"], timeout_s=_GPU_TOOL_TIMEOUT_S, fix=fix).stdout
-        found = len(set(re.findall(r"^GPU\[(\d+)\]", out, flags=re.MULTILINE)))
-        tool = "rocm-smi"
-    else:
-        return None
-    visible = resolve_visible(env, known)
-    if visible.problem is not None:
-        raise LaunchError(f"the server's GPU selection is unusable: {visible.problem}",
-                          fix="name GPUs this node has (indices or UUIDs from nvidia-smi -L / amd-smi list), or "
-                              "unset the variable")
-    if visible.gpus is None:
-        return _ServerGpus(tool, exe, known, tuple(range(found)))
-    if past := [i for i in visible.gpus if i >= found]:
-        # the runtime stops at it, hiding it and every GPU named after it: never counted as the GPUs before it plus
-        # those after it (0,7,1 on a 2-GPU host is GPU 0 alone to the engine)
-        named = ", ".join(f"{name}={env[name]}" for name in VISIBLE_ENV if env.get(name, "").strip())
-        listed = f"{found} GPU(s) on this host (0-{found - 1})" if found else "no GPU on this host"
-        raise LaunchError(f"the server's GPU selection is unusable: {named} names GPU {', '.join(map(str, past))}, "
-                          f"but {tool} lists {listed}; the runtime stops at it, hiding it and every GPU named after it",
-                          fix="name GPUs this node has (indices or UUIDs from nvidia-smi -L / amd-smi list), or "
-                              "unset the variable")
-    return _ServerGpus(tool, exe, known, visible.gpus)
+        indices = sorted({int(m) for m in re.findall(r"^GPU\[(\d+)\]", out, flags=re.MULTILINE)})
+        return exe, Listed("rocm-smi", tuple(indices), None)
+    return None
 
 
 COMPUTE_APPS_QUERY = "--query-compute-apps=gpu_uuid,pid,used_memory,process_name"
@@ -176,27 +193,22 @@ def parse_compute_apps(text: str) -> list[GpuTenant]:
     return tenants
 
 
-def _refuse_busy(spec: LaunchSpec, host: _ServerGpus, fix: str) -> None:
+def _refuse_busy(spec: LaunchSpec, host: _ServerGpus, queries: HostGpuQueries, fix: str) -> None:
     """LaunchError when another process computes on a GPU the server would use (the first `spec.gpus` of its
     selection). NVIDIA only; a query that fails or says nothing readable is no refusal (best effort), and neither is
     a GPU split into MIG instances (the query names the GPU, not the instance: another job's process on another
     instance would read as this server's neighbour)."""
-    if host.table is None:
+    table = host.listed.uuids
+    if table is None:
         return
-    split = {index for uuid, index in host.table.uuids.items() if uuid.startswith("mig-")}
+    split = {index for uuid, index in table.uuids.items() if uuid.startswith("mig-")}
     wanted = host.selected[:spec.gpus]
     used = tuple(i for i in wanted if i not in split)
-    if not used:
-        return
-    try:
-        out = run_command([host.exe, COMPUTE_APPS_QUERY, "--format=csv,noheader,nounits"],
-                          timeout_s=_GPU_TOOL_TIMEOUT_S, fix="check the GPU driver on this node").stdout
-    except LaunchError as exc:
-        log.info("could not ask nvidia-smi which processes use the GPUs: %s", exc)
+    if not used or (tenants := queries.tenants(host.exe)) is None:
         return
     busy: dict[int, list[GpuTenant]] = {}
-    for tenant in parse_compute_apps(out):
-        gpu = match_uuid(tenant.gpu_uuid, host.table.uuids)
+    for tenant in tenants:
+        gpu = match_uuid(tenant.gpu_uuid, table.uuids)
         if gpu in used and tenant.pid != os.getpid() and os.path.basename(tenant.name) not in NOT_A_TENANT:
             busy.setdefault(gpu, []).append(tenant)
     if not busy:
@@ -213,20 +225,23 @@ def _refuse_busy(spec: LaunchSpec, host: _ServerGpus, fix: str) -> None:
                       fix=f"stop or wait for pid(s) {pids} (`nvidia-smi` shows what runs where), or {fix}")
 
 
-def check_gpus(spec: LaunchSpec, environ: Mapping[str, str] | None = None, *, reselect: str | None = None) -> None:
+def check_gpus(spec: LaunchSpec, environ: Mapping[str, str] | None = None, *, reselect: str | None = None,
+               queries: HostGpuQueries | None = None) -> None:
     """Fail when the spec needs GPUs this machine does not show, or that another process computes on (NVIDIA). The
     simulator and CPU servers are skipped.
 
     `reselect`: where llmsweep chose the selection in `spec.env` itself (a role-by-role deployment's worker, given its
     share of the host's GPUs: `execute.roles.LocalPlacement`), how to give the server other GPUs: the fix of a
-    refusal, in place of the recipe's `serve.env` (None: the selection in `spec.env` is the recipe's)."""
+    refusal, in place of the recipe's `serve.env` (None: the selection in `spec.env` is the recipe's). `queries`:
+    what the host's tool was already asked (the deployment's other workers'); None: asked here."""
     if spec.gpus <= 0 or spec.engine == SIM.id:
         return
     host_env = os.environ if environ is None else environ
     in_slurm = bool(host_env.get("SLURM_JOB_ID"))  # the check runs on the node, inside the batch job's allocation
     # the server runs with the recipe's env over this process's (the launchers, `observe_runtime` and the power
     # sampler all read it so): a selection the recipe sets is the server's, whatever this shell has
-    host = _server_gpus({**host_env, **spec.env})
+    queries = HostGpuQueries() if queries is None else queries
+    host = queries.server({**host_env, **spec.env})
     pinned = [f"{name}={spec.env[name]}" for name in VISIBLE_ENV if name in spec.env]
     whose = "the recipe's" if reselect is None else "its"
     if host is None:
@@ -236,7 +251,7 @@ def check_gpus(spec: LaunchSpec, environ: Mapping[str, str] | None = None, *, re
                  "partition (the slurm executor's `partition`) or add the tools' folder to PATH on the nodes")
             if in_slurm else "run on a GPU machine, or install the vendor driver tools (nvidia-smi / rocm-smi)",
         )
-    tool, found = host.tool, len(host.selected)
+    tool, found = host.listed.tool, len(host.selected)
     if found < spec.gpus:
         if reselect is not None:
             fix = f"{reselect}, or lower tp/pp in the recipe"
@@ -263,7 +278,7 @@ def check_gpus(spec: LaunchSpec, environ: Mapping[str, str] | None = None, *, re
                      "allocation's GPUs should be its own")
     else:
         elsewhere = "select free GPUs with CUDA_VISIBLE_DEVICES"
-    _refuse_busy(spec, host, fix=elsewhere)
+    _refuse_busy(spec, host, queries, fix=elsewhere)
 
 
 def preflight(spec: LaunchSpec, *, gpus: bool = True, environ: Mapping[str, str] | None = None) -> LaunchSpec:

@@ -58,6 +58,7 @@ from llmsweep.execute.commands import run_command
 from llmsweep.execute.handle import DEFAULT_TAIL_LINES, ProcessServerHandle
 from llmsweep.execute.local import LocalLauncher
 from llmsweep.execute.node_power import READY_LINE
+from llmsweep.execute.preflight import HostGpuQueries
 from llmsweep.execute.pyxis import SrunLauncher, scontrol_show
 from llmsweep.execute.ready import server_version, wait_ready
 from llmsweep.execute.secrets import SecretScrubber
@@ -360,16 +361,16 @@ GPU_PARTITION_ENV = VISIBLE_CUDA
 
 
 def gpu_partition(needs: list[tuple[str, int]], environ: Mapping[str, str] | None = None,
-                  recipe: Mapping[str, str] | None = None) -> list[str | None]:
+                  recipe: Mapping[str, str] | None = None, *,
+                  queries: HostGpuQueries | None = None) -> list[str | None]:
     """Each worker's share of this host's GPUs, as a CUDA_VISIBLE_DEVICES value (None: a worker that needs none),
     given `needs`, (worker name, GPUs) in launch order: consecutive GPUs of those the workers may use — the selection
     `recipe` sets (the `*_VISIBLE_DEVICES` of the workers' launch env: the recipe's `serve.env`) over this process's,
     else all the host's, as a server runs with the recipe's env over this process's (`preflight.check_gpus`). A
-    LaunchError says why when the selection names a GPU the host lacks (`preflight.count_gpus`), when it does not
-    show them all together, or when an AMD selection (HIP_/ROCR_VISIBLE_DEVICES) is set that the indices would be
-    read relative to."""
-    from llmsweep.execute.preflight import count_gpus
-    from llmsweep.visible import HIP, ROCR, resolve_visible
+    LaunchError says why when the selection names a GPU the host lacks (`preflight.HostGpuQueries.server`), when it
+    does not show them all together, or when an AMD selection (HIP_/ROCR_VISIBLE_DEVICES) is set that the indices
+    would be read relative to. `queries`: the host's tool, asked once for the whole placement (None: asked here)."""
+    from llmsweep.visible import HIP, ROCR
 
     pinned = dict(recipe or {})
     env = {**(os.environ if environ is None else environ), **pinned}
@@ -385,11 +386,12 @@ def gpu_partition(needs: list[tuple[str, int]], environ: Mapping[str, str] | Non
         raise LaunchError(f"the deployment's workers get their GPUs through {GPU_PARTITION_ENV}, but {chosen[0]} is "
                           f"set {where}: the indices would be read within its selection",
                           fix=f"unset {' and '.join(chosen)} (select the GPUs with {GPU_PARTITION_ENV})")
-    counted = count_gpus(env)
-    if counted is None:
+    queries = HostGpuQueries() if queries is None else queries
+    host = queries.server(env)
+    if host is None:
         raise LaunchError(f"the deployment's workers need {needed} GPU(s) together ({wanted}) but neither nvidia-smi "
                           "nor rocm-smi is on PATH", fix=fix)
-    tool, found = counted
+    tool, found = host.listed.tool, len(host.selected)
     if found < needed:
         if GPU_PARTITION_ENV in pinned:
             said = f"{GPU_PARTITION_ENV}={pinned[GPU_PARTITION_ENV]}"
@@ -399,8 +401,7 @@ def gpu_partition(needs: list[tuple[str, int]], environ: Mapping[str, str] | Non
                                   f"{fix}")
         raise LaunchError(f"the deployment's workers need {needed} GPU(s) together ({wanted}) but {tool} shows "
                           f"{found} on this host", fix=fix)
-    visible = resolve_visible(env).gpus
-    indices = list(range(found)) if visible is None else list(visible)  # the selection's, checked by count_gpus
+    indices = list(host.selected)
     shares: list[str | None] = []
     for _name, n in needs:
         shares.append(",".join(str(i) for i in indices[:n]) if n > 0 else None)
@@ -540,13 +541,15 @@ class LocalPlacement:
         channel, `LaunchSpec.side_ports`) → the first of the free consecutive ports it gets here: the planned ones
         (5600 and up) may be taken on this host, and two deployments on one host would share them."""
         recipe = _recipe_selection(topology, workers)
+        queries = HostGpuQueries()  # the host's GPUs listed, and what computes on them asked, once for every worker
         shares = gpu_partition([(f"{role.name} worker {w.index}", w.spec.gpus) for role, w in workers], environ,
-                               recipe)
+                               recipe, queries=queries)
         self.gpus = {(role.name, w.index): share for (role, w), share in zip(workers, shares, strict=True)}
         self.pid_files: list[tuple[ProcessServerHandle, Path]] = []
-        self._preflight(workers, recipe)
+        self._preflight(workers, recipe, queries)
 
-    def _preflight(self, workers: list[tuple[Role, RoleWorker]], recipe: Mapping[str, str]) -> None:
+    def _preflight(self, workers: list[tuple[Role, RoleWorker]], recipe: Mapping[str, str],
+                   queries: HostGpuQueries) -> None:
         """Each worker's launch preflight, before any starts: the GPUs its share selects, checked as an aggregated
         server's are (`preflight.check_gpus`: present under its selection, and, NVIDIA, no other process computing on
         them); the simulator's workers and a worker of no GPU are skipped there, as aggregated. (Its ports need no
@@ -569,7 +572,7 @@ class LocalPlacement:
             if share is None:
                 continue
             try:
-                check_gpus(self.place(role, worker), self._environ, reselect=reselect)
+                check_gpus(self.place(role, worker), self._environ, reselect=reselect, queries=queries)
             except LaunchError as exc:
                 refused.append((f"{role.name} worker {worker.index}", share, exc))
         if not refused:

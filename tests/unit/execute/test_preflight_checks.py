@@ -266,3 +266,21 @@ def test_a_selection_llmsweep_chose_is_refused_with_how_to_choose_others(monkeyp
         check_gpus(worker.model_copy(update={"gpus": 2}), reselect="give the deployment free GPUs with X")
     assert "shows 1 visible under its CUDA_VISIBLE_DEVICES=1" in short.value.message
     assert short.value.fix == "give the deployment free GPUs with X, or lower tp/pp in the recipe"
+
+
+def test_a_uuid_the_listing_lacks_is_refused_without_listing_the_host_again(monkeypatch: pytest.MonkeyPatch,
+                                                                              tmp_path: Path) -> None:
+    """`nvidia-smi -L` lists every GPU's and MIG instance's UUID: a selection entry it lacks names no GPU of this host,
+    said after that one listing (it was listed a second time to look the entry up, and named twice as the source)."""
+    import sys
+
+    log = tmp_path / "calls.log"
+    tool = tmp_path / "nvidia-smi"
+    tool.write_text(f"#!/bin/sh\necho \"$*\" >> {log}\nprintf 'GPU 0: NVIDIA H200 (UUID: GPU-aaaa1111)\\n'\n")
+    tool.chmod(tool.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setitem(sys.modules, "pynvml", None)
+    with pytest.raises(LaunchError) as err:
+        check_gpus(spec(("srv",), 1, gpus=1, env={"CUDA_VISIBLE_DEVICES": "GPU-bbbb"}))
+    assert err.value.message.endswith("names GPU-bbbb, which no GPU of this host has (listed by nvidia-smi -L)")
+    assert log.read_text().splitlines() == ["-L"]

@@ -424,3 +424,44 @@ def test_the_recorded_router_policy_is_the_one_the_router_says_and_none_where_it
     assert recorded({"role": "router", "policy": "least_load"}) == "least_load"
     assert recorded({"role": "router"}) is None  # said nothing: nothing recorded
     assert recorded(None) is None
+
+
+def _logged_nvidia_smi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, gpus: int) -> tuple[dict[str, str], Path]:
+    """This host's environment with an `nvidia-smi` on PATH that lists `gpus` GPUs, no process computing on them, and
+    writes each call's arguments to the log it returns (NVML absent: the tool is the one lister)."""
+    import os
+    import sys
+
+    bin_dir = tmp_path / "logged"
+    bin_dir.mkdir()
+    log = bin_dir / "calls.log"
+    listing = "".join(f"GPU {i}: NVIDIA H200 (UUID: GPU-{i:08d}-0000-0000-0000-000000000000)\\n" for i in range(gpus))
+    tool = bin_dir / "nvidia-smi"
+    tool.write_text(f"#!/bin/sh\necho \"$*\" >> {log}\ncase \"$1\" in\n  -L) printf '{listing}';;\nesac\n")
+    tool.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ.get('PATH', '')}")
+    monkeypatch.setitem(sys.modules, "pynvml", None)
+    for name in ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES"):
+        monkeypatch.delenv(name, raising=False)
+    return dict(os.environ), log
+
+
+def test_a_placement_lists_the_hosts_gpus_once_and_asks_once_what_computes_on_them(
+        disagg_job: Job, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Placing a deployment's workers on one host shares out the GPUs and preflights each worker's share: one listing
+    of the host's GPUs and one question of which processes compute on them serve every worker (each asked per worker
+    was N + 1 listings and N queries for N workers), also when the selection names GPUs by UUID."""
+    topology = engines.render_topology(disagg_job, simulate=True)
+    real = topology.model_copy(update={"roles": tuple(
+        role.model_copy(update={"workers": tuple(w.model_copy(update={"spec": w.spec.model_copy(update={
+            "gpus": role.gpus_per_worker, "engine": "vllm"})}) for w in role.workers)}) for role in topology.roles)})
+    env, log = _logged_nvidia_smi(tmp_path, monkeypatch, 24)
+    placement = LocalPlacement(real, LocalLauncher(), tmp_path, environ=env)
+    assert len([share for share in placement.gpus.values() if share]) == 3
+    calls = log.read_text().splitlines()
+    assert calls == ["-L", "--query-compute-apps=gpu_uuid,pid,used_memory,process_name --format=csv,noheader,nounits"]
+    log.unlink()
+    env["CUDA_VISIBLE_DEVICES"] = ",".join(f"GPU-{i:08d}" for i in range(23, -1, -1))
+    placement = LocalPlacement(real, LocalLauncher(), tmp_path, environ=env)
+    assert placement.place(real.roles[0], real.roles[0].workers[0]).env[GPU_PARTITION_ENV] == "23,22,21,20,19,18,17,16"
+    assert log.read_text().splitlines() == calls

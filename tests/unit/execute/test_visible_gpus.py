@@ -96,3 +96,33 @@ def test_the_job_records_why_its_gpus_are_not_named(nvidia_smi: Path, monkeypatc
     assert good["gpu_names"] == ["NVIDIA H200"] and "gpu_names_problem" not in good
     assert "gpu_names_problem" not in _provenance(job, spec, ServerGroup(id="g", spec=spec, jobs=[job]),
                                                   good)["hardware"]
+
+
+@pytest.mark.parametrize("visible", ["0,7", TYPO, f"1,{TYPO}"])
+def test_the_preflight_refuses_a_selection_for_the_reason_the_job_would_record(nvidia_smi: Path, visible: str) -> None:
+    """The launch preflight and the hardware a job records read one selection of the GPUs the host's tool lists
+    (`llmsweep.visible.select_listed`): what the preflight refuses a server for is the reason a job records its GPUs
+    unnamed for, word for word (an index the host lacks was two sentences, one per reader)."""
+    from llmsweep.errors import LaunchError
+    from llmsweep.execute.preflight import check_gpus
+
+    spec = LaunchSpec(engine="vllm", argv=("vllm", "serve", "m"), port=8000, gpus=1,
+                      env={"CUDA_VISIBLE_DEVICES": visible})
+    with pytest.raises(LaunchError) as refused:
+        check_gpus(spec)
+    try:
+        visible_rows(QUERY, {"PATH": os.environ["PATH"], **spec.env})
+    except ConfigError as exc:
+        # (less what listed the UUIDs: `nvidia-smi --query-gpu` names the GPUs, `-L` their MIG instances too)
+        recorded = exc.message.removeprefix("the server's GPUs cannot be named: ").split(" (listed by")[0]
+    assert recorded in refused.value.message and visible in recorded
+
+
+@pytest.mark.parametrize("visible", ["3,1", "GPU-2a1b", MIG_ON_2, f"{UUIDS[1]},0", None])
+def test_the_preflight_checks_the_gpus_the_job_records(nvidia_smi: Path, visible: str | None) -> None:
+    from llmsweep.execute.preflight import HostGpuQueries
+
+    env = {"PATH": os.environ["PATH"], **({"CUDA_VISIBLE_DEVICES": visible} if visible else {})}
+    host = HostGpuQueries().server(env)
+    assert host is not None
+    assert host.selected == tuple(int(r[0]) for r in visible_rows(QUERY, env))
