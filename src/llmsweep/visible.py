@@ -17,7 +17,9 @@ What the runtimes do with the variables, and so what :func:`resolve_visible` doe
 - Every runtime stops at the first entry it cannot resolve, hiding it and all after it. So an entry that names no
   GPU of this host (a typo, an ambiguous prefix, a UUID of another machine, a HIP index past what ROCR left) is not
   guessed at: the selection is empty, with a `problem` saying why. GPUs read or named for a server that may not use
-  them would be credited to it; "all GPUs" is never the answer to an entry that names none.
+  them would be credited to it; "all GPUs" is never the answer to an entry that names none. A negative index
+  (`CUDA_VISIBLE_DEVICES=-1`, the usual way to hide every GPU from a process) is such an entry: named first, it hides
+  every GPU, and the problem says so.
 
 Which vendor's rules apply is asked only when `HIP_`/`ROCR_VISIBLE_DEVICES` is set (with `CUDA_VISIBLE_DEVICES`
 alone both read the same): NVIDIA where `nvidia-smi` is on PATH, else AMD. Indices are taken as the vendor tool
@@ -78,7 +80,7 @@ def resolve_visible(env: Mapping[str, str], known: GpuTable | None = None) -> Vi
     if cuda is None and env.get(CUDA) is not None and hip is None:
         vendor = vendor or host_vendor(env)
         if vendor == "nvidia":  # set and empty: CUDA shows no GPU (HIP reads an empty one as unset)
-            return Visible((), f"{CUDA} is set and empty, so CUDA shows no GPU")
+            return Visible((), f"{CUDA} is set and empty, which hides every GPU from CUDA")
     if hip is None and rocr is None:
         return Visible(None) if cuda is None else _select(CUDA, cuda, lookup)
     vendor = vendor or host_vendor(env)
@@ -138,8 +140,14 @@ def _select(name: str, raw: str, lookup: _Lookup, *, among: tuple[int, ...] | No
     found: list[int] = []
     unknown: list[str] = []
     hidden: list[str] = []
-    for part in (p.strip() for p in raw.split(",")):
-        if not part:
+    negative: list[str] = []
+    parts = [p for p in (p.strip() for p in raw.split(",")) if p]
+    if parts and _NEGATIVE.fullmatch(parts[0]):  # no GPU index: the runtime stops before any GPU
+        return Visible((), f"{name}={raw} hides every GPU ({parts[0]} is no GPU index, and the runtime shows no GPU "
+                           "from the first entry that names none)")
+    for part in parts:
+        if _NEGATIVE.fullmatch(part):  # not a UUID either: nothing to look up
+            negative.append(part)
             continue
         if part.isdigit():
             index = int(part)
@@ -160,6 +168,8 @@ def _select(name: str, raw: str, lookup: _Lookup, *, among: tuple[int, ...] | No
         if index not in found:
             found.append(index)
     reasons = []
+    if negative:
+        reasons.append(f"{', '.join(negative)}, which is no GPU index")
     if unknown:
         reasons.append(f"{', '.join(unknown)}, which no GPU of this host has ({lookup.source()})")
     if hidden:
@@ -168,6 +178,9 @@ def _select(name: str, raw: str, lookup: _Lookup, *, among: tuple[int, ...] | No
     if reasons:
         return Visible((), f"{name}={raw} names " + "; and ".join(reasons))
     return Visible(tuple(found))
+
+
+_NEGATIVE = re.compile(r"-\d+")
 
 
 @dataclass(frozen=True, slots=True)

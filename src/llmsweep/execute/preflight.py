@@ -121,19 +121,20 @@ class HostGpuQueries:
             self._listed[path] = _list_host(path)
         return self._listed[path]
 
-    def server(self, env: Mapping[str, str]) -> _ServerGpus | None:
+    def server(self, env: Mapping[str, str], recipe: Mapping[str, str], *,
+               needs: str = "the server needs GPUs") -> _ServerGpus | None:
         """The host's GPUs `env`'s `*_VISIBLE_DEVICES` give a server (`llmsweep.visible.select_listed`); None when
-        no tool lists them. A selection that names no GPU of this host is a LaunchError with its reason (the engine
-        would see fewer GPUs than its entries, or none)."""
+        no tool lists them. A selection that names no GPU of this host, or hides every GPU, is a LaunchError with its
+        reason (the engine would see fewer GPUs than its entries, or none), whose fix names where the selection is
+        set: `recipe` (the recipe's `serve.env`) or this shell. `needs`: who needs the GPUs, the message's start."""
         found = self.listing(env)
         if found is None:
             return None
         exe, listed = found
         visible = select_listed(listed, env)
         if visible.problem is not None:
-            raise LaunchError(f"the server's GPU selection is unusable: {visible.problem}",
-                              fix="name GPUs this node has (indices or UUIDs from nvidia-smi -L / amd-smi list), or "
-                                  "unset the variable")
+            raise LaunchError(f"{needs}, but the GPU selection is unusable: {visible.problem}",
+                              fix=_selection_fix(env, recipe))
         return _ServerGpus(listed, exe, visible.gpus or ())
 
     def tenants(self, exe: str) -> list[GpuTenant] | None:
@@ -163,6 +164,17 @@ def _list_host(path: str | None) -> tuple[str, Listed] | None:
         indices = sorted({int(m) for m in re.findall(r"^GPU\[(\d+)\]", out, flags=re.MULTILINE)})
         return exe, Listed("rocm-smi", tuple(indices), None)
     return None
+
+
+def _selection_fix(env: Mapping[str, str], recipe: Mapping[str, str]) -> str:
+    """How to give a server GPUs this node has: where each `*_VISIBLE_DEVICES` it runs with is set."""
+    names = [name for name in VISIBLE_ENV if name in env]
+    pinned = [name for name in names if name in recipe]
+    shell = [name for name in names if name not in recipe]
+    where = " and ".join([*([f"the recipe's `serve.env` {', '.join(pinned)}"] if pinned else []),
+                          *([f"this shell's {', '.join(shell)}"] if shell else [])]) or "the selection"
+    return (f"name GPUs this node has in {where} (indices or UUIDs from nvidia-smi -L / amd-smi list), or unset "
+            f"{'it' if len(names) == 1 else 'them'} there")
 
 
 COMPUTE_APPS_QUERY = "--query-compute-apps=gpu_uuid,pid,used_memory,process_name"
@@ -197,7 +209,12 @@ def _refuse_busy(spec: LaunchSpec, host: _ServerGpus, queries: HostGpuQueries, f
     """LaunchError when another process computes on a GPU the server would use (the first `spec.gpus` of its
     selection). NVIDIA only; a query that fails or says nothing readable is no refusal (best effort), and neither is
     a GPU split into MIG instances (the query names the GPU, not the instance: another job's process on another
-    instance would read as this server's neighbour)."""
+    instance would read as this server's neighbour).
+
+    Not on AMD: `amd-smi process` lists every process that opened the GPUs' driver (KFD) under every GPU, with the
+    process's memory over all of them (amd-smi 26.2.1 on 4 GPUs, each running one rank of a tp=4 vLLM: each rank
+    listed under all four with the same VRAM; ROCm 5.6's release notes say the same of its amd-smi), so it cannot say
+    which GPU a process computes on; a refusal read from it would refuse free GPUs beside a busy one."""
     table = host.listed.uuids
     if table is None:
         return
@@ -241,7 +258,7 @@ def check_gpus(spec: LaunchSpec, environ: Mapping[str, str] | None = None, *, re
     # the server runs with the recipe's env over this process's (the launchers, `observe_runtime` and the power
     # sampler all read it so): a selection the recipe sets is the server's, whatever this shell has
     queries = HostGpuQueries() if queries is None else queries
-    host = queries.server({**host_env, **spec.env})
+    host = queries.server({**host_env, **spec.env}, spec.env, needs=f"the {spec.engine} server needs GPUs")
     pinned = [f"{name}={spec.env[name]}" for name in VISIBLE_ENV if name in spec.env]
     whose = "the recipe's" if reselect is None else "its"
     if host is None:

@@ -387,7 +387,7 @@ def gpu_partition(needs: list[tuple[str, int]], environ: Mapping[str, str] | Non
                           f"set {where}: the indices would be read within its selection",
                           fix=f"unset {' and '.join(chosen)} (select the GPUs with {GPU_PARTITION_ENV})")
     queries = HostGpuQueries() if queries is None else queries
-    host = queries.server(env)
+    host = queries.server(env, pinned, needs=f"the deployment's workers need {needed} GPU(s) together ({wanted})")
     if host is None:
         raise LaunchError(f"the deployment's workers need {needed} GPU(s) together ({wanted}) but neither nvidia-smi "
                           "nor rocm-smi is on PATH", fix=fix)

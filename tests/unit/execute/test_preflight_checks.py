@@ -268,6 +268,32 @@ def test_a_selection_llmsweep_chose_is_refused_with_how_to_choose_others(monkeyp
     assert short.value.fix == "give the deployment free GPUs with X, or lower tp/pp in the recipe"
 
 
+def test_a_selection_that_hides_every_gpu_says_so_and_where_it_is_set(monkeypatch: pytest.MonkeyPatch,
+                                                                      tmp_path: Path) -> None:
+    """CUDA_VISIBLE_DEVICES=-1 (or set and empty) is how a process is kept off every GPU; a server that needs GPUs is
+    refused saying that the selection hides every GPU, and the fix names the variable where it is set (this shell or
+    the recipe's `serve.env`), not "the variable"; -1 was "-1, which no GPU of this host has", after listing the
+    host's GPU UUIDs for it."""
+    fake_tool(tmp_path, "nvidia-smi", "GPU 0: NVIDIA H200 (UUID: GPU-a)\nGPU 1: NVIDIA H200 (UUID: GPU-b)")
+    monkeypatch.setenv("PATH", str(tmp_path))
+    for name in ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "-1")
+    with pytest.raises(LaunchError) as shell:
+        check_gpus(spec(("srv",), 1, gpus=2))
+    assert "the vllm server needs GPUs, but the GPU selection is unusable: CUDA_VISIBLE_DEVICES=-1 hides every GPU" \
+        in shell.value.message
+    assert shell.value.fix == ("name GPUs this node has in this shell's CUDA_VISIBLE_DEVICES (indices or UUIDs from "
+                               "nvidia-smi -L / amd-smi list), or unset it there")
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    for pinned in ("-1", ""):
+        with pytest.raises(LaunchError, match="hides every GPU") as recipe:
+            check_gpus(spec(("srv",), 1, gpus=1, env={"CUDA_VISIBLE_DEVICES": pinned}))
+        assert "in the recipe's `serve.env` CUDA_VISIBLE_DEVICES" in (recipe.value.fix or "")
+    with pytest.raises(LaunchError, match=r"CUDA_VISIBLE_DEVICES=1,-1 names -1, which is no GPU index"):
+        check_gpus(spec(("srv",), 1, gpus=1, env={"CUDA_VISIBLE_DEVICES": "1,-1"}))
+
+
 def test_a_uuid_the_listing_lacks_is_refused_without_listing_the_host_again(monkeypatch: pytest.MonkeyPatch,
                                                                               tmp_path: Path) -> None:
     """`nvidia-smi -L` lists every GPU's and MIG instance's UUID: a selection entry it lacks names no GPU of this host,

@@ -98,7 +98,7 @@ def test_the_job_records_why_its_gpus_are_not_named(nvidia_smi: Path, monkeypatc
                                                   good)["hardware"]
 
 
-@pytest.mark.parametrize("visible", ["0,7", TYPO, f"1,{TYPO}"])
+@pytest.mark.parametrize("visible", ["0,7", TYPO, f"1,{TYPO}", "-1", "2,-1"])
 def test_the_preflight_refuses_a_selection_for_the_reason_the_job_would_record(nvidia_smi: Path, visible: str) -> None:
     """The launch preflight and the hardware a job records read one selection of the GPUs the host's tool lists
     (`llmsweep.visible.select_listed`): what the preflight refuses a server for is the reason a job records its GPUs
@@ -123,6 +123,6 @@ def test_the_preflight_checks_the_gpus_the_job_records(nvidia_smi: Path, visible
     from llmsweep.execute.preflight import HostGpuQueries
 
     env = {"PATH": os.environ["PATH"], **({"CUDA_VISIBLE_DEVICES": visible} if visible else {})}
-    host = HostGpuQueries().server(env)
+    host = HostGpuQueries().server(env, {})
     assert host is not None
     assert host.selected == tuple(int(r[0]) for r in visible_rows(QUERY, env))
