@@ -349,4 +349,4 @@ POOLED_KEEPALIVE_S = SERVER_IDLE_KEEPALIVE_S - 3.0
 no request goes out on a connection the server is closing (aiohttp's default, 15 s, outlived it: a request sent on a
 connection idle about 5 s crossed the server's close and failed before any answer byte). The 3 s between them are for
 the two idle clocks to disagree (the server's starts when it wrote the answer, the client's when it released the
-connection, later); a server whose timeout is shorter still is covered by each client's one retry."""
+connection, later); a server whose timeout is shorter still is covered by the one retry both make (`keepalive`)."""

@@ -25,14 +25,14 @@ import logging
 import re
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from types import SimpleNamespace
 from typing import Any
 
 import aiohttp
 from aiohttp import web
 
+from llmsweep import keepalive
 from llmsweep.engine_ids import POOLED_KEEPALIVE_S, VLLM
 from llmsweep.http_app import error_response, json_object, node_name, start_app
 
@@ -163,7 +163,7 @@ class PDRouter:
         # on a connection of its own (the fresh session pools none).
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=10)
         reuse = aiohttp.TraceConfig()
-        reuse.on_connection_reuseconn.append(_mark_reused)
+        reuse.on_connection_reuseconn.append(keepalive.mark_reused)
         self._session = aiohttp.ClientSession(
             timeout=timeout, trace_configs=[reuse],
             connector=aiohttp.TCPConnector(limit=0, keepalive_timeout=POOLED_KEEPALIVE_S))
@@ -180,21 +180,19 @@ class PDRouter:
 
         A pooled connection the worker closed before sending any byte of an answer (`Server disconnected` with
         nothing of a response) is a keep-alive connection the worker was closing as the request arrived: the worker
-        never read the request, so it is sent again, once, on a new connection (aiohttp retries only idempotent
-        methods). Nothing else is retried: not a new connection's failure (a worker that is down stays a 502 naming
-        it), not a connection reset (a reset can come after part of an answer), not any failure once a byte of the
-        answer came (the worker had the request)."""
-        reused = SimpleNamespace(reused=False)
-        try:
-            resp = await self.session.post(url, trace_request_ctx=reused, **kwargs)
-        except aiohttp.ServerDisconnectedError as exc:
-            # `message` is the part of the answer that came (a parsed status line or headers), else the bare text
-            if not reused.reused or not isinstance(exc.message, str):
-                raise
-            log.info("%s closed a pooled connection as a request arrived on it (its keep-alive timeout): sent "
-                     "again on a new connection", url)
-            assert self._fresh is not None, "the router's sessions open with the application"
-            resp = await self._fresh.post(url, **kwargs)
+        never read the request, so it is sent again, once, on a new connection (`keepalive.post_once_more`). Nothing
+        else is retried: not a new connection's failure (a worker that is down stays a 502 naming it), not a
+        connection reset (a reset can come after part of an answer), not any failure once a byte of the answer came
+        (the worker had the request)."""
+        sending = keepalive.Sending()
+
+        def send(session: aiohttp.ClientSession) -> Awaitable[aiohttp.ClientResponse]:
+            if sending.retried is not None:
+                log.info("%s closed a pooled connection as a request arrived on it (%s: its keep-alive timeout): "
+                         "sent again on a new connection", url, sending.retried)
+            return session.post(url, trace_request_ctx=sending, **kwargs)
+
+        resp = await keepalive.post_once_more(send, self.session, self._fresh, sending, _closed_cleanly_unanswered)
         async with resp:
             yield resp
 
@@ -335,12 +333,9 @@ class _Waiting:
         return asyncio.get_running_loop().time() - self.since
 
 
-async def _mark_reused(session: aiohttp.ClientSession, context: SimpleNamespace,
-                       params: aiohttp.TraceConnectionReuseconnParams) -> None:
-    """A leg's request went out on a pooled connection (what :meth:`PDRouter.post` may retry)."""
-    holder = context.trace_request_ctx
-    if isinstance(holder, SimpleNamespace):
-        holder.reused = True
+def _closed_cleanly_unanswered(exc: aiohttp.ClientError) -> bool:
+    """What the router may send again: a clean close with nothing of a response head (never a reset)."""
+    return isinstance(exc, aiohttp.ServerDisconnectedError) and keepalive.closed_unanswered(exc)
 
 
 async def _relay_stream(request: web.Request, resp: aiohttp.ClientResponse, out: web.StreamResponse,

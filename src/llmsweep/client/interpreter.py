@@ -27,6 +27,7 @@ from typing import Any, Protocol
 
 import aiohttp
 
+from llmsweep import keepalive
 from llmsweep.client.arrivals import arrival_times
 from llmsweep.client.clock import now_unix
 from llmsweep.client.config import DURATION_REACHED, Endpoint, RunOptions
@@ -40,7 +41,6 @@ from llmsweep.client.transport import (
     build_body,
     exchange,
     first_tokens_first,
-    on_connection_reused,
     on_request_sent,
     stalled,
     to_record,
@@ -333,7 +333,7 @@ class Interpreter:
         self._drain_deadline: float | None = None
         self._phase = _Phase(None, None)
         self._session: aiohttp.ClientSession | None = None
-        self._fresh: aiohttp.ClientSession | None = None  # pools nothing: a request's one retry (`transport._post`)
+        self._fresh: aiohttp.ClientSession | None = None  # pools nothing: a request's one retry (`keepalive`)
         self._protocol_stamps = options.stamp_reads in ("kernel", "protocol")
         # hooked connections are watched for stalls by `_watch_stalls`, not by aiohttp's per-read timer
         # sock_connect: a connection the server's host never completes (its SYNs dropped: a full accept queue, a host
@@ -380,7 +380,7 @@ class Interpreter:
         trace.on_connection_create_end.append(self._on_create_end)
         trace.on_request_headers_sent.append(on_request_sent)
         trace.on_request_chunk_sent.append(on_request_sent)
-        trace.on_connection_reuseconn.append(on_connection_reused)
+        trace.on_connection_reuseconn.append(keepalive.mark_reused)
         connector = StampingConnector(limit=0, limit_per_host=0, force_close=False, enable_cleanup_closed=True,
                                       keepalive_timeout=POOLED_KEEPALIVE_S)
         fresh_connector = StampingConnector(limit=0, limit_per_host=0, force_close=True)

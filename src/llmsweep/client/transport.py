@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import errno
 import itertools
 import json
 import re
@@ -38,6 +37,7 @@ from aiohttp.connector import Connection
 from aiohttp.streams import StreamReader
 from aiohttp.tracing import Trace
 
+from llmsweep import keepalive
 from llmsweep.client.clock import to_unix
 from llmsweep.client.config import Endpoint
 from llmsweep.client.records import ErrorClass, RequestRecord
@@ -62,8 +62,9 @@ def build_body(spec: RequestSpec, endpoint: Endpoint) -> bytes:
 
 
 @dataclass(slots=True, eq=False)  # compared and hashed by identity: the interpreter keeps the in-flight ones in a set
-class RawExchange:
-    """What the hot loop saw: perf_counter stamps, status and raw reads."""
+class RawExchange(keepalive.Sending):
+    """What the hot loop saw: perf_counter stamps, status and raw reads; and, as a `keepalive.Sending`, whether the
+    request went out on a pooled connection and was sent again on a new one (`retried`: the first send's failure)."""
 
     scheduled: float
     sent: float = 0.0
@@ -80,8 +81,6 @@ class RawExchange:
     body: bytes | None = None  # the whole body, until `to_record` cuts it into `reads` at the marks
     last_read: float | None = None
     lost: BaseException | None = None  # the error the connection was lost with before the body ended (a reset)
-    reused: bool = False  # the request went out on a pooled keep-alive connection (`on_connection_reused`)
-    retried: str | None = None  # sent again on a new connection: the words of the first send's failure (`exchange`)
 
 
 
@@ -520,9 +519,9 @@ async def exchange(
     next request) is then spread over loop iterations instead of holding one.
 
     `fresh`, a session that pools no connection (`force_close`), with the same trace hooks as `session`
-    (`on_connection_reused` among them): a request whose pooled connection the server closed before any byte of an
-    answer is sent again once through it (see `_post`). Its `sent` stays the first send's, so its TTFT and E2EL hold
-    the failed attempt, as the user waited through it."""
+    (`keepalive.mark_reused` among them): a request whose pooled connection the server closed or reset before any
+    byte of an answer is sent again once through it (`keepalive.post_once_more`; what may be: `_nothing_came`). Its
+    `sent` stays the first send's, so its TTFT and E2EL hold the failed attempt, as the user waited through it."""
     perf = time.perf_counter
     raw.sent = perf()  # replaced by the moment the headers were written (trace hook), when they were
     # aiohttp holds its whole-request timer over its own reads only: the body awaited whole below (`wait_eof`, the
@@ -531,8 +530,8 @@ async def exchange(
     token: Token[RawExchange | None] | None = _SENDING.set(raw if stamp_in_protocol else None)
     content: StreamReader | None = None
     try:
-        resp = await _post(session, fresh, url, body, headers, raw, timeout, deadline,
-                           READ_BUFSIZE if stamp_in_protocol else None)
+        send = _send(url, body, headers, raw, timeout, deadline, READ_BUFSIZE if stamp_in_protocol else None)
+        resp = await keepalive.post_once_more(send, session, fresh, raw, lambda exc: _nothing_came(raw, exc))
         async with resp:
             if token is not None:
                 _SENDING.reset(token)
@@ -625,51 +624,36 @@ async def exchange(
     return raw
 
 
-async def _post(session: aiohttp.ClientSession, fresh: aiohttp.ClientSession | None, url: str, body: bytes,
-                headers: dict[str, str], raw: RawExchange, timeout: aiohttp.ClientTimeout, deadline: float | None,
-                read_bufsize: int | None) -> aiohttp.ClientResponse:
-    """POST the request: its response, once its status and headers came.
-
-    A pooled keep-alive connection the server closed before any byte of an answer came is one it was closing as the
-    request arrived (uvicorn's `timeout_keep_alive`; `engine_ids.POOLED_KEEPALIVE_S`): the server never read the
-    request, so it is sent again, once, through `fresh` on a new connection (aiohttp retries only idempotent methods,
-    and a POST is not). Nothing else is retried: not a new connection's failure (a server that is down stays the failure
-    it is, with its error), not a failure once any byte of the answer came (the server had the request), and nothing
-    where the connection is not hooked (`raw.stamper`, which sees every byte read: `stamp_in_protocol` off), since
-    aiohttp keeps no word of the bytes that came before a reset or of a status line cut short."""
-    try:
-        return await session.post(url, data=body, headers=headers, timeout=timeout, trace_request_ctx=raw,
-                                  allow_redirects=False, read_bufsize=read_bufsize)
-    except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
-        if fresh is None or not _closed_unanswered(raw, exc):
-            raise
-        raw.retried = f"{type(exc).__name__}: {exc}"
-    stamper = raw.stamper
-    if stamper is not None:  # the closed connection's hook lets go; the new connection's takes the exchange
-        if stamper.raw is raw:
-            stamper.detach()
-        raw.stamper = None
-    if deadline is not None:  # the whole-request timeout runs from the first send
-        left = max(deadline - asyncio.get_running_loop().time(), 1e-3)
-        timeout = aiohttp.ClientTimeout(total=left, connect=timeout.connect, sock_read=timeout.sock_read,
-                                        sock_connect=timeout.sock_connect, ceil_threshold=timeout.ceil_threshold)
-    return await fresh.post(url, data=body, headers=headers, timeout=timeout, trace_request_ctx=raw,
-                            allow_redirects=False, read_bufsize=read_bufsize)
+def _send(url: str, body: bytes, headers: dict[str, str], raw: RawExchange, timeout: aiohttp.ClientTimeout,
+          deadline: float | None, read_bufsize: int | None
+          ) -> Callable[[aiohttp.ClientSession], Awaitable[aiohttp.ClientResponse]]:
+    """The request's POST through a session, for `keepalive.post_once_more`: its response, once its status and
+    headers came. A second send (`raw.retried` set) lets the closed connection's hook go (the new connection's takes
+    the exchange) and keeps the whole-request timeout running from the first send."""
+    def send(session: aiohttp.ClientSession) -> Awaitable[aiohttp.ClientResponse]:
+        t = timeout
+        if raw.retried is not None:
+            stamper = raw.stamper
+            if stamper is not None:
+                if stamper.raw is raw:
+                    stamper.detach()
+                raw.stamper = None
+            if deadline is not None:
+                left = max(deadline - asyncio.get_running_loop().time(), 1e-3)
+                t = aiohttp.ClientTimeout(total=left, connect=timeout.connect, sock_read=timeout.sock_read,
+                                          sock_connect=timeout.sock_connect, ceil_threshold=timeout.ceil_threshold)
+        return session.post(url, data=body, headers=headers, timeout=t, trace_request_ctx=raw, allow_redirects=False,
+                            read_bufsize=read_bufsize)
+    return send
 
 
-_UNANSWERED_RESETS = frozenset({errno.ECONNRESET, errno.EPIPE, None})
-"""The resets `_post` may retry: a reset read or written, and aiohttp's failed write of the request to a transport
-already closing (`Can not write request body`, no errno)."""
-
-
-def _closed_unanswered(raw: RawExchange, exc: aiohttp.ServerDisconnectedError | aiohttp.ClientOSError) -> bool:
-    """Whether `exc` ended a request sent on a pooled connection before any byte of an answer came."""
-    if (not raw.reused or raw.retried is not None or raw.stamper is None or raw.status is not None
-            or raw.first_byte is not None):  # the hook stamps `first_byte` at the first byte read
-        return False
-    if isinstance(exc, aiohttp.ServerDisconnectedError):
-        return isinstance(exc.message, str)  # else the status line or headers that came (a parsed message)
-    return exc.errno in _UNANSWERED_RESETS and not isinstance(exc, aiohttp.ClientConnectorError)
+def _nothing_came(raw: RawExchange, exc: aiohttp.ClientError) -> bool:
+    """What the client may send again (`keepalive.post_once_more`): a close or reset before any byte of an answer came,
+    as the connection's hook saw (`first_byte` is stamped at the first byte read). Nothing where the connection is not
+    hooked (`raw.stamper`, which sees every byte read: `stamp_in_protocol` off), since aiohttp keeps no word of the
+    bytes that came before a reset or of a status line cut short."""
+    return (raw.stamper is not None and raw.status is None and raw.first_byte is None
+            and keepalive.closed_unanswered(exc))
 
 
 async def on_request_sent(session: Any, ctx: Any, params: Any) -> None:
@@ -679,14 +663,6 @@ async def on_request_sent(session: Any, ctx: Any, params: Any) -> None:
     raw = ctx.trace_request_ctx
     if isinstance(raw, RawExchange) and raw.retried is None:  # a second send keeps the first one's stamp
         raw.sent = time.perf_counter()
-
-
-async def on_connection_reused(session: Any, ctx: Any, params: Any) -> None:
-    """aiohttp trace hook (a pooled connection was taken for the request): the request may be sent again if that
-    connection turns out closed (`_post`)."""
-    raw = ctx.trace_request_ctx
-    if isinstance(raw, RawExchange):
-        raw.reused = True
 
 
 def to_record(raw: RawExchange, spec: RequestSpec, **kw: Any) -> tuple[RequestRecord, str]:
