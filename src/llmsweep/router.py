@@ -178,12 +178,14 @@ class PDRouter:
     async def post(self, url: str, **kwargs: Any) -> AsyncIterator[aiohttp.ClientResponse]:
         """POST one leg to a worker: its response, once its status and headers came.
 
-        A pooled connection the worker closed before sending any byte of an answer (`Server disconnected` with
-        nothing of a response) is a keep-alive connection the worker was closing as the request arrived: the worker
-        never read the request, so it is sent again, once, on a new connection (`keepalive.post_once_more`). Nothing
-        else is retried: not a new connection's failure (a worker that is down stays a 502 naming it), not a
-        connection reset (a reset can come after part of an answer), not any failure once a byte of the answer came
-        (the worker had the request)."""
+        A pooled connection the worker closed or reset before any of its answer's head was parsed is a keep-alive
+        connection the worker was closing as the request arrived: it is sent again, once, on a new connection
+        (`keepalive.post_once_more`, `keepalive.closed_unanswered`). Nothing else is retried: not a new connection's
+        failure (a worker that is down stays a 502 naming it), not a close that came with a status line or headers
+        (the worker had the request), not any failure once the head came (the body's are the relay's). The router
+        does not see the bytes a connection read: a status line cut short before the close or reset is taken for
+        nothing (uvicorn writes a head in one piece, so only a worker that died inside that write is sent the leg
+        again)."""
         sending = keepalive.Sending()
 
         def send(session: aiohttp.ClientSession) -> Awaitable[aiohttp.ClientResponse]:
@@ -192,7 +194,7 @@ class PDRouter:
                          "sent again on a new connection", url, sending.retried)
             return session.post(url, trace_request_ctx=sending, **kwargs)
 
-        resp = await keepalive.post_once_more(send, self.session, self._fresh, sending, _closed_cleanly_unanswered)
+        resp = await keepalive.post_once_more(send, self.session, self._fresh, sending, keepalive.closed_unanswered)
         async with resp:
             yield resp
 
@@ -331,11 +333,6 @@ class _Waiting:
 
     def seconds(self) -> float:
         return asyncio.get_running_loop().time() - self.since
-
-
-def _closed_cleanly_unanswered(exc: aiohttp.ClientError) -> bool:
-    """What the router may send again: a clean close with nothing of a response head (never a reset)."""
-    return isinstance(exc, aiohttp.ServerDisconnectedError) and keepalive.closed_unanswered(exc)
 
 
 async def _relay_stream(request: web.Request, resp: aiohttp.ClientResponse, out: web.StreamResponse,

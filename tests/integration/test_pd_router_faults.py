@@ -10,6 +10,8 @@ import json
 import os
 import re
 import signal
+import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -261,10 +263,11 @@ class IdleClosingWorker(RawWorker):
     the next request on it arrives, which it then never reads (made deterministic: any request that arrives on a
     connection idle that long is closed unanswered, as if the close had crossed it on the wire). `dying_after`: once
     it has answered that many requests, it closes every connection a request arrives on, answering none (a worker
-    that is failing)."""
+    that is failing). `close_how`: "fin", a clean close (what the router sees when the worker's close reached it
+    first), or "reset" (a close with the request unread: the worker's kernel resets the connection)."""
 
-    def __init__(self, idle_close_s: float, dying_after: int | None = None) -> None:
-        self.idle_close_s, self.dying_after = idle_close_s, dying_after
+    def __init__(self, idle_close_s: float, dying_after: int | None = None, close_how: str = "fin") -> None:
+        self.idle_close_s, self.dying_after, self.close_how = idle_close_s, dying_after, close_how
         self.connections = 0
         self.answered = 0
         self.closed_unanswered = 0
@@ -279,6 +282,9 @@ class IdleClosingWorker(RawWorker):
                 dying = self.dying_after is not None and self.answered >= self.dying_after
                 if dying or (self.answered and loop.time() - idle_since >= self.idle_close_s):
                     self.closed_unanswered += 1
+                    if self.close_how == "reset":
+                        writer.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                                                                   struct.pack("ii", 1, 0))
                     return
                 length = int(re.search(rb"(?i)content-length:\s*(\d+)", head).group(1))  # type: ignore[union-attr]
                 body = json.loads(await reader.readexactly(length))
@@ -298,14 +304,16 @@ class IdleClosingWorker(RawWorker):
 
 
 
-def test_a_pooled_connection_the_worker_closes_as_a_request_arrives_is_retried_once_on_a_fresh_one() -> None:
+@pytest.mark.parametrize("close_how", ["fin", "reset"])
+def test_a_pooled_connection_the_worker_closes_as_a_request_arrives_is_retried_once_on_a_fresh_one(
+        close_how: str) -> None:
     """A worker closes a keep-alive connection idle past its timeout just as the router's next request arrives on it:
     nothing of an answer came and the worker never read the request, so the router sends it again once on a new
     connection and the client gets its answer. It used to be a 502 (`Server disconnected`), a failed request in the
     client's records for a race between two idle timers; aiohttp retries it for idempotent methods only."""
     async def main() -> None:
-        async with IdleClosingWorker(idle_close_s=0.3) as worker, router([worker.url], [worker.url]) as url, \
-                aiohttp.ClientSession() as http:
+        async with IdleClosingWorker(idle_close_s=0.3, close_how=close_how) as worker, \
+                router([worker.url], [worker.url]) as url, aiohttp.ClientSession() as http:
             for _ in range(2):
                 async with http.post(f"{url}/v1/completions", json=request(False, max_tokens=3)) as r:
                     doc = await r.json()
