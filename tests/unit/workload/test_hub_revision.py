@@ -80,3 +80,24 @@ def test_a_revision_is_a_hub_datasets_only() -> None:
     (finding,) = loads_recipes(recipe.replace(synthetic, "path: t.jsonl\n      revision: main"), "r.yaml").errors
     assert "`traces.revision` is a Hugging Face dataset's" in finding.message and finding.fix
     assert not loads_recipes(recipe.replace(synthetic, "hf: org/name\n      revision: main"), "r.yaml").errors
+
+
+def test_a_loader_ids_local_copy_named_like_its_dataset_is_read_without_the_hub(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An AgentX loader id is read from a folder here named like its dataset (`hf download --repo-type dataset
+    semianalysisai/… --local-dir semianalysisai/…`), as `--traces semianalysisai/…` reads it: a local copy, not
+    pinned (it has no commit) and never fetched."""
+    monkeypatch.chdir(tmp_path)
+    copy = tmp_path / AGENTX_LOADERS[LOADER]
+    copy.mkdir(parents=True)
+    corpus = synthesize(SynthProfile(traces=2, seed=3, max_isl=4096))
+    write_jsonl(corpus, copy / "traces.jsonl")
+
+    def no_hub(repo_id: str, revision: str | None = None) -> Path:
+        raise AssertionError(f"asked the hub for {repo_id}")
+
+    monkeypatch.setattr(loader, "download_dataset", no_hub)
+    assert loader.hub_dataset(LOADER) is None and loader.hub_dataset(AGENTX_LOADERS[LOADER]) is None
+    assert [t.id for t in loader.load_traces(LOADER)] == [t.id for t in corpus]
+    assert replay_corpus_digest(LOADER) == replay_corpus_digest(str(copy / "traces.jsonl"))
+

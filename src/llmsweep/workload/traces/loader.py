@@ -116,20 +116,19 @@ def iter_traces(source: str | Path, files: list[tuple[Path, bool]] | None = None
 def _source_files(source: str | Path, revision: str | None = None) -> list[tuple[Path, bool]]:
     """The files `source` names, in reading order, each with whether it must be a trace file (`read_trace_file`'s
     `strict`: a file named explicitly, or a dataset's traces.jsonl); a hub dataset's at `revision`."""
-    path = Path(source)
-    if str(source) in AGENTX_LOADERS and not path.exists():
-        source = AGENTX_LOADERS[str(source)]
-        path = Path(source)
-    if path.is_file():
-        return [(path, True)]
-    if path.is_dir():
-        return [(p, False) for p in _dir_files(path)]
-    if (repo_id := hub_dataset(str(source))) is not None:  # what `pin_dataset` pins
-        local = download_dataset(repo_id, revision)
+    where = _located(source)
+    if isinstance(where, Path):
+        if where.is_file():
+            return [(where, True)]
+        if where.is_dir():
+            return [(p, False) for p in _dir_files(where)]
+    elif where is not None:  # a hub dataset: what `pin_dataset` pins
+        local = download_dataset(where, revision)
         for canonical in (local / "traces.jsonl", local / f"traces{GZIP_SUFFIX}"):  # the dataset's default split;
             if canonical.is_file():  # other JSON there is metadata
                 return [(canonical, True)]
         return [(p, False) for p in _dir_files(local)]
+    source = _named(source)  # a loader id's missing local copy is said by the path it looked for
     if "/" in str(source) or Path(str(source)).suffix:
         raise DatasetError(f"trace source {source} does not exist (no such file or directory)",
                            fix="check the path (relative paths are read from the current directory); hub dataset ids "
@@ -289,13 +288,28 @@ def _looks_like_hub_id(text: str) -> bool:
     return not file_like and not Path(parts[0]).is_dir()
 
 
+def _named(source: str | Path) -> str:
+    """`source` with an AgentX loader id mapped to its Hugging Face dataset (`AGENTX_LOADERS`): the one place one is."""
+    return AGENTX_LOADERS.get(str(source), str(source))
+
+
+def _located(source: str | Path) -> Path | str | None:
+    """Where trace source `source` is read from: a local file or folder (a Path), else the Hugging Face dataset it
+    names (its id, a loader id's `_named`), else None (neither). A path here comes first: `source` itself, then, for a
+    loader id, a folder named like its dataset (a local copy, `hf download --repo-type dataset org/name --local-dir
+    org/name`), read offline as `--traces org/name` reads it."""
+    for local in dict.fromkeys((str(source), _named(source))):
+        if Path(local).exists():
+            return Path(local)
+    dataset = _named(source)
+    return dataset if _looks_like_hub_id(dataset) else None
+
+
 def hub_dataset(source: str) -> str | None:
     """The Hugging Face dataset `source` is read from (an AgentX loader id mapped to its dataset), or None when it is
     a local file or directory (or no dataset id at all)."""
-    if Path(source).exists():
-        return None
-    source = AGENTX_LOADERS.get(source, source)
-    return source if not Path(source).exists() and _looks_like_hub_id(source) else None
+    where = _located(source)
+    return where if isinstance(where, str) else None
 
 
 _COMMIT = re.compile(r"[0-9a-f]{40}")
