@@ -26,10 +26,11 @@ DATASET = "org/rolling"
 COMMITS = [f"{i:x}" * 40 for i in range(1, 9)]
 
 
-def _rolling_hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[[], str]:
+def _rolling_hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                 asked: list[str | None] | None = None) -> Callable[[], str]:
     """A hub cache holding `DATASET` at each of `COMMITS` (another corpus each), `refs/main` at the first; every
-    fetch moves `refs/main` to the next commit, as a dataset that gets commits during a sweep. Returns the commit
-    `refs/main` names now."""
+    fetch moves `refs/main` to the next commit, as a dataset that gets commits during a sweep, and is added to
+    `asked` (the revision it asked for). Returns the commit `refs/main` names now."""
     import huggingface_hub
     from huggingface_hub import constants
 
@@ -46,6 +47,8 @@ def _rolling_hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[[]
     real = huggingface_hub.snapshot_download
 
     def moving(repo_id: str, **kwargs: Any) -> str:
+        if asked is not None:
+            asked.append(kwargs.get("revision"))
         local = str(real(repo_id, **kwargs))
         at = COMMITS.index(main.read_text())
         main.write_text(COMMITS[min(at + 1, len(COMMITS) - 1)])  # the dataset got a commit
@@ -77,7 +80,8 @@ def _replayed(out: Path) -> dict[str, tuple[str | None, str, str | None]]:
 
 def test_every_point_of_a_sweep_replays_the_commit_resolved_before_it_started(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    main_now = _rolling_hub(tmp_path, monkeypatch)
+    asked: list[str | None] = []
+    main_now = _rolling_hub(tmp_path, monkeypatch, asked)
     recipe, out = _sweep(tmp_path, monkeypatch)
     code, _, err = run_main(capsys, "run", recipe, "--traces", DATASET, "--out", out, "--no-report")
     assert code == 0, err
@@ -88,6 +92,8 @@ def test_every_point_of_a_sweep_replays_the_commit_resolved_before_it_started(
     assert set(points.values()) == {(COMMITS[0], replay_corpus_digest(first), COMMITS[0])}, points
     assert json.loads((out / "run.json").read_text())["trace_revisions"] == {DATASET: COMMITS[0]}
     assert f"trace source {DATASET}: every point replays commit {COMMITS[0]}" in err
+    # the hub is asked once, for the latest: its commit was fetched again by the check and each point (5 asks)
+    assert asked == [None], asked
 
 
 def test_a_resume_replays_the_runs_commit_or_is_refused_naming_both(
@@ -109,8 +115,8 @@ def test_a_resume_replays_the_runs_commit_or_is_refused_naming_both(
     snapshot = tmp_path / "hub" / "datasets--org--rolling" / "snapshots" / COMMITS[0]
     snapshot.rename(snapshot.with_name("gone"))
     meta = (out / "run.json").read_text()
+    latest = main_now()  # what the refusal's look at the dataset's latest finds (and moves on from)
     code, _, err = run_main(capsys, *args, "--resume")
-    latest = main_now()
     assert code == 2, err
     assert f"replayed trace source {DATASET} at commit {COMMITS[0]}, which cannot be fetched now" in err
     assert f"its latest is commit {latest}" in err and "fix: make commit" in err
@@ -170,3 +176,4 @@ def test_a_resume_of_a_run_from_before_pinning_keeps_its_finished_jobs(
     code, _, err = run_main(capsys, *args, "--resume")
     assert code == 0 and "1 resumed" in err, err
     assert "changed" not in err, err
+

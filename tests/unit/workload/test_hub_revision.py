@@ -8,6 +8,7 @@ offline; the dataset getting a commit is `refs/main` moving.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -82,6 +83,33 @@ def test_a_revision_is_a_hub_datasets_only() -> None:
     assert not loads_recipes(recipe.replace(synthetic, "hf: org/name\n      revision: main"), "r.yaml").errors
 
 
+def test_a_commit_is_fetched_once_per_process_and_a_branch_each_time_it_is_asked(
+        hub: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run read its pinned commit through `snapshot_download` at its pin, its check and each point's load, and a
+    `discover` at every stage again: a commit's files never change, so once is enough. A branch (the latest, `main`)
+    may move, and is asked again each time."""
+    import huggingface_hub
+
+    real = huggingface_hub.snapshot_download
+    asked: list[str | None] = []
+
+    def counting(repo_id: str, **kwargs: Any) -> str:
+        asked.append(kwargs["revision"])
+        return str(real(repo_id, **kwargs))
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", counting)
+    commit = loader.pin_dataset(LOADER)
+    digest = replay_corpus_digest(LOADER, revision=commit)
+    for _ in range(3):  # a stage's pin and check, a point's load
+        assert loader.pin_dataset(LOADER, commit) == commit
+        assert replay_corpus_digest(LOADER, revision=commit) == digest
+    assert asked == [None]  # the latest resolved once; its commit never asked for again
+    hub.write_text(NEW)  # the dataset got a commit
+    assert loader.pin_dataset(LOADER) == NEW and loader.pin_dataset(LOADER, "main") == NEW
+    assert asked == [None, None, "main"]
+    assert replay_corpus_digest(LOADER, revision=NEW) != digest and asked == [None, None, "main"]
+
+
 def test_a_loader_ids_local_copy_named_like_its_dataset_is_read_without_the_hub(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """An AgentX loader id is read from a folder here named like its dataset (`hf download --repo-type dataset
@@ -101,3 +129,18 @@ def test_a_loader_ids_local_copy_named_like_its_dataset_is_read_without_the_hub(
     assert [t.id for t in loader.load_traces(LOADER)] == [t.id for t in corpus]
     assert replay_corpus_digest(LOADER) == replay_corpus_digest(str(copy / "traces.jsonl"))
 
+
+def test_a_commit_found_in_one_hub_cache_is_not_read_from_it_under_another(
+        hub: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The memo of fetched commits is per hub cache: a process pointed at another cache (`HF_HUB_CACHE`) reads the
+    snapshot there, not the folder the first cache gave."""
+    import shutil
+
+    from huggingface_hub import constants
+
+    first = loader.download_dataset(AGENTX_LOADERS[LOADER], OLD)
+    other = tmp_path / "other-hub"
+    shutil.copytree(tmp_path / "hub", other)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(other))
+    again = loader.download_dataset(AGENTX_LOADERS[LOADER], OLD)
+    assert again != first and again.is_relative_to(other) and again.name == OLD

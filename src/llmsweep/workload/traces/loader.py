@@ -342,19 +342,32 @@ def _at(revision: str | None) -> str:
     return f" at revision {revision}" if revision else ""
 
 
+_SNAPSHOTS: dict[tuple[str, str, str], Path] = {}
+"""The snapshot folder of each (hub cache, dataset, commit) `download_dataset` got in this process. A commit's files
+never change, so a process fetches it (or finds it in the cache) once, however often it reads it: a run's pin, its
+check, each point's load, each `discover` stage's pin and check (a run of 2 points had asked `snapshot_download` 5
+times, a small discovery 13). Keyed by commit only: a branch or tag is resolved afresh each time it is asked for."""
+
+
 def download_dataset(repo_id: str, revision: str | None = None) -> Path:
     """Local snapshot of a Hugging Face dataset's JSON/JSONL files, gzip-compressed JSON lines too, at `revision`
-    (default its latest; hub cache: network only on a cache miss, or to resolve a branch or tag)."""
+    (default its latest; hub cache: network only on a cache miss, or to resolve a branch or tag). A commit already
+    fetched in this process is not asked for again while its folder is there (`_SNAPSHOTS`)."""
     try:
-        from huggingface_hub import snapshot_download
+        from huggingface_hub import constants, snapshot_download
     except ModuleNotFoundError:
         raise DatasetError(
             f"loading trace dataset {repo_id!r} from the hub needs huggingface_hub",
             fix="pip install 'llmsweep[hf]', or download the dataset and pass its directory",
         ) from None
+    cache = str(constants.HF_HUB_CACHE)
+    commit = revision if revision is not None and is_commit(revision) else None
+    known = _SNAPSHOTS.get((cache, repo_id, commit)) if commit is not None else None
+    if known is not None and known.is_dir():
+        return known
     try:
-        local = snapshot_download(repo_id, repo_type="dataset", revision=revision,
-                                  allow_patterns=["*.jsonl", "*.json", f"*{GZIP_SUFFIX}"])
+        local = Path(snapshot_download(repo_id, repo_type="dataset", revision=revision,
+                                       allow_patterns=["*.jsonl", "*.json", f"*{GZIP_SUFFIX}"]))
     except Exception as exc:  # network, auth or missing repo: one message for the user
         raise DatasetError(
             # the hub's own text runs over several lines: a reason is one line (tables, reports, the store)
@@ -362,4 +375,6 @@ def download_dataset(repo_id: str, revision: str | None = None) -> Path:
             f"{' '.join(str(exc).split())}",
             fix="check the id and network access (HF_TOKEN if gated), or pass a local directory",
         ) from exc
-    return Path(local)
+    if is_commit(local.name) and commit in (None, local.name):  # the cache's snapshots/<commit>
+        _SNAPSHOTS[(cache, repo_id, local.name)] = local  # a branch's too: the commit it was at, for its pin's reads
+    return local
