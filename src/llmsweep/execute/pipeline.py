@@ -1104,23 +1104,32 @@ TRACE_REVISIONS = "trace_revisions"
 def _pin_traces(run_dir: Path, req: RunRequest, jobs: list[Job], event: Event) -> list[Job]:
     """The jobs with every hub trace source pinned once, before any server starts, to the commit all their points
     replay (`plan.point.pin_trace_sources`; run.json records it, `TRACE_REVISIONS`, and each job its
-    `traces.revision`). A `--resume` replays the commits run.json recorded, whatever the datasets got since; a
-    recorded commit it cannot fetch, or a recipe's `traces.revision` now at another commit, is refused (exit 2),
-    naming both commits. A source that cannot be fetched otherwise stays as it is: `_check_inputs` refuses its jobs
-    with the reason."""
+    `traces.revision`). An invocation that runs part of the run and keeps the rest (`_partial`: a `--resume`, a
+    `--force` narrowed by `--job` or `--config-keys`) replays the commits run.json recorded, whatever the datasets got
+    since: a narrowed `--force` had pinned the latest, replayed it beside the kept jobs' commit, and recorded it as the
+    whole run's. A recorded commit it cannot fetch, or a recipe's `traces.revision` now at another commit, is refused
+    (exit 2), naming both commits. A source that cannot be fetched otherwise stays as it is: `_check_inputs` refuses
+    its jobs with the reason."""
     recorded: dict[str, str] = {}
-    meta = art.read_json(run_dir / art.RUN_FILE) if req.settings.resume else None
+    meta = art.read_json(run_dir / art.RUN_FILE) if _partial(req) else None
     if isinstance(meta, dict) and isinstance(meta.get(TRACE_REVISIONS), dict):
         recorded = {str(k): str(v) for k, v in meta[TRACE_REVISIONS].items()}
     pinned_jobs, pinned, failed = pin_trace_sources(jobs, {**req.trace_revisions, **recorded})
-    fix = ("pass --force to run every job again at the dataset's commit now (earlier results are kept in "
-           "jobs/<id>/attempts/), or give this run another --out")
+    if req.settings.resume:
+        how, kept = "--resume", "the finished jobs replayed the first, and the rest would replay the other"
+        fix = ("pass --force to run every job again at the dataset's commit now (earlier results are kept in "
+               "jobs/<id>/attempts/), or give this run another --out")
+    else:
+        how, kept = "--force of part of the run", ("its other jobs keep results that replayed the first, and the "
+                                                   "jobs run again would replay the other")
+        fix = ("pass --force without --job/--config-keys to run every job again at the dataset's commit now "
+               "(earlier results are kept in jobs/<id>/attempts/), or give them another --out")
     for job in pinned_jobs:
         source, commit = job.workload.traces.hf if job.workload.traces else None, trace_revision(job)
         if source in recorded and commit is not None and commit != recorded[source]:
-            raise ConfigError(f"--resume: the run in {run_dir} replayed trace source {source} at commit "
-                              f"{recorded[source]}, and its recipe's traces.revision is commit {commit} now: the "
-                              "finished jobs replayed the first, and the rest would replay the other", fix=fix)
+            raise ConfigError(f"{how}: the run in {run_dir} replayed trace source {source} at commit "
+                              f"{recorded[source]}, and its recipe's traces.revision is commit {commit} now: {kept}",
+                              fix=fix)
     for source, error in failed.items():
         if source in recorded:
             from llmsweep.workload.traces.loader import pin_dataset
@@ -1129,14 +1138,15 @@ def _pin_traces(run_dir: Path, req: RunRequest, jobs: list[Job], event: Event) -
                 now = f"its latest is commit {pin_dataset(source)}"
             except LlmsweepError:
                 now = "its latest cannot be fetched either"
-            raise ConfigError(f"--resume: the run in {run_dir} replayed trace source {source} at commit "
+            raise ConfigError(f"{how}: the run in {run_dir} replayed trace source {source} at commit "
                               f"{recorded[source]}, which cannot be fetched now ({error.one_line()}); {now}: the "
                               "rest of the run would replay another corpus than its finished jobs",
                               fix=f"make commit {recorded[source]} fetchable (network, HF_TOKEN, the Hugging Face "
                                   f"cache it was fetched into), or {fix}")
     for source, commit in pinned.items():
         event(f"trace source {source}: every point replays commit {commit}"
-              + (" (as the run it resumes did)" if source in recorded else ""))
+              + (" (as the run it resumes did)" if source in recorded and req.settings.resume else
+                 " (as the rest of the run did)" if source in recorded else ""))
     return pinned_jobs
 
 

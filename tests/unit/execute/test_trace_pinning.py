@@ -177,3 +177,27 @@ def test_a_resume_of_a_run_from_before_pinning_keeps_its_finished_jobs(
     assert code == 0 and "1 resumed" in err, err
     assert "changed" not in err, err
 
+
+def test_a_force_of_part_of_the_run_replays_the_runs_commit(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """`--force --job` runs one job again and keeps the others' results: it pinned the dataset's latest, so the job
+    replayed another corpus than the rest of the run, and run.json's `trace_revisions` named that commit for all."""
+    main_now = _rolling_hub(tmp_path, monkeypatch)
+    recipe, out = _sweep(tmp_path, monkeypatch)
+    args = ("run", recipe, "--traces", DATASET, "--out", out, "--no-report")
+    code, _, err = run_main(capsys, *args)
+    assert code == 0, err
+    assert main_now() != COMMITS[0]  # the dataset got a commit since
+    again = json.loads((sorted((out / "jobs").iterdir())[0] / "job.json").read_text())["id"]
+    code, _, err = run_main(capsys, *args, "--force", "--job", again)
+    assert code == 0, err
+    assert f"every point replays commit {COMMITS[0]} (as the rest of the run did)" in err
+    assert {p[0] for p in _replayed(out).values()} == {COMMITS[0]}, _replayed(out)
+    assert json.loads((out / "run.json").read_text())["trace_revisions"] == {DATASET: COMMITS[0]}
+    # the whole run forced again replays the dataset's commit now
+    latest = main_now()
+    code, _, err = run_main(capsys, *args, "--force")
+    assert code == 0, err
+    assert {p[0] for p in _replayed(out).values()} == {latest}
+    assert json.loads((out / "run.json").read_text())["trace_revisions"] == {DATASET: latest}
+
