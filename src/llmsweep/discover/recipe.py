@@ -113,9 +113,12 @@ class StageKey:
 
 
 def stage_document(file: Path, arms: list[Arm], concs: dict[str, list[int]], repeats: int,
-                   duration: int | None) -> tuple[dict[str, Any], dict[str, StageKey]]:
+                   duration: int | None, *, revisions: Mapping[str, str] | None = None
+                   ) -> tuple[dict[str, Any], dict[str, StageKey]]:
     """The stage's recipes — one key per arm and repeat, each repeat with its own workload seed (its own trace order
-    and prompts: the recipe's seed, then +1, +2, …) — and which arm and repeat each key is."""
+    and prompts: the recipe's seed, then +1, +2, …) — and which arm and repeat each key is. `revisions`: the commit
+    a recipe key's own hub trace source is replayed at (`DiscoverRequest.recipe_revisions`), its stage recipes'
+    `traces.revision`."""
     raw = _raw(file)
     doc: dict[str, Any] = {}
     keys: dict[str, StageKey] = {}
@@ -134,6 +137,8 @@ def stage_document(file: Path, arms: list[Arm], concs: dict[str, list[int]], rep
         workload = dict(recipe.get("workload") or {})
         if duration is not None:
             workload["duration"] = duration
+        if revisions and arm.recipe_key in revisions and isinstance(workload.get("traces"), dict):
+            workload["traces"] = {**workload["traces"], "revision": revisions[arm.recipe_key]}
         base = int(workload.get("seed", DEFAULT_SEED))
         for k in range(repeats):
             key = STAGE_KEY.format(key=arm.recipe_key, n=n) + (f"-seed{base + k}" if repeats > 1 else "")

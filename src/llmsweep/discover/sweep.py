@@ -71,6 +71,10 @@ class DiscoverRequest(BaseModel):
     traces: str | None = None
     trace_revisions: dict[str, str] = Field(default_factory=dict, description="The commit each hub trace source is "
                                             "replayed at by every stage (`discover` pins them before the first).")
+    recipe_revisions: dict[str, str] = Field(default_factory=dict, description="The commit each recipe key's own hub "
+                                             "trace source (`workload.traces.hf`, at its `traces.revision`) is "
+                                             "replayed at by every stage, written into its stage recipes' "
+                                             "`traces.revision` (`discover` pins them before the first).")
     store: Path | None = None
     runner_config: Path | None = Field(default=None, description="Runner (fleet) file the stage runs plan with.")
     runner_labels: list[str] = Field(default_factory=list, description="Labels the runner file omits that the "
@@ -111,7 +115,8 @@ class Stages:
 
         self.current = name  # what an error before the stage's record names
 
-        doc, keys = stage_document(self.req.recipe, self.arms, concs, repeats, self.req.duration)
+        doc, keys = stage_document(self.req.recipe, self.arms, concs, repeats, self.req.duration,
+                                   revisions=self.req.recipe_revisions)
         if not doc:
             return
         out = self.req.out / STAGES_DIR / name
@@ -267,14 +272,18 @@ def ladder_top(req: DiscoverRequest, arms: list[Arm]) -> int:
     return req.ladder_top or max(LADDER_FLOOR, 4 * max(c for a in arms for c in a.concs))
 
 
-def _refuse_unworkable(req: DiscoverRequest, arms: list[Arm], recipes: Mapping[str, Recipe]) -> dict[str, str]:
+def _refuse_unworkable(req: DiscoverRequest, arms: list[Arm], recipes: Mapping[str, Recipe]
+                       ) -> tuple[dict[str, str], dict[str, str]]:
     """What cannot run as asked stops before any stage starts, with the reason; returns the commit each hub trace
-    source is pinned to, which every stage replays (`plan.point.pin_trace_sources`)."""
+    source is pinned to, which every stage replays (`plan.point.pin_trace_sources`), and that commit for each recipe
+    key that names its own hub source (`DiscoverRequest.recipe_revisions`): at a `traces.revision` that is a branch or
+    tag, each stage resolved it again, and the stages of one discovery could replay different commits."""
     from llmsweep.execute.placement import simulator_placement_refusal
     from llmsweep.spec.engines import resolve_engine
     from llmsweep.spec.workload import ScenarioId
 
     pinned: dict[str, str] = {}
+    by_recipe: dict[str, str] = {}
     # `run` asks the same per job (`execute.pipeline`): every stage's jobs would be refused for this reason
     for key in dict.fromkeys(a.recipe_key for a in arms):
         engine = resolve_engine(recipes[key]) if recipes[key].serve is not None else None
@@ -288,13 +297,18 @@ def _refuse_unworkable(req: DiscoverRequest, arms: list[Arm], recipes: Mapping[s
         # inside the ladder (exit 1, the --out used), and the corrected command refused as that --out "already holds
         # a discovery"
         from llmsweep.plan import jobs_from_files
-        from llmsweep.plan.point import check_trace_sources, pin_trace_sources, with_traces
+        from llmsweep.plan.point import check_trace_sources, pin_trace_sources, trace_revision, with_traces
+        from llmsweep.workload.traces.loader import is_commit
 
         try:
             jobs = jobs_from_files([req.recipe], runner_config=req.runner_config)
         except LlmsweepError:
             jobs = []  # a recipe that does not plan is refused at its lines by the validation that follows
         jobs, pinned, _ = pin_trace_sources(with_traces(jobs, req.traces, lambda _: None))
+        if req.traces is None:  # `--traces` replaces the recipes' sources in every stage
+            by_recipe = {job.recipe_key: commit for job in jobs if (commit := trace_revision(job)) is not None
+                         and (own := recipes[job.recipe_key].workload) is not None and own.traces is not None
+                         and own.traces.hf is not None and is_commit(commit)}
         for unread in check_trace_sources(jobs).values():
             what = f"--traces {req.traces}" if req.traces is not None else "the recipe's trace source"
             raise ConfigError(f"discover: {what}: {unread.message}", fix=unread.fix)
@@ -316,7 +330,7 @@ def _refuse_unworkable(req: DiscoverRequest, arms: list[Arm], recipes: Mapping[s
                           "fixed-seq-len arm, whose runs send a number of prompts, not a window",
                           fix="drop --duration; a fixed-seq-len run's length is the recipe's "
                               "workload.num-prompts-per-conc (or num-prompts)")
-    return pinned
+    return pinned, by_recipe
 
 
 def _refuse_unladderable_replays(jobs: list[Job], arms: list[Arm], top: int) -> None:
@@ -389,7 +403,8 @@ def discover(req: DiscoverRequest, *, event: Event) -> Discovery:
     measured so far, with `interrupted` naming the stage, and no recipe is proposed."""
     recipes, arms = load_arms(req.recipe)
     _refuse_used(req.out)
-    req = req.model_copy(update={"trace_revisions": _refuse_unworkable(req, arms, recipes)})
+    pinned, by_recipe = _refuse_unworkable(req, arms, recipes)
+    req = req.model_copy(update={"trace_revisions": pinned, "recipe_revisions": by_recipe})
     req.check_executor()  # an unknown kind or a bad option stops the discovery before anything runs
     _say_warnings(req, event)
     top = ladder_top(req, arms)

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from support.cli import run_main
 
 from llmsweep.workload.agentic import replay_corpus_digest
@@ -201,3 +202,30 @@ def test_a_force_of_part_of_the_run_replays_the_runs_commit(
     assert {p[0] for p in _replayed(out).values()} == {latest}
     assert json.loads((out / "run.json").read_text())["trace_revisions"] == {DATASET: latest}
 
+
+def test_every_stage_of_a_discovery_replays_the_commit_its_recipes_branch_was_at(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A recipe's `traces.revision: main` was resolved again by each stage's run: a dataset that got a commit
+    mid-discovery had its ladder and refinements replay different corpora, analysed as one arm — and a stage another
+    commit than the one the discovery had checked before it started."""
+    from llmsweep.discover.sweep import DiscoverRequest, discover
+
+    main_now = _rolling_hub(tmp_path, monkeypatch)
+    monkeypatch.setenv("LLMSWEEP_STORE", str(tmp_path / "store.sqlite"))
+    text = (REPO / "tests" / "data" / "recipes" / "discover" / "cliff-sim.yaml").read_text()
+    synthetic = "synthetic: { traces: 16, seed: 7, max-isl: 64000, max-osl: 1000 }"
+    assert synthetic in text
+    recipe = tmp_path / "branch.yaml"
+    recipe.write_text(text.replace(synthetic, f"{{ hf: {DATASET}, revision: main }}").replace("    traces:\n      ",
+                                                                                               "    traces: "))
+    out = tmp_path / "disc"
+    discover(DiscoverRequest(recipe=recipe, out=out, simulate=True, repeats=2, ladder_top=2, refine=0, duration=30),
+             event=lambda _: None)
+    assert main_now() != COMMITS[0]
+    stages = sorted((out / "stages").glob("*/run.json"))
+    assert stages, out
+    for run in stages:
+        assert json.loads(run.read_text())["trace_revisions"] == {DATASET: COMMITS[0]}, run
+        assert {p[0] for p in _replayed(run.parent).values()} == {COMMITS[0]}, run
+        stage = yaml.safe_load(run.parent.with_suffix(".yaml").read_text())  # the stage recipe says so
+        assert {key["workload"]["traces"]["revision"] for key in stage.values()} == {COMMITS[0]}, stage
