@@ -393,8 +393,7 @@ def compare_points(
         replayed += len(every_a) + len(every_b) + len(every_past) - len(runs_a) - len(runs_b) - len(past)
         same = _same_inputs(runs_a, runs_b, inputs or {})
         deltas = () if pa[0].eval_only else tuple(
-            _same_inputs_delta(m, runs_a, runs_b) if same else _metric_delta(m, runs_a, runs_b, past, cache)
-            for m in metrics)
+            _metric_delta(m, runs_a, runs_b, past, cache, same_inputs=same) for m in metrics)
         # an invalid measurement's figures call no change, nor do figures timed on two clocks (the live path's
         # client and transport against none: the same configuration in virtual and wall-clock time "regressed")
         if any(not p.valid for p in (*runs_a, *runs_b)) or _clocks_differ(runs_a, runs_b):
@@ -750,12 +749,18 @@ def mean_score_stderr(evals: Sequence[EvalBlock]) -> float | None:
 
 
 def _metric_delta(metric: str, runs_a: list[ResultPoint], runs_b: list[ResultPoint], past: list[ResultPoint],
-                  cache: _SampleCache) -> MetricDelta:
+                  cache: _SampleCache, *, same_inputs: bool = False) -> MetricDelta:
+    """A metric of a matched point: each side's mean, their delta, its band and verdict. `same_inputs`: the sides ran
+    the same inputs (`PointComparison.same_inputs`): no band, and `same inputs` where the figures agree as identical
+    inputs make them; a delta they do not explain calls nothing (`unverified`, and a note names it)."""
     values_a, values_b = _run_values(runs_a, metric), _run_values(runs_b, metric)
     # a side's mean is of every run behind it: an imported row that is the mean of N repeats counts N
     va, vb = runs_mean(values_a), runs_mean(values_b)
     delta = vb - va if va is not None and vb is not None else None
     rel = delta / abs(va) if delta is not None and va else None
+    if same_inputs:
+        verdict: Verdict = "n/a" if delta is None else "same inputs" if delta == 0 else "unverified"
+        return MetricDelta(metric, va, vb, delta, rel, None, verdict)
     # one run's request-sampling spread per side, scaled to the means compared: of runs_count(values) runs each
     within = within_run_band(_sd(runs_a[0], metric, cache), _sd(runs_b[0], metric, cache), runs_count(values_a),
                              runs_count(values_b))
@@ -774,17 +779,6 @@ def _same_inputs(a: Sequence[ResultPoint], b: Sequence[ResultPoint], inputs: Map
     if {p.result_id for p in a} == {p.result_id for p in b}:  # a run against itself: said as the same results
         return False
     return {inputs[p.result_id] for p in a} == {inputs[p.result_id] for p in b}
-
-
-def _same_inputs_delta(metric: str, runs_a: list[ResultPoint], runs_b: list[ResultPoint]) -> MetricDelta:
-    """A metric of a point whose sides ran the same inputs (`PointComparison.same_inputs`): its delta, no band, and
-    `same inputs` where the figures agree as identical inputs make them; a delta they do not explain calls nothing
-    (`unverified`, and a note names it)."""
-    va, vb = runs_mean(_run_values(runs_a, metric)), runs_mean(_run_values(runs_b, metric))
-    delta = vb - va if va is not None and vb is not None else None
-    rel = delta / abs(va) if delta is not None and va else None
-    verdict: Verdict = "n/a" if delta is None else "same inputs" if delta == 0 else "unverified"
-    return MetricDelta(metric, va, vb, delta, rel, None, verdict)
 
 
 def _run_values(points: Sequence[ResultPoint], metric: str) -> list[RunValue]:
