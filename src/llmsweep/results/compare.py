@@ -491,12 +491,31 @@ def compare_points(
                       mix_sources, tuple(notes), sides)
 
 
-_SERVED: tuple[tuple[str, str, Callable[[ResultPoint], str]], ...] = (
-    ("engine build", "as the servers reported it", lambda p: p.engine_build),
-    ("image digest", "the registry's build of the tag", lambda p: p.image_digest.removeprefix("sha256:")[:12]),
+@dataclass(frozen=True, slots=True)
+class _Served:
+    """One thing a result reads back of what served it: `of` its values for a result, () where the result does not
+    record it (`recordable`: where one could; a server on the host has no image to have a digest of); `how` where it
+    was read, said after a difference; `tag`: what an image tag names (a moving tag, a nightly or `latest`, serves
+    other builds under one image name, which the point identity holds), so a difference under one tag says so;
+    `unread`: how a missing one is named after its name (`B's engine build as its server reported it`)."""
+
+    name: str
+    of: Callable[[ResultPoint], tuple[str, ...]]
+    how: str = ""
+    tag: bool = False
+    unread: str = ""
+    recordable: Callable[[ResultPoint], bool] = lambda p: True
+
+
+_SERVED: tuple[_Served, ...] = (
+    _Served("engine build", lambda p: (p.engine_build,) if p.engine_build else (), "as the servers reported it",
+            tag=True, unread="as its server reported it"),
+    _Served("image digest", lambda p: (p.image_digest_short,) if p.image_digest else (),
+            "the registry's build of the tag", tag=True, recordable=lambda p: bool(p.served_image)),
+    _Served("GPU power limit", lambda p: tuple(f"{w:g} W" for w in p.power_limits_w or ())),
 )
-"""What a result reads back of the build that served it (`ResultPoint.engine_build`, `image_digest`): a moving tag
-(a nightly, `latest`) serves other builds under one image name, which the point identity holds."""
+"""What served a result, as it reads it back (`ResultPoint.engine_build`, `image_digest`, `power_limits_w`):
+`served_apart` compares it where both sides record it, `_unrecorded` names where a measured side does not."""
 
 
 def served_apart(a: Sequence[ResultPoint], b: Sequence[ResultPoint]) -> tuple[str, ...]:
@@ -506,15 +525,12 @@ def served_apart(a: Sequence[ResultPoint], b: Sequence[ResultPoint]) -> tuple[st
     the same (it is, unless `--ignore image`)."""
     tag = ", under one image tag" if len({p.identity.image for p in (*a, *b)}) == 1 else ""
     said = []
-    for name, what, of in _SERVED:
-        va, vb = {of(p) for p in a}, {of(p) for p in b}
-        if "" not in va | vb and va != vb:
-            said.append(f"{name} {', '.join(sorted(va))} vs {', '.join(sorted(vb))} ({what}){tag}")
-    la, lb = {p.power_limits_w for p in a}, {p.power_limits_w for p in b}
-    if None not in la | lb and la != lb:
-        def watts(limits: set[tuple[float, ...] | None]) -> str:
-            return ", ".join(sorted({f"{w:g} W" for ws in limits if ws is not None for w in ws}))
-        said.append(f"GPU power limit {watts(la)} vs {watts(lb)}")
+    for served in _SERVED:
+        va, vb = {served.of(p) for p in a}, {served.of(p) for p in b}
+        if () not in va | vb and va != vb:
+            words = [", ".join(sorted({v for values in side for v in values})) for side in (va, vb)]
+            said.append(f"{served.name} {words[0]} vs {words[1]}" + (f" ({served.how})" if served.how else "")
+                        + (tag if served.tag else ""))
     return tuple(said)
 
 
@@ -528,15 +544,13 @@ def _unrecorded(matched: Sequence[PointComparison]) -> list[str]:
     what both sides record), by side: `B's engine build as its server reported it (2 of 2 point(s))`."""
     said = []
     throughput = [m for m in matched if m.deltas]
-    checks: tuple[tuple[str, Callable[[ResultPoint], bool]], ...] = (
-        ("engine build as its server reported it", lambda p: not p.engine_build),
-        ("GPU power limit", lambda p: p.power_limits_w is None))
     for side in ("a", "b"):
-        for what, missing in checks:
-            points = [m for m in throughput if any(p.source == MEASURED and missing(p)
+        for served in _SERVED:
+            points = [m for m in throughput if any(p.source == MEASURED and served.recordable(p) and not served.of(p)
                                                    for p in (m.a if side == "a" else m.b))]
             if points:
-                said.append(f"{side.upper()}'s {what} ({len(points)} of {len(throughput)} point(s))")
+                said.append(f"{side.upper()}'s {' '.join(filter(None, (served.name, served.unread)))} "
+                            f"({len(points)} of {len(throughput)} point(s))")
     return said
 
 

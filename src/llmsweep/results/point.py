@@ -135,6 +135,17 @@ class ResultPoint:
         return _launch(self, "image_digest")
 
     @property
+    def image_digest_short(self) -> str:
+        """:attr:`image_digest` as a label names it: its first 12 hex digits."""
+        return self.image_digest.removeprefix("sha256:")[:12]
+
+    @property
+    def served_image(self) -> str:
+        """The image the server ran in, as its launcher said (the launch's `image`); "" where it ran on the host (the
+        local executor, the simulator) or the result records no launch."""
+        return _launch(self, "image")
+
+    @property
     def power_limits_w(self) -> tuple[float, ...] | None:
         """The enforced power limits of the server's GPUs when it was ready, as the driver said them (sorted, one per
         distinct value); None where none was read (a simulated or imported point, a host without nvidia-smi or
@@ -208,9 +219,8 @@ CONFIGURATION_FACETS: tuple[ConfigurationFacet, ...] = (
     ConfigurationFacet("recipe key", "recipe keys",
                        lambda p: str(p.provenance.get("recipe_key") or get_field(p.job, "recipe_key") or "")),
     ConfigurationFacet("run", "runs", lambda p: p.run_id),
-    ConfigurationFacet("engine", "engine versions", lambda p: _launch(p, "engine_version_reported")),
-    ConfigurationFacet("image digest", "image digests",
-                       lambda p: _launch(p, "image_digest").removeprefix("sha256:")[:12]),
+    ConfigurationFacet("engine", "engine versions", lambda p: p.engine_build),
+    ConfigurationFacet("image digest", "image digests", lambda p: p.image_digest_short),
     ConfigurationFacet("clock", "clocks", lambda p: p.clock or ""),
     ConfigurationFacet("source", "sources", lambda p: p.source),
     ConfigurationFacet("recipe", "recipe fingerprints", lambda p: _recipe_fingerprint(p)[:12]),

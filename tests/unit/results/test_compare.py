@@ -368,10 +368,10 @@ def test_one_failed_request_is_no_regression_beside_repeats_that_failed_none(tmp
 
 
 def _served(points: list[ResultPoint], version: str | None, limit_w: float | None,
-            digest: str | None = None) -> list[ResultPoint]:
+            digest: str | None = None, image: str | None = None) -> list[ResultPoint]:
     """The points as a measured run records what served them: the engine version its server reported (`launch`), the
-    image's registry digest, and the GPUs' enforced power limit read when the server was ready (`hardware`); None:
-    not read."""
+    image it ran in (None: on the host) and that image's registry digest, and the GPUs' enforced power limit read when
+    the server was ready (`hardware`); None: not read."""
     from llmsweep.metrics.model import GpuState, Hardware
 
     out = []
@@ -381,7 +381,8 @@ def _served(points: list[ResultPoint], version: str | None, limit_w: float | Non
             GpuState(index=i, power_limit_w=limit_w) for i in range(2)])
         summary = p.summary.model_copy(update={"provenance": p.summary.provenance.model_copy(
             update={"hardware": hardware})})
-        launch = {"fingerprint": "launch-a", "engine_version_reported": version, "image_digest": digest}
+        launch = {"fingerprint": "launch-a", "engine_version_reported": version, "image": image,
+                  "image_digest": digest}
         out.append(dataclasses.replace(p, summary=summary, provenance={**p.provenance, "launch": launch}))
     return out
 
@@ -420,6 +421,22 @@ def test_another_engine_build_or_power_limit_under_one_image_tag_is_said_beside_
     assert unread.matched[0].served_apart == ()
     (note,) = [n for n in unread.notes if "not recorded" in n]
     assert "B's engine build as its server reported it" in note and "B's GPU power limit" in note, note
+
+
+def test_an_image_digest_a_side_did_not_read_is_named_as_the_other_unrecorded_facts_are(make_run) -> None:
+    """A measured side whose server ran in an image but read no registry digest of it (a Slurm/pyxis launch, a
+    locally built image) cannot be told apart from A's build under one tag: the note names it, as it names a missing
+    engine build or power limit; a server on the host has no image digest to miss."""
+    a = points_from_run(make_run("a", concs=(4,), source="measured", requests=120))
+    b = [_scaled(p, "b", 0.5) for p in a]
+    image = "lmsysorg/sglang:nightly"
+    digest = "sha256:" + "a" * 64
+    unread = compare_points(_served(a, "0.5.16", 700.0, digest, image), _served(b, "0.5.16", 700.0, None, image))
+    assert unread.matched[0].served_apart == ()
+    (note,) = [n for n in unread.notes if "not recorded" in n]
+    assert note == "not recorded, so not checked for a difference between A and B: B's image digest (1 of 1 point(s))"
+    on_host = compare_points(_served(a, "0.5.16", 700.0), _served(b, "0.5.16", 700.0))
+    assert not any("not recorded" in n for n in on_host.notes), on_host.notes
 
 
 def test_same_inputs_are_told_only_in_virtual_time_and_only_from_keys_both_sides_record(make_run) -> None:
