@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from llmsweep.metrics.registry import HOT_BY_NAME
 from llmsweep.report.data import own_point, reused_jobs, reused_reason
-from llmsweep.results.compare import Comparison, MetricDelta
+from llmsweep.results.compare import Comparison, MetricDelta, apart_words
 from llmsweep.results.pareto import NORTH_STAR_X
 from llmsweep.results.repeats import describe_repeats
 from llmsweep.results.verdict import reused_from_baseline
@@ -186,7 +186,9 @@ def comparison_markdown(comp: Comparison, metrics: Sequence[str] = ("tput_per_gp
     for pc in comp.matched:
         by = {d.metric: d for d in pc.deltas}
         # runs, as the table's title says them (an imported mean of N repeats is N runs: `PointComparison.runs`)
-        cells = [pc.label, f"{pc.runs('a')}/{pc.runs('b')}" + (f" (+{pc.history} hist)" if pc.history else "")]
+        # what served the sides apart (another engine build, power limit), beside the point: its verdicts stand
+        point = pc.label + (f" ({apart_words(pc.served_apart)})" if pc.served_apart else "")
+        cells = [point, f"{pc.runs('a')}/{pc.runs('b')}" + (f" (+{pc.history} hist)" if pc.history else "")]
         for m in metrics:
             d = by.get(m)
             cells.append("–" if d is None else f"{HOT_BY_NAME[m].cell(d.b)}: {delta_cell(d)} "

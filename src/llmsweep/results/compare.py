@@ -135,7 +135,8 @@ class PointComparison:
     served_apart: tuple[str, ...] = ()
     """What served A's results and B's differently though the point (image tag included) is the same, read back from
     both (`served_apart`): another engine build, image digest or GPU power limit. The verdict stands, but it is not
-    a comparison of one configuration, and is said beside it; () where nothing recorded on both sides differs."""
+    a comparison of one configuration, and is said beside it (the table's `served apart` row, the Markdown's point or
+    verdict cell, `--json`'s `served_apart`), not in a note; () where nothing recorded on both sides differs."""
 
     @property
     def history(self) -> int:
@@ -439,9 +440,6 @@ def compare_points(
         notes.append(f"A ran in {clock_words(clocks_a)}, B in {clock_words(clocks_b)}: the deltas include "
                      "the live path's client and transport, not only a change of configuration, so a point timed on "
                      "two clocks calls no regression or improvement (compare runs of one clock)")
-    for m in matched:  # another build or power limit under one point identity: said here and beside its verdict
-        if m.served_apart:
-            notes.append(f"{m.label}: {apart_words(m.served_apart)}")
     if unread := _unrecorded(matched):
         notes.append("not recorded, so not checked for a difference between A and B: " + "; ".join(unread))
     if ignored:

@@ -392,6 +392,7 @@ def test_another_engine_build_or_power_limit_under_one_image_tag_is_said_beside_
     other power limits: nothing said so, and the verdict read as a change of the compared configuration alone. It is
     said beside each point's verdict (table, Markdown verdict, --json), where both sides record it; what a measured
     side does not record is named, never taken for "the same"."""
+    from llmsweep.report.markdown import comparison_markdown
     from llmsweep.report.verdict import verdict_markdown
     from llmsweep.results.verdict import SuccessRate, verdict_as_dict
 
@@ -406,7 +407,12 @@ def test_another_engine_build_or_power_limit_under_one_image_tag_is_said_beside_
     assert f"no change (no between-run band; {said})" in row, row  # in the verdict's cell
     assert verdict_as_dict(builds, SuccessRate(1, 1))["points"][0]["served_apart"] == list(m.served_apart)
     assert builds.as_dict()["matched"][0]["served_apart"] == list(m.served_apart)
-    assert any(said in n for n in builds.notes)
+    # said once, beside the point: not again in a note above the table (each page and --json list the notes)
+    assert not any(said in n for n in builds.notes), builds.notes
+    assert verdict_markdown(builds, SuccessRate(1, 1)).count(said) == 1
+    (cell,) = [line for line in comparison_markdown(builds).splitlines() if line.startswith("| Qwen")]
+    assert cell.startswith(f"| {m.label} ({said}) |"), cell  # the --markdown table: in the point's cell
+    assert comparison_markdown(builds).count(said) == 1
     digests = compare_points(_served(a, "0.5.16", 700.0, "sha256:" + "a" * 64),
                              _served(b, "0.5.16", 700.0, "sha256:" + "b" * 64))
     assert digests.matched[0].served_apart == (
