@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from llmsweep.metrics.registry import HOT_COLUMNS, HotColumn, SampleColumn
+from llmsweep.metrics.stats import clean
 from llmsweep.results.order_stats import percentile_bootstrap_sd
 from llmsweep.results.rundir import iter_jsonl
 
@@ -45,6 +46,12 @@ class Samples:
     @property
     def errors(self) -> int:
         return self.total - self.n
+
+    @property
+    def window(self) -> float:
+        """The measurement window a rate divides by, as the summary's throughput does: the first send to the last end
+        of the successful requests, s (0 with none)."""
+        return float(np.nanmax(self.end) - np.nanmin(self.start)) if self.n else 0.0
 
     def column(self, name: SampleColumn) -> np.ndarray:
         """A sample column of the metric table by name."""
@@ -122,7 +129,7 @@ def load_samples(records_path: Path) -> Samples | None:
 
 
 def _pct(values: np.ndarray, q: float) -> float:
-    finite = values[np.isfinite(values) & (values > 0)]
+    finite = clean(values)  # the values the summary's percentiles take (`metrics.stats.clean`): finite, positive
     return float(np.percentile(finite, q)) if finite.size else float("nan")
 
 
@@ -146,7 +153,7 @@ def statistic(column: HotColumn) -> Statistic | None:
     name = sample.column
     if sample.kind == "tokens_per_second_per_gpu":
         def rate(s: Samples, idx: np.ndarray, gpus: int) -> float:
-            duration = float(np.nanmax(s.end) - np.nanmin(s.start)) if s.n else 0.0
+            duration = s.window
             if duration <= 0:
                 return float("nan")
             # A resample keeps the request count and the measurement window; only which requests it holds varies.
@@ -172,14 +179,14 @@ def spread(column: HotColumn) -> Spread | None:
     requests with replacement — what a Monte Carlo bootstrap estimates with infinitely many resamples, without its
     seed: a rate's is the sum's, √(n·var) / window / GPUs (the window is fixed); a percentile's comes from the exact
     distribution of the resampled order statistics (`order_stats`), over the finite positive values as `_pct` takes
-    them (their count held at this run's). None where the column has no statistic."""
+    them (`metrics.stats.clean`; their count held at this run's). None where the column has no statistic."""
     sample = column.metric.sample
     if sample is None or statistic(column) is None:
         return None
     name = sample.column
     if sample.kind == "tokens_per_second_per_gpu":
         def rate_sd(s: Samples, gpus: int) -> float:
-            duration = float(np.nanmax(s.end) - np.nanmin(s.start)) if s.n else 0.0
+            duration = s.window
             if duration <= 0 or s.n < 2:
                 return float("nan")
             values = np.nan_to_num(s.column(name), nan=0.0)  # nansum: an undefined value adds nothing
@@ -189,8 +196,7 @@ def spread(column: HotColumn) -> Spread | None:
     q, inverse = _percentile(column.stat), sample.kind == "inverse_percentile"
 
     def percentile_sd(s: Samples, gpus: int) -> float:
-        values = s.column(name)
-        return percentile_bootstrap_sd(values[np.isfinite(values) & (values > 0)], q, inverse=inverse)
+        return percentile_bootstrap_sd(clean(s.column(name)), q, inverse=inverse)
     return percentile_sd
 
 
