@@ -220,6 +220,12 @@ def _cache_warning(cache: dict[str, Any], gates: GateConfig) -> str | None:
             f"a cache too small for the working set, or a server that does not report cached tokens per request")
 
 
+def error_ratio_over(ratio: float, limit: float, detail: str) -> str | None:
+    """Why a result whose error ratio (failed over finished profiling requests) exceeds its gate's `limit` is invalid,
+    `detail` in brackets after it (`3/40`); None within it."""
+    return f"error ratio {ratio:.4f} exceeds {limit} ({detail})" if ratio > limit else None
+
+
 def evaluate(
     gates: GateConfig,
     *,
@@ -253,8 +259,8 @@ def evaluate(
                            + ", so the error ratio is undefined")
     if finished > 0:
         ratio = requests["failed"] / finished
-        if ratio > gates.max_error_ratio:
-            reasons.append(f"error ratio {ratio:.4f} exceeds {gates.max_error_ratio} ({requests['failed']}/{finished})")
+        if (over := error_ratio_over(ratio, gates.max_error_ratio, f"{requests['failed']}/{finished}")) is not None:
+            reasons.append(over)
         overflow = requests["context_overflow"] / finished
         if overflow > gates.max_context_overflow_ratio:
             reasons.append(f"context-overflow ratio {overflow:.4f} exceeds {gates.max_context_overflow_ratio}")

@@ -16,6 +16,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import TYPE_CHECKING, Any
 
+from llmsweep.spec.workload import ScenarioId
+
 if TYPE_CHECKING:
     from llmsweep.metrics.model import Summary
 
@@ -272,17 +274,27 @@ def hardware_of(job: Mapping[str, Any]) -> str:
     return runner.split(":", 1)[-1].split("-", 1)[0]
 
 
+_FIXED_LENGTHS = "fixed-"
+"""How a fixed-length point's identity scenario begins, its lengths after it (`fixed-1k1k`: `scenario_of`)."""
+
+
 def scenario_of(job: Mapping[str, Any]) -> str:
     # What the job sent (a replayed Mooncake trace is not an agentic-coding point), else the matrix's scenario type.
     workload = job.get("workload")
     sent = workload.get("scenario") if isinstance(workload, Mapping) else None
     scenario = _name(sent or get_field(job, "scenario-type", "scenario", "scenario_type"))
-    if scenario and scenario != "fixed-seq-len":
+    if scenario and scenario != ScenarioId.FIXED_SEQ_LEN:
         return scenario
     isl, osl = _int(get_field(job, "isl"), None), _int(get_field(job, "osl"), None)
     if isl is not None and osl is not None:
-        return f"fixed-{_k(isl)}{_k(osl)}"
+        return f"{_FIXED_LENGTHS}{_k(isl)}{_k(osl)}"
     return scenario or "unknown"
+
+
+def scenario_id_of(scenario: str) -> str:
+    """The scenario (`ScenarioId`) a point identity's `scenario` (`scenario_of`) is a point of: `fixed-seq-len` for a
+    fixed-length point's `fixed-1k1k`, any other as it is."""
+    return ScenarioId.FIXED_SEQ_LEN if scenario.startswith(_FIXED_LENGTHS) else scenario
 
 
 def _k(n: int) -> str:

@@ -36,6 +36,7 @@ from llmsweep.results.identity import (
     gpus_of,
     identity_from_dict,
     identity_from_job,
+    scenario_id_of,
 )
 from llmsweep.results.point import RESULT_COLUMNS, ResultPoint, describe, result_id_for
 from llmsweep.results.repeats import Repeats, combine_repeats
@@ -1036,17 +1037,17 @@ def _over_error_gate(scenario: str, ratio: float | None) -> str | None:
     """Why a published row whose error ratio exceeds its scenario's gate (`Scenario.gate.max_error_ratio`, what `run`
     judges a point by) is invalid; None within it, or where the scenario or the ratio is unknown."""
     from llmsweep.errors import ConfigError
-    from llmsweep.spec.workload import ScenarioId
+    from llmsweep.metrics.gates import error_ratio_over
     from llmsweep.workload.scenario import get_scenario
 
-    try:  # (a fixed-length point's identity names its lengths: `fixed-1k1k`, `identity.scenario_of`)
-        judged = get_scenario(ScenarioId.FIXED_SEQ_LEN if scenario.startswith("fixed-") else scenario)
+    try:
+        judged = get_scenario(scenario_id_of(scenario))
     except ConfigError:
         return None
-    limit = judged.gate.max_error_ratio
-    if ratio is None or ratio <= limit:
+    if ratio is None:
         return None
-    return f"error ratio {ratio:.4f} exceeds {limit} (the {judged.id} gate; the published row holds no verdict)"
+    return error_ratio_over(ratio, judged.gate.max_error_ratio,
+                            f"the {judged.id} gate; the published row holds no verdict")
 
 
 def _bad_block(n: int, job_id: str, field: str, got: Any, want: str) -> ResultInputError:
