@@ -710,12 +710,12 @@ def _eval_delta(runs_a: list[ResultPoint], runs_b: list[ResultPoint]) -> EvalDel
     eb = [e for p in runs_b if (e := p.eval) is not None]
     if not ea or not eb:
         return None
-    verdict_a, verdict_b = ea[0].verdict, eb[0].verdict
+    verdict_a, verdict_b = _eval_verdict(ea), _eval_verdict(eb)
     modes = _modes(runs_a), _modes(runs_b)
-    if ea[0].task != eb[0].task:
-        return EvalDelta(f"{ea[0].task} vs {eb[0].task}", ea[0].score, eb[0].score, None, None, "n/a", verdict_a,
-                         verdict_b, *modes)
     va, vb = finite_mean(e.score for e in ea), finite_mean(e.score for e in eb)
+    if ea[0].task != eb[0].task:
+        return EvalDelta(f"{ea[0].task} vs {eb[0].task}", va, vb, None, None, "n/a", verdict_a, verdict_b, *modes,
+                         runs_a=len(ea), runs_b=len(eb))
     differs = "; ".join(f"{what} {x} vs {y}" for what, field in EVAL_SETTINGS
                         if (x := getattr(ea[0], field)) != (y := getattr(eb[0], field)))
     if differs:  # other samples, another budget: not one measurement's noise, whatever the scores say
@@ -735,6 +735,12 @@ def _eval_delta(runs_a: list[ResultPoint], runs_b: list[ResultPoint]) -> EvalDel
         verdict = "improvement" if delta > 0 else "regression"  # a higher score is better
     return EvalDelta(ea[0].task, va, vb, delta, band, verdict, verdict_a, verdict_b, *modes, runs_a=len(ea),
                      runs_b=len(eb))
+
+
+def _eval_verdict(evals: Sequence[EvalBlock]) -> str:
+    """A side's eval verdict beside its score, the mean of its evals (one per repeat): `valid` only where every one
+    is, as one eval is valid only where every run of it reached its thresholds (`EvalBlock.verdict`)."""
+    return "valid" if all(e.verdict == "valid" for e in evals) else "invalid"
 
 
 def mean_score_stderr(evals: Sequence[EvalBlock]) -> float | None:

@@ -179,20 +179,21 @@ def test_a_pull_requests_verdict_calls_an_eval_regression(make_run: MakeRun) -> 
     assert point_verdict(s) == "no change" and point_called(s)
 
 
-def _eval_repeats(tmp_path: Path, name: str, scores: tuple[tuple[float, float], ...]) -> list[ResultPoint]:
+def _eval_repeats(tmp_path: Path, name: str, scores: tuple[tuple[float, float], ...],
+                  verdicts: tuple[str, ...] = ()) -> list[ResultPoint]:
     """A run of one conc-32 point measured `len(scores)` times (`run --repeats N`: `<id>`, `<id>-repeat2`, ...), each
-    repeat's job running an eval of (score, stderr)."""
+    repeat's job running an eval of (score, stderr), valid unless `verdicts` says otherwise, repeat by repeat."""
     from support.synthetic import SyntheticPoint, synthetic_job, write_synthetic_run
 
     job = synthetic_job(conc=32)
     ids = [job["id"], *(f"{job['id']}-repeat{k}" for k in range(2, len(scores) + 1))]
     run = write_synthetic_run(tmp_path / name, [SyntheticPoint({**job, "id": i}) for i in ids], run_id=name)
-    for i, (score, stderr) in zip(ids, scores, strict=True):
+    for i, (score, stderr), verdict in zip(ids, scores, verdicts or ("valid",) * len(scores), strict=True):
         art = next(a for a in run.jobs if a.job_id == i)
         summary = Summary.load(art.dir / "summary.json")
         summary.eval = EvalBlock(
             mode="run-eval", task="gsm8k", dataset="openai/gsm8k", context_length=9472, max_tokens=5376, score=score,
-            score_name="exact_match,strict-match", score_stderr=stderr, verdict="valid")
+            score_name="exact_match,strict-match", score_stderr=stderr, verdict=verdict)
         summary.write(art.dir / "summary.json")
     return points_from_run(load_run(run.path))
 
@@ -220,3 +221,18 @@ def test_a_mean_of_repeated_evals_is_judged_against_the_standard_error_of_that_m
     assert m.eval.band is not None and abs(m.eval.band - 1.96 * (var_a + 0.006 ** 2) ** 0.5) < 1e-9
     assert m.eval.verdict == "within noise"
     assert m.eval.as_dict()["runs"] == {"a": 3, "b": 1}
+
+
+def test_the_eval_verdict_beside_a_mean_of_repeats_is_every_repeats_not_the_firsts(tmp_path: Path) -> None:
+    """A side's score is the mean of its repeats' evals; the verdict printed beside it (`0.8700 (valid)`) was the
+    first repeat's, so a repeat that fell below its threshold left the mean labelled valid. One eval is valid only
+    where every run of it reached its thresholds: a mean of repeats is too."""
+    single = _eval_repeats(tmp_path, "b", ((0.87, 0.006),))
+    mixed = _eval_repeats(tmp_path, "a", ((0.90, 0.006), (0.60, 0.006)), ("valid", "invalid"))
+    (m,) = compare_points(mixed, single).matched
+    assert m.eval is not None and m.eval.a is not None and abs(m.eval.a - 0.75) < 1e-12
+    assert (m.eval.verdict_a, m.eval.verdict_b) == ("invalid", "valid")
+    assert m.eval.as_dict()["eval_verdict_a"] == "invalid"
+    every = _eval_repeats(tmp_path, "a2", ((0.90, 0.006), (0.91, 0.006)))
+    (m,) = compare_points(every, single).matched
+    assert m.eval is not None and m.eval.verdict_a == "valid"
