@@ -14,7 +14,7 @@ from typing import Any
 
 from llmsweep.client.files import RECORDS_FILE
 from llmsweep.errors import ResultError
-from llmsweep.metrics.model import EvalBlock, Hardware, Summary
+from llmsweep.metrics.model import VIRTUAL, EvalBlock, Hardware, Summary
 from llmsweep.metrics.registry import HOT_NAMES
 from llmsweep.results.extract import INVALID_VERDICTS, extract_hot
 from llmsweep.results.identity import (
@@ -146,6 +146,13 @@ class ResultPoint:
         return _launch(self, "image")
 
     @property
+    def simulator_build(self) -> str:
+        """The llmsweep release whose simulator core computed a virtual-time result in this process (its provenance's
+        `llmsweep_version`): what served it, as a server's build serves a wall-clock result; "" for a result served
+        over HTTP (the live simulator reports its release as its `engine_build`) or one that records none."""
+        return str(self.provenance.get("llmsweep_version") or "") if self.clock == VIRTUAL else ""
+
+    @property
     def power_limits_w(self) -> tuple[float, ...] | None:
         """The enforced power limits of the server's GPUs when it was ready, as the driver said them (sorted, one per
         distinct value); None where none was read (a simulated or imported point, a host without nvidia-smi or
@@ -157,8 +164,9 @@ class ResultPoint:
     @property
     def configuration(self) -> str:
         """What ran to earn this point beyond its identity: the recipe fingerprint, the rendered launch's fingerprint
-        (engine args, env, files), the engine version and image digest read back from what served it, the source and
-        the clock its provenance records, and what it measured (the
+        (engine args, env, files), the engine version and image digest read back from what served it (in virtual
+        time, the simulator's release: `simulator_build`), the source and the clock its provenance records, and what it
+        measured (the
         window, request and warm-up counts, the resolved workload: `measurement`). Two results of one point identity
         are repeats of one configuration only when these are equal; "" when the point does not record its launch or
         its measurement (an imported row, a summary without provenance or client options), so it is a repeat of
@@ -173,8 +181,11 @@ class ResultPoint:
         if not fingerprint or measurement is None:
             return ""
         # the build that served it, as read back (the engine's own /version, the image's registry digest): a moving
-        # tag (a nightly, `latest`) renders one launch fingerprint over several engine versions, not repeats
+        # tag (a nightly, `latest`) renders one launch fingerprint over several engine versions, not repeats; in
+        # virtual time the simulator's release, which one launch of `sim serve` names whatever the release
         built = "|".join(f"{k}={_launch(self, k)}" for k in ("engine_version_reported", "image_digest"))
+        if simulator := self.simulator_build:
+            built += f"|simulator={simulator}"
         source = f"|source={self.source}" if sources_apart else ""
         return (f"recipe={_recipe_fingerprint(self)}|launch={fingerprint}|{built}{source}|clock={self.clock or ''}"
                 f"|{measurement.key()}")

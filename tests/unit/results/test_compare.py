@@ -317,6 +317,31 @@ def test_virtual_time_reruns_of_one_configuration_and_seed_are_one_sample(make_r
     assert m.history == 1
 
 
+def test_virtual_time_results_of_another_simulator_release_are_neither_one_sample_nor_a_repeat(make_run) -> None:
+    """Two stores' virtual-time results of one configuration and seed, computed by two llmsweep releases' simulators:
+    not the same numbers (another step-time model, another catalog), so not one sample counted once with a note that
+    they are (`counted once`), nor a repeat of A's run in its noise band: another configuration, as a live
+    simulator's other release is (its `/version`, the engine build)."""
+    a = [_launched(p, clock="virtual") for p in points_from_run(make_run("a", concs=(4,), requests=120))]
+    b = [_scaled(_launched(p), "b", 1.0) for p in a]
+
+    def released(points: list[ResultPoint], run_id: str, version: str, seed: int | None = None) -> list[ResultPoint]:
+        return [dataclasses.replace(p, run_id=run_id, result_id=f"{p.result_id}-{run_id}",
+                                    provenance={**p.provenance, "llmsweep_version": version,
+                                                **({} if seed is None else {"seed": seed})}) for p in points]
+
+    ours = released(a, "a", "0.6.0")
+    comp = compare_points(ours, b, history=released(a, "old", "0.5.0"))
+    (m,) = comp.matched
+    assert m.history == 0 and not any("counted once" in n for n in comp.notes), comp.notes
+    # --repeats-from a run of the other release: named as another configuration, not pooled
+    comp = compare_points(ours, b, repeats_a=released(a, "old", "0.5.0", seed=7))
+    assert comp.matched[0].runs("a") == 1 and any("ran another configuration" in n for n in comp.notes), comp.notes
+    # the same release, another seed: a repeat as before
+    (m,) = compare_points(ours, b, history=released(a, "h7", "0.6.0", seed=7)).matched
+    assert [p.run_id for p in m.past] == ["h7"]
+
+
 def test_a_result_given_twice_is_one_run_not_two_repeats(make_run) -> None:
     """`compare A B --repeats-from A`: A's own result came back as its repeat, agreeing with itself exactly; counted
     as two runs it made a between-run band from nothing and called a 10 % slowdown of single runs a regression
