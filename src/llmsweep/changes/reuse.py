@@ -2,10 +2,11 @@
 
 The identity (:func:`reuse_key`) is the recipe fingerprint, the image, the rendered launch (the LaunchSpec's
 fingerprint: argv, env, files — so engine args, env and the simulator-or-engine choice), the resolved workload, the
-job's concurrency and repeat index, llmsweep's measurement definitions (`metrics.version`), for a job the simulator
-runs the simulator's digest (its code and the catalogs it reads: `sim.identity`), the gates the run judges the
-job's verdict by (`job_gates`: required power, the read-back tolerance of a pinned acceptance), and what the job's
-local model, draft model and tokenizer paths hold (`local_files_digest`).
+job's concurrency and repeat index (for a repeat, the sample it draws: `workload.scenario.sample_name`), llmsweep's
+measurement definitions (`metrics.version`), for a job the simulator runs the simulator's digest (its code and the
+catalogs it reads: `sim.identity`), the gates the run judges the job's verdict by (`job_gates`: required power, the
+read-back tolerance of a pinned acceptance), and what the job's local model, draft model and tokenizer paths hold
+(`local_files_digest`).
 
 The workload config names a trace corpus by where it lives (a path, a dataset id), not by what it holds, and the
 launch does not say whether a simulated job runs in virtual or wall-clock time. So a job's recorded key
@@ -32,7 +33,7 @@ from llmsweep.engine_ids import SIM
 from llmsweep.metrics.model import run_clock, run_source
 from llmsweep.metrics.version import measurement_identity
 from llmsweep.plan import Job
-from llmsweep.workload.scenario import repeat_index
+from llmsweep.workload.scenario import repeat_index, repeat_sample
 
 if TYPE_CHECKING:
     from llmsweep.execute.lifecycle import LifecycleSettings
@@ -102,9 +103,9 @@ def reuse_doc(job: Job, launch_fingerprint: str, *, repeat: int = 1, simulator: 
         "recipe_fingerprint": job.recipe_fingerprint,
         "image": job.image,
         "launch": launch_fingerprint,
-        # a hub dataset's pinned revision is left out: what the corpus holds is the context's corpus digest (the
-        # source is named by where it lives), and keys recorded before revisions were pinned stay as they were
-        "workload": job.workload.model_dump(mode="json", exclude={"traces": {"revision"}}),
+        # without a hub dataset's pinned revision: what the corpus holds is the context's corpus digest (the source
+        # is named by where it lives), and keys recorded before revisions were pinned stay as they were
+        "workload": job.workload.keyed(),
         "conc": job.conc,
         "eval": [job.run_eval, job.eval_only, job.eval_conc, job.eval_all_concs],
         "repeat": repeat,
@@ -114,6 +115,8 @@ def reuse_doc(job: Job, launch_fingerprint: str, *, repeat: int = 1, simulator: 
     }
     if local_files is not None:
         doc["local_files"] = local_files
+    if repeat > 1:  # what a repeat draws (a first run's key is what it always was)
+        doc["sample"] = repeat_sample(job.workload, job.concs[0], repeat)
     return doc
 
 
@@ -135,6 +138,7 @@ KEY_PARTS: dict[str, str] = {
     "gates": "the gates the run judges the verdict by (--require-power, --al-tolerance, --request-timeout)",
     "local_files": "what the job's local model, draft model or tokenizer paths, or a local file its engine args name, "
                    "hold",
+    "sample": "the sample a repeat draws (`workload.scenario.sample_name`: repeat k of every arm of a point draws one)",
 }
 """Each part of a reuse key's identity, as `run --reuse` names it when a stored result of the job was recorded under
 another key. The first six read back from a stored job and run (:func:`stored_parts`); the rest a run records only
@@ -187,7 +191,7 @@ def differing_parts(key: ReuseKey, stored: Mapping[str, str]) -> list[str]:
     named = [KEY_PARTS[n] for n in STORED_PARTS if n in stored and stored[n] != key.parts.get(n)]
     if named or not stored:
         return named
-    hidden = [KEY_PARTS[n] for n in ("launch", "simulator", "gates", "local_files") if n in key.parts]
+    hidden = [KEY_PARTS[n] for n in ("launch", "simulator", "gates", "local_files", "sample") if n in key.parts]
     return ["one of what a run records only inside the key's hash: " + ", ".join(hidden[:-1]) + ", or " + hidden[-1]]
 
 

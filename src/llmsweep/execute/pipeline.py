@@ -907,9 +907,11 @@ def with_repeats(jobs: list[Job], repeats: int) -> list[Job]:
     """Every job `repeats` times: the first keeps its id, repeat k (2, 3, …) is `<job-id>-repeat<k>`.
 
     Every job runs once before any runs twice, so a drift of the server over the sweep falls on every point alike.
-    A repeat draws its own prompts (a point's seed mixes in its job id, `workload.scenario.point_seed`): the same
-    prompts would find the first run's in the server's prefix cache. Results of one run that share a point's identity
-    are repeats to `compare`, which takes its between-run noise band from them.
+    A repeat draws its own sample (`workload.scenario.sample_name`): the same prompts would find the first run's in the
+    server's prefix cache. Repeat k draws it for what the point sends and k, not for its job id, so repeat k of every
+    arm of a point (jobs that differ only on the server side) replays one sample, as their first runs do where the
+    scenario does not salt points. Results of one run that share a point's identity are repeats to `compare`, which
+    takes its between-run noise band from them.
     """
     out = list(jobs)
     for k in range(2, repeats + 1):

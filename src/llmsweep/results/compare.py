@@ -588,9 +588,9 @@ def _mixed_configurations(pa: Sequence[ResultPoint], pb: Sequence[ResultPoint]) 
 
 def sample_key(point: ResultPoint) -> tuple[str, str] | None:
     """What decides a virtual-time result: its configuration (the simulator's release among it:
-    `ResultPoint.simulator_build`) and the seed its workload sampled with — the one its
-    provenance's workload records, else the run's seed with the job's id (a job's seed mixes in its id,
-    `workload.scenario.Scenario.seed`). The simulator's core in virtual time is deterministic, so two results with
+    `ResultPoint.simulator_build`) and the seed its workload sampled with — the one its provenance's workload records,
+    else the run's seed with the job's id (which names the sample the job drew, `workload.scenario.sample_name`). The
+    simulator's core in virtual time is deterministic, so two results with
     one key are the same numbers: one sample of run-to-run variance, not two. None for a wall-clock result (every
     run is a sample of its own) or one that records no configuration."""
     configuration = point.configuration

@@ -8,7 +8,7 @@ resolves the defaults per job so every job states the exact workload it will run
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -272,3 +272,11 @@ class ResolvedWorkload(StrictInput):
     warmup_per_lane: int | None = Field(default=None, alias="warmup-per-lane")
     # mooncake-replay (duration: an optional cap)
     replay: ReplayTrace | None = None
+
+    def keyed(self) -> dict[str, Any]:
+        """The workload as the identities of what a job sends key it — a reuse key's `workload` part
+        (`changes.reuse.reuse_doc`), the point a repeat draws its sample for (`workload.scenario.workload_point`):
+        every field as JSON but a hub corpus's pinned revision (`traces.revision`: `run` pins it per run; what the
+        corpus holds is keyed by the digest of what a run replayed, and keys recorded before revisions were pinned
+        stay as they were)."""
+        return self.model_dump(mode="json", exclude={"traces": {"revision"}})

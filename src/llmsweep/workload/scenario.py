@@ -18,6 +18,7 @@ Module imports stay light (planning imports this): workloads and gate configs ar
 from __future__ import annotations
 
 import hashlib
+import json
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -118,16 +119,19 @@ class Scenario(ABC):
     salts_points: ClassVar[bool] = False
     """Whether every point's prompts must differ from the other points' of one server (`point_seed`): a scenario
     whose prompts would otherwise repeat across the points that share a server. A replay salts each run's prompts
-    with a run-wide marker instead, so only its repeats need their own seed (`repeat_seed`)."""
+    with a run-wide marker instead, so only its repeats need their own seed (`sample_name`)."""
 
-    def seed(self, resolved: ResolvedWorkload, point: str | None) -> int:
+    def seed(self, resolved: ResolvedWorkload, point: str | None, concurrency: int) -> int:
         """The seed a point's workload samples with (its prompts, trace order, t*, block text): the one home of how a
-        job's id (`point`) reaches its workload. A repeat (`<id>-repeat<k>`) always gets a seed of its own, so it
-        draws its own sample where the workload has randomness; a first run keeps the seed it always had. None (a
-        workload built outside a job): the resolved seed."""
+        job's id (`point`) reaches its workload. A first run keeps the seed it always had: the resolved seed, salted
+        with its job id where the scenario salts points. A repeat (`<id>-repeat<k>`) draws the sample `sample_name`
+        names — its own, and the one repeat k of every other arm of the point draws. None (a workload built outside a
+        job): the resolved seed."""
         if point is None:
             return resolved.seed
-        return point_seed(resolved.seed, point) if self.salts_points else repeat_seed(resolved.seed, point)
+        if repeat_index(point) > 1 or self.salts_points:
+            return point_seed(resolved.seed, sample_name(resolved, concurrency, point))
+        return resolved.seed
 
     @abstractmethod
     def build(self, resolved: ResolvedWorkload, *, concurrency: int, point: str | None = None,
@@ -181,8 +185,8 @@ def repeat_of(point: str) -> tuple[str, int]:
 
 
 def point_seed(seed: int, point: str) -> int:
-    """A seed mixed with a point's name (a job id): deterministic per point, different between the points of one
-    server.
+    """A seed mixed with a point's name (`sample_name`: a first run's job id, a repeat's `workload_point`):
+    deterministic per name, different between the points of one server.
 
     Every job of a server group runs against the same server. With the workload's seed alone, fixed-length prompt *i*
     is the same at every concurrency point, so each later point finds an earlier point's prompts in the engine's
@@ -193,11 +197,36 @@ def point_seed(seed: int, point: str) -> int:
     return int.from_bytes(digest[:4], "big")
 
 
-def repeat_seed(seed: int, point: str) -> int:
-    """A seed that differs between the repeats of one point and is `seed` itself for its first run: a repeat
-    (`<id>-repeat<k>`, k ≥ 2) mixes its job id in (`point_seed`); the first run's seed, which stored results and their
-    reuse keys were made with, does not move."""
-    return seed if repeat_index(point) == 1 else point_seed(seed, point)
+def workload_point(resolved: ResolvedWorkload, concurrency: int) -> str:
+    """What a point sends, by itself: a digest of its resolved workload (`ResolvedWorkload.keyed`, the reuse key's
+    `workload` part) and its concurrency: the plan's side of what `compare` reads back as a result's measured workload
+    (`results.identity.Measurement`). Two arms of a sweep — jobs that differ only on the server side: an image, engine
+    args, parallelism, a KV offload tier — send the same point, whatever their job ids; two points of one server
+    differ in it (a concurrency, lengths, a workload)."""
+    doc = {"workload": resolved.keyed(), "concurrency": concurrency}
+    blob = json.dumps(doc, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def sample_name(resolved: ResolvedWorkload, concurrency: int, point: str) -> str:
+    """The name the job `point` (a job id) draws its workload sample under (`Scenario.seed` mixes it into the seed).
+
+    A first run's is its job id, as it always was: stored results and their reuse keys were measured with it. Repeat
+    k's (`<id>-repeat<k>`, k ≥ 2) is `<workload_point>-repeat<k>`: what the point sends and k, not the job id — so
+    repeat k of two arms replays the same sample, and `compare` between the arms sees their difference without a
+    difference of samples (the quickstart's conc 4 repeat 2 had given 1,584 and 1,057 total tok/s/GPU between two
+    arms the simulator serves alike, where their first runs agree); the repeats of one point still draw their own, and
+    so do the points of one server. Two copies of one job planned on one server (`grid.duplicate`,
+    `grid.duplicate-arm`) send one point: their first runs differ (each its job id), their repeat k draw one sample
+    (fixed-length prompts the later copy then finds in the prefix cache)."""
+    k = repeat_index(point)
+    return point if k == 1 else repeat_sample(resolved, concurrency, k)
+
+
+def repeat_sample(resolved: ResolvedWorkload, concurrency: int, repeat: int) -> str:
+    """The sample name of repeat `repeat` (k ≥ 2) of the point that sends `resolved` at `concurrency`, whichever
+    arm's job it is (`sample_name`)."""
+    return f"{workload_point(resolved, concurrency)}{REPEAT_MARK}{repeat}"
 
 
 @register_scenario
@@ -242,7 +271,7 @@ class FixedSeqLen(Scenario):
         from llmsweep.workload.fixed import FixedLengthWorkload
 
         overrides.setdefault("api", self.api(resolved))
-        overrides.setdefault("seed", self.seed(resolved, point))
+        overrides.setdefault("seed", self.seed(resolved, point, concurrency))
         return FixedLengthWorkload(fixed_config(resolved, concurrency=concurrency, **overrides))
 
 
@@ -279,7 +308,7 @@ class AgenticCoding(Scenario):
         from llmsweep.workload.agentic import AgenticWorkload
         from llmsweep.workload.build import agentic_config
 
-        overrides.setdefault("seed", self.seed(resolved, point))
+        overrides.setdefault("seed", self.seed(resolved, point, concurrency))
         return AgenticWorkload(agentic_config(resolved, concurrency=concurrency, **overrides))
 
 
@@ -319,7 +348,7 @@ class MooncakeReplay(Scenario):
             raise ConfigError("a mooncake-replay workload needs a trace", fix="set workload.replay in the recipe")
         values: dict[str, Any] = {
             "source": replay.mooncake, "api": self.api(resolved), "block_size": replay.block_size,
-            "speedup": replay.speedup, "max_rows": replay.max_rows, "seed": self.seed(resolved, point),
+            "speedup": replay.speedup, "max_rows": replay.max_rows, "seed": self.seed(resolved, point, concurrency),
             "tokenizer": resolved.tokenizer,
         }
         return MooncakeWorkload(MooncakeConfig(**{**values, **overrides}))

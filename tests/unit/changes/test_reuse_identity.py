@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from changes_scratch import write_recipe
 
-from llmsweep.changes.reuse import reuse_key, reuse_keys
+from llmsweep.changes.reuse import reuse_doc, reuse_key, reuse_keys
 from llmsweep.metrics import version
 from llmsweep.plan import Job, jobs_from_files
 from llmsweep.workload.scenario import repeat_index
@@ -45,6 +45,23 @@ def test_launch_image_workload_fingerprint_and_repeat_are_part_of_the_identity(j
     assert reuse_key(job.model_copy(update={"workload": wl}), "launch") != key
     assert reuse_key(job, "launch", repeat=2) != key
     assert repeat_index(job.id + "-repeat3") == 3 and repeat_index(job.id) == 1
+
+
+def test_a_repeats_identity_holds_the_sample_it_draws_and_a_first_runs_is_as_it_was(tmp_path: Path) -> None:
+    """Repeat k draws the sample of its point, the one repeat k of every arm draws (`scenario.sample_name`); one
+    measured when a repeat's sample followed its job id is not what the repeat draws now, so its identity says
+    which sample it draws. A first run's identity holds no such part: the keys stored results were recorded under
+    stay valid."""
+    jobs = jobs_from_files([write_recipe(tmp_path)])  # arms tp 4 and tp 8, each at conc 2 and 4
+    for job in jobs:
+        doc = reuse_doc(job, "launch")
+        assert "sample" not in doc
+        assert doc["workload"] == job.workload.model_dump(mode="json", exclude={"traces": {"revision"}})
+    samples = {(j.tp, j.conc, k): reuse_doc(j, "launch", repeat=k)["sample"] for j in jobs for k in (2, 3)}
+    for conc in (2, 4):
+        for k in (2, 3):
+            assert samples[(4, conc, k)] == samples[(8, conc, k)]
+    assert len({samples[(4, conc, k)] for conc in (2, 4) for k in (2, 3)}) == 4
 
 
 def test_env_change_changes_the_rendered_launch_key(tmp_path: Path) -> None:

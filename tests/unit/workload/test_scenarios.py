@@ -107,10 +107,11 @@ def test_replay_is_closed_loop_at_conc_unless_it_follows_timestamps(trace: Path)
     assert scenario.gate.kind == "replay"
 
 
-def _agentic() -> ResolvedWorkload:
+def _agentic(**extra: object) -> ResolvedWorkload:
     return ResolvedWorkload.model_validate({
         **COMMON, "scenario": "agentic-coding", "use-chat-template": True,
         "traces": {"synthetic": {"traces": 6, "seed": 1, "max-isl": 4000, "max-osl": 20}}, "warmup-per-lane": 1,
+        **extra,
     })
 
 
@@ -123,10 +124,39 @@ def test_every_scenario_gives_a_repeat_its_own_seed_and_the_first_run_its_old_on
         scenario = scenario_of(resolved)
         seeds = [scenario.build(resolved, concurrency=2, point=p, tokenizer=None).config.seed  # type: ignore[attr-defined]
                  for p in ("job", f"job{REPEAT_MARK}2", f"job{REPEAT_MARK}3")]
-        assert seeds[0] == first == scenario.seed(resolved, "job"), resolved.scenario
+        assert seeds[0] == first == scenario.seed(resolved, "job", 2), resolved.scenario
         assert len(set(seeds)) == 3, resolved.scenario
         assert scenario.build(resolved, concurrency=2, tokenizer=None).config.seed == 42  # type: ignore[attr-defined]
     assert [repeat_index(p) for p in ("a", f"a{REPEAT_MARK}2", f"a{REPEAT_MARK}x", f"{REPEAT_MARK}2")] == [1, 2, 1, 1]
+
+
+def _seed(workload: ResolvedWorkload, point: str, conc: int = 2) -> int:
+    """The seed the workload of job `point` at `conc` samples with (`Scenario.seed`, which `build` draws with)."""
+    return scenario_of(workload).seed(workload, point, conc)
+
+
+def test_repeat_k_of_two_arms_draws_one_sample_and_the_points_of_a_server_their_own(trace: Path) -> None:
+    """Two arms of a point (jobs of other ids that send the same workload at the same concurrency: only their
+    servers differ) draw one sample in repeat k in every scenario, so `compare` between them holds no difference of
+    samples; repeats still draw their own, and a point at another concurrency, or sending another workload, another
+    (it may share the server). A first run keeps its seed: the job id's where the scenario salts points."""
+    cases = [(_fixed(), _fixed(isl=512)), (_agentic(), _agentic(**{"warmup-per-lane": 2})),
+             (_replay(trace), _replay(trace, **{"max-rows": 4}))]
+    for resolved, other in cases:
+        built = scenario_of(resolved).build(resolved, concurrency=2, point=f"arm-b{REPEAT_MARK}2", tokenizer=None)
+        assert built.config.seed == _seed(resolved, f"arm-a{REPEAT_MARK}2")  # type: ignore[attr-defined]
+        for k in (2, 3):
+            paired = _seed(resolved, f"arm-a{REPEAT_MARK}{k}")
+            assert paired == _seed(resolved, f"arm-b{REPEAT_MARK}{k}"), resolved.scenario
+            assert paired not in {_seed(resolved, "arm-a"), _seed(resolved, "arm-b")}, resolved.scenario
+            assert paired != _seed(resolved, f"arm-a{REPEAT_MARK}{5 - k}"), resolved.scenario
+            assert paired != _seed(resolved, f"arm-a{REPEAT_MARK}{k}", conc=4), resolved.scenario
+            assert paired != _seed(other, f"arm-a{REPEAT_MARK}{k}"), resolved.scenario
+        if scenario_of(resolved).salts_points:
+            assert (_seed(resolved, "arm-a"), _seed(resolved, "arm-b")) == (point_seed(42, "arm-a"),
+                                                                            point_seed(42, "arm-b"))
+        else:
+            assert _seed(resolved, "arm-a") == _seed(resolved, "arm-b") == 42
 
 
 def test_an_agentic_repeat_replays_the_same_corpus_in_another_order() -> None:
