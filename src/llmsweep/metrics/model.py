@@ -592,6 +592,13 @@ class Provenance(_Open):
         return digest if isinstance(digest, str) else None
 
     @property
+    def workload_seed(self) -> int | None:
+        """The seed the run's workload sampled with (`workload.seed`: its prompts, trace order, t*, block text, as
+        `workload.scenario.Scenario.seed` gave it); None when not recorded."""
+        seed = self.workload.get("seed") if self.workload else None
+        return seed if isinstance(seed, int) and not isinstance(seed, bool) else None
+
+    @property
     def gpu_name(self) -> str | None:
         """The first GPU as the driver named it, when the run recorded it."""
         names = self.hardware.gpu_names if isinstance(self.hardware, Hardware) else None

@@ -295,6 +295,10 @@ class MeasuredPoint:
     hardware: Hardware | None = None
     """What the run recorded of the machine it ran on (provenance's `hardware`: the server's host CPU, its GPUs'
     power limits): :func:`mixed_machines` compares the points of one key by it."""
+    seed: int | None = None
+    """The seed the point's workload sampled with, as its summary records it (`Provenance.workload_seed`): what a
+    replay draws with. A repeat measured before repeats were paired across arms (`workload.scenario.sample_name`) drew
+    with a seed its job id no longer gives; None when not recorded (the job id's, then)."""
 
     @property
     def run(self) -> str:
@@ -495,7 +499,8 @@ def measured_point(path: Path, config_for: Any) -> MeasuredPoint:
                          acceptance_length=realised, corpus_digest=prov.corpus_digest,
                          tokens_per_request=(summary.tokens.input.mean, summary.tokens.output.mean)
                          if summary.tokens.output.count else None,
-                         hardware=prov.hardware if not isinstance(prov.hardware, str) else None)
+                         hardware=prov.hardware if not isinstance(prov.hardware, str) else None,
+                         seed=prov.workload_seed)
 
 
 MACHINE_FACTS: dict[str, Callable[[Hardware], str | None]] = {
@@ -571,7 +576,10 @@ def _replays(points: list[MeasuredPoint], *, fit_requests_per_lane: int | None =
         if kept := _kept_corpus(p, resolved):
             extra["source"] = str(kept)  # the synthetic corpus the run kept: the traces it replayed, whatever the
             # generator gives today (`workload.traces.kept`; checked against the digest below all the same)
-        # the point's own seed, as the measured run drew its prompts (`Scenario.seed`: fixed-length points salt it)
+        # the seed the measured run drew its sample with, as its summary records it; else the point's own, as
+        # `Scenario.seed` gives it today (fixed-length points salt it, a repeat draws its `sample_name`'s)
+        if p.seed is not None:
+            extra["seed"] = p.seed
         workload = build_workload(resolved, concurrency=p.concurrency, point=p.job.get("id") or None, **extra)
         check_corpus(p, workload)
         out.append(_Replay(p, workload, duration, cap, open_loop=load.concurrency is None,

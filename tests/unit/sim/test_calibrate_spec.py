@@ -28,6 +28,7 @@ from llmsweep.sim.calibrate import (
 from llmsweep.sim.calibration import UNCALIBRATED
 from llmsweep.sim.config import SpecDecodeConfig
 from llmsweep.sim.engine import EngineConfig
+from llmsweep.workload.scenario import REPEAT_MARK
 
 REPO = Path(__file__).resolve().parents[3]
 QWEN_RUN = REPO / "examples" / "results" / "h200-vllm-0.26.0" / "qwen3next"
@@ -226,3 +227,23 @@ def test_a_replay_draws_the_prompts_the_measured_point_drew() -> None:
     measured = build_workload(resolved, concurrency=4, point=job_id, tokenizer=None, api="completions")
     replay = _replays([point], fit_requests_per_lane=None)[0].workload
     assert replay.config.seed == measured.config.seed != resolved.seed  # type: ignore[attr-defined]
+
+
+def test_a_replay_draws_with_the_seed_its_summary_recorded() -> None:
+    """A repeat measured when its sample followed its job id drew with a seed its id no longer gives
+    (`workload.scenario.sample_name`): the replay draws with the one the point's summary recorded, what ran."""
+    from llmsweep.spec.workload import ResolvedWorkload
+    from llmsweep.workload.build import build_workload
+
+    (job,) = QWEN_RUN.glob("jobs/*conc2_*")  # a measured point reads the seed its summary recorded
+    seed = json.loads((job / "summary.json").read_text())["provenance"]["workload"]["seed"]
+    assert isinstance(seed, int) and measured_point(job, _config_for_job).seed == seed
+
+    point = _point(_mtp(3, 2.5), 4, {})
+    job_id = f"dsr1_1024_96_fp8_vllm_tp1_conc4_h200_0123456789ab{REPEAT_MARK}2"
+    resolved = ResolvedWorkload.model_validate(point.job["workload"])
+    today = build_workload(resolved, concurrency=4, point=job_id, tokenizer=None, api="completions").config.seed
+    unrecorded = MeasuredPoint(**{**point.__dict__, "job": {**point.job, "id": job_id}})
+    assert _replays([unrecorded], fit_requests_per_lane=None)[0].workload.config.seed == today  # type: ignore[attr-defined]
+    recorded = MeasuredPoint(**{**unrecorded.__dict__, "seed": today + 1})
+    assert _replays([recorded], fit_requests_per_lane=None)[0].workload.config.seed == today + 1  # type: ignore[attr-defined]
