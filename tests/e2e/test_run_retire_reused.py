@@ -52,7 +52,7 @@ def test_a_retired_result_another_run_stood_on_stays_that_runs(tmp_path: Path) -
         with Store(store, readonly=True) as opened:  # the source run's own results: the retired one is not
             assert [p.job_id for p in opened.results(source_id)] == [kept]
             assert [r.results for r in opened.runs() if r.run_id == source_id] == [1]
-            reused = opened.reused_points(load_run(reusing).reused)
+            reused = opened.reused_points(load_run(reusing).reused, by=reusing_id)
         assert sorted(reused) == sorted([dropped, kept]), reused  # both points the reusing run stood on
         assert reused[dropped].artifact_dir == (source / "retired" / dropped).resolve()
         drawn, said = _frontier(reusing_id, store, env)

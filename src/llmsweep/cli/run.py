@@ -243,7 +243,7 @@ def _reused_summaries(outcome: RunOutcome) -> dict[str, Any]:
 
     try:
         with Store(outcome.store_path, readonly=True) as store:
-            points = store.reused_points(refs)
+            points = store.reused_points(refs, by=outcome.run_id)
     except LlmsweepError:
         return {}
     return {job: p.summary for job, p in points.items() if p.summary is not None}

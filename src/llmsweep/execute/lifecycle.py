@@ -1034,17 +1034,17 @@ def _copy_log(handle: ServerHandle | None, job_dir: Path) -> None:
 
 JobSink = Callable[[Path, "JobOutcome"], None]
 _JOB_SINK: ContextVar[JobSink | None] = ContextVar("llmsweep_job_sink", default=None)
-AttemptSink = Callable[[Path], None]
+AttemptSink = Callable[[Path, Path], None]
 _ATTEMPT_SINK: ContextVar[AttemptSink | None] = ContextVar("llmsweep_attempt_sink", default=None)
 
 
 @contextmanager
 def on_job_finished(sink: JobSink, superseded: AttemptSink | None = None) -> Iterator[None]:
     """Call `sink(job_dir, outcome)` as each job run in this context finishes, its outcome.json written (`run`
-    stores each job's result then, so an interrupted sweep keeps what completed), and `superseded(job_dir)` as a
-    job's earlier attempt is moved aside before it runs again (`keep_earlier_attempt`: the folder holds no result
-    until the job finishes; `run` drops the stored one, which an interrupted `--force` rerun left stored beside a
-    folder that no longer held it). The sinks must not raise."""
+    stores each job's result then, so an interrupted sweep keeps what completed), and `superseded(job_dir, kept)` as
+    a job's earlier attempt is moved aside into `kept` before it runs again (`keep_earlier_attempt`: the folder holds
+    no result until the job finishes; `run` drops the stored one, which an interrupted `--force` rerun left stored
+    beside a folder that no longer held it, or keeps it for the runs that stood on it). The sinks must not raise."""
     token, attempt = _JOB_SINK.set(sink), _ATTEMPT_SINK.set(superseded)
     try:
         yield
@@ -1058,7 +1058,7 @@ def keep_earlier_attempt(job_id: str, job_dir: Path, event: Event) -> Path | Non
     `on_job_finished` context told that the job's folder holds no result now."""
     kept = art.keep_earlier_attempt(job_id, job_dir, event)
     if kept is not None and (sink := _ATTEMPT_SINK.get()) is not None:
-        sink(job_dir)
+        sink(job_dir, kept)
     return kept
 
 

@@ -59,6 +59,7 @@ from llmsweep.workload.scenario import REPEAT_MARK, repeat_of
 from llmsweep.writable import refuse_non_utf8
 
 if TYPE_CHECKING:
+    from llmsweep.results.rundir import KeptAttempt
     from llmsweep.results.store import Reusable, Store
 
 log = logging.getLogger(__name__)
@@ -476,7 +477,7 @@ def _write_run_meta(run_dir: Path, req: RunRequest, run_id: str, jobs: list[Job]
                     reuse: dict[str, Any] | None = None, superseded: frozenset[str] = frozenset(),
                     elsewhere: frozenset[str] = frozenset()) -> None:
     from llmsweep.results.identity import hardware_of
-    from llmsweep.results.rundir import RETIRED
+    from llmsweep.results.rundir import KEPT_ATTEMPTS, RETIRED
 
     meta = {
         "run_id": run_id,
@@ -520,8 +521,9 @@ def _write_run_meta(run_dir: Path, req: RunRequest, run_id: str, jobs: list[Job]
     if isinstance(previous, dict):
         meta["run_id"] = previous.get("run_id", run_id)
         meta["started"] = previous.get("started", meta["started"])
-        if RETIRED in previous:  # the jobs the run retired, wherever they were recorded (`_record_retired`)
-            meta[RETIRED] = previous[RETIRED]
+        for record in (RETIRED, KEPT_ATTEMPTS):  # the jobs the run retired (`_record_retired`), the attempts it
+            if record in previous:  # kept for the runs that stood on them (`_JobStore.superseded`): wherever recorded
+                meta[record] = previous[record]
         if _partial(req):  # what a narrower resume or --force does not exercise stays as the jobs it keeps were
             for name in MEASURED_BY:  # measured (a `--force --config-keys` of fixed-length keys dropped `traces`)
                 if name not in exercised:
@@ -836,8 +838,8 @@ def _reuse(req: RunRequest, run_dir: Path, runnable: list[Job], keys: dict[str, 
                   "reuse_key": keys[job.id]}
         jdir = art.job_dir(run_dir, job.id)
         (jdir / art.REUSED_FILE).unlink(missing_ok=True)  # an earlier invocation's pointer: replaced below
-        if art.keep_earlier_attempt(job.id, jdir, event) is not None and stored is not None:
-            stored.superseded(jdir)  # the folder holds no result of its own now: the store drops the one it held
+        if (kept := art.keep_earlier_attempt(job.id, jdir, event)) is not None and stored is not None:
+            stored.superseded(jdir, kept)  # the folder holds no result of its own now: the store drops the one it held
         art.write_json(jdir / art.REUSED_FILE, source)
         sources[job.id] = source
         reused.append(JobOutcome(job_id=job.id, exp_name=job.exp_name, status="skipped", reused=True,
@@ -1283,8 +1285,9 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
                 # Its result stands for another configuration than the job now: kept aside, never mixed into this
                 # run's series (its job id does not change with engine args, env or the workload).
                 event(f"job {job.id}: not resumed — {why}; it runs again")
-                if art.keep_earlier_attempt(job.id, art.job_dir(run_dir, job.id), event) is not None:
-                    stored.superseded(art.job_dir(run_dir, job.id))  # nor does the store hold it (nor its key)
+                jdir = art.job_dir(run_dir, job.id)
+                if (kept := art.keep_earlier_attempt(job.id, jdir, event)) is not None:
+                    stored.superseded(jdir, kept)  # nor does the store hold it as this run's (nor its key)
                 done = None
             if done is not None:
                 skipped.append(done)
@@ -1529,14 +1532,12 @@ def _supersede_renamed(run_dir: Path, jobs: Sequence[Job], event: Event, stored:
                 n += 1
                 kept = retired / f"{old_id}.{n}"
             os.replace(old_dir, kept)
+            _moved_attempts(run_dir, old_dir, kept)
             _record_retired(run_dir, old_id, kept, recorded)
             reusing = stored.retired(old_id)
             event(f"job {old_id}: no job of the recipe as it is now (its concurrency or arm was taken out since); its "
                   f"files are kept in {kept} and its result is no longer this run's"
-                  + (f" (run {', '.join(reusing)} stands on it, `run --reuse`: the store keeps it for that run)"
-                     if len(reusing) == 1 else
-                     f" (runs {', '.join(reusing)} stand on it, `run --reuse`: the store keeps it for them)"
-                     if reusing else ""))
+                  + (f" ({_stood_on_by(reusing)})" if reusing else ""))
             gone.add(old_id)
             continue
         if len(match) != 1:  # none (a narrower run), or several the old one could be: left as it is
@@ -1548,6 +1549,7 @@ def _supersede_renamed(run_dir: Path, jobs: Sequence[Job], event: Event, stored:
             n += 1
         target.mkdir(parents=True, exist_ok=True)
         os.replace(old_dir, target / str(n))
+        _moved_attempts(run_dir, old_dir, target / str(n))
         if renamed_point:  # (nothing of the point changed: measured again under the id of its deployment now)
             event(f"job {old_id}: superseded by job {job.id}, the same point of its multi-node deployment, whose "
                   f"concurrency list changed since (a job's id holds that list); measured again, its files are kept "
@@ -1556,9 +1558,49 @@ def _supersede_renamed(run_dir: Path, jobs: Sequence[Job], event: Event, stored:
             changed = _changed_fields(doc, job)
             event(f"job {old_id}: superseded by job {job.id}, the same job under its recipe as it is now"
                   + (f" ({changed} changed since)" if changed else "") + f"; its files are kept in {target / str(n)}")
-        stored.superseded(old_dir)
+        stored.superseded(old_dir, target / str(n))
         gone.add(old_id)
     return frozenset(gone)
+
+
+def _stood_on_by(runs: Sequence[str]) -> str:
+    """What `run` says of a result it no longer holds as its own while other runs stand a job on it (`run --reuse`):
+    the store keeps it for them."""
+    if len(runs) == 1:
+        return f"run {runs[0]} stands on it, `run --reuse`: the store keeps it for that run"
+    return f"runs {', '.join(runs)} stand on it, `run --reuse`: the store keeps it for them"
+
+
+def _record_kept(run_dir: Path, kept: KeptAttempt) -> None:
+    """run.json records at once an earlier attempt of a job that other runs stood on (`rundir.KEPT_ATTEMPTS`), before
+    the store drops the job's result: the store keeps it for them from this record, now and at every later ingest of
+    the run."""
+    from llmsweep.results.rundir import KEPT_ATTEMPTS
+
+    meta = art.read_json(run_dir / art.RUN_FILE)
+    if not isinstance(meta, dict):
+        return
+    entries = meta.get(KEPT_ATTEMPTS)
+    meta[KEPT_ATTEMPTS] = {**(entries if isinstance(entries, dict) else {}), kept.dir: kept.to_json()}
+    art.write_json(run_dir / art.RUN_FILE, meta)
+
+
+def _moved_attempts(run_dir: Path, old: Path, new: Path) -> None:
+    """A job folder moved (retired, or the earlier attempt of a job an edit renamed): the attempts inside it that the
+    run kept for the runs that stood on them (`rundir.KEPT_ATTEMPTS`) are recorded where they are now, so a later
+    ingest of the run still finds them."""
+    from llmsweep.results.rundir import KEPT_ATTEMPTS
+
+    meta = art.read_json(run_dir / art.RUN_FILE)
+    entries = meta.get(KEPT_ATTEMPTS) if isinstance(meta, dict) else None
+    if not isinstance(meta, dict) or not isinstance(entries, dict):
+        return
+    before, after = old.relative_to(run_dir).as_posix() + "/", new.relative_to(run_dir).as_posix() + "/"
+    moved = {after + folder.removeprefix(before) if folder.startswith(before) else folder: doc
+             for folder, doc in entries.items()}
+    if moved != entries:
+        meta[KEPT_ATTEMPTS] = moved
+        art.write_json(run_dir / art.RUN_FILE, meta)
 
 
 def _record_retired(run_dir: Path, job_id: str, kept: Path, recorded: object) -> None:
@@ -1689,16 +1731,28 @@ class _JobStore:
             self.failed = store_busy(exc)
         return []
 
-    def superseded(self, job_dir: Path) -> None:
-        """A job runs again, its earlier attempt moved aside: the store drops the result that attempt left, as the
-        folder no longer holds it (an interrupted `--force` rerun kept it stored while the report said the job was
-        interrupted). Then run.json's key of the job becomes the plan's: a run stopped between the two leaves neither
-        the earlier result stored nor a key that is not its own."""
+    def superseded(self, job_dir: Path, kept: Path) -> None:
+        """A job runs again, its earlier attempt moved aside (into `kept`; `job_dir`: the folder it was in, named by
+        the job's id then): the store drops the result that attempt left as the run's, as the folder no longer holds
+        it (an interrupted `--force` rerun kept it stored while the report said the job was interrupted). Where other
+        stored runs stood a job on that result (`run --reuse`), run.json records the attempt as kept for them
+        (`rundir.KEPT_ATTEMPTS`) and the store keeps it, as none of this run's, read for them in place of the job's
+        new result: said, naming them (their dashboards had lost the point, or drawn the new measurement as the one
+        they stood on). Then run.json's key of the job becomes the plan's: a run stopped between the two leaves
+        neither the earlier result stored as the run's nor a key that is not its own."""
+        from llmsweep.results.rundir import KeptAttempt, load_run_meta
         from llmsweep.results.store import Store, store_busy
 
         try:
             if not self.failed:  # as above: the end-of-run ingest replaces what the store holds of the run
                 with Store(self.path) as store:
+                    job_id = job_dir.name
+                    key, reusing = store.standing_on(load_run_meta(self.run_dir)[0], job_id)
+                    if reusing:
+                        _record_kept(self.run_dir, KeptAttempt(kept.relative_to(self.run_dir).as_posix(), job_id,
+                                                               key, tuple(reusing)))
+                        self.event(f"job {job_id}: its earlier result is no longer this run's; "
+                                   f"{_stood_on_by(reusing)}")
                     store.ingest_job(self.run_dir, job_dir)  # an emptied folder: its stored result goes
         except Exception as exc:  # as a store failure above: the end-of-run ingest decides
             self.event(f"warning: could not drop the earlier result of job {job_dir.name} from {self.path}: "

@@ -143,6 +143,6 @@ def reused_points(run: RunDir, store: Path | str | None) -> tuple[dict[str, Resu
 
     try:
         with Store(store, readonly=True) as opened:
-            return opened.reused_points(run.reused), f"{REUSED_GONE} ({opened.path})"
+            return opened.reused_points(run.reused, by=run.run_id), f"{REUSED_GONE} ({opened.path})"
     except LlmsweepError as exc:
         return {}, f"the results store {store} cannot be read ({exc.one_line()})"

@@ -408,6 +408,65 @@ def retired_jobs(run: RunDir) -> list[tuple[RetiredJob, JobArtifacts]]:
     return out
 
 
+KEPT_ATTEMPTS = "kept_attempts"
+"""run.json's record of the earlier attempts of its jobs that the run measured again (`--force`, `--resume` after an
+edit, a job whose id an edit changed) while other runs stood a job on them (`run --reuse`): the folder it was kept in,
+relative to the run folder -> `{"job_id": <the job it was a result of>, "reuse_key": <the key it was measured under>,
+"runs": <the runs that stood on it>}`. The store keeps such a result for those runs, drawn as none of its own run's
+(`results.store.Store`: `results.retired`, under its own result id, :meth:`KeptAttempt.result_id`), and reads it for
+them in place of the job's newer result (`Store.reused_points`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class KeptAttempt:
+    """One entry of run.json's :data:`KEPT_ATTEMPTS`: the folder the earlier attempt was kept in (relative to the run
+    folder), the job whose result it was, the reuse key it was measured under (None where the run recorded none) and
+    the runs that stood on it when the run measured the job again."""
+
+    dir: str
+    job_id: str
+    reuse_key: str | None
+    runs: tuple[str, ...]
+
+    @property
+    def stored_job_id(self) -> str:
+        """The job id the store files the kept result under: its folder, which no job of a run is named (the job's
+        own id holds its newer result)."""
+        return self.dir
+
+    def to_json(self) -> dict[str, Any]:
+        return {"job_id": self.job_id, **({"reuse_key": self.reuse_key} if self.reuse_key is not None else {}),
+                "runs": list(self.runs)}
+
+
+def kept_attempts_of(meta: Mapping[str, Any]) -> list[KeptAttempt]:
+    """A run record's kept attempts (:data:`KEPT_ATTEMPTS`), oldest first; an entry that does not read as one is
+    left out."""
+    raw = meta.get(KEPT_ATTEMPTS)
+    if not isinstance(raw, dict):
+        return []
+    return [KeptAttempt(str(folder), doc["job_id"], key if isinstance(key := doc.get("reuse_key"), str) else None,
+                        tuple(str(r) for r in runs))
+            for folder, doc in raw.items() if isinstance(doc, dict) and isinstance(doc.get("job_id"), str)
+            and isinstance(runs := doc.get("runs"), list)]
+
+
+def kept_attempts(root: Path, meta: Mapping[str, Any]) -> list[tuple[KeptAttempt, JobArtifacts]]:
+    """The kept attempts of the run in folder `root` (:data:`KEPT_ATTEMPTS` of its record `meta`) with their folder,
+    where it holds a judged result of that job; a folder outside the run, or whose summary does not read, is left
+    out."""
+    out = []
+    resolved = root.resolve()
+    for kept in kept_attempts_of(meta):
+        folder = (root / kept.dir).resolve()
+        if not folder.is_relative_to(resolved) or not folder.is_dir():
+            continue
+        art = load_job(folder, set_aside=True)
+        if art is not None and art.summary is not None and art.job_id == kept.job_id:
+            out.append((kept, art))
+    return out
+
+
 def reused_result_ids(meta: Mapping[str, Any]) -> frozenset[str]:
     """The stored results a run record's `run --reuse` jobs stood on (their result ids)."""
     return frozenset(str(src["result_id"]) for src in reused_of(meta).values() if src.get("result_id"))

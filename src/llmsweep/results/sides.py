@@ -48,8 +48,9 @@ def resolve_points(ref: str, store: Store | None, warn: Callable[[str], None] | 
 
 
 REUSED_GONE = ("the results store does not hold it as it was reused (the result is gone: its run measured the job "
-               "again under another configuration since, or was stored anew from a folder without it; or it does not "
-               "read)")
+               "again under another configuration since without keeping the result for the runs that stood on it — "
+               "the store could not be reached then, or an llmsweep that kept none measured it —, or was stored anew "
+               "from a folder without it; or it does not read)")
 """Why a point `run --reuse` stood a job on is not drawn (the dashboard, `results frontier`)."""
 
 
@@ -71,7 +72,7 @@ def reused_points_of(store: Store, meta: Mapping[str, Any], run_id: str,
         said(f"run {run_id}: {len(reused)} job(s) stood on stored results of run(s) {', '.join(sources)} "
              f"(`run --reuse`), listed under that run, not here (`--run {sources[0]}`)")
         return {}
-    found = store.reused_points(reused)
+    found = store.reused_points(reused, by=run_id)
     missing = sorted(set(reused) - set(found))
     if missing and gone is not None:
         gone(f"run {run_id}: {len(missing)} job(s) stood on a stored result not {left}: {REUSED_GONE} "

@@ -18,6 +18,7 @@ whose JSON does not read (`_StoredRow`: it names the row and column), is a `Stor
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -59,8 +60,9 @@ every migration applied; hot columns follow the metric table (`metrics.registry`
 corpus a point replayed (`identity.corpus`), every stored job re-keyed from its job and summary; 5: `evals` holds one
 row per (result, concurrency the eval ran at), each with that run's score, split from the blocks schema 3 stored;
 6: `error_ratio` is NULL for a result no profiling request of which finished (stored as 0.0 before: "no errors");
-7: `results.retired`, the folder a result's run retired its job to (`rundir.RETIRED`), NULL for a result of the run:
-a retired result is kept for the runs that stood on it (`run --reuse`), and is none of its own run's."""
+7: `results.retired`, the folder a result's run retired its job to (`rundir.RETIRED`), or kept an earlier attempt of
+a job it measured again in (`rundir.KEPT_ATTEMPTS`), NULL for a result of the run: such a result is kept for the runs
+that stood on it (`run --reuse`), and is none of its own run's."""
 ENV_VAR = "LLMSWEEP_STORE"
 BATCH = 500
 """Result ids per query of `Store.points` (below SQLite's least limit of bound parameters, 999)."""
@@ -453,7 +455,9 @@ class Store:
         """Store (or replace) every job and result of a run directory.
 
         Re-ingesting replaces the stored run as a whole. A job the run retired (run.json's `retired`: its recipe no
-        longer plans it) is kept from the folder it was moved to, as none of the run's results (`_insert_retired`).
+        longer plans it) is kept from the folder it was moved to, as none of the run's results (`_insert_retired`),
+        and so is an earlier attempt of a job measured again that other runs stood on (run.json's `kept_attempts`,
+        `_insert_kept`).
         When the folder lacks a result the store holds for that run
         (a partial or damaged copy of it), that would drop the result: refused (`ImportConflictError`, nothing
         written) unless `replace` says to store the folder as it is. `run`'s end-of-run ingest replaces: it stores
@@ -475,6 +479,7 @@ class Store:
             for point in points:
                 self._insert_point(point)
             self._insert_retired(run)
+            self._insert_kept(run.path, run.run_id, meta)
         missing = tuple(j.job_id for j in run.jobs if j.summary is None)
         log.info("ingested run %s: %d results", run.run_id, len(points))
         return IngestReport(run.run_id, len(points), missing, run.missing_job_ids, replaced,
@@ -509,7 +514,8 @@ class Store:
         The job's reuse key in the stored run's meta becomes the one run.json records for it now: the key its folder's
         result was measured under. Kept as the run's row had it, a run resumed after an edit and stopped before its
         end filed the new result under the old configuration's key, and `--reuse` of the old configuration stood on
-        it (until 2026-12-06)."""
+        it (until 2026-12-06). The earlier attempts run.json now records as kept for the runs that stood on them
+        (`kept_attempts`) are stored beside it (`_keep_attempts`)."""
         root = Path(run_dir)
         run_id, meta = load_run_meta(root)
         art = load_job(Path(job_dir))
@@ -519,12 +525,14 @@ class Store:
             with self._db:
                 self._db.execute("DELETE FROM jobs WHERE run_id = ? AND job_id = ?", (run_id, Path(job_dir).name))
                 self._keep_job_meta(run_id, Path(job_dir).name, key, drop_outcome=True)
+                self._keep_attempts(root, run_id, meta)
             return False
         point = point_from_job(run_id, art)
         with self._db:
             if not self.has_run(run_id):
                 self._insert_run(run_id, "llmsweep", str(root.resolve()), meta)
             self._keep_job_meta(run_id, art.job_id, key, outcome=art.outcome)
+            self._keep_attempts(root, run_id, meta)
             self._db.execute("DELETE FROM jobs WHERE run_id = ? AND job_id = ?", (run_id, art.job_id))
             if point is None and not art.unread:
                 ident = identity_from_job(art.job)
@@ -554,7 +562,7 @@ class Store:
                 self._db.execute("UPDATE runs SET meta = ? WHERE run_id = ?", (_dumps(meta), run.run_id))
             self._insert_retired(run, only=job_id)
         retired = retired_of(run.meta).get(job_id)
-        return self._reusing_runs(result_id_for(run.run_id, job_id), retired.reuse_key if retired else None)
+        return self._reusing_runs(run.run_id, job_id, retired.reuse_key if retired else None)
 
     def _insert_retired(self, run: RunDir, only: str | None = None) -> None:
         """Store the results of the jobs `run` retired (`rundir.retired_jobs`; `only`: that job's), each marked with
@@ -570,20 +578,66 @@ class Store:
             if point is not None:
                 self._insert_point(point, retired=retired.dir)
 
-    def _reusing_runs(self, result_id: str, key: str | None) -> list[str]:
-        """The stored runs that stand a job on a result (`run --reuse`: their record's `reused` names it) measured
-        under `key`, as `reused_points` reads them: one that stood on an earlier measurement of the job, under
-        another key, does not."""
+    def _reusing_runs(self, run_id: str, job_id: str, key: str | None) -> list[str]:
+        """The stored runs that stand a job on run `run_id`'s result of job `job_id` (`run --reuse`: their record's
+        `reused` names it) measured under `key`, as `reused_points` reads them: one that stood on an earlier
+        measurement of the job, under another key or in an attempt the run kept for it (`rundir.KEPT_ATTEMPTS`), does
+        not."""
         from llmsweep.changes.reuse import split_key
-        from llmsweep.results.rundir import reused_of
+        from llmsweep.results.rundir import kept_attempts_of, reused_of
+
+        result_id = result_id_for(run_id, job_id)
+        earlier = {r for k in kept_attempts_of(self.run_meta(run_id)) if k.job_id == job_id for r in k.runs}
 
         def same(then: object) -> bool:
             return not (isinstance(then, str) and key is not None) or split_key(then)[0] == split_key(key)[0]
 
         rows = self._db.execute("SELECT run_id, meta FROM runs ORDER BY ingested_at, run_id").fetchall()
-        return [r["run_id"] for r in rows
-                if any(str(src.get("result_id")) == result_id and same(src.get("reuse_key"))
-                       for src in reused_of(_StoredRow(self, r["run_id"]).json(r["meta"], "runs.meta")).values())]
+        return [r["run_id"] for r in rows if r["run_id"] not in earlier and r["run_id"] != run_id
+                and any(str(src.get("result_id")) == result_id and same(src.get("reuse_key"))
+                        for src in reused_of(_StoredRow(self, r["run_id"]).json(r["meta"], "runs.meta")).values())]
+
+    def standing_on(self, run_id: str, job_id: str) -> tuple[str | None, list[str]]:
+        """Of the result the store holds of run `run_id`'s job `job_id`: the reuse key its run recorded it under
+        (None where it recorded none), and the other stored runs that stand a job on it (`run --reuse`), oldest
+        first — [] when the store holds no such result. What `run` asks before it measures the job again: the attempt
+        it keeps is kept in the store for those runs (`rundir.KEPT_ATTEMPTS`)."""
+        held = self._db.execute("SELECT 1 FROM results WHERE result_id = ? AND run_id = ? AND job_id = ?",
+                                (result_id_for(run_id, job_id), run_id, job_id)).fetchone()
+        recorded = self.run_meta(run_id).get("reuse_keys")
+        key = recorded.get(job_id) if isinstance(recorded, dict) else None
+        key = key if isinstance(key, str) else None
+        return key, (self._reusing_runs(run_id, job_id, key) if held is not None else [])
+
+    def _keep_attempts(self, root: Path, run_id: str, meta: Mapping[str, Any]) -> None:
+        """The stored run's record of its kept attempts (`rundir.KEPT_ATTEMPTS`) becomes run.json's (`meta`), and
+        each it does not hold yet is stored (`_insert_kept`)."""
+        from llmsweep.results.rundir import KEPT_ATTEMPTS
+
+        stored = self.run_meta(run_id)
+        if KEPT_ATTEMPTS not in meta or not stored:
+            return
+        if stored.get(KEPT_ATTEMPTS) != meta[KEPT_ATTEMPTS]:
+            stored[KEPT_ATTEMPTS] = meta[KEPT_ATTEMPTS]
+            self._db.execute("UPDATE runs SET meta = ? WHERE run_id = ?", (_dumps(stored), run_id))
+        self._insert_kept(root, run_id, meta)
+
+    def _insert_kept(self, root: Path, run_id: str, meta: Mapping[str, Any]) -> None:
+        """Store each earlier attempt the run in folder `root` kept for the runs that stood on it (`rundir.
+        kept_attempts`: run.json's `kept_attempts`) that the store does not hold yet, under its own job and result
+        id (`KeptAttempt.stored_job_id`; the job's own id holds its newer result), marked with the folder it is kept
+        in: the runs that stood on it read it (`reused_points`), and no read of the run's own results finds it. Its
+        eval is not stored (`run --reuse` never stands a job with an eval on a stored result)."""
+        from llmsweep.results.rundir import kept_attempts
+
+        for kept, art in kept_attempts(root, meta):
+            result_id = result_id_for(run_id, kept.stored_job_id)
+            if self._db.execute("SELECT 1 FROM results WHERE result_id = ?", (result_id,)).fetchone() is not None:
+                continue
+            point = point_from_job(run_id, art)
+            if point is not None:
+                self._insert_point(dataclasses.replace(point, job_id=kept.stored_job_id, result_id=result_id),
+                                   retired=kept.dir)
 
     def _keep_job_meta(self, run_id: str, job_id: str, key: object, *, outcome: Mapping[str, Any] | None = None,
                        drop_outcome: bool = False) -> None:
@@ -841,28 +895,56 @@ class Store:
                         unread(result_id, exc)
             return out
 
-    def reused_points(self, reused: Mapping[str, Mapping[str, Any]]) -> dict[str, ResultPoint]:
-        """The stored results `run --reuse` stood jobs on (`run.json: reused`, job id -> the result's run, job and
-        result ids), by the reusing run's job id, read in one batched query (`points`). A job whose result the store
-        does not hold, or holds under another run or job than the record names, is absent: never a point the
-        record does not name. So is one its run has measured again under another configuration since (a `--force`
-        or `--resume` rerun keeps the job's result id): the key its run now records for the job is not the one
-        reused. A result its run retired since (the recipe no longer plans the job) is kept for them, and read here
-        under the key the run's record of the retirement gives it."""
-        from llmsweep.changes.reuse import split_key
-        from llmsweep.results.rundir import retired_of
+    def reused_points(self, reused: Mapping[str, Mapping[str, Any]], *, by: str) -> dict[str, ResultPoint]:
+        """The stored results `run --reuse` stood run `by`'s jobs on (its `run.json: reused`, job id -> the result's
+        run, job and result ids), by the reusing run's job id, read in one batched query (`points`). A job whose
+        result the store does not hold, or holds under another run or job than the record names, is absent: never a
+        point the record does not name.
 
-        wanted = {job: str(src.get("result_id")) for job, src in reused.items() if src.get("result_id")}
+        Where the result's run measured the job again since (a `--force` or `--resume` rerun keeps the job's result
+        id) and kept the attempt `by` stood on (`rundir.KEPT_ATTEMPTS`: the runs that stood on it when it was
+        measured again), that kept result is read, under the job id the record names: not the job's newer result,
+        whatever key it was measured under. One measured again that kept nothing for `by` (the store could not be
+        reached then, or a release before it kept them) is absent where its key is not the one reused. A result its
+        run retired since (the recipe no longer plans the job) is kept for them, and read here under the key the
+        run's record of the retirement gives it."""
+        from llmsweep.changes.reuse import split_key
+        from llmsweep.results.rundir import kept_attempts_of, retired_of
+
+        metas: dict[str, dict[str, Any]] = {}
+
+        def meta_of(run_id: str) -> dict[str, Any]:
+            if run_id not in metas:
+                metas[run_id] = self.run_meta(run_id)
+            return metas[run_id]
+
+        wanted: dict[str, str] = {}
+        kept_for: dict[str, str] = {}  # reusing job -> the job id the kept attempt it stood on was a result of
+        for job, src in reused.items():
+            if not src.get("result_id"):
+                continue
+            result_id, run_id = str(src["result_id"]), src.get("run_id")
+            source = run_id if isinstance(run_id, str) else None
+            kept = [k for k in kept_attempts_of(meta_of(source)) if by in k.runs
+                    and result_id_for(source, k.job_id) == result_id] if source is not None else []
+            if source is not None and kept:
+                wanted[job], kept_for[job] = result_id_for(source, kept[-1].stored_job_id), kept[-1].job_id
+            else:
+                wanted[job] = result_id
         found = self.readable_points(wanted.values())
         keys: dict[str, dict[str, Any]] = {}  # source run -> the reuse keys it records now
         out = {}
         for job, result_id in wanted.items():
             point, src = found.get(result_id), reused[job]
+            if job in kept_for:
+                if point is not None:
+                    out[job] = dataclasses.replace(point, job_id=kept_for[job])
+                continue
             if point is None or src.get("run_id") not in (None, point.run_id) \
                     or src.get("job_id") not in (None, point.job_id):
                 continue
             if point.run_id not in keys:
-                meta = self.run_meta(point.run_id)
+                meta = meta_of(point.run_id)
                 recorded = meta.get("reuse_keys")
                 keys[point.run_id] = {  # a job the run retired since: the key its kept result was measured under
                     **{job: r.reuse_key for job, r in retired_of(meta).items()},

@@ -266,7 +266,7 @@ def test_overlaying_the_run_a_reused_point_came_from_draws_that_point_once(tmp_p
     run = write_reusing_run(tmp_path, store)
     with Store(store, readonly=True) as opened:
         earlier = opened.results("earlier-run")
-        reused = opened.reused_points(run.reused)
+        reused = opened.reused_points(run.reused, by=run.run_id)
     kept, stood = earlier[0], dict(list(reused.items())[1:])  # one earlier point not reused: only the overlay has it
     payload = build_payload(run, points_from_run(run), overlay=earlier, reused=stood, details=False)
     ids = [p["id"] for p in payload["points"]]
@@ -498,7 +498,7 @@ def test_a_reused_point_carries_the_warnings_of_the_job_that_stood_on_it(tmp_pat
     store = tmp_path / "store.sqlite"
     run = write_reusing_run(tmp_path, store)
     with Store(store, readonly=True) as opened:
-        stood = opened.reused_points(run.reused)
+        stood = opened.reused_points(run.reused, by=run.run_id)
     job, point = next(iter(stood.items()))
     warning = not_modelled(["DP attention"])
     run.meta["outcomes"] = [{"job_id": job, "exp_name": "x", "status": "skipped", "reused": True,

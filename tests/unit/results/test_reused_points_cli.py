@@ -45,7 +45,7 @@ def test_a_reused_result_measured_again_under_another_configuration_is_not_the_r
     earlier.write_text(json.dumps(meta))
     with Store(store) as opened:
         opened.ingest_run(load_run(earlier.parent), replace=True)
-        points = opened.reused_points(reused)
+        points = opened.reused_points(reused, by=run.run_id)
     assert sorted(points) == jobs[:2]
     # `results frontier` of the reusing run says which job's point it does not draw, and why (the dashboard does;
     # the frontier had drawn two of three points in silence)
@@ -104,7 +104,7 @@ def test_a_retired_result_is_read_for_the_runs_that_stood_on_it_under_the_key_it
         assert [p.job_id for p in opened.results("earlier-run")] == jobs[:1]  # the run's own
         assert [r.results for r in opened.runs() if r.run_id == "earlier-run"] == [1]
         assert opened.result_job_ids("earlier-run") == jobs[:1]
-        points = opened.reused_points(run.meta["reused"])
+        points = opened.reused_points(run.meta["reused"], by=run.run_id)
     assert sorted(points) == jobs[:2], sorted(points)
     assert points[jobs[1]].artifact_dir == (earlier / "retired" / jobs[1]).resolve()
     # `run` names the runs that stand on a result it retires: not one that stood on it under another key
@@ -113,7 +113,7 @@ def test_a_retired_result_is_read_for_the_runs_that_stood_on_it_under_the_key_it
         assert opened.retire_job(earlier, jobs[1]) == ["reusing-run"]
         assert opened.retire_job(earlier, jobs[2]) == []
         assert [p.job_id for p in opened.results("earlier-run")] == jobs[:1]
-        assert sorted(opened.reused_points(run.meta["reused"])) == jobs[:2]
+        assert sorted(opened.reused_points(run.meta["reused"], by=run.run_id)) == jobs[:2]
     # planned again since: the job's folder in `jobs/` is its run's job again, and its retired entry is passed over
     shutil.copytree(earlier / "retired" / jobs[1], earlier / "jobs" / jobs[1])
     with Store(store) as opened:

@@ -72,7 +72,7 @@ def test_a_run_that_could_not_store_one_job_does_not_try_again_for_every_job(tmp
     monkeypatch.setattr(store_module, "Store", Busy)
     said: list[str] = []
     jobs = _three_jobs_stored(tmp_path, said)
-    jobs.superseded(tmp_path / "j0")
+    jobs.superseded(tmp_path / "j0", tmp_path / "j0" / "attempts" / "1")
     assert len(opened) == 1 and len(said) == 1 and "could not store job j0" in said[0]
 
 

@@ -60,7 +60,7 @@ def test_a_reused_job_gets_only_the_stored_result_its_record_names(make_run, sto
             "job-c": {"run_id": "old", "job_id": "gone", "result_id": "r-deleted", "verdict": "valid"},
         }
         queries = _selects(store)
-        found = store.reused_points(reused)
+        found = store.reused_points(reused, by="reusing")
         assert len(queries) == 1
     # keyed by the reusing run's job; a record whose result the store holds under another run, or not at all, is
     # not answered with some other point

@@ -154,5 +154,5 @@ def test_a_stored_result_that_does_not_read_is_neither_reused_nor_the_end_of_its
         db.execute("UPDATE results SET summary = '{bad' WHERE job_id = ?", (damaged,))
     db.close()
     with Store(other, readonly=True) as store:
-        points = store.reused_points(run.meta["reused"])
+        points = store.reused_points(run.meta["reused"], by=run.run_id)
     assert len(points) == len(run.meta["reused"]) - 1 and damaged not in points

@@ -1,0 +1,141 @@
+"""A run that measures a job again (`--resume` after a recipe edit, `--force`) moves its earlier attempt to
+`jobs/<id>/attempts/N` and stores the new result under the job's result id. When another run had stood a job on the
+earlier result (`run --reuse`), the store dropped it all the same: the reusing run's dashboard and `results frontier`
+then said the point was gone (`REUSED_GONE`), or drew the new measurement as what it had stood on, although the
+measurement it stood on was kept on disk and is still the one its configuration earned. The store keeps a superseded
+result for the runs that stood on it — drawn as none of its own run's — and the superseding run names them.
+
+Real runs on the simulator in virtual time, into a private store."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from test_run_support import RECIPES, cli_env, cli_here, run_here
+
+from llmsweep.results.point import result_id_for
+from llmsweep.results.rundir import load_run
+from llmsweep.results.sides import REUSED_GONE
+from llmsweep.results.store import Store
+
+
+def _frontier(ref: str, store: Path, env: dict[str, str]) -> tuple[dict[str, dict[str, Any]], str]:
+    proc = cli_here(["results", "frontier", ref, "--x", "conc", "--json", "--store", store], env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc: dict[str, list[dict[str, Any]]] = json.loads(proc.stdout)
+    return {p["job_id"]: p for points in doc.values() for p in points}, proc.stderr
+
+
+def _summary_of(job_dir: Path) -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads((job_dir / "summary.json").read_text())
+    return doc
+
+
+def _prompts(job: Any) -> Any:
+    return job["workload"]["num-prompts-per-conc"]
+
+
+def _runs(tmp_path: Path) -> tuple[Path, Path, Path, Path, dict[str, str]]:
+    env, store = cli_env(tmp_path), tmp_path / "store.sqlite"
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text((RECIPES / "fixed-sim.yaml").read_text())
+    source, reusing = tmp_path / "source", tmp_path / "reusing"
+    assert run_here([recipe, "--out", source, "--no-report"], env).returncode == 0
+    stood = run_here([recipe, "--out", reusing, "--no-report", "--reuse", "--json"], env)
+    assert stood.returncode == 0 and all(r["reused"] for r in json.loads(stood.stdout)["jobs"]), stood.stderr[-3000:]
+    return recipe, source, reusing, store, env
+
+
+def test_a_result_measured_again_under_an_edit_stays_the_runs_that_stood_on_it(tmp_path: Path) -> None:
+    recipe, source, reusing, store, env = _runs(tmp_path)
+    source_id, reusing_id = (json.loads((d / "run.json").read_text())["run_id"] for d in (source, reusing))
+    jobs = sorted(p.name for p in (source / "jobs").iterdir())
+    stood_on = {j: _summary_of(source / "jobs" / j) for j in jobs}
+
+    # the source run's recipe edited (another client workload: another reuse key, the same job ids) and resumed:
+    # every job runs again, its earlier attempt kept in attempts/1
+    recipe.write_text(recipe.read_text().replace("num-prompts-per-conc: 4", "num-prompts-per-conc: 6"))
+    again = run_here([recipe, "--out", source, "--resume", "--no-report"], env)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert sorted(p.name for p in (source / "jobs").iterdir()) == jobs  # the same job ids, measured again
+    for job in jobs:
+        assert (f"job {job}: its earlier result is no longer this run's; run {reusing_id} stands on it, `run "
+                f"--reuse`: the store keeps it for that run") in again.stderr, again.stderr[-3000:]
+
+    def check() -> None:
+        with Store(store, readonly=True) as opened:  # the source run's own results: the new measurements only
+            own = {p.job_id: p for p in opened.results(source_id)}
+            assert sorted(own) == jobs
+            assert all(_prompts(p.job) == 6 for p in own.values())
+            assert [r.results for r in opened.runs() if r.run_id == source_id] == [len(jobs)]
+            reused = opened.reused_points(load_run(reusing).reused, by=reusing_id)
+        # every point the reusing run stood on, as it was measured: the earlier attempt, not the new one
+        assert sorted(reused) == jobs, reused
+        for job in jobs:
+            point = reused[job]
+            assert point.artifact_dir == (source / "jobs" / job / "attempts" / "1").resolve()
+            assert point.result_id != result_id_for(source_id, job)
+            assert _prompts(point.job) == 4
+            assert point.summary is not None and point.summary.dump()["throughput"] == stood_on[job]["throughput"]
+        drawn, said = _frontier(reusing_id, store, env)
+        assert sorted(drawn) == jobs and REUSED_GONE not in said, said
+        own_drawn, _ = _frontier(source_id, store, env)  # the source run draws its own new measurements only
+        assert {p["result_id"] for p in own_drawn.values()} == {result_id_for(source_id, j) for j in jobs}
+        listed = cli_here(["results", "list", "--run", source_id, "--json", "--store", store], env)
+        assert listed.returncode == 0 and len(json.loads(listed.stdout)) == len(jobs), listed.stdout
+
+    check()
+    # the source run stored anew from its folder, as `results ingest --force` does: the kept results stay kept
+    assert cli_here(["results", "ingest", source, "--force", "--store", store], env).returncode == 0
+    check()
+    with sqlite3.connect(store) as db:  # one row per measurement: the run's own and the ones kept beside them
+        assert db.execute("SELECT COUNT(*) FROM results WHERE run_id = ?", (source_id,)).fetchone()[0] == 2 * len(jobs)
+    # kept for the runs that stood on it, not offered anew: a --reuse of the recipe as it was finds no result under
+    # its key, and runs the jobs again
+    recipe.write_text((RECIPES / "fixed-sim.yaml").read_text())
+    third = run_here([recipe, "--out", tmp_path / "third", "--no-report", "--reuse", "--json"], env)
+    assert third.returncode == 0, third.stderr[-3000:]
+    assert not any(r["reused"] for r in json.loads(third.stdout)["jobs"]), third.stdout
+
+
+def test_a_forced_rerun_under_the_same_configuration_keeps_what_another_run_stood_on(tmp_path: Path) -> None:
+    """`--force` measures the jobs again under the same key: the reusing run had drawn the new measurement as the one
+    it stood on (another verdict, other numbers), in silence."""
+    recipe, source, reusing, store, env = _runs(tmp_path)
+    reusing_id = json.loads((reusing / "run.json").read_text())["run_id"]
+    jobs = sorted(p.name for p in (source / "jobs").iterdir())
+    forced = run_here([recipe, "--out", source, "--force", "--no-report"], env)
+    assert forced.returncode == 0, forced.stderr[-3000:]
+    assert forced.stderr.count(f"run {reusing_id} stands on it") == len(jobs), forced.stderr[-3000:]
+    with Store(store, readonly=True) as opened:
+        reused = opened.reused_points(load_run(reusing).reused, by=reusing_id)
+    assert sorted(reused) == jobs
+    assert all(reused[j].artifact_dir == (source / "jobs" / j / "attempts" / "1").resolve() for j in jobs)
+    # a third run's --reuse stands on the newest measurement under the key: the forced rerun's own
+    third = run_here([recipe, "--out", tmp_path / "third", "--no-report", "--reuse", "--json"], env)
+    assert third.returncode == 0, third.stderr[-3000:]
+    third_reused = load_run(tmp_path / "third").reused
+    source_id = json.loads((source / "run.json").read_text())["run_id"]
+    assert {src["result_id"] for src in third_reused.values()} == {result_id_for(source_id, j) for j in jobs}
+
+
+def test_an_attempt_kept_for_another_run_is_still_found_once_its_job_is_retired(tmp_path: Path) -> None:
+    """The kept attempt lies inside its job's folder (`jobs/<id>/attempts/N`): retiring the job moves it with the
+    folder, and the run's record follows it, so a later ingest of the run still keeps it for the run that stood on
+    it."""
+    recipe, source, reusing, store, env = _runs(tmp_path)
+    reusing_id = json.loads((reusing / "run.json").read_text())["run_id"]
+    dropped = next(p.name for p in (source / "jobs").iterdir() if "_conc2_" in p.name)
+    assert run_here([recipe, "--out", source, "--force", "--no-report"], env).returncode == 0
+    recipe.write_text(recipe.read_text().replace("conc-list: [2, 4]", "conc-list: [4]"))
+    again = run_here([recipe, "--out", source, "--resume", "--no-report"], env)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert cli_here(["results", "ingest", source, "--force", "--store", store], env).returncode == 0
+    with Store(store, readonly=True) as opened:
+        reused = opened.reused_points(load_run(reusing).reused, by=reusing_id)
+    assert reused[dropped].artifact_dir == (source / "retired" / dropped / "attempts" / "1").resolve()
+    drawn, said = _frontier(reusing_id, store, env)
+    assert dropped in drawn and REUSED_GONE not in said, said
