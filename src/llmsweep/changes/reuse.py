@@ -24,6 +24,7 @@ import dataclasses
 import functools
 import hashlib
 import json
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -317,7 +318,8 @@ def _path_digest(path: Path) -> str:
         files = sorted(f for f in path.iterdir() if f.is_file()) if path.is_dir() else [path]
         for f in files:
             st = f.stat()
-            h.update(f"{f.name}\0{st.st_size}\0".encode())
+            # the name as the file system holds it: one that is not UTF-8 (a byte Python escapes) is no error
+            h.update(os.fsencode(f.name) + f"\0{st.st_size}\0".encode())
             if st.st_size <= SMALL_FILE_BYTES:
                 h.update(f.read_bytes())
             else:

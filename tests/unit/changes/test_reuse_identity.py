@@ -301,3 +301,28 @@ def test_what_a_local_file_named_in_serve_args_holds_is_part_of_the_identity(tmp
         assert after_config != after_template, f"simulate={simulate}"
         (drafter / "config.json").write_text(f'{{"hidden_size": {128 if simulate else 256}}}')  # inside a mapping
         assert reuse_keys([job], simulate=simulate)[job.id] != after_config, f"simulate={simulate}"
+
+
+def test_a_folder_holding_a_file_whose_name_is_not_utf8_is_keyed_not_a_crash(tmp_path: Path) -> None:
+    """A folder a job names (a `serve.args` path) holding a file whose name is not UTF-8 (Python
+    reads its byte as an escape) stopped `run` with a UnicodeEncodeError while it keyed the job. Its name counts as the
+    file system holds it; a folder of UTF-8 names keeps the digest — and so the reuse keys — it had."""
+    import hashlib
+
+    from llmsweep.changes import reuse
+
+    folder = tmp_path / "cfg"
+    folder.mkdir()
+    (folder / "café.json").write_text("{}")
+    before = hashlib.sha256("café.json\0002\0".encode() + b"{}").hexdigest()  # what keys were recorded under
+    assert reuse._path_digest(folder) == before
+    try:
+        fd = os.open(os.fsencode(folder) + b"/\xff.bin", os.O_CREAT | os.O_WRONLY)
+    except OSError:
+        pytest.skip("this file system takes no name that is not UTF-8")
+    os.close(fd)
+    job = jobs_from_files([write_recipe(tmp_path / "r")])[0]
+    job = job.model_copy(update={"serve": job.serve.model_copy(  # type: ignore[union-attr]
+        update={"args": {"--generation-config": str(folder)}})})
+    digest = reuse.local_files_digest(job)
+    assert digest is not None and reuse._path_digest(folder) != before
