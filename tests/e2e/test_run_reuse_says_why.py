@@ -71,3 +71,35 @@ def test_a_part_the_store_keeps_is_named(tmp_path: Path) -> None:
     said = _said(err)
     assert len(said) == 2 and all(line.endswith("what differs: llmsweep's measurement definitions (`metrics.version`)"
                                                 "; the job runs again") for line in said), said
+
+
+def test_a_settings_file_the_servers_environment_names_edited_in_place_is_not_reused(tmp_path: Path) -> None:
+    """A recipe's `serve.env` names a file its server reads (`LMCACHE_CONFIG_FILE: /cfg/lmcache.yaml`): the file
+    edited in place kept the job's reuse key, and `--reuse` stood the jobs on results measured under the old settings,
+    in silence. What the file holds is in the key: the jobs run again, saying the local files may differ; with the file
+    as it was measured, they stand on the stored results."""
+    settings = tmp_path / "lmcache.yaml"
+    settings.write_text("chunk_size: 256\n")
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(RECIPE.read_text().replace(
+        "    engine: { name: sim }\n",
+        f"    engine: {{ name: sim }}\n    env:\n      LMCACHE_CONFIG_FILE: {settings}\n"))
+    assert str(settings) in recipe.read_text()
+
+    def run(name: str) -> tuple[dict[str, Any], str]:
+        proc = cli_here(["run", recipe, "--out", tmp_path / name, "--store", tmp_path / "store.sqlite",
+                         "--no-report", "--json", "--reuse"])
+        assert proc.returncode == 0, proc.stderr[-4000:]
+        doc: dict[str, Any] = json.loads(proc.stdout)
+        return doc, proc.stderr
+
+    first, _ = run("first")
+    assert not any(r["reused"] for r in first["jobs"])
+    same, _ = run("same")
+    assert all(r["reused"] for r in same["jobs"])  # nothing changed: it stands on the first run's results
+    settings.write_text("chunk_size: 512\n")
+    edited, err = run("edited")
+    assert not any(r["reused"] for r in edited["jobs"]), edited
+    said = _said(err)
+    assert len(said) == 2 and all("server environment (serve.env, a worker's additional-settings) name, hold" in line
+                                  for line in said), said

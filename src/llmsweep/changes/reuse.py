@@ -5,8 +5,9 @@ fingerprint: argv, env, files — so engine args, env and the simulator-or-engin
 job's concurrency and repeat index (for a repeat, the sample it draws: `workload.scenario.sample_name`), llmsweep's
 measurement definitions (`metrics.version`), for a job the simulator runs the simulator's digest (its code and the
 catalogs it reads: `sim.identity`), the gates the run judges the job's verdict by (`job_gates`: required power, the
-read-back tolerance of a pinned acceptance), and what the job's local model, draft model and tokenizer paths hold
-(`local_files_digest`).
+read-back tolerance of a pinned acceptance), and what the local files the job names hold (`local_files_digest`: its
+model, draft model and tokenizer paths, and a path its engine args or its server's environment — `serve.env`, a
+worker's `additional-settings` — name).
 
 The workload config names a trace corpus by where it lives (a path, a dataset id), not by what it holds, and the
 launch does not say whether a simulated job runs in virtual or wall-clock time. So a job's recorded key
@@ -91,8 +92,8 @@ def reuse_key(job: Job, launch_fingerprint: str, *, repeat: int = 1, simulator: 
     """64 hex: what must be equal for a stored result to stand for this job. `simulator`: the simulator's digest
     (`sim.identity`) for a job it runs; `gates`: the run's settings that judge the job's verdict (required power, the
     read-back tolerance of a pinned acceptance); `local_files`: what the job's local model, draft model and tokenizer
-    paths, and the local paths its engine args name, hold (`local_files_digest`; a job without one keeps the key it had
-    before it was part of the identity)."""
+    paths, and the local paths its engine args and server environment name, hold (`local_files_digest`; a job without
+    one keeps the key it had before it was part of the identity)."""
     return _digest(reuse_doc(job, launch_fingerprint, repeat=repeat, simulator=simulator, gates=gates,
                              local_files=local_files))
 
@@ -137,8 +138,8 @@ KEY_PARTS: dict[str, str] = {
     "launch": "the rendered launch (engine args, env, files)",
     "simulator": "the simulator's code or a catalog file it reads (`sim.identity`)",
     "gates": "the gates the run judges the verdict by (--require-power, --al-tolerance, --request-timeout)",
-    "local_files": "what the job's local model, draft model or tokenizer paths, or a local file its engine args name, "
-                   "hold",
+    "local_files": "what the job's local model, draft model or tokenizer paths, or a local file its engine args or "
+                   "server environment (serve.env, a worker's additional-settings) name, hold",
     "sample": "the sample a repeat draws (`workload.scenario.sample_name`: repeat k of every arm of a point draws one)",
 }
 """Each part of a reuse key's identity, as `run --reuse` names it when a stored result of the job was recorded under
@@ -252,18 +253,21 @@ by their bytes; larger ones (weights) by name, size and modification time, so a 
 
 def local_files_digest(job: Job, cache: dict[str, str] | None = None) -> str | None:
     """A digest of what the job's local paths hold — `serve.model-path`, `serve.spec-decoding.draft-model`,
-    `workload.tokenizer`, a `model` that is a local path, and a path a value of `serve.args` names
-    (:func:`arg_paths`: `--chat-template /path/t.jinja`, a drafter in `--speculative-config`) — or None when it names
-    none: the recipe names such a path, not its contents, so weights replaced at the same path (`model synth
-    --force`, a new import, another drafter copied over the old one) or a chat template edited in place had kept the
-    key, and `--reuse`/`--resume` stood on results of other weights or another template. A path that does not exist
-    here (one inside the job's image) counts as the text the launch writes, as before. A file too large to read
-    (`SMALL_FILE_BYTES`) counts by name, size and modification time; a path that does not read counts as missing.
-    `cache`: per path, for a run's many jobs."""
+    `workload.tokenizer`, a `model` that is a local path, a path a value of `serve.args` names (:func:`arg_paths`:
+    `--chat-template /path/t.jinja`, a drafter in `--speculative-config`) and one a variable of the server's
+    environment names (:func:`env_paths`: `serve.env`, a multinode worker's `additional-settings`, e.g.
+    `LMCACHE_CONFIG_FILE: /cfg/lmcache.yaml`, `NCCL_TOPO_FILE`, a `PYTHONPATH` folder of patches) — or None when it
+    names none: the recipe names such a path, not its contents, so weights replaced at the same path (`model synth
+    --force`, a new import, another drafter copied over the old one), a chat template or a settings file the server
+    reads edited in place had kept the key, and `--reuse`/`--resume` stood on results of other weights, another
+    template or other settings. A path that does not exist here (one inside the job's image) counts as the text the
+    launch writes, as before. A file too large to read (`SMALL_FILE_BYTES`) counts by name, size and modification
+    time; a folder by the files directly in it; a path that does not read counts as missing. `cache`: per path, for a
+    run's many jobs."""
     serve = job.serve
     spec = serve.spec_decoding if serve is not None else None
     named = [serve.model_path if serve is not None else None, spec.draft_model if spec is not None else None,
-             getattr(job.workload, "tokenizer", None), job.model, *arg_paths(job)]
+             getattr(job.workload, "tokenizer", None), job.model, *arg_paths(job), *env_paths(job)]
     paths = sorted({path for p in named if p and (path := _existing(p)) is not None})
     if not paths:
         return None
@@ -299,7 +303,31 @@ def arg_paths(job: Job) -> list[str]:
     for flag, value in job.serve.args.items():
         _, inline, written = flag.partition("=")
         collect(written if inline else value)
-    return [w for w in words if "/" in w or w.startswith("~")]
+    return [w for w in words if _names_path(w)]
+
+
+def env_paths(job: Job) -> list[str]:
+    """The values of the job's server environment as its recipe writes them that name a path, whether or not it
+    exists here: `serve.env` (after the arm's overrides) and each multinode worker's InferenceX `additional-settings`
+    (`NAME=VALUE`, passed to its launch as environment: `engines.base.settings_env`). A value names one by the rule of
+    :func:`arg_paths` (a `/` in it, or a leading `~`: `./lmcache.yaml` for one in the directory `run` starts in), whole
+    and, as the environment writes a list of paths, each of its `:`-separated items (`PYTHONPATH: /opt/a:/opt/b`).
+    A secret's value is never written (`serve.secret-env`): it names nothing here."""
+    from llmsweep.engines.base import settings_env
+
+    values = [v for v in job.serve.env.values() if v is not None] if job.serve is not None else []
+    for worker in (job.prefill, job.decode):
+        if worker is not None:
+            values += settings_env(worker).values()
+    words = [word for value in values for word in (value, *value.split(os.pathsep))]
+    return [w for w in dict.fromkeys(words) if _names_path(w)]
+
+
+def _names_path(word: str) -> bool:
+    """Whether a word a recipe writes may name a local path: it holds a `/` or begins with `~`. A bare word (`auto`,
+    `fp8`, a served model name) names none: a file or folder of that name where `run` happens to start would move the
+    key."""
+    return "/" in word or word.startswith("~")
 
 
 def _existing(text: str) -> str | None:

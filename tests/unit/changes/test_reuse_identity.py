@@ -303,6 +303,72 @@ def test_what_a_local_file_named_in_serve_args_holds_is_part_of_the_identity(tmp
         assert reuse_keys([job], simulate=simulate)[job.id] != after_config, f"simulate={simulate}"
 
 
+def test_what_a_local_file_named_in_the_servers_environment_holds_is_part_of_the_identity(tmp_path: Path) -> None:
+    """A file a recipe's server environment names — a `serve.env` value (`LMCACHE_CONFIG_FILE: /cfg/lmcache.yaml`,
+    an arm's override of it, a folder of a `PYTHONPATH` list) or a multinode worker's InferenceX `additional-settings`
+    item (`CONFIG_FILE=...`, passed to its launch as environment) — is read by the server, yet only its path was in
+    the key: the file edited in place kept it, and --reuse/--resume stood on results measured under the old settings.
+    What such a path holds is keyed now, as for `serve.args`; a job that names none keeps the key it had, and a path
+    that does not exist here (one inside the image) stays text, as the launch writes it."""
+    from changes_scratch import write_multinode
+
+    from llmsweep.changes import reuse
+
+    settings = tmp_path / "cfg" / "lmcache.yaml"
+    settings.parent.mkdir()
+    settings.write_text("chunk_size: 256\n")
+    arm_file = tmp_path / "cfg" / "arm.json"
+    arm_file.write_text('{"a": 1}')
+    patches = tmp_path / "patches"
+    patches.mkdir()
+    (patches / "sitecustomize.py").write_text("PATCHED = 1\n")
+    worker_file = tmp_path / "cfg" / "worker.yaml"
+    worker_file.write_text("decode: 1\n")
+    recipe = write_recipe(tmp_path / "r")
+    recipe.write_text(recipe.read_text()
+                      .replace('      SHARED_VAR: "1"\n',
+                               f'      SHARED_VAR: "1"\n      LMCACHE_CONFIG_FILE: {settings}\n'
+                               f'      PYTHONPATH: /opt/image-only/lib:{patches}\n'
+                               '      IMAGE_ONLY: /opt/image-only/x.yaml\n')
+                      .replace('        ARM_VAR: "a"\n', f'        ARM_VAR: "a"\n        ARM_FILE: {arm_file}\n'))
+    jobs = jobs_from_files([recipe])
+    tp4 = next(j for j in jobs if j.tp == 4)
+    tp8 = next(j for j in jobs if j.tp == 8)
+    plain = jobs_from_files([write_recipe(tmp_path / "p")])[0]
+    assert reuse.env_paths(plain) == [] and reuse.local_files_digest(plain) is None  # values that name no path
+    only_image = plain.model_copy(update={"serve": plain.serve.model_copy(  # type: ignore[union-attr]
+        update={"env": {"CONFIG": "/opt/image-only/x.yaml", "URL": "http://host:8000/v1"}})})
+    assert reuse.local_files_digest(only_image) is None  # nothing of it exists here: the text the launch writes
+
+    def key(job: Job, simulate: bool) -> str:
+        return reuse_keys([job], simulate=simulate)[job.id]
+
+    for simulate in (True, False):
+        before, arm_before = key(tp4, simulate), key(tp8, simulate)
+        assert key(tp4, simulate) == before
+        settings.write_text(f"chunk_size: {512 if simulate else 1024}\n")  # the settings file edited in place
+        edited = key(tp4, simulate)
+        assert edited != before and key(tp8, simulate) != arm_before, f"simulate={simulate}"
+        (patches / "sitecustomize.py").write_text(f"PATCHED = {2 if simulate else 3}\n")  # an item of a path list
+        patched = key(tp4, simulate)
+        assert patched != edited, f"simulate={simulate}"
+        arm_patched = key(tp8, simulate)
+        arm_file.write_text(f'{{"a": {2 if simulate else 3}}}')  # the arm's override names it: that arm's key only
+        assert key(tp4, simulate) == patched and key(tp8, simulate) != arm_patched, f"simulate={simulate}"
+
+    mn = write_multinode(tmp_path / "mn")
+    mn.write_text(mn.read_text().replace(
+        "decode: {num-worker: 1, tp: 8, ep: 1, dp-attn: false}",
+        f'decode: {{num-worker: 1, tp: 8, ep: 1, dp-attn: false, additional-settings: ["CONFIG_FILE={worker_file}", '
+        '"DECODE_MTP_SIZE=0"]}'))
+    (worker,) = jobs_from_files([mn])
+    assert reuse.env_paths(worker) == [str(worker_file)]
+    for simulate in (True, False):
+        before = key(worker, simulate)
+        worker_file.write_text(f"decode: {2 if simulate else 3}\n")
+        assert key(worker, simulate) != before, f"simulate={simulate}"
+
+
 def test_a_folder_holding_a_file_whose_name_is_not_utf8_is_keyed_not_a_crash(tmp_path: Path) -> None:
     """A folder a job names (a `serve.args` path) holding a file whose name is not UTF-8 (Python
     reads its byte as an escape) stopped `run` with a UnicodeEncodeError while it keyed the job. Its name counts as the
