@@ -306,6 +306,15 @@ class _Cluster:
             os.kill(pid, signal.SIGTERM)
             wait_for(lambda: self.pid(daemon) is None, timeout=30, what=f"the private cluster's {daemon} to stop")
 
+    def reconfigure(self, key: str, value: str) -> str:
+        """Set `key` in its slurm.conf and have its controller read it again; returns the value it had."""
+        text = self.conf.read_text()
+        match = re.search(rf"(?m)^{key}=(.*)$", text)
+        assert match is not None, f"{key} not in the cluster's slurm.conf"
+        self.conf.write_text(text[:match.start()] + f"{key}={value}" + text[match.end():])
+        subprocess.run(["scontrol", "reconfigure"], env=self.env, check=True, capture_output=True, timeout=30)
+        return match.group(1)
+
 
 @pytest.fixture(scope="module")
 def private_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[_Cluster]:
@@ -437,3 +446,78 @@ def test_a_batch_job_slurmctld_never_let_the_run_cancel_is_named_and_resume_canc
     assert len(outcomes) == 3 and {o["status"] for o in outcomes.values()} <= {"valid", "skipped"}, outcomes
     assert "valid" in {o["status"] for o in outcomes.values()}, outcomes
     assert {verdict(out / "jobs" / job) for job in outcomes} == {"valid"}
+
+
+# ---- what Slurm says of a batch job it ended: the node that failed, and a state it no longer knows
+
+
+def test_a_batch_job_whose_node_fails_names_the_node_in_its_jobs_reasons(private_cluster: _Cluster,
+                                                                          tmp_path: Path) -> None:
+    """The node of a running batch job set down (`scontrol update state=down`, as slurmctld does when a node stops
+    answering): Slurm ends the job NODE_FAIL. Its jobs' reasons said "its node failed" and sent the user to `scontrol
+    show job` for the name to exclude; they name the node and give the exclude option with it."""
+    cluster = private_cluster
+    cluster.start_controller()
+    out, log = tmp_path / "out", tmp_path / "run.log"
+    env = {**cli_env(tmp_path), "SLURM_CONF": str(cluster.conf)}
+    proc = start_cli([_half_length_recipe(tmp_path), "--live", "--out", out, "--no-report", *SLURM_OPTIONS], env, log)
+    (node,) = subprocess.run(["sinfo", "-h", "-N", "-o", "%N"], env=cluster.env, capture_output=True, text=True,
+                             timeout=30).stdout.split()
+    ids: list[str] = []
+    try:
+        ids = wait_for(lambda: _slurm_ids(out) if (out / "servers").is_dir() else None, timeout=60,
+                       what="a submitted Slurm job", proc=proc, log=log)
+        wait_for(lambda: f"[slurm {ids[0]}] server ready in " in log.read_text(), timeout=90,
+                 what="the server on the node", proc=proc, log=log)
+        subprocess.run(["scontrol", "update", f"nodename={node}", "state=down", "reason=llmsweep-test-node-fail"],
+                       env=cluster.env, check=True, capture_output=True, timeout=30)
+        rc = proc.wait(timeout=120)
+    finally:
+        subprocess.run(["scontrol", "update", f"nodename={node}", "state=resume"], env=cluster.env,
+                       capture_output=True, timeout=30)  # (back already where ReturnToService brought it)
+        if proc.poll() is None:
+            proc.kill()
+        for job_id in ids:
+            subprocess.run(["scancel", job_id], env=cluster.env, capture_output=True, timeout=30)
+    text = log.read_text()
+    assert rc == 1, text[-4000:]
+    reasons = [o["reasons"][0] for o in _outcomes(out).values() if o["status"] == "failed"]
+    assert reasons, text[-4000:]
+    for reason in reasons:
+        assert f"Slurm job {ids[0]} ended NODE_FAIL" in reason and f"because its node {node}" in reason, reason
+        assert f"leave {node} out if it fails again (--executor-option exclude=[{node}]" in reason, reason
+        assert "`scontrol show job` names it" not in reason
+
+
+def test_a_batch_job_the_controller_forgot_is_said_to_end_in_a_state_slurm_cannot_give(
+        private_cluster: _Cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A batch job the controller forgot (MinJobAge: 2 s here) before the driver read its end, on a cluster without
+    accounting (as both CI clusters are): its state came from its rc file alone and was said as Slurm's ("ended
+    FAILED"). The real sacct is asked, and its answer ("Slurm accounting storage is disabled") said with the state
+    being unknown."""
+    from llmsweep.engines.launch import LaunchSpec
+    from llmsweep.execute.slurm import SlurmExecutor, SlurmOptions
+
+    cluster = private_cluster
+    cluster.start_controller()
+    if subprocess.run(["sacct", "-n", "-j", "1"], env=cluster.env, capture_output=True, timeout=30).returncode == 0:
+        pytest.skip("this cluster keeps accounting: sacct says the state")
+    monkeypatch.setenv("SLURM_CONF", str(cluster.conf))  # the driver's squeue, scontrol and sacct
+    before = cluster.reconfigure("MinJobAge", "2")
+    try:
+        executor = SlurmExecutor(SlurmOptions(worker_command=("/bin/sh", "-c", "exit 3"), poll_s=0.5,
+                                              time_limit="00:05:00"))
+        out = tmp_path / "servers" / "g"
+        job = executor.submit(LaunchSpec(engine="sim", argv=("sim",), port=1), group_file=tmp_path / "group.json",
+                              out_dir=out, name="forgot", environ=cluster.env)
+        wait_for(lambda: "Invalid job id" in subprocess.run(
+            ["scontrol", "show", "job", job.job_id], env=cluster.env, capture_output=True, text=True,
+            timeout=30).stderr, timeout=90, what="the controller to forget the job", poll_s=0.5)
+        result = job.wait(timeout_s=30)
+    finally:
+        cluster.reconfigure("MinJobAge", before)
+    assert result.exit_code == 3 and result.unknown_state is not None
+    assert result.ended == (
+        "ended with exit status 3 (Slurm's final state of it is unknown: scontrol no longer knows the job and sacct "
+        "cannot say, `sacct` exited with status 1: Slurm accounting storage is disabled; the exit status is its batch "
+        f"script's, from slurm-{job.job_id}.rc)"), result.ended

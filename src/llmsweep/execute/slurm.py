@@ -262,6 +262,19 @@ def _refuse_overrides(tokens: Sequence[str]) -> None:
 
 
 @dataclass(frozen=True)
+class DownNode:
+    """A node `sinfo` shows unable to take jobs (down, drained or draining, failing, not responding: `%t` ending in
+    `*`), with the reason Slurm keeps for it (`%E`; None when it has none)."""
+
+    name: str
+    state: str
+    reason: str | None = None
+
+    def text(self) -> str:
+        return f"{self.name} ({self.state}" + (f": {self.reason}" if self.reason else "") + ")"
+
+
+@dataclass(frozen=True)
 class SlurmJobResult:
     """How a batch job ended. `ok` only when Slurm says COMPLETED and the script exited 0."""
 
@@ -273,16 +286,37 @@ class SlurmJobResult:
     node: str | None = None
     """The node its batch script (and the worker) ran on, as `scontrol` names it (BatchHost); None when Slurm had
     forgotten the job (the exit read from the rc file) or did not say."""
+    nodes: str | None = None
+    """Every node of its allocation, as Slurm writes the list (NodeList: `vm`, `mn[0-2]`); None when Slurm did not
+    say."""
+    down: tuple[DownNode, ...] | None = None
+    """For a batch job that ended NODE_FAIL or BOOT_FAIL: those of its nodes `sinfo` shows unable to take jobs as the
+    job is read back (empty: none any more, Slurm returned them to service); None when not asked or sinfo did not
+    answer."""
+    unknown_state: str | None = None
+    """Why Slurm's own final state of the batch job is not known (scontrol no longer knows the job and sacct cannot
+    say: accounting disabled, no record): `state` then says no more than the exit status of its rc file does
+    (COMPLETED for 0, else FAILED), and every text says so (`ended`). None when Slurm said the state."""
 
     @property
     def ok(self) -> bool:
         return self.state == "COMPLETED" and self.exit_code == 0
 
+    @property
+    def ended(self) -> str:
+        """How it ended as a reason says it: `ended TIMEOUT (exit 143)`, or, its state unknown, the exit status and
+        why Slurm cannot say more."""
+        if self.unknown_state is None:
+            return f"ended {self.state} (exit {self.exit_code})"
+        return f"ended with exit status {self.exit_code} ({self.unknown_state})"
+
     def raise_for_status(self) -> SlurmJobResult:
         if not self.ok:
             tail = log_tail(self.stderr_path, 20) or log_tail(self.stdout_path, 20)
+            said = (f"ended {self.state} with exit code {self.exit_code}" if self.unknown_state is None
+                    else self.ended)
             raise LaunchError(
-                f"Slurm job {self.job_id} ended {self.state} with exit code {self.exit_code}"
+                f"Slurm job {self.job_id} {said}"
                 + (f"\n--- tail of {self.stderr_path} ---\n{tail}" if tail else ""),
                 fix=f"read {self.stdout_path} and {self.stderr_path} and the server log in the job's out directory",
             )
@@ -386,8 +420,8 @@ def python_check_reason(result: SlurmJobResult) -> str | None:
     said = [line[len(_PYTHON_CHECK_SAID):] for line in text.splitlines() if line.startswith(_PYTHON_CHECK_SAID)]
     if not said:
         return None
-    return (f"Slurm job {result.job_id} ended {result.state} (exit {result.exit_code}) before this job ran: the "
-            f"node's python {said[-1]}; see {result.stderr_path}")
+    return (f"Slurm job {result.job_id} {result.ended} before this job ran: the node's python {said[-1]}; see "
+            f"{result.stderr_path}")
 
 
 def job_name(options: SlurmOptions, name: str) -> str:
@@ -576,6 +610,93 @@ _REFUSED_ANY_FIX = ("check the slurm executor options (partition, account, cpus_
 """The fix of a refusal whose words name no option (`refused_fix`): not known to be the input's fault."""
 
 
+@dataclass(frozen=True)
+class JobEnd:
+    """A batch job's end as Slurm keeps it (`scontrol show job`, or `sacct`): its state (the first word: `CANCELLED
+    by 0` is CANCELLED), its batch script's exit status (`exit_of`), the node the script ran on and the nodes of its
+    allocation. None where Slurm did not say."""
+
+    state: str | None
+    exit_code: int | None
+    node: str | None = None
+    nodes: str | None = None
+
+
+def exit_of(code: str) -> int | None:
+    """The exit status of Slurm's `ExitCode` (`STATUS:SIGNAL`, as scontrol and sacct write it); a signal that ended
+    the batch script (`0:9`) reads as the shell's 128 + signal, as its own exit after a killed child does. None for
+    anything else."""
+    match = re.match(r"^(\d+):(\d+)$", code.strip())
+    if match is None:
+        return None
+    status, sig = int(match.group(1)), int(match.group(2))
+    return status if sig == 0 else 128 + sig
+
+
+SACCT_FIELDS = ("JobID", "State", "ExitCode", "NodeList", "WorkDir")
+"""What `sacct_end` asks sacct for, in this order (`--format`)."""
+
+
+def sacct_end(job_id: str, workdir: Path, *, timeout_s: float) -> JobEnd | str:
+    """The end of batch job `job_id` as Slurm's accounting keeps it (`sacct -j ID -X -n -P`: the allocation's own
+    line, `|`-separated, no header), once the controller no longer knows it. Only a record of a job that worked in
+    `workdir` (the folder `submit` ran it in) counts: a controller whose state was reset numbers jobs from the
+    start again, and sacct returns the most recent job of a number. Else why sacct cannot say, in its words (`Slurm
+    accounting storage is disabled`, not installed, no record, still running as it keeps it)."""
+    argv = ["sacct", "-j", job_id, "-X", "-n", "-P", "-o", ",".join(SACCT_FIELDS)]
+    try:
+        proc = run_command(argv, timeout_s=timeout_s, check=False, fix=_SLURM_FIX)
+    except LaunchError as exc:
+        return exc.message
+    if proc.returncode != 0:
+        said = (proc.stderr.strip() or proc.stdout.strip()).splitlines()
+        return f"`sacct` exited with status {proc.returncode}: {said[-1] if said else 'no reason given'}"
+    wanted = str(workdir.resolve())
+    other = None
+    for line in proc.stdout.splitlines():
+        parts = line.strip().split("|", len(SACCT_FIELDS) - 1)
+        if len(parts) != len(SACCT_FIELDS) or parts[0] != job_id:
+            continue
+        _, state, code, nodes, where = parts
+        if where and Path(where).resolve() != Path(wanted):
+            other = where
+            continue
+        word = state.split()[0] if state.split() else ""
+        if word not in _FINISHED_STATES:
+            return f"sacct has it {word or 'without a state'} still (its accounting may lag behind)"
+        return JobEnd(word, exit_of(code), None, nodes if nodes and nodes not in ("None assigned", "(null)") else None)
+    if other is not None:
+        return f"sacct's job {job_id} worked in {other}, not in {wanted} (another job of that number)"
+    return f"sacct has no record of job {job_id}"
+
+
+_NODE_STATES = frozenset({"NODE_FAIL", "BOOT_FAIL"})
+"""Batch job states that say a node of the job failed: `down_nodes` asks which."""
+
+
+def _usable(state: str) -> bool:
+    """Whether a node in `sinfo %t` state `state` takes jobs (`_USABLE_NODE_STATES`, not `*`: not responding)."""
+    return not state.endswith("*") and state.rstrip("~#!%$@^-") in _USABLE_NODE_STATES
+
+
+def down_nodes(nodes: str, *, timeout_s: float) -> tuple[DownNode, ...] | None:
+    """Those of `nodes` (a Slurm node list: `vm`, `mn[0-2]`) that `sinfo` shows unable to take jobs now, with Slurm's
+    reason for each; None when sinfo does not answer."""
+    try:
+        proc = run_command(["sinfo", "-h", "-N", "-n", nodes, "-o", "%N|%t|%E"], timeout_s=timeout_s, check=False,
+                           fix=_SLURM_FIX)
+    except LaunchError:
+        return None
+    if proc.returncode != 0:
+        return None
+    down: dict[str, DownNode] = {}
+    for line in proc.stdout.splitlines():  # a node of several partitions is listed once for each
+        name, state, reason = [*line.strip().split("|", 2), "", ""][:3]
+        if name and not _usable(state) and name not in down:
+            down[name] = DownNode(name, state, None if reason.strip() in ("", "none") else reason.strip())
+    return tuple(down.values())
+
+
 @dataclass
 class SlurmJob:
     """One submitted batch job; `wait` polls the queue with timeouts, `cancel` scancels and waits until it is gone."""
@@ -664,36 +785,54 @@ class SlurmJob:
             time.sleep(self.options.poll_s)
 
     def finish(self) -> SlurmJobResult:
-        """Read the final state and exit code: from scontrol while Slurm remembers the job, else from the rc file."""
-        state, exit_code, node = self._scontrol_end()
+        """Read the final state and exit code: from scontrol while Slurm remembers the job (MinJobAge after its
+        end), else from sacct where Slurm keeps accounting, else the exit status from the rc file its batch script
+        wrote, its state then said to be unknown (`SlurmJobResult.unknown_state`), with why sacct could not say."""
+        end = self._scontrol_end()
+        sacct_said = None
+        if end.state is None:  # Slurm's controller no longer knows the job: its accounting may
+            found = sacct_end(self.job_id, self.out_dir, timeout_s=self.options.command_timeout_s)
+            if isinstance(found, JobEnd):
+                end = found
+                log.info("Slurm job %s: its end read from sacct (scontrol no longer knows it)", self.job_id)
+            else:
+                sacct_said = found
+        state, exit_code = end.state, end.exit_code
         rc_file = self.out_dir / f"slurm-{self.job_id}.rc"
+        unknown = None
         if exit_code is None and rc_file.is_file():
             text = rc_file.read_text().strip()
             exit_code = int(text) if text.lstrip("-").isdigit() else None
-            state = state or ("COMPLETED" if exit_code == 0 else "FAILED")
+            if state is None and exit_code is not None:
+                state = "COMPLETED" if exit_code == 0 else "FAILED"
+                unknown = (f"Slurm's final state of it is unknown: scontrol no longer knows the job and sacct cannot "
+                           f"say, {sacct_said}; the exit status is its batch script's, from {rc_file.name}")
         if exit_code is None or state is None:
             raise LaunchError(
-                f"Slurm job {self.job_id} left the queue without an exit status (scontrol forgot it and "
-                f"{rc_file} is missing)",
-                fix="raise MinJobAge in slurm.conf, or check that the out directory is shared with the node",
+                f"Slurm job {self.job_id} left the queue without an exit status (scontrol forgot it, sacct cannot "
+                f"say, {sacct_said or 'no answer'}, and {rc_file} is missing)",
+                fix="raise MinJobAge in slurm.conf (or enable Slurm's accounting, which sacct reads), or check that "
+                    "the out directory is shared with the node",
             )
-        self.result = SlurmJobResult(self.job_id, state, exit_code, self.stdout_path, self.stderr_path, node)
-        log.info("Slurm job %s ended %s (exit %d)", self.job_id, state, exit_code)
+        down = None
+        if state in _NODE_STATES and end.nodes:
+            down = down_nodes(end.nodes, timeout_s=self.options.command_timeout_s)
+        self.result = SlurmJobResult(self.job_id, state, exit_code, self.stdout_path, self.stderr_path, end.node,
+                                     nodes=end.nodes, down=down, unknown_state=unknown)
+        if unknown is not None:
+            log.warning("Slurm job %s %s", self.job_id, self.result.ended)
+        else:
+            log.info("Slurm job %s ended %s (exit %d)", self.job_id, state, exit_code)
         return self.result
 
-    def _scontrol_end(self) -> tuple[str | None, int | None, str | None]:
-        """(JobState, the exit code, BatchHost) as `scontrol show job` says them; a signal that ended the batch
-        script (`ExitCode=0:9`) reads as the shell's 128 + signal, as its own exit after a killed child does."""
+    def _scontrol_end(self) -> JobEnd:
+        """The job's end as `scontrol show job` says it (JobState, ExitCode, BatchHost, NodeList); all None once
+        scontrol no longer knows the job."""
         fields = scontrol_show("job", self.job_id, timeout_s=self.options.command_timeout_s, fix=_SLURM_FIX)
-        state = fields.get("JobState")
-        host = fields.get("BatchHost")
-        node = host if host and host != "(null)" else None
-        code = fields.get("ExitCode", "")
-        match = re.match(r"^(\d+):(\d+)$", code)
-        if match is None or state is None:
-            return state, None, node
-        exit_code, sig = int(match.group(1)), int(match.group(2))
-        return state, exit_code if sig == 0 else 128 + sig, node
+        host, nodes = fields.get("BatchHost"), fields.get("NodeList")
+        return JobEnd(fields.get("JobState"), exit_of(fields.get("ExitCode", "")),
+                      host if host and host != "(null)" else None,
+                      nodes if nodes and nodes not in ("(null)", "None") else None)
 
     def suspension(self) -> Suspension | None:
         """What `scontrol show job` says of the batch job's suspensions (`scontrol suspend`, preemption or gang
@@ -797,21 +936,51 @@ def _run_time_s(text: str) -> int | None:
 
 
 _ENDED_BY_SLURM: dict[str, tuple[str, str]] = {
-    "TIMEOUT": ("its time limit, {time_limit}{where}, ran out", "{time_limit_fix}"),
-    "PREEMPTED": ("Slurm preempted it for other work",
+    "TIMEOUT": ("Slurm stopped it because its time limit, {time_limit}{where}, ran out", "{time_limit_fix}"),
+    "PREEMPTED": ("Slurm stopped it to run other work first (preemption)",
                   "run where jobs are not preempted (--executor-option partition=NAME, or a --qos in extra_sbatch)"),
-    "NODE_FAIL": ("its node failed",
-                  "if that node fails again, leave it out (--executor-option exclude=[NODE]; `scontrol show job` "
-                  "names it)"),
-    "BOOT_FAIL": ("its node failed to boot", "leave that node out (--executor-option exclude=[NODE])"),
-    "OUT_OF_MEMORY": ("it ran out of memory",
-                      "give it more (--executor-option mem=SIZE, or exclusive=true for the whole node)"),
-    "CANCELLED": ("it was cancelled outside this run, by a user's or an administrator's scancel",
+    "NODE_FAIL": ("Slurm stopped it because {node} failed (stopped answering the controller, or set down){now}",
+                  "leave {name} out if it fails again (--executor-option exclude=[{exclude}]; `sinfo -R` says why "
+                  "Slurm took it down)"),
+    "BOOT_FAIL": ("Slurm stopped it because {node} failed to boot for it{now}",
+                  "leave {name} out until it boots again (--executor-option exclude=[{exclude}]; `sinfo -R` says "
+                  "why)"),
+    "OUT_OF_MEMORY": ("Slurm stopped it because it used more memory than it was given: {mem}",
+                      "give it more: {more_memory}"),
+    "CANCELLED": ("someone outside this run cancelled it (a user's or an administrator's scancel)",
                   "find out who cancelled it and why"),
-    "DEADLINE": ("its --deadline passed", "move or drop the --deadline in extra_sbatch"),
+    "DEADLINE": ("Slurm stopped it because its --deadline passed", "move or drop the --deadline in extra_sbatch"),
 }
-"""Batch job states that say Slurm (or someone other than this run) ended the job: what happened, and the fix.
-`{time_limit}` is the one the job ran under (`SlurmOptions.effective_time_limit`), `{where}` says where it was set."""
+"""Batch job states that say Slurm (or someone other than this run) ended the job: what Slurm did and why, and the
+fix, each in the same form. `{time_limit}` is the one the job ran under (`SlurmOptions.effective_time_limit`), `{where}`
+says where it was set; `{node}` names the node that failed (`_failed_node`), `{mem}` what the job asked for."""
+
+
+def more_memory(mem: str | None, whole_node: bool) -> str:
+    """How to give a batch job more memory than it had (`SlurmOptions.mem`: None, it asked for none; `whole_node`: it
+    held its node whole already)."""
+    more = (f"--executor-option mem=SIZE above its {mem}" if mem else
+            "--executor-option mem=SIZE (it asked for none and shared the node's)")
+    return more + ("" if whole_node else ", or exclusive=true for the whole node")
+
+
+def _failed_node(result: SlurmJobResult) -> dict[str, str]:
+    """What the reason of a batch job that ended NODE_FAIL or BOOT_FAIL says of the node: `node` (which failed),
+    `now` (what `sinfo` shows of it now), `name` (what the fix calls it) and `exclude` (the exclude list to give). Its
+    nodes `sinfo` shows down (`SlurmJobResult.down`), else its one node, else its node list (Slurm has returned the
+    failed one to service since, or did not say)."""
+    if result.down:
+        names = [n.name for n in result.down]
+        shown = ", ".join(f"{n.name} {n.state}" + (f": {n.reason}" if n.reason else "") for n in result.down)
+        return {"node": ("its node " if len(names) == 1 else "its nodes ") + " and ".join(names),
+                "now": f"; `sinfo` shows {shown}", "name": " and ".join(names), "exclude": ",".join(names)}
+    back = "; Slurm has it back in service now" if result.down is not None else ""
+    if result.nodes and not re.search(r"[\[,]", result.nodes):  # one node
+        return {"node": f"its node {result.nodes}", "now": back, "name": result.nodes, "exclude": result.nodes}
+    if result.nodes:
+        return {"node": f"one of its nodes, {result.nodes},", "now": back + "; `sinfo -R` names it",
+                "name": "that node", "exclude": "NODE"}
+    return {"node": "its node", "now": "; Slurm did not say which", "name": "that node", "exclude": "NODE"}
 
 
 _NEVER_STARTS: dict[str, tuple[str, str]] = {
@@ -863,20 +1032,27 @@ def never_starts(reason: str, limit: TimeLimit) -> tuple[str, str] | None:
     return said[0].format(**values), said[1].format(**values)
 
 
-def ended_by_slurm(state: str, limit: TimeLimit) -> tuple[str, str] | None:
-    """(what happened, the fix) when `state` says Slurm, or someone other than this run, ended a batch job."""
-    said = _ENDED_BY_SLURM.get(state)
-    if said is None:
+def ended_by_slurm(result: SlurmJobResult, options: SlurmOptions, *, whole_node: bool = False
+                   ) -> tuple[str, str] | None:
+    """(what Slurm did and why, the fix) when the batch job's state says Slurm, or someone other than this run,
+    ended it; None for any other state, and when Slurm's state of it is unknown (`SlurmJobResult.unknown_state`).
+    `whole_node`: the batch job held its node whole (a multi-node group always does)."""
+    said = _ENDED_BY_SLURM.get(result.state)
+    if said is None or result.unknown_state is not None:
         return None
-    values = {"time_limit": limit.value, "where": limit.where, "time_limit_fix": limit.fix}
+    limit = options.effective_time_limit
+    values = {"time_limit": limit.value, "where": limit.where, "time_limit_fix": limit.fix, **_failed_node(result),
+              "mem": f"--mem={options.mem}" if options.mem else "it asked for no --mem, so the partition's default",
+              "more_memory": more_memory(options.mem, options.exclusive or whole_node)}
     return said[0].format(**values), said[1].format(**values)
 
 
-def slurm_end_reason(result: SlurmJobResult, limit: TimeLimit, *, ran: bool) -> str | None:
+def slurm_end_reason(result: SlurmJobResult, options: SlurmOptions, *, ran: bool,
+                     whole_node: bool = False) -> str | None:
     """Why a job of a batch job Slurm ended failed: interrupted (`ran`: it was running) or not run (the batch job
     never reached it), the state, what it means and the fix; None when the state is not one of those
     (COMPLETED, FAILED: the worker's own outcomes say why)."""
-    said = ended_by_slurm(result.state, limit)
+    said = ended_by_slurm(result, options, whole_node=whole_node)
     if said is None:
         return None
     what, fix = said
@@ -913,6 +1089,8 @@ class WorkerEnd:
 
     @property
     def slurm_says(self) -> str:
+        if self.result.unknown_state is not None:
+            return f"Slurm: {self.result.unknown_state}"
         return f"Slurm: {self.result.state}" + (f" on {self.result.node}" if self.result.node else "")
 
     @property
@@ -922,13 +1100,10 @@ class WorkerEnd:
         log_path = self.result.stderr_path
         if self.result.exit_code != 128 + signal.SIGKILL:
             return f"read the batch job's log {log_path} for what ended the worker (a traceback, a crash) and fix that"
-        more = (f"--executor-option mem=SIZE above its {self.mem}" if self.mem else
-                "--executor-option mem=SIZE (it asked for none and shared the node's)")
-        whole = "" if self.exclusive else ", or exclusive=true for the whole node"
         on = f" on {self.result.node}" if self.result.node else " on the node"
         return (f"if the node ran out of memory (`dmesg`{on} says \"Out of memory: Killed process …\"), give the "
-                f"batch job more: {more}{whole}, or have the engine use less; otherwise find what killed the worker "
-                f"(its batch log: {log_path})")
+                f"batch job more: {more_memory(self.mem, self.exclusive)}, or have the engine use less; otherwise find "
+                f"what killed the worker (its batch log: {log_path})")
 
     def died_in(self, jdir: Path) -> str:
         """The reason of the job the worker was running: how it ended, what its folder holds (no result either
@@ -958,7 +1133,8 @@ class WorkerEnd:
     def line(self, finished: int, died: int, never: int, total: int) -> str:
         """What the run says as the batch job ends."""
         where = f"while it ran job {self.in_flight}" if self.in_flight else "between two jobs"
-        return (f"Slurm job {self.result.job_id} ended {self.result.state}: its worker {self.how} {where}; "
+        ended = f"ended {self.result.state}" if self.result.unknown_state is None else self.result.ended
+        return (f"Slurm job {self.result.job_id} {ended}: its worker {self.how} {where}; "
                 f"{finished} of {total} job(s) finished, {died} died with the worker, {never} not run — {self.fix}; "
                 "then rerun with --resume to run the rest")
 
@@ -1374,7 +1550,7 @@ class SlurmExecutor:
             running and its end (`WorkerEnd`), or `FAIL_FAST_NOT_RUN` when it stopped after a failed job under
             `--fail-fast` (exit 1 between two jobs); None when it never ran (the node's Python, an image import: the
             batch log says) or left nothing unsaid."""
-            if ended_by_slurm(seen.state, self.options.effective_time_limit) is not None or python_check_reason(seen):
+            if ended_by_slurm(seen, self.options) is not None or python_check_reason(seen):
                 return None
             jobs = [job for job in batch.group.jobs if job.id not in batch.closed]
             if not any(_outcome_in(art.job_dir(run_dir, job.id) / art.OUTCOME_FILE) is None for job in jobs):
@@ -1405,13 +1581,14 @@ class SlurmExecutor:
         def settle(batch: _Batch, seen: SlurmJobResult | LaunchError) -> None:
             """The batch job left the queue: the outcomes of its jobs not reported yet."""
             group, sjob = batch.group, batch.sjob
+            whole = group.topology is not None  # (a multi-node group holds its nodes whole: `render_batch_script`)
             if isinstance(seen, SlurmJobResult) and any(job.id not in batch.closed for job in group.jobs):
                 unseen(batch)
             worker: WorkerEnd | str | None = None
             if isinstance(seen, SlurmJobResult):
                 ended = python_check_reason(seen) or (
-                    f"Slurm job {seen.job_id} ended {seen.state} (exit {seen.exit_code}) before this job wrote its "
-                    f"outcome; see {seen.stdout_path} and {seen.stderr_path}")
+                    f"Slurm job {seen.job_id} {seen.ended} before this job wrote its outcome; see {seen.stdout_path} "
+                    f"and {seen.stderr_path}")
                 worker = worker_end(batch, seen)
             else:
                 event(f"Slurm job {sjob.job_id}: {seen.message}")
@@ -1426,7 +1603,7 @@ class SlurmExecutor:
                 why, ran = None, False
                 if isinstance(seen, SlurmJobResult) and (outcome is None or _interrupted(outcome)):
                     ran = outcome is not None or (jdir / art.JOB_FILE).is_file()
-                    why = slurm_end_reason(seen, self.options.effective_time_limit, ran=ran)
+                    why = slurm_end_reason(seen, self.options, ran=ran, whole_node=whole)
                 if isinstance(worker, WorkerEnd) and (outcome is None or _interrupted(outcome)):
                     # the worker died: in which job, and which it never reached (one that finished is neither)
                     died = job.id == worker.in_flight
@@ -1448,8 +1625,8 @@ class SlurmExecutor:
                     outcome = JobOutcome(job_id=job.id, exp_name=job.exp_name, status="failed", reasons=[ended])
                 left.append((job.id, outcome))
             if isinstance(seen, SlurmJobResult):
-                line = f"Slurm job {seen.job_id} ended {seen.state} (exit {seen.exit_code})"
-                said = ended_by_slurm(seen.state, self.options.effective_time_limit)
+                line = f"Slurm job {seen.job_id} {seen.ended}"
+                said = ended_by_slurm(seen, self.options, whole_node=whole)
                 if isinstance(worker, WorkerEnd):
                     line = worker.line(len(group.jobs) - sum(cut.values()), cut["interrupted"], cut["not run"],
                                        len(group.jobs))
@@ -1686,8 +1863,7 @@ class SlurmExecutor:
             node, partition, state = [*line.split(), "", "", ""][:3]
             ours = partition.rstrip("*") == self.options.partition if self.options.partition \
                 else partition.endswith("*")
-            if ours and (state.endswith("*") or state.rstrip("~#!%$@^-") not in _USABLE_NODE_STATES) \
-                    and node not in unusable:
+            if ours and not _usable(state) and node not in unusable:
                 unusable.append(node)
         return unusable
 

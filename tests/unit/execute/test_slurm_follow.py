@@ -29,7 +29,6 @@ from llmsweep.execute.slurm import (
 )
 
 FORMATS = "MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS"
-ONE_HOUR = SlurmOptions(time_limit="01:00:00").effective_time_limit
 
 
 @pytest.mark.parametrize(("value", "seconds"), [
@@ -84,7 +83,7 @@ def test_the_warning_and_the_timeout_reasons_quote_the_limit_the_job_runs_under(
     assert warning.endswith("raise the --time in --executor-option extra_sbatch (it overrides time_limit)")
     assert time_limit_warning(group, SlurmOptions(time_limit="04:00:00").effective_time_limit) is None
     for ran in (True, False):
-        why = slurm_end_reason(_ended("TIMEOUT"), options.effective_time_limit, ran=ran)
+        why = slurm_end_reason(_ended("TIMEOUT"), options, ran=ran)
         assert why is not None and "its time limit, 30 (the --time in extra_sbatch), ran out" in why
         assert "raise the --time in --executor-option extra_sbatch" in why and "04:00:00" not in why
     # The script carries both, extra_sbatch's last (a value given apart stays on its flag's line): sbatch's choice.
@@ -97,24 +96,75 @@ def test_the_warning_and_the_timeout_reasons_quote_the_limit_the_job_runs_under(
     assert times == ["#SBATCH --time=04:00:00", "#SBATCH --time 30"]
 
 
-def _ended(state: str) -> SlurmJobResult:
-    return SlurmJobResult("42", state, 143, Path("slurm-42.out"), Path("slurm-42.err"))
+def _ended(state: str, **kw: Any) -> SlurmJobResult:
+    return SlurmJobResult("42", state, 143, Path("slurm-42.out"), Path("slurm-42.err"), **kw)
+
+
+ONE_HOUR = SlurmOptions(time_limit="01:00:00")
 
 
 @pytest.mark.parametrize(("state", "what", "fix"), [
-    ("TIMEOUT", "its time limit, 01:00:00, ran out", "--executor-option time_limit=HH:MM:SS"),
-    ("PREEMPTED", "Slurm preempted it", "--executor-option partition=NAME"),
-    ("NODE_FAIL", "its node failed", "--executor-option exclude=[NODE]"),
-    ("OUT_OF_MEMORY", "it ran out of memory", "--executor-option mem=SIZE"),
-    ("CANCELLED", "cancelled outside this run", "who cancelled it"),
+    ("TIMEOUT", "Slurm stopped it because its time limit, 01:00:00, ran out",
+     "raise --executor-option time_limit=HH:MM:SS"),
+    ("PREEMPTED", "Slurm stopped it to run other work first (preemption)",
+     "run where jobs are not preempted (--executor-option partition=NAME"),
+    ("NODE_FAIL", "Slurm stopped it because its node failed (stopped answering the controller, or set down); Slurm "
+     "did not say which",
+     "leave that node out if it fails again (--executor-option exclude=[NODE]"),
+    ("BOOT_FAIL", "Slurm stopped it because its node failed to boot for it; Slurm did not say which",
+     "leave that node out until it boots again (--executor-option exclude=[NODE]"),
+    ("OUT_OF_MEMORY", "Slurm stopped it because it used more memory than it was given: it asked for no --mem",
+     "give it more: --executor-option mem=SIZE (it asked for none and shared the node's), or exclusive=true"),
+    ("CANCELLED", "someone outside this run cancelled it", "find out who cancelled it"),
+    ("DEADLINE", "Slurm stopped it because its --deadline passed", "move or drop the --deadline"),
 ])
 def test_a_job_slurm_ended_says_the_state_what_it_means_and_the_fix(state: str, what: str, fix: str) -> None:
+    """Every state Slurm ends a batch job in is said in one form: the state, what Slurm did and why, the fix (TIMEOUT
+    and OUT_OF_MEMORY kept an older, shorter wording: "it ran out of memory")."""
     ran = slurm_end_reason(_ended(state), ONE_HOUR, ran=True)
     assert ran is not None and ran.startswith(f"interrupted: Slurm job 42 ended {state} while this job ran (")
-    assert what in ran and fix in ran and ran.endswith("then rerun with --resume")
+    assert f"({what}" in ran and f"); {fix}" in ran and ran.endswith("then rerun with --resume"), ran
     never = slurm_end_reason(_ended(state), ONE_HOUR, ran=False)
     assert never is not None and never.startswith(f"not run: Slurm job 42 ended {state} before it reached this job (")
-    assert what in never and fix in never and never.endswith("then `--resume` runs it")
+    assert f"({what}" in never and f"); {fix}" in never and never.endswith("then `--resume` runs it"), never
+
+
+def test_an_out_of_memory_end_names_the_memory_the_job_asked_for() -> None:
+    said = slurm_end_reason(_ended("OUT_OF_MEMORY"), SlurmOptions(mem="64G", exclusive=True), ran=True)
+    assert said is not None and "more memory than it was given: --mem=64G)" in said, said
+    assert "--executor-option mem=SIZE above its 64G" in said and "exclusive=true" not in said, said  # whole already
+
+
+@pytest.mark.parametrize(("nodes", "down", "node", "exclude"), [
+    ("vm", None, "its node vm failed (stopped answering the controller, or set down)", "vm"),
+    ("vm", (), "its node vm failed (stopped answering the controller, or set down); Slurm has it back in "
+     "service now", "vm"),
+    ("mn[0-2]", (slurm.DownNode("mn1", "down*", "Not responding"),),
+     "its node mn1 failed (stopped answering the controller, or set down); `sinfo` shows mn1 down*: Not "
+     "responding", "mn1"),
+    ("mn[0-2]", (slurm.DownNode("mn0", "drain", None), slurm.DownNode("mn2", "down", "bad gpu")),
+     "its nodes mn0 and mn2 failed (stopped answering the controller, or set down); `sinfo` shows mn0 drain, "
+     "mn2 down: bad gpu", "mn0,mn2"),
+    ("mn[0-2]", (), "one of its nodes, mn[0-2], failed (stopped answering the controller, or set down); Slurm "
+     "has it back in service now; `sinfo -R` names it", "NODE"),
+])
+def test_a_node_failure_names_the_node_that_failed(nodes: str, down: tuple[slurm.DownNode, ...] | None, node: str,
+                                                    exclude: str) -> None:
+    """NODE_FAIL said "its node failed" and sent the user to `scontrol show job` for its name: the reason names it
+    (the job's one node, or those of its nodes Slurm shows down) and puts it in the exclude option to give."""
+    said = slurm_end_reason(_ended("NODE_FAIL", nodes=nodes, down=down), ONE_HOUR, ran=True)
+    assert said is not None and f"(Slurm stopped it because {node}); leave " in said, said
+    assert f"(--executor-option exclude=[{exclude}];" in said, said
+
+
+def test_a_job_whose_state_slurm_no_longer_knows_is_never_said_to_have_ended_in_one() -> None:
+    """The state read from the rc file alone (scontrol forgot the job, no accounting): no Slurm end is claimed for it,
+    and its texts say the state is unknown and why."""
+    result = _ended("FAILED", unknown_state="Slurm's final state of it is unknown: sacct cannot say")
+    assert slurm_end_reason(result, ONE_HOUR, ran=True) is None
+    assert result.ended == "ended with exit status 143 (Slurm's final state of it is unknown: sacct cannot say)"
+    with pytest.raises(Exception, match=r"Slurm job 42 ended with exit status 143 \(Slurm's final state"):
+        result.raise_for_status()
 
 
 @pytest.mark.parametrize("state", ["COMPLETED", "FAILED"])

@@ -1,0 +1,127 @@
+"""A batch job that left the queue after the controller forgot it (past MinJobAge: a driver that could not reach
+slurmctld for minutes, a site with a short MinJobAge) has its end read from Slurm's accounting, `sacct`, where the
+cluster keeps it: its state (TIMEOUT, NODE_FAIL...) and nodes, not a guess from the exit status. Where sacct cannot say
+(accounting disabled, as on the CI clusters), the state is said to be unknown, with sacct's own words.
+
+`sacct` is faked on PATH with the output its man page documents for `-X -n -P -o JobID,State,ExitCode,NodeList,WorkDir`
+(`|` between fields, none at the end, no header; `CANCELLED by UID`; ExitCode `STATUS:SIGNAL`); `scontrol` answers as
+it does for a job it no longer knows. The disabled accounting's answer is checked against the real sacct in
+tests/e2e/test_slurm_left.py."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from llmsweep.errors import LaunchError
+from llmsweep.execute.slurm import DownNode, SlurmJob, SlurmOptions, sacct_end
+
+FORGOT = "echo 'slurm_load_jobs error: Invalid job id specified' >&2; exit 1"
+"""What `scontrol show job ID` says of a job the controller no longer knows."""
+
+
+def _fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **scripts: str) -> Path:
+    """Commands `name` running the shell text given, first on PATH; each appends its argv to calls.log."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    for name, body in scripts.items():
+        path = bin_dir / name
+        path.write_text(f'#!/bin/sh\necho "{name} $*" >> {tmp_path}/calls.log\n{body}\n')
+        path.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    return bin_dir
+
+
+def _job(out: Path) -> SlurmJob:
+    out.mkdir(parents=True, exist_ok=True)
+    return SlurmJob(job_id="42", name="g", out_dir=out, script_path=out / "job.sbatch",
+                    options=SlurmOptions(command_timeout_s=10))
+
+
+def _sacct(line: str) -> str:
+    return f"printf '%s\\n' '{line}'"
+
+
+@pytest.mark.parametrize(("state", "code", "exit_code"), [
+    ("TIMEOUT", "0:15", 143),
+    ("CANCELLED by 1001", "0:9", 137),
+    ("OUT_OF_MEMORY", "0:125", 253),
+    ("FAILED", "3:0", 3),
+    ("COMPLETED", "0:0", 0),
+])
+def test_a_job_scontrol_forgot_has_its_end_read_from_sacct(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                          state: str, code: str, exit_code: int) -> None:
+    """Its rc file says 143 whatever ended it (the batch script's trap on SIGTERM): read from it alone, a TIMEOUT was
+    "FAILED" and its jobs never told to raise the time limit."""
+    out = tmp_path / "servers" / "g"
+    _fake(tmp_path, monkeypatch, scontrol=FORGOT, sacct=_sacct(f"42|{state}|{code}|vm|{out}"))
+    job = _job(out)
+    (out / "slurm-42.rc").write_text("143\n")
+    result = job.finish()
+    assert (result.state, result.exit_code, result.nodes) == (state.split()[0], exit_code, "vm")
+    assert result.unknown_state is None and result.ended == f"ended {state.split()[0]} (exit {exit_code})"
+    calls = (tmp_path / "calls.log").read_text()
+    assert "sacct -j 42 -X -n -P -o JobID,State,ExitCode,NodeList,WorkDir" in calls, calls
+
+
+def test_a_node_failure_read_from_sacct_names_the_node_sinfo_shows_down(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    out = tmp_path / "servers" / "g"
+    _fake(tmp_path, monkeypatch, scontrol=FORGOT, sacct=_sacct(f"42|NODE_FAIL|0:0|mn[0-2]|{out}"),
+          sinfo="printf 'mn0|alloc|none\\nmn1|down*|Not responding\\nmn1|down*|Not responding\\nmn2|idle|none\\n'")
+    result = _job(out).finish()
+    assert result.state == "NODE_FAIL" and result.nodes == "mn[0-2]"
+    assert result.down == (DownNode("mn1", "down*", "Not responding"),)
+    assert "sinfo -h -N -n mn[0-2] -o %N|%t|%E" in (tmp_path / "calls.log").read_text()
+
+
+@pytest.mark.parametrize(("sacct", "why"), [
+    ("echo 'Slurm accounting storage is disabled' >&2; exit 1",
+     "sacct cannot say, `sacct` exited with status 1: Slurm accounting storage is disabled"),
+    ("exit 0", "sacct cannot say, sacct has no record of job 42"),
+    (_sacct("42|RUNNING|0:0|vm|{out}"), "sacct cannot say, sacct has it RUNNING still (its accounting may lag"),
+    (_sacct("42|COMPLETED|0:0|vm|/elsewhere"),
+     "sacct cannot say, sacct's job 42 worked in /elsewhere, not in {out} (another job of that number)"),
+])
+def test_a_job_neither_scontrol_nor_sacct_knows_is_said_to_end_in_an_unknown_state(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sacct: str, why: str) -> None:
+    """Accounting disabled, no record, a record still running, or one of another job of the number (a controller
+    whose numbering started again): the exit status comes from the rc file, and the state is said to be unknown and
+    why, never "ended FAILED" as if Slurm had said so."""
+    out = tmp_path / "servers" / "g"
+    _fake(tmp_path, monkeypatch, scontrol=FORGOT, sacct=sacct.format(out=out))
+    job = _job(out)
+    (out / "slurm-42.rc").write_text("143\n")
+    result = job.finish()
+    assert result.exit_code == 143 and result.unknown_state is not None
+    assert why.format(out=out.resolve()) in result.unknown_state, result.unknown_state
+    assert result.ended.startswith("ended with exit status 143 (Slurm's final state of it is unknown: scontrol no "
+                                   "longer knows the job and sacct cannot say"), result.ended
+    assert "from slurm-42.rc" in result.ended
+
+
+def test_a_job_with_no_end_anywhere_names_what_sacct_said(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    out = tmp_path / "servers" / "g"
+    _fake(tmp_path, monkeypatch, scontrol=FORGOT, sacct="echo 'Slurm accounting storage is disabled' >&2; exit 1")
+    with pytest.raises(LaunchError) as err:
+        _job(out).finish()
+    assert "Slurm accounting storage is disabled" in err.value.message, err.value.message
+    assert "enable Slurm's accounting" in (err.value.fix or "")
+
+
+def test_scontrol_is_asked_first_and_sacct_only_once_it_forgot_the_job(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    out = tmp_path / "servers" / "g"
+    _fake(tmp_path, monkeypatch, sacct="exit 1",
+          scontrol="echo 'JobId=42 JobState=TIMEOUT Reason=TimeLimit ExitCode=0:15 BatchHost=vm NodeList=vm'")
+    result = _job(out).finish()
+    assert (result.state, result.exit_code, result.node, result.nodes) == ("TIMEOUT", 143, "vm", "vm")
+    assert "sacct" not in (tmp_path / "calls.log").read_text()
+
+
+def test_sacct_not_installed_is_said_as_such(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path / "nothing"))
+    said = sacct_end("42", tmp_path, timeout_s=5)
+    assert isinstance(said, str) and "`sacct` is not installed or not on PATH" in said, said
