@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import os
 import signal
 import subprocess
@@ -61,12 +62,13 @@ def no_containers_after() -> Iterator[None]:
 
 
 def _launch(image: str, tmp_path: Path, *argv: str, mounts: list[str] | None = None,
-            extra_args: tuple[str, ...] = (), prefix: str = PREFIX) -> ProcessServerHandle:
+            extra_args: tuple[str, ...] = (), prefix: str = PREFIX, log_path: Path | None = None
+            ) -> ProcessServerHandle:
     spec = resolve_port(LaunchSpec(engine="vllm", image=image, argv=argv, port=0, gpus=0))
     options = DockerOptions(gpu_vendor="none", name_prefix=prefix, extra_mounts=tuple(SYSTEM_MOUNTS if mounts is None
                                                                                        else mounts),
                             extra_args=extra_args)
-    handle = DockerLauncher(options).launch(spec, log_path=tmp_path / "server.log")
+    handle = DockerLauncher(options).launch(spec, log_path=log_path or tmp_path / "server.log")
     assert isinstance(handle, ProcessServerHandle)  # (its `cleanup` names the container)
     return handle
 
@@ -338,11 +340,11 @@ def test_launch_files_under_an_out_folder_with_a_colon_reach_the_container(image
     assert handle.gone()
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def slow_to_create() -> Iterator[str]:
     """An image of 40,000 small files: on vfs storage (`scripts/ci/start_docker.sh`) the daemon copies them one by one
     for each container it creates, which takes seconds (here 2-9 s; a large engine image, or a busy daemon, takes
-    as long on any storage)."""
+    as long on any storage). Imported once for the module's tests (~10 s)."""
     if not _daemon_answers():
         pytest.skip("no Docker daemon answers (`.ci/run` starts one: scripts/ci/start_docker.sh)")
     ref = f"llmsweep-test/many-files-{SESSION}:1"
@@ -392,3 +394,79 @@ def test_a_server_stopped_while_its_container_is_created_leaves_no_container(slo
 
     wait_for(created, timeout=60, what="the daemon's end of the container's creation")
     assert not _containers(PREFIX)
+
+
+def _names() -> list[str]:
+    return [line.split()[0] for line in _containers(PREFIX)]
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.usefixtures("no_containers_after")
+def test_resume_removes_a_container_nothing_but_its_label_names(image: str, tmp_path: Path) -> None:
+    """A run killed with its `docker run` CLI (an OOM kill or `kill -9` of the run's every process) before its pid
+    file named the container: no pid file, no process marked with its folder, and `--resume` left the container
+    running, holding its GPUs and port. Every container carries its server folder as a label; the run's leftover
+    search finds it by that and removes it, and leaves a container of another run (a folder beside it) alone."""
+    from llmsweep.execute.docker import LOG_LABEL, SERVER_DIR_LABEL
+    from llmsweep.execute.lifecycle import stop_stale_servers
+
+    run, other = tmp_path / "run", tmp_path / "run-other"  # (a sibling whose name starts like it: not this run's)
+    ours = _launch(image, tmp_path, "/bin/sleep", "60", log_path=run / "servers" / "g1" / "prefill-0.log")
+    theirs = _launch(image, tmp_path, "/bin/sleep", "60", log_path=other / "servers" / "g1" / "server.log")
+    try:
+        mine, not_mine = ours.cleanup[-1], theirs.cleanup[-1]
+        wait_for(lambda: {mine, not_mine} <= set(_names()), timeout=30, what="both containers")
+        labels = json.loads(_docker("container", "inspect", "--format", "{{json .Config.Labels}}", mine).stdout)
+        folder = (run / "servers" / "g1").resolve()
+        assert labels[SERVER_DIR_LABEL] == str(folder) and labels[LOG_LABEL] == str(folder / "prefill-0.log"), labels
+        assert ours.pid is not None
+        os.kill(ours.pid, signal.SIGKILL)  # the CLI dies with the run; the container runs on
+        wait_for(lambda: not ours.process.is_alive(), timeout=10, what="the docker CLI's death")
+        assert mine in _names()
+        said: list[str] = []
+        assert stop_stale_servers(run, said.append) == []  # no process of it left to stop
+        assert mine not in _names() and not_mine in _names()
+        assert any(f"removing container {mine}, which an earlier, interrupted run left" in s for s in said), said
+    finally:
+        theirs.stop(grace_s=1)
+        _docker("rm", "-f", ours.cleanup[-1])
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.usefixtures("no_containers_after")
+@pytest.mark.parametrize("recorded", [True, False], ids=["pid-file", "unrecorded"])
+def test_resume_waits_for_a_container_its_killed_run_was_still_creating_and_removes_it(
+        slow_to_create: str, tmp_path: Path, recorded: bool) -> None:
+    """A run SIGKILLed while `docker run` still created its container: `--resume` stopped the CLI (named by the pid
+    file, or found by the folder its environment marks) and ran `docker rm -f NAME`, which found no container yet and
+    counted that as done — then the daemon finished the create, and the container was left, holding its name and,
+    on a GPU host, its GPUs. A fresh run's stop had the same race, fixed by waiting for the creation; the leftover
+    search now waits the same way before it stops the CLI, and removes what the daemon made."""
+    from llmsweep.execute.lifecycle import stop_stale_servers, write_pid_file
+
+    since = int(time.time()) - 1
+    run = tmp_path / "run"
+    log_path = run / "servers" / "g1" / "server.log"
+    handle = _launch(slow_to_create, tmp_path, "/bin/sleep", "60", log_path=log_path)
+    name = handle.cleanup[-1]
+    if recorded:
+        write_pid_file(log_path.parent / "server.pid", handle, handle.spec)
+    time.sleep(0.3)
+    if name in _names():
+        handle.stop(grace_s=1)
+        pytest.skip("this daemon created the container in under 0.3 s: there is no creation to interrupt")
+    # the run is killed here: its handle is never stopped, and the CLI (in a session of its own) creates on
+    said: list[str] = []
+    try:
+        stop_stale_servers(run, said.append)
+    finally:
+        handle.process.stop(grace_s=1)
+
+    def created() -> bool:  # the daemon's `create` event: the create the CLI asked for has ended
+        events = _docker("events", "--since", str(since), "--until", f"{time.time():.3f}", "--filter",
+                         f"container={name}", "--filter", "event=create", "--format", "{{.Action}}")
+        return "create" in events.stdout
+
+    wait_for(created, timeout=60, what="the daemon's end of the container's creation")
+    assert name not in _names(), said
+    assert not list(log_path.parent.glob("*.pid"))

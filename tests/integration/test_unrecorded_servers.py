@@ -5,6 +5,7 @@ environment, and `stop_stale_servers` stops the ones under the run's folder that
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import sys
@@ -19,6 +20,8 @@ from llmsweep.execute.process import SERVER_DIR_ENV, marked_processes, read_proc
 RECIPES = Path(__file__).resolve().parents[1] / "data" / "recipes"
 CONTAINER = "llmsweep-sim-0a1b2c3d4e"  # as `docker.container_name` makes them
 DOCKER_RUN = ("run", "--network=host", "--name", CONTAINER)  # as `docker.render_docker_run` starts them
+DAEMON = ('if [ "$1" = container ]; then echo \'{"Status": "running"}\'; exit 0; fi\n'  # it has the container
+          'if [ "$1" = ps ]; then exit 0; fi\n')  # and no other
 
 
 def _alive(pid: int) -> bool:
@@ -80,7 +83,7 @@ def test_only_a_docker_run_of_ours_has_a_container_removed() -> None:
 def test_an_unrecorded_docker_run_has_its_container_removed(tmp_path: Path) -> None:
     calls = tmp_path / "calls"
     docker = tmp_path / "docker"
-    docker.write_text(f'#!/bin/sh\nif [ "$1" = rm ]; then echo "$@" >> {calls}; exit 0; fi\nsleep 120\n')
+    docker.write_text(f'#!/bin/sh\nif [ "$1" = rm ]; then echo "$@" >> {calls}; exit 0; fi\n{DAEMON}sleep 120\n')
     docker.chmod(docker.stat().st_mode | stat.S_IEXEC)
     run = tmp_path / "run"
     client = start_process([str(docker), *DOCKER_RUN, "img"],
@@ -147,7 +150,7 @@ def test_a_container_two_marked_docker_processes_name_is_removed_once(tmp_path: 
     on a container already gone (and the docker test above failed now and then)."""
     calls = tmp_path / "calls"
     docker = tmp_path / "docker"
-    docker.write_text(f'#!/bin/sh\nif [ "$1" = rm ]; then echo "$@" >> {calls}; exit 0; fi\n'
+    docker.write_text(f'#!/bin/sh\nif [ "$1" = rm ]; then echo "$@" >> {calls}; exit 0; fi\n{DAEMON}'
                       'if [ -z "$FORKED" ]; then FORKED=1 "$0" "$@" & fi\nsleep 120\n')
     docker.chmod(docker.stat().st_mode | stat.S_IEXEC)
     run = tmp_path / "run"
@@ -162,3 +165,37 @@ def test_a_container_two_marked_docker_processes_name_is_removed_once(tmp_path: 
         assert calls.read_text().split() == ["rm", "-f", CONTAINER]
     finally:
         client.stop(grace_s=1)
+
+
+def test_a_labelled_container_that_cannot_be_removed_refuses_the_run(tmp_path: Path) -> None:
+    """A container of the run's (its label names a server folder of the run) that the daemon will not remove: the
+    run went on and started its servers beside it (on its GPUs, a port it may hold). It is refused, naming the
+    container and how to remove it. The docker CLI asked is the one given (the run's executor's: podman, a path),
+    and a container of another run's folder is not touched."""
+    from llmsweep.errors import LaunchError
+    from llmsweep.execute.docker import SERVER_DIR_LABEL
+
+    run = tmp_path / "run"
+    (run / "servers" / "g1").mkdir(parents=True)
+    ours = json.dumps({SERVER_DIR_LABEL: str((run / "servers" / "g1").resolve())})
+    theirs = json.dumps({SERVER_DIR_LABEL: str((tmp_path / "run-other" / "servers" / "g1").resolve())})
+    calls = tmp_path / "calls"
+    docker = tmp_path / "podman-wrap"
+    docker.write_text(f"""#!/bin/sh
+echo "$*" >> {calls}
+case "$1" in
+  ps) echo aaa; echo bbb ;;
+  container) echo '/{CONTAINER} {ours}'; echo '/llmsweep-sim-ffffffffff {theirs}' ;;
+  rm) echo "Error response from daemon: container {CONTAINER}: driver failed to remove root filesystem" >&2; exit 1 ;;
+esac
+""")
+    docker.chmod(docker.stat().st_mode | stat.S_IEXEC)
+    said: list[str] = []
+    with pytest.raises(LaunchError) as err:
+        stop_stale_servers(run, said.append, docker=[str(docker)])
+    assert f"container {CONTAINER} (`{docker} rm -f {CONTAINER}` failed)" in err.value.message, err.value.message
+    assert "this run's servers would start beside them" in err.value.message
+    assert "docker rm -f NAME" in (err.value.fix or "")
+    assert calls.read_text().splitlines() == [
+        f"ps -a -q --no-trunc --filter label={SERVER_DIR_LABEL}",
+        "container inspect --format {{.Name}} {{json .Config.Labels}} aaa bbb", f"rm -f {CONTAINER}"]

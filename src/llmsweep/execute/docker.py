@@ -32,7 +32,7 @@ from llmsweep.execute.base import HARNESS_MOUNT, ON_HOST, HostPath, ServedIn, se
 from llmsweep.execute.commands import run_command
 from llmsweep.execute.executor import Event, register_executor, run_groups_here, validate_options
 from llmsweep.execute.handle import ProcessServerHandle, flags_named
-from llmsweep.execute.process import start_process
+from llmsweep.execute.process import marks, start_process
 from llmsweep.execute.signals import hurried, signal_of_exit
 
 if TYPE_CHECKING:
@@ -100,6 +100,22 @@ def removal_of(argv: Sequence[str]) -> list[str] | None:
     return [argv[at - 1], "rm", "-f", name] if _OUR_NAME.search(name) else None
 
 
+SERVER_DIR_LABEL = "llmsweep.server-dir"
+"""The label every container llmsweep starts carries: its server's folder (under the run's `--out`), as
+`process.SERVER_DIR_ENV` marks the processes it starts. A run killed with its `docker run` CLI (or before its pid
+file named the container) left a container nothing on disk named: `--resume` finds it by this label
+(`left_containers`), whatever its name."""
+LOG_LABEL = "llmsweep.log"
+"""The label naming the log of the launch the container serves: which role of a deployment (`prefill-0.log`) and which
+relaunch (`server.2.log`)."""
+
+
+def container_labels(log_path: Path) -> dict[str, str]:
+    """The labels of the container whose server logs to `log_path` (`SERVER_DIR_LABEL`, `LOG_LABEL`)."""
+    folder = log_path.parent.resolve()
+    return {SERVER_DIR_LABEL: str(folder), LOG_LABEL: str(folder / log_path.name)}
+
+
 _DEVICE_LIST = re.compile(r"^[A-Za-z0-9:-]+(,[A-Za-z0-9:-]+)*$")
 """GPU indices or UUIDs (GPU-..., MIG-...), comma-separated: nothing that docker's CSV reading of `--gpus` would take
 for another field or option."""
@@ -109,8 +125,9 @@ AMD_VISIBLE_ENV = ("HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "CUDA_VISIBLE_
 
 
 def render_docker_run(spec: LaunchSpec, options: DockerOptions, name: str,
-                      environ: Mapping[str, str] | None = None) -> list[str]:
-    """The `docker run` argv for `spec`; secrets appear by name only.
+                      environ: Mapping[str, str] | None = None, labels: Mapping[str, str] | None = None) -> list[str]:
+    """The `docker run` argv for `spec`; secrets appear by name only. `labels`: the container's (`container_labels`),
+    after its name.
 
     The server gets the GPUs the host's environment (`environ`, default this process's) makes visible, as a local
     server would: a container sees every GPU unless told otherwise, so under `CUDA_VISIBLE_DEVICES=4,5,6,7` an
@@ -126,8 +143,10 @@ def render_docker_run(spec: LaunchSpec, options: DockerOptions, name: str,
     # No `--rm`: the daemon would remove the container the moment it exits, and its State (OOMKilled, the exit code)
     # with it, before this run can ask why it ended; the handle's stop removes it (`docker rm -f`), and a run killed
     # before its stop leaves that command to `--resume` in the server's pid file.
-    argv = [options.docker, "run", *(["--init"] if options.init else []), "--network=host", "--name", name,
-            "--ipc=host", f"--shm-size={options.shm_size}"]
+    argv = [options.docker, "run", *(["--init"] if options.init else []), "--network=host", "--name", name]
+    for key, value in sorted((labels or {}).items()):  # (after the name: `removal_of` reads the first four)
+        argv += ["--label", f"{key}={value}"]
+    argv += ["--ipc=host", f"--shm-size={options.shm_size}"]
     # A CPU-only server (the simulator in an image) gets no GPU flags: `--gpus` fails on hosts without the runtime.
     nvidia = spec.gpus > 0 and options.gpu_vendor == "nvidia"
     if nvidia:
@@ -214,6 +233,42 @@ def remove_container(rm: Sequence[str], *, timeout_s: float = 60.0) -> None:
     if proc.returncode != 0 and "no such container" not in said.lower():
         raise LaunchError(f"`{' '.join(rm)}` failed with exit status {proc.returncode}: {said[-500:]}",
                           fix=f"check the docker daemon, then run `{' '.join(rm)}` by hand")
+
+
+LEFT_CREATION_WAIT_S = 60.0
+"""How long `--resume` waits for a container an earlier run's `docker run` (still alive) is creating before it stops
+that CLI (`await_creation`): the daemon finishes a create whose CLI is killed."""
+
+
+def left_containers(docker: str, under: Path, *, below: bool = True,
+                    timeout_s: float = 30.0) -> list[tuple[str, Path]] | str:
+    """The containers the daemon has, running or not, whose `SERVER_DIR_LABEL` names `under` or (`below`) a folder
+    under it: (name, server folder) each. Why not, when the CLI or its daemon cannot say (a str)."""
+    ps = [docker, "ps", "-a", "-q", "--no-trunc", "--filter", f"label={SERVER_DIR_LABEL}"]
+    try:
+        proc = run_command(ps, timeout_s=timeout_s, check=False, new_session=True, fix=_DAEMON_FIX)
+    except LaunchError as exc:
+        return exc.message
+    if proc.returncode != 0:
+        return f"`{' '.join(ps)}` failed with exit status {proc.returncode}: {(proc.stderr + proc.stdout).strip()}"
+    ids = proc.stdout.split()
+    if not ids:
+        return []
+    inspect = [docker, "container", "inspect", "--format", "{{.Name}} {{json .Config.Labels}}", *ids]
+    try:  # (one removed since `ps` is said on stderr, the others still printed)
+        proc = run_command(inspect, timeout_s=timeout_s, check=False, new_session=True, fix=_DAEMON_FIX)
+    except LaunchError as exc:
+        return exc.message
+    found: list[tuple[str, Path]] = []
+    for line in proc.stdout.splitlines():
+        name, _, labels = line.strip().partition(" ")
+        try:
+            folder = json.loads(labels).get(SERVER_DIR_LABEL)
+        except (ValueError, AttributeError):
+            continue
+        if isinstance(folder, str) and marks(folder, under, below=below):
+            found.append((name.lstrip("/"), Path(folder)))
+    return found
 
 
 PULL_LOG = "image-pull.log"
@@ -490,6 +545,37 @@ _CLI_EXIT_WAIT_S = 2.0
 _INSPECT_TIMEOUT_S = 5.0
 
 
+def inspect_state(docker: str, name: str) -> dict[str, Any] | str | None:
+    """The daemon's `State` of container `name` (`Status`, `OOMKilled`, `ExitCode`…), `_NO_SUCH` once gone (or not
+    created yet), None when the daemon did not say."""
+    argv = [docker, "container", "inspect", "--format", "{{json .State}}", name]
+    try:
+        proc = run_command(argv, timeout_s=_INSPECT_TIMEOUT_S, check=False, new_session=True, fix=_DAEMON_FIX)
+    except LaunchError:
+        return None
+    if proc.returncode == 0:
+        with contextlib.suppress(ValueError):
+            state = json.loads(proc.stdout)
+            return state if isinstance(state, dict) else None
+        return None
+    return _NO_SUCH if "no such" in (proc.stderr + proc.stdout).lower() else None
+
+
+def await_creation(docker: str, name: str, creating: Callable[[], bool], timeout_s: float) -> bool:
+    """While `creating()` (its `docker run` CLI lives) and the daemon has no container `name`, wait: the CLI may be
+    creating it, and the daemon finishes a create whose CLI is killed, so a container removed (`docker rm -f`: "no
+    such container") before it exists is left behind once it does. True once the daemon has it or the CLI has exited
+    (it creates nothing more); False when `timeout_s` passed, or a second signal hurried the teardown, first (the CLI
+    may create it yet)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if isinstance(inspect_state(docker, name), dict) or not creating():
+            return True
+        if time.monotonic() >= deadline or hurried():
+            return False
+        time.sleep(0.1)
+
+
 class DockerServerHandle(ProcessServerHandle):
     """A `docker run` CLI's handle that asks the daemon whether its container still runs (`is_alive`) and why it
     ended (`exit_cause`). The container outlives its exit (no `--rm`) until `stop` removes it, so its State can say
@@ -530,17 +616,8 @@ class DockerServerHandle(ProcessServerHandle):
         return True  # being created, or the daemon did not say: the CLI's life decides
 
     def await_creation(self, timeout_s: float) -> bool:
-        """While the attached `docker run` lives and the daemon has no container of its name, wait: the CLI may be
-        creating it. True once the daemon has it, had it (seen running: removed since), or the CLI has exited (it
-        creates nothing more); False when `timeout_s` passed, or a second signal hurried the teardown, first (the CLI
-        may create it yet)."""
-        deadline = time.monotonic() + timeout_s
-        while True:
-            if self._seen_running or isinstance(self._inspect_state(), dict) or not self.process.is_alive():
-                return True
-            if time.monotonic() >= deadline or hurried():
-                return False
-            time.sleep(0.1)
+        """`await_creation` of its container while its attached `docker run` lives (one seen running was created)."""
+        return self._seen_running or await_creation(self._docker, self._name, self.process.is_alive, timeout_s)
 
     def _container_state(self) -> str | None:
         """The daemon's `State.Status` of the container, `_NO_SUCH` once gone, None when the daemon did not say."""
@@ -548,19 +625,7 @@ class DockerServerHandle(ProcessServerHandle):
         return str(state.get("Status")) if isinstance(state, dict) else state
 
     def _inspect_state(self) -> dict[str, Any] | str | None:
-        """The daemon's `State` of the container (`Status`, `OOMKilled`, `ExitCode`…), `_NO_SUCH` once gone, None
-        when the daemon did not say."""
-        argv = [self._docker, "container", "inspect", "--format", "{{json .State}}", self._name]
-        try:
-            proc = run_command(argv, timeout_s=_INSPECT_TIMEOUT_S, check=False, new_session=True, fix=_DAEMON_FIX)
-        except LaunchError:
-            return None
-        if proc.returncode == 0:
-            with contextlib.suppress(ValueError):
-                state = json.loads(proc.stdout)
-                return state if isinstance(state, dict) else None
-            return None
-        return _NO_SUCH if "no such" in (proc.stderr + proc.stdout).lower() else None
+        return inspect_state(self._docker, self._name)
 
     def _oom_killed(self) -> str | None:
         """`_OOM` when the container's own State says the kernel's OOM killer ended it, else None. The daemon sets
@@ -603,10 +668,10 @@ class DockerLauncher:
         """Images whose pull failed in this run: every later group of the image fails with that error at once,
         rather than waiting out another pull (up to `pull_timeout_s` each, where the registry does not answer)."""
 
-    def render(self, spec: LaunchSpec, name: str | None = None,
-               environ: Mapping[str, str] | None = None) -> list[str]:
+    def render(self, spec: LaunchSpec, name: str | None = None, environ: Mapping[str, str] | None = None,
+               labels: Mapping[str, str] | None = None) -> list[str]:
         return render_docker_run(spec, self.options, name or container_name(spec, self.options.name_prefix),
-                                 environ)
+                                 environ, labels)
 
     def prepare(self, spec: LaunchSpec, *, log_dir: Path, event: Callable[[str], None]) -> ServedIn:
         """The image, pulled here when this host lacks it; its id and digest for the provenance (what the tag named
@@ -628,7 +693,7 @@ class DockerLauncher:
         self, spec: LaunchSpec, *, log_path: Path, environ: Mapping[str, str] | None = None
     ) -> ProcessServerHandle:
         name = container_name(spec, self.options.name_prefix)
-        argv = self.render(spec, name, environ)
+        argv = self.render(spec, name, environ, container_labels(log_path))
         env, scrubber = server_environment(spec, environ)
         started_unix = time.time()
         process = start_process(argv, log_path=log_path, env=env, scrubber=scrubber)

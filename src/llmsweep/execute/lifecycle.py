@@ -1402,17 +1402,27 @@ def write_pid_file(path: Path, handle: ServerHandle, spec: LaunchSpec) -> None:
 
 def stop_stale_servers(run_dir: Path, event: Event = _quiet, *,
                        pid_files: str = f"servers/*/{art.PID_FILES}",
-                       unrecorded_at: Path | None = None) -> list[int]:
+                       unrecorded_at: Path | None = None, docker: Sequence[str] = ()) -> list[int]:
     """Stop servers a killed run left behind (their pid files survive a SIGKILL of the run), before resuming; then
     run each one's recorded cleanup (`docker rm -f NAME`: a container outlives the docker CLI that started it), and
     scancel the Slurm jobs it submitted that never finished. A pid file goes only once its server is gone.
     `pid_files`: where under `run_dir` the pid files are (`al collect`: one folder per cell). Servers no pid file
     names are found by the folder their environment carries: under the run's `servers/` folder, where its own
     servers mark theirs (never the whole `run_dir`, which may hold another live run's `--out`: `run --out sweeps`
-    beside a running `sweeps/x`), or exactly `unrecorded_at` (`al collect`: a cell's server marks the cell)."""
+    beside a running `sweeps/x`), or exactly `unrecorded_at` (`al collect`: a cell's server marks the cell).
+
+    Containers: a `docker run` CLI still alive is given time to finish creating its container before it is stopped
+    (the daemon finishes a create whose CLI is killed: removing the container first found none, and it was left),
+    and every container labelled with a server folder of this run (`docker.SERVER_DIR_LABEL`, asked of each docker
+    CLI the pid files and processes name, of `docker` and of the `docker` CLIs given: the run's executor's) is
+    removed — one whose CLI died with the run, or that no pid file named yet. One that cannot be removed, or was still
+    being created, refuses the run (LaunchError): its servers would start beside it, on its GPUs and port."""
     from llmsweep.execute.process import read_proc, signal_process_tree, stop_process_tree, tree_alive
 
     stopped: list[int] = []
+    left_behind: list[str] = []  # containers of this run still there, or perhaps being created still: said, refused
+    unborn: set[str] = set()  # the names of those perhaps being created still
+    clis = list(docker)
     with shielded():
         # The Slurm jobs first: a batch job's exit trap stops the servers its worker started in sessions of their own
         # (`node.use_srun: false`) by the pid files it finds, so a remote pid file is kept until its job has ended
@@ -1427,6 +1437,13 @@ def stop_stale_servers(run_dir: Path, event: Event = _quiet, *,
             ticks = doc.get("start_ticks")
             stale.append((pid_file, doc, pid, here, here and pid > 1 and _is_our_server(
                 pid, argv0, ticks if isinstance(ticks, int) and not isinstance(ticks, bool) else None)))
+        for _f, doc, pid, _h, ours in stale:
+            removal = _container_removal([str(a) for a in doc.get("cleanup") or ()])
+            if removal is not None:
+                clis.append(removal[0])
+                if ours is True and not _created(removal, pid):
+                    left_behind.append(_being_created(removal, pid))
+                    unborn.add(removal[-1])
         # Each of ours is sent SIGTERM first (a role-by-role deployment leaves a server per role and a power sampler
         # per node), so that they stop side by side; then each is waited for, and killed after its grace, as before.
         signalled = {pid: signal_process_tree(pid, pgid=pid) for _f, _d, pid, _h, ours in stale if ours is True}
@@ -1457,44 +1474,111 @@ def stop_stale_servers(run_dir: Path, event: Event = _quiet, *,
             cleanup = [str(a) for a in doc.get("cleanup") or ()]
             if cleanup and not _run_cleanup(cleanup, event):
                 left = True
+            if cleanup and cleanup[-1] in unborn:
+                left = True  # (it may be created yet: the next run removes it by this record too)
             if left:
                 if ours is not None:  # (one it could not identify was said above)
                     event(f"warning: could not stop everything server pid {pid} left; {pid_file} is kept")
             else:
                 pid_file.unlink(missing_ok=True)
-        stopped += (_stop_unrecorded(unrecorded_at, event, below=False) if unrecorded_at is not None
-                    else _stop_unrecorded(art.servers_dir(run_dir), event))
+        folder, below = (unrecorded_at, False) if unrecorded_at is not None else (art.servers_dir(run_dir), True)
+        stopped += _stop_unrecorded(folder, event, below=below, clis=clis, left_behind=left_behind)
+        left_behind += _remove_labelled(folder, event, below=below, clis=clis)
+    if left_behind:
+        raise LaunchError(
+            f"containers an earlier, interrupted run into {run_dir} left could not be removed: "
+            + "; ".join(left_behind) + " — this run's servers would start beside them, on their GPUs and ports",
+            fix="remove them (`docker rm -f NAME`; one still being created once the daemon has it), then run again "
+                "(`--resume` also removes them, found by their llmsweep.server-dir label)")
     return stopped
 
 
-def _stop_unrecorded(folder: Path, event: Event, *, below: bool = True) -> list[int]:
+def _container_removal(cleanup: Sequence[str]) -> list[str] | None:
+    """`[DOCKER, rm, -f, NAME]` when a pid file's cleanup (or `docker.removal_of` a command line) removes a
+    container; else None."""
+    return list(cleanup) if len(cleanup) == 4 and list(cleanup[1:3]) == ["rm", "-f"] else None
+
+
+def _created(removal: Sequence[str], pid: int) -> bool:
+    """Wait (`docker.await_creation`) while `docker run` process `pid` lives and its container (`removal`'s NAME) does
+    not exist yet: True once it does or the CLI is gone, False when the wait ran out first."""
+    from llmsweep.execute.docker import LEFT_CREATION_WAIT_S, await_creation
+    from llmsweep.execute.process import read_proc
+
+    def creating() -> bool:
+        info = read_proc(pid)
+        return info is not None and info.state not in ("Z", "X")
+
+    return await_creation(removal[0], removal[-1], creating, LEFT_CREATION_WAIT_S)
+
+
+def _being_created(removal: Sequence[str], pid: int) -> str:
+    from llmsweep.execute.docker import LEFT_CREATION_WAIT_S
+
+    return (f"container {removal[-1]} was still being created by the earlier run's `{removal[0]} run` (pid {pid}) "
+            f"after {LEFT_CREATION_WAIT_S:.0f} s, and the daemon may create it yet")
+
+
+def _remove_labelled(folder: Path, event: Event, *, below: bool, clis: Sequence[str]) -> list[str]:
+    """Remove the containers labelled with a server folder of `folder` (`below`: under it) that each docker CLI of
+    `clis`, and `docker`, finds (`docker.left_containers`); what could not be removed, as said. A CLI that cannot
+    ask its daemon is said only where this run named it (`clis`): on a host without Docker, `docker` is not asked."""
+    from llmsweep.execute.docker import left_containers
+
+    if not folder.is_dir():
+        return []
+    named = list(dict.fromkeys(clis))
+    asked = named + (["docker"] if "docker" not in named and shutil.which("docker") else [])
+    failed: list[str] = []
+    for cli in asked:
+        found = left_containers(cli, folder, below=below)
+        if isinstance(found, str):
+            if cli in named:
+                event(f"warning: could not ask the docker daemon for containers an earlier run left: {found}")
+            else:
+                log.debug("no containers asked of `%s`: %s", cli, found)
+            continue
+        for name, server_dir in found:
+            event(f"removing container {name}, which an earlier, interrupted run left (its label names {server_dir})")
+            if not _run_cleanup([cli, "rm", "-f", name], event):
+                failed.append(f"container {name} (`{cli} rm -f {name}` failed)")
+    return failed
+
+
+def _stop_unrecorded(folder: Path, event: Event, *, below: bool = True, clis: list[str] | None = None,
+                     left_behind: list[str] | None = None) -> list[int]:
     """Stop the servers of this run that no pid file names: a run SIGKILLed after starting one and before writing
     its pid file (a few milliseconds; `shielded` holds every other signal there) left it running, and nothing on
     disk named it. Every server process carries its folder in its environment (`process.SERVER_DIR_ENV`): each
     process group holding `folder` (or, `below`, a folder under it) is stopped, and a `docker run` among them has its
-    container removed (the CLI's death leaves the container running)."""
+    container removed (the CLI's death leaves the container running) — once it has created it (`_created`: else what
+    it may create yet goes in `left_behind`). The docker CLIs of those go in `clis`."""
     from llmsweep.execute.docker import removal_of
     from llmsweep.execute.process import marked_processes, read_proc, stop_process_tree, tree_alive
 
-    groups: dict[int, list[list[str]]] = {}
+    groups: dict[int, list[tuple[int, list[str]]]] = {}
     for pid, argv in marked_processes(folder, below=below):
         info = read_proc(pid)
         if info is not None:
-            groups.setdefault(info.pgid, []).append(argv)
+            groups.setdefault(info.pgid, []).append((pid, argv))
     stopped: list[int] = []
-    for pgid, argvs in sorted(groups.items()):
-        event(f"stopping server process group {pgid} (`{' '.join(argvs[0][:3])} …`) left running by an earlier, "
+    for pgid, members in sorted(groups.items()):
+        removals: list[list[str]] = []
+        for pid, argv in members:  # a container outlives the `docker run` that started it; removed once, where several
+            # processes of the group carry its command line (one that forked itself, a shell between fork and exec)
+            removal = removal_of(argv)
+            if removal is not None and removal not in removals:
+                removals.append(removal)
+                if clis is not None:
+                    clis.append(removal[0])
+                if not _created(removal, pid) and left_behind is not None:
+                    left_behind.append(_being_created(removal, pid))
+        event(f"stopping server process group {pgid} (`{' '.join(members[0][1][:3])} …`) left running by an earlier, "
               "interrupted run that had not yet recorded it")
         stop_process_tree(pgid, pgid=pgid, grace_s=5.0)
         stopped.append(pgid)
         if tree_alive([], pgid=pgid):
             event(f"warning: could not stop process group {pgid}; stop it by hand (`kill -KILL -- -{pgid}`)")
-        removals: list[list[str]] = []
-        for argv in argvs:  # a container outlives the `docker run` that started it; removed once, where several
-            # processes of the group carry its command line (one that forked itself, a shell between fork and exec)
-            removal = removal_of(argv)
-            if removal is not None and removal not in removals:
-                removals.append(removal)
         for removal in removals:
             _run_cleanup(removal, event)
     return stopped

@@ -424,6 +424,14 @@ def _keep_corpora(groups: list[ServerGroup], run_dir: Path, event: Event) -> Non
                   "their points from)")
 
 
+def _docker_cli(executor: Executor) -> tuple[str, ...]:
+    """The docker CLI the docker executor runs (its `docker` option: podman, a path), which `stop_stale_servers` asks
+    for the containers an earlier run into the `--out` left; none for another executor (`docker` is asked anyway)."""
+    from llmsweep.execute.docker import DockerExecutor
+
+    return (executor.launcher.options.docker,) if isinstance(executor, DockerExecutor) else ()
+
+
 def _power_gate(groups: list[ServerGroup], settings: LifecycleSettings, executor: Executor,
                 event: Event) -> tuple[list[ServerGroup], list[JobOutcome]]:
     """`--require-power` judged before any server starts (`lifecycle.power_gate`), on the host that samples the
@@ -654,7 +662,7 @@ def run_sweep(req: RunRequest, *, event: Event = _stderr) -> RunOutcome:
     with _exclusive(run_dir):
         # Under the lock no live run owns this --out's servers: one an earlier, killed run left behind still holds
         # its port and GPUs, and is stopped whatever follows (a refusal below leaves nothing running either).
-        stop_stale_servers(run_dir, event)
+        stop_stale_servers(run_dir, event, docker=_docker_cli(executor))
         # Checked under the lock: a run still going into this --out is "another run", not a finished one.
         _refuse_finished(run_dir, req)
         jobs = _pin_traces(run_dir, req, jobs, event)

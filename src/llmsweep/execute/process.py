@@ -285,13 +285,18 @@ log goes to, under the run's `--out`. A run SIGKILLed between starting a server 
 server running with nothing on disk naming it; `--resume` finds such a process by this mark (`marked_processes`)."""
 
 
+def marks(value: str, under: Path, *, below: bool = True) -> bool:
+    """Whether a server folder mark `value` (`SERVER_DIR_ENV`'s, or a container's `docker.SERVER_DIR_LABEL`) names
+    `under` itself or (`below`) a folder under it."""
+    folder = str(under.resolve())
+    return value == folder or (below and value.startswith(folder + os.sep))
+
+
 def marked_processes(under: Path, *, below: bool = True) -> list[tuple[int, list[str]]]:
     """(pid, argv) of every process of this user whose environment marks it a server llmsweep started for `under` or
     (`below`) a folder under it (`SERVER_DIR_ENV`: `run`'s servers mark their folder in the run's `servers/`, an `al
     collect` cell's server the cell itself: `below=False`), this process and its ancestors left out; /proc read as it
     is (a process that exits meanwhile, or whose environment cannot be read, is left out)."""
-    folder = str(under.resolve())
-    prefix = folder + os.sep if below else None
     spared, pid = set(), os.getpid()
     while pid > 1 and pid not in spared:  # this process and its ancestors: never our own leftovers
         spared.add(pid)
@@ -307,8 +312,7 @@ def marked_processes(under: Path, *, below: bool = True) -> list[tuple[int, list
         except OSError:
             continue
         for item in environ.split(b"\0"):
-            if item.startswith(mark) and ((value := os.fsdecode(item[len(mark):])) == folder
-                                          or (prefix is not None and value.startswith(prefix))):
+            if item.startswith(mark) and marks(os.fsdecode(item[len(mark):]), under, below=below):
                 argv = read_cmdline(int(entry.name))
                 if argv is not None:
                     found.append((int(entry.name), argv))

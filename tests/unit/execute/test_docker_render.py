@@ -149,6 +149,21 @@ def test_entrypoint_image_then_arguments() -> None:
     assert argv.index("--privileged") < i
 
 
+def test_a_container_is_labelled_with_its_server_folder_and_log_after_its_name(tmp_path: Path) -> None:
+    """What `--resume` finds a container by when nothing else names it (`docker.left_containers`); after the name, so
+    that a command line's removal (`removal_of`, for a CLI found by its folder mark) still reads it."""
+    from llmsweep.execute.docker import container_labels, removal_of
+
+    log_path = tmp_path / "run" / "servers" / "g" / "decode-0.log"
+    argv = render_docker_run(SPEC, DockerOptions(), "llmsweep-sglang-0a1b2c3d4e", {},
+                             container_labels(log_path))
+    folder = log_path.parent.resolve()
+    at = argv.index("--name")
+    assert argv[at + 2:at + 6] == ["--label", f"llmsweep.log={folder / 'decode-0.log'}",
+                                   "--label", f"llmsweep.server-dir={folder}"]
+    assert removal_of(argv) == ["docker", "rm", "-f", "llmsweep-sglang-0a1b2c3d4e"]
+
+
 def test_container_names_are_unique_and_docker_safe() -> None:
     names = {container_name(SPEC.model_copy(update={"engine": "trt llm/x"})) for _ in range(50)}
     assert len(names) == 50
@@ -166,10 +181,12 @@ def test_options_reject_unknown_fields() -> None:
 
 
 FAKE_DOCKER = """#!/bin/sh
-# Stands in for the docker CLI: records calls; `run` prints what the container would see, then serves.
+# Stands in for the docker CLI: records calls; `run` prints what the container would see, then serves; the daemon
+# has the container (`container inspect`).
 echo "$*" >> "{calls}"
 case "$1" in
   run) echo "container sees HF_TOKEN=$HF_TOKEN"; python3 -m http.server --bind 127.0.0.1 "{port}" ;;  # stays `docker`
+  container) echo '{{"Status": "running"}}' ;;
   *) exit 0 ;;
 esac
 """
