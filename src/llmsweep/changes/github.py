@@ -11,7 +11,11 @@ The workflow's shape follows InferenceX's `run-sweep.yml` (core spec §7.1/§7.2
   uploads the job's run folder as the artifact `bmk_<job id>`; an entry that carries an accuracy eval (a `run-eval`
   row: its throughput point and its eval on the same server; or an eval-only row) first installs the harness,
   `lm-eval[api]` at the version llmsweep pins, into a virtual environment of its own and names it in
-  `LLMSWEEP_LM_EVAL` (InferenceX's CI runs these points and their evals; a throughput entry installs nothing);
+  `LLMSWEEP_LM_EVAL` (InferenceX's CI runs these points and their evals; a throughput entry installs nothing); each
+  runner job times out after the longest its `run` can take while the run's own limits hold (its server's start-up
+  deadline, its points' windows or request counts at the request timeout, its eval's limit: `execute.bound`) plus
+  `--allowance-minutes` for the checkout, installs and an image's pull, so a hung benchmark frees its GPU runner
+  then, not after GitHub's six hours (:func:`timeout_minutes`);
 - InferenceX's modifier labels (core spec §3.3, §7.2) change what a labelled pull request sweeps: `evals-only` runs
   only the eval jobs (`run --evals-only`'s plan), `all-evals` adds an eval-only job for every 8k1k fixed-seq-len and
   agentic row and keeps the throughput jobs (planned as `run --no-evals`, their evals being those eval-only jobs);
@@ -23,7 +27,9 @@ The workflow's shape follows InferenceX's `run-sweep.yml` (core spec §7.1/§7.2
   request); any other label event runs nothing, in a group of its own;
 - `collect` merges the artifacts into one run (`llmsweep ci collect`), stores it, writes the dashboard (an
   artifact), compares it with the baseline run in the store using between-run bands (`llmsweep compare --baseline
-  --format markdown`) and posts that verdict with the sweep's success rate as the job summary.
+  --format markdown`) and posts that verdict with the sweep's success rate as the job summary; a cancelled workflow
+  run (superseded by a newer push's, or stopped by hand) is not collected: its collect job is skipped, so it is never
+  stored or compared as a sweep that finished with its cancelled jobs failed.
 """
 
 from __future__ import annotations
@@ -59,7 +65,9 @@ EVAL_LABELS = (EVALS_ONLY_LABEL, ALL_EVALS_LABEL)
 removing one restarts the sweep, but only while one of `SWEEP_LABELS` is on the pull request: alone they run
 nothing."""
 ARTIFACT_PREFIX = "bmk_"
-COLLECTED = "${{ !cancelled() && hashFiles('sweep/run.json') != '' }}"
+NOT_CANCELLED = "!cancelled()"
+"""The status check of the collect job and its steps: GitHub's `always()` is true in a cancelled workflow run too."""
+COLLECTED = "${{ " + NOT_CANCELLED + " && hashFiles('sweep/run.json') != '' }}"
 """The collect job's steps after `ci collect`: they run when it wrote the merged run, though it exits 1 for a job
 without a result, and not when the workflow run is cancelled."""
 
@@ -124,10 +132,12 @@ def sweep_jobs(files: Sequence[Path], *, runner_config: Path | None = None, chan
 
 def matrix_entries(jobs: Sequence[Job], fleet: FleetCatalog | None = None, *, event: str | None = None,
                    labels: Sequence[str] = (), runner_labels: Sequence[str] = (),
-                   plans: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
+                   plans: Mapping[str, str] | None = None,
+                   allowance_minutes: int | None = None) -> list[dict[str, Any]]:
     """The `strategy.matrix.include` list: one entry per job, highest priority first; runner labels from the fleet.
     `plans` maps a job id to the `llmsweep run` flag that plans it (:func:`label_plans`), the entry's `plan` (`""`
-    when it has none: the plain plan).
+    when it has none: the plain plan). `timeout`: the runner job's timeout-minutes (:func:`timeout_minutes`, with
+    `allowance_minutes`, default `--allowance-minutes`'s).
 
     A label neither the fleet file lists nor `runner_labels` names is refused: its jobs would wait for a runner that
     may not exist (a typo). GitHub's runners can carry labels the fleet file omits — InferenceX's own master names
@@ -142,9 +152,51 @@ def matrix_entries(jobs: Sequence[Job], fleet: FleetCatalog | None = None, *, ev
                               fix=f"fix the recipe's runner; or add the label to the runner file (--runner-config); "
                                   f"or, if GitHub's self-hosted runners carry it, pass {flags}")
     plans = plans or {}
+    allowance = default_allowance() if allowance_minutes is None else allowance_minutes
     return [{"job": job.id, "runner": job.runner, "recipe": job.recipe_key, "priority": f"{score:.3f}",
-             "eval": carries_eval(job), "plan": plans.get(job.id, "")}
+             "eval": carries_eval(job), "plan": plans.get(job.id, ""),
+             "timeout": timeout_minutes(job, allowance)[0]}
             for job, score in by_priority(jobs, event=event, labels=labels)]
+
+
+GITHUB_DEFAULT_TIMEOUT_MINUTES = 360
+"""GitHub's own timeout-minutes of a job that sets none (six hours): what a job whose plan bounds nothing gets."""
+
+
+def default_allowance() -> int:
+    """`--allowance-minutes`'s default, as the CLI declares it (`cli.options.CONCEPTS`)."""
+    from llmsweep.cli.options import CONCEPTS
+
+    value = CONCEPTS["allowance_minutes"].settings["default"]
+    assert isinstance(value, int)
+    return value
+
+
+def timeout_minutes(job: Job, allowance_minutes: int) -> tuple[int, bool]:
+    """The runner job's timeout-minutes for `job` and whether its plan gave it: the longest its `llmsweep run` can
+    take while every limit of its own holds (`execute.bound.run_bound_s`), in whole minutes up, plus
+    `allowance_minutes` for what no limit of the run bounds (the checkout, the installs, an engine image's pull, the
+    upload). A job whose plan bounds nothing (a replay of a whole trace without a `duration`) keeps GitHub's own
+    six hours (:data:`GITHUB_DEFAULT_TIMEOUT_MINUTES`), and False says so."""
+    import math
+
+    from llmsweep.execute.bound import run_bound_s
+
+    bound = run_bound_s(job)
+    if bound is None:
+        return GITHUB_DEFAULT_TIMEOUT_MINUTES, False
+    return math.ceil(bound / 60) + allowance_minutes, True
+
+
+def unbounded_note(jobs: Sequence[Job]) -> str | None:
+    """What `ci matrix` and `ci github` say of the jobs whose plan bounds nothing (:func:`timeout_minutes`), once;
+    None when every job's plan bounds it."""
+    unbounded = [j for j in jobs if not timeout_minutes(j, 0)[1]]
+    if not unbounded:
+        return None
+    return (f"{len(unbounded)} job(s) (e.g. {unbounded[0].id}) replay a whole trace, whose length nothing in the plan "
+            f"bounds: their runner jobs time out at GitHub's default, {GITHUB_DEFAULT_TIMEOUT_MINUTES} minutes; give "
+            "the replay a `duration` (or `max-rows`) for a timeout of the run's own")
 
 
 def carries_eval(job: Job) -> bool:
@@ -272,9 +324,10 @@ def repo_path(path: Path, root: Path, what: str) -> Path:
 def workflow(files: Sequence[Path], *, source: Source = "matrix", baseline: str | None = None,
              runner_config: Path | None = None, store: str | None = None, collect_runner: str = "ubuntu-latest",
              python: str = "3.11", install: str = "pip install .", name: str = "llmsweep sweep",
-             runner_labels: Sequence[str] = ()) -> dict[str, Any]:
+             runner_labels: Sequence[str] = (), allowance_minutes: int | None = None) -> dict[str, Any]:
     """The workflow document (a dict, dumped as YAML by :func:`write_workflow`); `runner_labels` are passed on to
-    `ci matrix` and to each runner job's `run` (labels GitHub's runners carry that the fleet file does not list)."""
+    `ci matrix` and to each runner job's `run` (labels GitHub's runners carry that the fleet file does not list);
+    `allowance_minutes` to `ci matrix`, which adds it to each job's timeout (:func:`timeout_minutes`)."""
     recipe_args = [str(f) for f in files]
     fleet_args = ["--runner-config", str(runner_config)] if runner_config is not None else []
     # the labels vouched for go to every command that plans and checks the jobs: `ci matrix`, and the runner job's
@@ -299,8 +352,10 @@ def workflow(files: Sequence[Path], *, source: Source = "matrix", baseline: str 
     # The store is the collect runner's: a sweep job's `run` would open (or fail to open) it too and store its one job
     # there as a run of its own, so only the collect job is told it.
     env = {"LLMSWEEP_STORE": store} if store else {}
+    allowance = default_allowance() if allowance_minutes is None else allowance_minutes
     matrix_cmd = _sh("llmsweep", "ci", "matrix", *recipe_args, *fleet_args, *label_args, "--event", _Env('"$EVENT"'),
-                     "--github-output", _Env('"$GITHUB_OUTPUT"'), _Env('"$@"'))
+                     _flag("allowance_minutes"), str(allowance), "--github-output", _Env('"$GITHUB_OUTPUT"'),
+                     _Env('"$@"'))
     # The modifier labels become `ci matrix`'s flags of the same names (a push carries no labels: the plain sweep);
     # each entry then names the `run` flag that plans its job, which its runner job passes on.
     eval_flags = {"EVALS_ONLY": (EVALS_ONLY_LABEL, _flag("evals_only")),
@@ -341,6 +396,9 @@ def workflow(files: Sequence[Path], *, source: Source = "matrix", baseline: str 
         "needs": "setup",
         "if": "needs.setup.outputs.run == 'true' && needs.setup.outputs.count != '0'",
         "runs-on": ["self-hosted", "${{ matrix.runner }}"],
+        # the longest the entry's `run` can take while its own limits hold, plus the allowance (`timeout_minutes`): a
+        # hung benchmark frees its GPU runner then, not after GitHub's default six hours
+        "timeout-minutes": "${{ matrix.timeout }}",
         "strategy": {"fail-fast": "${{ needs.setup.outputs.fail-fast == 'true' }}",
                      "matrix": "${{ fromJSON(needs.setup.outputs.matrix) }}"},
         "steps": [
@@ -374,8 +432,10 @@ def workflow(files: Sequence[Path], *, source: Source = "matrix", baseline: str 
     collect = {
         "needs": ["setup", "sweep"],
         # after the sweep whatever its jobs' results, but only when setup planned it: a setup whose `ci matrix` failed
-        # leaves `run` set and `count` unset, and collecting against no job ids would only fail again
-        "if": "always() && needs.setup.result == 'success' && needs.setup.outputs.run == 'true' && "
+        # leaves `run` set and `count` unset, and collecting against no job ids would only fail again. Not after a
+        # cancelled workflow run (a newer push's sweep superseded it, or a person stopped it): `always()` started the
+        # collect job then too, which merged the cancelled jobs as failed and the sweep as one that had finished
+        "if": f"{NOT_CANCELLED} && needs.setup.result == 'success' && needs.setup.outputs.run == 'true' && "
               "needs.setup.outputs.count != '0'",
         "runs-on": collect_runner,
         **({"env": env} if env else {}),

@@ -21,6 +21,7 @@ from llmsweep.errors import ConfigError
 from llmsweep.writable import refuse_unwritable
 
 if TYPE_CHECKING:
+    from llmsweep.catalog.fleet import FleetCatalog
     from llmsweep.plan import Job
     from llmsweep.plan.matrix import EvalOptions
 
@@ -52,9 +53,10 @@ def ci() -> None:
               "(e.g. `pip install 'git+https://…/llmsweep@<tag>'`). Default: `pip install .` in llmsweep's own "
               "repository, else `pip install 'llmsweep==<this version>'`.")
 @option("runner_labels")
+@option("allowance_minutes")
 @runner_config_option()
 def github(files: tuple[Path, ...], out: Path, source: str, baseline: str | None, ci_store: str | None,
-           collect_runner: str, install: str | None, runner_labels: tuple[str, ...],
+           collect_runner: str, install: str | None, runner_labels: tuple[str, ...], allowance_minutes: int,
            runner_config: Path | None) -> None:
     """Write a GitHub Actions workflow that sweeps FILES on a pull request labelled `full-sweep-enabled` or
     `full-sweep-fail-fast` (the latter cancels the sweep at the first failure), and on every push to main. With it,
@@ -65,15 +67,19 @@ def github(files: tuple[Path, ...], out: Path, source: str, baseline: str | None
 
     Jobs run on `[self-hosted, <runner label>]` (labels checked against the fleet file), highest priority first;
     a job that runs an accuracy eval (a `run-eval` row) first installs lm-eval in a virtual environment of its own;
-    each uploads `bmk_<job id>`; a final job merges them, stores, writes the dashboard and posts the verdict
-    against --baseline with the success rate.
+    each times out after the longest its `llmsweep run` can take while the run's own limits hold (its server's
+    start-up deadline, its points' windows or request counts at the request timeout, its eval's limit) plus
+    --allowance-minutes, and uploads `bmk_<job id>`; a final job merges them, stores, writes the dashboard and posts
+    the verdict against --baseline with the success rate (not for a cancelled workflow run: a newer push's sweep
+    superseded it, or it was stopped by hand).
     """
     from llmsweep.catalog.fleet import default_fleet, load_fleet
     from llmsweep.changes.github import (
         dump_workflow,
         install_command,
-        matrix_entries,
         repo_path,
+        timeout_minutes,
+        unbounded_note,
         workflow,
         workflow_root,
     )
@@ -96,9 +102,12 @@ def github(files: tuple[Path, ...], out: Path, source: str, baseline: str | None
     if not jobs:  # a workflow that sweeps nothing on every labelled pull request: refused, as `run` refuses it
         _no_jobs(files)
     # every runner label known before a workflow names it; and a plan GitHub cannot run as one matrix is refused here,
-    # not on every push to main, when the workflow's setup job would fail on it
-    _check_matrix_size(len(matrix_entries(jobs, fleet, runner_labels=runner_labels)))
+    # not on every push to main or on the pull request labelled so, when the workflow's setup job would fail on it:
+    # every plan the labels can select (`all-evals` adds an eval-only job for rows beside the throughput jobs)
+    _check_label_plans(files, fleet, runner_config, runner_labels)
     _say_refusals(jobs, files, runner_config, runner_labels=runner_labels)
+    if (note := unbounded_note(jobs)) is not None:
+        click.echo(f"note: {note}", err=True)
     if install is not None and not install.strip():
         raise click.UsageError("--install is empty: the workflow's jobs would run without llmsweep installed; give the "
                                "command that installs it, or leave --install out")
@@ -106,12 +115,15 @@ def github(files: tuple[Path, ...], out: Path, source: str, baseline: str | None
     install = install if install is not None else install_command(root)
     doc = workflow(in_repo, source="changes" if source == "changes" else "matrix", baseline=baseline,
                    runner_config=fleet_in_repo, store=ci_store, collect_runner=collect_runner,
-                   runner_labels=runner_labels, install=install)
+                   runner_labels=runner_labels, install=install, allowance_minutes=allowance_minutes)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(dump_workflow(doc), encoding="utf-8")
+    minutes = sorted(timeout_minutes(j, allowance_minutes)[0] for j in jobs)
     click.echo(f"wrote {out}: {len(jobs)} job(s) at most, runner labels "
                f"{', '.join(sorted({j.runner for j in jobs}))}; recipe paths relative to {root}; each job installs "
-               f"llmsweep with `{install}` (--install CMD to change it)", err=True)
+               f"llmsweep with `{install}` (--install CMD to change it) and times out after "
+               f"{minutes[0]}{'' if minutes[0] == minutes[-1] else f'–{minutes[-1]}'} minutes (the longest its run "
+               f"can take, plus --allowance-minutes {allowance_minutes})", err=True)
     click.echo(str(out))
 
 
@@ -121,12 +133,28 @@ def _no_jobs(files: Sequence[Path]) -> NoReturn:
                           "of them; `llmsweep validate FILES` says what each holds")
 
 
-def _check_matrix_size(n: int) -> None:
+def _check_matrix_size(n: int, labels: Sequence[str] = ()) -> None:
+    """Refuse a matrix of `n` jobs GitHub would not run; `labels`: the pull-request modifier labels that plan it."""
     if n > GITHUB_MATRIX_LIMIT:
-        raise ConfigError(f"{n} jobs in one matrix: GitHub runs at most {GITHUB_MATRIX_LIMIT} jobs of a matrix, and "
-                          "the workflow would fail",
+        under = f" under the pull-request label{'s' if len(labels) > 1 else ''} {' and '.join(labels)}" \
+            if labels else ""
+        raise ConfigError(f"{n} jobs in one matrix{under}: GitHub runs at most {GITHUB_MATRIX_LIMIT} jobs of a "
+                          "matrix, and the workflow would fail",
                           fix="split the sweep (a workflow per recipe file or fleet label) until each has at most "
                               f"{GITHUB_MATRIX_LIMIT} jobs")
+
+
+def _check_label_plans(files: Sequence[Path], fleet: FleetCatalog, runner_config: Path | None,
+                       runner_labels: Sequence[str]) -> None:
+    """Check the matrix of every plan the workflow's labels can select (`changes.github.label_plans`): the plain one
+    (a push, a pull request with a sweep label alone), `evals-only`, `all-evals` and both; each as `ci matrix` plans
+    it on the runner. The matrix of a pull request's changed jobs (`--source changes`) is part of a push's."""
+    from llmsweep.changes.github import EVAL_LABELS, matrix_entries, sweep_jobs
+
+    for evals_only, all_evals in ((False, False), (True, False), (False, True), (True, True)):
+        jobs, plans = sweep_jobs(files, runner_config=runner_config, evals_only=evals_only, all_evals=all_evals)
+        labels = [label for label, on in zip(EVAL_LABELS, (evals_only, all_evals), strict=True) if on]
+        _check_matrix_size(len(matrix_entries(jobs, fleet, runner_labels=runner_labels, plans=plans)), labels)
 
 
 def _say_refusals(jobs: list[Job], files: Sequence[Path], runner_config: Path | None,
@@ -162,17 +190,20 @@ def _say_refusals(jobs: list[Job], files: Sequence[Path], runner_config: Path | 
 @click.option("--github-output", type=PathValue(dir_okay=False, path_type=Path), default=None,
               help="Append matrix=, jobs= and count= for a workflow step's outputs to this file ($GITHUB_OUTPUT).")
 @option("runner_labels")
+@option("allowance_minutes")
 @runner_config_option()
 def matrix(files: tuple[Path, ...], changed: str | None, evals_only: bool, all_evals: bool, event: str | None,
            labels: tuple[str, ...], github_output: Path | None, runner_labels: tuple[str, ...],
-           runner_config: Path | None) -> None:
-    """The sweep's matrix as JSON (`{"include": [{job, runner, recipe, priority, eval, plan}]}`), highest priority
-    first: every job of the plan, a job that runs an accuracy eval too (`eval: true`: the workflow installs lm-eval
-    for it); `plan` is the `llmsweep run` flag that plans the job's id (--evals-only, --all-evals, --no-evals, or
-    empty), which the workflow's runner job passes on. Jobs the runner's `llmsweep run` will refuse whatever it has
-    (e.g. no `serve`, a real engine's disaggregated roles) keep their entry and are said on stderr with the reason."""
+           allowance_minutes: int, runner_config: Path | None) -> None:
+    """The sweep's matrix as JSON (`{"include": [{job, runner, recipe, priority, eval, plan, timeout}]}`), highest
+    priority first: every job of the plan, a job that runs an accuracy eval too (`eval: true`: the workflow installs
+    lm-eval for it); `plan` is the `llmsweep run` flag that plans the job's id (--evals-only, --all-evals,
+    --no-evals, or empty), which the workflow's runner job passes on; `timeout` its runner job's timeout-minutes (the
+    longest its run can take while the run's own limits hold, plus --allowance-minutes). Jobs the runner's
+    `llmsweep run` will refuse whatever it has (e.g. no `serve`, a real engine's disaggregated roles) keep their
+    entry and are said on stderr with the reason."""
     from llmsweep.catalog.fleet import default_fleet, load_fleet
-    from llmsweep.changes.github import label_plans, matrix_entries, sweep_jobs
+    from llmsweep.changes.github import EVAL_LABELS, label_plans, matrix_entries, sweep_jobs, unbounded_note
 
     if github_output is not None:  # appended to after the plan: checked before it
         refuse_unwritable(github_output, folder=False, option_name="--github-output", makes_parents=False)
@@ -190,11 +221,15 @@ def matrix(files: tuple[Path, ...], changed: str | None, evals_only: bool, all_e
     # and an entry that carries an eval (`eval: true`) has the workflow install lm-eval before it runs. A job the
     # runner's `run` will refuse anyway keeps its entry (its refusal is its outcome in the collected run) and is said
     # here, with the reason and its fix.
-    include = matrix_entries(jobs, fleet, event=event, labels=labels, runner_labels=runner_labels, plans=plans)
+    include = matrix_entries(jobs, fleet, event=event, labels=labels, runner_labels=runner_labels, plans=plans,
+                             allowance_minutes=allowance_minutes)
     flags = dict(label_plans(evals_only=evals_only, all_evals=all_evals))
     _say_refusals(jobs, files, runner_config, parents, {job: flags[flag] for job, flag in plans.items()},
                   runner_labels=runner_labels)
-    _check_matrix_size(len(include))
+    if (unbounded := unbounded_note(jobs)) is not None:
+        click.echo(f"note: {unbounded}", err=True)
+    _check_matrix_size(len(include), [label for label, on in zip(EVAL_LABELS, (evals_only, all_evals), strict=True)
+                                      if on])
     if not include and (evals_only or all_evals):  # the workflow then skips the sweep: never silently green
         click.echo(f"warning: {'--evals-only' if evals_only else '--all-evals'} (the pull request's "
                    f"{'evals-only' if evals_only else 'all-evals'} label) selects no job: no row of these recipes "

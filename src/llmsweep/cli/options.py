@@ -265,6 +265,13 @@ CONCEPTS: dict[str, Concept] = {
                 "InferenceX's `cluster:mi325x-tw`): its jobs are planned and run, not refused as an unknown label "
                 "(`fleet.unknown-label`); any other unlisted label still is.",
     }),
+    "allowance_minutes": Concept("--allowance-minutes", "allowance_minutes", {
+        "type": click.IntRange(min=0), "default": 30, "show_default": True, "metavar": "MINUTES",
+        "help": "Minutes each sweep job may take beyond the longest its `llmsweep run` can take (derived from the "
+                "job's plan: its server's start-up deadline, its points' windows or request counts at the request "
+                "timeout, its eval's limit) for what no limit of the run bounds: the checkout, the installs, an engine "
+                "image's pull, the upload. The job's timeout-minutes is their sum.",
+    }),
     "store": Concept("--store", "store_path", {  # a directory is the store's own error, with its fix
         "type": PathValue(path_type=Path), "default": None,
         "help": "Results store (SQLite). Default: $LLMSWEEP_STORE, else ~/.llmsweep/results.sqlite.",

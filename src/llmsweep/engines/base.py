@@ -348,6 +348,16 @@ def relaunches_for_eval(job: Job) -> bool:
     return bool(job.run_eval and synthetic_acceptance(job) is not None)  # never an eval-only job: it pins none
 
 
+def startup_timeout_s(job: Job) -> float:
+    """How long `run` waits for the job's server to become ready: the recipe's `serve.health-timeout`, else the
+    launch's default (`LaunchSpec.startup_timeout_s`: real engines take minutes to compile and capture graphs)."""
+    if job.serve is not None and job.serve.health_timeout:
+        return float(job.serve.health_timeout)
+    default = LaunchSpec.model_fields["startup_timeout_s"].default
+    assert isinstance(default, float)
+    return default
+
+
 class Parallelism(NamedTuple):
     """One pool's parallelism: an aggregated job's server, or a disaggregated job's prefill or decode worker."""
 
@@ -716,7 +726,6 @@ class Adapter(ABC):
             notes.append("multinode job: this is one decode worker's launch; the prefill pool, router and KV "
                          "transfer are started by the cluster orchestrator")
         image, version = self.image_and_version(job)
-        timeout = job.serve.health_timeout if job.serve is not None and job.serve.health_timeout else None
         spec = LaunchSpec(
             engine=self.name,
             engine_version=version,
@@ -738,7 +747,7 @@ class Adapter(ABC):
             gpus=job.decode.gpus_per_replica if job.multinode and job.decode is not None else job.gpus,
             notes=tuple(notes),
         )
-        return spec.model_copy(update={"startup_timeout_s": float(timeout)}) if timeout else spec
+        return spec.model_copy(update={"startup_timeout_s": startup_timeout_s(job)})
 
     def speculative_config(self, job: Job) -> dict[str, Any] | None:
         """The vLLM-style speculative-config mapping this launch passes, if any (feature gates read its keys)."""

@@ -86,12 +86,34 @@ class GateProfile:
 class Load:
     """How one point of a scenario drives the server: closed loop at `concurrency` (None: the workload's own
     arrivals), stopping after `num_requests` profiling requests or a `duration_s` window (neither: when the workload
-    runs out), after `warmup_requests` warm-up requests."""
+    runs out), after `warmup_requests` warm-up requests shared by the lanes, or `warmup_per_lane` sent one after
+    another by each lane (agentic: a primer and its warm-up turns)."""
 
     concurrency: int | None
     num_requests: int | None = None
     duration_s: float | None = None
     warmup_requests: int = 0
+    warmup_per_lane: int = 0
+
+    def bound_s(self, *, request_timeout_s: float, grace_s: float) -> float | None:
+        """The longest the client can drive this load while each request ends within `request_timeout_s` and a
+        window's last requests within `grace_s` of its end; None where the workload alone decides when it ends (a
+        replay of a whole trace: its length is the trace's).
+
+        Requests shared by `concurrency` lanes, each lane taking the next as its last one ends, finish n requests
+        of at most T each within (n / lanes + 1) · T (greedy list scheduling's bound); a lane's own warm-up turns
+        one after another within their count · T; a window within its length and the grace."""
+        lanes = self.concurrency
+        warmup = self.warmup_per_lane * request_timeout_s
+        if self.warmup_requests:
+            if lanes is None:
+                return None
+            warmup += (self.warmup_requests / lanes + 1) * request_timeout_s
+        if self.duration_s is not None:
+            return warmup + self.duration_s + grace_s
+        if self.num_requests is not None and lanes is not None:
+            return warmup + (self.num_requests / lanes + 1) * request_timeout_s
+        return None
 
 
 class Scenario(ABC):
@@ -299,7 +321,9 @@ class AgenticCoding(Scenario):
 
     def load(self, resolved: ResolvedWorkload, *, concurrency: int, job_duration: int | None = None) -> Load:
         duration = resolved.duration or job_duration or DEFAULT_AGENTIC_DURATION_SECONDS
-        return Load(concurrency=concurrency, duration_s=float(duration))
+        # each lane's first play sends a primer and then its warm-up turns, one after another (`workload.agentic`)
+        per_lane = resolved.warmup_per_lane if resolved.warmup_per_lane is not None else DEFAULT_WARMUP_PER_LANE
+        return Load(concurrency=concurrency, duration_s=float(duration), warmup_per_lane=1 + per_lane)
 
     def build(self, resolved: ResolvedWorkload, *, concurrency: int, point: str | None = None,
               **overrides: Any) -> Workload:

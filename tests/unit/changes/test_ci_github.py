@@ -4,6 +4,7 @@ jobs are ordered by the priority score and run on the fleet's runner labels."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -69,7 +70,7 @@ def test_labels_fail_fast_artifacts_and_collect_job() -> None:
     assert sweep["runs-on"] == ["self-hosted", "${{ matrix.runner }}"]
     upload = next(s for s in sweep["steps"] if s.get("uses", "").startswith("actions/upload-artifact"))
     assert upload["with"]["name"] == "bmk_${{ matrix.job }}" and upload["if"] == "always()"
-    assert collect_job["if"].startswith("always()") and collect_job["needs"] == ["setup", "sweep"]
+    assert collect_job["if"].startswith("!cancelled()") and collect_job["needs"] == ["setup", "sweep"]
     runs = "\n".join(s.get("run", "") for s in collect_job["steps"])
     assert "llmsweep ci collect" in runs and "llmsweep results ingest sweep" in runs
     assert "llmsweep compare --baseline run-main sweep --format markdown" in runs and "GITHUB_STEP_SUMMARY" in runs
@@ -305,9 +306,11 @@ def test_ci_matrix_refuses_more_jobs_than_a_github_matrix_runs(tmp_path: Path) -
     assert not out.exists()
 
 
-def _evaluate(expression: str, github: dict[str, object], matrix: dict[str, object] | None = None) -> object:
+def _evaluate(expression: str, github: dict[str, object], matrix: dict[str, object] | None = None,
+              **names: object) -> object:
     """A GitHub Actions expression of the forms the workflow writes, evaluated for one event (`&&`/`||` return an
-    operand, as GitHub's do; `labels.*.name` is the list of the labels' names, empty where the event has none)."""
+    operand, as GitHub's do; `labels.*.name` is the list of the labels' names, empty where the event has none);
+    `names`: more contexts and functions (`needs`, `cancelled`)."""
     import re
 
     class Context(dict[str, object]):
@@ -325,7 +328,8 @@ def _evaluate(expression: str, github: dict[str, object], matrix: dict[str, obje
     code = re.sub(r"([\w.]+)\.\*\.(\w+)", r"star(\1, '\2')", expression)
     code = code.replace("&&", " and ").replace("||", " or ").replace("!=", "\0").replace("!", " not ")
     env = {"github": ns(github), "matrix": ns(matrix), "fromJSON": json.loads, "star": star,
-           "contains": lambda seq, item: item in seq, "format": lambda text, *args: text.format(*args)}
+           "contains": lambda seq, item: item in seq, "format": lambda text, *args: text.format(*args),
+           **{k: ns(v) if isinstance(v, dict) else v for k, v in names.items()}}
     return eval(code.replace("\0", "!="), env)  # the workflow's own expressions, in a test
 
 
@@ -941,3 +945,123 @@ def test_collect_of_one_flat_artifact_whose_run_json_is_cut_fails_its_job(tmp_pa
     meta = collect(artifacts, tmp_path / "sweep", run_id="gh-1-1", expected=["job-a"])
     assert [o["job_id"] for o in meta["outcomes"]] == ["job-a"]
     assert meta["outcomes"][0]["reasons"][0].startswith(f"{artifacts / 'run.json'} is not valid JSON")
+
+
+def _setup_matrix(tmp_path: Path, repo: Path, doc: dict[str, Any], tag: str) -> tuple[list[dict[str, Any]], str]:
+    """The workflow's own setup script, run by bash for a push: its matrix's entries and what it said on stderr."""
+    matrix_step = _step(doc["jobs"]["setup"], "matrix")
+    push: dict[str, Any] = {"event_name": "push", "event": {"action": None}}
+    env = {k: _interpolate(v, push) for k, v in matrix_step["env"].items()}
+    out = tmp_path / f"github-output-{tag}"
+    done = _bash(matrix_step["run"], repo, {**env, "GITHUB_OUTPUT": str(out)}, _cli_shim(tmp_path / tag))
+    assert done.returncode == 0, done.stdout + done.stderr
+    outputs = dict(line.split("=", 1) for line in out.read_text().splitlines())
+    return list(json.loads(outputs["matrix"])["include"]), done.stderr
+
+
+def _timeouts(tmp_path: Path, recipe_text: str, tag: str, **options: Any) -> tuple[dict[str, int], str]:
+    """Each job's timeout-minutes as GitHub reads it (the sweep job's `timeout-minutes` with its matrix entry) for
+    the recipe `recipe_text`, and what the setup said on stderr."""
+    repo = tmp_path / tag
+    (repo / "recipes").mkdir(parents=True)
+    (repo / "recipes" / "chg.yaml").write_text(recipe_text)
+    doc = workflow([Path("recipes/chg.yaml")], **options)
+    include, said = _setup_matrix(tmp_path, repo, doc, tag)
+    sweep = doc["jobs"]["sweep"]
+    push: dict[str, Any] = {"event_name": "push", "event": {"action": None}}
+    # keyed by the job's topology and concurrency: its id's hash changes with the recipe
+    return {"/".join(re.search(r"_(tp\d+)-.*_(conc\d+)_", e["job"]).groups()):  # type: ignore[union-attr]
+            int(_interpolate(sweep["timeout-minutes"], push, e)) for e in include}, said
+
+
+def test_each_sweep_job_times_out_after_the_longest_its_run_can_take(tmp_path: Path) -> None:
+    """The runner jobs had no timeout-minutes: a hung benchmark held its self-hosted GPU runner for GitHub's default
+    six hours. Each job's timeout is now what its run's own limits allow — its server's start-up deadline, its
+    warm-up and profiling requests at the request timeout over its lanes, its window — plus --allowance-minutes, so
+    it follows the plan: a later start-up deadline, more prompts, a longer allowance each lengthen it by their own
+    amount, and a smaller sweep frees its runner sooner."""
+    plain = RECIPE.format(tp4_concs="[2, 4]", arm_var="a")
+    base, _ = _timeouts(tmp_path, plain, "base")
+    assert set(base) == {"tp4/conc2", "tp4/conc4", "tp8/conc2", "tp8/conc4"}
+    assert all(30 < minutes < 360 for minutes in base.values()), base  # below GitHub's six hours
+    # the recipe's start-up deadline (serve.health-timeout, 30 min by default) is the run's: one more hour, 60 more
+    slow_start, _ = _timeouts(tmp_path, plain.replace("  serve:\n", "  serve:\n    health-timeout: 5400\n"), "start")
+    assert {job: slow_start[job] - base[job] for job in base} == dict.fromkeys(base, 60)
+    # twice the prompts per lane: 4 more rounds of the 10-minute request timeout at any concurrency
+    more, _ = _timeouts(tmp_path, plain.replace("num-prompts-per-conc: 4", "num-prompts-per-conc: 8"), "prompts")
+    assert {job: more[job] - base[job] for job in base} == dict.fromkeys(base, 40)
+    # the allowance for what the run does not bound (checkout, installs, an image's pull) is the workflow's option
+    tight, _ = _timeouts(tmp_path, plain, "tight", allowance_minutes=5)
+    assert {job: base[job] - tight[job] for job in base} == dict.fromkeys(base, 25)
+
+
+def test_an_agentic_jobs_timeout_follows_its_window_and_a_whole_trace_replay_keeps_githubs(tmp_path: Path) -> None:
+    """An agentic point runs for its window (`duration`): a window twice as long gives its runner job that much more
+    time. A replay of a whole Mooncake trace runs as long as the trace, which no plan bounds: it keeps GitHub's six
+    hours, and the setup says so with the fix (a `duration`)."""
+    recipe = (Path(__file__).parents[2] / "data" / "recipes" / "run" / "replay-sim.yaml").read_text()
+    agentic = recipe.replace("  workload:\n    replay:\n      mooncake: TRACE\n", "")
+    short, _ = _timeouts(tmp_path, agentic.replace("  serve:\n", "  workload: {duration: 1800}\n  serve:\n"), "short")
+    long, _ = _timeouts(tmp_path, agentic.replace("  serve:\n", "  workload: {duration: 3600}\n  serve:\n"), "long")
+    assert [long[job] - short[job] for job in short] == [30]
+    trace = tmp_path / "trace.jsonl"
+    trace.write_text('{"timestamp": 0, "input_length": 64, "output_length": 8, "hash_ids": [1]}\n')
+    whole, said = _timeouts(tmp_path, recipe.replace("TRACE", str(trace)), "whole")
+    assert list(whole.values()) == [360]
+    assert "replay a whole trace, whose length nothing in the plan bounds" in said and "give the replay a " \
+        "`duration`" in said
+    windowed, said = _timeouts(tmp_path, recipe.replace("TRACE", str(trace)).replace(
+        "  workload:\n    replay:", "  workload:\n    duration: 600\n    replay:"), "windowed")
+    assert max(windowed.values()) < 360 and "replay a whole trace" not in said
+
+
+@pytest.mark.parametrize(("requests", "lanes", "warmups", "per_lane", "window", "bound"), [
+    (8, 2, 0, 0, None, (8 / 2 + 1) * 600),  # list scheduling: n / lanes rounds, and one for the request caught last
+    (8, 2, 4, 0, None, (4 / 2 + 1) * 600 + (8 / 2 + 1) * 600),  # the shared warm-ups first
+    (None, 4, 0, 11, 1800.0, 11 * 600 + 1800 + 30),  # an agentic lane's primer and warm-up turns, then its window
+    (None, None, 0, 0, None, None),  # a whole trace at its own timestamps: its length is the trace's
+])
+def test_a_loads_bound_is_its_requests_at_the_request_timeout_over_its_lanes(
+        requests: int | None, lanes: int | None, warmups: int, per_lane: int, window: float | None,
+        bound: float | None) -> None:
+    from llmsweep.workload.scenario import Load
+
+    load = Load(concurrency=lanes, num_requests=requests, duration_s=window, warmup_requests=warmups,
+                warmup_per_lane=per_lane)
+    assert load.bound_s(request_timeout_s=600, grace_s=30) == bound
+
+
+def test_a_cancelled_sweep_is_not_collected(tmp_path: Path) -> None:
+    """The collect job ran `if: always() && …`, and `always()` holds in a cancelled workflow run too: a sweep that a
+    newer push superseded (cancel-in-progress) or a person stopped was merged with its cancelled jobs as failed, and
+    stored and compared as a sweep that finished. It is skipped now; a sweep whose jobs failed is still collected."""
+    collect_job = workflow([Path("recipes/chg.yaml")], baseline="run-main")["jobs"]["collect"]
+    planned = {"setup": {"result": "success", "outputs": {"run": "true", "count": "3"}}}
+    push: dict[str, object] = {"event_name": "push", "event": {"action": None}}
+
+    def starts(cancelled: bool, sweep: str) -> bool:
+        return bool(_evaluate(collect_job["if"], push, always=lambda: True, cancelled=lambda: cancelled,
+                              needs={**planned, "sweep": {"result": sweep}}))
+
+    assert not starts(True, "cancelled")
+    assert starts(False, "failure") and starts(False, "success")
+    # its steps after the merge: not on a cancel that comes while it runs, either
+    assert all(s["if"].startswith("${{ !cancelled() && ") for s in collect_job["steps"][-5:])
+
+
+def test_the_workflow_refuses_a_matrix_a_label_makes_too_large_for_github(tmp_path: Path) -> None:
+    """`ci github` checked the plain plan's matrix alone; `all-evals` adds an eval-only job for every 8k1k row beside
+    the throughput jobs, so a plan of 141 jobs became 282 on a pull request labelled so, and its setup job failed there.
+    Every plan the labels can select is checked before the workflow is written. (`run --repeats` and `discover` make
+    no matrix entries: the workflow runs neither.)"""
+    recipe = _at_8k1k(write_recipe(tmp_path, tp4_concs=str(list(range(1, 140)))))
+    assert len(jobs_from_files([recipe])) == 141
+    out = tmp_path / ".github" / "workflows" / "wf.yml"
+    res = CliRunner().invoke(cli, ["ci", "github", str(recipe), "--out", str(out)])
+    assert isinstance(res.exception, ConfigError), res.output
+    assert "282 jobs in one matrix under the pull-request label all-evals: GitHub runs at most 256" in \
+        str(res.exception)
+    assert not out.exists()
+    # `ci matrix` names the label too, where the workflow's setup job runs it
+    res = CliRunner().invoke(cli, ["ci", "matrix", str(recipe), "--all-evals"])
+    assert isinstance(res.exception, ConfigError) and "under the pull-request label all-evals" in str(res.exception)
