@@ -981,3 +981,119 @@ def test_single_results_are_drawn_without_spread_bars(driver, report_html: Path)
         "c = concurrency, n = successful requests measured (ok/finished if some failed)")
     assert driver.find_elements(By.CSS_SELECTOR, "#chart g.spread") == []
     assert driver.find_elements(By.ID, "spread-key") == []
+
+
+def _rgb(hex_colour: str) -> str:
+    """A `#rrggbb` colour as the browser's computed style writes it."""
+    r, g, b = (int(hex_colour[i:i + 2], 16) for i in (1, 3, 5))
+    return f"rgb({r}, {g}, {b})"
+
+
+def test_the_key_says_smoke_points_are_drawn_faded_as_the_chart_draws_them(driver, report_html: Path) -> None:
+    """The page's key said smoke markers are "half-filled", and the smoke banner "drawn half-filled", while the chart
+    draws them faded: the whole marker in its series' colour at a fraction of its opacity, inside an outline of
+    that colour (the PNGs' key, "■ faded = smoke", said it right). Key and banner now say what is drawn."""
+    from selenium.webdriver.common.by import By
+
+    _open(driver, report_html)
+    payload = driver.execute_script("return JSON.parse(document.getElementById('llmsweep-data').textContent)")
+    colours = {s["key"]: s["color"] for s in payload["series"]}
+    series_of = {p["id"]: p["series"] for p in payload["points"]}
+    smoke = driver.find_elements(By.CSS_SELECTOR, "#chart .marker.smoke")
+    assert len(smoke) == 2
+    for marker in smoke:
+        style = driver.execute_script("var s = getComputedStyle(arguments[0]); "
+                                      "return [s.fill, s.fillOpacity, s.stroke, s.opacity];", marker)
+        colour = _rgb(colours[series_of[marker.get_attribute("data-id")]])
+        assert style[0] == colour and style[2] == colour, style  # one fill over the whole marker, outlined
+        assert 0 < float(style[1]) < 1 and float(style[3]) == 1, style  # faded: the fill alone, see-through
+    key = driver.find_element(By.ID, "tag-key").find_element(By.XPATH, "..").text
+    assert "faded markers (a pale fill inside their series' outline) are smoke results" in key, key
+    banner = driver.find_element(By.ID, "banner-smoke").text
+    assert "drawn faded, never on a frontier" in banner, banner
+    assert "half" not in key + banner
+    assert _errors(driver) == []
+
+
+def test_a_means_drill_down_counts_its_requests_as_its_timeline_does(driver, tmp_path: Path) -> None:
+    """The drill-down of a mean of 3 repeats said `96 request(s) measured` in its badge (every repeat's successful
+    requests, as its label's n) and `Request timeline (48 of 48 requests …)` above the timeline it draws (its first
+    repeat's records, warm-ups included): two counts of one point that did not agree. The badge now says how many
+    of its requests the result whose timeline is drawn measured, and the timeline's title counts that result's
+    requests as its summary does, measured apart from warm-ups; a single result's badge and title say one number."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    from llmsweep.metrics.model import Summary
+
+    run = write_repeated_run(tmp_path / "run", concs=(16,), repeats=3)
+    single = write_synthetic_run(tmp_path / "single", [SyntheticPoint(synthetic_job(conc=4), requests=40)])
+    for folder, html in ((run, write_report(run, tmp_path / "report", png=False).html),
+                         (single, write_report(single, tmp_path / "single-report", png=False).html)):
+        _open(driver, html)
+        (point,) = driver.execute_script(
+            "return JSON.parse(document.getElementById('llmsweep-data').textContent)")["points"]
+        counts = {d.name: Summary.load(d / "summary.json").requests for d in (folder.path / "jobs").iterdir()}
+        marker = driver.find_element(By.CSS_SELECTOR, "#chart .marker")
+        driver.execute_script("arguments[0].dispatchEvent(new MouseEvent('click', {bubbles: true}))", marker)
+        WebDriverWait(driver, 10).until(lambda d: d.find_element(By.ID, "drilldown").is_displayed())
+        badge = driver.find_element(By.CSS_SELECTOR, "#drilldown > div").text
+        timeline = driver.find_elements(By.CSS_SELECTOR, "#drilldown .mini h4")[0].text
+        drawn = counts[point["job_id"]]  # the result whose records the timeline draws: the first repeat's
+        assert f"Request timeline ({drawn.successful} measured + {drawn.warmup} warm-up requests;" in timeline
+        total = sum(r.successful for r in counts.values())
+        if point["repeats"]:
+            assert total == 3 * drawn.successful == point["requests"]["successful"]
+            assert (f"{total} request(s) measured over its 3 repeats, {drawn.successful} of them by result "
+                    f"{point['id']} (the timeline below)") in badge, badge
+        else:
+            assert f"· {drawn.successful} request(s) measured" in badge and "repeats" not in badge, badge
+    assert _errors(driver) == []
+
+
+def test_a_modelled_power_figure_is_marked_wherever_the_page_shows_it(driver, tmp_path: Path) -> None:
+    """Tokens per joule, energy per token and power per GPU read alike whether GPUs were measured or the simulator's
+    power model gave them: nothing beside a value told them apart. A modelled one is marked `(modelled)` in the
+    table, the tooltip and the drill-down, and the key says what the mark means; a measured one is not."""
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select, WebDriverWait
+
+    from llmsweep.metrics.model import PowerBlock
+
+    points = [SyntheticPoint(synthetic_job(conc=c, job_id=f"{kind}-conc{c}", hardware=hw), requests=20)
+              for kind, hw in (("measured", "mi300x"), ("modelled", "mi355x")) for c in (1, 4)]
+    run = write_synthetic_run(tmp_path / "run", points)
+    for point in points:
+        path = run.path / "jobs" / point.job["id"] / "summary.json"
+        summary = Summary.load(path)
+        measured = point.job["id"].startswith("measured")
+        summary.source = "measured" if measured else "simulated"
+        summary.power = PowerBlock(source="measured" if measured else "simulated",
+                                   backend="nvml" if measured else "sim", power_valid=True, tokens_per_joule=2.5,
+                                   joules_per_output_token=0.75, avg_power_w=610.0)
+        path.write_text(json.dumps(summary.dump()), encoding="utf-8")
+    _open(driver, write_report(run.path, tmp_path / "report", png=False, mix_sources=True).html)
+    Select(driver.find_element(By.ID, "y-axis")).select_by_value("tokens_per_joule")
+    cells = {r.get_attribute("data-id"): r.find_element(By.CSS_SELECTOR, 'td[data-col="y"]').text
+             for r in driver.find_elements(By.CSS_SELECTOR, "#points-table tbody tr[data-id]")}
+    payload = driver.execute_script("return JSON.parse(document.getElementById('llmsweep-data').textContent)")
+    source = {p["id"]: p["power_source"] for p in payload["points"]}
+    assert sorted(source.values()) == ["measured", "measured", "simulated", "simulated"]
+    assert {pid: text.endswith("(modelled)") for pid, text in cells.items()} == \
+        {pid: s == "simulated" for pid, s in source.items()}, cells
+    assert "(modelled)" in driver.find_element(By.ID, "power-key").text
+    for pid, kind in source.items():
+        marker = driver.find_element(By.CSS_SELECTOR, f'#chart .marker[data-id="{pid}"]')
+        ActionChains(driver).move_to_element(marker).perform()
+        tip = driver.execute_script("return document.getElementById('tooltip').textContent")  # all of it, seen or not
+        assert ("Tokens per joule: 2.50 tok/J" in tip) and ("tok/J (modelled)" in tip) is (kind == "simulated"), tip
+        driver.execute_script("arguments[0].dispatchEvent(new MouseEvent('click', {bubbles: true}))", marker)
+        drill = driver.find_element(By.ID, "drilldown")
+        WebDriverWait(driver, 10).until(lambda _, box=drill, pid=pid: box.get_attribute("data-id") == pid)
+        shown = {td.get_attribute("data-key"): td.text
+                 for td in driver.find_elements(By.CSS_SELECTOR, "#drilldown td.num[data-key]")}
+        marked = {key for key, text in shown.items() if text.endswith("(modelled)")}
+        assert marked == ({"tokens_per_joule", "joules_per_output_token", "avg_power_w"}
+                          if kind == "simulated" else set()), shown
+    assert _errors(driver) == []

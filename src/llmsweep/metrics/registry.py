@@ -65,6 +65,9 @@ class MetricDef:
     sample: Sample | None = None
     block: BlockReader | None = None
     value: Reader | None = None
+    power: bool = False
+    """A figure of the GPUs' power samples: measured on the GPUs, or the simulator's power model's, as the power
+    block's `source` says; wherever it is shown, a modelled one is marked so (`report.data`: the dashboard)."""
 
     def stats_of(self, summary: Summary) -> Stats | InvertedStats:
         """The metric's statistic block in a summary (a distribution metric)."""
@@ -245,25 +248,28 @@ def _cost(field: str) -> Reader:
 TOKENS_PER_JOULE = define(
     "power.tokens_per_joule", "tok/J", "Input plus output tokens per joule of GPU energy over the profile window.",
     label="Tokens per joule", short="Efficiency", decimals=3, direction="higher", column="tokens_per_joule",
-    value=_power("tokens_per_joule"))
+    power=True, value=_power("tokens_per_joule"))
 J_PER_OUTPUT_TOKEN = define(
     "power.joules_per_output_token", "J/tok", "GPU energy over the window / output tokens (InferenceX's name).",
     label="Energy per output token", short="Energy", decimals=3, direction="lower", column="joules_per_output_token",
-    value=_power("joules_per_output_token"))
+    power=True, value=_power("joules_per_output_token"))
 AVG_POWER = define(
     "power.avg_power_w", "W/GPU", "Average power per GPU over the profile window (trapezoid of the samples).",
-    label="Average power per GPU", short="Power", direction="lower", column="avg_power_w", value=_power("avg_power_w"))
+    label="Average power per GPU", short="Power", direction="lower", column="avg_power_w", power=True,
+    value=_power("avg_power_w"))
 USD_PER_MTOK_OUTPUT = define(
     "power.cost.usd_per_mtok_output", "$/Mtok",
     "ASSUMED price of a GPU-hour (catalog power.yaml) / output tokens per GPU-hour, per million tokens.",
     label="Cost per million output tokens (assumed $/GPU-h)", short="Assumed cost", decimals=2,
     direction="lower", column="usd_per_mtok_output",
     value=_cost("usd_per_mtok_output"))
-J_PER_TOTAL_TOKEN = define("power.joules_per_total_token", "J/tok", "GPU energy / (input + output tokens).")
-J_PER_INPUT_TOKEN = define("power.joules_per_input_token", "J/tok", "GPU energy / input tokens.")
-TOKENS_PER_MW = define("power.tokens_per_s_per_mw", "tok/s/MW", "Total tokens/s per MW of measured GPU power.")
-PEAK_POWER = define("power.peak_power_w", "W", "Highest per-GPU power in the profile window.")
-ENERGY = define("power.energy_j", "J", "Energy of all the job's GPUs over the profile window.")
+J_PER_TOTAL_TOKEN = define("power.joules_per_total_token", "J/tok", "GPU energy / (input + output tokens).",
+                           power=True)
+J_PER_INPUT_TOKEN = define("power.joules_per_input_token", "J/tok", "GPU energy / input tokens.", power=True)
+TOKENS_PER_MW = define("power.tokens_per_s_per_mw", "tok/s/MW", "Total tokens/s per MW of measured GPU power.",
+                       power=True)
+PEAK_POWER = define("power.peak_power_w", "W", "Highest per-GPU power in the profile window.", power=True)
+ENERGY = define("power.energy_j", "J", "Energy of all the job's GPUs over the profile window.", power=True)
 USD_PER_MTOK_TOTAL = define("power.cost.usd_per_mtok_total", "$/Mtok",
                             "ASSUMED price of a GPU-hour / total tokens per GPU-hour, per million tokens.")
 TOKENS_PER_MW_ALL_IN = define("power.cost.tokens_per_s_per_mw_all_in", "tok/s/MW",

@@ -94,6 +94,8 @@ def point_payload(p: ResultPoint, sk: str, frontiers: Mapping[str, Mapping[str, 
     figures are their mean, and the point says so (`repeats`: count, jobs, spread); None for a single result."""
     return {
         "id": p.result_id, "job_id": reused_as or p.job_id, "run_id": p.run_id, "series": sk, "source": p.source,
+        # its power figures measured or modelled, each marked where it is shown (`MetricDef.power`)
+        "power_source": p.power_source,
         "in_view": p.run_in_view,  # the run the point is drawn as part of: the run's own, or an overlay's (`--with`)
         "clock": clock_of(p), "origin": p.origin,
         "reused": None if reused_as is None else {"run_id": p.run_id, "job_id": p.job_id, "result_id": p.result_id,
@@ -222,6 +224,7 @@ def detail_payload(p: ResultPoint, *, max_requests: int = MAX_REQUESTS) -> dict[
         "client_health": scrub(p.summary.client_health.model_dump(mode="json") if p.summary is not None else {}),
         "job": scrub(p.job), "timeline": [], "ttft": [], "throughput": [], "inflight": [], "kv_usage": [],
         "cache_hit": [], "requests_total": 0, "requests_shown": 0, "records_skipped": 0, "records_note": None,
+        "counted": requests_counted(p),
     }
     if p.artifact_dir is None:
         return out
@@ -237,6 +240,17 @@ def detail_payload(p: ResultPoint, *, max_requests: int = MAX_REQUESTS) -> dict[
     srv = load_server_series(p.artifact_dir / SERVER_METRICS_FILE, t0)
     out.update(kv_usage=srv.kv_usage, cache_hit=srv.cache_hit)
     return out
+
+
+def requests_counted(p: ResultPoint) -> dict[str, int] | None:
+    """What the summary of the result whose records the drill-down draws counts of them: `measured` (the successful
+    profiling requests, a point's `n` and its badge's count), `failed`, `cancelled` and `warmup`. For a point that is
+    the mean of its repeats that is its first repeat's (the drill-down's timeline is that result's), where its badge
+    and `n` sum every repeat's: the drill-down says both. None without a summary (an imported row)."""
+    if p.summary is None:
+        return None
+    r = p.summary.requests
+    return {"measured": r.successful, "failed": r.failed, "cancelled": r.cancelled, "warmup": r.warmup}
 
 
 def own_point(point: Mapping[str, Any], run_id: str) -> bool:
@@ -690,7 +704,7 @@ def build_payload(run: RunDir, points: Sequence[ResultPoint], *, overlay: Sequen
         "y": {"key": Y_METRIC, "label": HOT_BY_NAME[Y_METRIC].label, "unit": HOT_BY_NAME[Y_METRIC].unit},
         "y_axes": [{"key": y, "label": HOT_BY_NAME[y].label, "unit": HOT_BY_NAME[y].unit,
                     "direction": y_direction(y)} for y in Y_METRICS],
-        "metrics": [{"key": m.name, "label": m.label, "unit": m.unit, "polarity": m.polarity}
+        "metrics": [{"key": m.name, "label": m.label, "unit": m.unit, "polarity": m.polarity, "power": m.metric.power}
                     for m in HOT_COLUMNS],
         "series": series_out,
         "points": points_out,

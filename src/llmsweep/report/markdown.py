@@ -10,7 +10,7 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Any, Literal
 
 from llmsweep.metrics.registry import HOT_BY_NAME
-from llmsweep.report.data import own_point, reused_jobs, reused_reason
+from llmsweep.report.data import REPEATS_SPREAD, own_point, reused_jobs, reused_reason
 from llmsweep.results.compare import Comparison, MetricDelta, apart_words
 from llmsweep.results.pareto import NORTH_STAR_X
 from llmsweep.results.repeats import describe_repeats
@@ -95,6 +95,7 @@ def run_summary_markdown(payload: Mapping[str, Any]) -> str:
     frontier = payload["frontiers"].get(NORTH_STAR_X, {})
     gaps = (payload.get("no_frontier") or {}).get(payload["y"]["key"], {}).get(NORTH_STAR_X, {})
     notes: dict[str, int] = {}  # a warned point's verdict is marked ⚠N, the warning said once under the table
+    spread = False  # a mean of repeats in the table, its figures with the repeats' SD
 
     def marks(p: Mapping[str, Any]) -> str:
         numbers = [notes.setdefault(w, len(notes) + 1) for w in p.get("warnings") or ()]
@@ -114,8 +115,15 @@ def run_summary_markdown(payload: Mapping[str, Any]) -> str:
             # where some of its repeats were reused (a point reused whole says so already)
             from_runs = [] if p["reused"] or not repeats else [r["run_id"] for r in repeats.get("reused") or ()]
             mean_of = f" ({describe_repeats(repeats['n'], from_runs)})" if repeats else ""
-            lines.append(_row([s["label"], m["conc"], p["topology"], *(c.cell(m[c.name]) for c in shown),
+            sds = (repeats or {}).get("sd") or {}
+            spread = spread or any(sds.get(c.name) is not None for c in shown)
+            lines.append(_row([s["label"], m["conc"], p["topology"],
+                               *(c.cell(m[c.name]) + (f" ± {c.cell(sds[c.name])}" if sds.get(c.name) is not None
+                                                      else "") for c in shown),
                                p["verdict"] + marks(p) + reused_from + mean_of]))
+    if spread:  # as the page's and the PNGs' keys say what their bars span
+        lines += ["", f"The figures of a mean of repeats read mean ± SD: {REPEATS_SPREAD}, the span of its bars on "
+                      "the dashboard and in the PNGs."]
     if notes:
         lines += ["", *(f"⚠{n} {w}" + ("  " if n < len(notes) else "") for w, n in notes.items())]
     if invalid:

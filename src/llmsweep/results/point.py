@@ -103,6 +103,18 @@ class ResultPoint:
         return self.eval is not None and (self.eval.mode == "eval-only" or get_field(self.job, "eval-only") is True)
 
     @property
+    def power_source(self) -> str | None:
+        """Whether the point's power figures (`MetricDef.power`) were measured on its GPUs (`measured`) or are the
+        simulator's power model's (`simulated`), as its summary's power block says; an imported row of our export, as
+        the export's `llmsweep.power.source` said. None where neither says (no power block, a foreign row)."""
+        if self.summary is not None:
+            return self.summary.power.source if self.summary.power is not None else None
+        said = self.imported.get("llmsweep")
+        power = said.get("power") if isinstance(said, Mapping) else None
+        source = power.get("source") if isinstance(power, Mapping) else None
+        return source if isinstance(source, str) else None
+
+    @property
     def records_path(self) -> Path | None:
         return self.artifact_dir / RECORDS_FILE if self.artifact_dir else None
 

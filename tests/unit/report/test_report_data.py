@@ -884,3 +884,38 @@ def test_a_series_of_smoke_points_has_no_frontier_and_says_why(tmp_path: Path) -
     row = next(line for line in md.splitlines() if line.startswith(f"| {sglang['label']} | – | – |"))
     assert row.endswith("| no frontier: none of its 3 points is valid (3 smoke); a frontier is drawn from valid points "
                         "only |"), row
+
+
+def test_a_means_drill_down_counts_the_requests_of_the_result_it_draws(tmp_path: Path) -> None:
+    """The drill-down of a mean of repeats draws its first repeat's records; its payload counts that result's
+    requests as its summary does (measured apart from warm-ups), so the page says how many of the mean's requests the
+    timeline holds (its badge had counted every repeat's, its timeline one repeat's records with their warm-ups)."""
+    run = write_repeated_run(tmp_path / "run", concs=(4,), repeats=3)
+    payload = build_payload(run, points_from_run(run))
+    (point,) = payload["points"]
+    first = Summary.load(run.path / "jobs" / point["job_id"] / "summary.json").requests
+    counted = payload["details"][point["id"]]["counted"]
+    assert counted == {"measured": first.successful, "failed": first.failed, "cancelled": first.cancelled,
+                       "warmup": first.warmup}
+    assert point["requests"]["successful"] == 3 * counted["measured"]  # the badge's and the label's n: every repeat's
+    assert counted["measured"] + counted["failed"] + counted["cancelled"] + counted["warmup"] == \
+        payload["details"][point["id"]]["requests_total"]  # every record the timeline draws, counted once
+
+
+def test_each_point_says_whether_its_power_figures_were_measured_or_modelled(tmp_path: Path) -> None:
+    """The page marks a modelled power figure wherever it shows one: each point carries its power block's source,
+    and the metric table says which of its figures come from the power samples (cost, from an assumed price and the
+    throughput, is not one of them)."""
+    from llmsweep.metrics.model import PowerBlock
+
+    run = write_synthetic_run(tmp_path / "run", [SyntheticPoint(synthetic_job(conc=c), requests=20) for c in (1, 4)])
+    for job, source in (("conc1", "simulated"), ("conc4", None)):
+        (folder,) = (d for d in (run.path / "jobs").iterdir() if f"_{job}_" in d.name)
+        summary = Summary.load(folder / "summary.json")
+        summary.power = PowerBlock(source=source, backend="sim" if source else None, power_valid=bool(source),
+                                   tokens_per_joule=2.5 if source else None)
+        (folder / "summary.json").write_text(json.dumps(summary.dump()), encoding="utf-8")
+    payload = build_payload(load_run(run.path), points_from_run(load_run(run.path)), details=False)
+    assert sorted((p["metrics"]["conc"], p["power_source"]) for p in payload["points"]) == [(1, "simulated"), (4, None)]
+    assert {m["key"] for m in payload["metrics"] if m["power"]} == {"tokens_per_joule", "joules_per_output_token",
+                                                                    "avg_power_w"}

@@ -603,3 +603,30 @@ def test_png_title_says_what_a_labels_n_counts_a_means_n_its_repeats_together(tm
         assert [point_tag(p) for p in payload["points"]] == [f"c{c} · n{measured[c]}" for c in (1, 4)]
         assert payload["tag_key"].endswith("; a mean's n sums its repeats"), payload["tag_key"]
         assert fig.axes[0].get_title().endswith(payload["tag_key"]), fig.axes[0].get_title()
+
+
+def test_summary_md_gives_each_figure_of_a_mean_of_repeats_with_their_sd(report_run, tmp_path: Path) -> None:
+    """summary.md gave a mean of repeats its means alone, where the page and the PNGs draw its repeats' spread as
+    ± 1 SD bars: a reader of the pull-request comment could not tell a steady point from a noisy one. Each figure of
+    such a point reads `mean ± sd` (the repeats' sample SD, in the column's unit), and a line under the table says
+    what ± spans; a single result's figures stay bare."""
+    from support.synthetic import write_repeated_run
+
+    from llmsweep.metrics.registry import HOT_BY_NAME
+    from llmsweep.report.data import REPEATS_SPREAD
+    from llmsweep.report.markdown import SUMMARY_COLUMNS
+
+    files = write_report(write_repeated_run(tmp_path / "run", concs=(1, 4), repeats=3), tmp_path / "report",
+                         png=False)
+    md = files.markdown.read_text(encoding="utf-8")
+    points = json.loads(files.data.read_text(encoding="utf-8"))["points"]
+    rows = [line for line in md.splitlines() if line.endswith("(mean of 3 repeats) |")]
+    assert len(rows) == len(points) == 2
+    for p in points:
+        (row,) = [r for r in rows if r.split(" | ")[1] == str(p["metrics"]["conc"])]
+        for name in SUMMARY_COLUMNS:
+            col = HOT_BY_NAME[name]
+            assert f" {col.cell(p['metrics'][name])} ± {col.cell(p['repeats']['sd'][name])} |" in row, (name, row)
+    assert f"The figures of a mean of repeats read mean ± SD: {REPEATS_SPREAD}" in md
+    single = write_report(report_run, tmp_path / "single", png=False).markdown.read_text(encoding="utf-8")
+    assert "±" not in single

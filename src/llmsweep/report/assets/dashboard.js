@@ -65,6 +65,13 @@
     var r = p.requests || {};
     return finite(r.successful) ? r.successful + (finite(r.finished) && r.finished !== r.successful ? "/" + r.finished : "") : "–";
   }
+  /* A power figure (tokens per joule, J per token, W per GPU: the metric table's `power`) the simulator's power model
+     gave rather than the GPUs: marked so wherever the page shows the value (report.data: `power_source`). */
+  var MODELLED = " (modelled)";
+  function modelled(p, key) {
+    var m = metricByKey[key];
+    return m && m.power && p.power_source === "simulated" && finite(p.metrics[key]) ? MODELLED : "";
+  }
   /* The label drawn beside a marker: concurrency and the requests measured ("c16 · n48"). */
   function pointTag(p) { return "c" + p.metrics.conc + " · n" + requestsText(p); }
   /* Where a point `run --reuse` stood a job on came from: the run that measured it (and its job there). */
@@ -123,7 +130,7 @@
   var VERDICT_HEAD = {
     invalid: function (n) { return n + " invalid point(s): drawn as hollow dashed markers and excluded from frontiers."; },
     "eval-failed": function (n) { return n + " eval(s) did not pass (scores and thresholds in the Evaluation table below):"; },
-    smoke: function (n) { return n + " smoke point(s): they ran, but too little to be valid (drawn half-filled, never on a frontier); read them as a smoke test, not as results."; },
+    smoke: function (n) { return n + " smoke point(s): they ran, but too little to be valid (drawn faded, never on a frontier); read them as a smoke test, not as results."; },
     refused: function (n) { return n + " job(s) refused before running, so they have no point:"; },
     failed: function (n) { return n + " job(s) without a result:"; },
     reused: function (n) { var now = ((D.counts || {}).points || 0) - REUSED; return n + " job(s) not run: --reuse stood them on stored results of earlier runs; their points are drawn as diamonds with the verdict and figures the run that measured them stored" + (now > 0 ? " (the rest were measured now)" : "") + (REUSED_REPEATS ? "; " + REUSED_REPEATS + " point(s) measured now in part are the mean of every repeat, those reused included" : "") + ":"; },
@@ -195,6 +202,9 @@
     // the key of the bars of a mean of repeats, in the words the PNGs' key says it (report.data.REPEATS_SPREAD)
     if (D.points.some(function (p) { return p.spread; })) el("span", { id: "spread-key" }, document.querySelector(".controls .note"),
       " Bars across a point that is the mean of its repeats (run --repeats) span " + D.repeats_spread + ".");
+    // a modelled power figure is marked where it is shown: the key says what the mark means
+    if (D.points.some(function (p) { return p.power_source === "simulated"; })) el("span", { id: "power-key" }, document.querySelector(".controls .note"),
+      " A power figure (tokens per joule, energy per token, power per GPU) followed by" + MODELLED + " is the simulator's power model's, not measured on a GPU.");
     var lb = document.getElementById("point-labels");
     lb.checked = state.labels;
     lb.addEventListener("change", function () { state.labels = lb.checked; renderChart(); });
@@ -337,8 +347,8 @@
     });
   }
   function repeatsText(p) {  // a point that combines the repeats of one job (run --repeats): its figures are their mean
-    var a = axisByKey[state.x], sds = [[yaxis(), p.repeats.sd[state.y]], [a, p.repeats.sd[state.x]]].filter(function (m) {
-      return finite(m[1]); }).map(function (m) { return m[0].label + " sd " + fmt(m[1], m[0].unit); });
+    var a = axisByKey[state.x], sds = [[yaxis(), p.repeats.sd[state.y], state.y], [a, p.repeats.sd[state.x], state.x]].filter(function (m) {
+      return finite(m[1]); }).map(function (m) { return m[0].label + " sd " + fmt(m[1], m[0].unit) + modelled(p, m[2]); });
     return meanOf(p) + (sds.length ? " (" + sds.join(", ") + "; the bars span " + D.repeats_spread + ")" : "");
   }
   /* [mean - sd, mean + sd] of a point that is the mean of its repeats, on one metric (report.data.spread_bounds:
@@ -351,8 +361,8 @@
     var tip = document.getElementById("tooltip"), a = axisByKey[state.x];
     clear(tip);
     el("div", { style: "font-weight:600" }, tip, pointLabel(p));
-    el("div", null, tip, a.label + ": " + fmt(xval(p, state.x), a.unit));
-    el("div", null, tip, yaxis().label + ": " + fmt(yval(p), yaxis().unit));
+    el("div", null, tip, a.label + ": " + fmt(xval(p, state.x), a.unit) + modelled(p, state.x));
+    el("div", null, tip, yaxis().label + ": " + fmt(yval(p), yaxis().unit) + modelled(p, state.y));
     el("div", null, tip, "P90 TTFT " + fmt(p.metrics.p90_ttft, "s") + " · P90 E2EL " + fmt(p.metrics.p90_e2el, "s"));
     el("div", null, tip, "requests measured: " + requestsText(p) + " successful" + (finite((p.requests || {}).finished) ? " of " + p.requests.finished : ""));
     el("div", null, tip, "verdict: " + p.verdict + (p.reason ? " — " + p.reason : "") + " · source: " + p.source);
@@ -468,6 +478,7 @@
         var v = cell(p, c[0]), num = typeof v === "number", raw = c[0] === "conc" || c[0] === "requests";
         var metric = c[0] === "x" || c[0] === "y" || !!metricByKey[c[0]];  // a missing value reads "–", not blank
         var txt = c[0] === "requests" ? requestsText(p) : num && !raw ? fmt(tableValue(v, colUnit(c[0])), colUnit(c[0]) === "" ? "" : null)
+          + modelled(p, c[0] === "x" ? state.x : c[0] === "y" ? state.y : c[0])
           : metric && (v === null || v === undefined) ? "–" : v;
         el("td", { "class": (num || raw ? "num" : "") + (c[0] === "reason" ? " reason" : "") || null, "data-col": c[0],
           title: c[0] === "reason" ? repeatReasons(p) : null }, tr, txt);
@@ -510,13 +521,30 @@
     }, ok.length > 0);
   }
   function pct(t) { return +(t * 100).toPrecision(3) + "%"; }
+  /* The requests a point measured, as its label's n counts them; for a mean of repeats, every repeat's, and how many
+     of them the timeline below draws (its first repeat's: report.data.requests_counted), so the two counts agree. */
+  function measuredText(p, d) {
+    var mine = (d.counted || {}).measured;
+    return requestsText(p) + " request(s) measured" + (p.repeats && finite(mine) ? " over its " + p.repeats.n +
+      " repeats, " + mine + " of them by result " + p.id + " (the timeline below)" : "");
+  }
+  /* What the timeline draws, counted as the result's summary counts its requests (measured: the point's n). */
+  function timelineTitle(d) {
+    var c = d.counted, drawn = d.requests_shown < d.requests_total ? "; " + d.requests_shown + " of " + d.requests_total + " drawn" : "";
+    if (!c) return "Request timeline (" + d.requests_shown + " of " + d.requests_total + " requests; grey warm-up, red failed)";
+    var parts = [c.measured + " measured"];
+    if (c.failed) parts.push(c.failed + " failed");
+    if (c.cancelled) parts.push(c.cancelled + " cancelled");
+    if (c.warmup) parts.push(c.warmup + " warm-up");
+    return "Request timeline (" + parts.join(" + ") + " requests" + drawn + "; grey warm-up, red failed)";
+  }
   function drillCharts(parent, d, color) {
     if (d.records_note) el("p", { "class": "records-incomplete" }, parent, d.records_note);  // report.data.records_note
     // the charts' x axis has ticks and no title: its unit and zero said once (report.timeseries: t0)
     el("p", { "class": "note", id: "drill-time" }, parent, "Charts over time: x is seconds from the first profiled request (warm-up requests fall before 0).");
     var grid = el("div", { "class": "minis" }, parent);
     var tl = (d.timeline || []).filter(function (r) { return finite(r[0]); });
-    mini(grid, "Request timeline (" + d.requests_shown + " of " + d.requests_total + " requests; grey warmup, red failed)", function (svg) {
+    mini(grid, timelineTitle(d), function (svg) {
       var ends = tl.map(function (r) { return finite(r[2]) ? r[2] : r[0]; });
       var f = frame(svg, domain(tl.map(function (r) { return r[0]; }).concat(ends)), [0, tl.length], function () { return ""; });
       var wait = "", dec = "", bad = "", warm = "";
@@ -573,7 +601,7 @@
     el("span", { "class": "badge src" }, badges, "source: " + p.source);
     if (p.reused) { badges.appendChild(document.createTextNode(" ")); el("span", { "class": "badge reused", id: "reused-badge" }, badges, reusedText(p)); }
     badges.appendChild(document.createTextNode(" job " + p.job_id + " · result " + p.id + " · " + p.gpus + " GPU(s) · " +
-      requestsText(p) + " request(s) measured" + (onFrontier(p) ? " · on the " + axisByKey[state.x].label + " frontier" : "")));
+      measuredText(p, d) + (onFrontier(p) ? " · on the " + axisByKey[state.x].label + " frontier" : "")));
     if (p.repeats) el("p", { id: "repeats-note" }, box, repeatsText(p) + " (jobs " + p.repeats.job_ids.join(", ") +
       "); the timeline and provenance below are those of result " + p.id + ".");
     var v = d.validity || {};
@@ -588,7 +616,7 @@
     var two = el("div", { "class": "two" }, box), left = el("div", null, two), right = el("div", null, two);
     el("h3", null, left, "Metrics");
     var mt = el("table", null, left);
-    D.metrics.forEach(function (m) { var tr = el("tr", null, mt); el("td", null, tr, m.label); el("td", { "class": "num" }, tr, fmt(tableValue(p.metrics[m.key], m.unit), tableUnit(m.unit))); });
+    D.metrics.forEach(function (m) { var tr = el("tr", null, mt); el("td", null, tr, m.label); el("td", { "class": "num", "data-key": m.key }, tr, fmt(tableValue(p.metrics[m.key], m.unit), tableUnit(m.unit)) + modelled(p, m.key)); });
     el("h3", null, right, "Server command");
     el("pre", { id: "server-command" }, right, d.server_command || "(server_command.txt not found)");
     el("h3", null, right, "Provenance");
