@@ -1090,7 +1090,10 @@ def test_a_modelled_power_figure_is_marked_wherever_the_page_shows_it(driver, tm
         assert ("Tokens per joule: 2.50 tok/J" in tip) and ("tok/J (modelled)" in tip) is (kind == "simulated"), tip
         driver.execute_script("arguments[0].dispatchEvent(new MouseEvent('click', {bubbles: true}))", marker)
         drill = driver.find_element(By.ID, "drilldown")
-        WebDriverWait(driver, 10).until(lambda _, box=drill, pid=pid: box.get_attribute("data-id") == pid)
+        def showing(_: Any, box: Any = drill, want: str = pid) -> bool:
+            return bool(box.get_attribute("data-id") == want)
+
+        WebDriverWait(driver, 10).until(showing)
         shown = {td.get_attribute("data-key"): td.text
                  for td in driver.find_elements(By.CSS_SELECTOR, "#drilldown td.num[data-key]")}
         marked = {key for key, text in shown.items() if text.endswith("(modelled)")}

@@ -85,6 +85,7 @@ def _drawn(out: Path) -> dict[tuple[str, int, int], tuple[int, list[tuple[Any, .
     for name, jdir in job_dirs(out).items():
         job, summary = read_json(jdir / "job.json"), read_json(jdir / "summary.json")
         rows = [json.loads(line) for line in (jdir / "records.jsonl").read_text().splitlines() if line.strip()]
+        sent: list[tuple[Any, ...]]
         if job["workload"]["scenario"] == "fixed-seq-len":
             sent = sorted((r["phase"], r["request_index"], r["input_tokens_expected"]) for r in rows)
         else:

@@ -13,6 +13,7 @@ import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from support.procs import wait_for
@@ -30,7 +31,7 @@ def slurm_available() -> None:
     require_slurm()
 
 
-def _outcomes(out: Path) -> dict[str, dict[str, object]]:
+def _outcomes(out: Path) -> dict[str, dict[str, Any]]:
     return {o["job_id"]: o for o in read_json(out / "run.json")["outcomes"]}
 
 

@@ -9,6 +9,7 @@ import dataclasses
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -242,8 +243,9 @@ def test_a_replay_draws_with_the_seed_its_summary_recorded() -> None:
     point = _point(_mtp(3, 2.5), 4, {})
     job_id = f"dsr1_1024_96_fp8_vllm_tp1_conc4_h200_0123456789ab{REPEAT_MARK}2"
     resolved = ResolvedWorkload.model_validate(point.job["workload"])
-    today = build_workload(resolved, concurrency=4, point=job_id, tokenizer=None, api="completions").config.seed
+    built: Any = build_workload(resolved, concurrency=4, point=job_id, tokenizer=None, api="completions")
+    today = built.config.seed
     unrecorded = MeasuredPoint(**{**point.__dict__, "job": {**point.job, "id": job_id}})
-    assert _replays([unrecorded], fit_requests_per_lane=None)[0].workload.config.seed == today  # type: ignore[attr-defined]
+    assert _replays([unrecorded], fit_requests_per_lane=None)[0].workload.config.seed == today
     recorded = MeasuredPoint(**{**unrecorded.__dict__, "seed": today + 1})
-    assert _replays([recorded], fit_requests_per_lane=None)[0].workload.config.seed == today + 1  # type: ignore[attr-defined]
+    assert _replays([recorded], fit_requests_per_lane=None)[0].workload.config.seed == today + 1
