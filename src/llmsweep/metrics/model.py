@@ -755,7 +755,8 @@ class PowerBlock(_Block):
     tokens_per_joule: float | None = Field(default=None, description="Input + output tokens per joule.")
     output_tokens_per_joule: float | None = None
     tokens_per_s_per_mw: float | None = Field(
-        default=None, description="Total tokens/s per MW of the GPUs' measured power.")
+        default=None, description="Input + output tokens/s per MW of the GPUs' power (measured, or modelled where "
+        "`source` is simulated).")
     output_tokens_per_s_per_mw: float | None = None
     counter_check: CounterCheck | None = None
     cost: PowerCost | None = None

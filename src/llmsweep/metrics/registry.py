@@ -266,8 +266,9 @@ USD_PER_MTOK_OUTPUT = define(
 J_PER_TOTAL_TOKEN = define("power.joules_per_total_token", "J/tok", "GPU energy / (input + output tokens).",
                            power=True)
 J_PER_INPUT_TOKEN = define("power.joules_per_input_token", "J/tok", "GPU energy / input tokens.", power=True)
-TOKENS_PER_MW = define("power.tokens_per_s_per_mw", "tok/s/MW", "Total tokens/s per MW of measured GPU power.",
-                       power=True)
+TOKENS_PER_MW = define("power.tokens_per_s_per_mw", "tok/s/MW",
+                       "Input plus output tokens/s per MW of GPU power over the profile window (measured on the GPUs, "
+                       "or the simulator's power model's: the power block's `source` says which).", power=True)
 PEAK_POWER = define("power.peak_power_w", "W", "Highest per-GPU power in the profile window.", power=True)
 ENERGY = define("power.energy_j", "J", "Energy of all the job's GPUs over the profile window.", power=True)
 USD_PER_MTOK_TOTAL = define("power.cost.usd_per_mtok_total", "$/Mtok",

@@ -27,3 +27,21 @@ def test_schema_summary_prints_the_summary_json_schema() -> None:
 def test_schema_without_subject_is_still_the_recipe_schema() -> None:
     res = CliRunner().invoke(cli, ["schema"], catch_exceptions=False)
     assert res.exit_code == 0 and json.loads(res.output)["title"] == "llmsweep recipe file"
+
+
+def test_every_power_figure_is_described_truly_of_modelled_power_too() -> None:
+    """The simulator's power model gives every power figure a real GPU's samples give (the power block's `source`:
+    `simulated`), so a description that calls the power "measured" is false of a simulated run's figure: tokens/s per
+    MW said "measured GPU power" in the metric table and in `llmsweep schema summary`."""
+    import re
+
+    from llmsweep.metrics.registry import all_metrics
+
+    res = CliRunner().invoke(cli, ["schema", "summary"], catch_exceptions=False)
+    block = json.loads(res.output)["$defs"]["PowerBlock"]["properties"]
+    said = {m.name: m.description for m in all_metrics() if m.power}
+    said |= {f"summary power.{name}": prop["description"] for name, prop in block.items() if "description" in prop}
+    assert "power.tokens_per_s_per_mw" in said and "summary power.tokens_per_s_per_mw" in said, sorted(said)
+    false_of_modelled = {name: text for name, text in said.items()
+                         if re.search(r"\bmeasured\b", text) and not re.search(r"model", text)}
+    assert not false_of_modelled, false_of_modelled
