@@ -111,6 +111,10 @@ def write_pngs(payload: Mapping[str, Any], out_dir: Path, axes: Sequence[str] | 
     return written
 
 
+SERIES_SWATCH: dict[str, Any] = {"marker": "o", "s": 28}
+"""A series' legend entry: a filled marker in its colour, as the page's legend swatch, whatever its points' verdicts
+(it had been the style of its first drawn point: a series whose first point was smoke got a faded square, one whose
+first was invalid a hollow dashed circle, as if the series, not a point, were smoke or invalid)."""
 SMOKE_STYLE: dict[str, Any] = {"alpha": 0.35, "linewidths": 1.2, "marker": "s", "s": 34}
 """Smoke points: faded squares (they ran too little to be valid); invalid ones are hollow dashed circles."""
 REPEATS_STYLE: dict[str, Any] = {"marker": "o", "s": 120, "facecolors": "none", "linewidths": 0.9}
@@ -168,16 +172,16 @@ def pareto_figure(payload: Mapping[str, Any], axis: Mapping[str, Any]) -> Any:
             ([p for p in pts if not p["valid"]], {"facecolors": "none", "edgecolors": s["color"], "linestyle": "--",
                                                   "s": 36}),
         )
-        # once per series, on its first drawn kind
-        label: str | None = s["label"] + (f" — {coincide[s['key']]}" if s["key"] in coincide else "") \
-            + (f" — no frontier: {gaps[s['key']]}" if s["key"] in gaps else "")
         for group, style in styles:
             # a reused point keeps its verdict's fill and colour, as a diamond (an invalid one its dashed edge)
             for part, look in (([p for p in group if not p.get("reused")], style),
                                ([p for p in group if p.get("reused")], {**REUSED_STYLE, **style, "marker": "D"})):
                 if part:
-                    ax.scatter([xv(p) for p in part], [p["metrics"][y] for p in part], label=label, **look)
-                    label = None
+                    ax.scatter([xv(p) for p in part], [p["metrics"][y] for p in part], **look)
+        if pts:  # one legend entry per series drawn, its swatch the series' colour (`SERIES_SWATCH`)
+            ax.scatter([], [], color=s["color"], label=s["label"]
+                       + (f" — {coincide[s['key']]}" if s["key"] in coincide else "")
+                       + (f" — no frontier: {gaps[s['key']]}" if s["key"] in gaps else ""), **SERIES_SWATCH)
         ringed = [p for p in pts if p.get("repeats")]  # the mean of its repeats: ringed, whatever its verdict
         if ringed:
             ax.scatter([xv(p) for p in ringed], [p["metrics"][y] for p in ringed], edgecolors=s["color"],

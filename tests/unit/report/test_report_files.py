@@ -461,6 +461,41 @@ def test_png_draws_no_frontier_through_smoke_points_and_says_why(tmp_path: Path)
                          "drawn from valid points only", vllm["label"]], shown
 
 
+def test_png_legend_swatch_is_the_series_colour_whatever_its_first_points_verdict(tmp_path: Path) -> None:
+    """A series' legend entry took the style of its first drawn point: sglang's, all smoke, had a faded square (and
+    one whose first point was invalid a hollow dashed circle), as if the series were smoke. Each entry is a filled
+    circle in its series' colour, as the page's legend swatch is; the points keep their verdicts' marks."""
+    from support.synthetic import write_smoke_series_run
+
+    from llmsweep.report.plots import SMOKE_STYLE, pareto_figure
+
+    plt = _agg_pyplot()
+    import matplotlib
+
+    from llmsweep.report.data import build_payload
+    from llmsweep.results.point import points_from_run
+
+    run = write_smoke_series_run(tmp_path / "r")
+    payload = build_payload(run, points_from_run(run), details=False)
+    invalid_first = {**payload, "points": [{**p, "valid": False} if p["series"] == payload["series"][0]["key"] else p
+                                           for p in payload["points"]]}
+    for shown in (payload, invalid_first):
+        fig = pareto_figure(shown, next(a for a in shown["axes"] if a["key"] == "conc"))
+        (legend,) = fig.legends
+        handles = legend.legend_handles
+        assert len(handles) == len(shown["series"]) == 2
+        for handle, series in zip(handles, shown["series"], strict=True):
+            face = handle.get_facecolor()[0]
+            assert matplotlib.colors.to_hex(face) == series["color"] and face[3] == 1.0, (series["label"], face)
+            assert handle.get_alpha() in (None, 1.0), series["label"]
+            path = handle.get_paths()[0]
+            assert len(path.vertices) > 4, series["label"]  # a circle's path, not a square's
+        if shown is payload:  # its smoke points are still drawn faded
+            faded = [c for c in fig.axes[0].collections if c.get_alpha() == SMOKE_STYLE["alpha"]]
+            assert sum(len(c.get_offsets()) for c in faded) == 4  # sglang's 3 and vllm's conc 16
+        plt.close(fig)
+
+
 def test_png_rings_points_that_are_the_mean_of_their_repeats(report_run, tmp_path: Path) -> None:
     """The page says `mean of N repeats` of such a point (table, tooltip, drill-down); the PNGs drew it as any single
     result. It is ringed in its series' colour, whatever its verdict's marker, and the title's key says so, as it
