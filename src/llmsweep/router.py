@@ -146,6 +146,11 @@ class PDRouter:
         """Requests whose client went away while the router waited on a worker that had sent nothing of its answer
         (a worker that hung, or was too slow for the client's timeout), by pool (`prefill`, `decode`) and worker URL:
         each one dropped at that worker (:meth:`route`)."""
+        self.retried: dict[str, dict[str, int]] = {}
+        """Legs sent again on a new connection because the pooled one they went out on was closed or reset before any
+        of the worker's answer came (its keep-alive timeout crossing the request: :meth:`post`), by pool (`prefill`,
+        `decode`) and worker URL: each one the worker had not read, so a lost request saved, but a worker whose count
+        climbs closes connections the router still holds (its idle timeout below `POOLED_KEEPALIVE_S`)."""
         self.app = web.Application(client_max_size=1 << 30)
         self.app.add_routes([
             web.post("/v1/chat/completions", self.route),
@@ -175,8 +180,9 @@ class PDRouter:
                 await session.close()
 
     @contextlib.asynccontextmanager
-    async def post(self, url: str, **kwargs: Any) -> AsyncIterator[aiohttp.ClientResponse]:
-        """POST one leg to a worker: its response, once its status and headers came.
+    async def post(self, pool: str, worker: str, path: str, **kwargs: Any) -> AsyncIterator[aiohttp.ClientResponse]:
+        """POST one leg to a worker of `pool` (`prefill`, `decode`) at `worker` + `path`: its response, once its status
+        and headers came.
 
         A pooled connection the worker closed or reset before any of its answer's head was parsed is a keep-alive
         connection the worker was closing as the request arrived: it is sent again, once, on a new connection
@@ -185,14 +191,17 @@ class PDRouter:
         (the worker had the request), not any failure once the head came (the body's are the relay's). The router
         does not see the bytes a connection read: a status line cut short before the close or reset is taken for
         nothing (uvicorn writes a head in one piece, so only a worker that died inside that write is sent the leg
-        again)."""
+        again). Each leg sent again is counted against its worker (`retried`, in `/version`)."""
         sending = keepalive.Sending()
 
         def send(session: aiohttp.ClientSession) -> Awaitable[aiohttp.ClientResponse]:
             if sending.retried is not None:
-                log.info("%s closed a pooled connection as a request arrived on it (%s: its keep-alive timeout): "
-                         "sent again on a new connection", url, sending.retried)
-            return session.post(url, trace_request_ctx=sending, **kwargs)
+                by_url = self.retried.setdefault(pool, {})
+                by_url[worker] = by_url.get(worker, 0) + 1
+                log.info("%s worker %s closed a pooled connection as a request arrived on it (%s: its keep-alive "
+                         "timeout): sent again on a new connection (%d so far to this worker)", pool, worker,
+                         sending.retried, by_url[worker])
+            return session.post(worker + path, trace_request_ctx=sending, **kwargs)
 
         resp = await keepalive.post_once_more(send, self.session, self._fresh, sending, keepalive.closed_unanswered)
         async with resp:
@@ -237,7 +246,7 @@ class PDRouter:
         headers = self.protocol.request_headers(request)
         try:
             waiting.on("prefill", prefill)
-            async with self.post(prefill + request.path, json=self.protocol.prefill_body(body),
+            async with self.post("prefill", prefill, request.path, json=self.protocol.prefill_body(body),
                                  headers=headers) as resp:
                 got = await resp.read()
                 waiting.answering = True
@@ -258,7 +267,7 @@ class PDRouter:
         self.routed += 1
         try:
             waiting.on("decode", decode)
-            async with self.post(decode + request.path, data=leg.data, headers=leg.headers) as resp:
+            async with self.post("decode", decode, request.path, data=leg.data, headers=leg.headers) as resp:
                 if resp.status != 200:
                     return await answer.finish(worker_error(f"decode worker {decode}", resp.status,
                                                             await resp.read()))
@@ -308,10 +317,11 @@ class PDRouter:
 
     async def version(self, request: web.Request) -> web.Response:
         """The protocol's `/version` document, with what the router is and counts whatever the protocol: its
-        `policy` (:data:`ROUTER_POLICY`), and `abandoned`, the requests a client gave up on while a worker had not
-        begun its answer, by pool and worker URL."""
+        `policy` (:data:`ROUTER_POLICY`); `abandoned`, the requests a client gave up on while a worker had not
+        begun its answer, and `retried`, the legs sent again on a new connection after a pooled one closed unanswered,
+        each by pool and worker URL."""
         return web.json_response({**await self.protocol.version(self), "policy": self.policy,
-                                  "abandoned": self.abandoned})
+                                  "abandoned": self.abandoned, "retried": self.retried})
 
 
 _UPSTREAM_ERRORS = (aiohttp.ClientError, OSError, asyncio.TimeoutError)

@@ -321,6 +321,12 @@ def test_a_pooled_connection_the_worker_closes_as_a_request_arrives_is_retried_o
                 assert doc["choices"][0]["text"] == "x"
                 await asyncio.sleep(0.5)  # idle past the worker's keep-alive, within the router's
             assert worker.closed_unanswered == 1 and worker.answered == 4, vars(worker)
+            # counted against the worker and its pool (the second request's prefill leg went out on the connection
+            # idle past the worker's keep-alive), which a run reads back beside `abandoned`: nothing said how often
+            # a worker closed connections the router still held
+            async with http.get(f"{url}/version") as r:
+                doc = await r.json()
+            assert doc["retried"] == {"prefill": {worker.url: 1}}, doc
 
     asyncio.run(main())
 
@@ -337,6 +343,8 @@ def test_a_worker_that_closes_connections_unanswered_is_still_a_502_naming_it_af
             assert r.status == 502, doc
             assert doc["error"]["message"] == f"decode worker {worker.url} failed: Server disconnected"
             assert (worker.answered, worker.closed_unanswered, worker.connections) == (1, 2, 2), vars(worker)
+            async with http.get(f"{url}/version") as r:
+                assert (await r.json())["retried"] == {"decode": {worker.url: 1}}  # the one retry, counted once
             async with http.post(f"{url}/v1/completions", json=request(False, max_tokens=3)) as r:
                 doc = await r.json()
             # a new connection's failure is not retried: the prefill leg fails at once, named

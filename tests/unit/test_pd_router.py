@@ -324,7 +324,7 @@ def test_health_needs_every_worker_models_are_the_first_decoders_and_version_say
                                "protocol": "vllm-nixl", "role": "router", "tp": 0, "kv_transfer": "nixl",
                                "prefill": [w.url for w in pd.prefill], "decode": [w.url for w in pd.decode],
                                "routed": 0, "kv_handles": 0, "refused_no_handle": 0, "prefill_engines": {},
-                               "policy": "round_robin", "abandoned": {}}
+                               "policy": "round_robin", "abandoned": {}, "retried": {}}
 
     asyncio.run(main())
 

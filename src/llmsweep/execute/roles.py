@@ -63,7 +63,7 @@ from llmsweep.execute.pyxis import SrunLauncher, scontrol_show
 from llmsweep.execute.ready import server_version, wait_ready
 from llmsweep.execute.secrets import SecretScrubber
 from llmsweep.execute.signals import shielded
-from llmsweep.metrics.roles import ROUTER_ABANDONED, ROUTER_NO_KV
+from llmsweep.metrics.roles import ROUTER_ABANDONED, ROUTER_NO_KV, ROUTER_RETRIED
 from llmsweep.power.deployment import NodePowerFiles, SampledWorker
 from llmsweep.power.sampler import OFF_REASON, BackendChoice, PowerSettings
 from llmsweep.power.samples import GPU_METRICS_FILE
@@ -248,10 +248,12 @@ class MetricsTarget:
 
 
 ROUTER_COUNTERS = (VersionCount("refused_no_handle", ROUTER_NO_KV.name),
-                   VersionCount("abandoned", ROUTER_ABANDONED.name, ("pool", "url")))
+                   VersionCount("abandoned", ROUTER_ABANDONED.name, ("pool", "url")),
+                   VersionCount("retried", ROUTER_RETRIED.name, ("pool", "url")))
 """The counts of llmsweep's PD router's `/version` a deployment scrapes with its workers' metrics
-(`metrics.roles.ROUTER_NO_KV`, `ROUTER_ABANDONED`): prefill answers it refused for handing over no KV, and requests
-a client gave up on while a worker had not begun its answer, by pool and worker URL."""
+(`metrics.roles.ROUTER_NO_KV`, `ROUTER_ABANDONED`, `ROUTER_RETRIED`): prefill answers it refused for handing over no
+KV, requests a client gave up on while a worker had not begun its answer, and legs sent again on a new connection
+after a pooled one closed unanswered, the last two by pool and worker URL."""
 
 
 def version_exposition(doc: Any, counters: tuple[VersionCount, ...]) -> str:

@@ -811,6 +811,11 @@ class RoleMetrics(_Block):
         default=None, description="Router: requests in the window whose client went away while the router waited "
         "on a worker that had sent nothing of its answer (a hung worker, or one too slow for the client's timeout), "
         "by that worker (`prefill worker URL` or `decode worker URL`); absent when there were none.")
+    retried: dict[str, float] | None = Field(
+        default=None, description="Router: legs in the window it sent again, once, on a new connection because the "
+        "pooled keep-alive connection they went out on was closed or reset before any of the worker's answer came "
+        "(the worker's idle timeout crossing the request), by that worker (`prefill worker URL` or `decode worker "
+        "URL`); absent when there were none.")
 
 
 class RoleBlock(_Open):

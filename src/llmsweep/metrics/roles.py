@@ -78,6 +78,11 @@ ROUTER_ABANDONED = SeriesDef("llmsweep:pd_router_abandoned_requests", "counter",
                              "nothing of its answer (a hung worker, or one too slow for the client's timeout), "
                              "dropped at that worker; labelled by `pool` (prefill, decode) and worker `url` (read "
                              "from the router's /version at each scrape, `execute.roles`).")
+ROUTER_RETRIED = SeriesDef("llmsweep:pd_router_retried_requests", "counter",
+                           "Legs the router sent again, once, on a new connection because the pooled keep-alive "
+                           "connection they went out on was closed or reset before any of the worker's answer came "
+                           "(its idle timeout crossing the request); labelled by `pool` (prefill, decode) and worker "
+                           "`url` (read from the router's /version at each scrape, `execute.roles`).")
 DEPLOYMENT_KEYS = ("disaggregated", "nodes", "gpus", "gpus_per_node", "kv_transfer", "router_policy", "links",
                    "engine", "router")
 
@@ -130,19 +135,22 @@ def role_metrics(w: ServerWindow, role: str) -> dict[str, Any]:
         "prompt_tokens_computed": w.counter(*PROMPT_BY_SOURCE, where={**where, "source": "local_compute"}),
         "kv_failed_transfers": w.counter(*FAILED_KV, where=where),
         "refused_no_kv": w.counter(ROUTER_NO_KV.total, where=where),
-        "abandoned": _abandoned(w, role),
+        "abandoned": _by_worker(w, role, ROUTER_ABANDONED),
+        "retried": _by_worker(w, role, ROUTER_RETRIED),
     }
 
 
-def _abandoned(w: ServerWindow, role: str) -> dict[str, float] | None:
-    """The router's abandoned requests in the window by the worker they waited on (`prefill worker URL` or `decode
-    worker URL`, as its errors name it), the workers with none left out; None when the router reports none."""
+def _by_worker(w: ServerWindow, role: str, series: SeriesDef) -> dict[str, float] | None:
+    """A count of the router's by worker in the window (`abandoned`: the requests a client gave up on while the
+    router waited on that worker; `retried`: the legs sent to it again on a new connection), keyed by the worker as
+    its errors name it (`prefill worker URL` or `decode worker URL`), the workers with none left out; None when the
+    router reports none."""
     out: dict[str, float] = {}
-    for labels in sorted(w.label_values(ROUTER_ABANDONED.total)):
+    for labels in sorted(w.label_values(series.total)):
         said = dict(labels)
         if said.get("role") != role:
             continue
-        count = w.counter(ROUTER_ABANDONED.total, where=said)
+        count = w.counter(series.total, where=said)
         if count:
             out[f"{said.get('pool')} worker {said.get('url')}"] = count
     return out or None

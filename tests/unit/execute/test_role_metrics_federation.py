@@ -128,6 +128,33 @@ def test_a_workers_own_role_and_worker_labels_are_kept_as_exported_labels_not_ov
         ["llmsweep:x_total", {"exported_worker": "b", "exported_role": "r", "role": "decode", "worker": "1"}, 2.0]]
 
 
+def test_the_routers_retried_legs_reach_the_summary_naming_the_worker_beside_the_abandoned() -> None:
+    """llmsweep's router sends a leg again, once, on a new connection when the pooled one it went out on was closed
+    before any of the worker's answer came, and counts it in its `/version` (`retried`, by pool and worker URL): the
+    federation reads it as a labelled counter, and the router role's metrics say how many in the window, by worker,
+    beside `abandoned` (nothing said how often a worker closed connections the router still held)."""
+    from llmsweep.execute.roles import ROUTER_COUNTERS, federate, version_exposition
+    from llmsweep.metrics.model import RoleMetrics
+    from llmsweep.metrics.roles import deployment_blocks
+
+    router = MetricsTarget("router", 0, "http://router/version", counters=ROUTER_COUNTERS)
+    closing, other = "http://10.0.0.2:8000", "http://10.0.0.3:8000"
+
+    def scrape(t: float, retried: dict[str, dict[str, int]]) -> dict[str, Any]:
+        doc = {"refused_no_handle": 0, "abandoned": {}, "retried": retried, "routed": 9}
+        return {"t": t, "samples": parse_exposition(federate([(router, version_exposition(doc, ROUTER_COUNTERS))]))}
+
+    scrapes = [scrape(0.0, {"prefill": {closing: 2}}),  # before the window: not its
+               scrape(5.0, {"prefill": {closing: 5}, "decode": {other: 1}})]
+    provenance = {"topology": {"disaggregated": True, "roles": {"router": {"kind": "router", "workers": 1}}}}
+    said = deployment_blocks(provenance, scrapes, 1.0, 6.0)["roles"]["router"]["metrics"]
+    metrics = RoleMetrics.model_validate(said)
+    assert metrics.retried == {f"prefill worker {closing}": 3.0, f"decode worker {other}": 1.0}
+    assert metrics.abandoned is None
+    quiet = [scrape(0.0, {}), scrape(5.0, {})]
+    assert deployment_blocks(provenance, quiet, 1.0, 6.0)["roles"]["router"]["metrics"]["retried"] is None
+
+
 def test_the_routers_abandoned_requests_reach_the_summary_naming_the_worker_they_waited_on() -> None:
     """llmsweep's router counts, in its `/version`, the requests a client gave up on while a worker had sent nothing
     of its answer (`abandoned`, by pool and worker URL); the federation reads them as a labelled counter beside the
