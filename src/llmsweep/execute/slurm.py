@@ -275,6 +275,19 @@ class DownNode:
 
 
 @dataclass(frozen=True)
+class SrunNodeFailure:
+    """Nodes a step's srun said failed, in the logs of the batch job's server folder (`srun_node_failures`)."""
+
+    nodes: tuple[str, ...]
+    logs: tuple[Path, ...]
+    """The logs that say it, in the order read."""
+
+    def text(self) -> str:
+        lines = " and ".join(f"`srun: error: Node failure on {node}`" for node in self.nodes)
+        return f"{lines} in {', '.join(str(path) for path in self.logs)}"
+
+
+@dataclass(frozen=True)
 class SlurmJobResult:
     """How a batch job ended. `ok` only when Slurm says COMPLETED and the script exited 0."""
 
@@ -293,6 +306,10 @@ class SlurmJobResult:
     """For a batch job that ended NODE_FAIL or BOOT_FAIL: those of its nodes `sinfo` shows unable to take jobs as the
     job is read back (empty: none any more, Slurm returned them to service); None when not asked or sinfo did not
     answer."""
+    srun_said: SrunNodeFailure | None = None
+    """For a batch job that ended NODE_FAIL where `sinfo` shows none of its nodes down (Slurm returned the failed one
+    to service at once: `ReturnToService=2`), the nodes its steps' srun said failed, in their logs; None when none
+    said so, or `sinfo` named the node."""
     unknown_state: str | None = None
     """Why Slurm's own final state of the batch job is not known (scontrol no longer knows the job and sacct cannot
     say: accounting disabled, no record): `state` then says no more than the exit status of its rc file does
@@ -697,6 +714,41 @@ def down_nodes(nodes: str, *, timeout_s: float) -> tuple[DownNode, ...] | None:
     return tuple(down.values())
 
 
+SRUN_NODE_FAILURE = re.compile(r"srun: error: Node failure on (\S+)")
+"""What a step's srun writes to its stderr (the role's log: `pyxis.SrunLauncher`) when slurmctld tells it a node of
+the step failed (SRUN_NODE_FAIL, sent to the steps on that node as it sets the node down): Slurm's
+`error("Node failure on %s", nodelist)` of `_node_fail_handler` (src/api/step_launch.c for a step, src/srun/allocate.c
+for an allocation), under srun's log prefix `srun: error: `. The node is named as the controller names it."""
+_SRUN_LOG_TAIL = 256 * 1024
+"""Bytes read from the end of each log for srun's line: it is among the step's last words, and a server's log may be
+gigabytes."""
+_MTIME_SLACK_S = 2.0
+"""Seconds before its submission a log may have been last written and still be the batch job's (a filesystem's
+coarse timestamps)."""
+
+
+def srun_node_failures(out_dir: Path, *, since: float) -> SrunNodeFailure | None:
+    """The nodes the steps' srun said failed in the logs of a batch job's server folder `out_dir` (`server*.log`, and
+    one folder down: each role's `roles/<role>-<i>.log`) last written at or after `since` (an earlier batch job's are
+    not this one's); None when no log says so. Each log's tail only (`_SRUN_LOG_TAIL`)."""
+    nodes: dict[str, None] = {}
+    logs: list[Path] = []
+    for path in sorted([*out_dir.glob("*.log"), *out_dir.glob("*/*.log")]):
+        try:
+            if path.stat().st_mtime < since:
+                continue
+            with path.open("rb") as fh:
+                fh.seek(max(0, path.stat().st_size - _SRUN_LOG_TAIL))
+                text = fh.read().decode("utf-8", errors="replace")
+        except OSError:
+            continue
+        named = SRUN_NODE_FAILURE.findall(text)
+        if named:
+            nodes.update(dict.fromkeys(named))
+            logs.append(path)
+    return SrunNodeFailure(tuple(nodes), tuple(logs)) if nodes else None
+
+
 @dataclass
 class SlurmJob:
     """One submitted batch job; `wait` polls the queue with timeouts, `cancel` scancels and waits until it is gone."""
@@ -715,6 +767,8 @@ class SlurmJob:
     """`poll` gave the job up for lost (squeue failed over `lost_track_s`): it may still run, owed a scancel."""
     cancel_sent: bool = field(default=False, repr=False)
     """A `scancel` of the job went through (`request_cancel`): one that did not (the controller down) is owed."""
+    submitted: float = field(default_factory=time.time, repr=False)
+    """When it was submitted (wall clock): a log in its folder last written before then is an earlier job's."""
 
     @property
     def stdout_path(self) -> Path:
@@ -814,11 +868,13 @@ class SlurmJob:
                 fix="raise MinJobAge in slurm.conf (or enable Slurm's accounting, which sacct reads), or check that "
                     "the out directory is shared with the node",
             )
-        down = None
+        down, srun_said = None, None
         if state in _NODE_STATES and end.nodes:
             down = down_nodes(end.nodes, timeout_s=self.options.command_timeout_s)
+        if state == "NODE_FAIL" and not down:  # the node is back already (or sinfo did not answer): srun saw it fail
+            srun_said = srun_node_failures(self.out_dir, since=self.submitted - _MTIME_SLACK_S)
         self.result = SlurmJobResult(self.job_id, state, exit_code, self.stdout_path, self.stderr_path, end.node,
-                                     nodes=end.nodes, down=down, unknown_state=unknown)
+                                     nodes=end.nodes, down=down, srun_said=srun_said, unknown_state=unknown)
         if unknown is not None:
             log.warning("Slurm job %s %s", self.job_id, self.result.ended)
         else:
@@ -967,14 +1023,20 @@ def more_memory(mem: str | None, whole_node: bool) -> str:
 def _failed_node(result: SlurmJobResult) -> dict[str, str]:
     """What the reason of a batch job that ended NODE_FAIL or BOOT_FAIL says of the node: `node` (which failed),
     `now` (what `sinfo` shows of it now), `name` (what the fix calls it) and `exclude` (the exclude list to give). Its
-    nodes `sinfo` shows down (`SlurmJobResult.down`), else its one node, else its node list (Slurm has returned the
-    failed one to service since, or did not say)."""
+    nodes `sinfo` shows down (`SlurmJobResult.down`), else those its steps' srun said failed (`srun_said`: Slurm has
+    returned them to service since), else its one node, else its node list (Slurm has returned the failed one to
+    service since, or did not say)."""
     if result.down:
         names = [n.name for n in result.down]
         shown = ", ".join(f"{n.name} {n.state}" + (f": {n.reason}" if n.reason else "") for n in result.down)
         return {"node": ("its node " if len(names) == 1 else "its nodes ") + " and ".join(names),
                 "now": f"; `sinfo` shows {shown}", "name": " and ".join(names), "exclude": ",".join(names)}
     back = "; Slurm has it back in service now" if result.down is not None else ""
+    if result.srun_said is not None:
+        names = list(result.srun_said.nodes)
+        return {"node": ("its node " if len(names) == 1 else "its nodes ") + " and ".join(names),
+                "now": f"; srun said so: {result.srun_said.text()}{back}", "name": " and ".join(names),
+                "exclude": ",".join(names)}
     if result.nodes and not re.search(r"[\[,]", result.nodes):  # one node
         return {"node": f"its node {result.nodes}", "now": back, "name": result.nodes, "exclude": result.nodes}
     if result.nodes:

@@ -77,6 +77,58 @@ def test_a_node_failure_read_from_sacct_names_the_node_sinfo_shows_down(tmp_path
     assert "sinfo -h -N -n mn[0-2] -o %N|%t|%E" in (tmp_path / "calls.log").read_text()
 
 
+SRUN_NODE_FAIL_LOG = """\
+INFO:     127.0.0.1:50712 - "POST /v1/completions HTTP/1.1" 200 OK
+srun: error: Node failure on {node}
+srun: Job step aborted: Waiting up to 7 seconds for job step to finish.
+"""
+"""The end of a role's log whose step ran on the node that failed, as srun 22.05 wrote it (captured on a one-node
+cluster whose node was set down under a running step: `vm` there), the engine's last line before it."""
+
+
+def test_a_node_failure_sinfo_no_longer_shows_is_named_from_what_srun_said_in_the_roles_log(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a cluster with `ReturnToService=2` the failed node is back in service within a second, so `sinfo` shows
+    none of the job's nodes down as its end is read, and a multi-node job's reason said only "one of its nodes,
+    mn[0-2]," with `exclude=[NODE]`. The srun of the step on that node wrote which one to its role's log: the reason
+    names it and gives it to exclude. A log an earlier batch job left in the folder is not this one's."""
+    from llmsweep.execute.slurm import slurm_end_reason
+
+    out = tmp_path / "servers" / "g"
+    _fake(tmp_path, monkeypatch, scontrol=FORGOT, sacct=_sacct(f"42|NODE_FAIL|0:0|mn[0-2]|{out}"),
+          sinfo="printf 'mn0|idle|none\\nmn1|idle|none\\nmn2|idle|none\\n'")
+    roles = out / "roles"
+    roles.mkdir(parents=True)
+    earlier = roles / "prefill-0.log"  # an earlier batch job's, whose node mn2 failed
+    earlier.write_text(SRUN_NODE_FAIL_LOG.format(node="mn2"))
+    os.utime(earlier, (1e9, 1e9))
+    job = _job(out)
+    (roles / "router-0.log").write_text("llmsweep PD router on http://10.0.0.1:8000\n")
+    (roles / "decode-0.log").write_text("x" * 300_000 + "\n" + SRUN_NODE_FAIL_LOG.format(node="mn1"))
+    result = job.finish()
+    assert result.down == () and result.srun_said is not None
+    assert result.srun_said.nodes == ("mn1",) and result.srun_said.logs == (roles / "decode-0.log",)
+    said = slurm_end_reason(result, SlurmOptions(), ran=True, whole_node=True)
+    assert said is not None and "(Slurm stopped it because its node mn1 failed (stopped answering the controller, " \
+        f"or set down); srun said so: `srun: error: Node failure on mn1` in {roles / 'decode-0.log'}; Slurm has it " \
+        "back in service now); leave mn1 out if it fails again (--executor-option exclude=[mn1];" in said, said
+
+
+def test_srun_is_not_asked_where_sinfo_names_the_node_or_nothing_said_it(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    out = tmp_path / "servers" / "g"
+    _fake(tmp_path, monkeypatch, scontrol=FORGOT, sacct=_sacct(f"42|NODE_FAIL|0:0|mn[0-2]|{out}"),
+          sinfo="printf 'mn0|idle|none\\nmn1|down*|Not responding\\n'")
+    job = _job(out)
+    (out / "roles").mkdir()
+    (out / "roles" / "decode-0.log").write_text(SRUN_NODE_FAIL_LOG.format(node="mn1"))
+    result = job.finish()
+    assert result.down == (DownNode("mn1", "down*", "Not responding"),) and result.srun_said is None
+    (out / "roles" / "decode-0.log").write_text("srun: error: mn1: task 0: Killed\n")  # no node failure said
+    _fake(tmp_path, monkeypatch, sinfo="printf 'mn0|idle|none\\nmn1|idle|none\\n'")
+    assert job.finish().srun_said is None
+
+
 @pytest.mark.parametrize(("sacct", "why"), [
     ("echo 'Slurm accounting storage is disabled' >&2; exit 1",
      "sacct cannot say, `sacct` exited with status 1: Slurm accounting storage is disabled"),
