@@ -35,7 +35,7 @@ import logging
 import re
 import shutil
 import subprocess
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -254,7 +254,7 @@ def list_gpus(env: Mapping[str, str]) -> GpuTable:
             why.append(f"NVML: {exc}")
     tools: list[tuple[str, Vendor, list[list[str]], Callable[[str], dict[str, int]]]] = [
         ("nvidia-smi", "nvidia", [["-L"]], parse_nvidia_smi_list),
-        ("amd-smi", "amd", [["list", "-e", "--json"], ["list", "--json"]], parse_amd_smi_list),
+        ("amd-smi", "amd", [list(args) for args in AMD_SMI_LIST_ARGS], parse_amd_smi_list),
         ("rocm-smi", "amd", [["--showuniqueid", "--json"]], parse_rocm_smi_unique_ids),
     ]
     for tool, vendor, variants, parse in tools:
@@ -376,19 +376,51 @@ def amd_smi_entries(doc: object) -> list[dict[str, Any]]:
     return [entry for entry in doc if isinstance(entry, dict)] if isinstance(doc, list) else []
 
 
-def parse_amd_smi_list(text: str) -> dict[str, int]:
-    """`amd-smi list --json` (`-e` adds `hip_uuid`, the UUID ROCr and HIP match): each GPU's ROCr UUID -> its
-    `gpu` index, from `hip_uuid` and from the serial inside `uuid` (they agree; an amd-smi without `-e` has only
-    the second, and one whose serial fell back to decimal gets the first wrong)."""
+def amd_smi_index(entry: Mapping[str, Any]) -> int | None:
+    """amd-smi's index of the GPU an object of its `--json` document describes (its `gpu`: a number, or a decimal
+    string); None when it has none."""
+    raw = entry.get("gpu")
+    if isinstance(raw, bool):
+        return None
+    if isinstance(raw, int):
+        return raw
+    return int(raw.strip()) if isinstance(raw, str) and raw.strip().isdecimal() and raw.strip().isascii() else None
+
+
+AMD_SMI_LIST_ARGS: tuple[tuple[str, ...], ...] = (("list", "-e", "--json"), ("list", "--json"))
+"""How amd-smi is asked for the host's GPUs, in turn: `-e` adds `hip_uuid` (the UUID ROCr and HIP match); an older
+amd-smi has no `-e`."""
+
+
+def read_amd_smi_list(text: str, args: Sequence[str] = AMD_SMI_LIST_ARGS[0]) -> Listed:
+    """`amd-smi list [-e] --json` (`args`: how it was asked): every GPU it lists, by its `gpu` index in the document's
+    order, and each one's ROCr UUID -> that index, from `hip_uuid` and from the serial inside `uuid` (they agree; an
+    amd-smi without `-e` has only the second, and one whose serial fell back to decimal gets the first wrong). The
+    document is ROCm 6.x's list of one object per GPU, or 7.x's object that wraps it (`amd_smi_entries`); a GPU's
+    `uuid`/`hip_uuid` is `N/A` for a user outside the render and video groups (amd-smi 6.4 on: its index is still
+    listed). ValueError when the output holds no JSON document."""
+    indices: list[int] = []
     table: dict[str, int] = {}
     for entry in amd_smi_entries(_listed_json(text)):
-        if not str(entry.get("gpu", "")).strip().isdigit():
+        index = amd_smi_index(entry)
+        if index is None:
             continue
+        if index not in indices:
+            indices.append(index)
         serial = amd_smi_uuid_serial(str(entry.get("uuid", "")))
         for uuid in (_rocr_uuid(str(entry.get("hip_uuid", ""))), _rocr_uuid(serial) if serial else None):
             if uuid is not None:
-                table[uuid] = int(str(entry["gpu"]).strip())
-    return table
+                table[uuid] = index
+    how = " ".join(args)
+    # complete where `-e` gave every GPU's ROCr UUID: no other tool would list one it lacks
+    every = "-e" in args and bool(indices) and set(indices) <= set(table.values())
+    return Listed("amd-smi", tuple(indices), GpuTable("amd", table, f"listed by amd-smi {how}", complete=every))
+
+
+def parse_amd_smi_list(text: str) -> dict[str, int]:
+    """`amd-smi list --json`: each GPU's ROCr UUID -> its `gpu` index (:func:`read_amd_smi_list`)."""
+    table = read_amd_smi_list(text).uuids
+    return dict(table.uuids) if table is not None else {}
 
 
 def parse_rocm_smi_unique_ids(text: str) -> dict[str, int]:

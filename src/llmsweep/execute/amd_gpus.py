@@ -14,7 +14,7 @@ CHANGELOG (the ROCm 6.1.1 entry that split `metric --clock` per engine); a publi
 pages of rocm.docs.amd.com/projects/amdsmi (docs-6.1.2, docs-6.4.2, latest: amd-smi 24.5 to 26.x):
 
 - The document is a list with one object per GPU (ROCm 6.x) or an object whose `gpu_data` holds that list (7.x);
-  each object's `gpu` is amd-smi's index of the GPU (`llmsweep.visible.amd_smi_entries`).
+  each object's `gpu` is amd-smi's index of the GPU (`llmsweep.visible.amd_smi_entries`, `amd_smi_index`).
 - A value is a plain number (the ROCm 6.0-era amd-smi), ``{"value": 750, "unit": "W"}`` (later releases), or the
   string ``N/A`` where the driver gives none. Anything else reads as None here, and so does a power cap or clock of
   0 (amd-smi's own stand-in for "not reported" in several fields).
@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from llmsweep.errors import LlmsweepError
-from llmsweep.visible import amd_smi_entries, tool_json
+from llmsweep.visible import amd_smi_entries, amd_smi_index, tool_json
 
 log = logging.getLogger(__name__)
 
@@ -100,15 +100,6 @@ def _section(entry: Mapping[str, Any], key: str) -> Mapping[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _index(entry: Mapping[str, Any]) -> int | None:
-    raw = entry.get("gpu")
-    if isinstance(raw, bool):
-        return None
-    if isinstance(raw, int):
-        return raw
-    return int(raw.strip()) if isinstance(raw, str) and raw.strip().isdecimal() and raw.strip().isascii() else None
-
-
 def power_cap_w(limit: Mapping[str, Any]) -> float | None:
     """The enforced power cap of a `static --limit` block, in any of its shapes (module docstring)."""
     ppt0 = limit.get("ppt0")
@@ -125,7 +116,7 @@ def parse_static(text: str) -> dict[int, AmdGpu]:
     GPU object without an index is skipped; a document that is not JSON lists none."""
     gpus: dict[int, AmdGpu] = {}
     for entry in amd_smi_entries(tool_json(text)):
-        index = _index(entry)
+        index = amd_smi_index(entry)
         if index is None:
             continue
         driver = _section(entry, "driver")
@@ -155,7 +146,7 @@ def parse_clocks(text: str) -> dict[int, GfxClock]:
     """`amd-smi metric --clock --json`: each GPU's GFX clock by amd-smi's index."""
     clocks: dict[int, GfxClock] = {}
     for entry in amd_smi_entries(tool_json(text)):
-        if (index := _index(entry)) is not None:
+        if (index := amd_smi_index(entry)) is not None:
             clocks[index] = gfx_clock(_section(entry, "clock"))
     return clocks
 

@@ -20,8 +20,17 @@ from dataclasses import dataclass
 from llmsweep.engine_ids import SIM
 from llmsweep.engines.launch import LaunchSpec
 from llmsweep.errors import LaunchError
-from llmsweep.execute.commands import run_command
-from llmsweep.visible import VISIBLE_ENV, GpuTable, Listed, match_uuid, parse_nvidia_smi_list, select_listed
+from llmsweep.execute.commands import describe, run_command
+from llmsweep.visible import (
+    AMD_SMI_LIST_ARGS,
+    VISIBLE_ENV,
+    GpuTable,
+    Listed,
+    match_uuid,
+    parse_nvidia_smi_list,
+    read_amd_smi_list,
+    select_listed,
+)
 
 log = logging.getLogger(__name__)
 PORT_PLACEHOLDER = "{port}"
@@ -97,7 +106,8 @@ class _ServerGpus:
     """What the vendor tool lists of this host's GPUs, and the ones the server's selection gives it."""
 
     listed: Listed
-    """The host's GPUs (and, from `nvidia-smi -L`, their and their MIG instances' UUIDs; none from `rocm-smi`)."""
+    """The host's GPUs (and their UUIDs: from `nvidia-smi -L` also its MIG instances', from `amd-smi list` ROCr's;
+    none from `rocm-smi`)."""
     exe: str
     """The tool, as found on the server's PATH."""
     selected: tuple[int, ...]
@@ -106,7 +116,8 @@ class _ServerGpus:
 
 class HostGpuQueries:
     """What a launch preflight asks this host's vendor tool, each asked once, when first needed, however many servers
-    are checked against it: the GPUs it lists (`nvidia-smi -L`, else `rocm-smi --showid`) and, NVIDIA, the processes
+    are checked against it: the GPUs it lists (`nvidia-smi -L`, else `amd-smi list`, else `rocm-smi --showid`:
+    `_list_host`) and, NVIDIA, the processes
     computing on them (`--query-compute-apps`). A role-by-role deployment's workers on one host share one
     (`execute.roles.LocalPlacement`); a later preflight asks afresh with a new one."""
 
@@ -151,7 +162,15 @@ class HostGpuQueries:
         return self._tenants[exe]
 
 
+NO_GPU_TOOL = "none of nvidia-smi, amd-smi and rocm-smi is on PATH"
+"""What a GPU check says when no vendor tool can list the host's GPUs (`HostGpuQueries.listing` is None)."""
+
+
 def _list_host(path: str | None) -> tuple[str, Listed] | None:
+    """The host's GPUs as the first vendor tool on `path` lists them: `nvidia-smi -L`; else `amd-smi list -e --json`
+    (`list --json` where that fails: an older amd-smi), whose indices are the ones the lifecycle's `amd-smi static`
+    and the power sampler number the GPUs by; else `rocm-smi --showid` (an amd-smi that fails too, ROCm before
+    amd-smi). None when none is there. A LaunchError when the tool there fails (every AMD tool there, on AMD)."""
     fix = "check the GPU driver on this node (the tool failed or hung)"
     if exe := shutil.which("nvidia-smi", path=path):  # run as found on the server's PATH
         out = run_command([exe, "-L"], timeout_s=_GPU_TOOL_TIMEOUT_S, fix=fix).stdout
@@ -159,10 +178,22 @@ def _list_host(path: str | None) -> tuple[str, Listed] | None:
         return exe, Listed("nvidia-smi", tuple(indices),
                            GpuTable("nvidia", parse_nvidia_smi_list(out), "listed by nvidia-smi -L",
                                     complete=True))
+    failed: LaunchError | None = None
+    if exe := shutil.which("amd-smi", path=path):  # ROCm 7.x may ship it without rocm-smi (deprecated)
+        for args in AMD_SMI_LIST_ARGS:
+            argv = [exe, *args]
+            try:
+                return exe, read_amd_smi_list(run_command(argv, timeout_s=_GPU_TOOL_TIMEOUT_S, fix=fix).stdout, args)
+            except LaunchError as exc:
+                failed = exc
+            except ValueError as exc:  # no JSON document in what it printed
+                failed = LaunchError(f"`{describe(argv)}` did not list the GPUs: {exc}", fix=fix)
     if exe := shutil.which("rocm-smi", path=path):
         out = run_command([exe, "--showid"], timeout_s=_GPU_TOOL_TIMEOUT_S, fix=fix).stdout
         indices = sorted({int(m) for m in re.findall(r"^GPU\[(\d+)\]", out, flags=re.MULTILINE)})
         return exe, Listed("rocm-smi", tuple(indices), None)
+    if failed is not None:
+        raise failed
     return None
 
 
@@ -216,7 +247,7 @@ def _refuse_busy(spec: LaunchSpec, host: _ServerGpus, queries: HostGpuQueries, f
     listed under all four with the same VRAM; ROCm 5.6's release notes say the same of its amd-smi), so it cannot say
     which GPU a process computes on; a refusal read from it would refuse free GPUs beside a busy one."""
     table = host.listed.uuids
-    if table is None:
+    if table is None or table.vendor != "nvidia":  # (an AMD listing's UUIDs are ROCr's: no tool to ask, above)
         return
     split = {index for uuid, index in table.uuids.items() if uuid.startswith("mig-")}
     wanted = host.selected[:spec.gpus]
@@ -263,10 +294,10 @@ def check_gpus(spec: LaunchSpec, environ: Mapping[str, str] | None = None, *, re
     whose = "the recipe's" if reselect is None else "its"
     if host is None:
         raise LaunchError(
-            f"the {spec.engine} server needs {spec.gpus} GPU(s) but neither nvidia-smi nor rocm-smi is on PATH",
+            f"the {spec.engine} server needs {spec.gpus} GPU(s) but {NO_GPU_TOOL}",
             fix=("this node is no GPU node, or its driver tools are not on the batch job's PATH: pick a GPU "
                  "partition (the slurm executor's `partition`) or add the tools' folder to PATH on the nodes")
-            if in_slurm else "run on a GPU machine, or install the vendor driver tools (nvidia-smi / rocm-smi)",
+            if in_slurm else "run on a GPU machine, or install the vendor driver tools (nvidia-smi / amd-smi)",
         )
     tool, found = host.listed.tool, len(host.selected)
     if found < spec.gpus:

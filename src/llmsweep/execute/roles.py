@@ -58,7 +58,7 @@ from llmsweep.execute.commands import run_command
 from llmsweep.execute.handle import DEFAULT_TAIL_LINES, ProcessServerHandle
 from llmsweep.execute.local import LocalLauncher
 from llmsweep.execute.node_power import READY_LINE
-from llmsweep.execute.preflight import HostGpuQueries
+from llmsweep.execute.preflight import NO_GPU_TOOL, HostGpuQueries
 from llmsweep.execute.pyxis import SrunLauncher, scontrol_show
 from llmsweep.execute.ready import server_version, wait_ready
 from llmsweep.execute.secrets import SecretScrubber
@@ -391,8 +391,8 @@ def gpu_partition(needs: list[tuple[str, int]], environ: Mapping[str, str] | Non
     queries = HostGpuQueries() if queries is None else queries
     host = queries.server(env, pinned, needs=f"the deployment's workers need {needed} GPU(s) together ({wanted})")
     if host is None:
-        raise LaunchError(f"the deployment's workers need {needed} GPU(s) together ({wanted}) but neither nvidia-smi "
-                          "nor rocm-smi is on PATH", fix=fix)
+        raise LaunchError(f"the deployment's workers need {needed} GPU(s) together ({wanted}) but {NO_GPU_TOOL}",
+                          fix=fix)
     tool, found = host.listed.tool, len(host.selected)
     if found < needed:
         if GPU_PARTITION_ENV in pinned:

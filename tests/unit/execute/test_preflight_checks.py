@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import socket
 import stat
 from pathlib import Path
@@ -62,7 +63,7 @@ def test_gpu_check_skips_simulator_and_cpu_servers(monkeypatch: pytest.MonkeyPat
 
 def test_gpu_check_fails_without_vendor_tools(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))
-    with pytest.raises(LaunchError, match="neither nvidia-smi nor rocm-smi"):
+    with pytest.raises(LaunchError, match="none of nvidia-smi, amd-smi and rocm-smi is on PATH"):
         check_gpus(spec(("srv",), 1, gpus=1))
 
 
@@ -310,3 +311,99 @@ def test_a_uuid_the_listing_lacks_is_refused_without_listing_the_host_again(monk
         check_gpus(spec(("srv",), 1, gpus=1, env={"CUDA_VISIBLE_DEVICES": "GPU-bbbb"}))
     assert err.value.message.endswith("names GPU-bbbb, which no GPU of this host has (listed by nvidia-smi -L)")
     assert log.read_text().splitlines() == ["-L"]
+
+
+# Four MI300X (device id 0x74a1): the unique id ROCr's UUID carries (`GPU-<serial>`), from which amd-smi builds its own
+# UUID (`<serial byte 7>ff74a1-0000-1000-80<serial byte 6>-<serial bytes 5..0>`).
+AMD_SERIALS = ("5bf1a8c2e4d60917", "92c4e07b3a1f5d28", "e8d7c6b5a4938271", "0a1b2c3d4e5f6071")
+GROUP_WARNING = ("WARNING: User is missing the following required groups: render, video. Please add user to these "
+                 "groups.")
+
+
+def amd_smi_list(era: str, *, enumeration: bool, in_groups: bool = True) -> str:
+    """`amd-smi list [-e] --json` as amd-smi prints it (the fields of `amdsmi_commands.list`, paraphrased): `6.0` a
+    list of `gpu`, `bdf`, `uuid` (amd-smi 23.x/24.x, no `-e`); `6.4` a list that adds the KFD ids, and with `-e` the
+    DRM, HSA and HIP enumeration (`hip_uuid`: ROCr's UUID); `7.x` the same objects wrapped in `gpu_data`. A user
+    outside the render and video groups gets the warning on stdout first and `N/A` for every UUID and BDF."""
+    entries = []
+    for i, serial in enumerate(AMD_SERIALS):
+        entry: dict[str, object] = {
+            "gpu": i, "bdf": f"0000:{0x0c + 0x20 * i:02x}:00.0" if in_groups else "N/A",
+            "uuid": f"{serial[:2]}ff74a1-0000-1000-80{serial[2:4]}-{serial[4:]}" if in_groups else "N/A"}
+        if era != "6.0":
+            entry |= {"kfd_id": 28870 + 1000 * i, "node_id": 2 + i, "partition_id": 0}
+        if enumeration:
+            entry |= {"render": f"renderD{128 + 8 * i}", "card": f"card{i}", "hsa_id": 2 + i, "hip_id": i,
+                      "hip_uuid": f"GPU-{serial}" if in_groups else "N/A"}
+        entries.append(entry)
+    doc = json.dumps({"gpu_data": entries} if era == "7.x" else entries, indent=4)
+    return doc if in_groups else f"{GROUP_WARNING}\n{doc}"
+
+
+def fake_amd_smi(directory: Path, era: str, *, in_groups: bool = True, broken: bool = False) -> Path:
+    """A stand-in amd-smi of shell builtins only: `list [-e] --json` as `amd_smi_list` prints it (the 6.0-era one
+    refuses `-e`, as argparse does); `broken`, every command fails as an amd-smi whose library cannot start does.
+    Anything else it is asked is logged to the returned file and answered with a CSV row of a process on GPU 0, as
+    nvidia-smi's `--query-compute-apps` would print one."""
+    asked = directory / "amd-smi.asked"
+    no_e = ('echo "amd-smi: error: unrecognized arguments: -e" >&2; exit 2' if era == "6.0" else
+            f"printf '%s\\n' '{amd_smi_list(era, enumeration=True, in_groups=in_groups)}'")
+    body = ('echo "AMDSMI_STATUS_INIT_ERROR: could not initialize amdsmi" >&2; exit 1\n' if broken else
+            f"case \"$*\" in\n"
+            f"  'list -e --json') {no_e};;\n"
+            f"  'list --json') printf '%s\\n' '{amd_smi_list(era, enumeration=False, in_groups=in_groups)}';;\n"
+            f"  *) echo \"$*\" >> {asked}; printf '%s\\n' 'GPU-{AMD_SERIALS[0]}, 4242, 1000, python3';;\n"
+            "esac\n")
+    path = directory / "amd-smi"
+    path.write_text(f"#!/bin/sh\n{body}")
+    path.chmod(path.stat().st_mode | stat.S_IEXEC)
+    return asked
+
+
+@pytest.mark.parametrize(("era", "in_groups"), [("6.0", True), ("6.4", True), ("7.x", True), ("6.4", False)])
+def test_an_amd_host_with_amd_smi_alone_is_checked_by_what_amd_smi_lists(monkeypatch: pytest.MonkeyPatch,
+                                                                          tmp_path: Path, era: str,
+                                                                          in_groups: bool) -> None:
+    """ROCm 7.x deprecates rocm-smi and a host may have amd-smi alone, which the lifecycle already reads the GPUs
+    with: the preflight lists them with `amd-smi list -e --json` (`list --json` where an older amd-smi has no `-e`),
+    in every shape it prints (a list, or 7.x's `gpu_data` wrapper; a group warning before it, and `N/A` UUIDs, for a
+    user outside the render and video groups), and counts the selection within them. It was refused as a host
+    without vendor tools. Nothing NVIDIA's is asked of amd-smi (no process query: `_refuse_busy` says why)."""
+    asked = fake_amd_smi(tmp_path, era, in_groups=in_groups)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    for name in ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "SLURM_JOB_ID"):
+        monkeypatch.delenv(name, raising=False)
+    check_gpus(spec(("srv",), 1, gpus=4))
+    with pytest.raises(LaunchError, match=r"needs 8 GPU\(s\) but amd-smi shows 4 visible"):
+        check_gpus(spec(("srv",), 1, gpus=8))
+    monkeypatch.setenv("ROCR_VISIBLE_DEVICES", "2,3")
+    monkeypatch.setenv("HIP_VISIBLE_DEVICES", "1")  # HIP counts within what ROCR left: GPU 3
+    with pytest.raises(LaunchError, match=r"needs 2 GPU\(s\) but amd-smi shows 1 visible"):
+        check_gpus(spec(("srv",), 1, gpus=2))
+    monkeypatch.delenv("HIP_VISIBLE_DEVICES")
+    by_uuid = f"GPU-{AMD_SERIALS[3]},GPU-{AMD_SERIALS[1][:6]}"  # ROCr's UUIDs, the second by a unique prefix
+    monkeypatch.setenv("ROCR_VISIBLE_DEVICES", by_uuid)
+    if in_groups:  # amd-smi said every GPU's UUID: the selection is two of them
+        check_gpus(spec(("srv",), 2, gpus=2))
+    else:  # it said none: the entry names no GPU the host's tools know, never "every GPU"
+        with pytest.raises(LaunchError, match=f"ROCR_VISIBLE_DEVICES={by_uuid} names .*which no GPU of this host"):
+            check_gpus(spec(("srv",), 2, gpus=2))
+    assert not asked.exists(), asked.read_text()
+
+
+def test_an_amd_smi_that_fails_is_followed_by_rocm_smi_and_else_said(monkeypatch: pytest.MonkeyPatch,
+                                                                     tmp_path: Path) -> None:
+    """An amd-smi that cannot list the GPUs leaves them to rocm-smi where it is there; alone, its failure is the
+    refusal (with what it said), not "no vendor tool"."""
+    fake_amd_smi(tmp_path, "7.x", broken=True)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    for name in ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "SLURM_JOB_ID"):
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(LaunchError) as err:
+        check_gpus(spec(("srv",), 1, gpus=1))
+    assert "amd-smi list --json` failed with exit status 1: AMDSMI_STATUS_INIT_ERROR" in err.value.message
+    assert "check the GPU driver" in (err.value.fix or "")
+    fake_tool(tmp_path, "rocm-smi", "\n".join(f"GPU[{i}]\t\t: Device ID: 0x74a1" for i in range(2)))
+    check_gpus(spec(("srv",), 1, gpus=2))
+    with pytest.raises(LaunchError, match="rocm-smi shows 2 visible"):
+        check_gpus(spec(("srv",), 1, gpus=4))
