@@ -9,6 +9,10 @@ What the runtimes do with the variables, and so what :func:`resolve_visible` doe
 - **NVIDIA** (CUDA): only `CUDA_VISIBLE_DEVICES` counts; `HIP_`/`ROCR_VISIBLE_DEVICES` are ignored. An entry is an
   index, a GPU UUID (``GPU-…``) or a unique prefix of one, or a MIG UUID (``MIG-…``, or the older
   ``MIG-GPU-<uuid>/<gi>/<ci>``), which here means the GPU holding the instance. Set and empty, it shows no GPU.
+  An index counts the GPUs in CUDA's device order, which is nvidia-smi's (and NVML's: PCI bus order) only under
+  `CUDA_DEVICE_ORDER=PCI_BUS_ID`; CUDA's default, `FASTEST_FIRST`, puts the fastest GPU first, another GPU than
+  nvidia-smi's first on a host of mixed GPUs. Indices are read here in nvidia-smi's order, so a GPU server llmsweep
+  launches on an NVIDIA host runs with `PCI_BUS_ID` (:data:`DEVICE_ORDER`, `execute.preflight.in_bus_order`).
 - **AMD** (ROCm): `ROCR_VISIBLE_DEVICES` is applied first, by the ROCr runtime: indices or UUIDs (``GPU-`` and the
   16 hex digits of the GPU's unique id, any case, or a unique prefix of that), surfaced in the variable's order.
   HIP then reads `HIP_VISIBLE_DEVICES`, or `CUDA_VISIBLE_DEVICES` when HIP's is unset or empty (never both): its
@@ -43,6 +47,9 @@ log = logging.getLogger(__name__)
 
 CUDA, HIP, ROCR = "CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES"
 VISIBLE_ENV = (CUDA, HIP, ROCR)
+DEVICE_ORDER, BUS_ORDER = "CUDA_DEVICE_ORDER", "PCI_BUS_ID"
+"""The variable that sets the order CUDA numbers the GPUs in (its indices in `CUDA_VISIBLE_DEVICES`, and device N of
+the process), and its value for nvidia-smi's order, the order every index is read in here (module docstring)."""
 Vendor = Literal["nvidia", "amd"]
 
 
@@ -305,6 +312,12 @@ def _nvml_uuids(nvml: Any) -> dict[str, int]:
 
 _SMI_GPU = re.compile(r"^GPU (\d+):.*\(UUID: (GPU-[^)\s]+)\)")
 _SMI_MIG = re.compile(r"^\s+MIG .*\(UUID: (MIG-[^)\s]+)\)")
+_SMI_MODEL = re.compile(r"^GPU (\d+): (.+?) \(UUID: ")
+
+
+def parse_nvidia_smi_models(text: str) -> dict[int, str]:
+    """`nvidia-smi -L`: each GPU's index -> its model as the line names it (`NVIDIA H200`)."""
+    return {int(m.group(1)): m.group(2).strip() for line in text.splitlines() if (m := _SMI_MODEL.match(line))}
 
 
 def parse_nvidia_smi_list(text: str) -> dict[str, int]:

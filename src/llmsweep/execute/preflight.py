@@ -23,11 +23,15 @@ from llmsweep.errors import LaunchError
 from llmsweep.execute.commands import describe, run_command
 from llmsweep.visible import (
     AMD_SMI_LIST_ARGS,
+    BUS_ORDER,
+    DEVICE_ORDER,
     VISIBLE_ENV,
     GpuTable,
     Listed,
+    host_vendor,
     match_uuid,
     parse_nvidia_smi_list,
+    parse_nvidia_smi_models,
     read_amd_smi_list,
     select_listed,
 )
@@ -102,16 +106,29 @@ def resolve_port(spec: LaunchSpec) -> LaunchSpec:
 
 
 @dataclass(frozen=True)
-class _ServerGpus:
-    """What the vendor tool lists of this host's GPUs, and the ones the server's selection gives it."""
+class _HostListing:
+    """This host's GPUs as the first vendor tool on a PATH lists them (`_list_host`)."""
 
+    exe: str
+    """The tool, as found on the server's PATH."""
     listed: Listed
     """The host's GPUs (and their UUIDs: from `nvidia-smi -L` also its MIG instances', from `amd-smi list` ROCr's;
     none from `rocm-smi`)."""
-    exe: str
-    """The tool, as found on the server's PATH."""
+    models: frozenset[str] = frozenset()
+    """The GPU models the tool names (`nvidia-smi -L`: `NVIDIA H200`); empty where it names none (AMD's list)."""
+
+
+@dataclass(frozen=True)
+class _ServerGpus:
+    """What the vendor tool lists of this host's GPUs, and the ones the server's selection gives it."""
+
+    host: _HostListing
     selected: tuple[int, ...]
     """The GPUs the server is given, in the runtime's order (every GPU when no variable narrows them)."""
+
+    @property
+    def listed(self) -> Listed:
+        return self.host.listed
 
 
 class HostGpuQueries:
@@ -122,11 +139,11 @@ class HostGpuQueries:
     (`execute.roles.LocalPlacement`); a later preflight asks afresh with a new one."""
 
     def __init__(self) -> None:
-        self._listed: dict[str | None, tuple[str, Listed] | None] = {}
+        self._listed: dict[str | None, _HostListing | None] = {}
         self._tenants: dict[str, list[GpuTenant] | None] = {}
 
-    def listing(self, env: Mapping[str, str]) -> tuple[str, Listed] | None:
-        """(the tool as found on `env`'s PATH, what it lists); None when neither tool is there."""
+    def listing(self, env: Mapping[str, str]) -> _HostListing | None:
+        """What the first vendor tool on `env`'s PATH lists; None when no tool is there."""
         path = env.get("PATH")
         if path not in self._listed:
             self._listed[path] = _list_host(path)
@@ -141,12 +158,11 @@ class HostGpuQueries:
         found = self.listing(env)
         if found is None:
             return None
-        exe, listed = found
-        visible = select_listed(listed, env)
+        visible = select_listed(found.listed, env)
         if visible.problem is not None:
             raise LaunchError(f"{needs}, but the GPU selection is unusable: {visible.problem}",
                               fix=_selection_fix(env, recipe))
-        return _ServerGpus(listed, exe, visible.gpus or ())
+        return _ServerGpus(found, visible.gpus or ())
 
     def tenants(self, exe: str) -> list[GpuTenant] | None:
         """The processes computing on the GPUs, as `exe` (nvidia-smi) lists them; None when it cannot say (best
@@ -166,7 +182,7 @@ NO_GPU_TOOL = "none of nvidia-smi, amd-smi and rocm-smi is on PATH"
 """What a GPU check says when no vendor tool can list the host's GPUs (`HostGpuQueries.listing` is None)."""
 
 
-def _list_host(path: str | None) -> tuple[str, Listed] | None:
+def _list_host(path: str | None) -> _HostListing | None:
     """The host's GPUs as the first vendor tool on `path` lists them: `nvidia-smi -L`; else `amd-smi list -e --json`
     (`list --json` where that fails: an older amd-smi), whose indices are the ones the lifecycle's `amd-smi static`
     and the power sampler number the GPUs by; else `rocm-smi --showid` (an amd-smi that fails too, ROCm before
@@ -175,15 +191,17 @@ def _list_host(path: str | None) -> tuple[str, Listed] | None:
     if exe := shutil.which("nvidia-smi", path=path):  # run as found on the server's PATH
         out = run_command([exe, "-L"], timeout_s=_GPU_TOOL_TIMEOUT_S, fix=fix).stdout
         indices = [int(m) for m in re.findall(r"^GPU (\d+):", out, flags=re.MULTILINE)]
-        return exe, Listed("nvidia-smi", tuple(indices),
-                           GpuTable("nvidia", parse_nvidia_smi_list(out), "listed by nvidia-smi -L",
-                                    complete=True))
+        return _HostListing(exe, Listed("nvidia-smi", tuple(indices),
+                                        GpuTable("nvidia", parse_nvidia_smi_list(out), "listed by nvidia-smi -L",
+                                                 complete=True)),
+                            frozenset(parse_nvidia_smi_models(out).values()))
     failed: LaunchError | None = None
     if exe := shutil.which("amd-smi", path=path):  # ROCm 7.x may ship it without rocm-smi (deprecated)
         for args in AMD_SMI_LIST_ARGS:
             argv = [exe, *args]
             try:
-                return exe, read_amd_smi_list(run_command(argv, timeout_s=_GPU_TOOL_TIMEOUT_S, fix=fix).stdout, args)
+                out = run_command(argv, timeout_s=_GPU_TOOL_TIMEOUT_S, fix=fix).stdout
+                return _HostListing(exe, read_amd_smi_list(out, args))
             except LaunchError as exc:
                 failed = exc
             except ValueError as exc:  # no JSON document in what it printed
@@ -191,7 +209,7 @@ def _list_host(path: str | None) -> tuple[str, Listed] | None:
     if exe := shutil.which("rocm-smi", path=path):
         out = run_command([exe, "--showid"], timeout_s=_GPU_TOOL_TIMEOUT_S, fix=fix).stdout
         indices = sorted({int(m) for m in re.findall(r"^GPU\[(\d+)\]", out, flags=re.MULTILINE)})
-        return exe, Listed("rocm-smi", tuple(indices), None)
+        return _HostListing(exe, Listed("rocm-smi", tuple(indices), None))
     if failed is not None:
         raise failed
     return None
@@ -252,7 +270,7 @@ def _refuse_busy(spec: LaunchSpec, host: _ServerGpus, queries: HostGpuQueries, f
     split = {index for uuid, index in table.uuids.items() if uuid.startswith("mig-")}
     wanted = host.selected[:spec.gpus]
     used = tuple(i for i in wanted if i not in split)
-    if not used or (tenants := queries.tenants(host.exe)) is None:
+    if not used or (tenants := queries.tenants(host.host.exe)) is None:
         return
     busy: dict[int, list[GpuTenant]] = {}
     for tenant in tenants:
@@ -326,18 +344,59 @@ def check_gpus(spec: LaunchSpec, environ: Mapping[str, str] | None = None, *, re
                      "allocation's GPUs should be its own")
     else:
         elsewhere = "select free GPUs with CUDA_VISIBLE_DEVICES"
+    _refuse_other_order(spec, host, {**host_env, **spec.env})
     _refuse_busy(spec, host, queries, fix=elsewhere)
+
+
+def _refuse_other_order(spec: LaunchSpec, host: _ServerGpus, env: Mapping[str, str]) -> None:
+    """LaunchError when the server (running with `env`) numbers an NVIDIA host's GPUs in another order than
+    nvidia-smi's (`CUDA_DEVICE_ORDER` set, by the recipe or this shell, to other than `PCI_BUS_ID`: CUDA's default,
+    fastest first) and the host's GPUs are not all one model: its indices, and the device it takes first, would be
+    other GPUs than the ones checked, recorded as its hardware and sampled for its power (all by nvidia-smi's
+    numbering). On a host of one model the two orders agree. Unset, llmsweep sets `PCI_BUS_ID` (`in_bus_order`)."""
+    order = (env.get(DEVICE_ORDER) or "").strip()
+    if host.listed.tool != "nvidia-smi" or not order or order == BUS_ORDER or len(host.host.models) < 2:
+        return
+    where = "the recipe's `serve.env`" if DEVICE_ORDER in spec.env else "this shell"
+    raise LaunchError(f"the {spec.engine} server would number this host's GPUs by {DEVICE_ORDER}={order} (set in "
+                      f"{where}), not in nvidia-smi's order, and the host has GPUs of more than one model "
+                      f"({', '.join(sorted(host.host.models))}): the GPUs llmsweep checks, records and samples as the "
+                      "server's, by nvidia-smi's numbering, would not be the ones it runs on",
+                      fix=f"unset {DEVICE_ORDER} in {where} (llmsweep then runs the server with "
+                          f"{DEVICE_ORDER}={BUS_ORDER}, nvidia-smi's order), or set it to {BUS_ORDER}")
+
+
+def in_bus_order(spec: LaunchSpec, environ: Mapping[str, str] | None = None) -> LaunchSpec:
+    """`spec` to launch with `CUDA_DEVICE_ORDER=PCI_BUS_ID` in its env where it is a GPU server (not the simulator)
+    on an NVIDIA host (nvidia-smi on the server's PATH) and neither the recipe's `serve.env` nor this shell
+    (`environ`) sets the variable.
+
+    Every GPU index llmsweep reads for a server is nvidia-smi's (the preflight's, the GPUs recorded as its hardware,
+    the power sampler's NVML indices, a role-by-role deployment's shares of the host), and so is the index an
+    engineer reads off `nvidia-smi` and writes into `CUDA_VISIBLE_DEVICES`; CUDA's own default order puts the
+    fastest GPU first. On a host of mixed GPUs (a display GPU beside the accelerators, two generations in one box)
+    `CUDA_VISIBLE_DEVICES=0`, or no selection with the engine taking device 0, would otherwise run the server on
+    another GPU than the one checked free, named in its result and sampled for its power. An order set explicitly is
+    kept (`check_gpus` refuses one other than `PCI_BUS_ID` where it matters: a host of mixed GPUs)."""
+    host_env = os.environ if environ is None else environ
+    env = {**host_env, **spec.env}
+    if spec.gpus <= 0 or spec.engine == SIM.id or (env.get(DEVICE_ORDER) or "").strip() \
+            or host_vendor(env) != "nvidia":
+        return spec
+    return spec.model_copy(update={"env": {**spec.env, DEVICE_ORDER: BUS_ORDER}})
 
 
 def preflight(spec: LaunchSpec, *, gpus: bool = True, environ: Mapping[str, str] | None = None) -> LaunchSpec:
     """Everything to check where the server will run, before launching it: the port (resolved when 0), then GPUs.
 
-    Returns the spec to launch (its port filled in). Call it on the machine that runs the server: here for local and
-    docker, on the node (in the batch job's worker) for Slurm. A deployment launched role by role on this host checks
-    each worker's GPUs with `check_gpus` before any starts (`execute.roles.LocalPlacement`, which picks every port
-    free itself, as `resolve_port` picks a port 0).
+    Returns the spec to launch (its port filled in; a GPU server on an NVIDIA host numbering the GPUs in nvidia-smi's
+    order: `in_bus_order`). Call it on the machine that runs the server: here for local and docker, on the node (in
+    the batch job's worker) for Slurm. A deployment launched role by role on this host checks each worker's GPUs with
+    `check_gpus` before any starts (`execute.roles.LocalPlacement`, which picks every port free itself, as
+    `resolve_port` picks a port 0, and orders each worker's GPUs with `in_bus_order`).
     """
     resolved = resolve_port(spec)
     if gpus:
+        resolved = in_bus_order(resolved, environ)
         check_gpus(resolved, environ)
     return resolved

@@ -11,7 +11,8 @@ the node placeholders its launch carries (`{node0}`, `{node1}`, …) and starts 
 - :class:`LocalPlacement`: every worker and the router a process of its own on this host (its own session, torn down
   as a tree, as any local server), each on a free loopback port; the router is pointed at the workers' ports. Each
   process has a pid file of its own beside the group's, so a `--resume` after a killed run stops every one of them.
-  A worker that needs GPUs gets its share of the host's through CUDA_VISIBLE_DEVICES, in its launch's env, only
+  A worker that needs GPUs gets its share of the host's through CUDA_VISIBLE_DEVICES, in its launch's env (with
+  CUDA_DEVICE_ORDER=PCI_BUS_ID on NVIDIA: the share is nvidia-smi's indices, `preflight.in_bus_order`), only
   when the host shows them all (the simulator needs none), and each share gets an aggregated server's launch
   preflight (`preflight.check_gpus`) before any worker starts.
 
@@ -58,7 +59,7 @@ from llmsweep.execute.commands import run_command
 from llmsweep.execute.handle import DEFAULT_TAIL_LINES, ProcessServerHandle
 from llmsweep.execute.local import LocalLauncher
 from llmsweep.execute.node_power import READY_LINE
-from llmsweep.execute.preflight import NO_GPU_TOOL, HostGpuQueries
+from llmsweep.execute.preflight import NO_GPU_TOOL, HostGpuQueries, in_bus_order
 from llmsweep.execute.pyxis import SrunLauncher, scontrol_show
 from llmsweep.execute.ready import server_version, wait_ready
 from llmsweep.execute.secrets import SecretScrubber
@@ -606,7 +607,8 @@ class LocalPlacement:
         share = self.gpus.get((role.name, worker.index))
         if share is not None:
             env[GPU_PARTITION_ENV] = share
-        return spec.model_copy(update={"argv": tuple(sub(a) for a in spec.argv), "env": env, "host": LOOPBACK})
+        placed = spec.model_copy(update={"argv": tuple(sub(a) for a in spec.argv), "env": env, "host": LOOPBACK})
+        return in_bus_order(placed, self._environ)  # its share is nvidia-smi's indices: CUDA must count them so
 
     def launch(self, spec: LaunchSpec, *, log_path: Path, node: AllocatedNode, label: str) -> ProcessServerHandle:
         from llmsweep.execute.lifecycle import write_pid_file

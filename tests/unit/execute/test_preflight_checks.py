@@ -407,3 +407,63 @@ def test_an_amd_smi_that_fails_is_followed_by_rocm_smi_and_else_said(monkeypatch
     check_gpus(spec(("srv",), 1, gpus=2))
     with pytest.raises(LaunchError, match="rocm-smi shows 2 visible"):
         check_gpus(spec(("srv",), 1, gpus=4))
+
+
+MIXED = "GPU 0: NVIDIA RTX A2000 (UUID: GPU-aaaa1111)\nGPU 1: NVIDIA H100 80GB HBM3 (UUID: GPU-bbbb2222)"
+"""A host whose first GPU (by PCI bus, nvidia-smi's order) is a display card: CUDA's default order counts the H100
+first."""
+
+
+def test_a_gpu_server_on_nvidia_counts_its_gpus_in_nvidia_smis_order(monkeypatch: pytest.MonkeyPatch,
+                                                                    tmp_path: Path) -> None:
+    """Every index llmsweep reads for a server (the preflight's, the GPUs its result names, the power sampler's) is
+    nvidia-smi's, and so is the one an engineer writes after reading nvidia-smi; CUDA counts fastest first unless told
+    otherwise. The spec the preflight returns runs the server with CUDA_DEVICE_ORDER=PCI_BUS_ID, so on the host above
+    `CUDA_VISIBLE_DEVICES=1` (or a tp=1 server with no selection) is the GPU checked, named and sampled, not the
+    other one. An order the recipe or the shell sets is kept; no GPU server, the simulator and AMD get none."""
+    from llmsweep.execute.preflight import preflight
+
+    fake_tool(tmp_path, "nvidia-smi", MIXED)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    for name in ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER",
+                 "SLURM_JOB_ID"):
+        monkeypatch.delenv(name, raising=False)
+    launched = preflight(spec(("srv", "--port", "0"), 0, gpus=1, env={"CUDA_VISIBLE_DEVICES": "1"}))
+    assert launched.env == {"CUDA_VISIBLE_DEVICES": "1", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+    assert preflight(spec(("srv", "--port", "0"), 0, gpus=1)).env == {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+    assert preflight(spec(("srv", "--port", "0"), 0, gpus=1, env={"CUDA_DEVICE_ORDER": "PCI_BUS_ID"})).env == {
+        "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+    monkeypatch.setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID")  # the shell's is the server's: nothing to add
+    assert preflight(spec(("srv", "--port", "0"), 0, gpus=1)).env == {}
+    monkeypatch.delenv("CUDA_DEVICE_ORDER")
+    assert preflight(spec(("srv", "--port", "0"), 0, gpus=0)).env == {}  # a CPU server
+    assert preflight(spec(("srv", "--port", "0"), 0, gpus=1).model_copy(update={"engine": "sim"}),
+                     gpus=False).env == {}
+    (tmp_path / "nvidia-smi").unlink()
+    fake_amd_smi(tmp_path, "6.4")
+    assert preflight(spec(("srv", "--port", "0"), 0, gpus=1)).env == {}
+
+
+def test_another_gpu_order_set_on_a_host_of_mixed_gpus_is_refused(monkeypatch: pytest.MonkeyPatch,
+                                                                   tmp_path: Path) -> None:
+    """CUDA_DEVICE_ORDER set to other than PCI_BUS_ID (FASTEST_FIRST, CUDA's default) on a host whose GPUs differ
+    numbers them unlike nvidia-smi: the server would run on other GPUs than llmsweep checks, records and samples.
+    Refused with where it is set and how to fix it; on a host of one model the orders agree, and it runs."""
+    fake_tool(tmp_path, "nvidia-smi", MIXED)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    for name in ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "SLURM_JOB_ID"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("CUDA_DEVICE_ORDER", "FASTEST_FIRST")
+    with pytest.raises(LaunchError) as shell:
+        check_gpus(spec(("srv",), 1, gpus=1))
+    assert "CUDA_DEVICE_ORDER=FASTEST_FIRST (set in this shell), not in nvidia-smi's order" in shell.value.message
+    assert "(NVIDIA H100 80GB HBM3, NVIDIA RTX A2000)" in shell.value.message
+    assert shell.value.fix == ("unset CUDA_DEVICE_ORDER in this shell (llmsweep then runs the server with "
+                               "CUDA_DEVICE_ORDER=PCI_BUS_ID, nvidia-smi's order), or set it to PCI_BUS_ID")
+    monkeypatch.delenv("CUDA_DEVICE_ORDER")
+    with pytest.raises(LaunchError) as recipe:
+        check_gpus(spec(("srv",), 1, gpus=1, env={"CUDA_DEVICE_ORDER": "FASTEST_FIRST"}))
+    assert "unset CUDA_DEVICE_ORDER in the recipe's `serve.env`" in (recipe.value.fix or "")
+    check_gpus(spec(("srv",), 1, gpus=1, env={"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}))
+    fake_tool(tmp_path, "nvidia-smi", "GPU 0: NVIDIA H200 (UUID: GPU-a)\nGPU 1: NVIDIA H200 (UUID: GPU-b)")
+    check_gpus(spec(("srv",), 1, gpus=1, env={"CUDA_DEVICE_ORDER": "FASTEST_FIRST"}))

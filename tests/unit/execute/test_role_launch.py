@@ -354,7 +354,7 @@ def _fake_nvidia_smi(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, gpus: int)
     tool.write_text(f"#!/bin/sh\nprintf '{listing}'\n")
     tool.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ.get('PATH', '')}")
-    for name in ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES"):
+    for name in ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER"):
         monkeypatch.delenv(name, raising=False)
     return dict(os.environ)
 
@@ -390,6 +390,27 @@ def test_a_worker_that_needs_gpus_gets_its_share_of_the_host_only_when_the_host_
     env24["CUDA_VISIBLE_DEVICES"] = ",".join([*map(str, range(16)), "40", *map(str, range(16, 24))])
     with pytest.raises(LaunchError, match=r"names GPU 40, but nvidia-smi lists 24 GPU\(s\)"):
         LocalPlacement(real, LocalLauncher(), tmp_path, environ=env24)
+
+
+def test_a_real_engines_worker_counts_its_share_in_nvidia_smis_order(disagg_job: Job, tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker's share is nvidia-smi's indices (`gpu_partition`): a real engine's worker runs with
+    CUDA_DEVICE_ORDER=PCI_BUS_ID, as an aggregated server does (`preflight.in_bus_order`), or on a host of mixed GPUs
+    CUDA's default order (fastest first) would run it on GPUs another worker was given, or that were checked free for
+    it; the router, on no GPU, and the simulator's workers get none."""
+    topology = engines.render_topology(disagg_job, simulate=True)
+    real = topology.model_copy(update={"roles": tuple(
+        role.model_copy(update={"workers": tuple(w.model_copy(update={"spec": w.spec.model_copy(update={
+            "gpus": role.gpus_per_worker, "engine": "vllm" if role.gpus_per_worker else w.spec.engine})})
+            for w in role.workers)}) for role in topology.roles)})
+    env = _fake_nvidia_smi(tmp_path, monkeypatch, 24)
+    placed = [LocalPlacement(real, LocalLauncher(), tmp_path, environ=env).place(role, w)
+              for role in real.roles for w in role.workers]
+    assert [spec.env.get(GPU_PARTITION_ENV) for spec in placed] == ["0,1,2,3,4,5,6,7", "8,9,10,11,12,13,14,15",
+                                                                      "16,17,18,19,20,21,22,23", None]
+    assert [spec.env.get("CUDA_DEVICE_ORDER") for spec in placed] == ["PCI_BUS_ID"] * 3 + [None]
+    simulated = LocalPlacement(topology, LocalLauncher(), tmp_path, environ=env)
+    assert all("CUDA_DEVICE_ORDER" not in simulated.place(role, w).env for role in topology.roles for w in role.workers)
 
 
 def test_the_launcher_decides_where_roles_go_and_one_that_cannot_place_them_says_so(disagg_job: Job,
