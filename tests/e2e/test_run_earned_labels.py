@@ -60,6 +60,25 @@ def test_the_declared_version_that_ran_is_the_label_and_ignore_eos_what_was_sent
     assert prov["workload"]["ignore_eos"] is False
 
 
+def test_a_server_on_no_gpu_records_none_and_prices_no_gpu_hour(tmp_path: Path, tiny_model_dir: Path) -> None:
+    """The CPU rehearsal (transformers serve `--device cpu`, its launch uses 0 GPUs) of a job planned for one H200:
+    its hardware says 0 GPUs, not the job's 1; its per-GPU figures are the endpoint's (`gpus_known: false`); and it
+    has no cost block — it was priced as H200 GPU-hours ($/Mtok at the catalog's $/GPU-hour, tok/s per all-in MW),
+    figures of a GPU that served nothing. The job's SKU stays what the plan targets."""
+    env = stand_in_env(tmp_path, version="5.17.0", LLMSWEEP_STORE=str(tmp_path / "store.sqlite"))
+    res = run_here([_recipe(tmp_path, tiny_model_dir), "--executor-option", "allow_image=true",
+                    "--out", tmp_path / "run", "--no-report", "--request-timeout", "10"], env)
+    assert res.returncode == 0, res.stderr[-4000:]
+    ((_, jdir),) = job_dirs(tmp_path / "run").items()
+    summary = read_json(jdir / "summary.json")
+    prov = summary["provenance"]
+    assert prov["hardware"]["gpus"] == 0 and prov["hardware"]["sku"] == "h200", prov["hardware"]
+    assert prov["gpus_known"] is False and prov["gpus_from"] == no_gpu_figures(1)
+    tput = summary["throughput"]
+    assert tput["total_tps"] > 0 and tput["per_gpu"]["total_tps"] == tput["total_tps"]  # the endpoint's
+    assert summary["power"]["cost"] is None, summary["power"]["cost"]
+
+
 def test_a_tokenizer_that_cannot_be_loaded_refuses_its_jobs_before_any_server_starts(
         tmp_path: Path, tiny_model_dir: Path) -> None:
     env = stand_in_env(tmp_path, LLMSWEEP_STORE=str(tmp_path / "store.sqlite"))

@@ -271,17 +271,19 @@ def _workload(job: Job, source: RunSource, endpoint: Endpoint | None = None) -> 
     return point.workload(simulated=source == SIMULATED)
 
 
-def hardware_provenance(job: Job, observed: dict[str, Any] | None = None) -> dict[str, Any]:
+def hardware_provenance(job: Job, observed: dict[str, Any] | None = None, *, no_gpu: bool = False) -> dict[str, Any]:
     """Provenance's `hardware` (`metrics.model.Hardware`): the job's SKU (what the summary's cost block prices),
     runner and GPUs, and what the host's driver said of its GPUs and the server's host of itself (`observe_runtime`;
     none in virtual time). `run` and `predict` both record it. The host's load average is read now: at the job's
-    start, as `_provenance` is called for each job before its load."""
+    start, as `_provenance` is called for each job before its load. `no_gpu`: the server ran on none (a real
+    engine's CPU rehearsal, :func:`on_no_gpu`): its GPUs are 0, not the job's, and the cost block prices no GPU-hour
+    of the SKU for it."""
     seen = observed or {}
     state: list[GpuState] | None = seen.get("gpu_state")
     host: HostFacts | None = seen.get("host")
     if host is not None:
         host = host.model_copy(update={"load_avg_1m": load_average_1m()})
-    return {"sku": job.sku, "runner": job.runner, "gpus": job.gpus,
+    return {"sku": job.sku, "runner": job.runner, "gpus": 0 if no_gpu else job.gpus,
             "gpu_names": seen.get("gpu_names"), "driver_version": seen.get("driver_version"),
             # Why `gpu_names` is null: the server's *_VISIBLE_DEVICES name a GPU this host does not have.
             **({"gpu_names_problem": seen["gpu_names_problem"]} if seen.get("gpu_names_problem") else {}),
@@ -334,7 +336,7 @@ def _provenance(job: Job, spec: LaunchSpec, group: ServerGroup, observed: dict[s
                    # itself, `node.use_srun: false`) the batch job this worker runs in
                    "slurm_job_id": (handle.job_id if handle is not None and handle.job_id else
                                     os.environ.get("SLURM_JOB_ID") if group.executor == "slurm" else None)},
-        "hardware": hardware_provenance(job, seen),
+        "hardware": hardware_provenance(job, seen, no_gpu=on_no_gpu(spec)),
         "llmsweep_version": __version__,
         "source": group.source,
         "clock": WALL,  # the live path; `execute.virtual` records VIRTUAL

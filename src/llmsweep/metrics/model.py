@@ -511,7 +511,9 @@ class Hardware(_Open):
 
     sku: str | None = None
     runner: str | None = None
-    gpus: int | None = None
+    gpus: int | None = Field(default=None, description="The job's GPUs; 0 where the server ran on none (a real "
+                             "engine's CPU rehearsal: its per-GPU figures are the endpoint's, `gpus_known`, and it "
+                             "has no cost block).")
     gpu_names: list[str] | None = Field(default=None, description="The server's GPUs as the driver names them.")
     driver_version: str | None = None
     gpu_names_problem: str | None = Field(default=None, description="Why `gpu_names` is null: the server's "

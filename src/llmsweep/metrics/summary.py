@@ -282,6 +282,8 @@ def _power(records: object, telemetry: Telemetry | None, acc: Accumulator, tput:
         return None
     hardware = (provenance or {}).get("hardware")
     sku = hardware.get("sku") if isinstance(hardware, dict) else hardware if isinstance(hardware, str) else None
+    if isinstance(hardware, dict) and hardware.get("gpus") == 0:  # served on no GPU: no GPU-hour of the SKU to price
+        sku = None
     work = WorkDone(start=start, end=end, duration_s=duration, successful=acc.successful,
                     input_tokens=int(acc.input_sum), output_tokens=int(acc.output_sum),
                     total_tps_per_gpu=tput["per_gpu"]["total_tps"], output_tps_per_gpu=tput["per_gpu"]["output_tps"],
