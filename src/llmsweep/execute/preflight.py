@@ -122,21 +122,20 @@ class _HostListing:
 class _ServerGpus:
     """What the vendor tool lists of this host's GPUs, and the ones the server's selection gives it."""
 
-    host: _HostListing
+    listing: _HostListing
     selected: tuple[int, ...]
     """The GPUs the server is given, in the runtime's order (every GPU when no variable narrows them)."""
 
     @property
     def listed(self) -> Listed:
-        return self.host.listed
+        return self.listing.listed
 
 
 class HostGpuQueries:
     """What a launch preflight asks this host's vendor tool, each asked once, when first needed, however many servers
     are checked against it: the GPUs it lists (`nvidia-smi -L`, else `amd-smi list`, else `rocm-smi --showid`:
-    `_list_host`) and, NVIDIA, the processes
-    computing on them (`--query-compute-apps`). A role-by-role deployment's workers on one host share one
-    (`execute.roles.LocalPlacement`); a later preflight asks afresh with a new one."""
+    `_list_host`) and, NVIDIA, the processes computing on them (`--query-compute-apps`). A role-by-role deployment's
+    workers on one host share one (`execute.roles.LocalPlacement`); a later preflight asks afresh with a new one."""
 
     def __init__(self) -> None:
         self._listed: dict[str | None, _HostListing | None] = {}
@@ -270,7 +269,7 @@ def _refuse_busy(spec: LaunchSpec, host: _ServerGpus, queries: HostGpuQueries, f
     split = {index for uuid, index in table.uuids.items() if uuid.startswith("mig-")}
     wanted = host.selected[:spec.gpus]
     used = tuple(i for i in wanted if i not in split)
-    if not used or (tenants := queries.tenants(host.host.exe)) is None:
+    if not used or (tenants := queries.tenants(host.listing.exe)) is None:
         return
     busy: dict[int, list[GpuTenant]] = {}
     for tenant in tenants:
@@ -355,13 +354,14 @@ def _refuse_other_order(spec: LaunchSpec, host: _ServerGpus, env: Mapping[str, s
     other GPUs than the ones checked, recorded as its hardware and sampled for its power (all by nvidia-smi's
     numbering). On a host of one model the two orders agree. Unset, llmsweep sets `PCI_BUS_ID` (`in_bus_order`)."""
     order = (env.get(DEVICE_ORDER) or "").strip()
-    if host.listed.tool != "nvidia-smi" or not order or order == BUS_ORDER or len(host.host.models) < 2:
+    if host.listed.tool != "nvidia-smi" or not order or order == BUS_ORDER or len(host.listing.models) < 2:
         return
     where = "the recipe's `serve.env`" if DEVICE_ORDER in spec.env else "this shell"
+    models = ", ".join(sorted(host.listing.models))
     raise LaunchError(f"the {spec.engine} server would number this host's GPUs by {DEVICE_ORDER}={order} (set in "
                       f"{where}), not in nvidia-smi's order, and the host has GPUs of more than one model "
-                      f"({', '.join(sorted(host.host.models))}): the GPUs llmsweep checks, records and samples as the "
-                      "server's, by nvidia-smi's numbering, would not be the ones it runs on",
+                      f"({models}): the GPUs llmsweep checks, records and samples as the server's, by nvidia-smi's "
+                      "numbering, would not be the ones it runs on",
                       fix=f"unset {DEVICE_ORDER} in {where} (llmsweep then runs the server with "
                           f"{DEVICE_ORDER}={BUS_ORDER}, nvidia-smi's order), or set it to {BUS_ORDER}")
 
