@@ -69,8 +69,9 @@ class DiscoverRequest(BaseModel):
     duration: int | None = Field(default=None, ge=1, description="Profiling window of every discovery run, in "
                                  "seconds (default: the recipe's); the proposed recipe keeps the recipe's own.")
     traces: str | None = None
-    trace_revisions: dict[str, str] = Field(default_factory=dict, description="The commit each hub trace source is "
-                                            "replayed at by every stage (`discover` pins them before the first).")
+    trace_revisions: dict[str, str] = Field(default_factory=dict, description="The commit each hub trace source "
+                                            "asked at its latest (no `traces.revision`) is replayed at by every stage "
+                                            "(`discover` pins them before the first).")
     recipe_revisions: dict[str, str] = Field(default_factory=dict, description="The commit each recipe key's own hub "
                                              "trace source (`workload.traces.hf`, at its `traces.revision`) is "
                                              "replayed at by every stage, written into its stage recipes' "
@@ -304,7 +305,9 @@ def _refuse_unworkable(req: DiscoverRequest, arms: list[Arm], recipes: Mapping[s
             jobs = jobs_from_files([req.recipe], runner_config=req.runner_config)
         except LlmsweepError:
             jobs = []  # a recipe that does not plan is refused at its lines by the validation that follows
-        jobs, pinned, _ = pin_trace_sources(with_traces(jobs, req.traces, lambda _: None))
+        jobs, pins, _ = pin_trace_sources(with_traces(jobs, req.traces, lambda _: None))
+        # the commit a stage's job replays a source at when its recipe asks the latest (`RunRequest.trace_revisions`)
+        pinned = {pin.source: pin.commit for pin in pins if pin.revision is None}
         if req.traces is None:  # `--traces` replaces the recipes' sources in every stage
             by_recipe = {job.recipe_key: commit for job in jobs if (commit := trace_revision(job)) is not None
                          and (own := recipes[job.recipe_key].workload) is not None and own.traces is not None

@@ -52,7 +52,7 @@ from llmsweep.findings import Finding, Severity
 from llmsweep.metrics.model import DONE_VERDICTS, DONE_WORDS, run_clock, run_source
 from llmsweep.plan import Job
 from llmsweep.plan.matrix import EvalOptions
-from llmsweep.plan.point import one_point_per_job, pin_trace_sources, trace_revision
+from llmsweep.plan.point import TracePin, one_point_per_job, pin_trace_sources
 from llmsweep.sim_warnings import engine_refuses, not_modelled, ran_on_the_simulator
 from llmsweep.spec.workload import ScenarioId
 from llmsweep.workload.scenario import REPEAT_MARK, repeat_of
@@ -86,8 +86,9 @@ class RunRequest(BaseModel):
     traces: str | None = Field(default=None, description="Agentic jobs replay this trace source ('synthetic', a "
                                "path or a Hugging Face dataset id) instead of the recipe's.")
     trace_revisions: dict[str, str] = Field(default_factory=dict, description="Hub trace sources (`traces.hf`) "
-                                            "replayed at these commits rather than their latest: `discover` pins "
-                                            "them once for all its stages.")
+                                            "that jobs ask at their latest (no `traces.revision`), replayed at these "
+                                            "commits rather than their latest: `discover` pins them once for all its "
+                                            "stages.")
     out: Path
     store: Path | None = None
     report: bool = True
@@ -483,7 +484,7 @@ def _groups(jobs: list[Job], simulate: bool, executor: str, live: bool = False,
 def _write_run_meta(run_dir: Path, req: RunRequest, run_id: str, jobs: list[Job],
                     outcomes: list[JobOutcome] | None, findings: list[Finding],
                     reuse: dict[str, Any] | None = None, superseded: frozenset[str] = frozenset(),
-                    elsewhere: frozenset[str] = frozenset()) -> None:
+                    elsewhere: frozenset[str] = frozenset(), trace_pins: Sequence[TracePin] = ()) -> None:
     from llmsweep.results.identity import hardware_of
     from llmsweep.results.rundir import KEPT_ATTEMPTS, RETIRED
 
@@ -514,18 +515,16 @@ def _write_run_meta(run_dir: Path, req: RunRequest, run_id: str, jobs: list[Job]
     # an eval (a value no job used would later be taken for what the run measured with).
     exercised = _measured_by(req, jobs)
     meta.update({name: exercised[name] for name in ("traces", "eval_settings", "power_backend") if name in exercised})
-    # the commit each hub trace source replayed (`_pin_traces`), which a `--resume` replays again; a source that could
-    # not be pinned keeps the recipe's revision (a branch, a tag), which is no commit and not recorded as one
-    from llmsweep.workload.traces.loader import is_commit
-
-    revisions = {job.workload.traces.hf: commit for job in jobs
-                 if job.workload.traces is not None and job.workload.traces.hf is not None
-                 and (commit := trace_revision(job)) is not None and is_commit(commit)}
+    # the commit each hub trace source replayed at each revision its recipes asked, and the jobs that replayed it
+    # (`_pin_traces`), which a `--resume` replays again; a source that could not be pinned is not recorded
     previous = art.read_json(run_dir / art.RUN_FILE)
-    if isinstance(previous, dict) and _partial(req) and isinstance(previous.get(TRACE_REVISIONS), dict):
-        revisions = {**previous[TRACE_REVISIONS], **revisions}  # a narrower invocation keeps its other jobs'
-    if revisions:
-        meta[TRACE_REVISIONS] = revisions
+    ids = {j.id for j in jobs}
+    pins = [pin.model_copy(update={"jobs": [i for i in pin.jobs or () if i in ids]}) for pin in trace_pins]
+    pins = [pin for pin in pins if pin.jobs]
+    if isinstance(previous, dict) and _partial(req):  # a narrower invocation keeps its other jobs'
+        pins = _merged_pins(read_trace_pins(previous.get(TRACE_REVISIONS)), pins)
+    if pins:
+        meta[TRACE_REVISIONS] = [pin.model_dump(mode="json") for pin in pins]
     if isinstance(previous, dict):
         meta["run_id"] = previous.get("run_id", run_id)
         meta["started"] = previous.get("started", meta["started"])
@@ -665,12 +664,12 @@ def run_sweep(req: RunRequest, *, event: Event = _stderr) -> RunOutcome:
         stop_stale_servers(run_dir, event, docker=_docker_cli(executor))
         # Checked under the lock: a run still going into this --out is "another run", not a finished one.
         _refuse_finished(run_dir, req)
-        jobs = _pin_traces(run_dir, req, jobs, event)
+        jobs, pins = _pin_traces(run_dir, req, jobs, event)
         _refuse_other_measurement(run_dir, req, jobs, picks)
         _refuse_fewer_repeats(run_dir, req)
         _refuse_other_corpus(run_dir, req, jobs)
         outcome = _run_locked(req, executor, jobs, findings, keys, run_dir, event, _planned_elsewhere(req, jobs),
-                              picks)
+                              picks, pins)
     outcome.unplanned = unplanned
     return outcome
 
@@ -1110,23 +1109,60 @@ def _refuse_fewer_repeats(run_dir: Path, req: RunRequest) -> None:
 
 
 TRACE_REVISIONS = "trace_revisions"
-"""run.json: the commit each hub trace source (`traces.hf`) of the run was pinned to (`_pin_traces`)."""
+"""run.json: what each hub trace source (`traces.hf`) of the run was pinned to (`_pin_traces`), a list of
+`plan.point.TracePin`: per source and revision its recipes asked, the commit and the jobs that replayed it. An earlier
+release wrote `{dataset: commit}`, which `read_trace_pins` still reads."""
 
 
-def _pin_traces(run_dir: Path, req: RunRequest, jobs: list[Job], event: Event) -> list[Job]:
-    """The jobs with every hub trace source pinned once, before any server starts, to the commit all their points
-    replay (`plan.point.pin_trace_sources`; run.json records it, `TRACE_REVISIONS`, and each job its
-    `traces.revision`). An invocation that runs part of the run and keeps the rest (`_partial`: a `--resume`, a
-    `--force` narrowed by `--job` or `--config-keys`) replays the commits run.json recorded, whatever the datasets got
-    since: a narrowed `--force` had pinned the latest, replayed it beside the kept jobs' commit, and recorded it as the
-    whole run's. A recorded commit it cannot fetch, or a recipe's `traces.revision` now at another commit, is refused
-    (exit 2), naming both commits. A source that cannot be fetched otherwise stays as it is: `_check_inputs` refuses
-    its jobs with the reason."""
-    recorded: dict[str, str] = {}
+def read_trace_pins(value: object) -> list[TracePin]:
+    """run.json's `trace_revisions` as typed entries: a list of `TracePin`, or an earlier release's `{dataset:
+    commit}` (one commit per dataset, naming neither the revision its jobs asked nor the jobs: `TracePin.earlier`);
+    [] when absent. An entry that does not read is left out (its source is pinned as a new one)."""
+    if isinstance(value, dict):
+        return [TracePin(source=str(k), commit=v) for k, v in value.items() if isinstance(v, str)]
+    pins: list[TracePin] = []
+    for entry in value if isinstance(value, list) else ():
+        try:
+            pins.append(TracePin.model_validate(entry))
+        except ValueError:
+            continue
+    return pins
+
+
+def _merged_pins(before: Sequence[TracePin], now: Sequence[TracePin]) -> list[TracePin]:
+    """run.json's record after an invocation that ran part of the run (`_partial`): what it pinned, and what the run
+    recorded before for the jobs it did not run; an earlier release's entry (`TracePin.earlier`), which names no
+    jobs, is kept as it was."""
+    ran = {i for pin in now for i in pin.jobs or ()}
+    out = [pin if pin.earlier else pin.model_copy(update={"jobs": [i for i in pin.jobs or () if i not in ran]})
+           for pin in before]
+    out = [pin for pin in out if pin.earlier or pin.jobs]
+    for pin in now:
+        at = next((k for k, p in enumerate(out) if not p.earlier
+                   and (p.source, p.revision, p.commit) == (pin.source, pin.revision, pin.commit)), None)
+        if at is None:
+            out.append(pin)
+        else:
+            out[at] = out[at].model_copy(update={"jobs": [*(out[at].jobs or ()), *(pin.jobs or ())]})
+    return out
+
+
+def _pin_traces(run_dir: Path, req: RunRequest, jobs: list[Job], event: Event) -> tuple[list[Job], list[TracePin]]:
+    """The jobs with every hub trace source pinned once per revision asked, before any server starts, to the commit
+    all their points replay (`plan.point.pin_trace_sources`), and what run.json records of it (`TRACE_REVISIONS`: the
+    pins, each naming the run's job ids that replay it; each job records its commit as `traces.revision`). An
+    invocation that runs part of the run and keeps the rest (`_partial`: a `--resume`, a `--force` narrowed by `--job`
+    or `--config-keys`) replays the commit run.json recorded for each source its recipes ask at its latest, whatever
+    the dataset got since: a narrowed `--force` had pinned the
+    latest, replayed it beside the kept jobs' commit, and recorded it as the whole run's. A recorded commit it cannot
+    fetch, or a job the run recorded at another commit than its recipe's `traces.revision` gives now, is refused
+    (exit 2), naming both commits. A source that cannot be fetched otherwise stays as it
+    is: `_check_inputs` refuses its jobs with the reason."""
+    from llmsweep.plan.point import recorded_commit
+
     meta = art.read_json(run_dir / art.RUN_FILE) if _partial(req) else None
-    if isinstance(meta, dict) and isinstance(meta.get(TRACE_REVISIONS), dict):
-        recorded = {str(k): str(v) for k, v in meta[TRACE_REVISIONS].items()}
-    pinned_jobs, pinned, failed = pin_trace_sources(jobs, {**req.trace_revisions, **recorded})
+    recorded = read_trace_pins(meta.get(TRACE_REVISIONS)) if isinstance(meta, dict) else []
+    pinned_jobs, pins, failed = pin_trace_sources(jobs, req.trace_revisions, recorded)
     if req.settings.resume:
         how, kept = "--resume", "the finished jobs replayed the first, and the rest would replay the other"
         fix = ("pass --force to run every job again at the dataset's commit now (earlier results are kept in "
@@ -1136,14 +1172,19 @@ def _pin_traces(run_dir: Path, req: RunRequest, jobs: list[Job], event: Event) -
                                                    "jobs run again would replay the other")
         fix = ("pass --force without --job/--config-keys to run every job again at the dataset's commit now "
                "(earlier results are kept in jobs/<id>/attempts/), or give them another --out")
-    for job in pinned_jobs:
-        source, commit = job.workload.traces.hf if job.workload.traces else None, trace_revision(job)
-        if source in recorded and commit is not None and commit != recorded[source]:
-            raise ConfigError(f"{how}: the run in {run_dir} replayed trace source {source} at commit "
-                              f"{recorded[source]}, and its recipe's traces.revision is commit {commit} now: {kept}",
-                              fix=fix)
-    for source, error in failed.items():
-        if source in recorded:
+    # each planned job's ids as the run expects them (its points, their repeats): what a pin's `jobs` name
+    expected = {job.id: [p.id for p in with_repeats(one_point_per_job([job]), req.repeats)] for job in jobs}
+    pins = [pin.model_copy(update={"jobs": [i for j in pin.jobs or () for i in expected[j]]}) for pin in pins]
+    for pin in pins:
+        ids = set(pin.jobs or ())
+        then = next((p for p in recorded if p.source == pin.source and p.commit != pin.commit
+                     and (pin.revision is not None if p.earlier else bool(ids & set(p.jobs or ())))), None)
+        if then is not None:
+            asks = f"traces.revision {pin.revision}" if pin.revision else "dataset's latest (no traces.revision)"
+            raise ConfigError(f"{how}: the run in {run_dir} replayed trace source {pin.source} at commit "
+                              f"{then.commit}, and its recipe's {asks} is commit {pin.commit} now: {kept}", fix=fix)
+    for (source, revision), error in failed.items():
+        if (then_commit := recorded_commit(recorded, source, revision)) is not None:
             from llmsweep.workload.traces.loader import pin_dataset
 
             try:
@@ -1151,15 +1192,18 @@ def _pin_traces(run_dir: Path, req: RunRequest, jobs: list[Job], event: Event) -
             except LlmsweepError:
                 now = "its latest cannot be fetched either"
             raise ConfigError(f"{how}: the run in {run_dir} replayed trace source {source} at commit "
-                              f"{recorded[source]}, which cannot be fetched now ({error.one_line()}); {now}: the "
+                              f"{then_commit}, which cannot be fetched now ({error.one_line()}); {now}: the "
                               "rest of the run would replay another corpus than its finished jobs",
-                              fix=f"make commit {recorded[source]} fetchable (network, HF_TOKEN, the Hugging Face "
+                              fix=f"make commit {then_commit} fetchable (network, HF_TOKEN, the Hugging Face "
                                   f"cache it was fetched into), or {fix}")
-    for source, commit in pinned.items():
-        event(f"trace source {source}: every point replays commit {commit}"
-              + (" (as the run it resumes did)" if source in recorded and req.settings.resume else
-                 " (as the rest of the run did)" if source in recorded else ""))
-    return pinned_jobs
+    for pin in pins:
+        again = recorded_commit(recorded, pin.source, pin.revision) is not None
+        event(f"trace source {pin.source}" + (f" at revision {pin.revision}" if pin.revision not in (None, pin.commit)
+                                              else "")
+              + f": every point replays commit {pin.commit}"
+              + (" (as the run it resumes did)" if again and req.settings.resume else
+                 " (as the rest of the run did)" if again else ""))
+    return pinned_jobs, pins
 
 
 def _refuse_other_corpus(run_dir: Path, req: RunRequest, jobs: list[Job]) -> None:
@@ -1230,7 +1274,7 @@ def _exclusive(run_dir: Path) -> Iterator[None]:
 
 def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: list[Finding], keys: list[str],
                 run_dir: Path, event: Event, elsewhere: frozenset[str] = frozenset(),
-                picks: dict[str, set[int]] | None = None) -> RunOutcome:
+                picks: dict[str, set[int]] | None = None, trace_pins: Sequence[TracePin] = ()) -> RunOutcome:
     from llmsweep.policy.planning import as_points
 
     run_id = f"run-{dt.datetime.now(dt.UTC):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}"
@@ -1251,7 +1295,8 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
     if req.settings.resume and not isinstance(previous, dict) and (run_dir / art.RUN_FILE).exists():
         _continue_stored_run(run_dir, req, run_id, event)
     def record_start() -> str:  # run.json as this invocation plans the run; the run's id (a resumed run keeps its)
-        _write_run_meta(run_dir, req, run_id, jobs, None, findings, reuse_meta, elsewhere=elsewhere)
+        _write_run_meta(run_dir, req, run_id, jobs, None, findings, reuse_meta, elsewhere=elsewhere,
+                        trace_pins=trace_pins)
         return str((art.read_json(run_dir / art.RUN_FILE) or {}).get("run_id", run_id))
 
     if not req.settings.resume:
@@ -1372,7 +1417,7 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
                                                reasons=[FAIL_FAST_NOT_RUN])
                 for j in jobs]
     outcomes = [o.with_warnings(warnings.get(o.job_id, ())) for o in outcomes]
-    _write_run_meta(run_dir, req, run_id, jobs, outcomes, findings, reuse_meta, superseded, elsewhere)
+    _write_run_meta(run_dir, req, run_id, jobs, outcomes, findings, reuse_meta, superseded, elsewhere, trace_pins)
     rest, never_run = _unplanned_outcomes(run_dir, {j.id for j in jobs})
 
     outcome = RunOutcome(run_dir=run_dir, run_id=run_id, outcomes=outcomes, findings=findings,

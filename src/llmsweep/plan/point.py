@@ -9,9 +9,11 @@ both read the same answers.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from llmsweep.errors import DatasetError, LlmsweepError
 from llmsweep.plan.job import Job
@@ -160,20 +162,58 @@ def trace_revision(job: Job) -> str | None:
     return w.traces.revision if w.scenario is ScenarioId.AGENTIC_CODING and w.traces is not None else None
 
 
-def pin_trace_sources(jobs: list[Job], revisions: Mapping[str, str] | None = None
-                      ) -> tuple[list[Job], dict[str, str], dict[str, LlmsweepError]]:
-    """Every agentic job's hub trace source (a dataset id or an AgentX loader id, `traces.hf`) resolved once to the
-    commit it replays, its snapshot fetched into the hub cache (`loader.pin_dataset`): at the recipe's
-    `traces.revision`, else at `revisions[source]` (the commit a run being resumed replayed), else at the dataset's
-    latest. Each point then reads that commit: a dataset that got a commit mid-sweep had points of one sweep replay
-    two corpora under one trace source. Returns the jobs with `traces.revision` set to the commit, the commit of each
-    source, and the sources that could not be resolved (their jobs left as they were: `check_trace_sources` refuses
-    them with the reason)."""
+class TracePin(BaseModel):
+    """One hub trace source asked at one revision, and the commit a run's jobs replayed it at: an entry of run.json's
+    `trace_revisions` (`execute.pipeline.TRACE_REVISIONS`), which `pin_trace_sources` returns and a `--resume` replays
+    again. Two recipe keys of one run that name one dataset at two revisions (its latest and `v1`) are two entries."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    source: str = Field(description="The hub trace source (`traces.hf`: a dataset id or an AgentX loader id).")
+    revision: str | None = Field(default=None, description="The revision its recipes asked (`traces.revision`: a "
+                                 "commit, branch or tag); None: the dataset's latest.")
+    commit: str = Field(description="The commit that revision was at when the run pinned it, which its jobs replayed.")
+    jobs: list[str] | None = Field(default=None, description="The run's job ids that replayed it (`run.json`'s "
+                                   "`expected_job_ids`); None in an entry read from a run.json of an earlier release, "
+                                   "which recorded one commit per dataset (`{dataset: commit}`) and neither the "
+                                   "revision its jobs asked nor the jobs.")
+
+    @property
+    def earlier(self) -> bool:
+        """An entry of an earlier release's `{dataset: commit}` record (`jobs` None): what it asked is not known."""
+        return self.jobs is None
+
+
+def recorded_commit(recorded: Sequence[TracePin], source: str, revision: str | None) -> str | None:
+    """The commit a run recorded for hub trace source `source` asked at `revision` (None: its latest), which a
+    `--resume` (or a `--force` of part of the run) replays again: its own entry,
+    else — asked at its latest — an earlier release's entry for the dataset (`TracePin.earlier`), which was applied so.
+    None when the run recorded none."""
+    for pin in recorded:
+        if not pin.earlier and pin.source == source and pin.revision == revision:
+            return pin.commit
+    if revision is None:
+        return next((pin.commit for pin in recorded if pin.earlier and pin.source == source), None)
+    return None
+
+
+def pin_trace_sources(jobs: list[Job], revisions: Mapping[str, str] | None = None,
+                      recorded: Sequence[TracePin] = ()
+                      ) -> tuple[list[Job], list[TracePin], dict[tuple[str, str | None], LlmsweepError]]:
+    """Every agentic job's hub trace source (a dataset id or an AgentX loader id, `traces.hf`) resolved once per
+    revision asked to the commit it replays, its snapshot fetched into the hub cache (`loader.pin_dataset`): at the
+    recipe's `traces.revision`, else at the commit `recorded` holds for the source (`recorded_commit`: the commit a
+    run being resumed replayed), else at `revisions[source]` (the commit `discover` pinned for its stages), else at
+    the dataset's latest. Each point then
+    reads that commit: a dataset that got a commit mid-sweep had points of one sweep replay two corpora under one
+    trace source. Returns the jobs with `traces.revision` set to the commit, one `TracePin` per source and revision
+    asked (its `jobs`: the ids of `jobs` replaying it), and the (source, revision asked) that could not be resolved
+    (their jobs left as they were: `check_trace_sources` refuses them with the reason)."""
     from llmsweep.workload.traces.loader import hub_dataset, pin_dataset
 
     asked: dict[tuple[str, str | None], str | LlmsweepError] = {}
-    pinned: dict[str, str] = {}
-    failed: dict[str, LlmsweepError] = {}
+    pinned: dict[tuple[str, str | None], TracePin] = {}
+    failed: dict[tuple[str, str | None], LlmsweepError] = {}
     out: list[Job] = []
     for job in jobs:
         traces = job.workload.traces
@@ -181,21 +221,23 @@ def pin_trace_sources(jobs: list[Job], revisions: Mapping[str, str] | None = Non
                 or traces.hf is None or hub_dataset(traces.hf) is None:  # an eval-only job replays no trace
             out.append(job)
             continue
-        want = (traces.hf, traces.revision or (revisions or {}).get(traces.hf))
-        if want not in asked:
+        request = (traces.hf, traces.revision)
+        if request not in asked:
+            at = traces.revision or recorded_commit(recorded, *request) or (revisions or {}).get(traces.hf)
             try:
-                asked[want] = pin_dataset(*want)
+                asked[request] = pin_dataset(traces.hf, at)
             except LlmsweepError as exc:
-                asked[want] = exc
-        commit = asked[want]
+                asked[request] = exc
+        commit = asked[request]
         if isinstance(commit, LlmsweepError):
-            failed.setdefault(traces.hf, commit)
+            failed.setdefault(request, commit)
             out.append(job)
             continue
-        pinned[traces.hf] = commit
+        pin = pinned.get(request) or TracePin(source=traces.hf, revision=traces.revision, commit=commit, jobs=[])
+        pinned[request] = pin.model_copy(update={"jobs": [*(pin.jobs or ()), job.id]})
         workload = job.workload.model_copy(update={"traces": traces.model_copy(update={"revision": commit})})
         out.append(job.model_copy(update={"workload": workload}))
-    return out, pinned, failed
+    return out, list(pinned.values()), failed
 
 
 def check_trace_sources(jobs: list[Job]) -> dict[str, LlmsweepError]:

@@ -79,6 +79,16 @@ def _replayed(out: Path) -> dict[str, tuple[str | None, str, str | None]]:
     return points
 
 
+def _recorded(run: Path) -> list[tuple[str, str | None, str, list[str] | None]]:
+    """run.json's `trace_revisions`: each (source, revision asked, commit, the jobs that replayed it)."""
+    return [(pin["source"], pin["revision"], pin["commit"], sorted(pin["jobs"]) if pin["jobs"] is not None else None)
+            for pin in json.loads(run.read_text())["trace_revisions"]]
+
+
+def _jobs(out: Path) -> list[str]:
+    return sorted(job.name for job in (out / "jobs").iterdir())
+
+
 def test_every_point_of_a_sweep_replays_the_commit_resolved_before_it_started(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     asked: list[str | None] = []
@@ -91,7 +101,7 @@ def test_every_point_of_a_sweep_replays_the_commit_resolved_before_it_started(
     points = _replayed(out)
     assert len(points) == 2 and len({digest for _, digest, _ in points.values()}) == 1, points  # one corpus
     assert set(points.values()) == {(COMMITS[0], replay_corpus_digest(first), COMMITS[0])}, points
-    assert json.loads((out / "run.json").read_text())["trace_revisions"] == {DATASET: COMMITS[0]}
+    assert _recorded(out / "run.json") == [(DATASET, None, COMMITS[0], _jobs(out))]
     assert f"trace source {DATASET}: every point replays commit {COMMITS[0]}" in err
     # the hub is asked once, for the latest: its commit was fetched again by the check and each point (5 asks)
     assert asked == [None], asked
@@ -141,13 +151,13 @@ def test_a_pinned_job_keeps_the_reuse_identity_it_had(tmp_path: Path, monkeypatc
     recorded before commits were pinned still match."""
     from llmsweep.changes.reuse import reuse_doc
     from llmsweep.plan import jobs_from_files
-    from llmsweep.plan.point import pin_trace_sources, trace_revision, with_traces
+    from llmsweep.plan.point import TracePin, pin_trace_sources, trace_revision, with_traces
 
     _rolling_hub(tmp_path, monkeypatch)
     recipe, _ = _sweep(tmp_path, monkeypatch)
     jobs = with_traces(jobs_from_files([recipe]), DATASET)
-    pinned, commits, failed = pin_trace_sources(jobs)
-    assert commits == {DATASET: COMMITS[0]} and not failed
+    pinned, pins, failed = pin_trace_sources(jobs)
+    assert pins == [TracePin(source=DATASET, commit=COMMITS[0], jobs=[j.id for j in jobs])] and not failed
     assert [trace_revision(j) for j in pinned] == [COMMITS[0]] * 2  # one fetch: both at the first commit
     assert [reuse_doc(j, "") for j in pinned] == [reuse_doc(j, "") for j in jobs]
 
@@ -194,13 +204,13 @@ def test_a_force_of_part_of_the_run_replays_the_runs_commit(
     assert code == 0, err
     assert f"every point replays commit {COMMITS[0]} (as the rest of the run did)" in err
     assert {p[0] for p in _replayed(out).values()} == {COMMITS[0]}, _replayed(out)
-    assert json.loads((out / "run.json").read_text())["trace_revisions"] == {DATASET: COMMITS[0]}
+    assert _recorded(out / "run.json") == [(DATASET, None, COMMITS[0], _jobs(out))]
     # the whole run forced again replays the dataset's commit now
     latest = main_now()
     code, _, err = run_main(capsys, *args, "--force")
     assert code == 0, err
     assert {p[0] for p in _replayed(out).values()} == {latest}
-    assert json.loads((out / "run.json").read_text())["trace_revisions"] == {DATASET: latest}
+    assert _recorded(out / "run.json") == [(DATASET, None, latest, _jobs(out))]
 
 
 def test_every_stage_of_a_discovery_replays_the_commit_its_recipes_branch_was_at(
@@ -225,7 +235,92 @@ def test_every_stage_of_a_discovery_replays_the_commit_its_recipes_branch_was_at
     stages = sorted((out / "stages").glob("*/run.json"))
     assert stages, out
     for run in stages:
-        assert json.loads(run.read_text())["trace_revisions"] == {DATASET: COMMITS[0]}, run
+        assert {pin[:3] for pin in _recorded(run)} == {(DATASET, COMMITS[0], COMMITS[0])}, run
         assert {p[0] for p in _replayed(run.parent).values()} == {COMMITS[0]}, run
         stage = yaml.safe_load(run.parent.with_suffix(".yaml").read_text())  # the stage recipe says so
         assert {key["workload"]["traces"]["revision"] for key in stage.values()} == {COMMITS[0]}, stage
+
+
+TAGGED = COMMITS[5]
+"""The commit the dataset's tag `v1` names (`refs/v1`), which does not move."""
+
+
+def _keys(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, revisions: dict[str, str | None]) -> tuple[Path, Path]:
+    """A recipe of one agentic key per entry of `revisions` (its name's suffix: the `traces.revision` it asks of
+    `DATASET`, None: none), one point (conc 2) each, on the simulator: (the recipe, --out). The hub gets tag `v1`."""
+    (tmp_path / "hub" / "datasets--org--rolling" / "refs" / "v1").write_text(TAGGED)
+    monkeypatch.setenv("LLMSWEEP_STORE", str(tmp_path / "store.sqlite"))
+    text = QUICKSTART.read_text().replace("conc-list: [1, 4, 8, 12, 16]", "conc-list: [2]")
+    text = "\n".join(line for line in text.splitlines() if "kv-offloading: dram, kv-offload-backend" not in line)
+    text = text.replace("duration: 1800", "duration: 10")
+    synthetic = "synthetic: { traces: 64, seed: 7, max-isl: 256000 }"
+    key = "qwen3.5-fp8-mi300x-sim-agentic-mtp:"
+    assert synthetic in text and key in text
+    recipe = tmp_path / "keys.yaml"
+    recipe.write_text("\n".join(
+        text.replace(key, f"{key[:-1]}-{name}:").replace(
+            synthetic, f"hf: {DATASET}" + (f"\n      revision: {revision}" if revision else ""))
+        for name, revision in revisions.items()))
+    return recipe, tmp_path / "out"
+
+
+def _by_key(out: Path) -> dict[str, tuple[str, str | None, str]]:
+    """Each job folder by its recipe key's suffix: (its id, the commit its summary says it replayed, its corpus)."""
+    found = {}
+    for folder in (out / "jobs").iterdir():
+        job = json.loads((folder / "job.json").read_text())
+        workload = json.loads((folder / "summary.json").read_text())["provenance"]["workload"]
+        found[job["recipe-key"].rsplit("-", 1)[1]] = (folder.name, workload.get("revision"), workload["corpus_digest"])
+    return found
+
+
+def test_two_revisions_of_one_dataset_are_recorded_apart_and_each_resumes_at_its_commit(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Two recipe keys of one run naming one dataset, one at its latest and one at tag `v1`: run.json's
+    `trace_revisions` was keyed by the dataset alone, so it recorded one of the two commits (the last pinned) as the
+    whole run's, and a `--resume` compared the other key's commit with it and was refused — or, for the key at its
+    latest, replayed the tag's commit under the latest's name."""
+    main_now = _rolling_hub(tmp_path, monkeypatch)
+    recipe, out = _keys(tmp_path, monkeypatch, {"latest": None, "tagged": "v1"})
+    args = ("run", recipe, "--out", out, "--no-report")
+    code, _, err = run_main(capsys, *args)
+    assert code == 0, err
+    ran = _by_key(out)
+    assert {key: commit for key, (_, commit, _) in ran.items()} == {"latest": COMMITS[0], "tagged": TAGGED}, ran
+    assert ran["latest"][2] != ran["tagged"][2]  # two corpora, each said by its own jobs
+    assert sorted(_recorded(out / "run.json"), key=str) == sorted(
+        [(DATASET, None, COMMITS[0], [ran["latest"][0]]), (DATASET, "v1", TAGGED, [ran["tagged"][0]])], key=str)
+    assert f"trace source {DATASET}: every point replays commit {COMMITS[0]}" in err
+    assert f"trace source {DATASET} at revision v1: every point replays commit {TAGGED}" in err
+
+    assert main_now() != COMMITS[0]  # the dataset got commits since
+    for folder in (out / "jobs").iterdir():
+        (folder / "summary.json").unlink()  # neither finished
+    code, _, err = run_main(capsys, *args, "--resume")
+    assert code == 0, err
+    assert _by_key(out) == ran  # each key replayed the commit it replayed in the run, not the dataset's latest
+    assert f"every point replays commit {COMMITS[0]} (as the run it resumes did)" in err
+    assert f"at revision v1: every point replays commit {TAGGED} (as the run it resumes did)" in err
+    assert sorted(_recorded(out / "run.json"), key=str) == sorted(
+        [(DATASET, None, COMMITS[0], [ran["latest"][0]]), (DATASET, "v1", TAGGED, [ran["tagged"][0]])], key=str)
+
+
+def test_a_run_json_of_an_earlier_release_still_resumes_at_its_commit(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """run.json's `trace_revisions` was `{dataset: commit}` before it recorded each revision asked and its jobs: such
+    a run still resumes at that commit, and keeps the entry (it names neither the revision asked nor the jobs)."""
+    main_now = _rolling_hub(tmp_path, monkeypatch)
+    recipe, out = _sweep(tmp_path, monkeypatch)
+    args = ("run", recipe, "--traces", DATASET, "--out", out, "--no-report")
+    code, _, err = run_main(capsys, *args)
+    assert code == 0, err
+    meta = json.loads((out / "run.json").read_text())
+    meta["trace_revisions"] = {DATASET: COMMITS[0]}  # as the earlier llmsweep wrote it
+    (out / "run.json").write_text(json.dumps(meta))
+    unfinished = sorted((out / "jobs").iterdir())[1]
+    (unfinished / "summary.json").unlink()
+    assert main_now() != COMMITS[0]
+    code, _, err = run_main(capsys, *args, "--resume")
+    assert code == 0 and "1 resumed" in err, err
+    assert {p[0] for p in _replayed(out).values()} == {COMMITS[0]}
+    assert _recorded(out / "run.json") == [(DATASET, None, COMMITS[0], None), (DATASET, None, COMMITS[0], _jobs(out))]
