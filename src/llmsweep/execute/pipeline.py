@@ -1152,11 +1152,11 @@ def _pin_traces(run_dir: Path, req: RunRequest, jobs: list[Job], event: Event) -
     all their points replay (`plan.point.pin_trace_sources`), and what run.json records of it (`TRACE_REVISIONS`: the
     pins, each naming the run's job ids that replay it; each job records its commit as `traces.revision`). An
     invocation that runs part of the run and keeps the rest (`_partial`: a `--resume`, a `--force` narrowed by `--job`
-    or `--config-keys`) replays the commit run.json recorded for each source its recipes ask at its latest, whatever
-    the dataset got since: a narrowed `--force` had pinned the
+    or `--config-keys`) replays the commit run.json recorded for each source at the revision its recipes ask — the
+    dataset's latest, a branch or a tag alike —, whatever the dataset got since: a narrowed `--force` had pinned the
     latest, replayed it beside the kept jobs' commit, and recorded it as the whole run's. A recorded commit it cannot
-    fetch, or a job the run recorded at another commit than its recipe's `traces.revision` gives now, is refused
-    (exit 2), naming both commits. A source that cannot be fetched otherwise stays as it
+    fetch, or a job the run recorded at another commit than its recipe's `traces.revision` gives now (a revision the
+    recipe changed), is refused (exit 2), naming both commits. A source that cannot be fetched otherwise stays as it
     is: `_check_inputs` refuses its jobs with the reason."""
     from llmsweep.plan.point import recorded_commit
 

@@ -186,7 +186,7 @@ class TracePin(BaseModel):
 
 def recorded_commit(recorded: Sequence[TracePin], source: str, revision: str | None) -> str | None:
     """The commit a run recorded for hub trace source `source` asked at `revision` (None: its latest), which a
-    `--resume` (or a `--force` of part of the run) replays again: its own entry,
+    `--resume` (or a `--force` of part of the run) replays again, whatever the branch or tag names now: its own entry,
     else — asked at its latest — an earlier release's entry for the dataset (`TracePin.earlier`), which was applied so.
     None when the run recorded none."""
     for pin in recorded:
@@ -202,9 +202,9 @@ def pin_trace_sources(jobs: list[Job], revisions: Mapping[str, str] | None = Non
                       ) -> tuple[list[Job], list[TracePin], dict[tuple[str, str | None], LlmsweepError]]:
     """Every agentic job's hub trace source (a dataset id or an AgentX loader id, `traces.hf`) resolved once per
     revision asked to the commit it replays, its snapshot fetched into the hub cache (`loader.pin_dataset`): at the
-    recipe's `traces.revision`, else at the commit `recorded` holds for the source (`recorded_commit`: the commit a
-    run being resumed replayed), else at `revisions[source]` (the commit `discover` pinned for its stages), else at
-    the dataset's latest. Each point then
+    commit `recorded` holds for the source at the revision the job asks (`recorded_commit`: the commit a run being
+    resumed replayed, whatever its branch or tag names now), else at the recipe's `traces.revision`, else at
+    `revisions[source]` (the commit `discover` pinned for its stages), else at the dataset's latest. Each point then
     reads that commit: a dataset that got a commit mid-sweep had points of one sweep replay two corpora under one
     trace source. Returns the jobs with `traces.revision` set to the commit, one `TracePin` per source and revision
     asked (its `jobs`: the ids of `jobs` replaying it), and the (source, revision asked) that could not be resolved
@@ -223,7 +223,7 @@ def pin_trace_sources(jobs: list[Job], revisions: Mapping[str, str] | None = Non
             continue
         request = (traces.hf, traces.revision)
         if request not in asked:
-            at = traces.revision or recorded_commit(recorded, *request) or (revisions or {}).get(traces.hf)
+            at = recorded_commit(recorded, *request) or traces.revision or (revisions or {}).get(traces.hf)
             try:
                 asked[request] = pin_dataset(traces.hf, at)
             except LlmsweepError as exc:

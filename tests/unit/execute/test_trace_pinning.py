@@ -305,6 +305,39 @@ def test_two_revisions_of_one_dataset_are_recorded_apart_and_each_resumes_at_its
         [(DATASET, None, COMMITS[0], [ran["latest"][0]]), (DATASET, "v1", TAGGED, [ran["tagged"][0]])], key=str)
 
 
+def test_a_branch_a_recipe_names_resumes_at_the_runs_commit_as_its_latest_does(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """`traces.revision: main` names what a recipe without one replays (the dataset's latest), yet a resume after
+    `main` got a commit was refused while one without `revision` replayed the run's commit: one run, two answers for
+    one corpus. Both resume at the run's commit now; a recipe whose revision changed since the run (another commit,
+    another tag) is refused naming both commits, as its jobs would replay another corpus than the run's."""
+    main_now = _rolling_hub(tmp_path, monkeypatch)
+    recipe, out = _keys(tmp_path, monkeypatch, {"main": "main"})
+    args = ("run", recipe, "--out", out, "--no-report")
+    code, _, err = run_main(capsys, *args)
+    assert code == 0, err
+    ((folder, commit, corpus),) = _by_key(out).values()
+    assert commit == COMMITS[0] and main_now() != COMMITS[0]
+    (out / "jobs" / folder / "summary.json").unlink()
+    code, _, err = run_main(capsys, *args, "--resume")
+    assert code == 0, err
+    assert _by_key(out) == {"main": (folder, COMMITS[0], corpus)}
+    assert f"at revision main: every point replays commit {COMMITS[0]} (as the run it resumes did)" in err
+    code, _, err = run_main(capsys, *args, "--force", "--job", folder)  # a narrowed --force: the rest of the run's
+    assert code == 0 and "(as the rest of the run did)" in err, err
+    assert _by_key(out) == {"main": (folder, COMMITS[0], corpus)}
+
+    (out / "jobs" / folder / "summary.json").unlink()
+    for other in (COMMITS[3], "v1"):  # the recipe edited to name another commit, another tag
+        recipe.write_text(recipe.read_text().replace("revision: main", f'revision: "{other}"'))
+        code, _, err = run_main(capsys, *args, "--resume")
+        assert code == 2, err
+        assert (f"replayed trace source {DATASET} at commit {COMMITS[0]}, and its recipe's traces.revision {other} "
+                f"is commit {COMMITS[3] if other != 'v1' else TAGGED} now") in err, err
+        assert not (out / "jobs" / folder / "summary.json").exists()  # nothing ran
+        recipe.write_text(recipe.read_text().replace(f'revision: "{other}"', "revision: main"))
+
+
 def test_a_run_json_of_an_earlier_release_still_resumes_at_its_commit(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     """run.json's `trace_revisions` was `{dataset: commit}` before it recorded each revision asked and its jobs: such
