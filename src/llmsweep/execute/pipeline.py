@@ -667,7 +667,7 @@ def run_sweep(req: RunRequest, *, event: Event = _stderr) -> RunOutcome:
         jobs, pins = _pin_traces(run_dir, req, jobs, event)
         _refuse_other_measurement(run_dir, req, jobs, picks)
         _refuse_fewer_repeats(run_dir, req)
-        _refuse_other_corpus(run_dir, req, jobs)
+        _refuse_other_corpus(run_dir, req, jobs, picks)
         outcome = _run_locked(req, executor, jobs, findings, keys, run_dir, event, _planned_elsewhere(req, jobs),
                               picks, pins)
     outcome.unplanned = unplanned
@@ -1206,39 +1206,98 @@ def _pin_traces(run_dir: Path, req: RunRequest, jobs: list[Job], event: Event) -
     return pinned_jobs, pins
 
 
-def _refuse_other_corpus(run_dir: Path, req: RunRequest, jobs: list[Job]) -> None:
-    """Refuse (exit 2, nothing moved) a `--resume` whose jobs' trace source now holds another corpus than the one its
-    finished jobs replayed: a file or folder edited or regenerated in place names the same path (what
-    `_refuse_other_measurement` compares), and the resume used to keep the finished points on the old corpus and
-    measure the rest on the new one in one run and series. Compared as each finished summary's corpus digest (its
-    `identity.corpus`) against the digest the source gives now, read once per source."""
-    if not req.settings.resume:
+def _corpus_key(job: Job) -> tuple[str, str | None] | None:
+    """What names the corpus an agentic job replays: its hub source and revision (the commit its run pinned), or its
+    local trace file or folder by absolute path; None for a job that replays none (synthetic traces, an eval-only job,
+    another scenario)."""
+    traces = job.workload.traces
+    if job.workload.scenario is not ScenarioId.AGENTIC_CODING or job.eval_only or traces is None \
+            or traces.synthetic is not None:
+        return None
+    if traces.path is not None:
+        return str(Path(traces.path).expanduser().resolve()), None
+    return str(traces.hf), traces.revision
+
+
+def _recorded_job(run_dir: Path, folder: str) -> Job | None:
+    """The job a job folder of the run recorded (its `job.json`); None when it does not read."""
+    doc = art.read_json(art.job_dir(run_dir, folder) / art.JOB_FILE)
+    try:
+        return Job.model_validate(doc) if isinstance(doc, dict) else None
+    except (ValueError, TypeError):
+        return None
+
+
+def _refuse_other_corpus(run_dir: Path, req: RunRequest, jobs: list[Job],
+                         picks: dict[str, set[int]] | None = None) -> None:
+    """Refuse (exit 2, nothing moved) an invocation that runs part of a run and keeps the rest (`_partial`: a
+    `--resume`, a `--force` narrowed by `--job` or `--config-keys`) when a trace source of its jobs now holds another
+    corpus than the one the results it keeps replayed: a file or folder edited or regenerated in place names the same
+    path (what `_refuse_other_measurement` compares), and the run kept the finished points on the old corpus and
+    measured the rest on the new one in one run and series. Each finished result kept is compared as its summary's
+    corpus digest (its `identity.corpus`) against the digest its source gives now, read once per source: a planned
+    job's (a resume's finished jobs) against the job as planned now; one of the run's jobs this invocation does not
+    run (a narrowed `--resume` or `--force`) against the planned jobs that replay its source (at its commit,
+    `_corpus_key`). A narrowed `--force` after a local trace file was edited had run its jobs on the new corpus beside
+    the others' results on the old one, nothing said."""
+    if not _partial(req):
+        return
+    held = _results_held(run_dir)
+    if not held:
         return
     from llmsweep.changes.reuse import UNREADABLE, corpus_now
     from llmsweep.plan.point import trace_source_label
     from llmsweep.results.identity import short_digest
 
+    resume = req.settings.resume
+    narrowed = req.only_jobs is not None or bool(req.config_keys)
+    own: dict[str, Job] = {}  # a planned job's folders (its points, their repeats), compared with it as it is now
+    by_key: dict[tuple[str, str | None], Job] = {}  # a kept job of the run, with the planned job replaying its corpus
+    for job in jobs:
+        if (key := _corpus_key(job)) is None:
+            continue
+        by_key.setdefault(key, job)
+        own.update({point.id: job for point in with_repeats(one_point_per_job([job]), req.repeats)})
+    rerun = set() if resume else {p.id for p in with_repeats(one_point_per_job(jobs), req.repeats)
+                                  if _picked(p.id, picks or {})}  # a --force's: their results are not kept
+    meta = art.read_json(run_dir / art.RUN_FILE)
+    before = meta.get("expected_job_ids") if isinstance(meta, dict) else None
+    expected = set(before) if narrowed and isinstance(before, list) else set()
     corpora: dict[str, str] = {}
     changed: dict[str, tuple[str, str, list[str]]] = {}
-    for job in jobs:
-        if job.workload.scenario is not ScenarioId.AGENTIC_CODING or job.eval_only:
+    for folder in held:
+        if folder in rerun:
             continue
-        folders = [art.job_dir(run_dir, job.id), *art.jobs_dir(run_dir).glob(f"{job.id}{REPEAT_MARK}*")]
-        for folder in folders:
-            summary = art.finished_summary(folder)
-            if summary is None or summary.validity.verdict not in DONE_VERDICTS \
-                    or unjudged(summary.validity.verdict, art.read_json(folder / art.OUTCOME_FILE)) is not None:
-                continue  # a job without a finished summary (or one no outcome closed) runs again, on the corpus now
-            then = short_digest(summary.provenance.corpus_digest or "")
-            now = corpus_now(job, corpora)
-            if then and now not in ("", UNREADABLE, then):  # an unreadable source is refused with its reason later
-                _, _, ids = changed.setdefault(trace_source_label(job) or "?", (then, now, []))
-                ids.append(folder.name)
+        planned = own.get(folder)
+        if planned is None and folder in expected and (kept := _recorded_job(run_dir, folder)) is not None \
+                and (key := _corpus_key(kept)) is not None:
+            planned = by_key.get(key)
+        if planned is None:
+            continue
+        path = art.job_dir(run_dir, folder)
+        summary = art.finished_summary(path)
+        if summary is None or summary.validity.verdict not in DONE_VERDICTS \
+                or unjudged(summary.validity.verdict, art.read_json(path / art.OUTCOME_FILE)) is not None:
+            continue  # a job without a finished summary (or one no outcome closed) runs again, on the corpus now
+        then = short_digest(summary.provenance.corpus_digest or "")
+        now = corpus_now(planned, corpora)
+        if then and now not in ("", UNREADABLE, then):  # an unreadable source is refused with its reason later
+            _, _, ids = changed.setdefault(trace_source_label(planned) or "?", (then, now, []))
+            ids.append(folder)
     if not changed:
         return
-    said = "; ".join(f"{source} held corpus {then} when {len(ids)} finished job(s) replayed it ({ids[0]}"
+    which = "finished" if resume else "kept"
+    said = "; ".join(f"{source} held corpus {then} when {len(ids)} {which} job(s) replayed it ({ids[0]}"
                      f"{', …' if len(ids) > 1 else ''}), and holds {now} now" for source, (then, now, ids)
                      in changed.items())
+    if not resume:
+        raise ConfigError(
+            f"--force of part of the run in {run_dir} with a trace corpus that changed since its other jobs ran: "
+            f"{said}. Its other jobs keep results that replayed the first corpus, and the jobs run again would "
+            "replay the other in the same run and series",
+            fix="put the traces back as they were, or pass --force without --job/--config-keys to run every job "
+                "again on the corpus as it is now (earlier results are kept in jobs/<id>/attempts/), or give them "
+                "another --out")
     raise ConfigError(
         f"--resume with a trace corpus that changed since the run in {run_dir}: {said}. The finished jobs replayed "
         "the first corpus, and the rest would replay the other in the same run and series",

@@ -217,6 +217,40 @@ def test_a_job_no_outcome_closed_does_not_refuse_a_resume_on_a_changed_corpus(
     assert len(list(out.glob("jobs/*/outcome.json"))) == 2  # both ran, on the corpus as it is now
 
 
+def test_a_narrowed_force_or_resume_over_a_trace_file_that_now_holds_another_corpus_is_refused(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The corpus check ran on `--resume` of the jobs it planned only: a `--force --job X` (or `--resume --job X`)
+    after the trace file was regenerated ran X on the new corpus and kept the other jobs' results on the old one, one
+    run and series over two corpora, nothing said. It is refused now, naming the kept job and the fix; the whole
+    `--force`, or the traces put back, runs."""
+    args, traces, out = _one_job_of_two_on_a_trace_file(tmp_path, capsys, monkeypatch)
+    code, _, err = run_main(capsys, *args, "--resume")  # the conc-3 job too: the whole run done
+    assert code == 0 and "1 resumed" in err, err
+    (kept,) = out.glob("jobs/qwen3.5_tp8_conc2*")
+    (again,) = out.glob("jobs/qwen3.5_tp8_conc3*")
+    done = {p: p.read_bytes() for p in out.glob("jobs/*/summary.json")}
+    write_jsonl(synthesize(SynthProfile(traces=3, seed=2, max_isl=4096)), traces)  # regenerated in place
+    code, _, err = run_main(capsys, *args, "--force", "--job", "qwen3.5_tp8_conc3")
+    assert code == 2, err
+    assert f"--force of part of the run in {out} with a trace corpus that changed since its other jobs ran" in err
+    assert f"when 1 kept job(s) replayed it ({kept.name})" in err and "--force without --job/--config-keys" in err
+    assert {p: p.read_bytes() for p in out.glob("jobs/*/summary.json")} == done  # nothing ran
+    assert not (again / "attempts").exists()
+    (again / "summary.json").unlink()  # a narrowed resume of the job left to run is refused alike
+    code, _, err = run_main(capsys, *args, "--resume", "--job", "qwen3.5_tp8_conc3")
+    assert code == 2 and "--resume with a trace corpus that changed" in err and kept.name in err, err
+    write_jsonl(synthesize(SynthProfile(traces=3, seed=1, max_isl=4096)), traces)  # put back as it was
+    code, _, err = run_main(capsys, *args, "--force", "--job", "qwen3.5_tp8_conc3")
+    assert code == 0, err
+    write_jsonl(synthesize(SynthProfile(traces=3, seed=2, max_isl=4096)), traces)
+    code, _, err = run_main(capsys, *args, "--force")  # every job again, on the corpus as it is now
+    assert code == 0, err
+    corpora = {json.loads(p.read_text())["provenance"]["workload"]["corpus_digest"]
+               for p in out.glob("jobs/*/summary.json")}
+    assert len(corpora) == 1 and corpora != {json.loads(b)["provenance"]["workload"]["corpus_digest"]
+                                             for b in done.values()}
+
+
 def _one_job_of_two_on_a_trace_file(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                     monkeypatch: pytest.MonkeyPatch) -> tuple[tuple[Any, ...], Path, Path]:
     """A two-job quickstart run replaying a trace file (seed 1), its conc-2 job run: (the `run` arguments, the trace
