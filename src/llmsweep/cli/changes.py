@@ -56,30 +56,38 @@ def changes(revisions: str, files: tuple[Path, ...], repo: Path | None, no_evals
 
 
 def _print(change_set: object) -> None:
-    from rich.table import Table
-
+    """The change set as a table laid out as every table is (`cli.tables.print_tables`): the job ids shortened to
+    their experiment name and hash where whole ones do not fit (`--json` lists them whole), the recipe key whole, and
+    the columns that do not fit beside the job in a continuation table."""
     from llmsweep.changes import ChangeSet
-    from llmsweep.cli.tables import plain, table_console
+    from llmsweep.changes.diff import SAME_LAUNCH
+    from llmsweep.cli.tables import Column, job_labels, plain, print_tables
 
     assert isinstance(change_set, ChangeSet)
-    console = table_console()
-    table = Table(title=f"changes {change_set.base}..{change_set.head}", header_style="bold")
-    for col in ("change", "job", "recipe", "cause", "fields"):
-        table.add_column(col, overflow="fold")
     colour = {"added": "green", "removed": "red", "changed": "yellow", "conc-added": "green", "conc-removed": "red",
               "conc-reordered": "yellow"}
-    for row in change_set.rows():
+    rows = change_set.rows()
+    cells = []
+    for row in rows:
         fields = ", ".join(row["fields"])
         if row["change"].startswith("conc-"):  # which points of the multi-node job's list came and went
             fields = " ".join([fields, *(f"+{c}" for c in row["added_conc"]), *(f"-{c}" for c in row["removed_conc"])])
         if row.get("same_launch"):
-            from llmsweep.changes.diff import SAME_LAUNCH
-
             fields += f" ({SAME_LAUNCH})"
-        table.add_row(f"[{colour[row['change']]}]{row['change']}[/]", plain(row["job"]), plain(row["recipe_key"]),
-                      plain(", ".join(row["causes"])), plain(fields))
-    if change_set.rows():
-        console.print(table)
+        cells.append([f"[{colour[row['change']]}]{row['change']}[/]", plain(row["job"]), plain(row["recipe_key"]),
+                      plain(", ".join(row["causes"])), plain(fields)])
+    if cells:
+        # a field path (`serve.args.--mem-fraction-static`) wraps at its spaces only, never inside itself
+        longest = max((len(word) for row in cells for word in row[4].split()), default=1)
+        columns = [Column("change", justify="left"), Column("job", kind="key", justify="left"),
+                   Column("recipe", kind="id", justify="left"),
+                   Column("cause", kind="text", justify="left", min_width=12),
+                   Column("fields", kind="text", justify="left", min_width=min(32, max(8, longest)))]
+        jobs = [*change_set.added, *change_set.removed, *(c.head for c in change_set.changed),
+                *(j for c in change_set.concs for j in (c.head, c.to_run) if j is not None)]
+        names = {j.id: j.exp_name for j in jobs}
+        short = [plain(label) for label in job_labels([row["job"] for row in rows], names)]
+        print_tables(plain(f"changes {change_set.base}..{change_set.head}"), columns, cells, short_keys=short)
     click.echo(f"{len(change_set.added)} added, {len(change_set.changed)} changed, {len(change_set.removed)} removed, "
                f"{change_set.concs_text()}{len(change_set.unchanged)} unchanged; {len(change_set.to_run())} job(s) to "
                "run")
