@@ -120,9 +120,8 @@ def _policy_words(result: object) -> str:
 
 def _print(result: object) -> None:
     from rich.markup import escape
-    from rich.table import Table
 
-    from llmsweep.cli.tables import plain, table_console
+    from llmsweep.cli.tables import Column, plain, print_tables, table_console
     from llmsweep.discover.model import Discovery
     from llmsweep.metrics.model import source_words
 
@@ -147,12 +146,10 @@ def _print(result: object) -> None:
         # interrupted or failed, the grid is what the runs so far would give, and not proposed (nor written)
         said = "from the runs so far (not proposed)" if result.interrupted or result.failed else "proposed"
         console.print(f"  recipe: {arm.original}  ->  {said}: {arm.concs}")
-        table = Table(show_header=True, header_style="bold", box=None, pad_edge=False)
-        table.add_column("conc", justify="right")
-        table.add_column("why")
-        for p in arm.proposed:
-            table.add_row(str(p.conc), plain(p.why))
-        console.print(table)
+        grid = "proposed grid" if said == "proposed" else "grid from the runs so far (not proposed)"
+        columns = [Column("conc"), Column("why", kind="text", justify="left", min_width=24)]
+        print_tables(plain(f"{arm.label}: {grid}"), columns, [[str(p.conc), plain(p.why)] for p in arm.proposed],
+                     console=console)
     launches = sum(s.server_launches for s in result.stages)
     smoke = sum(r.verdict == "smoke" for r in result.runs)
     smoke_said = f" ({smoke} of them smoke runs, not official measurements: each summary says why)" if smoke else ""
