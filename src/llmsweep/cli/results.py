@@ -637,8 +637,6 @@ def _success(ref: str, run_id: str, points: list[Any], store: Any
 def _print_comparison(comp: Any, reused: frozenset[str] = frozenset()) -> None:
     """The comparison as terminal tables; `reused`: the stored result ids B stood jobs on (`run --reuse`): A's points
     among them are listed as reused by B, as `--markdown FILE` lists them, not as points B does not have."""
-    from rich.table import Table
-
     from llmsweep.metrics.registry import HOT_BY_NAME
     from llmsweep.report.markdown import VERDICT_MARK, delta_cell
     from llmsweep.results.compare import apart_words
@@ -653,25 +651,31 @@ def _print_comparison(comp: Any, reused: frozenset[str] = frozenset()) -> None:
     for note in comp.notes:
         if note != said:
             con.print(f"[yellow]note:[/] {note}")
+    # laid out as every table is (`cli.tables.print_tables`): A's and B's figures and the verdict whole, the metric's
+    # label what gives, the band's words wrapped at their spaces
+    columns = [Column("metric", kind="key", justify="left"),
+               Column(f"A{f' ({comp.sides[0]})' if comp.sides[0] else ''}"),
+               Column(f"B{f' ({comp.sides[1]})' if comp.sides[1] else ''}"),
+               Column("Δ ± band", kind="text", justify="left", min_width=16), Column("verdict", justify="left")]
     for pc in comp.matched:
-        table = Table(title=f"{pc.label}  (runs A {pc.runs('a')}, B {pc.runs('b')}, history {pc.history})")
-        for col in ("metric", f"A{f' ({comp.sides[0]})' if comp.sides[0] else ''}",
-                    f"B{f' ({comp.sides[1]})' if comp.sides[1] else ''}", "Δ ± band", "verdict"):
-            table.add_column(col)
+        rows = []
         for d in pc.deltas:  # A, B and the delta as every table shows the metric (the unit in its name)
             hot = HOT_BY_NAME[d.metric]
-            table.add_row(hot.header, hot.cell(d.a), hot.cell(d.b), delta_cell(d), VERDICT_MARK[d.verdict])
+            rows.append([plain(hot.header), hot.cell(d.a), hot.cell(d.b), plain(delta_cell(d)),
+                         VERDICT_MARK[d.verdict]])
         if pc.served_apart:  # another engine build or power limit served B: said beside the verdicts
-            table.add_row("served apart", "", "", apart_words(pc.served_apart), "")
+            rows.append(["served apart", "", "", plain(apart_words(pc.served_apart)), ""])
         if pc.eval is not None:
             e = pc.eval
             band = f" ± {_num(e.band, 4)} ({e.band_words})" if e.band is not None else ""
             kinds = f" (A {e.mode_a}, B {e.mode_b})" if e.mode_a != e.mode_b else ""  # which kind of job ran each
-            table.add_row(f"eval {e.task} score{kinds}", f"{_num(e.a, 4)} ({e.verdict_a})",
-                          f"{_num(e.b, 4)} ({e.verdict_b})", f"{_num(e.delta, 4)}{band}", VERDICT_MARK[e.verdict])
+            rows.append([plain(f"eval {e.task} score{kinds}"), plain(f"{_num(e.a, 4)} ({e.verdict_a})"),
+                         plain(f"{_num(e.b, 4)} ({e.verdict_b})"), plain(f"{_num(e.delta, 4)}{band}"),
+                         VERDICT_MARK[e.verdict]])
             if e.differs:  # said where the verdict is: the scores are of other samples or budgets
-                table.add_row("", "", "", f"not compared: {e.differs}", "")
-        con.print(table)
+                rows.append(["", "", "", plain(f"not compared: {e.differs}"), ""])
+        print_tables(plain(f"{pc.label}  (runs A {pc.runs('a')}, B {pc.runs('b')}, history {pc.history})"), columns,
+                     rows, console=con)
         if pc.past:  # the earlier stored runs that joined A's noise band: same point, same configuration, valid
             con.print("history (A's configuration): " + ", ".join(f"{p.run_id}/{p.job_id}" for p in pc.past))
     taken, only_a = reused_from_baseline(comp, reused)
