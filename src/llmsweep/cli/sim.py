@@ -435,23 +435,27 @@ def _print_calibration(r: RunCalibration, title: str = "") -> None:
 
 
 def _print_points(title: str, points: list[PointComparison]) -> None:
-    from rich.table import Table
+    """Each point's measured / before / after figures, laid out as every table is (`cli.tables.print_tables`): a
+    metric's three figures are one cell, never wrapped or cut; the metrics that do not fit beside the point go into a
+    continuation table; a figure that was not fitted is marked `*`, said in the caption."""
+    from llmsweep.cli.tables import Column, plain, print_tables
 
-    from llmsweep.cli.tables import table_console
-
-    table = Table(title=title)
-    for col in ("point", "conc", "out tok/s", "TPOT p50 ms", "TTFT p50 ms"):
-        table.add_column(col, justify="left" if col == "point" else "right")
-    fmt = {"output_tps": ("{:,.0f}", 1.0), "tpot_p50": ("{:.2f}", 1e3), "ttft_p50": ("{:.1f}", 1e3)}
+    fmt = {"output_tps": ("out tok/s", "{:,.0f}", 1.0), "tpot_p50": ("TPOT p50 ms", "{:.2f}", 1e3),
+           "ttft_p50": ("TTFT p50 ms", "{:.1f}", 1e3)}
+    columns = [Column("point", kind="key", justify="left"), Column("conc"), *(Column(h) for h, _, _ in fmt.values())]
+    rows = []
+    marked = False
     for p in points:
-        cells = []
-        for m, (f, k) in fmt.items():
+        cells = [plain(p.label), str(p.concurrency)]
+        for m, (_, f, k) in fmt.items():
             vals = ["-" if m not in d else f.format(d[m] * k) for d in (p.measured, p.before, p.after)]
             mark = "" if p.weights.get(m, 0) > 0 else " *"
+            marked = marked or bool(mark)
             cells.append(" / ".join(vals) + mark)
-        table.add_row(p.label, str(p.concurrency), *cells)
-    table_console().print(table)
-    click.echo("  * not fitted (an agentic point's output rate is set by the traces' idle gaps)")
+        rows.append(cells)
+    # the mark said under the table, in its width, where a figure has it
+    print_tables(plain(title), columns, rows, caption="* not fitted (an agentic point's output rate is set by the "
+                 "traces' idle gaps)" if marked else None)
 
 
 def _calibrate_records(records: str, model: str, hardware: str, tp: int, ep: int, precision: str, kv_dtype: str,
