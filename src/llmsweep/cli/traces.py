@@ -57,40 +57,39 @@ def stats(source: str, as_json: bool, limit: int | None, scale_to: int) -> None:
 
 
 def _print_table(result: object, bands: list[dict[str, object]]) -> None:
-    from rich.table import Table
-
-    from llmsweep.cli.tables import table_console
+    """The statistics as tables laid out as every table is (`cli.tables.print_tables`): the counts, the distributions
+    (a statistic to a column, each figure whole) and the reference bands; what does not fit beside the first column
+    goes into a continuation table."""
+    from llmsweep.cli.tables import Column, plain, print_tables, table_console
     from llmsweep.workload.traces.stats import CorpusStats
 
     assert isinstance(result, CorpusStats)
-    table = Table(title="corpus statistics", show_lines=False)
-    table.add_column("statistic")
-    table.add_column("value", justify="right")
+    console = table_console()
     counts = [
         ("traces", result.traces), ("main turns", result.main_turns), ("subagent groups", result.subagent_groups),
         ("subagent inner requests", result.subagent_inner_requests), ("total requests", result.total_requests),
         ("background groups", result.background_groups), ("groups outliving the root", result.outliving_groups),
     ]
-    for name, value in counts:
-        table.add_row(name, f"{value:,}")
-    for name, dist, fmt in (
+    rows = [[name, f"{value:,}"] for name, value in counts]
+    rows += [["prefix hit (request mean)", f"{result.prefix_hit_request_mean:.3f}"],
+             ["prefix hit (token weighted)", f"{result.prefix_hit_token_weighted:.3f}"],
+             ["think time above 300 s cap", f"{result.think_time_above_cap_share:.2%}"]]
+    print_tables("corpus statistics", [Column("statistic", kind="key", justify="left"), Column("value")], rows,
+                 console=console)
+    stats = ("mean", "p50", "p90", "p99")
+    rows = [[name, *(fmt.format(getattr(dist, k)) for k in stats)] for name, dist, fmt in (
         ("ISL", result.isl, "{:,.0f}"), ("OSL", result.osl, "{:,.0f}"),
         ("main turns / trace", result.main_turns_per_trace, "{:,.1f}"),
         ("subagent groups / trace", result.subagent_groups_per_trace, "{:,.1f}"),
         ("inner requests / group", result.inner_requests_per_group, "{:,.1f}"),
         ("spawn batch size", result.spawn_batch_size, "{:,.2f}"),
         ("think time (s)", result.think_time_s, "{:,.2f}"),
-    ):
-        table.add_row(name, "  ".join(f"{k} " + fmt.format(getattr(dist, k)) for k in ("mean", "p50", "p90", "p99")))
-    table.add_row("prefix hit (request mean)", f"{result.prefix_hit_request_mean:.3f}")
-    table.add_row("prefix hit (token weighted)", f"{result.prefix_hit_token_weighted:.3f}")
-    table.add_row("think time above 300 s cap", f"{result.think_time_above_cap_share:.2%}")
-    console = table_console()
-    console.print(table)
-    ref = Table(title="against the published AgentX 062126 corpus figures (bands: ±30 % around them, wider for tails)")
-    for col in ("figure", "this corpus", "published", "band", ""):
-        ref.add_column(col, justify="right" if col != "figure" else "left")
-    for row in bands:
-        ref.add_row(str(row["what"]), f"{row['value']:,.3g}", f"{row['published']:,.3g}",
-                    f"{row['low']:,.3g} – {row['high']:,.3g}", "ok" if row["inside"] else "outside")
-    console.print(ref)
+    )]
+    print_tables("corpus distributions", [Column("statistic", kind="key", justify="left"),
+                                          *(Column(k) for k in stats)], rows, console=console)
+    columns = [Column("figure", kind="key", justify="left"), Column("this corpus"), Column("published"),
+               Column("band"), Column("")]
+    rows = [[plain(row["what"]), f"{row['value']:,.3g}", f"{row['published']:,.3g}",
+             f"{row['low']:,.3g} – {row['high']:,.3g}", "ok" if row["inside"] else "outside"] for row in bands]
+    print_tables(plain("against the published AgentX 062126 corpus figures (bands: ±30 % around them, wider for "
+                       "tails)"), columns, rows, console=console)
