@@ -14,6 +14,7 @@ import logging
 from collections.abc import Mapping, Sequence
 
 from llmsweep.catalog.fleet import FleetCatalog, default_fleet
+from llmsweep.errors import ConfigError
 from llmsweep.findings import Finding, Severity
 from llmsweep.plan.job import Job
 from llmsweep.policy.context import Context
@@ -37,10 +38,14 @@ def check(
     recipes = source.recipes if isinstance(source, LoadResult) else dict(source)
     ctx = Context(recipes, list(jobs), simulate, fleet or default_fleet())
     found: list[Finding] = []
+    unreadable: dict[tuple[str, str | None], list[str]] = {}
     for r in policy_rules():
         assert r.check is not None
         try:
             found.extend(r.check(ctx))
+        except ConfigError as exc:  # an input the rule reads is bad (a catalog folder missing): the user's to fix
+            found.extend(exc.findings)
+            unreadable.setdefault((exc.message, exc.fix), []).append(r.id)
         except Exception as exc:  # a rule bug must not hide every other finding
             # Fail closed: the rule did not check the recipes, so what it would refuse is not known to be absent; a
             # warning let a recipe an error-class rule refuses validate with exit 0. The traceback goes to the log.
@@ -50,6 +55,10 @@ def check(
                                          "so what it checks is unchecked and the recipes are not passed",
                                  fix=f"report this as an llmsweep bug, naming rule {r.id} and attaching the recipe "
                                      "and the traceback logged above"))
+    for (message, fix), rules in unreadable.items():  # once, naming every rule it stopped
+        found.append(Finding(rule="policy.input", severity=Severity.ERROR,
+                             message=f"{message}: rule(s) {', '.join(rules)} could not check the recipes, so they are "
+                                     "not passed", fix=fix))
     merged = _merge(found)
     return [*source.findings, *merged] if isinstance(source, LoadResult) else merged
 

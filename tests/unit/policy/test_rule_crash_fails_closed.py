@@ -38,3 +38,26 @@ def test_a_crashing_rule_is_an_error_naming_the_rule(monkeypatch: pytest.MonkeyP
     logged = [r for r in caplog.records
               if r.levelno >= logging.ERROR and "engine.known-incompatibility" in r.getMessage()]
     assert logged and logged[0].exc_info is not None  # the traceback is in the log
+
+
+def test_a_catalog_folder_that_does_not_exist_is_the_users_to_fix_said_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`LLMSWEEP_CATALOG_DIR` naming a folder that is not there: the rules that read the catalog stop with the
+    catalog's own error, and validation says it once, as the user's input with its fix, naming the rules it stopped —
+    it said seven times `rule … could not run (ConfigError: …): an llmsweep bug`, fix "report this as an llmsweep
+    bug". Still an error: those rules checked nothing."""
+    monkeypatch.setenv("LLMSWEEP_CATALOG_DIR", str(tmp_path / "missing"))
+    from llmsweep.catalog.sources import clear_caches
+
+    clear_caches()
+    try:
+        result = validate_files([SEED])
+    finally:
+        monkeypatch.delenv("LLMSWEEP_CATALOG_DIR")
+        clear_caches()
+    assert not result.ok
+    assert not [f.render() for f in result.findings if f.rule == "policy.internal"]
+    (said,) = [f for f in result.findings if f.rule == "policy.input"]
+    assert said.severity is Severity.ERROR and str(tmp_path / "missing") in said.message
+    assert "input.unknown-model" in said.message and "llmsweep bug" not in said.message
+    assert said.fix and "LLMSWEEP_CATALOG_DIR" in said.fix
