@@ -39,14 +39,11 @@ def presets(as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps([{"name": n, "parameters": c, "summary": s} for n, c, s in rows], indent=2))
         return
-    from rich.table import Table
+    from llmsweep.cli.tables import Column, print_tables
 
-    from llmsweep.cli.tables import table_console
-
-    table = Table("preset", "parameters", "shape")
-    for name, count, summary in rows:
-        table.add_row(name, f"{count / 1e6:,.1f} M", summary)
-    table_console().print(table)
+    print_tables("model presets", [Column("preset", kind="key", justify="left"), Column("parameters"),
+                                   Column("shape", kind="text", justify="left", min_width=24)],
+                 [(name, f"{count / 1e6:,.1f} M", summary) for name, count, summary in rows])
 
 
 @model.command("synth", help=(
