@@ -175,7 +175,7 @@ def _print(result: object) -> None:
     if result.proposal_error:
         console.print("[red]no proposed recipe[/] " + escape(f"{result.proposal_error} (discovery.json keeps the "
                                                              "measured points and each arm's grid)"), highlight=False)
-    if result.patch:
-        console.print(result.patch, markup=False, highlight=False)
+    if result.patch:  # as written: wrapped by rich at the terminal's width, a long `+` line lost its marker
+        click.echo(result.patch.rstrip("\n"))
     if result.proposed_recipe:
         click.echo(result.proposed_recipe)

@@ -56,3 +56,17 @@ def test_a_grid_that_is_not_proposed_says_so_in_its_title(monkeypatch: pytest.Mo
     text = " ".join(shown(capsys.readouterr().out).split())
     assert "fixed-seq-len tp=8: grid from the runs so far (not proposed)" in text, text
     assert "proposed grid" not in text, text
+
+
+def test_the_proposed_recipes_diff_is_printed_as_written_whatever_the_terminal(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The diff's lines are printed as proposed.diff holds them: rich wrapped a long `+` line at the terminal's width,
+    and its continuation lost the `+` (a reader, or `patch`, took it for context)."""
+    from llmsweep.cli.discover import _print
+
+    patch = ("--- disc.yaml\n+++ proposed.yaml\n@@ -1,2 +1,2 @@\n-      conc-list: [1, 1024]\n"
+             "+      conc-list: [" + ", ".join(str(c) for c in range(1, 60)) + "]\n")
+    as_terminal(monkeypatch, 60)
+    _print(_discovery(patch=patch))
+    out = shown(capsys.readouterr().out)
+    assert patch in out, out
