@@ -340,8 +340,10 @@ def _provenance(job: Job, spec: LaunchSpec, group: ServerGroup, observed: dict[s
         "llmsweep_version": __version__,
         "source": group.source,
         "clock": WALL,  # the live path; `execute.virtual` records VIRTUAL
-        # The simulator says itself (GET /version) whether its (engine, hardware, model class) is calibrated.
-        **({"simulator": {"calibration": seen.get("calibration")}} if spec.engine == SIM.id else {}),
+        # The simulator says itself (GET /version; in virtual time, this process's core) whether its (engine,
+        # hardware, model class) is calibrated, and its exact build (`ResultPoint.simulator_build` reads it).
+        **({"simulator": {"calibration": seen.get("calibration"), "digest": seen.get("simulator_digest")}}
+           if spec.engine == SIM.id else {}),
         **(simulator_provenance(job) if spec.engine == SIM.id else {}),
         # A job launched role by role: the topology that ran, read back from its roles (`execute.roles`).
         **({"topology": seen["topology"]} if seen.get("topology") is not None else {}),
@@ -418,8 +420,9 @@ def observe_runtime(handle: ServerHandle, spec: LaunchSpec) -> dict[str, Any]:
     # that names another (the simulator behind a CPU rehearsal's stand-in for vLLM says `sim`) gives its own
     said = doc.get("engine")
     version = doc.get("version") if not said or said == spec.engine else None
+    # the calibration and the build (`sim.identity.simulator_digest`) are the simulator's; real engines have neither
     seen: dict[str, Any] = {"engine_version": version, "gpu_names": None, "driver_version": None,
-                            "calibration": doc.get("calibration")}  # (the simulator's; real engines have none)
+                            "calibration": doc.get("calibration"), "simulator_digest": doc.get("simulator_digest")}
     here = spec.engine != SIM.id and on_this_host(handle)
     if here:
         seen["host"] = host_facts()

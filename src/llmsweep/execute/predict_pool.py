@@ -124,6 +124,7 @@ def plan(jobs: Sequence[Job], unreadable: dict[str, LlmsweepError],
     from llmsweep.execute.lifecycle import hardware_provenance, simulator_provenance
     from llmsweep.execute.virtual import NotModelled, engine_config
     from llmsweep.plan.point import trace_source_label
+    from llmsweep.sim.identity import simulator_digest
 
     out: list[Outcome | Unit] = []
     for job in jobs:
@@ -165,6 +166,9 @@ def plan(jobs: Sequence[Job], unreadable: dict[str, LlmsweepError],
             out.append(PointUnit(point, config, {"job": job.id, "concurrency": point.concurrency, "engine": SIM.id,
                                                  "calibration": calibration, "engine_config": engine_config_doc,
                                                  "hardware": hardware_provenance(job), "clock": VIRTUAL,
+                                                 # this process's simulator build, as `run` records it
+                                                 "simulator": {"calibration": calibration,
+                                                               "digest": simulator_digest()},
                                                  **modelled}))
     return out
 
@@ -194,6 +198,7 @@ def _predict_unit(unit: Unit, settings: Settings) -> list[Outcome]:
     if isinstance(unit, DisaggUnit):
         from llmsweep.execute import virtual_disagg
         from llmsweep.execute.lifecycle import hardware_provenance, simulator_provenance
+        from llmsweep.sim.identity import simulator_digest
 
         job = unit.job
         outcomes: list[Outcome] = []
@@ -201,6 +206,7 @@ def _predict_unit(unit: Unit, settings: Settings) -> list[Outcome]:
             for p in virtual_disagg.predict_job(job, duration=settings.duration, max_requests=settings.max_requests,
                                                 provenance={"job": job.id, "engine": SIM.id, "clock": VIRTUAL,
                                                             "hardware": hardware_provenance(job),
+                                                            "simulator": {"digest": simulator_digest()},
                                                             **simulator_provenance(job)},
                                                 power=settings.power):
                 assert p.summary is not None

@@ -290,6 +290,7 @@ def write_point(job: Job, group: ServerGroup, predicted: PredictedPoint, jdir: P
     from llmsweep import __version__
     from llmsweep.client.config import DURATION_REACHED
     from llmsweep.client.folder import run_json, write_run_json
+    from llmsweep.sim.identity import simulator_digest
     from llmsweep.sim.predict import SCRAPE_INTERVAL_S
 
     spec = group.spec
@@ -309,7 +310,8 @@ def write_point(job: Job, group: ServerGroup, predicted: PredictedPoint, jdir: P
         "host": platform.node(),
         "started_at": started_at,
         "finished_at": time.time(),
-        **_provenance(job, spec, _placed(group), observed, None, KIND),
+        # the simulator that computed it is this process's core: its build, as a live one's /version says its own
+        **_provenance(job, spec, _placed(group), {**observed, "simulator_digest": simulator_digest()}, None, KIND),
         "clock": VIRTUAL,
         "virtual": {"window_s": predicted.seconds,
                     "virtual_seconds": round(stats.virtual_seconds, 3) if stats is not None else None,

@@ -556,6 +556,18 @@ class AcceptanceProvenance(_Open):
         return self.source == "estimate"
 
 
+class SimulatorProvenance(_Open):
+    """What the simulator that served a result says about itself: in virtual time this process's simulator core, live
+    the server's `/version`."""
+
+    calibration: str | None = Field(default=None, description="Whether its (engine, hardware, model class) is "
+                                                              "calibrated, as `EngineConfig.calibration_label` says.")
+    digest: str | None = Field(
+        default=None, description="The simulator's exact build (`sim.identity.simulator_digest`: its code and every "
+        "catalog file it reads): two results of one launch and seed are the same numbers only under one digest. "
+        "Absent in a result recorded before it was kept (its `llmsweep_version` stands in).")
+
+
 class Provenance(_Open):
     """Who measured what: the client version plus what the run recorded (job, launch, hardware, options, …)."""
 
@@ -586,6 +598,8 @@ class Provenance(_Open):
         default=None, description="Simulated jobs: the catalog figures the simulator modelled the job with that the "
         "catalog marks as estimates (`<entry> <field>`, e.g. `glm-5.2 attention`; `llmsweep catalog --json models` or "
         "`hardware` gives each one's note) (`engines.sim.estimated_figures`).")
+    simulator: SimulatorProvenance | None = Field(
+        default=None, description="Simulated jobs: the simulator's calibration and build, as it said them.")
 
     @property
     def corpus_digest(self) -> str | None:

@@ -587,7 +587,7 @@ def _mixed_configurations(pa: Sequence[ResultPoint], pb: Sequence[ResultPoint]) 
 
 
 def sample_key(point: ResultPoint) -> tuple[str, str] | None:
-    """What decides a virtual-time result: its configuration (the simulator's release among it:
+    """What decides a virtual-time result: its configuration (the simulator's build among it:
     `ResultPoint.simulator_build`) and the seed its workload sampled with — the one its provenance's workload records,
     else the run's seed with the job's id (which names the sample the job drew, `workload.scenario.sample_name`). The
     simulator's core in virtual time is deterministic, so two results with

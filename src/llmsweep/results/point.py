@@ -159,9 +159,16 @@ class ResultPoint:
 
     @property
     def simulator_build(self) -> str:
-        """The llmsweep release whose simulator core computed a virtual-time result in this process (its provenance's
-        `llmsweep_version`): what served it, as a server's build serves a wall-clock result; "" for a result served
-        over HTTP (the live simulator reports its release as its `engine_build`) or one that records none."""
+        """The simulator build that computed a simulated result: the digest of its code and catalogs its provenance
+        records (`provenance.simulator.digest`, `sim.identity.simulator_digest`; in virtual time this process's, live
+        the server's `/version`), as a server's build serves a wall-clock result. A result recorded before the digest
+        was kept falls back to its release: in virtual time its provenance's `llmsweep_version` (the live simulator's
+        release is its `engine_build`), so it is never the same build as a digest's. "" for a result of no
+        simulator, or one that records neither."""
+        said = self.provenance.get("simulator")
+        digest = said.get("digest") if isinstance(said, Mapping) else None
+        if isinstance(digest, str) and digest:
+            return digest
         return str(self.provenance.get("llmsweep_version") or "") if self.clock == VIRTUAL else ""
 
     @property
@@ -176,8 +183,8 @@ class ResultPoint:
     @property
     def configuration(self) -> str:
         """What ran to earn this point beyond its identity: the recipe fingerprint, the rendered launch's fingerprint
-        (engine args, env, files), the engine version and image digest read back from what served it (in virtual
-        time, the simulator's release: `simulator_build`), the source and the clock its provenance records, and what it
+        (engine args, env, files), the engine version and image digest read back from what served it (a simulated
+        result's simulator build: `simulator_build`), the source and the clock its provenance records, and what it
         measured (the
         window, request and warm-up counts, the resolved workload: `measurement`). Two results of one point identity
         are repeats of one configuration only when these are equal; "" when the point does not record its launch or
@@ -193,8 +200,9 @@ class ResultPoint:
         if not fingerprint or measurement is None:
             return ""
         # the build that served it, as read back (the engine's own /version, the image's registry digest): a moving
-        # tag (a nightly, `latest`) renders one launch fingerprint over several engine versions, not repeats; in
-        # virtual time the simulator's release, which one launch of `sim serve` names whatever the release
+        # tag (a nightly, `latest`) renders one launch fingerprint over several engine versions, not repeats; a
+        # simulated result's simulator build (its digest, else in virtual time its release), which one launch of
+        # `sim serve` names whatever the build
         built = "|".join(f"{k}={_launch(self, k)}" for k in ("engine_version_reported", "image_digest"))
         if simulator := self.simulator_build:
             built += f"|simulator={simulator}"
@@ -244,6 +252,7 @@ CONFIGURATION_FACETS: tuple[ConfigurationFacet, ...] = (
     ConfigurationFacet("run", "runs", lambda p: p.run_id),
     ConfigurationFacet("engine", "engine versions", lambda p: p.engine_build),
     ConfigurationFacet("image digest", "image digests", lambda p: p.image_digest_short),
+    ConfigurationFacet("simulator", "simulator builds", lambda p: p.simulator_build),
     ConfigurationFacet("clock", "clocks", lambda p: p.clock or ""),
     ConfigurationFacet("source", "sources", lambda p: p.source),
     ConfigurationFacet("recipe", "recipe fingerprints", lambda p: _recipe_fingerprint(p)[:12]),

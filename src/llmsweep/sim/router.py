@@ -47,8 +47,12 @@ class SimProtocol(PDProtocol):
 
     async def version(self, router: Router) -> dict[str, Any]:
         from llmsweep import __version__
+        from llmsweep.sim.identity import simulator_digest
 
-        return {"version": __version__, "engine": SIM.id, "role": "router", "node": router.node, "tp": 0,
+        # `simulator_digest`: the build of the simulator this router fronts (`llmsweep sim router` runs from the
+        # install that launched the workers), which a live disaggregated result records (`provenance.simulator`)
+        return {"version": __version__, "engine": SIM.id, "simulator_digest": simulator_digest(), "role": "router",
+                "node": router.node, "tp": 0,
                 "prefill": router.prefill, "decode": router.decode, "kv_transfer": router.kv_transfer,
                 "routed": router.routed}
 

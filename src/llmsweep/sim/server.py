@@ -395,7 +395,10 @@ class SimServer:
     async def version(self, request: web.Request) -> web.Response:
         """Like vLLM's `/version`, plus what a reader of a simulated result must know: is this key calibrated?"""
         from llmsweep import __version__
+        from llmsweep.sim.identity import simulator_digest
 
+        # `simulator_digest`: this process's simulator build (its code and catalogs), which a result records beside
+        # its calibration (`provenance.simulator.digest`): a dev tree keeps one `version` across simulator edits.
         # `tp`: the GPUs of this engine, so a client can compute per-GPU figures without being told (`bench`).
         # `role`, `node`, `kv_transfer`: what this process serves as and where, read back into a disaggregated run's
         # provenance (the topology that ran, not the one planned); a decode worker adds how it models a transfer
@@ -403,7 +406,8 @@ class SimServer:
         return web.json_response({"version": __version__, "engine": SIM.id, "tp": self.config.tp, "ep": self.config.ep,
                                   "dp_attention": self.config.dp_attention,
                                   "max_running_requests": self.config.max_running_requests,
-                                  "calibration": self.config.calibration_label(), "role": self.role.role,
+                                  "calibration": self.config.calibration_label(),
+                                  "simulator_digest": simulator_digest(), "role": self.role.role,
                                   "node": self.node, "kv_transfer": self.transfer_backend(), **self.kv_model(),
                                   "kv_transfers": self.kv.transfers,
                                   "kv_transfer_seconds": round(self.kv.seconds, 6)})

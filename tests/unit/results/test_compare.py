@@ -6,7 +6,7 @@ import dataclasses
 
 from llmsweep.results.bands import between_run_band, pooled_variance, t975, within_run_band
 from llmsweep.results.compare import compare_points
-from llmsweep.results.point import ResultPoint, points_from_run
+from llmsweep.results.point import ResultPoint, points_from_run, telling_apart
 
 
 def _scaled(p: ResultPoint, run_id: str, factor: float, metric: str = "tput_per_gpu") -> ResultPoint:
@@ -340,6 +340,41 @@ def test_virtual_time_results_of_another_simulator_release_are_neither_one_sampl
     # the same release, another seed: a repeat as before
     (m,) = compare_points(ours, b, history=released(a, "h7", "0.6.0", seed=7)).matched
     assert [p.run_id for p in m.past] == ["h7"]
+
+
+def test_virtual_time_results_of_two_simulator_builds_of_one_release_are_two_configurations(make_run) -> None:
+    """A dev tree keeps one `llmsweep_version` across simulator edits: two virtual-time results of one launch, seed
+    and release, computed by two builds of the simulator (`provenance.simulator.digest`), are not the same numbers,
+    so neither one sample counted once nor a repeat pooled into A's band; one build's rerun at another seed is a
+    repeat. A result recorded before the digest was kept is its release's, never a digest's build."""
+    a = [_launched(p, clock="virtual") for p in points_from_run(make_run("a", concs=(4,), requests=120))]
+    b = [_scaled(_launched(p), "b", 1.0) for p in a]
+
+    def built(points: list[ResultPoint], run_id: str, digest: str | None, seed: int | None = None) -> list[ResultPoint]:
+        simulator = {} if digest is None else {"simulator": {"calibration": "uncalibrated", "digest": digest}}
+        return [dataclasses.replace(p, run_id=run_id, result_id=f"{p.result_id}-{run_id}",
+                                    provenance={**p.provenance, "llmsweep_version": "0.6.0", **simulator,
+                                                **({} if seed is None else {"seed": seed})}) for p in points]
+
+    ours = built(a, "a", "1111aaaa2222bbbb")
+    assert ours[0].simulator_build == "1111aaaa2222bbbb"
+    comp = compare_points(ours, b, history=built(a, "edited", "3333cccc4444dddd"))
+    (m,) = comp.matched
+    assert m.history == 0 and not any("counted once" in n for n in comp.notes), comp.notes
+    # --repeats-from a run of the other build: another configuration, named by its build, not pooled
+    other = built(a, "a", "3333cccc4444dddd", seed=7)
+    comp = compare_points(ours, b, repeats_a=other)
+    assert comp.matched[0].runs("a") == 1 and any("ran another configuration" in n for n in comp.notes), comp.notes
+    facet = telling_apart([ours, other])  # one run id: what tells them apart is the build
+    assert facet is not None and facet.plural == "simulator builds"
+    # the same build, another seed: a repeat
+    (m,) = compare_points(ours, b, history=built(a, "h7", "1111aaaa2222bbbb", seed=7)).matched
+    assert [p.run_id for p in m.past] == ["h7"]
+    # recorded before the digest was kept: its release stands for its build, which no digest's build is
+    before = built(a, "old", None)
+    assert before[0].simulator_build == "0.6.0"
+    (m,) = compare_points(ours, b, history=before).matched
+    assert m.history == 0
 
 
 def test_a_result_given_twice_is_one_run_not_two_repeats(make_run) -> None:

@@ -218,6 +218,11 @@ def test_a_schema_3_store_is_re_keyed_so_its_agentic_points_name_the_corpus_they
     db.close()
     for p in points:
         assert keys[p.job_id] == identity_from_job(p.job, p.summary).key() == p.identity.key()
+    # virtual-time results recorded before the simulator's digest was kept: read, their release standing for the build
+    for p in points:
+        assert p.clock == "virtual" and p.summary is not None and p.summary.provenance.simulator is not None
+        assert p.summary.provenance.simulator.calibration == "uncalibrated"
+        assert p.summary.provenance.simulator.digest is None and p.simulator_build == "0.1.0"
 
 
 def test_a_fresh_store_has_every_hot_column_of_the_metric_table(tmp_path: Path) -> None:
