@@ -31,7 +31,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -40,6 +40,7 @@ from llmsweep.errors import ConfigError, undecodable_line
 from llmsweep.findings import Finding, Severity
 from llmsweep.plan import EvalOptions, Job, test_config
 from llmsweep.plan.slices import slice_concurrencies
+from llmsweep.spec.components import RECIPE_SCENARIOS, RecipeScenario
 from llmsweep.spec.recipe import Recipe
 from llmsweep.spec.source import SourceMap, YamlSyntaxError, parse_yaml, render_path
 from llmsweep.spec.validation_findings import findings_from_validation_error
@@ -61,9 +62,6 @@ def pr_link(pr_number: int) -> str:
     return f"{PULL_URL}{pr_number}"
 
 
-ScenarioName = Literal["fixed-seq-len", "agentic-coding"]
-
-
 class ChangelogEntry(BaseModel):
     """One entry of `perf-changelog.yaml`."""
 
@@ -81,7 +79,7 @@ class ChangelogEntry(BaseModel):
                               description="Run only points added to existing curves.")
     eval_min_prefill_ep: int | None = Field(default=None, alias="eval-min-prefill-ep", ge=1,
                                             description="Drop multi-node eval jobs whose prefill EP is below this.")
-    scenario_type: list[ScenarioName] | None = Field(default=None, alias="scenario-type", min_length=1,
+    scenario_type: list[RecipeScenario] | None = Field(default=None, alias="scenario-type", min_length=1,
                                                      description="Restrict the entry to these scenarios.")
 
     def identity(self) -> str:
@@ -458,7 +456,7 @@ class Selection:
 
 
 def _scenarios(entry: ChangelogEntry) -> tuple[str, ...]:
-    return tuple(entry.scenario_type) if entry.scenario_type else ("fixed-seq-len", "agentic-coding")
+    return tuple(entry.scenario_type or RECIPE_SCENARIOS)
 
 
 def select_jobs(entries: Sequence[ChangelogEntry], recipes: Mapping[str, Recipe], *,

@@ -24,6 +24,7 @@ from llmsweep.plan.names import SEQ_LEN_NAMES
 from llmsweep.policy.registry import get_rule
 from llmsweep.policy.rules_input import unknown_label_message
 from llmsweep.spec import LoadResult, load_recipes
+from llmsweep.spec.components import RECIPE_SCENARIOS
 
 _COUNT = click.IntRange(min=1)
 """A concurrency, a TP or EP degree: 1 or more, refused as parsed (exit 2). `--min-conc -1` or `--conc 0` printed a
@@ -42,7 +43,7 @@ def _common(fn: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--runner-node-filter", default=None,
                      help="One job per node of the label whose name contains this substring."),
         click.option("--scenario-type", cls=ManyValues, listed=True,
-                     type=click.Choice(["fixed-seq-len", "agentic-coding"]),
+                     type=click.Choice([s.value for s in RECIPE_SCENARIOS]),
                      help="Scenario type(s) to include (default: all)."),
         click.option("--format", "fmt", type=click.Choice(["matrix", "jobs", "ids"]), default="matrix",
                      show_default=True,

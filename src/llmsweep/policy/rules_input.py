@@ -22,6 +22,7 @@ from llmsweep.findings import Finding, Severity
 from llmsweep.plan.job import Job
 from llmsweep.policy.context import Context, entry_path
 from llmsweep.policy.registry import rule
+from llmsweep.spec.components import ScenarioId
 from llmsweep.spec.recipe import Recipe
 from llmsweep.spec.source import FieldPath
 
@@ -113,7 +114,7 @@ def unknown_label_message(label: str, fleet_file: str) -> str:
 
 def _isl_path(recipe: Recipe, job: Job) -> FieldPath:
     path = entry_path(recipe, job)
-    return (*path[:3], "isl") if len(path) >= 3 and path[1] == "fixed-seq-len" else (*path, "isl")
+    return (*path[:3], "isl") if len(path) >= 3 and path[1] == ScenarioId.FIXED_SEQ_LEN else (*path, "isl")
 
 
 @rule("input.context-length", Severity.ERROR,

@@ -18,6 +18,7 @@ from typing import TypeVar
 
 from llmsweep.metrics.model import MEASURED
 from llmsweep.metrics.registry import HOT_BY_NAME
+from llmsweep.results.identity import agentic_scenario
 from llmsweep.results.pareto import NORTH_STAR_X, Direction, frontiers_by_series
 from llmsweep.results.point import ResultPoint, configurations, telling_apart
 from llmsweep.results.repeats import repeat_key
@@ -230,7 +231,7 @@ def axis_value(point: ResultPoint, key: str) -> float | None:
 
 
 def is_agentic(point: ResultPoint) -> bool:
-    return point.identity.scenario.startswith("agentic")
+    return agentic_scenario(point.identity.scenario)
 
 
 def earns_frontier(point: ResultPoint) -> bool:

@@ -21,6 +21,21 @@ from llmsweep.spec.workload import ScenarioId
 if TYPE_CHECKING:
     from llmsweep.metrics.model import Summary
 
+INFERENCEX_AGENTIC_PREFIX = "agentic"
+"""How InferenceX tells an agentic row by its `scenario_type` (its results app's `benchmark-mapper.ts`: a scenario
+type that starts with this; research/inferencex-wave2-spec §5.3). `agentic_scenario` applies it."""
+
+
+def agentic_scenario(scenario: str) -> bool:
+    """Whether a scenario (a point identity's, `scenario_of`, or an imported row's `scenario_type`) is an agentic
+    one, as InferenceX tells them: `agentic-coding` is; a Mooncake replay and a fixed-length point are not."""
+    return scenario.startswith(INFERENCEX_AGENTIC_PREFIX)
+
+
+if [s for s in ScenarioId if agentic_scenario(s)] != [ScenarioId.AGENTIC_CODING]:  # pragma: no cover
+    raise RuntimeError(f"InferenceX reads a scenario starting {INFERENCEX_AGENTIC_PREFIX!r} as agentic: of "
+                       f"ScenarioId, only {ScenarioId.AGENTIC_CODING.value!r} may")
+
 # Fields that take part in point matching, in display order.
 POINT_FIELDS: tuple[str, ...] = (
     "model", "hardware", "engine", "precision", "scenario", "image", "tp", "pp", "dcp", "pcp", "ep", "dp_attn",
@@ -235,7 +250,7 @@ def _conc(job: Mapping[str, Any]) -> int:
     stored job listing several takes its first. A legacy InferenceX agentic row spells its concurrency `users`
     (wave-2 spec §5.3: agentic rows carry `conc`, legacy ones `users`), read when it has no `conc`."""
     conc = get_field(job, "conc")
-    if conc is None and scenario_of(job).startswith("agentic"):
+    if conc is None and agentic_scenario(scenario_of(job)):
         conc = get_field(job, "users")
     if isinstance(conc, (list, tuple)):
         return _int(conc[0], 0) or 0 if conc else 0

@@ -31,6 +31,7 @@ from llmsweep.results.extract import extract_hot
 from llmsweep.results.frontier import is_agentic
 from llmsweep.results.identity import (
     PointIdentity,
+    agentic_scenario,
     dp_attention_of,
     get_field,
     gpus_of,
@@ -842,7 +843,7 @@ def inferencex_name(column: HotColumn) -> str:
 def _agentic_row(flat: Mapping[str, Any]) -> bool:
     """Whether an imported row is an agentic aggregate (its `scenario_type`, as `is_agentic` reads a stored point's
     scenario)."""
-    return str(flat.get("scenario_type") or "").startswith("agentic")
+    return agentic_scenario(str(flat.get("scenario_type") or ""))
 
 
 def _per_all_gpus(flat: Mapping[str, Any], metrics: dict[str, Any]) -> None:

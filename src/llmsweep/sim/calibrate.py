@@ -43,6 +43,7 @@ from llmsweep.execute.files import JOB_FILE, OUTCOME_FILE, unjudged
 from llmsweep.jsonline import load_json_file, numbered_values, read_json_text
 from llmsweep.sim.engine import EngineConfig
 from llmsweep.sim.perf import Batch, Efficiency, RooflineTimer
+from llmsweep.spec.components import ScenarioId
 
 if TYPE_CHECKING:
     from llmsweep.metrics.model import Hardware, Summary
@@ -307,7 +308,7 @@ class MeasuredPoint:
 
     @property
     def label(self) -> str:
-        if self.scenario == "agentic-coding":
+        if self.scenario == ScenarioId.AGENTIC_CODING:
             return f"agentic c{self.concurrency}"
         return f"fixed {self.job.get('isl')}/{self.job.get('osl')} c{self.concurrency}"
 
@@ -447,7 +448,7 @@ def measured_point(path: Path, config_for: Any) -> MeasuredPoint:
     # An agentic turn's median output is a handful of tokens, so its TPOT is a few inter-token gaps, biased by how
     # the first chunks after the prefill bunch up: it counts a quarter of a fixed-length point's 200+ token TPOT.
     prefill_w = max(0.25, 1.0 - 2.0 * excess)
-    agentic = scenario == "agentic-coding"
+    agentic = scenario == ScenarioId.AGENTIC_CODING
     weights = {"output_tps": 0.0 if agentic else prefill_w, "tpot_p50": 0.25 if agentic else 1.0,
                "ttft_p50": prefill_w}
     prov = summary.provenance
@@ -566,7 +567,7 @@ def _replays(points: list[MeasuredPoint], *, fit_requests_per_lane: int | None =
         # arrival times, and the window it was cut to (an agentic point's; a Mooncake replay's `duration` cap)
         load = scenario_of(resolved).load(resolved, concurrency=p.concurrency, job_duration=p.job.get("duration"))
         extra: dict[str, Any] = {"tokenizer": None}  # the simulator counts with the built-in tokenizer
-        if resolved.scenario != "agentic-coding":
+        if resolved.scenario != ScenarioId.AGENTIC_CODING:
             extra["api"] = "chat" if resolved.use_chat_template else "completions"
         # until the prompts (or the replayed rows) run out, as the measured run did, unless a window cut it
         duration = float(load.duration_s) if load.duration_s is not None else float("inf")
@@ -647,7 +648,7 @@ def unverifiable(replay: _Replay) -> str | None:
     tokens came back 60-150x longer after the synthetic generator stopped scaling them), so its TTFT and TPOT would
     be fitted on other work. A point with a digest is checked exactly (:func:`check_corpus`); others pass."""
     point = replay.point
-    if point.scenario != "agentic-coding" or point.corpus_digest is not None:
+    if point.scenario != ScenarioId.AGENTIC_CODING or point.corpus_digest is not None:
         return None
     measured, replayed = point.tokens_per_request, replay.tokens_per_request
     if measured is None or replayed is None:

@@ -6,7 +6,8 @@ unchanged, and one it rejects is rejected with the same meaning — plus the lin
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from enum import StrEnum
+from typing import Annotated, Any, Literal, get_args
 
 from annotated_types import Gt, Le
 from pydantic import (
@@ -23,7 +24,30 @@ from llmsweep.spec.rule_error import rule_error
 
 SpecDecodingMode = Literal["mtp", "draft_model", "none"]
 KvOffloading = Literal["none", "dram"]
-ScenarioType = Literal["fixed-seq-len", "agentic-coding"]
+
+
+class ScenarioId(StrEnum):
+    """Every scenario llmsweep runs, spelled once. The recipe's `scenarios` blocks are the first two (InferenceX's:
+    `RECIPE_SCENARIOS`); `mooncake-replay` is what an agentic-coding block runs when `workload.replay` names a Mooncake
+    trace. Kept here, below every recipe model that names one (`spec.serve`'s override matching, `spec.workload`).
+
+    What each one sends, its defaults and its gate profile are its `Scenario` object in `llmsweep.workload.scenario`.
+    """
+
+    FIXED_SEQ_LEN = "fixed-seq-len"
+    AGENTIC_CODING = "agentic-coding"
+    MOONCAKE_REPLAY = "mooncake-replay"
+
+    def __repr__(self) -> str:
+        # as a recipe writes it: what pydantic's refusal of a `RecipeScenario` lists ('fixed-seq-len' or ...)
+        return repr(self.value)
+
+
+RecipeScenario = Literal[ScenarioId.FIXED_SEQ_LEN, ScenarioId.AGENTIC_CODING]
+"""A scenario a recipe's `scenarios` block (and a changelog entry's `scenario-type`, `matrix --scenario-type`, a serve
+override's `when: {scenario: ...}`) may name: InferenceX's two."""
+RECIPE_SCENARIOS: tuple[ScenarioId, ...] = get_args(RecipeScenario)
+"""`RecipeScenario`'s members, in the order a recipe's blocks are read."""
 
 MAX_CONC = 65_536
 """Highest concurrency a recipe may ask for: well above any real sweep (InferenceX's reach 4096), low enough that

@@ -23,6 +23,7 @@ from llmsweep.spec.components import (
     KvOffloadBackend,
     KvOffloading,
     PositiveInt,
+    ScenarioId,
     SeqLen,
     SpecDecodingMode,
     StrictInput,
@@ -250,7 +251,7 @@ class AgenticScenario(StrictInput):
 
 class _ScenariosBase(StrictInput):
     agentic_coding: list[AgenticScenario] | None = Field(
-        default=None, alias="agentic-coding", description="Agentic trace-replay scenarios."
+        default=None, alias=ScenarioId.AGENTIC_CODING.value, description="Agentic trace-replay scenarios."
     )
 
     @model_validator(mode="after")
@@ -266,13 +267,13 @@ class _ScenariosBase(StrictInput):
 
 class SingleNodeScenarios(_ScenariosBase):
     fixed_seq_len: list[FixedSeqLenScenario] | None = Field(
-        default=None, alias="fixed-seq-len", description="Random-token throughput scenarios."
+        default=None, alias=ScenarioId.FIXED_SEQ_LEN.value, description="Random-token throughput scenarios."
     )
 
 
 class MultiNodeScenarios(_ScenariosBase):
     fixed_seq_len: list[MultiNodeFixedSeqLenScenario] | None = Field(
-        default=None, alias="fixed-seq-len", description="Random-token throughput scenarios."
+        default=None, alias=ScenarioId.FIXED_SEQ_LEN.value, description="Random-token throughput scenarios."
     )
 
 
@@ -406,10 +407,10 @@ class Recipe(StrictInput):
         for si, scen in enumerate(self.fixed_seq_len()):
             entries: Sequence[SearchSpaceEntry] = scen.search_space
             for ei, entry in enumerate(entries):
-                yield ("scenarios", "fixed-seq-len", si, "search-space", ei), entry
+                yield ("scenarios", ScenarioId.FIXED_SEQ_LEN.value, si, "search-space", ei), entry
         for si, agentic in enumerate(self.scenarios.agentic_coding or []):
             for ei, entry in enumerate(agentic.search_space):
-                yield ("scenarios", "agentic-coding", si, "search-space", ei), entry
+                yield ("scenarios", ScenarioId.AGENTIC_CODING.value, si, "search-space", ei), entry
 
     def _check_common(self) -> None:
         if self.scenarios.agentic_coding and not self.runner.startswith(CLUSTER_LABEL_PREFIX):

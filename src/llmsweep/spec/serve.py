@@ -17,7 +17,7 @@ from pydantic import Field, field_validator, model_validator
 
 from llmsweep import shell
 from llmsweep.engine_ids import EngineId
-from llmsweep.spec.components import StrictInput
+from llmsweep.spec.components import RECIPE_SCENARIOS, StrictInput
 from llmsweep.spec.rule_error import rule_error
 
 ArgScalar = str | int | float | bool
@@ -49,7 +49,7 @@ WHEN_FIELDS: tuple[str, ...] = (
 """Search-space fields an override may match on (`kv-offload-backend` matches the backend name)."""
 
 WHEN_CHOICES: dict[str, tuple[str, ...]] = {
-    "scenario": ("fixed-seq-len", "agentic-coding"),
+    "scenario": tuple(s.value for s in RECIPE_SCENARIOS),
     "spec-decoding": ("mtp", "draft_model", "none"),
     "kv-offloading": ("none", "dram"),
 }

@@ -7,27 +7,14 @@ resolves the defaults per job so every job states the exact workload it will run
 
 from __future__ import annotations
 
-from enum import StrEnum
 from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from llmsweep.spec.components import ScenarioId as ScenarioId  # (its home is below every recipe model; named here too)
 from llmsweep.spec.components import StrictInput
 from llmsweep.spec.rule_error import rule_error
 from llmsweep.spec.serve import check_argv_value
-
-
-class ScenarioId(StrEnum):
-    """Every scenario llmsweep runs, spelled once. The recipe's `scenarios` blocks are the first two (InferenceX's);
-    `mooncake-replay` is what an agentic-coding block runs when `workload.replay` names a Mooncake trace.
-
-    What each one sends, its defaults and its gate profile are its `Scenario` object in `llmsweep.workload.scenario`.
-    """
-
-    FIXED_SEQ_LEN = "fixed-seq-len"
-    AGENTIC_CODING = "agentic-coding"
-    MOONCAKE_REPLAY = "mooncake-replay"
-
 
 DEFAULT_AGENTIC_DURATION_SECONDS = 3600
 DEFAULT_WARMUP_PER_LANE = 10
