@@ -278,7 +278,8 @@ def propose(file: Path, out: Path, grids: dict[str, list[int]], arms: list[Arm],
             policy: dict[str, tuple[int | None, int | None]], *, note: str | None = None) -> Proposal:
     """Write the proposed recipe to `out` after loading it back: its arms must say exactly `grids`. `note` (what the
     grid stands on when that is not a measurement: `simulated_note`) heads the file as a comment, so the recipe a
-    user commits says it."""
+    user commits says it; the note an earlier discovery on the simulator left at the recipe's head is not kept (this
+    discovery's grid is what the file holds now)."""
     recipes = load_recipes([file]).raise_on_error().recipes
     text = _in_place(file, recipes, grids, arms, policy)
     head = "".join(f"# {line}\n" for line in textwrap.wrap(note, 116)) if note else ""
@@ -287,7 +288,7 @@ def propose(file: Path, out: Path, grids: dict[str, list[int]], arms: list[Arm],
         for candidate, in_place in ((text, True), (_redumped(file, grids, arms, policy), False)):
             if candidate is None:
                 continue
-            candidate = head + candidate
+            candidate = head + without_simulated_note(candidate)
             trial.write_text(candidate, encoding="utf-8")
             if _says(trial, grids, arms, policy):
                 trial.replace(out)
@@ -300,6 +301,11 @@ def propose(file: Path, out: Path, grids: dict[str, list[int]], arms: list[Arm],
                           "discovery.json by hand")
 
 
+_NOTE_OPENS = "llmsweep discover proposed this grid from "
+_NOTE_ENDS = "before it becomes the official grid."
+"""How `simulated_note` begins and ends: what `without_simulated_note` finds it by at a recipe's head."""
+
+
 def simulated_note(sources: list[str]) -> str | None:
     """The head of a proposed recipe whose grid stands on simulated points (`sources`: each run's, read back from its
     summary): it was predicted, and a grid committed from it would be taken for one measured on the hardware."""
@@ -307,8 +313,25 @@ def simulated_note(sources: list[str]) -> str | None:
     if not simulated:
         return None
     which = "every point" if simulated == len(sources) else f"{simulated} of the {len(sources)} runs"
-    return (f"llmsweep discover proposed this grid from {which} predicted by the simulator, not measured on the "
-            "hardware: measure it there (`llmsweep discover` without --simulate) before it becomes the official grid.")
+    return (f"{_NOTE_OPENS}{which} predicted by the simulator, not measured on the hardware: measure it there "
+            f"(`llmsweep discover` without --simulate) {_NOTE_ENDS}")
+
+
+def without_simulated_note(text: str) -> str:
+    """A recipe's text without the `simulated_note` comment heading it (as `propose` wrote it), else as it is: a
+    proposed.yaml discovered again keeps its predecessor's note neither under a grid measured on the hardware (a label
+    that grid did not earn) nor beside this discovery's own (two notes, counting other runs)."""
+    lines = text.splitlines(keepends=True)
+    if not lines or not lines[0].startswith(f"# {_NOTE_OPENS}"):
+        return text
+    said: list[str] = []
+    for i, line in enumerate(lines):
+        if not line.startswith("# "):
+            break
+        said.append(line[2:].strip())
+        if " ".join(said).endswith(_NOTE_ENDS):
+            return "".join(lines[i + 1:])
+    return text
 
 
 def _says(file: Path, grids: dict[str, list[int]], arms: list[Arm],

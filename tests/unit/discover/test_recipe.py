@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from llmsweep.discover.recipe import load_arms, propose, stage_document, unified_diff
+from llmsweep.discover.recipe import load_arms, propose, simulated_note, stage_document, unified_diff
 from llmsweep.errors import ConfigError
 from llmsweep.spec.loader import load_recipes
 
@@ -49,6 +49,41 @@ def test_the_proposal_rewrites_the_grid_in_place_keeps_comments_and_declares_the
     recipe = load_recipes([out]).raise_on_error().recipes[arms[0].recipe_key]
     assert recipe.policy is not None and (recipe.policy.min_conc_step, recipe.policy.max_conc) == (2, 24)
     assert [a.concs for a in load_arms(out)[1]] == [(1, 3, 6, 10, 24), (4, 8, 20)]
+
+
+def test_a_grid_chosen_on_the_simulator_says_so_and_a_later_discovery_says_only_what_it_stands_on(
+        tmp_path: Path) -> None:
+    """proposed.yaml of `discover --simulate` heads with a note that its grid was predicted, not measured (the file a
+    user commits had looked like a measured discovery). Discovered again — on the hardware, or on the simulator — the
+    proposed file kept that note under a grid measured on the hardware, and put a second note above it."""
+
+    def comments(path: Path) -> list[str]:
+        return [ln for ln in path.read_text().splitlines() if ln.lstrip().startswith("#")]
+
+    original = comments(SEED)
+    _, arms = load_arms(SEED)
+    simulated = tmp_path / "simulated.yaml"
+    note = simulated_note(["simulated"] * 4)
+    assert note is not None and simulated_note(["measured"] * 4) is None
+    propose(SEED, simulated, {arms[0].id: [1, 3, 6, 10, 24], arms[1].id: [4, 8, 20]}, arms, {}, note=note)
+    said = comments(simulated)
+    assert said[0].startswith("# llmsweep discover proposed this grid from every point predicted by the simulator, "
+                              "not measured on the hardware"), said
+    assert said[len(said) - len(original):] == original and len(said) > len(original)
+    assert [a.concs for a in load_arms(simulated)[1]] == [(1, 3, 6, 10, 24), (4, 8, 20)]
+    # measured on the hardware from the simulated proposal: no note of the simulator's is left
+    _, again = load_arms(simulated)
+    measured = tmp_path / "measured.yaml"
+    propose(simulated, measured, {again[0].id: [1, 2, 4]}, again, {})
+    assert comments(measured) == original
+    assert [a.concs for a in load_arms(measured)[1]] == [(1, 2, 4), (4, 8, 20)]
+    # simulated again, in some of its runs: one note, this discovery's
+    twice = tmp_path / "twice.yaml"
+    propose(simulated, twice, {again[0].id: [1, 2, 4]}, again, {}, note=simulated_note(["simulated", "measured"]))
+    said = comments(twice)
+    assert said[len(said) - len(original):] == original
+    head = " ".join(ln.removeprefix("# ") for ln in said[:len(said) - len(original)])
+    assert head == simulated_note(["simulated", "measured"]), head
 
 
 def test_an_existing_policy_is_updated_and_a_range_arm_is_re_dumped(tmp_path: Path) -> None:
