@@ -25,6 +25,7 @@ from support.procs import alive, read_proc, stat_fields, wait_for
 from llmsweep.execute.virtual_disagg import disagg_config
 from llmsweep.http_app import node_name
 from llmsweep.plan.job import Job
+from llmsweep.sim.identity import simulator_digest
 
 pytestmark = pytest.mark.slow  # a file of long tests: xdist starts it first (tests/conftest.py)
 
@@ -121,6 +122,8 @@ def test_roles_run_as_processes_of_this_host_serve_the_client_through_the_router
         roles = topology["roles"]
         assert set(roles) == {"prefill", "decode", "router"} and topology["disaggregated"]
         assert topology["router_policy"] == "round_robin"  # what the router's /version said
+        # the simulator build the deployment ran, as its router's /version said (the same tree as this process's)
+        assert provenance["simulator"]["digest"] == simulator_digest()
         assert topology["node_names"] == [host] and topology["nodes"] == 1
         # role counts and GPUs as planned, each worker's read back from its own /version
         assert [len(roles[r]["placed"]) for r in ("prefill", "decode", "router")] == [2, 1, 1]
