@@ -168,6 +168,21 @@ class MemoryFractionDefault(BaseModel):
         return self
 
 
+class PageSizeDefault(BaseModel):
+    """The KV page (block) an engine's server allocates its cache in and matches cached prefixes at when a launch
+    sets none (SGLang's `--page-size`, vLLM's `--block-size`), with the source it is read from."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    flag: str | None = Field(description="The engine's flag that sets it (`--block-size`); None where its CLI has "
+                                         "none (TensorRT-LLM's LLM-API option).")
+    tokens: int = Field(ge=1, description="Tokens of one page when the launch sets none.")
+    source: str = Field(description="Where the default is read from: version, file, function.")
+    varies: str | None = Field(default=None, description="What can make the engine take another page where the "
+                                                         "launch sets none (an attention backend's own); None: "
+                                                         "nothing known.")
+
+
 @dataclass(frozen=True)
 class EngineDefault:
     """The value an engine takes for a knob a launch leaves unset, on one GPU or at one version, and why."""
@@ -224,6 +239,9 @@ class EngineInfo(BaseModel):
     scheduler: SchedulerShape | None = Field(
         default=None, description="How the engine forms its steps where it is not the unified shape (a step of "
                                   "decodes and prefill chunks) the simulator takes by default.")
+    page_size_default: PageSizeDefault | None = Field(
+        default=None, description="The KV page in tokens the server takes when its launch sets none (SGLang 1, "
+                                  "vLLM 16); None: not recorded.")
     source: str
     estimates: dict[str, str] = Field(default_factory=dict)
 
@@ -417,6 +435,17 @@ def default_memory_fraction(engine: str, version: Version | str | None, gpu: str
     return EngineDefault(value=rule.value, flag=record.flag, engine=info.display_name, gpu=gpu,
                          condition=f"{shown} ({rule.describe()})", source=record.source,
                          knob="memory fraction")
+
+
+def default_page_size(engine: str) -> tuple[str, PageSizeDefault] | None:
+    """(display name, its page default) of `engine` (any spelling): the KV page its server takes when a launch sets
+    none (its catalog entry's `page_size_default`); None when the catalog records none for it, or knows no such
+    engine."""
+    try:
+        info = get_engine(engine)
+    except ConfigError:
+        return None
+    return (info.display_name, info.page_size_default) if info.page_size_default is not None else None
 
 
 def feature_gates(engine: str | None = None) -> list[FeatureGate]:

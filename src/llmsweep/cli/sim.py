@@ -105,6 +105,15 @@ def sim() -> None:
 @field_option("--max-total-tokens", source=(EngineConfig, "max_total_tokens"), type=int,
               help="Most tokens the KV pool holds, per DP-attention rank: SGLang's --max-total-tokens, which a job's "
                    "launch passes on; the pool is the smaller of it and the pool sized from HBM [default: no cap].")
+@field_option("--pinned-kv-tokens", source=(EngineConfig, "pinned_kv_tokens"), type=int,
+              help="The KV pool in tokens, the DP-attention ranks' together, whatever --mem-fraction-static: a job's "
+                   "launch sets it from vLLM's --num-gpu-blocks-override (blocks x its block size x DP ranks); a "
+                   "pool that does not fit beside the weights is refused, as the engine fails to allocate it "
+                   "[default: sized from HBM].")
+@field_option("--kv-cache-memory-bytes", source=(EngineConfig, "kv_cache_memory_bytes"), type=int,
+              help="Bytes of KV pool on each GPU, whatever --mem-fraction-static: vLLM's --kv-cache-memory-bytes, "
+                   "which a job's launch passes on; refused where they do not fit beside the weights; "
+                   "--pinned-kv-tokens wins [default: sized from HBM].")
 @field_option("--prefix-caching/--no-prefix-caching", source=(EngineConfig, "prefix_caching"), show_default=True,
               help="Reuse cached prompt blocks. A job's launch turns it off where the recipe does for the engine the "
                    "job stands in for (SGLang's --disable-radix-cache, vLLM's or ATOM's --no-enable-prefix-caching).")
@@ -222,6 +231,8 @@ def _engine_config(opts: dict[str, object]) -> EngineConfig:
             ttft_s=float(opts["ttft_ms"]) / 1e3, itl_s=float(opts["itl_ms"]) / 1e3,  # type: ignore[arg-type]
             kv_capacity_tokens=opts["kv_capacity_tokens"],  # type: ignore[arg-type]
             max_total_tokens=opts["max_total_tokens"],  # type: ignore[arg-type]
+            pinned_kv_tokens=opts["pinned_kv_tokens"],  # type: ignore[arg-type]
+            kv_cache_memory_bytes=opts["kv_cache_memory_bytes"],  # type: ignore[arg-type]
             prefix_caching=opts["prefix_caching"],  # type: ignore[arg-type]
             context_length=opts["context_length"],  # type: ignore[arg-type]
             max_prompt_tokens=opts["max_prompt_tokens"],  # type: ignore[arg-type]

@@ -1,9 +1,9 @@
 """The built-in simulated engine: the job's meaning, translated into `llmsweep sim serve` flags.
 
 The simulator runs on the host (no image), so it can stand in for any job, including one the real engine would
-refuse. What it honours is translated from the recipe's SGLang/vLLM/TensorRT-LLM spelling: memory fraction,
-running-request cap, prefill chunk, KV dtype, speculative settings (method, K, the pinned AL) and the HiCache / offload
-DRAM tier.
+refuse. What it honours is translated from the recipe's SGLang/vLLM/TensorRT-LLM spelling: memory fraction, a KV pool
+capped (SGLang) or pinned in blocks or bytes (vLLM), running-request cap, prefill chunk, KV dtype, speculative settings
+(method, K, the pinned AL) and the HiCache / offload DRAM tier.
 """
 
 from __future__ import annotations
@@ -135,7 +135,6 @@ def _block_size(value: Any) -> str | None:
     return None if token_count(value) == own else f"its KV and prefix-hash blocks are {own} tokens"
 
 
-_KV_POOL_SIZED = "it sizes the KV pool from HBM, the weights and the memory fraction"
 UNMODELLED_SETTINGS: dict[str, Callable[[Any], str | None]] = {
     "--schedule-policy": _unless("fcfs", "it admits waiting requests first come, first served"),
     "--scheduling-policy": _unless("fcfs", "it admits waiting requests first come, first served"),
@@ -143,8 +142,6 @@ UNMODELLED_SETTINGS: dict[str, Callable[[Any], str | None]] = {
         "it admits while KV blocks are free, reserving none for running requests' outputs"),
     "--page-size": _block_size,
     "--block-size": _block_size,
-    "--num-gpu-blocks-override": lambda _: _KV_POOL_SIZED,
-    "--kv-cache-memory-bytes": lambda _: _KV_POOL_SIZED,
     "--cpu-offload-gb": lambda _: "its weights stay in HBM",
     "--no-enable-chunked-prefill": lambda _: "it chunks every prompt at its prefill chunk",
     "--max-num-partial-prefills": lambda _: "it prefills every admitted prompt in the same step",
@@ -157,12 +154,10 @@ change how the engine schedules or sizes its memory and that the simulator runs 
 does instead at a value that is not its own: its FCFS admission (SGLang's `--schedule-policy` and vLLM's
 `--scheduling-policy`, default `fcfs`), no reservation for running requests' outputs (SGLang's
 `--schedule-conservativeness`, default 1.0: `new_token_ratio`, docs/simulator.md), 64-token blocks (SGLang's
-`--page-size`, vLLM's `--block-size`), a KV pool sized from HBM (vLLM's `--num-gpu-blocks-override` and
-`--kv-cache-memory-bytes`, which replace it; SGLang's `--max-total-tokens`, a cap on it, is modelled: `TRANSLATED`),
-weights in HBM (`--cpu-offload-gb`), chunked prefill (vLLM's `--no-enable-chunked-prefill`), vLLM's partial-prefill
-limits and SGLang's bounded waiting queue. A simulated
-job whose recipe sets one says so in its result (:func:`unmodelled`) and `validate --simulate` warns
-(`serve.sim-ignored`)."""
+`--page-size`, vLLM's `--block-size`), weights in HBM (`--cpu-offload-gb`), chunked prefill (vLLM's
+`--no-enable-chunked-prefill`), vLLM's partial-prefill limits and SGLang's bounded waiting queue. A simulated job whose
+recipe sets one says so in its result (:func:`unmodelled`) and `validate --simulate` warns (`serve.sim-ignored`). A KV
+pool pinned in blocks or bytes is modelled (:data:`PINNED_POOL_FLAGS`), as SGLang's `--max-total-tokens` is."""
 
 
 def unmodelled_flags(job: Job) -> list[tuple[str, Any, str]]:
@@ -312,17 +307,20 @@ gives no `--hicache-size`."""
 
 def launch_engine(args: dict[str, Any]) -> EngineConfig:
     """The engine, as far as its KV pool goes, that the simulator's launch `args` describe so far (model, GPU, TP,
-    EP, DP attention, precision, KV dtype, memory fraction, pool cap): what the launch sizes its defaults from. Raises
-    ValueError or LlmsweepError where those cannot make one."""
+    EP, DP attention, precision, KV dtype, memory fraction, pool cap, pinned pool): what the launch sizes its
+    defaults from. Raises ValueError or LlmsweepError where those cannot make one."""
     from llmsweep.sim.engine import EngineConfig
 
     fraction, cap = args.get("--mem-fraction-static"), args.get("--max-total-tokens")
+    pinned, size = args.get("--pinned-kv-tokens"), args.get("--kv-cache-memory-bytes")
     return EngineConfig(model=str(args["--model"]), hardware=str(args["--hardware"]), tp=int(args["--tp"]),
                         ep=int(args["--ep"]), dp_attention=int(args.get("--dp-attention", 1)),
                         precision=str(args["--precision"]), kv_dtype=str(args.get("--kv-dtype") or "bf16"),
                         mem_fraction_static=EngineConfig.model_fields["mem_fraction_static"].default
                         if fraction is None else float(fraction),
-                        max_total_tokens=None if cap is None else int(cap))
+                        max_total_tokens=None if cap is None else int(cap),
+                        pinned_kv_tokens=None if pinned is None else int(pinned),
+                        kv_cache_memory_bytes=None if size is None else int(size))
 
 
 def sglang_default_cap(job: Job, args: dict[str, Any]) -> EngineDefault | None:
@@ -381,8 +379,15 @@ PREFIX_CACHE_SWITCHES: dict[str, bool] = {
 the last one the launch carries decides, as argparse reads them. Off, the simulator caches no prompt block
 (`--no-prefix-caching`); a switch written `false` is left out of the launch, so the engine's default (on) stays."""
 
-MODELLED: frozenset[str] = frozenset({*TRANSLATED, *CONTEXT_FLAGS, *PREFIX_CACHE_SWITCHES, "--kv-cache-dtype",
-                                      "--hicache-size", "--hicache-ratio", "--enable-hierarchical-cache"})
+PINNED_POOL_FLAGS: tuple[str, str] = ("--num-gpu-blocks-override", "--kv-cache-memory-bytes")
+"""vLLM's flags that pin its KV pool whatever the memory fraction (`SimAdapter._pinned_pool`): blocks on each DP rank
+(`may_override_num_blocks` replaces the profiled count; it wins over the bytes, which only set the memory the count is
+profiled from) and bytes on each GPU (`Worker.determine_available_memory` returns them unprofiled). SGLang's
+`--max-total-tokens`, a cap on the profiled pool, is `TRANSLATED`."""
+
+MODELLED: frozenset[str] = frozenset({*TRANSLATED, *CONTEXT_FLAGS, *PREFIX_CACHE_SWITCHES, *PINNED_POOL_FLAGS,
+                                      "--kv-cache-dtype", "--hicache-size", "--hicache-ratio",
+                                      "--enable-hierarchical-cache"})
 """Recipe flags whose meaning the simulator reproduces; the rest it runs without (policy warns on `sim` recipes)."""
 
 
@@ -490,6 +495,7 @@ class SimAdapter(Adapter):
                 continue  # the fraction the stood-in engine launches with, pinned or not: `_engine_memory_fraction`
             if target is not None and value is not None and value is not False:
                 a[target] = value
+        self._pinned_pool(job, recipe, d)
         if real is not None:
             self._engine_memory_fraction(job, d)  # first: SGLang's running cap is sized from this pool
         if real is not None and "--max-running-requests" in a and dp > 1:
@@ -509,6 +515,56 @@ class SimAdapter(Adapter):
         self._spec(job, d)
         self._kv(job, d, recipe, tp)
         return d
+
+    @staticmethod
+    def _pinned_pool(job: Job, recipe: dict[str, Any], d: Derived) -> None:
+        """The KV pool a recipe pins in vLLM's terms (:data:`PINNED_POOL_FLAGS`), whatever the memory fraction:
+        `--num-gpu-blocks-override` blocks on each DP rank, of the recipe's `--block-size` else vLLM's own default
+        block (the engines catalog's `page_size_default`), written as `--pinned-kv-tokens` (blocks x block x ranks);
+        else `--kv-cache-memory-bytes` on each GPU, passed on. With a note; `sim serve` refuses a pool that does not
+        fit beside the weights (`EngineConfig.pinned_pool_tokens`). A value that is no whole number is refused here
+        (vLLM reads `20G` and the like, whose suffixes its releases read differently)."""
+        from llmsweep.catalog.engines import default_page_size
+        from llmsweep.catalog.models import find_model
+
+        pins = {flag: value for flag, value in recipe.items() if flag in PINNED_POOL_FLAGS and in_launch(value)}
+        for flag, value in pins.items():
+            if not token_count(value):
+                unit = "bytes (21474836480 for 20 GiB)" if flag == "--kv-cache-memory-bytes" else "blocks"
+                raise ConfigError(f"the simulator reads the recipe's {flag} as a positive whole number, and it is "
+                                  f"{value!r}", fix=f"write {flag} as a whole number of {unit}")
+        blocks = token_count(pins.get("--num-gpu-blocks-override"))
+        size = token_count(pins.get("--kv-cache-memory-bytes"))
+        if blocks is not None:
+            dp = int(d.args.get("--dp-attention", 1))
+            pinned_block = token_count(recipe.get("--block-size")) if in_launch(recipe.get("--block-size")) else None
+            found = default_page_size(VLLM.id)
+            page = found[1] if found is not None else None
+            block = pinned_block or (page.tokens if page is not None else 16)
+            whose = "the recipe's --block-size" if pinned_block else \
+                f"vLLM's default block: {page.source}" if page is not None else "vLLM's default block"
+            model = find_model(job.model)
+            forced = "" if pinned_block or model is None or model.attention.kind != "mla" else (
+                f"; not modelled for this MLA model: {page.varies if page is not None and page.varies else ''}"
+                " — a larger block makes the engine's pool that many times larger")
+            d.args["--pinned-kv-tokens"] = dp * blocks * block
+            d.notes.append(
+                f"KV pool pinned at {blocks} blocks of {block} tokens ({whose})"
+                + (f" on each of the {dp} DP ranks" if dp > 1 else "") + f": {dp * blocks * block} tokens, "
+                "whatever the memory fraction, as vLLM's --num-gpu-blocks-override replaces its profiled block count "
+                "(v1/core/kv_cache_utils.py may_override_num_blocks)"
+                + (" and its --kv-cache-memory-bytes with it" if size is not None else "")
+                + "; a pool that does not fit beside the weights is refused (the engine's allocation fails)" + forced)
+        elif size is not None:
+            d.args["--kv-cache-memory-bytes"] = size
+            try:
+                tokens = f": {launch_engine(d.args).kv_pool_tokens()} tokens of {job.model}'s KV"
+            except (LlmsweepError, ValueError):  # no figures, or it does not fit: `sim serve` says why
+                tokens = ""
+            d.notes.append(f"KV pool pinned at {size} bytes on each GPU (the recipe's --kv-cache-memory-bytes)"
+                           f"{tokens}, whatever the memory fraction, as vLLM skips its memory profiling for it "
+                           "(v1/worker/gpu_worker.py Worker.determine_available_memory); a pool that does not fit "
+                           "beside the weights is refused (the engine's allocation fails)")
 
     @staticmethod
     def _prefix_caching(recipe: dict[str, Any], d: Derived) -> None:

@@ -26,6 +26,7 @@ from llmsweep.sim.perf import (
     default_efficiency,
     host_capacity_tokens,
     kv_capacity_tokens,
+    kv_room_bytes_per_gpu,
 )
 
 if TYPE_CHECKING:
@@ -71,6 +72,14 @@ class EngineConfig(BaseModel):
     max_total_tokens: int | None = Field(
         None, ge=1, description="Most tokens the KV pool holds, per DP-attention rank (SGLang's --max-total-tokens): "
         "the pool is the smaller of it and the pool sized from HBM; None = no cap.")
+    pinned_kv_tokens: int | None = Field(
+        None, ge=1, description="The KV pool in tokens, the DP-attention ranks' together, whatever the memory "
+        "fraction (vLLM's --num-gpu-blocks-override: blocks x its block size on each rank); refused where it does "
+        "not fit beside the weights; None = sized from HBM.")
+    kv_cache_memory_bytes: int | None = Field(
+        None, ge=1, description="Bytes of KV pool on each GPU, whatever the memory fraction (vLLM's "
+        "--kv-cache-memory-bytes); refused where they do not fit beside the weights; pinned_kv_tokens wins, as "
+        "vLLM's block override does; None = sized from HBM.")
     context_length: int | None = Field(
         None, ge=1, description="Most tokens of one request, prompt + output (the engine's --context-length / "
         "--max-model-len); None = only the KV pool bounds a request.")
@@ -139,18 +148,56 @@ class EngineConfig(BaseModel):
                              efficiency=self.efficiency_factors(), dp=self.dp_attention)
 
     def kv_pool_tokens(self, inputs: PerfInputs | None = None) -> int:
-        """Tokens the GPU KV pool holds (the override, else sized from HBM, weights and mem-fraction-static, at most
-        `max_total_tokens` a DP-attention rank): what SGLang calls `max_total_num_tokens`, which it takes as
-        `min(profiled, --max-total-tokens)` on each rank (0.5.x `ModelRunnerKVCacheMixin`, later
-        `KVCacheConfigurator._apply_token_constraints`)."""
+        """Tokens the GPU KV pool holds (the override, else the pool the launch pins — :meth:`pinned_pool_tokens` —,
+        else sized from HBM, weights and mem-fraction-static; at most `max_total_tokens` a DP-attention rank): what
+        SGLang calls `max_total_num_tokens`, which it takes as `min(profiled, --max-total-tokens)` on each rank (0.5.x
+        `ModelRunnerKVCacheMixin`, later `KVCacheConfigurator._apply_token_constraints`)."""
         if self.kv_capacity_tokens is not None:
             return self.kv_capacity_tokens
         inputs = inputs or self.perf_inputs()
-        sized = kv_capacity_tokens(inputs, tp=self.tp, mem_fraction_static=self.mem_fraction_static,
-                                   dp=self.dp_attention)
+        pinned = self.pinned_pool_tokens(inputs)
+        sized = pinned if pinned is not None else kv_capacity_tokens(
+            inputs, tp=self.tp, mem_fraction_static=self.mem_fraction_static, dp=self.dp_attention)
         if self.max_total_tokens is not None:
             return min(sized, self.max_total_tokens * self.dp_attention)
         return sized
+
+    def pinned_pool_tokens(self, inputs: PerfInputs) -> int | None:
+        """The KV pool the launch pins (`pinned_kv_tokens`, else `kv_cache_memory_bytes` over the KV bytes a token
+        takes on each GPU), whatever the memory fraction: vLLM replaces its profiled block count with
+        `--num-gpu-blocks-override` (`v1/core/kv_cache_utils.py` `may_override_num_blocks`) and skips its memory
+        profiling for `--kv-cache-memory-bytes` (`v1/worker/gpu_worker.py` `Worker.determine_available_memory`: "does
+        not respect the gpu_memory_utilization config"), then allocates the pool on each GPU (`torch.zeros`). None
+        when the launch pins none.
+
+        A pool that needs more of a GPU than its weights and the simulator's reserve leave of its whole HBM is refused
+        (ConfigError): the engine's allocation fails (CUDA out of memory) and it never serves, so no prediction stands
+        for it. The engine's activation peak and CUDA graphs, which need room too, are not counted."""
+        per_token = inputs.kv_bytes_per_token_per_gpu(self.tp, self.dp_attention)
+        if self.pinned_kv_tokens is not None:
+            tokens = self.pinned_kv_tokens
+            need = tokens * per_token
+        elif self.kv_cache_memory_bytes is not None:
+            need = float(self.kv_cache_memory_bytes)
+            tokens = int(need // per_token)
+        else:
+            return None
+        room = kv_room_bytes_per_gpu(inputs, tp=self.tp)
+        if need > room:
+            from llmsweep.errors import ConfigError
+
+            most = max(0, int(room // per_token))
+            pinned = f"a pinned KV pool of {tokens} tokens" if self.pinned_kv_tokens is not None else \
+                f"a pinned KV pool of {self.kv_cache_memory_bytes} bytes a GPU"
+            raise ConfigError(
+                f"simulator: {pinned} needs {need / 1e9:.1f} GB on each of the {self.tp} x {self.hardware}, and "
+                f"{self.model}'s weights ({inputs.weight_bytes / self.tp / 1e9:.1f} GB a GPU) and the simulator's "
+                f"{KV_RESERVE_BYTES_PER_GPU / GIB:g} GiB reserve leave {max(room, 0.0) / 1e9:.1f} GB of its "
+                f"{inputs.hbm_bytes / 1e9:.1f} GB: the engine allocates a pinned pool whatever its memory fraction, "
+                "and this one fails (CUDA out of memory), so the job never serves",
+                fix=f"pin at most {most} tokens ({int(max(room, 0.0))} bytes on each GPU: vLLM's "
+                    "--num-gpu-blocks-override x its block size, or --kv-cache-memory-bytes), or raise the TP")
+        return tokens
 
     def sim_config(self, inputs: PerfInputs | None = None) -> SimConfig:
         """Scheduler knobs with the KV pool sized from HBM, weights and mem-fraction-static (or the override)."""
@@ -168,6 +215,11 @@ class EngineConfig(BaseModel):
                 raise ConfigError(f"simulator: --kv-capacity-tokens {kv} holds less than one KV block of "
                                   f"{self.block_size} tokens", fix="raise --kv-capacity-tokens, or leave it out to "
                                   "size the pool from HBM")
+            if self.pinned_kv_tokens is not None or self.kv_cache_memory_bytes is not None:
+                raise ConfigError(f"simulator: the pinned KV pool holds {kv} tokens, less than one KV block of "
+                                  f"{self.block_size} tokens",
+                                  fix="pin a larger pool (vLLM's --num-gpu-blocks-override or "
+                                      "--kv-cache-memory-bytes), or leave it out to size the pool from HBM")
             if self.max_total_tokens is not None and kv == self.max_total_tokens * self.dp_attention:
                 raise ConfigError(f"simulator: --max-total-tokens {self.max_total_tokens} holds less than one KV "
                                   f"block of {self.block_size} tokens",

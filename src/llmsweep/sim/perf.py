@@ -359,6 +359,14 @@ def kv_capacity_tokens(
     return max(0, int(budget // inputs.kv_bytes_per_token_per_gpu(tp, dp)))
 
 
+def kv_room_bytes_per_gpu(inputs: PerfInputs, *, tp: int,
+                          reserve_bytes_per_gpu: float = KV_RESERVE_BYTES_PER_GPU) -> float:
+    """Bytes of each GPU's whole HBM that its share of the weights and the reserve leave: the most KV a GPU can
+    hold whatever the memory fraction (what a pool pinned in blocks or bytes must fit: `EngineConfig.
+    pinned_pool_tokens`)."""
+    return inputs.hbm_bytes - reserve_bytes_per_gpu - inputs.weight_bytes / tp
+
+
 def host_capacity_tokens(inputs: PerfInputs, *, dram_bytes: float, tp: int = 1, dp: int = 1) -> int:
     """Tokens of KV a CPU tier of `dram_bytes` holds for an engine of `tp` GPUs (`dp` DP-attention ranks): each GPU
     offloads its own share of a token's KV (SGLang's HiCache host pool per rank, `--hicache-size` GB each; vLLM's
@@ -381,4 +389,5 @@ __all__ = [
     "default_efficiency",
     "host_capacity_tokens",
     "kv_capacity_tokens",
+    "kv_room_bytes_per_gpu",
 ]

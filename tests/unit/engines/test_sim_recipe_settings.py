@@ -83,13 +83,12 @@ def test_sglangs_prefill_budget_is_the_steps_budget(tmp_path: Path, args: str, b
     # SGLang's --max-total-tokens is modelled (a cap on the pool: below); a page size other than 64 is not
     ("sglang", "{ --page-size: 16, --max-total-tokens: 100000 }",
      ["`--page-size` `16` (its KV and prefix-hash blocks are 64 tokens)"]),
+    # vLLM's pinned pools are modelled (below); a block size other than 64 is not
     ("vllm", "{ --block-size: 16, --kv-cache-memory-bytes: 8000000000 }",
-     ["`--block-size` `16` (its KV and prefix-hash blocks are 64 tokens)",
-      "`--kv-cache-memory-bytes` `8000000000` (it sizes the KV pool from HBM, the weights and the memory fraction)"]),
+     ["`--block-size` `16` (its KV and prefix-hash blocks are 64 tokens)"]),
     ("vllm", "{ --scheduling-policy: priority, --no-enable-chunked-prefill: true, --num-gpu-blocks-override: 900 }",
      ["`--scheduling-policy` `priority` (it admits waiting requests first come, first served)",
-      "`--no-enable-chunked-prefill` (it chunks every prompt at its prefill chunk)",
-      "`--num-gpu-blocks-override` `900` (it sizes the KV pool from HBM, the weights and the memory fraction)"]),
+      "`--no-enable-chunked-prefill` (it chunks every prompt at its prefill chunk)"]),
     # what the simulator does itself is no gap: FCFS, 64-token blocks, SGLang's default conservativeness
     ("sglang", "{ --schedule-policy: fcfs, --page-size: 64, --schedule-conservativeness: 1 }", []),
     ("vllm", "{ --no-enable-chunked-prefill: false }", []),
@@ -163,3 +162,79 @@ def test_hicache_without_a_size_gets_sglangs_host_pool_of_ratio_times_the_device
     config = served(job_of(tmp_path, "sglang", args))
     sized = config.sim_config()
     assert sized.host_capacity_tokens == ratio * sized.kv_capacity_tokens
+
+
+@pytest.mark.parametrize("sim_engine", [False, True], ids=["--simulate", "engine-sim"])
+@pytest.mark.parametrize(("args", "pool"), [
+    # vLLM's default block is 16 tokens: 900 blocks hold 14,400, whatever the memory fraction
+    ("{ --num-gpu-blocks-override: 900 }", 900 * 16),
+    # the recipe's block size counts (the simulator's own blocks stay 64: `unmodelled` names it)
+    ("{ --num-gpu-blocks-override: 900, --block-size: 32 }", 900 * 32),
+    # the block override replaces the count the bytes would give, as vLLM's may_override_num_blocks does
+    ("{ --num-gpu-blocks-override: 900, --kv-cache-memory-bytes: 8000000000 }", 900 * 16),
+    # bytes on each GPU over Llama-3.1-8B's 131,072 KV bytes a token (bf16)
+    ("{ --kv-cache-memory-bytes: 8000000000 }", 8_000_000_000 // 131_072),
+    # beyond the memory fraction (0.92 of 150.8 GB leaves ~121 GB beside the weights) but within the GPU: served
+    ("{ --kv-cache-memory-bytes: 130000000000 }", 130_000_000_000 // 131_072),
+])
+def test_vllms_pinned_kv_pool_is_the_pool_it_serves(tmp_path: Path, args: str, pool: int, sim_engine: bool) -> None:
+    """vLLM's `--num-gpu-blocks-override` and `--kv-cache-memory-bytes` pin its KV pool whatever
+    `--gpu-memory-utilization`; the simulator only warned it did not model them and served the pool it sized from
+    HBM (~0.9 M tokens here), so a recipe that shrinks the pool to put the cache under pressure was predicted
+    without any, and `validate --simulate` said so."""
+    from llmsweep.policy import validate_files
+    from llmsweep.sim.engine import build_core
+
+    job = job_of(tmp_path, "vllm", args, sim_engine=sim_engine)
+    config = served(job)
+    assert config.kv_pool_tokens() == config.sim_config().kv_capacity_tokens == pool
+    assert build_core(config).capacity_tokens == pool // 64 * 64  # the core's whole 64-token blocks
+    assert any(note.startswith("KV pool pinned at ") for note in engines.render(job, simulate=True).notes)
+    findings = validate_files([tmp_path / "r.yaml"], simulate=True).findings
+    assert not [f for f in findings if f.rule == "serve.sim-ignored" and ("blocks-override" in f.message
+                                                                          or "memory-bytes" in f.message)]
+
+
+def test_each_vllm_data_parallel_rank_takes_the_pinned_blocks(tmp_path: Path) -> None:
+    """vLLM's block override is each DP engine's (each rank's) block count: eight ranks hold eight times the blocks.
+    DeepSeek-R1's MLA attention backend may force a larger block, which the note says is not modelled."""
+    from support.recipes import DSR1_FP8
+
+    job = one_job(tmp_path, framework="vllm", image=IMAGES["vllm"], served=DSR1_FP8, tp=8, isl=8192, osl=1024,
+                  arm=", ep: 8, dp-attn: true", args="--num-gpu-blocks-override: 1000")
+    spec = engines.render(job, simulate=True)
+    config = engine_config_from_argv(spec.argv)
+    assert (config.dp_attention, config.kv_pool_tokens()) == (8, 8 * 1000 * 16)
+    (note,) = [n for n in spec.notes if n.startswith("KV pool pinned at ")]
+    assert "on each of the 8 DP ranks: 128000 tokens" in note and "MLA" in note
+
+
+@pytest.mark.parametrize(("args", "said"), [
+    ("{ --kv-cache-memory-bytes: 200000000000 }", "a pinned KV pool of 200000000000 bytes a GPU"),
+    ("{ --num-gpu-blocks-override: 100000000 }", "a pinned KV pool of 1600000000 tokens"),
+])
+def test_a_pinned_kv_pool_that_does_not_fit_the_gpu_is_refused(tmp_path: Path, args: str, said: str) -> None:
+    """vLLM allocates a pinned pool on each GPU whatever its memory fraction; one larger than the GPU leaves beside
+    the weights fails at start-up (CUDA out of memory) and the engine never serves: the simulator refuses the job
+    (`predict` and `run --simulate` list it as not modelled), naming the most that fits, rather than serve a pool the
+    engine never had."""
+    from llmsweep.errors import ConfigError
+    from llmsweep.execute.virtual import NotModelled, engine_config
+
+    spec = engines.render(job_of(tmp_path, "vllm", args), simulate=True)
+    with pytest.raises(ConfigError, match=said) as raised:
+        engine_config_from_argv(spec.argv).kv_pool_tokens()
+    assert "CUDA out of memory" in raised.value.message and raised.value.fix is not None
+    assert "pin at most 1019487 tokens" in raised.value.fix  # (150.76 GB - 1 GiB - 16.06 GB) / 131,072
+    with pytest.raises(NotModelled, match=said):
+        engine_config(spec)
+
+
+def test_a_pinned_kv_pool_that_is_no_whole_number_is_refused(tmp_path: Path) -> None:
+    """vLLM reads `--kv-cache-memory-bytes 20G` (its releases read the suffixes differently); the simulator asks for
+    the bytes rather than guess or serve the sized pool under the recipe's label."""
+    from llmsweep.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="--kv-cache-memory-bytes as a positive whole number") as raised:
+        engines.render(job_of(tmp_path, "vllm", "{ --kv-cache-memory-bytes: 20G }"), simulate=True)
+    assert raised.value.fix is not None and "whole number of bytes" in raised.value.fix
