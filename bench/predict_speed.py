@@ -5,7 +5,7 @@ encodes agentic prompts from their token shapes; the reference path steps token 
 their synthesised text. Both give the same records (tests/unit/sim/test_coalesce.py, test_fast_prompts.py).
 
 Run: `.venv/bin/python bench/predict_speed.py [--workload agentx|toy] [--duration 3600] [--concurrency 16]
-[--compare-window 300] [--scrape-interval 1] [--profile]`. Prints, for one AgentX-like point:
+[--compare-window 300] [--scrape-interval 1] [--block-size 64] [--profile]`. Prints, for one AgentX-like point:
 
 - both paths on the same `--compare-window` virtual seconds: CPU seconds of each, the ratio reference / fast, the
   largest relative difference of the headline metrics (throughput, TTFT/TPOT percentiles, cache hit rate) and
@@ -14,6 +14,9 @@ Run: `.venv/bin/python bench/predict_speed.py [--workload agentx|toy] [--duratio
   and the ratio (the issue's target: <= 0.5 s CPU for the fast path);
 - the fast path once more with a timer per part: request and step counts, throughput and prefix-cache hit rate, and
   where the CPU went (engine core, prefix lookup, prompt encoding, server-metric scrapes, the rest).
+
+`--block-size N` serves the point at another KV and prefix-hash block than the simulator's 64 tokens (what serving an
+engine's own page would cost: vLLM's 16, SGLang's 1; docs/simulator.md, "The KV block and the engines' own pages").
 
 `--matrix RECIPE [--config-keys K ...] [--limit N] [--processes N]` instead times `llmsweep predict --json` over a
 recipe's keys, called in this process (as the CLI runs them: a scrape per virtual second; its points on `--processes`
@@ -126,7 +129,7 @@ def _setup(args: argparse.Namespace, *, say: Callable[[str], None] = print
     """The point's engine and a maker of its workload (the AgentX corpus built first: not counted)."""
     spec = None if args.no_spec else SpecDecodeConfig(method="mtp", k=3, acceptance_length=3.39)
     config = EngineConfig(model=args.model, hardware=args.hardware, tp=args.tp, ep=args.tp, precision=args.precision,
-                          spec=spec, dram_gb=args.dram_gb)
+                          spec=spec, dram_gb=args.dram_gb, block_size=args.block_size)
     make: Callable[[], Workload]
     if args.workload == "agentx":
         from llmsweep.workload.agentic import AgenticConfig, AgenticWorkload
@@ -343,6 +346,9 @@ def main() -> None:
     ap.add_argument("--precision", default="fp8")
     ap.add_argument("--no-spec", action="store_true")
     ap.add_argument("--dram-gb", type=float, default=0.0)
+    ap.add_argument("--block-size", type=int, default=int(EngineConfig.model_fields["block_size"].default),
+                    help="the simulator's KV and prefix-hash block in tokens (its own 64; vLLM's default 16, "
+                         "SGLang's page 1)")
     ap.add_argument("--workload", choices=["agentx", "toy"], default="agentx",
                     help="agentx: the real AgenticWorkload on the synthetic AgentX corpus; toy: sim.synthetic")
     ap.add_argument("--max-isl", type=int, default=1_000_000, help="agentx: corpus scale (largest prompt)")

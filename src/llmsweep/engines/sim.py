@@ -187,6 +187,55 @@ def unmodelled_settings(job: Job) -> list[str]:
     return out
 
 
+@dataclass(frozen=True)
+class EngineKvBlock:
+    """The KV block the simulator serves a job with (its own, `EngineConfig.block_size`) where the engine the job
+    stands in for pages its KV cache otherwise at its default (:func:`engine_kv_block`)."""
+
+    tokens: int
+    engine: str
+    engine_tokens: int
+    flag: str | None
+    source: str
+
+    def note(self) -> str:
+        """One line for the launch's notes (`server_command.txt`, `render`)."""
+        unset = f"{self.flag} unset" if self.flag is not None else "its default"
+        pages = f"{self.engine_tokens} token" + ("s" if self.engine_tokens != 1 else "")
+        return (f"KV blocks of {self.tokens} tokens, the simulator's own, where {self.engine} pages its KV cache in "
+                f"{pages} ({unset}: {self.source}): a cached prefix is reused up to its last whole {self.tokens}-token "
+                f"block, not its last {self.engine_tokens}-token page, and a request's KV is held in whole "
+                f"{self.tokens}-token blocks; not modelled (docs/simulator.md, \"The KV block\")")
+
+    def provenance(self) -> dict[str, Any]:
+        return {"kv_block": {"tokens": self.tokens, "engine": self.engine, "engine_tokens": self.engine_tokens,
+                             "source": self.source}}
+
+
+def engine_kv_block(job: Job) -> EngineKvBlock | None:
+    """The simulator's KV block against the page of the engine `job` stands in for, where they differ and the
+    recipe pins no page (a pinned one other than the simulator's is in :func:`unmodelled`): SGLang's 1 token, vLLM's
+    16, TensorRT-LLM's 32, from the engines catalog's `page_size_default`. The simulator keeps its own 64-token
+    blocks: a block of 1 costs the predictor ~18 times its CPU for a prediction that moves by 0.2 % (docs/
+    simulator.md, "The KV block"). None for a recipe of the simulator itself, an engine the catalog records no page
+    for, or one whose page is the simulator's."""
+    from llmsweep.catalog.engines import default_page_size
+    from llmsweep.sim.engine import EngineConfig
+
+    sim = SimAdapter()
+    real = sim.stands_in_for(job)
+    found = default_page_size(real) if real is not None else None
+    if found is None:
+        return None
+    name, page = found
+    own = int(EngineConfig.model_fields["block_size"].default)
+    pinned = page.flag is not None and any(sim.parsed_flag(job, flag) == page.flag and in_launch(value)
+                                           for _, (flag, value) in sim._written_args(job))
+    if pinned or page.tokens == own:
+        return None
+    return EngineKvBlock(tokens=own, engine=name, engine_tokens=page.tokens, flag=page.flag, source=page.source)
+
+
 NAMING_FIELDS = frozenset({"hf_architecture"})
 """Catalog fields that name rather than size (the architecture an engine registers): an estimate of one moves no
 figure the simulator computes, so a result does not list it among the estimates it stands on."""
@@ -514,6 +563,8 @@ class SimAdapter(Adapter):
             a["--context-length"] = job.max_model_len
         self._spec(job, d)
         self._kv(job, d, recipe, tp)
+        if (block := engine_kv_block(job)) is not None:
+            d.notes.append(block.note())
         return d
 
     @staticmethod

@@ -297,14 +297,17 @@ def simulator_provenance(job: Job) -> dict[str, Any]:
     """What a result the simulator served records of how it modelled the job, in virtual time (`run --simulate`,
     `predict`) as over HTTP (`run --simulate --live`, on any executor): a speculative job's acceptance length and
     its source (`provenance.acceptance`), what the job sets that the simulator leaves out
-    (`provenance.unmodelled`), and the catalog figures it modelled the job with that are estimates
-    (`provenance.estimated`)."""
-    from llmsweep.engines.sim import estimated_figures, simulated_acceptance, unmodelled
+    (`provenance.unmodelled`), the catalog figures it modelled the job with that are estimates
+    (`provenance.estimated`), and the simulator's KV block where the stood-in engine pages its cache otherwise by
+    default (`provenance.kv_block`)."""
+    from llmsweep.engines.sim import engine_kv_block, estimated_figures, simulated_acceptance, unmodelled
 
     estimate = simulated_acceptance(job)
+    block = engine_kv_block(job)
     return {**(estimate.provenance() if estimate is not None else {}),
             **({"unmodelled": missed} if (missed := unmodelled(job)) else {}),
-            **({"estimated": figures} if (figures := estimated_figures(job)) else {})}
+            **({"estimated": figures} if (figures := estimated_figures(job)) else {}),
+            **(block.provenance() if block is not None else {})}
 
 
 def on_no_gpu(spec: LaunchSpec) -> bool:

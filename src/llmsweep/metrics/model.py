@@ -568,6 +568,17 @@ class SimulatorProvenance(_Open):
         "Absent in a result recorded before it was kept (its `llmsweep_version` stands in).")
 
 
+class KvBlockProvenance(_Open):
+    """The KV block a simulated job was served with where the engine it stands in for pages its KV cache otherwise
+    by default (`engines.sim.engine_kv_block`): the simulator's cached prefixes and KV allocations are in whole blocks
+    of `tokens`, the engine's in pages of `engine_tokens`."""
+
+    tokens: int | None = Field(default=None, description="Tokens of the simulator's KV and prefix-cache block.")
+    engine: str | None = Field(default=None, description="The engine the job stands in for.")
+    engine_tokens: int | None = Field(default=None, description="Tokens of that engine's own page at its default.")
+    source: str | None = Field(default=None, description="Where the engine's default is read from.")
+
+
 class Provenance(_Open):
     """Who measured what: the client version plus what the run recorded (job, launch, hardware, options, …)."""
 
@@ -600,6 +611,10 @@ class Provenance(_Open):
         "`hardware` gives each one's note) (`engines.sim.estimated_figures`).")
     simulator: SimulatorProvenance | None = Field(
         default=None, description="Simulated jobs: the simulator's calibration and build, as it said them.")
+    kv_block: KvBlockProvenance | None = Field(
+        default=None, description="Simulated jobs: the simulator's KV block against the stood-in engine's own page "
+        "where they differ and the recipe pins none (SGLang 1 token, vLLM 16, TensorRT-LLM 32; the simulator 64), "
+        "which the prediction does not model (`engines.sim.engine_kv_block`).")
 
     @property
     def corpus_digest(self) -> str | None:

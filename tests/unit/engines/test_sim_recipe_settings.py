@@ -238,3 +238,32 @@ def test_a_pinned_kv_pool_that_is_no_whole_number_is_refused(tmp_path: Path) -> 
     with pytest.raises(ConfigError, match="--kv-cache-memory-bytes as a positive whole number") as raised:
         engines.render(job_of(tmp_path, "vllm", "{ --kv-cache-memory-bytes: 20G }"), simulate=True)
     assert raised.value.fix is not None and "whole number of bytes" in raised.value.fix
+
+
+@pytest.mark.parametrize(("framework", "args", "page"), [
+    ("sglang", "{}", ("SGLang", 1)),
+    ("vllm", "{}", ("vLLM", 16)),
+    # a pinned page is the recipe's: one other than 64 is in `unmodelled`, 64 is the simulator's own
+    ("vllm", "{ --block-size: 16 }", None),
+    ("sglang", "{ --page-size: 64 }", None),
+])
+def test_the_engines_own_page_is_named_where_the_simulator_serves_its_64_token_blocks(
+        tmp_path: Path, framework: str, args: str, page: tuple[str, int] | None) -> None:
+    """SGLang pages its KV cache in 1 token and vLLM in 16 when the launch sets none; the simulator serves 64-token
+    blocks (its prefix hits and KV allocations are in whole blocks) and said so only for a recipe that pinned a page,
+    so every SGLang and vLLM prediction ran at another page than the engine's without a word. The result's
+    provenance and the launch's notes name it (the simulator does not model it: docs/simulator.md, "The KV block")."""
+    from llmsweep.execute.lifecycle import simulator_provenance
+    from llmsweep.metrics.model import Provenance
+
+    job = job_of(tmp_path, framework, args)
+    block = Provenance.model_validate(simulator_provenance(job)).kv_block
+    notes = [n for n in engines.render(job, simulate=True).notes if n.startswith("KV blocks of 64 tokens")]
+    if page is None:
+        assert block is None and not notes
+        return
+    assert block is not None and (block.tokens, block.engine, block.engine_tokens) == (64, *page)
+    assert len(notes) == 1 and f"{page[0]} pages its KV cache in {page[1]} token" in notes[0]
+    # a recipe of the simulator itself stands in for no engine: nothing to name
+    own = one_job(tmp_path, framework="sim", image="ghcr.io/llmsweep/sim:v1", osl=256, concs="[16]")
+    assert "kv_block" not in simulator_provenance(own)
