@@ -2,7 +2,8 @@
 
 The identity (:func:`reuse_key`) is the recipe fingerprint, the image, the rendered launch (the LaunchSpec's
 fingerprint: argv, env, files — so engine args, env and the simulator-or-engine choice), the resolved workload, the
-job's concurrency and repeat index (for a repeat, the sample it draws: `workload.scenario.sample_name`), llmsweep's
+job's concurrency and repeat index (for a repeat, the sample it draws: `workload.scenario.sample_name`; for a later
+copy of its point on its server, which copy: `Job.server_copy`), llmsweep's
 measurement definitions (`metrics.version`), for a job the simulator runs the simulator's digest (its code and the
 catalogs it reads: `sim.identity`), the gates the run judges the job's verdict by (`job_gates`: required power, the
 read-back tolerance of a pinned acceptance), and what the local files the job names hold (`local_files_digest`: its
@@ -117,8 +118,10 @@ def reuse_doc(job: Job, launch_fingerprint: str, *, repeat: int = 1, simulator: 
     }
     if local_files is not None:
         doc["local_files"] = local_files
+    if job.server_copy is not None:  # a later copy of its point on its server draws samples of its own; the first
+        doc["copy"] = job.server_copy  # copy's key is the one a job planned once has
     if repeat > 1:  # what a repeat draws (a first run's key is what it always was)
-        doc["sample"] = repeat_sample(job.workload, job.concs[0], repeat)
+        doc["sample"] = repeat_sample(job.workload, job.concs[0], repeat, job.server_copy)
     return doc
 
 
@@ -141,6 +144,8 @@ KEY_PARTS: dict[str, str] = {
     "local_files": "what the job's local model, draft model or tokenizer paths, or a local file its engine args or "
                    "server environment (serve.env, a worker's additional-settings) name, hold",
     "sample": "the sample a repeat draws (`workload.scenario.sample_name`: repeat k of every arm of a point draws one)",
+    "copy": "which copy of its point on its server the job is (`server-copy`: a job planned twice, a repeat of a "
+            "later copy draws its own sample)",
 }
 """Each part of a reuse key's identity, as `run --reuse` names it when a stored result of the job was recorded under
 another key. The first six read back from a stored job and run (:func:`stored_parts`); the rest a run records only
@@ -193,7 +198,8 @@ def differing_parts(key: ReuseKey, stored: Mapping[str, str]) -> list[str]:
     named = [KEY_PARTS[n] for n in STORED_PARTS if n in stored and stored[n] != key.parts.get(n)]
     if named or not stored:
         return named
-    hidden = [KEY_PARTS[n] for n in ("launch", "simulator", "gates", "local_files", "sample") if n in key.parts]
+    hidden = [KEY_PARTS[n] for n in ("launch", "simulator", "gates", "local_files", "sample", "copy")
+              if n in key.parts]
     return ["one of what a run records only inside the key's hash: " + ", ".join(hidden[:-1]) + ", or " + hidden[-1]]
 
 

@@ -59,6 +59,7 @@ from llmsweep.workload.scenario import REPEAT_MARK, repeat_of
 from llmsweep.writable import refuse_non_utf8
 
 if TYPE_CHECKING:
+    from llmsweep.engines.launch import LaunchSpec, Topology
     from llmsweep.results.rundir import KeptAttempt
     from llmsweep.results.store import Reusable, Store
 
@@ -450,35 +451,63 @@ def _power_gate(groups: list[ServerGroup], settings: LifecycleSettings, executor
     return groups, []
 
 
-def _groups(jobs: list[Job], simulate: bool, executor: str, live: bool = False,
-            warnings: dict[str, list[str]] | None = None) -> list[ServerGroup]:
+def _server_of(job: Job, simulate: bool, executor: str, live: bool = False) -> tuple[str, LaunchSpec,
+                                                                                    Topology | None]:
+    """The server `run` serves `job` on: (its fingerprint — one per server group —, the launch the client talks to,
+    and the deployment role by role where it launches roles). Raises what rendering the job raises."""
     from llmsweep import engines
 
+    sim = runs_on_simulator(job.engine, simulate=simulate)
+    if launches_roles(job, simulate=simulate, live=live, executor=executor):
+        # Role by role: the group is the whole deployment (its jobs differ only in concurrency); `spec` is the
+        # router's launch, the one the client talks to.
+        topology = engines.render_topology(job, simulate=sim)
+        router = topology.role("router")
+        blob = topology.model_dump_json(exclude={"job"})
+        return hashlib.sha256(blob.encode()).hexdigest(), (router or topology.roles[0]).workers[0].spec, topology
+    spec = engines.render(job, simulate=sim, port=engines.launch_port(job))
+    return spec.fingerprint(), spec, None
+
+
+def _groups(jobs: list[Job], simulate: bool, executor: str, live: bool = False,
+            warnings: dict[str, list[str]] | None = None) -> list[ServerGroup]:
     by_fp: dict[str, ServerGroup] = {}
     for job in jobs:
-        sim = runs_on_simulator(job.engine, simulate=simulate)
-        topology = None
-        if launches_roles(job, simulate=simulate, live=live, executor=executor):
-            # Role by role: the group is the whole deployment (its jobs differ only in concurrency); `spec` is the
-            # router's launch, the one the client talks to.
-            topology = engines.render_topology(job, simulate=sim)
-            router = topology.role("router")
-            spec = (router or topology.roles[0]).workers[0].spec
-            blob = topology.model_dump_json(exclude={"job"})
-            fp = hashlib.sha256(blob.encode()).hexdigest()
-        else:
-            spec = engines.render(job, simulate=sim, port=engines.launch_port(job))
-            fp = spec.fingerprint()
+        fp, spec, topology = _server_of(job, simulate, executor, live)
         group = by_fp.get(fp)
         if group is None:
             group = ServerGroup(id=f"{spec.engine}-{'roles-' if topology else ''}{fp[:12]}", spec=spec, jobs=[],
-                                source=run_source(sim), executor=executor,
-                                topology=topology)
+                                source=run_source(runs_on_simulator(job.engine, simulate=simulate)),
+                                executor=executor, topology=topology)
             by_fp[fp] = group
         group.jobs.append(job)
         if said := (warnings or {}).get(job.id):
             group.warnings[job.id] = said
     return list(by_fp.values())
+
+
+def server_copies(jobs: Sequence[Job], *, simulate: bool, executor: str, live: bool = False) -> dict[str, int]:
+    """The planned points (`plan.point.one_point_per_job`, by id) that are a later copy of a point on its server —
+    2, 3, … (`Job.server_copy`) —: where two or more jobs send one point (`workload.scenario.workload_point`) to one
+    server (`_server_of`), ordered by job id, every one but the first. A job planned twice (`grid.duplicate`,
+    `grid.duplicate-arm`, two recipes alike) is such a pair, and so are arms the launch does not tell apart (an image
+    alone, where the simulator or the host's engine serves them). Their first runs draw two samples already (each its
+    job id); repeat k of every copy drew one (`workload.scenario.sample_name`), so the later copy's was no sample of
+    its own and found the earlier's fixed-length prompts in the server's prefix cache. Asked of the whole plan,
+    before `--job`/`--changed` narrow it: a job's copy does not change with what one invocation runs. An eval-only job
+    sends lm-eval's samples, and a job that does not render is refused: neither is counted."""
+    from llmsweep.workload.scenario import workload_point
+
+    sending: dict[tuple[str, str], list[str]] = {}
+    for job in one_point_per_job(list(jobs)):
+        if job.eval_only or (job.engine is None and not simulate):
+            continue
+        try:
+            fp = _server_of(job, simulate, executor, live)[0]
+        except LlmsweepError:  # refused before it runs (`job_refusal`): it sends nothing
+            continue
+        sending.setdefault((fp, workload_point(job.workload, job.concs[0])), []).append(job.id)
+    return {job_id: n for ids in sending.values() for n, job_id in enumerate(sorted(ids), 1) if n > 1}
 
 
 def _write_run_meta(run_dir: Path, req: RunRequest, run_id: str, jobs: list[Job],
@@ -624,6 +653,7 @@ def run_sweep(req: RunRequest, *, event: Event = _stderr) -> RunOutcome:
     matched = {id(f) for j in jobs for f in errors_about(j, findings, keys)}
     unplanned = [f for f in findings if f.is_error and id(f) not in matched] if req.only_jobs is None else []
     picks: dict[str, set[int]] = {}
+    whole = jobs  # the plan before --job/--changed narrow it: where each copy of a point stands (`server_copies`)
     if req.only_jobs is not None:
         only, picks = _repeat_picks(jobs, req)
         jobs, findings = _only(jobs, findings, only, selectors=req.only_jobs_typed)
@@ -669,7 +699,7 @@ def run_sweep(req: RunRequest, *, event: Event = _stderr) -> RunOutcome:
         _refuse_fewer_repeats(run_dir, req)
         _refuse_other_corpus(run_dir, req, jobs, picks)
         outcome = _run_locked(req, executor, jobs, findings, keys, run_dir, event, _planned_elsewhere(req, jobs),
-                              picks, pins)
+                              picks, pins, whole)
     outcome.unplanned = unplanned
     return outcome
 
@@ -926,6 +956,18 @@ def with_repeats(jobs: list[Job], repeats: int) -> list[Job]:
     for k in range(2, repeats + 1):
         out += [job.model_copy(update={"id": f"{job.id}{REPEAT_MARK}{k}"}) for job in jobs]  # `workload.scenario`
     return out
+
+
+def _marked_copies(points: list[Job], whole: Sequence[Job], req: RunRequest, executor: str) -> list[Job]:
+    """`points` (as `run` runs them) with each later copy of a point on its server marked (`Job.server_copy`,
+    `server_copies`), as the whole plan places it (`whole`: its points before `--job`/`--changed` narrowed it, so a
+    copy draws the same samples whichever invocation runs it); a concurrency slice the whole plan does not hold
+    (`--changed`) among this invocation's other slices."""
+    copies = server_copies(whole, simulate=req.simulate, executor=executor, live=req.live)
+    known = {p.id for p in whole}
+    if sliced := [p for p in points if p.id not in known]:
+        copies.update(server_copies(sliced, simulate=req.simulate, executor=executor, live=req.live))
+    return [p.model_copy(update={"server_copy": copies[p.id]}) if p.id in copies else p for p in points]
 
 
 def _refuse_other_folder(run_dir: Path) -> None:
@@ -1333,11 +1375,14 @@ def _exclusive(run_dir: Path) -> Iterator[None]:
 
 def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: list[Finding], keys: list[str],
                 run_dir: Path, event: Event, elsewhere: frozenset[str] = frozenset(),
-                picks: dict[str, set[int]] | None = None, trace_pins: Sequence[TracePin] = ()) -> RunOutcome:
+                picks: dict[str, set[int]] | None = None, trace_pins: Sequence[TracePin] = (),
+                whole: Sequence[Job] | None = None) -> RunOutcome:
     from llmsweep.policy.planning import as_points
 
     run_id = f"run-{dt.datetime.now(dt.UTC):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}"
     planned, findings = as_points(jobs, findings)  # a multi-node job's findings are its points'
+    whole_points = one_point_per_job(list(jobs if whole is None else whole))  # before --job/--changed narrowed it
+    planned = _marked_copies(planned, whole_points, req, executor.kind)
     jobs = [j for j in with_repeats(planned, req.repeats) if _picked(j.id, picks or {})]  # `--job <id>-repeat<k>`
     from llmsweep.changes.reuse import reuse_keys
     from llmsweep.execute.local import LocalExecutor

@@ -155,6 +155,13 @@ class Job(JobModel):
     require_power: bool | None = Field(
         default=None, alias="require-power", description="The recipe's `require-power` (None: not written)."
     )
+    server_copy: int | None = Field(
+        default=None, ge=2, alias="server-copy",
+        description="Where `run` plans jobs that send this job's point to its server more than once (a job planned "
+        "twice: `grid.duplicate`, `grid.duplicate-arm`, two recipes alike; arms its launch does not tell apart), this "
+        "job's place among them from the second on (`execute.pipeline.server_copies`): its repeats draw a sample of "
+        "their own (`workload.scenario.sample_name`) and its reuse key says which copy it is. None: the first or only "
+        "one (never set by planning).")
 
     @property
     def runnable(self) -> bool:

@@ -69,7 +69,8 @@ class Point:
         recipe's HF tokenizer is for real engines). `overrides` go to the workload's config."""
         if simulated:
             overrides.setdefault("tokenizer", None)
-        return self.scenario.build(self.job.workload, concurrency=self.concurrency, point=self.job.id, **overrides)
+        return self.scenario.build(self.job.workload, concurrency=self.concurrency, point=self.job.id,
+                                   copy=self.job.server_copy, **overrides)
 
     def gates(self, *, planned_duration_s: float | None = None,
               require_metrics_prefix: str | None = None) -> GateConfig:

@@ -143,25 +143,27 @@ class Scenario(ABC):
     whose prompts would otherwise repeat across the points that share a server. A replay salts each run's prompts
     with a run-wide marker instead, so only its repeats need their own seed (`sample_name`)."""
 
-    def seed(self, resolved: ResolvedWorkload, point: str | None, concurrency: int) -> int:
+    def seed(self, resolved: ResolvedWorkload, point: str | None, concurrency: int,
+             copy: int | None = None) -> int:
         """The seed a point's workload samples with (its prompts, trace order, t*, block text): the one home of how a
         job's id (`point`) reaches its workload. A first run keeps the seed it always had: the resolved seed, salted
         with its job id where the scenario salts points. A repeat (`<id>-repeat<k>`) draws the sample `sample_name`
-        names — its own, and the one repeat k of every other arm of the point draws. None (a workload built outside a
-        job): the resolved seed."""
+        names — its own, and the one repeat k of every other arm of the point draws, but for a later copy of the
+        point on its server (`copy`: `Job.server_copy`). None (a workload built outside a job): the resolved seed."""
         if point is None:
             return resolved.seed
         if repeat_index(point) > 1 or self.salts_points:
-            return point_seed(resolved.seed, sample_name(resolved, concurrency, point))
+            return point_seed(resolved.seed, sample_name(resolved, concurrency, point, copy))
         return resolved.seed
 
     @abstractmethod
     def build(self, resolved: ResolvedWorkload, *, concurrency: int, point: str | None = None,
-              **overrides: Any) -> Workload:
+              copy: int | None = None, **overrides: Any) -> Workload:
         """The workload of one concurrency point; `overrides` go to the workload's config (`tokenizer=None`: the
         built-in tokenizer, as the simulator counts).
 
-        `point` names the point (a job id); the workload's seed is `seed(resolved, point)` unless `overrides` sets
+        `point` names the point (a job id), `copy` its job's place among the copies of the point on its server
+        (`Job.server_copy`); the workload's seed is `seed(resolved, point, concurrency, copy)` unless `overrides` sets
         one.
         """
 
@@ -230,7 +232,7 @@ def workload_point(resolved: ResolvedWorkload, concurrency: int) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-def sample_name(resolved: ResolvedWorkload, concurrency: int, point: str) -> str:
+def sample_name(resolved: ResolvedWorkload, concurrency: int, point: str, copy: int | None = None) -> str:
     """The name the job `point` (a job id) draws its workload sample under (`Scenario.seed` mixes it into the seed).
 
     A first run's is its job id, as it always was: stored results and their reuse keys were measured with it. Repeat
@@ -238,17 +240,28 @@ def sample_name(resolved: ResolvedWorkload, concurrency: int, point: str) -> str
     repeat k of two arms replays the same sample, and `compare` between the arms sees their difference without a
     difference of samples (the quickstart's conc 4 repeat 2 had given 1,584 and 1,057 total tok/s/GPU between two
     arms the simulator serves alike, where their first runs agree); the repeats of one point still draw their own, and
-    so do the points of one server. Two copies of one job planned on one server (`grid.duplicate`,
-    `grid.duplicate-arm`) send one point: their first runs differ (each its job id), their repeat k draw one sample
-    (fixed-length prompts the later copy then finds in the prefix cache)."""
+    so do the points of one server.
+
+    Two jobs that send one point to one server — a job planned twice (`grid.duplicate`, `grid.duplicate-arm`, two
+    recipes alike), or arms a launch does not tell apart (an image alone, on the simulator or the host's engine) —
+    are copies of it there (`copy`: `Job.server_copy`, 2 from the second on, `execute.pipeline.server_copies`). Their
+    first runs already differ (each its job id); repeat k of a later copy draws `<workload_point>-repeat<k>-copy<c>`:
+    had it drawn the first copy's, the second measurement was no sample of its own, and on a server that keeps its
+    prefix cache between jobs it found the first copy's fixed-length prompts there (measured on the live simulator:
+    87 % of its prompt tokens, where the workload plans none)."""
     k = repeat_index(point)
-    return point if k == 1 else repeat_sample(resolved, concurrency, k)
+    return point if k == 1 else repeat_sample(resolved, concurrency, k, copy)
 
 
-def repeat_sample(resolved: ResolvedWorkload, concurrency: int, repeat: int) -> str:
+COPY_MARK = "-copy"
+"""How the sample of a later copy's repeat ends (`sample_name`): `…-repeat<k>-copy<c>`."""
+
+
+def repeat_sample(resolved: ResolvedWorkload, concurrency: int, repeat: int, copy: int | None = None) -> str:
     """The sample name of repeat `repeat` (k ≥ 2) of the point that sends `resolved` at `concurrency`, whichever
-    arm's job it is (`sample_name`)."""
-    return f"{workload_point(resolved, concurrency)}{REPEAT_MARK}{repeat}"
+    arm's job it is, for copy `copy` of the point on its server (`sample_name`; None or 1: the first)."""
+    name = f"{workload_point(resolved, concurrency)}{REPEAT_MARK}{repeat}"
+    return f"{name}{COPY_MARK}{copy}" if copy is not None and copy > 1 else name
 
 
 @register_scenario
@@ -288,12 +301,12 @@ class FixedSeqLen(Scenario):
         return Load(concurrency=concurrency, num_requests=num, warmup_requests=warmups)
 
     def build(self, resolved: ResolvedWorkload, *, concurrency: int, point: str | None = None,
-              **overrides: Any) -> Workload:
+              copy: int | None = None, **overrides: Any) -> Workload:
         from llmsweep.workload.build import fixed_config
         from llmsweep.workload.fixed import FixedLengthWorkload
 
         overrides.setdefault("api", self.api(resolved))
-        overrides.setdefault("seed", self.seed(resolved, point, concurrency))
+        overrides.setdefault("seed", self.seed(resolved, point, concurrency, copy))
         return FixedLengthWorkload(fixed_config(resolved, concurrency=concurrency, **overrides))
 
 
@@ -326,13 +339,13 @@ class AgenticCoding(Scenario):
         return Load(concurrency=concurrency, duration_s=float(duration), warmup_per_lane=1 + per_lane)
 
     def build(self, resolved: ResolvedWorkload, *, concurrency: int, point: str | None = None,
-              **overrides: Any) -> Workload:
+              copy: int | None = None, **overrides: Any) -> Workload:
         # Agentic replays salt every run's prompts themselves (a run-wide marker); the seed (lane→trace order, t*,
         # block text) moves only for a repeat. The corpus is not sampled with it: a synthetic corpus has its own seed.
         from llmsweep.workload.agentic import AgenticWorkload
         from llmsweep.workload.build import agentic_config
 
-        overrides.setdefault("seed", self.seed(resolved, point, concurrency))
+        overrides.setdefault("seed", self.seed(resolved, point, concurrency, copy))
         return AgenticWorkload(agentic_config(resolved, concurrency=concurrency, **overrides))
 
 
@@ -362,7 +375,7 @@ class MooncakeReplay(Scenario):
                     duration_s=float(resolved.duration) if resolved.duration else None)
 
     def build(self, resolved: ResolvedWorkload, *, concurrency: int, point: str | None = None,
-              **overrides: Any) -> Workload:
+              copy: int | None = None, **overrides: Any) -> Workload:
         # Mooncake replays prefix every prompt with a run-wide marker (`cache_bust`); the seed (block text) moves only
         # for a repeat.
         from llmsweep.workload.mooncake import MooncakeConfig, MooncakeWorkload
@@ -372,8 +385,8 @@ class MooncakeReplay(Scenario):
             raise ConfigError("a mooncake-replay workload needs a trace", fix="set workload.replay in the recipe")
         values: dict[str, Any] = {
             "source": replay.mooncake, "api": self.api(resolved), "block_size": replay.block_size,
-            "speedup": replay.speedup, "max_rows": replay.max_rows, "seed": self.seed(resolved, point, concurrency),
-            "tokenizer": resolved.tokenizer,
+            "speedup": replay.speedup, "max_rows": replay.max_rows,
+            "seed": self.seed(resolved, point, concurrency, copy), "tokenizer": resolved.tokenizer,
         }
         return MooncakeWorkload(MooncakeConfig(**{**values, **overrides}))
 
