@@ -89,3 +89,25 @@ def test_a_later_copy_keeps_its_sample_when_run_alone_and_reuse_stands_each_copy
     stood = read_json(tmp_path / "reusing" / "run.json")["reused"]
     assert {job: src["job_id"] for job, src in stood.items()} == {job: job for job in drawn}
     assert len({src["result_id"] for src in stood.values()}) == 4
+
+
+@pytest.mark.timeout(300)
+def test_force_of_one_copy_keeps_the_other_copy_in_the_run(tmp_path: Path) -> None:
+    """Two copies of a job share what names a job across two plans (`changes.diff.match_id`: the id without its
+    hash), so `--force --job <one copy>` took the other copy's folder for an earlier attempt of the job renamed: moved
+    into its attempts/ ("superseded"), its result dropped from the run, which then counted one job fewer."""
+    env = cli_env(tmp_path)
+    recipe, out = _twice(tmp_path), tmp_path / "run"
+    proc = run_here([recipe, "--repeats", "2", "--out", out, "--no-report"], env)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    drawn, keys = _drawn(out), read_json(out / "run.json")["reuse_keys"]
+    first, later = _copies(out)
+    for one in (repeat_of(first)[0], later):  # a first run of one copy, a repeat of the other
+        again = run_here([recipe, "--repeats", "2", "--out", out, "--no-report", "--force", "--job", one], env)
+        assert again.returncode == 0, again.stderr[-4000:]
+        assert "superseded" not in again.stderr, again.stderr[-4000:]
+        assert "the whole run: 4 job(s), 4 with a valid" in again.stderr, again.stderr[-2000:]
+        assert sorted(_drawn(out)) == sorted(drawn)
+        for attempt in (out / "jobs").glob("*/attempts/*"):  # every attempt kept is its own job's
+            assert read_json(attempt / "job.json")["id"] == attempt.parent.parent.name, attempt
+        assert read_json(out / "run.json")["reuse_keys"] == keys

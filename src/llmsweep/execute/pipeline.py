@@ -1431,7 +1431,8 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
     if req.settings.resume or req.force:
         superseded = _supersede_renamed(run_dir, jobs, event, stored,
                                         whole=req.only_jobs is None and not req.config_keys, elsewhere=elsewhere,
-                                        recorded=recorded)
+                                        recorded=recorded,
+                                        also=frozenset(j.id for j in with_repeats(whole_points, req.repeats)))
     if req.settings.resume:
         # Decided here, before any launch: a group whose jobs are all done costs no server start and no Slurm job.
         todo = []
@@ -1648,7 +1649,7 @@ def _same_point(recorded: dict[str, Any], jobs: Sequence[Job]) -> Job | None:
 
 def _supersede_renamed(run_dir: Path, jobs: Sequence[Job], event: Event, stored: _JobStore, *,
                        whole: bool = False, elsewhere: frozenset[str] = frozenset(),
-                       recorded: object = None) -> frozenset[str]:
+                       recorded: object = None, also: frozenset[str] = frozenset()) -> frozenset[str]:
     """`--resume`/`--force`: a job folder (its `job.json`) whose job this plan still has under another id (an edit
     of its recipe's matrix fields — the image, the model, an env var InferenceX fingerprints — changes the id's hash)
     is that job's earlier attempt: moved into the planned job's `attempts/N/`, and its stored result dropped. Kept
@@ -1661,12 +1662,16 @@ def _supersede_renamed(run_dir: Path, jobs: Sequence[Job], event: Event, stored:
     the runs that stood on it (`run --reuse`: dropped, their dashboards had lost the point), naming them. A folder
     whose job the recipes plan under other eval flags
     (`elsewhere`: an eval-only job under `--no-evals`, a throughput job under `--evals-only`) is not taken out of
-    them: it stays, the rest of the run, as under a narrower run (`_kept_outcomes`)."""
+    them: it stays, the rest of the run, as under a narrower run (`_kept_outcomes`). A folder of a job the plan
+    holds beyond what this invocation runs (`also`: the plan's job ids before `--job`/`--changed` narrowed it) is that
+    job's, never another's earlier attempt: a job planned twice (`grid.duplicate`) is two jobs of one `_same_job`,
+    and `--force --job` of one copy had moved the other copy's folder into its `attempts/` and dropped its result
+    from the run."""
     gone: set[str] = set()
     planned: dict[tuple[object, str, str], list[Job]] = {}
     for job in jobs:
         planned.setdefault(_same_job(job.id, job.recipe_key), []).append(job)
-    ids = {job.id for job in jobs}
+    ids = {job.id for job in jobs} | also
     for old_id in sorted(p.parent.name for p in art.jobs_dir(run_dir).glob(f"*/{art.JOB_FILE}")):
         if old_id in ids:
             continue
