@@ -498,15 +498,18 @@ def server_copies(jobs: Sequence[Job], *, simulate: bool, executor: str, live: b
     sends lm-eval's samples, and a job that does not render is refused: neither is counted."""
     from llmsweep.workload.scenario import workload_point
 
-    sending: dict[tuple[str, str], list[str]] = {}
+    by_point: dict[str, list[Job]] = {}
     for job in one_point_per_job(list(jobs)):
-        if job.eval_only or (job.engine is None and not simulate):
-            continue
-        try:
-            fp = _server_of(job, simulate, executor, live)[0]
-        except LlmsweepError:  # refused before it runs (`job_refusal`): it sends nothing
-            continue
-        sending.setdefault((fp, workload_point(job.workload, job.concs[0])), []).append(job.id)
+        if not job.eval_only and (job.engine is not None or simulate):
+            by_point.setdefault(workload_point(job.workload, job.concs[0]), []).append(job)
+    sending: dict[tuple[str, str], list[str]] = {}
+    for point, senders in by_point.items():
+        for job in senders if len(senders) > 1 else ():  # a point sent once has no copy: nothing to render
+            try:
+                fp = _server_of(job, simulate, executor, live)[0]
+            except LlmsweepError:  # refused before it runs (`job_refusal`): it sends nothing
+                continue
+            sending.setdefault((fp, point), []).append(job.id)
     return {job_id: n for ids in sending.values() for n, job_id in enumerate(sorted(ids), 1) if n > 1}
 
 
