@@ -139,3 +139,36 @@ def test_an_attempt_kept_for_another_run_is_still_found_once_its_job_is_retired(
     assert reused[dropped].artifact_dir == (source / "retired" / dropped / "attempts" / "1").resolve()
     drawn, said = _frontier(reusing_id, store, env)
     assert dropped in drawn and REUSED_GONE not in said, said
+
+
+def test_compare_lists_as_reused_the_earlier_attempt_a_run_stood_on_not_the_jobs_new_result(tmp_path: Path) -> None:
+    """`compare A R` where R stood its jobs on A's results and A was measured again since (`--force`, which keeps
+    the attempts R stood on): R's record names each job's result id, which A's new measurement holds now, and
+    `compare` listed A's new measurements as "reused by B from A, not measured again" — points R never stood on,
+    while the measurements it stands on (its frontier draws them) went unnamed."""
+    recipe, source, reusing, store, env = _runs(tmp_path)
+    source_id = json.loads((source / "run.json").read_text())["run_id"]
+    jobs = sorted(p.name for p in (source / "jobs").iterdir())
+    assert run_here([recipe, "--out", source, "--force", "--no-report"], env).returncode == 0
+    with Store(store, readonly=True) as opened:
+        stood_on = {j: p.result_id for j, p in opened.reused_points(
+            load_run(reusing).reused, by=json.loads((reusing / "run.json").read_text())["run_id"]).items()}
+    new = {result_id_for(source_id, j) for j in jobs}
+    assert sorted(stood_on) == jobs and not new & set(stood_on.values())
+
+    for args in (["--json"], ["--baseline", source, "--format", "json"]):
+        sides = [source, reusing] if args == ["--json"] else [reusing]
+        proc = cli_here(["compare", *sides, *args, "--store", store], env)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        doc = json.loads(proc.stdout)
+        # the results R stands on, under A's run and job, and none of A's new measurements
+        assert {p["job_id"]: p["result_id"] for p in doc["reused"]} == stood_on, doc["reused"]
+        assert all(p["run_id"] == source_id for p in doc["reused"])
+        assert doc["only_a"] == [] and doc["matched"] == []
+        assert any("which A measured again since" in n and all(stood_on[j] in n for j in jobs) and
+                   all(r in n for r in new) for n in doc["notes"]), doc["notes"]
+        if "verdict" in doc:
+            assert sorted(doc["verdict"]["reused"]) == jobs
+    table = cli_here(["compare", source, reusing, "--store", store], env)
+    assert table.returncode == 0 and "reused by B from A, not measured again" in table.stdout, table.stdout
+    assert "only in A" not in table.stdout, table.stdout

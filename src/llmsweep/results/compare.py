@@ -221,6 +221,11 @@ class Comparison:
     lost: tuple[Lost, ...] = ()
     """A's valid points whose job B ran without a result (`results.verdict.lost_by_b`, from B's run record): among
     `only_a`, said apart from it."""
+    earlier: tuple[ResultPoint, ...] = ()
+    """The results of A's run that B stood jobs on (`run --reuse`) as earlier measurements of A's jobs, which A has
+    measured again since and keeps for B (`rundir.KEPT_ATTEMPTS`; `results.verdict.stood_on_earlier`): reused by B
+    from A, listed under the result B stood on, and A's new measurement of such a job is not among `only_a` (B did
+    not do without it: it stands on the earlier one)."""
 
     def side(self, which: Literal["a", "b"]) -> tuple[str, str]:
         """(label, what its figures are — "" unless the sides differ in it) of side A or B."""
@@ -238,12 +243,14 @@ class Comparison:
         return [p for p in self.matched if p.invalidated]
 
     def reused_from_a(self, reused: Collection[str]) -> tuple[list[ResultPoint], list[ResultPoint]]:
-        """(A's results B reused — `run --reuse` stood a job of B on that very stored result; `reused`: result ids —
-        and A's points B has none of and did not reuse). `results.verdict.reused_from_baseline` says the same."""
+        """(A's results B reused — `run --reuse` stood a job of B on that very stored result; `reused`: result ids;
+        and the earlier measurements of A's jobs B stood on, which A measured again since (`earlier`) — and A's points
+        B has none of and did not reuse). `results.verdict.reused_from_baseline` says the same."""
         taken = set(reused)
+        again = {(p.run_id, p.job_id) for p in self.earlier}
         matched = [p for pc in self.matched for p in pc.a if p.result_id in taken]
-        return ([*matched, *(p for p in self.only_a if p.result_id in taken)],
-                [p for p in self.only_a if p.result_id not in taken])
+        return ([*matched, *(p for p in self.only_a if p.result_id in taken), *self.earlier],
+                [p for p in self.only_a if p.result_id not in taken and (p.run_id, p.job_id) not in again])
 
     def as_dict(self, reused: Collection[str] = ()) -> dict[str, Any]:
         """The comparison as data; `reused`: the stored result ids B stood jobs on (`run --reuse`): A's among them

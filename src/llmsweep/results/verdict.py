@@ -143,6 +143,34 @@ def partly_reused(comp: Comparison, reused: Collection[str]) -> list[str]:
     return out
 
 
+def _a_points(comp: Comparison) -> dict[tuple[str, str], ResultPoint]:
+    """A's points in the comparison (matched, only in A, matched but not compared), by (run, job)."""
+    points = [*(p for pc in comp.matched for p in pc.a), *comp.only_a, *(s.point for s in comp.skipped)]
+    return {(p.run_id, p.job_id): p for p in points if p.run_id == comp.label_a}
+
+
+def stood_on_earlier(comp: Comparison, stood: Mapping[str, ResultPoint]) -> tuple[ResultPoint, ...]:
+    """The results B's jobs stand on (`stood`: what `run --reuse` stood them on, as the store reads it —
+    `sides.reused_points_of`) that are earlier measurements of A's jobs, which A has measured again since (`run
+    --force`, a `--resume` after an edit) and keeps for B (`rundir.KEPT_ATTEMPTS`): of A's run and a job A holds a
+    point of, but not that point (`Comparison.earlier`). B's run record names the job's result id, which A's new
+    measurement holds now: `compare` had listed that one as reused by B."""
+    now = _a_points(comp)
+    ids = {p.result_id for p in now.values()}
+    return tuple(p for p in stood.values()
+                 if p.run_id == comp.label_a and (p.run_id, p.job_id) in now and p.result_id not in ids)
+
+
+def earlier_note(comp: Comparison) -> str:
+    """The note that names the earlier measurements of A's jobs B stands on (`Comparison.earlier`), with A's now."""
+    now = _a_points(comp)
+    return (f"B ({comp.label_b}) stood {len(comp.earlier)} job(s) on earlier measurements of A's jobs, which A "
+            "measured again since and keeps for B (in the job's attempts/): listed as reused by B under the result B "
+            "stood on, A's new measurement not compared: " + "; ".join(
+                f"{p.job_id} (B stands on {p.result_id}, A's measurement now is {now[(p.run_id, p.job_id)].result_id})"
+                for p in comp.earlier))
+
+
 def lost_by_b(comp: Comparison, meta_b: Mapping[str, Any]) -> list[Lost]:
     """A's valid points B has none of whose job B's run record (`outcomes`) says ran and ended without a success
     (`failed`, `refused`, `invalid`): the same job id, so the same planned point (its id holds the point's
