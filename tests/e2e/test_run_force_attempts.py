@@ -142,3 +142,25 @@ def test_force_reuse_stands_on_an_older_run_when_the_newest_result_is_its_own(tm
         assert (f"note: job {row['job']} stands on run {older_id}'s valid result, though its newest, run "
                 f"{forced_id}'s, is this run's own, which --force measures again") in again.stderr, again.stderr
     assert set(_frontier_repeats(forced, env).values()) == {1}
+
+
+def test_a_force_of_one_job_keeps_what_the_runs_other_jobs_were_measured_by(tmp_path: Path) -> None:
+    """A `--force --job` of a fixed-length job planned no job that replays traces, and run.json lost the run's
+    `traces` (the corpus its kept agentic jobs replayed): a later `--resume` under the recipes' own sources was then
+    not refused. Through the CLI: the fields stay, and the resume is refused naming the corpus."""
+    import json
+
+    out, env = tmp_path / "out", cli_env(tmp_path)
+    recipes = [RECIPES / "fixed-sim.yaml", RECIPES / "agentic-sim.yaml"]
+    first = run_here([*recipes, "--traces", "synthetic", "--out", out, "--no-report"], env)
+    assert first.returncode == 0, first.stderr[-4000:]
+    before = json.loads((out / "run.json").read_text())
+    fixed = next(j for j in job_dirs(out) if "_256_64_" in j)
+    forced = run_here([*recipes, "--out", out, "--no-report", "--force", "--job", fixed], env)
+    assert forced.returncode == 0, forced.stderr[-4000:]
+    after = json.loads((out / "run.json").read_text())
+    for name in ("traces", "simulated_clock", "power_backend", "run_id", "started"):
+        assert after.get(name) == before.get(name), name
+    assert sorted(after["expected_job_ids"]) == sorted(before["expected_job_ids"])
+    resumed = run_here([*recipes, "--out", out, "--no-report", "--resume"], env)
+    assert resumed.returncode == 2 and "--traces synthetic" in resumed.stderr, resumed.stderr[-3000:]
