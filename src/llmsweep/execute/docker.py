@@ -34,6 +34,7 @@ from llmsweep.execute.executor import Event, register_executor, run_groups_here,
 from llmsweep.execute.handle import ProcessServerHandle, flags_named
 from llmsweep.execute.process import marks, start_process
 from llmsweep.execute.signals import hurried, signal_of_exit
+from llmsweep.visible import DEVICE_ORDER
 
 if TYPE_CHECKING:
     from llmsweep.execute.lifecycle import JobOutcome, LifecycleSettings, ServerGroup
@@ -132,7 +133,9 @@ def render_docker_run(spec: LaunchSpec, options: DockerOptions, name: str,
     The server gets the GPUs the host's environment (`environ`, default this process's) makes visible, as a local
     server would: a container sees every GPU unless told otherwise, so under `CUDA_VISIBLE_DEVICES=4,5,6,7` an
     engine given `--gpus all` would run on GPUs 0-3 while the power sampler reads 4-7. A `CUDA_VISIBLE_DEVICES` the
-    recipe sets selects instead (the sampler reads the server's environment too)."""
+    recipe sets selects instead (the sampler reads the server's environment too). So does the host's
+    `CUDA_DEVICE_ORDER` (the recipe's wins): it numbers those GPUs inside the container as it would for a local
+    server."""
     env = os.environ if environ is None else environ
     if not spec.image:
         raise ConfigError(
@@ -160,6 +163,11 @@ def render_docker_run(spec: LaunchSpec, options: DockerOptions, name: str,
             )
         # the CLI reads the value as CSV: a list of devices is one quoted field (indices or GPU-UUIDs)
         argv += ["--gpus", f'"device={visible}"' if visible else "all"]
+        # the order this shell sets, as a local server inherits it (`preflight.in_bus_order` adds none to spec.env
+        # then, and `check_gpus` checked the server's GPUs in it): a container gets no variable of the host's unasked
+        order = env.get(DEVICE_ORDER, "").strip()
+        if order and DEVICE_ORDER not in spec.env:
+            argv += ["-e", f"{DEVICE_ORDER}={order}"]
     elif spec.gpus > 0 and options.gpu_vendor == "amd":
         argv += ["--device", "/dev/kfd", "--device", "/dev/dri", "--group-add", "video",
                  "--security-opt", "seccomp=unconfined"]

@@ -369,7 +369,8 @@ def _refuse_other_order(spec: LaunchSpec, host: _ServerGpus, env: Mapping[str, s
 def in_bus_order(spec: LaunchSpec, environ: Mapping[str, str] | None = None) -> LaunchSpec:
     """`spec` to launch with `CUDA_DEVICE_ORDER=PCI_BUS_ID` in its env where it is a GPU server (not the simulator)
     on an NVIDIA host (nvidia-smi on the server's PATH) and neither the recipe's `serve.env` nor this shell
-    (`environ`) sets the variable.
+    (`environ`) sets the variable (the server inherits the shell's: a local one by its environment, a docker container
+    by `-e`, `docker.render_docker_run`).
 
     Every GPU index llmsweep reads for a server is nvidia-smi's (the preflight's, the GPUs recorded as its hardware,
     the power sampler's NVML indices, a role-by-role deployment's shares of the host), and so is the index an

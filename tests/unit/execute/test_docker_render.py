@@ -72,6 +72,36 @@ def test_a_recipes_own_cuda_visible_devices_selects_the_containers_gpus() -> Non
     assert not any(a.startswith("CUDA_VISIBLE_DEVICES") for a in flag_value(argv, "-e"))
 
 
+def test_the_gpu_order_this_shell_sets_reaches_the_container(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A shell's `CUDA_DEVICE_ORDER=PCI_BUS_ID` makes the preflight add none to the server's env (a local server
+    inherits the shell's) and is what it checked the GPUs in; a container inherits nothing of the host's, so docker
+    passes it in, or the engine would count the GPUs fastest first (on a host of a display GPU beside an H100,
+    device 0 would be the H100, not the GPU checked, named and sampled). The recipe's own order wins."""
+    from llmsweep.execute.preflight import preflight
+
+    tool = tmp_path / "nvidia-smi"
+    tool.write_text("#!/bin/sh\nprintf 'GPU 0: NVIDIA RTX A2000 (UUID: GPU-a)\\nGPU 1: NVIDIA H100 80GB HBM3 "
+                    "(UUID: GPU-b)\\n'\n")
+    tool.chmod(tool.stat().st_mode | stat.S_IEXEC)
+    shell = {"PATH": str(tmp_path), "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+    for name in ("CUDA_VISIBLE_DEVICES", "SLURM_JOB_ID"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    spec = LaunchSpec(engine="vllm", image="vllm/vllm-openai:v0.10.0", argv=("vllm", "serve", "m", "--port", "0"),
+                      port=0, gpus=1)
+    checked = preflight(spec, environ=shell)
+    assert checked.env == {}  # the shell's order is the server's: the preflight adds none
+    argv = render_docker_run(checked, DockerOptions(), "n", shell)
+    assert [e for e in flag_value(argv, "-e") if e.startswith("CUDA_DEVICE_ORDER")] == ["CUDA_DEVICE_ORDER=PCI_BUS_ID"]
+    ordered = preflight(spec, environ={"PATH": str(tmp_path)})  # no order in the shell: the preflight's
+    argv = render_docker_run(ordered, DockerOptions(), "n", {"PATH": str(tmp_path)})
+    assert [e for e in flag_value(argv, "-e") if e.startswith("CUDA_DEVICE_ORDER")] == ["CUDA_DEVICE_ORDER=PCI_BUS_ID"]
+    recipe = render_docker_run(spec.model_copy(update={"env": {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}}), DockerOptions(),
+                               "n", {"CUDA_DEVICE_ORDER": "FASTEST_FIRST"})
+    assert [e for e in flag_value(recipe, "-e") if e.startswith("CUDA_DEVICE")] == ["CUDA_DEVICE_ORDER=PCI_BUS_ID"]
+    assert "CUDA_DEVICE_ORDER=PCI_BUS_ID" not in flag_value(render(shell, gpu_vendor="amd"), "-e")  # not CUDA's
+
+
 @pytest.mark.parametrize("visible", ['0",capabilities=utility,"1', "0 1", "0,,1", "0;1"])
 def test_a_visible_devices_value_that_is_not_a_device_list_is_refused(visible: str) -> None:
     """docker reads `--gpus` as CSV: quotes or commas in the value would add docker options of their own."""
