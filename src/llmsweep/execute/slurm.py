@@ -9,9 +9,11 @@ ids are written down; interrupting the submitter cancels its jobs; the job's exi
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
+import shlex
 import signal
 import sys
 import threading
@@ -261,6 +263,64 @@ def _refuse_overrides(tokens: Sequence[str]) -> None:
                              f"takes the last one given): {_SCRIPT_OWNS[owned]}")
 
 
+def expand_hostlist(text: str) -> tuple[str, ...]:
+    """The node names of a Slurm hostlist as Slurm writes one (NodeList, srun's `Node failure on %s`, `sinfo %N`):
+    `mn[1-2]` is mn1 and mn2, `gpu[01-03,7]` keeps the zero padding of its ranges, `r[1-2]n[1-2]` is every pair, and
+    `a,b[1-2]` lists several; what `scontrol show hostnames` prints, without asking the controller. Each name once, in
+    the list's order; a part that is no hostlist (unbalanced brackets, a range that is not numbers) is kept as written.
+    """
+    parts, depth, start = [], 0, 0
+    for i, char in enumerate(text):
+        depth += (char == "[") - (char == "]")
+        if char == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    parts.append(text[start:])
+    names: dict[str, None] = {}
+    for part in (p.strip() for p in parts):
+        if part:
+            names.update(dict.fromkeys(_expand_part(part) or (part,)))
+    return tuple(names)
+
+
+def _expand_part(part: str) -> list[str] | None:
+    """The names of one hostlist part without top-level commas (`mn[1-2,5]x[1-2]`); None when it is no hostlist."""
+    opening = part.find("[")
+    if opening < 0:
+        return None if "]" in part else [part]
+    closing = part.find("]", opening)
+    if closing < 0 or "[" in part[opening + 1:closing]:
+        return None
+    values: list[str] = []
+    for spec in part[opening + 1:closing].split(","):
+        low, dash, high = spec.strip().partition("-")
+        if not low.isdigit() or (dash and not high.isdigit()) or (dash and int(high) < int(low)):
+            return None
+        width = len(low)
+        values += [str(n).zfill(width) for n in range(int(low), int(high if dash else low) + 1)]
+    rest = _expand_part(part[closing + 1:]) if part[closing + 1:] else [""]
+    if rest is None:
+        return None
+    return [part[:opening] + value + tail for value in values for tail in rest]
+
+
+def exclude_option(names: Sequence[str]) -> str:
+    """`--executor-option`'s `exclude=[A,B]` that leaves nodes `names` out, each written so the option's YAML reads it
+    back as that name (quoted where YAML would read it as something else: `01`, `yes`), and the whole quoted for
+    the shell where a name needed that."""
+    import yaml
+
+    def entry(name: str) -> str:
+        try:
+            plain = yaml.safe_load(f"[{name}]") == [name]
+        except yaml.YAMLError:
+            plain = False
+        return name if plain else json.dumps(name)
+
+    written = f"exclude=[{','.join(entry(name) for name in names)}]"
+    return written if all(entry(name) == name for name in names) else shlex.quote(written)
+
+
 @dataclass(frozen=True)
 class DownNode:
     """A node `sinfo` shows unable to take jobs (down, drained or draining, failing, not responding: `%t` ending in
@@ -278,12 +338,18 @@ class DownNode:
 class SrunNodeFailure:
     """Nodes a step's srun said failed, in the logs of the batch job's server folder (`srun_node_failures`)."""
 
-    nodes: tuple[str, ...]
+    said: tuple[str, ...]
+    """The node lists as srun wrote them (`mn1`, `mn[1-2]`: a hostlist), each once."""
     logs: tuple[Path, ...]
     """The logs that say it, in the order read."""
 
+    @property
+    def nodes(self) -> tuple[str, ...]:
+        """The nodes that failed, each by its name (`said`'s hostlists expanded: `expand_hostlist`)."""
+        return expand_hostlist(",".join(self.said))
+
     def text(self) -> str:
-        lines = " and ".join(f"`srun: error: Node failure on {node}`" for node in self.nodes)
+        lines = " and ".join(f"`srun: error: Node failure on {node}`" for node in self.said)
         return f"{lines} in {', '.join(str(path) for path in self.logs)}"
 
 
@@ -718,7 +784,8 @@ SRUN_NODE_FAILURE = re.compile(r"srun: error: Node failure on (\S+)")
 """What a step's srun writes to its stderr (the role's log: `pyxis.SrunLauncher`) when slurmctld tells it a node of
 the step failed (SRUN_NODE_FAIL, sent to the steps on that node as it sets the node down): Slurm's
 `error("Node failure on %s", nodelist)` of `_node_fail_handler` (src/api/step_launch.c for a step, src/srun/allocate.c
-for an allocation), under srun's log prefix `srun: error: `. The node is named as the controller names it."""
+for an allocation), under srun's log prefix `srun: error: `. The nodes are named as the controller names them: a
+hostlist (`mn[1-2]` where two failed at once; `SrunNodeFailure.nodes` expands it)."""
 _SRUN_LOG_TAIL = 256 * 1024
 """Bytes read from the end of each log for srun's line: it is among the step's last words, and a server's log may be
 gigabytes."""
@@ -996,10 +1063,10 @@ _ENDED_BY_SLURM: dict[str, tuple[str, str]] = {
     "PREEMPTED": ("Slurm stopped it to run other work first (preemption)",
                   "run where jobs are not preempted (--executor-option partition=NAME, or a --qos in extra_sbatch)"),
     "NODE_FAIL": ("Slurm stopped it because {node} failed (stopped answering the controller, or set down){now}",
-                  "leave {name} out if it fails again (--executor-option exclude=[{exclude}]; `sinfo -R` says why "
-                  "Slurm took it down)"),
+                  "leave {name} out if {they} fail{s} again (--executor-option {exclude}; `sinfo -R` says why "
+                  "Slurm took {it} down)"),
     "BOOT_FAIL": ("Slurm stopped it because {node} failed to boot for it{now}",
-                  "leave {name} out until it boots again (--executor-option exclude=[{exclude}]; `sinfo -R` says "
+                  "leave {name} out until {they} boot{s} again (--executor-option {exclude}; `sinfo -R` says "
                   "why)"),
     "OUT_OF_MEMORY": ("Slurm stopped it because it used more memory than it was given: {mem}",
                       "give it more: {more_memory}"),
@@ -1022,27 +1089,33 @@ def more_memory(mem: str | None, whole_node: bool) -> str:
 
 def _failed_node(result: SlurmJobResult) -> dict[str, str]:
     """What the reason of a batch job that ended NODE_FAIL or BOOT_FAIL says of the node: `node` (which failed),
-    `now` (what `sinfo` shows of it now), `name` (what the fix calls it) and `exclude` (the exclude list to give). Its
-    nodes `sinfo` shows down (`SlurmJobResult.down`), else those its steps' srun said failed (`srun_said`: Slurm has
-    returned them to service since), else its one node, else its node list (Slurm has returned the failed one to
-    service since, or did not say)."""
+    `now` (what `sinfo` shows of it now), `name` (what the fix calls it), `exclude` (the option to give,
+    `exclude_option`) and the words that agree with how many: `it`/`them`, `they` (it/they), `s` (fails/fail). Its
+    nodes `sinfo` shows down (`SlurmJobResult.down`), else those its steps' srun said failed (`srun_said`, its
+    hostlists expanded: Slurm has returned them to service since), else its one node, else its node list (Slurm has
+    returned the failed one to service since, or did not say)."""
+    one = {"it": "it", "they": "it", "s": "s"}
+    back = result.down is not None and not result.down  # sinfo answered, showing none of them down
+
+    def named(names: Sequence[str], said: str) -> dict[str, str]:
+        words = one if len(names) == 1 else {"it": "them", "they": "they", "s": ""}
+        return {"node": ("its node " if len(names) == 1 else "its nodes ") + " and ".join(names),
+                "now": said + (f"; Slurm has {words['it']} back in service now" if back else ""),
+                "name": " and ".join(names), "exclude": exclude_option(names), **words}
+
     if result.down:
-        names = [n.name for n in result.down]
         shown = ", ".join(f"{n.name} {n.state}" + (f": {n.reason}" if n.reason else "") for n in result.down)
-        return {"node": ("its node " if len(names) == 1 else "its nodes ") + " and ".join(names),
-                "now": f"; `sinfo` shows {shown}", "name": " and ".join(names), "exclude": ",".join(names)}
-    back = "; Slurm has it back in service now" if result.down is not None else ""
+        return named([n.name for n in result.down], f"; `sinfo` shows {shown}")
     if result.srun_said is not None:
-        names = list(result.srun_said.nodes)
-        return {"node": ("its node " if len(names) == 1 else "its nodes ") + " and ".join(names),
-                "now": f"; srun said so: {result.srun_said.text()}{back}", "name": " and ".join(names),
-                "exclude": ",".join(names)}
-    if result.nodes and not re.search(r"[\[,]", result.nodes):  # one node
-        return {"node": f"its node {result.nodes}", "now": back, "name": result.nodes, "exclude": result.nodes}
+        return named(result.srun_said.nodes, f"; srun said so: {result.srun_said.text()}")
+    if result.nodes and len(expand_hostlist(result.nodes)) == 1:  # one node
+        return named(expand_hostlist(result.nodes), "")
     if result.nodes:
-        return {"node": f"one of its nodes, {result.nodes},", "now": back + "; `sinfo -R` names it",
-                "name": "that node", "exclude": "NODE"}
-    return {"node": "its node", "now": "; Slurm did not say which", "name": "that node", "exclude": "NODE"}
+        return {"node": f"one of its nodes, {result.nodes},",
+                "now": ("; Slurm has it back in service now" if back else "") + "; `sinfo -R` names it",
+                "name": "that node", "exclude": "exclude=[NODE]", **one}
+    return {"node": "its node", "now": "; Slurm did not say which", "name": "that node", "exclude": "exclude=[NODE]",
+            **one}
 
 
 _NEVER_STARTS: dict[str, tuple[str, str]] = {

@@ -114,6 +114,62 @@ def test_a_node_failure_sinfo_no_longer_shows_is_named_from_what_srun_said_in_th
         "back in service now); leave mn1 out if it fails again (--executor-option exclude=[mn1];" in said, said
 
 
+def _option_parsed(fix: str) -> tuple[str, ...]:
+    """The nodes the `--executor-option exclude=...` a fix gives leaves out, read as the shell and the CLI read it."""
+    import re
+    import shlex
+
+    from llmsweep.cli.options import executor_options
+
+    given = re.search(r"--executor-option ('[^']*'|\S+?)(?:;|$)", fix)
+    assert given is not None, fix
+    return SlurmOptions(**executor_options(tuple(shlex.split(given.group(1))))).exclude
+
+
+def test_nodes_srun_names_in_a_hostlist_are_named_one_by_one_and_the_fix_parses(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """srun writes `Node failure on %s` with the controller's hostlist: two nodes failing at once are `mn[1-2]`. The
+    reason names each node, and its `exclude=[...]` is one the CLI reads (`exclude=[mn[1-2]]` is no YAML: the CLI
+    refused the fix it was given)."""
+    from llmsweep.execute.slurm import slurm_end_reason
+
+    out = tmp_path / "servers" / "g"
+    _fake(tmp_path, monkeypatch, scontrol=FORGOT, sacct=_sacct(f"42|NODE_FAIL|0:0|mn[0-3]|{out}"),
+          sinfo="printf 'mn0|idle|none\\nmn1|idle|none\\nmn2|idle|none\\nmn3|idle|none\\n'")
+    job = _job(out)
+    (out / "roles").mkdir()
+    (out / "roles" / "decode-0.log").write_text(SRUN_NODE_FAIL_LOG.format(node="mn[1-2]"))
+    result = job.finish()
+    assert result.srun_said is not None and result.srun_said.nodes == ("mn1", "mn2")
+    said = slurm_end_reason(result, SlurmOptions(), ran=True, whole_node=True)
+    assert said is not None and "Slurm stopped it because its nodes mn1 and mn2 failed" in said, said
+    assert "`srun: error: Node failure on mn[1-2]`" in said and "Slurm has them back in service now" in said, said
+    assert "leave mn1 and mn2 out if they fail again (--executor-option exclude=[mn1,mn2];" in said, said
+    assert _option_parsed(said) == ("mn1", "mn2")
+
+
+@pytest.mark.parametrize(("hostlist", "names"), [
+    ("vm", ("vm",)),
+    ("mn[1-2]", ("mn1", "mn2")),
+    ("gpu[08-10,12]", ("gpu08", "gpu09", "gpu10", "gpu12")),
+    ("r[1-2]n[1-2]", ("r1n1", "r1n2", "r2n1", "r2n2")),
+    ("a,b[1-2],a", ("a", "b1", "b2")),
+    ("mn[1-", ("mn[1-",)),  # no hostlist: kept as written
+])
+def test_a_hostlist_expands_as_scontrol_show_hostnames_does(hostlist: str, names: tuple[str, ...]) -> None:
+    from llmsweep.execute.slurm import expand_hostlist
+
+    assert expand_hostlist(hostlist) == names
+
+
+@pytest.mark.parametrize("names", [("mn1", "mn2"), ("01", "yes"), ("node-7",)])
+def test_the_exclude_option_a_fix_gives_reads_back_as_its_nodes(names: tuple[str, ...]) -> None:
+    """Names YAML would read as a number or a boolean are quoted, so the option leaves out the nodes named."""
+    from llmsweep.execute.slurm import exclude_option
+
+    assert _option_parsed(f"(--executor-option {exclude_option(names)}; x)") == names
+
+
 def test_srun_is_not_asked_where_sinfo_names_the_node_or_nothing_said_it(tmp_path: Path,
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     out = tmp_path / "servers" / "g"
