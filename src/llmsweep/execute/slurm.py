@@ -182,6 +182,19 @@ class SlurmOptions(BaseModel):
             return TimeLimit(given[-1], time_limit_s(given[-1], what=_EXTRA_TIME), "extra_sbatch")
         return TimeLimit(self.time_limit, time_limit_s(self.time_limit), "time_limit")
 
+    @property
+    def effective_mem(self) -> MemoryAsked:
+        """The memory the batch jobs ask for: the last `--mem`, `--mem-per-cpu` or `--mem-per-gpu` in `extra_sbatch`
+        when it gives one (the rendered script puts `extra_sbatch` after `mem`, and sbatch takes the last given),
+        else `mem`; and whether they hold their nodes whole, by `exclusive` or a bare `--exclusive` in
+        `extra_sbatch` (`--exclusive=user`/`mcs`/`topo` shares the node still). Each with the option that set it."""
+        given = _mems_given(self.extra_sbatch)
+        exclusive = "exclusive" if self.exclusive else "extra_sbatch" if "--exclusive" in self.extra_sbatch else None
+        if given:
+            flag, size = given[-1]
+            return MemoryAsked(flag, size, "extra_sbatch", exclusive)
+        return MemoryAsked("--mem" if self.mem else None, self.mem, "mem" if self.mem else None, exclusive)
+
 
 _SBATCH_UNSAFE = re.compile(r"[\s\x00-\x1f\x7f]")
 
@@ -1076,15 +1089,8 @@ _ENDED_BY_SLURM: dict[str, tuple[str, str]] = {
 }
 """Batch job states that say Slurm (or someone other than this run) ended the job: what Slurm did and why, and the
 fix, each in the same form. `{time_limit}` is the one the job ran under (`SlurmOptions.effective_time_limit`), `{where}`
-says where it was set; `{node}` names the node that failed (`_failed_node`), `{mem}` what the job asked for."""
-
-
-def more_memory(mem: str | None, whole_node: bool) -> str:
-    """How to give a batch job more memory than it had (`SlurmOptions.mem`: None, it asked for none; `whole_node`: it
-    held its node whole already)."""
-    more = (f"--executor-option mem=SIZE above its {mem}" if mem else
-            "--executor-option mem=SIZE (it asked for none and shared the node's)")
-    return more + ("" if whole_node else ", or exclusive=true for the whole node")
+says where it was set; `{node}` names the node that failed (`_failed_node`), `{mem}` what the job asked for
+(`SlurmOptions.effective_mem`)."""
 
 
 def _failed_node(result: SlurmJobResult) -> dict[str, str]:
@@ -1175,10 +1181,9 @@ def ended_by_slurm(result: SlurmJobResult, options: SlurmOptions, *, whole_node:
     said = _ENDED_BY_SLURM.get(result.state)
     if said is None or result.unknown_state is not None:
         return None
-    limit = options.effective_time_limit
+    limit, memory = options.effective_time_limit, options.effective_mem
     values = {"time_limit": limit.value, "where": limit.where, "time_limit_fix": limit.fix, **_failed_node(result),
-              "mem": f"--mem={options.mem}" if options.mem else "it asked for no --mem, so the partition's default",
-              "more_memory": more_memory(options.mem, options.exclusive or whole_node)}
+              "mem": memory.asked, "more_memory": memory.more(whole_node)}
     return said[0].format(**values), said[1].format(**values)
 
 
@@ -1213,10 +1218,10 @@ class WorkerEnd:
     result: SlurmJobResult
     in_flight: str | None
     """The job the worker was running as it ended; None when it ended between two jobs."""
-    mem: str | None = None
-    """The memory the batch job asked for (`SlurmOptions.mem`; None: none, it shares the node's)."""
-    exclusive: bool = False
-    """It held its node whole (`SlurmOptions.exclusive`)."""
+    memory: MemoryAsked
+    """The memory the batch job asked for (`SlurmOptions.effective_mem`)."""
+    whole_node: bool = False
+    """It held its node whole whatever its options said (a multi-node group: `render_batch_script`)."""
 
     @property
     def how(self) -> str:
@@ -1237,7 +1242,7 @@ class WorkerEnd:
             return f"read the batch job's log {log_path} for what ended the worker (a traceback, a crash) and fix that"
         on = f" on {self.result.node}" if self.result.node else " on the node"
         return (f"if the node ran out of memory (`dmesg`{on} says \"Out of memory: Killed process …\"), give the "
-                f"batch job more: {more_memory(self.mem, self.exclusive)}, or have the engine use less; otherwise find "
+                f"batch job more: {self.memory.more(self.whole_node)}, or have the engine use less; otherwise find "
                 f"what killed the worker (its batch log: {log_path})")
 
     def died_in(self, jdir: Path) -> str:
@@ -1383,6 +1388,57 @@ def _times_given(tokens: Sequence[str]) -> list[str]:
         elif token.startswith("-t") and not token.startswith("--"):
             found.append(token[2:])
     return found
+
+
+_MEM_FLAGS = ("--mem", "--mem-per-cpu", "--mem-per-gpu")
+
+
+def _mems_given(tokens: Sequence[str]) -> list[tuple[str, str]]:
+    """The memory options among sbatch flags, in order, each (flag, size): `--mem=V`, `--mem V`, and the same of
+    `--mem-per-cpu` and `--mem-per-gpu` (sbatch has no short form of them)."""
+    found: list[tuple[str, str]] = []
+    for i, token in enumerate(tokens):
+        flag, eq, value = token.partition("=")
+        if flag not in _MEM_FLAGS:
+            continue
+        if eq:
+            found.append((flag, value))
+        elif i + 1 < len(tokens) and not tokens[i + 1].startswith("-"):
+            found.append((flag, tokens[i + 1]))
+    return found
+
+
+@dataclass(frozen=True)
+class MemoryAsked:
+    """The memory a batch job asks for (`SlurmOptions.effective_mem`): the option (`--mem`, `--mem-per-cpu`,
+    `--mem-per-gpu`; None: none, it gets the partition's default) and its size, the executor option that set it
+    (`mem`, `extra_sbatch`), which is the one to raise, and the one that holds its node whole (`exclusive`,
+    `extra_sbatch`; None: it shares the node)."""
+
+    flag: str | None
+    size: str | None
+    field: str | None
+    exclusive: str | None = None
+
+    @property
+    def asked(self) -> str:
+        """What it asked for, as a reason says it."""
+        if self.flag is None:
+            return "it asked for no --mem, so the partition's default"
+        return f"{self.flag}={self.size}" + (" (in extra_sbatch)" if self.field == "extra_sbatch" else "")
+
+    def more(self, whole_node: bool = False) -> str:
+        """How to give it more memory than it had (`whole_node`: it held its node whole, whatever its options said:
+        a multi-node group always does)."""
+        if self.field == "extra_sbatch":
+            more = (f"a larger {self.flag} than its {self.size} in --executor-option extra_sbatch (it overrides "
+                    "mem)")
+        elif self.flag is not None:
+            more = f"--executor-option mem=SIZE above its {self.size}"
+        else:
+            shared = "" if whole_node or self.exclusive else " and shared the node's"
+            more = f"--executor-option mem=SIZE (it asked for none{shared})"
+        return more + ("" if whole_node or self.exclusive else ", or exclusive=true for the whole node")
 
 
 @dataclass(frozen=True)
@@ -1710,8 +1766,7 @@ class SlurmExecutor:
                     and any(not o.ok for o in outcomes if o.job_id in ids)):
                 return failure_text.FAIL_FAST_NOT_RUN
             # (a multi-node group holds its nodes whole already: `render_batch_script`)
-            return WorkerEnd(seen, in_flight, self.options.mem,
-                             exclusive=self.options.exclusive or batch.group.topology is not None)
+            return WorkerEnd(seen, in_flight, self.options.effective_mem, whole_node=batch.group.topology is not None)
 
         def settle(batch: _Batch, seen: SlurmJobResult | LaunchError) -> None:
             """The batch job left the queue: the outcomes of its jobs not reported yet."""

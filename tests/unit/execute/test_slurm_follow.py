@@ -135,6 +135,27 @@ def test_an_out_of_memory_end_names_the_memory_the_job_asked_for() -> None:
     assert "--executor-option mem=SIZE above its 64G" in said and "exclusive=true" not in said, said  # whole already
 
 
+@pytest.mark.parametrize(("options", "asked", "more"), [
+    ({"extra_sbatch": ("--mem=200G", "--exclusive")}, "--mem=200G (in extra_sbatch)",
+     "give it more: a larger --mem than its 200G in --executor-option extra_sbatch (it overrides mem), then"),
+    ({"mem": "64G", "extra_sbatch": ("--mem-per-gpu", "80G")}, "--mem-per-gpu=80G (in extra_sbatch)",
+     "give it more: a larger --mem-per-gpu than its 80G in --executor-option extra_sbatch (it overrides mem), or "
+     "exclusive=true for the whole node, then"),
+    ({"mem": "64G", "extra_sbatch": ("--exclusive",)}, "--mem=64G",
+     "give it more: --executor-option mem=SIZE above its 64G, then"),
+    ({"extra_sbatch": ("--exclusive",)}, "it asked for no --mem, so the partition's default",
+     "give it more: --executor-option mem=SIZE (it asked for none), then"),
+    ({"extra_sbatch": ("--exclusive=user",)}, "it asked for no --mem",  # shares the node with the user's jobs
+     "give it more: --executor-option mem=SIZE (it asked for none and shared the node's), or exclusive=true"),
+])
+def test_an_out_of_memory_end_reads_the_memory_and_exclusive_extra_sbatch_set(options: dict[str, Any], asked: str,
+                                                                             more: str) -> None:
+    """extra_sbatch comes after --mem in the batch script, and sbatch takes the last: a `--mem=200G --exclusive`
+    there said "it asked for no --mem … or exclusive=true", sending the user to options the job had."""
+    said = slurm_end_reason(_ended("OUT_OF_MEMORY"), SlurmOptions(**options), ran=True)
+    assert said is not None and f"more memory than it was given: {asked}" in said and more in said, said
+
+
 @pytest.mark.parametrize(("nodes", "down", "node", "exclude"), [
     ("vm", None, "its node vm failed (stopped answering the controller, or set down)", "vm"),
     ("vm", (), "its node vm failed (stopped answering the controller, or set down); Slurm has it back in "
@@ -489,6 +510,10 @@ def test_a_worker_that_asked_for_memory_is_told_to_raise_it_and_one_that_crashed
     outcomes, _ = _DyingWorker(tmp_path / "oom").run(monkeypatch, mem="64G", exclusive=True)
     assert "give the batch job more: --executor-option mem=SIZE above its 64G, or have the engine use less" \
         in outcomes["b"].reasons[0]
+    outcomes, _ = _DyingWorker(tmp_path / "extra").run(monkeypatch, mem="64G",
+                                                       extra_sbatch=["--mem-per-cpu=4G", "--exclusive"])
+    assert "give the batch job more: a larger --mem-per-cpu than its 4G in --executor-option extra_sbatch (it " \
+        "overrides mem), or have the engine use less" in outcomes["b"].reasons[0], outcomes["b"].reasons
     worker = _DyingWorker(tmp_path / "crash", exit_code=1, records=0)
     outcomes, _ = worker.run(monkeypatch)
     fix = f"read the batch job's log {worker.batch.stderr_path} for what ended the worker (a traceback, a crash)"
