@@ -109,6 +109,7 @@ def test_an_oom_killed_container_is_named_out_of_memory_with_the_memory_fix(imag
     limit = ("--memory=64m", "--memory-swap=64m")
     failed = _startup_failure(_launch(image, tmp_path, "/bin/sh", "-c", _HOG, extra_args=limit))
     assert "exited with status 137 while starting" in failed.message, failed.message
+    assert "): the container ran out of memory: the kernel's OOM killer ended it" in failed.message, failed.message
     fix = failed.fix or ""
     assert "the container ran out of memory: the kernel's OOM killer ended it" in fix and "--memory" in fix, fix
     assert "engine arguments" not in fix

@@ -129,10 +129,14 @@ non-daemon thread holds may never exit."""
 
 
 def _exited(handle: ServerHandle, url: str, tail_lines: int, refusal: str | None = None) -> LaunchError:
-    said = f": it could not bind an address another process holds ({refusal})" if refusal else ""
+    """A server that died before it was ready: how it ended, with what ended it where its launcher can tell
+    (`exit_cause`: docker's daemon, an OOM kill while the weights load), as `exit_text` says a death mid-job."""
+    said = [cause] if (cause := handle.exit_cause()) else []
+    if refusal:
+        said.append(f"it could not bind an address another process holds ({refusal})")
     return _failure(
         handle,
-        f"{_ended(handle)} while starting (health {url}){said}",
+        f"{_ended(handle)} while starting (health {url})" + (f": {'; '.join(said)}" if said else ""),
         # the launcher's own reading of this exit (docker's 125) first
         fix=handle.exit_fix(tail_lines)
             or (_refused_fix(handle) if refusal else

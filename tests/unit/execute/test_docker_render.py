@@ -252,6 +252,42 @@ def test_launch_passes_secret_to_the_cli_scrubs_log_and_stops_the_container(tmp_
     assert f"stop -t 3 {name}" in recorded and f"rm -f {name}" in recorded
 
 
+OOM_DOCKER = """#!/bin/sh
+# Stands in for the docker CLI of a container the kernel's OOM killer ends while its engine loads the weights.
+case "$1" in
+  run) echo "Loading safetensors checkpoint shards:  50%"; exit 137 ;;
+  container) echo '{"Status": "exited", "Running": false, "OOMKilled": true, "ExitCode": 137}' ;;
+  *) exit 0 ;;
+esac
+"""
+
+
+def test_a_container_that_dies_while_starting_says_what_ended_it(tmp_path: Path) -> None:
+    """The daemon's cause (its State.OOMKilled) was said of a container that died mid-job ("exit status 137: the
+    container ran out of memory …") but not of one that died loading its weights, whose failure said only "exited
+    with status 137 while starting" over a log of progress bars."""
+    from llmsweep.errors import LaunchError
+    from llmsweep.execute.preflight import pick_free_port
+    from llmsweep.execute.ready import exit_text
+
+    docker = tmp_path / "docker"
+    docker.write_text(OOM_DOCKER)
+    docker.chmod(docker.stat().st_mode | stat.S_IEXEC)
+    spec = SPEC.model_copy(update={"port": pick_free_port()})
+    handle = DockerLauncher(DockerOptions(docker=str(docker), gpu_vendor="none")).launch(
+        spec, log_path=tmp_path / "server.log", environ=dict(os.environ))
+    try:
+        with pytest.raises(LaunchError) as err:
+            wait_ready(handle, timeout_s=20, poll_s=0.05)
+    finally:
+        handle.stop(grace_s=1)
+    cause = "the container ran out of memory: the kernel's OOM killer ended it (the container's State.OOMKilled)"
+    assert f"sglang server exited with status 137 while starting (health {spec.base_url}{spec.health_path}): " \
+        f"{cause}" in err.value.message, err.value.message
+    assert exit_text(handle) == f"exit status 137: {cause}"  # as a death mid-job says it
+    assert "raise the container's memory limit" in (err.value.fix or ""), err.value.fix
+
+
 def test_a_docker_stop_that_hangs_still_removes_the_container(tmp_path: Path) -> None:
     """`docker stop` past its timeout raised before `docker rm -f` ran, and the container kept running until a later
     `--resume`."""
