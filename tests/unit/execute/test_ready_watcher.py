@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import re
+import types
 from pathlib import Path
+from typing import Any, cast
 
-from llmsweep.execute.ready import LogMarkerWatcher, bind_refusal
+from llmsweep.execute.ready import LogMarkerWatcher, bind_refusal, exit_text
 
 LOG = ("Loading weights: 50%\rLoading weights: 100%\n"
        "INFO:     Application startup complete.\n"
@@ -35,3 +38,13 @@ def test_a_bind_refusal_is_said_in_each_servers_words() -> None:
     assert bind_refusal("docker: Error response from daemon: ... Bind for 0.0.0.0:8000 failed: port is already "
                         "allocated.") is not None
     assert bind_refusal("INFO:     Uvicorn running on http://0.0.0.0:8000 (Press CTRL+C to quit)\n") is None
+
+
+def test_the_readmes_example_of_a_dead_role_is_what_a_reason_says() -> None:
+    """The README quoted `decode worker 0 on mn2 exited with status -9` (Python's status of a SIGKILLed child) long
+    after reasons said how a signal ended it: its example is what `exit_text` prints (up to its `…`)."""
+    readme = (Path(__file__).resolve().parents[3] / "README.md").read_text()
+    (example,) = re.findall(r"`(decode worker 0 on mn2 [^`]*)`", readme.replace("\n  ", " "))
+    handle = types.SimpleNamespace(dead_role="decode worker 0 on mn2", returncode=-9, exit_cause=lambda: None)
+    said = exit_text(cast(Any, handle))
+    assert said.startswith(example.removesuffix("…)")), (example, said)
