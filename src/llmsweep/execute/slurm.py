@@ -336,8 +336,8 @@ def exclude_option(names: Sequence[str]) -> str:
 
 @dataclass(frozen=True)
 class DownNode:
-    """A node `sinfo` shows unable to take jobs (down, drained or draining, failing, not responding: `%t` ending in
-    `*`), with the reason Slurm keeps for it (`%E`; None when it has none)."""
+    """A node `sinfo` shows failed (`down_nodes`: down, failing, not responding), with the reason Slurm keeps for it
+    (`%E`; None when it has none)."""
 
     name: str
     state: str
@@ -382,8 +382,8 @@ class SlurmJobResult:
     """Every node of its allocation, as Slurm writes the list (NodeList: `vm`, `mn[0-2]`); None when Slurm did not
     say."""
     down: tuple[DownNode, ...] | None = None
-    """For a batch job that ended NODE_FAIL or BOOT_FAIL: those of its nodes `sinfo` shows unable to take jobs as the
-    job is read back (empty: none any more, Slurm returned them to service); None when not asked or sinfo did not
+    """For a batch job that ended NODE_FAIL or BOOT_FAIL: those of its nodes `sinfo` shows failed as the job is read
+    back (`down_nodes`; empty: none any more, Slurm returned them to service); None when not asked or sinfo did not
     answer."""
     srun_said: SrunNodeFailure | None = None
     """For a batch job that ended NODE_FAIL where `sinfo` shows none of its nodes down (Slurm returned the failed one
@@ -770,14 +770,29 @@ _NODE_STATES = frozenset({"NODE_FAIL", "BOOT_FAIL"})
 """Batch job states that say a node of the job failed: `down_nodes` asks which."""
 
 
+_STATE_FLAGS = "*~#!%$@^-"
+"""The flag suffixes of a `sinfo %t` state (`*` not responding, `~` powered down, `#` powering up, `!`/`%` powering
+down, `$` in a maintenance reservation, `@` reboot pending, `^` rebooting, `-` planned)."""
+_FAILED_NODE_STATES = frozenset({"down", "fail", "failg"})
+"""`sinfo %t` states, less their flag suffixes, of a node that failed: down, failed, failing. Not drained or
+draining (an administrator's drain, a maintenance, lets the jobs on the node run to their end), in maintenance,
+booting or unknown: none of those ends a job."""
+
+
 def _usable(state: str) -> bool:
     """Whether a node in `sinfo %t` state `state` takes jobs (`_USABLE_NODE_STATES`, not `*`: not responding)."""
-    return not state.endswith("*") and state.rstrip("~#!%$@^-") in _USABLE_NODE_STATES
+    return not state.endswith("*") and state.rstrip(_STATE_FLAGS) in _USABLE_NODE_STATES
+
+
+def _failed(state: str) -> bool:
+    """Whether a node in `sinfo %t` state `state` failed (`_FAILED_NODE_STATES`, or `*`: not responding), as a
+    node that ended a job NODE_FAIL shows."""
+    return state.endswith("*") or state.rstrip(_STATE_FLAGS) in _FAILED_NODE_STATES
 
 
 def down_nodes(nodes: str, *, timeout_s: float) -> tuple[DownNode, ...] | None:
-    """Those of `nodes` (a Slurm node list: `vm`, `mn[0-2]`) that `sinfo` shows unable to take jobs now, with Slurm's
-    reason for each; None when sinfo does not answer."""
+    """Those of `nodes` (a Slurm node list: `vm`, `mn[0-2]`) that `sinfo` shows failed now (`_failed`: a drained node
+    beside the one that failed ended no job), with Slurm's reason for each; None when sinfo does not answer."""
     try:
         proc = run_command(["sinfo", "-h", "-N", "-n", nodes, "-o", "%N|%t|%E"], timeout_s=timeout_s, check=False,
                            fix=_SLURM_FIX)
@@ -788,7 +803,7 @@ def down_nodes(nodes: str, *, timeout_s: float) -> tuple[DownNode, ...] | None:
     down: dict[str, DownNode] = {}
     for line in proc.stdout.splitlines():  # a node of several partitions is listed once for each
         name, state, reason = [*line.strip().split("|", 2), "", ""][:3]
-        if name and not _usable(state) and name not in down:
+        if name and _failed(state) and name not in down:
             down[name] = DownNode(name, state, None if reason.strip() in ("", "none") else reason.strip())
     return tuple(down.values())
 

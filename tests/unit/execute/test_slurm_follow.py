@@ -163,8 +163,8 @@ def test_an_out_of_memory_end_reads_the_memory_and_exclusive_extra_sbatch_set(op
     ("mn[0-2]", (slurm.DownNode("mn1", "down*", "Not responding"),),
      "its node mn1 failed (stopped answering the controller, or set down); `sinfo` shows mn1 down*: Not "
      "responding", "mn1"),
-    ("mn[0-2]", (slurm.DownNode("mn0", "drain", None), slurm.DownNode("mn2", "down", "bad gpu")),
-     "its nodes mn0 and mn2 failed (stopped answering the controller, or set down); `sinfo` shows mn0 drain, "
+    ("mn[0-2]", (slurm.DownNode("mn0", "fail", None), slurm.DownNode("mn2", "down", "bad gpu")),
+     "its nodes mn0 and mn2 failed (stopped answering the controller, or set down); `sinfo` shows mn0 fail, "
      "mn2 down: bad gpu", "mn0,mn2"),
     ("mn[0-2]", (), "one of its nodes, mn[0-2], failed (stopped answering the controller, or set down); Slurm "
      "has it back in service now; `sinfo -R` names it", "NODE"),

@@ -77,6 +77,27 @@ def test_a_node_failure_read_from_sacct_names_the_node_sinfo_shows_down(tmp_path
     assert "sinfo -h -N -n mn[0-2] -o %N|%t|%E" in (tmp_path / "calls.log").read_text()
 
 
+def test_only_a_node_that_failed_is_named_never_one_drained_beside_it(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """A node drained for maintenance (drain, drng), in maintenance, booting or in an unknown state ended no job: the
+    reason named mn0 `drain` beside the node that failed and gave both to exclude. Only down, fail, failg and a
+    node not responding (`*`) are the failed ones."""
+    from llmsweep.execute.slurm import slurm_end_reason
+
+    out = tmp_path / "servers" / "g"
+    states = {"mn0": "drain", "mn1": "down*", "mn2": "drng", "mn3": "maint", "mn4": "boot", "mn5": "unk",
+              "mn6": "failg", "mn7": "idle*", "mn8": "fail", "mn9": "mix~", "mn10": "down~"}
+    listed = "\\n".join(f"{name}|{state}|none" for name, state in states.items())
+    _fake(tmp_path, monkeypatch, scontrol=FORGOT, sacct=_sacct(f"42|NODE_FAIL|0:0|mn[0-10]|{out}"),
+          sinfo=f"printf '{listed}\\n'")
+    result = _job(out).finish()
+    assert [n.name for n in result.down or ()] == ["mn1", "mn6", "mn7", "mn8", "mn10"], result.down
+    said = slurm_end_reason(result, SlurmOptions(), ran=True, whole_node=True)
+    assert said is not None and "(--executor-option exclude=[mn1,mn6,mn7,mn8,mn10];" in said, said
+    _fake(tmp_path, monkeypatch, sinfo="printf 'mn0|drain|maintenance\\nmn1|maint|none\\n'")
+    assert _job(out).finish().down == ()  # a drain names no failed node: srun's words, or `sinfo -R`, say which
+
+
 SRUN_NODE_FAIL_LOG = """\
 INFO:     127.0.0.1:50712 - "POST /v1/completions HTTP/1.1" 200 OK
 srun: error: Node failure on {node}
