@@ -215,14 +215,36 @@ def _list_host(path: str | None) -> _HostListing | None:
 
 
 def _selection_fix(env: Mapping[str, str], recipe: Mapping[str, str]) -> str:
-    """How to give a server GPUs this node has: where each `*_VISIBLE_DEVICES` it runs with is set."""
+    """How to give a server GPUs this node has: where each `*_VISIBLE_DEVICES` it runs with is set. Inside a Slurm
+    job (`SLURM_JOB_ID`) a selection the recipe does not set is Slurm's, from the job's --gres: the node is the
+    matter, not this shell."""
     names = [name for name in VISIBLE_ENV if name in env]
     pinned = [name for name in names if name in recipe]
     shell = [name for name in names if name not in recipe]
+    slurm = bool(shell) and bool(env.get("SLURM_JOB_ID"))
+    here = [] if slurm else shell  # (Slurm's are said apart)
     where = " and ".join([*([f"the recipe's `serve.env` {', '.join(pinned)}"] if pinned else []),
-                          *([f"this shell's {', '.join(shell)}"] if shell else [])]) or "the selection"
-    return (f"name GPUs this node has in {where} (indices or UUIDs from nvidia-smi -L / amd-smi list), or unset "
-            f"{'it' if len(names) == 1 else 'them'} there")
+                          *([f"this shell's {', '.join(here)}"] if here else [])])
+    fixes = [f"name GPUs this node has in {where} (indices or UUIDs from nvidia-smi -L / amd-smi list), or unset "
+             f"{'it' if len(pinned) + len(here) == 1 else 'them'} there"] if where else []
+    if slurm:
+        fixes.append(f"{', '.join(shell)} in this Slurm job is Slurm's, set from the GPUs of its --gres (unless "
+                     f"you set it in an salloc of your own: unset it there): {_slurm_node_check(env)}, or "
+                     f"{_leave_node_out(env)}")
+    return "; ".join(fixes) or "name GPUs this node has in the selection, or unset it"
+
+
+def _slurm_node_check(env: Mapping[str, str]) -> str:
+    """What to check of a Slurm node whose job's GPUs are not what the job asked for."""
+    node = env.get("SLURMD_NODENAME") or "NODE"
+    return (f"check the node's GPUs and gres.conf against `nvidia-smi -L` there (`scontrol show node {node}`; under "
+            "cgroup.conf's ConstrainDevices=yes a job sees its own GPUs alone, numbered from 0)")
+
+
+def _leave_node_out(env: Mapping[str, str]) -> str:
+    """How to run a Slurm job's servers off this node until its admins fix it."""
+    node = env.get("SLURMD_NODENAME") or "NODE"
+    return f"leave node {node} out (--executor-option exclude=[{node}]) and tell its admins"
 
 
 COMPUTE_APPS_QUERY = "--query-compute-apps=gpu_uuid,pid,used_memory,process_name"
@@ -325,8 +347,8 @@ def check_gpus(spec: LaunchSpec, environ: Mapping[str, str] | None = None, *, re
                    "lower tp/pp in the recipe")
         elif in_slurm:
             fix = (f"this Slurm allocation shows fewer GPUs than it needs (llmsweep's batch jobs ask --gres=gpu:"
-                   f"{spec.gpus}; in an salloc of your own, ask for as many): check the node's GPUs and gres.conf "
-                   "(`scontrol show node`) and the slurm executor's `gpu_type`, or lower tp/pp in the recipe")
+                   f"{spec.gpus}; in an salloc of your own, ask for as many): {_slurm_node_check(host_env)} and the "
+                   "slurm executor's `gpu_type`, or lower tp/pp in the recipe")
         else:
             fix = ("free GPUs on this machine or name more of them in CUDA_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES (the "
                    "docker executor passes the same selection), or lower tp/pp in the recipe")
@@ -338,9 +360,7 @@ def check_gpus(spec: LaunchSpec, environ: Mapping[str, str] | None = None, *, re
     elif pinned:
         elsewhere = f"select free GPUs in the recipe's `serve.env` {', '.join(pinned)}"
     elif in_slurm:
-        node = host_env.get("SLURMD_NODENAME") or "NODE"
-        elsewhere = (f"leave node {node} out (--executor-option exclude=[{node}]) and tell its admins: this "
-                     "allocation's GPUs should be its own")
+        elsewhere = f"{_leave_node_out(host_env)}: this allocation's GPUs should be its own"
     else:
         elsewhere = "select free GPUs with CUDA_VISIBLE_DEVICES"
     _refuse_other_order(spec, host, {**host_env, **spec.env})

@@ -295,6 +295,33 @@ def test_a_selection_that_hides_every_gpu_says_so_and_where_it_is_set(monkeypatc
         check_gpus(spec(("srv",), 1, gpus=1, env={"CUDA_VISIBLE_DEVICES": "1,-1"}))
 
 
+def test_an_unusable_selection_inside_a_slurm_job_sends_the_user_to_the_node_not_the_shell(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """In a batch job Slurm sets CUDA_VISIBLE_DEVICES from the job's --gres: a value naming GPUs the node does not
+    list (gres.conf's device files against a cgroup that renumbers them) was met with "name GPUs … in this shell's
+    CUDA_VISIBLE_DEVICES or unset it there", a shell the user never had. The fix names the node's gres.conf,
+    `scontrol show node` and how to leave the node out; a selection the recipe pins is still the recipe's to fix."""
+    fake_tool(tmp_path, "nvidia-smi", "GPU 0: NVIDIA H200 (UUID: GPU-a)\nGPU 1: NVIDIA H200 (UUID: GPU-b)")
+    monkeypatch.setenv("PATH", str(tmp_path))
+    for name in ("HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("SLURM_JOB_ID", "42")
+    monkeypatch.setenv("SLURMD_NODENAME", "gpu7")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,5")
+    with pytest.raises(LaunchError, match="the GPU selection is unusable: CUDA_VISIBLE_DEVICES=4,5") as slurm:
+        check_gpus(spec(("srv",), 1, gpus=2))
+    fix = slurm.value.fix or ""
+    assert "this shell" not in fix and fix.startswith("CUDA_VISIBLE_DEVICES in this Slurm job is Slurm's, set from "
+                                                      "the GPUs of its --gres"), fix
+    for said in ("gres.conf", "`scontrol show node gpu7`", "ConstrainDevices", "--executor-option exclude=[gpu7]"):
+        assert said in fix, (said, fix)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    with pytest.raises(LaunchError) as pinned:
+        check_gpus(spec(("srv",), 1, gpus=1, env={"CUDA_VISIBLE_DEVICES": "4"}))
+    assert pinned.value.fix == ("name GPUs this node has in the recipe's `serve.env` CUDA_VISIBLE_DEVICES (indices or "
+                                "UUIDs from nvidia-smi -L / amd-smi list), or unset it there")
+
+
 def test_a_uuid_the_listing_lacks_is_refused_without_listing_the_host_again(monkeypatch: pytest.MonkeyPatch,
                                                                               tmp_path: Path) -> None:
     """`nvidia-smi -L` lists every GPU's and MIG instance's UUID: a selection entry it lacks names no GPU of this host,
