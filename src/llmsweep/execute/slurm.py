@@ -735,7 +735,8 @@ SACCT_FIELDS = ("JobID", "State", "ExitCode", "NodeList", "WorkDir")
 
 def sacct_end(job_id: str, workdir: Path, *, timeout_s: float) -> JobEnd | str:
     """The end of batch job `job_id` as Slurm's accounting keeps it (`sacct -j ID -X -n -P`: the allocation's own
-    line, `|`-separated, no header), once the controller no longer knows it. Only a record of a job that worked in
+    line, `|`-separated, no header), once the controller no longer knows it; its node is its NodeList's where that
+    names one node (sacct keeps no BatchHost). Only a record of a job that worked in
     `workdir` (the folder `submit` ran it in) counts: a controller whose state was reset numbers jobs from the
     start again, and sacct returns the most recent job of a number. Else why sacct cannot say, in its words (`Slurm
     accounting storage is disabled`, not installed, no record, still running as it keeps it)."""
@@ -760,7 +761,10 @@ def sacct_end(job_id: str, workdir: Path, *, timeout_s: float) -> JobEnd | str:
         word = state.split()[0] if state.split() else ""
         if word not in _FINISHED_STATES:
             return f"sacct has it {word or 'without a state'} still (its accounting may lag behind)"
-        return JobEnd(word, exit_of(code), None, nodes if nodes and nodes not in ("None assigned", "(null)") else None)
+        listed = nodes if nodes and nodes not in ("None assigned", "(null)") else None
+        # sacct keeps no BatchHost: an allocation of one node is where the batch script ran
+        one = expand_hostlist(listed) if listed else ()
+        return JobEnd(word, exit_of(code), one[0] if len(one) == 1 else None, listed)
     if other is not None:
         return f"sacct's job {job_id} worked in {other}, not in {wanted} (another job of that number)"
     return f"sacct has no record of job {job_id}"

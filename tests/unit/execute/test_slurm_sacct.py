@@ -61,9 +61,24 @@ def test_a_job_scontrol_forgot_has_its_end_read_from_sacct(tmp_path: Path, monke
     (out / "slurm-42.rc").write_text("143\n")
     result = job.finish()
     assert (result.state, result.exit_code, result.nodes) == (state.split()[0], exit_code, "vm")
+    assert result.node == "vm"  # one node: the one the batch script ran on, which a dead worker's fix names
     assert result.unknown_state is None and result.ended == f"ended {state.split()[0]} (exit {exit_code})"
     calls = (tmp_path / "calls.log").read_text()
     assert "sacct -j 42 -X -n -P -o JobID,State,ExitCode,NodeList,WorkDir" in calls, calls
+
+
+def test_a_dead_worker_whose_end_sacct_read_is_told_to_read_dmesg_on_its_node(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """sacct keeps no BatchHost: an end read from it had no node, so a worker SIGKILLed on a one-node allocation was
+    told to read "`dmesg` on the node", where scontrol's end names it."""
+    from llmsweep.execute.slurm import WorkerEnd
+
+    out = tmp_path / "servers" / "g"
+    _fake(tmp_path, monkeypatch, scontrol=FORGOT, sacct=_sacct(f"42|FAILED|0:9|gpu-17|{out}"))
+    result = _job(out).finish()
+    assert (result.state, result.exit_code, result.node) == ("FAILED", 137, "gpu-17")
+    worker = WorkerEnd(result, "b", SlurmOptions().effective_mem)
+    assert "(`dmesg` on gpu-17 says" in worker.fix and "Slurm: FAILED on gpu-17" in worker.not_run(), worker.fix
 
 
 def test_a_node_failure_read_from_sacct_names_the_node_sinfo_shows_down(tmp_path: Path,
@@ -72,7 +87,7 @@ def test_a_node_failure_read_from_sacct_names_the_node_sinfo_shows_down(tmp_path
     _fake(tmp_path, monkeypatch, scontrol=FORGOT, sacct=_sacct(f"42|NODE_FAIL|0:0|mn[0-2]|{out}"),
           sinfo="printf 'mn0|alloc|none\\nmn1|down*|Not responding\\nmn1|down*|Not responding\\nmn2|idle|none\\n'")
     result = _job(out).finish()
-    assert result.state == "NODE_FAIL" and result.nodes == "mn[0-2]"
+    assert result.state == "NODE_FAIL" and result.nodes == "mn[0-2]" and result.node is None  # which ran the script?
     assert result.down == (DownNode("mn1", "down*", "Not responding"),)
     assert "sinfo -h -N -n mn[0-2] -o %N|%t|%E" in (tmp_path / "calls.log").read_text()
 
