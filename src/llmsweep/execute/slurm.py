@@ -720,13 +720,18 @@ class JobEnd:
 
 def exit_of(code: str) -> int | None:
     """The exit status of Slurm's `ExitCode` (`STATUS:SIGNAL`, as scontrol and sacct write it); a signal that ended
-    the batch script (`0:9`) reads as the shell's 128 + signal, as its own exit after a killed child does. None for
-    anything else."""
+    the batch script (`0:9`, a signal number 1-64) reads as the shell's 128 + signal, as its own exit after a killed
+    child does. A second field past the signals is Slurm's own mark, no signal (`0:125` of an OUT_OF_MEMORY job:
+    its SIG_OOM), and the status stands. None for anything else."""
     match = re.match(r"^(\d+):(\d+)$", code.strip())
     if match is None:
         return None
     status, sig = int(match.group(1)), int(match.group(2))
-    return status if sig == 0 else 128 + sig
+    return 128 + sig if 1 <= sig <= _MAX_SIGNAL else status
+
+
+_MAX_SIGNAL = 64
+"""The highest signal number (Linux's SIGRTMAX): Slurm writes codes of its own above it in ExitCode's signal field."""
 
 
 SACCT_FIELDS = ("JobID", "State", "ExitCode", "NodeList", "WorkDir")

@@ -47,7 +47,7 @@ def _sacct(line: str) -> str:
 @pytest.mark.parametrize(("state", "code", "exit_code"), [
     ("TIMEOUT", "0:15", 143),
     ("CANCELLED by 1001", "0:9", 137),
-    ("OUT_OF_MEMORY", "0:125", 253),
+    ("OUT_OF_MEMORY", "0:125", 0),  # 125: Slurm's SIG_OOM, no signal (there is no exit 253)
     ("FAILED", "3:0", 3),
     ("COMPLETED", "0:0", 0),
 ])
@@ -65,6 +65,17 @@ def test_a_job_scontrol_forgot_has_its_end_read_from_sacct(tmp_path: Path, monke
     assert result.unknown_state is None and result.ended == f"ended {state.split()[0]} (exit {exit_code})"
     calls = (tmp_path / "calls.log").read_text()
     assert "sacct -j 42 -X -n -P -o JobID,State,ExitCode,NodeList,WorkDir" in calls, calls
+
+
+@pytest.mark.parametrize(("code", "status"), [("0:9", 137), ("0:15", 143), ("0:64", 192), ("3:0", 3), ("0:0", 0),
+                                               ("0:125", 0), ("1:125", 1), ("0:65", 0), ("-", None), ("", None)])
+def test_an_exit_code_reads_a_signal_as_the_shell_does_and_slurms_own_marks_as_no_signal(
+        code: str, status: int | None) -> None:
+    """Only a signal number (1-64) is 128 + N: Slurm writes 125 (SIG_OOM) in the signal field of an OUT_OF_MEMORY
+    job, which read as "exit 253", a status no process had."""
+    from llmsweep.execute.slurm import exit_of
+
+    assert exit_of(code) == status
 
 
 def test_a_dead_worker_whose_end_sacct_read_is_told_to_read_dmesg_on_its_node(
