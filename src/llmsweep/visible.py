@@ -37,10 +37,11 @@ from __future__ import annotations
 import json
 import logging
 import re
+import shlex
 import shutil
 import subprocess
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 log = logging.getLogger(__name__)
@@ -200,6 +201,9 @@ class Listed:
     """Each GPU's index as the tool numbers it, in its order."""
     uuids: GpuTable | None
     """Their UUIDs as the listing gave them; None: listed by :func:`list_gpus` if an entry is a UUID."""
+    models: Mapping[int, str] = field(default_factory=dict)
+    """Each GPU's model as the tool names it (`nvidia-smi -L`: `NVIDIA H200`), by index; empty where it names none
+    (AMD's list)."""
 
 
 def select_listed(listed: Listed, env: Mapping[str, str]) -> Visible:
@@ -246,8 +250,8 @@ def match_uuid(entry: str, table: Mapping[str, int]) -> int | None:
 
 
 def list_gpus(env: Mapping[str, str]) -> GpuTable:
-    """Every GPU's UUID on this host: NVML, `nvidia-smi -L`, `amd-smi list`, `rocm-smi --showuniqueid`, the first
-    that answers; an empty table saying why when none does."""
+    """Every GPU's UUID on this host: NVML, `nvidia-smi -L`, `amd-smi list` (:func:`list_amd_smi`), `rocm-smi
+    --showuniqueid`, the first that answers; an empty table saying why when none does."""
     why: list[str] = []
     try:
         import pynvml
@@ -259,28 +263,45 @@ def list_gpus(env: Mapping[str, str]) -> GpuTable:
         except Exception as exc:  # NVMLError, or a driver that does not answer: try the tools
             log.debug("NVML could not list GPU UUIDs: %s", exc)
             why.append(f"NVML: {exc}")
-    tools: list[tuple[str, Vendor, list[list[str]], Callable[[str], dict[str, int]]]] = [
-        ("nvidia-smi", "nvidia", [["-L"]], parse_nvidia_smi_list),
-        ("amd-smi", "amd", [list(args) for args in AMD_SMI_LIST_ARGS], parse_amd_smi_list),
-        ("rocm-smi", "amd", [["--showuniqueid", "--json"]], parse_rocm_smi_unique_ids),
-    ]
-    for tool, vendor, variants, parse in tools:
-        exe = shutil.which(tool, path=env.get("PATH"))
-        if exe is None:
-            continue
-        for args in variants:  # an older amd-smi has no `list -e`
-            try:
-                return GpuTable(vendor, parse(_run([exe, *args])), f"listed by {tool} {' '.join(args)}")
-            except (OSError, subprocess.SubprocessError, ValueError) as exc:
-                why.append(f"{tool} {' '.join(args)} failed: {exc}")
+    path = env.get("PATH")
+    try:
+        if exe := shutil.which("nvidia-smi", path=path):
+            return GpuTable("nvidia", parse_nvidia_smi_list(run_gpu_tool([exe, "-L"])), "listed by nvidia-smi -L")
+    except (OSError, ValueError) as exc:
+        why.append(str(exc))
+    try:
+        if (exe := shutil.which("amd-smi", path=path)) and (table := list_amd_smi(exe).uuids) is not None:
+            return table
+    except (OSError, ValueError) as exc:
+        why.append(str(exc))
+    try:
+        if exe := shutil.which("rocm-smi", path=path):
+            return GpuTable("amd", parse_rocm_smi_unique_ids(run_gpu_tool([exe, "--showuniqueid", "--json"])),
+                            "listed by rocm-smi --showuniqueid --json")
+    except (OSError, ValueError) as exc:
+        why.append(str(exc))
     return GpuTable(None, {}, "; ".join(why) or "neither NVML, nvidia-smi, amd-smi nor rocm-smi is here to list "
                                                  "the GPUs' UUIDs")
 
 
-def _run(argv: list[str]) -> str:
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=10.0, check=False)
+GPU_TOOL_TIMEOUT_S = 30.0
+"""How long a vendor tool is given to list the GPUs (or answer a query of them) before it is taken to hang."""
+
+
+def run_gpu_tool(argv: Sequence[str], timeout_s: float = GPU_TOOL_TIMEOUT_S) -> str:
+    """What a vendor tool printed on stdout; OSError naming the command when it is missing, exits non-zero or does not
+    answer within `timeout_s`."""
+    said = shlex.join(argv)
+    try:
+        done = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout_s, check=False,
+                              stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired as exc:
+        raise OSError(f"`{said}` did not answer within {timeout_s:.0f} s") from exc
+    except OSError as exc:
+        raise OSError(f"`{said}` could not run: {exc}") from exc
     if done.returncode != 0:
-        raise OSError(f"exit {done.returncode}: {done.stderr.strip()[:200]}")
+        output = (done.stderr.strip() or done.stdout.strip())[-2000:]
+        raise OSError(f"`{said}` failed with exit status {done.returncode}: {output}")
     return done.stdout
 
 
@@ -310,27 +331,37 @@ def _nvml_uuids(nvml: Any) -> dict[str, int]:
         nvml.nvmlShutdown()
 
 
-_SMI_GPU = re.compile(r"^GPU (\d+):.*\(UUID: (GPU-[^)\s]+)\)")
+_SMI_GPU = re.compile(r"^GPU (\d+):(?: (.+?) \(UUID: ([^)\s]+)\))?")
 _SMI_MIG = re.compile(r"^\s+MIG .*\(UUID: (MIG-[^)\s]+)\)")
-_SMI_MODEL = re.compile(r"^GPU (\d+): (.+?) \(UUID: ")
 
 
-def parse_nvidia_smi_models(text: str) -> dict[int, str]:
-    """`nvidia-smi -L`: each GPU's index -> its model as the line names it (`NVIDIA H200`)."""
-    return {int(m.group(1)): m.group(2).strip() for line in text.splitlines() if (m := _SMI_MODEL.match(line))}
-
-
-def parse_nvidia_smi_list(text: str) -> dict[str, int]:
-    """`nvidia-smi -L`: each GPU's UUID and those of the MIG instances listed under it -> the GPU's index."""
+def read_nvidia_smi_list(text: str) -> Listed:
+    """`nvidia-smi -L`, the one reader of it: every GPU it lists (`GPU N: MODEL (UUID: GPU-…)`), by index in its
+    order, its model (`NVIDIA H200`), and each GPU's UUID and those of the MIG instances listed under it -> the GPU's
+    index (every UUID the host has: a complete table). A GPU line without a UUID still counts the GPU."""
+    indices: list[int] = []
     table: dict[str, int] = {}
+    models: dict[int, str] = {}
     gpu: int | None = None
     for line in text.splitlines():
         if m := _SMI_GPU.match(line):
             gpu = int(m.group(1))
-            table[m.group(2).lower()] = gpu
+            indices.append(gpu)
+            if m.group(3) is not None:
+                models[gpu] = m.group(2).strip()
+                if m.group(3).upper().startswith("GPU-"):
+                    table[m.group(3).lower()] = gpu
         elif (m := _SMI_MIG.match(line)) and gpu is not None:
             table[m.group(1).lower()] = gpu
-    return table
+    return Listed("nvidia-smi", tuple(indices), GpuTable("nvidia", table, "listed by nvidia-smi -L", complete=True),
+                  models)
+
+
+def parse_nvidia_smi_list(text: str) -> dict[str, int]:
+    """`nvidia-smi -L`: each GPU's UUID and those of the MIG instances listed under it -> the GPU's index
+    (:func:`read_nvidia_smi_list`)."""
+    table = read_nvidia_smi_list(text).uuids
+    return dict(table.uuids) if table is not None else {}
 
 
 def _rocr_uuid(unique_id: str) -> str | None:
@@ -428,6 +459,22 @@ def read_amd_smi_list(text: str, args: Sequence[str] = AMD_SMI_LIST_ARGS[0]) -> 
     # complete where `-e` gave every GPU's ROCr UUID: no other tool would list one it lacks
     every = "-e" in args and bool(indices) and set(indices) <= set(table.values())
     return Listed("amd-smi", tuple(indices), GpuTable("amd", table, f"listed by amd-smi {how}", complete=every))
+
+
+def list_amd_smi(exe: str, timeout_s: float = GPU_TOOL_TIMEOUT_S) -> Listed:
+    """The host's GPUs as amd-smi `exe` lists them (:func:`read_amd_smi_list`): `list -e --json`, else `list --json`
+    (an older amd-smi has no `-e`), the one way amd-smi is asked to list them. OSError saying what each asking
+    answered when neither lists them (the tool failed, hung, or printed no JSON document)."""
+    why: list[str] = []
+    for args in AMD_SMI_LIST_ARGS:
+        argv = [exe, *args]
+        try:
+            return read_amd_smi_list(run_gpu_tool(argv, timeout_s), args)
+        except OSError as exc:
+            why.append(str(exc))
+        except ValueError as exc:  # no JSON document in what it printed
+            why.append(f"`{shlex.join(argv)}` did not list the GPUs: {exc}")
+    raise OSError("; ".join(why))
 
 
 def parse_amd_smi_list(text: str) -> dict[str, int]:

@@ -20,25 +20,22 @@ from dataclasses import dataclass
 from llmsweep.engine_ids import SIM
 from llmsweep.engines.launch import LaunchSpec
 from llmsweep.errors import LaunchError
-from llmsweep.execute.commands import describe, run_command
+from llmsweep.execute.commands import run_command
 from llmsweep.visible import (
-    AMD_SMI_LIST_ARGS,
     BUS_ORDER,
     DEVICE_ORDER,
+    GPU_TOOL_TIMEOUT_S,
     VISIBLE_ENV,
-    GpuTable,
     Listed,
     host_vendor,
+    list_amd_smi,
     match_uuid,
-    parse_nvidia_smi_list,
-    parse_nvidia_smi_models,
-    read_amd_smi_list,
+    read_nvidia_smi_list,
     select_listed,
 )
 
 log = logging.getLogger(__name__)
 PORT_PLACEHOLDER = "{port}"
-_GPU_TOOL_TIMEOUT_S = 30.0
 
 
 def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
@@ -114,8 +111,11 @@ class _HostListing:
     listed: Listed
     """The host's GPUs (and their UUIDs: from `nvidia-smi -L` also its MIG instances', from `amd-smi list` ROCr's;
     none from `rocm-smi`)."""
-    models: frozenset[str] = frozenset()
-    """The GPU models the tool names (`nvidia-smi -L`: `NVIDIA H200`); empty where it names none (AMD's list)."""
+
+    @property
+    def models(self) -> frozenset[str]:
+        """The GPU models the tool names (`nvidia-smi -L`: `NVIDIA H200`); empty where it names none (AMD's list)."""
+        return frozenset(self.listed.models.values())
 
 
 @dataclass(frozen=True)
@@ -169,7 +169,7 @@ class HostGpuQueries:
         if exe not in self._tenants:
             try:
                 out = run_command([exe, COMPUTE_APPS_QUERY, "--format=csv,noheader,nounits"],
-                                  timeout_s=_GPU_TOOL_TIMEOUT_S, fix="check the GPU driver on this node").stdout
+                                  timeout_s=GPU_TOOL_TIMEOUT_S, fix="check the GPU driver on this node").stdout
                 self._tenants[exe] = parse_compute_apps(out)
             except LaunchError as exc:
                 log.info("could not ask nvidia-smi which processes use the GPUs: %s", exc)
@@ -188,25 +188,16 @@ def _list_host(path: str | None) -> _HostListing | None:
     amd-smi). None when none is there. A LaunchError when the tool there fails (every AMD tool there, on AMD)."""
     fix = "check the GPU driver on this node (the tool failed or hung)"
     if exe := shutil.which("nvidia-smi", path=path):  # run as found on the server's PATH
-        out = run_command([exe, "-L"], timeout_s=_GPU_TOOL_TIMEOUT_S, fix=fix).stdout
-        indices = [int(m) for m in re.findall(r"^GPU (\d+):", out, flags=re.MULTILINE)]
-        return _HostListing(exe, Listed("nvidia-smi", tuple(indices),
-                                        GpuTable("nvidia", parse_nvidia_smi_list(out), "listed by nvidia-smi -L",
-                                                 complete=True)),
-                            frozenset(parse_nvidia_smi_models(out).values()))
+        out = run_command([exe, "-L"], timeout_s=GPU_TOOL_TIMEOUT_S, fix=fix).stdout
+        return _HostListing(exe, read_nvidia_smi_list(out))
     failed: LaunchError | None = None
     if exe := shutil.which("amd-smi", path=path):  # ROCm 7.x may ship it without rocm-smi (deprecated)
-        for args in AMD_SMI_LIST_ARGS:
-            argv = [exe, *args]
-            try:
-                out = run_command(argv, timeout_s=_GPU_TOOL_TIMEOUT_S, fix=fix).stdout
-                return _HostListing(exe, read_amd_smi_list(out, args))
-            except LaunchError as exc:
-                failed = exc
-            except ValueError as exc:  # no JSON document in what it printed
-                failed = LaunchError(f"`{describe(argv)}` did not list the GPUs: {exc}", fix=fix)
+        try:
+            return _HostListing(exe, list_amd_smi(exe))
+        except OSError as exc:
+            failed = LaunchError(str(exc), fix=fix)
     if exe := shutil.which("rocm-smi", path=path):
-        out = run_command([exe, "--showid"], timeout_s=_GPU_TOOL_TIMEOUT_S, fix=fix).stdout
+        out = run_command([exe, "--showid"], timeout_s=GPU_TOOL_TIMEOUT_S, fix=fix).stdout
         indices = sorted({int(m) for m in re.findall(r"^GPU\[(\d+)\]", out, flags=re.MULTILINE)})
         return _HostListing(exe, Listed("rocm-smi", tuple(indices), None))
     if failed is not None:

@@ -436,6 +436,41 @@ def test_an_amd_smi_that_fails_is_followed_by_rocm_smi_and_else_said(monkeypatch
         check_gpus(spec(("srv",), 1, gpus=4))
 
 
+def test_the_preflight_and_the_uuid_lookup_read_the_hosts_tools_alike(monkeypatch: pytest.MonkeyPatch,
+                                                                       tmp_path: Path) -> None:
+    """`nvidia-smi -L` had a reader in the preflight (its own `^GPU N:` pattern) beside `llmsweep.visible`'s, and
+    amd-smi's `list -e`-then-without in both, with their own timeouts and words: the lookup of a UUID entry said
+    "amd-smi list -e --json failed: exit 1: …" where the preflight said "`… list --json` failed with exit status 1"
+    (only the last asking). One reader and one runner now: both say what each asking answered, in the same words,
+    and read the same GPUs, MIG instances and models from nvidia-smi."""
+    import sys
+
+    from llmsweep.execute.preflight import HostGpuQueries
+    from llmsweep.visible import list_gpus
+
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # (NVML would answer first on a GPU host)
+    for name in ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "SLURM_JOB_ID"):
+        monkeypatch.delenv(name, raising=False)
+    env = {"PATH": str(tmp_path)}
+    fake_amd_smi(tmp_path, "7.x", broken=True)
+    with pytest.raises(LaunchError) as err:
+        check_gpus(spec(("srv",), 1, gpus=1), env)
+    looked_up = list_gpus(env).source
+    for asked in ("list -e --json", "list --json"):
+        said = f"`{tmp_path / 'amd-smi'} {asked}` failed with exit status 1: AMDSMI_STATUS_INIT_ERROR"
+        assert said in err.value.message and said in looked_up, (said, err.value.message, looked_up)
+    (tmp_path / "amd-smi").unlink()
+    fake_tool(tmp_path, "nvidia-smi", "GPU 0: NVIDIA A100-SXM4-40GB (UUID: GPU-aaaa1111)\n"
+                                      "  MIG 3g.20gb     Device  0: (UUID: MIG-cccc3333)\n"
+                                      "GPU 1: NVIDIA H100 80GB HBM3 (UUID: GPU-bbbb2222)")
+    listing = HostGpuQueries().listing(env)
+    assert listing is not None and listing.listed.indices == (0, 1)
+    assert listing.models == {"NVIDIA A100-SXM4-40GB", "NVIDIA H100 80GB HBM3"}
+    assert listing.listed.uuids is not None
+    assert dict(listing.listed.uuids.uuids) == dict(list_gpus(env).uuids) == {
+        "gpu-aaaa1111": 0, "mig-cccc3333": 0, "gpu-bbbb2222": 1}
+
+
 MIXED = "GPU 0: NVIDIA RTX A2000 (UUID: GPU-aaaa1111)\nGPU 1: NVIDIA H100 80GB HBM3 (UUID: GPU-bbbb2222)"
 """A host whose first GPU (by PCI bus, nvidia-smi's order) is a display card: CUDA's default order counts the H100
 first."""
