@@ -150,8 +150,10 @@ def test_a_killed_worker_refuses_its_point_the_other_is_predicted_again_and_the_
         rows = json.loads((tmp_path / "predict.json").read_text())
         assert [r["concurrency"] for r in rows] == [8, 8]  # the recipe's order, as ever
         (lost,) = [r for r in rows if "refused" in r]
-        assert lost["refused"].startswith(f"the prediction worker died (pid {workers[0]} killed by SIGKILL) while "
-                                          "predicting it"), lost  # the one that died, not the one its pool ended
+        # the one that died, not the one its pool ended
+        assert lost["refused"].startswith(f"the prediction worker died (pid {workers[0]} was killed by SIGKILL "
+                                          "(signal 9: the kernel's out-of-memory killer, or a `kill -9` from outside "
+                                          "this run)) while predicting it"), lost
         (again,) = [r for r in rows if "summary" in r]  # the other worker's point, predicted again on a fresh pool
         assert again["summary"]["requests"]["successful"] > 0
         assert "error: llmsweep predict: the prediction worker died; 1 unit(s) were not predicted" in text

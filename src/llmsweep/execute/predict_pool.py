@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from llmsweep.engine_ids import SIM
 from llmsweep.errors import LlmsweepError
+from llmsweep.execute.signals import exit_said
 from llmsweep.host import interrupts_held, resource_tracker_started
 from llmsweep.metrics.model import VIRTUAL
 from llmsweep.plan.job import Job
@@ -364,7 +365,8 @@ def _round(units: Sequence[Unit], todo: list[int], settings: Settings, processes
 
 
 def _deaths(workers: dict[int, BaseProcess]) -> tuple[list[int], str]:
-    """The workers that died (not the ones their pool then terminated) and how, e.g. `pid 123 killed by SIGKILL`."""
+    """The workers that died (not the ones their pool then terminated) and how, as every death is said
+    (`signals.exit_said`): `pid 123 was killed by SIGKILL (signal 9: …)`, `pid 124 exited with status 3`."""
     deadline = time.monotonic() + 2.0
     for proc in workers.values():  # the pool's thread reaps them as it breaks: wait for it to have done so
         while proc.exitcode is None and time.monotonic() < deadline:
@@ -372,8 +374,7 @@ def _deaths(workers: dict[int, BaseProcess]) -> tuple[list[int], str]:
     ended = {pid: proc.exitcode for pid, proc in sorted(workers.items()) if proc.exitcode}
     # the pool terminates (SIGTERM) the other workers once one died: name the one that died first
     first = {pid: code for pid, code in ended.items() if code != -signal.SIGTERM} or ended
-    said = [f"pid {pid} killed by {signal.Signals(-code).name}" if code < 0 and -code in signal.valid_signals()
-            else f"pid {pid} exited {code}" for pid, code in first.items() if code is not None]
+    said = [f"pid {pid} {exit_said(code)}" for pid, code in first.items() if code is not None]
     return list(first), "; ".join(said) or "a worker process ended abruptly"
 
 

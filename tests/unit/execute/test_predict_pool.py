@@ -85,3 +85,21 @@ def test_an_interrupted_pool_has_wound_down_before_the_interrupt_goes_on(monkeyp
     assert not any(w.is_alive() for w in workers)
     assert not manager.is_alive() and wakeup._closed
     wakeup.wakeup()  # what the interpreter's exit does: a no-op once closed, never a write to a closed pipe
+
+
+def test_a_dead_worker_is_said_dead_as_every_death_is() -> None:
+    """`pid N killed by SIGKILL` and `exited 3` were the pool's own words for what every other death says with
+    `signals.exit_said` (a SIGKILL naming the OOM killer); the workers the pool then terminated (SIGTERM) are not
+    the ones that died."""
+    import types
+    from typing import cast
+
+    from llmsweep.execute.predict_pool import _deaths
+
+    def ended(code: int) -> Any:
+        return types.SimpleNamespace(exitcode=code, join=lambda timeout: None)
+
+    dead, said = _deaths(cast(Any, {101: ended(-9), 102: ended(-15), 103: ended(3)}))
+    assert dead == [101, 103]
+    assert said == ("pid 101 was killed by SIGKILL (signal 9: the kernel's out-of-memory killer, or a `kill -9` from "
+                    "outside this run); pid 103 exited with status 3")
