@@ -1529,19 +1529,29 @@ def _being_created(removal: Sequence[str], pid: int) -> str:
 
 def _remove_labelled(folder: Path, event: Event, *, below: bool, clis: Sequence[str]) -> list[str]:
     """Remove the containers labelled with a server folder of `folder` (`below`: under it) that each docker CLI of
-    `clis`, and `docker`, finds (`docker.left_containers`); what could not be removed, as said. A CLI that cannot
-    ask its daemon is said only where this run named it (`clis`): on a host without Docker, `docker` is not asked."""
+    `clis`, and `docker`, finds (`docker.left_containers`), each CLI asked once however it is spelt (`docker`,
+    `/usr/bin/docker`: the program PATH finds); what could not be removed, as said. A CLI that cannot ask its daemon
+    is said only where this run named it (`clis`): on a host without Docker, `docker` is not asked."""
     from llmsweep.execute.docker import left_containers
 
     if not folder.is_dir():
         return []
-    named = list(dict.fromkeys(clis))
-    asked = named + (["docker"] if "docker" not in named and shutil.which("docker") else [])
+
+    def program(cli: str) -> str:
+        found = shutil.which(cli)
+        return os.path.abspath(found) if found else cli
+
+    named: dict[str, str] = {}
+    for cli in clis:
+        named.setdefault(program(cli), cli)
+    asked = dict(named)
+    if shutil.which("docker"):
+        asked.setdefault(program("docker"), "docker")
     failed: list[str] = []
-    for cli in asked:
+    for where, cli in asked.items():
         found = left_containers(cli, folder, below=below)
         if isinstance(found, str):
-            if cli in named:
+            if where in named:
                 event(f"warning: could not ask the docker daemon for containers an earlier run left: {found}")
             else:
                 log.debug("no containers asked of `%s`: %s", cli, found)

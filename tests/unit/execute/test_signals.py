@@ -262,6 +262,34 @@ def test_resume_keeps_the_pid_file_when_the_container_cannot_be_removed(tmp_path
     assert not pid_file.exists()
 
 
+def test_resume_asks_a_docker_cli_once_however_its_path_is_spelt(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pid file names its CLI by the path it ran (`/usr/bin/docker rm -f NAME`) and `docker` is asked too: the same
+    program, told apart by its spelling, asked the daemon twice for the run's containers and removed each twice (a
+    second `rm -f` of one gone fails on a daemon that says so, refusing the run)."""
+    bin_dir, calls, run_dir = tmp_path / "bin", tmp_path / "calls", tmp_path / "run"
+    bin_dir.mkdir()
+    server = (run_dir / "servers" / "g").resolve()
+    labels = json.dumps({"llmsweep.server-dir": str(server)})
+    docker = bin_dir / "docker"
+    docker.write_text(f"""#!/bin/sh
+echo "$*" >> "{calls}"
+case "$1" in
+  ps) echo 0123abcd ;;
+  container) echo '/llm-x {labels}' ;;
+  *) exit 0 ;;
+esac
+""")
+    docker.chmod(docker.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    _pid_file(run_dir, f'{{"pid": 0, "argv0": "docker", "cleanup": ["{docker}", "rm", "-f", "llm-y"]}}')
+    events: list[str] = []
+    stop_stale_servers(run_dir, events.append)
+    asked = calls.read_text().splitlines()
+    assert [line.split()[0] for line in asked].count("ps") == 1, asked
+    assert asked.count("rm -f llm-x") == 1 and sum("removing container llm-x" in e for e in events) == 1, events
+
+
 def _slurm_stand_ins(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, queue: str | None) -> Path:
     """scancel and squeue stand-ins on PATH: scancel records what it was asked to cancel (the returned file); squeue
     lists `queue` (lines `ID|WORKDIR`) for the user's jobs — or fails there, as a controller that does not answer,
