@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import stat
 import subprocess
@@ -330,7 +331,8 @@ def test_resume_scancels_slurm_jobs_that_never_finished(tmp_path: Path, monkeypa
     stop_stale_servers(run_dir, events.append)
     assert calls.read_text().split() == ["101"]
     assert any("cancelling Slurm job 101" in e for e in events)
-    assert not any("103" in e for e in events), events
+    # (a temp path may hold 103)
+    assert not any(re.search(r"\b103\b", e.replace(str(tmp_path), "")) for e in events), events
     assert any(e.startswith("Slurm job 104, which ") and str(tmp_path / "elsewhere") in e and "left alone" in e
                for e in events), events
 
