@@ -6,6 +6,7 @@ and state), so that stopping its controller never touches a cluster other tests 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -280,6 +281,9 @@ class _Cluster:
         (root / "state").mkdir()
         (root / "spool").mkdir()
         self.conf.write_text(base)
+        self.started: dict[str, int] = {}
+        """Each daemon's pid as first read: a slurmd whose pid file went (a node set down and back) is still
+        stopped by it, not left running past the tests."""
 
     def pid(self, daemon: str) -> int | None:
         try:
@@ -287,7 +291,35 @@ class _Cluster:
             os.kill(pid, 0)
         except (OSError, ValueError):
             return None
+        self.started[daemon] = pid
         return pid
+
+    def _steps(self) -> list[int]:
+        """The slurmstepd processes of this cluster's jobs (a step left behind when its slurmd went first)."""
+        mine = f"SLURM_CONF={self.conf}".encode()
+        found = []
+        for proc in Path("/proc").iterdir():
+            try:
+                if proc.name.isdigit() and (proc / "cmdline").read_bytes().startswith(b"slurmstepd") and \
+                        mine in (proc / "environ").read_bytes().split(b"\0"):
+                    found.append(int(proc.name))
+            except OSError:
+                continue
+        return found
+
+    def reap(self) -> None:
+        """Every daemon this cluster started that still runs, ended (SIGKILL after 10 s of SIGTERM); a pid now
+        another program's (reused) is left alone."""
+        ours = [pid for pid in self.started.values() if _slurm_daemon(pid)] + self._steps()
+        for pid in ours:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 10
+        for pid in ours:
+            while time.monotonic() < deadline and _alive(pid):
+                time.sleep(0.1)
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
 
     def answers(self) -> bool:
         try:
@@ -324,6 +356,7 @@ def private_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[_Clust
     cluster = _Cluster(tmp_path_factory.mktemp("slurm-outage"))
     try:
         subprocess.run(["/usr/sbin/slurmd", "-f", str(cluster.conf)], check=True, timeout=30)
+        cluster.pid("slurmd")  # remembered for the end, whatever becomes of its pid file
         cluster.start_controller()
         yield cluster
     finally:
@@ -336,6 +369,22 @@ def private_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[_Clust
                 time.sleep(0.5)
         cluster.stop("slurmctld")
         cluster.stop("slurmd")
+        cluster.reap()
+
+
+def _slurm_daemon(pid: int) -> bool:
+    try:
+        return b"slurm" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except OSError:
+        return False
+    return True
 
 
 _OUTAGE_OPTIONS = (*SLURM_OPTIONS, "--executor-option", "lost_track_s=2", "--executor-option", "max_poll_failures=2",
