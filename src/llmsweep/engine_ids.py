@@ -350,3 +350,13 @@ no request goes out on a connection the server is closing (aiohttp's default, 15
 connection idle about 5 s crossed the server's close and failed before any answer byte). The 3 s between them are for
 the two idle clocks to disagree (the server's starts when it wrote the answer, the client's when it released the
 connection, later); a server whose timeout is shorter still is covered by the one retry both make (`keepalive`)."""
+
+KEEPALIVE_RACE_S = (SERVER_IDLE_KEEPALIVE_S - POOLED_KEEPALIVE_S) / 2
+"""How soon after a request went out on a pooled connection a close or reset of it, with nothing of an answer, may
+still be the server's keep-alive close crossing the request (`keepalive.post_once_more` sends only such a one again):
+1.5 s. The race happens at the send — the server's close was on its way as the request was written, or the server's
+kernel resets the request it meets on a closed socket — so its failure reaches the client one network trip and one
+wake of the client's event loop after the send. The slack under `POOLED_KEEPALIVE_S` allows the client's idle clock to
+trail the server's by two such steps (the answer's end reaching the client's loop, the request's task releasing the
+connection); half of it is one. A failure later than this came from a server that had the request (read it, worked on
+it, then dropped the connection): sent again, it would run twice."""

@@ -169,6 +169,8 @@ class PDRouter:
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=10)
         reuse = aiohttp.TraceConfig()
         reuse.on_connection_reuseconn.append(keepalive.mark_reused)
+        reuse.on_request_headers_sent.append(keepalive.mark_sent)
+        reuse.on_request_chunk_sent.append(keepalive.mark_sent)
         self._session = aiohttp.ClientSession(
             timeout=timeout, trace_configs=[reuse],
             connector=aiohttp.TCPConnector(limit=0, keepalive_timeout=POOLED_KEEPALIVE_S))
@@ -184,14 +186,17 @@ class PDRouter:
         """POST one leg to a worker of `pool` (`prefill`, `decode`) at `worker` + `path`: its response, once its status
         and headers came.
 
-        A pooled connection the worker closed or reset before any of its answer's head was parsed is a keep-alive
-        connection the worker was closing as the request arrived: it is sent again, once, on a new connection
-        (`keepalive.post_once_more`, `keepalive.closed_unanswered`). Nothing else is retried: not a new connection's
-        failure (a worker that is down stays a 502 naming it), not a close that came with a status line or headers
-        (the worker had the request), not any failure once the head came (the body's are the relay's). The router
-        does not see the bytes a connection read: a status line cut short before the close or reset is taken for
-        nothing (uvicorn writes a head in one piece, so only a worker that died inside that write is sent the leg
-        again). Each leg sent again is counted against its worker (`retried`, in `/version`)."""
+        A pooled connection the worker closed or reset before any of its answer's head was parsed, while the leg was
+        being written or within `engine_ids.KEEPALIVE_RACE_S` of it, is a keep-alive connection the worker was closing
+        as the request arrived: it is sent again, once, on a new connection (`keepalive.post_once_more`,
+        `keepalive.closed_unanswered`). Nothing else is retried: not a new connection's failure (a worker that is down
+        stays a 502 naming it), not a close or reset later than that (a worker that read the leg and dropped the
+        connection working on it: sent again, it would run twice), not a close that came with a status line or
+        headers (the worker had the request), not any failure once the head came (the body's are the relay's). The
+        router does not see the bytes a connection read: a status line cut short before the close or reset is taken
+        for nothing (uvicorn writes a head in one piece, so only a worker that died inside that write, within the
+        window, is sent the leg again). Each leg sent again is counted against its worker (`retried`, in
+        `/version`)."""
         sending = keepalive.Sending()
 
         def send(session: aiohttp.ClientSession) -> Awaitable[aiohttp.ClientResponse]:

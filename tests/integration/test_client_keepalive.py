@@ -39,11 +39,15 @@ class IdleClosingServer:
     `cut_reused`: a request on a reused connection gets part of an answer, then the connection is closed as
     `close_how` says (an answer that began and was cut): "status", the first bytes of its status line; "token", its
     head and first token. `close_after_s`: how long a request to be closed unanswered waits for its close
-    (a slow close, so that a test can tell the two sends' times apart)."""
+    (a slow close, so that a test can tell the two sends' times apart). `dies_working_s`: a request on a reused
+    connection is read whole, and that long after, its connection is closed as `close_how` says, unanswered (a server
+    that had the request and died working on it)."""
 
     def __init__(self, idle_close_s: float, *, close_how: str = "fin", unanswered_from: int | None = None,
-                 down_after: int | None = None, cut_reused: str | None = None, close_after_s: float = 0.0) -> None:
+                 down_after: int | None = None, cut_reused: str | None = None, close_after_s: float = 0.0,
+                 dies_working_s: float | None = None) -> None:
         self.idle_close_s, self.close_how, self.close_after_s = idle_close_s, close_how, close_after_s
+        self.dies_working_s = dies_working_s
         self.unanswered_from, self.down_after, self.cut_reused = unanswered_from, down_after, cut_reused
         self.connections = 0
         self.requests = 0  # request heads read, answered or not
@@ -98,6 +102,10 @@ class IdleClosingServer:
                 length = int(re.search(rb"(?i)content-length:\s*(\d+)", head).group(1))  # type: ignore[union-attr]
                 body = json.loads(await reader.readexactly(length))
                 reset = self.close_how == "reset"
+                if self.dies_working_s is not None and served_here:
+                    self.closed_unanswered += 1
+                    await asyncio.sleep(self.dies_working_s)
+                    return
                 if self.cut_reused == "status" and served_here:
                     writer.write(b"HTTP/1.1 2")
                     await writer.drain()
@@ -240,6 +248,23 @@ def test_a_reused_connection_whose_answer_began_and_was_cut_is_a_failure_not_ret
     assert failed["status"] == (200 if cut == "token" else None), failed
     assert failed["retried"] is False
     assert (srv.requests, srv.cut, srv.connections) == (2, 1, 1), vars(srv)
+
+
+@pytest.mark.parametrize("close_how", ["fin", "reset"])
+def test_a_reused_connection_the_server_drops_while_working_on_the_request_is_a_failure_not_sent_again(
+        tmp_path: Path, close_how: str) -> None:
+    """The server read the request whole, worked on it 2 s and dropped the connection with nothing of an answer: not
+    the keep-alive race (which happens at the send, within `KEEPALIVE_RACE_S` of it), so the request is the
+    `connection` failure it is, sent once. It used to be sent again, so the server ran it twice and the record said
+    `retried`, a keep-alive race saved."""
+    with IdleClosingServer(idle_close_s=60.0, dies_working_s=2.0, close_how=close_how) as srv:
+        recs, res = _run(srv.url, tmp_path, turns=2, think_s=0.1)
+    assert recs[0]["error_class"] is None
+    failed = recs[1]
+    assert failed["error_class"] == "connection", failed
+    assert failed["retried"] is False and failed["status"] is None, failed
+    assert (srv.requests, srv.closed_unanswered, srv.connections) == (2, 1, 1), vars(srv)
+    assert res.summary.client_health.requests_retried == 0
 
 
 def test_without_the_connection_hook_nothing_is_sent_again(tmp_path: Path) -> None:

@@ -264,10 +264,14 @@ class IdleClosingWorker(RawWorker):
     connection idle that long is closed unanswered, as if the close had crossed it on the wire). `dying_after`: once
     it has answered that many requests, it closes every connection a request arrives on, answering none (a worker
     that is failing). `close_how`: "fin", a clean close (what the router sees when the worker's close reached it
-    first), or "reset" (a close with the request unread: the worker's kernel resets the connection)."""
+    first), or "reset" (a close with the request unread: the worker's kernel resets the connection). `working_s`: a
+    dying worker reads each request whole and closes its connection that long after (it died working on it)."""
 
-    def __init__(self, idle_close_s: float, dying_after: int | None = None, close_how: str = "fin") -> None:
+    def __init__(self, idle_close_s: float, dying_after: int | None = None, close_how: str = "fin",
+                 working_s: float | None = None) -> None:
         self.idle_close_s, self.dying_after, self.close_how = idle_close_s, dying_after, close_how
+        self.working_s = working_s
+        self.received = 0  # requests read whole
         self.connections = 0
         self.answered = 0
         self.closed_unanswered = 0
@@ -280,6 +284,13 @@ class IdleClosingWorker(RawWorker):
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
                 dying = self.dying_after is not None and self.answered >= self.dying_after
+                if dying and self.working_s is not None:
+                    length = int(re.search(rb"(?i)content-length:\s*(\d+)", head).group(1))  # type: ignore[union-attr]
+                    await reader.readexactly(length)
+                    self.received += 1
+                    self.closed_unanswered += 1
+                    await asyncio.sleep(self.working_s)
+                    return
                 if dying or (self.answered and loop.time() - idle_since >= self.idle_close_s):
                     self.closed_unanswered += 1
                     if self.close_how == "reset":
@@ -288,6 +299,7 @@ class IdleClosingWorker(RawWorker):
                     return
                 length = int(re.search(rb"(?i)content-length:\s*(\d+)", head).group(1))  # type: ignore[union-attr]
                 body = json.loads(await reader.readexactly(length))
+                self.received += 1
                 answer = json.dumps({"id": "c", "object": "text_completion", "model": body["model"],
                                      "choices": [{"index": 0, "text": "x", "finish_reason": "length"}],
                                      "usage": {"prompt_tokens": 5, "completion_tokens": body["max_tokens"],
@@ -350,6 +362,28 @@ def test_a_worker_that_closes_connections_unanswered_is_still_a_502_naming_it_af
             # a new connection's failure is not retried: the prefill leg fails at once, named
             assert r.status == 502 and doc["error"]["message"].startswith(f"prefill worker {worker.url} failed")
             assert (worker.closed_unanswered, worker.connections) == (3, 3), vars(worker)
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize("close_how", ["fin", "reset"])
+def test_a_worker_that_drops_a_pooled_connection_while_working_on_a_leg_is_a_502_never_sent_again(
+        close_how: str) -> None:
+    """The decode worker read its leg whole on the pooled connection, worked on it 2 s and dropped the connection with
+    nothing of an answer: not the keep-alive race (which happens at the send, within `KEEPALIVE_RACE_S` of it), so the
+    client gets the 502 naming the worker, the leg sent once and nothing counted as `retried`. It used to be sent
+    again on a new connection: the worker ran the leg twice and /version counted a lost request saved."""
+    async def main() -> None:
+        async with IdleClosingWorker(idle_close_s=60.0, dying_after=1, close_how=close_how, working_s=2.0) as worker, \
+                router([worker.url], [worker.url]) as url, aiohttp.ClientSession() as http:
+            async with http.post(f"{url}/v1/completions", json=request(False, max_tokens=3)) as r:
+                doc = await r.json()
+            assert r.status == 502, doc
+            assert doc["error"]["message"].startswith(f"decode worker {worker.url} failed: "), doc
+            # the prefill leg answered, the decode leg read once on the prefill's pooled connection, never again
+            assert (worker.answered, worker.received, worker.connections) == (1, 2, 1), vars(worker)
+            async with http.get(f"{url}/version") as r:
+                assert (await r.json())["retried"] == {}
 
     asyncio.run(main())
 

@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import time
 from typing import Any, cast
 
 import aiohttp
 import pytest
 from multidict import CIMultiDict, CIMultiDictProxy
 
-from llmsweep.keepalive import Sending, closed_unanswered, mark_reused, post_once_more
+from llmsweep.engine_ids import KEEPALIVE_RACE_S, POOLED_KEEPALIVE_S, SERVER_IDLE_KEEPALIVE_S
+from llmsweep.keepalive import Sending, closed_unanswered, mark_reused, mark_sent, post_once_more
 
 POOLED = cast(aiohttp.ClientSession, object())
 FRESH = cast(aiohttp.ClientSession, object())
@@ -58,8 +60,8 @@ class Sender:
 
 
 def _post(sender: Sender, *, reused: bool, fresh: aiohttp.ClientSession | None = FRESH,
-          retryable: bool = True) -> tuple[Sending, str | BaseException]:
-    sending = Sending(reused=reused)
+          retryable: bool = True, sent_ago: float | None = 0.0) -> tuple[Sending, str | BaseException]:
+    sending = Sending(reused=reused, sent=0.0 if sent_ago is None else time.perf_counter() - sent_ago)
     try:
         got: str | BaseException = asyncio.run(post_once_more(sender(sending), POOLED, fresh, sending,
                                                               lambda exc: retryable))
@@ -118,3 +120,59 @@ def test_a_request_on_a_reused_connection_is_marked_by_the_trace_hook_and_only_a
     other = SimpleNamespace(reused=False)
     asyncio.run(mark_reused(POOLED, SimpleNamespace(trace_request_ctx=other), None))  # type: ignore[arg-type]
     assert other.reused is False
+
+
+def test_the_race_window_is_half_the_slack_between_the_servers_idle_timeout_and_the_clients() -> None:
+    # one home: derived from the two idle timeouts (engine_ids), shorter than a worker that read the request and
+    # died working on it 2 s later (tests/integration: test_client_keepalive, test_pd_router_faults)
+    assert KEEPALIVE_RACE_S == (SERVER_IDLE_KEEPALIVE_S - POOLED_KEEPALIVE_S) / 2 == 1.5
+
+
+@pytest.mark.parametrize("first", [aiohttp.ServerDisconnectedError(),
+                                   aiohttp.ClientOSError(errno.ECONNRESET, "Connection reset by peer")])
+def test_a_close_later_than_the_race_window_after_the_send_is_the_servers_and_never_sent_again(
+        first: aiohttp.ClientError) -> None:
+    """The keep-alive race happens at the send: a pooled connection closed or reset unanswered 2 s after the request
+    was written is a server that read it and dropped the connection working on it; a second send would run it twice.
+    It used to be sent again whenever it came."""
+    sender = Sender(first)
+    sending, got = _post(sender, reused=True, sent_ago=KEEPALIVE_RACE_S + 0.5)
+    assert got is first
+    assert sending.retried is None
+    assert [which for which, _ in sender.sends] == ["pooled"]
+    # the same failure at the send is the race
+    sender = Sender(first)
+    _, got = _post(sender, reused=True, sent_ago=0.0)
+    assert got == "fresh"
+
+
+def test_a_failure_to_write_the_request_is_sent_again_however_late() -> None:
+    """A request still being written when its pooled connection failed (aiohttp's `Can not write request body`, the
+    write's errno or none) was never had whole by the server, however long the write took."""
+    for first in (aiohttp.ClientOSError(errno.ECONNRESET, "Can not write request body for http://h/v1/completions"),
+                  aiohttp.ClientOSError("Can not write request body")):
+        sender = Sender(first)
+        sending, got = _post(sender, reused=True, sent_ago=KEEPALIVE_RACE_S + 5.0)
+        assert got == "fresh", first
+        assert sending.retried is not None
+
+
+def test_a_send_never_stamped_cannot_be_timed_and_is_not_sent_again() -> None:
+    """A caller without the `mark_sent` hook leaves the send untimed: whether its failure came at the send is
+    unknown, so it is raised rather than risk running the request twice."""
+    first = aiohttp.ServerDisconnectedError()
+    sender = Sender(first)
+    sending, got = _post(sender, reused=True, sent_ago=None)
+    assert got is first and sending.retried is None
+
+
+def test_the_send_is_stamped_by_its_trace_hook_and_a_second_send_keeps_the_first_ones_stamp() -> None:
+    from types import SimpleNamespace
+
+    sending = Sending()
+    before = time.perf_counter()
+    asyncio.run(mark_sent(POOLED, SimpleNamespace(trace_request_ctx=sending), None))
+    assert before <= sending.sent <= time.perf_counter()
+    stamped, sending.retried = sending.sent, "ServerDisconnectedError: Server disconnected"
+    asyncio.run(mark_sent(FRESH, SimpleNamespace(trace_request_ctx=sending), None))
+    assert sending.sent == stamped

@@ -41,7 +41,6 @@ from llmsweep.client.transport import (
     build_body,
     exchange,
     first_tokens_first,
-    on_request_sent,
     stalled,
     to_record,
 )
@@ -378,8 +377,8 @@ class Interpreter:
         trace.on_connection_queued_end.append(self._on_queued_end)
         trace.on_connection_create_start.append(self._on_create_start)
         trace.on_connection_create_end.append(self._on_create_end)
-        trace.on_request_headers_sent.append(on_request_sent)
-        trace.on_request_chunk_sent.append(on_request_sent)
+        trace.on_request_headers_sent.append(keepalive.mark_sent)
+        trace.on_request_chunk_sent.append(keepalive.mark_sent)
         trace.on_connection_reuseconn.append(keepalive.mark_reused)
         connector = StampingConnector(limit=0, limit_per_host=0, force_close=False, enable_cleanup_closed=True,
                                       keepalive_timeout=POOLED_KEEPALIVE_S)

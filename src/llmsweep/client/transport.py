@@ -63,11 +63,11 @@ def build_body(spec: RequestSpec, endpoint: Endpoint) -> bytes:
 
 @dataclass(slots=True, eq=False)  # compared and hashed by identity: the interpreter keeps the in-flight ones in a set
 class RawExchange(keepalive.Sending):
-    """What the hot loop saw: perf_counter stamps, status and raw reads; and, as a `keepalive.Sending`, whether the
-    request went out on a pooled connection and was sent again on a new one (`retried`: the first send's failure)."""
+    """What the hot loop saw: perf_counter stamps, status and raw reads; and, as a `keepalive.Sending`, when the
+    request was written (`sent`), whether it went out on a pooled connection and was sent again on a new one
+    (`retried`: the first send's failure)."""
 
     scheduled: float
-    sent: float = 0.0
     first_byte: float | None = None
     end: float | None = None
     status: int | None = None
@@ -523,7 +523,7 @@ async def exchange(
     byte of an answer is sent again once through it (`keepalive.post_once_more`; what may be: `_nothing_came`). Its
     `sent` stays the first send's, so its TTFT and E2EL hold the failed attempt, as the user waited through it."""
     perf = time.perf_counter
-    raw.sent = perf()  # replaced by the moment the headers were written (trace hook), when they were
+    raw.sent = perf()  # replaced by the moment the request was written (`keepalive.mark_sent`), when it was
     # aiohttp holds its whole-request timer over its own reads only: the body awaited whole below (`wait_eof`, the
     # stamped path) ran past `timeout.total` unchecked, a 3.6-s stream succeeding under a 1-s timeout
     deadline = None if timeout.total is None else asyncio.get_running_loop().time() + timeout.total
@@ -654,15 +654,6 @@ def _nothing_came(raw: RawExchange, exc: aiohttp.ClientError) -> bool:
     bytes that came before a reset or of a status line cut short."""
     return (raw.stamper is not None and raw.status is None and raw.first_byte is None
             and keepalive.closed_unanswered(exc))
-
-
-async def on_request_sent(session: Any, ctx: Any, params: Any) -> None:
-    """aiohttp trace hook (headers sent, then body chunk sent): stamp `sent` when the request really goes to the
-    socket. aiohttp buffers the headers and writes them with the body from a separate task, so on a busy loop the
-    real write can trail `session.post` by milliseconds; that delay shows as schedule lag, not as TTFT."""
-    raw = ctx.trace_request_ctx
-    if isinstance(raw, RawExchange) and raw.retried is None:  # a second send keeps the first one's stamp
-        raw.sent = time.perf_counter()
 
 
 def to_record(raw: RawExchange, spec: RequestSpec, **kw: Any) -> tuple[RequestRecord, str]:
