@@ -71,6 +71,12 @@ class DecodeLeg:
     """How the decode worker's 200 answer is changed on its way to the client (None: relayed byte for byte)."""
 
 
+class SentAgainFailed(aiohttp.ClientConnectionError):
+    """A leg sent again on a new connection (:meth:`PDRouter.post`) failed before its head came too: its words are the
+    second send's failure, then the first's (the pooled connection closed unanswered), as the load client words its
+    own (`client.transport`), so the 502 says both."""
+
+
 class NoKVHandle(Exception):
     """A prefill worker answered 200 but handed over nothing the decode worker could pull the prompt's KV with."""
 
@@ -196,7 +202,8 @@ class PDRouter:
         router does not see the bytes a connection read: a status line cut short before the close or reset is taken
         for nothing (uvicorn writes a head in one piece, so only a worker that died inside that write, within the
         window, is sent the leg again). Each leg sent again is counted against its worker (`retried`, in
-        `/version`)."""
+        `/version`); a second send that fails before its head raises :class:`SentAgainFailed`, naming both sends'
+        failures."""
         sending = keepalive.Sending()
 
         def send(session: aiohttp.ClientSession) -> Awaitable[aiohttp.ClientResponse]:
@@ -208,7 +215,14 @@ class PDRouter:
                          sending.retried, by_url[worker])
             return session.post(worker + path, trace_request_ctx=sending, **kwargs)
 
-        resp = await keepalive.post_once_more(send, self.session, self._fresh, sending, keepalive.closed_unanswered)
+        try:
+            resp = await keepalive.post_once_more(send, self.session, self._fresh, sending,
+                                                  keepalive.closed_unanswered)
+        except (aiohttp.ClientError, OSError) as exc:
+            if sending.retried is None:
+                raise
+            raise SentAgainFailed(f"{exc} (its second send, on a new connection; the first went out on a pooled "
+                                  f"connection the worker closed unanswered: {sending.retried})") from exc
         async with resp:
             yield resp
 

@@ -353,7 +353,12 @@ def test_a_worker_that_closes_connections_unanswered_is_still_a_502_naming_it_af
                 doc = await r.json()
             # the prefill leg is answered; the decode leg (its pooled connection, then a new one) is not
             assert r.status == 502, doc
-            assert doc["error"]["message"] == f"decode worker {worker.url} failed: Server disconnected"
+            # both sends' failures, as the client names them: the 502 said the second's only (the first went to an
+            # info log)
+            assert doc["error"]["message"] == (
+                f"decode worker {worker.url} failed: Server disconnected (its second send, on a new connection; the "
+                "first went out on a pooled connection the worker closed unanswered: ServerDisconnectedError: Server "
+                "disconnected)")
             assert (worker.answered, worker.closed_unanswered, worker.connections) == (1, 2, 2), vars(worker)
             async with http.get(f"{url}/version") as r:
                 assert (await r.json())["retried"] == {"decode": {worker.url: 1}}  # the one retry, counted once
