@@ -2,9 +2,10 @@
 
 `python -m llmsweep.execute.node_power --dir DIR [--url URL] [--backend KIND]` samples with `llmsweep.power`'s
 backends (the simulator's `/power` at URL when the role it serves is simulated; NVML, amd-smi or nvidia-smi
-otherwise) until SIGTERM/SIGINT, appending the samples to DIR/gpu_metrics.jsonl (one folder per node) every
-`power.sampler.FLUSH_S` seconds, where the lifecycle reads each job's window (`power.deployment`), and the last ones at
-the end. The process holds none of them once written: a node sampler of a multi-hour run stays as small as at its start.
+otherwise) until SIGTERM/SIGINT, appending the samples, and each read of the backend that failed, to
+DIR/gpu_metrics.jsonl (one folder per node) every `power.sampler.FLUSH_S` seconds, where the lifecycle reads each job's
+window (`power.deployment`: its samples and its failed reads), and the last ones at the end. The process holds none
+of them once written: a node sampler of a multi-hour run stays as small as at its start.
 """
 
 from __future__ import annotations

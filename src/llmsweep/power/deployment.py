@@ -7,6 +7,8 @@ put in one file beside the records, each GPU named `<worker>/<index>` (a node's 
 virtual time) with its role in the header, so the one integration (`power.integrate`) gives the deployment's energy
 over all GPUs of all roles, per-token figures dividing by all of them, and each role's share. A worker whose sampler
 left no samples is named in the header (`missing`): the job's power is then invalid with `node_telemetry_missing`.
+A node sampler's file also says each read of its backend that failed (`ReadFailure`); those within a job's window are
+its header's `read_failures` and `read_error`, as one sampler's are (`power.sampler.PowerSampler.write_job`).
 """
 
 from __future__ import annotations
@@ -14,10 +16,17 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from llmsweep.power.samples import GPU_METRICS_FILE, GpuSample, TelemetryHeader, parse_gpu_metrics, write_gpu_metrics
+from llmsweep.power.samples import (
+    GPU_METRICS_FILE,
+    GpuSample,
+    ReadFailure,
+    TelemetryHeader,
+    parse_gpu_metrics,
+    write_gpu_metrics,
+)
 
 READ_BLOCK = 1 << 20
 """Bytes of a node's file read at a time (a long eval between two jobs leaves many lines to take in at once)."""
@@ -41,21 +50,30 @@ class WorkerSamples:
     samples: list[GpuSample]
     why: str | None = None
     """Why the worker has no samples (its sampler did not start, its file is missing), when it has none."""
+    failures: list[ReadFailure] = field(default_factory=list)
+    """The reads of the worker's backend that failed, as its file says them."""
 
 
-def merge(parts: Sequence[WorkerSamples], *, since: float, expected_gpus: int, role_gpus: dict[str, int],
-          require: bool, max_gap_s: float) -> tuple[TelemetryHeader, list[GpuSample]]:
-    """One header and the samples of every worker from just before `since`, each GPU as `<worker>/<index>`."""
+def merge(parts: Sequence[WorkerSamples], *, since: float, until: float | None = None, expected_gpus: int,
+          role_gpus: dict[str, int], require: bool, max_gap_s: float) -> tuple[TelemetryHeader, list[GpuSample]]:
+    """One header and the samples of every worker from just before `since`, each GPU as `<worker>/<index>`; the
+    reads that failed from `since` to `until` (the job's end; None: since `since`) are counted (`read_failures`), the
+    last one's words named with its worker (`read_error`)."""
     lead = since - 2 * max_gap_s
     samples: list[GpuSample] = []
     gpu_roles: dict[str, str] = {}
     missing: list[str] = []
+    failed: list[tuple[float, str]] = []
     headers = [p.header for p in parts if p.header is not None and p.header.backend is not None]
     for part in parts:
         w = part.worker
+        failed_here = [f for f in part.failures if f.t >= since and (until is None or f.t <= until)]
+        failed += [(f.t, f"{w.label} ({w.role}): {f.error}") for f in failed_here]
         kept = [s.model_copy(update={"gpu": f"{w.label}/{s.gpu}"}) for s in part.samples if s.t >= lead]
         if not kept:
             why = part.why or (part.header.error if part.header is not None and part.header.error else None)
+            if why is None and failed_here:  # a sampler that started, then failed every read: why
+                why = f"no sample could be read: {failed_here[-1].error}"
             missing.append(f"{w.label} ({w.role}): {why or 'no samples'}")
             continue
         samples += kept
@@ -67,7 +85,8 @@ def merge(parts: Sequence[WorkerSamples], *, since: float, expected_gpus: int, r
         interval_s=max((h.interval_s for h in headers), default=1.0), max_gap_s=max_gap_s,
         expected_gpus=expected_gpus, gpu_ids=sorted(gpu_roles), require=require,
         error=None if headers else "; ".join(missing) or "no sampler in the deployment",
-        gpu_roles=gpu_roles, role_gpus=role_gpus, missing=missing)
+        gpu_roles=gpu_roles, role_gpus=role_gpus, missing=missing, read_failures=len(failed),
+        read_error=max(failed)[1] if failed else None)
     return header, samples
 
 
@@ -82,13 +101,14 @@ class NodeFile:
         self.lines = 0
         self.header: TelemetryHeader | None = None
         self.samples: list[GpuSample] = []
+        self.failures: list[ReadFailure] = []
 
     def read(self, keep_from: float = -math.inf) -> bool:
         """Take in what was appended, keeping the samples at or after `keep_from`; False when there is no file yet."""
         try:
             with self.path.open("rb") as fh:
                 if fh.seek(0, 2) < self.offset:  # written anew from the start (a sampler restarted on the node)
-                    self.offset, self.lines, self.header, self.samples = 0, 0, None, []
+                    self.offset, self.lines, self.header, self.samples, self.failures = 0, 0, None, [], []
                 fh.seek(self.offset)
                 rest = b""
                 while block := fh.read(READ_BLOCK):
@@ -104,14 +124,16 @@ class NodeFile:
         if not whole:
             return
         lines = whole.decode("utf-8", errors="replace").splitlines()
-        header, samples, _problems = parse_gpu_metrics(lines, self.lines + 1)
+        header, samples, failures, _problems = parse_gpu_metrics(lines, self.lines + 1)
         self.header = header or self.header
         self.samples += [s for s in samples if s.t >= keep_from]
+        self.failures += [f for f in failures if f.t >= keep_from]
         self.offset += len(whole)
         self.lines += len(lines)
 
     def forget_before(self, t: float) -> None:
         self.samples = [s for s in self.samples if s.t >= t]
+        self.failures = [f for f in self.failures if f.t >= t]
 
 
 class NodePowerFiles:
@@ -134,7 +156,7 @@ class NodePowerFiles:
             elif not node.read(keep_from):
                 parts.append(WorkerSamples(worker, None, [], f"no {GPU_METRICS_FILE} from the node"))
             else:
-                parts.append(WorkerSamples(worker, node.header, node.samples))
+                parts.append(WorkerSamples(worker, node.header, node.samples, failures=node.failures))
         return parts
 
     def open_window(self) -> None:
@@ -150,7 +172,7 @@ class NodePowerFiles:
                 and time.monotonic() < deadline:
             time.sleep(0.2)
             parts = self._read(lead)
-        header, samples = merge(parts, since=since, expected_gpus=expected_gpus, role_gpus=self.role_gpus,
+        header, samples = merge(parts, since=since, until=end, expected_gpus=expected_gpus, role_gpus=self.role_gpus,
                                 require=self.require if require is None else require, max_gap_s=self.max_gap_s)
         path = job_dir / GPU_METRICS_FILE
         write_gpu_metrics(path, header, samples)

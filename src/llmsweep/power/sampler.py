@@ -31,6 +31,7 @@ from llmsweep.power.samples import (
     REQUIRE_POWER_HELP,
     GpuSample,
     PowerSource,
+    ReadFailure,
     TelemetryHeader,
     write_gpu_metrics,
 )
@@ -104,8 +105,9 @@ class PowerSampler:
         """Reads that failed since the open job's window opened, and the last one's message (its file says them)."""
         self._kept: deque[GpuSample] = deque()
         """The samples a job's window may still need, in the order they were taken."""
-        self._unwritten: list[GpuSample] = []
-        """Taken and not yet appended to `log_path`."""
+        self._unwritten: list[GpuSample | ReadFailure] = []
+        """Taken, or failed (a multi-node job's lifecycle counts its nodes' failed reads from their files), and not
+        yet appended to `log_path`."""
         self._window_from: float | None = None
         """When the open job's window opened (`open_window`); None between jobs."""
         self._delivered = False
@@ -143,6 +145,8 @@ class PowerSampler:
                 self.last_error = message
                 self._window_failures += 1
                 self._window_error = message
+                if self._log_path is not None:
+                    self._unwritten.append(ReadFailure(t=time.time(), error=message))
             log.debug("power sample failed (%s): %s", self.backend.kind, exc)
             return []
         with self._lock:
@@ -210,11 +214,12 @@ class PowerSampler:
         return path
 
     def flush(self) -> None:
-        """Append the samples taken since the last flush to the server folder's file (the header and a fresh file on
-        the first): a reader elsewhere sees them while the server runs (a multi-node job's node samplers,
-        `execute.node_power`), and a kill leaves every reading but the last `FLUSH_S`'s (at worst a last line cut
-        short, which `read_gpu_metrics` passes over). Each flush appends whole lines; one that fails is undone and
-        its samples stay for the next."""
+        """Append the samples taken (and the reads that failed) since the last flush to the server folder's file (the
+        header and a fresh file on the first): a reader elsewhere sees them while the server runs (a multi-node job's
+        node samplers, `execute.node_power`, whose failed reads the job's window counts: `power.deployment.merge`),
+        and a kill leaves every reading but the last `FLUSH_S`'s (at worst a last line cut short, which
+        `read_gpu_metrics` passes over). Each flush appends whole lines; one that fails is undone and its samples stay
+        for the next."""
         if self._log_path is None:
             return
         with self._write_lock:  # one flush at a time, so the file keeps the samples' order

@@ -1,7 +1,11 @@
 """`gpu_metrics.jsonl`: what a power sampler recorded for one job, in SI units.
 
 Line 1 is a `TelemetryHeader` (`"type": "header"`); every other line is one `GpuSample` (`"type": "sample"`): one GPU
-at one instant. Timestamps are unix seconds of the host that sampled (the client's records use the same clock).
+at one instant. A sampler's own file (a server folder's, a multi-node job's node's: `power.sampler.PowerSampler.flush`)
+also has a `ReadFailure` line (`"type": "read_error"`) for each read of its backend that failed, when and what it said:
+a role-by-role job counts its window's from its nodes' files (`power.deployment.merge`); a job's own file says them in
+its header (`read_failures`, `read_error`). Timestamps are unix seconds of the host that sampled (the client's records
+use the same clock).
 """
 
 from __future__ import annotations
@@ -81,6 +85,16 @@ class GpuSample(BaseModel):
     util_mem: float | None = Field(default=None, description="Memory-controller utilisation, 0-100 %.")
 
 
+class ReadFailure(BaseModel):
+    """A read of the sampler's backend that failed: when, and what the backend said (`<backend>: <message>`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: Literal["read_error"] = "read_error"
+    t: float = Field(description="Unix seconds.")
+    error: str
+
+
 Telemetry = tuple[TelemetryHeader, list[GpuSample]]
 """A job's power telemetry in memory: what its `gpu_metrics.jsonl` holds (header, then samples)."""
 
@@ -96,34 +110,39 @@ def write_gpu_metrics(path: Path, header: TelemetryHeader, samples: Iterable[Gpu
 def read_gpu_metrics(path: Path) -> tuple[TelemetryHeader | None, list[GpuSample], list[str]]:
     """(header, samples, problems): unreadable lines are reported, not fatal (they make power invalid). A last line
     with no line end that does not parse is a reading its writer was killed while appending (a server folder's file,
-    `PowerSampler.flush`): that reading is missing, not damaged, and is passed over."""
+    `PowerSampler.flush`): that reading is missing, not damaged, and is passed over; so are a sampler's own file's
+    failed reads (`ReadFailure`: what a job's window had of them its header says)."""
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
         return None, [], ["telemetry_file_unreadable"]
     lines = text.splitlines()
-    header, samples, problems = parse_gpu_metrics(lines)
+    header, samples, _failures, problems = parse_gpu_metrics(lines)
     if lines and not text.endswith("\n") and problems and problems[-1] == f"line {len(lines)}":
         problems.pop()
     return header, samples, problems
 
 
-def parse_gpu_metrics(lines: Iterable[str], first_line: int = 1) -> tuple[TelemetryHeader | None, list[GpuSample],
-                                                                          list[str]]:
-    """The lines of a `gpu_metrics.jsonl` (numbered from `first_line` in the problems) as (header, samples,
-    problems)."""
+def parse_gpu_metrics(lines: Iterable[str], first_line: int = 1
+                      ) -> tuple[TelemetryHeader | None, list[GpuSample], list[ReadFailure], list[str]]:
+    """The lines of a `gpu_metrics.jsonl` (numbered from `first_line` in the problems) as (header, samples, failed
+    reads, problems)."""
     header: TelemetryHeader | None = None
     samples: list[GpuSample] = []
+    failures: list[ReadFailure] = []
     problems: list[str] = []
     for n, line in enumerate(lines, first_line):
         if not line.strip():
             continue
         try:
             doc = json.loads(line)
-            if isinstance(doc, dict) and doc.get("type") == "header":
+            kind = doc.get("type") if isinstance(doc, dict) else None
+            if kind == "header":
                 header = TelemetryHeader.model_validate(doc)
+            elif kind == "read_error":
+                failures.append(ReadFailure.model_validate(doc))
             else:
                 samples.append(GpuSample.model_validate(doc))
         except (ValueError, ValidationError):
             problems.append(f"line {n}")
-    return header, samples, problems
+    return header, samples, failures, problems
