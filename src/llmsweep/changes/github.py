@@ -196,7 +196,8 @@ def unbounded_note(jobs: Sequence[Job]) -> str | None:
         return None
     return (f"{len(unbounded)} job(s) (e.g. {unbounded[0].id}) replay a whole trace, whose length nothing in the plan "
             f"bounds: their runner jobs time out at GitHub's default, {GITHUB_DEFAULT_TIMEOUT_MINUTES} minutes; give "
-            "the replay a `duration` (or `max-rows`) for a timeout of the run's own")
+            "the replay a `duration` (or, replayed in closed loop rather than on its timestamps, `max-rows`) for a "
+            "timeout of the run's own")
 
 
 def carries_eval(job: Job) -> bool:

@@ -94,6 +94,11 @@ class Load:
     duration_s: float | None = None
     warmup_requests: int = 0
     warmup_per_lane: int = 0
+    most_requests: int | None = None
+    """The most profiling requests the workload itself holds, where the plan knows it and nothing else stops the
+    point (a closed-loop replay of a trace's first `max-rows` rows): it bounds the point's length (`bound_s`), and
+    is no stopping rule — the client is not given it, nor the gates a count to finish (a trace shorter than it is
+    replayed whole, not cut short)."""
 
     def bound_s(self, *, request_timeout_s: float, grace_s: float) -> float | None:
         """The longest the client can drive this load while each request ends within `request_timeout_s` and a
@@ -111,8 +116,9 @@ class Load:
             warmup += (self.warmup_requests / lanes + 1) * request_timeout_s
         if self.duration_s is not None:
             return warmup + self.duration_s + grace_s
-        if self.num_requests is not None and lanes is not None:
-            return warmup + (self.num_requests / lanes + 1) * request_timeout_s
+        requests = self.num_requests if self.num_requests is not None else self.most_requests
+        if requests is not None and lanes is not None:
+            return warmup + (requests / lanes + 1) * request_timeout_s
         return None
 
 
@@ -370,9 +376,14 @@ class MooncakeReplay(Scenario):
         })
 
     def load(self, resolved: ResolvedWorkload, *, concurrency: int, job_duration: int | None = None) -> Load:
-        timestamps = resolved.replay is not None and resolved.replay.timestamps
+        """Closed loop at `concurrency` (the rows once, shared by the lanes), or, with `replay.timestamps`, each row
+        at its own time; for `duration` when given, else until the rows run out — `max-rows` of them at most, which
+        bounds a closed-loop replay's length (`Load.most_requests`; on the timestamps the length is the trace's)."""
+        replay = resolved.replay
+        timestamps = replay is not None and replay.timestamps
         return Load(concurrency=None if timestamps else concurrency,
-                    duration_s=float(resolved.duration) if resolved.duration else None)
+                    duration_s=float(resolved.duration) if resolved.duration else None,
+                    most_requests=replay.max_rows if replay is not None and not timestamps else None)
 
     def build(self, resolved: ResolvedWorkload, *, concurrency: int, point: str | None = None,
               copy: int | None = None, **overrides: Any) -> Workload:

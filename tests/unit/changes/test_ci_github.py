@@ -998,7 +998,7 @@ def test_each_sweep_job_times_out_after_the_longest_its_run_can_take(tmp_path: P
 def test_an_agentic_jobs_timeout_follows_its_window_and_a_whole_trace_replay_keeps_githubs(tmp_path: Path) -> None:
     """An agentic point runs for its window (`duration`): a window twice as long gives its runner job that much more
     time. A replay of a whole Mooncake trace runs as long as the trace, which no plan bounds: it keeps GitHub's six
-    hours, and the setup says so with the fix (a `duration`)."""
+    hours, and the setup says so with the fix (a `duration`, or `max-rows` replayed in closed loop)."""
     recipe = (Path(__file__).parents[2] / "data" / "recipes" / "run" / "replay-sim.yaml").read_text()
     agentic = recipe.replace("  workload:\n    replay:\n      mooncake: TRACE\n", "")
     short, _ = _timeouts(tmp_path, agentic.replace("  serve:\n", "  workload: {duration: 1800}\n  serve:\n"), "short")
@@ -1013,6 +1013,17 @@ def test_an_agentic_jobs_timeout_follows_its_window_and_a_whole_trace_replay_kee
     windowed, said = _timeouts(tmp_path, recipe.replace("TRACE", str(trace)).replace(
         "  workload:\n    replay:", "  workload:\n    duration: 600\n    replay:"), "windowed")
     assert max(windowed.values()) < 360 and "replay a whole trace" not in said
+    # `max-rows`, as the note offers, bounds a closed-loop replay: its rows over its lanes at the request timeout
+    # (the note offered it, but nothing read it: the replay kept GitHub's six hours)
+    rows = recipe.replace("TRACE", str(trace)).replace("      mooncake: ", "      max-rows: 8\n      mooncake: ")
+    capped, said = _timeouts(tmp_path, rows, "rows")
+    assert max(capped.values()) < 360 and "replay a whole trace" not in said
+    more, _ = _timeouts(tmp_path, rows.replace("max-rows: 8", "max-rows: 16"), "more-rows")
+    assert [more[job] - capped[job] for job in capped] == [20]  # 8 more rows over 4 lanes: 2 rounds of 10 minutes
+    # on the trace's timestamps its length is the trace's, `max-rows` or not
+    timed, said = _timeouts(tmp_path, rows.replace("      mooncake: ", "      timestamps: true\n      mooncake: "),
+                            "timed")
+    assert list(timed.values()) == [360] and "replay a whole trace" in said
 
 
 @pytest.mark.parametrize(("requests", "lanes", "warmups", "per_lane", "window", "bound"), [
