@@ -12,10 +12,12 @@ The workflow's shape follows InferenceX's `run-sweep.yml` (core spec §7.1/§7.2
   row: its throughput point and its eval on the same server; or an eval-only row) first installs the harness,
   `lm-eval[api]` at the version llmsweep pins, into a virtual environment of its own and names it in
   `LLMSWEEP_LM_EVAL` (InferenceX's CI runs these points and their evals; a throughput entry installs nothing); each
-  runner job times out after the longest its `run` can take while the run's own limits hold (its server's start-up
-  deadline, its points' windows or request counts at the request timeout, its eval's limit: `execute.bound`) plus
-  `--allowance-minutes` for the checkout, installs and an image's pull, so a hung benchmark frees its GPU runner
-  then, not after GitHub's six hours (:func:`timeout_minutes`);
+  runner job's `run` step times out after the longest its `run` can take while the run's own limits hold (its
+  server's start-up deadline, its points' windows or request counts at the request timeout, its eval's limit:
+  `execute.bound`) plus `--allowance-minutes` for what those limits do not bound (an image's pull), so a hung
+  benchmark frees its GPU runner then, not after GitHub's six hours (:func:`timeout_minutes`); a step past its
+  timeout fails, so the timed-out job is collected as failed, where a job past its own `timeout-minutes` ends
+  cancelled and may not be (the job's own is later, a backstop: :func:`job_timeout_minutes`);
 - InferenceX's modifier labels (core spec §3.3, §7.2) change what a labelled pull request sweeps: `evals-only` runs
   only the eval jobs (`run --evals-only`'s plan), `all-evals` adds an eval-only job for every 8k1k fixed-seq-len and
   agentic row and keeps the throughput jobs (planned as `run --no-evals`, their evals being those eval-only jobs);
@@ -29,7 +31,8 @@ The workflow's shape follows InferenceX's `run-sweep.yml` (core spec §7.1/§7.2
   artifact), compares it with the baseline run in the store using between-run bands (`llmsweep compare --baseline
   --format markdown`) and posts that verdict with the sweep's success rate as the job summary; a cancelled workflow
   run (superseded by a newer push's, or stopped by hand) is not collected: its collect job is skipped, so it is never
-  stored or compared as a sweep that finished with its cancelled jobs failed.
+  stored or compared as a sweep that finished with its cancelled jobs failed. A job that timed out is no cancel of
+  the run: its `run` step failed (above), and it is collected as the failure it is.
 """
 
 from __future__ import annotations
@@ -136,8 +139,9 @@ def matrix_entries(jobs: Sequence[Job], fleet: FleetCatalog | None = None, *, ev
                    allowance_minutes: int | None = None) -> list[dict[str, Any]]:
     """The `strategy.matrix.include` list: one entry per job, highest priority first; runner labels from the fleet.
     `plans` maps a job id to the `llmsweep run` flag that plans it (:func:`label_plans`), the entry's `plan` (`""`
-    when it has none: the plain plan). `timeout`: the runner job's timeout-minutes (:func:`timeout_minutes`, with
-    `allowance_minutes`, default `--allowance-minutes`'s).
+    when it has none: the plain plan). `run_timeout`: the timeout-minutes of the runner job's `run` step
+    (:func:`timeout_minutes`, with `allowance_minutes`, default `--allowance-minutes`'s); `timeout`: the runner job's
+    own, later (:func:`job_timeout_minutes`).
 
     A label neither the fleet file lists nor `runner_labels` names is refused: its jobs would wait for a runner that
     may not exist (a typo). GitHub's runners can carry labels the fleet file omits — InferenceX's own master names
@@ -153,10 +157,13 @@ def matrix_entries(jobs: Sequence[Job], fleet: FleetCatalog | None = None, *, ev
                                   f"or, if GitHub's self-hosted runners carry it, pass {flags}")
     plans = plans or {}
     allowance = default_allowance() if allowance_minutes is None else allowance_minutes
-    return [{"job": job.id, "runner": job.runner, "recipe": job.recipe_key, "priority": f"{score:.3f}",
-             "eval": carries_eval(job), "plan": plans.get(job.id, ""),
-             "timeout": timeout_minutes(job, allowance)[0]}
-            for job, score in by_priority(jobs, event=event, labels=labels)]
+    entries = []
+    for job, score in by_priority(jobs, event=event, labels=labels):
+        run = timeout_minutes(job, allowance)[0]
+        entries.append({"job": job.id, "runner": job.runner, "recipe": job.recipe_key, "priority": f"{score:.3f}",
+                        "eval": carries_eval(job), "plan": plans.get(job.id, ""), "run_timeout": run,
+                        "timeout": job_timeout_minutes(run, allowance)})
+    return entries
 
 
 GITHUB_DEFAULT_TIMEOUT_MINUTES = 360
@@ -173,19 +180,34 @@ def default_allowance() -> int:
 
 
 def timeout_minutes(job: Job, allowance_minutes: int) -> tuple[int, bool]:
-    """The runner job's timeout-minutes for `job` and whether its plan gave it: the longest its `llmsweep run` can
-    take while every limit of its own holds (`execute.bound.run_bound_s`), in whole minutes up, plus
-    `allowance_minutes` for what no limit of the run bounds (the checkout, the installs, an engine image's pull, the
-    upload). A job whose plan bounds nothing (a replay of a whole trace without a `duration`) keeps GitHub's own
-    six hours (:data:`GITHUB_DEFAULT_TIMEOUT_MINUTES`), and False says so."""
+    """The timeout-minutes of the runner job's `run` step for `job` and whether its plan gave it: the longest its
+    `llmsweep run` can take while every limit of its own holds (`execute.bound.run_bound_s`), in whole minutes up,
+    plus `allowance_minutes` for what no limit of the run bounds (an engine image's pull). A job whose plan bounds
+    nothing (a replay of a whole trace without a `duration`) runs until GitHub's own six hours
+    (:data:`GITHUB_DEFAULT_TIMEOUT_MINUTES`) less the allowance, and False says so.
+
+    The step's timeout, not the job's, is what ends a hung run: the runner fails a step past its `timeout-minutes`
+    ("The action has timed out": actions/runner `StepsRunner.RunStepAsync`), so the job fails, its upload runs and
+    the collect job takes it as the failure it is; a job past its own `timeout-minutes` ends *cancelled* (GitHub
+    gives it the result `cancelled`, and whether a dependent job's `!cancelled()` then holds is not documented), and
+    the sweep's collect job could be skipped as if a person had stopped the run. The job's own timeout is later
+    (:func:`job_timeout_minutes`)."""
     import math
 
     from llmsweep.execute.bound import run_bound_s
 
     bound = run_bound_s(job)
     if bound is None:
-        return GITHUB_DEFAULT_TIMEOUT_MINUTES, False
+        return max(GITHUB_DEFAULT_TIMEOUT_MINUTES - allowance_minutes, 1), False
     return math.ceil(bound / 60) + allowance_minutes, True
+
+
+def job_timeout_minutes(run_minutes: int, allowance_minutes: int) -> int:
+    """The runner job's own timeout-minutes, past its `run` step's (`run_minutes`, :func:`timeout_minutes`) by the
+    allowance for the steps around it (the checkout, the installs, the upload): the step's timeout comes first and
+    fails the job; the job's, a cancel, is the backstop for a hang outside the run (with `--allowance-minutes 0`
+    the two coincide, and the job's, which started earlier, may come first)."""
+    return run_minutes + allowance_minutes
 
 
 def unbounded_note(jobs: Sequence[Job]) -> str | None:
@@ -195,7 +217,8 @@ def unbounded_note(jobs: Sequence[Job]) -> str | None:
     if not unbounded:
         return None
     return (f"{len(unbounded)} job(s) (e.g. {unbounded[0].id}) replay a whole trace, whose length nothing in the plan "
-            f"bounds: their runner jobs time out at GitHub's default, {GITHUB_DEFAULT_TIMEOUT_MINUTES} minutes; give "
+            f"bounds: their runner jobs time out at GitHub's default, {GITHUB_DEFAULT_TIMEOUT_MINUTES} minutes (their "
+            "runs the allowance before); give "
             "the replay a `duration` (or, replayed in closed loop rather than on its timestamps, `max-rows`) for a "
             "timeout of the run's own")
 
@@ -397,8 +420,8 @@ def workflow(files: Sequence[Path], *, source: Source = "matrix", baseline: str 
         "needs": "setup",
         "if": "needs.setup.outputs.run == 'true' && needs.setup.outputs.count != '0'",
         "runs-on": ["self-hosted", "${{ matrix.runner }}"],
-        # the longest the entry's `run` can take while its own limits hold, plus the allowance (`timeout_minutes`): a
-        # hung benchmark frees its GPU runner then, not after GitHub's default six hours
+        # later than the `run` step's (`job_timeout_minutes`): a backstop for a hang outside the run, which GitHub
+        # ends as a cancel
         "timeout-minutes": "${{ matrix.timeout }}",
         "strategy": {"fail-fast": "${{ needs.setup.outputs.fail-fast == 'true' }}",
                      "matrix": "${{ fromJSON(needs.setup.outputs.matrix) }}"},
@@ -407,7 +430,11 @@ def workflow(files: Sequence[Path], *, source: Source = "matrix", baseline: str 
             lm_eval_step(),
             # planned as `ci matrix` planned it (`plan`: the eval labels' `run` flag): an eval-only job's id exists
             # only in the plan of --evals-only/--all-evals, and an all-evals throughput job is run with --no-evals
-            {"name": "Run the job", "env": {"JOB": "${{ matrix.job }}", "PLAN": "${{ matrix.plan }}"},
+            # times out after the longest the entry's `run` can take while its own limits hold, plus the allowance
+            # (`timeout_minutes`): a hung benchmark frees its GPU runner then, not after GitHub's six hours; a step
+            # past its timeout fails (a job past its own is cancelled), so the timed-out job is collected as failed
+            {"name": "Run the job", "timeout-minutes": "${{ matrix.run_timeout }}",
+             "env": {"JOB": "${{ matrix.job }}", "PLAN": "${{ matrix.plan }}"},
              "run": _sh("llmsweep", "run", *recipe_args, *fleet_args, *label_args, "--job", _Env('"$JOB"'),
                         _Env('${PLAN:+"$PLAN"}'), "--out", _Env('"runs/$JOB"'), "--no-report")},
             # `overwrite`: a run keeps its artifacts across attempts, and upload-artifact@v4 refuses a name already
@@ -435,7 +462,8 @@ def workflow(files: Sequence[Path], *, source: Source = "matrix", baseline: str 
         # after the sweep whatever its jobs' results, but only when setup planned it: a setup whose `ci matrix` failed
         # leaves `run` set and `count` unset, and collecting against no job ids would only fail again. Not after a
         # cancelled workflow run (a newer push's sweep superseded it, or a person stopped it): `always()` started the
-        # collect job then too, which merged the cancelled jobs as failed and the sweep as one that had finished
+        # collect job then too, which merged the cancelled jobs as failed and the sweep as one that had finished. A
+        # job that ran past its bound is no cancel: its `run` step's timeout failed it (`timeout_minutes`)
         "if": f"{NOT_CANCELLED} && needs.setup.result == 'success' && needs.setup.outputs.run == 'true' && "
               "needs.setup.outputs.count != '0'",
         "runs-on": collect_runner,

@@ -67,11 +67,12 @@ def github(files: tuple[Path, ...], out: Path, source: str, baseline: str | None
 
     Jobs run on `[self-hosted, <runner label>]` (labels checked against the fleet file), highest priority first;
     a job that runs an accuracy eval (a `run-eval` row) first installs lm-eval in a virtual environment of its own;
-    each times out after the longest its `llmsweep run` can take while the run's own limits hold (its server's
+    each one's `llmsweep run` times out after the longest it can take while the run's own limits hold (its server's
     start-up deadline, its points' windows or request counts at the request timeout, its eval's limit) plus
-    --allowance-minutes, and uploads `bmk_<job id>`; a final job merges them, stores, writes the dashboard and posts
-    the verdict against --baseline with the success rate (not for a cancelled workflow run: a newer push's sweep
-    superseded it, or it was stopped by hand).
+    --allowance-minutes (a failed job, collected as such; the job itself that allowance later), and uploads
+    `bmk_<job id>`; a final job merges them, stores, writes the dashboard and posts the verdict against --baseline
+    with the success rate (not for a cancelled workflow run: a newer push's sweep superseded it, or it was stopped by
+    hand).
     """
     from llmsweep.catalog.fleet import default_fleet, load_fleet
     from llmsweep.changes.github import (
@@ -121,9 +122,9 @@ def github(files: tuple[Path, ...], out: Path, source: str, baseline: str | None
     minutes = sorted(timeout_minutes(j, allowance_minutes)[0] for j in jobs)
     click.echo(f"wrote {out}: {len(jobs)} job(s) at most, runner labels "
                f"{', '.join(sorted({j.runner for j in jobs}))}; recipe paths relative to {root}; each job installs "
-               f"llmsweep with `{install}` (--install CMD to change it) and times out after "
-               f"{minutes[0]}{'' if minutes[0] == minutes[-1] else f'–{minutes[-1]}'} minutes (the longest its run "
-               f"can take, plus --allowance-minutes {allowance_minutes})", err=True)
+               f"llmsweep with `{install}` (--install CMD to change it), and its run times out (a failed job) after "
+               f"{minutes[0]}{'' if minutes[0] == minutes[-1] else f'–{minutes[-1]}'} minutes (the longest it can "
+               f"take, plus --allowance-minutes {allowance_minutes}; the job itself that allowance later)", err=True)
     click.echo(str(out))
 
 
@@ -195,13 +196,14 @@ def _say_refusals(jobs: list[Job], files: Sequence[Path], runner_config: Path | 
 def matrix(files: tuple[Path, ...], changed: str | None, evals_only: bool, all_evals: bool, event: str | None,
            labels: tuple[str, ...], github_output: Path | None, runner_labels: tuple[str, ...],
            allowance_minutes: int, runner_config: Path | None) -> None:
-    """The sweep's matrix as JSON (`{"include": [{job, runner, recipe, priority, eval, plan, timeout}]}`), highest
-    priority first: every job of the plan, a job that runs an accuracy eval too (`eval: true`: the workflow installs
-    lm-eval for it); `plan` is the `llmsweep run` flag that plans the job's id (--evals-only, --all-evals,
-    --no-evals, or empty), which the workflow's runner job passes on; `timeout` its runner job's timeout-minutes (the
-    longest its run can take while the run's own limits hold, plus --allowance-minutes). Jobs the runner's
-    `llmsweep run` will refuse whatever it has (e.g. no `serve`, a real engine's disaggregated roles) keep their
-    entry and are said on stderr with the reason."""
+    """The sweep's matrix as JSON (`{"include": [{job, runner, recipe, priority, eval, plan, run_timeout, timeout}]}`),
+    highest priority first: every job of the plan, a job that runs an accuracy eval too (`eval: true`: the workflow
+    installs lm-eval for it); `plan` is the `llmsweep run` flag that plans the job's id (--evals-only, --all-evals,
+    --no-evals, or empty), which the workflow's runner job passes on; `run_timeout` the timeout-minutes of its runner
+    job's `run` step (the longest its run can take while the run's own limits hold, plus --allowance-minutes: past
+    it the step fails), `timeout` the runner job's own (that allowance later). Jobs the runner's `llmsweep run` will
+    refuse whatever it has (e.g. no `serve`, a real engine's disaggregated roles) keep their entry and are said on
+    stderr with the reason."""
     from llmsweep.catalog.fleet import default_fleet, load_fleet
     from llmsweep.changes.github import EVAL_LABELS, label_plans, matrix_entries, sweep_jobs, unbounded_note
 

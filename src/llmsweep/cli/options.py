@@ -270,7 +270,8 @@ CONCEPTS: dict[str, Concept] = {
         "help": "Minutes each sweep job may take beyond the longest its `llmsweep run` can take (derived from the "
                 "job's plan: its server's start-up deadline, its points' windows or request counts at the request "
                 "timeout, its eval's limit) for what no limit of the run bounds: the checkout, the installs, an engine "
-                "image's pull, the upload. The job's timeout-minutes is their sum.",
+                "image's pull, the upload. The job's `run` step times out at their sum (a failed job, collected as "
+                "such), the job itself the allowance later.",
     }),
     "store": Concept("--store", "store_path", {  # a directory is the store's own error, with its fix
         "type": PathValue(path_type=Path), "default": None,

@@ -960,18 +960,24 @@ def _setup_matrix(tmp_path: Path, repo: Path, doc: dict[str, Any], tag: str) -> 
 
 
 def _timeouts(tmp_path: Path, recipe_text: str, tag: str, **options: Any) -> tuple[dict[str, int], str]:
-    """Each job's timeout-minutes as GitHub reads it (the sweep job's `timeout-minutes` with its matrix entry) for
-    the recipe `recipe_text`, and what the setup said on stderr."""
+    """Each job's run timeout as GitHub reads it (the sweep job's `run` step's `timeout-minutes` with its matrix
+    entry: what ends a hung run) for the recipe `recipe_text`, and what the setup said on stderr. The job's own
+    timeout-minutes is checked to come the allowance later."""
     repo = tmp_path / tag
     (repo / "recipes").mkdir(parents=True)
     (repo / "recipes" / "chg.yaml").write_text(recipe_text)
     doc = workflow([Path("recipes/chg.yaml")], **options)
     include, said = _setup_matrix(tmp_path, repo, doc, tag)
     sweep = doc["jobs"]["sweep"]
+    (run,) = [step for step in sweep["steps"] if step.get("name") == "Run the job"]
     push: dict[str, Any] = {"event_name": "push", "event": {"action": None}}
+    allowance = options.get("allowance_minutes", 30)
+    runs = {e["job"]: int(_interpolate(run["timeout-minutes"], push, e)) for e in include}
+    assert {e["job"]: int(_interpolate(sweep["timeout-minutes"], push, e)) for e in include} == {
+        job: minutes + allowance for job, minutes in runs.items()}
     # keyed by the job's topology and concurrency: its id's hash changes with the recipe
-    return {"/".join(re.search(r"_(tp\d+)-.*_(conc\d+)_", e["job"]).groups()):  # type: ignore[union-attr]
-            int(_interpolate(sweep["timeout-minutes"], push, e)) for e in include}, said
+    return {"/".join(re.search(r"_(tp\d+)-.*_(conc\d+)_", job).groups()):  # type: ignore[union-attr]
+            minutes for job, minutes in runs.items()}, said
 
 
 def test_each_sweep_job_times_out_after_the_longest_its_run_can_take(tmp_path: Path) -> None:
@@ -1007,7 +1013,7 @@ def test_an_agentic_jobs_timeout_follows_its_window_and_a_whole_trace_replay_kee
     trace = tmp_path / "trace.jsonl"
     trace.write_text('{"timestamp": 0, "input_length": 64, "output_length": 8, "hash_ids": [1]}\n')
     whole, said = _timeouts(tmp_path, recipe.replace("TRACE", str(trace)), "whole")
-    assert list(whole.values()) == [360]
+    assert list(whole.values()) == [360 - 30]  # the job GitHub's six hours; its run the allowance less, so it fails
     assert "replay a whole trace, whose length nothing in the plan bounds" in said and "give the replay a " \
         "`duration`" in said
     windowed, said = _timeouts(tmp_path, recipe.replace("TRACE", str(trace)).replace(
@@ -1023,7 +1029,7 @@ def test_an_agentic_jobs_timeout_follows_its_window_and_a_whole_trace_replay_kee
     # on the trace's timestamps its length is the trace's, `max-rows` or not
     timed, said = _timeouts(tmp_path, rows.replace("      mooncake: ", "      timestamps: true\n      mooncake: "),
                             "timed")
-    assert list(timed.values()) == [360] and "replay a whole trace" in said
+    assert list(timed.values()) == [360 - 30] and "replay a whole trace" in said
 
 
 @pytest.mark.parametrize(("requests", "lanes", "warmups", "per_lane", "window", "bound"), [
@@ -1042,11 +1048,19 @@ def test_a_loads_bound_is_its_requests_at_the_request_timeout_over_its_lanes(
     assert load.bound_s(request_timeout_s=600, grace_s=30) == bound
 
 
-def test_a_cancelled_sweep_is_not_collected(tmp_path: Path) -> None:
+def test_a_cancelled_sweep_is_not_collected_and_a_timed_out_job_is_collected_as_failed(tmp_path: Path) -> None:
     """The collect job ran `if: always() && …`, and `always()` holds in a cancelled workflow run too: a sweep that a
     newer push superseded (cancel-in-progress) or a person stopped was merged with its cancelled jobs as failed, and
-    stored and compared as a sweep that finished. It is skipped now; a sweep whose jobs failed is still collected."""
-    collect_job = workflow([Path("recipes/chg.yaml")], baseline="run-main")["jobs"]["collect"]
+    stored and compared as a sweep that finished. It is skipped now (`!cancelled()`); a sweep whose jobs failed is
+    still collected.
+
+    A job past its `timeout-minutes` ends *cancelled* too, and whether a dependent job's `!cancelled()` holds then is
+    not documented: a sweep with one hung job could go uncollected as if stopped by hand. So the job's `run` step
+    has a timeout of its own, before the job's: the runner fails a step past its timeout (actions/runner
+    `StepsRunner.RunStepAsync`: "The action has timed out", a failed step), the job fails, its results are uploaded
+    and the collect job takes it as the failure it is. The job's own timeout is the backstop, the allowance later."""
+    doc = workflow([Path("recipes/chg.yaml")], baseline="run-main")
+    collect_job, sweep = doc["jobs"]["collect"], doc["jobs"]["sweep"]
     planned = {"setup": {"result": "success", "outputs": {"run": "true", "count": "3"}}}
     push: dict[str, object] = {"event_name": "push", "event": {"action": None}}
 
@@ -1058,6 +1072,14 @@ def test_a_cancelled_sweep_is_not_collected(tmp_path: Path) -> None:
     assert starts(False, "failure") and starts(False, "success")
     # its steps after the merge: not on a cancel that comes while it runs, either
     assert all(s["if"].startswith("${{ !cancelled() && ") for s in collect_job["steps"][-5:])
+    # a hung run: its step times out first (a failure, which the collect job takes), the job's own timeout later
+    names = [step.get("name") for step in sweep["steps"]]
+    run = sweep["steps"][names.index("Run the job")]
+    upload = sweep["steps"][names.index("Upload the job's results")]
+    assert run["timeout-minutes"] == "${{ matrix.run_timeout }}" and sweep["timeout-minutes"] == "${{ matrix.timeout }}"
+    assert upload["if"] == "always()" and names.index("Upload the job's results") > names.index("Run the job")
+    entries = matrix_entries(jobs_from_files([write_recipe(tmp_path, tp4_concs="[2, 4]")]), allowance_minutes=30)
+    assert entries and all(e["run_timeout"] > 0 and e["run_timeout"] + 30 == e["timeout"] for e in entries), entries
 
 
 def test_the_workflow_refuses_a_matrix_a_label_makes_too_large_for_github(tmp_path: Path) -> None:
