@@ -51,6 +51,7 @@ from llmsweep.catalog.fleet import FleetCatalog
 from llmsweep.changes.priority import by_priority
 from llmsweep.client.files import RUN_FILE
 from llmsweep.errors import ConfigError
+from llmsweep.execute.bound import DEFAULT_ALLOWANCE_MINUTES
 from llmsweep.plan import Job
 from llmsweep.plan.matrix import EvalOptions
 from llmsweep.plan.point import CONC_MARK
@@ -156,7 +157,7 @@ def matrix_entries(jobs: Sequence[Job], fleet: FleetCatalog | None = None, *, ev
                               fix=f"fix the recipe's runner; or add the label to the runner file (--runner-config); "
                                   f"or, if GitHub's self-hosted runners carry it, pass {flags}")
     plans = plans or {}
-    allowance = default_allowance() if allowance_minutes is None else allowance_minutes
+    allowance = DEFAULT_ALLOWANCE_MINUTES if allowance_minutes is None else allowance_minutes
     entries = []
     for job, score in by_priority(jobs, event=event, labels=labels):
         run = timeout_minutes(job, allowance)[0]
@@ -168,15 +169,6 @@ def matrix_entries(jobs: Sequence[Job], fleet: FleetCatalog | None = None, *, ev
 
 GITHUB_DEFAULT_TIMEOUT_MINUTES = 360
 """GitHub's own timeout-minutes of a job that sets none (six hours): what a job whose plan bounds nothing gets."""
-
-
-def default_allowance() -> int:
-    """`--allowance-minutes`'s default, as the CLI declares it (`cli.options.CONCEPTS`)."""
-    from llmsweep.cli.options import CONCEPTS
-
-    value = CONCEPTS["allowance_minutes"].settings["default"]
-    assert isinstance(value, int)
-    return value
 
 
 def timeout_minutes(job: Job, allowance_minutes: int) -> tuple[int, bool]:
@@ -376,7 +368,7 @@ def workflow(files: Sequence[Path], *, source: Source = "matrix", baseline: str 
     # The store is the collect runner's: a sweep job's `run` would open (or fail to open) it too and store its one job
     # there as a run of its own, so only the collect job is told it.
     env = {"LLMSWEEP_STORE": store} if store else {}
-    allowance = default_allowance() if allowance_minutes is None else allowance_minutes
+    allowance = DEFAULT_ALLOWANCE_MINUTES if allowance_minutes is None else allowance_minutes
     matrix_cmd = _sh("llmsweep", "ci", "matrix", *recipe_args, *fleet_args, *label_args, "--event", _Env('"$EVENT"'),
                      _flag("allowance_minutes"), str(allowance), "--github-output", _Env('"$GITHUB_OUTPUT"'),
                      _Env('"$@"'))

@@ -35,6 +35,8 @@ from typing import Any, TypeVar
 import click
 from pydantic import BaseModel
 
+from llmsweep.execute.bound import DEFAULT_ALLOWANCE_MINUTES
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -266,7 +268,7 @@ CONCEPTS: dict[str, Concept] = {
                 "(`fleet.unknown-label`); any other unlisted label still is.",
     }),
     "allowance_minutes": Concept("--allowance-minutes", "allowance_minutes", {
-        "type": click.IntRange(min=0), "default": 30, "show_default": True, "metavar": "MINUTES",
+        "type": click.IntRange(min=0), "default": DEFAULT_ALLOWANCE_MINUTES, "show_default": True, "metavar": "MINUTES",
         "help": "Minutes each sweep job may take beyond the longest its `llmsweep run` can take (derived from the "
                 "job's plan: its server's start-up deadline, its points' windows or request counts at the request "
                 "timeout, its eval's limit) for what no limit of the run bounds: the checkout, the installs, an engine "

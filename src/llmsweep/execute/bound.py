@@ -20,6 +20,10 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from llmsweep.plan.job import Job
 
+DEFAULT_ALLOWANCE_MINUTES = 30
+"""What the CI workflow allows a sweep job beyond the longest its run can take (`ci github --allowance-minutes`'s
+default): the engine image's pull within the run, and again for the job's checkout, installs and upload."""
+
 
 @dataclass(frozen=True, slots=True)
 class RunLimits:

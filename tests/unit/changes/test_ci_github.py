@@ -1098,3 +1098,18 @@ def test_the_workflow_refuses_a_matrix_a_label_makes_too_large_for_github(tmp_pa
     # `ci matrix` names the label too, where the workflow's setup job runs it
     res = CliRunner().invoke(cli, ["ci", "matrix", str(recipe), "--all-evals"])
     assert isinstance(res.exception, ConfigError) and "under the pull-request label all-evals" in str(res.exception)
+
+
+def test_the_allowance_default_lives_below_the_cli_which_takes_it_from_there() -> None:
+    """The sweep's default allowance is the run bound's (`execute.bound`), where the workflow and the matrix read it
+    and the CLI option takes its default from: planning a matrix loads nothing of the CLI (it read the default back
+    from `cli.options`, a dependency pointing up the data flow)."""
+    from llmsweep.cli.options import CONCEPTS
+    from llmsweep.execute.bound import DEFAULT_ALLOWANCE_MINUTES
+
+    assert CONCEPTS["allowance_minutes"].settings["default"] == DEFAULT_ALLOWANCE_MINUTES
+    code = ("import sys; from llmsweep.changes.github import matrix_entries; matrix_entries([]); "
+            "print(sorted(m for m in sys.modules if m.split('.')[:2] == ['llmsweep', 'cli']))")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "[]", run.stdout
