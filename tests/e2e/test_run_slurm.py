@@ -437,13 +437,15 @@ def test_a_batch_job_that_hits_its_time_limit_fails_its_jobs_with_that_reason_an
         leave_nothing(run.proc, ids)
     text = log.read_text()
     assert rc == 1, text[-4000:]
-    assert re.search(rf"Slurm job {ids[0]} ended TIMEOUT \(exit 143\): its time limit, 00:05:00, ran out; 0 of 3 "
+    assert re.search(rf"Slurm job {ids[0]} ended TIMEOUT \(exit 143\): Slurm stopped it because its time limit, "
+                     r"00:05:00, ran out; 0 of 3 "
                      r"job\(s\) finished, 1 interrupted, 2 not run — raise --executor-option time_limit=HH:MM:SS, "
                      "then rerun with --resume to run the rest", text), text[-4000:]
     assert f"[slurm {ids[0]}] slurmstepd" in text  # Slurm's own word on the node, relayed
     outcomes = {o["job_id"]: o for o in read_json(out / "run.json")["outcomes"]}
     assert len(outcomes) == 3 and {o["status"] for o in outcomes.values()} == {"failed"}, outcomes
-    why, fix = "its time limit, 00:05:00, ran out", "raise --executor-option time_limit=HH:MM:SS"
+    why = "Slurm stopped it because its time limit, 00:05:00, ran out"
+    fix = "raise --executor-option time_limit=HH:MM:SS"
     assert outcomes.pop(first)["reasons"] == [
         f"interrupted: Slurm job {ids[0]} ended TIMEOUT while this job ran ({why}); {fix}, then rerun with --resume"]
     # The job folder says so too (the worker had written "interrupted by SIGTERM" there).
