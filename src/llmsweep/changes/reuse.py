@@ -397,18 +397,14 @@ def corpus_now(job: Job, cache: dict[str, str]) -> str:
     """The short digest of the corpus `job` would replay from its external trace source, as its summary will record
     it (`identity.corpus`); a Mooncake trace's file digest; "" for a job whose config fixes its prompts (fixed-length,
     synthetic traces); UNREADABLE when the source cannot be read (the run refuses the job then)."""
-    from llmsweep.plan.point import trace_revision, trace_source_label
-    from llmsweep.spec.workload import ScenarioId
+    from llmsweep.plan.point import corpus_ref
 
-    source = trace_source_label(job)
-    if source is None:
+    ref = corpus_ref(job)
+    if ref is None:
         return ""
-    mooncake = job.workload.scenario is ScenarioId.MOONCAKE_REPLAY
-    revision = trace_revision(job)
-    slot = ("mooncake:" if mooncake else "traces:") + source + (f"@{revision}" if revision else "")
-    if slot not in cache:
+    if (slot := ref.key) not in cache:
         try:
-            cache[slot] = _file_digest(Path(source)) if mooncake else _replay_digest(source, revision)
+            cache[slot] = _file_digest(Path(ref.source)) if ref.mooncake else _replay_digest(ref.source, ref.revision)
         except Exception:  # an unreadable source is refused with its reason later (`run`); never reused here
             cache[slot] = UNREADABLE
     return cache[slot]

@@ -523,7 +523,7 @@ def predict(files: tuple[Path, ...], config_keys: tuple[str, ...], duration: flo
     from llmsweep.errors import ResultError
     from llmsweep.execute import predict_pool as pool
     from llmsweep.host import usable_cpus
-    from llmsweep.plan.point import check_trace_sources, pin_trace_sources, points_of, trace_source_label, with_traces
+    from llmsweep.plan.point import check_trace_sources, corpus_ref, pin_trace_sources, points_of, with_traces
 
     jobs, policy = _predicted_jobs(files, config_keys, runner_config, runner_labels)
     if out_dir is not None:  # the recipes read, before any point is predicted over the points --out holds
@@ -533,7 +533,7 @@ def predict(files: tuple[Path, ...], config_keys: tuple[str, ...], duration: flo
     jobs, _, _ = pin_trace_sources(jobs)  # every point (and worker process) replays one commit of a hub dataset
     unreadable = check_trace_sources(jobs)
     for source, unread in unreadable.items():
-        n = sum(1 for j in jobs if trace_source_label(j) == source)
+        n = sum(1 for j in jobs if (ref := corpus_ref(j)) is not None and ref.source == source)
         click.echo(f"{unread.message}; {n} job(s) refused (fix: {unread.fix})", err=True)
     planned = pool.plan(jobs, unreadable, policy)
     settings = pool.Settings(duration=duration, max_requests=max_requests,

@@ -298,7 +298,7 @@ def _refuse_unworkable(req: DiscoverRequest, arms: list[Arm], recipes: Mapping[s
         # inside the ladder (exit 1, the --out used), and the corrected command refused as that --out "already holds
         # a discovery"
         from llmsweep.plan import jobs_from_files
-        from llmsweep.plan.point import check_trace_sources, pin_trace_sources, trace_revision, with_traces
+        from llmsweep.plan.point import check_trace_sources, corpus_ref, pin_trace_sources, with_traces
         from llmsweep.workload.traces.loader import is_commit
 
         try:
@@ -309,7 +309,8 @@ def _refuse_unworkable(req: DiscoverRequest, arms: list[Arm], recipes: Mapping[s
         # the commit a stage's job replays a source at when its recipe asks the latest (`RunRequest.trace_revisions`)
         pinned = {pin.source: pin.commit for pin in pins if pin.revision is None}
         if req.traces is None:  # `--traces` replaces the recipes' sources in every stage
-            by_recipe = {job.recipe_key: commit for job in jobs if (commit := trace_revision(job)) is not None
+            by_recipe = {job.recipe_key: commit for job in jobs if (ref := corpus_ref(job)) is not None
+                         and (commit := ref.revision) is not None
                          and (own := recipes[job.recipe_key].workload) is not None and own.traces is not None
                          and own.traces.hf is not None and is_commit(commit)}
         for unread in check_trace_sources(jobs).values():

@@ -52,7 +52,7 @@ from llmsweep.findings import Finding, Severity
 from llmsweep.metrics.model import DONE_VERDICTS, DONE_WORDS, run_clock, run_source
 from llmsweep.plan import Job
 from llmsweep.plan.matrix import EvalOptions
-from llmsweep.plan.point import TracePin, one_point_per_job, pin_trace_sources
+from llmsweep.plan.point import TracePin, corpus_ref, one_point_per_job, pin_trace_sources
 from llmsweep.sim_warnings import engine_refuses, not_modelled, ran_on_the_simulator
 from llmsweep.spec.workload import ScenarioId
 from llmsweep.workload.scenario import REPEAT_MARK, repeat_of
@@ -368,7 +368,7 @@ def _check_inputs(jobs: list[Job], event: Event, simulate: bool = False,
     not loaded. Where the jobs' lifecycle runs on another host (`Executor.lifecycle_here`: Slurm's nodes, whose
     node-local paths and caches this host may not see), a tokenizer that does not load here is said, not refused:
     the node loads it."""
-    from llmsweep.plan.point import check_tokenizers, check_trace_sources, trace_source_label
+    from llmsweep.plan.point import check_tokenizers, check_trace_sources
 
     loads = [job for job in jobs if not job.eval_only]
     failed = check_trace_sources(loads)
@@ -385,7 +385,7 @@ def _check_inputs(jobs: list[Job], event: Event, simulate: bool = False,
     keep: list[Job] = []
     refused: list[JobOutcome] = []
     for job in jobs:
-        error = None if job.eval_only else failed.get(trace_source_label(job) or "")
+        error = failed.get(ref.source) if (ref := corpus_ref(job)) is not None else None  # (none of an eval-only job)
         reason = error.one_line() if error is not None else None
         if reason is None and job.id in counted_ids and (bad := unloadable.get(job.workload.tokenizer)) is not None:
             reason = f"{_tokenizer_field(job)}: {bad.one_line()}"
@@ -394,7 +394,7 @@ def _check_inputs(jobs: list[Job], event: Event, simulate: bool = False,
             continue
         refused.append(JobOutcome(job_id=job.id, exp_name=job.exp_name, status="refused", reasons=[reason]))
     for source, error in failed.items():
-        n = sum(1 for j in jobs if trace_source_label(j) == source)
+        n = sum(1 for j in jobs if (ref := corpus_ref(j)) is not None and ref.source == source)
         event(f"{error.message}; {n} job(s) refused (fix: {error.fix})")
     for source, error in unloadable.items():
         of = [j for j in counted if j.workload.tokenizer == source]
@@ -1117,13 +1117,21 @@ def _refuse_other_measurement(run_dir: Path, req: RunRequest, jobs: list[Job],
             f"--force of part of the run in {run_dir} with other options than the run — {said}. Its other jobs keep "
             f"results measured under the first ones ({held[0]}{', …' if len(held) > 1 else ''}), and the jobs run "
             "again would be measured otherwise in the same run and series",
-            fix="run them again with the options the run ran with, or pass --force without --job/--config-keys to "
-                "run every job again under the new ones, or give them another --out")
+            fix="run them again with the options the run ran with, or "
+                + _run_all_again("under the new ones", resume=False))
     raise ConfigError(
         f"--resume with other options than the run in {run_dir} — {said}. Its finished jobs were measured under the "
         "first ones, and the rest would be measured otherwise in the same run and series",
-        fix="resume with the options it ran with, or pass --force to run every job again under the new ones "
-            "(earlier results are kept in jobs/<id>/attempts/), or give this run another --out")
+        fix="resume with the options it ran with, or " + _run_all_again("under the new ones", resume=True))
+
+
+def _run_all_again(how: str, *, resume: bool) -> str:
+    """The fix of an invocation refused because it runs part of a run (`_partial`) otherwise than the results it
+    keeps were measured (`how`: under which options, corpus or commit the jobs would run now): measure the whole run
+    again, or give it another --out. One wording for every such refusal."""
+    narrowed, whom = ("", "this run") if resume else (" without --job/--config-keys", "them")
+    return (f"pass --force{narrowed} to run every job again {how} (earlier results are kept in "
+            f"jobs/<id>/attempts/), or give {whom} another --out")
 
 
 def _refuse_fewer_repeats(run_dir: Path, req: RunRequest) -> None:
@@ -1210,13 +1218,10 @@ def _pin_traces(run_dir: Path, req: RunRequest, jobs: list[Job], event: Event) -
     pinned_jobs, pins, failed = pin_trace_sources(jobs, req.trace_revisions, recorded)
     if req.settings.resume:
         how, kept = "--resume", "the finished jobs replayed the first, and the rest would replay the other"
-        fix = ("pass --force to run every job again at the dataset's commit now (earlier results are kept in "
-               "jobs/<id>/attempts/), or give this run another --out")
     else:
         how, kept = "--force of part of the run", ("its other jobs keep results that replayed the first, and the "
                                                    "jobs run again would replay the other")
-        fix = ("pass --force without --job/--config-keys to run every job again at the dataset's commit now "
-               "(earlier results are kept in jobs/<id>/attempts/), or give them another --out")
+    fix = _run_all_again("at the dataset's commit now", resume=req.settings.resume)
     # each planned job's ids as the run expects them (its points, their repeats): what a pin's `jobs` name
     expected = {job.id: [p.id for p in with_repeats(one_point_per_job([job]), req.repeats)] for job in jobs}
     pins = [pin.model_copy(update={"jobs": [i for j in pin.jobs or () for i in expected[j]]}) for pin in pins]
@@ -1251,17 +1256,11 @@ def _pin_traces(run_dir: Path, req: RunRequest, jobs: list[Job], event: Event) -
     return pinned_jobs, pins
 
 
-def _corpus_key(job: Job) -> tuple[str, str | None] | None:
-    """What names the corpus an agentic job replays: its hub source and revision (the commit its run pinned), or its
-    local trace file or folder by absolute path; None for a job that replays none (synthetic traces, an eval-only job,
-    another scenario)."""
-    traces = job.workload.traces
-    if job.workload.scenario is not ScenarioId.AGENTIC_CODING or job.eval_only or traces is None \
-            or traces.synthetic is not None:
-        return None
-    if traces.path is not None:
-        return str(Path(traces.path).expanduser().resolve()), None
-    return str(traces.hf), traces.revision
+def _corpus_key(job: Job) -> str | None:
+    """What names the corpus an agentic job replays (`plan.point.CorpusRef.key`: its hub source and revision, the
+    commit its run pinned; or its local trace file or folder by absolute path); None for a job that replays none."""
+    ref = corpus_ref(job)
+    return ref.key if ref is not None and not ref.mooncake else None
 
 
 def _recorded_job(run_dir: Path, folder: str) -> Job | None:
@@ -1291,13 +1290,12 @@ def _refuse_other_corpus(run_dir: Path, req: RunRequest, jobs: list[Job],
     if not held:
         return
     from llmsweep.changes.reuse import UNREADABLE, corpus_now
-    from llmsweep.plan.point import trace_source_label
     from llmsweep.results.identity import short_digest
 
     resume = req.settings.resume
     narrowed = req.only_jobs is not None or bool(req.config_keys)
     own: dict[str, Job] = {}  # a planned job's folders (its points, their repeats), compared with it as it is now
-    by_key: dict[tuple[str, str | None], Job] = {}  # a kept job of the run, with the planned job replaying its corpus
+    by_key: dict[str, Job] = {}  # a kept job of the run, with the planned job replaying its corpus
     for job in jobs:
         if (key := _corpus_key(job)) is None:
             continue
@@ -1327,7 +1325,7 @@ def _refuse_other_corpus(run_dir: Path, req: RunRequest, jobs: list[Job],
         then = short_digest(summary.provenance.corpus_digest or "")
         now = corpus_now(planned, corpora)
         if then and now not in ("", UNREADABLE, then):  # an unreadable source is refused with its reason later
-            _, _, ids = changed.setdefault(trace_source_label(planned) or "?", (then, now, []))
+            _, _, ids = changed.setdefault(ref.source if (ref := corpus_ref(planned)) else "?", (then, now, []))
             ids.append(folder)
     if not changed:
         return
@@ -1340,14 +1338,12 @@ def _refuse_other_corpus(run_dir: Path, req: RunRequest, jobs: list[Job],
             f"--force of part of the run in {run_dir} with a trace corpus that changed since its other jobs ran: "
             f"{said}. Its other jobs keep results that replayed the first corpus, and the jobs run again would "
             "replay the other in the same run and series",
-            fix="put the traces back as they were, or pass --force without --job/--config-keys to run every job "
-                "again on the corpus as it is now (earlier results are kept in jobs/<id>/attempts/), or give them "
-                "another --out")
+            fix="put the traces back as they were, or " + _run_all_again("on the corpus as it is now", resume=False))
     raise ConfigError(
         f"--resume with a trace corpus that changed since the run in {run_dir}: {said}. The finished jobs replayed "
         "the first corpus, and the rest would replay the other in the same run and series",
-        fix="put the traces back as they were to resume, or pass --force to run every job again on the corpus as it "
-            "is now (earlier results are kept in jobs/<id>/attempts/), or give this run another --out")
+        fix="put the traces back as they were to resume, or "
+            + _run_all_again("on the corpus as it is now", resume=True))
 
 
 def writable_out(run_dir: Path) -> None:

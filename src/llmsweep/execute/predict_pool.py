@@ -124,7 +124,7 @@ def plan(jobs: Sequence[Job], unreadable: dict[str, LlmsweepError],
     from llmsweep.execute import virtual_disagg
     from llmsweep.execute.lifecycle import hardware_provenance, simulator_provenance
     from llmsweep.execute.virtual import NotModelled, engine_config
-    from llmsweep.plan.point import trace_source_label
+    from llmsweep.plan.point import corpus_ref
     from llmsweep.sim.identity import simulator_digest
 
     out: list[Outcome | Unit] = []
@@ -139,7 +139,7 @@ def plan(jobs: Sequence[Job], unreadable: dict[str, LlmsweepError],
             if not kept:
                 continue
             job = job.model_copy(update={"conc": kept if isinstance(job.conc, list) else kept[0]})
-        error = unreadable.get(trace_source_label(job) or "")
+        error = unreadable.get(ref.source) if (ref := corpus_ref(job)) is not None else None
         try:
             if error is not None:
                 raise error

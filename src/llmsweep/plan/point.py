@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -113,8 +114,6 @@ def trace_source(text: str, model_prefix: str) -> TraceSource:
     """`--traces` as a recipe's trace source: `synthetic` (the built-in AgentX-shaped corpus, capped as the corpus
     InferenceX would pick for the model: 256k-token prompts unless it is a 1M-context family), a local path, or a
     Hugging Face dataset id / AgentX loader id."""
-    from pathlib import Path
-
     from llmsweep.spec.workload import DEFAULT_CORPUS_256K, SyntheticTraces, default_corpus
 
     if text == "synthetic":
@@ -146,21 +145,47 @@ def with_traces(jobs: list[Job], traces: str | None, say: Callable[[str], None] 
     return out
 
 
-def trace_source_label(job: Job) -> str | None:
-    """The external trace source a job reads (a path or a dataset id), or None (synthetic, or none)."""
+@dataclass(frozen=True, slots=True)
+class CorpusRef:
+    """The external trace corpus a job replays, as its recipe names it: an agentic job's `workload.traces` (a hub
+    dataset id or an AgentX loader id, at `traces.revision`; or a local file or folder), or a Mooncake replay's
+    `workload.replay.mooncake` file. :func:`corpus_ref` is the one rule of which jobs replay one."""
+
+    mooncake: bool
+    """A Mooncake trace file (`workload.replay.mooncake`), else an agentic job's trace source."""
+    source: str
+    """The source as the recipe (or `--traces`) writes it: what messages name and checks read."""
+    revision: str | None = None
+    """The hub dataset's revision the job replays (`traces.revision`: the recipe's, or the commit its run pinned,
+    `pin_trace_sources`); None for a local source or the dataset's latest."""
+    dataset: str | None = None
+    """The Hugging Face dataset an agentic source is read from (`loader.hub_dataset`: a loader id mapped to its
+    dataset); None for a local file or folder."""
+
+    @property
+    def key(self) -> str:
+        """What names the corpus across jobs and invocations: a hub source by its source and revision, a local file
+        or folder by its absolute path (the same relative path typed in another folder names another corpus); a
+        Mooncake file apart from an agentic one (another reader, another digest)."""
+        where = self.source if self.dataset is not None else str(Path(self.source).expanduser().resolve())
+        return ("mooncake:" if self.mooncake else "traces:") + where + (f"@{self.revision}" if self.revision else "")
+
+
+def corpus_ref(job: Job) -> CorpusRef | None:
+    """The external trace corpus `job` replays (:class:`CorpusRef`), or None: synthetic traces, a scenario that
+    sends prompts of its own (fixed-length), an eval-only job (lm-eval sends its samples: it replays no trace)."""
+    from llmsweep.workload.traces.loader import hub_dataset
+
     w = job.workload
+    if job.eval_only:
+        return None
     if w.scenario is ScenarioId.AGENTIC_CODING and w.traces is not None and w.traces.synthetic is None:
-        return w.traces.hf or w.traces.path
+        if w.traces.hf is not None:
+            return CorpusRef(False, w.traces.hf, w.traces.revision, hub_dataset(w.traces.hf))
+        return CorpusRef(False, str(w.traces.path)) if w.traces.path is not None else None
     if w.scenario is ScenarioId.MOONCAKE_REPLAY and w.replay is not None:
-        return w.replay.mooncake
+        return CorpusRef(True, w.replay.mooncake)
     return None
-
-
-def trace_revision(job: Job) -> str | None:
-    """The revision of the hub dataset an agentic job replays (`traces.revision`: the recipe's, or the commit its run
-    pinned, `pin_trace_sources`), or None."""
-    w = job.workload
-    return w.traces.revision if w.scenario is ScenarioId.AGENTIC_CODING and w.traces is not None else None
 
 
 class TracePin(BaseModel):
@@ -210,23 +235,23 @@ def pin_trace_sources(jobs: list[Job], revisions: Mapping[str, str] | None = Non
     trace source. Returns the jobs with `traces.revision` set to the commit, one `TracePin` per source and revision
     asked (its `jobs`: the ids of `jobs` replaying it), and the (source, revision asked) that could not be resolved
     (their jobs left as they were: `check_trace_sources` refuses them with the reason)."""
-    from llmsweep.workload.traces.loader import hub_dataset, pin_dataset
+    from llmsweep.workload.traces.loader import pin_dataset
 
     asked: dict[tuple[str, str | None], str | LlmsweepError] = {}
     pinned: dict[tuple[str, str | None], TracePin] = {}
     failed: dict[tuple[str, str | None], LlmsweepError] = {}
     out: list[Job] = []
     for job in jobs:
+        ref = corpus_ref(job)
         traces = job.workload.traces
-        if job.workload.scenario is not ScenarioId.AGENTIC_CODING or job.eval_only or traces is None \
-                or traces.hf is None or hub_dataset(traces.hf) is None:  # an eval-only job replays no trace
+        if ref is None or ref.mooncake or ref.dataset is None or traces is None:  # a local corpus has no revision
             out.append(job)
             continue
-        request = (traces.hf, traces.revision)
+        request = (ref.source, ref.revision)
         if request not in asked:
-            at = recorded_commit(recorded, *request) or traces.revision or (revisions or {}).get(traces.hf)
+            at = recorded_commit(recorded, *request) or ref.revision or (revisions or {}).get(ref.source)
             try:
-                asked[request] = pin_dataset(traces.hf, at)
+                asked[request] = pin_dataset(ref.source, at)
             except LlmsweepError as exc:
                 asked[request] = exc
         commit = asked[request]
@@ -234,7 +259,7 @@ def pin_trace_sources(jobs: list[Job], revisions: Mapping[str, str] | None = Non
             failed.setdefault(request, commit)
             out.append(job)
             continue
-        pin = pinned.get(request) or TracePin(source=traces.hf, revision=traces.revision, commit=commit, jobs=[])
+        pin = pinned.get(request) or TracePin(source=ref.source, revision=ref.revision, commit=commit, jobs=[])
         pinned[request] = pin.model_copy(update={"jobs": [*(pin.jobs or ()), job.id]})
         workload = job.workload.model_copy(update={"traces": traces.model_copy(update={"revision": commit})})
         out.append(job.model_copy(update={"workload": workload}))
@@ -248,14 +273,12 @@ def check_trace_sources(jobs: list[Job]) -> dict[str, LlmsweepError]:
     read, with why and the fix. The whole corpus is read, as each job's replay
     reads it: a bad line after the first trace refuses the jobs here, before any server starts, instead of failing
     each job once its server is up."""
-    from pathlib import Path
-
     from llmsweep.workload.mooncake import load_mooncake
 
     failed: dict[str, LlmsweepError] = {}
-    for source in sorted({s for s in map(trace_source_label, jobs) if s is not None}):
-        replays = [j.workload.replay for j in jobs
-                   if j.workload.scenario is ScenarioId.MOONCAKE_REPLAY and trace_source_label(j) == source]
+    refs = [(job, ref) for job in jobs if (ref := corpus_ref(job)) is not None]
+    for source in sorted({ref.source for _, ref in refs}):
+        replays = [j.workload.replay for j, ref in refs if ref.mooncake and ref.source == source]
         if replays:
             if not Path(source).is_file():
                 failed[source] = DatasetError(f"Mooncake trace {source} does not exist",
@@ -272,7 +295,7 @@ def check_trace_sources(jobs: list[Job]) -> dict[str, LlmsweepError]:
                 failed[source] = DatasetError(f"Mooncake trace {why}",
                                               fix=exc.fix or "check `workload.replay.mooncake`")
             continue
-        for revision in sorted({trace_revision(j) for j in jobs if trace_source_label(j) == source}, key=str):
+        for revision in sorted({ref.revision for _, ref in refs if ref.source == source}, key=str):
             problem = _unplayable(source, revision)  # a hub source at the revision its jobs replay (one, once pinned)
             if problem is not None:
                 failed[source] = problem

@@ -151,14 +151,15 @@ def test_a_pinned_job_keeps_the_reuse_identity_it_had(tmp_path: Path, monkeypatc
     recorded before commits were pinned still match."""
     from llmsweep.changes.reuse import reuse_doc
     from llmsweep.plan import jobs_from_files
-    from llmsweep.plan.point import TracePin, pin_trace_sources, trace_revision, with_traces
+    from llmsweep.plan.point import TracePin, corpus_ref, pin_trace_sources, with_traces
 
     _rolling_hub(tmp_path, monkeypatch)
     recipe, _ = _sweep(tmp_path, monkeypatch)
     jobs = with_traces(jobs_from_files([recipe]), DATASET)
     pinned, pins, failed = pin_trace_sources(jobs)
     assert pins == [TracePin(source=DATASET, commit=COMMITS[0], jobs=[j.id for j in jobs])] and not failed
-    assert [trace_revision(j) for j in pinned] == [COMMITS[0]] * 2  # one fetch: both at the first commit
+    # one fetch: both at the first commit
+    assert [ref.revision if (ref := corpus_ref(j)) else None for j in pinned] == [COMMITS[0]] * 2
     assert [reuse_doc(j, "") for j in pinned] == [reuse_doc(j, "") for j in jobs]
 
 
