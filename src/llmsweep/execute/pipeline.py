@@ -1256,13 +1256,6 @@ def _pin_traces(run_dir: Path, req: RunRequest, jobs: list[Job], event: Event) -
     return pinned_jobs, pins
 
 
-def _corpus_key(job: Job) -> str | None:
-    """What names the corpus an agentic job replays (`plan.point.CorpusRef.key`: its hub source and revision, the
-    commit its run pinned; or its local trace file or folder by absolute path); None for a job that replays none."""
-    ref = corpus_ref(job)
-    return ref.key if ref is not None and not ref.mooncake else None
-
-
 def _recorded_job(run_dir: Path, folder: str) -> Job | None:
     """The job a job folder of the run recorded (its `job.json`); None when it does not read."""
     doc = art.read_json(art.job_dir(run_dir, folder) / art.JOB_FILE)
@@ -1279,17 +1272,19 @@ def _refuse_other_corpus(run_dir: Path, req: RunRequest, jobs: list[Job],
     corpus than the one the results it keeps replayed: a file or folder edited or regenerated in place names the same
     path (what `_refuse_other_measurement` compares), and the run kept the finished points on the old corpus and
     measured the rest on the new one in one run and series. Each finished result kept is compared as its summary's
-    corpus digest (its `identity.corpus`) against the digest its source gives now, read once per source: a planned
-    job's (a resume's finished jobs) against the job as planned now; one of the run's jobs this invocation does not
-    run (a narrowed `--resume` or `--force`) against the planned jobs that replay its source (at its commit,
-    `_corpus_key`). A narrowed `--force` after a local trace file was edited had run its jobs on the new corpus beside
-    the others' results on the old one, nothing said."""
+    corpus digest (its `identity.corpus`; a Mooncake replay's summary records none: the file digest of the reuse key
+    run.json recorded for it, `changes.reuse.FILE_DIGEST`) against the digest its source gives now, read once per
+    source: a planned job's (a resume's finished jobs) against the job as planned now; one of the run's jobs this
+    invocation does not run (a narrowed `--resume` or `--force`) against the planned jobs that replay its corpus
+    (`plan.point.CorpusRef.key`: a hub source at its commit, a file or folder by its absolute path). A narrowed
+    `--force` after a local trace file (an agentic corpus, a Mooncake trace) was edited had run its jobs on the new
+    corpus beside the others' results on the old one, nothing said."""
     if not _partial(req):
         return
     held = _results_held(run_dir)
     if not held:
         return
-    from llmsweep.changes.reuse import UNREADABLE, corpus_now
+    from llmsweep.changes.reuse import UNREADABLE, corpus_now, split_key
     from llmsweep.results.identity import short_digest
 
     resume = req.settings.resume
@@ -1297,15 +1292,16 @@ def _refuse_other_corpus(run_dir: Path, req: RunRequest, jobs: list[Job],
     own: dict[str, Job] = {}  # a planned job's folders (its points, their repeats), compared with it as it is now
     by_key: dict[str, Job] = {}  # a kept job of the run, with the planned job replaying its corpus
     for job in jobs:
-        if (key := _corpus_key(job)) is None:
+        if (ref := corpus_ref(job)) is None:
             continue
-        by_key.setdefault(key, job)
+        by_key.setdefault(ref.key, job)
         own.update({point.id: job for point in with_repeats(one_point_per_job([job]), req.repeats)})
     rerun = set() if resume else {p.id for p in with_repeats(one_point_per_job(jobs), req.repeats)
                                   if _picked(p.id, picks or {})}  # a --force's: their results are not kept
     meta = art.read_json(run_dir / art.RUN_FILE)
     before = meta.get("expected_job_ids") if isinstance(meta, dict) else None
     expected = set(before) if narrowed and isinstance(before, list) else set()
+    keys = meta.get("reuse_keys") if isinstance(meta, dict) else None  # what each result was measured under
     corpora: dict[str, str] = {}
     changed: dict[str, tuple[str, str, list[str]]] = {}
     for folder in held:
@@ -1313,8 +1309,8 @@ def _refuse_other_corpus(run_dir: Path, req: RunRequest, jobs: list[Job],
             continue
         planned = own.get(folder)
         if planned is None and folder in expected and (kept := _recorded_job(run_dir, folder)) is not None \
-                and (key := _corpus_key(kept)) is not None:
-            planned = by_key.get(key)
+                and (kept_ref := corpus_ref(kept)) is not None:
+            planned = by_key.get(kept_ref.key)
         if planned is None:
             continue
         path = art.job_dir(run_dir, folder)
@@ -1323,6 +1319,9 @@ def _refuse_other_corpus(run_dir: Path, req: RunRequest, jobs: list[Job],
                 or unjudged(summary.validity.verdict, art.read_json(path / art.OUTCOME_FILE)) is not None:
             continue  # a job without a finished summary (or one no outcome closed) runs again, on the corpus now
         then = short_digest(summary.provenance.corpus_digest or "")
+        if not then and isinstance(keys, dict) and isinstance(key := keys.get(folder), str) \
+                and (context := split_key(key)[1]) is not None:
+            then = context.corpus  # a Mooncake trace: the file digest its key was recorded with
         now = corpus_now(planned, corpora)
         if then and now not in ("", UNREADABLE, then):  # an unreadable source is refused with its reason later
             _, _, ids = changed.setdefault(ref.source if (ref := corpus_ref(planned)) else "?", (then, now, []))

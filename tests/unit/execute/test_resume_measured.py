@@ -300,3 +300,42 @@ def test_a_force_of_part_of_the_run_keeps_what_the_rest_was_measured_by_and_refu
         pipeline._refuse_other_measurement(out, other, fixed)
     assert "--force without --job/--config-keys" in (refused.value.fix or "")
     pipeline._refuse_other_measurement(out, other.model_copy(update={"config_keys": []}), jobs)  # the whole run
+
+
+def _mooncake(path: Path, output_length: int) -> None:
+    """A 12-row Mooncake trace whose rows ask `output_length` tokens each."""
+    path.write_text("".join(json.dumps({"timestamp": 100 * i, "input_length": 700 + 10 * i,
+                                        "output_length": output_length, "hash_ids": [0, 1 + i % 3]}) + "\n"
+                            for i in range(12)))
+
+
+def test_a_narrowed_force_or_resume_over_a_mooncake_trace_edited_in_place_is_refused(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Mooncake replay's summary records no corpus digest, and the corpus check named no corpus of a Mooncake job:
+    a `--force --job X` after the trace file was regenerated in place ran X on the new rows beside the other job's
+    result on the old ones, one run and series over two corpora, nothing said (the README says it is refused). The
+    kept job's corpus is the file digest its reuse key was recorded with."""
+    monkeypatch.setenv("LLMSWEEP_STORE", str(tmp_path / "store.sqlite"))
+    trace, recipe, out = tmp_path / "trace.jsonl", tmp_path / "replay.yaml", tmp_path / "out"
+    _mooncake(trace, 60)
+    recipe.write_text((REPO / "tests" / "data" / "recipes" / "run" / "replay-sim.yaml").read_text()
+                      .replace("mooncake: TRACE", f"mooncake: {trace}").replace("conc-list: [4]", "conc-list: [2, 4]"))
+    args = ("run", recipe, "--out", out, "--no-report")
+    code, _, err = run_main(capsys, *args)
+    assert code == 0, err
+    (kept,) = out.glob("jobs/*_conc2_*")
+    (again,) = out.glob("jobs/*_conc4_*")
+    done = {p: p.read_bytes() for p in out.glob("jobs/*/summary.json")}
+    _mooncake(trace, 90)  # regenerated in place
+    code, _, err = run_main(capsys, *args, "--force", "--job", again.name)
+    assert code == 2, err
+    assert f"--force of part of the run in {out} with a trace corpus that changed since its other jobs ran" in err
+    assert f"{trace} held corpus file-sha256:" in err and f"when 1 kept job(s) replayed it ({kept.name})" in err, err
+    assert {p: p.read_bytes() for p in out.glob("jobs/*/summary.json")} == done  # nothing ran
+    assert not (again / "attempts").exists()
+    (again / "summary.json").unlink()
+    code, _, err = run_main(capsys, *args, "--resume")  # the finished job's rows are not the file's now
+    assert code == 2 and "--resume with a trace corpus that changed" in err and kept.name in err, err
+    _mooncake(trace, 60)  # put back as it was
+    code, _, err = run_main(capsys, *args, "--resume")
+    assert code == 0 and "1 resumed" in err, err
