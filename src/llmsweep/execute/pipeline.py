@@ -1192,7 +1192,7 @@ def _merged_pins(before: Sequence[TracePin], now: Sequence[TracePin]) -> list[Tr
     out = [pin for pin in out if pin.earlier or pin.jobs]
     for pin in now:
         at = next((k for k, p in enumerate(out) if not p.earlier
-                   and (p.source, p.revision, p.commit) == (pin.source, pin.revision, pin.commit)), None)
+                   and (p.dataset, p.revision, p.commit) == (pin.source, pin.revision, pin.commit)), None)
         if at is None:
             out.append(pin)
         else:
@@ -1227,7 +1227,7 @@ def _pin_traces(run_dir: Path, req: RunRequest, jobs: list[Job], event: Event) -
     pins = [pin.model_copy(update={"jobs": [i for j in pin.jobs or () for i in expected[j]]}) for pin in pins]
     for pin in pins:
         ids = set(pin.jobs or ())
-        then = next((p for p in recorded if p.source == pin.source and p.commit != pin.commit
+        then = next((p for p in recorded if p.dataset == pin.source and p.commit != pin.commit
                      and (pin.revision is not None if p.earlier else bool(ids & set(p.jobs or ())))), None)
         if then is not None:
             asks = f"traces.revision {pin.revision}" if pin.revision else "dataset's latest (no traces.revision)"

@@ -164,10 +164,11 @@ class CorpusRef:
 
     @property
     def key(self) -> str:
-        """What names the corpus across jobs and invocations: a hub source by its source and revision, a local file
-        or folder by its absolute path (the same relative path typed in another folder names another corpus); a
-        Mooncake file apart from an agentic one (another reader, another digest)."""
-        where = self.source if self.dataset is not None else str(Path(self.source).expanduser().resolve())
+        """What names the corpus across jobs and invocations: a hub source by its dataset (a loader id and its
+        dataset's id are one) and revision, a local file or folder by its absolute path (the same relative path typed
+        in another folder names another corpus); a Mooncake file apart from an agentic one (another reader, another
+        digest)."""
+        where = self.dataset if self.dataset is not None else str(Path(self.source).expanduser().resolve())
         return ("mooncake:" if self.mooncake else "traces:") + where + (f"@{self.revision}" if self.revision else "")
 
 
@@ -195,7 +196,8 @@ class TracePin(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    source: str = Field(description="The hub trace source (`traces.hf`: a dataset id or an AgentX loader id).")
+    source: str = Field(description="The hub dataset its jobs replayed (`traces.hf`, an AgentX loader id as its "
+                        "dataset's id: `CorpusRef.dataset`); an entry an earlier release wrote may name a loader id.")
     revision: str | None = Field(default=None, description="The revision its recipes asked (`traces.revision`: a "
                                  "commit, branch or tag); None: the dataset's latest.")
     commit: str = Field(description="The commit that revision was at when the run pinned it, which its jobs replayed.")
@@ -205,21 +207,28 @@ class TracePin(BaseModel):
                                    "revision its jobs asked nor the jobs.")
 
     @property
+    def dataset(self) -> str:
+        """The dataset :attr:`source` names (a loader id an earlier release recorded, as its dataset's id)."""
+        from llmsweep.workload.traces.loader import hub_dataset
+
+        return hub_dataset(self.source) or self.source
+
+    @property
     def earlier(self) -> bool:
         """An entry of an earlier release's `{dataset: commit}` record (`jobs` None): what it asked is not known."""
         return self.jobs is None
 
 
 def recorded_commit(recorded: Sequence[TracePin], source: str, revision: str | None) -> str | None:
-    """The commit a run recorded for hub trace source `source` asked at `revision` (None: its latest), which a
+    """The commit a run recorded for hub dataset `source` asked at `revision` (None: its latest), which a
     `--resume` (or a `--force` of part of the run) replays again, whatever the branch or tag names now: its own entry,
     else — asked at its latest — an earlier release's entry for the dataset (`TracePin.earlier`), which was applied so.
     None when the run recorded none."""
     for pin in recorded:
-        if not pin.earlier and pin.source == source and pin.revision == revision:
+        if not pin.earlier and pin.dataset == source and pin.revision == revision:
             return pin.commit
     if revision is None:
-        return next((pin.commit for pin in recorded if pin.earlier and pin.source == source), None)
+        return next((pin.commit for pin in recorded if pin.earlier and pin.dataset == source), None)
     return None
 
 
@@ -227,14 +236,16 @@ def pin_trace_sources(jobs: list[Job], revisions: Mapping[str, str] | None = Non
                       recorded: Sequence[TracePin] = ()
                       ) -> tuple[list[Job], list[TracePin], dict[tuple[str, str | None], LlmsweepError]]:
     """Every agentic job's hub trace source (a dataset id or an AgentX loader id, `traces.hf`) resolved once per
-    revision asked to the commit it replays, its snapshot fetched into the hub cache (`loader.pin_dataset`): at the
-    commit `recorded` holds for the source at the revision the job asks (`recorded_commit`: the commit a run being
-    resumed replayed, whatever its branch or tag names now), else at the recipe's `traces.revision`, else at
-    `revisions[source]` (the commit `discover` pinned for its stages), else at the dataset's latest. Each point then
-    reads that commit: a dataset that got a commit mid-sweep had points of one sweep replay two corpora under one
-    trace source. Returns the jobs with `traces.revision` set to the commit, one `TracePin` per source and revision
-    asked (its `jobs`: the ids of `jobs` replaying it), and the (source, revision asked) that could not be resolved
-    (their jobs left as they were: `check_trace_sources` refuses them with the reason)."""
+    dataset (`CorpusRef.dataset`: a loader id and its dataset's id are one) and revision asked to the commit it
+    replays, its snapshot fetched into the hub cache (`loader.pin_dataset`): at the commit `recorded` holds for the
+    dataset at the revision the job asks (`recorded_commit`: the commit a run being resumed replayed, whatever its
+    branch or tag names now), else at the recipe's `traces.revision`, else at `revisions[dataset]` (the commit
+    `discover` pinned for its stages), else at the dataset's latest. Each point then reads that commit: a dataset that
+    got a commit mid-sweep had points of one sweep replay two corpora under one trace source, and so had two recipes
+    naming one dataset by its loader id and its id. Returns the jobs with `traces.revision` set to the commit, one
+    `TracePin` per dataset and revision asked (its `jobs`: the ids of `jobs` replaying it), and the (dataset,
+    revision asked) that could not be resolved (their jobs left as they were: `check_trace_sources` refuses them with
+    the reason)."""
     from llmsweep.workload.traces.loader import pin_dataset
 
     asked: dict[tuple[str, str | None], str | LlmsweepError] = {}
@@ -247,11 +258,11 @@ def pin_trace_sources(jobs: list[Job], revisions: Mapping[str, str] | None = Non
         if ref is None or ref.mooncake or ref.dataset is None or traces is None:  # a local corpus has no revision
             out.append(job)
             continue
-        request = (ref.source, ref.revision)
+        request = (ref.dataset, ref.revision)  # a loader id and its dataset's id: one dataset, resolved once
         if request not in asked:
-            at = recorded_commit(recorded, *request) or ref.revision or (revisions or {}).get(ref.source)
+            at = recorded_commit(recorded, *request) or ref.revision or (revisions or {}).get(ref.dataset)
             try:
-                asked[request] = pin_dataset(ref.source, at)
+                asked[request] = pin_dataset(ref.dataset, at)
             except LlmsweepError as exc:
                 asked[request] = exc
         commit = asked[request]
@@ -259,7 +270,7 @@ def pin_trace_sources(jobs: list[Job], revisions: Mapping[str, str] | None = Non
             failed.setdefault(request, commit)
             out.append(job)
             continue
-        pin = pinned.get(request) or TracePin(source=ref.source, revision=ref.revision, commit=commit, jobs=[])
+        pin = pinned.get(request) or TracePin(source=ref.dataset, revision=ref.revision, commit=commit, jobs=[])
         pinned[request] = pin.model_copy(update={"jobs": [*(pin.jobs or ()), job.id]})
         workload = job.workload.model_copy(update={"traces": traces.model_copy(update={"revision": commit})})
         out.append(job.model_copy(update={"workload": workload}))

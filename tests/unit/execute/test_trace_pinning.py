@@ -163,6 +163,31 @@ def test_a_pinned_job_keeps_the_reuse_identity_it_had(tmp_path: Path, monkeypatc
     assert [reuse_doc(j, "") for j in pinned] == [reuse_doc(j, "") for j in jobs]
 
 
+def test_a_loader_id_and_its_datasets_id_are_one_source_pinned_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Jobs naming one dataset by an AgentX loader id and by the dataset's own id were pinned as two sources: the
+    dataset was asked twice, and where it got a commit between the two asks, one sweep replayed two corpora of it,
+    run.json recording two pins of one dataset."""
+    from llmsweep.plan import jobs_from_files
+    from llmsweep.plan.point import TracePin, corpus_ref, pin_trace_sources, with_traces
+    from llmsweep.spec.workload import AGENTX_LOADERS
+
+    asked: list[str | None] = []
+    _rolling_hub(tmp_path, monkeypatch, asked)
+    monkeypatch.setitem(AGENTX_LOADERS, "rolling_with_subagents", DATASET)
+    recipe, _ = _sweep(tmp_path, monkeypatch)
+    by_loader = with_traces(jobs_from_files([recipe])[:1], "rolling_with_subagents")
+    by_id = with_traces(jobs_from_files([recipe])[1:], DATASET)
+    pinned, pins, failed = pin_trace_sources(by_loader + by_id)
+    assert asked == [None] and not failed, asked  # one fetch, of the dataset's latest
+    assert pins == [TracePin(source=DATASET, commit=COMMITS[0], jobs=[j.id for j in by_loader + by_id])], pins
+    assert [ref.revision if (ref := corpus_ref(j)) else None for j in pinned] == [COMMITS[0]] * 2
+    assert pinned[0].workload.traces is not None and pinned[0].workload.traces.hf == "rolling_with_subagents"
+    # what a resume replays: the commit recorded for the dataset, under either name
+    again, _, _ = pin_trace_sources(by_loader, recorded=pins)
+    assert [ref.revision if (ref := corpus_ref(j)) else None for j in again] == [COMMITS[0]]
+
+
 def test_a_resume_of_a_run_from_before_pinning_keeps_its_finished_jobs(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     """A run measured before sweeps pinned their hub sources recorded no commit (run.json without `trace_revisions`,
