@@ -172,3 +172,32 @@ def test_compare_lists_as_reused_the_earlier_attempt_a_run_stood_on_not_the_jobs
     table = cli_here(["compare", source, reusing, "--store", store], env)
     assert table.returncode == 0 and "reused by B from A, not measured again" in table.stdout, table.stdout
     assert "only in A" not in table.stdout, table.stdout
+
+
+def test_a_run_that_stands_anew_on_the_newer_measurement_reads_that_one_not_the_kept_attempt(tmp_path: Path) -> None:
+    """R stood on S's results; S was measured again (`--force`), its earlier attempts kept for R; R was then run
+    again with `--reuse --force` and stood on S's new measurements. R's record names each job's result id, which
+    never changes between attempts, and the kept attempts list R among the runs that stood on them: R's dashboard and
+    frontier read the earlier attempts, which R no longer stands on. R's record names the measurement it stood on
+    (`measured_at`), and so does each kept attempt; a later `--force` of S keeps the attempt R stands on now for it."""
+    recipe, source, reusing, store, env = _runs(tmp_path)
+    reusing_id = json.loads((reusing / "run.json").read_text())["run_id"]
+    jobs = sorted(p.name for p in (source / "jobs").iterdir())
+    assert run_here([recipe, "--out", source, "--force", "--no-report"], env).returncode == 0
+    again = run_here([recipe, "--out", reusing, "--no-report", "--reuse", "--force", "--json"], env)
+    assert again.returncode == 0 and all(r["reused"] for r in json.loads(again.stdout)["jobs"]), again.stderr[-3000:]
+
+    def stood_on() -> dict[str, Path | None]:
+        with Store(store, readonly=True) as opened:
+            return {j: p.artifact_dir for j, p in opened.reused_points(load_run(reusing).reused, by=reusing_id).items()}
+
+    assert stood_on() == {j: (source / "jobs" / j).resolve() for j in jobs}
+    drawn, said = _frontier(reusing_id, store, env)
+    source_id = json.loads((source / "run.json").read_text())["run_id"]
+    assert {p["result_id"] for p in drawn.values()} == {result_id_for(source_id, j) for j in jobs}, drawn
+    assert REUSED_GONE not in said, said
+    # S measured a third time: the second attempt, the one R stands on now, is kept for it
+    third = run_here([recipe, "--out", source, "--force", "--no-report"], env)
+    assert third.returncode == 0, third.stderr[-3000:]
+    assert third.stderr.count(f"run {reusing_id} stands on it") == len(jobs), third.stderr[-3000:]
+    assert stood_on() == {j: (source / "jobs" / j / "attempts" / "2").resolve() for j in jobs}

@@ -875,7 +875,9 @@ def _reuse(req: RunRequest, run_dir: Path, runnable: list[Job], keys: dict[str, 
                 evals.append(job.id)
             continue
         source = {"run_id": src.run_id, "job_id": src.job_id, "result_id": src.result_id, "verdict": src.verdict,
-                  "reuse_key": keys[job.id]}
+                  "reuse_key": keys[job.id],
+                  # which measurement of that job it is: its run may measure it again under the same result id
+                  **({"measured_at": src.measured_at} if src.measured_at is not None else {})}
         jdir = art.job_dir(run_dir, job.id)
         (jdir / art.REUSED_FILE).unlink(missing_ok=True)  # an earlier invocation's pointer: replaced below
         if (kept := art.keep_earlier_attempt(job.id, jdir, event)) is not None and stored is not None:
@@ -1909,8 +1911,10 @@ class _JobStore:
                     job_id = job_dir.name
                     key, reusing = store.standing_on(load_run_meta(self.run_dir)[0], job_id)
                     if reusing:
-                        _record_kept(self.run_dir, KeptAttempt(kept.relative_to(self.run_dir).as_posix(), job_id,
-                                                               key, tuple(reusing)))
+                        summary = art.finished_summary(kept)  # which measurement it is: what the runs stood on
+                        _record_kept(self.run_dir, KeptAttempt(
+                            kept.relative_to(self.run_dir).as_posix(), job_id, key, tuple(reusing),
+                            summary.provenance.measured_at if summary is not None else None))
                         self.event(f"job {job_id}: its earlier result is no longer this run's; "
                                    f"{_stood_on_by(reusing)}")
                     store.ingest_job(self.run_dir, job_dir)  # an emptied folder: its stored result goes

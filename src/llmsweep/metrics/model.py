@@ -579,6 +579,20 @@ class KvBlockProvenance(_Open):
     source: str | None = Field(default=None, description="Where the engine's default is read from.")
 
 
+def measurement_stamp(started_at: object, finished_at: object) -> str | None:
+    """What tells one measurement of a job from another: the moments its client started and finished
+    (`Provenance.started_at`..`finished_at`, unix seconds), `<start>..<end>`; None where either is not recorded (a
+    summary imported from elsewhere). A run's job measured again (`--force`, `--resume` after an edit) keeps its job
+    and result ids but not these, and re-summarising or re-judging the folder keeps them (they are the run's record,
+    not figures of the summary). What `run --reuse` records of the result it stood a job on, and the store of an
+    attempt it keeps for such runs (`results.rundir.KeptAttempt`)."""
+    def number(value: object) -> float | None:
+        return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+    start, end = number(started_at), number(finished_at)
+    return None if start is None or end is None else f"{start!r}..{end!r}"
+
+
 class Provenance(_Open):
     """Who measured what: the client version plus what the run recorded (job, launch, hardware, options, …)."""
 
@@ -615,6 +629,11 @@ class Provenance(_Open):
         default=None, description="Simulated jobs: the simulator's KV block against the stood-in engine's own page "
         "where they differ and the recipe pins none (SGLang 1 token, vLLM 16, TensorRT-LLM 32; the simulator 64), "
         "which the prediction does not model (`engines.sim.engine_kv_block`).")
+
+    @property
+    def measured_at(self) -> str | None:
+        """Which measurement this is (:func:`measurement_stamp` of its start and end): None when not recorded."""
+        return measurement_stamp(self.started_at, self.finished_at)
 
     @property
     def corpus_digest(self) -> str | None:

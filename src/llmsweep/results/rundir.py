@@ -412,21 +412,26 @@ KEPT_ATTEMPTS = "kept_attempts"
 """run.json's record of the earlier attempts of its jobs that the run measured again (`--force`, `--resume` after an
 edit, a job whose id an edit changed) while other runs stood a job on them (`run --reuse`): the folder it was kept in,
 relative to the run folder -> `{"job_id": <the job it was a result of>, "reuse_key": <the key it was measured under>,
-"runs": <the runs that stood on it>}`. The store keeps such a result for those runs, drawn as none of its own run's
-(`results.store.Store`: `results.retired`, under its own result id, :meth:`KeptAttempt.result_id`), and reads it for
-them in place of the job's newer result (`Store.reused_points`)."""
+"runs": <the runs that stood on it>, "measured_at": <which measurement it is>}`. The store keeps such a result for
+those runs, drawn as none of its own run's (`results.store.Store`: `results.retired`, under its own result id,
+:meth:`KeptAttempt.result_id`), and reads it for them in place of the job's newer result (`Store.reused_points`): for a
+run whose record of the result it stood on (`reused`) names the same measurement (`measured_at`,
+`metrics.model.measurement_stamp`), else — either recorded before measurements were named — for the runs listed."""
 
 
 @dataclass(frozen=True, slots=True)
 class KeptAttempt:
     """One entry of run.json's :data:`KEPT_ATTEMPTS`: the folder the earlier attempt was kept in (relative to the run
     folder), the job whose result it was, the reuse key it was measured under (None where the run recorded none) and
-    the runs that stood on it when the run measured the job again."""
+    the runs that stood on it when the run measured the job again, and which measurement it is
+    (`metrics.model.measurement_stamp`; None in an entry written before they were named, or where its summary records
+    none)."""
 
     dir: str
     job_id: str
     reuse_key: str | None
     runs: tuple[str, ...]
+    measured_at: str | None = None
 
     @property
     def stored_job_id(self) -> str:
@@ -436,7 +441,17 @@ class KeptAttempt:
 
     def to_json(self) -> dict[str, Any]:
         return {"job_id": self.job_id, **({"reuse_key": self.reuse_key} if self.reuse_key is not None else {}),
-                "runs": list(self.runs)}
+                "runs": list(self.runs), **({"measured_at": self.measured_at} if self.measured_at is not None else {})}
+
+    def stood_on_by(self, by: str, stood: Mapping[str, Any]) -> bool:
+        """Whether run `by` stood a job on this attempt, `stood` being its record of the result (its `reused` entry,
+        naming this attempt's job's result id): the same measurement where both name theirs, else `by` among the
+        runs that stood on it when the job was measured again (a run that stood anew on the job's newer result since,
+        `run --reuse --force`, is listed there all the same)."""
+        said = stood.get("measured_at")
+        if isinstance(said, str) and self.measured_at is not None:
+            return said == self.measured_at
+        return by in self.runs
 
 
 def kept_attempts_of(meta: Mapping[str, Any]) -> list[KeptAttempt]:
@@ -446,7 +461,8 @@ def kept_attempts_of(meta: Mapping[str, Any]) -> list[KeptAttempt]:
     if not isinstance(raw, dict):
         return []
     return [KeptAttempt(str(folder), doc["job_id"], key if isinstance(key := doc.get("reuse_key"), str) else None,
-                        tuple(str(r) for r in runs))
+                        tuple(str(r) for r in runs),
+                        measured if isinstance(measured := doc.get("measured_at"), str) else None)
             for folder, doc in raw.items() if isinstance(doc, dict) and isinstance(doc.get("job_id"), str)
             and isinstance(runs := doc.get("runs"), list)]
 

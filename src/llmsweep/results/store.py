@@ -226,12 +226,15 @@ class IngestReport:
 
 @dataclass(frozen=True, slots=True)
 class Reusable:
-    """A stored valid result a job may stand on instead of running: where it came from."""
+    """A stored valid result a job may stand on instead of running: where it came from, and which measurement of the
+    job it is (`metrics.model.measurement_stamp`; None where its provenance records none): its run may measure the job
+    again under the same result id."""
 
     run_id: str
     job_id: str
     result_id: str
     verdict: str
+    measured_at: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -578,23 +581,30 @@ class Store:
             if point is not None:
                 self._insert_point(point, retired=retired.dir)
 
-    def _reusing_runs(self, run_id: str, job_id: str, key: str | None) -> list[str]:
+    def _reusing_runs(self, run_id: str, job_id: str, key: str | None, measured_at: str | None = None) -> list[str]:
         """The stored runs that stand a job on run `run_id`'s result of job `job_id` (`run --reuse`: their record's
-        `reused` names it) measured under `key`, as `reused_points` reads them: one that stood on an earlier
-        measurement of the job, under another key or in an attempt the run kept for it (`rundir.KEPT_ATTEMPTS`), does
-        not."""
+        `reused` names it) measured under `key` — the measurement `measured_at` (`metrics.model.measurement_stamp`)
+        where both it and the record name one —, as `reused_points` reads them: one that stood on an earlier
+        measurement of the job, under another key or, by a record naming no measurement, in an attempt the run kept
+        for it (`rundir.KEPT_ATTEMPTS`), does not."""
         from llmsweep.changes.reuse import split_key
         from llmsweep.results.rundir import kept_attempts_of, reused_of
 
         result_id = result_id_for(run_id, job_id)
         earlier = {r for k in kept_attempts_of(self.run_meta(run_id)) if k.job_id == job_id for r in k.runs}
 
-        def same(then: object) -> bool:
-            return not (isinstance(then, str) and key is not None) or split_key(then)[0] == split_key(key)[0]
+        def stands(reusing: str, src: Mapping[str, Any]) -> bool:
+            then, said = src.get("reuse_key"), src.get("measured_at")
+            if str(src.get("result_id")) != result_id or (
+                    isinstance(then, str) and key is not None and split_key(then)[0] != split_key(key)[0]):
+                return False
+            if isinstance(said, str) and measured_at is not None:
+                return said == measured_at
+            return reusing not in earlier
 
         rows = self._db.execute("SELECT run_id, meta FROM runs ORDER BY ingested_at, run_id").fetchall()
-        return [r["run_id"] for r in rows if r["run_id"] not in earlier and r["run_id"] != run_id
-                and any(str(src.get("result_id")) == result_id and same(src.get("reuse_key"))
+        return [r["run_id"] for r in rows if r["run_id"] != run_id
+                and any(stands(r["run_id"], src)
                         for src in reused_of(_StoredRow(self, r["run_id"]).json(r["meta"], "runs.meta")).values())]
 
     def standing_on(self, run_id: str, job_id: str) -> tuple[str | None, list[str]]:
@@ -602,12 +612,17 @@ class Store:
         (None where it recorded none), and the other stored runs that stand a job on it (`run --reuse`), oldest
         first — [] when the store holds no such result. What `run` asks before it measures the job again: the attempt
         it keeps is kept in the store for those runs (`rundir.KEPT_ATTEMPTS`)."""
-        held = self._db.execute("SELECT 1 FROM results WHERE result_id = ? AND run_id = ? AND job_id = ?",
-                                (result_id_for(run_id, job_id), run_id, job_id)).fetchone()
+        result_id = result_id_for(run_id, job_id)
+        held = self._db.execute("SELECT p.doc FROM results x LEFT JOIN provenance p ON p.result_id = x.result_id "
+                                "WHERE x.result_id = ? AND x.run_id = ? AND x.job_id = ?",
+                                (result_id, run_id, job_id)).fetchone()
         recorded = self.run_meta(run_id).get("reuse_keys")
         key = recorded.get(job_id) if isinstance(recorded, dict) else None
         key = key if isinstance(key, str) else None
-        return key, (self._reusing_runs(run_id, job_id, key) if held is not None else [])
+        if held is None:
+            return key, []
+        prov = _StoredRow(self, run_id, job_id, result_id).json(held["doc"], "provenance.doc") if held["doc"] else {}
+        return key, self._reusing_runs(run_id, job_id, key, _measured_at(prov))
 
     def _keep_attempts(self, root: Path, run_id: str, meta: Mapping[str, Any]) -> None:
         """The stored run's record of its kept attempts (`rundir.KEPT_ATTEMPTS`) becomes run.json's (`meta`), and
@@ -902,12 +917,14 @@ class Store:
         point the record does not name.
 
         Where the result's run measured the job again since (a `--force` or `--resume` rerun keeps the job's result
-        id) and kept the attempt `by` stood on (`rundir.KEPT_ATTEMPTS`: the runs that stood on it when it was
-        measured again), that kept result is read, under the job id the record names: not the job's newer result,
-        whatever key it was measured under. One measured again that kept nothing for `by` (the store could not be
-        reached then, or a release before it kept them) is absent where its key is not the one reused. A result its
-        run retired since (the recipe no longer plans the job) is kept for them, and read here under the key the
-        run's record of the retirement gives it."""
+        id) and kept the attempt `by` stood on (`rundir.KEPT_ATTEMPTS`: the measurement the record names, its
+        `measured_at`; for a record or an attempt from before measurements were named, one of the runs that stood on
+        it when it was measured again, `KeptAttempt.stood_on_by`), that kept result is read, under the job id the
+        record names: not the job's newer result, whatever key it was measured under. A job result of another
+        measurement than the record names is absent; one measured again that kept nothing for `by` (a release before
+        they were kept) is absent where its key is not the one reused. A result its run retired since (the recipe no
+        longer plans the job) is kept for them, and read here under the key the run's record of the retirement gives
+        it."""
         from llmsweep.changes.reuse import split_key
         from llmsweep.results.rundir import kept_attempts_of, retired_of
 
@@ -925,8 +942,8 @@ class Store:
                 continue
             result_id, run_id = str(src["result_id"]), src.get("run_id")
             source = run_id if isinstance(run_id, str) else None
-            kept = [k for k in kept_attempts_of(meta_of(source)) if by in k.runs
-                    and result_id_for(source, k.job_id) == result_id] if source is not None else []
+            kept = [k for k in kept_attempts_of(meta_of(source)) if result_id_for(source, k.job_id) == result_id
+                    and k.stood_on_by(by, src)] if source is not None else []
             if source is not None and kept:
                 wanted[job], kept_for[job] = result_id_for(source, kept[-1].stored_job_id), kept[-1].job_id
             else:
@@ -943,6 +960,9 @@ class Store:
             if point is None or src.get("run_id") not in (None, point.run_id) \
                     or src.get("job_id") not in (None, point.job_id):
                 continue
+            stood, measured = src.get("measured_at"), _measured_at(point.provenance)
+            if isinstance(stood, str) and measured is not None and stood != measured:
+                continue  # the job measured again since, the measurement stood on not kept: never another one
             if point.run_id not in keys:
                 meta = meta_of(point.run_id)
                 recorded = meta.get("reuse_keys")
@@ -1013,17 +1033,17 @@ class Store:
                     continue
                 key, context, stored_context = hit
                 stored = _StoredRow(self, run["run_id"], row["job_id"], row["result_id"])
+                prov = stored.json(row["provenance"], "provenance.doc") if row["provenance"] else {}
                 why = None if context is None else _context_mismatch(
-                    context, stored_context, row["source"],
-                    stored.json(row["provenance"], "provenance.doc") if row["provenance"] else {},
-                    stored.json(row["identity"], "jobs.identity"))
+                    context, stored_context, row["source"], prov, stored.json(row["identity"], "jobs.identity"))
                 if why is None and row["verdict"] not in verdicts:
                     newer.setdefault(key, f"run {run['run_id']}'s, is {row['verdict']}")
                 elif why is None and (damaged := self._unreadable(row["result_id"])) is not None:
                     passed.setdefault(key, f"the {row['verdict']} result of run {run['run_id']} (job {row['job_id']}) "
                                            f"does not read ({damaged})")
                 elif why is None:
-                    found = Reusable(run["run_id"], row["job_id"], row["result_id"], row["verdict"])
+                    found = Reusable(run["run_id"], row["job_id"], row["result_id"], row["verdict"],
+                                     _measured_at(prov))
                     if refuse is not None and (refusal := refuse(key, found)) is not None:
                         if key not in newer:
                             refused.setdefault(key, f"run {run['run_id']}'s, {refusal}")
@@ -1215,6 +1235,13 @@ class _StoredRow:
     def bad(self, column: str, why: str) -> StoreError:
         return _bad_row(self.store.path, self.where(column.split(".")[0]), column, why,
                         self.store.run_fix(self.run_id))
+
+
+def _measured_at(prov: object) -> str | None:
+    """Which measurement a stored result is (`metrics.model.measurement_stamp`), from its provenance document."""
+    from llmsweep.metrics.model import measurement_stamp
+
+    return measurement_stamp(prov.get("started_at"), prov.get("finished_at")) if isinstance(prov, dict) else None
 
 
 def _context_mismatch(want: Any, stored_key_context: Any, source: str, prov: Mapping[str, Any],
