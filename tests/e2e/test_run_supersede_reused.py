@@ -14,6 +14,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+import pytest
 from test_run_support import RECIPES, cli_env, cli_here, run_here
 
 from llmsweep.results.point import result_id_for
@@ -201,3 +202,37 @@ def test_a_run_that_stands_anew_on_the_newer_measurement_reads_that_one_not_the_
     assert third.returncode == 0, third.stderr[-3000:]
     assert third.stderr.count(f"run {reusing_id} stands on it") == len(jobs), third.stderr[-3000:]
     assert stood_on() == {j: (source / "jobs" / j / "attempts" / "2").resolve() for j in jobs}
+
+
+def test_an_attempt_measured_again_while_the_store_was_busy_is_kept_for_the_runs_that_stood_on_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Asking the store which runs stand on a job's result, as the job is measured again, failed (another process
+    held it locked): nothing went into run.json's `kept_attempts`, the run asked the store nothing more, and its
+    end-of-run ingest replaced the run — the reusing run then drew the job's new measurement as the one it stood on.
+    The attempt is recorded as kept for runs not known yet, which the end-of-run ingest finds before it replaces
+    anything, said and recorded in run.json."""
+    recipe, source, reusing, store, env = _runs(tmp_path)
+    reusing_id = json.loads((reusing / "run.json").read_text())["run_id"]
+    jobs = sorted(p.name for p in (source / "jobs").iterdir())
+
+    def busy(*_: object) -> None:
+        raise sqlite3.OperationalError("database is locked")
+
+    with monkeypatch.context() as patched:  # another process holds the store as the first job is measured again
+        patched.setattr(Store, "standing_on", busy)
+        forced = run_here([recipe, "--out", source, "--force", "--no-report"], env)
+    assert forced.returncode == 0, forced.stderr[-3000:]
+    assert "could not drop the earlier result" in forced.stderr, forced.stderr[-3000:]
+    assert forced.stderr.count(f"run {reusing_id} stands on it") == len(jobs), forced.stderr[-3000:]
+    kept = json.loads((source / "run.json").read_text())["kept_attempts"]
+    assert sorted(kept) == [f"jobs/{j}/attempts/1" for j in jobs]
+    assert all(doc["runs"] == [reusing_id] for doc in kept.values()), kept
+    with Store(store, readonly=True) as opened:
+        reused = opened.reused_points(load_run(reusing).reused, by=reusing_id)
+    assert {j: p.artifact_dir for j, p in reused.items()} == {
+        j: (source / "jobs" / j / "attempts" / "1").resolve() for j in jobs}
+    # stored anew from the folder: the settled record stands
+    assert cli_here(["results", "ingest", source, "--force", "--store", store], env).returncode == 0
+    with Store(store, readonly=True) as opened:
+        again = opened.reused_points(load_run(reusing).reused, by=reusing_id)
+    assert {j: p.artifact_dir for j, p in again.items()} == {j: p.artifact_dir for j, p in reused.items()}

@@ -1736,14 +1736,18 @@ def _stood_on_by(runs: Sequence[str]) -> str:
 def _record_kept(run_dir: Path, kept: KeptAttempt) -> None:
     """run.json records at once an earlier attempt of a job that other runs stood on (`rundir.KEPT_ATTEMPTS`), before
     the store drops the job's result: the store keeps it for them from this record, now and at every later ingest of
-    the run."""
+    the run. One kept for runs not known yet (`KeptAttempt.pending`) is recorded as such; once settled (`Store.
+    ingest_run`), with the runs that stand on it, or — none does — not at all."""
     from llmsweep.results.rundir import KEPT_ATTEMPTS
 
     meta = art.read_json(run_dir / art.RUN_FILE)
     if not isinstance(meta, dict):
         return
     entries = meta.get(KEPT_ATTEMPTS)
-    meta[KEPT_ATTEMPTS] = {**(entries if isinstance(entries, dict) else {}), kept.dir: kept.to_json()}
+    entries = {**(entries if isinstance(entries, dict) else {}), kept.dir: kept.to_json()}
+    if kept.runs == ():
+        del entries[kept.dir]
+    meta[KEPT_ATTEMPTS] = entries
     art.write_json(run_dir / art.RUN_FILE, meta)
 
 
@@ -1900,29 +1904,37 @@ class _JobStore:
         stored runs stood a job on that result (`run --reuse`), run.json records the attempt as kept for them
         (`rundir.KEPT_ATTEMPTS`) and the store keeps it, as none of this run's, read for them in place of the job's
         new result: said, naming them (their dashboards had lost the point, or drawn the new measurement as the one
-        they stood on). Then run.json's key of the job becomes the plan's: a run stopped between the two leaves
-        neither the earlier result stored as the run's nor a key that is not its own."""
+        they stood on). Where the store cannot be asked (busy, or failed before), run.json records the attempt as kept
+        for runs not known yet (`KeptAttempt.pending`), which the end-of-run ingest finds before it replaces the run
+        (`Store.ingest_run`): nothing recorded, the reusing runs drew the job's new measurement. Then run.json's key of
+        the job becomes the plan's: a run stopped between the two leaves neither the earlier result stored as the
+        run's nor a key that is not its own."""
         from llmsweep.results.rundir import KeptAttempt, load_run_meta
         from llmsweep.results.store import Store, store_busy
 
+        job_id = job_dir.name
+        summary = art.finished_summary(kept)  # which measurement it is: what the runs stood on
+        measured = summary.provenance.measured_at if summary is not None else None
+        asked = False
         try:
             if not self.failed:  # as above: the end-of-run ingest replaces what the store holds of the run
                 with Store(self.path) as store:
-                    job_id = job_dir.name
                     key, reusing = store.standing_on(load_run_meta(self.run_dir)[0], job_id)
+                    asked = True
                     if reusing:
-                        summary = art.finished_summary(kept)  # which measurement it is: what the runs stood on
-                        _record_kept(self.run_dir, KeptAttempt(
-                            kept.relative_to(self.run_dir).as_posix(), job_id, key, tuple(reusing),
-                            summary.provenance.measured_at if summary is not None else None))
+                        _record_kept(self.run_dir, KeptAttempt(kept.relative_to(self.run_dir).as_posix(), job_id,
+                                                               key, tuple(reusing), measured))
                         self.event(f"job {job_id}: its earlier result is no longer this run's; "
                                    f"{_stood_on_by(reusing)}")
                     store.ingest_job(self.run_dir, job_dir)  # an emptied folder: its stored result goes
         except Exception as exc:  # as a store failure above: the end-of-run ingest decides
-            self.event(f"warning: could not drop the earlier result of job {job_dir.name} from {self.path}: "
+            self.event(f"warning: could not drop the earlier result of job {job_id} from {self.path}: "
                        f"{exc} (the run goes on)")
             self.failed = store_busy(exc)
-        self.keys.measuring(job_dir.name)
+        if not asked and summary is not None:  # which runs stood on it: the end-of-run ingest asks
+            _record_kept(self.run_dir, KeptAttempt(kept.relative_to(self.run_dir).as_posix(), job_id,
+                                                   self.keys.keys.get(job_id), None, measured))
+        self.keys.measuring(job_id)
 
 
 def _store(run_dir: Path, req: RunRequest, event: Event,
@@ -1934,6 +1946,11 @@ def _store(run_dir: Path, req: RunRequest, event: Event,
     try:
         with Store(path) as store:
             report = store.ingest_run(run_dir, replace=True)  # this run's folder is the run: what it holds now
+        for kept in report.settled:  # attempts kept while the store could not be asked: the runs that stood on them
+            _record_kept(run_dir, kept)
+            if kept.runs:
+                event(f"job {kept.job_id}: its earlier result, kept in {run_dir / kept.dir}, is no longer this run's; "
+                      f"{_stood_on_by(kept.runs)}")
         stood = [j for j in report.missing_expected if j in reused]
         gaps = len(report.missing_expected) - len(stood)
         missing = f", {gaps} expected job(s) without a result" if gaps else ""

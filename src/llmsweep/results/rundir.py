@@ -416,22 +416,31 @@ relative to the run folder -> `{"job_id": <the job it was a result of>, "reuse_k
 those runs, drawn as none of its own run's (`results.store.Store`: `results.retired`, under its own result id,
 :meth:`KeptAttempt.result_id`), and reads it for them in place of the job's newer result (`Store.reused_points`): for a
 run whose record of the result it stood on (`reused`) names the same measurement (`measured_at`,
-`metrics.model.measurement_stamp`), else — either recorded before measurements were named — for the runs listed."""
+`metrics.model.measurement_stamp`), else — either recorded before measurements were named — for the runs listed.
+`"runs": null` is an entry the run could not ask the store about (busy, unreachable) when it measured the job again:
+the next ingest of the run finds the runs that stand on it (`Store.ingest_run`, before it replaces the run's
+results), and `run` records them here at its end."""
 
 
 @dataclass(frozen=True, slots=True)
 class KeptAttempt:
     """One entry of run.json's :data:`KEPT_ATTEMPTS`: the folder the earlier attempt was kept in (relative to the run
     folder), the job whose result it was, the reuse key it was measured under (None where the run recorded none) and
-    the runs that stood on it when the run measured the job again, and which measurement it is
-    (`metrics.model.measurement_stamp`; None in an entry written before they were named, or where its summary records
-    none)."""
+    the runs that stood on it when the run measured the job again (None: not known yet, :attr:`pending`), and which
+    measurement it is (`metrics.model.measurement_stamp`; None in an entry written before they were named, or where
+    its summary records none)."""
 
     dir: str
     job_id: str
     reuse_key: str | None
-    runs: tuple[str, ...]
+    runs: tuple[str, ...] | None
     measured_at: str | None = None
+
+    @property
+    def pending(self) -> bool:
+        """The run could not ask the store which runs stood on the attempt when it measured the job again (busy,
+        unreachable): the next ingest of the run asks (`Store.ingest_run`)."""
+        return self.runs is None
 
     @property
     def stored_job_id(self) -> str:
@@ -441,7 +450,8 @@ class KeptAttempt:
 
     def to_json(self) -> dict[str, Any]:
         return {"job_id": self.job_id, **({"reuse_key": self.reuse_key} if self.reuse_key is not None else {}),
-                "runs": list(self.runs), **({"measured_at": self.measured_at} if self.measured_at is not None else {})}
+                "runs": list(self.runs) if self.runs is not None else None,
+                **({"measured_at": self.measured_at} if self.measured_at is not None else {})}
 
     def stood_on_by(self, by: str, stood: Mapping[str, Any]) -> bool:
         """Whether run `by` stood a job on this attempt, `stood` being its record of the result (its `reused` entry,
@@ -451,7 +461,7 @@ class KeptAttempt:
         said = stood.get("measured_at")
         if isinstance(said, str) and self.measured_at is not None:
             return said == self.measured_at
-        return by in self.runs
+        return by in (self.runs or ())
 
 
 def kept_attempts_of(meta: Mapping[str, Any]) -> list[KeptAttempt]:
@@ -461,10 +471,10 @@ def kept_attempts_of(meta: Mapping[str, Any]) -> list[KeptAttempt]:
     if not isinstance(raw, dict):
         return []
     return [KeptAttempt(str(folder), doc["job_id"], key if isinstance(key := doc.get("reuse_key"), str) else None,
-                        tuple(str(r) for r in runs),
+                        tuple(str(r) for r in runs) if isinstance(runs := doc.get("runs"), list) else None,
                         measured if isinstance(measured := doc.get("measured_at"), str) else None)
             for folder, doc in raw.items() if isinstance(doc, dict) and isinstance(doc.get("job_id"), str)
-            and isinstance(runs := doc.get("runs"), list)]
+            and (doc.get("runs") is None or isinstance(doc.get("runs"), list))]
 
 
 def kept_attempts(root: Path, meta: Mapping[str, Any]) -> list[tuple[KeptAttempt, JobArtifacts]]:

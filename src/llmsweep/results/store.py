@@ -42,6 +42,7 @@ from llmsweep.results.identity import get_field, gpus_of, identity_from_dict, id
 from llmsweep.results.point import ResultPoint, point_from_job, points_from_run, result_id_for
 from llmsweep.results.rundir import (
     JOB_OUTCOMES,
+    KeptAttempt,
     RecordedOutcome,
     RunDir,
     known_outcomes,
@@ -222,6 +223,9 @@ class IngestReport:
     unread: tuple[str, ...] = ()
     """Why a job folder's summary was not stored although it is there (`JobArtifacts.unread`, `.unjudged`), one per
     job."""
+    settled: tuple[KeptAttempt, ...] = ()
+    """The attempts the run kept without knowing which runs stood on them (`KeptAttempt.pending`: the store was busy
+    when it measured the job again), with the runs the store found standing on them (none: nothing to keep)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -461,16 +465,19 @@ class Store:
         longer plans it) is kept from the folder it was moved to, as none of the run's results (`_insert_retired`),
         and so is an earlier attempt of a job measured again that other runs stood on (run.json's `kept_attempts`,
         `_insert_kept`).
+        An attempt kept without knowing which runs stood on it (`rundir.KeptAttempt.pending`: `run` could not ask a
+        busy store when it measured the job again) is settled first, while the store still holds the run as it was
+        (`_settle_kept`): replaced first, the runs that stood on it drew the job's new result.
         When the folder lacks a result the store holds for that run
         (a partial or damaged copy of it), that would drop the result: refused (`ImportConflictError`, nothing
         written) unless `replace` says to store the folder as it is. `run`'s end-of-run ingest replaces: it stores
         what its own folder holds, a `--force` run's new results over its old ones."""
         run = run if isinstance(run, RunDir) else load_run(run)
         points = points_from_run(run)
-        meta = run.meta
         with self._db:
             if not replace:
                 self.refuse_dropping(run)
+            meta, settled = self._settle_kept(run.run_id, run.meta)
             replaced = self._delete_run(run.run_id)
             self._insert_run(run.run_id, "llmsweep", str(run.path.resolve()), meta)
             with_result = {p.job_id for p in points}
@@ -486,7 +493,7 @@ class Store:
         missing = tuple(j.job_id for j in run.jobs if j.summary is None)
         log.info("ingested run %s: %d results", run.run_id, len(points))
         return IngestReport(run.run_id, len(points), missing, run.missing_job_ids, replaced,
-                            tuple(j.why_no_result() for j in run.jobs if j.unread or j.unjudged))
+                            tuple(j.why_no_result() for j in run.jobs if j.unread or j.unjudged), tuple(settled))
 
     def dropped_by(self, run: RunDir) -> list[str]:
         """The jobs whose stored result (of this run id) re-ingesting `run`'s folder would drop: the folder holds no
@@ -591,7 +598,7 @@ class Store:
         from llmsweep.results.rundir import kept_attempts_of, reused_of
 
         result_id = result_id_for(run_id, job_id)
-        earlier = {r for k in kept_attempts_of(self.run_meta(run_id)) if k.job_id == job_id for r in k.runs}
+        earlier = {r for k in kept_attempts_of(self.run_meta(run_id)) if k.job_id == job_id for r in k.runs or ()}
 
         def stands(reusing: str, src: Mapping[str, Any]) -> bool:
             then, said = src.get("reuse_key"), src.get("measured_at")
@@ -624,14 +631,36 @@ class Store:
         prov = _StoredRow(self, run_id, job_id, result_id).json(held["doc"], "provenance.doc") if held["doc"] else {}
         return key, self._reusing_runs(run_id, job_id, key, _measured_at(prov))
 
+    def _settle_kept(self, run_id: str, meta: Mapping[str, Any]) -> tuple[dict[str, Any], list[KeptAttempt]]:
+        """Run `run_id`'s record `meta` with each attempt it kept without knowing which runs stood on it
+        (`rundir.KeptAttempt.pending`) settled: the stored runs that stand on it (`_reusing_runs`, by the measurement
+        it is; a settlement the store made before is kept), asked before anything of the run is replaced; one no run
+        stands on is left out (nothing to keep it for). Returns the record and the attempts settled."""
+        from llmsweep.results.rundir import KEPT_ATTEMPTS, kept_attempts_of
+
+        kept = kept_attempts_of(meta)
+        if not any(k.pending for k in kept):
+            return dict(meta), []
+        known = {k.dir: k for k in kept_attempts_of(self.run_meta(run_id)) if not k.pending}
+        settled = [k if not k.pending else dataclasses.replace(k, runs=known[k.dir].runs) if k.dir in known
+                   else dataclasses.replace(k, runs=tuple(self._reusing_runs(run_id, k.job_id, k.reuse_key,
+                                                                             k.measured_at)))
+                   for k in kept if k.pending]
+        entries = {folder: doc for folder, doc in meta[KEPT_ATTEMPTS].items()
+                   if folder not in {k.dir for k in settled}}
+        entries.update({k.dir: k.to_json() for k in settled if k.runs})
+        return {**meta, KEPT_ATTEMPTS: entries}, settled
+
     def _keep_attempts(self, root: Path, run_id: str, meta: Mapping[str, Any]) -> None:
-        """The stored run's record of its kept attempts (`rundir.KEPT_ATTEMPTS`) becomes run.json's (`meta`), and
-        each it does not hold yet is stored (`_insert_kept`)."""
+        """The stored run's record of its kept attempts (`rundir.KEPT_ATTEMPTS`) becomes run.json's (`meta`), its
+        pending ones settled (`_settle_kept`) before the job's stored result is replaced, and each it does not hold
+        yet is stored (`_insert_kept`)."""
         from llmsweep.results.rundir import KEPT_ATTEMPTS
 
         stored = self.run_meta(run_id)
         if KEPT_ATTEMPTS not in meta or not stored:
             return
+        meta, _ = self._settle_kept(run_id, meta)
         if stored.get(KEPT_ATTEMPTS) != meta[KEPT_ATTEMPTS]:
             stored[KEPT_ATTEMPTS] = meta[KEPT_ATTEMPTS]
             self._db.execute("UPDATE runs SET meta = ? WHERE run_id = ?", (_dumps(stored), run_id))
