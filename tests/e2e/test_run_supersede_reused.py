@@ -236,3 +236,39 @@ def test_an_attempt_measured_again_while_the_store_was_busy_is_kept_for_the_runs
     with Store(store, readonly=True) as opened:
         again = opened.reused_points(load_run(reusing).reused, by=reusing_id)
     assert {j: p.artifact_dir for j, p in again.items()} == {j: p.artifact_dir for j, p in reused.items()}
+
+
+def test_storing_a_job_reads_only_the_kept_attempts_the_store_does_not_hold(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each job stored as it ends (`Store.ingest_job`) stores the attempts run.json keeps that the store lacks: it
+    read every kept folder (its summary, job and records) before asking whether the store held it, so a run that had
+    kept many paid for all of them at every job."""
+    import llmsweep.results.rundir as rundir
+
+    recipe, source, reusing, store, env = _runs(tmp_path)
+    reusing_id = json.loads((reusing / "run.json").read_text())["run_id"]
+    jobs = sorted(p.name for p in (source / "jobs").iterdir())
+    assert run_here([recipe, "--out", source, "--force", "--no-report"], env).returncode == 0
+    stood = load_run(reusing).reused
+    read: list[Path] = []
+    real = rundir.load_job
+
+    def counted(folder: Path, **kwargs: Any) -> Any:
+        read.append(folder)
+        return real(folder, **kwargs)
+
+    monkeypatch.setattr(rundir, "load_job", counted)
+    with Store(store) as opened:
+        for job in jobs:
+            opened.ingest_job(source, source / "jobs" / job)
+    assert read == []  # every kept attempt is stored: none read again
+    with sqlite3.connect(store) as db:  # one the store lost is read and stored again
+        lost = (f"jobs/{jobs[0]}/attempts/1",)
+        db.execute("DELETE FROM provenance WHERE result_id IN (SELECT result_id FROM results WHERE job_id = ?)", lost)
+        for table in ("results", "jobs"):
+            db.execute(f"DELETE FROM {table} WHERE job_id = ?", lost)
+    with Store(store) as opened:
+        opened.ingest_job(source, source / "jobs" / jobs[0])
+        reused = opened.reused_points(stood, by=reusing_id)
+    assert read == [source / f"jobs/{jobs[0]}/attempts/1"], read
+    assert reused[jobs[0]].artifact_dir == (source / "jobs" / jobs[0] / "attempts" / "1").resolve()

@@ -7,7 +7,7 @@ is kept with `summary=None` so callers can show it as missing instead of droppin
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -477,13 +477,14 @@ def kept_attempts_of(meta: Mapping[str, Any]) -> list[KeptAttempt]:
             and (doc.get("runs") is None or isinstance(doc.get("runs"), list))]
 
 
-def kept_attempts(root: Path, meta: Mapping[str, Any]) -> list[tuple[KeptAttempt, JobArtifacts]]:
-    """The kept attempts of the run in folder `root` (:data:`KEPT_ATTEMPTS` of its record `meta`) with their folder,
-    where it holds a judged result of that job; a folder outside the run, or whose summary does not read, is left
-    out."""
+def kept_attempts(root: Path, meta: Mapping[str, Any],
+                  only: Collection[KeptAttempt] | None = None) -> list[tuple[KeptAttempt, JobArtifacts]]:
+    """The kept attempts of the run in folder `root` (:data:`KEPT_ATTEMPTS` of its record `meta`; `only`: those of
+    them, the rest not read) with their folder, where it holds a judged result of that job; a folder outside the run,
+    or whose summary does not read, is left out."""
     out = []
     resolved = root.resolve()
-    for kept in kept_attempts_of(meta):
+    for kept in kept_attempts_of(meta) if only is None else only:
         folder = (root / kept.dir).resolve()
         if not folder.is_relative_to(resolved) or not folder.is_dir():
             continue

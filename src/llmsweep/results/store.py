@@ -672,12 +672,15 @@ class Store:
         id (`KeptAttempt.stored_job_id`; the job's own id holds its newer result), marked with the folder it is kept
         in: the runs that stood on it read it (`reused_points`), and no read of the run's own results finds it. Its
         eval is not stored (`run --reuse` never stands a job with an eval on a stored result)."""
-        from llmsweep.results.rundir import kept_attempts
+        from llmsweep.results.rundir import kept_attempts, kept_attempts_of
 
-        for kept, art in kept_attempts(root, meta):
+        listed = {result_id_for(run_id, k.stored_job_id): k for k in kept_attempts_of(meta)}
+        if not listed:
+            return
+        held = {r[0] for r in self._db.execute("SELECT result_id FROM results WHERE run_id = ?", (run_id,))}
+        # only the folders of those not stored yet are read: each job stored as it ends read every one before
+        for kept, art in kept_attempts(root, meta, only=[k for rid, k in listed.items() if rid not in held]):
             result_id = result_id_for(run_id, kept.stored_job_id)
-            if self._db.execute("SELECT 1 FROM results WHERE result_id = ?", (result_id,)).fetchone() is not None:
-                continue
             point = point_from_job(run_id, art)
             if point is not None:
                 self._insert_point(dataclasses.replace(point, job_id=kept.stored_job_id, result_id=result_id),
