@@ -369,6 +369,36 @@ def test_what_a_local_file_named_in_the_servers_environment_holds_is_part_of_the
         assert key(worker, simulate) != before, f"simulate={simulate}"
 
 
+def test_a_folder_the_servers_environment_names_whole_is_keyed_as_its_text(tmp_path: Path) -> None:
+    """A folder a `serve.env` value names whole — `TORCHINDUCTOR_CACHE_DIR`, `TMPDIR`, a log folder — is one the
+    server writes into as it runs. It was keyed by the files in it: a cache file appearing moved the key, so `--resume`
+    measured the finished jobs again ('not resumed') and `--reuse` never matched. It counts as its text (the launch's
+    env holds it); a file a value names whole, and a folder of a `:`-separated list (PYTHONPATH), are still keyed by
+    what they hold."""
+    from llmsweep.changes import reuse
+
+    cache, patches = tmp_path / "inductor-cache", tmp_path / "patches"
+    cache.mkdir()
+    patches.mkdir()
+    (patches / "sitecustomize.py").write_text("PATCHED = 1\n")
+    recipe = write_recipe(tmp_path / "r")
+    recipe.write_text(recipe.read_text().replace(
+        '      SHARED_VAR: "1"\n',
+        f'      SHARED_VAR: "1"\n      TORCHINDUCTOR_CACHE_DIR: {cache}\n      TMPDIR: {cache}\n'
+        f'      PYTHONPATH: {patches}:/opt/image-only/lib\n'))
+    job = jobs_from_files([recipe])[0]
+    assert str(cache) not in reuse.env_paths(job) and str(patches) in reuse.env_paths(job)
+    for simulate in (True, False):
+        before = reuse_keys([job], simulate=simulate)[job.id]
+        (cache / f"fxgraph-{simulate}.json").write_text("{}")  # the server's cache, written as it serves
+        assert reuse_keys([job], simulate=simulate)[job.id] == before, f"simulate={simulate}"
+        (patches / "sitecustomize.py").write_text(f"PATCHED = {2 if simulate else 3}\n")  # what it imports
+        assert reuse_keys([job], simulate=simulate)[job.id] != before, f"simulate={simulate}"
+    other = recipe.read_text().replace(f"TORCHINDUCTOR_CACHE_DIR: {cache}", f"TORCHINDUCTOR_CACHE_DIR: {patches}")
+    recipe.write_text(other)  # another folder named: another launch, another key
+    assert reuse_keys(jobs_from_files([recipe]), simulate=True)[job.id] != reuse_keys([job], simulate=True)[job.id]
+
+
 def test_a_folder_holding_a_file_whose_name_is_not_utf8_is_keyed_not_a_crash(tmp_path: Path) -> None:
     """A folder a job names (a `serve.args` path) holding a file whose name is not UTF-8 (Python
     reads its byte as an escape) stopped `run` with a UnicodeEncodeError while it keyed the job. Its name counts as the
