@@ -195,8 +195,8 @@ def test_a_resume_stopped_while_it_stops_a_stale_server_still_reruns_a_job_measu
         stale.wait()
     again = run_here([recipe, "--out", out, "--no-report", "--resume", "--json"], env)
     assert again.returncode == 0, again.stderr[-4000:]
-    assert f"job {changed}: not resumed — its result was measured under another launch" in again.stderr, \
-        again.stderr[-4000:]
+    assert f"job {changed}: not resumed — its result was recorded under another reuse key — what differs:" \
+        in again.stderr, again.stderr[-4000:]
     rows = {r["job"]: r["resumed"] for r in json.loads(again.stdout)["jobs"]}
     assert rows[changed] is False and all(v for j, v in rows.items() if j != changed), rows
 
@@ -266,8 +266,8 @@ def test_a_force_stopped_halfway_keeps_the_earlier_key_of_the_results_it_did_not
 
     resumed = run_here([recipe, "--out", out, "--no-report", "--resume", "--request-timeout", "999", "--json"], env)
     assert resumed.returncode == 0, resumed.stderr[-4000:]
-    assert f"job {second}: not resumed — its result was measured under another launch, simulator, measurement " \
-           "definition or gates than this run's" in resumed.stderr, resumed.stderr[-4000:]
+    said = next(line for line in resumed.stderr.splitlines() if f"job {second}: not resumed" in line)
+    assert "recorded under another reuse key — what differs:" in said and "the gates the run judges" in said, said
     assert {r["job"]: r["resumed"] for r in json.loads(resumed.stdout)["jobs"]} == {first: True, second: False}
 
 
@@ -308,3 +308,25 @@ def test_a_run_json_that_records_the_plans_keys_over_results_measured_otherwise_
     said = [line for line in resumed.stderr.splitlines() if "not resumed" in line]
     assert len(said) == 2 and all("(serve.env.NEWVAR changed since)" in s for s in said), resumed.stderr[-4000:]
     assert [r["resumed"] for r in json.loads(resumed.stdout)["jobs"]] == [False, False]
+
+
+def test_a_resume_says_what_differs_when_only_the_sample_a_repeat_draws_does(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A repeat whose finished result drew another sample than the plan's now (a release whose repeats drew by
+    another rule) is measured again, and `--resume` said it was measured under 'another launch, simulator,
+    measurement definition or gates' — none of which differed. The reason names the key's parts as `run --reuse`
+    names them (`changes.reuse.KEY_PARTS`): the sample is among them."""
+    import llmsweep.changes.reuse as reuse
+
+    recipe = tmp_path / "fixed.yaml"
+    recipe.write_text((RECIPES / "fixed-sim.yaml").read_text())
+    out, env = tmp_path / "out", cli_env(tmp_path)
+    with monkeypatch.context() as patched:
+        patched.setattr(reuse, "repeat_sample", lambda _w, _c, k, _copy=None: f"another-rule-{k}")
+        first = run_here([recipe, "--out", out, "--no-report", "--repeats", "2"], env)
+    assert first.returncode == 0, first.stderr[-4000:]
+    again = run_here([recipe, "--out", out, "--no-report", "--repeats", "2", "--resume"], env)
+    assert again.returncode == 0, again.stderr[-4000:]
+    said = [line for line in again.stderr.splitlines() if "not resumed" in line]
+    assert len(said) == 2 and all("-repeat2: not resumed" in line for line in said), said  # the repeats only
+    assert all(reuse.KEY_PARTS["sample"] in line and "what differs" in line for line in said), said

@@ -82,6 +82,10 @@ class ReuseContext:
                    parts[4] if len(parts) == 5 else "")
 
 
+CONTEXT_PARTS = ("source", "clock", "corpus", "served", "engine")
+"""The parts of a :class:`ReuseContext`, as messages name them."""
+
+
 def split_key(key: str) -> tuple[str, ReuseContext | None]:
     """(identity, context) of a recorded key; a key recorded before contexts were has none."""
     base, sep, rest = key.partition(CONTEXT_SEP)
@@ -201,6 +205,21 @@ def differing_parts(key: ReuseKey, stored: Mapping[str, str]) -> list[str]:
     hidden = [KEY_PARTS[n] for n in ("launch", "simulator", "gates", "local_files", "sample", "copy")
               if n in key.parts]
     return ["one of what a run records only inside the key's hash: " + ", ".join(hidden[:-1]) + ", or " + hidden[-1]]
+
+
+def key_differences(key: str, recorded: str, stored: Mapping[str, str], *, then: str = "stored") -> list[str]:
+    """What differs between a job's reuse key now (`key`; a :class:`ReuseKey` knows its parts) and the key a result
+    of it was recorded under (`recorded`), in one wording for `run --reuse` and `--resume`: each part of the context
+    that differs, with both values (`then`: how the recorded one is named), then the parts of the identity
+    (:func:`differing_parts` against `stored`, the recorded job's :func:`stored_parts`). [] where the keys agree."""
+    base, context = split_key(key)
+    recorded_base, recorded_context = split_key(recorded)
+    diffs = [] if context is None or recorded_context is None else [
+        f"{name} ({getattr(context, name) or '-'}, {then} {getattr(recorded_context, name) or '-'})"
+        for name in CONTEXT_PARTS if getattr(context, name) != getattr(recorded_context, name)]
+    if recorded_base != base and isinstance(key, ReuseKey):
+        diffs += differing_parts(key, stored)
+    return diffs
 
 
 def reuse_keys(jobs: list[Job], *, simulate: bool, live: bool = False,

@@ -1438,8 +1438,9 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
         todo = []
         for job in runnable:
             done = resumed(job, run_dir)
-            if done is not None and (why := _measured_otherwise(job, run_dir, identities.get(job.id), recorded,
-                                                                simulate=req.simulate)):
+            if done is not None and (why := _measured_otherwise(
+                    job, run_dir, identities.get(job.id), recorded, simulate=req.simulate,
+                    measurement=previous.get("measurement") if isinstance(previous, dict) else None)):
                 # Its result stands for another configuration than the job now: kept aside, never mixed into this
                 # run's series (its job id does not change with engine args, env or the workload).
                 event(f"job {job.id}: not resumed — {why}; it runs again")
@@ -1541,7 +1542,7 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
 
 
 def _measured_otherwise(job: Job, run_dir: Path, key: str | None, recorded: object, *,
-                        simulate: bool = False) -> str | None:
+                        simulate: bool = False, measurement: object = None) -> str | None:
     """Why the finished result in `job`'s folder does not stand for `job` as planned now, or None when it does.
 
     A job id holds the recipe's InferenceX fingerprint only: engine args, env, the workload (its window, its prompts)
@@ -1551,9 +1552,11 @@ def _measured_otherwise(job: Job, run_dir: Path, key: str | None, recorded: obje
     launch: reused, so resumed too). `job.json` names the fields that changed; it decides alone where no key was
     recorded (a run of an earlier llmsweep), and where the keys agree but `job.json` renders another launch than
     the plan's (a run.json an earlier llmsweep rewrote over results it had not measured) the job runs again. A
-    `job.json` that does not read makes a job without a result (the store refuses it): it runs again.
+    `job.json` that does not read makes a job without a result (the store refuses it): it runs again. Where the keys
+    differ, what differs is said as `run --reuse` says it (`changes.reuse.key_differences`: the context's parts, the
+    identity's as `KEY_PARTS` names them; `measurement`: the measurement identity the run recorded).
     """
-    from llmsweep.changes.reuse import split_key
+    from llmsweep.changes.reuse import key_differences, split_key, stored_parts
 
     doc = art.read_json(art.job_dir(run_dir, job.id) / art.JOB_FILE)
     if not isinstance(doc, dict):
@@ -1567,11 +1570,16 @@ def _measured_otherwise(job: Job, run_dir: Path, key: str | None, recorded: obje
         return None  # the same launch under the same key: only the spelling of a value changed
     if fields:
         return f"its result was measured under another configuration ({fields} changed since)"
-    (base_old, ctx_old), (base_now, ctx_now) = split_key(str(old)), split_key(str(key))
+    if key is None or not isinstance(old, str):  # (decided above: a job.json that names no change returned)
+        return "its result was measured under another configuration"
+    (base_old, ctx_old), (base_now, ctx_now) = split_key(old), split_key(key)
     if base_old == base_now and ctx_old is not None and ctx_now is not None and ctx_old.corpus != ctx_now.corpus:
         return "the trace corpus it replays has changed since its result was measured"
-    return ("its result was measured under another launch, simulator, measurement definition or gates than this "
-            "run's")
+    stored = stored_parts(doc, job.id, measurement)
+    if measurement is None:  # not recorded (an earlier release's run.json): not compared
+        stored.pop("measurement", None)
+    what = key_differences(key, old, stored, then="then")
+    return "its result was recorded under another reuse key — what differs: " + ("; ".join(what) or "its identity")
 
 
 def _continue_stored_run(run_dir: Path, req: RunRequest, run_id: str, event: Event) -> None:

@@ -1115,7 +1115,7 @@ class Store:
         no result of the job at all. A run that only stood on an earlier result recorded its key without a result:
         the result it stood on is the job's. A job whose stored result is under its other power gate's key is
         `run`'s own lookup (`POWER_GATE`), not said here."""
-        from llmsweep.changes.reuse import ReuseKey, differing_parts, split_key, stored_parts
+        from llmsweep.changes.reuse import ReuseKey, key_differences, split_key, stored_parts
 
         out: list[str] = []
         never: list[str] = []
@@ -1137,15 +1137,8 @@ class Store:
                 never.append(key.job_id)
                 continue
             run_id, stored_key, verdict, job_doc = found
-            base, context = split_key(key)
-            stored_base, stored_context = split_key(stored_key)
-            diffs = [] if context is None or stored_context is None else [
-                f"{name} ({getattr(context, name) or '-'}, stored {getattr(stored_context, name) or '-'})"
-                for name in ("source", "clock", "corpus", "served", "engine")
-                if getattr(context, name) != getattr(stored_context, name)]
-            if stored_base != base:
-                measurement = (metas.get(run_id) or {}).get("measurement")
-                diffs += differing_parts(key, stored_parts(job_doc, key.job_id, measurement))
+            measurement = (metas.get(run_id) or {}).get("measurement")
+            diffs = key_differences(key, stored_key, stored_parts(job_doc, key.job_id, measurement))
             what = "; ".join(diffs) or "its identity"
             out.append(f"not reused: job {key.job_id}: the newest stored result of the job, run {run_id}'s "
                        f"({verdict}), was recorded under another reuse key — what differs: {what}; the job runs again")
