@@ -293,6 +293,26 @@ def find_calibration(key: CalibrationKey,
 _WARNED_UNKEYED: set[tuple[str, str]] = set()
 """(entry id, where) of the unkeyed entries already warned about in this process: said once, not per point."""
 
+KEYED_SINCE: dict[str, tuple[str, str]] = {
+    "tp": ("TP", "2026-12-06"), "kv_dtype": ("KV-cache dtype", "2026-12-06"),
+    "ep": ("EP", "2026-12-07"), "dp_attention": ("DP attention", "2026-12-07")}
+"""Each key field an older entry may not record (`CalibrationEntry.unkeyed`): how messages name it, and since when
+calibrations are keyed by it."""
+
+
+def unkeyed_warning(entry_id_: str, where: str, entry: CalibrationEntry) -> str:
+    """Why an entry that does not record its whole key (`CalibrationEntry.unkeyed`) is applied to no job, and how to
+    key it: worded from what it lacks."""
+    missing = entry.unkeyed()
+    named = [KEYED_SINCE[name][0] for name in missing]
+    since = sorted({KEYED_SINCE[name][1] for name in missing})
+    degrees = [KEYED_SINCE[name][0] for name in missing if name in ("ep", "dp_attention")]
+    at = f" (fitted at TP {entry.tp}, where {' and '.join(degrees)} may exceed 1)" if degrees else ""
+    return (f"sim calibration '{entry_id_}' ({where}) records no {' or '.join(missing)}{at}: it was saved before "
+            f"calibrations were keyed by {' and '.join(named)} ({', '.join(since)}), and is applied to no job; add "
+            f"{' and '.join(f'`{name}:`' for name in missing)} as its runs were launched (`llmsweep sim calibrate "
+            "RUN --save` writes them), or remove it")
+
 
 def not_applied(key: CalibrationKey, dirs: tuple[Path, ...] | None = None) -> str | None:
     """Why no stored calibration applies to `key` although one of its engine, GPU family, model class and precision
@@ -312,10 +332,7 @@ def not_applied(key: CalibrationKey, dirs: tuple[Path, ...] | None = None) -> st
         unkeyed.append(f"'{entry_id_}' records no {' or '.join(entry.unkeyed())}")
         if (entry_id_, where) not in _WARNED_UNKEYED:
             _WARNED_UNKEYED.add((entry_id_, where))
-            log.warning("sim calibration '%s' (%s) records no %s: it was saved before calibrations were keyed by "
-                        "TP and KV-cache dtype, and is applied to no job; add `tp:` and `kv_dtype:` as its runs "
-                        "were launched (`llmsweep sim calibrate RUN --save` writes both), or remove it",
-                        entry_id_, where, " or ".join(entry.unkeyed()))
+            log.warning("%s", unkeyed_warning(entry_id_, where, entry))
     if not elsewhere and not unkeyed:
         return None
     return "; ".join([*elsewhere, *unkeyed, f"this engine is {key.launch}"])

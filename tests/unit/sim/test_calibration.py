@@ -279,6 +279,30 @@ def test_a_calibration_saved_before_tp_and_kv_dtype_were_keyed_loads_and_says_it
     assert config.calibration_label().startswith("calibrated: mine") and config.efficiency_factors().mem == 0.5
 
 
+def test_the_warning_of_an_entry_saved_before_ep_and_dp_attention_were_keyed_names_what_it_lacks(
+        user_catalog: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A TP 8 entry that records its TP and KV dtype but not EP and DP attention was warned about as 'saved before
+    calibrations were keyed by TP and KV-cache dtype … add `tp:` and `kv_dtype:`' — both of which it has. The warning
+    is worded from what the entry lacks."""
+    (user_catalog / "sim_calibration.yaml").write_text(
+        "calibrations:\n  wide:\n    engine: sglang\n    hardware: mi355x\n    model_class: moe-large\n"
+        "    precision: fp8\n    tp: 8\n    kv_dtype: fp8\n    efficiency: {mem: 0.5}\n"
+        "    provenance: {run_id: r, date: '2026-12-06'}\n")
+    from llmsweep.catalog.sources import clear_caches
+
+    clear_caches()
+    moe = EngineConfig(model="deepseek-v4-pro", hardware="mi355x", engine_style="sglang", tp=8, precision="fp8",
+                       kv_dtype="fp8")
+    assert moe.calibration_key().model_class == "moe-large"
+    with caplog.at_level("WARNING", logger="llmsweep.sim.calibration"):
+        assert moe.calibration_label() == (
+            f"{UNCALIBRATED} ('wide' records no ep or dp_attention; this engine is TP 8, fp8 KV)")
+    (warning,) = [r.getMessage() for r in caplog.records]
+    assert "'wide'" in warning and "records no ep or dp_attention" in warning, warning
+    assert "keyed by EP and DP attention" in warning and "add `ep:` and `dp_attention:`" in warning, warning
+    assert "tp:" not in warning and "KV-cache dtype" not in warning, warning
+
+
 def test_a_saved_user_calibration_is_picked_up(user_catalog: Path) -> None:
     config = EngineConfig(model="llama-3.1-8b", hardware="h100", engine_style="sglang")
     assert config.calibration_label() == UNCALIBRATED
