@@ -22,8 +22,8 @@ factors of its decode steps were fitted against half the bytes): factors fitted 
 evidence for a TP 4 job with a BF16 one. So are the expert-parallel degree (the all-to-alls of EP replace all-reduces)
 and data-parallel attention (each rank's attention over its share of the batch). An entry saved before TP and KV dtype
 were keyed (2026-12-06) still loads, but matches no job: the label says so and a warning names its file and how to key
-it; one saved before EP and DP attention were (2026-12-07) keys both as 1 at TP 1 (neither can exceed it) and matches
-no job at TP > 1.
+it; one saved before EP and DP attention were (2026-12-07) keys both as 1 at TP 1 (neither can exceed it), EP as 1 for a
+model class without routed experts (`moe_class`: EP shards nothing else), and otherwise matches no job at TP > 1.
 """
 
 from __future__ import annotations
@@ -175,10 +175,14 @@ class CalibrationEntry(BaseModel):
             raise ValueError(f"{exc.message} ({exc.fix})") from None
 
     def _degree(self, name: str) -> int | None:
-        """The entry's EP or DP-attention degree: as recorded, else 1 where its TP is 1 (neither can exceed it), else
-        unknown (an entry saved before they were keyed, fitted at TP > 1, may have run either)."""
+        """The entry's EP or DP-attention degree: as recorded, else 1 where its TP is 1 (neither can exceed it) and EP
+        1 for a model class without routed experts (:func:`moe_class`: expert parallelism shards nothing of a dense
+        or hybrid model, and the simulator prices it as none), else unknown (an entry saved before they were keyed,
+        fitted at TP > 1, may have run it: DP attention applies to any model)."""
         value: int | None = getattr(self, name)
-        return value if value is not None else (1 if self.tp == 1 else None)
+        if value is not None:
+            return value
+        return 1 if self.tp == 1 or (name == "ep" and not moe_class(self.model_class)) else None
 
     @property
     def key(self) -> CalibrationKey | None:
@@ -219,6 +223,16 @@ def size_bucket(params_total: float) -> str:
     return next(name for name, upper in SIZE_BUCKETS if billions < upper)
 
 
+MOE_ARCHS = ("moe", "hybrid-moe")
+"""The architectures of :func:`model_class` with routed experts (the rest: `dense`, `hybrid`)."""
+
+
+def moe_class(klass: str) -> bool:
+    """Whether a model class (:func:`model_class`: `<arch>-<size>[+<spec method>]`) is of a model with routed experts,
+    the only layers expert parallelism shards."""
+    return klass.split("+", 1)[0].rsplit("-", 1)[0] in MOE_ARCHS
+
+
 def model_class(model: str, inputs: PerfInputs, spec_method: str | None = None) -> str:
     """`<arch>-<size>[+<spec method>]`, the one place a calibration key's model class is derived.
 
@@ -228,10 +242,10 @@ def model_class(model: str, inputs: PerfInputs, spec_method: str | None = None) 
     step costs, so factors fitted with a draft are evidence only for runs with that draft, and factors fitted
     without one say nothing about the draft's cost.
     """
-    arch = "moe" if inputs.is_moe else "dense"
+    arch = MOE_ARCHS[0] if inputs.is_moe else "dense"
     spec = find_model(model)  # a model outside the catalog keeps what its figures say
     if spec is not None and spec.is_hybrid:
-        arch = "hybrid-moe" if inputs.is_moe else "hybrid"
+        arch = MOE_ARCHS[1] if inputs.is_moe else "hybrid"
     klass = f"{arch}-{size_bucket(inputs.params_total)}"
     return f"{klass}+{spec_method}" if spec_method else klass
 
@@ -444,6 +458,7 @@ __all__ = [
     "kv_dtype_name",
     "load_calibrations",
     "model_class",
+    "moe_class",
     "not_applied",
     "read_save_target",
     "save_calibration",

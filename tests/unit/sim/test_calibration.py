@@ -303,6 +303,38 @@ def test_the_warning_of_an_entry_saved_before_ep_and_dp_attention_were_keyed_nam
     assert "tp:" not in warning and "KV-cache dtype" not in warning, warning
 
 
+def test_an_entry_of_a_model_without_experts_saved_before_ep_was_keyed_keys_ep_as_1(user_catalog: Path) -> None:
+    """Expert parallelism shards only routed experts (and the simulator prices EP as none for a model without them):
+    a TP 8 entry of a dense or hybrid class that records no `ep` was fitted at EP 1, and is keyed so once its DP
+    attention is recorded. DP attention applies to any model: unrecorded at TP 8, the entry still matches no job,
+    and says so. A MoE class's unrecorded EP stays unknown."""
+    from llmsweep.sim.calibration import load_calibrations, moe_class
+
+    assert [moe_class(k) for k in ("dense-tiny", "hybrid-small+mtp", "moe-large", "hybrid-moe-tiny+mtp")] == [
+        False, False, True, True]
+    (user_catalog / "sim_calibration.yaml").write_text(
+        "calibrations:\n  dense:\n    engine: vllm\n    hardware: h200\n    model_class: dense-tiny\n"
+        "    precision: bf16\n    tp: 8\n    kv_dtype: bf16\n    dp_attention: 1\n    efficiency: {mem: 0.42}\n"
+        "    provenance: {run_id: r, date: '2026-12-06'}\n"
+        "  dense-unknown-dpa:\n    engine: vllm\n    hardware: h200\n    model_class: dense-small\n"
+        "    precision: bf16\n    tp: 8\n    kv_dtype: bf16\n    efficiency: {mem: 0.42}\n"
+        "    provenance: {run_id: r, date: '2026-12-06'}\n"
+        "  moe:\n    engine: vllm\n    hardware: h200\n    model_class: moe-large\n"
+        "    precision: bf16\n    tp: 8\n    kv_dtype: bf16\n    dp_attention: 1\n    efficiency: {mem: 0.42}\n"
+        "    provenance: {run_id: r, date: '2026-12-06'}\n")
+    from llmsweep.catalog.sources import clear_caches
+
+    clear_caches()
+    loaded = load_calibrations()
+    assert loaded["dense"].unkeyed() == [] and loaded["dense"].key is not None
+    assert (loaded["dense"].key.ep, loaded["dense"].key.dp_attention) == (1, 1)
+    assert loaded["dense-unknown-dpa"].unkeyed() == ["dp_attention"] and loaded["moe"].unkeyed() == ["ep"]
+    dense = EngineConfig(model="llama-1b", hardware="h200", engine_style="vllm", tp=8)
+    assert dense.calibration_key().model_class == "dense-tiny"
+    found = dense.calibration()
+    assert found is not None and found[0] == "dense" and dense.efficiency_factors().mem == 0.42
+
+
 def test_a_saved_user_calibration_is_picked_up(user_catalog: Path) -> None:
     config = EngineConfig(model="llama-3.1-8b", hardware="h100", engine_style="sglang")
     assert config.calibration_label() == UNCALIBRATED
