@@ -86,10 +86,10 @@ class RunRequest(BaseModel):
                        "instead of running its core in virtual time.")
     traces: str | None = Field(default=None, description="Agentic jobs replay this trace source ('synthetic', a "
                                "path or a Hugging Face dataset id) instead of the recipe's.")
-    trace_revisions: dict[str, str] = Field(default_factory=dict, description="Hub trace sources (`traces.hf`) "
-                                            "that jobs ask at their latest (no `traces.revision`), replayed at these "
-                                            "commits rather than their latest: `discover` pins them once for all its "
-                                            "stages.")
+    trace_revisions: dict[str, str] = Field(default_factory=dict, description="Hub trace datasets (`traces.hf`, "
+                                            "a loader id by its dataset's id) that jobs ask at their latest (no "
+                                            "`traces.revision`), replayed at these commits rather than their latest: "
+                                            "`discover` pins them once for all its stages.")
     out: Path
     store: Path | None = None
     report: bool = True
