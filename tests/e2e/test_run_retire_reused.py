@@ -13,7 +13,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from test_run_support import RECIPES, cli_env, cli_here, run_here
+from test_run_support import RECIPES, cli_here, run_here, stood_on_runs
 
 from llmsweep.results.point import result_id_for
 from llmsweep.results.rundir import load_run
@@ -29,13 +29,7 @@ def _frontier(ref: str, store: Path, env: dict[str, str]) -> tuple[set[str], str
 
 
 def test_a_retired_result_another_run_stood_on_stays_that_runs(tmp_path: Path) -> None:
-    env, store = cli_env(tmp_path), tmp_path / "store.sqlite"
-    recipe = tmp_path / "r.yaml"
-    recipe.write_text((RECIPES / "fixed-sim.yaml").read_text())
-    source, reusing = tmp_path / "source", tmp_path / "reusing"
-    assert run_here([recipe, "--out", source, "--no-report"], env).returncode == 0
-    stood = run_here([recipe, "--out", reusing, "--no-report", "--reuse", "--json"], env)
-    assert stood.returncode == 0 and all(r["reused"] for r in json.loads(stood.stdout)["jobs"]), stood.stderr[-3000:]
+    recipe, source, reusing, store, env = stood_on_runs(tmp_path)
     source_id, reusing_id = (json.loads((d / "run.json").read_text())["run_id"] for d in (source, reusing))
     dropped = next(p.name for p in (source / "jobs").iterdir() if "_conc2_" in p.name)
     kept = next(p.name for p in (source / "jobs").iterdir() if "_conc4_" in p.name)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_run_support import RECIPES, cli_env, cli_here, run_here
+from test_run_support import RECIPES, cli_here, run_here, stood_on_runs
 
 from llmsweep.results.point import result_id_for
 from llmsweep.results.rundir import load_run
@@ -40,14 +40,7 @@ def _prompts(job: Any) -> Any:
 
 
 def _runs(tmp_path: Path) -> tuple[Path, Path, Path, Path, dict[str, str]]:
-    env, store = cli_env(tmp_path), tmp_path / "store.sqlite"
-    recipe = tmp_path / "r.yaml"
-    recipe.write_text((RECIPES / "fixed-sim.yaml").read_text())
-    source, reusing = tmp_path / "source", tmp_path / "reusing"
-    assert run_here([recipe, "--out", source, "--no-report"], env).returncode == 0
-    stood = run_here([recipe, "--out", reusing, "--no-report", "--reuse", "--json"], env)
-    assert stood.returncode == 0 and all(r["reused"] for r in json.loads(stood.stdout)["jobs"]), stood.stderr[-3000:]
-    return recipe, source, reusing, store, env
+    return stood_on_runs(tmp_path)
 
 
 def test_a_result_measured_again_under_an_edit_stays_the_runs_that_stood_on_it(tmp_path: Path) -> None:

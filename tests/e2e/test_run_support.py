@@ -111,3 +111,16 @@ def kill_quietly(pid: int) -> None:
     """Test clean-up of a process this test caused to start (never by name)."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGKILL)
+
+
+def stood_on_runs(tmp_path: Path) -> tuple[Path, Path, Path, Path, dict[str, str]]:
+    """A source run of `fixed-sim.yaml` and a second run that stands every job on it (`run --reuse`): (recipe,
+    source, reusing, store, env)."""
+    env, store = cli_env(tmp_path), tmp_path / "store.sqlite"
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text((RECIPES / "fixed-sim.yaml").read_text())
+    source, reusing = tmp_path / "source", tmp_path / "reusing"
+    assert run_here([recipe, "--out", source, "--no-report"], env).returncode == 0
+    stood = run_here([recipe, "--out", reusing, "--no-report", "--reuse", "--json"], env)
+    assert stood.returncode == 0 and all(r["reused"] for r in json.loads(stood.stdout)["jobs"]), stood.stderr[-3000:]
+    return recipe, source, reusing, store, env
