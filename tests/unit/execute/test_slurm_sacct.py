@@ -173,6 +173,20 @@ def _option_parsed(fix: str) -> tuple[str, ...]:
     return SlurmOptions(**executor_options(tuple(shlex.split(given.group(1))))).exclude
 
 
+
+def _node_fail(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, nodes: str, sinfo: str,
+               srun_node: str | None = None) -> tuple[Path, SlurmJob]:
+    """A batch job of group folder `servers/g` that sacct says ended NODE_FAIL on `nodes`, sinfo listing `sinfo`
+    (its `%N|%t|%E` lines), and, with `srun_node`, a decode worker's log where srun said that node failed."""
+    out = tmp_path / "servers" / "g"
+    _fake(tmp_path, monkeypatch, scontrol=FORGOT, sacct=_sacct(f"42|NODE_FAIL|0:0|{nodes}|{out}"),
+          sinfo=f"printf '{sinfo}'")
+    if srun_node is not None:
+        (out / "roles").mkdir(parents=True)
+        (out / "roles" / "decode-0.log").write_text(SRUN_NODE_FAIL_LOG.format(node=srun_node))
+    return out, _job(out)
+
+
 def test_nodes_srun_names_in_a_hostlist_are_named_one_by_one_and_the_fix_parses(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """srun writes `Node failure on %s` with the controller's hostlist: two nodes failing at once are `mn[1-2]`. The
@@ -180,12 +194,8 @@ def test_nodes_srun_names_in_a_hostlist_are_named_one_by_one_and_the_fix_parses(
     refused the fix it was given)."""
     from llmsweep.execute.slurm import slurm_end_reason
 
-    out = tmp_path / "servers" / "g"
-    _fake(tmp_path, monkeypatch, scontrol=FORGOT, sacct=_sacct(f"42|NODE_FAIL|0:0|mn[0-3]|{out}"),
-          sinfo="printf 'mn0|idle|none\\nmn1|idle|none\\nmn2|idle|none\\nmn3|idle|none\\n'")
-    job = _job(out)
-    (out / "roles").mkdir()
-    (out / "roles" / "decode-0.log").write_text(SRUN_NODE_FAIL_LOG.format(node="mn[1-2]"))
+    idle = "".join(f"mn{n}|idle|none\\n" for n in range(4))
+    _, job = _node_fail(tmp_path, monkeypatch, "mn[0-3]", idle, srun_node="mn[1-2]")
     result = job.finish()
     assert result.srun_said is not None and result.srun_said.nodes == ("mn1", "mn2")
     said = slurm_end_reason(result, SlurmOptions(), ran=True, whole_node=True)
@@ -219,12 +229,8 @@ def test_the_exclude_option_a_fix_gives_reads_back_as_its_nodes(names: tuple[str
 
 def test_srun_is_not_asked_where_sinfo_names_the_node_or_nothing_said_it(tmp_path: Path,
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    out = tmp_path / "servers" / "g"
-    _fake(tmp_path, monkeypatch, scontrol=FORGOT, sacct=_sacct(f"42|NODE_FAIL|0:0|mn[0-2]|{out}"),
-          sinfo="printf 'mn0|idle|none\\nmn1|down*|Not responding\\n'")
-    job = _job(out)
-    (out / "roles").mkdir()
-    (out / "roles" / "decode-0.log").write_text(SRUN_NODE_FAIL_LOG.format(node="mn1"))
+    out, job = _node_fail(tmp_path, monkeypatch, "mn[0-2]", "mn0|idle|none\\nmn1|down*|Not responding\\n",
+                          srun_node="mn1")
     result = job.finish()
     assert result.down == (DownNode("mn1", "down*", "Not responding"),) and result.srun_said is None
     (out / "roles" / "decode-0.log").write_text("srun: error: mn1: task 0: Killed\n")  # no node failure said
