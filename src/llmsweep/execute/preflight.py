@@ -234,8 +234,11 @@ def _slurm_node_check(env: Mapping[str, str]) -> str:
 
 def _leave_node_out(env: Mapping[str, str]) -> str:
     """How to run a Slurm job's servers off this node until its admins fix it."""
-    node = env.get("SLURMD_NODENAME") or "NODE"
-    return f"leave node {node} out (--executor-option exclude=[{node}]) and tell its admins"
+    from llmsweep.execute.slurm import exclude_option
+
+    node = env.get("SLURMD_NODENAME")
+    option = exclude_option([node]) if node else "exclude=[NODE]"
+    return f"leave node {node or 'NODE'} out (--executor-option {option}) and tell its admins"
 
 
 COMPUTE_APPS_QUERY = "--query-compute-apps=gpu_uuid,pid,used_memory,process_name"

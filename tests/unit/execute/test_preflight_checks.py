@@ -529,3 +529,15 @@ def test_another_gpu_order_set_on_a_host_of_mixed_gpus_is_refused(monkeypatch: p
     check_gpus(spec(("srv",), 1, gpus=1, env={"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}))
     fake_tool(tmp_path, "nvidia-smi", "GPU 0: NVIDIA H200 (UUID: GPU-a)\nGPU 1: NVIDIA H200 (UUID: GPU-b)")
     check_gpus(spec(("srv",), 1, gpus=1, env={"CUDA_DEVICE_ORDER": "FASTEST_FIRST"}))
+
+
+def test_the_node_a_preflight_says_to_leave_out_is_the_one_the_option_reads_back() -> None:
+    """A node named like a YAML number (`01`): the fix's `exclude=[01]` read back as the number 1, another node."""
+    import shlex
+
+    from llmsweep.cli.options import executor_options
+    from llmsweep.execute.preflight import _leave_node_out
+
+    said = _leave_node_out({"SLURMD_NODENAME": "01"})
+    option = shlex.split(said.split("--executor-option ", 1)[1].split(") and", 1)[0])
+    assert executor_options(tuple(option))["exclude"] == ["01"], said
