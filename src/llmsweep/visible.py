@@ -266,7 +266,9 @@ def list_gpus(env: Mapping[str, str]) -> GpuTable:
     path = env.get("PATH")
     try:
         if exe := shutil.which("nvidia-smi", path=path):
-            return GpuTable("nvidia", parse_nvidia_smi_list(run_gpu_tool([exe, "-L"])), "listed by nvidia-smi -L")
+            listed = read_nvidia_smi_list(run_gpu_tool([exe, "-L"])).uuids
+            assert listed is not None  # nvidia-smi -L's table is always a whole one
+            return listed
     except (OSError, ValueError) as exc:
         why.append(str(exc))
     try:
@@ -355,13 +357,6 @@ def read_nvidia_smi_list(text: str) -> Listed:
             table[m.group(1).lower()] = gpu
     return Listed("nvidia-smi", tuple(indices), GpuTable("nvidia", table, "listed by nvidia-smi -L", complete=True),
                   models)
-
-
-def parse_nvidia_smi_list(text: str) -> dict[str, int]:
-    """`nvidia-smi -L`: each GPU's UUID and those of the MIG instances listed under it -> the GPU's index
-    (:func:`read_nvidia_smi_list`)."""
-    table = read_nvidia_smi_list(text).uuids
-    return dict(table.uuids) if table is not None else {}
 
 
 def _rocr_uuid(unique_id: str) -> str | None:
@@ -475,12 +470,6 @@ def list_amd_smi(exe: str, timeout_s: float = GPU_TOOL_TIMEOUT_S) -> Listed:
         except ValueError as exc:  # no JSON document in what it printed
             why.append(f"`{shlex.join(argv)}` did not list the GPUs: {exc}")
     raise OSError("; ".join(why))
-
-
-def parse_amd_smi_list(text: str) -> dict[str, int]:
-    """`amd-smi list --json`: each GPU's ROCr UUID -> its `gpu` index (:func:`read_amd_smi_list`)."""
-    table = read_amd_smi_list(text).uuids
-    return dict(table.uuids) if table is not None else {}
 
 
 def parse_rocm_smi_unique_ids(text: str) -> dict[str, int]:

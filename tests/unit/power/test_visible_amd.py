@@ -15,13 +15,19 @@ import pytest
 from llmsweep.power.backends import visible_gpus, visible_problem
 from llmsweep.power.sampler import PowerSampler, PowerSettings, start_sampler
 from llmsweep.power.samples import read_gpu_metrics
-from llmsweep.visible import amd_smi_uuid_serial, parse_amd_smi_list, parse_rocm_smi_unique_ids
+from llmsweep.visible import amd_smi_uuid_serial, parse_rocm_smi_unique_ids, read_amd_smi_list
 
 # Four MI300X (device id 0x74a1): the unique id ROCr puts in its UUID, and amd-smi's UUID built from it.
 SERIALS = ["5bf1a8c2e4d60917", "92c4e07b3a1f5d28", "e8d7c6b5a4938271", "0a1b2c3d4e5f6071"]
 AMD_SMI_UUIDS = ["5bff74a1-0000-1000-80f1-a8c2e4d60917", "92ff74a1-0000-1000-80c4-e07b3a1f5d28",
                  "e8ff74a1-0000-1000-80d7-c6b5a4938271", "0aff74a1-0000-1000-801b-2c3d4e5f6071"]
 ROCR_UUIDS = [f"GPU-{s}" for s in SERIALS]
+
+
+def _uuids(text: str) -> dict[str, int]:
+    """`amd-smi list --json`'s GPU UUIDs -> indices, as the listing reads them."""
+    table = read_amd_smi_list(text).uuids
+    return dict(table.uuids) if table is not None else {}
 
 
 def _list_json(enumeration: bool) -> str:
@@ -97,8 +103,8 @@ def test_amd_smi_uuid_carries_the_serial_rocr_matches() -> None:
     # as amd-smi's own test printed it for an RX 6800 (device 0x73bf): serial f8ffeb47a027de4d
     assert amd_smi_uuid_serial("f8ff73bf-0000-1000-80ff-eb47a027de4d") == "f8ffeb47a027de4d"
     expected = {u.lower(): i for i, u in enumerate(ROCR_UUIDS)}
-    assert parse_amd_smi_list(_list_json(False)) == expected  # no `-e`: from the serial inside `uuid`
-    assert parse_amd_smi_list(_list_json(True)) == expected  # `hip_uuid` agrees
+    assert _uuids(_list_json(False)) == expected  # no `-e`: from the serial inside `uuid`
+    assert _uuids(_list_json(True)) == expected  # `hip_uuid` agrees
     rocm_smi = '{"card0": {"Unique ID": "0x5bf1a8c2e4d60917"}, "card1": {"Unique ID": "0x92c4e07b3a1f5d28"}}'
     assert parse_rocm_smi_unique_ids(rocm_smi) == {"gpu-5bf1a8c2e4d60917": 0, "gpu-92c4e07b3a1f5d28": 1}
 
@@ -182,7 +188,7 @@ def test_a_warning_amd_smi_prints_before_its_json_does_not_hide_the_gpus(tmp_pat
     render/video groups (a container, a node whose udev rules grant the GPUs instead): the UUIDs are still read, as
     `execute.amd_gpus` reads that output, not "names no GPU of this host" with a JSON decode error."""
     expected = {u.lower(): i for i, u in enumerate(ROCR_UUIDS)}
-    assert parse_amd_smi_list(f"{GROUP_WARNING}\n{_list_json(True)}") == expected
+    assert _uuids(f"{GROUP_WARNING}\n{_list_json(True)}") == expected
     rocm_smi = 'WARNING: No JSON data to report\n{"card1": {"Unique ID": "0x92c4e07b3a1f5d28"}}'
     assert parse_rocm_smi_unique_ids(rocm_smi) == {"gpu-92c4e07b3a1f5d28": 1}
     _install(tmp_path / "bin", "amd-smi", f"#!/usr/bin/env bash\necho '{GROUP_WARNING}'\ncat <<'JSON'\n"
@@ -191,4 +197,4 @@ def test_a_warning_amd_smi_prints_before_its_json_does_not_hide_the_gpus(tmp_pat
     env = {"PATH": str(tmp_path / "bin"), "ROCR_VISIBLE_DEVICES": ROCR_UUIDS[2]}
     assert visible_gpus(env) == (2,) and visible_problem(env) is None
     with pytest.raises(ValueError):  # no document at all is still a failure to list (the next tool is asked)
-        parse_amd_smi_list(GROUP_WARNING)
+        _uuids(GROUP_WARNING)
