@@ -82,8 +82,8 @@ class ReuseContext:
                    parts[4] if len(parts) == 5 else "")
 
 
-CONTEXT_PARTS = ("source", "clock", "corpus", "served", "engine")
-"""The parts of a :class:`ReuseContext`, as messages name them."""
+CONTEXT_PARTS = tuple(f.name for f in dataclasses.fields(ReuseContext))
+"""The parts of a :class:`ReuseContext`, as messages name them (its fields, in order)."""
 
 
 def split_key(key: str) -> tuple[str, ReuseContext | None]:

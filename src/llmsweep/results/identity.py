@@ -32,10 +32,6 @@ def agentic_scenario(scenario: str) -> bool:
     return scenario.startswith(INFERENCEX_AGENTIC_PREFIX)
 
 
-if [s for s in ScenarioId if agentic_scenario(s)] != [ScenarioId.AGENTIC_CODING]:  # pragma: no cover
-    raise RuntimeError(f"InferenceX reads a scenario starting {INFERENCEX_AGENTIC_PREFIX!r} as agentic: of "
-                       f"ScenarioId, only {ScenarioId.AGENTIC_CODING.value!r} may")
-
 # Fields that take part in point matching, in display order.
 POINT_FIELDS: tuple[str, ...] = (
     "model", "hardware", "engine", "precision", "scenario", "image", "tp", "pp", "dcp", "pcp", "ep", "dp_attn",

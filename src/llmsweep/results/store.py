@@ -34,7 +34,7 @@ from pydantic import ValidationError
 
 from llmsweep.catalog.version import same_version
 from llmsweep.errors import ResultError, ResultInputError
-from llmsweep.metrics.model import EvalBlock, Summary
+from llmsweep.metrics.model import EvalBlock, Summary, measurement_stamp
 from llmsweep.metrics.registry import HOT_COLUMNS, HOT_NAMES
 from llmsweep.results.evals import StoredEval, eval_run_columns, planned_eval_conc
 from llmsweep.results.extract import hot_values
@@ -1264,8 +1264,6 @@ class _StoredRow:
 
 def _measured_at(prov: object) -> str | None:
     """Which measurement a stored result is (`metrics.model.measurement_stamp`), from its provenance document."""
-    from llmsweep.metrics.model import measurement_stamp
-
     return measurement_stamp(prov.get("started_at"), prov.get("finished_at")) if isinstance(prov, dict) else None
 
 
