@@ -113,7 +113,25 @@ def unmodelled(job: Job) -> list[str]:
             + ([f"prefill context parallelism (pcp {pool.pcp})"] if pool.pcp > 1 else [])
     if job.router is not None and not (job.multinode or job.disagg):  # a disaggregated deployment runs its router
         out.append(f"the row's router ({job.router.name} {job.router.version}; it balances the DP ranks evenly)")
-    return list(dict.fromkeys(out + unmodelled_settings(job)))
+    return list(dict.fromkeys(out + unmodelled_settings(job) + _mla_pinned_blocks(job)))
+
+
+def _mla_pinned_blocks(job: Job) -> list[str]:
+    """A vLLM pool pinned in blocks (`--num-gpu-blocks-override`) of an MLA model without `--block-size`: the
+    simulator sizes it in vLLM's default 16-token blocks, but an MLA attention backend may force 64 or 128 (FlashMLA,
+    CUTLASS MLA), a pool 4-8 times larger; the result says so, not only the launch's note."""
+    from llmsweep.catalog.models import find_model
+
+    sim = SimAdapter()
+    if sim.stands_in_for(job) != VLLM.id:
+        return []
+    written = {sim.parsed_flag(job, flag) for _, (flag, value) in sim._written_args(job) if in_launch(value)}
+    model = find_model(job.model)
+    if "--num-gpu-blocks-override" not in written or "--block-size" in written or model is None \
+            or model.attention.kind != "mla":
+        return []
+    return ["vLLM's KV block for an MLA model (its attention backend may force 64 or 128 tokens; the pinned "
+            "`--num-gpu-blocks-override` pool is sized in the default 16: write `--block-size` to pin it)"]
 
 
 def _unless(modelled: str, why: str) -> Callable[[Any], str | None]:

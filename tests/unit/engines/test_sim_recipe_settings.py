@@ -207,6 +207,15 @@ def test_each_vllm_data_parallel_rank_takes_the_pinned_blocks(tmp_path: Path) ->
     assert (config.dp_attention, config.kv_pool_tokens()) == (8, 8 * 1000 * 16)
     (note,) = [n for n in spec.notes if n.startswith("KV pool pinned at ")]
     assert "on each of the 8 DP ranks: 128000 tokens" in note and "MLA" in note
+    # and the result says it (`provenance.unmodelled`), not only the launch's note; a pinned --block-size closes it
+    from llmsweep.engines.sim import unmodelled
+
+    assert any("MLA model" in gap for gap in unmodelled(job)), unmodelled(job)
+    (tmp_path / "pinned").mkdir()
+    pinned = one_job(tmp_path / "pinned", framework="vllm", image=IMAGES["vllm"], served=DSR1_FP8, tp=8, isl=8192,
+                     osl=1024, arm=", ep: 8, dp-attn: true",
+                     args="--num-gpu-blocks-override: 1000, --block-size: 64")
+    assert not any("MLA model" in gap for gap in unmodelled(pinned))
 
 
 @pytest.mark.parametrize(("args", "said"), [
