@@ -68,6 +68,7 @@ from llmsweep.metrics.model import (
     Hardware,
     HostFacts,
     RunSource,
+    SimulatorProvenance,
     Summary,
     run_source,
 )
@@ -293,6 +294,14 @@ def hardware_provenance(job: Job, observed: dict[str, Any] | None = None, *, no_
             **({"host": host.model_dump(mode="json", exclude_none=True)} if host is not None else {})}
 
 
+def simulator_build(calibration: str | None, digest: str | None) -> dict[str, Any]:
+    """`provenance.simulator` (`metrics.model.SimulatorProvenance`): what the simulator that served a result says of
+    itself — its calibration label and exact build (`sim.identity.simulator_digest`: this process's in virtual time
+    and `predict`, the server's `/version` live), which `ResultPoint.simulator_build` reads. One builder for every
+    path that records it."""
+    return {"simulator": SimulatorProvenance(calibration=calibration, digest=digest).model_dump(exclude_none=True)}
+
+
 def simulator_provenance(job: Job) -> dict[str, Any]:
     """What a result the simulator served records of how it modelled the job, in virtual time (`run --simulate`,
     `predict`) as over HTTP (`run --simulate --live`, on any executor): a speculative job's acceptance length and
@@ -345,8 +354,7 @@ def _provenance(job: Job, spec: LaunchSpec, group: ServerGroup, observed: dict[s
         "clock": WALL,  # the live path; `execute.virtual` records VIRTUAL
         # The simulator says itself (GET /version; in virtual time, this process's core) whether its (engine,
         # hardware, model class) is calibrated, and its exact build (`ResultPoint.simulator_build` reads it).
-        **({"simulator": {"calibration": seen.get("calibration"), "digest": seen.get("simulator_digest")}}
-           if spec.engine == SIM.id else {}),
+        **(simulator_build(seen.get("calibration"), seen.get("simulator_digest")) if spec.engine == SIM.id else {}),
         **(simulator_provenance(job) if spec.engine == SIM.id else {}),
         # A job launched role by role: the topology that ran, read back from its roles (`execute.roles`).
         **({"topology": seen["topology"]} if seen.get("topology") is not None else {}),

@@ -122,7 +122,7 @@ def plan(jobs: Sequence[Job], unreadable: dict[str, LlmsweepError],
     multi-node job alone, whose other concurrencies are predicted)."""
     from llmsweep import engines
     from llmsweep.execute import virtual_disagg
-    from llmsweep.execute.lifecycle import hardware_provenance, simulator_provenance
+    from llmsweep.execute.lifecycle import hardware_provenance, simulator_build, simulator_provenance
     from llmsweep.execute.virtual import NotModelled, engine_config
     from llmsweep.plan.point import corpus_ref
     from llmsweep.sim.identity import simulator_digest
@@ -168,8 +168,7 @@ def plan(jobs: Sequence[Job], unreadable: dict[str, LlmsweepError],
                                                  "calibration": calibration, "engine_config": engine_config_doc,
                                                  "hardware": hardware_provenance(job), "clock": VIRTUAL,
                                                  # this process's simulator build, as `run` records it
-                                                 "simulator": {"calibration": calibration,
-                                                               "digest": simulator_digest()},
+                                                 **simulator_build(calibration, simulator_digest()),
                                                  **modelled}))
     return out
 
@@ -198,7 +197,7 @@ def _predict_unit(unit: Unit, settings: Settings) -> list[Outcome]:
 
     if isinstance(unit, DisaggUnit):
         from llmsweep.execute import virtual_disagg
-        from llmsweep.execute.lifecycle import hardware_provenance, simulator_provenance
+        from llmsweep.execute.lifecycle import hardware_provenance, simulator_build, simulator_provenance
         from llmsweep.sim.identity import simulator_digest
 
         job = unit.job
@@ -207,7 +206,8 @@ def _predict_unit(unit: Unit, settings: Settings) -> list[Outcome]:
             for p in virtual_disagg.predict_job(job, duration=settings.duration, max_requests=settings.max_requests,
                                                 provenance={"job": job.id, "engine": SIM.id, "clock": VIRTUAL,
                                                             "hardware": hardware_provenance(job),
-                                                            "simulator": {"digest": simulator_digest()},
+                                                            # its roles' calibrations are each point's own
+                                                            **simulator_build(None, simulator_digest()),
                                                             **simulator_provenance(job)},
                                                 power=settings.power):
                 assert p.summary is not None
