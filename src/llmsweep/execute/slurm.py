@@ -145,6 +145,7 @@ class SlurmOptions(BaseModel):
             _refuse_overrides(values)
             for given in _times_given(values):
                 time_limit_s(given, what=_EXTRA_TIME)
+            _mems_given(values)  # a memory flag without its size is refused here, as a time flag's is
         return values
 
     @field_validator("worker_command")
@@ -1419,7 +1420,8 @@ _MEM_FLAGS = ("--mem", "--mem-per-cpu", "--mem-per-gpu")
 
 def _mems_given(tokens: Sequence[str]) -> list[tuple[str, str]]:
     """The memory options among sbatch flags, in order, each (flag, size): `--mem=V`, `--mem V`, and the same of
-    `--mem-per-cpu` and `--mem-per-gpu` (sbatch has no short form of them)."""
+    `--mem-per-cpu` and `--mem-per-gpu` (sbatch has no short form of them). A flag with nothing after it is a
+    ValueError (as `--time`'s is: `_times_given`), not passed over — the job's reason would name a size it never had."""
     found: list[tuple[str, str]] = []
     for i, token in enumerate(tokens):
         flag, eq, value = token.partition("=")
@@ -1429,6 +1431,9 @@ def _mems_given(tokens: Sequence[str]) -> list[tuple[str, str]]:
             found.append((flag, value))
         elif i + 1 < len(tokens) and not tokens[i + 1].startswith("-"):
             found.append((flag, tokens[i + 1]))
+        else:
+            raise ValueError(f"extra_sbatch {token!r} has no value after it; give the size with it, e.g. "
+                             f"'{flag}=200G'")
     return found
 
 

@@ -286,3 +286,13 @@ def test_sacct_not_installed_is_said_as_such(tmp_path: Path, monkeypatch: pytest
     monkeypatch.setenv("PATH", str(tmp_path / "nothing"))
     said = sacct_end("42", tmp_path, timeout_s=5)
     assert isinstance(said, str) and "`sacct` is not installed or not on PATH" in said, said
+
+
+@pytest.mark.parametrize("extra", [("--mem",), ("--mem-per-gpu", "--exclusive")])
+def test_a_memory_flag_without_its_size_is_refused_as_a_time_flag_without_its_limit_is(extra: tuple[str, ...]) -> None:
+    """`extra_sbatch --mem` with no size was passed over: the out-of-memory reason then named the `mem` option the job
+    did not run under (sbatch refuses the flag, or reads the next token as its size)."""
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="has no value after it; give the size with it"):
+        SlurmOptions(extra_sbatch=extra)
