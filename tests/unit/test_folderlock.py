@@ -56,13 +56,14 @@ def test_a_claim_dies_with_its_process_though_forked_workers_live_on(tmp_path: P
             "with claim(Path(sys.argv[1]), 'llmsweep run', fix='x'):\n"
             "    worker = os.fork()\n"
             "    if worker == 0:\n"
-            "        time.sleep(30); os._exit(0)\n"
+            "        print('worker', flush=True); time.sleep(30); os._exit(0)\n"
             "    print(worker, flush=True); time.sleep(60)\n")
     child = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], stdout=subprocess.PIPE, text=True)
     worker = None
     try:
         assert child.stdout is not None
-        worker = int(child.stdout.readline())
+        said = {child.stdout.readline().strip() for _ in range(2)}  # the worker runs (past its fork) and its pid
+        worker = int(next(line for line in said if line != "worker"))
         child.kill()
         child.wait()
         os.kill(worker, 0)  # alive
