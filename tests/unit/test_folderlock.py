@@ -56,8 +56,9 @@ def test_a_claim_dies_with_its_process_though_forked_workers_live_on(tmp_path: P
             "with claim(Path(sys.argv[1]), 'llmsweep run', fix='x'):\n"
             "    worker = os.fork()\n"
             "    if worker == 0:\n"
-            "        print('worker', flush=True); time.sleep(30); os._exit(0)\n"
-            "    print(worker, flush=True); time.sleep(60)\n")
+            "        os.write(1, b'worker\\n'); time.sleep(30); os._exit(0)\n"
+            "    os.write(1, f'{worker}\\n'.encode()); time.sleep(60)\n")
+    # one write(2) per line: print's text and newline are two, and the two processes' lines interleaved under load
     child = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], stdout=subprocess.PIPE, text=True)
     worker = None
     try:
