@@ -24,6 +24,7 @@ and data-parallel attention (each rank's attention over its share of the batch).
 were keyed (2026-12-06) still loads, but matches no job: the label says so and a warning names its file and how to key
 it; one saved before EP and DP attention were (2026-12-07) keys both as 1 at TP 1 (neither can exceed it), EP as 1 for a
 model class without routed experts (`moe_class`: EP shards nothing else), and otherwise matches no job at TP > 1.
+A model class without routed experts is keyed at EP 1 whatever EP its job or entry names (`calibration_key`).
 """
 
 from __future__ import annotations
@@ -102,9 +103,11 @@ def kv_dtype_name(spelling: str) -> str:
 def calibration_key(engine: str, hardware: str, klass: str, precision: str, tp: int,
                     kv_dtype: str, *, ep: int = 1, dp_attention: int = 1) -> CalibrationKey:
     """The key of (engine style, GPU, model class, precision, TP, KV dtype, EP, DP attention): the SKU as its family,
-    the precision lower-case, the KV dtype as its format's name."""
+    the precision lower-case, the KV dtype as its format's name, and EP 1 for a model class without routed experts
+    (:func:`moe_class`): expert parallelism shards nothing of a dense or hybrid model and the simulator prices it as
+    none, so a dense job launched at EP 8 is the EP 1 job, and takes (or saves) the EP 1 entry."""
     return CalibrationKey(engine, hardware_family(hardware), klass, precision.strip().lower(), tp,
-                          kv_dtype_name(kv_dtype), ep, dp_attention)
+                          kv_dtype_name(kv_dtype), ep if moe_class(klass) else 1, dp_attention)
 
 
 class CalibrationProvenance(BaseModel):

@@ -335,6 +335,29 @@ def test_an_entry_of_a_model_without_experts_saved_before_ep_was_keyed_keys_ep_a
     assert found is not None and found[0] == "dense" and dense.efficiency_factors().mem == 0.42
 
 
+def test_a_dense_job_launched_with_ep_takes_the_ep_1_calibration_of_its_class(user_catalog: Path) -> None:
+    """Expert parallelism shards nothing of a dense model (the roofline prices it as none): a dense job launched at
+    EP 8 is the EP 1 job, and takes the EP 1 entry of its class, which its key had missed (`.../tp8/kv-bf16/ep8`).
+    A dense fit saved with EP 8 keys as EP 1 too; a MoE job's EP stays in its key."""
+    dense = EngineConfig(model="llama-1b", hardware="h200", engine_style="vllm", tp=8)
+    with_ep = dense.model_copy(update={"ep": 8})
+    assert with_ep.calibration_key() == dense.calibration_key() and with_ep.calibration_key().ep == 1
+    assert with_ep.calibration_key().label.endswith("/tp8/kv-bf16")
+    key = dense.calibration_key()
+    entry = CalibrationEntry(engine="vllm", hardware="h200", model_class=key.model_class, precision="bf16", tp=8,
+                             kv_dtype="bf16", ep=1, dp_attention=1, efficiency={"mem": 0.42},
+                             provenance=CalibrationProvenance(run_id="r", date="2026-12-07"))
+    save_calibration(user_catalog / "sim_calibration.yaml", entry_id(key), entry)
+    found = with_ep.calibration()
+    assert found is not None and found[0] == entry_id(key) and with_ep.efficiency_factors().mem == 0.42
+    assert with_ep.calibration_label().startswith(f"calibrated: {entry_id(key)}")
+    saved_at_ep8 = entry.model_copy(update={"ep": 8})
+    assert saved_at_ep8.key == key
+    moe = EngineConfig(model="deepseek-v4-pro", hardware="mi355x", engine_style="sglang", tp=8, precision="fp8",
+                       kv_dtype="fp8", ep=8)
+    assert moe.calibration_key().ep == 8
+
+
 def test_a_saved_user_calibration_is_picked_up(user_catalog: Path) -> None:
     config = EngineConfig(model="llama-3.1-8b", hardware="h100", engine_style="sglang")
     assert config.calibration_label() == UNCALIBRATED
