@@ -37,7 +37,7 @@ from llmsweep.sim.transfer import Link, links_flag
 from llmsweep.spec.workload import ScenarioId
 
 if TYPE_CHECKING:
-    from llmsweep.catalog.engines import EngineDefault
+    from llmsweep.catalog.engines import EngineDefault, PageSizeDefault
     from llmsweep.engines.memory import MemoryFraction
     from llmsweep.sim.engine import EngineConfig
 
@@ -118,20 +118,23 @@ def unmodelled(job: Job) -> list[str]:
 
 def _mla_pinned_blocks(job: Job) -> list[str]:
     """A vLLM pool pinned in blocks (`--num-gpu-blocks-override`) of an MLA model without `--block-size`: the
-    simulator sizes it in vLLM's default 16-token blocks, but an MLA attention backend may force 64 or 128 (FlashMLA,
-    CUTLASS MLA), a pool 4-8 times larger; the result says so, not only the launch's note."""
+    simulator sizes it in vLLM's default blocks (:func:`engine_page`, 16 tokens), but an MLA attention backend may
+    force 64 or 128 (FlashMLA, CUTLASS MLA), a pool 4-8 times larger; the result says so, not only the launch's
+    note."""
     from llmsweep.catalog.models import find_model
 
     sim = SimAdapter()
     if sim.stands_in_for(job) != VLLM.id:
         return []
     written = {sim.parsed_flag(job, flag) for _, (flag, value) in sim._written_args(job) if in_launch(value)}
+    page = engine_page(job)
     model = find_model(job.model)
-    if "--num-gpu-blocks-override" not in written or "--block-size" in written or model is None \
+    if "--num-gpu-blocks-override" not in written or page is None or page.pinned or model is None \
             or model.attention.kind != "mla":
         return []
     return ["vLLM's KV block for an MLA model (its attention backend may force 64 or 128 tokens; the pinned "
-            "`--num-gpu-blocks-override` pool is sized in the default 16: write `--block-size` to pin it)"]
+            f"`--num-gpu-blocks-override` pool is sized in the default {page.default.tokens}: write "
+            f"`{page.default.flag}` to pin it)"]
 
 
 def _unless(modelled: str, why: str) -> Callable[[Any], str | None]:
@@ -206,6 +209,53 @@ def unmodelled_settings(job: Job) -> list[str]:
 
 
 @dataclass(frozen=True)
+class EnginePage:
+    """The KV page (block) an engine launches a job with (:func:`engine_page`): the recipe's value of the engine's
+    page flag where the launch carries one, else the engine's default from the engines catalog."""
+
+    engine: str
+    """The engine's display name."""
+    default: PageSizeDefault
+    """Its catalog entry's `page_size_default`: the flag, the default tokens and where they are read from."""
+    written: Any = None
+    """The recipe's value of `default.flag` (the last the launch carries, as the engine's parser reads the flag);
+    None where it sets none."""
+
+    @property
+    def pinned(self) -> bool:
+        """Whether the recipe sets the page."""
+        return self.written is not None
+
+    @property
+    def tokens(self) -> int | None:
+        """Tokens of one page: the recipe's (None where it is no positive whole number), else the default."""
+        if not self.pinned:
+            return self.default.tokens
+        count = token_count(self.written)
+        return count if count else None
+
+
+def engine_page(job: Job, engine: str | None = None) -> EnginePage | None:
+    """The KV page `engine` (by default the engine `job` stands in for) launches `job` with: its page flag as the
+    recipe writes it, read as that engine's parser reads it (`SimAdapter.parsed_flag`: `--block_size`, a unique
+    prefix), else the engines catalog's `page_size_default`. The one reading of a job's page: the simulator's
+    launch note and `provenance.kv_block` (:func:`engine_kv_block`), the block a vLLM `--num-gpu-blocks-override`
+    counts (`SimAdapter._pinned_pool`) and the MLA caveat of :func:`unmodelled`. None for a recipe of the simulator
+    itself (without `engine`), or an engine the catalog records no page for."""
+    from llmsweep.catalog.engines import default_page_size
+
+    sim = SimAdapter()
+    engine = engine or sim.stands_in_for(job)
+    found = default_page_size(engine) if engine is not None else None
+    if found is None:
+        return None
+    name, default = found
+    written = [value for _, (flag, value) in sim._written_args(job)
+               if default.flag is not None and in_launch(value) and sim.parsed_flag(job, flag) == default.flag]
+    return EnginePage(engine=name, default=default, written=written[-1] if written else None)
+
+
+@dataclass(frozen=True)
 class EngineKvBlock:
     """The KV block the simulator serves a job with (its own, `EngineConfig.block_size`) where the engine the job
     stands in for pages its KV cache otherwise at its default (:func:`engine_kv_block`)."""
@@ -237,21 +287,14 @@ def engine_kv_block(job: Job) -> EngineKvBlock | None:
     blocks: a block of 1 costs the predictor ~18 times its CPU for a prediction that moves by 0.2 % (docs/
     simulator.md, "The KV block"). None for a recipe of the simulator itself, an engine the catalog records no page
     for, or one whose page is the simulator's."""
-    from llmsweep.catalog.engines import default_page_size
     from llmsweep.sim.engine import EngineConfig
 
-    sim = SimAdapter()
-    real = sim.stands_in_for(job)
-    found = default_page_size(real) if real is not None else None
-    if found is None:
-        return None
-    name, page = found
+    page = engine_page(job)
     own = int(EngineConfig.model_fields["block_size"].default)
-    pinned = page.flag is not None and any(sim.parsed_flag(job, flag) == page.flag and in_launch(value)
-                                           for _, (flag, value) in sim._written_args(job))
-    if pinned or page.tokens == own:
+    if page is None or page.pinned or page.default.tokens == own:
         return None
-    return EngineKvBlock(tokens=own, engine=name, engine_tokens=page.tokens, flag=page.flag, source=page.source)
+    return EngineKvBlock(tokens=own, engine=page.engine, engine_tokens=page.default.tokens, flag=page.default.flag,
+                         source=page.default.source)
 
 
 NAMING_FIELDS = frozenset({"hf_architecture"})
@@ -588,12 +631,12 @@ class SimAdapter(Adapter):
     @staticmethod
     def _pinned_pool(job: Job, recipe: dict[str, Any], d: Derived) -> None:
         """The KV pool a recipe pins in vLLM's terms (:data:`PINNED_POOL_FLAGS`), whatever the memory fraction:
-        `--num-gpu-blocks-override` blocks on each DP rank, of the recipe's `--block-size` else vLLM's own default
-        block (the engines catalog's `page_size_default`), written as `--pinned-kv-tokens` (blocks x block x ranks);
+        `--num-gpu-blocks-override` blocks on each DP rank, of vLLM's page as the job launches it (:func:`engine_page`:
+        the recipe's `--block-size`, else the engines catalog's `page_size_default`; one that is no positive whole
+        number is refused), written as `--pinned-kv-tokens` (blocks x block x ranks);
         else `--kv-cache-memory-bytes` on each GPU, passed on. With a note; `sim serve` refuses a pool that does not
         fit beside the weights (`EngineConfig.pinned_pool_tokens`). A value that is no whole number is refused here
         (vLLM reads `20G` and the like, whose suffixes its releases read differently)."""
-        from llmsweep.catalog.engines import default_page_size
         from llmsweep.catalog.models import find_model
 
         pins = {flag: value for flag, value in recipe.items() if flag in PINNED_POOL_FLAGS and in_launch(value)}
@@ -606,15 +649,24 @@ class SimAdapter(Adapter):
         size = token_count(pins.get("--kv-cache-memory-bytes"))
         if blocks is not None:
             dp = int(d.args.get("--dp-attention", 1))
-            pinned_block = token_count(recipe.get("--block-size")) if in_launch(recipe.get("--block-size")) else None
-            found = default_page_size(VLLM.id)
-            page = found[1] if found is not None else None
-            block = pinned_block or (page.tokens if page is not None else 16)
-            whose = "the recipe's --block-size" if pinned_block else \
-                f"vLLM's default block: {page.source}" if page is not None else "vLLM's default block"
+            page = engine_page(job, VLLM.id)  # the flags are vLLM's: they count blocks of vLLM's page
+            if page is None:
+                raise ConfigError("the simulator counts the recipe's --num-gpu-blocks-override in vLLM's KV blocks, "
+                                  "and the engines catalog records no page_size_default for vLLM",
+                                  fix="restore vLLM's `page_size_default` in the engines catalog "
+                                      "(`llmsweep catalog --json engines`), or pin the pool in "
+                                      "--kv-cache-memory-bytes")
+            block = page.tokens
+            if block is None:
+                raise ConfigError(f"the simulator reads the recipe's {page.default.flag} as a positive whole number "
+                                  f"of tokens (the block --num-gpu-blocks-override counts), and it is "
+                                  f"{page.written!r}", fix=f"write {page.default.flag} as a whole number of tokens "
+                                                           f"(vLLM's default: {page.default.tokens})")
+            whose = f"the recipe's {page.default.flag}" if page.pinned else \
+                f"vLLM's default block: {page.default.source}"
             model = find_model(job.model)
-            forced = "" if pinned_block or model is None or model.attention.kind != "mla" else (
-                f"; not modelled for this MLA model: {page.varies if page is not None and page.varies else ''}"
+            forced = "" if page.pinned or model is None or model.attention.kind != "mla" else (
+                f"; not modelled for this MLA model: {page.default.varies or ''}"
                 " — a larger block makes the engine's pool that many times larger")
             d.args["--pinned-kv-tokens"] = dp * blocks * block
             d.notes.append(

@@ -249,6 +249,33 @@ def test_a_pinned_kv_pool_that_is_no_whole_number_is_refused(tmp_path: Path) -> 
     assert raised.value.fix is not None and "whole number of bytes" in raised.value.fix
 
 
+@pytest.mark.parametrize("block", ["16k", "0"])
+def test_a_pinned_block_count_of_a_block_size_that_is_no_whole_number_is_refused(tmp_path: Path, block: str) -> None:
+    """`--num-gpu-blocks-override` counts blocks of the recipe's `--block-size`. One that is no positive whole number
+    was read as unset by the pool (900 blocks of vLLM's default 16 tokens, the note naming vLLM's default) and as
+    pinned by the launch's KV-block note: two readings of one flag. The simulator reads it once, and asks for the
+    tokens rather than serve a pool of another block under the recipe's label."""
+    from llmsweep.errors import ConfigError
+
+    job = job_of(tmp_path, "vllm", f"{{ --num-gpu-blocks-override: 900, --block_size: '{block}' }}")
+    with pytest.raises(ConfigError, match=f"--block-size as a positive whole number .* '{block}'") as raised:
+        engines.render(job, simulate=True)
+    assert raised.value.fix is not None and "whole number of tokens (vLLM's default: 16)" in raised.value.fix
+
+
+def test_the_block_a_pinned_count_is_in_and_the_kv_block_note_read_one_flag(tmp_path: Path) -> None:
+    """The pool's block and the launch's KV-block note read the page flag as vLLM's parser does (`--block_size` is
+    `--block-size`): pinned, the pool counts its blocks and no note names vLLM's default page."""
+    from llmsweep.engines.sim import engine_kv_block, engine_page
+
+    job = job_of(tmp_path, "vllm", "{ --num-gpu-blocks-override: 900, --block_size: 32 }")
+    page = engine_page(job)
+    assert page is not None and (page.pinned, page.tokens) == (True, 32) and engine_kv_block(job) is None
+    assert served(job).kv_pool_tokens() == 900 * 32
+    (note,) = [n for n in engines.render(job, simulate=True).notes if n.startswith("KV pool pinned at ")]
+    assert "900 blocks of 32 tokens (the recipe's --block-size)" in note
+
+
 @pytest.mark.parametrize(("framework", "args", "page"), [
     ("sglang", "{}", ("SGLang", 1)),
     ("vllm", "{}", ("vLLM", 16)),
