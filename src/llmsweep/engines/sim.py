@@ -39,6 +39,7 @@ from llmsweep.spec.workload import ScenarioId
 if TYPE_CHECKING:
     from llmsweep.catalog.engines import EngineDefault, PageSizeDefault
     from llmsweep.engines.memory import MemoryFraction
+    from llmsweep.metrics.model import KvBlockProvenance
     from llmsweep.sim.engine import EngineConfig
 
 SIM_METHODS: dict[str, str] = {
@@ -258,26 +259,34 @@ def engine_page(job: Job, engine: str | None = None) -> EnginePage | None:
 @dataclass(frozen=True)
 class EngineKvBlock:
     """The KV block the simulator serves a job with (its own, `EngineConfig.block_size`) where the engine the job
-    stands in for pages its KV cache otherwise at its default (:func:`engine_kv_block`)."""
+    stands in for pages its KV cache otherwise at its default (:func:`engine_kv_block`): the simulator's tokens and
+    the engine's page, from which the result's record (:meth:`record`, `provenance.kv_block`) and the launch's note
+    are both written."""
 
     tokens: int
-    engine: str
-    engine_tokens: int
-    flag: str | None
-    source: str
+    """Tokens of the simulator's KV and prefix-cache block."""
+    page: EnginePage
+    """The engine's page at its default (the recipe pins none)."""
+
+    def record(self) -> KvBlockProvenance:
+        """What a result records of it (`provenance.kv_block`): the one shape of it, `metrics.model`'s."""
+        from llmsweep.metrics.model import KvBlockProvenance
+
+        return KvBlockProvenance(tokens=self.tokens, engine=self.page.engine, engine_tokens=self.page.default.tokens,
+                                 source=self.page.default.source)
 
     def note(self) -> str:
         """One line for the launch's notes (`server_command.txt`, `render`)."""
-        unset = f"{self.flag} unset" if self.flag is not None else "its default"
-        pages = f"{self.engine_tokens} token" + ("s" if self.engine_tokens != 1 else "")
-        return (f"KV blocks of {self.tokens} tokens, the simulator's own, where {self.engine} pages its KV cache in "
-                f"{pages} ({unset}: {self.source}): a cached prefix is reused up to its last whole {self.tokens}-token "
-                f"block, not its last {self.engine_tokens}-token page, and a request's KV is held in whole "
-                f"{self.tokens}-token blocks; not modelled (docs/simulator.md, \"The KV block\")")
+        default = self.page.default
+        unset = f"{default.flag} unset" if default.flag is not None else "its default"
+        pages = f"{default.tokens} token" + ("s" if default.tokens != 1 else "")
+        return (f"KV blocks of {self.tokens} tokens, the simulator's own, where {self.page.engine} pages its KV cache "
+                f"in {pages} ({unset}: {default.source}): a cached prefix is reused up to its last whole "
+                f"{self.tokens}-token block, not its last {default.tokens}-token page, and a request's KV is held in "
+                f"whole {self.tokens}-token blocks; not modelled (docs/simulator.md, \"The KV block\")")
 
     def provenance(self) -> dict[str, Any]:
-        return {"kv_block": {"tokens": self.tokens, "engine": self.engine, "engine_tokens": self.engine_tokens,
-                             "source": self.source}}
+        return {"kv_block": self.record().model_dump(mode="json", exclude_none=True)}
 
 
 def engine_kv_block(job: Job) -> EngineKvBlock | None:
@@ -293,8 +302,7 @@ def engine_kv_block(job: Job) -> EngineKvBlock | None:
     own = int(EngineConfig.model_fields["block_size"].default)
     if page is None or page.pinned or page.default.tokens == own:
         return None
-    return EngineKvBlock(tokens=own, engine=page.engine, engine_tokens=page.default.tokens, flag=page.default.flag,
-                         source=page.default.source)
+    return EngineKvBlock(tokens=own, page=page)
 
 
 NAMING_FIELDS = frozenset({"hf_architecture"})

@@ -571,7 +571,8 @@ class SimulatorProvenance(_Open):
 class KvBlockProvenance(_Open):
     """The KV block a simulated job was served with where the engine it stands in for pages its KV cache otherwise
     by default (`engines.sim.engine_kv_block`): the simulator's cached prefixes and KV allocations are in whole blocks
-    of `tokens`, the engine's in pages of `engine_tokens`."""
+    of `tokens`, the engine's in pages of `engine_tokens`. The one shape of it: the launch's block writes it
+    (`engines.sim.EngineKvBlock.record`)."""
 
     tokens: int | None = Field(default=None, description="Tokens of the simulator's KV and prefix-cache block.")
     engine: str | None = Field(default=None, description="The engine the job stands in for.")

@@ -300,6 +300,14 @@ def test_the_engines_own_page_is_named_where_the_simulator_serves_its_64_token_b
         return
     assert block is not None and (block.tokens, block.engine, block.engine_tokens) == (64, *page)
     assert len(notes) == 1 and f"{page[0]} pages its KV cache in {page[1]} token" in notes[0]
+    # one shape of the record: the launch's block writes the result's type, every field of it filled (a field added
+    # to the record and not to a second, hand-copied list of them is not left empty)
+    from llmsweep.engines.sim import engine_kv_block
+
+    derived = engine_kv_block(job)
+    assert derived is not None and derived.record() == block
+    assert set(type(block).model_fields) == set(block.model_dump(exclude_none=True))
+    assert block.source is not None and block.source in notes[0]
     # a recipe of the simulator itself stands in for no engine: nothing to name
     own = one_job(tmp_path, framework="sim", image="ghcr.io/llmsweep/sim:v1", osl=256, concs="[16]")
     assert "kv_block" not in simulator_provenance(own)
