@@ -441,6 +441,23 @@ def launch_engine(args: dict[str, Any]) -> EngineConfig:
                         kv_cache_memory_bytes=None if size is None else int(size))
 
 
+def pinned_pool_refusal(job: Job) -> ConfigError | None:
+    """Why the KV pool `job`'s recipe pins in vLLM's terms (:data:`PINNED_POOL_FLAGS`, as the engine it stands in for
+    reads them) cannot start on its GPUs: the simulator's own check (`EngineConfig.pinned_pool_refusal`) of the
+    engine its launch describes (`SimAdapter.derive`: the blocks x the block x the DP ranks, or the bytes), so
+    `validate`'s `resources.hbm-fit` warns of the job `sim serve`, `predict` and `run --simulate` refuse, in the same
+    words. None where the recipe pins no pool, the pool fits, or the simulator cannot size it (a model or GPU it has
+    no figures for, a value that is no whole number: the launch says why)."""
+    sim = SimAdapter()
+    if not any(sim.parsed_flag(job, flag) in PINNED_POOL_FLAGS and in_launch(value)
+               for _, (flag, value) in sim._written_args(job)):
+        return None
+    try:
+        return launch_engine(sim.derive(job, sim.info().default_port).args).pinned_pool_refusal()
+    except (LlmsweepError, ValueError):
+        return None
+
+
 def sglang_default_cap(job: Job, args: dict[str, Any]) -> EngineDefault | None:
     """The running-request cap SGLang takes for `job` when its launch sets none: 48 when the job speculates, else
     its request pool from the KV pool the simulator sizes for these launch `args` (model, GPU, TP, precision, KV

@@ -93,19 +93,29 @@ def hbm_share(job: Job, hw: HardwareSpec, weights: float) -> tuple[float, str]:
 
 
 @rule("resources.hbm-fit", Severity.WARNING,
-      "Model weights plus one request's KV do not fit the GPUs' HBM share",
+      "Model weights plus one request's KV do not fit the GPUs' HBM share, or a pinned KV pool does not fit the GPU",
       "raise tp (or the engine's memory fraction: mem-fraction-static / gpu-memory-utilization / "
       "kv_cache_free_gpu_memory_fraction), or serve a smaller precision",
       "catalog models × hardware (weights at the recipe's precision, KV per token per GPU); the share is the memory "
       "fraction the job's engine launches with (the recipe's flag, else the engine's own default from the engines "
-      "catalog, else the simulator's 0.88): of HBM, or for TensorRT-LLM of the memory the weights leave")
+      "catalog, else the simulator's 0.88): of HBM, or for TensorRT-LLM of the memory the weights leave; a KV pool "
+      "pinned in vLLM's terms (--num-gpu-blocks-override, --kv-cache-memory-bytes) against what the weights leave of "
+      "the whole GPU, the check the simulator refuses the job with (engines.sim.pinned_pool_refusal)")
 def hbm_fit(ctx: Context) -> Iterator[Finding]:
     from llmsweep.catalog.precision import MODEL_DTYPE
     from llmsweep.engines import launched_job
     from llmsweep.engines.base import topology
+    from llmsweep.engines.sim import pinned_pool_refusal
 
     for job, recipe in ctx.job_pairs():
         if job.multinode or job.tp is None or job.sku is None:
+            continue
+        # a pinned pool is allocated whatever the memory fraction: one that does not fit fails at start-up, and the
+        # simulator refuses the job at predict/run time in these words
+        launched = launched_job(job)  # the job as its engine launches it: its context, its memory fraction, its pool
+        if (refused := pinned_pool_refusal(launched)) is not None:
+            yield ctx.hit("resources.hbm-fit", recipe, (*entry_path(recipe, job), "tp"), refused.message,
+                          job=job, fix=refused.fix)
             continue
         # an HF id the catalog does not know is not its prefix's model (Qwen3.5-35B-A3B is not the 397B one):
         # `input.unknown-model` says so, and no figure of another model is costed
@@ -113,7 +123,6 @@ def hbm_fit(ctx: Context) -> Iterator[Finding]:
         hw = find_hardware(job.sku)
         if model is None or hw is None:
             continue
-        launched = launched_job(job)  # the job as its engine launches it: its context, its memory fraction
         try:
             weights = model.served_weight_bytes(job.precision, job.model if "/" in job.model else None) / job.gpus
             context = launched.max_model_len  # a recipe's context flag, else the derived isl + osl + 256

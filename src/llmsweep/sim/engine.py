@@ -30,6 +30,7 @@ from llmsweep.sim.perf import (
 )
 
 if TYPE_CHECKING:
+    from llmsweep.errors import ConfigError
     from llmsweep.sim.calibration import CalibrationEntry, CalibrationKey
 
 
@@ -168,36 +169,54 @@ class EngineConfig(BaseModel):
         `--num-gpu-blocks-override` (`v1/core/kv_cache_utils.py` `may_override_num_blocks`) and skips its memory
         profiling for `--kv-cache-memory-bytes` (`v1/worker/gpu_worker.py` `Worker.determine_available_memory`: "does
         not respect the gpu_memory_utilization config"), then allocates the pool on each GPU (`torch.zeros`). None
-        when the launch pins none.
+        when the launch pins none. A pool that does not fit the GPU is refused (:meth:`pinned_pool_refusal`, raised
+        as `simulator: …`): no prediction stands for a job that never serves."""
+        refused = self.pinned_pool_refusal(inputs)
+        if refused is not None:
+            from llmsweep.errors import ConfigError
 
-        A pool that needs more of a GPU than its weights and the simulator's reserve leave of its whole HBM is refused
-        (ConfigError): the engine's allocation fails (CUDA out of memory) and it never serves, so no prediction stands
-        for it. The engine's activation peak and CUDA graphs, which need room too, are not counted."""
+            raise ConfigError(f"simulator: {refused.message}", fix=refused.fix)
+        if self.pinned_kv_tokens is not None:
+            return self.pinned_kv_tokens
+        if self.kv_cache_memory_bytes is not None:
+            return int(self.kv_cache_memory_bytes // inputs.kv_bytes_per_token_per_gpu(self.tp, self.dp_attention))
+        return None
+
+    def pinned_pool_refusal(self, inputs: PerfInputs | None = None) -> ConfigError | None:
+        """Why the pool the launch pins (:meth:`pinned_pool_tokens`) cannot start, as an error to raise or report;
+        None where it pins none or the pool fits. The one home of the check, which `sim serve`, `predict` and
+        `run --simulate` refuse a job with and `validate`'s `resources.hbm-fit` warns of
+        (`engines.sim.pinned_pool_refusal`).
+
+        A pool that needs more of a GPU than its weights and the simulator's reserve leave of its whole HBM
+        (`perf.kv_room_bytes_per_gpu`) is refused: the engine's allocation fails (CUDA out of memory) and it never
+        serves. The engine's activation peak and CUDA graphs, which need room too, are not counted."""
+        from llmsweep.errors import ConfigError
+
+        if self.pinned_kv_tokens is None and self.kv_cache_memory_bytes is None:
+            return None
+        inputs = inputs or self.perf_inputs()
         per_token = inputs.kv_bytes_per_token_per_gpu(self.tp, self.dp_attention)
         if self.pinned_kv_tokens is not None:
             tokens = self.pinned_kv_tokens
             need = tokens * per_token
-        elif self.kv_cache_memory_bytes is not None:
-            need = float(self.kv_cache_memory_bytes)
-            tokens = int(need // per_token)
+            pinned = f"a pinned KV pool of {tokens} tokens"
         else:
-            return None
+            assert self.kv_cache_memory_bytes is not None
+            need = float(self.kv_cache_memory_bytes)
+            pinned = f"a pinned KV pool of {self.kv_cache_memory_bytes} bytes a GPU"
         room = kv_room_bytes_per_gpu(inputs, tp=self.tp)
-        if need > room:
-            from llmsweep.errors import ConfigError
-
-            most = max(0, int(room // per_token))
-            pinned = f"a pinned KV pool of {tokens} tokens" if self.pinned_kv_tokens is not None else \
-                f"a pinned KV pool of {self.kv_cache_memory_bytes} bytes a GPU"
-            raise ConfigError(
-                f"simulator: {pinned} needs {need / 1e9:.1f} GB on each of the {self.tp} x {self.hardware}, and "
-                f"{self.model}'s weights ({inputs.weight_bytes / self.tp / 1e9:.1f} GB a GPU) and the simulator's "
-                f"{KV_RESERVE_BYTES_PER_GPU / GIB:g} GiB reserve leave {max(room, 0.0) / 1e9:.1f} GB of its "
-                f"{inputs.hbm_bytes / 1e9:.1f} GB: the engine allocates a pinned pool whatever its memory fraction, "
-                "and this one fails (CUDA out of memory), so the job never serves",
-                fix=f"pin at most {most} tokens ({int(max(room, 0.0))} bytes on each GPU: vLLM's "
-                    "--num-gpu-blocks-override x its block size, or --kv-cache-memory-bytes), or raise the TP")
-        return tokens
+        if need <= room:
+            return None
+        most = max(0, int(room // per_token))
+        return ConfigError(
+            f"{pinned} needs {need / 1e9:.1f} GB on each of the {self.tp} x {self.hardware}, and "
+            f"{self.model}'s weights ({inputs.weight_bytes / self.tp / 1e9:.1f} GB a GPU) and the simulator's "
+            f"{KV_RESERVE_BYTES_PER_GPU / GIB:g} GiB reserve leave {max(room, 0.0) / 1e9:.1f} GB of its "
+            f"{inputs.hbm_bytes / 1e9:.1f} GB: the engine allocates a pinned pool whatever its memory fraction, "
+            "and this one fails (CUDA out of memory), so the job never serves",
+            fix=f"pin at most {most} tokens ({int(max(room, 0.0))} bytes on each GPU: vLLM's "
+                "--num-gpu-blocks-override x its block size, or --kv-cache-memory-bytes), or raise the TP")
 
     def sim_config(self, inputs: PerfInputs | None = None) -> SimConfig:
         """Scheduler knobs with the KV pool sized from HBM, weights and mem-fraction-static (or the override)."""
