@@ -28,7 +28,7 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import ValidationError
 
@@ -556,8 +556,10 @@ class Store:
         """A job of a stored run that the run retired (run.json's `retired` records where it keeps the job's files
         now): no longer the run's job — its reuse key and outcome leave the stored run's meta, which records the
         retirement —, its result kept, as none of the run's results, for the runs that stood on it (`run --reuse`);
-        those runs' ids are returned (`run` names them). The end-of-run ingest stores the retirement the same way
-        (`_insert_retired`)."""
+        those runs' ids are returned (`run` names them): asked by the key and the measurement the retired result is
+        (`_reusing_runs`, as `standing_on` asks it of a job measured again), so a run whose record names another
+        measurement of the job is not among them, and one that stood anew on this one is. The end-of-run ingest
+        stores the retirement the same way (`_insert_retired`)."""
         from llmsweep.results.rundir import RETIRED, load_run, retired_of
 
         run = load_run(run_dir, set_aside=True)
@@ -572,7 +574,9 @@ class Store:
                 self._db.execute("UPDATE runs SET meta = ? WHERE run_id = ?", (_dumps(meta), run.run_id))
             self._insert_retired(run, only=job_id)
         retired = retired_of(run.meta).get(job_id)
-        return self._reusing_runs(run.run_id, job_id, retired.reuse_key if retired else None)
+        held = self._held_measurement(run.run_id, job_id)
+        return self._reusing_runs(run.run_id, job_id, retired.reuse_key if retired else None,
+                                  held if held is not False else None)
 
     def _insert_retired(self, run: RunDir, only: str | None = None) -> None:
         """Store the results of the jobs `run` retired (`rundir.retired_jobs`; `only`: that job's), each marked with
@@ -619,17 +623,26 @@ class Store:
         (None where it recorded none), and the other stored runs that stand a job on it (`run --reuse`), oldest
         first — [] when the store holds no such result. What `run` asks before it measures the job again: the attempt
         it keeps is kept in the store for those runs (`rundir.KEPT_ATTEMPTS`)."""
+        recorded = self.run_meta(run_id).get("reuse_keys")
+        key = recorded.get(job_id) if isinstance(recorded, dict) else None
+        key = key if isinstance(key, str) else None
+        held = self._held_measurement(run_id, job_id)
+        if held is False:
+            return key, []
+        return key, self._reusing_runs(run_id, job_id, key, held)
+
+    def _held_measurement(self, run_id: str, job_id: str) -> str | Literal[False] | None:
+        """Which measurement (`metrics.model.measurement_stamp`) the result the store holds of run `run_id`'s job
+        `job_id` is — the run's own or one it retired —: None where its provenance names none, False where the store
+        holds no such result."""
         result_id = result_id_for(run_id, job_id)
         held = self._db.execute("SELECT p.doc FROM results x LEFT JOIN provenance p ON p.result_id = x.result_id "
                                 "WHERE x.result_id = ? AND x.run_id = ? AND x.job_id = ?",
                                 (result_id, run_id, job_id)).fetchone()
-        recorded = self.run_meta(run_id).get("reuse_keys")
-        key = recorded.get(job_id) if isinstance(recorded, dict) else None
-        key = key if isinstance(key, str) else None
         if held is None:
-            return key, []
-        prov = _StoredRow(self, run_id, job_id, result_id).json(held["doc"], "provenance.doc") if held["doc"] else {}
-        return key, self._reusing_runs(run_id, job_id, key, _measured_at(prov))
+            return False
+        return _measured_at(_StoredRow(self, run_id, job_id, result_id).json(held["doc"], "provenance.doc")
+                            if held["doc"] else {})
 
     def _settle_kept(self, run_id: str, meta: Mapping[str, Any]) -> tuple[dict[str, Any], list[KeptAttempt]]:
         """Run `run_id`'s record `meta` with each attempt it kept without knowing which runs stood on it

@@ -119,3 +119,54 @@ def test_a_retired_result_is_read_for_the_runs_that_stood_on_it_under_the_key_it
     with Store(store) as opened:
         opened.ingest_run(load_run(earlier), replace=True)
         assert [p.job_id for p in opened.results("earlier-run")] == jobs[:2]
+
+
+def test_retiring_a_job_names_the_runs_that_stood_on_the_measurement_it_retires(tmp_path: Path) -> None:
+    """`run` names the runs that stand on a result it retires as it names those of a result it measures again
+    (`Store.standing_on`): by the measurement each reusing run's record names. Asked without it, retiring named a run
+    that had stood on an earlier measurement of the job (one the store never kept for it) as standing on this one, and
+    left out a run that stood anew (`--reuse --force`) on this one after standing on an attempt kept for it."""
+    import shutil
+
+    from support.synthetic import SyntheticPoint, synthetic_job, write_synthetic_run
+
+    store = tmp_path / "store.sqlite"
+    earlier = tmp_path / "earlier"
+    job = synthetic_job(conc=4)
+    job_id = str(job["id"])
+    write_synthetic_run(earlier, [SyntheticPoint(job, requests=40, provenance={"started_at": 100.0,
+                                                                                "finished_at": 200.0})],
+                        run_id="earlier-run")
+    meta = json.loads((earlier / "run.json").read_text())
+    meta["reuse_keys"] = {job_id: f"key-{job_id}"}
+    # the job measured again once before: the attempt (10.0..20.0) kept for `anew-run`, which stood on it then
+    meta["kept_attempts"] = {f"jobs/{job_id}/attempts/1": {"job_id": job_id, "reuse_key": f"key-{job_id}",
+                                                            "runs": ["anew-run"], "measured_at": "10.0..20.0"}}
+    (earlier / "run.json").write_text(json.dumps(meta))
+    with Store(store) as opened:
+        opened.ingest_run(load_run(earlier))
+        held = opened.results("earlier-run")[0]
+    stood = {"run_id": "earlier-run", "job_id": job_id, "result_id": held.result_id, "verdict": held.verdict,
+             "reuse_key": f"key-{job_id}"}
+    for k, (run_id, measured) in enumerate([("current-run", "100.0..200.0"), ("anew-run", "100.0..200.0"),
+                                            ("late-run", "50.0..60.0")]):
+        other = write_synthetic_run(tmp_path / run_id, [SyntheticPoint(synthetic_job(conc=8 + k), requests=40)],
+                                    run_id=run_id, expected_extra=[job_id])
+        doc = json.loads((other.path / "run.json").read_text())
+        doc["reused"] = {job_id: {**stood, "measured_at": measured}}
+        (other.path / "run.json").write_text(json.dumps(doc))
+        with Store(store) as opened:
+            opened.ingest_run(load_run(other.path))
+    # the recipe no longer plans the job: `run` retires it
+    (earlier / "retired").mkdir()
+    shutil.move(earlier / "jobs" / job_id, earlier / "retired" / job_id)
+    meta["reuse_keys"] = {}
+    meta["retired"] = {job_id: {"dir": f"retired/{job_id}", "reuse_key": f"key-{job_id}"}}
+    (earlier / "run.json").write_text(json.dumps(meta))
+    with Store(store) as opened:
+        assert sorted(opened.retire_job(earlier, job_id)) == ["anew-run", "current-run"]
+        # and each of them still draws the retired measurement as the one it stood on; the late run, whose record
+        # names another measurement, does not
+        assert list(opened.reused_points({job_id: {**stood, "measured_at": "100.0..200.0"}}, by="anew-run")) == [
+            job_id]
+        assert opened.reused_points({job_id: {**stood, "measured_at": "50.0..60.0"}}, by="late-run") == {}
