@@ -281,14 +281,14 @@ def local_files_digest(job: Job, cache: dict[str, str] | None = None) -> str | N
     `workload.tokenizer`, a `model` that is a local path, a path a value of `serve.args` names (:func:`arg_paths`:
     `--chat-template /path/t.jinja`, a drafter in `--speculative-config`) and one a variable of the server's
     environment names (:func:`env_paths`: `serve.env`, a multinode worker's `additional-settings`, e.g.
-    `LMCACHE_CONFIG_FILE: /cfg/lmcache.yaml`, `NCCL_TOPO_FILE`, a folder of patches in a `PYTHONPATH` list; not a
-    folder a value names whole, which the server writes into) — or None when it names none: the recipe names such a
-    path, not its contents, so weights replaced at the same path (`model synth --force`, a new import, another drafter
-    copied over the old one), a chat template or a settings file the server reads edited in place had kept the key,
-    and `--reuse`/`--resume` stood on results of other weights, another template or other settings. A path that does
-    not exist here (one inside the job's image) counts as the text the launch writes, as before. A file too large to
-    read (`SMALL_FILE_BYTES`) counts by name, size and modification time; a folder by the files directly in it; a path
-    that does not read counts as missing. `cache`: per path, for a run's many jobs."""
+    `LMCACHE_CONFIG_FILE: /cfg/lmcache.yaml`, `NCCL_TOPO_FILE`, a folder of patches a `PYTHONPATH` names, alone or in
+    a list; not another folder a value names whole, which the server writes into) — or None when it names none: the
+    recipe names such a path, not its contents, so weights replaced at the same path (`model synth --force`, a new
+    import, another drafter copied over the old one), a chat template or a settings file the server reads edited in
+    place had kept the key, and `--reuse`/`--resume` stood on results of other weights, another template or other
+    settings. A path that does not exist here (one inside the job's image) counts as the text the launch writes, as
+    before. A file too large to read (`SMALL_FILE_BYTES`) counts by name, size and modification time; a folder by the
+    files directly in it; a path that does not read counts as missing. `cache`: per path, for a run's many jobs."""
     serve = job.serve
     spec = serve.spec_decoding if serve is not None else None
     named = [serve.model_path if serve is not None else None, spec.draft_model if spec is not None else None,
@@ -331,6 +331,12 @@ def arg_paths(job: Job) -> list[str]:
     return [w for w in words if _names_path(w)]
 
 
+SEARCH_PATH_VARS = frozenset({"PYTHONPATH", "LD_LIBRARY_PATH", "PATH"})
+"""Environment variables whose value is a search path: folders the server's interpreter, loader or shell looks for
+the code it runs in (a folder of patches, a library's build). Each of their folders is keyed by what it holds
+(:func:`env_paths`), one alone as one of a list: it is no folder the server writes into."""
+
+
 def env_paths(job: Job) -> list[str]:
     """The values of the job's server environment as its recipe writes them that name a path the server reads, whether
     or not it exists here: `serve.env` (after the arm's overrides) and each multinode worker's InferenceX
@@ -338,18 +344,21 @@ def env_paths(job: Job) -> list[str]:
     names one by the rule of :func:`arg_paths` (a `/` in it, or a leading `~`: `./lmcache.yaml` for one in the
     directory `run` starts in): whole where it is no folder here (`LMCACHE_CONFIG_FILE: /cfg/lmcache.yaml`), and, as
     the environment writes a list of paths, each of its `:`-separated items, a file or a folder (`PYTHONPATH:
-    /opt/a:/opt/b`, a folder of patches the server imports). A folder a value names whole (`TMPDIR`,
-    `TORCHINDUCTOR_CACHE_DIR`, a log folder) is one the server writes into as it runs: keyed by the files in it, a
-    cache file appearing moved the key, so `--resume` measured finished jobs again and `--reuse` never matched; it
-    counts as its text. A secret's value is never written (`serve.secret-env`): it names nothing here."""
+    /opt/a:/opt/b`, a folder of patches the server imports); a search path (:data:`SEARCH_PATH_VARS`) is such a list
+    of one folder too (`PYTHONPATH: /opt/patches`: what it holds changes what runs, as in a list of two). Any other
+    folder a value names whole (`TMPDIR`, `TORCHINDUCTOR_CACHE_DIR`, a log folder) is one the server writes into as
+    it runs: keyed by the files in it, a cache file appearing moved the key, so `--resume` measured finished jobs
+    again and `--reuse` never matched; it counts as its text. A secret's value is never written (`serve.secret-env`):
+    it names nothing here."""
     from llmsweep.engines.base import settings_env
 
-    values = [v for v in job.serve.env.values() if v is not None] if job.serve is not None else []
+    named = [(k, v) for k, v in job.serve.env.items() if v is not None] if job.serve is not None else []
     for worker in (job.prefill, job.decode):
         if worker is not None:
-            values += settings_env(worker).values()
-    words = [word for value in values
-             for word in (value.split(os.pathsep) if os.pathsep in value else _not_a_folder(value))]
+            named += settings_env(worker).items()
+    words = [word for name, value in named
+             for word in (value.split(os.pathsep) if os.pathsep in value or name in SEARCH_PATH_VARS
+                          else _not_a_folder(value))]
     return [w for w in dict.fromkeys(words) if _names_path(w)]
 
 

@@ -399,6 +399,49 @@ def test_a_folder_the_servers_environment_names_whole_is_keyed_as_its_text(tmp_p
     assert reuse_keys(jobs_from_files([recipe]), simulate=True)[job.id] != reuse_keys([job], simulate=True)[job.id]
 
 
+def test_a_search_path_of_one_folder_is_keyed_by_what_it_holds_as_a_list_of_two_is(tmp_path: Path) -> None:
+    """`PYTHONPATH: /opt/patches` names a folder of code the server imports, as `PYTHONPATH: /opt/a:/opt/patches`
+    does: what it holds changes what runs. Named alone, it was taken for a folder the server writes into (a value
+    naming a folder whole counts as its text), so patches edited in place kept the key and `--reuse`/`--resume` stood
+    on results measured under the old code. A search path (`SEARCH_PATH_VARS`: PYTHONPATH, LD_LIBRARY_PATH, PATH) is
+    keyed by what its folders hold, one or many, in `serve.env` and in a worker's `additional-settings`; any other
+    folder a value names whole stays its text."""
+    from changes_scratch import write_multinode
+
+    from llmsweep.changes import reuse
+
+    cache, patches, libs = tmp_path / "cache", tmp_path / "patches", tmp_path / "libs"
+    for folder in (cache, patches, libs):
+        folder.mkdir()
+    (patches / "sitecustomize.py").write_text("PATCHED = 1\n")
+    (libs / "libpatch.so").write_bytes(b"\x7fELF 1")
+    recipe = write_recipe(tmp_path / "r")
+    recipe.write_text(recipe.read_text().replace(
+        '      SHARED_VAR: "1"\n',
+        f'      SHARED_VAR: "1"\n      TMPDIR: {cache}\n      PYTHONPATH: {patches}\n      LD_LIBRARY_PATH: {libs}\n'))
+    job = jobs_from_files([recipe])[0]
+    assert sorted(reuse.env_paths(job)) == sorted([str(patches), str(libs)])
+    for simulate in (True, False):
+        before = reuse_keys([job], simulate=simulate)[job.id]
+        (cache / f"scratch-{simulate}").write_text("x")  # written by the server as it runs: no new key
+        assert reuse_keys([job], simulate=simulate)[job.id] == before, f"simulate={simulate}"
+        (patches / "sitecustomize.py").write_text(f"PATCHED = {2 if simulate else 3}\n")  # what it imports
+        patched = reuse_keys([job], simulate=simulate)[job.id]
+        assert patched != before, f"simulate={simulate}"
+        (libs / "libpatch.so").write_bytes(f"\x7fELF {simulate}".encode())  # what it loads
+        assert reuse_keys([job], simulate=simulate)[job.id] != patched, f"simulate={simulate}"
+
+    mn = write_multinode(tmp_path / "mn")
+    mn.write_text(mn.read_text().replace(
+        "decode: {num-worker: 1, tp: 8, ep: 1, dp-attn: false}",
+        f'decode: {{num-worker: 1, tp: 8, ep: 1, dp-attn: false, additional-settings: ["PYTHONPATH={patches}"]}}'))
+    (worker,) = jobs_from_files([mn])
+    assert reuse.env_paths(worker) == [str(patches)]
+    before = reuse_keys([worker], simulate=True)[worker.id]
+    (patches / "sitecustomize.py").write_text("PATCHED = 4\n")
+    assert reuse_keys([worker], simulate=True)[worker.id] != before
+
+
 def test_a_folder_holding_a_file_whose_name_is_not_utf8_is_keyed_not_a_crash(tmp_path: Path) -> None:
     """A folder a job names (a `serve.args` path) holding a file whose name is not UTF-8 (Python
     reads its byte as an escape) stopped `run` with a UnicodeEncodeError while it keyed the job. Its name counts as the
