@@ -103,3 +103,34 @@ def test_a_settings_file_the_servers_environment_names_edited_in_place_is_not_re
     said = _said(err)
     assert len(said) == 2 and all("server environment (serve.env, a worker's additional-settings) name, hold" in line
                                   for line in said), said
+
+
+def test_a_result_recorded_before_its_settings_file_was_keyed_is_measured_again_saying_so(tmp_path: Path) -> None:
+    """A stored result whose key holds nothing of the settings file its `serve.env` names (the file did not exist
+    where that run was planned, or an earlier llmsweep did not key it) does not say what the file held when it was
+    measured: `--reuse` measures the job again, and says that this is the one part that differs, and why — it said
+    'one of what a run records only inside the key's hash: the rendered launch, the simulator's code, ...'."""
+    settings = tmp_path / "lmcache.yaml"
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(RECIPE.read_text().replace(
+        "    engine: { name: sim }\n",
+        f"    engine: {{ name: sim }}\n    env:\n      LMCACHE_CONFIG_FILE: {settings}\n"))
+
+    def run(name: str) -> tuple[dict[str, Any], str]:
+        proc = cli_here(["run", recipe, "--out", tmp_path / name, "--store", tmp_path / "store.sqlite",
+                         "--no-report", "--json", "--reuse"])
+        assert proc.returncode == 0, proc.stderr[-4000:]
+        doc: dict[str, Any] = json.loads(proc.stdout)
+        return doc, proc.stderr
+
+    run("first")  # keyed without the file: nothing is there
+    settings.write_text("chunk_size: 256\n")
+    second, err = run("second")
+    assert not any(r["reused"] for r in second["jobs"]), second
+    said = _said(err)
+    assert len(said) == 2 and all(
+        "server environment (serve.env, a worker's additional-settings) name, hold, which the key it was recorded "
+        "under holds none of: none of those paths existed where its run was planned, or an earlier llmsweep did not "
+        "key what they hold" in line and "one of what a run records" not in line for line in said), said
+    third, _ = run("third")
+    assert all(r["reused"] for r in third["jobs"])  # from then on it stands on the result measured with the file

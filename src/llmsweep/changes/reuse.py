@@ -155,6 +155,20 @@ KEY_PARTS: dict[str, str] = {
 another key. The first six read back from a stored job and run (:func:`stored_parts`); the rest a run records only
 inside the key's hash."""
 STORED_PARTS = ("recipe_fingerprint", "image", "workload", "conc", "eval", "repeat", "measurement")
+ABSENT_PARTS: dict[str, str] = {
+    "local_files": "none of those paths existed where its run was planned, or an earlier llmsweep did not key what "
+                   "they hold (a path in serve.args or serve.env, a PYTHONPATH of one folder), so it does not say "
+                   "what they held when it was measured",
+    "sample": "an earlier llmsweep did not key the sample a repeat draws",
+    "copy": "the job was the first copy of its point on its server then, or an earlier llmsweep did not key which "
+            "copy it is",
+}
+"""The parts a key holds only where they apply (a job that names no local path, a first repeat, a first copy keeps the
+key it had before the part was keyed), each with why a recorded key may hold none: where a stored result's key is the
+job's identity now without one of them, `run --reuse` and `--resume` say that this part alone differs, and why
+(:func:`differing_parts`), not that one of the hidden parts does. An llmsweep upgrade that keys a new part re-measures
+such a job once, saying so: standing on the stored result would give it a label its measurement did not earn (a
+settings file edited since)."""
 
 
 class ReuseKey(str):
@@ -162,18 +176,27 @@ class ReuseKey(str):
     also knows its job and the digest of each part of its identity (:data:`KEY_PARTS`), so `run --reuse` can say,
     of a job no stored result matches, what differs from the newest stored result of the job
     (`results.store.Store.reusable`). `other_power`: the job's key under the other power gate (:data:`POWER_GATE`),
-    which `run` looks up itself; `evaluates`: the job runs an eval, which `run` never reuses (and says so)."""
+    which `run` looks up itself; `evaluates`: the job runs an eval, which `run` never reuses (and says so);
+    `without`: for each part of :data:`ABSENT_PARTS` its identity holds, the identity's digest without it."""
 
     job_id: str
     parts: dict[str, str]
     other_power: str | None
     evaluates: bool
+    without: dict[str, str]
 
     def __new__(cls, text: str, *, job_id: str, parts: dict[str, str], other_power: str | None = None,
-                evaluates: bool = False) -> ReuseKey:
+                evaluates: bool = False, without: dict[str, str] | None = None) -> ReuseKey:
         made = super().__new__(cls, text)
         made.job_id, made.parts, made.other_power, made.evaluates = job_id, parts, other_power, evaluates
+        made.without = without or {}
         return made
+
+
+def identity_without(doc: Mapping[str, object]) -> dict[str, str]:
+    """For each part of :data:`ABSENT_PARTS` a reuse identity (`reuse_doc`) holds, its digest without that part: the
+    identity a key recorded before the part applied (or was keyed) holds (:attr:`ReuseKey.without`)."""
+    return {name: _digest({k: v for k, v in doc.items() if k != name}) for name in ABSENT_PARTS if name in doc}
 
 
 def part_digests(doc: Mapping[str, object]) -> dict[str, str]:
@@ -196,12 +219,18 @@ def stored_parts(job_doc: Mapping[str, object], job_id: str, measurement: object
     return {name: _digest(doc.get(name)) for name in STORED_PARTS}
 
 
-def differing_parts(key: ReuseKey, stored: Mapping[str, str]) -> list[str]:
+def differing_parts(key: ReuseKey, stored: Mapping[str, str], recorded: str | None = None) -> list[str]:
     """What differs between `key`'s identity and a stored job's (:func:`stored_parts`), as :data:`KEY_PARTS` names
-    it; where none of the stored parts differ, the parts a run keeps only inside the hash (one of them differs)."""
+    it; where none of the stored parts differ, and the recorded identity (`recorded`) is `key`'s without a part of
+    :data:`ABSENT_PARTS` (:attr:`ReuseKey.without`), that part, saying the recorded key holds none and why it may not;
+    else the parts a run keeps only inside the hash (one of them differs)."""
     named = [KEY_PARTS[n] for n in STORED_PARTS if n in stored and stored[n] != key.parts.get(n)]
     if named or not stored:
         return named
+    absent = [n for n, digest in key.without.items() if digest == recorded]
+    if absent:
+        return [f"{KEY_PARTS[n]}, which the key it was recorded under holds none of: {ABSENT_PARTS[n]}"
+                for n in absent]
     hidden = [KEY_PARTS[n] for n in ("launch", "simulator", "gates", "local_files", "sample", "copy")
               if n in key.parts]
     return ["one of what a run records only inside the key's hash: " + ", ".join(hidden[:-1]) + ", or " + hidden[-1]]
@@ -218,7 +247,7 @@ def key_differences(key: str, recorded: str, stored: Mapping[str, str], *, then:
         f"{name} ({getattr(context, name) or '-'}, {then} {getattr(recorded_context, name) or '-'})"
         for name in CONTEXT_PARTS if getattr(context, name) != getattr(recorded_context, name)]
     if recorded_base != base and isinstance(key, ReuseKey):
-        diffs += differing_parts(key, stored)
+        diffs += differing_parts(key, stored, recorded_base)
     return diffs
 
 
@@ -265,7 +294,7 @@ def reuse_keys(jobs: list[Job], *, simulate: bool, live: bool = False,
         other = _digest(keyed(gates={**gates, POWER_GATE: not gates[POWER_GATE]})) + CONTEXT_SEP + context.render()
         out[job.id] = ReuseKey(_digest(doc) + CONTEXT_SEP + context.render(), job_id=job.id,
                                parts=part_digests(doc), other_power=other,
-                               evaluates=bool(job.eval_only or job.run_eval))
+                               evaluates=bool(job.eval_only or job.run_eval), without=identity_without(doc))
         if other_power is not None:
             other_power[job.id] = other
     return out

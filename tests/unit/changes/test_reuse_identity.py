@@ -442,6 +442,42 @@ def test_a_search_path_of_one_folder_is_keyed_by_what_it_holds_as_a_list_of_two_
     assert reuse_keys([worker], simulate=True)[worker.id] != before
 
 
+def test_a_key_recorded_without_the_local_files_part_is_named_as_such_not_as_one_of_the_hidden_parts(
+        tmp_path: Path) -> None:
+    """A stored result recorded where the files its job's server environment names did not exist, or by an llmsweep
+    that did not key what they hold (a `serve.env` file before it was keyed, a `PYTHONPATH` of one folder), is
+    measured again once: its key holds no local-files part, so it does not say what they held. `run --reuse` and
+    `--resume` said only 'one of what a run records only inside the key's hash: launch, simulator, gates, ...',
+    which reads as if anything might have changed; the recorded identity is the job's now without that part, and
+    they say so, and why."""
+    from llmsweep.changes import reuse
+    from llmsweep.execute.lifecycle import LifecycleSettings
+
+    settings = tmp_path / "cfg" / "lmcache.yaml"
+    recipe = write_recipe(tmp_path / "r")
+    recipe.write_text(recipe.read_text().replace(
+        '      SHARED_VAR: "1"\n', f'      SHARED_VAR: "1"\n      LMCACHE_CONFIG_FILE: {settings}\n'))
+    job = jobs_from_files([recipe])[0]
+    stored = reuse.stored_parts(job.to_json(), job.id, version.measurement_identity())
+    for simulate in (True, False):
+        then = reuse_keys([job], simulate=simulate)[job.id]  # the path names nothing here: keyed as its text
+        settings.parent.mkdir(exist_ok=True)
+        settings.write_text("chunk_size: 256\n")
+        now = reuse_keys([job], simulate=simulate)[job.id]
+        assert now != then
+        (said,) = reuse.key_differences(now, then, stored)
+        assert said.startswith(reuse.KEY_PARTS["local_files"] + ", which the key it was recorded under holds none "
+                               "of: none of those paths existed where its run was planned, or an earlier llmsweep "
+                               "did not key what they hold"), said
+        # recorded without the file and under another gate: not said to lack only the local-files part
+        settings.unlink()
+        other = reuse_keys([job], simulate=simulate, settings=LifecycleSettings(request_timeout_s=123))[job.id]
+        settings.write_text("chunk_size: 256\n")
+        (said,) = reuse.key_differences(now, other, stored)
+        assert said.startswith("one of what a run records only inside the key's hash: "), said
+        settings.unlink()
+
+
 def test_a_folder_holding_a_file_whose_name_is_not_utf8_is_keyed_not_a_crash(tmp_path: Path) -> None:
     """A folder a job names (a `serve.args` path) holding a file whose name is not UTF-8 (Python
     reads its byte as an escape) stopped `run` with a UnicodeEncodeError while it keyed the job. Its name counts as the
