@@ -43,7 +43,8 @@ def test_each_job_reuse_runs_again_is_said_with_what_differs(tmp_path: Path) -> 
     assert len(said) == 2 and all(f"job {j}: the newest stored result of the job, run {first['run_id']}'s (valid), "
                                   "was recorded under another reuse key — what differs: one of what a run records "
                                   "only inside the key's hash: " in line for j, line in zip(jobs, said, strict=True))
-    assert all("the gates the run judges the verdict by" in line and "the simulator's code or a catalog file" in line
+    # the stored result's simulator build is this one's (its provenance says so): the simulator is not among them
+    assert all("the gates the run judges the verdict by" in line and "the simulator's code" not in line
                and line.endswith("; the job runs again") for line in said), said
 
     # the first run's result stands (its key is this run's), and a run that only stood on it hides nothing
@@ -71,6 +72,27 @@ def test_a_part_the_store_keeps_is_named(tmp_path: Path) -> None:
     said = _said(err)
     assert len(said) == 2 and all(line.endswith("what differs: llmsweep's measurement definitions (`metrics.version`)"
                                                 "; the job runs again") for line in said), said
+
+
+def test_a_result_another_simulator_build_served_names_the_simulator(tmp_path: Path) -> None:
+    """After an upgrade that changed llmsweep's simulator, every simulated job runs again: what differs is named from
+    the stored result's provenance (the build that served it), not as 'one of what a run records only inside the
+    key's hash'."""
+    first, _ = _run(tmp_path, "first")
+    with sqlite3.connect(tmp_path / "store.sqlite") as db:  # as an earlier llmsweep's simulator stored them
+        (meta,) = db.execute("SELECT meta FROM runs WHERE run_id = ?", (first["run_id"],)).fetchone()
+        doc = json.loads(meta)
+        doc["reuse_keys"] = {job: "0" * 64 + key[64:] for job, key in doc["reuse_keys"].items()}
+        db.execute("UPDATE runs SET meta = ? WHERE run_id = ?", (json.dumps(doc), first["run_id"]))
+        for result_id, prov in db.execute("SELECT result_id, doc FROM provenance").fetchall():
+            prov = json.loads(prov)
+            assert prov["simulator"]["digest"]
+            prov["simulator"]["digest"] = "0123456789abcdef"
+            db.execute("UPDATE provenance SET doc = ? WHERE result_id = ?", (json.dumps(prov), result_id))
+    _, err = _run(tmp_path, "second", "--reuse")
+    said = _said(err)
+    assert len(said) == 2 and all(line.endswith("what differs: the simulator's code or a catalog file it reads "
+                                                "(`sim.identity`); the job runs again") for line in said), said
 
 
 def test_a_settings_file_the_servers_environment_names_edited_in_place_is_not_reused(tmp_path: Path) -> None:

@@ -152,8 +152,9 @@ KEY_PARTS: dict[str, str] = {
             "later copy draws its own sample)",
 }
 """Each part of a reuse key's identity, as `run --reuse` names it when a stored result of the job was recorded under
-another key. The first six read back from a stored job and run (:func:`stored_parts`); the rest a run records only
-inside the key's hash."""
+another key. The first seven read back from a stored job and run (:func:`stored_parts`), and the simulator's build
+from a simulated result's provenance (an llmsweep upgrade that changed the simulator is named as such); the rest a run
+records only inside the key's hash."""
 STORED_PARTS = ("recipe_fingerprint", "image", "workload", "conc", "eval", "repeat", "measurement")
 ABSENT_PARTS: dict[str, str] = {
     "local_files": "none of those paths existed where its run was planned, or an earlier llmsweep did not key what "
@@ -205,9 +206,12 @@ def part_digests(doc: Mapping[str, object]) -> dict[str, str]:
     return {name: _digest(doc[name]) for name in KEY_PARTS if doc.get(name) is not None}
 
 
-def stored_parts(job_doc: Mapping[str, object], job_id: str, measurement: object) -> dict[str, str]:
+def stored_parts(job_doc: Mapping[str, object], job_id: str, measurement: object,
+                 simulator: str | None = None) -> dict[str, str]:
     """The digests of :data:`STORED_PARTS` of a stored job (its `job.json`, as the store keeps it) and its run's
-    measurement identity; {} when the stored job does not read as a job (an older shape)."""
+    measurement identity, and of the simulator's build that served it where its result records one (`simulator`:
+    `provenance.simulator.digest`, `sim.identity.simulator_digest`); {} when the stored job does not read as a job
+    (an older shape)."""
     from pydantic import ValidationError
 
     try:
@@ -216,15 +220,17 @@ def stored_parts(job_doc: Mapping[str, object], job_id: str, measurement: object
         return {}
     doc = reuse_doc(job, "", repeat=repeat_index(job_id))
     doc["measurement"] = measurement
-    return {name: _digest(doc.get(name)) for name in STORED_PARTS}
+    return {name: _digest(doc.get(name)) for name in STORED_PARTS} | (
+        {"simulator": _digest(simulator)} if simulator is not None else {})
 
 
 def differing_parts(key: ReuseKey, stored: Mapping[str, str], recorded: str | None = None) -> list[str]:
-    """What differs between `key`'s identity and a stored job's (:func:`stored_parts`), as :data:`KEY_PARTS` names
-    it; where none of the stored parts differ, and the recorded identity (`recorded`) is `key`'s without a part of
-    :data:`ABSENT_PARTS` (:attr:`ReuseKey.without`), that part, saying the recorded key holds none and why it may not;
-    else the parts a run keeps only inside the hash (one of them differs)."""
-    named = [KEY_PARTS[n] for n in STORED_PARTS if n in stored and stored[n] != key.parts.get(n)]
+    """What differs between `key`'s identity and a stored job's (:func:`stored_parts`, the simulator's build included
+    where the stored result records it), as :data:`KEY_PARTS` names it; where none of the stored parts differ, and the
+    recorded identity (`recorded`) is `key`'s without a part of :data:`ABSENT_PARTS` (:attr:`ReuseKey.without`), that
+    part, saying the recorded key holds none and why it may not; else the parts a run keeps only inside the hash that
+    were not read back alike (one of them differs)."""
+    named = [KEY_PARTS[n] for n in (*STORED_PARTS, "simulator") if n in stored and stored[n] != key.parts.get(n)]
     if named or not stored:
         return named
     absent = [n for n, digest in key.without.items() if digest == recorded]
@@ -232,7 +238,9 @@ def differing_parts(key: ReuseKey, stored: Mapping[str, str], recorded: str | No
         return [f"{KEY_PARTS[n]}, which the key it was recorded under holds none of: {ABSENT_PARTS[n]}"
                 for n in absent]
     hidden = [KEY_PARTS[n] for n in ("launch", "simulator", "gates", "local_files", "sample", "copy")
-              if n in key.parts]
+              if n in key.parts and n not in stored]  # a part read back alike (the simulator's build) is not it
+    if len(hidden) <= 1:
+        return hidden
     return ["one of what a run records only inside the key's hash: " + ", ".join(hidden[:-1]) + ", or " + hidden[-1]]
 
 

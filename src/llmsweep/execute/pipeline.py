@@ -1554,7 +1554,8 @@ def _measured_otherwise(job: Job, run_dir: Path, key: str | None, recorded: obje
     the plan's (a run.json an earlier llmsweep rewrote over results it had not measured) the job runs again. A
     `job.json` that does not read makes a job without a result (the store refuses it): it runs again. Where the keys
     differ, what differs is said as `run --reuse` says it (`changes.reuse.key_differences`: the context's parts, the
-    identity's as `KEY_PARTS` names them; `measurement`: the measurement identity the run recorded).
+    identity's as `KEY_PARTS` names them; `measurement`: the measurement identity the run recorded; the simulator's
+    build its summary records, `provenance.simulator.digest`).
     """
     from llmsweep.changes.reuse import key_differences, split_key, stored_parts
 
@@ -1575,7 +1576,9 @@ def _measured_otherwise(job: Job, run_dir: Path, key: str | None, recorded: obje
     (base_old, ctx_old), (base_now, ctx_now) = split_key(old), split_key(key)
     if base_old == base_now and ctx_old is not None and ctx_now is not None and ctx_old.corpus != ctx_now.corpus:
         return "the trace corpus it replays has changed since its result was measured"
-    stored = stored_parts(doc, job.id, measurement)
+    summary = art.finished_summary(art.job_dir(run_dir, job.id))
+    build = summary.provenance.simulator if summary is not None else None
+    stored = stored_parts(doc, job.id, measurement, build.digest if build is not None else None)
     if measurement is None:  # not recorded (an earlier release's run.json): not compared
         stored.pop("measurement", None)
     what = key_differences(key, old, stored, then="then")

@@ -1149,9 +1149,9 @@ class Store:
             if found is None:
                 never.append(key.job_id)
                 continue
-            run_id, stored_key, verdict, job_doc = found
+            run_id, stored_key, verdict, job_doc, simulator = found
             measurement = (metas.get(run_id) or {}).get("measurement")
-            diffs = key_differences(key, stored_key, stored_parts(job_doc, key.job_id, measurement))
+            diffs = key_differences(key, stored_key, stored_parts(job_doc, key.job_id, measurement, simulator))
             what = "; ".join(diffs) or "its identity"
             out.append(f"not reused: job {key.job_id}: the newest stored result of the job, run {run_id}'s "
                        f"({verdict}), was recorded under another reuse key — what differs: {what}; the job runs again")
@@ -1161,20 +1161,26 @@ class Store:
         return out
 
     def _newest_of_job(self, job_id: str, runs: list[str], metas: Mapping[str, Any]
-                       ) -> tuple[str, str, str, dict[str, Any]] | None:
-        """(run, the key it recorded, verdict, stored job) of the newest stored result of `job_id` that some run
-        measured (one that only reused it stored none), None when no run did."""
+                       ) -> tuple[str, str, str, dict[str, Any], str | None] | None:
+        """(run, the key it recorded, verdict, stored job, the simulator build that served it where its provenance
+        records one) of the newest stored result of `job_id` that some run measured (one that only reused it stored
+        none), None when no run did."""
         for run_id in runs:
             recorded = (metas.get(run_id) or {}).get("reuse_keys")
             stored_key = recorded.get(job_id) if isinstance(recorded, dict) else None
             if not isinstance(stored_key, str):
                 continue
             row = self._db.execute(
-                "SELECT x.verdict, j.job FROM results x JOIN jobs j ON j.run_id = x.run_id AND j.job_id = x.job_id "
+                "SELECT x.verdict, j.job, p.doc AS provenance FROM results x "
+                "JOIN jobs j ON j.run_id = x.run_id AND j.job_id = x.job_id "
+                "LEFT JOIN provenance p ON p.result_id = x.result_id "
                 f"WHERE x.run_id = ? AND x.job_id = ? AND {self._own()} LIMIT 1", (run_id, job_id)).fetchone()
             if row is not None:
-                job_doc = _StoredRow(self, run_id, job_id).json(row["job"], "jobs.job")
-                return run_id, stored_key, row["verdict"], job_doc if isinstance(job_doc, dict) else {}
+                stored = _StoredRow(self, run_id, job_id)
+                job_doc = stored.json(row["job"], "jobs.job")
+                prov = stored.json(row["provenance"], "provenance.doc") if row["provenance"] else {}
+                return (run_id, stored_key, row["verdict"], job_doc if isinstance(job_doc, dict) else {},
+                        _simulator_digest(prov))
         return None
 
     def _unreadable(self, result_id: str) -> str | None:
@@ -1273,6 +1279,20 @@ class _StoredRow:
     def bad(self, column: str, why: str) -> StoreError:
         return _bad_row(self.store.path, self.where(column.split(".")[0]), column, why,
                         self.store.run_fix(self.run_id))
+
+
+def _simulator_digest(prov: object) -> str | None:
+    """The simulator build that served a stored result (`metrics.model.SimulatorProvenance.digest`), from its
+    provenance document; None for a result of no simulator, or one recorded before the digest was kept."""
+    from pydantic import ValidationError
+
+    from llmsweep.metrics.model import SimulatorProvenance
+
+    said = prov.get("simulator") if isinstance(prov, dict) else None
+    try:
+        return SimulatorProvenance.model_validate(said).digest if isinstance(said, dict) else None
+    except ValidationError:
+        return None
 
 
 def _measured_at(prov: object) -> str | None:

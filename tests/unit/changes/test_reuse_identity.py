@@ -501,3 +501,29 @@ def test_a_folder_holding_a_file_whose_name_is_not_utf8_is_keyed_not_a_crash(tmp
         update={"args": {"--generation-config": str(folder)}})})
     digest = reuse.local_files_digest(job)
     assert digest is not None and reuse._path_digest(folder) != before
+
+
+def test_a_stored_result_served_by_another_simulator_build_names_the_simulator(tmp_path: Path) -> None:
+    """Every edit of llmsweep's simulator (its code, a catalog file it reads) makes new keys for simulated jobs: after
+    an upgrade `run --reuse` and `--resume` said 'one of what a run records only inside the key's hash: the launch,
+    the simulator, the gates, ...' of each. A simulated result records the simulator build that served it
+    (`provenance.simulator.digest`): where it is not this one's, the simulator is named; where it is, the simulator is
+    left out of the parts that may differ."""
+    from llmsweep.changes import reuse
+    from llmsweep.execute.lifecycle import LifecycleSettings
+    from llmsweep.sim.identity import simulator_digest
+
+    job = jobs_from_files([write_recipe(tmp_path / "r")])[0]
+    now = reuse_keys([job], simulate=True)[job.id]
+    measurement = version.measurement_identity()
+    older = reuse.stored_parts(job.to_json(), job.id, measurement, "0123456789abcdef")
+    assert reuse.key_differences(now, "0" * 64 + now[64:], older) == [reuse.KEY_PARTS["simulator"]]
+    # the same build, recorded under another gate: the simulator is not among what may differ
+    same = reuse.stored_parts(job.to_json(), job.id, measurement, simulator_digest())
+    timed = reuse_keys([job], simulate=True, settings=LifecycleSettings(request_timeout_s=123))[job.id]
+    (said,) = reuse.key_differences(now, timed, same)
+    assert said.startswith("one of what a run records only inside the key's hash: ") and \
+        reuse.KEY_PARTS["gates"] in said and reuse.KEY_PARTS["simulator"] not in said, said
+    # a result recorded before its build was kept: the simulator may be it
+    (said,) = reuse.key_differences(now, timed, reuse.stored_parts(job.to_json(), job.id, measurement))
+    assert reuse.KEY_PARTS["simulator"] in said, said
