@@ -38,7 +38,7 @@ from llmsweep.results.bands import (
     within_run_band,
 )
 from llmsweep.results.identity import TOPOLOGY_FIELDS
-from llmsweep.results.point import ResultPoint, configurations, telling_apart
+from llmsweep.results.point import ResultPoint, build_unknown, configuration_keys, configurations, telling_apart
 from llmsweep.results.repeats import finite_mean, mean_of
 from llmsweep.results.samples import Samples, load_samples
 
@@ -410,6 +410,8 @@ def compare_points(
         matched.append(PointComparison(k, tuple(runs_a), tuple(runs_b), tuple(past), deltas,
                                        _eval_delta(runs_a, runs_b), same and bool(deltas),
                                        served_apart(runs_a, runs_b)))
+        if unknown := _build_unknown_note(matched[-1]):
+            notes.append(unknown)
     paired = _cross_kind_evals(side_a, side_b, matched, skipped, mix_sources)
     # by series, then by concurrency as a number (the sides come in job-id order, where conc 12 sorts before 4)
     matched.sort(key=lambda m: (m.a[0].identity.series_key(), m.a[0].identity.conc))
@@ -539,6 +541,24 @@ def served_apart(a: Sequence[ResultPoint], b: Sequence[ResultPoint]) -> tuple[st
     return tuple(said)
 
 
+def _build_unknown_note(m: PointComparison) -> str:
+    """The results of a compared point that recorded their engine version but no image digest, counted as of the
+    digest the other results of their release on that side read (`results.point.configuration_keys`), in words; ""
+    where there are none. A's history is A's side."""
+    said = []
+    for side, points in (("A", [*m.a, *m.past]), ("B", list(m.b))):
+        unknown = build_unknown(points)
+        if not unknown:
+            continue
+        digests = sorted({p.image_digest_short for p in points if p.image_digest})
+        names = ", ".join(f"{p.run_id}/{p.job_id}" for p in unknown)
+        versions = ", ".join(sorted({p.engine_build for p in unknown}))
+        said.append(f"{side}'s {names} recorded engine {versions} without an image digest: counted as the same "
+                    f"release as {side}'s result(s) of image digest {', '.join(digests)}, the build that served it "
+                    "unknown (not another configuration)")
+    return f"{m.label}: " + "; ".join(said) if said else ""
+
+
 def apart_words(apart: Sequence[str]) -> str:
     """`not the same configuration: engine build 0.5.16 vs 0.5.17 (...)`: what `served_apart` found, in words."""
     return "not the same configuration: " + "; ".join(apart)
@@ -641,14 +661,15 @@ def _repeats_of(side: Sequence[ResultPoint], candidates: Sequence[ResultPoint], 
                 flag: str, notes: list[str]) -> list[ResultPoint]:
     """The results of `--repeats-from` (or `--b-repeats-from`) that repeat the side's point: of its source (unless
     sources are mixed) and of its configuration; a note names those of another configuration, left out."""
-    config = side[0].configuration  # one configuration per side (`_mixed_configurations`)
     usable = [p for p in candidates if mix_sources or p.source in sources]
-    other = [p for p in usable if p.configuration != config]
+    keys = configuration_keys([*side, *usable])  # one configuration per side (`_mixed_configurations`)
+    configs, theirs = set(keys[:len(side)]), keys[len(side):]
+    other = [p for p, key in zip(usable, theirs, strict=True) if key not in configs]
     if other:
         notes.append(f"{side[0].identity.series_label()} · conc {side[0].identity.conc}: {len(other)} result(s) of "
                      f"{flag} ({', '.join(f'{p.run_id}/{p.job_id}' for p in other)}) ran another configuration than "
                      f"{side[0].run_id}'s: not pooled as its repeats")
-    return [p for p in usable if p.configuration == config]
+    return [p for p, key in zip(usable, theirs, strict=True) if key in configs]
 
 
 def same_configuration(side_a: Sequence[ResultPoint], history: Iterable[ResultPoint]) -> list[ResultPoint]:
@@ -657,9 +678,12 @@ def same_configuration(side_a: Sequence[ResultPoint], history: Iterable[ResultPo
     request and warm-up counts, resolved workload). An earlier run of another configuration of the same point — the
     pull request's own engine args, or the same recipe with a 900 s window instead of 1,800 s — measured something
     else: pooled into A's variance it would widen the band until any change reads as noise. A result that records no
-    launch, or no client options, joins no history."""
-    configs = {c for p in side_a if (c := p.configuration)}
-    return [p for p in history if p.verdict == "valid" and p.configuration in configs]
+    launch, or no client options, joins no history. One that read its engine version but no image digest is of
+    A's build where A's results of its release read one digest (`results.point.configuration_keys`)."""
+    valid = [p for p in history if p.verdict == "valid"]
+    keys = configuration_keys([*side_a, *valid])  # a result of A's release without a digest: of A's build, unknown
+    configs = {c for c in keys[:len(side_a)] if c}
+    return [p for p, key in zip(valid, keys[len(side_a):], strict=True) if key in configs]
 
 
 _EVAL_ONLY = "|eval-only"

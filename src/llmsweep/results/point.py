@@ -187,14 +187,16 @@ class ResultPoint:
         result's simulator build: `simulator_build`), the source and the clock its provenance records, and what it
         measured (the
         window, request and warm-up counts, the resolved workload: `measurement`). Two results of one point identity
-        are repeats of one configuration only when these are equal; "" when the point does not record its launch or
+        are repeats of one configuration only when these are equal (but for a result of a release without its image
+        digest: `configuration_keys`); "" when the point does not record its launch or
         its measurement (an imported row, a summary without provenance or client options), so it is a repeat of
         nothing. `configurations` groups results by it, `telling_apart` names what differs between groups."""
         return self.configuration_key()
 
-    def configuration_key(self, *, sources_apart: bool = True) -> str:
+    def configuration_key(self, *, sources_apart: bool = True, digest: bool = True) -> str:
         """:attr:`configuration`; without `sources_apart`, its source left out (a frontier asked to mix sources
-        draws a simulated point and a measured one of one launch in one series, as it was asked)."""
+        draws a simulated point and a measured one of one launch in one series, as it was asked); without `digest`,
+        its image digest left out (its release's configuration: `configuration_keys`)."""
         fingerprint = _launch(self, "fingerprint")
         measurement = self.measurement
         if not fingerprint or measurement is None:
@@ -203,7 +205,8 @@ class ResultPoint:
         # tag (a nightly, `latest`) renders one launch fingerprint over several engine versions, not repeats; a
         # simulated result's simulator build (its digest, else in virtual time its release), which one launch of
         # `sim serve` names whatever the build
-        built = "|".join(f"{k}={_launch(self, k)}" for k in ("engine_version_reported", "image_digest"))
+        read = ("engine_version_reported", "image_digest") if digest else ("engine_version_reported",)
+        built = "|".join(f"{k}={_launch(self, k)}" for k in read)
         if simulator := self.simulator_build:
             built += f"|simulator={simulator}"
         source = f"|source={self.source}" if sources_apart else ""
@@ -211,13 +214,44 @@ class ResultPoint:
                 f"|{measurement.key()}")
 
 
+def configuration_keys(points: Sequence[ResultPoint], *, sources_apart: bool = True) -> list[str]:
+    """Each result's configuration among `points`, in their order: its `ResultPoint.configuration_key`, except for a
+    result whose server reported its engine version but whose image's registry digest was not read (a Slurm/pyxis
+    launch, a locally built image, a release before digests were read): it cannot be told apart from a result of its
+    release that read one, so where `points` hold results of one digest of that release (the rest of the
+    configuration alike), it is of theirs — the same release, its build unknown (`build_unknown` names it). Beside
+    two digests of its release it is of neither: which build served it is not known."""
+    own = [p.configuration_key(sources_apart=sources_apart) for p in points]
+    builds: dict[str, set[str]] = {}  # a release's configuration -> the configurations of its digests
+    for p, key in zip(points, own, strict=True):
+        if key and p.image_digest:
+            builds.setdefault(p.configuration_key(sources_apart=sources_apart, digest=False), set()).add(key)
+    out = []
+    for p, key in zip(points, own, strict=True):
+        if key and p.engine_build and not p.image_digest:
+            digests = builds.get(p.configuration_key(sources_apart=sources_apart, digest=False), set())
+            key = next(iter(digests)) if len(digests) == 1 else key
+        out.append(key)
+    return out
+
+
+def build_unknown(points: Sequence[ResultPoint], *, sources_apart: bool = True) -> list[ResultPoint]:
+    """The results among `points` that `configuration_keys` counts as of another result's image digest: their
+    release's, recorded without a digest (the same release, the build unknown)."""
+    keys = configuration_keys(points, sources_apart=sources_apart)
+    return [p for p, key in zip(points, keys, strict=True)
+            if key != p.configuration_key(sources_apart=sources_apart)]
+
+
 def configurations(points: Iterable[ResultPoint], *, sources_apart: bool = True) -> dict[str, list[ResultPoint]]:
-    """The results grouped by configuration (`ResultPoint.configuration_key`), in the order of each one's first
-    result; those that record none ("") are one group. Two groups at one point identity are not repeats of one
-    measurement: `compare` pools neither, a frontier draws them as two series (`results.frontier`)."""
+    """The results grouped by configuration (`configuration_keys`: a result of a release that read no image digest
+    is of the one digest of it the others read), in the order of each one's first result; those that record none
+    ("") are one group. Two groups at one point identity are not repeats of one measurement: `compare` pools
+    neither, a frontier draws them as two series (`results.frontier`)."""
+    points = list(points)
     groups: dict[str, list[ResultPoint]] = {}
-    for p in points:
-        groups.setdefault(p.configuration_key(sources_apart=sources_apart), []).append(p)
+    for p, key in zip(points, configuration_keys(points, sources_apart=sources_apart), strict=True):
+        groups.setdefault(key, []).append(p)
     return groups
 
 

@@ -524,3 +524,39 @@ def test_same_inputs_are_told_only_in_virtual_time_and_only_from_keys_both_sides
     d = {x.metric: x for x in comp.matched[0].deltas}["tput_per_gpu"]
     assert d.verdict == "unverified" and d.band is None
     assert any("yet these figures differ" in n and "tput_per_gpu" in n for n in comp.notes), comp.notes
+
+
+def test_a_result_of_one_release_without_its_image_digest_is_that_release_build_unknown(make_run) -> None:
+    """One engine release served A twice under one image tag: one run read the image's registry digest, the other
+    (a Slurm/pyxis launch, a locally built image) read only the engine's version. Nothing tells the second apart
+    from the first's build, yet compare counted them as two configurations: the point was not compared at all ("A
+    holds 2 configurations"), and an earlier such run never joined A's history. It is the same release, its build
+    unknown, and a note says so; beside two digests of the release it is of neither."""
+    image, version = "lmsysorg/sglang:nightly", "0.5.16"
+    x, y = "sha256:" + "a" * 64, "sha256:" + "b" * 64
+    base = [_launched(p) for p in points_from_run(make_run("a", concs=(4,), source="measured", requests=120))]
+    a = _served(base, version, 700.0, x, image)
+    a2 = _served([_scaled(p, "a2", 1.01) for p in base], version, 700.0, None, image)  # read no digest
+    b = _served([_scaled(p, "b", 0.5) for p in base], version, 700.0, x, image)
+    # within a side: one configuration, compared, and said
+    comp = compare_points([*a, *a2], b)
+    assert not comp.skipped, [s.reason for s in comp.skipped]
+    (m,) = comp.matched
+    assert {p.run_id for p in m.a} == {"a", "a2"}
+    (note,) = [n for n in comp.notes if "without an image digest" in n]
+    assert f"a2/{a2[0].job_id} recorded engine 0.5.16 without an image digest" in note and "aaaaaaaaaaaa" in note
+    assert "build that served it unknown" in note
+    # as A's history, and as --repeats-from: a repeat of A's configuration
+    hist = compare_points(a, b, history=a2)
+    assert [p.run_id for p in hist.matched[0].past] == ["a2"]
+    assert any("a2/" in n and "without an image digest" in n for n in hist.notes), hist.notes
+    assert [p.run_id for p in compare_points(a, b, repeats_a=a2).matched[0].a] == ["a", "a2"]
+    # beside two digests of its release: which build served it is not known, so it is a repeat of neither
+    other = _served([_scaled(p, "a3", 1.0) for p in base], version, 700.0, y, image)
+    split = compare_points([*a, *a2, *other], b)
+    assert not split.matched and "3 configurations" in split.skipped[0].reason, split.skipped
+    assert compare_points(a, b, history=[*a2, *other]).matched[0].past == ()
+    # another release without a digest is still another configuration
+    newer = _served([_scaled(p, "a4", 1.0) for p in base], "0.5.17", 700.0, None, image)
+    assert compare_points(a, b, history=newer).matched[0].past == ()
+    assert not any("without an image digest" in n for n in compare_points(a, b).notes)
