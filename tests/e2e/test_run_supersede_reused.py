@@ -265,3 +265,23 @@ def test_storing_a_job_reads_only_the_kept_attempts_the_store_does_not_hold(
         reused = opened.reused_points(stood, by=reusing_id)
     assert read == [source / f"jobs/{jobs[0]}/attempts/1"], read
     assert reused[jobs[0]].artifact_dir == (source / "jobs" / jobs[0] / "attempts" / "1").resolve()
+
+
+def test_compare_without_history_reads_what_b_stood_on_from_the_store_too(tmp_path: Path) -> None:
+    """`compare A R --no-history` over two run folders did not open the store: R's reused jobs were read from R's
+    record alone, and after A measured them again (`--force`, keeping the attempts R stood on) A's new measurements
+    were listed as "reused by B from A" — the listing the store's reading had fixed, back under --no-history. The
+    store is read for what R stood on, as for what a baseline stood on; history still is not."""
+    recipe, source, reusing, store, env = _runs(tmp_path)
+    source_id = json.loads((source / "run.json").read_text())["run_id"]
+    jobs = sorted(p.name for p in (source / "jobs").iterdir())
+    assert run_here([recipe, "--out", source, "--force", "--no-report"], env).returncode == 0
+    with Store(store, readonly=True) as opened:
+        stood_on = {j: p.result_id for j, p in opened.reused_points(
+            load_run(reusing).reused, by=json.loads((reusing / "run.json").read_text())["run_id"]).items()}
+    proc = cli_here(["compare", source, reusing, "--no-history", "--json", "--store", store], env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    doc = json.loads(proc.stdout)
+    assert {p["job_id"]: p["result_id"] for p in doc["reused"]} == stood_on, doc["reused"]
+    assert not {result_id_for(source_id, j) for j in jobs} & {p["result_id"] for p in doc["reused"]}
+    assert doc["only_a"] == [], doc["only_a"]

@@ -538,8 +538,11 @@ def compare(runs: tuple[str, ...], baseline: str | None, fmt: str | None, repeat
         refuse_unwritable(markdown, folder=False, option_name="--markdown", makes_parents=False)
     # the store is opened only where it is read: a stored run id names a side, or earlier runs join A's noise band
     # (`compare DIR DIR --no-history` needs none, and a damaged default store must not stop it)
-    # (and where the baseline stood jobs on stored results, `run --reuse`: those are its points too)
-    needs_store = not no_history or not all(map(is_folder, (a, b, *repeats_a, *repeats_b))) or stands_on_stored(a)
+    # (and where either run stood jobs on stored results, `run --reuse`: the baseline's are its points too, and what
+    # the run under test stood on is the result the store reads for it — its record's ids name the job's result,
+    # which a later measurement of the job holds once its run measured it again: `_success`)
+    needs_store = not no_history or not all(map(is_folder, (a, b, *repeats_a, *repeats_b))) \
+        or stands_on_stored(a) or stands_on_stored(b)
     with _open(store_path) if needs_store else contextlib.nullcontext() as store:
         warn = left_out()
         label_a, pa = resolve_points(a, store, warn)
