@@ -285,3 +285,32 @@ def test_compare_without_history_reads_what_b_stood_on_from_the_store_too(tmp_pa
     assert {p["job_id"]: p["result_id"] for p in doc["reused"]} == stood_on, doc["reused"]
     assert not {result_id_for(source_id, j) for j in jobs} & {p["result_id"] for p in doc["reused"]}
     assert doc["only_a"] == [], doc["only_a"]
+
+
+def test_compare_names_the_results_b_stood_on_that_a_retired_or_the_store_lost(tmp_path: Path) -> None:
+    """`compare A R` where R stood a job on A's result and A's recipe no longer plans that job (retired, its result
+    kept for R): the job was in no list and no note — neither compared, nor reused from A, nor only in a side. It is
+    named in a note, and so is a job whose result the store no longer holds (`REUSED_GONE`)."""
+    recipe, source, reusing, store, env = _runs(tmp_path)
+    dropped = next(p.name for p in (source / "jobs").iterdir() if "_conc2_" in p.name)
+    recipe.write_text(recipe.read_text().replace("conc-list: [2, 4]", "conc-list: [4]"))
+    assert run_here([recipe, "--out", source, "--resume", "--no-report"], env).returncode == 0
+    with Store(store, readonly=True) as opened:
+        kept = opened.reused_points(load_run(reusing).reused,
+                                    by=json.loads((reusing / "run.json").read_text())["run_id"])[dropped]
+    for args in (["--json"], ["--json", "--no-history"], ["--baseline", source, "--format", "json"]):
+        sides = [reusing] if "--baseline" in args else [source, reusing]
+        proc = cli_here(["compare", *sides, *args, "--store", store], env)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        doc = json.loads(proc.stdout)
+        assert dropped not in {p["job_id"] for p in doc["reused"]}
+        (note,) = [n for n in doc["notes"] if dropped in n]
+        assert "A retired them since" in note and kept.result_id in note and "not compared here" in note, note
+    table = cli_here(["compare", source, reusing, "--store", store], env)
+    assert table.returncode == 0 and f"not compared here: {dropped}" in table.stdout, table.stdout
+    # a result the store no longer holds: said, not left out in silence
+    with sqlite3.connect(store) as db:
+        db.execute("DELETE FROM results WHERE result_id = ?", (kept.result_id,))
+    doc = json.loads(cli_here(["compare", source, reusing, "--json", "--store", store], env).stdout)
+    (note,) = [n for n in doc["notes"] if dropped in n]
+    assert "stood on a stored result not compared" in note and REUSED_GONE in note, note

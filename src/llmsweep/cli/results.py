@@ -513,11 +513,13 @@ def compare(runs: tuple[str, ...], baseline: str | None, fmt: str | None, repeat
     change an improvement or a regression; `--baseline A --format markdown` gives a pull request's verdict.
     """
     from llmsweep.results.compare import compare_points
+    from llmsweep.results.rundir import retired_of
     from llmsweep.results.sides import (
         history_from_store,
         is_folder,
         recorded_inputs,
         resolve_points,
+        run_meta_of,
         run_started,
         stands_on_stored,
         stood_on_points,
@@ -563,15 +565,29 @@ def compare(runs: tuple[str, ...], baseline: str | None, fmt: str | None, repeat
         history = [p for p in history if p.result_id not in {q.result_id for q in stood_a}]  # A's own, not history
         verdict = fmt == "markdown" or baseline is not None  # the pull request's verdict, and its success rate
         # the table lists what B reused from A too, and A's points B ran without a result (B's run record)
-        success, reused, elsewhere, meta_b, stood_b = _success(b, label_b, pb, store)
+        gone_b: list[str] = []
+        success, reused, elsewhere, meta_b, stood_b = _success(b, label_b, pb, store, gone_b.append)
         success = success if verdict else None  # --markdown FILE and the table need only the results B reused
+        retired_a = retired_of(run_meta_of(a, store)) if stood_b else {}  # A's jobs its recipe no longer plans
     comp = compare_points(pa, pb, label_a=label_a, label_b=label_b, repeats_a=ra, repeats_b=rb, history=history,
                           ignore=ignore, mix_sources=mix_sources, inputs=inputs)
-    from llmsweep.results.verdict import earlier_note, lost_by_b, lost_note, partly_reused, stood_on_earlier
+    from llmsweep.results.verdict import (
+        earlier_note,
+        left_out_note,
+        lost_by_b,
+        lost_note,
+        partly_reused,
+        stood_on_earlier,
+        stood_on_left_out,
+    )
 
     if earlier := stood_on_earlier(comp, stood_b):  # B stands on A's earlier measurement of a job A measured again
         comp = dataclasses.replace(comp, earlier=earlier)
         comp = dataclasses.replace(comp, notes=(*comp.notes, earlier_note(comp)))
+    if unshown := stood_on_left_out(comp, stood_b):  # B stands on a result of A's job A no longer plans: said
+        comp = dataclasses.replace(comp, notes=(*comp.notes, left_out_note(comp, unshown, retired_a)))
+    if gone_b:  # B stood jobs on results the store no longer holds as reused: compared with nothing, said
+        comp = dataclasses.replace(comp, notes=(*comp.notes, *gone_b))
     if lost := lost_by_b(comp, meta_b):  # B ran A's valid point and got no result: a point the change lost
         comp = dataclasses.replace(comp, lost=tuple(lost), notes=(*comp.notes, lost_note(lost)))
     if partly := partly_reused(comp, reused):  # B's point stands on A's repeats too: said where B's side is shown
@@ -628,7 +644,7 @@ def compare(runs: tuple[str, ...], baseline: str | None, fmt: str | None, repeat
                           + ("; B's run record gives each lost point's reason" if comp.lost else ""))
 
 
-def _success(ref: str, run_id: str, points: list[Any], store: Any
+def _success(ref: str, run_id: str, points: list[Any], store: Any, gone: Callable[[str], None] | None = None
              ) -> tuple[Any, frozenset[str], dict[str, tuple[str, str]], Mapping[str, Any], dict[str, ResultPoint]]:
     """The success rate of the run under test, the stored result ids it reused (`run --reuse`), per reused job the
     run and result it stood on, its run record (its run.json, a directory, or the store's copy of it), and the stored
@@ -638,7 +654,8 @@ def _success(ref: str, run_id: str, points: list[Any], store: Any
     frontier and dashboard draw it): where the source run measured the job again since and kept the earlier attempt
     for this run (`rundir.KEPT_ATTEMPTS`), that attempt's result, not the job's result id the record names — which
     the new measurement holds now, and which `compare` had listed as reused by this run. A job whose result the store
-    no longer holds as reused stood on nothing here (`sides.REUSED_GONE`); the record's ids name the rest."""
+    no longer holds as reused stood on nothing here (`sides.REUSED_GONE`; `gone` is told of them); the record's ids
+    name the rest."""
     from llmsweep.results.rundir import is_run_dir, load_run, reused_of, reused_result_ids
     from llmsweep.results.sides import reused_points_of
     from llmsweep.results.verdict import success_rate
@@ -647,7 +664,7 @@ def _success(ref: str, run_id: str, points: list[Any], store: Any
     stood = {job: (str(src.get("run_id")), str(src.get("result_id"))) for job, src in reused_of(meta).items()}
     if store is None:  # nothing to read them back from: as the record names them
         return success_rate(meta, points), reused_result_ids(meta), stood, meta, {}
-    found = reused_points_of(store, meta, run_id)
+    found = reused_points_of(store, meta, run_id, gone=gone, left="compared")
     stood.update({job: (p.run_id, p.result_id) for job, p in found.items()})
     return success_rate(meta, points), frozenset(p.result_id for p in found.values()), stood, meta, found
 

@@ -171,6 +171,26 @@ def earlier_note(comp: Comparison) -> str:
                 for p in comp.earlier))
 
 
+def stood_on_left_out(comp: Comparison, stood: Mapping[str, ResultPoint]) -> tuple[ResultPoint, ...]:
+    """The results B's jobs stand on (`stood`, as the store reads them: `sides.reused_points_of`) that are of A's run
+    but of a job A holds no point of — A retired it since (its recipe no longer plans it: the store keeps its result
+    for B, `rundir.RETIRED`) —: compared with nothing, and listed nowhere else (`stood_on_earlier` takes those A
+    holds a newer point of, a third run's are named apart)."""
+    now = _a_points(comp)
+    return tuple(p for p in stood.values() if p.run_id == comp.label_a and (p.run_id, p.job_id) not in now)
+
+
+def left_out_note(comp: Comparison, points: Sequence[ResultPoint], retired: Collection[str]) -> str:
+    """The note that names the results of A's run B stands on that A holds no point of (`stood_on_left_out`);
+    `retired`: A's retired job ids (`rundir.retired_of`), said as retired."""
+    gone = [p for p in points if p.job_id in retired]
+    why = ("A retired them since (its recipe no longer plans them; their results are kept for B in A's retired/)"
+           if len(gone) == len(points) else "A holds no point of their jobs" + (
+               f" ({len(gone)} of them retired since: their results are kept for B in A's retired/)" if gone else ""))
+    return (f"B ({comp.label_b}) stood {len(points)} job(s) on results of A's run that are not A's points: {why}; "
+            "not compared here: " + ", ".join(f"{p.job_id} ({p.result_id})" for p in points))
+
+
 def lost_by_b(comp: Comparison, meta_b: Mapping[str, Any]) -> list[Lost]:
     """A's valid points B has none of whose job B's run record (`outcomes`) says ran and ended without a success
     (`failed`, `refused`, `invalid`): the same job id, so the same planned point (its id holds the point's
