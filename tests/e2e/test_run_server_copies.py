@@ -111,3 +111,31 @@ def test_force_of_one_copy_keeps_the_other_copy_in_the_run(tmp_path: Path) -> No
         for attempt in (out / "jobs").glob("*/attempts/*"):  # every attempt kept is its own job's
             assert read_json(attempt / "job.json")["id"] == attempt.parent.parent.name, attempt
         assert read_json(out / "run.json")["reuse_keys"] == keys
+
+
+def test_run_renders_each_job_once_however_often_it_is_sent_or_repeated(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """`run` renders each job's server to find its copies (`server_copies`, over the whole plan) and to group its
+    jobs (`_groups`): a job sent twice was rendered by both, and each repeat again (330 points sent twice: 660
+    renders of 165 launches as the server sees them). It renders each job once; the copies and groups stand."""
+    from llmsweep.execute import pipeline
+
+    rendered: list[str] = []
+    real = pipeline._server_of
+
+    def counted(job: Any, *args: Any) -> Any:
+        rendered.append(job.id)
+        return real(job, *args)
+
+    monkeypatch.setattr(pipeline, "_server_of", counted)
+    recipe = tmp_path / "copies.yaml"
+    recipe.write_text(_twice(tmp_path).read_text().replace("conc-list: [2, 2]", "conc-list: [2, 2, 4]"))
+    out = tmp_path / "out"
+    proc = run_here([recipe, "--repeats", "2", "--out", out, "--no-report"], cli_env(tmp_path))
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    # conc 2 sent twice and conc 4, each repeated: two jobs as their server sees them, each rendered once
+    assert len(rendered) == 2, rendered
+    drawn = _drawn(out)
+    assert len(drawn) == 6
+    assert sorted(str(job["copy"]) for job in drawn.values()) == ["2", "2", "None", "None", "None", "None"], drawn
+    assert len({job["seed"] for job in drawn.values()}) == 6, drawn

@@ -469,11 +469,32 @@ def _server_of(job: Job, simulate: bool, executor: str, live: bool = False) -> t
     return spec.fingerprint(), spec, None
 
 
-def _groups(jobs: list[Job], simulate: bool, executor: str, live: bool = False,
-            warnings: dict[str, list[str]] | None = None) -> list[ServerGroup]:
+class Servers:
+    """The server `run` serves each job on (`_server_of`), rendered once per job as its server sees it: `run` asks
+    it of the whole plan (`server_copies`) and again of the jobs it runs (`_groups`), each repeat of a job among them —
+    a job sent twice, and every repeat, had been rendered each time it was asked (330 points sent twice: 660 renders
+    for 330 launches). Keyed by the job less its id and copy (`Job.server_copy`), which no launch reads; a topology
+    names the job that asks (`Topology.job`). A job that does not render is not kept: asked again, it raises again."""
+
+    def __init__(self, *, simulate: bool, executor: str, live: bool = False) -> None:
+        self.simulate, self.executor, self.live = simulate, executor, live
+        self._rendered: dict[str, tuple[str, LaunchSpec, Topology | None]] = {}
+
+    def __call__(self, job: Job) -> tuple[str, LaunchSpec, Topology | None]:
+        key = job.model_dump_json(exclude={"id", "server_copy"})
+        if (rendered := self._rendered.get(key)) is None:
+            rendered = self._rendered[key] = _server_of(job, self.simulate, self.executor, self.live)
+        fp, spec, topology = rendered
+        if topology is not None and topology.job != job.id:
+            topology = topology.model_copy(update={"job": job.id})
+        return fp, spec, topology
+
+
+def _groups(jobs: list[Job], servers: Servers, warnings: dict[str, list[str]] | None = None) -> list[ServerGroup]:
+    simulate, executor = servers.simulate, servers.executor
     by_fp: dict[str, ServerGroup] = {}
     for job in jobs:
-        fp, spec, topology = _server_of(job, simulate, executor, live)
+        fp, spec, topology = servers(job)
         group = by_fp.get(fp)
         if group is None:
             group = ServerGroup(id=f"{spec.engine}-{'roles-' if topology else ''}{fp[:12]}", spec=spec, jobs=[],
@@ -486,7 +507,7 @@ def _groups(jobs: list[Job], simulate: bool, executor: str, live: bool = False,
     return list(by_fp.values())
 
 
-def server_copies(jobs: Sequence[Job], *, simulate: bool, executor: str, live: bool = False) -> dict[str, int]:
+def server_copies(jobs: Sequence[Job], servers: Servers) -> dict[str, int]:
     """The planned points (`plan.point.one_point_per_job`, by id) that are a later copy of a point on its server —
     2, 3, … (`Job.server_copy`) —: where two or more jobs send one point (`workload.scenario.workload_point`) to one
     server (`_server_of`), ordered by job id, every one but the first. A job planned twice (`grid.duplicate`,
@@ -495,18 +516,19 @@ def server_copies(jobs: Sequence[Job], *, simulate: bool, executor: str, live: b
     job id); repeat k of every copy drew one (`workload.scenario.sample_name`), so the later copy's was no sample of
     its own and found the earlier's fixed-length prompts in the server's prefix cache. Asked of the whole plan,
     before `--job`/`--changed` narrow it: a job's copy does not change with what one invocation runs. An eval-only job
-    sends lm-eval's samples, and a job that does not render is refused: neither is counted."""
+    sends lm-eval's samples, and a job that does not render is refused: neither is counted. `servers` renders each
+    job once for this and for `_groups`."""
     from llmsweep.workload.scenario import workload_point
 
     by_point: dict[str, list[Job]] = {}
     for job in one_point_per_job(list(jobs)):
-        if not job.eval_only and (job.engine is not None or simulate):
+        if not job.eval_only and (job.engine is not None or servers.simulate):
             by_point.setdefault(workload_point(job.workload, job.concs[0]), []).append(job)
     sending: dict[tuple[str, str], list[str]] = {}
     for point, senders in by_point.items():
         for job in senders if len(senders) > 1 else ():  # a point sent once has no copy: nothing to render
             try:
-                fp = _server_of(job, simulate, executor, live)[0]
+                fp = servers(job)[0]
             except LlmsweepError:  # refused before it runs (`job_refusal`): it sends nothing
                 continue
             sending.setdefault((fp, point), []).append(job.id)
@@ -963,15 +985,15 @@ def with_repeats(jobs: list[Job], repeats: int) -> list[Job]:
     return out
 
 
-def _marked_copies(points: list[Job], whole: Sequence[Job], req: RunRequest, executor: str) -> list[Job]:
+def _marked_copies(points: list[Job], whole: Sequence[Job], servers: Servers) -> list[Job]:
     """`points` (as `run` runs them) with each later copy of a point on its server marked (`Job.server_copy`,
     `server_copies`), as the whole plan places it (`whole`: its points before `--job`/`--changed` narrowed it, so a
     copy draws the same samples whichever invocation runs it); a concurrency slice the whole plan does not hold
     (`--changed`) among this invocation's other slices."""
-    copies = server_copies(whole, simulate=req.simulate, executor=executor, live=req.live)
+    copies = server_copies(whole, servers)
     known = {p.id for p in whole}
     if sliced := [p for p in points if p.id not in known]:
-        copies.update(server_copies(sliced, simulate=req.simulate, executor=executor, live=req.live))
+        copies.update(server_copies(sliced, servers))
     return [p.model_copy(update={"server_copy": copies[p.id]}) if p.id in copies else p for p in points]
 
 
@@ -1382,7 +1404,8 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
     run_id = f"run-{dt.datetime.now(dt.UTC):%Y%m%dT%H%M%SZ}-{uuid.uuid4().hex[:6]}"
     planned, findings = as_points(jobs, findings)  # a multi-node job's findings are its points'
     whole_points = one_point_per_job(list(jobs if whole is None else whole))  # before --job/--changed narrowed it
-    planned = _marked_copies(planned, whole_points, req, executor.kind)
+    rendered = Servers(simulate=req.simulate, executor=executor.kind, live=req.live)  # each job rendered once
+    planned = _marked_copies(planned, whole_points, rendered)
     jobs = [j for j in with_repeats(planned, req.repeats) if _picked(j.id, picks or {})]  # `--job <id>-repeat<k>`
     from llmsweep.changes.reuse import reuse_keys
     from llmsweep.execute.local import LocalExecutor
@@ -1466,7 +1489,7 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
     if exempt := [j for j in runnable if j.eval_only and req.settings.power.asks(j)]:
         event(f"power is not required of {len(exempt)} eval-only job(s), though asked (--require-power or the "
               "recipe's `require-power`): an eval measures accuracy, not throughput, and records no power")
-    groups = _groups(runnable, req.simulate, executor.kind, req.live, warnings)
+    groups = _groups(runnable, rendered, warnings)
     # Simulated groups run on the simulator core in virtual time unless --live asks for its HTTP server.
     virtual = [g for g in groups if g.spec.engine == SIM.id and not req.live]
     served = [g for g in groups if g not in virtual]
