@@ -189,7 +189,11 @@ def known_incompatibility(ctx: Context) -> Iterator[Finding]:
             resolved = {n.lstrip("-"): f for f, n, _ in engine_flags(job)}
             flag = next((resolved[k.lstrip("-").replace("_", "-")] for k in inc.conditions.args
                          if k.lstrip("-").replace("_", "-") in resolved), None)
-            path = serve_arg_path(recipe, job, flag) if flag else ("image",)
+            # a condition on a flag the recipe did not write: the field that renders it (a speculative flag comes
+            # from serve.spec-decoding), else the image
+            first = next(iter(inc.conditions.args), None)
+            path = (serve_arg_path(recipe, job, flag) if flag else
+                    _knob_path(recipe, job, "arg", first.lstrip("-")) if first else ("image",))
             severity = Severity.WARNING if inc.severity == "warning" else None
             unset = [d for k, w in inc.conditions.args.items() if k.lstrip("-").replace("_", "-") not in args
                      and w is not None and w != "*"
