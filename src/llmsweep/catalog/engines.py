@@ -789,7 +789,7 @@ class FlagDefaultRule(BaseModel):
 class FlagDefault(BaseModel):
     """What an engine's parser takes for a flag a launch leaves unset, by release, with the source it was read in.
     Only the parser's default: a normalisation the engine applies afterwards (SGLang's `ServerArgs._handle_hicache`
-    rewriting one HiCache setting to suit another) is not modelled."""
+    rewriting one HiCache setting to suit another) is its adapter's (`Adapter.as_launched`)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 

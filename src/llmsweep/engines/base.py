@@ -15,11 +15,13 @@ import difflib
 import json
 import math
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, NamedTuple
 
 from llmsweep.catalog.engines import EngineInfo, get_engine, known_flags
 from llmsweep.catalog.images import parse_image
+from llmsweep.catalog.version import Version
 from llmsweep.engine_ids import EngineIdentity, PinnedAcceptance, foreign_env_prefixes
 from llmsweep.engines.launch import (
     LaunchFile,
@@ -70,8 +72,6 @@ def job_version(job: Job) -> str | None:
     """The engine version a job's launch runs: its image tag's, else the recipe's `serve.engine.version`, in the
     version's own spelling where it parses (`v0.5.16` is 0.5.16), so a version compared against releases read is
     found however the recipe writes it."""
-    from llmsweep.catalog.version import Version
-
     version = tag_version(job.image) or stated_version(job)
     parsed = Version.try_parse(version) if version is not None else None
     return str(parsed) if parsed is not None else version
@@ -752,6 +752,12 @@ class Adapter(ABC):
     def speculative_config(self, job: Job) -> dict[str, Any] | None:
         """The vLLM-style speculative-config mapping this launch passes, if any (feature gates read its keys)."""
         return None
+
+    def as_launched(self, args: Mapping[str, Any], version: Version | None) -> tuple[dict[str, Any], dict[str, str]]:
+        """The launch's flags (named without leading dashes, as policy reads them) as the engine at `version` runs
+        them after its own start-up normalisation, and one sentence per flag it rewrote (keyed as the flags are);
+        only an engine whose normalisation is modelled rewrites any (SGLang's HiCache settings)."""
+        return dict(args), {}
 
     # ------------------------------------------------------------------------------------------- roles
 

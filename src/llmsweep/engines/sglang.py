@@ -8,8 +8,10 @@ its host pool per rank in GB.
 
 from __future__ import annotations
 
-from typing import ClassVar
+from collections.abc import Mapping
+from typing import Any, ClassVar
 
+from llmsweep.catalog.engines import flag_default
 from llmsweep.catalog.version import Version, as_version
 from llmsweep.engine_ids import SGLANG
 from llmsweep.engines.base import (
@@ -112,6 +114,58 @@ def ngram_tree(steps: int | None, topk: int | None, draft_tokens: int | None) ->
     return None, draft_tokens
 
 
+HICACHE_DIRECT_PAGE_FIRST_FROM = Version.parse("0.5.12")
+"""The first release read whose ServerArgs._handle_hicache launches the page_first layout with the direct I/O backend
+as page_first_direct ("Page first layout is not supported with direct IO backend"); 0.5.9 keeps page_first."""
+HICACHE_SOURCE = ("sglang python/sglang/srt/server_args.py ServerArgs._handle_hicache (arg_groups/hicache_hook.py "
+                  "handle_hicache from 0.5.19), read in the PyPI wheels of 0.5.9 and 0.5.12 through 0.5.23")
+
+
+def hicache_as_launched(args: Mapping[str, Any], version: Version | None) -> tuple[dict[str, Any], dict[str, str]]:
+    """SGLang's HiCache settings as its start-up normalisation leaves them (HICACHE_SOURCE), over a launch's flags
+    named without dashes: a layout the I/O backend cannot take is rewritten (page_first_direct with the kernel backend
+    runs on the direct one; page_first with the direct backend as page_first_direct, from 0.5.12), and the mooncake
+    storage backend, which takes no layer_first layout, runs layer_first as page_first (kernel I/O) or
+    page_first_direct (direct I/O). Through 0.5.13 layer_first is the layout's default, so a mooncake HiCache launch
+    that sets none runs page_first. A flag the launch leaves unset is read at the parser's default for `version` from
+    the flag catalog; none recorded (a release not read, an image naming none): that rewrite is not judged. Returns the
+    flags with each rewritten one set as launched, and a sentence per rewritten flag. Not modelled: the FlashAttention3
+    decode rewrite of 0.5.9-0.5.13 (a CUDA fa3 decode backend runs HiCache on the direct backend) and 0.5.23's
+    exemption of DCP > 1 from the mooncake rewrite (llmsweep launches SGLang without DCP)."""
+    out = dict(args)
+    rewritten: dict[str, str] = {}
+    if "enable-hierarchical-cache" not in args:
+        return out, rewritten
+
+    def setting(flag: str) -> tuple[str | None, str]:
+        if flag in args:
+            return str(args[flag]), f"--{flag} {args[flag]}"
+        default = flag_default(SGLANG.id, flag, version)
+        if default is None:
+            return None, ""
+        return default.value, f"--{flag} (unset: sglang {default.version}'s default {default.value})"
+
+    def rewrite(flag: str, written: str, value: str, why: str) -> None:
+        out[flag] = value
+        rewritten[flag] = f"SGLang launches {written} as {value}: {why} ({HICACHE_SOURCE})"
+
+    io, io_said = setting("hicache-io-backend")
+    layout, layout_said = setting("hicache-mem-layout")
+    if layout == "page_first_direct" and io == "kernel":
+        rewrite("hicache-io-backend", io_said, "direct", "its kernel I/O backend does not take page_first_direct")
+        io = "direct"
+    elif layout == "page_first" and io == "direct" and (
+            version is None or not version.below(HICACHE_DIRECT_PAGE_FIRST_FROM)):
+        rewrite("hicache-mem-layout", layout_said, "page_first_direct", "its direct I/O backend does not take "
+                "page_first")
+        layout = "page_first_direct"
+    if str(args.get("hicache-storage-backend", "")) == "mooncake" and layout == "layer_first" and io in (
+            "kernel", "direct"):
+        rewrite("hicache-mem-layout", layout_said, "page_first" if io == "kernel" else "page_first_direct",
+                f"the mooncake storage backend takes no layer_first layout (with the {io} I/O backend)")
+    return out, rewritten
+
+
 def model_path(job: Job) -> str:
     return job.serve.model_path if job.serve is not None and job.serve.model_path else job.model
 
@@ -155,6 +209,9 @@ class SGLangAdapter(Adapter):
 
     def launcher(self, job: Job) -> list[str]:
         return ["python3", "-m", "sglang.launch_server"]
+
+    def as_launched(self, args: Mapping[str, Any], version: Version | None) -> tuple[dict[str, Any], dict[str, str]]:
+        return hicache_as_launched(args, version)
 
     def engine_spelling(self, flag: str, role: RoleContext | None = None) -> str:
         """SGLang's spelling: every server flag is spelled with `-` (ServerArgs field `mem_fraction_static` →

@@ -18,7 +18,7 @@ from llmsweep.catalog.engines import (
     match_incompatibilities,
 )
 from llmsweep.catalog.images import ImageRef, image_fits_hardware, parse_image
-from llmsweep.catalog.version import Version
+from llmsweep.catalog.version import Version, as_version
 from llmsweep.engine_ids import SIM, acceptance_knobs
 from llmsweep.engines import LaunchSpec, adapter_for
 from llmsweep.engines.base import split_flag, stated_version, tag_version
@@ -179,7 +179,10 @@ def known_incompatibility(ctx: Context) -> Iterator[Finding]:
         spec = _real_launch(job)
         if spec is None:
             continue
-        env, args, _ = _launch_knobs(job, spec)
+        env, written, _ = _launch_knobs(job, spec)
+        # matched as the engine runs them: SGLang rewrites some HiCache settings at start-up (a mooncake storage
+        # backend runs a layer_first layout as page_first)
+        args, rewritten = adapter_for(job).as_launched(written, as_version(spec.engine_version))
         try:
             hits = match_incompatibilities(spec.engine, spec.engine_version, job.sku or job.runner_label,
                                            job.model_prefix, args=args, env=env, kv_offloading=job.kv_offloading)
@@ -200,6 +203,8 @@ def known_incompatibility(ctx: Context) -> Iterator[Finding]:
                      and (d := flag_default(spec.engine, k, spec.engine_version)) is not None]
             said = "".join(f"; {d.flag} is unset, so {spec.engine} {d.version} launches with its default {d.value}"
                            for d in unset)
+            said += "".join(f"; {rewritten[k]}" for k in dict.fromkeys(
+                c.lstrip("-").replace("_", "-") for c in inc.conditions.args) if k in rewritten)
             evidence = inc.evidence + "".join(f"; default of {d.flag}: {d.source}" for d in unset)
             yield ctx.hit("engine.known-incompatibility", recipe, path,
                           f"[{inc.id}] {inc.message}{said}", job=job, fix=inc.fix, evidence=evidence,

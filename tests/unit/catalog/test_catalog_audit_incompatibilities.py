@@ -83,3 +83,58 @@ def test_direct_io_without_layout_is_refused_where_the_default_layout_is_layer_f
                       "      --hicache-io-backend: direct\n")
     assert [(line, "direct I/O backend and layer_first" in m, "default layer_first" in m) for line, m, _ in found] \
         == [(19, True, True)]
+
+
+def _mooncake(tmp_path: Path, image: str, args: str) -> list[tuple[int | None, str, str]]:
+    """The recipe's HiCache arm on the mooncake storage backend, with `args` for its two HiCache settings."""
+    path = tmp_path / "r.yaml"
+    text = RECIPE.replace("IMAGE", image).replace("{ name: hicache }", "{ name: mooncake }").replace(
+        "      --hicache-io-backend: kernel\n      --hicache-mem-layout: page_first\n", args)
+    path.write_text(text, encoding="utf-8")
+    return [(f.line, f.message, f.evidence or "") for f in validate_files([path]).findings
+            if f.rule == "engine.known-incompatibility"]
+
+
+def test_a_mooncake_hicache_arm_of_an_old_sglang_runs_the_faulting_page_first_layout(tmp_path: Path) -> None:
+    """Through SGLang 0.5.13 the layout defaults to layer_first, which the mooncake storage backend does not take:
+    ServerArgs._handle_hicache launches it as page_first on the kernel I/O backend, the pair that faults on ROCm
+    Qwen3.5. Matched against the parser's defaults alone, the arm validated clean."""
+    image = "lmsysorg/sglang-rocm:v0.5.12-rocm720-mi35x-20260101"
+    found = _mooncake(tmp_path, image, "      --page-size: 1\n")
+    assert len(found) == 1, found
+    message = found[0][1]
+    assert "kernel I/O backend and page_first" in message
+    assert ("SGLang launches --hicache-mem-layout (unset: sglang 0.5.12's default layer_first) as page_first: the "
+            "mooncake storage backend takes no layer_first layout") in message
+    assert "--hicache-io-backend is unset, so sglang 0.5.12 launches with its default kernel" in message
+    # the same arm on the host tier alone keeps layer_first, which does not fault
+    path = tmp_path / "h.yaml"
+    path.write_text(RECIPE.replace("IMAGE", image).replace(
+        "      --hicache-io-backend: kernel\n      --hicache-mem-layout: page_first\n", "      --page-size: 1\n"),
+        encoding="utf-8")
+    assert not [f for f in validate_files([path]).findings if f.rule == "engine.known-incompatibility"]
+
+
+def test_a_mooncake_hicache_arm_is_matched_at_the_layout_sglang_runs_not_the_one_written(tmp_path: Path) -> None:
+    """direct / layer_first is rejected for Qwen3.5 on ROCm 0.5.16, but with the mooncake storage backend SGLang runs
+    layer_first as page_first_direct: not the rejected pair, so not refused."""
+    image = "lmsysorg/sglang-rocm:v0.5.16-rocm720-mi35x-20260730"
+    pair = "      --hicache-io-backend: direct\n      --hicache-mem-layout: layer_first\n"
+    assert _mooncake(tmp_path, image, pair) == []
+    path = tmp_path / "h.yaml"
+    path.write_text(RECIPE.replace("IMAGE", image).replace(
+        "      --hicache-io-backend: kernel\n      --hicache-mem-layout: page_first\n", pair), encoding="utf-8")
+    assert [f.rule for f in validate_files([path]).findings if f.rule == "engine.known-incompatibility"] == [
+        "engine.known-incompatibility"]
+
+
+def test_sglang_runs_page_first_on_the_direct_backend_as_page_first_direct_from_0_5_12_only() -> None:
+    from llmsweep.catalog.version import Version
+    from llmsweep.engines.sglang import hicache_as_launched
+
+    args = {"enable-hierarchical-cache": True, "hicache-io-backend": "direct", "hicache-mem-layout": "page_first"}
+    assert hicache_as_launched(args, Version.parse("0.5.9"))[0] == args
+    launched, said = hicache_as_launched(args, Version.parse("0.5.12"))
+    assert launched["hicache-mem-layout"] == "page_first_direct" and list(said) == ["hicache-mem-layout"]
+    assert hicache_as_launched({k: v for k, v in args.items() if k != "enable-hierarchical-cache"},
+                               Version.parse("0.5.12"))[1] == {}
