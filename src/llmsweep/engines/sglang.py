@@ -244,6 +244,11 @@ class SGLangAdapter(Adapter):
             conc = agentic_conc(job)
             a["--max-running-requests"] = 2 * conc
             a["--cuda-graph-max-bs"] = min(conc, CUDA_GRAPH_MAX_BS_CAP)
+            if dp_attn:
+                d.notes.append(f"--max-running-requests {2 * conc} (2 x conc {conc}) is the server's total: SGLang "
+                               f"gives each of its {parallel.dp_ranks} DP-attention ranks {2 * conc} // "
+                               f"{parallel.dp_ranks} = {2 * conc // parallel.dp_ranks} (its request pool is "
+                               "max_running_requests // attn_dp_size; vLLM's --max-num-seqs is per DP engine)")
         self._kv_offload(job, d, tp * pp)
         self._spec(job, d)
         return d

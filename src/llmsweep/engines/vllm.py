@@ -80,6 +80,20 @@ start-up when `--speculative-config` names no `model` (vllm/config/speculative.p
 every release read; later ones say "dspark requires an independent draft checkpoint model path")."""
 
 
+def dp_running_cap_note(conc: int, dp: int) -> str:
+    """Why a DP-attention launch's `--max-num-seqs` is what it is (the launch note says it): AgentX sizes a server at
+    2 x conc running requests (sub-agent fan-out), and vLLM's cap is per DP engine (each of the --data-parallel-size
+    engine cores schedules on its own), so the server admits up to dp x 2 x conc. InferenceX's own vLLM DP-attention
+    scripts disagree on the per-engine value (2 x conc / DP, conc / DP, conc); llmsweep keeps 2 x conc per engine, so
+    that no engine clips the fan-out a session-affine router concentrates on it."""
+    cap = 2 * conc
+    return (f"--max-num-seqs {cap} (2 x conc {conc}, AgentX's headroom for sub-agent fan-out) is per DP engine: vLLM "
+            f"schedules each of its {dp} data-parallel engines on its own, so the server admits up to {dp * cap} "
+            f"running requests and any one engine {cap}, however the router spreads sessions (InferenceX's vLLM "
+            "DP-attention scripts use 2 x conc / DP, conc / DP or conc per engine; SGLang's --max-running-requests "
+            "is the server's total, split over its DP ranks)")
+
+
 class VLLMAdapter(Adapter):
     identity = VLLM
     context_flag: ClassVar[str | None] = "--max-model-len"
@@ -154,6 +168,8 @@ class VLLMAdapter(Adapter):
             a["--load-format"] = job.serve.load_format
         if job.scenario is ScenarioId.AGENTIC_CODING:
             a["--max-num-seqs"] = 2 * agentic_conc(job)
+            if dp_attn:
+                d.notes.append(dp_running_cap_note(agentic_conc(job), parallel.dp_ranks))
         self._kv_offload(job, d, tp * pp, parallel.dp_ranks)
         spec = self.speculative_config(job)
         if spec is not None:

@@ -208,3 +208,24 @@ def test_a_dram_budget_below_one_gb_a_rank_is_refused_where_pools_are_sized_per_
     hits = findings(tmp_path, tiny, "kv-offload.dram-budget")
     assert len(hits) == 1 and "over 8 ranks is 0 GB a rank" in hits[0], hits
     assert findings(tmp_path, text, "kv-offload.dram-budget") == []
+
+
+def test_a_dp_attention_launch_says_how_its_running_request_cap_is_counted(tmp_path: Path) -> None:
+    """vLLM's --max-num-seqs is per DP engine and SGLang's --max-running-requests the server's total: the same
+    2 x conc is 8x the requests on vLLM DP 8 as on SGLang DP 8, and InferenceX's vLLM DP scripts disagree on the
+    value. The launch note says the count, for each engine."""
+    arm = "{{ tp: 8, ep: 8, dp-attn: {dp}, kv-offloading: none, conc-list: [32] }}"
+
+    def launch(framework: str, image: str, dp: str) -> tuple[str, str]:
+        (job,) = jobs(tmp_path, recipe(framework, image, arm=arm.format(dp=dp), serve="    args: {}\n"))
+        spec = engines.render(job)
+        cap = "--max-num-seqs" if framework == "vllm" else "--max-running-requests"
+        return flag(spec.argv, cap) or "", " ".join(spec.notes)
+
+    cap, notes = launch("vllm", "vllm/vllm-openai:v0.26.0", "true")
+    assert cap == "64"
+    assert "--max-num-seqs 64 (2 x conc 32" in notes and "per DP engine" in notes
+    assert "server admits up to 512 running requests" in notes
+    assert "per DP engine" not in launch("vllm", "vllm/vllm-openai:v0.26.0", "false")[1]
+    cap, notes = launch("sglang", "lmsysorg/sglang:v0.5.17-cu130", "true")
+    assert cap == "64" and "is the server's total" in notes and "64 // 8 = 8" in notes
