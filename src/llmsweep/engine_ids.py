@@ -216,6 +216,10 @@ TRANSFORMERS = EngineIdentity(
     id="transformers",
     frameworks=("transformers",),
     aliases=("transformers-serve", "hf-transformers"),
+    # Hugging Face's own images (huggingface/transformers docker/: transformers-pytorch-gpu, -pytorch-cpu,
+    # -pytorch-amd-gpu, -all-latest-gpu, ...); a tag that leads with a version (`5.17.0`) names transformers', `latest`
+    # names none. The platform is the repository's (gpu, amd-gpu, cpu), not one for the engine.
+    image_patterns=(r"^huggingface/transformers-",),
     package="transformers",
 )
 

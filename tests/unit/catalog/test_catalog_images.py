@@ -193,3 +193,33 @@ def test_no_image_inferencex_pins_is_moving(shared_dir: Path) -> None:
         refs |= set(re.findall(r"(?:lmsysorg|rocm|vllm)/[a-z0-9._-]+:[A-Za-z0-9._-]+", spec.read_text()))
     assert len(refs) >= 30, sorted(refs)
     assert [ref for ref in sorted(refs) if parse_image(ref).moving] == []
+
+
+@pytest.mark.parametrize("ref", ["huggingface/transformers-pytorch-gpu:5.17.0",
+                                 "huggingface/transformers-pytorch-cpu:5.17.0",
+                                 "docker.io/huggingface/transformers-all-latest-gpu:5.17.0"])
+def test_hugging_face_transformers_images_are_transformers_at_the_tags_version(ref: str) -> None:
+    """The transformers engine's images (huggingface/transformers docker/) were recognised as no engine: a job's
+    recorded version came only from `serve.engine.version`, and one that disagreed with the tag went unseen."""
+    img = parse_image(ref)
+    assert img.engine == "transformers" and img.version == Version.parse("5.17.0") and img.warnings == []
+    latest = parse_image(ref.rsplit(":", 1)[0] + ":latest")
+    assert latest.engine == "transformers" and latest.version is None and latest.channel == "nightly"
+    assert parse_image("someone/transformers-fork:5.17.0").engine is None
+
+
+def test_a_transformers_job_runs_at_its_images_version(tmp_path: Path) -> None:
+    from llmsweep import engines
+    from llmsweep.plan import jobs_from_files
+    from llmsweep.policy import validate_files
+
+    text = (Path(__file__).parents[3] / "examples" / "transformers" / "tiny-cpu-transformers.yaml").read_text()
+    text = text.replace("    engine: { name: transformers, version: 5.17.0 }\n", "")
+    path = tmp_path / "r.yaml"
+    path.write_text(text, encoding="utf-8")
+    assert {engines.render(job).engine_version for job in jobs_from_files([path])} == {"5.17.0"}
+    path.write_text(text.replace("  serve:\n", "  serve:\n    engine: { name: transformers, version: 5.16.0 }\n"),
+                    encoding="utf-8")
+    found = [f for f in validate_files([path]).findings if f.rule.startswith("engine.")]
+    assert [(f.rule, f.is_error) for f in found] == [("engine.version-mismatch", True)]
+    assert "image huggingface/transformers-pytorch-cpu:5.17.0 is transformers 5.17.0" in found[0].message
