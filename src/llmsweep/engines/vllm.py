@@ -6,9 +6,11 @@ connector with its per-rank CPU size in env for `lmcache`). vLLM exposes /metric
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import sys
+from pathlib import Path
 from typing import Any, ClassVar
 
 from llmsweep.catalog.version import Version
@@ -78,6 +80,56 @@ the target model as the draft) and n-gram needs no model. For every other method
 dspark) vLLM's SpeculativeConfig raises "num_speculative_tokens was provided but without speculative model" at
 start-up when `--speculative-config` names no `model` (vllm/config/speculative.py `__post_init__`, the same branch in
 every release read; later ones say "dspark requires an independent draft checkpoint model path")."""
+
+
+CHECKPOINT_KV_DTYPE_FROM = Version.parse("0.14.0")
+"""The first release read whose `--kv-cache-dtype auto` (its default) takes a ModelOpt checkpoint's KV-cache
+quantisation: EngineArgs.create_engine_config resolves it with vllm/utils/torch_utils.py
+resolve_kv_cache_dtype_string (a `modelopt*` quant_method's kv_cache_quant_algo / kv_cache_scheme: FP8 -> fp8_e4m3,
+NVFP4 from later releases), where 0.12.0 and 0.13.0 keep the model's dtype (PyPI wheels 0.12.0, 0.13.0, 0.14.0 and
+0.26.0, read 2026-12-07; vllm-project/vllm#30785)."""
+MODELOPT_HUB_ID = re.compile(r"(?i)^nvidia/.*(?:nvfp4|mxfp8|fp8|fp4)")
+"""NVIDIA's ModelOpt exports on the hub (nvidia/Llama-3.1-8B-Instruct-FP8, nvidia/Qwen3.5-397B-A17B-NVFP4, ...): the
+checkpoints whose hf_quant_config.json may name a KV-cache quantisation; not read one by one here."""
+
+
+def _checkpoint_kv_algo(folder: Path) -> str | None:
+    """The KV-cache quantisation a local ModelOpt checkpoint names (hf_quant_config.json's `quantization`, or
+    config.json's quantization_config of a `modelopt*` method); None where it names none or is no ModelOpt export."""
+    for name, key in (("hf_quant_config.json", "quantization"), ("config.json", "quantization_config")):
+        try:
+            doc = json.loads((folder / name).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        quant = doc.get(key) if isinstance(doc, dict) else None
+        if not isinstance(quant, dict):
+            continue
+        if name == "config.json" and not str(quant.get("quant_method", "")).startswith("modelopt"):
+            continue
+        algo = quant.get("kv_cache_scheme") or quant.get("kv_cache_quant_algo")
+        if isinstance(algo, dict):
+            return "fp8" if algo.get("num_bits") == 8 and algo.get("type") == "float" else "an unrecognised scheme"
+        if isinstance(algo, str) and algo:
+            return algo.lower()
+    return None
+
+
+def checkpoint_kv_cache(job: Job, version: Version | None) -> str | None:
+    """Where vLLM at `version` (None: unknown) may keep `job`'s KV cache in the checkpoint's own quantisation though
+    the launch leaves `--kv-cache-dtype` at auto (CHECKPOINT_KV_DTYPE_FROM): how vLLM keeps it, read from a local
+    checkpoint, or what a ModelOpt hub id's usually names. None where vLLM keeps the model's dtype: a release
+    before that, a checkpoint that is no ModelOpt export, a local one naming no KV quantisation."""
+    if version is not None and version.below(CHECKPOINT_KV_DTYPE_FROM):
+        return None
+    path = model_path(job)
+    folder = Path(path).expanduser()
+    if folder.is_dir():
+        algo = _checkpoint_kv_algo(folder)
+        return f"in {algo}, as the checkpoint in {folder} names it" if algo else None
+    if MODELOPT_HUB_ID.search(path):
+        return ("in FP8 if the checkpoint's hf_quant_config.json names kv_cache_quant_algo FP8 (a ModelOpt export's "
+                "usually does)")
+    return None
 
 
 def dp_running_cap_note(conc: int, dp: int) -> str:
