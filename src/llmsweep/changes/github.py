@@ -52,6 +52,7 @@ from llmsweep.changes.priority import by_priority
 from llmsweep.client.files import RUN_FILE
 from llmsweep.errors import ConfigError
 from llmsweep.execute.bound import DEFAULT_ALLOWANCE_MINUTES
+from llmsweep.option_spellings import flag as _flag
 from llmsweep.plan import Job
 from llmsweep.plan.matrix import EvalOptions
 from llmsweep.plan.point import CONC_MARK
@@ -74,14 +75,6 @@ NOT_CANCELLED = "!cancelled()"
 COLLECTED = "${{ " + NOT_CANCELLED + " && hashFiles('sweep/run.json') != '' }}"
 """The collect job's steps after `ci collect`: they run when it wrote the merged run, though it exits 1 for a job
 without a result, and not when the workflow run is cancelled."""
-
-
-def _flag(concept: str) -> str:
-    """The spelling of a shared CLI option (`cli.options.CONCEPTS`): the workflow and the matrix write command lines,
-    so they spell a flag as the CLI declares it."""
-    from llmsweep.cli.options import CONCEPTS
-
-    return CONCEPTS[concept].spelling
 
 
 def label_plans(*, evals_only: bool = False, all_evals: bool = False) -> list[tuple[str, EvalOptions]]:
@@ -154,8 +147,9 @@ def matrix_entries(jobs: Sequence[Job], fleet: FleetCatalog | None = None, *, ev
             flags = " ".join(f"{_flag('runner_labels')} {label}" for label in unknown)
             raise ConfigError(f"runner label(s) {', '.join(unknown)} are not in the fleet file {fleet.file}: a job "
                               "on a label no runner carries waits forever",
-                              fix=f"fix the recipe's runner; or add the label to the runner file (--runner-config); "
-                                  f"or, if GitHub's self-hosted runners carry it, pass {flags}")
+                              fix=f"fix the recipe's runner; or add the label to the runner file "
+                                  f"({_flag('runner_config')}); or, if GitHub's self-hosted runners carry it, pass "
+                                  f"{flags}")
     plans = plans or {}
     allowance = DEFAULT_ALLOWANCE_MINUTES if allowance_minutes is None else allowance_minutes
     entries = []
@@ -345,7 +339,7 @@ def workflow(files: Sequence[Path], *, source: Source = "matrix", baseline: str 
     `ci matrix` and to each runner job's `run` (labels GitHub's runners carry that the fleet file does not list);
     `allowance_minutes` to `ci matrix`, which adds it to each job's timeout (:func:`timeout_minutes`)."""
     recipe_args = [str(f) for f in files]
-    fleet_args = ["--runner-config", str(runner_config)] if runner_config is not None else []
+    fleet_args = [_flag("runner_config"), str(runner_config)] if runner_config is not None else []
     # the labels vouched for go to every command that plans and checks the jobs: `ci matrix`, and the runner job's
     # `run`, whose policy check would otherwise refuse every job on them as an unknown label
     label_args = [arg for label in runner_labels for arg in (_flag("runner_labels"), label)]
@@ -383,7 +377,8 @@ def workflow(files: Sequence[Path], *, source: Source = "matrix", baseline: str 
         # ones the sweep runs (`BASE..HEAD` of the branch would see main's later changes reversed, and drop the
         # pull request's own jobs whose id differs once merged).
         matrix_env["BASE"] = "${{ github.event.pull_request.base.sha }}"
-        matrix_cmd = (f'if [ "$EVENT" = pull_request ]; then {matrix_cmd} --changed "$BASE.."; '
+        changed_flag = _flag("changed")
+        matrix_cmd = (f'if [ "$EVENT" = pull_request ]; then {matrix_cmd} {changed_flag} "$BASE.."; '
                       f"else {matrix_cmd}; fi")
     matrix_cmd = "\n".join(["set --", *(f'if [ "${var}" = true ]; then set -- "$@" {flag}; fi'
                                          for var, (_, flag) in eval_flags.items()), matrix_cmd])
@@ -427,8 +422,8 @@ def workflow(files: Sequence[Path], *, source: Source = "matrix", baseline: str 
             # past its timeout fails (a job past its own is cancelled), so the timed-out job is collected as failed
             {"name": "Run the job", "timeout-minutes": "${{ matrix.run_timeout }}",
              "env": {"JOB": "${{ matrix.job }}", "PLAN": "${{ matrix.plan }}"},
-             "run": _sh("llmsweep", "run", *recipe_args, *fleet_args, *label_args, "--job", _Env('"$JOB"'),
-                        _Env('${PLAN:+"$PLAN"}'), "--out", _Env('"runs/$JOB"'), "--no-report")},
+             "run": _sh("llmsweep", "run", *recipe_args, *fleet_args, *label_args, _flag("job"), _Env('"$JOB"'),
+                        _Env('${PLAN:+"$PLAN"}'), _flag("out"), _Env('"runs/$JOB"'), "--no-report")},
             # `overwrite`: a run keeps its artifacts across attempts, and upload-artifact@v4 refuses a name already
             # uploaded; a re-run job's results replace its earlier attempt's rather than fail to upload
             {"name": "Upload the job's results", "if": "always()", "uses": "actions/upload-artifact@v4",
@@ -437,7 +432,7 @@ def workflow(files: Sequence[Path], *, source: Source = "matrix", baseline: str 
         ],
     }
     compare = ([{"name": "Compare with the baseline and post the verdict",
-                 "run": _sh("llmsweep", "compare", "--baseline", baseline, "sweep", "--format", "markdown",
+                 "run": _sh("llmsweep", "compare", _flag("baseline"), baseline, "sweep", "--format", "markdown",
                             "--no-history") + ' >> "$GITHUB_STEP_SUMMARY"'}] if baseline else [])
     after_collect: list[dict[str, Any]] = [
         {"name": "Store the results", "run": "llmsweep results ingest sweep"},
@@ -466,7 +461,7 @@ def workflow(files: Sequence[Path], *, source: Source = "matrix", baseline: str 
             # exits 1 when a job has no result (the collect job fails, as the sweep did), after writing the run:
             # the steps after it still store, report and compare whatever the sweep measured
             {"name": "Merge the jobs into one run", "env": {"JOBS": "${{ needs.setup.outputs.jobs }}"},
-             "run": _sh("llmsweep", "ci", "collect", "artifacts", "--out", "sweep", "--run",
+             "run": _sh("llmsweep", "ci", "collect", "artifacts", _flag("out"), "sweep", _flag("run_id"),
                         _Env('"gh-$GITHUB_RUN_ID-$GITHUB_RUN_ATTEMPT"'), "--expected-env", "JOBS")},
             *({"name": step["name"], "if": COLLECTED, **step} for step in after_collect),
         ],

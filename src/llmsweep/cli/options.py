@@ -27,7 +27,7 @@ import math
 import os
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from dataclasses import field as dataclass_field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -36,6 +36,7 @@ import click
 from pydantic import BaseModel
 
 from llmsweep.execute.bound import DEFAULT_ALLOWANCE_MINUTES
+from llmsweep.option_spellings import SPELLINGS
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -234,13 +235,15 @@ def _spec_decoding() -> type[BaseModel]:
 
 @dataclass(frozen=True)
 class Concept:
-    """One option concept: the one spelling, the parameter name commands receive, and its click settings."""
+    """One option concept: the parameter name commands receive, its click settings, its old spellings, and its one
+    spelling, which is the concept's entry in `option_spellings.SPELLINGS` (where rooms below the CLI read it too),
+    filled in when :data:`CONCEPTS` is built."""
 
-    spelling: str
     dest: str
     settings: dict[str, Any] = dataclass_field(default_factory=dict)
     deprecated: tuple[str, ...] = ()
     source: FieldRef | None = None
+    spelling: str = ""
 
 
 def _http_url(value: str | None) -> str | None:
@@ -252,22 +255,22 @@ def _http_url(value: str | None) -> str | None:
     return value
 
 
-CONCEPTS: dict[str, Concept] = {
-    "json": Concept("--json", "as_json", {"is_flag": True, "help": "Print the result as JSON on stdout."}),
-    "config_keys": Concept("--config-keys", "config_keys", {
+_DECLARED: dict[str, Concept] = {
+    "json": Concept("as_json", {"is_flag": True, "help": "Print the result as JSON on stdout."}),
+    "config_keys": Concept("config_keys", {
         "multiple": True, "help": "Only these recipe keys (`*`/`?` globs allowed); default: every key.",
     }, deprecated=("--config-key",)),
-    "runner_config": Concept("--runner-config", "runner_config", {
+    "runner_config": Concept("runner_config", {
         "type": PathValue(path_type=Path), "default": None,
         "help": "Runner (fleet) file in InferenceX's runners.yaml format (default: the packaged fleet).",
     }),
-    "runner_labels": Concept("--runner-label", "runner_labels", {
+    "runner_labels": Concept("runner_labels", {
         "listed": True, "metavar": "LABEL",
         "help": "A runner label the runner (fleet) file does not list that the self-hosted runners carry (e.g. "
                 "InferenceX's `cluster:mi325x-tw`): its jobs are planned and run, not refused as an unknown label "
                 "(`fleet.unknown-label`); any other unlisted label still is.",
     }),
-    "allowance_minutes": Concept("--allowance-minutes", "allowance_minutes", {
+    "allowance_minutes": Concept("allowance_minutes", {
         "type": click.IntRange(min=0), "default": DEFAULT_ALLOWANCE_MINUTES, "show_default": True, "metavar": "MINUTES",
         "help": "Minutes each sweep job may take beyond the longest its `llmsweep run` can take (derived from the "
                 "job's plan: its server's start-up deadline, its points' windows or request counts at the request "
@@ -275,121 +278,126 @@ CONCEPTS: dict[str, Concept] = {
                 "image's pull, the upload. The job's `run` step times out at their sum (a failed job, collected as "
                 "such), the job itself the allowance later.",
     }),
-    "store": Concept("--store", "store_path", {  # a directory is the store's own error, with its fix
+    "store": Concept("store_path", {  # a directory is the store's own error, with its fix
         "type": PathValue(path_type=Path), "default": None,
         "help": "Results store (SQLite). Default: $LLMSWEEP_STORE, else ~/.llmsweep/results.sqlite.",
     }),
-    "no_evals": Concept("--no-evals", "no_evals", {
+    "no_evals": Concept("no_evals", {
         "is_flag": True, "help": "Throughput jobs only: no row is marked for an eval (InferenceX `--no-evals`).",
     }),
-    "evals_only": Concept("--evals-only", "evals_only", {
+    "evals_only": Concept("evals_only", {
         "is_flag": True, "help": "Only the eval jobs (InferenceX `--evals-only`, label `evals-only`).",
     }),
-    "all_evals": Concept("--all-evals", "all_evals", {
+    "all_evals": Concept("all_evals", {
         "is_flag": True, "help": "Evals on every 8k1k fixed-seq-len and agentic job (InferenceX `--all-evals`).",
     }),
-    "changed": Concept("--changed", "changed", {
+    "changed": Concept("changed", {
         "metavar": "BASE..HEAD", "default": None,
         "help": "Only the jobs a recipe change added or changed (`llmsweep changes BASE..HEAD`: git revisions or two "
                 "directories; BASE.. compares with the working tree).",
     }),
-    "baseline": Concept("--baseline", "baseline", {
+    "baseline": Concept("baseline", {
         "metavar": "RUN", "default": None,
         "help": "The baseline run to compare with (a stored run id or a run directory).",
     }),
-    "simulate": Concept("--simulate", "simulate", {
+    "simulate": Concept("simulate", {
         "is_flag": True, "help": "Use the built-in simulated engine in place of each job's real one.",
     }),
-    "mix_sources": Concept("--mix-sources", "mix_sources", {
+    "mix_sources": Concept("mix_sources", {
         "is_flag": True,
         "help": "Let measured, simulated and predicted points share series, frontiers and comparisons.",
     }),
-    "url": Concept("--url", "url", {"required": True, "callback": lambda _c, _p, v: _http_url(v)},
+    "url": Concept("url", {"required": True, "callback": lambda _c, _p, v: _http_url(v)},
                    source=FieldRef(_endpoint, "base_url")),
-    "model": Concept("--model", "model", {"required": True}, source=FieldRef(_endpoint, "model")),
-    "tokenizer": Concept("--tokenizer", "tokenizer", {"default": None, "type": PathValue(path_type=str),
+    "model": Concept("model", {"required": True}, source=FieldRef(_endpoint, "model")),
+    "tokenizer": Concept("tokenizer", {"default": None, "type": PathValue(path_type=str),
                                                       "metavar": "DIR_OR_ID"},  # a hub id stays a string
                          source=FieldRef(_workload, "tokenizer")),
-    "no_ignore_eos": Concept("--no-ignore-eos", "no_ignore_eos", {
+    "no_ignore_eos": Concept("no_ignore_eos", {
         "is_flag": True, "help": "Do not send ignore_eos (servers that answer 422).",
     }),
-    "gpus": Concept("--gpus", "gpus", {"type": int, "show_default": True}, source=FieldRef(_run_options, "gpus")),
-    "request_timeout": Concept("--request-timeout", "request_timeout", {"type": float, "show_default": True},
+    "gpus": Concept("gpus", {"type": int, "show_default": True}, source=FieldRef(_run_options, "gpus")),
+    "request_timeout": Concept("request_timeout", {"type": float, "show_default": True},
                                deprecated=("--timeout",), source=FieldRef(_run_options, "timeout_s")),
-    "client_workers": Concept("--client-workers", "client_workers", {"type": int, "show_default": True},
+    "client_workers": Concept("client_workers", {"type": int, "show_default": True},
                               deprecated=("--workers",), source=FieldRef(_run_options, "workers")),
-    "seed": Concept("--seed", "seed", {
+    "seed": Concept("seed", {
         "type": int, "show_default": True, "help": "Seed of the prompts and arrivals (the recipe's client seed).",
     }, source=FieldRef(_run_options, "seed")),
-    "num_prompts": Concept("--num-prompts", "num_prompts", {"type": click.IntRange(min=1)},  # the workload's gt=0
+    "num_prompts": Concept("num_prompts", {"type": click.IntRange(min=1)},  # the workload's gt=0
                            source=FieldRef(_workload, "num_prompts")),
-    "num_warmups": Concept("--num-warmups", "num_warmups", {"type": int}, deprecated=("--warmup", "--warmups"),
+    "num_warmups": Concept("num_warmups", {"type": int}, deprecated=("--warmup", "--warmups"),
                            source=FieldRef(_workload, "num_warmups")),  # bench fixed --warmup, peer import --warmups
-    "num_prompts_per_conc": Concept("--num-prompts-per-conc", "num_prompts_per_conc", {
+    "num_prompts_per_conc": Concept("num_prompts_per_conc", {
         "type": click.IntRange(min=1), "help": "Measured requests per unit of concurrency.",
     }, deprecated=("--prompts-per-conc",)),
-    "num_warmups_per_conc": Concept("--num-warmups-per-conc", "num_warmups_per_conc", {
+    "num_warmups_per_conc": Concept("num_warmups_per_conc", {
         "type": click.IntRange(min=0), "help": "Warm-up requests per unit of concurrency.",
     }, deprecated=("--warmups-per-conc",)),
-    "duration": Concept("--duration", "duration", {"type": FINITE_POSITIVE, "metavar": "SECONDS"},
+    "duration": Concept("duration", {"type": FINITE_POSITIVE, "metavar": "SECONDS"},
                         source=FieldRef(_run_options, "duration_s")),  # any window: finite, above 0, a fraction too
-    "num_traces": Concept("--num-traces", "num_traces", {"type": click.IntRange(min=1), "show_default": True},
+    "num_traces": Concept("num_traces", {"type": click.IntRange(min=1), "show_default": True},
                           source=FieldRef(_synthetic_traces, "traces")),
-    "traces": Concept("--traces", "traces", {"type": PathValue(path_type=str), "metavar": "SOURCE",
+    "traces": Concept("traces", {"type": PathValue(path_type=str), "metavar": "SOURCE",
                                              "help": "Trace file, directory or Hugging Face dataset id."}),
-    "spec_method": Concept("--spec-method", "spec_method", {}, source=FieldRef(_spec_decoding, "method")),
-    "spec_k": Concept("--spec-k", "spec_k", {"type": click.IntRange(min=1)},
+    "spec_method": Concept("spec_method", {}, source=FieldRef(_spec_decoding, "method")),
+    "spec_k": Concept("spec_k", {"type": click.IntRange(min=1)},
                       source=FieldRef(_spec_decoding, "num_steps")),
-    "executor": Concept("--executor", "executor", {"default": "local", "show_default": True}),
-    "executor_option": Concept("--executor-option", "executor_options", {
+    "executor": Concept("executor", {"default": "local", "show_default": True}),
+    "executor_option": Concept("executor_options", {
         "multiple": True, "metavar": "KEY=VALUE", "help": "An executor setting (repeatable), e.g. allow_image=true.",
     }),
-    "startup_timeout": Concept("--startup-timeout", "startup_timeout", {
+    "startup_timeout": Concept("startup_timeout", {
         "type": FINITE_POSITIVE, "default": None, "help": "Seconds to wait for a server to become ready.",
     }),
-    "repeats": Concept("--repeats", "repeats", {
+    "repeats": Concept("repeats", {
         "type": click.IntRange(min=1), "default": 1, "show_default": True, "help": "Runs of every point.",
     }),
-    "force": Concept("--force", "force", {"is_flag": True, "help": "Write over what the output already holds."},
+    "force": Concept("force", {"is_flag": True, "help": "Write over what the output already holds."},
                      deprecated=("--replace",)),
-    "out": Concept("--out", "out", {"type": PathValue(path_type=Path), "default": None,
+    "out": Concept("out", {"type": PathValue(path_type=Path), "default": None,
                                     "help": "Where the output is written."}, deprecated=("--save-to",)),
-    "run_id": Concept("--run", "run_id", {"default": None, "metavar": "RUN", "help": "Only results of this run id."},
+    "run_id": Concept("run_id", {"default": None, "metavar": "RUN", "help": "Only results of this run id."},
                       deprecated=("--run-id",)),
-    "job": Concept("--job", "job", {
+    "job": Concept("job", {
         "metavar": "JOB", "help": "A planned job: its id, a unique id prefix or its exp-name.",
     }, deprecated=("--only-job",)),
-    "draft_model": Concept("--draft-model", "draft_model", {
+    "draft_model": Concept("draft_model", {
         "default": None, "help": "The speculative drafter (a recipe's `draft-model`).",
     }),  # `model synth`'s flag that also writes a drafter is `--with-draft` (its old --draft and --draft-model)
-    "pr_number": Concept("--pr-number", "pr_number", {
+    "pr_number": Concept("pr_number", {
         "type": click.IntRange(min=1), "default": None, "metavar": "N",
         "help": "The InferenceX pull request the changelog change belongs to."}),
-    "changelog_base": Concept("--base", "base", {
+    "changelog_base": Concept("base", {
         "default": None, "metavar": "REV|FILE",
         "help": "The changelog before this change: a git revision of its repository, or a file."}),
-    "processes": Concept("--processes", "processes", {
+    "processes": Concept("processes", {
         "type": click.IntRange(min=1), "default": None,
         "help": "Worker processes that predict points in parallel (default: the CPUs this process may use, at most "
                 "one per point; 1 = one point after another in this process). The output is the same either way.",
     }),
-    "resummarize": Concept("--resummarize", "resummarize", {
+    "resummarize": Concept("resummarize", {
         "is_flag": True, "help": "First recompute every run's summary from its raw files (needs whole records.jsonl).",
     }, deprecated=("--resummarise",)),
     # a server of ours (`sim serve`, `sim router`, `router`)
-    "bind_host": Concept("--host", "host", {"default": "127.0.0.1", "show_default": True, "help": "Address to bind."}),
-    "kv_transfer": Concept("--kv-transfer", "kv_transfer", {
+    "bind_host": Concept("host", {"default": "127.0.0.1", "show_default": True, "help": "Address to bind."}),
+    "kv_transfer": Concept("kv_transfer", {
         "default": None, "help": "The KV-transfer backend between prefill and decode workers (said in /version; on the "
                                  "simulator, what its modelled link stands for).",
     }),
     # a PD router's workers (`sim router`, `router`)
-    "prefill_urls": Concept("--prefill", "prefill", {
+    "prefill_urls": Concept("prefill", {
         "listed": True, "required": True, "help": "A prefill worker's URL.",
     }),
-    "decode_urls": Concept("--decode", "decode", {
+    "decode_urls": Concept("decode", {
         "listed": True, "required": True, "help": "A decode worker's URL.",
     }),
 }
+if _DECLARED.keys() != SPELLINGS.keys():  # pragma: no cover - a concept added in one place and not the other
+    raise ImportError("cli.options and option_spellings.SPELLINGS declare different concepts: "
+                      f"{sorted(_DECLARED.keys() ^ SPELLINGS.keys())}")
+CONCEPTS: dict[str, Concept] = {name: replace(c, spelling=SPELLINGS[name]) for name, c in _DECLARED.items()}
+"""Every shared option concept by name, each with its spelling."""
 
 
 def _from_field(source: Source) -> dict[str, Any]:

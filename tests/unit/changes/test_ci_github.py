@@ -1113,3 +1113,28 @@ def test_the_allowance_default_lives_below_the_cli_which_takes_it_from_there() -
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == "[]", run.stdout
+
+
+def test_the_workflow_spells_the_clis_flags_without_loading_the_cli() -> None:
+    """The workflow and the matrix write `llmsweep` command lines with the CLI's shared options (`--runner-label`,
+    `--evals-only`, `--job`, `--changed`, ...): they read each spelling from `option_spellings`, below every room,
+    where the CLI's options take theirs from — not from `cli.options` (a room below the CLI reaching up into it)."""
+    from llmsweep.cli.options import CONCEPTS
+    from llmsweep.option_spellings import SPELLINGS
+
+    assert {name: c.spelling for name, c in CONCEPTS.items()} == SPELLINGS
+    code = ("import sys, json; from pathlib import Path; from llmsweep.changes.github import label_plans, workflow; "
+            "plans = [f for f, _ in label_plans(evals_only=True) + label_plans(all_evals=True)]; "
+            "doc = workflow([Path('r.yaml')], source='changes', baseline='b', runner_config=Path('f.yaml'), "
+            "runner_labels=['cluster:x']); "
+            "print(json.dumps([sorted(m for m in sys.modules if m.split('.')[:2] == ['llmsweep', 'cli']), plans, "
+            "doc['jobs']['setup']['steps'][-1]['run'], doc['jobs']['sweep']['steps'][-2]['run']]))")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    loaded, plans, matrix_cmd, run_cmd = json.loads(run.stdout)
+    assert loaded == [], f"writing the workflow loads the CLI: {loaded}"
+    assert plans == [CONCEPTS["evals_only"].spelling, CONCEPTS["no_evals"].spelling, CONCEPTS["all_evals"].spelling]
+    for concept in ("runner_config", "runner_labels", "changed", "allowance_minutes"):
+        assert f" {CONCEPTS[concept].spelling} " in matrix_cmd, (concept, matrix_cmd)
+    for concept in ("runner_config", "runner_labels", "job", "out"):
+        assert f" {CONCEPTS[concept].spelling} " in run_cmd, (concept, run_cmd)

@@ -1,0 +1,70 @@
+"""The spelling of every CLI option concept (`cli.options.CONCEPTS`), defined once, below every room.
+
+The CLI declares its shared options from here (`cli.options` builds each concept's option with its spelling), and a
+room below the CLI that writes a command line for a person or a machine to run (`changes.github`'s workflow and
+matrix, a refusal's fix naming a flag) reads the spelling from here too, so neither restates it and neither imports
+the CLI: dependencies point down, and the CLI sits at the top. This module imports nothing.
+
+Only the current spellings live here; an old spelling a concept still takes as a hidden alias (`Concept.deprecated`)
+is the CLI's own business, as are an option's type, default and help.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+SPELLINGS: Final[dict[str, str]] = {
+    "json": "--json",
+    "config_keys": "--config-keys",
+    "runner_config": "--runner-config",
+    "runner_labels": "--runner-label",
+    "allowance_minutes": "--allowance-minutes",
+    "store": "--store",
+    "no_evals": "--no-evals",
+    "evals_only": "--evals-only",
+    "all_evals": "--all-evals",
+    "changed": "--changed",
+    "baseline": "--baseline",
+    "simulate": "--simulate",
+    "mix_sources": "--mix-sources",
+    "url": "--url",
+    "model": "--model",
+    "tokenizer": "--tokenizer",
+    "no_ignore_eos": "--no-ignore-eos",
+    "gpus": "--gpus",
+    "request_timeout": "--request-timeout",
+    "client_workers": "--client-workers",
+    "seed": "--seed",
+    "num_prompts": "--num-prompts",
+    "num_warmups": "--num-warmups",
+    "num_prompts_per_conc": "--num-prompts-per-conc",
+    "num_warmups_per_conc": "--num-warmups-per-conc",
+    "duration": "--duration",
+    "num_traces": "--num-traces",
+    "traces": "--traces",
+    "spec_method": "--spec-method",
+    "spec_k": "--spec-k",
+    "executor": "--executor",
+    "executor_option": "--executor-option",
+    "startup_timeout": "--startup-timeout",
+    "repeats": "--repeats",
+    "force": "--force",
+    "out": "--out",
+    "run_id": "--run",
+    "job": "--job",
+    "draft_model": "--draft-model",
+    "pr_number": "--pr-number",
+    "changelog_base": "--base",
+    "processes": "--processes",
+    "resummarize": "--resummarize",
+    "bind_host": "--host",
+    "kv_transfer": "--kv-transfer",
+    "prefill_urls": "--prefill",
+    "decode_urls": "--decode",
+}
+"""Concept name -> its one long spelling. `cli.options.CONCEPTS` has exactly these keys (checked on import)."""
+
+
+def flag(concept: str) -> str:
+    """The spelling of the shared option `concept` (a key of :data:`SPELLINGS`)."""
+    return SPELLINGS[concept]
