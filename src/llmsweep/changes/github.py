@@ -32,7 +32,9 @@ The workflow's shape follows InferenceX's `run-sweep.yml` (core spec §7.1/§7.2
   --format markdown`) and posts that verdict with the sweep's success rate as the job summary; a cancelled workflow
   run (superseded by a newer push's, or stopped by hand) is not collected: its collect job is skipped, so it is never
   stored or compared as a sweep that finished with its cancelled jobs failed. A job that timed out is no cancel of
-  the run: its `run` step failed (above), and it is collected as the failure it is.
+  the run: its `run` step failed (above), and it is collected as the failure it is. Nor is fail-fast's cancel of the
+  matrix's other jobs after a failure: that sweep is collected, its unfinished jobs failed with the reason, also when
+  the run is cancelled after the failure (:data:`COLLECT_WHEN` says why it does not rest on `!cancelled()` alone).
 """
 
 from __future__ import annotations
@@ -72,6 +74,19 @@ nothing."""
 ARTIFACT_PREFIX = "bmk_"
 NOT_CANCELLED = "!cancelled()"
 """The status check of the collect job and its steps: GitHub's `always()` is true in a cancelled workflow run too."""
+CUT_BY_FAIL_FAST = "(needs.sweep.result == 'failure' && needs.setup.outputs.fail-fast == 'true')"
+"""A `full-sweep-fail-fast` sweep that a failed job stopped: GitHub cancelled the matrix's other jobs
+(`strategy.fail-fast`), and the sweep's result is what it measured up to then."""
+COLLECT_WHEN = f"({NOT_CANCELLED} || {CUT_BY_FAIL_FAST})"
+"""The collect job's status check: the workflow run was not cancelled, or fail-fast had already stopped the sweep.
+
+GitHub documents `cancelled()` as "the workflow was canceled", and its docs recommend `!cancelled()` to run a job
+"regardless of its success or failure"; what they do not say is whether it stays false in a job whose needed matrix
+lost jobs to fail-fast's cancels (a GitHub-compatible server, ChristopherHX/runner.server, once evaluated it as "any
+job of the run cancelled"). The second operand does not depend on it: a fail-fast sweep in which a job failed is
+collected either way. It also holds when the run is cancelled after that failure (superseded by a push made after
+seeing it): the sweep had already ended at its first failure, and its collect job is not cut off half-way (it may
+be storing the run). A sweep cancelled before any job failed is not collected, fail-fast or not."""
 COLLECTED = "${{ " + NOT_CANCELLED + " && hashFiles('sweep/run.json') != '' }}"
 """The collect job's steps after `ci collect`: they run when it wrote the merged run, though it exits 1 for a job
 without a result, and not when the workflow run is cancelled."""
@@ -450,8 +465,9 @@ def workflow(files: Sequence[Path], *, source: Source = "matrix", baseline: str 
         # leaves `run` set and `count` unset, and collecting against no job ids would only fail again. Not after a
         # cancelled workflow run (a newer push's sweep superseded it, or a person stopped it): `always()` started the
         # collect job then too, which merged the cancelled jobs as failed and the sweep as one that had finished. A
-        # job that ran past its bound is no cancel: its `run` step's timeout failed it (`timeout_minutes`)
-        "if": f"{NOT_CANCELLED} && needs.setup.result == 'success' && needs.setup.outputs.run == 'true' && "
+        # job that ran past its bound is no cancel: its `run` step's timeout failed it (`timeout_minutes`). A sweep that
+        # fail-fast stopped at a failure is collected whatever `cancelled()` says of its cancelled jobs (`COLLECT_WHEN`)
+        "if": f"{COLLECT_WHEN} && needs.setup.result == 'success' && needs.setup.outputs.run == 'true' && "
               "needs.setup.outputs.count != '0'",
         "runs-on": collect_runner,
         **({"env": env} if env else {}),

@@ -70,7 +70,7 @@ def test_labels_fail_fast_artifacts_and_collect_job() -> None:
     assert sweep["runs-on"] == ["self-hosted", "${{ matrix.runner }}"]
     upload = next(s for s in sweep["steps"] if s.get("uses", "").startswith("actions/upload-artifact"))
     assert upload["with"]["name"] == "bmk_${{ matrix.job }}" and upload["if"] == "always()"
-    assert collect_job["if"].startswith("!cancelled()") and collect_job["needs"] == ["setup", "sweep"]
+    assert collect_job["if"].startswith("(!cancelled() || ") and collect_job["needs"] == ["setup", "sweep"]
     runs = "\n".join(s.get("run", "") for s in collect_job["steps"])
     assert "llmsweep ci collect" in runs and "llmsweep results ingest sweep" in runs
     assert "llmsweep compare --baseline run-main sweep --format markdown" in runs and "GITHUB_STEP_SUMMARY" in runs
@@ -317,6 +317,9 @@ def _evaluate(expression: str, github: dict[str, object], matrix: dict[str, obje
         def __getattr__(self, name: str) -> object:  # a property the event lacks is null (falsy), as on GitHub
             return self.get(name, Context())
 
+        def __missing__(self, name: str) -> object:
+            return Context()
+
     def ns(value: object) -> object:
         if value is None:
             return Context()
@@ -326,6 +329,7 @@ def _evaluate(expression: str, github: dict[str, object], matrix: dict[str, obje
         return [item[key] for item in items] if isinstance(items, list) else []
 
     code = re.sub(r"([\w.]+)\.\*\.(\w+)", r"star(\1, '\2')", expression)
+    code = re.sub(r"(?<=\w)\.(\w+(?:-\w+)+)", r"['\1']", code)  # a property with a hyphen: `outputs.fail-fast`
     code = code.replace("&&", " and ").replace("||", " or ").replace("!=", "\0").replace("!", " not ")
     env = {"github": ns(github), "matrix": ns(matrix), "fromJSON": json.loads, "star": star,
            "contains": lambda seq, item: item in seq, "format": lambda text, *args: text.format(*args),
@@ -1080,6 +1084,50 @@ def test_a_cancelled_sweep_is_not_collected_and_a_timed_out_job_is_collected_as_
     assert upload["if"] == "always()" and names.index("Upload the job's results") > names.index("Run the job")
     entries = matrix_entries(jobs_from_files([write_recipe(tmp_path, tp4_concs="[2, 4]")]), allowance_minutes=30)
     assert entries and all(e["run_timeout"] > 0 and e["run_timeout"] + 30 == e["timeout"] for e in entries), entries
+
+
+@pytest.mark.parametrize("cancelled_counts_needed_cancels", [False, True])
+def test_a_sweep_fail_fast_stopped_is_collected_and_one_cancelled_before_a_failure_is_not(
+        cancelled_counts_needed_cancels: bool) -> None:
+    """`full-sweep-fail-fast`: at the first failed job GitHub cancels the matrix's other jobs. The user expects the
+    sweep's finished results collected (stored, reported, compared), its unfinished jobs failed — not a sweep skipped
+    as if it had been stopped by hand. GitHub documents `cancelled()` as "the workflow was canceled", and not whether
+    it stays false in a job whose needed matrix lost jobs to fail-fast's cancels; the collect job's condition gives
+    the same answer under both readings (the parameter). A run cancelled before any job failed — by hand, or
+    superseded by a push — is not collected, fail-fast or not."""
+    collect_job = workflow([Path("recipes/chg.yaml")], baseline="run-main")["jobs"]["collect"]
+    push: dict[str, object] = {"event_name": "push", "event": {"action": None}}
+
+    def collected(*, sweep: str, fail_fast: bool, run_cancelled: bool, setup: str = "success") -> bool:
+        """Whether the collect job starts. `run_cancelled`: the workflow run was cancelled. Under the second reading
+        `cancelled()` is also true where a needed job was cancelled, as fail-fast's are (its sweep result is then
+        `failure`: a job failed, which is what set fail-fast off)."""
+        cut = fail_fast and sweep == "failure"
+        says_cancelled = run_cancelled or (cancelled_counts_needed_cancels and (cut or sweep == "cancelled"))
+        needs = {"setup": {"result": setup, "outputs": {"run": "true", "count": "4",
+                                                        "fail-fast": str(fail_fast).lower()}},
+                 "sweep": {"result": sweep}}
+        return bool(_evaluate(collect_job["if"], push, needs=needs, always=lambda: True,
+                              cancelled=lambda: says_cancelled))
+
+    # the sweep ran to its end: collected, whatever its jobs' results
+    assert collected(sweep="success", fail_fast=False, run_cancelled=False)
+    assert collected(sweep="failure", fail_fast=False, run_cancelled=False)
+    assert collected(sweep="success", fail_fast=True, run_cancelled=False)
+    # fail-fast stopped it at a failure: collected; also when the run is cancelled after that failure
+    assert collected(sweep="failure", fail_fast=True, run_cancelled=False)
+    assert collected(sweep="failure", fail_fast=True, run_cancelled=True)
+    # cancelled by hand or superseded before any job failed: not collected, fail-fast or not
+    assert not collected(sweep="cancelled", fail_fast=True, run_cancelled=True)
+    assert not collected(sweep="cancelled", fail_fast=False, run_cancelled=True)
+    # without fail-fast a cancel stops the sweep whatever had failed: not collected
+    assert not collected(sweep="failure", fail_fast=False, run_cancelled=True)
+    # a setup that did not plan the sweep: nothing to collect
+    assert not collected(sweep="failure", fail_fast=True, run_cancelled=False, setup="failure")
+    # the setup job exports what the condition reads, and the matrix's fail-fast is the same output
+    setup = workflow([Path("recipes/chg.yaml")])["jobs"]["setup"]
+    assert setup["outputs"]["fail-fast"] == "${{ steps.gate.outputs.fail-fast }}"
+    assert "needs.setup.outputs.fail-fast == 'true'" in collect_job["if"]
 
 
 def test_the_workflow_refuses_a_matrix_a_label_makes_too_large_for_github(tmp_path: Path) -> None:
