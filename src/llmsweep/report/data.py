@@ -103,7 +103,7 @@ def point_payload(p: ResultPoint, sk: str, frontiers: Mapping[str, Mapping[str, 
         "verdict": p.verdict, "valid": p.valid, "reasons": list(p.reasons),
         "reason": repeats_reason(p, repeats) if repeats is not None and repeats.n > 1
         else verdict_reason(p.verdict, p.reasons), "causes": causes(p, repeats),
-        "warnings": list(warnings), "gpus": p.gpus,
+        "warnings": list(warnings), "gpus": p.gpus, "served_on": served_on(p),
         "identity": p.identity.shown(), "topology": p.identity.topology(),
         # as stored: the page, summary.md and the PNGs round a value once, where they show it (as the CLI does)
         "metrics": {**{c.name: p.metric(c.name) for c in HOT_COLUMNS}, "conc": p.identity.conc},
@@ -113,6 +113,17 @@ def point_payload(p: ResultPoint, sk: str, frontiers: Mapping[str, Mapping[str, 
         "repeats": repeats.as_dict() if repeats is not None else None,
         "spread": spread_bounds(p, repeats),
     }
+
+
+def served_on(p: ResultPoint) -> str:
+    """What served the point, as its drill-down says it: `CPU` where its server ran on no GPU (`hardware.gpus` 0: a
+    real engine's CPU rehearsal, whose per-GPU figures still divide by the job's GPUs), else `1 GPU` / `8 GPUs`: the
+    GPUs it recorded, or, where it records none (an imported row), the count its per-GPU figures divide by."""
+    served = p.served_gpus
+    if served == 0:
+        return "CPU"
+    n = p.gpus if served is None else served
+    return f"{n} GPU" if n == 1 else f"{n} GPUs"
 
 
 def tag_key(points: Sequence[Mapping[str, Any]]) -> str:

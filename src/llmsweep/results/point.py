@@ -172,6 +172,14 @@ class ResultPoint:
         return str(self.provenance.get("llmsweep_version") or "") if self.clock == VIRTUAL else ""
 
     @property
+    def served_gpus(self) -> int | None:
+        """The GPUs its server ran on, as its provenance's `hardware.gpus` records them: 0 where it ran on none (a
+        real engine's CPU rehearsal), the job's GPUs otherwise; None where the result does not say (an imported row,
+        a summary without that block). :attr:`gpus` stays the count per-GPU figures divide by."""
+        hardware = self.summary.provenance.hardware if self.summary is not None else None
+        return hardware.gpus if isinstance(hardware, Hardware) else None
+
+    @property
     def power_limits_w(self) -> tuple[float, ...] | None:
         """The enforced power limits of the server's GPUs when it was ready, as the driver said them (sorted, one per
         distinct value); None where none was read (a simulated or imported point, a host without nvidia-smi or

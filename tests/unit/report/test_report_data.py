@@ -919,3 +919,25 @@ def test_each_point_says_whether_its_power_figures_were_measured_or_modelled(tmp
     assert sorted((p["metrics"]["conc"], p["power_source"]) for p in payload["points"]) == [(1, "simulated"), (4, None)]
     assert {m["key"] for m in payload["metrics"] if m["power"]} == {"tokens_per_joule", "joules_per_output_token",
                                                                     "avg_power_w"}
+
+
+def test_a_point_says_what_served_it_cpu_for_no_gpu_and_gpu_in_the_singular(tmp_path: Path) -> None:
+    """A CPU rehearsal of a real engine records `hardware.gpus: 0`: its drill-down said `1 GPU(s)` (the job's planned
+    count, which its per-GPU figures still divide by), a GPU that never served it. It says `CPU` now, and a point on
+    GPUs says `1 GPU` or `2 GPUs`, the GPUs it recorded; a result that records no hardware, the count it divides by."""
+    def hardware(gpus: int | None) -> dict[str, object]:
+        return {"hardware": {"sku": "mi300x", "runner": "cluster:mi300x-synthetic", "gpus": gpus}}
+
+    points = [SyntheticPoint(synthetic_job(conc=1, tp=1), requests=20, provenance=hardware(0)),
+              SyntheticPoint(synthetic_job(conc=2, tp=1), requests=20, provenance=hardware(1)),
+              SyntheticPoint(synthetic_job(conc=4, tp=2), requests=20, provenance=hardware(2)),
+              SyntheticPoint(synthetic_job(conc=8, tp=2), requests=20)]  # provenance.hardware: a SKU name only
+    run = load_run(write_synthetic_run(tmp_path / "run", points).path)
+    payload = build_payload(run, points_from_run(run), details=False)
+    said = {p["metrics"]["conc"]: (p["served_on"], p["gpus"]) for p in payload["points"]}
+    assert said == {1: ("CPU", 1), 2: ("1 GPU", 1), 4: ("2 GPUs", 2), 8: ("2 GPUs", 2)}
+    # the drill-down's badge shows it as the payload says it: no hand-made `GPU(s)` beside the count
+    from importlib.resources import files
+
+    script = files("llmsweep.report").joinpath("assets/dashboard.js").read_text(encoding="utf-8")
+    assert "p.served_on" in script and "GPU(s)" not in script

@@ -600,7 +600,7 @@
     badges.appendChild(document.createTextNode(" "));
     el("span", { "class": "badge src" }, badges, "source: " + p.source);
     if (p.reused) { badges.appendChild(document.createTextNode(" ")); el("span", { "class": "badge reused", id: "reused-badge" }, badges, reusedText(p)); }
-    badges.appendChild(document.createTextNode(" job " + p.job_id + " · result " + p.id + " · " + p.gpus + " GPU(s) · " +
+    badges.appendChild(document.createTextNode(" job " + p.job_id + " · result " + p.id + " · " + p.served_on + " · " +
       measuredText(p, d) + (onFrontier(p) ? " · on the " + axisByKey[state.x].label + " frontier" : "")));
     if (p.repeats) el("p", { id: "repeats-note" }, box, repeatsText(p) + " (jobs " + p.repeats.job_ids.join(", ") +
       "); the timeline and provenance below are those of result " + p.id + ".");
