@@ -24,7 +24,7 @@ from llmsweep.cli.options import (
     refuse_replacing,
     store_option,
 )
-from llmsweep.cli.tables import Column, plain, print_tables, table_console
+from llmsweep.cli.tables import Column, break_long_words, plain, print_tables, table_console
 from llmsweep.errors import ResultError, ResultInputError
 from llmsweep.writable import refuse_unwritable
 
@@ -720,13 +720,14 @@ def _print_comparison(comp: Any, reused: frozenset[str] = frozenset()) -> None:
         con.print(f"[red]B ran A's valid point(s) without a result[/] (a regression): {line}")
     for title, pts in (("reused by B from A, not measured again", taken), ("only in A", only_a),
                        ("only in B", comp.only_b)):
-        if pts:
-            con.print(f"{title}: " + ", ".join(p.job_id for p in pts))
+        if pts:  # an id wider than the console breaks at its `_`/`-` joints, never mid-name
+            con.print(break_long_words(f"{title}: " + ", ".join(plain(p.job_id) for p in pts), con.width))
     refused: dict[str, list[str]] = {}  # one line per reason, naming every result it kept out
     for s in comp.skipped:
         refused.setdefault(s.reason, []).append(s.point.job_id)
     for reason, jobs in refused.items():
-        con.print(f"[red]not compared[/] {', '.join(dict.fromkeys(jobs))}: {reason}")
+        con.print(break_long_words(f"[red]not compared[/] {', '.join(plain(j) for j in dict.fromkeys(jobs))}: "
+                                   f"{plain(reason)}", con.width))
     if not comp.matched and not comp.skipped:  # points that matched and were refused are said above, with why
         # (a side without a result is said in the notes; A's points B reused are B's, listed above as reused)
         if only_a and comp.only_b:

@@ -3,7 +3,9 @@
 A number (or an id a user copies, kind `id`) is never wrapped, folded or cut: its column is as wide as its widest cell,
 and only a header may wrap (at its spaces). Free text (a reason) wraps. The key column (the job) is what gives:
 shortened (`job_label`) when the table would not fit with whole ids, folded if it still must. Columns that do not fit
-beside the key go, in their order, into a continuation table that repeats the key — none is dropped.
+beside the key go, in their order, into a continuation table that repeats the key — none is dropped. A title wider
+than its table (a continuation table is narrow) and a line of ids wider than the console break at a word's joints,
+never mid-name (`break_long_words`).
 """
 
 from __future__ import annotations
@@ -59,6 +61,9 @@ _WHOLE = ("number", "id")
 _SEGMENT = re.compile(r"[^_…\- ]*[_…\- ]|[^_…\- ]+$")
 """A key's segments, each with the `_`, `-`, `…` or space that ends it (a job id has no space; a metric's label,
 `interactivity tok/s/user`, does)."""
+_BREAK_AFTER = re.compile(r"[^_…\-/, ]*[_…\-/,]|[^_…\-/, ]+")
+"""A word's pieces where a line may end inside it: after a `_`, `-`, `/`, `…` or `,` (a job id's, an image's or a
+path's own joints), never mid-name."""
 _ID = re.compile(r"^(?P<head>.+?)_(?P<hash>[0-9a-f]{12})(?P<repeat>-repeat\d+)?$")
 
 
@@ -160,13 +165,17 @@ def fit_tables(title: str, columns: Sequence[Column], rows: Sequence[Sequence[st
                         widths[i] += grow
                         spare -= grow
         last = n == len(parts) - 1
-        tables.append(_table(title if n == 0 else f"{title} (continued)", columns, texts, index, widths,
+        # rich fits the title to the table's width, folding a word longer than it mid-name (a continuation table
+        # holds the key and a few numbers: narrower than a title naming a model and two runs)
+        wide = _EDGE + sum(w + _PER_COLUMN for w in widths.values())
+        tables.append(_table(break_long_words(title if n == 0 else f"{title} (continued)", wide, style="table.title"),
+                             columns, texts, index, widths,
                              caption="\n".join(captions) if last and captions else None))
     return tables
 
 
-def _table(title: str, columns: Sequence[Column], texts: list[list[Text]], index: list[int], widths: dict[int, int],
-           *, caption: str | None) -> Table:
+def _table(title: str | Text, columns: Sequence[Column], texts: list[list[Text]], index: list[int],
+           widths: dict[int, int], *, caption: str | None) -> Table:
     from rich.table import Table
 
     table = Table(title=title, show_header=True, header_style="bold", caption=caption, caption_justify="left")
@@ -194,6 +203,35 @@ def print_tables(title: str, columns: Sequence[Column], rows: Sequence[Sequence[
     console = console or table_console()
     for table in fit_tables(title, columns, rows, width=console.width, short_keys=short_keys, caption=caption):
         console.print(table)
+
+
+def break_long_words(markup: str | Text, width: int, *, style: str = "") -> str | Text:
+    """`markup` (a title, a line of ids) laid out for `width` columns as rich lays it (wrapped at its spaces), except
+    that a word wider than `width` — a job id, a model's name, a path — is broken after the `_`, `-`, `/`, `…` or `,`
+    that join its parts (:data:`_BREAK_AFTER`), each line of it at most `width`, where rich folded it at the width,
+    mid-name (`…mi355x_79` / `501af65b18`). A piece wider than `width` by itself still folds. Returned as it came when
+    no word is wider than `width`; else as a Text (`style`: the base style rich gives a str in that place, such as a
+    table title's)."""
+    from rich.text import Text
+
+    text = markup if isinstance(markup, Text) else Text.from_markup(markup)
+    plain_text = text.plain
+    cuts: list[int] = []
+    for word in re.finditer(r"\S+", plain_text):
+        if len(word[0]) <= width:
+            continue
+        line = 0
+        for piece in _BREAK_AFTER.finditer(word[0]):
+            if line and line + len(piece[0]) > width:
+                cuts.append(word.start() + piece.start())
+                line = 0
+            line += len(piece[0])
+    if not cuts:
+        return markup
+    lines = text.divide(cuts)
+    out = Text("\n", style=style).join(lines)
+    out.style = style or text.style
+    return out
 
 
 def _break_at_segments(cell: Text, width: int) -> Text:
