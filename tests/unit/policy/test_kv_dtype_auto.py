@@ -31,7 +31,7 @@ def test_a_modelopt_checkpoint_at_auto_is_flagged_until_the_flag_says_what_runs(
     assert "no `--kv-cache-dtype` (auto), vLLM 0.26.0 keeps nvidia/Llama-3.1-8B-Instruct-FP8's KV cache in FP8 if" \
         in hit.message and "size it at the model's dtype (bf16" in hit.message
     (hit,) = _hits(tmp_path, args="      --kv-cache-dtype: auto\n")
-    assert "with `--kv-cache-dtype auto`" in hit.message and hit.path.endswith("--kv-cache-dtype")
+    assert "with `--kv-cache-dtype auto`" in hit.message and (hit.path or "").endswith("--kv-cache-dtype")
     assert _hits(tmp_path, args="      --kv-cache-dtype: fp8\n") == []
 
 
@@ -44,7 +44,8 @@ def test_checkpoints_and_releases_that_keep_the_models_dtype_are_not_flagged(tmp
 def test_a_local_checkpoint_is_read_for_what_it_names(tmp_path: Path) -> None:
     folder = tmp_path / "ckpt"
     folder.mkdir()
-    quant = {"producer": {"name": "modelopt"}, "quantization": {"quant_algo": "FP8", "kv_cache_quant_algo": "FP8"}}
+    quant: dict[str, dict[str, str | None]] = {"producer": {"name": "modelopt"},
+                                               "quantization": {"quant_algo": "FP8", "kv_cache_quant_algo": "FP8"}}
     (folder / "hf_quant_config.json").write_text(json.dumps(quant))
     (hit,) = _hits(tmp_path, model_path=str(folder))
     assert f"KV cache in fp8, as the checkpoint in {folder} names it" in hit.message
