@@ -535,7 +535,7 @@ def test_a_batch_job_whose_node_fails_names_the_node_in_its_jobs_reasons(private
     assert reasons, text[-4000:]
     for reason in reasons:
         assert f"Slurm job {ids[0]} ended NODE_FAIL" in reason and f"because its node {node}" in reason, reason
-        assert f"leave {node} out if it fails again (--executor-option exclude=[{node}]" in reason, reason
+        assert f"leave {node} out if it fails again (--executor-option 'exclude=[{node}]'" in reason, reason
         assert "`scontrol show job` names it" not in reason
     # the step's srun said which node failed, in the words `SRUN_NODE_FAILURE` reads (a multi-node job's reason names
     # the node by them where `sinfo` has it back in service already: ReturnToService=2)

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from llmsweep import shell
 from llmsweep.engines.launch import LaunchSpec
 from llmsweep.errors import ConfigError, LaunchError
 from llmsweep.execute.base import HARNESS_MOUNT, ON_HOST, HostPath, ServedIn, server_environment
@@ -471,7 +472,8 @@ def docker_exit_fix(returncode: int | None, tail: str, user_flags: str | None = 
         if unmounted:
             return (f"the container does not see {', '.join(unmounted)}: host path(s) of the server's command under "
                     "no mount (the engine finds the image's path there, mostly nothing). Mount them at the same path "
-                    "(executor option model_dir=FOLDER or hf_cache=FOLDER, or extra_mounts=[\"FOLDER:FOLDER:ro\"]), "
+                    "(--executor-option model_dir=FOLDER or hf_cache=FOLDER, or "
+                    f"--executor-option {shell.quote('extra_mounts=[FOLDER:FOLDER:ro]')}), "
                     "and rerun")
         return None
     if any(s in tail.lower() for s in _DAEMON_UNREACHABLE):

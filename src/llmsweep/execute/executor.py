@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 
 from pydantic import BaseModel
 
+from llmsweep import shell
+
 if TYPE_CHECKING:
     from llmsweep.execute.base import ServerLauncher
     from llmsweep.execute.lifecycle import JobOutcome, LifecycleSettings, ServerGroup
@@ -172,14 +174,14 @@ def _option_text(key: str, value: Any) -> str:
     """`KEY=VALUE` as `--executor-option` reads it (the value as YAML), one shell word: a fix that repeats what was
     given under the right key."""
     import json
-    import shlex
 
-    return shlex.quote(f"{key}={value if isinstance(value, str) else json.dumps(value, default=str)}")
+    return shell.quote(f"{key}={value if isinstance(value, str) else json.dumps(value, default=str)}")
 
 
 def _form_of(model: type[BaseModel], key: str) -> str | None:
     """How `--executor-option` spells a value of a list or mapping option (values are read as YAML), for the fix of
-    a bad one: `exclude=vm` was refused as "not a valid tuple" with no word of the form that is."""
+    a bad one: `exclude=vm` was refused as "not a valid tuple" with no word of the form that is. The example is one
+    shell word (`shell.quote`), as it is pasted: bare, zsh takes `[a,b]` for a glob and `{k: v}` is two words."""
     import typing
 
     field = model.model_fields.get(key)
@@ -187,9 +189,9 @@ def _form_of(model: type[BaseModel], key: str) -> str | None:
         return None
     kinds = {typing.get_origin(a) or a for a in (field.annotation, *typing.get_args(field.annotation))}
     if kinds & {list, tuple, set, frozenset}:
-        return f"a list: --executor-option {key}=[a,b]"
+        return f"a list: --executor-option {shell.quote(f'{key}=[a,b]')}"
     if dict in kinds:
-        return f"a mapping: --executor-option {key}={{k: v}}"
+        return f"a mapping: --executor-option {shell.quote(f'{key}={{k: v}}')}"
     return None
 
 

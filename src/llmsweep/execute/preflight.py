@@ -237,7 +237,7 @@ def _leave_node_out(env: Mapping[str, str]) -> str:
     from llmsweep.execute.slurm import exclude_option
 
     node = env.get("SLURMD_NODENAME")
-    option = exclude_option([node]) if node else "exclude=[NODE]"
+    option = exclude_option([node or "NODE"])
     return f"leave node {node or 'NODE'} out (--executor-option {option}) and tell its admins"
 
 

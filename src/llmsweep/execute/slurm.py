@@ -13,7 +13,6 @@ import json
 import logging
 import os
 import re
-import shlex
 import signal
 import sys
 import threading
@@ -320,8 +319,9 @@ def _expand_part(part: str) -> list[str] | None:
 
 def exclude_option(names: Sequence[str]) -> str:
     """`--executor-option`'s `exclude=[A,B]` that leaves nodes `names` out, each written so the option's YAML reads it
-    back as that name (quoted where YAML would read it as something else: `01`, `yes`), and the whole quoted for
-    the shell where a name needed that."""
+    back as that name (quoted where YAML would read it as something else: `01`, `yes`), and the whole one shell word
+    (`shell.quote`: `'exclude=[A,B]'`) as a fix shows it to paste: bare, zsh takes `[A,B]` for a glob and refuses the
+    line (`no matches found`), as bash does under `failglob`. A placeholder (`NODE`) is written the same way."""
     import yaml
 
     def entry(name: str) -> str:
@@ -331,8 +331,7 @@ def exclude_option(names: Sequence[str]) -> str:
             plain = False
         return name if plain else json.dumps(name)
 
-    written = f"exclude=[{','.join(entry(name) for name in names)}]"
-    return written if all(entry(name) == name for name in names) else shlex.quote(written)
+    return shell.quote(f"exclude=[{','.join(entry(name) for name in names)}]")
 
 
 @dataclass(frozen=True)
@@ -1144,9 +1143,9 @@ def _failed_node(result: SlurmJobResult) -> dict[str, str]:
     if result.nodes:
         return {"node": f"one of its nodes, {result.nodes},",
                 "now": ("; Slurm has it back in service now" if back else "") + "; `sinfo -R` names it",
-                "name": "that node", "exclude": "exclude=[NODE]", **one}
-    return {"node": "its node", "now": "; Slurm did not say which", "name": "that node", "exclude": "exclude=[NODE]",
-            **one}
+                "name": "that node", "exclude": exclude_option(["NODE"]), **one}
+    return {"node": "its node", "now": "; Slurm did not say which", "name": "that node",
+            "exclude": exclude_option(["NODE"]), **one}
 
 
 _NEVER_STARTS: dict[str, tuple[str, str]] = {
@@ -2057,7 +2056,8 @@ class SlurmExecutor:
                 # input, exit 2 with that option's fix, as `submit` says it for a one-node group
                 raise ConfigError(f"sbatch refuses the batch job of {name}: {said[-1] if said else 'no reason given'}",
                                   fix=fix)
-            excluded = (f"exclude ({','.join(self.options.exclude)}) fewer nodes (--executor-option exclude=[...]), "
+            excluded = (f"exclude ({','.join(self.options.exclude)}) fewer nodes (--executor-option "
+                        f"{shell.quote('exclude=[...]')}), "
                         if self.options.exclude else "")
             down = (f" ({len(unusable)} of the partition's nodes cannot take jobs now, {', '.join(unusable)}: down, "
                     "drained or not responding, `sinfo -R` says why)" if unusable else "")

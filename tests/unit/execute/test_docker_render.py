@@ -628,6 +628,23 @@ def test_host_paths_of_the_command_under_no_same_path_mount_are_the_ones_named(t
     assert unmounted_host_paths(spec, mounted) == []
 
 
+def test_the_mount_option_a_fix_gives_is_one_shell_word_the_option_reads(tmp_path: Path) -> None:
+    """The unmounted-path fix showed `extra_mounts=["FOLDER:FOLDER:ro"]` bare: pasted, the shell dropped its quotes and
+    zsh refused the brackets as a glob that matches nothing. It is one quoted word, as every option a fix shows."""
+    import re
+    import subprocess
+
+    from llmsweep.cli.options import executor_options
+    from llmsweep.execute.docker import docker_exit_fix
+
+    fix = docker_exit_fix(1, "", unmounted=["/data/m"]) or ""
+    option = re.search(r"--executor-option ('[^']*')", fix)
+    assert option is not None, fix
+    done = subprocess.run(["bash", "-O", "failglob", "-c", f"printf '%s\\n' {option.group(1)}"], cwd=tmp_path,
+                          capture_output=True, text=True, check=True)
+    assert DockerOptions(**executor_options((done.stdout.strip(),))).extra_mounts == ("FOLDER:FOLDER:ro",)
+
+
 @pytest.mark.parametrize(("status", "said"), [
     (139, "the engine crashed (SIGSEGV, signal 11"), (134, "the engine crashed (SIGABRT, signal 6"),
     (143, "the engine was ended by a signal this run did not send (SIGTERM, signal 15"),

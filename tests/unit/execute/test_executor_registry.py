@@ -52,7 +52,7 @@ def test_options_are_validated_by_the_executor() -> None:
     # a list option given a bare word (`--executor-option exclude=vm`): the fix spells the form it takes
     with pytest.raises(ConfigError, match="exclude: Input should be a valid tuple") as bare:
         get_executor("slurm", {"exclude": "vm"})
-    assert "(a list: --executor-option exclude=[a,b])" in (bare.value.fix or ""), bare.value.fix
+    assert "(a list: --executor-option 'exclude=[a,b]')" in (bare.value.fix or ""), bare.value.fix
     listed = get_executor("slurm", {"exclude": ["vm"]})  # as `exclude=[vm]` reads
     assert isinstance(listed, SlurmExecutor) and listed.options.exclude == ("vm",)
 

@@ -235,7 +235,7 @@ def test_a_gpu_another_process_computes_on_is_refused_before_launch(monkeypatch:
     monkeypatch.setenv("SLURMD_NODENAME", "gpu-17")
     with pytest.raises(LaunchError) as in_slurm:
         check_gpus(spec(("srv",), 1, gpus=2))
-    assert "--executor-option exclude=[gpu-17]" in (in_slurm.value.fix or "")
+    assert "--executor-option 'exclude=[gpu-17]'" in (in_slurm.value.fix or "")
     monkeypatch.delenv("SLURM_JOB_ID")
     busy_nvidia_smi(tmp_path, "GPU-aaaa1111, 77, 30, nvidia-cuda-mps-server\nGPU-bbbb2222, 78, 30, "
                               "nvidia-cuda-mps-server\n")
@@ -313,7 +313,7 @@ def test_an_unusable_selection_inside_a_slurm_job_sends_the_user_to_the_node_not
     fix = slurm.value.fix or ""
     assert "this shell" not in fix and fix.startswith("CUDA_VISIBLE_DEVICES in this Slurm job is Slurm's, set from "
                                                       "the GPUs of its --gres"), fix
-    for said in ("gres.conf", "`scontrol show node gpu7`", "ConstrainDevices", "--executor-option exclude=[gpu7]"):
+    for said in ("gres.conf", "`scontrol show node gpu7`", "ConstrainDevices", "--executor-option 'exclude=[gpu7]'"):
         assert said in fix, (said, fix)
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
     with pytest.raises(LaunchError) as pinned:

@@ -110,9 +110,9 @@ ONE_HOUR = SlurmOptions(time_limit="01:00:00")
      "run where jobs are not preempted (--executor-option partition=NAME"),
     ("NODE_FAIL", "Slurm stopped it because its node failed (stopped answering the controller, or set down); Slurm "
      "did not say which",
-     "leave that node out if it fails again (--executor-option exclude=[NODE]"),
+     "leave that node out if it fails again (--executor-option 'exclude=[NODE]'"),
     ("BOOT_FAIL", "Slurm stopped it because its node failed to boot for it; Slurm did not say which",
-     "leave that node out until it boots again (--executor-option exclude=[NODE]"),
+     "leave that node out until it boots again (--executor-option 'exclude=[NODE]'"),
     ("OUT_OF_MEMORY", "Slurm stopped it because it used more memory than it was given: it asked for no --mem",
      "give it more: --executor-option mem=SIZE (it asked for none and shared the node's), or exclusive=true"),
     ("CANCELLED", "someone outside this run cancelled it", "find out who cancelled it"),
@@ -175,7 +175,7 @@ def test_a_node_failure_names_the_node_that_failed(nodes: str, down: tuple[slurm
     (the job's one node, or those of its nodes Slurm shows down) and puts it in the exclude option to give."""
     said = slurm_end_reason(_ended("NODE_FAIL", nodes=nodes, down=down), ONE_HOUR, ran=True)
     assert said is not None and f"(Slurm stopped it because {node}); leave " in said, said
-    assert f"(--executor-option exclude=[{exclude}];" in said, said
+    assert f"(--executor-option 'exclude=[{exclude}]';" in said, said
 
 
 def test_a_job_whose_state_slurm_no_longer_knows_is_never_said_to_have_ended_in_one() -> None:

@@ -119,7 +119,7 @@ def test_only_a_node_that_failed_is_named_never_one_drained_beside_it(tmp_path: 
     result = _job(out).finish()
     assert [n.name for n in result.down or ()] == ["mn1", "mn6", "mn7", "mn8", "mn10"], result.down
     said = slurm_end_reason(result, SlurmOptions(), ran=True, whole_node=True)
-    assert said is not None and "(--executor-option exclude=[mn1,mn6,mn7,mn8,mn10];" in said, said
+    assert said is not None and "(--executor-option 'exclude=[mn1,mn6,mn7,mn8,mn10]';" in said, said
     _fake(tmp_path, monkeypatch, sinfo="printf 'mn0|drain|maintenance\\nmn1|maint|none\\n'")
     assert _job(out).finish().down == ()  # a drain names no failed node: srun's words, or `sinfo -R`, say which
 
@@ -158,7 +158,7 @@ def test_a_node_failure_sinfo_no_longer_shows_is_named_from_what_srun_said_in_th
     said = slurm_end_reason(result, SlurmOptions(), ran=True, whole_node=True)
     assert said is not None and "(Slurm stopped it because its node mn1 failed (stopped answering the controller, " \
         f"or set down); srun said so: `srun: error: Node failure on mn1` in {roles / 'decode-0.log'}; Slurm has it " \
-        "back in service now); leave mn1 out if it fails again (--executor-option exclude=[mn1];" in said, said
+        "back in service now); leave mn1 out if it fails again (--executor-option 'exclude=[mn1]';" in said, said
 
 
 def _option_parsed(fix: str) -> tuple[str, ...]:
@@ -201,7 +201,7 @@ def test_nodes_srun_names_in_a_hostlist_are_named_one_by_one_and_the_fix_parses(
     said = slurm_end_reason(result, SlurmOptions(), ran=True, whole_node=True)
     assert said is not None and "Slurm stopped it because its nodes mn1 and mn2 failed" in said, said
     assert "`srun: error: Node failure on mn[1-2]`" in said and "Slurm has them back in service now" in said, said
-    assert "leave mn1 and mn2 out if they fail again (--executor-option exclude=[mn1,mn2];" in said, said
+    assert "leave mn1 and mn2 out if they fail again (--executor-option 'exclude=[mn1,mn2]';" in said, said
     assert _option_parsed(said) == ("mn1", "mn2")
 
 
@@ -219,12 +219,36 @@ def test_a_hostlist_expands_as_scontrol_show_hostnames_does(hostlist: str, names
     assert expand_hostlist(hostlist) == names
 
 
-@pytest.mark.parametrize("names", [("mn1", "mn2"), ("01", "yes"), ("node-7",)])
+@pytest.mark.parametrize("names", [("mn1", "mn2"), ("01", "yes"), ("node-7",), ("mn1",)])
 def test_the_exclude_option_a_fix_gives_reads_back_as_its_nodes(names: tuple[str, ...]) -> None:
     """Names YAML would read as a number or a boolean are quoted, so the option leaves out the nodes named."""
     from llmsweep.execute.slurm import exclude_option
 
     assert _option_parsed(f"(--executor-option {exclude_option(names)}; x)") == names
+
+
+def pasted(tmp_path: Path, words: str) -> list[str]:
+    """The words a shell that refuses a glob matching nothing (zsh's default, bash's `failglob`) makes of `words`
+    pasted on its command line, in an empty folder; AssertionError with the shell's words when it refuses them."""
+    import subprocess
+
+    done = subprocess.run(["bash", "-O", "failglob", "-c", f"printf '%s\\n' {words}"], cwd=tmp_path,
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.splitlines()
+
+
+@pytest.mark.parametrize("names", [("mn1", "mn2"), ("mn1",), ("01",), ("NODE",)])
+def test_the_exclude_option_a_fix_gives_pastes_into_a_shell_that_globs(tmp_path: Path,
+                                                                       names: tuple[str, ...]) -> None:
+    """`--executor-option exclude=[mn1]` pasted into zsh is refused (`no matches found: exclude=[mn1]`: the brackets
+    are a glob): the fix's option is one quoted word, which every shell passes on as written."""
+    from llmsweep.cli.options import executor_options
+    from llmsweep.execute.slurm import exclude_option
+
+    given = pasted(tmp_path, f"--executor-option {exclude_option(names)}")
+    assert given[0] == "--executor-option" and len(given) == 2, given
+    assert SlurmOptions(**executor_options((given[1],))).exclude == names
 
 
 def test_srun_is_not_asked_where_sinfo_names_the_node_or_nothing_said_it(tmp_path: Path,
