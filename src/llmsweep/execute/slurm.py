@@ -1100,11 +1100,9 @@ _ENDED_BY_SLURM: dict[str, tuple[str, str]] = {
     "PREEMPTED": ("Slurm stopped it to run other work first (preemption)",
                   "run where jobs are not preempted (--executor-option partition=NAME, or a --qos in extra_sbatch)"),
     "NODE_FAIL": ("Slurm stopped it because {node} failed (stopped answering the controller, or set down){now}",
-                  "leave {name} out if {they} fail{s} again (--executor-option {exclude}; `sinfo -R` says why "
-                  "Slurm took {it} down)"),
+                  "leave {name} out if {they} fail{s} again (--executor-option {exclude}; {why})"),
     "BOOT_FAIL": ("Slurm stopped it because {node} failed to boot for it{now}",
-                  "leave {name} out until {they} boot{s} again (--executor-option {exclude}; `sinfo -R` says "
-                  "why)"),
+                  "leave {name} out until {they} boot{s} again (--executor-option {exclude}; {why})"),
     "OUT_OF_MEMORY": ("Slurm stopped it because it used more memory than it was given: {mem}",
                       "give it more: {more_memory}"),
     "CANCELLED": ("someone outside this run cancelled it (a user's or an administrator's scancel)",
@@ -1120,32 +1118,49 @@ says where it was set; `{node}` names the node that failed (`_failed_node`), `{m
 def _failed_node(result: SlurmJobResult) -> dict[str, str]:
     """What the reason of a batch job that ended NODE_FAIL or BOOT_FAIL says of the node: `node` (which failed),
     `now` (what `sinfo` shows of it now), `name` (what the fix calls it), `exclude` (the option to give,
-    `exclude_option`) and the words that agree with how many: `it`/`them`, `they` (it/they), `s` (fails/fail). Its
-    nodes `sinfo` shows down (`SlurmJobResult.down`), else those its steps' srun said failed (`srun_said`, its
-    hostlists expanded: Slurm has returned them to service since), else its one node, else its node list (Slurm has
-    returned the failed one to service since, or did not say)."""
+    `exclude_option`), `why` (where the user reads why Slurm took it down) and the words that agree with how many:
+    `it`/`them`, `they` (it/they), `s` (fails/fail). Its nodes `sinfo` shows down (`SlurmJobResult.down`), else those
+    its steps' srun said failed (`srun_said`, its hostlists expanded: Slurm has returned them to service since), else
+    its one node, else each node of its list, one of which failed (Slurm has returned it to service since, or did not
+    say).
+
+    A node Slurm has returned to service (`ReturnToService=2` does so as soon as it answers again: `sinfo` answered
+    and shows none of the job's nodes failed) has no reason left for `sinfo -R` to show: the reason says so and sends
+    the user to the controller's log, never to an empty `sinfo -R` as if it named the node."""
     one = {"it": "it", "they": "it", "s": "s"}
     back = result.down is not None and not result.down  # sinfo answered, showing none of them down
 
+    def why(it: str) -> str:
+        if back:
+            return (f"`sinfo -R` no longer lists {it}, back in service: the controller's log (SlurmctldLogFile in "
+                    f"`scontrol show config`) says why Slurm took {it} down")
+        return f"`sinfo -R` says why Slurm took {it} down"
+
     def named(names: Sequence[str], said: str) -> dict[str, str]:
         words = one if len(names) == 1 else {"it": "them", "they": "they", "s": ""}
-        return {"node": ("its node " if len(names) == 1 else "its nodes ") + " and ".join(names),
+        return {"node": ("its node " if len(names) == 1 else "its nodes ") + _and(names),
                 "now": said + (f"; Slurm has {words['it']} back in service now" if back else ""),
-                "name": " and ".join(names), "exclude": exclude_option(names), **words}
+                "name": _and(names), "exclude": exclude_option(names), "why": why(words["it"]), **words}
 
     if result.down:
         shown = ", ".join(f"{n.name} {n.state}" + (f": {n.reason}" if n.reason else "") for n in result.down)
         return named([n.name for n in result.down], f"; `sinfo` shows {shown}")
     if result.srun_said is not None:
         return named(result.srun_said.nodes, f"; srun said so: {result.srun_said.text()}")
-    if result.nodes and len(expand_hostlist(result.nodes)) == 1:  # one node
-        return named(expand_hostlist(result.nodes), "")
-    if result.nodes:
-        return {"node": f"one of its nodes, {result.nodes},",
-                "now": ("; Slurm has it back in service now" if back else "") + "; `sinfo -R` names it",
-                "name": "that node", "exclude": exclude_option(["NODE"]), **one}
-    return {"node": "its node", "now": "; Slurm did not say which", "name": "that node",
-            "exclude": exclude_option(["NODE"]), **one}
+    listed = expand_hostlist(result.nodes) if result.nodes else ()
+    if len(listed) == 1:  # one node
+        return named(listed, "")
+    unnamed = {"name": "that node", "exclude": exclude_option(["NODE"]), "why": why("it"), **one}
+    if listed:
+        return {"node": f"one of its nodes ({_and(listed, 'or')})",
+                "now": "; Slurm has it back in service now, and did not say which" if back
+                else "; `sinfo -R` names it while it is down", **unnamed}
+    return {"node": "its node", "now": "; Slurm did not say which", **unnamed}
+
+
+def _and(names: Sequence[str], last: str = "and") -> str:
+    """`a`, `a and b`, `a, b and c`: each node named (`or` for one of them)."""
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} {last} {names[-1]}"
 
 
 _NEVER_STARTS: dict[str, tuple[str, str]] = {

@@ -166,8 +166,10 @@ def test_an_out_of_memory_end_reads_the_memory_and_exclusive_extra_sbatch_set(op
     ("mn[0-2]", (slurm.DownNode("mn0", "fail", None), slurm.DownNode("mn2", "down", "bad gpu")),
      "its nodes mn0 and mn2 failed (stopped answering the controller, or set down); `sinfo` shows mn0 fail, "
      "mn2 down: bad gpu", "mn0,mn2"),
-    ("mn[0-2]", (), "one of its nodes, mn[0-2], failed (stopped answering the controller, or set down); Slurm "
-     "has it back in service now; `sinfo -R` names it", "NODE"),
+    ("mn[0-2]", (), "one of its nodes (mn0, mn1 or mn2) failed (stopped answering the controller, or set down); "
+     "Slurm has it back in service now, and did not say which", "NODE"),
+    ("mn[0-2]", None, "one of its nodes (mn0, mn1 or mn2) failed (stopped answering the controller, or set down); "
+     "`sinfo -R` names it while it is down", "NODE"),
 ])
 def test_a_node_failure_names_the_node_that_failed(nodes: str, down: tuple[slurm.DownNode, ...] | None, node: str,
                                                     exclude: str) -> None:
@@ -176,6 +178,24 @@ def test_a_node_failure_names_the_node_that_failed(nodes: str, down: tuple[slurm
     said = slurm_end_reason(_ended("NODE_FAIL", nodes=nodes, down=down), ONE_HOUR, ran=True)
     assert said is not None and f"(Slurm stopped it because {node}); leave " in said, said
     assert f"(--executor-option 'exclude=[{exclude}]';" in said, said
+
+
+@pytest.mark.parametrize(("state", "down", "why"), [
+    ("NODE_FAIL", (), "`sinfo -R` no longer lists it, back in service: the controller's log (SlurmctldLogFile in "
+     "`scontrol show config`) says why Slurm took it down)"),
+    ("NODE_FAIL", (slurm.DownNode("mn1", "down*", None),), "`sinfo -R` says why Slurm took it down)"),
+    ("NODE_FAIL", None, "`sinfo -R` says why Slurm took it down)"),  # sinfo did not answer
+    ("BOOT_FAIL", (), "`sinfo -R` no longer lists it, back in service: the controller's log"),
+])
+def test_a_node_slurm_returned_to_service_is_not_said_to_be_in_sinfo_r(
+        state: str, down: tuple[slurm.DownNode, ...] | None, why: str) -> None:
+    """Under ReturnToService=2 a node that failed is back within a second and `sinfo -R` lists nothing of it (the
+    cluster this project tests on runs so): the fix sent the user to an empty `sinfo -R`. Where sinfo shows none of the
+    job's nodes failed, the fix says `sinfo -R` no longer lists it and where the reason is kept."""
+    for nodes in ("mn1", "mn[0-2]"):
+        said = slurm_end_reason(_ended(state, nodes=nodes, down=down), ONE_HOUR, ran=True)
+        assert said is not None and why in said, said
+        assert ("`sinfo -R` names it" in said or "`sinfo -R` says" in said) == (down != ()), said
 
 
 def test_a_job_whose_state_slurm_no_longer_knows_is_never_said_to_have_ended_in_one() -> None:

@@ -120,6 +120,7 @@ def test_only_a_node_that_failed_is_named_never_one_drained_beside_it(tmp_path: 
     assert [n.name for n in result.down or ()] == ["mn1", "mn6", "mn7", "mn8", "mn10"], result.down
     said = slurm_end_reason(result, SlurmOptions(), ran=True, whole_node=True)
     assert said is not None and "(--executor-option 'exclude=[mn1,mn6,mn7,mn8,mn10]';" in said, said
+    assert "its nodes mn1, mn6, mn7, mn8 and mn10 failed" in said, said  # not "mn1 and mn6 and mn7 and ..."
     _fake(tmp_path, monkeypatch, sinfo="printf 'mn0|drain|maintenance\\nmn1|maint|none\\n'")
     assert _job(out).finish().down == ()  # a drain names no failed node: srun's words, or `sinfo -R`, say which
 
