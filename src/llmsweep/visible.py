@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 import shlex
 import shutil
@@ -289,15 +290,34 @@ def list_gpus(env: Mapping[str, str]) -> GpuTable:
 GPU_TOOL_TIMEOUT_S = 30.0
 """How long a vendor tool is given to list the GPUs (or answer a query of them) before it is taken to hang."""
 
+_HUNG: dict[str, str] = {}
+"""Vendor tools that did not answer within their timeout in this process: the executable (`_tool_key`) -> what was
+asked and how long it was waited for. A tool that hung once is not asked again (`run_gpu_tool`): a hung driver hangs
+every query, and amd-smi asked `list -e` and then `list`, `static --limit` and then without, waited 30 s for each."""
+
+
+def _tool_key(exe: str) -> str:
+    """The executable a tool's argv[0] runs, as found on PATH (a bare name and its full path are one tool)."""
+    return os.path.realpath(shutil.which(exe) or exe)
+
 
 def run_gpu_tool(argv: Sequence[str], timeout_s: float = GPU_TOOL_TIMEOUT_S) -> str:
     """What a vendor tool printed on stdout; OSError naming the command when it is missing, exits non-zero or does not
-    answer within `timeout_s`."""
+    answer within `timeout_s`. A tool that did not answer once is not asked again in this process (`_HUNG`): the
+    OSError says so at once, and the warning that it hung is logged once."""
     said = shlex.join(argv)
+    tool = _tool_key(argv[0])
+    if (hung := _HUNG.get(tool)) is not None:
+        raise OSError(f"`{said}` was not asked: {hung} earlier in this run, and a tool that hung is not waited for "
+                      "again")
     try:
         done = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout_s, check=False,
                               stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired as exc:
+        _HUNG[tool] = f"`{said}` did not answer within {timeout_s:.0f} s"
+        log.warning("`%s` did not answer within %.0f s: %s is not asked again in this run (a hung GPU driver hangs "
+                    "every query; check the driver, `dmesg`), and what it would have said is left unread",
+                    said, timeout_s, os.path.basename(argv[0]))
         raise OSError(f"`{said}` did not answer within {timeout_s:.0f} s") from exc
     except OSError as exc:
         raise OSError(f"`{said}` could not run: {exc}") from exc
@@ -459,7 +479,8 @@ def read_amd_smi_list(text: str, args: Sequence[str] = AMD_SMI_LIST_ARGS[0]) -> 
 def list_amd_smi(exe: str, timeout_s: float = GPU_TOOL_TIMEOUT_S) -> Listed:
     """The host's GPUs as amd-smi `exe` lists them (:func:`read_amd_smi_list`): `list -e --json`, else `list --json`
     (an older amd-smi has no `-e`), the one way amd-smi is asked to list them. OSError saying what each asking
-    answered when neither lists them (the tool failed, hung, or printed no JSON document)."""
+    answered when neither lists them (the tool failed, hung, or printed no JSON document); one that hung is not asked
+    the second way."""
     why: list[str] = []
     for args in AMD_SMI_LIST_ARGS:
         argv = [exe, *args]
@@ -467,6 +488,8 @@ def list_amd_smi(exe: str, timeout_s: float = GPU_TOOL_TIMEOUT_S) -> Listed:
             return read_amd_smi_list(run_gpu_tool(argv, timeout_s), args)
         except OSError as exc:
             why.append(str(exc))
+            if _tool_key(exe) in _HUNG:  # it hung: asked no other way (`run_gpu_tool` would refuse it anyway)
+                break
         except ValueError as exc:  # no JSON document in what it printed
             why.append(f"`{shlex.join(argv)}` did not list the GPUs: {exc}")
     raise OSError("; ".join(why))

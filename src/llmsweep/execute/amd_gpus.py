@@ -5,7 +5,8 @@ and the GFX clocks. `execute.lifecycle.observe_runtime` reads them where nvidia-
 Two calls, one per fact family, each best effort (an error, a timeout or a document this module cannot read leaves
 its facts None, never a failure): `amd-smi static --asic --driver --limit --json` (the identity and the power cap;
 asked again without `--limit` when that fails, as a virtual machine's amd-smi has no `--limit`), and, only for the
-GPUs' state, `amd-smi metric --clock --json`.
+GPUs' state, `amd-smi metric --clock --json`. An amd-smi that hung (`visible.run_gpu_tool`: 30 s) is not asked again
+in the process: its facts are None at once.
 
 The JSON shapes, paraphrased (no code copied) from: the ROCm/amdsmi CLI source, `amdsmi_cli/amdsmi_commands.py` and
 `amdsmi_logger.py`, at a ROCm 6.0-era revision and at a ROCm 7.x one (the `static_gpu`/`metric_gpu` commands); its
@@ -39,8 +40,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from llmsweep.errors import LlmsweepError
-from llmsweep.visible import amd_smi_entries, amd_smi_index, tool_json
+from llmsweep.visible import amd_smi_entries, amd_smi_index, run_gpu_tool, tool_json
 
 log = logging.getLogger(__name__)
 
@@ -152,12 +152,12 @@ def parse_clocks(text: str) -> dict[int, GfxClock]:
 
 
 def _ask(argv: tuple[str, ...]) -> str | None:
-    from llmsweep.execute.commands import run_command
-
+    """What amd-smi printed, through `visible.run_gpu_tool` (an amd-smi that hung once in this process is not waited
+    for again); None when it failed, hung or hung before."""
     try:
-        return run_command(argv, timeout_s=30.0, fix="check the amdgpu driver and that amd-smi runs").stdout
-    except LlmsweepError as exc:
-        log.info("could not query amd-smi: %s", exc)
+        return run_gpu_tool(argv)
+    except OSError as exc:
+        log.info("could not query amd-smi (check the amdgpu driver and that amd-smi runs): %s", exc)
         return None
 
 

@@ -110,6 +110,7 @@ class FakeAmdSmi:
         script = bin_dir / "amd-smi"
         script.write_text(f"""#!/usr/bin/env bash
 echo "$@" >> {bin_dir}/argv.log
+[[ -e {bin_dir}/hang ]] && exec sleep 60  # a hung driver: amd-smi never answers
 case "$1" in
   static)
     if [[ " $* " == *" --limit "* && -e {bin_dir}/guest ]]; then
@@ -358,3 +359,28 @@ def test_a_clock_block_naming_one_engine_twice_reads_the_first_and_never_raises(
     text = ('[{"gpu": 0, "clock": {"gfx": {"cur_clk": 132, "max_clk": 2100}, '
             '"gfx_0": {"clk": 140, "max_clk": 2100}}}, {"gpu": "\u00b2", "clock": {}}]')
     assert parse_clocks(text) == {0: GfxClock(max_mhz=2100.0, mhz=132.0)}
+
+
+def test_an_amd_smi_that_hung_is_not_waited_for_again(amd: FakeAmdSmi, monkeypatch: pytest.MonkeyPatch,
+                                                       caplog: pytest.LogCaptureFixture) -> None:
+    """A hung amd-smi cost a timeout for each asking: `list -e --json` then `list --json`, `static` with `--limit`
+    then without, 30 s each. After one timeout it is not asked again in the process, and the warning is said once."""
+    import logging
+
+    from llmsweep import visible
+    from llmsweep.execute.amd_gpus import query_clocks, query_static
+
+    monkeypatch.setattr(visible, "_HUNG", {})
+    (amd.dir / "hang").touch()
+    with caplog.at_level(logging.WARNING, logger="llmsweep.visible"), \
+            pytest.raises(OSError, match=r"`\S*amd-smi list -e --json` did not answer within 1 s") as hung:
+        visible.list_amd_smi(str(amd.dir / "amd-smi"), timeout_s=1.0)
+    assert amd.asked() == ["list -e --json"], amd.asked()
+    with caplog.at_level(logging.WARNING, logger="llmsweep.visible"):
+        assert query_static() is None and query_clocks() == {}  # asked by its bare name: the same amd-smi
+        with pytest.raises(OSError, match=r"was not asked: .* did not answer within 1 s earlier in this run"):
+            visible.list_amd_smi("amd-smi")
+    assert amd.asked() == ["list -e --json"], amd.asked()
+    said = [r.getMessage() for r in caplog.records if "is not asked again" in r.getMessage()]
+    assert len(said) == 1 and "amd-smi is not asked again in this run" in said[0], said
+    assert "list --json" not in str(hung.value)
