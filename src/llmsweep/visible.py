@@ -78,13 +78,16 @@ class Visible:
     """Why the selection is empty: an entry names no GPU of this host. None when every entry resolved."""
 
 
-def resolve_visible(env: Mapping[str, str], known: GpuTable | None = None) -> Visible:
+def resolve_visible(env: Mapping[str, str], known: GpuTable | None = None,
+                    order: Sequence[int] | None = None) -> Visible:
     """The GPU indices `env`'s `*_VISIBLE_DEVICES` select, as the runtime applies them (module docstring).
 
     `known`: GPUs the caller has already listed (an `nvidia-smi --query-gpu` CSV); the host is listed only for an
-    entry that is not an index and that `known` does not name."""
+    entry that is not an index and that `known` does not name. `order`: an AMD host's GPUs (the tool's indices) in the
+    order ROCr and HIP number them (`Listed.runtime_order`, from amd-smi's `hip_id`): an index entry counts in that
+    order, not the tool's; None takes the tool's."""
     cuda, hip, rocr = (_value(env, name) for name in VISIBLE_ENV)
-    lookup = _Lookup(env, known)
+    lookup = _Lookup(env, known, order)
     vendor = known.vendor if known is not None and known.vendor is not None else None
     if cuda is None and env.get(CUDA) is not None and hip is None:
         vendor = vendor or host_vendor(env)
@@ -125,9 +128,26 @@ def _value(env: Mapping[str, str], name: str) -> str | None:
 class _Lookup:
     """UUID -> index, from `known` first, then (listed once, when first needed) the host's tools."""
 
-    def __init__(self, env: Mapping[str, str], known: GpuTable | None) -> None:
+    def __init__(self, env: Mapping[str, str], known: GpuTable | None, order: Sequence[int] | None = None) -> None:
         self.env, self.known = env, known
+        self._order = tuple(order) if order is not None else None
+        self._order_asked = order is not None
         self.listed: GpuTable | None = None
+
+    @property
+    def order(self) -> tuple[int, ...] | None:
+        """The tool's indices in the runtime's order (`resolve_visible`'s `order`), else, on an AMD host, as
+        `amd-smi list -e` gives it (asked once, when an index entry first needs it); None: the tool's order (an
+        NVIDIA host's, or an amd-smi that gives no `hip_id`)."""
+        if not self._order_asked:
+            self._order_asked = True
+            vendor = self.known.vendor if self.known is not None and self.known.vendor else host_vendor(self.env)
+            if vendor == "amd" and (exe := shutil.which("amd-smi", path=self.env.get("PATH"))):
+                try:
+                    self._order = list_amd_smi(exe).runtime_order
+                except OSError as exc:
+                    log.info("HIP's order of the GPUs is unknown (indices are read in amd-smi's): %s", exc)
+        return self._order
 
     def index(self, entry: str) -> int | None:
         if self.known is not None and ((hit := match_uuid(entry, self.known.uuids)) is not None
@@ -149,6 +169,7 @@ def _select(name: str, raw: str, lookup: _Lookup, *, among: tuple[int, ...] | No
     found: list[int] = []
     unknown: list[str] = []
     hidden: list[str] = []
+    past: list[str] = []
     negative: list[str] = []
     parts = [p for p in (p.strip() for p in raw.split(",")) if p]
     if parts and _NEGATIVE.fullmatch(parts[0]):  # no GPU index: the runtime stops before any GPU
@@ -165,6 +186,11 @@ def _select(name: str, raw: str, lookup: _Lookup, *, among: tuple[int, ...] | No
                     hidden.append(part)
                     continue
                 index = among[index]
+            elif lookup.order is not None:  # counts in the runtime's order (HIP's id), not the tool's
+                if index >= len(lookup.order):
+                    past.append(part)
+                    continue
+                index = lookup.order[index]
         else:
             hit = lookup.index(part)
             if hit is None:
@@ -181,6 +207,9 @@ def _select(name: str, raw: str, lookup: _Lookup, *, among: tuple[int, ...] | No
         reasons.append(f"{', '.join(negative)}, which is no GPU index")
     if unknown:
         reasons.append(f"{', '.join(unknown)}, which no GPU of this host has ({lookup.source()})")
+    if past:
+        reasons.append(f"GPU {', '.join(past)}, past the {len(lookup.order or ())} GPU(s) the runtime numbers on this "
+                       "host")
     if hidden:
         reasons.append(f"{', '.join(hidden)}, which is not among the {len(among or ())} GPU(s) "
                        f"{ROCR}={rocr} leaves (HIP counts within those)")
@@ -205,6 +234,12 @@ class Listed:
     models: Mapping[int, str] = field(default_factory=dict)
     """Each GPU's model as the tool names it (`nvidia-smi -L`: `NVIDIA H200`), by index; empty where it names none
     (AMD's list)."""
+    runtime_order: tuple[int, ...] | None = None
+    """The tool's indices in the order the GPUs' runtime numbers them, where that may differ from the tool's: an AMD
+    host's, by each GPU's `hip_id` in `amd-smi list -e` (HIP's device id, in ROCr's enumeration order, which
+    `ROCR_VISIBLE_DEVICES` and `HIP_VISIBLE_DEVICES` indices count in; amd-smi numbers the GPUs its own way). None where
+    the tool's order is the runtime's (nvidia-smi's, under `CUDA_DEVICE_ORDER=PCI_BUS_ID`) or the listing does not
+    say (an amd-smi without `-e`, a GPU without a `hip_id`): index entries are then taken in the tool's order."""
 
 
 def select_listed(listed: Listed, env: Mapping[str, str]) -> Visible:
@@ -212,7 +247,7 @@ def select_listed(listed: Listed, env: Mapping[str, str]) -> Visible:
     `*_VISIBLE_DEVICES` narrows them (:func:`resolve_visible`, with the listing's UUIDs), else the selection. An empty
     selection with the problem when an entry names no GPU of the host, or names an index the tool does not list (the
     runtime stops at it, hiding it and every GPU named after it: never the GPUs before it and after it)."""
-    visible = resolve_visible(env, listed.uuids)
+    visible = resolve_visible(env, listed.uuids, listed.runtime_order)
     if visible.problem is not None:
         return visible
     if visible.gpus is None:
@@ -435,10 +470,10 @@ def amd_smi_entries(doc: object) -> list[dict[str, Any]]:
     return [entry for entry in doc if isinstance(entry, dict)] if isinstance(doc, list) else []
 
 
-def amd_smi_index(entry: Mapping[str, Any]) -> int | None:
+def amd_smi_index(entry: Mapping[str, Any], key: str = "gpu") -> int | None:
     """amd-smi's index of the GPU an object of its `--json` document describes (its `gpu`: a number, or a decimal
-    string); None when it has none."""
-    raw = entry.get("gpu")
+    string; another `key` of the same form, `hip_id`); None when it has none (`N/A`)."""
+    raw = entry.get(key)
     if isinstance(raw, bool):
         return None
     if isinstance(raw, int):
@@ -460,12 +495,14 @@ def read_amd_smi_list(text: str, args: Sequence[str] = AMD_SMI_LIST_ARGS[0]) -> 
     listed). ValueError when the output holds no JSON document."""
     indices: list[int] = []
     table: dict[str, int] = {}
+    hip: dict[int, int | None] = {}
     for entry in amd_smi_entries(_listed_json(text)):
         index = amd_smi_index(entry)
         if index is None:
             continue
         if index not in indices:
             indices.append(index)
+            hip[index] = amd_smi_index(entry, "hip_id")
         serial = amd_smi_uuid_serial(str(entry.get("uuid", "")))
         for uuid in (_rocr_uuid(str(entry.get("hip_uuid", ""))), _rocr_uuid(serial) if serial else None):
             if uuid is not None:
@@ -473,7 +510,17 @@ def read_amd_smi_list(text: str, args: Sequence[str] = AMD_SMI_LIST_ARGS[0]) -> 
     how = " ".join(args)
     # complete where `-e` gave every GPU's ROCr UUID: no other tool would list one it lacks
     every = "-e" in args and bool(indices) and set(indices) <= set(table.values())
-    return Listed("amd-smi", tuple(indices), GpuTable("amd", table, f"listed by amd-smi {how}", complete=every))
+    return Listed("amd-smi", tuple(indices), GpuTable("amd", table, f"listed by amd-smi {how}", complete=every),
+                  runtime_order=hip_order(hip))
+
+
+def hip_order(hip_ids: Mapping[int, int | None]) -> tuple[int, ...] | None:
+    """amd-smi's indices in HIP's order, from each GPU's `hip_id` (amd-smi's index -> it): None unless every GPU has
+    one and they are 0..N-1 (a listing that numbers some GPUs and not others, or twice, orders none of them)."""
+    ids = list(hip_ids.values())
+    if not ids or any(i is None for i in ids) or sorted(i for i in ids if i is not None) != list(range(len(ids))):
+        return None
+    return tuple(sorted(hip_ids, key=lambda index: hip_ids[index] or 0))
 
 
 def list_amd_smi(exe: str, timeout_s: float = GPU_TOOL_TIMEOUT_S) -> Listed:

@@ -89,9 +89,11 @@ def _clocks(now_mhz: list[float | str], max_mhz: float) -> list[dict[str, Any]]:
     return out
 
 
-def _list_e() -> list[dict[str, Any]]:
-    """`amd-smi list -e --json`: each GPU's ROCr UUID as `hip_uuid` (what `llmsweep.visible` matches)."""
-    return [{"gpu": i, "bdf": f"0000:{0x0c + 0x20 * i:02x}:00.0", "uuid": "N/A", "hip_uuid": uuid}
+def _list_e(hip_ids: list[int] | None = None) -> list[dict[str, Any]]:
+    """`amd-smi list -e --json`: each GPU's ROCr UUID as `hip_uuid` (what `llmsweep.visible` matches), and with
+    `hip_ids` each GPU's `hip_id` (HIP's device id of amd-smi's GPU i)."""
+    return [{"gpu": i, "bdf": f"0000:{0x0c + 0x20 * i:02x}:00.0", "uuid": "N/A", "hip_uuid": uuid,
+             **({"hip_id": hip_ids[i]} if hip_ids is not None else {})}
             for i, uuid in enumerate(ROCR_UUIDS)]
 
 
@@ -151,8 +153,8 @@ def amd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeAmdSmi:
     return fake
 
 
-def _handle(url: str = "http://127.0.0.1:8000") -> ServerHandle:
-    return cast(ServerHandle, types.SimpleNamespace(base_url=url))
+def _handle(url: str = "http://127.0.0.1:8000", *, in_bus_order: bool = False) -> ServerHandle:
+    return cast(ServerHandle, types.SimpleNamespace(base_url=url, gpus_in_bus_order=in_bus_order))
 
 
 def _spec(env: dict[str, str] | None = None, engine: str = "vllm") -> LaunchSpec:
@@ -179,14 +181,32 @@ def test_an_amd_hosts_visible_gpus_are_named_with_their_driver_power_cap_and_gfx
         {"index": 1, "power_limit_w": 600.0, "sm_clock_max_mhz": 2100.0, "sm_clock_mhz": 2100.0,
          "clock_domain": "gfx"},
         {"index": 3, "power_limit_w": 750.0, "clock_domain": "gfx"}]
-    # one call per fact family
-    assert amd.asked() == ["static --asic --driver --limit --json", "metric --clock --json"]
+    # one call per fact family, and the listing that gives HIP's order of the GPUs the indices count in
+    assert amd.asked() == ["static --asic --driver --limit --json", "metric --clock --json", "list -e --json"]
 
     hardware = hardware_provenance(_job(), seen)
     assert hardware["gpu_names"] == ["AMD Instinct MI300X"] * 2 and hardware["driver_version"] == "6.10.5"
     typed = Provenance.model_validate({"hardware": hardware})
     assert typed.gpu_name == "AMD Instinct MI300X"  # what `sim calibrate` keys on
     assert isinstance(typed.hardware, Hardware) and typed.hardware.power_limits_w == (600.0, 750.0)
+
+
+def test_hip_indices_name_the_gpus_hip_numbers_not_amd_smis(amd: FakeAmdSmi) -> None:
+    """HIP numbers the GPUs in ROCr's enumeration order, which amd-smi's own index need not follow; `amd-smi list -e`
+    gives each GPU's `hip_id`. HIP_VISIBLE_DEVICES=1,3 is the GPUs whose hip_id is 1 and 3 (amd-smi's 3 and 2 here),
+    whose power caps and clocks the job records; it recorded amd-smi's GPUs 1 and 3."""
+    (amd.dir / "list.json").write_text(json.dumps(_list_e(hip_ids=[2, 0, 3, 1])))
+    seen = observe_runtime(_handle(), _spec({"HIP_VISIBLE_DEVICES": "1,3"}))
+    assert [g["index"] for g in _state(seen)] == [3, 2], _state(seen)
+    assert _state(seen)[1] == {"index": 2, "power_limit_w": 750.0, "sm_clock_max_mhz": 2100.0,
+                               "sm_clock_mhz": 131.0, "clock_domain": "gfx"}
+    rocr = observe_runtime(_handle(), _spec({"ROCR_VISIBLE_DEVICES": "0,2", "HIP_VISIBLE_DEVICES": "1"}))
+    assert [g["index"] for g in _state(rocr)] == [0]  # ROCR's 0 and 2 are amd-smi's 1 and 0; HIP's 1 of those: 0
+    by_uuid = observe_runtime(_handle(), _spec({"HIP_VISIBLE_DEVICES": ROCR_UUIDS[1]}))
+    assert [g["index"] for g in _state(by_uuid)] == [1]  # a UUID names its GPU whatever the order
+    # an amd-smi whose listing gives no hip_id (before `-e` had it, or N/A): its own order, as before
+    (amd.dir / "list.json").write_text(json.dumps(_list_e()))
+    assert [g["index"] for g in _state(observe_runtime(_handle(), _spec({"HIP_VISIBLE_DEVICES": "1,3"})))] == [1, 3]
 
 
 def test_rocm_7_2s_wrapped_document_and_per_ppt_limits_read_the_same(amd: FakeAmdSmi) -> None:

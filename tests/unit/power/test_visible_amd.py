@@ -4,6 +4,7 @@ left. Its own GPUs' power is read; an entry that names no GPU of the host is a r
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import sys
@@ -30,20 +31,21 @@ def _uuids(text: str) -> dict[str, int]:
     return dict(table.uuids) if table is not None else {}
 
 
-def _list_json(enumeration: bool) -> str:
-    """`amd-smi list --json` as ROCm 6.4 prints it; `-e` adds the render/card/HSA/HIP enumeration fields."""
+def _list_json(enumeration: bool, hip_ids: tuple[int | str, ...] = (0, 1, 2, 3)) -> str:
+    """`amd-smi list --json` as ROCm 6.4 prints it; `-e` adds the render/card/HSA/HIP enumeration fields (`hip_ids`:
+    each GPU's `hip_id`, amd-smi's order by default)."""
     entries = []
     for i, uuid in enumerate(AMD_SMI_UUIDS):
         fields = [f'"gpu": {i}', f'"bdf": "0000:{0x0c + 0x20 * i:02x}:00.0"', f'"uuid": "{uuid}"',
                   f'"kfd_id": {28870 + 1000 * i}', f'"node_id": {2 + i}', '"partition_id": 0']
         if enumeration:
             fields += [f'"render": "renderD{128 + 8 * i}"', f'"card": "card{i}"', f'"hsa_id": {2 + i}',
-                       f'"hip_id": {i}', f'"hip_uuid": "{ROCR_UUIDS[i]}"']
+                       f'"hip_id": {json.dumps(hip_ids[i])}', f'"hip_uuid": "{ROCR_UUIDS[i]}"']
         entries.append("    {\n        " + ",\n        ".join(fields) + "\n    }")
     return "[\n" + ",\n".join(entries) + "\n]"
 
 
-def _stand_in(list_e: bool) -> str:
+def _stand_in(list_e: bool, hip_ids: tuple[int | str, ...] = (0, 1, 2, 3)) -> str:
     """amd-smi: `list` as above (an older one refuses `-e`); `metric` one CSV row per `-g` GPU (500 W + index)."""
     no_e = 'echo "amd-smi list: error: unrecognized arguments: -e" >&2; exit 2' if not list_e else ""
     return f"""#!/usr/bin/env bash
@@ -51,7 +53,7 @@ if [[ "$1" == "list" ]]; then
   if [[ "$2" == "-e" ]]; then
     {no_e}
     cat <<'JSON'
-{_list_json(True)}
+{_list_json(True, hip_ids)}
 JSON
   else
     cat <<'JSON'
@@ -141,6 +143,40 @@ def test_hip_indices_count_within_the_gpus_rocr_left(amd_smi: Path) -> None:
     # HIP reads its own variable, not CUDA's, when both are set
     assert visible_gpus(_env(amd_smi, HIP_VISIBLE_DEVICES="1", CUDA_VISIBLE_DEVICES="0")) == (1,)
     assert visible_gpus(_env(amd_smi, ROCR_VISIBLE_DEVICES="1,2")) == (1, 2)
+
+
+HIP_IDS = (2, 0, 3, 1)
+"""`hip_id` of amd-smi's GPUs 0-3 where HIP numbers them otherwise than amd-smi (ROCr's enumeration order against
+amd-smi's): HIP's GPU 0 is amd-smi's 1, 1 is 3, 2 is 0, 3 is 2."""
+
+
+def test_read_amd_smi_list_gives_hips_order_of_the_gpus() -> None:
+    assert read_amd_smi_list(_list_json(True, HIP_IDS)).runtime_order == (1, 3, 0, 2)
+    assert read_amd_smi_list(_list_json(True)).runtime_order == (0, 1, 2, 3)
+    # no `-e` (no hip_id), one N/A, or two GPUs of one id: no order, amd-smi's is taken
+    assert read_amd_smi_list(_list_json(False)).runtime_order is None
+    assert read_amd_smi_list(_list_json(True, (0, "N/A", 2, 3))).runtime_order is None
+    assert read_amd_smi_list(_list_json(True, (0, 0, 2, 3))).runtime_order is None
+
+
+def test_amd_indices_count_in_hips_order_for_the_sampler_and_the_preflight(tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """HIP_VISIBLE_DEVICES, ROCR_VISIBLE_DEVICES and (HIP's unset) CUDA_VISIBLE_DEVICES indices count in HIP's order
+    (`hip_id`), and the power sampler reads those GPUs by amd-smi's index; it read amd-smi's GPUs of those numbers."""
+    from llmsweep.visible import select_listed
+
+    _install(tmp_path / "bin", "amd-smi", _stand_in(list_e=True, hip_ids=HIP_IDS))
+    monkeypatch.setitem(sys.modules, "pynvml", None)
+    bin_dir = tmp_path / "bin"
+    assert visible_gpus(_env(bin_dir, HIP_VISIBLE_DEVICES="0,1")) == (1, 3)
+    assert visible_gpus(_env(bin_dir, ROCR_VISIBLE_DEVICES="2")) == (0,)
+    assert visible_gpus(_env(bin_dir, CUDA_VISIBLE_DEVICES="3")) == (2,)
+    assert visible_gpus(_env(bin_dir, ROCR_VISIBLE_DEVICES="2,3", HIP_VISIBLE_DEVICES="1")) == (2,)
+    assert visible_gpus(_env(bin_dir, HIP_VISIBLE_DEVICES=ROCR_UUIDS[0])) == (0,)  # a UUID is its GPU
+    past = _env(bin_dir, HIP_VISIBLE_DEVICES="4")
+    assert visible_gpus(past) == () and "past the 4 GPU(s) the runtime numbers" in (visible_problem(past) or "")
+    listed = read_amd_smi_list(_list_json(True, HIP_IDS))
+    assert select_listed(listed, {"PATH": str(bin_dir), "HIP_VISIBLE_DEVICES": "0,1"}).gpus == (1, 3)
 
 
 def test_an_entry_that_names_no_gpu_selects_none_with_the_reason(amd_smi: Path) -> None:
