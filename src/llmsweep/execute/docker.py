@@ -745,6 +745,9 @@ class DockerLauncher:
                                     cleanup=(self.options.docker, "rm", "-f", name), user_flags=user_flags,
                                     exit_fix=exit_fix, docker=self.options.docker, name=name,
                                     started_unix=started_unix)
+        # `--gpus "device=2,0"` mounts GPUs 0 and 2, which CUDA in the container numbers in bus order (the order is
+        # PCI_BUS_ID there, or the host's, checked at preflight): the server's device 0 is GPU 0, not 2
+        handle.gpus_in_bus_order = spec.gpus > 0 and self.options.gpu_vendor == "nvidia"
         return handle
 
 

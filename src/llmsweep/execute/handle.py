@@ -47,6 +47,11 @@ class ServerHandle(Protocol):
     user_flags: str | None
     """Flags of the user's own the launcher put around the engine's command (`docker run`'s, `srun`'s), named as the
     user sets them, for a start-up failure's fix; None when there are none."""
+    gpus_in_bus_order: bool
+    """Whether the server's runtime numbers its GPUs in the host's bus order (nvidia-smi's), whatever order its
+    selection names them in: a container given `--gpus "device=2,0"` has GPUs 0 and 2 as its devices 0 and 1, as
+    CUDA enumerates them. False where the selection's order is the runtime's (`CUDA_VISIBLE_DEVICES=2,0` on the host:
+    GPU 2 is device 0). `lifecycle.observe_runtime` records the GPUs in the order the server has them."""
     cleanup: tuple[str, ...]
     """The command a later `--resume` runs once the server's process is gone (`docker rm -f NAME`: a container
     outlives the docker CLI that started it); empty when stopping the process is all."""
@@ -119,6 +124,7 @@ class ProcessServerHandle:
     ) -> None:
         self.spec = spec
         self.user_flags = user_flags
+        self.gpus_in_bus_order = False  # a process on the host: its selection's order (DockerServerHandle: the bus's)
         self._exit_fix = exit_fix
         self.process = process
         self.log_path = process.log_path

@@ -442,7 +442,10 @@ def observe_runtime(handle: ServerHandle, spec: LaunchSpec) -> dict[str, Any]:
     by_index = {g.index: g for g in host.gpus}
     try:
         env = {**os.environ, **spec.env}
-        gpus = [by_index[i] for i in select_visible(host.listed, env, host.fix)]
+        selected = select_visible(host.listed, env, host.fix)
+        if handle.gpus_in_bus_order:  # a container numbers the GPUs it was given in the host's (bus) order
+            selected.sort(key=host.listed.indices.index)
+        gpus = [by_index[i] for i in selected]
         names = [g.name for g in gpus]
         # every GPU named, or none: a list with a hole would name fewer GPUs than the server ran on
         seen["gpu_names"] = [n for n in names if n] if names and all(names) else None

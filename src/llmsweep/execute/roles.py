@@ -702,6 +702,7 @@ class RoleDeployment:
         self.scrubber = SecretScrubber(())
         self.command: tuple[str, ...] = ()
         self.user_flags: str | None = None  # each role's step is waited for on its own handle
+        self.gpus_in_bus_order = False  # each role's GPUs are its own selection's, on its host
         self.started: list[tuple[Role, RoleWorker, ProcessServerHandle]] = []
         self.role_specs: dict[str, LaunchSpec] = {}
         """Each engine role's launch as its first worker started it (the router's is `spec`): the knobs a version that

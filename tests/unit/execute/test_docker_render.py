@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
@@ -286,6 +286,28 @@ def test_a_container_that_dies_while_starting_says_what_ended_it(tmp_path: Path)
         f"{cause}" in err.value.message, err.value.message
     assert exit_text(handle) == f"exit status 137: {cause}"  # as a death mid-job says it
     assert "raise the container's memory limit" in (err.value.fix or ""), err.value.fix
+
+
+@pytest.mark.parametrize(("vendor", "gpus", "in_bus_order"), [("nvidia", 2, True), ("nvidia", 0, False),
+                                                               ("amd", 2, False), ("none", 2, False)])
+def test_a_container_given_nvidia_gpus_says_its_runtime_numbers_them_in_bus_order(
+        tmp_path: Path, vendor: Literal["nvidia", "amd", "none"], gpus: int, in_bus_order: bool) -> None:
+    """`--gpus "device=2,0"` gives the container GPUs 0 and 2 as its devices 0 and 1 (CUDA enumerates what it was
+    given by bus): the handle says so, and the job records the GPUs in that order (`observe_runtime`). AMD's
+    containers see every GPU and read the *_VISIBLE_DEVICES variables as a host process does."""
+    from llmsweep.execute.preflight import pick_free_port
+
+    docker = tmp_path / "docker"
+    docker.write_text("#!/bin/sh\nexit 0\n")
+    docker.chmod(docker.stat().st_mode | stat.S_IEXEC)
+    spec = SPEC.model_copy(update={"port": pick_free_port(), "gpus": gpus})
+    environ = {**os.environ, "CUDA_VISIBLE_DEVICES": "2,0"}
+    handle = DockerLauncher(DockerOptions(docker=str(docker), gpu_vendor=vendor)).launch(
+        spec, log_path=tmp_path / "server.log", environ=environ)
+    try:
+        assert handle.gpus_in_bus_order is in_bus_order
+    finally:
+        handle.stop(grace_s=1)
 
 
 def test_a_docker_stop_that_hangs_still_removes_the_container(tmp_path: Path) -> None:

@@ -57,8 +57,8 @@ def host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return _fake_nvidia_smi(tmp_path, monkeypatch, "cat $Q\n")
 
 
-def _handle(url: str = "http://127.0.0.1:8000") -> ServerHandle:
-    return cast(ServerHandle, types.SimpleNamespace(base_url=url))
+def _handle(url: str = "http://127.0.0.1:8000", *, in_bus_order: bool = False) -> ServerHandle:
+    return cast(ServerHandle, types.SimpleNamespace(base_url=url, gpus_in_bus_order=in_bus_order))
 
 
 def _spec(engine: str = "vllm", **update: object) -> LaunchSpec:
@@ -88,6 +88,19 @@ def test_the_servers_gpus_power_limits_and_sm_clocks_are_read_beside_their_names
     typed = Provenance.model_validate({"hardware": hardware}).hardware
     assert not isinstance(typed, str) and typed is not None
     assert typed.power_limits_w == (500.0, 700.0) and typed.host is not None and typed.host.cpu_model == XEON
+
+
+def test_a_containers_gpus_are_recorded_in_the_order_its_runtime_numbers_them(host: Path) -> None:
+    """`docker run --gpus "device=1,0"` mounts both GPUs, and CUDA in the container numbers them in bus order: its
+    device 0 is the host's GPU 0. The record said GPU 1 first (the selection's order, right for a process on the
+    host, where CUDA_VISIBLE_DEVICES=1,0 makes GPU 1 device 0)."""
+    spec = _spec(env={"CUDA_VISIBLE_DEVICES": "1,0"})
+    in_container = observe_runtime(_handle(in_bus_order=True), spec)
+    assert [g.index for g in in_container["gpu_state"]] == [0, 1]
+    by_uuid = observe_runtime(_handle(in_bus_order=True), _spec(env={"CUDA_VISIBLE_DEVICES": f"{UUIDS[1]},{UUIDS[0]}"}))
+    assert [g.index for g in by_uuid["gpu_state"]] == [0, 1]
+    on_host = observe_runtime(_handle(), spec)
+    assert [g.index for g in on_host["gpu_state"]] == [1, 0]
 
 
 def test_the_load_average_is_read_at_each_jobs_start(host: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -82,7 +82,7 @@ def test_the_job_records_why_its_gpus_are_not_named(nvidia_smi: Path, monkeypatc
     monkeypatch.setattr("llmsweep.execute.ready.server_version", lambda url, timeout_s=1.0: {"version": "0.26.0"})
     spec = LaunchSpec(engine="vllm", argv=("vllm", "serve", "m"), port=8000, gpus=2,
                       env={"CUDA_VISIBLE_DEVICES": f"{UUIDS[3]},{TYPO}"})
-    handle = cast(ServerHandle, types.SimpleNamespace(base_url="http://127.0.0.1:8000"))
+    handle = cast(ServerHandle, types.SimpleNamespace(base_url="http://127.0.0.1:8000", gpus_in_bus_order=False))
     seen = observe_runtime(handle, spec)
     assert seen["gpu_names"] is None and seen["driver_version"] == "570.124.06"
     assert TYPO in seen["gpu_names_problem"]
