@@ -8,10 +8,12 @@ import re
 import time
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
 
 from llmsweep.client import Progress, RunOptions
+from llmsweep.client import runner as runner_mod
 from llmsweep.client.clock import now_unix
 from llmsweep.client.interpreter import WorkerStats
 from llmsweep.client.runner import _progress
@@ -39,7 +41,9 @@ def _p(profiling: float | None, *, duration: float | None = 60.0, target: int | 
                         warmup_finished=warmup, profiling_finished=finished - warmup,
                         profiling_output_tokens=10, first_profiling_sent=None if profiling is None else now - profiling,
                         stop_reason=stop)
-    return _progress([stats], RunOptions(concurrency=4, duration_s=duration, num_requests=target), now - 1.0, None)
+    with mock.patch.object(runner_mod, "now_unix", lambda: now):  # read at `now`: a loaded machine adds no time
+        return _progress([stats], RunOptions(concurrency=4, duration_s=duration, num_requests=target), now - 1.0,
+                         None)
 
 
 def test_the_phase_follows_the_clients_counters() -> None:
