@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -35,6 +36,10 @@ def test_a_recipe_replays_a_mooncake_trace_on_the_simulator(tmp_path: Path) -> N
     summary = json.loads((jdir / "summary.json").read_text())
     assert summary["requests"]["successful"] == ROWS
     assert summary["cache"]["theoretical_hit_rate"] > 0  # rows share their leading block
+    # The corpus it replayed, as an agentic replay's summary names its own: the trace file's digest, which the
+    # result's identity keeps (a Mooncake summary recorded none, so its identity named no corpus)
+    digest = summary["provenance"]["workload"]["corpus_digest"]
+    assert digest == "file-sha256:" + hashlib.sha256(trace.read_bytes()).hexdigest(), digest
     launch = summary["provenance"]["launch"]
     assert (launch["executor"], launch["launcher"]) == ("local", "local")
     assert any("conc 4 (mooncake-replay)" in e for e in events)
@@ -44,3 +49,4 @@ def test_a_recipe_replays_a_mooncake_trace_on_the_simulator(tmp_path: Path) -> N
     with Store(tmp_path / "store.sqlite") as store:
         (point,) = store.results(outcome.run_id)
     assert point.identity.scenario == "mooncake-replay"
+    assert point.identity.corpus == digest[:len("file-sha256:") + 16]

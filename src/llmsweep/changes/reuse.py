@@ -37,6 +37,7 @@ from llmsweep.metrics.model import run_clock, run_source
 from llmsweep.metrics.version import measurement_identity
 from llmsweep.plan import Job
 from llmsweep.workload.scenario import repeat_index, repeat_sample
+from llmsweep.workload.traces.digest import FILE_DIGEST_PREFIX
 
 if TYPE_CHECKING:
     from llmsweep.execute.lifecycle import LifecycleSettings
@@ -44,9 +45,10 @@ if TYPE_CHECKING:
 CONTEXT_SEP = "/"
 UNREADABLE = "?"
 """The corpus part of a context whose trace source cannot be read now: it matches no stored result."""
-FILE_DIGEST = "file-sha256:"
-"""The corpus part of a job replaying a trace file whose summary records no corpus digest (a Mooncake trace): the
-file's bytes, compared with the key the stored run recorded."""
+FILE_DIGEST = FILE_DIGEST_PREFIX
+"""The corpus part of a job replaying a trace file (a Mooncake trace): the file's bytes
+(`workload.traces.digest.file_digest`), compared with the key the stored run recorded, and, since Mooncake summaries
+record it (`provenance.workload.corpus_digest`), with the summary's."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -487,11 +489,12 @@ def corpus_now(job: Job, cache: dict[str, str]) -> str:
 
 
 def _file_digest(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return FILE_DIGEST + h.hexdigest()[:16]
+    """A trace file's digest as a summary's `identity.corpus` keeps it (`workload.traces.digest.file_digest`,
+    shortened: what a Mooncake replay records)."""
+    from llmsweep.results.identity import short_digest
+    from llmsweep.workload.traces.digest import file_digest
+
+    return short_digest(file_digest(path))
 
 
 def _replay_digest(source: str, revision: str | None = None) -> str:

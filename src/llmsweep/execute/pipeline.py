@@ -1296,8 +1296,9 @@ def _refuse_other_corpus(run_dir: Path, req: RunRequest, jobs: list[Job],
     corpus than the one the results it keeps replayed: a file or folder edited or regenerated in place names the same
     path (what `_refuse_other_measurement` compares), and the run kept the finished points on the old corpus and
     measured the rest on the new one in one run and series. Each finished result kept is compared as its summary's
-    corpus digest (its `identity.corpus`; a Mooncake replay's summary records none: the file digest of the reuse key
-    run.json recorded for it, `changes.reuse.FILE_DIGEST`) against the digest its source gives now, read once per
+    corpus digest (its `identity.corpus`; a Mooncake replay's is its file's digest, and an earlier release's Mooncake
+    summary, which records none, is compared as the file digest of the reuse key run.json recorded for it,
+    `changes.reuse.FILE_DIGEST`) against the digest its source gives now, read once per
     source: a planned job's (a resume's finished jobs) against the job as planned now; one of the run's jobs this
     invocation does not run (a narrowed `--resume` or `--force`) against the planned jobs that replay its corpus
     (`plan.point.CorpusRef.key`: a hub source at its commit, a file or folder by its absolute path). A narrowed

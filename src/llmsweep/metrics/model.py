@@ -638,7 +638,8 @@ class Provenance(_Open):
 
     @property
     def corpus_digest(self) -> str | None:
-        """Fingerprint of the traces an agentic run replayed (`workload.corpus_digest`); None when not recorded."""
+        """Fingerprint of the traces an agentic run replayed, or of the file a Mooncake replay read
+        (`workload.corpus_digest`); None when not recorded."""
         digest = self.workload.get("corpus_digest") if self.workload else None
         return digest if isinstance(digest, str) else None
 

@@ -34,6 +34,7 @@ from llmsweep.workload.base import (
 )
 from llmsweep.workload.blocks import BlockId, BlockText, PrefixCache, bust_marker, prefix_keys
 from llmsweep.workload.tokenizer import Tokenizer, get_tokenizer
+from llmsweep.workload.traces.digest import file_digest
 from llmsweep.workload.traces.schema import MAX_REQUEST_TOKENS
 
 NAMESPACE = "mooncake"
@@ -133,7 +134,15 @@ class MooncakeWorkload(Workload):
         self, config: MooncakeConfig, *, rows: list[MooncakeRow] | None = None, tokenizer: Tokenizer | None = None
     ) -> None:
         self.config = config
-        self.rows = rows if rows is not None else load_mooncake(config.source, limit=config.max_rows)
+        self.corpus_digest: str | None = None
+        """The trace file's digest (`traces.digest.file_digest`), read as its rows are: what a replay records as
+        `provenance.workload.corpus_digest` (an agentic replay records its corpus's), so a result names the corpus it
+        replayed (its identity's `corpus`) and a `--resume` or `run --reuse` can tell a file regenerated in place.
+        None for rows given directly (no file was read)."""
+        if rows is None:
+            self.corpus_digest = file_digest(config.source) if Path(config.source).is_file() else None
+            rows = load_mooncake(config.source, limit=config.max_rows)
+        self.rows = rows
         self.tokenizer = tokenizer if tokenizer is not None else get_tokenizer(config.tokenizer)
         self.blocks = BlockText(self.tokenizer, seed=config.seed)
         self.marker = bust_marker(config.run_id, "mooncake") if config.cache_bust else ""
@@ -176,6 +185,7 @@ class MooncakeWorkload(Workload):
 
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "rows": len(self.rows), "tokenizer": self.tokenizer.name,
+                **({"corpus_digest": self.corpus_digest} if self.corpus_digest is not None else {}),
                 **self.config.model_dump(mode="json")}
 
     # -- requests -------------------------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import struct
 from collections.abc import Hashable, Iterable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -19,6 +20,8 @@ import numpy as np
 from llmsweep.workload.traces.schema import Corpus, SubagentEntry, Trace, TraceRequest
 
 DIGEST_PREFIX = "sha256:"
+FILE_DIGEST_PREFIX = "file-sha256:"
+"""A trace file digested by its bytes (:func:`file_digest`: a Mooncake trace), not by what a replay reads of it."""
 
 
 def _text(h: hashlib._Hash, value: str) -> None:
@@ -70,3 +73,15 @@ def memo_digest(memo: dict[Hashable, Any], playable: list[Trace]) -> str:
 def replay_digest(corpus: Corpus) -> str:
     """The digest a replay of `corpus` records (`AgenticWorkload.corpus_digest`: its playable traces'), memoised."""
     return memo_digest(corpus.memo, playable_traces(corpus.traces))
+
+
+def file_digest(path: str | Path) -> str:
+    """`file-sha256:<hex>` of a trace file's bytes as they are on disk (a gzip-compressed file: its compressed bytes):
+    the corpus digest a Mooncake replay records (`MooncakeWorkload.corpus_digest`, `provenance.workload.corpus_digest`)
+    and what `run --reuse` and a `--resume` compare it with (`changes.reuse.corpus_now`). It covers the whole file,
+    whatever `max_rows` replays of it (the file is what the recipe names)."""
+    h = hashlib.sha256()
+    with Path(path).open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return FILE_DIGEST_PREFIX + h.hexdigest()
