@@ -53,6 +53,13 @@ within it (a worker's validation: too long, unknown model) keeps its HTTP status
 event of the stream, naming the worker."""
 _SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
 
+STALLED_AFTER_S = 5.0
+"""A worker that began its answer and has sent nothing more for this long when the client goes away is counted as
+stalled (`abandoned`, as one that never began): longer than a healthy engine's gaps between tokens (a decode worker of
+a disaggregated deployment computes no prompt between them), shorter than a client's stall timeout (llmsweep's: 60 s
+by default). A client that goes away while the worker's tokens still flow (a run's end cancelling what is in flight)
+is no worker's fault, and is not counted."""
+
 ROUTER_POLICY = "round_robin"
 """How the router picks each request's workers: the next of each pool in turn, whatever the load. Its `/version` says
 it (`policy`), and a run records what the router said as the deployment's `router_policy`."""
@@ -128,7 +135,8 @@ class PDRouter:
     policy = ROUTER_POLICY
 
     def __init__(self, prefill: list[str], decode: list[str], *, protocol: PDProtocol, kv_transfer: str | None = None,
-                 health_timeout_s: float = 2.0, headers_after_s: float | None = None) -> None:
+                 health_timeout_s: float = 2.0, headers_after_s: float | None = None,
+                 stalled_after_s: float = STALLED_AFTER_S) -> None:
         if not prefill or not decode:
             raise ValueError("a PD router needs at least one prefill and one decode worker")
         self.prefill = [u.rstrip("/") for u in prefill]
@@ -139,6 +147,9 @@ class PDRouter:
         self.headers_after_s = HEADERS_AFTER_S if headers_after_s is None else headers_after_s
         """How long a streamed request waits for its answer to begin before its status (200) and SSE headers are sent
         (:class:`_Answer`)."""
+        self.stalled_after_s = stalled_after_s
+        """How long a worker that began its answer must have sent nothing for a client going away to count against it
+        (:data:`STALLED_AFTER_S`)."""
         self.node = node_name()
         self._next_prefill = itertools.cycle(range(len(self.prefill)))
         self._next_decode = itertools.cycle(range(len(self.decode)))
@@ -149,9 +160,11 @@ class PDRouter:
         self.refused_no_handle = 0
         """Prefill answers (200) refused because they handed over no KV (:class:`NoKVHandle`)."""
         self.abandoned: dict[str, dict[str, int]] = {}
-        """Requests whose client went away while the router waited on a worker that had sent nothing of its answer
-        (a worker that hung, or was too slow for the client's timeout), by pool (`prefill`, `decode`) and worker URL:
-        each one dropped at that worker (:meth:`route`)."""
+        """Requests whose client went away while the router waited on a worker that had sent nothing of its answer,
+        or that began it and then sent nothing for `stalled_after_s` (a worker that hung or stalled mid-stream, or
+        was too slow for the client's timeout), by pool (`prefill`, `decode`) and worker URL: each one dropped at that
+        worker (:meth:`route`). A stall mid-stream used to go uncounted: the client's record said it timed out and
+        nothing said which worker stopped."""
         self.retried: dict[str, dict[str, int]] = {}
         """Legs sent again on a new connection because the pooled one they went out on was closed or reset before any
         of the worker's answer came (its keep-alive timeout crossing the request: :meth:`post`), by pool (`prefill`,
@@ -249,13 +262,17 @@ class PDRouter:
             answer.close()
 
     def _client_gone(self, waiting: _Waiting) -> None:
-        if waiting.pool is None or waiting.url is None or waiting.answering:
+        if waiting.pool is None or waiting.url is None:
+            return
+        silent = waiting.silent()
+        if waiting.answering and silent < self.stalled_after_s:  # its answer was flowing: not the worker's doing
             return
         by_url = self.abandoned.setdefault(waiting.pool, {})
         by_url[waiting.url] = by_url.get(waiting.url, 0) + 1
-        log.warning("a client went away after %.1f s waiting on %s worker %s, which had sent nothing of its answer: "
-                    "its request there is dropped (%d so far from this worker)", waiting.seconds(), waiting.pool,
-                    waiting.url, by_url[waiting.url])
+        said = (f"which had sent nothing more of its answer for {silent:.1f} s (stalled mid-stream)"
+                if waiting.answering else "which had sent nothing of its answer")
+        log.warning("a client went away after %.1f s waiting on %s worker %s, %s: its request there is dropped (%d so "
+                    "far from this worker)", waiting.seconds(), waiting.pool, waiting.url, said, by_url[waiting.url])
 
     async def _route(self, request: web.Request, raw: bytes, body: dict[str, Any],
                      answer: _Answer, waiting: _Waiting) -> web.StreamResponse:
@@ -268,7 +285,7 @@ class PDRouter:
             async with self.post("prefill", prefill, request.path, json=self.protocol.prefill_body(body),
                                  headers=headers) as resp:
                 got = await resp.read()
-                waiting.answering = True
+                waiting.heard()
                 if resp.status != 200:  # the prefill worker's refusal (too long, unknown model) is the client's
                     return await answer.finish(worker_error(f"prefill worker {prefill}", resp.status, got))
             doc = json.loads(got)
@@ -295,7 +312,7 @@ class PDRouter:
                     # a whole answer is read whole before the client gets any of it: a worker that dies inside it
                     # is a 502 that names it, never a cut body under a 200
                     whole = await resp.read()
-                    waiting.answering = True
+                    waiting.heard()
                     return await answer.finish(web.Response(
                         body=leg.relay.whole(whole) if leg.relay is not None else whole, headers=relayed))
                 out = await answer.open(relayed)
@@ -337,8 +354,8 @@ class PDRouter:
     async def version(self, request: web.Request) -> web.Response:
         """The protocol's `/version` document, with what the router is and counts whatever the protocol: its
         `policy` (:data:`ROUTER_POLICY`); `abandoned`, the requests a client gave up on while a worker had not
-        begun its answer, and `retried`, the legs sent again on a new connection after a pooled one closed unanswered,
-        each by pool and worker URL."""
+        begun its answer or had stalled in it, and `retried`, the legs sent again on a new connection after a pooled
+        one closed unanswered, each by pool and worker URL."""
         return web.json_response({**await self.protocol.version(self), "policy": self.policy,
                                   "abandoned": self.abandoned, "retried": self.retried})
 
@@ -347,21 +364,32 @@ _UPSTREAM_ERRORS = (aiohttp.ClientError, OSError, asyncio.TimeoutError)
 
 
 class _Waiting:
-    """Which worker a request's handler waits on, since when, and whether its answer has begun (a byte of a streamed
-    body, or a whole answer read): what :meth:`PDRouter.route` counts when the client goes away."""
+    """Which worker a request's handler waits on, since when, whether its answer has begun (a byte of a streamed
+    body, or a whole answer read) and when its last bytes came: what :meth:`PDRouter.route` counts when the client
+    goes away."""
 
     def __init__(self) -> None:
         self.pool: str | None = None
         self.url: str | None = None
         self.since = 0.0
+        self.last = 0.0
         self.answering = False
 
     def on(self, pool: str, url: str) -> None:
         self.pool, self.url, self.answering = pool, url, False
-        self.since = asyncio.get_running_loop().time()
+        self.since = self.last = asyncio.get_running_loop().time()
+
+    def heard(self) -> None:
+        """Bytes of the worker's answer came (now)."""
+        self.answering = True
+        self.last = asyncio.get_running_loop().time()
 
     def seconds(self) -> float:
         return asyncio.get_running_loop().time() - self.since
+
+    def silent(self) -> float:
+        """Seconds since the worker last sent anything (since the leg went out, when it sent nothing)."""
+        return asyncio.get_running_loop().time() - self.last
 
 
 async def _relay_stream(request: web.Request, resp: aiohttp.ClientResponse, out: web.StreamResponse,
@@ -387,7 +415,7 @@ async def _relay_stream(request: web.Request, resp: aiohttp.ClientResponse, out:
             return
         if not chunk:
             break
-        waiting.answering = True
+        waiting.heard()
         if relay is None:
             data = chunk
         else:

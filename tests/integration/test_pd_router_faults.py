@@ -457,3 +457,93 @@ def test_a_worker_that_never_answers_is_dropped_when_the_client_gives_up_and_ver
                 assert doc["abandoned"] == {hung: {hanging.url: 1}}, doc
 
     asyncio.run(main())
+
+
+class StallingWorker(RawWorker):
+    """A worker (both roles, the simulator's protocol) that answers the prefill leg whole, then streams the decode
+    leg's first events and sends nothing more, ever: a worker stalled mid-stream, its connection open. `dropped`:
+    decode legs whose connection the router closed (it stopped waiting and dropped the request)."""
+
+    def __init__(self) -> None:
+        self.dropped = 0
+
+    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(asyncio.IncompleteReadError, ConnectionError):
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = int(re.search(rb"(?i)content-length:\s*(\d+)", head).group(1))  # type: ignore[union-attr]
+                body = json.loads(await reader.readexactly(length))
+                if not body.get("stream"):  # the prefill leg: a whole answer
+                    answer = json.dumps({"id": "c", "object": "text_completion", "model": body["model"],
+                                         "choices": [{"index": 0, "text": "x", "finish_reason": "length"}],
+                                         "usage": {"prompt_tokens": 5, "completion_tokens": 1,
+                                                   "total_tokens": 6}}).encode()
+                    writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
+                                 + str(len(answer)).encode() + b"\r\n\r\n" + answer)
+                    await writer.drain()
+                    continue
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n"
+                             b"\r\n")
+                for _ in range(3):
+                    event = b'data: {"id": "c", "choices": [{"index": 0, "text": "a"}]}\n\n'
+                    writer.write(b"%x\r\n%s\r\n" % (len(event), event))
+                await writer.drain()
+                while await reader.read(1 << 16):  # then nothing more, until the router closes the connection
+                    pass
+                self.dropped += 1
+                return
+        writer.close()
+
+
+def test_a_decode_worker_that_stalls_mid_stream_is_counted_against_it_when_the_client_gives_up() -> None:
+    """The decode worker streams three events and then sends nothing more; the client's timeout ends its request.
+    The router drops the worker's request and counts it in `/version`'s `abandoned` against that worker, as it counts
+    one that never began its answer: a stall mid-stream went uncounted (the worker had begun its answer), so nothing
+    said which worker stopped."""
+    async def main() -> None:
+        async with StallingWorker() as stalling:
+            runner, port = await start_router(PDRouter([stalling.url], [stalling.url], stalled_after_s=0.5))
+            url = f"http://127.0.0.1:{port}"
+            try:
+                async with aiohttp.ClientSession() as http:
+                    with pytest.raises(asyncio.TimeoutError):
+                        async with http.post(f"{url}/v1/completions", json=request(True, max_tokens=3),
+                                             timeout=aiohttp.ClientTimeout(total=1.5)) as r:
+                            assert r.status == 200
+                            assert await r.content.readany()  # the events it sent reach the client
+                            await r.read()
+                    for _ in range(100):
+                        if stalling.dropped:
+                            break
+                        await asyncio.sleep(0.05)
+                    assert stalling.dropped == 1
+                    async with http.get(f"{url}/version") as r:
+                        doc = await r.json()
+                    assert doc["abandoned"] == {"decode": {stalling.url: 1}}, doc
+            finally:
+                await runner.cleanup()
+
+    asyncio.run(main())
+
+
+def test_a_client_that_leaves_while_the_tokens_flow_is_counted_against_no_worker() -> None:
+    """A client that goes away mid-stream while the decode worker's tokens still flow (a run's end cancelling what is
+    in flight) is not the worker's doing: `abandoned` stays empty, so it names only workers that hung or stalled."""
+    async def main(prefill: str, decode: str) -> None:
+        runner, port = await start_router(PDRouter([prefill], [decode], stalled_after_s=0.5))
+        url = f"http://127.0.0.1:{port}"
+        try:
+            async with aiohttp.ClientSession() as http:
+                async with http.post(f"{url}/v1/completions", json=request(True)) as r:
+                    for _ in range(5):
+                        assert await r.content.readany()
+                    r.close()  # gone mid-stream, tokens flowing (10 ms apart)
+                await asyncio.sleep(1.0)
+                async with http.get(f"{url}/version") as r:
+                    doc = await r.json()
+                assert doc["routed"] == 1 and doc["abandoned"] == {}, doc
+        finally:
+            await runner.cleanup()
+
+    with sim_worker("prefill") as (_p, prefill), sim_worker("decode") as (_d, decode):
+        asyncio.run(main(prefill, decode))

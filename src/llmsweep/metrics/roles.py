@@ -75,7 +75,8 @@ ROUTER_NO_KV = SeriesDef("llmsweep:pd_router_refused_no_kv_handle", "counter",
                          "worker (read from the router's /version at each scrape, `execute.roles`).")
 ROUTER_ABANDONED = SeriesDef("llmsweep:pd_router_abandoned_requests", "counter",
                              "Requests whose client went away while the router waited on a worker that had sent "
-                             "nothing of its answer (a hung worker, or one too slow for the client's timeout), "
+                             "nothing of its answer, or nothing more of it for `router.STALLED_AFTER_S` (a hung or "
+                             "stalled worker, or one too slow for the client's timeout), "
                              "dropped at that worker; labelled by `pool` (prefill, decode) and worker `url` (read "
                              "from the router's /version at each scrape, `execute.roles`).")
 ROUTER_RETRIED = SeriesDef("llmsweep:pd_router_retried_requests", "counter",

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from llmsweep.engine_ids import SIM
-from llmsweep.router import DecodeLeg, PDProtocol, prompt_cached_tokens, start_router
+from llmsweep.router import STALLED_AFTER_S, DecodeLeg, PDProtocol, prompt_cached_tokens, start_router
 from llmsweep.router import PDRouter as Router
 from llmsweep.sim.roles import (
     KV_CACHED_HEADER,
@@ -61,7 +61,9 @@ class PDRouter(Router):
     """llmsweep's PD router speaking the simulator's protocol (what `llmsweep sim router` serves)."""
 
     def __init__(self, prefill: list[str], decode: list[str], *, kv_transfer: str | None = None,
-                 health_timeout_s: float = 2.0, headers_after_s: float | None = None) -> None:
+                 health_timeout_s: float = 2.0, headers_after_s: float | None = None,
+                 stalled_after_s: float = STALLED_AFTER_S) -> None:
         super().__init__(prefill, decode, protocol=SimProtocol(), kv_transfer=kv_transfer,
-                         health_timeout_s=health_timeout_s, headers_after_s=headers_after_s)
+                         health_timeout_s=health_timeout_s, headers_after_s=headers_after_s,
+                         stalled_after_s=stalled_after_s)
 
