@@ -122,8 +122,10 @@ def test_roles_run_as_processes_of_this_host_serve_the_client_through_the_router
         roles = topology["roles"]
         assert set(roles) == {"prefill", "decode", "router"} and topology["disaggregated"]
         assert topology["router_policy"] == "round_robin"  # what the router's /version said
-        # the simulator build the deployment ran, as its router's /version said (the same tree as this process's)
+        # the simulator build the deployment ran, as each role's own /version said (the same tree as this process's;
+        # it was the router's alone)
         assert provenance["simulator"]["digest"] == simulator_digest()
+        assert {w["simulator_digest"] for role in roles.values() for w in role["placed"]} == {simulator_digest()}
         assert topology["node_names"] == [host] and topology["nodes"] == 1
         # role counts and GPUs as planned, each worker's read back from its own /version
         assert [len(roles[r]["placed"]) for r in ("prefill", "decode", "router")] == [2, 1, 1]

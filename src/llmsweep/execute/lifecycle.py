@@ -765,6 +765,9 @@ class _Server:
             self.observed = observe_runtime(deployment, seen)
             ran = deployment.readback()
             self.observed["topology"] = ran.describe()
+            if topology.engine == SIM.id:
+                # the build the workers ran, each read back from its own /version (the router's said only its own)
+                self.observed["simulator_digest"] = ran.simulator_digest
             if topology.engine != SIM.id:
                 # the engine's version is its workers' (the router's /version is llmsweep's): one, or no result
                 said = {w.version for r in ran.roles if r.role != "router" for w in r.workers if w.version}

@@ -146,6 +146,9 @@ class RanWorker(BaseModel):
     kv_links: list[dict[str, Any]] = Field(default_factory=list, description="A decode worker: the link its KV "
                                            "arrives over from each prefill worker, as it models it (/version).")
     version: str | None = Field(default=None, description="The engine version the worker reports (/version).")
+    simulator_digest: str | None = Field(default=None, description="The simulator build the worker runs, as it "
+                                         "reports it (/version `simulator_digest`: `sim.identity.simulator_digest`); "
+                                         "None for a real engine's worker.")
     kv_role: str | None = Field(default=None, description="A real engine's worker: the KV role its log says "
                                 "(kv_producer, kv_consumer, kv_both).")
     connector: str | None = Field(default=None, description="A real engine's worker: the KV connector its log says "
@@ -184,6 +187,14 @@ class RanTopology(BaseModel):
                                       "recorded that the router did not report.")
     gpus: int = Field(description="GPUs of every role together (the job's).")
     roles: list[RanRole]
+
+    @property
+    def simulator_digest(self) -> str | None:
+        """The simulator build the deployment's engine workers ran (`provenance.simulator.digest` of its results):
+        the one every prefill and decode worker reports; None where any reports none (a real engine's). The
+        read-back refuses a deployment whose roles report different builds (:meth:`RoleDeployment.readback`)."""
+        said = {w.simulator_digest for r in self.roles if r.role != "router" for w in r.workers}
+        return next(iter(said)) if len(said) == 1 else None
 
     def describe(self) -> dict[str, Any]:
         """The deployment as provenance records it (`provenance.topology`), in the one shape the summary's
@@ -997,6 +1008,7 @@ class RoleDeployment:
                                          reported_node=str(said_node) if said_node is not None else None,
                                          url=handle.base_url, gpus=tp if isinstance(tp, int) else None,
                                          version=_text(doc.get("version")), kv_role=_text(doc.get("kv_role")),
+                                         simulator_digest=_text(doc.get("simulator_digest")),
                                          connector=_text(doc.get("connector")),
                                          engine_id=_text(doc.get("engine_id")),
                                          ep=ep if isinstance(ep, int) else None,
@@ -1010,6 +1022,7 @@ class RoleDeployment:
                                   fix="read the role logs in the server directory")
         if router is not None:
             self._check_router_routes(router, roles)
+        self._check_one_simulator_build(roles)
         return RanTopology(disaggregated=self.topology.disaggregated, nodes=[n.name for n in self.nodes],
                            gpus_per_node=self.placement.gpus_per_node, kv_transfer=transfer,
                            engine=self.topology.engine,
@@ -1034,6 +1047,22 @@ class RoleDeployment:
                                   f"the {kind} workers started are {started}",
                                   fix="check the router's launch (`llmsweep render --job ID`): its --prefill and "
                                       "--decode URLs must name every worker, in order")
+
+    def _check_one_simulator_build(self, roles: dict[str, RanRole]) -> None:
+        """Every role that says which simulator build it runs (`simulator_digest`: its code and catalogs) must say the
+        same one: a result records one build (`provenance.simulator.digest`), which a reader compares across runs
+        (`ResultPoint.simulator_build`), and workers of two builds model two engines. It was the router's `/version`
+        alone, so a worker started from another tree (a node's older install) ran unnoticed under the router's."""
+        said: dict[str, list[str]] = {}
+        for ran in roles.values():
+            for w in sorted(ran.workers, key=lambda w: w.index):
+                if w.simulator_digest is not None:
+                    said.setdefault(w.simulator_digest, []).append(f"{ran.role} {w.index} ({w.url})")
+        if len(said) > 1:
+            builds = "; ".join(f"{digest} by {', '.join(who)}" for digest, who in said.items())
+            raise LaunchError(f"the roles of job {self.topology.job} run different simulator builds: {builds}",
+                              fix="start every role from one llmsweep install (the same tree on every node: "
+                                  "`llmsweep sim serve` and `llmsweep sim router` from one python)")
 
     def _check_real_worker(self, role: Role, placed: str, doc: dict[str, Any]) -> None:
         """A real engine's worker must say what it runs as (its role, its KV connector) and say what was planned: a

@@ -486,3 +486,38 @@ def test_a_placement_lists_the_hosts_gpus_once_and_asks_once_what_computes_on_th
     placement = LocalPlacement(real, LocalLauncher(), tmp_path, environ=env)
     assert placement.place(real.roles[0], real.roles[0].workers[0]).env[GPU_PARTITION_ENV] == "23,22,21,20,19,18,17,16"
     assert log.read_text().splitlines() == calls
+
+
+def test_roles_that_run_different_simulator_builds_fail_the_read_back_and_one_build_is_the_deployments(
+        disagg_job: Job) -> None:
+    """A result records one simulator build (`provenance.simulator.digest`); a live deployment recorded its router's
+    `/version`, so a worker started from another tree (a node's older install) ran under the router's build unseen.
+    Each role's build is read back from its own `/version`: two builds refuse the deployment naming each role's, and
+    one build is the deployment's, kept in each worker's `placed` entry."""
+    from types import SimpleNamespace
+
+    from support.loopback import json_doc, serving
+
+    from llmsweep.execute.roles import RoleDeployment
+
+    decode_doc: dict[str, object] = {"role": "decode", "node": "n0", "tp": 8, "simulator_digest": "aaaa000000000000"}
+    router_doc: dict[str, object] = {"role": "router", "node": "n0", "simulator_digest": "bbbb000000000000"}
+    with serving(json_doc(decode_doc)) as decode_url, serving(json_doc(router_doc)) as router_url:
+        topology = engines.render_topology(disagg_job, simulate=True)
+        decode, router = topology.role("decode"), topology.role("router")
+        assert decode is not None and router is not None
+        deployment = RoleDeployment.__new__(RoleDeployment)
+        deployment.topology = topology
+        nodes = [AllocatedNode(f"n{i}", "127.0.0.1") for i in range(3)]
+        deployment.placement = SlurmPlacement(topology, SrunLauncher(NodeLaunch()), nodes, job_id=None)
+        deployment.started = [(decode, SimpleNamespace(index=0, nodes=[0]), SimpleNamespace(base_url=decode_url)),  # type: ignore[list-item]
+                              (router, SimpleNamespace(index=0, nodes=[0]), SimpleNamespace(base_url=router_url))]
+        with pytest.raises(LaunchError, match=r"run different simulator builds: aaaa000000000000 by decode 0 "
+                                              rf"\({decode_url}\); bbbb000000000000 by router 0 \({router_url}\)"):
+            deployment.readback()
+        router_doc["simulator_digest"] = "aaaa000000000000"
+        ran = deployment.readback()
+        assert ran.simulator_digest == "aaaa000000000000"
+        assert ran.describe()["roles"]["decode"]["placed"][0]["simulator_digest"] == "aaaa000000000000"
+        decode_doc.pop("simulator_digest")  # a worker that says no build: the deployment's is none, never a guess
+        assert deployment.readback().simulator_digest is None
