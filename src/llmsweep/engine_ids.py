@@ -364,3 +364,11 @@ wake of the client's event loop after the send. The slack under `POOLED_KEEPALIV
 trail the server's by two such steps (the answer's end reaching the client's loop, the request's task releasing the
 connection); half of it is one. A failure later than this came from a server that had the request (read it, worked on
 it, then dropped the connection): sent again, it would run twice."""
+
+TIMEOUT_HEADER, STALL_HEADER = "X-Llmsweep-Timeout-S", "X-Llmsweep-Stall-S"
+"""Request headers in which llmsweep's load client (`client.interpreter`) says, in seconds, how long it waits for a
+request's whole answer and for its next byte once the body began: a gateway in front of several workers (llmsweep's PD
+router, `router.PDRouter`) gives up on the worker it waits on a little before the client would, and answers 504 naming
+that worker, so the client's record of a hang says which worker hung (its own timeout could say only that it timed
+out). An engine ignores them."""
+

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any, Self
 
 import aiohttp
@@ -547,3 +548,68 @@ def test_a_client_that_leaves_while_the_tokens_flow_is_counted_against_no_worker
 
     with sim_worker("prefill") as (_p, prefill), sim_worker("decode") as (_d, decode):
         asyncio.run(main(prefill, decode))
+
+
+@pytest.mark.parametrize("hung", ["prefill", "decode-stall"])
+def test_the_clients_record_of_a_worker_that_hangs_names_the_worker_and_is_a_timeout(hung: str,
+                                                                                       tmp_path: Path) -> None:
+    """llmsweep's client says its limits in each request (`engine_ids.TIMEOUT_HEADER`, `STALL_HEADER`); the router
+    gives up on the worker it waits on a little before them and answers 504 naming it (here in the stream it opened:
+    an error event). The client's record is the `timeout` it always was, now with the words that name the worker: it
+    used to time out by itself, and its record (and the run's failures) could not say which worker hung. The request
+    is counted against the worker in `/version`'s `abandoned`."""
+    from support.workloads import SimpleWorkload
+
+    from llmsweep.client import Endpoint, RunOptions, run_benchmark_async
+
+    async def main() -> None:
+        async with HangingWorker() as hanging, IdleClosingWorker(idle_close_s=60.0) as ok, \
+                StallingWorker() as stalling:
+            prefill, decode = (hanging.url, ok.url) if hung == "prefill" else (stalling.url, stalling.url)
+            named = f"prefill worker {hanging.url}" if hung == "prefill" else f"decode worker {stalling.url}"
+            async with router([prefill], [decode]) as url:
+                began = loop_time()
+                res = await run_benchmark_async(
+                    SimpleWorkload(max_tokens=8), Endpoint(base_url=url, model="m", metrics_url=""),
+                    RunOptions(concurrency=1, num_requests=1, timeout_s=4, stall_timeout_s=2,
+                               max_failure_ratio=1.0), tmp_path)
+                took = loop_time() - began
+                (record,) = [json.loads(line) for line in (tmp_path / "records.jsonl").read_text().splitlines()]
+                assert record["error_class"] == "timeout", record
+                assert named in record["error"], record["error"]
+                assert ("stalled mid-stream" if hung == "decode-stall" else "sent nothing of its answer") \
+                    in record["error"], record["error"]
+                assert res.summary.requests.error_categories == {"timeout": 1}
+                assert took < 4, took  # the router's answer came before the client's own timeout
+                async with aiohttp.ClientSession() as http, http.get(f"{url}/version") as r:
+                    doc = await r.json()
+                pool, worker = ("prefill", hanging.url) if hung == "prefill" else ("decode", stalling.url)
+                assert doc["abandoned"] == {pool: {worker: 1}}, doc
+
+    asyncio.run(main())
+
+
+def test_a_whole_answer_a_worker_never_begins_is_a_504_naming_it_before_the_clients_timeout() -> None:
+    """A request for a whole (not streamed) answer that says the client's timeout: the router gives up on the hung
+    decode worker a little before it (`router.GIVE_UP_LEAD_S`, at most a tenth) and answers 504 naming the worker; a
+    request that says no limit, or a malformed one, waits as it always did (the client's own timeout ends it)."""
+    from llmsweep.engine_ids import TIMEOUT_HEADER
+
+    async def main() -> None:
+        async with HangingWorker() as hanging, IdleClosingWorker(idle_close_s=60.0) as ok, \
+                router([ok.url], [hanging.url]) as url, aiohttp.ClientSession() as http:
+            began = loop_time()
+            async with http.post(f"{url}/v1/completions", json=request(False, max_tokens=3),
+                                 headers={TIMEOUT_HEADER: "2"}) as r:
+                doc = await r.json()
+            took = loop_time() - began
+            assert r.status == 504 and doc["error"]["type"] == "GatewayTimeoutError", doc
+            said = doc["error"]["message"]
+            assert said.startswith(f"decode worker {hanging.url} sent nothing of its answer in "), said
+            assert 1.7 < took < 2.0, took
+            with pytest.raises(asyncio.TimeoutError):
+                async with http.post(f"{url}/v1/completions", json=request(False, max_tokens=3),
+                                     headers={TIMEOUT_HEADER: "soon"}, timeout=aiohttp.ClientTimeout(total=2.5)) as r:
+                    await r.read()
+
+    asyncio.run(main())

@@ -44,7 +44,7 @@ from llmsweep.client.transport import (
     stalled,
     to_record,
 )
-from llmsweep.engine_ids import POOLED_KEEPALIVE_S
+from llmsweep.engine_ids import POOLED_KEEPALIVE_S, STALL_HEADER, TIMEOUT_HEADER
 from llmsweep.metrics.gates import root_primer_failed, warmup_not_drained
 from llmsweep.workload.base import (
     Drain,
@@ -343,7 +343,10 @@ class Interpreter:
         )
         self._inflight: set[RawExchange] = set()
         self._stall_checked = 0.0
-        self._headers = {"Content-Type": "application/json", **endpoint.headers}
+        # the client's limits, for a gateway that gives up on a worker before them and names it
+        # (`engine_ids.TIMEOUT_HEADER`)
+        self._headers = {"Content-Type": "application/json", TIMEOUT_HEADER: f"{options.timeout_s:g}",
+                         STALL_HEADER: f"{options.stall_s:g}", **endpoint.headers}
         if not any(k.lower() == "accept-encoding" for k in endpoint.headers):
             # aiohttp asks for gzip and deflate unless told, and a compressed stream cannot be read as it comes
             self._headers["Accept-Encoding"] = "identity"

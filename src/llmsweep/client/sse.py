@@ -28,6 +28,7 @@ class ParsedStream:
     output_text: str = ""
     protocol_error: str | None = None
     stream_error: str | None = None
+    stream_error_code: int | None = None  # the error event's `code`, an HTTP status (504: a gateway's timeout)
     data_events: int = 0  # events with a `data:` field, `[DONE]` included: none means the body is no event stream
 
 
@@ -170,6 +171,8 @@ def parse_stream(reads: list[tuple[float, bytes]], *, keep_text: bool = False) -
             break
         if obj.get("error"):
             out.stream_error = error_words(obj["error"])
+            code = obj["error"].get("code") if type(obj["error"]) is dict else None
+            out.stream_error_code = code if type(code) is int else None
             break
         usage = obj.get("usage")
         if usage is not None and type(usage) is dict:

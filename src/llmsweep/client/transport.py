@@ -656,6 +656,12 @@ def _nothing_came(raw: RawExchange, exc: aiohttp.ClientError) -> bool:
             and keepalive.closed_unanswered(exc))
 
 
+GATEWAY_TIMEOUT = 504
+"""A gateway's timeout (status 504, or an error event whose `code` is 504): the request's record is a `timeout`, with
+the gateway's words. llmsweep's PD router answers it a little before the client's own timeout would end the request
+(`engine_ids.TIMEOUT_HEADER`), naming the worker that hung, where the client's timeout could name none."""
+
+
 def to_record(raw: RawExchange, spec: RequestSpec, **kw: Any) -> tuple[RequestRecord, str]:
     """Parse the raw exchange into a record (and the output text the lane program may want); never raises.
 
@@ -719,6 +725,8 @@ def _to_record(
         rec.error = f"{raw.error or f'HTTP {raw.status}'}: {body[:500]}" if body else raw.error or f"HTTP {raw.status}"
         if _is_overflow(body, overflow_patterns):
             rec.error_class = "context_overflow"
+        elif raw.status == GATEWAY_TIMEOUT:
+            rec.error_class = "timeout"
         return rec, text
     if raw.reads:
         parsed = parse_stream(raw.reads, keep_text=True)
@@ -733,7 +741,8 @@ def _to_record(
         if rec.error_class is None:
             if parsed.stream_error is not None:
                 overflow = _is_overflow(parsed.stream_error, overflow_patterns)
-                rec.error_class = "context_overflow" if overflow else "http"
+                rec.error_class = ("context_overflow" if overflow else
+                                   "timeout" if parsed.stream_error_code == GATEWAY_TIMEOUT else "http")
                 rec.error = f"error event in stream: {parsed.stream_error[:500]}"
             elif parsed.protocol_error is not None:
                 if parsed.cut:

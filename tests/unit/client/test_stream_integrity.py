@@ -108,3 +108,22 @@ def test_the_stall_timeout_defaults_well_below_the_request_timeout() -> None:
     options = RunOptions(concurrency=1)
     assert options.stall_s <= options.timeout_s / 5
     assert RunOptions(concurrency=1, timeout_s=10).stall_s == 10  # never longer than the request timeout
+
+
+def test_a_gateways_504_is_a_timeout_with_its_words_whole_or_as_a_stream_error_event() -> None:
+    """llmsweep's PD router answers 504 naming the worker it gave up on, just before the client's own timeout
+    (`engine_ids.TIMEOUT_HEADER`): the record is the `timeout` the client's timeout would have made, with the router's
+    words; any other status in an error event stays `http`."""
+    said = {"error": {"message": "decode worker http://w:1 stalled mid-stream", "type": "GatewayTimeoutError",
+                      "code": 504}}
+    streamed = _record(_body(2, finish=None, done=False) + _ev(said) + b"data: [DONE]\n\n")
+    assert streamed.error_class == "timeout" and "decode worker http://w:1 stalled" in streamed.error
+    other = _record(_ev({"error": {**said["error"], "code": 502}}) + b"data: [DONE]\n\n")
+    assert other.error_class == "http"
+    raw = RawExchange(scheduled=1.0, sent=1.0, first_byte=1.1, end=2.0, status=504, error_class="http",
+                      error="HTTP 504")
+    raw.reads = [(1.5, json.dumps(said).encode())]
+    spec = RequestSpec(identity=RequestIdentity(trace="t", lane=0), api="chat", messages=({"role": "user",
+                       "content": "x"},), max_tokens=8)
+    whole, _ = to_record(raw, spec, rid="r", worker=0, phase="profiling", overflow_patterns=())
+    assert whole.error_class == "timeout" and "decode worker http://w:1" in (whole.error or "")
