@@ -126,6 +126,12 @@ def test_roles_run_as_processes_of_this_host_serve_the_client_through_the_router
         # it was the router's alone)
         assert provenance["simulator"]["digest"] == simulator_digest()
         assert {w["simulator_digest"] for role in roles.values() for w in role["placed"]} == {simulator_digest()}
+        # and its calibration, each pool's as its workers say it, in virtual time's words (it recorded none: the
+        # router's /version says no calibration)
+        pools = {k: {w["calibration"] for w in roles[k]["placed"]} for k in ("prefill", "decode")}
+        assert all(len(said) == 1 and None not in said for said in pools.values()), pools
+        assert provenance["simulator"]["calibration"] == "; ".join(f"{k}: {next(iter(pools[k]))}"
+                                                                   for k in ("prefill", "decode"))
         assert topology["node_names"] == [host] and topology["nodes"] == 1
         # role counts and GPUs as planned, each worker's read back from its own /version
         assert [len(roles[r]["placed"]) for r in ("prefill", "decode", "router")] == [2, 1, 1]

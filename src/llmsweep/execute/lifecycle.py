@@ -766,8 +766,10 @@ class _Server:
             ran = deployment.readback()
             self.observed["topology"] = ran.describe()
             if topology.engine == SIM.id:
-                # the build the workers ran, each read back from its own /version (the router's said only its own)
+                # the build the workers ran and their calibration, each read back from its own /version (the
+                # router's said only its own build, and no calibration)
                 self.observed["simulator_digest"] = ran.simulator_digest
+                self.observed["calibration"] = ran.simulator_calibration
             if topology.engine != SIM.id:
                 # the engine's version is its workers' (the router's /version is llmsweep's): one, or no result
                 said = {w.version for r in ran.roles if r.role != "router" for w in r.workers if w.version}

@@ -149,6 +149,9 @@ class RanWorker(BaseModel):
     simulator_digest: str | None = Field(default=None, description="The simulator build the worker runs, as it "
                                          "reports it (/version `simulator_digest`: `sim.identity.simulator_digest`); "
                                          "None for a real engine's worker.")
+    calibration: str | None = Field(default=None, description="The simulator's calibration label for the worker's "
+                                    "(engine, hardware, model class), as it reports it (/version `calibration`); None "
+                                    "for a real engine's worker.")
     kv_role: str | None = Field(default=None, description="A real engine's worker: the KV role its log says "
                                 "(kv_producer, kv_consumer, kv_both).")
     connector: str | None = Field(default=None, description="A real engine's worker: the KV connector its log says "
@@ -196,6 +199,20 @@ class RanTopology(BaseModel):
         said = {w.simulator_digest for r in self.roles if r.role != "router" for w in r.workers}
         return next(iter(said)) if len(said) == 1 else None
 
+    @property
+    def simulator_calibration(self) -> str | None:
+        """The simulator's calibration of the deployment's engine pools, in virtual time's words
+        (:func:`pools_calibration`: `prefill: …; decode: …`), each pool's the label every one of its workers
+        reports; None where a pool's workers report none or several (a real engine's)."""
+        said: list[tuple[str, str]] = []
+        for kind in ("prefill", "decode"):
+            labels = {w.calibration for r in self.roles if r.role == kind for w in r.workers}
+            label = next(iter(labels)) if len(labels) == 1 else None
+            if label is None:
+                return None
+            said.append((kind, label))
+        return pools_calibration(said)
+
     def describe(self) -> dict[str, Any]:
         """The deployment as provenance records it (`provenance.topology`), in the one shape the summary's
         `deployment` and `roles` blocks are read from (`metrics.roles`; the virtual-time deployment writes the same
@@ -230,6 +247,12 @@ class RanTopology(BaseModel):
                 **({"engine": self.engine} if self.engine is not None else {}),
                 **({"router": self.router} if self.router is not None else {}),
                 "roles": roles}
+
+
+def pools_calibration(pools: list[tuple[str, str]]) -> str:
+    """A disaggregated deployment's calibration label, each pool's in turn (`prefill: uncalibrated; decode: ...`):
+    what its results record as `provenance.simulator.calibration`, in virtual time (`virtual_disagg`) as live."""
+    return "; ".join(f"{kind}: {label}" for kind, label in pools)
 
 
 ROLE_LABEL, WORKER_LABEL = "role", "worker"
@@ -1009,6 +1032,7 @@ class RoleDeployment:
                                          url=handle.base_url, gpus=tp if isinstance(tp, int) else None,
                                          version=_text(doc.get("version")), kv_role=_text(doc.get("kv_role")),
                                          simulator_digest=_text(doc.get("simulator_digest")),
+                                         calibration=_text(doc.get("calibration")),
                                          connector=_text(doc.get("connector")),
                                          engine_id=_text(doc.get("engine_id")),
                                          ep=ep if isinstance(ep, int) else None,

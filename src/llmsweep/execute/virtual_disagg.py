@@ -271,4 +271,6 @@ def _simulate(job: Job, group: ServerGroup, deployment: _Deployment, jdir: Path,
 
 def calibration_label(config: DisaggConfig) -> str:
     """Each pool's calibration label (`prefill: uncalibrated; decode: ...`), for tables and provenance."""
-    return "; ".join(f"{role.kind}: {role.engine.calibration_label()}" for role in (config.prefill, config.decode))
+    from llmsweep.execute.roles import pools_calibration
+
+    return pools_calibration([(role.kind, role.engine.calibration_label()) for role in (config.prefill, config.decode)])
