@@ -510,8 +510,8 @@ def test_roles_that_run_different_simulator_builds_fail_the_read_back_and_one_bu
         deployment.topology = topology
         nodes = [AllocatedNode(f"n{i}", "127.0.0.1") for i in range(3)]
         deployment.placement = SlurmPlacement(topology, SrunLauncher(NodeLaunch()), nodes, job_id=None)
-        deployment.started = [(decode, SimpleNamespace(index=0, nodes=[0]), SimpleNamespace(base_url=decode_url)),  # type: ignore[list-item]
-                              (router, SimpleNamespace(index=0, nodes=[0]), SimpleNamespace(base_url=router_url))]
+        deployment.started = [(role, SimpleNamespace(index=0, nodes=[0]), SimpleNamespace(base_url=url))  # type: ignore[misc]
+                              for role, url in ((decode, decode_url), (router, router_url))]
         with pytest.raises(LaunchError, match=r"run different simulator builds: aaaa000000000000 by decode 0 "
                                               rf"\({decode_url}\); bbbb000000000000 by router 0 \({router_url}\)"):
             deployment.readback()
