@@ -232,7 +232,10 @@ def differing_parts(key: ReuseKey, stored: Mapping[str, str], recorded: str | No
     recorded identity (`recorded`) is `key`'s without a part of :data:`ABSENT_PARTS` (:attr:`ReuseKey.without`), that
     part, saying the recorded key holds none and why it may not; else the parts a run keeps only inside the hash that
     were not read back alike (one of them differs)."""
-    named = [KEY_PARTS[n] for n in (*STORED_PARTS, "simulator") if n in stored and stored[n] != key.parts.get(n)]
+    # (the simulator's build is compared only where the job runs on it now: a simulated result stood against a job
+    # now served by a real engine differs in what is launched, not in the simulator's code)
+    compared = (*STORED_PARTS, "simulator") if "simulator" in key.parts else STORED_PARTS
+    named = [KEY_PARTS[n] for n in compared if n in stored and stored[n] != key.parts.get(n)]
     if named or not stored:
         return named
     absent = [n for n, digest in key.without.items() if digest == recorded]

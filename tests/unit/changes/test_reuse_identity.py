@@ -527,3 +527,22 @@ def test_a_stored_result_served_by_another_simulator_build_names_the_simulator(t
     # a result recorded before its build was kept: the simulator may be it
     (said,) = reuse.key_differences(now, timed, reuse.stored_parts(job.to_json(), job.id, measurement))
     assert reuse.KEY_PARTS["simulator"] in said, said
+
+
+def test_a_simulated_result_against_a_job_now_on_a_real_engine_does_not_name_the_simulators_code(
+        tmp_path: Path) -> None:
+    """A stored simulated result (its build recorded) against the same job now served by a real engine: what differs
+    is what is launched, not the simulator's code — the job now runs on no simulator, so `--reuse` and `--resume`
+    named 'the simulator' as what changed."""
+    from llmsweep.changes import reuse
+    from llmsweep.sim.identity import simulator_digest
+
+    recipe = write_recipe(tmp_path / "r")
+    sim_job = jobs_from_files([recipe])[0]
+    simulated = reuse_keys([sim_job], simulate=True)[sim_job.id]
+    stored = reuse.stored_parts(sim_job.to_json(), sim_job.id, version.measurement_identity(), simulator_digest())
+    recipe.write_text(recipe.read_text().replace("    engine: { name: sim }\n", ""))  # the image's SGLang now
+    job = jobs_from_files([recipe])[0]
+    assert job.id == sim_job.id
+    said = reuse.key_differences(reuse_keys([job], simulate=False)[job.id], simulated, stored)
+    assert said and not any(reuse.KEY_PARTS["simulator"] in s for s in said), said
