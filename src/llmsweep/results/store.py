@@ -575,8 +575,9 @@ class Store:
             self._insert_retired(run, only=job_id)
         retired = retired_of(run.meta).get(job_id)
         held = self._held_measurement(run.run_id, job_id)
-        return self._reusing_runs(run.run_id, job_id, retired.reuse_key if retired else None,
-                                  held if held is not False else None)
+        if held is False:  # no result of it kept (its folder holds none the store reads): none is kept for anyone
+            return []
+        return self._reusing_runs(run.run_id, job_id, retired.reuse_key if retired else None, held)
 
     def _insert_retired(self, run: RunDir, only: str | None = None) -> None:
         """Store the results of the jobs `run` retired (`rundir.retired_jobs`; `only`: that job's), each marked with

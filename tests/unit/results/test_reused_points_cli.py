@@ -170,3 +170,40 @@ def test_retiring_a_job_names_the_runs_that_stood_on_the_measurement_it_retires(
         assert list(opened.reused_points({job_id: {**stood, "measured_at": "100.0..200.0"}}, by="anew-run")) == [
             job_id]
         assert opened.reused_points({job_id: {**stood, "measured_at": "50.0..60.0"}}, by="late-run") == {}
+
+
+def test_retiring_a_job_whose_result_the_store_cannot_keep_names_no_run_as_standing_on_it(tmp_path: Path) -> None:
+    """`run` says the runs standing on a result it retires have it kept for them; where the retired folder holds no
+    result the store can keep (its summary gone), none is kept, and none is named (as `Store.standing_on` names none
+    of a job measured again whose result the store does not hold) — it named the runs that had stood on it."""
+    import shutil
+
+    from support.synthetic import SyntheticPoint, synthetic_job, write_synthetic_run
+
+    store = tmp_path / "store.sqlite"
+    earlier = tmp_path / "earlier"
+    job = synthetic_job(conc=4)
+    job_id = str(job["id"])
+    write_synthetic_run(earlier, [SyntheticPoint(job, requests=40)], run_id="earlier-run")
+    meta = json.loads((earlier / "run.json").read_text())
+    meta["reuse_keys"] = {job_id: f"key-{job_id}"}
+    (earlier / "run.json").write_text(json.dumps(meta))
+    with Store(store) as opened:
+        opened.ingest_run(load_run(earlier))
+        held = opened.results("earlier-run")[0]
+    other = write_synthetic_run(tmp_path / "current", [SyntheticPoint(synthetic_job(conc=8), requests=40)],
+                                run_id="current-run", expected_extra=[job_id])
+    doc = json.loads((other.path / "run.json").read_text())
+    doc["reused"] = {job_id: {"run_id": "earlier-run", "job_id": job_id, "result_id": held.result_id,
+                              "verdict": held.verdict, "reuse_key": f"key-{job_id}"}}
+    (other.path / "run.json").write_text(json.dumps(doc))
+    with Store(store) as opened:
+        opened.ingest_run(load_run(other.path))
+    (earlier / "retired").mkdir()
+    shutil.move(earlier / "jobs" / job_id, earlier / "retired" / job_id)
+    (earlier / "retired" / job_id / "summary.json").unlink()
+    meta["reuse_keys"] = {}
+    meta["retired"] = {job_id: {"dir": f"retired/{job_id}", "reuse_key": f"key-{job_id}"}}
+    (earlier / "run.json").write_text(json.dumps(meta))
+    with Store(store) as opened:
+        assert opened.retire_job(earlier, job_id) == []
