@@ -526,15 +526,19 @@ _SERVED: tuple[_Served, ...] = (
 
 
 def served_apart(a: Sequence[ResultPoint], b: Sequence[ResultPoint]) -> tuple[str, ...]:
-    """What served A's results of a point and B's differently, where every result of both sides records it: the
-    engine build its server reported, the image's registry digest, the GPUs' enforced power limit. A side that does not
-    record one tells nothing of it (`_unrecorded` says so); "under one image tag" where the point identity's image is
-    the same (it is, unless `--ignore image`)."""
+    """What served A's results of a point and B's differently: the engine build its server reported and the image's
+    registry digest, where each side holds a result that records it (what a tag names, compared by the values read:
+    a result of A's release that read no digest, counted as of A's build by `results.point.configuration_keys`, does
+    not hide that B's build is another); the GPUs' enforced power limit, where every result of both sides records
+    it. A side that does not record one tells nothing of it (`_unrecorded` says so); "under one image tag" where the
+    point identity's image is the same (it is, unless `--ignore image`)."""
     tag = ", under one image tag" if len({p.identity.image for p in (*a, *b)}) == 1 else ""
     said = []
     for served in _SERVED:
         va, vb = {served.of(p) for p in a}, {served.of(p) for p in b}
-        if () not in va | vb and va != vb:
+        if served.tag:
+            va, vb = va - {()}, vb - {()}
+        if va and vb and () not in va | vb and va != vb:
             words = [", ".join(sorted({v for values in side for v in values})) for side in (va, vb)]
             said.append(f"{served.name} {words[0]} vs {words[1]}" + (f" ({served.how})" if served.how else "")
                         + (tag if served.tag else ""))

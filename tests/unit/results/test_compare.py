@@ -560,3 +560,26 @@ def test_a_result_of_one_release_without_its_image_digest_is_that_release_build_
     newer = _served([_scaled(p, "a4", 1.0) for p in base], "0.5.17", 700.0, None, image)
     assert compare_points(a, b, history=newer).matched[0].past == ()
     assert not any("without an image digest" in n for n in compare_points(a, b).notes)
+
+
+def test_a_side_holding_a_result_without_its_digest_still_says_the_other_side_ran_another_build(make_run) -> None:
+    """A ran one release tag twice, one run reading the image's registry digest and one not (a Slurm/pyxis launch):
+    one configuration, A's build. B ran the tag's other build. The digest-less result hid B's build change: a side
+    holding a result that recorded none compared nothing, though A's other result recorded the digest B differs
+    from. What a tag names is compared by the values each side read."""
+    image, version = "lmsysorg/sglang-rocm:v0.5.16-rocm720-mi30x-20260730", "0.5.16"
+    x, y = "sha256:" + "a" * 64, "sha256:" + "b" * 64
+    base = [_launched(p) for p in points_from_run(make_run("a", concs=(4,), source="measured", requests=120))]
+    a = _served(base, version, 700.0, x, image)
+    a2 = _served([_scaled(p, "a2", 1.01) for p in base], version, 700.0, None, image)  # read no digest
+    b = _served([_scaled(p, "b", 0.5) for p in base], version, 700.0, y, image)
+    said = "image digest aaaaaaaaaaaa vs bbbbbbbbbbbb (the registry's build of the tag), under one image tag"
+    assert compare_points(a, b).matched[0].served_apart == (said,)
+    (m,) = compare_points([*a, *a2], b).matched
+    assert {p.run_id for p in m.a} == {"a", "a2"} and m.served_apart == (said,)
+    # the same build on B: nothing apart, the missing digest named as not recorded
+    same = compare_points([*a, *a2], _served([_scaled(p, "b", 0.5) for p in base], version, 700.0, x, image))
+    assert same.matched[0].served_apart == ()
+    assert any("not recorded" in n and "A's image digest" in n for n in same.notes), same.notes
+    # a side that read no digest at all tells nothing of it
+    assert compare_points(a2, b).matched[0].served_apart == ()
