@@ -21,7 +21,7 @@ from llmsweep.metrics.registry import HOT_BY_NAME
 from llmsweep.results.identity import agentic_scenario
 from llmsweep.results.pareto import NORTH_STAR_X, Direction, frontiers_by_series
 from llmsweep.results.point import ResultPoint, configurations, telling_apart
-from llmsweep.results.repeats import repeat_key
+from llmsweep.results.repeats import repeat_keys
 
 K = TypeVar("K", bound=Hashable)
 
@@ -286,7 +286,7 @@ def compute_frontiers(points: Sequence[ResultPoint], axes: Sequence[Axis] = X_AX
     Each point is one point: repeats of one (`run --repeats`) are combined first (`results.repeats.combine_repeats`),
     or the frontier would keep the luckiest repeat; a ValueError says so when they were not.
     """
-    keys = [k for p in points if (k := repeat_key(p)) is not None]
+    keys = [k for k in repeat_keys(points) if k is not None]
     if len(keys) != len(set(keys)):
         raise ValueError("compute_frontiers got repeats of one point as separate points: pass "
                          "`[r.point for r in combine_repeats(points)]`")

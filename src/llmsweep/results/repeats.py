@@ -1,9 +1,10 @@
 """Repeats of one point: what a frontier and a published row stand for when a run measured a point more than once.
 
 `run --repeats N` runs every job N times (`<job-id>-repeat<k>`, `workload.scenario.REPEAT_MARK`); the results of one
-run that share a point identity *and* a configuration (`ResultPoint.configuration`: recipe and launch fingerprints,
-source, clock, measurement) are repeats of one point. A frontier that takes each repeat as a point of its own keeps
-the luckiest one and drops the others as dominated; an export that writes each as a row publishes the point N times.
+run that share a point identity *and* a configuration (`results.point.configuration_keys`: recipe and launch
+fingerprints, the build that served it, source, clock, measurement) are repeats of one point. A frontier that takes
+each repeat as a point of its own keeps the luckiest one and drops the others as dominated; an export that writes
+each as a row publishes the point N times.
 Both work on the combined point instead: the mean of the repeats' metrics, their count and spread kept beside it,
 and a verdict that is valid only when every repeat's is.
 
@@ -26,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from llmsweep.results.extract import INVALID_VERDICTS
-from llmsweep.results.point import ResultPoint
+from llmsweep.results.point import ResultPoint, configuration_keys
 from llmsweep.workload.scenario import repeat_index
 
 
@@ -54,15 +55,27 @@ def mean_of(point: ResultPoint) -> tuple[int, dict[str, float]]:
     return n, spread
 
 
-def repeat_key(point: ResultPoint) -> tuple[str, str, str, bool] | None:
-    """(run in view, point identity, configuration, eval-only) — results sharing it are repeats of one point; None for
-    a result that records no configuration (a repeat of nothing). The run is the one the result is read as part of
-    (`ResultPoint.run_in_view`): a stored result `run --reuse` stood a job on is a repeat of the reusing run's
-    point, beside the repeats that run measured itself."""
-    configuration = point.configuration
-    if not configuration:
-        return None
-    return point.run_in_view, point.identity.key(), configuration, point.eval_only
+RepeatKey = tuple[str, str, str, bool]
+
+
+def repeat_keys(points: Sequence[ResultPoint]) -> list[RepeatKey | None]:
+    """Each result's (run in view, point identity, configuration, eval-only), in `points`' order — results sharing
+    one are repeats of one point; None for a result that records no configuration (a repeat of nothing). The run is
+    the one the result is read as part of (`ResultPoint.run_in_view`): a stored result `run --reuse` stood a job on
+    is a repeat of the reusing run's point, beside the repeats that run measured itself. The configuration is the
+    one every consumer reads (`results.point.configuration_keys`, as `configurations` groups them and a frontier
+    names its series), taken among the results of one run, point and kind: a repeat that read no image digest (one
+    measured on Slurm, beside one `run --reuse` stood on a docker result) is a repeat of its release's one digest
+    there, so the frontier draws their mean, not the luckier one."""
+    points = list(points)
+    at: dict[tuple[str, str, bool], list[int]] = {}
+    for i, p in enumerate(points):
+        at.setdefault((p.run_in_view, p.identity.key(), p.eval_only), []).append(i)
+    out: list[RepeatKey | None] = [None] * len(points)
+    for (run, identity, eval_only), indices in at.items():
+        for i, configuration in zip(indices, configuration_keys([points[i] for i in indices]), strict=True):
+            out[i] = (run, identity, configuration, eval_only) if configuration else None
+    return out
 
 
 def _index(point: ResultPoint) -> int:
@@ -157,10 +170,10 @@ def combined_point(members: Sequence[ResultPoint]) -> ResultPoint:
 
 
 def combine_repeats(points: Iterable[ResultPoint]) -> list[Repeats]:
-    """Every point once, its repeats combined (`repeat_key`), in the order of each point's first result."""
+    """Every point once, its repeats combined (`repeat_keys`), in the order of each point's first result."""
+    points = list(points)
     groups: dict[object, list[ResultPoint]] = {}
-    for p in points:
-        key = repeat_key(p)
+    for p, key in zip(points, repeat_keys(points), strict=True):
         groups.setdefault(key if key is not None else ("single", p.run_in_view, p.result_id), []).append(p)
     out = []
     for members in groups.values():

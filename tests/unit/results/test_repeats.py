@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from llmsweep.results.frontier import compute_frontiers
+from llmsweep.results.frontier import compute_frontiers, name_series
 from llmsweep.results.point import ResultPoint, points_from_run
 from llmsweep.results.repeats import combine_repeats
 
@@ -103,3 +103,33 @@ def test_an_invalid_reused_repeat_is_named_with_the_run_that_measured_it(make_ru
     assert r.point.verdict == "invalid"
     assert r.point.reasons == (f"repeat 1 of 2 ({p.job_id}, reused from run earlier) is invalid: error ratio 0.4 > "
                                "0.05",)
+
+
+def _built(p: ResultPoint, digest: str | None, image: str, version: str = "0.5.16") -> ResultPoint:
+    """`p` as a measured run records what served it: the engine version its server reported, the image it ran in,
+    that image's registry digest (None: not read, as a Slurm/pyxis launch)."""
+    launch = {**p.provenance["launch"], "engine_version_reported": version, "image": image, "image_digest": digest}
+    return dataclasses.replace(p, source="measured", provenance={**p.provenance, "launch": launch})
+
+
+def test_a_repeat_without_its_image_digest_is_a_repeat_of_its_release_build_as_the_frontier_draws_it(make_run) -> None:
+    """`run --reuse --repeats 2` stood repeat 1 on a docker result (image digest read) and measured repeat 2 on
+    Slurm (none read) under one release tag. The frontier drew them as one series (one configuration,
+    `results.point.configurations`) while combine_repeats kept them apart by the strict configuration: the series
+    held two results of one point, and the frontier kept the luckier. They are one point, the mean of both."""
+    image = "lmsysorg/sglang-rocm:v0.5.16-rocm720-mi30x-20260730"
+    (p,) = points_from_run(make_run("earlier", concs=(4,), scenario="fixed-seq-len"))
+    one = _built(_repeat(p, 1, 1.0), "sha256:" + "a" * 64, image).stood_on_by("later", p.job_id)
+    two = dataclasses.replace(_built(_repeat(p, 2, 1.2), None, image), run_id="later", result_id="r-later-2")
+    series = name_series([one, two]).keys
+    assert series[one.result_id] == series[two.result_id]  # one series ...
+    with pytest.raises(ValueError, match="combine_repeats"):
+        compute_frontiers([one, two])  # ... so the luckier repeat would be its frontier
+    (r,) = combine_repeats([two, one])
+    assert r.n == 2 and r.point.result_id == two.result_id  # the run's own point
+    assert r.point.metric("tput_per_gpu") == pytest.approx(1.1 * (p.metric("tput_per_gpu") or 0))
+    # beside two digests of its release it is a repeat of neither; another release is another point
+    other = _built(_repeat(p, 3, 0.9), "sha256:" + "b" * 64, image).stood_on_by("later", f"{p.job_id}-repeat3")
+    assert sorted(g.n for g in combine_repeats([one, two, other])) == [1, 1, 1]
+    newer = dataclasses.replace(_built(_repeat(p, 2, 1.2), None, image, "0.5.17"), run_id="later", result_id="r-l2")
+    assert [g.n for g in combine_repeats([one, newer])] == [1, 1]
