@@ -546,9 +546,9 @@ def served_apart(a: Sequence[ResultPoint], b: Sequence[ResultPoint]) -> tuple[st
 
 
 def _build_unknown_note(m: PointComparison) -> str:
-    """The results of a compared point that recorded their engine version but no image digest, counted as of the
-    digest the other results of their release on that side read (`results.point.configuration_keys`), in words; ""
-    where there are none. A's history is A's side."""
+    """The results of a compared point that recorded their engine version but no image digest in an image whose tag
+    does not move, counted as of the digest the other results of their release on that side read
+    (`results.point.configuration_keys`), in words; "" where there are none. A's history is A's side."""
     said = []
     for side, points in (("A", [*m.a, *m.past]), ("B", list(m.b))):
         unknown = build_unknown(points)
@@ -557,9 +557,11 @@ def _build_unknown_note(m: PointComparison) -> str:
         digests = sorted({p.image_digest_short for p in points if p.image_digest})
         names = ", ".join(f"{p.run_id}/{p.job_id}" for p in unknown)
         versions = ", ".join(sorted({p.engine_build for p in unknown}))
-        said.append(f"{side}'s {names} recorded engine {versions} without an image digest: counted as the same "
-                    f"release as {side}'s result(s) of image digest {', '.join(digests)}, the build that served it "
-                    "unknown (not another configuration)")
+        images = ", ".join(sorted({p.served_image for p in unknown}))
+        said.append(f"{side}'s {names} recorded engine {versions} without an image digest, in {images} (a "
+                    f"reference that names one release, not a moving tag): counted as the same release as {side}'s "
+                    f"result(s) of image digest {', '.join(digests)}, the build that served it unknown (not another "
+                    "configuration)")
     return f"{m.label}: " + "; ".join(said) if said else ""
 
 

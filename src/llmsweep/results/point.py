@@ -12,8 +12,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from llmsweep.catalog.images import parse_image
 from llmsweep.client.files import RECORDS_FILE
-from llmsweep.errors import ResultError
+from llmsweep.errors import ConfigError, ResultError
 from llmsweep.metrics.model import VIRTUAL, EvalBlock, Hardware, Summary
 from llmsweep.metrics.registry import HOT_NAMES
 from llmsweep.results.extract import INVALID_VERDICTS, extract_hot
@@ -225,10 +226,13 @@ class ResultPoint:
 def configuration_keys(points: Sequence[ResultPoint], *, sources_apart: bool = True) -> list[str]:
     """Each result's configuration among `points`, in their order: its `ResultPoint.configuration_key`, except for a
     result whose server reported its engine version but whose image's registry digest was not read (a Slurm/pyxis
-    launch, a locally built image, a release before digests were read): it cannot be told apart from a result of its
-    release that read one, so where `points` hold results of one digest of that release (the rest of the
-    configuration alike), it is of theirs — the same release, its build unknown (`build_unknown` names it). Beside
-    two digests of its release it is of neither: which build served it is not known."""
+    launch, a locally built image, a release before digests were read) in an image whose reference cannot move (a
+    release tag, a dated or commit tag, `@sha256:`: `catalog.images.ImageRef.moving`, `pinned_image`): it cannot be
+    told apart from a result of its release that read one, so where `points` hold results of one digest of that
+    release (the rest of the configuration alike), it is of theirs — the same release, its build unknown
+    (`build_unknown` names it). Beside two digests of its release it is of neither: which build served it is not
+    known. Under a moving tag (a nightly, `latest`, `dev`: one tag and one reported version span builds for days) or
+    on the host it stays a configuration of its own: the digest is what tells those builds apart."""
     own = [p.configuration_key(sources_apart=sources_apart) for p in points]
     builds: dict[str, set[str]] = {}  # a release's configuration -> the configurations of its digests
     for p, key in zip(points, own, strict=True):
@@ -236,11 +240,23 @@ def configuration_keys(points: Sequence[ResultPoint], *, sources_apart: bool = T
             builds.setdefault(p.configuration_key(sources_apart=sources_apart, digest=False), set()).add(key)
     out = []
     for p, key in zip(points, own, strict=True):
-        if key and p.engine_build and not p.image_digest:
+        if key and builds and p.engine_build and not p.image_digest:
             digests = builds.get(p.configuration_key(sources_apart=sources_apart, digest=False), set())
-            key = next(iter(digests)) if len(digests) == 1 else key
+            key = next(iter(digests)) if len(digests) == 1 and pinned_image(p.served_image) else key
         out.append(key)
     return out
+
+
+def pinned_image(reference: str) -> bool:
+    """Whether an image reference a launch recorded names one build (`catalog.images.ImageRef.moving` is False: a
+    release tag, a dated or commit tag, a digest); False for a moving tag (a nightly, `latest`, `dev`, a tag without
+    a version), a reference that does not parse, or none (a server on the host)."""
+    if not reference:
+        return False
+    try:
+        return not parse_image(reference).moving
+    except ConfigError:
+        return False
 
 
 def build_unknown(points: Sequence[ResultPoint], *, sources_apart: bool = True) -> list[ResultPoint]:
@@ -252,10 +268,10 @@ def build_unknown(points: Sequence[ResultPoint], *, sources_apart: bool = True) 
 
 
 def configurations(points: Iterable[ResultPoint], *, sources_apart: bool = True) -> dict[str, list[ResultPoint]]:
-    """The results grouped by configuration (`configuration_keys`: a result of a release that read no image digest
-    is of the one digest of it the others read), in the order of each one's first result; those that record none
-    ("") are one group. Two groups at one point identity are not repeats of one measurement: `compare` pools
-    neither, a frontier draws them as two series (`results.frontier`)."""
+    """The results grouped by configuration (`configuration_keys`: a result of a release that read no image digest,
+    under a reference that does not move, is of the one digest of it the others read), in the order of each one's
+    first result; those that record none ("") are one group. Two groups at one point identity are not repeats of one
+    measurement: `compare` pools neither, a frontier draws them as two series (`results.frontier`)."""
     points = list(points)
     groups: dict[str, list[ResultPoint]] = {}
     for p, key in zip(points, configuration_keys(points, sources_apart=sources_apart), strict=True):

@@ -6,7 +6,7 @@ import dataclasses
 
 from llmsweep.results.bands import between_run_band, pooled_variance, t975, within_run_band
 from llmsweep.results.compare import compare_points
-from llmsweep.results.point import ResultPoint, points_from_run, telling_apart
+from llmsweep.results.point import ResultPoint, configurations, points_from_run, telling_apart
 
 
 def _scaled(p: ResultPoint, run_id: str, factor: float, metric: str = "tput_per_gpu") -> ResultPoint:
@@ -531,8 +531,9 @@ def test_a_result_of_one_release_without_its_image_digest_is_that_release_build_
     (a Slurm/pyxis launch, a locally built image) read only the engine's version. Nothing tells the second apart
     from the first's build, yet compare counted them as two configurations: the point was not compared at all ("A
     holds 2 configurations"), and an earlier such run never joined A's history. It is the same release, its build
-    unknown, and a note says so; beside two digests of the release it is of neither."""
-    image, version = "lmsysorg/sglang:nightly", "0.5.16"
+    unknown, and a note says so; beside two digests of the release it is of neither. Only under a reference that
+    names one release: under a moving tag the digest is what tells its builds apart."""
+    image, version = "lmsysorg/sglang-rocm:v0.5.16-rocm720-mi30x-20260730", "0.5.16"
     x, y = "sha256:" + "a" * 64, "sha256:" + "b" * 64
     base = [_launched(p) for p in points_from_run(make_run("a", concs=(4,), source="measured", requests=120))]
     a = _served(base, version, 700.0, x, image)
@@ -544,7 +545,8 @@ def test_a_result_of_one_release_without_its_image_digest_is_that_release_build_
     (m,) = comp.matched
     assert {p.run_id for p in m.a} == {"a", "a2"}
     (note,) = [n for n in comp.notes if "without an image digest" in n]
-    assert f"a2/{a2[0].job_id} recorded engine 0.5.16 without an image digest" in note and "aaaaaaaaaaaa" in note
+    assert f"a2/{a2[0].job_id} recorded engine 0.5.16 without an image digest, in {image} (a reference that names " \
+           "one release, not a moving tag)" in note and "aaaaaaaaaaaa" in note
     assert "build that served it unknown" in note
     # as A's history, and as --repeats-from: a repeat of A's configuration
     hist = compare_points(a, b, history=a2)
@@ -583,3 +585,29 @@ def test_a_side_holding_a_result_without_its_digest_still_says_the_other_side_ra
     assert any("not recorded" in n and "A's image digest" in n for n in same.notes), same.notes
     # a side that read no digest at all tells nothing of it
     assert compare_points(a2, b).matched[0].served_apart == ()
+
+
+def test_a_result_without_its_image_digest_under_a_moving_tag_stays_a_configuration_of_its_own(make_run) -> None:
+    """A nightly tag serves another build each night while the server reports one version for days (SGLang's
+    nightlies): the digest is what tells those builds apart, so a result of the tag that read none (a Slurm/pyxis
+    launch) cannot be counted as the build of another result's digest. It was (one release, its build unknown), and
+    joined that build's pool, history and repeats; it is a configuration of its own, as before digests were merged.
+    A pinned reference (a dated nightly, `@sha256:`) names one build, and merges."""
+    version, x = "0.5.16", "sha256:" + "a" * 64
+    base = [_launched(p) for p in points_from_run(make_run("a", concs=(4,), source="measured", requests=120))]
+    for moving in ("lmsysorg/sglang:nightly", "lmsysorg/sglang:latest", "lmsysorg/sglang:dev-cu13"):
+        a = _served(base, version, 700.0, x, moving)
+        a2 = _served([_scaled(p, "a2", 1.01) for p in base], version, 700.0, None, moving)
+        b = _served([_scaled(p, "b", 0.5) for p in base], version, 700.0, x, moving)
+        comp = compare_points([*a, *a2], b)
+        assert not comp.matched and "A holds 2 configurations" in comp.skipped[0].reason, moving
+        assert not any("without an image digest" in n for n in comp.notes), comp.notes
+        assert compare_points(a, b, history=a2).matched[0].past == (), moving
+        assert [p.run_id for p in compare_points(a, b, repeats_a=a2).matched[0].a] == ["a"], moving
+        assert len(configurations([*a, *a2])) == 2, moving
+    on_host = _served([_scaled(p, "a2", 1.01) for p in base], version, 700.0, None, None)
+    assert len(configurations([*_served(base, version, 700.0, x, "lmsysorg/sglang:nightly"), *on_host])) == 2
+    for pinned in ("lmsysorg/sglang:nightly-20260105", "lmsysorg/sglang@" + "sha256:" + "c" * 64):
+        a = _served(base, version, 700.0, x, pinned)
+        a2 = _served([_scaled(p, "a2", 1.01) for p in base], version, 700.0, None, pinned)
+        assert len(configurations([*a, *a2])) == 1, pinned

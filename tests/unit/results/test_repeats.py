@@ -133,3 +133,6 @@ def test_a_repeat_without_its_image_digest_is_a_repeat_of_its_release_build_as_t
     assert sorted(g.n for g in combine_repeats([one, two, other])) == [1, 1, 1]
     newer = dataclasses.replace(_built(_repeat(p, 2, 1.2), None, image, "0.5.17"), run_id="later", result_id="r-l2")
     assert [g.n for g in combine_repeats([one, newer])] == [1, 1]
+    # under a moving tag (one reported version over many nightly builds) the digest tells builds apart: not merged
+    nightly = [_built(q, d, "lmsysorg/sglang:nightly") for q, d in ((one, "sha256:" + "a" * 64), (two, None))]
+    assert [g.n for g in combine_repeats(nightly)] == [1, 1]
