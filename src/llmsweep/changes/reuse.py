@@ -27,6 +27,7 @@ import functools
 import hashlib
 import json
 import os
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -330,7 +331,9 @@ def local_files_digest(job: Job, cache: dict[str, str] | None = None) -> str | N
     place had kept the key, and `--reuse`/`--resume` stood on results of other weights, another template or other
     settings. A path that does not exist here (one inside the job's image) counts as the text the launch writes, as
     before. A file too large to read (`SMALL_FILE_BYTES`) counts by name, size and modification time; a folder by the
-    files directly in it; a path that does not read counts as missing. `cache`: per path, for a run's many jobs."""
+    files directly in it, reading at most `FOLDER_READ_BYTES` of them (the rest count as a large file does); a path
+    that does not read counts as missing. `cache`: per path, for a run's many jobs; a process remembers each path's
+    digest by its files' status too (:func:`_path_digest`)."""
     serve = job.serve
     spec = serve.spec_decoding if serve is not None else None
     named = [serve.model_path if serve is not None else None, spec.draft_model if spec is not None else None,
@@ -427,21 +430,62 @@ def _existing(text: str) -> str | None:
         return None
 
 
+FOLDER_READ_BYTES = 64 << 20
+"""The most bytes keying one folder reads: its small files (`SMALL_FILE_BYTES`) count by their bytes, in name order,
+while they fit in what is left of it; the rest by name, size and modification time, as a large file does. A folder of
+patches, configs or a tokenizer is read whole (and keeps the key it had); a system folder a search path names
+(`PATH: /usr/local/bin:/usr/bin`, an `LD_LIBRARY_PATH` of libraries: hundreds of megabytes) costs at most this, where
+every job's key read it whole."""
+
+RACY_NS = 2 * 10**9
+"""How recent (ns) a file's modification or status change may be for keying to remember its folder's digest by the
+files' status (:func:`_path_digest`): a file the file system's coarse clock stamps within this of now may be written
+again under the same stamps, so a folder holding one is read again each time."""
+
+_Stat = tuple[str, int, int, int, int, int]
+_DIGESTS: dict[str, tuple[tuple[_Stat, ...], str]] = {}
+"""Per process, by path: the status of the files :func:`_path_digest` keyed there and the digest they gave."""
+
+
 def _path_digest(path: Path) -> str:
-    h = hashlib.sha256()
+    """What a local path holds (a file, or the files directly in a folder: :func:`local_files_digest`), remembered per
+    process by the status of its files (name, size, modification and status-change time, inode, device), for the
+    path and any other name of it (`/bin` for `/usr/bin`): a file edited in place, even one given its old modification
+    time back, has a new status-change time, and is read again."""
+    files: list[tuple[Path, os.stat_result]] = []
+    error: OSError | None = None
+    folder = False
     try:
-        files = sorted(f for f in path.iterdir() if f.is_file()) if path.is_dir() else [path]
-        for f in files:
-            st = f.stat()
+        folder = path.is_dir()
+        for f in sorted(f for f in path.iterdir() if f.is_file()) if folder else [path]:
+            files.append((f, f.stat()))
+    except OSError as exc:
+        error = exc
+    stats = tuple((f.name, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev) for f, st in files)
+    where = os.path.realpath(path)
+    if error is None and (memo := _DIGESTS.get(where)) is not None and memo[0] == stats:
+        return memo[1]
+    h = hashlib.sha256()
+    left = FOLDER_READ_BYTES if folder else SMALL_FILE_BYTES
+    try:
+        for f, st in files:
             # the name as the file system holds it: one that is not UTF-8 (a byte Python escapes) is no error
             h.update(os.fsencode(f.name) + f"\0{st.st_size}\0".encode())
-            if st.st_size <= SMALL_FILE_BYTES:
+            if st.st_size <= min(SMALL_FILE_BYTES, left):
                 h.update(f.read_bytes())
+                left -= st.st_size
             else:
                 h.update(str(st.st_mtime_ns).encode())
     except OSError as exc:
-        h.update(f"unreadable: {exc.strerror}".encode())
-    return h.hexdigest()
+        error = exc
+    if error is not None:
+        h.update(f"unreadable: {error.strerror}".encode())
+        return h.hexdigest()
+    digest = h.hexdigest()
+    settled = time.time_ns() - RACY_NS
+    if all(mtime < settled and ctime < settled for _, _, mtime, ctime, _, _ in stats):
+        _DIGESTS[where] = (stats, digest)
+    return digest
 
 
 POWER_GATE = "require_power"

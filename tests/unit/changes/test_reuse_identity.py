@@ -442,6 +442,79 @@ def test_a_search_path_of_one_folder_is_keyed_by_what_it_holds_as_a_list_of_two_
     assert reuse_keys([worker], simulate=True)[worker.id] != before
 
 
+def _reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the files keying reads whole from now on."""
+    read, names = Path.read_bytes, []
+
+    def counted(self: Path) -> bytes:
+        names.append(self.name)
+        return read(self)
+
+    monkeypatch.setattr(Path, "read_bytes", counted)
+    return names
+
+
+def test_keying_a_folder_reads_at_most_its_budget_and_counts_the_rest_by_status(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`PATH: /usr/local/bin:/usr/bin` in a recipe's serve.env made every `run` read /usr/bin whole to key its jobs
+    (here 1,166 files, 442 MB: seconds per run, more on a cold disk; an `LD_LIBRARY_PATH` of system libraries more).
+    A folder's small files are read, in name order, while they fit in `FOLDER_READ_BYTES`; the others count by name,
+    size and modification time, as a large file does: an edited one still moves the key."""
+    from llmsweep.changes import reuse
+
+    bins = tmp_path / "bin"
+    bins.mkdir()
+    for name, text in (("a-tool", "aaaaa"), ("b-tool", "bbbbb"), ("c-tool", "cc")):
+        (bins / name).write_text(text)
+    whole = reuse._path_digest(bins)
+    reads = _reads(monkeypatch)
+    monkeypatch.setattr(reuse, "FOLDER_READ_BYTES", 8)
+    bounded = reuse._path_digest(bins)
+    assert reads == ["a-tool", "c-tool"]  # b-tool does not fit in what a-tool left; c-tool does
+    assert bounded != whole  # b-tool counts by its status
+    recipe = write_recipe(tmp_path / "r")
+    recipe.write_text(recipe.read_text().replace('      SHARED_VAR: "1"\n', f'      PATH: {bins}:/nonexistent\n'))
+    job = jobs_from_files([recipe])[0]
+    before = reuse_keys([job], simulate=True)[job.id]
+    stamp = (bins / "b-tool").stat()
+    (bins / "b-tool").write_text("BBBBB")  # the tool past the budget replaced in place, a later time
+    os.utime(bins / "b-tool", ns=(stamp.st_atime_ns, stamp.st_mtime_ns + 10**9))
+    changed = reuse_keys([job], simulate=True)[job.id]
+    assert changed != before
+    stamp = (bins / "a-tool").stat()
+    (bins / "a-tool").write_text("AAAAA")  # one inside the budget edited, its old time given back: read, so seen
+    os.utime(bins / "a-tool", ns=(stamp.st_atime_ns, stamp.st_mtime_ns))
+    assert reuse_keys([job], simulate=True)[job.id] != changed
+
+
+def test_a_process_remembers_a_folders_digest_by_its_files_status(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Keying a folder again in one process reads none of its files while their status is what it was; a file
+    edited in place since is read again, even one given its old modification time back (its status-change time
+    moved), and a folder of files written just now (which the file system's coarse clock may stamp again alike) is
+    read each time."""
+    import time
+
+    from llmsweep.changes import reuse
+
+    patches = tmp_path / "patches"
+    patches.mkdir()
+    (patches / "sitecustomize.py").write_text("PATCHED = 1\n")
+    reads = _reads(monkeypatch)
+    first = reuse._path_digest(patches)
+    assert reuse._path_digest(patches) == first and reads == ["sitecustomize.py"] * 2  # just written: read again
+    monkeypatch.setattr(reuse, "RACY_NS", -10**12)  # as though every file had been written long ago
+    reuse._path_digest(patches)
+    reads.clear()
+    assert reuse._path_digest(patches) == first and reuse._path_digest(tmp_path / "." / "patches") == first
+    assert reads == []  # remembered, under another name of the folder too
+    time.sleep(0.05)  # past a tick of the file system's clock
+    stamp = (patches / "sitecustomize.py").stat()
+    (patches / "sitecustomize.py").write_text("PATCHED = 2\n")  # the same size, the old time given back
+    os.utime(patches / "sitecustomize.py", ns=(stamp.st_atime_ns, stamp.st_mtime_ns))
+    assert reuse._path_digest(patches) != first and reads == ["sitecustomize.py"]
+
+
 def test_a_key_recorded_without_the_local_files_part_is_named_as_such_not_as_one_of_the_hidden_parts(
         tmp_path: Path) -> None:
     """A stored result recorded where the files its job's server environment names did not exist, or by an llmsweep
