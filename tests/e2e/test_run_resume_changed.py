@@ -243,6 +243,11 @@ def test_a_resume_after_an_edit_stopped_halfway_files_its_result_under_the_key_i
     old = run_here([recipe, "--out", tmp_path / "old", "--no-report", "--reuse", "--json"], env)
     assert old.returncode == 0, old.stderr[-4000:]
     assert "reused from the store" not in old.stderr, old.stderr[-4000:]  # nothing of the old recipe is stored
+    # the store kept the part digests of the key it filed the new result under (run.json's reuse_parts), with it:
+    # what differs is the launch alone, not 'one of what a run records only inside the key's hash'
+    assert f"job {first}: the newest stored result of the job, run " in old.stderr and (
+        "was recorded under another reuse key — what differs: the rendered launch (engine args, env, files); the job "
+        "runs again") in old.stderr, old.stderr[-4000:]
     assert not list((tmp_path / "old").glob("jobs/*/reused.json"))
     new = run_here([edited, "--out", tmp_path / "new", "--no-report", "--reuse", "--json"], env)
     assert new.returncode == 0, new.stderr[-4000:]
@@ -267,7 +272,9 @@ def test_a_force_stopped_halfway_keeps_the_earlier_key_of_the_results_it_did_not
     resumed = run_here([recipe, "--out", out, "--no-report", "--resume", "--request-timeout", "999", "--json"], env)
     assert resumed.returncode == 0, resumed.stderr[-4000:]
     said = next(line for line in resumed.stderr.splitlines() if f"job {second}: not resumed" in line)
-    assert "recorded under another reuse key — what differs:" in said and "the gates the run judges" in said, said
+    # the stopped run.json kept the digests of the earlier key's parts beside it (reuse_parts): the gates, alone
+    assert said.endswith("recorded under another reuse key — what differs: the gates the run judges the verdict by "
+                         "(--require-power, --al-tolerance, --request-timeout); it runs again"), said
     assert {r["job"]: r["resumed"] for r in json.loads(resumed.stdout)["jobs"]} == {first: True, second: False}
 
 

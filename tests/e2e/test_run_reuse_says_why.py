@@ -36,16 +36,14 @@ def test_each_job_reuse_runs_again_is_said_with_what_differs(tmp_path: Path) -> 
     jobs = sorted(r["job"] for r in first["jobs"])
     assert len(jobs) == 2
 
-    # a gate of the run is part of the key, which holds it only as a digest: named among those parts
+    # a gate of the run is part of the key, which holds it only as a digest: the run recorded each part's digest
+    # beside its keys (run.json's reuse_parts), so the gates are named, alone
     timed, err = _run(tmp_path, "timed", "--reuse", "--request-timeout", "123")
     assert not any(r["reused"] for r in timed["jobs"])
     said = _said(err)
-    assert len(said) == 2 and all(f"job {j}: the newest stored result of the job, run {first['run_id']}'s (valid), "
-                                  "was recorded under another reuse key — what differs: one of what a run records "
-                                  "only inside the key's hash: " in line for j, line in zip(jobs, said, strict=True))
-    # the stored result's simulator build is this one's (its provenance says so): the simulator is not among them
-    assert all("the gates the run judges the verdict by" in line and "the simulator's code" not in line
-               and line.endswith("; the job runs again") for line in said), said
+    assert said == [f"not reused: job {j}: the newest stored result of the job, run {first['run_id']}'s (valid), was "
+                    "recorded under another reuse key — what differs: the gates the run judges the verdict by "
+                    "(--require-power, --al-tolerance, --request-timeout); the job runs again" for j in jobs], said
 
     # the first run's result stands (its key is this run's), and a run that only stood on it hides nothing
     for name in ("again", "once-more"):
@@ -57,6 +55,26 @@ def test_each_job_reuse_runs_again_is_said_with_what_differs(tmp_path: Path) -> 
     _, err = _run(tmp_path, "repeats", "--reuse", "--repeats", "2")
     assert _said(err) == ["not reused: the store holds no result of 2 job(s), under any reuse key; they run: "
                           + ", ".join(f"{j}-repeat2" for j in jobs)]
+
+
+def test_a_run_of_an_earlier_llmsweep_that_recorded_no_parts_is_inferred(tmp_path: Path) -> None:
+    """A stored run whose record holds its keys but not their parts' digests (an llmsweep before `reuse_parts`):
+    what differs is inferred from the stored job, as before — a gate, which the key holds only hashed, is named among
+    the parts a run records only inside the hash, and the simulator whose build the result records as this one's is
+    not."""
+    first, _ = _run(tmp_path, "first")
+    assert first["run_id"]
+    with sqlite3.connect(tmp_path / "store.sqlite") as db:
+        (meta,) = db.execute("SELECT meta FROM runs WHERE run_id = ?", (first["run_id"],)).fetchone()
+        doc = json.loads(meta)
+        assert len(doc.pop("reuse_parts")) == 2  # each job's identity, part by part
+        db.execute("UPDATE runs SET meta = ? WHERE run_id = ?", (json.dumps(doc), first["run_id"]))
+    _, err = _run(tmp_path, "timed", "--reuse", "--request-timeout", "123")
+    said = _said(err)
+    assert len(said) == 2 and all(
+        "what differs: one of what a run records only inside the key's hash: " in line
+        and "the gates the run judges the verdict by" in line and "the simulator's code" not in line
+        and line.endswith("; the job runs again") for line in said), said
 
 
 def test_a_part_the_store_keeps_is_named(tmp_path: Path) -> None:

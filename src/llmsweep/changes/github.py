@@ -539,7 +539,10 @@ def collect(artifacts: Path, out: Path, *, run_id: str, expected: Sequence[str] 
         raise ConfigError(f"{out} is not empty", fix="collect into a new directory")
     outcomes: dict[str, dict[str, Any]] = {}
     broken: dict[str, dict[str, Any]] = {}  # jobs whose artifact says nothing readable about them; outcomes win
+    from llmsweep.changes.reuse import RECORDED_PARTS
+
     keys: dict[str, str] = {}
+    parts: dict[str, Any] = {}
     hardware: dict[str, Any] = {}
     started: list[str] = []
 
@@ -566,6 +569,7 @@ def collect(artifacts: Path, out: Path, *, run_id: str, expected: Sequence[str] 
             continue
         started += [meta["started"]] if isinstance(meta.get("started"), str) else []
         keys.update(meta.get("reuse_keys") or {})
+        parts.update(meta.get(RECORDED_PARTS) or {})  # what each key's identity holds, part by part
         hardware.update(meta.get("job_hardware") or {})  # where a job that has no result would have run (success)
         for o in meta.get("outcomes") or []:
             outcomes[o["job_id"]] = o
@@ -593,7 +597,8 @@ def collect(artifacts: Path, out: Path, *, run_id: str, expected: Sequence[str] 
         "started": min(started) if started else None,
         "finished": datetime.now(UTC).isoformat(timespec="seconds"),
         "expected_job_ids": sorted(outcomes), "outcomes": [outcomes[j] for j in sorted(outcomes)],
-        "reuse_keys": keys, "job_hardware": hardware, "collected_from": str(artifacts),
+        "reuse_keys": keys, **({RECORDED_PARTS: parts} if parts else {}), "job_hardware": hardware,
+        "collected_from": str(artifacts),
     }
     (out / RUN_FILE).write_text(json.dumps(meta, indent=2))
     return meta

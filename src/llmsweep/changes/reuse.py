@@ -14,10 +14,12 @@ The workload config names a trace corpus by where it lives (a path, a dataset id
 launch does not say whether a simulated job runs in virtual or wall-clock time. So a job's recorded key
 (:func:`reuse_keys`) is that identity followed by its :class:`ReuseContext`: the source it would produce (simulated or
 measured), its clock (virtual or wall) and the digest of the corpus it would replay, read from the trace source now.
-`llmsweep run` records every job's key in its `run.json` (`reuse_keys`); the store keeps that file, and `run --reuse`
-looks the keys of the jobs it is about to launch up there (`results.store.Store.reusable`), which reuses a stored
-result only when the identity matches *and* the stored result's own record (its source, its provenance's clock, the
-corpus digest its summary read back) matches the context, and says why when it does not.
+`llmsweep run` records every job's key in its `run.json` (`reuse_keys`), and the digest of each part of each key's
+identity (`reuse_parts`: :data:`RECORDED_PARTS`), which says what differs from a key it later meets, part by part;
+the store keeps that file, and `run --reuse` looks the keys of the jobs it is about to launch up there
+(`results.store.Store.reusable`), which reuses a stored result only when the identity matches *and* the stored
+result's own record (its source, its provenance's clock, the corpus digest its summary read back) matches the
+context, and says why when it does not.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import hashlib
 import json
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -155,9 +157,10 @@ KEY_PARTS: dict[str, str] = {
             "later copy draws its own sample)",
 }
 """Each part of a reuse key's identity, as `run --reuse` names it when a stored result of the job was recorded under
-another key. The first seven read back from a stored job and run (:func:`stored_parts`), and the simulator's build
-from a simulated result's provenance (an llmsweep upgrade that changed the simulator is named as such); the rest a run
-records only inside the key's hash."""
+another key, each compared by the digest the recording run kept of it (:data:`RECORDED_PARTS`). A run of an earlier
+llmsweep kept none: then the first seven read back from a stored job and run (:func:`stored_parts`), and the
+simulator's build from a simulated result's provenance (an llmsweep upgrade that changed the simulator is named as
+such); the rest such a run records only inside the key's hash."""
 STORED_PARTS = ("recipe_fingerprint", "image", "workload", "conc", "eval", "repeat", "measurement")
 ABSENT_PARTS: dict[str, str] = {
     "local_files": "none of those paths existed where its run was planned, or an earlier llmsweep did not key what "
@@ -227,12 +230,21 @@ def stored_parts(job_doc: Mapping[str, object], job_id: str, measurement: object
         {"simulator": _digest(simulator)} if simulator is not None else {})
 
 
-def differing_parts(key: ReuseKey, stored: Mapping[str, str], recorded: str | None = None) -> list[str]:
-    """What differs between `key`'s identity and a stored job's (:func:`stored_parts`, the simulator's build included
-    where the stored result records it), as :data:`KEY_PARTS` names it; where none of the stored parts differ, and the
-    recorded identity (`recorded`) is `key`'s without a part of :data:`ABSENT_PARTS` (:attr:`ReuseKey.without`), that
-    part, saying the recorded key holds none and why it may not; else the parts a run keeps only inside the hash that
-    were not read back alike (one of them differs)."""
+def differing_parts(key: ReuseKey, stored: Mapping[str, str], recorded: str | None = None,
+                    recorded_parts: Mapping[str, str] | None = None) -> list[str]:
+    """What differs between `key`'s identity and a stored job's, as :data:`KEY_PARTS` names it.
+
+    Where the run that recorded the stored key recorded its parts too (`recorded_parts`: run.json's
+    :data:`RECORDED_PARTS`, :func:`recorded_parts_of`), each part whose digest differs — one the recorded key holds
+    none of said with why it may not (:data:`ABSENT_PARTS`), one this llmsweep does not key named as the record
+    spells it — so an llmsweep upgrade that changed how a part is keyed names that part. Else (a run of an earlier
+    llmsweep) it is inferred: the parts read back from the stored job (:func:`stored_parts`, the simulator's build
+    included where the stored result records it) that differ; where none do, and the recorded identity
+    (`recorded`) is `key`'s without a part of :data:`ABSENT_PARTS` (:attr:`ReuseKey.without`), that part, saying
+    the recorded key holds none and why it may not; else the parts a run keeps only inside the hash that were not
+    read back alike (one of them differs)."""
+    if recorded_parts is not None:
+        return _recorded_differences(key, recorded_parts)
     # (the simulator's build is compared only where the job runs on it now: a simulated result stood against a job
     # now served by a real engine differs in what is launched, not in the simulator's code)
     compared = (*STORED_PARTS, "simulator") if "simulator" in key.parts else STORED_PARTS
@@ -241,8 +253,7 @@ def differing_parts(key: ReuseKey, stored: Mapping[str, str], recorded: str | No
         return named
     absent = [n for n, digest in key.without.items() if digest == recorded]
     if absent:
-        return [f"{KEY_PARTS[n]}, which the key it was recorded under holds none of: {ABSENT_PARTS[n]}"
-                for n in absent]
+        return [_held_none(n) for n in absent]
     hidden = [KEY_PARTS[n] for n in ("launch", "simulator", "gates", "local_files", "sample", "copy")
               if n in key.parts and n not in stored]  # a part read back alike (the simulator's build) is not it
     if len(hidden) <= 1:
@@ -250,18 +261,81 @@ def differing_parts(key: ReuseKey, stored: Mapping[str, str], recorded: str | No
     return ["one of what a run records only inside the key's hash: " + ", ".join(hidden[:-1]) + ", or " + hidden[-1]]
 
 
-def key_differences(key: str, recorded: str, stored: Mapping[str, str], *, then: str = "stored") -> list[str]:
+def _held_none(name: str) -> str:
+    return f"{KEY_PARTS[name]}, which the key it was recorded under holds none of: {ABSENT_PARTS[name]}"
+
+
+def _recorded_differences(key: ReuseKey, recorded: Mapping[str, str]) -> list[str]:
+    """:func:`differing_parts` against the part digests recorded beside the stored key."""
+    now = recorded_digests(key)
+    out: list[str] = []
+    for name in (*KEY_PARTS, *sorted(set(recorded) - set(KEY_PARTS))):
+        if now.get(name) == recorded.get(name) or (name == "simulator" and name not in now):
+            continue  # (a job no longer on the simulator: what it launches differs, not the simulator's code)
+        if name not in KEY_PARTS:
+            out.append(f"`{name}`, a part the key it was recorded under holds that this llmsweep does not key")
+        elif name not in recorded and name in ABSENT_PARTS:
+            out.append(_held_none(name))
+        else:
+            out.append(KEY_PARTS[name])
+    # every part as recorded, the identity not: how the parts make one key changed (an llmsweep upgrade)
+    return out or ["how llmsweep makes one key of its parts (each part is as the key it was recorded under holds it)"]
+
+
+RECORDED_PARTS = "reuse_parts"
+"""The run.json field (kept in the store's `runs.meta`) that records the parts of each reuse identity its
+`reuse_keys` name: `{identity: {part: digest}}` (:func:`record_parts`), so that what differs from a stored key is
+read, not inferred, after an upgrade that changed how a part is keyed (:func:`differing_parts`). A run of an earlier
+llmsweep records none: what differs is inferred as before."""
+PART_DIGEST_CHARS = 16
+"""The hex digits of each part's digest that :data:`RECORDED_PARTS` keeps (a run.json of many jobs stays small)."""
+
+
+def recorded_digests(key: ReuseKey) -> dict[str, str]:
+    """`key`'s part digests as :data:`RECORDED_PARTS` records them."""
+    return {name: digest[:PART_DIGEST_CHARS] for name, digest in key.parts.items()}
+
+
+def record_parts(keys: Iterable[str], previous: object = None) -> dict[str, dict[str, str]]:
+    """:data:`RECORDED_PARTS` of a run recording `keys`: each :class:`ReuseKey`'s parts, by its identity, and, for a
+    key that is no :class:`ReuseKey` (one an earlier invocation recorded for a job whose result it still holds), the
+    parts the run recorded for it before (`previous`: run.json's :data:`RECORDED_PARTS` then), where it did."""
+    before = previous if isinstance(previous, dict) else {}
+    out: dict[str, dict[str, str]] = {}
+    for key in keys:
+        base = split_key(key)[0]
+        if isinstance(key, ReuseKey):
+            out[base] = recorded_digests(key)
+        elif isinstance(parts := before.get(base), dict) and base not in out:
+            out[base] = parts
+    return out
+
+
+def recorded_parts_of(meta: object, key: str) -> dict[str, str] | None:
+    """The part digests a run's record (its run.json, `runs.meta`) holds for the identity of `key`, one of its
+    `reuse_keys`; None where it records none (a run of an earlier llmsweep) or they do not read."""
+    parts = meta.get(RECORDED_PARTS) if isinstance(meta, dict) else None
+    found = parts.get(split_key(key)[0]) if isinstance(parts, dict) else None
+    if not isinstance(found, dict) or not all(isinstance(v, str) for v in found.values()):
+        return None
+    return {str(k): v for k, v in found.items()}
+
+
+def key_differences(key: str, recorded: str, stored: Mapping[str, str], *, then: str = "stored",
+                    recorded_parts: Mapping[str, str] | None = None) -> list[str]:
     """What differs between a job's reuse key now (`key`; a :class:`ReuseKey` knows its parts) and the key a result
     of it was recorded under (`recorded`), in one wording for `run --reuse` and `--resume`: each part of the context
     that differs, with both values (`then`: how the recorded one is named), then the parts of the identity
-    (:func:`differing_parts` against `stored`, the recorded job's :func:`stored_parts`). [] where the keys agree."""
+    (:func:`differing_parts`: against `recorded_parts`, what the recording run's record holds for its identity
+    (:func:`recorded_parts_of`), else against `stored`, the recorded job's :func:`stored_parts`). [] where the keys
+    agree."""
     base, context = split_key(key)
     recorded_base, recorded_context = split_key(recorded)
     diffs = [] if context is None or recorded_context is None else [
         f"{name} ({getattr(context, name) or '-'}, {then} {getattr(recorded_context, name) or '-'})"
         for name in CONTEXT_PARTS if getattr(context, name) != getattr(recorded_context, name)]
     if recorded_base != base and isinstance(key, ReuseKey):
-        diffs += differing_parts(key, stored, recorded_base)
+        diffs += differing_parts(key, stored, recorded_base, recorded_parts)
     return diffs
 
 

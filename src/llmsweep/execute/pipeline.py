@@ -539,6 +539,7 @@ def _write_run_meta(run_dir: Path, req: RunRequest, run_id: str, jobs: list[Job]
                     outcomes: list[JobOutcome] | None, findings: list[Finding],
                     reuse: dict[str, Any] | None = None, superseded: frozenset[str] = frozenset(),
                     elsewhere: frozenset[str] = frozenset(), trace_pins: Sequence[TracePin] = ()) -> None:
+    from llmsweep.changes.reuse import RECORDED_PARTS, record_parts
     from llmsweep.results.identity import hardware_of
     from llmsweep.results.rundir import KEPT_ATTEMPTS, RETIRED
 
@@ -592,6 +593,10 @@ def _write_run_meta(run_dir: Path, req: RunRequest, run_id: str, jobs: list[Job]
                     if name in previous:
                         meta[name] = previous[name]
     kept = _kept_outcomes(meta, previous, req, superseded, elsewhere) if isinstance(previous, dict) else []
+    if isinstance(parts := meta.get(RECORDED_PARTS), dict) and isinstance(keys := meta.get("reuse_keys"), dict):
+        # the parts of a key an earlier invocation recorded, for a result this one keeps, as that one recorded them
+        before = previous.get(RECORDED_PARTS) if isinstance(previous, dict) else None
+        meta[RECORDED_PARTS] = {**record_parts(keys.values(), before), **parts}
     if outcomes is not None or kept:
         meta["outcomes"] = [o.model_dump(mode="json") for o in outcomes or ()] + kept
     if outcomes is not None:
@@ -1408,7 +1413,7 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
     rendered = Servers(simulate=req.simulate, executor=executor.kind, live=req.live)  # each job rendered once
     planned = _marked_copies(planned, whole_points, rendered)
     jobs = [j for j in with_repeats(planned, req.repeats) if _picked(j.id, picks or {})]  # `--job <id>-repeat<k>`
-    from llmsweep.changes.reuse import reuse_keys
+    from llmsweep.changes.reuse import RECORDED_PARTS, record_parts, reuse_keys
     from llmsweep.execute.local import LocalExecutor
     from llmsweep.metrics.version import measurement_identity
     from llmsweep.policy.planning import errors_about
@@ -1419,7 +1424,8 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
     previous = art.read_json(run_dir / art.RUN_FILE)  # the keys the finished jobs were measured under, before rewritten
     recorded = previous.get("reuse_keys") if isinstance(previous, dict) else None
     measured = _MeasuredKeys(run_dir, identities, recorded)
-    reuse_meta: dict[str, Any] = {"measurement": measurement_identity(), "reuse_keys": measured.keys}
+    reuse_meta: dict[str, Any] = {"measurement": measurement_identity(), "reuse_keys": measured.keys,
+                                  RECORDED_PARTS: record_parts(identities.values())}  # + the kept keys': at writing
     if req.settings.resume and not isinstance(previous, dict) and (run_dir / art.RUN_FILE).exists():
         _continue_stored_run(run_dir, req, run_id, event)
     def record_start() -> str:  # run.json as this invocation plans the run; the run's id (a resumed run keeps its)
@@ -1464,7 +1470,8 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
             done = resumed(job, run_dir)
             if done is not None and (why := _measured_otherwise(
                     job, run_dir, identities.get(job.id), recorded, simulate=req.simulate,
-                    measurement=previous.get("measurement") if isinstance(previous, dict) else None)):
+                    measurement=previous.get("measurement") if isinstance(previous, dict) else None,
+                    record=previous)):
                 # Its result stands for another configuration than the job now: kept aside, never mixed into this
                 # run's series (its job id does not change with engine args, env or the workload).
                 event(f"job {job.id}: not resumed — {why}; it runs again")
@@ -1566,7 +1573,7 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
 
 
 def _measured_otherwise(job: Job, run_dir: Path, key: str | None, recorded: object, *,
-                        simulate: bool = False, measurement: object = None) -> str | None:
+                        simulate: bool = False, measurement: object = None, record: object = None) -> str | None:
     """Why the finished result in `job`'s folder does not stand for `job` as planned now, or None when it does.
 
     A job id holds the recipe's InferenceX fingerprint only: engine args, env, the workload (its window, its prompts)
@@ -1578,10 +1585,11 @@ def _measured_otherwise(job: Job, run_dir: Path, key: str | None, recorded: obje
     the plan's (a run.json an earlier llmsweep rewrote over results it had not measured) the job runs again. A
     `job.json` that does not read makes a job without a result (the store refuses it): it runs again. Where the keys
     differ, what differs is said as `run --reuse` says it (`changes.reuse.key_differences`: the context's parts, the
-    identity's as `KEY_PARTS` names them; `measurement`: the measurement identity the run recorded; the simulator's
-    build its summary records, `provenance.simulator.digest`).
+    identity's as `KEY_PARTS` names them: as `record`, the run.json that recorded `recorded`, holds their digests
+    (`changes.reuse.RECORDED_PARTS`), else read back — `measurement`: the measurement identity the run recorded; the
+    simulator's build its summary records, `provenance.simulator.digest`).
     """
-    from llmsweep.changes.reuse import key_differences, split_key, stored_parts
+    from llmsweep.changes.reuse import key_differences, recorded_parts_of, split_key, stored_parts
 
     doc = art.read_json(art.job_dir(run_dir, job.id) / art.JOB_FILE)
     if not isinstance(doc, dict):
@@ -1605,7 +1613,7 @@ def _measured_otherwise(job: Job, run_dir: Path, key: str | None, recorded: obje
     stored = stored_parts(doc, job.id, measurement, build.digest if build is not None else None)
     if measurement is None:  # not recorded (an earlier release's run.json): not compared
         stored.pop("measurement", None)
-    what = key_differences(key, old, stored, then="then")
+    what = key_differences(key, old, stored, then="then", recorded_parts=recorded_parts_of(record, old))
     return "its result was recorded under another reuse key — what differs: " + ("; ".join(what) or "its identity")
 
 

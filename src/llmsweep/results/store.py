@@ -526,6 +526,8 @@ class Store:
         end filed the new result under the old configuration's key, and `--reuse` of the old configuration stood on
         it (until 2026-12-06). The earlier attempts run.json now records as kept for the runs that stood on them
         (`kept_attempts`) are stored beside it (`_keep_attempts`)."""
+        from llmsweep.changes.reuse import recorded_parts_of
+
         root = Path(run_dir)
         run_id, meta = load_run_meta(root)
         art = load_job(Path(job_dir))
@@ -541,7 +543,8 @@ class Store:
         with self._db:
             if not self.has_run(run_id):
                 self._insert_run(run_id, "llmsweep", str(root.resolve()), meta)
-            self._keep_job_meta(run_id, art.job_id, key, outcome=art.outcome)
+            self._keep_job_meta(run_id, art.job_id, key, outcome=art.outcome,
+                                parts=recorded_parts_of(meta, key) if isinstance(key, str) else None)
             self._keep_attempts(root, run_id, meta)
             self._db.execute("DELETE FROM jobs WHERE run_id = ? AND job_id = ?", (run_id, art.job_id))
             if point is None and not art.unread:
@@ -701,11 +704,14 @@ class Store:
                                    retired=kept.dir)
 
     def _keep_job_meta(self, run_id: str, job_id: str, key: object, *, outcome: Mapping[str, Any] | None = None,
-                       drop_outcome: bool = False) -> None:
+                       drop_outcome: bool = False, parts: Mapping[str, str] | None = None) -> None:
         """Keep what a job's folder says of it now in its run's `runs.meta`: its own outcome.json (`JOB_OUTCOMES`:
         `outcome` when given; `drop_outcome`: the folder no longer holds one) and its reuse key (`reuse_keys`, as
-        run.json records it now; one that is not a string drops it). The end-of-run ingest replaces the meta with
-        run.json's, which records every outcome and key."""
+        run.json records it now; one that is not a string drops it), with the digests of its identity's parts
+        where run.json records them (`parts`: `changes.reuse.RECORDED_PARTS`). The end-of-run ingest replaces the
+        meta with run.json's, which records every outcome and key."""
+        from llmsweep.changes.reuse import RECORDED_PARTS, split_key
+
         meta = self.run_meta(run_id)
         if not meta:
             return
@@ -724,6 +730,9 @@ class Store:
             else:
                 keys.pop(job_id, None)
             meta["reuse_keys"] = keys
+        if isinstance(key, str) and parts is not None:
+            recorded = meta.get(RECORDED_PARTS)
+            meta[RECORDED_PARTS] = {**(recorded if isinstance(recorded, dict) else {}), split_key(key)[0]: dict(parts)}
         if (after := _dumps(meta)) != before:
             self._db.execute("UPDATE runs SET meta = ? WHERE run_id = ?", (after, run_id))
 
@@ -1129,7 +1138,7 @@ class Store:
         no result of the job at all. A run that only stood on an earlier result recorded its key without a result:
         the result it stood on is the job's. A job whose stored result is under its other power gate's key is
         `run`'s own lookup (`POWER_GATE`), not said here."""
-        from llmsweep.changes.reuse import ReuseKey, key_differences, split_key, stored_parts
+        from llmsweep.changes.reuse import ReuseKey, key_differences, recorded_parts_of, split_key, stored_parts
 
         out: list[str] = []
         never: list[str] = []
@@ -1152,7 +1161,8 @@ class Store:
                 continue
             run_id, stored_key, verdict, job_doc, simulator = found
             measurement = (metas.get(run_id) or {}).get("measurement")
-            diffs = key_differences(key, stored_key, stored_parts(job_doc, key.job_id, measurement, simulator))
+            diffs = key_differences(key, stored_key, stored_parts(job_doc, key.job_id, measurement, simulator),
+                                    recorded_parts=recorded_parts_of(metas.get(run_id), stored_key))
             what = "; ".join(diffs) or "its identity"
             out.append(f"not reused: job {key.job_id}: the newest stored result of the job, run {run_id}'s "
                        f"({verdict}), was recorded under another reuse key — what differs: {what}; the job runs again")

@@ -140,12 +140,15 @@ def test_collect_merges_job_runs_and_counts_a_missing_one_as_failed(tmp_path: Pa
         (run / "jobs" / job).mkdir(parents=True)
         (run / "jobs" / job / "job.json").write_text(json.dumps({"id": job}))
         (run / "run.json").write_text(json.dumps({
-            "run_id": f"r{n}", "started": f"2026-01-0{n + 1}T00:00:00+00:00", "reuse_keys": {job: "k" * 64},
+            "run_id": f"r{n}", "started": f"2026-01-0{n + 1}T00:00:00+00:00", "reuse_keys": {job: f"{n}" * 64},
+            "reuse_parts": {f"{n}" * 64: {"launch": f"{n}" * 16}},
             "outcomes": [{"job_id": job, "exp_name": "x", "status": "valid"}]}))
     meta = collect(artifacts, tmp_path / "sweep", run_id="gh-1-1", expected=["job-a", "job-b", "job-c"])
     assert meta["expected_job_ids"] == ["job-a", "job-b", "job-c"]
     assert [o["status"] for o in meta["outcomes"]] == ["valid", "valid", "failed"]
     assert meta["started"] == "2026-01-01T00:00:00+00:00" and set(meta["reuse_keys"]) == {"job-a", "job-b"}
+    # each key's part digests too, which say what differs from it part by part (`changes.reuse.RECORDED_PARTS`)
+    assert meta["reuse_parts"] == {"0" * 64: {"launch": "0" * 16}, "1" * 64: {"launch": "1" * 16}}
     assert sorted(p.name for p in (tmp_path / "sweep" / "jobs").iterdir()) == ["job-a", "job-b"]
     with pytest.raises(ConfigError, match="not empty"):
         collect(artifacts, tmp_path / "sweep", run_id="again")

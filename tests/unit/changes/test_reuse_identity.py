@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -549,6 +550,52 @@ def test_a_key_recorded_without_the_local_files_part_is_named_as_such_not_as_one
         (said,) = reuse.key_differences(now, other, stored)
         assert said.startswith("one of what a run records only inside the key's hash: "), said
         settings.unlink()
+
+
+def test_what_an_upgrade_changed_in_how_a_part_is_keyed_is_named_from_the_parts_the_run_recorded(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An llmsweep upgrade that changes how one part of the key is computed (here: how a folder on a search path is
+    keyed, `FOLDER_READ_BYTES`) gives every such job a new key; from the stored job alone `run --reuse` and `--resume`
+    could only say 'one of what a run records only inside the key's hash: ...'. A run records each key's part digests
+    beside it (run.json's `reuse_parts`, `record_parts`), and what differs is read from them: that part alone. A run
+    of an earlier llmsweep, which recorded none, is inferred as before."""
+    from llmsweep.changes import reuse
+
+    bins = tmp_path / "bin"
+    bins.mkdir()
+    for name in ("a-tool", "b-tool"):
+        (bins / name).write_text(name * 4)
+    recipe = write_recipe(tmp_path / "r")
+    recipe.write_text(recipe.read_text().replace('      SHARED_VAR: "1"\n', f'      PATH: {bins}\n'))
+    job = jobs_from_files([recipe])[0]
+    stored = reuse.stored_parts(job.to_json(), job.id, version.measurement_identity())
+    then = reuse_keys([job], simulate=True)[job.id]
+    record = {"reuse_keys": {job.id: str(then)}, reuse.RECORDED_PARTS: reuse.record_parts([then])}
+    assert json.loads(json.dumps(record)) == record  # as run.json and the store keep it
+    monkeypatch.setattr(reuse, "FOLDER_READ_BYTES", 8)  # the upgrade: b-tool counts by its status now
+    now = reuse_keys([job], simulate=True)[job.id]
+    assert now != then
+    recorded = reuse.recorded_parts_of(record, then)
+    assert reuse.key_differences(now, then, stored, recorded_parts=recorded) == [reuse.KEY_PARTS["local_files"]]
+    (inferred,) = reuse.key_differences(now, then, stored)  # no parts recorded: an earlier llmsweep's run
+    assert inferred.startswith("one of what a run records only inside the key's hash: "), inferred
+    assert reuse.recorded_parts_of({"reuse_keys": record["reuse_keys"]}, then) is None
+
+    # a part the recorded key holds and this llmsweep does not key (a later llmsweep's), one it lacks, or none at all
+    assert recorded is not None
+    later = {**recorded, "local_files": reuse.recorded_digests(now)["local_files"], "kernel": "0" * 16}
+    assert reuse.key_differences(now, then, stored, recorded_parts=later) == [
+        "`kernel`, a part the key it was recorded under holds that this llmsweep does not key"]
+    without = {k: v for k, v in later.items() if k not in ("local_files", "kernel")}
+    (said,) = reuse.key_differences(now, then, stored, recorded_parts=without)
+    assert said == f"{reuse.KEY_PARTS['local_files']}, which the key it was recorded under holds none of: " \
+                   f"{reuse.ABSENT_PARTS['local_files']}"
+    assert reuse.key_differences(now, then, stored, recorded_parts=reuse.recorded_digests(now)) == [
+        "how llmsweep makes one key of its parts (each part is as the key it was recorded under holds it)"]
+
+    # a key an earlier invocation recorded for a result the run keeps: its parts stay as that one recorded them
+    kept = reuse.record_parts([now, str(then)], record[reuse.RECORDED_PARTS])
+    assert kept == {**reuse.record_parts([now]), **record[reuse.RECORDED_PARTS]} and len(kept) == 2
 
 
 def test_a_folder_holding_a_file_whose_name_is_not_utf8_is_keyed_not_a_crash(tmp_path: Path) -> None:
