@@ -664,5 +664,10 @@ def test_a_simulated_result_against_a_job_now_on_a_real_engine_does_not_name_the
     recipe.write_text(recipe.read_text().replace("    engine: { name: sim }\n", ""))  # the image's SGLang now
     job = jobs_from_files([recipe])[0]
     assert job.id == sim_job.id
-    said = reuse.key_differences(reuse_keys([job], simulate=False)[job.id], simulated, stored)
+    real = reuse_keys([job], simulate=False)[job.id]
+    said = reuse.key_differences(real, simulated, stored)
+    assert said and not any(reuse.KEY_PARTS["simulator"] in s for s in said), said
+    # read from the parts the simulated run recorded (run.json's reuse_parts), alike
+    assert isinstance(simulated, reuse.ReuseKey) and "simulator" in simulated.parts
+    said = reuse.key_differences(real, simulated, stored, recorded_parts=reuse.recorded_digests(simulated))
     assert said and not any(reuse.KEY_PARTS["simulator"] in s for s in said), said
