@@ -41,7 +41,9 @@ import re
 import shlex
 import shutil
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -85,7 +87,13 @@ def resolve_visible(env: Mapping[str, str], known: GpuTable | None = None,
     `known`: GPUs the caller has already listed (an `nvidia-smi --query-gpu` CSV); the host is listed only for an
     entry that is not an index and that `known` does not name. `order`: an AMD host's GPUs (the tool's indices) in the
     order ROCr and HIP number them (`Listed.runtime_order`, from amd-smi's `hip_id`): an index entry counts in that
-    order, not the tool's; None takes the tool's."""
+    order, not the tool's; None takes the tool's. One :func:`gpu_tool_step` (or part of the caller's): a tool that
+    hangs is waited for once."""
+    with gpu_tool_step("reading the GPU selection"):
+        return _resolve(env, known, order)
+
+
+def _resolve(env: Mapping[str, str], known: GpuTable | None, order: Sequence[int] | None) -> Visible:
     cuda, hip, rocr = (_value(env, name) for name in VISIBLE_ENV)
     lookup = _Lookup(env, known, order)
     vendor = known.vendor if known is not None and known.vendor is not None else None
@@ -325,10 +333,35 @@ def list_gpus(env: Mapping[str, str]) -> GpuTable:
 GPU_TOOL_TIMEOUT_S = 30.0
 """How long a vendor tool is given to list the GPUs (or answer a query of them) before it is taken to hang."""
 
-_HUNG: dict[str, str] = {}
-"""Vendor tools that did not answer within their timeout in this process: the executable (`_tool_key`) -> what was
-asked and how long it was waited for. A tool that hung once is not asked again (`run_gpu_tool`): a hung driver hangs
-every query, and amd-smi asked `list -e` and then `list`, `static --limit` and then without, waited 30 s for each."""
+@dataclass(slots=True)
+class _Step:
+    """One step of a run that asks the vendor tools (:func:`gpu_tool_step`): what it is, and the tools that did not
+    answer in it (the executable, `_tool_key`, -> what was asked and how long it was waited for)."""
+
+    what: str
+    hung: dict[str, str] = field(default_factory=dict)
+
+
+_STEP: ContextVar[_Step | None] = ContextVar("llmsweep_gpu_tool_step", default=None)
+
+
+@contextmanager
+def gpu_tool_step(what: str) -> Iterator[None]:
+    """One step of a run that asks the GPUs' vendor tools — a launch preflight, the recording of one server's GPUs, the
+    choice of the GPUs a power sampler reads — named by `what` (`the launch preflight`) for the warning. A tool that
+    did not answer within its timeout in the step is not asked again in it (`run_gpu_tool` refuses it at once): a hung
+    driver hangs every query, and amd-smi asked `list -e` and then `list`, `static --limit` and then without, waited
+    30 s for each. The memory ends with the step: the next one (a later server group's preflight, a later job's
+    recording) asks the tool again, as a stall (amd-smi waiting on a server that is initialising) may have passed. A
+    step opened inside another is part of it. Outside any step nothing is remembered."""
+    if _STEP.get() is not None:
+        yield
+        return
+    token = _STEP.set(_Step(what))
+    try:
+        yield
+    finally:
+        _STEP.reset(token)
 
 
 def _tool_key(exe: str) -> str:
@@ -336,23 +369,36 @@ def _tool_key(exe: str) -> str:
     return os.path.realpath(shutil.which(exe) or exe)
 
 
-def run_gpu_tool(argv: Sequence[str], timeout_s: float = GPU_TOOL_TIMEOUT_S) -> str:
+def hung_in_this_step(exe: str) -> bool:
+    """Whether the tool `exe` runs did not answer earlier in the :func:`gpu_tool_step` this runs in."""
+    step = _STEP.get()
+    return step is not None and _tool_key(exe) in step.hung
+
+
+def run_gpu_tool(argv: Sequence[str], timeout_s: float | None = None) -> str:
     """What a vendor tool printed on stdout; OSError naming the command when it is missing, exits non-zero or does not
-    answer within `timeout_s`. A tool that did not answer once is not asked again in this process (`_HUNG`): the
-    OSError says so at once, and the warning that it hung is logged once."""
+    answer within `timeout_s` (None: :data:`GPU_TOOL_TIMEOUT_S`). A tool that did not answer is not asked again in the
+    same :func:`gpu_tool_step`: the OSError says so at once, and the warning that it hung is logged once a step."""
+    timeout_s = GPU_TOOL_TIMEOUT_S if timeout_s is None else timeout_s
     said = shlex.join(argv)
     tool = _tool_key(argv[0])
-    if (hung := _HUNG.get(tool)) is not None:
-        raise OSError(f"`{said}` was not asked: {hung} earlier in this run, and a tool that hung is not waited for "
-                      "again")
+    step = _STEP.get()
+    if step is not None and (hung := step.hung.get(tool)) is not None:
+        raise OSError(f"`{said}` was not asked: {hung} earlier in {step.what}, and a tool that hung is not waited for "
+                      "again in one step")
     try:
         done = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout_s, check=False,
                               stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired as exc:
-        _HUNG[tool] = f"`{said}` did not answer within {timeout_s:.0f} s"
-        log.warning("`%s` did not answer within %.0f s: %s is not asked again in this run (a hung GPU driver hangs "
-                    "every query; check the driver, `dmesg`), and what it would have said is left unread",
-                    said, timeout_s, os.path.basename(argv[0]))
+        name = os.path.basename(argv[0])
+        if step is not None:
+            step.hung[tool] = f"`{said}` did not answer within {timeout_s:.0f} s"
+            again = (f"{name} is not asked again in {step.what} (the next step, a later server group's preflight or "
+                     "recording, asks it again)")
+        else:
+            again = f"{name} is asked again when next needed"
+        log.warning("`%s` did not answer within %.0f s: %s; what it would have said is left unread (a hung GPU driver "
+                    "hangs every query; check the driver, `dmesg`)", said, timeout_s, again)
         raise OSError(f"`{said}` did not answer within {timeout_s:.0f} s") from exc
     except OSError as exc:
         raise OSError(f"`{said}` could not run: {exc}") from exc
@@ -523,22 +569,23 @@ def hip_order(hip_ids: Mapping[int, int | None]) -> tuple[int, ...] | None:
     return tuple(sorted(hip_ids, key=lambda index: hip_ids[index] or 0))
 
 
-def list_amd_smi(exe: str, timeout_s: float = GPU_TOOL_TIMEOUT_S) -> Listed:
+def list_amd_smi(exe: str, timeout_s: float | None = None) -> Listed:
     """The host's GPUs as amd-smi `exe` lists them (:func:`read_amd_smi_list`): `list -e --json`, else `list --json`
     (an older amd-smi has no `-e`), the one way amd-smi is asked to list them. OSError saying what each asking
     answered when neither lists them (the tool failed, hung, or printed no JSON document); one that hung is not asked
     the second way."""
     why: list[str] = []
-    for args in AMD_SMI_LIST_ARGS:
-        argv = [exe, *args]
-        try:
-            return read_amd_smi_list(run_gpu_tool(argv, timeout_s), args)
-        except OSError as exc:
-            why.append(str(exc))
-            if _tool_key(exe) in _HUNG:  # it hung: asked no other way (`run_gpu_tool` would refuse it anyway)
-                break
-        except ValueError as exc:  # no JSON document in what it printed
-            why.append(f"`{shlex.join(argv)}` did not list the GPUs: {exc}")
+    with gpu_tool_step("listing the GPUs with amd-smi"):  # (part of the caller's step, where it has one)
+        for args in AMD_SMI_LIST_ARGS:
+            argv = [exe, *args]
+            try:
+                return read_amd_smi_list(run_gpu_tool(argv, timeout_s), args)
+            except OSError as exc:
+                why.append(str(exc))
+                if hung_in_this_step(exe):  # it hung: asked no other way (`run_gpu_tool` would refuse it anyway)
+                    break
+            except ValueError as exc:  # no JSON document in what it printed
+                why.append(f"`{shlex.join(argv)}` did not list the GPUs: {exc}")
     raise OSError("; ".join(why))
 
 

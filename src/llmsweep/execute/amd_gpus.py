@@ -6,7 +6,8 @@ Two calls, one per fact family, each best effort (an error, a timeout or a docum
 its facts None, never a failure): `amd-smi static --asic --driver --limit --json` (the identity and the power cap;
 asked again without `--limit` when that fails, as a virtual machine's amd-smi has no `--limit`), and, only for the
 GPUs' state, `amd-smi metric --clock --json`. An amd-smi that hung (`visible.run_gpu_tool`: 30 s) is not asked again
-in the process: its facts are None at once.
+in the same step (`visible.gpu_tool_step`: the recording of one server's GPUs): its facts are None at once; the next
+server's recording asks it again.
 
 The JSON shapes, paraphrased (no code copied) from: the ROCm/amdsmi CLI source, `amdsmi_cli/amdsmi_commands.py` and
 `amdsmi_logger.py`, at a ROCm 6.0-era revision and at a ROCm 7.x one (the `static_gpu`/`metric_gpu` commands); its
@@ -40,7 +41,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from llmsweep.visible import amd_smi_entries, amd_smi_index, run_gpu_tool, tool_json
+from llmsweep.visible import amd_smi_entries, amd_smi_index, gpu_tool_step, run_gpu_tool, tool_json
 
 log = logging.getLogger(__name__)
 
@@ -152,8 +153,8 @@ def parse_clocks(text: str) -> dict[int, GfxClock]:
 
 
 def _ask(argv: tuple[str, ...]) -> str | None:
-    """What amd-smi printed, through `visible.run_gpu_tool` (an amd-smi that hung once in this process is not waited
-    for again); None when it failed, hung or hung before."""
+    """What amd-smi printed, through `visible.run_gpu_tool` (an amd-smi that hung earlier in this step is not waited
+    for again); None when it failed, hung or hung before in the step."""
     try:
         return run_gpu_tool(argv)
     except OSError as exc:
@@ -164,9 +165,10 @@ def _ask(argv: tuple[str, ...]) -> str | None:
 def query_static() -> dict[int, AmdGpu] | None:
     """This host's GPUs as `amd-smi static` lists them; None when amd-smi answers neither with nor without
     `--limit` (the GPUs' names matter more than their power cap)."""
-    for argv in (STATIC_ARGV, tuple(a for a in STATIC_ARGV if a != "--limit")):
-        if (out := _ask(argv)) is not None:
-            return parse_static(out)
+    with gpu_tool_step("reading the GPUs with amd-smi static"):  # (part of the caller's step, where it has one)
+        for argv in (STATIC_ARGV, tuple(a for a in STATIC_ARGV if a != "--limit")):
+            if (out := _ask(argv)) is not None:
+                return parse_static(out)
     return None
 
 

@@ -78,7 +78,7 @@ from llmsweep.power.sampler import PowerProbe, PowerSettings, Sampler, probe_pow
 from llmsweep.sim_warnings import no_gpu_figures
 from llmsweep.spec.workload import ScenarioId
 from llmsweep.visible import CUDA as VISIBLE_CUDA
-from llmsweep.visible import GpuTable, Listed, select_listed
+from llmsweep.visible import GpuTable, Listed, gpu_tool_step, select_listed
 
 if TYPE_CHECKING:
     from llmsweep.client import Endpoint, Progress, RunOptions
@@ -421,9 +421,15 @@ def observe_runtime(handle: ServerHandle, spec: LaunchSpec) -> dict[str, Any]:
     """What the running server and this host say about themselves: the engine's `/version`; the GPUs as the driver
     names them, with their power limits and SM (NVIDIA) or GFX (AMD) clocks (`GpuState`); the host's CPU
     (`HostFacts`). The GPUs are read from `nvidia-smi --query-gpu`, or where nvidia-smi is absent from `amd-smi`
-    (`execute.amd_gpus`). Best effort, read once per launch: a value that cannot be read is None, never a failure.
+    (`execute.amd_gpus`). Best effort, read once per launch: a value that cannot be read is None, never a failure;
+    one step of asking the tools (`llmsweep.visible.gpu_tool_step`: one that hangs is waited for once).
     The GPUs' state and the host are read only for a server on this host (:func:`on_this_host`) that is not the
     simulator: a simulated point ran on no GPU, and the machine that simulates it is not the engine's host."""
+    with gpu_tool_step("recording the server's GPUs"):  # (part of the caller's step, where it has one)
+        return _observe(handle, spec)
+
+
+def _observe(handle: ServerHandle, spec: LaunchSpec) -> dict[str, Any]:
     from llmsweep.execute.ready import server_version
 
     doc = server_version(handle.base_url)
@@ -676,20 +682,23 @@ class _Server:
             raise
         self.ever_ready, self.races_in_row = True, 0
         self.event(f"server ready in {ready.seconds:.1f} s at {handle.base_url}")
-        self.observed = {**observe_runtime(handle, spec), **asdict(prepared)}  # `_provenance` reads them
-        if spec.engine != SIM.id and self.observed.get("image") is None and on_this_host(handle):
-            # the host's own engine (no image pins its build): what its interpreter has installed (`run --reuse`)
-            from llmsweep.execute.host_engine import host_engine_version
+        # one step of asking the GPU tools: a tool that hangs is waited for once for the server's GPUs and its
+        # sampler (`visible.gpu_tool_step`); the next server group asks it again
+        with gpu_tool_step("recording the server's GPUs and starting its power sampler"):
+            self.observed = {**observe_runtime(handle, spec), **asdict(prepared)}  # `_provenance` reads them
+            if spec.engine != SIM.id and self.observed.get("image") is None and on_this_host(handle):
+                # the host's own engine (no image pins its build): what its interpreter has installed (`run --reuse`)
+                from llmsweep.execute.host_engine import host_engine_version
 
-            self.observed["engine_version_installed"] = host_engine_version(spec)
-        self._judge_version(spec)
-        if on_no_gpu(spec):  # a CPU rehearsal: its figures are no GPU's, and its table says it
-            for job in self.group.jobs:
-                kept = self.group.warnings.setdefault(job.id, [])
-                if (no_gpu := no_gpu_figures(Point.of(job).gpus)) not in kept:
-                    kept.append(no_gpu)
-        self.power = start_sampler(self.settings.power.for_jobs(self.group.jobs), engine=spec.engine, gpus=spec.gpus,
-                                   base_url=handle.base_url, env=spec.env, server_dir=self.dir)
+                self.observed["engine_version_installed"] = host_engine_version(spec)
+            self._judge_version(spec)
+            if on_no_gpu(spec):  # a CPU rehearsal: its figures are no GPU's, and its table says it
+                for job in self.group.jobs:
+                    kept = self.group.warnings.setdefault(job.id, [])
+                    if (no_gpu := no_gpu_figures(Point.of(job).gpus)) not in kept:
+                        kept.append(no_gpu)
+            self.power = start_sampler(self.settings.power.for_jobs(self.group.jobs), engine=spec.engine,
+                                       gpus=spec.gpus, base_url=handle.base_url, env=spec.env, server_dir=self.dir)
         if self.observed.get("engine_version") or self.observed.get("gpu_names"):
             gpus = self.observed.get("gpu_names")
             self.event(f"server reports {spec.engine} {self.observed.get('engine_version') or '(no version)'}"

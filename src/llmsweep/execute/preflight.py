@@ -27,6 +27,7 @@ from llmsweep.visible import (
     GPU_TOOL_TIMEOUT_S,
     VISIBLE_ENV,
     Listed,
+    gpu_tool_step,
     host_vendor,
     list_amd_smi,
     match_uuid,
@@ -314,9 +315,18 @@ def check_gpus(spec: LaunchSpec, environ: Mapping[str, str] | None = None, *, re
     `reselect`: where llmsweep chose the selection in `spec.env` itself (a role-by-role deployment's worker, given its
     share of the host's GPUs: `execute.roles.LocalPlacement`), how to give the server other GPUs: the fix of a
     refusal, in place of the recipe's `serve.env` (None: the selection in `spec.env` is the recipe's). `queries`:
-    what the host's tool was already asked (the deployment's other workers'); None: asked here."""
+    what the host's tool was already asked (the deployment's other workers'); None: asked here.
+
+    One step of the run (`llmsweep.visible.gpu_tool_step`): a vendor tool that does not answer within its timeout is
+    not asked again in this check, and the next check (a later server group's) asks it again."""
     if spec.gpus <= 0 or spec.engine == SIM.id:
         return
+    with gpu_tool_step("this launch preflight"):
+        _check_gpus(spec, environ, reselect=reselect, queries=queries)
+
+
+def _check_gpus(spec: LaunchSpec, environ: Mapping[str, str] | None, *, reselect: str | None,
+                queries: HostGpuQueries | None) -> None:
     host_env = os.environ if environ is None else environ
     in_slurm = bool(host_env.get("SLURM_JOB_ID"))  # the check runs on the node, inside the batch job's allocation
     # the server runs with the recipe's env over this process's (the launchers, `observe_runtime` and the power

@@ -35,6 +35,7 @@ from llmsweep.power.samples import (
     TelemetryHeader,
     write_gpu_metrics,
 )
+from llmsweep.visible import gpu_tool_step
 
 if TYPE_CHECKING:
     from llmsweep.plan import Job
@@ -382,9 +383,19 @@ def start_sampler(settings: PowerSettings, *, engine: str, gpus: int, base_url: 
     first, as InferenceX's multi-node lane does), None for an aggregated server. When no backend can sample here,
     a `NoSampler`: every job's file says why and how to get power (`PowerProbe.unrecorded`), required or not — a
     server on no GPU too (`NO_GPU_REASON`): the run's start line announces it for its jobs, and each job's power
-    block is where its summary, `results`, summary.md and `run --json` read that its power was not recorded."""
+    block is where its summary, `results`, summary.md and `run --json` read that its power was not recorded.
+
+    One step of the run (`llmsweep.visible.gpu_tool_step`, or part of the caller's): a vendor tool that hangs while
+    the server's GPUs are chosen is waited for once."""
     if settings.backend == "off" and not settings.require:
         return None
+    with gpu_tool_step("starting the power sampler"):
+        return _start(settings, engine=engine, gpus=gpus, base_url=base_url, env=env, server_dir=server_dir,
+                      role=role)
+
+
+def _start(settings: PowerSettings, *, engine: str, gpus: int, base_url: str | None, env: Mapping[str, str] | None,
+           server_dir: Path | None, role: str | None) -> Sampler:
     simulated = engine == SIM.id
     kinds = _candidates(settings, simulated=simulated, gpus=gpus, role=role)
     ctx = _context(simulated=simulated, base_url=base_url, env=env)

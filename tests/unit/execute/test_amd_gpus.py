@@ -381,26 +381,49 @@ def test_a_clock_block_naming_one_engine_twice_reads_the_first_and_never_raises(
     assert parse_clocks(text) == {0: GfxClock(max_mhz=2100.0, mhz=132.0)}
 
 
-def test_an_amd_smi_that_hung_is_not_waited_for_again(amd: FakeAmdSmi, monkeypatch: pytest.MonkeyPatch,
-                                                       caplog: pytest.LogCaptureFixture) -> None:
+def test_an_amd_smi_that_hung_is_not_waited_for_again_in_one_step(amd: FakeAmdSmi, monkeypatch: pytest.MonkeyPatch,
+                                                                   caplog: pytest.LogCaptureFixture) -> None:
     """A hung amd-smi cost a timeout for each asking: `list -e --json` then `list --json`, `static` with `--limit`
-    then without, 30 s each. After one timeout it is not asked again in the process, and the warning is said once."""
+    then without, 30 s each. After one timeout it is not asked again in that step (one preflight, one server's
+    recording), and the warning says so once; the next step asks it again, and reads an amd-smi that answers now."""
     import logging
 
     from llmsweep import visible
     from llmsweep.execute.amd_gpus import query_clocks, query_static
 
-    monkeypatch.setattr(visible, "_HUNG", {})
+    monkeypatch.setattr(visible, "GPU_TOOL_TIMEOUT_S", 1.0)
     (amd.dir / "hang").touch()
-    with caplog.at_level(logging.WARNING, logger="llmsweep.visible"), \
-            pytest.raises(OSError, match=r"`\S*amd-smi list -e --json` did not answer within 1 s") as hung:
-        visible.list_amd_smi(str(amd.dir / "amd-smi"), timeout_s=1.0)
-    assert amd.asked() == ["list -e --json"], amd.asked()
-    with caplog.at_level(logging.WARNING, logger="llmsweep.visible"):
+    with caplog.at_level(logging.WARNING, logger="llmsweep.visible"), visible.gpu_tool_step("the first step"):
+        with pytest.raises(OSError, match=r"`\S*amd-smi list -e --json` did not answer within 1 s") as hung:
+            visible.list_amd_smi(str(amd.dir / "amd-smi"))
+        assert amd.asked() == ["list -e --json"], amd.asked()
         assert query_static() is None and query_clocks() == {}  # asked by its bare name: the same amd-smi
-        with pytest.raises(OSError, match=r"was not asked: .* did not answer within 1 s earlier in this run"):
+        with pytest.raises(OSError, match=r"was not asked: .* did not answer within 1 s earlier in the first step"):
             visible.list_amd_smi("amd-smi")
     assert amd.asked() == ["list -e --json"], amd.asked()
     said = [r.getMessage() for r in caplog.records if "is not asked again" in r.getMessage()]
-    assert len(said) == 1 and "amd-smi is not asked again in this run" in said[0], said
+    assert len(said) == 1 and "amd-smi is not asked again in the first step (the next step" in said[0], said
     assert "list --json" not in str(hung.value)
+
+    (amd.dir / "hang").unlink()  # the stall passed (a server that was initialising is up)
+    with visible.gpu_tool_step("the next step"):
+        assert (gpus := query_static()) is not None and sorted(gpus) == [0, 1, 2, 3]
+        assert visible.list_amd_smi("amd-smi").indices == (0, 1, 2, 3)
+    assert amd.asked()[1:] == ["static --asic --driver --limit --json", "list -e --json"], amd.asked()
+
+
+def test_a_hang_while_one_server_is_recorded_is_asked_again_for_the_next(amd: FakeAmdSmi,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sweep records each server group's GPUs in one process. An amd-smi that stalled while one was recorded was
+    not asked again in the process: every later server went unnamed. One recording waits for it once (`static` with
+    `--limit`, neither without it, nor its clocks nor its listing), and the next server's recording asks again."""
+    from llmsweep import visible
+
+    monkeypatch.setattr(visible, "GPU_TOOL_TIMEOUT_S", 1.0)
+    (amd.dir / "hang").touch()
+    seen = observe_runtime(_handle(), _spec({"HIP_VISIBLE_DEVICES": "1,3"}))
+    assert seen["gpu_names"] is None and seen.get("gpu_state") is None
+    assert amd.asked() == ["static --asic --driver --limit --json"], amd.asked()
+    (amd.dir / "hang").unlink()
+    later = observe_runtime(_handle(), _spec({"HIP_VISIBLE_DEVICES": "1,3"}))
+    assert later["gpu_names"] == ["AMD Instinct MI300X"] * 2 and [g["index"] for g in _state(later)] == [1, 3]

@@ -436,6 +436,39 @@ def test_an_amd_smi_that_fails_is_followed_by_rocm_smi_and_else_said(monkeypatch
         check_gpus(spec(("srv",), 1, gpus=4))
 
 
+def test_an_amd_smi_that_hung_in_one_preflight_is_asked_again_by_the_next(monkeypatch: pytest.MonkeyPatch,
+                                                                           tmp_path: Path,
+                                                                           caplog: pytest.LogCaptureFixture) -> None:
+    """A local or docker sweep runs every server group's preflight in one process. An amd-smi that stalled once (while
+    another server initialised) was remembered for the whole process: each later group's preflight failed at once,
+    "was not asked", where amd-smi is the only tool (ROCm 7). It is remembered for one preflight: that one waits for it
+    once (no `list --json` after `list -e --json` hung), and the next group's preflight asks again."""
+    import logging
+    import shutil
+
+    from llmsweep import visible
+
+    monkeypatch.setattr(visible, "GPU_TOOL_TIMEOUT_S", 1.0)
+    for name in ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "SLURM_JOB_ID"):
+        monkeypatch.delenv(name, raising=False)
+    hang, asked = tmp_path / "hang", tmp_path / "asked.log"
+    tool = tmp_path / "amd-smi"
+    tool.write_text(f"#!/bin/sh\necho \"$*\" >> {asked}\n[ -e {hang} ] && exec {shutil.which('sleep')} 60\n"
+                    f"printf '%s\\n' '{amd_smi_list('7.x', enumeration=True)}'\n")
+    tool.chmod(tool.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    hang.touch()
+    with caplog.at_level(logging.WARNING, logger="llmsweep.visible"), pytest.raises(LaunchError) as err:
+        check_gpus(spec(("srv",), 1, gpus=2))
+    assert "amd-smi list -e --json` did not answer within" in err.value.message, err.value.message
+    assert asked.read_text().splitlines() == ["list -e --json"]
+    hang.unlink()
+    check_gpus(spec(("srv",), 1, gpus=2))  # the next group's preflight asks amd-smi again, and it answers
+    assert asked.read_text().splitlines() == ["list -e --json", "list -e --json"]
+    said = [r.getMessage() for r in caplog.records if "did not answer" in r.getMessage()]
+    assert len(said) == 1 and "amd-smi is not asked again in this launch preflight (the next step" in said[0], said
+
+
 def test_the_preflight_and_the_uuid_lookup_read_the_hosts_tools_alike(monkeypatch: pytest.MonkeyPatch,
                                                                        tmp_path: Path) -> None:
     """`nvidia-smi -L` had a reader in the preflight (its own `^GPU N:` pattern) beside `llmsweep.visible`'s, and

@@ -68,6 +68,26 @@ def test_an_unknown_uuid_selects_no_gpu_rather_than_all(nvidia_smi: Path) -> Non
 
 
 @pytest.mark.timeout(60)
+def test_an_nvidia_smi_that_hung_for_one_lookup_is_asked_again_by_the_next(nvidia_smi: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A UUID entry is looked up with `nvidia-smi -L`. One that stalled was not asked again in the process: every later
+    server's GPUs went unread ("was not asked"). Each reading of a selection is one step: a hang is waited for once
+    there (the server's power is then not read, with the reason), and the next reading asks again."""
+    from llmsweep import visible
+    from llmsweep.power.backends import visible_problem
+
+    monkeypatch.setattr(visible, "GPU_TOOL_TIMEOUT_S", 1.0)
+    hang = nvidia_smi / "hang"
+    script = nvidia_smi / "nvidia-smi"
+    stalls = f"#!/usr/bin/env bash\n[[ -e {hang} ]] && exec sleep 60  # a driver that does not answer\n"
+    script.write_text(STAND_IN.replace("#!/usr/bin/env bash\n", stalls, 1))
+    hang.touch()
+    assert visible_gpus(_env(UUIDS[1])) == ()
+    assert "nvidia-smi -L` did not answer within 1 s" in (visible_problem(_env(UUIDS[1])) or "")
+    hang.unlink()
+    assert visible_gpus(_env(UUIDS[1])) == (1,)
+
+
 def test_the_sampler_reads_only_the_uuid_pinned_gpus(nvidia_smi: Path, tmp_path: Path) -> None:
     sampler = start_sampler(PowerSettings(backend="nvidia-smi", interval_s=0.2), engine="vllm", gpus=2,
                             base_url=None, env=_env(f"{UUIDS[2]},{UUIDS[0]}"))
