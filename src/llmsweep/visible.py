@@ -26,10 +26,12 @@ What the runtimes do with the variables, and so what :func:`resolve_visible` doe
   every GPU, and the problem says so.
 
 Which vendor's rules apply is asked only when `HIP_`/`ROCR_VISIBLE_DEVICES` is set (with `CUDA_VISIBLE_DEVICES`
-alone both read the same): NVIDIA where `nvidia-smi` is on PATH, else AMD. Indices are taken as the vendor tool
-numbers the GPUs (`nvidia-smi`, `amd-smi`), which is how the power backends address them. UUIDs are looked up only
-when an entry is not an index: NVML, else `nvidia-smi -L`, on NVIDIA; `amd-smi list -e --json` (its `hip_uuid`,
-else the serial inside its `uuid`), else `rocm-smi --showuniqueid --json`, on AMD.
+alone both read the same): NVIDIA where `nvidia-smi` is on PATH, else AMD. Indices come out as the vendor tool
+numbers the GPUs (`nvidia-smi`, `amd-smi`), which is how the power backends address them; an AMD index entry counts in
+HIP's order, mapped to amd-smi's by each GPU's `hip_id` (`Listed.runtime_order`), and where amd-smi is there but does
+not answer its listing the entry names no GPU (a problem saying why), never one taken in amd-smi's order. UUIDs are
+looked up only when an entry is not an index: NVML, else `nvidia-smi -L`, on NVIDIA; `amd-smi list -e --json` (its
+`hip_uuid`, else the serial inside its `uuid`), else `rocm-smi --showuniqueid --json`, on AMD.
 """
 
 from __future__ import annotations
@@ -140,13 +142,15 @@ class _Lookup:
         self.env, self.known = env, known
         self._order = tuple(order) if order is not None else None
         self._order_asked = order is not None
+        self._order_problem: str | None = None
         self.listed: GpuTable | None = None
 
     @property
     def order(self) -> tuple[int, ...] | None:
         """The tool's indices in the runtime's order (`resolve_visible`'s `order`), else, on an AMD host, as
         `amd-smi list -e` gives it (asked once, when an index entry first needs it); None: the tool's order (an
-        NVIDIA host's, or an amd-smi that gives no `hip_id`)."""
+        NVIDIA host's, an AMD host's without amd-smi, or an amd-smi that answers without `hip_id`: every reader
+        then reads the same order), or none can be read (:attr:`order_problem`)."""
         if not self._order_asked:
             self._order_asked = True
             vendor = self.known.vendor if self.known is not None and self.known.vendor else host_vendor(self.env)
@@ -154,8 +158,17 @@ class _Lookup:
                 try:
                     self._order = list_amd_smi(exe).runtime_order
                 except OSError as exc:
-                    log.info("HIP's order of the GPUs is unknown (indices are read in amd-smi's): %s", exc)
+                    # never amd-smi's order in its stead: the preflight may have read HIP's from its own listing,
+                    # and the GPUs recorded and sampled would be others than the ones it checked
+                    self._order_problem = str(exc)
         return self._order
+
+    @property
+    def order_problem(self) -> str | None:
+        """Why HIP's order of an AMD host's GPUs, which an index entry counts in, could not be read: the amd-smi on
+        PATH did not answer `list` (it failed, or hung); None when it was read or is the tool's."""
+        _ = self.order
+        return self._order_problem
 
     def index(self, entry: str) -> int | None:
         if self.known is not None and ((hit := match_uuid(entry, self.known.uuids)) is not None
@@ -178,6 +191,7 @@ def _select(name: str, raw: str, lookup: _Lookup, *, among: tuple[int, ...] | No
     unknown: list[str] = []
     hidden: list[str] = []
     past: list[str] = []
+    unordered: list[str] = []
     negative: list[str] = []
     parts = [p for p in (p.strip() for p in raw.split(",")) if p]
     if parts and _NEGATIVE.fullmatch(parts[0]):  # no GPU index: the runtime stops before any GPU
@@ -199,6 +213,9 @@ def _select(name: str, raw: str, lookup: _Lookup, *, among: tuple[int, ...] | No
                     past.append(part)
                     continue
                 index = lookup.order[index]
+            elif lookup.order_problem is not None:  # an order not read is never guessed
+                unordered.append(part)
+                continue
         else:
             hit = lookup.index(part)
             if hit is None:
@@ -218,6 +235,11 @@ def _select(name: str, raw: str, lookup: _Lookup, *, among: tuple[int, ...] | No
     if past:
         reasons.append(f"GPU {', '.join(past)}, past the {len(lookup.order or ())} GPU(s) the runtime numbers on this "
                        "host")
+    if unordered:
+        reasons.append(f"GPU {', '.join(unordered)} by index, which counts in HIP's order of the GPUs, and that order "
+                       f"could not be read ({lookup.order_problem}): amd-smi numbers the GPUs its own way, so none is "
+                       "taken in its stead (name the GPUs by UUID, `hip_uuid` in `amd-smi list -e`, to select them "
+                       "without it)")
     if hidden:
         reasons.append(f"{', '.join(hidden)}, which is not among the {len(among or ())} GPU(s) "
                        f"{ROCR}={rocr} leaves (HIP counts within those)")

@@ -209,6 +209,22 @@ def test_hip_indices_name_the_gpus_hip_numbers_not_amd_smis(amd: FakeAmdSmi) -> 
     assert [g["index"] for g in _state(observe_runtime(_handle(), _spec({"HIP_VISIBLE_DEVICES": "1,3"})))] == [1, 3]
 
 
+def test_an_index_whose_hip_order_cannot_be_read_names_no_gpu_with_the_reason(amd: FakeAmdSmi) -> None:
+    """The preflight orders index entries by the `hip_id` of its own listing; the recording asks amd-smi again. Where
+    that asking failed, the GPUs were taken in amd-smi's order (a log line at info level): on a host where the two
+    orders differ, the job recorded other GPUs than the ones the preflight checked. Now none is named, with the
+    reason kept in the provenance."""
+    (amd.dir / "list.json").unlink()  # `amd-smi list` fails (exit 1): `static` and `metric` still answer
+    seen = observe_runtime(_handle(), _spec({"HIP_VISIBLE_DEVICES": "1,3"}))
+    assert seen["gpu_names"] is None and seen.get("gpu_state") is None, seen
+    problem = seen["gpu_names_problem"]
+    assert "HIP_VISIBLE_DEVICES=1,3 names GPU 1, 3 by index, which counts in HIP's order of the GPUs" in problem
+    assert "amd-smi list -e --json` failed with exit status 1" in problem and "by UUID" in problem, problem
+    assert hardware_provenance(_job(), seen)["gpu_names_problem"] == problem
+    # no entry: every GPU is the server's, in no order that matters
+    assert observe_runtime(_handle(), _spec())["gpu_names"] == ["AMD Instinct MI300X"] * 4
+
+
 def test_rocm_7_2s_wrapped_document_and_per_ppt_limits_read_the_same(amd: FakeAmdSmi) -> None:
     amd.serve(STATIC_72, CLOCKS_72)
     seen = observe_runtime(_handle(), _spec({"ROCR_VISIBLE_DEVICES": "2,3", "HIP_VISIBLE_DEVICES": "0"}))

@@ -434,6 +434,11 @@ def test_an_amd_smi_that_fails_is_followed_by_rocm_smi_and_else_said(monkeypatch
     check_gpus(spec(("srv",), 1, gpus=2))
     with pytest.raises(LaunchError, match="rocm-smi shows 2 visible"):
         check_gpus(spec(("srv",), 1, gpus=4))
+    # an index counts in HIP's order, which only amd-smi (`hip_id`) gives: with it failing, the GPU an index names is
+    # not known, and the server (recorded and sampled by that order) is refused, never run on a guess
+    monkeypatch.setenv("HIP_VISIBLE_DEVICES", "1")
+    with pytest.raises(LaunchError, match=r"HIP_VISIBLE_DEVICES=1 names GPU 1 by index, which counts in HIP's order"):
+        check_gpus(spec(("srv",), 1, gpus=1))
 
 
 def test_an_amd_smi_that_hung_in_one_preflight_is_asked_again_by_the_next(monkeypatch: pytest.MonkeyPatch,

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from llmsweep.power.backends import visible_gpus, visible_problem
-from llmsweep.power.sampler import PowerSampler, PowerSettings, start_sampler
+from llmsweep.power.sampler import NoSampler, PowerSampler, PowerSettings, start_sampler
 from llmsweep.power.samples import read_gpu_metrics
 from llmsweep.visible import amd_smi_uuid_serial, parse_rocm_smi_unique_ids, read_amd_smi_list
 
@@ -177,6 +177,29 @@ def test_amd_indices_count_in_hips_order_for_the_sampler_and_the_preflight(tmp_p
     assert visible_gpus(past) == () and "past the 4 GPU(s) the runtime numbers" in (visible_problem(past) or "")
     listed = read_amd_smi_list(_list_json(True, HIP_IDS))
     assert select_listed(listed, {"PATH": str(bin_dir), "HIP_VISIBLE_DEVICES": "0,1"}).gpus == (1, 3)
+
+
+def test_an_index_whose_hip_order_cannot_be_read_is_not_sampled(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """The power sampler asks amd-smi for HIP's order of the GPUs an index entry counts in. Where that asking failed,
+    it sampled the GPUs of those numbers in amd-smi's order (said at info level only): on a host where the two orders
+    differ, other GPUs than the ones the preflight checked, credited to the server. Now it samples none, saying why;
+    without an entry every GPU is the server's and is read."""
+    head = 'if [[ "$1" == "list" ]]; then'
+    broken_list = _stand_in(list_e=True).replace(head, f'{head}\n  echo "AMDSMI_STATUS_BUSY" >&2; exit 1', 1)
+    _install(tmp_path / "bin", "amd-smi", broken_list)
+    monkeypatch.setitem(sys.modules, "pynvml", None)
+    env = _env(tmp_path / "bin", HIP_VISIBLE_DEVICES="0,1")
+    assert visible_gpus(env) == ()
+    problem = visible_problem(env) or ""
+    assert "HIP_VISIBLE_DEVICES=0,1 names GPU 0, 1 by index, which counts in HIP's order" in problem, problem
+    assert "failed with exit status 1: AMDSMI_STATUS_BUSY" in problem and "power is not read" in problem, problem
+    sampler = start_sampler(PowerSettings(backend="amd-smi", interval_s=0.2, require=True), engine="vllm", gpus=2,
+                            base_url=None, env=env)
+    assert isinstance(sampler, NoSampler)
+    header, samples, _ = read_gpu_metrics(sampler.write_job(tmp_path, time.time(), expected_gpus=2))
+    assert header is not None and "HIP's order" in (header.error or "") and samples == [], header
+    assert visible_gpus(_env(tmp_path / "bin")) is None  # no entry: the GPUs need no order
 
 
 def test_an_entry_that_names_no_gpu_selects_none_with_the_reason(amd_smi: Path) -> None:
