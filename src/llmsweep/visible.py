@@ -91,7 +91,7 @@ def resolve_visible(env: Mapping[str, str], known: GpuTable | None = None,
     order ROCr and HIP number them (`Listed.runtime_order`, from amd-smi's `hip_id`): an index entry counts in that
     order, not the tool's; None takes the tool's. One :func:`gpu_tool_step` (or part of the caller's): a tool that
     hangs is waited for once."""
-    with gpu_tool_step("reading the GPU selection"):
+    with gpu_tool_step("this reading of the GPU selection"):
         return _resolve(env, known, order)
 
 
@@ -370,7 +370,7 @@ _STEP: ContextVar[_Step | None] = ContextVar("llmsweep_gpu_tool_step", default=N
 @contextmanager
 def gpu_tool_step(what: str) -> Iterator[None]:
     """One step of a run that asks the GPUs' vendor tools — a launch preflight, the recording of one server's GPUs, the
-    choice of the GPUs a power sampler reads — named by `what` (`the launch preflight`) for the warning. A tool that
+    choice of the GPUs a power sampler reads — named by `what` (`this launch preflight`) for the warning. A tool that
     did not answer within its timeout in the step is not asked again in it (`run_gpu_tool` refuses it at once): a hung
     driver hangs every query, and amd-smi asked `list -e` and then `list`, `static --limit` and then without, waited
     30 s for each. The memory ends with the step: the next one (a later server group's preflight, a later job's
@@ -597,7 +597,7 @@ def list_amd_smi(exe: str, timeout_s: float | None = None) -> Listed:
     answered when neither lists them (the tool failed, hung, or printed no JSON document); one that hung is not asked
     the second way."""
     why: list[str] = []
-    with gpu_tool_step("listing the GPUs with amd-smi"):  # (part of the caller's step, where it has one)
+    with gpu_tool_step("this listing of the GPUs"):  # (part of the caller's step, where it has one)
         for args in AMD_SMI_LIST_ARGS:
             argv = [exe, *args]
             try:

@@ -165,7 +165,7 @@ def _ask(argv: tuple[str, ...]) -> str | None:
 def query_static() -> dict[int, AmdGpu] | None:
     """This host's GPUs as `amd-smi static` lists them; None when amd-smi answers neither with nor without
     `--limit` (the GPUs' names matter more than their power cap)."""
-    with gpu_tool_step("reading the GPUs with amd-smi static"):  # (part of the caller's step, where it has one)
+    with gpu_tool_step("this reading of the GPUs' names"):  # (part of the caller's step, where it has one)
         for argv in (STATIC_ARGV, tuple(a for a in STATIC_ARGV if a != "--limit")):
             if (out := _ask(argv)) is not None:
                 return parse_static(out)

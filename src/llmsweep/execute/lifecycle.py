@@ -425,7 +425,7 @@ def observe_runtime(handle: ServerHandle, spec: LaunchSpec) -> dict[str, Any]:
     one step of asking the tools (`llmsweep.visible.gpu_tool_step`: one that hangs is waited for once).
     The GPUs' state and the host are read only for a server on this host (:func:`on_this_host`) that is not the
     simulator: a simulated point ran on no GPU, and the machine that simulates it is not the engine's host."""
-    with gpu_tool_step("recording the server's GPUs"):  # (part of the caller's step, where it has one)
+    with gpu_tool_step("this recording of the server's GPUs"):  # (part of the caller's step, where it has one)
         return _observe(handle, spec)
 
 
@@ -684,7 +684,7 @@ class _Server:
         self.event(f"server ready in {ready.seconds:.1f} s at {handle.base_url}")
         # one step of asking the GPU tools: a tool that hangs is waited for once for the server's GPUs and its
         # sampler (`visible.gpu_tool_step`); the next server group asks it again
-        with gpu_tool_step("recording the server's GPUs and starting its power sampler"):
+        with gpu_tool_step("this recording of the server's GPUs and start of its power sampler"):
             self.observed = {**observe_runtime(handle, spec), **asdict(prepared)}  # `_provenance` reads them
             if spec.engine != SIM.id and self.observed.get("image") is None and on_this_host(handle):
                 # the host's own engine (no image pins its build): what its interpreter has installed (`run --reuse`)

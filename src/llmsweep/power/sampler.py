@@ -389,7 +389,7 @@ def start_sampler(settings: PowerSettings, *, engine: str, gpus: int, base_url: 
     the server's GPUs are chosen is waited for once."""
     if settings.backend == "off" and not settings.require:
         return None
-    with gpu_tool_step("starting the power sampler"):
+    with gpu_tool_step("this start of the power sampler"):
         return _start(settings, engine=engine, gpus=gpus, base_url=base_url, env=env, server_dir=server_dir,
                       role=role)
 
