@@ -68,6 +68,7 @@ its KVConnectorFactory), `kv_role: offload`."""
 class ATOMAdapter(Adapter):
     identity = ATOM
     context_flag: ClassVar[str | None] = "--max-model-len"
+    running_cap_flag: ClassVar[str | None] = "--max-num-seqs"
     launch_flags: ClassVar[dict[str, str]] = {"--host": HOST_FIX, "--model": MODEL_FIX,
                                               "--served-model-name": SERVED_NAME_FIX}
     expert_parallel_all_ranks: ClassVar[bool] = True

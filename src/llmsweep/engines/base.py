@@ -33,6 +33,7 @@ from llmsweep.engines.launch import (
     is_secret_name,
     node_host,
 )
+from llmsweep.engines.running_cap import dp_running_cap
 from llmsweep.errors import ConfigError, ContractError
 from llmsweep.plan.job import Job, Worker
 from llmsweep.spec.workload import ScenarioId
@@ -419,6 +420,13 @@ class Adapter(ABC):
     context_flag: ClassVar[str | None] = None
     """The flag that sets the engine's context length (`--context-length`, `--max-model-len`, `--max_seq_len`): a
     fixed-seq-len launch renders the job's `max-model-len` in it; None where the engine takes no such flag."""
+    running_cap_flag: ClassVar[str | None] = None
+    """The flag that caps the requests the server runs at once (`--max-num-seqs`, `--max-running-requests`): under DP
+    attention the launch note says how the engine counts the value in the launch (`engines.running_cap`: SGLang's is
+    the server's total, divided among its ranks, and one below the ranks is refused; vLLM's and ATOM's each rank's).
+    An agentic job sets it to 2 x conc (AgentX's headroom for sub-agent fan-out), kept per rank where the engine
+    counts it so: InferenceX's own vLLM DP-attention scripts disagree on the per-engine value (2 x conc / DP, conc /
+    DP, conc), and no rank should clip the fan-out a session-affine router concentrates on it. None: no note."""
     unsupported_args: ClassVar[dict[str, str]] = {}
     """Flags this engine does not have (often another engine's spelling) → the fix."""
     kv_offload_backends: ClassVar[frozenset[str]] = frozenset()
@@ -713,6 +721,9 @@ class Adapter(ABC):
         secrets = list(job.serve.secret_env) if job.serve is not None else []
         extra = set(secrets)
         notes = list(derived.notes)
+        cap_note = self.dp_running_cap_note(job, derived)
+        if cap_note is not None:
+            notes.append(cap_note)
         for name in list(env):
             if is_secret_name(name, extra):
                 env.pop(name)
@@ -748,6 +759,28 @@ class Adapter(ABC):
             notes=tuple(notes),
         )
         return spec.model_copy(update={"startup_timeout_s": startup_timeout_s(job)})
+
+    def dp_running_cap_note(self, job: Job, derived: Derived) -> str | None:
+        """The note on a DP-attention launch's running-request cap (`running_cap_flag`), built from the value the
+        launch runs with: the recipe's where it writes the flag, else the one derived (an agentic job's 2 x conc).
+        None without DP attention, or where the launch sets no count. Raises ConfigError where the engine divides
+        the cap among its ranks and it leaves each none (`engines.running_cap.dp_running_cap`), which
+        `serve.render-failed` reports."""
+        flag = self.running_cap_flag
+        dp = topology(job).dp_ranks
+        if flag is None or dp <= 1:
+            return None
+        written = self.recipe_value(job, flag)
+        launched = token_count(written[1] if written is not None else derived.args.get(flag))
+        if launched is None or launched <= 0:
+            return None
+        if written is not None:
+            origin = f"as serve.args writes it, {written[0]}"
+        elif job.scenario is ScenarioId.AGENTIC_CODING:
+            origin = f"2 x conc {agentic_conc(job)}, AgentX's headroom for sub-agent fan-out"
+        else:
+            origin = "as the launch derives it"
+        return dp_running_cap(self.identity.id, flag, launched, dp).note(origin)
 
     def speculative_config(self, job: Job) -> dict[str, Any] | None:
         """The vLLM-style speculative-config mapping this launch passes, if any (feature gates read its keys)."""

@@ -178,6 +178,7 @@ def per_rank_gb(total_gb: int | None, ranks: int) -> int:
 class SGLangAdapter(Adapter):
     identity = SGLANG
     context_flag: ClassVar[str | None] = "--context-length"
+    running_cap_flag: ClassVar[str | None] = "--max-running-requests"
     launch_flags: ClassVar[dict[str, str]] = {"--host": HOST_FIX, "--model-path": MODEL_FIX,
                                               "--served-model-name": SERVED_NAME_FIX}
     renders_draft_tree: ClassVar[bool] = True
@@ -244,11 +245,6 @@ class SGLangAdapter(Adapter):
             conc = agentic_conc(job)
             a["--max-running-requests"] = 2 * conc
             a["--cuda-graph-max-bs"] = min(conc, CUDA_GRAPH_MAX_BS_CAP)
-            if dp_attn:
-                d.notes.append(f"--max-running-requests {2 * conc} (2 x conc {conc}) is the server's total: SGLang "
-                               f"gives each of its {parallel.dp_ranks} DP-attention ranks {2 * conc} // "
-                               f"{parallel.dp_ranks} = {2 * conc // parallel.dp_ranks} (its request pool is "
-                               "max_running_requests // attn_dp_size; vLLM's --max-num-seqs is per DP engine)")
         self._kv_offload(job, d, tp * pp)
         self._spec(job, d)
         return d

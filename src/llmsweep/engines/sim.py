@@ -30,6 +30,7 @@ from llmsweep.engines.base import (
     topology,
 )
 from llmsweep.engines.launch import LaunchSpec, RoleWorker, node_host
+from llmsweep.engines.running_cap import dp_running_cap
 from llmsweep.errors import ConfigError, LlmsweepError
 from llmsweep.plan.job import Job
 from llmsweep.sim.roles import ROUTER_READY_LINE
@@ -834,25 +835,18 @@ class SimAdapter(Adapter):
     @staticmethod
     def _dp_pinned_cap(engine: str, dp: int, d: Derived) -> None:
         """A running cap the launch itself sets (the recipe's pin, an agentic job's 2 x conc), as the engine's
-        total over its `dp` DP-attention ranks: SGLang divides it among them (`sim.engine.sglang_pinned_cap`; a pin
-        below `dp` leaves each rank none, which is refused); vLLM's, ATOM's and TensorRT-LLM's ranks each take it
-        (`max_num_seqs` per engine), so the engine runs `dp` times it. Written into the launch with a note; a value
-        that is no count is left for the launch to refuse."""
-        from llmsweep.sim.engine import sglang_pinned_cap
-
+        total over its `dp` DP-attention ranks, counted as the stood-in engine counts it
+        (`engines.running_cap.dp_running_cap`: SGLang divides it among them, and a pin below `dp`, which leaves each
+        rank none, is refused; vLLM's, ATOM's and TensorRT-LLM's ranks each take it, so the engine runs `dp` times
+        it). Written into the launch with a note; a value that is no count is left for the launch to refuse."""
         pinned = token_count(d.args["--max-running-requests"])
         if pinned is None or pinned <= 0:
             return
-        if engine == SGLANG.id and pinned < dp:
-            raise ConfigError(f"SGLang gives each of its {dp} DP-attention ranks --max-running-requests {pinned} // "
-                              f"{dp} = 0 requests: no rank would admit one",
-                              fix=f"pin a cap of at least {dp} (agentic: a concurrency of {dp // 2} or more), or run "
-                                  "without DP attention")
-        total = sglang_pinned_cap(pinned, dp) if engine == SGLANG.id else dp * pinned
-        d.args["--max-running-requests"] = total
-        how = f"SGLang gives each of the {dp} DP-attention ranks {pinned} // {dp}" if engine == SGLANG.id else \
+        cap = dp_running_cap(engine, "--max-running-requests", pinned, dp)
+        d.args["--max-running-requests"] = cap.total
+        how = f"SGLang gives each of the {dp} DP-attention ranks {pinned} // {dp}" if cap.split else \
             f"each of the {dp} DP ranks runs up to {pinned}"
-        d.notes.append(f"running cap {total}: the launch's {pinned}, {how}")
+        d.notes.append(f"running cap {cap.total}: the launch's {pinned}, {how}")
 
     @staticmethod
     def _dp_step_budget(engine: str, dp: int, d: Derived) -> None:

@@ -132,23 +132,10 @@ def checkpoint_kv_cache(job: Job, version: Version | None) -> str | None:
     return None
 
 
-def dp_running_cap_note(conc: int, dp: int) -> str:
-    """Why a DP-attention launch's `--max-num-seqs` is what it is (the launch note says it): AgentX sizes a server at
-    2 x conc running requests (sub-agent fan-out), and vLLM's cap is per DP engine (each of the --data-parallel-size
-    engine cores schedules on its own), so the server admits up to dp x 2 x conc. InferenceX's own vLLM DP-attention
-    scripts disagree on the per-engine value (2 x conc / DP, conc / DP, conc); llmsweep keeps 2 x conc per engine, so
-    that no engine clips the fan-out a session-affine router concentrates on it."""
-    cap = 2 * conc
-    return (f"--max-num-seqs {cap} (2 x conc {conc}, AgentX's headroom for sub-agent fan-out) is per DP engine: vLLM "
-            f"schedules each of its {dp} data-parallel engines on its own, so the server admits up to {dp * cap} "
-            f"running requests and any one engine {cap}, however the router spreads sessions (InferenceX's vLLM "
-            "DP-attention scripts use 2 x conc / DP, conc / DP or conc per engine; SGLang's --max-running-requests "
-            "is the server's total, split over its DP ranks)")
-
-
 class VLLMAdapter(Adapter):
     identity = VLLM
     context_flag: ClassVar[str | None] = "--max-model-len"
+    running_cap_flag: ClassVar[str | None] = "--max-num-seqs"
     expert_parallel_all_ranks: ClassVar[bool] = True
     parallel_flags: ClassVar[frozenset[str]] = frozenset({
         "--tensor-parallel-size", "--pipeline-parallel-size", "--data-parallel-size", "--enable-expert-parallel",
@@ -220,8 +207,6 @@ class VLLMAdapter(Adapter):
             a["--load-format"] = job.serve.load_format
         if job.scenario is ScenarioId.AGENTIC_CODING:
             a["--max-num-seqs"] = 2 * agentic_conc(job)
-            if dp_attn:
-                d.notes.append(dp_running_cap_note(agentic_conc(job), parallel.dp_ranks))
         self._kv_offload(job, d, tp * pp, parallel.dp_ranks)
         spec = self.speculative_config(job)
         if spec is not None:

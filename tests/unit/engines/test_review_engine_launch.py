@@ -8,10 +8,12 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from support.recipes import engine_recipe as recipe
 from support.recipes import flag
 
 from llmsweep import engines
+from llmsweep.errors import ConfigError
 from llmsweep.plan import Job, jobs_from_files
 from llmsweep.policy import validate_files
 
@@ -210,22 +212,42 @@ def test_a_dram_budget_below_one_gb_a_rank_is_refused_where_pools_are_sized_per_
     assert findings(tmp_path, text, "kv-offload.dram-budget") == []
 
 
-def test_a_dp_attention_launch_says_how_its_running_request_cap_is_counted(tmp_path: Path) -> None:
-    """vLLM's --max-num-seqs is per DP engine and SGLang's --max-running-requests the server's total: the same
-    2 x conc is 8x the requests on vLLM DP 8 as on SGLang DP 8, and InferenceX's vLLM DP scripts disagree on the
-    value. The launch note says the count, for each engine."""
-    arm = "{{ tp: 8, ep: 8, dp-attn: {dp}, kv-offloading: none, conc-list: [32] }}"
+def test_a_dp_attention_launch_says_how_the_running_request_cap_it_runs_is_counted(tmp_path: Path) -> None:
+    """vLLM's --max-num-seqs is per DP engine, ATOM's per rank, and SGLang's --max-running-requests the server's
+    total: the note says the count of the cap in the launch's argv (a recipe's own cap, not the 2 x conc llmsweep
+    would set), each engine only its own; an SGLang cap below the DP ranks, which leaves each rank none, is refused
+    (the simulator refused the job while validate said nothing, and the note read "4 // 8 = 0")."""
+    arm = "{{ tp: 8, ep: 8, dp-attn: {dp}, kv-offloading: none, conc-list: [{conc}] }}"
 
-    def launch(framework: str, image: str, dp: str) -> tuple[str, str]:
-        (job,) = jobs(tmp_path, recipe(framework, image, arm=arm.format(dp=dp), serve="    args: {}\n"))
+    def launch(framework: str, image: str, dp: str = "true", conc: int = 32, args: str = "{}",
+               **kw: str) -> tuple[str, str]:
+        text = recipe(framework, image, arm=arm.format(dp=dp, conc=conc), serve=f"    args: {args}\n", **kw)
+        (job,) = jobs(tmp_path, text)
         spec = engines.render(job)
-        cap = "--max-num-seqs" if framework == "vllm" else "--max-running-requests"
+        cap = "--max-running-requests" if framework == "sglang" else "--max-num-seqs"
         return flag(spec.argv, cap) or "", " ".join(spec.notes)
 
-    cap, notes = launch("vllm", "vllm/vllm-openai:v0.26.0", "true")
+    vllm, sglang = "vllm/vllm-openai:v0.26.0", "lmsysorg/sglang:v0.5.17-cu130"
+    cap, notes = launch("vllm", vllm)
     assert cap == "64"
-    assert "--max-num-seqs 64 (2 x conc 32" in notes and "per DP engine" in notes
-    assert "server admits up to 512 running requests" in notes
-    assert "per DP engine" not in launch("vllm", "vllm/vllm-openai:v0.26.0", "false")[1]
-    cap, notes = launch("sglang", "lmsysorg/sglang:v0.5.17-cu130", "true")
-    assert cap == "64" and "is the server's total" in notes and "64 // 8 = 8" in notes
+    assert "--max-num-seqs 64 (2 x conc 32, AgentX's headroom" in notes and "is per DP rank: vLLM" in notes
+    assert "server admits up to 512 running requests" in notes and "SGLang" not in notes
+    assert "per DP rank" not in launch("vllm", vllm, dp="false")[1]
+    cap, notes = launch("vllm", vllm, args="{ --max-num-seqs: 16 }")
+    assert cap == "16" and "--max-num-seqs 16 (as serve.args writes it" in notes
+    assert "server admits up to 128 running requests" in notes and "512" not in notes
+    cap, notes = launch("sglang", sglang)
+    assert cap == "64" and "is the server's total: SGLang gives each of its 8 DP-attention ranks 64 // 8 = 8" in notes
+    assert "vLLM" not in notes
+    cap, notes = launch("sglang", sglang, args="{ --max-running-requests: 20 }")
+    assert cap == "20" and "20 // 8 = 2" in notes and "runs at most 16 requests" in notes
+    cap, notes = launch("atom", ATOM_IMAGE, dp="true", **GLM_ATOM)
+    assert cap == "64" and "is per DP rank: ATOM" in notes and "up to 512 running requests" in notes
+
+    small = recipe("sglang", sglang, arm=arm.format(dp="true", conc=2), serve="    args: {}\n")
+    (job,) = jobs(tmp_path, small)
+    with pytest.raises(ConfigError, match=r"--max-running-requests 4 // 8 = 0 requests"):
+        engines.render(job)
+    hits = findings(tmp_path, small, "serve.render-failed")
+    assert len(hits) == 1 and "4 // 8 = 0 requests" in hits[0] and "concurrency of 4 or more" in hits[0], hits
+    assert findings(tmp_path, small.replace("dp-attn: true", "dp-attn: false"), "serve.render-failed") == []
