@@ -23,6 +23,7 @@ from llmsweep.catalog.engines import EngineInfo, get_engine, known_flags
 from llmsweep.catalog.images import parse_image
 from llmsweep.catalog.version import Version
 from llmsweep.engine_ids import EngineIdentity, PinnedAcceptance, foreign_env_prefixes
+from llmsweep.engines.checkpoint_kv import CheckpointKvDtype
 from llmsweep.engines.launch import (
     LaunchFile,
     LaunchSpec,
@@ -427,6 +428,11 @@ class Adapter(ABC):
     An agentic job sets it to 2 x conc (AgentX's headroom for sub-agent fan-out), kept per rank where the engine
     counts it so: InferenceX's own vLLM DP-attention scripts disagree on the per-engine value (2 x conc / DP, conc /
     DP, conc), and no rank should clip the fan-out a session-affine router concentrates on it. None: no note."""
+    checkpoint_kv_dtypes: ClassVar[dict[str, CheckpointKvDtype]] = {}
+    """KV-cache quantisations a checkpoint may name (`engines.checkpoint_kv.checkpoint_kv_algo`'s names) that the
+    engine's `--kv-cache-dtype auto` keeps, from the release given, rather than the model's dtype: what
+    `resources.kv-dtype-auto` warns of. Empty: `auto` is the model's dtype whatever the checkpoint names (or not
+    read)."""
     unsupported_args: ClassVar[dict[str, str]] = {}
     """Flags this engine does not have (often another engine's spelling) → the fix."""
     kv_offload_backends: ClassVar[frozenset[str]] = frozenset()

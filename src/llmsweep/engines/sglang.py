@@ -26,6 +26,7 @@ from llmsweep.engines.base import (
     agentic_conc,
     topology,
 )
+from llmsweep.engines.checkpoint_kv import CheckpointKvDtype
 from llmsweep.engines.launch import NODE_RANK, LaunchSpec, RoleWorker, node_host
 from llmsweep.errors import ConfigError
 from llmsweep.plan.job import Job
@@ -179,6 +180,12 @@ class SGLangAdapter(Adapter):
     identity = SGLANG
     context_flag: ClassVar[str | None] = "--context-length"
     running_cap_flag: ClassVar[str | None] = "--max-running-requests"
+    checkpoint_kv_dtypes: ClassVar[dict[str, CheckpointKvDtype]] = {
+        "fp8": CheckpointKvDtype(Version.parse("0.5.4"), "fp8_e4m3")}
+    """At `auto` ModelRunner.configure_kv_cache_dtype (mem_cache/kv_cache_dtype.py from 0.5.19) keeps FP8 where the
+    model's quant_config has kv_cache_quant_algo "FP8" (a ModelOpt config reads it from hf_quant_config.json; any
+    other value keeps the model's dtype): read in the PyPI wheels 0.5.4, 0.5.9, 0.5.12, 0.5.19 and 0.5.23, where
+    0.4.6, 0.4.10 and 0.5.1 keep the model's dtype (0.5.2 and 0.5.3 not read)."""
     launch_flags: ClassVar[dict[str, str]] = {"--host": HOST_FIX, "--model-path": MODEL_FIX,
                                               "--served-model-name": SERVED_NAME_FIX}
     renders_draft_tree: ClassVar[bool] = True

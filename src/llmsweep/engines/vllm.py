@@ -6,11 +6,9 @@ connector with its per-rank CPU size in env for `lmcache`). vLLM exposes /metric
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import sys
-from pathlib import Path
 from typing import Any, ClassVar
 
 from llmsweep.catalog.version import Version
@@ -29,6 +27,7 @@ from llmsweep.engines.base import (
     topology,
     worker_parallelism,
 )
+from llmsweep.engines.checkpoint_kv import CheckpointKvDtype
 from llmsweep.engines.launch import NODE_RANK, LaunchSpec, RoleWorker, node_host
 from llmsweep.engines.sglang import model_path, per_rank_gb
 from llmsweep.errors import ConfigError
@@ -82,60 +81,19 @@ start-up when `--speculative-config` names no `model` (vllm/config/speculative.p
 every release read; later ones say "dspark requires an independent draft checkpoint model path")."""
 
 
-CHECKPOINT_KV_DTYPE_FROM = Version.parse("0.14.0")
-"""The first release read whose `--kv-cache-dtype auto` (its default) takes a ModelOpt checkpoint's KV-cache
-quantisation: EngineArgs.create_engine_config resolves it with vllm/utils/torch_utils.py
-resolve_kv_cache_dtype_string (a `modelopt*` quant_method's kv_cache_quant_algo / kv_cache_scheme: FP8 -> fp8_e4m3,
-NVFP4 from later releases), where 0.12.0 and 0.13.0 keep the model's dtype (PyPI wheels 0.12.0, 0.13.0, 0.14.0 and
-0.26.0, read 2026-12-07; vllm-project/vllm#30785)."""
-MODELOPT_HUB_ID = re.compile(r"(?i)^nvidia/.*(?:nvfp4|mxfp8|fp8|fp4)")
-"""NVIDIA's ModelOpt exports on the hub (nvidia/Llama-3.1-8B-Instruct-FP8, nvidia/Qwen3.5-397B-A17B-NVFP4, ...): the
-checkpoints whose hf_quant_config.json may name a KV-cache quantisation; not read one by one here."""
-
-
-def _checkpoint_kv_algo(folder: Path) -> str | None:
-    """The KV-cache quantisation a local ModelOpt checkpoint names (hf_quant_config.json's `quantization`, or
-    config.json's quantization_config of a `modelopt*` method); None where it names none or is no ModelOpt export."""
-    for name, key in (("hf_quant_config.json", "quantization"), ("config.json", "quantization_config")):
-        try:
-            doc = json.loads((folder / name).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        quant = doc.get(key) if isinstance(doc, dict) else None
-        if not isinstance(quant, dict):
-            continue
-        if name == "config.json" and not str(quant.get("quant_method", "")).startswith("modelopt"):
-            continue
-        algo = quant.get("kv_cache_scheme") or quant.get("kv_cache_quant_algo")
-        if isinstance(algo, dict):
-            return "fp8" if algo.get("num_bits") == 8 and algo.get("type") == "float" else "an unrecognised scheme"
-        if isinstance(algo, str) and algo:
-            return algo.lower()
-    return None
-
-
-def checkpoint_kv_cache(job: Job, version: Version | None) -> str | None:
-    """Where vLLM at `version` (None: unknown) may keep `job`'s KV cache in the checkpoint's own quantisation though
-    the launch leaves `--kv-cache-dtype` at auto (CHECKPOINT_KV_DTYPE_FROM): how vLLM keeps it, read from a local
-    checkpoint, or what a ModelOpt hub id's usually names. None where vLLM keeps the model's dtype: a release
-    before that, a checkpoint that is no ModelOpt export, a local one naming no KV quantisation."""
-    if version is not None and version.below(CHECKPOINT_KV_DTYPE_FROM):
-        return None
-    path = model_path(job)
-    folder = Path(path).expanduser()
-    if folder.is_dir():
-        algo = _checkpoint_kv_algo(folder)
-        return f"in {algo}, as the checkpoint in {folder} names it" if algo else None
-    if MODELOPT_HUB_ID.search(path):
-        return ("in FP8 if the checkpoint's hf_quant_config.json names kv_cache_quant_algo FP8 (a ModelOpt export's "
-                "usually does)")
-    return None
-
-
 class VLLMAdapter(Adapter):
     identity = VLLM
     context_flag: ClassVar[str | None] = "--max-model-len"
     running_cap_flag: ClassVar[str | None] = "--max-num-seqs"
+    checkpoint_kv_dtypes: ClassVar[dict[str, CheckpointKvDtype]] = {
+        "fp8": CheckpointKvDtype(Version.parse("0.14.0"), "fp8"),
+        "nvfp4": CheckpointKvDtype(Version.parse("0.26.0"), "nvfp4"),
+    }
+    """From 0.14.0 (vllm-project/vllm#30785) EngineArgs.create_engine_config resolves `auto` with
+    vllm/utils/torch_utils.py resolve_kv_cache_dtype_string from a `modelopt*` quantisation config's kv_cache_scheme /
+    kv_cache_quant_algo (MODELOPT_TO_VLLM_KV_CACHE_DTYPE_MAP: fp8 -> fp8_e4m3; nvfp4 in 0.26.0, not in 0.14.0, the
+    releases between not read; any other value falls back to auto), where 0.12.0 and 0.13.0 keep the model's dtype
+    (PyPI wheels 0.12.0, 0.13.0, 0.14.0 and 0.26.0, read 2026-12-07)."""
     expert_parallel_all_ranks: ClassVar[bool] = True
     parallel_flags: ClassVar[frozenset[str]] = frozenset({
         "--tensor-parallel-size", "--pipeline-parallel-size", "--data-parallel-size", "--enable-expert-parallel",

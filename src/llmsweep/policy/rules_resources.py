@@ -354,44 +354,52 @@ def dram_budget(ctx: Context) -> Iterator[Finding]:
 
 
 @rule("resources.kv-dtype-auto", Severity.WARNING,
-      "A vLLM launch of a ModelOpt checkpoint leaves --kv-cache-dtype at auto: vLLM keeps the checkpoint's KV-cache "
-      "quantisation, the simulator and resources.hbm-fit size the model's dtype",
-      "write the KV-cache dtype the launch is to keep: `--kv-cache-dtype fp8` where the checkpoint's "
-      "hf_quant_config.json names kv_cache_quant_algo FP8, so that what is sized is what runs",
+      "A vLLM or SGLang launch of a ModelOpt checkpoint leaves --kv-cache-dtype at auto: the engine keeps the "
+      "checkpoint's KV-cache quantisation, the simulator and resources.hbm-fit size the model's dtype",
+      "write the KV-cache dtype the launch is to keep: `--kv-cache-dtype fp8` on vLLM, `fp8_e4m3` on SGLang, where "
+      "the checkpoint's hf_quant_config.json names kv_cache_quant_algo FP8, so that what is sized is what runs",
       "vLLM 0.14.0 on (vllm-project/vllm#30785; read in the 0.12.0, 0.13.0, 0.14.0 and 0.26.0 wheels): "
       "EngineArgs.create_engine_config resolves `auto` with vllm/utils/torch_utils.py resolve_kv_cache_dtype_string "
-      "from a modelopt quantisation config's kv_cache_quant_algo / kv_cache_scheme")
+      "from a modelopt quantisation config's kv_cache_quant_algo / kv_cache_scheme (FP8; NVFP4 in 0.26.0). SGLang "
+      "0.5.4 on (read in the 0.4.6, 0.4.10, 0.5.1, 0.5.4, 0.5.9, 0.5.12, 0.5.19 and 0.5.23 wheels): "
+      "ModelRunner.configure_kv_cache_dtype keeps FP8 where the quant_config's kv_cache_quant_algo is FP8")
 def kv_dtype_auto(ctx: Context) -> Iterator[Finding]:
     """The simulator and `resources.hbm-fit` read `auto` (or no flag) as the model's dtype
-    (`engines.sim.kv_cache_dtype`, `catalog.precision.MODEL_DTYPE`), which is what vLLM keeps for every checkpoint
-    but a ModelOpt export that names a KV-cache quantisation: that one vLLM >= 0.14 keeps in FP8, half the bytes per
-    token sized, twice the tokens."""
+    (`engines.sim.kv_cache_dtype`, `catalog.precision.MODEL_DTYPE`), which is what vLLM and SGLang keep for every
+    checkpoint but a ModelOpt export that names a KV-cache quantisation their `auto` takes
+    (`Adapter.checkpoint_kv_dtypes`, `engines.checkpoint_kv.auto_kv_cache`): that one they keep in its format (FP8:
+    half the bytes per token sized, twice the tokens)."""
     from llmsweep.catalog.version import as_version
-    from llmsweep.engine_ids import VLLM
-    from llmsweep.engines import adapter_for
+    from llmsweep.engines import ADAPTERS, adapter_for
+    from llmsweep.engines.checkpoint_kv import auto_kv_cache
     from llmsweep.engines.sim import SimAdapter
-    from llmsweep.engines.vllm import checkpoint_kv_cache
 
     for job, recipe in ctx.runnable_pairs():
-        if SimAdapter.stands_in_for(job) != VLLM.id:
+        engine = SimAdapter.stands_in_for(job)
+        adapter = ADAPTERS.get(engine) if engine is not None else None
+        if adapter is None or not adapter.checkpoint_kv_dtypes:
             continue
         written = next(((flag, value) for flag, name, value in engine_flags(job) if name == "--kv-cache-dtype"),
                        None)
         if written is not None and str(written[1]).strip().lower() != "auto":
             continue
         version = None
-        if job.engine == VLLM.id:
+        if job.engine == engine:
             try:
                 version = as_version(adapter_for(job).image_and_version(job)[1])
             except LlmsweepError:
                 continue
-        how = checkpoint_kv_cache(job, version)
-        if how is None:
+        kept = auto_kv_cache(job, adapter.checkpoint_kv_dtypes, version)
+        if kept is None:
             continue
-        said = f"vLLM {version}" if version is not None else "vLLM (version unknown; 0.14.0 on)"
+        name = adapter.info().display_name
+        since = adapter.checkpoint_kv_dtypes[kept.algo].since
+        said = f"{name} {version}" if version is not None else f"{name} (version unknown; {since} on)"
         flag = "`--kv-cache-dtype auto`" if written is not None else "no `--kv-cache-dtype` (auto)"
         path = serve_arg_path(recipe, job, written[0]) if written is not None else (*entry_path(recipe, job), "tp")
         yield ctx.hit("resources.kv-dtype-auto", recipe, path,
-                      f"with {flag}, {said} keeps {job.model}'s KV cache {how}, while the simulator and "
+                      f"with {flag}, {said} keeps {job.model}'s KV cache {kept.how}, while the simulator and "
                       f"resources.hbm-fit size it at the model's dtype (bf16: twice an FP8 cache's bytes per token)",
-                      job=job)
+                      job=job, fix=f"write the KV-cache dtype the launch is to keep: `--kv-cache-dtype "
+                                   f"{kept.spelling}` where the checkpoint names that quantisation, so that what is "
+                                   "sized is what runs")
