@@ -368,7 +368,8 @@ def kv_dtype_auto(ctx: Context) -> Iterator[Finding]:
     (`engines.sim.kv_cache_dtype`, `catalog.precision.MODEL_DTYPE`), which is what vLLM and SGLang keep for every
     checkpoint but a ModelOpt export that names a KV-cache quantisation their `auto` takes
     (`Adapter.checkpoint_kv_dtypes`, `engines.checkpoint_kv.auto_kv_cache`): that one they keep in its format (FP8:
-    half the bytes per token sized, twice the tokens)."""
+    half the bytes per token sized, twice the tokens). The finding points at the written `auto`, else at the field
+    naming the checkpoint (`serve.model-path`, else `model`)."""
     from llmsweep.catalog.version import as_version
     from llmsweep.engines import ADAPTERS, adapter_for
     from llmsweep.engines.checkpoint_kv import auto_kv_cache
@@ -396,7 +397,12 @@ def kv_dtype_auto(ctx: Context) -> Iterator[Finding]:
         since = adapter.checkpoint_kv_dtypes[kept.algo].since
         said = f"{name} {version}" if version is not None else f"{name} (version unknown; {since} on)"
         flag = "`--kv-cache-dtype auto`" if written is not None else "no `--kv-cache-dtype` (auto)"
-        path = serve_arg_path(recipe, job, written[0]) if written is not None else (*entry_path(recipe, job), "tp")
+        if written is not None:
+            path = serve_arg_path(recipe, job, written[0])
+        elif recipe.serve is not None and recipe.serve.model_path:
+            path = ("serve", "model-path")
+        else:
+            path = ("model",)
         yield ctx.hit("resources.kv-dtype-auto", recipe, path,
                       f"with {flag}, {said} keeps {job.model}'s KV cache {kept.how}, while the simulator and "
                       f"resources.hbm-fit size it at the model's dtype (bf16: twice an FP8 cache's bytes per token)",

@@ -32,6 +32,7 @@ def test_a_modelopt_checkpoint_at_auto_is_flagged_until_the_flag_says_what_runs(
     assert not hit.is_error
     assert "no `--kv-cache-dtype` (auto), vLLM 0.26.0 keeps nvidia/Llama-3.1-8B-Instruct-FP8's KV cache in FP8 if" \
         in hit.message and "size it at the model's dtype (bf16" in hit.message
+    assert hit.path == "k.model"  # the field naming the checkpoint, not the search space's `tp`
     (hit,) = _hits(tmp_path, args="      --kv-cache-dtype: auto\n")
     assert "with `--kv-cache-dtype auto`" in hit.message and hit.path.endswith("--kv-cache-dtype")
     assert _hits(tmp_path, args="      --kv-cache-dtype: fp8\n") == []
@@ -62,6 +63,7 @@ def test_a_local_checkpoint_is_read_for_what_it_names(tmp_path: Path) -> None:
     (folder / "hf_quant_config.json").write_text(json.dumps(quant))
     (hit,) = _hits(tmp_path, model_path=str(folder))
     assert f"KV cache in fp8, as the checkpoint in {folder} names it" in hit.message
+    assert hit.path == "k.serve.model-path"
     # NVFP4: vLLM 0.26.0 keeps it; SGLang's auto takes FP8 alone
     quant["quantization"]["kv_cache_quant_algo"] = "NVFP4"
     (folder / "hf_quant_config.json").write_text(json.dumps(quant))
