@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from llmsweep.catalog.precision import MODEL_DTYPE, kv_bytes_per_element
 from llmsweep.catalog.version import Version
 from llmsweep.plan.job import Job
 
@@ -43,6 +44,12 @@ class AutoKvCache:
     """The engine's `--kv-cache-dtype` spelling of it."""
     how: str
     """Where it was read: the local checkpoint, or the hub id's likely export."""
+
+    @property
+    def ratio(self) -> str:
+        """How many times the format's bytes the model's dtype takes, in words (`twice`, `3.6 times`)."""
+        times = kv_bytes_per_element(MODEL_DTYPE) / kv_bytes_per_element(self.algo)
+        return "twice" if abs(times - 2) < 1e-9 else f"{times:.1f} times"
 
 
 def checkpoint_kv_algo(folder: Path) -> str | None:

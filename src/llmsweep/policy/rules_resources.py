@@ -356,8 +356,9 @@ def dram_budget(ctx: Context) -> Iterator[Finding]:
 @rule("resources.kv-dtype-auto", Severity.WARNING,
       "A vLLM or SGLang launch of a ModelOpt checkpoint leaves --kv-cache-dtype at auto: the engine keeps the "
       "checkpoint's KV-cache quantisation, the simulator and resources.hbm-fit size the model's dtype",
-      "write the KV-cache dtype the launch is to keep: `--kv-cache-dtype fp8` on vLLM, `fp8_e4m3` on SGLang, where "
-      "the checkpoint's hf_quant_config.json names kv_cache_quant_algo FP8, so that what is sized is what runs",
+      "write the KV-cache dtype the launch is to keep: the checkpoint's (`--kv-cache-dtype fp8` on vLLM, `fp8_e4m3` "
+      "on SGLang, where its hf_quant_config.json names kv_cache_quant_algo FP8), or `--kv-cache-dtype bfloat16` "
+      "where it names none, so that what is sized is what runs",
       "vLLM 0.14.0 on (vllm-project/vllm#30785; read in the 0.12.0, 0.13.0, 0.14.0 and 0.26.0 wheels): "
       "EngineArgs.create_engine_config resolves `auto` with vllm/utils/torch_utils.py resolve_kv_cache_dtype_string "
       "from a modelopt quantisation config's kv_cache_quant_algo / kv_cache_scheme (FP8; NVFP4 in 0.26.0). SGLang "
@@ -403,9 +404,11 @@ def kv_dtype_auto(ctx: Context) -> Iterator[Finding]:
             path = ("serve", "model-path")
         else:
             path = ("model",)
+        algo = kept.algo.upper()
         yield ctx.hit("resources.kv-dtype-auto", recipe, path,
                       f"with {flag}, {said} keeps {job.model}'s KV cache {kept.how}, while the simulator and "
-                      f"resources.hbm-fit size it at the model's dtype (bf16: twice an FP8 cache's bytes per token)",
-                      job=job, fix=f"write the KV-cache dtype the launch is to keep: `--kv-cache-dtype "
-                                   f"{kept.spelling}` where the checkpoint names that quantisation, so that what is "
-                                   "sized is what runs")
+                      f"resources.hbm-fit size it at the model's dtype (bf16: {kept.ratio} an {algo} cache's bytes "
+                      "per token)", job=job,
+                      fix=f"write the KV-cache dtype the launch is to keep: `--kv-cache-dtype {kept.spelling}` where "
+                          f"the checkpoint names kv_cache_quant_algo {algo}, or `--kv-cache-dtype bfloat16` where it "
+                          "names none, so that what is sized is what runs")

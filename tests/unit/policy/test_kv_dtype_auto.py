@@ -31,11 +31,14 @@ def test_a_modelopt_checkpoint_at_auto_is_flagged_until_the_flag_says_what_runs(
     (hit,) = _hits(tmp_path)
     assert not hit.is_error
     assert "no `--kv-cache-dtype` (auto), vLLM 0.26.0 keeps nvidia/Llama-3.1-8B-Instruct-FP8's KV cache in FP8 if" \
-        in hit.message and "size it at the model's dtype (bf16" in hit.message
+        in hit.message and "size it at the model's dtype (bf16: twice an FP8 cache's bytes" in hit.message
     assert hit.path == "k.model"  # the field naming the checkpoint, not the search space's `tp`
+    assert hit.fix is not None and "`--kv-cache-dtype fp8` where" in hit.fix
+    assert "or `--kv-cache-dtype bfloat16` where it names none" in hit.fix
     (hit,) = _hits(tmp_path, args="      --kv-cache-dtype: auto\n")
     assert "with `--kv-cache-dtype auto`" in hit.message and hit.path.endswith("--kv-cache-dtype")
     assert _hits(tmp_path, args="      --kv-cache-dtype: fp8\n") == []
+    assert _hits(tmp_path, args="      --kv-cache-dtype: bfloat16\n") == []  # a checkpoint naming none says so
 
 
 def test_sglang_keeps_a_modelopt_checkpoints_fp8_kv_at_auto_too(tmp_path: Path) -> None:
@@ -64,10 +67,11 @@ def test_a_local_checkpoint_is_read_for_what_it_names(tmp_path: Path) -> None:
     (hit,) = _hits(tmp_path, model_path=str(folder))
     assert f"KV cache in fp8, as the checkpoint in {folder} names it" in hit.message
     assert hit.path == "k.serve.model-path"
-    # NVFP4: vLLM 0.26.0 keeps it; SGLang's auto takes FP8 alone
+    # NVFP4: vLLM 0.26.0 keeps it, 2 / 0.5625 bytes; SGLang's auto takes FP8 alone
     quant["quantization"]["kv_cache_quant_algo"] = "NVFP4"
     (folder / "hf_quant_config.json").write_text(json.dumps(quant))
     (hit,) = _hits(tmp_path, model_path=str(folder))
+    assert "(bf16: 3.6 times an NVFP4 cache's bytes per token)" in hit.message
     assert hit.fix is not None and "`--kv-cache-dtype nvfp4`" in hit.fix
     assert _hits(tmp_path, model_path=str(folder), framework="sglang", image="lmsysorg/sglang:v0.5.17-cu130") == []
     quant["quantization"]["kv_cache_quant_algo"] = {"num_bits": 6, "type": "int"}  # no engine's auto takes it
