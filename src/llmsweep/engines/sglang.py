@@ -115,17 +115,25 @@ def ngram_tree(steps: int | None, topk: int | None, draft_tokens: int | None) ->
     return None, draft_tokens
 
 
-HICACHE_DIRECT_PAGE_FIRST_FROM = Version.parse("0.5.12")
-"""The first release read whose ServerArgs._handle_hicache launches the page_first layout with the direct I/O backend
-as page_first_direct ("Page first layout is not supported with direct IO backend"); 0.5.9 keeps page_first."""
+HICACHE_DIRECT_PAGE_FIRST_FROM = Version.parse("0.5.4")
+"""The first release read that runs the page_first layout with the direct I/O backend as page_first_direct ("Page
+first layout is not supported with direct IO backend"): through 0.5.9 HiRadixCache.__init__ rewrites it at start-up
+(before it sizes the host pool; a FIXME there says the logic belongs in server-args parsing), from 0.5.10
+ServerArgs._handle_hicache does (PyPI wheels 0.5.4, 0.5.9, 0.5.10, 0.5.12 through 0.5.23). 0.5.1 has no
+page_first_direct layout (its --hicache-mem-layout takes layer_first and page_first) and runs page_first as written;
+0.5.2 and 0.5.3 are not read."""
 HICACHE_SOURCE = ("sglang python/sglang/srt/server_args.py ServerArgs._handle_hicache (arg_groups/hicache_hook.py "
-                  "handle_hicache from 0.5.19), read in the PyPI wheels of 0.5.9 and 0.5.12 through 0.5.23")
+                  "handle_hicache from 0.5.19), read in the PyPI wheels of 0.5.4, 0.5.9 and 0.5.10 through 0.5.23")
+HICACHE_DIRECT_SOURCE = ("sglang python/sglang/srt/mem_cache/hiradix_cache.py HiRadixCache.__init__ through 0.5.9, "
+                         "ServerArgs._handle_hicache from 0.5.10 (arg_groups/hicache_hook.py from 0.5.19), read in the "
+                         "PyPI wheels of 0.5.4, 0.5.9 and 0.5.10 through 0.5.23")
 
 
 def hicache_as_launched(args: Mapping[str, Any], version: Version | None) -> tuple[dict[str, Any], dict[str, str]]:
     """SGLang's HiCache settings as its start-up normalisation leaves them (HICACHE_SOURCE), over a launch's flags
     named without dashes: a layout the I/O backend cannot take is rewritten (page_first_direct with the kernel backend
-    runs on the direct one; page_first with the direct backend as page_first_direct, from 0.5.12), and the mooncake
+    runs on the direct one; page_first with the direct backend as page_first_direct, from 0.5.4: HiRadixCache.__init__
+    through 0.5.9, HICACHE_DIRECT_PAGE_FIRST_FROM), and the mooncake
     storage backend, which takes no layer_first layout, runs layer_first as page_first (kernel I/O) or
     page_first_direct (direct I/O). Through 0.5.13 layer_first is the layout's default, so a mooncake HiCache launch
     that sets none runs page_first. A flag the launch leaves unset is read at the parser's default for `version` from
@@ -146,9 +154,9 @@ def hicache_as_launched(args: Mapping[str, Any], version: Version | None) -> tup
             return None, ""
         return default.value, f"--{flag} (unset: sglang {default.version}'s default {default.value})"
 
-    def rewrite(flag: str, written: str, value: str, why: str) -> None:
+    def rewrite(flag: str, written: str, value: str, why: str, source: str = HICACHE_SOURCE) -> None:
         out[flag] = value
-        rewritten[flag] = f"SGLang launches {written} as {value}: {why} ({HICACHE_SOURCE})"
+        rewritten[flag] = f"SGLang launches {written} as {value}: {why} ({source})"
 
     io, io_said = setting("hicache-io-backend")
     layout, layout_said = setting("hicache-mem-layout")
@@ -158,7 +166,7 @@ def hicache_as_launched(args: Mapping[str, Any], version: Version | None) -> tup
     elif layout == "page_first" and io == "direct" and (
             version is None or not version.below(HICACHE_DIRECT_PAGE_FIRST_FROM)):
         rewrite("hicache-mem-layout", layout_said, "page_first_direct", "its direct I/O backend does not take "
-                "page_first")
+                "page_first", HICACHE_DIRECT_SOURCE)
         layout = "page_first_direct"
     if str(args.get("hicache-storage-backend", "")) == "mooncake" and layout == "layer_first" and io in (
             "kernel", "direct"):

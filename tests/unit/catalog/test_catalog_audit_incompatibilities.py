@@ -128,13 +128,17 @@ def test_a_mooncake_hicache_arm_is_matched_at_the_layout_sglang_runs_not_the_one
         "engine.known-incompatibility"]
 
 
-def test_sglang_runs_page_first_on_the_direct_backend_as_page_first_direct_from_0_5_12_only() -> None:
+def test_sglang_runs_page_first_on_the_direct_backend_as_page_first_direct_from_0_5_4() -> None:
+    """0.5.9 rewrites the pair in HiRadixCache.__init__ (its FIXME), before it sizes the host pool; 0.5.10 on in
+    ServerArgs; 0.5.4 already did in HiRadixCache; 0.5.1 has no page_first_direct layout and runs page_first."""
     from llmsweep.catalog.version import Version
     from llmsweep.engines.sglang import hicache_as_launched
 
     args = {"enable-hierarchical-cache": True, "hicache-io-backend": "direct", "hicache-mem-layout": "page_first"}
-    assert hicache_as_launched(args, Version.parse("0.5.9"))[0] == args
-    launched, said = hicache_as_launched(args, Version.parse("0.5.12"))
-    assert launched["hicache-mem-layout"] == "page_first_direct" and list(said) == ["hicache-mem-layout"]
+    for version in ("0.5.4", "0.5.9", "0.5.12"):
+        launched, said = hicache_as_launched(args, Version.parse(version))
+        assert launched["hicache-mem-layout"] == "page_first_direct" and list(said) == ["hicache-mem-layout"], version
+    assert "HiRadixCache.__init__ through 0.5.9" in said["hicache-mem-layout"]
+    assert hicache_as_launched(args, Version.parse("0.5.1"))[0] == args
     assert hicache_as_launched({k: v for k, v in args.items() if k != "enable-hierarchical-cache"},
                                Version.parse("0.5.12"))[1] == {}
