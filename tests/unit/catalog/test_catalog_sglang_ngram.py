@@ -81,4 +81,6 @@ def test_ngram_with_dp_attention_is_refused_on_every_release_read(tmp_path: Path
         found = _findings(tmp_path, version, pinned=False, dp_attn=True)
         assert _ids(found) == ["sglang-ngram-dp-attention"], [f.render() for f in found]
         assert "does not support dp attention" in found[0].message
+        # the PR that drops the guard (open, in no release read) is named, so a later release is checked against it
+        assert found[0].evidence is not None and "sgl-project/sglang/pull/28616" in found[0].evidence
     assert _findings(tmp_path, "0.5.16", method="mtp", pinned=False, dp_attn=True) == []
