@@ -570,11 +570,12 @@ def test_what_an_upgrade_changed_in_how_a_part_is_keyed_is_named_from_the_parts_
     job = jobs_from_files([recipe])[0]
     stored = reuse.stored_parts(job.to_json(), job.id, version.measurement_identity())
     then = reuse_keys([job], simulate=True)[job.id]
+    assert isinstance(then, reuse.ReuseKey)
     record = {"reuse_keys": {job.id: str(then)}, reuse.RECORDED_PARTS: reuse.record_parts([then])}
     assert json.loads(json.dumps(record)) == record  # as run.json and the store keep it
     monkeypatch.setattr(reuse, "FOLDER_READ_BYTES", 8)  # the upgrade: b-tool counts by its status now
     now = reuse_keys([job], simulate=True)[job.id]
-    assert now != then
+    assert now != then and isinstance(now, reuse.ReuseKey)
     recorded = reuse.recorded_parts_of(record, then)
     assert reuse.key_differences(now, then, stored, recorded_parts=recorded) == [reuse.KEY_PARTS["local_files"]]
     (inferred,) = reuse.key_differences(now, then, stored)  # no parts recorded: an earlier llmsweep's run
@@ -594,8 +595,9 @@ def test_what_an_upgrade_changed_in_how_a_part_is_keyed_is_named_from_the_parts_
         "how llmsweep makes one key of its parts (each part is as the key it was recorded under holds it)"]
 
     # a key an earlier invocation recorded for a result the run keeps: its parts stay as that one recorded them
-    kept = reuse.record_parts([now, str(then)], record[reuse.RECORDED_PARTS])
-    assert kept == {**reuse.record_parts([now]), **record[reuse.RECORDED_PARTS]} and len(kept) == 2
+    parts = reuse.record_parts([then])
+    kept = reuse.record_parts([now, str(then)], parts)
+    assert kept == {**reuse.record_parts([now]), **parts} and len(kept) == 2
 
 
 def test_a_folder_holding_a_file_whose_name_is_not_utf8_is_keyed_not_a_crash(tmp_path: Path) -> None:

@@ -220,7 +220,7 @@ def test_a_dp_attention_launch_says_how_the_running_request_cap_it_runs_is_count
     arm = "{{ tp: 8, ep: 8, dp-attn: {dp}, kv-offloading: none, conc-list: [{conc}] }}"
 
     def launch(framework: str, image: str, dp: str = "true", conc: int = 32, args: str = "{}",
-               **kw: str) -> tuple[str, str]:
+               **kw: Any) -> tuple[str, str]:
         text = recipe(framework, image, arm=arm.format(dp=dp, conc=conc), serve=f"    args: {args}\n", **kw)
         (job,) = jobs(tmp_path, text)
         spec = engines.render(job)
@@ -241,7 +241,7 @@ def test_a_dp_attention_launch_says_how_the_running_request_cap_it_runs_is_count
     assert "vLLM" not in notes
     cap, notes = launch("sglang", sglang, args="{ --max-running-requests: 20 }")
     assert cap == "20" and "20 // 8 = 2" in notes and "runs at most 16 requests" in notes
-    cap, notes = launch("atom", ATOM_IMAGE, dp="true", **GLM_ATOM)
+    cap, notes = launch("atom", ATOM_IMAGE, "true", 32, "{}", **GLM_ATOM)
     assert cap == "64" and "is per DP rank: ATOM" in notes and "up to 512 running requests" in notes
 
     small = recipe("sglang", sglang, arm=arm.format(dp="true", conc=2), serve="    args: {}\n")

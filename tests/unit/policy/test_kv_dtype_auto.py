@@ -36,7 +36,7 @@ def test_a_modelopt_checkpoint_at_auto_is_flagged_until_the_flag_says_what_runs(
     assert hit.fix is not None and "`--kv-cache-dtype fp8` where" in hit.fix
     assert "or `--kv-cache-dtype bfloat16` where it names none" in hit.fix
     (hit,) = _hits(tmp_path, args="      --kv-cache-dtype: auto\n")
-    assert "with `--kv-cache-dtype auto`" in hit.message and hit.path.endswith("--kv-cache-dtype")
+    assert "with `--kv-cache-dtype auto`" in hit.message and (hit.path or "").endswith("--kv-cache-dtype")
     assert _hits(tmp_path, args="      --kv-cache-dtype: fp8\n") == []
     assert _hits(tmp_path, args="      --kv-cache-dtype: bfloat16\n") == []  # a checkpoint naming none says so
 
