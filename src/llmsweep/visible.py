@@ -49,6 +49,8 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from llmsweep.words import count_of, noun
+
 log = logging.getLogger(__name__)
 
 CUDA, HIP, ROCR = "CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES"
@@ -233,15 +235,15 @@ def _select(name: str, raw: str, lookup: _Lookup, *, among: tuple[int, ...] | No
     if unknown:
         reasons.append(f"{', '.join(unknown)}, which no GPU of this host has ({lookup.source()})")
     if past:
-        reasons.append(f"GPU {', '.join(past)}, past the {len(lookup.order or ())} GPU(s) the runtime numbers on this "
-                       "host")
+        reasons.append(f"{noun(len(past), 'GPU')} {', '.join(past)}, past the "
+                       f"{count_of(len(lookup.order or ()), 'GPU')} the runtime numbers on this host")
     if unordered:
-        reasons.append(f"GPU {', '.join(unordered)} by index, which counts in HIP's order of the GPUs, and that order "
-                       f"could not be read ({lookup.order_problem}): amd-smi numbers the GPUs its own way, so none is "
-                       "taken in its stead (name the GPUs by UUID, `hip_uuid` in `amd-smi list -e`, to select them "
-                       "without it)")
+        reasons.append(f"{noun(len(unordered), 'GPU')} {', '.join(unordered)} by index, which counts in HIP's order "
+                       f"of the GPUs, and that order could not be read ({lookup.order_problem}): amd-smi numbers the "
+                       "GPUs its own way, so none is taken in its stead (name the GPUs by UUID, `hip_uuid` in "
+                       "`amd-smi list -e`, to select them without it)")
     if hidden:
-        reasons.append(f"{', '.join(hidden)}, which is not among the {len(among or ())} GPU(s) "
+        reasons.append(f"{', '.join(hidden)}, which is not among the {count_of(len(among or ()), 'GPU')} "
                        f"{ROCR}={rocr} leaves (HIP counts within those)")
     if reasons:
         return Visible((), f"{name}={raw} names " + "; and ".join(reasons))
@@ -284,10 +286,11 @@ def select_listed(listed: Listed, env: Mapping[str, str]) -> Visible:
         return Visible(listed.indices)
     if missing := [i for i in visible.gpus if i not in listed.indices]:
         named = ", ".join(f"{name}={env[name]}" for name in VISIBLE_ENV if env.get(name, "").strip())
-        has = (f"{len(listed.indices)} GPU(s) on this host ({_span(listed.indices)})" if listed.indices
+        has = (f"{count_of(len(listed.indices), 'GPU')} on this host ({_span(listed.indices)})" if listed.indices
                else "no GPU on this host")
-        return Visible((), f"{named} names GPU {', '.join(map(str, missing))}, but {listed.tool} lists {has}; the "
-                           "runtime stops at it, hiding it and every GPU named after it")
+        return Visible((), f"{named} names {noun(len(missing), 'GPU')} {', '.join(map(str, missing))}, but "
+                           f"{listed.tool} lists {has}; the runtime stops at it, hiding it and every GPU named after "
+                           "it")
     return visible
 
 

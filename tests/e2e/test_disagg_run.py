@@ -118,7 +118,7 @@ def test_agentic_multinode_concurrencies_run_one_after_another_on_one_deployment
     out = tmp_path / "out"
     proc = run_here([RECIPES / "disagg-agentic-sim.yaml", "--out", out, "--no-report"], cli_env(tmp_path))
     assert proc.returncode == 0, proc.stderr[-4000:]
-    assert proc.stderr.count("disaggregated deployment of 2 job(s)") == 1  # one deployment for both concurrencies
+    assert proc.stderr.count("disaggregated deployment of 2 jobs") == 1  # one deployment for both concurrencies
     dirs = sorted(job_dirs(out).values(), key=lambda d: read_json(d / "summary.json")["provenance"]["started_at"])
     assert len(dirs) == 2
     spans = []
@@ -224,7 +224,7 @@ def test_the_runner_files_gpus_per_node_places_the_workers_in_render_run_and_pre
         assert {k: v["nodes"] for k, v in summary["roles"].items()} == {
             "prefill": [0, 1, 2, 3], "decode": [4, 5], "router": [0]}
         command = (job_dir / "server_command.txt").read_text()
-        assert "on 6 node(s) ran in-process" in command and "8 GPU(s) on node(s) 2, 3" in command
+        assert "on 6 nodes ran in-process" in command and "8 GPUs on nodes 2, 3" in command
         assert read_json(job_dir / "job.json")["gpus-per-node"] == 4  # the placement travels with the job
 
     predicted = cli_here(["predict", recipe, "--runner-config", fleet, "--duration", "3", "--json"],

@@ -28,11 +28,11 @@ def test_text_lists_every_role_with_its_nodes_and_launch() -> None:
     out = render("--job", job_id("sglang-disagg"))
     assert out.returncode == 0, out.stderr
     text = out.stdout
-    assert "# topology: 3 node(s) of 8 GPU(s), 24 GPU(s) in use, KV transfer mori" in text
-    assert "# role prefill: 1 worker(s) × 8 GPU(s), 1 node(s) each" in text
-    assert "# role decode: 2 worker(s) × 8 GPU(s), 1 node(s) each" in text
-    for head in ("# ---- prefill 0 on node(s) 0", "# ---- decode 0 on node(s) 1", "# ---- decode 1 on node(s) 2",
-                 "# ---- router 0 on node(s) 0"):
+    assert "# topology: 3 nodes of 8 GPUs, 24 GPUs in use, KV transfer mori" in text
+    assert "# role prefill: 1 worker × 8 GPUs, 1 node each" in text
+    assert "# role decode: 2 workers × 8 GPUs, 1 node each" in text
+    for head in ("# ---- prefill 0 on node 0", "# ---- decode 0 on node 1", "# ---- decode 1 on node 2",
+                 "# ---- router 0 on node 0"):
         assert head in text
     blocks = text.split("# ---- ")[1:]
     assert len(blocks) == 4
@@ -77,8 +77,8 @@ def test_simulate_prints_the_simulators_roles_one_by_one() -> None:
     out = render("--job", job.id, "--simulate")
     assert out.returncode == 0, out.stderr
     blocks = out.stdout.split("# ---- ")[1:]
-    assert [b.splitlines()[0] for b in blocks] == ["prefill 0 on node(s) 0", "decode 0 on node(s) 1",
-                                                   "decode 1 on node(s) 2", "router 0 on node(s) 0"]
+    assert [b.splitlines()[0] for b in blocks] == ["prefill 0 on node 0", "decode 0 on node 1",
+                                                   "decode 1 on node 2", "router 0 on node 0"]
     assert all("# engine: sim" in b for b in blocks)
     assert "sim serve" in blocks[0] and "--role prefill" in blocks[0] and "--ep 8" in blocks[0]
     assert all("--role decode" in b and "--kv-transfer mori" in b for b in blocks[1:3])

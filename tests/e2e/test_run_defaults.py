@@ -55,7 +55,7 @@ def _tree(root: Path) -> dict[str, int]:
 
 def test_a_finished_run_is_refused_untouched_and_force_reruns_it_with_repeats(tmp_path: Path,
                                                                              finished: Finished) -> None:
-    assert "2 to run on 1 live simulator server(s)" in finished.proc.stderr  # said as simulated, not as a server
+    assert "2 to run on 1 live simulator server" in finished.proc.stderr  # said as simulated, not as a server
     out, env = finished.copy(tmp_path / "run")
     before = _tree(out)
     run_id = read_json(out / "run.json")["run_id"]

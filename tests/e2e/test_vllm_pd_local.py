@@ -201,7 +201,7 @@ def test_a_worker_whose_gpu_another_process_computes_on_fails_the_job_before_any
     assert outcome["status"] == "failed", outcome
     (reason,) = outcome["reasons"]
     for kind, gpu in (("prefill", 0), ("decode", 1)):
-        said = f"{kind} worker 0 (CUDA_VISIBLE_DEVICES={gpu}): the vllm server would use GPU(s) {gpu}, but another"
+        said = f"{kind} worker 0 (CUDA_VISIBLE_DEVICES={gpu}): the vllm server would use GPU {gpu}, but another"
         assert (said in reason) is (kind in refused), reason
     for gpu in busy:
         assert f"GPU {gpu} ({GPU_UUID.format(gpu)}) holds pid {4242 + gpu} (/usr/bin/python3, 70000 MiB)" in reason
@@ -211,7 +211,7 @@ def test_a_worker_whose_gpu_another_process_computes_on_fails_the_job_before_any
     for fix, (kind, gpu) in zip(fixes, [(k, g) for k, g in (("prefill", 0), ("decode", 1)) if k in refused],
                                 strict=True):
         assert fix == (f"{kind} worker 0: " if len(refused) > 1 else "") + (
-            f"stop or wait for pid(s) {4242 + gpu} (`nvidia-smi` shows what runs where), or give the deployment free "
+            f"stop or wait for pid {4242 + gpu} (`nvidia-smi` shows what runs where), or give the deployment free "
             "GPUs with CUDA_VISIBLE_DEVICES (its workers get consecutive GPUs of it, in launch order: prefill workers "
             "first)"), reason
     # nothing launched, nothing left: no role's log, pid file or server folder
@@ -229,7 +229,7 @@ def test_a_gpu_selection_in_the_recipe_is_the_one_the_workers_share_and_one_the_
     (outcome,) = read_json(out / "run.json")["outcomes"]
     assert outcome["status"] == "failed", outcome
     (reason,) = outcome["reasons"]
-    assert "CUDA_VISIBLE_DEVICES=2,3 names GPU 2, 3, but nvidia-smi lists 2 GPU(s) on this host (0-1)" in reason
+    assert "CUDA_VISIBLE_DEVICES=2,3 names GPUs 2, 3, but nvidia-smi lists 2 GPUs on this host (0-1)" in reason
     assert "name GPUs this node has" in reason
     assert not (out / "servers").exists() and "ready" not in proc.stderr, proc.stderr[-3000:]
 

@@ -31,6 +31,7 @@ from llmsweep.cli.options import (
 )
 from llmsweep.cli.options import executor_options as parse_executor_options
 from llmsweep.errors import ConfigError, DatasetError, LlmsweepError
+from llmsweep.words import count_of
 
 if TYPE_CHECKING:
     from llmsweep.alcollect.modes import ModeSettings
@@ -122,11 +123,6 @@ def _sampling(pairs: tuple[str, ...]) -> dict[ThinkingMode, dict[str, Any]]:
     return out
 
 
-def _count(n: int, noun: str) -> str:
-    """``1 prompt``, ``3 prompts``."""
-    return f"{n} {noun}{'' if n == 1 else 's'}"
-
-
 def _launcher(executor: str, options: dict[str, Any]) -> ServerLauncher:
     if executor == "docker":
         from llmsweep.execute.docker import DockerExecutor
@@ -154,8 +150,8 @@ def _prompts(source: str, category: str, limit: int | None, echo: Callable[[str]
             prompts = load_prompts(BUILTIN, category, limit)
     found = len(prompts.prompts)
     if limit is not None and found < limit:
-        echo(f"warning: {prompts.origin} has {_count(found, f'`{category}` row')}, fewer than --num-prompts {limit} "
-             f"asks for: collecting with {found} (the curve's dataset line states {_count(found, 'prompt')})")
+        echo(f"warning: {prompts.origin} has {count_of(found, f'`{category}` row')}, fewer than --num-prompts {limit} "
+             f"asks for: collecting with {found} (the curve's dataset line states {count_of(found, 'prompt')})")
     return prompts
 
 
@@ -531,7 +527,7 @@ def _collect_claimed(job: Job, settings: CollectSettings, out: Path, evidence: P
         echo(f"collecting {out.stem}: {job.model} {job.serve.spec_decoding.method} "
              f"K {' '.join(map(str, settings.ks))}, thinking "
              f"{' '.join(m.removeprefix('thinking_') for m in settings.thinking)}, "
-             f"{_count(len(prompts.prompts), 'prompt')} ({prompts.origin}), {servers} servers")
+             f"{count_of(len(prompts.prompts), 'prompt')} ({prompts.origin}), {servers} servers")
         return collect_curve(job, settings, prompts, evidence, out, launcher=launcher(), simulate=simulate,
                              event=echo, merge=merge_into is not None)
     except LlmsweepError:

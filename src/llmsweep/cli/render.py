@@ -23,6 +23,7 @@ from llmsweep.engines.launch import ENV_NAME, LaunchSpec, Topology, comment_text
 from llmsweep.errors import ConfigError, ContractError, LlmsweepError
 from llmsweep.plan.job import Job
 from llmsweep.shell import assignment, quote
+from llmsweep.words import count_of, noun
 
 
 def render_text(job: Job, spec: LaunchSpec) -> str:
@@ -47,25 +48,29 @@ def render_topology_text(job: Job, topology: Topology) -> str:
     """Human form of a disaggregated job: the allocation, then every role's workers, each as `render_text` prints a
     single launch (host placeholders `{nodeN}` stand for node N of the allocation)."""
     lines = [f"# job: {job.id}",
-             f"# topology: {topology.nodes} node(s) of {topology.gpus_per_node} GPU(s), {topology.gpus} GPU(s) in "
-             f"use, KV transfer {topology.kv_transfer or '-'}"]
+             f"# topology: {count_of(topology.nodes, 'node')}"
+             + (f" of {count_of(topology.gpus_per_node, 'GPU')}" if topology.gpus_per_node is not None else "")
+             + f", {count_of(topology.gpus, 'GPU')} in use, KV transfer {topology.kv_transfer or '-'}"]
     lines += [f"# note: {n}" for n in topology.notes]
     for role in topology.roles:
         if role.gpus_per_worker == 0:
             nodes = sorted({n for w in role.workers for n in w.nodes})
-            lines.append(f"# role {role.name}: {role.count} worker(s), no GPUs, beside the workers on node(s) "
+            lines.append(f"# role {role.name}: {count_of(role.count, 'worker')}, no GPUs, beside the workers on "
+                         f"{noun(len(nodes), 'node')} "
                          f"{', '.join(str(n) for n in nodes)}")
             continue
-        lines.append(f"# role {role.name}: {role.count} worker(s) × {role.gpus_per_worker} GPU(s), "
-                     f"{role.nodes_per_worker} node(s) each")
+        lines.append(f"# role {role.name}: {count_of(role.count, 'worker')} × {count_of(role.gpus_per_worker, 'GPU')}, "
+                     f"{count_of(role.nodes_per_worker, 'node')} each")
     blocks = ["\n".join(comment_text(line) for line in lines)]
     for role in topology.roles:
         for worker in role.workers:
             shown = worker.nodes if worker.follower is None else worker.nodes[:1]
-            head = comment_text(f"# ---- {role.name} {worker.index} on node(s) {', '.join(str(n) for n in shown)}")
+            head = comment_text(f"# ---- {role.name} {worker.index} on {noun(len(shown), 'node')} "
+                                f"{', '.join(str(n) for n in shown)}")
             blocks.append(head + "\n" + render_text(job, worker.spec))
             if worker.follower is not None:  # the worker's other nodes run another launch (vLLM's `--headless`)
-                head = comment_text(f"# ---- {role.name} {worker.index}, its node(s) after the first: "
+                head = comment_text(f"# ---- {role.name} {worker.index}, its {noun(len(worker.nodes) - 1, 'node')} "
+                                    "after the first: "
                                     f"{', '.join(str(n) for n in worker.nodes[1:])}")
                 blocks.append(head + "\n" + render_text(job, worker.follower))
     return "\n\n".join(blocks)

@@ -38,6 +38,7 @@ from llmsweep.engines.running_cap import dp_running_cap
 from llmsweep.errors import ConfigError, ContractError
 from llmsweep.plan.job import Job, Worker
 from llmsweep.spec.workload import ScenarioId
+from llmsweep.words import noun
 
 BIND_HOST = "0.0.0.0"
 """Servers bind every interface: a container's port is only reachable from the host that way."""
@@ -917,7 +918,8 @@ class Adapter(ABC):
                                   gpus_per_node=gpus_per_node, prefill_nodes=tuple(placed["prefill"]))
                 spec = self.render(wjob, port=worker_port, role=ctx)
                 role_notes = [f"{kind} worker {i}: TP{worker.tp} PP{worker.pp} EP{worker.ep}"
-                              f"{' DP-attention' if worker.dp_attn else ''} on node(s) {', '.join(map(str, nodes))}"]
+                              f"{' DP-attention' if worker.dp_attn else ''} on {noun(len(nodes), 'node')} "
+                              f"{', '.join(map(str, nodes))}"]
                 spec = spec.model_copy(update={"host": node_host(nodes[0]), "notes": (*spec.notes, *role_notes)})
                 spec = with_settings(spec, settings_env(worker))
                 follower = self.follower_spec(spec) if len(nodes) > 1 else None

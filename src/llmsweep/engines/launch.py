@@ -15,6 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, computed_field, field_validator
 
 from llmsweep import shell
+from llmsweep.words import count_of
 
 SECRET_NAME = re.compile(r"(^HF_TOKEN$|_TOKEN$|_KEY$|_SECRET$)")
 LAUNCH_DIR = "{launch_dir}"
@@ -187,7 +188,8 @@ class RoleWorker(BaseModel):
     def spec_on(self, node_rank: int) -> LaunchSpec:
         """The launch on the worker's node of rank `node_rank` (0: its first node, the one that serves)."""
         if not 0 <= node_rank < len(self.nodes):
-            raise ValueError(f"worker {self.index} spans {len(self.nodes)} node(s); it has no node rank {node_rank}")
+            raise ValueError(f"worker {self.index} spans {count_of(len(self.nodes), 'node')}; it has no node rank "
+                             f"{node_rank}")
         return self.follower if node_rank > 0 and self.follower is not None else self.spec
 
 

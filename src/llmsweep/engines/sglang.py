@@ -31,6 +31,7 @@ from llmsweep.engines.launch import NODE_RANK, LaunchSpec, RoleWorker, node_host
 from llmsweep.errors import ConfigError
 from llmsweep.plan.job import Job
 from llmsweep.spec.workload import ScenarioId
+from llmsweep.words import count_of
 
 SPEC_ALGORITHM: dict[str, str] = {
     "mtp": "EAGLE",
@@ -365,5 +366,6 @@ class SGLangAdapter(Adapter):
         return LaunchSpec(engine="sglang-router", engine_version=version, image=job.image, argv=tuple(argv),
                           host=node_host(node), port=ROUTER_PORT, health_path="/health", metrics_path=None,
                           served_model_name=job.workload.served_model_name,
-                          notes=(f"PD router over {len(prefill)} prefill and {len(decode)} decode worker(s); KV "
+                          notes=(f"PD router over {len(prefill)} prefill and "
+                                 f"{count_of(len(decode), 'decode worker')}; KV "
                                  f"moves prefill→decode over {transfer}",))

@@ -36,6 +36,7 @@ from llmsweep.plan.job import Job
 from llmsweep.sim.roles import ROUTER_READY_LINE
 from llmsweep.sim.transfer import Link, links_flag
 from llmsweep.spec.workload import ScenarioId
+from llmsweep.words import count_of
 
 if TYPE_CHECKING:
     from llmsweep.catalog.engines import EngineDefault, PageSizeDefault
@@ -1063,8 +1064,9 @@ class SimAdapter(Adapter):
         return LaunchSpec(engine=self.name, argv=tuple(argv), host=node_host(node), port=port,
                           health_path="/health", metrics_path=None, ready_log_markers=(ROUTER_READY_LINE,),
                           served_model_name=job.workload.served_model_name,
-                          notes=(f"simulated PD router over {len(prefill)} prefill and {len(decode)} decode "
-                                 f"worker(s); KV moves prefill→decode over a modelled link standing for {transfer}",))
+                          notes=(f"simulated PD router over {len(prefill)} prefill and "
+                                 f"{count_of(len(decode), 'decode worker')}; KV moves prefill→decode over a modelled "
+                                 f"link standing for {transfer}",))
 
     def conflicts(self, job: Job, kind: str = "parallel") -> list[Any]:
         return []

@@ -36,6 +36,7 @@ from llmsweep.engines.sglang import model_path
 from llmsweep.errors import ConfigError
 from llmsweep.plan.job import Job
 from llmsweep.spec.workload import ScenarioId
+from llmsweep.words import count_of
 
 LLM_API_OPTIONS = "extra_llm_api_options.yaml"
 OPTIONS_FLAG = "--extra_llm_api_options"
@@ -263,5 +264,5 @@ class TRTLLMAdapter(Adapter):
                           argv=("trtllm-serve", "disaggregated", "-c", file.placeholder_path),
                           host=node_host(node), port=DISAGG_SERVER_PORT, health_path="/health", metrics_path=None,
                           files=(file,), served_model_name=job.workload.served_model_name,
-                          notes=(f"disaggregated server over {len(prefill)} context and {len(decode)} generation "
-                                 f"server(s); KV over {transfer}",))
+                          notes=(f"disaggregated server over {len(prefill)} context and "
+                                 f"{count_of(len(decode), 'generation server')}; KV over {transfer}",))

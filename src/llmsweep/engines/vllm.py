@@ -33,6 +33,7 @@ from llmsweep.engines.sglang import model_path, per_rank_gb
 from llmsweep.errors import ConfigError
 from llmsweep.plan.job import Job
 from llmsweep.spec.workload import ScenarioId
+from llmsweep.words import count_of
 
 BYTES_PER_GB = 1_000_000_000
 KV_CONNECTORS: dict[str, str] = {"nixl": "NixlConnector", "mooncake": "MooncakeConnector",
@@ -349,7 +350,7 @@ class VLLMAdapter(Adapter):
                           ready_log_markers=(PD_ROUTER_READY_LINE,),
                           served_model_name=job.workload.served_model_name,
                           notes=(f"llmsweep's PD router ({ROUTER_PROTOCOL}) over {len(prefill)} prefill and "
-                                 f"{len(decode)} decode worker(s); KV over {transfer}",))
+                                 f"{count_of(len(decode), 'decode worker')}; KV over {transfer}",))
 
 
 ROUTER_PROTOCOL = "vllm-nixl"

@@ -79,6 +79,7 @@ from llmsweep.sim_warnings import no_gpu_figures
 from llmsweep.spec.workload import ScenarioId
 from llmsweep.visible import CUDA as VISIBLE_CUDA
 from llmsweep.visible import GpuTable, Listed, gpu_tool_step, select_listed
+from llmsweep.words import count_of
 
 if TYPE_CHECKING:
     from llmsweep.client import Endpoint, Progress, RunOptions
@@ -761,8 +762,8 @@ class _Server:
         deployment = RoleDeployment(topology, placement, self.dir, launch=self.launches)
         self.handle, self.spec = deployment, deployment.spec
         current_progress().phase("launching")
-        self.event(f"launching {sum(r.count for r in topology.roles)} role {placement.units} of {topology.job} on "
-                   f"{placement.where()}")
+        started = count_of(sum(r.count for r in topology.roles), f"role {placement.unit}", f"role {placement.units}")
+        self.event(f"launching {started} of {topology.job} on {placement.where()}")
         try:
             deployment.start(startup_timeout_s=self.settings.startup_timeout_s, event=self.event,
                              power_backend=self.settings.power.backend)

@@ -55,6 +55,7 @@ from llmsweep.plan.matrix import EvalOptions
 from llmsweep.plan.point import TracePin, corpus_ref, one_point_per_job, pin_trace_sources
 from llmsweep.sim_warnings import engine_refuses, not_modelled, ran_on_the_simulator
 from llmsweep.spec.workload import ScenarioId
+from llmsweep.words import count_of
 from llmsweep.workload.scenario import REPEAT_MARK, repeat_of
 from llmsweep.writable import refuse_non_utf8
 
@@ -1516,8 +1517,9 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
         # a deployment role by role is one server group of several processes: say it as a deployment
         roles = [g for g in gs if g.topology is not None]
         plain = len(gs) - len(roles)
-        return " and ".join(b for b in ((f"{plain} {what}server(s)" if plain else ""),
-                                        (f"{len(roles)} {what}prefill/decode deployment(s)" if roles else "")) if b)
+        return " and ".join(b for b in ((count_of(plain, f"{what}server") if plain else ""),
+                                        (count_of(len(roles), f"{what}prefill/decode deployment") if roles else ""))
+                            if b)
 
     evals = sum(1 for g in virtual for j in g.jobs if j.eval_only or j.run_eval)  # lm-eval needs a server
     throughput = sum(1 for g in virtual for j in g.jobs if not j.eval_only)

@@ -34,6 +34,7 @@ from llmsweep.visible import (
     read_nvidia_smi_list,
     select_listed,
 )
+from llmsweep.words import count_of, noun
 
 log = logging.getLogger(__name__)
 PORT_PLACEHOLDER = "{port}"
@@ -300,11 +301,13 @@ def _refuse_busy(spec: LaunchSpec, host: _ServerGpus, queries: HostGpuQueries, f
         + ", ".join(f"pid {t.pid} ({t.name}{f', {t.used_mib} MiB' if t.used_mib is not None else ''})"
                     for t in tenants)
         for gpu, tenants in sorted(busy.items()))
-    pids = " ".join(str(t.pid) for tenants in busy.values() for t in tenants)
-    raise LaunchError(f"the {spec.engine} server would use GPU(s) {', '.join(map(str, wanted))}, but another process "
-                      f"computes on {'them' if len(busy) > 1 else 'it'}: {said}; the server would not fit beside it, "
+    pids = [str(t.pid) for tenants in busy.values() for t in tenants]
+    raise LaunchError(f"the {spec.engine} server would use {noun(len(wanted), 'GPU')} "
+                      f"{', '.join(map(str, wanted))}, but another process computes on "
+                      f"{'them' if len(busy) > 1 else 'it'}: {said}; the server would not fit beside it, "
                       "or be measured sharing the GPU",
-                      fix=f"stop or wait for pid(s) {pids} (`nvidia-smi` shows what runs where), or {fix}")
+                      fix=f"stop or wait for {noun(len(pids), 'pid')} {' '.join(pids)} (`nvidia-smi` shows what runs "
+                          f"where), or {fix}")
 
 
 def check_gpus(spec: LaunchSpec, environ: Mapping[str, str] | None = None, *, reselect: str | None = None,
@@ -337,7 +340,7 @@ def _check_gpus(spec: LaunchSpec, environ: Mapping[str, str] | None, *, reselect
     whose = "the recipe's" if reselect is None else "its"
     if host is None:
         raise LaunchError(
-            f"the {spec.engine} server needs {spec.gpus} GPU(s) but {NO_GPU_TOOL}",
+            f"the {spec.engine} server needs {count_of(spec.gpus, 'GPU')} but {NO_GPU_TOOL}",
             fix=("this node is no GPU node, or its driver tools are not on the batch job's PATH: pick a GPU "
                  "partition (the slurm executor's `partition`) or add the tools' folder to PATH on the nodes")
             if in_slurm else "run on a GPU machine, or install the vendor driver tools (nvidia-smi / amd-smi)",
@@ -347,8 +350,8 @@ def _check_gpus(spec: LaunchSpec, environ: Mapping[str, str] | None, *, reselect
         if reselect is not None:
             fix = f"{reselect}, or lower tp/pp in the recipe"
         elif pinned:
-            fix = (f"name {spec.gpus} GPU(s) in the recipe's `serve.env` {', '.join(pinned)}, or drop it there, or "
-                   "lower tp/pp in the recipe")
+            fix = (f"name {count_of(spec.gpus, 'GPU')} in the recipe's `serve.env` {', '.join(pinned)}, or drop it "
+                   "there, or lower tp/pp in the recipe")
         elif in_slurm:
             fix = (f"this Slurm allocation shows fewer GPUs than it needs (llmsweep's batch jobs ask --gres=gpu:"
                    f"{spec.gpus}; in an salloc of your own, ask for as many): {_slurm_node_check(host_env)} and the "
@@ -357,7 +360,8 @@ def _check_gpus(spec: LaunchSpec, environ: Mapping[str, str] | None, *, reselect
             fix = ("free GPUs on this machine or name more of them in CUDA_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES (the "
                    "docker executor passes the same selection), or lower tp/pp in the recipe")
         under = f" under {whose} {', '.join(pinned)}" if pinned else ""
-        raise LaunchError(f"the {spec.engine} server needs {spec.gpus} GPU(s) but {tool} shows {found} visible{under}",
+        raise LaunchError(f"the {spec.engine} server needs {count_of(spec.gpus, 'GPU')} but {tool} shows "
+                          f"{found} visible{under}",
                           fix=fix)
     if reselect is not None:
         elsewhere = reselect

@@ -23,6 +23,7 @@ from typing import Any, BinaryIO
 from llmsweep.errors import LaunchError
 from llmsweep.execute.secrets import SecretScrubber
 from llmsweep.execute.signals import hurried
+from llmsweep.words import count_of
 
 log = logging.getLogger(__name__)
 
@@ -151,7 +152,7 @@ def stop_process_tree(
             reap.poll()
         time.sleep(_POLL_S)
     if survivors:
-        log.warning("killed %d process(es) that %s: %s", len(survivors),
+        log.warning("killed %s that %s: %s", count_of(len(survivors), "process", "processes"),
                     "were still stopping at a second interrupt" if hurried() else
                     f"ignored SIGTERM for {grace_s:.0f} s", [i.pid for i in survivors])
     return [i.pid for i in survivors]

@@ -70,6 +70,7 @@ from llmsweep.power.sampler import OFF_REASON, BackendChoice, PowerSettings
 from llmsweep.power.samples import GPU_METRICS_FILE
 from llmsweep.visible import CUDA as VISIBLE_CUDA
 from llmsweep.visible import VISIBLE_ENV
+from llmsweep.words import count_of
 
 log = logging.getLogger(__name__)
 
@@ -115,7 +116,7 @@ def place(spec: LaunchSpec, nodes: list[AllocatedNode], node_rank: int = 0) -> L
         def address(match: re.Match[str]) -> str:
             k = int(match.group(1))
             if k >= len(nodes):
-                raise LaunchError(f"the launch names node {k} but the allocation has {len(nodes)} node(s)",
+                raise LaunchError(f"the launch names node {k} but the allocation has {count_of(len(nodes), 'node')}",
                                   fix="the batch job must request the topology's node count (`--nodes`)")
             return nodes[k].address
 
@@ -424,19 +425,18 @@ def gpu_partition(needs: list[tuple[str, int]], environ: Mapping[str, str] | Non
                           f"set {where}: the indices would be read within its selection",
                           fix=f"unset {' and '.join(chosen)} (select the GPUs with {GPU_PARTITION_ENV})")
     queries = HostGpuQueries() if queries is None else queries
-    host = queries.server(env, pinned, needs=f"the deployment's workers need {needed} GPU(s) together ({wanted})")
+    gpus = count_of(needed, "GPU")
+    host = queries.server(env, pinned, needs=f"the deployment's workers need {gpus} together ({wanted})")
     if host is None:
-        raise LaunchError(f"the deployment's workers need {needed} GPU(s) together ({wanted}) but {NO_GPU_TOOL}",
-                          fix=fix)
+        raise LaunchError(f"the deployment's workers need {gpus} together ({wanted}) but {NO_GPU_TOOL}", fix=fix)
     tool, found = host.listed.tool, len(host.selected)
     if found < needed:
         if GPU_PARTITION_ENV in pinned:
             said = f"{GPU_PARTITION_ENV}={pinned[GPU_PARTITION_ENV]}"
-            raise LaunchError(f"the deployment's workers need {needed} GPU(s) together ({wanted}) but {tool} shows "
+            raise LaunchError(f"the deployment's workers need {gpus} together ({wanted}) but {tool} shows "
                               f"{found} under the recipe's {said}",
-                              fix=f"name {needed} GPU(s) in the recipe's `serve.env` {said}, or drop it there; or "
-                                  f"{fix}")
-        raise LaunchError(f"the deployment's workers need {needed} GPU(s) together ({wanted}) but {tool} shows "
+                              fix=f"name {gpus} in the recipe's `serve.env` {said}, or drop it there; or {fix}")
+        raise LaunchError(f"the deployment's workers need {gpus} together ({wanted}) but {tool} shows "
                           f"{found} on this host", fix=fix)
     indices = list(host.selected)
     shares: list[str | None] = []
@@ -454,7 +454,7 @@ class RolePlacement(Protocol):
     unit: str
     """What one started role is called in messages (`step`, `process`)."""
     units: str
-    """The plural (`step(s)`, `process(es)`)."""
+    """Their plural (`steps`, `processes`), for a count of them (`words.count_of`)."""
     nodes: list[AllocatedNode]
     """The nodes the roles run on, in the topology's order (one for a single host)."""
     gpus_per_node: int | None
@@ -492,13 +492,14 @@ class RolePlacement(Protocol):
 class SlurmPlacement:
     """Every worker a step on its nodes of the current allocation (`NodeAddr` for `{nodeK}`)."""
 
-    kind, unit, units = "srun", "step", "step(s)"
+    kind, unit, units = "srun", "step", "steps"
 
     def __init__(self, topology: Topology, launcher: SrunLauncher, nodes: list[AllocatedNode], *,
                  job_id: str | None) -> None:
         if topology.nodes > len(nodes):
-            raise LaunchError(f"topology of job {topology.job} needs {topology.nodes} node(s); the allocation has "
-                              f"{len(nodes)}", fix="the batch job must request the topology's node count")
+            raise LaunchError(f"topology of job {topology.job} needs {count_of(topology.nodes, 'node')}; "
+                              f"the allocation has {len(nodes)}",
+                              fix="the batch job must request the topology's node count")
         self.launcher, self.nodes, self.job_id = launcher, nodes, job_id
         self.gpus_per_node: int | None = topology.gpus_per_node
         self.gpus: dict[tuple[str, int], str | None] = {}  # each step's GPUs are Slurm's to give
@@ -546,7 +547,7 @@ class LocalPlacement:
     own into `server_dir` (`server.<label>.pid`), which `run --resume` after a killed run finds
     (`lifecycle.stop_stale_servers`) and which goes once the process is gone."""
 
-    kind, unit, units = "local", "process", "process(es)"
+    kind, unit, units = "local", "process", "processes"
 
     def __init__(self, topology: Topology, launcher: LocalLauncher, server_dir: Path,
                  environ: Mapping[str, str] | None = None) -> None:
@@ -561,7 +562,8 @@ class LocalPlacement:
         workers = [(role, w) for role in topology.roles for w in role.workers]
         if topology.engine != SIM.id and (wide := [f"{role.name} worker {w.index}" for role, w in workers
                                                    if len(w.nodes) > 1]):
-            raise LaunchError(f"{', '.join(wide)} of job {topology.job} span(s) several nodes (more GPUs than the "
+            spans = "spans" if len(wide) == 1 else "span"
+            raise LaunchError(f"{', '.join(wide)} of job {topology.job} {spans} several nodes (more GPUs than the "
                               f"runner's {topology.gpus_per_node} per node): on one host its launch would wait for "
                               "nodes that never start", fix="give each worker at most a node's GPUs (tp), or run it "
                               "on the simulator (--simulate)")
@@ -803,7 +805,7 @@ class RoleDeployment:
         prefix = next(iter(prefixes)) if len(prefixes) == 1 else None
         with shielded():  # held before a signal can arrive, so `stop` closes it
             self.metrics = FederatedMetrics(targets, prefix)
-        say(f"server metrics: {len(targets)} worker(s) scraped through {self.metrics.url}")
+        say(f"server metrics: {count_of(len(targets), 'worker')} scraped through {self.metrics.url}")
 
     def _start_samplers(self, say: Callable[[str], None], backend: BackendChoice = "auto") -> None:
         """One power sampler per node that runs a worker (`execute.node_power`), or one per worker where a node runs
@@ -1012,8 +1014,9 @@ class RoleDeployment:
                 transfer = said_transfer
             tp = doc.get("tp")
             if isinstance(tp, int) and tp != role.gpus_per_worker:
-                raise LaunchError(f"the {role.name} {self.placement.unit} on {placed} says it runs on {tp} GPU(s); "
-                                  f"the topology plans {role.gpus_per_worker} per {role.kind} worker",
+                raise LaunchError(f"the {role.name} {self.placement.unit} on {placed} says it runs on "
+                                  f"{count_of(tp, 'GPU')}; the topology plans {role.gpus_per_worker} per "
+                                  f"{role.kind} worker",
                                   fix="check the role's launch (`llmsweep render --job ID`): its parallelism flags")
             for what, key, planned in (("an expert-parallel size of", "ep", role.ep),
                                        ("DP-attention ranks:", "dp_attention", role.dp_ranks)):
@@ -1042,7 +1045,7 @@ class RoleDeployment:
                                          if isinstance(links, list) else []))
         for ran in roles.values():
             if len(ran.workers) != ran.count:
-                raise LaunchError(f"{len(ran.workers)} of {ran.count} {ran.role} worker(s) started",
+                raise LaunchError(f"{len(ran.workers)} of {count_of(ran.count, f'{ran.role} worker')} started",
                                   fix="read the role logs in the server directory")
         if router is not None:
             self._check_router_routes(router, roles)
@@ -1067,7 +1070,7 @@ class RoleDeployment:
                        for w in sorted(ran.workers, key=lambda w: w.index)]
             routes = [str(u).rstrip("/") for u in said] if isinstance(said, list) else said
             if routes != started:
-                raise LaunchError(f"the router {self.placement.unit} on {where} routes to {kind} worker(s) {routes}; "
+                raise LaunchError(f"the router {self.placement.unit} on {where} routes to {kind} workers {routes}; "
                                   f"the {kind} workers started are {started}",
                                   fix="check the router's launch (`llmsweep render --job ID`): its --prefill and "
                                       "--decode URLs must name every worker, in order")

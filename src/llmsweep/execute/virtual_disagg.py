@@ -27,6 +27,7 @@ from llmsweep.execute.lifecycle import JobOutcome, LifecycleSettings, ServerGrou
 from llmsweep.execute.progress import current_progress
 from llmsweep.plan import Job
 from llmsweep.plan.point import Point, one_point_per_job
+from llmsweep.words import count_of, noun
 
 if TYPE_CHECKING:
     from llmsweep.execute.signals import StopRequest
@@ -95,16 +96,17 @@ def disagg_config(job: Job, *, max_concurrency: int | None = None) -> DisaggConf
 
 def command_text(job: Job, config: DisaggConfig) -> str:
     """`server_command.txt` of a disaggregated virtual-time job: the deployment that ran in-process, role by role."""
-    lines = [f"# engine: sim (virtual time: no server was launched; a disaggregated deployment of {config.gpus} "
-             f"GPU(s) on {config.nodes} node(s) ran in-process)",
+    lines = [f"# engine: sim (virtual time: no server was launched; a disaggregated deployment of "
+             f"{count_of(config.gpus, 'GPU')} on {count_of(config.nodes, 'node')} ran in-process)",
              f"# kv transfer: {config.transfer_backend}; router policy: {config.router_policy}"]
     for link in config.links():
         lines.append(f"# link: {link.kind} {link.name}, {link.gbps:g} GB/s per GPU, {link.latency_s * 1e6:g} us")
     for role in (config.prefill, config.decode):
         e = role.engine
         for i, nodes in enumerate(role.nodes):
-            lines.append(f"# {role.kind} worker {i}: {e.hardware} TP{e.tp} EP{e.ep}, {role.gpus_per_worker} GPU(s) "
-                         f"on node(s) {', '.join(map(str, nodes))}; max running {e.max_running_requests}")
+            lines.append(f"# {role.kind} worker {i}: {e.hardware} TP{e.tp} EP{e.ep}, "
+                         f"{count_of(role.gpus_per_worker, 'GPU')} on {noun(len(nodes), 'node')} "
+                         f"{', '.join(map(str, nodes))}; max running {e.max_running_requests}")
     lines.append(f"# job: {job.id}")
     return "\n".join(lines) + "\n"
 
@@ -161,8 +163,9 @@ def _run_deployment(members: list[tuple[Job, ServerGroup]], config: DisaggConfig
 
     deployment = _Deployment(config, members[0][0].model, time.time())
     outcomes: list[JobOutcome] = []
-    event(f"disaggregated deployment of {len(members)} job(s): {config.prefill.workers} prefill + "
-          f"{config.decode.workers} decode worker(s), {config.gpus} GPU(s) on {config.nodes} node(s), virtual time")
+    event(f"disaggregated deployment of {count_of(len(members), 'job')}: {config.prefill.workers} prefill + "
+          f"{count_of(config.decode.workers, 'decode worker')}, {count_of(config.gpus, 'GPU')} on "
+          f"{count_of(config.nodes, 'node')}, virtual time")
     for job, group in members:
         done = resumed(job, run_dir) if settings.resume else None
         if done is not None:

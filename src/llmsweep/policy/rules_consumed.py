@@ -21,6 +21,7 @@ from llmsweep.policy.context import Context, entry_path, serve_arg_path, serve_e
 from llmsweep.policy.registry import rule
 from llmsweep.spec.source import FieldPath
 from llmsweep.spec.workload import ScenarioId
+from llmsweep.words import count_of
 
 EP_LESSON = "InferenceX changelog #1266: a launcher silently dropped --ep-size (GSM8K 0.93 → 0.0); #1019 ep: 4 unused"
 
@@ -486,9 +487,9 @@ def row_settings(ctx: Context) -> Iterator[Finding]:
             nodes = sum(len(n) for n in placed["prefill" if kind == "prefill" else "decode"])
             if text.isdigit() and int(text) != nodes:
                 yield ctx.hit("serve.row-settings", recipe, where,
-                              f"{kind.upper()}_NODES={text} but its workers take {nodes} node(s) at {per_node} GPUs "
-                              "a node: the allocation InferenceX sizes from it is not the one llmsweep places and "
-                              "labels", job=job)
+                              f"{kind.upper()}_NODES={text} but its workers take {count_of(nodes, 'node')} at "
+                              f"{count_of(per_node, 'GPU')} a node: the allocation InferenceX sizes from it is not "
+                              "the one llmsweep places and labels", job=job)
 
 
 @rule("serve.spec-unused", Severity.ERROR,

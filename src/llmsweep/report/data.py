@@ -32,6 +32,7 @@ from llmsweep.results.point import ResultPoint, stood_on
 from llmsweep.results.repeats import Repeats, combine_repeats
 from llmsweep.results.rundir import JobArtifacts, RecordedOutcome, RunDir, known_outcomes, read_outcome
 from llmsweep.sim_warnings import WarningKind, warning_kind
+from llmsweep.words import count_of
 
 log = logging.getLogger(__name__)
 
@@ -122,8 +123,7 @@ def served_on(p: ResultPoint) -> str:
     served = p.served_gpus
     if served == 0:
         return "CPU"
-    n = p.gpus if served is None else served
-    return f"{n} GPU" if n == 1 else f"{n} GPUs"
+    return count_of(p.gpus if served is None else served, "GPU")
 
 
 def tag_key(points: Sequence[Mapping[str, Any]]) -> str:

@@ -28,6 +28,7 @@ from llmsweep.results.identity import (
     measurement_of,
 )
 from llmsweep.results.rundir import JobArtifacts, RunDir
+from llmsweep.words import count_of
 
 
 def result_id_for(run_id: str, job_id: str) -> str:
@@ -352,7 +353,8 @@ def check_topology(job_id: str, identity: PointIdentity, summary: Summary, gpus:
         raise ResultError(f"job {job_id} is an aggregated job but its summary records a disaggregated deployment",
                           fix="re-summarise the job folder (`llmsweep summarize`) or re-run it")
     if deployed and gpus is not None and deployment is not None and deployment.gpus not in (None, gpus):
-        raise ResultError(f"job {job_id} plans {gpus} GPU(s) but the deployment that ran had {deployment.gpus}",
+        raise ResultError(f"job {job_id} plans {count_of(gpus, 'GPU')} but the deployment that ran had "
+                          f"{deployment.gpus}",
                           fix="re-run the job: a result is stored only under the topology that earned it")
 
 

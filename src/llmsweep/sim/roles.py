@@ -43,6 +43,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from llmsweep.errors import ConfigError
 from llmsweep.sim.transfer import DEFAULT_LINK, Link
+from llmsweep.words import count_of
 
 RoleName = Literal["server", "prefill", "decode", "router"]
 KV_TOKENS_HEADER = "X-Llmsweep-KV-Tokens"
@@ -79,6 +80,6 @@ class RoleConfig(BaseModel):
             return self.links[0]
         if not 0 <= prefill < len(self.links):
             raise ConfigError(f"decode worker: KV from prefill worker {prefill}, but --kv-links names links for "
-                              f"{len(self.links)} prefill worker(s)",
+                              f"{count_of(len(self.links), 'prefill worker')}",
                               fix="give the decode worker one link per prefill worker the router routes from")
         return self.links[prefill]

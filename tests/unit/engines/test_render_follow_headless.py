@@ -41,7 +41,7 @@ def test_a_vllm_worker_wider_than_a_node_runs_headless_on_its_other_nodes(plan: 
     # a one-node worker has no followers
     assert all(w.follower is None for w in topology.roles[0].workers)
     text = render_topology_text(job, topology)
-    assert text.count("\\\n  --headless") == 1 and "its node(s) after the first: 2" in text
+    assert text.count("\\\n  --headless") == 1 and "its node after the first: 2" in text
 
 
 def test_an_sglang_worker_runs_one_launch_on_every_node(plan: Plan) -> None:

@@ -241,7 +241,7 @@ def test_a_rocr_uuid_names_its_gpu_through_amd_smi_list(amd: FakeAmdSmi) -> None
 
 
 @pytest.mark.parametrize("visible, why", [
-    ({"HIP_VISIBLE_DEVICES": "0,7"}, "HIP_VISIBLE_DEVICES=0,7 names GPU 7, but amd-smi lists 4 GPU(s) on this host "
+    ({"HIP_VISIBLE_DEVICES": "0,7"}, "HIP_VISIBLE_DEVICES=0,7 names GPU 7, but amd-smi lists 4 GPUs on this host "
                                      "(0-3)"),
     ({"ROCR_VISIBLE_DEVICES": "GPU-ffffffffffffffff"}, "GPU-ffffffffffffffff, which no GPU of this host has "
                                                        "(listed by amd-smi list -e --json)"),

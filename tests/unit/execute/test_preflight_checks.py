@@ -185,7 +185,7 @@ def test_gpu_check_refuses_an_index_this_host_does_not_have(monkeypatch: pytest.
     with pytest.raises(LaunchError) as err:
         check_gpus(spec(("srv",), 1, gpus=2))
     assert "CUDA_VISIBLE_DEVICES=0,7,1" in err.value.message and "7" in err.value.message
-    assert "nvidia-smi lists 2 GPU(s)" in err.value.message and "name GPUs this node has" in (err.value.fix or "")
+    assert "nvidia-smi lists 2 GPUs" in err.value.message and "name GPUs this node has" in (err.value.fix or "")
     listing = "\n".join(f"GPU[{i}]\t\t: Device ID: 0x74a1" for i in range(2))
     (tmp_path / "nvidia-smi").unlink()
     fake_tool(tmp_path, "rocm-smi", listing)
@@ -261,7 +261,7 @@ def test_a_selection_llmsweep_chose_is_refused_with_how_to_choose_others(monkeyp
     worker = spec(("srv",), 1, gpus=1, env={"CUDA_VISIBLE_DEVICES": "1"})
     with pytest.raises(LaunchError, match="pid 4242") as err:
         check_gpus(worker, reselect="give the deployment free GPUs with X")
-    assert err.value.fix == "stop or wait for pid(s) 4242 (`nvidia-smi` shows what runs where), or give the " \
+    assert err.value.fix == "stop or wait for pid 4242 (`nvidia-smi` shows what runs where), or give the " \
                             "deployment free GPUs with X"
     with pytest.raises(LaunchError) as short:
         check_gpus(worker.model_copy(update={"gpus": 2}), reselect="give the deployment free GPUs with X")
@@ -401,11 +401,11 @@ def test_an_amd_host_with_amd_smi_alone_is_checked_by_what_amd_smi_lists(monkeyp
     for name in ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "SLURM_JOB_ID"):
         monkeypatch.delenv(name, raising=False)
     check_gpus(spec(("srv",), 1, gpus=4))
-    with pytest.raises(LaunchError, match=r"needs 8 GPU\(s\) but amd-smi shows 4 visible"):
+    with pytest.raises(LaunchError, match=r"needs 8 GPUs but amd-smi shows 4 visible"):
         check_gpus(spec(("srv",), 1, gpus=8))
     monkeypatch.setenv("ROCR_VISIBLE_DEVICES", "2,3")
     monkeypatch.setenv("HIP_VISIBLE_DEVICES", "1")  # HIP counts within what ROCR left: GPU 3
-    with pytest.raises(LaunchError, match=r"needs 2 GPU\(s\) but amd-smi shows 1 visible"):
+    with pytest.raises(LaunchError, match=r"needs 2 GPUs but amd-smi shows 1 visible"):
         check_gpus(spec(("srv",), 1, gpus=2))
     monkeypatch.delenv("HIP_VISIBLE_DEVICES")
     by_uuid = f"GPU-{AMD_SERIALS[3]},GPU-{AMD_SERIALS[1][:6]}"  # ROCr's UUIDs, the second by a unique prefix
@@ -579,3 +579,31 @@ def test_the_node_a_preflight_says_to_leave_out_is_the_one_the_option_reads_back
     said = _leave_node_out({"SLURMD_NODENAME": "01"})
     option = shlex.split(said.split("--executor-option ", 1)[1].split(") and", 1)[0])
     assert executor_options(tuple(option))["exclude"] == ["01"], said
+
+
+def test_gpu_refusals_say_one_gpu_and_several_gpus(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A refusal counts the GPUs as a person says them: `needs 1 GPU`, `needs 2 GPUs`, `would use GPU 1`,
+    `would use GPUs 0, 1`, `pid 4242`, `pids 4242 4343` — never `GPU(s)` (`llmsweep.words`)."""
+    for name in ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "SLURM_JOB_ID"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    for gpus, said in ((1, "needs 1 GPU but"), (2, "needs 2 GPUs but")):
+        with pytest.raises(LaunchError) as no_tool:
+            check_gpus(spec(("srv",), 1, gpus=gpus))
+        assert said in no_tool.value.message and "(s)" not in no_tool.value.message
+    fake_tool(tmp_path, "nvidia-smi", "GPU 0: NVIDIA H200 (UUID: GPU-a)")
+    with pytest.raises(LaunchError) as short:
+        check_gpus(spec(("srv",), 1, gpus=2, env={"CUDA_VISIBLE_DEVICES": "0"}))
+    assert "needs 2 GPUs but nvidia-smi shows 1 visible" in short.value.message
+    assert (short.value.fix or "").startswith("name 2 GPUs in the recipe's `serve.env`")
+    (tmp_path / "nvidia-smi").unlink()
+    busy_nvidia_smi(tmp_path, "GPU-bbbb2222, 4242, 71234, python3\n")
+    with pytest.raises(LaunchError) as one:
+        check_gpus(spec(("srv",), 1, gpus=1, env={"CUDA_VISIBLE_DEVICES": "1"}))
+    assert "would use GPU 1, but" in one.value.message
+    assert (one.value.fix or "").startswith("stop or wait for pid 4242 (")
+    busy_nvidia_smi(tmp_path, "GPU-aaaa1111, 4242, 71234, python3\nGPU-bbbb2222, 4343, 71234, python3\n")
+    with pytest.raises(LaunchError) as two:
+        check_gpus(spec(("srv",), 1, gpus=2))
+    assert "would use GPUs 0, 1, but" in two.value.message
+    assert (two.value.fix or "").startswith("stop or wait for pids 4242 4343 (")

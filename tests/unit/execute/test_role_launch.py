@@ -231,7 +231,7 @@ def test_a_role_that_reports_another_gpu_count_than_planned_fails_the_read_back(
         handle = SimpleNamespace(base_url=url)
         deployment.started = [(decode, SimpleNamespace(index=0, nodes=[0]), handle)]  # type: ignore[list-item]
         said.update({"role": "decode", "node": "n0", "tp": 4})
-        with pytest.raises(LaunchError, match=r"says it runs on 4 GPU\(s\); the topology plans 8"):
+        with pytest.raises(LaunchError, match=r"says it runs on 4 GPUs; the topology plans 8"):
             deployment.readback()
         said.pop("tp")
         ran = deployment.readback()
@@ -380,7 +380,7 @@ def test_a_worker_that_needs_gpus_gets_its_share_of_the_host_only_when_the_host_
     placement = LocalPlacement(real, LocalLauncher(), tmp_path, environ=env32)
     assert placement.place(real.roles[1], real.roles[1].workers[0]).env[GPU_PARTITION_ENV] == ",".join(
         str(i) for i in range(24, 32))
-    with pytest.raises(LaunchError, match=r"need 24 GPU\(s\) together \(prefill worker 0 8, prefill worker 1 8, "
+    with pytest.raises(LaunchError, match=r"need 24 GPUs together \(prefill worker 0 8, prefill worker 1 8, "
                                           r"decode worker 0 8\) but nvidia-smi shows 16 on this host") as refused:
         LocalPlacement(real, LocalLauncher(), tmp_path, environ=_fake_nvidia_smi(tmp_path, monkeypatch, 16))
     # its fix names only what runs it: Slurm refuses a real engine's roles (`engines.REAL_ROLES_LOCAL_ONLY`)
@@ -388,8 +388,12 @@ def test_a_worker_that_needs_gpus_gets_its_share_of_the_host_only_when_the_host_
     # a selection naming a GPU the host lacks is refused, never shared out: CUDA would hide it and every GPU after it
     env24 = _fake_nvidia_smi(tmp_path, monkeypatch, 24)
     env24["CUDA_VISIBLE_DEVICES"] = ",".join([*map(str, range(16)), "40", *map(str, range(16, 24))])
-    with pytest.raises(LaunchError, match=r"names GPU 40, but nvidia-smi lists 24 GPU\(s\)"):
+    with pytest.raises(LaunchError, match=r"names GPU 40, but nvidia-smi lists 24 GPUs"):
         LocalPlacement(real, LocalLauncher(), tmp_path, environ=env24)
+    # one GPU short of one is said in the singular (`llmsweep.words`), never `1 GPU(s)`
+    with pytest.raises(LaunchError, match=r"nvidia-smi lists 1 GPU on this host \(0\)"):
+        LocalPlacement(real, LocalLauncher(), tmp_path, environ={**_fake_nvidia_smi(tmp_path, monkeypatch, 1),
+                                                                 "CUDA_VISIBLE_DEVICES": "0,1"})
 
 
 def test_a_real_engines_worker_counts_its_share_in_nvidia_smis_order(disagg_job: Job, tmp_path: Path,

@@ -126,3 +126,16 @@ def test_the_preflight_checks_the_gpus_the_job_records(nvidia_smi: Path, visible
     host = HostGpuQueries().server(env, {})
     assert host is not None
     assert host.selected == tuple(int(r[0]) for r in visible_rows(QUERY, env))
+
+
+def test_a_selection_past_the_hosts_gpus_says_one_gpu_and_several_gpus() -> None:
+    """The refusal counts the host's GPUs and names the missing ones as a person says them (`llmsweep.words`):
+    `names GPU 3, but nvidia-smi lists 1 GPU on this host (0)`, `names GPUs 2, 3, but … lists 2 GPUs …`."""
+    from llmsweep.visible import Listed, select_listed
+
+    one = select_listed(Listed("nvidia-smi", (0,), None), {"CUDA_VISIBLE_DEVICES": "0,3"})
+    assert one.gpus == () and (one.problem or "").startswith(
+        "CUDA_VISIBLE_DEVICES=0,3 names GPU 3, but nvidia-smi lists 1 GPU on this host (0); ")
+    two = select_listed(Listed("nvidia-smi", (0, 1), None), {"CUDA_VISIBLE_DEVICES": "2,3"})
+    assert two.gpus == () and (two.problem or "").startswith(
+        "CUDA_VISIBLE_DEVICES=2,3 names GPUs 2, 3, but nvidia-smi lists 2 GPUs on this host (0-1); ")

@@ -95,7 +95,7 @@ def test_a_real_worker_wider_than_a_node_is_refused_on_one_host(job: Job, two_gp
     wide = topology.model_copy(update={"roles": tuple(
         r.model_copy(update={"workers": tuple(w.model_copy(update={"nodes": (0, 1)}) for w in r.workers)})
         if r.kind == "decode" else r for r in topology.roles)})
-    with pytest.raises(LaunchError, match="span\\(s\\) several nodes"):
+    with pytest.raises(LaunchError, match=r"decode worker 0 of job .* spans several nodes"):
         LocalPlacement(wide, LocalLauncher(), tmp_path, environ=two_gpus)
 
 
@@ -159,7 +159,7 @@ def test_the_read_back_names_each_worker_from_its_log_and_fails_one_that_ran_oth
             ({**good, "prefill": producer_log("kv_both")}, "did not say which KV role it runs as"),
             ({**good, "decode": producer_log("kv_consumer", connector="MooncakeConnector")},
              "says its KV connector is MooncakeConnector; the job moves KV over nixl"),
-            ({**good, "prefill": producer_log(tp=2)}, r"says it runs on 2 GPU\(s\); the topology plans 1"),
+            ({**good, "prefill": producer_log(tp=2)}, r"says it runs on 2 GPUs; the topology plans 1"),
             ({**good, "decode": "nothing logged yet\n"}, "did not say which KV role")):
         with pytest.raises(LaunchError, match=reason):
             _deployment(topology, version_server, tmp_path, logs, two_gpus).readback()
@@ -264,10 +264,10 @@ def test_each_worker_is_refused_a_gpu_another_process_computes_on_before_any_sta
     busy(monkeypatch, BUSY.format(0, 4242))
     with pytest.raises(LaunchError) as err:
         LocalPlacement(topology, LocalLauncher(), tmp_path, environ=two_gpus)
-    assert err.value.message.startswith("prefill worker 0 (CUDA_VISIBLE_DEVICES=0): the vllm server would use GPU(s) "
+    assert err.value.message.startswith("prefill worker 0 (CUDA_VISIBLE_DEVICES=0): the vllm server would use GPU "
                                         "0, but another process computes on it") and "decode" not in err.value.message
     assert "pid 4242 (/usr/bin/python3, 70000 MiB)" in err.value.message
-    assert err.value.fix == ("stop or wait for pid(s) 4242 (`nvidia-smi` shows what runs where), or give the "
+    assert err.value.fix == ("stop or wait for pid 4242 (`nvidia-smi` shows what runs where), or give the "
                              "deployment free GPUs with CUDA_VISIBLE_DEVICES (its workers get consecutive GPUs of it, "
                              "in launch order: prefill workers first)")
     # the shell's selection reorders the shares: GPU 0 is now the decode worker's
@@ -301,10 +301,10 @@ def test_the_workers_share_the_gpus_the_recipes_selection_names(job: Job, two_gp
     with pytest.raises(LaunchError, match=r"^prefill worker 0 \(CUDA_VISIBLE_DEVICES=1\).*pid 4242") as err:
         LocalPlacement(topology, LocalLauncher(), tmp_path, environ=two_gpus)
     assert "in the recipe's `serve.env` CUDA_VISIBLE_DEVICES=1,0" in (err.value.fix or "")
-    with pytest.raises(LaunchError, match=r"need 2 GPU\(s\) together .* but nvidia-smi shows 1 under the recipe's "
+    with pytest.raises(LaunchError, match=r"need 2 GPUs together .* but nvidia-smi shows 1 under the recipe's "
                                           r"CUDA_VISIBLE_DEVICES=1") as err:
         LocalPlacement(_pinned(topology, {"CUDA_VISIBLE_DEVICES": "1"}), LocalLauncher(), tmp_path, environ=two_gpus)
-    assert "name 2 GPU(s) in the recipe's `serve.env` CUDA_VISIBLE_DEVICES=1" in (err.value.fix or "")
+    assert "name 2 GPUs in the recipe's `serve.env` CUDA_VISIBLE_DEVICES=1" in (err.value.fix or "")
     with pytest.raises(LaunchError, match="set different GPU selections in their launch env"):
         LocalPlacement(_pinned(topology, {"CUDA_VISIBLE_DEVICES": "0"}, "decode"), LocalLauncher(), tmp_path,
                        environ=two_gpus)

@@ -24,7 +24,7 @@ def hits(tmp_path: Path, decode: str, prefill: str = "PREFILL_NODES=1") -> list[
 @pytest.mark.parametrize(("decode", "said"), [
     ('"DECODE_NODES=2", "DECODE_MTP_SIZE=2x"', "DECODE_MTP_SIZE=2x is not a number of draft steps"),
     ('"DECODE_NODES=2", "DECODE_MTP_SIZE=0"', "DECODE_MTP_SIZE=0: InferenceX's decode worker does not draft"),
-    ('"DECODE_NODES=1", "DECODE_MTP_SIZE=3"', "DECODE_NODES=1 but its workers take 2 node(s)"),
+    ('"DECODE_NODES=1", "DECODE_MTP_SIZE=3"', "DECODE_NODES=1 but its workers take 2 nodes"),
 ])
 def test_a_row_setting_that_misdescribes_the_row_is_refused(tmp_path: Path, decode: str, said: str) -> None:
     found = hits(tmp_path, decode)

@@ -174,7 +174,7 @@ def test_amd_indices_count_in_hips_order_for_the_sampler_and_the_preflight(tmp_p
     assert visible_gpus(_env(bin_dir, ROCR_VISIBLE_DEVICES="2,3", HIP_VISIBLE_DEVICES="1")) == (2,)
     assert visible_gpus(_env(bin_dir, HIP_VISIBLE_DEVICES=ROCR_UUIDS[0])) == (0,)  # a UUID is its GPU
     past = _env(bin_dir, HIP_VISIBLE_DEVICES="4")
-    assert visible_gpus(past) == () and "past the 4 GPU(s) the runtime numbers" in (visible_problem(past) or "")
+    assert visible_gpus(past) == () and "past the 4 GPUs the runtime numbers" in (visible_problem(past) or "")
     listed = read_amd_smi_list(_list_json(True, HIP_IDS))
     assert select_listed(listed, {"PATH": str(bin_dir), "HIP_VISIBLE_DEVICES": "0,1"}).gpus == (1, 3)
 
