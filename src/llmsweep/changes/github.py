@@ -35,6 +35,9 @@ The workflow's shape follows InferenceX's `run-sweep.yml` (core spec §7.1/§7.2
   the run: its `run` step failed (above), and it is collected as the failure it is. Nor is fail-fast's cancel of the
   matrix's other jobs after a failure: that sweep is collected, its unfinished jobs failed with the reason, also when
   the run is cancelled after the failure (:data:`COLLECT_WHEN` says why it does not rest on `!cancelled()` alone).
+  The reason names the cause: each sweep job records in its artifact how its runner job ended and whether fail-fast
+  was on (:data:`RUNNER_JOB_FILE`), and collect says of a job cancelled after the first failure, or left without an
+  artifact, `cancelled by fail-fast after JOB failed`.
 """
 
 from __future__ import annotations
@@ -42,7 +45,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -72,6 +76,12 @@ EVAL_LABELS = (EVALS_ONLY_LABEL, ALL_EVALS_LABEL)
 removing one restarts the sweep, but only while one of `SWEEP_LABELS` is on the pull request: alone they run
 nothing."""
 ARTIFACT_PREFIX = "bmk_"
+RUNNER_JOB_FILE = "runner_job.json"
+"""What a sweep job records in its artifact of how its runner job ended, in a step that runs whatever happened
+before it (`always()`): `status` (GitHub's `job.status` then: `success`, `failure` or `cancelled`), `fail_fast`
+(`"true"` when the sweep ran under `full-sweep-fail-fast`) and `ended` (UTC, `2026-01-01T00:00:00Z`). `ci collect`
+reads it to say that a job without a result was cancelled by fail-fast after the job that failed first, rather than
+that it had no artifact (:func:`collect`)."""
 NOT_CANCELLED = "!cancelled()"
 """The status check of the collect job and its steps: GitHub's `always()` is true in a cancelled workflow run too."""
 CUT_BY_FAIL_FAST = "(needs.sweep.result == 'failure' && needs.setup.outputs.fail-fast == 'true')"
@@ -439,6 +449,15 @@ def workflow(files: Sequence[Path], *, source: Source = "matrix", baseline: str 
              "env": {"JOB": "${{ matrix.job }}", "PLAN": "${{ matrix.plan }}"},
              "run": _sh("llmsweep", "run", *recipe_args, *fleet_args, *label_args, _flag("job"), _Env('"$JOB"'),
                         _Env('${PLAN:+"$PLAN"}'), _flag("out"), _Env('"runs/$JOB"'), "--no-report")},
+            # how the runner job ended (`job.status`: failure, or cancelled — fail-fast's cancel of an unfinished job
+            # among others), whether the sweep ran under fail-fast, and when: `ci collect` tells a job fail-fast
+            # cancelled from one that failed, and names the job that failed first (:data:`RUNNER_JOB_FILE`)
+            {"name": "Record how the runner job ended", "if": "always()",
+             "env": {"JOB": "${{ matrix.job }}", "STATUS": "${{ job.status }}",
+                     "FAIL_FAST": "${{ needs.setup.outputs.fail-fast }}"},
+             "run": 'mkdir -p "runs/$JOB"\n'
+                    'printf \'{"status": "%s", "fail_fast": "%s", "ended": "%s"}\\n\' "$STATUS" "$FAIL_FAST" '
+                    f'"$(date -u +%Y-%m-%dT%H:%M:%SZ)" > "runs/$JOB/{RUNNER_JOB_FILE}"'},
             # `overwrite`: a run keeps its artifacts across attempts, and upload-artifact@v4 refuses a name already
             # uploaded; a re-run job's results replace its earlier attempt's rather than fail to upload
             {"name": "Upload the job's results", "if": "always()", "uses": "actions/upload-artifact@v4",
@@ -532,7 +551,11 @@ def collect(artifacts: Path, out: Path, *, run_id: str, expected: Sequence[str] 
     be read (truncated, not JSON, not a run's record: which file and what is wrong), holds no outcome for it (the run
     stopped before it finished), or when its artifact holds no run.json or there is no artifact at all — also when no
     job uploaded one, so that the download left no `artifacts` folder: every expected job is then failed with
-    NO_ARTIFACT (without `expected`, a missing folder is an error: there is nothing to collect)."""
+    NO_ARTIFACT (without `expected`, a missing folder is an error: there is nothing to collect).
+
+    A sweep that fail-fast cut short (its artifacts' :data:`RUNNER_JOB_FILE` say it ran under fail-fast, and which
+    runner job failed first) has each job it left unfinished said so: `cancelled by fail-fast after JOB failed`, where
+    its runner job was cancelled after that failure or left no artifact (:func:`_fail_fast_cut`)."""
     if (artifacts.exists() and not artifacts.is_dir()) or (not artifacts.exists() and not expected):
         raise ConfigError(f"{artifacts} is not a directory", fix="download the bmk_* artifacts into it first")
     if out.exists() and any(out.iterdir()):
@@ -548,6 +571,8 @@ def collect(artifacts: Path, out: Path, *, run_id: str, expected: Sequence[str] 
 
     def failed(job: str, reason: str) -> None:
         broken.setdefault(job, {"job_id": job, "exp_name": "", "status": "failed", "reasons": [reason]})
+
+    cut = _fail_fast_cut(_runner_jobs(artifacts, expected))
 
     # a run folder's run.json, not a job's own (`jobs/<id>/run.json`, the client's record)
     run_files = [p for p in sorted(artifacts.glob(f"**/{RUN_FILE}"))
@@ -574,22 +599,26 @@ def collect(artifacts: Path, out: Path, *, run_id: str, expected: Sequence[str] 
         for o in meta.get("outcomes") or []:
             outcomes[o["job_id"]] = o
         for job in meta.get("expected_job_ids") or []:
-            failed(job, f"{meta_path} records no outcome for this job: its run stopped before it finished (the "
-                        "runner job was cancelled, timed out or killed)")
+            failed(job, f"{meta_path} records no outcome for this job: its run stopped before it finished ("
+                        + (cut(job) or "the runner job was cancelled, timed out or killed") + ")")
         for job_dir in job_dirs:
             shutil.copytree(job_dir, out / "jobs" / job_dir.name, dirs_exist_ok=True)
     with_run_file = {p.parent for p in run_files}
     folders = sorted(artifacts.iterdir()) if artifacts.is_dir() else []  # none: no job uploaded an artifact
     for folder in (p for p in folders if p.is_dir() and p.name.startswith(ARTIFACT_PREFIX)):
         if not any(folder == d or folder in d.parents for d in with_run_file):
-            failed(folder.name.removeprefix(ARTIFACT_PREFIX),
-                   f"artifact {folder} holds no {RUN_FILE}: the job's run did not start, or did not get to write it")
+            job = folder.name.removeprefix(ARTIFACT_PREFIX)
+            why = cut(job)
+            failed(job, f"artifact {folder} holds no {RUN_FILE}: the job's run did not start, or did not get to write "
+                        f"it{f' ({why})' if why else ''}")
     outcomes = {**broken, **outcomes}
     for job in expected:
         # a multi-node job's points are its results (`<id>-conc<N>`: `run` records them apart): present, not missing
         if job in outcomes or any(o.startswith(f"{job}{CONC_MARK}") for o in outcomes):
             continue
-        outcomes[job] = {"job_id": job, "exp_name": "", "status": "failed", "reasons": [NO_ARTIFACT]}
+        why = cut(job)
+        outcomes[job] = {"job_id": job, "exp_name": "", "status": "failed",
+                         "reasons": [f"{NO_ARTIFACT} ({why})" if why else NO_ARTIFACT]}
     meta = {
         # how every job was measured, as each artifact's run.json says alike (`_measured_alike`)
         "run_id": run_id, **dict.fromkeys(_RUN_FIELDS),
@@ -602,6 +631,63 @@ def collect(artifacts: Path, out: Path, *, run_id: str, expected: Sequence[str] 
     }
     (out / RUN_FILE).write_text(json.dumps(meta, indent=2))
     return meta
+
+
+@dataclass(frozen=True, slots=True)
+class RunnerJob:
+    """How one sweep job's runner job ended, as its artifact's :data:`RUNNER_JOB_FILE` says."""
+
+    job: str
+    status: str
+    """GitHub's `job.status` when the job's last steps ran: `success`, `failure` or `cancelled`."""
+    fail_fast: bool
+    """The sweep ran under fail-fast (`full-sweep-fail-fast`): GitHub cancels its unfinished jobs once one fails."""
+    ended: str
+    """When those steps ran, UTC (`2026-01-01T00:00:00Z`: ordered as text)."""
+
+
+def _runner_jobs(artifacts: Path, expected: Sequence[str]) -> dict[str, RunnerJob]:
+    """Each job's :class:`RunnerJob`, by job id, from the artifacts that hold a readable one (the job is the
+    artifact's, `bmk_<job id>`; the sweep's one job where download-artifact extracted one artifact flat). A file that
+    cannot be read says nothing: the job's reason is then said without it."""
+    out: dict[str, RunnerJob] = {}
+    for path in sorted(artifacts.glob(f"*/{RUNNER_JOB_FILE}")) + sorted(artifacts.glob(RUNNER_JOB_FILE)):
+        folder = path.parent
+        if folder.name.startswith(ARTIFACT_PREFIX):
+            job = folder.name.removeprefix(ARTIFACT_PREFIX)
+        elif folder == artifacts and len(expected) == 1:
+            job = expected[0]
+        else:
+            continue
+        try:
+            said = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+            continue
+        if isinstance(said, dict) and all(isinstance(said.get(k), str) for k in ("status", "fail_fast", "ended")):
+            out[job] = RunnerJob(job=job, status=said["status"], fail_fast=said["fail_fast"] == "true",
+                                 ended=said["ended"])
+    return out
+
+
+def _fail_fast_cut(runner_jobs: Mapping[str, RunnerJob]) -> Callable[[str], str | None]:
+    """What to say of a job without a result that fail-fast cut short: `cancelled by fail-fast after JOB failed`,
+    JOB being the runner job that failed first (the earliest `ended` of those whose status is `failure`), or None
+    where that is not known: no artifact says the sweep ran under fail-fast, none records a failed runner job, the
+    job's own runner job failed (it is the failure, not its casualty), or was cancelled before that failure (by hand,
+    or its own `timeout-minutes`). A job with no word of its own (no artifact, or one from before the record was
+    written) was unfinished when GitHub cancelled the sweep's unfinished jobs: said so."""
+    failures = sorted((r.ended, r.job) for r in runner_jobs.values() if r.status == "failure")
+    if not failures or not any(r.fail_fast for r in runner_jobs.values()):
+        return lambda job: None
+    first_ended, first = failures[0]
+
+    def cut(job: str) -> str | None:
+        own = runner_jobs.get(job)
+        if own is not None and (own.status != "cancelled" or own.ended < first_ended):
+            return None
+        return f"cancelled by fail-fast after {first} failed"
+
+    return cut
 
 
 _RUN_FIELDS = ("llmsweep_version", "measurement", "executor", "recipe_files")

@@ -272,7 +272,8 @@ def _expected_jobs(name: str) -> list[str]:
               help="Environment variable holding the JSON list of every job id the sweep expected.")
 def collect_cmd(artifacts: Path, out: Path, run_id: str, expected_env: str | None) -> int:
     """Merge the per-job run folders of a CI sweep into one run folder. A job without a result is recorded with its
-    reason (refused, failed, invalid; no artifact, or an artifact whose run.json cannot be read) and said on stderr;
+    reason (refused, failed, invalid; no artifact, or an artifact whose run.json cannot be read; in a fail-fast sweep,
+    a job cut short: `cancelled by fail-fast after JOB failed`) and said on stderr;
     the exit status is then 1, as `run`'s for a job without a result (the run folder is written either way)."""
     from llmsweep.changes.github import collect
     from llmsweep.errors import ConfigError

@@ -1179,7 +1179,8 @@ def test_the_workflow_spells_the_clis_flags_without_loading_the_cli() -> None:
             "doc = workflow([Path('r.yaml')], source='changes', baseline='b', runner_config=Path('f.yaml'), "
             "runner_labels=['cluster:x']); "
             "print(json.dumps([sorted(m for m in sys.modules if m.split('.')[:2] == ['llmsweep', 'cli']), plans, "
-            "doc['jobs']['setup']['steps'][-1]['run'], doc['jobs']['sweep']['steps'][-2]['run']]))")
+            "doc['jobs']['setup']['steps'][-1]['run'], "
+            "next(s['run'] for s in doc['jobs']['sweep']['steps'] if s.get('name') == 'Run the job')]))")
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
     loaded, plans, matrix_cmd, run_cmd = json.loads(run.stdout)
@@ -1189,3 +1190,85 @@ def test_the_workflow_spells_the_clis_flags_without_loading_the_cli() -> None:
         assert f" {CONCEPTS[concept].spelling} " in matrix_cmd, (concept, matrix_cmd)
     for concept in ("runner_config", "runner_labels", "job", "out"):
         assert f" {CONCEPTS[concept].spelling} " in run_cmd, (concept, run_cmd)
+
+
+def _runner_job(artifacts: Path, job: str, status: str, ended: str, *, fail_fast: bool = True) -> None:
+    """The runner job's record of how it ended (`RUNNER_JOB_FILE`), as the sweep job's step writes it."""
+    folder = artifacts / f"bmk_{job}"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "runner_job.json").write_text(json.dumps({"status": status, "fail_fast": str(fail_fast).lower(),
+                                                        "ended": ended}))
+
+
+@pytest.mark.parametrize("fail_fast", [True, False])
+def test_collect_names_fail_fast_as_what_cut_a_job_short(tmp_path: Path, fail_fast: bool) -> None:
+    """A fail-fast sweep stopped by a failed job had its cancelled jobs said to have `no artifact`, or that the runner
+    job `was cancelled, timed out or killed` — as if something went wrong on their runners. Each artifact now records
+    how its runner job ended, so collect names the cause and the job that failed first; a job cancelled before that
+    failure (by hand, its own timeout) and a job that failed itself are not said to be fail-fast's. Without fail-fast
+    nothing is said to be fail-fast's."""
+    artifacts = tmp_path / "artifacts"
+    _run_artifact(artifacts, "ok")
+    _runner_job(artifacts, "ok", "success", "2026-01-01T00:00:05Z", fail_fast=fail_fast)
+    _run_artifact(artifacts, "first", status="failed")  # fail-fast went off here ...
+    _runner_job(artifacts, "first", "failure", "2026-01-01T00:00:10Z", fail_fast=fail_fast)
+    _run_artifact(artifacts, "second", status="failed")  # ... and a job failing in the same minute is no casualty
+    _runner_job(artifacts, "second", "failure", "2026-01-01T00:00:12Z", fail_fast=fail_fast)
+    _run_artifact(artifacts, "running", outcomes=[])  # its run was cancelled mid-way: no outcome
+    _runner_job(artifacts, "running", "cancelled", "2026-01-01T00:00:11Z", fail_fast=fail_fast)
+    _runner_job(artifacts, "setting-up", "cancelled", "2026-01-01T00:00:11Z", fail_fast=fail_fast)  # no run.json
+    _run_artifact(artifacts, "earlier", outcomes=[])  # cancelled before anything failed: not fail-fast's doing
+    _runner_job(artifacts, "earlier", "cancelled", "2026-01-01T00:00:01Z", fail_fast=fail_fast)
+    expected = ["ok", "first", "second", "running", "setting-up", "earlier", "queued"]  # queued: never started
+    meta = collect(artifacts, tmp_path / "sweep", run_id="gh-1-1", expected=expected)
+    said = {o["job_id"]: (o.get("reasons") or [""])[0] for o in meta["outcomes"]}
+    cut = "cancelled by fail-fast after first failed"
+    assert not any(cut in said[j] for j in ("ok", "first", "second", "earlier"))
+    assert said["earlier"].endswith("its run stopped before it finished (the runner job was cancelled, timed out or "
+                                    "killed)")
+    if fail_fast:
+        assert said["running"] == (f"{artifacts / 'bmk_running' / 'run.json'} records no outcome for this job: its "
+                                   f"run stopped before it finished ({cut})")
+        assert said["setting-up"] == (f"artifact {artifacts / 'bmk_setting-up'} holds no run.json: the job's run did "
+                                      f"not start, or did not get to write it ({cut})")
+        assert said["queued"] == f"no artifact: the matrix job did not upload its results ({cut})"
+    else:
+        assert said["running"].endswith("(the runner job was cancelled, timed out or killed)")
+        assert said["setting-up"].endswith("did not get to write it")
+        assert said["queued"] == "no artifact: the matrix job did not upload its results"
+
+
+def test_the_sweep_jobs_record_how_they_ended_and_collect_says_fail_fast_cut_the_rest(tmp_path: Path) -> None:
+    """The workflow's own steps, run by bash as GitHub runs them: each sweep job's `always()` step records its
+    `job.status` and the setup's fail-fast in its artifact folder, and the collect step then says of the cancelled
+    job, and of the one that never started (no artifact), that fail-fast cancelled it after the job that failed."""
+    doc = workflow([Path("recipes/chg.yaml")])
+    sweep, collect_job = doc["jobs"]["sweep"], doc["jobs"]["collect"]
+    record = _step(sweep, "Record how the runner job ended")
+    upload = _step(sweep, "Upload the job's results")
+    assert record["if"] == "always()" and sweep["steps"].index(record) == sweep["steps"].index(upload) - 1
+    assert upload["with"]["path"] == "runs/${{ matrix.job }}"  # the record travels in the job's artifact
+    push: dict[str, Any] = {"event_name": "push", "event": {"action": None}}
+    needs = {"setup": {"outputs": {"fail-fast": "true"}}}
+    shim = _cli_shim(tmp_path)
+    work = tmp_path / "work"
+    work.mkdir()
+    for job, status in (("job-a", "failure"), ("job-b", "cancelled")):
+        def value(m: re.Match[str], job: str = job, status: str = status) -> str:
+            return str(_evaluate(m[1], push, {"job": job}, needs=needs, job={"status": status}))
+
+        env = {k: re.sub(r"\$\{\{(.*?)\}\}", value, v) for k, v in record["env"].items()}
+        done = _bash(record["run"], work, env, shim)
+        assert done.returncode == 0, done.stderr
+        # the runner uploads runs/<job>; download-artifact extracts it as artifacts/bmk_<job>
+        shutil.copytree(work / "runs" / job, work / "artifacts" / f"bmk_{job}")
+    _run_artifact(work / "artifacts", "job-a", status="failed")  # its run.json beside its record
+    merge = _step(collect_job, "Merge the jobs into one run")
+    env = {"JOBS": json.dumps(["job-a", "job-b", "job-c"]), "GITHUB_RUN_ID": "1", "GITHUB_RUN_ATTEMPT": "1"}
+    done = _bash(merge["run"], work, env, shim)
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert ("  failed: job-b: artifact artifacts/bmk_job-b holds no run.json: the job's run did not start, or did "
+            "not get to write it (cancelled by fail-fast after job-a failed)") in done.stderr
+    assert ("  failed: job-c: no artifact: the matrix job did not upload its results (cancelled by fail-fast after "
+            "job-a failed)") in done.stderr
+    assert "job-a: cancelled" not in done.stderr
