@@ -218,7 +218,7 @@ def test_an_index_whose_hip_order_cannot_be_read_names_no_gpu_with_the_reason(am
     seen = observe_runtime(_handle(), _spec({"HIP_VISIBLE_DEVICES": "1,3"}))
     assert seen["gpu_names"] is None and seen.get("gpu_state") is None, seen
     problem = seen["gpu_names_problem"]
-    assert "HIP_VISIBLE_DEVICES=1,3 names GPU 1, 3 by index, which counts in HIP's order of the GPUs" in problem
+    assert "HIP_VISIBLE_DEVICES=1,3 names GPUs 1, 3 by index, which counts in HIP's order of the GPUs" in problem
     assert "amd-smi list -e --json` failed with exit status 1" in problem and "by UUID" in problem, problem
     assert hardware_provenance(_job(), seen)["gpu_names_problem"] == problem
     # no entry: every GPU is the server's, in no order that matters

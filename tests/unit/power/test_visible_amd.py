@@ -192,7 +192,7 @@ def test_an_index_whose_hip_order_cannot_be_read_is_not_sampled(tmp_path: Path,
     env = _env(tmp_path / "bin", HIP_VISIBLE_DEVICES="0,1")
     assert visible_gpus(env) == ()
     problem = visible_problem(env) or ""
-    assert "HIP_VISIBLE_DEVICES=0,1 names GPU 0, 1 by index, which counts in HIP's order" in problem, problem
+    assert "HIP_VISIBLE_DEVICES=0,1 names GPUs 0, 1 by index, which counts in HIP's order" in problem, problem
     assert "failed with exit status 1: AMDSMI_STATUS_BUSY" in problem and "power is not read" in problem, problem
     sampler = start_sampler(PowerSettings(backend="amd-smi", interval_s=0.2, require=True), engine="vllm", gpus=2,
                             base_url=None, env=env)
