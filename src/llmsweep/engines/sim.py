@@ -41,7 +41,7 @@ from llmsweep.words import count_of
 if TYPE_CHECKING:
     from llmsweep.catalog.engines import EngineDefault, PageSizeDefault
     from llmsweep.engines.memory import MemoryFraction
-    from llmsweep.metrics.model import KvBlockProvenance
+    from llmsweep.metrics.model import AcceptanceProvenance, KvBlockProvenance
     from llmsweep.sim.engine import EngineConfig
 
 SIM_METHODS: dict[str, str] = {
@@ -85,14 +85,21 @@ published curves' K=1..3 range; a real engine's acceptance depends on the prompt
 
 @dataclass(frozen=True)
 class AcceptanceEstimate:
-    """The acceptance length the simulator runs a speculative job at, and where it comes from."""
+    """The acceptance length the simulator runs a speculative job at, and where it comes from. The result's record
+    of it is `metrics.model`'s AcceptanceProvenance (:meth:`record`), the one shape `provenance.acceptance` has."""
 
     value: float
     source: Literal["pinned", "golden", "estimate"]
     basis: str
 
+    def record(self) -> AcceptanceProvenance:
+        """What a result records of it (`provenance.acceptance`): the one shape of it, `metrics.model`'s."""
+        from llmsweep.metrics.model import AcceptanceProvenance
+
+        return AcceptanceProvenance(value=self.value, source=self.source, basis=self.basis)
+
     def provenance(self) -> dict[str, Any]:
-        return {"acceptance": {"value": self.value, "source": self.source, "basis": self.basis}}
+        return {"acceptance": self.record().model_dump(mode="json", exclude_none=True)}
 
 
 DP_ATTENTION_UNMODELLED = "DP attention's per-rank prefix caches and replicated attention weights"

@@ -544,7 +544,8 @@ class Hardware(_Open):
 
 
 class AcceptanceProvenance(_Open):
-    """The acceptance length the simulator ran a speculative job at (`engines.sim.AcceptanceEstimate`)."""
+    """The acceptance length the simulator ran a speculative job at. The one shape of it: the estimate writes it
+    (`engines.sim.AcceptanceEstimate.record`)."""
 
     value: float | None = None
     source: str | None = Field(default=None, description="pinned, golden, or estimate: the simulator's stand-in for "

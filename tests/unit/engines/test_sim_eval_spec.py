@@ -47,3 +47,18 @@ def test_an_eval_only_speculative_job_serves_its_method_at_the_estimate_it_recor
     (note,) = [n for n in spec.notes if "eval-only job" in n]
     assert f"typical {method} acceptance at K={k}, {served.acceptance_length:g}" in note
     assert "without speculative decoding" not in " ".join(spec.notes)
+
+
+@pytest.mark.parametrize("text", [SERVED, RECIPE], ids=["recipe-spec", "recipe-less"])
+def test_the_acceptance_a_result_records_is_metrics_models_one_shape(text: str) -> None:
+    """`provenance.acceptance` was a dict written by hand beside `metrics.model.AcceptanceProvenance`: a field added to
+    the record and not to the hand-written dict would be left empty in every result. The estimate writes the record
+    itself (`AcceptanceEstimate.record`), every field of it filled, and the result reads back that record."""
+    from llmsweep.metrics.model import AcceptanceProvenance, Provenance
+
+    estimate = simulated_acceptance(eval_only_job(text))
+    assert estimate is not None
+    record = estimate.record()
+    assert isinstance(record, AcceptanceProvenance)
+    assert set(AcceptanceProvenance.model_fields) == set(record.model_dump(exclude_none=True))
+    assert Provenance.model_validate(estimate.provenance()).acceptance == record
