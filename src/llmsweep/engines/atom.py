@@ -60,6 +60,16 @@ DRAFT_MODEL_METHODS = frozenset({"eagle3"})
 """Methods ATOM serves only from a standalone draft checkpoint (`--draft-model`: "Required when --method eagle3")."""
 
 
+POOL_PIN_FIX = (
+    "ATOM has no flag that pins its KV pool (vLLM's --num-gpu-blocks-override, --kv-cache-memory-bytes): it sizes its "
+    "block count from the memory its weights leave at --gpu-memory-utilization (ROCm/ATOM atom/model_engine/"
+    "arg_utils.py EngineArgs defines neither; Config.num_kvcache_blocks is no CLI flag), so size the pool with "
+    "`--gpu-memory-utilization`, or delete the flag")
+"""Why ATOM refuses vLLM's KV-pool pins, and what to write instead: its parser defines neither flag (argparse refuses
+it at start-up), and the simulator, which would otherwise count the blocks in vLLM's, refuses it for an ATOM job too
+(`engines.sim.SimAdapter._pinned_pool`)."""
+
+
 OFFLOAD_CONNECTOR = "lmcache_offload"
 """ATOM's in-engine LMCache KV-offload connector (ROCm/ATOM atom/kv_transfer/offload/__init__.py registers it with
 its KVConnectorFactory), `kv_role: offload`."""
@@ -84,6 +94,7 @@ class ATOMAdapter(Adapter):
         "--mem-fraction-static": "ATOM spells it `--gpu-memory-utilization`",
         "--enable-hierarchical-cache": "HiCache is SGLang's",
         "--speculative-config": "write `serve.spec-decoding`",
+        **dict.fromkeys(("--num-gpu-blocks-override", "--kv-cache-memory-bytes"), POOL_PIN_FIX),
     }
 
     def launcher(self, job: Job) -> list[str]:

@@ -662,18 +662,28 @@ class SimAdapter(Adapter):
             d.notes.append(block.note())
         return d
 
-    @staticmethod
-    def _pinned_pool(job: Job, recipe: dict[str, Any], d: Derived) -> None:
+    def _pinned_pool(self, job: Job, recipe: dict[str, Any], d: Derived) -> None:
         """The KV pool a recipe pins in vLLM's terms (:data:`PINNED_POOL_FLAGS`), whatever the memory fraction:
         `--num-gpu-blocks-override` blocks on each DP rank, of vLLM's page as the job launches it (:func:`engine_page`:
         the recipe's `--block-size`, else the engines catalog's `page_size_default`; one that is no positive whole
         number is refused), written as `--pinned-kv-tokens` (blocks x block x ranks);
         else `--kv-cache-memory-bytes` on each GPU, passed on. With a note; `sim serve` refuses a pool that does not
         fit beside the weights (`EngineConfig.pinned_pool_tokens`). A value that is no whole number is refused here
-        (vLLM reads `20G` and the like, whose suffixes its releases read differently)."""
+        (vLLM reads `20G` and the like, whose suffixes its releases read differently), and so is a pin of a job that
+        stands in for an engine whose parser has no such flag (its adapter's `unsupported_args`: ATOM's), which the
+        simulator would otherwise count in vLLM's blocks under that engine's label."""
         from llmsweep.catalog.models import find_model
 
         pins = {flag: value for flag, value in recipe.items() if flag in PINNED_POOL_FLAGS and in_launch(value)}
+        reader = self.flag_reader(job)
+        refused = dict(reader.unsupported(job)) if reader is not None and pins else {}
+        for written, (flag, value) in self._written_args(job):
+            if written in refused and self.parsed_flag(job, flag) in pins and in_launch(value):
+                assert reader is not None
+                engine = reader.info().display_name
+                raise ConfigError(f"the recipe pins the KV pool with {written}, which {engine}'s parser does not "
+                                  f"define: {engine} would refuse to start, and the simulator does not serve a vLLM "
+                                  "pool under its name", fix=refused[written])
         for flag, value in pins.items():
             if not token_count(value):
                 unit = "bytes (21474836480 for 20 GiB)" if flag == "--kv-cache-memory-bytes" else "blocks"

@@ -276,9 +276,32 @@ def test_the_block_a_pinned_count_is_in_and_the_kv_block_note_read_one_flag(tmp_
     assert "900 blocks of 32 tokens (the recipe's --block-size)" in note
 
 
+@pytest.mark.parametrize("pin", ["--num-gpu-blocks-override: 900", "--kv-cache-memory-bytes: 20000000000",
+                                 "--num_gpu_blocks_override: 900"])
+def test_a_kv_pool_pinned_in_vllms_flags_is_refused_for_atom_whose_parser_has_none(tmp_path: Path, pin: str) -> None:
+    """ATOM's parser defines neither of vLLM's KV-pool pins (ROCm/ATOM EngineArgs; it sizes its block count from
+    --gpu-memory-utilization), so argparse refuses the launch. The simulator counted the blocks in vLLM's and served
+    the pool under ATOM's label; it now refuses the job with the reason, and `validate` says so at the flag's line
+    (`serve.unsupported-arg`) with the same fix."""
+    from llmsweep.engines.atom import POOL_PIN_FIX
+    from llmsweep.errors import ConfigError
+    from llmsweep.policy import validate_files
+
+    job = job_of(tmp_path, "atom", f"{{ {pin} }}")
+    written = pin.split(":")[0]
+    with pytest.raises(ConfigError, match=f"pins the KV pool with {written}, which ATOM \\(ROCm\\)'s parser does "
+                                          "not define") as raised:
+        engines.render(job, simulate=True)
+    assert raised.value.fix == POOL_PIN_FIX
+    (found,) = [f for f in validate_files([tmp_path / "r.yaml"]).findings if f.rule == "serve.unsupported-arg"]
+    assert found.severity.value == "error" and found.fix == POOL_PIN_FIX and found.path is not None \
+        and found.path.endswith(written)
+
+
 @pytest.mark.parametrize(("framework", "args", "page"), [
     ("sglang", "{}", ("SGLang", 1)),
     ("vllm", "{}", ("vLLM", 16)),
+    ("atom", "{}", ("ATOM (ROCm)", 16)),  # ROCm/ATOM EngineArgs --block-size, default 16
     # a pinned page is the recipe's: one other than 64 is in `unmodelled`, 64 is the simulator's own
     ("vllm", "{ --block-size: 16 }", None),
     ("sglang", "{ --page-size: 64 }", None),
