@@ -230,6 +230,8 @@ class EnginePage:
     written: Any = None
     """The recipe's value of `default.flag` (the last the launch carries, as the engine's parser reads the flag);
     None where it sets none."""
+    written_as: str | None = None
+    """The recipe's key that sets it, as written (`--block_size`, `--block-size=32`); None where it sets none."""
 
     @property
     def pinned(self) -> bool:
@@ -242,7 +244,7 @@ class EnginePage:
         if not self.pinned:
             return self.default.tokens
         count = token_count(self.written)
-        return count if count else None
+        return count if count is not None and count > 0 else None
 
 
 def engine_page(job: Job, engine: str | None = None) -> EnginePage | None:
@@ -250,7 +252,8 @@ def engine_page(job: Job, engine: str | None = None) -> EnginePage | None:
     recipe writes it, read as that engine's parser reads it (`SimAdapter.parsed_flag`: `--block_size`, a unique
     prefix), else the engines catalog's `page_size_default`. The one reading of a job's page: the simulator's
     launch note and `provenance.kv_block` (:func:`engine_kv_block`), the block a vLLM `--num-gpu-blocks-override`
-    counts (`SimAdapter._pinned_pool`) and the MLA caveat of :func:`unmodelled`. None for a recipe of the simulator
+    counts (`SimAdapter._pinned_pool`), the MLA caveat of :func:`unmodelled` and `validate`'s check of the value
+    (`serve.page-size`). None for a recipe of the simulator
     itself (without `engine`), or an engine the catalog records no page for."""
     from llmsweep.catalog.engines import default_page_size
 
@@ -260,9 +263,10 @@ def engine_page(job: Job, engine: str | None = None) -> EnginePage | None:
     if found is None:
         return None
     name, default = found
-    written = [value for _, (flag, value) in sim._written_args(job)
+    written = [(key, value) for key, (flag, value) in sim._written_args(job)
                if default.flag is not None and in_launch(value) and sim.parsed_flag(job, flag) == default.flag]
-    return EnginePage(engine=name, default=default, written=written[-1] if written else None)
+    key, value = written[-1] if written else (None, None)
+    return EnginePage(engine=name, default=default, written=value, written_as=key)
 
 
 @dataclass(frozen=True)

@@ -206,6 +206,36 @@ def memory_fraction(ctx: Context) -> Iterator[Finding]:
                               "default")
 
 
+@rule("serve.page-size", Severity.ERROR,
+      "A serve flag that sets the engine's KV page (block) to something other than a positive whole number of tokens",
+      "write the page as a whole number of tokens (the message names the engine's default), or delete it to take the "
+      "engine's default",
+      "review: `--block-size: '16k'` (or `0`) validated clean and only the simulator's launch refused it, where a "
+      "`--num-gpu-blocks-override` counts in it; the engine's parser reads the flag as an int and refuses it at "
+      "start-up, after the job waited for its node (engines catalog `page_size_default`: the flag and its default)")
+def page_size(ctx: Context) -> Iterator[Finding]:
+    """The page flag of the job's engine (its catalog entry's `page_size_default`, in any spelling its parser reads as
+    it), as the one reading of a job's page reads it (`engines.sim.engine_page`), where it is no positive whole
+    number of tokens. `true` (the bare flag) is `serve.flag-needs-value`'s."""
+    import json
+
+    from llmsweep.engines.sim import engine_page
+
+    for job, recipe in ctx.runnable_pairs():
+        page = engine_page(job)
+        if page is None or not page.pinned or page.tokens is not None or page.written_as is None \
+                or page.written is True:
+            continue
+        flag, value = page.default.flag, page.written
+        shown = json.dumps(value) if isinstance(value, (bool, str, list, dict)) else str(value)
+        yield ctx.hit("serve.page-size", recipe, serve_arg_path(recipe, job, page.written_as),
+                      f"`{page.written_as.split('=', 1)[0]}: {shown}` is not a KV page: {page.engine} reads {flag} as "
+                      "a whole number of tokens, one page of its KV cache, and this is no positive one (its parser "
+                      "refuses it at start-up, or the engine cannot page its cache with it)", job=job,
+                      fix=f"write {flag} as a whole number of tokens ({page.engine}'s default: "
+                          f"{page.default.tokens}), or delete it to take the default")
+
+
 @rule("serve.foreign-env", Severity.ERROR, "Environment of another engine (declared but never read)",
       "delete it, or move it to a recipe for the engine that reads it", EP_LESSON)
 def foreign_env(ctx: Context) -> Iterator[Finding]:
