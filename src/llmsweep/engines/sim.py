@@ -454,21 +454,43 @@ def launch_engine(args: dict[str, Any]) -> EngineConfig:
                         kv_cache_memory_bytes=None if size is None else int(size))
 
 
-def pinned_pool_refusal(job: Job) -> ConfigError | None:
-    """Why the KV pool `job`'s recipe pins in vLLM's terms (:data:`PINNED_POOL_FLAGS`, as the engine it stands in for
-    reads them) cannot start on its GPUs: the simulator's own check (`EngineConfig.pinned_pool_refusal`) of the
-    engine its launch describes (`SimAdapter.derive`: the blocks x the block x the DP ranks, or the bytes), so
-    `validate`'s `resources.hbm-fit` warns of the job `sim serve`, `predict` and `run --simulate` refuse, in the same
-    words. None where the recipe pins no pool, the pool fits, or the simulator cannot size it (a model or GPU it has
-    no figures for, a value that is no whole number: the launch says why)."""
+@dataclass(frozen=True)
+class PinnedPool:
+    """The KV pool a job's recipe pins in vLLM's terms (:func:`pinned_pool`): which of :data:`PINNED_POOL_FLAGS` its
+    launch carries, and why that pool cannot serve the job, if it cannot."""
+
+    flags: frozenset[str]
+    """The pins the launch carries, as vLLM's parser reads them."""
+    refusal: ConfigError | None
+    """The simulator's own check of the pool (`EngineConfig.pinned_pool_refusal`: it does not fit the GPU beside the
+    weights): what `sim serve` refuses the job with; None where the
+    pool serves the job, or the simulator cannot size it (a model or GPU it has no figures for, a value that is no
+    whole number: the launch says why)."""
+
+    @property
+    def sizes_from_fraction(self) -> bool:
+        """Whether vLLM still sizes anything of its KV memory from its memory fraction (`--gpu-memory-utilization`):
+        not under :data:`FRACTION_BYPASSING_PIN`, whose bytes it takes as the memory for KV without profiling; under
+        the block override alone it does (it profiles at the fraction and checks that memory holds one request at
+        its context, then replaces the count), so the weights + one request within the fraction still apply."""
+        return FRACTION_BYPASSING_PIN not in self.flags
+
+
+def pinned_pool(job: Job) -> PinnedPool | None:
+    """The KV pool `job`'s recipe pins in vLLM's terms (:data:`PINNED_POOL_FLAGS`, as the engine it stands in for
+    reads them), with the simulator's own check of the engine its launch describes (`SimAdapter.derive`: the blocks
+    x the block x the DP ranks, or the bytes), so `validate`'s `resources.hbm-fit` judges the
+    job as `sim serve`, `predict` and `run --simulate` do, in the same words. None where the recipe pins none."""
     sim = SimAdapter()
-    if not any(sim.parsed_flag(job, flag) in PINNED_POOL_FLAGS and in_launch(value)
-               for _, (flag, value) in sim._written_args(job)):
+    flags = frozenset(name for _, (flag, value) in sim._written_args(job)
+                      if (name := sim.parsed_flag(job, flag)) in PINNED_POOL_FLAGS and in_launch(value))
+    if not flags:
         return None
     try:
-        return launch_engine(sim.derive(job, sim.info().default_port).args).pinned_pool_refusal()
+        refusal = launch_engine(sim.derive(job, sim.info().default_port).args).pinned_pool_refusal()
     except (LlmsweepError, ValueError):
-        return None
+        refusal = None
+    return PinnedPool(flags=flags, refusal=refusal)
 
 
 def sglang_default_cap(job: Job, args: dict[str, Any]) -> EngineDefault | None:
@@ -532,6 +554,13 @@ PINNED_POOL_FLAGS: tuple[str, str] = ("--num-gpu-blocks-override", "--kv-cache-m
 (`may_override_num_blocks` replaces the profiled count; it wins over the bytes, which only set the memory the count is
 profiled from) and bytes on each GPU (`Worker.determine_available_memory` returns them unprofiled). SGLang's
 `--max-total-tokens`, a cap on the profiled pool, is `TRANSLATED`."""
+
+FRACTION_BYPASSING_PIN = "--kv-cache-memory-bytes"
+"""The pin under which vLLM sizes nothing of its KV memory from `--gpu-memory-utilization`: `Worker.
+determine_available_memory` returns the bytes without profiling ("This does not respect the gpu_memory_utilization
+config"), and its start-up check reads them as the memory for KV. The block override is not one: vLLM profiles at
+the fraction, checks that the profiled memory holds one request at its context (`v1/core/kv_cache_utils.py`
+`get_kv_cache_configs`), then replaces the count (`may_override_num_blocks`)."""
 
 MODELLED: frozenset[str] = frozenset({*TRANSLATED, *CONTEXT_FLAGS, *PREFIX_CACHE_SWITCHES, *PINNED_POOL_FLAGS,
                                       "--kv-cache-dtype", "--hicache-size", "--hicache-ratio",

@@ -100,12 +100,14 @@ def hbm_share(job: Job, hw: HardwareSpec, weights: float) -> tuple[float, str]:
       "fraction the job's engine launches with (the recipe's flag, else the engine's own default from the engines "
       "catalog, else the simulator's 0.88): of HBM, or for TensorRT-LLM of the memory the weights leave; a KV pool "
       "pinned in vLLM's terms (--num-gpu-blocks-override, --kv-cache-memory-bytes) against what the weights leave of "
-      "the whole GPU, the check the simulator refuses the job with (engines.sim.pinned_pool_refusal)")
+      "the whole GPU, the check the simulator refuses the job with "
+      "(engines.sim.pinned_pool); under --kv-cache-memory-bytes, which vLLM takes whatever its memory fraction, the "
+      "fraction is not checked")
 def hbm_fit(ctx: Context) -> Iterator[Finding]:
     from llmsweep.catalog.precision import MODEL_DTYPE
     from llmsweep.engines import launched_job
     from llmsweep.engines.base import topology
-    from llmsweep.engines.sim import pinned_pool_refusal
+    from llmsweep.engines.sim import pinned_pool
 
     for job, recipe in ctx.job_pairs():
         if job.multinode or job.tp is None or job.sku is None:
@@ -113,10 +115,13 @@ def hbm_fit(ctx: Context) -> Iterator[Finding]:
         # a pinned pool is allocated whatever the memory fraction: one that does not fit fails at start-up, and the
         # simulator refuses the job at predict/run time in these words
         launched = launched_job(job)  # the job as its engine launches it: its context, its memory fraction, its pool
-        if (refused := pinned_pool_refusal(launched)) is not None:
-            yield ctx.hit("resources.hbm-fit", recipe, (*entry_path(recipe, job), "tp"), refused.message,
-                          job=job, fix=refused.fix)
+        pool = pinned_pool(launched)
+        if pool is not None and pool.refusal is not None:
+            yield ctx.hit("resources.hbm-fit", recipe, (*entry_path(recipe, job), "tp"), pool.refusal.message,
+                          job=job, fix=pool.refusal.fix)
             continue
+        if pool is not None and not pool.sizes_from_fraction:
+            continue  # the engine takes the pinned bytes whatever its fraction: the pool, checked above, is its KV
         # an HF id the catalog does not know is not its prefix's model (Qwen3.5-35B-A3B is not the 397B one):
         # `input.unknown-model` says so, and no figure of another model is costed
         model = find_model(job.model) or (model_for_prefix(job.model_prefix) if "/" not in job.model else None)

@@ -186,7 +186,7 @@ class EngineConfig(BaseModel):
         """Why the pool the launch pins (:meth:`pinned_pool_tokens`) cannot start, as an error to raise or report;
         None where it pins none or the pool fits. The one home of the check, which `sim serve`, `predict` and
         `run --simulate` refuse a job with and `validate`'s `resources.hbm-fit` warns of
-        (`engines.sim.pinned_pool_refusal`).
+        (`engines.sim.pinned_pool`).
 
         A pool that needs more of a GPU than its weights and the simulator's reserve leave of its whole HBM
         (`perf.kv_room_bytes_per_gpu`) is refused: the engine's allocation fails (CUDA out of memory) and it never

@@ -60,3 +60,16 @@ def test_a_pinned_pool_larger_than_the_gpu_is_warned_of_at_validate_in_the_simul
 ])
 def test_a_pinned_pool_that_fits_the_gpu_is_not_warned_of(tmp_path: Path, args: str) -> None:
     assert _hits(tmp_path, args) == []
+
+
+def test_a_fraction_vllm_ignores_under_pinned_bytes_is_not_checked(tmp_path: Path) -> None:
+    """vLLM takes `--kv-cache-memory-bytes` as the memory for KV without profiling ("This does not respect the
+    gpu_memory_utilization config"): at `--gpu-memory-utilization 0.1` (15 GB of the H200, under the 16 GB of weights)
+    the job starts and serves its 20 GB pool. The rule still ran its memory-fraction check and warned of a job that
+    runs. Under the block override alone vLLM does profile at the fraction (and refuses to start where the profiled
+    memory holds no request), so there the fraction is still checked."""
+    assert _hits(tmp_path, "--gpu-memory-utilization: 0.1, --kv-cache-memory-bytes: 20000000000") == []
+    (hit,) = _hits(tmp_path, "--gpu-memory-utilization: 0.1, --num-gpu-blocks-override: 900")
+    assert "exceeds 15 GB (memory fraction 0.1 from the recipe's --gpu-memory-utilization" in hit, hit
+    (hit,) = _hits(tmp_path, "--gpu-memory-utilization: 0.1")
+    assert "exceeds 15 GB" in hit, hit
