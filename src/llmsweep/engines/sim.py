@@ -438,12 +438,13 @@ gives no `--hicache-size`."""
 
 def launch_engine(args: dict[str, Any]) -> EngineConfig:
     """The engine, as far as its KV pool goes, that the simulator's launch `args` describe so far (model, GPU, TP,
-    EP, DP attention, precision, KV dtype, memory fraction, pool cap, pinned pool): what the launch sizes its
-    defaults from. Raises ValueError or LlmsweepError where those cannot make one."""
+    EP, DP attention, precision, KV dtype, memory fraction, pool cap, pinned pool, context length): what the launch
+    sizes its defaults from. Raises ValueError or LlmsweepError where those cannot make one."""
     from llmsweep.sim.engine import EngineConfig
 
     fraction, cap = args.get("--mem-fraction-static"), args.get("--max-total-tokens")
     pinned, size = args.get("--pinned-kv-tokens"), args.get("--kv-cache-memory-bytes")
+    context = args.get("--context-length")
     return EngineConfig(model=str(args["--model"]), hardware=str(args["--hardware"]), tp=int(args["--tp"]),
                         ep=int(args["--ep"]), dp_attention=int(args.get("--dp-attention", 1)),
                         precision=str(args["--precision"]), kv_dtype=str(args.get("--kv-dtype") or "bf16"),
@@ -451,7 +452,8 @@ def launch_engine(args: dict[str, Any]) -> EngineConfig:
                         if fraction is None else float(fraction),
                         max_total_tokens=None if cap is None else int(cap),
                         pinned_kv_tokens=None if pinned is None else int(pinned),
-                        kv_cache_memory_bytes=None if size is None else int(size))
+                        kv_cache_memory_bytes=None if size is None else int(size),
+                        context_length=None if context is None else int(context))
 
 
 @dataclass(frozen=True)
@@ -463,7 +465,7 @@ class PinnedPool:
     """The pins the launch carries, as vLLM's parser reads them."""
     refusal: ConfigError | None
     """The simulator's own check of the pool (`EngineConfig.pinned_pool_refusal`: it does not fit the GPU beside the
-    weights): what `sim serve` refuses the job with; None where the
+    weights, or holds less than one request at the context): what `sim serve` refuses the job with; None where the
     pool serves the job, or the simulator cannot size it (a model or GPU it has no figures for, a value that is no
     whole number: the launch says why)."""
 
@@ -479,7 +481,7 @@ class PinnedPool:
 def pinned_pool(job: Job) -> PinnedPool | None:
     """The KV pool `job`'s recipe pins in vLLM's terms (:data:`PINNED_POOL_FLAGS`, as the engine it stands in for
     reads them), with the simulator's own check of the engine its launch describes (`SimAdapter.derive`: the blocks
-    x the block x the DP ranks, or the bytes), so `validate`'s `resources.hbm-fit` judges the
+    x the block x the DP ranks, or the bytes; its context length), so `validate`'s `resources.hbm-fit` judges the
     job as `sim serve`, `predict` and `run --simulate` do, in the same words. None where the recipe pins none."""
     sim = SimAdapter()
     flags = frozenset(name for _, (flag, value) in sim._written_args(job)

@@ -93,14 +93,15 @@ def hbm_share(job: Job, hw: HardwareSpec, weights: float) -> tuple[float, str]:
 
 
 @rule("resources.hbm-fit", Severity.WARNING,
-      "Model weights plus one request's KV do not fit the GPUs' HBM share, or a pinned KV pool does not fit the GPU",
+      "Model weights plus one request's KV do not fit the GPUs' HBM share, or a pinned KV pool does not fit the GPU "
+      "or hold one request at the context",
       "raise tp (or the engine's memory fraction: mem-fraction-static / gpu-memory-utilization / "
       "kv_cache_free_gpu_memory_fraction), or serve a smaller precision",
       "catalog models × hardware (weights at the recipe's precision, KV per token per GPU); the share is the memory "
       "fraction the job's engine launches with (the recipe's flag, else the engine's own default from the engines "
       "catalog, else the simulator's 0.88): of HBM, or for TensorRT-LLM of the memory the weights leave; a KV pool "
       "pinned in vLLM's terms (--num-gpu-blocks-override, --kv-cache-memory-bytes) against what the weights leave of "
-      "the whole GPU, the check the simulator refuses the job with "
+      "the whole GPU and against one request at the context, the check the simulator refuses the job with "
       "(engines.sim.pinned_pool); under --kv-cache-memory-bytes, which vLLM takes whatever its memory fraction, the "
       "fraction is not checked")
 def hbm_fit(ctx: Context) -> Iterator[Finding]:
@@ -112,8 +113,9 @@ def hbm_fit(ctx: Context) -> Iterator[Finding]:
     for job, recipe in ctx.job_pairs():
         if job.multinode or job.tp is None or job.sku is None:
             continue
-        # a pinned pool is allocated whatever the memory fraction: one that does not fit fails at start-up, and the
-        # simulator refuses the job at predict/run time in these words
+        # a pinned pool is allocated whatever the memory fraction: one that does not fit fails at start-up, one short
+        # of a request at the context fails or stalls, and the simulator refuses the job at predict/run time in these
+        # words
         launched = launched_job(job)  # the job as its engine launches it: its context, its memory fraction, its pool
         pool = pinned_pool(launched)
         if pool is not None and pool.refusal is not None:

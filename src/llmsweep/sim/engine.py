@@ -183,14 +183,23 @@ class EngineConfig(BaseModel):
         return None
 
     def pinned_pool_refusal(self, inputs: PerfInputs | None = None) -> ConfigError | None:
-        """Why the pool the launch pins (:meth:`pinned_pool_tokens`) cannot start, as an error to raise or report;
-        None where it pins none or the pool fits. The one home of the check, which `sim serve`, `predict` and
+        """Why the pool the launch pins (:meth:`pinned_pool_tokens`) cannot serve the job, as an error to raise or
+        report; None where it pins none or the pool fits. The one home of the check, which `sim serve`, `predict` and
         `run --simulate` refuse a job with and `validate`'s `resources.hbm-fit` warns of
         (`engines.sim.pinned_pool`).
 
         A pool that needs more of a GPU than its weights and the simulator's reserve leave of its whole HBM
         (`perf.kv_room_bytes_per_gpu`) is refused: the engine's allocation fails (CUDA out of memory) and it never
-        serves. The engine's activation peak and CUDA graphs, which need room too, are not counted."""
+        serves. The engine's activation peak and CUDA graphs, which need room too, are not counted.
+
+        So is a pool that does not hold one request at the context the engine serves (`context_length`, else the
+        model's native context, vLLM's default `--max-model-len`) on a DP rank, in what vLLM does with it: pinned in
+        bytes, vLLM refuses to start (its start-up check, `v1/core/kv_cache_utils.py` `_check_enough_kv_cache_memory`,
+        reads the bytes as the memory for KV), before it allocates anything; pinned in blocks, it starts (that check
+        reads the memory it profiled at its memory fraction, before the block override replaces the count) and then
+        never schedules a request longer than the pool: its scheduler retries it at every step, and every request
+        behind it waits (vllm-project/vllm#35541, open). The block vLLM keeps out of the pool (its null block) is not
+        counted."""
         from llmsweep.errors import ConfigError
 
         if self.pinned_kv_tokens is None and self.kv_cache_memory_bytes is None:
@@ -204,10 +213,14 @@ class EngineConfig(BaseModel):
         else:
             assert self.kv_cache_memory_bytes is not None
             need = float(self.kv_cache_memory_bytes)
+            tokens = int(need // per_token)
             pinned = f"a pinned KV pool of {self.kv_cache_memory_bytes} bytes a GPU"
         room = kv_room_bytes_per_gpu(inputs, tp=self.tp)
+        short = self._pool_short_of_context(tokens, per_token, inputs)
+        if short is not None and self.pinned_kv_tokens is None:
+            return short  # vLLM's start-up check of the bytes comes before it allocates them
         if need <= room:
-            return None
+            return short
         most = max(0, int(room // per_token))
         return ConfigError(
             f"{pinned} needs {need / 1e9:.1f} GB on each of the {self.tp} x {self.hardware}, and "
@@ -217,6 +230,44 @@ class EngineConfig(BaseModel):
             "and this one fails (CUDA out of memory), so the job never serves",
             fix=f"pin at most {most} tokens ({int(max(room, 0.0))} bytes on each GPU: vLLM's "
                 "--num-gpu-blocks-override x its block size, or --kv-cache-memory-bytes), or raise the TP")
+
+    def _pool_short_of_context(self, tokens: int, per_token: float, inputs: PerfInputs) -> ConfigError | None:
+        """:meth:`pinned_pool_refusal`'s second check: a pinned pool of `tokens` (the DP ranks' together; `per_token`
+        KV bytes a token on each GPU, averaged over the ranks) that holds less than one request at the context the
+        engine serves on a rank; None where it holds one, or no context is known."""
+        import math
+
+        from llmsweep.catalog.models import find_model
+        from llmsweep.errors import ConfigError
+
+        native = None if self.context_length is not None else find_model(self.model)
+        context = self.context_length or (native.native_context if native is not None else None)
+        dp = self.dp_attention
+        rank = tokens // dp
+        if context is None or rank >= context:
+            return None
+        whose = (f"the context the launch serves ({context} tokens)" if self.context_length is not None else
+                 f"{self.model}'s native context ({context} tokens, vLLM's --max-model-len when the launch sets none)")
+        ranks = f" on each of the {dp} DP ranks" if dp > 1 else ""
+        shorter = f"or serve a context of at most {rank} tokens (--max-model-len)"
+        if self.pinned_kv_tokens is None:
+            assert self.kv_cache_memory_bytes is not None
+            needed = math.ceil(context * per_token * dp)  # one request's KV on one rank's GPUs, each GPU's share
+            return ConfigError(
+                f"a pinned KV pool of {self.kv_cache_memory_bytes} bytes a GPU holds {rank} tokens of {self.model}'s "
+                f"KV{ranks}, less than one request at {whose}: vLLM refuses to start (\"To serve at least one request "
+                f"with the models's max seq len ({context}), ({needed / GIB:.2f} GiB KV cache is needed, which is "
+                f"larger than the available KV cache memory ({self.kv_cache_memory_bytes / GIB:.2f} GiB)\", "
+                "v1/core/kv_cache_utils.py _check_enough_kv_cache_memory), so the job never serves",
+                fix=f"pin at least {needed} bytes on each GPU (--kv-cache-memory-bytes), {shorter}")
+        return ConfigError(
+            f"a pinned KV pool of {tokens} tokens" + (f" ({rank} on each of the {dp} DP ranks)" if dp > 1 else "")
+            + f" holds less than one request at {whose}: vLLM starts (its start-up check reads the memory it "
+            "profiled at its memory fraction, before --num-gpu-blocks-override replaces the block count), then never "
+            "schedules a request longer than the pool: its scheduler retries it at every step and every request "
+            "behind it waits (vllm-project/vllm#35541), so a run stalls once such a request arrives",
+            fix=f"pin at least {context} tokens on each DP rank (--num-gpu-blocks-override x the block size, and one "
+                f"block more: vLLM keeps one out of the pool), {shorter}")
 
     def sim_config(self, inputs: PerfInputs | None = None) -> SimConfig:
         """Scheduler knobs with the KV pool sized from HBM, weights and mem-fraction-static (or the override)."""

@@ -1,4 +1,6 @@
-"""`resources.hbm-fit` sees a KV pool pinned in vLLM's terms (`--num-gpu-blocks-override`, `--kv-cache-memory-bytes`).
+"""`resources.hbm-fit` judges a KV pool pinned in vLLM's terms (`--num-gpu-blocks-override`, `--kv-cache-memory-bytes`)
+as vLLM treats it: against the GPU, against one request at the context, and (under the bytes) not against the memory
+fraction vLLM then ignores.
 
 vLLM allocates such a pool on each GPU whatever its memory fraction; one larger than what the weights leave fails at
 start-up (CUDA out of memory). The simulator refused the job at `predict`/`run --simulate` time, but `validate` said
@@ -14,11 +16,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from support.recipes import one_job
+from support.recipes import one_job, write_recipe
 
 from llmsweep import engines
 from llmsweep.cli.sim import engine_config_from_argv
 from llmsweep.errors import ConfigError
+from llmsweep.plan import jobs_from_files
 from llmsweep.policy import validate_files
 
 VLLM = "vllm/vllm-openai:v0.26.0"
@@ -73,3 +76,74 @@ def test_a_fraction_vllm_ignores_under_pinned_bytes_is_not_checked(tmp_path: Pat
     assert "exceeds 15 GB (memory fraction 0.1 from the recipe's --gpu-memory-utilization" in hit, hit
     (hit,) = _hits(tmp_path, "--gpu-memory-utilization: 0.1")
     assert "exceeds 15 GB" in hit, hit
+
+
+@pytest.mark.parametrize(("args", "said", "fix"), [
+    # 1e8 bytes hold 762 tokens (131,072 bytes each) of the 1,536 the launch serves (1,024 + 256 + 256): vLLM's own
+    # start-up check refuses it, in these words
+    ("--kv-cache-memory-bytes: 100000000",
+     "a pinned KV pool of 100000000 bytes a GPU holds 762 tokens of meta-llama/Llama-3.1-8B-Instruct's KV, less than "
+     "one request at the context the launch serves (1536 tokens): vLLM refuses to start (\"To serve at least one "
+     "request with the models's max seq len (1536), (0.19 GiB KV cache is needed, which is larger than the available "
+     "KV cache memory (0.09 GiB)\"",
+     "pin at least 201326592 bytes on each GPU (--kv-cache-memory-bytes), or serve a context of at most 762 tokens "
+     "(--max-model-len)"),
+    # 10 blocks of 16: vLLM starts, and a request longer than 160 tokens stalls it
+    ("--num-gpu-blocks-override: 10",
+     "a pinned KV pool of 160 tokens holds less than one request at the context the launch serves (1536 tokens): "
+     "vLLM starts",
+     "pin at least 1536 tokens on each DP rank (--num-gpu-blocks-override x the block size"),
+    # the recipe's context flag is the context the launch serves
+    ("--num-gpu-blocks-override: 900, --max-model-len: 32768",
+     "a pinned KV pool of 14400 tokens holds less than one request at the context the launch serves (32768 tokens)",
+     "or serve a context of at most 14400 tokens (--max-model-len)"),
+])
+@pytest.mark.parametrize("simulate", [False, True], ids=["validate", "validate --simulate"])
+def test_a_pinned_pool_short_of_one_request_at_the_context_is_warned_of_and_refused_alike(
+        tmp_path: Path, args: str, said: str, fix: str, simulate: bool) -> None:
+    """Nothing checked that a pinned pool holds one request at the context the engine serves. vLLM refuses to start
+    where pinned bytes fall short (its `_check_enough_kv_cache_memory` reads them as the memory for KV); a block
+    count is checked by no one (the start-up check reads the profiled memory, before the override), and a request
+    longer than the pool then stalls the engine (vllm-project/vllm#35541). `validate` warns, and the simulator
+    refuses the job in the same words and fix (`EngineConfig.pinned_pool_refusal`, the one home of the arithmetic)."""
+    (hit,) = _hits(tmp_path, args, simulate=simulate)
+    message, given = hit.split(" | ")
+    assert message.startswith(said), message
+    assert given.startswith(fix) or fix in given, given
+    spec = engines.render(one_job(tmp_path, framework="vllm", image=VLLM, osl=256, concs="[16]", args=args),
+                          simulate=True)
+    with pytest.raises(ConfigError) as raised:
+        engine_config_from_argv(spec.argv).kv_pool_tokens()
+    assert raised.value.message == f"simulator: {message}" and raised.value.fix == given
+
+
+@pytest.mark.parametrize("args", [
+    "--num-gpu-blocks-override: 96",  # 1,536 tokens: one request at the context
+    "--kv-cache-memory-bytes: 201326592",  # the bytes the fix names
+    "--num-gpu-blocks-override: 900, --max-model-len: 14400",
+])
+def test_a_pinned_pool_that_holds_one_request_at_the_context_passes(tmp_path: Path, args: str) -> None:
+    assert _hits(tmp_path, args) == []
+
+
+@pytest.mark.parametrize(("kw", "args", "said"), [
+    # no context flag: vLLM serves the model's native context (131,072 tokens of Llama 3.1 8B), 16 GiB of KV
+    ({"agentic": True, "runner": "cluster:h200-cw"}, "--kv-cache-memory-bytes: 10000000000",
+     "a pinned KV pool of 10000000000 bytes a GPU holds 76293 tokens of meta-llama/Llama-3.1-8B-Instruct's KV, less "
+     "than one request at meta-llama/Llama-3.1-8B-Instruct's native context (131072 tokens, vLLM's --max-model-len "
+     "when the launch sets none): vLLM refuses to start (\"To serve at least one request with the models's max seq "
+     "len (131072), (16.00 GiB KV cache is needed"),
+    # each DP rank takes the block count; one request sits on one rank
+    ({"tp": 2, "arm": ", dp-attn: true"}, "--num-gpu-blocks-override: 40",
+     "a pinned KV pool of 1280 tokens (640 on each of the 2 DP ranks) holds less than one request at the context the "
+     "launch serves (1536 tokens)"),
+])
+def test_the_context_is_the_engines_and_a_request_sits_on_one_dp_rank(
+        tmp_path: Path, kw: dict[str, object], args: str, said: str) -> None:
+    path = write_recipe(tmp_path / "r.yaml", framework="vllm", image=VLLM, osl=256, args=args, **kw)
+    (hit,) = [f.message for f in validate_files([path]).findings if f.rule == "resources.hbm-fit"]
+    assert hit.startswith(said), hit
+    (job,) = jobs_from_files([path])
+    with pytest.raises(ConfigError) as raised:
+        engine_config_from_argv(engines.render(job, simulate=True).argv).kv_pool_tokens()
+    assert raised.value.message == f"simulator: {hit}"
