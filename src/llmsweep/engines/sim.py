@@ -720,7 +720,7 @@ class SimAdapter(Adapter):
                                   f"define: {engine} would refuse to start, and the simulator does not serve a vLLM "
                                   "pool under its name", fix=refused[written])
         for flag, value in pins.items():
-            if not token_count(value):
+            if (token_count(value) or 0) < 1:  # a negative int is a whole number to token_count
                 unit = "bytes (21474836480 for 20 GiB)" if flag == "--kv-cache-memory-bytes" else "blocks"
                 raise ConfigError(f"the simulator reads the recipe's {flag} as a positive whole number, and it is "
                                   f"{value!r}", fix=f"write {flag} as a whole number of {unit}")

@@ -239,14 +239,20 @@ def test_a_pinned_kv_pool_that_does_not_fit_the_gpu_is_refused(tmp_path: Path, a
         engine_config(spec)
 
 
-def test_a_pinned_kv_pool_that_is_no_whole_number_is_refused(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("pin", "unit"), [("--kv-cache-memory-bytes: 20G", "bytes"),
+                                         ("--kv-cache-memory-bytes: -1", "bytes"),
+                                         ("--num-gpu-blocks-override: -900", "blocks"),
+                                         ("--num-gpu-blocks-override: 0", "blocks")])
+def test_a_pinned_kv_pool_that_is_no_whole_number_is_refused(tmp_path: Path, pin: str, unit: str) -> None:
     """vLLM reads `--kv-cache-memory-bytes 20G` (its releases read the suffixes differently); the simulator asks for
-    the bytes rather than guess or serve the sized pool under the recipe's label."""
+    the bytes rather than guess or serve the sized pool under the recipe's label. A negative count passed as one
+    (`--pinned-kv-tokens -14400`), which `sim serve` then failed on without the recipe's flag or a fix."""
     from llmsweep.errors import ConfigError
 
-    with pytest.raises(ConfigError, match="--kv-cache-memory-bytes as a positive whole number") as raised:
-        engines.render(job_of(tmp_path, "vllm", "{ --kv-cache-memory-bytes: 20G }"), simulate=True)
-    assert raised.value.fix is not None and "whole number of bytes" in raised.value.fix
+    flag = pin.split(":")[0]
+    with pytest.raises(ConfigError, match=f"{flag} as a positive whole number") as raised:
+        engines.render(job_of(tmp_path, "vllm", f"{{ {pin} }}"), simulate=True)
+    assert raised.value.fix is not None and f"whole number of {unit}" in raised.value.fix
 
 
 @pytest.mark.parametrize("block", ["16k", "0"])
