@@ -218,6 +218,9 @@ class SGLangAdapter(Adapter):
         "--speculative-config": "write `serve.spec-decoding`; SGLang takes --speculative-* flags",
         "--kv-transfer-config": "SGLang offloads KV with HiCache: `kv-offload-backend: {name: hicache}`",
         "--max-num-batched-tokens": "SGLang spells it `--chunked-prefill-size`",
+        **dict.fromkeys(("--num-gpu-blocks-override", "--kv-cache-memory-bytes"),
+                        "SGLang has no flag that pins its KV pool (these are vLLM's): it sizes the pool from "
+                        "`--mem-fraction-static`, and `--max-total-tokens` caps it"),
     }
     kv_offload_backends: ClassVar[frozenset[str]] = frozenset({"hicache", "mooncake"})
     disagg_transfer_default: ClassVar[str | None] = "mooncake"

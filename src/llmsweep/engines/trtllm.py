@@ -97,6 +97,10 @@ class TRTLLMAdapter(Adapter):
         "--gpu-memory-utilization": "TensorRT-LLM sets the KV share with `kv_cache_config.free_gpu_memory_fraction`",
         "--speculative-config": "write `serve.spec-decoding`",
         "--enable-hierarchical-cache": "HiCache is SGLang's",
+        **dict.fromkeys(("--num-gpu-blocks-override", "--kv-cache-memory-bytes"),
+                        "TensorRT-LLM has no flag that pins its KV pool (these are vLLM's): it sizes the pool from "
+                        "`kv_cache_config.free_gpu_memory_fraction`, capped by `kv_cache_config.max_tokens`, in the "
+                        "LLM-API options file"),
     }
 
     def launcher(self, job: Job) -> list[str]:

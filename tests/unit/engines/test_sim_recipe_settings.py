@@ -304,6 +304,27 @@ def test_a_kv_pool_pinned_in_vllms_flags_is_refused_for_atom_whose_parser_has_no
         and found.path.endswith(written)
 
 
+@pytest.mark.parametrize(("framework", "engine"), [("sglang", "SGLang"), ("trtllm", "TensorRT-LLM")])
+def test_vllms_pool_pins_are_refused_for_every_engine_whose_parser_has_none(
+        tmp_path: Path, framework: str, engine: str) -> None:
+    """As for ATOM: the simulator served a vLLM pool under SGLang's or TensorRT-LLM's label, and `validate` said
+    nothing, where the engine's parser refuses the flag. The adapter's `unsupported_args` is the one home of the
+    reason and fix, which both read."""
+    from llmsweep.engines import ADAPTERS
+    from llmsweep.errors import ConfigError
+    from llmsweep.policy import validate_files
+
+    image = {"sglang": IMAGES["sglang"], "trtllm": "nvcr.io/nvidia/tensorrt-llm/release:1.2.0"}[framework]
+    job = one_job(tmp_path, framework=framework, image=image, osl=256, concs="[16]",
+                  args="--num-gpu-blocks-override: 900")
+    fix = ADAPTERS[framework].unsupported_args["--num-gpu-blocks-override"]
+    with pytest.raises(ConfigError, match=f"which {engine}'s parser does not define") as raised:
+        engines.render(job, simulate=True)
+    assert raised.value.fix == fix
+    (found,) = [f for f in validate_files([tmp_path / "r.yaml"]).findings if f.rule == "serve.unsupported-arg"]
+    assert found.fix == fix
+
+
 @pytest.mark.parametrize(("framework", "args", "page"), [
     ("sglang", "{}", ("SGLang", 1)),
     ("vllm", "{}", ("vLLM", 16)),
