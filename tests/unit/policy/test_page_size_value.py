@@ -19,7 +19,8 @@ ARGS_LINE = recipe_text(framework="vllm", image="i", args="").splitlines().index
 """The line of the serve block's `args` in the recipes these tests write (where the finding points)."""
 
 
-def _found(tmp_path: Path, framework: str, args: str, *, engine: str | None = None) -> list[tuple[object, ...]]:
+def _found(tmp_path: Path, framework: str, args: str, *,
+           engine: str | None = None) -> list[tuple[str | None, int | None, str | None, str, str, str | None]]:
     path = write_recipe(tmp_path / "r.yaml", framework=framework, image=ENGINES[framework], osl=256, args=args,
                         engine=engine, runner="mi300x" if framework == "atom" else "h200")
     return [(f.file, f.line, f.path, f.severity.value, f.message, f.fix) for f in validate_files([path]).findings
