@@ -66,9 +66,9 @@ def _counted() -> Iterator[dict[str, int]]:
     seen = {"keyed": 0, "bytes": 0}
     digest, read = reuse._path_digest, Path.read_bytes
 
-    def keyed(path: Path) -> str:
+    def keyed(path: Path, *, tree: bool = False) -> str:
         seen["keyed"] += 1
-        return digest(path)
+        return digest(path, tree=tree)
 
     def counted_read(self: Path) -> bytes:
         data = read(self)

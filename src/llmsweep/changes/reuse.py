@@ -405,22 +405,27 @@ def local_files_digest(job: Job, cache: dict[str, str] | None = None) -> str | N
     place had kept the key, and `--reuse`/`--resume` stood on results of other weights, another template or other
     settings. A path that does not exist here (one inside the job's image) counts as the text the launch writes, as
     before. A file too large to read (`SMALL_FILE_BYTES`) counts by name, size and modification time; a folder by the
-    files directly in it, reading at most `FOLDER_READ_BYTES` of them (the rest count as a large file does); a path
-    that does not read counts as missing. `cache`: per path, for a run's many jobs; a process remembers each path's
-    digest by its files' status too (:func:`_path_digest`)."""
+    files directly in it (a `PYTHONPATH` folder by every file under it: :data:`TREE_PATH_VARS`), reading at most
+    `FOLDER_READ_BYTES` of them (the rest count as a large file does); a path that does not read counts as missing.
+    `cache`: per path, for a run's many jobs; a process remembers each path's digest by its files' status too
+    (:func:`_path_digest`)."""
     serve = job.serve
     spec = serve.spec_decoding if serve is not None else None
+    words = env_path_words(job)
     named = [serve.model_path if serve is not None else None, spec.draft_model if spec is not None else None,
-             getattr(job.workload, "tokenizer", None), job.model, *arg_paths(job), *env_paths(job)]
+             getattr(job.workload, "tokenizer", None), job.model, *arg_paths(job), *(w for _, w in words)]
+    trees = {path for name, w in words if name in TREE_PATH_VARS and (path := _existing(w)) is not None}
     paths = sorted({path for p in named if p and (path := _existing(p)) is not None})
     if not paths:
         return None
     cache = cache if cache is not None else {}
     parts = []
     for path in paths:
-        if path not in cache:
-            cache[path] = _path_digest(Path(path))
-        parts.append(f"{path}={cache[path]}")
+        tree = path in trees
+        slot = f"{path}\0tree" if tree else path
+        if slot not in cache:
+            cache[slot] = _path_digest(Path(path), tree=tree)
+        parts.append(f"{path}={cache[slot]}")
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
 
@@ -454,6 +459,13 @@ SEARCH_PATH_VARS = frozenset({"PYTHONPATH", "LD_LIBRARY_PATH", "PATH"})
 """Environment variables whose value is a search path: folders the server's interpreter, loader or shell looks for
 the code it runs in (a folder of patches, a library's build). Each of their folders is keyed by what it holds
 (:func:`env_paths`), one alone as one of a list: it is no folder the server writes into."""
+TREE_PATH_VARS = frozenset({"PYTHONPATH"})
+"""Search paths whose folders are keyed by every file under them (:func:`_path_digest`'s `tree`), not only the files
+directly in them: patches kept as packages (`PYTHONPATH: /opt/patches` holding `vllm/...`, a `sitecustomize.py`
+beside a package folder) and a `pip install --target` folder hold the code they run in subfolders, and one edited
+there had kept the key. Byte-code (`__pycache__`, `*.pyc`) and dot-folders (`.git`) are left out: the interpreter
+writes the first as it imports, and neither is the code it runs. `PATH` and `LD_LIBRARY_PATH` are looked in at their
+top level only (`/usr/local/cuda/lib64`, `/usr/bin`), so their folders stay keyed by the files directly in them."""
 
 
 def env_paths(job: Job) -> list[str]:
@@ -469,16 +481,21 @@ def env_paths(job: Job) -> list[str]:
     it runs: keyed by the files in it, a cache file appearing moved the key, so `--resume` measured finished jobs
     again and `--reuse` never matched; it counts as its text. A secret's value is never written (`serve.secret-env`):
     it names nothing here."""
+    return list(dict.fromkeys(word for _, word in env_path_words(job)))
+
+
+def env_path_words(job: Job) -> list[tuple[str, str]]:
+    """(variable, path) of each path :func:`env_paths` names, in the order the environment writes them: which variable
+    names a folder says how it is keyed (:data:`TREE_PATH_VARS`, :data:`SEARCH_PATH_VARS`)."""
     from llmsweep.engines.base import settings_env
 
     named = [(k, v) for k, v in job.serve.env.items() if v is not None] if job.serve is not None else []
     for worker in (job.prefill, job.decode):
         if worker is not None:
             named += settings_env(worker).items()
-    words = [word for name, value in named
-             for word in (value.split(os.pathsep) if os.pathsep in value or name in SEARCH_PATH_VARS
-                          else _not_a_folder(value))]
-    return [w for w in dict.fromkeys(words) if _names_path(w)]
+    return [(name, word) for name, value in named
+            for word in (value.split(os.pathsep) if os.pathsep in value or name in SEARCH_PATH_VARS
+                         else _not_a_folder(value)) if _names_path(word)]
 
 
 def _not_a_folder(value: str) -> list[str]:
@@ -517,39 +534,88 @@ files' status (:func:`_path_digest`): a file the file system's coarse clock stam
 again under the same stamps, so a folder holding one is read again each time."""
 
 _Stat = tuple[str, int, int, int, int, int]
-_DIGESTS: dict[str, tuple[tuple[_Stat, ...], str]] = {}
-"""Per process, by path: the status of the files :func:`_path_digest` keyed there and the digest they gave."""
+_DIGESTS: dict[tuple[str, bool], tuple[tuple[_Stat, ...], str]] = {}
+"""Per process, by path (and whether keyed as a tree): the status of the files :func:`_path_digest` keyed there and
+the digest they gave."""
+
+SKIPPED_IN_TREE = ("__pycache__",)
+"""Folders a tree (:data:`TREE_PATH_VARS`) is keyed without, beside dot-folders; files ending `.pyc` are left out
+too: byte-code the interpreter writes as it imports, not the code it runs."""
 
 
-def _path_digest(path: Path) -> str:
-    """What a local path holds (a file, or the files directly in a folder: :func:`local_files_digest`), remembered per
-    process by the status of its files (name, size, modification and status-change time, inode, device), for the
-    path and any other name of it (`/bin` for `/usr/bin`): a file edited in place, even one given its old modification
-    time back, has a new status-change time, and is read again."""
-    files: list[tuple[Path, os.stat_result]] = []
+def _tree_files(root: Path) -> tuple[list[tuple[str, Path, os.stat_result]], list[str]]:
+    """Every file under `root` as (its path from `root`, `/`-separated; the path; its status), in the order of those
+    paths; and the subfolders that could not be listed. A symbolic link to a folder is followed once: a link back to
+    a folder above it (a loop) or to one already walked is not walked again."""
+    files: list[tuple[str, Path, os.stat_result]] = []
+    unlisted: list[str] = []
+    seen: set[tuple[int, int]] = set()
+
+    def walk(folder: Path, prefix: str) -> None:
+        try:
+            st = folder.stat()
+            if (st.st_dev, st.st_ino) in seen:
+                return
+            seen.add((st.st_dev, st.st_ino))
+            entries = sorted(folder.iterdir(), key=lambda e: os.fsencode(e.name))
+        except OSError:
+            if prefix:
+                unlisted.append(prefix)
+                return
+            raise
+        for entry in entries:
+            rel = prefix + entry.name
+            try:
+                if entry.is_dir():
+                    if not entry.name.startswith(".") and entry.name not in SKIPPED_IN_TREE:
+                        walk(entry, rel + "/")
+                elif entry.is_file() and not entry.name.endswith(".pyc"):
+                    files.append((rel, entry, entry.stat()))
+            except OSError:
+                unlisted.append(rel)
+
+    walk(root, "")
+    files.sort(key=lambda f: os.fsencode(f[0]))
+    return files, unlisted
+
+
+def _path_digest(path: Path, *, tree: bool = False) -> str:
+    """What a local path holds (a file, or the files directly in a folder: :func:`local_files_digest`; with `tree`,
+    every file under the folder but byte-code and dot-folders: :data:`TREE_PATH_VARS`), remembered per process by
+    the status of its files (name, size, modification and status-change time, inode, device), for the path and any
+    other name of it (`/bin` for `/usr/bin`): a file edited in place, even one given its old modification time back,
+    has a new status-change time, and is read again."""
+    files: list[tuple[str, Path, os.stat_result]] = []
+    unlisted: list[str] = []
     error: OSError | None = None
     folder = False
     try:
         folder = path.is_dir()
-        for f in sorted(f for f in path.iterdir() if f.is_file()) if folder else [path]:
-            files.append((f, f.stat()))
+        if folder and tree:
+            files, unlisted = _tree_files(path)
+        else:
+            for f in sorted(f for f in path.iterdir() if f.is_file()) if folder else [path]:
+                files.append((f.name, f, f.stat()))
     except OSError as exc:
         error = exc
-    stats = tuple((f.name, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev) for f, st in files)
-    where = os.path.realpath(path)
+    stats = tuple((name, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev) for name, _, st in files)
+    stats += tuple((name, -1, 0, 0, 0, 0) for name in unlisted)
+    where = (os.path.realpath(path), tree and folder)
     if error is None and (memo := _DIGESTS.get(where)) is not None and memo[0] == stats:
         return memo[1]
     h = hashlib.sha256()
     left = FOLDER_READ_BYTES if folder else SMALL_FILE_BYTES
     try:
-        for f, st in files:
+        for name, f, st in files:
             # the name as the file system holds it: one that is not UTF-8 (a byte Python escapes) is no error
-            h.update(os.fsencode(f.name) + f"\0{st.st_size}\0".encode())
+            h.update(os.fsencode(name) + f"\0{st.st_size}\0".encode())
             if st.st_size <= min(SMALL_FILE_BYTES, left):
                 h.update(f.read_bytes())
                 left -= st.st_size
             else:
                 h.update(str(st.st_mtime_ns).encode())
+        for name in unlisted:  # a subfolder that does not list: named, so the files beside it still count
+            h.update(os.fsencode(name) + b"\0unreadable\0")
     except OSError as exc:
         error = exc
     if error is not None:
@@ -557,7 +623,7 @@ def _path_digest(path: Path) -> str:
         return h.hexdigest()
     digest = h.hexdigest()
     settled = time.time_ns() - RACY_NS
-    if all(mtime < settled and ctime < settled for _, _, mtime, ctime, _, _ in stats):
+    if not unlisted and all(mtime < settled and ctime < settled for _, _, mtime, ctime, _, _ in stats):
         _DIGESTS[where] = (stats, digest)
     return digest
 

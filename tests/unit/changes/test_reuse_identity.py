@@ -673,3 +673,52 @@ def test_a_simulated_result_against_a_job_now_on_a_real_engine_does_not_name_the
     assert isinstance(simulated, reuse.ReuseKey) and "simulator" in simulated.parts
     said = reuse.key_differences(real, simulated, stored, recorded_parts=reuse.recorded_digests(simulated))
     assert said and not any(reuse.KEY_PARTS["simulator"] in s for s in said), said
+
+
+def test_a_pythonpath_folder_is_keyed_by_every_file_under_it(tmp_path: Path) -> None:
+    """Patches kept as packages (`PYTHONPATH: /opt/patches` holding `vllm/...`, a `sitecustomize.py` beside a package
+    folder) and a `pip install --target` folder hold the code the server imports in subfolders: keyed by the files
+    directly in the folder, one edited in place in a subfolder kept the key and `--reuse`/`--resume` stood on results
+    of the old code. A `PYTHONPATH` folder is keyed by every file under it (`TREE_PATH_VARS`) but the byte-code the
+    interpreter writes as it imports and dot-folders; a symbolic link looping back is walked once; a `PATH` folder
+    is still looked in at its top level only."""
+    from llmsweep.changes import reuse
+
+    patches, bins = tmp_path / "patches", tmp_path / "bin"
+    module = patches / "vllm" / "model_executor" / "layers" / "fused.py"
+    module.parent.mkdir(parents=True)
+    module.write_text("KERNEL = 'old'\n")
+    (patches / "sitecustomize.py").write_text("import vllm_patch\n")
+    (patches / "vllm" / "loop").symlink_to(patches, target_is_directory=True)  # a link back up: walked once
+    (bins / "tools").mkdir(parents=True)
+    (bins / "tools" / "helper").write_text("v1")
+    recipe = write_recipe(tmp_path / "r")
+    recipe.write_text(recipe.read_text().replace(
+        '      SHARED_VAR: "1"\n',
+        f'      SHARED_VAR: "1"\n      PYTHONPATH: {patches}\n      PATH: {bins}:/usr/bin\n'))
+    job = jobs_from_files([recipe])[0]
+    for simulate in (True, False):
+        before = reuse_keys([job], simulate=simulate)[job.id]
+        cache = module.parent / "__pycache__"
+        cache.mkdir(exist_ok=True)
+        (cache / f"fused.cpython-312-{simulate}.pyc").write_bytes(b"\x00")  # written as the server imports
+        (module.parent / f"stale-{simulate}.pyc").write_bytes(b"\x00")
+        (patches / ".git").mkdir(exist_ok=True)
+        (patches / ".git" / f"index-{simulate}").write_text("x")
+        assert reuse_keys([job], simulate=simulate)[job.id] == before, f"simulate={simulate}"
+        (bins / "tools" / "helper").write_text(f"v2-{simulate}")  # PATH looks in bin/, not bin/tools/
+        assert reuse_keys([job], simulate=simulate)[job.id] == before, f"simulate={simulate}"
+        module.write_text(f"KERNEL = 'new-{simulate}'\n")  # the patched kernel edited in place
+        assert reuse_keys([job], simulate=simulate)[job.id] != before, f"simulate={simulate}"
+
+    # a pip --target folder: its package's files by their bytes in path order within the read budget, the rest by
+    # status; the same tree keyed twice gives the same digest
+    target = tmp_path / "site"
+    for rel, text in (("pkg/__init__.py", "A"), ("pkg/core.py", "BBBBBBBB"), ("pkg/util.py", "C"),
+                      ("pkg-1.0.dist-info/RECORD", "D")):
+        (target / rel).parent.mkdir(parents=True, exist_ok=True)
+        (target / rel).write_text(text)
+    assert reuse._tree_files(target)[0] and [r for r, _, _ in reuse._tree_files(target)[0]] == [
+        "pkg-1.0.dist-info/RECORD", "pkg/__init__.py", "pkg/core.py", "pkg/util.py"]
+    assert reuse._path_digest(target, tree=True) == reuse._path_digest(target, tree=True)
+    assert reuse._path_digest(target, tree=True) != reuse._path_digest(target)  # top level: no file at all
