@@ -30,7 +30,7 @@ import hashlib
 import json
 import os
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -341,11 +341,15 @@ def key_differences(key: str, recorded: str, stored: Mapping[str, str], *, then:
 
 def reuse_keys(jobs: list[Job], *, simulate: bool, live: bool = False,
                settings: LifecycleSettings | None = None, on_host: bool = False,
+               image_mounts: Sequence[Path] | None = None,
                other_power: dict[str, str] | None = None) -> dict[str, str]:
     """Every job's recorded reuse key (`<identity>/<source>/<clock>/<corpus>[/<served>]`), by job id; a job that
     cannot be rendered (not runnable) has none. `live`: simulated jobs serve the simulator in wall-clock time (`run
     --live`); `settings`: the run's, whose gates a job's verdict was judged by (`job_gates`); `on_host`: the run's
-    executor serves real engines on this host whatever image a job names (the local executor). `other_power`, when
+    executor serves real engines on this host whatever image a job names (the local executor); `image_mounts`: where
+    it serves a job that names an image in a container of it (`execute.executor.Executor.image_mounts`: docker, a
+    Slurm pyxis step), the host folders mounted there at their own path — a search-path folder of such a job under
+    none of them is the image's, keyed as its text (:func:`local_files_digest`). `other_power`, when
     given, is filled with each job's key under the other `require_power` gate: what a stored result judged with (or
     without) power required was recorded under, which `run --reuse` may stand on by its power block
     (`POWER_GATE`)."""
@@ -377,7 +381,8 @@ def reuse_keys(jobs: list[Job], *, simulate: bool, live: bool = False,
         gates = job_gates(job, settings)
         keyed = functools.partial(reuse_doc, job, spec.fingerprint(), repeat=repeat_index(job.id),
                                   simulator=simulator_digest() if simulated else None,
-                                  local_files=local_files_digest(job, local))
+                                  local_files=local_files_digest(
+                                      job, local, image_mounts=image_mounts if context.served == "image" else None))
         doc = keyed(gates=gates)
         other = _digest(keyed(gates={**gates, POWER_GATE: not gates[POWER_GATE]})) + CONTEXT_SEP + context.render()
         out[job.id] = ReuseKey(_digest(doc) + CONTEXT_SEP + context.render(), job_id=job.id,
@@ -393,7 +398,8 @@ SMALL_FILE_BYTES = 64 << 20
 by their bytes; larger ones (weights) by name, size and modification time, so a run reads no weights to key a job."""
 
 
-def local_files_digest(job: Job, cache: dict[str, str] | None = None) -> str | None:
+def local_files_digest(job: Job, cache: dict[str, str] | None = None, *,
+                       image_mounts: Sequence[Path] | None = None) -> str | None:
     """A digest of what the job's local paths hold — `serve.model-path`, `serve.spec-decoding.draft-model`,
     `workload.tokenizer`, a `model` that is a local path, a path a value of `serve.args` names (:func:`arg_paths`:
     `--chat-template /path/t.jinja`, a drafter in `--speculative-config`) and one a variable of the server's
@@ -408,10 +414,15 @@ def local_files_digest(job: Job, cache: dict[str, str] | None = None) -> str | N
     files directly in it (a `PYTHONPATH` folder by every file under it: :data:`TREE_PATH_VARS`), reading at most
     `FOLDER_READ_BYTES` of them (the rest count as a large file does); a path that does not read counts as missing.
     `cache`: per path, for a run's many jobs; a process remembers each path's digest by its files' status too
-    (:func:`_path_digest`)."""
+    (:func:`_path_digest`). `image_mounts`: where the job's server runs in its image (docker, a Slurm pyxis step),
+    the host folders mounted into it at their own path; a search-path folder (:data:`SEARCH_PATH_VARS`) under none of
+    them is the image's copy, which the image's reference keys, not this host's (`LD_LIBRARY_PATH:
+    /usr/local/cuda/lib64`, `PATH: /usr/local/bin` exist here too: a host package upgrade had moved every key though
+    the server ran the same code), so it counts as its text; None where the server reads this host's files."""
     serve = job.serve
     spec = serve.spec_decoding if serve is not None else None
-    words = env_path_words(job)
+    words = [(name, w) for name, w in env_path_words(job)
+             if image_mounts is None or name not in SEARCH_PATH_VARS or _mounted(w, image_mounts)]
     named = [serve.model_path if serve is not None else None, spec.draft_model if spec is not None else None,
              getattr(job.workload, "tokenizer", None), job.model, *arg_paths(job), *(w for _, w in words)]
     trees = {path for name, w in words if name in TREE_PATH_VARS and (path := _existing(w)) is not None}
@@ -427,6 +438,13 @@ def local_files_digest(job: Job, cache: dict[str, str] | None = None) -> str | N
             cache[slot] = _path_digest(Path(path), tree=tree)
         parts.append(f"{path}={cache[slot]}")
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+
+
+def _mounted(word: str, mounts: Sequence[Path]) -> bool:
+    """Whether the path `word` names is one of `mounts` or under one (as this host spells both: `~` expanded, made
+    absolute, `..` resolved)."""
+    where = Path(os.path.abspath(os.path.expanduser(word)))
+    return any(where.is_relative_to(os.path.abspath(m)) for m in mounts)
 
 
 def arg_paths(job: Job) -> list[str]:
@@ -458,7 +476,8 @@ def arg_paths(job: Job) -> list[str]:
 SEARCH_PATH_VARS = frozenset({"PYTHONPATH", "LD_LIBRARY_PATH", "PATH"})
 """Environment variables whose value is a search path: folders the server's interpreter, loader or shell looks for
 the code it runs in (a folder of patches, a library's build). Each of their folders is keyed by what it holds
-(:func:`env_paths`), one alone as one of a list: it is no folder the server writes into."""
+(:func:`env_paths`), one alone as one of a list: it is no folder the server writes into — where the server reads this
+host's copy (:func:`local_files_digest`'s `image_mounts`: a server in its job's image reads the image's)."""
 TREE_PATH_VARS = frozenset({"PYTHONPATH"})
 """Search paths whose folders are keyed by every file under them (:func:`_path_digest`'s `tree`), not only the files
 directly in them: patches kept as packages (`PYTHONPATH: /opt/patches` holding `vllm/...`, a `sitecustomize.py`

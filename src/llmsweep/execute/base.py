@@ -8,7 +8,7 @@ launcher (plain srun or pyxis container) starts the server. The lifecycle itself
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Protocol, runtime_checkable
@@ -35,6 +35,18 @@ HostPath = Annotated[Path, AfterValidator(_absolute)]
 the option is read (symlinks kept: a node may reach the folder by the same link). A bind mount or pyxis mount of a
 relative path is no mount of that folder (docker takes `models:models` for a named volume's, and refuses it), and a
 server or batch job starting elsewhere would not find it."""
+
+
+def same_path_sources(mounts: Iterable[str]) -> list[Path]:
+    """The host folders of mount specs `SOURCE:TARGET[:FLAGS]` (docker's `-v`, pyxis's `--container-mounts`) that a
+    container sees at their own path: what it reads there is what this host holds. A named volume's (a source that is
+    no absolute path) or one mounted elsewhere is none."""
+    out = []
+    for mount in mounts:
+        source, _, rest = mount.partition(":")
+        if source.startswith("/") and rest.partition(":")[0].rstrip("/") == source.rstrip("/"):
+            out.append(Path(source))
+    return out
 
 
 @dataclass(frozen=True)

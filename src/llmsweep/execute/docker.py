@@ -29,7 +29,14 @@ from pydantic import BaseModel, ConfigDict, Field
 from llmsweep import shell
 from llmsweep.engines.launch import LaunchSpec
 from llmsweep.errors import ConfigError, LaunchError
-from llmsweep.execute.base import HARNESS_MOUNT, ON_HOST, HostPath, ServedIn, server_environment
+from llmsweep.execute.base import (
+    HARNESS_MOUNT,
+    ON_HOST,
+    HostPath,
+    ServedIn,
+    same_path_sources,
+    server_environment,
+)
 from llmsweep.execute.commands import run_command
 from llmsweep.execute.executor import Event, register_executor, run_groups_here, validate_options
 from llmsweep.execute.handle import ProcessServerHandle, flags_named
@@ -426,13 +433,16 @@ _NO_GPU_RUNTIME = "could not select device driver"
 """What the daemon says to `--gpus` when it has no NVIDIA runtime (the NVIDIA Container Toolkit is not installed)."""
 
 
+def option_mounts(options: DockerOptions) -> list[Path]:
+    """The host folders the options mount into every server's container at their own path (`hf_cache`, `model_dir`,
+    a same-path `extra_mounts` item; the harness is at /llmsweep)."""
+    return [*(p for p in (options.hf_cache, options.model_dir) if p is not None),
+            *same_path_sources(options.extra_mounts)]
+
+
 def same_path_mounts(spec: LaunchSpec, options: DockerOptions) -> list[Path]:
     """The host folders `render_docker_run` mounts at their own path: what the container sees as the host does."""
-    mounts = [p for p in (options.hf_cache, options.model_dir) if p is not None]  # (the harness: at /llmsweep)
-    for mount in options.extra_mounts:
-        source, _, rest = mount.partition(":")
-        if source.startswith("/") and rest.partition(":")[0].rstrip("/") == source.rstrip("/"):
-            mounts.append(Path(source))
+    mounts = option_mounts(options)
     if spec.files and spec.files_dir:
         mounts.append(Path(spec.files_dir))
     return mounts
@@ -764,6 +774,9 @@ class DockerExecutor:
         validated = validate_options(self.kind, DockerOptions, options)
         check_mount_sources(validated)
         self.launcher = DockerLauncher(validated)
+
+    def image_mounts(self) -> tuple[Path, ...] | None:
+        return tuple(option_mounts(self.launcher.options))
 
     def run_groups(self, groups: Sequence[ServerGroup], run_dir: Path, settings: LifecycleSettings, *,
                    event: Event) -> list[JobOutcome]:

@@ -6,7 +6,8 @@ Provenance records what was placed — the group's executor kind and the launche
 `docker`, `srun`) — never merely which executor the command line asked for.
 
 A new executor is one module: a class with `kind`, `summary`, `options_model` (its pydantic options,
-`extra="forbid"`), `lifecycle_here` (whether the jobs' client runs on this host) and `run_groups`, decorated with
+`extra="forbid"`), `lifecycle_here` (whether the jobs' client runs on this host), `image_mounts` (the host folders
+a server in a job's image sees) and `run_groups`, decorated with
 `@register_executor`, plus its module on the import line of :mod:`llmsweep.execute.registry`. The CLI's
 `--executor` choices and `llmsweep run`'s dispatch come from the registry.
 """
@@ -43,6 +44,14 @@ class Executor(Protocol):
     the node the executor places it on (Slurm), whose files and caches this host may not see."""
 
     def __init__(self, options: Any = None) -> None: ...
+
+    def image_mounts(self) -> tuple[Path, ...] | None:
+        """Where the executor serves a job that names an image in a container of that image (docker; Slurm's pyxis
+        steps): the host folders it mounts there at their own path, whose files the server reads as this host holds
+        them; any other path the server reads is the image's copy. None where it serves real engines on the host
+        they run on, reading its files (the local executor). The reuse key reads what a search-path folder holds
+        only where the server reads it (`changes.reuse.reuse_keys`)."""
+        ...
 
     def run_groups(self, groups: Sequence[ServerGroup], run_dir: Path, settings: LifecycleSettings, *,
                    event: Event) -> list[JobOutcome]:

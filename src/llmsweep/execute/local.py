@@ -74,6 +74,9 @@ class LocalExecutor:
     def __init__(self, options: Mapping[str, Any] | LocalOptions | None = None) -> None:
         self.launcher = LocalLauncher(validate_options(self.kind, LocalOptions, options))
 
+    def image_mounts(self) -> tuple[Path, ...] | None:
+        return None  # the host's engine serves every job, reading this host's files
+
     def run_groups(self, groups: Sequence[ServerGroup], run_dir: Path, settings: LifecycleSettings, *,
                    event: Event) -> list[JobOutcome]:
         return run_groups_here(self.launcher, groups, run_dir, settings, event)

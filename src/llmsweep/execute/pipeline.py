@@ -1421,7 +1421,8 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
 
     other_power: dict[str, str] = {}  # each job's key under the other power gate, for --reuse
     identities = reuse_keys(jobs, simulate=req.simulate, live=req.live, settings=req.settings,
-                            on_host=req.executor == LocalExecutor.kind, other_power=other_power if req.reuse else None)
+                            on_host=req.executor == LocalExecutor.kind, image_mounts=executor.image_mounts(),
+                            other_power=other_power if req.reuse else None)
     previous = art.read_json(run_dir / art.RUN_FILE)  # the keys the finished jobs were measured under, before rewritten
     recorded = previous.get("reuse_keys") if isinstance(previous, dict) else None
     measured = _MeasuredKeys(run_dir, identities, recorded)

@@ -22,7 +22,14 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from llmsweep.engines.launch import LaunchSpec
 from llmsweep.errors import ConfigError
-from llmsweep.execute.base import HARNESS_MOUNT, HostPath, ServedIn, ServerLauncher, server_environment
+from llmsweep.execute.base import (
+    HARNESS_MOUNT,
+    HostPath,
+    ServedIn,
+    ServerLauncher,
+    same_path_sources,
+    server_environment,
+)
 from llmsweep.execute.commands import run_command
 from llmsweep.execute.handle import ProcessServerHandle, flags_named
 from llmsweep.execute.local import LocalLauncher, LocalOptions
@@ -126,6 +133,15 @@ class NodeLaunch(BaseModel):
     srun: SrunOptions = Field(default_factory=SrunOptions)
     sqsh: Path | None = Field(default=None, description="Squash file of the spec's image (None: no container).")
     out_dir: Path | None = Field(default=None, description="Run output directory, mounted at the same path.")
+
+
+def option_mounts(opts: SrunOptions) -> list[Path]:
+    """The host folders the options mount into every server's container at their own path (`hf_cache`,
+    `model_dir`, a same-path `extra_mounts` item, the home folder with `container_mount_home`; the run's folder is
+    mounted too, `NodeLaunch.out_dir`; the harness is at /llmsweep)."""
+    home = [Path.home()] if opts.container_mount_home else []
+    return [*(p for p in (opts.hf_cache, opts.model_dir) if p is not None), *same_path_sources(opts.extra_mounts),
+            *home]
 
 
 def _mount_list(launch: NodeLaunch) -> list[str]:

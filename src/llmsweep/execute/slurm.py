@@ -40,6 +40,7 @@ from llmsweep.execute.pyxis import (
     NodeLaunch,
     SrunOptions,
     import_image_script,
+    option_mounts,
     scontrol_show,
     squash_path,
     write_node_launch,
@@ -1616,6 +1617,10 @@ class SlurmExecutor:
 
     def __init__(self, options: Mapping[str, Any] | SlurmOptions | None = None) -> None:
         self.options = validate_options(self.kind, SlurmOptions, options)
+
+    def image_mounts(self) -> tuple[Path, ...] | None:
+        # a job's image is served in a pyxis container by a `srun` step; a plain process on the node reads its files
+        return tuple(option_mounts(self.options.node)) if self.options.node.use_srun else None
 
     def run_groups(self, groups: Sequence[ServerGroup], run_dir: Path, settings: LifecycleSettings, *,
                    event: Event) -> list[JobOutcome]:

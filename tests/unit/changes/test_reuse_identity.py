@@ -722,3 +722,69 @@ def test_a_pythonpath_folder_is_keyed_by_every_file_under_it(tmp_path: Path) -> 
         "pkg-1.0.dist-info/RECORD", "pkg/__init__.py", "pkg/core.py", "pkg/util.py"]
     assert reuse._path_digest(target, tree=True) == reuse._path_digest(target, tree=True)
     assert reuse._path_digest(target, tree=True) != reuse._path_digest(target)  # top level: no file at all
+
+
+def test_a_search_path_folder_a_container_server_does_not_see_is_keyed_as_its_text(tmp_path: Path) -> None:
+    """`LD_LIBRARY_PATH: /usr/local/cuda/lib64` or `PATH: /usr/local/bin` mostly exist on the planning host too, but
+    a server in its job's image (docker, a Slurm pyxis step) reads the image's copy: keyed by the host's, a host
+    package upgrade moved every key while it changed nothing the server ran. Where the executor serves the image
+    (`Executor.image_mounts`), a search-path folder under none of its same-path mounts is keyed as its text (the
+    image's reference keys what it holds); one mounted from the host (patches under `extra_mounts`) by what it holds;
+    under the local executor, and for a simulated job (the simulator runs here), by what it holds, as before."""
+    from llmsweep.changes import reuse
+
+    mnt, libs, bins = tmp_path / "mnt", tmp_path / "cuda" / "lib64", tmp_path / "bin"
+    patches = mnt / "patches"
+    for folder in (patches, libs, bins):
+        folder.mkdir(parents=True)
+    (patches / "sitecustomize.py").write_text("PATCHED = 1\n")
+    (libs / "libcudart.so").write_bytes(b"\x7fELF 12.4")
+    (bins / "tool").write_text("v1")
+    recipe = write_recipe(tmp_path / "r")
+    recipe.write_text(recipe.read_text().replace("    engine: { name: sim }\n", "").replace(
+        '      SHARED_VAR: "1"\n',
+        f'      SHARED_VAR: "1"\n      PYTHONPATH: {patches}\n      LD_LIBRARY_PATH: {libs}\n      PATH: {bins}\n'))
+    job = jobs_from_files([recipe])[0]
+    assert job.image
+    mounts = (tmp_path / "models", mnt)
+
+    def keys() -> dict[str, str]:
+        return {"image": reuse_keys([job], simulate=False, image_mounts=mounts)[job.id],
+                "host": reuse_keys([job], simulate=False, on_host=True)[job.id],
+                "unsaid": reuse_keys([job], simulate=False)[job.id],
+                "simulated": reuse_keys([job], simulate=True, image_mounts=mounts)[job.id]}
+
+    before = keys()
+    (libs / "libcudart.so").write_bytes(b"\x7fELF 12.8")  # a host upgrade: the image's copy is as it was
+    (bins / "tool").write_text("v2")
+    after = keys()
+    assert after["image"] == before["image"]
+    assert all(after[k] != before[k] for k in ("host", "unsaid", "simulated")), (before, after)
+    (patches / "sitecustomize.py").write_text("PATCHED = 2\n")  # mounted from the host: what the server imports
+    assert all(v != after[k] for k, v in keys().items())
+    # no search-path folder mounted: no local-files part at all, the key of a job naming no local path
+    assert reuse.local_files_digest(job, image_mounts=(tmp_path / "models",)) is None
+    assert reuse.local_files_digest(job, image_mounts=(patches,)) is not None  # a mount of the folder itself
+    assert reuse.local_files_digest(job) is not None
+
+
+def test_each_executor_says_which_host_folders_its_image_servers_see(tmp_path: Path) -> None:
+    """The reuse key reads a search-path folder only where the server reads this host's copy: the docker executor's
+    same-path mounts (`hf_cache`, `model_dir`, `extra_mounts` mounted at their own path), a Slurm pyxis step's (and
+    the home folder with `container_mount_home`); the local executor serves on this host (None), as does a Slurm
+    node starting the server as a plain process (`node.use_srun: false`)."""
+    import llmsweep.execute.registry  # noqa: F401  (registers every built-in executor)
+    from llmsweep.execute.executor import registered_executors
+
+    models, patches, scratch = tmp_path / "models", tmp_path / "patches", tmp_path / "scratch"
+    for folder in (models, patches, scratch):
+        folder.mkdir()
+    executors = registered_executors()
+    assert executors["local"]().image_mounts() is None
+    docker = executors["docker"]({"model_dir": str(models),
+                                  "extra_mounts": [f"{patches}:{patches}:ro", f"{scratch}:/scratch", "cache:/c"]})
+    assert docker.image_mounts() == (models, patches)
+    slurm = executors["slurm"]({"node": {"hf_cache": str(models), "extra_mounts": [f"{patches}:{patches}"],
+                                         "container_mount_home": True}})
+    assert slurm.image_mounts() == (models, patches, Path.home())
+    assert executors["slurm"]({"node": {"use_srun": False}}).image_mounts() is None

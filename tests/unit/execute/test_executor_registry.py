@@ -121,6 +121,9 @@ def test_a_new_executor_is_one_registered_class(clean_registry: None) -> None:
             self.options = _NoOptions.model_validate(options or {})
             self.placed: list[str] = []
 
+        def image_mounts(self) -> tuple[Path, ...] | None:
+            return None
+
         def run_groups(self, groups: Sequence[ServerGroup], run_dir: Path, settings: LifecycleSettings, *,
                        event: Event) -> list[JobOutcome]:
             self.placed.extend(g.id for g in groups)
