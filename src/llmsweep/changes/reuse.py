@@ -164,8 +164,9 @@ such); the rest such a run records only inside the key's hash."""
 STORED_PARTS = ("recipe_fingerprint", "image", "workload", "conc", "eval", "repeat", "measurement")
 ABSENT_PARTS: dict[str, str] = {
     "local_files": "none of those paths existed where its run was planned, or an earlier llmsweep did not key what "
-                   "they hold (a path in serve.args or serve.env, a PYTHONPATH of one folder), so it does not say "
-                   "what they held when it was measured",
+                   "they hold (a path in serve.args or serve.env, a PYTHONPATH of one folder), or its server ran in "
+                   "its image and read the image's copy (a search-path folder its executor did not mount from this "
+                   "host), so it does not say what they held when it was measured",
     "sample": "an earlier llmsweep did not key the sample a repeat draws",
     "copy": "the job was the first copy of its point on its server then, or an earlier llmsweep did not key which "
             "copy it is",
