@@ -146,8 +146,9 @@ class _Plan:
     busy: float
     tokens: np.ndarray | None
     """(steps, requests) tokens per step with speculative decoding; None when each step emits one token."""
-    extra: list[int]
+    extra: list[int] | np.ndarray
     """KV blocks taken at planning for each scheduled request, beyond those its first step needed."""
+    extra_total: int
     finishes: bool = False
     """The last step is the one in which a request reaches its length."""
     booked: tuple[int, int] | None = None
@@ -199,6 +200,21 @@ class EngineCore:
                            prefix_caching=config.prefix_caching)
         self.waiting: deque[SimRequest] = deque()
         self.running: list[SimRequest] = []
+        self.segments: list[tuple[SimRequest, int, int]] | None = None
+        """Deferred chunk stamps, for a caller that takes them (the predictor sets a list): without speculative
+        decoding, a running decode's steps live in the batch's arrays (see :meth:`_schedule_rows`) and `end_step`
+        returns only the requests whose first token or last came in the step; every other emission is handed out
+        later as `(request, lo, hi)`: it emitted one token at the end of each of the steps `step_ends[lo:hi]`, before
+        anything `end_step` returns for it afterwards. None: `end_step` returns every request that emitted."""
+        self.step_ends: list[float] = []
+        """With `segments`: the end time of every step applied so far (what a segment's indices point into)."""
+        self._rows = False
+        """The running batch's hot state lives in the arrays below (rows in batch order; see :meth:`_schedule_rows`).
+        Its prefilled requests' `computed` and `generated` are then stale until :meth:`settle`."""
+        self._comp = self._gen = self._maxt = self._held = self._seg = _NO_BLOCKS
+        self._pre = np.empty(0, bool)
+        self._row_prefills: list[int] = []
+        """Rows scheduled to prefill in the step in flight (batch order)."""
         self.counters = Counters()
         self.now = 0.0
         self._next_rid = 0
@@ -280,6 +296,7 @@ class EngineCore:
             self.counters.requests_finished += 1
             self._release(req)
         else:
+            self.settle()
             self.running.append(req)
         return req
 
@@ -307,6 +324,257 @@ class EngineCore:
         queues a request for the step after."""
         assert not self._in_step, "end_step() must follow begin_step()"
         self.now = now
+        lookahead = self.spec_k + 1
+        picked = None
+        if (self.segments is not None and self.sampler is None and self.coalesce and not self.prefill_first
+                and not self._aborts
+                and not (self.sglang and len(self.running) * -(-lookahead // self.block_size)
+                         > self.pool.available())):
+            picked = self._schedule_rows()
+        if picked is None:
+            self.settle()
+            picked = self._schedule_steps()
+        scheduled, batch, host_load, admit = picked
+        running = self.running
+        if not scheduled:
+            return None
+        if self.spec_k:
+            batch.decode_tokens = batch.decode_seqs * lookahead
+            batch.draft_tokens = self.spec_k if batch.decode_seqs else 0
+        else:
+            batch.decode_tokens = batch.decode_seqs
+        batch.host_load_tokens = host_load
+        self.counters.host_load_tokens += host_load
+        dt = self.timer.step_time(batch)
+        self._scheduled = scheduled
+        self._in_step = True
+        self._step_end = now + dt
+        c = self.counters
+        c.steps += 1
+        c.busy_seconds += dt
+        if len(running) > c.max_running_seen:
+            c.max_running_seen = len(running)
+        if (horizon is not None and self.coalesce and not batch.prefill_tokens and now + dt < horizon
+                and len(scheduled) == len(running) and not self._aborts and admit):
+            # (a step that preempted did not try the waiting queue: the next step may admit, so it runs alone)
+            plan = self._plan_block(batch, now, dt, horizon, finish)
+            if plan is not None:
+                self._plan = plan
+                self._step_end = float(plan.ends[-1])
+                c.steps += plan.steps - 1
+                c.busy_seconds += plan.busy - dt
+            elif finish and len(scheduled) >= MANY and not self._rows:  # (rows: a step is applied as arrays)
+                self._plan = self._one_step(dt)
+        return self._step_end
+
+    # -- the running batch as arrays (no speculative decoding, a caller that takes deferred stamps) --------------------
+    def _enliven(self) -> None:
+        """Move the running batch's hot state into arrays (rows in batch order)."""
+        running = self.running
+        n = len(running)
+        self._comp = np.fromiter((r.computed for r in running), np.int64, n)
+        self._gen = np.fromiter((r.generated for r in running), np.int64, n)
+        self._maxt = np.fromiter((r.max_tokens for r in running), np.int64, n)
+        self._held = np.fromiter((r.held for r in running), np.int64, n)
+        self._pre = np.fromiter((r.prefilled for r in running), bool, n)
+        self._seg = np.full(n, len(self.step_ends), np.int64)
+        self._rows = True
+
+    def settle(self) -> None:
+        """Write the arrays' state back to the running requests and hand out their open segments (`segments`): the
+        request by request path, and any reader of a running request's `computed` or `generated`, may follow."""
+        if not self._rows:
+            return
+        self._rows = False
+        segments = self.segments
+        assert segments is not None
+        hi = len(self.step_ends)
+        for r, pre, comp, gen, seg in zip(self.running, self._pre.tolist(), self._comp.tolist(), self._gen.tolist(),
+                                          self._seg.tolist(), strict=True):
+            if pre:
+                r.computed = comp
+                r.generated = gen
+                if seg < hi:
+                    segments.append((r, seg, hi))
+
+    def _schedule_rows(self) -> tuple[list[SimRequest], Batch, int, bool] | None:
+        """:meth:`_schedule_steps` on the batch's arrays: decodes in one pass, the few prefills and the few decodes
+        that cross a KV block one by one in batch order (the same allocations in the same order), then admission as
+        there. None, with nothing changed, where the step path could differ: a decode the budget would skip, or more
+        KV blocks needed than the pool can give (a preemption: its order is the step path's)."""
+        if not self._rows:
+            self._enliven()
+        cfg, pool, bs = self.config, self.pool, self.block_size
+        running = self.running
+        n = len(running)
+        budget = cfg.max_prefill_tokens
+        chunk_cap = cfg.chunked_prefill_size
+        prefill_left = cfg.prefill_budget if cfg.prefill_budget is not None else budget
+        pre, comp, held = self._pre, self._comp, self._held
+        prefills = np.flatnonzero(~pre).tolist()
+        n_dec = n - len(prefills)
+        last_dec = -1
+        if n_dec:
+            last_dec = n - 1
+            while not pre[last_dec]:
+                last_dec -= 1
+        # the prefills in batch order, each with the budget the decodes and prefills before it left (lookahead 1)
+        chunks: list[int] = []
+        needs: list[tuple[int, int]] = []
+        used = 0
+        used_before_last = 0
+        left = prefill_left
+        for k, i in enumerate(prefills):
+            r = running[i]
+            computed = r.computed
+            chunk = min(r.prompt_len + r.generated - computed, chunk_cap, budget - (i - k) - used, left)
+            if chunk <= 0:
+                chunks.append(-1)
+                continue
+            chunks.append(chunk)
+            used += chunk
+            left -= chunk
+            if i < last_dec:
+                used_before_last = used
+            if computed + chunk > r.held * bs:
+                needs.append((i, -(-(computed + chunk) // bs) - r.held))
+        if n_dec and budget - (n_dec - 1) - used_before_last < 1:
+            return None  # a decode would be skipped for budget
+        cross = np.flatnonzero(pre & (comp + 1 > held * bs))
+        if len(cross):
+            need_d = -(-(comp[cross] + 1) // bs) - held[cross]
+            if needs:
+                needs = sorted(needs + list(zip(cross.tolist(), need_d.tolist(), strict=True)))
+            else:
+                needs = list(zip(cross.tolist(), need_d.tolist(), strict=True))
+        if needs and sum(e for _, e in needs) > pool.available():
+            return None  # an allocation would fail: the step path preempts
+        for i, e in needs:
+            r = running[i]
+            got = pool.allocate_array(e)
+            assert got is not None
+            r.grow(got)
+            held[i] = r.held
+        batch = Batch(decode_seqs=n_dec, decode_ctx=int(comp[pre].sum()) if n_dec else 0)
+        prefill_tokens = 0
+        prefill_attn = 0.0
+        skipped = False
+        rows: list[int] = []
+        for i, chunk in zip(prefills, chunks, strict=True):
+            r = running[i]
+            if chunk < 0:
+                r.chunk = -1
+                skipped = True
+                continue
+            r.chunk = chunk
+            rows.append(i)
+            prefill_tokens += chunk
+            prefill_attn += chunk * r.computed + chunk * (chunk + 1) / 2
+        batch.prefill_tokens = prefill_tokens
+        batch.prefill_attn = prefill_attn
+        scheduled = [r for r in running if r.prefilled or r.chunk > 0] if skipped else running.copy()
+        _, host_load = self._admit(batch, budget - n_dec - used, scheduled, whole_prompt=self.no_evict,
+                                        prefill_left=left)
+        added = len(running) - n
+        if added:
+            rows.extend(range(n, n + added))
+            new = running[n:]
+            self._comp = np.concatenate((comp, np.fromiter((r.computed for r in new), np.int64, added)))
+            self._gen = np.concatenate((self._gen, np.fromiter((r.generated for r in new), np.int64, added)))
+            self._maxt = np.concatenate((self._maxt, np.fromiter((r.max_tokens for r in new), np.int64, added)))
+            self._held = np.concatenate((held, np.fromiter((r.held for r in new), np.int64, added)))
+            self._pre = np.concatenate((pre, np.zeros(added, bool)))
+            self._seg = np.concatenate((self._seg, np.full(added, -1, np.int64)))
+        self._row_prefills = rows
+        return scheduled, batch, host_load, True
+
+    def _end_rows(self) -> list[SimRequest]:
+        """:meth:`end_step` on the batch's arrays: every decode emits one token (its stamp deferred to a segment), the
+        prefills and the decodes that reach their length are applied one by one in batch order, as the step path
+        applies them; returns those that emitted (a first token or a last)."""
+        now = self.now
+        log = self.step_ends
+        log.append(now)
+        hi = len(log) - 1
+        pool, bs, c = self.pool, self.block_size, self.counters
+        running = self.running
+        pre, comp, gen, seg = self._pre, self._comp, self._gen, self._seg
+        n_dec = int(np.count_nonzero(pre))
+        comp += pre
+        gen += pre
+        done = np.flatnonzero(pre & (gen >= self._maxt)).tolist()
+        prefills = self._row_prefills
+        self._row_prefills = []
+        events = sorted(done + prefills) if done and prefills else done or prefills
+        emitted: list[SimRequest] = []
+        gone: list[int] = []
+        generated_total = n_dec
+        prompt_computed = 0
+        segments = self.segments
+        assert segments is not None
+        for i in events:
+            r = running[i]
+            if pre[i]:  # a decode that reached its length
+                r.computed = int(comp[i])
+                r.generated = int(gen[i])
+                start = int(seg[i])
+                if start < hi:
+                    segments.append((r, start, hi))
+            else:
+                chunk = r.chunk
+                before = r.computed
+                r.computed = after = before + chunk
+                prompt_computed += chunk
+                hashes = r.block_hashes
+                lo = before // bs
+                top = min(after // bs, len(hashes))
+                if top > lo:
+                    pool.register_many(r.blocks[lo:top], hashes[lo:top])
+                if after < r.prompt_len + r.generated:
+                    r.last_emitted = 0
+                    continue
+                r.prefilled = True
+                if r.first_token_at is None:
+                    r.first_token_at = now
+                r.generated += 1
+                generated_total += 1
+                if r.generated < r.max_tokens:
+                    pre[i] = True
+                    comp[i] = r.computed
+                    gen[i] = r.generated
+                    seg[i] = hi + 1
+                    r.last_emitted = 1
+                    emitted.append(r)
+                    continue
+            r.last_emitted = 1
+            r.finished_at = now
+            c.requests_finished += 1
+            self._release(r)
+            gone.append(i)
+            emitted.append(r)
+        c.generation_tokens += generated_total
+        c.computed_prompt_tokens += prompt_computed
+        if gone:
+            self._drop_rows(gone)
+        self._scheduled = []
+        return emitted
+
+    def _drop_rows(self, gone: list[int]) -> None:
+        """Remove finished rows (ascending indices) from the running batch and its arrays."""
+        keep = np.ones(len(self.running), bool)
+        keep[gone] = False
+        for i in reversed(gone):
+            del self.running[i]
+        self._comp = self._comp[keep]
+        self._gen = self._gen[keep]
+        self._maxt = self._maxt[keep]
+        self._held = self._held[keep]
+        self._pre = self._pre[keep]
+        self._seg = self._seg[keep]
+
+    def _schedule_steps(self) -> tuple[list[SimRequest], Batch, int, bool]:
+        """Schedule the step request by request (see the module doc): the scheduled requests, their batch, the tokens
+        loaded from the CPU tier, and whether the waiting queue was tried (a step that preempted does not)."""
         cfg, pool, bs = self.config, self.pool, self.block_size
         if self._aborts:
             self._aborts = 0
@@ -405,36 +673,7 @@ class EngineCore:
             if admit and not self.prefill_first:
                 budget, host_load = self._admit(batch, budget, scheduled, whole_prompt=self.no_evict,
                                                 prefill_left=prefill_left)
-        if not scheduled:
-            return None
-        if self.spec_k:
-            batch.decode_tokens = batch.decode_seqs * lookahead
-            batch.draft_tokens = self.spec_k if batch.decode_seqs else 0
-        else:
-            batch.decode_tokens = batch.decode_seqs
-        batch.host_load_tokens = host_load
-        self.counters.host_load_tokens += host_load
-        dt = self.timer.step_time(batch)
-        self._scheduled = scheduled
-        self._in_step = True
-        self._step_end = now + dt
-        c = self.counters
-        c.steps += 1
-        c.busy_seconds += dt
-        if len(running) > c.max_running_seen:
-            c.max_running_seen = len(running)
-        if (horizon is not None and self.coalesce and not batch.prefill_tokens and now + dt < horizon
-                and len(scheduled) == len(running) and not self._aborts and admit):
-            # (a step that preempted did not try the waiting queue: the next step may admit, so it runs alone)
-            plan = self._plan_block(batch, now, dt, horizon, finish)
-            if plan is not None:
-                self._plan = plan
-                self._step_end = float(plan.ends[-1])
-                c.steps += plan.steps - 1
-                c.busy_seconds += plan.busy - dt
-            elif finish and len(scheduled) >= MANY:
-                self._plan = self._one_step(dt)
-        return self._step_end
+        return scheduled, batch, host_load, admit
 
     def _admit(self, batch: Batch, budget: int, scheduled: list[SimRequest], *, whole_prompt: bool,
                prefill_left: int) -> tuple[int, int]:
@@ -516,19 +755,19 @@ class EngineCore:
         remaining = np.fromiter((r.max_tokens - r.generated for r in scheduled), np.int64, n)
         sampler = self.sampler
         if sampler is None:
-            return _Plan(1, ends, dt, None, [0] * n, bool(remaining.min() <= 1))
+            return _Plan(1, ends, dt, None, [0] * n, 0, bool(remaining.min() <= 1))
         row = sampler.plan(1, n)
         if not len(row):
             return None
         if not (row[0] >= remaining).any():
-            return _Plan(1, ends, dt, row, [0] * n)
+            return _Plan(1, ends, dt, row, [0] * n, 0)
         emitted: list[int] = []
         accepted = 0
         for k in remaining.tolist():
             drawn, out = sampler.verify(k)
             emitted.append(out)
             accepted += drawn - 1
-        return _Plan(1, ends, dt, np.array([emitted], np.int64), [0] * n, True, (n, accepted))
+        return _Plan(1, ends, dt, np.array([emitted], np.int64), [0] * n, 0, True, (n, accepted))
 
     def _plan_block(self, batch: Batch, now: float, dt: float, horizon: float, finish: bool) -> _Plan | None:
         """The longest run of decode steps, from the one just scheduled, that keeps the batch's composition (see the
@@ -537,10 +776,16 @@ class EngineCore:
         scheduled = self._scheduled
         n = len(scheduled)
         lookahead = self.spec_k + 1
-        remaining = [r.max_tokens - r.generated for r in scheduled]
+        remaining: list[int] | np.ndarray
+        if self._rows:  # (every running request decodes in this step: the arrays are the batch)
+            remaining = self._maxt - self._gen
+            least = int(remaining.min())
+        else:
+            remaining = [r.max_tokens - r.generated for r in scheduled]
+            least = min(remaining)
         sampler = self.sampler
         # each step emits >= 1 token per request; the step in which one reaches its length stays out of the block
-        cap = min(remaining) - 1
+        cap = least - 1
         expected = cap / sampler.acceptance_length if sampler is not None else cap
         if horizon != _INF:
             # step times never fall while the context grows: at most this many steps end before the horizon
@@ -574,7 +819,7 @@ class EngineCore:
             ctx[1:] = grown[:steps - 1]
             ctx += batch.decode_ctx
         else:
-            last = finish and cap == min(remaining) - 1  # the step after these finishes a request
+            last = finish and cap == least - 1  # the step after these finishes a request
             steps = cap + last
             ctx = np.arange(batch.decode_ctx, batch.decode_ctx + n * steps, n, dtype=np.int64)
         times = decode_step_times(self.timer, batch, ctx)
@@ -591,22 +836,31 @@ class EngineCore:
                 return None
         # KV: every decode must find its blocks in every step of the block (the last step needs the most)
         extra = self._extra_blocks(None if tokens is None else done[steps - 2], steps, lookahead)
-        total = sum(extra)
+        total = int(extra.sum()) if isinstance(extra, np.ndarray) else sum(extra)
         if total > self.pool.available():
             steps = self._kv_steps(tokens, steps, n, lookahead)
             last = False
             if steps < 2:
                 return None
             extra = self._extra_blocks(None if tokens is None else done[steps - 2], steps, lookahead)
-            total = sum(extra)
+            total = int(extra.sum()) if isinstance(extra, np.ndarray) else sum(extra)
         if total:
             got = self.pool.allocate_array(total)
             assert got is not None
             at = 0
-            for r, e in zip(scheduled, extra, strict=True):
-                if e:
+            if self._rows:
+                held = self._held
+                for i in np.flatnonzero(extra).tolist():
+                    e = int(extra[i])
+                    r = scheduled[i]
                     r.grow(got[at:at + e])
+                    held[i] = r.held
                     at += e
+            else:
+                for r, e in zip(scheduled, extra, strict=True):
+                    if e:
+                        r.grow(got[at:at + e])
+                        at += e
         ends = ends[:steps]
         booked: tuple[int, int] | None = None
         if tokens is not None:
@@ -625,19 +879,25 @@ class EngineCore:
                 tokens = tokens.copy()
                 tokens[-1] = row
                 booked = (steps * n, accepted)
-        return _Plan(steps, ends, float(ends[-1] - now), tokens, extra, last, booked)
+        return _Plan(steps, ends, float(ends[-1] - now), tokens, extra, total, last, booked)
 
-    def _extra_blocks(self, grown: np.ndarray | None, steps: int, lookahead: int) -> list[int]:
+    def _extra_blocks(self, grown: np.ndarray | None, steps: int, lookahead: int) -> list[int] | np.ndarray:
         """Blocks each scheduled request needs beyond those it holds for the last of `steps` steps, given the tokens
-        it emitted before that step (`grown`; None: one per step)."""
+        it emitted before that step (`grown`; None: one per step). An array when the batch is in arrays."""
         bs = self.block_size
+        if self._rows:  # (no speculative decoding there: one token a step)
+            need: np.ndarray = np.maximum(-(-(self._comp + (steps - 1 + lookahead)) // bs) - self._held, 0)
+            return need
         last = [steps - 1 + lookahead] * len(self._scheduled) if grown is None else (grown + lookahead).tolist()
         return [max(0, -(-(r.computed + g) // bs) - r.held) for r, g in zip(self._scheduled, last, strict=True)]
 
     def _kv_steps(self, tokens: np.ndarray | None, steps: int, n: int, lookahead: int) -> int:
         """Steps (from the first) whose KV blocks fit in the pool's free or evictable blocks (near a full pool)."""
-        computed = np.fromiter((r.computed for r in self._scheduled), np.int64, n)
-        held = np.fromiter((r.held for r in self._scheduled), np.int64, n)
+        if self._rows:
+            computed, held = self._comp, self._held
+        else:
+            computed = np.fromiter((r.computed for r in self._scheduled), np.int64, n)
+            held = np.fromiter((r.held for r in self._scheduled), np.int64, n)
         grown = np.zeros((steps, n), np.int64)
         if tokens is not None:
             np.cumsum(tokens[:steps - 1], axis=0, out=grown[1:])
@@ -654,6 +914,8 @@ class EngineCore:
         self.last_block = None
         if self._plan is not None:
             return self._end_block(self._plan)
+        if self._rows:
+            return self._end_rows()
         pool, bs, c = self.pool, self.block_size, self.counters
         sampler = self.sampler
         emitted: list[SimRequest] = []
@@ -722,6 +984,8 @@ class EngineCore:
         self._scheduled = []
         c = self.counters
         steps, n = plan.steps, len(scheduled)
+        if self._rows:
+            return self._end_block_rows(plan, scheduled)
         if plan.tokens is None:
             per_step = [1] * steps
             rows = [per_step] * n
@@ -758,6 +1022,44 @@ class EngineCore:
                             if r.finished_at is None and not r.aborted and r.error is None]
         self.last_block = Block(plan.ends.tolist(), rows, plan.finishes)
         return scheduled
+
+    def _end_block_rows(self, plan: _Plan, scheduled: list[SimRequest]) -> list[SimRequest]:
+        """:meth:`_end_block` on the batch's arrays (one token per request and step): the steps are logged for the
+        deferred stamps; returns the requests that reach their length in the last step, finished in batch order, and
+        :attr:`last_block` their tokens in the block's steps (their stamps before it deferred)."""
+        c = self.counters
+        steps = plan.steps
+        self._comp += steps
+        self._gen += steps
+        c.generation_tokens += steps * len(scheduled)
+        log = self.step_ends
+        log.extend(plan.ends.tolist())
+        if not plan.finishes:
+            self.last_block = Block(log[len(log) - steps:], [], False)
+            return []
+        hi = len(log) - steps  # the finishing requests' stamps before the block are deferred, the block's returned
+        segments = self.segments
+        assert segments is not None
+        now = self.now
+        comp, gen, seg = self._comp, self._gen, self._seg
+        gone = np.flatnonzero(gen >= self._maxt).tolist()
+        emitted: list[SimRequest] = []
+        for i in gone:
+            r = scheduled[i]
+            r.computed = int(comp[i])
+            r.generated = int(gen[i])
+            start = int(seg[i])
+            if start < hi:
+                segments.append((r, start, hi))
+            r.last_emitted = steps
+            r.finished_at = now
+            c.requests_finished += 1
+            self._release(r)
+            emitted.append(r)
+        self._drop_rows(gone)
+        per_step = [1] * steps
+        self.last_block = Block(log[len(log) - steps:], [per_step] * len(emitted), True)
+        return emitted
 
     # -- internals --------------------------------------------------------------------------------------------------
     def _release(self, r: SimRequest) -> None:
@@ -831,7 +1133,7 @@ class EngineCore:
                 c.spec_verify_steps += draws
                 c.spec_draft_tokens += draws * self.spec_k
                 c.spec_accepted_tokens += emitted - draws
-        self._unbegun_blocks = sum(plan.extra) - self._blocks_through(plan, begun)
+        self._unbegun_blocks = plan.extra_total - self._blocks_through(plan, begun)
         try:
             yield
         finally:
@@ -842,6 +1144,10 @@ class EngineCore:
     def _blocks_through(self, plan: _Plan, begun: int) -> int:
         """KV blocks of the plan's extra ones that its first `begun` steps need (what the step path has taken)."""
         bs, lookahead = self.block_size, self.spec_k + 1
+        if self._rows:
+            e = np.asarray(plan.extra)
+            return int(np.minimum(e, np.maximum(-(-(self._comp + (begun - 1 + lookahead)) // bs) - (self._held - e),
+                                                0)).sum())
         if plan.tokens is None:
             grown: list[int] = [begun - 1] * len(self._scheduled)
         elif begun > 1:

@@ -268,6 +268,8 @@ class DisaggPredictor(Predictor):
     """The lane-program interpreter over a :class:`Cluster` (see the module doc): one event heap, a step in flight
     per worker, transfers as events of their own."""
 
+    defer_stamps = False  # (its workers' step ends stamp every emission)
+
     def __init__(self, cluster: Cluster, *, start_time: float = 0.0, scrape_interval: float | None = None,
                  model_name: str = "sim") -> None:
         self.cluster = cluster

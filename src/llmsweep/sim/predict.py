@@ -155,10 +155,17 @@ def no_cyclic_gc() -> Iterator[None]:
 class Predictor:
     """Discrete-event interpreter of lane programs over an :class:`EngineCore`."""
 
+    defer_stamps = True
+    """Let the engine defer decodes' chunk stamps (`EngineCore.segments`; this interpreter's step ends take them)."""
+
     def __init__(self, core: EngineCore, *, start_time: float = 0.0, output_text: bool = False,
                  encoder: PromptEncoder | None = None, scrape_interval: float | None = None,
                  metrics_style: MetricsStyle = "both", model_name: str = "sim", shapes: bool = True) -> None:
         self.core = core
+        if self.defer_stamps:
+            core.segments = []  # the engine may defer decodes' chunk stamps (`EngineCore.segments`): see `_stamp`
+        self._step_ends: list[float] = []
+        """`core.step_ends` as unix times (start_time + each), as far as `_stamp` has needed them."""
         self.shapes = shapes
         """Encode prompts from their token shapes when the workload gives them (False: always from the text, the
         reference path)."""
@@ -575,9 +582,24 @@ class Predictor:
             self._advance(task, RequestOutcome(ok=False, error=error), now)
         self._cap_tree(tree, now)
 
+    def _stamp(self, segments: list[tuple[SimRequest, int, int]]) -> None:
+        """Stamp the chunks the engine deferred (`EngineCore.segments`): a token at the end of each step of each."""
+        ends = self._step_ends
+        log = self.core.step_ends
+        if len(ends) < len(log):
+            start = self.start_time
+            ends.extend([start + t for t in log[len(ends):]])
+        for r, lo, hi in segments:
+            r.owner[2].extend(ends[lo:hi])
+            r.owner[3].extend([1] * (hi - lo))
+        segments.clear()
+
     def _on_step_end(self, now: float) -> None:
         t_abs = self.start_time + now
         emitted = self.core.end_step()
+        segments = self.core.segments
+        if segments:
+            self._stamp(segments)
         block = self.core.last_block
         if block is not None:  # several decode steps at once: no first token, a chunk per step, finishes at the end
             ends = [self.start_time + t for t in block.ends]
@@ -653,6 +675,9 @@ class Predictor:
                 self._lane_sessions[lane] = iter(workload.sessions(lane))
                 self._start_lane_session(lane, 0.0, armed=self._drain is not None)
         now = self._loop()
+        if self.core.segments is not None:  # (a stalled engine's requests keep the chunks they emitted)
+            self.core.settle()
+            self._stamp(self.core.segments)
         if self.scrape_interval:
             self.scrape(now)
         self._finish_stats(now)
