@@ -52,6 +52,9 @@ BLOCK_ELEMENTS = 1 << 16
 """Most (step x request) cells one coalesced block plans at once (bounds the arrays; a longer run is several blocks)."""
 MIN_BLOCK = 4.0
 MANY = 32
+ROWS = 64
+"""From this many running requests the batch moves into arrays (:meth:`EngineCore._schedule_rows`; back below half
+of it): a step's numpy calls cost more than a Python pass over a smaller batch (exactness does not depend on it)."""
 """From this many decodes a step costs more than planning a block: blocks of 2 expected steps are planned too."""
 PLAN_MARGIN = 1.25
 """With speculative decoding a block plans at most this times the expected steps (plus 8) until a request reaches its
@@ -208,6 +211,8 @@ class EngineCore:
         anything `end_step` returns for it afterwards. None: `end_step` returns every request that emitted."""
         self.step_ends: list[float] = []
         """With `segments`: the end time of every step applied so far (what a segment's indices point into)."""
+        self.rows_from = ROWS
+        """Running requests from which the batch moves into arrays (tests set 1 to take that path everywhere)."""
         self._rows = False
         """The running batch's hot state lives in the arrays below (rows in batch order; see :meth:`_schedule_rows`).
         Its prefilled requests' `computed` and `generated` are then stale until :meth:`settle`."""
@@ -326,8 +331,9 @@ class EngineCore:
         self.now = now
         lookahead = self.spec_k + 1
         picked = None
+        n_run = len(self.running)
         if (self.segments is not None and self.sampler is None and self.coalesce and not self.prefill_first
-                and not self._aborts
+                and (n_run >= self.rows_from or (self._rows and 2 * n_run >= self.rows_from)) and not self._aborts
                 and not (self.sglang and len(self.running) * -(-lookahead // self.block_size)
                          > self.pool.available())):
             picked = self._schedule_rows()

@@ -78,10 +78,14 @@ CASES: dict[str, tuple[Callable[[], Workload], EngineConfig, int]] = {
 }
 
 
-def _run(case: str, *, coalesce: bool, duration: float = 40.0) -> tuple[list[dict[str, Any]], Predictor, int]:
-    """Records, the predictor and how many scrapes read the core inside a block of steps (0 on the step path)."""
+def _run(case: str, *, coalesce: bool, duration: float = 40.0, rows_from: int | None = None
+         ) -> tuple[list[dict[str, Any]], Predictor, int]:
+    """Records, the predictor and how many scrapes read the core inside a block of steps (0 on the step path).
+    `rows_from`: the core's `rows_from` (running requests from which the batch lives in arrays)."""
     make, config, conc = CASES[case]
     core = build_core(config, coalesce=coalesce)
+    if rows_from is not None:
+        core.rows_from = rows_from
     inside = 0
     scrape = Predictor.scrape
 
@@ -173,6 +177,25 @@ def test_coalesced_prediction_equals_the_step_by_step_one(case: str) -> None:
     for x, y in zip(step_pred.scrapes, fast_pred.scrapes, strict=True):
         assert [s[:2] for s in x["samples"]] == [s[:2] for s in y["samples"]]
         np.testing.assert_allclose([s[2] for s in y["samples"]], [s[2] for s in x["samples"]], rtol=1e-9)
+
+
+ROWS_CASES = [case for case, (_, config, _) in CASES.items() if config.spec is None and "prefill-first" not in case]
+
+
+@pytest.mark.parametrize("case", ROWS_CASES)
+def test_the_batch_in_arrays_gives_the_records_and_scrapes_of_the_batch_request_by_request(case: str) -> None:
+    """A batch in arrays (`EngineCore._schedule_rows`: decodes scheduled and applied in numpy, their chunk stamps
+    deferred to the end of their run of steps) gives every record and scrape exactly, at every batch size (the
+    threshold forced down to one request); preemptions, retractions and no-evict waits fall back to the step path."""
+    by_request, by_request_pred, _ = _run(case, coalesce=True, rows_from=1 << 30)
+    rows, rows_pred, _ = _run(case, coalesce=True, rows_from=1)
+    assert not by_request_pred.core.step_ends
+    assert len(rows_pred.core.step_ends) > 100  # the steps did run from the arrays
+    assert rows == by_request
+    assert rows_pred.scrapes == by_request_pred.scrapes
+    assert rows_pred.core.counters == by_request_pred.core.counters
+    if case.startswith("agentic-kv-pressure") and "no-evict" not in case:
+        assert rows_pred.core.counters.preemptions > 0
 
 
 def test_a_block_of_planned_draws_is_what_the_draws_one_by_one_give() -> None:
