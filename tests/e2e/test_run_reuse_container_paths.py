@@ -21,8 +21,8 @@ def _recorded(tmp_path: Path, recipe: Path, name: str, *options: str) -> dict[st
     docker.write_text("#!/bin/sh\necho 'fake docker: nothing runs' >&2\nexit 1\n")
     docker.chmod(0o755)
     env = cli_env(tmp_path, HF_HUB_OFFLINE="1")
-    args: list[str | Path] = [recipe, "--executor", "docker", "--executor-option", f"docker={docker}", "--out", tmp_path / name,
-            "--no-report", "--json"]
+    args: list[str | Path] = [recipe, "--executor", "docker", "--executor-option", f"docker={docker}",
+                              "--out", tmp_path / name, "--no-report", "--json"]
     for option in options:
         args += ["--executor-option", option]
     run_here(args, env)
