@@ -96,13 +96,20 @@ def split_flag(flag: str, value: Any) -> tuple[str, Any]:
 
 
 def token_count(value: Any) -> int | None:
-    """A flag's value as a whole number of tokens (`8192`, `"8192"`), or None when it is not one."""
+    """A flag's value as a whole number (`8192`, `"8192"`, `"+16"`, `"-1"`), read as the engines' argparse `type=int`
+    reads a string (Python's int(): a sign, surrounding blanks and `_` digit groups taken, `16k`, `16.5` and `²`
+    refused), or None when it is not one. A negative count is returned as such: a caller refuses it where the engine
+    does (a page, a pinned pool), and keeps it where the engine gives it a meaning (SGLang's `--chunked-prefill-size
+    -1`, no chunking)."""
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
         return value
-    if isinstance(value, str) and value.strip().isdigit():
-        return int(value.strip())
+    if isinstance(value, str):
+        try:
+            return int(value.strip())
+        except ValueError:
+            return None
     return None
 
 

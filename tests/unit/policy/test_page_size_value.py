@@ -33,6 +33,8 @@ def _found(tmp_path: Path, framework: str, args: str, *,
     ("vllm", "--block_size", "16.5", "16.5", "vLLM's default: 16"),  # vLLM's parser reads `_` as `-`
     ("sglang", "--page-size", "'sixty-four'", '"sixty-four"', "SGLang's default: 1"),
     ("atom", "--block-size", "-16", "-16", "ATOM (ROCm)'s default: 16"),
+    ("vllm", "--block-size", "'-16'", '"-16"', "vLLM's default: 16"),  # int() reads it: a whole, negative page
+    ("vllm", "--block-size", "'²'", '"\\u00b2"', "vLLM's default: 16"),  # a digit to str.isdigit(), not to int()
 ])
 def test_a_page_that_is_no_positive_whole_number_is_an_error_at_its_line(
         tmp_path: Path, framework: str, flag: str, value: str, shown: str, default: str) -> None:
@@ -51,6 +53,8 @@ def test_the_simulator_stands_in_with_the_same_reading(tmp_path: Path) -> None:
     ("vllm", "--block-size: 32"), ("vllm", "--block-size: '32'"), ("vllm", "--block-size: false"),
     ("sglang", "--page-size: 64"), ("vllm", ""),
     ("vllm", "--block-size: true"),  # the bare flag: serve.flag-needs-value's, said once
+    # the engine's parser reads a string with int(), which takes a sign and surrounding blanks: vLLM serves these
+    ("vllm", "--block-size: '+16'"), ("vllm", "--block-size: ' 32 '"), ("sglang", "--page-size: '+64'"),
 ])
 def test_a_whole_page_or_none_passes(tmp_path: Path, framework: str, args: str) -> None:
     assert _found(tmp_path, framework, args) == []
