@@ -28,6 +28,7 @@ from llmsweep.engines.base import (
     BIND_HOST,
     HOST_FIX,
     MODEL_FIX,
+    PINNED_POOL_FLAGS,
     SERVED_NAME_FIX,
     Adapter,
     Derived,
@@ -94,7 +95,7 @@ class ATOMAdapter(Adapter):
         "--mem-fraction-static": "ATOM spells it `--gpu-memory-utilization`",
         "--enable-hierarchical-cache": "HiCache is SGLang's",
         "--speculative-config": "write `serve.spec-decoding`",
-        **dict.fromkeys(("--num-gpu-blocks-override", "--kv-cache-memory-bytes"), POOL_PIN_FIX),
+        **dict.fromkeys(PINNED_POOL_FLAGS, POOL_PIN_FIX),
     }
 
     def launcher(self, job: Job) -> list[str]:

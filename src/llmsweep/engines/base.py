@@ -113,6 +113,15 @@ def token_count(value: Any) -> int | None:
     return None
 
 
+PINNED_POOL_FLAGS: tuple[str, str] = ("--num-gpu-blocks-override", "--kv-cache-memory-bytes")
+"""vLLM's flags that pin its KV pool whatever the memory fraction: blocks on each DP rank (`may_override_num_blocks`
+replaces the profiled count; it wins over the bytes, which only set the memory the count is profiled from) and bytes
+on each GPU (`Worker.determine_available_memory` returns them unprofiled). The simulator serves them
+(`engines.sim.SimAdapter._pinned_pool`); the adapters of engines whose parsers define neither (SGLang, TensorRT-LLM,
+ATOM) refuse both, each with its own fix (`Adapter.unsupported_args`). SGLang's `--max-total-tokens`, a cap on the
+profiled pool, is the simulator's `TRANSLATED`."""
+
+
 MISSPELLED_RATIO = 0.85
 """How close (difflib's ratio) an unlisted flag must be to a listed one to be called a slip of it: one letter off or
 swapped in a flag of 15 or more characters, not a different word."""

@@ -19,6 +19,7 @@ from llmsweep.engines.base import (
     DIST_INIT_PORT,
     HOST_FIX,
     MODEL_FIX,
+    PINNED_POOL_FLAGS,
     SERVED_NAME_FIX,
     Adapter,
     Derived,
@@ -218,7 +219,7 @@ class SGLangAdapter(Adapter):
         "--speculative-config": "write `serve.spec-decoding`; SGLang takes --speculative-* flags",
         "--kv-transfer-config": "SGLang offloads KV with HiCache: `kv-offload-backend: {name: hicache}`",
         "--max-num-batched-tokens": "SGLang spells it `--chunked-prefill-size`",
-        **dict.fromkeys(("--num-gpu-blocks-override", "--kv-cache-memory-bytes"),
+        **dict.fromkeys(PINNED_POOL_FLAGS,
                         "SGLang has no flag that pins its KV pool (these are vLLM's): it sizes the pool from "
                         "`--mem-fraction-static`, and `--max-total-tokens` caps it"),
     }

@@ -18,6 +18,7 @@ from llmsweep.engine_ids import SGLANG, SIM, VLLM, engine_env_prefixes, engine_f
 from llmsweep.engines.base import (
     HOST_FIX,
     MODEL_FIX,
+    PINNED_POOL_FLAGS,
     SERVED_NAME_FIX,
     Adapter,
     Derived,
@@ -550,12 +551,6 @@ PREFIX_CACHE_SWITCHES: dict[str, bool] = {
 `--enable-prefix-caching` / `--no-enable-prefix-caching`, as `norm_flag` writes them), and the state each asks for:
 the last one the launch carries decides, as argparse reads them. Off, the simulator caches no prompt block
 (`--no-prefix-caching`); a switch written `false` is left out of the launch, so the engine's default (on) stays."""
-
-PINNED_POOL_FLAGS: tuple[str, str] = ("--num-gpu-blocks-override", "--kv-cache-memory-bytes")
-"""vLLM's flags that pin its KV pool whatever the memory fraction (`SimAdapter._pinned_pool`): blocks on each DP rank
-(`may_override_num_blocks` replaces the profiled count; it wins over the bytes, which only set the memory the count is
-profiled from) and bytes on each GPU (`Worker.determine_available_memory` returns them unprofiled). SGLang's
-`--max-total-tokens`, a cap on the profiled pool, is `TRANSLATED`."""
 
 FRACTION_BYPASSING_PIN = "--kv-cache-memory-bytes"
 """The pin under which vLLM sizes nothing of its KV memory from `--gpu-memory-utilization`: `Worker.

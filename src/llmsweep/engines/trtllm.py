@@ -22,6 +22,7 @@ import yaml
 from llmsweep.engine_ids import TLLM_FORCE_ACCEPTED_ENV, TLLM_PROMPT_OVER_BUDGET, TRTLLM
 from llmsweep.engines.base import (
     BIND_HOST,
+    PINNED_POOL_FLAGS,
     Adapter,
     Derived,
     PromptLimit,
@@ -97,7 +98,7 @@ class TRTLLMAdapter(Adapter):
         "--gpu-memory-utilization": "TensorRT-LLM sets the KV share with `kv_cache_config.free_gpu_memory_fraction`",
         "--speculative-config": "write `serve.spec-decoding`",
         "--enable-hierarchical-cache": "HiCache is SGLang's",
-        **dict.fromkeys(("--num-gpu-blocks-override", "--kv-cache-memory-bytes"),
+        **dict.fromkeys(PINNED_POOL_FLAGS,
                         "TensorRT-LLM has no flag that pins its KV pool (these are vLLM's): it sizes the pool from "
                         "`kv_cache_config.free_gpu_memory_fraction`, capped by `kv_cache_config.max_tokens`, in the "
                         "LLM-API options file"),
