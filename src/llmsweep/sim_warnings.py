@@ -26,6 +26,8 @@ import re
 from collections.abc import Sequence
 from enum import StrEnum
 
+from llmsweep.words import count_of
+
 
 class WarningKind(StrEnum):
     ENGINE_REFUSES = "engine-refuses"
@@ -46,9 +48,10 @@ ENGINE_REFUSES_OPENING = "a real engine would refuse them: "
 NOT_MODELLED_OPENING = "the simulator does not model "
 ENGINE_VERSION_OPENING = "engine version: "
 NO_GPU_OPENING = "the server ran on no GPU (its launch uses 0): "
-_TIMEOUT_NOT_APPLIED = re.compile(r"\d+ request\(s\) ran longer than --request-timeout ")
-"""How :func:`timeout_not_applied` opens its warning (`182 request(s) ran longer than --request-timeout 5 s, …`): read
-as a kind of its own, not as the engine refusal a warning of no known opening is taken for."""
+_TIMEOUT_NOT_APPLIED = re.compile(r"\d+ request(s|\(s\))? ran longer than --request-timeout ")
+"""How :func:`timeout_not_applied` opens its warning (`182 requests ran longer than --request-timeout 5 s, …`; runs
+recorded before 2026-12-07 wrote `request(s)`): read as a kind of its own, not as the engine refusal a warning of no
+known opening is taken for."""
 _LEGACY_NOT_MODELLED = "it does not model "
 """How runs recorded before the subject was named (2026-12-04) open a not-modelled warning."""
 
@@ -56,15 +59,16 @@ _LEGACY_NOT_MODELLED = "it does not model "
 def timeout_not_applied(late: int, timeout_s: float) -> str:
     """The warning of a virtual-time point `late` of whose requests ran longer than `--request-timeout` `timeout_s`
     (`execute.virtual.outlived_timeout`)."""
-    return (f"{late} request(s) ran longer than --request-timeout {timeout_s:g} s, which virtual time does not "
-            "apply: a live client would have timed them out (`--live` applies it)")
+    return (f"{count_of(late, 'request')} ran longer than --request-timeout {timeout_s:g} s, which virtual time does "
+            "not apply: a live client would have timed them out (`--live` applies it)")
 
 
 def no_gpu_figures(planned: int) -> str:
     """The warning of a job whose server ran on no GPU (its launch uses 0), beside its result's `gpus_known: false`:
     a per-GPU column divides its figures by the `planned` GPUs of the job, which no GPU served."""
     return NO_GPU_OPENING + ("per-GPU figures are the whole endpoint's" if planned == 1 else
-                             f"per-GPU figures are the endpoint's divided by the {planned} GPUs the job plans")
+                             f"per-GPU figures are the endpoint's divided by the {count_of(planned, 'GPU')} the job "
+                             "plans")
 
 
 def engine_refuses(rule: str, message: str) -> str:

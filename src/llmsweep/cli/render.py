@@ -157,7 +157,7 @@ def render(files: tuple[Path, ...], selector: str, simulate: bool, fmt: str, as_
             topology = engines.render_topology(job, simulate=simulate, port=port)
             if fmt == "sh":
                 raise ContractError(f"job {job.id} is multinode: its {len(topology.roles)} roles run on "
-                                    f"{topology.nodes} nodes, and one script runs on one host",
+                                    f"{count_of(topology.nodes, 'node')}, and one script runs on one host",
                                     fix="use --format text or --format json (the topology, every role's launch)")
         else:
             spec = engines.render(job, simulate=simulate, port=port)

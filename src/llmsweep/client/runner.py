@@ -40,7 +40,7 @@ from llmsweep.host import (
     usable_cpus,
 )
 from llmsweep.metrics import GateConfig, Summary
-from llmsweep.metrics.gates import CLIENT_WORKER_DIED
+from llmsweep.metrics.gates import client_workers_died
 from llmsweep.metrics.model import MEASURED, Source
 from llmsweep.workload.base import RunPhase, Workload
 
@@ -514,7 +514,7 @@ async def _run_processes(
             died.append(f"{p.name} exited with {p.exitcode}")
     stats = list(latest.values())
     if reason is None and died:  # its lanes stopped with it: the load was not the one planned
-        reason = f"{CLIENT_WORKER_DIED}: {', '.join(died)}"
+        reason = client_workers_died(died)
     if reason is None:
         reason = next((s.stop_reason for s in stats if s.stop_reason), None)
     return stats, reason

@@ -1043,9 +1043,10 @@ class SimAdapter(Adapter):
             return None
         host = int(tokens * ratio)
         gb = host * config.tp * inputs.kv_bytes_per_token_per_gpu(config.tp, config.dp_attention) / GB
+        gpus = count_of(config.tp, "GPU")
         d.notes.append(f"HiCache host pools without --hicache-size: --hicache-ratio {ratio:g} x the device pool of "
-                       f"{tokens} tokens = {host} tokens, {gb:.4g} GB of DRAM over the {config.tp} GPUs (SGLang's "
-                       "HostKVCache sizing)")
+                       f"{tokens} tokens = {host} tokens, {gb:.4g} GB of DRAM over {gpus} (SGLang's HostKVCache "
+                       "sizing)")
         return gb
 
     def merged_args(self, job: Job, port: int, role: RoleContext | None = None) -> tuple[dict[str, Any], Derived]:
@@ -1073,8 +1074,9 @@ class SimAdapter(Adapter):
         a["--role"] = role.kind
         a["--host"] = role.head
         a["--kv-transfer"] = role.transfer
+        nodes = count_of(len(role.nodes), "node")
         note = f"live simulator {role.kind} worker on node {role.nodes[0]}" + (
-            f" (one process modelling all {len(role.nodes)} nodes' GPUs)" if len(role.nodes) > 1 else "")
+            f" (one process modelling the GPUs of all {nodes})" if len(role.nodes) > 1 else "")
         if role.kind == "decode":
             links, prefill_tp = self.kv_links(job, role, a)
             a["--kv-links"] = links_flag(links)

@@ -248,7 +248,8 @@ class TRTLLMAdapter(Adapter):
         if role.dynamo:
             d.args["--disaggregation-mode"] = role.kind  # Dynamo's TensorRT-LLM worker flag (unverified)
         if len(role.nodes) > 1:
-            d.notes.append(f"spans {len(role.nodes)} nodes: started under trtllm-llmapi-launch (MPI) on each")
+            nodes = count_of(len(role.nodes), "node")
+            d.notes.append(f"spans {nodes}: started under trtllm-llmapi-launch (MPI) on each")
 
     def router_spec(self, job: Job, prefill: list[RoleWorker], decode: list[RoleWorker], node: int,
                     transfer: str) -> LaunchSpec:

@@ -56,6 +56,7 @@ from llmsweep.execute.signals import (
     taken_over,
 )
 from llmsweep.findings import visible_text
+from llmsweep.words import count_of
 
 if TYPE_CHECKING:
     import subprocess
@@ -2082,7 +2083,7 @@ class SlurmExecutor:
             down = (f" ({len(unusable)} of the partition's nodes cannot take jobs now, {', '.join(unusable)}: down, "
                     "drained or not responding, `sinfo -R` says why)" if unusable else "")
             raise LaunchError(
-                f"Slurm cannot allocate the {nodes} nodes the topology of {name} needs"
+                f"Slurm cannot allocate the {count_of(nodes, 'node')} the topology of {name} needs"
                 + (f": {said[-1]}" if said else "") + down,
                 fix=f"{excluded}run it on a partition with that many nodes (--executor-option partition=NAME), or "
                     "choose a topology with fewer workers" + ("; or wait until those nodes are back" if down else ""),

@@ -28,10 +28,13 @@ and the reason names the longest uncovered stretch.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
+
+from llmsweep.words import count_of
 
 AGENTIC_MAX_ERROR_RATIO = 0.10
 FIXED_MAX_ERROR_RATIO = 0.05
@@ -64,15 +67,23 @@ def root_primer_failed(lane: int, trace: str, error: str | None) -> str:
             "context overflow here means the server's context or KV cache is too small for the corpus")
 
 
-CLIENT_WORKER_DIED = "client worker(s) died"
-"""A client worker process exited before the run ended: its lanes stopped with it, so the load was not the one
-planned (`client.runner`)."""
+CLIENT_WORKER_DIED = "the client lost "
+"""The opening of the stop reason of a run one of whose client worker processes exited before it ended
+(:func:`client_workers_died`): their lanes stopped with them, so the load was not the one planned (`client.runner`)."""
+_LEGACY_CLIENT_WORKER_DIED = "client worker(s) died"
+"""How runs recorded before the count was said in words (2026-12-07) open that stop reason."""
+
+
+def client_workers_died(died: Sequence[str]) -> str:
+    """The stop reason of a run whose client workers `died` (each `NAME exited with CODE`): `the client lost 1 worker:
+    …`, `the client lost 2 workers: …`."""
+    return f"{CLIENT_WORKER_DIED}{count_of(len(died), 'worker')}: {', '.join(died)}"
 OUTPUT_NOT_WRITTEN = "the client could not write"
 """The opening of the stop reason of a run whose own output (`records.jsonl`, `server_metrics.jsonl`) could not be
 written (`client.records.OutputWriteError.reason`): the load stopped at once, in-flight requests cancelled, so the
 records that were kept are a run cut short, not the one planned."""
-EARLY_STOPS = ("failure ratio", "interrupted", WARMUP_NOT_DRAINED, CLIENT_WORKER_DIED, ROOT_PRIMER_FAILED,
-               OUTPUT_NOT_WRITTEN)
+EARLY_STOPS = ("failure ratio", "interrupted", WARMUP_NOT_DRAINED, CLIENT_WORKER_DIED, _LEGACY_CLIENT_WORKER_DIED,
+               ROOT_PRIMER_FAILED, OUTPUT_NOT_WRITTEN)
 """Stop reasons (their openings) that make a run invalid: it did not end on its own."""
 
 

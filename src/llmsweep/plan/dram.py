@@ -11,6 +11,7 @@ from decimal import Decimal
 
 from llmsweep.catalog.fleet import FleetCatalog
 from llmsweep.errors import ConfigError
+from llmsweep.words import count_of
 
 BYTES_PER_MIB = 1024 * 1024
 BYTES_PER_GB = 1_000_000_000
@@ -74,7 +75,7 @@ def total_cpu_dram_gb(
         gpu_count = tp * pp * pcp
         if gpu_count > gpus_per_node:
             raise ConfigError(
-                f"tp={tp} with pp={pp} and pcp-size={pcp} requires {gpu_count} GPUs and exceeds "
+                f"tp={tp} with pp={pp} and pcp-size={pcp} requires {count_of(gpu_count, 'GPU')} and exceeds "
                 f"gpus-per-node={gpus_per_node} for runner '{runner}'",
                 fix="KV-offload arms must fit one node: lower tp/pp/pcp-size",
             )

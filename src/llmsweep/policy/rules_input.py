@@ -25,6 +25,7 @@ from llmsweep.policy.registry import rule
 from llmsweep.spec.components import ScenarioId
 from llmsweep.spec.recipe import Recipe
 from llmsweep.spec.source import FieldPath
+from llmsweep.words import count_of
 
 PRECISION_BITS: dict[str, int] = {
     "fp4": 4, "mxfp4": 4, "nvfp4": 4, "int4": 4, "w4a16": 4, "w4a8": 4,
@@ -169,10 +170,10 @@ def gpu_divisibility(ctx: Context) -> Iterator[Finding]:
         gpus = job.gpus
         if per_node is not None and gpus <= per_node and per_node % gpus != 0:
             yield ctx.hit("resources.gpu-divisibility", recipe, (*path, "tp"),
-                          f"tp·pp·pcp = {gpus} GPUs does not divide the {per_node} GPUs per node of "
-                          f"`{job.runner_label}`", job=job)
+                          f"tp·pp·pcp = {count_of(gpus, 'GPU')} does not divide the "
+                          f"{count_of(per_node, 'GPU')} per node of `{job.runner_label}`", job=job)
         ep = job.ep or 1
         if ep > gpus or gpus % ep != 0:
             yield ctx.hit("resources.gpu-divisibility", recipe, (*path, "ep"),
-                          f"ep {ep} does not divide the job's tp·pp·pcp = {gpus} GPUs: experts are sharded over "
-                          "the GPUs the job has", job=job)
+                          f"ep {ep} does not divide the job's tp·pp·pcp = {count_of(gpus, 'GPU')}: experts are "
+                          "sharded over the GPUs the job has", job=job)

@@ -18,6 +18,7 @@ from llmsweep.plan.job import Job
 from llmsweep.policy.context import Context, engine_flags, entry_path, serve_arg_path
 from llmsweep.policy.registry import rule
 from llmsweep.spec.recipe import AgenticEntry, Recipe
+from llmsweep.words import count_of
 
 KV_CONTEXT_CAP = 131_072
 """Tokens of KV the fit check asks room for: one request at min(model context, job max-model-len, 128k)."""
@@ -60,7 +61,8 @@ def gpus_per_node(ctx: Context) -> Iterator[Finding]:
         per_node = gpus_per_node_of(ctx, job)
         if per_node is not None and job.gpus > per_node:
             yield ctx.hit("resources.gpus-per-node", recipe, (*entry_path(recipe, job), "tp"),
-                          f"tp·pp·pcp = {job.gpus} GPUs but `{job.runner_label}` has {per_node} per node", job=job)
+                          f"tp·pp·pcp = {count_of(job.gpus, 'GPU')} but `{job.runner_label}` has {per_node} per node",
+                          job=job)
 
 
 def hbm_share(job: Job, hw: HardwareSpec, weights: float) -> tuple[float, str]:

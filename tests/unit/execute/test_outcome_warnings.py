@@ -82,8 +82,11 @@ def test_a_request_timeout_virtual_time_did_not_apply_is_no_engine_refusal(tmp_p
     from llmsweep.sim_warnings import WarningKind, warning_kind
 
     late = outlived_timeout([{"sent_at": 0.0, "end_at": 9.0}, {"sent_at": 1.0, "end_at": 2.0}], 5.0)
-    assert late is not None and late.startswith("1 request(s) ran longer than --request-timeout 5 s")
+    assert late is not None and late.startswith("1 request ran longer than --request-timeout 5 s")
     assert warning_kind(late) is WarningKind.TIMEOUT_NOT_APPLIED
+    for recorded in ("182 requests ran longer than --request-timeout 5 s", "182 request(s) ran longer than "
+                     "--request-timeout 5 s"):  # said in words, and as runs recorded before 2026-12-07 said it
+        assert warning_kind(recorded) is WarningKind.TIMEOUT_NOT_APPLIED, recorded
 
     lines = RunOutcome(tmp_path, "r", [JobOutcome(job_id="a", exp_name="a", status="valid", warnings=[late])]
                        ).completeness().splitlines()
