@@ -124,6 +124,11 @@ def sim() -> None:
 @field_option("--context-length", source=(EngineConfig, "context_length"), type=int,
               help="Most tokens of one request, prompt + output; longer ones get a 400, as an engine refuses them "
                    "[default: none, only the KV pool bounds a request].")
+@field_option("--vllm-version", source=(EngineConfig, "vllm_version"), type=str,
+              help="The vLLM release a launch that pins the pool with vLLM's --num-gpu-blocks-override stands in for "
+                   "(its image's version): a pool short of one request at the context is refused in that release's "
+                   "terms (from 0.21.0 vLLM refuses to start, vllm-project/vllm#41069; before 0.20.0 it stalls, "
+                   "vllm-project/vllm#35541) [default: not known, said both ways].")
 @field_option("--max-prompt-tokens", source=(EngineConfig, "max_prompt_tokens"), type=int,
               help="Longest prompt taken in one piece; a longer one gets TensorRT-LLM's 400 (`should not exceed "
                    "max_num_tokens`), as trtllm-serve without chunked prefill answers it. A TensorRT-LLM job's launch "
@@ -236,6 +241,7 @@ def _engine_config(opts: dict[str, object]) -> EngineConfig:
             prefix_caching=opts["prefix_caching"],  # type: ignore[arg-type]
             context_length=opts["context_length"],  # type: ignore[arg-type]
             max_prompt_tokens=opts["max_prompt_tokens"],  # type: ignore[arg-type]
+            vllm_version=opts["vllm_version"],  # type: ignore[arg-type]
             calibrated=not opts["no_calibration"],
         )
     except ValidationError as exc:

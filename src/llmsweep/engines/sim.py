@@ -25,6 +25,7 @@ from llmsweep.engines.base import (
     RoleContext,
     agentic_conc,
     in_launch,
+    job_version,
     norm_flag,
     pools,
     token_count,
@@ -454,7 +455,8 @@ def launch_engine(args: dict[str, Any]) -> EngineConfig:
                         max_total_tokens=None if cap is None else int(cap),
                         pinned_kv_tokens=None if pinned is None else int(pinned),
                         kv_cache_memory_bytes=None if size is None else int(size),
-                        context_length=None if context is None else int(context))
+                        context_length=None if context is None else int(context),
+                        vllm_version=None if args.get("--vllm-version") is None else str(args["--vllm-version"]))
 
 
 @dataclass(frozen=True)
@@ -464,6 +466,9 @@ class PinnedPool:
 
     flags: frozenset[str]
     """The pins the launch carries, as vLLM's parser reads them."""
+    vllm_version: str | None
+    """The vLLM release the job launches (:func:`pinned_vllm_version`), which decides what vLLM makes of the block
+    override; None where it is not known."""
     refusal: ConfigError | None
     """The simulator's own check of the pool (`EngineConfig.pinned_pool_refusal`: it does not fit the GPU beside the
     weights, or holds less than one request at the context): what `sim serve` refuses the job with; None where the
@@ -473,10 +478,15 @@ class PinnedPool:
     @property
     def sizes_from_fraction(self) -> bool:
         """Whether vLLM still sizes anything of its KV memory from its memory fraction (`--gpu-memory-utilization`):
-        not under :data:`FRACTION_BYPASSING_PIN`, whose bytes it takes as the memory for KV without profiling; under
-        the block override alone it does (it profiles at the fraction and checks that memory holds one request at
-        its context, then replaces the count), so the weights + one request within the fraction still apply."""
-        return FRACTION_BYPASSING_PIN not in self.flags
+        not under :data:`FRACTION_BYPASSING_PIN`, whose bytes it takes as the memory for KV without profiling; nor
+        under the block override from the release that carries vllm-project/vllm#41069
+        (`sim.engine.VLLM_BLOCK_PIN_CHECKED`), where the override "takes precedence over the measured available kv
+        cache size" in the start-up check. Before it (and where the release is not known) it does: vLLM profiles at
+        the fraction and checks that memory holds one request at its context, then replaces the count, so the
+        weights + one request within the fraction still apply."""
+        from llmsweep.sim.engine import vllm_checks_pinned_blocks
+
+        return FRACTION_BYPASSING_PIN not in self.flags and not vllm_checks_pinned_blocks(self.vllm_version)
 
 
 def pinned_pool(job: Job) -> PinnedPool | None:
@@ -493,7 +503,14 @@ def pinned_pool(job: Job) -> PinnedPool | None:
         refusal = launch_engine(sim.derive(job, sim.info().default_port).args).pinned_pool_refusal()
     except (LlmsweepError, ValueError):
         refusal = None
-    return PinnedPool(flags=flags, refusal=refusal)
+    return PinnedPool(flags=flags, vllm_version=pinned_vllm_version(job), refusal=refusal)
+
+
+def pinned_vllm_version(job: Job) -> str | None:
+    """The vLLM release whose terms a pool `job` pins in vLLM's flags is judged in: the version its image tag names,
+    else its recipe's `serve.engine.version` (`engines.base.job_version`), where the job stands in for vLLM; None for a
+    recipe of the simulator itself (or one that names no version), whose release is not known."""
+    return job_version(job) if SimAdapter.stands_in_for(job) == VLLM.id else None
 
 
 def sglang_default_cap(job: Job, args: dict[str, Any]) -> EngineDefault | None:
@@ -553,11 +570,13 @@ the last one the launch carries decides, as argparse reads them. Off, the simula
 (`--no-prefix-caching`); a switch written `false` is left out of the launch, so the engine's default (on) stays."""
 
 FRACTION_BYPASSING_PIN = "--kv-cache-memory-bytes"
-"""The pin under which vLLM sizes nothing of its KV memory from `--gpu-memory-utilization`: `Worker.
-determine_available_memory` returns the bytes without profiling ("This does not respect the gpu_memory_utilization
-config"), and its start-up check reads them as the memory for KV. The block override is not one: vLLM profiles at
-the fraction, checks that the profiled memory holds one request at its context (`v1/core/kv_cache_utils.py`
-`get_kv_cache_configs`), then replaces the count (`may_override_num_blocks`)."""
+"""The pin under which vLLM sizes nothing of its KV memory from `--gpu-memory-utilization`, whatever its release:
+`Worker.determine_available_memory` returns the bytes without profiling ("This does not respect the
+gpu_memory_utilization config"), and its start-up check reads them as the memory for KV. The block override is one
+only from vllm-project/vllm#41069 (`sim.engine.VLLM_BLOCK_PIN_CHECKED`), whose start-up check reads the override's
+blocks; before it vLLM profiles at the fraction, checks that the profiled memory holds one request at its context
+(`v1/core/kv_cache_utils.py` `get_kv_cache_configs`), then replaces the count (`may_override_num_blocks`):
+`PinnedPool.sizes_from_fraction` tells the two apart."""
 
 MODELLED: frozenset[str] = frozenset({*TRANSLATED, *CONTEXT_FLAGS, *PREFIX_CACHE_SWITCHES, *PINNED_POOL_FLAGS,
                                       "--kv-cache-dtype", "--hicache-size", "--hicache-ratio",
@@ -743,6 +762,8 @@ class SimAdapter(Adapter):
                 f"; not modelled for this MLA model: {page.default.varies or ''}"
                 " — a larger block makes the engine's pool that many times larger")
             d.args["--pinned-kv-tokens"] = dp * blocks * block
+            if (release := pinned_vllm_version(job)) is not None:
+                d.args["--vllm-version"] = release  # whose terms a pool short of one request is refused in
             d.notes.append(
                 f"KV pool pinned at {blocks} blocks of {block} tokens ({whose})"
                 + (f" on each of the {dp} DP ranks" if dp > 1 else "") + f": {dp * blocks * block} tokens, "

@@ -105,7 +105,8 @@ def hbm_share(job: Job, hw: HardwareSpec, weights: float) -> tuple[float, str]:
       "pinned in vLLM's terms (--num-gpu-blocks-override, --kv-cache-memory-bytes) against what the weights leave of "
       "the whole GPU and against one request at the context, the check the simulator refuses the job with "
       "(engines.sim.pinned_pool); under --kv-cache-memory-bytes, which vLLM takes whatever its memory fraction, the "
-      "fraction is not checked")
+      "fraction is not checked, nor under --num-gpu-blocks-override from vLLM 0.21.0 (vllm-project/vllm#41069: the "
+      "override, not the memory profiled at the fraction, is what its start-up check reads)")
 def hbm_fit(ctx: Context) -> Iterator[Finding]:
     from llmsweep.catalog.precision import MODEL_DTYPE
     from llmsweep.engines import launched_job
@@ -125,7 +126,7 @@ def hbm_fit(ctx: Context) -> Iterator[Finding]:
                           job=job, fix=pool.refusal.fix)
             continue
         if pool is not None and not pool.sizes_from_fraction:
-            continue  # the engine takes the pinned bytes whatever its fraction: the pool, checked above, is its KV
+            continue  # the engine takes the pinned pool whatever its fraction: the pool, checked above, is its KV
         # an HF id the catalog does not know is not its prefix's model (Qwen3.5-35B-A3B is not the 397B one):
         # `input.unknown-model` says so, and no figure of another model is costed
         model = find_model(job.model) or (model_for_prefix(job.model_prefix) if "/" not in job.model else None)

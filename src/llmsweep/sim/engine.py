@@ -33,6 +33,35 @@ if TYPE_CHECKING:
     from llmsweep.errors import ConfigError
     from llmsweep.sim.calibration import CalibrationEntry, CalibrationKey
 
+VLLM_BLOCK_PIN_CHECKED = "0.21.0"
+"""The first vLLM release taken to refuse at start-up a pool pinned in blocks (`--num-gpu-blocks-override`) that holds
+less than one request at its context: vllm-project/vllm#41069 ("[Core] Account for `num_gpu_blocks_override` in
+`max_model_len` checks", merged 2026-04-28) makes `get_kv_cache_configs` check (and, with `--max-model-len -1`,
+auto-fit) the context against the override's blocks, which "take precedence over the measured available kv cache
+size", so vLLM refuses to start ("To serve at least one request …"). Before it the check read the memory profiled at
+the memory fraction, vLLM started, and its scheduler retried a request longer than the pool at every step, every
+request behind it waiting (vllm-project/vllm#35541, the hang #41069 names). The first release carrying #41069 was not
+read: v0.19.0 was vLLM's latest on 2026-04-18 and v0.20.1 on 2026-05-05 (llm-d/llm-d-benchmark#975, #1082), so
+0.20.0's date against the merge is not established and 0.20.x is taken as unknown; 0.21.0 (latest by 2026-05-16,
+llm-d/llm-d-benchmark#1290) is the first release dated after the merge."""
+VLLM_BLOCK_PIN_UNCHECKED_BELOW = "0.20.0"
+"""vLLM releases below this one predate vllm-project/vllm#41069 (:data:`VLLM_BLOCK_PIN_CHECKED`)."""
+
+
+def vllm_checks_pinned_blocks(version: str | None) -> bool | None:
+    """Whether vLLM `version` refuses at start-up a pool pinned in blocks short of one request at its context
+    (vllm-project/vllm#41069, from :data:`VLLM_BLOCK_PIN_CHECKED`): True from that release, False below 0.20.0 (it
+    starts and stalls, vllm-project/vllm#35541), None where it is not known (no version, one that does not parse, or
+    0.20.x, whose releases were not read)."""
+    from llmsweep.catalog.version import Version
+
+    parsed = Version.try_parse(version) if version else None
+    if parsed is None:
+        return None
+    if not parsed < Version.parse(VLLM_BLOCK_PIN_CHECKED):
+        return True
+    return False if parsed < Version.parse(VLLM_BLOCK_PIN_UNCHECKED_BELOW) else None
+
 
 class EngineConfig(BaseModel):
     """The simulated engine a job asks for; every field maps to a `llmsweep sim serve` flag."""
@@ -84,6 +113,11 @@ class EngineConfig(BaseModel):
     context_length: int | None = Field(
         None, ge=1, description="Most tokens of one request, prompt + output (the engine's --context-length / "
         "--max-model-len); None = only the KV pool bounds a request.")
+    vllm_version: str | None = Field(
+        None, description="The vLLM release a launch that pins vLLM's KV pool in blocks stands in for (its image's, "
+        "else the recipe's serve.engine.version): from 0.21.0 vLLM refuses to start where the pool holds less than one "
+        "request at the context (vllm-project/vllm#41069), before 0.20.0 it starts and stalls on such a request "
+        "(vllm-project/vllm#35541); None = not known, and a refusal says both.")
     max_prompt_tokens: int | None = Field(
         None, ge=1, description="Longest prompt the engine takes in one piece; a longer one gets TensorRT-LLM's 400 "
         "(its max_num_tokens without chunked prefill); None = any prompt the context holds.")
@@ -195,11 +229,13 @@ class EngineConfig(BaseModel):
         So is a pool that does not hold one request at the context the engine serves (`context_length`, else the
         model's native context, vLLM's default `--max-model-len`) on a DP rank, in what vLLM does with it: pinned in
         bytes, vLLM refuses to start (its start-up check, `v1/core/kv_cache_utils.py` `_check_enough_kv_cache_memory`,
-        reads the bytes as the memory for KV), before it allocates anything; pinned in blocks, it starts (that check
-        reads the memory it profiled at its memory fraction, before the block override replaces the count) and then
-        never schedules a request longer than the pool: its scheduler retries it at every step, and every request
-        behind it waits (vllm-project/vllm#35541, open). The block vLLM keeps out of the pool (its null block) is not
-        counted."""
+        reads the bytes as the memory for KV), before it allocates anything. Pinned in blocks, it depends on the
+        release (`vllm_version`, :func:`vllm_checks_pinned_blocks`): from 0.21.0 vLLM refuses to start too (the check
+        reads the override's blocks, vllm-project/vllm#41069); before 0.20.0 it starts (the check read the memory it
+        profiled at its memory fraction, before the override replaced the count) and then never schedules a request
+        longer than the pool: its scheduler retries it at every step, and every request behind it waits
+        (vllm-project/vllm#35541); a release not known is said both ways. The block vLLM keeps out of the pool (its
+        null block) is not counted."""
         from llmsweep.errors import ConfigError
 
         if self.pinned_kv_tokens is None and self.kv_cache_memory_bytes is None:
@@ -260,14 +296,25 @@ class EngineConfig(BaseModel):
                 f"larger than the available KV cache memory ({self.kv_cache_memory_bytes / GIB:.2f} GiB)\", "
                 "v1/core/kv_cache_utils.py _check_enough_kv_cache_memory), so the job never serves",
                 fix=f"pin at least {needed} bytes on each GPU (--kv-cache-memory-bytes), {shorter}")
+        refuses = ("vLLM refuses to start (\"To serve at least one request with the models's max seq len "
+                   f"({context}) …\": its start-up check reads the pool --num-gpu-blocks-override pins, "
+                   "vllm-project/vllm#41069), so the job never serves")
+        stalls = ("vLLM starts (its start-up check reads the memory it profiled at its memory fraction, before "
+                  "--num-gpu-blocks-override replaces the block count), then never schedules a request longer than "
+                  "the pool: its scheduler retries it at every step and every request behind it waits "
+                  "(vllm-project/vllm#35541), so a run stalls once such a request arrives")
+        checked = vllm_checks_pinned_blocks(self.vllm_version)
+        release = f"vLLM {self.vllm_version}" if self.vllm_version else "a vLLM release not named"
+        said = refuses if checked else stalls if checked is False else (
+            f"from {VLLM_BLOCK_PIN_CHECKED} {refuses}; before 0.20.0 {stalls} ({release}: which it does is not "
+            "established)")
         return ConfigError(
             f"a pinned KV pool of {tokens} tokens" + (f" ({rank} on each of the {dp} DP ranks)" if dp > 1 else "")
-            + f" holds less than one request at {whose}: vLLM starts (its start-up check reads the memory it "
-            "profiled at its memory fraction, before --num-gpu-blocks-override replaces the block count), then never "
-            "schedules a request longer than the pool: its scheduler retries it at every step and every request "
-            "behind it waits (vllm-project/vllm#35541), so a run stalls once such a request arrives",
+            + f" holds less than one request at {whose}: {said}",
             fix=f"pin at least {context} tokens on each DP rank (--num-gpu-blocks-override x the block size, and one "
-                f"block more: vLLM keeps one out of the pool), {shorter}")
+                f"block more: vLLM keeps one out of the pool), "
+                + (f"or serve a context of at most {rank} tokens (--max-model-len, or -1: vLLM then fits it to the "
+                   "pool)" if checked else shorter))
 
     def sim_config(self, inputs: PerfInputs | None = None) -> SimConfig:
         """Scheduler knobs with the KV pool sized from HBM, weights and mem-fraction-static (or the override)."""

@@ -27,8 +27,8 @@ from llmsweep.policy import validate_files
 VLLM = "vllm/vllm-openai:v0.26.0"
 
 
-def _hits(tmp_path: Path, args: str, *, simulate: bool = False) -> list[str]:
-    one_job(tmp_path, framework="vllm", image=VLLM, osl=256, concs="[16]", args=args)
+def _hits(tmp_path: Path, args: str, *, simulate: bool = False, image: str = VLLM) -> list[str]:
+    one_job(tmp_path, framework="vllm", image=image, osl=256, concs="[16]", args=args)
     return [f"{f.message} | {f.fix}" for f in validate_files([tmp_path / "r.yaml"], simulate=simulate).findings
             if f.rule == "resources.hbm-fit"]
 
@@ -69,11 +69,14 @@ def test_a_fraction_vllm_ignores_under_pinned_bytes_is_not_checked(tmp_path: Pat
     """vLLM takes `--kv-cache-memory-bytes` as the memory for KV without profiling ("This does not respect the
     gpu_memory_utilization config"): at `--gpu-memory-utilization 0.1` (15 GB of the H200, under the 16 GB of weights)
     the job starts and serves its 20 GB pool. The rule still ran its memory-fraction check and warned of a job that
-    runs. Under the block override alone vLLM does profile at the fraction (and refuses to start where the profiled
-    memory holds no request), so there the fraction is still checked."""
+    runs. Under the block override alone, a release before vllm-project/vllm#41069 does profile at the fraction (and
+    refuses to start where the profiled memory holds no request), so there the fraction is still checked; from 0.21.0
+    the override's blocks take precedence over the profiled memory in that check, and it is not."""
     assert _hits(tmp_path, "--gpu-memory-utilization: 0.1, --kv-cache-memory-bytes: 20000000000") == []
-    (hit,) = _hits(tmp_path, "--gpu-memory-utilization: 0.1, --num-gpu-blocks-override: 900")
-    assert "exceeds 15 GB (memory fraction 0.1 from the recipe's --gpu-memory-utilization" in hit, hit
+    for image in ("vllm/vllm-openai:v0.19.1", "vllm/vllm-openai:nightly"):  # before #41069, and a release not known
+        (hit,) = _hits(tmp_path, "--gpu-memory-utilization: 0.1, --num-gpu-blocks-override: 900", image=image)
+        assert "exceeds 15 GB (memory fraction 0.1 from the recipe's --gpu-memory-utilization" in hit, (image, hit)
+    assert _hits(tmp_path, "--gpu-memory-utilization: 0.1, --num-gpu-blocks-override: 900") == []  # 0.26.0
     (hit,) = _hits(tmp_path, "--gpu-memory-utilization: 0.1")
     assert "exceeds 15 GB" in hit, hit
 
@@ -88,24 +91,25 @@ def test_a_fraction_vllm_ignores_under_pinned_bytes_is_not_checked(tmp_path: Pat
      "KV cache memory (0.09 GiB)\"",
      "pin at least 201326592 bytes on each GPU (--kv-cache-memory-bytes), or serve a context of at most 762 tokens "
      "(--max-model-len)"),
-    # 10 blocks of 16: vLLM starts, and a request longer than 160 tokens stalls it
+    # 10 blocks of 16 on vLLM 0.26.0: it refuses to start (vllm-project/vllm#41069)
     ("--num-gpu-blocks-override: 10",
      "a pinned KV pool of 160 tokens holds less than one request at the context the launch serves (1536 tokens): "
-     "vLLM starts",
+     "vLLM refuses to start (\"To serve at least one request with the models's max seq len (1536) …\": its start-up "
+     "check reads the pool --num-gpu-blocks-override pins, vllm-project/vllm#41069), so the job never serves",
      "pin at least 1536 tokens on each DP rank (--num-gpu-blocks-override x the block size"),
     # the recipe's context flag is the context the launch serves
     ("--num-gpu-blocks-override: 900, --max-model-len: 32768",
      "a pinned KV pool of 14400 tokens holds less than one request at the context the launch serves (32768 tokens)",
-     "or serve a context of at most 14400 tokens (--max-model-len)"),
+     "or serve a context of at most 14400 tokens (--max-model-len, or -1: vLLM then fits it to the pool)"),
 ])
 @pytest.mark.parametrize("simulate", [False, True], ids=["validate", "validate --simulate"])
 def test_a_pinned_pool_short_of_one_request_at_the_context_is_warned_of_and_refused_alike(
         tmp_path: Path, args: str, said: str, fix: str, simulate: bool) -> None:
     """Nothing checked that a pinned pool holds one request at the context the engine serves. vLLM refuses to start
-    where pinned bytes fall short (its `_check_enough_kv_cache_memory` reads them as the memory for KV); a block
-    count is checked by no one (the start-up check reads the profiled memory, before the override), and a request
-    longer than the pool then stalls the engine (vllm-project/vllm#35541). `validate` warns, and the simulator
-    refuses the job in the same words and fix (`EngineConfig.pinned_pool_refusal`, the one home of the arithmetic)."""
+    where pinned bytes fall short (its `_check_enough_kv_cache_memory` reads them as the memory for KV), and, from
+    0.21.0 (these jobs' 0.26.0 included), where a block count does (vllm-project/vllm#41069: the check reads the
+    override's blocks). `validate` warns, and the simulator refuses the job in the same words and fix
+    (`EngineConfig.pinned_pool_refusal`, the one home of the arithmetic)."""
     (hit,) = _hits(tmp_path, args, simulate=simulate)
     message, given = hit.split(" | ")
     assert message.startswith(said), message
@@ -147,3 +151,32 @@ def test_the_context_is_the_engines_and_a_request_sits_on_one_dp_rank(
     with pytest.raises(ConfigError) as raised:
         engine_config_from_argv(engines.render(job, simulate=True).argv).kv_pool_tokens()
     assert raised.value.message == f"simulator: {hit}"
+
+
+@pytest.mark.parametrize(("image", "said", "not_said"), [
+    ("vllm/vllm-openai:v0.26.0", "vLLM refuses to start (\"To serve at least one request", "vllm-project/vllm#35541"),
+    # before vllm-project/vllm#41069 the start-up check read the profiled memory: vLLM started, then stalled
+    ("vllm/vllm-openai:v0.19.1", ": vLLM starts (its start-up check reads the memory it profiled at its memory "
+     "fraction, before --num-gpu-blocks-override replaces the block count), then never schedules a request longer "
+     "than the pool", "#41069"),
+    # 0.20.x (not read) and an image that names no release: which vLLM does is not established, so both are said
+    ("vllm/vllm-openai:v0.20.1", ": from 0.21.0 vLLM refuses to start", None),
+    ("vllm/vllm-openai:nightly", "before 0.20.0 vLLM starts", None),
+])
+def test_a_block_pool_short_of_a_request_is_said_in_the_jobs_vllm_release(
+        tmp_path: Path, image: str, said: str, not_said: str | None) -> None:
+    """The refusal of a pool pinned in blocks said vLLM starts and stalls (vllm-project/vllm#35541) for every release;
+    from vllm-project/vllm#41069 (first taken in 0.21.0) vLLM refuses to start instead. The simulator's launch
+    carries the job's release (`--vllm-version`), and `validate` and the simulator say what that release does."""
+    (hit,) = _hits(tmp_path, "--num-gpu-blocks-override: 10", image=image)
+    message, fix = hit.split(" | ")
+    assert said in message, message
+    assert not_said is None or not_said not in message, message
+    assert ("or -1: vLLM then fits it to the pool" in fix) == image.endswith("v0.26.0"), fix  # #41069's auto-fit
+    if not_said is None:
+        assert "which it does is not established" in message and "#41069" in message and "#35541" in message
+    spec = engines.render(one_job(tmp_path, framework="vllm", image=image, osl=256, concs="[16]",
+                                  args="--num-gpu-blocks-override: 10"), simulate=True)
+    with pytest.raises(ConfigError) as raised:
+        engine_config_from_argv(spec.argv).kv_pool_tokens()
+    assert raised.value.message == f"simulator: {message}" and raised.value.fix == fix
