@@ -83,7 +83,8 @@ before it (`always()`): `status` (GitHub's `job.status` then: `success`, `failur
 reads it to say that a job without a result was cancelled by fail-fast after the job that failed first, rather than
 that it had no artifact (:func:`collect`)."""
 NOT_CANCELLED = "!cancelled()"
-"""The status check of the collect job and its steps: GitHub's `always()` is true in a cancelled workflow run too."""
+"""The collect job's status check apart from fail-fast (:data:`COLLECT_WHEN`): GitHub's `always()` is true in a
+cancelled workflow run too."""
 CUT_BY_FAIL_FAST = "(needs.sweep.result == 'failure' && needs.setup.outputs.fail-fast == 'true')"
 """A `full-sweep-fail-fast` sweep that a failed job stopped: GitHub cancelled the matrix's other jobs
 (`strategy.fail-fast`), and the sweep's result is what it measured up to then."""
@@ -96,10 +97,18 @@ lost jobs to fail-fast's cancels (a GitHub-compatible server, ChristopherHX/runn
 job of the run cancelled"). The second operand does not depend on it: a fail-fast sweep in which a job failed is
 collected either way. It also holds when the run is cancelled after that failure (superseded by a push made after
 seeing it): the sweep had already ended at its first failure, and its collect job is not cut off half-way (it may
-be storing the run). A sweep cancelled before any job failed is not collected, fail-fast or not."""
-COLLECTED = "${{ " + NOT_CANCELLED + " && hashFiles('sweep/run.json') != '' }}"
+be storing the run). A sweep cancelled before any job failed is not collected, fail-fast or not.
+
+Every step of the collect job carries it too (:func:`collect_steps`), not the job alone: a step without an `if` gets
+GitHub's default `success()`, which reads the job's own status, cancelled once the run is (actions/runner
+`StepsRunner.RunAsync` marks the job cancelled when its cancel comes, before or during a step, and re-tests a running
+step's condition then). So in a run cancelled after fail-fast's failure, the job this condition starts would skip
+every step — nothing merged, stored or compared, and no failed step to say so; and under the second reading of
+`cancelled()`, a step's `!cancelled()` would skip as the job's would have."""
+COLLECTED = "${{ " + COLLECT_WHEN + " && hashFiles('sweep/run.json') != '' }}"
 """The collect job's steps after `ci collect`: they run when it wrote the merged run, though it exits 1 for a job
-without a result, and not when the workflow run is cancelled."""
+without a result, under the collect job's own condition (:data:`COLLECT_WHEN`): not after a cancel of a sweep that
+fail-fast had not stopped, and in one it had."""
 
 
 def label_plans(*, evals_only: bool = False, all_evals: bool = False) -> list[tuple[str, EvalOptions]]:
@@ -381,9 +390,9 @@ def workflow(files: Sequence[Path], *, source: Source = "matrix", baseline: str 
     other_label = f"(github.event.action == 'labeled' || github.event.action == 'unlabeled') && !{sweep_label}"
     starts_sweep = f"(github.event.action != 'labeled' && github.event.action != 'unlabeled') || {sweep_label}"
     changed = source == "changes"
-    setup_py = [{"uses": "actions/checkout@v4", "with": {"fetch-depth": 0}},
-                {"uses": "actions/setup-python@v5", "with": {"python-version": python}},
-                {"name": "Install llmsweep", "run": install}]
+    setup_py: list[dict[str, Any]] = [{"uses": "actions/checkout@v4", "with": {"fetch-depth": 0}},
+                                      {"uses": "actions/setup-python@v5", "with": {"python-version": python}},
+                                      {"name": "Install llmsweep", "run": install}]
     # The store is the collect runner's: a sweep job's `run` would open (or fail to open) it too and store its one job
     # there as a run of its own, so only the collect job is told it.
     env = {"LLMSWEEP_STORE": store} if store else {}
@@ -490,16 +499,18 @@ def workflow(files: Sequence[Path], *, source: Source = "matrix", baseline: str 
               "needs.setup.outputs.count != '0'",
         "runs-on": collect_runner,
         **({"env": env} if env else {}),
-        "steps": [
-            *setup_py,
-            {"uses": "actions/download-artifact@v4", "with": {"pattern": ARTIFACT_PREFIX + "*", "path": "artifacts"}},
+        # each step under the job's own condition (`collect_steps`): a step's default `success()` is false once the
+        # run is cancelled, and the sweep that fail-fast stopped is collected then too
+        "steps": collect_steps([
+            *zip(("checkout", "python", "install"), setup_py, strict=True),
+            ("download", {"uses": "actions/download-artifact@v4",
+                          "with": {"pattern": ARTIFACT_PREFIX + "*", "path": "artifacts"}}),
             # exits 1 when a job has no result (the collect job fails, as the sweep did), after writing the run:
             # the steps after it still store, report and compare whatever the sweep measured
-            {"name": "Merge the jobs into one run", "env": {"JOBS": "${{ needs.setup.outputs.jobs }}"},
-             "run": _sh("llmsweep", "ci", "collect", "artifacts", _flag("out"), "sweep", _flag("run_id"),
-                        _Env('"gh-$GITHUB_RUN_ID-$GITHUB_RUN_ATTEMPT"'), "--expected-env", "JOBS")},
-            *({"name": step["name"], "if": COLLECTED, **step} for step in after_collect),
-        ],
+            ("merge", {"name": "Merge the jobs into one run", "env": {"JOBS": "${{ needs.setup.outputs.jobs }}"},
+                       "run": _sh("llmsweep", "ci", "collect", "artifacts", _flag("out"), "sweep", _flag("run_id"),
+                                  _Env('"gh-$GITHUB_RUN_ID-$GITHUB_RUN_ATTEMPT"'), "--expected-env", "JOBS")}),
+        ], after_collect),
     }
     return {
         "name": name,
@@ -514,6 +525,22 @@ def workflow(files: Sequence[Path], *, source: Source = "matrix", baseline: str 
         "permissions": {"contents": "read"},
         "jobs": {"setup": setup, "sweep": sweep, "collect": collect},
     }
+
+
+def collect_steps(chain: Sequence[tuple[str, dict[str, Any]]],
+                  after: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The collect job's steps, each with an `if` of the job's own condition (:data:`COLLECT_WHEN`): `chain`, (id,
+    step) pairs up to `ci collect`, each run when the one before it succeeded (`steps.<id>.outcome`, which reads no
+    status of the job: the order a default `success()` kept, without its false in a cancelled run); `after`, the
+    steps that take the merged run, when `ci collect` wrote it (:data:`COLLECTED`)."""
+    out: list[dict[str, Any]] = []
+    previous = None
+    for step_id, step in chain:
+        when = COLLECT_WHEN + (f" && steps.{previous}.outcome == 'success'" if previous else "")
+        out.append({**({"name": step["name"]} if "name" in step else {}), "id": step_id,
+                    "if": "${{ " + when + " }}", **step})
+        previous = step_id
+    return out + [{"name": step["name"], "if": COLLECTED, **step} for step in after]
 
 
 class _NoAliases(yaml.SafeDumper):

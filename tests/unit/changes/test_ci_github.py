@@ -268,7 +268,9 @@ def test_collect_records_each_unreadable_artifact_as_its_jobs_failure_and_goes_o
     written = json.loads((tmp_path / "sweep" / "run.json").read_text())["outcomes"]
     assert [(o["job_id"], o["status"]) for o in written] == [(o["job_id"], o["status"]) for o in meta["outcomes"]]
     after = steps[steps.index(merge) + 1:]
-    assert after and all(s["if"] == "${{ !cancelled() && hashFiles('sweep/run.json') != '' }}" for s in after)
+    assert after and all(s["if"] == "${{ (!cancelled() || (needs.sweep.result == 'failure' && "
+                         "needs.setup.outputs.fail-fast == 'true')) && hashFiles('sweep/run.json') != '' }}"
+                         for s in after)
 
 
 def test_ci_matrix_refuses_changed_jobs_its_files_do_not_plan(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -1078,7 +1080,7 @@ def test_a_cancelled_sweep_is_not_collected_and_a_timed_out_job_is_collected_as_
     assert not starts(True, "cancelled")
     assert starts(False, "failure") and starts(False, "success")
     # its steps after the merge: not on a cancel that comes while it runs, either
-    assert all(s["if"].startswith("${{ !cancelled() && ") for s in collect_job["steps"][-5:])
+    assert all(s["if"].startswith("${{ (!cancelled() || ") for s in collect_job["steps"][-5:])
     # a hung run: its step times out first (a failure, which the collect job takes), the job's own timeout later
     names = [step.get("name") for step in sweep["steps"]]
     run = sweep["steps"][names.index("Run the job")]
@@ -1131,6 +1133,95 @@ def test_a_sweep_fail_fast_stopped_is_collected_and_one_cancelled_before_a_failu
     setup = workflow([Path("recipes/chg.yaml")])["jobs"]["setup"]
     assert setup["outputs"]["fail-fast"] == "${{ steps.gate.outputs.fail-fast }}"
     assert "needs.setup.outputs.fail-fast == 'true'" in collect_job["if"]
+
+
+def _step_key(step: dict[str, Any]) -> str:
+    return str(step.get("id") or step.get("name") or step["uses"])
+
+
+def _collect_steps_run(collect_job: dict[str, Any], needs: dict[str, object], *, cancelled: bool,
+                       cancel_at: str | None = None, failing: str | None = None) -> list[str]:
+    """The collect job's steps that run (ids, or names where a step has none), each `if` evaluated as the runner
+    does (actions/runner `StepsRunner.RunAsync`): a step without one gets the default `success()`, which — like
+    `cancelled()` and `failure()` in a step — reads the job's own status, never its needs' results (the job's status
+    starts as succeeded); a cancel of the run marks the job cancelled. `cancelled`: what `cancelled()` says from the
+    start; `cancel_at`: a step before which the run is cancelled (`cancelled()` true from then on); `failing`: a step
+    that fails. `ci collect` writes the run and exits 1 when the sweep did not succeed (a job without a result)."""
+    push: dict[str, object] = {"event_name": "push", "event": {"action": None}}
+    outcomes: dict[str, dict[str, object]] = {}
+    ran: list[str] = []
+    failed = wrote = False
+    sweep_result = needs["sweep"]["result"] if isinstance(needs["sweep"], dict) else None
+    for step in collect_job["steps"]:
+        key = _step_key(step)
+        cancelled = cancelled or key == cancel_at
+        condition = step.get("if", "success()").removeprefix("${{").removesuffix("}}")
+        status = "cancelled" if cancelled else "failure" if failed else "success"  # the job's own, as the runner's
+        if not _evaluate(condition, push, needs=needs, always=lambda: True,
+                         cancelled=lambda s=status: s == "cancelled", success=lambda s=status: s == "success",
+                         failure=lambda s=status: s == "failure", steps=dict(outcomes),
+                         hashFiles=lambda *_, w=wrote: "f00d" if w else ""):
+            outcomes[key] = {"outcome": "skipped"}
+            continue
+        ran.append(key)
+        merge = "llmsweep ci collect" in step.get("run", "")
+        fails = key == failing or (merge and sweep_result != "success")
+        wrote = wrote or merge
+        failed = failed or fails
+        outcomes[key] = {"outcome": "failure" if fails else "success"}
+    return ran
+
+
+@pytest.mark.parametrize("cancelled_counts_needed_cancels", [False, True])
+def test_every_collect_step_runs_where_the_collect_job_does(cancelled_counts_needed_cancels: bool) -> None:
+    """The fail-fast collect condition was the collect job's `if` alone: its checkout, installs, download and merge
+    had none, so GitHub gave them `success()`, false in a run cancelled after fail-fast's failure, and the steps after
+    the merge asked `!cancelled()`. The job the condition started then skipped every step — nothing merged, stored or
+    compared, the job green — under a real cancel and under the reading of `cancelled()` that counts fail-fast's
+    cancels. Each step now carries the job's condition: wherever the collect job starts, every step runs, under both
+    readings (the parameter; in a step the runner's `cancelled()` is the run's cancel, the first reading, and both are
+    checked) and whatever the sweep's result."""
+    collect_job = workflow([Path("recipes/chg.yaml")], baseline="run-main")["jobs"]["collect"]
+    steps = [_step_key(s) for s in collect_job["steps"]]
+    push: dict[str, object] = {"event_name": "push", "event": {"action": None}}
+    started = 0
+    for sweep in ("success", "failure", "cancelled"):
+        for fail_fast in (False, True):
+            for run_cancelled in (False, True):
+                cut = fail_fast and sweep == "failure"
+                says = run_cancelled or (cancelled_counts_needed_cancels and (cut or sweep == "cancelled"))
+                needs: dict[str, object] = {
+                    "setup": {"result": "success",
+                              "outputs": {"run": "true", "count": "4", "fail-fast": str(fail_fast).lower()}},
+                    "sweep": {"result": sweep}}
+                if not _evaluate(collect_job["if"], push, needs=needs, always=lambda: True,
+                                 cancelled=lambda says=says: says):
+                    continue
+                started += 1
+                for step_cancelled in {says, run_cancelled}:
+                    ran = _collect_steps_run(collect_job, needs, cancelled=step_cancelled)
+                    assert ran == steps, (sweep, fail_fast, run_cancelled, step_cancelled, ran)
+    # the run not cancelled: its 6 sweeps (under the second reading, not the 2 whose result is a cancelled job, and
+    # the fail-fast one its failure stopped as the second operand's); the run cancelled: the one fail-fast stopped
+    assert started == (5 if cancelled_counts_needed_cancels else 7)
+    assert steps[:5] == ["checkout", "python", "install", "download", "merge"]
+
+    def needs_of(sweep: str, fail_fast: bool) -> dict[str, object]:
+        return {"setup": {"result": "success", "outputs": {"run": "true", "count": "4",
+                                                           "fail-fast": str(fail_fast).lower()}},
+                "sweep": {"result": sweep}}
+
+    # the run cancelled while the job runs: a sweep fail-fast stopped is collected to its end (not cut off half-way
+    # through storing it); one that ran to its end is stopped there, as a cancel stops the rest of a run
+    assert _collect_steps_run(collect_job, needs_of("failure", True), cancelled=False, cancel_at="install") == steps
+    assert _collect_steps_run(collect_job, needs_of("success", False), cancelled=False,
+                              cancel_at="download") == ["checkout", "python", "install"]
+    # a step that fails stops the steps up to the merge, as the default `success()` did; with no merged run the steps
+    # after it have nothing to take
+    assert _collect_steps_run(collect_job, needs_of("failure", True), cancelled=True,
+                              failing="install") == ["checkout", "python", "install"]
+    # the merge fails (a job without a result) after writing the run: the steps after it still take it
+    assert _collect_steps_run(collect_job, needs_of("failure", False), cancelled=False)[-5:] == steps[-5:]
 
 
 def test_the_workflow_refuses_a_matrix_a_label_makes_too_large_for_github(tmp_path: Path) -> None:
