@@ -1,9 +1,13 @@
 """The spelling of every CLI option concept (`cli.options.CONCEPTS`), defined once, below every room.
 
 The CLI declares its shared options from here (`cli.options` builds each concept's option with its spelling), and a
-room below the CLI that writes a command line for a person or a machine to run (`changes.github`'s workflow and
-matrix, a refusal's fix naming a flag) reads the spelling from here too, so neither restates it and neither imports
-the CLI: dependencies point down, and the CLI sits at the top. This module imports nothing.
+room below the CLI that writes a command line for a person or a machine to run reads the spelling from here too, so
+neither restates it and neither imports the CLI: dependencies point down, and the CLI sits at the top. This module
+imports nothing. Those that do: `changes.github`'s workflow, matrix and fixes, and the executors' fixes and worker
+command (`execute.docker`, `.executor`, `.local`, `.preflight`, `.slurm`); `tests/unit/test_option_spellings.py`
+fails on a spelling one of them writes by hand. Other rooms' messages (`execute.pipeline`'s, `changes.reuse`'s, the
+report's and results' fixes) still spell some flags by hand. A flag of another tool that happens to share a spelling
+(`docker run --gpus`) is that tool's, not read from here.
 
 Only the current spellings live here; an old spelling a concept still takes as a hidden alias (`Concept.deprecated`)
 is the CLI's own business, as are an option's type, default and help.

@@ -154,8 +154,8 @@ def sweep_jobs(files: Sequence[Path], *, runner_config: Path | None = None, chan
                 notes += [n for n in change_set.notes if n not in notes]
             wanted = change_set.to_run()
             planned = resolve_job_ids(planned, wanted, parents=parents,
-                                      fix="compare against the tree these files are read from (`--changed BASE..`), "
-                                          "with the same recipe files")
+                                      fix="compare against the tree these files are read from "
+                                          f"(`{_flag('changed')} BASE..`), with the same recipe files")
         jobs += planned
         plans.update({job.id: flag for job in planned})
     return jobs, plans
@@ -328,8 +328,8 @@ def workflow_root(out: Path) -> Path:
         if top is not None and Path(os.path.abspath(top)) != root and Path(top).resolve() != root.resolve():
             raise ConfigError(f"{out} is in a .github/workflows/ folder below the root of its repository ({top}): "
                               "GitHub reads workflows only at the repository's root, and would never run it",
-                              fix=f"--out {Path(top) / '.github' / 'workflows' / where.name}, or run `llmsweep ci "
-                                  f"github` from {top}")
+                              fix=f"{_flag('out')} {Path(top) / '.github' / 'workflows' / where.name}, or run "
+                                  f"`llmsweep ci github` from {top}")
         return root
     return git_toplevel(Path.cwd()) or Path.cwd()
 
@@ -362,7 +362,7 @@ def repo_path(path: Path, root: Path, what: str) -> Path:
     raise ConfigError(f"{what} {path} is outside the repository the workflow runs in ({root}): its runners check "
                       "out that repository, and would not find the file",
                       fix=f"move or copy it into {root} and pass that path; or write the workflow into the "
-                          "repository that holds it (--out <that repository>/.github/workflows/<name>.yml)")
+                          f"repository that holds it ({_flag('out')} <that repository>/.github/workflows/<name>.yml)")
 
 
 def workflow(files: Sequence[Path], *, source: Source = "matrix", baseline: str | None = None,

@@ -42,7 +42,11 @@ from llmsweep.execute.executor import Event, register_executor, run_groups_here,
 from llmsweep.execute.handle import ProcessServerHandle, flags_named
 from llmsweep.execute.process import marks, start_process
 from llmsweep.execute.signals import hurried, signal_of_exit
+from llmsweep.option_spellings import flag as _flag
 from llmsweep.visible import DEVICE_ORDER
+
+_OPTION = _flag("executor_option")
+"""`--executor-option`, as this module's fixes name it: read from its one home, `option_spellings`."""
 
 if TYPE_CHECKING:
     from llmsweep.execute.lifecycle import JobOutcome, LifecycleSettings, ServerGroup
@@ -421,7 +425,7 @@ def check_mount_sources(options: DockerOptions) -> None:
         raise ConfigError(
             f"the docker executor would mount host folders this host does not have: {said} (docker would create "
             "each as an empty folder owned by root, and the engine would find nothing in it)",
-            fix="correct the executor option (--executor-option KEY=PATH) to a folder that exists here, or create "
+            fix=f"correct the executor option ({_OPTION} KEY=PATH) to a folder that exists here, or create "
             "it first (`mkdir -p PATH`)",
         )
 
@@ -482,8 +486,8 @@ def docker_exit_fix(returncode: int | None, tail: str, user_flags: str | None = 
         if unmounted:
             return (f"the container does not see {', '.join(unmounted)}: host path(s) of the server's command under "
                     "no mount (the engine finds the image's path there, mostly nothing). Mount them at the same path "
-                    "(--executor-option model_dir=FOLDER or hf_cache=FOLDER, or "
-                    f"--executor-option {shell.quote('extra_mounts=[FOLDER:FOLDER:ro]')}), "
+                    f"({_OPTION} model_dir=FOLDER or hf_cache=FOLDER, or "
+                    f"{_OPTION} {shell.quote('extra_mounts=[FOLDER:FOLDER:ro]')}), "
                     "and rerun")
         return None
     if any(s in tail.lower() for s in _DAEMON_UNREACHABLE):

@@ -22,6 +22,10 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 from pydantic import BaseModel
 
 from llmsweep import shell
+from llmsweep.option_spellings import flag as _flag
+
+_OPTION = _flag("executor_option")
+"""`--executor-option`, as this module's fixes name it: read from its one home, `option_spellings`."""
 
 if TYPE_CHECKING:
     from llmsweep.execute.base import ServerLauncher
@@ -133,11 +137,11 @@ def validate_options(kind: str, model: type[M], options: Mapping[str, Any] | Bas
         unknown = [e for e in exc.errors() if e["type"] == "extra_forbidden"]
         renames = [(e, close) for e in unknown if (close := _closest(model, e["loc"])) is not None]
         fixes = [  # a misspelt key: the option it means, with the value given (inside its mapping, renamed there)
-            f"--executor-option {_option_text(close, e.get('input'))}" if len(e["loc"]) == 1
+            f"{_OPTION} {_option_text(close, e.get('input'))}" if len(e["loc"]) == 1
             else f"rename `{e['loc'][-1]}` to `{close}` in `{'.'.join(str(p) for p in e['loc'][:-1])}`"
             for e, close in renames]
         if any(len(e["loc"]) == 1 for e in unknown):  # a key this executor does not have: the keys it has
-            fixes.append(f"--executor-option KEY=VALUE, KEY one of: {', '.join(sorted(model.model_fields))}")
+            fixes.append(f"{_OPTION} KEY=VALUE, KEY one of: {', '.join(sorted(model.model_fields))}")
         # the keys are right, a value is not: what each of those options is, and a value as the error says
         keys = list(dict.fromkeys(str(e["loc"][0]) for e in exc.errors() if e["loc"] and e not in unknown))
         if keys or not fixes:
@@ -198,9 +202,9 @@ def _form_of(model: type[BaseModel], key: str) -> str | None:
         return None
     kinds = {typing.get_origin(a) or a for a in (field.annotation, *typing.get_args(field.annotation))}
     if kinds & {list, tuple, set, frozenset}:
-        return f"a list: --executor-option {shell.quote(f'{key}=[a,b]')}"
+        return f"a list: {_OPTION} {shell.quote(f'{key}=[a,b]')}"
     if dict in kinds:
-        return f"a mapping: --executor-option {shell.quote(f'{key}={{k: v}}')}"
+        return f"a mapping: {_OPTION} {shell.quote(f'{key}={{k: v}}')}"
     return None
 
 

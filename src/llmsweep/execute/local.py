@@ -14,6 +14,10 @@ from llmsweep.execute.base import ON_HOST, HostPath, ServedIn, server_environmen
 from llmsweep.execute.executor import Event, register_executor, run_groups_here, validate_options
 from llmsweep.execute.handle import ProcessServerHandle
 from llmsweep.execute.process import start_process
+from llmsweep.option_spellings import flag as _flag
+
+_OPTION = _flag("executor_option")
+"""`--executor-option`, as this module's fixes name it: read from its one home, `option_spellings`."""
 
 if TYPE_CHECKING:
     from llmsweep.execute.lifecycle import JobOutcome, LifecycleSettings, ServerGroup
@@ -45,7 +49,7 @@ class LocalLauncher:
             raise ConfigError(
                 f"the {spec.engine} job names image {spec.image!r} but the local executor runs on the host",
                 fix="run image jobs with the docker executor, or slurm with srun on the node (its default, pyxis); "
-                "under the local executor, `--executor-option allow_image=true` runs the engine installed on this "
+                f"under the local executor, `{_OPTION} allow_image=true` runs the engine installed on this "
                 "host",
             )
         return list(spec.argv)

@@ -21,6 +21,7 @@ from llmsweep.engine_ids import SIM
 from llmsweep.engines.launch import LaunchSpec
 from llmsweep.errors import LaunchError
 from llmsweep.execute.commands import run_command
+from llmsweep.option_spellings import flag as _flag
 from llmsweep.visible import (
     BUS_ORDER,
     DEVICE_ORDER,
@@ -35,6 +36,9 @@ from llmsweep.visible import (
     select_listed,
 )
 from llmsweep.words import count_of, noun
+
+_OPTION = _flag("executor_option")
+"""`--executor-option`, as this module's fixes name it: read from its one home, `option_spellings`."""
 
 log = logging.getLogger(__name__)
 PORT_PLACEHOLDER = "{port}"
@@ -240,7 +244,7 @@ def _leave_node_out(env: Mapping[str, str]) -> str:
 
     node = env.get("SLURMD_NODENAME")
     option = exclude_option([node or "NODE"])
-    return f"leave node {node or 'NODE'} out (--executor-option {option}) and tell its admins"
+    return f"leave node {node or 'NODE'} out ({_OPTION} {option}) and tell its admins"
 
 
 COMPUTE_APPS_QUERY = "--query-compute-apps=gpu_uuid,pid,used_memory,process_name"

@@ -56,7 +56,15 @@ from llmsweep.execute.signals import (
     taken_over,
 )
 from llmsweep.findings import visible_text
+from llmsweep.option_spellings import flag as _flag
 from llmsweep.words import count_of
+
+_OPTION = _flag("executor_option")
+"""`--executor-option`, as this module's fixes name it: read from its one home, `option_spellings`."""
+_OUT = _flag("out")
+"""`run --out`, as the messages below name it."""
+_REPEATS = _flag("repeats")
+"""`run --repeats`, as the fixes below name it."""
 
 if TYPE_CHECKING:
     import subprocess
@@ -66,7 +74,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 DEFAULT_WORKER_COMMAND: tuple[str, ...] = (
-    "{python}", "-m", "llmsweep.cli.main", "run", "--_worker", "{group}", "--out", "{out}",
+    "{python}", "-m", "llmsweep.cli.main", "run", "--_worker", "{group}", _OUT, "{out}",
 )
 _JOB_ID = re.compile(r"^(\d+)(?:;[\w.-]+)?$")
 _FINISHED_STATES = frozenset(
@@ -211,7 +219,7 @@ def _check_sbatch_value(value: str, field_name: str) -> None:
 
 
 _OUT_FILES = ("the driver reads the batch job's output back from <out>/slurm-<id>.out and .err; leave it out (give "
-              "another --out to put them elsewhere)")
+              f"another {_OUT} to put them elsewhere)")
 _COUNTS = ("the script sets the node and task counts from the deployment (one node and task; one task on each node "
            "of a multi-node one), and the worker starts each server as a step of its own; leave it out")
 _GPUS = ("the script asks for the job's GPUs (--gres=gpu[:<gpu_type>]:<count>) from the deployment, and the result is "
@@ -224,14 +232,14 @@ _SCRIPT_OWNS: dict[str, str] = {
                "anew jobs already stored; leave it out (`--resume` runs the unfinished jobs again)",
     "output": _OUT_FILES,
     "error": _OUT_FILES,
-    "chdir": "the batch job runs in its out directory, where it writes its files; leave it out (give another --out)",
+    "chdir": f"the batch job runs in its out directory, where it writes its files; leave it out (give another {_OUT})",
     "parsable": "the driver submits with --parsable already; leave it out",
     "clusters": "the driver polls and cancels the job without -M, so it would lose it on the other cluster (Ctrl-C "
                 "left it running); leave it out and run llmsweep on a login node of that cluster",
     "cluster": "the driver polls and cancels the job without -M, so it would lose it on the other cluster (Ctrl-C "
                "left it running); leave it out and run llmsweep on a login node of that cluster",
     "array": "the driver tracks one batch job per server group, not an array of them; leave it out (repeats: "
-             "--repeats)",
+             f"{_REPEATS})",
     "nodes": _COUNTS,
     "ntasks": _COUNTS,
     "ntasks-per-node": _COUNTS,
@@ -654,7 +662,7 @@ def sbatch_environment(script: str, environ: Mapping[str, str]) -> dict[str, str
 _UNREACHED = ("contact slurm controller", "socket timed out", "connection refused", "zero bytes", "munge")
 """Words of an sbatch error that says the controller was not reached (no refusal: `_SLURM_FIX` applies)."""
 _NODE_CONFIG_FIX = ("ask for what a node of the partition has (`sinfo -N -o '%N %P %c %m %G'`: CPUs, memory, GPUs): "
-                    "--executor-option cpus_per_task=, mem=, gpu_type=, extra_sbatch, fewer nodes in exclude, or "
+                    f"{_OPTION} cpus_per_task=, mem=, gpu_type=, extra_sbatch, fewer nodes in exclude, or "
                     "another partition=NAME")
 """The fix when no node of the partition has what each node of the batch job asks for (Slurm's `Requested node
 configuration is not available`)."""
@@ -663,19 +671,19 @@ _USABLE_NODE_STATES = frozenset({"idle", "mix", "alloc", "comp", "resv", "plnd"}
 jobs: idle, mixed, allocated, completing, reserved, planned. Not these: down, drained or draining, failing, in
 maintenance, booting, unknown; nor one whose state ends in `*` (not responding)."""
 _REFUSED_FIXES: tuple[tuple[str, str], ...] = (
-    ("invalid partition", "give a partition `sinfo` lists ({partitions}): --executor-option partition=NAME, or "
+    ("invalid partition", f"give a partition `sinfo` lists ({{partitions}}): {_OPTION} partition=NAME, or "
                           "leave it out for the cluster's default"),
     ("invalid account", "give an account you belong to (`sacctmgr show assoc user=$USER format=account,partition`): "
-                        "--executor-option account=NAME, or leave it out for your default account"),
+                        f"{_OPTION} account=NAME, or leave it out for your default account"),
     ("invalid qos", "give a QOS your account may use (`sacctmgr show assoc user=$USER format=qos`) in "
-                    "--executor-option extra_sbatch, or leave it out"),
-    ("--time", "give a Slurm time limit ({formats}): --executor-option time_limit=HH:MM:SS, or the --time in "
+                    f"{_OPTION} extra_sbatch, or leave it out"),
+    ("--time", f"give a Slurm time limit ({{formats}}): {_OPTION} time_limit=HH:MM:SS, or the --time in "
                "extra_sbatch"),
-    ("time limit", "give a time limit within the partition's (`sinfo -o '%P %l'`): --executor-option time_limit="
+    ("time limit", f"give a time limit within the partition's (`sinfo -o '%P %l'`): {_OPTION} time_limit="
                    "HH:MM:SS"),
-    ("node name", "name only nodes `sinfo -N` lists in --executor-option exclude (or a --nodelist in extra_sbatch)"),
+    ("node name", f"name only nodes `sinfo -N` lists in {_OPTION} exclude (or a --nodelist in extra_sbatch)"),
     ("node configuration is not available", _NODE_CONFIG_FIX),
-    ("generic resource", "give a GPU type the nodes have (`sinfo -o '%P %G'`): --executor-option gpu_type=TYPE, or "
+    ("generic resource", f"give a GPU type the nodes have (`sinfo -o '%P %G'`): {_OPTION} gpu_type=TYPE, or "
                          "leave it out"),
 )
 """What to do about a batch job sbatch refused, by the words of Slurm's reason (matched case-insensitively)."""
@@ -1100,11 +1108,11 @@ def _run_time_s(text: str) -> int | None:
 _ENDED_BY_SLURM: dict[str, tuple[str, str]] = {
     "TIMEOUT": ("Slurm stopped it because its time limit, {time_limit}{where}, ran out", "{time_limit_fix}"),
     "PREEMPTED": ("Slurm stopped it to run other work first (preemption)",
-                  "run where jobs are not preempted (--executor-option partition=NAME, or a --qos in extra_sbatch)"),
+                  f"run where jobs are not preempted ({_OPTION} partition=NAME, or a --qos in extra_sbatch)"),
     "NODE_FAIL": ("Slurm stopped it because {node} failed (stopped answering the controller, or set down){now}",
-                  "leave {name} out if {they} fail{s} again (--executor-option {exclude}; {why})"),
+                  f"leave {{name}} out if {{they}} fail{{s}} again ({_OPTION} {{exclude}}; {{why}})"),
     "BOOT_FAIL": ("Slurm stopped it because {node} failed to boot for it{now}",
-                  "leave {name} out until {they} boot{s} again (--executor-option {exclude}; {why})"),
+                  f"leave {{name}} out until {{they}} boot{{s}} again ({_OPTION} {{exclude}}; {{why}})"),
     "OUT_OF_MEMORY": ("Slurm stopped it because it used more memory than it was given: {mem}",
                       "give it more: {more_memory}"),
     "CANCELLED": ("someone outside this run cancelled it (a user's or an administrator's scancel)",
@@ -1168,22 +1176,22 @@ def _and(names: Sequence[str], last: str = "and") -> str:
 _NEVER_STARTS: dict[str, tuple[str, str]] = {
     "PartitionConfig": ("it asks for more than a node of its partition has (CPUs, memory, GPUs)",
                         "ask for what a node has (`scontrol show partition`, `sinfo -N -o '%N %c %m %G'`: "
-                        "--executor-option cpus_per_task=, mem=, gpu_type=, extra_sbatch), or run on another "
-                        "partition (--executor-option partition=NAME)"),
+                        f"{_OPTION} cpus_per_task=, mem=, gpu_type=, extra_sbatch), or run on another "
+                        f"partition ({_OPTION} partition=NAME)"),
     "PartitionNodeLimit": ("it asks for more (or fewer) nodes than its partition allows",
-                           "run it on a partition with that many nodes (--executor-option partition=NAME)"),
+                           f"run it on a partition with that many nodes ({_OPTION} partition=NAME)"),
     "PartitionTimeLimit": ("its time limit, {time_limit}{where}, is longer than its partition's MaxTime",
                            "lower it to the partition's (`sinfo -o '%P %l'`), or run on another partition "
-                           "(--executor-option partition=NAME)"),
+                           f"({_OPTION} partition=NAME)"),
     "BadConstraints": ("no node of its partition has the features or resources it asks for",
                        "fix the --constraint/--gres in extra_sbatch or gpu_type (`sinfo -o '%P %f %G'`)"),
     "InvalidAccount": ("its account does not exist or may not use this partition",
-                       "give an account you belong to (`sacctmgr show assoc user=$USER`): --executor-option "
+                       f"give an account you belong to (`sacctmgr show assoc user=$USER`): {_OPTION} "
                        "account=NAME"),
     "InvalidQOS": ("its QOS does not exist or is not allowed to its account",
                    "give a QOS you may use (`sacctmgr show assoc user=$USER format=qos`) in extra_sbatch"),
     "AccountNotAllowed": ("its partition does not allow its account",
-                          "give another --executor-option account=NAME, or partition=NAME"),
+                          f"give another {_OPTION} account=NAME, or partition=NAME"),
     "QOSNotAllowed": ("its partition does not allow its QOS", "give another --qos in extra_sbatch, or partition"),
     "DependencyNeverSatisfied": ("a job its --dependency waits for ended in a way that can never satisfy it",
                                  "fix or drop the --dependency in extra_sbatch (`scontrol show job` names it)"),
@@ -1341,7 +1349,7 @@ def _suspended_note(job_id: str, seconds: int | None = None) -> str:
     held = "" if seconds is None else f" for about {seconds} s in all" if seconds else " for under a second"
     return (f"Slurm suspended batch job {job_id}{held} while this job ran (`scontrol suspend`, or preemption or gang "
             "scheduling by suspension): its timings include the pause; run where jobs are not suspended "
-            "(--executor-option partition=NAME, or a --qos in extra_sbatch), then `--resume` runs it again")
+            f"({_OPTION} partition=NAME, or a --qos in extra_sbatch), then `--resume` runs it again")
 
 
 def judge_suspended(jdir: Path, outcome: JobOutcome, note: str) -> JobOutcome:
@@ -1476,13 +1484,13 @@ class MemoryAsked:
         """How to give it more memory than it had (`whole_node`: it held its node whole, whatever its options said:
         a multi-node group always does)."""
         if self.field == "extra_sbatch":
-            more = (f"a larger {self.flag} than its {self.size} in --executor-option extra_sbatch (it overrides "
+            more = (f"a larger {self.flag} than its {self.size} in {_OPTION} extra_sbatch (it overrides "
                     "mem)")
         elif self.flag is not None:
-            more = f"--executor-option mem=SIZE above its {self.size}"
+            more = f"{_OPTION} mem=SIZE above its {self.size}"
         else:
             shared = "" if whole_node or self.exclusive else " and shared the node's"
-            more = f"--executor-option mem=SIZE (it asked for none{shared})"
+            more = f"{_OPTION} mem=SIZE (it asked for none{shared})"
         return more + ("" if whole_node or self.exclusive else ", or exclusive=true for the whole node")
 
 
@@ -1502,8 +1510,8 @@ class TimeLimit:
     @property
     def fix(self) -> str:
         if self.field == "time_limit":
-            return "raise --executor-option time_limit=HH:MM:SS"
-        return "raise the --time in --executor-option extra_sbatch (it overrides time_limit)"
+            return f"raise {_OPTION} time_limit=HH:MM:SS"
+        return f"raise the --time in {_OPTION} extra_sbatch (it overrides time_limit)"
 
 
 def planned_windows_s(group: ServerGroup) -> float:
@@ -1949,7 +1957,7 @@ class SlurmExecutor:
                             lost.append(batch.sjob)
                             event(f"warning: Slurm job {batch.sjob.job_id} may still be running, its servers with it: "
                                   "it is cancelled as soon as slurmctld answers again (in this run, or by the next run "
-                                  f"into this --out, `--resume`); by hand: scancel {batch.sjob.job_id}")
+                                  f"into this {_OUT}, `--resume`); by hand: scancel {batch.sjob.job_id}")
                         # only now: an interrupt while its jobs are stored above still reads the rest back below
                         waiting.remove(batch)
                     if lost and answered:  # slurmctld answers again: the jobs it lost are cancelled now
@@ -2077,7 +2085,7 @@ class SlurmExecutor:
                 # input, exit 2 with that option's fix, as `submit` says it for a one-node group
                 raise ConfigError(f"sbatch refuses the batch job of {name}: {said[-1] if said else 'no reason given'}",
                                   fix=fix)
-            excluded = (f"exclude ({','.join(self.options.exclude)}) fewer nodes (--executor-option "
+            excluded = (f"exclude ({','.join(self.options.exclude)}) fewer nodes ({_OPTION} "
                         f"{shell.quote('exclude=[...]')}), "
                         if self.options.exclude else "")
             down = (f" ({len(unusable)} of the partition's nodes cannot take jobs now, {', '.join(unusable)}: down, "
@@ -2085,7 +2093,7 @@ class SlurmExecutor:
             raise LaunchError(
                 f"Slurm cannot allocate the {count_of(nodes, 'node')} the topology of {name} needs"
                 + (f": {said[-1]}" if said else "") + down,
-                fix=f"{excluded}run it on a partition with that many nodes (--executor-option partition=NAME), or "
+                fix=f"{excluded}run it on a partition with that many nodes ({_OPTION} partition=NAME), or "
                     "choose a topology with fewer workers" + ("; or wait until those nodes are back" if down else ""),
             )
 
@@ -2152,7 +2160,7 @@ def owed_cancel_text(job: SlurmJob) -> str:
     node and its servers; the next run into the same --out (`--resume`) cancels it, or the user does."""
     record = job.out_dir / SLURM_JOB_ID_FILE
     return (f"Slurm job {job.job_id} could not be cancelled (slurmctld did not answer) and may still be "
-            f"running, its servers with it: the next `llmsweep run` into this --out (`--resume`) cancels it first "
+            f"running, its servers with it: the next `llmsweep run` into this {_OUT} (`--resume`) cancels it first "
             f"({record} records it), or cancel it by hand once `sinfo` answers: scancel {job.job_id}")
 
 

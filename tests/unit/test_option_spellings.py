@@ -1,0 +1,113 @@
+"""A fix that names one of the CLI's options spells it as the CLI does: it reads the spelling from its one home,
+`llmsweep.option_spellings`, never a copy written by hand (which a renamed option would leave behind, telling the
+user to type a flag the CLI no longer takes)."""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import llmsweep
+from llmsweep.option_spellings import SPELLINGS
+
+SRC = Path(llmsweep.__file__).resolve().parent
+
+READ_FROM_THE_HOME = {
+    "changes/github.py": set(),
+    "execute/docker.py": {"--gpus"},  # `docker run --gpus`, docker's own flag, not llmsweep's
+    "execute/executor.py": set(),
+    "execute/local.py": set(),
+    "execute/preflight.py": set(),
+    "execute/slurm.py": set(),
+}
+"""The modules whose fixes and command lines name the CLI's options only through `option_spellings` (with the
+spellings of other tools' flags that match one of ours). Rooms not listed here still write some spellings by hand
+(`execute.pipeline`'s messages, `changes.reuse`): the module docstring of `option_spellings` says which read it."""
+
+_SPELLING = re.compile(r"(?<![\w-])(" + "|".join(re.escape(s) for s in sorted(SPELLINGS.values(), key=len,
+                                                                                   reverse=True)) + r")(?![\w-])")
+
+
+def _hand_written(path: Path) -> list[tuple[int, str]]:
+    """The CLI option spellings the module's string literals write (docstrings, which explain, aside)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    docs = {id(node.value) for node in ast.walk(tree)
+            if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)}
+    return [(node.lineno, m[1]) for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs
+            for m in _SPELLING.finditer(node.value)]
+
+
+@pytest.mark.parametrize("module", sorted(READ_FROM_THE_HOME))
+def test_a_module_that_reads_its_spellings_from_the_home_writes_none_by_hand(module: str) -> None:
+    found = [(line, s) for line, s in _hand_written(SRC / module) if s not in READ_FROM_THE_HOME[module]]
+    assert not found, f"{module} spells CLI options by hand (line, spelling): {found}; use option_spellings.flag"
+
+
+def test_the_fixes_name_the_option_as_the_cli_spells_it() -> None:
+    """Each fix is written with a concept's spelling changed in the home (in a fresh process, before any room is
+    imported): the fix follows it, and no longer names the old spelling anywhere."""
+    code = r"""
+import json
+from pathlib import Path
+import llmsweep.option_spellings as o
+o.SPELLINGS.update({"executor_option": "--xo", "out": "--xout", "changed": "--xchanged", "repeats": "--xrepeats"})
+from llmsweep.errors import ConfigError
+from llmsweep.execute import slurm
+from llmsweep.execute.docker import DockerOptions
+from llmsweep.execute.executor import validate_options
+from llmsweep.changes.github import repo_path
+
+texts = {}
+try:
+    validate_options("docker", DockerOptions, {"model_dri": "/m"})
+except ConfigError as exc:
+    texts["validate_options"] = exc.fix
+texts["slurm time limit"] = slurm.TimeLimit("1:00:00", 3600, "time_limit").fix
+texts["slurm refusals"] = " ".join(fix for _, fix in slurm._REFUSED_FIXES)
+texts["slurm never starts"] = " ".join(fix for _, fix in slurm._NEVER_STARTS.values())
+texts["slurm ended"] = " ".join(fix for _, fix in slurm._ENDED_BY_SLURM.values())
+texts["slurm worker"] = " ".join(slurm.DEFAULT_WORKER_COMMAND)
+try:
+    repo_path(Path("/elsewhere/r.yaml"), Path("/repo"), "recipe")
+except ConfigError as exc:
+    texts["ci github"] = exc.fix
+print(json.dumps(texts))
+"""
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    texts = json.loads(run.stdout)
+    assert set(texts) == {"validate_options", "slurm time limit", "slurm refusals", "slurm never starts",
+                          "slurm ended", "slurm worker", "ci github"}
+    for what, text in texts.items():
+        assert not {"--executor-option", "--out", "--changed", "--repeats"} & set(_SPELLING.findall(text)), \
+            (what, text)
+    assert "--xo model_dir=" in texts["validate_options"]
+    assert texts["slurm time limit"] == "raise --xo time_limit=HH:MM:SS"
+    assert "--xo partition=NAME" in texts["slurm refusals"] and "--xo partition=NAME" in texts["slurm never starts"]
+    assert "(--xo {exclude}; {why})" in texts["slurm ended"]  # still a template, formatted when a node fails
+    assert " --xout {out}" in texts["slurm worker"]
+    assert "--xout <that repository>" in texts["ci github"]
+
+
+def test_the_spellings_the_fixes_read_are_the_clis() -> None:
+    """The home's spelling is the one `llmsweep run` and `ci github` take (the table the fixes read is the CLI's)."""
+    import click
+
+    from llmsweep.cli.main import cli
+
+    ctx = click.Context(cli)
+    run = cli.get_command(ctx, "run")
+    ci = cli.get_command(ctx, "ci")
+    assert run is not None and isinstance(ci, click.Group)
+    github = ci.get_command(ctx, "github")
+    assert github is not None
+    run_opts = {o for p in run.params for o in p.opts}
+    assert {SPELLINGS[c] for c in ("executor_option", "out", "changed", "repeats")} <= run_opts
+    assert SPELLINGS["out"] in {o for p in github.params for o in p.opts}
