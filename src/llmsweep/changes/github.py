@@ -79,9 +79,14 @@ ARTIFACT_PREFIX = "bmk_"
 RUNNER_JOB_FILE = "runner_job.json"
 """What a sweep job records in its artifact of how its runner job ended, in a step that runs whatever happened
 before it (`always()`): `status` (GitHub's `job.status` then: `success`, `failure` or `cancelled`), `fail_fast`
-(`"true"` when the sweep ran under `full-sweep-fail-fast`) and `ended` (UTC, `2026-01-01T00:00:00Z`). `ci collect`
-reads it to say that a job without a result was cancelled by fail-fast after the job that failed first, rather than
-that it had no artifact (:func:`collect`)."""
+(`"true"` when the sweep ran under `full-sweep-fail-fast`), `ended` (UTC to the microsecond,
+`2026-01-01T00:00:00.000000Z`), and `elapsed_s` and `timeout_minutes` (how long the runner job had run, from its first
+step, and its own `timeout-minutes`: GitHub says `cancelled` of a job its timeout ended as of one fail-fast ended).
+`ci collect` reads it to say that a job without a result was cancelled by fail-fast after the job that failed first,
+rather than that it had no artifact (:func:`collect`)."""
+TIMEOUT_SLACK_S = 60
+"""A cancelled runner job that had run within this much of its `timeout-minutes` is taken to have been ended by its
+timeout (its steps' set-up and the record's own step run after the clock GitHub reads), not by fail-fast."""
 NOT_CANCELLED = "!cancelled()"
 """The collect job's status check apart from fail-fast (:data:`COLLECT_WHEN`): GitHub's `always()` is true in a
 cancelled workflow run too."""
@@ -447,6 +452,9 @@ def workflow(files: Sequence[Path], *, source: Source = "matrix", baseline: str 
         "strategy": {"fail-fast": "${{ needs.setup.outputs.fail-fast == 'true' }}",
                      "matrix": "${{ fromJSON(needs.setup.outputs.matrix) }}"},
         "steps": [
+            # when the runner job began, for the record below (a job its own timeout ended is told from fail-fast's)
+            {"name": "Note when the runner job started", "run": 'echo "LLMSWEEP_JOB_STARTED=$(date -u +%s)" >> '
+                                                                '"$GITHUB_ENV"'},
             *setup_py,
             lm_eval_step(),
             # planned as `ci matrix` planned it (`plan`: the eval labels' `run` flag): an eval-only job's id exists
@@ -463,10 +471,13 @@ def workflow(files: Sequence[Path], *, source: Source = "matrix", baseline: str 
             # cancelled from one that failed, and names the job that failed first (:data:`RUNNER_JOB_FILE`)
             {"name": "Record how the runner job ended", "if": "always()",
              "env": {"JOB": "${{ matrix.job }}", "STATUS": "${{ job.status }}",
-                     "FAIL_FAST": "${{ needs.setup.outputs.fail-fast }}"},
+                     "FAIL_FAST": "${{ needs.setup.outputs.fail-fast }}", "TIMEOUT": "${{ matrix.timeout }}"},
              "run": 'mkdir -p "runs/$JOB"\n'
-                    'printf \'{"status": "%s", "fail_fast": "%s", "ended": "%s"}\\n\' "$STATUS" "$FAIL_FAST" '
-                    f'"$(date -u +%Y-%m-%dT%H:%M:%SZ)" > "runs/$JOB/{RUNNER_JOB_FILE}"'},
+                    'ELAPSED=""\nif [ -n "${LLMSWEEP_JOB_STARTED:-}" ]; then '
+                    'ELAPSED=$(( $(date -u +%s) - LLMSWEEP_JOB_STARTED )); fi\n'
+                    'printf \'{"status": "%s", "fail_fast": "%s", "ended": "%s", "elapsed_s": "%s", '
+                    '"timeout_minutes": "%s"}\\n\' "$STATUS" "$FAIL_FAST" '
+                    f'"$(date -u +%Y-%m-%dT%H:%M:%S.%6NZ)" "$ELAPSED" "$TIMEOUT" > "runs/$JOB/{RUNNER_JOB_FILE}"'},
             # `overwrite`: a run keeps its artifacts across attempts, and upload-artifact@v4 refuses a name already
             # uploaded; a re-run job's results replace its earlier attempt's rather than fail to upload
             {"name": "Upload the job's results", "if": "always()", "uses": "actions/upload-artifact@v4",
@@ -670,7 +681,18 @@ class RunnerJob:
     fail_fast: bool
     """The sweep ran under fail-fast (`full-sweep-fail-fast`): GitHub cancels its unfinished jobs once one fails."""
     ended: str
-    """When those steps ran, UTC (`2026-01-01T00:00:00Z`: ordered as text)."""
+    """When those steps ran, UTC (`2026-01-01T00:00:00.000000Z`; one of a run's records is ordered as text)."""
+    elapsed_s: float | None = None
+    """How long the runner job had run by then (None in a record that does not say)."""
+    timeout_minutes: float | None = None
+    """The runner job's own `timeout-minutes` (None in a record that does not say)."""
+
+    @property
+    def timed_out(self) -> bool:
+        """A cancelled runner job that had run (within :data:`TIMEOUT_SLACK_S`) its whole `timeout-minutes`: its
+        timeout ended it, which GitHub says as `cancelled` too."""
+        return self.status == "cancelled" and self.elapsed_s is not None and self.timeout_minutes is not None and \
+            self.elapsed_s >= self.timeout_minutes * 60 - TIMEOUT_SLACK_S
 
 
 def _runner_jobs(artifacts: Path, expected: Sequence[str]) -> dict[str, RunnerJob]:
@@ -692,16 +714,26 @@ def _runner_jobs(artifacts: Path, expected: Sequence[str]) -> dict[str, RunnerJo
             continue
         if isinstance(said, dict) and all(isinstance(said.get(k), str) for k in ("status", "fail_fast", "ended")):
             out[job] = RunnerJob(job=job, status=said["status"], fail_fast=said["fail_fast"] == "true",
-                                 ended=said["ended"])
+                                 ended=said["ended"], elapsed_s=_number(said.get("elapsed_s")),
+                                 timeout_minutes=_number(said.get("timeout_minutes")))
     return out
+
+
+def _number(said: object) -> float | None:
+    """A number a record writes as text (`"3600"`), or None where it writes none or no number."""
+    try:
+        return float(said) if isinstance(said, str) and said.strip() else None
+    except ValueError:
+        return None
 
 
 def _fail_fast_cut(runner_jobs: Mapping[str, RunnerJob]) -> Callable[[str], str | None]:
     """What to say of a job without a result that fail-fast cut short: `cancelled by fail-fast after JOB failed`,
     JOB being the runner job that failed first (the earliest `ended` of those whose status is `failure`), or None
     where that is not known: no artifact says the sweep ran under fail-fast, none records a failed runner job, the
-    job's own runner job failed (it is the failure, not its casualty), or was cancelled before that failure (by hand,
-    or its own `timeout-minutes`). A job with no word of its own (no artifact, or one from before the record was
+    job's own runner job failed (it is the failure, not its casualty), was cancelled before that failure (by hand,
+    or its own `timeout-minutes`), or was ended by its own `timeout-minutes` after it (:attr:`RunnerJob.timed_out`:
+    GitHub says `cancelled` of both). A job with no word of its own (no artifact, or one from before the record was
     written) was unfinished when GitHub cancelled the sweep's unfinished jobs: said so."""
     failures = sorted((r.ended, r.job) for r in runner_jobs.values() if r.status == "failure")
     if not failures or not any(r.fail_fast for r in runner_jobs.values()):
@@ -710,7 +742,7 @@ def _fail_fast_cut(runner_jobs: Mapping[str, RunnerJob]) -> Callable[[str], str 
 
     def cut(job: str) -> str | None:
         own = runner_jobs.get(job)
-        if own is not None and (own.status != "cancelled" or own.ended < first_ended):
+        if own is not None and (own.status != "cancelled" or own.ended < first_ended or own.timed_out):
             return None
         return f"cancelled by fail-fast after {first} failed"
 

@@ -8,6 +8,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from collections import Counter
 from decimal import Decimal
 from pathlib import Path
@@ -1283,12 +1284,16 @@ def test_the_workflow_spells_the_clis_flags_without_loading_the_cli() -> None:
         assert f" {CONCEPTS[concept].spelling} " in run_cmd, (concept, run_cmd)
 
 
-def _runner_job(artifacts: Path, job: str, status: str, ended: str, *, fail_fast: bool = True) -> None:
-    """The runner job's record of how it ended (`RUNNER_JOB_FILE`), as the sweep job's step writes it."""
+def _runner_job(artifacts: Path, job: str, status: str, ended: str, *, fail_fast: bool = True,
+                elapsed_s: str | None = None) -> None:
+    """The runner job's record of how it ended (`RUNNER_JOB_FILE`), as the sweep job's step writes it (`elapsed_s`:
+    how long it had run, of a 30-minute timeout; None: a record of before the two were written)."""
     folder = artifacts / f"bmk_{job}"
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "runner_job.json").write_text(json.dumps({"status": status, "fail_fast": str(fail_fast).lower(),
-                                                        "ended": ended}))
+    said = {"status": status, "fail_fast": str(fail_fast).lower(), "ended": ended}
+    if elapsed_s is not None:
+        said |= {"elapsed_s": elapsed_s, "timeout_minutes": "30"}
+    (folder / "runner_job.json").write_text(json.dumps(said))
 
 
 @pytest.mark.parametrize("fail_fast", [True, False])
@@ -1310,11 +1315,19 @@ def test_collect_names_fail_fast_as_what_cut_a_job_short(tmp_path: Path, fail_fa
     _runner_job(artifacts, "setting-up", "cancelled", "2026-01-01T00:00:11Z", fail_fast=fail_fast)  # no run.json
     _run_artifact(artifacts, "earlier", outcomes=[])  # cancelled before anything failed: not fail-fast's doing
     _runner_job(artifacts, "earlier", "cancelled", "2026-01-01T00:00:01Z", fail_fast=fail_fast)
-    expected = ["ok", "first", "second", "running", "setting-up", "earlier", "queued"]  # queued: never started
+    # ended by its own 30-minute timeout after the failure (GitHub says `cancelled` of it too): not fail-fast's doing
+    _run_artifact(artifacts, "hung", outcomes=[])
+    _runner_job(artifacts, "hung", "cancelled", "2026-01-01T00:00:20.000000Z", fail_fast=fail_fast, elapsed_s="1795")
+    _run_artifact(artifacts, "cut", outcomes=[])  # cancelled 10 minutes into its 30: fail-fast's
+    _runner_job(artifacts, "cut", "cancelled", "2026-01-01T00:00:20.000000Z", fail_fast=fail_fast, elapsed_s="600")
+    expected = ["ok", "first", "second", "running", "setting-up", "earlier", "hung", "cut", "queued"]  # queued: never
+    # started
     meta = collect(artifacts, tmp_path / "sweep", run_id="gh-1-1", expected=expected)
     said = {o["job_id"]: (o.get("reasons") or [""])[0] for o in meta["outcomes"]}
     cut = "cancelled by fail-fast after first failed"
-    assert not any(cut in said[j] for j in ("ok", "first", "second", "earlier"))
+    assert not any(cut in said[j] for j in ("ok", "first", "second", "earlier", "hung"))
+    assert said["hung"].endswith("(the runner job was cancelled, timed out or killed)")
+    assert said["cut"].endswith(f"({cut})") == fail_fast
     assert said["earlier"].endswith("its run stopped before it finished (the runner job was cancelled, timed out or "
                                     "killed)")
     if fail_fast:
@@ -1344,13 +1357,24 @@ def test_the_sweep_jobs_record_how_they_ended_and_collect_says_fail_fast_cut_the
     shim = _cli_shim(tmp_path)
     work = tmp_path / "work"
     work.mkdir()
+    # the job's first step notes when it began (in $GITHUB_ENV, read by the steps after it)
+    started = sweep["steps"][0]
+    assert started["name"] == "Note when the runner job started"
+    github_env = work / "github_env"
+    done = _bash(started["run"], work, {"GITHUB_ENV": str(github_env)}, shim)
+    assert done.returncode == 0, done.stderr
+    name, _, began = github_env.read_text().strip().partition("=")
+    assert name == "LLMSWEEP_JOB_STARTED" and abs(int(began) - time.time()) < 60
     for job, status in (("job-a", "failure"), ("job-b", "cancelled")):
         def value(m: re.Match[str], job: str = job, status: str = status) -> str:
-            return str(_evaluate(m[1], push, {"job": job}, needs=needs, job={"status": status}))
+            return str(_evaluate(m[1], push, {"job": job, "timeout": "30"}, needs=needs, job={"status": status}))
 
         env = {k: re.sub(r"\$\{\{(.*?)\}\}", value, v) for k, v in record["env"].items()}
-        done = _bash(record["run"], work, env, shim)
+        done = _bash(record["run"], work, {**env, "LLMSWEEP_JOB_STARTED": str(int(time.time()) - 100)}, shim)
         assert done.returncode == 0, done.stderr
+        said = json.loads((work / "runs" / job / "runner_job.json").read_text())
+        assert said["timeout_minutes"] == "30" and 99 <= int(said["elapsed_s"]) <= 160, said
+        assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", said["ended"]), said
         # the runner uploads runs/<job>; download-artifact extracts it as artifacts/bmk_<job>
         shutil.copytree(work / "runs" / job, work / "artifacts" / f"bmk_{job}")
     _run_artifact(work / "artifacts", "job-a", status="failed")  # its run.json beside its record
