@@ -1,6 +1,7 @@
 """`run --executor docker` keys a job's search-path folders as the container sees them: one the executor does not
 mount from this host is the image's copy (keyed as its text, the image's reference keys what it holds), one it mounts
-at its own path by what this host holds — the executor's mounts reach the reuse keys `run.json` records."""
+by what the mount's source holds on this host, at its own path or another — the executor's mounts reach the reuse
+keys `run.json` records."""
 
 from __future__ import annotations
 
@@ -47,3 +48,22 @@ def test_a_docker_run_keys_a_search_path_folder_by_what_the_container_reads(tmp_
     again = _recorded(tmp_path, recipe, "again", f"extra_mounts=[{libs}:{libs}:ro]")
     assert all(again[k]["local_files"] != p["local_files"] for k, p in mounted.items())
     assert _recorded(tmp_path, recipe, "unmounted") == image  # the image's copy: as it was
+
+
+def test_a_docker_run_keys_patches_mounted_elsewhere_by_their_host_folder(tmp_path: Path) -> None:
+    """`PYTHONPATH: /opt/patches` with `extra_mounts=[/host/patches:/opt/patches:ro]`: the server imports the host's
+    patches; editing them there had kept the key, and `--reuse` stood on results of the old patches."""
+    source, seen = tmp_path / "host" / "patches", tmp_path / "opt" / "patches"  # `seen`: the container's path
+    (source / "vllm").mkdir(parents=True)
+    (source / "vllm" / "sched.py").write_text("PATCH = 1\n")
+    recipe = write_recipe(tmp_path / "r")
+    recipe.write_text(recipe.read_text().replace("    engine: { name: sim }\n", "").replace(
+        '      SHARED_VAR: "1"\n', f'      SHARED_VAR: "1"\n      PYTHONPATH: {seen}\n'))
+    mount = f"extra_mounts=[{source}:{seen}:ro]"
+    image = _recorded(tmp_path, recipe, "image")
+    assert all("local_files" not in p for p in image.values()), image  # not mounted: the image's folder, its text
+    mounted = _recorded(tmp_path, recipe, "mounted", mount)
+    assert all("local_files" in p for p in mounted.values()), mounted
+    (source / "vllm" / "sched.py").write_text("PATCH = 2\n")  # the patches edited on the host
+    again = _recorded(tmp_path, recipe, "again", mount)
+    assert all(again[k]["local_files"] != p["local_files"] for k, p in mounted.items())

@@ -43,6 +43,7 @@ from llmsweep.workload.scenario import repeat_index, repeat_sample
 from llmsweep.workload.traces.digest import FILE_DIGEST_PREFIX
 
 if TYPE_CHECKING:
+    from llmsweep.execute.base import ImageMount
     from llmsweep.execute.lifecycle import LifecycleSettings
 
 CONTEXT_SEP = "/"
@@ -342,15 +343,16 @@ def key_differences(key: str, recorded: str, stored: Mapping[str, str], *, then:
 
 def reuse_keys(jobs: list[Job], *, simulate: bool, live: bool = False,
                settings: LifecycleSettings | None = None, on_host: bool = False,
-               image_mounts: Sequence[Path] | None = None,
+               image_mounts: Sequence[ImageMount] | None = None,
                other_power: dict[str, str] | None = None) -> dict[str, str]:
     """Every job's recorded reuse key (`<identity>/<source>/<clock>/<corpus>[/<served>]`), by job id; a job that
     cannot be rendered (not runnable) has none. `live`: simulated jobs serve the simulator in wall-clock time (`run
     --live`); `settings`: the run's, whose gates a job's verdict was judged by (`job_gates`); `on_host`: the run's
     executor serves real engines on this host whatever image a job names (the local executor); `image_mounts`: where
     it serves a job that names an image in a container of it (`execute.executor.Executor.image_mounts`: docker, a
-    Slurm pyxis step), the host folders mounted there at their own path — a search-path folder of such a job under
-    none of them is the image's, keyed as its text (:func:`local_files_digest`). `other_power`, when
+    Slurm pyxis step), the host folders mounted there and where it sees them — a search-path folder of such a job under
+    none of them is the image's, keyed as its text, one under a mount by what its source holds
+    (:func:`local_files_digest`). `other_power`, when
     given, is filled with each job's key under the other `require_power` gate: what a stored result judged with (or
     without) power required was recorded under, which `run --reuse` may stand on by its power block
     (`POWER_GATE`)."""
@@ -400,7 +402,7 @@ by their bytes; larger ones (weights) by name, size and modification time, so a 
 
 
 def local_files_digest(job: Job, cache: dict[str, str] | None = None, *,
-                       image_mounts: Sequence[Path] | None = None) -> str | None:
+                       image_mounts: Sequence[ImageMount] | None = None) -> str | None:
     """A digest of what the job's local paths hold — `serve.model-path`, `serve.spec-decoding.draft-model`,
     `workload.tokenizer`, a `model` that is a local path, a path a value of `serve.args` names (:func:`arg_paths`:
     `--chat-template /path/t.jinja`, a drafter in `--speculative-config`) and one a variable of the server's
@@ -416,14 +418,18 @@ def local_files_digest(job: Job, cache: dict[str, str] | None = None, *,
     `FOLDER_READ_BYTES` of them (the rest count as a large file does); a path that does not read counts as missing.
     `cache`: per path, for a run's many jobs; a process remembers each path's digest by its files' status too
     (:func:`_path_digest`). `image_mounts`: where the job's server runs in its image (docker, a Slurm pyxis step),
-    the host folders mounted into it at their own path; a search-path folder (:data:`SEARCH_PATH_VARS`) under none of
-    them is the image's copy, which the image's reference keys, not this host's (`LD_LIBRARY_PATH:
-    /usr/local/cuda/lib64`, `PATH: /usr/local/bin` exist here too: a host package upgrade had moved every key though
-    the server ran the same code), so it counts as its text; None where the server reads this host's files."""
+    the host folders mounted into it, each with the path it sees them at; a search-path folder
+    (:data:`SEARCH_PATH_VARS`) under one of them is what that mount's source holds on this host (`PYTHONPATH:
+    /opt/patches` with `-v /host/patches:/opt/patches` is keyed by /host/patches: the patches edited there had kept
+    the key), one under none is the image's copy, which the image's reference keys, not this host's
+    (`LD_LIBRARY_PATH: /usr/local/cuda/lib64`, `PATH: /usr/local/bin` exist here too: a host package upgrade had
+    moved every key though the server ran the same code), so it counts as its text; None where the server reads this
+    host's files."""
     serve = job.serve
     spec = serve.spec_decoding if serve is not None else None
-    words = [(name, w) for name, w in env_path_words(job)
-             if image_mounts is None or name not in SEARCH_PATH_VARS or _mounted(w, image_mounts)]
+    words = [(name, read) for name, w in env_path_words(job)
+             for read in ([w] if image_mounts is None or name not in SEARCH_PATH_VARS
+                          else _host_copies(w, image_mounts, tree=name in TREE_PATH_VARS))]
     named = [serve.model_path if serve is not None else None, spec.draft_model if spec is not None else None,
              getattr(job.workload, "tokenizer", None), job.model, *arg_paths(job), *(w for _, w in words)]
     trees = {path for name, w in words if name in TREE_PATH_VARS and (path := _existing(w)) is not None}
@@ -441,11 +447,15 @@ def local_files_digest(job: Job, cache: dict[str, str] | None = None, *,
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
 
 
-def _mounted(word: str, mounts: Sequence[Path]) -> bool:
-    """Whether the path `word` names is one of `mounts` or under one (as this host spells both: `~` expanded, made
-    absolute, `..` resolved)."""
-    where = Path(os.path.abspath(os.path.expanduser(word)))
-    return any(where.is_relative_to(os.path.abspath(m)) for m in mounts)
+def _host_copies(word: str, mounts: Sequence[ImageMount], *, tree: bool) -> list[str]:
+    """The host folders whose files a server in its image reads in the search-path folder `word`: the folder the
+    mount whose target holds it maps it to (`execute.base.host_path_of`; none where no mount does: the image's own
+    folder), and, where the folder counts as a tree (:data:`TREE_PATH_VARS`), each folder mounted inside it
+    (`execute.base.mounts_under`)."""
+    from llmsweep.execute.base import host_path_of, mounts_under
+
+    host = host_path_of(word, mounts)
+    return [*([str(host)] if host is not None else []), *(str(p) for p in (mounts_under(word, mounts) if tree else []))]
 
 
 def arg_paths(job: Job) -> list[str]:

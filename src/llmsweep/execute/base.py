@@ -8,7 +8,7 @@ launcher (plain srun or pyxis container) starts the server. The lifecycle itself
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Protocol, runtime_checkable
@@ -37,16 +37,59 @@ relative path is no mount of that folder (docker takes `models:models` for a nam
 server or batch job starting elsewhere would not find it."""
 
 
-def same_path_sources(mounts: Iterable[str]) -> list[Path]:
-    """The host folders of mount specs `SOURCE:TARGET[:FLAGS]` (docker's `-v`, pyxis's `--container-mounts`) that a
-    container sees at their own path: what it reads there is what this host holds. A named volume's (a source that is
-    no absolute path) or one mounted elsewhere is none."""
+@dataclass(frozen=True)
+class ImageMount:
+    """A host folder a server in its job's image sees: `source` on this host, at `target` in the container — its own
+    path (`hf_cache`, `model_dir`) or another (`-v /host/patches:/opt/patches`). Both absolute, `..` resolved."""
+
+    source: Path
+    target: Path
+
+    @classmethod
+    def same_path(cls, folder: Path) -> ImageMount:
+        """`folder` mounted at its own path."""
+        return cls(Path(os.path.abspath(folder)), Path(os.path.abspath(folder)))
+
+    def host_path(self, path: Path) -> Path | None:
+        """Where on this host the container's absolute `path` lies when it is `target` or under it (None otherwise):
+        what the server reads there is what this host holds at that path."""
+        return self.source / path.relative_to(self.target) if path.is_relative_to(self.target) else None
+
+
+def host_mounts(specs: Iterable[str]) -> list[ImageMount]:
+    """The host folders mount specs `SOURCE:TARGET[:FLAGS]` (docker's `-v`, pyxis's `--container-mounts`) mount into
+    a container, each with where the container sees it, in the order given (a later mount at a path hides an earlier
+    one). A named volume's (a source that is no absolute path), a spec without a target and one whose target is no
+    absolute path (pyxis's `.`: the container's working directory) mount no host folder a path names."""
     out = []
-    for mount in mounts:
-        source, _, rest = mount.partition(":")
-        if source.startswith("/") and rest.partition(":")[0].rstrip("/") == source.rstrip("/"):
-            out.append(Path(source))
+    for spec in specs:
+        source, _, rest = spec.partition(":")
+        target = rest.partition(":")[0]
+        if source.startswith("/") and target.startswith("/"):
+            out.append(ImageMount(Path(os.path.abspath(source)), Path(os.path.abspath(target))))
     return out
+
+
+def host_path_of(path: str, mounts: Sequence[ImageMount]) -> Path | None:
+    """Where on this host a path a server in its job's image reads lies (`~` expanded, made absolute, `..` resolved
+    as this host spells it): through the most specific of `mounts` whose target holds it (the deepest; of two at one
+    target, the later, which hides the other); None where none does — the image's own path."""
+    where = _in_container(path)
+    seen = [(len(m.target.parts), i, host) for i, m in enumerate(mounts) if (host := m.host_path(where)) is not None]
+    return max(seen)[2] if seen else None
+
+
+def mounts_under(path: str, mounts: Sequence[ImageMount]) -> list[Path]:
+    """The host folders of `mounts` a container sees inside its folder `path` (`-v /host/fixes:/opt/patches/fixes`
+    beside `PYTHONPATH: /opt/patches`): their files are under it there, though not under the host folder it maps to
+    (:func:`host_path_of`) or in the image."""
+    where = _in_container(path)
+    return [m.source for m in mounts if m.target != where and m.target.is_relative_to(where)]
+
+
+def _in_container(path: str) -> Path:
+    """`path` as this host spells a path: `~` expanded, made absolute, `..` resolved."""
+    return Path(os.path.abspath(os.path.expanduser(path)))
 
 
 @dataclass(frozen=True)

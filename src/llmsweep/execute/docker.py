@@ -33,8 +33,9 @@ from llmsweep.execute.base import (
     HARNESS_MOUNT,
     ON_HOST,
     HostPath,
+    ImageMount,
     ServedIn,
-    same_path_sources,
+    host_mounts,
     server_environment,
 )
 from llmsweep.execute.commands import run_command
@@ -437,16 +438,17 @@ _NO_GPU_RUNTIME = "could not select device driver"
 """What the daemon says to `--gpus` when it has no NVIDIA runtime (the NVIDIA Container Toolkit is not installed)."""
 
 
-def option_mounts(options: DockerOptions) -> list[Path]:
-    """The host folders the options mount into every server's container at their own path (`hf_cache`, `model_dir`,
-    a same-path `extra_mounts` item; the harness is at /llmsweep)."""
-    return [*(p for p in (options.hf_cache, options.model_dir) if p is not None),
-            *same_path_sources(options.extra_mounts)]
+def option_mounts(options: DockerOptions) -> list[ImageMount]:
+    """The host folders the options mount into every server's container, each with where it sees them (`hf_cache`,
+    `model_dir` at their own path, the harness at /llmsweep, an `extra_mounts` item where it says)."""
+    return [*(ImageMount.same_path(p) for p in (options.hf_cache, options.model_dir) if p is not None),
+            *([ImageMount(options.harness_dir, Path(HARNESS_MOUNT))] if options.harness_dir is not None else []),
+            *host_mounts(options.extra_mounts)]
 
 
 def same_path_mounts(spec: LaunchSpec, options: DockerOptions) -> list[Path]:
     """The host folders `render_docker_run` mounts at their own path: what the container sees as the host does."""
-    mounts = option_mounts(options)
+    mounts = [m.source for m in option_mounts(options) if m.source == m.target]
     if spec.files and spec.files_dir:
         mounts.append(Path(spec.files_dir))
     return mounts
@@ -779,7 +781,7 @@ class DockerExecutor:
         check_mount_sources(validated)
         self.launcher = DockerLauncher(validated)
 
-    def image_mounts(self) -> tuple[Path, ...] | None:
+    def image_mounts(self) -> tuple[ImageMount, ...] | None:
         return tuple(option_mounts(self.launcher.options))
 
     def run_groups(self, groups: Sequence[ServerGroup], run_dir: Path, settings: LifecycleSettings, *,

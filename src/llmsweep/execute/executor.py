@@ -7,7 +7,7 @@ Provenance records what was placed — the group's executor kind and the launche
 
 A new executor is one module: a class with `kind`, `summary`, `options_model` (its pydantic options,
 `extra="forbid"`), `lifecycle_here` (whether the jobs' client runs on this host), `image_mounts` (the host folders
-a server in a job's image sees) and `run_groups`, decorated with
+a server in a job's image sees, and where) and `run_groups`, decorated with
 `@register_executor`, plus its module on the import line of :mod:`llmsweep.execute.registry`. The CLI's
 `--executor` choices and `llmsweep run`'s dispatch come from the registry.
 """
@@ -28,7 +28,7 @@ _OPTION = _flag("executor_option")
 """`--executor-option`, as this module's fixes name it: read from its one home, `option_spellings`."""
 
 if TYPE_CHECKING:
-    from llmsweep.execute.base import ServerLauncher
+    from llmsweep.execute.base import ImageMount, ServerLauncher
     from llmsweep.execute.lifecycle import JobOutcome, LifecycleSettings, ServerGroup
 
 Event = Callable[[str], None]
@@ -49,12 +49,13 @@ class Executor(Protocol):
 
     def __init__(self, options: Any = None) -> None: ...
 
-    def image_mounts(self) -> tuple[Path, ...] | None:
+    def image_mounts(self) -> tuple[ImageMount, ...] | None:
         """Where the executor serves a job that names an image in a container of that image (docker; Slurm's pyxis
-        steps): the host folders it mounts there at their own path, whose files the server reads as this host holds
-        them; any other path the server reads is the image's copy. None where it serves real engines on the host
-        they run on, reading its files (the local executor). The reuse key reads what a search-path folder holds
-        only where the server reads it (`changes.reuse.reuse_keys`)."""
+        steps): the host folders it mounts there, each with the path the container sees it at (its own, or another:
+        `-v /host/patches:/opt/patches`), whose files the server reads as this host holds them; any other path the
+        server reads is the image's copy. None where it serves real engines on the host they run on, reading its
+        files (the local executor). The reuse key reads what a search-path folder holds only where the server reads
+        it, through the mount's source (`changes.reuse.reuse_keys`)."""
         ...
 
     def run_groups(self, groups: Sequence[ServerGroup], run_dir: Path, settings: LifecycleSettings, *,

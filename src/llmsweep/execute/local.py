@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from llmsweep.engines.launch import LaunchSpec
 from llmsweep.errors import ConfigError
-from llmsweep.execute.base import ON_HOST, HostPath, ServedIn, server_environment
+from llmsweep.execute.base import ON_HOST, HostPath, ImageMount, ServedIn, server_environment
 from llmsweep.execute.executor import Event, register_executor, run_groups_here, validate_options
 from llmsweep.execute.handle import ProcessServerHandle
 from llmsweep.execute.process import start_process
@@ -78,7 +78,7 @@ class LocalExecutor:
     def __init__(self, options: Mapping[str, Any] | LocalOptions | None = None) -> None:
         self.launcher = LocalLauncher(validate_options(self.kind, LocalOptions, options))
 
-    def image_mounts(self) -> tuple[Path, ...] | None:
+    def image_mounts(self) -> tuple[ImageMount, ...] | None:
         return None  # the host's engine serves every job, reading this host's files
 
     def run_groups(self, groups: Sequence[ServerGroup], run_dir: Path, settings: LifecycleSettings, *,

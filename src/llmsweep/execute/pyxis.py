@@ -25,9 +25,10 @@ from llmsweep.errors import ConfigError
 from llmsweep.execute.base import (
     HARNESS_MOUNT,
     HostPath,
+    ImageMount,
     ServedIn,
     ServerLauncher,
-    same_path_sources,
+    host_mounts,
     server_environment,
 )
 from llmsweep.execute.commands import run_command
@@ -135,13 +136,15 @@ class NodeLaunch(BaseModel):
     out_dir: Path | None = Field(default=None, description="Run output directory, mounted at the same path.")
 
 
-def option_mounts(opts: SrunOptions) -> list[Path]:
-    """The host folders the options mount into every server's container at their own path (`hf_cache`,
-    `model_dir`, a same-path `extra_mounts` item, the home folder with `container_mount_home`; the run's folder is
-    mounted too, `NodeLaunch.out_dir`; the harness is at /llmsweep)."""
-    home = [Path.home()] if opts.container_mount_home else []
-    return [*(p for p in (opts.hf_cache, opts.model_dir) if p is not None), *same_path_sources(opts.extra_mounts),
-            *home]
+def option_mounts(opts: SrunOptions) -> list[ImageMount]:
+    """The host folders the options mount into every server's container, each with where it sees them (`hf_cache`,
+    `model_dir` and, with `container_mount_home`, the home folder at their own path, the harness at /llmsweep, an
+    `extra_mounts` item where it says, after the others as `_mount_list` gives them; the run's folder is mounted too,
+    `NodeLaunch.out_dir`)."""
+    return [*([ImageMount(opts.harness_dir, Path(HARNESS_MOUNT))] if opts.harness_dir is not None else []),
+            *(ImageMount.same_path(p) for p in (opts.hf_cache, opts.model_dir) if p is not None),
+            *host_mounts(opts.extra_mounts),
+            *([ImageMount.same_path(Path.home())] if opts.container_mount_home else [])]
 
 
 def _mount_list(launch: NodeLaunch) -> list[str]:

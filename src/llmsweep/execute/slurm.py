@@ -31,7 +31,7 @@ from llmsweep.engines.launch import LaunchSpec, env_assignment
 from llmsweep.errors import ConfigError, LaunchError
 from llmsweep.execute import failure_text
 from llmsweep.execute.artifacts import PID_FILES, SLURM_JOB_ID_FILE
-from llmsweep.execute.base import HostPath
+from llmsweep.execute.base import HostPath, ImageMount
 from llmsweep.execute.commands import run_command
 from llmsweep.execute.executor import Event, register_executor, validate_options
 from llmsweep.execute.handle import log_tail
@@ -1627,7 +1627,7 @@ class SlurmExecutor:
     def __init__(self, options: Mapping[str, Any] | SlurmOptions | None = None) -> None:
         self.options = validate_options(self.kind, SlurmOptions, options)
 
-    def image_mounts(self) -> tuple[Path, ...] | None:
+    def image_mounts(self) -> tuple[ImageMount, ...] | None:
         # a job's image is served in a pyxis container by a `srun` step; a plain process on the node reads its files
         return tuple(option_mounts(self.options.node)) if self.options.node.use_srun else None
 

@@ -10,6 +10,7 @@ import pytest
 from changes_scratch import write_recipe
 
 from llmsweep.changes.reuse import reuse_doc, reuse_key, reuse_keys
+from llmsweep.execute.base import ImageMount
 from llmsweep.metrics import version
 from llmsweep.plan import Job, jobs_from_files
 from llmsweep.workload.scenario import repeat_index
@@ -746,7 +747,7 @@ def test_a_search_path_folder_a_container_server_does_not_see_is_keyed_as_its_te
         f'      SHARED_VAR: "1"\n      PYTHONPATH: {patches}\n      LD_LIBRARY_PATH: {libs}\n      PATH: {bins}\n'))
     job = jobs_from_files([recipe])[0]
     assert job.image
-    mounts = (tmp_path / "models", mnt)
+    mounts = (ImageMount.same_path(tmp_path / "models"), ImageMount.same_path(mnt))
 
     def keys() -> dict[str, str]:
         return {"image": reuse_keys([job], simulate=False, image_mounts=mounts)[job.id],
@@ -763,15 +764,15 @@ def test_a_search_path_folder_a_container_server_does_not_see_is_keyed_as_its_te
     (patches / "sitecustomize.py").write_text("PATCHED = 2\n")  # mounted from the host: what the server imports
     assert all(v != after[k] for k, v in keys().items())
     # no search-path folder mounted: no local-files part at all, the key of a job naming no local path
-    assert reuse.local_files_digest(job, image_mounts=(tmp_path / "models",)) is None
-    assert reuse.local_files_digest(job, image_mounts=(patches,)) is not None  # a mount of the folder itself
+    assert reuse.local_files_digest(job, image_mounts=(ImageMount.same_path(tmp_path / "models"),)) is None
+    assert reuse.local_files_digest(job, image_mounts=(ImageMount.same_path(patches),)) is not None  # the folder
     assert reuse.local_files_digest(job) is not None
 
 
 def test_each_executor_says_which_host_folders_its_image_servers_see(tmp_path: Path) -> None:
     """The reuse key reads a search-path folder only where the server reads this host's copy: the docker executor's
-    same-path mounts (`hf_cache`, `model_dir`, `extra_mounts` mounted at their own path), a Slurm pyxis step's (and
-    the home folder with `container_mount_home`); the local executor serves on this host (None), as does a Slurm
+    mounts (`hf_cache`, `model_dir` at their own path, `extra_mounts` where they say), a Slurm pyxis step's (and the
+    home folder with `container_mount_home`); the local executor serves on this host (None), as does a Slurm
     node starting the server as a plain process (`node.use_srun: false`)."""
     import llmsweep.execute.registry  # noqa: F401  (registers every built-in executor)
     from llmsweep.execute.executor import registered_executors
@@ -783,8 +784,48 @@ def test_each_executor_says_which_host_folders_its_image_servers_see(tmp_path: P
     assert executors["local"]().image_mounts() is None
     docker = executors["docker"]({"model_dir": str(models),
                                   "extra_mounts": [f"{patches}:{patches}:ro", f"{scratch}:/scratch", "cache:/c"]})
-    assert docker.image_mounts() == (models, patches)
+    assert docker.image_mounts() == (ImageMount.same_path(models), ImageMount.same_path(patches),
+                                     ImageMount(scratch, Path("/scratch")))  # a named volume's: no host folder
     slurm = executors["slurm"]({"node": {"hf_cache": str(models), "extra_mounts": [f"{patches}:{patches}"],
                                          "container_mount_home": True}})
-    assert slurm.image_mounts() == (models, patches, Path.home())
+    assert slurm.image_mounts() == (ImageMount.same_path(models), ImageMount.same_path(patches),
+                                    ImageMount.same_path(Path.home()))
     assert executors["slurm"]({"node": {"use_srun": False}}).image_mounts() is None
+
+
+@pytest.mark.parametrize("kind", ["docker", "slurm"])
+def test_a_search_path_folder_mounted_elsewhere_is_keyed_by_its_hosts_source(tmp_path: Path, kind: str) -> None:
+    """`PYTHONPATH: /opt/patches` with the patches mounted from another host folder (docker's `extra_mounts:
+    [/host/patches:/opt/patches]`, a pyxis step's `container-mounts`) was keyed as its text: the server imports
+    /host/patches, and patches edited there kept the key, so `--reuse` stood on results of the old ones. Such a word
+    is keyed through its mount's source: an edit there moves the key, one to a folder this host happens to hold at
+    the container's path does not (the server never reads it); a deeper mount inside it is read from its own."""
+    import llmsweep.execute.registry  # noqa: F401  (registers every built-in executor)
+    from llmsweep.execute.executor import registered_executors
+
+    source, fixes, seen = tmp_path / "host" / "patches", tmp_path / "host" / "fixes", tmp_path / "opt" / "patches"
+    for folder in (source / "vllm", fixes, seen):
+        folder.mkdir(parents=True)
+    (source / "vllm" / "sched.py").write_text("PATCH = 1\n")
+    (fixes / "fix.py").write_text("FIX = 1\n")
+    (seen / "sitecustomize.py").write_text("HOST_ONLY = 1\n")  # this host's own folder at the container's path
+    recipe = write_recipe(tmp_path / "r")
+    recipe.write_text(recipe.read_text().replace("    engine: { name: sim }\n", "").replace(
+        '      SHARED_VAR: "1"\n', f'      SHARED_VAR: "1"\n      PYTHONPATH: {seen}\n'))
+    job = jobs_from_files([recipe])[0]
+    specs = [f"{source}:{seen}:ro", f"{fixes}:{seen}/fixes"]
+    options = {"extra_mounts": specs} if kind == "docker" else {"node": {"extra_mounts": specs}}
+    mounts = registered_executors()[kind](options).image_mounts()
+    assert mounts is not None
+
+    def key() -> str:
+        return reuse_keys([job], simulate=False, image_mounts=mounts)[job.id]
+
+    before = key()
+    (seen / "sitecustomize.py").write_text("HOST_ONLY = 2\n")  # not what the container reads there
+    assert key() == before
+    (source / "vllm" / "sched.py").write_text("PATCH = 2\n")  # the patches the server imports, edited on the host
+    patched = key()
+    assert patched != before
+    (fixes / "fix.py").write_text("FIX = 2\n")  # mounted inside the patches' mount: its tree, from its own source
+    assert key() != patched

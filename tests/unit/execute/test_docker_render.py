@@ -692,3 +692,27 @@ def test_an_image_in_pyxis_spelling_is_refused_with_dockers_before_any_pull(tmp_
         with pytest.raises(ConfigError) as err:
             attempt()
         assert "pyxis's spelling" in err.value.message and "nvcr.io/nvidia/sglang:v0.5.6" in (err.value.fix or "")
+
+
+def test_each_folder_the_options_mount_says_where_the_container_sees_it(tmp_path: Path) -> None:
+    """`-v /host/patches:/opt/patches` puts this host's patches at /opt/patches in the container: the reuse key reads a
+    search-path folder there through that source (`DockerExecutor.image_mounts`, `execute.base.host_path_of`); a
+    named volume's mount, a spec with no target and flags name no host folder; `hf_cache` and `model_dir` are seen at
+    their own path, the harness at /llmsweep."""
+    from llmsweep.execute.base import ImageMount, host_path_of
+
+    for name in ("models", "harness", "patches", "lib", "anon"):
+        (tmp_path / name).mkdir()
+    specs = [f"{tmp_path / 'patches'}:/opt/patches:ro", "cache:/root/.cache",
+             f"{tmp_path / 'lib'}/:/usr/local/lib/extra/", str(tmp_path / "anon")]
+    docker = get_executor("docker", {"model_dir": str(tmp_path / "models"), "harness_dir": str(tmp_path / "harness"),
+                                     "extra_mounts": specs})
+    mounts = docker.image_mounts()
+    assert mounts == (ImageMount.same_path(tmp_path / "models"), ImageMount(tmp_path / "harness", Path("/llmsweep")),
+                      ImageMount(tmp_path / "patches", Path("/opt/patches")),
+                      ImageMount(tmp_path / "lib", Path("/usr/local/lib/extra")))
+    assert host_path_of("/opt/patches", mounts) == tmp_path / "patches"
+    assert host_path_of("/usr/local/lib/extra/libx.so", mounts) == tmp_path / "lib" / "libx.so"
+    assert host_path_of(str(tmp_path / "models" / "m"), mounts) == tmp_path / "models" / "m"
+    assert host_path_of("/root/.cache/x", mounts) is None
+    assert host_path_of(str(tmp_path / "anon"), mounts) is None  # `-v PATH`: an anonymous volume there

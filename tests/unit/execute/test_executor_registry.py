@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict
 
 from llmsweep.errors import ConfigError
 from llmsweep.execute import executor as executor_mod
+from llmsweep.execute.base import ImageMount
 from llmsweep.execute.docker import DockerExecutor
 from llmsweep.execute.executor import Event, register_executor
 from llmsweep.execute.lifecycle import JobOutcome, LifecycleSettings, ServerGroup
@@ -121,7 +122,7 @@ def test_a_new_executor_is_one_registered_class(clean_registry: None) -> None:
             self.options = _NoOptions.model_validate(options or {})
             self.placed: list[str] = []
 
-        def image_mounts(self) -> tuple[Path, ...] | None:
+        def image_mounts(self) -> tuple[ImageMount, ...] | None:
             return None
 
         def run_groups(self, groups: Sequence[ServerGroup], run_dir: Path, settings: LifecycleSettings, *,

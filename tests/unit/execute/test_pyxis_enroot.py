@@ -79,6 +79,32 @@ def test_srun_render_for_an_image_has_pyxis_flags_and_mounts() -> None:
     assert not any("HF_TOKEN" in a or "VLLM_LOGGING_LEVEL" in a for a in argv)  # env travels by --export=ALL
 
 
+def test_each_mount_a_step_passes_says_where_its_container_sees_the_host_folder() -> None:
+    """The reuse key reads a search-path folder of a pyxis step through the mount whose target holds it
+    (`option_mounts`, `execute.base.host_path_of`): `PYTHONPATH: /opt/patches` with `/host/patches:/opt/patches` is
+    what /host/patches holds, not this host's /opt/patches; the mounts so read are those `--container-mounts` passes."""
+    from llmsweep.execute.base import ImageMount, host_path_of
+    from llmsweep.execute.pyxis import option_mounts
+
+    opts = SrunOptions(harness_dir=Path("/src/llmsweep"), hf_cache=Path("/hf"), container_mount_home=True,
+                       extra_mounts=("/host/patches:/opt/patches:ro", "/host/fixes:/opt/patches/fixes",
+                                     "/host/new:/opt/patches", "/host/here:./here"))
+    mounts = option_mounts(opts)
+    assert ImageMount(Path("/host/patches"), Path("/opt/patches")) in mounts
+    assert ImageMount(Path("/src/llmsweep"), Path("/llmsweep")) in mounts
+    assert ImageMount.same_path(Path.home()) in mounts
+    assert not any(m.source == Path("/host/here") for m in mounts)  # `.`: the container's working directory
+    passed = next(a for a in render_srun(SPEC, NodeLaunch(srun=opts, sqsh=Path("/s.sqsh")), "s")
+                  if a.startswith("--container-mounts="))
+    assert all(f"{m.source}:{m.target}" in passed for m in mounts if m.source != Path.home())
+    assert host_path_of("/opt/patches/vllm/sched.py", mounts) == Path("/host/new/vllm/sched.py")  # the later one
+    assert host_path_of("/opt/patches/fixes/../fixes/f.py", mounts) == Path("/host/fixes/f.py")  # the deeper one
+    assert host_path_of("/llmsweep/src", mounts) == Path("/src/llmsweep/src")
+    assert host_path_of("/hf/hub", mounts) == Path("/hf/hub")
+    assert host_path_of("/opt/patched", mounts) is None  # the image's own: no mount holds it
+    assert host_path_of("/usr/local/cuda/lib64", mounts) is None
+
+
 def test_srun_render_without_image_is_plain_srun() -> None:
     spec = SPEC.model_copy(update={"image": None, "gpus": 0})
     argv = render_srun(spec, NodeLaunch(), "s")
