@@ -556,7 +556,12 @@ FOLDER_READ_BYTES = 64 << 20
 while they fit in what is left of it; the rest by name, size and modification time, as a large file does. A folder of
 patches, configs or a tokenizer is read whole (and keeps the key it had); a system folder a search path names
 (`PATH: /usr/local/bin:/usr/bin`, an `LD_LIBRARY_PATH` of libraries: hundreds of megabytes) costs at most this, where
-every job's key read it whole."""
+every job's key read it whole. So the key of a folder holding more than this depends on when the files past it were
+written there, not only on what they hold: two hosts with byte-identical copies (an `LD_LIBRARY_PATH` folder of many
+small libraries, a large `PYTHONPATH` tree installed on each), or one reinstalled in place, mostly key it apart —
+their modification times differ unless the copy kept them —, so `run --reuse` across hosts, and keys a CI collected
+(`ci matrix`, a `--ci-store`), stop matching for jobs that name such a folder: a miss (the job is measured again),
+never a stale hit, which these files' content would need to change without their size or time."""
 
 RACY_NS = 2 * 10**9
 """How recent (ns) a file's modification or status change may be for keying to remember its folder's digest by the

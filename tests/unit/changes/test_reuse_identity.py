@@ -489,6 +489,31 @@ def test_keying_a_folder_reads_at_most_its_budget_and_counts_the_rest_by_status(
     assert reuse_keys([job], simulate=True)[job.id] != changed
 
 
+def test_byte_identical_folders_past_the_budget_key_apart_by_their_files_times(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the README and `FOLDER_READ_BYTES` promise of a folder larger than the budget: two hosts' byte-identical
+    copies (here two folders whose files were written at other times) key alike while every file is read, apart once
+    some count by their status — `--reuse` across hosts misses for them —, and alike again where the copy kept the
+    files' times; editing a file past the budget, a new time, still moves the key (a miss, not a stale hit)."""
+    from llmsweep.changes import reuse
+
+    here, there = tmp_path / "here" / "lib", tmp_path / "there" / "lib"
+    for folder, when in ((here, 1_700_000_000), (there, 1_700_000_500)):
+        folder.mkdir(parents=True)
+        for name in ("liba.so", "libb.so", "libc.so"):
+            (folder / name).write_bytes(b"\x7fELF " + name.encode())
+            os.utime(folder / name, (when, when))
+    assert reuse._path_digest(here) == reuse._path_digest(there)  # within the budget: by their bytes
+    monkeypatch.setattr(reuse, "FOLDER_READ_BYTES", 16)  # liba.so read; the others by name, size and time
+    apart = reuse._path_digest(here)
+    assert apart != reuse._path_digest(there)
+    for name in ("libb.so", "libc.so"):  # the copy kept the times (rsync -a, cp -p)
+        os.utime(there / name, ns=(os.stat(here / name).st_atime_ns, os.stat(here / name).st_mtime_ns))
+    assert reuse._path_digest(there) == apart
+    (here / "libc.so").write_bytes(b"\x7fELF libC.so")  # edited past the budget, now: its time moved
+    assert reuse._path_digest(here) != apart
+
+
 def test_a_process_remembers_a_folders_digest_by_its_files_status(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Keying a folder again in one process reads none of its files while their status is what it was; a file
