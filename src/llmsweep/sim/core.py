@@ -203,12 +203,13 @@ class EngineCore:
                            prefix_caching=config.prefix_caching)
         self.waiting: deque[SimRequest] = deque()
         self.running: list[SimRequest] = []
-        self.segments: list[tuple[SimRequest, int, int]] | None = None
+        self.segments: list[tuple[SimRequest, int, int, list[int] | None]] | None = None
         """Deferred chunk stamps, for a caller that takes them (the predictor sets a list): without speculative
         decoding, a running decode's steps live in the batch's arrays (see :meth:`_schedule_rows`) and `end_step`
         returns only the requests whose first token or last came in the step; every other emission is handed out
-        later as `(request, lo, hi)`: it emitted one token at the end of each of the steps `step_ends[lo:hi]`, before
-        anything `end_step` returns for it afterwards. None: `end_step` returns every request that emitted."""
+        later as `(request, lo, hi, tokens)`: it emitted at the end of each of the steps `step_ends[lo:hi]` one token
+        (`tokens` None) or `tokens[j]` (speculative decoding), before anything `end_step` returns for it afterwards.
+        None: `end_step` returns every request that emitted."""
         self.step_ends: list[float] = []
         """With `segments`: the end time of every step applied so far (what a segment's indices point into)."""
         self.rows_from = ROWS
@@ -220,6 +221,14 @@ class EngineCore:
         self._pre = np.empty(0, bool)
         self._row_prefills: list[int] = []
         """Rows scheduled to prefill in the step in flight (batch order)."""
+        self._slot = _NO_BLOCKS
+        """With speculative decoding: each row's column of `_toks` (stable while the request runs; reused after)."""
+        self._free_slots: list[int] = []
+        self._slots = 0
+        self._toks = np.zeros((0, 0), np.int16)
+        """With speculative decoding: tokens each slot's decode emitted in each step, row `j` for `step_ends[_tok_base +
+        j]` (what a deferred segment's tokens are read from; rows before the oldest open segment are dropped)."""
+        self._tok_base = 0
         self.counters = Counters()
         self.now = 0.0
         self._next_rid = 0
@@ -332,7 +341,7 @@ class EngineCore:
         lookahead = self.spec_k + 1
         picked = None
         n_run = len(self.running)
-        if (self.segments is not None and self.sampler is None and self.coalesce and not self.prefill_first
+        if (self.segments is not None and self.coalesce and not self.prefill_first
                 and (n_run >= self.rows_from or (self._rows and 2 * n_run >= self.rows_from)) and not self._aborts
                 and not (self.sglang and len(self.running) * -(-lookahead // self.block_size)
                          > self.pool.available())):
@@ -385,6 +394,36 @@ class EngineCore:
         self._pre = np.fromiter((r.prefilled for r in running), bool, n)
         self._seg = np.full(n, len(self.step_ends), np.int64)
         self._rows = True
+        if self.sampler is not None:
+            self._slot = np.arange(n, dtype=np.int64)
+            self._free_slots = []
+            self._slots = n
+            self._toks = np.zeros((0, 0), np.int16)
+            self._tok_base = len(self.step_ends)
+
+    def _seg_tokens(self, slot: int, lo: int, hi: int) -> list[int] | None:
+        """A deferred segment's tokens per step (None without speculative decoding: one each)."""
+        if self.sampler is None:
+            return None
+        base = self._tok_base
+        tokens: list[int] = self._toks[lo - base:hi - base, slot].tolist()
+        return tokens
+
+    def _tok_room(self, steps: int) -> None:
+        """Room in `_toks` for `steps` more steps and every slot (dropping the steps before every open segment)."""
+        now = len(self.step_ends)
+        toks = self._toks
+        if now + steps - self._tok_base <= toks.shape[0] and self._slots <= toks.shape[1]:
+            return
+        open_ = self._seg[self._pre]
+        base = min(int(open_.min()), now) if len(open_) else now
+        keep = now - base
+        grown = np.zeros((max(2 * (keep + steps), 256), max(self._slots, toks.shape[1], 16)), np.int16)
+        if keep > 0:
+            at = base - self._tok_base
+            grown[:keep, :toks.shape[1]] = toks[at:at + keep]
+        self._toks = grown
+        self._tok_base = base
 
     def settle(self) -> None:
         """Write the arrays' state back to the running requests and hand out their open segments (`segments`): the
@@ -395,13 +434,14 @@ class EngineCore:
         segments = self.segments
         assert segments is not None
         hi = len(self.step_ends)
-        for r, pre, comp, gen, seg in zip(self.running, self._pre.tolist(), self._comp.tolist(), self._gen.tolist(),
-                                          self._seg.tolist(), strict=True):
+        slots = self._slot.tolist() if self.sampler is not None else [0] * len(self.running)
+        for r, pre, comp, gen, seg, slot in zip(self.running, self._pre.tolist(), self._comp.tolist(),
+                                                self._gen.tolist(), self._seg.tolist(), slots, strict=True):
             if pre:
                 r.computed = comp
                 r.generated = gen
                 if seg < hi:
-                    segments.append((r, seg, hi))
+                    segments.append((r, seg, hi, self._seg_tokens(slot, seg, hi)))
 
     def _schedule_rows(self) -> tuple[list[SimRequest], Batch, int, bool] | None:
         """:meth:`_schedule_steps` on the batch's arrays: decodes in one pass, the few prefills and the few decodes
@@ -417,6 +457,7 @@ class EngineCore:
         chunk_cap = cfg.chunked_prefill_size
         prefill_left = cfg.prefill_budget if cfg.prefill_budget is not None else budget
         pre, comp, held = self._pre, self._comp, self._held
+        la = self.spec_k + 1
         prefills = np.flatnonzero(~pre).tolist()
         n_dec = n - len(prefills)
         last_dec = -1
@@ -424,7 +465,7 @@ class EngineCore:
             last_dec = n - 1
             while not pre[last_dec]:
                 last_dec -= 1
-        # the prefills in batch order, each with the budget the decodes and prefills before it left (lookahead 1)
+        # the prefills in batch order, each with the budget the decodes and prefills before it left
         chunks: list[int] = []
         needs: list[tuple[int, int]] = []
         used = 0
@@ -433,7 +474,7 @@ class EngineCore:
         for k, i in enumerate(prefills):
             r = running[i]
             computed = r.computed
-            chunk = min(r.prompt_len + r.generated - computed, chunk_cap, budget - (i - k) - used, left)
+            chunk = min(r.prompt_len + r.generated - computed, chunk_cap, budget - (i - k) * la - used, left)
             if chunk <= 0:
                 chunks.append(-1)
                 continue
@@ -444,23 +485,24 @@ class EngineCore:
                 used_before_last = used
             if computed + chunk > r.held * bs:
                 needs.append((i, -(-(computed + chunk) // bs) - r.held))
-        if n_dec and budget - (n_dec - 1) - used_before_last < 1:
+        if n_dec and budget - (n_dec - 1) * la - used_before_last < la:
             return None  # a decode would be skipped for budget
-        cross = np.flatnonzero(pre & (comp + 1 > held * bs))
+        cross = np.flatnonzero(pre & (comp + la > held * bs))
         if len(cross):
-            need_d = -(-(comp[cross] + 1) // bs) - held[cross]
+            need_d = -(-(comp[cross] + la) // bs) - held[cross]
             if needs:
                 needs = sorted(needs + list(zip(cross.tolist(), need_d.tolist(), strict=True)))
             else:
                 needs = list(zip(cross.tolist(), need_d.tolist(), strict=True))
         if needs and sum(e for _, e in needs) > pool.available():
             return None  # an allocation would fail: the step path preempts
-        for i, e in needs:
-            r = running[i]
-            got = pool.allocate_array(e)
-            assert got is not None
-            r.grow(got)
-            held[i] = r.held
+        if needs:  # (the allocations one by one would take these blocks, in this order)
+            gots = pool.allocate_each([e for _, e in needs])
+            assert gots is not None
+            for (i, _), got in zip(needs, gots, strict=True):
+                r = running[i]
+                r.grow(got)
+                held[i] = r.held
         batch = Batch(decode_seqs=n_dec, decode_ctx=int(comp[pre].sum()) if n_dec else 0)
         prefill_tokens = 0
         prefill_attn = 0.0
@@ -479,7 +521,7 @@ class EngineCore:
         batch.prefill_tokens = prefill_tokens
         batch.prefill_attn = prefill_attn
         scheduled = [r for r in running if r.prefilled or r.chunk > 0] if skipped else running.copy()
-        _, host_load = self._admit(batch, budget - n_dec - used, scheduled, whole_prompt=self.no_evict,
+        _, host_load = self._admit(batch, budget - n_dec * la - used, scheduled, whole_prompt=self.no_evict,
                                         prefill_left=left)
         added = len(running) - n
         if added:
@@ -491,8 +533,56 @@ class EngineCore:
             self._held = np.concatenate((held, np.fromiter((r.held for r in new), np.int64, added)))
             self._pre = np.concatenate((pre, np.zeros(added, bool)))
             self._seg = np.concatenate((self._seg, np.full(added, -1, np.int64)))
+            if self.sampler is not None:
+                free = self._free_slots
+                new_slots = [free.pop() if free else self._next_slot() for _ in range(added)]
+                self._slot = np.concatenate((self._slot, np.array(new_slots, np.int64)))
         self._row_prefills = rows
         return scheduled, batch, host_load, True
+
+    def _next_slot(self) -> int:
+        self._slots += 1
+        return self._slots - 1
+
+    def _draws(self, left: np.ndarray, breaks: list[int]) -> tuple[np.ndarray, np.ndarray]:
+        """The verify draws of decodes in batch order (`left`: each one's tokens to its length), with a prefill's
+        first token booked before the decode at each index of `breaks` (ascending; SGLang's count): the same stream
+        positions in the same order as :meth:`~llmsweep.sim.acceptance.AcceptanceController.verify` one by one —
+        runs without a clamp or a cut that moves the debt planned at once, the others drawn one by one. Returns
+        (tokens drawn, tokens emitted after the cut), booked."""
+        sampler = self.sampler
+        assert sampler is not None
+        m = len(left)
+        drawn = np.empty(m, np.int64)
+        out = np.empty(m, np.int64)
+        cut_moves = sampler.counts_first_token  # (the debt counts emitted tokens: a cut changes the next draws)
+        pos = bi = 0
+        nb = len(breaks)
+        while True:
+            while bi < nb and breaks[bi] <= pos:
+                sampler.first_token()
+                bi += 1
+            if pos >= m:
+                break
+            end = breaks[bi] if bi < nb else m
+            t = sampler.plan(end - pos, 1)[:, 0]
+            k = len(t)
+            if k:
+                lk = left[pos:pos + k]
+                if cut_moves:
+                    cut = np.flatnonzero(t > lk)
+                    if len(cut):
+                        k = int(cut[0])
+                        t, lk = t[:k], lk[:k]
+                if k:
+                    drawn[pos:pos + k] = t
+                    np.minimum(t, lk, out=out[pos:pos + k])
+                    sampler.commit(k, int(t.sum()))
+                    pos += k
+                    continue
+            drawn[pos], out[pos] = sampler.verify(int(left[pos]))
+            pos += 1
+        return drawn, out
 
     def _end_rows(self) -> list[SimRequest]:
         """:meth:`end_step` on the batch's arrays: every decode emits one token (its stamp deferred to a segment), the
@@ -500,17 +590,44 @@ class EngineCore:
         applies them; returns those that emitted (a first token or a last)."""
         now = self.now
         log = self.step_ends
+        sampler = self.sampler
+        if sampler is not None:
+            self._tok_room(1)
         log.append(now)
         hi = len(log) - 1
         pool, bs, c = self.pool, self.block_size, self.counters
         running = self.running
         pre, comp, gen, seg = self._pre, self._comp, self._gen, self._seg
-        n_dec = int(np.count_nonzero(pre))
-        comp += pre
-        gen += pre
-        done = np.flatnonzero(pre & (gen >= self._maxt)).tolist()
         prefills = self._row_prefills
         self._row_prefills = []
+        step_tok: list[int] = []
+        if sampler is None:
+            n_dec = int(np.count_nonzero(pre))
+            comp += pre
+            gen += pre
+        else:  # the draws in batch order, a finishing prefill's first token at its place
+            dec = np.flatnonzero(pre)
+            breaks = []
+            if sampler.counts_first_token:
+                for i in prefills:
+                    r = running[i]
+                    if r.computed + r.chunk >= r.prompt_len + r.generated:
+                        breaks.append(i)
+                if breaks:
+                    breaks = np.searchsorted(dec, breaks).tolist()
+            drawn, out = self._draws(self._maxt[dec] - gen[dec], breaks)
+            comp[dec] += out
+            gen[dec] += out
+            self._toks[hi - self._tok_base, self._slot[dec]] = out
+            n_dec = int(out.sum())
+            verify = len(dec)
+            c.spec_verify_steps += verify
+            c.spec_draft_tokens += verify * self.spec_k
+            c.spec_accepted_tokens += int(drawn.sum()) - verify
+            tok = np.zeros(len(running), np.int64)
+            tok[dec] = out
+            step_tok = tok.tolist()
+        done = np.flatnonzero(pre & (gen >= self._maxt)).tolist()
         events = sorted(done + prefills) if done and prefills else done or prefills
         emitted: list[SimRequest] = []
         gone: list[int] = []
@@ -525,7 +642,9 @@ class EngineCore:
                 r.generated = int(gen[i])
                 start = int(seg[i])
                 if start < hi:
-                    segments.append((r, start, hi))
+                    segments.append((r, start, hi, self._seg_tokens(int(self._slot[i]), start, hi)
+                                     if sampler is not None else None))
+                r.last_emitted = step_tok[i] if sampler is not None else 1
             else:
                 chunk = r.chunk
                 before = r.computed
@@ -552,7 +671,7 @@ class EngineCore:
                     r.last_emitted = 1
                     emitted.append(r)
                     continue
-            r.last_emitted = 1
+                r.last_emitted = 1
             r.finished_at = now
             c.requests_finished += 1
             self._release(r)
@@ -577,6 +696,9 @@ class EngineCore:
         self._held = self._held[keep]
         self._pre = self._pre[keep]
         self._seg = self._seg[keep]
+        if self.sampler is not None:
+            self._free_slots.extend(self._slot[gone].tolist())
+            self._slot = self._slot[keep]
 
     def _schedule_steps(self) -> tuple[list[SimRequest], Batch, int, bool]:
         """Schedule the step request by request (see the module doc): the scheduled requests, their batch, the tokens
@@ -875,15 +997,19 @@ class EngineCore:
                 assert sampler is not None
                 body = int(done[steps - 2].sum())
                 sampler.commit((steps - 1) * n, body)
-                left = (np.array(remaining) - done[steps - 2]).tolist()
-                row = []
                 accepted = body - (steps - 1) * n
-                for k in left:
-                    drawn, emitted = sampler.verify(k)
-                    row.append(emitted)
-                    accepted += drawn - 1
                 tokens = tokens.copy()
-                tokens[-1] = row
+                if self._rows:  # (the same draws, runs of them at once)
+                    drawn_row, tokens[-1] = self._draws(np.asarray(remaining) - done[steps - 2], [])
+                    accepted += int(drawn_row.sum()) - n
+                else:
+                    left = (np.array(remaining) - done[steps - 2]).tolist()
+                    row = []
+                    for k in left:
+                        drawn, emitted = sampler.verify(k)
+                        row.append(emitted)
+                        accepted += drawn - 1
+                    tokens[-1] = row
                 booked = (steps * n, accepted)
         return _Plan(steps, ends, float(ends[-1] - now), tokens, extra, total, last, booked)
 
@@ -891,8 +1017,9 @@ class EngineCore:
         """Blocks each scheduled request needs beyond those it holds for the last of `steps` steps, given the tokens
         it emitted before that step (`grown`; None: one per step). An array when the batch is in arrays."""
         bs = self.block_size
-        if self._rows:  # (no speculative decoding there: one token a step)
-            need: np.ndarray = np.maximum(-(-(self._comp + (steps - 1 + lookahead)) // bs) - self._held, 0)
+        if self._rows:
+            g = steps - 1 if grown is None else grown
+            need: np.ndarray = np.maximum(-(-(self._comp + g + lookahead) // bs) - self._held, 0)
             return need
         last = [steps - 1 + lookahead] * len(self._scheduled) if grown is None else (grown + lookahead).tolist()
         return [max(0, -(-(r.computed + g) // bs) - r.held) for r, g in zip(self._scheduled, last, strict=True)]
@@ -1035,10 +1162,32 @@ class EngineCore:
         :attr:`last_block` their tokens in the block's steps (their stamps before it deferred)."""
         c = self.counters
         steps = plan.steps
-        self._comp += steps
-        self._gen += steps
-        c.generation_tokens += steps * len(scheduled)
         log = self.step_ends
+        toks = plan.tokens
+        totals: np.ndarray | None = None
+        if toks is None:
+            self._comp += steps
+            self._gen += steps
+            c.generation_tokens += steps * len(scheduled)
+        else:
+            totals = toks.sum(axis=0)
+            self._comp += totals
+            self._gen += totals
+            emitted_total = int(totals.sum())
+            if plan.booked is None:
+                draws = steps * len(scheduled)
+                assert self.sampler is not None
+                self.sampler.commit(draws, emitted_total)
+                accepted = emitted_total - draws
+            else:
+                draws, accepted = plan.booked
+            c.spec_verify_steps += draws
+            c.spec_draft_tokens += draws * self.spec_k
+            c.spec_accepted_tokens += accepted
+            c.generation_tokens += emitted_total
+            self._tok_room(steps)
+            at = len(log) - self._tok_base
+            self._toks[at:at + steps, self._slot] = toks
         log.extend(plan.ends.tolist())
         if not plan.finishes:
             self.last_block = Block(log[len(log) - steps:], [], False)
@@ -1056,15 +1205,16 @@ class EngineCore:
             r.generated = int(gen[i])
             start = int(seg[i])
             if start < hi:
-                segments.append((r, start, hi))
-            r.last_emitted = steps
+                segments.append((r, start, hi, None if totals is None else self._seg_tokens(int(self._slot[i]),
+                                                                                            start, hi)))
+            r.last_emitted = steps if totals is None else int(totals[i])
             r.finished_at = now
             c.requests_finished += 1
             self._release(r)
             emitted.append(r)
+        rows = [[1] * steps] * len(emitted) if toks is None else [toks[:, i].tolist() for i in gone]
         self._drop_rows(gone)
-        per_step = [1] * steps
-        self.last_block = Block(log[len(log) - steps:], [per_step] * len(emitted), True)
+        self.last_block = Block(log[len(log) - steps:], rows, True)
         return emitted
 
     # -- internals --------------------------------------------------------------------------------------------------
@@ -1152,7 +1302,8 @@ class EngineCore:
         bs, lookahead = self.block_size, self.spec_k + 1
         if self._rows:
             e = np.asarray(plan.extra)
-            return int(np.minimum(e, np.maximum(-(-(self._comp + (begun - 1 + lookahead)) // bs) - (self._held - e),
+            g: int | np.ndarray = begun - 1 if plan.tokens is None else plan.tokens[:begun - 1].sum(axis=0)
+            return int(np.minimum(e, np.maximum(-(-(self._comp + g + lookahead) // bs) - (self._held - e),
                                                 0)).sum())
         if plan.tokens is None:
             grown: list[int] = [begun - 1] * len(self._scheduled)

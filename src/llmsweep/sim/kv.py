@@ -198,6 +198,36 @@ class KVPool:
         self.ref[out] = 1
         return out
 
+    def allocate_each(self, sizes: list[int]) -> list[np.ndarray] | None:
+        """:meth:`allocate_array` for each of `sizes` (all positive) in turn, in one pass: each gets the blocks its
+        own call would, and the pool ends as after those calls (free list tail first, from its end, then evictions
+        in order). None, nothing taken, when their total does not fit."""
+        total = sum(sizes)
+        free = self.free
+        have = len(free)
+        if total > have + self.n_evictable:
+            return None
+        take = min(total, have)
+        head = np.array(free[have - take:], np.int64)
+        del free[have - take:]
+        evicted = self._evict(total - take) if total > take else _NO_BLOCKS
+        out: list[np.ndarray] = []
+        end = take
+        at = 0
+        for n in sizes:
+            f = n if n <= end else end
+            if f == n:
+                out.append(head[end - f:end])
+            elif f:
+                out.append(np.concatenate((head[end - f:end], evicted[at:at + n - f])))
+            else:
+                out.append(evicted[at:at + n])
+            end -= f
+            at += n - f
+        self.ref[head] = 1
+        self.ref[evicted] = 1
+        return out
+
     def _evict(self, k: int) -> np.ndarray:
         """Take `k` evictable blocks, oldest release group first, dropping their hashes from the cache."""
         stamp, groups = self.stamp, self.groups

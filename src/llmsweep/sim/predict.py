@@ -582,16 +582,17 @@ class Predictor:
             self._advance(task, RequestOutcome(ok=False, error=error), now)
         self._cap_tree(tree, now)
 
-    def _stamp(self, segments: list[tuple[SimRequest, int, int]]) -> None:
-        """Stamp the chunks the engine deferred (`EngineCore.segments`): a token at the end of each step of each."""
+    def _stamp(self, segments: list[tuple[SimRequest, int, int, list[int] | None]]) -> None:
+        """Stamp the chunks the engine deferred (`EngineCore.segments`): at the end of each step of each, a token or
+        the segment's tokens of that step."""
         ends = self._step_ends
         log = self.core.step_ends
         if len(ends) < len(log):
             start = self.start_time
             ends.extend([start + t for t in log[len(ends):]])
-        for r, lo, hi in segments:
+        for r, lo, hi, tokens in segments:
             r.owner[2].extend(ends[lo:hi])
-            r.owner[3].extend([1] * (hi - lo))
+            r.owner[3].extend([1] * (hi - lo) if tokens is None else tokens)
         segments.clear()
 
     def _on_step_end(self, now: float) -> None:

@@ -189,6 +189,51 @@ def test_pool_allocates_and_evicts_exactly_as_the_plain_rules_say(seed: int) -> 
     assert evicted > 1000
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_several_allocations_in_one_pass_take_the_blocks_the_calls_one_by_one_take(seed: int) -> None:
+    """`allocate_each` (the core's block-crossing decodes of a step) gives each size the blocks its own
+    `allocate_array` call would, in order, through the free list's end, evictions and both at once, and leaves the
+    pool as those calls do: the records depend on these block numbers."""
+    rng = random.Random(seed)
+    one, each = KVPool(96, 16), KVPool(96, 16)
+    held: list[list[int]] = []
+    mixed = 0
+    for _ in range(3000):
+        if held and rng.random() < 0.4:
+            blocks = held.pop(rng.randrange(len(held)))
+            one.release(blocks)
+            each.release(blocks)
+            continue
+        conv = rng.randrange(6)
+        hashes = [conv * 1000 + i for i in range(rng.randrange(1, 20))]
+        found, _ = one.lookup(hashes, len(hashes))
+        assert each.lookup(hashes, len(hashes))[0] == found
+        one.acquire(found)
+        each.acquire(found)
+        sizes = [rng.randrange(1, 5) for _ in range(rng.randrange(1, 6))]
+        free_before = len(one.free)
+        if sum(sizes) > free_before + one.n_evictable:
+            assert each.allocate_each(sizes) is None
+            one.release(found)
+            each.release(found)
+            continue
+        singles = [one.allocate_array(n) for n in sizes]
+        together = each.allocate_each(sizes)
+        assert together is not None
+        assert [a.tolist() for a in together] == [a.tolist() if a is not None else None for a in singles]
+        mixed += 0 < free_before < sum(sizes)
+        new = [b for a in together for b in a.tolist()]
+        keys = [conv * 1000 + 100 + i for i in range(len(new))]
+        one.register_many(new, keys)
+        each.register_many(new, keys)
+        held.append(found + new)
+        assert one.free == each.free
+        assert one.cached == each.cached
+        assert one.n_evictable == each.n_evictable
+        assert (one.ref == each.ref).all()
+    assert mixed > 20
+
+
 def test_eviction_takes_the_least_recently_released_prefix_tail_first() -> None:
     pool = KVPool(8, 16)
     a, b = [1, 2, 3, 4], [11, 12, 13, 14]
