@@ -458,7 +458,7 @@ class EngineCore:
         prefill_left = cfg.prefill_budget if cfg.prefill_budget is not None else budget
         pre, comp, held = self._pre, self._comp, self._held
         la = self.spec_k + 1
-        prefills = np.flatnonzero(~pre).tolist()
+        prefills = (~pre).nonzero()[0].tolist()
         n_dec = n - len(prefills)
         last_dec = -1
         if n_dec:
@@ -487,7 +487,7 @@ class EngineCore:
                 needs.append((i, -(-(computed + chunk) // bs) - r.held))
         if n_dec and budget - (n_dec - 1) * la - used_before_last < la:
             return None  # a decode would be skipped for budget
-        cross = np.flatnonzero(pre & (comp + la > held * bs))
+        cross = (pre & (comp + la > held * bs)).nonzero()[0]
         if len(cross):
             need_d = -(-(comp[cross] + la) // bs) - held[cross]
             if needs:
@@ -570,7 +570,7 @@ class EngineCore:
             if k:
                 lk = left[pos:pos + k]
                 if cut_moves:
-                    cut = np.flatnonzero(t > lk)
+                    cut = (t > lk).nonzero()[0]
                     if len(cut):
                         k = int(cut[0])
                         t, lk = t[:k], lk[:k]
@@ -600,13 +600,13 @@ class EngineCore:
         pre, comp, gen, seg = self._pre, self._comp, self._gen, self._seg
         prefills = self._row_prefills
         self._row_prefills = []
-        step_tok: list[int] = []
+        out: np.ndarray | None = None
         if sampler is None:
             n_dec = int(np.count_nonzero(pre))
             comp += pre
             gen += pre
         else:  # the draws in batch order, a finishing prefill's first token at its place
-            dec = np.flatnonzero(pre)
+            dec = pre.nonzero()[0]
             breaks = []
             if sampler.counts_first_token:
                 for i in prefills:
@@ -624,10 +624,10 @@ class EngineCore:
             c.spec_verify_steps += verify
             c.spec_draft_tokens += verify * self.spec_k
             c.spec_accepted_tokens += int(drawn.sum()) - verify
-            tok = np.zeros(len(running), np.int64)
-            tok[dec] = out
-            step_tok = tok.tolist()
-        done = np.flatnonzero(pre & (gen >= self._maxt)).tolist()
+        done = (pre & (gen >= self._maxt)).nonzero()[0].tolist()
+        step_tok: dict[int, int] = {}
+        if done and out is not None:  # (the tokens of the decodes that finish, for their last chunk)
+            step_tok = dict(zip(done, out[np.searchsorted(dec, done)].tolist(), strict=True))
         events = sorted(done + prefills) if done and prefills else done or prefills
         emitted: list[SimRequest] = []
         gone: list[int] = []
@@ -1197,7 +1197,7 @@ class EngineCore:
         assert segments is not None
         now = self.now
         comp, gen, seg = self._comp, self._gen, self._seg
-        gone = np.flatnonzero(gen >= self._maxt).tolist()
+        gone = (gen >= self._maxt).nonzero()[0].tolist()
         emitted: list[SimRequest] = []
         for i in gone:
             r = scheduled[i]
