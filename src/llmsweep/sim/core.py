@@ -51,16 +51,16 @@ _NO_BLOCKS = np.empty(0, np.int64)
 BLOCK_ELEMENTS = 1 << 16
 """Most (step x request) cells one coalesced block plans at once (bounds the arrays; a longer run is several blocks)."""
 MIN_BLOCK = 4.0
+"""Expected steps below which the core does not plan a block (planning costs a few single steps; exactness does not
+depend on it: any run of steps may be taken one by one)."""
 MANY = 32
+"""From this many decodes a step costs more than planning a block: blocks of 2 expected steps are planned too."""
 ROWS = 64
 """From this many running requests the batch moves into arrays (:meth:`EngineCore._schedule_rows`; back below half
 of it): a step's numpy calls cost more than a Python pass over a smaller batch (exactness does not depend on it)."""
-"""From this many decodes a step costs more than planning a block: blocks of 2 expected steps are planned too."""
 PLAN_MARGIN = 1.25
 """With speculative decoding a block plans at most this times the expected steps (plus 8) until a request reaches its
 length: a longer run is unlikely to be needed, and a block that stops short is simply followed by the next one."""
-"""Expected steps below which the core does not plan a block (planning costs a few single steps; exactness does not
-depend on it: any run of steps may be taken one by one)."""
 
 
 @dataclass(slots=True, eq=False)
