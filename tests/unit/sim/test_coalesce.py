@@ -49,6 +49,8 @@ CASES: dict[str, tuple[Callable[[], Workload], EngineConfig, int]] = {
     "agentic-prefix-cache": (_agentic, EngineConfig(model="llama-3.1-8b", hardware="h200"), 8),
     "agentic-mtp-cpu-tier": (_agentic, EngineConfig(model="llama-3.1-8b", hardware="h200", spec=MTP_HIGH,
                                                     kv_capacity_tokens=40_000, dram_gb=4.0), 12),
+    "agentic-cpu-tier": (_agentic, EngineConfig(model="llama-3.1-8b", hardware="h200", kv_capacity_tokens=40_000,
+                                                dram_gb=4.0), 12),
     "agentic-kv-pressure": (_agentic, EngineConfig(model="llama-3.1-8b", hardware="h200", spec=MTP,
                                                    kv_capacity_tokens=25_000), 12),
     # SGLang retracts by its length key without spec decoding; vLLM preempts while it schedules
@@ -182,16 +184,24 @@ def test_coalesced_prediction_equals_the_step_by_step_one(case: str) -> None:
 ROWS_CASES = [case for case in CASES if "prefill-first" not in case]
 
 
-@pytest.mark.parametrize("case", ROWS_CASES)
-def test_the_batch_in_arrays_gives_the_records_and_scrapes_of_the_batch_request_by_request(case: str) -> None:
+CROSSING_CASES = ["fixed", "agentic-cpu-tier", "agentic-mtp-cpu-tier", "agentic-kv-pressure-sglang",
+                  "agentic-kv-pressure-vllm"]
+"""Cases whose batch crosses a threshold of 7 running requests both ways (into the arrays at 7, out below 4)."""
+
+
+@pytest.mark.parametrize(("case", "rows_from"), [(case, 1) for case in ROWS_CASES] +
+                         [(case, 7) for case in CROSSING_CASES])
+def test_the_batch_in_arrays_gives_the_records_and_scrapes_of_the_batch_request_by_request(
+        case: str, rows_from: int) -> None:
     """A batch in arrays (`EngineCore._schedule_rows`: decodes scheduled and applied in numpy, their chunk stamps
     deferred to the end of their run of steps) gives every record and scrape exactly, at every batch size (the
-    threshold forced down to one request); preemptions, retractions and no-evict waits fall back to the step path.
+    threshold forced down to one request, and at 7, where the batch moves into the arrays and out again while decodes
+    have runs of steps open); preemptions, retractions and no-evict waits fall back to the step path.
     With speculative decoding the draws come from the same stream positions in the same order (a decode's verify
     in batch order, a finishing prefill's first token at its place) and each step's tokens per request are stamped
     as the step path stamps them."""
     by_request, by_request_pred, _ = _run(case, coalesce=True, rows_from=1 << 30)
-    rows, rows_pred, _ = _run(case, coalesce=True, rows_from=1)
+    rows, rows_pred, _ = _run(case, coalesce=True, rows_from=rows_from)
     assert not by_request_pred.core.step_ends
     assert len(rows_pred.core.step_ends) > 100  # the steps did run from the arrays
     assert rows == by_request
