@@ -43,6 +43,28 @@ def _bytes(table: dict[str, float], dtype: str, what: str) -> float:
         ) from None
 
 
+SparseKind = Literal["dsa", "csa-hca"]
+"""How a model's attention skips context: `dsa`, DeepSeek Sparse Attention (DeepSeek-V3.2, GLM-5): a lightning
+indexer scores every cached token and each query token attends its `index_topk` best; `csa-hca`, DeepSeek-V4's
+compressed attention (compressed sparse and heavily compressed layers with a sliding window), which the simulator does
+not model."""
+
+
+class SparseAttentionSpec(BaseModel):
+    """A model's sparse attention, as its config.json gives it: what each query token attends instead of its whole
+    context. The simulator prices `dsa` with `index_topk` recorded (`sim.inputs.sparse_attention`); any other (an
+    unrecorded top-k, DeepSeek-V4's `csa-hca`) is priced dense and the result says so (`provenance.unmodelled`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kind: SparseKind = Field(description="dsa (indexer + top-k) or csa-hca (DeepSeek-V4's compressed attention).")
+    index_topk: int | None = Field(
+        default=None, gt=0, description="config.json `index_topk`: context tokens one query token attends per "
+                                        "layer; None: not recorded.")
+    index_heads: int | None = Field(default=None, gt=0, description="config.json `index_n_heads`: indexer heads.")
+    index_head_dim: int | None = Field(default=None, gt=0, description="config.json `index_head_dim`.")
+
+
 class AttentionSpec(BaseModel):
     """Attention layers that keep a per-token KV cache."""
 
@@ -60,6 +82,9 @@ class AttentionSpec(BaseModel):
     v_head_dim: int | None = Field(
         default=None, description="MLA: a value head's width (config.json `v_head_dim`); None: not recorded.")
     layers: int | None = Field(default=None, description="Layers with full attention; default: every layer.")
+    sparse: SparseAttentionSpec | None = Field(
+        default=None, description="Sparse attention over the cached context (DSA, DeepSeek-V4's CSA/HCA); None: "
+                                  "each query token attends its whole context.")
 
     @model_validator(mode="after")
     def _shape_complete(self) -> AttentionSpec:
@@ -268,6 +293,50 @@ class ModelSpec(BaseModel):
         widths = self.attention.widths(phase)
         qk, av = widths if widths is not None else (self.hidden_size, self.hidden_size)
         return 2.0 * (qk + av) * self.full_attention_layers
+
+    def sparse_attention_gap(self) -> str | None:
+        """Why the simulator prices this model's sparse attention as dense attention over the whole context, in
+        words a result's `provenance.unmodelled` carries; None where its attention is dense, or DSA with its top-k
+        and indexer recorded (what :meth:`indexer_flops_per_context_token` and the top-k price)."""
+        sparse = self.attention.sparse
+        if sparse is None:
+            return None
+        if sparse.kind != "dsa":
+            return (f"{self.name}'s compressed sparse attention ({sparse.kind}: fewer, compressed entries and a "
+                    "sliding window in place of the whole context; priced as dense attention over every context "
+                    "token)")
+        missing = [name for name in ("index_topk", "index_heads", "index_head_dim") if getattr(sparse, name) is None]
+        if missing:
+            return (f"{self.name}'s sparse attention (DSA; the catalog records no {', '.join(missing)}: priced as "
+                    "dense attention over every context token)")
+        return None
+
+    @property
+    def sparse_topk(self) -> int | None:
+        """Context tokens one query token attends per full-attention layer where the simulator prices sparse
+        attention (DSA's `index_topk`); None where it prices it dense (:meth:`sparse_attention_gap`)."""
+        sparse = self.attention.sparse
+        return sparse.index_topk if sparse is not None and self.sparse_attention_gap() is None else None
+
+    def indexer_flops_per_context_token(self) -> float:
+        """FLOPs a query token's DSA indexer spends per token of context, over the whole model: 2 x index heads x
+        index head dim on every full-attention layer (it scores every cached token, densely); 0 where the sparse
+        attention is not priced (:attr:`sparse_topk`)."""
+        sparse = self.attention.sparse
+        if sparse is None or self.sparse_topk is None:
+            return 0.0
+        return 2.0 * (sparse.index_heads or 0) * (sparse.index_head_dim or 0) * self.full_attention_layers
+
+    def indexer_bytes_per_context_token(self) -> float:
+        """Bytes of DSA indexer keys a query token reads per token of context, over the whole model: one FP8 key of
+        the index head dim and its fp32 scale per cached token per full-attention layer (vLLM's indexer cache:
+        `head_dim + head_dim // 128 * 4`, 132 bytes at 128), whatever the KV cache's dtype; 0 where the sparse
+        attention is not priced."""
+        sparse = self.attention.sparse
+        if sparse is None or self.sparse_topk is None:
+            return 0.0
+        dim = sparse.index_head_dim or 0
+        return float((dim + math.ceil(dim / 128) * 4) * self.full_attention_layers)
 
     def linear_state_bytes_per_sequence(self, state_dtype: str = "fp32", conv_dtype: str = "bf16") -> int:
         """Constant recurrent state one sequence holds in the linear-attention layers (0 for non-hybrid models)."""

@@ -114,9 +114,10 @@ def unmodelled(job: Job) -> list[str]:
     """What the job sets that the simulator does not model (it predicts the job without them): pipeline,
     decode- and prefill-context parallelism, of the server or of either pool of a disaggregated job; of DP
     attention, which it models as balanced ranks (`--dp-attention`), what is left out: each rank's own prefix cache
-    (a conversation's next turn may land on another rank) and the attention weights every rank holds whole; and the
-    serving settings of its recipe the simulator runs without (:func:`unmodelled_settings`). A result records them
-    (`provenance.unmodelled`), so its planned label is never read as modelled."""
+    (a conversation's next turn may land on another rank) and the attention weights every rank holds whole; a
+    sparse attention it prices dense (:func:`_sparse_attention`); and the serving settings of its recipe the
+    simulator runs without (:func:`unmodelled_settings`). A result records them (`provenance.unmodelled`), so its
+    planned label is never read as modelled."""
     out: list[str] = []
     for pool in pools(job).values():
         out += ([DP_ATTENTION_UNMODELLED] if pool.dp_attn else []) \
@@ -125,7 +126,18 @@ def unmodelled(job: Job) -> list[str]:
             + ([f"prefill context parallelism (pcp {pool.pcp})"] if pool.pcp > 1 else [])
     if job.router is not None and not (job.multinode or job.disagg):  # a disaggregated deployment runs its router
         out.append(f"the row's router ({job.router.name} {job.router.version}; it balances the DP ranks evenly)")
-    return list(dict.fromkeys(out + unmodelled_settings(job) + _mla_pinned_blocks(job)))
+    return list(dict.fromkeys(out + _sparse_attention(job) + unmodelled_settings(job) + _mla_pinned_blocks(job)))
+
+
+def _sparse_attention(job: Job) -> list[str]:
+    """The job's model's sparse attention where the simulator prices it as dense attention over the whole context
+    (`ModelSpec.sparse_attention_gap`: DeepSeek-V4's compressed attention, or a DSA whose top-k or indexer the
+    catalog does not record), so a long-context prediction that overstates its attention cost says so."""
+    from llmsweep.catalog.models import find_model
+
+    model = find_model(job.model)
+    gap = model.sparse_attention_gap() if model is not None else None
+    return [gap] if gap is not None else []
 
 
 def _mla_pinned_blocks(job: Job) -> list[str]:

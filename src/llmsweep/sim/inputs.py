@@ -84,7 +84,9 @@ def _model_figures(name: str) -> dict[str, float] | None:
             "n_experts": experts, "experts_per_token": top_k, "expert_param_share": min(max(share, 0.0), 0.99),
             "kv_split_max": split,
             "prefill_attention_flops": spec.attention_flops_per_context_token("prefill"),
-            "decode_attention_flops": spec.attention_flops_per_context_token("decode")}
+            "decode_attention_flops": spec.attention_flops_per_context_token("decode"),
+            "sparse_topk": float(spec.sparse_topk or 0), "indexer_flops": spec.indexer_flops_per_context_token(),
+            "indexer_bytes_per_token": spec.indexer_bytes_per_context_token()}
 
 
 def simulated_hardware() -> list[str]:
@@ -163,7 +165,10 @@ def perf_inputs(
                       expert_param_share=float(md.get("expert_param_share", 0.0)),
                       kv_split_max=int(md.get("kv_split_max", 1 << 20)),
                       prefill_attention_flops=md.get("prefill_attention_flops"),
-                      decode_attention_flops=md.get("decode_attention_flops"))
+                      decode_attention_flops=md.get("decode_attention_flops"),
+                      sparse_topk=int(md.get("sparse_topk") or 0) or None,
+                      indexer_flops=float(md.get("indexer_flops") or 0.0),
+                      indexer_bytes_per_token=float(md.get("indexer_bytes_per_token") or 0.0))
     values.update(overrides)
     if "params_active" not in values:
         values["params_active"] = values["params_total"]

@@ -61,6 +61,16 @@ class PerfInputs:
     x n_layers x hidden, the dense-MHA estimate for a model given by figures alone."""
     decode_attention_flops: float | None = None
     """The same for a decoding token (MLA: the absorbed form over the cached latent); None: as for a prompt."""
+    sparse_topk: int | None = None
+    """Sparse attention (DSA): context tokens one query token attends per full-attention layer (config.json
+    `index_topk`; the catalog model's `sparse_topk`), so a token attends min(context, top-k) of its context; None:
+    dense, every context token."""
+    indexer_flops: float = 0.0
+    """FLOPs a query token's sparse-attention indexer spends per token of its whole context, over the whole model
+    (dense: it scores every cached token; the catalog model's `indexer_flops_per_context_token`); 0: none."""
+    indexer_bytes_per_token: float = 0.0
+    """Bytes of indexer keys a query token reads per token of its whole context, over the whole model (FP8 keys
+    and scales, whatever the KV dtype; held whole on every GPU of an attention group, as MLA's latent is); 0: none."""
 
     def kv_bytes_per_token_per_gpu(self, tp: int, dp: int = 1) -> float:
         """KV bytes one token of the engine takes on each GPU, on average over its GPUs: split over the attention's
@@ -86,6 +96,17 @@ class PerfInputs:
     @property
     def is_moe(self) -> bool:
         return self.n_experts > 0 and self.experts_per_token > 0 and self.expert_param_share > 0
+
+    def attended(self, context: float, queries: float) -> float:
+        """Context tokens `queries` query tokens attend in all, with `context` their summed context: all of it for
+        dense attention; with a top-k (:attr:`sparse_topk`) at most k each, min(context, queries x k) — exact where
+        every query's context is on the same side of k, and never below the sum of min(context_i, k) (the step
+        sees only the sum)."""
+        k = self.sparse_topk
+        if k is None:
+            return context
+        cap = queries * k
+        return context if context < cap else cap
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,6 +235,9 @@ class RooflineTimer:
     - compute: 2 x active params per token, plus attention (per token of context attended, 2 x (query-key +
       attention-value width) x full-attention layers, the model's own heads x head dims: `PerfInputs.attention_flops`,
       quadratic in prefill; MLA decodes in its absorbed form over the latent), split over the TP group.
+    - sparse attention (DSA, `PerfInputs.sparse_topk`): a query token's attention reads and computes over at most
+      top-k context tokens (`PerfInputs.attended`), and its indexer adds, densely over the whole context, its key
+      reads (memory) and its scoring FLOPs (compute).
     - communication: two all-reduces of the step's activations per layer for TP (ring: 2(n-1)/n x bytes / link
       bandwidth + latency); MoE layers with EP do a dispatch/combine all-to-all instead of the MLP all-reduce
       (also with DP attention, whose gathers around the MoE layers are priced as that all-reduce: not modelled
@@ -288,6 +312,10 @@ class RooflineTimer:
         self._host_s = p.kv_bytes_per_token_per_gpu(tp, self.dp) / p.host_bw
         self._overhead_s = eff.step_s + eff.per_layer_s * p.n_layers
         self._comm = tp > 1 or self.ep > 1
+        # Sparse attention (DSA): the attention reads and computes over the tokens attended (`PerfInputs.attended`);
+        # its indexer reads its keys (whole on each GPU of a DP rank) and scores every context token.
+        self._sparse = p.sparse_topk is not None or p.indexer_flops > 0 or p.indexer_bytes_per_token > 0
+        self._index_s = p.indexer_bytes_per_token / max(self.dp, 1) / mem_bw
 
     def _per_token_count(self, tokens: int) -> tuple[float, float]:
         """(weight-read seconds per GPU, communication seconds): they depend on the token count only."""
@@ -303,10 +331,19 @@ class RooflineTimer:
             return self.efficiency.step_s
         weights_s, comm_s = self._per_token_count(tokens)
         decode_ctx = batch.decode_ctx
-        kv_s = self._kv_s if self.dp <= 1 else self._kv_s * self.rank_load(batch.decode_seqs)
-        t_mem = weights_s + decode_ctx * kv_s
+        load = 1.0 if self.dp <= 1 else self.rank_load(batch.decode_seqs)
+        kv_s = self._kv_s if self.dp <= 1 else self._kv_s * load
         per_seq_tokens = batch.decode_tokens / batch.decode_seqs if batch.decode_seqs else 1.0
-        attn = self._prefill_attn_flops * batch.prefill_attn + self._decode_attn_flops * decode_ctx * per_seq_tokens
+        if self._sparse:
+            p = self.inputs
+            query_ctx = decode_ctx * per_seq_tokens
+            t_mem = weights_s + p.attended(decode_ctx, batch.decode_seqs) * kv_s + decode_ctx * self._index_s * load
+            attn = self._prefill_attn_flops * p.attended(batch.prefill_attn, batch.prefill_tokens) \
+                + self._decode_attn_flops * p.attended(query_ctx, batch.decode_tokens) \
+                + p.indexer_flops * (batch.prefill_attn + query_ctx)
+        else:
+            t_mem = weights_s + decode_ctx * kv_s
+            attn = self._prefill_attn_flops * batch.prefill_attn + self._decode_attn_flops * decode_ctx * per_seq_tokens
         t_compute = (self._token_flops * tokens + attn) * self._flops_s
         t = (t_mem if t_mem > t_compute else t_compute) + comm_s
         if batch.draft_tokens:
@@ -324,10 +361,21 @@ class RooflineTimer:
             return np.full(len(decode_ctx), self.efficiency.step_s)
         weights_s, comm_s = self._per_token_count(tokens)
         ctx = decode_ctx.astype(np.float64)
-        kv_s = self._kv_s if self.dp <= 1 else self._kv_s * self.rank_load(batch.decode_seqs)
-        t_mem = weights_s + ctx * kv_s
+        load = 1.0 if self.dp <= 1 else self.rank_load(batch.decode_seqs)
+        kv_s = self._kv_s if self.dp <= 1 else self._kv_s * load
         per_seq_tokens = batch.decode_tokens / batch.decode_seqs if batch.decode_seqs else 1.0
-        attn = self._prefill_attn_flops * batch.prefill_attn + self._decode_attn_flops * ctx * per_seq_tokens
+        if self._sparse:
+            p = self.inputs
+            k = p.sparse_topk
+            query_ctx = ctx * per_seq_tokens
+            read = ctx if k is None else np.minimum(ctx, batch.decode_seqs * k)
+            scored = query_ctx if k is None else np.minimum(query_ctx, batch.decode_tokens * k)
+            t_mem = weights_s + read * kv_s + ctx * self._index_s * load
+            attn = self._prefill_attn_flops * p.attended(batch.prefill_attn, batch.prefill_tokens) \
+                + self._decode_attn_flops * scored + p.indexer_flops * (batch.prefill_attn + query_ctx)
+        else:
+            t_mem = weights_s + ctx * kv_s
+            attn = self._prefill_attn_flops * batch.prefill_attn + self._decode_attn_flops * ctx * per_seq_tokens
         t_compute = (self._token_flops * tokens + attn) * self._flops_s
         t = np.maximum(t_mem, t_compute) + comm_s
         if batch.draft_tokens:
