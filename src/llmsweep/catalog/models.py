@@ -185,6 +185,12 @@ class ModelSpec(BaseModel):
     context_class_override: ContextClass | None = Field(
         default=None, alias="context_class", description="1m | 256k; default from native_context."
     )
+    served_weights_gb: dict[str, float] = Field(
+        default_factory=dict,
+        description="GB of weights a launch at a precision holds where that is not the parameters at the smaller of "
+                    "that format and the checkpoint's (`served_bytes_per_param`): a checkpoint an engine converts "
+                    "at load (DeepSeek-V4-Pro's FP4 experts dequantized to FP8 where the GPU has no FP4 compute), "
+                    "by precision; `source` says where each figure is from.")
     mtp_layers: int = Field(default=0, ge=0, description="Native multi-token-prediction layers (0: none).")
     draft_methods: list[str] = Field(default_factory=list, description="Spec-decode methods with known drafts.")
     draft_models: list[str] = Field(default_factory=list, description="HF ids of separate draft heads.")
@@ -355,10 +361,15 @@ class ModelSpec(BaseModel):
         return math.ceil(self.params_total * self._bytes_per_param(dtype))
 
     def served_bytes_per_param(self, precision: str, hf_id: str | None = None) -> float:
-        """Bytes per weight a launch at `precision` holds: the checkpoint's own format where it is smaller (an
-        FP4-native checkpoint served at "fp8", DeepSeek-V4-Pro on MI300X, which has no FP4 compute, keeps its FP4
-        experts in HBM), else `precision`'s. The one rule for it: the simulator's sizing (`sim.inputs.perf_inputs`)
-        and the HBM-fit policy rule (`served_weight_bytes`) both read it."""
+        """Bytes per weight a launch at `precision` holds: the entry's `served_weights_gb` for that precision where
+        it records one (a checkpoint the engine converts at load: DeepSeek-V4-Pro served at "fp8" on MI300X/MI325X,
+        whose FP4 experts vLLM dequantizes to FP8), else the checkpoint's own format where it is smaller (an
+        FP4-native checkpoint served at "fp8" otherwise keeps its FP4 experts), else `precision`'s. The one rule for
+        it: the simulator's sizing (`sim.inputs.perf_inputs`) and the HBM-fit policy rule (`served_weight_bytes`)
+        both read it."""
+        served = self.served_weights_gb.get(precision.strip().lower())
+        if served is not None:
+            return served * 1e9 / self.params_total
         return min(self._bytes_per_param(precision), self._bytes_per_param(self.checkpoint_precision(hf_id)))
 
     def served_weight_bytes(self, precision: str, hf_id: str | None = None) -> int:

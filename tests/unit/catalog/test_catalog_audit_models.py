@@ -33,8 +33,9 @@ def test_deepseek_v4_pro_shape_is_its_config_and_only_attention_precision_and_ar
                                                                                             129280)
     assert m.moe is not None and (m.moe.experts, m.moe.top_k, m.moe.shared_experts) == (384, 6, 1)
     assert (m.native_context, m.mtp_layers) == (1048576, 1)
-    # the architecture is the name SGLang registers for V4, not read from the config
-    assert sorted(m.estimates) == ["attention", "hf_architecture", "native_precision"]
+    # the architecture is the name SGLang registers for V4, not read from the config; the FP8-served weights are
+    # InferenceX's stated footprint
+    assert sorted(m.estimates) == ["attention", "hf_architecture", "native_precision", "served_weights_gb"]
 
 
 def test_kimi_k2_5_context_is_the_model_cards() -> None:

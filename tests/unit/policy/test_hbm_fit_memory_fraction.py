@@ -168,15 +168,16 @@ def test_with_dp_attention_one_request_s_kv_sits_whole_on_its_rank(tmp_path: Pat
 
 
 def test_an_fp4_native_checkpoint_served_at_fp8_is_costed_as_it_is_stored(shared_dir: Path) -> None:
-    """DeepSeek-V4-Pro is an FP4-native checkpoint that InferenceX serves at "fp8" on MI300X (no FP4 compute): its
-    experts stay FP4 in HBM, as the simulator sizes them. The rule costed the weights at FP8 bytes (~200 GB a GPU) and
-    warned on a job InferenceX runs."""
+    """DeepSeek-V4-Pro is an FP4-native checkpoint that InferenceX serves at "fp8" on MI300X (no FP4 compute): vLLM
+    dequantizes its FP4 MoE to FP8, InferenceX's ~1.05 TB (the catalog's `served_weights_gb`, as the simulator sizes
+    it), between the FP4 checkpoint and every weight at FP8. The rule costed the weights at FP8 bytes (~200 GB a GPU)
+    and warned on a job InferenceX runs; at 131 GB a GPU it does not."""
     from llmsweep.catalog.models import find_model
 
     model = find_model("deepseek-ai/DeepSeek-V4-Pro")
     assert model is not None and model.native_precision != "fp8"
-    assert model.served_weight_bytes("fp8", "deepseek-ai/DeepSeek-V4-Pro") == model.weight_bytes(model.native_precision)
-    assert model.served_weight_bytes("fp8", "deepseek-ai/DeepSeek-V4-Pro") < model.weight_bytes("fp8")
+    served = model.served_weight_bytes("fp8", "deepseek-ai/DeepSeek-V4-Pro")
+    assert model.weight_bytes(model.native_precision) < served == 1_050 * 10**9 < model.weight_bytes("fp8")
     master = shared_dir / "reference" / "inferencex" / "amd-master.yaml"
     hits = [f for f in validate_files([master]).findings if f.rule == "resources.hbm-fit"]
     assert not [f for f in hits if "dsv4-fp8-mi300x-vllm." in (f.path or "")], [f.render() for f in hits]
