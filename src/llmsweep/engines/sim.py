@@ -115,7 +115,8 @@ def unmodelled(job: Job) -> list[str]:
     decode- and prefill-context parallelism, of the server or of either pool of a disaggregated job; of DP
     attention, which it models as balanced ranks (`--dp-attention`), what is left out: each rank's own prefix cache
     (a conversation's next turn may land on another rank) and the attention weights every rank holds whole; a
-    sparse attention it prices dense (:func:`_sparse_attention`); and the serving settings of its recipe the
+    sparse attention it prices dense (:func:`_sparse_attention`); a KV-offload backend no adapter launches
+    (:func:`_offload_backend`); and the serving settings of its recipe the
     simulator runs without (:func:`unmodelled_settings`). A result records them (`provenance.unmodelled`), so its
     planned label is never read as modelled."""
     out: list[str] = []
@@ -126,7 +127,26 @@ def unmodelled(job: Job) -> list[str]:
             + ([f"prefill context parallelism (pcp {pool.pcp})"] if pool.pcp > 1 else [])
     if job.router is not None and not (job.multinode or job.disagg):  # a disaggregated deployment runs its router
         out.append(f"the row's router ({job.router.name} {job.router.version}; it balances the DP ranks evenly)")
-    return list(dict.fromkeys(out + _sparse_attention(job) + unmodelled_settings(job) + _mla_pinned_blocks(job)))
+    return list(dict.fromkeys(out + _sparse_attention(job) + _offload_backend(job) + unmodelled_settings(job)
+                              + _mla_pinned_blocks(job)))
+
+
+def _offload_backend(job: Job) -> list[str]:
+    """A KV-offload backend the engine the job stands in for has no launch of in llmsweep (`Adapter.
+    kv_offload_backends`; the policy refuses it for a real run, `serve.kv-offload-backend`): the simulator serves it
+    as every backend, a DRAM tier of the job's `total-cpu-dram-gb` (:meth:`SimAdapter._kv`), without the backend's
+    own sizing and eviction (InferenceX's vLLM Mooncake store: a per-rank segment of the DRAM budget less the
+    checkpoint's page cache and a 4 GiB local buffer, evicting from 80 % full; agentx-spec §1.3)."""
+    from llmsweep.engines import ADAPTERS
+
+    backend = job.kv_offload_backend
+    engine = SimAdapter().stands_in_for(job)
+    adapter = ADAPTERS.get(engine) if engine is not None else None
+    if job.kv_offloading != "dram" or backend is None or adapter is None \
+            or backend.name in adapter.kv_offload_backends:
+        return []
+    return [f"the {backend.name} KV-offload backend's own sizing and eviction ({adapter.name} in llmsweep launches "
+            f"none; served as a DRAM tier of the job's total-cpu-dram-gb, {job.total_cpu_dram_gb or 0:g} GB)"]
 
 
 def _sparse_attention(job: Job) -> list[str]:

@@ -551,8 +551,12 @@ def spec_missing(ctx: Context) -> Iterator[Finding]:
 
 @rule("serve.kv-offload-backend", Severity.ERROR, "A KV-offload backend the job's engine adapter cannot render",
       "use a backend the engine has (SGLang: hicache, mooncake; vLLM: vllm-simple, native, lmcache; ATOM: lmcache)",
-      "agentx-spec §4.4 (CPU DRAM offload backends per engine)")
+      "agentx-spec §4.4 (CPU DRAM offload backends per engine)", softens_in_sim=True)
 def kv_backend(ctx: Context) -> Iterator[Finding]:
+    """A backend the job's engine adapter cannot launch: refused for a real engine; under the simulator, which
+    serves every backend as a DRAM tier of the job's `total-cpu-dram-gb`, a warning, and the result names the
+    backend's own sizing as not modelled (`engines.sim.unmodelled`): InferenceX's vLLM arms with a Mooncake store
+    (MiniMax-M3 MXFP8 on H200, agentx-spec §1.3) are predicted, not refused."""
     for job, recipe in ctx.runnable_pairs():
         if job.engine in (None, SIM.id) or job.kv_offloading != "dram" or job.kv_offload_backend is None:
             continue
