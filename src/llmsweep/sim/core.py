@@ -595,7 +595,7 @@ class EngineCore:
             self._tok_room(1)
         log.append(now)
         hi = len(log) - 1
-        pool, bs, c = self.pool, self.block_size, self.counters
+        c = self.counters
         running = self.running
         pre, comp, gen, seg = self._pre, self._comp, self._gen, self._seg
         prefills = self._row_prefills
@@ -646,19 +646,9 @@ class EngineCore:
                                      if sampler is not None else None))
                 r.last_emitted = step_tok[i] if sampler is not None else 1
             else:
-                chunk = r.chunk
-                before = r.computed
-                r.computed = after = before + chunk
-                prompt_computed += chunk
-                hashes = r.block_hashes
-                lo = before // bs
-                top = min(after // bs, len(hashes))
-                if top > lo:
-                    pool.register_many(r.blocks[lo:top], hashes[lo:top])
-                if after < r.prompt_len + r.generated:
-                    r.last_emitted = 0
+                prompt_computed += r.chunk
+                if not self._apply_chunk(r):
                     continue
-                r.prefilled = True
                 if r.first_token_at is None:
                     r.first_token_at = now
                 r.generated += 1
@@ -1049,7 +1039,7 @@ class EngineCore:
             return self._end_block(self._plan)
         if self._rows:
             return self._end_rows()
-        pool, bs, c = self.pool, self.block_size, self.counters
+        c = self.counters
         sampler = self.sampler
         emitted: list[SimRequest] = []
         append = emitted.append
@@ -1063,18 +1053,9 @@ class EngineCore:
                 continue
             chunk = r.chunk
             if chunk:
-                before = r.computed
-                r.computed = after = before + chunk
                 prompt_computed += chunk
-                hashes = r.block_hashes
-                lo = before // bs
-                hi = min(after // bs, len(hashes))
-                if hi > lo:
-                    pool.register_many(r.blocks[lo:hi], hashes[lo:hi])
-                if after < r.prompt_len + r.generated:
-                    r.last_emitted = 0
+                if not self._apply_chunk(r):
                     continue
-                r.prefilled = True
                 n = 1
                 if sampler is not None:
                     sampler.first_token()
@@ -1108,6 +1089,24 @@ class EngineCore:
                             if r.finished_at is None and not r.aborted and r.error is None]
         self._scheduled = []
         return emitted
+
+    def _apply_chunk(self, r: SimRequest) -> bool:
+        """At its step's end, `r`'s scheduled prefill chunk: its tokens computed, the prompt blocks it completed
+        registered in the prefix cache; True when that finished its prompt (and any outputs it recomputes: it
+        decodes from now on), else its step emitted nothing. One home for the step path and the batch in arrays."""
+        before = r.computed
+        r.computed = after = before + r.chunk
+        bs = self.block_size
+        hashes = r.block_hashes
+        lo = before // bs
+        hi = min(after // bs, len(hashes))
+        if hi > lo:
+            self.pool.register_many(r.blocks[lo:hi], hashes[lo:hi])
+        if after < r.prompt_len + r.generated:
+            r.last_emitted = 0
+            return False
+        r.prefilled = True
+        return True
 
     def _end_block(self, plan: _Plan) -> list[SimRequest]:
         """Apply a planned block: no request starts in it, every decode emits in every step; requests finish only in
