@@ -1128,16 +1128,7 @@ class EngineCore:
             rows = cols.tolist()
             totals = cols.sum(axis=1).tolist()
             emitted = int(sum(totals))
-            if plan.booked is None:
-                draws = steps * n
-                assert self.sampler is not None
-                self.sampler.commit(draws, emitted)
-                accepted = emitted - draws
-            else:
-                draws, accepted = plan.booked
-            c.spec_verify_steps += draws
-            c.spec_draft_tokens += draws * self.spec_k
-            c.spec_accepted_tokens += accepted
+            self._book_draws(plan, steps * n, emitted)
         for r, tot in zip(scheduled, totals, strict=True):
             r.computed += tot
             r.generated += tot
@@ -1154,6 +1145,21 @@ class EngineCore:
                             if r.finished_at is None and not r.aborted and r.error is None]
         self.last_block = Block(plan.ends.tolist(), rows, plan.finishes)
         return scheduled
+
+    def _book_draws(self, plan: _Plan, draws: int, emitted: int) -> None:
+        """Count a speculative block's verify draws (`draws`, one per request and step) and accepted drafts: the
+        sampler's debt committed for the `emitted` tokens, unless the plan booked them already (a last step drawn
+        request by request). One home for the block request by request and in arrays."""
+        if plan.booked is None:
+            assert self.sampler is not None
+            self.sampler.commit(draws, emitted)
+            accepted = emitted - draws
+        else:
+            draws, accepted = plan.booked
+        c = self.counters
+        c.spec_verify_steps += draws
+        c.spec_draft_tokens += draws * self.spec_k
+        c.spec_accepted_tokens += accepted
 
     def _end_block_rows(self, plan: _Plan, scheduled: list[SimRequest]) -> list[SimRequest]:
         """:meth:`_end_block` on the batch's arrays (one token per request and step): the steps are logged for the
@@ -1173,16 +1179,7 @@ class EngineCore:
             self._comp += totals
             self._gen += totals
             emitted_total = int(totals.sum())
-            if plan.booked is None:
-                draws = steps * len(scheduled)
-                assert self.sampler is not None
-                self.sampler.commit(draws, emitted_total)
-                accepted = emitted_total - draws
-            else:
-                draws, accepted = plan.booked
-            c.spec_verify_steps += draws
-            c.spec_draft_tokens += draws * self.spec_k
-            c.spec_accepted_tokens += accepted
+            self._book_draws(plan, steps * len(scheduled), emitted_total)
             c.generation_tokens += emitted_total
             self._tok_room(steps)
             at = len(log) - self._tok_base
