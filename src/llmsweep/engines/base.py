@@ -113,6 +113,11 @@ def token_count(value: Any) -> int | None:
     return None
 
 
+AUTO_CONTEXT = "auto"
+"""What :meth:`Adapter.read_context` returns for a context flag that asks the engine to fit the context to its memory
+at start-up (vLLM's `--max-model-len auto` or `-1`): the launch fixes no length; the server's own report says it."""
+
+
 PINNED_POOL_FLAGS: tuple[str, str] = ("--num-gpu-blocks-override", "--kv-cache-memory-bytes")
 """vLLM's flags that pin its KV pool whatever the memory fraction: blocks on each DP rank (`may_override_num_blocks`
 replaces the profiled count; it wins over the bytes, which only set the memory the count is profiled from) and bytes
@@ -655,12 +660,30 @@ class Adapter(ABC):
             return None
         return self.recipe_value(job, self.context_flag)
 
+    def read_context(self, value: Any) -> int | str | None:
+        """The context flag's value as the engine's parser reads it: a token count, :data:`AUTO_CONTEXT` where the
+        engine fits the context to its memory at start-up, or None when the parser takes no such value. Here a whole
+        number (argparse `type=int`: SGLang's `--context-length`, TensorRT-LLM's `--max_seq_len`)."""
+        return token_count(value)
+
+    def context_reader(self, job: Job) -> Adapter:
+        """The adapter whose parser reads the job's context flag (this one; the simulator's: the engine it stands in
+        for)."""
+        return self
+
+    def context_example(self) -> str:
+        """How a context length is written for this engine's parser, for a fix."""
+        return "8192"
+
     def launched_context(self, job: Job) -> int | None:
         """The context length the launch runs with: the token count the recipe's context flag sets, else the job's
-        `max-model-len` (what a fixed-seq-len launch derives; None: the engine's default)."""
+        `max-model-len` (what a fixed-seq-len launch derives; None: the engine's default, or a length the engine
+        fits to its memory at start-up — :data:`AUTO_CONTEXT` — which no plan can know)."""
         given = self.recipe_context(job)
-        count = token_count(given[1]) if given is not None else None
-        return count if count is not None else job.max_model_len
+        count = self.context_reader(job).read_context(given[1]) if given is not None else None
+        if count == AUTO_CONTEXT:
+            return None
+        return count if isinstance(count, int) else job.max_model_len
 
     def launch_conflicts(self, job: Job) -> list[tuple[str, str]]:
         """(as written, fix) for each recipe flag that sets what the launch decides: the port the executor picks and

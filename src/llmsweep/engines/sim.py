@@ -648,6 +648,10 @@ class SimAdapter(Adapter):
                  if self.parsed_flag(job, flag) in CONTEXT_FLAGS]
         return found[-1] if found else None
 
+    def context_reader(self, job: Job) -> Adapter:
+        """The engine the job stands in for reads its context flag (vLLM's `32k`, `auto`), as it reads its others."""
+        return self.flag_reader(job) or self
+
     def flag_reader(self, job: Job) -> Adapter | None:
         """The adapter of the engine the job stands in for, whose parser reads the job's flags (aliases, `_`/`-`,
         unique prefixes); None for a recipe of the simulator itself."""

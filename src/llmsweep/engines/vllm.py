@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 from llmsweep.catalog.version import Version
 from llmsweep.engine_ids import VLLM
 from llmsweep.engines.base import (
+    AUTO_CONTEXT,
     BIND_HOST,
     DIST_INIT_PORT,
     HOST_FIX,
@@ -24,6 +25,7 @@ from llmsweep.engines.base import (
     RoleContext,
     agentic_conc,
     norm_flag,
+    token_count,
     topology,
     worker_parallelism,
 )
@@ -82,6 +84,35 @@ start-up when `--speculative-config` names no `model` (vllm/config/speculative.p
 every release read; later ones say "dspark requires an independent draft checkpoint model path")."""
 
 
+_HUMAN_INT = re.compile(r"(\d+(?:\.\d+)?)([kKmMgGtT])")
+_DECIMAL = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
+_BINARY = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+
+
+def max_model_len(value: Any) -> int | str | None:
+    """`--max-model-len` as vLLM's parser reads it (`human_readable_int_or_auto` in vllm/engine/arg_utils.py): `auto`
+    or `-1` asks vLLM to fit the context to the KV memory it profiled (vllm-project/vllm#29431, merged 2025-11-25;
+    :data:`AUTO_CONTEXT`); `32k` is 32,000 tokens and `32K` 32,768 (a decimal with a lower-case suffix, `25.6k`, is
+    taken, not with an upper-case one); else a whole number as Python's int() reads it. None when vLLM's parser
+    refuses the value."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return AUTO_CONTEXT if value == -1 else value
+    if not isinstance(value, str):
+        return None
+    text = value.strip()
+    if text == "-1" or text.lower() == AUTO_CONTEXT:
+        return AUTO_CONTEXT
+    match = _HUMAN_INT.fullmatch(text)
+    if match is not None:
+        number, suffix = match.groups()
+        if suffix in _DECIMAL:
+            return int(float(number) * _DECIMAL[suffix])
+        return int(number) * _BINARY[suffix] if number.isdigit() else None
+    return token_count(text)
+
+
 class VLLMAdapter(Adapter):
     identity = VLLM
     context_flag: ClassVar[str | None] = "--max-model-len"
@@ -126,6 +157,12 @@ class VLLMAdapter(Adapter):
     dynamo_module: ClassVar[str | None] = "dynamo.vllm"
     launches_roles: ClassVar[bool] = True
     launched_transfers: ClassVar[frozenset[str]] = frozenset({"nixl"})
+
+    def read_context(self, value: Any) -> int | str | None:
+        return max_model_len(value)
+
+    def context_example(self) -> str:
+        return "8192 (or 32k, 32K, auto)"
 
     def dynamo_launcher(self, job: Job) -> list[str]:
         return ["python3", "-m", "dynamo.vllm", "--model", model_path(job)]  # unverified spelling

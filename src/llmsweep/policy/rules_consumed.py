@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 from llmsweep.engine_ids import SIM
 from llmsweep.engines import ADAPTERS, adapter_for, get_adapter
-from llmsweep.engines.base import Conflict, pools
+from llmsweep.engines.base import AUTO_CONTEXT, Conflict, pools
 from llmsweep.engines.launch import is_secret_name
 from llmsweep.engines.sim import SimAdapter
 from llmsweep.errors import ConfigError, LlmsweepError
@@ -286,7 +286,6 @@ def precision_conflict(ctx: Context) -> Iterator[Finding]:
       "delete the flag (a fixed-seq-len launch renders isl + osl + 256), or set it at least that high",
       "a recipe's --context-length 100 replaced the 576 an isl 256 / osl 64 job needs, and job.json said 576")
 def context_conflict(ctx: Context) -> Iterator[Finding]:
-    from llmsweep.engines.base import token_count
     from llmsweep.evals.context import serving_job
 
     for job, recipe in ctx.runnable_pairs():
@@ -299,12 +298,14 @@ def context_conflict(ctx: Context) -> Iterator[Finding]:
             continue
         written, value = given
         path = serve_arg_path(recipe, job, written)
-        count = token_count(value)
-        if count is None:
+        count = adapter.read_context(value)
+        if count == AUTO_CONTEXT:  # the engine fits the context to its memory at start-up; hbm-fit judges the memory
+            continue
+        if not isinstance(count, int):
             yield ctx.hit("serve.context-conflict", recipe, path,
-                          f"`{written}: {value}` is not a whole number of tokens: llmsweep cannot check it against "
-                          "what the job sends, nor record the context the launch runs with", job=job,
-                          fix=f"write `{written}` as a whole number of tokens, e.g. `{written}: 8192`")
+                          f"`{written}: {value}` is no number of tokens {adapter.name}'s parser takes: llmsweep cannot "
+                          "check it against what the job sends, nor record the context the launch runs with", job=job,
+                          fix=f"write `{written}` as a number of tokens, e.g. `{written}: {adapter.context_example()}`")
             continue
         need = launched.max_model_len if launched.scenario is ScenarioId.FIXED_SEQ_LEN else None
         if need is None or count >= need:
@@ -325,7 +326,6 @@ def context_conflict(ctx: Context) -> Iterator[Finding]:
       "AgentX's 256k corpus drops requests whose in + out exceed 256,000 tokens; a request over the context fails as "
       "a context overflow and ends its session, over 1 % of them make the run invalid, and a root primer's stops it")
 def agentic_context(ctx: Context) -> Iterator[Finding]:
-    from llmsweep.engines.base import token_count
     from llmsweep.evals.context import serving_job
     from llmsweep.policy.rules_input import recipe_model
     from llmsweep.workload.build import longest_request
@@ -344,7 +344,8 @@ def agentic_context(ctx: Context) -> Iterator[Finding]:
             given = adapter_for(job).recipe_context(launched)
         except LlmsweepError:  # no adapter launches it: `serve.render-failed` says why, once
             continue
-        flag = token_count(given[1]) if given is not None else None
+        read = adapter_for(job).read_context(given[1]) if given is not None else None
+        flag = read if isinstance(read, int) else None  # `auto` fits at most the native context to memory
         if ctx.simulated(job):  # the simulator serves the flag's context (and without one only its KV pool bounds)
             if flag is None:
                 continue

@@ -66,9 +66,47 @@ def test_a_context_at_least_what_the_job_needs_passes(tmp_path: Path, args: str)
     assert not _context_hits(tmp_path, "vllm", args)
 
 
-def test_a_context_that_is_no_number_of_tokens_is_refused(tmp_path: Path) -> None:
-    (hit,) = _context_hits(tmp_path, "vllm", "{--max-model-len: 8k}")
-    assert "not a whole number of tokens" in hit.message
+@pytest.mark.parametrize(("engine", "value", "example"), [
+    ("sglang", "8k", "8192"), ("trtllm", "auto", "8192"), ("atom", "8k", "8192"),
+    ("vllm", "8.5K", "32k"), ("vllm", "lots", "32k"), ("vllm", "1.5", "32k"),
+])
+def test_a_context_that_is_no_number_of_tokens_its_engine_takes_is_refused(tmp_path: Path, engine: str, value: str,
+                                                                           example: str) -> None:
+    """SGLang's and TensorRT-LLM's parsers take a whole number; vLLM's also `32k`/`32K`/`auto`, but no decimal with a
+    binary suffix (`8.5K`)."""
+    flag = engines.get_adapter(engine).context_flag
+    (hit,) = _context_hits(tmp_path, engine, f"{{{flag}: {value}}}")
+    assert hit.is_error and f"`{flag}: {value}` is no number of tokens" in hit.message
+    assert hit.fix is not None and example in hit.fix
+
+
+@pytest.mark.parametrize(("value", "tokens"), [
+    ("32k", 32_000), ("32K", 32_768), ("25.6k", 25_600), ("1m", 1_000_000), (" 8192 ", 8192), (8192, 8192),
+    ("auto", "auto"), ("AUTO", "auto"), ("-1", "auto"), (-1, "auto"), ("8.5K", None), ("lots", None), (True, None),
+])
+def test_vllm_reads_its_context_as_its_parser_does(value: object, tokens: object) -> None:
+    """vLLM's `--max-model-len` takes human-readable counts (lower-case suffix decimal, upper-case binary) and `auto`
+    or -1 (fit the context to the KV memory profiled at start-up)."""
+    from llmsweep.engines.vllm import max_model_len
+
+    assert max_model_len(value) == tokens
+
+
+@pytest.mark.parametrize(("value", "context"), [("32k", 32_000), ("4K", 4096), ("auto", None), ("-1", None)])
+def test_a_vllm_context_in_its_own_notation_is_recorded_as_it_runs(plan: Callable[[str], list[Job]], tmp_path: Path,
+                                                                  value: str, context: int | None) -> None:
+    """`--max-model-len: 32k` was refused as no number of tokens, and `-1` (vLLM: fit to memory) refused as a context
+    of -1 tokens below what the job needs; job.json records 32,000, or no length for a context vLLM fits at start-up
+    (the simulator, standing in, then serves only what its KV pool holds)."""
+    from llmsweep.cli.sim import engine_config_from_argv
+
+    assert not _context_hits(tmp_path, "vllm", f"{{--max-model-len: '{value}'}}")
+    (job,) = plan(_text("vllm", f"{{--max-model-len: '{value}'}}"))
+    assert launched_job(job).max_model_len == context
+    argv = engines.render(job).argv
+    assert argv[argv.index("--max-model-len") + 1] == value
+    sim_argv = engines.render(job, simulate=True).argv
+    assert engine_config_from_argv(sim_argv).context_length == context
 
 
 @pytest.mark.parametrize(("engine", "args", "flag", "context"), [
