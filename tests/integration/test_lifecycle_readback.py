@@ -452,3 +452,37 @@ def test_a_port_the_recipe_pins_is_not_raced_for(tmp_path: Path) -> None:
         (outcome,) = run_group(group, LocalLauncher(), tmp_path, LifecycleSettings(stop_grace_s=5))
     assert outcome.status == "failed" and "address already in use" in outcome.reasons[0], outcome.reasons
     assert len(list((tmp_path / "launches").iterdir())) == 1
+
+
+def test_the_context_the_server_serves_is_read_back(job: Job, tmp_path: Path) -> None:
+    """`/v1/models`' `max_model_len` is recorded as the server reports it (vLLM's `--max-model-len auto` is only known
+    there), beside job.json's launched context."""
+    from llmsweep.engines import launched_job
+    from llmsweep.execute.lifecycle import observe_runtime
+    from llmsweep.execute.preflight import resolve_port
+    from llmsweep.execute.ready import served_context, wait_ready
+
+    handle = LocalLauncher().launch(resolve_port(engines.render(job, port=0)), log_path=tmp_path / "server.log")
+    try:
+        wait_ready(handle, timeout_s=60, poll_s=0.1)
+        seen = observe_runtime(handle, handle.spec)
+        other = served_context(handle.base_url, "no-such-model")  # one entry: it is the served model's
+    finally:
+        handle.stop(grace_s=5)
+    assert seen["context_served"] == launched_job(job).max_model_len == 128 + 160 + 256
+    assert other == seen["context_served"]
+
+
+def test_a_server_serving_another_context_than_the_launch_set_is_said(job: Job, tmp_path: Path) -> None:
+    """A server (here the simulator standing in for vLLM) that reports another context than its launch set: the job
+    carries the warning, and provenance both values."""
+    spec = engines.render(job, port=0)
+    argv = list(spec.argv)
+    argv[argv.index("--context-length") + 1] = "4096"
+    group = ServerGroup(id="ctx", spec=spec.model_copy(update={"argv": tuple(argv), "engine": "vllm"}), jobs=[job],
+                        source="simulated")
+    (outcome,) = run_group(group, LocalLauncher(), tmp_path, LifecycleSettings(stop_grace_s=5))
+    said = [w for w in outcome.warnings if "context of 4,096 tokens where the launch set 544" in w]
+    assert said, outcome.warnings
+    run = json.loads((tmp_path / "jobs" / job.id / "run.json").read_text())
+    assert run["provenance"]["launch"]["context_served"] == 4096

@@ -340,6 +340,8 @@ def _provenance(job: Job, spec: LaunchSpec, group: ServerGroup, observed: dict[s
                    **({"engine_version_declared": drift.declared} if drift is not None else {}),
                    "engine_version_reported": seen.get("engine_version"),
                    "engine_version_installed": seen.get("engine_version_installed"), "image": seen.get("image"),
+                   # the context length the server reported serving (`/v1/models`); job.json's is the launch's
+                   "context_served": seen.get("context_served"),
                    # The local image `image` named when the server started, as the daemon reports it (docker).
                    "image_id": seen.get("image_id"), "image_digest": seen.get("image_digest"),
                    "recipe_image": job.image, "fingerprint": spec.fingerprint(),
@@ -431,7 +433,7 @@ def observe_runtime(handle: ServerHandle, spec: LaunchSpec) -> dict[str, Any]:
 
 
 def _observe(handle: ServerHandle, spec: LaunchSpec) -> dict[str, Any]:
-    from llmsweep.execute.ready import server_version
+    from llmsweep.execute.ready import served_context, server_version
 
     doc = server_version(handle.base_url)
     # a version is the launched engine's only where /version names no engine (vLLM's, SGLang's) or that one: a server
@@ -440,7 +442,9 @@ def _observe(handle: ServerHandle, spec: LaunchSpec) -> dict[str, Any]:
     version = doc.get("version") if not said or said == spec.engine else None
     # the calibration and the build (`sim.identity.simulator_digest`) are the simulator's; real engines have neither
     seen: dict[str, Any] = {"engine_version": version, "gpu_names": None, "driver_version": None,
-                            "calibration": doc.get("calibration"), "simulator_digest": doc.get("simulator_digest")}
+                            "calibration": doc.get("calibration"), "simulator_digest": doc.get("simulator_digest"),
+                            # the context the server serves, as it reports it (vLLM's `auto`: what it fitted)
+                            "context_served": served_context(handle.base_url, spec.served_model_name)}
     here = spec.engine != SIM.id and on_this_host(handle)
     if here:
         seen["host"] = host_facts()
@@ -700,6 +704,7 @@ class _Server:
                         kept.append(no_gpu)
             self.power = start_sampler(self.settings.power.for_jobs(self.group.jobs), engine=spec.engine,
                                        gpus=spec.gpus, base_url=handle.base_url, env=spec.env, server_dir=self.dir)
+        self._judge_context(spec)
         if self.observed.get("engine_version") or self.observed.get("gpu_names"):
             gpus = self.observed.get("gpu_names")
             self.event(f"server reports {spec.engine} {self.observed.get('engine_version') or '(no version)'}"
@@ -710,6 +715,24 @@ class _Server:
         if any(said):  # what two runs of one recipe on one SKU are told apart by (`HostFacts`, `GpuState`)
             self.event("server's machine: " + "; ".join(x for x in said if x))
         return handle
+
+    def _judge_context(self, spec: LaunchSpec) -> None:
+        """Say the context the server reports serving, and warn each job whose launch fixed another (job.json records
+        the launch's; the result's provenance, `launch.context_served`, what the server said)."""
+        from llmsweep.engines import launched_job
+
+        served = self.observed.get("context_served")
+        if served is None or spec.engine == SIM.id:
+            return
+        self.event(f"server reports a context of {served:,} tokens")
+        for job in self.group.jobs:
+            asked = launched_job(job).max_model_len
+            if asked is not None and asked != served:
+                warning = (f"the server reports a context of {served:,} tokens where the launch set {asked:,} "
+                           "(job.json records the launch's; provenance `launch.context_served` the server's)")
+                kept = self.group.warnings.setdefault(job.id, [])
+                if warning not in kept:
+                    kept.append(warning)
 
     def _judge_version(self, *specs: LaunchSpec) -> None:
         """Compare the engine version that ran (reported, else installed) with the one the launch declares: a drift
