@@ -20,12 +20,10 @@ from dataclasses import dataclass
 from llmsweep.engine_ids import SIM
 from llmsweep.engines.launch import LaunchSpec
 from llmsweep.errors import LaunchError
-from llmsweep.execute.commands import run_command
 from llmsweep.option_spellings import flag as _flag
 from llmsweep.visible import (
     BUS_ORDER,
     DEVICE_ORDER,
-    GPU_TOOL_TIMEOUT_S,
     VISIBLE_ENV,
     Listed,
     gpu_tool_step,
@@ -33,6 +31,7 @@ from llmsweep.visible import (
     list_amd_smi,
     match_uuid,
     read_nvidia_smi_list,
+    run_gpu_tool,
     select_listed,
 )
 from llmsweep.words import count_of, noun
@@ -174,10 +173,9 @@ class HostGpuQueries:
         effort: a failed query refuses nothing)."""
         if exe not in self._tenants:
             try:
-                out = run_command([exe, COMPUTE_APPS_QUERY, "--format=csv,noheader,nounits"],
-                                  timeout_s=GPU_TOOL_TIMEOUT_S, fix="check the GPU driver on this node").stdout
+                out = run_gpu_tool([exe, COMPUTE_APPS_QUERY, "--format=csv,noheader,nounits"])
                 self._tenants[exe] = parse_compute_apps(out)
-            except LaunchError as exc:
+            except OSError as exc:
                 log.info("could not ask nvidia-smi which processes use the GPUs: %s", exc)
                 self._tenants[exe] = None
         return self._tenants[exe]
@@ -193,9 +191,12 @@ def _list_host(path: str | None) -> _HostListing | None:
     and the power sampler number the GPUs by; else `rocm-smi --showid` (an amd-smi that fails too, ROCm before
     amd-smi). None when none is there. A LaunchError when the tool there fails (every AMD tool there, on AMD)."""
     fix = "check the GPU driver on this node (the tool failed or hung)"
+    # every tool asked through `run_gpu_tool`: one that hung is not asked again in this preflight (`gpu_tool_step`)
     if exe := shutil.which("nvidia-smi", path=path):  # run as found on the server's PATH
-        out = run_command([exe, "-L"], timeout_s=GPU_TOOL_TIMEOUT_S, fix=fix).stdout
-        return _HostListing(exe, read_nvidia_smi_list(out))
+        try:
+            return _HostListing(exe, read_nvidia_smi_list(run_gpu_tool([exe, "-L"])))
+        except OSError as exc:
+            raise LaunchError(str(exc), fix=fix) from exc
     failed: LaunchError | None = None
     if exe := shutil.which("amd-smi", path=path):  # ROCm 7.x may ship it without rocm-smi (deprecated)
         try:
@@ -203,7 +204,10 @@ def _list_host(path: str | None) -> _HostListing | None:
         except OSError as exc:
             failed = LaunchError(str(exc), fix=fix)
     if exe := shutil.which("rocm-smi", path=path):
-        out = run_command([exe, "--showid"], timeout_s=GPU_TOOL_TIMEOUT_S, fix=fix).stdout
+        try:
+            out = run_gpu_tool([exe, "--showid"])
+        except OSError as exc:
+            raise LaunchError(str(exc), fix=fix) from exc
         indices = sorted({int(m) for m in re.findall(r"^GPU\[(\d+)\]", out, flags=re.MULTILINE)})
         return _HostListing(exe, Listed("rocm-smi", tuple(indices), None))
     if failed is not None:

@@ -607,3 +607,34 @@ def test_gpu_refusals_say_one_gpu_and_several_gpus(monkeypatch: pytest.MonkeyPat
         check_gpus(spec(("srv",), 1, gpus=2))
     assert "would use GPUs 0, 1, but" in two.value.message
     assert (two.value.fix or "").startswith("stop or wait for pids 4242 4343 (")
+
+
+def test_a_gpu_query_that_hangs_in_the_preflight_is_waited_for_once_and_said(monkeypatch: pytest.MonkeyPatch,
+                                                                            tmp_path: Path,
+                                                                            caplog: pytest.LogCaptureFixture) -> None:
+    """The preflight's own `nvidia-smi -L`, `--query-compute-apps` and `rocm-smi --showid` ran outside the GPU tools'
+    hang rule (`visible.run_gpu_tool`): a hung query waited its own 30 s, silently (an info line), and was not
+    remembered by the step. Now a hung process query is waited for once (the timeout of every GPU tool), warned of,
+    and the listing that answered stands: the check passes, best effort, without the tenants."""
+    import logging
+    import shutil
+    import time
+
+    from llmsweep import visible
+
+    monkeypatch.setattr(visible, "GPU_TOOL_TIMEOUT_S", 1.0)
+    for name in ("CUDA_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "SLURM_JOB_ID"):
+        monkeypatch.delenv(name, raising=False)
+    path = tmp_path / "nvidia-smi"
+    path.write_text("#!/bin/sh\ncase \"$1\" in\n"
+                    "  -L) printf 'GPU 0: NVIDIA H200 (UUID: GPU-a)\\nGPU 1: NVIDIA H200 (UUID: GPU-b)\\n';;\n"
+                    f"  --query-compute-apps=*) exec {shutil.which('sleep')} 60;;\n"
+                    "esac\n")
+    path.chmod(path.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    began = time.monotonic()
+    with caplog.at_level(logging.WARNING, logger="llmsweep.visible"):
+        check_gpus(spec(("srv",), 1, gpus=2))
+    assert time.monotonic() - began < 10
+    said = [r.getMessage() for r in caplog.records if "did not answer" in r.getMessage()]
+    assert len(said) == 1 and "--query-compute-apps" in said[0] and "not asked again in this launch preflight" in said[0]
