@@ -446,7 +446,8 @@ class Adapter(ABC):
     running_cap_flag: ClassVar[str | None] = None
     """The flag that caps the requests the server runs at once (`--max-num-seqs`, `--max-running-requests`): under DP
     attention the launch note says how the engine counts the value in the launch (`engines.running_cap`: SGLang's is
-    the server's total, divided among its ranks, and one below the ranks is refused; vLLM's and ATOM's each rank's).
+    the server's total, divided among its ranks, and one below the ranks is refused; vLLM's, ATOM's and TensorRT-LLM's
+    `--max_batch_size` each rank's).
     An agentic job sets it to 2 x conc (AgentX's headroom for sub-agent fan-out), kept per rank where the engine
     counts it so: InferenceX's own vLLM DP-attention scripts disagree on the per-engine value (2 x conc / DP, conc /
     DP, conc), and no rank should clip the fan-out a session-affine router concentrates on it. None: no note."""

@@ -73,6 +73,10 @@ def click_spelling(flag: str) -> str:
 class TRTLLMAdapter(Adapter):
     identity = TRTLLM
     context_flag: ClassVar[str | None] = "--max_seq_len"
+    running_cap_flag: ClassVar[str | None] = "--max_batch_size"
+    """Each attention-DP rank's: every rank runs its own executor, whose capacity scheduler takes max_batch_size (x pp)
+    and nothing divides it by the DP size (tensorrt_llm/_torch/pyexecutor/_util.py, v1.1.0rc5, as read in
+    ai-dynamo/dynamo#11982), so the server admits up to DP x max_batch_size."""
     parallel_flags: ClassVar[frozenset[str]] = frozenset({"--tp-size", "--pp-size", "--ep-size", "--cp-size",
                                                           "--cluster-size"})
     spec_flags: ClassVar[frozenset[str]] = frozenset({"--extra-llm-api-options"})

@@ -224,7 +224,8 @@ def test_a_dp_attention_launch_says_how_the_running_request_cap_it_runs_is_count
         text = recipe(framework, image, arm=arm.format(dp=dp, conc=conc), serve=f"    args: {args}\n", **kw)
         (job,) = jobs(tmp_path, text)
         spec = engines.render(job)
-        cap = "--max-running-requests" if framework == "sglang" else "--max-num-seqs"
+        cap = engines.get_adapter(framework).running_cap_flag
+        assert cap is not None
         return flag(spec.argv, cap) or "", " ".join(spec.notes)
 
     vllm, sglang = "vllm/vllm-openai:v0.26.0", "lmsysorg/sglang:v0.5.17-cu130"
@@ -243,6 +244,13 @@ def test_a_dp_attention_launch_says_how_the_running_request_cap_it_runs_is_count
     assert cap == "20" and "20 // 8 = 2" in notes and "runs at most 16 requests" in notes
     cap, notes = launch("atom", ATOM_IMAGE, "true", 32, "{}", **GLM_ATOM)
     assert cap == "64" and "is per DP rank: ATOM" in notes and "up to 512 running requests" in notes
+
+    # TensorRT-LLM's --max_batch_size is each attention-DP rank's (enable_attention_dp in its LLM-API options)
+    trt = "nvcr.io/nvidia/tensorrt-llm/release:1.2.0"
+    cap, notes = launch("trtllm", trt)
+    assert cap == "64" and "--max_batch_size 64 (2 x conc 32" in notes and "is per DP rank: TensorRT-LLM" in notes
+    assert "up to 512 running requests" in notes
+    assert "per DP rank" not in launch("trtllm", trt, dp="false")[1]
 
     small = recipe("sglang", sglang, arm=arm.format(dp="true", conc=2), serve="    args: {}\n")
     (job,) = jobs(tmp_path, small)
