@@ -322,13 +322,26 @@ class AmdSmiBackend(Backend):
             return "amd-smi is not on PATH"
         return _read_problem(cls, ctx)
 
+    def __init__(self, ctx: BackendContext) -> None:
+        super().__init__(ctx)
+        self.energy_hung = False
+        """The energy counter's call (`metric -E`) did not answer once: it is not asked again by this backend (a
+        sampler's life, one server), where each read would wait its timeout before the power call and stretch every
+        tick by it; power is still read. The next server's sampler asks again."""
+
     def read(self) -> list[GpuSample]:
         sel = ["-g", *(str(i) for i in self.ctx.gpu_indices)] if self.ctx.gpu_indices is not None else []
         energy: dict[str, float] = {}
-        try:
-            energy = parse_amd_energy(_run(["amd-smi", "metric", "-E", *sel, "--csv"], self.ctx.timeout_s))
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            log.debug("amd-smi energy counter unavailable: %s", exc)
+        if not self.energy_hung:
+            try:
+                energy = parse_amd_energy(_run(["amd-smi", "metric", "-E", *sel, "--csv"], self.ctx.timeout_s))
+            except subprocess.TimeoutExpired:
+                self.energy_hung = True
+                log.warning("`amd-smi metric -E` did not answer within %.0f s: the energy counter is not asked again "
+                            "for this server (its power, which the energy is integrated from, is still read each tick; "
+                            "only the counter's cross-check is lost)", self.ctx.timeout_s)
+            except OSError as exc:
+                log.debug("amd-smi energy counter unavailable: %s", exc)
         # stamped while the power is read (the middle of its call), not before the energy call: each amd-smi call
         # can take a second or more, which would date every power reading that much too early
         began = time.time()

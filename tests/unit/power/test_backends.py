@@ -247,3 +247,30 @@ def test_the_sim_backend_reads_the_simulator_directly_whatever_proxy_the_environ
 
     samples = asyncio.run(main())
     assert [s.gpu for s in samples] == ["0", "1"] and all(s.power_w is not None and s.power_w > 0 for s in samples)
+
+
+def test_an_amd_energy_counter_that_hangs_is_not_asked_again_by_the_server_s_sampler(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """`amd-smi metric -E` that did not answer cost its whole timeout on every tick before the power call (a 1 s
+    sampler read every 6 s): it is waited for once, warned of, and the power is still read each tick."""
+    import logging
+
+    asked = tmp_path / "asked.log"
+    tool = tmp_path / "amd-smi"
+    tool.write_text("#!/bin/sh\n"
+                    f'echo "$*" >> {asked}\n'
+                    'case "$*" in *-E*) exec sleep 30;;\n'
+                    '  *) printf "gpu,socket_power,gfx_0_clk,mem_0_clk,hotspot\\n0,500,2100,1300,60\\n";; esac\n')
+    tool.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ.get('PATH', '')}")
+    backend = AmdSmiBackend(BackendContext(gpu_indices=(0,), timeout_s=0.5))
+    with caplog.at_level(logging.WARNING, logger="llmsweep.power.backends"):
+        (first,) = backend.read()
+        began = time.monotonic()
+        (second,) = backend.read()
+    assert time.monotonic() - began < 0.4  # no second wait on the counter
+    assert first.power_w == second.power_w == 500 and first.energy_j is None
+    assert [line.split()[1] for line in asked.read_text().splitlines()] == ["-E", "-p", "-p"]
+    assert sum("-E" in line for line in asked.read_text().splitlines()) == 1
+    said = [r.getMessage() for r in caplog.records if "did not answer" in r.getMessage()]
+    assert len(said) == 1 and "not asked again for this server" in said[0]
