@@ -73,8 +73,8 @@ class NotModelled(LlmsweepError):
 def engine_config(spec: LaunchSpec) -> EngineConfig:
     """The engine the group's `sim serve` command line would serve, built from that very command line; a job the
     simulator cannot model is a :class:`NotModelled` with the reason."""
-    from llmsweep.cli.sim import engine_config_from_argv
     from llmsweep.sim.engine import build_core
+    from llmsweep.sim.serve_args import engine_config_from_argv
 
     try:
         config = engine_config_from_argv(spec.argv)

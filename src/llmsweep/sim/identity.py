@@ -17,7 +17,7 @@ _SIM_CODE = Path(__file__).resolve().parent
 _PACKAGE = _SIM_CODE.parent
 _LAUNCH_AND_DRIVE = (
     _PACKAGE / "engines" / "sim.py",  # how a job becomes the simulator's launch and its acceptance estimate
-    _PACKAGE / "cli" / "sim.py",  # `sim serve`'s options: a launch's engine config, the defaults of what it omits
+    _PACKAGE / "cli" / "sim.py",  # `sim serve` itself: a live role's links (its options are `sim.serve_args`'s)
     _PACKAGE / "execute" / "virtual.py",  # a job run on the core in virtual time: its window, scrapes and files
     _PACKAGE / "execute" / "virtual_disagg.py",  # the same for a disaggregated deployment's roles
     _PACKAGE / "power" / "virtual.py",  # the modelled power over virtual time

@@ -111,7 +111,8 @@ def test_the_simulators_digest_moves_with_a_catalog_file_it_reads(tmp_path: Path
         simulator_digest.cache_clear()
 
 
-@pytest.mark.parametrize("module", ["llmsweep.cli.sim", "llmsweep.execute.virtual", "llmsweep.execute.virtual_disagg",
+@pytest.mark.parametrize("module", ["llmsweep.cli.sim", "llmsweep.sim.serve_args", "llmsweep.execute.virtual",
+                                    "llmsweep.execute.virtual_disagg",
                                     "llmsweep.power.virtual", "llmsweep.sim.engine", "llmsweep.engines.sim",
                                     # the live roles' router and servers, since they left `llmsweep.sim`
                                     "llmsweep.router", "llmsweep.http_app"])
@@ -120,8 +121,8 @@ def test_the_simulators_digest_moves_with_the_code_that_makes_its_figures(module
     """README (Reuse): a simulated job's key holds the simulator's digest, its code and catalogs, as a new figure gives
     other numbers under the same launch. The digest read `llmsweep.sim` and the engine adapter only: a changed default
     of `sim serve` (`--max-running-requests`, `--mem-fraction-static`: the engine config of every launch that omits
-    them, made in `cli/sim.py`), the virtual-time drive or the modelled power left it as it was, and `run --reuse`
-    stood such jobs on results the new code would not give."""
+    them, made in `sim/serve_args.py`), the virtual-time drive or the modelled power left it as it was, and `run
+    --reuse` stood such jobs on results the new code would not give."""
     import importlib
     from pathlib import Path
 

@@ -16,6 +16,7 @@ import click
 import pytest
 from support.cli import run_main, walk
 
+from llmsweep import option_kit
 from llmsweep.cli import options
 from llmsweep.cli.main import cli
 from llmsweep.cli.options import CONCEPTS, LISTED_HELP, Opt, renamed
@@ -193,7 +194,7 @@ def test_an_old_spelling_sets_its_option_and_says_once_what_it_is_now(path: str,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     command = COMMANDS[path]
     option = next(p for p in command.params if isinstance(p, click.Option) and p.opts[0] == new)
-    monkeypatch.setattr(options, "_WARNED", set())
+    monkeypatch.setattr(option_kit, "_WARNED", set())
 
     def parsed(*args: str) -> Any:
         values, _, _ = command.make_parser(click.Context(command)).parse_args(list(args))
@@ -211,7 +212,7 @@ def test_an_old_spelling_sets_its_option_and_says_once_what_it_is_now(path: str,
 def test_renamed_options_run_as_their_new_spelling(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """Whole commands, the old spelling given as a user's script gives it: the same output, one line on stderr."""
-    monkeypatch.setattr(options, "_WARNED", set())
+    monkeypatch.setattr(option_kit, "_WARNED", set())
     ids = run_main(capsys, "matrix", "full-sweep", "--config-files", FIXED, "--format", "ids")[1].split()
     code, out, err = run_main(capsys, "run", FIXED, "--simulate", "--only-job", ids[0], "--out", tmp_path / "a" / "r",
                               "--no-report", "--store", tmp_path / "s.sqlite", "--json")

@@ -145,8 +145,8 @@ def test_the_simulator_serves_the_context_the_jobs_engine_would_launch_with(
         plan: Callable[[str], list[Job]], engine: str, args: str, context: int) -> None:
     """Under --simulate the simulator refuses what the engine it stands in for would refuse: a request beyond the
     launched context (it used to take anything its KV pool held, ~100x more)."""
-    from llmsweep.cli.sim import engine_config_from_argv
     from llmsweep.sim.engine import build_core
+    from llmsweep.sim.serve_args import engine_config_from_argv
 
     (job,) = plan(_text(engine, args))
     argv = engines.render(job, simulate=True).argv
@@ -163,7 +163,7 @@ def test_an_agentic_job_on_the_simulator_is_bounded_by_its_recipes_context_flag_
         plan: Callable[[str], list[Job]], tmp_path: Path, args: str, context: int | None) -> None:
     """Without a context flag only the simulator's KV pool bounds an agentic request (synthetic traces keep their
     full-scale shape); a recipe's flag is served, and `validate --simulate` warns when the traces reach past it."""
-    from llmsweep.cli.sim import engine_config_from_argv
+    from llmsweep.sim.serve_args import engine_config_from_argv
 
     text = _text("sglang", args).replace("""    fixed-seq-len:
     - isl: 256

@@ -10,9 +10,9 @@ import pytest
 from support.recipes import one_job, recipe_text
 
 from llmsweep import engines
-from llmsweep.cli.sim import engine_config_from_argv
 from llmsweep.plan import Job, jobs_from_files
 from llmsweep.sim.engine import EngineConfig
+from llmsweep.sim.serve_args import engine_config_from_argv
 
 IMAGES = {"sglang": "lmsysorg/sglang:v0.5.9-cu129", "vllm": "vllm/vllm-openai:v0.26.0",
           "atom": "rocm/atom:v0.1.0"}

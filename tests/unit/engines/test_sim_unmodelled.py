@@ -57,7 +57,7 @@ def test_a_job_of_an_engine_no_calibration_was_fitted_on_is_served_uncalibrated(
     """A TensorRT-LLM (or ATOM) job runs on the simulator in vLLM's style, and took vLLM's stored factors under the
     label `calibrated: vllm-h200-dense-tiny (vllm 0.26.0 …)`: a label it did not earn."""
     from llmsweep import engines
-    from llmsweep.cli.sim import engine_config_from_argv
+    from llmsweep.sim.serve_args import engine_config_from_argv
 
     path = tmp_path / "r.yaml"
     path.write_text(CALIBRATED.replace("IMAGE", image).replace("FRAMEWORK", framework), encoding="utf-8")

@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 
 from llmsweep import engines
-from llmsweep.cli.sim import engine_config_from_argv
 from llmsweep.execute.lifecycle import LifecycleSettings, _run_options, _workload
 from llmsweep.plan import jobs_from_files
 from llmsweep.plan.job import Job
 from llmsweep.plan.point import Point, points_of
 from llmsweep.sim.predict import predict_point
+from llmsweep.sim.serve_args import engine_config_from_argv
 from llmsweep.workload.mooncake import MooncakeWorkload
 
 RUN = Path(__file__).resolve().parents[2] / "data" / "recipes" / "run"

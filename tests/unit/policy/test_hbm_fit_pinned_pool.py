@@ -19,10 +19,10 @@ import pytest
 from support.recipes import one_job, write_recipe
 
 from llmsweep import engines
-from llmsweep.cli.sim import engine_config_from_argv
 from llmsweep.errors import ConfigError
 from llmsweep.plan import jobs_from_files
 from llmsweep.policy import validate_files
+from llmsweep.sim.serve_args import engine_config_from_argv
 
 VLLM = "vllm/vllm-openai:v0.26.0"
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from llmsweep.cli.sim import engine_config_from_argv
 from llmsweep.sim.perf import GB
+from llmsweep.sim.serve_args import engine_config_from_argv
 
 
 @pytest.mark.parametrize(("model", "precision", "tp", "copies"), [

@@ -145,7 +145,7 @@ def test_max_requests_stops_profiling_sends_like_the_clients_num_requests() -> N
 
 
 def test_a_rendered_sim_serve_command_line_becomes_the_engine_config_it_serves() -> None:
-    from llmsweep.cli.sim import engine_config_from_argv
+    from llmsweep.sim.serve_args import engine_config_from_argv
 
     argv = ["python", "-m", "llmsweep.cli.main", "sim", "serve", "--model", "qwen3.5-397b-a17b", "--hardware",
             "h200", "--tp", "8", "--ep", "8", "--precision", "fp8", "--spec-method", "mtp", "--spec-k", "3",
@@ -165,9 +165,9 @@ def test_the_seed_recipe_jobs_render_to_simulated_engines_the_predictor_runs() -
     from pathlib import Path
 
     from llmsweep import engines
-    from llmsweep.cli.sim import engine_config_from_argv
     from llmsweep.plan import jobs_from_files
     from llmsweep.sim.engine import build_core
+    from llmsweep.sim.serve_args import engine_config_from_argv
     from llmsweep.sim.synthetic import AgentWorkload
 
     seed = Path(__file__).resolve().parents[3] / "recipes" / "qwen3.5-fp8-mi300x-sglang-agentic-mtp.yaml"
@@ -244,8 +244,8 @@ def test_a_program_asleep_when_the_run_stops_is_closed_then_not_waited_for() -> 
 def test_a_flag_value_the_simulator_cannot_take_is_a_config_error_naming_it() -> None:
     """A recipe's `--mem-fraction-static: abc` reached the simulator's own command-line parser, whose usage error
     stopped `predict` and `run` whole; it is that job's refusal, naming the flag."""
-    from llmsweep.cli.sim import engine_config_from_argv
     from llmsweep.errors import ConfigError
+    from llmsweep.sim.serve_args import engine_config_from_argv
 
     with pytest.raises(ConfigError, match="Invalid value for '--mem-fraction-static': 'abc' is not a valid float"):
         engine_config_from_argv(["llmsweep", "sim", "serve", "--mem-fraction-static", "abc"])

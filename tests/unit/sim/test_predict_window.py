@@ -6,10 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from llmsweep import engines
-from llmsweep.cli.sim import engine_config_from_argv
 from llmsweep.plan import jobs_from_files
 from llmsweep.plan.point import Point
 from llmsweep.sim.predict import WindowProgress, predict_point
+from llmsweep.sim.serve_args import engine_config_from_argv
 
 RUN = Path(__file__).resolve().parents[2] / "data" / "recipes" / "run"
 

@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import Any
 
 from llmsweep import engines
-from llmsweep.cli.sim import engine_config_from_argv
 from llmsweep.plan import jobs_from_files
 from llmsweep.plan.point import Point
 from llmsweep.sim.engine import EngineConfig
 from llmsweep.sim.predict import predict, predict_point
+from llmsweep.sim.serve_args import engine_config_from_argv
 from llmsweep.workload.fixed import FixedLengthConfig, FixedLengthWorkload
 
 RUN = Path(__file__).resolve().parents[2] / "data" / "recipes" / "run"
