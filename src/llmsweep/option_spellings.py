@@ -3,11 +3,14 @@
 The CLI declares its shared options from here (`cli.options` builds each concept's option with its spelling), and a
 room below the CLI that writes a command line for a person or a machine to run reads the spelling from here too, so
 neither restates it and neither imports the CLI: dependencies point down, and the CLI sits at the top. This module
-imports nothing. Those that do: `changes.github`'s workflow, matrix and fixes, and the executors' fixes and worker
-command (`execute.docker`, `.executor`, `.local`, `.preflight`, `.slurm`); `tests/unit/test_option_spellings.py`
-fails on a spelling one of them writes by hand. Other rooms' messages (`execute.pipeline`'s, `changes.reuse`'s, the
-report's and results' fixes) still spell some flags by hand. A flag of another tool that happens to share a spelling
-(`docker run --gpus`) is that tool's, not read from here.
+imports nothing. Those that do: `changes.github`'s workflow, matrix and fixes, `changes.reuse`, the executors' fixes
+and worker command (`execute.docker`, `.executor`, `.local`, `.preflight`, `.slurm`), the run's messages
+(`execute.pipeline`, `.lifecycle`, `.roles`, `.placement`), the report's and results' fixes, and the simulator's own
+command line (`sim.serve_args`); `tests/unit/test_option_spellings.py` fails on a spelling one of them writes by
+hand. A command's own option that a lower room names is a concept here too (`run --resume`, `--reuse`, `--live`);
+a few such flags are still written by hand (`matrix --format ids`, `run --eval-limit`, `compare --repeats-from`),
+and the same test holds every flag those fixes name to an option some llmsweep command takes. A flag of another tool
+that happens to share a spelling (`docker run --gpus`) is that tool's, not read from here.
 
 Only the current spellings live here; an old spelling a concept still takes as a hidden alias (`Concept.deprecated`)
 is the CLI's own business, as are an option's type, default and help.
@@ -65,6 +68,10 @@ SPELLINGS: Final[dict[str, str]] = {
     "kv_transfer": "--kv-transfer",
     "prefill_urls": "--prefill",
     "decode_urls": "--decode",
+    # `run`'s own, which the run's messages and fixes name (`execute.pipeline`, `.lifecycle`, `results.rundir`)
+    "live": "--live",
+    "resume": "--resume",
+    "reuse": "--reuse",
 }
 """Concept name -> its one long spelling. `cli.options.CONCEPTS` has exactly these keys (checked on import)."""
 

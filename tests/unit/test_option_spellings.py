@@ -20,15 +20,23 @@ SRC = Path(llmsweep.__file__).resolve().parent
 
 READ_FROM_THE_HOME = {
     "changes/github.py": set(),
+    "changes/reuse.py": set(),
     "execute/docker.py": {"--gpus"},  # `docker run --gpus`, docker's own flag, not llmsweep's
     "execute/executor.py": set(),
+    "execute/lifecycle.py": set(),
     "execute/local.py": set(),
+    "execute/pipeline.py": set(),
+    "execute/placement.py": set(),
     "execute/preflight.py": set(),
+    "execute/roles.py": {"--gpus", "--url"},  # `python -m llmsweep.execute.node_power`'s own argparse flags
     "execute/slurm.py": set(),
+    "sim/serve_args.py": set(),
+    **{f"report/{p.name}": set() for p in (SRC / "report").glob("*.py")},
+    **{f"results/{p.name}": set() for p in (SRC / "results").glob("*.py")},
 }
 """The modules whose fixes and command lines name the CLI's options only through `option_spellings` (with the
-spellings of other tools' flags that match one of ours). Rooms not listed here still write some spellings by hand
-(`execute.pipeline`'s messages, `changes.reuse`): the module docstring of `option_spellings` says which read it."""
+spellings of other tools' flags that match one of ours). An option one command takes alone (`matrix --format`) has no
+spelling there: `test_a_fix_names_only_options_llmsweep_takes` holds those to the CLI's options."""
 
 _SPELLING = re.compile(r"(?<![\w-])(" + "|".join(re.escape(s) for s in sorted(SPELLINGS.values(), key=len,
                                                                                    reverse=True)) + r")(?![\w-])")
@@ -57,7 +65,8 @@ def test_the_fixes_name_the_option_as_the_cli_spells_it() -> None:
 import json
 from pathlib import Path
 import llmsweep.option_spellings as o
-o.SPELLINGS.update({"executor_option": "--xo", "out": "--xout", "changed": "--xchanged", "repeats": "--xrepeats"})
+o.SPELLINGS.update({"executor_option": "--xo", "out": "--xout", "changed": "--xchanged", "repeats": "--xrepeats",
+                   "executor": "--xexecutor", "store": "--xstore"})
 from llmsweep.errors import ConfigError
 from llmsweep.execute import slurm
 from llmsweep.execute.docker import DockerOptions
@@ -78,22 +87,28 @@ try:
     repo_path(Path("/elsewhere/r.yaml"), Path("/repo"), "recipe")
 except ConfigError as exc:
     texts["ci github"] = exc.fix
+from llmsweep.execute.placement import simulator_placement_refusal
+from llmsweep.results.store import _STORE_FIX
+texts["placement"] = simulator_placement_refusal(engine="sim", simulate=True, executor="docker", live=False).line()
+texts["store"] = _STORE_FIX
 print(json.dumps(texts))
 """
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
     texts = json.loads(run.stdout)
     assert set(texts) == {"validate_options", "slurm time limit", "slurm refusals", "slurm never starts",
-                          "slurm ended", "slurm worker", "ci github"}
+                          "slurm ended", "slurm worker", "ci github", "placement", "store"}
     for what, text in texts.items():
-        assert not {"--executor-option", "--out", "--changed", "--repeats"} & set(_SPELLING.findall(text)), \
-            (what, text)
+        assert not {"--executor-option", "--out", "--changed", "--repeats", "--executor", "--store"} \
+            & set(_SPELLING.findall(text)), (what, text)
     assert "--xo model_dir=" in texts["validate_options"]
     assert texts["slurm time limit"] == "raise --xo time_limit=HH:MM:SS"
     assert "--xo partition=NAME" in texts["slurm refusals"] and "--xo partition=NAME" in texts["slurm never starts"]
     assert "(--xo {exclude}; {why})" in texts["slurm ended"]  # still a template, formatted when a node fails
     assert " --xout {out}" in texts["slurm worker"]
     assert "--xout <that repository>" in texts["ci github"]
+    assert "--xexecutor docker would place no server" in texts["placement"] and "drop --xexecutor" in texts["placement"]
+    assert texts["store"].startswith("point --xstore (or $")
 
 
 def test_the_spellings_the_fixes_read_are_the_clis() -> None:
@@ -111,3 +126,64 @@ def test_the_spellings_the_fixes_read_are_the_clis() -> None:
     run_opts = {o for p in run.params for o in p.opts}
     assert {SPELLINGS[c] for c in ("executor_option", "out", "changed", "repeats")} <= run_opts
     assert SPELLINGS["out"] in {o for p in github.params for o in p.opts}
+
+
+FIX_ROOMS = ("changes/reuse.py", "execute/lifecycle.py", "execute/pipeline.py", "execute/placement.py",
+             "execute/roles.py", "report", "results")
+"""Rooms below the CLI whose messages tell the user which llmsweep option to pass."""
+
+OTHER_TOOLS = {
+    "execute/lifecycle.py": {"--query-gpu"},  # nvidia-smi's
+    # `python -m llmsweep.execute.node_power`'s own argparse flags; srun's --nodes and --nodelist
+    "execute/roles.py": {"--dir", "--backend", "--gpus", "--url", "--role", "--nodes", "--nodelist"},
+}
+"""Flags those messages and command lines name that are another program's, by module."""
+
+_FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*[a-z0-9](?![\w-])")
+
+
+def _cli_options() -> set[str]:
+    """Every spelling some llmsweep command takes, old spellings included."""
+    import click
+
+    from llmsweep.cli.main import cli
+
+    def walk(command: click.Command) -> list[click.Command]:
+        if not isinstance(command, click.Group):
+            return [command]
+        ctx = click.Context(command)
+        subs = [command.get_command(ctx, name) for name in command.list_commands(ctx)]
+        return [command, *(c for sub in subs if sub is not None for c in walk(sub))]
+
+    return {o for command in walk(cli) for p in command.params if isinstance(p, click.Option)
+            for o in (*p.opts, *p.secondary_opts, *getattr(p, "old_spellings", ()))}
+
+
+def _named_flags(path: Path) -> list[tuple[int, str]]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    docs = {id(node.value) for node in ast.walk(tree)
+            if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)}
+    return [(node.lineno, flag) for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs
+            for flag in _FLAG.findall(node.value)]
+
+
+def test_a_fix_names_only_options_llmsweep_takes() -> None:
+    """A message that tells the user to pass `--x` names an option some llmsweep command takes: an option renamed
+    in the CLI (and not kept as an old spelling) cannot leave a stale hint behind, whether the message reads its
+    spelling from `option_spellings` or names an option only one command takes (`matrix --format`)."""
+    taken = _cli_options()
+    assert {"--resume", "--reuse", "--live", "--out", "--force"} <= taken  # the walk sees the commands
+    files = sorted(p for room in FIX_ROOMS for p in ((SRC / room).rglob("*.py") if (SRC / room).is_dir()
+                                                      else [SRC / room]))
+    stale = [f"{p.relative_to(SRC)}:{line} {flag}" for p in files for line, flag in _named_flags(p)
+             if flag not in taken and flag not in OTHER_TOOLS.get(str(p.relative_to(SRC)), set())]
+    assert not stale, f"messages name options no llmsweep command takes: {stale}"
+
+
+def test_the_check_sees_a_stale_option(tmp_path: Path) -> None:
+    probe = tmp_path / "probe.py"
+    probe.write_text('"""Docs may say --anything."""\nFIX = f"pass --no-such-option {1}, or --out DIR"\n',
+                     encoding="utf-8")
+    assert [flag for _, flag in _named_flags(probe)] == ["--no-such-option", "--out"]
+    assert "--no-such-option" not in _cli_options()

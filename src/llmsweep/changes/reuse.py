@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING
 from llmsweep.engine_ids import SIM
 from llmsweep.metrics.model import run_clock, run_source
 from llmsweep.metrics.version import measurement_identity
+from llmsweep.option_spellings import flag as _flag
 from llmsweep.plan import Job
 from llmsweep.workload.scenario import repeat_index, repeat_sample
 from llmsweep.workload.traces.digest import FILE_DIGEST_PREFIX
@@ -45,6 +46,9 @@ from llmsweep.workload.traces.digest import FILE_DIGEST_PREFIX
 if TYPE_CHECKING:
     from llmsweep.execute.base import ImageMount
     from llmsweep.execute.lifecycle import LifecycleSettings
+
+_REQUEST_TIMEOUT = _flag("request_timeout")
+
 
 CONTEXT_SEP = "/"
 UNREADABLE = "?"
@@ -150,7 +154,7 @@ KEY_PARTS: dict[str, str] = {
     "measurement": "llmsweep's measurement definitions (`metrics.version`)",
     "launch": "the rendered launch (engine args, env, files)",
     "simulator": "the simulator's code or a catalog file it reads (`sim.identity`)",
-    "gates": "the gates the run judges the verdict by (--require-power, --al-tolerance, --request-timeout)",
+    "gates": f"the gates the run judges the verdict by (--require-power, --al-tolerance, {_REQUEST_TIMEOUT})",
     "local_files": "what the job's local model, draft model or tokenizer paths, or a local file its engine args or "
                    "server environment (serve.env, a worker's additional-settings) name, hold",
     "sample": "the sample a repeat draws (`workload.scenario.sample_name`: repeat k of every arm of a point draws one)",

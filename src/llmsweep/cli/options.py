@@ -273,6 +273,10 @@ _DECLARED: dict[str, Concept] = {
     "decode_urls": Concept("decode", {
         "listed": True, "required": True, "help": "A decode worker's URL.",
     }),
+    # `run`'s own: concepts because the run's messages below the CLI name them (`option_spellings`)
+    "live": Concept("live", {"is_flag": True}),
+    "resume": Concept("resume", {"is_flag": True}),
+    "reuse": Concept("reuse", {"is_flag": True}),
 }
 if _DECLARED.keys() != SPELLINGS.keys():  # pragma: no cover - a concept added in one place and not the other
     raise ImportError("cli.options and option_spellings.SPELLINGS declare different concepts: "

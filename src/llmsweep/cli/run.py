@@ -14,7 +14,6 @@ from llmsweep.cli.options import (
     FiniteRange,
     PathValue,
     config_keys_option,
-    field_option,
     json_option,
     option,
     out_option,
@@ -49,11 +48,10 @@ EVAL_OPTIONS = {"task": "eval_task", "dataset": "eval_dataset", "limit": "eval_l
 @option("executor", type=click.Choice(executor_kinds()), help=executor_help() + ".")
 @option("executor_option", help="Executor settings, e.g. partition=gpu, time_limit=04:00:00, squash_dir=/shared/sqsh.")
 @option("simulate")
-@click.option("--live", is_flag=True,
-              help="Simulated jobs: serve the simulator over HTTP and drive it in wall-clock time (exercises the "
-                   "client) instead of running its core in virtual time (the default: a full window in seconds). A "
-                   "disaggregated job's prefill and decode workers and router each run as a server of their own: "
-                   "processes of this host on loopback ports (--executor local), or steps on their nodes (slurm).")
+@option("live", help="Simulated jobs: serve the simulator over HTTP and drive it in wall-clock time (exercises the "
+        "client) instead of running its core in virtual time (the default: a full window in seconds). A disaggregated "
+        "job's prefill and decode workers and router each run as a server of their own: processes of this host on "
+        "loopback ports (--executor local), or steps on their nodes (slurm).")
 @option("traces", default=None,
         help="Agentic jobs: replay this trace source instead of the recipe's: 'synthetic' (the built-in AgentX-shaped "
              "corpus; needs no network), a trace file or directory, or a Hugging Face dataset id.")
@@ -74,15 +72,14 @@ EVAL_OPTIONS = {"task": "eval_task", "dataset": "eval_dataset", "limit": "eval_l
 @click.option("--lm-eval", "lm_eval", type=PathValue(dir_okay=False, path_type=str), default=None, metavar="PYTHON",
               help="Python interpreter with lm-eval[api]==0.4.13 (default: $LLMSWEEP_LM_EVAL).")
 @click.option("--fail-fast", is_flag=True, help="Stop at the first failed or invalid job.")
-@field_option("--resume", source=(LifecycleSettings, "resume"), is_flag=True)
+@option("resume", source=(LifecycleSettings, "resume"))
 @option("changed", help="Run only the jobs a recipe change added or changed (see `llmsweep changes`); HEAD must be "
         "the files given (BASE.. compares with the working tree).")
 @option("job", dest="only_job", listed=True,
         help="Run only this planned job: a job id, a unique id prefix or exp-name (as `render --job`); one matrix "
              "entry of a CI workflow (`llmsweep ci github`).")
-@click.option("--reuse", is_flag=True, help="Do not run a job whose full identity (recipe fingerprint, image, "
-              f"launch, workload, measurement definitions, gates) matches a stored {DONE_WORDS} result; its outcome "
-              "points at it.")
+@option("reuse", help="Do not run a job whose full identity (recipe fingerprint, image, launch, workload, "
+        f"measurement definitions, gates) matches a stored {DONE_WORDS} result; its outcome points at it.")
 @option("force", help="Run every job again although --out holds a run's results (they move to jobs/<id>/attempts/). "
         "Without --resume or --force, an --out holding results is refused.")
 @option("repeats", help="Run every job N times (the first keeps the job id, repeat k >= 2 is job "

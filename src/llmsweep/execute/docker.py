@@ -47,6 +47,7 @@ from llmsweep.option_spellings import flag as _flag
 from llmsweep.visible import DEVICE_ORDER
 
 _OPTION = _flag("executor_option")
+_RESUME = _flag("resume")
 """`--executor-option`, as this module's fixes name it: read from its one home, `option_spellings`."""
 
 if TYPE_CHECKING:
@@ -746,7 +747,7 @@ class DockerLauncher:
                 if not handle.await_creation(self.options.stop_timeout_s):
                     raise LaunchError(
                         f"container {name} was still being created when its server was stopped",
-                        fix=f"`llmsweep run --resume` removes it (`docker rm -f {name}`), or run that by hand")
+                        fix=f"`llmsweep run {_RESUME}` removes it (`docker rm -f {name}`), or run that by hand")
                 stop_it()
             remove_container([self.options.docker, "rm", "-f", name], timeout_s=self.options.stop_timeout_s)
 

@@ -72,6 +72,7 @@ from llmsweep.metrics.model import (
     Summary,
     run_source,
 )
+from llmsweep.option_spellings import flag as _flag
 from llmsweep.plan import Job
 from llmsweep.plan.point import Point
 from llmsweep.power.sampler import PowerProbe, PowerSettings, Sampler, probe_power, start_sampler
@@ -88,6 +89,11 @@ if TYPE_CHECKING:
     from llmsweep.metrics import GateConfig
     from llmsweep.workload.base import Workload
 
+_EXECUTOR = _flag("executor")
+_OUT = _flag("out")
+_RESUME = _flag("resume")
+
+
 log = logging.getLogger(__name__)
 
 Status = Literal["valid", "smoke", "invalid", "failed", "skipped", "refused"]
@@ -98,9 +104,9 @@ class LifecycleSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    resume: bool = Field(default=False, description=f"Skip the jobs whose folder in --out already holds a {DONE_WORDS} "
-                         "summary its outcome.json closed so (the end table shows that verdict, marked resumed), rerun "
-                         "half-done ones, and stop servers a killed run into --out left behind.")
+    resume: bool = Field(default=False, description=f"Skip the jobs whose folder in {_OUT} already holds a "
+                         f"{DONE_WORDS} summary its outcome.json closed so (the end table shows that verdict, marked "
+                         f"resumed), rerun half-done ones, and stop servers a killed run into {_OUT} left behind.")
     fail_fast: bool = Field(default=False, description="Stop at the first failed or invalid job.")
     startup_timeout_s: float | None = Field(default=None, description="Override the LaunchSpec's readiness timeout.")
     stop_grace_s: float = Field(default=15.0, ge=0, description="SIGTERM → SIGKILL grace when stopping a server.")
@@ -810,7 +816,7 @@ class _Server:
                     raise LaunchError(
                         f"the workers of {topology.job} report different {topology.engine} versions "
                         f"({', '.join(sorted(said))}): its results cannot be labelled with the version that ran",
-                        fix="launch every role from one image (or one python, under --executor local)")
+                        fix=f"launch every role from one image (or one python, under {_EXECUTOR} local)")
                 self.observed["engine_version"] = next(iter(said), None)
                 # judged as one server's is: a drift from the declared version labels the results with the one
                 # that ran, and a knob of a role's launch that version does not honour refuses the deployment
@@ -894,7 +900,7 @@ class _Server:
                 pid_file.unlink(missing_ok=True)
             elif pid_file.exists():
                 self.event(f"warning: the {self.group.spec.engine} server (pid {handle.pid}) may not be fully "
-                           f"stopped; {pid_file} is kept so `llmsweep run --resume` stops it")
+                           f"stopped; {pid_file} is kept so `llmsweep run {_RESUME}` stops it")
             self.handle = None
             if self.power is not None:  # stopped after the server, so the samples cover its teardown
                 self.power.stop()
@@ -1154,7 +1160,7 @@ def out_unwritable(exc: BaseException, what: str, then: str, *, kept: str = "") 
     if not isinstance(exc, OSError) or exc.errno not in OUT_UNWRITABLE:
         return None
     where = f" ({exc.filename})" if exc.filename else ""
-    return ResultError(f"cannot write {what} under --out: {exc.strerror}{where}"
+    return ResultError(f"cannot write {what} under {_OUT}: {exc.strerror}{where}"
                        + (f"; what was written before is in {kept}" if kept else ""),
                        fix=f"free space on that disk (or remount it writable), then {then}")
 
@@ -1184,7 +1190,7 @@ def settle(job: Job, job_dir: Path, started: float, measure: Callable[[], Summar
             return JobOutcome(job_id=job.id, exp_name=job.exp_name, status="failed", reasons=[str(exc)])
         # --out is full (or became read-only): no job can write its results, this one's outcome included. The
         # sweep ends here, its servers stopped on the way out, with the fix; it ended in two tracebacks.
-        if (full := out_unwritable(exc, "the results", "`llmsweep run ... --out DIR --resume` runs the jobs left")):
+        if (full := out_unwritable(exc, "the results", f"`llmsweep run ... {_OUT} DIR {_RESUME}` runs the jobs left")):
             raise full from None
         from llmsweep.client.records import OutputWriteError
 
@@ -1272,7 +1278,7 @@ def _unpaused_or_invalid(summary: Summary, pauses: Sequence[float], jdir: Path,
     load ran (`pauses`: how long each stop lasted): the server answered on through the pause and the client's clocks
     counted it, so its TTFTs, gaps and throughput are not the server's (`readback.judge_paused`); neither the store,
     `--resume` nor `--reuse` takes it for a result."""
-    judged = judge_paused(jdir, tuple(pauses), again="`llmsweep run ... --resume` runs it again",
+    judged = judge_paused(jdir, tuple(pauses), again=f"`llmsweep run ... {_RESUME}` runs it again",
                           settings=settings.readback)
     return summary if judged is None else judged
 
@@ -1546,7 +1552,7 @@ def stop_stale_servers(run_dir: Path, event: Event = _quiet, *,
             f"containers an earlier, interrupted run into {run_dir} left could not be removed: "
             + "; ".join(left_behind) + " — this run's servers would start beside them, on their GPUs and ports",
             fix="remove them (`docker rm -f NAME`; one still being created once the daemon has it), then run again "
-                "(`--resume` also removes them, found by their llmsweep.server-dir label)")
+                f"(`{_RESUME}` also removes them, found by their llmsweep.server-dir label)")
     return stopped
 
 

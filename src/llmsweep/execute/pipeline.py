@@ -50,6 +50,7 @@ from llmsweep.execute.lifecycle import (
 from llmsweep.execute.progress import ReportingProgress, current_progress, use_progress
 from llmsweep.findings import Finding, Severity
 from llmsweep.metrics.model import DONE_VERDICTS, DONE_WORDS, run_clock, run_source
+from llmsweep.option_spellings import flag as _flag
 from llmsweep.plan import Job
 from llmsweep.plan.matrix import EvalOptions
 from llmsweep.plan.point import TracePin, corpus_ref, one_point_per_job, pin_trace_sources
@@ -63,6 +64,25 @@ if TYPE_CHECKING:
     from llmsweep.engines.launch import LaunchSpec, Topology
     from llmsweep.results.rundir import KeptAttempt
     from llmsweep.results.store import Reusable, Store
+
+_ALL_EVALS = _flag("all_evals")
+_CHANGED = _flag("changed")
+_CONFIG_KEYS = _flag("config_keys")
+_EVALS_ONLY = _flag("evals_only")
+_EXECUTOR = _flag("executor")
+_FORCE = _flag("force")
+_JOB = _flag("job")
+_JSON = _flag("json")
+_NO_EVALS = _flag("no_evals")
+_OUT = _flag("out")
+_REPEATS = _flag("repeats")
+_RUNNER_LABELS = _flag("runner_labels")
+_SIMULATE = _flag("simulate")
+_TRACES = _flag("traces")
+_LIVE = _flag("live")
+_RESUME = _flag("resume")
+_REUSE = _flag("reuse")
+
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +98,7 @@ class RunRequest(BaseModel):
     eval_flags: list[str] = Field(default_factory=list, description="The eval options the user gave (as typed: "
                                   "`--eval-limit`), said ignored when no job of the plan runs an eval.")
     runner_labels: list[str] = Field(default_factory=list, description="Labels the runner file omits that this "
-                                     "machine's runners carry (`--runner-label`): their jobs are not refused as "
+                                     f"machine's runners carry (`{_RUNNER_LABELS}`): their jobs are not refused as "
                                      "unknown labels.")
     executor: str = Field(default="local", description="Registered executor kind (`llmsweep.execute.registry`).")
     executor_options: dict[str, Any] = Field(default_factory=dict)
@@ -97,21 +117,22 @@ class RunRequest(BaseModel):
     say_warnings: bool = Field(default=True, description="Say the recipes' warning findings before running (they are "
                                "in run.json either way); `discover` says them once, for the recipe it was given, "
                                "not for each stage recipe it writes.")
-    resume_hint: bool = Field(default=True, description="On an interrupt, say the `--resume` command that runs the "
+    resume_hint: bool = Field(default=True, description=f"On an interrupt, say the `{_RESUME}` command that runs the "
                               "rest; `discover` does not: its stages are not the user's to resume.")
-    force: bool = Field(default=False, description="Run into an --out that holds a run's results (kept in attempts/).")
+    force: bool = Field(default=False,
+                        description=f"Run into an {_OUT} that holds a run's results (kept in attempts/).")
     repeats: int = Field(default=1, ge=1, description="Runs of every job; repeats after the first are jobs of their "
                          "own (`<job-id>-repeat<k>`), so `compare` has a between-run band.")
     settings: LifecycleSettings = Field(default_factory=LifecycleSettings)
-    evals: EvalOptions = Field(default_factory=EvalOptions, description="Which rows run evals (`--no-evals`, "
-                               "`--evals-only`, `--all-evals`: the matrix's meanings).")
-    only_jobs: list[str] | None = Field(default=None, description="Run only these planned job ids (`run --changed`: "
+    evals: EvalOptions = Field(default_factory=EvalOptions, description=f"Which rows run evals (`{_NO_EVALS}`, "
+                               f"`{_EVALS_ONLY}`, `{_ALL_EVALS}`: the matrix's meanings).")
+    only_jobs: list[str] | None = Field(default=None, description=f"Run only these planned job ids (`run {_CHANGED}`: "
                                         "the jobs a recipe change added or changed).")
-    only_jobs_typed: bool = Field(default=False, description="`only_jobs` are what a person typed (`run --job`): "
+    only_jobs_typed: bool = Field(default=False, description=f"`only_jobs` are what a person typed (`run {_JOB}`): "
                                   "an id that names no planned job may be a unique id prefix or exp-name, as "
-                                  "`render --job` takes (`--changed`'s ids are exact).")
+                                  f"`render {_JOB}` takes (`{_CHANGED}`'s ids are exact).")
     reuse: bool = Field(default=False, description="A job whose full identity matches a stored valid result is not "
-                        "run; its outcome points at that result (`run --reuse`).")
+                        f"run; its outcome points at that result (`run {_REUSE}`).")
 
     def make_executor(self) -> Executor:
         """The requested executor with its options validated (a ConfigError names a bad option)."""
@@ -185,7 +206,7 @@ class RunOutcome:
         else:  # said both ways: this invocation's count alone read as if the run were that small
             lines = [f"expected {self.expected} job(s) in this invocation (part of the run), {said(counts)}",
                      f"the whole run: {counts['run']['expected']} job(s), {said(counts['run'])}"
-                     + ("; a plain `--resume` runs the rest" if counts["run"]["done"] < counts["run"]["expected"]
+                     + (f"; a plain `{_RESUME}` runs the rest" if counts["run"]["done"] < counts["run"]["expected"]
                         else "")]
         # One line per reason: nine jobs refused for one unreadable trace source say it once, then name the jobs.
         by_reason: dict[tuple[str, str], list[str]] = {}
@@ -332,14 +353,14 @@ def job_refusal(job: Job, simulate: bool, errors: list[Finding], evals: EvalSett
         if job.multinode and relaunches_for_eval(job):
             return ("a multinode run-eval row whose throughput point pins acceptance would run its eval on a "
                     "deployment relaunched without the pin, and roles are not relaunched yet; run the throughput "
-                    "points with --no-evals and the eval with --evals-only")
+                    f"points with {_NO_EVALS} and the eval with {_EVALS_ONLY}")
         if (job.multinode and engines.launch_refusal(job, simulate=simulate, executor=executor) is None
                 and not launches_roles(job, simulate=simulate, live=live, executor=executor)):
             # lm-eval talks to a server; a deployment simulated in virtual time serves none. One refused outright (a
             # real engine's roles) gets that reason below: --no-evals, this one's fix, would not make it run.
             return ("the accuracy eval of a multinode job needs its deployment served live, role by role; only the "
-                    "live simulator (--simulate --live, with --executor local or slurm) serves one yet; run the "
-                    "throughput points with --no-evals")
+                    f"live simulator ({_SIMULATE} {_LIVE}, with {_EXECUTOR} local or slurm) serves one yet; run the "
+                    f"throughput points with {_NO_EVALS}")
     from llmsweep.execute.placement import simulator_placement_refusal
 
     where = simulator_placement_refusal(engine=job.engine, simulate=simulate, executor=executor, live=live)
@@ -356,7 +377,7 @@ def job_refusal(job: Job, simulate: bool, errors: list[Finding], evals: EvalSett
         unserved = UNSERVED_FRAMEWORKS.get(job.framework.lower())
         return ("not runnable: the recipe has no `serve` section or its framework maps to no engine adapter"
                 + (f" ({job.framework}: {unserved})" if unserved else "")
-                + "; add `serve`, or run it on the simulator with --simulate")
+                + f"; add `serve`, or run it on the simulator with {_SIMULATE}")
     return None
 
 
@@ -692,15 +713,15 @@ def run_sweep(req: RunRequest, *, event: Event = _stderr) -> RunOutcome:
         for f in findings:  # what the files said (an empty file, a recipe dropped) is the reason: said first
             event(f.render())
         files = ", ".join(str(f) for f in req.files)
-        keys_said = f" with --config-keys {' '.join(req.config_keys)}" if req.config_keys else ""
+        keys_said = f" with {_CONFIG_KEYS} {' '.join(req.config_keys)}" if req.config_keys else ""
         if req.evals.evals_only or req.evals.all_evals:
-            flag = "--evals-only" if req.evals.evals_only else "--all-evals"
+            flag = _EVALS_ONLY if req.evals.evals_only else _ALL_EVALS
             raise ConfigError(f"{files}{keys_said}: {flag} keeps only eval jobs, and the recipes have no row that "
                               "runs an eval",
-                              fix=f"{EVAL_ROW}, or any 8k1k and agentic row under --all-evals; drop the flag to "
+                              fix=f"{EVAL_ROW}, or any 8k1k and agentic row under {_ALL_EVALS}; drop the flag to "
                                   "run the throughput jobs")
         raise ConfigError(f"{files}{keys_said}: the recipes expand to no job",
-                          fix="check the files hold recipes (the findings above), --config-keys and the recipes' "
+                          fix=f"check the files hold recipes (the findings above), {_CONFIG_KEYS} and the recipes' "
                               "search spaces")
     for f in findings:  # errors refuse their jobs (below); warnings run, but are said before anything starts
         if f.is_error or req.say_warnings:
@@ -712,7 +733,7 @@ def run_sweep(req: RunRequest, *, event: Event = _stderr) -> RunOutcome:
 
     check_inputs(jobs, req.settings.eval)  # what an eval reads besides its server: bad input before any server starts
     if req.eval_flags and not any(wants_eval(j) for j in jobs):
-        why = ("--no-evals runs no eval" if req.evals.no_evals else
+        why = (f"{_NO_EVALS} runs no eval" if req.evals.no_evals else
                f"no job of this plan runs an eval ({EVAL_ROW})")
         event(f"warning: {why}: {', '.join(req.eval_flags)} ignored")
     _check_store(req)  # before --out is touched and any server starts: a store that cannot take the run is exit 2
@@ -754,9 +775,9 @@ def _repeat_picks(jobs: list[Job], req: RunRequest) -> tuple[list[str], dict[str
             plain.append(wanted)
             continue
         if not 1 <= k <= req.repeats:
-            raise ConfigError(f"--job {wanted} names repeat {k}, but this run plans "
+            raise ConfigError(f"{_JOB} {wanted} names repeat {k}, but this run plans "
                               + (f"{req.repeats} repeats" if req.repeats > 1 else "no repeat (one run of each job)"),
-                              fix=f"pass --repeats as the run was planned (at least {max(k, 2)}), or name the job "
+                              fix=f"pass {_REPEATS} as the run was planned (at least {max(k, 2)}), or name the job "
                                   f"without `{REPEAT_MARK}{k}`")
         for job in resolve_job_ids(jobs, [base], selectors=req.only_jobs_typed,
                                    fix="name a repeat as `<job id>-repeat<k>`, the job id as `llmsweep matrix "
@@ -835,9 +856,9 @@ def _only(jobs: list[Job], findings: list[Finding], ids: list[str], *,
 
     parents: dict[str, str] = {}
     chosen = resolve_job_ids(jobs, ids, parents=parents, selectors=selectors,
-                             fix="--changed: give the recipe files of HEAD (BASE.. plans the working tree); "
-                                 "--job: an id from `llmsweep matrix full-sweep --config-files FILE --format ids` "
-                                 "or from `llmsweep changes BASE..HEAD --json`")
+                             fix=f"{_CHANGED}: give the recipe files of HEAD (BASE.. plans the working tree); "
+                                 f"{_JOB}: an id from `llmsweep matrix full-sweep --config-files FILE --format ids` "
+                                 f"or from `llmsweep changes BASE..HEAD {_JSON}`")
     # what was found about jobs this run does not run is not said (a warning named every job of the recipe under
     # `--job`); a finding about the recipe itself (no jobs) stays
     ids_run = {p.id for p in one_point_per_job(chosen)} | {j.id for j in chosen}
@@ -872,7 +893,7 @@ def _reuse(req: RunRequest, run_dir: Path, runnable: list[Job], keys: dict[str, 
         if src.run_id != run_id:
             return None
         own_found.add(src.job_id)  # this run's job: the job's own id
-        return "is this run's own, which --force measures again"
+        return f"is this run's own, which {_FORCE} measures again"
 
     try:
         with Store(default_store_path(req.store)) as store:
@@ -915,7 +936,7 @@ def _reuse(req: RunRequest, run_dir: Path, runnable: list[Job], keys: dict[str, 
         reused.append(JobOutcome(job_id=job.id, exp_name=job.exp_name, status="skipped", reused=True,
                                  reasons=[f"reused: {src.verdict} result of run {src.run_id} (job {src.job_id})"]))
     if own:
-        event(f"not reused: {len(own)} job(s) whose stored result is this run's own, which --force measures again: "
+        event(f"not reused: {len(own)} job(s) whose stored result is this run's own, which {_FORCE} measures again: "
               + ", ".join(own))
     for image, ids in moving.items():
         event(f"not reused: {len(ids)} job(s) serve {image}, whose tag names neither a version nor a build date, so "
@@ -1011,8 +1032,8 @@ def _refuse_other_folder(run_dir: Path) -> None:
 
     kind = out_kind(run_dir)
     if kind in ("job", "bench", "predicted"):
-        raise ConfigError(f"--out {run_dir} is {FOLDER_KINDS[kind]}: a run there would replace its run.json with "
-                          "the sweep's", fix="pass a new folder (or a run's own folder, with --resume) to --out")
+        raise ConfigError(f"{_OUT} {run_dir} is {FOLDER_KINDS[kind]}: a run there would replace its run.json with "
+                          "the sweep's", fix=f"pass a new folder (or a run's own folder, with {_RESUME}) to {_OUT}")
 
 
 def _refuse_finished(run_dir: Path, req: RunRequest) -> None:
@@ -1027,11 +1048,11 @@ def _refuse_finished(run_dir: Path, req: RunRequest) -> None:
     finished = isinstance(meta, dict) and bool(meta.get("finished"))
     what = "a finished run" if finished else "an unfinished run"
     # a job `--reuse` stood on a stored result has no summary of its own: --resume alone would measure it again
-    resume = "--resume --reuse" if any(art.jobs_dir(run_dir).glob(f"*/{art.REUSED_FILE}")) else "--resume"
+    resume = f"{_RESUME} {_REUSE}" if any(art.jobs_dir(run_dir).glob(f"*/{art.REUSED_FILE}")) else _RESUME
     raise ConfigError(
         f"{run_dir} already holds {what} ({len(results)} job result(s)); not running over it",
-        fix=f"pass {resume} to run only the jobs without a {DONE_WORDS} result, --force to run every job again "
-            f"(earlier results are kept in jobs/<id>/{art.ATTEMPTS_DIR}/), or give this run another --out",
+        fix=f"pass {resume} to run only the jobs without a {DONE_WORDS} result, {_FORCE} to run every job again "
+            f"(earlier results are kept in jobs/<id>/{art.ATTEMPTS_DIR}/), or give this run another {_OUT}",
     )
 
 
@@ -1093,11 +1114,11 @@ def _measured_by(req: RunRequest, jobs: list[Job]) -> dict[str, object]:
 def _options_said(name: str, value: object) -> str:
     """A recorded value of a `MEASURED_BY` field as the options that give it."""
     if name == "simulate":
-        return "--simulate" if value else "no --simulate"
+        return _SIMULATE if value else f"no {_SIMULATE}"
     if name == "simulated_clock":
-        return "--live (wall-clock time)" if value == "wall" else "no --live (virtual time)"
+        return f"{_LIVE} (wall-clock time)" if value == "wall" else f"no {_LIVE} (virtual time)"
     if name == "traces":
-        return f"--traces {value}" if value else "no --traces (the recipes' sources)"
+        return f"{_TRACES} {value}" if value else f"no {_TRACES} (the recipes' sources)"
     if name == "power_backend":
         return f"--power-backend {value}"
     ev = value if isinstance(value, dict) else {}
@@ -1144,13 +1165,13 @@ def _refuse_other_measurement(run_dir: Path, req: RunRequest, jobs: list[Job],
                      f"{_options_said(name, value)}" for name, recorded, value in differ)
     if not req.settings.resume:
         raise ConfigError(
-            f"--force of part of the run in {run_dir} with other options than the run — {said}. Its other jobs keep "
+            f"{_FORCE} of part of the run in {run_dir} with other options than the run — {said}. Its other jobs keep "
             f"results measured under the first ones ({held[0]}{', …' if len(held) > 1 else ''}), and the jobs run "
             "again would be measured otherwise in the same run and series",
             fix="run them again with the options the run ran with, or "
                 + _run_all_again("under the new ones", resume=False))
     raise ConfigError(
-        f"--resume with other options than the run in {run_dir} — {said}. Its finished jobs were measured under the "
+        f"{_RESUME} with other options than the run in {run_dir} — {said}. Its finished jobs were measured under the "
         "first ones, and the rest would be measured otherwise in the same run and series",
         fix="resume with the options it ran with, or " + _run_all_again("under the new ones", resume=True))
 
@@ -1159,9 +1180,9 @@ def _run_all_again(how: str, *, resume: bool) -> str:
     """The fix of an invocation refused because it runs part of a run (`_partial`) otherwise than the results it
     keeps were measured (`how`: under which options, corpus or commit the jobs would run now): measure the whole run
     again, or give it another --out. One wording for every such refusal."""
-    narrowed, whom = ("", "this run") if resume else (" without --job/--config-keys", "them")
-    return (f"pass --force{narrowed} to run every job again {how} (earlier results are kept in "
-            f"jobs/<id>/attempts/), or give {whom} another --out")
+    narrowed, whom = ("", "this run") if resume else (f" without {_JOB}/{_CONFIG_KEYS}", "them")
+    return (f"pass {_FORCE}{narrowed} to run every job again {how} (earlier results are kept in "
+            f"jobs/<id>/attempts/), or give {whom} another {_OUT}")
 
 
 def _refuse_fewer_repeats(run_dir: Path, req: RunRequest) -> None:
@@ -1180,15 +1201,15 @@ def _refuse_fewer_repeats(run_dir: Path, req: RunRequest) -> None:
         return
     if not req.settings.resume:
         raise ConfigError(
-            f"--force with --repeats {req.repeats}, but the run in {run_dir} was planned with --repeats {planned}: "
+            f"{_FORCE} with {_REPEATS} {req.repeats}, but the run in {run_dir} was planned with {_REPEATS} {planned}: "
             + (f"repeat {planned}" if planned == req.repeats + 1 else f"repeats {req.repeats + 1}–{planned}")
             + " of its jobs would keep their earlier results in the run, beside the jobs run again",
-            fix=f"pass --repeats {planned} to run every repeat again, or give a run of fewer repeats another --out")
+            fix=f"pass {_REPEATS} {planned} to run every repeat again, or give a run of fewer repeats another {_OUT}")
     raise ConfigError(
-        f"--resume with --repeats {req.repeats}, but the run in {run_dir} was planned with --repeats {planned}: "
+        f"{_RESUME} with {_REPEATS} {req.repeats}, but the run in {run_dir} was planned with {_REPEATS} {planned}: "
         + (f"repeat {planned}" if planned == req.repeats + 1 else f"repeats {req.repeats + 1}–{planned}")
         + " of its jobs would never run",
-        fix=f"resume with --repeats {planned}, or give a run of fewer repeats another --out")
+        fix=f"resume with {_REPEATS} {planned}, or give a run of fewer repeats another {_OUT}")
 
 
 TRACE_REVISIONS = "trace_revisions"
@@ -1247,9 +1268,9 @@ def _pin_traces(run_dir: Path, req: RunRequest, jobs: list[Job], event: Event) -
     recorded = read_trace_pins(meta.get(TRACE_REVISIONS)) if isinstance(meta, dict) else []
     pinned_jobs, pins, failed = pin_trace_sources(jobs, req.trace_revisions, recorded)
     if req.settings.resume:
-        how, kept = "--resume", "the finished jobs replayed the first, and the rest would replay the other"
+        how, kept = _RESUME, "the finished jobs replayed the first, and the rest would replay the other"
     else:
-        how, kept = "--force of part of the run", ("its other jobs keep results that replayed the first, and the "
+        how, kept = f"{_FORCE} of part of the run", ("its other jobs keep results that replayed the first, and the "
                                                    "jobs run again would replay the other")
     fix = _run_all_again("at the dataset's commit now", resume=req.settings.resume)
     # each planned job's ids as the run expects them (its points, their repeats): what a pin's `jobs` name
@@ -1365,12 +1386,12 @@ def _refuse_other_corpus(run_dir: Path, req: RunRequest, jobs: list[Job],
                      in changed.items())
     if not resume:
         raise ConfigError(
-            f"--force of part of the run in {run_dir} with a trace corpus that changed since its other jobs ran: "
+            f"{_FORCE} of part of the run in {run_dir} with a trace corpus that changed since its other jobs ran: "
             f"{said}. Its other jobs keep results that replayed the first corpus, and the jobs run again would "
             "replay the other in the same run and series",
             fix="put the traces back as they were, or " + _run_all_again("on the corpus as it is now", resume=False))
     raise ConfigError(
-        f"--resume with a trace corpus that changed since the run in {run_dir}: {said}. The finished jobs replayed "
+        f"{_RESUME} with a trace corpus that changed since the run in {run_dir}: {said}. The finished jobs replayed "
         "the first corpus, and the rest would replay the other in the same run and series",
         fix="put the traces back as they were to resume, or "
             + _run_all_again("on the corpus as it is now", resume=True))
@@ -1388,8 +1409,8 @@ def writable_out(run_dir: Path) -> None:
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:  # (a race with another process, a disk that filled since)
-        raise ConfigError(f"--out {run_dir} cannot be made: {exc.strerror or exc}",
-                          fix="give --out a folder this user can write, on a disk with space") from None
+        raise ConfigError(f"{_OUT} {run_dir} cannot be made: {exc.strerror or exc}",
+                          fix=f"give {_OUT} a folder this user can write, on a disk with space") from None
 
 
 @contextmanager
@@ -1398,7 +1419,7 @@ def _exclusive(run_dir: Path) -> Iterator[None]:
     the stale-server clean-up below would stop the first one's live servers. The lock dies with its process."""
     from llmsweep.folderlock import claim
 
-    with claim(run_dir, "llmsweep run", fix="wait for it to finish, or give this run its own --out"):
+    with claim(run_dir, "llmsweep run", fix=f"wait for it to finish, or give this run its own {_OUT}"):
         yield
 
 
@@ -1549,7 +1570,7 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
         # no dashboard is written on the way out (a second Ctrl-C should not wait on one): how to get one is said
         event(f"interrupted: {stored.finished} job(s) finished and stored in {stored.path}"
               + (f"; `llmsweep report {run_dir}` writes their dashboard" if stored.finished and req.report else "")
-              + (f"; `llmsweep run ... --out {run_dir} --resume` (the same recipes and options) runs the rest"
+              + (f"; `llmsweep run ... {_OUT} {run_dir} {_RESUME}` (the same recipes and options) runs the rest"
                  if req.resume_hint else ""))
         raise
     by_id = {o.job_id: o for o in [*refused, *skipped, *ran]}
@@ -1761,7 +1782,7 @@ def _supersede_renamed(run_dir: Path, jobs: Sequence[Job], event: Event, stored:
         if renamed_point:  # (nothing of the point changed: measured again under the id of its deployment now)
             event(f"job {old_id}: superseded by job {job.id}, the same point of its multi-node deployment, whose "
                   f"concurrency list changed since (a job's id holds that list); measured again, its files are kept "
-                  f"in {target / str(n)} (`llmsweep run --changed` measures only the concurrencies an edit adds)")
+                  f"in {target / str(n)} (`llmsweep run {_CHANGED}` measures only the concurrencies an edit adds)")
         else:
             changed = _changed_fields(doc, job)
             event(f"job {old_id}: superseded by job {job.id}, the same job under its recipe as it is now"
@@ -1775,8 +1796,8 @@ def _stood_on_by(runs: Sequence[str]) -> str:
     """What `run` says of a result it no longer holds as its own while other runs stand a job on it (`run --reuse`):
     the store keeps it for them."""
     if len(runs) == 1:
-        return f"run {runs[0]} stands on it, `run --reuse`: the store keeps it for that run"
-    return f"runs {', '.join(runs)} stand on it, `run --reuse`: the store keeps it for them"
+        return f"run {runs[0]} stands on it, `run {_REUSE}`: the store keeps it for that run"
+    return f"runs {', '.join(runs)} stand on it, `run {_REUSE}`: the store keeps it for them"
 
 
 def _record_kept(run_dir: Path, kept: KeptAttempt) -> None:
@@ -2035,7 +2056,7 @@ def run_worker(group_file: Path, event: Event = _stderr) -> int:
 
     doc = art.read_json(group_file)
     if not isinstance(doc, dict):
-        raise ConfigError(f"cannot read server group file {group_file}", fix="rerun `llmsweep run --executor slurm`")
+        raise ConfigError(f"cannot read server group file {group_file}", fix=f"rerun `llmsweep run {_EXECUTOR} slurm`")
     group, run_dir, settings = ServerGroup.from_json(doc)
     # Power is judged here, on the node that samples it, before the server starts (`lifecycle.power_gate`).
     groups, refused = power_gate([group], settings, event)

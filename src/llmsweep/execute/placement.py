@@ -12,6 +12,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from llmsweep.option_spellings import flag as _flag
+
+_EXECUTOR = _flag("executor")
+_SIMULATE = _flag("simulate")
+_LIVE = _flag("live")
+
 
 @dataclass(frozen=True)
 class PlacementRefusal:
@@ -48,14 +54,14 @@ def simulator_placement_refusal(*, engine: str | None, simulate: bool, executor:
     if not live:
         # --live helps only where the live simulator can be placed (role by role on the host or a node; never from
         # an image): the fix never names a flag that is refused in its turn
-        ways = ([f"add --live to serve the simulator through {executor} in wall-clock time"]
+        ways = ([f"add {_LIVE} to serve the simulator through {executor} in wall-clock time"]
                 if live_option and executor != DockerExecutor.kind else [])
         if simulate and engine != SIM.id:
-            ways.append(f"drop --simulate to run the recipe's engine through {executor}")
-        ways.append("drop --executor")
+            ways.append(f"drop {_SIMULATE} to run the recipe's engine through {executor}")
+        ways.append(f"drop {_EXECUTOR}")
         return PlacementRefusal(f"a simulated job runs on the simulator core in virtual time, in this process: "
-                                f"--executor {executor} would place no server", fix=", or ".join(ways))
+                                f"{_EXECUTOR} {executor} would place no server", fix=", or ".join(ways))
     if executor == DockerExecutor.kind:
-        return PlacementRefusal("the simulator's server runs on the host, not from an image: --executor docker has "
-                                "no container to start for it", fix="use --executor local, or slurm")
+        return PlacementRefusal(f"the simulator's server runs on the host, not from an image: {_EXECUTOR} docker has "
+                                "no container to start for it", fix=f"use {_EXECUTOR} local, or slurm")
     return None

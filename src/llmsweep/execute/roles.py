@@ -65,12 +65,20 @@ from llmsweep.execute.ready import server_version, wait_ready
 from llmsweep.execute.secrets import SecretScrubber
 from llmsweep.execute.signals import shielded
 from llmsweep.metrics.roles import ROUTER_ABANDONED, ROUTER_NO_KV, ROUTER_RETRIED
+from llmsweep.option_spellings import flag as _flag
 from llmsweep.power.deployment import NodePowerFiles, SampledWorker
 from llmsweep.power.sampler import OFF_REASON, BackendChoice, PowerSettings
 from llmsweep.power.samples import GPU_METRICS_FILE
 from llmsweep.visible import CUDA as VISIBLE_CUDA
 from llmsweep.visible import VISIBLE_ENV
 from llmsweep.words import count_of
+
+_DECODE_URLS = _flag("decode_urls")
+_EXECUTOR = _flag("executor")
+_JOB = _flag("job")
+_PREFILL_URLS = _flag("prefill_urls")
+_SIMULATE = _flag("simulate")
+
 
 log = logging.getLogger(__name__)
 
@@ -417,7 +425,7 @@ def gpu_partition(needs: list[tuple[str, int]], environ: Mapping[str, str] | Non
         return [None for _ in needs]
     wanted = ", ".join(f"{name} {n}" for name, n in needs if n > 0)
     # (not on Slurm: a real engine's roles are launched only by the local executor, `engines.REAL_ROLES_LOCAL_ONLY`)
-    fix = "run it on a host with that many GPUs, or on the simulator (--simulate)"
+    fix = f"run it on a host with that many GPUs, or on the simulator ({_SIMULATE})"
     chosen = [name for name in (HIP, ROCR) if env.get(name)]
     if chosen:
         where = "in the recipe's `serve.env`" if chosen[0] in pinned else "here"
@@ -566,7 +574,7 @@ class LocalPlacement:
             raise LaunchError(f"{', '.join(wide)} of job {topology.job} {spans} several nodes (more GPUs than the "
                               f"runner's {topology.gpus_per_node} per node): on one host its launch would wait for "
                               "nodes that never start", fix="give each worker at most a node's GPUs (tp), or run it "
-                              "on the simulator (--simulate)")
+                              f"on the simulator ({_SIMULATE})")
         planned = sorted({(w.nodes[0], w.spec.port) for _role, w in workers})
         side = [(role.name, w.index, name, span) for role, w in workers for name, span in w.spec.side_ports.items()]
         ports = pick_free_ports(len(planned), LOOPBACK)
@@ -716,7 +724,7 @@ def role_placement(launcher: object, topology: Topology, server_dir: Path, *, ex
     kind = getattr(launcher, "kind", type(launcher).__name__)
     raise LaunchError(f"the roles of job {topology.job} start as processes of this host or as srun steps of a Slurm "
                       f"allocation; the {kind} launcher cannot place them",
-                      fix="run it with --executor local, or --executor slurm (node.use_srun true)")
+                      fix=f"run it with {_EXECUTOR} local, or {_EXECUTOR} slurm (node.use_srun true)")
 
 
 class RoleDeployment:
@@ -999,7 +1007,7 @@ class RoleDeployment:
                 self._check_real_worker(role, placed, doc)
             if said_role is not None and said_role != role.kind:
                 raise LaunchError(f"the {role.name} {self.placement.unit} on {placed} says it serves as {said_role}",
-                                  fix="check the role's launch (`llmsweep render --job ID`)")
+                                  fix=f"check the role's launch (`llmsweep render {_JOB} ID`)")
             if said_node is not None and said_node != placed:
                 raise LaunchError(f"the {role.name} {self.placement.unit} placed on {placed} says it runs on "
                                   f"{said_node}", fix="check the node's name (Slurm's, or this host's) and where "
@@ -1009,7 +1017,7 @@ class RoleDeployment:
                     and said_transfer != self.topology.kv_transfer):
                 raise LaunchError(f"the {role.name} {self.placement.unit} on {placed} says it moves KV over "
                                   f"{said_transfer}; the job moves KV over {self.topology.kv_transfer}",
-                                  fix="check the role's launch (`llmsweep render --job ID`): its KV-transfer flags")
+                                  fix=f"check the role's launch (`llmsweep render {_JOB} ID`): its KV-transfer flags")
             if role.kind == "decode" and isinstance(said_transfer, str):
                 transfer = said_transfer
             tp = doc.get("tp")
@@ -1017,14 +1025,14 @@ class RoleDeployment:
                 raise LaunchError(f"the {role.name} {self.placement.unit} on {placed} says it runs on "
                                   f"{count_of(tp, 'GPU')}; the topology plans {role.gpus_per_worker} per "
                                   f"{role.kind} worker",
-                                  fix="check the role's launch (`llmsweep render --job ID`): its parallelism flags")
+                                  fix=f"check the role's launch (`llmsweep render {_JOB} ID`): its parallelism flags")
             for what, key, planned in (("an expert-parallel size of", "ep", role.ep),
                                        ("DP-attention ranks:", "dp_attention", role.dp_ranks)):
                 said_size = doc.get(key)  # what a worker does not report is not checked: its describe() omits it
                 if isinstance(said_size, int) and planned is not None and said_size != planned:
                     raise LaunchError(f"the {role.name} {self.placement.unit} on {placed} says it runs {what} "
                                       f"{said_size}; the job plans {planned} per {role.kind} worker",
-                                      fix="check the role's launch (`llmsweep render --job ID`): its parallelism "
+                                      fix=f"check the role's launch (`llmsweep render {_JOB} ID`): its parallelism "
                                           "flags")
             ran = roles.setdefault(role.name, RanRole(role=role.kind, count=role.count,
                                                       gpus_per_worker=role.gpus_per_worker, workers=[]))
@@ -1072,8 +1080,8 @@ class RoleDeployment:
             if routes != started:
                 raise LaunchError(f"the router {self.placement.unit} on {where} routes to {kind} workers {routes}; "
                                   f"the {kind} workers started are {started}",
-                                  fix="check the router's launch (`llmsweep render --job ID`): its --prefill and "
-                                      "--decode URLs must name every worker, in order")
+                                  fix=f"check the router's launch (`llmsweep render {_JOB} ID`): its "
+                                      f"{_PREFILL_URLS} and {_DECODE_URLS} URLs must name every worker, in order")
 
     def _check_one_simulator_build(self, roles: dict[str, RanRole]) -> None:
         """Every role that says which simulator build it runs (`simulator_digest`: its code and catalogs) must say the
@@ -1096,7 +1104,7 @@ class RoleDeployment:
         worker that says nothing is no proof of a disaggregated run, and one that says another role or connector
         ran another deployment than the job's."""
         where = f"the {role.name} {self.placement.unit} on {placed}"
-        fix = "read its log in the server directory's roles/ folder, and its launch (`llmsweep render --job ID`)"
+        fix = f"read its log in the server directory's roles/ folder, and its launch (`llmsweep render {_JOB} ID`)"
         if doc.get("role") is None:
             raise LaunchError(f"{where} did not say which KV role it runs as (kv_role "
                               f"{doc.get('kv_role') or 'not in its log'}): no proof it serves as {role.kind}", fix=fix)

@@ -64,6 +64,7 @@ _OPTION = _flag("executor_option")
 _OUT = _flag("out")
 """`run --out`, as the messages below name it."""
 _REPEATS = _flag("repeats")
+_RESUME = _flag("resume")
 """`run --repeats`, as the fixes below name it."""
 
 if TYPE_CHECKING:
@@ -229,7 +230,7 @@ _SCRIPT_OWNS: dict[str, str] = {
     "export": "the worker needs the submitting environment (the script sets --export=ALL); leave it out: a server's "
               "variables go in its recipe env, the image import's in the import_env option",
     "requeue": "the script sets --no-requeue: a requeued batch job ran its worker again from the first job, measuring "
-               "anew jobs already stored; leave it out (`--resume` runs the unfinished jobs again)",
+               f"anew jobs already stored; leave it out (`{_RESUME}` runs the unfinished jobs again)",
     "output": _OUT_FILES,
     "error": _OUT_FILES,
     "chdir": f"the batch job runs in its out directory, where it writes its files; leave it out (give another {_OUT})",
@@ -1247,9 +1248,9 @@ def slurm_end_reason(result: SlurmJobResult, options: SlurmOptions, *, ran: bool
     what, fix = said
     if ran:
         return (f"interrupted: Slurm job {result.job_id} ended {result.state} while this job ran ({what}); {fix}, "
-                "then rerun with --resume")
+                f"then rerun with {_RESUME}")
     return (f"not run: Slurm job {result.job_id} ended {result.state} before it reached this job ({what}); {fix}, "
-            "then `--resume` runs it")
+            f"then `{_RESUME}` runs it")
 
 
 WORKER_LOG_LINES = 20
@@ -1304,20 +1305,20 @@ class WorkerEnd:
         message = (f"the worker of Slurm job {self.result.job_id} {self.how} while this job ran, before it wrote its "
                    f"outcome ({self.slurm_says}); {_left_in(jdir / art.SUMMARY_FILE, jdir / art.RECORDS_FILE)}"
                    + failure_text.log_tail(WORKER_LOG_LINES, self.result.stderr_path, tail))
-        return str(LaunchError(message, fix=f"{self.fix}; then rerun with --resume"))
+        return str(LaunchError(message, fix=f"{self.fix}; then rerun with {_RESUME}"))
 
     def not_run(self) -> str:
         """The reason of a job the worker never reached."""
         where = f"while it ran job {self.in_flight}" if self.in_flight else "after the last job it finished"
         return (f"not run: the worker of Slurm job {self.result.job_id} {self.how} {where}, before it reached this "
-                f"job ({self.slurm_says}); {self.fix}; then `--resume` runs it")
+                f"job ({self.slurm_says}); {self.fix}; then `{_RESUME}` runs it")
 
     def eval_not_run(self) -> str:
         """The reason of a job whose point was measured and whose eval waited for its group's eval server."""
         where = f"while it ran job {self.in_flight}" if self.in_flight else "between two jobs"
         return (f"eval not run: the worker of Slurm job {self.result.job_id} {self.how} {where}, before this job's "
                 f"eval (owed: it runs after the group's other points) ran ({self.slurm_says}); {self.fix}; then "
-                "`--resume` runs the job again")
+                f"`{_RESUME}` runs the job again")
 
     def line(self, finished: int, died: int, never: int, total: int) -> str:
         """What the run says as the batch job ends."""
@@ -1325,7 +1326,7 @@ class WorkerEnd:
         ended = f"ended {self.result.state}" if self.result.unknown_state is None else self.result.ended
         return (f"Slurm job {self.result.job_id} {ended}: its worker {self.how} {where}; "
                 f"{finished} of {total} job(s) finished, {died} died with the worker, {never} not run — {self.fix}; "
-                "then rerun with --resume to run the rest")
+                f"then rerun with {_RESUME} to run the rest")
 
 
 def _left_in(summary: Path, records: Path) -> str:
@@ -1349,7 +1350,7 @@ def _suspended_note(job_id: str, seconds: int | None = None) -> str:
     held = "" if seconds is None else f" for about {seconds} s in all" if seconds else " for under a second"
     return (f"Slurm suspended batch job {job_id}{held} while this job ran (`scontrol suspend`, or preemption or gang "
             "scheduling by suspension): its timings include the pause; run where jobs are not suspended "
-            f"({_OPTION} partition=NAME, or a --qos in extra_sbatch), then `--resume` runs it again")
+            f"({_OPTION} partition=NAME, or a --qos in extra_sbatch), then `{_RESUME}` runs it again")
 
 
 def judge_suspended(jdir: Path, outcome: JobOutcome, note: str) -> JobOutcome:
@@ -1540,7 +1541,7 @@ def time_limit_warning(group: ServerGroup, limit: TimeLimit) -> str | None:
 
     return (f"warning: {group.id}: its {len(group.jobs)} job(s) plan {duration_text(windows)} of measurement "
             f"windows alone, more than the Slurm time limit {limit.value}{limit.where}; Slurm will stop the batch "
-            f"job before it is done (the jobs not reached fail, `--resume` runs them later) — {limit.fix}")
+            f"job before it is done (the jobs not reached fail, `{_RESUME}` runs them later) — {limit.fix}")
 
 
 class _LogRelay:
@@ -1750,7 +1751,7 @@ class SlurmExecutor:
                 batch.suspended_at = time.monotonic()
                 event(f"Slurm job {batch.sjob.job_id} is suspended (`scontrol suspend`, or preempted by suspension)"
                       + (f": the job it was running ({', '.join(hit)}) will be judged invalid, its timings include "
-                         "the pause; `--resume` runs it again" if hit else ""))
+                         f"the pause; `{_RESUME}` runs it again" if hit else ""))
 
         def unseen(batch: _Batch) -> None:
             """Suspensions no poll saw (shorter than `poll_s`, between two looks at the queue: any number of them), as
@@ -1790,7 +1791,7 @@ class SlurmExecutor:
                       + ("" if fresh_s is None else f"about {fresh_s} s in all; ")
                       + f"`scontrol show job {batch.sjob.job_id}`: SuspendTime={said.event}): the job(s) it was "
                       f"running ({', '.join(fresh)}) will be judged invalid, their timings include the pause; "
-                      "`--resume` runs them again")
+                      f"`{_RESUME}` runs them again")
 
         def worker_end(batch: _Batch, seen: SlurmJobResult) -> WorkerEnd | str | None:
             """How the worker of a batch job that left the queue ended, where it ran but left jobs without an
@@ -1881,7 +1882,7 @@ class SlurmExecutor:
                     finished = len(group.jobs) - sum(cut.values())
                     line += (f": {said[0]}; {finished} of "
                              f"{len(group.jobs)} job(s) finished, {cut['interrupted']} interrupted, {cut['not run']} "
-                             f"not run — {said[1]}, then rerun with --resume to run the rest (see {seen.stderr_path})")
+                             f"not run — {said[1]}, then rerun with {_RESUME} to run the rest (see {seen.stderr_path})")
                 event(line)
             for job_id, outcome in left:
                 close(job_id, outcome, batch)
@@ -1957,7 +1958,7 @@ class SlurmExecutor:
                             lost.append(batch.sjob)
                             event(f"warning: Slurm job {batch.sjob.job_id} may still be running, its servers with it: "
                                   "it is cancelled as soon as slurmctld answers again (in this run, or by the next run "
-                                  f"into this {_OUT}, `--resume`); by hand: scancel {batch.sjob.job_id}")
+                                  f"into this {_OUT}, `{_RESUME}`); by hand: scancel {batch.sjob.job_id}")
                         # only now: an interrupt while its jobs are stored above still reads the rest back below
                         waiting.remove(batch)
                     if lost and answered:  # slurmctld answers again: the jobs it lost are cancelled now
@@ -2160,7 +2161,7 @@ def owed_cancel_text(job: SlurmJob) -> str:
     node and its servers; the next run into the same --out (`--resume`) cancels it, or the user does."""
     record = job.out_dir / SLURM_JOB_ID_FILE
     return (f"Slurm job {job.job_id} could not be cancelled (slurmctld did not answer) and may still be "
-            f"running, its servers with it: the next `llmsweep run` into this {_OUT} (`--resume`) cancels it first "
+            f"running, its servers with it: the next `llmsweep run` into this {_OUT} (`{_RESUME}`) cancels it first "
             f"({record} records it), or cancel it by hand once `sinfo` answers: scancel {job.job_id}")
 
 

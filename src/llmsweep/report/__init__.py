@@ -13,12 +13,16 @@ from pathlib import Path
 
 from llmsweep.errors import ConfigError, ResultError
 from llmsweep.jsonline import finite_or_null
+from llmsweep.option_spellings import flag as _flag
 from llmsweep.report.data import build_payload, own_point
 from llmsweep.report.html import render_html
 from llmsweep.report.markdown import run_summary_markdown
 from llmsweep.report.plots import PNG_PATTERN, write_pngs
 from llmsweep.results.point import ResultPoint, points_from_run
 from llmsweep.results.rundir import RunDir, load_run
+
+_OUT = _flag("out")
+
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +82,7 @@ def write_report(run: RunDir | Path | str, out_dir: Path | str | None = None, *,
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise ConfigError(f"cannot create report folder {out}: {exc}", fix="pass --out to a writable folder") from exc
+        raise ConfigError(f"cannot create report folder {out}: {exc}", fix=f"pass {_OUT} to a writable folder") from exc
     points = points_from_run(run)
     reused, unread = reused_points(run, store)
     payload = build_payload(run, points, overlay=overlay, mix_sources=mix_sources, reused=reused,

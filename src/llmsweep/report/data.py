@@ -17,6 +17,7 @@ from llmsweep.client.files import RECORDS_FILE, SERVER_METRICS_FILE
 from llmsweep.execute.failure_text import failure_gist
 from llmsweep.metrics.model import source_words
 from llmsweep.metrics.registry import HOT_BY_NAME, HOT_COLUMNS
+from llmsweep.option_spellings import flag as _flag
 from llmsweep.report.timeseries import MAX_REQUESTS, load_request_series, load_server_series
 from llmsweep.results.frontier import (
     X_AXES,
@@ -33,6 +34,11 @@ from llmsweep.results.repeats import Repeats, combine_repeats
 from llmsweep.results.rundir import JobArtifacts, RecordedOutcome, RunDir, known_outcomes, read_outcome
 from llmsweep.sim_warnings import WarningKind, warning_kind
 from llmsweep.words import count_of
+
+_OUT = _flag("out")
+_STORE = _flag("store")
+_RESUME = _flag("resume")
+
 
 log = logging.getLogger(__name__)
 
@@ -378,7 +384,7 @@ def no_result_entries(run: RunDir, have: set[str], unread: str = "no results sto
     reused = run.reused
     for jid in ids:
         if (source := reused.get(jid)) is not None:
-            why = (f"not drawn: {unread} (`llmsweep report {run.path} --store STORE` draws it from the store that "
+            why = (f"not drawn: {unread} (`llmsweep report {run.path} {_STORE} STORE` draws it from the store that "
                    f"holds run {source.get('run_id')})")
             said = reused_reason(source)
             out.append({"job_id": jid, "status": "reused", "kind": "reused", "reason": f"{said}, {why}",
@@ -398,7 +404,7 @@ def no_result_entries(run: RunDir, have: set[str], unread: str = "no results sto
         elif rec is not None and rec.status in SUMMARY_VERDICTS:  # run.json's verdict, its job folder gone since
             status, reason = "no job folder", (
                 f"run.json says {rec.status} but its job folder {folder} is missing (fix: restore the folder from a "
-                f"copy of the run, or `llmsweep run RECIPE --out {run.path} --resume` runs the job again)")
+                f"copy of the run, or `llmsweep run RECIPE {_OUT} {run.path} {_RESUME}` runs the job again)")
         elif rec is not None:
             status, reason = rec.status, "; ".join(rec.reasons) or "no reason recorded"
         elif art is not None:
@@ -425,7 +431,7 @@ def _summary_gone(run: RunDir, art: JobArtifacts, rec: RecordedOutcome, said_by:
     if art.records_path.is_file():
         fix = f"`llmsweep summarize {art.dir}` rebuilds it from {RECORDS_FILE}"
     else:
-        fix = f"{RECORDS_FILE} is gone too: `llmsweep run RECIPE --out {run.path} --resume` runs the job again"
+        fix = f"{RECORDS_FILE} is gone too: `llmsweep run RECIPE {_OUT} {run.path} {_RESUME}` runs the job again"
     return f"{said_by} says {rec.status} but summary.json is missing (fix: {fix})"
 
 

@@ -10,11 +10,16 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Any, Literal
 
 from llmsweep.metrics.registry import HOT_BY_NAME
+from llmsweep.option_spellings import flag as _flag
 from llmsweep.report.data import REPEATS_SPREAD, own_point, reused_jobs, reused_reason
 from llmsweep.results.compare import Comparison, MetricDelta, apart_words
 from llmsweep.results.pareto import NORTH_STAR_X
 from llmsweep.results.repeats import describe_repeats
 from llmsweep.results.verdict import reused_from_baseline
+
+_REQUEST_TIMEOUT = _flag("request_timeout")
+_REUSE = _flag("reuse")
+
 
 VERDICT_MARK = {"improvement": "✅ improvement", "regression": "❌ regression", "within noise": "≈ within noise",
                  "unverified": "❔ unverified", "same inputs": "= same inputs", "n/a": "n/a"}
@@ -62,7 +67,7 @@ WARNING_HEADS = {"simulated-only": "Simulated although a real engine would refus
                  "not-modelled": "Predicted without modelling all their jobs set",
                  "engine-version": "Served by another engine version than their recipes declare",
                  "no-gpu": "Served on no GPU: per-GPU figures are the endpoint's",
-                 "timeout-not-applied": "Requests longer than --request-timeout, which virtual time does not apply"}
+                 "timeout-not-applied": f"Requests longer than {_REQUEST_TIMEOUT}, which virtual time does not apply"}
 """summary.md's heading of each banner of outcome warnings (`report.data.WARNING_BANNER`)."""
 
 
@@ -166,7 +171,8 @@ def run_summary_markdown(payload: Mapping[str, Any]) -> str:
         # that starts with # or |); they are in the dashboard and the job's outcome.json
         lines += [f"- `{m['job_id']}`: {m['status']}: {one_line(m.get('gist') or m['reason'])}" for m in missing]
     if drawn or reused:
-        lines += ["", "### Jobs reused from earlier runs (`run --reuse`; drawn with the figures those runs stored)", ""]
+        lines += ["", f"### Jobs reused from earlier runs (`run {_REUSE}`; drawn with the figures those runs stored)",
+                  ""]
         lines += [f"- `{job['as']}`: {reused_reason(job)}, drawn" for job in drawn]
         lines += [f"- `{m['job_id']}`: {m['reason']}" for m in reused]
     return "\n".join(lines) + "\n"

@@ -27,6 +27,7 @@ from typing import Any, Literal
 from llmsweep.errors import ConfigError
 from llmsweep.metrics.model import CLOCK_WORDS, MEASURED, EvalBlock, source_words
 from llmsweep.metrics.registry import HOT_BY_NAME, HOT_COLUMNS
+from llmsweep.option_spellings import flag as _flag
 from llmsweep.results.bands import (
     Band,
     RunValue,
@@ -41,6 +42,10 @@ from llmsweep.results.identity import TOPOLOGY_FIELDS
 from llmsweep.results.point import ResultPoint, build_unknown, configuration_keys, configurations, telling_apart
 from llmsweep.results.repeats import finite_mean, mean_of
 from llmsweep.results.samples import Samples, load_samples
+
+_MIX_SOURCES = _flag("mix_sources")
+_REPEATS = _flag("repeats")
+
 
 Verdict = Literal["improvement", "regression", "within noise", "unverified", "same inputs", "n/a"]
 
@@ -384,7 +389,7 @@ def compare_points(
             continue
         sources = {p.source for p in pa + pb}
         if len(sources) > 1 and not mix_sources:
-            skipped.extend(Skipped(p, f"sources differ ({', '.join(sorted(sources))}); pass --mix-sources to compare")
+            skipped.extend(Skipped(p, f"sources differ ({', '.join(sorted(sources))}); pass {_MIX_SOURCES} to compare")
                            for p in pa + pb)
             continue
         if mixed := _mixed_configurations(pa, pb):
@@ -459,7 +464,7 @@ def compare_points(
     if replayed:
         notes.append(f"{replayed} virtual-time result(s) ran a configuration and seed another compared result ran: "
                      "the simulator's core is deterministic, so each is that result again, counted once (a repeat "
-                     "draws its own sample: `run --repeats`, or another workload seed)")
+                     f"draws its own sample: `run {_REPEATS}`, or another workload seed)")
     for m in matched:  # a result that is the mean of N runs: its count and spread are in the band, said
         means = [f"{side} {p.job_id} is the mean of {n} repeats ({p.run_id}'s exported row)"
                  for side, runs in (("A", m.a), ("B", m.b)) for p in runs if (n := mean_of(p)[0]) > 1]
@@ -479,7 +484,7 @@ def compare_points(
     if compared and not any(d.band is not None and d.band.kind == "between-run"  # said only when true
                             for m in compared for d in m.deltas):
         notes.append("no repeats: bands are within-run only, so no change is called a regression or improvement "
-                     "(re-run with --repeats, or pass --repeats-from)")
+                     f"(re-run with {_REPEATS}, or pass --repeats-from)")
     words_a = sorted({source_words(p.source, p.clock if m.deltas else None) for m in matched for p in m.a})
     words_b = sorted({source_words(p.source, p.clock if m.deltas else None) for m in matched for p in m.b})
     sides = (" and ".join(words_a), " and ".join(words_b)) if words_a != words_b else ("", "")
@@ -717,7 +722,7 @@ def _cross_kind_evals(side_a: Mapping[str, list[ResultPoint]], side_b: Mapping[s
             continue
         sources = {p.source for p in ea + eb}
         if len(sources) > 1 and not mix_sources:
-            skipped.extend(Skipped(p, f"sources differ ({', '.join(sorted(sources))}); pass --mix-sources to compare")
+            skipped.extend(Skipped(p, f"sources differ ({', '.join(sorted(sources))}); pass {_MIX_SOURCES} to compare")
                            for p in ea + eb)
             paired |= {p.result_id for p in ea + eb}
             continue

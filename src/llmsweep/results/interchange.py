@@ -26,6 +26,7 @@ from llmsweep.errors import ResultInputError
 from llmsweep.jsonline import FOREIGN_ENCODING, finite_or_null, load_json_file
 from llmsweep.metrics.model import MEASURED, SOURCES, VIRTUAL, InvertedStats, Stats, Summary, Verdict
 from llmsweep.metrics.registry import HOT_BY_NAME, HOT_COLUMNS, HOT_NAMES, HotColumn
+from llmsweep.option_spellings import flag as _flag
 from llmsweep.results.evals import EVAL_HALF_OF, inferencex_eval_rows, is_eval_row, points_from_eval_rows
 from llmsweep.results.extract import extract_hot
 from llmsweep.results.frontier import is_agentic
@@ -41,6 +42,11 @@ from llmsweep.results.identity import (
 )
 from llmsweep.results.point import RESULT_COLUMNS, ResultPoint, describe, result_id_for
 from llmsweep.results.repeats import Repeats, combine_repeats
+
+_FORCE = _flag("force")
+_GPUS = _flag("gpus")
+_OUT = _flag("out")
+
 
 EXPORT_FORMAT = "llmsweep-results"
 EXPORT_VERSION = 1
@@ -531,8 +537,8 @@ def import_file(path: Path) -> tuple[str, str, list[ResultPoint]]:
     return run_id, origin, points
 
 
-_AIPERF_FIX = ("read its folder with `llmsweep peer import DIR --out RUN --served-by measured|simulated` (records and "
-               "a summary under llmsweep's definitions; `--gpus N` for per-GPU figures)")
+_AIPERF_FIX = (f"read its folder with `llmsweep peer import DIR {_OUT} RUN --served-by measured|simulated` (records "
+               f"and a summary under llmsweep's definitions; `{_GPUS} N` for per-GPU figures)")
 _NO_IMPORTER_FIX = ("llmsweep reads no {tool} results: run the load with `llmsweep bench` (or `peer crosscheck` beside "
                     "aiperf), or import aiperf artifacts with `llmsweep peer import`")
 
@@ -1118,7 +1124,7 @@ def import_into(store: Any, path: Path, parsed: Imported | None = None, *, force
                     f"importing {path} would replace run {run_id} in {store.path} and drop {len(dropped)} of the "
                     f"{len(replaced) + len(kept)} result(s) it holds: the file has no row of job(s) {named} (a part "
                     "of the export, or its published rows only?); nothing was imported",
-                    fix="import the file that holds the whole run, or pass --force to store the run as this file "
+                    fix=f"import the file that holds the whole run, or pass {_FORCE} to store the run as this file "
                         "holds it, dropping those results")
     n, ids = 0, []
     for original, run_id, pts, kept, _replaced in placed:

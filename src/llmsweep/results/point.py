@@ -17,6 +17,7 @@ from llmsweep.client.files import RECORDS_FILE
 from llmsweep.errors import ConfigError, ResultError
 from llmsweep.metrics.model import VIRTUAL, EvalBlock, Hardware, Summary
 from llmsweep.metrics.registry import HOT_NAMES
+from llmsweep.option_spellings import flag as _flag
 from llmsweep.results.extract import INVALID_VERDICTS, extract_hot
 from llmsweep.results.identity import (
     POINT_FIELDS,
@@ -29,6 +30,8 @@ from llmsweep.results.identity import (
 )
 from llmsweep.results.rundir import JobArtifacts, RunDir
 from llmsweep.words import count_of
+
+_SIMULATE = _flag("simulate")
 
 
 def result_id_for(run_id: str, job_id: str) -> str:
@@ -347,7 +350,7 @@ def check_topology(job_id: str, identity: PointIdentity, summary: Summary, gpus:
             f"job {job_id} is a disaggregated prefill/decode job ({identity.workers or 'disagg: true'}) but its "
             "summary records no disaggregated deployment: it would be stored as an aggregated server's result under "
             "the disaggregated job's identity",
-            fix="re-run it where its roles are launched as roles (`llmsweep run --simulate` runs them in virtual "
+            fix=f"re-run it where its roles are launched as roles (`llmsweep run {_SIMULATE}` runs them in virtual "
                 "time); never relabel an aggregated result")
     if deployed and not (identity.disagg or identity.workers):
         raise ResultError(f"job {job_id} is an aggregated job but its summary records a disaggregated deployment",

@@ -19,7 +19,13 @@ from llmsweep.errors import ResultInputError
 from llmsweep.execute.files import COMMAND_FILE, JOB_FILE, OUTCOME_FILE, unjudged
 from llmsweep.jsonline import load_json_file, loads_line
 from llmsweep.metrics.model import PREDICTED, Summary
+from llmsweep.option_spellings import flag as _flag
 from llmsweep.sim_warnings import normalised
+
+_OUT = _flag("out")
+_SIMULATE = _flag("simulate")
+_RESUME = _flag("resume")
+
 
 log = logging.getLogger(__name__)
 
@@ -110,13 +116,13 @@ def _fix_of(path: Path) -> str:
     if path.name == JOB_FILE:
         run = path.parent.parent.parent
         return (f"restore {path.name} from a copy of the run (`llmsweep run` writes it; nothing rebuilds it from the "
-                f"folder), or run the run's recipes again with `llmsweep run RECIPE --out {run} --resume`: that job "
+                f"folder), or run the run's recipes again with `llmsweep run RECIPE {_OUT} {run} {_RESUME}`: that job "
                 "runs anew, its files kept in its attempts/ folder")
     if path.name == OUTCOME_FILE:
         return (f"restore {path.name} from a copy of the run, or remove it: it only says how the job ended, and "
                 "its result (if any) reads without it")
-    return (f"restore {path.name} from a copy of the run, or run its recipes again with `llmsweep run RECIPE --out "
-            f"{path.parent} --resume`: that writes a new {path.name} (under the run id the results store holds for "
+    return (f"restore {path.name} from a copy of the run, or run its recipes again with `llmsweep run RECIPE {_OUT} "
+            f"{path.parent} {_RESUME}`: that writes a new {path.name} (under the run id the results store holds for "
             "the folder, else a new one) and runs only the jobs without a valid or smoke summary")
 
 
@@ -143,7 +149,7 @@ def folder_kind(path: Path) -> FolderKind:
 
 FOLDER_KINDS: dict[FolderKind, str] = {
     "run": "a run of `llmsweep run`", "job": "a job folder of `llmsweep run`",
-    "bench": "a measurement of `llmsweep bench`", "predicted": "a point of `llmsweep predict --out`",
+    "bench": "a measurement of `llmsweep bench`", "predicted": f"a point of `llmsweep predict {_OUT}`",
     "other": "a folder of none of llmsweep's kinds",
 }
 """Each folder kind in words, for a message."""
@@ -199,13 +205,13 @@ def load_run(path: Path | str, *, set_aside: bool = False) -> RunDir:
             f"{root} is a `bench` output folder, not a run: it holds one measurement (summary.json, records.jsonl) "
             "and no jobs/ folder",
             fix=f"`llmsweep summarize {root}` recomputes and prints its summary; to report, store or compare "
-                "results, pass a run folder (`llmsweep run FILE --out DIR` writes one)")
+                f"results, pass a run folder (`llmsweep run FILE {_OUT} DIR` writes one)")
     if kind == "predicted":
         raise ResultInputError(
-            f"{root} is a point folder of `llmsweep predict --out`, not a run: it holds one predicted point "
+            f"{root} is a point folder of `llmsweep predict {_OUT}`, not a run: it holds one predicted point "
             f"({SUMMARY_FILE}, {RECORDS_FILE}) and no jobs/ folder",
             fix=f"`llmsweep summarize {root}` recomputes and prints its summary; to report, store or compare "
-                "simulated results, pass a run folder (`llmsweep run FILE --simulate --out DIR` writes one)")
+                f"simulated results, pass a run folder (`llmsweep run FILE {_SIMULATE} {_OUT} DIR` writes one)")
     if kind != "run":
         raise ResultInputError(
             f"{root} is not a run directory (no jobs/ folder or run.json)",
@@ -255,7 +261,7 @@ def load_job(job_dir: Path, *, set_aside: bool = False) -> JobArtifacts | None:
     why = None if summary is None else unjudged(summary.validity.verdict, outcome)
     if why is not None:  # not judged (or closed failed): no result, its summary's verdict not taken as earned
         run = job_dir.parent.parent
-        why += (f" (fix: `llmsweep run RECIPE --out {run} --resume` runs the job again, its files kept in its "
+        why += (f" (fix: `llmsweep run RECIPE {_OUT} {run} {_RESUME}` runs the job again, its files kept in its "
                 "attempts/ folder)")
         return JobArtifacts(job_id=job_id, dir=job_dir, job=dict(job), summary=None, outcome=outcome, unjudged=why)
     return JobArtifacts(job_id=job_id, dir=job_dir, job=dict(job), summary=summary, outcome=outcome)

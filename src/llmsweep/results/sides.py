@@ -12,9 +12,13 @@ from pathlib import Path
 from typing import Any
 
 from llmsweep.errors import ResultInputError
+from llmsweep.option_spellings import flag as _flag
 from llmsweep.results.point import ResultPoint, points_from_run, result_id_for, stood_on
 from llmsweep.results.rundir import RunDir, folder_kind, load_run, load_run_meta
 from llmsweep.results.store import BATCH, Store, StoreError
+
+_RUN_ID = _flag("run_id")
+_REUSE = _flag("reuse")
 
 
 def is_folder(ref: str) -> bool:
@@ -70,7 +74,7 @@ def reused_points_of(store: Store, meta: Mapping[str, Any], run_id: str,
     if said is not None:
         sources = sorted({str(r.get("run_id")) for r in reused.values()})
         said(f"run {run_id}: {len(reused)} job(s) stood on stored results of run(s) {', '.join(sources)} "
-             f"(`run --reuse`), listed under that run, not here (`--run {sources[0]}`)")
+             f"(`run {_REUSE}`), listed under that run, not here (`{_RUN_ID} {sources[0]}`)")
         return {}
     found = store.reused_points(reused, by=run_id)
     missing = sorted(set(reused) - set(found))
@@ -129,7 +133,7 @@ def resolve_run_dir(ref: str, store: Store | None, *, set_aside: bool = False) -
     if path is None:
         raise ResultInputError(f"run {ref!r} in {store.path} has no run folder: its rows were imported",
                                fix=f"draw it beside a run of yours with `llmsweep report RUN --with {ref}`, or export "
-                                   f"it with `llmsweep results export --run {ref}`")
+                                   f"it with `llmsweep results export {_RUN_ID} {ref}`")
     if folder_kind(Path(path)) != "run":
         raise ResultInputError(f"run {ref!r} in {store.path} was ingested from {path}, which is no longer a run folder",
                                fix="pass the run folder where it is now (moved or copied), or re-run it")

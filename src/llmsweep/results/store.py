@@ -36,6 +36,7 @@ from llmsweep.catalog.version import same_version
 from llmsweep.errors import ResultError, ResultInputError
 from llmsweep.metrics.model import EvalBlock, Summary, measurement_stamp
 from llmsweep.metrics.registry import HOT_COLUMNS, HOT_NAMES
+from llmsweep.option_spellings import flag as _flag
 from llmsweep.results.evals import StoredEval, eval_run_columns, planned_eval_conc
 from llmsweep.results.extract import hot_values
 from llmsweep.results.identity import get_field, gpus_of, identity_from_dict, identity_from_job
@@ -51,6 +52,12 @@ from llmsweep.results.rundir import (
     load_run_meta,
     stored_job_outcomes,
 )
+
+_FORCE = _flag("force")
+_RUN_ID = _flag("run_id")
+_STORE = _flag("store")
+_REUSE = _flag("reuse")
+
 
 log = logging.getLogger(__name__)
 
@@ -155,7 +162,7 @@ MIGRATIONS: tuple[tuple[int, str, str], ...] = (
         "eval block", _V5_SCHEMA),
     (6, "error_ratio is NULL for a result no profiling request of which finished (an undefined ratio, stored as 0.0 "
         "before)", _V6_SCHEMA),
-    (7, "results.retired: a result whose run retired its job, kept for the runs that stood on it (run --reuse) and "
+    (7, f"results.retired: a result whose run retired its job, kept for the runs that stood on it (run {_REUSE}) and "
         "none of its own run's", _V7_SCHEMA),
 )
 """(version, what it does, SQL), applied in order to a store below that version. Append; never edit one."""
@@ -177,12 +184,12 @@ class ImportConflictError(ResultError):
     exit_code = 2
 
 
-_STORE_FIX = (f"point --store (or ${ENV_VAR}) at a writable SQLite file llmsweep created, or at a new path; "
+_STORE_FIX = (f"point {_STORE} (or ${ENV_VAR}) at a writable SQLite file llmsweep created, or at a new path; "
               "`llmsweep results ingest RUN_DIR` stores a run again later")
 
 
 _LOCKED_FIX = ("another process is writing this store (a long `results ingest` or `results import`, another run "
-               "storing its jobs): let it finish, or point --store (or $" + ENV_VAR + ") at another file; "
+               f"storing its jobs): let it finish, or point {_STORE} (or $" + ENV_VAR + ") at another file; "
                "`llmsweep results ingest RUN_DIR` stores a run again later")
 
 
@@ -331,7 +338,7 @@ class Store:
     def _too_new(self, version: int) -> StoreError:
         return StoreError(f"results store {self.path} has schema version {version}, this llmsweep reads up to "
                           f"{SCHEMA_VERSION}",
-                          fix="use a newer llmsweep, or point --store at a new file and re-ingest the runs")
+                          fix=f"use a newer llmsweep, or point {_STORE} at a new file and re-ingest the runs")
 
     def check_writable(self) -> None:
         """Prove the store takes a write (a committed transaction that rewrites its schema version), so a run learns
@@ -513,8 +520,8 @@ class Store:
             f"re-ingesting {run.path} would drop {len(dropped)} of the {held} result(s) {self.path} holds for run "
             f"{run.run_id}: the folder has no summary of job(s) {named} (a partial or damaged copy of the run?); "
             "nothing was stored",
-            fix=f"ingest the folder that holds the whole run, or pass --force to store the run as {run.path} holds "
-                f"it (`llmsweep results ingest {shlex.quote(str(run.path))} --force --store "
+            fix=f"ingest the folder that holds the whole run, or pass {_FORCE} to store the run as {run.path} holds "
+                f"it (`llmsweep results ingest {shlex.quote(str(run.path))} {_FORCE} {_STORE} "
                 f"{shlex.quote(str(self.path))}`), dropping those results")
 
     def ingest_job(self, run_dir: Path | str, job_dir: Path | str) -> bool:
@@ -750,8 +757,8 @@ class Store:
             raise ImportConflictError(
                 f"cannot store the imported run {run_id} in {self.path}: {exc} (two rows of one job, or a result "
                 "another run of the store holds)",
-                fix="import into a new store (--store NEW.sqlite), or export each run on its own "
-                    "(`llmsweep results export --run RUN`) and import those") from exc
+                fix=f"import into a new store ({_STORE} NEW.sqlite), or export each run on its own "
+                    f"(`llmsweep results export {_RUN_ID} RUN`) and import those") from exc
         return len(points)
 
     def result_job_ids(self, run_id: str) -> list[str]:
@@ -872,9 +879,9 @@ class Store:
                 f"'{run_id.replace(chr(39), chr(39) * 2)}'\"`")
         folder = self.run_path(run_id)
         if folder:
-            return (f"store the run anew from its folder: `llmsweep results ingest {shlex.quote(folder)} --force "
-                    f"--store {store}`; if that folder is gone, drop the run ({drop})")
-        return f"drop the run ({drop}) and import it again (`llmsweep results import FILE --store {store}`)"
+            return (f"store the run anew from its folder: `llmsweep results ingest {shlex.quote(folder)} {_FORCE} "
+                    f"{_STORE} {store}`; if that folder is gone, drop the run ({drop})")
+        return f"drop the run ({drop}) and import it again (`llmsweep results import FILE {_STORE} {store}`)"
 
     def run_meta(self, run_id: str) -> dict[str, Any]:
         row = self._db.execute("SELECT meta FROM runs WHERE run_id = ?", (run_id,)).fetchone()
@@ -1107,7 +1114,7 @@ class Store:
                     passed.pop(key, None)
                     stands = f"note: job {row['job_id']} stands on run {run['run_id']}'s {row['verdict']} result"
                     if key in newer:  # never unsaid: the newest measurement of this job did not pass its gates
-                        note = f"{stands}, though its newest, {newer[key]} (`--reuse` passes over such results)"
+                        note = f"{stands}, though its newest, {newer[key]} (`{_REUSE}` passes over such results)"
                     elif key in refused:  # nor that the newest is one the caller could not stand on
                         note = f"{stands}, though its newest, {refused[key]}"
                     else:

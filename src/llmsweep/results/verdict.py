@@ -17,8 +17,12 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from llmsweep.metrics.model import SUCCESS_STATUSES
+from llmsweep.option_spellings import flag as _flag
 from llmsweep.results.compare import Comparison, Lost, PointComparison, clock_words
 from llmsweep.results.point import ResultPoint
+
+_REUSE = _flag("reuse")
+
 
 PointVerdict = Literal["improvement", "regression", "no change"]
 
@@ -137,7 +141,7 @@ def partly_reused(comp: Comparison, reused: Collection[str]) -> list[str]:
     for pc in comp.matched:
         also = sum(1 for p in pc.a if p.result_id in taken)
         if also:
-            out.append(f"{pc.label}: B stood {also} of its repeats on A's results (`run --reuse`), not measured "
+            out.append(f"{pc.label}: B stood {also} of its repeats on A's results (`run {_REUSE}`), not measured "
                        f"again (listed as reused by B); B's side here is the {len(pc.b)} repeat(s) B measured, its "
                        "point (frontier, dashboard) the mean of them all")
     return out

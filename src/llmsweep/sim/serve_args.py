@@ -68,18 +68,18 @@ _OPTIONS: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
             help="Draft tokens per step."),
     click.option("--acceptance-length", type=FiniteRange(min=1), default=None,
                  help="Forced mean acceptance length (tokens per verify step, bonus included); without it a "
-                 "--spec-method realises that method's typical acceptance (nothing pinned)."),
+                 f"{flag('spec_method')} realises that method's typical acceptance (nothing pinned)."),
     click.option("--kv-offload", type=click.Choice(["none", "dram"]), default="none", show_default=True,
                  help="CPU KV tier (HiCache / offload connector)."),
     field_option("--dram-gb", source=(EngineConfig, "dram_gb"), show_default=True, help="CPU KV tier size in GB."),
     field_option("--mem-fraction-static", source=(EngineConfig, "mem_fraction_static"), show_default=True,
                  help="Share of HBM for weights plus KV pool."),
     field_option("--max-running-requests", source=(EngineConfig, "max_running_requests"), type=int, show_default=True,
-                 help="Most running requests. A job's launch (`render`, `run --simulate`, `predict`) sets it to the "
-                      "default of the engine the job stands in for where the recipe pins none: vLLM's and ATOM's on "
-                      "the job's GPU (the engines catalog's `max_running_default`), SGLang's from the KV pool and "
-                      "context (its request pool, 2048-4096, at most half the pool's tokens; 48 when it speculates). "
-                      "Run by hand, 256 whatever --engine-style."),
+                 help=f"Most running requests. A job's launch (`render`, `run {flag('simulate')}`, `predict`) sets it "
+                      "to the default of the engine the job stands in for where the recipe pins none: vLLM's "
+                      "and ATOM's on the job's GPU (the engines catalog's `max_running_default`), SGLang's from the "
+                      "KV pool and context (its request pool, 2048-4096, at most half the pool's tokens; 48 when it "
+                      "speculates). Run by hand, 256 whatever --engine-style."),
     field_option("--chunked-prefill-size", source=(EngineConfig, "chunked_prefill_size"), type=int, show_default=True,
                  help="Prefill chunk (tokens)."),
     field_option("--max-prefill-tokens", source=(EngineConfig, "max_prefill_tokens"), type=int, show_default=True,
@@ -112,8 +112,8 @@ _OPTIONS: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
                       "--no-enable-prefix-caching)."),
     click.option("--no-calibration", is_flag=True,
                  help="Serve the roofline's default efficiency, not the stored calibration of (engine style, hardware, "
-                      "model class, precision, TP, KV dtype): the label says `uncalibrated` (what `run --simulate` "
-                      "renders for a job of an engine no calibration was fitted on)."),
+                      "model class, precision, TP, KV dtype): the label says `uncalibrated` (what "
+                      f"`run {flag('simulate')}` renders for a job of an engine no calibration was fitted on)."),
     field_option("--context-length", source=(EngineConfig, "context_length"), type=int,
                  help="Most tokens of one request, prompt + output; longer ones get a 400, as an engine refuses them "
                       "[default: none, only the KV pool bounds a request]."),
@@ -134,7 +134,7 @@ _OPTIONS: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
     click.option("--itl-ms", type=FINITE_POSITIVE, default=1e3 * _engine_default("itl_s"), show_default=True,
                  help="constant timing: decode step."),
     field_option(flag("seed"), "seed", concept="seed", source=(SimConfig, "seed"), type=int, show_default=True),
-    click.option("--served-model-name", default=None, help="Model id the API reports (default: --model)."),
+    click.option("--served-model-name", default=None, help=f"Model id the API reports (default: {flag('model')})."),
     click.option("--metrics-style", type=click.Choice(["sglang", "vllm", "both"]), default="both", show_default=True,
                  help="Whose metric names /metrics exposes."),
     click.option("--engine-style", type=click.Choice(["sglang", "vllm"]), default=None,
