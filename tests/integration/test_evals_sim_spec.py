@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from support.recipes import Served, recipe_text
 
-from llmsweep.engines.sim import typical_acceptance
+from llmsweep.sim.config import typical_acceptance
 
 LM_EVAL = os.environ.get("LLMSWEEP_LM_EVAL")
 pytestmark = [pytest.mark.slow,

@@ -78,3 +78,11 @@ def test_a_module_below_every_room_imports_no_room(module: str) -> None:
     rooms = [f"{module}:{line} imports {m}" for line, m in _imports_of(SRC / module)
              if m == "llmsweep" or m.startswith("llmsweep.")]
     assert not rooms, rooms
+
+
+def test_the_simulators_command_line_sits_below_the_rooms_that_read_it() -> None:
+    """`execute.virtual` reads a launch, and `engines.sim` renders one, with `sim.serve_args`: it imports neither
+    room (the typical acceptance `sim serve` realises is the simulator's own, `sim.config.typical_acceptance`)."""
+    above = [f"sim/serve_args.py:{line} imports {m}" for line, m in _imports_of(SRC / "sim" / "serve_args.py")
+             if m.split(".")[:2] in (["llmsweep", "execute"], ["llmsweep", "engines"], ["llmsweep", "cli"])]
+    assert not above, above

@@ -35,6 +35,7 @@ from llmsweep.engines.launch import LaunchSpec, RoleWorker, node_host
 from llmsweep.engines.running_cap import dp_running_cap
 from llmsweep.errors import ConfigError, LlmsweepError
 from llmsweep.plan.job import Job
+from llmsweep.sim.config import ESTIMATED_DRAFT_ACCEPTANCE, typical_acceptance
 from llmsweep.sim.roles import ROUTER_READY_LINE
 from llmsweep.sim.transfer import Link, links_flag
 from llmsweep.spec.workload import ScenarioId
@@ -75,15 +76,6 @@ TensorRT-LLM's `--max_num_tokens` bounds a whole step (context and generation to
 `--max-num-batched-tokens` the simulator reads it as its chunk and keeps its own step (docs/simulator.md). Its
 `--kv_cache_free_gpu_memory_fraction` is no share of HBM: `engines.memory.launch_memory_fraction` answers for it and
 the launch converts it (`SimAdapter._free_share_of_hbm`)."""
-
-ESTIMATED_DRAFT_ACCEPTANCE: dict[str, float] = {
-    "mtp": 0.80, "eagle": 0.75, "eagle3": 0.70, "draft_model": 0.65, "ngram": 0.40,
-}
-"""Per-draft-token acceptance probability the simulator assumes for a method where a job measures real acceptance
-and no golden curve covers its (model, method, thinking, K): the i.i.d. model of `llmsweep.sim.acceptance`, so the
-estimated AL is (1 - p^(K+1)) / (1 - p) (MTP K=3 → 2.95, EAGLE3 K=3 → 2.53, n-gram K=3 → 1.62). Typical of the
-published curves' K=1..3 range; a real engine's acceptance depends on the prompts it drafts for."""
-
 
 @dataclass(frozen=True)
 class AcceptanceEstimate:
@@ -434,14 +426,6 @@ def eval_acceptance(job: Job, method: str, k: int) -> AcceptanceEstimate:
                               f"typical {sim_method} acceptance (p={p} per draft token, K={k}) that the simulator "
                               f"realises serving the eval of {job.model}: nothing is pinned (an eval's server "
                               "verifies for real), and the simulator drafts nothing to verify")
-
-
-def typical_acceptance(sim_method: str, k: int) -> float:
-    """The AL the simulator realises for a method at draft length K when nothing pins one (the i.i.d. model at
-    :data:`ESTIMATED_DRAFT_ACCEPTANCE`'s per-draft probability), rounded to two decimals."""
-    from llmsweep.sim.acceptance import expected_length
-
-    return round(expected_length(ESTIMATED_DRAFT_ACCEPTANCE.get(sim_method, 0.7), k), 2)
 
 
 DEFAULT_DRAFT_LENGTH = 3

@@ -29,6 +29,23 @@ CAPACITY_HELP = (
 """`SimConfig.capacity`'s description, shown by `llmsweep sim serve --capacity` too (one text)."""
 
 
+ESTIMATED_DRAFT_ACCEPTANCE: dict[str, float] = {
+    "mtp": 0.80, "eagle": 0.75, "eagle3": 0.70, "draft_model": 0.65, "ngram": 0.40,
+}
+"""Per-draft-token acceptance probability the simulator assumes for a method where a job measures real acceptance
+and no golden curve covers its (model, method, thinking, K): the i.i.d. model of `llmsweep.sim.acceptance`, so the
+estimated AL is (1 - p^(K+1)) / (1 - p) (MTP K=3 → 2.95, EAGLE3 K=3 → 2.53, n-gram K=3 → 1.62). Typical of the
+published curves' K=1..3 range; a real engine's acceptance depends on the prompts it drafts for."""
+
+
+def typical_acceptance(sim_method: str, k: int) -> float:
+    """The AL the simulator realises for a method at draft length K when nothing pins one (the i.i.d. model at
+    :data:`ESTIMATED_DRAFT_ACCEPTANCE`'s per-draft probability), rounded to two decimals: what `sim serve`
+    realises without `--acceptance-length`, and the estimate `engines.sim` labels a job with."""
+    from llmsweep.sim.acceptance import expected_length
+
+    return round(expected_length(ESTIMATED_DRAFT_ACCEPTANCE.get(sim_method, 0.7), k), 2)
+
 
 class SpecDecodeConfig(BaseModel):
     """Speculative decoding with a forced mean acceptance length (SGLang's match-expected, vLLM's synthetic)."""

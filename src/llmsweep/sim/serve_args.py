@@ -23,7 +23,7 @@ from llmsweep.catalog.engines import CAPACITY_POLICIES, SCHEDULER_POLICIES
 from llmsweep.errors import ConfigError
 from llmsweep.option_kit import BIND_PORT, FINITE_POSITIVE, FiniteRange, Opt, field_option
 from llmsweep.option_spellings import flag
-from llmsweep.sim.config import MAX_SPEC_K, SimConfig, SpecDecodeConfig
+from llmsweep.sim.config import MAX_SPEC_K, SimConfig, SpecDecodeConfig, typical_acceptance
 from llmsweep.sim.engine import EngineConfig
 from llmsweep.sim.transfer import DEFAULT_LINK
 
@@ -204,8 +204,6 @@ def engine_config(opts: dict[str, object]) -> EngineConfig:
         if opts["spec_method"] or opts["acceptance_length"] is not None:
             method = str(opts["spec_method"] or "mtp")
             if opts["acceptance_length"] is None:  # nothing pinned: the method's typical acceptance is realised
-                from llmsweep.engines.sim import typical_acceptance
-
                 opts["acceptance_length"] = typical_acceptance(method, int(opts["spec_k"]))  # type: ignore[call-overload]
             spec = SpecDecodeConfig(method=method, k=opts["spec_k"],  # type: ignore[arg-type]
                                     acceptance_length=opts["acceptance_length"])  # type: ignore[arg-type]

@@ -8,11 +8,12 @@ import pytest
 from support.recipes import QWEN35_FP8, flag, recipe_text
 
 from llmsweep import engines
-from llmsweep.engines.sim import simulated_acceptance, typical_acceptance
+from llmsweep.engines.sim import simulated_acceptance
 from llmsweep.execute.lifecycle import simulator_provenance
 from llmsweep.execute.virtual import engine_config
 from llmsweep.plan import Job, full_sweep
 from llmsweep.plan.matrix import EvalOptions
+from llmsweep.sim.config import typical_acceptance
 from llmsweep.spec import loads_recipes
 
 RECIPE = recipe_text(framework="sglang", image="lmsysorg/sglang:v0.5.16-cu129", served=QWEN35_FP8, runner="h200",
