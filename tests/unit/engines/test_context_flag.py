@@ -98,7 +98,7 @@ def test_a_vllm_context_in_its_own_notation_is_recorded_as_it_runs(plan: Callabl
     """`--max-model-len: 32k` was refused as no number of tokens, and `-1` (vLLM: fit to memory) refused as a context
     of -1 tokens below what the job needs; job.json records 32,000, or no length for a context vLLM fits at start-up
     (the simulator, standing in, then serves only what its KV pool holds)."""
-    from llmsweep.cli.sim import engine_config_from_argv
+    from llmsweep.sim.serve_args import engine_config_from_argv
 
     assert not _context_hits(tmp_path, "vllm", f"{{--max-model-len: '{value}'}}")
     (job,) = plan(_text("vllm", f"{{--max-model-len: '{value}'}}"))
