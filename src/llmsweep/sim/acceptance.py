@@ -84,10 +84,13 @@ class AcceptanceController:
     one would.
     """
 
-    __slots__ = ("_buf", "_gen", "_list", "_pos", "_ramp", "acceptance_length", "bound", "counts_first_token", "debt",
-                 "k")
+    __slots__ = ("_buf", "_gen", "_list", "_lo", "_pos", "_ramp", "acceptance_length", "bound", "counts_first_token",
+                 "debt", "k")
 
     CHUNK = 1 << 16
+    WINDOW = 64
+    """Uniforms :meth:`step` and :meth:`verify` read as Python floats at a time (`_list`, from `_lo`): most of the
+    stream is read by :meth:`plan` as an array, so converting a refill whole would be mostly wasted."""
 
     def __init__(self, k: int, acceptance_length: float, seed: int, *, counts_first_token: bool) -> None:
         self.k = k
@@ -98,6 +101,8 @@ class AcceptanceController:
         self._gen = np.random.default_rng(seed)
         self._buf: np.ndarray = np.empty(0)
         self._list: list[float] = []
+        """`_buf[_lo:_lo + len(_list)]` as Python floats (`_lo` <= `_pos` while it is read; see :meth:`_window`)."""
+        self._lo = 0
         self._pos = 0
         self._ramp: tuple[np.ndarray, np.ndarray] = (np.empty(0), np.empty(0))
 
@@ -107,17 +112,25 @@ class AcceptanceController:
         if len(rest) >= n:
             return
         self._buf = np.concatenate((rest, self._gen.random(max(self.CHUNK, n - len(rest)))))
-        self._list = self._buf.tolist()
-        self._pos = 0
+        self._pos = self._lo = 0
+        self._list = []
+
+    def _window(self) -> list[float]:
+        """The uniforms from `_pos` on as Python floats (at least one; the buffer refilled first where it ends)."""
+        self._ensure(1)
+        pos = self._lo = self._pos
+        lst = self._list = self._buf[pos:pos + self.WINDOW].tolist()
+        return lst
 
     def step(self) -> int:
         """Tokens the next verify step emits (accepted drafts + 1) before any max_tokens cut; in [1, K+1]."""
-        pos = self._pos
-        if pos >= len(self._list):
-            self._ensure(1)
-            pos = 0
-        self._pos = pos + 1
-        n = int(self.acceptance_length + self.debt + self._list[pos])
+        i = self._pos - self._lo
+        lst = self._list
+        if i >= len(lst):
+            lst = self._window()
+            i = 0
+        self._pos += 1
+        n = int(self.acceptance_length + self.debt + lst[i])
         return 1 if n < 1 else self.k + 1 if n > self.k + 1 else n
 
     def settle(self, drawn: int, emitted: int) -> None:
@@ -128,13 +141,14 @@ class AcceptanceController:
     def verify(self, left: int) -> tuple[int, int]:
         """:meth:`step` then :meth:`settle` in one call (the step path's hot loop): (tokens drawn, tokens emitted after
         the cut to `left`), booked. The same float operations in the same order."""
-        pos = self._pos
-        if pos >= len(self._list):
-            self._ensure(1)
-            pos = 0
-        self._pos = pos + 1
+        i = self._pos - self._lo
+        lst = self._list
+        if i >= len(lst):
+            lst = self._window()
+            i = 0
+        self._pos += 1
         al = self.acceptance_length
-        n = int(al + self.debt + self._list[pos])
+        n = int(al + self.debt + lst[i])
         k1 = self.k + 1
         drawn = 1 if n < 1 else k1 if n > k1 else n
         emitted = drawn if drawn <= left else left

@@ -83,6 +83,8 @@ class SimRequest:
     view of :attr:`blocks` taken earlier stays what it was."""
     held: int = 0
     """How many KV blocks the request holds."""
+    owned: bool = False
+    """`buf` is this request's own (made by :meth:`grow`): blocks may be written past `held` in place."""
     cached_tokens: int = -1
     """Prompt tokens served from the prefix cache at first admission (-1 until admitted)."""
     host_cached_tokens: int = 0
@@ -115,16 +117,18 @@ class SimRequest:
     def blocks(self, blocks: np.ndarray) -> None:
         self.buf = blocks
         self.held = len(blocks)
+        self.owned = False
 
     def grow(self, got: np.ndarray) -> None:
         """Append newly taken blocks (into spare room past the held ones, doubling it when it runs out)."""
         held, n = self.held, len(got)
         end = held + n
         buf = self.buf
-        if end > len(buf) or not buf.flags.writeable or buf.base is not None:
+        if end > len(buf) or not self.owned:
             grown = np.empty(max(end, 2 * held, 16), np.int64)
             grown[:held] = buf[:held]
             buf = self.buf = grown
+            self.owned = True
         buf[held:end] = got
         self.held = end
 
