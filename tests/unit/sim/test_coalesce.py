@@ -238,6 +238,36 @@ def test_a_block_of_planned_draws_is_what_the_draws_one_by_one_give() -> None:
         assert block.debt == pytest.approx(one.debt, abs=1e-9)
 
 
+def test_draws_one_by_one_read_the_seeded_stream_in_order_across_refills_and_planned_runs() -> None:
+    """`verify` reads the uniforms as Python floats a window at a time and `plan`/`commit` skip over them as an array:
+    over several refills of the buffer, the draws one by one are still the seeded stream's next uniforms, in order."""
+    k, al, seed = 3, 3.39, 11
+    sampler = AcceptanceController(k, al, seed, counts_first_token=True)
+    draws = 3 * AcceptanceController.CHUNK + 1000
+    stream = np.random.default_rng(seed).random(2 * draws).tolist()
+    pos, debt, bound = 0, 0.0, sampler.bound
+    rng = np.random.default_rng(3)
+    while pos < draws:
+        if rng.random() < 0.3:  # a planned run, committed: the reference steps over the same uniforms
+            rows, cols = int(rng.integers(1, 40)), int(rng.integers(1, 17))
+            planned = sampler.plan(rows, cols)
+            for n in planned.ravel().tolist():
+                ref = min(max(int(al + debt + stream[pos]), 1), k + 1)
+                assert n == ref
+                debt = min(max(debt + (al - n), -bound), bound)
+                pos += 1
+            sampler.commit(planned.size, int(planned.sum()))
+            debt = sampler.debt  # (the closed form's debt: equal to the steps' up to float rounding)
+        for _ in range(int(rng.integers(1, 70))):
+            left = int(rng.integers(1, 6))
+            drawn, emitted = sampler.verify(left)
+            ref = min(max(int(al + debt + stream[pos]), 1), k + 1)
+            assert (drawn, emitted) == (ref, min(ref, left))
+            debt = min(max(debt + (al - min(ref, left)), -bound), bound)
+            pos += 1
+        assert sampler.debt == debt
+
+
 def test_the_live_server_path_is_unchanged_without_a_horizon() -> None:
     """`begin_step(now)` with no horizon steps once, as the live HTTP server needs."""
     core: EngineCore = build_core(EngineConfig(model="llama-1b", timing="constant", ttft_s=0.02, itl_s=0.01,
