@@ -119,7 +119,8 @@ class AcceptanceController:
         """The uniforms from `_pos` on as Python floats (at least one; the buffer refilled first where it ends)."""
         self._ensure(1)
         pos = self._lo = self._pos
-        lst = self._list = self._buf[pos:pos + self.WINDOW].tolist()
+        lst: list[float] = self._buf[pos:pos + self.WINDOW].tolist()
+        self._list = lst
         return lst
 
     def step(self) -> int:
