@@ -979,9 +979,15 @@ class EngineCore:
                     held[i] = r.held
                     at += e
             else:
+                taken = got.tolist()
                 for r, e in zip(scheduled, extra, strict=True):
                     if e:
-                        r.grow(got[at:at + e])
+                        end = r.held + e
+                        if e == 1 and end <= len(r.buf) and r.owned:  # (`grow`'s usual case, inline)
+                            r.buf[r.held] = taken[at]
+                            r.held = end
+                        else:
+                            r.grow(got[at:at + e])
                         at += e
         ends = ends[:steps]
         booked: tuple[int, int] | None = None
