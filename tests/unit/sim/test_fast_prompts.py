@@ -120,9 +120,9 @@ def test_a_shape_hashes_each_block_as_the_token_by_token_rolling_hash_of_its_pre
     items: list[Any] = ["<|im_start|>", "user", BlockRun("trace-a", (3, 7, 9), 64, 17), "marker",
                         BlockRun("fixed|1|100", (5,), 100, 100), "<|im_end|>", "x"]
     raw: list[int] = []
-    lasts: list[int] = []
+    lens: list[int] = []
     xors: list[tuple[int, int, int]] = []
-    total, longest = prompt_mod._add_runs(items, raw, lasts, xors, 0)
+    total, longest = prompt_mod._add_runs(items, raw, lens, xors, 0)
     mask, p = (1 << 64) - 1, prompt_mod._P
 
     def mix(x: int) -> int:
@@ -132,11 +132,11 @@ def test_a_shape_hashes_each_block_as_the_token_by_token_rolling_hash_of_its_pre
                (mix(i ^ (hash(item.namespace) & mask)), item.size if k < len(item.ids) - 1 else item.last)
                for item in items for k, i in enumerate((0,) if isinstance(item, str) else item.ids)]
     assert total == sum(n for _, n in sources) == 2 + 64 * 2 + 17 + 1 + 100 + 2
-    assert [x + 1 for x in lasts] == [n for _, n in sources]
+    assert lens == [n for _, n in sources]
     assert longest >= max(n for _, n in sources)
     tokens = [(c + mix(x + 1)) & mask for c, n in sources for x in range(n)]
     acc, block, cuts = 0xABCDEF, 16, [5, 70, len(tokens)]
-    hashed, ends, counts = prompt_mod._extend_sources(block, acc, done, raw, lasts, xors, longest, cuts)
+    hashed, ends, counts = prompt_mod._extend_sources(block, acc, done, raw, lens, xors, longest, cuts)
     h, at_blocks, at_cuts, pieces = acc, [], [], []
     for i, code in enumerate(tokens):
         h = (h * p + code) & mask
