@@ -23,7 +23,7 @@ from pydantic import Field
 
 from llmsweep.workload.tokenizer import Tokenizer
 
-_MASK = (1 << 64) - 1
+_ONE = np.array(1, np.uint64)
 _P = 0x100000001B3  # FNV prime: odd, so it has an inverse modulo 2^64
 _P_INV = pow(_P, -1, 1 << 64)
 
@@ -169,21 +169,24 @@ def extend_keys(prev_ids: list[int], prev_keys: np.ndarray, block_ids: list[int]
 def extend_shared_keys(prev_keys: np.ndarray, block_ids: list[int], p: int) -> np.ndarray:
     """`prefix_keys(block_ids)`, given `prev_keys` = `prefix_keys(prev_ids)` and `p` = `common_prefix(prev_ids,
     block_ids)`: the first `p` keys are `prev_keys`'s, only the rest are hashed. The same keys, bit for bit: the rolling
-    sum through the shared ids is `prev_keys[p - 1]` times the inverse of the power of P it was scaled by (mod 2^64)."""
+    sum through the shared ids is `prev_keys[p - 1]` times the inverse of the power of P it was scaled by (mod 2^64).
+    (A turn adds tens of ids to thousands: numpy's cost is per pass here, so the passes are few, in place, and the
+    ids are read by `np.fromiter` as signed words, which they are: `BlockId`.)"""
     n = len(block_ids)
     if p == 0:
         return prefix_keys(block_ids)
     if p == n:
         return prev_keys[:n]
     pw, pinv = _powers(n)
-    terms = np.array(block_ids[p:], dtype=np.uint64)  # array arithmetic wraps modulo 2^64 without a warning
-    terms += np.uint64(1)
-    terms *= pinv[p:]
-    sums = terms.cumsum(dtype=np.uint64)
-    sums += np.uint64(int(prev_keys[p - 1]) * int(pinv[p - 1]) & _MASK)
     keys = np.empty(n, dtype=np.uint64)
     keys[:p] = prev_keys[:p]
-    np.multiply(pw[p:], sums, out=keys[p:])
+    terms = keys[p:]  # array arithmetic wraps modulo 2^64 without a warning
+    terms[:] = np.fromiter(block_ids[p:], np.int64, n - p).view(np.uint64)
+    terms += _ONE
+    terms *= pinv[p:]
+    terms[:1] += prev_keys[p - 1:p] * pinv[p - 1:p]
+    np.add.accumulate(terms, out=terms)
+    terms *= pw[p:]
     return keys
 
 

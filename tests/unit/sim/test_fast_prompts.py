@@ -179,3 +179,13 @@ def test_a_conversation_that_branches_encodes_each_prompt_as_a_fresh_encoder_doe
         n, hashes = shared.shaped(messages)
         n_fresh, fresh = PromptEncoder(block).shaped(messages)
         assert n == n_fresh and hashes.tolist() == fresh.tolist()
+
+
+def test_the_encoders_power_tables_hold_the_powers_of_p_past_their_first_row() -> None:
+    """The tables of P^j and P^-j modulo 2^64 are built as a column of 1024th powers times a row of the first 1024:
+    every entry, across the rows' seams, must be the power itself (a wrong one would rename blocks silently)."""
+    pw, inv = prompt_mod._Powers.upto(5000)
+    mask = (1 << 64) - 1
+    for j in (0, 1, 1023, 1024, 1025, 2047, 2048, 4097, 4999):
+        assert int(pw[j]) == pow(prompt_mod._P, j, 1 << 64)
+        assert int(pw[j]) * int(inv[j]) & mask == 1

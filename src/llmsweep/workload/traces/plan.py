@@ -116,19 +116,23 @@ def _chains(requests: list[TraceRequest]) -> list[list[TraceRequest]]:
     prefix with, the latest such on a tie; one that overlaps every chain began in parallel and opens a chain of its
     own. A subagent whose requests never overlap is one chain, as it was recorded."""
     chains: list[list[TraceRequest]] = []
+    ends: list[float] = []  # each chain's last request's recorded end
     for req in requests:
-        best, best_len = -1, -1
-        for i, chain in enumerate(chains):
-            tail = chain[-1]
-            if tail.end > req.t + JOIN_TOLERANCE_S:
-                continue  # still running when this request began
-            shared = common_prefix(tail.hash_ids, req.hash_ids)
-            if shared >= best_len:
-                best, best_len = i, shared
-        if best < 0:
+        begun = req.t + JOIN_TOLERANCE_S
+        free = [i for i, end in enumerate(ends) if end <= begun]  # the others were still running when it began
+        if not free:
             chains.append([req])
-        else:
-            chains[best].append(req)
+            ends.append(req.end)
+            continue
+        best = free[0]
+        if len(free) > 1:  # the prefix shared decides only between several (a single free chain takes it)
+            best_len = -1
+            for i in free:
+                shared = common_prefix(chains[i][-1].hash_ids, req.hash_ids)
+                if shared >= best_len:
+                    best, best_len = i, shared
+        chains[best].append(req)
+        ends[best] = req.end
     return chains
 
 
@@ -165,12 +169,13 @@ def build_plan(trace: Trace, *, join_policy: JoinPolicy = "recorded", split_para
     spawns: dict[int, list[int]] = {}
     join_end: dict[int, float] = {}
     batch_start: dict[tuple[int, int | None], float] = {}
-    for sub, anchor, following in attached:
-        key = (anchor, _join_turn(mains, following, sub.end, join_policy))
+    ended = [sub.end for sub, _, _ in attached]  # (`SubagentEntry.end` is a property: taken once per entry)
+    joiners = [_join_turn(mains, following, end, join_policy) for (_, _, following), end in zip(attached, ended)]
+    for (sub, anchor, _), joined in zip(attached, joiners):
+        key = (anchor, joined)
         batch_start[key] = min(batch_start.get(key, float("inf")), min(r.t for r in sub.requests))
-    for sub, anchor, following in attached:
+    for (sub, anchor, _), joined, end in zip(attached, joiners, ended):
         inner = sorted(sub.requests, key=lambda r: r.t)
-        joined = _join_turn(mains, following, sub.end, join_policy)
         first_in_batch = batch_start[(anchor, joined)]
         spawn_at = mains[anchor].end
         chains = _chains(inner) if split_parallel else [inner]
@@ -188,7 +193,7 @@ def build_plan(trace: Trace, *, join_policy: JoinPolicy = "recorded", split_para
             spawns.setdefault(anchor, []).append(child_index)
             if joined is not None:
                 joins.setdefault(joined, []).append(child_index)
-                join_end[joined] = max(join_end.get(joined, 0.0), sub.end)
+                join_end[joined] = max(join_end.get(joined, 0.0), end)
 
     root_turns: list[TurnPlan] = []
     for k, req in enumerate(mains):
