@@ -329,9 +329,9 @@ class PromptEncoder:
                                                longest, cuts)
         through = state.through
         if through is None:
-            through = self._chain(state, _NO_HASHES)
+            through = self._chain(state, _NO_HASHES) if state.parent is not None else _NO_HASHES
         state.through = None  # handed on to this prompt's last message
-        out = np.concatenate((through, hashed))
+        out = np.concatenate((through, hashed)) if len(through) else hashed  # (a prompt from the root: no copy)
         done = state.tokens
         lo = 0
         sid = self._next_sid
