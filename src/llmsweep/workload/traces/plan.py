@@ -169,12 +169,14 @@ def build_plan(trace: Trace, *, join_policy: JoinPolicy = "recorded", split_para
     spawns: dict[int, list[int]] = {}
     join_end: dict[int, float] = {}
     batch_start: dict[tuple[int, int | None], float] = {}
-    ended = [sub.end for sub, _, _ in attached]  # (`SubagentEntry.end` is a property: taken once per entry)
-    joiners = [_join_turn(mains, following, end, join_policy) for (_, _, following), end in zip(attached, ended)]
-    for (sub, anchor, _), joined in zip(attached, joiners):
+    # each entry with its recorded end (`SubagentEntry.end`, a property: taken once) and the root turn that joins it
+    ends = [(sub, anchor, sub.end, following) for sub, anchor, following in attached]
+    placed = [(sub, anchor, end, _join_turn(mains, following, end, join_policy))
+              for sub, anchor, end, following in ends]
+    for sub, anchor, _, joined in placed:
         key = (anchor, joined)
         batch_start[key] = min(batch_start.get(key, float("inf")), min(r.t for r in sub.requests))
-    for (sub, anchor, _), joined, end in zip(attached, joiners, ended):
+    for sub, anchor, end, joined in placed:
         inner = sorted(sub.requests, key=lambda r: r.t)
         first_in_batch = batch_start[(anchor, joined)]
         spawn_at = mains[anchor].end
