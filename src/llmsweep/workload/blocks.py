@@ -202,16 +202,19 @@ class PrefixCache:
         """Longest cached prefix of a request (in blocks), then remember all its prefixes. `known`: a prefix length
         the caller knows is cached (its keys are those of a request observed before), where the search starts."""
         seen = self._seen
-        lo, hi = known, len(keys)  # invariant: prefix of length lo is cached; prefixes are prefix-closed
+        if known >= len(keys):
+            return known
+        rest = keys[known:].tolist()  # the keys past `known` as ints, read by the search and then remembered
+        lo, hi = 0, len(rest)  # invariant: prefix of length known + lo is cached; prefixes are prefix-closed
         while lo < hi:
             mid = (lo + hi + 1) // 2
-            if int(keys[mid - 1]) in seen:
+            if rest[mid - 1] in seen:
                 lo = mid
             else:
                 hi = mid - 1
-        if lo < len(keys):
-            seen.update(keys[lo:].tolist())
-        return lo
+        if lo < len(rest):
+            seen.update(rest[lo:] if lo else rest)
+        return known + lo
 
 
 def common_prefix(a: list[int] | np.ndarray, b: list[int] | np.ndarray) -> int:
