@@ -35,7 +35,6 @@ IM_END = "<|im_end|>"
 _ROOT_HASH = 0x5F3759DF
 _IDS_ROOT = _ROOT_HASH ^ 1
 """The root of a prompt given as tokens (ids, or a completions shape): its blocks never equal a chat prompt's."""
-_MASK = (1 << 64) - 1
 _IM_START_CODE = hash(IM_START)
 _IM_END_CODE = hash(IM_END)
 _PROMPT_CODES = (_IM_START_CODE, hash("assistant"))
@@ -209,11 +208,10 @@ def _extend_sources(block_size: int, acc: int, done: int, raw: list[int], lens: 
     for a, b, code in xors:
         signed[a:b] ^= np.array(code, np.int64)
     codes = _mix(signed.view(_U))
-    size = np.fromiter(lens, np.int64, n)
-    offsets = np.add.accumulate(size)
-    offsets -= size  # the offset of each source's first token
-    last = size
-    last -= _ONE  # and of its last token, in the source
+    last = np.fromiter(lens, np.int64, n)
+    offsets = np.add.accumulate(last)
+    offsets -= last  # the offset of each source's first token
+    last -= _ONE  # and its last token's position in the source
     m = cuts[-1]
     pw = _Powers.pw
     if len(pw) <= m:
