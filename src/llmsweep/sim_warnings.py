@@ -26,7 +26,7 @@ import re
 from collections.abc import Sequence
 from enum import StrEnum
 
-from llmsweep.words import count_of
+from llmsweep.words import count_of, noun
 
 
 class WarningKind(StrEnum):
@@ -105,16 +105,18 @@ def warning_kind(warning: str) -> WarningKind:
 
 
 def ran_on_the_simulator(count: int, warning: str) -> str:
-    """The run's completeness line for `count` jobs with `warning`: `2 job(s) ran on the simulator although a real
-    engine would refuse them: …`, or `2 job(s) ran on the simulator, which does not model pipeline parallelism
+    """The run's completeness line for `count` jobs with `warning`: `2 jobs ran on the simulator although a real
+    engine would refuse them: …`, or `1 job ran on the simulator, which does not model pipeline parallelism
     (pp 2): …`."""
     said = normalised(warning)
     if warning_kind(said) is WarningKind.ENGINE_VERSION:  # a real engine's result: no simulator in it
-        return f"{count} job(s) ran on another {said}"
+        return f"{count_of(count, 'job')} ran on another {said}"
     if warning_kind(said) is WarningKind.NO_GPU:  # a real engine's result, on no GPU
-        return f"{count} job(s) ran on no GPU (their launch uses 0): {said.removeprefix(NO_GPU_OPENING)}"
+        return (f"{count_of(count, 'job')} ran on no GPU ({noun(count, 'its', 'their')} launch uses 0): "
+                f"{said.removeprefix(NO_GPU_OPENING)}")
     if warning_kind(said) is WarningKind.TIMEOUT_NOT_APPLIED:  # a real engine would run it: no refusal to name
-        return f"{count} job(s) ran in virtual time, where {said}"
+        return f"{count_of(count, 'job')} ran in virtual time, where {said}"
     if warning_kind(said) is WarningKind.NOT_MODELLED:
-        return f"{count} job(s) ran on the simulator, which does not model {said.removeprefix(NOT_MODELLED_OPENING)}"
-    return f"{count} job(s) ran on the simulator although {said}"
+        return (f"{count_of(count, 'job')} ran on the simulator, which does not model "
+                f"{said.removeprefix(NOT_MODELLED_OPENING)}")
+    return f"{count_of(count, 'job')} ran on the simulator although {said}"

@@ -36,7 +36,7 @@ def test_run_simulates_the_disagg_job_role_by_role_and_stores_its_deployment(tmp
     # the job's two concurrencies are two points, each with its own folder and result
     assert [i.rsplit("-", 1)[1] for i in disagg] == ["conc2", "conc4"], outcomes
     assert all(o["status"] == "valid" for o in outcomes.values()), outcomes
-    assert (f"2 job(s) ran on the simulator, which does not model {DP_ATTENTION_UNMODELLED}: it predicts the points "
+    assert (f"2 jobs ran on the simulator, which does not model {DP_ATTENTION_UNMODELLED}: it predicts the points "
             "without modelling it") in proc.stderr
     dirs = job_dirs(out)
     ends: list[float] = []

@@ -520,6 +520,6 @@ def test_reuse_stands_on_a_pinned_images_result_but_runs_a_moving_tags_job_again
             seen[json.loads((tmp_path / "first" / "jobs" / job.name / "job.json").read_text())["image"]] = (
                 "reused" if reused.is_file() else json.loads((job / "summary.json").read_text())["validity"]["verdict"])
         assert seen == {IMAGE: "reused", moving: "valid"}, (seen, said[-3000:])
-        assert f"not reused: 1 job(s) serve {moving}, whose tag names neither a version nor a build date" in said
+        assert f"not reused: 1 job serves {moving}, whose tag names neither a version nor a build date" in said
     finally:
         _docker("rmi", moving)

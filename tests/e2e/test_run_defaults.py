@@ -62,7 +62,7 @@ def test_a_finished_run_is_refused_untouched_and_force_reruns_it_with_repeats(tm
 
     again = run_here([RECIPE, "--live", "--out", out, "--no-report"], env)
     assert again.returncode == 2, again.stderr[-4000:]
-    assert "already holds a finished run (2 job result(s))" in again.stderr
+    assert "already holds a finished run (2 job results)" in again.stderr
     assert "--resume" in again.stderr and "--force" in again.stderr
     assert _tree(out) == before  # nothing moved, nothing rewritten
     assert not list(out.glob("jobs/*/attempts"))
@@ -72,7 +72,7 @@ def test_a_finished_run_is_refused_untouched_and_force_reruns_it_with_repeats(tm
 
     forced = run_here([RECIPE, "--live", "--out", out, "--no-report", "--force", "--repeats", "2"], env)
     assert forced.returncode == 0, forced.stderr[-4000:]
-    assert "4 job(s) planned (2 × 2 repeats)" in forced.stderr
+    assert "4 jobs planned (2 × 2 repeats)" in forced.stderr
     jobs = job_dirs(out)
     firsts = [name for name in jobs if "-repeat" not in name]
     assert len(firsts) == 2 and sorted(jobs) == sorted([*firsts, *(f"{n}-repeat2" for n in firsts)])
@@ -212,7 +212,7 @@ def test_a_finished_run_that_stood_every_job_on_stored_results_is_refused_too(tm
     reused = run_here([RECIPE, "--out", out, "--reuse", "--no-report"], env)
     assert reused.returncode == 0 and len(list(out.glob("jobs/*/reused.json"))) == 2, reused.stderr[-4000:]
     again = run_here([RECIPE, "--out", out, "--no-report"], env)
-    assert again.returncode == 2 and "already holds a finished run (2 job result(s))" in again.stderr, again.stderr
+    assert again.returncode == 2 and "already holds a finished run (2 job results)" in again.stderr, again.stderr
     assert not list(out.glob("jobs/*/attempts"))
     # the fix it gives keeps them on the stored results (--resume alone has no summary to skip them by)
     assert "pass --resume --reuse" in again.stderr

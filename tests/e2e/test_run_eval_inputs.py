@@ -89,7 +89,7 @@ def _rows(n: int) -> str:
     (_rows(2) + '{"question": "What is 2 + 2?", "answer": "4"}\n' + _rows(5),
      ":3: 'answer' does not end in a `#### <number>` line"),
     ("", " holds no row"),
-    (_rows(5), " holds 5 row(s): gsm8k takes 5 few-shot examples for each question from the same file"),
+    (_rows(5), " holds 5 rows: gsm8k takes 5 few-shot examples for each question from the same file"),
 ])
 def test_an_eval_dataset_that_cannot_run_is_refused_before_any_server(
         capsys: pytest.CaptureFixture[str], tmp_path: Path, text: str, said: str) -> None:
@@ -156,7 +156,7 @@ def test_require_power_does_not_apply_to_an_eval_only_job_and_the_run_says_so(
     (row,) = json.loads(stdout)["jobs"]
     assert row["verdict"] == "invalid" and code == 1, err  # its eval ran: the simulator scores 0 against the floor
     assert row["reason"].startswith("eval gsm8k: exact_match"), row["reason"]
-    said = err.index("power is not required of 1 eval-only job(s), though asked (--require-power or the recipe's "
+    said = err.index("power is not required of 1 eval-only job, though asked (--require-power or the recipe's "
                      "`require-power`): an eval measures accuracy, not throughput, and records no power")
     assert said < err.index("launching sim server")  # said before any server starts
     assert "power will not be recorded" not in err  # nothing was to be recorded

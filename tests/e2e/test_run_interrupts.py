@@ -129,7 +129,7 @@ def test_a_server_killed_mid_job_fails_that_job_with_its_log_and_the_group_relau
     assert (group / "server.2.log").is_file()
     assert verdict(_job(out, 2)) == "valid" and verdict(_job(out, 3)) == "valid"
     assert f"failed: {first.name}" in text  # the completeness report names it
-    assert "expected 3 job(s), 2 with a valid or smoke summary" in text
+    assert "expected 3 jobs, 2 with a valid or smoke summary" in text
 
 
 def test_ctrl_c_stops_the_run_tears_the_server_down_and_keeps_the_records(tmp_path: Path) -> None:
@@ -154,7 +154,7 @@ def test_ctrl_c_stops_the_run_tears_the_server_down_and_keeps_the_records(tmp_pa
         assert record_lines(job / "records.jsonl") > 0
         assert read_json(job / "outcome.json")["reasons"] == [interrupted_by(signal.SIGINT)]
         said = log.read_text()
-        assert "interrupted: 0 job(s) finished and stored in" in said and f"--out {out} --resume" in said
+        assert "interrupted: 0 jobs finished and stored in" in said and f"--out {out} --resume" in said
     finally:
         if proc.poll() is None:
             proc.kill()

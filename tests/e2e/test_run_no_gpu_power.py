@@ -1,5 +1,5 @@
 """`llmsweep run` of a server on no GPU (`transformers serve --device cpu`, here its stand-in) with the default power
-backend: nothing can be sampled, and what the run's start line announces (`power will not be recorded for N job(s)`)
+backend: nothing can be sampled, and what the run's start line announces (`power will not be recorded for N jobs`)
 each job records too, once: its summary's power block (no backend, the reason in `error`), `--json`'s `power_error`,
 the run's end lines and summary.md's *GPU power not recorded*."""
 
@@ -30,7 +30,7 @@ def test_a_server_on_no_gpu_records_in_each_job_that_its_power_was_not_recorded(
     assert res.returncode == 0, err[-4000:]
     rows = json.loads(res.stdout)["jobs"]
     assert len(rows) == 2
-    note = "power will not be recorded for 2 job(s) on "
+    note = "power will not be recorded for 2 jobs on "
     assert err.count(note) == 1 and NO_GPU_REASON in err  # said once, at the start
     for row in rows:
         assert row["verdict"] == "valid", row
@@ -40,6 +40,6 @@ def test_a_server_on_no_gpu_records_in_each_job_that_its_power_was_not_recorded(
         assert power["source"] is None  # nothing was sampled: the block claims no source (it said `measured`)
         assert power["error"] == NO_GPU_REASON == row["power_error"]
         assert row["tokens_per_joule"] is None
-    assert f"power not recorded for 2 job(s): {NO_GPU_REASON}" in err  # among the end lines
+    assert f"power not recorded for 2 jobs: {NO_GPU_REASON}" in err  # among the end lines
     md = (out / "report" / "summary.md").read_text()
     assert "### GPU power not recorded" in md and f"×2 {NO_GPU_REASON}" in md

@@ -63,7 +63,7 @@ def test_an_executor_that_places_no_job_is_bad_input_said_once(tmp_path: Path) -
     proc = run_cli([AGENTIC, "--executor", "slurm", "--out", out], cli_env(tmp_path))
     assert proc.returncode == 2, proc.stderr[-4000:]
     assert proc.stderr.count("would place no server") == 1, proc.stderr
-    assert "none of the 2 job(s) can run" in proc.stderr and "--live" in proc.stderr
+    assert "none of the 2 jobs can run" in proc.stderr and "--live" in proc.stderr
     assert not out.exists() and not store.exists()  # nothing planned into --out or the store
 
 
@@ -157,7 +157,7 @@ def test_a_recipes_serve_port_is_the_port_its_server_is_launched_on(tmp_path: Pa
     env = cli_env(tmp_path)
     res = run_cli([recipe, "--live", "--out", tmp_path / "run"], env)
     assert res.returncode == 0, res.stdout + res.stderr
-    assert f"launching sim server for 2 job(s) on port {port}" in res.stderr
+    assert f"launching sim server for 2 jobs on port {port}" in res.stderr
     commands = list((tmp_path / "run" / "jobs").glob("*/server_command.txt"))
     assert len(commands) == 2 and all(f"--port {port}" in c.read_text() for c in commands)
     with socket.socket() as holder:

@@ -196,7 +196,7 @@ def test_a_pipeline_parallel_jobs_simulated_power_says_it_is_not_modelled(tmp_pa
     proc = run_here([_pipeline_parallel(tmp_path), "--out", out, "--no-report", *live], cli_env(tmp_path))
     assert proc.returncode == 0, proc.stderr[-4000:]
     # said at the run's start, as power no backend can sample is
-    assert "power will not be recorded for 2 job(s) on " in proc.stderr and ": not modelled: the simulator's power " \
+    assert "power will not be recorded for 2 jobs on " in proc.stderr and ": not modelled: the simulator's power " \
         "model covers one engine's 4 tensor-parallel GPUs" in proc.stderr, proc.stderr[-4000:]
     assert job_dirs(out)
     for jdir in job_dirs(out).values():

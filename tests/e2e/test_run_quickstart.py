@@ -34,7 +34,7 @@ def test_quickstart_runs_the_full_length_sweep_in_virtual_time_to_valid_points(t
     assert seconds < 120, f"the quickstart took {seconds:.0f} s"
     # the recipe's one warning (the golden AL was measured at NVFP4, the recipe serves FP8) is said, once, up front
     assert proc.stderr.count("warning [golden-al.precision-provenance]") == 1
-    assert proc.stderr.index("warning [golden-al") < proc.stderr.index("job(s) planned")
+    assert proc.stderr.index("warning [golden-al") < proc.stderr.index(" planned, ")
     jobs = job_dirs(out)
     assert len(jobs) == 9
     resident: dict[int, float] = {}

@@ -50,7 +50,7 @@ def test_a_job_requiring_power_is_refused_before_launch_and_its_sibling_runs(tmp
     assert NO_GPU_REASON in refusal["reason"] and "--no-require-power" in refusal["reason"]
     assert "nvml" not in refusal["reason"]  # no GPU to read: not NVML's failure, and no other backend to try
     said = err.index(f"job {refused_id}: refused — power is required")
-    launched = err.index("launching transformers server for 1 job(s)")
+    launched = err.index("launching transformers server for 1 job")
     assert said < launched
     assert not (out / "jobs" / refused_id / "summary.json").exists()
     assert not (out / "jobs" / refused_id / "server_command.txt").exists()  # no server was started for it
@@ -63,9 +63,9 @@ def test_a_job_requiring_power_is_refused_before_launch_and_its_sibling_runs(tmp
     power = summary["power"]
     assert power["backend"] is None and power["required"] is False and power["power_valid"] is False
     assert power["error"] == ran["power_error"]
-    note = "power will not be recorded for 1 job(s) on "
+    note = "power will not be recorded for 1 job on "
     assert err.count(note) == 1 and err.index(note) < launched  # said once, at the start
-    assert f"power not recorded for 1 job(s): {power['error']}" in err  # and among the end lines
+    assert f"power not recorded for 1 job: {power['error']}" in err  # and among the end lines
     assert f"refused: {refused_id}: power is required" in err
     md = (out / "report" / "summary.md").read_text()
     assert "### GPU power not recorded" in md and power["error"] in md

@@ -237,7 +237,7 @@ def test_a_resume_after_an_edit_stopped_halfway_files_its_result_under_the_key_i
     _stop_after_first_stored(monkeypatch)
     stopped = run_here([edited, "--out", out, "--no-report", "--resume"], env)
     assert stopped.returncode == 130, stopped.stderr[-4000:]
-    assert "interrupted: 1 job(s) finished" in stopped.stderr, stopped.stderr[-4000:]
+    assert "interrupted: 1 job finished" in stopped.stderr, stopped.stderr[-4000:]
     assert _stored_results(tmp_path) == {first}  # the second's folder holds no result: nor does the store
 
     old = run_here([recipe, "--out", tmp_path / "old", "--no-report", "--reuse", "--json"], env)

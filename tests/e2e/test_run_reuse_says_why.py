@@ -53,7 +53,7 @@ def test_each_job_reuse_runs_again_is_said_with_what_differs(tmp_path: Path) -> 
 
     # jobs the store never measured: said in one line
     _, err = _run(tmp_path, "repeats", "--reuse", "--repeats", "2")
-    assert _said(err) == ["not reused: the store holds no result of 2 job(s), under any reuse key; they run: "
+    assert _said(err) == ["not reused: the store holds no result of 2 jobs, under any reuse key; they run: "
                           + ", ".join(f"{j}-repeat2" for j in jobs)]
 
 

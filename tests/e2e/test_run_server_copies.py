@@ -106,7 +106,7 @@ def test_force_of_one_copy_keeps_the_other_copy_in_the_run(tmp_path: Path) -> No
         again = run_here([recipe, "--repeats", "2", "--out", out, "--no-report", "--force", "--job", one], env)
         assert again.returncode == 0, again.stderr[-4000:]
         assert "superseded" not in again.stderr, again.stderr[-4000:]
-        assert "the whole run: 4 job(s), 4 with a valid" in again.stderr, again.stderr[-2000:]
+        assert "the whole run: 4 jobs, 4 with a valid" in again.stderr, again.stderr[-2000:]
         assert sorted(_drawn(out)) == sorted(drawn)
         for attempt in (out / "jobs").glob("*/attempts/*"):  # every attempt kept is its own job's
             assert read_json(attempt / "job.json")["id"] == attempt.parent.parent.name, attempt

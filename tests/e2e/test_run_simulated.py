@@ -14,6 +14,7 @@ import yaml
 from test_run_support import RECIPES, cli_env, cli_here, job_dirs, read_json, run_cli, run_here
 
 from llmsweep.spec.workload import ResolvedWorkload
+from llmsweep.words import count_of
 from llmsweep.workload.agentic import AgenticWorkload
 from llmsweep.workload.build import build_workload
 
@@ -76,15 +77,15 @@ def test_an_unreadable_trace_source_is_resolved_once_before_anything_runs_and_re
     assert all("\n" not in o["reasons"][0] for o in outcomes)  # a reason is one line, whatever the hub printed
     # Said once before any job ran, and once in the completeness report (which then names the jobs); nothing was
     # simulated.
-    assert proc.stderr.count("9 job(s) refused") == 1
+    assert proc.stderr.count("9 jobs refused") == 1
     assert proc.stderr.count("cannot be read") == 2 and "refused, 9 jobs: trace source" in proc.stderr
     assert not (out / "jobs").exists() or not list((out / "jobs").iterdir())
     # `predict` too: the source said once with its job count, and the error's fix is that source's, not a generic one.
     predicted = subprocess.run([sys.executable, "-m", "llmsweep.cli.main", "predict", str(SEED)],
                                env=_offline(tmp_path), capture_output=True, text=True, timeout=120)
     assert predicted.returncode == 2
-    assert predicted.stderr.count("cannot be read") == 1 and "9 job(s) refused" in predicted.stderr
-    assert "all 9 point(s) were refused" in predicted.stderr
+    assert predicted.stderr.count("cannot be read") == 1 and "9 jobs refused" in predicted.stderr
+    assert "all 9 points were refused" in predicted.stderr
     assert "--traces synthetic" in predicted.stderr.split("fix:")[-1]
     # with --json, every point on stdout with its refusal (it printed nothing: the reasons were on stderr alone)
     as_json = subprocess.run([sys.executable, "-m", "llmsweep.cli.main", "predict", str(SEED), "--json"],
@@ -132,7 +133,7 @@ def _predict(args: list[str | Path], env: dict[str, str], timeout: float = 240) 
     refused = sum(1 for r in rows if "refused" in r)
     # a point that could not be predicted is a job that could not run, as `run` counts it: exit 1, after the others
     assert proc.returncode == (1 if refused else 0), proc.stderr[-4000:]
-    assert (f"{refused} of {len(rows)} point(s) could not be predicted" in proc.stderr) == bool(refused)
+    assert (f"{refused} of {count_of(len(rows), 'point')} could not be predicted" in proc.stderr) == bool(refused)
     return rows
 
 

@@ -80,7 +80,7 @@ def test_two_server_groups_run_as_two_batch_jobs_and_land_in_out(tmp_path: Path)
         owner = next(i for i in ids if re.search(rf"\[slurm {i}\] job {name}: valid$", proc.stderr, re.MULTILINE))
         assert at(rf"\[slurm {owner}\] job {name}: conc \d+ ") < at(rf"\[slurm {owner}\] job {name}: valid$") \
             < at(rf"Slurm job {owner} ended COMPLETED")
-    assert sorted(int(m) for m in re.findall(r"Slurm job \d+: (\d)/3 job\(s\) done", proc.stderr)) == [1, 2, 3]
+    assert sorted(int(m) for m in re.findall(r"Slurm job \d+: (\d)/3 jobs done", proc.stderr)) == [1, 2, 3]
     # the driver shows each job as its worker on the node reports it: here its server launching
     assert re.search(r"job [123]/3 conc \d+ · launching · \d+s so far", proc.stderr)
     for name, jdir in jobs.items():
@@ -173,7 +173,7 @@ def test_ctrl_c_during_a_slurm_run_stores_what_finished_and_leaves_no_job_in_the
         assert rc != 0
         text = log.read_text()
         assert f"cancelling Slurm job {ids[0]}" in text
-        assert "interrupted: 1 job(s) finished and stored" in text, text[-4000:]
+        assert "interrupted: 1 job finished and stored" in text, text[-4000:]
         stored = subprocess.run([sys.executable, "-m", "llmsweep.cli.main", "results", "list", "--all", "--json"],
                                 env=env, capture_output=True, text=True, timeout=60)
         assert stored.returncode == 0 and [r["job_id"] for r in json.loads(stored.stdout)] == [first[0].name]
@@ -200,7 +200,7 @@ def test_a_job_that_waits_for_a_node_says_why_and_ctrl_c_cancels_it(tmp_path: Pa
     try:
         ids = wait_for(lambda: _slurm_ids(out) if (out / "servers").is_dir() else None, timeout=60,
                        what="a submitted Slurm job", proc=proc, log=log)
-        note = wait_for(lambda: re.search(r"still waiting for a node after \d+ s: Slurm job\(s\) (\d+) \((\w+)\) "
+        note = wait_for(lambda: re.search(r"still waiting for a node after \d+ s: Slurm job (\d+) \((\w+)\) "
                                           r"pending", log.read_text()), timeout=30, what="a pending note", proc=proc,
                         log=log)
         assert note.group(1) == ids[0] and note.group(2) == "BeginTime"
@@ -394,7 +394,7 @@ def test_a_group_whose_windows_exceed_the_time_limit_is_warned_about_before_it_w
         assert proc.wait(timeout=120) == 130, log.read_text()[-4000:]
     finally:
         leave_nothing(proc, ids)
-    warnings = re.findall(r"warning: (\S+): its 1 job\(s\) plan 1m40s of measurement windows alone, more than the "
+    warnings = re.findall(r"warning: (\S+): its 1 job plans 1m40s of measurement windows alone, more than the "
                           r"Slurm time limit 00:01:00; Slurm will stop the batch job before it is done",
                           log.read_text())
     assert sorted(warnings) == sorted(p.name for p in (out / "servers").iterdir()), log.read_text()[-4000:]
@@ -439,7 +439,7 @@ def test_a_batch_job_that_hits_its_time_limit_fails_its_jobs_with_that_reason_an
     assert rc == 1, text[-4000:]
     assert re.search(rf"Slurm job {ids[0]} ended TIMEOUT \(exit 143\): Slurm stopped it because its time limit, "
                      r"00:05:00, ran out; 0 of 3 "
-                     r"job\(s\) finished, 1 interrupted, 2 not run — raise --executor-option time_limit=HH:MM:SS, "
+                     r"jobs finished, 1 interrupted, 2 not run — raise --executor-option time_limit=HH:MM:SS, "
                      "then rerun with --resume to run the rest", text), text[-4000:]
     assert f"[slurm {ids[0]}] slurmstepd" in text  # Slurm's own word on the node, relayed
     outcomes = {o["job_id"]: o for o in read_json(out / "run.json")["outcomes"]}
@@ -567,7 +567,8 @@ def test_a_worker_killed_mid_job_fails_that_job_with_its_death_and_resume_runs_i
     died = outcomes[second.name]["reasons"]
     assert len(died) == 1 and re.fullmatch(
         rf"the worker of Slurm job {ids[0]} {re.escape(killed)} while this job ran, before it wrote its outcome "
-        r"\(Slurm: FAILED on (\S+)\); its window had begun: \d+ record\(s\) in records.jsonl, cut short, no result\n"
+        r"\(Slurm: FAILED on (\S+)\); its window had begun: (?:1 record|\d+ records) in records.jsonl, cut short, "
+        r"no result\n"
         rf"--- last 20 lines of {re.escape(str(batch_log))} ---\n(.*\n)*.*Killed .*--_worker .*\n"
         rf"  fix: {fix}; then rerun with --resume", died[0]), died
     assert re.fullmatch(
@@ -575,7 +576,7 @@ def test_a_worker_killed_mid_job_fails_that_job_with_its_death_and_resume_runs_i
         rf"reached this job \(Slurm: FAILED on \S+\); {fix}; then `--resume` runs it",
         outcomes[third]["reasons"][0]), outcomes[third]
     assert re.search(rf"Slurm job {ids[0]} ended FAILED: its worker {re.escape(killed)} while it ran job "
-                     rf"{second.name}; 1 of 3 job\(s\) finished, 1 died with the worker, 1 not run — {fix}; then "
+                     rf"{second.name}; 1 of 3 jobs finished, 1 died with the worker, 1 not run — {fix}; then "
                      "rerun with --resume to run the rest", text), text[-4000:]
     assert "before this job wrote its outcome" not in text
     assert not any(_in_queue(i) for i in ids)

@@ -106,7 +106,7 @@ def test_a_store_failing_at_the_end_fails_the_run_and_keeps_it_on_disk(tmp_path:
     # the run is whole on disk: ingesting it later stores every job
     shutil.rmtree(store)
     ingest = cli_here(["results", "ingest", out, "--store", store])
-    assert ingest.returncode == 0 and ": 3 result(s)" in ingest.stdout, ingest.stderr
+    assert ingest.returncode == 0 and ": 3 results" in ingest.stdout, ingest.stderr
 
 
 def test_a_resume_whose_folder_lacks_a_stored_result_still_stores_the_run_as_its_folder_holds_it(
@@ -121,7 +121,7 @@ def test_a_resume_whose_folder_lacks_a_stored_result_still_stores_the_run_as_its
     shutil.rmtree(out / "jobs" / gone)
     again = run_here([recipe, "--out", out, "--resume", "--job", kept], env)
     assert again.returncode == 0, again.stderr[-3000:]
-    assert "stored 1 result(s)" in again.stderr + again.stdout and "not stored:" not in again.stderr + again.stdout
+    assert "stored 1 result" in again.stderr + again.stdout and "not stored:" not in again.stderr + again.stdout
     db = sqlite3.connect(store)
     assert [r[0] for r in db.execute("SELECT job_id FROM results")] == [kept]
     db.close()
@@ -146,8 +146,8 @@ def test_a_narrower_resume_keeps_the_whole_run_in_run_json(tmp_path: Path) -> No
     assert {o["job_id"]: o["status"] for o in meta["outcomes"]} == {a: "skipped", b: "valid"}
     # the end-of-run line says what this invocation did and where the whole run stands (it read `expected 1 job(s)`
     # alone, as if the run were one job), and so does --json
-    assert "expected 1 job(s) in this invocation (part of the run), 1 with a valid or smoke summary (1 resumed)\n" \
-        "the whole run: 2 job(s), 2 with a valid or smoke summary (1 resumed, 1 valid)\n" in again.stderr, again.stderr
+    assert "expected 1 job in this invocation (part of the run), 1 with a valid or smoke summary (1 resumed)\n" \
+        "the whole run: 2 jobs, 2 with a valid or smoke summary (1 resumed, 1 valid)\n" in again.stderr, again.stderr
     assert json.loads(again.stdout)["counts"] == {
         "expected": 1, "done": 1, "by_status": {"resumed": 1},
         "run": {"expected": 2, "done": 2, "by_status": {"resumed": 1, "valid": 1}, "never_run": 0}}
@@ -158,7 +158,7 @@ def test_a_narrower_resume_keeps_the_whole_run_in_run_json(tmp_path: Path) -> No
     (out / "run.json").write_text(json.dumps(meta))
     third = run_here([recipe, "--out", out, "--resume", "--job", a, "--no-report"], env)
     assert third.returncode == 0, third.stderr[-3000:]
-    assert "the whole run: 2 job(s), 1 with a valid or smoke summary (1 resumed, 1 never run); a plain `--resume` " \
+    assert "the whole run: 2 jobs, 1 with a valid or smoke summary (1 resumed, 1 never run); a plain `--resume` " \
         "runs the rest\n" in third.stderr, third.stderr
     meta = json.loads((out / "run.json").read_text())
     assert meta["expected_job_ids"] == [a, b]
@@ -189,8 +189,8 @@ def test_a_narrower_force_keeps_the_whole_run_in_run_json(tmp_path: Path) -> Non
     (out / "run.json").write_text(json.dumps(meta))
     again = run_here([recipe, "--out", out, "--force", "--job", a, "--no-report"], env)
     assert again.returncode == 0, again.stderr[-3000:]
-    assert "expected 1 job(s) in this invocation (part of the run), 1 with a valid or smoke summary (1 valid)\n" \
-        "the whole run: 2 job(s), 1 with a valid or smoke summary (1 failed, 1 valid); a plain `--resume` runs the " \
+    assert "expected 1 job in this invocation (part of the run), 1 with a valid or smoke summary (1 valid)\n" \
+        "the whole run: 2 jobs, 1 with a valid or smoke summary (1 failed, 1 valid); a plain `--resume` runs the " \
         "rest\n" in again.stderr, again.stderr
     meta = json.loads((out / "run.json").read_text())
     assert meta["expected_job_ids"] == [a, b] and set(meta["job_hardware"]) == {a, b}
@@ -216,7 +216,7 @@ def test_a_narrower_run_keeps_the_jobs_an_earlier_reuse_stood_on_stored_results(
     for flags in (["--force"], ["--resume"]):
         again = run_here([recipe, "--out", out, "--no-report", "--job", a, *flags], env)
         assert again.returncode == 0, again.stderr[-3000:]
-        assert "without a result" not in again.stderr and "1 job(s) reused stored results" in again.stderr, \
+        assert "without a result" not in again.stderr and "1 job reused stored results" in again.stderr, \
             again.stderr[-3000:]
         meta = json.loads((out / "run.json").read_text())
         assert meta["expected_job_ids"] == [a, b] and list(meta["reused"]) == [b], meta.get("reused")

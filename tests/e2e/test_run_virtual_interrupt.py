@@ -23,7 +23,7 @@ def test_sigterm_during_a_virtual_time_job_names_the_signal_and_resume_reruns_th
     outcome = read_json(job / "outcome.json")
     assert outcome["status"] == "failed" and outcome["reasons"] == [interrupted_by(signal.SIGTERM)], outcome
     assert not (job / "summary.json").exists()
-    assert "interrupted: 0 job(s) finished" in log.read_text() and "llmsweep report" not in log.read_text()
+    assert "interrupted: 0 jobs finished" in log.read_text() and "llmsweep report" not in log.read_text()
 
     again = run_cli([recipe, "--out", out, "--no-report", "--resume"], env, timeout=120)
     assert again.returncode == 0, again.stderr[-4000:]
@@ -38,7 +38,7 @@ def test_a_sweep_interrupted_after_a_job_finished_says_how_to_draw_its_dashboard
     out, log, env = tmp_path / "out", tmp_path / "run.log", cli_env(tmp_path)
     _sigterm_in_job(2, [recipe, "--out", out], out, log, env)
     said = log.read_text()
-    assert "interrupted: 1 job(s) finished" in said and f"`llmsweep report {out}` writes their dashboard" in said, said
+    assert "interrupted: 1 job finished" in said and f"`llmsweep report {out}` writes their dashboard" in said, said
     drawn = subprocess.run([sys.executable, "-m", "llmsweep.cli.main", "report", str(out), "--no-png"], env=env,
                            capture_output=True, text=True, timeout=120)
     assert drawn.returncode == 0, drawn.stderr[-3000:]

@@ -39,7 +39,7 @@ def test_a_result_the_real_engine_would_refuse_says_so_everywhere(tmp_path: Path
         # one text wherever the outcome is read: the job's own outcome.json and the end rows say the same
         assert json.loads((out / "jobs" / o["job_id"] / "outcome.json").read_text())["warnings"] == [warning]
     assert [r["warnings"] for r in rows] == [o["warnings"] for o in outcomes]
-    assert "2 job(s) ran on the simulator although a real engine would refuse them" in captured.err
+    assert "2 jobs ran on the simulator although a real engine would refuse them" in captured.err
     run = load_run(out)
     banner = build_payload(run, points_from_run(run))["verdicts"]["simulated-only"]
     assert banner["count"] == 2 and len(banner["reasons"]) == 1

@@ -64,7 +64,7 @@ def test_a_suspension_between_two_polls_is_asked_of_slurm_and_its_job_judged_inv
     assert rc == 1, said[-4000:]
     assert f"Slurm job {ids[0]} is suspended" not in said  # no poll saw it: Slurm told
     assert re.search(rf"Slurm job {ids[0]} was suspended between two looks at the queue \(about \d+ s in all; "
-                     rf"`scontrol show job {ids[0]}`: SuspendTime=\S+\): the job\(s\) it was running "
+                     rf"`scontrol show job {ids[0]}`: SuspendTime=\S+\): the job it was running "
                      rf"\({first[0].name}\) will be judged invalid", said), said[-4000:]
     outcomes = _outcomes(out)
     why = _only_reason(outcomes.pop(first[0].name))
@@ -136,7 +136,7 @@ def test_several_suspensions_between_two_polls_invalidate_every_job_they_hit_and
     assert rc == 1, said[-4000:]
     assert f"Slurm job {ids[0]} is suspended" not in said  # no poll saw either: Slurm told
     assert re.search(rf"Slurm job {ids[0]} was suspended between two looks at the queue \(about \d+ s in all; "
-                     rf"`scontrol show job {ids[0]}`: SuspendTime=\S+\): the job\(s\) it was running "
+                     rf"`scontrol show job {ids[0]}`: SuspendTime=\S+\): the jobs it was running "
                      rf"\({first.name}, {second.name}\) will be judged invalid", said), said[-4000:]
     outcomes = _outcomes(out)
     assert set(outcomes) == {first.name, second.name}

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from llmsweep.evals.harness import BOOTSTRAP
+from llmsweep.words import count_of
 
 LM_EVAL = os.environ.get("LLMSWEEP_LM_EVAL")
 pytestmark = [pytest.mark.slow,
@@ -134,7 +135,7 @@ def test_an_eval_only_job_stores_its_score_and_threshold_verdict(tmp_path: Path,
     # `--reuse` runs an eval again and says so, without the --no-evals hint an eval-only job cannot take
     reran = llmsweep(tmp_path, "run", recipe, "--evals-only", "--reuse", "--out", "again", "--no-report",
                      *eval_args(tmp_path))
-    assert "not reused: 1 job(s) with an eval run again" in reran.stderr and "--no-evals" not in reran.stderr
+    assert "not reused: 1 job with an eval run again" in reran.stderr and "--no-evals" not in reran.stderr
 
 
 def test_an_eval_reads_its_servers_metrics_directly_whatever_proxy_the_environment_names(tmp_path: Path,
@@ -165,7 +166,7 @@ def test_a_run_eval_row_runs_its_throughput_point_then_the_eval(tmp_path: Path, 
     assert any("below the threshold" in w for w in point["validity"]["warnings"])
     # ... and it is said where the run ends, beside the verdict that stands (it went unseen there: `1 valid`, exit 0)
     (failure,) = [line for line in proc.stderr.splitlines() if "keep their throughput verdict" in line]
-    assert failure.startswith("  1 job(s) keep their throughput verdict, but their gsm8k eval is invalid: "
+    assert failure.startswith("  1 job keeps its throughput verdict, but its gsm8k eval is invalid: "
                               "exact_match,strict-match = 0.0000 is below the threshold 0.90"), failure
     outcomes = json.loads((out / "run.json").read_text())["outcomes"]
     assert [o["eval_failure"] is not None for o in sorted(outcomes, key=lambda o: "_conc16_" in o["job_id"])] == [
@@ -190,7 +191,7 @@ def test_a_run_eval_row_runs_its_throughput_point_then_the_eval(tmp_path: Path, 
     # `--resume` keeps saying it: the resumed job's eval failure is the earlier attempt's (it went with the resume)
     resumed = llmsweep(tmp_path, "run", recipe, "--out", out, "--resume", "--no-report", *eval_args(tmp_path))
     assert resumed.returncode == 0 and "(2 resumed)" in resumed.stderr, resumed.stderr[-3000:]
-    assert "1 job(s) keep their throughput verdict, but their gsm8k eval is invalid" in resumed.stderr
+    assert "1 job keeps its throughput verdict, but its gsm8k eval is invalid" in resumed.stderr
     # ... and a resume that would score its evals otherwise is refused: its finished eval scored 4 samples
     other = llmsweep(tmp_path, "run", recipe, "--out", out, "--resume", "--no-report", *eval_args(tmp_path)[:-4],
                      "--eval-limit", "2", "--eval-max-tokens", "16")
@@ -208,7 +209,7 @@ def test_a_run_eval_row_runs_its_throughput_point_then_the_eval(tmp_path: Path, 
     again = llmsweep(tmp_path, "run", recipe, "--out", tmp_path / "again", "--reuse", "--json", *eval_args(tmp_path))
     rows = {row["conc"]: row for row in json.loads(again.stdout)["jobs"]}
     assert rows[4]["reused"] is True and rows[16]["reused"] is False, rows
-    assert "not reused: 1 job(s) with an eval run again" in again.stderr and rows[16]["job"] in again.stderr
+    assert "not reused: 1 job with an eval run again" in again.stderr and rows[16]["job"] in again.stderr
     assert "--no-evals" not in again.stderr  # a point a run-eval row stored is keyed with its eval: never offered
 
 
@@ -250,7 +251,7 @@ def test_a_pinned_run_eval_row_runs_its_pin_then_the_eval_on_a_relaunch_with_rea
     assert len(seconds) == len(concs) and all(s > 0 for s in seconds) and sum(seconds) < wall, (seconds, wall)
     if live:  # the group's points first, then one server without the pin for every eval they owe
         assert proc.stderr.count("relaunching without synthetic acceptance for the eval") == 1, proc.stderr
-        assert f"{len(evals)} eval(s) of group" in proc.stderr
+        assert f"{count_of(len(evals), 'eval')} of group" in proc.stderr
         last_point = proc.stderr.index(f"conc {max(concs)} (fixed-seq-len)")
         assert proc.stderr.index(": eval gsm8k") > last_point, proc.stderr
     else:
@@ -344,7 +345,7 @@ def test_an_agentic_eval_only_job_runs_offline_without_reading_its_rows_trace_so
                            "--out", str(out), "--json", *(str(a) for a in eval_args(tmp_path))],
                           env=env, capture_output=True, text=True, timeout=280, cwd=tmp_path)
     planned = proc.stderr.split("planned", 1)[-1].splitlines()[0]
-    assert planned.endswith("the simulator served live for 1 eval(s) (1 engine config(s)), 0 refused"), proc.stderr
+    assert planned.endswith("the simulator served live for 1 eval (1 engine config), 0 refused"), proc.stderr
     assert "virtual time" not in planned  # nothing of this run is timed in virtual time
     (row,) = json.loads(proc.stdout)["jobs"]
     assert "_eval_" in row["job"] and row["eval_task"] == "gsm8k" and row["eval_score"] == 0.0, row

@@ -120,7 +120,7 @@ def _check_run(out: Path, proc: subprocess.CompletedProcess[str]) -> list[dict]:
         assert summary["provenance"]["gpus_from"] == no_gpu_figures(1)
         assert json.loads((job_dir / "outcome.json").read_text())["warnings"] == [no_gpu_figures(1)]
         summaries.append(summary)
-    assert "3 job(s) ran on no GPU (their launch uses 0): per-GPU figures are the whole endpoint's" in \
+    assert "3 jobs ran on no GPU (their launch uses 0): per-GPU figures are the whole endpoint's" in \
         proc.stdout + proc.stderr
     return summaries
 

@@ -45,6 +45,7 @@ from llmsweep.execute.process import marks, start_process
 from llmsweep.execute.signals import hurried, signal_of_exit
 from llmsweep.option_spellings import flag as _flag
 from llmsweep.visible import DEVICE_ORDER
+from llmsweep.words import count_of, noun
 
 _OPTION = _flag("executor_option")
 _RESUME = _flag("resume")
@@ -372,7 +373,7 @@ def ensure_image(docker: str, image: str, *, log_path: Path, event: Callable[[st
                                       "pull_timeout_s")
                 if now >= next_note:
                     done = log_path.read_text(errors="replace").count("Pull complete")
-                    event(f"still pulling {image}: {done} layer(s) complete after {now - started:.0f} s")
+                    event(f"still pulling {image}: {count_of(done, 'layer')} complete after {now - started:.0f} s")
                     next_note = now + _PULL_PROGRESS_S
                 time.sleep(0.2)
         except BaseException:
@@ -487,8 +488,10 @@ def docker_exit_fix(returncode: int | None, tail: str, user_flags: str | None = 
                                else _CRASH_FIX if ended.startswith(_CRASHED) else _KILLED_FIX)
     if returncode != DOCKER_REFUSED:
         if unmounted:
-            return (f"the container does not see {', '.join(unmounted)}: host path(s) of the server's command under "
-                    "no mount (the engine finds the image's path there, mostly nothing). Mount them at the same path "
+            return (f"the container does not see {', '.join(unmounted)}: "
+                    f"{noun(len(unmounted), 'a host path', 'host paths')} "
+                    "of the server's command under no mount (the engine finds the image's path there, mostly "
+                    f"nothing). Mount {noun(len(unmounted), 'it', 'them')} at the same path "
                     f"({_OPTION} model_dir=FOLDER or hf_cache=FOLDER, or "
                     f"{_OPTION} {shell.quote('extra_mounts=[FOLDER:FOLDER:ro]')}), "
                     "and rerun")

@@ -676,7 +676,8 @@ class _Server:
             log_path = self.dir / (art.SERVER_LOG if not self.launches else f"server.{self.launches + 1}.log")
             current_progress().phase("launching")
             prepared = self.launcher.prepare(spec, log_dir=self.dir, event=self.event)  # a pull is not start-up
-            self.event(f"launching {spec.engine} server for {len(self.group.jobs)} job(s) on port {spec.port}")
+            self.event(f"launching {spec.engine} server for {count_of(len(self.group.jobs), 'job')} "
+                       f"on port {spec.port}")
             with shielded():  # a signal now waits until the server is recorded: held here and in its pid file
                 handle = self.launcher.launch(spec, log_path=log_path)
                 self.handle = handle
@@ -1047,7 +1048,8 @@ def _owed_evals(owed: Sequence[_OwedEval], server: _Server, run_dir: Path, setti
     outcomes: list[JobOutcome] = []
     for items in launches.values():
         first = items[0]
-        event(f"{len(items)} eval(s) of group {server.group.id} owed: relaunching {relaunch_reason(first.job)}")
+        event(f"{count_of(len(items), 'eval')} of group {server.group.id} owed: relaunching "
+              f"{relaunch_reason(first.job)}")
         evserver = _Server(eval_group(server.group, [i.job for i in items], first.spec), server.launcher, run_dir,
                            settings, event)
         try:
@@ -1375,7 +1377,7 @@ def power_gate(groups: Sequence[ServerGroup], settings: LifecycleSettings, event
                 where = (probe.host, probe.unrecorded())
                 unrecorded[where] = unrecorded.get(where, 0) + measuring
     for (host, why), n in unrecorded.items():
-        event(f"power will not be recorded for {n} job(s) on {host}: {why}")
+        event(f"power will not be recorded for {count_of(n, 'job')} on {host}: {why}")
     return kept, refused
 
 

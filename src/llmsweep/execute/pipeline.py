@@ -56,7 +56,7 @@ from llmsweep.plan.matrix import EvalOptions
 from llmsweep.plan.point import TracePin, corpus_ref, one_point_per_job, pin_trace_sources
 from llmsweep.sim_warnings import engine_refuses, not_modelled, ran_on_the_simulator
 from llmsweep.spec.workload import ScenarioId
-from llmsweep.words import count_of
+from llmsweep.words import count_of, noun
 from llmsweep.workload.scenario import REPEAT_MARK, repeat_of
 from llmsweep.writable import refuse_non_utf8
 
@@ -202,10 +202,10 @@ class RunOutcome:
 
         counts = self.counts()
         if not self.narrower:
-            lines = [f"expected {self.expected} job(s), {said(counts)}"]
+            lines = [f"expected {count_of(self.expected, 'job')}, {said(counts)}"]
         else:  # said both ways: this invocation's count alone read as if the run were that small
-            lines = [f"expected {self.expected} job(s) in this invocation (part of the run), {said(counts)}",
-                     f"the whole run: {counts['run']['expected']} job(s), {said(counts['run'])}"
+            lines = [f"expected {count_of(self.expected, 'job')} in this invocation (part of the run), {said(counts)}",
+                     f"the whole run: {count_of(counts['run']['expected'], 'job')}, {said(counts['run'])}"
                      + (f"; a plain `{_RESUME}` runs the rest" if counts["run"]["done"] < counts["run"]["expected"]
                         else "")]
         # One line per reason: nine jobs refused for one unreadable trace source say it once, then name the jobs.
@@ -231,9 +231,10 @@ class RunOutcome:
             if o.ok and o.eval_failure:
                 failed_evals.setdefault(o.eval_failure, []).append(o.job_id)
         for failure, ids in failed_evals.items():  # the throughput verdict stands; its eval did not pass
-            lines.append(f"  {len(ids)} job(s) keep their throughput verdict, but their {failure}")
+            lines.append(f"  {count_of(len(ids), 'job')} {noun(len(ids), 'keeps its', 'keep their')} throughput "
+                         f"verdict, but {noun(len(ids), 'its', 'their')} {failure}")
         for why, ids in self.power_unrecorded.items():
-            lines.append(f"  power not recorded for {len(ids)} job(s): {why}")
+            lines.append(f"  power not recorded for {count_of(len(ids), 'job')}: {why}")
         for f in self.unplanned:
             lines.append(f"  not planned: {f.render().splitlines()[0]}")
         if self.store_error:
@@ -417,11 +418,12 @@ def _check_inputs(jobs: list[Job], event: Event, simulate: bool = False,
         refused.append(JobOutcome(job_id=job.id, exp_name=job.exp_name, status="refused", reasons=[reason]))
     for source, error in failed.items():
         n = sum(1 for j in jobs if (ref := corpus_ref(j)) is not None and ref.source == source)
-        event(f"{error.message}; {n} job(s) refused (fix: {error.fix})")
+        event(f"{error.message}; {count_of(n, 'job')} refused (fix: {error.fix})")
     for source, error in unloadable.items():
         of = [j for j in counted if j.workload.tokenizer == source]
         fields = ", ".join(dict.fromkeys(_tokenizer_field(j) for j in of))
-        event(f"{fields}: {error.message}; {len(of)} job(s) refused before any server starts (fix: {error.fix})")
+        event(f"{fields}: {error.message}; {count_of(len(of), 'job')} refused before any server starts (fix: "
+              f"{error.fix})")
     return keep, refused
 
 
@@ -468,8 +470,8 @@ def _power_gate(groups: list[ServerGroup], settings: LifecycleSettings, executor
         return power_gate(groups, settings, event)
     need = sum(1 for g in groups for j in g.jobs if settings.power.required([j]))
     if need:
-        event(f"power is required by {need} job(s): each Slurm job probes its node's power backend before its server "
-              "starts and refuses them there if none can sample")
+        event(f"power is required by {count_of(need, 'job')}: each Slurm job probes its node's power backend before "
+              f"its server starts and refuses {noun(need, 'it', 'them')} there if none can sample")
     return groups, []
 
 
@@ -841,7 +843,7 @@ def _refuse_clash(jobs: Sequence[Job], req: RunRequest, executor: str) -> None:
         return
     said = list(dict.fromkeys(c for c in clashes if c is not None))
     fixes = list(dict.fromkeys(c.fix for c in said))
-    raise ConfigError(f"none of the {len(jobs)} job(s) can run: "
+    raise ConfigError(("the one job cannot run: " if len(jobs) == 1 else f"none of the {len(jobs)} jobs can run: ")
                       + "; ".join(dict.fromkeys(c.reason for c in said)),
                       fix=fixes[0] if len(fixes) == 1 else "; or ".join(fixes))
 
@@ -936,15 +938,17 @@ def _reuse(req: RunRequest, run_dir: Path, runnable: list[Job], keys: dict[str, 
         reused.append(JobOutcome(job_id=job.id, exp_name=job.exp_name, status="skipped", reused=True,
                                  reasons=[f"reused: {src.verdict} result of run {src.run_id} (job {src.job_id})"]))
     if own:
-        event(f"not reused: {len(own)} job(s) whose stored result is this run's own, which {_FORCE} measures again: "
+        event(f"not reused: {count_of(len(own), 'job')} whose stored result is this run's own, which {_FORCE} "
+              "measures again: "
               + ", ".join(own))
     for image, ids in moving.items():
-        event(f"not reused: {len(ids)} job(s) serve {image}, whose tag names neither a version nor a build date, so "
+        event(f"not reused: {count_of(len(ids), 'job')} {noun(len(ids), 'serves', 'serve')} {image}, whose tag names "
+              "neither a version nor a build date, so "
               "a stored result may be another build's (pin the image by version, date or @sha256 digest to reuse): "
               + ", ".join(ids))
     if evals:  # said, as every job --reuse runs again is
-        event(f"not reused: {len(evals)} job(s) with an eval run again (an eval's task, samples and limit are this "
-              "run's settings, which no stored result records): " + ", ".join(evals))
+        event(f"not reused: {count_of(len(evals), 'job')} with an eval run again (an eval's task, samples and limit "
+              "are this run's settings, which no stored result records): " + ", ".join(evals))
     return todo, reused, sources
 
 
@@ -1050,7 +1054,7 @@ def _refuse_finished(run_dir: Path, req: RunRequest) -> None:
     # a job `--reuse` stood on a stored result has no summary of its own: --resume alone would measure it again
     resume = f"{_RESUME} {_REUSE}" if any(art.jobs_dir(run_dir).glob(f"*/{art.REUSED_FILE}")) else _RESUME
     raise ConfigError(
-        f"{run_dir} already holds {what} ({len(results)} job result(s)); not running over it",
+        f"{run_dir} already holds {what} ({count_of(len(results), 'job result')}); not running over it",
         fix=f"pass {resume} to run only the jobs without a {DONE_WORDS} result, {_FORCE} to run every job again "
             f"(earlier results are kept in jobs/<id>/{art.ATTEMPTS_DIR}/), or give this run another {_OUT}",
     )
@@ -1381,7 +1385,8 @@ def _refuse_other_corpus(run_dir: Path, req: RunRequest, jobs: list[Job],
     if not changed:
         return
     which = "finished" if resume else "kept"
-    said = "; ".join(f"{source} held corpus {then} when {len(ids)} {which} job(s) replayed it ({ids[0]}"
+    said = "; ".join(f"{source} held corpus {then} when {len(ids)} {which} {noun(len(ids), 'job')} replayed it "
+                     f"({ids[0]}"
                      f"{', …' if len(ids) > 1 else ''}), and holds {now} now" for source, (then, now, ids)
                      in changed.items())
     if not resume:
@@ -1518,8 +1523,8 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
     runnable, unreadable = _check_inputs(runnable, event, req.simulate, executor.lifecycle_here)
     refused += unreadable
     if exempt := [j for j in runnable if j.eval_only and req.settings.power.asks(j)]:
-        event(f"power is not required of {len(exempt)} eval-only job(s), though asked (--require-power or the "
-              "recipe's `require-power`): an eval measures accuracy, not throughput, and records no power")
+        event(f"power is not required of {count_of(len(exempt), 'eval-only job')}, though asked (--require-power or "
+              "the recipe's `require-power`): an eval measures accuracy, not throughput, and records no power")
     groups = _groups(runnable, rendered, warnings)
     # Simulated groups run on the simulator core in virtual time unless --live asks for its HTTP server.
     virtual = [g for g in groups if g.spec.engine == SIM.id and not req.live]
@@ -1545,14 +1550,15 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
 
     evals = sum(1 for g in virtual for j in g.jobs if j.eval_only or j.run_eval)  # lm-eval needs a server
     throughput = sum(1 for g in virtual for j in g.jobs if not j.eval_only)
-    simulator = (f"the simulator in virtual time ({len(virtual)} engine config(s)"
-                 + (f"; {evals} eval(s) against it served live" if evals else "") + ")" if throughput
-                 else f"the simulator served live for {evals} eval(s) ({len(virtual)} engine config(s))")
+    configs = count_of(len(virtual), "engine config")
+    simulator = (f"the simulator in virtual time ({configs}"
+                 + (f"; {count_of(evals, 'eval')} against it served live" if evals else "") + ")" if throughput
+                 else f"the simulator served live for {count_of(evals, 'eval')} ({configs})")
     where = " and ".join(b for b in (
         servers(engines_, ""), servers(live_sim, "live simulator "), simulator if virtual else "") if b)
     times = f" ({len(planned)} × {req.repeats} repeats)" if req.repeats > 1 and len(jobs) == len(planned) * \
         req.repeats else ""
-    event(f"{len(jobs)} job(s) planned{times}, {len(runnable)} to run" + (f" on {where}" if where else "")
+    event(f"{count_of(len(jobs), 'job')} planned{times}, {len(runnable)} to run" + (f" on {where}" if where else "")
           + f", {len(refused)} refused"
           + (f", {len(skipped)} already done" if skipped else "")
           + (f" ({len(reuse_meta['reused'])} reused from the store)" if reuse_meta.get("reused") else ""))
@@ -1568,7 +1574,7 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
                 ran += executor.run_groups(served, run_dir, req.settings, event=event)
     except KeyboardInterrupt:
         # no dashboard is written on the way out (a second Ctrl-C should not wait on one): how to get one is said
-        event(f"interrupted: {stored.finished} job(s) finished and stored in {stored.path}"
+        event(f"interrupted: {count_of(stored.finished, 'job')} finished and stored in {stored.path}"
               + (f"; `llmsweep report {run_dir}` writes their dashboard" if stored.finished and req.report else "")
               + (f"; `llmsweep run ... {_OUT} {run_dir} {_RESUME}` (the same recipes and options) runs the rest"
                  if req.resume_hint else ""))
@@ -2020,10 +2026,10 @@ def _store(run_dir: Path, req: RunRequest, event: Event,
                       f"{_stood_on_by(kept.runs)}")
         stood = [j for j in report.missing_expected if j in reused]
         gaps = len(report.missing_expected) - len(stood)
-        missing = f", {gaps} expected job(s) without a result" if gaps else ""
-        also = f"; {len(stood)} job(s) reused stored results (they stay in the runs that measured them)" \
+        missing = f", {count_of(gaps, 'expected job')} without a result" if gaps else ""
+        also = f"; {count_of(len(stood), 'job')} reused stored results (they stay in the runs that measured them)" \
             if stood else ""
-        event(f"stored {report.results} result(s) of {report.run_id} in {path}{missing}{also}")
+        event(f"stored {count_of(report.results, 'result')} of {report.run_id} in {path}{missing}{also}")
     except Exception as exc:  # the run's files are on disk; the run fails (exit 1) so nobody misses the gap
         why = f"could not store the run in {path}: {exc}"
         event(f"error: {why}; the run is kept in {run_dir} (`llmsweep results ingest {run_dir}` stores it later)")
@@ -2045,8 +2051,8 @@ def _report(run_dir: Path, event: Event, store: Path | None = None) -> Path | No
         event(f"warning: could not write the report: {exc}")
         return None
     if files.stale_pngs:  # an earlier report's plots drew an earlier attempt's numbers under this run id
-        event(f"removed {len(files.stale_pngs)} outdated PNG plot(s) from {files.out_dir} (an earlier report's; "
-              f"`llmsweep report {run_dir}` draws this run's)")
+        event(f"removed {count_of(len(files.stale_pngs), 'outdated PNG plot')} from {files.out_dir} (an earlier "
+              f"report's; `llmsweep report {run_dir}` draws this run's)")
     return files.html
 
 

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from llmsweep import atomic
+from llmsweep.words import noun
 from llmsweep.workload.base import RunPhase
 
 if TYPE_CHECKING:
@@ -240,10 +241,10 @@ class SweepState:
 
     def status(self, job: JobState | None = None) -> str:
         """One line: `job 3/9 conc 16 · measuring · 120 ok, 0 failed, 16 in flight · window 300/900 s · ETA 12m`, of
-        `job` (default: the one that started last), or `2/9 job(s) done` when none is in flight."""
+        `job` (default: the one that started last), or `2/9 jobs done` when none is in flight."""
         job = job or self.current
         if job is None:
-            head = f"{self.done}/{self.total} job(s) done" if self.total else "starting"
+            head = f"{self.done}/{self.total} {noun(self.total, 'job')} done" if self.total else "starting"
             return head + self._eta()
         return job.status(self.total) + self._eta()
 

@@ -26,6 +26,7 @@ from llmsweep.metrics.gates import GateConfig
 from llmsweep.metrics.model import Readback, ReadbackCheck, SpecDecode, Summary
 from llmsweep.metrics.summary import rejudge
 from llmsweep.plan import Job
+from llmsweep.words import count_of
 
 DEFAULT_AL_TOLERANCE = 0.10
 DEFAULT_AL_Z = 3.0
@@ -195,9 +196,10 @@ def kv_transfer_check(summary: Summary, settings: ReadbackSettings) -> ReadbackC
     refused = router.refused_no_kv if router is not None else None
     problems = []
     if refused:
-        problems.append(f"the router refused {refused:.0f} prefill answer(s) that handed over no KV")
+        problems.append(f"the router refused {count_of(round(refused), 'prefill answer')} that handed over no KV")
     if failed:
-        problems.append(f"{failed:.0f} KV transfer(s) failed on the decode workers (vllm:nixl_num_failed_transfers)")
+        problems.append(f"{count_of(round(failed), 'KV transfer')} failed on the decode workers "
+                        "(vllm:nixl_num_failed_transfers)")
     if moved is None:
         problems.insert(0, "the decode workers' /metrics give no prompt tokens by source (external_kv_transfer) in "
                         "the window: no proof the KV arrived by transfer rather than being recomputed")
@@ -275,7 +277,8 @@ def summarise_job(job_dir: Path | str, *, settings: ReadbackSettings | None = No
         try:
             job = Job.model_validate(_read_object(job_path))
         except ValidationError as exc:
-            raise ResultInputError(f"{job_path} is not a job this llmsweep reads ({exc.error_count()} problem(s): "
+            raise ResultInputError(f"{job_path} is not a job this llmsweep reads "
+                                   f"({count_of(exc.error_count(), 'problem')}: "
                                    f"{exc.errors()[0]['msg']})",
                                    fix="summarize it with the llmsweep release that ran it, or re-run the job") from exc
     if job is not None and job.eval_only:

@@ -71,7 +71,7 @@ from llmsweep.power.sampler import OFF_REASON, BackendChoice, PowerSettings
 from llmsweep.power.samples import GPU_METRICS_FILE
 from llmsweep.visible import CUDA as VISIBLE_CUDA
 from llmsweep.visible import VISIBLE_ENV
-from llmsweep.words import count_of
+from llmsweep.words import count_of, noun
 
 _DECODE_URLS = _flag("decode_urls")
 _EXECUTOR = _flag("executor")
@@ -885,10 +885,11 @@ class RoleDeployment:
         if role.kind != "router":
             self.role_specs.setdefault(role.kind, spec)
         share = spec.env.get(GPU_PARTITION_ENV)
-        side = " ".join(f"{name}={spec.env[name]}" for name in spec.side_ports if name in spec.env)
+        side = [f"{name}={spec.env[name]}" for name in spec.side_ports if name in spec.env]
         said = handle.scrubber.scrub(f"# {role.name} worker {worker.index} on {node.name}\n"
                                      + (f"# its GPUs: {GPU_PARTITION_ENV}={share}\n" if share else "")
-                                     + (f"# its side-channel port(s): {side}\n" if side else "")
+                                     + (f"# its side-channel {noun(len(side), 'port')}: {' '.join(side)}\n"
+                                        if side else "")
                                      + f"{shell.join(handle.command)}\n")
         self.role_commands += said
         with open(self.dir / COMMANDS_FILE, "a", encoding="utf-8") as fh:  # what each role ran, secrets scrubbed

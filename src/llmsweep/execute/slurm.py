@@ -57,7 +57,7 @@ from llmsweep.execute.signals import (
 )
 from llmsweep.findings import visible_text
 from llmsweep.option_spellings import flag as _flag
-from llmsweep.words import count_of
+from llmsweep.words import count_of, noun
 
 _OPTION = _flag("executor_option")
 """`--executor-option`, as this module's fixes name it: read from its one home, `option_spellings`."""
@@ -1325,8 +1325,8 @@ class WorkerEnd:
         where = f"while it ran job {self.in_flight}" if self.in_flight else "between two jobs"
         ended = f"ended {self.result.state}" if self.result.unknown_state is None else self.result.ended
         return (f"Slurm job {self.result.job_id} {ended}: its worker {self.how} {where}; "
-                f"{finished} of {total} job(s) finished, {died} died with the worker, {never} not run — {self.fix}; "
-                f"then rerun with {_RESUME} to run the rest")
+                f"{finished} of {count_of(total, 'job')} finished, {died} died with the worker, {never} not run — "
+                f"{self.fix}; then rerun with {_RESUME} to run the rest")
 
 
 def _left_in(summary: Path, records: Path) -> str:
@@ -1339,7 +1339,7 @@ def _left_in(summary: Path, records: Path) -> str:
     except OSError:
         count = 0
     if count:
-        return f"its window had begun: {count} record(s) in {records.name}, cut short, no result"
+        return f"its window had begun: {count_of(count, 'record')} in {records.name}, cut short, no result"
     return "it had measured nothing yet"
 
 
@@ -1539,7 +1539,8 @@ def time_limit_warning(group: ServerGroup, limit: TimeLimit) -> str | None:
         return None
     from llmsweep.execute.progress import duration_text
 
-    return (f"warning: {group.id}: its {len(group.jobs)} job(s) plan {duration_text(windows)} of measurement "
+    return (f"warning: {group.id}: its {count_of(len(group.jobs), 'job')} {noun(len(group.jobs), 'plans', 'plan')} "
+            f"{duration_text(windows)} of measurement "
             f"windows alone, more than the Slurm time limit {limit.value}{limit.where}; Slurm will stop the batch "
             f"job before it is done (the jobs not reached fail, `{_RESUME}` runs them later) — {limit.fix}")
 
@@ -1585,7 +1586,8 @@ class _LogRelay:
             line = visible_text(drawn[-1].rstrip())  # a node's log reaches this terminal: no escape sequences
             out.append(line if len(line) <= self.MAX_CHARS else line[: self.MAX_CHARS] + " …")
         if len(out) > self.MAX_LINES:
-            out = [*out[: self.MAX_LINES - 1], f"… {len(out) - self.MAX_LINES + 1} more line(s) in {self.path}"]
+            out = [*out[: self.MAX_LINES - 1], f"… {count_of(len(out) - self.MAX_LINES + 1, 'more line')} in "
+                                               f"{self.path}"]
         return out
 
 
@@ -1710,7 +1712,7 @@ class SlurmExecutor:
                     s = progress.state
                     if s.total:
                         eta = s.eta_s()
-                        event(f"Slurm job {batch.sjob.job_id}: {s.done}/{s.total} job(s) done"
+                        event(f"Slurm job {batch.sjob.job_id}: {s.done}/{s.total} {noun(s.total, 'job')} done"
                               + ("" if eta is None else f" · sweep ETA {duration_text(eta)}"))
             if report is not None:
                 fresh, batch.beat = report.beat != batch.beat, report.beat
@@ -1789,9 +1791,10 @@ class SlurmExecutor:
             if fresh:
                 event(f"Slurm job {batch.sjob.job_id} was suspended between two looks at the queue ("
                       + ("" if fresh_s is None else f"about {fresh_s} s in all; ")
-                      + f"`scontrol show job {batch.sjob.job_id}`: SuspendTime={said.event}): the job(s) it was "
-                      f"running ({', '.join(fresh)}) will be judged invalid, their timings include the pause; "
-                      f"`{_RESUME}` runs them again")
+                      + f"`scontrol show job {batch.sjob.job_id}`: SuspendTime={said.event}): the "
+                      f"{noun(len(fresh), 'job')} it was running ({', '.join(fresh)}) will be judged invalid, "
+                      f"{noun(len(fresh), 'its', 'their')} timings include the pause; "
+                      f"`{_RESUME}` runs {noun(len(fresh), 'it', 'them')} again")
 
         def worker_end(batch: _Batch, seen: SlurmJobResult) -> WorkerEnd | str | None:
             """How the worker of a batch job that left the queue ended, where it ran but left jobs without an
@@ -1881,8 +1884,9 @@ class SlurmExecutor:
                 elif said is not None and any(cut.values()):
                     finished = len(group.jobs) - sum(cut.values())
                     line += (f": {said[0]}; {finished} of "
-                             f"{len(group.jobs)} job(s) finished, {cut['interrupted']} interrupted, {cut['not run']} "
-                             f"not run — {said[1]}, then rerun with {_RESUME} to run the rest (see {seen.stderr_path})")
+                             f"{count_of(len(group.jobs), 'job')} finished, {cut['interrupted']} interrupted, "
+                             f"{cut['not run']} not run — {said[1]}, then rerun with {_RESUME} to run the rest "
+                             f"(see {seen.stderr_path})")
                 event(line)
             for job_id, outcome in left:
                 close(job_id, outcome, batch)
@@ -1914,7 +1918,7 @@ class SlurmExecutor:
                     continue
                 submitted.append(_Batch(group, sjob, _LogRelay(sjob.stderr_path)
                                         if self.options.relay_worker_log else None, gdir / art.PROGRESS_FILE))
-                event(f"submitted Slurm job {sjob.job_id} for {len(group.jobs)} job(s) ({group.id})")
+                event(f"submitted Slurm job {sjob.job_id} for {count_of(len(group.jobs), 'job')} ({group.id})")
             waiting = list(submitted)
             lost: list[SlurmJob] = []  # given up for lost, maybe still running: scancelled once slurmctld answers
             started = time.monotonic()
@@ -1975,8 +1979,8 @@ class SlurmExecutor:
                     if (pending or held) and time.monotonic() >= next_note:
                         waited = time.monotonic() - started
                         if pending:
-                            event(f"still waiting for a node after {waited:.0f} s: Slurm job(s) {', '.join(pending)} "
-                                  "pending")
+                            event(f"still waiting for a node after {waited:.0f} s: Slurm {noun(len(pending), 'job')} "
+                                  f"{', '.join(pending)} pending")
                         for said in held:  # it never starts on its own: who holds it, and how to let it go
                             event(f"still waiting after {waited:.0f} s: {said}")
                         next_note = time.monotonic() + self.options.pending_note_s

@@ -34,7 +34,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from llmsweep.words import count_of
+from llmsweep.words import count_of, noun
 
 AGENTIC_MAX_ERROR_RATIO = 0.10
 FIXED_MAX_ERROR_RATIO = 0.05
@@ -276,12 +276,15 @@ def evaluate(
         if overflow > gates.max_context_overflow_ratio:
             reasons.append(f"context-overflow ratio {overflow:.4f} exceeds {gates.max_context_overflow_ratio}")
     if unreadable := requests.get("unreadable", 0):
-        reasons.append(f"{unreadable} line(s) of records.jsonl are not readable records: the figures miss those "
-                       f"requests (the client writes whole records: the file was damaged after it was written)")
+        reasons.append(f"{count_of(unreadable, 'line')} of records.jsonl "
+                       f"{noun(unreadable, 'is not a readable record', 'are not readable records')}: the figures miss "
+                       f"{noun(unreadable, 'its request', 'those requests')} (the client writes whole records: the "
+                       "file was damaged after it was written)")
     if implausible := requests.get("implausible") or 0:
-        reasons.append(f"{implausible} profiling record(s) of records.jsonl have times no request can have (not "
-                       f"finite, or the first token or end before the send, the end before the first token): the "
-                       f"figures leave those requests out")
+        reasons.append(f"{count_of(implausible, 'profiling record')} of records.jsonl "
+                       f"{noun(implausible, 'has', 'have')} times no request can have (not finite, or the first token "
+                       "or end before the send, the end before the first token): the figures leave "
+                       f"{noun(implausible, 'that request', 'those requests')} out")
     successful, short = requests["successful"], requests.get("short_outputs", 0)
     short_max = gates.max_short_output_ratio
     if short_max is not None and successful > 0 and short / successful > short_max:

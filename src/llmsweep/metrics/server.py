@@ -19,6 +19,7 @@ from typing import Any
 
 from llmsweep.engine_ids import ENGINE_IDS
 from llmsweep.jsonline import loads_line
+from llmsweep.words import count_of, noun
 
 COUNTER_SUFFIXES = ("_total", "_count", "_sum")
 END_SLACK_S = 1.0
@@ -531,9 +532,10 @@ def summarise_server(
         out["warnings"].append("no server metrics were scraped")
     if w.unreadable:
         out["warnings"].append(
-            f"{w.unreadable} line(s) of the /metrics scrapes are not readable scrapes (damaged after they were "
-            "written): if one was the scrape at the window's start or end, the counters' window is wider or "
-            "narrower than the profile window")
+            f"{count_of(w.unreadable, 'line')} of the /metrics scrapes "
+            f"{noun(w.unreadable, 'is not a readable scrape', 'are not readable scrapes')} (damaged after "
+            f"{noun(w.unreadable, 'it was', 'they were')} written): if one was the scrape at the window's start or "
+            "end, the counters' window is wider or narrower than the profile window")
     if require_prefix is not None:
         out["required_prefix"] = {"prefix": require_prefix, "found": any(n.startswith(require_prefix) for n in w.names)}
     return out

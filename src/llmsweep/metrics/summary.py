@@ -23,6 +23,7 @@ from llmsweep.metrics.gates import GateConfig, evaluate, idle_cap_from, window_c
 from llmsweep.metrics.model import MEASURED, SCHEMA_VERSION, Summary, Validity
 from llmsweep.metrics.server import summarise_server
 from llmsweep.metrics.stats import PERCENTILES, clean, inverted_block, pkey, stat_block
+from llmsweep.words import count_of
 
 if TYPE_CHECKING:
     from llmsweep.power.samples import Telemetry
@@ -215,7 +216,7 @@ def invalid_power_note(power: dict[str, Any]) -> str:
     if power.get("error"):
         note += f" ({power['error']})"
     elif power.get("read_failures"):
-        note += (f" ({power['read_failures']} read(s) of the power backend failed during the job; last: "
+        note += (f" ({count_of(power['read_failures'], 'read')} of the power backend failed during the job; last: "
                  f"{power['read_error']})")
     return note
 

@@ -26,7 +26,7 @@ def test_done_is_read_from_its_home(monkeypatch: pytest.MonkeyPatch, tmp_path: P
     outcomes = [_outcome("a", "valid"), _outcome("b", "smoke"), _outcome("c", "skipped")]
     assert [o.ok for o in outcomes] == [True, False, True]
     line = RunOutcome(tmp_path, "r", outcomes).completeness().splitlines()[0]
-    assert line.startswith("expected 3 job(s), 2 with a valid summary"), line
+    assert line.startswith("expected 3 jobs, 2 with a valid summary"), line
     (art.jobs_dir(tmp_path) / "a").mkdir(parents=True)
     (art.jobs_dir(tmp_path) / "a" / art.SUMMARY_FILE).write_text("{}")
     with pytest.raises(ConfigError) as refused:

@@ -55,8 +55,8 @@ def test_each_kind_of_warning_reads_right_in_the_runs_completeness_lines(tmp_pat
     assert warning_kind(missed) is WarningKind.NOT_MODELLED
     outcomes = [JobOutcome(job_id=j, exp_name=j, status="valid", warnings=[refuses, missed]) for j in ("a", "b")]
     lines = RunOutcome(tmp_path, "r", outcomes).completeness().splitlines()
-    assert f"  2 job(s) ran on the simulator although {refuses}" in lines, lines
-    assert ("  2 job(s) ran on the simulator, which does not model DP attention: it predicts the points without "
+    assert f"  2 jobs ran on the simulator although {refuses}" in lines, lines
+    assert ("  2 jobs ran on the simulator, which does not model DP attention: it predicts the points without "
             "modelling it") in lines, lines
 
 
@@ -90,7 +90,7 @@ def test_a_request_timeout_virtual_time_did_not_apply_is_no_engine_refusal(tmp_p
 
     lines = RunOutcome(tmp_path, "r", [JobOutcome(job_id="a", exp_name="a", status="valid", warnings=[late])]
                        ).completeness().splitlines()
-    assert f"  1 job(s) ran in virtual time, where {late}" in lines, lines
+    assert f"  1 job ran in virtual time, where {late}" in lines, lines
     assert not any("although" in line for line in lines), lines
 
     point = {"id": "r0", "job_id": "a", "verdict": "valid", "valid": True, "reasons": [], "reason": ""}
@@ -112,7 +112,7 @@ def test_a_server_on_no_gpu_is_a_kind_of_its_own_in_every_place_that_says_warnin
     assert one.endswith("per-GPU figures are the whole endpoint's") and "divided by the 8 GPUs" in eight
     lines = RunOutcome(tmp_path, "r", [JobOutcome(job_id=j, exp_name=j, status="valid", warnings=[one])
                                        for j in ("a", "b")]).completeness().splitlines()
-    assert "  2 job(s) ran on no GPU (their launch uses 0): per-GPU figures are the whole endpoint's" in lines, lines
+    assert "  2 jobs ran on no GPU (their launch uses 0): per-GPU figures are the whole endpoint's" in lines, lines
     point = {"id": "r0", "job_id": "a", "verdict": "valid", "valid": True, "reasons": [], "reason": ""}
     groups = verdict_groups([point], [], {"r0": [one]})
     assert groups["no-gpu"]["count"] == 1 and "simulated-only" not in groups

@@ -67,7 +67,7 @@ def test_the_status_names_the_job_its_counters_window_and_the_sweeps_eta() -> No
     eta = progress.state.eta_s()
     assert eta is not None and eta > 0  # 1.5 of 4 jobs done: 2.5 to go
     progress.job_finished("b", "smoke")
-    assert progress.state.status().startswith("2/4 job(s) done")
+    assert progress.state.status().startswith("2/4 jobs done")
 
 
 def test_no_eta_from_a_sliver_of_the_first_window() -> None:
@@ -97,7 +97,7 @@ def test_a_job_owing_its_eval_keeps_its_place_and_counts_once() -> None:
     progress.job_finished("a", "valid")
     progress.job_started("b", 32)
     progress.eval_owed("b")
-    assert progress.state.status().startswith("1/3 job(s) done")
+    assert progress.state.status().startswith("1/3 jobs done")
     progress.job_started("c", 64)
     assert progress.state.status().startswith("job 3/3 conc 64")
     progress.eval_owed("c")
@@ -107,7 +107,7 @@ def test_a_job_owing_its_eval_keeps_its_place_and_counts_once() -> None:
     progress.job_started("c", 64)
     assert progress.state.status().startswith("job 3/3 conc 64")
     progress.job_finished("c", "valid")
-    assert progress.state.status().startswith("3/3 job(s) done")
+    assert progress.state.status().startswith("3/3 jobs done")
 
 
 def test_plain_lines_are_timestamped_phase_changes_at_once_status_throttled() -> None:

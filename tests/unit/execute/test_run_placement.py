@@ -39,7 +39,7 @@ def test_a_simulated_job_is_refused_where_the_executor_would_not_run_it(
     assert done.value.code == 2 and not captured.out, captured.err  # bad input: no table
     # said once for the two jobs, with the fix, and nothing planned into --out or the store
     reason, _, fix = said.partition(" (")
-    assert captured.err.startswith("error: none of the 2 job(s) can run: ") and captured.err.count(reason) == 1
+    assert captured.err.startswith("error: none of the 2 jobs can run: ") and captured.err.count(reason) == 1
     assert f"fix: {fix}" in captured.err
     assert not (tmp_path / "run").exists() and not (tmp_path / "store.sqlite").exists()
 
@@ -70,7 +70,7 @@ def test_a_job_reused_once_and_refused_later_shows_no_borrowed_figures(
     rows = json.loads(captured.out)["jobs"]
     assert [r["verdict"] for r in rows] == ["refused", "refused", "refused"]
     assert all(r["total_tps_per_gpu"] is None for r in rows), rows
-    assert "reused stored results" not in captured.err and "3 expected job(s) without a result" in captured.err
+    assert "reused stored results" not in captured.err and "3 expected jobs without a result" in captured.err
     assert sum("--executor docker would place no server" in str(r["reason"]) for r in rows) == 2
 
 

@@ -240,7 +240,7 @@ def test_a_flood_of_lines_is_summarised(tmp_path: Path) -> None:
     path.write_text("".join(f"line {i}\n" for i in range(1000)))
     got = _LogRelay(path).lines()
     assert len(got) == _LogRelay.MAX_LINES and got[0] == "line 0"
-    assert got[-1] == f"… {1000 - _LogRelay.MAX_LINES + 1} more line(s) in {path}"
+    assert got[-1] == f"… {1000 - _LogRelay.MAX_LINES + 1} more lines in {path}"
 
 
 def test_a_job_running_on_a_node_shows_as_running_with_its_time_so_far(tmp_path: Path) -> None:
@@ -286,7 +286,7 @@ def test_a_job_finished_between_two_looks_is_counted_before_the_next_is_shown_an
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Jobs that start and end between two looks at the queue (a poll interval longer than a job): the worker's
     report named the next job before the driver closed the last, which it numbered as if the last had not run (`job
-    1/3 conc 2` before `1/3 job(s) done`); a job never seen running was not timed, one seen a poll late was timed from
+    1/3 conc 2` before `1/3 jobs done`); a job never seen running was not timed, one seen a poll late was timed from
     then (`sweep ETA 0s` with a job left), and a lane's stale count of its jobs left put a non-zero ETA after the last
     one. Each job is 10 s long on the node (its outcome's seconds): the ETA is counted in those."""
     from llmsweep.execute import artifacts as art
@@ -326,13 +326,13 @@ def test_a_job_finished_between_two_looks_is_counted_before_the_next_is_shown_an
             [group], run_dir, cast(Any, None), event=progress.line)
     assert [o.job_id for o in outcomes] == ["a", "b", "c"]
     lines = [line.split("] ", 1)[1] for line in stream.getvalue().splitlines()]
-    shown = [line for line in lines if re.match(r"(Slurm job 77: \d/3 job\(s\) done|job \d/3 conc)", line)]
+    shown = [line for line in lines if re.match(r"(Slurm job 77: \d/3 jobs done|job \d/3 conc)", line)]
     assert shown == [
         "job 1/3 conc 1 · running · 0s so far",  # nothing done yet to time the sweep by
-        "Slurm job 77: 1/3 job(s) done · sweep ETA 20s",  # b and c left, 10 s each
+        "Slurm job 77: 1/3 jobs done · sweep ETA 20s",  # b and c left, 10 s each
         "job 2/3 conc 2 · measuring · sweep ETA 20s",  # b just seen: its 10 s, then c's
-        "Slurm job 77: 2/3 job(s) done · sweep ETA 10s",
-        "Slurm job 77: 3/3 job(s) done · sweep ETA 0s",
+        "Slurm job 77: 2/3 jobs done · sweep ETA 10s",
+        "Slurm job 77: 3/3 jobs done · sweep ETA 0s",
     ], lines
 
 
@@ -509,13 +509,13 @@ def test_a_worker_killed_mid_job_fails_that_job_with_its_death_and_the_fix_and_t
               "run)")
     assert outcomes["b"].reasons == [
         f"the worker of Slurm job 77 {killed} while this job ran, before it wrote its outcome (Slurm: FAILED on "
-        "node7); its window had begun: 2 record(s) in records.jsonl, cut short, no result"
+        "node7); its window had begun: 2 records in records.jsonl, cut short, no result"
         f"\n--- last 20 lines of {log} ---\njob b: conc 1\nline 39: 4242 Killed  python -m llmsweep.cli.main"
         f"\n  fix: {fix}; then rerun with --resume"]
     assert outcomes["c"].reasons == [
         f"not run: the worker of Slurm job 77 {killed} while it ran job b, before it reached this job (Slurm: FAILED "
         f"on node7); {fix}; then `--resume` runs it"]
-    assert f"Slurm job 77 ended FAILED: its worker {killed} while it ran job b; 1 of 3 job(s) finished, 1 died " \
+    assert f"Slurm job 77 ended FAILED: its worker {killed} while it ran job b; 1 of 3 jobs finished, 1 died " \
         f"with the worker, 1 not run — {fix}; then rerun with --resume to run the rest" in said, said
     # the report groups them by cause: the job it died in apart from the one it never reached
     from llmsweep.execute.failure_text import failure_gist

@@ -49,7 +49,7 @@ def test_a_newer_engine_is_said_and_labelled_not_refused() -> None:
     said = drift.warning()
     assert "(the python that ran it has it installed)" in said and "(the same verdicts at 0.5.17)" in said
     assert warning_kind(said) is WarningKind.ENGINE_VERSION
-    assert ran_on_the_simulator(2, said).startswith("2 job(s) ran on another engine version: the recipe declares")
+    assert ran_on_the_simulator(2, said).startswith("2 jobs ran on another engine version: the recipe declares")
 
     prov = _provenance(job, spec, ServerGroup(id="g", spec=spec, jobs=[job]), {}, drift=drift)
     assert prov["launch"]["engine_version"] == "0.5.17" and prov["launch"]["engine_version_declared"] == "0.5.16"

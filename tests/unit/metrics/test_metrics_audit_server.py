@@ -85,7 +85,7 @@ def test_a_damaged_scrape_line_inside_the_file_is_warned_about_and_one_without_i
     path.write_text("\n".join(lines) + "\n")
     out = summarise_server(path, start=0.5, end=1.5)
     assert out["tokens"]["prompt_total"] == 30 and out["scrapes"] == 2
-    assert any(w.startswith("2 line(s) of the /metrics scrapes are not readable scrapes") for w in out["warnings"])
+    assert any(w.startswith("2 lines of the /metrics scrapes are not readable scrapes") for w in out["warnings"])
     torn = tmp_path / "torn.jsonl"
     torn.write_text("\n".join([lines[0], lines[3]]) + '\n{"t": 2.0, "samp')
     assert summarise_server(torn, start=0.5, end=1.5)["warnings"] == []

@@ -304,7 +304,7 @@ def test_a_damaged_line_inside_the_records_file_is_counted_and_invalidates_the_p
     summary = summarise(path, gpus=1)
     assert summary.requests.unreadable == 1 and summary.requests.successful == 20
     assert summary.validity.verdict == "invalid"
-    assert any("1 line(s) of records.jsonl are not readable records" in r for r in summary.validity.reasons)
+    assert any("1 line of records.jsonl is not a readable record" in r for r in summary.validity.reasons)
     whole = summarise(records, gpus=1)  # the torn last line alone is a killed run's, not counted
     assert whole.requests.unreadable == 0 and whole.validity.verdict != "invalid"
     path.write_bytes(b"".join(lines) + b"{\"torn")

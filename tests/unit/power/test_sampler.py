@@ -200,4 +200,4 @@ def test_a_backend_failing_mid_job_says_why_the_power_has_a_gap(clock: Clock, tm
     summary_block = PowerBlock.model_validate(failed)
     assert summary_block.read_failures == 40
     assert invalid_power_note(failed).endswith(
-        "(40 read(s) of the power backend failed during the job; last: fake: NVML_ERROR_GPU_IS_LOST)")
+        "(40 reads of the power backend failed during the job; last: fake: NVML_ERROR_GPU_IS_LOST)")
