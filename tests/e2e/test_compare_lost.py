@@ -39,14 +39,14 @@ def test_a_point_whose_job_b_ran_without_a_result_is_a_regression_not_only_in_a(
     assert sorted(p["job_id"] for p in doc["lost"]) == a_jobs and doc["only_a"] == []
     assert all(p["b_status"] == "refused" and "does not fit" in p["b_reasons"][0] for p in doc["lost"])
     assert sorted(doc["verdict"]["lost"]) == a_jobs
-    assert any("B ran 2 of A's valid point(s) without a result" in n for n in doc["notes"])
+    assert any("B ran 2 of A's valid points without a result" in n for n in doc["notes"])
 
     table = _cli("compare", tmp_path / "a", tmp_path / "b", "--store", store).stdout
-    assert "B ran A's valid point(s) without a result (a regression): refused (" in table
+    assert "B ran A's valid points without a result (a regression): refused (" in table
     assert "only in A" not in table
     # the pull request's verdict counts them where it counts the regressions, not only in a note below
     md = _cli("compare", "--baseline", tmp_path / "a", tmp_path / "b", "--store", store, "--format",
               "markdown").stdout
-    assert "over 0 matched point(s), and **2 point(s) lost** (B ran them without a result" in md, md[:800]
+    assert "over 0 matched points, and **2 points lost** (B ran them without a result" in md, md[:800]
     gate = _cli("compare", tmp_path / "a", tmp_path / "b", "--store", store, "--fail-on-regression", ok=1)
-    assert "2 point(s) B ran without a result where A's is valid" in gate.stderr
+    assert "2 points B ran without a result where A's is valid" in gate.stderr

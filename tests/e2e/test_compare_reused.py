@@ -63,7 +63,7 @@ def test_a_baseline_that_stood_its_jobs_on_stored_results_compares_as_the_points
     assert len(doc["matched"]) == 2 and doc["only_a"] == doc["only_b"] == []
     assert all(m["a"][0]["run_id"] == first for m in doc["matched"])
     assert not any("has no result" in n or "more than once" in n for n in doc["notes"])  # not A's history too
-    assert any(f"stood 2 job(s) on stored results of run(s) {first}" in n for n in doc["notes"]), doc["notes"]
+    assert any(f"stood 2 jobs on stored results of run {first}" in n for n in doc["notes"]), doc["notes"]
     # --no-history with two folders opens the store still: the baseline's points are in it
     quiet = json.loads(_cli("compare", tmp_path / "a", tmp_path / "b", "--store", store, "--no-history",
                             "--json").stdout)

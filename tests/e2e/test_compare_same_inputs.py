@@ -48,7 +48,7 @@ def test_two_virtual_time_runs_of_identical_inputs_are_said_to_be_equal_by_const
     assert [(p["verdict"], p["called"], p["why"]) for p in doc["verdict"]["points"]] == [
         ("no change", False, "A and B ran the same inputs on the simulator in virtual time: equal by construction")] * 2
     (note,) = [n for n in doc["notes"] if "the same inputs" in n]
-    assert "2 compared point(s)" in note and "deterministic" in note, note
+    assert "2 compared points" in note and "deterministic" in note, note
     assert not any(n.startswith("no repeats") for n in doc["notes"])  # no band was wanted: none is missing
     table = _cli("compare", runs["a"], runs["b"], "--no-history").stdout
     assert "same inputs" in table and "within-run" not in table

@@ -30,6 +30,7 @@ from support.synthetic import (
 
 from llmsweep.metrics.model import PowerBlock, Summary
 from llmsweep.report import write_report
+from llmsweep.words import count_of
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
@@ -140,7 +141,7 @@ def test_dashboard_in_headless_chromium(driver, report_html: Path, tmp_path: Pat
     invalid = drv.find_elements(By.CSS_SELECTOR, "#chart .marker.invalid")
     assert len(invalid) == 1 and invalid[0].get_attribute("data-valid") == "0"
     assert len(drv.find_elements(By.CSS_SELECTOR, "#chart polyline.frontier")) == 3
-    assert "1 job(s) without a result" in drv.find_element(By.ID, "banner-failed").text
+    assert "1 job without a result" in drv.find_element(By.ID, "banner-failed").text
     assert len(drv.find_elements(By.CSS_SELECTOR, "#points-table tbody tr[data-id]")) == 10
 
     # The default x axis is P90 E2E-normalised interactivity; switching to concurrency moves every point.
@@ -226,7 +227,7 @@ def test_dashboard_explains_its_verdicts(driver, report_html: Path, tmp_path: Pa
     assert "profile window 1–2 s is shorter than 900 s" in line.text and "conc 1, 4" in line.text
     assert "realised TP 4 differs" in drv.find_element(By.ID, "banner-invalid").text
     refused = drv.find_element(By.ID, "banner-refused")
-    assert "1 job(s) refused" in refused.text and REFUSED_WHY in refused.text
+    assert "1 job refused" in refused.text and REFUSED_WHY in refused.text
 
     # Every plotted point is labelled with its concurrency and its request count.
     markers = drv.find_elements(By.CSS_SELECTOR, "#chart .marker")
@@ -283,7 +284,7 @@ def test_points_without_gpu_power_have_a_banner_that_says_why(driver, report_htm
     _open(driver, report_html)
     banner = driver.find_element(By.ID, "banner-power")
     assert banner.get_attribute("data-count") == "2"
-    assert "2 point(s) have no GPU power" in banner.text
+    assert "2 points have no GPU power" in banner.text
     (line,) = banner.find_elements(By.CSS_SELECTOR, "ul.reasons li")
     assert line.get_attribute("data-count") == "2" and NO_POWER_WHY in line.text
     # two series: each named with its concurrency (a bare `conc 1, 16` could be any of the three series')
@@ -299,7 +300,7 @@ def test_an_empty_run_says_so_once(driver, empty_report_html: Path, tmp_path: Pa
     drv = driver
     _open(drv, empty_report_html)
     banner = drv.find_element(By.ID, "empty-banner").text
-    assert "No result in this run: 9 expected job(s), 9 without a result" in banner
+    assert "No result in this run: 9 expected jobs, 9 without a result" in banner
     failed = drv.find_element(By.ID, "banner-failed")
     (line,) = failed.find_elements(By.CSS_SELECTOR, "li")  # nine identical errors, one line
     assert line.get_attribute("data-count") == "9" and "×9" in line.text and EMPTY_WHY in line.text
@@ -509,7 +510,7 @@ def test_points_reused_from_an_earlier_run_are_drawn_and_say_which_run(driver, t
     assert now.tag_name == "circle"
     assert "reused from earlier runs" in drv.find_element(By.ID, "run-meta").text
     banner = drv.find_element(By.ID, "banner-reused").text
-    assert "3 job(s) not run" in banner and "drawn as diamonds" in banner and "run earlier-run" in banner
+    assert "3 jobs not run" in banner and "drawn as diamonds" in banner and "run earlier-run" in banner
 
     rows = {r.get_attribute("data-id"): r
             for r in drv.find_elements(By.CSS_SELECTOR, "#points-table tbody tr[data-id]")}
@@ -555,7 +556,7 @@ def test_a_failed_eval_line_names_a_drawn_point_and_an_eval_only_job_alike(drive
         path.write_text(json.dumps(summary.dump()), encoding="utf-8")
     _open(driver, write_report(run.path, tmp_path / "report", png=False).html)
     (line,) = driver.find_elements(By.CSS_SELECTOR, "#banner-eval-failed li")
-    assert line.text.startswith("×2") and "conc 4 and" in line.text and "1 more job(s)" in line.text, line.text
+    assert line.text.startswith("×2") and "conc 4 and" in line.text and "1 more job" in line.text, line.text
     assert "eval-only-conc16" in line.find_element(By.CSS_SELECTOR, "details .ids").get_attribute("textContent")
     assert _errors(driver) == []
 
@@ -580,7 +581,7 @@ def test_a_run_of_evals_only_says_so_and_banners_the_eval_that_did_not_pass(driv
     assert "1 eval, 1 did not pass" in driver.find_element(By.ID, "run-meta").text
     assert "the run's results are evals (1 eval" in driver.find_element(By.ID, "chart-empty").text
     banner = driver.find_element(By.ID, "banner-eval-failed")
-    assert "1 eval(s) did not pass" in banner.text and "below the threshold 0.90" in banner.text
+    assert "1 eval did not pass" in banner.text and "below the threshold 0.90" in banner.text
     assert driver.find_element(By.ID, "evals").is_displayed()
     # a count of samples is whole (it read 4.00)
     assert driver.find_element(By.CSS_SELECTOR, '#evals-table td[data-col="n_samples"]').text == "4"
@@ -675,7 +676,7 @@ def test_a_run_that_reused_every_job_says_so_in_one_banner_line(driver, tmp_path
     run = write_reusing_run(tmp_path, store, measured_concs=())
     _open(driver, write_report(run.path, tmp_path / "report", png=False, store=store if drawn else None).html)
     banner = driver.find_element(By.ID, "banner-reused")
-    assert "3 job(s) not run" in banner.text and "measured now" not in banner.text, banner.text
+    assert "3 jobs not run" in banner.text and "measured now" not in banner.text, banner.text
     (line,) = banner.find_elements(By.CSS_SELECTOR, "ul.reasons li")
     assert line.get_attribute("data-count") == "3" and "reused the valid result of run earlier-run" in line.text
 
@@ -695,7 +696,7 @@ def test_the_drill_down_of_a_point_whose_records_are_cut_short_says_they_are_inc
     WebDriverWait(drv, 30).until(lambda d: d.find_element(By.TAG_NAME, "body").get_attribute("data-ready") == "1")
     from llmsweep.results.point import result_id_for
 
-    said = {0: "records.jsonl is incomplete: 1 line(s) not JSON", 2: "records.jsonl is unreadable: none of its 2"}
+    said = {0: "records.jsonl is incomplete: 1 line not JSON", 2: "records.jsonl is unreadable: none of its 2"}
     for n, job in enumerate(run.jobs):
         incomplete = n in said
         marker = drv.find_element(By.CSS_SELECTOR, f'#chart .marker[data-id="{result_id_for(run.run_id, job.job_id)}"]')
@@ -771,7 +772,7 @@ def test_a_point_partly_reused_is_drawn_once_and_says_which_repeats_came_from_wh
     reused = [c.text for c in drv.find_elements(By.CSS_SELECTOR,
                                                 '#points-table tbody tr[data-id] td[data-col="reused"]')]
     assert reused == [f"run {first_id}"] * 2, reused
-    assert "2 point(s) measured now in part" in drv.find_element(By.ID, "banner-reused").text
+    assert "2 points measured now in part" in drv.find_element(By.ID, "banner-reused").text
     assert _errors(drv) == []
 
 
@@ -1044,10 +1045,10 @@ def test_a_means_drill_down_counts_its_requests_as_its_timeline_does(driver, tmp
         total = sum(r.successful for r in counts.values())
         if point["repeats"]:
             assert total == 3 * drawn.successful == point["requests"]["successful"]
-            assert (f"{total} request(s) measured over its 3 repeats, {drawn.successful} of them by result "
+            assert (f"{count_of(total, 'request')} measured over its 3 repeats, {drawn.successful} of them by result "
                     f"{point['id']} (the timeline below)") in badge, badge
         else:
-            assert f"· {drawn.successful} request(s) measured" in badge and "repeats" not in badge, badge
+            assert f"· {count_of(drawn.successful, 'request')} measured" in badge and "repeats" not in badge, badge
     assert _errors(driver) == []
 
 

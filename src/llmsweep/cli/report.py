@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from llmsweep.cli.options import PathValue, json_option, option, out_option, store_option
+from llmsweep.words import count_of
 from llmsweep.writable import refuse_unwritable
 
 
@@ -65,22 +66,23 @@ def report(run: str, out: Path | None, no_png: bool, overlays: tuple[str, ...], 
     smoke = f", {files.smoke} smoke" if files.smoke else ""
     drawn = "drawn" if files.reused_drawn == files.reused else f"{files.reused_drawn} drawn"
     reused = f", {files.reused} reused from earlier runs ({drawn})" if files.reused else ""
-    beside = f"; {files.overlaid} point(s) of other runs drawn beside them" if files.overlaid else ""
+    beside = f"; {count_of(files.overlaid, 'point')} of other runs drawn beside them" if files.overlaid else ""
     failed = f" ({files.evals_failed} did not pass)" if files.evals_failed else ""
-    evals = f", {files.evals} eval(s){failed}" if files.evals else ""
-    click.echo(f"{files.points} point(s), {files.invalid} invalid, {files.missing} missing{refused}{smoke}{reused}"
+    evals = f", {count_of(files.evals, 'eval')}{failed}" if files.evals else ""
+    click.echo(f"{count_of(files.points, 'point')}, {files.invalid} invalid, {files.missing} "
+               f"missing{refused}{smoke}{reused}"
                f"{evals}{beside}")
     if files.empty:
         click.echo(f"{files.empty}" + (" The reasons are in the summary and the dashboard." if files.missing else ""))
     click.echo(f"dashboard: {files.html}")
     click.echo(f"summary:   {files.markdown}")
     if files.pngs:
-        click.echo(f"plots:     {len(files.pngs)} PNG(s) in {files.out_dir}")
+        click.echo(f"plots:     {count_of(len(files.pngs), 'PNG')} in {files.out_dir}")
     elif not no_png:
         click.echo("plots:     skipped (matplotlib not installed: pip install matplotlib)")
     if files.stale_pngs:
         redraw = "drop --no-png" if no_png else "install matplotlib"  # what left this report without plots
-        click.echo(f"plots:     removed {len(files.stale_pngs)} outdated PNG(s) of an earlier report from "
+        click.echo(f"plots:     removed {count_of(len(files.stale_pngs), 'outdated PNG')} of an earlier report from "
                    f"{files.out_dir} (they drew its numbers; {redraw} to draw this report's)")
 
 

@@ -26,6 +26,7 @@ from llmsweep.cli.options import (
 )
 from llmsweep.cli.tables import Column, break_long_words, plain, print_tables, table_console
 from llmsweep.errors import ResultError, ResultInputError
+from llmsweep.words import count_of, noun
 from llmsweep.writable import refuse_unwritable
 
 if TYPE_CHECKING:
@@ -59,9 +60,10 @@ def ingest(runs: tuple[Path, ...], force: bool, store_path: Path | None) -> None
     drop stored results is refused unless --force)."""
     from llmsweep.results.rundir import load_run
 
-    with saying(f"reading {len(runs)} run folder(s)"):  # every folder read (a `bench` or job folder refused) first
+    # every folder read (a `bench` or job folder refused) first
+    with saying(f"reading {count_of(len(runs), 'run folder')}"):
         loaded = [load_run(run) for run in runs]
-    with _open(store_path, readonly=False) as store, saying(f"storing {len(loaded)} run(s) in {store.path}"):
+    with _open(store_path, readonly=False) as store, saying(f"storing {count_of(len(loaded), 'run')} in {store.path}"):
         if not force:  # every run checked before any is written: a refusal changes nothing
             for run in loaded:
                 store.refuse_dropping(run)
@@ -69,12 +71,13 @@ def ingest(runs: tuple[Path, ...], force: bool, store_path: Path | None) -> None
             rep = store.ingest_run(run, replace=force)
             extra = ""
             if len(rep.jobs_without_result) > len(rep.unread):
-                extra += f", {len(rep.jobs_without_result) - len(rep.unread)} job(s) without summary"
+                extra += f", {count_of(len(rep.jobs_without_result) - len(rep.unread), 'job')} without summary"
             if rep.unread:
-                extra += f", {len(rep.unread)} summary(ies) not read"
+                extra += f", {count_of(len(rep.unread), 'summary', 'summaries')} not read"
             if rep.missing_expected:
-                extra += f", {len(rep.missing_expected)} expected job(s) missing"
-            click.echo(f"{'re-ingested' if rep.replaced else 'ingested'} {rep.run_id}: {rep.results} result(s){extra}"
+                extra += f", {count_of(len(rep.missing_expected), 'expected job')} missing"
+            click.echo(f"{'re-ingested' if rep.replaced else 'ingested'} {rep.run_id}: "
+                       f"{count_of(rep.results, 'result')}{extra}"
                        f" → {store.path}")
             for why in rep.unread:
                 click.echo(f"warning: not stored: {why}", err=True)
@@ -354,7 +357,8 @@ def frontier(run: str | None, run_id: str | None, x_axis: str, mix_sources: bool
 
         sources = sorted({str(r.get("run_id")) for r in reused_of(meta).values()})
         no_frontier[""] = f"run {resolved} has no result: no frontier" + (
-            f" — its {len(reused_of(meta))} job(s) stood on stored results of run(s) {', '.join(sources)} "
+            f" — its {count_of(len(reused_of(meta)), 'job')} stood on stored results of {noun(len(sources), 'run')} "
+            f"{', '.join(sources)} "
             f"(`run --reuse`): `llmsweep results frontier {sources[0]}`" if sources else "")
     for key, ids in fronts.items():
         if not ids:  # no point of the series is valid with the axis's value (smoke never stands on a frontier)
@@ -431,14 +435,14 @@ def export(run_id: str | None, fmt: str, out: Path | None, force: bool, include_
             if fmt == "inferencex":  # but a point the run measured in part is the mean of every repeat it stands on
                 stood_on = list(reused_points_of(store, meta, run_id).values())
         warned = store.job_warnings(p.run_id for p in [*points, *stood_on])
-    with saying(f"exporting {len(points)} result(s) as {fmt}"):
+    with saying(f"exporting {count_of(len(points), 'result')} as {fmt}"):
         text = export_points(points, fmt, include_unpublished=include_unpublished, warnings=warned, stood_on=stood_on)
-    kinds: dict[str, tuple[RowKind, str]] = {"inferencex": ("throughput", "point(s)"),
-                                             "inferencex-evals": ("eval", "eval row(s)")}
+    kinds: dict[str, tuple[RowKind, str]] = {"inferencex": ("throughput", "point"),
+                                             "inferencex-evals": ("eval", "eval row")}
     rows = kinds.get(fmt)
     if rows is not None and not include_unpublished and (skipped := left_out(points, rows[0])):
         what = ", ".join(f"{n} {why}" for why, n in sorted(skipped.items()))
-        click.echo(f"left out {sum(skipped.values())} {rows[1]} InferenceX does not publish ({what}); "
+        click.echo(f"left out {count_of(sum(skipped.values()), rows[1])} InferenceX does not publish ({what}); "
                    "--include-unpublished exports them marked failed", err=True)
     if out is None:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
@@ -465,15 +469,15 @@ def import_cmd(file: Path, force: bool, store_path: Path | None) -> None:
         done = import_into(store, file, parsed, force=force)
     rows = ", ".join(map(str, parsed.copies[:10])) + (f" and {len(parsed.copies) - 10} more"
                                                       if len(parsed.copies) > 10 else "")
-    copies = (f"; {len(parsed.copies)} duplicate row(s) skipped (row(s) {rows}: the same content as an earlier row, "
-              "stored once)") if parsed.copies else ""
+    copies = (f"; {count_of(len(parsed.copies), 'duplicate row')} skipped ({noun(len(parsed.copies), 'row')} {rows}: "
+              "the same content as an earlier row, stored once)") if parsed.copies else ""
     if done.already:
         jobs = ", ".join(f"{run}/{job}" for run, job in done.already[:5]) + (
             f" and {len(done.already) - 5} more" if len(done.already) > 5 else "")
-        copies += (f"; {len(done.already)} result(s) already stored, skipped ({jobs}: the store holds each whole, "
-                   "its throughput and its eval, from an earlier import of the JSON export)")
+        copies += (f"; {count_of(len(done.already), 'result')} already stored, skipped ({jobs}: the store holds each "
+                   "whole, its throughput and its eval, from an earlier import of the JSON export)")
     run_ids = done.run_ids
-    click.echo(f"imported {done.stored} result(s) as run{'s' if len(run_ids) > 1 else ''} {', '.join(run_ids)}"
+    click.echo(f"imported {count_of(done.stored, 'result')} as {noun(len(run_ids), 'run')} {', '.join(run_ids)}"
                f"{copies}")
 
 
@@ -595,14 +599,16 @@ def compare(runs: tuple[str, ...], baseline: str | None, fmt: str | None, repeat
     if stood_a:  # A's points that are stored results of other runs: said, as its dashboard marks them
         sources = sorted({p.run_id for p in stood_a})
         comp = dataclasses.replace(comp, notes=(*comp.notes, (
-            f"A ({label_a}) stood {len(stood_a)} job(s) on stored results of run(s) {', '.join(sources)} (`run "
+            f"A ({label_a}) stood {count_of(len(stood_a), 'job')} on stored results of {noun(len(sources), 'run')} "
+            f"{', '.join(sources)} (`run "
             "--reuse`): they are A's points here, as its dashboard draws them")))
     a_ids = {p.result_id for p in pa}  # B's jobs that stand on what A stands on are reused from A, said as such
     stood_elsewhere = [run for run, result_id in elsewhere.values() if run != label_a and result_id not in a_ids]
     if stood_elsewhere:  # B stood jobs on results of a third run: compared nowhere here, so said where they are
         others, n = sorted(set(stood_elsewhere)), len(stood_elsewhere)
         comp = dataclasses.replace(comp, notes=(*comp.notes, (
-            f"B ({label_b}) stood {n} job(s) on stored results of run(s) {', '.join(others)} (`run --reuse`), not "
+            f"B ({label_b}) stood {count_of(n, 'job')} on stored results of {noun(len(others), 'run')} "
+            f"{', '.join(others)} (`run --reuse`), not "
             f"on A's: this comparison leaves them out (`llmsweep compare {a} {others[0]}` compares them)")))
     if markdown is not None:
         from llmsweep.report.markdown import comparison_markdown
@@ -625,7 +631,8 @@ def compare(runs: tuple[str, ...], baseline: str | None, fmt: str | None, repeat
         # every point it could pair was refused (sources differ, two configurations of a point): a gate that compared
         # nothing passed in silence, and a baseline of the wrong kind let every change through
         reasons = "; ".join(dict.fromkeys(s.reason for s in comp.skipped))
-        raise ResultError(f"nothing was compared: {len(comp.skipped)} result(s) were not compared ({reasons})",
+        raise ResultError(f"nothing was compared: {count_of(len(comp.skipped), 'result')} "
+                          f"{'was' if len(comp.skipped) == 1 else 'were'} not compared ({reasons})",
                           fix="compare with a baseline of the same source and configuration (or pass --mix-sources "
                               "to compare across sources on purpose)")
     if fail_on_regression and (comp.regressions or comp.invalidated or comp.lost):
@@ -633,10 +640,12 @@ def compare(runs: tuple[str, ...], baseline: str | None, fmt: str | None, repeat
         from llmsweep.results.verdict import verdict_counts
 
         points = verdict_counts(comp)["regression"] or len({id(point) for point, _ in comp.regressions})
-        said = [f"{points} point(s) regressed beyond run-to-run noise ({len(comp.regressions)} metric(s))"] \
+        said = [f"{count_of(points, 'point')} regressed beyond run-to-run noise "
+                f"({count_of(len(comp.regressions), 'metric')})"] \
             if comp.regressions else []
-        said += [f"{len(comp.invalidated)} point(s) B measured invalid where A's is valid"] if comp.invalidated else []
-        said += [f"{len(comp.lost)} point(s) B ran without a result where A's is valid"] if comp.lost else []
+        said += [f"{count_of(len(comp.invalidated), 'point')} B measured invalid where A's is valid"] \
+            if comp.invalidated else []
+        said += [f"{count_of(len(comp.lost), 'point')} B ran without a result where A's is valid"] if comp.lost else []
         where = "the verdict above" if fmt == "markdown" else "the table above"
         raise ResultError(", ".join(said),
                           fix=f"inspect {where}" + ("; re-run with more repeats if the band is wide"
@@ -717,7 +726,7 @@ def _print_comparison(comp: Any, reused: frozenset[str] = frozenset()) -> None:
     gone = {x.point.result_id for x in comp.lost}  # A's points B ran without a result: said apart, in red
     only_a = [p for p in only_a if p.result_id not in gone]
     for line in lost_lines(comp.lost):
-        con.print(f"[red]B ran A's valid point(s) without a result[/] (a regression): {line}")
+        con.print(f"[red]B ran A's valid {noun(len(comp.lost), 'point')} without a result[/] (a regression): {line}")
     for title, pts in (("reused by B from A, not measured again", taken), ("only in A", only_a),
                        ("only in B", comp.only_b)):
         if pts:  # an id wider than the console breaks at its `_`/`-` joints, never mid-name
@@ -733,4 +742,4 @@ def _print_comparison(comp: Any, reused: frozenset[str] = frozenset()) -> None:
         if only_a and comp.only_b:
             con.print("[red]no point of A matches a point of B[/] (identity must match exactly; see --ignore)")
     elif not comp.matched:
-        con.print("[red]nothing compared[/]: every point that matches was left out, for the reason(s) above")
+        con.print("[red]nothing compared[/]: every point that matches was left out, for the reasons above")

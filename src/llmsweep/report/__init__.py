@@ -20,6 +20,7 @@ from llmsweep.report.markdown import run_summary_markdown
 from llmsweep.report.plots import PNG_PATTERN, write_pngs
 from llmsweep.results.point import ResultPoint, points_from_run
 from llmsweep.results.rundir import RunDir, load_run
+from llmsweep.words import count_of
 
 _OUT = _flag("out")
 
@@ -130,7 +131,7 @@ def remove_stale_pngs(out: Path, keep: Sequence[Path] = ()) -> list[Path]:
                 from exc
         removed.append(path)
     if removed:
-        log.info("removed %d outdated PNG plot(s) from %s", len(removed), out)
+        log.info("removed %s from %s", count_of(len(removed), "outdated PNG plot"), out)
     return removed
 
 

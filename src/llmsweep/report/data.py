@@ -33,7 +33,7 @@ from llmsweep.results.point import ResultPoint, stood_on
 from llmsweep.results.repeats import Repeats, combine_repeats
 from llmsweep.results.rundir import JobArtifacts, RecordedOutcome, RunDir, known_outcomes, read_outcome
 from llmsweep.sim_warnings import WarningKind, warning_kind
-from llmsweep.words import count_of
+from llmsweep.words import count_of, noun
 
 _OUT = _flag("out")
 _STORE = _flag("store")
@@ -283,9 +283,10 @@ def records_note(read: int, skipped: int) -> str | None:
     if not skipped:
         return None
     if not read:
-        return (f"{RECORDS_FILE} is unreadable: none of its {skipped} line(s) is JSON (corrupt?), so these charts "
-                "have no request data; the point's figures are its summary's.")
-    return (f"{RECORDS_FILE} is incomplete: {skipped} line(s) not JSON (cut short?) were skipped, so these charts "
+        return (f"{RECORDS_FILE} is unreadable: none of its {count_of(skipped, 'line')} is JSON (corrupt?), so these "
+                "charts have no request data; the point's figures are its summary's.")
+    return (f"{RECORDS_FILE} is incomplete: {count_of(skipped, 'line')} not JSON (cut short?) "
+            f"{noun(skipped, 'was', 'were')} skipped, so these charts "
             "miss requests the point measured.")
 
 
@@ -511,7 +512,7 @@ def empty_message(n_points: int, missing: Sequence[dict[str, str]]) -> str | Non
     bits = [f"{n} {what}" for n, what in ((refused, "refused"), (failed, "without a result"),
                                           (reused, "reused from earlier runs")) if n]
     # where the reasons are is each view's to say (below on the page and in summary.md; not on a PNG or the CLI)
-    return f"No result in this run: {len(missing)} expected job(s), {' and '.join(bits)}."
+    return f"No result in this run: {count_of(len(missing), 'expected job')}, {' and '.join(bits)}."
 
 
 def run_counts(run_id: str, drawn: Sequence[dict[str, Any]], series: Sequence[dict[str, Any]],
@@ -557,7 +558,8 @@ def headline(counts: Mapping[str, Any]) -> str:
                     + ("" if counts["points"] else " (no throughput point: the run's results are evals)"))
     bits.append(f"source: {'; '.join(counts['source_words']) or '–'}")
     if counts["overlaid"]:  # drawn beside the run's own, never counted as its points
-        bits.append(f"+{counts['overlaid']} point(s) of other runs overlaid in {counts['overlaid_series']} series")
+        bits.append(f"+{count_of(counts['overlaid'], 'point')} of other runs overlaid in {counts['overlaid_series']} "
+                    "series")
     return " · ".join(bits)
 
 

@@ -16,6 +16,7 @@ from llmsweep.results.compare import Comparison, MetricDelta, apart_words
 from llmsweep.results.pareto import NORTH_STAR_X
 from llmsweep.results.repeats import describe_repeats
 from llmsweep.results.verdict import reused_from_baseline
+from llmsweep.words import count_of
 
 _REQUEST_TIMEOUT = _flag("request_timeout")
 _REUSE = _flag("reuse")
@@ -158,7 +159,7 @@ def run_summary_markdown(payload: Mapping[str, Any]) -> str:
                       for g in group["reasons"]]
     for kind, head in WARNING_HEADS.items():
         if warned := payload.get("verdicts", {}).get(kind):
-            lines += ["", f"### {head} ({warned['count']} point(s))", ""]
+            lines += ["", f"### {head} ({count_of(warned['count'], 'point')})", ""]
             lines += [f"- ×{g['count']} {g['reason']} — {which_points(g['ids'], by_id, series)}"
                       for g in warned["reasons"]]
     unrecorded = payload.get("power_unrecorded") or []

@@ -14,6 +14,7 @@ from llmsweep.results.verdict import (
     uncalled_why,
     verdict_counts,
 )
+from llmsweep.words import count_of, noun
 
 MARK = {"improvement": "✅ improvement", "regression": "❌ regression", "no change": "➖ no change"}
 
@@ -26,13 +27,15 @@ def verdict_markdown(comp: Comparison, success: SuccessRate,
     counts = verdict_counts(comp)
     rate = "–" if success.rate is None else f"{success.rate:.1%}"
     lines = [f"## llmsweep verdict: {side_heading(comp, 'b')} against baseline {side_heading(comp, 'a')}", "",
-             f"**{counts['regression']} regression(s), {counts['improvement']} improvement(s), "
-             f"{counts['no change']} without change** over {len(comp.matched)} matched point(s)"
+             f"**{count_of(counts['regression'], 'regression')}, {count_of(counts['improvement'], 'improvement')}, "
+             f"{counts['no change']} without change** over {count_of(len(comp.matched), 'matched point')}"
              # A's valid points B ran without a result: regressions too, which the gate fails on (`lost_by_b`)
-             + (f", and **{len(comp.lost)} point(s) lost** (B ran them without a result: each a regression, named "
+             + (f", and **{count_of(len(comp.lost), 'point')} lost** (B ran {noun(len(comp.lost), 'it', 'them')} "
+                "without a result: each a regression, named "
                 "in the note below)" if comp.lost else "")
-             + (f", **{len(comp.skipped)} result(s) not compared** (listed below)" if comp.skipped else "") + ". "
-             f"Sweep success rate: **{rate}** ({success.success}/{success.total} jobs).", ""]
+             + (f", **{count_of(len(comp.skipped), 'result')} not compared** (listed below)" if comp.skipped
+                else "") + ". "
+             f"Sweep success rate: **{rate}** ({success.success}/{success.total} {noun(success.total, 'job')}).", ""]
     lines += [f"> {n}" for n in comp.notes]
     head = ["Point", "Verdict", *(HOT_BY_NAME[m].header for m in metrics)]
     lines += ["", _row(head), _row(["---"] * len(head))]

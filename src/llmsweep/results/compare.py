@@ -42,6 +42,7 @@ from llmsweep.results.identity import TOPOLOGY_FIELDS
 from llmsweep.results.point import ResultPoint, build_unknown, configuration_keys, configurations, telling_apart
 from llmsweep.results.repeats import finite_mean, mean_of
 from llmsweep.results.samples import Samples, load_samples
+from llmsweep.words import count_of, noun
 
 _MIX_SOURCES = _flag("mix_sources")
 _REPEATS = _flag("repeats")
@@ -436,7 +437,8 @@ def compare_points(
                          "describe a window below the scenario's minimum")
     if cache.sliced:  # its records are a slice: the summary's figures stand, their sampling noise is not known
         sliced = sorted({f"{p.run_id}/{p.job_id}" for p in cache.sliced.values()})
-        notes.append(f"{len(sliced)} result(s) keep other requests than their summary measured (records.jsonl is "
+        notes.append(f"{count_of(len(sliced), 'result')} {noun(len(sliced), 'keeps', 'keep')} other requests than "
+                     f"{noun(len(sliced), 'its', 'their')} summary measured (records.jsonl is "
                      "a slice, as evidence packed for a repository is, or not the records the summary was computed "
                      f"from): no within-run band from them ({', '.join(sliced)})")
     for side, label, points in (("A", label_a, a), ("B", label_b, b)):  # not "no point matches: see --ignore"
@@ -459,10 +461,12 @@ def compare_points(
     if ignored:
         notes.append(f"points matched ignoring: {', '.join(sorted(ignored))}")
     if twice:
-        notes.append(f"{len(twice)} result(s) were given more than once (A or B again in --repeats-from or "
+        notes.append(f"{count_of(len(twice), 'result')} {noun(len(twice), 'was', 'were')} given more than once (A or B "
+                     "again in --repeats-from or "
                      "--b-repeats-from, or one run named twice): each is one run, counted once")
     if replayed:
-        notes.append(f"{replayed} virtual-time result(s) ran a configuration and seed another compared result ran: "
+        notes.append(f"{count_of(replayed, 'virtual-time result')} ran a configuration and seed another compared "
+                     "result ran: "
                      "the simulator's core is deterministic, so each is that result again, counted once (a repeat "
                      f"draws its own sample: `run {_REPEATS}`, or another workload seed)")
     for m in matched:  # a result that is the mean of N runs: its count and spread are in the band, said
@@ -474,7 +478,8 @@ def compare_points(
     if same_inputs := [m for m in matched if m.same_inputs]:
         differ = [f"{m.label} ({', '.join(d.metric for d in m.deltas if d.delta)})" for m in same_inputs
                   if any(d.delta for d in m.deltas)]
-        notes.append(f"{len(same_inputs)} compared point(s) ran the same inputs on the simulator in virtual time on "
+        notes.append(f"{count_of(len(same_inputs), 'compared point')} ran the same inputs on the simulator in virtual "
+                     "time on "
                      "both sides (the same reuse key: recipe, launch, workload and seed, simulator code and catalogs): "
                      "its core is deterministic, so B's figures are A's again — no noise band, and no change by "
                      "construction, not by measurement (a change to the simulator or the recipe gives other inputs)"
@@ -497,8 +502,9 @@ def compare_points(
         elif simulated:  # `--mix-sources`: each side holds measured and simulated points; say which are which
             kinds = " and ".join(w for w in words_a if not w.startswith(MEASURED))
             at = "; ".join(m.label for m in simulated)
-            notes.append(f"A and B each hold measured and {kinds} points: {len(simulated)} of {len(matched)} "
-                         f"compared point(s) are the simulator's figures, not measurements ({at})")
+            notes.append(f"A and B each hold measured and {kinds} points: {len(simulated)} of "
+                         f"{count_of(len(matched), 'compared point')} {noun(len(matched), 'is', 'are')} the "
+                         f"simulator's figures, not measurements ({at})")
     return Comparison(label_a, label_b, tuple(matched), only_a, only_b, tuple(skipped), tuple(sorted(ignored)),
                       mix_sources, tuple(notes), sides)
 
@@ -565,7 +571,9 @@ def _build_unknown_note(m: PointComparison) -> str:
         images = ", ".join(sorted({p.served_image for p in unknown}))
         said.append(f"{side}'s {names} recorded engine {versions} without an image digest, in {images} (a "
                     f"reference that names one release, not a moving tag): counted as the same release as {side}'s "
-                    f"result(s) of image digest {', '.join(digests)}, the build that served it unknown (not another "
+                    f"{noun(sum(1 for p in points if p.image_digest), 'result')} of "
+                    f"{noun(len(digests), 'image digest')} "
+                    f"{', '.join(digests)}, the build that served it unknown (not another "
                     "configuration)")
     return f"{m.label}: " + "; ".join(said) if said else ""
 
@@ -577,7 +585,7 @@ def apart_words(apart: Sequence[str]) -> str:
 
 def _unrecorded(matched: Sequence[PointComparison]) -> list[str]:
     """What the measured results of compared points do not record of what served them (`served_apart` checks only
-    what both sides record), by side: `B's engine build as its server reported it (2 of 2 point(s))`."""
+    what both sides record), by side: `B's engine build as its server reported it (2 of 2 points)`."""
     said = []
     throughput = [m for m in matched if m.deltas]
     for side in ("a", "b"):
@@ -586,7 +594,7 @@ def _unrecorded(matched: Sequence[PointComparison]) -> list[str]:
                                                    for p in (m.a if side == "a" else m.b))]
             if points:
                 said.append(f"{side.upper()}'s {' '.join(filter(None, (served.name, served.unread)))} "
-                            f"({len(points)} of {len(throughput)} point(s))")
+                            f"({len(points)} of {count_of(len(throughput), 'point')})")
     return said
 
 
@@ -677,7 +685,8 @@ def _repeats_of(side: Sequence[ResultPoint], candidates: Sequence[ResultPoint], 
     configs, theirs = set(keys[:len(side)]), keys[len(side):]
     other = [p for p, key in zip(usable, theirs, strict=True) if key not in configs]
     if other:
-        notes.append(f"{side[0].identity.series_label()} · conc {side[0].identity.conc}: {len(other)} result(s) of "
+        notes.append(f"{side[0].identity.series_label()} · conc {side[0].identity.conc}: "
+                     f"{count_of(len(other), 'result')} of "
                      f"{flag} ({', '.join(f'{p.run_id}/{p.job_id}' for p in other)}) ran another configuration than "
                      f"{side[0].run_id}'s: not pooled as its repeats")
     return [p for p, key in zip(usable, theirs, strict=True) if key in configs]

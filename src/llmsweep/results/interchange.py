@@ -42,6 +42,7 @@ from llmsweep.results.identity import (
 )
 from llmsweep.results.point import RESULT_COLUMNS, ResultPoint, describe, result_id_for
 from llmsweep.results.repeats import Repeats, combine_repeats
+from llmsweep.words import count_of, noun
 
 _FORCE = _flag("force")
 _GPUS = _flag("gpus")
@@ -1122,7 +1123,8 @@ def import_into(store: Any, path: Path, parsed: Imported | None = None, *, force
                 named = ", ".join(dropped[:3]) + (f" and {len(dropped) - 3} more" if len(dropped) > 3 else "")
                 raise ImportConflictError(
                     f"importing {path} would replace run {run_id} in {store.path} and drop {len(dropped)} of the "
-                    f"{len(replaced) + len(kept)} result(s) it holds: the file has no row of job(s) {named} (a part "
+                    f"{count_of(len(replaced) + len(kept), 'result')} it holds: the file has no row of "
+                    f"{noun(len(dropped), 'job')} {named} (a part "
                     "of the export, or its published rows only?); nothing was imported",
                     fix=f"import the file that holds the whole run, or pass {_FORCE} to store the run as this file "
                         "holds it, dropping those results")

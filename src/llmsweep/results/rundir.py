@@ -21,6 +21,7 @@ from llmsweep.jsonline import load_json_file, loads_line
 from llmsweep.metrics.model import PREDICTED, Summary
 from llmsweep.option_spellings import flag as _flag
 from llmsweep.sim_warnings import normalised
+from llmsweep.words import count_of
 
 _OUT = _flag("out")
 _SIMULATE = _flag("simulate")
@@ -302,8 +303,8 @@ class JsonLines:
                 if isinstance(doc, dict):
                     yield doc
         if self.skipped:
-            log.warning("%s: %d line(s) not JSON (cut short?) skipped: what is drawn from it is incomplete",
-                        self.path, self.skipped)
+            log.warning("%s: %s not JSON (cut short?) skipped: what is drawn from it is incomplete",
+                        self.path, count_of(self.skipped, "line"))
 
 
 def iter_jsonl(path: Path) -> Iterator[dict[str, Any]]:

@@ -16,6 +16,7 @@ from llmsweep.option_spellings import flag as _flag
 from llmsweep.results.point import ResultPoint, points_from_run, result_id_for, stood_on
 from llmsweep.results.rundir import RunDir, folder_kind, load_run, load_run_meta
 from llmsweep.results.store import BATCH, Store, StoreError
+from llmsweep.words import count_of, noun
 
 _RUN_ID = _flag("run_id")
 _REUSE = _flag("reuse")
@@ -73,13 +74,14 @@ def reused_points_of(store: Store, meta: Mapping[str, Any], run_id: str,
         return {}
     if said is not None:
         sources = sorted({str(r.get("run_id")) for r in reused.values()})
-        said(f"run {run_id}: {len(reused)} job(s) stood on stored results of run(s) {', '.join(sources)} "
+        said(f"run {run_id}: {count_of(len(reused), 'job')} stood on stored results of {noun(len(sources), 'run')} "
+             f"{', '.join(sources)} "
              f"(`run {_REUSE}`), listed under that run, not here (`{_RUN_ID} {sources[0]}`)")
         return {}
     found = store.reused_points(reused, by=run_id)
     missing = sorted(set(reused) - set(found))
     if missing and gone is not None:
-        gone(f"run {run_id}: {len(missing)} job(s) stood on a stored result not {left}: {REUSED_GONE} "
+        gone(f"run {run_id}: {count_of(len(missing), 'job')} stood on a stored result not {left}: {REUSED_GONE} "
              f"({', '.join(missing)})")
     return stood_on(run_id, found)
 

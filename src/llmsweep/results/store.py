@@ -52,6 +52,7 @@ from llmsweep.results.rundir import (
     load_run_meta,
     stored_job_outcomes,
 )
+from llmsweep.words import count_of, noun
 
 _FORCE = _flag("force")
 _RUN_ID = _flag("run_id")
@@ -461,7 +462,8 @@ class Store:
             self._db.execute(
                 "UPDATE results SET " + ", ".join(f'"{c.name}" = ?' for c in new) + " WHERE result_id = ?",
                 (*(values[c.name] for c in new), row["result_id"]))
-        log.info("results store %s gained hot column(s) %s", self.path, ", ".join(c.name for c in new))
+        log.info("results store %s gained hot %s %s", self.path, noun(len(new), "column"),
+                 ", ".join(c.name for c in new))
 
     # ---------------------------------------------------------------- writing
 
@@ -517,9 +519,9 @@ class Store:
                                 (run.run_id,)).fetchone()[0]
         named = ", ".join(dropped[:3]) + (f" and {len(dropped) - 3} more" if len(dropped) > 3 else "")
         raise ImportConflictError(
-            f"re-ingesting {run.path} would drop {len(dropped)} of the {held} result(s) {self.path} holds for run "
-            f"{run.run_id}: the folder has no summary of job(s) {named} (a partial or damaged copy of the run?); "
-            "nothing was stored",
+            f"re-ingesting {run.path} would drop {len(dropped)} of the {count_of(held, 'result')} {self.path} holds "
+            f"for run {run.run_id}: the folder has no summary of {noun(len(dropped), 'job')} {named} (a partial or "
+            "damaged copy of the run?); nothing was stored",
             fix=f"ingest the folder that holds the whole run, or pass {_FORCE} to store the run as {run.path} holds "
                 f"it (`llmsweep results ingest {shlex.quote(str(run.path))} {_FORCE} {_STORE} "
                 f"{shlex.quote(str(self.path))}`), dropping those results")
@@ -1174,7 +1176,8 @@ class Store:
             out.append(f"not reused: job {key.job_id}: the newest stored result of the job, run {run_id}'s "
                        f"({verdict}), was recorded under another reuse key — what differs: {what}; the job runs again")
         if never:
-            out.append(f"not reused: the store holds no result of {len(never)} job(s), under any reuse key; they run: "
+            out.append(f"not reused: the store holds no result of {count_of(len(never), 'job')}, under any reuse key; "
+                       f"{noun(len(never), 'it runs', 'they run')}: "
                        + ", ".join(never))
         return out
 

@@ -20,6 +20,7 @@ from llmsweep.metrics.model import SUCCESS_STATUSES
 from llmsweep.option_spellings import flag as _flag
 from llmsweep.results.compare import Comparison, Lost, PointComparison, clock_words
 from llmsweep.results.point import ResultPoint
+from llmsweep.words import count_of
 
 _REUSE = _flag("reuse")
 
@@ -142,8 +143,8 @@ def partly_reused(comp: Comparison, reused: Collection[str]) -> list[str]:
         also = sum(1 for p in pc.a if p.result_id in taken)
         if also:
             out.append(f"{pc.label}: B stood {also} of its repeats on A's results (`run {_REUSE}`), not measured "
-                       f"again (listed as reused by B); B's side here is the {len(pc.b)} repeat(s) B measured, its "
-                       "point (frontier, dashboard) the mean of them all")
+                       f"again (listed as reused by B); B's side here is the {count_of(len(pc.b), 'repeat')} B "
+                       "measured, its point (frontier, dashboard) the mean of them all")
     return out
 
 
@@ -168,8 +169,8 @@ def stood_on_earlier(comp: Comparison, stood: Mapping[str, ResultPoint]) -> tupl
 def earlier_note(comp: Comparison) -> str:
     """The note that names the earlier measurements of A's jobs B stands on (`Comparison.earlier`), with A's now."""
     now = _a_points(comp)
-    return (f"B ({comp.label_b}) stood {len(comp.earlier)} job(s) on earlier measurements of A's jobs, which A "
-            "measured again since and keeps for B (in the job's attempts/): listed as reused by B under the result B "
+    return (f"B ({comp.label_b}) stood {count_of(len(comp.earlier), 'job')} on earlier measurements of A's jobs, which "
+            "A measured again since and keeps for B (in the job's attempts/): listed as reused by B under the result B "
             "stood on, A's new measurement not compared: " + "; ".join(
                 f"{p.job_id} (B stands on {p.result_id}, A's measurement now is {now[(p.run_id, p.job_id)].result_id})"
                 for p in comp.earlier))
@@ -191,7 +192,8 @@ def left_out_note(comp: Comparison, points: Sequence[ResultPoint], retired: Coll
     why = ("A retired them since (its recipe no longer plans them; their results are kept for B in A's retired/)"
            if len(gone) == len(points) else "A holds no point of their jobs" + (
                f" ({len(gone)} of them retired since: their results are kept for B in A's retired/)" if gone else ""))
-    return (f"B ({comp.label_b}) stood {len(points)} job(s) on results of A's run that are not A's points: {why}; "
+    return (f"B ({comp.label_b}) stood {count_of(len(points), 'job')} on results of A's run that are not A's points: "
+            f"{why}; "
             "not compared here: " + ", ".join(f"{p.job_id} ({p.result_id})" for p in points))
 
 
@@ -221,7 +223,7 @@ def lost_lines(lost: Sequence[Lost]) -> list[str]:
 
 def lost_note(lost: Sequence[Lost]) -> str:
     """The note that names A's points B ran without a result (`lost_by_b`)."""
-    return (f"B ran {len(lost)} of A's valid point(s) without a result — points the change lost, each a regression "
+    return (f"B ran {len(lost)} of A's valid points without a result — points the change lost, each a regression "
             "(as a point B measured invalid is): " + "; ".join(lost_lines(lost)))
 
 

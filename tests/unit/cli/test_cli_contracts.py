@@ -17,6 +17,7 @@ from support.cli import run_main, walk
 
 from llmsweep.cli.main import cli
 from llmsweep.cli.options import PathValue
+from llmsweep.words import count_of
 
 REPO = Path(__file__).resolve().parents[3]
 QUICKSTART = REPO / "examples" / "quickstart.yaml"
@@ -215,11 +216,11 @@ def test_slow_store_work_says_what_it_does_on_stderr_and_leaves_stdout_to_the_do
     code, out, err = run_main(capsys, "results", "export")
     assert code == 0 and json.loads(out)["format"] == "llmsweep-results", err
     n = len(json.loads(out)["results"])
-    assert f"reading every result from {store}…" in err and f"exporting {n} result(s) as json…" in err, err
+    assert f"reading every result from {store}…" in err and f"exporting {count_of(n, 'result')} as json…" in err, err
     export = tmp_path / "export.json"
     export.write_text(out)
     code, out, err = run_main(capsys, "results", "import", export, "--store", tmp_path / "new.sqlite")
-    assert code == 0 and f"imported {n} result(s)" in out, err
+    assert code == 0 and f"imported {count_of(n, 'result')}" in out, err
     assert f"reading {export} (" in err and f"importing into {tmp_path / 'new.sqlite'}…" in err, err
     code, out, err = run_main(capsys, "results", "list", "--all", "--json")
     assert code == 0 and len(json.loads(out)) == n and f"reading every result from {store}…" in err, err

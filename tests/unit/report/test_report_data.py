@@ -202,7 +202,7 @@ def test_identical_failures_make_one_banner_line_and_an_empty_run_says_so(failed
     payload = build_payload(run, points_from_run(run), details=False)
     assert payload["points"] == [] and len(payload["missing"]) == 9
     assert payload["verdicts"] == {"failed": {"count": 9, "reasons": [{"reason": error, "count": 9, "ids": ids}]}}
-    assert payload["empty"] == "No result in this run: 9 expected job(s), 9 without a result."
+    assert payload["empty"] == "No result in this run: 9 expected jobs, 9 without a result."
 
     nothing = tmp_path / "nothing"
     (nothing / "jobs").mkdir(parents=True)
@@ -252,7 +252,7 @@ def test_a_reused_job_is_said_as_reused_not_as_a_job_without_a_result(tmp_path: 
     assert all("reused the valid result of run run-a" in m["reason"] and "not drawn: no results store was read"
                in m["reason"] and "--store STORE` draws it" in m["reason"] for m in missing)
     assert verdict_groups([], missing).keys() == {"reused"}
-    assert empty_message(0, missing) == "No result in this run: 2 expected job(s), 2 reused from earlier runs."
+    assert empty_message(0, missing) == "No result in this run: 2 expected jobs, 2 reused from earlier runs."
 
 
 def test_overlaying_the_run_a_reused_point_came_from_draws_that_point_once(tmp_path: Path) -> None:
@@ -381,9 +381,9 @@ def test_a_warned_point_carries_its_warnings_and_summary_md_says_them_with_serie
     labels = {s["key"]: s["label"] for s in payload["series"]}
     vllm_label = labels[by_conc[("vllm", 4)]["series"]]
     sglang_label = labels[by_conc[("sglang", 8)]["series"]]
-    assert "### Simulated although a real engine would refuse them (2 point(s))" in md
+    assert "### Simulated although a real engine would refuse them (2 points)" in md
     assert f"- ×2 {refuses} — {vllm_label} · conc 4, 8" in md  # both series have a conc 4 and 8: named
-    assert "### Predicted without modelling all their jobs set (1 point(s))" in md
+    assert "### Predicted without modelling all their jobs set (1 point)" in md
     assert f"- ×1 {missed} — {sglang_label} · conc 8" in md
 
 
@@ -404,7 +404,7 @@ def test_an_interrupted_runs_points_carry_the_warnings_their_job_folders_recorde
     assert by_conc[("vllm", 4)]["warnings"] == [refuses] and by_conc[("vllm", 8)]["warnings"] == [refuses]
     assert by_conc[("sglang", 8)]["warnings"] == [missed] and by_conc[("sglang", 4)]["warnings"] == []
     assert payload["verdicts"]["simulated-only"]["count"] == 2 and payload["verdicts"]["not-modelled"]["count"] == 1
-    assert "### Simulated although a real engine would refuse them (2 point(s))" in run_summary_markdown(payload)
+    assert "### Simulated although a real engine would refuse them (2 points)" in run_summary_markdown(payload)
 
 
 def test_an_interrupted_runs_jobs_stored_as_they_finished_keep_their_warnings_in_the_store(tmp_path: Path) -> None:
@@ -646,7 +646,7 @@ def test_a_records_file_cut_mid_line_is_warned_and_the_drill_down_knows_it_is_in
     assert cut["records_skipped"] == 1 and cut["requests_total"] == len(lines) - 1
     assert whole["records_skipped"] == 0
     said = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-    assert said == [f"{records}: 1 line(s) not JSON (cut short?) skipped: what is drawn from it is incomplete"]
+    assert said == [f"{records}: 1 line not JSON (cut short?) skipped: what is drawn from it is incomplete"]
 
 def test_a_series_label_says_only_what_every_point_of_it_earned(tmp_path) -> None:
     """Two configurations of one series (MTP K=3 and K=1 on the simulator, each at its estimated acceptance length):
@@ -799,9 +799,9 @@ def test_a_records_file_with_no_readable_line_is_said_unreadable_not_empty(tmp_p
     points = {p.job_id: p for p in points_from_run(load_run(run.path))}
     unread, short = (detail_payload(points[art.job_id]) for art in run.jobs)
     assert unread["records_skipped"] == 3 and unread["requests_total"] == 0 and unread["timeline"] == []
-    assert unread["records_note"].startswith("records.jsonl is unreadable: none of its 3 line(s) is JSON"), unread
+    assert unread["records_note"].startswith("records.jsonl is unreadable: none of its 3 lines is JSON"), unread
     assert short["records_skipped"] == 1 and short["requests_total"] > 0
-    assert short["records_note"].startswith("records.jsonl is incomplete: 1 line(s) not JSON")
+    assert short["records_note"].startswith("records.jsonl is incomplete: 1 line not JSON")
     whole = detail_payload(dataclasses.replace(points[run.jobs[0].job_id], artifact_dir=tmp_path / "gone"))
     assert whole["records_skipped"] == 0 and whole["records_note"] is None  # no file: nothing to say of it
 

@@ -14,6 +14,7 @@ from click.testing import CliRunner
 from llmsweep.cli.main import cli
 from llmsweep.report import write_report
 from llmsweep.report.html import embed_json, render_html
+from llmsweep.words import count_of
 
 
 def _embedded(html: str) -> dict:
@@ -27,7 +28,7 @@ def test_cli_writes_a_self_contained_page(report_run, tmp_path: Path) -> None:
     res = CliRunner().invoke(cli, ["report", str(report_run.path), "--out", str(out), "--no-png"],
                              catch_exceptions=False)
     assert res.exit_code == 0, res.output
-    assert "10 point(s), 1 invalid, 1 missing" in res.output
+    assert "10 points, 1 invalid, 1 missing" in res.output
     html = (out / "index.html").read_text()
     # Offline: nothing is fetched — no external script, stylesheet, font or image.
     assert not re.search(r"""(src|href)=["']?(https?:)?//""", html)
@@ -72,7 +73,7 @@ def test_png_plots_are_written(report_run, tmp_path: Path) -> None:
     res = CliRunner().invoke(cli, ["report", str(report_run.path), "--out", str(out)], catch_exceptions=False)
     assert res.exit_code == 0, res.output
     pngs = sorted(out.glob("*.png"))
-    assert f"plots:     {len(pngs)} PNG(s) in {out}" in res.output
+    assert f"plots:     {count_of(len(pngs), 'PNG')} in {out}" in res.output
     assert {p.name for p in pngs} >= {"pareto_p90_e2e_norm_intvty.png", "pareto_conc.png"}
     for p in pngs:
         assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and p.stat().st_size > 5000
@@ -96,14 +97,14 @@ def test_report_overlays_imported_published_rows(report_run, tmp_path: Path, mon
     published = [p for p in payload["points"] if p["run_id"] == run_id]
     assert len(published) == 1 and published[0]["origin"] == "inferencex" and published[0]["source"] == "measured"
     assert published[0]["frontier"]["p90_e2e_norm_intvty"]  # alone in its series, so it is its own frontier
-    assert "; 1 point(s) of other runs drawn beside them" in res.output
+    assert "; 1 point of other runs drawn beside them" in res.output
     as_json = runner.invoke(cli, ["report", str(report_run.path), "--out", str(out), "--no-png", "--with", run_id,
                                   "--json"], catch_exceptions=False)
     counts = json.loads(as_json.output)
     assert counts["overlaid"] == 1 and counts["points"] == len(payload["points"]) - 1  # the run's own, apart
     # the header and summary.md count the run's own points and sources, the overlaid ones apart (they were counted
     # as the run's: 11 points in 4 series, source: measured, simulated)
-    assert payload["headline"] == ("10 points in 3 series · source: simulated · +1 point(s) of other runs overlaid "
+    assert payload["headline"] == ("10 points in 3 series · source: simulated · +1 point of other runs overlaid "
                                    "in 1 series"), payload["headline"]
     assert payload["headline"] in (out / "summary.md").read_text()
     # the run drawn beside itself adds nothing: none counted (what is drawn, not what was asked)
@@ -160,10 +161,10 @@ def test_png_marks_smoke_points_and_labels_every_point(report_run, tmp_path: Pat
     # An empty run's plot says where its reasons are (nothing is listed below a PNG), with no made-up axis scale
     # (it read 'the reasons are listed below' over ticks from -0.04 to 0.04).
     empty = {**payload, "points": [], "series": [], "frontiers": {}, "evals": [],
-             "empty": "No result in this run: 9 expected job(s), 9 without a result."}
+             "empty": "No result in this run: 9 expected jobs, 9 without a result."}
     fig = pareto_figure(empty, axis)
     assert [t.get_text().replace("\n", " ") for t in fig.axes[0].texts] == [
-        "No result in this run: 9 expected job(s), 9 without a result. The reasons are in summary.md and index.html "
+        "No result in this run: 9 expected jobs, 9 without a result. The reasons are in summary.md and index.html "
         "beside this plot."]
     assert list(fig.axes[0].get_xticks()) == [] and list(fig.axes[0].get_yticks()) == []
     # inside the frame: the one long line ran over the y-axis title and past both edges of the plot
@@ -184,11 +185,11 @@ def test_cli_says_when_a_run_has_no_result(failed_run) -> None:
     run = failed_run
     res = CliRunner().invoke(cli, ["report", str(run.path), "--no-png"], catch_exceptions=False)
     assert res.exit_code == 0, res.output
-    assert "0 point(s), 0 invalid, 9 missing" in res.output
-    assert ("No result in this run: 9 expected job(s), 9 without a result. The reasons are in the summary and the "
+    assert "0 points, 0 invalid, 9 missing" in res.output
+    assert ("No result in this run: 9 expected jobs, 9 without a result. The reasons are in the summary and the "
             "dashboard.") in res.output
     md = (run.path / "report" / "summary.md").read_text()
-    assert "**No result in this run: 9 expected job(s), 9 without a result. The reasons are listed below.**" in md
+    assert "**No result in this run: 9 expected jobs, 9 without a result. The reasons are listed below.**" in md
     assert md.count("launch_failed: trace source") == 9
 
 
@@ -217,7 +218,7 @@ def test_report_draws_reused_points_from_the_store_in_page_summary_and_pngs(tmp_
     res = CliRunner().invoke(cli, ["report", str(run.path), "--out", str(out), "--no-png", "--store", str(store)],
                              catch_exceptions=False)
     assert res.exit_code == 0, res.output
-    assert "1 point(s), 0 invalid, 0 missing, 3 reused from earlier runs (drawn)" in res.output
+    assert "1 point, 0 invalid, 0 missing, 3 reused from earlier runs (drawn)" in res.output
     data = json.loads((out / "data.json").read_text())
     reused = {p["job_id"]: p for p in data["points"] if p["reused"]}
     assert reused.keys() == stored.keys() and len(data["points"]) == 4 and data["missing"] == []
@@ -265,7 +266,7 @@ def test_a_report_without_plots_removes_the_plots_an_earlier_report_drew(report_
                              catch_exceptions=False)
     assert res.exit_code == 0, res.output
     assert not any(path.exists() for path in old) and (out / "mine.png").exists()
-    assert f"removed 2 outdated PNG(s) of an earlier report from {out}" in res.output
+    assert f"removed 2 outdated PNGs of an earlier report from {out}" in res.output
     again = write_report(report_run, out, png=False)
     assert again.stale_pngs == [] and (out / "index.html").is_file()
 
@@ -280,7 +281,7 @@ def test_the_runs_report_removes_an_earlier_reports_plots(failed_run, tmp_path: 
     said: list[str] = []
     assert _report(failed_run.path, said.append, tmp_path / "none.sqlite") == out / "index.html"
     assert not (out / "pareto_conc.png").exists()
-    assert any("removed 1 outdated PNG plot(s)" in line for line in said), said
+    assert any("removed 1 outdated PNG plot" in line for line in said), said
 
 
 def test_summary_md_rounds_a_value_once_as_the_cli_does(report_run, tmp_path: Path) -> None:

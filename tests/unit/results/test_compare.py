@@ -249,7 +249,7 @@ def test_two_simulated_sides_say_they_are_not_measurements(make_run) -> None:
     assert not any(n.startswith("A and B are both") for n in mixed.notes), mixed.notes
     # ... but which points are the simulator's is said (no heading does: the sides hold the same kinds)
     (said_mixed,) = [n for n in mixed.notes if n.startswith("A and B each hold measured and simulated")]
-    assert "1 of 2 compared point(s) are the simulator's figures" in said_mixed and "conc 8" in said_mixed
+    assert "1 of 2 compared points are the simulator's figures" in said_mixed and "conc 8" in said_mixed
     assert "conc 4" not in said_mixed
     assert said_mixed in comparison_markdown(mixed)
 
@@ -500,7 +500,7 @@ def test_an_image_digest_a_side_did_not_read_is_named_as_the_other_unrecorded_fa
     unread = compare_points(_served(a, "0.5.16", 700.0, digest, image), _served(b, "0.5.16", 700.0, None, image))
     assert unread.matched[0].served_apart == ()
     (note,) = [n for n in unread.notes if "not recorded" in n]
-    assert note == "not recorded, so not checked for a difference between A and B: B's image digest (1 of 1 point(s))"
+    assert note == "not recorded, so not checked for a difference between A and B: B's image digest (1 of 1 point)"
     on_host = compare_points(_served(a, "0.5.16", 700.0), _served(b, "0.5.16", 700.0))
     assert not any("not recorded" in n for n in on_host.notes), on_host.notes
 

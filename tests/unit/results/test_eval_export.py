@@ -92,7 +92,7 @@ def test_results_export_applies_include_unpublished_to_eval_rows(make_run: MakeR
     assert runner.invoke(cli, ["results", "ingest", str(run.path)], catch_exceptions=False).exit_code == 0
     plain = runner.invoke(cli, ["results", "export", "--format", "inferencex-evals"], catch_exceptions=False)
     assert plain.exit_code == 0 and json.loads(plain.stdout) == []
-    assert "left out 1 eval row(s) InferenceX does not publish (1 simulated)" in plain.stderr
+    assert "left out 1 eval row InferenceX does not publish (1 simulated)" in plain.stderr
     every = runner.invoke(cli, ["results", "export", "--format", "inferencex-evals", "--include-unpublished"],
                           catch_exceptions=False)
     (row,) = json.loads(every.stdout)
@@ -485,7 +485,7 @@ def test_an_eval_export_imports_as_evals_and_exports_again_as_it_was(make_run: M
     imported = runner.invoke(cli, ["results", "import", str(tmp_path / "evals.json"), "--store", str(other)],
                              catch_exceptions=False)
     assert imported.exit_code == 0, imported.output
-    assert "imported 1 result(s)" in imported.output  # its two rows are one eval: one result, not "2 row(s)"
+    assert "imported 1 result" in imported.output  # its two rows are one eval: one result, not "2 rows"
     listed = json.loads(runner.invoke(cli, ["results", "evals", "--json", "--store", str(other)],
                                       catch_exceptions=False).stdout)
     assert [(r["run_id"], r["conc"], r["status"], r["score"], r["n_samples"], r["mode"], r["verdict"], r["source"])
@@ -558,7 +558,7 @@ def test_an_eval_run_that_did_not_complete_is_said_on_stderr_and_exported_marked
         assert runner.invoke(cli, ["results", "ingest", str(run.path)], catch_exceptions=False).exit_code == 0
     plain = runner.invoke(cli, ["results", "export", "--format", "inferencex-evals"], catch_exceptions=False)
     assert [r["conc"] for r in json.loads(plain.stdout)] == [4, 64]
-    assert (f"left out 2 eval row(s) InferenceX does not publish (2 {DID_NOT_COMPLETE}); --include-unpublished "
+    assert (f"left out 2 eval rows InferenceX does not publish (2 {DID_NOT_COMPLETE}); --include-unpublished "
             "exports them marked failed") in plain.stderr
     every = runner.invoke(cli, ["results", "export", "--format", "inferencex-evals", "--include-unpublished"],
                           catch_exceptions=False)
@@ -695,9 +695,9 @@ def test_an_eval_export_imported_after_the_json_export_of_its_run_is_not_stored_
         listed = json.loads(runner.invoke(cli, ["results", "evals", "--json", "--store", other],
                                           catch_exceptions=False).stdout)
         assert [(r["job_id"], r["conc"], r["score"]) for r in listed] == [(job, 4, 0.95)], fmt
-    assert "imported 0 result(s) as run twice; 1 result(s) already stored, skipped (twice/" + job in said[
+    assert "imported 0 results as run twice; 1 result already stored, skipped (twice/" + job in said[
         "inferencex-evals"]
-    assert "imported 1 result(s) as run twice; 1 result(s) already stored, skipped" in said["inferencex"]
+    assert "imported 1 result as run twice; 1 result already stored, skipped" in said["inferencex"]
     with Store(Path(other), readonly=True) as store:
         held = store.results(run.run_id)
     assert sorted(p.job_id for p in held) == sorted(p.job_id for p in points_from_run(run))

@@ -173,7 +173,7 @@ def test_a_pull_requests_verdict_calls_an_eval_regression(make_run: MakeRun) -> 
     (m,) = worse.matched
     assert worse.regressions and point_verdict(m) == "regression" and point_called(m)
     assert verdict_counts(worse) == {"improvement": 0, "regression": 1, "no change": 0}
-    assert "**1 regression(s), 0 improvement(s), 0 without change**" in verdict_markdown(worse, SuccessRate(1, 1))
+    assert "**1 regression, 0 improvements, 0 without change**" in verdict_markdown(worse, SuccessRate(1, 1))
     same = compare_points(base, points_from_run(with_eval(make_run("pr2", concs=(32,)), 32, 0.95, mode="eval-only")))
     (s,) = same.matched
     assert point_verdict(s) == "no change" and point_called(s)

@@ -110,15 +110,15 @@ def test_identical_inferencex_rows_without_our_block_are_stored_once_and_said(tm
     path.write_text(json.dumps([row, other, reordered, row]))
     code, out, err = run_main(capsys, "results", "import", path, "--store", tmp_path / "s.sqlite")
     assert code == 0, err
-    assert "imported 2 result(s)" in out and "2 duplicate row(s) skipped (row(s) 2, 3" in out, out
+    assert "imported 2 results" in out and "2 duplicate rows skipped (rows 2, 3" in out, out
     parsed = read_import(path)
     assert [p.metric("tput_per_gpu") for p in parsed.points] == [5000.0, 5100.0] and parsed.copies == (2, 3)
     path.write_text(json.dumps([row, other, *[row] * 12]))  # many copies: the first ten named, the rest counted
     code, out, _ = run_main(capsys, "results", "import", path, "--store", tmp_path / "s1.sqlite")
-    assert code == 0 and "12 duplicate row(s) skipped (row(s) 2, 3, 4, 5, 6, 7, 8, 9, 10, 11 and 2 more" in out, out
+    assert code == 0 and "12 duplicate rows skipped (rows 2, 3, 4, 5, 6, 7, 8, 9, 10, 11 and 2 more" in out, out
     path.write_text(json.dumps([row, other]))  # nothing repeated: nothing said
     code, out, _ = run_main(capsys, "results", "import", path, "--store", tmp_path / "s2.sqlite")
-    assert code == 0 and "imported 2 result(s)" in out and "duplicate" not in out, out
+    assert code == 0 and "imported 2 results" in out and "duplicate" not in out, out
 
 
 def test_an_inferencex_row_of_ours_that_says_measured_on_the_virtual_clock_or_an_unknown_verdict_is_refused(

@@ -9,6 +9,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from llmsweep.cli.main import cli
+from llmsweep.words import count_of
 
 
 def _run(*args: str) -> str:
@@ -19,7 +20,7 @@ def _run(*args: str) -> str:
 
 def test_ingest_list_show_export_import(make_run, store_path: Path, tmp_path: Path) -> None:
     run = make_run("run1", concs=(1, 4))
-    assert "ingested run1: 2 result(s)" in _run("results", "ingest", str(run.path))
+    assert "ingested run1: 2 results" in _run("results", "ingest", str(run.path))
     assert "re-ingested run1" in _run("results", "ingest", str(run.path))
     assert "run1" in _run("results", "list")
     rows = json.loads(_run("results", "list", "--run", "run1", "--json"))
@@ -33,7 +34,7 @@ def test_ingest_list_show_export_import(make_run, store_path: Path, tmp_path: Pa
     out = tmp_path / "ix.json"
     _run("results", "export", "--format", "inferencex", "--include-unpublished", "--out", str(out))
     assert len(json.loads(out.read_text())) == 2
-    assert "imported 2 result(s)" in _run("results", "import", str(out))
+    assert "imported 2 results" in _run("results", "import", str(out))
     runs = {r["run_id"]: r for r in json.loads(_run("results", "runs", "--json"))}
     imported = next(r for rid, r in runs.items() if rid.startswith("import:ix-"))
     assert imported["origin"] == "llmsweep-export" and imported["sources"] == ["simulated"]
@@ -93,7 +94,7 @@ def test_an_export_of_several_runs_imports_each_under_its_original_id_with_its_w
     _run("results", "export", "--out", str(export))  # every stored result: both runs
 
     monkeypatch.setenv("LLMSWEEP_STORE", str(tmp_path / "elsewhere.sqlite"))
-    assert "imported 3 result(s)" in _run("results", "import", str(export))
+    assert "imported 3 results" in _run("results", "import", str(export))
     runs = {r["run_id"]: r for r in json.loads(_run("results", "runs", "--json"))}
     assert set(runs) == {"warned", "plain"} and {r["origin"] for r in runs.values()} == {"llmsweep-export"}
     for run_id, rows in ours.items():
@@ -140,7 +141,7 @@ def test_listing_no_results_says_so(make_run, store_path: Path) -> None:
         assert json.loads(_run(*runs, "--json")) == []
     run = make_run("empty", concs=(1,))
     (next(run.path.glob("jobs/*")) / "summary.json").unlink()
-    assert "ingested empty: 0 result(s), 1 job(s) without summary" in _run("results", "ingest", str(run.path))
+    assert "ingested empty: 0 results, 1 job without summary" in _run("results", "ingest", str(run.path))
     assert _run("results", "list", "--run", "empty") == f"no results stored for run empty in {store_path}\n"
     assert json.loads(_run("results", "list", "--run", "empty", "--json")) == []
 
@@ -220,7 +221,8 @@ def test_compare_with_repeat_runs_calls_a_regression_and_can_fail(make_run, stor
     regressed = sum(1 for x in doc["matched"] if any(m["verdict"] == "regression" for m in x["deltas"]))
     metrics = sum(1 for x in doc["matched"] for m in x["deltas"] if m["verdict"] == "regression")
     assert res.exit_code != 0, res.output
-    assert f"{regressed} point(s) regressed beyond run-to-run noise ({metrics} metric(s))" in str(res.exception)
+    assert (f"{count_of(regressed, 'point')} regressed beyond run-to-run noise ({count_of(metrics, 'metric')})"
+            in str(res.exception))
 
 
 def _main(*args: str) -> int:
@@ -330,7 +332,7 @@ def test_legacy_agentic_rows_import_at_their_users_and_compare_point_by_point(st
                 _legacy_agentic_row(16, 1500.0 * scale, offload_mode="off"),
                 _legacy_agentic_row(16, 1700.0 * scale, offload_mode="on")]
         (tmp_path / f"{name}.json").write_text(json.dumps(rows))
-        assert "imported 3 result(s)" in _run("results", "import", str(tmp_path / f"{name}.json"))
+        assert "imported 3 results" in _run("results", "import", str(tmp_path / f"{name}.json"))
     runs = sorted(r["run_id"] for r in json.loads(_run("results", "runs", "--json")))
     old, new = (next(r for r in runs if r.startswith(f"import:{name}-")) for name in ("old", "new"))
     rows = json.loads(_run("results", "list", "--run", old, "--json"))
@@ -467,7 +469,7 @@ def test_frontier_of_a_run_that_reused_every_job_says_where_its_points_are(tmp_p
         "run_id": "all-reused", "expected_job_ids": ["a", "b"],
         "reused": {j: {"run_id": "earlier", "job_id": j, "result_id": f"r-{j}", "verdict": "valid"} for j in "ab"}}))
     text = _run("results", "frontier", str(tmp_path / "all-reused"))
-    why = ("run all-reused has no result: no frontier — its 2 job(s) stood on stored results of run(s) earlier "
+    why = ("run all-reused has no result: no frontier — its 2 jobs stood on stored results of run earlier "
            "(`run --reuse`): `llmsweep results frontier earlier`")
     assert why in text, text
     res = CliRunner().invoke(cli, ["results", "frontier", str(tmp_path / "all-reused"), "--json"],

@@ -30,7 +30,7 @@ def test_frontier_of_a_reusing_run_stands_on_its_reused_points_and_listings_say_
     for cmd in (["results", "list", "--run", "reusing-run"], ["results", "export", "--run", "reusing-run"]):
         res = CliRunner().invoke(cli, [*cmd, "--store", str(store)], catch_exceptions=False)
         assert res.exit_code == 0, res.output
-        assert "3 job(s) stood on stored results of run(s) earlier-run (`run --reuse`)" in res.stderr, res.stderr
+        assert "3 jobs stood on stored results of run earlier-run (`run --reuse`)" in res.stderr, res.stderr
 
 
 def test_a_reused_result_measured_again_under_another_configuration_is_not_the_reusing_runs(tmp_path: Path) -> None:
@@ -54,7 +54,7 @@ def test_a_reused_result_measured_again_under_another_configuration_is_not_the_r
     res = CliRunner().invoke(cli, ["results", "frontier", "reusing-run", "--x", "conc", "--json", "--store",
                                    str(store)], catch_exceptions=False)
     assert res.exit_code == 0, res.output
-    assert "1 job(s) stood on a stored result not drawn: the results store does not hold it as it was reused" \
+    assert "1 job stood on a stored result not drawn: the results store does not hold it as it was reused" \
         in res.stderr and jobs[2] in res.stderr, res.stderr
 
 

@@ -38,7 +38,7 @@ def _bench_folder(run_dir: Path, out: Path) -> Path:
 def test_a_bench_output_folder_is_refused_by_every_command_that_takes_a_run(make_run, store_path: Path, cli_run,
                                                                              tmp_path: Path) -> None:
     """`report out/fixed` said "nothing was planned into it" (exit 0) and `results ingest out/fixed` stored an empty
-    run (`ingested fixed: 0 result(s)`, exit 0): a `bench` folder is one measurement, not a run."""
+    run (`ingested fixed: 0 results`, exit 0): a `bench` folder is one measurement, not a run."""
     run = make_run("run1", concs=(1, 4))
     fixed = _bench_folder(run.path, tmp_path / "fixed")
     for args in (("report", fixed, "--no-png"), ("results", "ingest", fixed), ("compare", run.path, fixed),

@@ -50,7 +50,7 @@ def test_reingest_after_a_job_disappears_replaces_the_run_only_when_told(make_ru
     with Store() as store:
         store.ingest_run(run.path)
         shutil.rmtree(run.jobs[0].dir)
-        with pytest.raises(ImportConflictError, match=r"would drop 1 of the 2 result\(s\)") as err:
+        with pytest.raises(ImportConflictError, match=r"would drop 1 of the 2 results") as err:
             store.ingest_run(run.path)
         assert err.value.exit_code == 2 and err.value.fix is not None and "--force" in err.value.fix
         assert len(store.results("run1")) == 2  # refused: nothing changed
@@ -75,11 +75,11 @@ def test_results_ingest_of_a_partial_copy_is_refused_and_changes_nothing_unless_
         main(["results", "ingest", str(other.path), str(partial)])
     err = capsys.readouterr().err
     assert done.value.code == 2 and "Traceback" not in err and err.count("error:") == 1, err
-    assert "would drop 2 of the 2 result(s)" in err and f"results ingest {partial} --force" in err
+    assert "would drop 2 of the 2 results" in err and f"results ingest {partial} --force" in err
     assert store_path.read_bytes() == before  # run2 was not stored either
     with pytest.raises(SystemExit) as done:
         main(["results", "ingest", str(partial), "--force"])
-    assert done.value.code == 0 and "0 result(s)" in capsys.readouterr().out
+    assert done.value.code == 0 and "0 results" in capsys.readouterr().out
     with Store(readonly=True) as store:
         assert store.results("run1") == []
 
@@ -462,7 +462,7 @@ def test_a_job_folder_without_job_json_is_not_stored_under_made_up_labels(
         main(["results", "ingest", str(run.path)])
     out = capsys.readouterr()
     assert done.value.code == 0
-    assert "1 result(s)" in out.out and "1 summary(ies) not read" in out.out
+    assert "1 result" in out.out and "1 summary not read" in out.out
     assert f"not stored: job.json missing in {run.jobs[0].dir}" in out.err
     with Store(readonly=True) as store:
         assert [p.job_id for p in store.results()] == [run.jobs[1].job_id]

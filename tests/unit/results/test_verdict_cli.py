@@ -23,7 +23,7 @@ def test_regression_is_called_only_with_a_between_run_band(make_run, store_path:
     _run("results", "ingest", str(base.path))
     md = _run("compare", "--baseline", "base", str(slow.path), "--format", "markdown",
               "--no-history", *[a for r in reps for a in ("--repeats-from", str(r.path))])
-    assert "1 regression(s), 0 improvement(s), 0 without change" in md
+    assert "1 regression, 0 improvements, 0 without change" in md
     assert "❌ regression" in md and "(no between-run band)" not in md
     assert "Sweep success rate: **66.7%** (2/3 jobs)" in md  # the job that never ran counts as a failure
     assert "**New points:**" in md
@@ -31,7 +31,7 @@ def test_regression_is_called_only_with_a_between_run_band(make_run, store_path:
     # Without repeats nothing can be called: the same slowdown is `no change`, and the verdict says why.
     alone = _run("compare", "--baseline", "base", str(slow.path), "--format", "markdown",
                  "--no-history")
-    assert "0 regression(s), 0 improvement(s), 1 without change" in alone
+    assert "0 regressions, 0 improvements, 1 without change" in alone
     assert "➖ no change (no between-run band)" in alone
 
 
@@ -106,7 +106,7 @@ def test_points_the_run_stood_on_a_third_runs_results_are_said_not_silently_left
     meta["reused"] = {f"pr-{conc1}": {"run_id": "other", "job_id": conc1, "result_id": result_id_for("other", conc1),
                                       "verdict": "valid"}}
     (pr.path / "run.json").write_text(json.dumps(meta))
-    said = "B (pr) stood 1 job(s) on stored results of run(s) other (`run --reuse`), not on A's"
+    said = "B (pr) stood 1 job on stored results of run other (`run --reuse`), not on A's"
     printed = _run("compare", "base", str(pr.path), "--no-history")
     assert said in printed and "`llmsweep compare base other` compares them" in printed, printed
     md = _run("compare", "--baseline", "base", str(pr.path), "--format", "markdown",
@@ -152,14 +152,14 @@ def test_a_point_the_change_made_invalid_is_a_regression_not_an_improvement(make
     _invalidate(fast.path, "spec acceptance read back 1.0, expected 3.4")
     args = ["--no-history", *[a for r in reps for a in ("--repeats-from", str(r.path))]]
     md = _run("compare", "--baseline", str(base.path), str(fast.path), "--format", "markdown", *args)
-    assert "1 regression(s), 0 improvement(s), 0 without change" in md, md
+    assert "1 regression, 0 improvements, 0 without change" in md, md
     assert "❌ regression (B's measurement is invalid: spec acceptance read back 1.0, expected 3.4)" in md
     doc = json.loads(_run("compare", "--baseline", str(base.path), str(fast.path), "--json", *args))
     (m,) = doc["matched"]
     assert m["invalidated"] and {d["verdict"] for d in m["deltas"]} <= {"unverified", "within noise", "n/a"}
     assert doc["verdict"]["points"][0]["verdict"] == "regression"
     res = CliRunner().invoke(cli, ["compare", str(base.path), str(fast.path), "--fail-on-regression", *args])
-    assert res.exit_code == 1 and "1 point(s) B measured invalid where A's is valid" in str(res.exception)
+    assert res.exit_code == 1 and "1 point B measured invalid where A's is valid" in str(res.exception)
     # a baseline that is invalid calls nothing either way: no change, and why
     _invalidate(base.path, "warm-up not drained")
     md = _run("compare", "--baseline", str(base.path), str(fast.path), "--format", "markdown", *args)
@@ -173,7 +173,7 @@ def test_the_verdict_names_the_points_it_did_not_compare(make_run, store_path: P
     sim = make_run("pr", concs=(1, 4), requests=40, seed=2)
     md = _run("compare", "--baseline", str(base.path), str(sim.path), "--format", "markdown",
               "--no-history")
-    assert "over 0 matched point(s), **4 result(s) not compared** (listed below)" in md, md
+    assert "over 0 matched points, **4 results not compared** (listed below)" in md, md
     line = next(x for x in md.splitlines() if x.startswith("**Not compared:**"))
     assert "sources differ (measured, simulated); pass --mix-sources to compare" in line
     assert all(f"`{j.job_id}`" in line for j in base.jobs)
@@ -187,7 +187,7 @@ def test_fail_on_regression_fails_a_comparison_that_compared_nothing(make_run, s
     res = CliRunner().invoke(cli, ["compare", "--baseline", str(base.path), str(sim.path),
                                    "--no-history", "--fail-on-regression"])
     said = str(res.exception)
-    assert res.exit_code != 0 and "nothing was compared: 4 result(s) were not compared" in said, res.output
+    assert res.exit_code != 0 and "nothing was compared: 4 results were not compared" in said, res.output
     assert "sources differ" in said
     fresh = make_run("new", concs=(8,), requests=40, seed=3)  # points only B has (a new config): nothing to refuse
     ok = CliRunner().invoke(cli, ["compare", "--baseline", str(sim.path), str(fresh.path),

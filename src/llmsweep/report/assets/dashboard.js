@@ -24,6 +24,10 @@
   }
   function clear(n) { while (n.firstChild) n.removeChild(n.firstChild); }
   function finite(v) { return typeof v === "number" && isFinite(v); }
+  /* A count said as llmsweep.words says it: `1 point`, `3 points` (never `point(s)`); `plural` where it is not
+     `singular` + s, or for a verb or pronoun that agrees with the count (`noun(n, "it", "them")`). */
+  function noun(n, singular, plural) { return n === 1 ? singular : (plural === undefined ? singular + "s" : plural); }
+  function countOf(n, singular, plural) { return n + " " + noun(n, singular, plural); }
   function fmt(v, unit) {
     if (!finite(v)) return "–";
     var a = Math.abs(v), s;
@@ -110,7 +114,7 @@
     var dropped = D.overlay_notes || [];  // overlay points that are wholly points drawn already (report.data.overlay_points)
     if (dropped.length) {
       var nb = el("div", { "class": "banner", id: "overlay-notes" }, b);
-      el("div", { "class": "banner-head" }, nb, dropped.length + " point(s) of the overlaid runs not drawn a second time:");
+      el("div", { "class": "banner-head" }, nb, countOf(dropped.length, "point") + " of the overlaid runs not drawn a second time:");
       var nl = el("ul", { "class": "reasons" }, nb);
       dropped.forEach(function (n) { el("li", null, nl, n); });
     }
@@ -122,23 +126,24 @@
     });
     var unrecorded = D.power_unrecorded || [];
     var nPower = unrecorded.reduce(function (n, g) { return n + g.count; }, 0);
-    reasonsBanner(b, "banner power-unrecorded", "banner-power", nPower, nPower + " point(s) have no GPU power: no " +
-      "power backend could sample where they ran, or the simulator does not model their power, so they have no " +
-      "energy or cost-per-token figures (why, and how to record it):", unrecorded);
+    reasonsBanner(b, "banner power-unrecorded", "banner-power", nPower, countOf(nPower, "point") + " " +
+      noun(nPower, "has", "have") + " no GPU power: no power backend could sample where " + noun(nPower, "it", "they") +
+      " ran, or the simulator does not model " + noun(nPower, "its", "their") + " power, so " +
+      noun(nPower, "it has", "they have") + " no energy or cost-per-token figures (why, and how to record it):", unrecorded);
   }
   var VERDICT_KINDS = ["invalid", "eval-failed", "smoke", "refused", "failed", "reused", "simulated-only", "not-modelled", "engine-version", "no-gpu", "timeout-not-applied"];
   var VERDICT_HEAD = {
-    invalid: function (n) { return n + " invalid point(s): drawn as hollow dashed markers and excluded from frontiers."; },
-    "eval-failed": function (n) { return n + " eval(s) did not pass (scores and thresholds in the Evaluation table below):"; },
-    smoke: function (n) { return n + " smoke point(s): they ran, but too little to be valid (drawn faded, never on a frontier); read them as a smoke test, not as results."; },
-    refused: function (n) { return n + " job(s) refused before running, so they have no point:"; },
-    failed: function (n) { return n + " job(s) without a result:"; },
-    reused: function (n) { var now = ((D.counts || {}).points || 0) - REUSED; return n + " job(s) not run: --reuse stood them on stored results of earlier runs; their points are drawn as diamonds with the verdict and figures the run that measured them stored" + (now > 0 ? " (the rest were measured now)" : "") + (REUSED_REPEATS ? "; " + REUSED_REPEATS + " point(s) measured now in part are the mean of every repeat, those reused included" : "") + ":"; },
-    "simulated-only": function (n) { return n + " point(s) the simulator ran although a real engine would refuse them (its engine rules are warnings under the simulator):"; },
-    "not-modelled": function (n) { return n + " point(s) the simulator predicted without modelling all their jobs set: a real engine would run them, and these points predict them without modelling it:"; },
-    "engine-version": function (n) { return n + " point(s) served by another engine version than their recipe declares: each is labelled with the version that ran, and its feature gates were judged at the declared one:"; },
-    "no-gpu": function (n) { return n + " point(s) served on no GPU (a CPU rehearsal): their per-GPU figures are the endpoint's, which no GPU served:"; },
-    "timeout-not-applied": function (n) { return n + " point(s) ran in virtual time with requests longer than --request-timeout, which virtual time does not apply: a live client would have timed them out (--live applies it):"; }
+    invalid: function (n) { return countOf(n, "invalid point") + ": drawn as hollow dashed markers and excluded from frontiers."; },
+    "eval-failed": function (n) { return countOf(n, "eval") + " did not pass (scores and thresholds in the Evaluation table below):"; },
+    smoke: function (n) { return countOf(n, "smoke point") + ": " + noun(n, "it", "they") + " ran, but too little to be valid (drawn faded, never on a frontier); read " + noun(n, "it as a smoke test, not as a result", "them as a smoke test, not as results") + "."; },
+    refused: function (n) { return countOf(n, "job") + " refused before running, so " + noun(n, "it has", "they have") + " no point:"; },
+    failed: function (n) { return countOf(n, "job") + " without a result:"; },
+    reused: function (n) { var now = ((D.counts || {}).points || 0) - REUSED; return countOf(n, "job") + " not run: --reuse stood " + noun(n, "it", "them") + " on stored results of earlier runs; " + noun(n, "its point is", "their points are") + " drawn as diamonds with the verdict and figures the run that measured " + noun(n, "it", "them") + " stored" + (now > 0 ? " (the rest were measured now)" : "") + (REUSED_REPEATS ? "; " + countOf(REUSED_REPEATS, "point") + " measured now in part " + noun(REUSED_REPEATS, "is", "are") + " the mean of every repeat, those reused included" : "") + ":"; },
+    "simulated-only": function (n) { return countOf(n, "point") + " the simulator ran although a real engine would refuse " + noun(n, "it", "them") + " (its engine rules are warnings under the simulator):"; },
+    "not-modelled": function (n) { return countOf(n, "point") + " the simulator predicted without modelling all " + noun(n, "its", "their") + " jobs set: a real engine would run " + noun(n, "it", "them") + ", and " + noun(n, "this point predicts it", "these points predict them") + " without modelling it:"; },
+    "engine-version": function (n) { return countOf(n, "point") + " served by another engine version than " + noun(n, "its", "their") + " recipe declares: each is labelled with the version that ran, and its feature gates were judged at the declared one:"; },
+    "no-gpu": function (n) { return countOf(n, "point") + " served on no GPU (a CPU rehearsal): " + noun(n, "its", "their") + " per-GPU figures are the endpoint's, which no GPU served:"; },
+    "timeout-not-applied": function (n) { return countOf(n, "point") + " ran in virtual time with requests longer than --request-timeout, which virtual time does not apply: a live client would have timed them out (--live applies it):"; }
   };
   /* One banner per verdict kind; identical reasons (up to their numbers) are one line with a count. */
   function verdictBanner(parent, kind, v) {
@@ -166,7 +171,7 @@
       }
       if (jobs.length) {
         var det = el("details", { "class": "which" }, li);
-        el("summary", null, det, (pts.length ? jobs.length + " more " : "") + "job(s)");
+        el("summary", null, det, pts.length ? countOf(jobs.length, "more job") : noun(jobs.length, "job"));
         el("div", { "class": "ids" }, det, jobs.join("\n"));
       }
     });
@@ -224,7 +229,7 @@
       el("span", { "class": "sw", style: "background:" + s.color }, item);
       var txt = el("span", null, item);
       el("div", null, txt, s.label);
-      el("div", { "class": "count" }, txt, pts.length + " point(s)" + (smoke ? ", " + smoke + " smoke" : "") + (bad ? ", " + bad + " invalid" : "") + (reused ? ", " + reused + " reused" : "") + " · " + s.source);
+      el("div", { "class": "count" }, txt, countOf(pts.length, "point") + (smoke ? ", " + smoke + " smoke" : "") + (bad ? ", " + bad + " invalid" : "") + (reused ? ", " + reused + " reused" : "") + " · " + s.source);
       // a series without a frontier on these axes says why (report.data.frontier_gaps): all smoke, say
       var gap = (((D.no_frontier || {})[state.y] || {})[state.x] || {})[s.key];
       if (gap) el("div", { "class": "count no-frontier" }, txt, "no frontier: " + gap);
@@ -241,8 +246,8 @@
     var plotted = D.points.filter(function (p) { return finite(xval(p, state.x)) && finite(yval(p)); });
     var unplotted = D.points.filter(function (p) { return plotted.indexOf(p) < 0; });
     var note = document.getElementById("unplotted");
-    note.textContent = unplotted.length ? unplotted.length + " point(s) lack " + axis.label + " or " + yaxis().label +
-      " and are listed in the table but not plotted: " + unplotted.map(function (p) { return p.job_id; }).join(", ") : "";
+    note.textContent = unplotted.length ? countOf(unplotted.length, "point") + " " + noun(unplotted.length, "lacks", "lack") + " " + axis.label + " or " + yaxis().label +
+      " and " + noun(unplotted.length, "is", "are") + " listed in the table but not plotted: " + unplotted.map(function (p) { return p.job_id; }).join(", ") : "";
     if (!D.points.length) svg.setAttribute("viewBox", "0 0 " + W + " 120");  // no result: a line, not an empty frame
     if (!plotted.length) {
       var nEvals = (D.evals || []).length;
@@ -525,7 +530,8 @@
      of them the timeline below draws (its first repeat's: report.data.requests_counted), so the two counts agree. */
   function measuredText(p, d) {
     var mine = (d.counted || {}).measured;
-    return requestsText(p) + " request(s) measured" + (p.repeats && finite(mine) ? " over its " + p.repeats.n +
+    var r = p.requests || {};
+    return requestsText(p) + " " + noun(finite(r.finished) ? r.finished : r.successful, "request") + " measured" + (p.repeats && finite(mine) ? " over its " + p.repeats.n +
       " repeats, " + mine + " of them by result " + p.id + " (the timeline below)" : "");
   }
   /* What the timeline draws, counted as the result's summary counts its requests (measured: the point's n). */
