@@ -53,6 +53,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from llmsweep.words import noun
+
 REPO = Path(__file__).resolve().parent.parent
 _IDX = re.compile(rb"idx=(\d+)")
 
@@ -571,7 +573,7 @@ def main() -> None:
     levels = [int(x) for x in args.levels.split(",")]
     settings = [x.strip() for x in args.settings.split(",")]
     if unknown := [x for x in settings if x not in SETTINGS]:
-        ap.error(f"unknown setting(s) {unknown}; choose from {list(SETTINGS)}")
+        ap.error(f"unknown {noun(len(unknown), 'setting')} {unknown}; choose from {list(SETTINGS)}")
     workers: list[int | None] = [None if x.strip() == "default" else int(x) for x in args.client_workers.split(",")]
     passes = {x.strip() for x in args.passes.split(",")}
     if not args.aiperf:

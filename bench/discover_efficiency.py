@@ -31,6 +31,7 @@ from llmsweep.discover.model import CurvePoint, MetricNoise, Run
 from llmsweep.discover.recipe import load_arms
 from llmsweep.discover.sweep import DiscoverRequest, Stages, discover
 from llmsweep.results.pareto import XY, pareto_front
+from llmsweep.words import count_of
 
 DEFAULT_RECIPE = Path(__file__).resolve().parents[1] / "tests" / "data" / "recipes" / "discover" / "cliff-sim.yaml"
 
@@ -106,8 +107,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
-    print(f"recipe {report['recipe']}: ladder to {args.ladder_top}, {args.repeats} repeats, {args.refine} refine "
-          f"round(s); discover {report['discover_wall_s']} s, dense grid {report['dense_wall_s']} s (wall)")
+    print(f"recipe {report['recipe']}: ladder to {args.ladder_top}, {args.repeats} repeats, "
+          f"{count_of(args.refine, 'refine round')}; discover {report['discover_wall_s']} s, dense grid "
+          f"{report['dense_wall_s']} s (wall)")
     for a in report["arms"]:
         f = a["frontier"]
         print(f"{a['label']}: discover {a['discover_runs']} runs ({a['discover_points']} points) vs dense "

@@ -5,6 +5,7 @@ points at the run that measured it."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -84,7 +85,8 @@ def test_changed_with_nothing_changed_still_refuses_recipes_the_runner_file_now_
     proc = cli_here(["run", "recipes/chg.yaml", "--changed", f"{head}..", "--runner-config", fleet, "--out",
                      tmp_path / "out"], cli_env(tmp_path), cwd=repo)
     assert proc.returncode == 2, proc.stderr
-    assert "[fleet.unknown-label]" in proc.stderr and "error(s): nothing run" in proc.stderr
+    assert "[fleet.unknown-label]" in proc.stderr
+    assert re.search(r"the recipes have \d+ errors?: nothing run", proc.stderr), proc.stderr
     assert not (tmp_path / "out").exists()
 
 
@@ -171,4 +173,4 @@ def test_changed_with_evals_only_runs_the_evals_of_what_changed(tmp_path: Path) 
     (row,) = json.loads(proc.stdout)["jobs"]
     assert "_tp4-" in row["job"] and "_conc64_" in row["job"] and "_eval_" in row["job"]
     assert row["verdict"] == "refused" and "lm-eval" in row["reason"]
-    assert "1 added, 0 changed, 0 removed, 1 unchanged eval job(s)" in proc.stderr
+    assert "1 added, 0 changed, 0 removed, 1 unchanged eval job" in proc.stderr

@@ -43,11 +43,11 @@ def test_a_replay_of_fewer_rows_than_the_ladder_top_is_refused_and_a_lower_top_r
     recipe = _replay_recipe(tmp_path, 12)
     proc = _discover(tmp_path, recipe, "--refine", "0", "--out", tmp_path / "out")
     assert proc.returncode == 2, proc.stderr[-2000:]
-    assert "replays 12 row(s)" in proc.stderr and "above conc 12 (up to 64)" in proc.stderr
+    assert "replays 12 rows" in proc.stderr and "above conc 12 (up to 64)" in proc.stderr
     assert "fix: pass --ladder-top 12 or less" in proc.stderr
     assert not (tmp_path / "out").exists()
     proc = _discover(tmp_path, recipe, "--ladder-top", "8", "--refine", "0", "--out", tmp_path / "low")
-    assert "replays 12 row(s)" not in proc.stderr and (tmp_path / "low" / "discovery.json").exists()
+    assert "replays 12 rows" not in proc.stderr and (tmp_path / "low" / "discovery.json").exists()
     assert [r["conc"] for r in json.loads((tmp_path / "low" / "discovery.json").read_text())["runs"]]
 
 

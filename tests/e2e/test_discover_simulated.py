@@ -7,6 +7,7 @@ in virtual time, half the CPU (the simulation of conc 16 and 32 is most of it)."
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import subprocess
 import sys
@@ -17,6 +18,7 @@ import pytest
 from test_run_support import cli_env, cli_here
 
 from llmsweep.spec.loader import load_recipes
+from llmsweep.words import count_of
 
 pytestmark = pytest.mark.slow  # a file of long tests: xdist starts it first (tests/conftest.py)
 
@@ -98,8 +100,8 @@ def test_discover_on_the_simulator_proposes_a_grid_that_stops_at_the_knee(tmp_pa
     assert table.startswith("llmsweep discover — simulated, virtual time\n"), table[:300]
     smoke = sum(r["verdict"] == "smoke" for r in result["runs"])
     assert smoke == len(result["runs"]), {r["verdict"] for r in result["runs"]}
-    assert f"simulated {result['points_measured']} point(s) in {len(result['runs'])} run(s) ({smoke} of them smoke" \
-        in table, table
+    assert (f"simulated {count_of(result['points_measured'], 'point')} in {count_of(len(result['runs']), 'run')} "
+            f"({smoke} of them smoke") in table, table
 
 
 def test_discover_refuses_a_single_repeat_and_a_used_out(tmp_path: Path) -> None:
@@ -201,7 +203,7 @@ def test_a_knee_above_the_ladder_is_not_reached_and_the_recipe_above_the_ladder_
     assert "knee: not reached (above 4) — throughput per GPU still rises beyond noise" in proc.stdout
     # what the figures are, as `run` says them: the recipe serves the simulator (it said `measured 3 point(s)`)
     assert proc.stdout.startswith("llmsweep discover — simulated, virtual time\n"), proc.stdout[:300]
-    assert "simulated 3 point(s) in 6 run(s); " in proc.stdout and "measured 3 point(s)" not in proc.stdout
+    assert "simulated 3 points in 6 runs; " in proc.stdout and "measured 3 points" not in proc.stdout
     assert "knee: conc" not in proc.stdout and "the knee, where the grid stops" not in proc.stdout
     saved = json.loads((out / "discovery.json").read_text())
     assert {(r["source"], r["clock"]) for r in saved["runs"]} == {("simulated", "virtual")}
@@ -347,7 +349,7 @@ def test_a_discovery_interrupted_before_any_run_finished_says_so(tmp_path: Path)
     from llmsweep.discover.sweep import DiscoverRequest, discover
 
     def event(line: str) -> None:
-        if " job(s) planned, " in line:  # inside the ladder's run, before its first job
+        if re.search(r" jobs? planned, ", line):  # inside the ladder's run, before its first job
             raise KeyboardInterrupt
 
     result = discover(DiscoverRequest(recipe=RISING, out=tmp_path / "disc", simulate=True, repeats=2, ladder_top=4,

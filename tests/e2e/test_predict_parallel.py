@@ -156,7 +156,7 @@ def test_a_killed_worker_refuses_its_point_the_other_is_predicted_again_and_the_
                                           "this run)) while predicting it"), lost
         (again,) = [r for r in rows if "summary" in r]  # the other worker's point, predicted again on a fresh pool
         assert again["summary"]["requests"]["successful"] > 0
-        assert "error: llmsweep predict: the prediction worker died; 1 unit(s) were not predicted" in text
+        assert "error: llmsweep predict: the prediction worker died; 1 unit not predicted" in text
         assert not descendants(proc.pid)
     finally:
         _kill_group(proc)

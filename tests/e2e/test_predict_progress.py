@@ -47,7 +47,7 @@ def test_predict_on_worker_processes_prints_a_line_as_each_point_finishes(tmp_pa
                     "--processes", "2")
     assert len(json.loads(proc.stdout)) == 4
     lines = proc.stderr.splitlines()
-    first = r"^\[\d\d:\d\d:\d\d\] predicting 4 point\(s\) of 3 job\(s\) on 2 worker processes$"
+    first = r"^\[\d\d:\d\d:\d\d\] predicting 4 points of 3 jobs on 2 worker processes$"
     assert re.match(first, lines[0]), lines
     done = [line for line in lines if " done: " in line]
     # the aggregated jobs' points one by one, the disaggregated job's two concurrencies (one deployment) together
@@ -56,4 +56,5 @@ def test_predict_on_worker_processes_prints_a_line_as_each_point_finishes(tmp_pa
     counts = [re.search(r" points? (\S+) done", line).group(1) for line in done]  # type: ignore[union-attr]
     assert counts[-1].endswith("4/4") and "(" not in done[-1], done
     # three units on two workers: once one is done, every unit left runs, and no ETA is promised for them
-    assert [re.sub(r".* \((\d) unit\(s\) still running\)$", r"\1", line) for line in done[:-1]] == ["2", "1"], done
+    assert [re.sub(r".* \((\d units?) still running\)$", r"\1", line) for line in done[:-1]] == ["2 units", "1 unit"], \
+        done

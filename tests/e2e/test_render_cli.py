@@ -44,7 +44,7 @@ def test_a_failing_job_still_renders_with_its_findings_on_stderr_and_exits_2() -
     out = render("--job", HICACHE_JOB)
     assert out.returncode == 2
     assert "error [engine.known-incompatibility]" in out.stderr
-    assert "error: 1 error(s) above: `run` refuses job qwen3.5_tp8_conc8_kvdram-hicache_spec-mtp" in out.stderr
+    assert "error: 1 error above: `run` refuses job qwen3.5_tp8_conc8_kvdram-hicache_spec-mtp" in out.stderr
     assert "--hicache-mem-layout layer_first" in out.stdout and "--hicache-size" in out.stdout
 
 
@@ -57,7 +57,7 @@ def test_a_job_whose_invocation_run_refuses_exits_2_and_names_the_other_recipes_
     assert out.returncode == 2, out.stderr
     assert str(bad) in out.stderr and "error [" in out.stderr
     assert out.stdout.startswith("#!/usr/bin/env bash")  # still printed, for review
-    assert f"error: 9 error(s) above: `run` refuses job {RESIDENT_JOB}" in out.stderr
+    assert f"error: 9 errors above: `run` refuses job {RESIDENT_JOB}" in out.stderr
 
 
 def test_unknown_job_lists_candidates() -> None:

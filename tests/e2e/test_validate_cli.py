@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 from test_run_support import cli_here
 
+from llmsweep.words import count_of
+
 REPO = Path(__file__).resolve().parents[2]
 SEED = REPO / "recipes" / "qwen3.5-fp8-mi300x-sglang-agentic-mtp.yaml"
 RESIDENT = REPO / "recipes" / "qwen3.5-fp8-mi300x-sglang-agentic-mtp-resident.yaml"
@@ -68,12 +70,13 @@ def test_json_says_the_totals_the_text_output_says_and_keeps_its_list() -> None:
     text = llmsweep("validate", str(SEED))
     as_json = llmsweep("validate", "--json", str(SEED))
     assert text.returncode == as_json.returncode == 2
-    (totals,) = [line for line in text.stderr.splitlines() if " recipe(s), " in line]
+    (totals,) = [line for line in text.stderr.splitlines() if line.startswith("1 recipe, ")]
     found = json.loads(as_json.stdout)
     assert isinstance(found, list) and all(set(f) == FINDING_KEYS for f in found)
     errors = sum(f["severity"] == "error" for f in found)
-    assert re.fullmatch(rf"1 recipe\(s\), \d+ job\(s\): {errors} error\(s\), {len(found) - errors} warning\(s\)",
-                        totals), totals
+    warnings = len(found) - errors
+    said = rf"1 recipe, \d+ jobs: {count_of(errors, 'error')}, {count_of(warnings, 'warning')}"
+    assert re.fullmatch(said, totals), totals
     assert totals in as_json.stderr.splitlines(), as_json.stderr
 
 

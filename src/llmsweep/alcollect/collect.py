@@ -54,6 +54,7 @@ from llmsweep.execute.handle import ServerHandle
 from llmsweep.execute.signals import stop_then_raise, watching_pauses
 from llmsweep.jsonline import load_json_file
 from llmsweep.plan.job import Job
+from llmsweep.words import count_of, noun
 from llmsweep.workload.base import LaneProgram, RequestIdentity, RequestSpec, Send, Workload
 
 if TYPE_CHECKING:
@@ -474,8 +475,8 @@ def _cell_progress(cell: str, event: Event) -> Callable[[Progress], None]:
             return
         said[0] = now
         of = f"/{p.target_requests}" if p.target_requests else ""
-        event(f"{cell}: {p.profiling_finished}{of} request(s) done, {p.failed} failed, {p.inflight} in flight, "
-              f"{p.profiling_output_tokens} token(s) out")
+        event(f"{cell}: {p.profiling_finished}{of} {noun(p.target_requests or p.profiling_finished, 'request')} done, "
+              f"{p.failed} failed, {p.inflight} in flight, {count_of(p.profiling_output_tokens, 'token')} out")
 
     return on_progress
 

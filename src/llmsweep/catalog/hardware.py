@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from llmsweep.catalog.sources import Origin, build_models, cached, catalog_dirs, entry_fix
 from llmsweep.errors import ConfigError
+from llmsweep.words import noun
 
 HARDWARE_FILE = "hardware.yaml"
 """The hardware catalog's file name, packaged and in a user catalog directory."""
@@ -69,7 +70,7 @@ class HardwareSpec(BaseModel):
     def _estimates_name_fields(self) -> HardwareSpec:
         unknown = set(self.estimates) - set(type(self).model_fields)
         if unknown:
-            raise ValueError(f"estimates names unknown field(s) {sorted(unknown)}")
+            raise ValueError(f"estimates names unknown {noun(len(unknown), 'field')} {sorted(unknown)}")
         return self
 
     @property

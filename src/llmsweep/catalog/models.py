@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from llmsweep.catalog.precision import FORMATS, NAME_ALTERNATION, kv_bytes_per_element, named_format
 from llmsweep.catalog.sources import Origin, build_models, cached, catalog_dirs, entry_fix
 from llmsweep.errors import ConfigError
+from llmsweep.words import noun
 
 MODELS_FILE = "models.yaml"
 """The models catalog's file name, packaged and in a user catalog directory."""
@@ -202,7 +203,7 @@ class ModelSpec(BaseModel):
     def _consistent(self) -> ModelSpec:
         unknown = set(self.estimates) - set(type(self).model_fields) - {"context_class"}
         if unknown:
-            raise ValueError(f"estimates names unknown field(s) {sorted(unknown)}")
+            raise ValueError(f"estimates names unknown {noun(len(unknown), 'field')} {sorted(unknown)}")
         if self.active_params_b > self.total_params_b:
             raise ValueError("active_params_b exceeds total_params_b")
         full = self.attention.layers if self.attention.layers is not None else self.layers

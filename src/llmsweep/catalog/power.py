@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from llmsweep.catalog.hardware import find_hardware
 from llmsweep.catalog.sources import Origin, build_models, cached, catalog_dirs
+from llmsweep.words import noun
 
 
 class PowerSpec(BaseModel):
@@ -41,7 +42,7 @@ class PowerSpec(BaseModel):
             raise ValueError("usd_per_gpu_hour needs cost_source and cost_date (a price is an assumption: say whose)")
         unknown = set(self.estimates) - set(type(self).model_fields)
         if unknown:
-            raise ValueError(f"estimates names unknown field(s) {sorted(unknown)}")
+            raise ValueError(f"estimates names unknown {noun(len(unknown), 'field')} {sorted(unknown)}")
         return self
 
 

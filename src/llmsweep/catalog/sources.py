@@ -19,6 +19,7 @@ import yaml
 from pydantic import BaseModel, ValidationError
 
 from llmsweep.errors import ConfigError, undecodable_line
+from llmsweep.words import noun
 
 ENV_VAR = "LLMSWEEP_CATALOG_DIR"
 PACKAGED_DIR = Path(__file__).resolve().parent / "data"
@@ -195,7 +196,7 @@ def load_section(
         unknown = sorted(set(data) - allowed)
         if unknown:
             raise ConfigError(
-                f"{path}: unknown top-level key(s) {unknown} in catalog file {name}",
+                f"{path}: unknown top-level {noun(len(unknown), 'key')} {unknown} in catalog file {name}",
                 fix=f"put entries under one of: {', '.join(sorted(allowed))}",
             )
         lines = key_lines(path, section)
@@ -230,7 +231,7 @@ def build_models(
             )
             raise ConfigError(
                 f"{origin}: invalid {section} entry '{key}' in {name}: {problems}",
-                fix=f"correct the named field(s); the fields of a {model.__name__} are: "
+                fix=f"correct the named fields; the fields of a {model.__name__} are: "
                 f"{', '.join(model.model_fields)}",
             ) from exc
     return out

@@ -45,6 +45,7 @@ from llmsweep.spec.recipe import Recipe
 from llmsweep.spec.source import SourceMap, YamlSyntaxError, parse_yaml, render_path
 from llmsweep.spec.validation_findings import findings_from_validation_error
 from llmsweep.spec.workload import ScenarioId
+from llmsweep.words import count_of
 
 ENTRY_MARK = "- config-keys:"
 PULL_URL = "https://github.com/SemiAnalysisAI/InferenceX/pull/"
@@ -111,7 +112,7 @@ class Changelog:
         errors = [f for f in self.findings if f.is_error]
         if errors:
             listing = "\n".join(f.render() for f in errors)
-            raise ConfigError(f"{self.file}: {len(errors)} changelog error(s):\n{listing}",
+            raise ConfigError(f"{self.file}: {count_of(len(errors), 'changelog error')}:\n{listing}",
                               fix="fix the lines named above", findings=errors)
         return self
 

@@ -37,6 +37,7 @@ from llmsweep.changes.changelog import (
 )
 from llmsweep.errors import ConfigError, undecodable_line
 from llmsweep.findings import Finding, Severity
+from llmsweep.words import count_of
 
 LINK_KEY = "  pr-link:"
 _LINK_LINE = re.compile(r"(?P<head>  pr-link:[ ]+)(?P<value>\S+)(?P<tail>[ ]+#.*|[ ]*)(?P<end>\n?)")
@@ -78,7 +79,7 @@ def _refuse(log: Changelog, what: str, fix: str) -> None:
     errors = [f for f in log.findings if f.is_error]
     if errors:
         listing = "\n".join(f.render() for f in errors)
-        raise ConfigError(f"{what}: {len(errors)} changelog error(s):\n{listing}", fix=fix, findings=errors)
+        raise ConfigError(f"{what}: {count_of(len(errors), 'changelog error')}:\n{listing}", fix=fix, findings=errors)
 
 
 def _blocks(lines: list[str]) -> list[tuple[int, int]]:

@@ -32,6 +32,7 @@ from llmsweep.findings import Finding
 from llmsweep.plan import Job
 from llmsweep.plan.slices import curve_key, slice_concurrencies
 from llmsweep.spec.loader import RECIPE_SUFFIXES
+from llmsweep.words import count_of, noun
 from llmsweep.workload.scenario import repeat_index
 
 if TYPE_CHECKING:
@@ -177,8 +178,9 @@ class ChangeSet:
         with concurrencies added or removed, and those whose list was only reordered (nothing to run)."""
         moved = sum(1 for c in self.concs if c.added or c.removed)
         reordered = len(self.concs) - moved
-        return "".join((f"{moved} multi-node job(s) with concurrencies added or removed, " if moved else "",
-                        f"{reordered} multi-node job(s) with their concurrencies only reordered, " if reordered
+        return "".join((f"{count_of(moved, 'multi-node job')} with concurrencies added or removed, " if moved else "",
+                        f"{count_of(reordered, 'multi-node job')} with {noun(reordered, 'its', 'their')} concurrencies "
+                        "only reordered, " if reordered
                         else ""))
 
     def to_run(self) -> list[str]:
@@ -487,7 +489,7 @@ def _side_file(path: Path | None, top: Path | None, root: Path) -> Path | None:
 
 def _check_sources(base: Path, head: Path, files: Sequence[Path], base_label: str, head_label: str) -> None:
     """Refuse a change set that would be empty for want of input: a recipe file named that neither side has (a
-    typo), or two sides with no recipe file at all (a tree without `recipes/`). Either used to say "0 job(s) to run",
+    typo), or two sides with no recipe file at all (a tree without `recipes/`). Either used to say "0 jobs to run",
     exit 0, and let CI run nothing."""
     if files:
         missing = [f for f in files if not (base / f).exists() and not (head / f).exists()]

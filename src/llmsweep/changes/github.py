@@ -62,6 +62,7 @@ from llmsweep.option_spellings import flag as _flag
 from llmsweep.plan import Job
 from llmsweep.plan.matrix import EvalOptions
 from llmsweep.plan.point import CONC_MARK
+from llmsweep.words import count_of, noun
 
 Source = Literal["matrix", "changes"]
 RUN_LABELS = ("full-sweep-enabled", "full-sweep-fail-fast")
@@ -184,7 +185,8 @@ def matrix_entries(jobs: Sequence[Job], fleet: FleetCatalog | None = None, *, ev
         unknown = sorted({j.runner_label for j in jobs if not known.has_label(j.runner_label)})
         if unknown:
             flags = " ".join(f"{_flag('runner_labels')} {label}" for label in unknown)
-            raise ConfigError(f"runner label(s) {', '.join(unknown)} are not in the fleet file {fleet.file}: a job "
+            raise ConfigError(f"runner {noun(len(unknown), 'label')} {', '.join(unknown)} "
+                              f"{noun(len(unknown), 'is', 'are')} not in the fleet file {fleet.file}: a job "
                               "on a label no runner carries waits forever",
                               fix=f"fix the recipe's runner; or add the label to the runner file "
                                   f"({_flag('runner_config')}); or, if GitHub's self-hosted runners carry it, pass "
@@ -241,8 +243,11 @@ def unbounded_note(jobs: Sequence[Job]) -> str | None:
     unbounded = [j for j in jobs if not timeout_minutes(j, 0)[1]]
     if not unbounded:
         return None
-    return (f"{len(unbounded)} job(s) (e.g. {unbounded[0].id}) replay a whole trace, whose length nothing in the plan "
-            f"bounds: their runner jobs time out at GitHub's default, {GITHUB_DEFAULT_TIMEOUT_MINUTES} minutes (their "
+    n = len(unbounded)
+    return (f"{count_of(n, 'job')} ({'e.g. ' if n > 1 else ''}{unbounded[0].id}) {noun(n, 'replays', 'replay')} a "
+            "whole trace, whose length nothing in the plan bounds: "
+            f"{noun(n, 'its runner job times', 'their runner jobs time')} "
+            f"out at GitHub's default, {GITHUB_DEFAULT_TIMEOUT_MINUTES} minutes ({noun(n, 'its', 'their')} "
             "runs the allowance before); give "
             "the replay a `duration` (or, replayed in closed loop rather than on its timestamps, `max-rows`) for a "
             "timeout of the run's own")

@@ -172,7 +172,8 @@ def _collection_job(recipe: Path, config_keys: tuple[str, ...], runner_config: P
         echo(f.render())
     if errors:
         first = errors[0]
-        raise ConfigError(f"{job.exp_name} has {len(errors)} policy error(s), first [{first.rule}] {first.message}; "
+        raise ConfigError(f"{job.exp_name} has {count_of(len(errors), 'policy error')}, first [{first.rule}] "
+                          f"{first.message}; "
                           "no server was started", fix=first.fix or "fix the recipe (llmsweep validate says how)")
     return job
 

@@ -17,6 +17,7 @@ from llmsweep.cli.options import (
     recipe_files_argument,
     runner_config_option,
 )
+from llmsweep.words import count_of, noun
 
 
 @click.command("changes")
@@ -89,7 +90,8 @@ def _print(change_set: object) -> None:
         short = [plain(label) for label in job_labels([row["job"] for row in rows], names)]
         print_tables(plain(f"changes {change_set.base}..{change_set.head}"), columns, cells, short_keys=short)
     click.echo(f"{len(change_set.added)} added, {len(change_set.changed)} changed, {len(change_set.removed)} removed, "
-               f"{change_set.concs_text()}{len(change_set.unchanged)} unchanged; {len(change_set.to_run())} job(s) to "
+               f"{change_set.concs_text()}{len(change_set.unchanged)} unchanged; "
+               f"{count_of(len(change_set.to_run()), 'job')} to "
                "run")
 
 
@@ -160,7 +162,7 @@ def check(changelog_file: Path, files: tuple[Path, ...], base: str | None, pr_nu
     if not log.ok:
         if as_json:
             click.echo(json.dumps({"ok": False, "findings": [f.to_json() for f in log.findings]}, indent=2))
-        raise ConfigError(f"{changelog_file}: {sum(f.is_error for f in log.findings)} changelog error(s)",
+        raise ConfigError(f"{changelog_file}: {count_of(sum(f.is_error for f in log.findings), 'changelog error')}",
                           fix="fix the lines named above")
     fleet = load_fleet(runner_config) if runner_config is not None else default_fleet()
     if log.added and all(e.append_only for e in log.added):
@@ -191,8 +193,9 @@ def check(changelog_file: Path, files: tuple[Path, ...], base: str | None, pr_nu
         return 0
     for row in rows:
         click.echo(f"{row['kind']:<10} {row['job']}")
-    click.echo(f"{len(log.entries)} entries ({len(log.added)} new) select {len(selection.throughput)} throughput and "
-               f"{len(selection.evals)} eval job(s)", err=True)
+    click.echo(f"{len(log.entries)} entries ({len(log.added)} new) select "
+               f"{count_of(len(selection.throughput), 'throughput job')} and "
+               f"{count_of(len(selection.evals), 'eval job')}", err=True)
     return 0
 
 
@@ -262,7 +265,7 @@ def canonicalize(changelog_file: Path, base: str, pr_number: int, as_json: bool)
     for change in links:
         click.echo(f"{changelog_file}:{change.line}: pr-link {change.old} -> {change.new}")
     if links:
-        click.echo(f"{changelog_file}: {len(links)} pr-link(s) set to {pr_link(pr_number)}", err=True)
+        click.echo(f"{changelog_file}: {count_of(len(links), 'pr-link')} set to {pr_link(pr_number)}", err=True)
     else:
         click.echo(f"{changelog_file}: nothing to set, the new entries already link to {pr_link(pr_number)}",
                    err=True)
@@ -294,6 +297,8 @@ def resolve_conflict(changelog_file: Path, pr_number: int, as_json: bool) -> Non
         click.echo(f"{changelog_file}:{change.line}: pr-link {change.old} -> {change.new}")
     dropped = (f"; {len(res.dropped)} already on main dropped (line {', '.join(map(str, res.dropped))} of the pull "
                "request's side)" if res.dropped else "")
-    click.echo(f"{changelog_file}: main's {res.main_entries} entries kept as they are, {len(res.appended)} entry(ies) "
-               f"of pull request #{pr_number} appended at line {', '.join(map(str, res.appended))}{dropped}; staged",
+    click.echo(f"{changelog_file}: main's {res.main_entries} entries kept as they are, "
+               f"{count_of(len(res.appended), 'entry', 'entries')} "
+               f"of pull request #{pr_number} appended at {noun(len(res.appended), 'line')} "
+               f"{', '.join(map(str, res.appended))}{dropped}; staged",
                err=True)

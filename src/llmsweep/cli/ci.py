@@ -18,6 +18,7 @@ from llmsweep.cli.options import (
     runner_config_option,
 )
 from llmsweep.errors import ConfigError
+from llmsweep.words import count_of, noun
 from llmsweep.writable import refuse_unwritable
 
 if TYPE_CHECKING:
@@ -120,8 +121,9 @@ def github(files: tuple[Path, ...], out: Path, source: str, baseline: str | None
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(dump_workflow(doc), encoding="utf-8")
     minutes = sorted(timeout_minutes(j, allowance_minutes)[0] for j in jobs)
-    click.echo(f"wrote {out}: {len(jobs)} job(s) at most, runner labels "
-               f"{', '.join(sorted({j.runner for j in jobs}))}; recipe paths relative to {root}; each job installs "
+    click.echo(f"wrote {out}: {count_of(len(jobs), 'job')} at most, runner "
+               f"{noun(len({j.runner for j in jobs}), 'label')} {', '.join(sorted({j.runner for j in jobs}))}; recipe "
+               f"paths relative to {root}; each job installs "
                f"llmsweep with `{install}` (--install CMD to change it), and its run times out (a failed job) after "
                f"{minutes[0]}{'' if minutes[0] == minutes[-1] else f'–{minutes[-1]}'} minutes (the longest it can "
                f"take, plus --allowance-minutes {allowance_minutes}; the job itself that allowance later)", err=True)
@@ -171,7 +173,7 @@ def _say_refusals(jobs: list[Job], files: Sequence[Path], runner_config: Path | 
     from llmsweep.plan.point import one_point_per_job
 
     total = len(one_point_per_job(jobs))
-    counted = f"{total} job(s)" + (" (a multi-node job's points counted apart)" if total != len(jobs) else "")
+    counted = count_of(total, "job") + (" (a multi-node job's points counted apart)" if total != len(jobs) else "")
     for reason, refused in runner_refusals(jobs, files, runner_config, parents=parents, evals=evals,
                                              runner_labels=runner_labels).items():
         click.echo(f"note: {len(refused)} of the {counted} will be refused by `llmsweep run` on the runner "
@@ -290,7 +292,7 @@ def collect_cmd(artifacts: Path, out: Path, run_id: str, expected_env: str | Non
     from llmsweep.metrics.model import SUCCESS_STATUSES
 
     missed = [o for o in meta["outcomes"] if o["status"] not in SUCCESS_STATUSES]
-    click.echo(f"collected {len(meta['outcomes'])} job(s) into {out} "
+    click.echo(f"collected {count_of(len(meta['outcomes']), 'job')} into {out} "
                f"({len(meta['outcomes']) - len(missed)} with a result)", err=True)
     for o in missed:
         reasons = o.get("reasons") or ["no reason recorded"]

@@ -20,6 +20,7 @@ from llmsweep.cli.options import (
 from llmsweep.cli.options import executor_options as parse_executor_options
 from llmsweep.execute.registry import executor_help, executor_kinds
 from llmsweep.spec.workload import MAX_DURATION_S
+from llmsweep.words import count_of
 
 
 def whole_seconds(_ctx: click.Context, _param: click.Parameter, value: float | None) -> int | None:
@@ -156,8 +157,8 @@ def _print(result: object) -> None:
     # what ran says what the runs were; with none, what was asked (a discovery of nothing measured nothing)
     verb = ("simulated" if all(s == "simulated" for s, _ in kinds) else "measured") if kinds else \
         ("ran" if not result.simulate else "simulated")
-    console.print(f"{verb} {result.points_measured} point(s) in {result.runs_measured} run(s)" + smoke_said
-                  + (f" on {launches} server launch(es)" if launches else "")
+    console.print(f"{verb} {count_of(result.points_measured, 'point')} in {count_of(result.runs_measured, 'run')}"
+                  + smoke_said + (f" on {count_of(launches, 'server launch', 'server launches')}" if launches else "")
                   + "; policy: " + _policy_words(result))
     for stage in result.stages:
         if stage.skipped:

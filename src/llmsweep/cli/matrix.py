@@ -25,6 +25,7 @@ from llmsweep.policy.registry import get_rule
 from llmsweep.policy.rules_input import unknown_label_message
 from llmsweep.spec import LoadResult, load_recipes
 from llmsweep.spec.components import RECIPE_SCENARIOS
+from llmsweep.words import count_of
 
 _COUNT = click.IntRange(min=1)
 """A concurrency, a TP or EP degree: 1 or more, refused as parsed (exit 2). `--min-conc -1` or `--conc 0` printed a
@@ -44,7 +45,7 @@ def _common(fn: Callable[..., Any]) -> Callable[..., Any]:
                      help="One job per node of the label whose name contains this substring."),
         click.option("--scenario-type", cls=ManyValues, listed=True,
                      type=click.Choice([s.value for s in RECIPE_SCENARIOS]),
-                     help="Scenario type(s) to include (default: all)."),
+                     help="Scenario types to include (default: all)."),
         click.option("--format", "fmt", type=click.Choice(["matrix", "jobs", "ids"]), default="matrix",
                      show_default=True,
                      help="matrix: InferenceX entries; jobs: full llmsweep Job JSON; ids: one job id per line."),
@@ -136,7 +137,7 @@ def _run(options: SweepOptions, *, config_files: tuple[Path, ...], runner_config
     loaded = load_recipes(files)
     _report(loaded, fleet)
     if not loaded.ok:
-        raise ConfigError(f"{len(loaded.errors)} recipe error(s); no matrix written",
+        raise ConfigError(f"{count_of(len(loaded.errors), 'recipe error')}; no matrix written",
                           fix="fix the findings above (file:line) and rerun")
     if not loaded.recipes:  # a folder with no recipe, an empty file: bad input, as `validate` and `run` say it
         where = f"--config-files {' '.join(map(str, files))}" if config_files else "./recipes (no --config-files)"
@@ -179,7 +180,8 @@ def _report(loaded: LoadResult, fleet: FleetCatalog) -> None:
         if finding.rule != "spec.not-runnable":
             click.echo(finding.render(), err=True)
     if not_runnable:
-        click.echo(f"note: {len(not_runnable)} recipe(s) have no `serve` block: plannable, not runnable by llmsweep",
+        click.echo(f"note: no `serve` block in {count_of(len(not_runnable), 'recipe')}: plannable, not runnable by "
+                   "llmsweep",
                    err=True)
     for finding in _unknown_labels(loaded, fleet):
         click.echo(finding.render(), err=True)

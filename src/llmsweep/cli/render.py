@@ -70,8 +70,7 @@ def render_topology_text(job: Job, topology: Topology) -> str:
             blocks.append(head + "\n" + render_text(job, worker.spec))
             if worker.follower is not None:  # the worker's other nodes run another launch (vLLM's `--headless`)
                 head = comment_text(f"# ---- {role.name} {worker.index}, its {noun(len(worker.nodes) - 1, 'node')} "
-                                    "after the first: "
-                                    f"{', '.join(str(n) for n in worker.nodes[1:])}")
+                                    f"after the first: {', '.join(str(n) for n in worker.nodes[1:])}")
                 blocks.append(head + "\n" + render_text(job, worker.follower))
     return "\n\n".join(blocks)
 
@@ -176,7 +175,7 @@ def render(files: tuple[Path, ...], selector: str, simulate: bool, fmt: str, as_
     else:
         click.echo(render_text(job, spec), color=True)
     if refusals:
-        click.echo(f"error: {len(refusals)} error(s) above: `run` refuses job {job.id} (its launch is printed for "
-                   "review)", err=True)
+        click.echo(f"error: {count_of(len(refusals), 'error')} above: `run` refuses job {job.id} (its launch is "
+                   "printed for review)", err=True)
         return 2
     return 0

@@ -29,6 +29,7 @@ from llmsweep.execute.registry import executor_help, executor_kinds
 from llmsweep.metrics.model import DONE_WORDS, source_words
 from llmsweep.power.sampler import RUN_BACKEND_CHOICES
 from llmsweep.power.samples import REQUIRE_POWER_HELP
+from llmsweep.words import count_of, noun
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -164,7 +165,8 @@ def run(files: tuple[Path, ...], config_keys: tuple[str, ...], executor: str, ex
                                                                      | {j.recipe_key for j in change_set.unchanged})))
             outside = [j for j in to_run if j.recipe_key not in keys]
             if outside:
-                click.echo(f"note: {len(outside)} changed job(s) of other config keys than --config-keys left out",
+                click.echo(f"note: {count_of(len(outside), 'changed job')} of other config keys than --config-keys "
+                           "left out",
                            err=True)
             to_run = [j for j in to_run if j.recipe_key in keys]
         only_jobs = [j.id for j in to_run]
@@ -172,8 +174,9 @@ def run(files: tuple[Path, ...], config_keys: tuple[str, ...], executor: str, ex
         kind = " eval" if evals.evals_only or evals.all_evals else ""
         click.echo(f"{changed}: {len(change_set.added)} added, {len(change_set.changed)} changed, "
                    f"{len(change_set.removed)} removed, {change_set.concs_text()}"
-                   f"{len(change_set.unchanged)} unchanged{kind} job(s)"
-                   + (f"; {len(grown)} multi-node job(s) run only their added concurrencies" if grown else ""),
+                   f"{len(change_set.unchanged)} unchanged{kind} {noun(len(change_set.unchanged), 'job')}"
+                   + (f"; {count_of(len(grown), 'multi-node job')} run only their added concurrencies"
+                      if grown else ""),
                    err=True)
         if not only_jobs:
             # nothing to launch, but the recipes are still checked: a change to the runner file or the catalog alters
@@ -187,7 +190,8 @@ def run(files: tuple[Path, ...], config_keys: tuple[str, ...], executor: str, ex
             for f in errors:
                 click.echo(f.render(), err=True)
             if errors:
-                click.echo(f"no job changed, but the recipes have {len(errors)} error(s): nothing run", err=True)
+                click.echo(f"no job changed, but the recipes have {count_of(len(errors), 'error')}: nothing run",
+                           err=True)
                 return 2
             click.echo(f"no{kind} job changed: nothing to run", err=True)
             if as_json:  # stdout is the end table as JSON, an empty one here: a `| jq` after it reads no run

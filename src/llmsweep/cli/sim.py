@@ -28,6 +28,7 @@ from llmsweep.cli.options import (
 from llmsweep.cli.serving import bind_fix, serve_router, wait_for_stop
 from llmsweep.errors import ConfigError, LlmsweepError
 from llmsweep.sim.serve_args import engine_config, engine_config_from_argv, serve_options
+from llmsweep.words import count_of
 from llmsweep.writable import refuse_unwritable
 
 if TYPE_CHECKING:
@@ -364,7 +365,7 @@ def predict(files: tuple[Path, ...], config_keys: tuple[str, ...], duration: flo
     unreadable = check_trace_sources(jobs)
     for source, unread in unreadable.items():
         n = sum(1 for j in jobs if (ref := corpus_ref(j)) is not None and ref.source == source)
-        click.echo(f"{unread.message}; {n} job(s) refused (fix: {unread.fix})", err=True)
+        click.echo(f"{unread.message}; {count_of(n, 'job')} refused (fix: {unread.fix})", err=True)
     planned = pool.plan(jobs, unreadable, policy)
     settings = pool.Settings(duration=duration, max_requests=max_requests,
                              out_dir=Path(out_dir) if out_dir is not None else None)
@@ -392,24 +393,27 @@ def predict(files: tuple[Path, ...], config_keys: tuple[str, ...], duration: flo
     if results and len(refused) == len(results) and not lost:
         causes = {said[r.refused] for r in refused if r.refused in said}
         only = next(iter(causes)) if len(causes) == 1 and all(r.refused in said for r in refused) else None
-        raise ConfigError(f"llmsweep predict: all {len(results)} point(s) were refused (see above)",
+        every = "the one point was" if len(results) == 1 else f"all {len(results)} points were"
+        raise ConfigError(f"llmsweep predict: {every} refused (see above)",
                           fix=only.fix if only is not None and only.fix else
                           "fix the recipe errors above (`llmsweep validate` lists every finding), or select other "
                           "jobs with --config-keys" if by_policy else
                           "select jobs the simulator can run with --config-keys")
     if refused:
-        click.echo(f"{len(results) - len(refused)} point(s) predicted, {len(refused)} refused", err=True)
+        click.echo(f"{count_of(len(results) - len(refused), 'point')} predicted, {len(refused)} refused", err=True)
     if not as_json:
         _print_table([r for r in results if r.summary is not None], {j.id: j.exp_name for j in jobs})
     if lost:
-        raise ResultError(f"llmsweep predict: {pool.WORKER_DIED}; {len(lost)} unit(s) were not predicted (see above)",
+        raise ResultError(f"llmsweep predict: {pool.WORKER_DIED}; {count_of(len(lost), 'unit')} not predicted (see "
+                          "above)",
                           fix="rerun; if it dies again, lower --processes (memory), or run --processes 1 to see why")
     if by_policy:  # bad input, as `run` and `validate` say it (exit 2), after the points that could be predicted
-        raise ConfigError(f"llmsweep predict: {len(by_policy)} point(s) refused for recipe errors (see above)",
+        raise ConfigError(f"llmsweep predict: {count_of(len(by_policy), 'point')} refused for recipe errors "
+                          "(see above)",
                           fix="fix the recipe errors above (`llmsweep validate` lists every finding)")
     if refused:  # a point that could not be predicted is a job that could not run, as `run` counts it (exit 1)
-        raise ResultError(f"llmsweep predict: {len(refused)} of {len(results)} point(s) could not be predicted "
-                          "(see above)",
+        raise ResultError(f"llmsweep predict: {len(refused)} of {count_of(len(results), 'point')} could not be "
+                          "predicted (see above)",
                           fix="each refusal above names its fix; --config-keys selects the jobs the simulator can run")
 
 
@@ -554,7 +558,8 @@ def _predict_parallel(planned: list[Outcome | Unit], units: list[Unit], settings
     from llmsweep.execute.predict_pool import Outcome, predict_parallel
 
     total = sum(len(u.concurrencies) for u in units)
-    _say(f"predicting {total} point(s) of {len({u.job.id for u in units})} job(s) on {workers} worker processes")
+    _say(f"predicting {count_of(total, 'point')} of {count_of(len({u.job.id for u in units}), 'job')} on {workers} "
+         "worker processes")
     done, finished_units, began = 0, 0, time.monotonic()
     heartbeat = _Heartbeat(units, total)
 
@@ -573,7 +578,7 @@ def _predict_parallel(planned: list[Outcome | Unit], units: list[Unit], settings
         elif left > workers:  # some wait for a worker: the rate so far says something
             after = f" (ETA ~{(time.monotonic() - began) / done * (total - done):.0f} s at the rate so far)"
         else:
-            after = f" ({left} unit(s) still running)"
+            after = f" ({count_of(left, 'unit')} still running)"
         _say(f"{which} done: {_unit_label(unit)}{refused}{after}")
 
     with heartbeat:

@@ -15,6 +15,7 @@ import click
 from llmsweep.cli.options import config_keys_option, json_option, option, recipe_files_argument, runner_config_option
 from llmsweep.errors import LlmsweepError
 from llmsweep.findings import has_errors
+from llmsweep.words import count_of
 
 
 @click.command("validate")
@@ -41,8 +42,8 @@ def validate(files: tuple[Path, ...], config_keys: tuple[str, ...], simulate: bo
         for f in findings:
             click.echo(f.render())
     errors = sum(f.is_error for f in findings)
-    click.echo(f"{len(result.loaded.recipes)} recipe(s), {len(result.jobs)} job(s): {errors} error(s), "
-               f"{len(findings) - errors} warning(s)", err=True)
+    click.echo(f"{count_of(len(result.loaded.recipes), 'recipe')}, {count_of(len(result.jobs), 'job')}: "
+               f"{count_of(errors, 'error')}, {count_of(len(findings) - errors, 'warning')}", err=True)
     from llmsweep.evals.harness import EvalSettings
     from llmsweep.evals.results import check_inputs
 

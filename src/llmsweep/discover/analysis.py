@@ -22,6 +22,7 @@ from llmsweep.metrics.registry import HOT_BY_NAME
 from llmsweep.results.bands import t975
 from llmsweep.results.frontier import Y_METRIC
 from llmsweep.results.pareto import NORTH_STAR_X
+from llmsweep.words import count_of
 
 THROUGHPUT = Y_METRIC
 """The frontier's y: throughput per GPU (its flattening is the knee)."""
@@ -137,7 +138,7 @@ def saturated(point: CurvePoint) -> str | None:
     if point.kv_usage_max is not None and point.kv_usage_max >= KV_SATURATED:
         why.append(f"KV cache peaks at {point.kv_usage_max:.0%}")
     if point.preemptions:
-        why.append(f"{point.preemptions:.0f} preemption(s)")
+        why.append(count_of(round(point.preemptions), "preemption"))
     return " and ".join(why) or None
 
 

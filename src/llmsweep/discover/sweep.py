@@ -37,6 +37,7 @@ from llmsweep.plan import Job
 from llmsweep.results.extract import INVALID_VERDICTS
 from llmsweep.spec.recipe import Recipe
 from llmsweep.spec.source import render_path
+from llmsweep.words import count_of
 
 Event = Callable[[str], None]
 
@@ -126,7 +127,7 @@ class Stages:
         sized = size_for_top(path, doc, keys, simulate=self.req.simulate, runner_config=self.req.runner_config)
         recipe = write_stage(path, doc)
         n = sum(len(c) for c in concs.values()) * repeats
-        self.event(f"discover: stage {name}: {n} run(s) — " + "; ".join(
+        self.event(f"discover: stage {name}: {count_of(n, 'run')} — " + "; ".join(
             f"{arm.label} conc {concs[arm.id]}" for arm in {k.arm.id: k.arm for k in keys.values()}.values())
             + (f", × {repeats} repeats (one workload seed each)" if repeats > 1 else ""))
         for arm_id, flags in sized.items():
@@ -368,7 +369,8 @@ def _refuse_unladderable_replays(jobs: list[Job], arms: list[Arm], top: int) -> 
         if rows < top:
             limit = f" (workload.replay.max-rows {replay.max_rows})" if replay.max_rows is not None else ""
             raise ConfigError(
-                f"discover: {arm.id} replays {rows} row(s) of {replay.mooncake}{limit}, each once: ladder points above "
+                f"discover: {arm.id} replays {count_of(rows, 'row')} of {replay.mooncake}{limit}, each once: ladder "
+                "points above "
                 f"conc {rows} (up to {top}) would never have that many requests in flight, and would be analysed as "
                 "if they had",
                 fix=f"pass --ladder-top {rows} or less, or replay a trace of at least {top} rows")
@@ -461,7 +463,8 @@ def discover(req: DiscoverRequest, *, event: Event) -> Discovery:
             if req.time_limit is not None and estimate is not None:
                 left = req.time_limit - (time.monotonic() - started)
                 if estimate > left:
-                    stages.skip(name, planned, f"--time-limit: {planned} run(s) should take about {estimate:.0f} s "
+                    stages.skip(name, planned, f"--time-limit: {count_of(planned, 'run')} should take about "
+                                               f"{estimate:.0f} s "
                                 "(the measured server starts, slowest runs and stage overhead so far), "
                                 f"{max(left, 0):.0f} s are left")
                     break
@@ -469,14 +472,14 @@ def discover(req: DiscoverRequest, *, event: Event) -> Discovery:
     except KeyboardInterrupt as exc:
         signals.consumed(exc)  # analysing what was measured: a second signal hurries that, never interrupts it
         interrupted = next((r.name for r in stages.records if r.interrupted), "between stages")
-        event(f"discover: interrupted during stage {interrupted}; analysing the {len(stages.runs)} run(s) measured "
-              f"so far, proposing no recipe or policy ({RESUME})")
+        event(f"discover: interrupted during stage {interrupted}; analysing the {count_of(len(stages.runs), 'run')} "
+              f"measured so far, proposing no recipe or policy ({RESUME})")
     except Exception as exc:  # a stage that failed loses none of the runs measured before it
         said = exc.one_line() if isinstance(exc, LlmsweepError) else \
             str(exc) if isinstance(exc, OSError) else f"{type(exc).__name__}: {exc}"
         failed = f"stage {stages.current} failed: {said}"
-        event(f"discover: {failed}; analysing the {len(stages.runs)} run(s) measured so far, proposing no recipe "
-              "or policy")
+        event(f"discover: {failed}; analysing the {count_of(len(stages.runs), 'run')} measured so far, proposing no "
+              "recipe or policy")
         if not isinstance(exc, (LlmsweepError, OSError)):
             unexpected = exc  # a defect of ours: raised again, with its traceback, once what was measured is written
     # how the discovery stopped short, if it did: what was measured ends there, not at the ladder's top

@@ -18,6 +18,7 @@ import yaml
 
 from llmsweep.errors import ConfigError, DatasetError
 from llmsweep.jsonline import numbered_values
+from llmsweep.words import count_of
 
 TASK_DIR = Path(__file__).resolve().parent / "tasks"
 DEFAULT_TASK = "gsm8k"
@@ -135,8 +136,8 @@ def check_dataset(task: str, dataset: Path) -> None:
     if not rows:
         raise DatasetError(f"eval dataset {path} holds no row", fix=fix)
     if len(rows) <= shots:
-        raise DatasetError(f"eval dataset {path} holds {len(rows)} row(s): {task} takes {shots} few-shot examples "
-                           "for each question from the same file, the question itself left out",
+        raise DatasetError(f"eval dataset {path} holds {count_of(len(rows), 'row')}: {task} takes {shots} few-shot "
+                           "examples for each question from the same file, the question itself left out",
                            fix=f"give at least {shots + 1} rows")
 
 

@@ -42,6 +42,7 @@ from llmsweep.peers.aiperf import (
     write_aiperf_dataset,
 )
 from llmsweep.results.bands import between_run_band
+from llmsweep.words import count_of
 from llmsweep.workload.fixed import FixedLengthConfig, FixedLengthWorkload
 
 log = logging.getLogger(__name__)
@@ -510,7 +511,7 @@ def markdown(check: CrossCheck) -> str:
         f"# llmsweep vs aiperf — {cfg['endpoint']['base_url']} ({cfg['endpoint']['model']})",
         "",
         f"Fixed {cfg['isl']}/{cfg['osl']} chat requests, the same prompts for both clients (aiperf reads llmsweep's "
-        f"prompts as a single_turn dataset), {cfg['repeats']} run(s) of each client per level, alternating.",
+        f"prompts as a single_turn dataset), {count_of(cfg['repeats'], 'run')} of each client per level, alternating.",
         "",
         "| conc | figure | llmsweep | aiperf (own) | aiperf (our definitions) | difference | definition | "
         "measurement | 95 % band | verdict | server Δ |",

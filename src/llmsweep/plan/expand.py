@@ -31,6 +31,7 @@ from llmsweep.plan.names import (
 )
 from llmsweep.spec.recipe import AgenticEntry, AgenticScenario, Recipe, SearchSpaceEntry, entry_p2p
 from llmsweep.spec.workload import DEFAULT_AGENTIC_DURATION_SECONDS, ScenarioId
+from llmsweep.words import noun
 
 MAX_MULTINODE_AGENTIC_CONCURRENCIES_PER_ALLOCATION = 1
 """One agentic concurrency per multinode allocation (each gets its own server, as single-node agentic does)."""
@@ -110,7 +111,7 @@ def expand_config_keys(patterns: tuple[str, ...], available: list[str]) -> list[
             if key not in available:
                 # a master file lists hundreds of keys: the one a slip of the keyboard meant comes first
                 close = difflib.get_close_matches(key, available, n=1, cutoff=0.8)
-                raise ConfigError(f"Config key(s) not found: {key}.\nAvailable keys: {listing}",
+                raise ConfigError(f"Config key not found: {key}.\nAvailable keys: {listing}",
                                   fix=(f"did you mean `{close[0]}`? " if close else "")
                                   + "use one of the listed keys, or a glob such as `qwen3.5-*`")
             seen.setdefault(key, None)
@@ -126,7 +127,8 @@ def select_recipes(recipes: Mapping[str, Recipe], fleet: FleetCatalog, options: 
         invalid = set(options.runner_types) - set(fleet.labels)
         if invalid:
             raise ConfigError(
-                f"Invalid runner type(s): {invalid}. Valid runner types are: {', '.join(sorted(fleet.labels))}",
+                f"Invalid runner {noun(len(invalid), 'type')}: {invalid}. Valid runner types are: "
+                f"{', '.join(sorted(fleet.labels))}",
                 fix="pass labels that the runner file defines",
             )
     out = []
@@ -144,7 +146,7 @@ def select_recipes(recipes: Mapping[str, Recipe], fleet: FleetCatalog, options: 
 
 
 def runners_for(recipe: Recipe, fleet: FleetCatalog, options: SweepOptions) -> list[str]:
-    """The runner value(s) of a recipe's jobs: its label, or one per node matching `--runner-node-filter`."""
+    """The runner values of a recipe's jobs: its label, or one per node matching `--runner-node-filter`."""
     flt = options.runner_node_filter
     if not flt:
         return [recipe.runner]

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from llmsweep.errors import DatasetError, LlmsweepError
 from llmsweep.plan.job import Job
 from llmsweep.spec.workload import ScenarioId, TraceSource
+from llmsweep.words import count_of
 from llmsweep.workload.base import Api
 from llmsweep.workload.scenario import Load, Scenario, scenario_of
 
@@ -334,7 +335,7 @@ def _unplayable(source: str, revision: str | None) -> LlmsweepError | None:
         return DatasetError(f"{named} holds no trace", fix="point at a traces.jsonl or a directory of trace files")
     if not playable:  # a replay plays root streams: subagent entries alone give it nothing to send
         return DatasetError(
-            f"{named} holds no trace with a top-level request ({traces} trace(s) of subagents only)",
+            f"{named} holds no trace with a top-level request ({count_of(traces, 'trace')} of subagents only)",
             fix="point at a corpus whose traces have top-level requests (type n or s)")
     return None
 

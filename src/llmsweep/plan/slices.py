@@ -27,6 +27,7 @@ from llmsweep.errors import ConfigError
 from llmsweep.plan.job import Job
 from llmsweep.plan.names import job_id
 from llmsweep.spec.workload import DEFAULT_WARMUPS_PER_CONC
+from llmsweep.words import count_of, noun
 
 POINT_FIELDS = frozenset({"conc", "exp_name"})
 """Job fields that name one point of a curve (exp-name embeds the concurrency of an agentic job)."""
@@ -162,8 +163,8 @@ def resolve_job_ids(jobs: Sequence[Job], ids: Iterable[str], *, fix: str,
                 if parents is not None:
                     parents[sliced.id] = job.id
     if rest:
-        raise ConfigError(f"{len(rest)} job id(s) are not in the plan of the files given (nor a concurrency slice of "
-                          f"a planned multi-node job), e.g. {rest[0]}", fix=fix)
+        raise ConfigError(f"{count_of(len(rest), 'job id')} {noun(len(rest), 'is', 'are')} not in the plan of the "
+                          f"files given (nor a concurrency slice of a planned multi-node job), e.g. {rest[0]}", fix=fix)
     chosen = set(wanted)
     out: list[Job] = []
     for index, job in enumerate(jobs):

@@ -22,6 +22,7 @@ from llmsweep.policy.planning import Validation, plan_recipes, validate_files
 from llmsweep.policy.registry import Rule, all_rules, get_rule, policy_rules
 from llmsweep.spec import LoadResult
 from llmsweep.spec.recipe import Recipe
+from llmsweep.words import noun
 
 log = logging.getLogger(__name__)
 
@@ -57,8 +58,8 @@ def check(
                                      "and the traceback logged above"))
     for (message, fix), rules in unreadable.items():  # once, naming every rule it stopped
         found.append(Finding(rule="policy.input", severity=Severity.ERROR,
-                             message=f"{message}: rule(s) {', '.join(rules)} could not check the recipes, so they are "
-                                     "not passed", fix=fix))
+                             message=f"{message}: {noun(len(rules), 'rule')} {', '.join(rules)} could not check the "
+                                     "recipes, so they are not passed", fix=fix))
     merged = _merge(found)
     return [*source.findings, *merged] if isinstance(source, LoadResult) else merged
 

@@ -194,7 +194,7 @@ def validate_files(
     except ConfigError:  # a `--config-keys` key or pattern that matches no recipe that loaded
         if loaded.ok:
             raise
-        # The recipe it names may be one that did not load: its findings say why, not "Config key(s) not found".
+        # The recipe it names may be one that did not load: its findings say why, not "Config key not found".
         return Validation(loaded, [], list(loaded.findings))
     # A selection (some config keys, only the eval rows) plans a part of each recipe on purpose: an override or a
     # recipe it leaves without a job is no mistake of the recipe's.

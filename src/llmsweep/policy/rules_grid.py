@@ -18,6 +18,7 @@ from llmsweep.policy.context import Context, entry_path
 from llmsweep.policy.registry import rule
 from llmsweep.spec.recipe import Recipe
 from llmsweep.spec.source import FieldPath
+from llmsweep.words import noun
 
 NOISE = "seed PR revision (steps >= 2 apart, hard stop at conc 16); InferenceX spec §8 lesson 12 (noise vs signal)"
 
@@ -54,7 +55,8 @@ def duplicate_arm(ctx: Context) -> Iterator[Finding]:
         for path, firsts in again.items():
             for first, concs in firsts.items():
                 yield ctx.hit("grid.duplicate-arm", recipe, path,
-                              f"plans the same job(s) at conc {sorted(set(concs))} as the entry at line "
+                              f"plans the same {noun(len(set(concs)), 'job')} at conc {sorted(set(concs))} as the "
+                              "entry at line "
                               f"{recipe.line_of(first)} (`{recipe.path_of(first)}`): both are planned, so each runs "
                               "twice")
 

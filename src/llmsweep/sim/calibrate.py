@@ -44,6 +44,7 @@ from llmsweep.jsonline import load_json_file, numbered_values, read_json_text
 from llmsweep.sim.engine import EngineConfig
 from llmsweep.sim.perf import Batch, Efficiency, RooflineTimer
 from llmsweep.spec.components import ScenarioId
+from llmsweep.words import count_of
 
 if TYPE_CHECKING:
     from llmsweep.metrics.model import Hardware, Summary
@@ -387,7 +388,7 @@ def measured_point(path: Path, config_for: Any) -> MeasuredPoint:
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or '(job)'}: {e['msg']}" for e in exc.errors()[:3])
         raise DatasetError(f"sim calibrate: {path / JOB_FILE} is not a job this llmsweep reads "
-                           f"({exc.error_count()} problem(s): {problems})",
+                           f"({count_of(exc.error_count(), 'problem')}: {problems})",
                            fix="restore the file from the run's evidence, or calibrate with the llmsweep release "
                                "that ran the job") from exc
     try:
@@ -844,7 +845,7 @@ def fit_run(points: list[MeasuredPoint], *, factors: tuple[str, ...] | None = No
     if say is not None:
         for line in mixed:  # said before minutes of fitting, and kept with the fit (`RunCalibration.mixed_machines`)
             say(f"warning: {label}: {line}; {MIXED_FIX}")
-        say(f"{label}: replaying {len(points)} point(s) at the engine's defaults (where the fit starts)")
+        say(f"{label}: replaying {count_of(len(points), 'point')} at the engine's defaults (where the fit starts)")
     heartbeat.begin(f"  {label}: replay at the defaults")
     r0, preds0 = residuals(x0)  # every point replayed once at the defaults: an agentic replay now knows its sizes
     left_out = [why for why in map(unverifiable, replays) if why is not None]
@@ -865,7 +866,7 @@ def fit_run(points: list[MeasuredPoint], *, factors: tuple[str, ...] | None = No
     if start is not None:
         starts.append(("the stored calibration", start_of(start)))
     if say is not None:
-        say(f"calibrating {label}: {len(points)} point(s), fitting {', '.join(factors)} (at most {max_iter} "
+        say(f"calibrating {label}: {count_of(len(points), 'point')}, fitting {', '.join(factors)} (at most {max_iter} "
             f"iterations from {' and from '.join(name for name, _ in starts)})")
     best: tuple[float, np.ndarray, list[dict[str, float]], int, str] | None = None
     for name, x_start in starts:
@@ -1095,8 +1096,8 @@ def hold_out_splits(groups: dict[CalibrationKey, list[MeasuredPoint]],
             split.append(key)
         else:
             notes.append(f"{key.label}: --hold-out {' '.join(repr(p) for p in pats)} matches {held} of its "
-                         f"{len(pts)} point(s) ({', '.join(p.label for p in pts)}); a hold-out needs points on both "
-                         "sides")
+                         f"{count_of(len(pts), 'point')} ({', '.join(p.label for p in pts)}); a hold-out needs points "
+                         "on both sides")
     if groups and not split:
         raise ConfigError(f"sim calibrate: no hold-out to check: {'; '.join(notes)}",
                           fix="give --hold-out shell patterns that match some, not all, of a key's point labels "

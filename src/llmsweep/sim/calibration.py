@@ -40,6 +40,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from llmsweep.catalog.models import find_model
 from llmsweep.errors import ConfigError
 from llmsweep.sim.perf import Efficiency, PerfInputs
+from llmsweep.words import noun
 
 FILE_NAME = "sim_calibration.yaml"
 SECTION = "calibrations"
@@ -159,7 +160,7 @@ class CalibrationEntry(BaseModel):
         known = set(Efficiency.__dataclass_fields__)
         unknown = sorted(set(value) - known)
         if unknown:
-            raise ValueError(f"unknown efficiency field(s) {unknown}; known: {sorted(known)}")
+            raise ValueError(f"unknown efficiency {noun(len(unknown), 'field')} {unknown}; known: {sorted(known)}")
         return value
 
     @field_validator("precision")

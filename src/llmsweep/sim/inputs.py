@@ -17,6 +17,7 @@ from llmsweep.catalog.precision import kv_bytes_per_element
 from llmsweep.catalog.sources import entry_fix
 from llmsweep.errors import ConfigError
 from llmsweep.sim.perf import GB, PerfInputs
+from llmsweep.words import noun
 
 if TYPE_CHECKING:
     from llmsweep.catalog.precision import WeightFormat
@@ -131,7 +132,7 @@ def perf_inputs(
     known = {f.name for f in fields(PerfInputs)}
     unknown = sorted(set(overrides) - known)
     if unknown:
-        raise ConfigError(f"unknown simulator performance override(s): {', '.join(unknown)}",
+        raise ConfigError(f"unknown simulator performance {noun(len(unknown), 'override')}: {', '.join(unknown)}",
                           fix=f"use only these names: {', '.join(sorted(known))}")
     hw = _hardware_figures(hardware, precision)
     md = _model_figures(model)

@@ -431,7 +431,7 @@ class SimServer:
         return self.role.kv_transfer or "kv"
 
     def link_label(self) -> str | None:
-        """The KV-transfer backend a role stands for; a decode worker's with the link(s) its KV arrives over (its
+        """The KV-transfer backend a role stands for; a decode worker's with the links its KV arrives over (its
         start-up log's wording)."""
         name = self.transfer_backend()
         if name is None or self.role.role != "decode":

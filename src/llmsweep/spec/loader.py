@@ -30,6 +30,7 @@ from llmsweep.spec.source import (
     render_path,
 )
 from llmsweep.spec.validation_findings import findings_from_validation_error, key_finding
+from llmsweep.words import count_of, noun
 
 
 @dataclass
@@ -55,7 +56,7 @@ class LoadResult:
             errors = self.errors
             lines = "\n".join(f.render() for f in errors)
             raise ConfigError(
-                f"{len(errors)} recipe problem(s):\n{lines}",
+                f"{count_of(len(errors), 'recipe problem')}:\n{lines}",
                 fix="edit the named lines; `llmsweep validate` lists every finding",
                 findings=self.findings,
             )
@@ -135,7 +136,8 @@ def _load_text(read: Callable[[], YamlDocument], file: str, result: LoadResult, 
         line = undecodable_line(exc)
         bad = raw[exc.start:exc.end].hex(" ") if raw else "?"
         result.findings.append(
-            _error("schema.yaml-syntax", file, line, None, f"not UTF-8 text: byte(s) {bad} ({exc.reason})",
+            _error("schema.yaml-syntax", file, line, None, f"not UTF-8 text: {noun(exc.end - exc.start, 'byte')} {bad} "
+                                                           f"({exc.reason})",
                    "save the file as UTF-8 (that line holds text in another encoding, e.g. Latin-1)")
         )
         return

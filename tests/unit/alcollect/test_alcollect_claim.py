@@ -120,6 +120,6 @@ def test_a_cell_says_how_far_its_load_is_while_it_runs(tmp_path: Path, capsys: p
     monkeypatch.setattr(collect_module, "CELL_PROGRESS_S", 0.0)
     code, stdout, err = run_main(capsys, *_args("-k", "1", "--out", tmp_path / "golden", "--json"))
     assert code == 0, err
-    lines = [line for line in err.splitlines() if line.startswith("thinking_off K=1: ") and "request(s) done" in line]
-    assert lines and "1/1 request(s) done, 0 failed" in lines[-1], err
+    lines = [line for line in err.splitlines() if line.startswith("thinking_off K=1: ") and " done, " in line]
+    assert lines and "1/1 request done, 0 failed" in lines[-1], err
     assert json.loads(stdout)["cells"][0]["k"] == 1

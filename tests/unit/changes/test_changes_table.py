@@ -45,7 +45,7 @@ def test_in_a_terminal_each_job_is_named_by_its_experiment_and_hash_never_folded
     text = shown(out)
     fits(text, width)
     assert "job ids shortened to their experiment name and hash (--json lists them whole)" in text, text
-    assert "1 added, 2 changed, 0 removed, 2 unchanged; 3 job(s) to run" in text
+    assert "1 added, 2 changed, 0 removed, 2 unchanged; 3 jobs to run" in text
     table = rows(text, starts=1)  # the job (the key) first, then the change that starts each row
     assert len(table) == len(expected), text
     for row, want in zip(table, expected, strict=True):

@@ -265,7 +265,7 @@ def test_collect_records_each_unreadable_artifact_as_its_jobs_failure_and_goes_o
     done = _bash(merge["run"], tmp_path, env, _cli_shim(tmp_path))
     assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
     assert "  failed: job-b: artifacts/bmk_job-b/run.json is not valid JSON (Unterminated" in done.stderr
-    assert "collected 6 job(s) into sweep (1 with a result)" in done.stderr
+    assert "collected 6 jobs into sweep (1 with a result)" in done.stderr
     written = json.loads((tmp_path / "sweep" / "run.json").read_text())["outcomes"]
     assert [(o["job_id"], o["status"]) for o in written] == [(o["job_id"], o["status"]) for o in meta["outcomes"]]
     after = steps[steps.index(merge) + 1:]
@@ -522,7 +522,7 @@ def test_ci_matrix_gives_every_job_an_entry_its_evals_included(tmp_path: Path, m
     assert {e["job"]: e["eval"] for e in include} == {j.id: carries_eval(j) for j in jobs}
     (multinode,) = [j for j in jobs if j.multinode]
     # counted as `run` runs them: the multi-node row's three points apart, only its eval point (32) refused
-    assert f"note: 1 of the {len(jobs) + 2} job(s) (a multi-node job's points counted apart) will be refused by " \
+    assert f"note: 1 of the {len(jobs) + 2} jobs (a multi-node job's points counted apart) will be refused by " \
            f"`llmsweep run` on the runner (e.g. {multinode.id}-conc32): the accuracy eval of a multinode job needs " \
            "its deployment served live" in res.stderr
     assert res.stderr.count("note:") == 1  # the single-node eval runs: lm-eval is installed where it runs
@@ -584,7 +584,7 @@ def test_the_reviewers_mixed_file_gets_every_planned_job(tmp_path: Path, shared_
     assert sorted(e["job"] for e in include) == sorted(ids.stdout.split()) and len(include) == 11
     assert sum(e["eval"] for e in include) == 5  # 4 run-eval points of the TP curves, the disaggregated row
     # they cannot run on a runner (no `serve`; a real engine's roles): each reason said once, with its count
-    counted = "of the 15 job(s) (a multi-node job's points counted apart) will be refused"  # as `run` runs them
+    counted = "of the 15 jobs (a multi-node job's points counted apart) will be refused"  # as `run` runs them
     assert f"note: 10 {counted}" in res.stderr and "no `serve` section" in res.stderr
     # the disaggregated row: its own reason (a real engine's roles are not launched), not its eval's, whose fix
     # (--no-evals) would not make it run
@@ -599,12 +599,12 @@ def test_a_job_a_policy_error_will_refuse_on_the_runner_is_said_up_front() -> No
     res = CliRunner().invoke(cli, ["ci", "matrix", str(seed)])
     assert res.exit_code == 0, res.output
     assert len(json.loads(res.stdout)["include"]) == 9
-    assert "note: 4 of the 9 job(s) will be refused by `llmsweep run` on the runner" in res.stderr
+    assert "note: 4 of the 9 jobs will be refused by `llmsweep run` on the runner" in res.stderr
     assert "policy error [engine.known-incompatibility]" in res.stderr
     # under the eval labels, the HiCache arm's eval-only jobs too: `validate` planned the plain plan only, whose
     # findings name no `…_eval_…` id (the runner's `run --all-evals` refuses 4 of them)
-    for flags, said in ((["--all-evals"], "note: 8 of the 18 job(s)"), (["--all-evals", "--evals-only"],
-                                                                       "note: 4 of the 9 job(s)")):
+    for flags, said in ((["--all-evals"], "note: 8 of the 18 jobs"), (["--all-evals", "--evals-only"],
+                                                                       "note: 4 of the 9 jobs")):
         labelled = CliRunner().invoke(cli, ["ci", "matrix", str(seed), *flags])
         assert labelled.exit_code == 0 and said in labelled.stderr, (flags, labelled.stderr)
         assert "policy error [engine.known-incompatibility]" in labelled.stderr
@@ -1024,22 +1024,22 @@ def test_an_agentic_jobs_timeout_follows_its_window_and_a_whole_trace_replay_kee
     trace.write_text('{"timestamp": 0, "input_length": 64, "output_length": 8, "hash_ids": [1]}\n')
     whole, said = _timeouts(tmp_path, recipe.replace("TRACE", str(trace)), "whole")
     assert list(whole.values()) == [360 - 30]  # the job GitHub's six hours; its run the allowance less, so it fails
-    assert "replay a whole trace, whose length nothing in the plan bounds" in said and "give the replay a " \
-        "`duration`" in said
+    assert "1 job (" in said and "replays a whole trace, whose length nothing in the plan bounds" in said
+    assert "give the replay a `duration`" in said
     windowed, said = _timeouts(tmp_path, recipe.replace("TRACE", str(trace)).replace(
         "  workload:\n    replay:", "  workload:\n    duration: 600\n    replay:"), "windowed")
-    assert max(windowed.values()) < 360 and "replay a whole trace" not in said
+    assert max(windowed.values()) < 360 and "a whole trace" not in said
     # `max-rows`, as the note offers, bounds a closed-loop replay: its rows over its lanes at the request timeout
     # (the note offered it, but nothing read it: the replay kept GitHub's six hours)
     rows = recipe.replace("TRACE", str(trace)).replace("      mooncake: ", "      max-rows: 8\n      mooncake: ")
     capped, said = _timeouts(tmp_path, rows, "rows")
-    assert max(capped.values()) < 360 and "replay a whole trace" not in said
+    assert max(capped.values()) < 360 and "a whole trace" not in said
     more, _ = _timeouts(tmp_path, rows.replace("max-rows: 8", "max-rows: 16"), "more-rows")
     assert [more[job] - capped[job] for job in capped] == [20]  # 8 more rows over 4 lanes: 2 rounds of 10 minutes
     # on the trace's timestamps its length is the trace's, `max-rows` or not
     timed, said = _timeouts(tmp_path, rows.replace("      mooncake: ", "      timestamps: true\n      mooncake: "),
                             "timed")
-    assert list(timed.values()) == [360 - 30] and "replay a whole trace" in said
+    assert list(timed.values()) == [360 - 30] and "replays a whole trace" in said
 
 
 @pytest.mark.parametrize(("requests", "lanes", "warmups", "per_lane", "window", "bound"), [

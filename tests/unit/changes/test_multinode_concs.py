@@ -161,7 +161,7 @@ def test_a_policy_error_about_one_point_of_the_job_refuses_that_point_of_the_sli
     assert [(r["conc"], r["verdict"]) for r in rows] == [(8, "valid"), (16, "refused")], rows
     assert "grid.max-conc" in rows[1]["reason"]
 
-    note = "note: 1 of the {} job(s) (a multi-node job's points counted apart) will be refused by `llmsweep run` on " \
+    note = "note: 1 of the {} jobs (a multi-node job's points counted apart) will be refused by `llmsweep run` on " \
            "the runner (e.g. {}-conc16): policy error [grid.max-conc]"
     changed = CliRunner().invoke(cli, ["ci", "matrix", "recipes/mn.yaml", "--changed", f"{base}..{head}"])
     assert changed.exit_code == 0 and note.format(2, slice_id) in changed.stderr, changed.output
@@ -179,8 +179,8 @@ def test_a_reordered_list_is_said_as_reordered_by_changes_and_run_changed(
     monkeypatch.setenv("LLMSWEEP_STORE", str(tmp_path / "store.sqlite"))
     said = CliRunner().invoke(cli, ["changes", f"{base}..{head}"])
     assert said.exit_code == 0, said.output
-    assert ("0 added, 0 changed, 0 removed, 1 multi-node job(s) with their concurrencies only reordered, 0 unchanged;"
-            " 0 job(s) to run") in said.stderr + said.stdout
+    assert ("0 added, 0 changed, 0 removed, 1 multi-node job with its concurrencies only reordered, 0 unchanged;"
+            " 0 jobs to run") in said.stderr + said.stdout
     ran = CliRunner().invoke(cli, ["run", "recipes/mn.yaml", "--changed", f"{base}..{head}", "--out",
                                    str(tmp_path / "out"), "--no-report"])
-    assert "1 multi-node job(s) with their concurrencies only reordered, 0 unchanged job(s)" in ran.stderr, ran.output
+    assert "1 multi-node job with its concurrencies only reordered, 0 unchanged jobs" in ran.stderr, ran.output

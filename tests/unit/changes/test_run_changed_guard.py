@@ -58,7 +58,7 @@ def test_config_keys_narrow_the_change_to_their_jobs(tmp_path: Path, monkeypatch
     code, out, err = _main(capsys, "run", "recipes/chg.yaml", "recipes/other.yaml", "--config-keys", "chg-sim",
                            "--changed", f"{base}..{head}", "--out", str(tmp_path / "out"), "--no-report", "--json")
     assert code == 0, err
-    assert "1 changed job(s) of other config keys than --config-keys left out" in err
+    assert "1 changed job of other config keys than --config-keys left out" in err
     from llmsweep.plan import jobs_from_files
 
     (mine,) = [j.id for j in jobs_from_files([repo / "recipes" / "chg.yaml"]) if j.conc == 16]

@@ -58,6 +58,6 @@ def test_validate_takes_its_recipe_after_the_keys() -> None:
     """It took the recipe for a second key and then said a FILES argument was missing."""
     res = CliRunner().invoke(cli, ["validate", "--config-keys", KEY, "nope", str(SEED)])
     assert res.exit_code == 2
-    assert "Config key(s) not found: nope" in res.output
+    assert "Config key not found: nope" in res.output
     ok = CliRunner().invoke(cli, ["validate", "--config-keys", KEY, str(SEED)])
     assert ok.exit_code == 0, ok.output

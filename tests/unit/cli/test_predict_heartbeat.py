@@ -48,11 +48,11 @@ def test_a_heartbeat_names_the_units_still_running(monkeypatch: pytest.MonkeyPat
     sim._predict_parallel(units, units, Settings(), 2)
     lines = capsys.readouterr().err.splitlines()
     assert all(re.match(r"^\[\d\d:\d\d:\d\d\] ", line) for line in lines), lines
-    assert lines[0].endswith("] predicting 5 point(s) of 4 job(s) on 2 worker processes"), lines
+    assert lines[0].endswith("] predicting 5 points of 4 jobs on 2 worker processes"), lines
     done = [line for line in lines if " done: " in line]
     assert re.search(r"point 1/5 done: small_111111111111 conc 4 \(ETA ~\d+ s at the rate so far\)$", done[0]), done
-    assert done[1].endswith("point 2/5 done: other_222222222222 conc 8 (2 unit(s) still running)"), done
-    assert done[2].endswith("point 3/5 done: third_333333333333 conc 16 (1 unit(s) still running)"), done
+    assert done[1].endswith("point 2/5 done: other_222222222222 conc 8 (2 units still running)"), done
+    assert done[2].endswith("point 3/5 done: third_333333333333 conc 16 (1 unit still running)"), done
     assert "ETA" not in done[3] and "still running" not in done[3], done
     beats = [line for line in lines if "still running (" in line]
     assert beats, lines

@@ -41,7 +41,7 @@ def test_a_policy_error_refuses_its_job_with_the_finding_and_the_others_are_pred
 
 def test_a_job_beyond_the_models_context_is_refused_for_that_reason(tmp_path: Path) -> None:
     exc, rows, err = _predict(_recipe(tmp_path, ARM, isl=10_000_000))
-    assert isinstance(exc, ConfigError) and "all 2 point(s) were refused" in exc.message
+    assert isinstance(exc, ConfigError) and "all 2 points were refused" in exc.message
     assert len(rows) == 2 and all(str(r["refused"]).startswith("policy error [input.context-length]") for r in rows)
     assert "no successful profiling request" not in err
 

@@ -75,7 +75,7 @@ def test_the_kv_cliff_stops_the_grid_where_interactivity_collapses_although_thro
     curve = analysis.curve(runs)
     knee = analysis.find_knee(curve, analysis.noise(runs, THROUGHPUT), analysis.noise(runs, INTERACTIVITY))
     assert knee is not None and knee.conc == 16 and knee.next_conc == 32
-    assert "collapses" in knee.reason and "400 preemption(s)" in knee.reason
+    assert "collapses" in knee.reason and "400 preemptions" in knee.reason
     # The cliff (KV saturated, first preemptions) is read from the server's figures and reported with the knee.
     assert knee.cliff_conc == 16 and "KV cache peaks at 97%" in (knee.cliff or "")
     # Refinement bisects the knee's interval (16, 32) and the cliff's onset (8, 16).

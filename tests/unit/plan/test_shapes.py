@@ -179,7 +179,7 @@ def test_config_key_globs(recipes_from, fleet, pattern) -> None:
 
 
 @pytest.mark.parametrize(("keys", "message"), [(["nope*"], "Pattern 'nope\\*' matched no config keys"),
-                                               (["nope"], "Config key\\(s\\) not found: nope")])
+                                               (["nope"], "Config key not found: nope")])
 def test_config_key_errors_list_available_keys(recipes_from, fleet, keys, message) -> None:
     scen = ("    fixed-seq-len:\n    - isl: 8192\n      osl: 1024\n      search-space:\n"
             "      - { tp: 8, conc-list: [4] }\n")
@@ -195,7 +195,7 @@ def test_a_misspelt_config_key_names_the_key_meant(recipes_from, fleet) -> None:
             "      - { tp: 8, conc-list: [4] }\n")
     recipes = recipes_from(recipe(key="qwen3.5-fp8-mi300x-sglang-mtp", scenarios=scen)
                            + recipe(key="dsr1-fp8-mi300x-sglang", scenarios=scen))
-    with pytest.raises(ConfigError, match=r"Config key\(s\) not found: qwen3\.5-fp8-mi300x-sglang-mpt") as info:
+    with pytest.raises(ConfigError, match=r"Config key not found: qwen3\.5-fp8-mi300x-sglang-mpt") as info:
         test_config(recipes, ["qwen3.5-fp8-mi300x-sglang-mpt"], fleet)
     assert (info.value.fix or "").startswith("did you mean `qwen3.5-fp8-mi300x-sglang-mtp`? "), info.value.fix
     with pytest.raises(ConfigError) as unlike:

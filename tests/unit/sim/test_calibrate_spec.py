@@ -135,7 +135,7 @@ def test_calibrate_cli_fits_and_holds_out_on_the_cpu_rehearsal_output(tmp_path: 
     assert out.exit_code == 0, out.output
     doc = json.loads(out.stdout)
     # a fit replays every point many times: it says what it fits and each iteration, on stderr
-    fitting = "calibrating vllm/h200/hybrid-moe-tiny+mtp/bf16/tp1/kv-bf16: 3 point(s), fitting step_s, frontend_s"
+    fitting = "calibrating vllm/h200/hybrid-moe-tiny+mtp/bf16/tp1/kv-bf16: 3 points, fitting step_s, frontend_s"
     assert fitting in out.stderr
     assert "iteration 1/2" in out.stderr
     (fit,) = doc["calibrations"]

@@ -25,6 +25,7 @@ from pydantic import ValidationError
 
 from llmsweep.errors import DatasetError
 from llmsweep.spec.workload import AGENTX_LOADERS
+from llmsweep.words import count_of
 from llmsweep.workload.traces.schema import Corpus, SubagentEntry, Trace
 
 log = logging.getLogger(__name__)
@@ -234,7 +235,7 @@ def _dir_files(directory: Path) -> list[Path]:
     twice = [p for p in files if p.name.endswith(GZIP_SUFFIX) and p.with_name(p.name[:-3]) in named]
     if twice:
         raise DatasetError(f"trace folder {directory} holds {twice[0].with_name(twice[0].name[:-3]).name} and its "
-                           f"gzip copy {twice[0].name}" + (f" (and {len(twice) - 1} more such pair(s))"
+                           f"gzip copy {twice[0].name}" + (f" (and {count_of(len(twice) - 1, 'more such pair')})"
                                                           if len(twice) > 1 else "") +
                            ": both would be read, and each of their sessions replayed twice",
                            fix="keep one of each pair in the folder (move the other out), or name the file itself "
