@@ -2,7 +2,9 @@
 
 One home for the wording, below every room: the dashboard's `1 GPU` / `8 GPUs` (`report.data.served_on`) and every
 message that counts GPUs, nodes, workers, jobs or points say it alike. A noun whose plural is not its singular plus
-`s` names the plural (`count_of(n, "process", "processes")`)."""
+`s` names the plural (`count_of(n, "process", "processes")`), and a verb or pronoun that agrees with a count is
+chosen the same way (`noun(n, "was", "were")`, `noun(n, "it", "them")`). The dashboard's script
+(`report/assets/dashboard.js`) says its counts with a `countOf` / `noun` of the same rule."""
 
 from __future__ import annotations
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
@@ -17,17 +18,66 @@ def test_a_count_takes_the_singular_for_one_and_the_plural_otherwise() -> None:
     assert (noun(1, "node"), noun(2, "node")) == ("node", "nodes")
 
 
-def test_no_message_counts_gpus_nodes_or_workers_as_maybe_plural() -> None:
-    """`GPU(s)`, `node(s)`, `worker(s)` are said through `count_of` / `noun` in every room (the words a count of
-    hardware is said in); a new message that writes one by hand fails here, naming it."""
-    # a count (an f-string's `{n}` or a log's `%d`, perhaps a word between) before the maybe-plural noun, or a list
-    # of them (`on node(s) 0, 1`)
-    pattern = re.compile(r"(\}|%d) ([\w/-]+ )?(GPU|node|worker|server|step)\(s\)|process\(es\)"
-                         r"|\b(GPU|node|worker)\(s\) \{")
-    found = [f"{path.relative_to(SRC)}:{i}" for path in sorted(SRC.rglob("*.py")) if path.name != "words.py"
-             for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
-             if pattern.search(line) and not line.lstrip().startswith("#")]
-    assert found == []
+MAYBE_PLURAL = re.compile(r"[A-Za-z][\w-]*\((?:s|es|ies)\)")
+"""A noun written as maybe plural: `job(s)`, `launch(es)`, `summary(ies)` (a unit such as `time (s)` is no plural)."""
+ALLOWED = {
+    ("metrics/gates.py", "worker(s)"): "the opening that runs recorded before 2026-12-07 wrote for a client worker "
+                                       "that died: read back from their summaries, so it stays as they wrote it",
+    ("sim_warnings.py", "request(s)"): "names the opening that runs recorded before 2026-12-07 wrote, which "
+                                       "`warning_kind` still reads",
+    ("words.py", "GPU(s)"): "the wording this module replaces, named in its docstring",
+    ("execute/pipeline.py", "job(s)"): "quotes the line a run printed before 2026-12-05 (`expected 1 job(s)`) in "
+                                       "the history of `_supersede_renamed`'s docstring",
+    ("workload/agentic.py", "trace(s)"): "a log line in a file another branch was rewriting when this scan was "
+                                         "extended: to be said through `count_of` there, then dropped from here",
+}
+"""Where a maybe-plural may stay in `src`, each with why; no message a user reads is among them."""
+
+
+def _strings(path: Path) -> list[tuple[int, str]]:
+    """Every string a Python module holds (messages, f-string parts, help, docstrings), by line; comments are not
+    strings, and say what they like."""
+    return [(node.lineno, node.value) for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+            if isinstance(node, ast.Constant) and isinstance(node.value, str)]
+
+
+def _js_strings(path: Path) -> list[tuple[int, str]]:
+    """The string literals of the dashboard's script, by line, its `//` and `/* */` comments left out."""
+    text = path.read_text(encoding="utf-8")
+    found = []
+    for match in re.finditer(r'/\*.*?\*/|//[^\n]*|"(?:[^"\\\n]|\\.)*"', text, re.S):
+        if match.group().startswith('"'):
+            found.append((text.count("\n", 0, match.start()) + 1, match.group()))
+    return found
+
+
+def maybe_plurals(path: Path, root: Path = SRC) -> list[str]:
+    """`FILE:LINE: word(s)` for each maybe-plural a source file under `root` writes that `ALLOWED` does not list."""
+    strings = _js_strings(path) if path.suffix == ".js" else _strings(path)
+    rel = path.relative_to(root).as_posix()
+    return [f"{rel}:{line}: {word}" for line, value in strings for word in MAYBE_PLURAL.findall(value)
+            if (rel, word) not in ALLOWED]
+
+
+def test_no_message_writes_a_maybe_plural() -> None:
+    """`3 job(s) refused`, `1 point(s)`, `GPU(s)`, `node(s)`: a count is said through `count_of` / `noun` in every
+    room — Python messages, errors, log lines and help, and the dashboard's script (its `countOf` / `noun`) — and a
+    string with no count says its plural (`the jobs to run`). A new one written by hand fails here, naming it."""
+    files = [*sorted(SRC.rglob("*.py")), *sorted(SRC.rglob("*.js"))]
+    assert any(f.name == "dashboard.js" for f in files)
+    assert [hit for path in files for hit in maybe_plurals(path)] == []
+
+
+def test_the_maybe_plural_scan_finds_what_it_names(tmp_path: Path) -> None:
+    """The scan above fails on a maybe-plural in a message, a docstring or the dashboard's script, and passes a
+    comment, a unit, and the listed exceptions."""
+    py, js = tmp_path / "m.py", tmp_path / "m.js"
+    py.write_text('"""Counts job(s)."""\n# a comment may say job(s)\nx = f"{n} point(s) of {m} launch(es)"\n'
+                  'y = "think time (s)"\n', encoding="utf-8")
+    js.write_text('// job(s)\n/* point(s) */ var a = n + " summary(ies)";\nvar b = "time (s)";\n', encoding="utf-8")
+    assert maybe_plurals(py, tmp_path) == ["m.py:1: job(s)", "m.py:3: point(s)", "m.py:3: launch(es)"]
+    assert maybe_plurals(js, tmp_path) == ["m.js:2: summary(ies)"]
+    assert maybe_plurals(SRC / "metrics" / "gates.py") == []  # its legacy opening is listed, with why
 
 
 HAND_COUNT = re.compile(r"\{([^{}]+)\} (GPUs|nodes|workers)\b")

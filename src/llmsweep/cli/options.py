@@ -128,7 +128,7 @@ class Concept:
 
 
 def _http_url(value: str | None) -> str | None:
-    """`--url`: an http(s) URL. Without its scheme (`127.0.0.1:8000`) the request library said `unknown url type`,
+    """`--url`: an http or https URL. Without its scheme (`127.0.0.1:8000`) the request library said `unknown url type`,
     and the probe that nothing answers there."""
     if value is not None and not re.match(r"^https?://", value, re.IGNORECASE):
         raise click.BadParameter(f"{value!r} has no http:// or https:// in front: give --url http://{value} (or "
