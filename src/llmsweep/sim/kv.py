@@ -123,10 +123,11 @@ class KVPool:
 
     def lookup_array(self, hashes: BlockHashes, limit: int, hint: Hint | None = None) -> tuple[np.ndarray, int]:
         """:meth:`lookup` with the blocks as an int64 array. `hint`: the keys and blocks of an earlier prompt that
-        this one may extend (the conversation's previous request): where the keys agree and a hinted block is still
-        cached under its key (a block is `hashed` exactly while the table maps its key to it), that block is the
-        answer, read from two arrays instead of probing the table; the keys past the first disagreement are looked
-        up as usual. The same answer either way."""
+        this one may extend (the conversation's previous request): where a hinted block still caches this prompt's key
+        at its place (`hash_of` equals the key and the block is `hashed`, which holds exactly while the table maps
+        the key to it), that block is the answer, read from two arrays instead of probing the table; the keys past
+        the first that fails are looked up as usual. The same answer either way (the hint's own keys need not be
+        compared: a block that caches the key is the table's answer for it)."""
         if not self.prefix_caching or limit <= 0:
             return _NO_BLOCKS, 0
         keys = as_keys(hashes)
@@ -137,11 +138,18 @@ class KVPool:
         if g < len(keys):  # the cached run goes on past the hint (or starts here): one dict read a key, to its end
             get = self.map.get
             more: list[int] = []
-            for k in keys[g:].tolist():
-                b = get(k)
-                if b is None:
+            at, piece = g, 16  # (the keys as Python ints a growing piece at a time: the run often ends early)
+            while at < len(keys):
+                part = keys[at:at + piece].tolist()
+                for k in part:
+                    b = get(k)
+                    if b is None:
+                        break
+                    more.append(b)
+                if len(more) < at - g + len(part):
                     break
-                more.append(b)
+                at += len(part)
+                piece *= 4
             if more:
                 found = np.concatenate((found, np.array(more, np.int64))) if g else np.array(more, np.int64)
                 g = len(found)
@@ -156,10 +164,10 @@ class KVPool:
         if not m:
             return _NO_BLOCKS
         blocks = hint_blocks[:m]
-        head = keys[:m]
-        ok = (head == hint_keys[:m]) & self.hashed[blocks] & (self.hash_of[blocks] == head)
-        bad = np.flatnonzero(~ok)
-        return blocks[:int(bad[0])] if len(bad) else blocks
+        # a hinted block answers for its key exactly while it caches that key (whatever key the hint gave it)
+        ok = self.hash_of[blocks] == keys[:m]
+        ok &= self.hashed[blocks]
+        return blocks if ok.all() else blocks[:int(ok.argmin())]
 
     def acquire(self, blocks: Sequence[int] | np.ndarray) -> None:
         """Take a reference on cached blocks (from :meth:`lookup`)."""
