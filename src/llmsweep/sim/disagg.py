@@ -36,12 +36,13 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from llmsweep.errors import ConfigError
 from llmsweep.sim.core import EngineCore, SimRequest
 from llmsweep.sim.engine import EngineConfig, build_core
-from llmsweep.sim.kv import BlockHashes
+from llmsweep.sim.kv import BlockHashes, as_keys
 from llmsweep.sim.metrics import CoreCollector, KvTransfers, MetricsStyle, kv_transfer_rows
 from llmsweep.sim.perf import Batch
 from llmsweep.sim.predict import _ARRIVAL, _SLEEP, _STEP, _SUBMIT, _WAKE, Predictor, _Task
@@ -49,6 +50,7 @@ from llmsweep.sim.transfer import Fabric, KvCost, Link, Nic, queue_transfer
 
 log = logging.getLogger(__name__)
 _INF = float("inf")
+_NO_BLOCKS = np.empty(0, np.int64)
 
 RoleName = Literal["prefill", "decode"]
 RouterPolicy = Literal["round_robin", "least_load"]
@@ -154,7 +156,7 @@ class _Handoff:
     cached_tokens: int = 0
     blocks: list[int] = field(default_factory=list)
     """Decode-side blocks reserved for the prompt's KV."""
-    held: list[int] = field(default_factory=list)
+    held: np.ndarray = field(default_factory=lambda: _NO_BLOCKS)
     """Prefill-side blocks of the prompt's KV, held until the transfer has read them."""
     started: float = 0.0
     nbytes: float = 0.0
@@ -300,7 +302,8 @@ class DisaggPredictor(Predictor):
         error = decode.refusal(n_tokens, max_tokens)  # the decode worker holds the whole request
         handoff = _Handoff(task, record, n_tokens, hashes, max_tokens, p, d)
         if error is None:
-            req = cluster.prefill[p].core.new_request(n_tokens, hashes, 1, owner=handoff, now=now)
+            hint = self._hints.get((record["session"], record["node"]))  # (its agent's last prompt, see `_remember`)
+            req = cluster.prefill[p].core.new_request(n_tokens, hashes, 1, owner=handoff, now=now, hint=hint)
             error = req.error
         if error is not None:
             self._rejected(task, record, n_tokens, error, now)
@@ -308,16 +311,23 @@ class DisaggPredictor(Predictor):
         cluster.prefill[p].outstanding += 1
         cluster.decode[d].outstanding += 1
 
+    def _remember(self, record: dict[str, Any], r: SimRequest) -> None:
+        """The prefix-lookup hints are the prefill side's (:meth:`_prefilled` keeps them): a finished request's
+        blocks are the decode worker's, which no prompt is looked up in."""
+
     def _prefilled(self, r: SimRequest, now: float) -> None:
         """A prefill finished (its first token is computed): queue the hand-off for decode-side admission."""
         handoff: _Handoff = r.owner
         handoff.cached_tokens = max(r.cached_tokens, 0)
         # The prefill worker keeps the prompt's KV until the transfer has read it: its full blocks (now in the prefix
         # cache) are held, so neither eviction nor a new request takes them meanwhile.
+        # The request has just released them: its own blocks are the lookup's hint (the same answer, read from two
+        # arrays instead of a dict probe a block), and the hint for its agent's next prompt on the prefill side.
         pool = self.cluster.prefill[handoff.prefill].core.pool
-        held, _ = pool.lookup(handoff.hashes, len(handoff.hashes))
+        held, _ = pool.lookup_array(handoff.hashes, len(handoff.hashes), (as_keys(handoff.hashes), r.released))
         pool.acquire(held)
         handoff.held = held
+        super()._remember(handoff.record, r)
         self.cluster.prefill[handoff.prefill].outstanding -= 1
         self.cluster.decode[handoff.decode].prealloc.append(handoff)
         self._admit(handoff.decode, now)
@@ -355,7 +365,7 @@ class DisaggPredictor(Predictor):
         worker = self.cluster.decode[h.decode]
         core = worker.core
         self.cluster.prefill[h.prefill].core.pool.release(h.held)
-        h.held = []
+        h.held = _NO_BLOCKS
         worker.kv.arrived(now - h.started, h.nbytes)
         worker.reserved -= h.reserved  # (adopted: its remaining length is a running request's reservation now)
         r = core.adopt(h.prompt_len, h.hashes, h.max_tokens, h.blocks, now=now, cached_tokens=h.cached_tokens,
