@@ -314,7 +314,9 @@ class EngineCore:
             self.counters.requests_finished += 1
             self._release(req)
         else:
-            self.settle()
+            # with the batch in arrays (a step in flight or not), it joins them at the next schedule, after their rows
+            # (`_join_tail`): a decode worker adopts a request almost every step, and settling each time would keep
+            # its batch request by request
             self.running.append(req)
         return req
 
@@ -438,8 +440,9 @@ class EngineCore:
         segments = self.segments
         assert segments is not None
         hi = len(self.step_ends)
-        slots = self._slot.tolist() if self.sampler is not None else [0] * len(self.running)
-        for r, pre, comp, gen, seg, slot in zip(self.running, self._pre.tolist(), self._comp.tolist(),
+        rows = len(self._comp)  # (requests adopted after the rows are current already: `_join_tail`)
+        slots = self._slot.tolist() if self.sampler is not None else [0] * rows
+        for r, pre, comp, gen, seg, slot in zip(self.running[:rows], self._pre.tolist(), self._comp.tolist(),
                                                 self._gen.tolist(), self._seg.tolist(), slots, strict=True):
             if pre:
                 r.computed = comp
@@ -454,6 +457,8 @@ class EngineCore:
         KV blocks needed than the pool can give (a preemption: its order is the step path's)."""
         if not self._rows:
             self._enliven()
+        elif len(self.running) > len(self._comp):
+            self._join_tail()
         cfg, pool, bs = self.config, self.pool, self.block_size
         running = self.running
         n = len(running)
@@ -543,6 +548,23 @@ class EngineCore:
                 self._slot = np.concatenate((self._slot, np.array(new_slots, np.int64)))
         self._row_prefills = rows
         return scheduled, batch, host_load, True
+
+    def _join_tail(self) -> None:
+        """Rows for the running requests past the arrays' (adopted since the last schedule, :meth:`adopt`), in batch
+        order: each decodes from the next step, as a request the step path finds running."""
+        tail = self.running[len(self._comp):]
+        k = len(tail)
+        pre = np.fromiter((r.prefilled for r in tail), bool, k)
+        self._comp = np.concatenate((self._comp, np.fromiter((r.computed for r in tail), np.int64, k)))
+        self._gen = np.concatenate((self._gen, np.fromiter((r.generated for r in tail), np.int64, k)))
+        self._maxt = np.concatenate((self._maxt, np.fromiter((r.max_tokens for r in tail), np.int64, k)))
+        self._held = np.concatenate((self._held, np.fromiter((r.held for r in tail), np.int64, k)))
+        self._pre = np.concatenate((self._pre, pre))
+        self._seg = np.concatenate((self._seg, np.where(pre, len(self.step_ends), -1)))
+        if self.sampler is not None:
+            free = self._free_slots
+            self._slot = np.concatenate((self._slot, np.array([free.pop() if free else self._next_slot()
+                                                               for _ in range(k)], np.int64)))
 
     def _next_slot(self) -> int:
         self._slots += 1
@@ -680,7 +702,7 @@ class EngineCore:
 
     def _drop_rows(self, gone: list[int]) -> None:
         """Remove finished rows (ascending indices) from the running batch and its arrays."""
-        keep = np.ones(len(self.running), bool)
+        keep = np.ones(len(self._comp), bool)  # (requests adopted after the rows stay, unjoined: `_join_tail`)
         keep[gone] = False
         for i in reversed(gone):
             del self.running[i]
