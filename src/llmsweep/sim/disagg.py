@@ -270,7 +270,7 @@ class DisaggPredictor(Predictor):
     """The lane-program interpreter over a :class:`Cluster` (see the module doc): one event heap, a step in flight
     per worker, transfers as events of their own."""
 
-    defer_stamps = False  # (its workers' step ends stamp every emission)
+    defer_stamps = False  # (the prefill workers emit first tokens only; decode workers defer, see `_stamp_decode`)
 
     def __init__(self, cluster: Cluster, *, start_time: float = 0.0, scrape_interval: float | None = None,
                  model_name: str = "sim") -> None:
@@ -279,6 +279,13 @@ class DisaggPredictor(Predictor):
         super().__init__(first, start_time=start_time, scrape_interval=scrape_interval,
                          metrics_style=cluster.config.decode.engine.engine_style, model_name=model_name)
         cluster.reset_links()
+        self._decode_ends: list[tuple[int, list[float]]] = []
+        """Per decode worker: (the first of its core's `step_ends` this run can meet, those steps' end times from
+        there on in absolute time), what its deferred segments are stamped from (`_stamp_decode`)."""
+        for w in cluster.decode:
+            if w.core.segments is None:  # its batch may run in arrays, its decodes' stamps deferred (`EngineCore`)
+                w.core.segments = []
+            self._decode_ends.append((len(w.core.step_ends), []))
 
     def scrape(self, now: float, *, probes: bool = True) -> None:
         """A snapshot of every worker as of `now` (inside a block of decode steps: as the step path shows it, see
@@ -391,6 +398,8 @@ class DisaggPredictor(Predictor):
                 if r.finished_at is not None:
                     self._prefilled(r, now)
             return
+        if core.segments:
+            self._stamp_decode(worker)
         block = core.last_block
         if block is not None:
             ends = [self.start_time + t for t in block.ends]
@@ -415,8 +424,32 @@ class DisaggPredictor(Predictor):
         if finished:
             self._admit(worker.index, now)
 
+    def _stamp_decode(self, worker: Worker) -> None:
+        """Stamp the chunks decode worker `worker`'s core deferred (`EngineCore.segments`; as `Predictor._stamp` does
+        for the aggregated core): at the end of each step of each, a token or the segment's tokens of that step."""
+        core = worker.core
+        segments = core.segments
+        assert segments is not None
+        base, ends = self._decode_ends[worker.index]
+        log = core.step_ends
+        if base + len(ends) < len(log):
+            start = self.start_time
+            ends.extend([start + t for t in log[base + len(ends):]])
+        for r, lo, hi, tokens in segments:
+            r.owner[2].extend(ends[lo - base:hi - base])
+            r.owner[3].extend([1] * (hi - lo) if tokens is None else tokens)
+        segments.clear()
+
     # -- main loop ---------------------------------------------------------------------------------------------------
     def _loop(self) -> float:
+        now = self._events()
+        for w in self.cluster.decode:  # (a stalled or stopped worker's requests keep the chunks they emitted)
+            w.core.settle()
+            if w.core.segments:
+                self._stamp_decode(w)
+        return now
+
+    def _events(self) -> float:
         workers = self.cluster.workers
         now = 0.0
         while self._heap or any(not w.busy and w.core.has_work() for w in workers):
@@ -505,6 +538,8 @@ def _first_finish(worker: Worker, end: float) -> float:
 def _earliest_finish(worker: Worker, end: float) -> float:
     core = worker.core
     scheduled, plan, lookahead = core._scheduled, core._plan, core.spec_k + 1
+    if core._rows:
+        return _earliest_finish_rows(worker, end)
     if plan is None:
         emitted = {id(r): lookahead for r in scheduled}
     elif plan.finishes:
@@ -514,6 +549,31 @@ def _earliest_finish(worker: Worker, end: float) -> float:
         emitted = dict(zip(map(id, scheduled), per_request, strict=True))
     left = min((r.max_tokens - r.generated - emitted.get(id(r), 0) for r in core.running), default=0)
     if left <= 0 or any(r.chunk > 0 for r in scheduled):  # a prefill in flight may emit a first token
+        return end
+    return end + -(-left // lookahead) * worker.shortest_step
+
+
+def _earliest_finish_rows(worker: Worker, end: float) -> float:
+    """:func:`_earliest_finish` of a batch in arrays (`EngineCore._schedule_rows`): the step in flight's rows hold the
+    requests' token counts (a decoding row's `SimRequest` fields are stale), every decoding row emits in it, a
+    prefilling row emits only if it was given a chunk; the requests adopted since (past the rows) emit nothing in it."""
+    core = worker.core
+    plan, lookahead, running = core._plan, core.spec_k + 1, core.running
+    gen, maxt, pre = core._gen, core._maxt, core._pre
+    rows = len(gen)
+    if plan is None:
+        if not pre.all() and any(running[i].chunk > 0 for i in (~pre).nonzero()[0].tolist()):
+            return end  # a prefill in flight may emit a first token
+        left_rows = maxt - gen - lookahead * pre
+    elif plan.finishes:
+        return end
+    else:  # (a block: every row decodes in every step)
+        left_rows = maxt - gen - (plan.steps if plan.tokens is None else plan.tokens.sum(axis=0))
+    left = int(left_rows.min()) if rows else 0
+    if len(running) > rows:
+        tail = min(r.max_tokens - r.generated for r in running[rows:])
+        left = tail if not rows else min(left, tail)
+    if left <= 0:
         return end
     return end + -(-left // lookahead) * worker.shortest_step
 

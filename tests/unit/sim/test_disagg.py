@@ -227,3 +227,38 @@ def test_coalesced_disaggregated_prediction_equals_the_step_by_step_one(spec: bo
         np.testing.assert_allclose([s[2] for s in y["samples"]], [s[2] for s in x["samples"]], rtol=1e-9)
     steps = [w.core.counters.steps for w in fast_pred.cluster.workers]
     assert steps == [w.core.counters.steps for w in step_pred.cluster.workers]
+
+
+@pytest.mark.parametrize("spec", [False, True])
+def test_a_decode_batch_in_arrays_gives_the_records_and_scrapes_of_the_batch_request_by_request(spec: bool) -> None:
+    """A decode worker's running batch in arrays (`EngineCore._schedule_rows`, from `ROWS` running requests; here
+    from one), with the requests it adopts between and inside its steps joining it, gives exactly the records, chunk
+    stamps and scrapes of the batch taken request by request — over two points run one after another on one
+    deployment, as `predict` runs a job's concurrencies."""
+    from llmsweep.sim.config import SpecDecodeConfig
+
+    engine = ENGINE.model_copy(update={"spec": SpecDecodeConfig(method="mtp", k=3, acceptance_length=2.5)}
+                               if spec else {})
+    config = deployment(1, 2, engine=engine)
+
+    def run(rows_from: int) -> tuple[list[Records], list[list[dict[str, Any]]], Cluster]:
+        cluster = Cluster(config)
+        for w in cluster.decode:
+            w.core.rows_from = rows_from
+        records, scrapes = [], []
+        start = 0.0
+        for conc in (6, 10):
+            predictor = DisaggPredictor(cluster, start_time=start, scrape_interval=0.25)
+            records.append(predictor.run(Staggered(isl=3000, osl=400, per_lane=3), concurrency=conc,
+                                         duration=1e6))
+            scrapes.append(predictor.scrapes)
+            start += predictor.stats.virtual_seconds + 30.0
+        return records, scrapes, cluster
+
+    by_request, by_request_scrapes, plain = run(10**9)
+    in_arrays, in_arrays_scrapes, arrays = run(1)
+    assert all(not w.core.step_ends for w in plain.decode)
+    assert all(len(w.core.step_ends) > 100 for w in arrays.decode)  # the arrays took the decode steps
+    assert [len(r) for r in by_request] == [18, 30]
+    assert in_arrays == by_request
+    assert in_arrays_scrapes == by_request_scrapes
