@@ -209,10 +209,18 @@ def integrate(header: TelemetryHeader | None, samples: Sequence[GpuSample], work
             reasons.append("role_gpu_count_mismatch")
     per_gpu: dict[str, GpuEnergy] = {}
     if start is not None and end is not None and end > start:
+        # GPUs that read alike (a tensor-parallel group the simulator models draws alike, its GPUs next to each other)
+        # have the same energy: what `gpu_energy` reads of a GPU's samples (time, power, counter) equal to the GPU
+        # before's is not integrated again, its figures and reasons are that GPU's
+        last: tuple[list[tuple[float, float | None, float | None]], GpuEnergy | None, list[str]] | None = None
         for gpu in sorted(by_gpu, key=_gpu_order):
-            one = gpu_energy(by_gpu[gpu], start, end, header.max_gap_s, reasons)
-            if one is not None:
-                per_gpu[gpu] = one
+            readings = [(s.t, s.power_w, s.energy_j) for s in by_gpu[gpu]]
+            if last is None or last[0] != readings:
+                found: list[str] = []
+                last = (readings, gpu_energy(by_gpu[gpu], start, end, header.max_gap_s, found), found)
+            reasons.extend(last[2])
+            if last[1] is not None:
+                per_gpu[gpu] = last[1]
     reasons = list(dict.fromkeys(reasons))
     valid = not reasons and bool(per_gpu)
     block: dict[str, Any] = {

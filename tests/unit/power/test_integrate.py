@@ -216,3 +216,23 @@ def test_power_the_simulator_does_not_model_says_so_in_a_reason_of_its_own() -> 
     assert block["error"].startswith("not modelled: the simulator's power model covers one engine's 4 tensor-parallel")
     modelled = VirtualPower(hardware="mi300x", tp=8, start_time=T0, settings=PowerSettings(), gpus=8)
     assert modelled.probe is not None and not modelled.telemetry(8)[0].not_modelled
+
+
+def test_gpus_reading_alike_are_integrated_once_each_figure_per_gpu() -> None:
+    """A tensor-parallel group the simulator models reads alike: each GPU still gets its energy, samples and gap,
+    the same as one alone; a GPU whose counter (not its power) differs gets its own counter check."""
+    alike = [_linear(str(g), 100, 340, energy=True) for g in range(3)]
+    one = integrate(TelemetryHeader(backend="sim", expected_gpus=1), alike[0], _work(gpus=1))
+    block = integrate(TelemetryHeader(backend="sim", expected_gpus=3), [s for g in alike for s in g], _work(gpus=3))
+    assert block["power_valid"] is True, block["reasons"]
+    assert block["per_gpu_energy_j"] == {g: one["per_gpu_energy_j"]["0"] for g in ("0", "1", "2")}
+    assert block["per_gpu_sample_counts"] == {"0": 6, "1": 6, "2": 6}
+    assert block["energy_j"] == pytest.approx(3 * 2200)
+    # the third GPU's counter went backwards in the window: its reset is its own, though its power reads alike
+    reset = [s.model_copy(update={"energy_j": (s.energy_j or 0) - (1e6 if i >= 3 else 0)})
+             for i, s in enumerate(alike[2])]
+    mixed = integrate(TelemetryHeader(backend="sim", expected_gpus=3), alike[0] + alike[1] + reset, _work(gpus=3))
+    assert block["counter_check"]["negative_delta"] is False
+    assert mixed["counter_check"]["negative_delta"] is True
+    assert mixed["counter_check"]["energy_j"] == pytest.approx(block["counter_check"]["energy_j"] - 1e6)
+    assert mixed["per_gpu_energy_j"] == block["per_gpu_energy_j"]
