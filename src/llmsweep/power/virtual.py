@@ -80,8 +80,8 @@ class _Readings:
         self._samples: list[GpuSample] = []
 
     def read(self, t: float) -> None:
-        """Advance the model to unix time `t` (its clock) and keep its reading."""
-        self._pending.append((t, self.model.advance()))
+        """Advance the model to unix time `t` and keep its reading."""
+        self._pending.append((t, self.model.advance(t)))
 
     @property
     def samples(self) -> list[GpuSample]:
@@ -101,7 +101,7 @@ class VirtualPower:
     def __init__(self, *, hardware: str, tp: int, start_time: float, settings: PowerSettings,
                  gpus: int | None = None) -> None:
         self.hardware, self.tp, self.settings = hardware, tp, settings
-        self.now = start_time
+        self.start_time = start_time
         self.model: PowerModel | None = None
         self._readings: _Readings | None = None
         self.error = OFF_REASON if settings.backend == "off" else None
@@ -121,7 +121,10 @@ class VirtualPower:
         """Attach the model to the core the predictor runs (its counters drive the utilisation)."""
         from llmsweep.sim.power import PowerModel
 
-        self.model = PowerModel(core, hardware=self.hardware, tp=self.tp, clock=lambda: self.now)
+        # read at the times the predictor gives (`_Readings.read`): its clock only starts it, and names no `self`,
+        # so the readings are freed with the point rather than by a cyclic collection
+        start = self.start_time
+        self.model = PowerModel(core, hardware=self.hardware, tp=self.tp, clock=lambda: start)
         self._readings = _Readings(self.model)
         return self
 
@@ -129,7 +132,6 @@ class VirtualPower:
         """One reading of every modelled GPU at unix time `t` (start time + virtual seconds)."""
         if self._readings is None:
             raise RuntimeError("VirtualPower read before it was bound to a core")
-        self.now = t
         self._readings.read(t)
 
     @property
@@ -173,7 +175,7 @@ class VirtualDeploymentPower:
     def __init__(self, cluster: Cluster, *, start_time: float, settings: PowerSettings) -> None:
         from llmsweep.sim.power import PowerModel
 
-        self.settings, self.now, self.start_time = settings, start_time, start_time
+        self.settings, self.start_time = settings, start_time
         self.error = OFF_REASON if settings.backend == "off" else None
         config = cluster.config
         plans = {"prefill": config.prefill, "decode": config.decode}
@@ -181,7 +183,8 @@ class VirtualDeploymentPower:
         self.workers: list[tuple[SampledWorker, _Readings]] = []
         for w in cluster.workers:
             plan = plans[w.role]
-            model = PowerModel(w.core, hardware=plan.engine.hardware, tp=plan.gpus_per_worker, clock=lambda: self.now)
+            model = PowerModel(w.core, hardware=plan.engine.hardware, tp=plan.gpus_per_worker,
+                               clock=lambda: start_time)  # read at the predictor's times (`_Readings.read`)
             self.workers.append((SampledWorker(label=f"{w.role}{w.index}", role=w.role, gpus=plan.gpus_per_worker),
                                  _Readings(model)))
 
@@ -191,7 +194,6 @@ class VirtualDeploymentPower:
         return None if self.error else self
 
     def __call__(self, t: float) -> None:
-        self.now = t
         for _worker, readings in self.workers:
             readings.read(t)
 

@@ -103,9 +103,11 @@ class PowerModel:
         compute = min(1.0, 2.0 * p.params_active * d_tokens / (dt * p.flops * timer.tp))
         return duty, mem, compute
 
-    def advance(self) -> PowerReading:
-        """Advance the model to now and return each GPU's reading (NVML's units; its TP GPUs read alike)."""
-        now = self.clock()
+    def advance(self, now: float | None = None) -> PowerReading:
+        """Advance the model to `now` (None: its clock's time) and return each GPU's reading (NVML's units; its TP GPUs
+        read alike)."""
+        if now is None:
+            now = self.clock()
         dt = now - self._last_t
         if dt >= MIN_INTERVAL_S:
             c = self.core.counters
