@@ -28,8 +28,6 @@ ALLOWED = {
     ("words.py", "GPU(s)"): "the wording this module replaces, named in its docstring",
     ("execute/pipeline.py", "job(s)"): "quotes the line a run printed before 2026-12-05 (`expected 1 job(s)`) in "
                                        "the history of `_supersede_renamed`'s docstring",
-    ("workload/agentic.py", "trace(s)"): "a log line in a file another branch was rewriting when this scan was "
-                                         "extended: to be said through `count_of` there, then dropped from here",
 }
 """Where a maybe-plural may stay in `src`, each with why; no message a user reads is among them."""
 

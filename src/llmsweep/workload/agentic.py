@@ -46,6 +46,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from llmsweep.errors import DatasetError
+from llmsweep.words import count_of
 from llmsweep.workload.base import (
     Drain,
     Join,
@@ -251,7 +252,7 @@ class AgenticWorkload(Workload):
         assert traces is not None
         playable = playable_traces(traces)
         if len(playable) < len(traces):
-            log.warning("skipping %d trace(s) with no top-level request", len(traces) - len(playable))
+            log.warning("skipping %s with no top-level request", count_of(len(traces) - len(playable), "trace"))
         if not playable:
             raise DatasetError(
                 f"agentic replay needs at least one trace with a top-level request (source {config.source})",
