@@ -8,6 +8,8 @@ their wording and of telling them apart.
 - **timeout-not-applied**: a virtual-time point whose requests ran longer than `--request-timeout`
   (`execute.virtual.outlived_timeout`): virtual time cuts no request, so they count as served where a live client
   would have timed them out. A real engine would run the job: it is no engine refusal.
+- **context-served**: a real engine's server reported serving another context length than its launch set
+  (`/v1/models`' `max_model_len`, read back by the lifecycle): job.json keeps the launch's, provenance the server's.
 - **no-gpu**: a real engine's server ran on no GPU (its launch uses 0: a CPU rehearsal): its per-GPU figures divide
   the endpoint's by GPUs that served nothing, and its result says `gpus_known: false`.
 - **not-modelled**: the job sets something the simulator does not model (`engines.sim.unmodelled`: pipeline or
@@ -37,6 +39,8 @@ class WarningKind(StrEnum):
     ENGINE_VERSION = "engine-version"
     """A real engine's server ran another engine version than its recipe declared (`execute.version_drift`): the
     result is labelled with the one that ran, and its feature gates were judged at the declared one."""
+    CONTEXT_SERVED = "context-served"
+    """A real engine's server reported another context length than its launch set (:func:`context_served`)."""
     NO_GPU = "no-gpu"
     """A real engine's server ran on no GPU (a CPU rehearsal): its per-GPU figures are no GPU's (`no_gpu_figures`)."""
     TIMEOUT_NOT_APPLIED = "timeout-not-applied"
@@ -48,6 +52,7 @@ ENGINE_REFUSES_OPENING = "a real engine would refuse them: "
 NOT_MODELLED_OPENING = "the simulator does not model "
 ENGINE_VERSION_OPENING = "engine version: "
 NO_GPU_OPENING = "the server ran on no GPU (its launch uses 0): "
+CONTEXT_SERVED_OPENING = "context served: "
 _TIMEOUT_NOT_APPLIED = re.compile(r"\d+ request(s|\(s\))? ran longer than --request-timeout ")
 """How :func:`timeout_not_applied` opens its warning (`182 requests ran longer than --request-timeout 5 s, …`; runs
 recorded before 2026-12-07 wrote `request(s)`): read as a kind of its own, not as the engine refusal a warning of no
@@ -69,6 +74,13 @@ def no_gpu_figures(planned: int) -> str:
     return NO_GPU_OPENING + ("per-GPU figures are the whole endpoint's" if planned == 1 else
                              f"per-GPU figures are the endpoint's divided by the {count_of(planned, 'GPU')} the job "
                              "plans")
+
+
+def context_served(served: int, launched: int) -> str:
+    """The warning of a job whose server reported (`/v1/models`) a context of `served` tokens where its launch set
+    `launched`: job.json records the launch's, provenance `launch.context_served` the server's."""
+    return (f"{CONTEXT_SERVED_OPENING}the server reports {served:,} tokens where the launch set {launched:,} (job.json "
+            "records the launch's; provenance `launch.context_served` the server's)")
 
 
 def engine_refuses(rule: str, message: str) -> str:
@@ -99,6 +111,8 @@ def warning_kind(warning: str) -> WarningKind:
         return WarningKind.ENGINE_VERSION
     if warning.startswith(NO_GPU_OPENING):
         return WarningKind.NO_GPU
+    if warning.startswith(CONTEXT_SERVED_OPENING):
+        return WarningKind.CONTEXT_SERVED
     if _TIMEOUT_NOT_APPLIED.match(warning):
         return WarningKind.TIMEOUT_NOT_APPLIED
     return WarningKind.ENGINE_REFUSES
@@ -114,6 +128,8 @@ def ran_on_the_simulator(count: int, warning: str) -> str:
     if warning_kind(said) is WarningKind.NO_GPU:  # a real engine's result, on no GPU
         return (f"{count_of(count, 'job')} ran on no GPU ({noun(count, 'its', 'their')} launch uses 0): "
                 f"{said.removeprefix(NO_GPU_OPENING)}")
+    if warning_kind(said) is WarningKind.CONTEXT_SERVED:  # a real engine's result: no simulator in it
+        return f"{count_of(count, 'job')} ran with another {said}"
     if warning_kind(said) is WarningKind.TIMEOUT_NOT_APPLIED:  # a real engine would run it: no refusal to name
         return f"{count_of(count, 'job')} ran in virtual time, where {said}"
     if warning_kind(said) is WarningKind.NOT_MODELLED:

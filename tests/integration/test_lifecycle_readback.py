@@ -466,11 +466,12 @@ def test_the_context_the_server_serves_is_read_back(job: Job, tmp_path: Path) ->
     try:
         wait_ready(handle, timeout_s=60, poll_s=0.1)
         seen = observe_runtime(handle, handle.spec)
-        other = served_context(handle.base_url, "no-such-model")  # one entry: it is the served model's
+        other = served_context(handle.base_url, "no-such-model")  # another model's server says nothing of this one
+        unnamed = served_context(handle.base_url, None)  # no name: the only entry
     finally:
         handle.stop(grace_s=5)
     assert seen["context_served"] == launched_job(job).max_model_len == 128 + 160 + 256
-    assert other == seen["context_served"]
+    assert other is None and unnamed == seen["context_served"]
 
 
 def test_a_server_serving_another_context_than_the_launch_set_is_said(job: Job, tmp_path: Path) -> None:
@@ -482,7 +483,7 @@ def test_a_server_serving_another_context_than_the_launch_set_is_said(job: Job, 
     group = ServerGroup(id="ctx", spec=spec.model_copy(update={"argv": tuple(argv), "engine": "vllm"}), jobs=[job],
                         source="simulated")
     (outcome,) = run_group(group, LocalLauncher(), tmp_path, LifecycleSettings(stop_grace_s=5))
-    said = [w for w in outcome.warnings if "context of 4,096 tokens where the launch set 544" in w]
+    said = [w for w in outcome.warnings if "the server reports 4,096 tokens where the launch set 544" in w]
     assert said, outcome.warnings
     run = json.loads((tmp_path / "jobs" / job.id / "run.json").read_text())
     assert run["provenance"]["launch"]["context_served"] == 4096

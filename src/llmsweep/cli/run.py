@@ -175,7 +175,8 @@ def run(files: tuple[Path, ...], config_keys: tuple[str, ...], executor: str, ex
         click.echo(f"{changed}: {len(change_set.added)} added, {len(change_set.changed)} changed, "
                    f"{len(change_set.removed)} removed, {change_set.concs_text()}"
                    f"{len(change_set.unchanged)} unchanged{kind} {noun(len(change_set.unchanged), 'job')}"
-                   + (f"; {count_of(len(grown), 'multi-node job')} run only their added concurrencies"
+                   + (f"; {count_of(len(grown), 'multi-node job')} "
+                      f"{noun(len(grown), 'runs only its', 'run only their')} added concurrencies"
                       if grown else ""),
                    err=True)
         if not only_jobs:

@@ -667,6 +667,10 @@ class Adapter(ABC):
         number (argparse `type=int`: SGLang's `--context-length`, TensorRT-LLM's `--max_seq_len`)."""
         return token_count(value)
 
+    auto_context_since: ClassVar[Version | None] = None
+    """The first release whose parser takes :data:`AUTO_CONTEXT` in `context_flag` (None: none does; an earlier one
+    refuses it at start-up)."""
+
     def context_reader(self, job: Job) -> Adapter:
         """The adapter whose parser reads the job's context flag (this one; the simulator's: the engine it stands in
         for)."""

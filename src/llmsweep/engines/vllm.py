@@ -158,6 +158,11 @@ class VLLMAdapter(Adapter):
     launches_roles: ClassVar[bool] = True
     launched_transfers: ClassVar[frozenset[str]] = frozenset({"nixl"})
 
+    auto_context_since: ClassVar[Version | None] = Version.parse("0.12.0")
+    """vllm-project/vllm#29431 (merged 2025-11-25): the first release is inferred as 0.12.0, whose notes list PRs merged
+    after it (#29559, #29757); no run of 0.11.x checked it. Earlier parsers read `auto` as no integer and -1 as a
+    length."""
+
     def read_context(self, value: Any) -> int | str | None:
         return max_model_len(value)
 

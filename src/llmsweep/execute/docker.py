@@ -48,8 +48,8 @@ from llmsweep.visible import DEVICE_ORDER
 from llmsweep.words import count_of, noun
 
 _OPTION = _flag("executor_option")
-_RESUME = _flag("resume")
 """`--executor-option`, as this module's fixes name it: read from its one home, `option_spellings`."""
+_RESUME = _flag("resume")
 
 if TYPE_CHECKING:
     from llmsweep.execute.lifecycle import JobOutcome, LifecycleSettings, ServerGroup

@@ -76,7 +76,7 @@ from llmsweep.option_spellings import flag as _flag
 from llmsweep.plan import Job
 from llmsweep.plan.point import Point
 from llmsweep.power.sampler import PowerProbe, PowerSettings, Sampler, probe_power, start_sampler
-from llmsweep.sim_warnings import no_gpu_figures
+from llmsweep.sim_warnings import context_served, no_gpu_figures
 from llmsweep.spec.workload import ScenarioId
 from llmsweep.visible import CUDA as VISIBLE_CUDA
 from llmsweep.visible import GpuTable, Listed, gpu_tool_step, select_listed
@@ -735,8 +735,7 @@ class _Server:
         for job in self.group.jobs:
             asked = launched_job(job).max_model_len
             if asked is not None and asked != served:
-                warning = (f"the server reports a context of {served:,} tokens where the launch set {asked:,} "
-                           "(job.json records the launch's; provenance `launch.context_served` the server's)")
+                warning = context_served(served, asked)
                 kept = self.group.warnings.setdefault(job.id, [])
                 if warning not in kept:
                     kept.append(warning)

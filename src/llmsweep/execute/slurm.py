@@ -64,8 +64,8 @@ _OPTION = _flag("executor_option")
 _OUT = _flag("out")
 """`run --out`, as the messages below name it."""
 _REPEATS = _flag("repeats")
-_RESUME = _flag("resume")
 """`run --repeats`, as the fixes below name it."""
+_RESUME = _flag("resume")
 
 if TYPE_CHECKING:
     import subprocess

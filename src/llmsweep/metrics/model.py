@@ -444,6 +444,11 @@ class Launch(_Open):
         default=None, description="The engine's version the interpreter that ran it had installed, read on the host "
         "when the server ran there without an image (`execute.host_engine`): what the host's engine was, for an "
         "engine whose server reports none (transformers serve).")
+    context_served: int | None = Field(
+        default=None, description="The context length (tokens) the server reported serving (`/v1/models`' "
+        "`max_model_len`, `execute.ready.served_context`): what vLLM fitted an `auto` context to, or another length "
+        "than the launch set (then warned: `sim_warnings.context_served`); job.json's `max-model-len` is the "
+        "launch's. The simulator's is its context flag's, else its KV pool's. Absent when the server said none.")
     image: str | None = None
     image_id: str | None = Field(default=None, description="The daemon's id of the local image `image` named when the "
                                  "server started (docker executor).")

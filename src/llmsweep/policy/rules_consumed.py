@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from llmsweep.catalog.version import Version
 from llmsweep.engine_ids import SIM
 from llmsweep.engines import ADAPTERS, adapter_for, get_adapter
-from llmsweep.engines.base import AUTO_CONTEXT, Conflict, pools
+from llmsweep.engines.base import AUTO_CONTEXT, Conflict, job_version, pools
 from llmsweep.engines.launch import is_secret_name
 from llmsweep.engines.sim import SimAdapter
 from llmsweep.errors import ConfigError, LlmsweepError
@@ -300,6 +301,14 @@ def context_conflict(ctx: Context) -> Iterator[Finding]:
         path = serve_arg_path(recipe, job, written)
         count = adapter.read_context(value)
         if count == AUTO_CONTEXT:  # the engine fits the context to its memory at start-up; hbm-fit judges the memory
+            since, ran = adapter.auto_context_since, Version.try_parse(job_version(launched) or "")
+            if since is not None and ran is not None and ran < since:
+                name = adapter.info().display_name
+                yield ctx.hit("serve.context-conflict", recipe, path,
+                              f"`{written}: {value}` asks {name} to fit its context to its memory at start-up, which "
+                              f"{name} {ran} does not do: its parser takes that from {since}, and refuses it (or "
+                              "reads -1 as a length) before", job=job,
+                              fix=f"write `{written}` as a number of tokens, or serve {name} {since} or later")
             continue
         if not isinstance(count, int):
             yield ctx.hit("serve.context-conflict", recipe, path,
@@ -344,7 +353,7 @@ def agentic_context(ctx: Context) -> Iterator[Finding]:
             given = adapter_for(job).recipe_context(launched)
         except LlmsweepError:  # no adapter launches it: `serve.render-failed` says why, once
             continue
-        read = adapter_for(job).read_context(given[1]) if given is not None else None
+        read = adapter_for(job).context_reader(launched).read_context(given[1]) if given is not None else None
         flag = read if isinstance(read, int) else None  # `auto` fits at most the native context to memory
         if ctx.simulated(job):  # the simulator serves the flag's context (and without one only its KV pool bounds)
             if flag is None:

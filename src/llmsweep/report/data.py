@@ -305,17 +305,18 @@ def verdict_reason(verdict: str, reasons: Sequence[str]) -> str:
 
 
 VERDICT_KINDS = ("invalid", "eval-failed", "smoke", "refused", "failed", "reused", "simulated-only", "not-modelled",
-                 "engine-version", "no-gpu", "timeout-not-applied")
+                 "engine-version", "context-served", "no-gpu", "timeout-not-applied")
 """The kinds that get a banner each, in page order: results excluded from frontiers, evals that did not pass (an
 eval-only job's only result, or a run-eval row's eval beside its throughput verdict), results too short to publish,
 jobs refused before they ran, jobs that ran and produced no result, jobs `run --reuse` stood on stored results of
 earlier runs (drawn as those runs stored them, marked reused; listed without a point when the store does not hold
 them), results the simulator produced for jobs a real engine would refuse (engine rules softened under the
 simulator), results that predict their jobs without modelling all they set, results of a real engine served
-on another version than declared or on no GPU, and virtual-time results whose requests
-outlasted `--request-timeout` (`sim_warnings.WarningKind`)."""
+on another version than declared, with another context than launched or on no GPU, and virtual-time results
+whose requests outlasted `--request-timeout` (`sim_warnings.WarningKind`)."""
 WARNING_BANNER = {WarningKind.ENGINE_REFUSES: "simulated-only", WarningKind.NOT_MODELLED: "not-modelled",
-                  WarningKind.ENGINE_VERSION: "engine-version", WarningKind.NO_GPU: "no-gpu",
+                  WarningKind.ENGINE_VERSION: "engine-version", WarningKind.CONTEXT_SERVED: "context-served",
+                  WarningKind.NO_GPU: "no-gpu",
                   WarningKind.TIMEOUT_NOT_APPLIED: "timeout-not-applied"}
 """The banner each kind of outcome warning (`sim_warnings`) is said under."""
 

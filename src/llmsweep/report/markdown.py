@@ -67,6 +67,7 @@ def which_points(ids: Sequence[str], by_id: Mapping[str, Mapping[str, Any]],
 WARNING_HEADS = {"simulated-only": "Simulated although a real engine would refuse them",
                  "not-modelled": "Predicted without modelling all their jobs set",
                  "engine-version": "Served by another engine version than their recipes declare",
+                 "context-served": "Served with another context length than their launches set",
                  "no-gpu": "Served on no GPU: per-GPU figures are the endpoint's",
                  "timeout-not-applied": f"Requests longer than {_REQUEST_TIMEOUT}, which virtual time does not apply"}
 """summary.md's heading of each banner of outcome warnings (`report.data.WARNING_BANNER`)."""

@@ -503,7 +503,7 @@ def compare_points(
             kinds = " and ".join(w for w in words_a if not w.startswith(MEASURED))
             at = "; ".join(m.label for m in simulated)
             notes.append(f"A and B each hold measured and {kinds} points: {len(simulated)} of "
-                         f"{count_of(len(matched), 'compared point')} {noun(len(matched), 'is', 'are')} the "
+                         f"{count_of(len(matched), 'compared point')} {noun(len(simulated), 'is', 'are')} the "
                          f"simulator's figures, not measurements ({at})")
     return Comparison(label_a, label_b, tuple(matched), only_a, only_b, tuple(skipped), tuple(sorted(ignored)),
                       mix_sources, tuple(notes), sides)

@@ -193,3 +193,18 @@ def test_a_sim_recipes_context_flag_in_any_engines_spelling_is_served(plan: Call
     (job,) = plan(text)
     argv = engines.render(job).argv
     assert argv[argv.index("--context-length") + 1] == "4096"
+
+
+@pytest.mark.parametrize(("image", "refused"), [("vllm/vllm-openai:v0.11.0", True), ("vllm/vllm-openai:v0.12.0", False),
+                                               ("vllm/vllm-openai:v0.26.0", False)])
+def test_an_auto_context_is_refused_where_vllms_parser_does_not_take_it(tmp_path: Path, image: str,
+                                                                        refused: bool) -> None:
+    """vLLM fits `auto`/-1 to its memory from vllm#29431 (0.12.0, inferred); an older parser refuses `auto` at
+    start-up and reads -1 as a length, after the job waited for its node."""
+    path = tmp_path / "r.yaml"
+    path.write_text(_text("vllm", "{--max-model-len: auto}").replace(IMAGES["vllm"], image), encoding="utf-8")
+    hits = [f for f in validate_files([path]).findings if f.rule == "serve.context-conflict"]
+    assert len(hits) == refused
+    if hits:
+        assert "vLLM 0.11.0 does not do" in hits[0].message and "from 0.12.0" in hits[0].message
+        assert hits[0].fix is not None and "vLLM 0.12.0 or later" in hits[0].fix

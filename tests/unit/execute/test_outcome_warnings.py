@@ -119,3 +119,26 @@ def test_a_server_on_no_gpu_is_a_kind_of_its_own_in_every_place_that_says_warnin
     assert set(WARNING_BANNER.values()) <= set(VERDICT_KINDS) and set(WARNING_BANNER.values()) == set(WARNING_HEADS)
     js = (Path(__file__).resolve().parents[3] / "src" / "llmsweep" / "report" / "assets" / "dashboard.js").read_text()
     assert all(f'"{kind}"' in js for kind in VERDICT_KINDS)  # the dashboard's banners know every kind
+
+
+def test_a_context_the_server_reports_apart_from_its_launch_is_a_kind_of_its_own(tmp_path: Path) -> None:
+    """A real engine's server that reports (`/v1/models`) another context than its launch set: said as that in the
+    run's end, summary.md and the dashboard's banners, never as a simulator's warning (a warning of no known opening
+    read as `simulated-only`: "1 job ran on the simulator although the server reports a context ...")."""
+    from llmsweep.execute.pipeline import RunOutcome
+    from llmsweep.report.data import WARNING_BANNER, verdict_groups
+    from llmsweep.report.markdown import WARNING_HEADS
+    from llmsweep.sim_warnings import WarningKind, context_served, warning_kind
+
+    said = context_served(32_768, 8_192)
+    assert warning_kind(said) is WarningKind.CONTEXT_SERVED
+    lines = RunOutcome(tmp_path, "r", [JobOutcome(job_id="a", exp_name="a", status="valid", warnings=[said])]
+                       ).completeness().splitlines()
+    (line,) = [x for x in lines if "32,768" in x]
+    assert line.startswith("  1 job ran with another context served: the server reports 32,768 tokens where the "
+                           "launch set 8,192"), lines
+    assert "simulator" not in line
+    point = {"id": "r0", "job_id": "a", "verdict": "valid", "valid": True, "reasons": [], "reason": ""}
+    groups = verdict_groups([point], [], {"r0": [said]})
+    assert groups["context-served"]["count"] == 1 and "simulated-only" not in groups
+    assert WARNING_BANNER[WarningKind.CONTEXT_SERVED] in WARNING_HEADS

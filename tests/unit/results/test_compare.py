@@ -249,7 +249,7 @@ def test_two_simulated_sides_say_they_are_not_measurements(make_run) -> None:
     assert not any(n.startswith("A and B are both") for n in mixed.notes), mixed.notes
     # ... but which points are the simulator's is said (no heading does: the sides hold the same kinds)
     (said_mixed,) = [n for n in mixed.notes if n.startswith("A and B each hold measured and simulated")]
-    assert "1 of 2 compared points are the simulator's figures" in said_mixed and "conc 8" in said_mixed
+    assert "1 of 2 compared points is the simulator's figures" in said_mixed and "conc 8" in said_mixed
     assert "conc 4" not in said_mixed
     assert said_mixed in comparison_markdown(mixed)
 

@@ -131,7 +131,7 @@
       " ran, or the simulator does not model " + noun(nPower, "its", "their") + " power, so " +
       noun(nPower, "it has", "they have") + " no energy or cost-per-token figures (why, and how to record it):", unrecorded);
   }
-  var VERDICT_KINDS = ["invalid", "eval-failed", "smoke", "refused", "failed", "reused", "simulated-only", "not-modelled", "engine-version", "no-gpu", "timeout-not-applied"];
+  var VERDICT_KINDS = ["invalid", "eval-failed", "smoke", "refused", "failed", "reused", "simulated-only", "not-modelled", "engine-version", "context-served", "no-gpu", "timeout-not-applied"];
   var VERDICT_HEAD = {
     invalid: function (n) { return countOf(n, "invalid point") + ": drawn as hollow dashed markers and excluded from frontiers."; },
     "eval-failed": function (n) { return countOf(n, "eval") + " did not pass (scores and thresholds in the Evaluation table below):"; },
@@ -142,6 +142,7 @@
     "simulated-only": function (n) { return countOf(n, "point") + " the simulator ran although a real engine would refuse " + noun(n, "it", "them") + " (its engine rules are warnings under the simulator):"; },
     "not-modelled": function (n) { return countOf(n, "point") + " the simulator predicted without modelling all " + noun(n, "its", "their") + " jobs set: a real engine would run " + noun(n, "it", "them") + ", and " + noun(n, "this point predicts it", "these points predict them") + " without modelling it:"; },
     "engine-version": function (n) { return countOf(n, "point") + " served by another engine version than " + noun(n, "its", "their") + " recipe declares: each is labelled with the version that ran, and its feature gates were judged at the declared one:"; },
+    "context-served": function (n) { return countOf(n, "point") + " whose server reported another context length than " + noun(n, "its", "their") + " launch set: job.json keeps the launch's, provenance (launch.context_served) the server's:"; },
     "no-gpu": function (n) { return countOf(n, "point") + " served on no GPU (a CPU rehearsal): " + noun(n, "its", "their") + " per-GPU figures are the endpoint's, which no GPU served:"; },
     "timeout-not-applied": function (n) { return countOf(n, "point") + " ran in virtual time with requests longer than --request-timeout, which virtual time does not apply: a live client would have timed them out (--live applies it):"; }
   };
