@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU side, one device call after the vLLM chunks (.v0 …) and the GGUF chunks (.m0 .m1, scripts/gpu/stage_gguf.sh) are
+# GPU side, one device call after the vLLM chunks (.v0 …) and the GGUF chunks (.m0 …, scripts/gpu/stage_gguf.sh) are
 # staged: install vLLM 0.26.0, import SmolLM2-135M-Instruct's real weights from its GGUF (`llmsweep model import`),
 # then `llmsweep al collect` on examples/gpu/smollm2-135m-bf16-h200-vllm-ngram.yaml: vLLM's n-gram drafter, K = 1..4,
 # a fresh vLLM server per K (served --enforce-eager so four starts fit one call), the prompt set at concurrency 1,

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU side, ONE device call after the vLLM chunks (.v0 …) and the GGUF chunks (.m0 .m1, scripts/gpu/stage_gguf.sh) are
+# GPU side, ONE device call after the vLLM chunks (.v0 …) and the GGUF chunks (.m0 …, scripts/gpu/stage_gguf.sh) are
 # staged: install vLLM 0.26.0, import SmolLM2-135M-Instruct's real weights from its GGUF (`llmsweep model import`),
 # then `llmsweep discover` on examples/gpu/smollm2-135m-bf16-h200-vllm-discover.yaml with the local executor: the
 # ladder 1…64 × 3 workload seeds on one vLLM server, one refinement round on a second, the proposed grid. The

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Stage SmolLM2-135M-Instruct's GGUF file (98 MB) and the pure-Python `gguf` wheel that `llmsweep model import` reads
-# it with for the lent H200 (no network there): one reproducible tar split into chunk folders .m0 .m1 (≤ 46 MiB each,
+# it with for the lent H200 (no network there): one reproducible tar split into chunk folders .m0 .m1 … (≤ 42 MiB each,
 # SHA256SUMS beside, git-excluded). On the device, one call per chunk, back to back within 30 s:
 #   run(command='PREFIX=.m STASH=/tmp/mstash bash scripts/gpu/stage_chunk.sh N', carry=['.mN'])
 # then run_al_collect.sh with GGUF_STASH=/tmp/mstash (it reassembles, verifies and unpacks them).
@@ -12,7 +12,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(git -C "${STAGE_ROOT:-$here}" rev-parse --show-toplevel)
 prefix=${PREFIX:-.m}
-chunk_mib=${CHUNK_MIB:-46}
+chunk_mib=${CHUNK_MIB:-42}
 gguf=""; wheel=""
 while (($#)); do
   case "$1" in

@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # Stage vLLM 0.26.0 for the lent H200 machine, which reaches no network: download the wheel list beside this script
 # (run here, where PyPI is reachable), verify every wheel, and pack them into chunk folders .v0 .. .vN of the repo
-# root, each one part of at most 46 MiB plus SHA256SUMS: one device call may carry 64 MiB, working tree included.
+# root, each one part of at most 42 MiB plus SHA256SUMS: one device call may carry 64 MiB, working tree included.
 # Then follow docs/gpu.md: one `stage_chunk.sh N` call per chunk, back to back, then one long call.
 #
 # usage: scripts/gpu/stage_vllm.sh [--dry-run] [--no-download] [--cache DIR] [--chunk-mib N] [--list FILE] [--prefix P]
 #   --dry-run      parse and check the list, print the plan, download nothing
 #   --no-download  pack what the cache already holds (it must match the list)
 #   --cache DIR    where wheels are downloaded and kept between runs (default ~/.cache/llmsweep/vllm-0.26.0)
-#   --chunk-mib N  part size (default 46: the working tree, ~14 MiB with the committed evidence, travels with each
-#                  part; 50 left 0.3 MB of room on 2026-12-05)
+#   --chunk-mib N  part size (default 42: the working tree, ~18 MiB with the committed evidence, travels with each
+#                  part; 50 left 0.3 MB of room on 2026-12-05, 46 was 73 KiB short on 2026-12-07)
 #   --list FILE    the pinned wheel list (default: vllm-0.26.0-runtime-wheels.txt beside this script)
 #   --prefix P     chunk folder prefix (default .v): another wheel set keeps its own folders, e.g. aiperf's
 #                  `--list scripts/gpu/aiperf-0.13.0-wheels.txt --cache ~/.cache/llmsweep/aiperf-0.13.0 --prefix .a`
@@ -20,7 +20,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 repo=$(git -C "${STAGE_ROOT:-$here}" rev-parse --show-toplevel)
 list="$here/vllm-0.26.0-runtime-wheels.txt"
 cache="${LLMSWEEP_WHEEL_CACHE:-$HOME/.cache/llmsweep/vllm-0.26.0}"
-chunk_mib=46
+chunk_mib=42
 prefix=.v
 dry_run=0
 download=1
@@ -41,7 +41,7 @@ if [[ ! "$prefix" =~ ^\.[A-Za-z]+$ ]]; then
   echo "stage_vllm: --prefix $prefix: use a dot and letters (.v, .a) so the folders stay hidden and git-excluded" >&2; exit 2
 fi
 if ((chunk_mib > 60)); then
-  echo "stage_vllm: --chunk-mib $chunk_mib leaves no room for the working tree in a 64 MiB call; use 46" >&2; exit 2
+  echo "stage_vllm: --chunk-mib $chunk_mib leaves no room for the working tree in a 64 MiB call; use 42" >&2; exit 2
 fi
 
 # --- the list: one pinned `name==version` a line, no duplicates ------------------------------------------------------

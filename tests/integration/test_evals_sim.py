@@ -165,7 +165,7 @@ def test_a_run_eval_row_runs_its_throughput_point_then_the_eval(tmp_path: Path, 
     assert point["eval"]["mode"] == "run-eval" and point["eval"]["verdict"] == "invalid"
     assert any("below the threshold" in w for w in point["validity"]["warnings"])
     # ... and it is said where the run ends, beside the verdict that stands (it went unseen there: `1 valid`, exit 0)
-    (failure,) = [line for line in proc.stderr.splitlines() if "keep their throughput verdict" in line]
+    (failure,) = [line for line in proc.stderr.splitlines() if "throughput verdict, but" in line]
     assert failure.startswith("  1 job keeps its throughput verdict, but its gsm8k eval is invalid: "
                               "exact_match,strict-match = 0.0000 is below the threshold 0.90"), failure
     outcomes = json.loads((out / "run.json").read_text())["outcomes"]
