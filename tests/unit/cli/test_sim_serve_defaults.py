@@ -56,6 +56,10 @@ def test_the_shared_options_sim_serve_declares_below_the_cli_are_their_concepts(
         concept = CONCEPTS[p.concept]  # type: ignore[index]
         assert (p.opts[0], p.name) == (concept.spelling, concept.dest), p.concept
         assert set(concept.deprecated) <= set(p.old_spellings), p.concept
+        # where the concept fixes a default, `sim serve`'s copy of it is that one (the two declarations cannot drift:
+        # `sim router` and `router` bind 127.0.0.1 by the concept, `sim serve` by its own declaration)
+        if "default" in concept.settings:
+            assert p.default == concept.settings["default"], p.concept
 
 
 def test_sim_serve_and_the_launch_parser_are_one_declaration() -> None:
