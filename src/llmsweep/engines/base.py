@@ -676,6 +676,12 @@ class Adapter(ABC):
         for)."""
         return self
 
+    def fits_context(self, job: Job) -> bool:
+        """The recipe's context flag asks the engine to fit the context to its memory at start-up
+        (:data:`AUTO_CONTEXT`): the launch fixes no length, and the engine runs at most the model's native one."""
+        given = self.recipe_context(job)
+        return given is not None and self.context_reader(job).read_context(given[1]) == AUTO_CONTEXT
+
     def context_example(self) -> str:
         """How a context length is written for this engine's parser, for a fix."""
         return "8192"

@@ -725,6 +725,15 @@ class SimAdapter(Adapter):
         self._prefix_caching(recipe, d)
         if job.max_model_len:  # the context the job's engine launches with (its flag, or a fixed-seq-len's derived)
             a["--context-length"] = job.max_model_len
+        elif self.fits_context(job):
+            # vLLM's `auto`: the longest context its KV memory holds, at most the model's own — the simulator serves
+            # the model's, and its KV pool bounds the rest as the engine's would
+            from llmsweep.catalog.models import find_model
+
+            if (model := find_model(job.model)) is not None:
+                a["--context-length"] = model.native_context
+                d.notes.append(f"context fitted to memory at start-up (the recipe's `auto`): served at {model.id}'s "
+                               f"native {model.native_context:,} tokens, bounded by the simulated KV pool")
         self._spec(job, d)
         self._kv(job, d, recipe, tp)
         if (block := engine_kv_block(job)) is not None:

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from llmsweep import engines
+from llmsweep.catalog.models import find_model
 from llmsweep.engines import launched_job
 from llmsweep.plan import Job
 from llmsweep.policy import validate_files
@@ -106,7 +107,18 @@ def test_a_vllm_context_in_its_own_notation_is_recorded_as_it_runs(plan: Callabl
     argv = engines.render(job).argv
     assert argv[argv.index("--max-model-len") + 1] == value
     sim_argv = engines.render(job, simulate=True).argv
-    assert engine_config_from_argv(sim_argv).context_length == context
+    native = find_model("Qwen/Qwen3.5-397B-A17B-FP8").native_context  # type: ignore[union-attr]
+    assert engine_config_from_argv(sim_argv).context_length == (context or native)
+
+
+def test_the_hbm_fit_check_of_an_auto_context_asks_room_for_what_the_job_sends(tmp_path: Path) -> None:
+    """vLLM fits an `auto` context to its memory, so no native-length request need fit — but one of the job's must:
+    the check sizes KV at the job's own isl + osl + 256, as for a launch without a context flag."""
+    text = _text("vllm", "{--max-model-len: auto}").replace("tp: 8", "tp: 2")
+    path = tmp_path / "r.yaml"
+    path.write_text(text, encoding="utf-8")
+    hits = [f for f in validate_files([path]).findings if f.rule == "resources.hbm-fit"]
+    assert hits and all(f"({NEED} tokens" in h.message for h in hits), [h.message for h in hits]
 
 
 @pytest.mark.parametrize(("engine", "args", "flag", "context"), [
