@@ -141,6 +141,17 @@ def aggregated_router_refusal(name: str, version: str) -> str:
             "simulator with --simulate")
 
 
+def context_fitted(job: Job) -> bool:
+    """The job's launch asks its engine to fit the context to its memory at start-up (`Adapter.fits_context`: vLLM's
+    `--max-model-len auto`); False where no adapter launches the job (no `serve` block: the derived context runs)."""
+    from llmsweep.errors import LlmsweepError
+
+    try:
+        return adapter_for(job).fits_context(job)
+    except LlmsweepError:
+        return False
+
+
 def launched_job(job: Job) -> Job:
     """The job as its server is launched, and as `job.json` records it: an eval-only fixed-seq-len job at the eval
     context length (`evals.context.serving_job`), and `max-model-len` the context the launch runs with — a recipe

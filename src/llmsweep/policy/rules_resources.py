@@ -109,7 +109,7 @@ def hbm_share(job: Job, hw: HardwareSpec, weights: float) -> tuple[float, str]:
       "override, not the memory profiled at the fraction, is what its start-up check reads)")
 def hbm_fit(ctx: Context) -> Iterator[Finding]:
     from llmsweep.catalog.precision import MODEL_DTYPE
-    from llmsweep.engines import adapter_for, launched_job
+    from llmsweep.engines import context_fitted, launched_job
     from llmsweep.engines.base import topology
     from llmsweep.engines.sim import pinned_pool
 
@@ -137,7 +137,7 @@ def hbm_fit(ctx: Context) -> Iterator[Finding]:
             weights = model.served_weight_bytes(job.precision, job.model if "/" in job.model else None) / job.gpus
             # a recipe's context flag, else the derived isl + osl + 256; a context the engine fits to its memory at
             # start-up (vLLM's `auto`) must still hold one request of what the job sends (its derived length)
-            context = job.max_model_len if adapter_for(job).fits_context(job) else launched.max_model_len
+            context = job.max_model_len if context_fitted(job) else launched.max_model_len
             tokens = min(model.native_context, context or KV_CONTEXT_CAP, KV_CONTEXT_CAP)
             kv_dtype = _kv_dtype(job)
             # one request's KV sits on one DP-attention rank, split only over that rank's tp / dp GPUs
