@@ -164,13 +164,25 @@ def gpus_from_server_info(doc: Any) -> int | None:
     return tp * pp * (1 if doc.get("enable_dp_attention") else dp)
 
 
-def model_ids(doc: Any) -> tuple[str, ...] | None:
-    """The ids an OpenAI `/v1/models` answer lists (`{"data": [{"id": ...}, ...]}`); None for anything else."""
+def _model_entries(doc: Any) -> list[dict[str, Any]] | None:
+    """The entries of an OpenAI `/v1/models` answer (`{"data": [{"id": ...}, ...]}`); None for anything else."""
     data = doc.get("data") if isinstance(doc, dict) else None
-    if not isinstance(data, list):
-        return None
-    ids = tuple(m["id"] for m in data if isinstance(m, dict) and isinstance(m.get("id"), str))
+    return [m for m in data if isinstance(m, dict)] if isinstance(data, list) else None
+
+
+def model_ids(doc: Any) -> tuple[str, ...] | None:
+    """The ids an OpenAI `/v1/models` answer lists; None for anything else."""
+    ids = tuple(m["id"] for m in _model_entries(doc) or () if isinstance(m.get("id"), str))
     return ids or None
+
+
+def model_context(doc: Any, model: str | None) -> int | None:
+    """The context length (`max_model_len`: vLLM, SGLang and the simulator report it; vLLM's after it fitted an `auto`
+    context to its memory) a `/v1/models` answer gives the model `model`, or with no name given its only entry. None
+    where it lists no such model (a server of another model says nothing of this one) or gives no length."""
+    entries = _model_entries(doc) or []
+    named = [m for m in entries if m.get("id") == model] if model else entries
+    return _positive(named[0].get("max_model_len")) if len(named) == 1 else None
 
 
 def probe_endpoint(base_url: str, *, timeout_s: float = 3.0, headers: dict[str, str] | None = None) -> EndpointProbe:

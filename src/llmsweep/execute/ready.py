@@ -44,25 +44,17 @@ def server_version(url: str, timeout_s: float = _PROBE_TIMEOUT_S) -> dict[str, o
 
 
 def served_context(url: str, model: str | None, timeout_s: float = _PROBE_TIMEOUT_S) -> int | None:
-    """The context length a launched server reports for the model it serves (`{url}/v1/models`: `max_model_len` of
-    the entry named `model`; with no name given, of its only entry — vLLM, SGLang and the simulator report it;
-    vLLM's after it fitted an `auto` context to its memory). None when it does not answer, lists no such model (a
-    server of another model answering there says nothing of this one) or reports none. Best effort: never a
-    failure."""
+    """The context length a launched server reports for the model it serves, read from `{url}/v1/models` as
+    `client.probe.model_context` reads it; None when it does not answer. Best effort: never a failure."""
+    from llmsweep.client.probe import model_context
+
     try:
         with DIRECT.open(f"{url}/v1/models", timeout=timeout_s) as resp:
             doc = json.loads(resp.read().decode() or "{}")
     except (OSError, ValueError) as exc:
         log.info("could not read %s/v1/models: %s", url, exc)
         return None
-    entries = doc.get("data") if isinstance(doc, dict) else None
-    if not isinstance(entries, list):
-        return None
-    entries = [e for e in entries if isinstance(e, dict)]
-    named = [e for e in entries if e.get("id") == model] if model else entries
-    entry = named[0] if len(named) == 1 else None
-    value = entry.get("max_model_len") if entry is not None else None
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+    return model_context(doc, model)
 
 
 def probe_health(url: str, timeout_s: float = _PROBE_TIMEOUT_S) -> int | None:

@@ -446,7 +446,7 @@ class Launch(_Open):
         "engine whose server reports none (transformers serve).")
     context_served: int | None = Field(
         default=None, description="The context length (tokens) the server reported serving (`/v1/models`' "
-        "`max_model_len`, `execute.ready.served_context`): what vLLM fitted an `auto` context to, or another length "
+        "`max_model_len`, `client.probe.model_context`): what vLLM fitted an `auto` context to, or another length "
         "than the launch set (then warned: `sim_warnings.context_served`); job.json's `max-model-len` is the "
         "launch's. The simulator's is its context flag's, else its KV pool's. Absent when the server said none.")
     image: str | None = None
