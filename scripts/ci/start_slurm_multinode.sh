@@ -163,5 +163,5 @@ until [ "$(sinfo -h -N -o '%T' 2>/dev/null | grep -c -E '^(idle|mixed|allocated)
   sleep 0.2
 done
 sinfo -N
-echo "start_slurm_multinode: ${N} node(s) up in $(( ($(date +%s%N) - START_NS) / 1000000 )) ms;" \
+echo "start_slurm_multinode: ${N} $([ "$N" = 1 ] && echo node || echo nodes) up in $(( ($(date +%s%N) - START_NS) / 1000000 )) ms;" \
      "use SLURM_CONF=$CONF_FILE"

@@ -30,6 +30,7 @@ from pathlib import Path
 from llmsweep.metrics.model import Summary
 from llmsweep.power.integrate import gpu_energy
 from llmsweep.power.samples import GPU_METRICS_FILE, GpuSample, read_gpu_metrics
+from llmsweep.words import count_of
 
 
 @dataclass
@@ -150,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"skipped {job}: {why}")
         if compared:
             worst = max(abs(r.diff_pct or 0.0) for r in compared)
-            print(f"{len(compared)} job(s) compared; largest |difference| {worst:.2f} % "
+            print(f"{count_of(len(compared), 'job')} compared; largest |difference| {worst:.2f} % "
                   f"(tolerance {100 * args.tolerance:.1f} %): {'OK' if not bad else f'{len(bad)} outside'}")
         else:
             print("no job with power samples and an energy counter: nothing compared")

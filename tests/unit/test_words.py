@@ -8,7 +8,10 @@ from pathlib import Path
 
 from llmsweep.words import count_of, noun
 
-SRC = Path(__file__).resolve().parents[2] / "src" / "llmsweep"
+REPO = Path(__file__).resolve().parents[2]
+SRC = REPO / "src" / "llmsweep"
+TOOLS = (REPO / "bench", REPO / "scripts")
+"""The repository's own tools beside the package: benches and the CI and GPU scripts, whose lines a user reads too."""
 
 
 def test_a_count_takes_the_singular_for_one_and_the_plural_otherwise() -> None:
@@ -64,6 +67,23 @@ def test_no_message_writes_a_maybe_plural() -> None:
     files = [*sorted(SRC.rglob("*.py")), *sorted(SRC.rglob("*.js"))]
     assert any(f.name == "dashboard.js" for f in files)
     assert [hit for path in files for hit in maybe_plurals(path)] == []
+
+
+def _shell_lines(path: Path) -> list[tuple[int, str]]:
+    """A shell script's lines that are not comments (what it echoes, and the code around it), by line."""
+    return [(i, line) for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+            if not line.lstrip().startswith("#")]
+
+
+def test_no_tool_beside_the_package_writes_a_maybe_plural() -> None:
+    """`start_slurm_multinode: 3 node(s) up`, `2 job(s) compared`: the benches and the CI and GPU scripts count in
+    words as the package does (a Python tool with `count_of`, a shell script with its own singular for one)."""
+    found = [hit for root in TOOLS for path in sorted(root.rglob("*.py")) for hit in maybe_plurals(path, root)]
+    found += [f"{path.relative_to(REPO).as_posix()}:{line}: {word}" for root in (*TOOLS, REPO / ".ci")
+              for path in sorted(root.rglob("*")) if path.suffix == ".sh" or path.name == "run"
+              for line, text in _shell_lines(path) for word in MAYBE_PLURAL.findall(text)]
+    assert any(root.is_dir() for root in TOOLS)
+    assert found == []
 
 
 def test_the_maybe_plural_scan_finds_what_it_names(tmp_path: Path) -> None:
