@@ -1,4 +1,4 @@
-"""One live llmsweep process per output folder: `run --out` and `bench --out` claim theirs for the whole run, and
+"""One live llmsweep process per output folder: `run --out` and `bench … --out` claim theirs for the whole run, and
 `summarize` refuses a folder a live run still writes.
 
 A claim is an exclusive `flock` on a lock file inside the folder, taken without waiting: a second claim of the same

@@ -7,10 +7,11 @@ imports nothing. Those that do: `changes.github`'s workflow, matrix and fixes, `
 and worker command (`execute.docker`, `.executor`, `.local`, `.preflight`, `.slurm`), the run's messages
 (`execute.pipeline`, `.lifecycle`, `.roles`, `.placement`), the report's and results' fixes, and the simulator's own
 command line (`sim.serve_args`); `tests/unit/test_option_spellings.py` fails on a spelling one of them writes by
-hand. A command's own option that a lower room names is a concept here too (`run --resume`, `--reuse`, `--live`);
-a few such flags are still written by hand (`matrix --format ids`, `run --eval-limit`, `compare --repeats-from`),
-and the same test holds every flag those fixes name to an option some llmsweep command takes. A flag of another tool
-that happens to share a spelling (`docker run --gpus`) is that tool's, not read from here.
+hand. A command's own option that a lower room names is a concept here too (`run --resume`, `--reuse`, `--live`); a
+few such flags are still written by hand (`matrix full-sweep --format ids`, `run --eval-limit`, `compare
+--repeats-from`), and the same test holds every flag those fixes name to an option some llmsweep command takes;
+`tests/unit/test_command_flags.py` holds each flag a message names with its command to that command's options. A
+flag of another tool that happens to share a spelling (`docker run --gpus`) is that tool's, not read from here.
 
 Only the current spellings live here; an old spelling a concept still takes as a hidden alias (`Concept.deprecated`)
 is the CLI's own business, as are an option's type, default and help.

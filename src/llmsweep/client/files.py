@@ -1,4 +1,4 @@
-"""The files the client writes into its output folder (a `bench --out` folder, a job folder of `run`), named once:
+"""The files the client writes into its output folder (a `bench … --out` folder, a job folder of `run`), named once:
 the execution layer (`execute.artifacts`), the predictor and the readers take the names from here. A light module:
 importing it loads nothing of the client's HTTP machinery."""
 

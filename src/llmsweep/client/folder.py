@@ -1,7 +1,7 @@
-"""A folder of records (a `bench --out` folder, a job folder of `run`, a point of `predict --out`): the `run.json` that
-says what served them and how they are judged, and their summary recomputed from the folder's files. A light module:
-it loads the metrics, not the client's HTTP stack (a run in virtual time and `summarize` write and read these without
-sending a request)."""
+"""A folder of records (a `bench … --out` folder, a job folder of `run`, a point of `predict --out`): the `run.json`
+that says what served them and how they are judged, and their summary recomputed from the folder's files. A light
+module: it loads the metrics, not the client's HTTP stack (a run in virtual time and `summarize` write and read these
+without sending a request)."""
 
 from __future__ import annotations
 

@@ -157,7 +157,7 @@ FOLDER_KINDS: dict[FolderKind, str] = {
 
 
 def out_kind(path: Path) -> FolderKind:
-    """:func:`folder_kind` for a command about to write into `path` (`run --out`, `bench --out`): a folder holding
+    """:func:`folder_kind` for a command about to write into `path` (`run --out`, `bench … --out`): a folder holding
     only the client's run.json (a bench killed before its first record) is a bench's too, not a run's."""
     kind = folder_kind(path)
     if kind == "run" and not (path / "jobs").is_dir():

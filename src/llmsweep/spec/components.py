@@ -44,7 +44,7 @@ class ScenarioId(StrEnum):
 
 
 RecipeScenario = Literal[ScenarioId.FIXED_SEQ_LEN, ScenarioId.AGENTIC_CODING]
-"""A scenario a recipe's `scenarios` block (and a changelog entry's `scenario-type`, `matrix --scenario-type`, a serve
+"""A scenario a recipe's `scenarios` block (and a changelog entry's `scenario-type`, `matrix … --scenario-type`, a serve
 override's `when: {scenario: ...}`) may name: InferenceX's two."""
 RECIPE_SCENARIOS: tuple[ScenarioId, ...] = get_args(RecipeScenario)
 """`RecipeScenario`'s members, in the order a recipe's blocks are read."""

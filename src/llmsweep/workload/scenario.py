@@ -67,7 +67,7 @@ class GateProfile:
 
     def config(self, *, planned_duration_s: float | None = None, require_metrics_prefix: str | None = None,
                max_error_ratio: float | None = None, planned_requests: int | None = None) -> GateConfig:
-        """The gates of one run; `max_error_ratio` overrides the profile's (`bench --max-failure-ratio`);
+        """The gates of one run; `max_error_ratio` overrides the profile's (`bench … --max-failure-ratio`);
         `planned_requests`: the prompts a run bounded by count alone plans (fewer finished: smoke)."""
         from llmsweep.metrics.gates import GateConfig
 
