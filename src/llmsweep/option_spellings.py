@@ -7,11 +7,14 @@ imports nothing. Those that do: `changes.github`'s workflow, matrix and fixes, `
 and worker command (`execute.docker`, `.executor`, `.local`, `.preflight`, `.slurm`), the run's messages
 (`execute.pipeline`, `.lifecycle`, `.roles`, `.placement`), the report's and results' fixes, and the simulator's own
 command line (`sim.serve_args`); `tests/unit/test_option_spellings.py` fails on a spelling one of them writes by
-hand. A command's own option that a lower room names is a concept here too (`run --resume`, `--reuse`, `--live`); a
-few such flags are still written by hand (`matrix full-sweep --format ids`, `run --eval-limit`, `compare
---repeats-from`), and the same test holds every flag those fixes name to an option some llmsweep command takes;
-`tests/unit/test_command_flags.py` holds each flag a message names with its command to that command's options. A
-flag of another tool that happens to share a spelling (`docker run --gpus`) is that tool's, not read from here.
+hand. A command's own option that a lower room names is a concept here too (`run --resume`, `--reuse`, `--live`,
+`--eval-limit`; `compare --repeats-from`), as is one several commands take that fixes name (`--format`,
+`--config-files`, read by `plan.select`, `evals`, `results.interchange`). A few single-command flags are still
+written by hand (`run --al-tolerance`, `--power-backend`, `--require-power`, `compare --ignore`, `peer import
+--served-by`, `report --with`): `tests/unit/test_option_spellings.py` holds every flag those fixes name to an option
+some llmsweep command takes, and `tests/unit/test_command_flags.py` each flag a message names with its command
+(`llmsweep report RUN --with`) to that command's options. A flag of another tool that happens to share a spelling
+(`docker run --gpus`, `docker inspect --format`) is that tool's, not read from here.
 
 Only the current spellings live here; an old spelling a concept still takes as a hidden alias (`Concept.deprecated`)
 is the CLI's own business, as are an option's type, default and help.
@@ -73,6 +76,17 @@ SPELLINGS: Final[dict[str, str]] = {
     "live": "--live",
     "resume": "--resume",
     "reuse": "--reuse",
+    "eval_task": "--eval-task",
+    "eval_dataset": "--eval-dataset",
+    "eval_limit": "--eval-limit",
+    "eval_max_tokens": "--eval-max-tokens",
+    # the recipe files of `matrix full-sweep` and `matrix test-config`, which the job-id fixes name
+    "config_files": "--config-files",
+    # `compare`'s further runs of each side, which its notes name (`results.compare`)
+    "repeats_from": "--repeats-from",
+    "b_repeats_from": "--b-repeats-from",
+    # the output format of a command (each command its own choices: `matrix`, `render`, `results export`, `compare`)
+    "format": "--format",
 }
 """Concept name -> its one long spelling. `cli.options.CONCEPTS` has exactly these keys (checked on import)."""
 

@@ -53,7 +53,6 @@ SECOND_SPELLINGS = {
 # Spellings several commands take by hand, each meaning that command's own thing; a new shared option goes to
 # llmsweep.cli.options instead of this list.
 COMMAND_LOCAL = {
-    "--format": "each command's own output formats",
     "--concurrency": "bench: one closed-loop level; peer crosscheck: a comma-separated list of levels",
     "--precision": "matrix: a filter; al and sim: the precision served",
     "--port": "render: the port in the rendered command; sim serve: the port to bind",

@@ -21,13 +21,13 @@ SRC = Path(llmsweep.__file__).resolve().parent
 READ_FROM_THE_HOME = {
     "changes/github.py": set(),
     "changes/reuse.py": set(),
-    "execute/docker.py": {"--gpus"},  # `docker run --gpus`, docker's own flag, not llmsweep's
+    "execute/docker.py": {"--gpus", "--format"},  # `docker run --gpus`, `docker inspect --format`: docker's own
     "execute/executor.py": set(),
-    "execute/lifecycle.py": set(),
+    "execute/lifecycle.py": {"--format"},  # `nvidia-smi --format=csv`
     "execute/local.py": set(),
     "execute/pipeline.py": set(),
     "execute/placement.py": set(),
-    "execute/preflight.py": set(),
+    "execute/preflight.py": {"--format"},  # `nvidia-smi --format=csv`
     "execute/roles.py": {"--gpus", "--url"},  # `python -m llmsweep.execute.node_power`'s own argparse flags
     "execute/slurm.py": set(),
     "sim/serve_args.py": set(),
@@ -133,7 +133,7 @@ FIX_ROOMS = ("changes/reuse.py", "execute/lifecycle.py", "execute/pipeline.py", 
 """Rooms below the CLI whose messages tell the user which llmsweep option to pass."""
 
 OTHER_TOOLS = {
-    "execute/lifecycle.py": {"--query-gpu"},  # nvidia-smi's
+    "execute/lifecycle.py": {"--query-gpu", "--format"},  # nvidia-smi's
     # `python -m llmsweep.execute.node_power`'s own argparse flags; srun's --nodes and --nodelist
     "execute/roles.py": {"--dir", "--backend", "--gpus", "--url", "--role", "--nodes", "--nodelist"},
 }
@@ -187,3 +187,25 @@ def test_the_check_sees_a_stale_option(tmp_path: Path) -> None:
                      encoding="utf-8")
     assert [flag for _, flag in _named_flags(probe)] == ["--no-such-option", "--out"]
     assert "--no-such-option" not in _cli_options()
+
+
+def test_the_job_id_and_compare_fixes_follow_the_home() -> None:
+    """`--config-files`, `--format` and `--repeats-from` are concepts of the home too (two commands take `--format`
+    and `--config-files`; several fixes name each): with the spellings changed there, the fixes say the new ones."""
+    code = r"""
+import json
+import llmsweep.option_spellings as o
+o.SPELLINGS.update({"config_files": "--xconfig-files", "format": "--xformat", "repeats_from": "--xrepeats-from"})
+from llmsweep.errors import ConfigError
+from llmsweep.plan.select import select_job
+from llmsweep.results import compare
+try:
+    select_job([], "no-such-job")
+except ConfigError as exc:
+    print(json.dumps({"select": exc.fix, "compare": compare._REPEATS_FROM}))
+"""
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    texts = json.loads(run.stdout)
+    assert "`llmsweep matrix full-sweep --xconfig-files FILE --xformat ids`" in texts["select"]
+    assert texts["compare"] == "--xrepeats-from"

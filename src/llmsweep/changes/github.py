@@ -491,7 +491,7 @@ def workflow(files: Sequence[Path], *, source: Source = "matrix", baseline: str 
         ],
     }
     compare = ([{"name": "Compare with the baseline and post the verdict",
-                 "run": _sh("llmsweep", "compare", _flag("baseline"), baseline, "sweep", "--format", "markdown",
+                 "run": _sh("llmsweep", "compare", _flag("baseline"), baseline, "sweep", _flag("format"), "markdown",
                             "--no-history") + ' >> "$GITHUB_STEP_SUMMARY"'}] if baseline else [])
     after_collect: list[dict[str, Any]] = [
         {"name": "Store the results", "run": "llmsweep results ingest sweep"},

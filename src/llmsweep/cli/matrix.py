@@ -34,7 +34,7 @@ matrix (an empty one for `--max-conc 0`) and exited 0, so a typo in a workflow s
 
 def _common(fn: Callable[..., Any]) -> Callable[..., Any]:
     opts = [
-        click.option("--config-files", cls=ManyValues, type=PathValue(path_type=Path),
+        option("config_files", cls=ManyValues, type=PathValue(path_type=Path),
                      help="Recipe/master files or directories (default: every *.yaml under ./recipes)."),
         runner_config_option(),
         option("no_evals"),
@@ -46,7 +46,7 @@ def _common(fn: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--scenario-type", cls=ManyValues, listed=True,
                      type=click.Choice([s.value for s in RECIPE_SCENARIOS]),
                      help="Scenario types to include (default: all)."),
-        click.option("--format", "fmt", type=click.Choice(["matrix", "jobs", "ids"]), default="matrix",
+        option("format", type=click.Choice(["matrix", "jobs", "ids"]), default="matrix",
                      show_default=True,
                      help="matrix: InferenceX entries; jobs: full llmsweep Job JSON; ids: one job id per line."),
     ]

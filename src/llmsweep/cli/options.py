@@ -277,6 +277,17 @@ _DECLARED: dict[str, Concept] = {
     "live": Concept("live", {"is_flag": True}),
     "resume": Concept("resume", {"is_flag": True}),
     "reuse": Concept("reuse", {"is_flag": True}),
+    "eval_task": Concept("eval_task"),
+    "eval_dataset": Concept("eval_dataset"),
+    "eval_limit": Concept("eval_limit"),
+    "eval_max_tokens": Concept("eval_max_tokens"),
+    # `matrix`'s recipe files, which the job-id fixes below the CLI name (`execute.pipeline`, `plan.select`)
+    "config_files": Concept("config_files"),
+    # `compare`'s further runs of A's and B's points, which `results.compare`'s notes name
+    "repeats_from": Concept("repeats_a"),
+    "b_repeats_from": Concept("repeats_b"),
+    # a command's output format: each command gives its own choices, default and help
+    "format": Concept("fmt"),
 }
 if _DECLARED.keys() != SPELLINGS.keys():  # pragma: no cover - a concept added in one place and not the other
     raise ImportError("cli.options and option_spellings.SPELLINGS declare different concepts: "

@@ -110,7 +110,7 @@ def render_sh(job: Job, spec: LaunchSpec) -> str:
 @recipe_files_argument()
 @option("job", dest="selector", required=True, help="Job id, unique id prefix or exp-name.")
 @option("simulate", help="Render the simulator stand-in for the job.")
-@click.option("--format", "fmt", type=click.Choice(["text", "sh", "json"]), default="text", show_default=True)
+@option("format", type=click.Choice(["text", "sh", "json"]), default="text", show_default=True)
 @json_option("the launch (as --format json)")
 @click.option("--port", type=click.IntRange(1, 65535), default=None,
               help="Port to render, 1 to 65535 (default: the engine's).")

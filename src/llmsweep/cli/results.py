@@ -399,7 +399,7 @@ def frontier(run: str | None, run_id: str | None, x_axis: str, mix_sources: bool
 
 @results.command("export")
 @option("run_id", help="Only this run (default: every stored result).")
-@click.option("--format", "fmt", type=click.Choice(["json", "csv", "inferencex", "inferencex-evals"]), default="json",
+@option("format", type=click.Choice(["json", "csv", "inferencex", "inferencex-evals"]), default="json",
               show_default=True, help="inferencex-evals: InferenceX's eval rows (agg_eval_all.json shape).")
 @out_option("File (default stdout); one that holds an export is refused unless --force.",
             type=PathValue(dir_okay=False, path_type=Path))
@@ -485,9 +485,9 @@ def import_cmd(file: Path, force: bool, store_path: Path | None) -> None:
 @click.argument("runs", nargs=-1, metavar="A B | B --baseline A")
 @option("baseline", help="The baseline run (stored run id or run directory); the one argument is then the run under "
         "test.")
-@click.option("--repeats-from", "repeats_a", multiple=True,
+@option("repeats_from", multiple=True,
               help="Further runs of A's points (dir or run id); repeatable.")
-@click.option("--b-repeats-from", "repeats_b", multiple=True, help="Further runs of B's points (dir or run id).")
+@option("b_repeats_from", multiple=True, help="Further runs of B's points (dir or run id).")
 @click.option("--ignore", "ignore", cls=Opt, listed=True,
               type=click.Choice(["image", "engine", "hardware", "precision", "tp", "pp", "dcp", "pcp", "ep", "dp_attn",
                                  "spec", "offload", "offload_backend", "model", "workers", "router",
@@ -502,7 +502,7 @@ def import_cmd(file: Path, force: bool, store_path: Path | None) -> None:
 @click.option("--markdown", "markdown", type=PathValue(dir_okay=False, path_type=Path), default=None,
               help="Also write a PR-comment table to this file.")
 @click.option("--fail-on-regression", is_flag=True, help="Exit 1 when any metric is a (between-run) regression.")
-@click.option("--format", "fmt", type=click.Choice(["table", "json", "markdown"]), default=None,
+@option("format", type=click.Choice(["table", "json", "markdown"]), default=None,
               help="`markdown`: the pull-request verdict (per point improvement / regression / no change, and the "
               "sweep's success rate) on stdout; `json` is --json; default: the table.")
 @store_option()

@@ -61,14 +61,14 @@ EVAL_OPTIONS = {"task": "eval_task", "dataset": "eval_dataset", "limit": "eval_l
 @option("evals_only", help="Only the eval rows, as eval-only jobs: the server starts at the eval context length and "
         "runs only the eval.")
 @option("all_evals", help="Every 8k1k fixed-seq-len row and every agentic row runs as an eval-only job.")
-@click.option("--eval-task", type=click.Choice(known_tasks()), default=DEFAULT_TASK, show_default=True,
+@option("eval_task", type=click.Choice(known_tasks()), default=DEFAULT_TASK, show_default=True,
               help="The lm-eval task of eval jobs.")
-@click.option("--eval-dataset", type=PathValue(exists=True, dir_okay=False, path_type=Path), default=None,
+@option("eval_dataset", type=PathValue(exists=True, dir_okay=False, path_type=Path), default=None,
               help="A local JSON-lines file in the task's format (GSM8K: `question`, `answer` ending `#### N`) instead "
                    "of the Hugging Face dataset: offline evals.")
-@click.option("--eval-limit", type=click.IntRange(min=1), default=None,
+@option("eval_limit", type=click.IntRange(min=1), default=None,
               help="Score only the first N samples of the task (lm-eval --limit; recorded with the result).")
-@click.option("--eval-max-tokens", type=click.IntRange(min=1), default=None,
+@option("eval_max_tokens", type=click.IntRange(min=1), default=None,
               help="Answer budget per sample instead of the one the eval context implies (recorded).")
 @click.option("--lm-eval", "lm_eval", type=PathValue(dir_okay=False, path_type=str), default=None, metavar="PYTHON",
               help="Python interpreter with lm-eval[api]==0.4.13 (default: $LLMSWEEP_LM_EVAL).")

@@ -11,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from llmsweep.jsonline import load_json_file
+from llmsweep.option_spellings import flag as _flag
 from llmsweep.plan.job import Job
 from llmsweep.spec.workload import ScenarioId
 
@@ -77,9 +78,10 @@ def max_tokens_refusal(job: Job, max_tokens: int | None) -> str | None:
     if max_tokens < context:
         return None
     default = eval_max_tokens(context)
-    return (f"--eval-max-tokens {max_tokens:,} does not fit the eval's context of {context:,} tokens: no room is left "
+    budget = _flag("eval_max_tokens")
+    return (f"{budget} {max_tokens:,} does not fit the eval's context of {context:,} tokens: no room is left "
             "for the prompt and the engine would reject every request; give a budget that leaves the prompt room (the "
-            f"default, {default:,}, leaves {context - default:,} tokens), or drop --eval-max-tokens")
+            f"default, {default:,}, leaves {context - default:,} tokens), or drop {budget}")
 
 
 def eval_concurrencies(job: Job) -> list[int]:

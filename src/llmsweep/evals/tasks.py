@@ -18,6 +18,7 @@ import yaml
 
 from llmsweep.errors import ConfigError, DatasetError
 from llmsweep.jsonline import numbered_values
+from llmsweep.option_spellings import flag as _flag
 from llmsweep.words import count_of
 
 TASK_DIR = Path(__file__).resolve().parent / "tasks"
@@ -102,7 +103,7 @@ def check_dataset(task: str, dataset: Path) -> None:
     question itself left out). Checked before any server starts: lm-eval would find each of these only once the eval
     began."""
     spec = INPUTS[task]
-    fix = (f"give --eval-dataset a JSON-lines file in the {task} format: one object a line with "
+    fix = (f"give {_flag('eval_dataset')} a JSON-lines file in the {task} format: one object a line with "
            + ", ".join(f"`{c}`" + (f" (which must {spec.shapes[c][1]})" if c in spec.shapes else "")
                        for c in spec.fields))
     path = dataset.expanduser()
@@ -151,7 +152,7 @@ def task_file(task: str, dataset: Path | None, out_dir: Path) -> TaskFile:
     data = dataset.expanduser().resolve()
     if not data.is_file():
         raise ConfigError(f"eval dataset {dataset} is not a file",
-                          fix=f"give a JSON-lines file in the {task} format (--eval-dataset)")
+                          fix=f"give a JSON-lines file in the {task} format ({_flag('eval_dataset')})")
     kept = [line for line in text.splitlines() if not line.startswith(_DATASET_KEYS)]
     # One split for the questions and the few-shot examples: lm-eval then leaves each question out of its own
     # examples (it excludes the evaluated doc only when the few-shot split *is* the test split; a `train` split

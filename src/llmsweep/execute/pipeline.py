@@ -67,10 +67,16 @@ if TYPE_CHECKING:
 
 _ALL_EVALS = _flag("all_evals")
 _CHANGED = _flag("changed")
+_CONFIG_FILES = _flag("config_files")
 _CONFIG_KEYS = _flag("config_keys")
+_EVAL_DATASET = _flag("eval_dataset")
+_EVAL_LIMIT = _flag("eval_limit")
+_EVAL_MAX_TOKENS = _flag("eval_max_tokens")
+_EVAL_TASK = _flag("eval_task")
 _EVALS_ONLY = _flag("evals_only")
 _EXECUTOR = _flag("executor")
 _FORCE = _flag("force")
+_FORMAT = _flag("format")
 _JOB = _flag("job")
 _JSON = _flag("json")
 _NO_EVALS = _flag("no_evals")
@@ -96,7 +102,7 @@ class RunRequest(BaseModel):
     config_keys: list[str] | None = None
     runner_config: Path | None = None
     eval_flags: list[str] = Field(default_factory=list, description="The eval options the user gave (as typed: "
-                                  "`--eval-limit`), said ignored when no job of the plan runs an eval.")
+                                  f"`{_EVAL_LIMIT}`), said ignored when no job of the plan runs an eval.")
     runner_labels: list[str] = Field(default_factory=list, description="Labels the runner file omits that this "
                                      f"machine's runners carry (`{_RUNNER_LABELS}`): their jobs are not refused as "
                                      "unknown labels.")
@@ -783,7 +789,7 @@ def _repeat_picks(jobs: list[Job], req: RunRequest) -> tuple[list[str], dict[str
                                   f"without `{REPEAT_MARK}{k}`")
         for job in resolve_job_ids(jobs, [base], selectors=req.only_jobs_typed,
                                    fix="name a repeat as `<job id>-repeat<k>`, the job id as `llmsweep matrix "
-                                       "full-sweep --config-files FILE --format ids` prints it"):
+                                       f"full-sweep {_CONFIG_FILES} FILE {_FORMAT} ids` prints it"):
             only.append(job.id)
             for point in one_point_per_job([job]):
                 picks.setdefault(point.id, set()).add(k)
@@ -859,7 +865,7 @@ def _only(jobs: list[Job], findings: list[Finding], ids: list[str], *,
     parents: dict[str, str] = {}
     chosen = resolve_job_ids(jobs, ids, parents=parents, selectors=selectors,
                              fix=f"{_CHANGED}: give the recipe files of HEAD (BASE.. plans the working tree); "
-                                 f"{_JOB}: an id from `llmsweep matrix full-sweep --config-files FILE --format ids` "
+                                 f"{_JOB}: an id from `llmsweep matrix full-sweep {_CONFIG_FILES} FILE {_FORMAT} ids` "
                                  f"or from `llmsweep changes BASE..HEAD {_JSON}`")
     # what was found about jobs this run does not run is not said (a warning named every job of the recipe under
     # `--job`); a finding about the recipe itself (no jobs) stays
@@ -1127,10 +1133,10 @@ def _options_said(name: str, value: object) -> str:
         return f"--power-backend {value}"
     ev = value if isinstance(value, dict) else {}
     held = f" (sha256 {ev['dataset_sha256']})" if ev.get("dataset_sha256") else ""
-    return (f"--eval-task {ev.get('task')}, " + (f"--eval-dataset {ev['dataset']}{held}" if ev.get("dataset") else
+    return (f"{_EVAL_TASK} {ev.get('task')}, " + (f"{_EVAL_DATASET} {ev['dataset']}{held}" if ev.get("dataset") else
                                                   "the task's own samples")
-            + (f", --eval-limit {ev['limit']}" if ev.get("limit") else ", every sample")
-            + (f", --eval-max-tokens {ev['max_tokens']}" if ev.get("max_tokens") else ""))
+            + (f", {_EVAL_LIMIT} {ev['limit']}" if ev.get("limit") else ", every sample")
+            + (f", {_EVAL_MAX_TOKENS} {ev['max_tokens']}" if ev.get("max_tokens") else ""))
 
 
 def _refuse_other_measurement(run_dir: Path, req: RunRequest, jobs: list[Job],

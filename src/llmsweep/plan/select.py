@@ -6,7 +6,11 @@ import difflib
 from collections.abc import Sequence
 
 from llmsweep.errors import ConfigError
+from llmsweep.option_spellings import flag as _flag
 from llmsweep.plan.job import Job
+
+_JOB_IDS = f"`llmsweep matrix full-sweep {_flag('config_files')} FILE {_flag('format')} ids`"
+"""The command that prints every job id of a plan, as the fixes below name it."""
 
 _MAX_LISTED = 20
 
@@ -32,11 +36,9 @@ def select_job(jobs: Sequence[Job], selector: str) -> Job:
                               fix="add --evals-only (or --all-evals), which plans the eval rows as eval-only jobs")
         if close := _closest(jobs, selector):  # a typo, or an id whose hash an edit of its recipe changed
             raise ConfigError(f"no job matches `{selector}`; did you mean:\n{_listing(close)}",
-                              fix="pass one of these ids (or a unique exp-name); `llmsweep matrix full-sweep "
-                                  "--config-files FILE --format ids` prints them all")
+                              fix=f"pass one of these ids (or a unique exp-name); {_JOB_IDS} prints them all")
         raise ConfigError(f"no job matches `{selector}`; jobs:\n{listed}",
-                          fix="pass a job id (or a unique exp-name) from the list; `llmsweep matrix full-sweep "
-                              "--config-files FILE --format ids` prints them all")
+                          fix=f"pass a job id (or a unique exp-name) from the list; {_JOB_IDS} prints them all")
     raise ConfigError(f"`{selector}` matches {len(candidates)} jobs:\n{_listing(candidates)}",
                       fix="pass the full job id of one of them")
 

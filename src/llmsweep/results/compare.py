@@ -46,6 +46,8 @@ from llmsweep.words import count_of, noun
 
 _MIX_SOURCES = _flag("mix_sources")
 _REPEATS = _flag("repeats")
+_REPEATS_FROM = _flag("repeats_from")
+_B_REPEATS_FROM = _flag("b_repeats_from")
 
 
 Verdict = Literal["improvement", "regression", "within noise", "unverified", "same inputs", "n/a"]
@@ -398,8 +400,8 @@ def compare_points(
             continue
         # one result is one run, however often it was named (A's own run in --repeats-from, a run given twice):
         # counted twice it would pass for a repeat that agreed exactly and shrink the band to nothing
-        every_a = _once(pa + _repeats_of(pa, rep_a.get(k, []), sources, mix_sources, "--repeats-from", notes), twice)
-        every_b = _once(pb + _repeats_of(pb, rep_b.get(k, []), sources, mix_sources, "--b-repeats-from", notes),
+        every_a = _once(pa + _repeats_of(pa, rep_a.get(k, []), sources, mix_sources, _REPEATS_FROM, notes), twice)
+        every_b = _once(pb + _repeats_of(pb, rep_b.get(k, []), sources, mix_sources, _B_REPEATS_FROM, notes),
                         twice)
         every_past = _once(same_configuration(pa, hist.get(k, [])), twice, {p.result_id for p in every_a})
         runs_a, runs_b = distinct_samples(every_a), distinct_samples(every_b)
@@ -462,8 +464,8 @@ def compare_points(
         notes.append(f"points matched ignoring: {', '.join(sorted(ignored))}")
     if twice:
         notes.append(f"{count_of(len(twice), 'result')} {noun(len(twice), 'was', 'were')} given more than once (A or B "
-                     "again in --repeats-from or "
-                     "--b-repeats-from, or one run named twice): each is one run, counted once")
+                     f"again in {_REPEATS_FROM} or "
+                     f"{_B_REPEATS_FROM}, or one run named twice): each is one run, counted once")
     if replayed:
         notes.append(f"{count_of(replayed, 'virtual-time result')} ran a configuration and seed another compared "
                      "result ran: "
@@ -489,7 +491,7 @@ def compare_points(
     if compared and not any(d.band is not None and d.band.kind == "between-run"  # said only when true
                             for m in compared for d in m.deltas):
         notes.append("no repeats: bands are within-run only, so no change is called a regression or improvement "
-                     f"(re-run with {_REPEATS}, or pass --repeats-from)")
+                     f"(re-run with {_REPEATS}, or pass {_REPEATS_FROM})")
     words_a = sorted({source_words(p.source, p.clock if m.deltas else None) for m in matched for p in m.a})
     words_b = sorted({source_words(p.source, p.clock if m.deltas else None) for m in matched for p in m.b})
     sides = (" and ".join(words_a), " and ".join(words_b)) if words_a != words_b else ("", "")

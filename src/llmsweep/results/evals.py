@@ -12,6 +12,7 @@ from llmsweep.errors import ResultInputError
 from llmsweep.evals.gate import headline, judge
 from llmsweep.metrics.model import MEASURED, SOURCES, EvalBlock, EvalMetric, EvalRun, Summary, Validity
 from llmsweep.metrics.registry import HOT_NAMES
+from llmsweep.option_spellings import flag as _flag
 from llmsweep.results.identity import (
     dp_attention_of,
     get_field,
@@ -24,6 +25,8 @@ from llmsweep.results.point import ResultPoint, result_id_for
 EVAL_HALF_OF = "eval-half-of"
 """The job record's key naming the run-eval job an imported eval result is the eval half of (stored beside that job's
 throughput result under an id of its own: `interchange.eval_half`): its eval rows name that job when exported."""
+
+_FORMAT = _flag("format")
 
 
 @dataclass(frozen=True, slots=True)
@@ -274,7 +277,7 @@ def _eval_point(run_id: str, job_id: str, rows: list[Mapping[str, Any]]) -> Resu
                 else identity_from_job(job))
     if ours and not ours.get("source"):  # our export always writes it: a row that lost it is not known measured
         raise ResultInputError(f"eval row of job {job_id} has an `llmsweep` block without its `source`",
-                               fix="export the run again with `llmsweep results export --format inferencex-evals`, "
+                               fix=f"export the run again with `llmsweep results export {_FORMAT} inferencex-evals`, "
                                    "or give the block the source it was exported with")
     source = str(ours.get("source") or MEASURED)
     if source not in SOURCES:
@@ -315,7 +318,7 @@ def _eval_point(run_id: str, job_id: str, rows: list[Mapping[str, Any]]) -> Resu
         said = ours.get("reasons") or []
         if not isinstance(said, list) or not all(isinstance(r, str) for r in said):
             raise ResultInputError(f"eval row of job {job_id}: `llmsweep.reasons` is {said!r}, not a list of texts",
-                                   fix="export the run again with `llmsweep results export --format "
+                                   fix=f"export the run again with `llmsweep results export {_FORMAT} "
                                        "inferencex-evals`, or correct the row")
         block.reasons = list(said)
         block.checks = []  # the rows do not carry the checks behind that verdict

@@ -45,6 +45,7 @@ from llmsweep.results.repeats import Repeats, combine_repeats
 from llmsweep.words import count_of, noun
 
 _FORCE = _flag("force")
+_FORMAT = _flag("format")
 _GPUS = _flag("gpus")
 _OUT = _flag("out")
 
@@ -586,9 +587,9 @@ def read_import(path: Path) -> Imported:
             raise ResultInputError(f"{path} is {peer[0]}, not an export", fix=peer[1]) from exc
         if _our_csv(path):
             raise ResultInputError(
-                f"{path} is a CSV export (`results export --format csv`), a flat view of results for a spreadsheet: "
+                f"{path} is a CSV export (`results export {_FORMAT} csv`), a flat view of results for a spreadsheet: "
                 "results import reads JSON",
-                fix="export the run again with `llmsweep results export --format json` (lossless) or `--format "
+                fix=f"export the run again with `llmsweep results export {_FORMAT} json` (lossless) or `{_FORMAT} "
                     "inferencex`, and import that file") from exc
         raise ResultInputError(f"cannot read {path}: {exc}", fix="pass a JSON file written by `results export` "
                           "or an InferenceX agg_*.json / aggregate result list") from exc
@@ -603,7 +604,7 @@ def read_import(path: Path) -> Imported:
         results = doc.get("results", [])
         if not isinstance(results, list) or not all(isinstance(r, Mapping) for r in results):
             raise ResultInputError(f"{path}: `results` is not a list of result rows",
-                              fix="export again with `llmsweep results export --format json`")
+                              fix=f"export again with `llmsweep results export {_FORMAT} json`")
         _refuse_twice(path, results, key=lambda r: (r.get("run_id") or run_id, r.get("job_id") or r.get("result_id")),
                       what="names the same run and job as")
         points = _nonempty(path, _unique_jobs([_from_our_row(run_id, r, n) for n, r in enumerate(results)]))
@@ -615,7 +616,7 @@ def read_import(path: Path) -> Imported:
         if (peer := _peer_file(path, doc)) is not None:
             raise ResultInputError(f"{path} is {peer[0]}, not an export", fix=peer[1])
         raise ResultInputError(f"{path} is neither an llmsweep export nor a list of InferenceX rows",
-                          fix="export with `llmsweep results export --format json|inferencex`")
+                          fix=f"export with `llmsweep results export {_FORMAT} json|inferencex`")
     # a row published twice (a copy appended by hand, two files concatenated) would be stored as a second result of
     # its point, and `compare` would read the pair as repeats agreeing to the last digit. A row of ours (its
     # `llmsweep` block names one run's job) twice is a damaged export: refused. An InferenceX row without our block
@@ -713,7 +714,8 @@ VERDICTS: tuple[str, ...] = get_args(Verdict)
 
 def _bad(n: int, job_id: str, field: str, got: Any, want: str) -> ResultInputError:
     return ResultInputError(f"result row {n} ({job_id}): `{field}` is {got!r}, not {want}",
-                            fix="export the run again with `llmsweep results export --format json`, or correct the row")
+                            fix=f"export the run again with `llmsweep results export {_FORMAT} json`, or correct "
+                                "the row")
 
 
 def _finite(value: Any) -> bool:
@@ -1026,7 +1028,7 @@ def from_inferencex_row(run_id: str, row: Mapping[str, Any], n: int) -> ResultPo
         if not (isinstance(count, int) and not isinstance(count, bool) and count >= 1 and isinstance(jobs, list)
                 and len(jobs) == count and all(isinstance(j, str) for j in jobs)):
             raise _bad_block(n, job_id, "repeats", repeats, "how many repeats the row is the mean of (`n`) and "
-                             "their job ids (`job_ids`), as `results export --format inferencex` writes them")
+                             f"their job ids (`job_ids`), as `results export {_FORMAT} inferencex` writes them")
         if count > 1:
             reasons = (*reasons, f"the mean of {count} repeats ({', '.join(jobs)}), as its exported row holds them")
     return ResultPoint(
@@ -1061,7 +1063,7 @@ def _over_error_gate(scenario: str, ratio: float | None) -> str | None:
 def _bad_block(n: int, job_id: str, field: str, got: Any, want: str) -> ResultInputError:
     """A field of an InferenceX row's `llmsweep` block (ours) that is not what our export writes."""
     return ResultInputError(f"row {n} ({job_id}): `llmsweep.{field}` is {got!r}, not {want}",
-                            fix="export the run again with `llmsweep results export --format inferencex`, or correct "
+                            fix=f"export the run again with `llmsweep results export {_FORMAT} inferencex`, or correct "
                                 "the row")
 
 
