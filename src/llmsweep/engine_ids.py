@@ -149,8 +149,13 @@ def _atom_pin(al: float, k: int | None) -> PinnedAcceptance:
     return PinnedAcceptance(args=(("--spec-decode-acceptance-length", f"{al:g}"),), alternative=rate)
 
 
+SIM_ACCEPTANCE_FLAG = "--acceptance-length"
+"""The simulated engine's pinned-acceptance option (`llmsweep sim serve --acceptance-length`): its pin writes it, and
+`sim.serve_flags` gives `sim serve` this spelling, so the pin and the option it sets cannot drift apart."""
+
+
 def _sim_pin(al: float, k: int | None) -> PinnedAcceptance:
-    return PinnedAcceptance(args=(("--acceptance-length", f"{al:g}"),))
+    return PinnedAcceptance(args=((SIM_ACCEPTANCE_FLAG, f"{al:g}"),))
 
 
 # --------------------------------------------------------------------------------------------- the registry

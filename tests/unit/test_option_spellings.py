@@ -21,6 +21,7 @@ SRC = Path(llmsweep.__file__).resolve().parent
 READ_FROM_THE_HOME = {
     "changes/github.py": set(),
     "changes/reuse.py": set(),
+    "engines/sim.py": set(),  # `sim serve`'s and `sim router`'s shared options: `sim.serve_flags`, `option_spellings`
     "execute/docker.py": {"--gpus", "--format"},  # `docker run --gpus`, `docker inspect --format`: docker's own
     "execute/executor.py": set(),
     "execute/lifecycle.py": {"--format"},  # `nvidia-smi --format=csv`
@@ -31,6 +32,7 @@ READ_FROM_THE_HOME = {
     "execute/roles.py": {"--gpus", "--url"},  # `python -m llmsweep.execute.node_power`'s own argparse flags
     "execute/slurm.py": set(),
     "sim/serve_args.py": set(),
+    "sim/serve_flags.py": set(),
     **{f"report/{p.name}": set() for p in (SRC / "report").glob("*.py")},
     **{f"results/{p.name}": set() for p in (SRC / "results").glob("*.py")},
 }

@@ -4,6 +4,10 @@ The simulator runs on the host (no image), so it can stand in for any job, inclu
 refuse. What it honours is translated from the recipe's SGLang/vLLM/TensorRT-LLM spelling: memory fraction, a KV pool
 capped (SGLang) or pinned in blocks or bytes (vLLM), running-request cap, prefill chunk, KV dtype, speculative settings
 (method, K, the pinned AL) and the HiCache / offload DRAM tier.
+
+The launch is written, and read back, in `sim serve`'s own spellings, `sim.serve_flags` (`sim_serve.HARDWARE`,
+`sim_serve.PINNED_KV_TOKENS`), the ones `sim.serve_args` declares the options with; a `--...` string here is a recipe
+flag of an engine the simulator stands in for (`TRANSLATED`'s keys, `UNMODELLED_SETTINGS`), which is that engine's.
 """
 
 from __future__ import annotations
@@ -34,7 +38,9 @@ from llmsweep.engines.base import (
 from llmsweep.engines.launch import LaunchSpec, RoleWorker, node_host
 from llmsweep.engines.running_cap import dp_running_cap
 from llmsweep.errors import ConfigError, LlmsweepError
+from llmsweep.option_spellings import flag as cli_flag
 from llmsweep.plan.job import Job
+from llmsweep.sim import serve_flags as sim_serve
 from llmsweep.sim.config import ESTIMATED_DRAFT_ACCEPTANCE, typical_acceptance
 from llmsweep.sim.roles import ROUTER_READY_LINE
 from llmsweep.sim.transfer import Link, links_flag
@@ -57,16 +63,16 @@ LOOPBACK = "127.0.0.1"
 the same machine: it binds loopback, so an unauthenticated server is never reachable from the network."""
 
 TRANSLATED: dict[str, str] = {
-    "--mem-fraction-static": "--mem-fraction-static",
-    "--gpu-memory-utilization": "--mem-fraction-static",
-    "--max-running-requests": "--max-running-requests",
-    "--max-num-seqs": "--max-running-requests",
-    "--chunked-prefill-size": "--chunked-prefill-size",
-    "--max-prefill-tokens": "--max-prefill-tokens",
-    "--max-num-batched-tokens": "--chunked-prefill-size",
-    "--max-batch-size": "--max-running-requests",
-    "--max-num-tokens": "--chunked-prefill-size",
-    "--max-total-tokens": "--max-total-tokens",
+    "--mem-fraction-static": sim_serve.MEM_FRACTION_STATIC,
+    "--gpu-memory-utilization": sim_serve.MEM_FRACTION_STATIC,
+    "--max-running-requests": sim_serve.MAX_RUNNING_REQUESTS,
+    "--max-num-seqs": sim_serve.MAX_RUNNING_REQUESTS,
+    "--chunked-prefill-size": sim_serve.CHUNKED_PREFILL_SIZE,
+    "--max-prefill-tokens": sim_serve.MAX_PREFILL_TOKENS,
+    "--max-num-batched-tokens": sim_serve.CHUNKED_PREFILL_SIZE,
+    "--max-batch-size": sim_serve.MAX_RUNNING_REQUESTS,
+    "--max-num-tokens": sim_serve.CHUNKED_PREFILL_SIZE,
+    "--max-total-tokens": sim_serve.MAX_TOTAL_TOKENS,
 }
 """Recipe flags (SGLang, vLLM or TensorRT-LLM spelling, as `norm_flag` writes them) → the simulator flag with the
 same meaning. SGLang's `--max-total-tokens` caps each rank's KV pool at that many tokens (`min(profiled, cap)`),
@@ -460,19 +466,20 @@ def launch_engine(args: dict[str, Any]) -> EngineConfig:
     sizes its defaults from. Raises ValueError or LlmsweepError where those cannot make one."""
     from llmsweep.sim.engine import EngineConfig
 
-    fraction, cap = args.get("--mem-fraction-static"), args.get("--max-total-tokens")
-    pinned, size = args.get("--pinned-kv-tokens"), args.get("--kv-cache-memory-bytes")
-    context = args.get("--context-length")
-    return EngineConfig(model=str(args["--model"]), hardware=str(args["--hardware"]), tp=int(args["--tp"]),
-                        ep=int(args["--ep"]), dp_attention=int(args.get("--dp-attention", 1)),
-                        precision=str(args["--precision"]), kv_dtype=str(args.get("--kv-dtype") or "bf16"),
+    fraction, cap = args.get(sim_serve.MEM_FRACTION_STATIC), args.get(sim_serve.MAX_TOTAL_TOKENS)
+    pinned, size = args.get(sim_serve.PINNED_KV_TOKENS), args.get(sim_serve.KV_CACHE_MEMORY_BYTES)
+    context, release = args.get(sim_serve.CONTEXT_LENGTH), args.get(sim_serve.VLLM_VERSION)
+    return EngineConfig(model=str(args[sim_serve.MODEL]), hardware=str(args[sim_serve.HARDWARE]),
+                        tp=int(args[sim_serve.TP]), ep=int(args[sim_serve.EP]),
+                        dp_attention=int(args.get(sim_serve.DP_ATTENTION, 1)), precision=str(args[sim_serve.PRECISION]),
+                        kv_dtype=str(args.get(sim_serve.KV_DTYPE) or "bf16"),
                         mem_fraction_static=EngineConfig.model_fields["mem_fraction_static"].default
                         if fraction is None else float(fraction),
                         max_total_tokens=None if cap is None else int(cap),
                         pinned_kv_tokens=None if pinned is None else int(pinned),
                         kv_cache_memory_bytes=None if size is None else int(size),
                         context_length=None if context is None else int(context),
-                        vllm_version=None if args.get("--vllm-version") is None else str(args["--vllm-version"]))
+                        vllm_version=None if release is None else str(release))
 
 
 @dataclass(frozen=True)
@@ -545,8 +552,8 @@ def sglang_default_cap(job: Job, args: dict[str, Any]) -> EngineDefault | None:
         sglang_running_cap,
     )
 
-    flag, hardware, name = "--max-running-requests", str(args["--hardware"]), get_engine(SGLANG.id).display_name
-    dp = int(args.get("--dp-attention", 1))
+    flag, hardware, name = "--max-running-requests", str(args[sim_serve.HARDWARE]), get_engine(SGLANG.id).display_name
+    dp = int(args.get(sim_serve.DP_ATTENTION, 1))
     ranks = f", over {dp} DP-attention ranks" if dp > 1 else ""
     if _draft(job) is not None:  # the engine's own launch speculates, whether or not the simulator serves it so
         return EngineDefault(value=sglang_pinned_cap(SGLANG_SPECULATIVE_RUNNING_CAP, dp), flag=flag, engine=name,
@@ -619,11 +626,12 @@ ROUTER_PORT_OFFSET = 1
 
 class SimAdapter(Adapter):
     identity = SIM
-    launch_flags: ClassVar[dict[str, str]] = {"--host": HOST_FIX, "--model": MODEL_FIX,
-                                              "--served-model-name": SERVED_NAME_FIX}
+    port_flag: ClassVar[str] = sim_serve.PORT
+    launch_flags: ClassVar[dict[str, str]] = {sim_serve.HOST: HOST_FIX, sim_serve.MODEL: MODEL_FIX,
+                                              sim_serve.SERVED_MODEL_NAME: SERVED_NAME_FIX}
     disagg_transfer_default: ClassVar[str | None] = "nixl"
     """The simulator models any KV-transfer backend as a link (`sim.roles`); a job naming none is labelled nixl."""
-    context_flag: ClassVar[str | None] = "--context-length"
+    context_flag: ClassVar[str | None] = sim_serve.CONTEXT_LENGTH
 
     def recipe_context(self, job: Job) -> tuple[str, Any] | None:
         """(as written, value) of a `sim` recipe's context flag, in any engine's spelling it stands in for
@@ -672,66 +680,66 @@ class SimAdapter(Adapter):
         tp, ep, dp = parallel.tp, parallel.ep, parallel.dp_ranks
         recipe = {self.parsed_flag(job, k): v for k, v in self.recipe_args(job).items()}
         a = d.args
-        a["--model"] = job.model
-        a["--served-model-name"] = job.workload.served_model_name
-        a["--hardware"] = job.sku or DEFAULT_HARDWARE
+        a[sim_serve.MODEL] = job.model
+        a[sim_serve.SERVED_MODEL_NAME] = job.workload.served_model_name
+        a[sim_serve.HARDWARE] = job.sku or DEFAULT_HARDWARE
         if job.sku is None:
             d.notes.append(f"runner {job.runner_label!r} names no known GPU SKU; simulating {DEFAULT_HARDWARE}")
-        a["--tp"] = tp
-        a["--ep"] = ep
+        a[sim_serve.TP] = tp
+        a[sim_serve.EP] = ep
         if dp > 1:
-            a["--dp-attention"] = dp
-        a["--host"] = LOOPBACK
-        a["--port"] = port
+            a[sim_serve.DP_ATTENTION] = dp
+        a[sim_serve.HOST] = LOOPBACK
+        a[sim_serve.PORT] = port
         fmt = weight_format(job.precision)
         if fmt is None:  # the recipe check refuses it first; a job built some other way must not run as bf16
             raise LlmsweepError(f"precision {job.precision!r} is not a weight format the simulator knows",
                                 fix=f"use one of: {known_names()}")
-        a["--precision"] = fmt.compute
+        a[sim_serve.PRECISION] = fmt.compute
         kv_dtype = kv_cache_dtype(recipe)
         if kv_dtype:
-            a["--kv-dtype"] = kv_dtype
+            a[sim_serve.KV_DTYPE] = kv_dtype
         style = self.style(job)
-        a["--engine-style"] = style
+        a[sim_serve.ENGINE_STYLE] = style
         real = self.stands_in_for(job)
         if real is not None and real != style:
             # calibrations are fitted per engine style on that engine's runs: a TensorRT-LLM or ATOM job served in
             # vLLM's style must not carry vLLM's factors under a "calibrated: vllm-…" label it did not earn
-            a["--no-calibration"] = True
+            a[sim_serve.NO_CALIBRATION] = True
             d.notes.append(f"no calibration of the simulator was fitted on {real}: it serves the roofline's default "
                            "efficiency (uncalibrated)")
         if job.scenario is ScenarioId.AGENTIC_CODING:
-            a["--max-running-requests"] = 2 * agentic_conc(job)
+            a[sim_serve.MAX_RUNNING_REQUESTS] = 2 * agentic_conc(job)
         for flag, value in recipe.items():
             target = TRANSLATED.get(flag)
-            if target == "--mem-fraction-static" and real is not None:
+            if target == sim_serve.MEM_FRACTION_STATIC and real is not None:
                 continue  # the fraction the stood-in engine launches with, pinned or not: `_engine_memory_fraction`
             if target is not None and value is not None and value is not False:
                 a[target] = value
         self._pinned_pool(job, recipe, d)
         if real is not None:
             self._engine_memory_fraction(job, d)  # first: SGLang's running cap is sized from this pool
-        if real is not None and "--max-running-requests" in a and dp > 1:
+        if real is not None and sim_serve.MAX_RUNNING_REQUESTS in a and dp > 1:
             self._dp_pinned_cap(real, dp, d)  # the launch's own (the recipe's, an agentic job's 2 x conc)
-        if real is not None and "--max-running-requests" not in a:
+        if real is not None and sim_serve.MAX_RUNNING_REQUESTS not in a:
             self._engine_running_cap(job, real, d)
         if real is not None:
             self._engine_scheduler(real, d)
             self._engine_prompt_limit(job, real, d)
-        if real == SGLANG.id and "--chunked-prefill-size" not in a:
+        if real == SGLANG.id and sim_serve.CHUNKED_PREFILL_SIZE not in a:
             self._sglang_chunk(job, d)
         if real is not None and dp > 1:
             self._dp_step_budget(real, dp, d)
         self._prefix_caching(recipe, d)
         if job.max_model_len:  # the context the job's engine launches with (its flag, or a fixed-seq-len's derived)
-            a["--context-length"] = job.max_model_len
+            a[sim_serve.CONTEXT_LENGTH] = job.max_model_len
         elif self.fits_context(job):
             # vLLM's `auto`: the longest context its KV memory holds, at most the model's own — the simulator serves
             # the model's, and its KV pool bounds the rest as the engine's would
             from llmsweep.catalog.models import find_model
 
             if (model := find_model(job.model)) is not None:
-                a["--context-length"] = model.native_context
+                a[sim_serve.CONTEXT_LENGTH] = model.native_context
                 d.notes.append(f"context fitted to memory at start-up (the recipe's `auto`): served at {model.id}'s "
                                f"native {model.native_context:,} tokens, bounded by the simulated KV pool")
         self._spec(job, d)
@@ -770,13 +778,13 @@ class SimAdapter(Adapter):
         blocks = token_count(pins.get("--num-gpu-blocks-override"))
         size = token_count(pins.get("--kv-cache-memory-bytes"))
         if blocks is not None:
-            dp = int(d.args.get("--dp-attention", 1))
+            dp = int(d.args.get(sim_serve.DP_ATTENTION, 1))
             page = engine_page(job, VLLM.id)  # the flags are vLLM's: they count blocks of vLLM's page
             if page is None:
                 raise ConfigError("the simulator counts the recipe's --num-gpu-blocks-override in vLLM's KV blocks, "
                                   "and the engines catalog records no page_size_default for vLLM",
                                   fix="restore vLLM's `page_size_default` in the engines catalog "
-                                      "(`llmsweep catalog --json engines`), or pin the pool in "
+                                      f"(`llmsweep catalog {cli_flag('json')} engines`), or pin the pool in "
                                       "--kv-cache-memory-bytes")
             block = page.tokens
             if block is None:
@@ -790,9 +798,9 @@ class SimAdapter(Adapter):
             forced = "" if page.pinned or model is None or model.attention.kind != "mla" else (
                 f"; not modelled for this MLA model: {page.default.varies or ''}"
                 " — a larger block makes the engine's pool that many times larger")
-            d.args["--pinned-kv-tokens"] = dp * blocks * block
+            d.args[sim_serve.PINNED_KV_TOKENS] = dp * blocks * block
             if (release := pinned_vllm_version(job)) is not None:
-                d.args["--vllm-version"] = release  # whose terms a pool short of one request is refused in
+                d.args[sim_serve.VLLM_VERSION] = release  # whose terms a pool short of one request is refused in
             d.notes.append(
                 f"KV pool pinned at {blocks} blocks of {block} tokens ({whose})"
                 + (f" on each of the {dp} DP ranks" if dp > 1 else "") + f": {dp * blocks * block} tokens, "
@@ -801,7 +809,7 @@ class SimAdapter(Adapter):
                 + (" and its --kv-cache-memory-bytes with it" if size is not None else "")
                 + "; a pool that does not fit beside the weights is refused (the engine's allocation fails)" + forced)
         elif size is not None:
-            d.args["--kv-cache-memory-bytes"] = size
+            d.args[sim_serve.KV_CACHE_MEMORY_BYTES] = size
             try:
                 tokens = f": {launch_engine(d.args).kv_pool_tokens()} tokens of {job.model}'s KV"
             except (LlmsweepError, ValueError):  # no figures, or it does not fit: `sim serve` says why
@@ -818,7 +826,7 @@ class SimAdapter(Adapter):
         said = [(flag, on) for flag, on in ((f, PREFIX_CACHE_SWITCHES.get(f)) for f, v in recipe.items()
                                             if in_launch(v)) if on is not None]
         if said and not said[-1][1]:
-            d.args["--no-prefix-caching"] = True
+            d.args[sim_serve.NO_PREFIX_CACHING] = True
             d.notes.append(f"prefix caching off (the recipe's {said[-1][0]}): no prompt block is reused")
 
     @staticmethod
@@ -836,14 +844,14 @@ class SimAdapter(Adapter):
         is converted to the share of HBM that sizes the same pool (:meth:`_free_share_of_hbm`)."""
         from llmsweep.engines.memory import launch_memory_fraction
 
-        fraction = launch_memory_fraction(job, str(d.args["--hardware"]))
+        fraction = launch_memory_fraction(job, str(d.args[sim_serve.HARDWARE]))
         if fraction is None:
             return
         if fraction.share_of == "free":
             SimAdapter._free_share_of_hbm(fraction, d)
             return
         if fraction.origin in ("engine", "recipe"):
-            d.args["--mem-fraction-static"] = fraction.value
+            d.args[sim_serve.MEM_FRACTION_STATIC] = fraction.value
         if fraction.note is not None:
             d.notes.append(fraction.note)
 
@@ -859,20 +867,21 @@ class SimAdapter(Adapter):
 
         a = d.args
         try:
-            inputs = perf_inputs(str(a["--model"]), str(a["--hardware"]), precision=str(a["--precision"]))
+            inputs = perf_inputs(str(a[sim_serve.MODEL]), str(a[sim_serve.HARDWARE]),
+                                 precision=str(a[sim_serve.PRECISION]))
         except LlmsweepError:
             return
-        hbm, weights = inputs.hbm_bytes, inputs.weight_bytes / int(a["--tp"])
+        hbm, weights = inputs.hbm_bytes, inputs.weight_bytes / int(a[sim_serve.TP])
         share = round(fraction.budget_bytes(hbm, weights, KV_RESERVE_BYTES_PER_GPU) / hbm, 4)
         if share > 1:  # the weights alone overflow the GPU: the launch refuses it itself
             return
-        a["--mem-fraction-static"] = share
+        a[sim_serve.MEM_FRACTION_STATIC] = share
         rest = max(0.0, hbm - weights - KV_RESERVE_BYTES_PER_GPU)
         d.notes.append(
             f"memory fraction {share:g} of HBM: {fraction.describe()} — {weights / 1e9:.1f} GB of weights per GPU + "
             f"the simulator's {KV_RESERVE_BYTES_PER_GPU / GIB:g} GiB reserve + {fraction.value:g} x the "
-            f"{rest / 1e9:.1f} GB left of {a['--hardware']}'s {hbm / 1e9:.1f} GB; not modelled: the activation peak "
-            f"of the engine's profiling run (a max_num_tokens forward pass), which it also leaves out of the free "
+            f"{rest / 1e9:.1f} GB left of {a[sim_serve.HARDWARE]}'s {hbm / 1e9:.1f} GB; not modelled: the activation "
+            f"peak of the engine's profiling run (a max_num_tokens forward pass), which it also leaves out of the free "
             f"memory" + (f" ({fraction.note})" if fraction.note is not None else ""))
 
     @staticmethod
@@ -893,9 +902,9 @@ class SimAdapter(Adapter):
         if shape is None:
             return
         if shape.policy != "unified":
-            d.args["--scheduler"] = shape.policy
+            d.args[sim_serve.SCHEDULER] = shape.policy
         if shape.capacity != "on-demand":
-            d.args["--capacity"] = shape.capacity
+            d.args[sim_serve.CAPACITY] = shape.capacity
         said = []
         if shape.policy == "prefill-first":
             said.append(f"scheduler {shape.policy}: {info.display_name}'s step shape — a step that can prefill "
@@ -905,9 +914,10 @@ class SimAdapter(Adapter):
                         "its whole length (prompt + max_tokens) fits the KV blocks the running requests have not "
                         "reserved to their completion, its prompt's KV taken at admission, nothing ever preempted")
         if shape.budget_flag is not None and shape.budget_tokens is not None:
-            pinned = token_count(d.args.get("--chunked-prefill-size"))  # the recipe's budget flag, in any spelling
+            # the recipe's budget flag, in any spelling, as translated into the launch
+            pinned = token_count(d.args.get(sim_serve.CHUNKED_PREFILL_SIZE))
             budget = pinned if pinned is not None else shape.budget_tokens
-            d.args["--chunked-prefill-size"] = d.args["--max-prefill-tokens"] = budget
+            d.args[sim_serve.CHUNKED_PREFILL_SIZE] = d.args[sim_serve.MAX_PREFILL_TOKENS] = budget
             whose = f"the recipe's {shape.budget_flag}" if pinned is not None else \
                 f"{info.display_name}'s default {shape.budget_flag}"
             said.append(f"a step budget of {budget} prompt tokens ({whose}), one prompt may take all of it")
@@ -926,7 +936,7 @@ class SimAdapter(Adapter):
             return
         if limit is None:
             return
-        d.args["--max-prompt-tokens"] = limit.tokens
+        d.args[sim_serve.MAX_PROMPT_TOKENS] = limit.tokens
         d.notes.append(f"prompts over {limit.tokens} tokens are refused with the engine's 400 ({limit.why}), as "
                        "`validate` says (serve.prompt-budget)")
 
@@ -937,11 +947,11 @@ class SimAdapter(Adapter):
         (`engines.running_cap.dp_running_cap`: SGLang divides it among them, and a pin below `dp`, which leaves each
         rank none, is refused; vLLM's, ATOM's and TensorRT-LLM's ranks each take it, so the engine runs `dp` times
         it). Written into the launch with a note; a value that is no count is left for the launch to refuse."""
-        pinned = token_count(d.args["--max-running-requests"])
+        pinned = token_count(d.args[sim_serve.MAX_RUNNING_REQUESTS])
         if pinned is None or pinned <= 0:
             return
-        cap = dp_running_cap(engine, "--max-running-requests", pinned, dp)
-        d.args["--max-running-requests"] = cap.total
+        cap = dp_running_cap(engine, sim_serve.MAX_RUNNING_REQUESTS, pinned, dp)
+        d.args[sim_serve.MAX_RUNNING_REQUESTS] = cap.total
         how = f"SGLang gives each of the {dp} DP-attention ranks {pinned} // {dp}" if cap.split else \
             f"each of the {dp} DP ranks runs up to {pinned}"
         d.notes.append(f"running cap {cap.total}: the launch's {pinned}, {how}")
@@ -960,21 +970,21 @@ class SimAdapter(Adapter):
         a = d.args
         fields = EngineConfig.model_fields
         chunk, budget = (token_count(a[flag]) if flag in a else int(fields[name].default)
-                         for flag, name in (("--chunked-prefill-size", "chunked_prefill_size"),
-                                            ("--max-prefill-tokens", "max_prefill_tokens")))
+                         for flag, name in ((sim_serve.CHUNKED_PREFILL_SIZE, "chunked_prefill_size"),
+                                            (sim_serve.MAX_PREFILL_TOKENS, "max_prefill_tokens")))
         if chunk is None or budget is None or chunk <= 0 or budget <= 0:
             return
         said = []
         rank_chunk = chunk
         if engine == SGLANG.id:
             rank_chunk = max(1, chunk // dp)
-            a["--chunked-prefill-size"] = rank_chunk
-            a["--prefill-budget"] = max(budget, chunk)
+            a[sim_serve.CHUNKED_PREFILL_SIZE] = rank_chunk
+            a[sim_serve.PREFILL_BUDGET] = max(budget, chunk)
             said.append(f"a prompt takes at most its rank's prefill chunk, {rank_chunk} tokens a step (SGLang's "
-                        f"chunked prefill size {chunk} // {dp}), and the ranks together {a['--prefill-budget']} "
+                        f"chunked prefill size {chunk} // {dp}), and the ranks together {a[sim_serve.PREFILL_BUDGET]} "
                         "prompt tokens, as the launch without DP attention")
-        a["--max-prefill-tokens"] = dp * max(budget, rank_chunk)
-        said.append(f"the step budget is the {dp} ranks' together, {a['--max-prefill-tokens']} tokens")
+        a[sim_serve.MAX_PREFILL_TOKENS] = dp * max(budget, rank_chunk)
+        said.append(f"the step budget is the {dp} ranks' together, {a[sim_serve.MAX_PREFILL_TOKENS]} tokens")
         d.notes.append(f"DP attention over {dp} ranks modelled as one engine of balanced ranks: each rank keeps its "
                        "own requests' KV (the pool is theirs together) and a step waits for the busiest rank's KV "
                        "reads; " + "; ".join(said))
@@ -988,10 +998,10 @@ class SimAdapter(Adapter):
         from llmsweep.engines.sglang_memory import sglang_chunk_default
         from llmsweep.sim.inputs import simulated_gpu
 
-        gpu = simulated_gpu(str(d.args["--hardware"]))
+        gpu = simulated_gpu(str(d.args[sim_serve.HARDWARE]))
         default = sglang_chunk_default(job, gpu) if gpu is not None else None
         if default is not None:
-            d.args["--chunked-prefill-size"] = default.value
+            d.args[sim_serve.CHUNKED_PREFILL_SIZE] = default.value
             d.notes.append(default.note())
 
     @staticmethod
@@ -1005,14 +1015,14 @@ class SimAdapter(Adapter):
         from llmsweep.catalog.engines import default_max_running
         from llmsweep.sim.inputs import simulated_gpu
 
-        hardware = str(d.args["--hardware"])
+        hardware = str(d.args[sim_serve.HARDWARE])
         gpu = simulated_gpu(hardware)
         default = sglang_default_cap(job, d.args) if engine == SGLANG.id else \
             default_max_running(engine, gpu) if gpu is not None else None
         if default is None:
             return
-        dp = int(d.args.get("--dp-attention", 1))
-        d.args["--max-running-requests"] = default.value if engine == SGLANG.id else dp * default.value
+        dp = int(d.args.get(sim_serve.DP_ATTENTION, 1))
+        d.args[sim_serve.MAX_RUNNING_REQUESTS] = default.value if engine == SGLANG.id else dp * default.value
         d.notes.append(default.note() + ("" if engine == SGLANG.id or dp == 1 else
                                           f", on each of the {dp} DP ranks: {dp * default.value} for the engine"))
 
@@ -1021,9 +1031,9 @@ class SimAdapter(Adapter):
         if sd is None or job.spec_decoding == "none":
             self._recipe_less_spec(job, d)
             return
-        d.args["--spec-method"] = SIM_METHODS[sd.method]
+        d.args[sim_serve.SPEC_METHOD] = SIM_METHODS[sd.method]
         if sd.num_steps is not None:
-            d.args["--spec-k"] = sd.num_steps
+            d.args[sim_serve.SPEC_K] = sd.num_steps
         pin = self.pinned_acceptance(job)
         if pin is not None:
             d.args.update(pin.args)
@@ -1039,8 +1049,8 @@ class SimAdapter(Adapter):
         estimate = simulated_acceptance(job) if draft is not None else None
         if draft is None or estimate is None:
             return
-        d.args["--spec-method"] = SIM_METHODS[draft[0]]
-        d.args["--spec-k"] = draft[1]
+        d.args[sim_serve.SPEC_METHOD] = SIM_METHODS[draft[0]]
+        d.args[sim_serve.SPEC_K] = draft[1]
         self._at_estimate(job, d, estimate)
 
     @staticmethod
@@ -1049,14 +1059,14 @@ class SimAdapter(Adapter):
         which pins nothing (no engine's eval launch spells synthetic acceptance): `sim serve` realises the same
         typical acceptance at the `--spec-k` it is given (:func:`eval_acceptance`)."""
         if not serves_eval(job):
-            d.args["--acceptance-length"] = f"{estimate.value:g}"
+            d.args[sim_serve.ACCEPTANCE_LENGTH] = f"{estimate.value:g}"
             d.notes.append(f"acceptance length {estimate.value:g} is the simulator's estimate: {estimate.basis}")
             return
         draft = _draft(job)
         k = draft[1] if draft is not None else DEFAULT_DRAFT_LENGTH
-        d.args["--spec-k"] = k  # the K the estimate is for, named in the launch
+        d.args[sim_serve.SPEC_K] = k  # the K the estimate is for, named in the launch
         d.notes.append(f"{'eval-only' if job.eval_only else 'run-eval'} job: nothing pinned (real verification); the "
-                       f"simulator realises the typical {d.args['--spec-method']} acceptance at K={k}, "
+                       f"simulator realises the typical {d.args[sim_serve.SPEC_METHOD]} acceptance at K={k}, "
                        f"{estimate.value:g}, its estimate: {estimate.basis}")
 
     def _kv(self, job: Job, d: Derived, recipe: dict[str, Any], tp: int) -> None:
@@ -1071,8 +1081,8 @@ class SimAdapter(Adapter):
             gb = size * tp
         elif hicache and gb <= 0:
             gb = self._hicache_ratio_gb(recipe, d) or 0.0
-        d.args["--kv-offload"] = "dram"
-        d.args["--dram-gb"] = f"{gb:.12g}"  # whole figures as before (1947); a ratio-sized pool to the token
+        d.args[sim_serve.KV_OFFLOAD] = "dram"
+        d.args[sim_serve.DRAM_GB] = f"{gb:.12g}"  # whole figures as before (1947); a ratio-sized pool to the token
 
     @staticmethod
     def _hicache_ratio_gb(recipe: dict[str, Any], d: Derived) -> float | None:
@@ -1121,16 +1131,16 @@ class SimAdapter(Adapter):
         node that models all its GPUs. Unlike the aggregated simulator (loopback only), a role is reachable,
         unauthenticated, from the allocation's network, as any engine server in a Slurm job is."""
         a = d.args
-        a["--role"] = role.kind
-        a["--host"] = role.head
-        a["--kv-transfer"] = role.transfer
+        a[sim_serve.ROLE] = role.kind
+        a[sim_serve.HOST] = role.head
+        a[sim_serve.KV_TRANSFER] = role.transfer
         nodes = count_of(len(role.nodes), "node")
         note = f"live simulator {role.kind} worker on node {role.nodes[0]}" + (
             f" (one process modelling the GPUs of all {nodes})" if len(role.nodes) > 1 else "")
         if role.kind == "decode":
             links, prefill_tp = self.kv_links(job, role, a)
-            a["--kv-links"] = links_flag(links)
-            a["--prefill-tp"] = prefill_tp
+            a[sim_serve.KV_LINKS] = links_flag(links)
+            a[sim_serve.PREFILL_TP] = prefill_tp
             labels = list(dict.fromkeys(link.label() for link in links))
             note += (f"; KV arrives from TP{prefill_tp} prefill workers over the modelled link"
                      f"{'s' if len(labels) > 1 else ''} {'; '.join(labels)}, standing for {role.transfer}")
@@ -1144,8 +1154,9 @@ class SimAdapter(Adapter):
         from llmsweep.sim.transfer import catalog_fabric
 
         assert job.prefill is not None, "a decode role belongs to a disaggregated job"
-        decode = EngineConfig(model=str(args["--model"]), hardware=str(args["--hardware"]),
-                              precision=str(args["--precision"]), kv_dtype=str(args.get("--kv-dtype") or "bf16"))
+        decode = EngineConfig(model=str(args[sim_serve.MODEL]), hardware=str(args[sim_serve.HARDWARE]),
+                              precision=str(args[sim_serve.PRECISION]),
+                              kv_dtype=str(args.get(sim_serve.KV_DTYPE) or "bf16"))
         fabric = catalog_fabric(decode.hardware, role.gpus_per_node,
                                 scaleup_latency_s=decode.perf_inputs().link_latency_s)
         return [fabric.link(nodes, role.nodes) for nodes in role.prefill_nodes], job.prefill.tp
@@ -1156,10 +1167,10 @@ class SimAdapter(Adapter):
         port = (prefill[0].spec.port if prefill else self.info().default_port) + ROUTER_PORT_OFFSET
         argv = [sys.executable, "-m", "llmsweep.cli.main", "sim", "router"]
         for w in prefill:
-            argv += ["--prefill", f"http://{w.spec.host}:{w.spec.port}"]
+            argv += [cli_flag("prefill_urls"), f"http://{w.spec.host}:{w.spec.port}"]
         for w in decode:
-            argv += ["--decode", f"http://{w.spec.host}:{w.spec.port}"]
-        argv += ["--kv-transfer", transfer, "--host", node_host(node), "--port", str(port)]
+            argv += [cli_flag("decode_urls"), f"http://{w.spec.host}:{w.spec.port}"]
+        argv += [cli_flag("kv_transfer"), transfer, cli_flag("bind_host"), node_host(node), "--port", str(port)]
         return LaunchSpec(engine=self.name, argv=tuple(argv), host=node_host(node), port=port,
                           health_path="/health", metrics_path=None, ready_log_markers=(ROUTER_READY_LINE,),
                           served_model_name=job.workload.served_model_name,

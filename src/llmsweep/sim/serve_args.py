@@ -8,7 +8,8 @@ measured job — parses the launch's argv with :func:`engine_config_from_argv`, 
 CLI imports `llmsweep.cli` (`tests/unit/test_rooms.py`). An option other commands take too (`--model`, `--host`,
 `--seed`, `--spec-method`, `--spec-k`, `--kv-transfer`) has its concept's one spelling (`option_spellings`) and is
 tagged with its concept, as the CLI's shared options are; its parameter name is the concept's (`cli.options.CONCEPTS`,
-checked by `tests/unit/cli/test_sim_serve_defaults.py`).
+checked by `tests/unit/cli/test_sim_serve_defaults.py`). Each option's spelling is `sim.serve_flags`'s, which the
+adapter that renders a job into a launch (`engines.sim`) writes it with.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from llmsweep.catalog.engines import CAPACITY_POLICIES, SCHEDULER_POLICIES
 from llmsweep.errors import ConfigError
 from llmsweep.option_kit import BIND_PORT, FINITE_POSITIVE, FiniteRange, Opt, field_option
 from llmsweep.option_spellings import flag
+from llmsweep.sim import serve_flags as sf
 from llmsweep.sim.config import MAX_SPEC_K, SimConfig, SpecDecodeConfig, typical_acceptance
 from llmsweep.sim.engine import EngineConfig
 from llmsweep.sim.transfer import DEFAULT_LINK
@@ -44,115 +46,121 @@ def _shared(concept: str, dest: str, **settings: Any) -> Callable[[F], F]:
     return click.option(flag(concept), dest, cls=Opt, concept=concept, **settings)
 
 
+def _engine_option(spelling: str, field: str, **settings: Any) -> Callable[[F], F]:
+    """`sim serve`'s option `spelling` (`sim.serve_flags`') that feeds `EngineConfig.field`: its parameter is named
+    after the field, so a renamed spelling reaches the same field."""
+    return field_option(spelling, field, source=(EngineConfig, field), **settings)
+
+
 _OPTIONS: list[Callable[[Callable[..., Any]], Callable[..., Any]]] = [
-    field_option(flag("model"), "model", concept="model", source=(EngineConfig, "model"), required=False,
+    field_option(sf.MODEL, "model", concept="model", source=(EngineConfig, "model"), required=False,
                  show_default=True),
-    field_option("--hardware", source=(EngineConfig, "hardware"), show_default=True,
-                 help="GPU SKU whose figures drive the roofline."),
-    field_option("--tp", source=(EngineConfig, "tp"), show_default=True, type=int, help="Tensor-parallel degree."),
-    field_option("--ep", source=(EngineConfig, "ep"), show_default=True, type=int, help="Expert-parallel degree."),
-    field_option("--dp-attention", source=(EngineConfig, "dp_attention"), show_default=True, type=int,
-                 help="DP-attention ranks (dividing --tp): each rank keeps its own requests' KV, so the pool is the "
-                      "ranks' together and a step waits for the busiest rank; --max-running-requests and the step "
-                      "budget stay the engine's. A job's launch sets it to its --dp-size where the recipe or the entry "
-                      "asks for DP attention."),
+    _engine_option(sf.HARDWARE, "hardware", show_default=True, help="GPU SKU whose figures drive the roofline."),
+    _engine_option(sf.TP, "tp", show_default=True, type=int, help="Tensor-parallel degree."),
+    _engine_option(sf.EP, "ep", show_default=True, type=int, help="Expert-parallel degree."),
+    _engine_option(sf.DP_ATTENTION, "dp_attention", show_default=True, type=int,
+                   help=f"DP-attention ranks (dividing {sf.TP}): each rank keeps its own requests' KV, so the pool "
+                        "is the ranks' together and a step waits for the busiest rank; "
+                        f"{sf.MAX_RUNNING_REQUESTS} and the step budget stay the engine's. A job's launch sets it to "
+                        "its --dp-size where the recipe or the entry asks for DP attention."),
     _shared("bind_host", "host", default="127.0.0.1", show_default=True, help="Address to bind."),
-    click.option("--port", default=8000, show_default=True, type=BIND_PORT, help="Port to bind (0 = any free port)."),
-    field_option("--precision", source=(EngineConfig, "precision"), show_default=True,
-                 help="Weight/compute precision (bf16, fp8, fp4)."),
-    field_option("--kv-dtype", source=(EngineConfig, "kv_dtype"), show_default=True,
-                 help="KV-cache dtype, as an engine spells it (bf16, fp8, fp8_e4m3, mxfp8, nvfp4, fp4_e2m1, auto)."),
+    click.option(sf.PORT, "port", default=8000, show_default=True, type=BIND_PORT,
+                 help="Port to bind (0 = any free port)."),
+    _engine_option(sf.PRECISION, "precision", show_default=True,
+                   help="Weight/compute precision (bf16, fp8, fp4)."),
+    _engine_option(sf.KV_DTYPE, "kv_dtype", show_default=True,
+                   help="KV-cache dtype, as an engine spells it (bf16, fp8, fp8_e4m3, mxfp8, nvfp4, fp4_e2m1, auto)."),
     _shared("spec_method", "spec_method", type=click.Choice(SPEC_METHODS), default=None,
             help="Speculative decoding method (off when absent)."),
     _shared("spec_k", "spec_k", default=3, show_default=True, type=click.IntRange(1, MAX_SPEC_K),
             help="Draft tokens per step."),
-    click.option("--acceptance-length", type=FiniteRange(min=1), default=None,
+    click.option(sf.ACCEPTANCE_LENGTH, "acceptance_length", type=FiniteRange(min=1), default=None,
                  help="Forced mean acceptance length (tokens per verify step, bonus included); without it a "
-                 f"{flag('spec_method')} realises that method's typical acceptance (nothing pinned)."),
-    click.option("--kv-offload", type=click.Choice(["none", "dram"]), default="none", show_default=True,
+                 f"{sf.SPEC_METHOD} realises that method's typical acceptance (nothing pinned)."),
+    click.option(sf.KV_OFFLOAD, "kv_offload", type=click.Choice(["none", "dram"]), default="none", show_default=True,
                  help="CPU KV tier (HiCache / offload connector)."),
-    field_option("--dram-gb", source=(EngineConfig, "dram_gb"), show_default=True, help="CPU KV tier size in GB."),
-    field_option("--mem-fraction-static", source=(EngineConfig, "mem_fraction_static"), show_default=True,
-                 help="Share of HBM for weights plus KV pool."),
-    field_option("--max-running-requests", source=(EngineConfig, "max_running_requests"), type=int, show_default=True,
-                 help=f"Most running requests. A job's launch (`render`, `run {flag('simulate')}`, `predict`) sets it "
-                      "to the default of the engine the job stands in for where the recipe pins none: vLLM's "
-                      "and ATOM's on the job's GPU (the engines catalog's `max_running_default`), SGLang's from the "
-                      "KV pool and context (its request pool, 2048-4096, at most half the pool's tokens; 48 when it "
-                      "speculates). Run by hand, 256 whatever --engine-style."),
-    field_option("--chunked-prefill-size", source=(EngineConfig, "chunked_prefill_size"), type=int, show_default=True,
-                 help="Prefill chunk (tokens)."),
-    field_option("--max-prefill-tokens", source=(EngineConfig, "max_prefill_tokens"), type=int, show_default=True,
-                 help="Token budget of one step (prefill chunks plus decode tokens); at least --chunked-prefill-size."),
-    field_option("--prefill-budget", source=(EngineConfig, "prefill_budget"), type=int,
-                 help="Most prompt tokens of one step over all requests; a job's launch sets it for SGLang with DP "
-                      "attention, whose ranks each prefill at most their own chunk [default: none, only "
-                      "--max-prefill-tokens bounds them]."),
-    field_option("--scheduler", source=(EngineConfig, "scheduler"), type=click.Choice(SCHEDULER_POLICIES),
-                 show_default=True),
-    field_option("--capacity", source=(EngineConfig, "capacity"), type=click.Choice(CAPACITY_POLICIES),
-                 show_default=True),
-    field_option("--kv-capacity-tokens", source=(EngineConfig, "kv_capacity_tokens"), type=int),
-    field_option("--max-total-tokens", source=(EngineConfig, "max_total_tokens"), type=int,
-                 help="Most tokens the KV pool holds, per DP-attention rank: SGLang's --max-total-tokens, which a "
-                      "job's launch passes on; the pool is the smaller of it and the pool sized from HBM "
-                      "[default: no cap]."),
-    field_option("--pinned-kv-tokens", source=(EngineConfig, "pinned_kv_tokens"), type=int,
-                 help="The KV pool in tokens, the DP-attention ranks' together, whatever --mem-fraction-static: a "
-                      "job's launch sets it from vLLM's --num-gpu-blocks-override (blocks x its block size x DP "
-                      "ranks); a pool that does not fit beside the weights is refused, as the engine fails to "
-                      "allocate it [default: sized from HBM]."),
-    field_option("--kv-cache-memory-bytes", source=(EngineConfig, "kv_cache_memory_bytes"), type=int,
-                 help="Bytes of KV pool on each GPU, whatever --mem-fraction-static: vLLM's --kv-cache-memory-bytes, "
-                      "which a job's launch passes on; refused where they do not fit beside the weights; "
-                      "--pinned-kv-tokens wins [default: sized from HBM]."),
-    field_option("--prefix-caching/--no-prefix-caching", source=(EngineConfig, "prefix_caching"), show_default=True,
-                 help="Reuse cached prompt blocks. A job's launch turns it off where the recipe does for the engine "
-                      "the job stands in for (SGLang's --disable-radix-cache, vLLM's or ATOM's "
-                      "--no-enable-prefix-caching)."),
-    click.option("--no-calibration", is_flag=True,
+    _engine_option(sf.DRAM_GB, "dram_gb", show_default=True, help="CPU KV tier size in GB."),
+    _engine_option(sf.MEM_FRACTION_STATIC, "mem_fraction_static", show_default=True,
+                   help="Share of HBM for weights plus KV pool."),
+    _engine_option(sf.MAX_RUNNING_REQUESTS, "max_running_requests", type=int, show_default=True,
+                   help=f"Most running requests. A job's launch (`render`, `run {flag('simulate')}`, `predict`) sets "
+                        "it to the default of the engine the job stands in for where the recipe pins none: vLLM's "
+                        "and ATOM's on the job's GPU (the engines catalog's `max_running_default`), SGLang's from the "
+                        "KV pool and context (its request pool, 2048-4096, at most half the pool's tokens; 48 when it "
+                        f"speculates). Run by hand, 256 whatever {sf.ENGINE_STYLE}."),
+    _engine_option(sf.CHUNKED_PREFILL_SIZE, "chunked_prefill_size", type=int, show_default=True,
+                   help="Prefill chunk (tokens)."),
+    _engine_option(sf.MAX_PREFILL_TOKENS, "max_prefill_tokens", type=int, show_default=True,
+                   help="Token budget of one step (prefill chunks plus decode tokens); at least "
+                        f"{sf.CHUNKED_PREFILL_SIZE}."),
+    _engine_option(sf.PREFILL_BUDGET, "prefill_budget", type=int,
+                   help="Most prompt tokens of one step over all requests; a job's launch sets it for SGLang with DP "
+                        "attention, whose ranks each prefill at most their own chunk [default: none, only "
+                        f"{sf.MAX_PREFILL_TOKENS} bounds them]."),
+    _engine_option(sf.SCHEDULER, "scheduler", type=click.Choice(SCHEDULER_POLICIES), show_default=True),
+    _engine_option(sf.CAPACITY, "capacity", type=click.Choice(CAPACITY_POLICIES), show_default=True),
+    _engine_option(sf.KV_CAPACITY_TOKENS, "kv_capacity_tokens", type=int),
+    _engine_option(sf.MAX_TOTAL_TOKENS, "max_total_tokens", type=int,
+                   help="Most tokens the KV pool holds, per DP-attention rank: SGLang's --max-total-tokens, which a "
+                        "job's launch passes on; the pool is the smaller of it and the pool sized from HBM "
+                        "[default: no cap]."),
+    _engine_option(sf.PINNED_KV_TOKENS, "pinned_kv_tokens", type=int,
+                   help="The KV pool in tokens, the DP-attention ranks' together, whatever "
+                        f"{sf.MEM_FRACTION_STATIC}: a job's launch sets it from vLLM's --num-gpu-blocks-override "
+                        "(blocks x its block size x DP ranks); a pool that does not fit beside the weights is "
+                        "refused, as the engine fails to allocate it [default: sized from HBM]."),
+    _engine_option(sf.KV_CACHE_MEMORY_BYTES, "kv_cache_memory_bytes", type=int,
+                   help=f"Bytes of KV pool on each GPU, whatever {sf.MEM_FRACTION_STATIC}: vLLM's "
+                        "--kv-cache-memory-bytes, which a job's launch passes on; refused where they do not fit beside "
+                        f"the weights; {sf.PINNED_KV_TOKENS} wins [default: sized from HBM]."),
+    _engine_option(f"{sf.PREFIX_CACHING}/{sf.NO_PREFIX_CACHING}", "prefix_caching", show_default=True,
+                   help="Reuse cached prompt blocks. A job's launch turns it off where the recipe does for the engine "
+                        "the job stands in for (SGLang's --disable-radix-cache, vLLM's or ATOM's "
+                        "--no-enable-prefix-caching)."),
+    click.option(sf.NO_CALIBRATION, "no_calibration", is_flag=True,
                  help="Serve the roofline's default efficiency, not the stored calibration of (engine style, hardware, "
                       "model class, precision, TP, KV dtype): the label says `uncalibrated` (what "
                       f"`run {flag('simulate')}` renders for a job of an engine no calibration was fitted on)."),
-    field_option("--context-length", source=(EngineConfig, "context_length"), type=int,
-                 help="Most tokens of one request, prompt + output; longer ones get a 400, as an engine refuses them "
-                      "[default: none, only the KV pool bounds a request]."),
-    field_option("--vllm-version", source=(EngineConfig, "vllm_version"), type=str,
-                 help="The vLLM release a launch that pins the pool with vLLM's --num-gpu-blocks-override stands in "
-                      "for (its image's version): a pool short of one request at the context is refused in that "
-                      "release's terms (from 0.21.0 vLLM refuses to start, vllm-project/vllm#41069; before 0.20.0 it "
-                      "stalls, vllm-project/vllm#35541) [default: not known, said both ways]."),
-    field_option("--max-prompt-tokens", source=(EngineConfig, "max_prompt_tokens"), type=int,
-                 help="Longest prompt taken in one piece; a longer one gets TensorRT-LLM's 400 (`should not exceed "
-                      "max_num_tokens`), as trtllm-serve without chunked prefill answers it. A TensorRT-LLM job's "
-                      "launch sets it from the recipe's --max_num_tokens (else 8192) unless it enables chunked "
-                      "prefill [default: none]."),
-    field_option("--timing", source=(EngineConfig, "timing"), type=click.Choice(["roofline", "constant"]),
-                 show_default=True),
-    click.option("--ttft-ms", type=FINITE_POSITIVE, default=1e3 * _engine_default("ttft_s"), show_default=True,
-                 help="constant timing: prefill step."),
-    click.option("--itl-ms", type=FINITE_POSITIVE, default=1e3 * _engine_default("itl_s"), show_default=True,
+    _engine_option(sf.CONTEXT_LENGTH, "context_length", type=int,
+                   help="Most tokens of one request, prompt + output; longer ones get a 400, as an engine refuses them "
+                        "[default: none, only the KV pool bounds a request]."),
+    _engine_option(sf.VLLM_VERSION, "vllm_version", type=str,
+                   help="The vLLM release a launch that pins the pool with vLLM's --num-gpu-blocks-override stands in "
+                        "for (its image's version): a pool short of one request at the context is refused in that "
+                        "release's terms (from 0.21.0 vLLM refuses to start, vllm-project/vllm#41069; before 0.20.0 it "
+                        "stalls, vllm-project/vllm#35541) [default: not known, said both ways]."),
+    _engine_option(sf.MAX_PROMPT_TOKENS, "max_prompt_tokens", type=int,
+                   help="Longest prompt taken in one piece; a longer one gets TensorRT-LLM's 400 (`should not exceed "
+                        "max_num_tokens`), as trtllm-serve without chunked prefill answers it. A TensorRT-LLM job's "
+                        "launch sets it from the recipe's --max_num_tokens (else 8192) unless it enables chunked "
+                        "prefill [default: none]."),
+    _engine_option(sf.TIMING, "timing", type=click.Choice(["roofline", "constant"]), show_default=True),
+    click.option(sf.TTFT_MS, "ttft_ms", type=FINITE_POSITIVE, default=1e3 * _engine_default("ttft_s"),
+                 show_default=True, help="constant timing: prefill step."),
+    click.option(sf.ITL_MS, "itl_ms", type=FINITE_POSITIVE, default=1e3 * _engine_default("itl_s"), show_default=True,
                  help="constant timing: decode step."),
-    field_option(flag("seed"), "seed", concept="seed", source=(SimConfig, "seed"), type=int, show_default=True),
-    click.option("--served-model-name", default=None, help=f"Model id the API reports (default: {flag('model')})."),
-    click.option("--metrics-style", type=click.Choice(["sglang", "vllm", "both"]), default="both", show_default=True,
-                 help="Whose metric names /metrics exposes."),
-    click.option("--engine-style", type=click.Choice(["sglang", "vllm"]), default=None,
-                 help="Whose log lines and efficiency defaults to mimic (default from --metrics-style)."),
-    click.option("--role", type=click.Choice(["server", "prefill", "decode"]), default="server", show_default=True,
+    field_option(sf.SEED, "seed", concept="seed", source=(SimConfig, "seed"), type=int, show_default=True),
+    click.option(sf.SERVED_MODEL_NAME, "served_model_name", default=None,
+                 help=f"Model id the API reports (default: {sf.MODEL})."),
+    click.option(sf.METRICS_STYLE, "metrics_style", type=click.Choice(["sglang", "vllm", "both"]), default="both",
+                 show_default=True, help="Whose metric names /metrics exposes."),
+    click.option(sf.ENGINE_STYLE, "engine_style", type=click.Choice(["sglang", "vllm"]), default=None,
+                 help=f"Whose log lines and efficiency defaults to mimic (default from {sf.METRICS_STYLE})."),
+    click.option(sf.ROLE, "role", type=click.Choice(["server", "prefill", "decode"]), default="server",
+                 show_default=True,
                  help="Disaggregated role: prefill computes prompts and hands their KV over; decode admits requests "
                  "whose KV arrives over the modelled link (`llmsweep sim router` sits in front of both)."),
     _shared("kv_transfer", "kv_transfer", default=None,
             help="Disaggregated roles: the KV-transfer backend the modelled link stands for."),
-    click.option("--kv-links", default=None,
+    click.option(sf.KV_LINKS, "kv_links", default=None,
                  help='Decode role: the modelled link from each prefill worker, in the router\'s order, as a JSON list '
                  '(`[{"kind":"scale-out","name":"NIC","gbps":50,"latency_s":1e-05}]`: GB/s per GPU per direction, '
                  'set-up seconds; one link: from every prefill worker). Default: one '
                  f'{DEFAULT_LINK.label()}. `llmsweep render` gives each decode worker the links the hardware catalog '
                  'gives.'),
-    click.option("--prefill-tp", type=click.IntRange(min=1), default=None,
+    click.option(sf.PREFILL_TP, "prefill_tp", type=click.IntRange(min=1), default=None,
                  help="Decode role: the prefill workers' TP (each GPU moves its KV shard; default: this worker's "
-                      "--tp)."),
+                      f"{sf.TP})."),
 ]
 """`sim serve`'s options, in the order its `--help` lists them."""
 
@@ -208,7 +216,7 @@ def engine_config(opts: dict[str, object]) -> EngineConfig:
             spec = SpecDecodeConfig(method=method, k=opts["spec_k"],  # type: ignore[arg-type]
                                     acceptance_length=opts["acceptance_length"])  # type: ignore[arg-type]
         if opts["kv_offload"] == "dram" and not opts["dram_gb"]:
-            raise ConfigError("--kv-offload dram needs --dram-gb", fix="add e.g. --dram-gb 512")
+            raise ConfigError(f"{sf.KV_OFFLOAD} dram needs {sf.DRAM_GB}", fix=f"add e.g. {sf.DRAM_GB} 512")
         engine_style = opts["engine_style"] or ("vllm" if opts["metrics_style"] == "vllm" else "sglang")
         return EngineConfig(
             model=opts["model"], hardware=opts["hardware"], tp=opts["tp"], ep=opts["ep"],  # type: ignore[arg-type]
