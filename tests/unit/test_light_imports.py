@@ -22,6 +22,7 @@ ENGINES = ("llmsweep.engines",)
     ("llmsweep.cli.results", HEAVY_HTTP + ENGINES),
     ("llmsweep.client.folder", HEAVY_HTTP + ENGINES),
     ("llmsweep.client.files", HEAVY_HTTP + ENGINES),
+    ("llmsweep.job_files", HEAVY_HTTP + ENGINES),
     ("llmsweep.execute.virtual", HEAVY_HTTP),
     ("llmsweep.execute.pipeline", HEAVY_HTTP),
     ("llmsweep.sim.predict", HEAVY_HTTP),

@@ -86,3 +86,46 @@ def test_the_simulators_command_line_sits_below_the_rooms_that_read_it() -> None
     above = [f"sim/serve_args.py:{line} imports {m}" for line, m in _imports_of(SRC / "sim" / "serve_args.py")
              if m.split(".")[:2] in (["llmsweep", "execute"], ["llmsweep", "engines"], ["llmsweep", "cli"])]
     assert not above, above
+
+
+SIMULATOR_ABOVE = ("execute", "plan")
+"""Rooms the simulator (`llmsweep.sim`) sits below: the executors run it (`execute.virtual`, `execute.predict_pool`)
+and the planner's jobs are rendered into its launch (`engines.sim`); what the simulator reads of a run's folder is
+named below both (`job_files`, `client.files`), and a planned job reaches it as the caller reads it (`sim calibrate`'s
+`config_for`, the CLI's)."""
+
+SIMULATOR_KNOWN_UPWARD = {("sim/predict.py", "llmsweep.plan.point")}
+"""Imports of a room above the simulator it still makes, each a debt to pay, not a rule: `predict_point` takes the
+plan's `Point` (a type-only import). The check fails when one is paid, so the list only shrinks."""
+
+
+def _simulator_upward() -> set[tuple[str, str]]:
+    found: set[tuple[str, str]] = set()
+    for p in sorted((SRC / "sim").rglob("*.py")):
+        for _, module in _imports_of(p):
+            parts = module.split(".")
+            if parts[0] == "llmsweep" and len(parts) > 1 and parts[1] in SIMULATOR_ABOVE:
+                found.add((str(p.relative_to(SRC)), module))
+    return found
+
+
+def test_the_simulator_imports_neither_the_executors_nor_the_planner() -> None:
+    """`sim calibrate` read a job folder's file names from `execute.files` and validated job.json with the plan's
+    `Job`: the simulator room reached up into the rooms that run and plan it (CONTRIBUTING, dependencies point
+    down). Checked over every import of `llmsweep/sim`, lazy and type-only ones included."""
+    upward = _simulator_upward()
+    new = sorted(f"{where} imports {module}" for where, module in upward
+                 if not any(where == w and (module == m or module.startswith(m + ".")) for w, m in
+                            SIMULATOR_KNOWN_UPWARD))
+    assert not new, ("the simulator imports a room above it (move what it needs below both, or pass it in from the "
+                     f"caller): {new}")
+    paid = sorted(f"{w} {m}" for w, m in SIMULATOR_KNOWN_UPWARD
+                  if not any(where == w and (module == m or module.startswith(m + ".")) for where, module in upward))
+    assert not paid, f"no longer imported: drop from SIMULATOR_KNOWN_UPWARD: {paid}"
+
+
+def test_the_simulator_check_sees_an_import_of_the_executors_and_the_planner() -> None:
+    text = ("from llmsweep.execute.files import JOB_FILE\n\ndef f():\n    from llmsweep.plan.job import Job\n"
+            "from ..execute import artifacts\n")
+    found = {m for _, m in _imported(text, Path("sim") / "calibrate.py")}
+    assert {"llmsweep.execute.files", "llmsweep.plan.job", "llmsweep.execute.artifacts"} <= found

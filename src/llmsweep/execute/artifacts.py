@@ -33,10 +33,10 @@ from llmsweep.client.files import RUN_FILE as RUN_FILE
 from llmsweep.client.files import SERVER_METRICS_FILE as SERVER_METRICS_FILE
 from llmsweep.client.files import SUMMARY_FILE as SUMMARY_FILE
 from llmsweep.engines.launch import LaunchSpec
-from llmsweep.execute.files import COMMAND_FILE as COMMAND_FILE
-from llmsweep.execute.files import JOB_FILE as JOB_FILE
-from llmsweep.execute.files import OUTCOME_FILE as OUTCOME_FILE
 from llmsweep.execute.secrets import SecretScrubber
+from llmsweep.job_files import COMMAND_FILE as COMMAND_FILE
+from llmsweep.job_files import JOB_FILE as JOB_FILE
+from llmsweep.job_files import OUTCOME_FILE as OUTCOME_FILE
 from llmsweep.jsonline import load_json_file
 from llmsweep.power.samples import GPU_METRICS_FILE
 

@@ -41,7 +41,6 @@ from llmsweep.execute.amd_gpus import query_clocks as query_amd_clocks
 from llmsweep.execute.amd_gpus import query_static as query_amd_static
 from llmsweep.execute.base import ServerLauncher
 from llmsweep.execute.failure_text import never_came_up
-from llmsweep.execute.files import unjudged
 from llmsweep.execute.handle import ServerHandle
 from llmsweep.execute.preflight import preflight
 from llmsweep.execute.progress import current_progress
@@ -57,6 +56,7 @@ from llmsweep.execute.signals import (
     watching_pauses,
 )
 from llmsweep.host import cpu_model, load_average_1m, usable_cpus
+from llmsweep.job_files import unjudged
 from llmsweep.metrics.model import (
     DONE_VERDICTS,
     DONE_WORDS,

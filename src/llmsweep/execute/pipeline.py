@@ -34,7 +34,6 @@ from llmsweep.evals.harness import EvalSettings
 from llmsweep.execute import artifacts as art
 from llmsweep.execute.executor import Executor, terminate_as_interrupt
 from llmsweep.execute.failure_text import FAIL_FAST_NOT_RUN
-from llmsweep.execute.files import unjudged
 from llmsweep.execute.lifecycle import (
     JobOutcome,
     LifecycleSettings,
@@ -49,6 +48,7 @@ from llmsweep.execute.lifecycle import (
 )
 from llmsweep.execute.progress import ReportingProgress, current_progress, use_progress
 from llmsweep.findings import Finding, Severity
+from llmsweep.job_files import unjudged
 from llmsweep.metrics.model import DONE_VERDICTS, DONE_WORDS, run_clock, run_source
 from llmsweep.option_spellings import flag as _flag
 from llmsweep.plan import Job

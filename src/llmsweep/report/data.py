@@ -399,7 +399,7 @@ def no_result_entries(run: RunDir, have: set[str], unread: str = "no results sto
         rec = own or recorded.get(jid)
         if art is not None and art.unread:  # a summary set aside (no job.json beside it): why, whatever it says
             status, reason = "unreadable", art.unread
-        elif art is not None and art.unjudged:  # a summary no outcome closed as done (`execute.files.unjudged`)
+        elif art is not None and art.unjudged:  # a summary no outcome closed as done (`job_files.unjudged`)
             status, reason = str((art.outcome or {}).get("status") or "unjudged"), art.unjudged
         elif rec is not None and art is not None and rec.status in SUMMARY_VERDICTS:
             status, reason = "no summary", _summary_gone(run, art, rec, "outcome.json" if own else "run.json")

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from llmsweep.client.files import RECORDS_FILE, RUN_FILE, SERVER_METRICS_FILE, SUMMARY_FILE
 from llmsweep.errors import ResultInputError
-from llmsweep.execute.files import COMMAND_FILE, JOB_FILE, OUTCOME_FILE, unjudged
+from llmsweep.job_files import COMMAND_FILE, JOB_FILE, OUTCOME_FILE, unjudged
 from llmsweep.jsonline import load_json_file, loads_line
 from llmsweep.metrics.model import PREDICTED, Summary
 from llmsweep.option_spellings import flag as _flag
@@ -46,7 +46,7 @@ class JobArtifacts:
     up; or, read with `set_aside`, it does not read), with the fix; None when nothing was set aside. Such a job has
     `summary=None`: it has no result."""
     unjudged: str | None = None
-    """Why the folder's `valid` or `smoke` summary is not the job's result (`execute.files.unjudged`, the definition
+    """Why the folder's `valid` or `smoke` summary is not the job's result (`job_files.unjudged`, the definition
     `--resume` reads: no outcome.json closed the job so — the run was killed after the client wrote its summary and
     before the job's verdict), with the fix; None otherwise. Such a job has `summary=None`: it has no result, and
     its summary's verdict is not drawn or stored as one it did not earn."""

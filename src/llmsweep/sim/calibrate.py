@@ -39,7 +39,7 @@ import numpy as np
 
 from llmsweep.client.files import RUN_FILE, SUMMARY_FILE
 from llmsweep.errors import ConfigError, DatasetError, ResultError
-from llmsweep.execute.files import JOB_FILE, OUTCOME_FILE, unjudged
+from llmsweep.job_files import JOB_FILE, read_outcome, unjudged
 from llmsweep.jsonline import load_json_file, numbered_values, read_json_text
 from llmsweep.sim.engine import EngineConfig
 from llmsweep.sim.perf import Batch, Efficiency, RooflineTimer
@@ -364,7 +364,8 @@ class NotMeasured(ConfigError):
 
 
 def measured_point(path: Path, config_for: Any) -> MeasuredPoint:
-    """Read one job folder; `config_for(job_dict)` gives the EngineConfig the simulator would run for it.
+    """Read one job folder; `config_for(job_dict)` gives the EngineConfig the simulator would run for it, reading the
+    dict as a planned job (the CLI's `_config_for_job`: a pydantic ValidationError says job.json is not a job).
 
     What the engine did overrides what the job asked where the run read it back: a speculative point replays at the
     realised acceptance length from the engine's counters (refused when the run has none), and a point whose
@@ -373,7 +374,6 @@ def measured_point(path: Path, config_for: Any) -> MeasuredPoint:
     from pydantic import ValidationError
 
     from llmsweep.metrics.model import MEASURED, Summary
-    from llmsweep.plan.job import Job
 
     try:
         job = load_json_file(path / JOB_FILE)
@@ -383,14 +383,6 @@ def measured_point(path: Path, config_for: Any) -> MeasuredPoint:
     if not isinstance(job, dict):
         raise DatasetError(f"sim calibrate: {path / JOB_FILE} is not a JSON object (a job)",
                            fix="restore the file from the run's evidence, or leave this job folder out")
-    try:  # what the replay renders: a field missing or ill-typed is named here, not met as a traceback later
-        Job.model_validate(job)
-    except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or '(job)'}: {e['msg']}" for e in exc.errors()[:3])
-        raise DatasetError(f"sim calibrate: {path / JOB_FILE} is not a job this llmsweep reads "
-                           f"({count_of(exc.error_count(), 'problem')}: {problems})",
-                           fix="restore the file from the run's evidence, or calibrate with the llmsweep release "
-                               "that ran the job") from exc
     try:
         summary = Summary.load(path / SUMMARY_FILE)
     except ResultError as exc:
@@ -403,12 +395,10 @@ def measured_point(path: Path, config_for: Any) -> MeasuredPoint:
         raise NotMeasured(f"{path.name}: its summary's source is {summary.source}, not measured (the simulator "
                           "produced it): calibration fits measurements only",
                           fix=NOT_MEASURED_FIX, source=summary.source)
-    from llmsweep.execute.artifacts import read_json
-
-    if (why := unjudged(summary.validity.verdict, read_json(path / OUTCOME_FILE))) is not None:
+    if (why := unjudged(summary.validity.verdict, read_outcome(path))) is not None:
         # the client wrote the summary before the job's checks (read-back, power, the server found alive) and no
         # outcome closed the job after them, or one closed it failed: its figures are not the job's result, as the
-        # report, the store and --resume read it (`execute.files.unjudged`, their one definition)
+        # report, the store and --resume read it (`job_files.unjudged`, their one definition)
         raise ResultError(f"sim calibrate: {path.name} is not the job's result, {why}",
                           fix=f"`llmsweep run RECIPE --out {path.parent.parent} --resume` runs the job again; "
                               "calibrate from jobs the run closed")
@@ -470,7 +460,14 @@ def measured_point(path: Path, config_for: Any) -> MeasuredPoint:
         "model": job.get("model"),
         "verdict": summary.validity.verdict,
     }
-    config: EngineConfig = config_for(job)
+    try:  # `config_for` reads the job as a plan's Job (the caller's: the simulator does not import the planner)
+        config: EngineConfig = config_for(job)
+    except ValidationError as exc:  # a field missing or ill-typed is named, not met as a traceback
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or '(job)'}: {e['msg']}" for e in exc.errors()[:3])
+        raise DatasetError(f"sim calibrate: {path / JOB_FILE} is not a job this llmsweep reads "
+                           f"({count_of(exc.error_count(), 'problem')}: {problems})",
+                           fix="restore the file from the run's evidence, or calibrate with the llmsweep release "
+                               "that ran the job") from exc
     measured_on = job.get("engine") or (launch.engine if launch else None)
     if measured_on and measured_on != config.engine_style:
         # the simulator stands in for any engine in vLLM's or SGLang's style, and a calibration is keyed by that

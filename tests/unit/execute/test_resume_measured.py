@@ -205,7 +205,7 @@ def test_a_resume_whose_trace_file_now_holds_another_corpus_is_refused(
 
 def test_a_job_no_outcome_closed_does_not_refuse_a_resume_on_a_changed_corpus(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    """A job killed after its summary and before outcome.json closed it is not finished (`execute.files.unjudged`,
+    """A job killed after its summary and before outcome.json closed it is not finished (`job_files.unjudged`,
     as `resumed()` reads it): it runs again on the corpus as it is now, so its summary's corpus is no reason to refuse
     the resume — the refusal (exit 2, nothing run) left the run unresumable for a job that was never done."""
     args, traces, out = _one_job_of_two_on_a_trace_file(tmp_path, capsys, monkeypatch)

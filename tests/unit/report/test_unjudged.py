@@ -1,7 +1,7 @@
 """A job folder whose `valid` summary no outcome.json closed (the run killed after the client wrote the summary and
 before the job's read-back checks, power record and server check) is not a result: the report, the store and
 `compare` say it is unjudged, with the reason, reading the one definition `--resume` reads
-(`execute.files.unjudged`)."""
+(`job_files.unjudged`)."""
 
 from __future__ import annotations
 

@@ -108,10 +108,10 @@ def test_a_key_whose_fit_fails_is_said_when_it_fails(tmp_path: Path) -> None:
 
 
 def test_a_summary_no_outcome_closed_is_left_out_as_the_report_and_store_leave_it(tmp_path: Path) -> None:
-    """A `valid` summary counts only beside an outcome.json that closed the job so (`execute.files.unjudged`, the
+    """A `valid` summary counts only beside an outcome.json that closed the job so (`job_files.unjudged`, the
     definition --resume, the report and the store read): one with none (the run killed after the client wrote the
     summary, before the job's checks) or one that closed the job failed is not fitted, and is listed with why."""
-    from llmsweep.execute.files import unjudged
+    from llmsweep.job_files import unjudged
 
     run = tmp_path / "run"
     jobs = sorted((REHEARSAL / "jobs").glob("qwen3.5_1024_*"))  # conc 1, 4, 16, 64, each closed by its outcome.json

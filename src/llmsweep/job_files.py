@@ -1,8 +1,11 @@
-"""The names of a job folder's own files (the executor's, beside the client's in `client.files`), light to import:
-the results and the report read job folders without loading the executors (`execute.artifacts` re-exports these
-with the writers)."""
+"""The names of a job folder's own files (the executor's, beside the client's in `client.files`) and whether its
+summary is the job's result, below the rooms that read job folders: the executors write them (`execute.artifacts`
+re-exports the names with the writers), and the results, the report and the simulator's calibration (`sim
+calibrate`, which reads measured runs) read them without importing the executors. Light to import."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 JOB_FILE = "job.json"
 """The planned job as it ran (`plan.Job`)."""
@@ -10,6 +13,18 @@ COMMAND_FILE = "server_command.txt"
 """The server's command line, secrets scrubbed."""
 OUTCOME_FILE = "outcome.json"
 """How the job ended (`lifecycle.JobOutcome`)."""
+
+
+def read_outcome(folder: Path) -> object | None:
+    """The job folder's `outcome.json` document, as :func:`unjudged` takes it: None when it is missing or does not
+    read (a job killed before the executor closed it)."""
+    from llmsweep.jsonline import load_json_file
+
+    try:
+        document: object = load_json_file(folder / OUTCOME_FILE)
+    except (OSError, ValueError):
+        return None
+    return document
 
 
 def unjudged(verdict: str, outcome: object) -> str | None:
