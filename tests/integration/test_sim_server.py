@@ -497,6 +497,39 @@ def test_a_request_beyond_the_served_context_is_a_400_and_v1_models_says_the_con
     asyncio.run(main())
 
 
+@pytest.mark.parametrize(("config", "served"), [
+    ({"kv_capacity_tokens": 1000, "block_size": 16}, 992 - 1),  # whole blocks, less a decode step's token
+    ({"kv_capacity_tokens": 1000, "block_size": 16,  # and the drafts of a verify step
+      "spec": SpecDecodeConfig(k=3, acceptance_length=2.5)}, 992 - 4),
+    ({"kv_capacity_tokens": 1000, "block_size": 16, "context_length": 600}, 600),  # the context flag, within the pool
+    ({"kv_capacity_tokens": 1000, "block_size": 16, "context_length": 4000}, 992 - 1),  # past it: the pool's
+])
+def test_v1_models_says_the_longest_request_the_server_takes(config: dict[str, Any], served: int) -> None:
+    """`/v1/models`' `max_model_len` is the longest prompt + output the simulator takes, exactly: without a context
+    flag it reported the KV pool (992 tokens here), and a request of 992 was refused, the pool keeping a step's
+    lookahead (one token, and a verify step's drafts). A request of exactly the reported context is served (its
+    default max_tokens fills the context too); one token more is a 400 naming the same length."""
+    async def main() -> None:
+        async with serving(**config) as (url, _), aiohttp.ClientSession() as http:
+            async with http.get(f"{url}/v1/models") as resp:
+                reported = (await resp.json())["data"][0]["max_model_len"]
+            assert reported == served
+            body = {"model": "sim-model", "prompt": list(range(reported - 10)), "max_tokens": 10}
+            async with http.post(f"{url}/v1/completions", json=body) as resp:
+                assert resp.status == 200, await resp.text()
+                assert (await resp.json())["usage"]["completion_tokens"] == 10
+            async with http.post(f"{url}/v1/completions", json={"model": "sim-model", "prompt": list(range(100))}) \
+                    as resp:  # no max_tokens: it generates into the room the prompt leaves, at most 256
+                assert (await resp.json())["usage"]["completion_tokens"] == min(256, reported - 100)
+            async with http.post(f"{url}/v1/completions", json={**body, "max_tokens": 11}) as resp:
+                assert resp.status == 400
+                message = (await resp.json())["error"]["message"]
+            assert f"maximum context length is {reported} tokens" in message, message
+
+    asyncio.run(main())
+    assert EngineConfig(**{**FAST, **config}).sim_config().served_context() == served  # the one function says it
+
+
 def test_a_request_without_max_tokens_generates_into_the_room_its_prompt_leaves_in_the_context() -> None:
     """vLLM gives a request that names no max_tokens `max_model_len - prompt` tokens and SGLang clamps it to its
     longest request: neither refuses it for a default the client never asked for. The simulator added its default

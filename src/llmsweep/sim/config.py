@@ -101,3 +101,22 @@ class SimConfig(BaseModel):
     prefix_caching: bool = Field(True, description="Reuse KV blocks whose prefix hash is cached.")
     spec: SpecDecodeConfig | None = Field(None, description="Speculative decoding; None = off.")
     seed: int = Field(0, description="Seeds acceptance draws and output text; same seed, same streams.")
+
+    @property
+    def pool_tokens(self) -> int:
+        """The KV pool the engine holds: `kv_capacity_tokens` in whole blocks, at least one (`EngineCore`'s
+        `capacity_tokens`)."""
+        return max(1, self.kv_capacity_tokens // self.block_size) * self.block_size
+
+    def served_context(self) -> int:
+        """The longest request, prompt + output, the engine takes: the one length its admission check refuses past
+        (`EngineCore.refusal`, a 400 "maximum context length"), the live server's `/v1/models` `max_model_len` and
+        the room a request without max_tokens generates into (`sim.server`), and what a virtual-time run records as
+        `launch.context_served` (`execute.virtual`), so a live and a virtual-time run of one launch say the same.
+
+        The context length where it is set, within the KV pool less a step's lookahead: a request must leave room in
+        the pool for the token (and, speculating, the K drafts) its last step writes, so without a context flag the
+        longest is `pool_tokens - (K + 1)`, not the pool."""
+        lookahead = (self.spec.k if self.spec is not None else 0) + 1
+        pool = max(0, self.pool_tokens - lookahead)
+        return pool if self.context_length is None else min(self.context_length, pool)

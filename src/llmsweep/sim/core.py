@@ -202,7 +202,7 @@ class EngineCore:
         """Inside :meth:`as_of`: KV blocks the block in flight took for steps not begun at the read's time."""
         bs = config.block_size
         self.block_size = bs
-        self.num_blocks = max(1, config.kv_capacity_tokens // bs)
+        self.num_blocks = config.pool_tokens // bs
         self.pool = KVPool(self.num_blocks, bs, host_blocks=config.host_capacity_tokens // bs,
                            prefix_caching=config.prefix_caching)
         self.waiting: deque[SimRequest] = deque()
@@ -281,21 +281,19 @@ class EngineCore:
     def refusal(self, prompt_len: int, max_tokens: int) -> str | None:
         """Why the engine refuses a request of `prompt_len` prompt tokens asking for up to `max_tokens` (None when it
         takes it): an empty prompt; prompt + output beyond the context length, refused as vLLM and SGLang refuse it
-        (a 400 whose text a client reads as a context overflow); a request the KV pool could never hold."""
+        (a 400 whose text a client reads as a context overflow), a request the KV pool could never hold among them:
+        the one limit is `SimConfig.served_context`, which the server reports."""
         if prompt_len < 1:
             return "prompt is empty"
         limit = self.config.max_prompt_tokens
         if limit is not None and prompt_len > limit:
             return TLLM_PROMPT_OVER_BUDGET.format(prompt=float(prompt_len), tokens=limit)
         total = prompt_len + max(1, max_tokens)
-        context = self.config.context_length
-        if context is not None and total > context:
+        context = self.config.served_context()
+        if total > context:
             return (f"This model's maximum context length is {context} tokens. However, you requested {total} tokens "
                     f"({prompt_len} in the messages, {max(1, max_tokens)} in the completion). Please reduce the "
                     f"length of the messages or completion.")
-        if total + self.spec_k + 1 > self.capacity_tokens:
-            return (f"This model's maximum context length is {self.capacity_tokens} tokens (the simulated KV pool); "
-                    f"the request asks for {total} tokens")
         return None
 
     def adopt(self, prompt_len: int, block_hashes: BlockHashes, max_tokens: int, blocks: list[int], *,

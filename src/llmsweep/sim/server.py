@@ -65,7 +65,7 @@ def capacity_log_line(style: str, core: EngineCore) -> str:
         return f"GPU KV cache size: {core.capacity_tokens:,} tokens"
     return (f"max_total_num_tokens={core.capacity_tokens}, chunked_prefill_size={core.config.chunked_prefill_size}, "
             f"max_running_requests={core.config.max_running_requests}, "
-            f"context_len={core.config.context_length or core.capacity_tokens}")
+            f"context_len={core.config.served_context()}")
 
 
 class _Stream:
@@ -272,13 +272,10 @@ class SimServer:
 
     def _default_max_tokens(self, prompt_len: int) -> int:
         """What a request that names no max_tokens generates: DEFAULT_MAX_TOKENS, cut to the room its prompt leaves in
-        the context this server serves (`/v1/models`' `max_model_len`: the context length, else the KV pool less a
-        step's lookahead), as vLLM defaults to `max_model_len - prompt` and SGLang clamps to its longest request. At
-        least 1, so a prompt that leaves no room is refused as too long (`EngineCore.refusal`)."""
-        core = self.core
-        room = core.capacity_tokens - core.spec_k - 1 - prompt_len
-        if core.config.context_length is not None:
-            room = min(room, core.config.context_length - prompt_len)
+        the context this server serves (`SimConfig.served_context`, `/v1/models`' `max_model_len`), as vLLM defaults
+        to `max_model_len - prompt` and SGLang clamps to its longest request. At least 1, so a prompt that leaves no
+        room is refused as too long (`EngineCore.refusal`)."""
+        room = self.core.config.served_context() - prompt_len
         return max(1, min(DEFAULT_MAX_TOKENS, room))
 
     async def chat(self, request: web.Request) -> web.StreamResponse:
@@ -387,7 +384,8 @@ class SimServer:
     async def models(self, request: web.Request) -> web.Response:
         return web.json_response({"object": "list", "data": [
             {"id": self.model_name, "object": "model", "created": CREATED, "owned_by": "llmsweep-sim",
-             "max_model_len": self.core.config.context_length or self.core.capacity_tokens}]})
+             # the longest request the engine takes (`EngineCore.refusal` refuses past it), not the KV pool
+             "max_model_len": self.core.config.served_context()}]})
 
     async def health(self, request: web.Request) -> web.Response:
         return web.Response(text="")
