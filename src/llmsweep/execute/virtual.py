@@ -277,8 +277,10 @@ def _simulate(job: Job, group: ServerGroup, config: EngineConfig, jdir: Path, st
         current_progress().phase("summarising")
         if power is not None:  # the modelled watts over virtual time, beside the records, as the live sampler does
             power.write_job(jdir, expected_gpus=point.gpus)
+        # the context the engine serves, as the live server's `/v1/models` reports it (`SimConfig.served_context`)
         return write_point(job, group, predicted, jdir, settings, started_at=started_at,
-                           observed={"calibration": config.calibration_label()})
+                           observed={"calibration": config.calibration_label(),
+                                     "context_served": config.sim_config().served_context()})
 
 
 def write_point(job: Job, group: ServerGroup, predicted: PredictedPoint, jdir: Path, settings: LifecycleSettings, *,

@@ -268,8 +268,11 @@ def _simulate(job: Job, group: ServerGroup, deployment: _Deployment, jdir: Path,
         if power is not None:  # every worker's modelled watts over the point, as the node samplers leave them
             power.write_job(jdir, expected_gpus=point.gpus)
         config = deployment.config
+        # the context a live deployment's router reports: its first decode worker's `/v1/models` (`llmsweep.router`)
+        served = deployment.cluster.decode[0].core.config.served_context()
         return write_point(job, group, predicted, jdir, settings, started_at=started_at,
-                           observed={"calibration": calibration_label(config)}, extra={"topology": config.describe()})
+                           observed={"calibration": calibration_label(config), "context_served": served},
+                           extra={"topology": config.describe()})
 
 
 def calibration_label(config: DisaggConfig) -> str:
