@@ -21,7 +21,7 @@ script dividing the DRAM budget by TP.
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from llmsweep.engine_ids import ATOM
 from llmsweep.engines.base import (
@@ -34,6 +34,7 @@ from llmsweep.engines.base import (
     Derived,
     RoleContext,
     agentic_conc,
+    token_count,
     topology,
 )
 from llmsweep.engines.sglang import model_path, per_rank_gb
@@ -100,6 +101,21 @@ class ATOMAdapter(Adapter):
 
     def launcher(self, job: Job) -> list[str]:
         return ["python3", "-m", "atom.entrypoints.openai_server"]
+
+    def read_context(self, value: Any) -> int | str | None:
+        """`--max-model-len` as ATOM reads it: argparse `type=int, default=None` in every release read (ROCm/ATOM
+        `atom/model_engine/arg_utils.py` `EngineArgs.add_cli_args`, from the early 0027562b to the trees with
+        DeepSeek-V4's `--index-cache-dtype`), so `auto` and `32k` fail at start-up ("invalid int value"); unset,
+        `atom/config.py` `Config.__post_init__` takes the checkpoint's `max_position_embeddings`, and a length is cut
+        to it (`min(max_model_len, max_position_embeddings)`). Nothing fits the context to the KV memory: -1 (vLLM's
+        `auto`) or 0 would be kept as the length itself, no context a request fits, so a count below 1 is none here
+        (None), refused by `serve.context-conflict` with :meth:`context_example`."""
+        count = token_count(value)
+        return count if count is not None and count >= 1 else None
+
+    def context_example(self) -> str:
+        return ("8192 (a whole number: ATOM's parser takes no `auto`, `-1` or `32k`, and fits no context to its "
+                "memory; without the flag it serves the checkpoint's max_position_embeddings)")
 
     def engine_spelling(self, flag: str, role: RoleContext | None = None) -> str:
         """ATOM's spelling: plain argparse, which folds no `-`/`_`, over flags spelled mostly with `-` and a few with

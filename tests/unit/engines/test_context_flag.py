@@ -81,6 +81,21 @@ def test_a_context_that_is_no_number_of_tokens_its_engine_takes_is_refused(tmp_p
     assert hit.fix is not None and example in hit.fix
 
 
+@pytest.mark.parametrize("value", ["auto", "32k", "-1", "0"])
+def test_atom_takes_a_whole_number_of_tokens_only(tmp_path: Path, value: str) -> None:
+    """ATOM's `--max-model-len` is argparse `type=int` (ROCm/ATOM atom/model_engine/arg_utils.py): `auto` and `32k`
+    fail at start-up, and -1 (vLLM's `auto`) or 0 is taken as a length (`Config` keeps the least of it and the
+    checkpoint's positions). -1 was read as a context of -1 tokens: refused only where a fixed-seq-len job's need
+    was compared with it, and recorded as the launch's context otherwise. Each is refused, saying that ATOM fits no
+    context to its memory and what to write."""
+    (hit,) = _context_hits(tmp_path, "atom", f"{{--max-model-len: '{value}'}}")
+    assert hit.is_error and f"`--max-model-len: {value}` is no number of tokens" in hit.message, hit.message
+    assert hit.fix is not None and "8192" in hit.fix and "whole number" in hit.fix and "auto" in hit.fix
+    atom = engines.get_adapter("atom")
+    assert atom.read_context(value) is None
+    assert atom.read_context(" 8192 ") == atom.read_context(8192) == 8192
+
+
 @pytest.mark.parametrize(("value", "tokens"), [
     ("32k", 32_000), ("32K", 32_768), ("25.6k", 25_600), ("1m", 1_000_000), (" 8192 ", 8192), (8192, 8192),
     ("auto", "auto"), ("AUTO", "auto"), ("-1", "auto"), (-1, "auto"), ("8.5K", None), ("lots", None), (True, None),
