@@ -1294,51 +1294,92 @@ class EngineCore:
         """Inside the block in flight, the readable state (counters, KV usage) as the step path shows it at time `t`:
         the steps that ended before `t` applied, the one in flight begun (its KV taken, counted in `steps` and
         `busy_seconds`), the rest not. A no-op outside a block. Restored on exit: a metrics scrape or a power probe
-        reads through it, so a block runs on across scrapes."""
-        plan = self._plan
-        if plan is None or not self._in_step:
-            yield
-            return
-        ended = int(plan.ends.searchsorted(t, "left"))  # a step ending at `t` is applied after the read
-        begun = min(ended + 1, plan.steps)
-        c = self.counters
-        saved = (c.steps, c.busy_seconds, c.generation_tokens, c.spec_verify_steps, c.spec_draft_tokens,
-                 c.spec_accepted_tokens)
-        n = len(self._scheduled)
-        c.steps -= plan.steps - begun
-        c.busy_seconds -= float(plan.ends[-1] - plan.ends[begun - 1])
-        if ended:
-            emitted = ended * n if plan.tokens is None else int(plan.tokens[:ended].sum())
-            c.generation_tokens += emitted
-            if plan.tokens is not None:
-                draws = ended * n
-                c.spec_verify_steps += draws
-                c.spec_draft_tokens += draws * self.spec_k
-                c.spec_accepted_tokens += emitted - draws
-        self._unbegun_blocks = plan.extra_total - self._blocks_through(plan, begun)
+        reads through it, so a block runs on across scrapes. (:meth:`enter_as_of` and :meth:`exit_as_of` are the
+        same as a pair of calls, for a caller that reads once per virtual second.)"""
+        saved = self.enter_as_of(t)
         try:
             yield
         finally:
-            (c.steps, c.busy_seconds, c.generation_tokens, c.spec_verify_steps, c.spec_draft_tokens,
-             c.spec_accepted_tokens) = saved
-            self._unbegun_blocks = 0
+            if saved is not None:
+                self.exit_as_of(saved)
 
-    def _blocks_through(self, plan: _Plan, begun: int) -> int:
-        """KV blocks of the plan's extra ones that its first `begun` steps need (what the step path has taken)."""
+    def enter_as_of(self, t: float) -> tuple[int, float, int, int, int, int] | None:
+        """:meth:`as_of`'s entry: shows the state as of `t` and returns what :meth:`exit_as_of` restores, or None
+        (nothing to restore) outside a block."""
+        plan = self._plan
+        if plan is None or not self._in_step:
+            return None
+        ends = plan.ends
+        steps = plan.steps
+        ended = int(ends.searchsorted(t, "left"))  # a step ending at `t` is applied after the read
+        begun = ended + 1 if ended < steps else steps
+        c = self.counters
+        saved = (c.steps, c.busy_seconds, c.generation_tokens, c.spec_verify_steps, c.spec_draft_tokens,
+                 c.spec_accepted_tokens)
+        c.steps -= steps - begun
+        c.busy_seconds -= ends.item(-1) - ends.item(begun - 1)
+        tokens = plan.tokens
+        grown: list[int] | np.ndarray | None = None
+        """Tokens each request emitted in the steps before the one in flight (with speculative decoding)."""
+        if tokens is None:
+            if ended:
+                c.generation_tokens += ended * len(self._scheduled)
+        elif ended:
+            summed = tokens[:ended].sum(axis=0)
+            done: list[int] | np.ndarray = summed
+            if self._rows:
+                emitted = int(summed.sum())
+            else:  # (a few requests: summed as ints, which `_blocks_through` reads too)
+                done = summed.tolist()
+                emitted = sum(done)
+            draws = ended * len(self._scheduled)
+            c.generation_tokens += emitted
+            c.spec_verify_steps += draws
+            c.spec_draft_tokens += draws * self.spec_k
+            c.spec_accepted_tokens += emitted - draws
+            if ended == begun - 1:
+                grown = done
+        total = plan.extra_total  # (none: every request's extra is 0, and so are those it has taken)
+        self._unbegun_blocks = total - self._blocks_through(plan, begun, grown) if total else 0
+        return saved
+
+    def exit_as_of(self, saved: tuple[int, float, int, int, int, int]) -> None:
+        """:meth:`as_of`'s exit: the state :meth:`enter_as_of` showed back to the block's."""
+        c = self.counters
+        (c.steps, c.busy_seconds, c.generation_tokens, c.spec_verify_steps, c.spec_draft_tokens,
+         c.spec_accepted_tokens) = saved
+        self._unbegun_blocks = 0
+
+    def _blocks_through(self, plan: _Plan, begun: int, grown: list[int] | np.ndarray | None = None) -> int:
+        """KV blocks of the plan's extra ones that its first `begun` steps need (what the step path has taken).
+        `grown`: the tokens each request emitted in the steps before the `begun`th, where the caller summed them."""
         bs, lookahead = self.block_size, self.spec_k + 1
+        tokens = plan.tokens
         if self._rows:
             e = np.asarray(plan.extra)
-            g: int | np.ndarray = begun - 1 if plan.tokens is None else plan.tokens[:begun - 1].sum(axis=0)
+            g: int | np.ndarray = begun - 1 if tokens is None else (
+                grown if isinstance(grown, np.ndarray) else tokens[:begun - 1].sum(axis=0))
             return int(np.minimum(e, np.maximum(-(-(self._comp + g + lookahead) // bs) - (self._held - e),
                                                 0)).sum())
-        if plan.tokens is None:
-            grown: list[int] = [begun - 1] * len(self._scheduled)
-        elif begun > 1:
-            grown = plan.tokens[:begun - 1].sum(axis=0).tolist()
-        else:
-            grown = [0] * len(self._scheduled)
-        return sum(min(e, max(0, -(-(r.computed + g + lookahead) // bs) - (r.held - e)))
-                   for r, g, e in zip(self._scheduled, grown, plan.extra, strict=True))
+        if tokens is None or begun == 1:  # each request grew by a token a step, or by none yet
+            ahead = begun - 1 + lookahead + bs - 1
+            total = 0
+            for r, e in zip(self._scheduled, plan.extra, strict=True):
+                if e:  # (a request with no extra blocks takes none of them)
+                    need = (r.computed + ahead) // bs - r.held + e  # ceil((computed + grown + lookahead) / bs)
+                    if need > 0:
+                        total += need if need < e else e
+            return total
+        if grown is None:
+            grown = tokens[:begun - 1].sum(axis=0).tolist()
+        ahead = lookahead + bs - 1
+        total = 0
+        for r, g, e in zip(self._scheduled, grown, plan.extra, strict=True):
+            if e:
+                need = (r.computed + g + ahead) // bs - r.held + e
+                if need > 0:
+                    total += need if need < e else e
+        return total
 
     # -- gauges -----------------------------------------------------------------------------------------------------
     def used_blocks(self) -> int:

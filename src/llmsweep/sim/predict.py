@@ -225,10 +225,16 @@ class Predictor:
         steps: as of `now`, see :meth:`EngineCore.as_of`); `probes`: and call the probes (the modelled power, the
         progress), as the whole-second scrapes do — the window's base scrape does not, as the client's power sampler
         keeps its own clock."""
-        with self.core.as_of(now):
+        core = self.core
+        saved = core.enter_as_of(now)  # (`as_of` as a pair of calls: a scrape per virtual second)
+        try:
             self.scrapes.append({"t": self.start_time + now, "samples": self._collector.samples()})
-            for probe in self.probes if probes else ():
-                probe(self.start_time + now)
+            if probes:
+                for probe in self.probes:
+                    probe(self.start_time + now)
+        finally:
+            if saved is not None:
+                core.exit_as_of(saved)
 
     def report_window(self, on_progress: Callable[[WindowProgress], None]) -> None:
         """Call `on_progress` with :meth:`window_progress` at every scrape (each virtual second)."""
