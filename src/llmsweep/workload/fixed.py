@@ -37,10 +37,14 @@ from llmsweep.workload.base import (
     TokenRun,
     Workload,
 )
+from llmsweep.workload.seeded import bounded_pairs
 from llmsweep.workload.tokenizer import Tokenizer, WordTokenizer, chat_overhead, get_tokenizer
 
 PREPARE_BUDGET_BYTES = 256 * 2**20
 """`prepare` builds every prompt of a worker's share up front when they fit this estimate; larger runs stay lazy."""
+LENGTHS_CHUNK = 1024
+"""Prompts whose lengths `lengths` draws at once (`seeded.bounded_pairs`: ~1 µs a prompt, against ~20 µs for a
+generator per prompt)."""
 MARKER_WORDS = 3
 """Leading words that encode the prompt index (a bijection of the index, so markers never collide)."""
 
@@ -117,6 +121,10 @@ class FixedLengthWorkload(Workload):
         self._next = 0  # how many prompts of this worker's share the lanes have taken
         self._lock = threading.Lock()
         self._built: dict[int, Any] = {}  # index -> prompt ids or messages, filled by `prepare`
+        self._chunks: dict[int, list[tuple[int, int] | None]] = {}
+        """Prompts' lengths by chunk of `LENGTHS_CHUNK` indices (`_lengths_from`)."""
+        self._bulk = True
+        """Whether `seeded.bounded_pairs` gives this numpy's draws (checked once a chunk)."""
 
     # -- the sequence ---------------------------------------------------------------------------------------------
 
@@ -126,14 +134,50 @@ class FixedLengthWorkload(Workload):
         return cfg.isl if cfg.range_ratio >= 1.0 else max(1, int(cfg.isl * cfg.range_ratio))
 
     def lengths(self, index: int) -> tuple[int, int]:
-        """(input, output) length of prompt `index`: uniform integers in [ratio·L, L], seeded by (seed, index)."""
+        """(input, output) length of prompt `index`: uniform integers in [ratio·L, L], seeded by (seed, index)
+        (:meth:`_drawn`; read from :meth:`_lengths_from`'s chunks of many prompts at once, the same values)."""
         cfg = self.config
         if cfg.range_ratio >= 1.0:
             return cfg.isl, cfg.osl
-        rng = np.random.default_rng([cfg.seed & 0xFFFFFFFF, index, 1])
-        isl = int(rng.integers(self._lowest_isl(), cfg.isl + 1))
-        osl = int(rng.integers(max(1, int(cfg.osl * cfg.range_ratio)), cfg.osl + 1))
-        return isl, osl
+        chunk = self._chunks.get(index // LENGTHS_CHUNK)
+        if chunk is None:
+            chunk = self._lengths_from(index - index % LENGTHS_CHUNK)
+        pair = chunk[index % LENGTHS_CHUNK]
+        return pair if pair is not None else self._drawn(index)
+
+    def _ranges(self) -> tuple[tuple[int, int], tuple[int, int]]:
+        """The [low, high) ranges of a prompt's input and output lengths."""
+        cfg = self.config
+        return (self._lowest_isl(), cfg.isl + 1), (max(1, int(cfg.osl * cfg.range_ratio)), cfg.osl + 1)
+
+    def _drawn(self, index: int) -> tuple[int, int]:
+        """Prompt `index`'s lengths from its own generator: what defines them."""
+        rng = np.random.default_rng([self.config.seed & 0xFFFFFFFF, index, 1])
+        isl_range, osl_range = self._ranges()
+        return int(rng.integers(*isl_range)), int(rng.integers(*osl_range))
+
+    def _lengths_from(self, first: int) -> list[tuple[int, int] | None]:
+        """The lengths of the `LENGTHS_CHUNK` prompts from `first` (fewer past the sequence's end), each as
+        :meth:`_drawn` gives it, without a generator per prompt (`seeded.bounded_pairs`; None where it leaves the
+        prompt to its generator). The chunk's first known prompt is checked against its generator: if this numpy
+        drew otherwise, every prompt is drawn from its own."""
+        total = self.config.total_requests
+        n = LENGTHS_CHUNK if total is None else max(1, min(LENGTHS_CHUNK, total - first))
+        isl_range, osl_range = self._ranges()
+        pairs = None if not self._bulk else bounded_pairs(self.config.seed & 0xFFFFFFFF, first, n, 1, isl_range,
+                                                          osl_range)
+        chunk: list[tuple[int, int] | None] = [None] * LENGTHS_CHUNK
+        if pairs is not None:
+            isls, osls, known = pairs
+            for k, (isl, osl, ok) in enumerate(zip(isls, osls, known, strict=True)):
+                if ok:
+                    chunk[k] = (isl, osl)
+            probe = next((k for k, pair in enumerate(chunk) if pair is not None), None)
+            if probe is not None and chunk[probe] != self._drawn(first + probe):
+                self._bulk = False
+                chunk = [None] * LENGTHS_CHUNK
+        self._chunks[first // LENGTHS_CHUNK] = chunk
+        return chunk
 
     def phase(self, index: int) -> Phase:
         return "warmup" if index < self.config.num_warmups else "profiling"
