@@ -2,10 +2,11 @@
 
 `test_option_spellings` holds every flag a fix names to *some* llmsweep command's options; this holds each
 `llmsweep CMD [SUB] … --flag` the package's source writes (a fix, a help text, a docstring; `CMD --flag` without the
-`llmsweep` in front, and the `` `CMD`'s `--flag` `` and `` `CMD` without --flag `` forms too) to the options of the
-command it names, read from the click tree itself (no second list): `llmsweep predict --resume` fails, as only
-`run` takes `--resume`. A spelling a message reads from `option_spellings` is checked as it renders (the module's
-`_flag("resume")` names and calls are resolved); any other `{…}` in an f-string is left a placeholder.
+`llmsweep` in front, the `` `CMD`'s `--flag` `` and `` `CMD` without --flag `` forms, and a message that starts
+with its command, `CMD: --flag …`, too) to the options of the command it names, read from the click tree itself (no
+second list): `llmsweep predict --resume` fails, as only `run` takes `--resume`. A spelling a message reads from
+`option_spellings` is checked as it renders (the module's `_flag("resume")` names and calls are resolved); any other
+`{…}` in an f-string is left a placeholder.
 """
 
 from __future__ import annotations
@@ -118,6 +119,19 @@ _MENTION = re.compile(
     + r"| (?:with|without) `?(?P<with>--[a-z][a-z0-9-]*))?"  # `llmsweep discover` without --simulate
 )
 _FLAG_OF = re.compile(r"`?(?P<flag>--[a-z][a-z0-9-]*)`? (?:of|to) `(?P<words>" + _COMMAND + r")`")  # --out of `CMD`
+_PREFIXED = re.compile(  # `compare: --ignore tp would …`: a message that starts (a line) with the command it is of
+    r"(?m)^(?:llmsweep )?(?P<words>(?:" + "|".join(sorted(TOP_LEVEL, key=len, reverse=True))
+    + r")(?: [a-z][a-z0-9|-]*)*): `?(?P<flag>--[a-z][a-z0-9-]*)")
+
+
+def _is_command(words: list[str]) -> bool:
+    """Whether `words` (after `llmsweep`) are a command's own name, every one a subcommand of the one before."""
+    command: click.Command = cli
+    for word in words:
+        if not isinstance(command, click.Group) or word not in (subs := _subcommands(command)):
+            return False
+        command = subs[word]
+    return True
 
 
 def named_flags(text: str) -> list[Named]:
@@ -133,6 +147,9 @@ def named_flags(text: str) -> list[Named]:
     for m in _FLAG_OF.finditer(text):
         words = m["words"].split()
         found += _check(words[1:] if words[0] == "llmsweep" else words, (m["flag"],))
+    for m in _PREFIXED.finditer(text):
+        if _is_command(words := m["words"].split()):  # `run without requiring power: --x` is prose, not `run`
+            found += _check(words, (m["flag"],))
     return found
 
 
@@ -180,7 +197,8 @@ def test_the_scan_sees_the_messages() -> None:
     seen = {(n.command, n.flag) for p in sorted(SRC.rglob("*.py")) for _, text in _rendered(p)
             for n in named_flags(text)}
     assert {("run", "--resume"), ("run", "--out"), ("results export", "--format"), ("render", "--job"),
-            ("matrix full-sweep", "--config-files"), ("run", "--reuse"), ("discover", "--simulate")} <= seen
+            ("matrix full-sweep", "--config-files"), ("run", "--reuse"), ("discover", "--simulate"),
+            ("compare", "--ignore")} <= seen
     assert len(seen) > 60
 
 
@@ -208,6 +226,12 @@ def test_the_scan_sees_the_messages() -> None:
     ("`matrix … --resume`", ["`llmsweep matrix …` takes no --resume"]),
     ("`llmsweep {…} --resume`", []),  # which command is not known
     ("`docker run --gpus all`", []),  # another tool's
+    ("compare: --ignore tp would match aggregated and disaggregated points", []),
+    ("compare: --resume is not taken", ["`llmsweep compare` takes no --resume"]),
+    ("llmsweep results export: --format csv", []),
+    ("results list: --served-by measured", ["`llmsweep results list` takes no --served-by"]),
+    ("run without requiring power: --no-require-power", []),  # prose before the colon: no command named
+    ("a failed compare: --resume", []),  # the form starts the message (or a line of it)
 ])
 def test_the_scan_holds_a_flag_to_the_command_named(text: str, problems: list[str]) -> None:
     """On strings: a flag paired with a command that does not take it is caught, a right pairing passes."""

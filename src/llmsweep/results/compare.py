@@ -365,7 +365,7 @@ def compare_points(
     if topology := sorted(ignored & set(TOPOLOGY_FIELDS)):
         raise ConfigError(f"compare: --ignore {', '.join(topology)} would match aggregated and disaggregated points",
                           fix="compare aggregated with aggregated and disaggregated with disaggregated results "
-                              "(their series are kept apart); drop that --ignore")
+                              f"(their series are kept apart); leave {', '.join(topology)} out of `compare --ignore`")
     cache = _SampleCache()
     if metrics is DEFAULT_METRICS:
         metrics = (*DEFAULT_METRICS, *(m for m in POWER_METRICS if any(p.metric(m) is not None for p in (*a, *b))))
