@@ -5,16 +5,19 @@ room below the CLI that writes a command line for a person or a machine to run r
 neither restates it and neither imports the CLI: dependencies point down, and the CLI sits at the top. This module
 imports nothing. Those that do: `changes.github`'s workflow, matrix and fixes, `changes.reuse`, the executors' fixes
 and worker command (`execute.docker`, `.executor`, `.local`, `.preflight`, `.slurm`), the run's messages
-(`execute.pipeline`, `.lifecycle`, `.roles`, `.placement`), the report's and results' fixes, and the simulator's own
-command line (`sim.serve_args`); `tests/unit/test_option_spellings.py` fails on a spelling one of them writes by
-hand. A command's own option that a lower room names is a concept here too (`run --resume`, `--reuse`, `--live`,
-`--eval-limit`; `compare --repeats-from`), as is one several commands take that fixes name (`--format`,
-`--config-files`, read by `plan.select`, `evals`, `results.interchange`). A few single-command flags are still
-written by hand (`run --al-tolerance`, `--power-backend`, `--require-power`, `compare --ignore`, `peer import
---served-by`, `report --with`): `tests/unit/test_option_spellings.py` holds every flag those fixes name to an option
-some llmsweep command takes, and `tests/unit/test_command_flags.py` each flag a message names with its command
-(`llmsweep report RUN --with`) to that command's options. A flag of another tool that happens to share a spelling
-(`docker run --gpus`, `docker inspect --format`) is that tool's, not read from here.
+(`execute.pipeline`, `.lifecycle`, `.roles`, `.placement`), the power sampler's fixes (`power.sampler`, `.samples`,
+`.virtual`), the report's and results' fixes, and the simulator's own command line (`sim.serve_args`);
+`tests/unit/test_option_spellings.py` fails on a spelling one of them writes by hand. A command's own option that a
+lower room names is a concept here too (`run --resume`, `--reuse`, `--live`, `--eval-limit`, `--require-power`,
+`--power-backend`; `compare --repeats-from`), as is one several commands take that fixes name (`--format`,
+`--config-files`, read by `plan.select`, `evals`, `results.interchange`). An on/off pair (`--require-power` and
+`--no-require-power`) is one spelling here, its off form derived (:data:`SWITCHES`, :func:`negation`), as the CLI
+declares the pair from it. A single-command flag that one message names is still written by hand, with its command
+(`run --al-tolerance`, `compare: --ignore`, `peer import --served-by`, `report --with`):
+`tests/unit/test_option_spellings.py` holds every flag those fixes name to an option some llmsweep command takes, and
+`tests/unit/test_command_flags.py` each flag a message names with its command (`llmsweep report RUN --with`) to that
+command's options. A flag of another tool that happens to share a spelling (`docker run --gpus`, `docker inspect
+--format`) is that tool's, not read from here.
 
 Only the current spellings live here; an old spelling a concept still takes as a hidden alias (`Concept.deprecated`)
 is the CLI's own business, as are an option's type, default and help.
@@ -80,6 +83,8 @@ SPELLINGS: Final[dict[str, str]] = {
     "eval_dataset": "--eval-dataset",
     "eval_limit": "--eval-limit",
     "eval_max_tokens": "--eval-max-tokens",
+    "require_power": "--require-power",  # a switch: `--no-require-power` too (:data:`SWITCHES`)
+    "power_backend": "--power-backend",
     # the recipe files of `matrix full-sweep` and `matrix test-config`, which the job-id fixes name
     "config_files": "--config-files",
     # `compare`'s further runs of each side, which its notes name (`results.compare`)
@@ -90,7 +95,18 @@ SPELLINGS: Final[dict[str, str]] = {
 }
 """Concept name -> its one long spelling. `cli.options.CONCEPTS` has exactly these keys (checked on import)."""
 
+SWITCHES: Final[frozenset[str]] = frozenset({"require_power"})
+"""The concepts declared as an on/off pair (`--require-power/--no-require-power`): the off spelling is derived from
+the one spelling above (:func:`negation`), never written a second time."""
+
 
 def flag(concept: str) -> str:
     """The spelling of the shared option `concept` (a key of :data:`SPELLINGS`)."""
     return SPELLINGS[concept]
+
+
+def negation(concept: str) -> str:
+    """The off spelling of the switch `concept` (a key of :data:`SWITCHES`): `--no-` before its spelling's name."""
+    if concept not in SWITCHES:
+        raise KeyError(f"{concept!r} is no switch: it has no --no- spelling")
+    return "--no-" + SPELLINGS[concept].removeprefix("--")

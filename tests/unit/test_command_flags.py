@@ -5,8 +5,8 @@
 `llmsweep` in front, the `` `CMD`'s `--flag` `` and `` `CMD` without --flag `` forms, and a message that starts
 with its command, `CMD: --flag …`, too) to the options of the command it names, read from the click tree itself (no
 second list): `llmsweep predict --resume` fails, as only `run` takes `--resume`. A spelling a message reads from
-`option_spellings` is checked as it renders (the module's `_flag("resume")` names and calls are resolved); any other
-`{…}` in an f-string is left a placeholder.
+`option_spellings` is checked as it renders (the module's `_flag("resume")` and `negation("require_power")` names and
+calls are resolved); any other `{…}` in an f-string is left a placeholder.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from support.cli import walk
 import llmsweep
 from llmsweep.cli.main import cli
 from llmsweep.cli.options import DefaultCommandGroup
-from llmsweep.option_spellings import SPELLINGS
+from llmsweep.option_spellings import flag, negation
 
 SRC = Path(llmsweep.__file__).resolve().parent
 
@@ -158,13 +158,16 @@ def _rendered(path: Path) -> list[tuple[int, str]]:
     it reads from `option_spellings` (`_flag("resume")`, or a module-level name bound to one) and `{…}` for any other
     replacement field; implicit concatenation is one string, as Python parses it."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    calls = {"flag", "_flag"}
+    calls = {"flag": flag, "_flag": flag, "negation": negation, "_negation": negation}
     bound: dict[str, str] = {}
 
     def spelled(node: ast.expr) -> str | None:
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in calls \
                 and len(node.args) == 1 and isinstance(node.args[0], ast.Constant):
-            return SPELLINGS.get(str(node.args[0].value))
+            try:
+                return calls[node.func.id](str(node.args[0].value))
+            except KeyError:
+                return None
         return bound.get(node.id) if isinstance(node, ast.Name) else None
 
     for statement in tree.body:
@@ -198,6 +201,7 @@ def test_the_scan_sees_the_messages() -> None:
             for n in named_flags(text)}
     assert {("run", "--resume"), ("run", "--out"), ("results export", "--format"), ("render", "--job"),
             ("matrix full-sweep", "--config-files"), ("run", "--reuse"), ("discover", "--simulate"),
+            ("run", "--require-power"), ("run", "--no-require-power"), ("run", "--al-tolerance"),
             ("compare", "--ignore")} <= seen
     assert len(seen) > 60
 
@@ -245,6 +249,16 @@ def test_the_scan_renders_spellings_from_the_home(tmp_path: Path) -> None:
     text = [t for _, t in _rendered(probe) if t.startswith("`")]
     assert text == ["`llmsweep predict --resume`, `llmsweep run --out {…}`"]
     assert [n.problem for n in named_flags(text[0]) if n.problem] == ["`llmsweep predict` takes no --resume"]
+
+
+def test_the_scan_renders_a_switchs_off_spelling(tmp_path: Path) -> None:
+    probe = tmp_path / "probe.py"
+    probe.write_text('from llmsweep.option_spellings import negation\n'
+                     'X = f"`llmsweep predict {negation(\'require_power\')}`, `run {negation(\'require_power\')}`"\n',
+                     encoding="utf-8")
+    text = [t for _, t in _rendered(probe) if t.startswith("`")]
+    assert text == ["`llmsweep predict --no-require-power`, `run --no-require-power`"]
+    assert [n.problem for n in named_flags(text[0]) if n.problem] == ["`llmsweep predict` takes no --no-require-power"]
 
 
 def test_the_tree_walk_is_the_clis() -> None:

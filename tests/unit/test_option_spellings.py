@@ -211,3 +211,51 @@ except ConfigError as exc:
     texts = json.loads(run.stdout)
     assert "`llmsweep matrix full-sweep --xconfig-files FILE --xformat ids`" in texts["select"]
     assert texts["compare"] == "--xrepeats-from"
+
+
+def test_the_power_switch_and_backend_follow_the_home() -> None:
+    """`--require-power` is one spelling in the home, from which the CLI declares the pair `--x/--no-x` (the off
+    spelling derived, never written again), and `--power-backend` a concept the power fixes and the run's messages
+    read: with both changed there, `run` takes the new spellings and every message says them."""
+    code = r"""
+import json
+import llmsweep.option_spellings as o
+o.SPELLINGS.update({"require_power": "--xrequire-power", "power_backend": "--xpower-backend"})
+import click
+from llmsweep.changes.reuse import KEY_PARTS
+from llmsweep.cli.main import cli
+from llmsweep.execute import pipeline
+from llmsweep.power import sampler, samples, virtual
+run = cli.get_command(click.Context(cli), "run")
+params = {p.name: p for p in run.params}
+parsed = {}
+for args in ([], ["--xrequire-power"], ["--no-xrequire-power", "--xpower-backend", "off"]):
+    ctx = run.make_context("run", ["r.yaml", *args], resilient_parsing=True)
+    parsed[" ".join(args)] = [ctx.params["require_power"], ctx.params["power_backend"]]
+print(json.dumps({
+    "require_power": [params["require_power"].opts, params["require_power"].secondary_opts],
+    "power_backend": params["power_backend"].opts, "parsed": parsed,
+    "gates": KEY_PARTS["gates"], "evals": pipeline._power_not_required_of_evals(2),
+    "said": pipeline._options_said("power_backend", "off"), "help": samples.REQUIRE_POWER_HELP,
+    "off": sampler.OFF_REASON, "off fix": sampler._none_can(sampler.PowerSettings(backend="off"), (), ()).fix,
+    "other fix": sampler._none_can(sampler.PowerSettings(backend="nvml"), ("nvml",), ("nvml: none",)).fix,
+    "not required": sampler.NOT_REQUIRED_FIX, "not modelled": virtual.NOT_MODELLED_FIX,
+}))
+"""
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    texts = json.loads(run.stdout)
+    assert texts.pop("require_power") == [["--xrequire-power"], ["--no-xrequire-power"]]
+    assert texts.pop("power_backend") == ["--xpower-backend"]
+    assert texts.pop("parsed") == {"": [None, "auto"], "--xrequire-power": [True, "auto"],
+                                   "--no-xrequire-power --xpower-backend off": [False, "off"]}
+    assert "(--xrequire-power, `run --al-tolerance`, --request-timeout)" in texts["gates"]
+    assert "though asked (--xrequire-power or the recipe's `require-power`)" in texts["evals"]
+    assert texts["said"] == "--xpower-backend off"
+    assert "`llmsweep run --xrequire-power/--no-xrequire-power`" in texts["help"]
+    assert texts["off"] == "power sampling is off (--xpower-backend off)"
+    assert texts["off fix"].startswith("--xpower-backend auto")
+    assert "choose another backend: --xpower-backend " in texts["other fix"]
+    assert "--no-xrequire-power" in texts["not required"] and "--no-xrequire-power" in texts["not modelled"]
+    for what, text in texts.items():
+        assert not re.search(r"(?<![\w-])--(no-)?(require-power|power-backend)(?![\w-])", text), (what, text)

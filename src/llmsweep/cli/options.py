@@ -48,7 +48,7 @@ from llmsweep.option_kit import from_field as _from_field
 from llmsweep.option_kit import no_default_if_required as _no_default_if_required
 from llmsweep.option_kit import renamed as renamed
 from llmsweep.option_kit import split_list as split_list
-from llmsweep.option_spellings import SPELLINGS
+from llmsweep.option_spellings import SPELLINGS, SWITCHES, negation
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -281,6 +281,8 @@ _DECLARED: dict[str, Concept] = {
     "eval_dataset": Concept("eval_dataset"),
     "eval_limit": Concept("eval_limit"),
     "eval_max_tokens": Concept("eval_max_tokens"),
+    "require_power": Concept("require_power"),  # a switch: declared as the pair `--require-power/--no-require-power`
+    "power_backend": Concept("power_backend"),
     # `matrix`'s recipe files, which the job-id fixes below the CLI name (`execute.pipeline`, `plan.select`)
     "config_files": Concept("config_files"),
     # `compare`'s further runs of A's and B's points, which `results.compare`'s notes name
@@ -302,7 +304,8 @@ def option(concept: str, *, dest: str | None = None, short: str | None = None, d
 
     The option's default and help are those of the model field it feeds: the concept's, or this command's `source`.
     `overrides` narrow the shared settings for one command (default, required, type, a more specific help);
-    `deprecated` adds old spellings this command used to accept.
+    `deprecated` adds old spellings this command used to accept. A switch (`option_spellings.SWITCHES`) is declared
+    as click's on/off pair, its off spelling derived from its one spelling (`--require-power/--no-require-power`).
     """
     spec = CONCEPTS[concept]
     settings = dict(spec.settings)
@@ -318,7 +321,8 @@ def option(concept: str, *, dest: str | None = None, short: str | None = None, d
     if bounded_by is not None:
         settings["type"] = field_range(bounded_by, settings.get("type"))
     _no_default_if_required(settings)
-    decls = [spec.spelling] + ([short] if short else []) + [dest or spec.dest]
+    spelling = f"{spec.spelling}/{negation(concept)}" if concept in SWITCHES else spec.spelling
+    decls = [spelling] + ([short] if short else []) + [dest or spec.dest]
     return click.option(*decls, cls=cls, concept=concept, old_spellings=spec.deprecated + deprecated, source=source,
                         **settings)
 

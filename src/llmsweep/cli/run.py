@@ -96,11 +96,10 @@ EVAL_OPTIONS = {"task": "eval_task", "dataset": "eval_dataset", "limit": "eval_l
 @click.option("--al-tolerance", type=FiniteRange(min=0), default=None,
               help="Least allowed |realised − pinned| acceptance length in the read-back gate (default 0.10, "
               "execute.readback's); the gate widens it to 3 standard errors of the verify steps' sampling error.")
-@click.option("--require-power/--no-require-power", default=None, help=REQUIRE_POWER_HELP)
-@click.option("--power-backend", type=click.Choice(RUN_BACKEND_CHOICES), default="auto",
-              show_default=True, help="GPU power sampler: auto tries NVML, amd-smi, then nvidia-smi (DCGM first for "
-              "a disaggregated prefill/decode role); the simulator reports its modelled power under any backend but "
-              "off.")
+@option("require_power", default=None, help=REQUIRE_POWER_HELP)
+@option("power_backend", type=click.Choice(RUN_BACKEND_CHOICES), default="auto",
+        show_default=True, help="GPU power sampler: auto tries NVML, amd-smi, then nvidia-smi (DCGM first for "
+        "a disaggregated prefill/decode role); the simulator reports its modelled power under any backend but off.")
 @json_option("the end-of-run table (one row per job: concurrency, verdict, reason, headline metrics)")
 @click.option("--_worker", "worker", type=PathValue(path_type=Path), default=None, hidden=True)
 def run(files: tuple[Path, ...], config_keys: tuple[str, ...], executor: str, executor_options: tuple[str, ...],

@@ -88,6 +88,8 @@ _TRACES = _flag("traces")
 _LIVE = _flag("live")
 _RESUME = _flag("resume")
 _REUSE = _flag("reuse")
+_REQUIRE_POWER = _flag("require_power")
+_POWER_BACKEND = _flag("power_backend")
 
 
 log = logging.getLogger(__name__)
@@ -1121,6 +1123,12 @@ def _measured_by(req: RunRequest, jobs: list[Job]) -> dict[str, object]:
     return now
 
 
+def _power_not_required_of_evals(jobs: int) -> str:
+    """What the run says of `jobs` eval-only jobs that power was asked of: none is required of them."""
+    return (f"power is not required of {count_of(jobs, 'eval-only job')}, though asked ({_REQUIRE_POWER} or the "
+            "recipe's `require-power`): an eval measures accuracy, not throughput, and records no power")
+
+
 def _options_said(name: str, value: object) -> str:
     """A recorded value of a `MEASURED_BY` field as the options that give it."""
     if name == "simulate":
@@ -1130,7 +1138,7 @@ def _options_said(name: str, value: object) -> str:
     if name == "traces":
         return f"{_TRACES} {value}" if value else f"no {_TRACES} (the recipes' sources)"
     if name == "power_backend":
-        return f"--power-backend {value}"
+        return f"{_POWER_BACKEND} {value}"
     ev = value if isinstance(value, dict) else {}
     held = f" (sha256 {ev['dataset_sha256']})" if ev.get("dataset_sha256") else ""
     return (f"{_EVAL_TASK} {ev.get('task')}, " + (f"{_EVAL_DATASET} {ev['dataset']}{held}" if ev.get("dataset") else
@@ -1529,8 +1537,7 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
     runnable, unreadable = _check_inputs(runnable, event, req.simulate, executor.lifecycle_here)
     refused += unreadable
     if exempt := [j for j in runnable if j.eval_only and req.settings.power.asks(j)]:
-        event(f"power is not required of {count_of(len(exempt), 'eval-only job')}, though asked (--require-power or "
-              "the recipe's `require-power`): an eval measures accuracy, not throughput, and records no power")
+        event(_power_not_required_of_evals(len(exempt)))
     groups = _groups(runnable, rendered, warnings)
     # Simulated groups run on the simulator core in virtual time unless --live asks for its HTTP server.
     virtual = [g for g in groups if g.spec.engine == SIM.id and not req.live]

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field
 
 from llmsweep.engine_ids import SIM
+from llmsweep.option_spellings import flag, negation
 from llmsweep.power.backends import BACKENDS, Backend, BackendContext, visible_gpus
 from llmsweep.power.deployment import NodePowerFiles
 from llmsweep.power.samples import (
@@ -45,7 +46,8 @@ log = logging.getLogger(__name__)
 BackendChoice = Literal["auto", "off", "nvml", "amd-smi", "nvidia-smi", "dcgm", "sim"]
 RUN_BACKEND_CHOICES = tuple(c for c in get_args(BackendChoice) if c != "sim")
 """What `llmsweep run --power-backend` offers (the simulator's own backend is chosen by the engine, never asked)."""
-OFF_REASON = "power sampling is off (--power-backend off)"
+_POWER_BACKEND = flag("power_backend")
+OFF_REASON = f"power sampling is off ({_POWER_BACKEND} off)"
 AUTO_ORDER = ("nvml", "amd-smi", "nvidia-smi")
 """`auto` on real hardware: NVML first, then amd-smi, then nvidia-smi's CSV; the simulator always uses `sim`."""
 FLUSH_S = 0.5
@@ -311,7 +313,8 @@ def _context(*, simulated: bool, base_url: str | None, env: Mapping[str, str] | 
 NO_GPU_REASON = "the server runs on no GPU (its launch uses 0), so there is no GPU power to sample"
 MEASURED_CHOICES = tuple(c for c in RUN_BACKEND_CHOICES if c not in ("auto", "off"))
 """The backends `--power-backend` can name that sample real GPUs."""
-NOT_REQUIRED_FIX = "run without requiring power: --no-require-power, or drop the recipe's `require-power: true`"
+NOT_REQUIRED_FIX = (f"run without requiring power: {negation('require_power')}, or drop the recipe's "
+                    "`require-power: true`")
 
 
 @dataclass(frozen=True, slots=True)
@@ -366,12 +369,12 @@ def _none_can(settings: PowerSettings, kinds: Sequence[str], tried: Sequence[str
     """The probe of a server no backend can sample: sampling is off, the server has no GPU, or each backend tried
     (`kinds`) failed as `tried` says; with how to get power recorded."""
     if settings.backend == "off":
-        return PowerProbe(None, why=OFF_REASON, fix="--power-backend auto (or a backend that works on this host)")
+        return PowerProbe(None, why=OFF_REASON, fix=f"{_POWER_BACKEND} auto (or a backend that works on this host)")
     if not kinds:
         return PowerProbe(None, why=NO_GPU_REASON)
     others = [c for c in MEASURED_CHOICES if c not in kinds]
     fix = (f"install or repair {' or '.join(kinds)} on this host as said"
-           + (f", or choose another backend: --power-backend {'|'.join(others)}" if others else ""))
+           + (f", or choose another backend: {_POWER_BACKEND} {'|'.join(others)}" if others else ""))
     return PowerProbe(None, why="; ".join(tried), fix=fix)
 
 

@@ -18,13 +18,15 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from llmsweep import atomic
+from llmsweep.option_spellings import flag, negation
 
 GPU_METRICS_FILE = "gpu_metrics.jsonl"
 
 PowerSource = Literal["measured", "simulated"]
 
 REQUIRE_POWER_HELP = ("Fail a job whose GPU power is not valid (no sampler, gaps, GPU count not TP x PP x PCP, ...); "
-                      "the recipe's `require-power`, overridden by `llmsweep run --require-power/--no-require-power`.")
+                      f"the recipe's `require-power`, overridden by `llmsweep run {flag('require_power')}/"
+                      f"{negation('require_power')}`.")
 """What requiring power means, said once: the recipe field, the run switch and the settings all show this text."""
 
 

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from llmsweep.option_spellings import negation
 from llmsweep.power.backends import SimBackend
 from llmsweep.power.deployment import SampledWorker, WorkerSamples, merge
 from llmsweep.power.sampler import OFF_REASON, PowerSettings
@@ -27,8 +28,8 @@ if TYPE_CHECKING:
     from llmsweep.sim.disagg import Cluster
     from llmsweep.sim.power import PowerModel, PowerReading
 
-NOT_MODELLED_FIX = ("measure its power on a real engine, or run it without requiring power (--no-require-power, or "
-                    "drop the recipe's `require-power: true`)")
+NOT_MODELLED_FIX = ("measure its power on a real engine, or run it without requiring power "
+                    f"({negation('require_power')}, or drop the recipe's `require-power: true`)")
 """How to get past a simulated job that requires power the simulator does not model (`sim_power_unmodelled`)."""
 
 
