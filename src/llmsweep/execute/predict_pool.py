@@ -163,10 +163,14 @@ def plan(jobs: Sequence[Job], unreadable: dict[str, LlmsweepError],
         calibration = config.calibration_label()
         engine_config_doc = config.model_dump(mode="json")
         modelled = simulator_provenance(job)
+        # the context the engine serves, as a virtual-time `run` records it (`SimConfig.served_context`: what the
+        # live server's `/v1/models` reports and its refusal holds to)
+        launch = {"engine": SIM.id, "context_served": config.sim_config().served_context()}
         for point in points_of(job):
             out.append(PointUnit(point, config, {"job": job.id, "concurrency": point.concurrency, "engine": SIM.id,
                                                  "calibration": calibration, "engine_config": engine_config_doc,
                                                  "hardware": hardware_provenance(job), "clock": VIRTUAL,
+                                                 "launch": launch,
                                                  # this process's simulator build, as `run` records it
                                                  **simulator_build(calibration, simulator_digest()),
                                                  **modelled}))

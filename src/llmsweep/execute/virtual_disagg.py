@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from llmsweep.engine_ids import SIM
 from llmsweep.errors import LlmsweepError
 from llmsweep.execute.lifecycle import JobOutcome, LifecycleSettings, ServerGroup, resumed
 from llmsweep.execute.progress import current_progress
@@ -241,10 +242,12 @@ def predict_job(job: Job, *, duration: float | None = None, max_requests: int | 
     clock = 0.0
     out: list[PredictedPoint] = []
     settings = (power or PowerSettings()).for_jobs([job])
+    # the context the deployment serves, as its virtual-time `run` records it (`_simulate`: the first decode worker's)
+    launch = {"engine": SIM.id, "context_served": cluster.decode[0].core.config.served_context()}
     for point in sorted((Point.of(one) for one in one_point_per_job([job])), key=lambda p: p.concurrency):
         predicted = predict_point(point, cluster, start_time=clock, duration=duration, max_requests=max_requests,
                                   provenance={**(provenance or {}), "concurrency": point.concurrency,
-                                              "calibration": calibration_label(config)},
+                                              "calibration": calibration_label(config), "launch": launch},
                                   summarize=True, power=virtual_deployment_power(settings, cluster, start_time=clock))
         clock += (predicted.stats.virtual_seconds if predicted.stats is not None else 0.0) + drain_wait_s()
         out.append(predicted)

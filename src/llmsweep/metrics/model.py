@@ -449,8 +449,8 @@ class Launch(_Open):
         "`max_model_len`, `client.probe.model_context`): what vLLM fitted an `auto` context to, or another length "
         "than the launch set (then warned: `sim_warnings.context_served`); job.json's `max-model-len` is the "
         "launch's. The simulator's is the longest request it takes (`sim.config.SimConfig.served_context`: its context "
-        "flag's within its KV pool less a step's lookahead), served live or in virtual time. Absent when the server "
-        "said none.")
+        "flag's within its KV pool less a step's lookahead), served live or in virtual time, or predicted "
+        "(`llmsweep predict`). Absent when the server said none.")
     image: str | None = None
     image_id: str | None = Field(default=None, description="The daemon's id of the local image `image` named when the "
                                  "server started (docker executor).")
