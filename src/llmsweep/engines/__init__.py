@@ -156,7 +156,8 @@ def launched_job(job: Job) -> Job:
     """The job as its server is launched, and as `job.json` records it: an eval-only fixed-seq-len job at the eval
     context length (`evals.context.serving_job`), and `max-model-len` the context the launch runs with — a recipe
     that sets the engine's context flag (`--max-model-len: 8192`, so that jobs share one server) runs that, not the
-    isl + osl + 256 the launch would derive (`serve.context-conflict` refuses one below what the job needs)."""
+    isl + osl + 256 the launch would derive (`serve.context-conflict` refuses one below what the job needs), cut to
+    what the engine serves where it cuts it without a word (ATOM: the checkpoint's positions, `Adapter.context_cap`)."""
     from llmsweep.errors import LlmsweepError
     from llmsweep.evals.context import serving_job
 

@@ -113,6 +113,21 @@ class ATOMAdapter(Adapter):
         count = token_count(value)
         return count if count is not None and count >= 1 else None
 
+    def context_cap(self, job: Job) -> int | None:
+        """The checkpoint's `max_position_embeddings`, which ATOM cuts `--max-model-len` to without a word (ROCm/ATOM
+        `atom/config.py` `Config.__post_init__`: `min(max_model_len, max_position_embeddings)`), as llmsweep knows it
+        (`evals.context.native_context`: the local checkpoint's config.json, else the model catalog's native context);
+        None when neither says. `launched_context` records the cut length in job.json, and `serve.context-capped` says
+        that a recipe asked for more.
+
+        The live read-back cannot catch the cut: ATOM's `/v1/models` says no `max_model_len` (ROCm/ATOM
+        `atom/entrypoints/openai/protocol.py` `ModelCard`: id, object, created and owned_by only; `api_server.py`
+        `list_models`), so `execute.ready.served_context` reads none for an ATOM server and provenance
+        `launch.context_served` stays absent: the length ATOM serves is known from the plan alone."""
+        from llmsweep.evals.context import native_context
+
+        return native_context(job)
+
     def context_example(self) -> str:
         return ("8192 (a whole number: ATOM's parser takes no `auto`, `-1` or `32k`, and fits no context to its "
                 "memory; without the flag it serves the checkpoint's max_position_embeddings)")

@@ -686,8 +686,14 @@ class Adapter(ABC):
         """How a context length is written for this engine's parser, for a fix."""
         return "8192"
 
-    def launched_context(self, job: Job) -> int | None:
-        """The context length the launch runs with: the token count the recipe's context flag sets, else the job's
+    def context_cap(self, job: Job) -> int | None:
+        """The length the engine cuts any context it is given to without a word, where it is known (ATOM: its
+        checkpoint's `max_position_embeddings`); None: the engine serves the length its launch sets, or refuses one it
+        cannot serve at start-up."""
+        return None
+
+    def asked_context(self, job: Job) -> int | None:
+        """The context length the launch asks for: the token count the recipe's context flag sets, else the job's
         `max-model-len` (what a fixed-seq-len launch derives; None: the engine's default, or a length the engine
         fits to its memory at start-up — :data:`AUTO_CONTEXT` — which no plan can know)."""
         given = self.recipe_context(job)
@@ -695,6 +701,14 @@ class Adapter(ABC):
         if count == AUTO_CONTEXT:
             return None
         return count if isinstance(count, int) else job.max_model_len
+
+    def launched_context(self, job: Job) -> int | None:
+        """The context length the launch runs with: the one it asks for (:meth:`asked_context`), cut to the engine's
+        :meth:`context_cap` (read by the engine that reads the context flag, so the simulator standing in for ATOM
+        serves what ATOM would), as `serve.context-capped` warns."""
+        asked = self.asked_context(job)
+        cap = self.context_reader(job).context_cap(job)
+        return asked if asked is None or cap is None else min(asked, cap)
 
     def launch_conflicts(self, job: Job) -> list[tuple[str, str]]:
         """(as written, fix) for each recipe flag that sets what the launch decides: the port the executor picks and

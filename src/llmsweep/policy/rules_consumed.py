@@ -328,6 +328,41 @@ def context_conflict(ctx: Context) -> Iterator[Finding]:
                       fix=f"delete `{written}` (the launch renders {need}), or set it to at least {need}")
 
 
+@rule("serve.context-capped", Severity.WARNING,
+      "A serve flag asks for a longer context than the engine serves the model at: the engine cuts it without a word",
+      "lower the context flag to the length the engine serves (the message names it)",
+      "ATOM serves min(--max-model-len, the checkpoint's max_position_embeddings) (ROCm/ATOM atom/config.py) and its "
+      "/v1/models reports no length: job.json recorded the recipe's longer context, which never ran")
+def context_capped(ctx: Context) -> Iterator[Finding]:
+    """The launch records the cut length (`Adapter.launched_context`); this says the recipe asked for more."""
+    from llmsweep.evals.context import serving_job
+
+    for job, recipe in ctx.runnable_pairs():
+        if job.engine is None:
+            continue
+        launched = serving_job(job)
+        try:
+            adapter = adapter_for(job)
+            given = adapter.recipe_context(launched)
+            reader = adapter.context_reader(launched)  # the simulator standing in for ATOM serves what ATOM would
+            cap = reader.context_cap(launched) if given is not None else None
+        except LlmsweepError:  # no adapter launches it: `serve.render-failed` says why, once
+            continue
+        if given is None or cap is None:
+            continue
+        written, value = given
+        count = reader.read_context(value)
+        if not isinstance(count, int) or count <= cap:
+            continue
+        name = reader.info().display_name
+        yield ctx.hit("serve.context-capped", recipe, serve_arg_path(recipe, job, written),
+                      f"`{written}: {value}` asks {name} for {count:,} tokens of context, over {job.model}'s native "
+                      f"{cap:,} (its checkpoint's max_position_embeddings): {name} cuts the flag to {cap:,} without a "
+                      f"word and its /v1/models reports no length, so the launch serves {cap:,} tokens, which job.json "
+                      "records", job=job,
+                      fix=f"lower `{written}` to {cap} (what {name} serves the model at)")
+
+
 @rule("serve.agentic-context", Severity.WARNING,
       "An agentic job replays requests longer than the context its server allows",
       "replay traces that fit (synthetic: a `max-isl` at most the context; the model's 256k corpus), or raise or "

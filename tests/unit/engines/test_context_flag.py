@@ -96,6 +96,57 @@ def test_atom_takes_a_whole_number_of_tokens_only(tmp_path: Path, value: str) ->
     assert atom.read_context(" 8192 ") == atom.read_context(8192) == 8192
 
 
+NATIVE = 262_144
+"""Qwen3.5-397B's native context in the model catalog (its checkpoint's max_position_embeddings)."""
+
+
+@pytest.mark.parametrize(("written", "context"), [(300_000, NATIVE), (NATIVE, NATIVE), (8192, 8192), (None, NEED)])
+def test_an_atom_launch_records_the_context_atom_serves(plan: Callable[[str], list[Job]], written: int | None,
+                                                       context: int) -> None:
+    """ATOM serves min(--max-model-len, the checkpoint's max_position_embeddings) (ROCm/ATOM atom/config.py) without
+    a word, and its /v1/models reports no length: job.json said the recipe's 300,000 tokens where ATOM served the
+    model's 262,144. The launch still carries the recipe's flag as written; what it records is what ATOM serves, and
+    the simulator standing in for ATOM serves the same."""
+    from llmsweep.sim.serve_args import engine_config_from_argv
+
+    assert find_model("Qwen/Qwen3.5-397B-A17B-FP8").native_context == NATIVE  # type: ignore[union-attr]
+    args = "{}" if written is None else f"{{--max-model-len: {written}}}"
+    (job,) = plan(_text("atom", args))
+    assert launched_job(job).max_model_len == context
+    argv = engines.render(job).argv
+    assert argv[argv.index("--max-model-len") + 1] == str(written or NEED)
+    (simulated,) = plan(_text("atom", args).replace("engine: { name: atom }", "engine: { name: sim }")
+                        .replace("framework: sglang", "framework: atom"))
+    sim_argv = engines.render(simulated, simulate=True).argv
+    assert engine_config_from_argv(sim_argv).context_length == context
+
+
+@pytest.mark.parametrize(("args", "capped"), [
+    ("{--max-model-len: 300000}", True), (f"{{--max-model-len: {NATIVE}}}", False),
+    ("{--max-model-len: 8192}", False), ("{}", False),
+])
+def test_an_atom_context_over_the_models_is_warned_with_the_length_to_write(tmp_path: Path, args: str,
+                                                                          capped: bool) -> None:
+    path = tmp_path / "r.yaml"
+    path.write_text(_text("atom", args), encoding="utf-8")
+    hits = [f for f in validate_files([path]).findings if f.rule == "serve.context-capped"]
+    if not capped:
+        assert not hits
+        return
+    (hit,) = hits
+    assert not hit.is_error and "300,000 tokens" in hit.message and f"{NATIVE:,}" in hit.message
+    assert hit.fix == f"lower `--max-model-len` to {NATIVE} (what ATOM (ROCm) serves the model at)"
+    assert hit.line == RECIPE.count("\n")
+
+
+def test_vllm_and_sglang_contexts_are_not_cut_to_the_model_s(plan: Callable[[str], list[Job]]) -> None:
+    """Only ATOM cuts its flag without a word: vLLM refuses a length over the model's at start-up unless told to
+    allow it, and SGLang likewise; their launches record what the recipe set."""
+    for engine, flag in (("vllm", "--max-model-len"), ("sglang", "--context-length")):
+        (job,) = plan(_text(engine, f"{{{flag}: 300000}}"))
+        assert launched_job(job).max_model_len == 300_000
+
+
 @pytest.mark.parametrize(("value", "tokens"), [
     ("32k", 32_000), ("32K", 32_768), ("25.6k", 25_600), ("1m", 1_000_000), (" 8192 ", 8192), (8192, 8192),
     ("auto", "auto"), ("AUTO", "auto"), ("-1", "auto"), (-1, "auto"), ("8.5K", None), ("lots", None), (True, None),
