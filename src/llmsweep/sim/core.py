@@ -345,8 +345,9 @@ class EngineCore:
         lookahead = self.spec_k + 1
         picked = None
         n_run = len(self.running)
-        if (self.segments is not None and self.coalesce and not self.prefill_first
+        if (self.segments is not None and self.coalesce
                 and (n_run >= self.rows_from or (self._rows and 2 * n_run >= self.rows_from)) and not self._aborts
+                and (not self.prefill_first or not self.waiting or n_run >= self.config.max_running_requests)
                 and not (self.sglang and len(self.running) * -(-lookahead // self.block_size)
                          > self.pool.available())):
             picked = self._schedule_rows()
@@ -452,11 +453,18 @@ class EngineCore:
         """:meth:`_schedule_steps` on the batch's arrays: decodes in one pass, the few prefills and the few decodes
         that cross a KV block one by one in batch order (the same allocations in the same order), then admission as
         there. None, with nothing changed, where the step path could differ: a decode the budget would skip, or more
-        KV blocks needed than the pool can give (a preemption: its order is the step path's)."""
+        KV blocks needed than the pool can give (a preemption: its order is the step path's).
+
+        Prefill-first (ATOM), the arrays take only a decode step: nothing to prefill, nobody to admit (the caller
+        checks the waiting queue is empty or the batch full), where that scheduler's steps are the step path's."""
         if not self._rows:
+            if self.prefill_first and not all(r.prefilled for r in self.running):
+                return None
             self._enliven()
         elif len(self.running) > len(self._comp):
             self._join_tail()
+        if self.prefill_first and not self._pre.all():
+            return None  # (a request to prefill: a prefill-only step; `settle` writes the rows back)
         cfg, pool, bs = self.config, self.pool, self.block_size
         running = self.running
         n = len(running)
@@ -528,8 +536,10 @@ class EngineCore:
         batch.prefill_tokens = prefill_tokens
         batch.prefill_attn = prefill_attn
         scheduled = [r for r in running if r.prefilled or r.chunk > 0] if skipped else running.copy()
-        _, host_load = self._admit(batch, budget - n_dec * la - used, scheduled, whole_prompt=self.no_evict,
-                                        prefill_left=left)
+        host_load = 0
+        if not self.prefill_first:  # (prefill-first, a decode step admits nobody: the waiting queue went first)
+            _, host_load = self._admit(batch, budget - n_dec * la - used, scheduled, whole_prompt=self.no_evict,
+                                       prefill_left=left)
         added = len(running) - n
         if added:
             rows.extend(range(n, n + added))

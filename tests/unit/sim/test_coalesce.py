@@ -183,7 +183,7 @@ def test_coalesced_prediction_equals_the_step_by_step_one(case: str) -> None:
     assert fast_pred.scrapes == step_pred.scrapes
 
 
-ROWS_CASES = [case for case in CASES if "prefill-first" not in case]
+ROWS_CASES = list(CASES)
 
 
 CROSSING_CASES = ["fixed", "agentic-cpu-tier", "agentic-mtp-cpu-tier", "agentic-kv-pressure-sglang",
@@ -198,7 +198,8 @@ def test_the_batch_in_arrays_gives_the_records_and_scrapes_of_the_batch_request_
     """A batch in arrays (`EngineCore._schedule_rows`: decodes scheduled and applied in numpy, their chunk stamps
     deferred to the end of their run of steps) gives every record and scrape exactly, at every batch size (the
     threshold forced down to one request, and at 7, where the batch moves into the arrays and out again while decodes
-    have runs of steps open); preemptions, retractions and no-evict waits fall back to the step path.
+    have runs of steps open); preemptions, retractions and no-evict waits fall back to the step path, and so does
+    a prefill-first step with anything to prefill or admit.
     With speculative decoding the draws come from the same stream positions in the same order (a decode's verify
     in batch order, a finishing prefill's first token at its place) and each step's tokens per request are stamped
     as the step path stamps them."""

@@ -229,16 +229,21 @@ def test_coalesced_disaggregated_prediction_equals_the_step_by_step_one(spec: bo
     assert steps == [w.core.counters.steps for w in step_pred.cluster.workers]
 
 
-@pytest.mark.parametrize("spec", [False, True])
-def test_a_decode_batch_in_arrays_gives_the_records_and_scrapes_of_the_batch_request_by_request(spec: bool) -> None:
+@pytest.mark.parametrize(("spec", "scheduler"), [(False, "unified"), (True, "unified"), (False, "prefill-first"),
+                                                  (True, "prefill-first")])
+def test_a_decode_batch_in_arrays_gives_the_records_and_scrapes_of_the_batch_request_by_request(
+        spec: bool, scheduler: str) -> None:
     """A decode worker's running batch in arrays (`EngineCore._schedule_rows`, from `ROWS` running requests; here
     from one), with the requests it adopts between and inside its steps joining it, gives exactly the records, chunk
     stamps and scrapes of the batch taken request by request — over two points run one after another on one
-    deployment, as `predict` runs a job's concurrencies."""
+    deployment, as `predict` runs a job's concurrencies; under ATOM's prefill-first scheduler too (a decode
+    worker's steps are decode steps: it adopts prefilled requests, nothing waits)."""
     from llmsweep.sim.config import SpecDecodeConfig
 
-    engine = ENGINE.model_copy(update={"spec": SpecDecodeConfig(method="mtp", k=3, acceptance_length=2.5)}
-                               if spec else {})
+    update: dict[str, Any] = {"scheduler": scheduler}
+    if spec:
+        update["spec"] = SpecDecodeConfig(method="mtp", k=3, acceptance_length=2.5)
+    engine = ENGINE.model_copy(update=update)
     config = deployment(1, 2, engine=engine)
 
     def run(rows_from: int) -> tuple[list[Records], list[list[dict[str, Any]]], Cluster]:
