@@ -387,7 +387,7 @@ class EngineCore:
                 self._plan = self._one_step(dt)
         return self._step_end
 
-    # -- the running batch as arrays (no speculative decoding, a caller that takes deferred stamps) --------------------
+    # -- the running batch as arrays (deferred stamps; speculative or not; unified or prefill-first steps) ------------
     def _enliven(self) -> None:
         """Move the running batch's hot state into arrays (rows in batch order)."""
         running = self.running
