@@ -707,7 +707,7 @@ def _print_comparison(comp: Any, reused: frozenset[str] = frozenset()) -> None:
             hot = HOT_BY_NAME[d.metric]
             rows.append([plain(hot.header), hot.cell(d.a), hot.cell(d.b), plain(delta_cell(d)),
                          VERDICT_MARK[d.verdict]])
-        if pc.served_apart:  # another engine build or power limit served B: said beside the verdicts
+        if pc.served_apart:  # another build, power limit, clock or client served B: beside the verdicts
             rows.append(["served apart", "", "", plain(apart_words(pc.served_apart)), ""])
         if pc.eval is not None:
             e = pc.eval

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from llmsweep.errors import ConfigError
-from llmsweep.metrics.model import CLOCK_WORDS, MEASURED, EvalBlock, source_words
+from llmsweep.metrics.model import CLOCK_WORDS, MEASURED, EvalBlock, GpuState, Hardware, source_words
 from llmsweep.metrics.registry import HOT_BY_NAME, HOT_COLUMNS
 from llmsweep.option_spellings import flag as _flag
 from llmsweep.results.bands import (
@@ -141,10 +141,11 @@ class PointComparison:
     definitions; `run.json`'s `reuse_keys`), and the core is deterministic, so B's figures are A's again: the deltas
     are zero by construction and carry no band (`same inputs`)."""
     served_apart: tuple[str, ...] = ()
-    """What served A's results and B's differently though the point (image tag included) is the same, read back from
-    both (`served_apart`): another engine build, image digest or GPU power limit. The verdict stands, but it is not
-    a comparison of one configuration, and is said beside it (the table's `served apart` row, the Markdown's point or
-    verdict cell, `--json`'s `served_apart`), not in a note; () where nothing recorded on both sides differs."""
+    """What served or measured A's results and B's differently though the point (image tag included) is the same, read
+    back from both (`served_apart`): another engine build, image digest, simulator build, GPU power limit or maximum
+    clock, or client release. The verdict stands, but it is not a comparison of one configuration, and is said beside
+    it (the table's `served apart` row, the Markdown's point or verdict cell, `--json`'s `served_apart`), not in a
+    note; () where nothing recorded on both sides differs."""
 
     @property
     def history(self) -> int:
@@ -513,43 +514,77 @@ def compare_points(
 
 @dataclass(frozen=True, slots=True)
 class _Served:
-    """One thing a result reads back of what served it: `of` its values for a result, () where the result does not
-    record it (`recordable`: where one could; a server on the host has no image to have a digest of); `how` where it
-    was read, said after a difference; `tag`: what an image tag names (a moving tag, a nightly or `latest`, serves
-    other builds under one image name, which the point identity holds), so a difference under one tag says so;
-    `unread`: how a missing one is named after its name (`B's engine build as its server reported it`)."""
+    """One thing a result reads back of what served or measured it: `of` its values for a result, () where the result
+    does not record it (`recordable`: where one could, and where a missing one is named; a server on the host has no
+    image to have a digest of); `how` where it was read, said after a difference; `tag`: what an image tag names (a
+    moving tag, a nightly or `latest`, serves other builds under one image name, which the point identity holds), so
+    a difference under one tag says so; `by_values`: compared by the values each side read, a result that records
+    none hiding nothing (else only where every result of both sides records it); `unread`: how a missing one is named
+    after its name (`B's engine build as its server reported it`)."""
 
     name: str
     of: Callable[[ResultPoint], tuple[str, ...]]
     how: str = ""
     tag: bool = False
+    by_values: bool = False
     unread: str = ""
     recordable: Callable[[ResultPoint], bool] = lambda p: True
 
 
+def _gpu_state(p: ResultPoint) -> list[GpuState]:
+    """The server's GPUs as the driver said them when it was ready (`Hardware.gpu_state`); [] where none was read."""
+    hardware = p.summary.provenance.hardware if p.summary is not None else None
+    return list(hardware.gpu_state or ()) if isinstance(hardware, Hardware) else []
+
+
+def _max_clocks(p: ResultPoint) -> tuple[str, ...]:
+    """The GPUs' maximum SM clocks (GFX on AMD, said so), one per distinct value (`1980 MHz`, `2100 MHz GFX`); ()
+    where none was read. The clock when the server was ready is a moment's reading of an idle GPU, not a setting: not
+    compared."""
+    return tuple(sorted({f"{g.sm_clock_max_mhz:g} MHz" + (" GFX" if g.clock_domain == "gfx" else "")
+                         for g in _gpu_state(p) if g.sm_clock_max_mhz is not None}))
+
+
+def _client_version(p: ResultPoint) -> tuple[str, ...]:
+    """The llmsweep release whose client measured the result (`Provenance.client_version`); () where not recorded
+    (an imported row)."""
+    version = p.summary.provenance.client_version if p.summary is not None else None
+    return (version,) if version else ()
+
+
 _SERVED: tuple[_Served, ...] = (
     _Served("engine build", lambda p: (p.engine_build,) if p.engine_build else (), "as the servers reported it",
-            tag=True, unread="as its server reported it"),
+            tag=True, by_values=True, unread="as its server reported it"),
     _Served("image digest", lambda p: (p.image_digest_short,) if p.image_digest else (),
-            "the registry's build of the tag", tag=True, recordable=lambda p: bool(p.served_image)),
+            "the registry's build of the tag", tag=True, by_values=True, recordable=lambda p: bool(p.served_image)),
+    _Served("simulator build", lambda p: (p.simulator_build,) if p.simulator_build else (),
+            "its code and catalogs, as each simulated result records them", by_values=True,
+            recordable=lambda p: False),
     _Served("GPU power limit", lambda p: tuple(f"{w:g} W" for w in p.power_limits_w or ())),
+    _Served("GPU max clock", _max_clocks, "the driver's maximum SM clock, GFX on AMD",
+            recordable=lambda p: any(g.sm_clock_mhz is not None for g in _gpu_state(p))),
+    _Served("client version", _client_version, "the llmsweep release that measured it",
+            recordable=lambda p: p.summary is not None),
 )
-"""What served a result, as it reads it back (`ResultPoint.engine_build`, `image_digest`, `power_limits_w`):
-`served_apart` compares it where both sides record it, `_unrecorded` names where a measured side does not."""
+"""What served or measured a result, as it reads it back (`ResultPoint.engine_build`, `image_digest`,
+`simulator_build`, `power_limits_w`, the GPUs' maximum clocks and the client's release from its summary's typed
+provenance): `served_apart` compares it where both sides record it, `_unrecorded` names where a measured side does not
+(a simulator build never: a measured result has none; a maximum clock only where the GPUs' clocks were read)."""
 
 
 def served_apart(a: Sequence[ResultPoint], b: Sequence[ResultPoint]) -> tuple[str, ...]:
-    """What served A's results of a point and B's differently: the engine build its server reported and the image's
-    registry digest, where each side holds a result that records it (what a tag names, compared by the values read:
-    a result of A's release that read no digest, counted as of A's build by `results.point.configuration_keys`, does
-    not hide that B's build is another); the GPUs' enforced power limit, where every result of both sides records
-    it. A side that does not record one tells nothing of it (`_unrecorded` says so); "under one image tag" where the
-    point identity's image is the same (it is, unless `--ignore image`)."""
+    """What served or measured A's results of a point and B's differently: the engine build its server reported, the
+    image's registry digest and, for a simulated result, the simulator's build, where each side holds a result that
+    records it (what a tag names, compared by the values read: a result of A's release that read no digest, counted
+    as of A's build by `results.point.configuration_keys`, does not hide that B's build is another); the GPUs'
+    enforced power limit and maximum clock, and the release of the client that measured it, where every result of
+    both sides records it. A side that does not record one tells nothing of it (`_unrecorded` says so); "under one
+    image tag" where the point identity's image is the same (it is, unless `--ignore image`)."""
     tag = ", under one image tag" if len({p.identity.image for p in (*a, *b)}) == 1 else ""
     said = []
     for served in _SERVED:
         va, vb = {served.of(p) for p in a}, {served.of(p) for p in b}
-        if served.tag:
+        if served.by_values:
             va, vb = va - {()}, vb - {()}
         if va and vb and () not in va | vb and va != vb:
             words = [", ".join(sorted({v for values in side for v in values})) for side in (va, vb)]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Literal
 
 from llmsweep.results.bands import between_run_band, pooled_variance, t975, within_run_band
 from llmsweep.results.compare import compare_points
@@ -487,6 +488,52 @@ def test_another_engine_build_or_power_limit_under_one_image_tag_is_said_beside_
     assert unread.matched[0].served_apart == ()
     (note,) = [n for n in unread.notes if "not recorded" in n]
     assert "B's engine build as its server reported it" in note and "B's GPU power limit" in note, note
+
+
+def _clocked(points: list[ResultPoint], max_mhz: float | None, ready_mhz: float | None = 1000.0,
+             domain: Literal["sm", "gfx"] | None = None, client: str | None = None) -> list[ResultPoint]:
+    """The points with their GPUs' clocks as the driver said them when the server was ready (`hardware.gpu_state`:
+    the maximum SM clock, GFX on AMD, and the idle clock then; None: not read) and, where given, the release of the
+    client that measured them (`client_version`), edited into their summaries' typed provenance: a synthetic run
+    reads no GPU, and every run of this checkout is one release."""
+    from llmsweep.metrics.model import GpuState, Hardware
+
+    out = []
+    for p in points:
+        assert p.summary is not None
+        state = [GpuState(index=i, power_limit_w=700.0, sm_clock_max_mhz=max_mhz, sm_clock_mhz=ready_mhz,
+                          clock_domain=domain) for i in range(2)]
+        prov = p.summary.provenance.model_copy(update={"hardware": Hardware(sku="h100", gpus=2, gpu_state=state),
+                                                       **({"client_version": client} if client else {})})
+        out.append(dataclasses.replace(p, summary=p.summary.model_copy(update={"provenance": prov})))
+    return out
+
+
+def test_another_gpu_max_clock_or_client_release_is_said_beside_the_verdict(make_run) -> None:
+    """The GPUs' maximum SM clock (read with their power limit when the server was ready) and the release of
+    llmsweep's client are recorded by every measured run, yet A and B differing in either said nothing: the verdict
+    read as a change of the compared configuration alone. Each is said beside the point's verdict where both sides
+    record it (a GPU's idle clock at that moment is a reading, not a setting: not compared); a side whose GPUs' clocks
+    were read without the maximum one is named as not recorded, one whose clocks were never read is not."""
+    a = points_from_run(make_run("a", concs=(4,), source="measured", requests=120))
+    b = [_scaled(p, "b", 0.5) for p in a]
+    clocks = compare_points(_clocked(a, 1980.0), _clocked(b, 1755.0, ready_mhz=345.0))
+    (m,) = clocks.matched
+    assert m.served_apart == ("GPU max clock 1980 MHz vs 1755 MHz (the driver's maximum SM clock, GFX on AMD)",)
+    assert clocks.as_dict()["matched"][0]["served_apart"] == list(m.served_apart)
+    amd = compare_points(_clocked(a, 2100.0, domain="gfx"), _clocked(b, 1900.0, domain="gfx"))
+    assert amd.matched[0].served_apart == (
+        "GPU max clock 2100 MHz GFX vs 1900 MHz GFX (the driver's maximum SM clock, GFX on AMD)",)
+    idle = compare_points(_clocked(a, 1980.0), _clocked(b, 1980.0, ready_mhz=345.0))
+    assert idle.matched[0].served_apart == ()  # only the idle clock differs
+    unread = compare_points(_clocked(a, 1980.0), _clocked(b, None))
+    assert unread.matched[0].served_apart == ()
+    (note,) = [n for n in unread.notes if "not recorded" in n]
+    assert note.endswith("; B's GPU max clock (1 of 1 point)") and "A's GPU max clock" not in note, note
+    never = compare_points(_clocked(a, 1980.0), _clocked(b, None, ready_mhz=None))  # no clock read at all
+    assert never.matched[0].served_apart == () and not any("GPU max clock" in n for n in never.notes), never.notes
+    client = compare_points(_clocked(a, 1980.0, client="0.1.0"), _clocked(b, 1980.0, client="0.2.0"))
+    assert client.matched[0].served_apart == ("client version 0.1.0 vs 0.2.0 (the llmsweep release that measured it)",)
 
 
 def test_an_image_digest_a_side_did_not_read_is_named_as_the_other_unrecorded_facts_are(make_run) -> None:
