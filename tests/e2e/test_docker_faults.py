@@ -433,6 +433,71 @@ def test_resume_removes_a_container_nothing_but_its_label_names(image: str, tmp_
         _docker("rm", "-f", ours.cleanup[-1])
 
 
+@pytest.mark.timeout(60)
+@pytest.mark.usefixtures("no_containers_after")
+def test_a_container_the_executor_starts_carries_its_group_and_role_labels(image: str, tmp_path: Path) -> None:
+    """Every label key in one namespace (`docker.LABEL_NAMESPACE`), and the container names what it serves: its
+    server group (`docker ps --filter label=llmsweep.group=…` finds a run's servers) and the role of a deployment
+    launched role by role, a relaunch's as the first launch's, besides the folder `--resume` finds it by."""
+    from llmsweep.execute.docker import GROUP_LABEL, LABEL_NAMESPACE, LOG_LABEL, ROLE_LABEL, SERVER_DIR_LABEL
+
+    folder = tmp_path / "run" / "servers" / "sglang-roles-0a1b2c3d4e5f"
+    handle = _launch(image, tmp_path, "/bin/sleep", "60", log_path=folder / "prefill-0.2.log")
+    try:
+        name = handle.cleanup[-1]
+        wait_for(lambda: name in _names(), timeout=30, what="the container")
+        labels = json.loads(_docker("container", "inspect", "--format", "{{json .Config.Labels}}", name).stdout)
+        ours = {k: v for k, v in labels.items() if k.startswith(LABEL_NAMESPACE)}
+        assert ours == {SERVER_DIR_LABEL: str(folder.resolve()), LOG_LABEL: str(folder.resolve() / "prefill-0.2.log"),
+                        GROUP_LABEL: "sglang-roles-0a1b2c3d4e5f", ROLE_LABEL: "prefill-0"}, labels
+        found = _docker("ps", "-a", "-q", "--no-trunc", "--filter", f"label={GROUP_LABEL}=sglang-roles-0a1b2c3d4e5f",
+                        "--filter", f"label={ROLE_LABEL}=prefill-0").stdout.split()
+        assert len(found) == 1, found
+    finally:
+        handle.stop(grace_s=1)
+
+
+def _run_by_hand(image: str, labels: dict[str, str]) -> str:
+    """A container started as a killed run's `docker run` left it: detached, labelled, named by nothing on disk."""
+    name = f"{PREFIX}-{uuid.uuid4().hex[:10]}"
+    argv = ["run", "-d", "--name", name]
+    for key, value in labels.items():
+        argv += ["--label", f"{key}={value}"]
+    for mount in SYSTEM_MOUNTS:
+        argv += ["-v", mount]
+    started = _docker(*argv, image, "/bin/sleep", "600")
+    assert started.returncode == 0, started.stderr
+    return name
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.usefixtures("no_containers_after")
+def test_resume_removes_a_labelled_container_no_record_names_saying_its_group_and_role(image: str,
+                                                                                        tmp_path: Path) -> None:
+    """A run killed between `docker run` creating the container and its pid file naming it: no pid file, no CLI
+    left, only the container with its labels. `--resume`'s leftover search removes it and says which container and
+    what it served (the group's role), and leaves a container labelled with another run's folder running — one whose
+    folder starts like this run's (`run-other`) too."""
+    from llmsweep.execute.docker import GROUP_LABEL, ROLE_LABEL, SERVER_DIR_LABEL
+    from llmsweep.execute.lifecycle import stop_stale_servers
+
+    run, other = tmp_path / "run", tmp_path / "run-other"
+    (run / "servers" / "g1").mkdir(parents=True)
+    mine = _run_by_hand(image, {SERVER_DIR_LABEL: str((run / "servers" / "g1").resolve()), GROUP_LABEL: "g1",
+                                ROLE_LABEL: "decode-1"})
+    not_mine = _run_by_hand(image, {SERVER_DIR_LABEL: str((other / "servers" / "g1").resolve()), GROUP_LABEL: "g1",
+                                    ROLE_LABEL: "decode-1"})
+    try:
+        said: list[str] = []
+        assert stop_stale_servers(run, said.append) == []  # no process of it to stop: the container only
+        assert mine not in _names() and not_mine in _names()
+        assert any(f"removing container {mine}, which an earlier, interrupted run left: decode-1 of server group g1"
+                   in s for s in said), said
+        assert not any(not_mine in s for s in said), said
+    finally:
+        _docker("rm", "-f", mine, not_mine)
+
+
 @pytest.mark.timeout(180)
 @pytest.mark.usefixtures("no_containers_after")
 @pytest.mark.parametrize("recorded", [True, False], ids=["pid-file", "unrecorded"])

@@ -21,6 +21,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
@@ -116,20 +117,42 @@ def removal_of(argv: Sequence[str]) -> list[str] | None:
     return [argv[at - 1], "rm", "-f", name] if _OUR_NAME.search(name) else None
 
 
-SERVER_DIR_LABEL = "llmsweep.server-dir"
+LABEL_NAMESPACE = "llmsweep."
+"""The prefix of every label key llmsweep puts on a container (its one home: each key below is written from it), so
+`docker ps --filter label=llmsweep.group=…` finds a run's containers and no other tool's label is taken for ours."""
+SERVER_DIR_LABEL = f"{LABEL_NAMESPACE}server-dir"
 """The label every container llmsweep starts carries: its server's folder (under the run's `--out`), as
 `process.SERVER_DIR_ENV` marks the processes it starts. A run killed with its `docker run` CLI (or before its pid
 file named the container) left a container nothing on disk named: `--resume` finds it by this label
-(`left_containers`), whatever its name."""
-LOG_LABEL = "llmsweep.log"
+(`left_containers`), whatever its name. It alone decides whether a container is a run's: an absolute folder, which
+another run's (another `--out`) never equals nor lies under."""
+LOG_LABEL = f"{LABEL_NAMESPACE}log"
 """The label naming the log of the launch the container serves: which role of a deployment (`prefill-0.log`) and which
 relaunch (`server.2.log`)."""
+GROUP_LABEL = f"{LABEL_NAMESPACE}group"
+"""The label naming the server group the container serves (its folder's name under the run's `servers/`: the jobs
+that share one server, `sglang-1a2b3c4d5e6f`; an `al collect` cell's name there), so a console line or a
+`docker ps --filter` names it without reading a path."""
+ROLE_LABEL = f"{LABEL_NAMESPACE}role"
+"""The label naming the launch within its group: `server` for an aggregated server, the worker of a deployment
+launched role by role (`prefill-0`, `decode-1`, `router-0`) — its log's name without the relaunch number."""
 
 
 def container_labels(log_path: Path) -> dict[str, str]:
-    """The labels of the container whose server logs to `log_path` (`SERVER_DIR_LABEL`, `LOG_LABEL`)."""
+    """The labels of the container whose server logs to `log_path`: `SERVER_DIR_LABEL`, `LOG_LABEL`, `GROUP_LABEL`
+    and `ROLE_LABEL`. Values go into `docker run`'s argv as one word each (`--label KEY=VALUE`: docker splits at the
+    first `=`), never through a shell, so a folder of any spelling is carried as it is."""
     folder = log_path.parent.resolve()
-    return {SERVER_DIR_LABEL: str(folder), LOG_LABEL: str(folder / log_path.name)}
+    return {SERVER_DIR_LABEL: str(folder), LOG_LABEL: str(folder / log_path.name), GROUP_LABEL: folder.name,
+            ROLE_LABEL: launch_role(log_path.name)}
+
+
+def launch_role(log_name: str) -> str:
+    """`ROLE_LABEL`'s value for a launch logging to `log_name`: `server.log`, `server.3.log` -> `server`;
+    `prefill-0.log`, `prefill-0.2.log` -> `prefill-0`."""
+    stem = log_name.removesuffix(".log")
+    head, dot, tail = stem.rpartition(".")
+    return head if dot and tail.isdigit() else stem
 
 
 _DEVICE_LIST = re.compile(r"^[A-Za-z0-9:-]+(,[A-Za-z0-9:-]+)*$")
@@ -263,10 +286,28 @@ LEFT_CREATION_WAIT_S = 60.0
 that CLI (`await_creation`): the daemon finishes a create whose CLI is killed."""
 
 
+@dataclass(frozen=True)
+class LeftContainer:
+    """A container of llmsweep's the daemon has (`left_containers`), as its labels name it."""
+
+    name: str
+    server_dir: Path
+    """Its `SERVER_DIR_LABEL`: what made it the run's."""
+    group: str
+    """Its `GROUP_LABEL` (its server folder's name, where an older llmsweep labelled it without)."""
+    role: str | None
+    """Its `ROLE_LABEL`; None where an older llmsweep labelled it without."""
+
+    def said(self) -> str:
+        """`prefill-0 of server group sglang-roles-1a2b…`: what it served, for a console line."""
+        return f"{self.role or 'a server'} of server group {self.group}"
+
+
 def left_containers(docker: str, under: Path, *, below: bool = True,
-                    timeout_s: float = 30.0) -> list[tuple[str, Path]] | str:
+                    timeout_s: float = 30.0) -> list[LeftContainer] | str:
     """The containers the daemon has, running or not, whose `SERVER_DIR_LABEL` names `under` or (`below`) a folder
-    under it: (name, server folder) each. Why not, when the CLI or its daemon cannot say (a str)."""
+    under it; a container whose label names another folder (another run's) is never among them. Why not, when the CLI
+    or its daemon cannot say (a str)."""
     ps = [docker, "ps", "-a", "-q", "--no-trunc", "--filter", f"label={SERVER_DIR_LABEL}"]
     try:
         proc = run_command(ps, timeout_s=timeout_s, check=False, new_session=True, fix=_DAEMON_FIX)
@@ -282,15 +323,20 @@ def left_containers(docker: str, under: Path, *, below: bool = True,
         proc = run_command(inspect, timeout_s=timeout_s, check=False, new_session=True, fix=_DAEMON_FIX)
     except LaunchError as exc:
         return exc.message
-    found: list[tuple[str, Path]] = []
+    found: list[LeftContainer] = []
     for line in proc.stdout.splitlines():
-        name, _, labels = line.strip().partition(" ")
+        name, _, text = line.strip().partition(" ")
         try:
-            folder = json.loads(labels).get(SERVER_DIR_LABEL)
-        except (ValueError, AttributeError):
+            labels = json.loads(text)
+        except ValueError:
             continue
+        if not isinstance(labels, dict):
+            continue
+        folder, group, role = (labels.get(key) for key in (SERVER_DIR_LABEL, GROUP_LABEL, ROLE_LABEL))
         if isinstance(folder, str) and marks(folder, under, below=below):
-            found.append((name.lstrip("/"), Path(folder)))
+            found.append(LeftContainer(name=name.lstrip("/"), server_dir=Path(folder),
+                                       group=group if isinstance(group, str) and group else Path(folder).name,
+                                       role=role if isinstance(role, str) and role else None))
     return found
 
 

@@ -1549,11 +1549,13 @@ def stop_stale_servers(run_dir: Path, event: Event = _quiet, *,
         stopped += _stop_unrecorded(folder, event, below=below, clis=clis, left_behind=left_behind)
         left_behind += _remove_labelled(folder, event, below=below, clis=clis)
     if left_behind:
+        from llmsweep.execute.docker import SERVER_DIR_LABEL
+
         raise LaunchError(
             f"containers an earlier, interrupted run into {run_dir} left could not be removed: "
             + "; ".join(left_behind) + " — this run's servers would start beside them, on their GPUs and ports",
             fix="remove them (`docker rm -f NAME`; one still being created once the daemon has it), then run again "
-                f"(`{_RESUME}` also removes them, found by their llmsweep.server-dir label)")
+                f"(`{_RESUME}` also removes them, found by their {SERVER_DIR_LABEL} label)")
     return stopped
 
 
@@ -1612,10 +1614,11 @@ def _remove_labelled(folder: Path, event: Event, *, below: bool, clis: Sequence[
             else:
                 log.debug("no containers asked of `%s`: %s", cli, found)
             continue
-        for name, server_dir in found:
-            event(f"removing container {name}, which an earlier, interrupted run left (its label names {server_dir})")
-            if not _run_cleanup([cli, "rm", "-f", name], event):
-                failed.append(f"container {name} (`{cli} rm -f {name}` failed)")
+        for left in found:
+            event(f"removing container {left.name}, which an earlier, interrupted run left: {left.said()} (its "
+                  f"label names {left.server_dir})")
+            if not _run_cleanup([cli, "rm", "-f", left.name], event):
+                failed.append(f"container {left.name} (`{cli} rm -f {left.name}` failed)")
     return failed
 
 

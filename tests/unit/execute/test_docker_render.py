@@ -180,9 +180,11 @@ def test_entrypoint_image_then_arguments() -> None:
     assert argv.index("--privileged") < i
 
 
-def test_a_container_is_labelled_with_its_server_folder_and_log_after_its_name(tmp_path: Path) -> None:
-    """What `--resume` finds a container by when nothing else names it (`docker.left_containers`); after the name, so
-    that a command line's removal (`removal_of`, for a CLI found by its folder mark) still reads it."""
+def test_a_container_is_labelled_with_its_server_folder_log_group_and_role_after_its_name(tmp_path: Path) -> None:
+    """What `--resume` finds a container by when nothing else names it (`docker.left_containers`), and what names
+    it to a user (`docker ps --filter label=llmsweep.group=…`, the removal's console line): its server group and the
+    role it serves; after the name, so that a command line's removal (`removal_of`, for a CLI found by its folder
+    mark) still reads it."""
     from llmsweep.execute.docker import container_labels, removal_of
 
     log_path = tmp_path / "run" / "servers" / "g" / "decode-0.log"
@@ -190,9 +192,38 @@ def test_a_container_is_labelled_with_its_server_folder_and_log_after_its_name(t
                              container_labels(log_path))
     folder = log_path.parent.resolve()
     at = argv.index("--name")
-    assert argv[at + 2:at + 6] == ["--label", f"llmsweep.log={folder / 'decode-0.log'}",
-                                   "--label", f"llmsweep.server-dir={folder}"]
+    assert argv[at + 2:at + 10] == ["--label", "llmsweep.group=g",
+                                    "--label", f"llmsweep.log={folder / 'decode-0.log'}",
+                                    "--label", "llmsweep.role=decode-0",
+                                    "--label", f"llmsweep.server-dir={folder}"]
     assert removal_of(argv) == ["docker", "rm", "-f", "llmsweep-sglang-0a1b2c3d4e"]
+
+
+@pytest.mark.parametrize(("log_name", "role"), [
+    ("server.log", "server"), ("server.3.log", "server"), ("prefill-0.log", "prefill-0"),
+    ("decode-1.2.log", "decode-1"), ("router-0.log", "router-0")])
+def test_a_containers_role_label_is_its_launch_without_the_relaunch_number(log_name: str, role: str) -> None:
+    from llmsweep.execute.docker import ROLE_LABEL, container_labels
+
+    assert container_labels(Path("/out/servers/g") / log_name)[ROLE_LABEL] == role
+
+
+def test_a_label_value_reaches_docker_as_one_word_whatever_the_folder_holds(tmp_path: Path) -> None:
+    """A server folder under an `--out` spelt with spaces, quotes, `=`, `$(…)` or `;` is one argv word
+    (`--label KEY=VALUE`: docker splits at the first `=`), never read by a shell; the command written beside the
+    results quotes it so a pasted line gives docker the same words."""
+    import shlex
+
+    from llmsweep import shell
+    from llmsweep.execute.docker import LABEL_NAMESPACE, SERVER_DIR_LABEL, container_labels
+
+    odd = tmp_path / "a b'c\"=$(touch x); d" / "servers" / "g"
+    labels = container_labels(odd / "server.log")
+    assert all(key.startswith(LABEL_NAMESPACE) for key in labels)
+    argv = render_docker_run(SPEC, DockerOptions(), "llmsweep-sglang-0a1b2c3d4e", {}, labels)
+    word = f"{SERVER_DIR_LABEL}={odd.resolve()}"
+    assert argv[argv.index(word) - 1] == "--label"
+    assert shlex.split(shell.join(argv)) == argv
 
 
 def test_container_names_are_unique_and_docker_safe() -> None:
