@@ -68,3 +68,31 @@ def test_a_disaggregated_virtual_time_run_records_its_first_decode_workers_conte
     assert outcome.status == "valid", outcome.reasons
     decode = disagg_config(job).decode.engine.sim_config()
     assert _served(tmp_path, job) == decode.served_context() is not None
+
+
+@pytest.mark.parametrize(("written", "served"), [(20_000, 20_000), (300_000, 262_144)])
+def test_a_disaggregated_job_s_roles_serve_the_context_its_virtual_time_run_and_job_json_record(
+        tmp_path: Path, written: int, served: int) -> None:
+    """A simulated ATOM deployment with the recipe's `--max-model-len`: every live role's `--context-length` is the
+    context its virtual-time run served (`launch.context_served`) and job.json records — the recipe's, cut to the
+    checkpoint's 262,144 positions where it asks for more (ATOM's cap). The live roles were rendered from the planned
+    job and said the derived 576 (isl 256 + osl 64 + 256) while job.json and virtual time said the recipe's."""
+    from llmsweep.execute.virtual_disagg import disagg_config, is_disaggregated
+    from llmsweep.plan import full_sweep
+    from llmsweep.spec import loads_recipes
+
+    text = ((RECIPES / "disagg-sim.yaml").read_text().replace("framework: sglang-disagg", "framework: atom-disagg")
+            .replace("engine: { name: sim }", f"engine: {{ name: sim }}\n    args: {{--max-model-len: {written}}}"))
+    job = min((j for j in full_sweep(loads_recipes(text, "t.yaml").raise_on_error().recipes) if is_disaggregated(j)),
+              key=lambda j: j.concs[0])
+    topology = engines.render_topology(job, simulate=True)
+    contexts = {(role.name, w.index): w.spec.argv[w.spec.argv.index("--context-length") + 1]
+                for role in topology.roles if role.kind != "router" for w in role.workers}
+    assert len(contexts) == 3 and set(contexts.values()) == {str(served)}, contexts
+
+    group = ServerGroup(id="virtual", spec=engines.render(job, port=0), jobs=[job], source="simulated")
+    (outcome,) = virtual.run_groups([group], tmp_path, LifecycleSettings(stop_grace_s=5), event=lambda _m: None)
+    assert outcome.status == "valid", outcome.reasons
+    recorded = Job.model_validate(json.loads((tmp_path / "jobs" / job.id / "job.json").read_text()))
+    assert _served(tmp_path, job) == recorded.max_model_len == served
+    assert disagg_config(job).decode.engine.sim_config().served_context() == served

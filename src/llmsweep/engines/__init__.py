@@ -186,10 +186,14 @@ def render_topology(job: Job, *, simulate: bool = False, port: int | None = None
     """Every role of `job` (one `server` for an aggregated job; prefill, decode and router for a disaggregated one),
     each worker's exact launch and its nodes. `gpus_per_node` defaults to :func:`runner_gpus_per_node`'s.
     A ContractError says why a job cannot be rendered role by role (an engine or framework llmsweep cannot launch
-    disaggregated yet): such a job stays planned and is never run under a wrong label."""
+    disaggregated yet): such a job stays planned and is never run under a wrong label. Each role is rendered from the
+    job as launched (:func:`launched_job`), as :func:`render` renders a server and the virtual-time deployment its
+    workers (`execute.virtual_disagg.disagg_config`): a recipe's context flag, cut to what the engine serves, is the
+    context every role serves and job.json records."""
     if job.multinode and gpus_per_node is None:
         gpus_per_node = runner_gpus_per_node(job)
-    return adapter_for(job, simulate=simulate).render_topology(job, port=port, gpus_per_node=gpus_per_node)
+    return adapter_for(job, simulate=simulate).render_topology(launched_job(job), port=port,
+                                                               gpus_per_node=gpus_per_node)
 
 
 def runner_gpus_per_node(job: Job) -> int | None:
