@@ -109,7 +109,7 @@ class ATOMAdapter(Adapter):
         `atom/config.py` `Config.__post_init__` takes the checkpoint's `max_position_embeddings`, and a length is cut
         to it (`min(max_model_len, max_position_embeddings)`). Nothing fits the context to the KV memory: -1 (vLLM's
         `auto`) or 0 would be kept as the length itself, no context a request fits, so a count below 1 is none here
-        (None), refused by `serve.context-conflict` with :meth:`context_example`."""
+        (None), refused by `serve.context-conflict` saying why (:meth:`context_unread`)."""
         count = token_count(value)
         return count if count is not None and count >= 1 else None
 
@@ -128,9 +128,14 @@ class ATOMAdapter(Adapter):
 
         return native_context(job)
 
-    def context_example(self) -> str:
-        return ("8192 (a whole number: ATOM's parser takes no `auto`, `-1` or `32k`, and fits no context to its "
-                "memory; without the flag it serves the checkpoint's max_position_embeddings)")
+    def context_unread(self, value: Any) -> str:
+        """`auto` and `32k` fail ATOM's argparse `type=int` at start-up; -1 and 0 pass it and are kept as the length
+        itself (:meth:`read_context`)."""
+        if token_count(value) is not None:
+            return ("is no context length ATOM serves (its parser takes the number, and ATOM keeps it as the length "
+                    "itself, which no request fits: ATOM fits no context to its memory, as vLLM does for -1)")
+        return ("is no number of tokens ATOM's parser takes (a whole number only, argparse type=int: ATOM fits no "
+                "context to its memory, and without the flag serves the checkpoint's max_position_embeddings)")
 
     def engine_spelling(self, flag: str, role: RoleContext | None = None) -> str:
         """ATOM's spelling: plain argparse, which folds no `-`/`_`, over flags spelled mostly with `-` and a few with

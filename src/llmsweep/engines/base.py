@@ -683,8 +683,13 @@ class Adapter(ABC):
         return given is not None and self.context_reader(job).read_context(given[1]) == AUTO_CONTEXT
 
     def context_example(self) -> str:
-        """How a context length is written for this engine's parser, for a fix."""
+        """How a context length is written for this engine's parser, for a fix: the value alone."""
         return "8192"
+
+    def context_unread(self, value: Any) -> str:
+        """What is wrong with a context flag's `value` that :meth:`read_context` reads as no length (None), for a
+        message that goes on `` `FLAG: VALUE` ``."""
+        return f"is no number of tokens {self.name}'s parser takes"
 
     def context_cap(self, job: Job) -> int | None:
         """The length the engine cuts any context it is given to without a word, where it is known (ATOM: its

@@ -166,8 +166,8 @@ class VLLMAdapter(Adapter):
     def read_context(self, value: Any) -> int | str | None:
         return max_model_len(value)
 
-    def context_example(self) -> str:
-        return "8192 (or 32k, 32K, auto)"
+    def context_unread(self, value: Any) -> str:
+        return f"is no number of tokens {self.name}'s parser takes (a whole number, 32k, 32K or auto)"
 
     def dynamo_launcher(self, job: Job) -> list[str]:
         return ["python3", "-m", "dynamo.vllm", "--model", model_path(job)]  # unverified spelling

@@ -312,8 +312,8 @@ def context_conflict(ctx: Context) -> Iterator[Finding]:
             continue
         if not isinstance(count, int):
             yield ctx.hit("serve.context-conflict", recipe, path,
-                          f"`{written}: {value}` is no number of tokens {adapter.name}'s parser takes: llmsweep cannot "
-                          "check it against what the job sends, nor record the context the launch runs with", job=job,
+                          f"`{written}: {value}` {adapter.context_unread(value)}: llmsweep cannot check it against "
+                          "what the job sends, nor record the context the launch runs with", job=job,
                           fix=f"write `{written}` as a number of tokens, e.g. `{written}: {adapter.context_example()}`")
             continue
         need = launched.max_model_len if launched.scenario is ScenarioId.FIXED_SEQ_LEN else None
