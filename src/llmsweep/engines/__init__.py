@@ -157,7 +157,8 @@ def launched_job(job: Job) -> Job:
     context length (`evals.context.serving_job`), and `max-model-len` the context the launch runs with — a recipe
     that sets the engine's context flag (`--max-model-len: 8192`, so that jobs share one server) runs that, not the
     isl + osl + 256 the launch would derive (`serve.context-conflict` refuses one below what the job needs), cut to
-    what the engine serves where it cuts it without a word (ATOM: the checkpoint's positions, `Adapter.context_cap`)."""
+    what the engine serves where it cuts it without a word (ATOM: the checkpoint's positions, `Adapter.context_cap`;
+    not the catalog's estimate of them)."""
     from llmsweep.errors import LlmsweepError
     from llmsweep.evals.context import serving_job
 

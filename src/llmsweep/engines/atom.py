@@ -21,7 +21,7 @@ script dividing the DRAM budget by TP.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from llmsweep.engine_ids import ATOM
 from llmsweep.engines.base import (
@@ -41,6 +41,9 @@ from llmsweep.engines.sglang import model_path, per_rank_gb
 from llmsweep.errors import ConfigError
 from llmsweep.plan.job import Job
 from llmsweep.spec.workload import ScenarioId
+
+if TYPE_CHECKING:
+    from llmsweep.evals.context import NativeContext
 
 UNDERSCORE_FLAGS: dict[str, str] = {
     "--kv-cache-dtype": "--kv_cache_dtype",
@@ -113,20 +116,21 @@ class ATOMAdapter(Adapter):
         count = token_count(value)
         return count if count is not None and count >= 1 else None
 
-    def context_cap(self, job: Job) -> int | None:
+    def context_limit(self, job: Job) -> NativeContext | None:
         """The checkpoint's `max_position_embeddings`, which ATOM cuts `--max-model-len` to without a word (ROCm/ATOM
         `atom/config.py` `Config.__post_init__`: `min(max_model_len, max_position_embeddings)`), as llmsweep knows it
-        (`evals.context.native_context`: the local checkpoint's config.json, else the model catalog's native context);
-        None when neither says. `launched_context` records the cut length in job.json, and `serve.context-capped` says
-        that a recipe asked for more.
+        (`evals.context.native_context_of`: the local checkpoint's config.json, else the model catalog's native
+        context, which may be marked an estimate); None when neither says. `launched_context` records the cut length
+        in job.json (not where only an estimate is known: `context_cap`), and `serve.context-capped` says that a recipe
+        asked for more.
 
         The live read-back cannot catch the cut: ATOM's `/v1/models` says no `max_model_len` (ROCm/ATOM
         `atom/entrypoints/openai/protocol.py` `ModelCard`: id, object, created and owned_by only; `api_server.py`
         `list_models`), so `execute.ready.served_context` reads none for an ATOM server and provenance
         `launch.context_served` stays absent: the length ATOM serves is known from the plan alone."""
-        from llmsweep.evals.context import native_context
+        from llmsweep.evals.context import native_context_of
 
-        return native_context(job)
+        return native_context_of(job)
 
     def context_unread(self, value: Any) -> str:
         """`auto` and `32k` fail ATOM's argparse `type=int` at start-up; -1 and 0 pass it and are kept as the length

@@ -17,7 +17,7 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, NamedTuple
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 from llmsweep.catalog.engines import EngineInfo, get_engine, known_flags
 from llmsweep.catalog.images import parse_image
@@ -39,6 +39,9 @@ from llmsweep.errors import ConfigError, ContractError
 from llmsweep.plan.job import Job, Worker
 from llmsweep.spec.workload import ScenarioId
 from llmsweep.words import noun
+
+if TYPE_CHECKING:
+    from llmsweep.evals.context import NativeContext
 
 BIND_HOST = "0.0.0.0"
 """Servers bind every interface: a container's port is only reachable from the host that way."""
@@ -691,11 +694,18 @@ class Adapter(ABC):
         message that goes on `` `FLAG: VALUE` ``."""
         return f"is no number of tokens {self.name}'s parser takes"
 
-    def context_cap(self, job: Job) -> int | None:
-        """The length the engine cuts any context it is given to without a word, where it is known (ATOM: its
-        checkpoint's `max_position_embeddings`); None: the engine serves the length its launch sets, or refuses one it
-        cannot serve at start-up."""
+    def context_limit(self, job: Job) -> NativeContext | None:
+        """The length the engine cuts any context it is given to without a word, with where llmsweep read it (ATOM:
+        its checkpoint's `max_position_embeddings`, `evals.context.native_context_of`), an estimate included; None:
+        the engine serves the length its launch sets, or refuses one it cannot serve at start-up, or nothing says."""
         return None
+
+    def context_cap(self, job: Job) -> int | None:
+        """The length the engine cuts any context it is given to, where it is known (:meth:`context_limit`, unless
+        the only source is an estimate: a guessed cut is not recorded as what ran; `serve.context-capped` says the
+        cap is unknown)."""
+        limit = self.context_limit(job)
+        return limit.tokens if limit is not None and limit.estimate is None else None
 
     def asked_context(self, job: Job) -> int | None:
         """The context length the launch asks for: the token count the recipe's context flag sets, else the job's

@@ -8,6 +8,7 @@ The answer budget is context − 4,096 above 4,096 tokens, else half the context
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from llmsweep.jsonline import load_json_file
@@ -22,8 +23,22 @@ PROMPT_RESERVE = 4_096
 _CONFIG_KEYS = ("max_position_embeddings", "max_sequence_length", "seq_length", "n_positions")
 
 
-def native_context(job: Job) -> int | None:
-    """The model's native maximum context: a local model directory's config.json first, then the model catalog."""
+@dataclass(frozen=True)
+class NativeContext:
+    """The model's native maximum context and where llmsweep read it."""
+
+    tokens: int
+    source: str
+    """Where it was read, for a message: `max_position_embeddings in /models/x/config.json`, or `the model catalog's
+    MiniMax-M3`."""
+    estimate: str | None = None
+    """The catalog's note where it marks the length an estimate (`estimates: {native_context: …}`); None where it was
+    read from a checkpoint's config.json or the catalog sources it."""
+
+
+def native_context_of(job: Job) -> NativeContext | None:
+    """The model's native maximum context and its source: a local model directory's config.json first, then the model
+    catalog (by the job's model, then its model prefix); None when neither says."""
     path = job.serve.model_path if job.serve is not None else None
     for where in (path, job.model):
         if not where:
@@ -35,15 +50,24 @@ def native_context(job: Job) -> int | None:
             except (OSError, ValueError):
                 doc = {}
             text = doc.get("text_config") if isinstance(doc.get("text_config"), dict) else {}
-            for source in (doc, text):
+            for source, prefix in ((doc, ""), (text, "text_config.")):
                 for key in _CONFIG_KEYS:
                     value = source.get(key) if isinstance(source, dict) else None
                     if isinstance(value, int) and value > 0:
-                        return value
+                        return NativeContext(value, f"{prefix}{key} in {config}")
     from llmsweep.catalog.models import find_model
 
     spec = find_model(job.model) or find_model(job.model_prefix)
-    return spec.native_context if spec is not None else None
+    if spec is None:
+        return None
+    return NativeContext(spec.native_context, f"the model catalog's {spec.name}",
+                         spec.estimates.get("native_context"))
+
+
+def native_context(job: Job) -> int | None:
+    """The model's native maximum context (:func:`native_context_of`)."""
+    native = native_context_of(job)
+    return native.tokens if native is not None else None
 
 
 def eval_context_length(job: Job) -> int:

@@ -332,9 +332,11 @@ def context_conflict(ctx: Context) -> Iterator[Finding]:
       "A serve flag asks for a longer context than the engine serves the model at: the engine cuts it without a word",
       "lower the context flag to the length the engine serves (the message names it)",
       "ATOM serves min(--max-model-len, the checkpoint's max_position_embeddings) (ROCm/ATOM atom/config.py) and its "
-      "/v1/models reports no length: job.json recorded the recipe's longer context, which never ran")
+      "/v1/models reports no length: before llmsweep recorded the cut length, job.json said the recipe's longer "
+      "context, which never ran")
 def context_capped(ctx: Context) -> Iterator[Finding]:
-    """The launch records the cut length (`Adapter.launched_context`); this says the recipe asked for more."""
+    """The launch records the cut length (`Adapter.launched_context`); this says the recipe asked for more, and where
+    the length the engine cuts to is only the catalog's estimate (not applied), that it is unknown."""
     from llmsweep.evals.context import serving_job
 
     for job, recipe in ctx.runnable_pairs():
@@ -345,21 +347,33 @@ def context_capped(ctx: Context) -> Iterator[Finding]:
             adapter = adapter_for(job)
             given = adapter.recipe_context(launched)
             reader = adapter.context_reader(launched)  # the simulator standing in for ATOM serves what ATOM would
-            cap = reader.context_cap(launched) if given is not None else None
+            limit = reader.context_limit(launched) if given is not None else None
         except LlmsweepError:  # no adapter launches it: `serve.render-failed` says why, once
             continue
-        if given is None or cap is None:
+        if given is None or limit is None:
             continue
         written, value = given
         count = reader.read_context(value)
-        if not isinstance(count, int) or count <= cap:
+        if not isinstance(count, int) or count <= limit.tokens:
             continue
-        name = reader.info().display_name
-        yield ctx.hit("serve.context-capped", recipe, serve_arg_path(recipe, job, written),
+        name, cap = reader.info().display_name, limit.tokens
+        path = serve_arg_path(recipe, job, written)
+        if limit.estimate is not None:
+            yield ctx.hit("serve.context-capped", recipe, path,
+                          f"`{written}: {value}` asks {name} for {count:,} tokens of context, over {job.model}'s "
+                          f"native {cap:,} as {limit.source} estimates it ({limit.estimate}): {name} cuts the flag to "
+                          "the checkpoint's max_position_embeddings without a word and its /v1/models reports no "
+                          f"length, and that length is unknown here, so job.json records the recipe's {count:,} "
+                          f"tokens, which {name} may not serve", job=job,
+                          fix=f"read max_position_embeddings in the checkpoint's config.json and lower `{written}` to "
+                              "it if it is shorter, or point `serve.model-path` at a local copy of the checkpoint "
+                              "(llmsweep then reads it)")
+            continue
+        yield ctx.hit("serve.context-capped", recipe, path,
                       f"`{written}: {value}` asks {name} for {count:,} tokens of context, over {job.model}'s native "
-                      f"{cap:,} (its checkpoint's max_position_embeddings): {name} cuts the flag to {cap:,} without a "
-                      f"word and its /v1/models reports no length, so the launch serves {cap:,} tokens, which job.json "
-                      "records", job=job,
+                      f"{cap:,} (read from {limit.source}): {name} cuts the flag to the checkpoint's "
+                      "max_position_embeddings without a word and its /v1/models reports no length, so the launch "
+                      f"serves {cap:,} tokens, which job.json records", job=job,
                       fix=f"lower `{written}` to {cap} (what {name} serves the model at)")
 
 

@@ -144,8 +144,58 @@ def test_an_atom_context_over_the_models_is_warned_with_the_length_to_write(tmp_
         return
     (hit,) = hits
     assert not hit.is_error and "300,000 tokens" in hit.message and f"{NATIVE:,}" in hit.message
+    assert f"{NATIVE:,} (read from the model catalog's Qwen3.5-397B-A17B)" in hit.message, hit.message
     assert hit.fix == f"lower `--max-model-len` to {NATIVE} (what ATOM (ROCm) serves the model at)"
     assert hit.line == RECIPE.count("\n")
+
+
+def _capped(tmp_path: Path, text: str) -> list:
+    path = tmp_path / "r.yaml"
+    path.write_text(text, encoding="utf-8")
+    return [f for f in validate_files([path]).findings if f.rule == "serve.context-capped"]
+
+
+def test_an_atom_cap_read_from_the_checkpoint_s_config_names_it(plan: Callable[[str], list[Job]],
+                                                              tmp_path: Path) -> None:
+    """A local checkpoint's config.json is where ATOM reads its positions: the cap is read there first, and the
+    warning names the file (it said "its checkpoint's max_position_embeddings" whatever the number's source)."""
+    checkpoint = tmp_path / "ckpt"
+    checkpoint.mkdir()
+    (checkpoint / "config.json").write_text('{"text_config": {"max_position_embeddings": 32768}}', encoding="utf-8")
+    text = _text("atom", "{--max-model-len: 40000}").replace("    args:", f"    model-path: {checkpoint}\n    args:")
+    (hit,) = _capped(tmp_path, text)
+    assert f"native 32,768 (read from text_config.max_position_embeddings in {checkpoint / 'config.json'})" \
+        in hit.message, hit.message
+    assert hit.fix == "lower `--max-model-len` to 32768 (what ATOM (ROCm) serves the model at)"
+    (job,) = plan(text)
+    assert launched_job(job).max_model_len == 32_768
+
+
+ESTIMATED = 1_048_576
+"""MiniMax-M3's native context in the model catalog, marked an estimate there ("exact length not in our notes")."""
+
+
+@pytest.mark.parametrize(("written", "warned"), [(2_000_000, True), (ESTIMATED, False), (8192, False)])
+def test_an_atom_cap_the_catalog_only_estimates_is_not_applied(plan: Callable[[str], list[Job]], tmp_path: Path,
+                                                              written: int, warned: bool) -> None:
+    """Where the only source of the checkpoint's positions is the catalog's estimate, job.json records the recipe's
+    context (a guessed cut is no length that ran), and the warning says the length ATOM cuts to is unknown: the
+    estimate had been applied as ATOM's cut and called its checkpoint's max_position_embeddings."""
+    spec = find_model("MiniMaxAI/MiniMax-M3")
+    assert spec is not None and spec.native_context == ESTIMATED and spec.is_estimate("native_context")
+    text = (_text("atom", f"{{--max-model-len: {written}}}")
+            .replace("Qwen/Qwen3.5-397B-A17B-FP8", "MiniMaxAI/MiniMax-M3").replace("qwen3.5", "minimaxm3"))
+    (job,) = plan(text)
+    assert launched_job(job).max_model_len == written
+    hits = _capped(tmp_path, text)
+    if not warned:
+        assert not hits
+        return
+    (hit,) = hits
+    assert not hit.is_error and f"over MiniMaxAI/MiniMax-M3's native {ESTIMATED:,} as the model catalog's MiniMax-M3 " \
+        f"estimates it ({spec.estimates['native_context']})" in hit.message, hit.message
+    assert "that length is unknown here, so job.json records the recipe's 2,000,000 tokens" in hit.message
+    assert hit.fix is not None and "config.json" in hit.fix and "serve.model-path" in hit.fix
 
 
 def test_vllm_and_sglang_contexts_are_not_cut_to_the_model_s(plan: Callable[[str], list[Job]]) -> None:
