@@ -27,6 +27,7 @@ from llmsweep.cli.options import (
 )
 from llmsweep.cli.serving import bind_fix, serve_router, wait_for_stop
 from llmsweep.errors import ConfigError, LlmsweepError
+from llmsweep.sim import serve_flags as sf
 from llmsweep.sim.serve_args import engine_config, engine_config_from_argv, serve_options
 from llmsweep.words import count_of
 from llmsweep.writable import refuse_unwritable
@@ -66,7 +67,8 @@ def serve(**opts: object) -> None:
 @option("decode_urls")
 @option("kv_transfer")
 @option("bind_host")
-@click.option("--port", default=8001, show_default=True, type=BIND_PORT, help="Port to bind (0 = any free port).")
+@click.option(sf.PORT, "port", default=8001, show_default=True, type=BIND_PORT,
+              help="Port to bind (0 = any free port).")
 def router(prefill: tuple[str, ...], decode: tuple[str, ...], kv_transfer: str | None, host: str, port: int) -> None:
     """Serve a simulated PD router in front of simulator prefill and decode workers (`sim serve --role`): `llmsweep
     router --protocol sim`."""

@@ -1170,7 +1170,7 @@ class SimAdapter(Adapter):
             argv += [cli_flag("prefill_urls"), f"http://{w.spec.host}:{w.spec.port}"]
         for w in decode:
             argv += [cli_flag("decode_urls"), f"http://{w.spec.host}:{w.spec.port}"]
-        argv += [cli_flag("kv_transfer"), transfer, cli_flag("bind_host"), node_host(node), "--port", str(port)]
+        argv += [cli_flag("kv_transfer"), transfer, cli_flag("bind_host"), node_host(node), sim_serve.PORT, str(port)]
         return LaunchSpec(engine=self.name, argv=tuple(argv), host=node_host(node), port=port,
                           health_path="/health", metrics_path=None, ready_log_markers=(ROUTER_READY_LINE,),
                           served_model_name=job.workload.served_model_name,

@@ -8,8 +8,9 @@ adapter means the simulator's option; the recipe's flags it translates are the e
 
 Kept apart from `sim.serve_args` so that rendering a launch does not load what parsing one needs (click, the engine
 model and its numpy): this module imports only `option_spellings`, whose concept spellings the options that other
-commands take too keep (`tests/unit/test_option_spellings.py`). The pinned acceptance length is the simulated engine's
-identity's spelling (`engine_ids.SIM_ACCEPTANCE_FLAG`, below every room, which its `pin_acceptance` writes).
+commands take too keep (`tests/unit/test_option_spellings.py`), and `engine_ids`, both below every room: the pinned
+acceptance length is the simulated engine's identity's spelling (`engine_ids.SIM_ACCEPTANCE_FLAG`, which its
+`pin_acceptance` writes). `sim router` binds its port with `PORT` too (its other options are concepts).
 `tests/unit/engines/test_sim_serve_flags.py` renders jobs and parses them back with `sim serve`'s own parser.
 """
 
