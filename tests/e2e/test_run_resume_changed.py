@@ -274,7 +274,7 @@ def test_a_force_stopped_halfway_keeps_the_earlier_key_of_the_results_it_did_not
     said = next(line for line in resumed.stderr.splitlines() if f"job {second}: not resumed" in line)
     # the stopped run.json kept the digests of the earlier key's parts beside it (reuse_parts): the gates, alone
     assert said.endswith("recorded under another reuse key — what differs: the gates the run judges the verdict by "
-                         "(--require-power, `run --al-tolerance`, --request-timeout); it runs again"), said
+                         "(`run --require-power`, `run --al-tolerance`, `run --request-timeout`); it runs again"), said
     assert {r["job"]: r["resumed"] for r in json.loads(resumed.stdout)["jobs"]} == {first: True, second: False}
 
 

@@ -43,7 +43,7 @@ def test_each_job_reuse_runs_again_is_said_with_what_differs(tmp_path: Path) -> 
     said = _said(err)
     assert said == [f"not reused: job {j}: the newest stored result of the job, run {first['run_id']}'s (valid), was "
                     "recorded under another reuse key — what differs: the gates the run judges the verdict by "
-                    "(--require-power, `run --al-tolerance`, --request-timeout); the job runs again"
+                    "(`run --require-power`, `run --al-tolerance`, `run --request-timeout`); the job runs again"
                     for j in jobs], said
 
     # the first run's result stands (its key is this run's), and a run that only stood on it hides nothing

@@ -249,7 +249,7 @@ print(json.dumps({
     assert texts.pop("power_backend") == ["--xpower-backend"]
     assert texts.pop("parsed") == {"": [None, "auto"], "--xrequire-power": [True, "auto"],
                                    "--no-xrequire-power --xpower-backend off": [False, "off"]}
-    assert "(--xrequire-power, `run --al-tolerance`, --request-timeout)" in texts["gates"]
+    assert "(`run --xrequire-power`, `run --al-tolerance`, `run --request-timeout`)" in texts["gates"]
     assert "though asked (--xrequire-power or the recipe's `require-power`)" in texts["evals"]
     assert texts["said"] == "--xpower-backend off"
     assert "`llmsweep run --xrequire-power/--no-xrequire-power`" in texts["help"]

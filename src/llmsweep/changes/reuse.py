@@ -155,7 +155,8 @@ KEY_PARTS: dict[str, str] = {
     "measurement": "llmsweep's measurement definitions (`metrics.version`)",
     "launch": "the rendered launch (engine args, env, files)",
     "simulator": "the simulator's code or a catalog file it reads (`sim.identity`)",
-    "gates": f"the gates the run judges the verdict by ({_REQUIRE_POWER}, `run --al-tolerance`, {_REQUEST_TIMEOUT})",
+    "gates": f"the gates the run judges the verdict by (`run {_REQUIRE_POWER}`, `run --al-tolerance`, "
+             f"`run {_REQUEST_TIMEOUT}`)",
     "local_files": "what the job's local model, draft model or tokenizer paths, or a local file its engine args or "
                    "server environment (serve.env, a worker's additional-settings) name, hold",
     "sample": "the sample a repeat draws (`workload.scenario.sample_name`: repeat k of every arm of a point draws one)",
