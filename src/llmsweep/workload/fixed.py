@@ -122,7 +122,9 @@ class FixedLengthWorkload(Workload):
         self._lock = threading.Lock()
         self._built: dict[int, Any] = {}  # index -> prompt ids or messages, filled by `prepare`
         self._chunks: dict[int, list[tuple[int, int] | None]] = {}
-        """Prompts' lengths by chunk of `LENGTHS_CHUNK` indices (`_lengths_from`)."""
+        """Prompts' lengths by chunk of `LENGTHS_CHUNK` indices (`_lengths_from`): the last drawn and the one before
+        it, which the lanes, taking indices in order, may still read; an older one is drawn again if it is read (the
+        same values), so an open-ended run holds two chunks, not one per 1,024 prompts sent."""
         self._bulk = True
         """Whether `seeded.bounded_pairs` gives this numpy's draws (checked once a chunk)."""
 
@@ -176,7 +178,9 @@ class FixedLengthWorkload(Workload):
             if probe is not None and chunk[probe] != self._drawn(first + probe):
                 self._bulk = False
                 chunk = [None] * LENGTHS_CHUNK
-        self._chunks[first // LENGTHS_CHUNK] = chunk
+        key = first // LENGTHS_CHUNK
+        self._chunks = {k: c for k, c in self._chunks.items() if k == key - 1}
+        self._chunks[key] = chunk
         return chunk
 
     def phase(self, index: int) -> Phase:
@@ -250,10 +254,10 @@ class FixedLengthWorkload(Workload):
                 indices.append(index)
                 k += 1
         per_token = 8 if self.config.api == "completions" else 6  # a Python int in a tuple; ~6 characters of text
-        if sum(self.lengths(i)[0] for i in indices) * per_token > PREPARE_BUDGET_BYTES:
+        isls = [self.lengths(i)[0] for i in indices]
+        if sum(isls) * per_token > PREPARE_BUDGET_BYTES:
             return
-        for index in indices:
-            isl = self.lengths(index)[0]
+        for index, isl in zip(indices, isls, strict=True):
             completions = self.config.api == "completions"
             self._built[index] = self.prompt_ids(index, isl) if completions else self.messages(index, isl)
 

@@ -214,3 +214,18 @@ def test_a_chat_template_longer_than_the_prompt_is_refused_when_the_workload_is_
     workload = FixedLengthWorkload(cfg.model_copy(update={"isl": 200}))
     for spec in _drain(workload):
         assert _measured(workload.tokenizer, spec, True) == spec.input_tokens
+
+
+def test_an_open_ended_run_keeps_the_lengths_of_two_chunks_of_prompts_not_every_one_sent() -> None:
+    """A duration-bounded run (no prompt count) drew its lengths 1,024 prompts at a time and kept every chunk (~120 B a
+    prompt, for as long as the run sends): only the last two are kept, and a prompt read again after its chunk went is
+    drawn to the same lengths (each prompt's own generator defines them)."""
+    from llmsweep.workload.fixed import LENGTHS_CHUNK
+
+    wl = FixedLengthWorkload(FixedLengthConfig(isl=500, osl=50, range_ratio=0.5, seed=3))
+    first = [wl.lengths(i) for i in range(8)]
+    for i in range(6 * LENGTHS_CHUNK):
+        wl.lengths(i)
+    assert len(wl._chunks) <= 2
+    assert [wl.lengths(i) for i in range(8)] == first == [wl._drawn(i) for i in range(8)]
+    assert wl.lengths(6 * LENGTHS_CHUNK - 1) == wl._drawn(6 * LENGTHS_CHUNK - 1)
