@@ -6,6 +6,7 @@ calibrate`, which reads measured runs) read them without importing the executors
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 JOB_FILE = "job.json"
 """The planned job as it ran (`plan.Job`)."""
@@ -15,15 +16,21 @@ OUTCOME_FILE = "outcome.json"
 """How the job ended (`lifecycle.JobOutcome`)."""
 
 
-def read_outcome(folder: Path) -> object | None:
-    """The job folder's `outcome.json` document, as :func:`unjudged` takes it: None when it is missing or does not
-    read (a job killed before the executor closed it)."""
+def read_json(path: Path) -> Any | None:
+    """A run's JSON file (run.json, a job's files) as :func:`llmsweep.jsonline.load_json_file` reads it; None when it
+    is missing or does not read (`execute.artifacts` re-exports it for the executors)."""
     from llmsweep.jsonline import load_json_file
 
     try:
-        document: object = load_json_file(folder / OUTCOME_FILE)
+        return load_json_file(path)
     except (OSError, ValueError):
         return None
+
+
+def read_outcome(folder: Path) -> object | None:
+    """The job folder's `outcome.json` document, as :func:`unjudged` takes it: None when it is missing or does not
+    read (a job killed before the executor closed it)."""
+    document: object | None = read_json(folder / OUTCOME_FILE)
     return document
 
 

@@ -37,7 +37,7 @@ from llmsweep.execute.secrets import SecretScrubber
 from llmsweep.job_files import COMMAND_FILE as COMMAND_FILE
 from llmsweep.job_files import JOB_FILE as JOB_FILE
 from llmsweep.job_files import OUTCOME_FILE as OUTCOME_FILE
-from llmsweep.jsonline import load_json_file
+from llmsweep.job_files import read_json as read_json
 from llmsweep.power.samples import GPU_METRICS_FILE
 
 SERVER_LOG = "server.log"
@@ -121,15 +121,6 @@ def write_files_beside(spec: LaunchSpec, directory: Path, scrubber: SecretScrubb
         atomic.write_text(path, text)
         paths.append(path)
     return paths
-
-
-def read_json(path: Path) -> Any | None:
-    """A run's JSON file (run.json, a job's files) as :func:`llmsweep.jsonline.load_json_file` reads it; None when it
-    is missing or does not read."""
-    try:
-        return load_json_file(path)
-    except (OSError, ValueError):
-        return None
 
 
 def finished_summary(directory: Path) -> Summary | None:
