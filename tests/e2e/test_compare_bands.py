@@ -10,21 +10,17 @@ import json
 import math
 import shutil
 import statistics
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
-from test_run_support import cli_here
+from test_run_support import cli_exits
 
 RECIPES = Path(__file__).resolve().parents[1] / "data" / "recipes" / "results"
 T975_10 = 2.228  # the two-sided 95 % t quantile at 10 degrees of freedom (6 + 6 repeats)
 
 
-def _cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    proc = cli_here(args)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    return proc
+_cli = cli_exits
 
 
 def _compare(*args: str | Path) -> dict[str, Any]:

@@ -8,18 +8,13 @@ served live over HTTP (a few seconds each).
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
-from test_run_support import RECIPES, cli_here
+from test_run_support import RECIPES, cli_exits
 
-
-def _cli(*args: str | Path, ok: int = 0) -> subprocess.CompletedProcess[str]:
-    proc = cli_here(args)
-    assert proc.returncode == ok, proc.stderr[-4000:]
-    return proc
+_cli = cli_exits
 
 
 @pytest.fixture(scope="module")

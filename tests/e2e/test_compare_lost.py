@@ -8,16 +8,11 @@ Real runs on the simulator in virtual time: fixed-sim.yaml (conc 2 and 4) as A, 
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
-from test_run_support import RECIPES, cli_here
+from test_run_support import RECIPES, cli_exits
 
-
-def _cli(*args: str | Path, ok: int = 0) -> subprocess.CompletedProcess[str]:
-    proc = cli_here(args)
-    assert proc.returncode == ok, proc.stderr[-4000:]
-    return proc
+_cli = cli_exits
 
 
 def test_a_point_whose_job_b_ran_without_a_result_is_a_regression_not_only_in_a(tmp_path: Path) -> None:

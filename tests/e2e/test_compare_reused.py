@@ -7,16 +7,11 @@ with conc 8 added, run with `--reuse` as B: B stands conc 2 and 4 on A's results
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
-from test_run_support import RECIPES, cli_here
+from test_run_support import RECIPES, cli_exits
 
-
-def _cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    proc = cli_here(args)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    return proc
+_cli = cli_exits
 
 
 def test_what_b_reused_from_a_is_reused_in_the_json_and_the_table_not_only_in_a(tmp_path: Path) -> None:

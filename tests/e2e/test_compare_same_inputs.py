@@ -8,18 +8,13 @@ once with the workload's seed 7 (other prompts: other inputs).
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
-from test_run_support import RECIPES, cli_here
+from test_run_support import RECIPES, cli_exits
 
-
-def _cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    proc = cli_here(args)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    return proc
+_cli = cli_exits
 
 
 @pytest.fixture(scope="module")

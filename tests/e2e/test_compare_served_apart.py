@@ -10,22 +10,18 @@ build's digest, as a run of a pull request that changed the simulator's code or 
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
-from test_run_support import RECIPES, cli_here
+from test_run_support import RECIPES, cli_exits
 
 from llmsweep.metrics.model import SimulatorProvenance, Summary
 
 OTHER_BUILD = "0123456789abcdef"
 
 
-def _cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    proc = cli_here(args)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    return proc
+_cli = cli_exits
 
 
 @pytest.fixture(scope="module")

@@ -7,19 +7,15 @@ request's (history-pr.yaml: the same point identity, a tiny prefill chunk, ~10x 
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
-from test_run_support import cli_here
+from test_run_support import cli_exits
 
 RECIPES = Path(__file__).resolve().parents[1] / "data" / "recipes" / "results"
 
 
-def _cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    proc = cli_here(args)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    return proc
+_cli = cli_exits
 
 
 def _run(recipe: str | Path, out: Path, store: Path) -> str:

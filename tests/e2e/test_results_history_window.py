@@ -8,23 +8,19 @@ Real runs of a small agentic recipe on the simulator in virtual time into one st
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from test_run_support import cli_here
+from test_run_support import cli_exits
 
 pytestmark = pytest.mark.slow  # a file of long tests: xdist starts it first (tests/conftest.py)
 
 RECIPE = Path(__file__).resolve().parents[1] / "data" / "recipes" / "run" / "agentic-sim.yaml"
 
 
-def _cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    proc = cli_here(args)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    return proc
+_cli = cli_exits
 
 
 def _recipe(tmp_path: Path, duration: int, seed: int | None = None) -> Path:

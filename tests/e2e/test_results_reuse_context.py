@@ -9,12 +9,11 @@ from __future__ import annotations
 import json
 import logging
 import re
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
-from test_run_support import cli_here
+from test_run_support import cli_exits
 
 from llmsweep.changes.reuse import reuse_keys
 from llmsweep.plan import jobs_from_files
@@ -24,10 +23,7 @@ DATA = Path(__file__).resolve().parents[1] / "data" / "recipes"
 RECIPE = DATA / "results" / "reuse-traces.yaml"
 
 
-def _cli(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    proc = cli_here(args)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    return proc
+_cli = cli_exits
 
 
 def _synth(path: Path, seed: int) -> None:

@@ -77,6 +77,13 @@ def cli_here(args: Sequence[str | Path], env: dict[str, str] | None = None,
     return subprocess.CompletedProcess(argv, code, out.getvalue(), err.getvalue())
 
 
+def cli_exits(*args: str | Path, ok: int = 0) -> subprocess.CompletedProcess[str]:
+    """`llmsweep ARGS` in this process (`cli_here`), asserting it exits `ok` (stderr's tail shown when not)."""
+    proc = cli_here(args)
+    assert proc.returncode == ok, proc.stderr[-4000:]
+    return proc
+
+
 def start_cli(args: Sequence[str | Path], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
     """Start `llmsweep run` in the background, stdout+stderr to `log` (a pipe nobody reads could block it)."""
     fh = open(log, "wb")  # noqa: SIM115 - handed to the child; closed when the test's tmp dir goes
