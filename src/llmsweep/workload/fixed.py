@@ -122,9 +122,10 @@ class FixedLengthWorkload(Workload):
         self._lock = threading.Lock()
         self._built: dict[int, Any] = {}  # index -> prompt ids or messages, filled by `prepare`
         self._chunks: dict[int, list[tuple[int, int] | None]] = {}
-        """Prompts' lengths by chunk of `LENGTHS_CHUNK` indices (`_lengths_from`): the last drawn and the one before
-        it, which the lanes, taking indices in order, may still read; an older one is drawn again if it is read (the
-        same values), so an open-ended run holds two chunks, not one per 1,024 prompts sent."""
+        """Prompts' lengths by chunk of `LENGTHS_CHUNK` indices (`_lengths_from`): the chunk last drawn and, if held,
+        the chunk just below it by index, which the lanes, taking indices in order, may still read; any other is
+        dropped when a chunk is drawn and drawn again if it is read (the same values), so an open-ended run holds at
+        most two chunks, not one per 1,024 prompts sent."""
         self._bulk = True
         """Whether `seeded.bounded_pairs` gives this numpy's draws (checked once a chunk)."""
 

@@ -69,6 +69,16 @@ CASES: dict[str, tuple[Callable[[], Workload], EngineConfig, int]] = {
                                                  scheduler="prefill-first", chunked_prefill_size=16384), 16),
     "fixed-prefill-first-mtp": (_fixed, EngineConfig(model="llama-3.1-8b", hardware="h200", engine_style="vllm",
                                                      scheduler="prefill-first", spec=MTP), 16),
+    # prompts longer than a chunk: a prefill-first step with a request still to prefill never runs from the arrays
+    "fixed-prefill-first-chunked": (_fixed, EngineConfig(model="llama-3.1-8b", hardware="h200", engine_style="vllm",
+                                                         scheduler="prefill-first", chunked_prefill_size=512), 4),
+    "fixed-prefill-first-chunked-mtp": (_fixed, EngineConfig(model="llama-3.1-8b", hardware="h200",
+                                                             engine_style="vllm", scheduler="prefill-first",
+                                                             chunked_prefill_size=512, spec=MTP), 4),
+    # a full batch with requests waiting: prefill-first admits nobody, so its decode step is the unified one
+    "fixed-prefill-first-full": (_fixed, EngineConfig(model="llama-3.1-8b", hardware="h200", engine_style="vllm",
+                                                      scheduler="prefill-first", max_running_requests=5, spec=MTP),
+                                 12),
     "agentic-kv-pressure-prefill-first": (_agentic, EngineConfig(model="llama-3.1-8b", hardware="h200",
                                                                  engine_style="vllm", scheduler="prefill-first",
                                                                  spec=MTP, kv_capacity_tokens=25_000), 12),
