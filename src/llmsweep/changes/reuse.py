@@ -329,6 +329,20 @@ def recorded_parts_of(meta: object, key: str) -> dict[str, str] | None:
     return {str(k): v for k, v in found.items()}
 
 
+RECORDED_MEASUREMENT = "measurement"
+"""The run.json field (kept in the store's `runs.meta`) beside `reuse_keys` that records the measurement identity its
+jobs were measured under (`metrics.version.measurement_identity`: `m6-<metric table digest>`), the `measurement` part
+of each key's identity in words, where the keys hold it only inside their hash."""
+
+
+def recorded_measurement(meta: object) -> str | None:
+    """The measurement identity a run's record (its run.json, `runs.meta`) says its jobs were measured under
+    (:data:`RECORDED_MEASUREMENT`); None where it records none (a run of an llmsweep before it was recorded, an
+    import) or it does not read."""
+    said = meta.get(RECORDED_MEASUREMENT) if isinstance(meta, Mapping) else None
+    return said if isinstance(said, str) and said else None
+
+
 def key_differences(key: str, recorded: str, stored: Mapping[str, str], *, then: str = "stored",
                     recorded_parts: Mapping[str, str] | None = None) -> list[str]:
     """What differs between a job's reuse key now (`key`; a :class:`ReuseKey` knows its parts) and the key a result
