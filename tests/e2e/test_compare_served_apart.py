@@ -10,6 +10,7 @@ build's digest, as a run of a pull request that changed the simulator's code or 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ import pytest
 from test_run_support import RECIPES, cli_exits
 
 from llmsweep.metrics.model import SimulatorProvenance, Summary
+from llmsweep.metrics.version import measurement_identity
 
 OTHER_BUILD = "0123456789abcdef"
 
@@ -70,3 +72,27 @@ def test_another_simulator_build_is_said_beside_each_point_verdict(runs: dict[st
     assert " ".join(table.split()).count(f"not the same configuration: simulator build {build} vs") == 2, table
     markdown = _cli("compare", "--baseline", runs["a"], runs["b"], "--no-history", "--format", "markdown").stdout
     assert markdown.count(f"not the same configuration: {said}") == 2, markdown
+
+
+def test_another_measurement_version_is_said_beside_each_point_verdict(runs: dict[str, Path],
+                                                                       tmp_path: Path) -> None:
+    """Results measured by other measurement definitions (`MEASUREMENT_VERSION`, recorded in run.json beside the
+    reuse keys, not in the summaries) compared as if only the configuration had changed. B's run.json is edited to
+    record an earlier version, as a run of an llmsweep before a change to how a figure is measured records it: each
+    point names both, in the table, `--json` and the Markdown verdict."""
+    b = tmp_path / "b"
+    shutil.copytree(runs["b"], b)
+    record = json.loads((b / "run.json").read_text())
+    ours = record["measurement"]
+    assert ours == measurement_identity()
+    earlier = "m1-0123456789abcdef"
+    (b / "run.json").write_text(json.dumps({**record, "measurement": earlier}))
+    said = f"measurement version {ours} vs {earlier} (llmsweep's measurement definitions"
+    doc: dict[str, Any] = json.loads(_cli("compare", "--baseline", runs["a"], b, "--no-history", "--json").stdout)
+    assert len(doc["matched"]) == 2
+    for apart in (*(m["served_apart"] for m in doc["matched"]), *(p["served_apart"] for p in doc["verdict"]["points"])):
+        assert sum(s.startswith(said) for s in apart) == 1, apart
+    table = " ".join(_cli("compare", runs["a"], b, "--no-history").stdout.split())
+    assert table.count(f"measurement version {ours} vs {earlier}") == 2, table
+    markdown = _cli("compare", "--baseline", runs["a"], b, "--no-history", "--format", "markdown").stdout
+    assert markdown.count(said) == 2, markdown

@@ -522,6 +522,7 @@ def compare(runs: tuple[str, ...], baseline: str | None, fmt: str | None, repeat
         history_from_store,
         is_folder,
         recorded_inputs,
+        recorded_measurements,
         resolve_points,
         run_meta_of,
         run_started,
@@ -556,10 +557,14 @@ def compare(runs: tuple[str, ...], baseline: str | None, fmt: str | None, repeat
         stood_a = stood_on_points(a, label_a, store, lambda why: click.echo(f"warning: {why}", err=True))
         pa = [*pa, *stood_a]
         label_b, pb = resolve_points(b, store, warn)
-        ra = [p for ref in repeats_a for p in resolve_points(ref, store, warn)[1]]
-        rb = [p for ref in repeats_b for p in resolve_points(ref, store, warn)[1]]
+        repeats = [(ref, resolve_points(ref, store, warn)[1]) for ref in (*repeats_a, *repeats_b)]
+        ra = [p for _, points in repeats[:len(repeats_a)] for p in points]
+        rb = [p for _, points in repeats[len(repeats_a):] for p in points]
         # the reuse key each result ran under: two virtual-time results of one key are one result's figures again
         inputs = {**recorded_inputs(a, label_a, store), **recorded_inputs(b, label_b, store)}
+        # the measurement definitions each was measured under (run.json): said beside a verdict where they differ
+        measured = {k: v for ref, points in ((a, pa), (b, pb), *repeats)
+                    for k, v in recorded_measurements(ref, points, store).items()}
         used = {label_a, label_b, *(p.run_id for p in ra + rb)}
         starts = [t for ref, run_id in ((a, label_a), (b, label_b)) if (t := run_started(ref, run_id, store))]
         history = [] if no_history or store is None else history_from_store(
@@ -574,7 +579,8 @@ def compare(runs: tuple[str, ...], baseline: str | None, fmt: str | None, repeat
         success = success if verdict else None  # --markdown FILE and the table need only the results B reused
         retired_a = retired_of(run_meta_of(a, store)) if stood_b else {}  # A's jobs its recipe no longer plans
     comp = compare_points(pa, pb, label_a=label_a, label_b=label_b, repeats_a=ra, repeats_b=rb, history=history,
-                          ignore=ignore, mix_sources=mix_sources, inputs=inputs)
+                          ignore=ignore, mix_sources=mix_sources, inputs=inputs,
+                          measurements=measured)
     from llmsweep.results.verdict import (
         earlier_note,
         left_out_note,

@@ -45,6 +45,7 @@ from llmsweep.results.samples import Samples, load_samples
 from llmsweep.words import count_of, noun
 
 _MIX_SOURCES = _flag("mix_sources")
+_POWER_BACKEND = _flag("power_backend")
 _REPEATS = _flag("repeats")
 _REPEATS_FROM = _flag("repeats_from")
 _B_REPEATS_FROM = _flag("b_repeats_from")
@@ -142,8 +143,9 @@ class PointComparison:
     are zero by construction and carry no band (`same inputs`)."""
     served_apart: tuple[str, ...] = ()
     """What served or measured A's results and B's differently though the point (image tag included) is the same, read
-    back from both (`served_apart`): another engine build, image digest, simulator build, GPU power limit or maximum
-    clock, or client release. The verdict stands, but it is not a comparison of one configuration, and is said beside
+    back from both (`served_apart`): another engine build (or, where no server reports one, installed engine
+    version), image digest, simulator build, GPU power limit or maximum clock, power sampler backend, client release or
+    measurement definitions. The verdict stands, but it is not a comparison of one configuration, and is said beside
     it (the table's `served apart` row, the Markdown's point or verdict cell, `--json`'s `served_apart`), not in a
     note; () where nothing recorded on both sides differs."""
 
@@ -344,6 +346,7 @@ def compare_points(
     ignore: Iterable[str] = (),
     mix_sources: bool = False,
     inputs: Mapping[str, str] | None = None,
+    measurements: Mapping[str, str] | None = None,
 ) -> Comparison:
     """Match A and B by identity and compute every metric's delta, band and verdict.
 
@@ -357,6 +360,10 @@ def compare_points(
     `inputs`: the reuse key each result was recorded under, by result id (`results.sides.recorded_inputs`: a run's
     `run.json` `reuse_keys`); a point whose A and B results all ran in virtual time under the same keys ran the same
     inputs (`PointComparison.same_inputs`): said, not banded. A result without one is never taken for the same.
+
+    `measurements`: the measurement definitions each result was measured under, by result id
+    (`results.sides.recorded_measurements`: its run's `run.json`; "" where the run records none): a point whose sides
+    were measured under others says so beside its verdict (`served_apart`); a result not in it was not read.
 
     Evals pair on the point identity whatever kind of job ran them: a `run-eval` job's eval (after its throughput
     point, on the same server) and an `eval-only` job's eval of the same point identity measure the same accuracy, so
@@ -418,7 +425,7 @@ def compare_points(
                            for d in deltas)
         matched.append(PointComparison(k, tuple(runs_a), tuple(runs_b), tuple(past), deltas,
                                        _eval_delta(runs_a, runs_b), same and bool(deltas),
-                                       served_apart(runs_a, runs_b)))
+                                       served_apart(runs_a, runs_b, measurements or {})))
         if unknown := _build_unknown_note(matched[-1]):
             notes.append(unknown)
     paired = _cross_kind_evals(side_a, side_b, matched, skipped, mix_sources)
@@ -459,7 +466,7 @@ def compare_points(
         notes.append(f"A ran in {clock_words(clocks_a)}, B in {clock_words(clocks_b)}: the deltas include "
                      "the live path's client and transport, not only a change of configuration, so a point timed on "
                      "two clocks calls no regression or improvement (compare runs of one clock)")
-    if unread := _unrecorded(matched):
+    if unread := _unrecorded(matched, measurements or {}):
         notes.append("not recorded, so not checked for a difference between A and B: " + "; ".join(unread))
     if ignored:
         notes.append(f"points matched ignoring: {', '.join(sorted(ignored))}")
@@ -520,7 +527,8 @@ class _Served:
     moving tag, a nightly or `latest`, serves other builds under one image name, which the point identity holds), so
     a difference under one tag says so; `by_values`: compared by the values each side read, a result that records
     none hiding nothing (else only where every result of both sides records it); `unread`: how a missing one is named
-    after its name (`B's engine build as its server reported it`)."""
+    after its name (`B's engine build as its server reported it`); `rerun`: what to do about a difference, given A's
+    values (`rerun B with --power-backend nvml`), said after `how`."""
 
     name: str
     of: Callable[[ResultPoint], tuple[str, ...]]
@@ -529,6 +537,7 @@ class _Served:
     by_values: bool = False
     unread: str = ""
     recordable: Callable[[ResultPoint], bool] = lambda p: True
+    rerun: Callable[[Sequence[str]], str] | None = None
 
 
 def _gpu_state(p: ResultPoint) -> list[GpuState]:
@@ -552,15 +561,50 @@ def _client_version(p: ResultPoint) -> tuple[str, ...]:
     return (version,) if version else ()
 
 
+def _installed_engine(p: ResultPoint) -> tuple[str, ...]:
+    """The engine version the python that ran the server had installed (`Launch.engine_version_installed`, read on the
+    host), for a result whose server reported none (`ResultPoint.engine_build` "": `transformers serve`); () where the
+    server reported one (that is compared) or nothing was read."""
+    launch = p.summary.provenance.launch if p.summary is not None else None
+    installed = launch.engine_version_installed if launch is not None else None
+    return (installed,) if installed and not p.engine_build else ()
+
+
+def _power_backend(p: ResultPoint) -> tuple[str, ...]:
+    """The sampler backend that read the GPUs' power of a result with power figures (`PowerBlock.backend`: `nvml`,
+    `nvidia-smi`, `amd-smi`, `dcgm`, the simulator's `sim`); () for a result without power figures."""
+    power = p.summary.power if p.summary is not None else None
+    if power is None or not power.backend or all(p.metric(m) is None for m in POWER_METRICS):
+        return ()
+    return (power.backend,)
+
+
+def _rerun_power_backend(a: Sequence[str]) -> str:
+    """What to do about another power backend: B rerun with A's, where `run` offers it."""
+    from llmsweep.power.sampler import RUN_BACKEND_CHOICES
+
+    return f"rerun B with {_POWER_BACKEND} {a[0]}" if len(a) == 1 and a[0] in RUN_BACKEND_CHOICES \
+        else "rerun B with A's backend"
+
+
 _SERVED: tuple[_Served, ...] = (
     _Served("engine build", lambda p: (p.engine_build,) if p.engine_build else (), "as the servers reported it",
-            tag=True, by_values=True, unread="as its server reported it"),
+            tag=True, by_values=True, unread="as its server reported it",
+            recordable=lambda p: not _installed_engine(p)),
+    _Served("installed engine version", _installed_engine,
+            "the engine package the python that ran each server had installed; the servers report no version",
+            by_values=True, recordable=lambda p: False,
+            rerun=lambda a: f"rerun B where {', '.join(a)} is installed"),
     _Served("image digest", lambda p: (p.image_digest_short,) if p.image_digest else (),
             "the registry's build of the tag", tag=True, by_values=True, recordable=lambda p: bool(p.served_image)),
     _Served("simulator build", lambda p: (p.simulator_build,) if p.simulator_build else (),
             "its code and catalogs, as each simulated result records them", by_values=True,
             recordable=lambda p: False),
     _Served("GPU power limit", lambda p: tuple(f"{w:g} W" for w in p.power_limits_w or ())),
+    _Served("power backend", _power_backend,
+            "the sampler that read the GPUs' power: nvml, dcgm and amd-smi read it beside an energy counter, "
+            "nvidia-smi samples power.draw without one, sim is the simulator's model",
+            by_values=True, recordable=lambda p: False, rerun=_rerun_power_backend),
     _Served("GPU max clock", _max_clocks, "the driver's maximum SM clock, GFX on AMD",
             recordable=lambda p: any(g.sm_clock_mhz is not None for g in _gpu_state(p))),
     _Served("client version", _client_version, "the llmsweep release that measured it",
@@ -568,27 +612,51 @@ _SERVED: tuple[_Served, ...] = (
 )
 """What served or measured a result, as it reads it back (`ResultPoint.engine_build`, `image_digest`,
 `simulator_build`, `power_limits_w`, the GPUs' maximum clocks and the client's release from its summary's typed
-provenance): `served_apart` compares it where both sides record it, `_unrecorded` names where a measured side does not
-(a simulator build never: a measured result has none; a maximum clock only where the GPUs' clocks were read)."""
+provenance, the engine version installed where its server reported none and the power sampler's backend): `served_apart`
+compares it where both sides record it, `_unrecorded` names where a measured side does not (a simulator build never: a
+measured result has none; a maximum clock only where the GPUs' clocks were read; an engine build not where the
+installed version stands for it; an installed version and a power backend never: a server that reports its version has
+none compared, a result without power figures no backend). The measurement definitions are read from each result's
+run record, not its summary (`_measurement`)."""
 
 
-def served_apart(a: Sequence[ResultPoint], b: Sequence[ResultPoint]) -> tuple[str, ...]:
+_MEASUREMENT_HOW = ("llmsweep's measurement definitions, `metrics.version` and the metric table's digest, as each "
+                    "result's run.json records them")
+
+
+def _measurement(measurements: Mapping[str, str]) -> _Served:
+    """The measurement definitions a result was measured under (`changes.reuse.recorded_measurement`, by result id:
+    `measurements`), as one more `_Served`: compared by the values each side read; a result whose run records none
+    ("") is named as not recorded, one not in `measurements` was not read and is not."""
+    return _Served("measurement version", lambda p: (m,) if (m := measurements.get(p.result_id)) else (),
+                   _MEASUREMENT_HOW, by_values=True, unread="as its run.json records it",
+                   recordable=lambda p: p.result_id in measurements,
+                   rerun=lambda a: "rerun B with A's llmsweep release, or A with B's, to compare one measurement")
+
+
+def served_apart(a: Sequence[ResultPoint], b: Sequence[ResultPoint],
+                 measurements: Mapping[str, str] | None = None) -> tuple[str, ...]:
     """What served or measured A's results of a point and B's differently: the engine build its server reported, the
     image's registry digest and, for a simulated result, the simulator's build, where each side holds a result that
     records it (what a tag names, compared by the values read: a result of A's release that read no digest, counted
     as of A's build by `results.point.configuration_keys`, does not hide that B's build is another); the GPUs'
     enforced power limit and maximum clock, and the release of the client that measured it, where every result of
-    both sides records it. A side that does not record one tells nothing of it (`_unrecorded` says so); "under one
-    image tag" where the point identity's image is the same (it is, unless `--ignore image`)."""
+    both sides records it; where no server reported its engine version, the version its python had installed; the
+    backend that sampled the GPUs' power of results with power figures; and the measurement definitions each result's
+    run records (`measurements`, by result id: `compare_points`'), by the values each side read. A side that does not
+    record one tells nothing of it (`_unrecorded` says so); "under one image tag" where the point identity's image is
+    the same (it is, unless `--ignore image`). What to do follows a difference where it is not plain (`rerun`)."""
     tag = ", under one image tag" if len({p.identity.image for p in (*a, *b)}) == 1 else ""
     said = []
-    for served in _SERVED:
+    for served in (*_SERVED, _measurement(measurements or {})):
         va, vb = {served.of(p) for p in a}, {served.of(p) for p in b}
         if served.by_values:
             va, vb = va - {()}, vb - {()}
         if va and vb and () not in va | vb and va != vb:
-            words = [", ".join(sorted({v for values in side for v in values})) for side in (va, vb)]
-            said.append(f"{served.name} {words[0]} vs {words[1]}" + (f" ({served.how})" if served.how else "")
+            values = [sorted({v for read in side for v in read}) for side in (va, vb)]
+            words = [", ".join(side) for side in values]
+            how = "; ".join(filter(None, (served.how, served.rerun(values[0]) if served.rerun else "")))
+            said.append(f"{served.name} {words[0]} vs {words[1]}" + (f" ({how})" if how else "")
                         + (tag if served.tag else ""))
     return tuple(said)
 
@@ -620,13 +688,14 @@ def apart_words(apart: Sequence[str]) -> str:
     return "not the same configuration: " + "; ".join(apart)
 
 
-def _unrecorded(matched: Sequence[PointComparison]) -> list[str]:
-    """What the measured results of compared points do not record of what served them (`served_apart` checks only
-    what both sides record), by side: `B's engine build as its server reported it (2 of 2 points)`."""
+def _unrecorded(matched: Sequence[PointComparison], measurements: Mapping[str, str]) -> list[str]:
+    """What the measured results of compared points do not record of what served or measured them (`served_apart`
+    checks only what both sides record; `measurements`: its), by side: `B's engine build as its server reported it
+    (2 of 2 points)`."""
     said = []
     throughput = [m for m in matched if m.deltas]
     for side in ("a", "b"):
-        for served in _SERVED:
+        for served in (*_SERVED, _measurement(measurements)):
             points = [m for m in throughput if any(p.source == MEASURED and served.recordable(p) and not served.of(p)
                                                    for p in (m.a if side == "a" else m.b))]
             if points:

@@ -116,6 +116,18 @@ def recorded_inputs(ref: str, run_id: str, store: Store | None) -> dict[str, str
     return {result_id_for(run_id, str(job)): key for job, key in keys.items() if isinstance(key, str) and key}
 
 
+def recorded_measurements(ref: str, points: Iterable[ResultPoint], store: Store | None) -> dict[str, str]:
+    """The measurement definitions the results of run `ref` (a folder or a stored run id; `points`: its results, and
+    the stored ones its `run --reuse` stood jobs on, which its reuse keys matched under the same definitions) were
+    measured under, as its `run.json` records them (`changes.reuse.recorded_measurement`), by result id: "" for each
+    where the run records none (a run of an llmsweep before it was recorded, an import), so `compare` names it as not
+    recorded (`compare.served_apart`)."""
+    from llmsweep.changes.reuse import recorded_measurement
+
+    measurement = recorded_measurement(run_meta_of(ref, store)) or ""
+    return {p.result_id: measurement for p in points}
+
+
 def run_meta_of(ref: str, store: Store | None) -> Mapping[str, Any]:
     """A run's record (`run.json`, as the store keeps it in `runs.meta`): the stored run's, else its folder's."""
     if store is not None and store.has_run(ref):

@@ -536,6 +536,109 @@ def test_another_gpu_max_clock_or_client_release_is_said_beside_the_verdict(make
     assert client.matched[0].served_apart == ("client version 0.1.0 vs 0.2.0 (the llmsweep release that measured it)",)
 
 
+MEASURED_UNDER = "(llmsweep's measurement definitions, `metrics.version` and the metric table's digest, as each " \
+                 "result's run.json records them; rerun B with A's llmsweep release, or A with B's, to compare one " \
+                 "measurement)"
+
+
+def test_another_measurement_version_is_said_beside_the_verdict_and_an_unrecorded_one_named(make_run) -> None:
+    """`MEASUREMENT_VERSION` changes when llmsweep changes how a figure is measured or computed; a run records the
+    definitions its jobs were measured under in its run.json (`measurement`, beside its reuse keys), not in their
+    summaries, and compare never read it: A and B measured by other definitions read as a change of the compared
+    configuration. Said beside the point's verdict with both values and what to do; a side whose run records none is
+    named as not recorded (not a difference), and a result whose run was not read is not named."""
+    a = points_from_run(make_run("a", concs=(4,), source="measured", requests=120))
+    b = [_scaled(p, "b", 0.5) for p in a]
+    old, new = "m5-0123456789abcdef", "m6-fedcba9876543210"
+    measured = {**{p.result_id: old for p in a}, **{p.result_id: new for p in b}}
+    comp = compare_points(a, b, measurements=measured)
+    (m,) = comp.matched
+    assert m.served_apart == (f"measurement version {old} vs {new} {MEASURED_UNDER}",)
+    assert comp.as_dict()["matched"][0]["served_apart"] == list(m.served_apart)
+    assert not any("measurement version" in n for n in comp.notes), comp.notes  # said once, beside the point
+    same = compare_points(a, b, measurements=dict.fromkeys(measured, new))
+    assert same.matched[0].served_apart == ()
+    unrecorded = compare_points(a, b, measurements={**measured, b[0].result_id: ""})  # B's run.json records none
+    assert unrecorded.matched[0].served_apart == ()
+    (note,) = [n for n in unrecorded.notes if "not recorded" in n]
+    assert note.endswith("; B's measurement version as its run.json records it (1 of 1 point)"), note
+    assert "A's measurement version" not in note, note
+    unread = compare_points(a, b)  # no run record read (an in-memory comparison): nothing claimed either way
+    assert unread.matched[0].served_apart == () and not any("measurement version" in n for n in unread.notes)
+
+
+def _installed(points: list[ResultPoint], installed: str | None, reported: str | None = None) -> list[ResultPoint]:
+    """The points as a run on the host records its engine: the version the python that ran the server had installed
+    (`Launch.engine_version_installed`) and the version the server reported (None: `transformers serve` reports
+    none), in its summary's typed provenance and its launch as the point reads it."""
+    from llmsweep.metrics.model import Launch
+
+    out = []
+    for p in points:
+        assert p.summary is not None
+        launch = Launch(engine="transformers", engine_version_installed=installed, engine_version_reported=reported)
+        summary = p.summary.model_copy(update={"provenance": p.summary.provenance.model_copy(
+            update={"launch": launch})})
+        out.append(dataclasses.replace(p, summary=summary, provenance={
+            **p.provenance, "launch": {"fingerprint": "launch-a", **launch.model_dump(exclude_none=True)}}))
+    return out
+
+
+def test_another_installed_engine_version_is_said_where_no_server_reports_one(make_run) -> None:
+    """`transformers serve` reports no version, so the engine build compare told apart was never read for it, and B
+    served by another transformers release than A's said nothing (only that the build was not recorded). Where
+    neither side's server reported a version, the version the python that ran it had installed is compared, named as
+    the installed package's (not the server's word), with what to do; it stands for the unrecorded build."""
+    a = points_from_run(make_run("a", concs=(4,), source="measured", requests=120))
+    b = [_scaled(p, "b", 0.5) for p in a]
+    comp = compare_points(_installed(a, "4.57.0"), _installed(b, "4.58.1"))
+    (m,) = comp.matched
+    assert m.served_apart == (
+        "installed engine version 4.57.0 vs 4.58.1 (the engine package the python that ran each server had installed; "
+        "the servers report no version; rerun B where 4.57.0 is installed)",)
+    assert comp.as_dict()["matched"][0]["served_apart"] == list(m.served_apart)
+    assert not any("engine build" in n for n in comp.notes), comp.notes  # the installed version stands for it
+    same = compare_points(_installed(a, "4.57.0"), _installed(b, "4.57.0"))
+    assert same.matched[0].served_apart == () and not any("engine" in n for n in same.notes), same.notes
+    # a server that reports its version: that is compared, never the installed package beside it
+    reported = compare_points(_installed(a, "4.57.0", "0.9.1"), _installed(b, "4.58.1", "0.9.1"))
+    assert reported.matched[0].served_apart == ()
+
+
+def _sampled(points: list[ResultPoint], backend: str, figures: bool = True) -> list[ResultPoint]:
+    """The points with their power block as `backend` sampled it (`PowerBlock.backend`) and, with `figures`, a power
+    figure (tokens per joule)."""
+    from llmsweep.metrics.model import PowerBlock
+
+    out = []
+    for p in points:
+        assert p.summary is not None
+        summary = p.summary.model_copy(update={"power": PowerBlock(backend=backend, power_valid=figures)})
+        metrics = {**p.metrics, "tokens_per_joule": 1.0 if figures else None}
+        out.append(dataclasses.replace(p, summary=summary, metrics=metrics))
+    return out
+
+
+def test_power_sampled_by_another_backend_is_said_beside_the_verdict(make_run) -> None:
+    """NVML, DCGM and amd-smi read the GPUs' power beside an energy counter, nvidia-smi samples power.draw without
+    one: A's power figures by one and B's by another compared as if only the configuration had changed them. Where
+    both sides have power figures, the backends are said beside the point's verdict, with the flag to rerun B with."""
+    a = points_from_run(make_run("a", concs=(4,), source="measured", requests=120))
+    b = [_scaled(p, "b", 0.5) for p in a]
+    comp = compare_points(_sampled(a, "nvml"), _sampled(b, "nvidia-smi"))
+    (m,) = comp.matched
+    assert "tokens_per_joule" in {d.metric for d in m.deltas}
+    assert m.served_apart == (
+        "power backend nvml vs nvidia-smi (the sampler that read the GPUs' power: nvml, dcgm and amd-smi read it "
+        "beside an energy counter, nvidia-smi samples power.draw without one, sim is the simulator's model; rerun B "
+        "with --power-backend nvml)",)
+    assert comp.as_dict()["matched"][0]["served_apart"] == list(m.served_apart)
+    assert compare_points(_sampled(a, "nvml"), _sampled(b, "nvml")).matched[0].served_apart == ()
+    # a side without power figures (its sampler answered, nothing valid): no backend of figures to tell apart
+    none = compare_points(_sampled(a, "nvml"), _sampled(b, "nvidia-smi", figures=False))
+    assert none.matched[0].served_apart == () and not any("power backend" in n for n in none.notes)
+
+
 def test_an_image_digest_a_side_did_not_read_is_named_as_the_other_unrecorded_facts_are(make_run) -> None:
     """A measured side whose server ran in an image but read no registry digest of it (a Slurm/pyxis launch, a
     locally built image) cannot be told apart from A's build under one tag: the note names it, as it names a missing
