@@ -1454,7 +1454,13 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
     rendered = Servers(simulate=req.simulate, executor=executor.kind, live=req.live)  # each job rendered once
     planned = _marked_copies(planned, whole_points, rendered)
     jobs = [j for j in with_repeats(planned, req.repeats) if _picked(j.id, picks or {})]  # `--job <id>-repeat<k>`
-    from llmsweep.changes.reuse import RECORDED_PARTS, record_parts, reuse_keys
+    from llmsweep.changes.reuse import (
+        RECORDED_MEASUREMENT,
+        RECORDED_PARTS,
+        record_parts,
+        recorded_measurement,
+        reuse_keys,
+    )
     from llmsweep.execute.local import LocalExecutor
     from llmsweep.metrics.version import measurement_identity
     from llmsweep.policy.planning import errors_about
@@ -1466,7 +1472,7 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
     previous = art.read_json(run_dir / art.RUN_FILE)  # the keys the finished jobs were measured under, before rewritten
     recorded = previous.get("reuse_keys") if isinstance(previous, dict) else None
     measured = _MeasuredKeys(run_dir, identities, recorded)
-    reuse_meta: dict[str, Any] = {"measurement": measurement_identity(), "reuse_keys": measured.keys,
+    reuse_meta: dict[str, Any] = {RECORDED_MEASUREMENT: measurement_identity(), "reuse_keys": measured.keys,
                                   RECORDED_PARTS: record_parts(identities.values())}  # + the kept keys': at writing
     if req.settings.resume and not isinstance(previous, dict) and (run_dir / art.RUN_FILE).exists():
         _continue_stored_run(run_dir, req, run_id, event)
@@ -1512,7 +1518,7 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
             done = resumed(job, run_dir)
             if done is not None and (why := _measured_otherwise(
                     job, run_dir, identities.get(job.id), recorded, simulate=req.simulate,
-                    measurement=previous.get("measurement") if isinstance(previous, dict) else None,
+                    measurement=recorded_measurement(previous),
                     record=previous)):
                 # Its result stands for another configuration than the job now: kept aside, never mixed into this
                 # run's series (its job id does not change with engine args, env or the workload).

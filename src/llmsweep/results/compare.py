@@ -607,7 +607,8 @@ _SERVED: tuple[_Served, ...] = (
             by_values=True, recordable=lambda p: False, rerun=_rerun_power_backend),
     _Served("GPU max clock", _max_clocks, "the driver's maximum SM clock, GFX on AMD",
             recordable=lambda p: any(g.sm_clock_mhz is not None for g in _gpu_state(p))),
-    _Served("client version", _client_version, "the llmsweep release that measured it",
+    _Served("client version", _client_version,
+            "the llmsweep release that produced it: measured, or predicted in virtual time",
             recordable=lambda p: p.summary is not None),
 )
 """What served or measured a result, as it reads it back (`ResultPoint.engine_build`, `image_digest`,

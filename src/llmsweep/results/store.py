@@ -1147,7 +1147,14 @@ class Store:
         no result of the job at all. A run that only stood on an earlier result recorded its key without a result:
         the result it stood on is the job's. A job whose stored result is under its other power gate's key is
         `run`'s own lookup (`POWER_GATE`), not said here."""
-        from llmsweep.changes.reuse import ReuseKey, key_differences, recorded_parts_of, split_key, stored_parts
+        from llmsweep.changes.reuse import (
+            ReuseKey,
+            key_differences,
+            recorded_measurement,
+            recorded_parts_of,
+            split_key,
+            stored_parts,
+        )
 
         out: list[str] = []
         never: list[str] = []
@@ -1169,7 +1176,7 @@ class Store:
                 never.append(key.job_id)
                 continue
             run_id, stored_key, verdict, job_doc, simulator = found
-            measurement = (metas.get(run_id) or {}).get("measurement")
+            measurement = recorded_measurement(metas.get(run_id))
             diffs = key_differences(key, stored_key, stored_parts(job_doc, key.job_id, measurement, simulator),
                                     recorded_parts=recorded_parts_of(metas.get(run_id), stored_key))
             what = "; ".join(diffs) or "its identity"

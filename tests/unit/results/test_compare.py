@@ -533,7 +533,9 @@ def test_another_gpu_max_clock_or_client_release_is_said_beside_the_verdict(make
     never = compare_points(_clocked(a, 1980.0), _clocked(b, None, ready_mhz=None))  # no clock read at all
     assert never.matched[0].served_apart == () and not any("GPU max clock" in n for n in never.notes), never.notes
     client = compare_points(_clocked(a, 1980.0, client="0.1.0"), _clocked(b, 1980.0, client="0.2.0"))
-    assert client.matched[0].served_apart == ("client version 0.1.0 vs 0.2.0 (the llmsweep release that measured it)",)
+    assert client.matched[0].served_apart == (
+        "client version 0.1.0 vs 0.2.0 (the llmsweep release that produced it: measured, or predicted in virtual "
+        "time)",)
 
 
 MEASURED_UNDER = "(llmsweep's measurement definitions, `metrics.version` and the metric table's digest, as each " \
