@@ -61,7 +61,8 @@ def test_another_simulator_build_is_said_beside_each_point_verdict(runs: dict[st
     plain = json.loads(_cli("compare", runs["a"], runs["b"], "--no-history", "--json").stdout)
     assert [m["served_apart"] for m in plain["matched"]] == [[], []]  # one build served both
     build = _rebuild(runs["b"], OTHER_BUILD)
-    said = f"simulator build {build} vs {OTHER_BUILD} (its code and catalogs, as each simulated result records them)"
+    said = f"simulator build {build} vs {OTHER_BUILD} (its code and catalogs, as each simulated result records them; " \
+           "run or predict B again on A's llmsweep checkout, or A on B's)"
     doc: dict[str, Any] = json.loads(_cli("compare", "--baseline", runs["a"], runs["b"], "--no-history",
                                           "--json").stdout)
     assert len(doc["matched"]) == 2
@@ -70,6 +71,7 @@ def test_another_simulator_build_is_said_beside_each_point_verdict(runs: dict[st
     table = _cli("compare", runs["a"], runs["b"], "--no-history").stdout
     assert table.count("served apart") == 2, table
     assert " ".join(table.split()).count(f"not the same configuration: simulator build {build} vs") == 2, table
+    assert " ".join(table.split()).count("run or predict B again on A's llmsweep checkout, or A on B's") == 2, table
     markdown = _cli("compare", "--baseline", runs["a"], runs["b"], "--no-history", "--format", "markdown").stdout
     assert markdown.count(f"not the same configuration: {said}") == 2, markdown
 

@@ -138,6 +138,7 @@ OTHER_TOOLS = {
     "execute/lifecycle.py": {"--query-gpu", "--format"},  # nvidia-smi's
     # `python -m llmsweep.execute.node_power`'s own argparse flags; srun's --nodes and --nodelist
     "execute/roles.py": {"--dir", "--backend", "--gpus", "--url", "--role", "--nodes", "--nodelist"},
+    "results/compare.py": {"--power-cap"},  # `amd-smi set --power-cap`, where compare says how to set A's limit
 }
 """Flags those messages and command lines name that are another program's, by module."""
 

@@ -528,7 +528,7 @@ class _Served:
     a difference under one tag says so; `by_values`: compared by the values each side read, a result that records
     none hiding nothing (else only where every result of both sides records it); `unread`: how a missing one is named
     after its name (`B's engine build as its server reported it`); `rerun`: what to do about a difference, given A's
-    values (`rerun B with --power-backend nvml`), said after `how`."""
+    values (`rerun B where 4.57.0 is installed`), said after `how`."""
 
     name: str
     of: Callable[[ResultPoint], tuple[str, ...]]
@@ -587,29 +587,43 @@ def _rerun_power_backend(a: Sequence[str]) -> str:
         else "rerun B with A's backend"
 
 
+def _rerun_power_limit(a: Sequence[str]) -> str:
+    """What to do about another GPU power limit: B's GPUs set to A's (`700 W`; each driver's own tool), or B rerun on
+    A's GPUs."""
+    watts = a[0].removesuffix(" W") if len(a) == 1 else "WATTS"
+    return (f"set B's GPUs to A's power limit, `nvidia-smi -pl {watts}` or `amd-smi set --power-cap {watts}`, or "
+            "rerun B on A's GPUs")
+
+
 _SERVED: tuple[_Served, ...] = (
     _Served("engine build", lambda p: (p.engine_build,) if p.engine_build else (), "as the servers reported it",
             tag=True, by_values=True, unread="as its server reported it",
-            recordable=lambda p: not _installed_engine(p)),
+            recordable=lambda p: not _installed_engine(p),
+            rerun=lambda a: f"rerun B on A's engine build {', '.join(a)}: an image pinned by its @sha256 digest, not "
+                            "a moving tag, or that version installed"),
     _Served("installed engine version", _installed_engine,
             "the engine package the python that ran each server had installed; the servers report no version",
             by_values=True, recordable=lambda p: False,
             rerun=lambda a: f"rerun B where {', '.join(a)} is installed"),
     _Served("image digest", lambda p: (p.image_digest_short,) if p.image_digest else (),
-            "the registry's build of the tag", tag=True, by_values=True, recordable=lambda p: bool(p.served_image)),
+            "the registry's build of the tag", tag=True, by_values=True, recordable=lambda p: bool(p.served_image),
+            rerun=lambda a: "rerun B with its image pinned to A's digest, `IMAGE@sha256:…`"),
     _Served("simulator build", lambda p: (p.simulator_build,) if p.simulator_build else (),
             "its code and catalogs, as each simulated result records them", by_values=True,
-            recordable=lambda p: False),
-    _Served("GPU power limit", lambda p: tuple(f"{w:g} W" for w in p.power_limits_w or ())),
+            recordable=lambda p: False, rerun=lambda a: "run or predict B again on A's llmsweep checkout, or A on B's"),
+    _Served("GPU power limit", lambda p: tuple(f"{w:g} W" for w in p.power_limits_w or ()), rerun=_rerun_power_limit),
     _Served("power backend", _power_backend,
             "the sampler that read the GPUs' power: nvml, dcgm and amd-smi read it beside an energy counter, "
             "nvidia-smi samples power.draw without one, sim is the simulator's model",
             by_values=True, recordable=lambda p: False, rerun=_rerun_power_backend),
     _Served("GPU max clock", _max_clocks, "the driver's maximum SM clock, GFX on AMD",
-            recordable=lambda p: any(g.sm_clock_mhz is not None for g in _gpu_state(p))),
+            recordable=lambda p: any(g.sm_clock_mhz is not None for g in _gpu_state(p)),
+            rerun=lambda a: f"rerun B on A's GPUs, or on GPUs whose maximum clock is {', '.join(a)}: another model "
+                            "or board firmware sets another"),
     _Served("client version", _client_version,
             "the llmsweep release that produced it: measured, or predicted in virtual time",
-            recordable=lambda p: p.summary is not None),
+            recordable=lambda p: p.summary is not None,
+            rerun=lambda a: f"rerun B with llmsweep {', '.join(a)}, A's release, or A with B's"),
 )
 """What served or measured a result, as it reads it back (`ResultPoint.engine_build`, `image_digest`,
 `simulator_build`, `power_limits_w`, the GPUs' maximum clocks and the client's release from its summary's typed
@@ -646,7 +660,7 @@ def served_apart(a: Sequence[ResultPoint], b: Sequence[ResultPoint],
     backend that sampled the GPUs' power of results with power figures; and the measurement definitions each result's
     run records (`measurements`, by result id: `compare_points`'), by the values each side read. A side that does not
     record one tells nothing of it (`_unrecorded` says so); "under one image tag" where the point identity's image is
-    the same (it is, unless `--ignore image`). What to do follows a difference where it is not plain (`rerun`)."""
+    the same (it is, unless `--ignore image`). What to do follows each difference (`rerun`)."""
     tag = ", under one image tag" if len({p.identity.image for p in (*a, *b)}) == 1 else ""
     said = []
     for served in (*_SERVED, _measurement(measurements or {})):

@@ -428,6 +428,13 @@ def test_one_failed_request_is_no_regression_beside_repeats_that_failed_none(tmp
     assert ratio == 0.03 and verdict == "regression"
 
 
+ENGINE_BUILDS = "engine build 0.5.16 vs 0.5.17.dev3 (as the servers reported it; rerun B on A's engine build " \
+                "0.5.16: an image pinned by its @sha256 digest, not a moving tag, or that version installed), under " \
+                "one image tag"
+IMAGE_DIGESTS = "image digest aaaaaaaaaaaa vs bbbbbbbbbbbb (the registry's build of the tag; rerun B with its image " \
+                "pinned to A's digest, `IMAGE@sha256:…`), under one image tag"
+
+
 def _served(points: list[ResultPoint], version: str | None, limit_w: float | None,
             digest: str | None = None, image: str | None = None) -> list[ResultPoint]:
     """The points as a measured run records what served them: the engine version its server reported (`launch`), the
@@ -461,9 +468,9 @@ def test_another_engine_build_or_power_limit_under_one_image_tag_is_said_beside_
     b = [_scaled(p, "b", 0.5) for p in a]
     builds = compare_points(_served(a, "0.5.16", 700.0), _served(b, "0.5.17.dev3", 700.0))
     (m,) = builds.matched
-    assert m.served_apart == ("engine build 0.5.16 vs 0.5.17.dev3 (as the servers reported it), under one image tag",)
-    said = "not the same configuration: engine build 0.5.16 vs 0.5.17.dev3 (as the servers reported it), under one " \
-           "image tag"
+    said = "not the same configuration: " + ENGINE_BUILDS
+    assert m.served_apart == (ENGINE_BUILDS,)
+    assert "; rerun B on A's engine build 0.5.16: an image pinned by its @sha256 digest" in m.served_apart[0]
     (row,) = [line for line in verdict_markdown(builds, SuccessRate(1, 1)).splitlines() if line.startswith("| Qwen")]
     assert f"no change (no between-run band; {said})" in row, row  # in the verdict's cell
     assert verdict_as_dict(builds, SuccessRate(1, 1))["points"][0]["served_apart"] == list(m.served_apart)
@@ -476,10 +483,14 @@ def test_another_engine_build_or_power_limit_under_one_image_tag_is_said_beside_
     assert comparison_markdown(builds).count(said) == 1
     digests = compare_points(_served(a, "0.5.16", 700.0, "sha256:" + "a" * 64),
                              _served(b, "0.5.16", 700.0, "sha256:" + "b" * 64))
-    assert digests.matched[0].served_apart == (
-        "image digest aaaaaaaaaaaa vs bbbbbbbbbbbb (the registry's build of the tag), under one image tag",)
+    assert digests.matched[0].served_apart == (IMAGE_DIGESTS,)
+    assert "; rerun B with its image pinned to A's digest, `IMAGE@sha256:…`)" in IMAGE_DIGESTS
     power = compare_points(_served(a, "0.5.16", 700.0), _served(b, "0.5.16", 500.0))
-    assert power.matched[0].served_apart == ("GPU power limit 700 W vs 500 W",)
+    assert power.matched[0].served_apart == (
+        "GPU power limit 700 W vs 500 W (set B's GPUs to A's power limit, `nvidia-smi -pl 700` or `amd-smi set "
+        "--power-cap 700`, or rerun B on A's GPUs)",)
+    (cell,) = [line for line in comparison_markdown(power).splitlines() if line.startswith("| Qwen")]
+    assert "`nvidia-smi -pl 700` or `amd-smi set --power-cap 700`, or rerun B on A's GPUs)) |" in cell, cell
     same = compare_points(_served(a, "0.5.16", 700.0), _served(b, "0.5.16", 700.0))
     assert same.matched[0].served_apart == ()
     assert not any("not the same configuration" in n or "not recorded" in n for n in same.notes), same.notes
@@ -519,11 +530,14 @@ def test_another_gpu_max_clock_or_client_release_is_said_beside_the_verdict(make
     b = [_scaled(p, "b", 0.5) for p in a]
     clocks = compare_points(_clocked(a, 1980.0), _clocked(b, 1755.0, ready_mhz=345.0))
     (m,) = clocks.matched
-    assert m.served_apart == ("GPU max clock 1980 MHz vs 1755 MHz (the driver's maximum SM clock, GFX on AMD)",)
+    assert m.served_apart == ("GPU max clock 1980 MHz vs 1755 MHz (the driver's maximum SM clock, GFX on AMD; rerun "
+                              "B on A's GPUs, or on GPUs whose maximum clock is 1980 MHz: another model or board "
+                              "firmware sets another)",)
     assert clocks.as_dict()["matched"][0]["served_apart"] == list(m.served_apart)
     amd = compare_points(_clocked(a, 2100.0, domain="gfx"), _clocked(b, 1900.0, domain="gfx"))
     assert amd.matched[0].served_apart == (
-        "GPU max clock 2100 MHz GFX vs 1900 MHz GFX (the driver's maximum SM clock, GFX on AMD)",)
+        "GPU max clock 2100 MHz GFX vs 1900 MHz GFX (the driver's maximum SM clock, GFX on AMD; rerun B on A's "
+        "GPUs, or on GPUs whose maximum clock is 2100 MHz GFX: another model or board firmware sets another)",)
     idle = compare_points(_clocked(a, 1980.0), _clocked(b, 1980.0, ready_mhz=345.0))
     assert idle.matched[0].served_apart == ()  # only the idle clock differs
     unread = compare_points(_clocked(a, 1980.0), _clocked(b, None))
@@ -535,7 +549,9 @@ def test_another_gpu_max_clock_or_client_release_is_said_beside_the_verdict(make
     client = compare_points(_clocked(a, 1980.0, client="0.1.0"), _clocked(b, 1980.0, client="0.2.0"))
     assert client.matched[0].served_apart == (
         "client version 0.1.0 vs 0.2.0 (the llmsweep release that produced it: measured, or predicted in virtual "
-        "time)",)
+        "time; rerun B with llmsweep 0.1.0, A's release, or A with B's)",)
+    assert client.as_dict()["matched"][0]["served_apart"][0].endswith("; rerun B with llmsweep 0.1.0, A's release, "
+                                                                      "or A with B's)")
 
 
 MEASURED_UNDER = "(llmsweep's measurement definitions, `metrics.version` and the metric table's digest, as each " \
@@ -727,7 +743,7 @@ def test_a_side_holding_a_result_without_its_digest_still_says_the_other_side_ra
     a = _served(base, version, 700.0, x, image)
     a2 = _served([_scaled(p, "a2", 1.01) for p in base], version, 700.0, None, image)  # read no digest
     b = _served([_scaled(p, "b", 0.5) for p in base], version, 700.0, y, image)
-    said = "image digest aaaaaaaaaaaa vs bbbbbbbbbbbb (the registry's build of the tag), under one image tag"
+    said = IMAGE_DIGESTS
     assert compare_points(a, b).matched[0].served_apart == (said,)
     (m,) = compare_points([*a, *a2], b).matched
     assert {p.run_id for p in m.a} == {"a", "a2"} and m.served_apart == (said,)
