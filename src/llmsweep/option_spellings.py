@@ -8,9 +8,9 @@ and worker command (`execute.docker`, `.executor`, `.local`, `.preflight`, `.slu
 (`execute.pipeline`, `.lifecycle`, `.roles`, `.placement`), the power sampler's fixes (`power.sampler`, `.samples`,
 `.virtual`), the report's and results' fixes, and the simulator's own command line (`sim.serve_args`);
 `tests/unit/test_option_spellings.py` fails on a spelling one of them writes by hand. A command's own option that a
-lower room names is a concept here too (`run --resume`, `--reuse`, `--live`, `--eval-limit`, `--require-power`,
-`--power-backend`; `compare --repeats-from`), as is one several commands take that fixes name (`--format`,
-`--config-files`, read by `plan.select`, `evals`, `results.interchange`). An on/off pair (`--require-power` and
+lower room names is a concept here too (`run --resume`, `--reuse`, `--live`, `--eval-limit`, `run --require-power`,
+`run --power-backend`; `compare --repeats-from`), as is one several commands take that fixes name (`--format`,
+`--config-files`, read by `plan.select`, `evals`, `results.interchange`). An on/off pair (`run --require-power` and
 `--no-require-power`) is one spelling here, its off form derived (:data:`SWITCHES`, :func:`negation`), as the CLI
 declares the pair from it. A single-command flag that one message names is still written by hand, with its command
 (`run --al-tolerance`, `compare: --ignore`, `peer import --served-by`, `report --with`):
@@ -96,7 +96,7 @@ SPELLINGS: Final[dict[str, str]] = {
 """Concept name -> its one long spelling. `cli.options.CONCEPTS` has exactly these keys (checked on import)."""
 
 SWITCHES: Final[frozenset[str]] = frozenset({"require_power"})
-"""The concepts declared as an on/off pair (`--require-power/--no-require-power`): the off spelling is derived from
+"""The concepts declared as an on/off pair (`run --require-power/--no-require-power`): the off spelling is derived from
 the one spelling above (:func:`negation`), never written a second time."""
 
 

@@ -206,6 +206,30 @@ def test_the_scan_sees_the_messages() -> None:
     assert len(seen) > 60
 
 
+RUN_ONLY = ("--require-power", "--power-backend")
+"""`run`'s own options that docstrings across the rooms name (the power sampler's, the pipeline's, the report's)."""
+
+
+def test_a_docstring_names_runs_power_options_with_run() -> None:
+    """A docstring cannot read a spelling from `option_spellings`, so it writes `--require-power` and
+    `--power-backend` by hand; each time it names one, it names it with its command (`run --power-backend off`), so
+    the scan holds it to `run`'s options: a loose `--power-backend` would go unchecked were `run` to drop or rename
+    it, or another command to take it."""
+    loose = []
+    for path in sorted(SRC.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+                    and isinstance(text := node.value.value, str)):
+                continue
+            for option in RUN_ONLY:
+                written = len(re.findall(r"(?<![\w-])" + re.escape(option) + r"(?![\w-])", text))
+                held = sum(1 for n in named_flags(text) if n.flag == option and n.command == "run" and not n.problem)
+                if written != held:
+                    loose.append(f"{path.relative_to(SRC)}:{node.lineno}: {option} {written} times, "
+                                 f"{held} with `run`")
+    assert not loose, "docstrings name run's options without `run`:\n" + "\n".join(loose)
+
+
 @pytest.mark.parametrize(("text", "problems"), [
     ("rerun with `llmsweep run RECIPE --out DIR --resume`", []),
     ("rerun with `llmsweep predict --resume`", ["`llmsweep predict` takes no --resume"]),

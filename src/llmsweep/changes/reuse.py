@@ -691,7 +691,7 @@ require it on one judged with it (its verdict passed the stricter gate)."""
 
 
 def job_gates(job: Job, settings: LifecycleSettings | None) -> dict[str, object]:
-    """The run's settings that judge this job's verdict: whether power is required of it (`--require-power`, the
+    """The run's settings that judge this job's verdict: whether power is required of it (`run --require-power`, the
     recipe's `require-power`: a result without power is refused where it is), and, for a job that pins its acceptance
     length, the read-back gate's settings (`--al-tolerance`); and the client's whole-request timeout where it is not
     the default (`--request-timeout`: which requests fail, so whether the point passes its error gate)."""

@@ -305,7 +305,7 @@ def option(concept: str, *, dest: str | None = None, short: str | None = None, d
     The option's default and help are those of the model field it feeds: the concept's, or this command's `source`.
     `overrides` narrow the shared settings for one command (default, required, type, a more specific help);
     `deprecated` adds old spellings this command used to accept. A switch (`option_spellings.SWITCHES`) is declared
-    as click's on/off pair, its off spelling derived from its one spelling (`--require-power/--no-require-power`).
+    as click's on/off pair, its off spelling derived from its one spelling (`run --require-power/--no-require-power`).
     """
     spec = CONCEPTS[concept]
     settings = dict(spec.settings)

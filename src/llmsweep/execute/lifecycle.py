@@ -1317,7 +1317,7 @@ def _close(job: Job, jdir: Path, outcome: JobOutcome, started: float, scrubber: 
 
 def power_gate(groups: Sequence[ServerGroup], settings: LifecycleSettings, event: Event = _quiet
                ) -> tuple[list[ServerGroup], list[JobOutcome]]:
-    """`--require-power` judged before any server starts, on the host that runs the groups' lifecycles and samples
+    """`run --require-power` judged before any server starts, on the host that runs the groups' lifecycles and samples
     their power (this one for the local and docker executors; a Slurm job's node, through `pipeline.run_worker`).
 
     A simulated job whose power the simulator does not model (PP or PCP > 1: `power.virtual.sim_power_unmodelled`)

@@ -168,7 +168,7 @@ class RunOutcome:
     verdict): what run.json records as `reused`, the one home of that answer."""
     power_unrecorded: dict[str, list[str]] = field(default_factory=dict)
     """Jobs that ran without their GPU power recorded, by why and how to get it (their summaries' `power.error`:
-    no backend could sample where they ran; `--power-backend off` is not among them)."""
+    no backend could sample where they ran; `run --power-backend off` is not among them)."""
     rest: list[JobOutcome] = field(default_factory=list)
     """A narrower `--resume`/`--force` (`--job`, `--config-keys`, `--changed`): the recorded outcomes of the
     run's other expected jobs, which this invocation did not plan (`_unplanned_outcomes`)."""
@@ -468,7 +468,7 @@ def _docker_cli(executor: Executor) -> tuple[str, ...]:
 
 def _power_gate(groups: list[ServerGroup], settings: LifecycleSettings, executor: Executor,
                 event: Event) -> tuple[list[ServerGroup], list[JobOutcome]]:
-    """`--require-power` judged before any server starts (`lifecycle.power_gate`), on the host that samples the
+    """`run --require-power` judged before any server starts (`lifecycle.power_gate`), on the host that samples the
     groups' power: this one when their lifecycle runs in this process (local, docker). A Slurm group's runs on the
     node its batch job lands on, which this host cannot probe: `run_worker` judges it there, before its server
     starts, and this run says so."""
@@ -1106,7 +1106,7 @@ def _measured_by(req: RunRequest, jobs: list[Job]) -> dict[str, object]:
     """Each of those fields the plan's jobs exercise, with the value the options give it now: `simulate` for jobs of
     a real engine (a recipe already on the simulator is not moved by it), the clock for simulated jobs, the trace
     corpus for jobs that replay traces, the eval settings for jobs with an eval, the power backend for jobs that
-    measure throughput (a resume under `--power-backend off` after `auto` left some points of one series without
+    measure throughput (a resume under `run --power-backend off` after `auto` left some points of one series without
     power, or read by another backend)."""
     now: dict[str, object] = {}
     if any(j.engine != SIM.id for j in jobs):

@@ -818,7 +818,7 @@ class RoleDeployment:
     def _start_samplers(self, say: Callable[[str], None], backend: BackendChoice = "auto") -> None:
         """One power sampler per node that runs a worker (`execute.node_power`), or one per worker where a node runs
         several (the roles of one host, each labelled as in virtual time: `prefill0`, `decode0`), with `backend` (it
-        had always been `auto`, whatever `--power-backend` said); on the simulator it reads the worker's modelled
+        had always been `auto`, whatever `run --power-backend` said); on the simulator it reads the worker's modelled
         `/power`. None under `off`: each unit's power is said not sampled for that reason. A sampler that cannot
         start is said, never a reason to fail the job."""
         running = [(role, worker, handle) for role, worker, handle in self.started if role.kind != "router"]
@@ -867,7 +867,7 @@ class RoleDeployment:
 
     def power(self, settings: PowerSettings) -> NodePowerFiles | None:
         """The node samplers as the lifecycle's sampler: each job's power block is integrated over every node's GPUs
-        (`power.deployment`); None when power is neither sampled nor required (`--power-backend off`)."""
+        (`power.deployment`); None when power is neither sampled nor required (`run --power-backend off`)."""
         if settings.backend == "off" and not settings.require:
             return None
         role_gpus: dict[str, int] = {r.kind: r.count * r.gpus_per_worker for r in self.topology.roles

@@ -64,7 +64,7 @@ def auto_order(role: str | None = None) -> tuple[str, ...]:
 
 
 class PowerSettings(BaseModel):
-    """How a run samples GPU power (`llmsweep run --require-power`, `--power-backend`)."""
+    """How a run samples GPU power (`llmsweep run --require-power`, `run --power-backend`)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -292,7 +292,7 @@ def _candidates(settings: PowerSettings, *, simulated: bool, gpus: int, role: st
     """The backends a server's sampler tries, in order (none: sampling is off, or a real server without GPUs).
 
     A real server on no GPU (a CPU rehearsal) has no GPU power, whatever backend is named: a backend named with
-    `--power-backend` would read the host's GPUs, which the server never used, and credit their draw to it as its
+    `run --power-backend` would read the host's GPUs, which the server never used, and credit their draw to it as its
     measured power."""
     if settings.backend == "off":
         return ()
@@ -312,7 +312,7 @@ def _context(*, simulated: bool, base_url: str | None, env: Mapping[str, str] | 
 
 NO_GPU_REASON = "the server runs on no GPU (its launch uses 0), so there is no GPU power to sample"
 MEASURED_CHOICES = tuple(c for c in RUN_BACKEND_CHOICES if c not in ("auto", "off"))
-"""The backends `--power-backend` can name that sample real GPUs."""
+"""The backends `run --power-backend` can name that sample real GPUs."""
 NOT_REQUIRED_FIX = (f"run without requiring power: {negation('require_power')}, or drop the recipe's "
                     "`require-power: true`")
 

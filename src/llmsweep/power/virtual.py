@@ -38,7 +38,7 @@ def sim_power_unmodelled(tp: int | None, gpus: int) -> str | None:
     when it models it: the model prices a step on the tensor-parallel GPUs (`sim.power.PowerModel`), not on the
     pipeline or context-parallel ranks a job with PP or PCP > 1 adds, which the simulator does not model. The one
     place this is decided: the virtual-time power (`VirtualPower`), the live simulator's job files and
-    `--require-power`'s gate before any server starts (`execute.lifecycle.power_gate`) all ask it. `tp` None: a
+    `run --require-power`'s gate before any server starts (`execute.lifecycle.power_gate`) all ask it. `tp` None: a
     disaggregated job, whose workers are modelled each on all its GPUs (`VirtualDeploymentPower`)."""
     if tp is None or gpus <= tp:
         return None
@@ -161,7 +161,7 @@ class VirtualPower:
 def virtual_power(settings: PowerSettings, *, hardware: str, tp: int, start_time: float,
                   gpus: int | None = None) -> VirtualPower | None:
     """The modelled power of a virtual-time job (`settings` decided for the job: `PowerSettings.for_jobs`), or None
-    when power is neither sampled nor required (`--power-backend off`)."""
+    when power is neither sampled nor required (`run --power-backend off`)."""
     if settings.backend == "off" and not settings.require:
         return None
     return VirtualPower(hardware=hardware, tp=tp, start_time=start_time, settings=settings, gpus=gpus)
@@ -218,7 +218,7 @@ class VirtualDeploymentPower:
 def virtual_deployment_power(settings: PowerSettings, cluster: Cluster, *,
                              start_time: float) -> VirtualDeploymentPower | None:
     """The modelled power of one point run on a simulated deployment (None when power is neither sampled nor
-    required: `--power-backend off`)."""
+    required: `run --power-backend off`)."""
     if settings.backend == "off" and not settings.require:
         return None
     return VirtualDeploymentPower(cluster, start_time=start_time, settings=settings)

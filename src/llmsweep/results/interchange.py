@@ -219,7 +219,7 @@ LEGACY_FIELDS = {"gpu_energy_j": "total_gpu_energy_j"}
 def _power_fields(summary: Summary) -> dict[str, Any]:
     """InferenceX's power keys: `power_metric_schema_version`, `power_valid` 1/0 and, when valid, the energy figures
     (a 0 verdict carries none, as the app deletes them at ingest), with a disaggregated deployment's per-role figures
-    where the run measured or modelled them (`power.roles`). A job that sampled no power (`--power-backend off`) has
+    where the run measured or modelled them (`power.roles`). A job that sampled no power (`run --power-backend off`) has
     the 0 verdict, as InferenceX's power step gives every row it has no samples for; a figure the run did not record
     is absent, never zero. Where the watts came from (measured or the simulator's model) is the `llmsweep` block's
     `power.source`, as the run recorded it."""
