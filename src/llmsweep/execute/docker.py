@@ -706,11 +706,14 @@ class DockerServerHandle(ProcessServerHandle):
     def _oom_killed(self) -> str | None:
         """`_OOM` when the container's own State says the kernel's OOM killer ended it, else None. The daemon sets
         the flag on the kernel's OOM notice, which may reach it a moment after the exit: an exit 137 without it is
-        asked once more, `_EVENTS_LAG_S` later."""
+        asked once more, `_EVENTS_LAG_S` later, and so is a daemon too busy to answer within `_INSPECT_TIMEOUT_S`."""
         for again in (False, True):
             state = self._inspect_state()
+            if state is None and not again:  # the daemon did not say (busy: its answer timed out): asked once more
+                time.sleep(_EVENTS_LAG_S)
+                continue
             if not isinstance(state, dict):
-                return None  # gone (removed from outside), or the daemon did not say
+                return None  # gone (removed from outside), or the daemon did not say twice
             if state.get("OOMKilled") is True:
                 return f"{_OOM}: the kernel's OOM killer ended it (the container's State.OOMKilled)"
             if again or state.get("Running") or state.get("ExitCode") != _SIGKILLED:
