@@ -685,10 +685,6 @@ class Adapter(ABC):
         given = self.recipe_context(job)
         return given is not None and self.context_reader(job).read_context(given[1]) == AUTO_CONTEXT
 
-    def context_example(self) -> str:
-        """How a context length is written for this engine's parser, for a fix: the value alone."""
-        return "8192"
-
     def context_unread(self, value: Any) -> str:
         """What is wrong with a context flag's `value` that :meth:`read_context` reads as no length (None), for a
         message that goes on `` `FLAG: VALUE` ``."""

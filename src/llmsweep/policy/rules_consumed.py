@@ -314,7 +314,8 @@ def context_conflict(ctx: Context) -> Iterator[Finding]:
             yield ctx.hit("serve.context-conflict", recipe, path,
                           f"`{written}: {value}` {adapter.context_unread(value)}: llmsweep cannot check it against "
                           "what the job sends, nor record the context the launch runs with", job=job,
-                          fix=f"write `{written}` as a number of tokens, e.g. `{written}: {adapter.context_example()}`")
+                          fix=f"write `{written}` as a number of tokens, e.g. `{written}: "
+                              f"{launched.max_model_len or 8192}`")
             continue
         need = launched.max_model_len if launched.scenario is ScenarioId.FIXED_SEQ_LEN else None
         if need is None or count >= need:

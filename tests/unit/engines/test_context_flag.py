@@ -74,12 +74,13 @@ def test_a_context_at_least_what_the_job_needs_passes(tmp_path: Path, args: str)
 def test_a_context_that_is_no_number_of_tokens_its_engine_takes_is_refused(tmp_path: Path, engine: str, value: str,
                                                                            takes: str | None) -> None:
     """SGLang's and TensorRT-LLM's parsers take a whole number; vLLM's also `32k`/`32K`/`auto`, but no decimal with a
-    binary suffix (`8.5K`). The fix's example is a value alone; what else the parser takes is said in the message."""
+    binary suffix (`8.5K`). The fix's example is a value alone, the context the job plans (its isl + osl + 256: 576);
+    what else the parser takes is said in the message."""
     flag = engines.get_adapter(engine).context_flag
     (hit,) = _context_hits(tmp_path, engine, f"{{{flag}: {value}}}")
     assert hit.is_error and f"`{flag}: {value}` is no number of tokens" in hit.message
     assert takes is None or takes in hit.message, hit.message
-    assert hit.fix == f"write `{flag}` as a number of tokens, e.g. `{flag}: 8192`"
+    assert hit.fix == f"write `{flag}` as a number of tokens, e.g. `{flag}: 576`"
 
 
 @pytest.mark.parametrize(("value", "parsed"), [("auto", False), ("32k", False), ("-1", True), ("0", True)])
@@ -99,7 +100,7 @@ def test_atom_takes_a_whole_number_of_tokens_only(tmp_path: Path, value: str, pa
     else:
         assert f"`--max-model-len: {value}` is no number of tokens ATOM's parser takes" in hit.message, hit.message
         assert "whole number only" in hit.message
-    assert hit.fix == "write `--max-model-len` as a number of tokens, e.g. `--max-model-len: 8192`"
+    assert hit.fix == "write `--max-model-len` as a number of tokens, e.g. `--max-model-len: 576`"
     atom = engines.get_adapter("atom")
     assert atom.read_context(value) is None
     assert atom.read_context(" 8192 ") == atom.read_context(8192) == 8192
