@@ -8,12 +8,12 @@ and worker command (`execute.docker`, `.executor`, `.local`, `.preflight`, `.slu
 (`execute.pipeline`, `.lifecycle`, `.roles`, `.placement`), the power sampler's fixes (`power.sampler`, `.samples`,
 `.virtual`), the report's and results' fixes, and the simulator's own command line (`sim.serve_args`);
 `tests/unit/test_option_spellings.py` fails on a spelling one of them writes by hand. A command's own option that a
-lower room names is a concept here too (`run --resume`, `--reuse`, `--live`, `--eval-limit`, `run --require-power`,
-`run --power-backend`; `compare --repeats-from`), as is one several commands take that fixes name (`--format`,
-`--config-files`, read by `plan.select`, `evals`, `results.interchange`). An on/off pair (`run --require-power` and
-`--no-require-power`) is one spelling here, its off form derived (:data:`SWITCHES`, :func:`negation`), as the CLI
-declares the pair from it. A single-command flag that one message names is still written by hand, with its command
-(`run --al-tolerance`, `compare: --ignore`, `peer import --served-by`, `report --with`):
+lower room names is a concept here too (`run --resume`, `run --reuse`, `run --live`, `run --eval-limit`,
+`run --require-power`, `run --power-backend`; `compare --repeats-from`), as is one several commands take that fixes
+name (`--format`, `--config-files`, read by `plan.select`, `evals`, `results.interchange`). An on/off pair
+(`run --require-power` and `--no-require-power`) is one spelling here, its off form derived (:data:`SWITCHES`,
+:func:`negation`), as the CLI declares the pair from it. A single-command flag that one message names is still written
+by hand, with its command (`run --al-tolerance`, `compare: --ignore`, `peer import --served-by`, `report --with`):
 `tests/unit/test_option_spellings.py` holds every flag those fixes name to an option some llmsweep command takes, and
 `tests/unit/test_command_flags.py` each flag a message names with its command (`llmsweep report RUN --with`) to that
 command's options. A flag of another tool that happens to share a spelling (`docker run --gpus`, `docker inspect

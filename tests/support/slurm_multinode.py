@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from llmsweep.words import count_of
+
 MN_CONF = Path("/etc/slurm-mn/slurm.conf")
 NODES_NEEDED = 3  # two prefill workers and one decode worker, each on a node of its own
 
@@ -30,7 +32,7 @@ def cluster_nodes() -> dict[str, str]:
         pytest.skip("the multi-node Slurm controller does not answer (scripts/ci/start_slurm_multinode.sh)")
     up = [line.split()[0] for line in lines if len(line.split()) == 2 and line.split()[1] in ("idle", "mixed")]
     if len(up) < NODES_NEEDED:
-        pytest.skip(f"the multi-node Slurm has {len(up)} usable node(s); {NODES_NEEDED} needed")
+        pytest.skip(f"the multi-node Slurm has {count_of(len(up), 'usable node')}; {NODES_NEEDED} needed")
     addresses = {}
     for node in up:
         fields = dict(t.split("=", 1) for t in slurm("scontrol", "show", "node", "-o", node).split() if "=" in t)

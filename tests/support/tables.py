@@ -8,6 +8,8 @@ import re
 import pytest
 from rich.cells import cell_len
 
+from llmsweep.words import count_of
+
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _RULE = re.compile(r"[│┃]")
 
@@ -52,4 +54,5 @@ def rows(text: str, starts: int = 0) -> list[list[list[str]]]:
 def fits(text: str, width: int) -> None:
     """Every line of `text` within `width` columns (a wide character, an emoji verdict mark, takes two)."""
     too_wide = [line for line in text.splitlines() if cell_len(line) > width]
-    assert not too_wide, f"{len(too_wide)} line(s) wider than {width}:\n" + "\n".join(too_wide) + "\n\n" + text
+    shown = "\n".join(too_wide)
+    assert not too_wide, f"{count_of(len(too_wide), 'line')} wider than {width}:\n{shown}\n\n{text}"
