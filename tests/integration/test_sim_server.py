@@ -214,7 +214,8 @@ def test_a_client_that_disconnects_mid_stream_frees_its_slot() -> None:
 @pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM", "SIGHUP"])
 def test_sim_serve_stops_cleanly_on_each_interrupt_signal(sig: str) -> None:
     """A server asked to stop exits 0 whichever signal asked: SIGHUP (a closed terminal) ended it with 129 while
-    SIGINT and SIGTERM gave 0."""
+    SIGINT and SIGTERM gave 0. Its log's last line names the signal: a log that ended after the ready line left a
+    server killed from outside indistinguishable from one asked to stop."""
     import signal
     import time
 
@@ -233,6 +234,7 @@ def test_sim_serve_stops_cleanly_on_each_interrupt_signal(sig: str) -> None:
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 0 and "Traceback" not in err, err[-2000:]
+    assert err.strip().splitlines()[-1] == f"llmsweep sim serve: stopping on {sig}", err[-2000:]
 
 
 def test_a_port_already_taken_names_what_to_stop() -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import signal
+import sys
 
 import click
 
@@ -18,18 +20,28 @@ def bind_fix(port: int) -> str:
             "hand, pick a free --port (or 0 for any)")
 
 
-async def wait_for_stop() -> None:
+async def wait_for_stop(command: str) -> None:
     """Serve until SIGINT, SIGTERM, SIGHUP or SIGQUIT (unless `nohup` ignores SIGHUP), then stop cleanly: a server
-    asked to stop exits 0, whichever signal asked (SIGHUP ended it with 129 while the others gave 0)."""
+    asked to stop exits 0, whichever signal asked (SIGHUP ended it with 129 while the others gave 0). Says on stderr
+    which signal stopped `command`, so a log that ends there says why the server went (not a crash, not the OOM
+    killer: those leave no such line)."""
     from llmsweep.execute.signals import INTERRUPT_SIGNALS, taken_over
 
     stop = asyncio.Event()
+    received: list[signal.Signals] = []
+
+    def _stop(sig: signal.Signals) -> None:
+        received.append(sig)
+        stop.set()
+
     loop = asyncio.get_running_loop()
     for sig in INTERRUPT_SIGNALS:
         if taken_over(sig):
             with contextlib.suppress(NotImplementedError):  # non-POSIX
-                loop.add_signal_handler(sig, stop.set)
+                loop.add_signal_handler(sig, _stop, sig)
     await stop.wait()
+    click.echo(f"llmsweep {command}: stopping on {received[0].name}", err=True)
+    sys.stderr.flush()
 
 
 async def serve_router(command: str, protocol: str, prefill: list[str], decode: list[str], *, kv_transfer: str | None,
@@ -46,5 +58,5 @@ async def serve_router(command: str, protocol: str, prefill: list[str], decode: 
                             fix=bind_fix(port)) from exc
     click.echo(f"{pd.protocol.ready_line}{host}:{bound}: protocol {protocol}; prefill {', '.join(pd.prefill)}; "
                f"decode {', '.join(pd.decode)}", err=True)
-    await wait_for_stop()
+    await wait_for_stop(command)
     await runner.cleanup()

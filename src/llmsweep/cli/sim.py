@@ -97,7 +97,7 @@ async def _serve(config: object, *, host: str, port: int, served_model_name: obj
     click.echo(READY_LINES[style], err=True)
     sys.stderr.flush()
     try:
-        await wait_for_stop()
+        await wait_for_stop("sim serve")
     finally:
         await runner.cleanup()
 
