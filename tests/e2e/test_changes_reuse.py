@@ -56,9 +56,9 @@ def test_changed_runs_exactly_the_changed_jobs_and_reuse_runs_nothing_known(tmp_
     assert {sources[j] for j in sources if j not in tp4_old} == {changed["run_id"]}
     assert read_json(tmp_path / "again" / "run.json")["reused"].keys() == sources.keys()
     # each reused row shows the figures of the result it stands on (a walkthrough found every figure "-")
-    measured = {(run_id, r["job"]): r["total_tps_per_gpu"] for run_id, doc in ((first["run_id"], first),
+    measured = {(run_id, r["job"]): r["tput_per_gpu"] for run_id, doc in ((first["run_id"], first),
                 (changed["run_id"], changed)) for r in doc["jobs"]}  # type: ignore[attr-defined]
-    assert all(r["total_tps_per_gpu"] == measured[(sources[r["job"]], r["job"])] for r in rows)
+    assert all(r["tput_per_gpu"] == measured[(sources[r["job"]], r["job"])] for r in rows)
 
 
 def test_changed_with_nothing_changed_runs_nothing(tmp_path: Path) -> None:

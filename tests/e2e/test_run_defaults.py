@@ -105,7 +105,7 @@ def test_resume_of_a_finished_run_skips_every_job(tmp_path: Path, finished: Fini
     # the table shows the verdicts and figures the finished jobs have on disk, marked resumed, not empty rows
     rows = json.loads(resumed.stdout)["jobs"]
     assert len(rows) == 2 and all(r["verdict"] == "valid" and r["resumed"] for r in rows), rows
-    assert all(r["total_tps_per_gpu"] and r["total_tps_per_gpu"] > 0 and r["summary"] for r in rows), rows
+    assert all(r["tput_per_gpu"] and r["tput_per_gpu"] > 0 and r["summary"] for r in rows), rows
 
 
 def test_resume_with_options_that_change_what_was_measured_is_refused_untouched(tmp_path: Path,
@@ -146,7 +146,7 @@ def test_run_json_prints_the_end_table_and_stderr_says_what_each_job_is_doing(tm
     for row in rows.values():
         assert row["verdict"] == "valid" and row["reason"] is None  # a fixed-length point has no 900 s minimum
         assert row["requests_ok"] > 0 and row["requests_failed"] == 0
-        assert row["total_tps_per_gpu"] > 0 and row["ttft_p50_ms"] > 0 and row["tpot_p50_ms"] > 0
+        assert row["tput_per_gpu"] > 0 and row["p50_ttft"] > 0 and row["p50_tpot"] > 0
     # Not a terminal: timestamped lines, job k/N with its phases.
     lines = proc.stderr.splitlines()
     assert any(re.match(r"^\[\d\d:\d\d:\d\d\] job 1/2 conc 2 · launching", line) for line in lines), proc.stderr

@@ -39,7 +39,7 @@ def test_resume_shows_each_finished_jobs_verdict_marked_resumed(tmp_path: Path) 
         # the summary's verdict and its reason, as the run that made it showed them, marked resumed
         assert row["verdict"] == "smoke" and row["resumed"] is True, row
         assert row["reason"] == ran[row["job"]]["reason"] and row["reason"].startswith("smoke run: profile window")
-        assert row["total_tps_per_gpu"] == ran[row["job"]]["total_tps_per_gpu"]
+        assert row["tput_per_gpu"] == ran[row["job"]]["tput_per_gpu"]
     # what reads run.json (the sweep's success rate, `ci collect`) still finds the jobs skipped, and done
     outcomes = read_json(out / "run.json")["outcomes"]
     assert {o["status"] for o in outcomes} == {"skipped"} and all(o["resumed"] for o in outcomes)

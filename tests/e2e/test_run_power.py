@@ -24,7 +24,7 @@ def test_simulated_sweep_reports_valid_power_rising_tokens_per_joule(tmp_path: P
     assert proc.returncode == 0, proc.stderr[-4000:]
     # The end-of-run table speaks power too.
     table = json.loads(proc.stdout)["jobs"]
-    assert all(r["tokens_per_joule"] > 0 and r["avg_power_w_per_gpu"] > 0 for r in table)
+    assert all(r["tokens_per_joule"] > 0 and r["avg_power_w"] > 0 for r in table)
 
     by_conc: dict[int, dict[str, object]] = {}
     for name, jdir in job_dirs(out).items():

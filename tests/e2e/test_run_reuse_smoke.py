@@ -26,7 +26,7 @@ def test_a_stored_smoke_result_is_reused_by_the_same_job(tmp_path: Path) -> None
     for job, row in rows.items():
         assert row["reused"] is True and row["verdict"] == "smoke", row
         # the figures it stands on are the first run's
-        assert row["total_tps_per_gpu"] == measured[job]["total_tps_per_gpu"], (row, measured[job])
+        assert row["tput_per_gpu"] == measured[job]["tput_per_gpu"], (row, measured[job])
         assert row["reason"].startswith(f"reused: smoke result of run {done['run_id']} (job {job})"), row
 
 

@@ -94,7 +94,7 @@ def test_an_eval_only_job_stores_its_score_and_threshold_verdict(tmp_path: Path,
     assert "virtual time" not in proc.stderr.split("job 1/1", 1)[-1].splitlines()[0]
     (row,) = json.loads(proc.stdout)["jobs"]
     assert row["job"].endswith(row["job"][-12:]) and "_conc16_" in row["job"] and "_eval_" in row["job"]
-    assert row["verdict"] == "invalid" and row["total_tps_per_gpu"] is None
+    assert row["verdict"] == "invalid" and row["tput_per_gpu"] is None
     assert row["eval_task"] == "gsm8k" and row["eval_score"] == 0.0 and row["eval_verdict"] == "invalid"
     (summary,) = summaries(out).values()
     ev = summary["eval"]

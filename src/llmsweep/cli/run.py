@@ -252,12 +252,15 @@ def _reused_summaries(outcome: RunOutcome) -> dict[str, Any]:
 
 def outcome_rows(outcome: RunOutcome) -> list[dict[str, Any]]:
     """One row per expected job: its concurrency, verdict and the reason for it, the warnings its outcome carries,
-    where its figures come from (`source`, `clock`) and the headline metrics. A job `--resume` did not run again shows
-    its summary's verdict and reasons, `resumed: true`; one `--reuse` did not run shows the stored result's verdict and
-    figures, `reused: true`, its reason the result it stands on."""
+    where its figures come from (`source`, `clock`) and every metric of the metric table (`results.extract.hot_values`:
+    keyed and in the unit `results list --json` and the store give it, latencies in seconds). A job `--resume` did
+    not run again shows its summary's verdict and reasons, `resumed: true`; one `--reuse` did not run shows the stored
+    result's verdict and figures, `reused: true`, its reason the result it stands on."""
     from llmsweep.errors import ResultError
     from llmsweep.execute.lifecycle import verdict_reasons
     from llmsweep.metrics.model import Summary
+    from llmsweep.metrics.registry import HOT_NAMES
+    from llmsweep.results.extract import hot_values
 
     rows = []
     reused = _reused_summaries(outcome)
@@ -273,7 +276,6 @@ def outcome_rows(outcome: RunOutcome) -> list[dict[str, Any]]:
             verdict, reasons = summary.validity.verdict, verdict_reasons(summary)
         elif o.reused and summary is not None:  # the stored result's verdict; the reason names that result
             verdict = summary.validity.verdict
-        ms = 1e3
         block = summary.eval if summary is not None else None
         measured = summary
         if block is not None and block.mode == "eval-only":
@@ -293,15 +295,10 @@ def outcome_rows(outcome: RunOutcome) -> list[dict[str, Any]]:
             "clock": measured.provenance.clock if measured is not None else None,
             "requests_ok": summary.requests.successful if summary else None,
             "requests_failed": summary.requests.failed if summary else None,
-            "total_tps_per_gpu": summary.throughput.per_gpu.total_tps if summary else None,
-            "output_tps_per_gpu": summary.throughput.per_gpu.output_tps if summary else None,
-            # a statistic without a sample (every request failed) is no figure: None, shown `-`, not 0.0
-            "ttft_p50_ms": _scaled(summary.latency.ttft.stat("p50"), ms) if summary else None,
-            "tpot_p50_ms": _scaled(summary.latency.tpot.stat("p50"), ms) if summary else None,
-            "interactivity_p50": summary.interactivity.stat("p50") if summary else None,
-            # Power, when it was sampled: None unless valid (`summary.power.reasons` says why not).
-            "tokens_per_joule": _power_figure(summary, "tokens_per_joule"),
-            "avg_power_w_per_gpu": _power_figure(summary, "avg_power_w"),
+            # every metric of the metric table, keyed and in the unit `results list --json` gives it (latencies
+            # in s): a statistic without a sample (every request failed) is no figure, None, shown `-`, not 0.0;
+            # a power figure None unless power is valid (`summary.power.reasons` says why not)
+            **(hot_values(summary) if summary is not None else dict.fromkeys(HOT_NAMES)),
             # Why no power was recorded, and how to get it (the summary's `power.error`: no backend could sample).
             "power_error": summary.power.error if summary is not None and summary.power is not None else None,
             "eval_task": block.task if block is not None else None,
@@ -313,14 +310,9 @@ def outcome_rows(outcome: RunOutcome) -> list[dict[str, Any]]:
     return rows
 
 
-def _scaled(value: float | None, factor: float) -> float | None:
-    return None if value is None else value * factor
-
-
-def _power_figure(summary: Summary | None, field: str) -> float | None:
-    power = summary.power if summary is not None else None
-    value = getattr(power, field) if power is not None and power.power_valid else None
-    return float(value) if value is not None else None
+RUN_TABLE_COLUMNS = ("tput_per_gpu", "output_tput_per_gpu", "p50_ttft", "p50_tpot", "p50_intvty", "tokens_per_joule",
+                     "avg_power_w")
+"""The metric table's columns (`HOT_BY_NAME`) the end-of-run table shows; its rows (`run --json`) hold every one."""
 
 
 def _eval_cell(row: dict[str, Any]) -> str:
@@ -347,21 +339,15 @@ def _print_rows(rows: list[dict[str, Any]], exp_names: dict[str, str] | None = N
     from llmsweep.cli.tables import Column, job_labels, plain, print_tables
     from llmsweep.metrics.registry import HOT_BY_NAME
 
-    # each metric column: its hot column, and its key in the rows (the --json document, which gives latencies in ms)
-    shown = {"tput_per_gpu": "total_tps_per_gpu", "output_tput_per_gpu": "output_tps_per_gpu",
-             "p50_ttft": "ttft_p50_ms", "p50_tpot": "tpot_p50_ms", "p50_intvty": "interactivity_p50",
-             "tokens_per_joule": "tokens_per_joule", "avg_power_w": "avg_power_w_per_gpu"}
-
-    def cell(r: dict[str, Any], column: str) -> str:
-        value = r[shown[column]]
-        return HOT_BY_NAME[column].cell(value / 1e3 if value is not None and shown[column].endswith("_ms") else value)
+    def cell(r: dict[str, Any], column: str) -> str:  # a row holds the column under its name, in its stored unit
+        return HOT_BY_NAME[column].cell(r[column])
 
     from llmsweep.cli.verdicts import Notes, verdict_cell
 
     columns = [
         Column("job", kind="key", justify="left"), Column("conc"), Column("verdict", justify="left"),
         Column("reason", kind="text", justify="left", min_width=24, drop_empty=True), Column("ok/failed"),
-        *(Column(HOT_BY_NAME[c].header) for c in shown),
+        *(Column(HOT_BY_NAME[c].header) for c in RUN_TABLE_COLUMNS),
         Column("eval", kind="text", justify="left", drop_empty=True),
     ]
     cells = []
@@ -371,7 +357,7 @@ def _print_rows(rows: list[dict[str, Any]], exp_names: dict[str, str] | None = N
         verdict = verdict_cell(r["verdict"], kept="resumed" if r["resumed"] else "reused" if r["reused"] else None,
                                notes=notes.number(r["warnings"]))
         cells.append([plain(r["job"]), str(r["conc"] or "-"), verdict,
-                      plain(r["reason"] or ""), ok, *(cell(r, c) for c in shown),
+                      plain(r["reason"] or ""), ok, *(cell(r, c) for c in RUN_TABLE_COLUMNS),
                       plain(_eval_cell(r))])
     short = [plain(label) for label in job_labels([r["job"] for r in rows], exp_names)]
     print_tables(run_title(rows), columns, cells, short_keys=short, caption=plain("\n".join(notes.lines())) or None,

@@ -65,11 +65,17 @@ class Outcome:
     """Refused because the worker process predicting it died (the run fails)."""
 
     def doc(self) -> dict[str, Any]:
-        """The row of `predict --json`."""
+        """The row of `predict --json`: the point's every metric of the metric table, keyed and in the unit `run
+        --json` and `results list --json` give it (`results.extract.hot_values`: latencies in seconds), beside its
+        whole summary; a refused point's every metric null, as `run --json`'s row of a job that did not run."""
+        from llmsweep.metrics.registry import HOT_NAMES
+        from llmsweep.results.extract import hot_values
+
         if self.summary is None:
-            return {"job": self.job, "concurrency": self.concurrency, "refused": self.refused}
-        return {"job": self.job, "concurrency": self.concurrency, "summary": self.summary.dump(),
-                "calibration": self.calibration}
+            return {"job": self.job, "concurrency": self.concurrency, **dict.fromkeys(HOT_NAMES),
+                    "refused": self.refused}
+        return {"job": self.job, "concurrency": self.concurrency, **hot_values(self.summary),
+                "summary": self.summary.dump(), "calibration": self.calibration}
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,9 @@ from, which statistics are stored — and everything else derived from it.
 
 Derived here or from here: the summary's `units` block (`units()`), the results store's hot columns and the CLI and
 report tables (`HOT_COLUMNS`, each with its label, unit, polarity, how it is read from a `Summary`, and how a table
-heads and shows it: `header`, `cell`), the noise bands' resampled statistics (`results.samples` computes a hot
+heads and shows it: `header`, `cell`), every command's JSON key for a metric (`HotColumn.name`, its figure in the
+column's unit, a latency in seconds: `run`, `predict`, `results list|show|frontier`, `compare`, the export; a whole
+summary holds it at the metric's `name`), the noise bands' resampled statistics (`results.samples` computes a hot
 column's statistic from its metric's `Sample`), the dashboard's axes (`report.data`). Adding a metric is one
 `define(...)` here plus its computation in `metrics.summary` (and, to store it, a `stats`/`column`: the store
 migrates its new column in by itself).

@@ -69,7 +69,7 @@ def test_a_job_reused_once_and_refused_later_shows_no_borrowed_figures(
     captured = capsys.readouterr()
     rows = json.loads(captured.out)["jobs"]
     assert [r["verdict"] for r in rows] == ["refused", "refused", "refused"]
-    assert all(r["total_tps_per_gpu"] is None for r in rows), rows
+    assert all(r["tput_per_gpu"] is None for r in rows), rows
     assert "reused stored results" not in captured.err and "3 expected jobs without a result" in captured.err
     assert sum("--executor docker would place no server" in str(r["reason"]) for r in rows) == 2
 

@@ -84,4 +84,4 @@ def test_a_point_whose_every_request_failed_has_no_latency_figure_not_zero(make_
         job_id="j", exp_name="e", status="invalid", reasons=["no successful profiling request"],
         summary_path=str(path))])
     (row,) = outcome_rows(outcome)
-    assert (row["ttft_p50_ms"], row["tpot_p50_ms"], row["interactivity_p50"]) == (None, None, None), row
+    assert (row["p50_ttft"], row["p50_tpot"], row["p50_intvty"]) == (None, None, None), row

@@ -98,5 +98,5 @@ def test_the_run_table_reads_every_reused_result_in_one_store_query(make_run, st
     assert reads == [3]
     for job, p in stored.items():
         assert p.summary is not None
-        assert rows[job]["total_tps_per_gpu"] == p.summary.throughput.per_gpu.total_tps
+        assert rows[job]["tput_per_gpu"] == p.summary.throughput.per_gpu.total_tps
         assert rows[job]["reused"] and rows[job]["verdict"] == p.verdict  # the stored verdict, not `skipped`
