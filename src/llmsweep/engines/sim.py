@@ -149,8 +149,8 @@ def _offload_backend(job: Job) -> list[str]:
 
 def _sparse_attention(job: Job) -> list[str]:
     """The job's model's sparse attention where the simulator prices it as dense attention over the whole context
-    (`ModelSpec.sparse_attention_gap`: DeepSeek-V4's compressed attention, or a DSA whose top-k or indexer the
-    catalog does not record), so a long-context prediction that overstates its attention cost says so."""
+    (`ModelSpec.sparse_attention_gap`: a DSA whose top-k or indexer the catalog does not record), so a long-context
+    prediction that overstates its attention cost says so."""
     from llmsweep.catalog.models import find_model
 
     model = find_model(job.model)

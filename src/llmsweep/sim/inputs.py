@@ -16,7 +16,7 @@ from llmsweep.catalog.models import MODEL_KEY, MODELS_FILE, ModelSpec, all_model
 from llmsweep.catalog.precision import kv_bytes_per_element
 from llmsweep.catalog.sources import entry_fix
 from llmsweep.errors import ConfigError
-from llmsweep.sim.perf import GB, PerfInputs
+from llmsweep.sim.perf import GB, AttentionTerm, PerfInputs
 from llmsweep.words import noun
 
 if TYPE_CHECKING:
@@ -66,7 +66,9 @@ def _hardware_figures(sku: str, precision: str) -> dict[str, float] | None:
     return {"hbm_gb": spec.hbm_gb, "hbm_bw_tbs": spec.hbm_bw_tbs, "tflops": tflops, "link_gbs": spec.link_gbs}
 
 
-def _model_figures(name: str) -> dict[str, float] | None:
+def _model_figures(name: str, kv_dtype: str | None = None) -> dict[str, Any] | None:
+    """The catalog model's figures for `name` (its entry, else the entry of one of `PREFIX_MODELS` it begins with),
+    its KV at `kv_dtype` (None: the engine's default); None when none matches."""
     spec = find_model(name)
     if spec is None:
         key = name.lower()
@@ -81,13 +83,12 @@ def _model_figures(name: str) -> dict[str, float] | None:
     share = experts * (total - active) / (experts - top_k) / total if experts > top_k else 0.0
     split = 1 if spec.attention.kind == "mla" else (spec.attention.kv_heads or 1 << 20)
     return {"params_total": total, "params_active": active, "n_layers": spec.layers,
-            "hidden": spec.hidden_size, "kv_bytes_per_token_bf16": float(spec.kv_bytes_per_token("bf16")),
+            "hidden": spec.hidden_size, "kv_bytes_per_token": spec.kv_cache_bytes_per_token(kv_dtype),
             "n_experts": experts, "experts_per_token": top_k, "expert_param_share": min(max(share, 0.0), 0.99),
             "kv_split_max": split,
             "prefill_attention_flops": spec.attention_flops_per_context_token("prefill"),
             "decode_attention_flops": spec.attention_flops_per_context_token("decode"),
-            "sparse_topk": float(spec.sparse_topk or 0), "indexer_flops": spec.indexer_flops_per_context_token(),
-            "indexer_bytes_per_token": spec.indexer_bytes_per_context_token()}
+            "context_terms": tuple(AttentionTerm(*term) for term in spec.context_terms(kv_dtype))}
 
 
 def simulated_hardware() -> list[str]:
@@ -123,9 +124,10 @@ def perf_inputs(
     """PerfInputs for (model, hardware): the catalogs (built-in figures for the test models), then `overrides`.
 
     `precision` picks the weight bytes and the FLOP/s column; `kv_dtype` (an engine's `--kv-cache-dtype` spelling;
-    default the model's dtype, bf16) scales the KV bytes per token by its bytes per element
-    (`catalog.precision.kv_bytes_per_element`: fp8 halves it, nvfp4 takes 0.28 of it). Raises ConfigError naming what
-    is missing and how to supply it, or a KV dtype of no known size.
+    default the model's dtype, bf16) sizes the KV bytes per token (`ModelSpec.kv_cache_bytes_per_token`: the bf16
+    figure scaled by its bytes per element, `catalog.precision.kv_bytes_per_element`: fp8 halves it, nvfp4 takes 0.28
+    of it; a DSA's indexer keys and DeepSeek-V4's compressed cache in the layout its engines keep). Raises
+    ConfigError naming what is missing and how to supply it, or a KV dtype of no known size.
     """
     precision = precision.lower()
     overrides = dict(overrides or {})
@@ -135,7 +137,8 @@ def perf_inputs(
         raise ConfigError(f"unknown simulator performance {noun(len(unknown), 'override')}: {', '.join(unknown)}",
                           fix=f"use only these names: {', '.join(sorted(known))}")
     hw = _hardware_figures(hardware, precision)
-    md = _model_figures(model)
+    kv_bytes_per_element(kv_dtype or "auto")  # a KV dtype of no known size is refused whatever gives the figures
+    md = _model_figures(model, kv_dtype)
     base_needed = {"hbm_bytes", "hbm_bw", "flops"}
     if hw is None and not base_needed <= set(overrides):
         raise ConfigError(f"simulator: no hardware figures for {hardware!r} in the hardware catalog",
@@ -153,7 +156,6 @@ def perf_inputs(
         # Weights as the launch stores them (the checkpoint's format where smaller); the precision still picks the
         # FLOP/s.
         bpp = spec.served_bytes_per_param(fmt.name, model if "/" in model else None)
-    kv_scale = kv_bytes_per_element(kv_dtype or "auto") / kv_bytes_per_element("bf16")  # its figure is bf16's
     values: dict[str, Any] = {"hardware": hardware, "model": model, "bytes_per_param": bpp}
     if hw is not None:
         values.update(hbm_bytes=hw["hbm_gb"] * GB, hbm_bw=hw["hbm_bw_tbs"] * 1e12, flops=hw["tflops"] * 1e12,
@@ -161,15 +163,13 @@ def perf_inputs(
     if md is not None:
         values.update(params_total=md["params_total"], params_active=md["params_active"],
                       n_layers=int(md["n_layers"]), hidden=int(md["hidden"]),
-                      kv_bytes_per_token=md["kv_bytes_per_token_bf16"] * kv_scale,
+                      kv_bytes_per_token=md["kv_bytes_per_token"],
                       n_experts=int(md.get("n_experts", 0)), experts_per_token=int(md.get("experts_per_token", 0)),
                       expert_param_share=float(md.get("expert_param_share", 0.0)),
                       kv_split_max=int(md.get("kv_split_max", 1 << 20)),
                       prefill_attention_flops=md.get("prefill_attention_flops"),
                       decode_attention_flops=md.get("decode_attention_flops"),
-                      sparse_topk=int(md.get("sparse_topk") or 0) or None,
-                      indexer_flops=float(md.get("indexer_flops") or 0.0),
-                      indexer_bytes_per_token=float(md.get("indexer_bytes_per_token") or 0.0))
+                      context_terms=md["context_terms"])
     values.update(overrides)
     if "params_active" not in values:
         values["params_active"] = values["params_total"]

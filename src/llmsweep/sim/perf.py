@@ -12,12 +12,37 @@ the defaults and their rationale are in :data:`DEFAULT_EFFICIENCY` and `docs/sim
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 import numpy as np
 
 GB = 1e9
 GIB = 1024**3
+
+
+class AttentionTerm(NamedTuple):
+    """One part of a sparse or compressed attention's work over a query token's context, whole model (the catalog
+    model's `context_terms`): per context token it covers, at most `cap` context tokens per query token."""
+
+    cap: int | None
+    """Context tokens one query token covers at most (a top-k, a sliding window; None: its whole context)."""
+    bytes_per_token: float
+    """Bytes a decoding sequence reads per covered context token (held whole on every GPU of an attention group, as
+    MLA's latent is)."""
+    prefill_flops: float
+    """FLOPs a prompt token spends per covered context token."""
+    decode_flops: float
+    """FLOPs a decoding (or verified) token spends per covered context token."""
+
+
+def covered(context: float, queries: float, cap: int | None) -> float:
+    """Context tokens `queries` query tokens cover in all, with `context` their summed context, at most `cap` each:
+    min(context, queries x cap), all of it without a cap — exact where every query's context is on the same side of
+    the cap, and never below the sum of min(context_i, cap) (the step sees only the sum)."""
+    if cap is None:
+        return context
+    most = queries * cap
+    return context if context < most else most
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,7 +71,9 @@ class PerfInputs:
     n_layers: int = 32
     hidden: int = 4096
     kv_bytes_per_token: float = 131072.0
-    """KV cache bytes per token for the whole model (all layers, K and V) at the serving KV dtype."""
+    """KV cache bytes one token of context holds for the whole model at the serving KV dtype (all layers, K and V;
+    with a DSA, its indexer's keys too; DeepSeek-V4: its compressed entries and indexer keys): what the KV pool, the
+    CPU tier and KV transfers are sized by, and what a dense attention reads per context token."""
     bytes_per_param: float = 2.0
     n_experts: int = 0
     """Routed experts per MoE layer (0 for dense models)."""
@@ -61,16 +88,11 @@ class PerfInputs:
     x n_layers x hidden, the dense-MHA estimate for a model given by figures alone."""
     decode_attention_flops: float | None = None
     """The same for a decoding token (MLA: the absorbed form over the cached latent); None: as for a prompt."""
-    sparse_topk: int | None = None
-    """Sparse attention (DSA): context tokens one query token attends per full-attention layer (config.json
-    `index_topk`; the catalog model's `sparse_topk`), so a token attends min(context, top-k) of its context; None:
-    dense, every context token."""
-    indexer_flops: float = 0.0
-    """FLOPs a query token's sparse-attention indexer spends per token of its whole context, over the whole model
-    (dense: it scores every cached token; the catalog model's `indexer_flops_per_context_token`); 0: none."""
-    indexer_bytes_per_token: float = 0.0
-    """Bytes of indexer keys a query token reads per token of its whole context, over the whole model (FP8 keys
-    and scales, whatever the KV dtype; held whole on every GPU of an attention group, as MLA's latent is); 0: none."""
+    context_terms: tuple[AttentionTerm, ...] = ()
+    """A sparse or compressed attention, priced part by part in place of :attr:`kv_bytes_per_token` and
+    :attr:`attention_flops` (the catalog model's `context_terms`): a DSA's top-k latent and its indexer over the
+    whole context; DeepSeek-V4's sliding window, its CSA layers' top-k entries, and over the whole context its CSA
+    indexers and HCA layers. (): dense, every context token's KV."""
 
     def kv_bytes_per_token_per_gpu(self, tp: int, dp: int = 1) -> float:
         """KV bytes one token of the engine takes on each GPU, on average over its GPUs: split over the attention's
@@ -78,7 +100,12 @@ class PerfInputs:
         attending its own requests, as SGLang's `--enable-dp-attention` and vLLM's data-parallel ranks do) a token
         lives on one rank only, so the engine's average is that rank's figure over `dp`: MLA's latent, replicated
         on every GPU of a TP group, is held `dp` times over by DP ranks instead."""
-        return self.kv_bytes_per_token / max(1, min(tp // max(dp, 1) or 1, self.kv_split_max)) / max(dp, 1)
+        return self.per_gpu(self.kv_bytes_per_token, tp, dp)
+
+    def per_gpu(self, per_token: float, tp: int, dp: int = 1) -> float:
+        """Bytes a token's `per_token` bytes of KV take on each GPU, on average (:meth:`kv_bytes_per_token_per_gpu`'s
+        rule)."""
+        return per_token / max(1, min(tp // max(dp, 1) or 1, self.kv_split_max)) / max(dp, 1)
 
     @property
     def weight_bytes(self) -> float:
@@ -96,17 +123,6 @@ class PerfInputs:
     @property
     def is_moe(self) -> bool:
         return self.n_experts > 0 and self.experts_per_token > 0 and self.expert_param_share > 0
-
-    def attended(self, context: float, queries: float) -> float:
-        """Context tokens `queries` query tokens attend in all, with `context` their summed context: all of it for
-        dense attention; with a top-k (:attr:`sparse_topk`) at most k each, min(context, queries x k) — exact where
-        every query's context is on the same side of k, and never below the sum of min(context_i, k) (the step
-        sees only the sum)."""
-        k = self.sparse_topk
-        if k is None:
-            return context
-        cap = queries * k
-        return context if context < cap else cap
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,9 +251,10 @@ class RooflineTimer:
     - compute: 2 x active params per token, plus attention (per token of context attended, 2 x (query-key +
       attention-value width) x full-attention layers, the model's own heads x head dims: `PerfInputs.attention_flops`,
       quadratic in prefill; MLA decodes in its absorbed form over the latent), split over the TP group.
-    - sparse attention (DSA, `PerfInputs.sparse_topk`): a query token's attention reads and computes over at most
-      top-k context tokens (`PerfInputs.attended`), and its indexer adds, densely over the whole context, its key
-      reads (memory) and its scoring FLOPs (compute).
+    - sparse or compressed attention (`PerfInputs.context_terms`) in place of the KV read and the attention term:
+      each part reads and computes over the context tokens it covers, at most its cap a query token (`covered`): a
+      DSA's top-k latent and its indexer's keys and scoring over the whole context; DeepSeek-V4's sliding window, its
+      CSA layers' top-k entries, and over the whole context its CSA indexers and HCA layers.
     - communication: two all-reduces of the step's activations per layer for TP (ring: 2(n-1)/n x bytes / link
       bandwidth + latency); MoE layers with EP do a dispatch/combine all-to-all instead of the MLP all-reduce
       (also with DP attention, whose gathers around the MoE layers are priced as that all-reduce: not modelled
@@ -312,10 +329,11 @@ class RooflineTimer:
         self._host_s = p.kv_bytes_per_token_per_gpu(tp, self.dp) / p.host_bw
         self._overhead_s = eff.step_s + eff.per_layer_s * p.n_layers
         self._comm = tp > 1 or self.ep > 1
-        # Sparse attention (DSA): the attention reads and computes over the tokens attended (`PerfInputs.attended`);
-        # its indexer reads its keys (whole on each GPU of a DP rank) and scores every context token.
-        self._sparse = p.sparse_topk is not None or p.indexer_flops > 0 or p.indexer_bytes_per_token > 0
-        self._index_s = p.indexer_bytes_per_token / max(self.dp, 1) / mem_bw
+        # Sparse or compressed attention: each part reads (on each GPU, as the KV is held) and computes over the
+        # context tokens it covers (`covered`).
+        self._terms = tuple((t.cap, p.per_gpu(t.bytes_per_token, tp, self.dp) / mem_bw, t.prefill_flops,
+                             t.decode_flops) for t in p.context_terms)
+        self._sparse = bool(self._terms)
 
     def _per_token_count(self, tokens: int) -> tuple[float, float]:
         """(weight-read seconds per GPU, communication seconds): they depend on the token count only."""
@@ -335,12 +353,12 @@ class RooflineTimer:
         kv_s = self._kv_s if self.dp <= 1 else self._kv_s * load
         per_seq_tokens = batch.decode_tokens / batch.decode_seqs if batch.decode_seqs else 1.0
         if self._sparse:
-            p = self.inputs
             query_ctx = decode_ctx * per_seq_tokens
-            t_mem = weights_s + p.attended(decode_ctx, batch.decode_seqs) * kv_s + decode_ctx * self._index_s * load
-            attn = self._prefill_attn_flops * p.attended(batch.prefill_attn, batch.prefill_tokens) \
-                + self._decode_attn_flops * p.attended(query_ctx, batch.decode_tokens) \
-                + p.indexer_flops * (batch.prefill_attn + query_ctx)
+            t_mem, attn = weights_s, 0.0
+            for cap, read_s, prefill_flops, decode_flops in self._terms:
+                t_mem += covered(decode_ctx, batch.decode_seqs, cap) * read_s * load
+                attn += prefill_flops * covered(batch.prefill_attn, batch.prefill_tokens, cap) \
+                    + decode_flops * covered(query_ctx, batch.decode_tokens, cap)
         else:
             t_mem = weights_s + decode_ctx * kv_s
             attn = self._prefill_attn_flops * batch.prefill_attn + self._decode_attn_flops * decode_ctx * per_seq_tokens
@@ -365,14 +383,14 @@ class RooflineTimer:
         kv_s = self._kv_s if self.dp <= 1 else self._kv_s * load
         per_seq_tokens = batch.decode_tokens / batch.decode_seqs if batch.decode_seqs else 1.0
         if self._sparse:
-            p = self.inputs
-            k = p.sparse_topk
             query_ctx = ctx * per_seq_tokens
-            read = ctx if k is None else np.minimum(ctx, batch.decode_seqs * k)
-            scored = query_ctx if k is None else np.minimum(query_ctx, batch.decode_tokens * k)
-            t_mem = weights_s + read * kv_s + ctx * self._index_s * load
-            attn = self._prefill_attn_flops * p.attended(batch.prefill_attn, batch.prefill_tokens) \
-                + self._decode_attn_flops * scored + p.indexer_flops * (batch.prefill_attn + query_ctx)
+            t_mem, attn = np.full_like(ctx, weights_s), np.zeros_like(ctx)
+            for cap, read_s, prefill_flops, decode_flops in self._terms:
+                read = ctx if cap is None else np.minimum(ctx, batch.decode_seqs * cap)
+                scored = query_ctx if cap is None else np.minimum(query_ctx, batch.decode_tokens * cap)
+                t_mem = t_mem + read * read_s * load
+                attn = attn + (prefill_flops * covered(batch.prefill_attn, batch.prefill_tokens, cap)
+                               + decode_flops * scored)
         else:
             t_mem = weights_s + ctx * kv_s
             attn = self._prefill_attn_flops * batch.prefill_attn + self._decode_attn_flops * ctx * per_seq_tokens
@@ -427,12 +445,14 @@ def host_capacity_tokens(inputs: PerfInputs, *, dram_bytes: float, tp: int = 1, 
 __all__ = [
     "DEFAULT_EFFICIENCY",
     "KV_RESERVE_BYTES_PER_GPU",
+    "AttentionTerm",
     "Batch",
     "ConstantTimer",
     "Efficiency",
     "PerfInputs",
     "RooflineTimer",
     "StepTimer",
+    "covered",
     "decode_step_times",
     "default_efficiency",
     "host_capacity_tokens",

@@ -145,7 +145,8 @@ def test_unsourced_numbers_of_recent_models_are_marked_as_estimates() -> None:
         # DeepSeek-V4-Pro's counts are from its config.json (1.6T / 49B), MiniMax-M3's and Kimi-K3's from public
         # readings of theirs; GLM-5.2's card states none, so they are GLM-5's (same config shape)
         assert m.is_estimate("total_params_b") == (prefix == "glm5.2"), prefix
-        # DSv4's attention is modelled as V3's MLA; GLM-5.2's MLA latent is its config's, its DSA indexer keys uncounted
+        # DSv4's compressed attention is its config's, but its pool leaves out the per-request window and follows
+        # vLLM's rule, not SGLang's; GLM-5.2's MLA latent is its config's, its DSA indexer keys counted on every layer
         # and its head dims GLM-5's; Kimi-K3's readings give no MLA head dims, so its prompts' attention width is the
         # hidden size
         assert m.is_estimate("attention") == (prefix in ("dsv4", "glm5.2", "kimik3")), prefix
