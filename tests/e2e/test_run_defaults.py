@@ -249,3 +249,34 @@ def test_an_out_that_is_another_commands_folder_is_refused_untouched(tmp_path: P
             assert f"error: --out {target} is {what}" in res.stderr and "Traceback" not in res.stderr
             assert "job 1/" not in res.stderr
         assert _tree(target) == before
+
+
+def test_an_out_inside_a_run_or_holding_one_is_refused_untouched(tmp_path: Path, finished: Finished) -> None:
+    """`run … --out runs/quickstart/jobs` ran every job and wrote run.json, report/ and jobs/ into the finished run's
+    jobs/ folder (exit 0): an --out inside another run (its jobs/, report/, a new path below them) is refused, exit 2,
+    nothing written, the fix naming a folder beside the run; so is a folder that is no run and holds one below it
+    (`--out runs` beside `runs/quickstart`), the fix naming a new folder in it. The run's own folder is no such
+    folder: `--resume` goes on with it."""
+    copied, env = finished.copy(tmp_path / "copy")  # (its store stays there)
+    (tmp_path / "runs").mkdir()
+    out = copied.rename(tmp_path / "runs" / "fixed-sim")  # a run named as its recipe: the fix steps to fixed-sim-2
+    before = _tree(tmp_path / "runs")
+    inside = [out / "jobs", out / "report", out / "jobs" / "new" / "deeper", next(iter(job_dirs(out).values())) / "x"]
+    for target in inside:
+        for extra in ([], ["--force"], ["--resume"]):
+            res = run_here([RECIPE, "--live", "--out", target, "--no-report", *extra], env)
+            assert res.returncode == 2, res.stderr[-3000:]
+            assert f"error: --out {target} is inside {out}, a run of `llmsweep run`" in res.stderr, res.stderr
+            assert (f"fix: pass a folder of its own beside it to --out, e.g. {tmp_path / 'runs' / 'fixed-sim-2'}, or "
+                    f"{out} itself with --resume") in res.stderr, res.stderr
+            assert "job 1/" not in res.stderr and "Traceback" not in res.stderr
+    for holder in (tmp_path / "runs", tmp_path):
+        res = run_here([RECIPE, "--live", "--out", holder, "--no-report"], env)
+        assert res.returncode == 2, res.stderr[-3000:]
+        assert f"error: --out {holder} is no run and holds a run of `llmsweep run`, {out}" in res.stderr, res.stderr
+        assert f"e.g. {holder / 'fixed-sim-2' if holder.name == 'runs' else holder / 'fixed-sim'}" in res.stderr
+    assert _tree(tmp_path / "runs") == before  # nothing written: no run.json, jobs/ or report/ in either folder
+    assert not (out / "jobs" / "run.json").exists() and not (tmp_path / "runs" / "run.json").exists()
+    resumed = run_here([RECIPE, "--live", "--out", out, "--no-report", "--resume"], env)
+    assert resumed.returncode == 0 and "2 already done" in resumed.stderr, resumed.stderr[-3000:]
+

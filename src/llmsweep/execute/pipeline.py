@@ -748,7 +748,7 @@ def run_sweep(req: RunRequest, *, event: Event = _stderr) -> RunOutcome:
         event(f"warning: {why}: {', '.join(req.eval_flags)} ignored")
     _check_store(req)  # before --out is touched and any server starts: a store that cannot take the run is exit 2
     run_dir = req.out
-    _refuse_other_folder(run_dir)
+    _refuse_other_folder(run_dir, req)
     writable_out(run_dir)
     with _exclusive(run_dir):
         # Under the lock no live run owns this --out's servers: one an earlier, killed run left behind still holds
@@ -1036,16 +1036,59 @@ def _marked_copies(points: list[Job], whole: Sequence[Job], servers: Servers) ->
     return [p.model_copy(update={"server_copy": copies[p.id]}) if p.id in copies else p for p in points]
 
 
-def _refuse_other_folder(run_dir: Path) -> None:
+def _refuse_other_folder(run_dir: Path, req: RunRequest) -> None:
     """Refuse (exit 2, nothing written) an --out that is another command's folder — a job folder of a run, a `bench`
-    measurement, a `predict --out` point — whatever --resume or --force say: the run would write its run.json over
-    the client's record there (what `summarize` judges the measurement by) and make a run of it."""
-    from llmsweep.results.rundir import FOLDER_KINDS, out_kind
+    measurement, a `predict --out` point —, one inside such a folder or a run's (its jobs/, its report/, a path
+    below them), or one that is no run and holds one of them below it (a folder of runs), whatever --resume or
+    --force say: the run would write its run.json over the client's record there (what `summarize` judges the
+    measurement by) and make a run of it, or write its run.json, jobs/ and report/ among another run's files, where
+    neither run reads as itself. The fix names a folder of its own beside the one refused (or inside the folder of
+    runs)."""
+    from llmsweep.results.rundir import FOLDER_KINDS, enclosing_out, out_kind, out_within
 
     kind = out_kind(run_dir)
     if kind in ("job", "bench", "predicted"):
         raise ConfigError(f"{_OUT} {run_dir} is {FOLDER_KINDS[kind]}: a run there would replace its run.json with "
                           "the sweep's", fix=f"pass a new folder (or a run's own folder, with {_RESUME}) to {_OUT}")
+    if (outer := enclosing_out(run_dir)) is not None:
+        folder, outer_kind = outer
+        said = _said_path(folder)
+        resume = f", or {said} itself with {_RESUME} to go on with that run" if outer_kind == "run" else ""
+        raise ConfigError(f"{_OUT} {run_dir} is inside {said}, {FOLDER_KINDS[outer_kind]}: a run there would write "
+                          f"its run.json, jobs/ and report/ among that folder's files",
+                          fix=f"pass a folder of its own beside it to {_OUT}, e.g. "
+                              f"{_free_name(Path(said).parent, req)}{resume}")
+    if kind == "run":  # a run's own folder (its job folders below it are its own): --resume/--force say what to do
+        return
+    if (inner := out_within(run_dir)) is not None:
+        folder, inner_kind = inner
+        raise ConfigError(f"{_OUT} {run_dir} is no run and holds {FOLDER_KINDS[inner_kind]}, {_said_path(folder)}: a "
+                          "run there would write its run.json, jobs/ and report/ beside it, and make one run of both",
+                          fix=f"pass a folder of its own to {_OUT}, e.g. {_free_name(run_dir, req)}"
+                              + (f", or {_said_path(folder)} with {_RESUME} to go on with that run"
+                                 if inner_kind == "run" else ""))
+
+
+def _said_path(path: Path) -> str:
+    """A resolved folder as a message names it: relative to the working directory where it lies below it."""
+    try:
+        rel = path.relative_to(Path.cwd().resolve())
+    except ValueError:
+        return str(path)
+    return str(rel) if rel.parts else str(path)
+
+
+def _free_name(parent: str | Path, req: RunRequest) -> str:
+    """A folder in `parent` that does not exist yet, named after the run's first recipe (`runs/quickstart`, else
+    `runs/quickstart-2`, …), for a refused --out's fix."""
+    first = req.files[0] if req.files else None
+    stem = (first.stem if first is not None and first.suffix else first.name if first is not None else "") or "run"
+    base = Path(parent) / stem
+    candidate, n = base, 1
+    while candidate.exists():
+        n += 1
+        candidate = base.with_name(f"{stem}-{n}")
+    return str(candidate)
 
 
 def _refuse_finished(run_dir: Path, req: RunRequest) -> None:

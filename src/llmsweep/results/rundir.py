@@ -170,6 +170,34 @@ def out_kind(path: Path) -> FolderKind:
     return kind
 
 
+def enclosing_out(path: Path) -> tuple[Path, FolderKind] | None:
+    """The outermost folder above `path` (not `path` itself) that is one of llmsweep's own — a run, a job folder, a
+    bench measurement, a predict point —, with its kind, for a command about to write into `path`; None when no
+    folder above it is. Only a folder holding a run.json counts (every one of those writes it first): a `jobs/`
+    folder of some other tool higher up makes no run of its parent."""
+    found: tuple[Path, FolderKind] | None = None
+    for parent in path.resolve().parents:
+        if (parent / RUN_FILE).is_file() and (kind := out_kind(parent)) != "other":
+            found = parent, kind
+    return found
+
+
+def out_within(path: Path) -> tuple[Path, FolderKind] | None:
+    """The first folder below `path` (not `path` itself; in name order, hidden folders left out) that is one of
+    llmsweep's own, with its kind; None when none is (or `path` is no folder). The walk stops at the first one and
+    never enters one."""
+    import os
+
+    if not path.is_dir():
+        return None
+    for root, dirs, files in os.walk(path):
+        here = Path(root)
+        if here != path and RUN_FILE in files and (kind := out_kind(here)) != "other":
+            return here, kind
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+    return None
+
+
 def _point_kind(run_file: Path) -> FolderKind:
     """A folder of one point's files, by what its run.json says: predicted (`predict --out`), else measured or
     simulated by the client (`bench`); `other` when it has no readable run.json."""
