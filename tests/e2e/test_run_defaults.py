@@ -280,3 +280,18 @@ def test_an_out_inside_a_run_or_holding_one_is_refused_untouched(tmp_path: Path,
     resumed = run_here([RECIPE, "--live", "--out", out, "--no-report", "--resume"], env)
     assert resumed.returncode == 0 and "2 already done" in resumed.stderr, resumed.stderr[-3000:]
 
+
+def test_a_refused_out_says_no_warning_of_the_recipes_before_it(tmp_path: Path, finished: Finished) -> None:
+    """Rerunning a recipe with warnings over a finished run printed its golden-AL warning (four lines) before the
+    refusal; the refusal is what the user reads first, and a refused run warns of nothing it does not run. A run
+    that goes on says its warnings before anything starts."""
+    out, env = finished.copy(tmp_path / "run")
+    warned = RECIPES / "spec-fixed-sim.yaml"
+    for target in (out, out / "jobs"):
+        res = run_here([warned, "--out", target, "--no-report"], env)
+        assert res.returncode == 2, res.stderr[-3000:]
+        assert "warning [" not in res.stderr and res.stderr.startswith("error: "), res.stderr
+    fresh = run_here([warned, "--out", tmp_path / "fresh", "--no-report", "--config-keys", "run-sim-spec-short"], env)
+    assert fresh.returncode == 0, fresh.stderr[-3000:]
+    said = fresh.stderr.index("warning [golden-al.precision-provenance]")
+    assert said < fresh.stderr.index("job 1/"), fresh.stderr

@@ -733,8 +733,8 @@ def run_sweep(req: RunRequest, *, event: Event = _stderr) -> RunOutcome:
         raise ConfigError(f"{files}{keys_said}: the recipes expand to no job",
                           fix=f"check the files hold recipes (the findings above), {_CONFIG_KEYS} and the recipes' "
                               "search spaces")
-    for f in findings:  # errors refuse their jobs (below); warnings run, but are said before anything starts
-        if f.is_error or req.say_warnings:
+    for f in findings:  # errors refuse their jobs (below); warnings run, and are said once nothing refuses the run
+        if f.is_error:
             event(f.render())
     # Options that leave no job a place to run are bad input, said once: after what the recipes said (their errors
     # are not hidden behind it), before the store and --out.
@@ -760,6 +760,11 @@ def run_sweep(req: RunRequest, *, event: Event = _stderr) -> RunOutcome:
         _refuse_other_measurement(run_dir, req, jobs, picks)
         _refuse_fewer_repeats(run_dir, req)
         _refuse_other_corpus(run_dir, req, jobs, picks)
+        # The recipes' warnings, before anything starts: not before a refusal of the options or the --out, which
+        # runs nothing they warn of (four lines of a golden-AL warning stood before "already holds a finished run").
+        for f in findings:
+            if not f.is_error and req.say_warnings:
+                event(f.render())
         outcome = _run_locked(req, executor, jobs, findings, keys, run_dir, event, _planned_elsewhere(req, jobs),
                               picks, pins, whole)
     outcome.unplanned = unplanned
