@@ -55,9 +55,11 @@ class LoadResult:
         if not self.ok:
             errors = self.errors
             lines = "\n".join(f.render() for f in errors)
+            # a file that is not there or cannot be read has its own fix (`_missing`): no line to edit
+            edit = any(f.rule != "schema.file" for f in errors)
             raise ConfigError(
                 f"{count_of(len(errors), 'recipe problem')}:\n{lines}",
-                fix="edit the named lines; `llmsweep validate` lists every finding",
+                fix="edit the named lines; `llmsweep validate` lists every finding" if edit else None,
                 findings=self.findings,
             )
         return self
@@ -103,11 +105,64 @@ def _load_file(path: Path, result: LoadResult, seen_in: dict[str, str]) -> None:
     `<(cat r.yaml)` or `/dev/stdin`, a FIFO), as `cat` would read it."""
     file = str(path)
     if not path.exists():
-        result.findings.append(
-            _error("schema.file", file, None, None, f"Input file '{file}' does not exist.", "check the path")
-        )
+        result.findings.append(_missing(path))
         return
     _load_text(lambda: load_yaml(path), file, result, seen_in)
+
+
+def _missing(path: Path) -> Finding:
+    """A recipe argument that names nothing: said so, with the name that is there where one is close (`x.yml` for
+    `x.yaml`, a spelling of the folder's files or folders), and a fix that fits what is there."""
+    file = str(path)
+    message = f"Input file '{file}' does not exist"
+    if (near := _near_name(path)) is not None:
+        return _error("schema.file", file, None, None, f"{message}; did you mean '{near}'?", f"pass {near}")
+    folder = next((p for p in reversed(path.parents) if not p.is_dir()), None)
+    if folder is not None:
+        return _error("schema.file", file, None, None, f"{message}: there is no folder {folder}", "check the path")
+    here = path.parent
+    names = _yaml_names(here)
+    held = (f"{here if str(here) != '.' else 'the working directory'} holds "
+            + (f"{count_of(len(names), 'YAML file')}: {', '.join(names[:5])}{', …' if len(names) > 5 else ''}"
+               if names else "no YAML file"))
+    return _error("schema.file", file, None, None, message, f"check the path: {held}")
+
+
+def _yaml_names(folder: Path) -> list[str]:
+    """The names of the recipe-suffixed files in `folder` (not below it), sorted; none when it cannot be listed."""
+    try:
+        return sorted(p.name for p in folder.iterdir() if p.suffix in RECIPE_SUFFIXES and p.is_file())
+    except OSError:
+        return []
+
+
+def _near_name(path: Path) -> Path | None:
+    """The path that is there where `path` is not, each missing part of it read as the other recipe suffix
+    (`.yml` for `.yaml`) or the closest spelling (difflib) of what its folder holds — a folder for a part
+    before the last, a recipe file or folder for the last —; None when a part has no close name, or `path` is
+    there."""
+    import difflib
+
+    parts = path.parts[1:] if path.is_absolute() else path.parts
+    found = Path(path.anchor) if path.is_absolute() else Path()
+    mended = False
+    for i, part in enumerate(parts):
+        last = i == len(parts) - 1
+        if (found / part).exists() and (last or (found / part).is_dir()):
+            found = found / part
+            continue
+        stem, suffix = Path(part).stem, Path(part).suffix
+        others = [stem + s for s in RECIPE_SUFFIXES if s != suffix] if last and suffix in RECIPE_SUFFIXES else []
+        same_stem = [name for name in others if (found / name).is_file()]
+        try:
+            entries = [e for e in found.iterdir() if e.is_dir() or (last and e.suffix in RECIPE_SUFFIXES)]
+        except OSError:
+            return None
+        close = same_stem or difflib.get_close_matches(part, sorted(e.name for e in entries), n=1, cutoff=0.75)
+        if not close:
+            return None
+        found, mended = found / close[0], True
+    return found if mended and found.exists() else None
 
 
 def _load_text(read: Callable[[], YamlDocument], file: str, result: LoadResult, seen_in: dict[str, str]) -> None:
