@@ -17,6 +17,7 @@ from pydantic import ValidationError
 from llmsweep.engine_ids import ENGINE_IDS, unresolved_reason
 from llmsweep.errors import ConfigError, undecodable_line
 from llmsweep.findings import Finding, Severity, has_errors
+from llmsweep.option_spellings import flag
 from llmsweep.spec.engines import resolve_engine
 from llmsweep.spec.recipe import MultiNodeRecipe, Recipe, SchemaChoice, SingleNodeRecipe
 from llmsweep.spec.source import (
@@ -31,6 +32,8 @@ from llmsweep.spec.source import (
 )
 from llmsweep.spec.validation_findings import findings_from_validation_error, key_finding
 from llmsweep.words import count_of, noun
+
+_RUNNER_CONFIG = flag("runner_config")
 
 
 @dataclass
@@ -196,6 +199,13 @@ def _load_text(read: Callable[[], YamlDocument], file: str, result: LoadResult, 
                    "save the file as UTF-8 (that line holds text in another encoding, e.g. Latin-1)")
         )
         return
+    if isinstance(doc.data, dict) and (other := not_recipes(doc.data)) is not None:
+        what, fix = other
+        result.findings.append(
+            Finding(rule="schema.not-recipe", severity=Severity.WARNING, file=file, line=None,
+                    message=f"not a recipe file: {what}; skipped", fix=fix)
+        )
+        return
     source = doc.source
     result.sources[file] = source
     for dup in doc.duplicates:
@@ -225,6 +235,30 @@ def _load_text(read: Callable[[], YamlDocument], file: str, result: LoadResult, 
         return
     for key, value in data.items():
         _load_recipe(key, value, file, source, result, seen_in)
+
+
+def not_recipes(data: dict[Any, Any]) -> tuple[str, str] | None:
+    """What a YAML file's top-level mapping is, and where it goes, when it is clearly no recipes: a runner file
+    (only the fleet's top-level keys, `labels:` mapping labels to node lists; `--runner-config` takes it) or a golden
+    acceptance-length curve (one checkpoint key over thinking modes, as `llmsweep al collect` writes it). None for
+    anything else: it is read as recipes, and a mistake in it said as a recipe's. The one answer to "is this file a
+    recipe" for every command that reads recipe arguments (a folder of them holds a fleet file beside its recipes:
+    `examples/gpu/`); the shapes are read from the fleet's and the curves' models."""
+    from typing import get_args
+
+    from llmsweep.catalog.fleet import FleetCatalog
+    from llmsweep.catalog.golden import CURVES_ENV_VAR, ThinkingMode
+
+    fleet_keys = {f.alias or name for name, f in FleetCatalog.model_fields.items() if not f.exclude}
+    labels = data.get("labels")
+    if set(data) <= fleet_keys and isinstance(labels, dict) and not any(isinstance(v, dict) for v in labels.values()):
+        return (f"a runner file (top-level {', '.join(f'`{k}:`' for k in sorted(fleet_keys & set(data)))})",
+                f"pass it with {_RUNNER_CONFIG}, not as a recipe")
+    curve = next(iter(data.values())) if len(data) == 1 else None
+    if isinstance(curve, dict) and curve and set(curve) <= set(get_args(ThinkingMode)):
+        return ("a golden acceptance-length curve (one checkpoint over thinking modes, as `llmsweep al collect` "
+                "writes it)", f"the planner reads curves from the folders ${CURVES_ENV_VAR} names, not as a recipe")
+    return None
 
 
 def _env_as_written(key: str, value: dict[str, Any], source: SourceMap) -> dict[str, Any]:

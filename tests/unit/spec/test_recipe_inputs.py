@@ -1,6 +1,9 @@
 """What a recipe argument names, as every command that plans recipes reads it (`spec.loader`): a path that is not
 there is said so, with the name that is there where one is close and a fix that fits (it had the fix of a recipe's
-lines, `edit the named lines`, and no did-you-mean for `x.yaml` typed for `x.yml`)."""
+lines, `edit the named lines`, and no did-you-mean for `x.yaml` typed for `x.yml`); a runner file or a golden-AL
+curve, in a folder of recipes or named, is skipped and said so (`examples/` read its two fleet files as recipes:
+35 errors, two of them duplicate recipes `labels` and `hardware` between the fleets) — and nothing that is a recipe,
+mistaken or not, is skipped."""
 
 from __future__ import annotations
 
@@ -15,6 +18,8 @@ from llmsweep.spec import load_recipes
 REPO = Path(__file__).resolve().parents[3]
 EXAMPLES = REPO / "examples"
 RECIPE = EXAMPLES / "quickstart.yaml"
+FLEET = EXAMPLES / "gpu" / "fleet.yaml"
+CURVE = EXAMPLES / "results" / "h200-al-collect-smollm2" / "golden_al" / "smollm2_ngram.yaml"
 
 
 def _only_error(paths: list[Path]) -> ConfigError:
@@ -54,3 +59,43 @@ def test_a_missing_file_with_no_close_name_says_what_its_folder_holds(tmp_path: 
     (tmp_path / "bad.yaml").write_text("a:\n  image: 1\n")
     assert "edit the named lines" in str(_only_error([tmp_path / "bad.yaml", tmp_path / "nope.yaml"]))
 
+
+def test_a_folder_of_recipes_skips_its_fleet_files_and_curves_and_says_so(tmp_path: Path) -> None:
+    for sub in ("gpu", "transformers"):  # two fleets of the same labels: not duplicate recipes
+        (tmp_path / sub).mkdir()
+        shutil.copy(EXAMPLES / sub / "fleet.yaml", tmp_path / sub / "fleet.yaml")
+    shutil.copy(CURVE, tmp_path / "smollm2_ngram.yaml")
+    shutil.copy(RECIPE, tmp_path / "quickstart.yaml")
+    result = load_recipes([tmp_path])
+    assert result.ok, [f.render() for f in result.errors]
+    assert list(result.recipes) == ["qwen3.5-fp8-mi300x-sim-agentic-mtp"]
+    skipped = {Path(f.file or "").relative_to(tmp_path).as_posix(): f for f in result.findings
+               if f.rule == "schema.not-recipe"}
+    assert set(skipped) == {"gpu/fleet.yaml", "transformers/fleet.yaml", "smollm2_ngram.yaml"}
+    assert not any(f.is_error for f in skipped.values())
+    fleet = skipped["gpu/fleet.yaml"]
+    assert fleet.message == "not a recipe file: a runner file (top-level `hardware:`, `labels:`); skipped"
+    assert fleet.fix == "pass it with --runner-config, not as a recipe"
+    assert skipped["smollm2_ngram.yaml"].message.startswith("not a recipe file: a golden acceptance-length curve")
+    assert not [f for f in result.findings if (f.file or "").endswith("fleet.yaml") and f.rule != "schema.not-recipe"]
+
+
+def test_the_examples_gpu_glob_with_its_fleet_loads_the_recipes_alone() -> None:
+    """The fleet file's own comment runs `llmsweep run examples/gpu/*.yaml --runner-config examples/gpu/fleet.yaml`:
+    the glob names the fleet file as a recipe too."""
+    result = load_recipes(sorted((EXAMPLES / "gpu").glob("*.yaml")))
+    schema = [f.render() for f in result.findings if f.rule.startswith("schema.") and f.rule != "schema.not-recipe"]
+    assert not schema, schema
+    assert [f.file for f in result.findings if f.rule == "schema.not-recipe"] == [str(FLEET)]
+
+
+def test_what_is_a_recipe_is_never_skipped() -> None:
+    """Recipes, mistaken ones included, are read as recipes: one written without its key, one keyed `labels`."""
+    from llmsweep.spec.loader import not_recipes
+
+    assert not_recipes({"image": "i:1", "model": "m", "scenarios": {}}) is None
+    assert not_recipes({"labels": {"image": "i:1", "scenarios": {"fixed-seq-len": []}}}) is None
+    assert not_recipes({"labels": {"h200": ["h200_0"]}, "runners": {}}) is None  # not the fleet's keys alone
+    assert not_recipes({"a": {"thinking_on": {1: 1.5}}, "b": {"image": "i"}}) is None
+    assert not_recipes({"labels": {"h200": ["h200_0"]}}) is not None
+    assert not_recipes({"ckpt": {"thinking_on": {1: 1.5}, "thinking_off": {1: 1.4}}}) is not None
