@@ -182,19 +182,25 @@ def enclosing_out(path: Path) -> tuple[Path, FolderKind] | None:
     return found
 
 
+OUT_WITHIN_DEPTH = 3
+"""How many folder levels below an --out :func:`out_within` looks for a run (`runs/<team>/<date>/<run>` at most): a
+folder of runs is that shallow, and an --out such as a home folder must not cost a walk of its whole tree."""
+
+
 def out_within(path: Path) -> tuple[Path, FolderKind] | None:
-    """The first folder below `path` (not `path` itself; in name order, hidden folders left out) that is one of
-    llmsweep's own, with its kind; None when none is (or `path` is no folder). The walk stops at the first one and
-    never enters one."""
+    """The first folder below `path` (not `path` itself; at most :data:`OUT_WITHIN_DEPTH` levels down, in name order,
+    hidden folders left out) that is one of llmsweep's own, with its kind; None when none is (or `path` is no
+    folder). The walk stops at the first one and never enters one."""
     import os
 
     if not path.is_dir():
         return None
     for root, dirs, files in os.walk(path):
         here = Path(root)
-        if here != path and RUN_FILE in files and (kind := out_kind(here)) != "other":
+        depth = len(here.relative_to(path).parts)
+        if depth and RUN_FILE in files and (kind := out_kind(here)) != "other":
             return here, kind
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".")) if depth < OUT_WITHIN_DEPTH else []
     return None
 
 
