@@ -33,7 +33,7 @@ def test_a_refused_job_counts_under_its_hardware_and_the_json_carries_the_verdic
                                                       "mi355x": {"n_success": 0, "total": 2}}
     assert (verdict["success_rate"]["success"], verdict["success_rate"]["total"]) == (2, 4)
     assert sum(verdict["counts"].values()) == len(verdict["points"]) == len(doc["matched"]) == 2
-    assert {p["verdict"] for p in verdict["points"]} <= {"improvement", "regression", "no change"}
+    assert {p["verdict"] for p in verdict["points"]} <= {"improvement", "regression", "no change", "unverified"}
     markdown = _cli("compare", "--baseline", tmp_path / "a", tmp_path / "b", "--store", store, "--format",
                     "markdown").stdout
     assert "| mi355x | 0 | 2 |" in markdown and "unknown" not in markdown

@@ -688,8 +688,8 @@ def _print_comparison(comp: Any, reused: frozenset[str] = frozenset()) -> None:
     """The comparison as terminal tables; `reused`: the stored result ids B stood jobs on (`run --reuse`): A's points
     among them are listed as reused by B, as `--markdown FILE` lists them, not as points B does not have."""
     from llmsweep.metrics.registry import HOT_BY_NAME
-    from llmsweep.report.markdown import VERDICT_MARK, delta_cell
-    from llmsweep.results.compare import apart_words
+    from llmsweep.report.markdown import VERDICT_MARK, delta_cell, signed, verdict_legend
+    from llmsweep.results.compare import VERDICT_MEANING, apart_words
     from llmsweep.results.verdict import lost_lines, lost_note, reused_from_baseline
 
     con = table_console()
@@ -719,8 +719,9 @@ def _print_comparison(comp: Any, reused: frozenset[str] = frozenset()) -> None:
             e = pc.eval
             band = f" ± {_num(e.band, 4)} ({e.band_words})" if e.band is not None else ""
             kinds = f" (A {e.mode_a}, B {e.mode_b})" if e.mode_a != e.mode_b else ""  # which kind of job ran each
+            delta = "–" if e.delta is None else signed(e.delta, lambda x: _num(x, 4))  # signed as every delta is
             rows.append([plain(f"eval {e.task} score{kinds}"), plain(f"{_num(e.a, 4)} ({e.verdict_a})"),
-                         plain(f"{_num(e.b, 4)} ({e.verdict_b})"), plain(f"{_num(e.delta, 4)}{band}"),
+                         plain(f"{_num(e.b, 4)} ({e.verdict_b})"), plain(f"{delta}{band}"),
                          VERDICT_MARK[e.verdict]])
             if e.differs:  # said where the verdict is: the scores are of other samples or budgets
                 rows.append(["", "", "", plain(f"not compared: {e.differs}"), ""])
@@ -728,6 +729,10 @@ def _print_comparison(comp: Any, reused: frozenset[str] = frozenset()) -> None:
                      rows, console=con)
         if pc.past:  # the earlier stored runs that joined A's noise band: same point, same configuration, valid
             con.print("history (A's configuration): " + ", ".join(f"{p.run_id}/{p.job_id}" for p in pc.past))
+    shown = [*(d.verdict for pc in comp.matched for d in pc.deltas),
+             *(pc.eval.verdict for pc in comp.matched if pc.eval is not None)]
+    if legend := verdict_legend(VERDICT_MEANING, shown):  # what the verdicts in the tables above mean
+        con.print(f"verdicts: {plain(legend)}")
     taken, only_a = reused_from_baseline(comp, reused)
     gone = {x.point.result_id for x in comp.lost}  # A's points B ran without a result: said apart, in red
     only_a = [p for p in only_a if p.result_id not in gone]

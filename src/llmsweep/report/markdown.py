@@ -6,13 +6,13 @@ then every invalid point with its reasons and every job that produced no result.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
-from typing import Any, Literal
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from typing import Any, Literal, TypeVar
 
 from llmsweep.metrics.registry import HOT_BY_NAME
 from llmsweep.option_spellings import flag as _flag
 from llmsweep.report.data import REPEATS_SPREAD, own_point, reused_jobs, reused_reason
-from llmsweep.results.compare import Comparison, MetricDelta, apart_words
+from llmsweep.results.compare import VERDICT_MEANING, Comparison, EvalDelta, MetricDelta, apart_words
 from llmsweep.results.pareto import NORTH_STAR_X
 from llmsweep.results.repeats import describe_repeats
 from llmsweep.results.verdict import reused_from_baseline
@@ -22,8 +22,32 @@ _REQUEST_TIMEOUT = _flag("request_timeout")
 _REUSE = _flag("reuse")
 
 
-VERDICT_MARK = {"improvement": "✅ improvement", "regression": "❌ regression", "within noise": "≈ within noise",
-                 "unverified": "❔ unverified", "same inputs": "= same inputs", "n/a": "n/a"}
+VERDICT_MARK: Mapping[str, str] = {
+    "improvement": "✅ improvement", "regression": "❌ regression", "within noise": "≈ within noise",
+    "unverified": "❔ unverified", "same inputs": "= same inputs", "n/a": "n/a", "no change": "➖ no change"}
+"""How a verdict is shown, a metric's (`compare.Verdict`) or a point's (`verdict.PointVerdict`): every table, the
+Markdown and the legend under them (`verdict_legend`)."""
+
+
+_Kind = TypeVar("_Kind", bound=str)
+
+
+def verdict_legend(meanings: Mapping[_Kind, str], present: Iterable[_Kind]) -> str:
+    """One line that says what each verdict shown means: those of `present`, as `VERDICT_MARK` marks them, with their
+    meaning (`meanings`: a metric's, `compare.VERDICT_MEANING`, or a point's, `verdict.POINT_VERDICT_MEANING`), in
+    the order the meanings give them; "" when none is shown."""
+    shown = set(present)
+    return "; ".join(f"{VERDICT_MARK[v]} — {meaning}" for v, meaning in meanings.items() if v in shown)
+
+
+MINUS = "−"
+"""The sign of a negative delta in a comparison (U+2212, as wide as `+`): every signed figure there uses it."""
+
+
+def signed(value: float, magnitude: Callable[[float], str]) -> str:
+    """`value` with its sign always written, `+` or `MINUS` (a percentage, a delta in its metric's unit and an eval
+    score alike: one style in a comparison's cells); `magnitude` writes its absolute value."""
+    return ("+" if value >= 0 else MINUS) + magnitude(abs(value))
 
 
 def fmt(value: float | None, unit: str = "") -> str:
@@ -184,9 +208,14 @@ def delta_cell(d: MetricDelta) -> str:
     if d.delta is None:
         return "–"
     col = HOT_BY_NAME[d.metric]  # in the metric's table unit, as its value is shown
-    rel = f" ({d.rel:+.1%})" if d.rel is not None else ""
+    rel = f" ({signed(d.rel, lambda r: f'{r:.1%}')})" if d.rel is not None else ""
     band = f" ±{col.cell(d.band.half_width)} {d.band.kind}" if d.band else " (no band)"
-    return f"{'+' if d.delta >= 0 else '−'}{col.cell(abs(d.delta))}{rel}{band}"
+    return f"{signed(d.delta, col.cell)}{rel}{band}"
+
+
+def eval_delta_cell(e: EvalDelta) -> str:
+    """An eval score's delta, signed as every delta is (`signed`), with its stderr band; `–` where there is none."""
+    return "–" if e.delta is None else signed(e.delta, lambda x: f"{x:.4f}")
 
 
 def comparison_markdown(comp: Comparison, metrics: Sequence[str] = ("tput_per_gpu", "p90_e2e_norm_intvty",
@@ -198,7 +227,8 @@ def comparison_markdown(comp: Comparison, metrics: Sequence[str] = ("tput_per_gp
     head = ["Point", "Runs A/B"] + [HOT_BY_NAME[m].header for m in metrics]
     lines = [f"## llmsweep compare: {side_heading(comp, 'a')} → {side_heading(comp, 'b')}", ""]
     lines += [f"> {n}" for n in comp.notes]
-    lines += ["", _row(head), _row(["---"] * len(head))]
+    if comp.matched:  # no empty table: the notes say why nothing matched
+        lines += ["", _row(head), _row(["---"] * len(head))]
     for pc in comp.matched:
         by = {d.metric: d for d in pc.deltas}
         # runs, as the table's title says them (an imported mean of N repeats is N runs: `PointComparison.runs`)
@@ -223,9 +253,13 @@ def comparison_markdown(comp: Comparison, metrics: Sequence[str] = ("tput_per_gp
             assert e is not None
             band = f" ±{fmt(e.band)}" if e.band is not None else " (no band)"
             delta = ("not compared: " + e.differs if e.differs else "–" if e.delta is None
-                     else f"{e.delta:+.4f}{band}")
+                     else f"{eval_delta_cell(e)}{band}")
             lines.append(_row([pc.label, e.task, f"{fmt(e.a)} ({e.verdict_a})", f"{fmt(e.b)} ({e.verdict_b})", delta,
                                VERDICT_MARK[e.verdict]]))
+    shown = [*(d.verdict for pc in comp.matched for d in pc.deltas if d.metric in metrics),
+             *(pc.eval.verdict for pc in evals if pc.eval is not None)]
+    if legend := verdict_legend(VERDICT_MEANING, shown):  # what the verdicts in the tables above mean
+        lines += ["", f"_Verdicts:_ {legend}"]
     lines += not_compared(comp)
     return "\n".join(lines) + "\n"
 

@@ -53,6 +53,18 @@ _B_REPEATS_FROM = _flag("b_repeats_from")
 
 Verdict = Literal["improvement", "regression", "within noise", "unverified", "same inputs", "n/a"]
 
+VERDICT_MEANING: Mapping[Verdict, str] = {
+    "improvement": "beyond its between-run band (repeats), for the better",
+    "regression": "beyond its between-run band (repeats), for the worse",
+    "within noise": "inside its band",
+    "unverified": "beyond only a within-run band, or no band, or a side invalid or timed on another clock: one run "
+                  "cannot tell a change from run-to-run noise, so none is called",
+    "same inputs": "A and B ran the same inputs on the simulator in virtual time: equal by construction",
+    "n/a": "not compared: a side has no figure, or the evals' task or settings differ",
+}
+"""What each verdict of a metric (or an eval score) means, as a legend under the table says it
+(`report.markdown.verdict_legend`); the rules are the module's docstring and `_verdict`."""
+
 DEFAULT_METRICS: tuple[str, ...] = (
     "tput_per_gpu", "output_tput_per_gpu", "p90_e2e_norm_intvty", "p50_intvty", "p90_intvty", "p50_ttft",
     "p90_ttft", "p50_tpot", "p90_tpot", "p50_e2el", "p90_e2el", "error_ratio",

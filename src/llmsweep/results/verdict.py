@@ -1,8 +1,11 @@
-"""A pull request's verdict: per point improvement / regression / no change, and the sweep's success rate.
+"""A pull request's verdict: per point improvement / regression / no change / unverified, and the sweep's success
+rate.
 
 Only a between-run band may call a change (`results.compare`): a point is a `regression` when any metric regressed
-beyond its between-run band, an `improvement` when at least one improved and none regressed, and `no change`
-otherwise — including points whose deltas are only `unverified` (no repeats), which the verdict says.
+beyond its between-run band, an `improvement` when at least one improved and none regressed, `no change` when a band
+that calls changes saw none (or A and B ran the same inputs: equal by construction), and `unverified` otherwise — no
+repeats (within-run bands only), an invalid side, two clocks: nothing here says the point did not change, so it is
+never counted as without change (`point_verdict`; what each verdict means: `POINT_VERDICT_MEANING`).
 
 The success rate (InferenceX `calc_success_rate.py`: successful jobs over all attempted, per hardware bucket) is read
 from the run's own record of its outcomes (`run.json`: `outcomes`), so a job that produced no result counts as a
@@ -25,13 +28,24 @@ from llmsweep.words import count_of
 _REUSE = _flag("reuse")
 
 
-PointVerdict = Literal["improvement", "regression", "no change"]
+PointVerdict = Literal["improvement", "regression", "no change", "unverified"]
+
+POINT_VERDICT_MEANING: Mapping[PointVerdict, str] = {
+    "improvement": "a metric or the eval score beyond its between-run band for the better, none for the worse",
+    "regression": "a metric or the eval score beyond its between-run band for the worse, or B's measurement invalid "
+                  "where A's is valid",
+    "no change": "a between-run band saw no change (or A and B ran the same inputs: equal by construction)",
+    "unverified": "no band here could call a change (no repeats, an invalid side, two clocks): not a verdict of no "
+                  "change",
+}
+"""What each verdict of a point means, as a legend under the verdict says it (`report.markdown.verdict_legend`)."""
 
 
-def point_verdict(pc: PointComparison) -> PointVerdict:
-    """The point's verdict over its metrics and its eval score: a regression of either (the score beyond its stderr
-    band, `compare.EvalDelta`) makes it a regression, as it makes `Comparison.regressions` (`--fail-on-regression`);
-    so does a measurement B made invalid where A's is valid (`PointComparison.invalidated`), whatever its figures."""
+def _called_change(pc: PointComparison) -> Literal["improvement", "regression"] | None:
+    """The change a band called at this point over its metrics and its eval score, if any: a regression of either (the
+    score beyond its stderr band, `compare.EvalDelta`) makes it a regression, as it makes `Comparison.regressions`
+    (`--fail-on-regression`); so does a measurement B made invalid where A's is valid (`PointComparison.invalidated`),
+    whatever its figures."""
     if pc.invalidated:
         return "regression"
     verdicts = {d.verdict for d in pc.deltas} | ({pc.eval.verdict} if pc.eval is not None else set())
@@ -39,14 +53,30 @@ def point_verdict(pc: PointComparison) -> PointVerdict:
         return "regression"
     if "improvement" in verdicts:
         return "improvement"
-    return "no change"
+    return None
+
+
+def _equal_by_construction(pc: PointComparison) -> bool:
+    """A and B ran the same inputs on the simulator in virtual time (`PointComparison.same_inputs`), both valid, and
+    every figure agrees as identical inputs make them: no change, by construction rather than by a band."""
+    return pc.same_inputs and not (pc.invalid("a") or pc.invalid("b")) and all(
+        d.verdict in ("same inputs", "n/a") for d in pc.deltas)
+
+
+def point_verdict(pc: PointComparison) -> PointVerdict:
+    """The point's verdict: the change a band called (`_called_change`); else `no change` where a band that calls
+    changes could have called one (`point_called`) or the sides are equal by construction; else `unverified` — a
+    point no band could call is not one without change (`uncalled_why` says why)."""
+    if (change := _called_change(pc)) is not None:
+        return change
+    return "no change" if point_called(pc) or _equal_by_construction(pc) else "unverified"
 
 
 def point_called(pc: PointComparison) -> bool:
-    """Whether a band that calls changes could have called one at this point (False: `no change` is unverified): a
-    change it called was; else a between-run band of its metrics, or, for a point compared on its eval alone (no
-    throughput deltas: an eval-only result), the eval score's stderr band."""
-    if point_verdict(pc) != "no change":
+    """Whether a band that calls changes could have called one at this point (False: the point is `unverified`, or
+    equal by construction): a change it called was; else a between-run band of its metrics, or, for a point compared
+    on its eval alone (no throughput deltas: an eval-only result), the eval score's stderr band."""
+    if _called_change(pc) is not None:
         return True
     if pc.invalid("a") or pc.invalid("b") or pc.clocks_differ:  # an invalid measurement's figures call nothing,
         return False  # nor do figures timed on two clocks (`PointComparison.clocks_differ`)
@@ -102,8 +132,9 @@ def success_rate(meta: Mapping[str, Any], points: Sequence[ResultPoint]) -> Succ
 def uncalled_why(pc: PointComparison) -> str:
     """Why a point's verdict says no more than it does: B's (or A's) measurement is invalid — named with its first
     reason —, the sides ran on two clocks (virtual and wall-clock time), the same inputs on the simulator (equal by
-    construction: `PointComparison.same_inputs`), or no between-run band could call a change;
-    "" when a band could, or when it is a regression for B's invalid measurement, said the same way."""
+    construction: `PointComparison.same_inputs`; or, where a figure differs all the same, that identical inputs cannot
+    explain it), or no between-run band could call a change; "" when a band could, or when it is a regression for B's
+    invalid measurement, said the same way."""
     sides: tuple[Literal["a", "b"], ...] = ("b", "a")
     for side in sides:
         if bad := pc.invalid(side):
@@ -112,13 +143,18 @@ def uncalled_why(pc: PointComparison) -> str:
     if pc.clocks_differ:
         clocks_a, clocks_b = pc.clocks
         return f"A ran in {clock_words(clocks_a)}, B in {clock_words(clocks_b)}"
-    if pc.same_inputs and point_verdict(pc) == "no change":
-        return "A and B ran the same inputs on the simulator in virtual time: equal by construction"
+    if pc.same_inputs and _called_change(pc) is None:
+        if _equal_by_construction(pc):
+            return "A and B ran the same inputs on the simulator in virtual time: equal by construction"
+        return ("A and B ran the same inputs on the simulator in virtual time, yet their figures differ: identical "
+                "inputs cannot explain it")
     return "" if point_called(pc) else "no between-run band"
 
 
 def verdict_counts(comp: Comparison) -> dict[PointVerdict, int]:
-    counts: dict[PointVerdict, int] = {"improvement": 0, "regression": 0, "no change": 0}
+    """How many matched points have each verdict (`point_verdict`): an `unverified` point is counted as such, never
+    as one without change."""
+    counts: dict[PointVerdict, int] = {"improvement": 0, "regression": 0, "no change": 0, "unverified": 0}
     for pc in comp.matched:
         counts[point_verdict(pc)] += 1
     return counts

@@ -472,7 +472,7 @@ def test_another_engine_build_or_power_limit_under_one_image_tag_is_said_beside_
     assert m.served_apart == (ENGINE_BUILDS,)
     assert "; rerun B on A's engine build 0.5.16: an image pinned by its @sha256 digest" in m.served_apart[0]
     (row,) = [line for line in verdict_markdown(builds, SuccessRate(1, 1)).splitlines() if line.startswith("| Qwen")]
-    assert f"no change (no between-run band; {said})" in row, row  # in the verdict's cell
+    assert f"❔ unverified (no between-run band; {said})" in row, row  # in the verdict's cell
     assert verdict_as_dict(builds, SuccessRate(1, 1))["points"][0]["served_apart"] == list(m.served_apart)
     assert builds.as_dict()["matched"][0]["served_apart"] == list(m.served_apart)
     # said once, beside the point: not again in a note above the table (each page and --json list the notes)

@@ -172,11 +172,28 @@ def test_a_pull_requests_verdict_calls_an_eval_regression(make_run: MakeRun) -> 
     worse = compare_points(base, points_from_run(with_eval(make_run("pr", concs=(32,)), 32, 0.80, mode="eval-only")))
     (m,) = worse.matched
     assert worse.regressions and point_verdict(m) == "regression" and point_called(m)
-    assert verdict_counts(worse) == {"improvement": 0, "regression": 1, "no change": 0}
-    assert "**1 regression, 0 improvements, 0 without change**" in verdict_markdown(worse, SuccessRate(1, 1))
+    assert verdict_counts(worse) == {"improvement": 0, "regression": 1, "no change": 0, "unverified": 0}
+    assert "**1 regression, 0 improvements, 0 without change, 0 unverified**" in verdict_markdown(worse,
+                                                                                                 SuccessRate(1, 1))
     same = compare_points(base, points_from_run(with_eval(make_run("pr2", concs=(32,)), 32, 0.95, mode="eval-only")))
     (s,) = same.matched
     assert point_verdict(s) == "no change" and point_called(s)
+
+
+def test_an_eval_scores_delta_is_signed_as_every_delta_is(make_run: MakeRun, store_path: Path) -> None:
+    """An eval score's delta was written `-0.1500` (a hyphen; the table: no sign at all) beside metric deltas signed
+    `−403.4`: one style, the minus sign (U+2212), in the Markdown and the table alike."""
+    from click.testing import CliRunner
+
+    from llmsweep.cli.main import cli
+    from llmsweep.report.markdown import comparison_markdown
+
+    main, pr = with_eval(make_run("main", concs=(32,)), 32, 0.95), with_eval(make_run("pr", concs=(32,)), 32, 0.80)
+    worse = compare_points(points_from_run(main), points_from_run(pr))
+    (row,) = [line for line in comparison_markdown(worse).splitlines() if "| gsm8k |" in line]  # the eval table's
+    assert "| \u22120.1500 ±" in row and "-0.15" not in row, row
+    res = CliRunner().invoke(cli, ["compare", str(main.path), str(pr.path), "--no-history"], catch_exceptions=False)
+    assert "\u22120.15 ±" in res.output and "-0.15" not in res.output, res.output
 
 
 def _eval_repeats(tmp_path: Path, name: str, scores: tuple[tuple[float, float], ...],

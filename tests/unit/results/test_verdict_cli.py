@@ -23,16 +23,17 @@ def test_regression_is_called_only_with_a_between_run_band(make_run, store_path:
     _run("results", "ingest", str(base.path))
     md = _run("compare", "--baseline", "base", str(slow.path), "--format", "markdown",
               "--no-history", *[a for r in reps for a in ("--repeats-from", str(r.path))])
-    assert "1 regression, 0 improvements, 0 without change" in md
+    assert "1 regression, 0 improvements, 0 without change, 0 unverified" in md
     assert "❌ regression" in md and "(no between-run band)" not in md
     assert "Sweep success rate: **66.7%** (2/3 jobs)" in md  # the job that never ran counts as a failure
     assert "**New points:**" in md
 
-    # Without repeats nothing can be called: the same slowdown is `no change`, and the verdict says why.
+    # Without repeats nothing can be called: the same slowdown is `unverified` — not a point without change (it
+    # said `1 without change` and `➖ no change (no between-run band)` beside a 50% slowdown) —, and says why.
     alone = _run("compare", "--baseline", "base", str(slow.path), "--format", "markdown",
                  "--no-history")
-    assert "0 regressions, 0 improvements, 1 without change" in alone
-    assert "➖ no change (no between-run band)" in alone
+    assert "**0 regressions, 0 improvements, 0 without change, 1 unverified**" in alone, alone
+    assert "❔ unverified (no between-run band)" in alone and "➖ no change" not in alone
 
 
 def test_baseline_takes_exactly_one_run(make_run, store_path: Path) -> None:
@@ -160,10 +161,10 @@ def test_a_point_the_change_made_invalid_is_a_regression_not_an_improvement(make
     assert doc["verdict"]["points"][0]["verdict"] == "regression"
     res = CliRunner().invoke(cli, ["compare", str(base.path), str(fast.path), "--fail-on-regression", *args])
     assert res.exit_code == 1 and "1 point B measured invalid where A's is valid" in str(res.exception)
-    # a baseline that is invalid calls nothing either way: no change, and why
+    # a baseline that is invalid calls nothing either way: unverified, and why
     _invalidate(base.path, "warm-up not drained")
     md = _run("compare", "--baseline", str(base.path), str(fast.path), "--format", "markdown", *args)
-    assert "➖ no change (B's measurement is invalid" in md
+    assert "❔ unverified (B's measurement is invalid" in md and "0 without change, 1 unverified" in md
 
 
 def test_the_verdict_names_the_points_it_did_not_compare(make_run, store_path: Path) -> None:
@@ -193,3 +194,63 @@ def test_fail_on_regression_fails_a_comparison_that_compared_nothing(make_run, s
     ok = CliRunner().invoke(cli, ["compare", "--baseline", str(sim.path), str(fresh.path),
                                   "--no-history", "--fail-on-regression"])
     assert ok.exit_code == 0, ok.output
+
+def test_the_markdown_verdict_of_a_point_is_the_json_verdict_and_says_what_it_means(make_run,
+                                                                                    store_path: Path) -> None:
+    """A run against its baseline without repeats: the table and `--json`'s deltas said `❔ unverified`, while the
+    Markdown verdict said `➖ no change (no between-run band)` and counted every point `without change`. Both give one
+    verdict now, `unverified`, counted as such, with a legend that says what it means — and only what is shown."""
+    import json
+
+    base = make_run("base", concs=(1, 4), requests=100)
+    slow = make_run("pr", concs=(1, 4), requests=100, seed=5, speed=0.5)
+    args = ["--baseline", str(base.path), str(slow.path), "--no-history"]
+    md = _run("compare", *args, "--format", "markdown")
+    doc = json.loads(_run("compare", *args, "--json"))
+    verdicts = [p["verdict"] for p in doc["verdict"]["points"]]
+    assert verdicts == ["unverified", "unverified"], doc["verdict"]
+    assert doc["verdict"]["counts"] == {"improvement": 0, "regression": 0, "no change": 0, "unverified": 2}
+    assert "**0 regressions, 0 improvements, 0 without change, 2 unverified**" in md, md
+    rows = [line for line in md.splitlines() if line.startswith("| Qwen")]
+    assert len(rows) == 2 and all("| ❔ unverified (no between-run band) |" in row for row in rows), rows
+    (legend,) = [line for line in md.splitlines() if line.startswith("_Verdicts:_")]
+    from llmsweep.results.verdict import POINT_VERDICT_MEANING  # what each verdict of a point means: its one home
+
+    assert legend == f"_Verdicts:_ ❔ unverified — {POINT_VERDICT_MEANING['unverified']}", legend
+
+
+def test_the_compare_table_and_markdown_say_what_each_verdict_shown_means(make_run, store_path: Path,
+                                                                          tmp_path: Path) -> None:
+    """`❔ unverified` and `≈ within noise` were never defined in compare's output: a legend line under the table
+    (and the `--markdown` file's) says what each verdict kind shown means, from where the verdicts are defined."""
+    base = make_run("base", concs=(4,), requests=100)
+    slow = make_run("pr", concs=(4,), requests=100, seed=5, speed=0.5)
+    out = tmp_path / "comment.md"
+    table = _run("compare", str(base.path), str(slow.path), "--no-history", "--markdown", str(out))
+    assert "verdicts: " in table and "_Verdicts:_ " in out.read_text(), table
+    from llmsweep.report.markdown import VERDICT_MARK
+    from llmsweep.results.compare import VERDICT_MEANING  # what each verdict of a metric means: its one home
+
+    shown = {v for v in VERDICT_MEANING if f"│ {VERDICT_MARK[v]}" in table}
+    assert "unverified" in shown, table
+    (legend,) = [line for line in table.splitlines() if line.startswith("verdicts: ")]
+    assert legend == "verdicts: " + "; ".join(f"{VERDICT_MARK[v]} — {m}" for v, m in VERDICT_MEANING.items()
+                                              if v in shown), legend
+    md = out.read_text()
+    (md_legend,) = [line for line in md.splitlines() if line.startswith("_Verdicts:_ ")]
+    in_md = {v for v in VERDICT_MEANING if f" {VERDICT_MARK[v]} |" in md}
+    assert md_legend == "_Verdicts:_ " + "; ".join(f"{VERDICT_MARK[v]} — {m}" for v, m in VERDICT_MEANING.items()
+                                                   if v in in_md), md
+
+
+def test_a_deltas_sign_is_one_minus_in_every_cell() -> None:
+    """A delta was signed with a Unicode minus (`−403.4`) and its percentage with a hyphen (`-20.3%`): one style
+    now, the minus sign (U+2212), wherever compare writes a signed figure (an eval score's delta:
+    `test_eval_results`)."""
+    from llmsweep.report.markdown import delta_cell
+    from llmsweep.results.compare import MetricDelta
+
+    down = MetricDelta("tput_per_gpu", 1983.5, 1580.1, -403.4, -0.2034, None, "unverified")
+    assert delta_cell(down) == "\u2212403.4 (\u221220.3%) (no band)"
+    up = MetricDelta("tput_per_gpu", 1580.1, 1983.5, 403.4, 0.2553, None, "unverified")
+    assert delta_cell(up) == "+403.4 (+25.5%) (no band)"
