@@ -481,6 +481,12 @@ def import_cmd(file: Path, force: bool, store_path: Path | None) -> None:
                f"{copies}")
 
 
+IGNORABLE: tuple[str, ...] = ("image", "engine", "hardware", "precision", "tp", "pp", "dcp", "pcp", "ep", "dp_attn",
+                              "spec", "offload", "offload_backend", "model", "workers", "router", "corpus")
+"""The identity fields `compare --ignore` may leave out of point matching (its choices; `compare_points` refuses the
+topology's with the reason, and names those of them that would match points where none did)."""
+
+
 @click.command()
 @click.argument("runs", nargs=-1, metavar="A B | B --baseline A")
 @option("baseline", help="The baseline run (stored run id or run directory); the one argument is then the run under "
@@ -489,9 +495,7 @@ def import_cmd(file: Path, force: bool, store_path: Path | None) -> None:
               help="Further runs of A's points (dir or run id); repeatable.")
 @option("b_repeats_from", multiple=True, help="Further runs of B's points (dir or run id).")
 @click.option("--ignore", "ignore", cls=Opt, listed=True,
-              type=click.Choice(["image", "engine", "hardware", "precision", "tp", "pp", "dcp", "pcp", "ep", "dp_attn",
-                                 "spec", "offload", "offload_backend", "model", "workers", "router",
-                                 "corpus"]),
+              type=click.Choice(IGNORABLE),
               help="Identity field to leave out of point matching (named in the output).")
 @option("mix_sources")
 @click.option("--no-history", is_flag=True, help="Do not use earlier stored runs of the same points as repeats.")
@@ -501,10 +505,11 @@ def import_cmd(file: Path, force: bool, store_path: Path | None) -> None:
 @json_option("the deltas, bands and verdicts")
 @click.option("--markdown", "markdown", type=PathValue(dir_okay=False, path_type=Path), default=None,
               help="Also write a PR-comment table to this file.")
-@click.option("--fail-on-regression", is_flag=True, help="Exit 1 when any metric is a (between-run) regression.")
+@click.option("--fail-on-regression", is_flag=True, help="Exit 1 when any metric is a (between-run) regression; "
+              "exit 2 when nothing was compared (no point of A matches one of B).")
 @option("format", type=click.Choice(["table", "json", "markdown"]), default=None,
-              help="`markdown`: the pull-request verdict (per point improvement / regression / no change, and the "
-              "sweep's success rate) on stdout; `json` is --json; default: the table.")
+              help="`markdown`: the pull-request verdict (per point improvement / regression / no change / "
+              "unverified, and the sweep's success rate) on stdout; `json` is --json; default: the table.")
 @store_option()
 def compare(runs: tuple[str, ...], baseline: str | None, fmt: str | None, repeats_a: tuple[str, ...],
             repeats_b: tuple[str, ...], ignore: tuple[str, ...],
@@ -580,7 +585,7 @@ def compare(runs: tuple[str, ...], baseline: str | None, fmt: str | None, repeat
         retired_a = retired_of(run_meta_of(a, store)) if stood_b else {}  # A's jobs its recipe no longer plans
     comp = compare_points(pa, pb, label_a=label_a, label_b=label_b, repeats_a=ra, repeats_b=rb, history=history,
                           ignore=ignore, mix_sources=mix_sources, inputs=inputs,
-                          measurements=measured)
+                          measurements=measured, ignorable=IGNORABLE)
     from llmsweep.results.verdict import (
         earlier_note,
         left_out_note,
@@ -641,6 +646,16 @@ def compare(runs: tuple[str, ...], baseline: str | None, fmt: str | None, repeat
                           f"{'was' if len(comp.skipped) == 1 else 'were'} not compared ({reasons})",
                           fix="compare with a baseline of the same source and configuration (or pass --mix-sources "
                               "to compare across sources on purpose)")
+    if fail_on_regression and not comp.matched and not comp.skipped and not comp.lost:
+        from llmsweep.results.verdict import reused_from_baseline
+
+        _, only_a = reused_from_baseline(comp, reused)  # A's points B neither matched, reused nor lost
+        if only_a:  # a gate that compared nothing must not pass: say why nothing matched
+            why = comp.unmatched or f"B ({label_b}) has no result to compare with A's {count_of(len(only_a), 'point')}"
+            raise ResultInputError(f"nothing was compared: {why}",
+                                   fix="compare with a baseline that ran the same points; where an identity field "
+                                       "named above differs on purpose, `compare --ignore FIELD` leaves it out of "
+                                       "matching")
     if fail_on_regression and (comp.regressions or comp.invalidated or comp.lost):
         # counted as the verdict counts them (points), with the metrics that regressed beside
         from llmsweep.results.verdict import verdict_counts
@@ -697,9 +712,10 @@ def _print_comparison(comp: Any, reused: frozenset[str] = frozenset()) -> None:
         for which in ("a", "b"):
             label, what = comp.side(which)
             con.print(f"{which.upper()}: {plain(label)} — {what}")
-    said = lost_note(comp.lost) if comp.lost else None  # the table says it in red where it lists A's points
+    # said in red where the table lists A's points: A's points B lost, and why none of A's matches one of B's
+    said = {lost_note(comp.lost) if comp.lost else None, comp.unmatched or None}
     for note in comp.notes:
-        if note != said:
+        if note not in said:
             con.print(f"[yellow]note:[/] {note}")
     # laid out as every table is (`cli.tables.print_tables`): A's and B's figures and the verdict whole, the metric's
     # label what gives, the band's words wrapped at their spaces
@@ -750,7 +766,7 @@ def _print_comparison(comp: Any, reused: frozenset[str] = frozenset()) -> None:
                                    f"{plain(reason)}", con.width))
     if not comp.matched and not comp.skipped:  # points that matched and were refused are said above, with why
         # (a side without a result is said in the notes; A's points B reused are B's, listed above as reused)
-        if only_a and comp.only_b:
-            con.print("[red]no point of A matches a point of B[/] (identity must match exactly; see --ignore)")
+        if only_a and comp.only_b and comp.unmatched:  # which identity fields differ, and what would match
+            con.print(break_long_words(f"[red]nothing compared[/]: {plain(comp.unmatched)}", con.width))
     elif not comp.matched:
         con.print("[red]nothing compared[/]: every point that matches was left out, for the reasons above")

@@ -38,7 +38,7 @@ from llmsweep.results.bands import (
     runs_mean,
     within_run_band,
 )
-from llmsweep.results.identity import TOPOLOGY_FIELDS
+from llmsweep.results.identity import POINT_FIELDS, TOPOLOGY_FIELDS
 from llmsweep.results.point import ResultPoint, build_unknown, configuration_keys, configurations, telling_apart
 from llmsweep.results.repeats import finite_mean, mean_of
 from llmsweep.results.samples import Samples, load_samples
@@ -244,6 +244,10 @@ class Comparison:
     lost: tuple[Lost, ...] = ()
     """A's valid points whose job B ran without a result (`results.verdict.lost_by_b`, from B's run record): among
     `only_a`, said apart from it."""
+    unmatched: str = ""
+    """Why no point of A matches a point of B, where neither side is empty and none did (`unmatched_why`: the identity
+    fields that differ, and what `compare --ignore` would match); "" where a point matched or was refused. Among
+    `notes` too."""
     earlier: tuple[ResultPoint, ...] = ()
     """The results of A's run that B stood jobs on (`run --reuse`) as earlier measurements of A's jobs, which A has
     measured again since and keeps for B (`rundir.KEPT_ATTEMPTS`; `results.verdict.stood_on_earlier`): reused by B
@@ -359,6 +363,7 @@ def compare_points(
     mix_sources: bool = False,
     inputs: Mapping[str, str] | None = None,
     measurements: Mapping[str, str] | None = None,
+    ignorable: Collection[str] = (),
 ) -> Comparison:
     """Match A and B by identity and compute every metric's delta, band and verdict.
 
@@ -380,6 +385,9 @@ def compare_points(
     Evals pair on the point identity whatever kind of job ran them: a `run-eval` job's eval (after its throughput
     point, on the same server) and an `eval-only` job's eval of the same point identity measure the same accuracy, so
     main's full sweep is judged against a pull request's `--evals-only` run (`_cross_kind_evals`).
+
+    `ignorable`: the identity fields the caller may leave out of matching (`compare --ignore`'s choices): where no
+    point matches, the note that says why names those of them that would match some (`unmatched_why`).
     """
     ignored = frozenset(ignore)
     if topology := sorted(ignored & set(TOPOLOGY_FIELDS)):
@@ -390,13 +398,10 @@ def compare_points(
     if metrics is DEFAULT_METRICS:
         metrics = (*DEFAULT_METRICS, *(m for m in POWER_METRICS if any(p.metric(m) is not None for p in (*a, *b))))
 
-    def key(p: ResultPoint) -> str:  # an eval-only result matches eval-only results only: it has no throughput
-        return p.identity.key(ignored) + (_EVAL_ONLY if p.eval_only else "")
-
     def grouped(points: Sequence[ResultPoint]) -> dict[str, list[ResultPoint]]:
         out: dict[str, list[ResultPoint]] = {}
         for p in points:
-            out.setdefault(key(p), []).append(p)
+            out.setdefault(_match_key(p, ignored), []).append(p)
         return out
 
     side_a, side_b = grouped(a), grouped(b)
@@ -466,6 +471,10 @@ def compare_points(
     for side, label, points in (("A", label_a, a), ("B", label_b, b)):  # not "no point matches: see --ignore"
         if not points:
             notes.append(f"{side} ({label}) has no result: nothing of it to compare")
+    # neither side is empty and not one point matched: which identity fields keep them apart, and what would match
+    unmatched = unmatched_why(a, b, ignored, ignorable) if a and b and not matched and not skipped else ""
+    if unmatched:
+        notes.append(unmatched)
     if a and {p.result_id for p in a} == {p.result_id for p in b}:
         notes.insert(0, f"A and B are the same results (run {', '.join(sorted({p.run_id for p in a}))}): every "
                         "delta is zero by construction")
@@ -528,7 +537,56 @@ def compare_points(
                          f"{count_of(len(matched), 'compared point')} {noun(len(simulated), 'is', 'are')} the "
                          f"simulator's figures, not measurements ({at})")
     return Comparison(label_a, label_b, tuple(matched), only_a, only_b, tuple(skipped), tuple(sorted(ignored)),
-                      mix_sources, tuple(notes), sides)
+                      mix_sources, tuple(notes), sides, unmatched=unmatched)
+
+
+def _match_key(p: ResultPoint, ignored: frozenset[str]) -> str:
+    """The key a result is matched on: its point identity without the ignored fields; an eval-only result matches
+    eval-only results only (it has no throughput)."""
+    return p.identity.key(ignored) + (_EVAL_ONLY if p.eval_only else "")
+
+
+def _values(points: Sequence[ResultPoint], name: str) -> list[str]:
+    """The values the points' identities hold of one field, in words, each once (sorted; `–` for none)."""
+    return sorted({str(v) if (v := getattr(p.identity, name)) not in ("", None) else "–" for p in points})
+
+
+def unmatched_why(a: Sequence[ResultPoint], b: Sequence[ResultPoint], ignored: frozenset[str] = frozenset(),
+                  ignorable: Collection[str] = ()) -> str:
+    """Why no point of A matches a point of B (`Comparison.unmatched`): the identity fields whose values differ between
+    the sides, with each side's values, and how many points leaving out one of them that is `ignorable` (`compare
+    --ignore`; or all of those, where no one alone does) would match. Said in the table, the Markdown and `--json`'s
+    notes, and by `--fail-on-regression`, which a comparison of nothing does not pass."""
+    def matches(ignore: frozenset[str]) -> int:
+        keys_b = {_match_key(p, ignore) for p in b}
+        return len({k for p in a if (k := _match_key(p, ignore)) in keys_b})
+
+    differ = [f for f in POINT_FIELDS if f not in ignored and _values(a, f) != _values(b, f)]
+    if not differ:  # each field's values are on both sides, but no point's combination of them is
+        return ("no point of A matches a point of B: each side holds the same values of every identity field, but "
+                "no point of one holds the other's combination of them")
+
+    def said(name: str) -> str:
+        va, vb = _values(a, name), _values(b, name)
+        return f"{name} (A {_few(va)}; B {_few(vb)})"
+
+    may = [f for f in differ if f in ignorable and f not in TOPOLOGY_FIELDS]
+    tries = [(f,) for f in may] + ([tuple(may)] if len(may) > 1 else [])
+    found = [(fields, n) for fields in tries if (n := matches(ignored | frozenset(fields)))]
+    if len(may) > 1 and any(len(fields) == 1 for fields, _ in found):  # one alone does: not all of them
+        found = [(fields, n) for fields, n in found if len(fields) == 1]
+    head = (f"no point of A matches a point of B: {'every point differs' if len(differ) == 1 else 'they differ'} in "
+            + ", ".join(said(f) for f in differ))
+    if found:
+        ignore = ", ".join(f"`compare --ignore {','.join(fields)}` matches {count_of(n, 'point')}"
+                           for fields, n in found)
+        return f"{head}; {ignore}"
+    return f"{head}; leaving out what `compare --ignore` may matches no point" if may else head
+
+
+def _few(values: Sequence[str], most: int = 3) -> str:
+    """At most `most` values, joined, with how many more there are."""
+    return ", ".join(values[:most]) + (f" and {len(values) - most} more" if len(values) > most else "")
 
 
 @dataclass(frozen=True, slots=True)

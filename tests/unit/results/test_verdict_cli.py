@@ -7,6 +7,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from llmsweep.cli.main import cli
+from llmsweep.errors import LlmsweepError
 from llmsweep.results.verdict import success_rate
 
 
@@ -190,10 +191,20 @@ def test_fail_on_regression_fails_a_comparison_that_compared_nothing(make_run, s
     said = str(res.exception)
     assert res.exit_code != 0 and "nothing was compared: 4 results were not compared" in said, res.output
     assert "sources differ" in said
-    fresh = make_run("new", concs=(8,), requests=40, seed=3)  # points only B has (a new config): nothing to refuse
+    # A's points and a new configuration only B has: A's are compared, the new one passes
+    fresh = make_run("new", concs=(1, 4, 8), requests=40, seed=3)
     ok = CliRunner().invoke(cli, ["compare", "--baseline", str(sim.path), str(fresh.path),
                                   "--no-history", "--fail-on-regression"])
     assert ok.exit_code == 0, ok.output
+    # but B's new configuration alone compares nothing: a gate that compared nothing does not pass (it did), and
+    # says which identity fields kept every point apart
+    only_new = make_run("only-new", concs=(8,), requests=40, seed=3)
+    res = CliRunner().invoke(cli, ["compare", "--baseline", str(sim.path), str(only_new.path),
+                                   "--no-history", "--fail-on-regression"])
+    assert isinstance(res.exception, LlmsweepError) and res.exception.exit_code == 2, res.output
+    assert res.exception.message == ("nothing was compared: no point of A matches a point of B: every point differs in "
+                                  "conc (A 1, 4; B 8)")
+
 
 def test_the_markdown_verdict_of_a_point_is_the_json_verdict_and_says_what_it_means(make_run,
                                                                                     store_path: Path) -> None:
@@ -241,6 +252,32 @@ def test_the_compare_table_and_markdown_say_what_each_verdict_shown_means(make_r
     in_md = {v for v in VERDICT_MEANING if f" {VERDICT_MARK[v]} |" in md}
     assert md_legend == "_Verdicts:_ " + "; ".join(f"{VERDICT_MARK[v]} — {m}" for v, m in VERDICT_MEANING.items()
                                                    if v in in_md), md
+
+
+def test_a_comparison_that_matched_no_point_says_which_fields_differ_and_fails_the_gate(make_run,
+                                                                                         store_path: Path) -> None:
+    """Two runs of one recipe under another image tag: `compare A B --fail-on-regression` said `no point of A
+    matches a point of B (identity must match exactly; see --ignore)` and exited 0, the Markdown gave an empty table
+    of `0 matched points` and `--json` no note. Each now says which identity field differs and what `compare
+    --ignore` would match; the gate, which compared nothing, exits 2 with the reason."""
+    import json
+
+    base = make_run("base", concs=(1, 4), requests=40)
+    pr = make_run("pr", concs=(1, 4), requests=40, seed=2, image="lmsysorg/sglang-rocm:v0.5.17-rocm720-mi30x-20260801")
+    why = ("no point of A matches a point of B: every point differs in image (A lmsysorg/sglang-rocm:v0.5.16-rocm720-"
+           "mi30x-20260730; B lmsysorg/sglang-rocm:v0.5.17-rocm720-mi30x-20260801); `compare --ignore image` matches "
+           "2 points")
+    args = [str(base.path), str(pr.path), "--no-history"]
+    table = _run("compare", *args)
+    assert f"nothing compared: {why}" in " ".join(table.split()), table
+    assert json.loads(_run("compare", *args, "--json"))["notes"] == [why]
+    md = _run("compare", "--baseline", *args, "--format", "markdown")
+    assert f"> {why}" in md and "| Point |" not in md, md  # said, and no empty table
+    res = CliRunner().invoke(cli, ["compare", *args, "--fail-on-regression"])
+    assert isinstance(res.exception, LlmsweepError) and res.exception.exit_code == 2, res.output
+    assert res.exception.message == f"nothing was compared: {why}"
+    ok = CliRunner().invoke(cli, ["compare", *args, "--ignore", "image", "--fail-on-regression"])
+    assert ok.exit_code == 0, ok.output  # matched, and nothing regressed beyond a band
 
 
 def test_a_deltas_sign_is_one_minus_in_every_cell() -> None:
