@@ -97,14 +97,16 @@ def left_out() -> Callable[[str], None]:
 
 
 @results.command("list")
-@option("run_id")
+@option("run_id", help="Only results of this run: a stored run id, or a run directory (read from the folder).")
 @click.option("--all", "every", is_flag=True, help="Every stored result, of every run (not the runs).")
 @json_option()
 @store_option()
 def list_cmd(run_id: str | None, every: bool, as_json: bool, store_path: Path | None) -> None:
-    """Runs in the store; the results of one run (`--run`); or every stored result (`--all`). `--json` prints
-    the same rows as the table."""
+    """Runs in the store; the results of one run (`--run`: a stored run id or a run directory, as `compare`,
+    `report` and `results frontier` take it); or every stored result (`--all`). `--json` prints the same rows as the
+    table."""
     from llmsweep.results.point import describe
+    from llmsweep.results.sides import is_folder
 
     if every and run_id is not None:
         raise click.UsageError("--all lists every run's results and --run one run's: give one of them")
@@ -115,16 +117,26 @@ def list_cmd(run_id: str | None, every: bool, as_json: bool, store_path: Path | 
             else:
                 _print_runs(store)
             return
-        with saying(f"reading {f'run {run_id}' if run_id else 'every result'} from {store.path}"):
-            points = store.results(run_id)  # runs in the order they were stored; in a run, by series then conc
+        folder = run_id is not None and is_folder(run_id)
+        if run_id is not None and folder:  # a run directory: its results as its folder holds them, as `results
+            # frontier` reads one
+            points, warned, run_id = _folder_points(run_id, store)
+            where = run_id
+        else:
+            from llmsweep.results.sides import resolve_points
+
+            with saying(f"reading {f'run {run_id}' if run_id else 'every result'} from {store.path}"):
+                # runs in the order they were stored; in a run, by series then conc; a run id the store does not hold
+                # refused as `compare` and `results frontier` refuse it, naming both forms `--run` takes
+                points = store.results() if run_id is None else resolve_points(run_id, store)[1]
+            if run_id is not None:
+                from llmsweep.results.sides import reused_points_of
+
+                reused_points_of(store, store.run_meta(run_id), run_id, lambda line: click.echo(line, err=True))
+            warned = store.job_warnings(p.run_id for p in points)
+            where = str(store.path)
         runs = {r: i for i, r in enumerate(dict.fromkeys(p.run_id for p in points))}
         points.sort(key=lambda p: (runs[p.run_id], p.identity.series_label(), p.identity.conc, p.job_id))
-        store.require_run(run_id)
-        if run_id is not None:
-            from llmsweep.results.sides import reused_points_of
-
-            reused_points_of(store, store.run_meta(run_id), run_id, lambda line: click.echo(line, err=True))
-        warned = store.job_warnings(p.run_id for p in points)
         if as_json:  # each row's series as its table's title names it (the image or configuration where a run holds
             # two; `AL 3.39 est.` where the simulator estimated the acceptance length), without the source after it
             from llmsweep.results.frontier import listed_series_labels
@@ -135,9 +147,27 @@ def list_cmd(run_id: str | None, every: bool, as_json: bool, store_path: Path | 
                                   indent=1, default=str))
             return
         if not points:
-            click.echo(f"no results stored{f' for run {run_id}' if run_id else ''} in {store.path}")
+            click.echo(f"no results {'in run folder' if folder else 'stored'}{f' for run {run_id}' if run_id else ''} "
+                       f"in {where}")
             return
         _print_points(points, warned)
+
+
+def _folder_points(ref: str, store: Any) -> tuple[list[ResultPoint], dict[tuple[str, str], list[str]], str]:
+    """A run directory's results, as `compare`, `report` and `results frontier` resolve one
+    (`sides.resolve_run_dir`, `folder_points`: a job left out said on stderr), what the run warned of each (its
+    outcomes: run.json's, else each job's own outcome.json, as its dashboard reads them), and its run id; the jobs it
+    stood on stored results of are said on stderr, listed under the run that measured them (as a stored run's listing
+    says them)."""
+    from llmsweep.report.data import recorded_outcomes
+    from llmsweep.results.sides import folder_points, resolve_run_dir, reused_points_of
+
+    with saying(f"reading run folder {ref}"):
+        run = resolve_run_dir(ref, store)
+        points = folder_points(run, ref, left_out())
+    reused_points_of(store, run.meta, run.run_id, lambda line: click.echo(line, err=True))
+    warned = {(run.run_id, job): o.warnings for job, o in recorded_outcomes(run).items() if o.warnings}
+    return points, warned, run.run_id
 
 
 @results.command("runs")

@@ -43,13 +43,20 @@ def resolve_points(ref: str, store: Store | None, warn: Callable[[str], None] | 
     left out unsaid."""
     if is_folder(ref):
         run = load_run(ref, set_aside=set_aside)
-        for art in run.jobs:
-            if (why := art.unread or art.unjudged) and warn is not None:
-                warn(f"{ref}: {why}")
-        return run.run_id, points_from_run(run)
+        return run.run_id, folder_points(run, ref, warn)
     if store is not None and store.has_run(ref):
         return ref, store.results(ref)
     raise _neither(ref, store)
+
+
+def folder_points(run: RunDir, ref: str, warn: Callable[[str], None] | None = None) -> list[ResultPoint]:
+    """The points of a run folder read (`ref`: as the user named it): `resolve_points`' for a folder, for a command
+    that needs the folder's artifacts too (`results list --run DIR`: its jobs' outcomes); `warn` is told of each job
+    whose summary is set aside."""
+    for art in run.jobs:
+        if (why := art.unread or art.unjudged) and warn is not None:
+            warn(f"{ref}: {why}")
+    return points_from_run(run)
 
 
 REUSED_GONE = ("the results store does not hold it as it was reused (the result is gone: its run measured the job "

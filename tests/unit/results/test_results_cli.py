@@ -9,6 +9,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from llmsweep.cli.main import cli
+from llmsweep.errors import ResultInputError
 from llmsweep.words import count_of
 
 
@@ -791,3 +792,21 @@ def test_the_runs_fit_an_80_column_terminal_with_run_ids_and_dates_whole(make_ru
         mine = [line for line in shown if r["run_id"] in line]
         for value in (r["started"], r["ingested_at"]):
             assert value and sum(value in line for line in mine) == 1, (value, buf.getvalue())
+
+
+def test_list_takes_a_run_folder_as_compare_and_frontier_do(make_run, store_path: Path) -> None:
+    """`results list --run runs/seed` said `error: no run 'runs/seed' in …/store.sqlite` though `compare`, `report`
+    and `results frontier` take a run folder: it lists the folder's results as the stored run's are listed — a folder
+    never stored too —, and a name that is neither says both forms it takes."""
+    stored, loose = make_run("run1", concs=(4, 1)), make_run("loose", concs=(8,))
+    _run("results", "ingest", str(stored.path))
+    by_folder = json.loads(_run("results", "list", "--run", str(stored.path), "--json"))
+    assert by_folder == json.loads(_run("results", "list", "--run", "run1", "--json"))
+    assert [r["conc"] for r in by_folder] == [1, 4]
+    assert _run("results", "list", "--run", str(stored.path)) == _run("results", "list", "--run", "run1")
+    assert [(r["run_id"], r["conc"]) for r in json.loads(_run("results", "list", "--run", str(loose.path),
+                                                              "--json"))] == [("loose", 8)]
+    res = CliRunner().invoke(cli, ["results", "list", "--run", str(stored.path.parent / "gone")])
+    assert isinstance(res.exception, ResultInputError) and res.exception.exit_code == 2, res.output
+    assert "is neither a run directory nor a run id in the store" in str(res.exception)
+    assert "pass the folder `llmsweep run` wrote, or a run id" in str(res.exception.fix)
