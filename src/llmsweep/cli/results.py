@@ -536,7 +536,8 @@ topology's with the reason, and names those of them that would match points wher
 @click.option("--markdown", "markdown", type=PathValue(dir_okay=False, path_type=Path), default=None,
               help="Also write a PR-comment table to this file.")
 @click.option("--fail-on-regression", is_flag=True, help="Exit 1 when any metric is a (between-run) regression; "
-              "exit 2 when nothing was compared (no point of A matches one of B).")
+              "exit 2 when nothing was compared though leaving out an identity field (`--ignore`) would pair points: "
+              "the same points under another corpus, image, ….")
 @option("format", type=click.Choice(["table", "json", "markdown"]), default=None,
               help="`markdown`: the pull-request verdict (per point improvement / regression / no change / "
               "unverified, and the sweep's success rate) on stdout; `json` is --json; default: the table.")
@@ -676,13 +677,9 @@ def compare(runs: tuple[str, ...], baseline: str | None, fmt: str | None, repeat
                           f"{'was' if len(comp.skipped) == 1 else 'were'} not compared ({reasons})",
                           fix="compare with a baseline of the same source and configuration (or pass --mix-sources "
                               "to compare across sources on purpose)")
-    if fail_on_regression and not comp.matched and not comp.skipped and not comp.lost:
-        from llmsweep.results.verdict import reused_from_baseline
-
-        _, only_a = reused_from_baseline(comp, reused)  # A's points B neither matched, reused nor lost
-        if only_a:  # a gate that compared nothing must not pass: say why nothing matched
-            why = comp.unmatched or f"B ({label_b}) has no result to compare with A's {count_of(len(only_a), 'point')}"
-            raise ResultInputError(f"nothing was compared: {why}",
+    if fail_on_regression and comp.mispaired:  # the same points under another corpus, image, …: nothing compared
+        # (B's new configurations alone, with nothing near them, still pass: no point of A was measured again)
+        raise ResultInputError(f"nothing was compared: {comp.unmatched}",
                                    fix="compare with a baseline that ran the same points; where an identity field "
                                        "named above differs on purpose, `compare --ignore FIELD` leaves it out of "
                                        "matching")

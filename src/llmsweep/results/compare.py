@@ -248,6 +248,10 @@ class Comparison:
     """Why no point of A matches a point of B, where neither side is empty and none did (`unmatched_why`: the identity
     fields that differ, and what `compare --ignore` would match); "" where a point matched or was refused. Among
     `notes` too."""
+    mispaired: bool = False
+    """Nothing matched, yet leaving out an identity field `compare --ignore` may leave out would match some point: the
+    sides measured the same points under another corpus, image, … — a comparison set up wrong, which
+    `--fail-on-regression` does not pass. False where B's points are new configurations only (nothing near them)."""
     earlier: tuple[ResultPoint, ...] = ()
     """The results of A's run that B stood jobs on (`run --reuse`) as earlier measurements of A's jobs, which A has
     measured again since and keeps for B (`rundir.KEPT_ATTEMPTS`; `results.verdict.stood_on_earlier`): reused by B
@@ -472,7 +476,8 @@ def compare_points(
         if not points:
             notes.append(f"{side} ({label}) has no result: nothing of it to compare")
     # neither side is empty and not one point matched: which identity fields keep them apart, and what would match
-    unmatched = unmatched_why(a, b, ignored, ignorable) if a and b and not matched and not skipped else ""
+    unmatched, mispaired = unmatched_why(a, b, ignored, ignorable) if a and b and not matched and not skipped \
+        else ("", False)
     if unmatched:
         notes.append(unmatched)
     if a and {p.result_id for p in a} == {p.result_id for p in b}:
@@ -537,7 +542,8 @@ def compare_points(
                          f"{count_of(len(matched), 'compared point')} {noun(len(simulated), 'is', 'are')} the "
                          f"simulator's figures, not measurements ({at})")
     return Comparison(label_a, label_b, tuple(matched), only_a, only_b, tuple(skipped), tuple(sorted(ignored)),
-                      mix_sources, tuple(notes), sides, unmatched=unmatched)
+                      mix_sources, tuple(notes), sides, unmatched=unmatched,
+                      mispaired=mispaired)
 
 
 def _match_key(p: ResultPoint, ignored: frozenset[str]) -> str:
@@ -552,11 +558,12 @@ def _values(points: Sequence[ResultPoint], name: str) -> list[str]:
 
 
 def unmatched_why(a: Sequence[ResultPoint], b: Sequence[ResultPoint], ignored: frozenset[str] = frozenset(),
-                  ignorable: Collection[str] = ()) -> str:
+                  ignorable: Collection[str] = ()) -> tuple[str, bool]:
     """Why no point of A matches a point of B (`Comparison.unmatched`): the identity fields whose values differ between
     the sides, with each side's values, and how many points leaving out one of them that is `ignorable` (`compare
     --ignore`; or all of those, where no one alone does) would match. Said in the table, the Markdown and `--json`'s
-    notes, and by `--fail-on-regression`, which a comparison of nothing does not pass."""
+    notes, and by `--fail-on-regression`, which does not pass such a comparison; with whether some `compare --ignore`
+    would match a point (`Comparison.mispaired`)."""
     def matches(ignore: frozenset[str]) -> int:
         keys_b = {_match_key(p, ignore) for p in b}
         return len({k for p in a if (k := _match_key(p, ignore)) in keys_b})
@@ -564,7 +571,7 @@ def unmatched_why(a: Sequence[ResultPoint], b: Sequence[ResultPoint], ignored: f
     differ = [f for f in POINT_FIELDS if f not in ignored and _values(a, f) != _values(b, f)]
     if not differ:  # each field's values are on both sides, but no point's combination of them is
         return ("no point of A matches a point of B: each side holds the same values of every identity field, but "
-                "no point of one holds the other's combination of them")
+                "no point of one holds the other's combination of them"), False
 
     def said(name: str) -> str:
         va, vb = _values(a, name), _values(b, name)
@@ -580,8 +587,8 @@ def unmatched_why(a: Sequence[ResultPoint], b: Sequence[ResultPoint], ignored: f
     if found:
         ignore = ", ".join(f"`compare --ignore {','.join(fields)}` matches {count_of(n, 'point')}"
                            for fields, n in found)
-        return f"{head}; {ignore}"
-    return f"{head}; leaving out what `compare --ignore` may matches no point" if may else head
+        return f"{head}; {ignore}", True
+    return (f"{head}; leaving out what `compare --ignore` may matches no point" if may else head), False
 
 
 def _few(values: Sequence[str], most: int = 3) -> str:
