@@ -98,3 +98,24 @@ def test_summarize_refuses_a_folder_a_bench_still_runs_in_and_writes_nothing(
     assert (out / "summary.json").read_bytes() == written
     code, stdout, err = run_main(capsys, "summarize", out)  # once it has finished
     assert code == 0, (stdout, err)
+
+
+def test_a_bench_or_predict_out_inside_a_run_is_refused_and_writes_nothing(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`bench --out RUN/jobs/new` wrote a bench's records, summary and run.json among a run's job folders, and
+    `predict --out RUN/report/p` its points into a run's dashboard folder: both are refused (exit 2, nothing sent,
+    nothing written), the fix naming a folder beside the run."""
+    run = tmp_path / "runs" / "sweep"
+    (run / "jobs").mkdir(parents=True)
+    (run / "run.json").write_text(json.dumps({"recipes": []}))
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    with StreamServer(ServerConfig(itl_s=0.0005)) as srv:
+        code, stdout, err = run_main(capsys, "bench", "fixed", "--url", srv.url, *LOAD, "--out", run / "jobs" / "new")
+        served = len(srv.served)
+    assert code == 2 and served == 0, (stdout, err)
+    assert f"--out {run / 'jobs' / 'new'} is inside {run}, a run of `llmsweep run`" in err, err
+    assert f"fix: pass a folder of its own beside it to --out, e.g. {run.parent / 'sweep-new'}" in err, err
+    recipe = Path(__file__).resolve().parents[1] / "data" / "recipes" / "run" / "fixed-sim.yaml"
+    code, stdout, err = run_main(capsys, "predict", str(recipe), "--out", run / "report" / "p", "--duration", "5")
+    assert code == 2 and f"--out {run / 'report' / 'p'} is inside {run}, a run of `llmsweep run`" in err, err
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before

@@ -26,6 +26,7 @@ from llmsweep.cli.options import (
     json_option,
     option,
     out_option,
+    refuse_inside_other_folder,
 )
 from llmsweep.client.config import DURATION_REACHED, RunOptions
 from llmsweep.client.files import RECORDS_FILE
@@ -318,6 +319,7 @@ is the --force replacement said)."""
     from llmsweep.results.rundir import FOLDER_KINDS, out_kind
 
     refuse_unwritable(out, folder=True)  # the run makes it only after the endpoint probe
+    refuse_inside_other_folder(out, "a bench's records, summary and run.json")
     if not out.exists():
         return
     if not claimed:
