@@ -214,7 +214,7 @@ def test_predict_table_heads_its_throughputs_as_the_metric_table_and_shows_the_j
     assert total in header and output in header and header.index(total) < header.index(output)
     for row in doc:
         per_gpu = row["summary"]["throughput"]["per_gpu"]
-        cells = next(line for line in lines if f" {row['concurrency']} " in line and row["job"][:20] in line)
+        cells = next(line for line in lines if f" {row['conc']} " in line and row["job"][:20] in line)
         # as every table prints the metric (`HotColumn.cell`)
         assert HOT_BY_NAME["tput_per_gpu"].cell(per_gpu["total_tps"]) in cells
         assert HOT_BY_NAME["output_tput_per_gpu"].cell(per_gpu["output_tps"]) in cells

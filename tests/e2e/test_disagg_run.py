@@ -178,11 +178,11 @@ def test_predict_runs_the_disagg_job_role_by_role(tmp_path: Path) -> None:
     rows = json.loads(proc.stdout)
     assert all("summary" in r for r in rows), rows
     disagg = [r for r in rows if "disagg-true" in r["job"]]
-    assert sorted(r["concurrency"] for r in disagg) == [2, 4]
+    assert sorted(r["conc"] for r in disagg) == [2, 4]
     for r in disagg:
         assert r["summary"]["deployment"]["gpus"] == r["summary"]["throughput"]["gpus"] == 24
         assert set(r["summary"]["roles"]) == {"prefill", "decode", "router"}
-        written = tmp_path / "pred" / r["job"] / f"conc{r['concurrency']}"
+        written = tmp_path / "pred" / r["job"] / f"conc{r['conc']}"
         assert read_json(written / "summary.json")["deployment"]["kv_transfer"] == "mori"
     assert all(r["summary"]["throughput"]["gpus"] == 8 and "deployment" not in r["summary"]
                for r in rows if r not in disagg)

@@ -99,10 +99,15 @@ def test_every_command_keys_a_metric_as_the_metric_table_does_in_one_unit(tmp_pa
 
 def test_predict_keys_each_point_as_run_does(tmp_path: Path) -> None:
     """`predict --json` gave a point's figures only inside its summary: a script comparing a prediction with `run
-    --json` read `summary.throughput.per_gpu.total_tps` against `total_tps_per_gpu`."""
-    predicted = _json(["predict", FIXED, "--json", "--processes", "1"], cli_env(tmp_path))
+    --json` read `summary.throughput.per_gpu.total_tps` against `total_tps_per_gpu`; and it named a point's
+    concurrency `concurrency` where `run --json` and `results list --json` say `conc`."""
+    env = cli_env(tmp_path)
+    predicted = _json(["predict", FIXED, "--json", "--processes", "1"], env)
     assert len(predicted) == 2
+    ran = _json(["run", FIXED, "--out", tmp_path / "out", "--no-report", "--json"], env)
+    assert sorted(r["conc"] for r in predicted) == sorted(r["conc"] for r in ran["jobs"]) == [2, 4]
     for row in predicted:
+        assert "concurrency" not in row
         assert _metric_keys(row) == set(HOT_NAMES), _metric_keys(row) ^ set(HOT_NAMES)
         found = {c.name: v for c in HOT_BY_NAME.values() if (v := _at_name(row["summary"], c)) is not None}
         assert {"tput_per_gpu", "p50_ttft"} <= set(found), found

@@ -25,7 +25,7 @@ def test_a_disaggregated_speculative_rows_acceptance_is_an_estimate_at_its_own_d
     (row,) = json.loads(proc.stdout)
     acceptance = row["summary"]["provenance"]["acceptance"]
     assert acceptance["source"] == "estimate" and "K=2" in acceptance["basis"], acceptance
-    assert row["concurrency"] == 2
+    assert row["conc"] == 2
 
 
 def test_a_job_refused_by_policy_names_its_concurrency(tmp_path: Path, shared_dir: Path) -> None:
@@ -38,5 +38,5 @@ def test_a_job_refused_by_policy_names_its_concurrency(tmp_path: Path, shared_di
     assert proc.returncode == 2, proc.stderr[-3000:]
     rows = json.loads(proc.stdout)
     assert rows and all("fleet.unknown-label" in r["refused"] for r in rows)
-    assert all(r["concurrency"] is not None and f"_conc{r['concurrency']}_" in r["job"] for r in rows), rows
-    assert all(f" conc {r['concurrency']}: policy error" in proc.stderr for r in rows)
+    assert all(r["conc"] is not None and f"_conc{r['conc']}_" in r["job"] for r in rows), rows
+    assert all(f" conc {r['conc']}: policy error" in proc.stderr for r in rows)

@@ -49,10 +49,10 @@ def test_two_worker_processes_give_what_one_process_gives(tmp_path: Path) -> Non
     one, two = runs["1"], runs["2"]
     assert two.stdout == one.stdout
     rows = json.loads(one.stdout)
-    assert [r["concurrency"] for r in rows if "summary" in r] == [8, 8, 2, 4, 2, 4]  # the recipes' order
+    assert [r["conc"] for r in rows if "summary" in r] == [8, 8, 2, 4, 2, 4]  # the recipes' order
     assert len([r for r in rows if "refused" in r]) == 9
     # a refused job of one concurrency names it, as its id does (`..._conc16_...`)
-    assert all(r["concurrency"] is not None and f"_conc{r['concurrency']}_" in r["job"] for r in rows if "refused" in r)
+    assert all(r["conc"] is not None and f"_conc{r['conc']}_" in r["job"] for r in rows if "refused" in r)
     said = [line for line in one.stderr.splitlines() if line.startswith(("refused ", "trace source"))]
     assert said and said == [line for line in two.stderr.splitlines() if line.startswith(("refused ", "trace source"))]
     # 6 points: records, scrapes, modelled power, run.json and summary each
@@ -148,7 +148,7 @@ def test_a_killed_worker_refuses_its_point_the_other_is_predicted_again_and_the_
         assert proc.wait(timeout=120) == 1, log.read_text()[-4000:]
         text = log.read_text()
         rows = json.loads((tmp_path / "predict.json").read_text())
-        assert [r["concurrency"] for r in rows] == [8, 8]  # the recipe's order, as ever
+        assert [r["conc"] for r in rows] == [8, 8]  # the recipe's order, as ever
         (lost,) = [r for r in rows if "refused" in r]
         # the one that died, not the one its pool ended
         assert lost["refused"].startswith(f"the prediction worker died (pid {workers[0]} was killed by SIGKILL "

@@ -153,7 +153,7 @@ def test_predict_carries_the_power_block_a_virtual_time_run_computes(tmp_path: P
     assert len(rows) == len(ran) == 4
     for row in rows:
         power = row["summary"]["power"]
-        run_summary = ran[(row["concurrency"], "disagg-true" in row["job"])]
+        run_summary = ran[(row["conc"], "disagg-true" in row["job"])]
         run_power = run_summary["power"]
         assert row["summary"]["throughput"]["output_tps"] == pytest.approx(run_summary["throughput"]["output_tps"],
                                                                            rel=1e-6)
@@ -171,7 +171,7 @@ def test_predict_carries_the_power_block_a_virtual_time_run_computes(tmp_path: P
         # --out keeps the modelled samples beside the records, as a run's job folder does: summarised from the files,
         # the point has the same power block
         (point_dir,) = [d for d in pout.glob("*/conc*") if d.parent.name == row["job"]
-                        and d.name == f"conc{row['concurrency']}"]
+                        and d.name == f"conc{row['conc']}"]
         header, samples, problems = read_gpu_metrics(point_dir / GPU_METRICS_FILE)
         assert header is not None and header.backend == "sim" and samples and not problems
         again = summarise(point_dir / "records.jsonl", gpus=row["summary"]["throughput"]["gpus"])

@@ -168,7 +168,7 @@ def test_predict_on_the_amd_master_gives_every_job_a_result_or_a_refusal(tmp_pat
     assert all("--traces synthetic" in r["refused"] or "cannot" in r["refused"] for r in refused), refused
     # the disaggregated job is predicted role by role: every concurrency, on its 4 + 8 GPUs, over the scale-out NIC
     disagg = [r for r in results if "disagg-true" in r["job"]]
-    assert sorted(r["concurrency"] for r in disagg) == [8, 16, 32, 64, 128]
+    assert sorted(r["conc"] for r in disagg) == [8, 16, 32, 64, 128]
     for r in disagg:
         summary = r["summary"]
         assert summary["throughput"]["gpus"] == summary["deployment"]["gpus"] == 12

@@ -72,9 +72,9 @@ class Outcome:
         from llmsweep.results.extract import hot_values
 
         if self.summary is None:
-            return {"job": self.job, "concurrency": self.concurrency, **dict.fromkeys(HOT_NAMES),
+            return {"job": self.job, "conc": self.concurrency, **dict.fromkeys(HOT_NAMES),
                     "refused": self.refused}
-        return {"job": self.job, "concurrency": self.concurrency, **hot_values(self.summary),
+        return {"job": self.job, "conc": self.concurrency, **hot_values(self.summary),
                 "summary": self.summary.dump(), "calibration": self.calibration}
 
 
