@@ -16,6 +16,10 @@ their wording and of telling them apart.
   context parallelism, DP attention's per-rank prefix caches, serving settings it runs without such as a page size
   other than its 64-token blocks): a real engine would run it, and the point predicts it without modelling that (a
   switch as if it were off, a setting at the simulator's own value, said in parentheses).
+- **catalog-estimates**: the simulator modelled the job with catalog figures the catalog marks as estimates
+  (`engines.sim.estimated_figures`, recorded as `provenance.estimated`: a placeholder model shape, an unsourced GPU
+  bandwidth or HBM size): the point predicts the job no better than those figures, which `llmsweep catalog --json
+  models|hardware` says how each was estimated.
 
 The warnings are recorded as text (`outcome.json`, `run.json: outcomes`), so the kind is read back from the text's
 opening words (:func:`warning_kind`); the report, the run's completeness lines and the CLI key on it, never on
@@ -28,6 +32,7 @@ import re
 from collections.abc import Sequence
 from enum import StrEnum
 
+from llmsweep.option_spellings import flag
 from llmsweep.words import count_of, noun
 
 
@@ -46,6 +51,9 @@ class WarningKind(StrEnum):
     TIMEOUT_NOT_APPLIED = "timeout-not-applied"
     """Requests of a virtual-time point ran longer than `--request-timeout`, which virtual time does not apply: a live
     client would have timed them out (`execute.virtual.outlived_timeout`)."""
+    CATALOG_ESTIMATES = "catalog-estimates"
+    """The simulator modelled the job with catalog figures the catalog marks as estimates (`provenance.estimated`):
+    its point is no surer than those figures (:func:`catalog_estimates`)."""
 
 
 ENGINE_REFUSES_OPENING = "a real engine would refuse them: "
@@ -53,6 +61,7 @@ NOT_MODELLED_OPENING = "the simulator does not model "
 ENGINE_VERSION_OPENING = "engine version: "
 NO_GPU_OPENING = "the server ran on no GPU (its launch uses 0): "
 CONTEXT_SERVED_OPENING = "context served: "
+CATALOG_ESTIMATES_OPENING = "modelled with catalog estimates: "
 _TIMEOUT_NOT_APPLIED = re.compile(r"\d+ request(s|\(s\))? ran longer than --request-timeout ")
 """How :func:`timeout_not_applied` opens its warning (`182 requests ran longer than --request-timeout 5 s, …`; runs
 recorded before 2026-12-07 wrote `request(s)`): read as a kind of its own, not as the engine refusal a warning of no
@@ -94,6 +103,21 @@ def not_modelled(missed: Sequence[str]) -> str:
     return f"{NOT_MODELLED_OPENING}{' or '.join(missed)}: it predicts the points without modelling {those}"
 
 
+def catalog_estimates(estimated: Sequence[str]) -> str:
+    """The warning of a simulated job modelled with catalog figures the catalog marks as estimates (`estimated`,
+    non-empty: `engines.sim.estimated_figures`, each `<entry> <field>` as `provenance.estimated` records it)."""
+    return (f"{CATALOG_ESTIMATES_OPENING}{', '.join(estimated)} (`llmsweep catalog {flag('json')} models|hardware` "
+            "says how each was estimated)")
+
+
+def simulator_warnings(missed: Sequence[str], estimated: Sequence[str]) -> list[str]:
+    """The warnings of a result the simulator gave for a job, from what it did not model of the job (`missed`:
+    `engines.sim.unmodelled`, `provenance.unmodelled`) and the catalog estimates it modelled the job with
+    (`estimated`: `engines.sim.estimated_figures`, `provenance.estimated`), in that order: `run`'s pipeline records
+    them from the job, `predict` says them from the point's provenance, the same words either way."""
+    return ([not_modelled(missed)] if missed else []) + ([catalog_estimates(estimated)] if estimated else [])
+
+
 def normalised(warning: str) -> str:
     """`warning` as it reads today: a not-modelled warning recorded before it named its subject ("it does not model
     DP attention: …", which says nothing on its own) names the simulator."""
@@ -113,6 +137,8 @@ def warning_kind(warning: str) -> WarningKind:
         return WarningKind.NO_GPU
     if warning.startswith(CONTEXT_SERVED_OPENING):
         return WarningKind.CONTEXT_SERVED
+    if warning.startswith(CATALOG_ESTIMATES_OPENING):
+        return WarningKind.CATALOG_ESTIMATES
     if _TIMEOUT_NOT_APPLIED.match(warning):
         return WarningKind.TIMEOUT_NOT_APPLIED
     return WarningKind.ENGINE_REFUSES
@@ -120,8 +146,8 @@ def warning_kind(warning: str) -> WarningKind:
 
 def ran_on_the_simulator(count: int, warning: str) -> str:
     """The run's completeness line for `count` jobs with `warning`: `2 jobs ran on the simulator although a real
-    engine would refuse them: …`, or `1 job ran on the simulator, which does not model pipeline parallelism
-    (pp 2): …`."""
+    engine would refuse them: …`, `1 job ran on the simulator, which does not model pipeline parallelism
+    (pp 2): …`, or `9 jobs ran on the simulator, modelled with catalog estimates: mi300x hbm_gb (…)`."""
     said = normalised(warning)
     if warning_kind(said) is WarningKind.ENGINE_VERSION:  # a real engine's result: no simulator in it
         return f"{count_of(count, 'job')} ran on another {said}"
@@ -132,6 +158,8 @@ def ran_on_the_simulator(count: int, warning: str) -> str:
         return f"{count_of(count, 'job')} ran with another {said}"
     if warning_kind(said) is WarningKind.TIMEOUT_NOT_APPLIED:  # a real engine would run it: no refusal to name
         return f"{count_of(count, 'job')} ran in virtual time, where {said}"
+    if warning_kind(said) is WarningKind.CATALOG_ESTIMATES:  # a real engine would run it: no refusal to name
+        return f"{count_of(count, 'job')} ran on the simulator, {said}"
     if warning_kind(said) is WarningKind.NOT_MODELLED:
         return (f"{count_of(count, 'job')} ran on the simulator, which does not model "
                 f"{said.removeprefix(NOT_MODELLED_OPENING)}")

@@ -215,3 +215,41 @@ def test_a_resume_after_a_multinode_list_grew_supersedes_its_points_it_does_not_
     with Store(tmp_path / "store.sqlite", readonly=True) as store:
         run_id = json.loads((out / "run.json").read_text())["run_id"]
         assert sorted(p.job_id for p in store.results(run_id)) == now
+
+
+def test_run_and_predict_mark_a_point_modelled_with_catalog_estimates_alike(tmp_path: Path) -> None:
+    """predict marked a point modelled with catalog figures the catalog marks as estimates `valid ⚠1 modelled with
+    catalog estimates: …` (words of its own); run of the same recipe showed plain `valid` in its table, outcome.json,
+    `--json` rows and dashboard, though every summary recorded `provenance.estimated`. Both now say the one warning
+    (`sim_warnings.catalog_estimates`), run for its virtual-time and live points alike."""
+    from llmsweep.engines.sim import estimated_figures
+    from llmsweep.plan import jobs_from_files
+    from llmsweep.sim_warnings import catalog_estimates
+
+    recipe = RECIPES / "fixed-sim.yaml"
+    estimated = estimated_figures(jobs_from_files([recipe])[0])
+    assert estimated  # the model's and MI300X's estimated figures: what the point stands on
+    said = catalog_estimates(estimated)
+    env = cli_env(tmp_path, COLUMNS="500")
+    predicted = cli_here(["predict", recipe, "--processes", "1"], env)
+    assert predicted.returncode == 0, predicted.stderr[-2000:]
+    ran = run_here([recipe, "--out", tmp_path / "virtual"], env)
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    for shown in (predicted.stdout, ran.stdout):  # each table: the mark on its verdicts, the words under it
+        text = " ".join(shown.split())
+        assert text.count("valid ⚠1") == 2 and f"⚠1 {said}" in text, text[-3000:]
+    assert f"  2 jobs ran on the simulator, {said}" in ran.stderr, ran.stderr[-2000:]
+    data = json.loads((tmp_path / "virtual" / "report" / "data.json").read_text())
+    banner = data["verdicts"]["catalog-estimates"]  # the dashboard's banner, its explanation in dashboard.js
+    assert banner["count"] == 2 and [g["reason"] for g in banner["reasons"]] == [said], banner
+    assert all(p["warnings"] == [said] for p in data["points"]), data["points"]
+    summary_md = (tmp_path / "virtual" / "report" / "summary.md").read_text()
+    assert said in summary_md and "Modelled with catalog figures the catalog marks as estimates" in summary_md
+    live = run_here([recipe, "--live", "--out", tmp_path / "live", "--no-report", "--json"], env)
+    assert live.returncode == 0, live.stderr[-2000:]
+    rows = json.loads(live.stdout)["jobs"]
+    assert len(rows) == 2 and all(r["warnings"] == [said] for r in rows), rows
+    for out in (tmp_path / "virtual", tmp_path / "live"):
+        for job in (out / "jobs").iterdir():
+            assert json.loads((job / "outcome.json").read_text())["warnings"] == [said], job
+            assert json.loads((job / "summary.json").read_text())["provenance"]["estimated"] == estimated

@@ -16,6 +16,8 @@ import pytest
 import yaml
 from test_run_support import cli_env, job_dirs, read_json, run_cli, run_here
 
+from llmsweep.sim_warnings import catalog_estimates
+
 QUICKSTART = Path(__file__).resolve().parents[2] / "examples" / "quickstart.yaml"
 NOISE = 0.05
 """Throughput per GPU may dip this much from one concurrency to the next (trace sampling), never more."""
@@ -37,6 +39,8 @@ def test_quickstart_runs_the_full_length_sweep_in_virtual_time_to_valid_points(t
     assert proc.stderr.index("warning [golden-al") < proc.stderr.index(" planned, ")
     jobs = job_dirs(out)
     assert len(jobs) == 9
+    assert " ".join(proc.stdout.split()).count("valid ⚠1") == 9 and "⚠1 modelled with catalog estimates: " in \
+        " ".join(proc.stdout.split()), proc.stdout
     resident: dict[int, float] = {}
     hicache: dict[int, float] = {}
     tokens_per_joule: dict[int, float] = {}
@@ -47,6 +51,11 @@ def test_quickstart_runs_the_full_length_sweep_in_virtual_time_to_valid_points(t
         assert summary["validity"]["verdict"] == "valid", (name, summary["validity"])
         assert summary["validity"]["gates"]["planned_duration_s"] == 1800
         assert summary["source"] == "simulated" and summary["provenance"]["clock"] == "virtual"
+        # ... modelled with the catalog's estimates of Qwen3.5 and MI300X, which its outcome says, as predict's table
+        # does (README: `valid ⚠1`); it had said nothing of them, a plain `valid`
+        estimated = summary["provenance"]["estimated"]
+        assert "mi300x hbm_gb" in estimated, estimated
+        assert read_json(jdir / "outcome.json")["warnings"] == [catalog_estimates(estimated)], name
         assert "no server was launched" in (jdir / "server_command.txt").read_text()
         assert not (out / "servers").exists() or not list((out / "servers").iterdir())
         (check,) = summary["readback"]["checks"]

@@ -15,6 +15,7 @@ from llmsweep.cli.main import main
 from llmsweep.report.data import build_payload
 from llmsweep.results.point import points_from_run
 from llmsweep.results.rundir import load_run
+from llmsweep.sim_warnings import WarningKind, warning_kind
 
 RECIPE = Path(__file__).resolve().parents[1] / "data" / "recipes" / "policy" / "engine.known-incompatibility.yaml"
 
@@ -33,11 +34,13 @@ def test_a_result_the_real_engine_would_refuse_says_so_everywhere(tmp_path: Path
     assert [r["verdict"] for r in rows] == ["smoke", "smoke"]  # the simulator's results, as their source says
     outcomes = json.loads((out / "run.json").read_text())["outcomes"]
     for o in outcomes:
-        (warning,) = o["warnings"]
+        # and the catalog estimates the simulator modelled the job with (`sim_warnings.catalog_estimates`)
+        warning, estimates = said = o["warnings"]
+        assert warning_kind(estimates) is WarningKind.CATALOG_ESTIMATES
         assert warning.startswith("a real engine would refuse them: [engine.known-incompatibility]")
         assert "direct I/O backend and layer_first layout" in warning and "(simulated:" not in warning
         # one text wherever the outcome is read: the job's own outcome.json and the end rows say the same
-        assert json.loads((out / "jobs" / o["job_id"] / "outcome.json").read_text())["warnings"] == [warning]
+        assert json.loads((out / "jobs" / o["job_id"] / "outcome.json").read_text())["warnings"] == said
     assert [r["warnings"] for r in rows] == [o["warnings"] for o in outcomes]
     assert "2 jobs ran on the simulator although a real engine would refuse them" in captured.err
     run = load_run(out)
@@ -49,29 +52,29 @@ def test_a_result_the_real_engine_would_refuse_says_so_everywhere(tmp_path: Path
     with pytest.raises(SystemExit):
         main(["results", "list", "--run", run_id, "--json"])
     listed = json.loads(capsys.readouterr().out)
-    assert [r["warnings"] for r in listed] == [[warning]] * 2
+    assert [r["warnings"] for r in listed] == [said] * 2
     with pytest.raises(SystemExit):
         main(["results", "list", "--run", run_id])
     table = capsys.readouterr().out
-    assert table.count("smoke ⚠1") == 2 and table.count("⚠1 a real engine would refuse them:") == 1, table
+    assert table.count("smoke ⚠1,2") == 2 and table.count("⚠1 a real engine would refuse them:") == 1, table
     with pytest.raises(SystemExit):
         main(["results", "show", listed[0]["result_id"]])
     assert f"warning 1  {warning}" in capsys.readouterr().out
     with pytest.raises(SystemExit):
         main(["results", "show", listed[0]["result_id"], "--json"])
-    assert json.loads(capsys.readouterr().out)["warnings"] == [warning]
+    assert json.loads(capsys.readouterr().out)["warnings"] == said
     # our lossless export carries them, and an import into another store keeps the marks (they were dropped)
     exported = tmp_path / "export.json"
     with pytest.raises(SystemExit):
         main(["results", "export", "--run", run_id, "--out", str(exported)])
-    assert [r["warnings"] for r in json.loads(exported.read_text())["results"]] == [[warning]] * 2
+    assert [r["warnings"] for r in json.loads(exported.read_text())["results"]] == [said] * 2
     monkeypatch.setenv("LLMSWEEP_STORE", str(tmp_path / "other.sqlite"))
     with pytest.raises(SystemExit):
         main(["results", "import", str(exported)])
     capsys.readouterr()
     with pytest.raises(SystemExit):
         main(["results", "list", "--run", run_id, "--json"])
-    assert [r["warnings"] for r in json.loads(capsys.readouterr().out)] == [[warning]] * 2
+    assert [r["warnings"] for r in json.loads(capsys.readouterr().out)] == [said] * 2
 
 
 def test_a_launch_the_real_engine_cannot_render_is_said_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
@@ -88,10 +91,11 @@ def test_a_launch_the_real_engine_cannot_render_is_said_too(tmp_path: Path, monk
     assert done.value.code == 0, captured.err
     (outcome,) = json.loads((out / "run.json").read_text())["outcomes"]
     assert outcome["status"] == "valid"
-    (warning,) = outcome["warnings"]
+    warning, estimates = said = outcome["warnings"]  # and the catalog estimates it was modelled with
+    assert warning_kind(estimates) is WarningKind.CATALOG_ESTIMATES
     assert warning.startswith("a real engine would refuse them: [serve.render-failed] cannot render: SGLang has no "
                               "`medusa` speculative decoding"), warning
-    assert json.loads((out / "jobs" / outcome["job_id"] / "outcome.json").read_text())["warnings"] == [warning]
+    assert json.loads((out / "jobs" / outcome["job_id"] / "outcome.json").read_text())["warnings"] == said
     (row,) = json.loads(captured.out)["jobs"]
-    assert row["warnings"] == [warning]
+    assert row["warnings"] == said
     assert "policy.internal" not in captured.err

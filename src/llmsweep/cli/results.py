@@ -298,6 +298,7 @@ def show(ref: str, as_json: bool, store_path: Path | None) -> None:
         click.echo(json.dumps({**record, "warnings": warnings}, indent=1, default=str))
         return
     from llmsweep.metrics.registry import HOT_BY_NAME
+    from llmsweep.sim_warnings import WarningKind, warning_kind
 
     # a metric as a table shows it: headed as the metric table names it, in its table unit
     shown = {(HOT_BY_NAME[k].header if k in HOT_BY_NAME else k): (HOT_BY_NAME[k].cell(v) if k in HOT_BY_NAME else v)
@@ -308,7 +309,10 @@ def show(ref: str, as_json: bool, store_path: Path | None) -> None:
         shown["acceptance length"] = (f"{accepted.value:g} ({accepted.source or 'source unrecorded'}"
                                       + (f": {accepted.basis})" if accepted.basis else ")"))
     prov = point.summary.provenance if point.summary is not None else None
-    if prov is not None and prov.estimated:  # the catalog estimates the simulator modelled the point with
+    if prov is not None and prov.estimated and not any(warning_kind(w) is WarningKind.CATALOG_ESTIMATES
+                                                       for w in warnings):
+        # the catalog estimates the simulator modelled the point with, where its run's warning (below) does not say
+        # them: a run recorded before the run warned of them
         shown["catalog estimates"] = ", ".join(prov.estimated) + " (`llmsweep catalog --json models|hardware`)"
     hardware = prov.hardware if prov is not None and not isinstance(prov.hardware, str) else None
     if hardware is not None:  # where it ran, as it was read there (absent: not read, or a simulated point)

@@ -596,7 +596,7 @@ def _print_table(results: list[Outcome], exp_names: dict[str, str] | None = None
     from llmsweep.cli.verdicts import Notes, verdict_cell
     from llmsweep.execute.lifecycle import verdict_reasons
     from llmsweep.metrics.registry import HOT_BY_NAME
-    from llmsweep.sim_warnings import not_modelled
+    from llmsweep.sim_warnings import simulator_warnings
 
     hot = HOT_BY_NAME
     metrics = [hot[name] for name in ("tput_per_gpu", "output_tput_per_gpu", "p50_ttft", "p50_tpot")]
@@ -605,7 +605,7 @@ def _print_table(results: list[Outcome], exp_names: dict[str, str] | None = None
                *(Column(m.header) for m in metrics),
                Column("hit rate"), Column("AL"), Column("calibration", kind="text", justify="right", min_width=12)]
     rows = []
-    notes = Notes()  # what a point's job sets that the simulator does not model, as run's table marks it
+    notes = Notes()  # the warnings of a point's result, as run's table marks them
     for r in results:
         s = r.summary
         assert s is not None
@@ -622,10 +622,9 @@ def _print_table(results: list[Outcome], exp_names: dict[str, str] | None = None
             cells[-1] += " est."  # the simulator's stand-in for acceptance the job measures on an engine
         label = str(r.calibration or "-")
         # the column names the calibration; its evidence (engine version, GPU, date) goes once under the table
-        estimated = s.provenance.estimated or []
-        marks = notes.number(([not_modelled(missed)] if missed else []) + (
-            [f"modelled with catalog estimates: {', '.join(estimated)} (`llmsweep catalog --json models|hardware` "
-             "says how each was estimated)"] if estimated else []))
+        # what the point's job sets that the simulator does not model, and the catalog estimates it was modelled
+        # with: the warnings `run` records for the job, in the same words (`sim_warnings.simulator_warnings`)
+        marks = notes.number(simulator_warnings(missed, s.provenance.estimated or []))
         rows.append([plain(r.job), str(r.concurrency), verdict_cell(verdict, notes=marks), plain("; ".join(why)),
                      *cells, plain(label.split(" (")[0].replace("calibrated: ", ""))])
     # under the table only what the column cannot show: a calibration's evidence ("uncalibrated" says it all there)

@@ -18,8 +18,10 @@ WARNING_MARK = "⚠"
 
 def verdict_cell(verdict: str, *, kept: Literal["resumed", "reused"] | None = None, notes: Sequence[int] = ()) -> str:
     """`valid`, `smoke (resumed)`, `valid (reused)`, `valid ⚠1`: the verdict in its colour, then its marks (rich
-    markup). `kept`: the job did not run in this invocation, its verdict is that of the result it was kept for."""
-    marks = (f" ({kept})" if kept else "") + (f" {WARNING_MARK}{','.join(map(str, notes))}" if notes else "")
+    markup). `kept`: the job did not run in this invocation, its verdict is that of the result it was kept for.
+    `notes`: the numbers of its warnings (:class:`Notes`), said in order (`⚠1,2,3`, as the notes under the table
+    read, whichever warning a row came to first)."""
+    marks = (f" ({kept})" if kept else "") + (f" {WARNING_MARK}{','.join(map(str, sorted(notes)))}" if notes else "")
     return f"[{COLOURS.get(verdict, 'red')}]{plain(verdict)}[/]{plain(marks)}"
 
 

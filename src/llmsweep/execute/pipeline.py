@@ -54,7 +54,7 @@ from llmsweep.option_spellings import flag as _flag
 from llmsweep.plan import Job
 from llmsweep.plan.matrix import EvalOptions
 from llmsweep.plan.point import TracePin, corpus_ref, one_point_per_job, pin_trace_sources
-from llmsweep.sim_warnings import engine_refuses, not_modelled, ran_on_the_simulator
+from llmsweep.sim_warnings import engine_refuses, ran_on_the_simulator, simulator_warnings
 from llmsweep.spec.workload import ScenarioId
 from llmsweep.words import count_of, noun
 from llmsweep.workload.scenario import REPEAT_MARK, repeat_of
@@ -287,7 +287,10 @@ def job_warnings(job: Job, findings: list[Finding], keys: Sequence[str], *, simu
     """The warnings of `job`'s outcome (`JobOutcome.warnings`; their one home, in the words and kinds of
     `llmsweep.sim_warnings`): the engine rules it breaks that were softened to warnings because the simulator serves
     it (`Rule.softens_in_sim`): its result is the simulator's, and a real engine would refuse the job. One line per
-    rule; and, for a simulated job, what it sets that the simulator does not model (`engines.sim.unmodelled`)."""
+    rule; and, for a simulated job (in virtual time or served live), what it sets that the simulator does not model
+    (`engines.sim.unmodelled`) and the catalog estimates the simulator models it with (`engines.sim.
+    estimated_figures`): what its result's provenance records as `unmodelled` and `estimated`
+    (`sim_warnings.simulator_warnings`, as `predict` says them)."""
     from llmsweep.policy.context import SOFTENED_NOTE
     from llmsweep.policy.planning import findings_about
     from llmsweep.policy.registry import all_rules
@@ -299,10 +302,9 @@ def job_warnings(job: Job, findings: list[Finding], keys: Sequence[str], *, simu
         if not f.is_error and rule is not None and rule.softens_in_sim and rule.severity is Severity.ERROR:
             out.append(engine_refuses(f.rule, f.message.removesuffix(SOFTENED_NOTE)))
     if simulated:
-        from llmsweep.engines.sim import unmodelled
+        from llmsweep.engines.sim import estimated_figures, unmodelled
 
-        if missed := unmodelled(job):
-            out.append(not_modelled(missed))
+        out += simulator_warnings(unmodelled(job), estimated_figures(job))
     return list(dict.fromkeys(out))
 
 

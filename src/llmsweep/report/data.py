@@ -305,18 +305,19 @@ def verdict_reason(verdict: str, reasons: Sequence[str]) -> str:
 
 
 VERDICT_KINDS = ("invalid", "eval-failed", "smoke", "refused", "failed", "reused", "simulated-only", "not-modelled",
-                 "engine-version", "context-served", "no-gpu", "timeout-not-applied")
+                 "catalog-estimates", "engine-version", "context-served", "no-gpu", "timeout-not-applied")
 """The kinds that get a banner each, in page order: results excluded from frontiers, evals that did not pass (an
 eval-only job's only result, or a run-eval row's eval beside its throughput verdict), results too short to publish,
 jobs refused before they ran, jobs that ran and produced no result, jobs `run --reuse` stood on stored results of
 earlier runs (drawn as those runs stored them, marked reused; listed without a point when the store does not hold
 them), results the simulator produced for jobs a real engine would refuse (engine rules softened under the
-simulator), results that predict their jobs without modelling all they set, results of a real engine served
+simulator), results that predict their jobs without modelling all they set, results the simulator modelled with
+catalog figures the catalog marks as estimates, results of a real engine served
 on another version than declared, with another context than launched or on no GPU, and virtual-time results
 whose requests outlasted `--request-timeout` (`sim_warnings.WarningKind`)."""
 WARNING_BANNER = {WarningKind.ENGINE_REFUSES: "simulated-only", WarningKind.NOT_MODELLED: "not-modelled",
-                  WarningKind.ENGINE_VERSION: "engine-version", WarningKind.CONTEXT_SERVED: "context-served",
-                  WarningKind.NO_GPU: "no-gpu",
+                  WarningKind.CATALOG_ESTIMATES: "catalog-estimates", WarningKind.ENGINE_VERSION: "engine-version",
+                  WarningKind.CONTEXT_SERVED: "context-served", WarningKind.NO_GPU: "no-gpu",
                   WarningKind.TIMEOUT_NOT_APPLIED: "timeout-not-applied"}
 """The banner each kind of outcome warning (`sim_warnings`) is said under."""
 
@@ -442,7 +443,8 @@ def verdict_groups(points: Sequence[dict[str, Any]], missing: Sequence[dict[str,
                    evals: Sequence[dict[str, Any]] = (), run_id: str | None = None) -> dict[str, Any]:
     """Per verdict kind, its points or jobs and their reasons grouped (what each banner of the page says).
     `warnings`: point id -> its job's outcome warnings (`JobOutcome.warnings`): it goes under `simulated-only` for
-    the engine rules the simulator ran it despite, under `not-modelled` for what the simulator does not model.
+    the engine rules the simulator ran it despite, under `not-modelled` for what the simulator does not model, under
+    `catalog-estimates` for the catalog estimates it was modelled with (`WARNING_BANNER`: each kind's banner).
     Only the run's points are said (`run_id`, `own_point`; None: every point is the run's): a point of another run
     drawn beside them (`--with`) is that run's business (`overlay_verdicts`). `reused` counts the jobs `run --reuse`
     stood on stored results (`reused_jobs`), each repeat of a point so reused one."""

@@ -90,6 +90,7 @@ def which_points(ids: Sequence[str], by_id: Mapping[str, Mapping[str, Any]],
 
 WARNING_HEADS = {"simulated-only": "Simulated although a real engine would refuse them",
                  "not-modelled": "Predicted without modelling all their jobs set",
+                 "catalog-estimates": "Modelled with catalog figures the catalog marks as estimates",
                  "engine-version": "Served by another engine version than their recipes declare",
                  "context-served": "Served with another context length than their launches set",
                  "no-gpu": "Served on no GPU: per-GPU figures are the endpoint's",
@@ -130,7 +131,7 @@ def run_summary_markdown(payload: Mapping[str, Any]) -> str:
 
     def marks(p: Mapping[str, Any]) -> str:
         numbers = [notes.setdefault(w, len(notes) + 1) for w in p.get("warnings") or ()]
-        return f" ⚠{','.join(map(str, numbers))}" if numbers else ""
+        return f" ⚠{','.join(map(str, sorted(numbers)))}" if numbers else ""  # in order, as the notes read
 
     for key, s in series.items():
         ids = frontier.get(key, [])

@@ -152,6 +152,22 @@ def test_a_warned_verdict_is_marked_and_its_warning_said_once_under_the_table(wi
     assert f"⚠2 {unmodelled}" in flat
 
 
+def test_a_verdicts_warning_numbers_read_in_order_whichever_warning_came_first(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The seed recipe on the simulator: the resident arm's points carry one warning (the catalog estimates they were
+    modelled with, numbered 1), the HiCache arm's that one after two others: its verdicts read `valid ⚠2,3,1`, out of
+    the order of the notes under the table."""
+    estimates = "modelled with catalog estimates: mi300x hbm_gb (`llmsweep catalog --json models|hardware` says how"
+    unmodelled = "the simulator does not model `--page-size 1`: it predicts the points without modelling it"
+    rows = [_row(1, 742.3, warnings=[estimates]), _row(4, 2006.9, warnings=[REFUSE, unmodelled, estimates])]
+    text = _render(10_000, monkeypatch, rows)
+    verdicts = [re.split(r"[│┃]", line)[3].strip() for line in text.splitlines()
+                if line.startswith("│") and re.split(r"[│┃]", line)[2].strip() in ("1", "4")]
+    assert verdicts == ["valid ⚠1", "valid ⚠1,2,3"], text
+    flat = " ".join(text.split())
+    assert f"⚠1 {estimates}" in flat and f"⚠2 {REFUSE}" in flat and f"⚠3 {unmodelled}" in flat, text
+
+
 def test_a_resumed_job_shows_its_verdict_marked_resumed(monkeypatch: pytest.MonkeyPatch) -> None:
     text = _render(10_000, monkeypatch, [_row(1, 742.3, verdict="smoke", resumed=True), _row(4, 2006.9)])
     assert "smoke (resumed)" in text and "skipped" not in text

@@ -142,3 +142,39 @@ def test_a_context_the_server_reports_apart_from_its_launch_is_a_kind_of_its_own
     groups = verdict_groups([point], [], {"r0": [said]})
     assert groups["context-served"]["count"] == 1 and "simulated-only" not in groups
     assert WARNING_BANNER[WarningKind.CONTEXT_SERVED] in WARNING_HEADS
+
+
+def test_a_point_modelled_with_catalog_estimates_is_a_warning_of_its_own_kind(tmp_path: Path) -> None:
+    """`predict` marked a point modelled with catalog figures the catalog marks as estimates (`⚠1 modelled with catalog
+    estimates: …`, words of its own); `run` recorded no warning for the same job, so its table, outcome.json and
+    dashboard said plain `valid`. The warning has its home here: `run`'s pipeline records it for a simulated job
+    (virtual time or live: `job_warnings` is the job's, whatever serves it), the run's end, summary.md and the
+    dashboard's banners say it under a kind of their own, which the dashboard explains."""
+    from llmsweep.engines.sim import estimated_figures
+    from llmsweep.execute.pipeline import RunOutcome, job_warnings
+    from llmsweep.report.data import VERDICT_KINDS, WARNING_BANNER, verdict_groups
+    from llmsweep.report.markdown import WARNING_HEADS
+    from llmsweep.sim_warnings import WarningKind, catalog_estimates, not_modelled, simulator_warnings, warning_kind
+
+    job = jobs_from_files([FIXED])[0]
+    estimated = estimated_figures(job)
+    said = catalog_estimates(estimated)
+    assert said.startswith("modelled with catalog estimates: " + ", ".join(estimated))
+    assert warning_kind(said) is WarningKind.CATALOG_ESTIMATES
+    assert job_warnings(job, [], [], simulated=True) == [said]
+    assert job_warnings(job, [], [], simulated=False) == []  # a real engine's result stands on no catalog figure
+    assert simulator_warnings(["DP attention"], estimated) == [not_modelled(["DP attention"]), said]
+
+    lines = RunOutcome(tmp_path, "r", [JobOutcome(job_id=j, exp_name=j, status="valid", warnings=[said])
+                                       for j in ("a", "b")]).completeness().splitlines()
+    assert f"  2 jobs ran on the simulator, {said}" in lines, lines
+    assert not any("although" in line or "does not model" in line for line in lines), lines
+
+    point = {"id": "r0", "job_id": "a", "verdict": "valid", "valid": True, "reasons": [], "reason": ""}
+    groups = verdict_groups([point], [], {"r0": [said]})
+    assert groups["catalog-estimates"]["count"] == 1 and "simulated-only" not in groups
+    assert WARNING_BANNER[WarningKind.CATALOG_ESTIMATES] in WARNING_HEADS
+    assert set(WARNING_BANNER) == set(WarningKind)  # every kind has its banner
+    js = (Path(__file__).resolve().parents[3] / "src" / "llmsweep" / "report" / "assets" / "dashboard.js").read_text()
+    # the dashboard draws a banner of every kind, with its explanation (`VERDICT_HEAD`)
+    assert all(f'"{kind}": function (n)' in js or f"{kind}: function (n)" in js for kind in VERDICT_KINDS)

@@ -131,7 +131,7 @@
       " ran, or the simulator does not model " + noun(nPower, "its", "their") + " power, so " +
       noun(nPower, "it has", "they have") + " no energy or cost-per-token figures (why, and how to record it):", unrecorded);
   }
-  var VERDICT_KINDS = ["invalid", "eval-failed", "smoke", "refused", "failed", "reused", "simulated-only", "not-modelled", "engine-version", "context-served", "no-gpu", "timeout-not-applied"];
+  var VERDICT_KINDS = ["invalid", "eval-failed", "smoke", "refused", "failed", "reused", "simulated-only", "not-modelled", "catalog-estimates", "engine-version", "context-served", "no-gpu", "timeout-not-applied"];
   var VERDICT_HEAD = {
     invalid: function (n) { return countOf(n, "invalid point") + ": drawn as hollow dashed markers and excluded from frontiers."; },
     "eval-failed": function (n) { return countOf(n, "eval") + " did not pass (scores and thresholds in the Evaluation table below):"; },
@@ -141,6 +141,7 @@
     reused: function (n) { var now = ((D.counts || {}).points || 0) - REUSED; return countOf(n, "job") + " not run: --reuse stood " + noun(n, "it", "them") + " on stored results of earlier runs; " + noun(n, "its point is", "their points are") + " drawn as diamonds with the verdict and figures the run that measured " + noun(n, "it", "them") + " stored" + (now > 0 ? " (the rest were measured now)" : "") + (REUSED_REPEATS ? "; " + countOf(REUSED_REPEATS, "point") + " measured now in part " + noun(REUSED_REPEATS, "is", "are") + " the mean of every repeat, those reused included" : "") + ":"; },
     "simulated-only": function (n) { return countOf(n, "point") + " the simulator ran although a real engine would refuse " + noun(n, "it", "them") + " (its engine rules are warnings under the simulator):"; },
     "not-modelled": function (n) { return countOf(n, "point") + " the simulator predicted without modelling all " + noun(n, "its", "their") + " jobs set: a real engine would run " + noun(n, "it", "them") + ", and " + noun(n, "this point predicts it", "these points predict them") + " without modelling it:"; },
+    "catalog-estimates": function (n) { return countOf(n, "point") + " the simulator modelled with catalog figures the catalog marks as estimates, not sourced (a model's shape, a GPU's memory or bandwidth): " + noun(n, "this prediction is", "these predictions are") + " no surer than those figures (`llmsweep catalog --json models|hardware` says how each was estimated):"; },
     "engine-version": function (n) { return countOf(n, "point") + " served by another engine version than " + noun(n, "its", "their") + " recipe declares: each is labelled with the version that ran, and its feature gates were judged at the declared one:"; },
     "context-served": function (n) { return countOf(n, "point") + " whose server reported another context length than " + noun(n, "its", "their") + " launch set: job.json keeps the launch's, provenance (launch.context_served) the server's:"; },
     "no-gpu": function (n) { return countOf(n, "point") + " served on no GPU (a CPU rehearsal): " + noun(n, "its", "their") + " per-GPU figures are the endpoint's, which no GPU served:"; },
