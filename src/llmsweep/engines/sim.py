@@ -236,12 +236,19 @@ def unmodelled_flags(job: Job) -> list[tuple[str, Any, str]]:
     return out
 
 
+def setting_said(written: str, value: Any) -> str:
+    """A recipe's serving setting as the simulator's warnings write it: `` `--page-size 1` ``, a switch
+    `` `--no-enable-chunked-prefill` `` (`written`: the key as the recipe wrote it). The one spelling of a setting
+    the simulator runs without, in a result's `provenance.unmodelled` (:func:`unmodelled_settings`) as in
+    `validate --simulate`'s `serve.sim-ignored` warning."""
+    return f"`{written}`" if value is True else f"`{written} {value}`"
+
+
 def unmodelled_settings(job: Job) -> list[str]:
     """The serving settings of `job`'s recipe the simulator runs without (:func:`unmodelled_flags`), each as
-    `` `--flag` `value` (what the simulator does instead)``; and a draft tree (`serve.spec-decoding` top-k above 1),
-    which it verifies as a chain of K + 1 tokens."""
-    out = [f"`{written}`" + ("" if value is True else f" `{value}`") + f" ({instead})"
-           for written, value, instead in unmodelled_flags(job)]
+    `` `--flag value` (what the simulator does instead)`` (:func:`setting_said`); and a draft tree
+    (`serve.spec-decoding` top-k above 1), which it verifies as a chain of K + 1 tokens."""
+    out = [f"{setting_said(written, value)} ({instead})" for written, value, instead in unmodelled_flags(job)]
     sd = job.serve.spec_decoding if job.serve is not None else None
     if sd is not None and job.spec_decoding != "none" and (sd.topk or 1) > 1:
         k = sd.num_steps or DEFAULT_DRAFT_LENGTH

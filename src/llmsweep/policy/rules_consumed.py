@@ -770,7 +770,7 @@ def sim_ignored(ctx: Context) -> Iterator[Finding]:
     """A `framework: sim` recipe: every flag the simulator does not translate. A real engine's job the simulator
     serves (`--simulate`): the serving settings it runs without (`engines.sim.unmodelled_settings`), which its result
     names too (`provenance.unmodelled`)."""
-    from llmsweep.engines.sim import MODELLED, unmodelled_flags
+    from llmsweep.engines.sim import MODELLED, setting_said, unmodelled_flags
 
     sim = ADAPTERS[SIM.id]
     assert isinstance(sim, SimAdapter)
@@ -780,12 +780,11 @@ def sim_ignored(ctx: Context) -> Iterator[Finding]:
         if job.engine != SIM.id:
             if not ctx.simulated(job):
                 continue
-            for flag, value, instead in unmodelled_flags(job):
-                said = flag if value is True else f"{flag} {value}"
+            for flag, value, instead in unmodelled_flags(job):  # in the words its result says them in
                 yield ctx.hit("serve.sim-ignored", recipe, serve_arg_path(recipe, job, flag),
-                              f"the simulator does not model `{said}` ({instead}): the prediction runs as if it were "
-                              "absent", job=job, fix="accept that the prediction ignores it, or run the job on its "
-                                                     "engine")
+                              f"the simulator does not model {setting_said(flag, value)} ({instead}): the prediction "
+                              "runs as if it were absent", job=job,
+                              fix="accept that the prediction ignores it, or run the job on its engine")
             continue
         modelled = MODELLED | _fraction_flag(sim, job)
         for flag in job.serve.args:
