@@ -173,11 +173,12 @@ def _shared(values: Sequence[str | None], what: str) -> str:
 def series_notes(points: Sequence[ResultPoint]) -> str:
     """What a series' label adds to its identity, from every point drawn in it (a run may hold several
     configurations of one series, e.g. two MTP step counts): the acceptance length the simulator estimated
-    (`AL 3.39 est.`, its stand-in, not a measurement) and what it did not model (the plan's label, not the model's)."""
+    (`AL 3.39 est.`, its stand-in, not a measurement), a figure of the configuration it served. A warning of its
+    points — what the simulator did not model of their jobs, the catalog estimates it modelled them with — is no
+    part of the series' name: it is said once, as a warning (`sim_warnings`: the dashboard's banner and `⚠` mark,
+    the tables' `⚠N`), where the label had repeated it in the legend, every banner line and summary.md row."""
     accepted = [f"{a:g}" if (a := _estimated_acceptance(p)) is not None else None for p in points]
-    unmodelled = [", ".join(p.summary.provenance.unmodelled)
-                  if p.summary is not None and p.summary.provenance.unmodelled else None for p in points]
-    return _shared(accepted, "AL {} est.") + _shared(unmodelled, "not modelled: {}")
+    return _shared(accepted, "AL {} est.")
 
 
 def series_labels(points: Iterable[ResultPoint], keys: Mapping[str, K],

@@ -941,3 +941,41 @@ def test_a_point_says_what_served_it_cpu_for_no_gpu_and_gpu_in_the_singular(tmp_
 
     script = files("llmsweep.report").joinpath("assets/dashboard.js").read_text(encoding="utf-8")
     assert "p.served_on" in script and "GPU(s)" not in script
+
+
+def test_a_series_label_names_its_configuration_never_a_warning_of_its_points(tmp_path: Path) -> None:
+    """The seed recipe's HiCache arm on the simulator (`--page-size 1`, which it does not model) was labelled
+    `… offload=dram [simulated] · not modelled: \\`--page-size\\` \\`1\\` (its KV …)`: the warning, in a spelling of
+    its own, repeated in the legend, every banner line that names the series and every summary.md row. The label
+    names the series; the warning is said as a warning (its banner, the points' ⚠), in the words stderr uses."""
+    from llmsweep.engines.sim import setting_said
+    from llmsweep.report.markdown import run_summary_markdown
+    from llmsweep.sim_warnings import catalog_estimates, not_modelled
+
+    unmodelled = [f"{setting_said('--page-size', 1)} (its KV and prefix-hash blocks are 64 tokens)"]
+    assert unmodelled[0].startswith("`--page-size 1` (")  # as `validate --simulate` and stderr spell it
+    points = [SyntheticPoint(synthetic_job(conc=c, offload=offload), requests=10,
+                             provenance={"unmodelled": unmodelled} if offload == "dram" else None)
+              for offload in ("none", "dram") for c in (4, 8)]
+    run = write_synthetic_run(tmp_path / "r", points, run_id="seed-sim")
+    missed, estimates = not_modelled(unmodelled), catalog_estimates(["mi300x hbm_gb"])
+    meta = json.loads((run.path / "run.json").read_text())
+    meta["outcomes"] = [{"job_id": p.job["id"], "exp_name": "x", "status": "valid",
+                         "warnings": [missed, estimates] if "unmodelled" in (p.provenance or {}) else [estimates]}
+                        for p in points]
+    (run.path / "run.json").write_text(json.dumps(meta), encoding="utf-8")
+    run = load_run(run.path)
+    payload = build_payload(run, points_from_run(run), details=False)
+    labels = {s["key"]: s["label"] for s in payload["series"]}
+    assert len(labels) == 2 and not any("modelled" in label or "page-size" in label for label in labels.values())
+    hicache = next(label for label in labels.values() if "offload=dram" in label)
+    assert hicache.endswith("offload=dram [simulated]"), hicache
+    banner = payload["verdicts"]["not-modelled"]  # said once, as a warning, naming the series by its name
+    assert banner["count"] == 2 and [g["reason"] for g in banner["reasons"]] == [missed]
+    md = run_summary_markdown(payload)
+    assert f"- ×2 {missed} — {hicache} · conc 4, 8" in md, md
+    rows = [line for line in md.splitlines() if line.startswith("| Qwen")]
+    assert rows and not any("page-size" in row for row in rows), rows
+    # each row's marks in order, as the notes under the table read (the resident rows numbered the estimates 1)
+    assert sorted(row.rstrip(" |").rsplit(" ", 1)[1] for row in rows) == ["⚠1"] * 2 + ["⚠1,2"] * 2, rows
+    assert f"⚠1 {estimates}" in md and f"⚠2 {missed}" in md

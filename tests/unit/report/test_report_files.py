@@ -323,7 +323,7 @@ def test_an_out_that_cannot_be_written_is_bad_input_exit_2(report_run, tmp_path:
 
 
 def test_png_legend_of_long_series_labels_stays_on_the_figure_beside_the_plot(report_run) -> None:
-    """The seed recipe's HiCache arm is labelled with what the simulator does not model (a 170-character label): the
+    """The seed recipe's HiCache arm was labelled with what the simulator does not model (a 170-character label): the
     PNG's legend, drawn inside the plot, ran off the figure's right edge, tight_layout squeezed the plot to half its
     width, the title lost its start (`...2644Z-d2d6a1 · ■ faded`), and over an overlay the legend covered points."""
     pytest.importorskip("matplotlib")
