@@ -319,8 +319,8 @@ is the --force replacement said)."""
     from llmsweep.results.rundir import FOLDER_KINDS, out_kind
 
     refuse_unwritable(out, folder=True)  # the run makes it only after the endpoint probe
-    refuse_inside_other_folder(out, "a bench's records, summary and run.json")
     if not out.exists():
+        refuse_inside_other_folder(out, "a bench's records, summary and run.json")
         return
     if not claimed:
         refuse_held(out, fix=_BUSY_FIX)
@@ -329,6 +329,7 @@ is the --force replacement said)."""
         raise ConfigError(f"--out {out} is {FOLDER_KINDS[kind]}: a bench there would replace its files with another "
                           "measurement's",
                           fix="pass a new folder to --out")
+    refuse_inside_other_folder(out, "a bench's records, summary and run.json")  # (what the folder is, said above)
     holds = [name for name in (RECORDS_FILE, SUMMARY_FILE, RUN_FILE) if (out / name).exists()]
     if holds and not force:
         raise ConfigError(f"--out {out} already holds a measurement ({', '.join(holds)}); nothing was sent",

@@ -63,6 +63,6 @@ def test_a_policy_error_about_one_point_of_a_multinode_job_refuses_that_point_al
     path.write_text(text.replace("  serve:\n", "  policy: { max-conc: 2 }\n  serve:\n"), encoding="utf-8")
     exc, rows, _ = _predict(path)
     assert isinstance(exc, ConfigError)
-    assert [(r["concurrency"], "summary" in r) for r in rows] == [(2, True), (4, False)]
+    assert [(r["conc"], "summary" in r) for r in rows] == [(2, True), (4, False)]
     assert str(rows[1]["refused"]).startswith("policy error [grid.max-conc]")
 
