@@ -38,19 +38,35 @@ def load_average_1m() -> float | None:
         return None
 
 
-INTERRUPT_SIGNAL_NAMES = ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT")
-"""The signals a terminal's Ctrl-C (or Ctrl-\\), a `kill -TERM -PGID`, a `timeout` or a closed SSH session send a
-whole process group (`execute.signals.INTERRUPT_SIGNALS` handles them in the CLI)."""
+INTERRUPT_SIGNAL_NAMES = ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGALRM", "SIGVTALRM",
+                          "SIGPROF", "SIGXCPU", "SIGIO", "SIGPWR", "SIGSTKFLT")
+"""The signals that end a process by default and come from outside it: those a terminal's Ctrl-C (or Ctrl-\\), a
+`kill -TERM -PGID`, a `timeout` or a closed SSH session send a whole process group, and the rest a user, a batch
+system or a limit sends (Slurm's `sbatch --signal=B:USR1@120` ahead of a time limit, `scancel -s USR2`, a CPU-time
+limit's SIGXCPU, `timeout -s ALRM`). The CLI unwinds a command on each of them (`execute.signals.INTERRUPT_SIGNALS`,
+built from this list); SIGUSR1 and SIGALRM used to end `llmsweep run` at once, its servers left running.
+
+Not among them: SIGKILL and SIGSTOP (nothing can catch them); SIGPIPE and SIGXFSZ, which Python ignores from its
+start (the write fails instead); the faults a process's own instruction raises (SIGSEGV, SIGBUS, SIGFPE, SIGILL,
+SIGTRAP, SIGSYS, SIGABRT: nothing resumes after them); those that do not end a process (SIGCHLD, SIGWINCH, SIGURG,
+SIGCONT, and job control's SIGTSTP, SIGTTIN, SIGTTOU, which must keep stopping it); and the real-time signals, a
+program's own (libraries' timers), which nothing sends a run to stop it."""
+
+
+def interrupt_signals(names: Iterable[str] = INTERRUPT_SIGNAL_NAMES) -> tuple[signal.Signals, ...]:
+    """The signals named that this platform has (macOS has no SIGPWR or SIGSTKFLT), in their order."""
+    return tuple(signal.Signals[n] for n in names if n in signal.Signals.__members__)
 
 
 def _interrupts(names: Iterable[str]) -> set[signal.Signals]:
-    return {getattr(signal, n) for n in names}
+    return set(interrupt_signals(names))
 
 
 def stopped_by_parent_only(names: Iterable[str] = INTERRUPT_SIGNAL_NAMES) -> None:
     """In a child process its parent stops through a channel of its own (a stop event, a closed pipe): ignore the
-    interrupt signals — SIGINT, SIGTERM, SIGHUP, SIGQUIT — that a terminal's Ctrl-C, a `kill -TERM -PGID` or a
-    closed SSH session send the whole process group, so that the parent's orderly stop (in-flight requests recorded
+    interrupt signals — SIGINT, SIGTERM, SIGHUP, SIGQUIT and the rest of `INTERRUPT_SIGNAL_NAMES` — that a terminal's
+    Ctrl-C, a `kill -TERM -PGID`, a closed SSH session or a batch system's `scancel -s USR1` send the whole process
+    group, so that the parent's orderly stop (in-flight requests recorded
     as cancelled) is what ends it, not the signal, which killed a client worker with its requests unrecorded. The
     parent's last resort is SIGKILL; a parent that dies takes the child with it (`exit_with_parent`).
 
@@ -82,13 +98,13 @@ def interrupts_held(names: Iterable[str] = INTERRUPT_SIGNAL_NAMES) -> Iterator[N
 
 def resource_tracker_started() -> None:
     """Start multiprocessing's resource tracker (the first lock, queue or event of a spawn context starts it) with
-    SIGHUP and SIGQUIT blocked, as it then keeps them. The tracker ignores SIGINT and SIGTERM but not those: a closed
-    terminal (SIGHUP to the group) or a Ctrl-\\ (SIGQUIT) killed it, and its relaunch printed warnings and KeyError
-    tracebacks after `interrupted by SIGHUP`. It ends when this process does. This process gets a signal that came
-    meanwhile once it is unblocked."""
+    the interrupt signals other than SIGINT and SIGTERM blocked (SIGHUP, SIGQUIT, SIGUSR1, ...), as it then keeps
+    them. The tracker ignores SIGINT and SIGTERM but not those: a closed terminal (SIGHUP to the group) or a Ctrl-\\
+    (SIGQUIT) killed it, and its relaunch printed warnings and KeyError tracebacks after `interrupted by SIGHUP`. It
+    ends when this process does. This process gets a signal that came meanwhile once it is unblocked."""
     from multiprocessing import resource_tracker
 
-    with interrupts_held(("SIGHUP", "SIGQUIT")):
+    with interrupts_held(tuple(n for n in INTERRUPT_SIGNAL_NAMES if n not in ("SIGINT", "SIGTERM"))):
         resource_tracker.ensure_running()
 
 

@@ -1,5 +1,6 @@
 """A signal while the command is still loading (its imports take a tenth of a second or more on a busy 2-core
-machine) stops it as quietly as one mid-run: `interrupted by SIGINT`, exit 130 (143 for SIGTERM), no traceback.
+machine) stops it as quietly as one mid-run: `interrupted by SIGINT`, exit 130 (143 for SIGTERM, 138 for SIGUSR1), no
+traceback.
 
 The test holds the load open deterministically: a stand-in `click` on PYTHONPATH (the command group's first import
 that the entry point does not make) says it is loading, then sleeps until the signal lands."""
@@ -30,7 +31,7 @@ def _entry_points() -> list[list[str]]:
     return points
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=lambda s: s.name)
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1], ids=lambda s: s.name)
 def test_a_signal_while_the_command_loads_is_a_quiet_stop(tmp_path: Path, sig: signal.Signals) -> None:
     (tmp_path / "click").mkdir()
     (tmp_path / "click" / "__init__.py").write_text(STAND_IN)

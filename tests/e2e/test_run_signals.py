@@ -1,7 +1,7 @@
 """Signal sequences sent to a `llmsweep run` of three slow jobs on one live simulator server: whatever arrives, and
-whenever (starting, mid-job, mid-teardown), the run exits 130 (SIGINT) or 143 (SIGTERM), no process of the server's
-process group is left, and its pid file stays until the group is gone, so a `--resume` after a SIGKILL of the
-harness finds and stops what was left."""
+whenever (starting, mid-job, mid-teardown), the run exits 130 (SIGINT), 143 (SIGTERM) or 138 (SIGUSR1), no process of
+the server's process group is left, and its pid file stays until the group is gone, so a `--resume` after a SIGKILL
+of the harness finds and stops what was left."""
 
 from __future__ import annotations
 
@@ -211,6 +211,39 @@ def test_sigint_with_client_worker_processes_stops_them_too(tmp_path: Path) -> N
         # A worker's record helper ends when its pipe closes, a moment after the run: allow it that moment, never more.
         wait_for(lambda: not [w for w in workers if alive(w)], timeout=10, what="the client workers to end (they "
                  "outlived the run)")
+    finally:
+        cleanup(proc, pgid)
+
+
+def test_sigusr1_to_the_whole_group_unwinds_the_run_as_sigterm_does_and_resume_runs_the_rest(tmp_path: Path) -> None:
+    """Slurm sends SIGUSR1 ahead of a time limit to get a graceful stop (`sbatch --signal=USR1@120`; `scancel -s USR1`
+    signals every process of the step). It ended the run at once, exit 138 and not a word, its server left running
+    until a later `--resume` stopped it (SIGALRM alike, 142). Now it unwinds the run as SIGTERM does, and the run's
+    client workers, which got it too, leave their stop to the run (their requests recorded, no traceback)."""
+    out, log = tmp_path / "out", tmp_path / "run.log"
+    env = cli_env(tmp_path)
+    proc = start([recipe(tmp_path), "--out", out, "--client-workers", "2"], env, log, own_group=True)
+    pgid = None
+    try:
+        wait_for(lambda: first_job_has_records(out), timeout=90, what="a record of the first job", proc=proc, log=log)
+        pgid = server_pgid(out)
+        workers = [c for c in children_of(proc.pid) if c != pgid]
+        assert pgid and group_members(pgid) and len(workers) >= 2
+        os.killpg(proc.pid, signal.SIGUSR1)
+        assert finish(proc, log) == 138, log.read_text()[-4000:]
+        assert_nothing_left(out, pgid, log)
+        text = log.read_text()
+        assert text.rstrip().splitlines()[-1] == "interrupted by SIGUSR1" and "Traceback" not in text, text[-4000:]
+        job = next(j for j in (out / "jobs").iterdir() if (j / "outcome.json").exists())
+        assert read_json(job / "outcome.json")["reasons"] == ["interrupted by SIGUSR1"], text[-4000:]
+        assert read_json(job / "run.json")["client"]["stop_reason"] == "interrupted by SIGUSR1"
+        wait_for(lambda: not [w for w in workers if alive(w)], timeout=10, what="the client workers to end (they "
+                 "outlived the run)")
+
+        resumed = subprocess.run(run_argv(recipe(tmp_path), "--out", out, "--resume", *LIVE), env=env,
+                                 capture_output=True, text=True, timeout=240)
+        assert resumed.returncode == 0, resumed.stderr[-4000:]
+        assert "expected 3 jobs, 3 with a valid or smoke summary" in resumed.stderr, resumed.stderr[-4000:]
     finally:
         cleanup(proc, pgid)
 

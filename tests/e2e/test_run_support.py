@@ -17,6 +17,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from llmsweep.execute.signals import INTERRUPT_SIGNALS
+
 RECIPES = Path(__file__).resolve().parents[1] / "data" / "recipes" / "run"
 JOB_ARTIFACTS = ("job.json", "server_command.txt", "server.log", "records.jsonl", "server_metrics.jsonl",
                  "summary.json")
@@ -54,7 +56,7 @@ def cli_here(args: Sequence[str | Path], env: dict[str, str] | None = None,
     out, err = io.StringIO(), io.StringIO()
     saved = dict(os.environ)
     # `main` takes over the interrupt signals and the unraisable hook for the rest of its process: given back after
-    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    handlers = {sig: signal.getsignal(sig) for sig in INTERRUPT_SIGNALS}
     hook = sys.unraisablehook
     os.environ.clear()
     os.environ.update(saved if env is None else env)

@@ -148,7 +148,8 @@ def _outputs_may_go() -> Iterator[None]:
 def main(argv: list[str] | None = None) -> Any:
     """Console entry point: run the group, print llmsweep errors once without a traceback.
 
-    SIGINT, SIGTERM, SIGHUP and SIGQUIT unwind like Ctrl-C (servers a command started are stopped on the way out) and
+    SIGINT, SIGTERM, SIGHUP, SIGQUIT and the other interrupt signals (SIGUSR1, SIGALRM, ...:
+    `execute.signals.INTERRUPT_SIGNALS`) unwind like Ctrl-C (servers a command started are stopped on the way out) and
     the exit status follows the shell's convention: 128 + the first signal received (130 SIGINT, 143 SIGTERM). An
     output whose reader went away (`| head`, a closed terminal) stops nothing: what is written to it is dropped.
     """

@@ -21,10 +21,11 @@ def bind_fix(port: int) -> str:
 
 
 async def wait_for_stop(command: str) -> None:
-    """Serve until SIGINT, SIGTERM, SIGHUP or SIGQUIT (unless `nohup` ignores SIGHUP), then stop cleanly: a server
-    asked to stop exits 0, whichever signal asked (SIGHUP ended it with 129 while the others gave 0). Says on stderr
-    which signal stopped `command`, so a log that ends there says why the server went (not a crash, not the OOM
-    killer: those leave no such line)."""
+    """Serve until an interrupt signal (SIGINT, SIGTERM, SIGHUP unless `nohup` ignores it, SIGQUIT, SIGUSR1, ...:
+    `execute.signals.INTERRUPT_SIGNALS`), then stop cleanly: a server asked to stop exits 0, whichever signal asked
+    (SIGHUP ended it with 129 while the others gave 0; SIGUSR1 or SIGALRM killed it). Says on stderr which signal
+    stopped `command`, so a log that ends there says why the server went (not a crash, not the OOM killer: those
+    leave no such line)."""
     from llmsweep.execute.signals import INTERRUPT_SIGNALS, taken_over
 
     stop = asyncio.Event()

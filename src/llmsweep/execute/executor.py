@@ -88,7 +88,8 @@ def registered_executors() -> dict[str, type[Executor]]:
 
 @contextmanager
 def terminate_as_interrupt() -> Iterator[None]:
-    """SIGINT, SIGTERM and SIGHUP unwind like Ctrl-C while servers run here, so `finally` blocks stop them.
+    """The interrupt signals (SIGINT, SIGTERM, SIGHUP, SIGUSR1, ...) unwind like Ctrl-C while servers run here, so
+    `finally` blocks stop them.
 
     Python's default SIGTERM ends the process at once: a `kill` of the driver (or a closed terminal) would leave the
     server, which runs in its own session, holding its port and GPUs. The teardowns themselves are shielded (see

@@ -1,5 +1,7 @@
-"""SIGINT, SIGTERM, SIGHUP and SIGQUIT: how a run unwinds, how its teardown survives more of them, and its exit code;
-and SIGCONT, which says the process was stopped (Ctrl-Z, SIGSTOP) while its clocks ran on.
+"""The interrupt signals (SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGALRM, ...: every one that ends a
+process by default and comes from outside it, `host.INTERRUPT_SIGNAL_NAMES`): how a run unwinds, how its teardown
+survives more of them, and its exit code; and SIGCONT, which says the process was stopped (Ctrl-Z, SIGSTOP) while its
+clocks ran on.
 
 - The first signal unwinds like Ctrl-C (:class:`Interrupted`, a KeyboardInterrupt), so `finally` blocks stop the
   servers this process started (they run in their own sessions and would outlive it).
@@ -15,9 +17,14 @@ and SIGCONT, which says the process was stopped (Ctrl-Z, SIGSTOP) while its cloc
 - A teardown, or a launch that must record what it started, runs :func:`shielded`: even a first signal arriving
   there is held and raised when the block ends, unless an interrupt is already unwinding through it.
 - The process exits 128 + the number of the first signal it received: 130 for SIGINT, 143 for SIGTERM, 129 for
-  SIGHUP, 131 for SIGQUIT (:func:`exit_code`). SIGQUIT (Ctrl-\\) is one of them: its default action ended the
-  process at once, with a core dump, and the servers it started (each in a session of its own, which a terminal's
-  Ctrl-\\ does not reach) ran on, holding their GPUs, until a `--resume`.
+  SIGHUP, 131 for SIGQUIT, 138 for SIGUSR1 (:func:`exit_code`). SIGQUIT (Ctrl-\\) is one of them: its default action
+  ended the process at once, with a core dump, and the servers it started (each in a session of its own, which a
+  terminal's Ctrl-\\ does not reach) ran on, holding their GPUs, until a `--resume`; so did SIGUSR1 (Slurm's
+  `sbatch --signal=B:USR1@120`, sent ahead of a time limit precisely for a graceful stop) and SIGALRM, silently
+  (exit 138, 142).
+- A signal besides SIGINT, SIGTERM, SIGHUP and SIGQUIT is taken over only while it is at its default action (or
+  ours already): one ignored or handled by something else in the process (a profiler's SIGPROF, pytest-timeout's
+  SIGALRM) stays theirs (:func:`taken_over`).
 - A stop of the process (Ctrl-Z, `kill -STOP`) that a SIGCONT ended is found by :func:`watching_pauses`: the
   servers it measures ran on meanwhile, so a load that spans it timed the pause too (`readback.judge_paused` judges
   that measurement invalid: a job of `run` or of a discovery's stage, a `bench`, a cell of `al collect`, a run of
@@ -39,7 +46,12 @@ from contextlib import contextmanager
 from types import FrameType
 from typing import Any
 
-INTERRUPT_SIGNALS: tuple[signal.Signals, ...] = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
+from llmsweep.host import interrupt_signals
+
+INTERRUPT_SIGNALS: tuple[signal.Signals, ...] = interrupt_signals()
+"""Every signal a run unwinds on, as the list in `host` names them (those this platform has)."""
+_ALWAYS = (signal.SIGINT, signal.SIGTERM, signal.SIGQUIT)
+"""Taken over whatever their disposition (see :func:`taken_over`)."""
 
 _received: list[int] = []
 """Signals this process received through the handlers below, in order."""
@@ -57,8 +69,8 @@ PAUSE_MIN_S = 0.5
 
 
 class Interrupted(KeyboardInterrupt):
-    """The process got SIGINT, SIGTERM, SIGHUP or SIGQUIT; unwinds like Ctrl-C and carries the signal for the exit
-    code."""
+    """The process got an interrupt signal (SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, ...); unwinds like Ctrl-C and
+    carries the signal for the exit code."""
 
     def __init__(self, signum: int) -> None:
         super().__init__(f"received {signal.Signals(signum).name}")
@@ -154,8 +166,8 @@ def hurried() -> bool:
 
 
 def first_signal(exc: BaseException | None = None) -> int:
-    """The signal the run stops for: the first received (SIGINT, SIGTERM, SIGHUP, SIGQUIT), else `exc`'s, else SIGINT
-    (an interrupt no handler of ours saw: plain Ctrl-C)."""
+    """The signal the run stops for: the first received (SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, ...), else
+    `exc`'s, else SIGINT (an interrupt no handler of ours saw: plain Ctrl-C)."""
     if _received:
         return _received[0]
     if isinstance(exc, Interrupted):
@@ -164,8 +176,8 @@ def first_signal(exc: BaseException | None = None) -> int:
 
 
 def exit_code(exc: BaseException | None = None) -> int:
-    """128 + the first signal received (130, 143, 129, 131); 130 for an interrupt no handler of ours saw (plain
-    Ctrl-C)."""
+    """128 + the first signal received (130, 143, 129, 131, 138, ...); 130 for an interrupt no handler of ours saw
+    (plain Ctrl-C)."""
     return 128 + first_signal(exc)
 
 
@@ -313,8 +325,26 @@ def taken_over(sig: signal.Signals) -> bool:
     """Whether llmsweep handles `sig` in this process. `nohup` ignores SIGHUP on purpose, so that setting is kept: a
     run under `nohup` outlives the terminal that started it, with its Slurm jobs. A script's `llmsweep run &` starts
     with SIGINT ignored too, but an explicit `kill -INT` must still stop the run (and its servers) the way Ctrl-C
-    does."""
-    return sig != signal.SIGHUP or signal.getsignal(sig) is not signal.SIG_IGN
+    does. The other interrupt signals (SIGUSR1, SIGALRM, ...) are taken while at their default action, which would
+    end the process with nothing torn down, or while a handler of ours has them; one ignored, or handled by
+    something else in the process (a profiler's SIGPROF, pytest-timeout's SIGALRM), is left as it is."""
+    if sig in _ALWAYS:
+        return True
+    current = signal.getsignal(sig)
+    if sig == signal.SIGHUP:
+        return current is not signal.SIG_IGN
+    return current is signal.SIG_DFL or current in _ours
+
+
+_ours: weakref.WeakSet[Any] = weakref.WeakSet()
+"""The handlers llmsweep installed (:func:`_take_over`): a signal one of them has is ours to swap."""
+
+
+def _take_over(sig: signal.Signals, handler: Any) -> Any:
+    """Install `handler` for `sig` as llmsweep's own (a nested :func:`shielded` then swaps it in turn); returns the
+    previous handler, for the caller to put back."""
+    _ours.add(handler)
+    return signal.signal(sig, handler)
 
 
 def _rearm_lost(unraisable: Any) -> None:
@@ -349,7 +379,7 @@ def install() -> None:
         return
     for sig in INTERRUPT_SIGNALS:
         if taken_over(sig):
-            signal.signal(sig, _raise)
+            _take_over(sig, _raise)
     signal.signal(signal.SIGCONT, _note_continued)
     sys.unraisablehook = _rearm_lost
 
@@ -485,10 +515,10 @@ def _swap(handler: Any) -> dict[signal.Signals, Any]:
     previous: dict[signal.Signals, Any] = {}
     for sig in INTERRUPT_SIGNALS:
         current = signal.getsignal(sig)
-        if current is signal.SIG_IGN:
+        if current is signal.SIG_IGN or not taken_over(sig):
             continue
         previous[sig] = current
-        signal.signal(sig, handler)
+        _take_over(sig, handler)
     return previous
 
 

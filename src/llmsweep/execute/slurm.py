@@ -596,7 +596,7 @@ def render_batch_script(
              "}",
              f"trap 'rc=$?; llmsweep_stop_servers; echo $rc > {out_dir}/slurm-${{SLURM_JOB_ID}}.rc' EXIT",
              # killed by scancel, the time limit or preemption, $? in the EXIT trap would be the last command's 0
-             # (the signals that unwind llmsweep itself, SIGQUIT's `scancel -s QUIT` included)
+             # (the signals that unwind llmsweep itself, SIGQUIT's `scancel -s QUIT` and SIGUSR1's included)
              *(f"trap 'llmsweep_stop_servers; echo {128 + sig} > {out_dir}/slurm-${{SLURM_JOB_ID}}.rc; trap - EXIT; "
                f"exit {128 + sig}' {sig.name.removeprefix('SIG')}" for sig in INTERRUPT_SIGNALS),
              f"export {NODE_LAUNCHER_ENV}={shell.quote(str(launcher_file))}",

@@ -27,7 +27,7 @@ from typing import Any, cast
 import numpy as np
 
 from llmsweep.errors import ResultError
-from llmsweep.host import usable_cpus
+from llmsweep.host import INTERRUPT_SIGNAL_NAMES, interrupt_signals, usable_cpus
 from llmsweep.metrics.stats import Column, SketchColumn
 
 _GAP_BATCH = 200_000
@@ -472,10 +472,11 @@ implausible_times = _implausible
 
 
 def _parse_worker_signals() -> None:
-    """A forked parse worker takes the default signal dispositions back: it inherits the CLI's (SIGTERM and SIGHUP
-    raise `execute.signals.Interrupted`, `signals.install`), so the pool's own terminate at its end reached the
-    workers as an exception in whatever they were doing (a traceback each, and once in a full test run a worker
-    that never exited, the pool's join waiting on it). Ctrl-C (and Ctrl-\\) is the parent's to handle."""
+    """A forked parse worker takes the default signal dispositions back: it inherits the CLI's (SIGTERM, SIGHUP and
+    the other interrupt signals raise `execute.signals.Interrupted`, `signals.install`), so the pool's own terminate
+    at its end reached the workers as an exception in whatever they were doing (a traceback each, and once in a full
+    test run a worker that never exited, the pool's join waiting on it). Ctrl-C (and Ctrl-\\) is the parent's to
+    handle."""
     for sig in _WORKER_DEFAULT:
         signal.signal(sig, signal.SIG_DFL)
     for sig in (signal.SIGINT, signal.SIGQUIT):
@@ -483,13 +484,14 @@ def _parse_worker_signals() -> None:
     signal.pthread_sigmask(signal.SIG_UNBLOCK, _WORKER_DEFAULT)  # blocked since the fork (`_parse_pool`)
 
 
-_WORKER_DEFAULT = (signal.SIGTERM, signal.SIGHUP)
-"""The signals a parse worker dies of quietly (the pool's terminate sends SIGTERM)."""
+_WORKER_DEFAULT = interrupt_signals(n for n in INTERRUPT_SIGNAL_NAMES if n not in ("SIGINT", "SIGQUIT"))
+"""The signals a parse worker dies of quietly (the pool's terminate sends SIGTERM): every interrupt signal but
+Ctrl-C's and Ctrl-\\'s."""
 
 
 def _parse_pool(ctx: BaseContext, parts: int) -> Pool:
-    """`parts` forked parse workers, started with SIGTERM and SIGHUP blocked until their initializer has put the
-    default dispositions back: a worker the pool terminated while it was still starting (its work all done by the
+    """`parts` forked parse workers, started with SIGTERM, SIGHUP and the like blocked until their initializer has put
+    the default dispositions back: a worker the pool terminated while it was still starting (its work all done by the
     others, on a loaded machine) had run the CLI's inherited handler and printed an `Interrupted` traceback. A signal
     to this process meanwhile waits the moment the pool takes to fork, and is handled then."""
     held = signal.pthread_sigmask(signal.SIG_BLOCK, _WORKER_DEFAULT)

@@ -18,9 +18,10 @@ from llmsweep.execute.slurm import SlurmExecutor, SlurmOptions, cancel_on_interr
 
 def main(out: str, count: int = 1, install: bool = False) -> int:
     logging.basicConfig(level=logging.INFO)
-    faulthandler.register(signal.SIGUSR1)  # a test that waited in vain asks where this process is stuck
     if install:
         signals.install()
+    # a test that waited in vain asks where this process is stuck (after `install`, which takes SIGUSR1 as well)
+    faulthandler.register(signal.SIGUSR1)
     out_dir = Path(out)
     executor = SlurmExecutor(SlurmOptions(worker_command=("sleep", "300"), poll_s=0.5, time_limit="00:10:00"))
     spec = LaunchSpec(engine="tiny", argv=("true",), port=1)
