@@ -52,6 +52,15 @@ def parse_exposition(text: str) -> list[list[Any]]:
 
 MARK_TIMEOUT_S = 2.0
 """How long the profiling start waits for its base scrape (`MetricsScraper.scrape_now`)."""
+SCRAPE_TIMEOUT_MIN_S = 2.0
+"""The least time one scrape waits for the whole answer (:func:`scrape_timeout_s`). An endpoint that gathers its page
+from others (a deployment's federated `/metrics`, `execute.roles.FederatedMetrics`) gives up on them before this, so
+that its error naming the one that did not answer reaches the client instead of the client hanging up first."""
+
+
+def scrape_timeout_s(interval_s: float) -> float:
+    """How long one scrape waits for the whole answer: three intervals, and at least `SCRAPE_TIMEOUT_MIN_S`."""
+    return max(interval_s * 3, SCRAPE_TIMEOUT_MIN_S)
 
 
 class MetricsScraper:
@@ -99,7 +108,7 @@ class MetricsScraper:
         import aiohttp  # here: encoding and parsing scrapes (virtual time, the readers) needs no HTTP stack
 
         fd = os.open(self.out_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        timeout = aiohttp.ClientTimeout(total=max(self.interval_s * 3, 2.0))
+        timeout = aiohttp.ClientTimeout(total=scrape_timeout_s(self.interval_s))
         try:
             async with aiohttp.ClientSession(timeout=timeout) as session:
                 while True:

@@ -49,7 +49,7 @@ from typing import Any, Protocol
 from pydantic import BaseModel, ConfigDict, Field
 
 from llmsweep import shell
-from llmsweep.client.scrape import parse_exposition
+from llmsweep.client.scrape import SCRAPE_TIMEOUT_MIN_S, parse_exposition
 from llmsweep.direct import DIRECT
 from llmsweep.engine_ids import SIM
 from llmsweep.engines.launch import NODE_RANK, LaunchSpec, Role, RoleKind, RoleWorker, Topology
@@ -266,7 +266,12 @@ def pools_calibration(pools: list[tuple[str, str]]) -> str:
 
 ROLE_LABEL, WORKER_LABEL = "role", "worker"
 """The labels a federated scrape adds to each worker's series (the virtual-time deployment's, `sim.disagg`)."""
-_FETCH_TIMEOUT_S = 2.0
+FETCH_TIMEOUT_S = SCRAPE_TIMEOUT_MIN_S * 3 / 4
+"""How long a federated scrape waits for its workers' pages, all of them at once: a quarter less than the least a
+client's scrape waits for the federation's answer (`client.scrape.SCRAPE_TIMEOUT_MIN_S`), so that a worker that does
+not answer (hung, or stopped: SIGSTOP) is named in the 502 while the client still listens. The two were equal: the
+client always hung up first and said only `TimeoutError`, and each answer written after it went was a
+`BrokenPipeError` traceback on the run's stderr."""
 
 
 @dataclass(frozen=True)
@@ -342,11 +347,27 @@ def federate(pages: list[tuple[MetricsTarget, str]]) -> str:
                    for name, lines in by_name.items())
 
 
+class _FederationServer(ThreadingHTTPServer):
+    """The federation's HTTP server: a client that hung up before its answer was written (its own timeout) is no
+    error of the server's (the default printed a traceback on stderr for each)."""
+
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        exc = sys.exc_info()[1]
+        if isinstance(exc, ConnectionError):
+            log.debug("federated metrics: the client at %s hung up before its answer (%s)", client_address,
+                      type(exc).__name__)
+            return
+        super().handle_error(request, client_address)
+
+
 class FederatedMetrics:
     """A loopback `/metrics` over a deployment's workers: each GET reads every worker's own `/metrics` (in parallel)
-    and answers their samples labelled by role and worker (:func:`federate`). A worker that does not answer makes
-    the scrape fail (502, naming it), as a single server's failed scrape does: never a partial deployment.
-    `prefix`: the workers' metric prefix (`LaunchSpec.metrics_prefix`), what the required-metrics gate asks for."""
+    and answers their samples labelled by role and worker (:func:`federate`). A worker that does not answer within
+    `FETCH_TIMEOUT_S` makes the scrape fail (502, naming it), as a single server's failed scrape does: never a partial
+    deployment. `prefix`: the workers' metric prefix (`LaunchSpec.metrics_prefix`), what the required-metrics gate
+    asks for."""
 
     def __init__(self, targets: list[MetricsTarget], prefix: str | None) -> None:
         self.targets, self.prefix = targets, prefix
@@ -366,8 +387,7 @@ class FederatedMetrics:
             def log_message(self, format: str, *args: Any) -> None:
                 return None
 
-        self._server = ThreadingHTTPServer((LOOPBACK, 0), Handler)
-        self._server.daemon_threads = True
+        self._server = _FederationServer((LOOPBACK, 0), Handler)
         self._thread = threading.Thread(target=self._server.serve_forever, name="llmsweep-federated-metrics",
                                         daemon=True)
         self._thread.start()
@@ -378,19 +398,24 @@ class FederatedMetrics:
 
     def _fetch(self, target: MetricsTarget) -> str:
         # direct, never through a proxy the host sets (as the health checks and /version read-backs go)
-        with DIRECT.open(target.url, timeout=_FETCH_TIMEOUT_S) as resp:
+        with DIRECT.open(target.url, timeout=FETCH_TIMEOUT_S) as resp:
             text = str(resp.read().decode("utf-8", errors="replace"))
         return version_exposition(json.loads(text), target.counters) if target.counters else text
 
     def page(self) -> tuple[int, str]:
-        """(HTTP status, body) of one federated scrape."""
+        """(HTTP status, body) of one federated scrape, within `FETCH_TIMEOUT_S` however slowly the workers answer
+        (the socket's timeout bounds each wait on a worker, not the whole of a worker that trickles its page)."""
+        deadline = time.monotonic() + FETCH_TIMEOUT_S
         fetched = [(t, self._pool.submit(self._fetch, t)) for t in self.targets]
         pages: list[tuple[MetricsTarget, str]] = []
         for target, future in fetched:
+            named = f"{target.role} worker {target.index} ({target.url})"
             try:
-                pages.append((target, future.result()))
+                pages.append((target, future.result(timeout=max(0.0, deadline - time.monotonic()))))
+            except TimeoutError:  # the wait above, or the worker's socket: it took the connection, never answered
+                return 502, f"{named}: no answer within {FETCH_TIMEOUT_S:g} s\n"
             except Exception as exc:  # any failure of one worker's scrape fails this scrape, named
-                return 502, f"{target.role} worker {target.index} ({target.url}): {type(exc).__name__}: {exc}\n"
+                return 502, f"{named}: {type(exc).__name__}: {exc}\n"
         try:
             return 200, federate(pages)
         except ValueError as exc:  # a worker's page that is no Prometheus exposition

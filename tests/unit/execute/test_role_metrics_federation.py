@@ -1,14 +1,17 @@
 """The federated `/metrics` of a role-by-role deployment (`execute.roles.FederatedMetrics`), over loopback: every
 worker's samples, labelled with its role and index, parsed back by the client's scrape parser as written; a worker
-that does not answer fails the scrape (named), never a partial deployment."""
+that does not answer fails the scrape (named, in time for the client to hear it), never a partial deployment."""
 
 from __future__ import annotations
 
+import json
 import socket
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -179,3 +182,63 @@ def test_the_routers_abandoned_requests_reach_the_summary_naming_the_worker_they
     assert metrics.refused_no_kv == 0.0
     quiet = [scrape(0.0, {}), scrape(5.0, {})]  # a router that counted none: nothing said, nothing invented
     assert deployment_blocks(provenance, quiet, 1.0, 6.0)["roles"]["router"]["metrics"]["abandoned"] is None
+
+
+@pytest.fixture
+def hung() -> Iterator[str]:
+    """A worker that takes the connection and never answers: a stopped process's port (SIGSTOP), whose kernel still
+    completes the handshake and queues the request."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen(16)
+        yield f"http://127.0.0.1:{s.getsockname()[1]}/metrics"
+
+
+def test_a_hung_worker_is_named_in_a_502_the_clients_own_scrape_receives(worker: str, hung: str,
+                                                                         tmp_path: Path) -> None:
+    """A SIGSTOPped prefill worker of a live disaggregated run: the federation waited for it as long as the client's
+    scrape waited for the federation, so the client always hung up first, logged only `TimeoutError`, and never heard
+    which worker did not answer. The federation gives up first now, and its 502 names the worker."""
+    import asyncio
+
+    from llmsweep.client.scrape import MetricsScraper
+
+    fed = FederatedMetrics([MetricsTarget("prefill", 0, worker), MetricsTarget("prefill", 1, hung),
+                            MetricsTarget("decode", 0, worker)], "sglang:")
+    path = tmp_path / "server_metrics.jsonl"
+
+    async def scrape() -> None:  # the client as a run scrapes: its first scrape, and the last one as it stops
+        scraper = MetricsScraper(fed.url, path)
+        scraper.start()
+        await scraper.stop()
+
+    try:
+        asyncio.run(scrape())
+    finally:
+        fed.stop()
+    errors = [json.loads(line).get("error", "") for line in path.read_text().splitlines()]
+    assert len(errors) == 2
+    for error in errors:
+        assert "502" in error and f"prefill worker 1 ({hung}): no answer within" in error, error
+
+
+def test_a_client_that_hung_up_before_its_answer_is_no_traceback(hung: str, capfd: pytest.CaptureFixture[str],
+                                                                 caplog: pytest.LogCaptureFixture) -> None:
+    """Each answer the federation wrote after its client had gone was a `BrokenPipeError` traceback on the run's
+    stderr (70 of them in three minutes of a hung worker): now one line at debug level."""
+    import logging
+    import struct
+
+    fed = FederatedMetrics([MetricsTarget("prefill", 0, hung)], None)
+    caplog.set_level(logging.DEBUG, logger="llmsweep.execute.roles")
+    try:
+        with socket.create_connection(("127.0.0.1", int(fed.url.split(":")[2].split("/")[0]))) as gone:
+            gone.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+            time.sleep(0.2)  # the federation waits on the hung worker meanwhile
+            gone.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))  # hang up: a reset
+        with pytest.raises(urllib.error.HTTPError):  # a later scrape, answered once the first answer was written
+            get(fed.url)
+    finally:
+        fed.stop()
+    assert capfd.readouterr().err == ""
+    assert [r.levelname for r in caplog.records if "hung up" in r.getMessage()] == ["DEBUG"]
