@@ -297,6 +297,16 @@ def _report_model() -> type[WorkerReport]:
     return WorkerReport
 
 
+def ready_to_read_reports() -> None:
+    """Import now what reading a worker's report needs (the client's `Progress`, aiohttp and asyncio with it): a
+    driver calls it before it submits the batch jobs whose reports it reads, so that no interrupt can land in that
+    import later. One did (a Ctrl-C in the first look at the queue after submitting): asyncio was left half-imported,
+    and the read-back on the interrupt, importing it again, failed with `name 'coroutines' is not defined` and stored
+    nothing of what the worker had finished. Here, before anything is submitted, an interrupt has nothing to read
+    back."""
+    _report_model()
+
+
 def read_report(path: Path) -> WorkerReport | None:
     """The worker's last report in `path`; None when there is none or it cannot be read (written atomically, so a
     half-written one is not seen; anything else unreadable is ignored: a report never stops the run)."""

@@ -1656,8 +1656,15 @@ class SlurmExecutor:
         batch job is this attempt's, never the last one's reported for a job that died before writing its own."""
         from llmsweep.execute import artifacts as art
         from llmsweep.execute.lifecycle import JobOutcome, keep_earlier_attempt, report_job_finished
-        from llmsweep.execute.progress import QUIET_S, current_progress, duration_text, read_report
+        from llmsweep.execute.progress import (
+            QUIET_S,
+            current_progress,
+            duration_text,
+            read_report,
+            ready_to_read_reports,
+        )
 
+        ready_to_read_reports()  # before any job is submitted: the read-back on an interrupt imports nothing
         submitted: list[_Batch] = []
         outcomes: list[JobOutcome] = []
 

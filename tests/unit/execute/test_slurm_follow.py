@@ -570,3 +570,89 @@ def test_a_batch_job_whose_worker_never_started_keeps_saying_how_it_ended(
     assert {o.reasons[0] for o in outcomes.values()} == {
         f"Slurm job 77 ended FAILED (exit 1) before this job wrote its outcome; see {log.stdout_path} and "
         f"{log.stderr_path}"}
+
+
+_FIRST_LOOK = '''
+import importlib.abc, os, signal, sys, types
+from pathlib import Path
+from typing import Any, cast
+
+from llmsweep.execute import artifacts as art, signals
+from llmsweep.execute.lifecycle import JobOutcome, on_job_finished
+from llmsweep.execute.slurm import SlurmExecutor
+
+run_dir = Path(sys.argv[1])
+submitted, sent = False, []
+
+
+def interrupt(where: str) -> None:
+    sent.append(where)
+    os.kill(os.getpid(), signal.SIGINT)  # the handler runs at the next instruction: here, inside whatever this is
+    sum(range(100))
+
+
+class InImports(importlib.abc.MetaPathFinder):
+    """The Ctrl-C lands in the first import of the client's stack after submitting, if there is one: mid-asyncio."""
+
+    def find_spec(self, name: str, path: Any, target: Any = None) -> None:
+        if submitted and not sent and name == "asyncio.tasks":
+            interrupt(name)
+
+
+class Batch:
+    """The worker finishes job a before the driver's first look at the queue; the Ctrl-C lands in that look's
+    imports, or else in the next look."""
+
+    job_id = "77"
+
+    def __init__(self, out_dir: Path) -> None:
+        self.out_dir, self.result, self.looks = out_dir, None, 0
+        self.stdout_path, self.stderr_path = out_dir / "slurm-77.out", out_dir / "slurm-77.err"
+
+    def poll(self) -> tuple[str, str]:
+        self.looks += 1
+        if self.looks == 1:
+            art.write_json(art.job_dir(run_dir, "a") / art.JOB_FILE, {"id": "a"})
+            art.write_json(art.job_dir(run_dir, "a") / art.OUTCOME_FILE, JobOutcome(
+                job_id="a", exp_name="exp-a", status="valid", seconds=1.0).model_dump(mode="json"))
+        elif not sent:
+            interrupt("the next look")
+        return "RUNNING", ""
+
+    def suspension(self) -> None:
+        return None
+
+
+def submit(self: Any, spec: Any, **kw: Any) -> Batch:
+    global submitted
+    submitted = True
+    return Batch(run_dir / "servers" / "g")
+
+
+assert "asyncio" not in sys.modules  # as in `llmsweep run`, nothing has imported it yet
+sys.meta_path.insert(0, InImports())
+SlurmExecutor.submit = submit
+jobs = [types.SimpleNamespace(id=n, exp_name=f"exp-{n}", concs=[1], eval_only=False) for n in "ab"]
+group = types.SimpleNamespace(id="g", spec=None, jobs=jobs, topology=None, to_json=lambda run_dir, settings: {})
+stored = []
+signals.install()
+try:
+    with on_job_finished(lambda job_dir, outcome: stored.append(outcome.job_id)):
+        SlurmExecutor({"poll_s": 0.01, "relay_worker_log": False}).run_groups(
+            [cast(Any, group)], run_dir, cast(Any, None), event=lambda line: None)
+except signals.Interrupted:
+    print("stored:", *stored)
+'''
+
+
+def test_a_ctrl_c_in_the_first_look_after_submitting_still_stores_what_the_worker_finished(tmp_path: Path) -> None:
+    """A Ctrl-C right after submission landed in the driver's first read of the worker's report, which imported the
+    client (aiohttp, asyncio) lazily: asyncio was left half-imported, and the read-back on the interrupt, importing it
+    again, failed ("could not read back what Slurm job 77 finished: name 'coroutines' is not defined"), storing
+    nothing of what the worker had finished. Checked in a fresh interpreter, where nothing has imported asyncio."""
+    import subprocess
+    import sys
+
+    run = subprocess.run([sys.executable, "-c", _FIRST_LOOK, str(tmp_path / "out")], capture_output=True, text=True,
+                         timeout=120)
+    assert (run.returncode, run.stdout, run.stderr) == (0, "stored: a\n", ""), (run.stdout, run.stderr)
