@@ -120,8 +120,8 @@ def list_cmd(run_id: str | None, every: bool, as_json: bool, store_path: Path | 
         folder = run_id is not None and is_folder(run_id)
         if run_id is not None and folder:  # a run directory: its results as its folder holds them, as `results
             # frontier` reads one
+            where = run_id  # the folder the user named (its run's id follows)
             points, warned, run_id = _folder_points(run_id, store)
-            where = run_id
         else:
             from llmsweep.results.sides import resolve_points
 
@@ -540,8 +540,8 @@ topology's with the reason, and names those of them that would match points wher
 @click.option("--markdown", "markdown", type=PathValue(dir_okay=False, path_type=Path), default=None,
               help="Also write a PR-comment table to this file.")
 @click.option("--fail-on-regression", is_flag=True, help="Exit 1 when any metric is a (between-run) regression; "
-              "exit 2 when nothing was compared though leaving out an identity field (`--ignore`) would pair points: "
-              "the same points under another corpus, image, ….")
+              "exit 2 when nothing was compared though the points differ only in the image or corpus they were "
+              "measured under (the same points: `--ignore` pairs them).")
 @option("format", type=click.Choice(["table", "json", "markdown"]), default=None,
               help="`markdown`: the pull-request verdict (per point improvement / regression / no change / "
               "unverified, and the sweep's success rate) on stdout; `json` is --json; default: the table.")
@@ -797,7 +797,7 @@ def _print_comparison(comp: Any, reused: frozenset[str] = frozenset()) -> None:
                                    f"{plain(reason)}", con.width))
     if not comp.matched and not comp.skipped:  # points that matched and were refused are said above, with why
         # (a side without a result is said in the notes; A's points B reused are B's, listed above as reused)
-        if only_a and comp.only_b and comp.unmatched:  # which identity fields differ, and what would match
+        if comp.unmatched:  # which identity fields differ, and what would match (left out of the notes above)
             con.print(break_long_words(f"[red]nothing compared[/]: {plain(comp.unmatched)}", con.width))
     elif not comp.matched:
         con.print("[red]nothing compared[/]: every point that matches was left out, for the reasons above")

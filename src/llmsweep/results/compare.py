@@ -249,9 +249,10 @@ class Comparison:
     fields that differ, and what `compare --ignore` would match); "" where a point matched or was refused. Among
     `notes` too."""
     mispaired: bool = False
-    """Nothing matched, yet leaving out an identity field `compare --ignore` may leave out would match some point: the
-    sides measured the same points under another corpus, image, … — a comparison set up wrong, which
-    `--fail-on-regression` does not pass. False where B's points are new configurations only (nothing near them)."""
+    """Nothing matched, yet leaving out what the points were measured under (:data:`MEASURED_UNDER`: the image, the
+    corpus) would match some: the sides measured the same points — a comparison set up wrong, which
+    `--fail-on-regression` does not pass. False where B's points are other configurations (a new hardware, engine,
+    concurrency: a pull request's new points)."""
     earlier: tuple[ResultPoint, ...] = ()
     """The results of A's run that B stood jobs on (`run --reuse`) as earlier measurements of A's jobs, which A has
     measured again since and keeps for B (`rundir.KEPT_ATTEMPTS`; `results.verdict.stood_on_earlier`): reused by B
@@ -557,19 +558,30 @@ def _values(points: Sequence[ResultPoint], name: str) -> list[str]:
     return sorted({str(v) if (v := getattr(p.identity, name)) not in ("", None) else "–" for p in points})
 
 
+MEASURED_UNDER: frozenset[str] = frozenset({"image", "corpus"})
+"""The identity fields that say what a point was measured under (the engine build, the prompts), not which
+configuration it is: two runs whose points differ only in these measured the same points, and a comparison that
+paired none of them was set up wrong (`Comparison.mispaired`). A point of another hardware, model, engine,
+precision or parallelism is another configuration — a pull request's new one —, never a mispairing."""
+
+
 def unmatched_why(a: Sequence[ResultPoint], b: Sequence[ResultPoint], ignored: frozenset[str] = frozenset(),
                   ignorable: Collection[str] = ()) -> tuple[str, bool]:
     """Why no point of A matches a point of B (`Comparison.unmatched`): the identity fields whose values differ between
     the sides, with each side's values, and how many points leaving out one of them that is `ignorable` (`compare
     --ignore`; or all of those, where no one alone does) would match. Said in the table, the Markdown and `--json`'s
-    notes, and by `--fail-on-regression`, which does not pass such a comparison; with whether some `compare --ignore`
-    would match a point (`Comparison.mispaired`)."""
+    notes, and by `--fail-on-regression`; with whether leaving out only fields of :data:`MEASURED_UNDER` would match
+    a point (`Comparison.mispaired`), which that gate does not pass."""
     def matches(ignore: frozenset[str]) -> int:
         keys_b = {_match_key(p, ignore) for p in b}
         return len({k for p in a if (k := _match_key(p, ignore)) in keys_b})
 
     differ = [f for f in POINT_FIELDS if f not in ignored and _values(a, f) != _values(b, f)]
     if not differ:  # each field's values are on both sides, but no point's combination of them is
+        if {p.identity.key(ignored) for p in a} & {p.identity.key(ignored) for p in b}:  # only eval-only apart
+            only = "B" if all(p.eval_only for p in b) else "A"
+            return (f"no point of A matches a point of B: {only}'s results are evals alone (`--evals-only`), which "
+                    f"pair only with evals, and the other side ran none of the same points"), False
         return ("no point of A matches a point of B: each side holds the same values of every identity field, but "
                 "no point of one holds the other's combination of them"), False
 
@@ -587,7 +599,7 @@ def unmatched_why(a: Sequence[ResultPoint], b: Sequence[ResultPoint], ignored: f
     if found:
         ignore = ", ".join(f"`compare --ignore {','.join(fields)}` matches {count_of(n, 'point')}"
                            for fields, n in found)
-        return f"{head}; {ignore}", True
+        return f"{head}; {ignore}", any(set(fields) <= MEASURED_UNDER for fields, _ in found)
     return (f"{head}; leaving out what `compare --ignore` may matches no point" if may else head), False
 
 

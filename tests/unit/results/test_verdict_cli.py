@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from llmsweep.cli.main import cli
@@ -290,3 +291,19 @@ def test_a_deltas_sign_is_one_minus_in_every_cell() -> None:
     assert delta_cell(down) == "\u2212403.4 (\u221220.3%) (no band)"
     up = MetricDelta("tput_per_gpu", 1580.1, 1983.5, 403.4, 0.2553, None, "unverified")
     assert delta_cell(up) == "+403.4 (+25.5%) (no band)"
+
+
+@pytest.mark.parametrize("new", [{"hardware": "mi355x"}, {"framework": "vllm"}, {"precision": "fp4"}])
+def test_a_new_configuration_alone_passes_the_gate_though_an_ignore_would_pair_it(make_run, store_path: Path,
+                                                                                    new: dict[str, str]) -> None:
+    """A pull request's sweep of the same recipe on a new GPU (engine, precision) compares nothing with the baseline:
+    the gate failed it, exit 2, and its fix (`compare --ignore hardware`) would have compared mi300x with mi355x as one
+    point. Only what a point was measured under (image, corpus) makes a mispairing; a new configuration passes, and
+    the table still says why nothing matched."""
+    base = make_run("base", concs=(1, 4), requests=40)
+    pr = make_run("pr", concs=(1, 4), requests=40, seed=2, **new)
+    res = CliRunner().invoke(cli, ["compare", "--baseline", str(base.path), str(pr.path), "--no-history",
+                                   "--fail-on-regression"])
+    assert res.exit_code == 0, (res.output, res.exception)
+    said = " ".join(res.output.split())
+    assert "nothing compared: no point of A matches a point of B: every point differs in" in said, said
