@@ -16,7 +16,7 @@ from llmsweep.catalog.models import MODEL_KEY, MODELS_FILE, ModelSpec, all_model
 from llmsweep.catalog.precision import kv_bytes_per_element
 from llmsweep.catalog.sources import entry_fix
 from llmsweep.errors import ConfigError
-from llmsweep.sim.perf import GB, AttentionTerm, PerfInputs
+from llmsweep.sim.perf import GB, PerfInputs
 from llmsweep.words import noun
 
 if TYPE_CHECKING:
@@ -88,7 +88,7 @@ def _model_figures(name: str, kv_dtype: str | None = None) -> dict[str, Any] | N
             "kv_split_max": split,
             "prefill_attention_flops": spec.attention_flops_per_context_token("prefill"),
             "decode_attention_flops": spec.attention_flops_per_context_token("decode"),
-            "context_terms": tuple(AttentionTerm(*term) for term in spec.context_terms(kv_dtype))}
+            "context_terms": spec.context_terms(kv_dtype)}
 
 
 def simulated_hardware() -> list[str]:
@@ -170,6 +170,12 @@ def perf_inputs(
                       prefill_attention_flops=md.get("prefill_attention_flops"),
                       decode_attention_flops=md.get("decode_attention_flops"),
                       context_terms=md["context_terms"])
+    priced_by_terms = sorted(set(overrides) & {"kv_bytes_per_token", "prefill_attention_flops",
+                                               "decode_attention_flops"})
+    if values.get("context_terms") and priced_by_terms and "context_terms" not in overrides:
+        raise ConfigError(f"{model}'s attention is priced part by part (`context_terms`: its sparse or compressed "
+                          f"attention), so an override of {', '.join(priced_by_terms)} would not reach its step time",
+                          fix="override `context_terms` (each part's cap, bytes and FLOPs) instead, or with them")
     values.update(overrides)
     if "params_active" not in values:
         values["params_active"] = values["params_total"]

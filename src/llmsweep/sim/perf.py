@@ -12,27 +12,15 @@ the defaults and their rationale are in :data:`DEFAULT_EFFICIENCY` and `docs/sim
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import NamedTuple, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
+if TYPE_CHECKING:
+    from llmsweep.catalog.models import ContextTerm
+
 GB = 1e9
 GIB = 1024**3
-
-
-class AttentionTerm(NamedTuple):
-    """One part of a sparse or compressed attention's work over a query token's context, whole model (the catalog
-    model's `context_terms`): per context token it covers, at most `cap` context tokens per query token."""
-
-    cap: int | None
-    """Context tokens one query token covers at most (a top-k, a sliding window; None: its whole context)."""
-    bytes_per_token: float
-    """Bytes a decoding sequence reads per covered context token (held whole on every GPU of an attention group, as
-    MLA's latent is)."""
-    prefill_flops: float
-    """FLOPs a prompt token spends per covered context token."""
-    decode_flops: float
-    """FLOPs a decoding (or verified) token spends per covered context token."""
 
 
 def covered(context: float, queries: float, cap: int | None) -> float:
@@ -88,7 +76,7 @@ class PerfInputs:
     x n_layers x hidden, the dense-MHA estimate for a model given by figures alone."""
     decode_attention_flops: float | None = None
     """The same for a decoding token (MLA: the absorbed form over the cached latent); None: as for a prompt."""
-    context_terms: tuple[AttentionTerm, ...] = ()
+    context_terms: tuple[ContextTerm, ...] = ()
     """A sparse or compressed attention, priced part by part in place of :attr:`kv_bytes_per_token` and
     :attr:`attention_flops` (the catalog model's `context_terms`): a DSA's top-k latent and its indexer over the
     whole context; DeepSeek-V4's sliding window, its CSA layers' top-k entries, and over the whole context its CSA
@@ -445,7 +433,6 @@ def host_capacity_tokens(inputs: PerfInputs, *, dram_bytes: float, tp: int = 1, 
 __all__ = [
     "DEFAULT_EFFICIENCY",
     "KV_RESERVE_BYTES_PER_GPU",
-    "AttentionTerm",
     "Batch",
     "ConstantTimer",
     "Efficiency",

@@ -12,13 +12,12 @@ import numpy as np
 import pytest
 import yaml
 
-from llmsweep.catalog.models import ModelSpec, find_model, get_model
+from llmsweep.catalog.models import ContextTerm, ModelSpec, find_model, get_model
 from llmsweep.catalog.sources import clear_caches
 from llmsweep.engines.sim import unmodelled
 from llmsweep.plan import jobs_from_files
 from llmsweep.sim.inputs import perf_inputs
 from llmsweep.sim.perf import (
-    AttentionTerm,
     Batch,
     PerfInputs,
     RooflineTimer,
@@ -138,7 +137,7 @@ def test_a_dense_model_has_no_top_k_and_no_indexer() -> None:
     assert p.context_terms == ()
     assert p.kv_bytes_per_token == 61 * 576 * 2  # its bf16 latent, nothing beside it
     assert covered(1e9, 1, None) == 1e9
-    assert AttentionTerm(None, 1.0, 2.0, 3.0).cap is None
+    assert ContextTerm(None, 1.0, 2.0, 3.0).cap is None
 
 
 def test_a_dsa_without_its_top_k_stays_dense_and_its_result_says_so(tmp_path: Path,
@@ -172,3 +171,19 @@ def test_a_dsa_without_its_top_k_is_named_with_what_is_missing() -> None:
     assert blind.context_terms() == () and blind.indexer_bytes_per_token() == 78 * 132
     gap = blind.sparse_attention_gap()
     assert gap is not None and "index_topk" in gap and "dense" in gap
+
+
+def test_an_override_the_parts_would_not_see_is_refused() -> None:
+    """A sparse model's step is priced part by part, so an override of its KV bytes or attention FLOPs (the Python
+    API's `EngineConfig.perf_overrides`) changed nothing and said nothing: refused, naming the parts to override."""
+    from llmsweep.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="kv_bytes_per_token would not reach its step time") as err:
+        perf_inputs("zai-org/GLM-5.2-FP8", "mi355x", precision="fp8", kv_dtype="fp8",
+                    overrides={"kv_bytes_per_token": 1e6})
+    assert "override `context_terms`" in (err.value.fix or "")
+    parts = (ContextTerm(2048, 1e6, 1.0, 1.0),)
+    assert perf_inputs("zai-org/GLM-5.2-FP8", "mi355x", precision="fp8", kv_dtype="fp8",
+                       overrides={"kv_bytes_per_token": 1e6, "context_terms": parts}).context_terms == parts
+    dense = perf_inputs("deepseek-r1", "mi355x", precision="fp8", overrides={"kv_bytes_per_token": 1e6})
+    assert dense.kv_bytes_per_token == 1e6  # a dense model's KV bytes are what its step reads
