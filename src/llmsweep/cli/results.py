@@ -797,7 +797,8 @@ def _print_comparison(comp: Any, reused: frozenset[str] = frozenset()) -> None:
                                    f"{plain(reason)}", con.width))
     if not comp.matched and not comp.skipped:  # points that matched and were refused are said above, with why
         # (a side without a result is said in the notes; A's points B reused are B's, listed above as reused)
-        if comp.unmatched:  # which identity fields differ, and what would match (left out of the notes above)
+        if comp.unmatched and (only_a or comp.lost):  # which identity fields differ, and what would match (left
+            # out of the notes above); not where B reused every point of A's, which is no comparison set up wrong
             con.print(break_long_words(f"[red]nothing compared[/]: {plain(comp.unmatched)}", con.width))
     elif not comp.matched:
         con.print("[red]nothing compared[/]: every point that matches was left out, for the reasons above")

@@ -580,8 +580,9 @@ def unmatched_why(a: Sequence[ResultPoint], b: Sequence[ResultPoint], ignored: f
     if not differ:  # each field's values are on both sides, but no point's combination of them is
         if {p.identity.key(ignored) for p in a} & {p.identity.key(ignored) for p in b}:  # only eval-only apart
             only = "B" if all(p.eval_only for p in b) else "A"
-            return (f"no point of A matches a point of B: {only}'s results are evals alone (`--evals-only`), which "
-                    f"pair only with evals, and the other side ran none of the same points"), False
+            return (f"no point of A matches a point of B: {only}'s results are evals alone "
+                    f"(`{_flag('evals_only')}`), which pair only with evals, and the other side ran none of the same "
+                    "points"), False
         return ("no point of A matches a point of B: each side holds the same values of every identity field, but "
                 "no point of one holds the other's combination of them"), False
 
