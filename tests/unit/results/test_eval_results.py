@@ -253,3 +253,15 @@ def test_the_eval_verdict_beside_a_mean_of_repeats_is_every_repeats_not_the_firs
     every = _eval_repeats(tmp_path, "a2", ((0.90, 0.006), (0.91, 0.006)))
     (m,) = compare_points(every, single).matched
     assert m.eval is not None and m.eval.verdict_a == "valid"
+
+
+def test_an_evals_only_side_against_throughput_points_alone_says_why_nothing_matched(make_run: MakeRun) -> None:
+    """A's throughput points (no evals) against B's `--evals-only` run of the same configuration: nothing pairs, and
+    the note said "no point of one holds the other's combination" of the identity fields, though every combination
+    is on both sides: it says B's results are evals alone, which pair only with evals."""
+    a = points_from_run(make_run("tput", concs=(32,)))
+    b = points_from_run(with_eval(make_run("evals", concs=(32,)), 32, 0.95, mode="eval-only"))
+    comp = compare_points(a, b)
+    assert not comp.matched and not comp.mispaired
+    assert comp.unmatched == ("no point of A matches a point of B: B's results are evals alone (`--evals-only`), "
+                              "which pair only with evals, and the other side ran none of the same points")
