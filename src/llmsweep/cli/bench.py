@@ -26,7 +26,6 @@ from llmsweep.cli.options import (
     json_option,
     option,
     out_option,
-    refuse_inside_other_folder,
 )
 from llmsweep.client.config import DURATION_REACHED, RunOptions
 from llmsweep.client.files import RECORDS_FILE
@@ -316,7 +315,7 @@ def _check_out(out: Path, *, force: bool, claimed: bool) -> None:
 is the --force replacement said)."""
     from llmsweep.client.files import RUN_FILE, SUMMARY_FILE
     from llmsweep.folderlock import refuse_held
-    from llmsweep.results.rundir import FOLDER_KINDS, out_kind
+    from llmsweep.results.rundir import FOLDER_KINDS, out_kind, refuse_inside_other_folder
 
     refuse_unwritable(out, folder=True)  # the run makes it only after the endpoint probe
     if not out.exists():

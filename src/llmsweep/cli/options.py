@@ -446,22 +446,6 @@ def refuse_replacing(path: Path, holds: list[str], *, force: bool, what: str, op
     click.echo(f"--force: replacing {what} in {path}", err=True)
 
 
-def refuse_inside_other_folder(path: Path, writes: str, option_name: str = "--out") -> None:
-    """Before any work: an output folder inside one of llmsweep's own — a run (its jobs/, its report/), a job folder,
-    a bench measurement, a predict point (`results.rundir.enclosing_out`) — is refused (exit 2, nothing written):
-    `writes` there would sit among that folder's files, where neither reads as itself. The fix names a folder
-    beside the one refused. (`run --out`'s own refusal, which can offer --resume, is `execute.pipeline`'s.)"""
-    from llmsweep.errors import ConfigError
-    from llmsweep.results.rundir import FOLDER_KINDS, enclosing_out
-
-    if (outer := enclosing_out(path)) is None:
-        return
-    folder, kind = outer
-    beside = folder.parent / f"{folder.name}-{path.name}"
-    raise ConfigError(f"{option_name} {path} is inside {folder}, {FOLDER_KINDS[kind]}: {writes} there would sit among "
-                      "that folder's files", fix=f"pass a folder of its own beside it to {option_name}, e.g. {beside}")
-
-
 def runner_config_option() -> Callable[[F], F]:
     """`--runner-config`: the fleet file."""
     return option("runner_config")

@@ -22,7 +22,6 @@ from llmsweep.cli.options import (
     option,
     out_option,
     recipe_files_argument,
-    refuse_inside_other_folder,
     refuse_replacing,
     runner_config_option,
 )
@@ -361,6 +360,8 @@ def predict(files: tuple[Path, ...], config_keys: tuple[str, ...], duration: flo
 
     jobs, policy = _predicted_jobs(files, config_keys, runner_config, runner_labels)
     if out_dir is not None:  # the recipes read, before any point is predicted over the points --out holds
+        from llmsweep.results.rundir import refuse_inside_other_folder
+
         refuse_inside_other_folder(Path(out_dir), "the predicted points' folders")
         refuse_replacing(Path(out_dir), held_results(Path(out_dir)), force=force, what="results")
         refuse_unwritable(Path(out_dir), folder=True)

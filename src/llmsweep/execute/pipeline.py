@@ -1051,38 +1051,23 @@ def _refuse_other_folder(run_dir: Path, req: RunRequest) -> None:
     measurement by) and make a run of it, or write its run.json, jobs/ and report/ among another run's files, where
     neither run reads as itself. The fix names a folder of its own beside the one refused (or inside the folder of
     runs)."""
-    from llmsweep.results.rundir import FOLDER_KINDS, enclosing_out, out_kind, out_within
+    from llmsweep.results.rundir import FOLDER_KINDS, out_kind, out_within, refuse_inside_other_folder, said_path
 
     kind = out_kind(run_dir)
     if kind in ("job", "bench", "predicted"):
         raise ConfigError(f"{_OUT} {run_dir} is {FOLDER_KINDS[kind]}: a run there would replace its run.json with "
                           "the sweep's", fix=f"pass a new folder (or a run's own folder, with {_RESUME}) to {_OUT}")
-    if (outer := enclosing_out(run_dir)) is not None:
-        folder, outer_kind = outer
-        said = _said_path(folder)
-        resume = f", or {said} itself with {_RESUME} to go on with that run" if outer_kind == "run" else ""
-        raise ConfigError(f"{_OUT} {run_dir} is inside {said}, {FOLDER_KINDS[outer_kind]}: a run there would write "
-                          f"its run.json, jobs/ and report/ among that folder's files",
-                          fix=f"pass a folder of its own beside it to {_OUT}, e.g. "
-                              f"{_free_name(Path(said).parent, req)}{resume}")
+    refuse_inside_other_folder(run_dir, "a run's run.json, jobs/ and report/",
+                               example=lambda parent: _free_name(parent, req), resume=_RESUME)
     if kind == "run":  # a run's own folder (its job folders below it are its own): --resume/--force say what to do
         return
     if (inner := out_within(run_dir)) is not None:
         folder, inner_kind = inner
-        raise ConfigError(f"{_OUT} {run_dir} is no run and holds {FOLDER_KINDS[inner_kind]}, {_said_path(folder)}: a "
+        raise ConfigError(f"{_OUT} {run_dir} is no run and holds {FOLDER_KINDS[inner_kind]}, {said_path(folder)}: a "
                           "run there would write its run.json, jobs/ and report/ beside it, and make one run of both",
                           fix=f"pass a folder of its own to {_OUT}, e.g. {_free_name(run_dir, req)}"
-                              + (f", or {_said_path(folder)} with {_RESUME} to go on with that run"
+                              + (f", or {said_path(folder)} with {_RESUME} to go on with that run"
                                  if inner_kind == "run" else ""))
-
-
-def _said_path(path: Path) -> str:
-    """A resolved folder as a message names it: relative to the working directory where it lies below it."""
-    try:
-        rel = path.relative_to(Path.cwd().resolve())
-    except ValueError:
-        return str(path)
-    return str(rel) if rel.parts else str(path)
 
 
 def _free_name(parent: str | Path, req: RunRequest) -> str:

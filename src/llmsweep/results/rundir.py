@@ -7,7 +7,7 @@ is kept with `summary=None` so callers can show it as missing instead of droppin
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -15,7 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from llmsweep.client.files import RECORDS_FILE, RUN_FILE, SERVER_METRICS_FILE, SUMMARY_FILE
-from llmsweep.errors import ResultInputError
+from llmsweep.errors import ConfigError, ResultInputError
 from llmsweep.job_files import COMMAND_FILE, JOB_FILE, OUTCOME_FILE, unjudged
 from llmsweep.jsonline import load_json_file, loads_line
 from llmsweep.metrics.model import PREDICTED, Summary
@@ -180,6 +180,35 @@ def enclosing_out(path: Path) -> tuple[Path, FolderKind] | None:
         if (parent / RUN_FILE).is_file() and (kind := out_kind(parent)) != "other":
             found = parent, kind
     return found
+
+
+def said_path(path: Path) -> str:
+    """A resolved folder as a message names it: relative to the working directory where it lies below it."""
+    try:
+        rel = path.relative_to(Path.cwd().resolve())
+    except ValueError:
+        return str(path)
+    return str(rel) if rel.parts else str(path)
+
+
+def refuse_inside_other_folder(path: Path, writes: str, *, example: Callable[[Path], str] | None = None,
+                               resume: str = "") -> None:
+    """Before any work: an output folder inside one of llmsweep's own — a run (its jobs/, its report/), a job folder,
+    a bench measurement, a predict point (:func:`enclosing_out`) — is refused (exit 2, nothing written): `writes`
+    there would sit among that folder's files, where neither reads as itself. The fix names a folder beside the one
+    refused (`example` of its parent; else the folder's name and the refused one's joined), and, given `resume`
+    (`run --resume`'s spelling), the run itself to go on with. The output folders of `run`, `bench fixed|agentic|replay`
+    and `predict` are refused so alike."""
+    if (outer := enclosing_out(path)) is None:
+        return
+    folder, kind = outer
+    said, option_name = said_path(folder), _flag("out")
+    parent = Path(said).parent
+    beside = example(parent) if example is not None else str(parent / f"{folder.name}-{path.name}")
+    again = f", or {said} itself with {resume} to go on with that run" if resume and kind == "run" else ""
+    raise ConfigError(f"{option_name} {path} is inside {said}, {FOLDER_KINDS[kind]}: {writes} there would sit among "
+                      "that folder's files", fix=f"pass a folder of its own beside it to {option_name}, e.g. "
+                                                 f"{beside}{again}")
 
 
 OUT_WITHIN_DEPTH = 3
