@@ -298,7 +298,7 @@ def show(ref: str, as_json: bool, store_path: Path | None) -> None:
         click.echo(json.dumps({**record, "warnings": warnings}, indent=1, default=str))
         return
     from llmsweep.metrics.registry import HOT_BY_NAME
-    from llmsweep.sim_warnings import WarningKind, warning_kind
+    from llmsweep.sim_warnings import CATALOG_ESTIMATES_OPENING, WarningKind, catalog_estimates, warning_kind
 
     # a metric as a table shows it: headed as the metric table names it, in its table unit
     shown = {(HOT_BY_NAME[k].header if k in HOT_BY_NAME else k): (HOT_BY_NAME[k].cell(v) if k in HOT_BY_NAME else v)
@@ -313,7 +313,7 @@ def show(ref: str, as_json: bool, store_path: Path | None) -> None:
                                                        for w in warnings):
         # the catalog estimates the simulator modelled the point with, where its run's warning (below) does not say
         # them: a run recorded before the run warned of them
-        shown["catalog estimates"] = ", ".join(prov.estimated) + " (`llmsweep catalog --json models|hardware`)"
+        shown["catalog estimates"] = catalog_estimates(prov.estimated).removeprefix(CATALOG_ESTIMATES_OPENING)
     hardware = prov.hardware if prov is not None and not isinstance(prov.hardware, str) else None
     if hardware is not None:  # where it ran, as it was read there (absent: not read, or a simulated point)
         if names := hardware.gpu_names:

@@ -555,8 +555,9 @@ def test_show_names_the_catalog_estimates_a_simulated_point_was_modelled_with(ma
     _run("results", "ingest", str(run.path))
     (row,) = json.loads(_run("results", "list", "--run", "run1", "--json"))
     shown = [line.strip() for line in _run("results", "show", row["result_id"]).splitlines()]
-    assert ("catalog estimates  glm-5.2 layers, b300 hbm_tbps (`llmsweep catalog --json models|hardware`)"
-            in shown), shown
+    said = " ".join(shown)  # (the line may wrap at the terminal's width)
+    assert ("catalog estimates  glm-5.2 layers, b300 hbm_tbps (`llmsweep catalog --json models|hardware` says how "
+            "each was estimated)") in said, shown
     stored = json.loads(_run("results", "show", row["result_id"], "--json"))
     assert stored["summary"]["provenance"]["estimated"] == ["glm-5.2 layers", "b300 hbm_tbps"]
 
