@@ -283,6 +283,7 @@ def _print_points(title: str, points: list[PointComparison]) -> None:
     metric's three figures are one cell, never wrapped or cut; the metrics that do not fit beside the point go into a
     continuation table; a figure that was not fitted is marked `*`, said in the caption."""
     from llmsweep.cli.tables import Column, plain, print_tables
+    from llmsweep.sim.calibrate import pool_lines
 
     fmt = {"output_tps": ("out tok/s", "{:,.0f}", 1.0), "tpot_p50": ("TPOT p50 ms", "{:.2f}", 1e3),
            "ttft_p50": ("TTFT p50 ms", "{:.1f}", 1e3)}
@@ -300,6 +301,8 @@ def _print_points(title: str, points: list[PointComparison]) -> None:
     # the mark said under the table, in its width, where a figure has it
     print_tables(plain(title), columns, rows, caption="* not fitted (an agentic point's output rate is set by the "
                  "traces' idle gaps)" if marked else None)
+    for line in pool_lines(points):
+        click.echo(f"  {line}")
 
 
 def _calibrate_records(records: str, model: str, hardware: str, tp: int, ep: int, precision: str, kv_dtype: str,

@@ -323,6 +323,10 @@ class KvCache(_Open):
     gpu_usage_max: float | None = None
     gpu_usage_mean: float | None = None
     cpu_usage_max: float | None = None
+    pool_tokens: float | None = Field(
+        default=None, description="Tokens the deployment's GPU KV pool held, as its engines reported it (vLLM's "
+        "`cache_config_info`, SGLang's `max_total_num_tokens`, summed over engines: DP ranks, disaggregated "
+        "workers); the simulator reports its own the same way. Absent where the engine exports neither.")
 
 
 class ServerCache(_Open):

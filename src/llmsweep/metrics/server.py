@@ -24,6 +24,9 @@ from llmsweep.words import count_of, noun
 COUNTER_SUFFIXES = ("_total", "_count", "_sum")
 END_SLACK_S = 1.0
 """A scrape up to this long after the last response still counts as the window's closing bracket."""
+RANK_LABELS = frozenset({"tp_rank", "pp_rank", "moe_ep_rank", "attn_tp_rank"})
+"""Labels that tell apart the ranks of one engine, which each export the engine's own figures (SGLang's scheduler
+labels every series with its `tp_rank`, `pp_rank` and `moe_ep_rank`; `dp_rank` names another engine)."""
 
 
 @dataclass(slots=True)
@@ -193,6 +196,20 @@ class ServerWindow:
     def label_values(self, name: str) -> set[tuple[tuple[str, str], ...]]:
         return {labels for labels, _ in self._by_name.get(name, ())}
 
+    def per_engine_sum(self, name: str, value: Callable[[dict[str, str], _Series], float | None]) -> float | None:
+        """A figure each engine of the deployment reports once (its KV pool), summed over the engines: series whose
+        labels differ only in :data:`RANK_LABELS` are one engine's ranks repeating its figure (the largest is taken),
+        any other label (vLLM's `engine`, SGLang's `dp_rank`, a disaggregated worker's `role`) tells engines apart.
+        `value(labels, series)` reads one series' figure (None: it has none)."""
+        engines: dict[tuple[tuple[str, str], ...], float] = {}
+        for labels, s in self._by_name.get(name, ()):
+            v = value(dict(labels), s)
+            if v is None:
+                continue
+            engine = tuple(kv for kv in labels if kv[0] not in RANK_LABELS)
+            engines[engine] = max(v, engines.get(engine, v))
+        return float(sum(engines.values())) if engines else None
+
 
 def _ratio(num: float | None, den: float | None) -> float | None:
     if num is None or den is None or den <= 0:
@@ -250,6 +267,29 @@ def _latency(w: ServerWindow, prefix: str) -> dict[str, Any]:
     return latency_from_totals(totals, prefix)
 
 
+def _whole(text: str | None) -> int | None:
+    """A label's whole number (vLLM's info labels are strings; 'None' before its profiling sized the pool)."""
+    try:
+        return int(text) if text is not None else None
+    except ValueError:
+        return None
+
+
+def _seen(_labels: dict[str, str], s: _Series) -> float | None:
+    """A gauge's value over the window: its largest inside it, else the last one read (before it, if only then)."""
+    return s.gmax if s.gmax is not None else s.last_in if s.last_in is not None else s.before
+
+
+def _vllm_pool(labels: dict[str, str], _s: _Series) -> float | None:
+    """The tokens one vLLM engine's KV pool holds, from its `vllm:cache_config_info` labels: `kv_cache_size_tokens`
+    where the release says it, else `num_gpu_blocks` x `block_size`."""
+    tokens = _whole(labels.get("kv_cache_size_tokens"))
+    if tokens is None:
+        blocks, size = _whole(labels.get("num_gpu_blocks")), _whole(labels.get("block_size"))
+        tokens = blocks * size if blocks is not None and size is not None else None
+    return float(tokens) if tokens else None
+
+
 def _vllm(w: ServerWindow) -> dict[str, Any]:
     hits = w.counter("vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total")
     queries = w.counter("vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total")
@@ -280,6 +320,7 @@ def _vllm(w: ServerWindow) -> dict[str, Any]:
             "gpu_usage_max": _frac(w.gauge_max("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")),
             "gpu_usage_mean": _frac(w.gauge_mean("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")),
             "cpu_usage_max": _frac(w.gauge_max("vllm:cpu_kv_cache_usage_perc", "vllm:cpu_cache_usage_perc")),
+            "pool_tokens": w.per_engine_sum("vllm:cache_config_info", _vllm_pool),
         },
         "cache": {"gpu_hit_rate": gpu_rate, "cpu_hit_rate": ext_rate, "overall_hit_rate": overall},
         "latency": _latency(w, "vllm:"),
@@ -326,6 +367,7 @@ def _sglang(w: ServerWindow) -> dict[str, Any]:
             # the HiCache host pool's peak fill, where the server exports it (the simulator does)
             "cpu_usage_max": _ratio(w.gauge_max("sglang:hicache_host_used_tokens"),
                                     w.gauge_max("sglang:hicache_host_total_tokens")),
+            "pool_tokens": w.per_engine_sum("sglang:max_total_num_tokens", _seen),
         },
         "cache": {
             "gpu_hit_rate": _ratio(device, prompt) if device is not None else overall,

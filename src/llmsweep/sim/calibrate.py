@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from llmsweep.client.files import RUN_FILE, SUMMARY_FILE
-from llmsweep.errors import ConfigError, DatasetError, ResultError
+from llmsweep.errors import ConfigError, DatasetError, LlmsweepError, ResultError
 from llmsweep.job_files import JOB_FILE, read_outcome, unjudged
 from llmsweep.jsonline import load_json_file, numbered_values, read_json_text
 from llmsweep.sim.engine import EngineConfig
@@ -273,6 +273,27 @@ cost, then the frontend and prefill."""
 
 
 @dataclass(frozen=True)
+class PoolReplay:
+    """The GPU KV pool a point was replayed at: the one its engine reported (`KvCache.pool_tokens`), not the one the
+    simulator sizes for the launch from HBM, weights and memory fraction (its memory model can be far off: a
+    compressed or sparse cache, an engine's own reserve)."""
+
+    reported: int
+    """Tokens the engine's pool held, summed over its engines, as its /metrics said."""
+    simulated: int | None
+    """Tokens the simulator sizes for the same launch (None: it cannot size one, e.g. the model does not fit)."""
+
+    @property
+    def ratio(self) -> float | None:
+        """simulated / reported: how far the simulator's own pool is from the engine's."""
+        return self.simulated / self.reported if self.simulated else None
+
+
+POOL_SAID_FROM = 0.05
+"""A replay's pool is said when the simulator's own differs from the engine's by more than this fraction."""
+
+
+@dataclass(frozen=True)
 class MeasuredPoint:
     """One measured job: what it ran (job.json), what it measured (summary.json) and how much each metric counts."""
 
@@ -301,6 +322,8 @@ class MeasuredPoint:
     """The seed the point's workload sampled with, as its summary records it (`Provenance.workload_seed`): what a
     replay draws with. A repeat measured before repeats were paired across arms (`workload.scenario.sample_name`) drew
     with a seed its job id no longer gives; None when not recorded (the job id's, then)."""
+    kv_pool: PoolReplay | None = None
+    """The engine's reported KV pool the point replays at (None: the run read none, and the simulator sizes it)."""
 
     @property
     def run(self) -> str:
@@ -489,6 +512,18 @@ def measured_point(path: Path, config_for: Any) -> MeasuredPoint:
         provenance["acceptance_length"] = {"realised": realised, "pinned": config.spec.acceptance_length}
         al = min(max(float(realised), 1.0), config.spec.k + 1.0)
         config = config.model_copy(update={"spec": config.spec.model_copy(update={"acceptance_length": al})})
+    pool = None
+    reported = summary.server_metrics.kv_cache.pool_tokens if summary.server_metrics.kv_cache is not None else None
+    if reported is not None and reported >= config.block_size:
+        # the engine's own pool, not the simulator's sizing of it: preemptions, evictions and prefix hits of the
+        # replay then follow the memory the engine had (a fit at the wrong pool moves the step factors instead)
+        try:
+            own: int | None = config.kv_pool_tokens()
+        except LlmsweepError:
+            own = None
+        pool = PoolReplay(reported=int(reported), simulated=own)
+        provenance["kv_pool_tokens"] = {"reported": pool.reported, "simulated": own}
+        config = config.model_copy(update={"kv_capacity_tokens": pool.reported})
     planned, observed = summary.cache.theoretical_hit_rate or 0.0, summary.cache.observed_hit_rate
     if config.prefix_caching and planned > 0.05 and observed is not None and observed < 0.01 * planned:
         config = config.model_copy(update={"prefix_caching": False})
@@ -499,7 +534,7 @@ def measured_point(path: Path, config_for: Any) -> MeasuredPoint:
                          tokens_per_request=(summary.tokens.input.mean, summary.tokens.output.mean)
                          if summary.tokens.output.count else None,
                          hardware=prov.hardware if not isinstance(prov.hardware, str) else None,
-                         seed=prov.workload_seed)
+                         seed=prov.workload_seed, kv_pool=pool)
 
 
 MACHINE_FACTS: dict[str, Callable[[Hardware], str | None]] = {
@@ -679,6 +714,26 @@ class PointComparison:
     excess_hit_rate: float
     acceptance_length: float | None = None
     """The realised acceptance length the point was replayed at (speculative points)."""
+    kv_pool: PoolReplay | None = None
+    """The engine's KV pool the point was replayed at, where its run read one back."""
+
+
+def pool_lines(points: list[PointComparison]) -> list[str]:
+    """What the table's replays took from the engine's reported KV pool where the simulator sizes another: one line
+    per distinct (reported, simulated) pair, naming its points."""
+    said: dict[tuple[int, int | None], list[str]] = {}
+    for p in points:
+        pool = p.kv_pool
+        if pool is not None and (pool.ratio is None or abs(pool.ratio - 1.0) > POOL_SAID_FROM):
+            said.setdefault((pool.reported, pool.simulated), []).append(p.label)
+    lines = []
+    for (reported, simulated), labels in said.items():
+        own = "cannot size one for its launch" if simulated is None else \
+            f"sizes {simulated:,} for its launch, {simulated / reported:.3g}x"
+        lines.append(f"replayed at the engine's KV pool, {reported:,} tokens as its /metrics said (the simulator "
+                     f"{own}): {', '.join(labels)}")
+    return lines
+
 
 
 @dataclass(frozen=True)
@@ -888,7 +943,8 @@ def fit_run(points: list[MeasuredPoint], *, factors: tuple[str, ...] | None = No
     after = [predict_metrics(rp, eff_of(x)) if cap else p for rp, cap, p in zip(replays, capped, preds, strict=True)]
     comparisons = [PointComparison(label=p.label, concurrency=p.concurrency, scenario=p.scenario,
                                    measured=p.measured, before=b, after=a, weights=p.weights,
-                                   excess_hit_rate=p.excess_hit_rate, acceptance_length=p.acceptance_length)
+                                   excess_hit_rate=p.excess_hit_rate, acceptance_length=p.acceptance_length,
+                                   kv_pool=p.kv_pool)
                    for p, b, a in zip(points, before, after, strict=True)]
     prov = dict(points[0].provenance)
     # what a stored calibration's label says (engine version, GPU, date) is every fitted point's, not the first's:
@@ -960,8 +1016,6 @@ def measured_groups(paths: Iterable[Path | str],
     """The measured points under `paths` grouped by calibration key; points the simulator cannot model are skipped
     with a reason (a model without figures, a speculative run without its realised acceptance length), and so are
     points the simulator produced (:class:`NotMeasured`); when those are all there is, a ConfigError says so."""
-    from llmsweep.errors import LlmsweepError
-
     groups: dict[CalibrationKey, list[MeasuredPoint]] = {}
     skipped: list[str] = []
     paths = list(paths)
@@ -1072,7 +1126,8 @@ def hold_out(points: list[MeasuredPoint], patterns: Iterable[str], *, factors: t
     after = [predict_metrics(rp, fit.overrides()) for rp in replays]
     comparisons = [PointComparison(label=p.label, concurrency=p.concurrency, scenario=p.scenario,
                                    measured=p.measured, before=b, after=a, weights=p.weights,
-                                   excess_hit_rate=p.excess_hit_rate, acceptance_length=p.acceptance_length)
+                                   excess_hit_rate=p.excess_hit_rate, acceptance_length=p.acceptance_length,
+                                   kv_pool=p.kv_pool)
                    for p, b, a in zip(held, before, after, strict=True)]
     return HoldOut(key=points[0].key, patterns=pats, fit=fit, points=comparisons, left_out=left_out,
                    error_before=fit_error((c.measured, c.before, c.weights) for c in comparisons),
