@@ -119,6 +119,10 @@ def _records(point: SyntheticPoint, rng: np.random.Generator, t0: float) -> list
     return out
 
 
+POOL_TOKENS = 1_048_576
+"""The GPU KV pool the fabricated engine reports (vLLM's `cache_config_info`, SGLang's `max_total_num_tokens`)."""
+
+
 def _scrapes(point: SyntheticPoint, records: list[dict[str, Any]], rng: np.random.Generator) -> list[dict[str, Any]]:
     """Server scrapes every 0.5 s: KV usage follows in-flight requests, prefix-cache counters accumulate."""
     vllm = point.job.get("framework") == "vllm"
@@ -134,11 +138,14 @@ def _scrapes(point: SyntheticPoint, records: list[dict[str, Any]], rng: np.rando
         if vllm:
             samples = [["vllm:kv_cache_usage_perc", {}, usage], ["vllm:num_requests_running", {}, inflight],
                        ["vllm:prefix_cache_hits_total", {}, float(cached[done].sum())],
-                       ["vllm:prefix_cache_queries_total", {}, float(prompts[done].sum())]]
+                       ["vllm:prefix_cache_queries_total", {}, float(prompts[done].sum())],
+                       ["vllm:cache_config_info", {"engine": "0", "block_size": "16",
+                                                   "num_gpu_blocks": str(POOL_TOKENS // 16)}, 1.0]]
         else:
             samples = [["sglang:token_usage", {}, usage], ["sglang:num_running_reqs", {}, inflight],
                        ["sglang:cached_tokens_total", {"cache_source": "device"}, float(cached[done].sum())],
-                       ["sglang:prompt_tokens_total", {}, float(prompts[done].sum())]]
+                       ["sglang:prompt_tokens_total", {}, float(prompts[done].sum())],
+                       ["sglang:max_total_num_tokens", {"tp_rank": "0"}, float(POOL_TOKENS)]]
         out.append({"t": float(t), "samples": samples})
     return out
 

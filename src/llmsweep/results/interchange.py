@@ -253,6 +253,10 @@ name says
 0.82, agentx-spec §3.7). An import reads a KV usage above `PERCENT_ABOVE` as a percentage, as AgentX does: our exports
 before 2026-12 wrote it ×100."""
 
+AGENTX_POOL = "kv_cache_pool_tokens"
+"""The AgentX aggregate's GPU KV pool (tokens, the deployment's engines summed): `KvCache.pool_tokens`, which we read
+from the engines' /metrics where AgentX parses their start-up logs (agentx-spec §3.7)."""
+
 PERCENT_ABOVE = 1.5
 """A KV usage above this is a percentage (AgentX's `normalize_fraction`: a peak gauge may exceed 1 a little)."""
 
@@ -281,6 +285,8 @@ def _stat_fields(summary: Summary, *, agentic: bool = False) -> dict[str, float]
         row[AGENTX_SCALARS["gpu_cache_hit_rate"]] = cache.gpu_hit_rate if cache is not None else None
         # AgentX's KV usage is max-first: the peak over the window, not the mean occupancy
         row[AGENTX_SCALARS["gpu_kv_usage_max"]] = kv.gpu_usage_max if kv is not None else None
+        # the pool its engines reported, summed over them, as AgentX's aggregate has it (its figure from their logs)
+        row[AGENTX_POOL] = kv.pool_tokens if kv is not None else None
     norm = summary.e2e_norm_interactivity
     for prefix, stat in (("median", "p50"), ("p75", "p75"), ("p90", "p90")):
         row[f"{prefix}_e2e_norm_intvty"] = norm.stat(stat)
@@ -812,8 +818,8 @@ _V3_SCALARS: tuple[tuple[str, str], ...] = (
 InferenceX-app's ingest flattens them (`flattenAgenticAggRow`). Those without a hot column to hold them are not read:
 `request_metrics.throughput.{input,output,total}` and `duration_seconds`, `request_metrics.cache.
 theoretical_cache_hit_rate`, `server_metrics.cache.{cpu,external,overall}_cache_hit_rate`, `server_metrics.kv_cache.
-cpu_*`, `server_metrics.tokens.*`, `request_metrics.tokens.*` and `kv_cache_pool_tokens`; the row keeps them for a
-re-export."""
+cpu_*`, `server_metrics.tokens.*` and `request_metrics.tokens.*`; the row keeps them for a re-export (its
+`kv_cache_pool_tokens`, `AGENTX_POOL`, too: a store holds no pool column)."""
 
 
 def _flat(row: Mapping[str, Any]) -> dict[str, Any]:

@@ -243,6 +243,8 @@ def test_an_agentic_rows_kv_usage_is_the_peak_as_agentx_reports_it(make_run) -> 
     assert kv.gpu_usage_max is not None and kv.gpu_usage_mean is not None and kv.gpu_usage_max > kv.gpu_usage_mean
     (row,) = json.loads(export_points([p], "inferencex", include_unpublished=True))
     assert row["gpu_kv_cache_usage_pct"] == pytest.approx(kv.gpu_usage_max)
+    # and its pool as its engines reported it, AgentX's `kv_cache_pool_tokens`
+    assert kv.pool_tokens is not None and kv.pool_tokens > 0 and row["kv_cache_pool_tokens"] == kv.pool_tokens
 
 
 def test_agentx_kv_usage_is_a_fraction_whatever_its_name_says(tmp_path: Path) -> None:
