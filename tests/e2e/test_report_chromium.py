@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 from support.synthetic import (
+    POOL_TOKENS,
     SyntheticPoint,
     synthetic_job,
     write_coinciding_run,
@@ -188,6 +189,8 @@ def test_dashboard_in_headless_chromium(driver, report_html: Path, tmp_path: Pat
     assert "launch_server" in drv.find_element(By.ID, "server-command").text
     assert len(drill.find_elements(By.CSS_SELECTOR, ".mini svg")) == 6
     assert "source: simulated" in drill.text
+    # the KV chart names the pool the engine reported (the fabricated engine's, `support.synthetic.POOL_TOKENS`)
+    assert f"GPU KV-cache usage (server; pool of {POOL_TOKENS:,} tokens)" in drill.text
 
     shot = tmp_path / "dashboard_drilldown.png"
     assert drv.save_screenshot(str(shot))

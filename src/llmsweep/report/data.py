@@ -242,6 +242,7 @@ def detail_payload(p: ResultPoint, *, max_requests: int = MAX_REQUESTS) -> dict[
         "job": scrub(p.job), "timeline": [], "ttft": [], "throughput": [], "inflight": [], "kv_usage": [],
         "cache_hit": [], "requests_total": 0, "requests_shown": 0, "records_skipped": 0, "records_note": None,
         "counted": requests_counted(p),
+        "kv_pool_tokens": pool_tokens(p),
     }
     if p.artifact_dir is None:
         return out
@@ -257,6 +258,12 @@ def detail_payload(p: ResultPoint, *, max_requests: int = MAX_REQUESTS) -> dict[
     srv = load_server_series(p.artifact_dir / SERVER_METRICS_FILE, t0)
     out.update(kv_usage=srv.kv_usage, cache_hit=srv.cache_hit)
     return out
+
+
+def pool_tokens(p: ResultPoint) -> float | None:
+    """The GPU KV pool the point's engines reported (`KvCache.pool_tokens`), which the drill-down's KV chart names."""
+    kv = p.summary.server_metrics.kv_cache if p.summary is not None else None
+    return kv.pool_tokens if kv is not None else None
 
 
 def requests_counted(p: ResultPoint) -> dict[str, int] | None:

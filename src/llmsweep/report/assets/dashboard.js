@@ -576,7 +576,8 @@
     }, tt.length > 0);
     line(grid, "Output throughput over time (tok/s)", d.throughput, color);
     line(grid, "Requests in flight", d.inflight, "#475467");
-    line(grid, "GPU KV-cache usage (server)", d.kv_usage, "#8e44ad", pct);
+    line(grid, "GPU KV-cache usage (server" + (finite(d.kv_pool_tokens) ? "; pool of " +
+      Math.round(d.kv_pool_tokens).toLocaleString("en-US") + " tokens" : "") + ")", d.kv_usage, "#8e44ad", pct);
     line(grid, "Prefix-cache hit rate (server)", d.cache_hit, "#16a085", pct);
   }
   function kv(parent, obj) {
