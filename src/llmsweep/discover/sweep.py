@@ -28,6 +28,7 @@ from llmsweep.discover.recipe import (
     write_stage,
 )
 from llmsweep.discover.servers import size_for_top
+from llmsweep.discover_files import DISCOVERY_FILE, PATCH_FILE, PROPOSED_FILE, STAGES_DIR
 from llmsweep.errors import ConfigError, LlmsweepError
 from llmsweep.execute import signals
 from llmsweep.execute.lifecycle import LifecycleSettings
@@ -41,10 +42,6 @@ from llmsweep.words import count_of
 
 Event = Callable[[str], None]
 
-DISCOVERY_FILE = "discovery.json"
-PROPOSED_FILE = "proposed.yaml"
-PATCH_FILE = "proposed.diff"
-STAGES_DIR = "stages"
 STORE_FILE = "store.sqlite"
 """The stages' results store in --out, unless --store."""
 LADDER_FLOOR = 64

@@ -22,8 +22,9 @@ SCHEMA_RULES: tuple[tuple[str, Severity, str, str, str | None], ...] = (
     ("schema.nul", E, "A key or value holds a NUL character (a `\\0` escape): no command line, environment "
      "variable or file name can carry one", "delete the `\\0` escape", None),
     ("schema.empty-file", W, "The file holds no recipes", "add a recipe key or delete the file", None),
-    ("schema.not-recipe", W, "The file is another kind (a runner file, a golden-AL curve): skipped, named",
-     "pass a runner file with --runner-config", None),
+    ("schema.not-recipe", W, "The file is another kind (a runner file, a golden-AL curve), or a folder walked is a "
+     "discovery's output (its proposal keeps the recipe's keys): skipped, named",
+     "pass a runner file with --runner-config; name a proposed.yaml to read it", None),
     ("schema.not-mapping", E, "A file or recipe is not a mapping", "indent fields under the recipe key", None),
     ("schema.wildcard-key", E, "`*` in a recipe key (reserved for --config-keys patterns)", "rename the key", None),
     ("schema.duplicate-recipe", E, "A recipe key is defined in two files", "rename one of them", None),

@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from llmsweep.discover_files import DISCOVERY_FILE, PATCH_FILE, PROPOSED_FILE
 from llmsweep.engine_ids import ENGINE_IDS, unresolved_reason
 from llmsweep.errors import ConfigError, undecodable_line
 from llmsweep.findings import Finding, Severity, has_errors
@@ -73,21 +74,56 @@ RECIPE_SUFFIXES = (".yaml", ".yml")
 
 
 def recipe_files(paths: Iterable[Path]) -> list[Path]:
-    """Expand directories to their `*.yaml`/`*.yml` files (sorted); keep files as given."""
+    """Expand directories to their `*.yaml`/`*.yml` files (sorted), those of a discovery folder below them left out
+    (:func:`discovery_folders`); keep files as given."""
+    return _expand(paths)[0]
+
+
+def _expand(paths: Iterable[Path]) -> tuple[list[Path], list[Path]]:
+    """:func:`recipe_files`, and the discovery folders the walk left out, in the order met."""
     out: list[Path] = []
+    left_out: list[Path] = []
     for path in paths:
-        if path.is_dir():
-            out.extend(sorted(p for p in path.rglob("*") if p.suffix in RECIPE_SUFFIXES and p.is_file()))
-        else:
+        if not path.is_dir():
             out.append(path)
-    return out
+            continue
+        for file in sorted(p for p in path.rglob("*") if p.suffix in RECIPE_SUFFIXES and p.is_file()):
+            if (folder := _discovery_folder(file, path)) is None:
+                out.append(file)
+            elif folder not in left_out:
+                left_out.append(folder)
+    return out, left_out
+
+
+def _discovery_folder(file: Path, top: Path) -> Path | None:
+    """The folder between `top` (not `top` itself: a discovery folder named as the argument is read) and `file` that
+    is a discovery's output (`llmsweep discover --out`: it holds discovery.json); None when none is."""
+    for parent in file.parents:
+        if parent == top:
+            return None
+        if (parent / DISCOVERY_FILE).is_file():
+            return parent
+    return None
 
 
 def load_recipes(paths: list[Path]) -> LoadResult:
-    """Read recipe files (or directories of them) into recipes plus findings; never raises for bad content."""
+    """Read recipe files (or directories of them) into recipes plus findings; never raises for bad content. A folder's
+    walk leaves out the discovery folders below it, each said once (`schema.not-recipe`): what `llmsweep discover`
+    wrote there — its proposal, under the recipe's own keys, which replaces the recipe it came from, and its stage
+    recipes — is not a second copy of the folder's recipes (`examples/` holds the recipe and its discovery's
+    evidence: a duplicate recipe)."""
     result = LoadResult()
     seen_in: dict[str, str] = {}
-    for path in recipe_files([Path(p) for p in paths]):
+    files, left_out = _expand([Path(p) for p in paths])
+    for folder in left_out:
+        result.findings.append(
+            Finding(rule="schema.not-recipe", severity=Severity.WARNING, file=str(folder), line=None,
+                    message=f"not a folder of recipes: the output of `llmsweep discover` (it holds {DISCOVERY_FILE}), "
+                            f"whose {PROPOSED_FILE} and stage recipes repeat the discovered recipe's keys; skipped",
+                    fix=f"to validate or run the proposal, name its file ({folder / PROPOSED_FILE}), or apply "
+                        f"{folder / PATCH_FILE} to the recipe")
+        )
+    for path in files:
         _load_file(path, result, seen_in)
     return result
 

@@ -99,3 +99,61 @@ def test_what_is_a_recipe_is_never_skipped() -> None:
     assert not_recipes({"a": {"thinking_on": {1: 1.5}}, "b": {"image": "i"}}) is None
     assert not_recipes({"labels": {"h200": ["h200_0"]}}) is not None
     assert not_recipes({"ckpt": {"thinking_on": {1: 1.5}, "thinking_off": {1: 1.4}}}) is not None
+
+
+DISCOVERY = EXAMPLES / "results" / "h200-discover-smollm2"
+DISCOVERED = EXAMPLES / "gpu" / "smollm2-135m-bf16-h200-vllm-discover.yaml"
+
+
+def _schema_errors(paths: list[Path]) -> list[str]:
+    return [f.render() for f in load_recipes(paths).errors if f.rule.startswith("schema.")]
+
+
+def test_the_examples_folder_reads_as_recipes_without_a_duplicate() -> None:
+    """`llmsweep run examples` (and `validate examples`) read the whole folder: the discovery evidence under
+    `examples/results/` holds discover's proposal, under the key of the recipe in `examples/gpu/` (it replaces that
+    recipe) — it had been a duplicate recipe, exit 2 before any job was planned."""
+    assert not _schema_errors([EXAMPLES])
+    skipped = [f.file for f in load_recipes([EXAMPLES]).findings
+               if f.rule == "schema.not-recipe" and f.file and Path(f.file).is_dir()]
+    assert str(DISCOVERY) in skipped
+
+
+def test_a_folder_walk_leaves_out_a_discovery_below_it_and_says_so(tmp_path: Path) -> None:
+    """What `llmsweep discover --out` wrote — its proposal and its stage recipes, each under keys of the recipe
+    discovered — is left out of a walk of a folder above it, said once; named, the proposal and the discovery folder
+    are read."""
+    shutil.copy(DISCOVERED, tmp_path / DISCOVERED.name)
+    disc = tmp_path / "runs" / "disc"
+    (disc / "stages").mkdir(parents=True)
+    for name in ("discovery.json", "proposed.yaml", "proposed.diff"):
+        shutil.copy(DISCOVERY / name, disc / name)
+    shutil.copy(DISCOVERY / "proposed.yaml", disc / "stages" / "ladder.yaml")
+    shutil.copy(DISCOVERY / "proposed.yaml", disc / "stages" / "refine1.yaml")
+
+    result = load_recipes([tmp_path])
+    assert not [f.render() for f in result.findings if f.rule.startswith("schema.") and f.is_error]
+    assert list(result.recipes) == ["smollm2-135m-bf16-h200-vllm-discover"]
+    assert result.sources.keys() == {str(tmp_path / DISCOVERED.name)}
+    (said,) = [f for f in result.findings if f.rule == "schema.not-recipe"]
+    assert said.file == str(disc) and not said.is_error
+    assert said.message.startswith("not a folder of recipes: the output of `llmsweep discover`")
+    assert said.fix == (f"to validate or run the proposal, name its file ({disc / 'proposed.yaml'}), or apply "
+                        f"{disc / 'proposed.diff'} to the recipe")
+
+    # the proposal named, or its discovery folder: read (the stage recipes share keys, as discover writes them)
+    named = load_recipes([disc / "proposed.yaml"])
+    assert named.ok and list(named.recipes) == ["smollm2-135m-bf16-h200-vllm-discover"]
+    assert str(disc / "proposed.yaml") in load_recipes([disc]).sources
+    # beside the recipe it came from, the proposal is the duplicate it is (one replaces the other)
+    both = load_recipes([tmp_path / DISCOVERED.name, disc / "proposed.yaml"])
+    assert [f.rule for f in both.errors] == ["schema.duplicate-recipe"]
+
+
+def test_a_folder_without_discovery_json_is_walked_as_ever(tmp_path: Path) -> None:
+    """Only a discovery's own folder is left out: a folder that merely holds a `proposed.yaml` is recipes."""
+    (tmp_path / "drafts").mkdir()
+    shutil.copy(DISCOVERY / "proposed.yaml", tmp_path / "drafts" / "proposed.yaml")
+    result = load_recipes([tmp_path])
+    assert result.ok and list(result.recipes) == ["smollm2-135m-bf16-h200-vllm-discover"]
+    assert not [f for f in result.findings if f.rule == "schema.not-recipe"]
