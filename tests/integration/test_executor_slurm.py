@@ -143,12 +143,12 @@ def _submitter(out: Path, *args: str, env: dict[str, str] | None = None, sigint:
 
 
 def _stuck(driver: subprocess.Popen[str], what: str, job_ids: list[str]) -> str:
-    """Why a submitter did not exit: its signal dispositions and mask, and its threads' stacks (SIGUSR1 makes the
+    """Why a submitter did not exit: its signal dispositions and mask, and its threads' stacks (SIGURG makes the
     helper dump them), then it is killed and its jobs cancelled (they would hold the node's CPUs for minutes)."""
     status = Path(f"/proc/{driver.pid}/status")
     signals_seen = [line for line in status.read_text().splitlines() if line.startswith("Sig")] \
         if status.exists() else []
-    driver.send_signal(signal.SIGUSR1)
+    driver.send_signal(signal.SIGURG)
     time.sleep(1)
     driver.kill()
     output, _ = driver.communicate(timeout=30)
@@ -172,6 +172,9 @@ def _signal_and_wait(driver: subprocess.Popen[str], sig: signal.Signals, job_ids
     # Started as a script's background job (SIGINT ignored), with the CLI's signal handling (`llmsweep run` installs
     # it): an explicit `kill -INT` still cancels the job.
     pytest.param(signal.SIGINT, signal.SIG_IGN, ("1", "--install"), id="SIGINT-background-cli"),
+    # The library used from Python, without the CLI's `install()`: what `sbatch --signal=B:USR1@120` sends a batch
+    # script's submitter ahead of its time limit killed it at once, its job left queued.
+    pytest.param(signal.SIGUSR1, signal.SIG_DFL, (), id="SIGUSR1-library"),
 ])
 def test_interrupting_the_submitter_cancels_its_job(tmp_path: Path, sig: signal.Signals, sigint: signal.Handlers,
                                                    args: tuple[str, ...]) -> None:

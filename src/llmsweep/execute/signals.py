@@ -388,10 +388,21 @@ def install() -> None:
 def interrupting() -> Iterator[None]:
     """Inside the block the first interrupt signal raises :class:`Interrupted` (SIGTERM's default would end the
     process at once, leaving the servers it started running); the previous handlers come back afterwards."""
+    with handling(_raise):
+        yield
+
+
+@contextmanager
+def handling(handler: Any) -> Iterator[None]:
+    """Inside the block `handler` has every interrupt signal (`INTERRUPT_SIGNALS`) that llmsweep takes in this
+    process (:func:`taken_over`: one at its default action or a handler of ours; one ignored, or another's, is left
+    as it is), as llmsweep's own, so that a :func:`shielded` step inside holds them; the previous handlers come back
+    afterwards. For a guard with a handler of its own (the Slurm submitter's `cancel_on_interrupt`), used from Python
+    with or without :func:`install`. A no-op outside the main thread."""
     if not _in_main_thread():
         yield
         return
-    previous = _swap(_raise)
+    previous = _swap(handler)
     try:
         yield
     finally:

@@ -15,7 +15,6 @@ import os
 import re
 import signal
 import sys
-import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -50,10 +49,10 @@ from llmsweep.execute.signals import (
     INTERRUPTED_REASONS,
     Interrupted,
     exit_said,
+    handling,
     hurried,
     interrupt,
     shielded,
-    taken_over,
 )
 from llmsweep.findings import visible_text
 from llmsweep.option_spellings import flag as _flag
@@ -2129,7 +2128,8 @@ class SlurmExecutor:
 
 
 class SlurmInterrupted(Interrupted):
-    """The submitter got SIGTERM/SIGHUP; raised in the main thread so `with` blocks cancel their jobs."""
+    """The submitter got an interrupt signal (SIGTERM, SIGHUP, SIGUSR1, ...: :func:`cancel_on_interrupt`); raised in
+    the main thread so `with` blocks cancel their jobs."""
 
 
 def cancel_jobs(jobs: Sequence[SlurmJob], *, wait_s: float, announced: bool = False) -> list[SlurmJob]:
@@ -2214,28 +2214,24 @@ def _completing(job: SlurmJob) -> bool:
 
 @contextmanager
 def cancel_on_interrupt(jobs: list[SlurmJob]) -> Iterator[list[SlurmJob]]:
-    """Cancel every unfinished job in `jobs` when the block exits early (exception, Ctrl-C, SIGTERM, SIGHUP — unless
-    the process runs under `nohup`, which ignores SIGHUP so that the jobs outlive the terminal: kept).
+    """Cancel every unfinished job in `jobs` when the block exits early: an exception, or any interrupt signal
+    (`host.INTERRUPT_SIGNAL_NAMES`: Ctrl-C, SIGTERM, SIGHUP, SIGQUIT, the SIGUSR1 of `sbatch --signal=B:USR1@T`, ...),
+    whether or not the CLI's `signals.install()` ran — a signal ignored (`nohup`'s SIGHUP, so that the jobs outlive
+    the terminal) or handled by something else in the process is left as it is (`signals.taken_over`).
 
     Jobs appended to the list inside the block are covered too. On a normal exit unfinished jobs are cancelled as
     well: leaving the block means nobody will collect them. The cancellation itself is shielded: any signal arriving
     meanwhile (a second SIGTERM, a Ctrl-C after SIGHUP) is recorded and only stops the wait for the queue to empty,
     never the scancels.
     """
-    previous: dict[signal.Signals, Any] = {}
 
     def raise_interrupt(signum: int, frame: FrameType | None) -> None:
         raise interrupt(signum, SlurmInterrupted)  # the exit code follows the first signal: 143 for SIGTERM
 
-    if threading.current_thread() is threading.main_thread():
-        for sig in (signal.SIGTERM, signal.SIGHUP):
-            if taken_over(sig):  # under `nohup` a closed terminal leaves the jobs running
-                previous[sig] = signal.signal(sig, raise_interrupt)
     try:
-        yield jobs
+        with handling(raise_interrupt):
+            yield jobs
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
         with shielded():
             live = [job for job in jobs if job.result is None]
             wait_s = max([job.options.cancel_wait_s for job in live] + [0.0])

@@ -157,3 +157,76 @@ def test_a_servers_stop_signal_stops_it_cleanly(sig: signal.Signals) -> None:
         asyncio.run(wait_for_stop("sim serve"))
         """)
     assert (run.returncode, run.stderr) == (0, f"llmsweep sim serve: stopping on {sig.name}\n")
+
+
+def _at_defaults() -> None:
+    """A child's interrupt signals at their default action, whatever the test runner inherited (a `nohup`'s ignored
+    SIGHUP, a background job's ignored SIGINT), as a Python program using the library starts."""
+    from llmsweep.host import interrupt_signals
+
+    for sig in interrupt_signals():
+        signal.signal(sig, signal.SIG_DFL)
+
+
+_SLURM_GUARD = """
+    import json, os, signal, time
+    from llmsweep.execute import signals, slurm
+
+    cancelled = []
+    def cancel_jobs(jobs, *, wait_s, announced=False):  # scancel, as the guard calls it: what it was asked to cancel
+        cancelled.extend(job.job_id for job in jobs)
+        return []
+    slurm.cancel_jobs = cancel_jobs
+
+    class Submitted:  # a batch job sbatch accepted, not yet ended
+        job_id, result, options = "684", None, slurm.SlurmOptions()
+
+    def guarded(n):
+        signals.reset()
+        cancelled.clear()
+        try:
+            with slurm.cancel_on_interrupt([Submitted()]):
+                os.kill(os.getpid(), n)
+                time.sleep(2)
+                return ["not raised", list(cancelled)]
+        except KeyboardInterrupt as exc:
+            return [type(exc).__name__, signals.exit_code(exc), list(cancelled)]
+"""
+
+
+def test_the_slurm_guard_used_without_the_cli_cancels_its_jobs_on_every_interrupt_signal() -> None:
+    """`cancel_on_interrupt` used from Python, without the CLI's `install()`: every interrupt signal
+    (`host.INTERRUPT_SIGNAL_NAMES`) unwinds it and its submitted jobs are cancelled. It took SIGTERM and SIGHUP
+    alone, and SIGUSR1 — what `sbatch --signal=B:USR1@120` sends ahead of the time limit — killed the submitter at
+    once, its batch jobs left queued."""
+    from llmsweep.host import interrupt_signals
+
+    sigs = [int(s) for s in interrupt_signals()]
+    run = subprocess.run([sys.executable, "-c", textwrap.dedent(_SLURM_GUARD) + textwrap.dedent(f"""
+        print(json.dumps({{n: guarded(n) for n in {sigs!r}}}))
+        """)], capture_output=True, text=True, timeout=120, preexec_fn=_at_defaults)
+    assert run.returncode == 0, f"a signal ended the process: status {run.returncode}\n{run.stderr}"
+    said = {int(k): v for k, v in json.loads(run.stdout).items()}
+    assert said == {n: ["SlurmInterrupted", 128 + n, ["684"]] for n in sigs}
+
+
+def test_the_slurm_guard_leaves_a_signal_others_handle_or_ignore() -> None:
+    """As the CLI's handlers do (`signals.taken_over`): a signal ignored (`nohup`'s SIGHUP, SIGUSR2) stays ignored
+    inside the guard, and one another part of the process handles (pytest-timeout's SIGALRM) stays theirs; each
+    has its handler back after the block."""
+    run = subprocess.run([sys.executable, "-c", textwrap.dedent(_SLURM_GUARD) + textwrap.dedent("""
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+        signal.signal(signal.SIGUSR2, signal.SIG_IGN)
+        alarms = []
+        signal.signal(signal.SIGALRM, lambda n, f: alarms.append(n))
+        watched = [signal.SIGHUP, signal.SIGUSR2, signal.SIGALRM, signal.SIGUSR1, signal.SIGTERM]
+        before = [str(signal.getsignal(s)) for s in watched]
+        with slurm.cancel_on_interrupt([Submitted()]):
+            for n in (signal.SIGHUP, signal.SIGUSR2, signal.SIGALRM):
+                os.kill(os.getpid(), n)
+            time.sleep(0.2)
+        after = [str(signal.getsignal(s)) for s in watched]
+        print(json.dumps([alarms, signals.received(), before == after]))
+        """)], capture_output=True, text=True, timeout=120, preexec_fn=_at_defaults)
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout) == [[signal.SIGALRM], [], True]

@@ -20,8 +20,9 @@ def main(out: str, count: int = 1, install: bool = False) -> int:
     logging.basicConfig(level=logging.INFO)
     if install:
         signals.install()
-    # a test that waited in vain asks where this process is stuck (after `install`, which takes SIGUSR1 as well)
-    faulthandler.register(signal.SIGUSR1)
+    # a test that waited in vain asks where this process is stuck: SIGURG, no interrupt signal (those, SIGUSR1
+    # included, `install` and `cancel_on_interrupt` take) and none that anything sends this process
+    faulthandler.register(signal.SIGURG)
     out_dir = Path(out)
     executor = SlurmExecutor(SlurmOptions(worker_command=("sleep", "300"), poll_s=0.5, time_limit="00:10:00"))
     spec = LaunchSpec(engine="tiny", argv=("true",), port=1)
