@@ -31,7 +31,7 @@ from llmsweep.errors import ConfigError
 from llmsweep.findings import Finding
 from llmsweep.plan import Job
 from llmsweep.plan.slices import curve_key, slice_concurrencies
-from llmsweep.spec.loader import RECIPE_SUFFIXES
+from llmsweep.spec.loader import recipe_files
 from llmsweep.words import count_of, noun
 from llmsweep.workload.scenario import repeat_index
 
@@ -459,7 +459,9 @@ def _materialised(side: str, repo: Path | None) -> Iterator[Path]:
 
 
 def _yaml_under(folder: Path) -> list[Path]:
-    return sorted(p for p in folder.rglob("*") if p.suffix in RECIPE_SUFFIXES and p.is_file())
+    """The recipe files under `folder` as every command walks a folder (`spec.loader.recipe_files`: a discovery's
+    output below it left out); none when it is no folder."""
+    return recipe_files([folder]) if folder.is_dir() else []
 
 
 def _recipe_files(root: Path, files: Sequence[Path]) -> list[Path]:

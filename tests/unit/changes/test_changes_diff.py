@@ -44,6 +44,20 @@ def test_two_directories_and_removed_jobs(tmp_path: Path) -> None:
     assert not cs.added and not cs.changed
 
 
+def test_a_discovery_below_the_recipes_is_not_a_second_copy_of_them(tmp_path: Path) -> None:
+    """`llmsweep discover --out` beside the recipes writes a proposal under the recipe's own key: a change that adds it
+    adds no jobs (the folder walk is the loader's, which leaves a discovery's output out)."""
+    old, new = tmp_path / "old", tmp_path / "new"
+    write_recipe(old, tp4_concs="[2, 4]")
+    write_recipe(new, tp4_concs="[2, 4]")
+    found = new / "recipes" / "discovered"
+    found.mkdir(parents=True)
+    (found / "discovery.json").write_text("{}")
+    (found / "proposed.yaml").write_text(RECIPE.format(tp4_concs="[2, 4, 8, 16]", arm_var="a"))
+    cs = changes_between(f"{old}..{new}")
+    assert not cs.added and not cs.changed and not cs.removed
+
+
 def test_a_recipe_wide_field_is_reported_as_the_recipe_not_the_search_space(tmp_path: Path) -> None:
     repo, _, head = scratch_repo(tmp_path)
     path = repo / "recipes" / "chg.yaml"
