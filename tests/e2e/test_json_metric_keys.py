@@ -4,12 +4,15 @@ script reads `run --json`, `predict --json`, `results list|show|frontier --json`
 summary (`summarize --json`, `predict --json`'s `summary`) holds the same figure at the metric's name.
 
 `run --json` said `total_tps_per_gpu` and `ttft_p50_ms` (milliseconds) where `results list --json` said
-`tput_per_gpu` and `p50_ttft` (seconds): a script reading both had to map one onto the other."""
+`tput_per_gpu` and `p50_ttft` (seconds): a script reading both had to map one onto the other. A figure the store does
+not hold is keyed from the table all the same (`MetricDef.json_key`): `sim calibrate --json` said `ttft_p50`,
+`tpot_p50` and `output_tps`, and `peer crosscheck --json` `lag_p50_ms` (milliseconds)."""
 
 from __future__ import annotations
 
 import json
 import re
+import shutil
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -17,13 +20,14 @@ from typing import Any
 import pytest
 from test_run_support import RECIPES, cli_env, cli_here, job_dirs
 
-from llmsweep.metrics.registry import HOT_BY_NAME, HOT_NAMES, HotColumn
+from llmsweep.metrics.registry import HOT_BY_NAME, HOT_NAMES, OUTPUT_TPUT, HotColumn, MetricDef, all_metrics
 
 FIXED = RECIPES / "fixed-sim.yaml"
 """Two fixed-length points on the simulator, in virtual time: seconds."""
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "results"
 
-METRIC_WORDS = re.compile(r"tps|tput|ttft|tpot|e2el|itl|intvty|interactivity|qps|joule|power_w|usd|hit_rate|"
-                          r"kv_usage|error_ratio")
+METRIC_WORDS = re.compile(r"tps|(^|_)tput|ttft|tpot|e2el|itl|intvty|interactivity|qps|joule|power_w|usd|hit_rate|"
+                          r"kv_usage|error_ratio|(^|_)lag(_|$)")
 """What a key that holds a metric's figure is spelled with (a row's other keys — ids, counts, eval scores, the
 point's fields — are not), so a second spelling of a metric (`ttft_p50_ms`) is found wherever it appears."""
 
@@ -112,3 +116,61 @@ def test_predict_keys_each_point_as_run_does(tmp_path: Path) -> None:
         found = {c.name: v for c in HOT_BY_NAME.values() if (v := _at_name(row["summary"], c)) is not None}
         assert {"tput_per_gpu", "p50_ttft"} <= set(found), found
         assert all(row[key] == value for key, value in found.items()), (row, found)
+
+
+STATS = ("p50", "p75", "p90", "p99", "mean", "max")
+
+
+def _metric_of(key: str) -> tuple[MetricDef, str | None] | None:
+    """The metric (and statistic) the metric table keys `key` for, None where no metric's `json_key` is `key`."""
+    for m in all_metrics():
+        for stat in (None, *STATS):
+            if (m.column or m.key) is not None and m.json_key(stat) == key:
+                return m, stat
+    return None
+
+
+def test_sim_calibrate_keys_its_figures_as_the_metric_table_does(tmp_path: Path) -> None:
+    """`sim calibrate --json` keyed a point's measured / before / after figures `ttft_p50` and `tpot_p50` where every
+    other command says `p50_ttft` and `p50_tpot`, and the endpoint's output throughput `output_tps`: each is now the
+    metric table's key, its measured figure the summary's at the metric's name, in the metric's unit."""
+    run = tmp_path / "run"
+    llama = EXAMPLES / "h200-vllm-0.26.0" / "llama"
+    summaries: dict[int, Any] = {}
+    for conc in (1, 4):  # two committed fixed-length points of a measured run, one factor, one iteration: seconds
+        (job,) = (llama / "jobs").glob(f"llama-1b_1024_256_*_conc{conc}_*")
+        shutil.copytree(job, run / "jobs" / job.name)
+        summaries[conc] = json.loads((job / "summary.json").read_text())
+    shutil.copy(llama / "run.json", run / "run.json")
+    (tmp_path / "catalog").mkdir()
+    env = cli_env(tmp_path, LLMSWEEP_CATALOG_DIR=str(tmp_path / "catalog"))
+    (fit,) = _json(["sim", "calibrate", run, "--json", "--factors", "mem", "--max-iter", "1"], env)["calibrations"]
+    assert len(fit["points"]) == 2
+    for point in fit["points"]:
+        for side in ("measured", "before", "after", "weights"):
+            assert set(point[side]) == {"p50_ttft", "p50_tpot", OUTPUT_TPUT.json_key()}, (side, point[side])
+            assert all(_metric_of(k) is not None for k in _metric_keys(point[side])), point[side]
+        summary = summaries[point["concurrency"]]
+        for key, value in point["measured"].items():
+            found = _metric_of(key)
+            assert found is not None, key
+            metric, stat = found
+            node: Any = summary
+            for part in [*metric.name.split("."), *([stat] if stat else [])]:
+                node = node[part]
+            assert value == pytest.approx(node, rel=1e-9), (key, value, node)  # seconds, not ms; tok/s of the whole
+
+
+def test_peer_crosscheck_keys_the_schedule_lag_as_the_metric_table_does_in_seconds(tmp_path: Path) -> None:
+    """`peer crosscheck --json` (and `peer table --json`, which recomputes it) gave each level's send lag as
+    `lag_p50_ms`, in milliseconds, where a latency is in seconds everywhere else: it is the metric table's
+    `p50_schedule_lag`, in seconds, the mean of the level's runs' medians."""
+    check = _json(["peer", "table", EXAMPLES / "h200-crosscheck-vllm-0.26.0", "--json"], cli_env(tmp_path))
+    assert check["levels"]
+    for level in check["levels"]:
+        assert all(_metric_of(k) is not None for k in _metric_keys(level)), level
+        runs = [r["summary"] for r in check["runs"] if r["summary"] is not None and
+                (r["concurrency"], r["client"]) == (level["concurrency"], level["client"])]
+        lags = [s["client_health"]["schedule_lag_s"]["p50"] for s in runs]
+        assert level["p50_schedule_lag"] == pytest.approx(sum(lags) / len(lags), rel=1e-9), level
+        assert level["p50_schedule_lag"] < 0.01, level  # seconds: the H200 run's lags were 0.1-1.6 ms

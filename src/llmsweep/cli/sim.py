@@ -283,18 +283,17 @@ def _print_points(title: str, points: list[PointComparison]) -> None:
     metric's three figures are one cell, never wrapped or cut; the metrics that do not fit beside the point go into a
     continuation table; a figure that was not fitted is marked `*`, said in the caption."""
     from llmsweep.cli.tables import Column, plain, print_tables
-    from llmsweep.sim.calibrate import pool_lines
+    from llmsweep.sim.calibrate import COMPARED, pool_lines
 
-    fmt = {"output_tps": ("out tok/s", "{:,.0f}", 1.0), "tpot_p50": ("TPOT p50 ms", "{:.2f}", 1e3),
-           "ttft_p50": ("TTFT p50 ms", "{:.1f}", 1e3)}
-    columns = [Column("point", kind="key", justify="left"), Column("conc"), *(Column(h) for h, _, _ in fmt.values())]
+    # each figure headed and shown as every table shows the metric (`HotColumn.header`, `cell`: latencies in ms)
+    columns = [Column("point", kind="key", justify="left"), Column("conc"), *(Column(c.header) for c in COMPARED)]
     rows = []
     marked = False
     for p in points:
         cells = [plain(p.label), str(p.concurrency)]
-        for m, (_, f, k) in fmt.items():
-            vals = ["-" if m not in d else f.format(d[m] * k) for d in (p.measured, p.before, p.after)]
-            mark = "" if p.weights.get(m, 0) > 0 else " *"
+        for c in COMPARED:
+            vals = [c.cell(d.get(c.name)) for d in (p.measured, p.before, p.after)]
+            mark = "" if p.weights.get(c.name, 0) > 0 else " *"
             marked = marked or bool(mark)
             cells.append(" / ".join(vals) + mark)
         rows.append(cells)

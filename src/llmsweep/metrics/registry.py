@@ -4,8 +4,9 @@ from, which statistics are stored — and everything else derived from it.
 Derived here or from here: the summary's `units` block (`units()`), the results store's hot columns and the CLI and
 report tables (`HOT_COLUMNS`, each with its label, unit, polarity, how it is read from a `Summary`, and how a table
 heads and shows it: `header`, `cell`), every command's JSON key for a metric (`HotColumn.name`, its figure in the
-column's unit, a latency in seconds: `run`, `predict`, `results list|show|frontier`, `compare`, the export; a whole
-summary holds it at the metric's `name`), the noise bands' resampled statistics (`results.samples` computes a hot
+column's unit, a latency in seconds: `run`, `predict`, `results list|show|frontier`, `compare`, the export; `sim
+calibrate` and `peer crosscheck` key a figure the store does not hold as `figure` does; a whole summary holds it at
+the metric's `name`), the noise bands' resampled statistics (`results.samples` computes a hot
 column's statistic from its metric's `Sample`), the dashboard's axes (`report.data`). Adding a metric is one
 `define(...)` here plus its computation in `metrics.summary` (and, to store it, a `stats`/`column`: the store
 migrates its new column in by itself).
@@ -70,12 +71,24 @@ class MetricDef:
     power: bool = False
     """A figure of the GPUs' power samples: measured on the GPUs, or the simulator's power model's, as the power
     block's `source` says; wherever it is shown, a modelled one is marked so (`report.data`: the dashboard)."""
+    key: str | None = None
+    """The name a command's --json keys a figure of a metric the store does not hold (`json_key`; a stored one's is
+    its `column`): `output_tput` for the endpoint's output throughput, beside the stored `output_tput_per_gpu`."""
 
     def stats_of(self, summary: Summary) -> Stats | InvertedStats:
         """The metric's statistic block in a summary (a distribution metric)."""
         if self.block is None:
             raise ValueError(f"metric {self.name!r} is a scalar, not a distribution")
         return self.block(summary)
+
+    def json_key(self, stat: str | None = None) -> str:
+        """The one key every command's --json gives the metric's figure (of a distribution, its `stat`'s) under, in
+        the metric's unit: `<stat>_<column>` or `column` for a stored metric (`HotColumn.name`: `p50_ttft`), the same
+        of its `key` for one the store does not hold (`p50_schedule_lag`)."""
+        base = self.column or self.key
+        if base is None:
+            raise ValueError(f"metric {self.name!r} has no --json key: give it a `key` (or a store `column`)")
+        return f"{stat}_{base}" if stat is not None else base
 
     @property
     def display_unit(self) -> str:
@@ -85,7 +98,8 @@ class MetricDef:
 
 @dataclass(frozen=True, slots=True)
 class HotColumn:
-    """One stored column: a metric's statistic (or scalar), with its label, unit and polarity for tables and axes."""
+    """One stored column: a metric's statistic (or scalar), with its label, unit and polarity for tables and axes.
+    `figure` gives the same for a figure of a metric the store does not hold, which a command shows all the same."""
 
     name: str
     label: str
@@ -281,7 +295,9 @@ TOKENS_PER_MW_ALL_IN = define("power.cost.tokens_per_s_per_mw_all_in", "tok/s/MW
 ITL = define("latency.itl", "s", "Pooled gaps between consecutive content chunks (a chunk may hold several tokens).",
              label="ITL", direction="lower", block=lambda s: s.latency.itl)
 INPUT_TPUT = define("throughput.input_tps", "tok/s", "Sum of input tokens / (last end - first send).")
-OUTPUT_TPUT = define("throughput.output_tps", "tok/s", "Sum of output tokens / (last end - first send).")
+OUTPUT_TPUT = define("throughput.output_tps", "tok/s", "Sum of output tokens / (last end - first send).",
+                     label="Output throughput", short="Output", decimals=0, direction="higher", key="output_tput",
+                     value=lambda s: s.throughput.output_tps)
 TOTAL_TPUT = define("throughput.total_tps", "tok/s", "Input plus output throughput.")
 REQ_TPUT = define("throughput.request_rps", "req/s", "Successful requests / (last end - first send).")
 PER_GPU = define("throughput.per_gpu", "tok/s/gpu", "Each throughput divided by the GPUs serving the endpoint.")
@@ -289,7 +305,20 @@ THEO_CACHE = define("cache.theoretical_hit_rate", "ratio", "Sum of theoretically
 OBS_CACHE = define("cache.observed_hit_rate", "ratio", "Sum of server cached_tokens / sum of server prompt_tokens.")
 INPUT_TOKENS = define("tokens.input", "tok", "Server prompt_tokens per request (else the workload's intended ISL).")
 OUTPUT_TOKENS = define("tokens.output", "tok", "Server completion_tokens per request (else the sum of chunk tokens).")
-SCHEDULE_LAG = define("client_health.schedule_lag", "s", "Actual send time minus scheduled send time.")
+SCHEDULE_LAG = define("client_health.schedule_lag", "s", "Actual send time minus scheduled send time.",
+                      label="Schedule lag", decimals=2, direction="lower", key="schedule_lag")
+
+
+def figure(metric: MetricDef, stat: str | None = None) -> HotColumn:
+    """A figure of a metric (of a distribution, its `stat`) as a table and --json show it: keyed `json_key`, headed
+    and shown as a stored column is (`HotColumn.header`, `cell`). Every stored column is one (`HOT_COLUMNS`); a
+    command that shows a figure the store does not hold (`sim calibrate`'s endpoint output throughput, `peer
+    crosscheck`'s schedule lag) takes it from here, never a spelling of its own."""
+    if metric.label is None or metric.direction is None:
+        raise ValueError(f"metric {metric.name!r} needs a label and a direction to be shown")
+    polarity: Polarity = "max" if metric.direction == "higher" else "min"
+    label = f"{stat.upper()} {metric.label}" if stat is not None else metric.label
+    return HotColumn(metric.json_key(stat), label, metric.display_unit, polarity, metric, stat)
 
 
 def _hot_columns() -> tuple[HotColumn, ...]:
@@ -297,12 +326,7 @@ def _hot_columns() -> tuple[HotColumn, ...]:
     for m in _REGISTRY.values():
         if m.column is None or m.label is None or m.direction is None:
             continue
-        polarity: Polarity = "max" if m.direction == "higher" else "min"
-        if m.stats:
-            out += [HotColumn(f"{stat}_{m.column}", f"{stat.upper()} {m.label}", m.display_unit, polarity, m, stat)
-                    for stat in m.stats]
-        else:
-            out.append(HotColumn(m.column, m.label, m.display_unit, polarity, m))
+        out += [figure(m, stat) for stat in m.stats] if m.stats else [figure(m)]
     return tuple(out)
 
 

@@ -32,6 +32,7 @@ from llmsweep.execute.readback import judge_paused
 from llmsweep.execute.signals import stop_then_raise, watching_pauses
 from llmsweep.jsonline import read_json_text
 from llmsweep.metrics.model import RunSource, Summary
+from llmsweep.metrics.registry import SCHEDULE_LAG, figure
 from llmsweep.peers.aiperf import (
     AiperfRun,
     aiperf_argv,
@@ -448,6 +449,11 @@ def _verdict(measurement: float | None, band: float | None) -> str:
     return "agree" if abs(measurement) <= band else "differ"
 
 
+LAG = figure(SCHEDULE_LAG, "p50")
+"""The median schedule lag of a level's runs, keyed (`p50_schedule_lag`, in seconds) and headed as the metric table
+says it: the key `--json` gives it under and the Markdown table's column."""
+
+
 def levels(runs: list[ClientRun]) -> list[dict[str, Any]]:
     """Per concurrency and client: requests, failures, server-counted lengths, cache hits, client CPU and lag."""
     out: list[dict[str, Any]] = []
@@ -466,7 +472,7 @@ def levels(runs: list[ClientRun]) -> list[dict[str, Any]]:
                 "cache_hit": _mean([s.cache.observed_hit_rate for s in done]),
                 "client_cpu_s": _mean([r.cpu_s for r in mine]),
                 "wall_s": _mean([r.wall_s for r in mine]),
-                "lag_p50_ms": _scaled(_mean([s.client_health.schedule_lag_s.p50 for s in done]), 1e3),
+                LAG.name: _mean([s.client_health.schedule_lag_s.p50 for s in done]),
             })
     return out
 
@@ -534,13 +540,13 @@ def markdown(check: CrossCheck) -> str:
                 f"{_p(r.server_pct)} | {_d(r.llmsweep, r.server_llmsweep)} | {_d(r.aiperf_ours, r.server_aiperf)} |"
             )
     lines += ["", "| conc | client | requests ok / failed | OSL mismatches | ISL mean (server) | OSL mean | "
-              "prefix-cache hits | client CPU-s | wall s | send lag p50 ms | errors |",
+              f"prefix-cache hits | client CPU-s | wall s | {LAG.header} | errors |",
               "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for lv in check.levels:
         lines.append(
             f"| {lv['concurrency']} | {lv['client']} | {lv['successful']} / {lv['failed']} | "
             f"{lv['output_length_mismatch']} | {_f(lv['isl_mean'], 1)} | {_f(lv['osl_mean'], 1)} | "
             f"{_f(lv['cache_hit'], 3)} | {_f(lv['client_cpu_s'], 1)} | {_f(lv['wall_s'], 1)} | "
-            f"{_f(lv['lag_p50_ms'])} | {'; '.join(lv['errors']) or '—'} |"
+            f"{'—' if lv[LAG.name] is None else LAG.cell(lv[LAG.name])} | {'; '.join(lv['errors']) or '—'} |"
         )
     return "\n".join(lines) + "\n\n" + DEFINITIONS

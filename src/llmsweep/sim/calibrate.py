@@ -41,6 +41,7 @@ from llmsweep.client.files import RUN_FILE, SUMMARY_FILE
 from llmsweep.errors import ConfigError, DatasetError, LlmsweepError, ResultError
 from llmsweep.job_files import JOB_FILE, read_outcome, unjudged
 from llmsweep.jsonline import load_json_file, numbered_values, read_json_text
+from llmsweep.metrics.registry import HOT_BY_NAME, OUTPUT_TPUT, HotColumn, figure
 from llmsweep.sim.engine import EngineConfig
 from llmsweep.sim.perf import Batch, Efficiency, RooflineTimer
 from llmsweep.spec.components import ScenarioId
@@ -266,7 +267,12 @@ PRIOR_WEIGHT = 0.03
 draft length K the draft passes and `step_s` are both a fixed cost per decode step, so the data fix only their sum;
 the pull splits it the least-change way instead of wherever the iterations wander. Points at two or more K separate
 them (the draft term scales with K, `step_s` does not) and the pull is then negligible."""
-METRICS: tuple[str, ...] = ("output_tps", "tpot_p50", "ttft_p50")
+COMPARED: tuple[HotColumn, ...] = (figure(OUTPUT_TPUT), HOT_BY_NAME["p50_tpot"], HOT_BY_NAME["p50_ttft"])
+"""The figures a run-level fit compares, measured against replayed, each read, keyed (`--json`'s `measured`, `before`,
+`after`, `weights`) and shown (`sim calibrate`'s table) as the metric table has it, a latency in seconds: the TPOT and
+TTFT medians, and the endpoint's output throughput (`output_tput`: the whole server's, what a replay of the point
+serves; not the stored `output_tput_per_gpu`)."""
+OUTPUT, TPOT_P50, TTFT_P50 = METRICS = tuple(c.name for c in COMPARED)
 FEWER_FIRST: tuple[str, ...] = ("mem", "step_s", "frontend_s", "compute", "per_seq_s", "draft_layer_fraction")
 """Which factors a fit of too few points is told to keep first (`--factors`): the decode step's bandwidth and fixed
 cost, then the frontend and prefill."""
@@ -463,8 +469,7 @@ def measured_point(path: Path, config_for: Any) -> MeasuredPoint:
     # the first chunks after the prefill bunch up: it counts a quarter of a fixed-length point's 200+ token TPOT.
     prefill_w = max(0.25, 1.0 - 2.0 * excess)
     agentic = scenario == ScenarioId.AGENTIC_CODING
-    weights = {"output_tps": 0.0 if agentic else prefill_w, "tpot_p50": 0.25 if agentic else 1.0,
-               "ttft_p50": prefill_w}
+    weights = {OUTPUT: 0.0 if agentic else prefill_w, TPOT_P50: 0.25 if agentic else 1.0, TTFT_P50: prefill_w}
     prov = summary.provenance
     launch = prov.launch
     run_json = next((p / RUN_FILE for p in path.parents if (p / RUN_FILE).is_file() and p != path), None)
@@ -653,7 +658,7 @@ def check_corpus(point: MeasuredPoint, workload: Workload) -> None:
 
 
 def predict_metrics(replay: _Replay, efficiency: dict[str, float]) -> dict[str, float]:
-    """The three compared metrics of one point, predicted with `efficiency` (stored calibrations not applied)."""
+    """The COMPARED figures of one point, predicted with `efficiency` (stored calibrations not applied)."""
     from llmsweep.metrics import summarise
     from llmsweep.metrics.model import PREDICTED
     from llmsweep.sim.engine import build_core
@@ -695,9 +700,8 @@ def unverifiable(replay: _Replay) -> str | None:
 
 
 def _compared(s: Summary) -> dict[str, float]:
-    """The compared METRICS of a summary, those it measured (> 0)."""
-    got = {"output_tps": s.throughput.output_tps, "tpot_p50": s.latency.tpot.p50, "ttft_p50": s.latency.ttft.p50}
-    return {k: v for k, v in got.items() if v > 0}
+    """The COMPARED figures of a summary, those it measured (> 0)."""
+    return {c.name: v for c in COMPARED if (v := c.read(s)) is not None and v > 0}
 
 
 @dataclass(frozen=True)

@@ -346,7 +346,7 @@ def test_a_replay_point_is_replayed_as_it_drove_the_server(tmp_path: Path, times
     from llmsweep import engines
     from llmsweep.execute.virtual import engine_config
     from llmsweep.plan import full_sweep
-    from llmsweep.sim.calibrate import MeasuredPoint, _replays, predict_metrics
+    from llmsweep.sim.calibrate import OUTPUT, MeasuredPoint, _replays, predict_metrics
     from llmsweep.spec import loads_recipes
 
     trace = tmp_path / "rows.jsonl"
@@ -360,6 +360,6 @@ def test_a_replay_point_is_replayed_as_it_drove_the_server(tmp_path: Path, times
                           scenario=job.workload.scenario, measured={}, weights={}, excess_hit_rate=0.0, provenance={})
     (replay,) = _replays([point])
     assert replay.open_loop is timestamps
-    tps = predict_metrics(replay, {})["output_tps"]
+    tps = predict_metrics(replay, {})[OUTPUT]
     # closed loop: four rows in flight at a time, back to back; open loop: one row every 30 s
     assert (tps < 20) if timestamps else (tps > 200), tps

@@ -17,6 +17,8 @@ from click.testing import CliRunner
 from llmsweep.cli.sim import _config_for_job
 from llmsweep.cli.sim import calibrate as calibrate_cmd
 from llmsweep.sim.calibrate import (
+    METRICS,
+    TPOT_P50,
     MeasuredPoint,
     _replays,
     calibrate_runs,
@@ -55,7 +57,7 @@ def _point(config: EngineConfig, conc: int, truth: dict[str, float], isl: int = 
     assert config.spec is not None
     point = MeasuredPoint(path=Path(f"k{config.spec.k}"), job=job, config=config, concurrency=conc,
                           scenario="fixed-seq-len", measured={},
-                          weights={"output_tps": 1.0, "tpot_p50": 1.0, "ttft_p50": 1.0}, excess_hit_rate=0.0,
+                          weights=dict.fromkeys(METRICS, 1.0), excess_hit_rate=0.0,
                           provenance={"run_id": "synthetic"}, acceptance_length=config.spec.acceptance_length)
     measured = predict_metrics(_replays([point], fit_requests_per_lane=None)[0], truth)
     return MeasuredPoint(**{**point.__dict__, "measured": measured})
@@ -193,7 +195,7 @@ def test_the_stored_hybrid_calibration_predicts_the_measured_h200_points() -> No
     # fit before 2026-12-06)
     assert after < 0.15
     for p, c in zip(points, calibrated, strict=True):
-        assert c["tpot_p50"] == pytest.approx(p.measured["tpot_p50"], rel=0.15), p.label
+        assert c[TPOT_P50] == pytest.approx(p.measured[TPOT_P50], rel=0.15), p.label
 
 
 def test_calibrating_on_the_committed_hybrid_h200_run_lowers_the_error(tmp_path: Path) -> None:

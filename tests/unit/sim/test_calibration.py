@@ -18,6 +18,7 @@ from llmsweep.cli.sim import predict as predict_cmd
 from llmsweep.errors import ConfigError, DatasetError, ResultError
 from llmsweep.sim.calibrate import (
     FIT_START,
+    METRICS,
     MeasuredPoint,
     _replays,
     default_factors,
@@ -53,7 +54,7 @@ def _fixed_point(config: EngineConfig, conc: int, truth: dict[str, float]) -> Me
                         "use-chat-template": False, "seed": 3, "isl": 1024, "osl": 128,
                         "num-prompts": 6 * conc, "num-warmups": conc, "range-ratio": 0.8}}
     point = MeasuredPoint(path=Path("."), job=job, config=config, concurrency=conc, scenario="fixed-seq-len",
-                          measured={}, weights={"output_tps": 1.0, "tpot_p50": 1.0, "ttft_p50": 1.0},
+                          measured={}, weights=dict.fromkeys(METRICS, 1.0),
                           excess_hit_rate=0.0, provenance={"run_id": "synthetic"})
     measured = predict_metrics(_replays([point])[0], truth)
     return MeasuredPoint(**{**point.__dict__, "measured": measured})
