@@ -43,6 +43,16 @@ def test_a_result_the_real_engine_would_refuse_says_so_everywhere(tmp_path: Path
         assert json.loads((out / "jobs" / o["job_id"] / "outcome.json").read_text())["warnings"] == said
     assert [r["warnings"] for r in rows] == [o["warnings"] for o in outcomes]
     assert "2 jobs ran on the simulator although a real engine would refuse them" in captured.err
+    # `predict` says the same of each point, in --json and as its table's mark (it marked the estimates alone)
+    with pytest.raises(SystemExit) as done:
+        main(["predict", str(recipe), "--traces", "synthetic", "--processes", "1", "--json"])
+    predicted = json.loads(capsys.readouterr().out)
+    assert [(p["conc"], p["warnings"]) for p in predicted] == [(r["conc"], r["warnings"]) for r in rows]
+    with pytest.raises(SystemExit) as done:
+        main(["predict", str(recipe), "--traces", "synthetic", "--processes", "1"])
+    table = capsys.readouterr().out
+    assert done.value.code == 0 and table.count("smoke ⚠1,2") == 2, table
+    assert " ".join(table.split()).count(" ".join(f"⚠1 {warning}".split())) == 1, table
     run = load_run(out)
     banner = build_payload(run, points_from_run(run))["verdicts"]["simulated-only"]
     assert banner["count"] == 2 and len(banner["reasons"]) == 1

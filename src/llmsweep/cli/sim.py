@@ -360,7 +360,7 @@ def predict(files: tuple[Path, ...], config_keys: tuple[str, ...], duration: flo
     from llmsweep.host import usable_cpus
     from llmsweep.plan.point import check_trace_sources, corpus_ref, pin_trace_sources, points_of, with_traces
 
-    jobs, policy = _predicted_jobs(files, config_keys, runner_config, runner_labels)
+    jobs, policy, softened = _predicted_jobs(files, config_keys, runner_config, runner_labels)
     if out_dir is not None:  # the recipes read, before any point is predicted over the points --out holds
         from llmsweep.results.rundir import refuse_inside_other_folder
 
@@ -387,6 +387,10 @@ def predict(files: tuple[Path, ...], config_keys: tuple[str, ...], duration: flo
     place = {job.id: (i, job.concs) for i, job in enumerate(jobs)}
     results.sort(key=lambda r: (place[r.job][0], place[r.job][1].index(r.concurrency)
                                 if r.concurrency in place[r.job][1] else -1) if r.job in place else (len(place), 0))
+    # each point's warnings, as `run` records its job's: a real engine would refuse the job (a rule the simulator
+    # softened; a multi-node job's point, its own), then what its provenance says the simulator did not model
+    results = [r.warned(softened.get(r.job, {}).get(r.concurrency) or softened.get(r.job, {}).get(None) or [])
+               for r in results]
     refused = [r for r in results if r.refused is not None]
     by_policy = [r for r in refused if r.refused in {why for whys in policy.values() for why in whys.values()}]
     said = {error.one_line(): error for error in unreadable.values()}  # each said once, above, with its job count
@@ -425,13 +429,16 @@ def predict(files: tuple[Path, ...], config_keys: tuple[str, ...], duration: flo
 
 
 def _predicted_jobs(files: tuple[Path, ...], config_keys: tuple[str, ...], runner_config: Path | None = None,
-                    runner_labels: tuple[str, ...] = ()) -> tuple[list[Job], dict[str, dict[int | None, str]]]:
-    """The jobs `predict` predicts and why policy refuses some, as `run --simulate` plans and checks them (one home:
-    `policy.validate_files`, the refusal `execute.pipeline.policy_refusal`): recipes that do not load or plan stop
-    it (exit 2); a policy error refuses the jobs it names — a multi-node job's point that alone breaks a rule,
-    that point (job id -> {None: reason} for a whole job, {conc: reason} for points). The findings that refuse
-    jobs, and the files' own (an empty file), are said on stderr first."""
-    from llmsweep.execute.pipeline import policy_refusal
+                    runner_labels: tuple[str, ...] = ()) -> tuple[list[Job], dict[str, dict[int | None, str]],
+                                                                  dict[str, dict[int | None, list[str]]]]:
+    """The jobs `predict` predicts, why policy refuses some, and the engine rules each breaks that the simulator
+    softened to warnings, as `run --simulate` plans and checks them (one home: `policy.validate_files`, the refusal
+    `execute.pipeline.policy_refusal`, the warnings `execute.pipeline.job_warnings`): recipes that do not load or plan
+    stop it (exit 2); a policy error refuses the jobs it names — a multi-node job's point that alone breaks a rule,
+    that point (job id -> {None: reason} for a whole job, {conc: reason} for points); a softened rule runs the job
+    with a warning that a real engine would refuse it (job id -> {None or conc: warnings}, as the refusals). The
+    findings that refuse jobs, and the files' own (an empty file), are said on stderr first."""
+    from llmsweep.execute.pipeline import job_warnings, policy_refusal
     from llmsweep.plan.point import one_point_per_job
     from llmsweep.policy import validate_files
     from llmsweep.policy.planning import as_points, errors_about
@@ -448,17 +455,22 @@ def _predicted_jobs(files: tuple[Path, ...], config_keys: tuple[str, ...], runne
                               "search spaces")
     _, findings = as_points(validation.jobs, validation.findings)  # a multi-node job's findings are its points'
     policy: dict[str, dict[int | None, str]] = {}
+    softened: dict[str, dict[int | None, list[str]]] = {}
     for job in validation.jobs:
         if (why := policy_refusal(errors_about(job, findings, keys))) is not None:
             policy[job.id] = {None: why}
             continue
+        if said := job_warnings(job, findings, keys):
+            softened.setdefault(job.id, {})[None] = said
         for point in one_point_per_job([job]):
             if point.id != job.id and (why := policy_refusal(errors_about(point, findings, keys))) is not None:
                 policy.setdefault(job.id, {})[point.concs[0]] = why
+            elif point.id != job.id and (said := job_warnings(point, findings, keys)):
+                softened.setdefault(job.id, {})[point.concs[0]] = said
     for f in findings:
         if f.is_error:
             click.echo(f.render(), err=True)
-    return validation.jobs, policy
+    return validation.jobs, policy, softened
 
 
 HEARTBEAT_S = 30.0
@@ -599,7 +611,6 @@ def _print_table(results: list[Outcome], exp_names: dict[str, str] | None = None
     from llmsweep.cli.verdicts import Notes, verdict_cell
     from llmsweep.execute.lifecycle import verdict_reasons
     from llmsweep.metrics.registry import HOT_BY_NAME
-    from llmsweep.sim_warnings import simulator_warnings
 
     hot = HOT_BY_NAME
     metrics = [hot[name] for name in ("tput_per_gpu", "output_tput_per_gpu", "p50_ttft", "p50_tpot")]
@@ -612,7 +623,6 @@ def _print_table(results: list[Outcome], exp_names: dict[str, str] | None = None
     for r in results:
         s = r.summary
         assert s is not None
-        missed = s.provenance.unmodelled or []
         # the point's verdict as the gates judged it (`smoke` under a short --duration), and why when not valid
         verdict = s.validity.verdict
         why = verdict_reasons(s)[:1] if verdict != "valid" else []
@@ -625,9 +635,9 @@ def _print_table(results: list[Outcome], exp_names: dict[str, str] | None = None
             cells[-1] += " est."  # the simulator's stand-in for acceptance the job measures on an engine
         label = str(r.calibration or "-")
         # the column names the calibration; its evidence (engine version, GPU, date) goes once under the table
-        # what the point's job sets that the simulator does not model, and the catalog estimates it was modelled
-        # with: the warnings `run` records for the job, in the same words (`sim_warnings.simulator_warnings`)
-        marks = notes.number(simulator_warnings(missed, s.provenance.estimated or []))
+        # the point's warnings (a real engine would refuse its job, what the simulator does not model of it, the
+        # catalog estimates it was modelled with), marked as run's table marks its job's (`Outcome.warned`)
+        marks = notes.number(r.warnings)
         rows.append([plain(r.job), str(r.concurrency), verdict_cell(verdict, notes=marks), plain("; ".join(why)),
                      *cells, plain(label.split(" (")[0].replace("calibrated: ", ""))])
     # under the table only what the column cannot show: a calibration's evidence ("uncalibrated" says it all there)

@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -63,19 +63,33 @@ class Outcome:
     refused: str | None = None
     lost: bool = False
     """Refused because the worker process predicting it died (the run fails)."""
+    warnings: tuple[str, ...] = ()
+    """What the point's result warns of, in `run`'s words and order (`sim_warnings`; set by :meth:`warned`)."""
+
+    def warned(self, softened: Sequence[str]) -> Outcome:
+        """The outcome with its warnings, as `run` records its job's (`execute.pipeline.job_warnings`): `softened`,
+        the engine rules its job breaks that the simulator softened to warnings (a real engine would refuse it), then
+        what the simulator does not model of it and the catalog estimates it modelled it with, as its provenance
+        records them (`sim_warnings.simulator_warnings`)."""
+        from llmsweep.sim_warnings import simulator_warnings
+
+        prov = self.summary.provenance if self.summary is not None else None
+        modelled = simulator_warnings(prov.unmodelled or [], prov.estimated or []) if prov is not None else []
+        return replace(self, warnings=tuple(dict.fromkeys([*softened, *modelled])))
 
     def doc(self) -> dict[str, Any]:
         """The row of `predict --json`: the point's every metric of the metric table, keyed and in the unit `run
         --json` and `results list --json` give it (`results.extract.hot_values`: latencies in seconds), beside its
-        whole summary; a refused point's every metric null, as `run --json`'s row of a job that did not run."""
+        whole summary and its warnings (`run --json`'s `warnings`); a refused point's every metric null, as `run
+        --json`'s row of a job that did not run."""
         from llmsweep.metrics.registry import HOT_NAMES
         from llmsweep.results.extract import hot_values
 
         if self.summary is None:
             return {"job": self.job, "conc": self.concurrency, **dict.fromkeys(HOT_NAMES),
-                    "refused": self.refused}
+                    "refused": self.refused, "warnings": list(self.warnings)}
         return {"job": self.job, "conc": self.concurrency, **hot_values(self.summary),
-                "summary": self.summary.dump(), "calibration": self.calibration}
+                "summary": self.summary.dump(), "calibration": self.calibration, "warnings": list(self.warnings)}
 
 
 @dataclass(frozen=True)

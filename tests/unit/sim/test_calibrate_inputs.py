@@ -284,7 +284,7 @@ def test_a_disaggregated_point_is_left_out_not_replayed_as_one_server(tmp_path: 
     TP8 here) and fitted to the disaggregated measurement, under the aggregated key."""
     from llmsweep.cli.sim import _predicted_jobs
 
-    jobs, _ = _predicted_jobs((DISAGG_RECIPE,), ())
+    jobs, *_ = _predicted_jobs((DISAGG_RECIPE,), ())
     disagg = next(j for j in jobs if j.disagg)
     run = _run(tmp_path)
     (donor,) = run.glob("jobs/*_conc4_*")
