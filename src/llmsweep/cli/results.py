@@ -31,6 +31,7 @@ from llmsweep.writable import refuse_unwritable
 
 if TYPE_CHECKING:
     from llmsweep.results.point import ResultPoint
+    from llmsweep.results.rundir import RunDir
 
 
 def _open(store_path: Path | None, *, readonly: bool = True) -> Any:
@@ -159,15 +160,21 @@ def _folder_points(ref: str, store: Any) -> tuple[list[ResultPoint], dict[tuple[
     outcomes: run.json's, else each job's own outcome.json, as its dashboard reads them), and its run id; the jobs it
     stood on stored results of are said on stderr, listed under the run that measured them (as a stored run's listing
     says them)."""
-    from llmsweep.report.data import recorded_outcomes
     from llmsweep.results.sides import folder_points, resolve_run_dir, reused_points_of
 
     with saying(f"reading run folder {ref}"):
         run = resolve_run_dir(ref, store)
         points = folder_points(run, ref, left_out())
     reused_points_of(store, run.meta, run.run_id, lambda line: click.echo(line, err=True))
-    warned = {(run.run_id, job): o.warnings for job, o in recorded_outcomes(run).items() if o.warnings}
-    return points, warned, run.run_id
+    return points, _run_warnings(run), run.run_id
+
+
+def _run_warnings(run: RunDir) -> dict[tuple[str, str], list[str]]:
+    """(run id, job id) -> what a run folder warned of the job: its outcomes (run.json's, else each job's own
+    outcome.json), as its dashboard reads them; jobs without any left out, as `Store.job_warnings` leaves them."""
+    from llmsweep.report.data import recorded_outcomes
+
+    return {(run.run_id, job): o.warnings for job, o in recorded_outcomes(run).items() if o.warnings}
 
 
 @results.command("runs")
@@ -353,12 +360,19 @@ def frontier(run: str | None, run_id: str | None, x_axis: str, mix_sources: bool
     with _open(store_path) as store:
         resolved, points = resolve_points(run_id, store, left_out())
         meta = store.run_meta(resolved) if store.has_run(resolved) else {}
-        if not meta and Path(run_id).is_dir():
+        folder = None
+        if Path(run_id).is_dir():
             from llmsweep.results.rundir import load_run
 
-            meta = load_run(run_id).meta
+            folder = load_run(run_id)
+            meta = meta or folder.meta
         # the points `run --reuse` stood jobs on are in the run's series and frontiers, as its dashboard draws them
         points += list(reused_points_of(store, meta, resolved, gone=lambda line: click.echo(line, err=True)).values())
+        # what each point's run warned of it, marked `⚠N` as `results list` marks it: a run folder's own outcomes,
+        # the store's for a stored run (and for the runs the reused points were measured in)
+        warned = store.job_warnings(r for r in dict.fromkeys(p.run_id for p in points) if store.has_run(r))
+        if folder is not None:
+            warned.update(_run_warnings(folder))
     from llmsweep.results.repeats import combine_repeats
 
     groups = {r.point.result_id: r for r in combine_repeats(points)}  # a point measured N times is one point
@@ -383,6 +397,7 @@ def frontier(run: str | None, run_id: str | None, x_axis: str, mix_sources: bool
         series: [{"result_id": i, "job_id": by_id[i].job_id, "conc": by_id[i].identity.conc,  # the table's columns
                   "x": axis_value(by_id[i], x_axis),
                   "y": by_id[i].metric("tput_per_gpu"), "verdict": by_id[i].verdict,
+                  "warnings": warned.get((by_id[i].run_id, by_id[i].job_id), []),  # as `results list --json`'s
                   "repeats": groups[i].as_dict(), "series": labels[series], **axes} for i in ids]
         for series, ids in fronts.items()}
     no_frontier: dict[str, str] = {}  # why a series (or, under "", the run) has none
@@ -417,6 +432,8 @@ def frontier(run: str | None, run_id: str | None, x_axis: str, mix_sources: bool
     if "" in no_frontier:
         click.echo(no_frontier[""])
         return
+    from llmsweep.cli.verdicts import Notes, verdict_cell
+
     for key, ids in fronts.items():
         if not ids:
             click.echo(no_frontier[key])
@@ -426,8 +443,17 @@ def frontier(run: str | None, run_id: str | None, x_axis: str, mix_sources: bool
         rows = [[plain(p.result_id), plain(p.job_id), str(p.identity.conc),
                  *(c.cell(p.metric(c.name)) for c in shown),
                  *([groups[p.result_id].describe() or "1 run"] if repeated else [])] for p in front]
+        # every point of a frontier is valid, so no verdict column; but a point its run warned of (`sim_warnings`: a
+        # real engine would refuse it, the simulator does not model what it sets, catalog estimates) has its verdict
+        # marked `⚠N` as `results list` marks it, the warning said under the table
+        notes = Notes()
+        marks = [notes.number(warned.get((p.run_id, p.job_id), [])) for p in front]
+        table = columns
+        if notes.said:
+            table = [*columns, Column("verdict", justify="left")]
+            rows = [[*row, verdict_cell(p.verdict, notes=m)] for row, p, m in zip(rows, front, marks, strict=True)]
         title = f"{labels[key]}: frontier"
-        print_tables(plain(title), columns, rows,
+        print_tables(plain(title), table, rows, caption=plain("\n".join(notes.lines())) or None,
                      short_keys=[plain(j) for j in job_labels([p.job_id for p in front], exp_names)])
 
 

@@ -181,6 +181,31 @@ def test_frontier_command(make_run, store_path: Path) -> None:
     assert "P90 TTFT ms" in _table(text)[0]
 
 
+def test_frontier_marks_a_point_its_run_warned_of_as_results_list_does(make_run, store_path: Path) -> None:
+    """`results list` marks a simulated point its run warned of (`valid ⚠1,2`: what the simulator does not model,
+    the catalog estimates it modelled the job with; `sim_warnings`) and `--json` gives its `warnings`; `results
+    frontier` showed the same point plain, and its --json had no word of them. It marks and says them alike, of a run
+    folder (its outcomes) and of the stored run."""
+    from llmsweep.sim_warnings import simulator_warnings
+
+    run = make_run("warned", concs=(1, 4, 16))
+    said = simulator_warnings(["pipeline parallelism (pp 2)"], ["mi300x hbm_gb"])
+    meta = json.loads((run.path / "run.json").read_text())
+    meta["outcomes"] = [{"job_id": art.job_id, "exp_name": "x", "status": "valid", "warnings": said}
+                        for art in run.jobs]
+    (run.path / "run.json").write_text(json.dumps(meta), encoding="utf-8")
+    _run("results", "ingest", str(run.path))
+    listed = {r["result_id"]: r["warnings"] for r in json.loads(_run("results", "list", "--run", "warned", "--json"))}
+    assert set(map(tuple, listed.values())) == {tuple(said)}
+    for ref in (str(run.path), "warned"):
+        (front,) = json.loads(_run("results", "frontier", ref, "--json")).values()
+        assert front and all(p["warnings"] == listed[p["result_id"]] for p in front), front
+        text = _run("results", "frontier", ref)
+        assert [r["verdict"] for r in _table(text)] == ["valid ⚠1,2"] * len(front), text
+        flat = " ".join(text.split())
+        assert all(flat.count(" ".join(f"⚠{n} {w}".split())) == 1 for n, w in enumerate(said, 1)), text
+
+
 def test_compare_json_and_markdown(make_run, store_path: Path, tmp_path: Path) -> None:
     a = make_run("a", concs=(4,))
     b = make_run("b", concs=(4, 8), seed=1)
