@@ -170,7 +170,10 @@ def test_roles_run_as_processes_of_this_host_serve_the_client_through_the_router
         successful = summary["requests"]["successful"]
         assert successful == 4 * provenance["options"]["concurrency"]  # the recipe's 4 prompts per concurrency
         prefill, decode = summary["roles"]["prefill"]["metrics"], summary["roles"]["decode"]["metrics"]
-        assert prefill["prompt_tokens"] > 0 and decode["prompt_tokens"] == 0  # the prompts on the prefill workers,
+        # the prompts computed on the prefill workers and taken in by the decode worker (as the engines count them),
+        # the deployment's its prefill workers' alone (not counted twice)
+        assert prefill["prompt_tokens"] > 0 and decode["prompt_tokens"] > 0
+        assert summary["server_metrics"]["tokens"]["prompt_total"] == prefill["prompt_tokens"]
         assert decode["generation_tokens"] > prefill["generation_tokens"]  # the generated tokens on the decode worker
         # every request's KV crossed to the decode worker once, read from its own transfer series (not modelled here)
         assert decode["kv_transfers"] == successful and decode["kv_transfer_bytes"] > 0, decode

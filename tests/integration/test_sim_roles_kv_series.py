@@ -115,13 +115,13 @@ SLOW = LINK.model_copy(update={"links": (LINK.links[0].model_copy(update={"gbps"
 decode worker before any KV arrived (the scrape is stamped when it starts, and read a little later)."""
 
 
-def live_run(tmp: Path) -> Summary:
+def live_run(tmp: Path, fast: dict[str, Any] = FAST) -> Summary:
     """The workload through the router, every worker's `/metrics` scraped through a federation that labels each
     worker's series with its role and index (what a role-by-role deployment's client scrapes, `execute.roles`),
     summarised with the topology in the shape the live path records (`RanTopology`)."""
 
     async def main() -> Summary:
-        async with pd_deployment(FAST, SLOW) as pd:
+        async with pd_deployment(fast, SLOW) as pd:
             fed = FederatedMetrics([MetricsTarget("prefill", 0, f"{pd.prefill_url}/metrics"),
                                     MetricsTarget("decode", 0, f"{pd.decode_url}/metrics")], "sglang:")
             node = node_name()
@@ -145,8 +145,8 @@ def live_run(tmp: Path) -> Summary:
     return asyncio.run(main())
 
 
-def virtual_run() -> tuple[Summary, list[dict[str, Any]]]:
-    engine = EngineConfig(**FAST)
+def virtual_run(fast: dict[str, Any] = FAST) -> tuple[Summary, list[dict[str, Any]]]:
+    engine = EngineConfig(**fast)
     link = SLOW.links[0]
     config = DisaggConfig(prefill=RolePlan(kind="prefill", engine=engine, gpus_per_worker=1, nodes=((0,),)),
                           decode=RolePlan(kind="decode", engine=engine, gpus_per_worker=1, nodes=((1,),)),
@@ -239,3 +239,28 @@ def test_two_transfers_into_one_decode_worker_at_once_queue_on_its_nics_so_the_s
         assert 2.75 * alone < decode.kv.seconds <= 3 * alone + 1e-9
 
     asyncio.run(main())
+
+
+@pytest.mark.parametrize("style", ["sglang", "vllm"])
+def test_a_decode_worker_says_its_prompts_came_by_transfer_and_the_deployment_counts_them_once(
+        tmp_path: Path, style: str) -> None:
+    """The decode worker takes every prompt in by KV transfer and computes none of it; in vLLM's style it says so as
+    vLLM's decode worker does (`prompt_tokens_by_source{source="external_kv_transfer"}`: live it said 0 beside 6
+    transfers, in virtual time nothing). The deployment's prompt tokens and prefix-cache hit rate are its prefill
+    worker's: the decode worker's count of the same prompts is not added, nor are transferred prompts cache hits."""
+    fast = {**FAST, "engine_style": style}
+    live = live_run(tmp_path, fast)
+    virtual, _ = virtual_run(fast)
+    records = (tmp_path / "records.jsonl").read_text().splitlines()
+    prompt_tokens = sum(json.loads(line)["prompt_tokens"] for line in records)
+    for said in (live, virtual):
+        assert said.roles is not None
+        got = said.roles["decode"].metrics
+        assert got is not None and got.prompt_tokens == prompt_tokens
+        if style == "vllm":
+            assert (got.prompt_tokens_transferred, got.prompt_tokens_computed) == (prompt_tokens, 0)
+        tokens, cache = said.server_metrics.tokens, said.server_metrics.cache
+        prefill = said.roles["prefill"].metrics
+        assert prefill is not None and prefill.prompt_tokens
+        assert tokens is not None and tokens.prompt_total == prefill.prompt_tokens  # not the decode worker's added
+        assert cache is not None and (cache.overall_hit_rate or 0.0) < 0.5, cache

@@ -171,6 +171,27 @@ class ServerWindow:
             return self.counter(*names, where={"role": "decode"})
         return self.counter(*names)
 
+    def prefilled(self, *names: str, where: dict[str, str] | None = None) -> float | None:
+        """What the deployment took in over the window of a prompt-side series both roles of a disaggregated
+        deployment count (`counter`): its prefill workers' alone. A decode worker counts each request's prompt again
+        as it arrives, and (vLLM) its KV from the transfer as `external_kv_transfer`, a cache hit by the series'
+        reading: summed, the deployment's prompt tokens were twice what it served and its prefix-cache hit rate
+        counted every transferred prompt as a hit."""
+        if self._roles(names):
+            return self.counter(*names, where={**(where or {}), "role": "prefill"})
+        return self.counter(*names, where=where)
+
+    def prefill_labels(self, name: str) -> set[tuple[tuple[str, str], ...]]:
+        """:meth:`label_values` of `name`, its prefill workers' alone where it carries roles (:meth:`prefilled`)."""
+        labels = self.label_values(name)
+        if self._roles((name,)):
+            return {ls for ls in labels if dict(ls).get("role") == "prefill"}
+        return labels
+
+    def _roles(self, names: tuple[str, ...]) -> bool:
+        """Whether a series of `names` comes from a disaggregated deployment's workers (a prefill `role` label)."""
+        return any(dict(labels).get("role") == "prefill" for name in names for labels, _ in self._by_name.get(name, ()))
+
     def counter(self, *names: str, where: dict[str, str] | None = None) -> float | None:
         """Window increase summed over series, from the first name that has any series."""
         for name in names:
@@ -291,13 +312,13 @@ def _vllm_pool(labels: dict[str, str], _s: _Series) -> float | None:
 
 
 def _vllm(w: ServerWindow) -> dict[str, Any]:
-    hits = w.counter("vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total")
-    queries = w.counter("vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total")
+    hits = w.prefilled("vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total")
+    queries = w.prefilled("vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total")
     gpu_rate = _ratio(hits, queries)
-    ext_rate = _ratio(w.counter("vllm:external_prefix_cache_hits_total"),
-                      w.counter("vllm:external_prefix_cache_queries_total"))
+    ext_rate = _ratio(w.prefilled("vllm:external_prefix_cache_hits_total"),
+                      w.prefilled("vllm:external_prefix_cache_queries_total"))
     overall = gpu_rate
-    by_source = w.label_values("vllm:prompt_tokens_by_source_total")
+    by_source = w.prefill_labels("vllm:prompt_tokens_by_source_total")
     if by_source:
         sources: dict[str, float] = {}
         for labels in by_source:
@@ -325,7 +346,7 @@ def _vllm(w: ServerWindow) -> dict[str, Any]:
         "cache": {"gpu_hit_rate": gpu_rate, "cpu_hit_rate": ext_rate, "overall_hit_rate": overall},
         "latency": _latency(w, "vllm:"),
         "tokens": {
-            "prompt_total": w.counter("vllm:prompt_tokens_total"),
+            "prompt_total": w.prefilled("vllm:prompt_tokens_total"),
             "generation_total": w.decoded("vllm:generation_tokens_total"),
             "requests_completed": w.decoded("vllm:request_success_total"),
         },
@@ -342,10 +363,10 @@ def _vllm(w: ServerWindow) -> dict[str, Any]:
 
 
 def _sglang(w: ServerWindow) -> dict[str, Any]:
-    prompt = w.counter("sglang:prompt_tokens_total")
-    device = w.counter("sglang:cached_tokens_total", where={"cache_source": "device"})
-    host = w.counter("sglang:cached_tokens_total", where={"cache_source": "host"})
-    cached_all = w.counter("sglang:cached_tokens_total")
+    prompt = w.prefilled("sglang:prompt_tokens_total")
+    device = w.prefilled("sglang:cached_tokens_total", where={"cache_source": "device"})
+    host = w.prefilled("sglang:cached_tokens_total", where={"cache_source": "host"})
+    cached_all = w.prefilled("sglang:cached_tokens_total")
     overall = _ratio(cached_all, prompt)
     if overall is None:
         overall = _frac(w.gauge_mean("sglang:cache_hit_rate"))

@@ -175,6 +175,9 @@ class Counters:
     prefix_query_tokens: int = 0
     device_hit_tokens: int = 0
     host_hit_tokens: int = 0
+    transferred_tokens: int = 0
+    """Prompt tokens whose KV arrived from a prefill worker (a disaggregated decode worker's: vLLM's
+    `prompt_tokens_by_source{source="external_kv_transfer"}`)."""
     computed_prompt_tokens: int = 0
     preemptions: int = 0
     spec_verify_steps: int = 0
@@ -184,6 +187,13 @@ class Counters:
     busy_seconds: float = 0.0
     host_load_tokens: int = 0
     max_running_seen: int = 0
+
+    def took_over(self, prompt_len: int) -> None:
+        """A request whose prompt's KV arrived from a prefill worker (disaggregated decode): its prompt counts as
+        taken in, all of it by transfer (what vLLM's decode worker counts: `prompt_tokens`, and by source
+        `external_kv_transfer`)."""
+        self.prompt_tokens += prompt_len
+        self.transferred_tokens += prompt_len
 
 
 class EngineCore:
@@ -307,6 +317,7 @@ class EngineCore:
                          generated=1, buf=np.asarray(blocks, np.int64), held=len(blocks), cached_tokens=cached_tokens,
                          prefilled=True, first_token_at=now)
         self.counters.requests_submitted += 1
+        self.counters.took_over(prompt_len)
         if req.generated >= req.max_tokens:
             req.finished_at = now
             self.counters.requests_finished += 1

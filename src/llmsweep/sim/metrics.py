@@ -186,10 +186,12 @@ class CoreCollector:
         out.counter("vllm:prompt_tokens", "Number of prefill tokens processed.", c.prompt_tokens, lb)
         out.counter("vllm:generation_tokens", "Number of generation tokens processed.",
                             c.generation_tokens, lb)
-        local_compute = c.prompt_tokens - c.device_hit_tokens - c.host_hit_tokens
+        # a KV connector's tokens are external whatever it connects to: the CPU tier's loads, a prefill worker's KV
+        external = c.host_hit_tokens + c.transferred_tokens
+        local_compute = c.prompt_tokens - c.device_hit_tokens - external
         out.by("vllm:prompt_tokens_by_source", "Number of prompt tokens by source.", "source",
                        {"local_compute": local_compute, "local_cache_hit": c.device_hit_tokens,
-                        "external_kv_transfer": c.host_hit_tokens}, lb)
+                        "external_kv_transfer": external}, lb)
         out.counter("vllm:prompt_tokens_cached", "Number of cached prompt tokens (local + external).",
                             c.device_hit_tokens + c.host_hit_tokens, lb)
         out.counter("vllm:prefix_cache_queries", "Prefix cache queries, in terms of number of queried "

@@ -267,6 +267,7 @@ class SimServer:
             # first admission so the engine neither reports the arrived blocks as cached nor counts this request in
             # its prefix-cache series (as `EngineCore.adopt` does for the virtual-time path, `sim.disagg`).
             req.cached_tokens = handed
+            self.core.counters.took_over(n_tokens)
         self._wake.set()
         return req, stream
 

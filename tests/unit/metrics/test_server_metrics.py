@@ -157,3 +157,30 @@ def test_a_disaggregated_deployments_output_tokens_are_its_decode_workers(engine
     assert s["tokens"]["generation_total"] == 908 and s["tokens"]["requests_completed"] == 16
     if engine == "sglang":  # (908 - 1.5 x 16) / (300 - 0.5 x 16): the decode worker's own tokens
         assert s["spec_decode"]["acceptance_length"] == pytest.approx((908 - 24) / (300 - 8))
+
+
+def test_a_disaggregated_deployments_prompt_figures_are_its_prefill_workers() -> None:
+    """vLLM's decode worker counts each prompt again as it arrives, its KV as `external_kv_transfer`: summed over the
+    roles, the deployment took in twice its prompt tokens and read every transferred prompt as a cache hit (10 % of
+    the prefill side's prompt was cached; the sum said 55 %)."""
+
+    def scrape(t: float, k: float) -> dict[str, object]:
+        rows = [("vllm:prompt_tokens_total", {"role": "prefill"}, 1000 * k),
+                ("vllm:prompt_tokens_total", {"role": "decode"}, 1000 * k),
+                ("vllm:prompt_tokens_by_source_total", {"role": "prefill", "source": "local_compute"}, 900 * k),
+                ("vllm:prompt_tokens_by_source_total", {"role": "prefill", "source": "local_cache_hit"}, 100 * k),
+                ("vllm:prompt_tokens_by_source_total", {"role": "decode", "source": "external_kv_transfer"}, 1000 * k),
+                ("vllm:prefix_cache_queries_total", {"role": "prefill"}, 1000 * k),
+                ("vllm:prefix_cache_hits_total", {"role": "prefill"}, 100 * k),
+                ("vllm:prefix_cache_queries_total", {"role": "decode"}, 1000 * k),
+                ("vllm:prefix_cache_hits_total", {"role": "decode"}, 0.0)]
+        return {"t": t, "samples": [[n, {"model_name": "m", "worker": "0", **labels}, v] for n, labels, v in rows]}
+
+    s = summarise_server([scrape(0.0, 0.0), scrape(2.0, 1.0)], start=0.0, end=2.0)
+    assert s["tokens"]["prompt_total"] == 1000
+    assert s["cache"]["overall_hit_rate"] == pytest.approx(0.1) and s["cache"]["gpu_hit_rate"] == pytest.approx(0.1)
+    assert s["cache"]["cpu_hit_rate"] == pytest.approx(0.0)
+    # one server (no roles): every series counts
+    plain = [{"t": t, "samples": [["vllm:prompt_tokens_total", {"model_name": "m"}, v]]}
+             for t, v in ((0.0, 0), (2.0, 500))]
+    assert summarise_server(plain, start=0.0, end=2.0)["tokens"]["prompt_total"] == 500
