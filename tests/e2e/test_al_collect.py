@@ -540,8 +540,10 @@ def test_a_signal_stops_the_collection_writes_the_measured_cells_and_exits_with_
     said = err.read_text()
     assert "interrupted by SIGTERM: 1 of 3 cells ran; writing the curve of the measured ones" in said, said[-3000:]
     cells = json.loads(out.read_text())["cells"]
-    assert [(c["k"], c["status"]) for c in cells] == [(1, "measured"), (2, "failed"), (3, "failed")]
+    # the cell it stopped failed (its folder holds what it did), the one after it never ran (no folder to point at)
+    assert [(c["k"], c["status"]) for c in cells] == [(1, "measured"), (2, "failed"), (3, "not run")]
     assert {c["reason"] for c in cells[1:]} == {"interrupted by SIGTERM"}
+    assert Path(cells[1]["directory"]).is_dir() and cells[2]["directory"] is None
     assert list((tmp_path / "golden").glob("*.yaml")) or list((tmp_path / "golden").rglob("*.y*ml")), said[-2000:]
     # how to finish it without measuring K=1 again (the same call with --merge-into re-measured and replaced it)
     curve = tmp_path / "golden" / "llama-1b_ngram.yaml"
@@ -633,3 +635,21 @@ def test_a_cell_measured_across_a_ctrl_z_is_left_out_of_the_curve_says_why_and_f
     assert sorted(load_curve(curve).values["thinking_off"]) == [2]
     assert f"not measured: thinking_off K=1 ({cells[0]['reason']})" in curve.read_text()
     assert f"with --merge-into {curve} in place of --out/--variant/--force, and --thinking off -k 1" in said
+
+
+@pytest.mark.timeout(120)
+def test_a_host_that_can_start_no_server_is_refused_once_before_any_cell(tmp_path: Path) -> None:
+    """On a host without a GPU tool every cell had failed in turn with the same reason, the table said `failed` for
+    each and its title that the server reported no version, though none started. Refused once, exit 2, no cell run;
+    nothing but the folder's claim is left behind."""
+    bare = tmp_path / "bin"
+    bare.mkdir()
+    (bare / "python3").symlink_to(sys.executable)  # a PATH with no nvidia-smi, amd-smi or rocm-smi on it
+    recipe = ROOT / "examples" / "gpu" / "smollm2-135m-bf16-h200-vllm-ngram.yaml"
+    proc = _cli("al", "collect", recipe, "--runner-config", FLEET, "--thinking", "off", "--executor-option",
+                "allow_image=true", "--prompts", "builtin", "--num-prompts", "3", "--output-len", "48", "--out",
+                tmp_path / "golden", "-k", "1", "2", "3", env={"PATH": str(bare)})
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert "error: no cell can start a server on this host: " in proc.stderr and "no server was started" in proc.stderr
+    assert proc.stderr.count("rocm-smi is on PATH") == 1, proc.stderr[-3000:]
+    assert "[1/3]" not in proc.stderr and not list((tmp_path / "golden").rglob("*-k1"))

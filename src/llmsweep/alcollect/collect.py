@@ -538,6 +538,7 @@ def _run_cell(job: Job, mode: ThinkingMode, k: int, settings: CollectSettings, p
                 event(f"{mode} K={k}: the server exited while starting: a port picked for it was taken before it "
                       "bound it; relaunching on a port picked afresh")
         assert handle is not None  # the loop ends with a ready server or raises
+        cell.served = True
         observed = observe_runtime(handle, spec)
         cell.engine_version, cell.gpu_names = observed.get("engine_version"), observed.get("gpu_names")
         sent = len(prompts.prompts)
@@ -641,6 +642,8 @@ def _unpaused_or_invalid(cell: CellResult, pauses: Sequence[float]) -> None:
     (`llmsweep summarize` agrees), and the cell is left out of the curve with that reason, to be collected again."""
     from llmsweep.execute.readback import judge_paused
 
+    if cell.directory is None:  # (a cell not run: nothing was measured)
+        return
     judged = judge_paused(Path(cell.directory) / CLIENT_DIR, tuple(pauses),
                           again="the cell is left out of the curve: collect it again")
     if judged is not None and cell.status == "measured":  # (one not measured already says why)
@@ -684,6 +687,27 @@ def _precision_token(text: str) -> str:
     return word or "unknown"
 
 
+def refuse_host(job: Job, mode: ThinkingMode, k: int, *, simulate: bool) -> None:
+    """Refuse, before any cell, a collection this host can start no server for: the checks a cell's launch makes of
+    the host (`execute.preflight`: the GPUs it needs, the tool that lists them) for the first cell. Every cell runs on
+    the same host with the same GPUs, so one that fails there fails for each (the collection had tried every cell,
+    each saying the same). A cell the renderer refuses is left to its own attempt (its reason may be its K's)."""
+    from llmsweep.engines import launch_port, render
+    from llmsweep.execute.preflight import preflight
+
+    cjob = _cell_job(job, k, mode)
+    try:
+        rendered = render(cjob, simulate=simulate, port=launch_port(cjob))
+    except LlmsweepError:
+        return
+    try:
+        preflight(rendered, gpus=rendered.engine != SIM.id)
+    except LaunchError as exc:
+        raise ConfigError(f"no cell can start a server on this host: {exc.message}; no server was started",
+                          fix=exc.fix or "run the collection on a host with the GPUs the recipe needs, or pass "
+                          "--simulate") from exc
+
+
 def collect_curve(job: Job, settings: CollectSettings, prompts: PromptSet, run_dir: Path, out: Path, *,
                   launcher: ServerLauncher, simulate: bool = False, event: Event = _quiet,
                   merge: bool = False) -> CollectResult:
@@ -718,6 +742,8 @@ def collect_curve(job: Job, settings: CollectSettings, prompts: PromptSet, run_d
         _refuse_unless_comparable(out, existing, Collected(model_prefix=prefix, header=planned, values={}),
                                   BEFORE_MEASURING)
     refuse_unwritable_outputs(out, run_dir, merge=merge)  # (the CLI checked before fetching prompts; an API caller)
+    if settings.thinking and settings.ks:
+        refuse_host(job, settings.thinking[0], settings.ks[0], simulate=simulate)
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:  # (changed since the check: the folder above removed, a mount made read-only)
@@ -737,8 +763,11 @@ def collect_curve(job: Job, settings: CollectSettings, prompts: PromptSet, run_d
         signals.consumed(exc)  # writing up: a second signal hurries that, never interrupts it
         why = signals.interrupted_by(signals.first_signal(exc))
         event(f"{why}: {len(cells)} of {total} cells ran; writing the curve of the measured ones")
-        cells += [CellResult(thinking=m, k=k, status="failed", directory=str(cell_folder(run_dir, m, k)),
-                             reason=why) for m, k in plan[len(cells):]]
+        for m, k in plan[len(cells):]:  # the cell it stopped (its folder made) failed; the ones after it never ran
+            folder = cell_folder(run_dir, m, k)
+            begun = folder.is_dir()
+            cells.append(CellResult(thinking=m, k=k, status="failed" if begun else "not run",
+                                    directory=str(folder) if begun else None, reason=why))
     measured = [c for c in cells if c.status == "measured"]
     # earned from what served the cells, never only from the plan: a cell whose server was the simulator (its launch,
     # or its /version) makes the curve a simulated one
@@ -921,7 +950,8 @@ def _engine_text(job: Job, cells: list[CellResult], simulated: bool) -> str:
 
     _, version = adapter_for(job).image_and_version(job)  # the image's tag first; a stated version only without one
     where = "image tag" if tag_version(job.image) else "recipe"
-    return f"{job.engine} {version or 'unknown version'} ({where}; the server reported no version)"
+    said = "the server reported no version" if any(c.served for c in cells) else "no server started"
+    return f"{job.engine} {version or 'unknown version'} ({where}; {said})"
 
 
 def _hardware_text(job: Job, cells: list[CellResult], simulated: bool) -> str:
@@ -937,8 +967,8 @@ def _launch_notes(run_dir: Path, cells: list[CellResult]) -> list[str]:
     notes = [f"concurrency {CONCURRENCY}, a fresh server per cell; launches in {run_dir}/<mode>-k<K>/"
              "server_command.txt"]
     for c in cells:
-        command = Path(c.directory) / "server_command.txt"
-        if command.is_file() and "--enforce-eager" in command.read_text():
+        command = Path(c.directory) / "server_command.txt" if c.directory else None
+        if command is not None and command.is_file() and "--enforce-eager" in command.read_text():
             notes.append("served with --enforce-eager (no CUDA graphs): acceptance does not depend on it; "
                          "latencies of these runs are not representative")
             break

@@ -84,7 +84,8 @@ class CellResult(BaseModel):
 
     thinking: ThinkingMode
     k: int
-    status: Literal["measured", "failed"]
+    status: Literal["measured", "failed", "not run"] = Field(description="`not run`: a signal stopped the "
+                                                             "collection before the cell's server was started.")
     acceptance_length: float | None = None
     accepted_tokens: float | None = Field(default=None, description="Δ accepted draft tokens (None where the engine "
                                           "counts none: SGLang).")
@@ -99,8 +100,10 @@ class CellResult(BaseModel):
                             "the simulator's, or its /version said so (a modelled AL, not a measurement).")
     gpu_names: list[str] | None = None
     seconds: float = 0.0
-    directory: str
+    directory: str | None = Field(description="The cell's evidence folder; None for a cell not run.")
     reason: str | None = None
+    served: bool = Field(default=False, description="A server started for the cell and answered its readiness "
+                         "check (what its engine version, or the lack of one, is read from).")
 
 
 class Replacement(BaseModel):

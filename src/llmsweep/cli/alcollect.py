@@ -463,7 +463,8 @@ def collect(recipe: Path, config_keys: tuple[str, ...], runner_config: Path | No
                      console=table_console())
         for c in result.cells:
             if c.reason:
-                click.echo(f"{c.thinking} K={c.k}: {c.reason} (see {c.directory})", err=True)
+                see = f" (see {c.directory})" if c.directory else ""
+                click.echo(f"{c.thinking} K={c.k}: {c.reason}{see}", err=True)
         for r in result.replaced:
             click.echo(f"{r.thinking} K={r.k}: {r.new:.2f} replaces {r.old:.2f} (from the collection "
                        f"{r.old_collection})", err=True)

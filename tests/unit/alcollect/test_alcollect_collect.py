@@ -88,7 +88,7 @@ def test_sglang_cells_are_measured_from_its_verify_calls(seed_one_job: Path, tmp
     (cell,) = result.cells
     assert cell.status == "measured" and cell.acceptance_length is not None, cell.reason
     # SGLang counts generated tokens and verify calls (no drafts counter): AL = (G - 1.5 R) / (V - 0.5 R) over the run
-    d = Path(cell.directory)
+    d = Path(cell.directory or "")
     g, r, v = ((_counter(d / "metrics_after.txt", n) - _counter(d / "metrics_before.txt", n)) for n in (
         "sglang:generation_tokens_total", "sglang:num_requests_total", "sglang:spec_verify_calls_total"))
     assert r == 2 and v > 0
@@ -123,7 +123,7 @@ def test_thinking_off_cells_ask_the_template_not_to_think_by_default(seed_one_jo
     result = _collect(seed_one_job, tmp_path / "golden", thinking=["thinking_off"])
     (cell,) = result.cells
     assert cell.status == "measured", cell.reason
-    run = json.loads((Path(cell.directory) / "client" / "run.json").read_text())
+    run = json.loads((Path(cell.directory or "") / "client" / "run.json").read_text())
     assert run["provenance"]["workload"]["extra_body"]["chat_template_kwargs"] == {"enable_thinking": False}
     assert result.curve_file is not None
     curve = load_curve(Path(result.curve_file))
@@ -627,7 +627,7 @@ def test_a_cell_whose_server_loses_its_port_before_binding_it_is_relaunched_at_o
     (cell,) = result.cells
     assert cell.status == "measured", cell.reason
     assert len(launcher.ports) == 2 and launcher.ports[1] != launcher.held
-    cell_dir = Path(cell.directory)
+    cell_dir = Path(cell.directory or "")
     assert "address already in use" in (cell_dir / "server.log").read_text()
     assert "address already in use" not in (cell_dir / "server.2.log").read_text()
     assert any("relaunching on a port picked afresh" in e for e in events), events

@@ -65,6 +65,8 @@ def test_a_cell_the_simulator_served_makes_the_curve_simulated_whatever_the_plan
                           directory=str(tmp_path / "runs" / f"{mode}-k{k}"))
 
     monkeypatch.setattr(collect_module, "_run_cell", served_by_sim)
+    # (the host's check for the vLLM launch, which needs a GPU this machine may not have: the cells are stood in for)
+    monkeypatch.setattr(collect_module, "refuse_host", lambda *_a, **_k: None)
     settings = CollectSettings.model_validate({"ks": [1], "thinking": ["thinking_off"], "output_len": 8})
     out = tmp_path / "golden" / curve_file_name(job)
     result = collect_curve(job, settings, load_prompts(BUILTIN, "coding", 1), tmp_path / "runs", out,
