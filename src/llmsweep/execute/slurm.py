@@ -31,7 +31,7 @@ from llmsweep.errors import ConfigError, LaunchError
 from llmsweep.execute import failure_text
 from llmsweep.execute.artifacts import PID_FILES, SLURM_JOB_ID_FILE
 from llmsweep.execute.base import HostPath, ImageMount
-from llmsweep.execute.commands import run_command
+from llmsweep.execute.commands import describe, run_command
 from llmsweep.execute.executor import Event, register_executor, validate_options
 from llmsweep.execute.handle import log_tail
 from llmsweep.execute.pyxis import (
@@ -661,6 +661,40 @@ def sbatch_environment(script: str, environ: Mapping[str, str]) -> dict[str, str
 
 _UNREACHED = ("contact slurm controller", "socket timed out", "connection refused", "zero bytes", "munge")
 """Words of an sbatch error that says the controller was not reached (no refusal: `_SLURM_FIX` applies)."""
+
+
+def unreached(said: str) -> bool:
+    """Whether a Slurm command's error says it never reached slurmctld (:data:`_UNREACHED`): nothing was refused."""
+    return any(word in said.lower() for word in _UNREACHED)
+
+
+def the_controller(environ: Mapping[str, str] | None = None) -> str:
+    """The Slurm controller a command asks, named for a message: its configuration where SLURM_CONF chooses it."""
+    conf = (os.environ if environ is None else environ).get("SLURM_CONF")
+    return f"the Slurm controller (slurmctld{f' of SLURM_CONF={conf}' if conf else ''})"
+
+
+def controller_unanswered(failed: str, environ: Mapping[str, str] | None = None) -> LaunchError:
+    """The error of a Slurm command that did not reach slurmctld (`failed`: the command and what it said), for every
+    group alike — one node or many — so the run stops with it rather than refusing a group as if Slurm had judged it."""
+    return LaunchError(f"{the_controller(environ)} does not answer: {failed}", fix=_SLURM_FIX)
+
+
+def controller_down(environ: Mapping[str, str] | None = None, *, timeout_s: float = 30.0) -> str | None:
+    """What `scontrol ping` says of slurmctld when no controller of the cluster answers it (one ping each, no retry:
+    at once), else None — also when scontrol cannot be asked. A Slurm command against a controller that is down
+    retries it for several seconds (sbatch about 10, `sbatch --test-only` about 20) before it gives up; a run says
+    so before it waits."""
+    try:
+        proc = run_command(["scontrol", "ping"], timeout_s=timeout_s, env=environ, check=False, fix=_SLURM_FIX)
+    except LaunchError:
+        return None
+    lines = [line.strip() for line in proc.stdout.splitlines() if line.strip().startswith("Slurmctld")]
+    if not lines or any(line.endswith(" is UP") for line in lines):
+        return None
+    return "; ".join(lines)
+
+
 _NODE_CONFIG_FIX = ("ask for what a node of the partition has (`sinfo -N -o '%N %P %c %m %G'`: CPUs, memory, GPUs): "
                     f"{_OPTION} cpus_per_task=, mem=, gpu_type=, extra_sbatch, fewer nodes in exclude, or "
                     "another partition=NAME")
@@ -694,7 +728,7 @@ def refused_fix(message: str, environ: Mapping[str, str] | None = None) -> str |
     controller's `Batch job submission failed: REASON`): the option to change and how to see what the cluster offers.
     None when sbatch did not reach the controller or did not answer (`_SLURM_FIX` says what to check)."""
     said = message.lower()
-    if "sbatch: error:" not in said or any(word in said for word in _UNREACHED):
+    if "sbatch: error:" not in said or unreached(said):
         return None
     reason = said.split("sbatch: error:", 1)[1]  # sbatch's own check, or the controller's refusal
     for words, fix in _REFUSED_FIXES:
@@ -714,6 +748,12 @@ def refused_fix(message: str, environ: Mapping[str, str] | None = None) -> str |
 _REFUSED_ANY_FIX = ("check the slurm executor options (partition, account, cpus_per_task, mem, gpu_type, exclude, "
                     "extra_sbatch) against what `sinfo` and `scontrol show partition` say the cluster has")
 """The fix of a refusal whose words name no option (`refused_fix`): not known to be the input's fault."""
+
+
+class AllocationRefused(LaunchError):
+    """Slurm says it cannot allocate the nodes a group's topology needs (`sbatch --test-only`): that group's jobs are
+    refused with the reason, the other groups run. Any other failure to submit a group stops the run, one node or
+    many."""
 
 
 @dataclass(frozen=True)
@@ -1899,6 +1939,10 @@ class SlurmExecutor:
             # its lane is over: the jobs it never reached no longer weigh on the sweep's ETA
             current_progress().queued(sjob.job_id, 0)
 
+        down = controller_down(timeout_s=self.options.command_timeout_s) if groups else None
+        if down is not None:  # said before sbatch's own retries (tens of seconds) keep the run silent
+            event(f"{the_controller()} does not answer `scontrol ping` ({down}): sbatch keeps trying it for several "
+                  "seconds, and the run stops if it does not answer by then")
         with cancel_on_interrupt([]) as live:
             for group in groups:
                 gdir = art.server_dir(run_dir, group.id)
@@ -1913,10 +1957,10 @@ class SlurmExecutor:
                 try:
                     sjob = self.submit(group.spec, group_file=group_file, out_dir=gdir, name=group.id, nodes=nodes,
                                        into=live)
-                except (LaunchError, ConfigError) as exc:
-                    if group.topology is None or isinstance(exc, ConfigError):
-                        raise  # (an option sbatch refuses is bad input for every group: exit 2, as for one node)
-                    # A topology the cluster cannot hold: its jobs are refused with the reason, the others run.
+                except AllocationRefused as exc:
+                    # A topology the cluster cannot hold: its jobs are refused with the reason, the others run. (An
+                    # option sbatch refuses is bad input for every group, exit 2; a controller that does not answer,
+                    # or an sbatch that fails otherwise, stops the run: as for one node.)
                     event(f"{group.id}: refused — {exc.message}")
                     for job in group.jobs:
                         close(job.id, JobOutcome(job_id=job.id, exp_name=job.exp_name, status="refused",
@@ -2044,6 +2088,8 @@ class SlurmExecutor:
                                    timeout_s=self.options.command_timeout_s, env=environ, fix=_SLURM_FIX,
                                    new_session=True)
             except LaunchError as exc:
+                if unreached(exc.message):
+                    raise controller_unanswered(exc.message, environ) from exc
                 fix = refused_fix(exc.message, environ)
                 if fix is None:
                     raise
@@ -2079,6 +2125,10 @@ class SlurmExecutor:
                                timeout_s=self.options.command_timeout_s, env=environ, check=False, fix=_SLURM_FIX)
 
         proc = test_only()
+        if proc.returncode != 0 and unreached(proc.stderr or proc.stdout):
+            # no answer from slurmctld: nothing was judged of the topology — the run stops, as for a one-node group
+            raise controller_unanswered(f"`{describe(proc.args)}` failed with exit status {proc.returncode}: "
+                                        f"{(proc.stderr or proc.stdout).strip()}", environ)
         if proc.returncode != 0:
             said = (proc.stderr or proc.stdout).strip().splitlines()
             fix = refused_fix(proc.stderr or "", environ)
@@ -2101,7 +2151,7 @@ class SlurmExecutor:
                         if self.options.exclude else "")
             down = (f" ({len(unusable)} of the partition's nodes cannot take jobs now, {', '.join(unusable)}: down, "
                     "drained or not responding, `sinfo -R` says why)" if unusable else "")
-            raise LaunchError(
+            raise AllocationRefused(
                 f"Slurm cannot allocate the {count_of(nodes, 'node')} the topology of {name} needs"
                 + (f": {said[-1]}" if said else "") + down,
                 fix=f"{excluded}run it on a partition with that many nodes ({_OPTION} partition=NAME), or "
