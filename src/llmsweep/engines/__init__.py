@@ -19,7 +19,7 @@ from typing import Any
 
 from llmsweep.engine_ids import SIM, UNSERVED_FRAMEWORKS
 from llmsweep.engines.atom import ATOMAdapter
-from llmsweep.engines.base import MULTINODE_NOT_DISAGG, Adapter, Conflict, flag_argv, norm_flag, split_flag
+from llmsweep.engines.base import MULTINODE_NOT_DISAGG_REFUSAL, Adapter, Conflict, flag_argv, norm_flag, split_flag
 from llmsweep.engines.launch import LaunchSpec, Role, RoleWorker, Topology, is_secret_name
 from llmsweep.engines.memory import MemoryFraction, launch_memory_fraction
 from llmsweep.engines.sglang import SGLangAdapter
@@ -110,7 +110,8 @@ def launch_refusal(job: Job, *, simulate: bool = False, executor: str | None = N
             return aggregated_router_refusal(job.router.name, job.router.version)
         return None
     if not (job.disagg and job.prefill is not None and job.decode is not None):
-        return MULTINODE_NOT_DISAGG  # on any engine, live or not: no executor runs a multinode aggregated deployment
+        # on any engine, live or not: no executor runs a multinode aggregated deployment
+        return MULTINODE_NOT_DISAGG_REFUSAL
     if runs_on_simulator(job.engine, simulate=simulate):
         return None
     adapter = ADAPTERS.get(job.engine or "")
@@ -239,7 +240,7 @@ def same_launch(a: Job, b: Job, *, simulate: bool = False) -> tuple[bool, str] |
 __all__ = [
     "ADAPTERS",
     "DISAGG_NOT_LAUNCHABLE",
-    "MULTINODE_NOT_DISAGG",
+    "MULTINODE_NOT_DISAGG_REFUSAL",
     "REAL_ROLES_LOCAL_ONLY",
     "REAL_ROLE_EXECUTORS",
     "Adapter",

@@ -141,6 +141,14 @@ MULTINODE_NOT_DISAGG = (
     "and anything else would run under this job's name"
 )
 """Why a multinode job that is not a disaggregated prefill/decode deployment is refused (render, run, simulator)."""
+MULTINODE_NOT_DISAGG_FIX = (
+    "set `disagg: true` if the pools are a prefill/decode deployment, or plan it only (`matrix`): `run` and "
+    "`predict` refuse it rather than run another deployment under its name"
+)
+"""Its fix: the one `validate`'s finding (`launch.multinode-not-disagg`), `run`'s and `predict`'s refusal
+(`MULTINODE_NOT_DISAGG_REFUSAL`) and `render`'s error give."""
+MULTINODE_NOT_DISAGG_REFUSAL = ContractError(MULTINODE_NOT_DISAGG, fix=MULTINODE_NOT_DISAGG_FIX).one_line()
+"""`engines.launch_refusal`'s answer for such a job, a refused job's reason: the reason with its fix on one line."""
 
 class AmbiguousFlagError(ConfigError):
     """A flag abbreviation that more than one of the engine's flags starts with (argparse refuses it too)."""
@@ -964,8 +972,9 @@ class Adapter(ABC):
                             roles=(server,))
         refusal = self.disagg_refusal(job)
         if refusal is not None:
-            raise ContractError(f"job {job.id}: {refusal}",
-                                fix="it stays planned; run an aggregated configuration of the model instead")
+            fix = (MULTINODE_NOT_DISAGG_FIX if refusal == MULTINODE_NOT_DISAGG
+                   else "it stays planned; run an aggregated configuration of the model instead")
+            raise ContractError(f"job {job.id}: {refusal}", fix=fix)
         assert job.prefill is not None and job.decode is not None
         notes: list[str] = []
         if gpus_per_node is None:

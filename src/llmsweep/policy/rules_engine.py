@@ -21,7 +21,14 @@ from llmsweep.catalog.images import ImageRef, image_fits_hardware, parse_image
 from llmsweep.catalog.version import Version, as_version
 from llmsweep.engine_ids import SIM, acceptance_knobs
 from llmsweep.engines import LaunchSpec, adapter_for
-from llmsweep.engines.base import split_flag, stated_version, tag_version
+from llmsweep.engines.base import (
+    MULTINODE_NOT_DISAGG,
+    MULTINODE_NOT_DISAGG_FIX,
+    MULTINODE_NOT_DISAGG_REFUSAL,
+    split_flag,
+    stated_version,
+    tag_version,
+)
 from llmsweep.errors import LlmsweepError
 from llmsweep.findings import Finding, Severity
 from llmsweep.plan.job import Job
@@ -231,14 +238,13 @@ def hardware_fit(ctx: Context) -> Iterator[Finding]:
 @rule("launch.multinode-not-disagg", Severity.WARNING,
       "A multinode job whose prefill/decode pools are not disaggregated: planned as InferenceX plans it, but llmsweep "
       "launches (and simulates) a multinode job only as a disaggregated deployment, so `run` refuses it",
-      "set `disagg: true` if the pools are a prefill/decode deployment, or plan it only (`matrix`): `run` and "
-      "`predict` refuse it rather than run another deployment under its name")
+      MULTINODE_NOT_DISAGG_FIX)
 def multinode_not_disagg(ctx: Context) -> Iterator[Finding]:
-    from llmsweep.engines import MULTINODE_NOT_DISAGG, launch_refusal
+    from llmsweep.engines import launch_refusal
 
     for job, recipe in ctx.job_pairs():
         # the simulator's answer is the real engines' too: no executor runs a multinode aggregated deployment
-        if job.multinode and launch_refusal(job, simulate=True) == MULTINODE_NOT_DISAGG:
+        if job.multinode and launch_refusal(job, simulate=True) == MULTINODE_NOT_DISAGG_REFUSAL:
             yield ctx.hit("launch.multinode-not-disagg", recipe, ("disagg",) if "disagg" in recipe.model_fields_set
                           else ("multinode",), MULTINODE_NOT_DISAGG, job=job)
 
@@ -249,7 +255,7 @@ def multinode_not_disagg(ctx: Context) -> Iterator[Finding]:
       "run it on the simulator (`--simulate`), or plan and render it only (`matrix`, `render`): `run` refuses it "
       "rather than run one aggregated server under the disaggregated job's name")
 def disagg_real_engine(ctx: Context) -> Iterator[Finding]:
-    from llmsweep.engines import MULTINODE_NOT_DISAGG, launch_refusal
+    from llmsweep.engines import launch_refusal
 
     for job, recipe in ctx.job_pairs():
         # only where the job would run: a serve-less master file checked without --simulate runs nowhere
@@ -257,7 +263,7 @@ def disagg_real_engine(ctx: Context) -> Iterator[Finding]:
             continue  # (an aggregated row's refusal, a router llmsweep does not launch, is `run`'s to say)
         # under the executor that launches it (vLLM's roles: the local one); a multinode aggregated job has its rule
         refusal = launch_refusal(job, simulate=ctx.simulate)
-        if refusal is not None and refusal != MULTINODE_NOT_DISAGG:
+        if refusal is not None and refusal != MULTINODE_NOT_DISAGG_REFUSAL:
             yield ctx.hit("launch.disagg-real-engine", recipe, ("disagg",), refusal, job=job)
 
 

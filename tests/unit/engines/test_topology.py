@@ -17,6 +17,7 @@ from llmsweep import engines
 from llmsweep.engines.launch import Topology
 from llmsweep.errors import ContractError
 from llmsweep.plan import Job, jobs_from_files
+from llmsweep.policy.registry import all_rules
 
 Plan = Callable[[str], list[Job]]
 
@@ -241,13 +242,15 @@ def test_a_multinode_job_that_is_not_disaggregated_is_refused_not_launched_as_pr
     (job,) = plan(text.replace("  disagg: true\n", "  disagg: false\n"))
     assert job.multinode and not job.disagg
     for simulate in (False, True):
-        with pytest.raises(ContractError, match="not disaggregated"):
+        with pytest.raises(ContractError, match="not disaggregated") as refused:
             engines.render_topology(job, simulate=simulate)
+        # `render`'s fix is `validate`'s (it said to run an aggregated configuration of the model instead)
+        assert refused.value.fix == next(r.fix for r in all_rules() if r.id == "launch.multinode-not-disagg")
     assert not launches_roles(job, simulate=True, live=True, executor="slurm")
     # the reason is that it is not disaggregated, live or not, simulated or not (review: live said "disaggregated
     # ... not supported by this executor yet; run it on the simulator with --simulate")
     for simulate in (True, False):
-        assert engines.launch_refusal(job, simulate=simulate) == engines.MULTINODE_NOT_DISAGG
+        assert engines.launch_refusal(job, simulate=simulate) == engines.MULTINODE_NOT_DISAGG_REFUSAL
     assert not launches_roles(job, simulate=True, live=True, executor="local")
 
 

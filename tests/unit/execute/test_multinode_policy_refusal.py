@@ -89,3 +89,26 @@ def test_a_cap_refuses_only_the_points_above_it(tmp_path: Path, monkeypatch: pyt
     code, rows = _run(recipe, tmp_path / "out", capsys)
     assert [(r["conc"], r["verdict"]) for r in rows] == [(2, "valid"), (4, "valid"), (8, "refused")], rows
     assert "grid.max-conc" in str(rows[2]["reason"]) and code == 2
+
+
+def test_a_multinode_job_that_is_not_disaggregated_is_refused_with_the_fix_validate_gives(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """`disagg: false` with prefill and decode pools: `validate` warns with a fix (set `disagg: true`, or plan it
+    only), and `run` refused every point with the reason alone — the fix was in neither its table nor its summary of
+    the refused jobs. Both now give the finding's one fix."""
+    recipe = tmp_path / "mn.yaml"
+    recipe.write_text(SPEC_STEPS_ROW.replace("        spec-decoding: mtp\n", "")
+                      .replace(', additional-settings: ["DECODE_MTP_SIZE=2"]', "")
+                      .replace("    spec-decoding: { method: mtp, num-steps: 3 }\n", "")
+                      .replace("  disagg: true\n", "  disagg: false\n"))
+    with pytest.raises(SystemExit) as done:
+        main(["validate", str(recipe), "--json"])
+    assert not done.value.code
+    (finding,) = [f for f in json.loads(capsys.readouterr().out) if f["rule"] == "launch.multinode-not-disagg"]
+    assert finding["fix"]
+    monkeypatch.setenv("LLMSWEEP_STORE", str(tmp_path / "store.sqlite"))
+    code, rows = _run(recipe, tmp_path / "out", capsys, "--simulate")
+    assert [(r["conc"], r["verdict"]) for r in rows] == [(2, "refused"), (4, "refused"), (8, "refused")], rows
+    for row in rows:
+        assert f"{finding['message']} (fix: {finding['fix']})" in str(row["reason"]), row["reason"]
+    assert code == 1
