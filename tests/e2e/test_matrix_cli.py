@@ -98,10 +98,11 @@ def test_an_override_that_matches_no_arm_is_a_warning(tmp_path: Path) -> None:
     assert "warning [plan.override-unused]" in out.stderr and "r.yaml:46" in out.stderr
     clean = matrix("full-sweep")
     assert "override-unused" not in clean.stderr
-    # only the eval rows, planned on purpose: the HiCache arm's override has no job then, and that is no mistake
-    evals = subprocess.run([sys.executable, "-m", "llmsweep.cli.main", "render",
-                            str(REPO / "recipes" / "qwen3.5-fp8-mi300x-sglang-agentic-mtp.yaml"), "--evals-only",
-                            "--job", "qwen3.5_tp8_conc16"],
+    # only the eval rows, planned on purpose: the HiCache arm's override has no job then, and that is no mistake (a
+    # copy outside recipes/, whose eval row is its own conc 16: within recipes/ it is the resident recipe's conc 32)
+    (tmp_path / "seed.yaml").write_text(src)
+    evals = subprocess.run([sys.executable, "-m", "llmsweep.cli.main", "render", str(tmp_path / "seed.yaml"),
+                            "--evals-only", "--job", "qwen3.5_tp8_conc16"],
                            capture_output=True, text=True, cwd=REPO)
     assert evals.returncode == 0 and "_eval_" in evals.stdout, evals.stderr
     assert "override-unused" not in evals.stderr

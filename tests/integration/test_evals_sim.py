@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -338,7 +339,10 @@ def test_a_sweep_stopped_while_an_eval_is_owed_leaves_that_job_unfinished_and_re
 def test_an_agentic_eval_only_job_runs_offline_without_reading_its_rows_trace_source(tmp_path: Path) -> None:
     """The seed recipe's agentic row names a Hugging Face trace corpus; its eval-only job replays none of it (lm-eval
     sends its samples), yet it was refused offline because that corpus could not be fetched."""
-    seed = Path(__file__).resolve().parents[2] / "recipes" / "qwen3.5-fp8-mi300x-sglang-agentic-mtp.yaml"
+    # a copy outside the repository's recipes/: its eval row is its own highest concurrency (within recipes/, the
+    # configuration's eval is the resident recipe's conc 32: `spec.scope`)
+    seed = tmp_path / "seed.yaml"
+    shutil.copy(Path(__file__).resolve().parents[2] / "recipes" / "qwen3.5-fp8-mi300x-sglang-agentic-mtp.yaml", seed)
     out = tmp_path / "out"
     env = {**os.environ, "LLMSWEEP_STORE": str(tmp_path / "store.sqlite"), "HF_HUB_OFFLINE": "1"}
     proc = subprocess.run([sys.executable, "-m", "llmsweep.cli.main", "run", str(seed), "--simulate", "--evals-only",

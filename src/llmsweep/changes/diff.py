@@ -32,6 +32,7 @@ from llmsweep.findings import Finding
 from llmsweep.plan import Job
 from llmsweep.plan.slices import curve_key, slice_concurrencies
 from llmsweep.spec.loader import recipe_files
+from llmsweep.spec.scope import RECIPES_DIR, alone_note, weighed_alone
 from llmsweep.words import count_of, noun
 from llmsweep.workload.scenario import repeat_index
 
@@ -44,8 +45,6 @@ CAUSES: tuple[str, ...] = ("recipe", "search space", "image", "engine args", "en
                            "eval")
 """What can change a job, in the order they are reported."""
 
-RECIPES_DIR = "recipes"
-"""Where a tree keeps its recipes when no files are named."""
 
 _NOT_COMPARED = frozenset({"id", "recipe_file", "recipe_fingerprint"})
 """Job fields that are consequences (the fingerprint, the id's hash) or locations, not causes."""
@@ -526,7 +525,7 @@ def _plan(root: Path, files: Sequence[Path], runner_config: Path | None, label: 
     """The jobs of the head side, planned as `run` plans them; recipes that do not load or plan stop the change set
     (exit 2), each finding naming its file as that side has it (:func:`at_revision`)."""
     from llmsweep.catalog.fleet import default_fleet, load_fleet
-    from llmsweep.plan import full_sweep
+    from llmsweep.plan import full_sweep, matrix_of
     from llmsweep.spec.loader import load_recipes
 
     paths = _recipe_files(root, files)
@@ -537,7 +536,7 @@ def _plan(root: Path, files: Sequence[Path], runner_config: Path | None, label: 
     try:
         loaded.raise_on_error()
         return full_sweep(loaded.recipes, load_fleet(runner_config) if runner_config is not None else default_fleet(),
-                          evals)
+                          evals, matrix=matrix_of(paths, evals, root=root))
     except ConfigError as exc:
         fix = (f"fix the named lines of {rev} (`git show {rev}:PATH` prints a file); `llmsweep validate` on a checkout "
                "of it lists every finding") if rev is not None and exc.findings else exc.fix
@@ -551,6 +550,7 @@ def _plan_base(root: Path, files: Sequence[Path], runner_config: Path | None, la
     change may be the very fix of it) counts as planning no job, so every job the head plans from it is added. The
     recipes that load are compared as usual. Each note names the file `REV:path` and its finding."""
     from llmsweep.catalog.fleet import default_fleet, load_fleet
+    from llmsweep.plan import matrix_of
     from llmsweep.policy.planning import plan_recipes
     from llmsweep.spec.loader import load_recipes
 
@@ -559,7 +559,7 @@ def _plan_base(root: Path, files: Sequence[Path], runner_config: Path | None, la
         return [], []
     loaded = load_recipes(paths)
     fleet = load_fleet(runner_config) if runner_config is not None else default_fleet()
-    jobs, unplanned = plan_recipes(loaded.recipes, fleet, None, evals)
+    jobs, unplanned = plan_recipes(loaded.recipes, fleet, None, evals, matrix_of(paths, evals, root=root))
     problems = at_revision([*loaded.errors, *unplanned], root, rev)
     head = "the working tree" if head_label == "working tree" else head_label
     notes = [f"{f.render().splitlines()[0]} — at {label} it plans no job, so every job {head} plans from it counts "
@@ -635,6 +635,8 @@ def changes_between(spec: str, files: Sequence[Path] = (), *, repo: Path | None 
     are for: under `--evals-only`/`--all-evals` the plan holds eval-only jobs (`…_eval_…` ids), so the change set is
     the evals of what changed — an eval whose server, model or point changed, or that a change added (the eval
     marking follows the concurrency grid) — and a change that touches no eval row selects none."""
+    from llmsweep.evals.results import wants_eval
+
     top = git_toplevel(repo or Path.cwd())
     base, head = split_range(spec, top)
     git_mode = not (Path(base).is_dir() and Path(head).is_dir())
@@ -654,6 +656,10 @@ def changes_between(spec: str, files: Sequence[Path] = (), *, repo: Path | None 
                  "file's" for new, old in renamed.items()] + notes
         head_jobs = _plan(head_root, rel, _side_file(runner_config, top if git_mode else None, head_root),
                           head_label, evals, rev=head if git_mode and head else None)
+        # files outside the tree's recipes/ beside it: their eval rows are their own, not that matrix's (said once)
+        if rel and (head_root / RECIPES_DIR).is_dir() and weighed_alone(_recipe_files(head_root, rel), root=head_root) \
+                and any(wants_eval(j) for j in [*base_jobs, *head_jobs]):
+            notes.append(alone_note(files))
     out = diff_jobs(base_jobs, head_jobs, base_label=base, head_label=head_label)
     out.notes = notes
     if git_mode and top is not None and (diverged := _diverged(top, base, head)):

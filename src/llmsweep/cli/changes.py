@@ -138,9 +138,9 @@ def check(changelog_file: Path, files: tuple[Path, ...], base: str | None, pr_nu
     """
     from llmsweep.catalog.fleet import default_fleet, load_fleet
     from llmsweep.changes.changelog import load_changelog, select_jobs
-    from llmsweep.changes.diff import RECIPES_DIR
     from llmsweep.errors import ConfigError
     from llmsweep.spec.loader import RECIPE_SUFFIXES, load_recipes
+    from llmsweep.spec.scope import RECIPES_DIR
 
     if pr_number is not None and base is None:
         # without a base every entry is new, and each history entry links some other pull request

@@ -18,7 +18,7 @@ from llmsweep.catalog.fleet import FleetCatalog, default_fleet, load_fleet
 from llmsweep.cli.options import ManyValues, PathValue, config_keys_option, option, runner_config_option
 from llmsweep.errors import ConfigError
 from llmsweep.findings import Finding, Severity
-from llmsweep.plan import EvalOptions, Job, SweepOptions, plan_jobs
+from llmsweep.plan import EvalOptions, Job, SweepOptions, matrix_of, plan_jobs
 from llmsweep.plan.checks import unused_overrides
 from llmsweep.plan.names import SEQ_LEN_NAMES
 from llmsweep.policy.registry import get_rule
@@ -144,7 +144,9 @@ def _run(options: SweepOptions, *, config_files: tuple[Path, ...], runner_config
         raise ConfigError(f"no recipe in {where}; no matrix written",
                           fix="pass recipe YAML files (recipe keys mapping to image, model, scenarios, …) or "
                               "directories of them")
-    jobs = plan_jobs(loaded.recipes, options, fleet, evals)
+    # a full sweep's eval rows are the matrix's the files belong to (every recipe of their repository's recipes/)
+    matrix = matrix_of(files, evals) if options.mode == "full-sweep" else None
+    jobs = plan_jobs(loaded.recipes, options, fleet, evals, matrix)
     if _unfiltered(options) and not (evals.evals_only or evals.all_evals):
         for finding in unused_overrides(loaded.recipes, jobs):
             click.echo(finding.render(), err=True)

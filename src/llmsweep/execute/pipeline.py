@@ -721,6 +721,13 @@ def run_sweep(req: RunRequest, *, event: Event = _stderr) -> RunOutcome:
     if req.only_jobs is not None:
         only, picks = _repeat_picks(jobs, req)
         jobs, findings = _only(jobs, findings, only, selectors=req.only_jobs_typed)
+    from llmsweep.evals.results import check_inputs, wants_eval
+    from llmsweep.spec.scope import alone_note, matrix_folders
+
+    folders = matrix_folders(req.files)
+    changed = req.only_jobs is not None and not req.only_jobs_typed  # `run --changed`: its change set said it
+    if not folders and not req.config_keys and not changed and any(wants_eval(j) for j in jobs):
+        event(f"note: {alone_note(req.files)}")
     if not jobs:
         for f in findings:  # what the files said (an empty file, a recipe dropped) is the reason: said first
             event(f.render())
@@ -728,8 +735,11 @@ def run_sweep(req: RunRequest, *, event: Event = _stderr) -> RunOutcome:
         keys_said = f" with {_CONFIG_KEYS} {' '.join(req.config_keys)}" if req.config_keys else ""
         if req.evals.evals_only or req.evals.all_evals:
             flag = _EVALS_ONLY if req.evals.evals_only else _ALL_EVALS
+            among = "" if req.config_keys or not folders else (
+                f" (eval rows are chosen among every recipe of {', '.join(map(str, folders))}, the matrix they belong "
+                "to: a configuration's eval may be another file's row)")
             raise ConfigError(f"{files}{keys_said}: {flag} keeps only eval jobs, and the recipes have no row that "
-                              "runs an eval",
+                              f"runs an eval{among}",
                               fix=f"{EVAL_ROW}, or any 8k1k and agentic row under {_ALL_EVALS}; drop the flag to "
                                   "run the throughput jobs")
         raise ConfigError(f"{files}{keys_said}: the recipes expand to no job",
@@ -741,8 +751,6 @@ def run_sweep(req: RunRequest, *, event: Event = _stderr) -> RunOutcome:
     # Options that leave no job a place to run are bad input, said once: after what the recipes said (their errors
     # are not hidden behind it), before the store and --out.
     _refuse_clash(jobs, req, executor.kind)
-    from llmsweep.evals.results import check_inputs, wants_eval
-
     check_inputs(jobs, req.settings.eval)  # what an eval reads besides its server: bad input before any server starts
     if req.eval_flags and not any(wants_eval(j) for j in jobs):
         why = (f"{_NO_EVALS} runs no eval" if req.evals.no_evals else
@@ -829,6 +837,7 @@ def _planned_elsewhere(req: RunRequest, jobs: Sequence[Job]) -> frozenset[str]:
     if not (req.settings.resume or req.force) or req.only_jobs is not None or req.config_keys:
         return frozenset()
     from llmsweep.catalog.fleet import default_fleet, load_fleet
+    from llmsweep.plan import matrix_of
     from llmsweep.plan.point import one_point_per_job
     from llmsweep.policy.planning import plan_recipes
     from llmsweep.spec.loader import load_recipes
@@ -840,7 +849,7 @@ def _planned_elsewhere(req: RunRequest, jobs: Sequence[Job]) -> frozenset[str]:
     other: set[str] = set()
     for flags in (EvalOptions(), EvalOptions(evals_only=True), EvalOptions(all_evals=True)):
         if flags != req.evals:
-            planned, _ = plan_recipes(recipes, fleet, None, flags)
+            planned, _ = plan_recipes(recipes, fleet, None, flags, matrix_of(req.files, flags))
             other |= {p.id for p in one_point_per_job(planned)}
     return frozenset(other - here)
 

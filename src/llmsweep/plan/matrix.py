@@ -3,19 +3,20 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from llmsweep.catalog.fleet import FleetCatalog, default_fleet, load_fleet
-from llmsweep.errors import ConfigError
+from llmsweep.errors import ConfigError, LlmsweepError
 from llmsweep.plan.build import job_from_entry
 from llmsweep.plan.evals import keep_eval_only, mark_all_eval_entries, mark_eval_entries
-from llmsweep.plan.expand import SweepOptions, expand_cells
+from llmsweep.plan.expand import Cell, SweepOptions, expand_cells
 from llmsweep.plan.fingerprint import recipe_fingerprint, throughput_entry
 from llmsweep.plan.job import Job
 from llmsweep.spec.loader import load_recipes
 from llmsweep.spec.recipe import Recipe
+from llmsweep.spec.scope import load_matrix
 
 
 @dataclass(frozen=True)
@@ -38,8 +39,14 @@ def plan_jobs(
     options: SweepOptions,
     fleet: FleetCatalog | None = None,
     evals: EvalOptions | None = None,
+    matrix: Mapping[str, Recipe] | None = None,
 ) -> list[Job]:
-    """Expand recipes into jobs exactly as InferenceX's generator does; pure apart from the golden-AL lookup."""
+    """Expand recipes into jobs exactly as InferenceX's generator does; pure apart from the golden-AL lookup.
+
+    `matrix`: every recipe of the matrix `recipes` belong to, in its order (`spec.scope.load_matrix`): a full sweep
+    marks its eval rows among the rows of all of them, as the whole matrix marks them, and plans jobs of `recipes`
+    alone (a recipe of both is planned as `recipes` has it). A test-config plan (`config_keys`) marks among the rows
+    of its keys, as InferenceX's `test-config` does."""
     evals = evals or EvalOptions()
     evals.check()
     fleet = fleet or default_fleet()
@@ -47,14 +54,39 @@ def plan_jobs(
     for cell in cells:
         cell.extra["fingerprint"] = recipe_fingerprint(throughput_entry(cell.entry))
     if not evals.no_evals:
+        if matrix is not None and options.mode == "full-sweep":
+            cells = _weighed_with(cells, recipes, matrix, fleet, options)
         cells = mark_eval_entries(cells, include_agentic=evals.evals_only or evals.all_evals)
         if evals.all_evals:
             cells = mark_all_eval_entries(cells)
+        planned = {id(r) for r in recipes.values()}
+        cells = [c for c in cells if id(c.recipe) in planned]
     if evals.evals_only or evals.all_evals:
         cells = keep_eval_only(cells)
     jobs = [_placed_by(fleet, job_from_entry(c.entry, c.recipe, c.arm, fingerprint=c.extra["fingerprint"]))
             for c in cells]
     return _unique_ids(jobs)
+
+
+def _weighed_with(cells: list[Cell], recipes: Mapping[str, Recipe], matrix: Mapping[str, Recipe],
+                  fleet: FleetCatalog, options: SweepOptions) -> list[Cell]:
+    """The cells of `recipes` among the other recipes' of the matrix, in the matrix's order (which decides a tie for
+    the highest concurrency, as it does for the whole matrix); the recipes of `recipes` the matrix lacks come last. A
+    recipe of the matrix that does not expand weighs nothing: planning the recipes handed never fails for it."""
+    own: dict[int, list[Cell]] = {}
+    for cell in cells:
+        own.setdefault(id(cell.recipe), []).append(cell)
+    order = {**{k: recipes.get(k, r) for k, r in matrix.items()}, **recipes}
+    out: list[Cell] = []
+    for key, recipe in order.items():
+        if key in recipes:
+            out += own.get(id(recipe), [])
+            continue
+        try:
+            out += expand_cells({key: recipe}, fleet, options)
+        except LlmsweepError:
+            continue
+    return out
 
 
 def _placed_by(fleet: FleetCatalog, job: Job) -> Job:
@@ -71,10 +103,14 @@ def full_sweep(
     recipes: Mapping[str, Recipe],
     fleet: FleetCatalog | None = None,
     evals: EvalOptions | None = None,
+    *,
+    matrix: Mapping[str, Recipe] | None = None,
     **filters: object,
 ) -> list[Job]:
-    """`matrix full-sweep`: every recipe, narrowed by the :class:`SweepOptions` filters given as keywords."""
-    return plan_jobs(recipes, SweepOptions(mode="full-sweep", **filters), fleet, evals)  # type: ignore[arg-type]
+    """`matrix full-sweep`: every recipe, narrowed by the :class:`SweepOptions` filters given as keywords; eval rows
+    marked among `matrix`'s (:func:`plan_jobs`)."""
+    options = SweepOptions(mode="full-sweep", **filters)  # type: ignore[arg-type]
+    return plan_jobs(recipes, options, fleet, evals, matrix)
 
 
 def test_config(
@@ -99,7 +135,8 @@ def jobs_from_files(
     runner_config: Path | None = None,
     evals: EvalOptions | None = None,
 ) -> list[Job]:
-    """Load recipe files and plan them (test-config for `config_keys`, else full-sweep); for `run`, `render`, `predict`.
+    """Load recipe files and plan them (test-config for `config_keys`, else full-sweep, its eval rows marked over the
+    matrix the files belong to: :func:`matrix_of`); for `run`, `render`, `predict`, `ci`.
 
     Raises :class:`ConfigError` carrying every finding when a recipe does not validate.
     """
@@ -107,7 +144,17 @@ def jobs_from_files(
     fleet = load_fleet(runner_config) if runner_config is not None else default_fleet()
     if config_keys:
         return test_config(loaded.recipes, config_keys, fleet, evals)
-    return full_sweep(loaded.recipes, fleet, evals)
+    return full_sweep(loaded.recipes, fleet, evals, matrix=matrix_of(paths, evals))
+
+
+def matrix_of(paths: Sequence[Path], evals: EvalOptions | None = None, *,
+              root: Path | None = None) -> dict[str, Recipe] | None:
+    """The recipes of the matrix the recipe files `paths` belong to (`spec.scope.load_matrix`; `root`: the tree they
+    are read in), which a full sweep of them marks its eval rows among; None when nothing beside them is weighed, or
+    `evals` marks no eval row (`--no-evals`)."""
+    if evals is not None and evals.no_evals:
+        return None
+    return load_matrix(paths, root=root)
 
 
 def _unique_ids(jobs: list[Job]) -> list[Job]:

@@ -10,7 +10,7 @@ from pathlib import Path
 from llmsweep.catalog.fleet import FleetCatalog, default_fleet, load_fleet
 from llmsweep.errors import ConfigError, LlmsweepError
 from llmsweep.findings import Finding, Severity, has_errors
-from llmsweep.plan import Job, full_sweep, test_config
+from llmsweep.plan import Job, full_sweep, matrix_of, test_config
 from llmsweep.plan.checks import unused_overrides
 from llmsweep.plan.expand import PlanError, expand_config_keys
 from llmsweep.plan.matrix import EvalOptions
@@ -134,32 +134,34 @@ def recipe_of(path: str, keys: Iterable[str]) -> str | None:
 
 
 def _plan(recipes: Mapping[str, Recipe], keys: Sequence[str] | None, fleet: FleetCatalog,
-          evals: EvalOptions | None = None) -> list[Job]:
-    return test_config(recipes, list(keys), fleet, evals) if keys else full_sweep(recipes, fleet, evals)
+          evals: EvalOptions | None = None, matrix: Mapping[str, Recipe] | None = None) -> list[Job]:
+    return test_config(recipes, list(keys), fleet, evals) if keys else full_sweep(recipes, fleet, evals,
+                                                                                  matrix=matrix)
 
 
 def plan_recipes(
     recipes: Mapping[str, Recipe], fleet: FleetCatalog, config_keys: Sequence[str] | None = None,
-    evals: EvalOptions | None = None,
+    evals: EvalOptions | None = None, matrix: Mapping[str, Recipe] | None = None,
 ) -> tuple[list[Job], list[Finding]]:
     """Plan every recipe that can be planned; one `plan.failed` finding per recipe that cannot.
 
     `config_keys` (globs allowed) selects recipes as `matrix test-config` does; a key matching nothing raises
     ConfigError (bad input, not a finding). Recipes whose dram arms lack runner metadata are left to the
-    `kv-offload.hardware-metadata` rule.
+    `kv-offload.hardware-metadata` rule. `matrix`: the recipes of the matrix they belong to, among whose rows a full
+    sweep marks its eval rows (`plan.matrix_of`).
     """
     keys = expand_config_keys(tuple(config_keys), list(recipes)) if config_keys else list(recipes)
     plannable = {k: recipes[k] for k in keys
                  if not (dram_arm_paths(recipes[k]) and fleet.hardware_of(recipes[k].runner) is None)}
     try:
-        return _plan(plannable, list(plannable) if config_keys else None, fleet, evals), []
+        return _plan(plannable, list(plannable) if config_keys else None, fleet, evals, matrix), []
     except LlmsweepError:
         pass
     jobs: list[Job] = []
     findings: list[Finding] = []
     for key, recipe in plannable.items():
         try:
-            jobs += _plan({key: recipe}, [key] if config_keys else None, fleet, evals)
+            jobs += _plan({key: recipe}, [key] if config_keys else None, fleet, evals, matrix)
         except PlanError as exc:  # at the search-space entry that does not plan
             findings.append(Finding(
                 rule="plan.failed", severity=Severity.ERROR, file=exc.file, line=exc.line, path=exc.field,
@@ -189,8 +191,9 @@ def validate_files(
 
     loaded = load_recipes([Path(p) for p in paths])
     fleet = (load_fleet(runner_config) if runner_config is not None else default_fleet()).vouching(runner_labels)
+    matrix = None if config_keys else matrix_of([Path(p) for p in paths], evals)
     try:
-        jobs, plan_findings = plan_recipes(loaded.recipes, fleet, config_keys, evals)
+        jobs, plan_findings = plan_recipes(loaded.recipes, fleet, config_keys, evals, matrix)
     except ConfigError:  # a `--config-keys` key or pattern that matches no recipe that loaded
         if loaded.ok:
             raise

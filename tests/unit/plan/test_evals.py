@@ -166,3 +166,48 @@ def test_all_evals_recombines_multinode_agentic_chunks(recipes_from, fleet) -> N
     jobs = full_sweep(recipes_from(MN_AGENTIC), fleet, EvalOptions(all_evals=True))
     assert [(j.concs, j.eval_conc) for j in jobs] == [([4, 16, 32], 32), ([8], 8)]
     assert jobs[0].exp_name == "dsv4_p1x4ep4dpa_d1x8ep8dpa_conc4", "the first chunk's name is kept"
+
+
+AGENTIC_PAIR = """
+ag1:
+  image: img:1
+  model: org/model
+  model-prefix: m
+  precision: fp8
+  framework: vllm
+  runner: cluster:b300-nv
+  multinode: false
+  scenarios:
+    agentic-coding:
+    - search-space:
+      - { tp: 8, kv-offloading: none, conc-list: [4, {top}] }
+ag2:
+  image: img:2
+  model: org/model
+  model-prefix: m
+  precision: fp8
+  framework: vllm
+  runner: cluster:b300-nv
+  multinode: false
+  scenarios:
+    agentic-coding:
+    - search-space:
+      - { tp: 4, kv-offloading: none, conc-list: [32, 8] }
+"""
+
+
+def test_a_plan_of_part_of_a_matrix_marks_the_evals_the_whole_matrix_marks(recipes_from, fleet) -> None:
+    """`matrix`: one configuration's agentic eval is its single highest concurrency among every recipe of the matrix,
+    the first in the matrix's order on a tie, whichever of its recipes is planned; a recipe planned as handed (an edit
+    of the matrix's) replaces the matrix's own."""
+    evals = EvalOptions(evals_only=True)
+    matrix = recipes_from(AGENTIC_PAIR.replace("{top}", "32"))
+    whole = full_sweep(matrix, fleet, evals)
+    assert [(j.recipe_key, j.conc) for j in whole] == [("ag1", 32)]
+    assert full_sweep({"ag2": matrix["ag2"]}, fleet, evals, matrix=matrix) == []
+    assert full_sweep({"ag1": matrix["ag1"]}, fleet, evals, matrix=matrix) == whole
+    assert [j.conc for j in full_sweep({"ag2": matrix["ag2"]}, fleet, evals)] == [32]  # alone, it holds the eval
+    edited = recipes_from(AGENTIC_PAIR.replace("{top}", "16"))["ag1"]
+    assert full_sweep({"ag1": edited}, fleet, evals, matrix=matrix) == []
+    assert [(j.recipe_key, j.conc) for j in full_sweep({"ag2": matrix["ag2"], "ag1": edited}, fleet, evals,
+                                                        matrix=matrix)] == [("ag2", 32)]

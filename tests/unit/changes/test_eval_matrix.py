@@ -1,0 +1,147 @@
+"""Eval points are a property of the whole matrix (every recipe under the repository's `recipes/`, as InferenceX marks
+them over all its master files together): `changes`, `run FILE --changed`, plain `run FILE` and `ci matrix` mark the
+same rows whichever subset of the files they are handed, and plan only the files handed.
+
+A fresh-user review found `llmsweep changes main..HEAD --evals-only` saying `0 jobs to run` while `llmsweep run
+recipes/x.yaml --changed main..HEAD --evals-only` planned an eval CI never would: `changes` weighed every file under
+recipes/, where the configuration's highest concurrency lay in another file, and `run` only the file it was given."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from changes_scratch import commit, git
+
+from llmsweep.changes import changes_between
+from llmsweep.changes.github import sweep_jobs
+from llmsweep.cli.main import main
+from llmsweep.plan import EvalOptions, Job, jobs_from_files
+from llmsweep.spec.scope import alone_note
+
+RECIPE = """\
+{key}:
+  image: lmsysorg/sglang-rocm:v0.5.16-rocm720-mi30x-20260730
+  model: Qwen/Qwen3.5-397B-A17B-FP8
+  model-prefix: qwen3.5
+  runner: mi300x
+  precision: fp8
+  framework: sglang
+  multinode: false
+  scenarios:
+    fixed-seq-len:
+    - isl: 8192
+      osl: 1024
+      search-space:
+      - {{ tp: 8, conc-list: {concs} }}
+  serve:
+    engine: {{ name: sim }}
+    env:
+      SPEC_VAR: "{var}"
+  workload:
+    num-prompts-per-conc: 4
+    num-warmups: 1
+"""
+"""One configuration (model, runner, framework, precision, 8k1k, no spec, no DP attention) over two files: its eval
+rows are its highest and upper-median concurrency of 16 or more among the rows of both."""
+
+EVALS_ONLY = EvalOptions(evals_only=True)
+
+
+def _write(repo: Path, name: str, key: str, concs: str, var: str = "1", folder: str = "recipes") -> Path:
+    path = repo / folder / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(RECIPE.format(key=key, concs=concs, var=var))
+    return path
+
+
+def _repo(tmp_path: Path) -> tuple[Path, str, str]:
+    """`small.yaml` at [16, 32] beside `big.yaml` at [64, 128, 256]: the matrix's eval rows are big's 64 and 256. The
+    head commit adds conc 24 to small and changes its env: the matrix's eval rows stay big's (16 24 32 64 128 256:
+    the highest and the upper median, 64), while small alone would move its eval to 24 and change its 32."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    _write(repo, "big.yaml", "big-sim", "[64, 128, 256]")
+    _write(repo, "small.yaml", "small-sim", "[16, 32]")
+    base = commit(repo, "base")
+    _write(repo, "small.yaml", "small-sim", "[16, 24, 32]", var="2")
+    return repo, base, commit(repo, "small grows, its env changes")
+
+
+def _main(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as done:
+        main(list(args))
+    out = capsys.readouterr()
+    return int(done.value.code or 0), out.out, out.err
+
+
+def _ids(jobs: list[Job], key: str | None = None) -> list[tuple[str, bool | None, bool | None]]:
+    return [(j.id, j.run_eval, j.eval_only) for j in jobs if key is None or j.recipe_key == key]
+
+
+def test_changes_and_run_changed_of_one_file_mark_the_evals_of_the_whole_matrix(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    repo, base, head = _repo(tmp_path)
+    spec = f"{base}..{head}"
+    small = repo / "recipes" / "small.yaml"
+    whole = changes_between(spec, (), repo=repo, evals=EVALS_ONLY)
+    assert (len(whole.added), len(whole.changed), len(whole.removed)) == (0, 0, 0)
+    assert sorted(j.conc for j in whole.unchanged) == [64, 256]  # big's: the change touched no eval row
+    one = changes_between(spec, [small], repo=repo, evals=EVALS_ONLY)
+    assert one.to_run() == [] and not one.added and not one.removed  # was: conc 24 added, conc 32 changed
+    assert not one.notes
+
+    monkeypatch.chdir(repo)
+    monkeypatch.setenv("LLMSWEEP_STORE", str(tmp_path / "store.sqlite"))
+    code, out, err = _main(capsys, "changes", spec, "--evals-only", "--json")
+    assert code == 0, err
+    assert json.loads(out)["to_run"] == []
+    code, out, err = _main(capsys, "run", "recipes/small.yaml", "--changed", spec, "--evals-only", "--simulate",
+                           "--out", str(tmp_path / "out"), "--no-report", "--json")
+    assert code == 0, err
+    assert f"{spec}: 0 added, 0 changed, 0 removed" in err and "no eval job changed: nothing to run" in err
+    assert json.loads(out)["jobs"] == []
+    # the CI workflow's matrix of the pull request, given the folder or the one file, agrees
+    for files in ([repo / "recipes"], [small]):
+        assert sweep_jobs(files, changed=spec, evals_only=True)[0] == []
+
+
+@pytest.mark.parametrize("evals", [EvalOptions(), EVALS_ONLY])
+def test_a_plan_of_one_file_marks_the_rows_the_whole_matrix_marks(tmp_path: Path, evals: EvalOptions) -> None:
+    """Plain `run FILE` (and `render`, `validate`, `ci matrix FILE`: `jobs_from_files`) plans the file's jobs as a
+    plan of the whole folder has them: small's conc 32 is no eval row, as it would be planned alone."""
+    repo, _, _ = _repo(tmp_path)
+    small = repo / "recipes" / "small.yaml"
+    folder = _ids(jobs_from_files([repo / "recipes"], evals=evals), "small-sim")
+    assert _ids(jobs_from_files([small], evals=evals)) == folder
+    assert not any(run or only for _, run, only in folder)
+    # a file of the folder that does not load weighs nothing, and stops no plan of the others
+    (repo / "recipes" / "broken.yaml").write_text("broken: [\n")
+    assert _ids(jobs_from_files([small], evals=evals)) == folder
+    assert _ids(jobs_from_files([repo / "recipes" / "big.yaml"], evals=evals)) \
+        == _ids(jobs_from_files([repo / "recipes" / "big.yaml", small], evals=evals), "big-sim")
+
+
+def test_a_file_outside_the_recipes_folder_is_weighed_alone_and_said_so(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    repo, _, _ = _repo(tmp_path)
+    example = _write(repo, "small.yaml", "example-sim", "[16, 32]", folder="examples")
+    base = commit(repo, "an example")
+    _write(repo, "small.yaml", "example-sim", "[16, 24, 32]", var="2", folder="examples")
+    head = commit(repo, "the example grows")
+    # the example's own eval rows: its highest and upper-median concurrency, big's left out of it
+    assert [j.conc for j in jobs_from_files([example], evals=EVALS_ONLY)] == [24, 32]
+    change = changes_between(f"{base}..{head}", [example], repo=repo, evals=EVALS_ONLY)
+    assert [j.conc for j in change.added] == [24] and [c.head.conc for c in change.changed] == [32]
+    assert alone_note([example]) in change.notes
+    outside = tmp_path / "elsewhere" / "small.yaml"
+    outside.parent.mkdir()
+    shutil.copy(repo / "recipes" / "small.yaml", outside)
+    assert [j.conc for j in jobs_from_files([outside], evals=EVALS_ONLY)] == [24, 32]
+    monkeypatch.delenv("LLMSWEEP_LM_EVAL", raising=False)  # its eval jobs are refused before any server starts
+    _, _, err = _main(capsys, "run", str(outside), "--evals-only", "--simulate", "--out", str(tmp_path / "out"),
+                      "--store", str(tmp_path / "store.sqlite"), "--no-report")
+    assert f"note: {alone_note([outside])}" in " ".join(err.split())
