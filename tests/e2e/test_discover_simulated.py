@@ -578,3 +578,22 @@ def test_a_stage_that_fails_keeps_what_was_measured_and_a_recipe_that_cannot_be_
     assert kept["arms"][0]["proposed"] and not (out / "proposed.yaml").exists()
     assert "no proposed recipe" in proc.stdout
     assert proposal.propose is not unwritable  # the module's own function is untouched
+
+
+def test_a_tokenizer_that_does_not_load_is_refused_at_the_recipes_own_field_before_any_stage(tmp_path: Path) -> None:
+    """A recipe whose `workload.tokenizer` is missing on this host: every ladder job had been refused, each naming the
+    stage recipe discover wrote (`…/stages/ladder.yaml: …-discover1-seed42.workload.tokenizer`), exit 1, and the
+    --out used up. `run`'s own check of the recipe's inputs, once, before anything is written: exit 2 at the recipe's
+    file and field."""
+    recipe = tmp_path / "no-tokenizer.yaml"
+    missing = tmp_path / "no-such-tokenizer"
+    recipe.write_text(H200.read_text(encoding="utf-8").replace(
+        "    tokenizer: /tmp/models/smollm2-135m-instruct", f"    tokenizer: {missing}"), encoding="utf-8")
+    out = tmp_path / "disc"
+    proc = _discover(tmp_path, recipe, "--runner-config", H200.parent / "fleet.yaml", "--repeats", "2",
+                     "--ladder-top", "2", "--out", out)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    said = " ".join(proc.stderr.split())
+    assert f"{recipe}: smollm2-135m-bf16-h200-vllm-discover.workload.tokenizer: tokenizer '{missing}'" in said, said
+    assert "stages" not in said and not out.exists()
+

@@ -31,6 +31,7 @@ from llmsweep.discover.servers import size_for_top
 from llmsweep.discover_files import DISCOVERY_FILE, PATCH_FILE, PROPOSED_FILE, STAGES_DIR
 from llmsweep.errors import ConfigError, LlmsweepError
 from llmsweep.execute import signals
+from llmsweep.execute.executor import Executor
 from llmsweep.execute.lifecycle import LifecycleSettings
 from llmsweep.execute.signals import INTERRUPTED_REASONS
 from llmsweep.metrics.registry import HOT_BY_NAME
@@ -82,11 +83,11 @@ class DiscoverRequest(BaseModel):
     executor_options: dict[str, Any] = Field(default_factory=dict)
     settings: LifecycleSettings = Field(default_factory=LifecycleSettings)
 
-    def check_executor(self) -> None:
+    def check_executor(self) -> Executor:
         """The executor kind and its options checked (a ConfigError names a bad one), as `llmsweep run` does."""
         from llmsweep.execute.registry import get_executor
 
-        get_executor(self.executor, self.executor_options)
+        return get_executor(self.executor, self.executor_options)
 
 
 def _noise(runs: list[Run]) -> list[MetricNoise]:
@@ -271,7 +272,31 @@ def ladder_top(req: DiscoverRequest, arms: list[Arm]) -> int:
     return req.ladder_top or max(LADDER_FLOOR, 4 * max(c for a in arms for c in a.concs))
 
 
-def _refuse_unworkable(req: DiscoverRequest, arms: list[Arm], recipes: Mapping[str, Recipe]
+def _planned(req: DiscoverRequest) -> list[Job]:
+    """The recipe's jobs as `llmsweep run` plans them (its inputs are checked on them before any stage); none when
+    it does not plan: the validation that follows refuses it at its lines."""
+    from llmsweep.plan import jobs_from_files
+
+    try:
+        return jobs_from_files([req.recipe], runner_config=req.runner_config)
+    except LlmsweepError:
+        return []
+
+
+def _refuse_unloadable_tokenizers(req: DiscoverRequest, jobs: list[Job], executor: Executor, event: Event) -> None:
+    """A tokenizer the recipe's jobs count their prompts in that does not load here stops the discovery before any
+    stage, naming the recipe's own `workload.tokenizer` (`run`'s check, `execute.pipeline.unloadable_tokenizers`):
+    every stage's jobs had been refused for it, each naming the stage recipe, and the --out used up."""
+    from llmsweep.execute.pipeline import tokenizer_fields, unloadable_tokenizers
+
+    unloadable = unloadable_tokenizers(jobs, event, req.simulate, executor.lifecycle_here)
+    if unloadable:
+        raise ConfigError("discover: " + "; ".join(f"{tokenizer_fields(of)}: {error.message}"
+                                                   for error, of in unloadable.values()),
+                          fix="; ".join(dict.fromkeys(error.fix for error, _ in unloadable.values() if error.fix)))
+
+
+def _refuse_unworkable(req: DiscoverRequest, arms: list[Arm], recipes: Mapping[str, Recipe], planned: list[Job]
                        ) -> tuple[dict[str, str], dict[str, str]]:
     """What cannot run as asked stops before any stage starts, with the reason; returns the commit each hub trace
     source is pinned to, which every stage replays (`plan.point.pin_trace_sources`), and that commit for each recipe
@@ -295,15 +320,11 @@ def _refuse_unworkable(req: DiscoverRequest, arms: list[Arm], recipes: Mapping[s
         # resolved once, before any stage, `--traces` or the recipe's own: a missing one had been refused job by job
         # inside the ladder (exit 1, the --out used), and the corrected command refused as that --out "already holds
         # a discovery"
-        from llmsweep.plan import jobs_from_files
         from llmsweep.plan.point import check_trace_sources, corpus_ref, pin_trace_sources, with_traces
         from llmsweep.workload.traces.loader import is_commit
 
-        try:
-            jobs = jobs_from_files([req.recipe], runner_config=req.runner_config)
-        except LlmsweepError:
-            jobs = []  # a recipe that does not plan is refused at its lines by the validation that follows
-        jobs, pins, _ = pin_trace_sources(with_traces(jobs, req.traces, lambda _: None))
+        # (a recipe that does not plan has no jobs: it is refused at its lines by the validation that follows)
+        jobs, pins, _ = pin_trace_sources(with_traces(planned, req.traces, lambda _: None))
         # the commit a stage's job replays a source at when its recipe asks the latest (`RunRequest.trace_revisions`)
         pinned = {pin.source: pin.commit for pin in pins if pin.revision is None}
         if req.traces is None:  # `--traces` replaces the recipes' sources in every stage
@@ -406,10 +427,12 @@ def discover(req: DiscoverRequest, *, event: Event) -> Discovery:
     measured so far, with `interrupted` naming the stage, and no recipe is proposed."""
     recipes, arms = load_arms(req.recipe)
     _refuse_used(req.out)
-    pinned, by_recipe = _refuse_unworkable(req, arms, recipes)
+    recipe_jobs = _planned(req)
+    pinned, by_recipe = _refuse_unworkable(req, arms, recipes, recipe_jobs)
     req = req.model_copy(update={"trace_revisions": pinned, "recipe_revisions": by_recipe})
-    req.check_executor()  # an unknown kind or a bad option stops the discovery before anything runs
+    executor = req.check_executor()  # an unknown kind or a bad option stops the discovery before anything runs
     _say_warnings(req, event)
+    _refuse_unloadable_tokenizers(req, recipe_jobs, executor, event)
     top = ladder_top(req, arms)
     if any(a.start > top for a in arms):
         raise ConfigError(f"discover: --ladder-top {top} is below an arm's first concurrency",

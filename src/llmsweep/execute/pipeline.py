@@ -392,35 +392,52 @@ def job_refusal(job: Job, simulate: bool, errors: list[Finding], evals: EvalSett
     return None
 
 
-def _check_inputs(jobs: list[Job], event: Event, simulate: bool = False,
-                  lifecycle_here: bool = True) -> tuple[list[Job], list[JobOutcome]]:
-    """Resolve every trace source and load every tokenizer once, before any server starts: the jobs of one that
-    cannot be read are refused with its reason and fix, said once, and the rest run. An eval-only job replays no
-    trace and counts no prompt (lm-eval sends its samples): its row's trace source and tokenizer are not its to
-    read, offline or not. A job the simulator serves counts its prompts in the built-in tokenizer: its recipe's is
-    not loaded. Where the jobs' lifecycle runs on another host (`Executor.lifecycle_here`: Slurm's nodes, whose
-    node-local paths and caches this host may not see), a tokenizer that does not load here is said, not refused:
-    the node loads it."""
-    from llmsweep.plan.point import check_tokenizers, check_trace_sources
+def unloadable_tokenizers(jobs: list[Job], event: Event, simulate: bool = False, lifecycle_here: bool = True
+                          ) -> dict[str, tuple[LlmsweepError, list[Job]]]:
+    """The tokenizers `jobs` count their prompts in that do not load on this host, each with why and the jobs that
+    count in it: `run` refuses those jobs before any server starts (`_check_inputs`), `discover` the recipe before any
+    stage. An eval-only job counts no prompt (lm-eval sends its samples), and a job the simulator serves counts in the
+    built-in tokenizer: their recipes' are not loaded. Where the jobs' lifecycle runs on another host
+    (`Executor.lifecycle_here`: Slurm's nodes, whose node-local paths and caches this host may not see), a tokenizer
+    that does not load here is said, not returned: the node loads it."""
+    from llmsweep.plan.point import check_tokenizers
 
-    loads = [job for job in jobs if not job.eval_only]
-    failed = check_trace_sources(loads)
-    counted = [job for job in loads if not runs_on_simulator(job.engine, simulate=simulate)]
+    counted = [job for job in jobs if not job.eval_only and not runs_on_simulator(job.engine, simulate=simulate)]
     unloadable = check_tokenizers(counted)
     if unloadable and not lifecycle_here:
         for source, problem in unloadable.items():
             event(f"warning: tokenizer {source!r} does not load on this host ({problem.one_line()}); its jobs' "
                   "nodes load it, and a job whose node cannot fails there")
-        unloadable = {}
+        return {}
+    return {source: (error, [j for j in counted if j.workload.tokenizer == source])
+            for source, error in unloadable.items()}
+
+
+def tokenizer_fields(jobs: Sequence[Job]) -> str:
+    """Where `jobs`' tokenizer is written, each place once: its recipe file and key's `workload.tokenizer` (the
+    model id when the recipe writes none)."""
+    return ", ".join(dict.fromkeys(_tokenizer_field(job) for job in jobs))
+
+
+def _check_inputs(jobs: list[Job], event: Event, simulate: bool = False,
+                  lifecycle_here: bool = True) -> tuple[list[Job], list[JobOutcome]]:
+    """Resolve every trace source and load every tokenizer once, before any server starts: the jobs of one that
+    cannot be read are refused with its reason and fix, said once, and the rest run. An eval-only job replays no
+    trace (lm-eval sends its samples): its row's trace source is not its to read, offline or not; which tokenizers
+    are loaded, and where, is :func:`unloadable_tokenizers`'."""
+    from llmsweep.plan.point import check_trace_sources
+
+    failed = check_trace_sources([job for job in jobs if not job.eval_only])
+    unloadable = unloadable_tokenizers(jobs, event, simulate, lifecycle_here)
     if not failed and not unloadable:
         return jobs, []
-    counted_ids = {job.id for job in counted}
+    counting = {job.id: error for error, of in unloadable.values() for job in of}
     keep: list[Job] = []
     refused: list[JobOutcome] = []
     for job in jobs:
         error = failed.get(ref.source) if (ref := corpus_ref(job)) is not None else None  # (none of an eval-only job)
         reason = error.one_line() if error is not None else None
-        if reason is None and job.id in counted_ids and (bad := unloadable.get(job.workload.tokenizer)) is not None:
+        if reason is None and (bad := counting.get(job.id)) is not None:
             reason = f"{_tokenizer_field(job)}: {bad.one_line()}"
         if reason is None:
             keep.append(job)
@@ -429,11 +446,9 @@ def _check_inputs(jobs: list[Job], event: Event, simulate: bool = False,
     for source, error in failed.items():
         n = sum(1 for j in jobs if (ref := corpus_ref(j)) is not None and ref.source == source)
         event(f"{error.message}; {count_of(n, 'job')} refused (fix: {error.fix})")
-    for source, error in unloadable.items():
-        of = [j for j in counted if j.workload.tokenizer == source]
-        fields = ", ".join(dict.fromkeys(_tokenizer_field(j) for j in of))
-        event(f"{fields}: {error.message}; {count_of(len(of), 'job')} refused before any server starts (fix: "
-              f"{error.fix})")
+    for error, of in unloadable.values():
+        event(f"{tokenizer_fields(of)}: {error.message}; {count_of(len(of), 'job')} refused before any server starts "
+              f"(fix: {error.fix})")
     return keep, refused
 
 
