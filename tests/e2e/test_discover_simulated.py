@@ -597,3 +597,34 @@ def test_a_tokenizer_that_does_not_load_is_refused_at_the_recipes_own_field_befo
     assert f"{recipe}: smollm2-135m-bf16-h200-vllm-discover.workload.tokenizer: tokenizer '{missing}'" in said, said
     assert "stages" not in said and not out.exists()
 
+
+SEED = Path(__file__).resolve().parents[2] / "recipes" / "qwen3.5-fp8-mi300x-sglang-agentic-mtp.yaml"
+
+
+@pytest.mark.timeout(120)
+def test_an_arm_a_real_engine_would_refuse_carries_the_warning_wherever_its_grid_is_shown(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The seed recipe's HiCache arm breaks a known incompatibility of SGLang 0.5.16 on ROCm, softened on the
+    simulator: the discovery said it once, on stderr at start-up, and then proposed the arm's grid in discovery.json,
+    the table and proposed.yaml as if an engine would run it."""
+    out = tmp_path / "disc"
+    proc = _discover(tmp_path, SEED, "--simulate", "--traces", "synthetic", "--duration", WINDOW, "--ladder-top", "8",
+                     "--repeats", "2", "--refine", "0", "--out", out)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    saved = json.loads((out / "discovery.json").read_text())
+    resident, hicache = saved["arms"]
+    refusal = "a real engine would refuse them: [engine.known-incompatibility]"
+    assert [w["runs"] for w in hicache["warnings"] if w["warning"].startswith(refusal)] == [4], hicache["warnings"]
+    assert not [w for w in resident["warnings"] if w["warning"].startswith(refusal)], resident["warnings"]
+    assert all(any(w.startswith(refusal) for w in r["warnings"]) == ("kvdram" in r["job_id"]) for r in saved["runs"])
+    # the table, under the arm's heading, before its grid
+    table = proc.stdout
+    at = table.index(hicache["arm"])
+    assert refusal in " ".join(table[at:].split()) and refusal not in table[:at], table[:3000]
+    # proposed.yaml's head names the arm and the rule (above the recipe's own comments); the resident arm gets none
+    lines = (out / "proposed.yaml").read_text().splitlines()
+    own = lines.index(SEED.read_text().splitlines()[0])
+    note = " ".join(ln.removeprefix("# ") for ln in lines[:own])
+    assert (f"the grid of {hicache['arm']} ({hicache['label']}) was proposed from 4 runs a real engine would refuse: "
+            "[engine.known-incompatibility]") in note, note
+    assert f"{resident['arm']} " not in note, note

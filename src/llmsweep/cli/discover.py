@@ -137,6 +137,12 @@ def _print(result: object) -> None:
         console.print(f"[bold]{arm.arm}[/]  {arm.label}")
         noise = ", ".join(f"{n.label} {n.cv:.1%}" for n in arm.noise if n.cv is not None)
         console.print(f"  noise (cv between repeats): {noise or 'unknown'}")
+        # what the arm's runs warned of their results (a real engine would refuse its jobs, ...): its grid rests on
+        # them, so the proposal says them, each once, as `run`'s table notes a job's
+        for w in arm.warnings:
+            mark = "[red]⚠[/]" if w.engine_refuses else "⚠"
+            console.print(f"  {mark} " + escape(f"{w.warning} ({w.runs} of its {count_of(arm.runs, 'run')})"),
+                          highlight=False)
         if arm.error:
             console.print(f"  [red]no proposal:[/] {arm.error}")
             continue

@@ -172,7 +172,7 @@ def _folder_points(ref: str, store: Any) -> tuple[list[ResultPoint], dict[tuple[
 def _run_warnings(run: RunDir) -> dict[tuple[str, str], list[str]]:
     """(run id, job id) -> what a run folder warned of the job: its outcomes (run.json's, else each job's own
     outcome.json), as its dashboard reads them; jobs without any left out, as `Store.job_warnings` leaves them."""
-    from llmsweep.report.data import recorded_outcomes
+    from llmsweep.results.rundir import recorded_outcomes
 
     return {(run.run_id, job): o.warnings for job, o in recorded_outcomes(run).items() if o.warnings}
 

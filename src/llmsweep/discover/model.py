@@ -6,6 +6,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from llmsweep.sim_warnings import WarningKind, warning_kind
+
 
 class _Out(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -26,6 +28,10 @@ class Run(_Out):
     metrics: dict[str, float | None] = Field(description="Hot columns of the metric table, by name.")
     kv_usage_max: float | None = Field(default=None, description="Peak GPU KV-cache usage the server reported.")
     preemptions: float | None = Field(default=None, description="Requests the server preempted in the window.")
+    warnings: list[str] = Field(default_factory=list, description="What the run's outcome warned of its result, read "
+                                "back from its run directory (`sim_warnings`: a real engine would refuse its job, "
+                                "what the simulator does not model of it, the catalog estimates it was modelled "
+                                "with).")
 
 
 class MetricNoise(_Out):
@@ -105,6 +111,19 @@ class GridPoint(_Out):
     why: str
 
 
+class ArmWarning(_Out):
+    """A warning the runs of an arm carried (`Run.warnings`): its proposal rests on them, and says it."""
+
+    warning: str = Field(description="As the runs' outcomes recorded it (`sim_warnings`).")
+    runs: int = Field(description="How many of the arm's runs carried it.")
+
+    @property
+    def engine_refuses(self) -> bool:
+        """A real engine would refuse the arm's jobs (an engine rule the simulator softened): the proposed grid is
+        one no engine runs as the recipe writes the arm."""
+        return warning_kind(self.warning) is WarningKind.ENGINE_REFUSES
+
+
 class ArmProposal(_Out):
     arm: str
     recipe_key: str
@@ -117,10 +136,18 @@ class ArmProposal(_Out):
     noise: list[MetricNoise]
     curve: list[CurvePoint]
     error: str | None = Field(default=None, description="Why no grid could be proposed for this arm.")
+    warnings: list[ArmWarning] = Field(default_factory=list, description="What the arm's runs warned of their "
+                                       "results, each warning once with how many runs carried it: a real engine "
+                                       "would refuse the arm's jobs, what the simulator does not model of them.")
 
     @property
     def concs(self) -> list[int]:
         return [p.conc for p in self.proposed]
+
+    @property
+    def runs(self) -> int:
+        """The arm's runs the proposal rests on."""
+        return sum(p.runs for p in self.curve)
 
 
 class KeyPolicy(_Out):

@@ -15,18 +15,21 @@ import copy
 import difflib
 import re
 import textwrap
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from llmsweep.discover.model import ArmWarning
 from llmsweep.errors import ConfigError
 from llmsweep.plan.conc import expand_range
+from llmsweep.sim_warnings import ENGINE_REFUSES_OPENING
 from llmsweep.spec.loader import load_recipes
 from llmsweep.spec.recipe import Recipe
 from llmsweep.spec.source import FieldPath, render_path
+from llmsweep.words import count_of
 
 CONC_FIELDS = ("conc-list", "conc-start", "conc-end")
 STAGE_KEY = "{key}-discover{n}"
@@ -275,24 +278,29 @@ def _redumped(file: Path, grids: dict[str, list[int]], arms: list[Arm],
 
 
 def propose(file: Path, out: Path, grids: dict[str, list[int]], arms: list[Arm],
-            policy: dict[str, tuple[int | None, int | None]], *, note: str | None = None) -> Proposal:
-    """Write the proposed recipe to `out` after loading it back: its arms must say exactly `grids`. `note` (what the
-    grid stands on when that is not a measurement: `simulated_note`) heads the file as a comment, so the recipe a
-    user commits says it; the note an earlier discovery on the simulator left at the recipe's head is not kept (this
-    discovery's grid is what the file holds now)."""
+            policy: dict[str, tuple[int | None, int | None]], *, note: str | None = None,
+            warned: Sequence[str] = ()) -> Proposal:
+    """Write the proposed recipe to `out` after loading it back: its arms must say exactly `grids`. Notes head the
+    file as comments, so the recipe a user commits says them: `note`, what the grid stands on when that is not a
+    measurement (`simulated_note`); and `warned`, the engine refusals the arms' runs carried (`refused_note`). The
+    notes an earlier discovery left at the recipe's head are not kept (this discovery's are what the file holds
+    now)."""
     recipes = load_recipes([file]).raise_on_error().recipes
     text = _in_place(file, recipes, grids, arms, policy)
-    head = "".join(f"# {line}\n" for line in textwrap.wrap(note, 116)) if note else ""
     trial = out.with_name(f".{out.name}.candidate")  # checked before it takes `out`'s name: no wrong recipe is left
     try:
         for candidate, in_place in ((text, True), (_redumped(file, grids, arms, policy), False)):
             if candidate is None:
                 continue
-            candidate = head + without_simulated_note(candidate)
+            candidate = without_discover_notes(candidate)
             trial.write_text(candidate, encoding="utf-8")
-            if _says(trial, grids, arms, policy):
-                trial.replace(out)
-                return Proposal(candidate, in_place)
+            if not _says(trial, grids, arms, policy):
+                continue
+            notes = [n for n in (note, *warned) if n]
+            candidate = "".join(_comment(n) for n in notes) + candidate
+            trial.write_text(candidate, encoding="utf-8")
+            trial.replace(out)
+            return Proposal(candidate, in_place)
     finally:
         trial.unlink(missing_ok=True)
     raise ConfigError("discover: the proposed recipe does not load back with the proposed grid (arms that share "
@@ -301,9 +309,21 @@ def propose(file: Path, out: Path, grids: dict[str, list[int]], arms: list[Arm],
                           "discovery.json by hand")
 
 
+def _comment(note: str) -> str:
+    """`note` as comment lines heading a recipe (wrapped at whitespace only: `without_discover_notes` finds its end
+    by its words)."""
+    return "".join(f"# {line}\n" for line in textwrap.wrap(note, 116, break_long_words=False,
+                                                            break_on_hyphens=False))
+
+
+_NOTE_MARK = "llmsweep discover"
+"""How every note `propose` heads a recipe with begins (`without_discover_notes` finds them by it)."""
 _NOTE_OPENS = "llmsweep discover proposed this grid from "
 _NOTE_ENDS = "before it becomes the official grid."
-"""How `simulated_note` begins and ends: what `without_simulated_note` finds it by at a recipe's head."""
+"""How `simulated_note` begins and ends."""
+_REFUSED_ENDS = "change the arm before its grid runs on an engine."
+"""How `refused_note` ends."""
+_ENDINGS = (_NOTE_ENDS, _REFUSED_ENDS)
 
 
 def simulated_note(sources: list[str]) -> str | None:
@@ -317,21 +337,31 @@ def simulated_note(sources: list[str]) -> str | None:
             f"(`llmsweep discover` without --simulate) {_NOTE_ENDS}")
 
 
-def without_simulated_note(text: str) -> str:
-    """A recipe's text without the `simulated_note` comment heading it (as `propose` wrote it), else as it is: a
-    proposed.yaml discovered again keeps its predecessor's note neither under a grid measured on the hardware (a label
-    that grid did not earn) nor beside this discovery's own (two notes, counting other runs)."""
+def refused_note(arm: str, label: str, warning: ArmWarning) -> str:
+    """The head of a proposed recipe one of whose arms' runs a real engine would refuse (an engine rule the simulator
+    softened, `warning`): the grid proposed for it is one no engine runs as the recipe writes the arm."""
+    return (f"{_NOTE_MARK}: the grid of {arm} ({label}) was proposed from {count_of(warning.runs, 'run')} a real "
+            f"engine would refuse: {warning.warning.removeprefix(ENGINE_REFUSES_OPENING)}; {_REFUSED_ENDS}")
+
+
+def without_discover_notes(text: str) -> str:
+    """A recipe's text without the notes `propose` headed it with (`simulated_note`, `refused_note`),
+    else as it is: a proposed.yaml discovered again keeps its predecessor's notes neither under a grid measured on
+    the hardware (a label that grid did not earn) nor beside this discovery's own (two notes, counting other runs)."""
     lines = text.splitlines(keepends=True)
-    if not lines or not lines[0].startswith(f"# {_NOTE_OPENS}"):
-        return text
-    said: list[str] = []
-    for i, line in enumerate(lines):
-        if not line.startswith("# "):
+    start = 0
+    while start < len(lines) and lines[start].startswith(f"# {_NOTE_MARK}"):
+        said: list[str] = []
+        for i in range(start, len(lines)):
+            if not lines[i].startswith("# "):
+                return "".join(lines[start:])
+            said.append(lines[i][2:].strip())
+            if " ".join(said).endswith(_ENDINGS):
+                start = i + 1
+                break
+        else:
             break
-        said.append(line[2:].strip())
-        if " ".join(said).endswith(_NOTE_ENDS):
-            return "".join(lines[i + 1:])
-    return text
+    return "".join(lines[start:])
 
 
 def _says(file: Path, grids: dict[str, list[int]], arms: list[Arm],

@@ -9,6 +9,7 @@ was refused or failed adds no run, and an arm left without runs says why instead
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -16,12 +17,13 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from llmsweep.discover import analysis
-from llmsweep.discover.model import ArmProposal, Discovery, KeyPolicy, MetricNoise, Run, Stage
+from llmsweep.discover.model import ArmProposal, ArmWarning, Discovery, KeyPolicy, MetricNoise, Run, Stage
 from llmsweep.discover.recipe import (
     Arm,
     StageKey,
     load_arms,
     propose,
+    refused_note,
     simulated_note,
     stage_document,
     unified_diff,
@@ -164,7 +166,7 @@ class Stages:
         from llmsweep.execute import artifacts as art
         from llmsweep.metrics.model import SUCCESS_STATUSES
         from llmsweep.results.point import points_from_run
-        from llmsweep.results.rundir import load_run
+        from llmsweep.results.rundir import load_run, recorded_outcomes
 
         out = Path(record.run_dir)
         record.server_launches = server_launches(out)
@@ -173,6 +175,8 @@ class Stages:
         before = len(self.runs)
         run = load_run(out)
         record.paused = paused_jobs(out, [a.job_id for a in run.jobs])
+        # what each run's outcome warned of its result (a real engine would refuse its job, ...): the proposal says it
+        warned = {job_id: o.warnings for job_id, o in recorded_outcomes(run).items()}
         # a job its run did not finish (interrupted: its outcome says failed) is no measurement, whatever summary it
         # left (`--resume` runs it again): the stage's analysis never counts it, as the store does not hold it
         unfinished = {a.job_id for a in run.jobs
@@ -202,6 +206,7 @@ class Stages:
                 metrics={m: point.metric(m) for m in analysis.NOISE_METRICS},
                 kv_usage_max=point.metric("gpu_kv_usage_max"),
                 preemptions=point.summary.server_metrics.preemptions,
+                warnings=warned.get(point.job_id, []),
             ))
         record.runs_measured = len(self.runs) - before
 
@@ -530,8 +535,11 @@ def discover(req: DiscoverRequest, *, event: Event) -> Discovery:
     req.out.mkdir(parents=True, exist_ok=True)
     if grids and interrupted is None and failed is None:
         try:
+            # the file a user commits says what its grid stands on, and the engine refusals its arms' runs carried
             proposed = propose(req.recipe, req.out / PROPOSED_FILE, grids, arms, policy,
-                               note=simulated_note([r.source for r in stages.runs]))
+                               note=simulated_note([r.source for r in stages.runs]),
+                               warned=[refused_note(p.arm, p.label, w) for p in proposals if p.error is None
+                                       for w in p.warnings if w.engine_refuses])
         except LlmsweepError as exc:  # what was measured is kept (discovery.json below) whatever the rewrite did
             result.proposal_error = exc.one_line()
             event(f"discover: no proposed recipe: {result.proposal_error}")
@@ -580,8 +588,10 @@ def _proposal(arm: Arm, stages: Stages, cut: str | None = None) -> ArmProposal:
     tput = by_metric[analysis.THROUGHPUT]
     knee = analysis.find_knee(points, tput, by_metric[analysis.INTERACTIVITY], cut=cut,
                               failed=stages.failed_of(arm))
+    said = Counter(w for r in runs for w in dict.fromkeys(r.warnings))
     proposal = ArmProposal(arm=arm.id, recipe_key=arm.recipe_key, path=render_path(arm.path), label=arm.label,
-                           original=list(arm.concs), proposed=[], min_step=None, knee=knee, noise=noise, curve=points)
+                           original=list(arm.concs), proposed=[], min_step=None, knee=knee, noise=noise, curve=points,
+                           warnings=[ArmWarning(warning=w, runs=n) for w, n in said.items()])
     if knee is None:
         why = "; ".join(f"{stage}: {p}" for stage, p in stages.problems.items()) or (
             f"the discovery {cut} before one finished" if cut else "none finished valid")

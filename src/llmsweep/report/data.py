@@ -31,7 +31,7 @@ from llmsweep.results.frontier import (
 )
 from llmsweep.results.point import ResultPoint, stood_on
 from llmsweep.results.repeats import Repeats, combine_repeats
-from llmsweep.results.rundir import JobArtifacts, RecordedOutcome, RunDir, known_outcomes, read_outcome
+from llmsweep.results.rundir import JobArtifacts, RecordedOutcome, RunDir, read_outcome, recorded_outcomes
 from llmsweep.sim_warnings import WarningKind, warning_kind
 from llmsweep.words import count_of, noun
 
@@ -295,15 +295,6 @@ def records_note(read: int, skipped: int) -> str | None:
     return (f"{RECORDS_FILE} is incomplete: {count_of(skipped, 'line')} not JSON (cut short?) "
             f"{noun(skipped, 'was', 'were')} skipped, so these charts "
             "miss requests the point measured.")
-
-
-def recorded_outcomes(run: RunDir) -> dict[str, RecordedOutcome]:
-    """job id → its outcome as `run.json` recorded it, else as its job folder's `outcome.json` says it. `run` writes
-    run.json's outcomes only when the sweep ends: a run interrupted (Ctrl-C) or still going has none, and its jobs'
-    own outcome.json are then the only record of how each ended and what qualifies its result (`warnings`)."""
-    own = {art.job_id: o for art in run.jobs if art.outcome
-           and (o := read_outcome(art.outcome, f"{art.dir}/outcome.json")) is not None}
-    return known_outcomes(run.meta, own)
 
 
 def verdict_reason(verdict: str, reasons: Sequence[str]) -> str:

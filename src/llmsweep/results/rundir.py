@@ -425,6 +425,15 @@ def known_outcomes(meta: Mapping[str, Any], own: Mapping[str, RecordedOutcome]) 
     return {**own, **outcomes_of(meta)}
 
 
+def recorded_outcomes(run: RunDir) -> dict[str, RecordedOutcome]:
+    """job id → its outcome as `run.json` recorded it, else as its job folder's `outcome.json` says it. `run` writes
+    run.json's outcomes only when the sweep ends: a run interrupted (Ctrl-C) or still going has none, and its jobs'
+    own outcome.json are then the only record of how each ended and what qualifies its result (`warnings`)."""
+    own = {art.job_id: o for art in run.jobs if art.outcome
+           and (o := read_outcome(art.outcome, f"{art.dir}/outcome.json")) is not None}
+    return known_outcomes(run.meta, own)
+
+
 def stored_job_outcomes(meta: Mapping[str, Any]) -> dict[str, RecordedOutcome]:
     """The jobs' own outcomes the store kept in a run's meta (`JOB_OUTCOMES`), readable ones only."""
     raw = meta.get(JOB_OUTCOMES)
