@@ -6,6 +6,7 @@ in virtual time, half the CPU (the simulation of conc 16 and 32 is most of it)."
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import sqlite3
@@ -596,6 +597,28 @@ def test_a_tokenizer_that_does_not_load_is_refused_at_the_recipes_own_field_befo
     said = " ".join(proc.stderr.split())
     assert f"{recipe}: smollm2-135m-bf16-h200-vllm-discover.workload.tokenizer: tokenizer '{missing}'" in said, said
     assert "stages" not in said and not out.exists()
+
+
+@pytest.mark.timeout(120)
+def test_a_quiet_arm_proposes_no_point_per_concurrency_and_says_what_the_proposal_costs(tmp_path: Path) -> None:
+    """The simulator's fixed-length runs differ by about 1 % between seeds: the noise rule alone had turned the
+    recipe's 4 concurrencies into 68 (1, 2, 3, …, 23, 25, …, 122, 128), most of them interpolated, with `min-conc-step:
+    1` and not a word of the cost. Each step is now at least half an octave, and the table, discovery.json and
+    proposed.yaml say how many jobs the proposed recipe plans against the recipe's."""
+    out = tmp_path / "disc"
+    proc = _discover(tmp_path, RISING, "--simulate", "--refine", "0", "--out", out)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    saved = json.loads((out / "discovery.json").read_text())
+    (arm,) = saved["arms"]
+    concs = [p["conc"] for p in arm["proposed"]]
+    assert saved["ladder_top"] == 128 and concs[0] == 1 and concs[-1] == 128, concs
+    assert all(b * b >= 2 * a * a for a, b in itertools.pairwise(concs)), concs  # each step half an octave or more
+    assert len(concs) <= 15, concs  # at most two per doubling (it was 68)
+    assert (saved["recipe_jobs"], saved["proposed_jobs"]) == (4, len(concs))
+    growth = f"plans {count_of(len(concs), 'job')} where"
+    assert f"proposed recipe {growth} the recipe plans 4 jobs" in proc.stdout, proc.stdout[-2000:]
+    head = " ".join(ln.removeprefix("# ") for ln in (out / "proposed.yaml").read_text().splitlines()[:8])
+    assert f"llmsweep discover: this recipe {growth} {RISING} plans 4 jobs" in head, head
 
 
 SEED = Path(__file__).resolve().parents[2] / "recipes" / "qwen3.5-fp8-mi300x-sglang-agentic-mtp.yaml"

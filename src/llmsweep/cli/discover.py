@@ -123,7 +123,7 @@ def _print(result: object) -> None:
     from rich.markup import escape
 
     from llmsweep.cli.tables import Column, plain, print_tables, table_console
-    from llmsweep.discover.model import Discovery
+    from llmsweep.discover.model import Discovery, job_growth
     from llmsweep.metrics.model import source_words
 
     assert isinstance(result, Discovery)
@@ -152,7 +152,9 @@ def _print(result: object) -> None:
                 console.print(f"  cliff: {arm.knee.cliff}")
         # interrupted or failed, the grid is what the runs so far would give, and not proposed (nor written)
         said = "from the runs so far (not proposed)" if result.interrupted or result.failed else "proposed"
-        console.print(f"  recipe: {arm.original}  ->  {said}: {arm.concs}")
+        console.print(f"  recipe: {arm.original}  ->  {said}: {arm.concs} "
+                      f"({count_of(len(arm.concs), 'concurrency', 'concurrencies')} for the recipe's "
+                      f"{len(arm.original)})")
         grid = "proposed grid" if said == "proposed" else "grid from the runs so far (not proposed)"
         columns = [Column("conc"), Column("why", kind="text", justify="left", min_width=24)]
         print_tables(plain(f"{arm.label}: {grid}"), columns, [[str(p.conc), plain(p.why)] for p in arm.proposed],
@@ -166,6 +168,8 @@ def _print(result: object) -> None:
     console.print(f"{verb} {count_of(result.points_measured, 'point')} in {count_of(result.runs_measured, 'run')}"
                   + smoke_said + (f" on {count_of(launches, 'server launch', 'server launches')}" if launches else "")
                   + "; policy: " + _policy_words(result))
+    if result.proposed_jobs is not None and result.recipe_jobs is not None:  # what the proposal costs, never silent
+        console.print("proposed recipe " + job_growth(result.proposed_jobs, result.recipe_jobs), highlight=False)
     for stage in result.stages:
         if stage.skipped:
             console.print(f"stage {stage.name} skipped: {stage.skipped}")

@@ -262,11 +262,26 @@ def _moves(points: Sequence[CurvePoint], a: int, b: int,
     return beyond, ", ".join(parts)
 
 
+STEP_RATIO = math.sqrt(2)
+"""The finest step the proposed grid takes: half an octave of concurrency. The ladder measures octaves (powers of two)
+and the grid reads the curve linear in log concurrency between measured points, so where the noise is small (the
+simulator's one or two per cent) the noise rule alone put a point at nearly every concurrency — points no run
+measured, each a job of the official sweep (the rising fixed-length arm's 4 concurrencies became 68). With every step
+at least half an octave, a grid holds at most two points per doubling of the users, however quiet the noise."""
+
+
+def step_floor(conc: int) -> int:
+    """The lowest concurrency a proposed step from `conc` may take: :data:`STEP_RATIO` above it, rounded up."""
+    return max(conc + 1, math.ceil(conc * STEP_RATIO - 1e-9))
+
+
 def propose_grid(points: Sequence[CurvePoint], start: int, knee: Knee, noise_by: dict[str, MetricNoise],
                  recipe: Sequence[int] = (), cut: str | None = None) -> list[GridPoint]:
     """The official grid from `start` to the knee: each point the first concurrency (on the measured curve, linear
     in log concurrency between measured points) that moves throughput per GPU or interactivity beyond the noise of
-    a single run; the knee itself ends the grid (merged into the last point when it is too close to it).
+    a single run and lies half an octave or more above the point before it (:data:`STEP_RATIO`); the knee itself ends
+    the grid (taking the last point's place when the noise cannot tell the two apart, or they lie closer than half an
+    octave).
 
     When the knee was not reached, the measurements say nothing past their top: the grid runs the same way to the
     top measured concurrency, and the `recipe`'s concurrencies above it follow as they are (nothing is cut where
@@ -280,16 +295,21 @@ def propose_grid(points: Sequence[CurvePoint], start: int, knee: Knee, noise_by:
     end = (f"the knee, where the grid stops: {knee.reason}" if knee.found else
            f"the highest measured concurrency; the knee was not reached: {knee.reason}")
     grid = [GridPoint(conc=start, why=f"the arm's first concurrency (the recipe's){note(start)}")]
-    last = start
+    last, floor, finer = start, step_floor(start), False
     for c in range(start + 1, top + 1):
         beyond, figures = _moves(points, last, c, noise_by)
+        if beyond and c < floor:
+            finer = True  # the noise would tell a closer point apart: the half-octave floor sets this step
+            continue
         if beyond:
-            grid.append(GridPoint(conc=c, why=f"first step that separates from conc {last}: {figures}{note(c)}"))
-            last = c
+            first = (f"half an octave from conc {last}, the finest step proposed (a closer one separates too)"
+                     if finer else f"first step that separates from conc {last}")
+            grid.append(GridPoint(conc=c, why=f"{first}: {figures}{note(c)}"))
+            last, floor, finer = c, step_floor(c), False
     if grid[-1].conc != top:
         beyond, figures = _moves(points, grid[-1].conc, top, noise_by)
-        if not beyond and len(grid) > 1:
-            grid.pop()  # too close to the knee to tell apart: the knee takes its place
+        if (not beyond or top < step_floor(grid[-1].conc)) and len(grid) > 1:
+            grid.pop()  # too close to the knee to tell apart, or under half an octave: the knee takes its place
             figures = _moves(points, grid[-1].conc, top, noise_by)[1]
         grid.append(GridPoint(conc=top, why=f"{end}; vs conc {grid[-1].conc}: {figures}{note(top)}"))
     else:

@@ -7,6 +7,15 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from llmsweep.sim_warnings import WarningKind, warning_kind
+from llmsweep.words import count_of
+
+
+def job_growth(jobs: int, recipe_jobs: int, recipe: str = "the recipe") -> str:
+    """`plans 12 jobs where the recipe plans 4 jobs (×3.0)`: what a proposed recipe costs against the one it was
+    proposed for (`recipe`: how to name it), as the table and proposed.yaml's head say it: every proposed concurrency
+    is a job of the official sweep, so a grid that grows is said, never silent."""
+    times = f" (×{jobs / recipe_jobs:.1f})" if recipe_jobs else ""
+    return f"plans {count_of(jobs, 'job')} where {recipe} plans {count_of(recipe_jobs, 'job')}{times}"
 
 
 class _Out(BaseModel):
@@ -221,6 +230,11 @@ class Discovery(_Out):
     proposal_error: str | None = Field(default=None, description="Why no proposed recipe was written although a grid "
                                        "was found (the recipe could not be rewritten to say it).")
     proposed_recipe: str | None = None
+    recipe_jobs: int | None = Field(default=None, description="Jobs the recipe plans (`llmsweep run` of it): what "
+                                    "its sweep costs today.")
+    proposed_jobs: int | None = Field(default=None, description="Jobs the proposed recipe plans, against "
+                                      "`recipe_jobs` (None when no recipe was proposed): every proposed concurrency "
+                                      "is a job of the official sweep.")
     patch: str = Field(default="", description="Unified diff of the recipe file to the proposed one.")
 
     @property

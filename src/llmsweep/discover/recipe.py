@@ -15,15 +15,15 @@ import copy
 import difflib
 import re
 import textwrap
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from llmsweep.discover.model import ArmWarning
-from llmsweep.errors import ConfigError
+from llmsweep.discover.model import ArmWarning, job_growth
+from llmsweep.errors import ConfigError, LlmsweepError
 from llmsweep.plan.conc import expand_range
 from llmsweep.sim_warnings import ENGINE_REFUSES_OPENING
 from llmsweep.spec.loader import load_recipes
@@ -162,6 +162,8 @@ class Proposal:
     text: str
     in_place: bool
     """True when the original text was rewritten line by line (comments kept); False when re-dumped."""
+    jobs: int | None = None
+    """Jobs the proposed recipe plans (when `propose` was given the planner)."""
 
 
 _FLOW_LIST = re.compile(r"(conc-list\s*:\s*)\[[^\]\n]*\]")
@@ -279,12 +281,14 @@ def _redumped(file: Path, grids: dict[str, list[int]], arms: list[Arm],
 
 def propose(file: Path, out: Path, grids: dict[str, list[int]], arms: list[Arm],
             policy: dict[str, tuple[int | None, int | None]], *, note: str | None = None,
-            warned: Sequence[str] = ()) -> Proposal:
+            warned: Sequence[str] = (), plans: Callable[[Path], int] | None = None,
+            recipe_jobs: int | None = None) -> Proposal:
     """Write the proposed recipe to `out` after loading it back: its arms must say exactly `grids`. Notes head the
     file as comments, so the recipe a user commits says them: `note`, what the grid stands on when that is not a
-    measurement (`simulated_note`); and `warned`, the engine refusals the arms' runs carried (`refused_note`). The
-    notes an earlier discovery left at the recipe's head are not kept (this discovery's are what the file holds
-    now)."""
+    measurement (`simulated_note`); `warned`, the engine refusals the arms' runs carried (`refused_note`); and, given
+    `plans` (a recipe file's job count, as `run` plans it) and `recipe_jobs` (`file`'s), how many jobs the proposed
+    recipe plans against `file` (`jobs_note`). The notes an earlier discovery left at the recipe's head are not kept
+    (this discovery's are what the file holds now)."""
     recipes = load_recipes([file]).raise_on_error().recipes
     text = _in_place(file, recipes, grids, arms, policy)
     trial = out.with_name(f".{out.name}.candidate")  # checked before it takes `out`'s name: no wrong recipe is left
@@ -296,17 +300,29 @@ def propose(file: Path, out: Path, grids: dict[str, list[int]], arms: list[Arm],
             trial.write_text(candidate, encoding="utf-8")
             if not _says(trial, grids, arms, policy):
                 continue
+            jobs = _jobs(plans, trial)
             notes = [n for n in (note, *warned) if n]
+            if jobs is not None and recipe_jobs is not None:
+                notes.append(jobs_note(jobs, recipe_jobs, file))
             candidate = "".join(_comment(n) for n in notes) + candidate
             trial.write_text(candidate, encoding="utf-8")
             trial.replace(out)
-            return Proposal(candidate, in_place)
+            return Proposal(candidate, in_place, jobs=jobs)
     finally:
         trial.unlink(missing_ok=True)
     raise ConfigError("discover: the proposed recipe does not load back with the proposed grid (arms that share "
                       "one YAML node, through an anchor or merge key, cannot each take their own grid)",
                       fix="write each arm's concurrencies out (no shared anchor), or apply the grids in "
                           "discovery.json by hand")
+
+
+def _jobs(plans: Callable[[Path], int] | None, file: Path) -> int | None:
+    if plans is None:
+        return None
+    try:
+        return plans(file)
+    except LlmsweepError:  # a count it cannot give is left unsaid, never guessed
+        return None
 
 
 def _comment(note: str) -> str:
@@ -321,9 +337,11 @@ _NOTE_MARK = "llmsweep discover"
 _NOTE_OPENS = "llmsweep discover proposed this grid from "
 _NOTE_ENDS = "before it becomes the official grid."
 """How `simulated_note` begins and ends."""
+_JOBS_ENDS = "each proposed concurrency is a job of the official sweep."
+"""How `jobs_note` ends."""
 _REFUSED_ENDS = "change the arm before its grid runs on an engine."
 """How `refused_note` ends."""
-_ENDINGS = (_NOTE_ENDS, _REFUSED_ENDS)
+_ENDINGS = (_NOTE_ENDS, _JOBS_ENDS, _REFUSED_ENDS)
 
 
 def simulated_note(sources: list[str]) -> str | None:
@@ -337,6 +355,12 @@ def simulated_note(sources: list[str]) -> str | None:
             f"(`llmsweep discover` without --simulate) {_NOTE_ENDS}")
 
 
+def jobs_note(jobs: int, recipe_jobs: int, recipe: Path | str) -> str:
+    """The head of a proposed recipe: how many jobs it plans against the recipe it was proposed for (`recipe`), in
+    the words the discovery's table says it (`model.job_growth`)."""
+    return f"{_NOTE_MARK}: this recipe {job_growth(jobs, recipe_jobs, str(recipe))}; {_JOBS_ENDS}"
+
+
 def refused_note(arm: str, label: str, warning: ArmWarning) -> str:
     """The head of a proposed recipe one of whose arms' runs a real engine would refuse (an engine rule the simulator
     softened, `warning`): the grid proposed for it is one no engine runs as the recipe writes the arm."""
@@ -345,7 +369,7 @@ def refused_note(arm: str, label: str, warning: ArmWarning) -> str:
 
 
 def without_discover_notes(text: str) -> str:
-    """A recipe's text without the notes `propose` headed it with (`simulated_note`, `refused_note`),
+    """A recipe's text without the notes `propose` headed it with (`simulated_note`, `refused_note`, `jobs_note`),
     else as it is: a proposed.yaml discovered again keeps its predecessor's notes neither under a grid measured on
     the hardware (a label that grid did not earn) nor beside this discovery's own (two notes, counting other runs)."""
     lines = text.splitlines(keepends=True)

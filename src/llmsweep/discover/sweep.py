@@ -445,6 +445,7 @@ def discover(req: DiscoverRequest, *, event: Event) -> Discovery:
     # --out made and write-tested as `llmsweep run` does its own, once every refusal above had its say: a path
     # through a file or a folder this user cannot write is one error line (exit 2), not a traceback from the stage
     from llmsweep.execute.pipeline import writable_out
+    from llmsweep.plan import jobs_from_files
     from llmsweep.results.store import Store
 
     writable_out(req.out)
@@ -531,20 +532,25 @@ def discover(req: DiscoverRequest, *, event: Event) -> Discovery:
         min_conc_step=min(min_steps) if min_steps else None, max_conc=max(caps) if caps else None,
         stages=stages.records, executor=req.executor, interrupted=interrupted, failed=failed,
         policy={key: KeyPolicy(min_conc_step=step, max_conc=cap) for key, (step, cap) in policy.items()},
+        recipe_jobs=len(recipe_jobs) or None,
     )
     req.out.mkdir(parents=True, exist_ok=True)
     if grids and interrupted is None and failed is None:
         try:
-            # the file a user commits says what its grid stands on, and the engine refusals its arms' runs carried
+            # the file a user commits says what its grid stands on, the engine refusals its arms' runs carried,
+            # and what it costs against the recipe (each proposed concurrency a job of the official sweep)
             proposed = propose(req.recipe, req.out / PROPOSED_FILE, grids, arms, policy,
                                note=simulated_note([r.source for r in stages.runs]),
                                warned=[refused_note(p.arm, p.label, w) for p in proposals if p.error is None
-                                       for w in p.warnings if w.engine_refuses])
+                                       for w in p.warnings if w.engine_refuses],
+                               plans=lambda file: len(jobs_from_files([file], runner_config=req.runner_config)),
+                               recipe_jobs=result.recipe_jobs)
         except LlmsweepError as exc:  # what was measured is kept (discovery.json below) whatever the rewrite did
             result.proposal_error = exc.one_line()
             event(f"discover: no proposed recipe: {result.proposal_error}")
         else:
             result.proposed_recipe = str(req.out / PROPOSED_FILE)
+            result.proposed_jobs = proposed.jobs
             result.patch = unified_diff(req.recipe, proposed.text, str(req.out / PROPOSED_FILE))
             (req.out / PATCH_FILE).write_text(result.patch, encoding="utf-8")
     (req.out / DISCOVERY_FILE).write_text(result.model_dump_json(indent=2), encoding="utf-8")

@@ -168,16 +168,37 @@ def test_the_grid_steps_only_as_far_as_noise_needs_and_stops_at_the_knee() -> No
     assert concs[0] == 1 and concs[-1] == 64 and concs == sorted(set(concs))
     need = analysis.separation(noise[THROUGHPUT], 1, 2)
     for a, b in itertools.pairwise(concs[:-1]):
-        # every step separates beyond noise, and the step one smaller would not have
+        # every step separates beyond noise and is half an octave or more; the step one smaller would not have been
+        # both (a finer step that separates is no point of the grid: `STEP_RATIO`)
         ta, tb, tb1 = (100 + 100 * math.log2(c) for c in (a, b, b - 1))
-        assert (tb - ta) / ta > need
-        assert b - 1 == a or (tb1 - ta) / ta <= need
+        assert (tb - ta) / ta > need and b >= a * analysis.STEP_RATIO
+        assert b - 1 == a or (tb1 - ta) / ta <= need or b - 1 < a * analysis.STEP_RATIO
     assert "the knee was not reached" in grid[-1].why and "first concurrency" in grid[0].why
     # Noisier measurements need wider steps: fewer points for the same curve.
     noisy = _ladder(pts, spread=0.06)
     wide = analysis.propose_grid(analysis.curve(noisy), 1, knee,
                                  {m: analysis.noise(noisy, m) for m in analysis.SEPARATION_METRICS})
     assert len(wide) < len(grid)
+
+
+def test_quiet_noise_does_not_put_a_point_at_every_concurrency() -> None:
+    """Repeats a fraction of a per cent apart (the simulator's fixed-length runs) make nearly every step "beyond
+    noise" on a curve interpolated between octaves: the rising fixed-length arm's 4 concurrencies had become 68
+    (1, 2, 3, …, 23, 25, …, 122, 128), most of them points no run measured. Each step is at least half an octave, so
+    the grid holds at most two points per doubling of the users, and says which steps the floor set."""
+    pts = [(c, 100 * c ** 0.8, 60 / c ** 0.1, None, None) for c in (1, 2, 4, 8, 16, 32, 64, 128)]
+    runs = _ladder(pts, spread=0.002)
+    curve = analysis.curve(runs)
+    noise = {m: analysis.noise(runs, m) for m in analysis.SEPARATION_METRICS}
+    knee = analysis.find_knee(curve, noise[THROUGHPUT], noise[INTERACTIVITY])
+    assert knee is not None and knee.above == 128
+    grid = analysis.propose_grid(curve, 1, knee, noise)
+    concs = [g.conc for g in grid]
+    assert concs[0] == 1 and concs[-1] == 128 and concs == sorted(set(concs))
+    assert all(b >= a * math.sqrt(2) for a, b in itertools.pairwise(concs)), concs
+    assert all(len([c for c in concs if lo <= c < 2 * lo]) <= 2 for lo in range(1, 129)), concs
+    assert len(concs) <= 2 * 7 + 1, concs  # (it was every concurrency up to 23, then every second or third)
+    assert any("half an octave from conc" in g.why for g in grid)
 
 
 def test_ladder_and_min_step() -> None:
