@@ -10,6 +10,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from llmsweep.findings import Finding
 
 
@@ -30,6 +32,13 @@ class LlmsweepError(Exception):
         """The message and its fix on one line, as a refusal's reason says them."""
         return f"{self.message} (fix: {self.fix})" if self.fix else self.message
 
+    def as_findings(self, rule: str) -> list[Finding]:
+        """The error as `validate` lists it: one error finding under `rule` with its message and fix (a ConfigError
+        gives the findings it carries, a CatalogError its own, with its file, line and field)."""
+        from llmsweep.findings import Finding, Severity
+
+        return [Finding(rule=rule, severity=Severity.ERROR, message=self.message, fix=self.fix)]
+
 
 class ConfigError(LlmsweepError):
     """A recipe, runner file or other input is malformed; carries the findings that say where and why."""
@@ -37,6 +46,30 @@ class ConfigError(LlmsweepError):
     def __init__(self, message: str, *, fix: str | None = None, findings: list[Finding] | None = None) -> None:
         super().__init__(message, fix=fix)
         self.findings = list(findings or [])
+
+    def as_findings(self, rule: str) -> list[Finding]:
+        return list(self.findings) or super().as_findings(rule)
+
+
+class CatalogError(ConfigError):
+    """A catalog file (packaged, or the user's under `$LLMSWEEP_CATALOG_DIR`) that does not read: its message is
+    `file:line: problem`, and `as_findings` gives the finding `validate` lists — rule `catalog.file`, the file, the
+    line and the field (`power.mi300x.idle_w`) where known. (It carries no `findings`: a policy rule that reads a bad
+    catalog says so once, as `policy.input`.)"""
+
+    RULE = "catalog.file"
+
+    def __init__(self, problem: str, *, file: Path, line: int | None = None, column: int | None = None,
+                 field: str | None = None, fix: str | None = None) -> None:
+        from llmsweep.findings import Finding, Severity
+
+        where = f"{file}{f':{line}' if line else ''}{f':{column}' if line and column else ''}"
+        super().__init__(f"{where}: {problem}", fix=fix)
+        self.finding = Finding(rule=self.RULE, severity=Severity.ERROR, file=str(file), line=line, path=field,
+                               message=problem, fix=fix)
+
+    def as_findings(self, rule: str) -> list[Finding]:
+        return [self.finding]
 
 
 class ContractError(LlmsweepError):

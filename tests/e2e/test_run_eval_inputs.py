@@ -50,9 +50,10 @@ def test_a_malformed_thresholds_file_stops_run_and_render_before_any_server(
     # `render` of the eval job says the same (exit 2); a throughput-only plan of the same row does not read it
     code, _, err = run_main(capsys, "render", RECIPE, "--job", "qwen3.5_8k1k", "--simulate")
     assert code == 2 and said in err
-    # and `validate`, which checks what `run` would refuse before running it
-    code, _, err = run_main(capsys, "validate", RECIPE)
-    assert code == 2 and said in err
+    # and `validate`, which checks what `run` would refuse before running it, lists it as a finding (and counts it)
+    code, stdout, err = run_main(capsys, "validate", RECIPE)
+    assert code == 2 and f"{path}:3: error [catalog.file] thresholds.qwen3.5.gsm8k.exact_match: eval threshold " \
+        "qwen3.5.gsm8k.exact_match: 1.5 is not a score between 0 and 1" in stdout and "1 error" in err, stdout + err
     code, _, err = run_main(capsys, "run", RECIPE, "--simulate", "--no-evals", "--out", out, "--no-report")
     assert code == 0, err
 

@@ -19,7 +19,7 @@ from typing import Annotated
 from pydantic import Field, RootModel, StringConstraints, ValidationError
 
 from llmsweep.catalog.sources import Origin, cached, catalog_dirs, line_of, load_section
-from llmsweep.errors import ConfigError
+from llmsweep.errors import CatalogError, ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -62,10 +62,14 @@ class FloorAt:
         """`strict-match` of `exact_match,strict-match`; None for a bare `exact_match` (every filter)."""
         return self.metric.split(",", 1)[1] if "," in self.metric else None
 
+    def line(self, *, metric: bool = True) -> int | None:
+        """The line of the metric's key (of the task's, with `metric` False), else of the model prefix's entry."""
+        keys = [SECTION, self.prefix, self.task, *([self.metric] if metric else [])]
+        return line_of(self.origin.path, keys) or self.origin.line
+
     def where(self, *, metric: bool = True) -> str:
         """`file:line` of the metric's key (of the task's, with `metric` False)."""
-        keys = [SECTION, self.prefix, self.task, *([self.metric] if metric else [])]
-        return f"{self.origin.path}:{line_of(self.origin.path, keys) or self.origin.line or '?'}"
+        return f"{self.origin.path}:{self.line(metric=metric) or '?'}"
 
     @property
     def field(self) -> str:
@@ -91,8 +95,8 @@ def _catalog(dirs: tuple[Path, ...]) -> dict[str, tuple[ModelThresholds, Origin]
             else:
                 said = err["msg"].lower()
             line = line_of(origin.path, [SECTION, key, *loc]) or origin.line
-            raise ConfigError(f"{origin.path}:{line or '?'}: eval threshold {'.'.join([key, *loc])}: {said}",
-                              fix=fix) from exc
+            raise CatalogError(f"eval threshold {'.'.join([key, *loc])}: {said}", file=origin.path, line=line,
+                               field=".".join([SECTION, key, *loc]), fix=fix) from exc
     return out
 
 
@@ -118,9 +122,16 @@ def threshold_for(model_prefix: str | None, task: str, metric: str) -> tuple[flo
         for name in (metric, base):
             if name in metrics:
                 return metrics[name], f"{prefix}.{key}.{name}"
-    raise ConfigError(f"no eval threshold for {task} metric {metric} (model prefix {model_prefix!r}) in "
-                      + ", ".join(str(d / FILE) for d in catalog_dirs() if (d / FILE).is_file()),
-                      fix=f'add `default: {{"*": {{exact_match: 0.85}}}}` back to {FILE}, or an entry for the task')
+    files = [d / FILE for d in catalog_dirs() if (d / FILE).is_file()]
+    problem = (f"no eval threshold for {task} metric {metric} (model prefix {model_prefix!r}) in "
+               + ", ".join(map(str, files)))
+    fix = f'add `default: {{"*": {{exact_match: 0.85}}}}` back to {FILE}, or an entry for the task'
+    default = table.get(DEFAULT)
+    if default is None and not files:  # no thresholds file at all: no file to point at
+        raise ConfigError(problem, fix=fix)
+    # at the `default` entry that lacks the task (the user's, which replaced the packaged one whole), else the last file
+    where = default[1] if default is not None else Origin(files[-1], None)
+    raise CatalogError(problem, file=where.path, line=where.line, field=f"{SECTION}.{DEFAULT}", fix=fix)
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,9 @@
 Catalogs are data a user must be able to extend without code (a new GPU, a private model, a newly found engine
 incompatibility). Each catalog file holds one top-level section mapping entry ids to entries; a user file with the
 same name adds entries, and an entry with an id that already exists replaces the packaged one as a whole (no deep
-merge, so what a user writes is exactly what is used).
+merge, so what a user writes is exactly what is used) — save `power.yaml`, whose entry is laid over the one below it a
+group of figures (a figure with its source) at a time (`catalog.power`). A file that does not read raises a
+`CatalogError` naming file, line and field, which `validate` lists as a finding (`policy.inputs`).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import Any, TypeVar, cast
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from llmsweep.errors import ConfigError, undecodable_line
+from llmsweep.errors import CatalogError, ConfigError, undecodable_line
 from llmsweep.words import noun
 
 ENV_VAR = "LLMSWEEP_CATALOG_DIR"
@@ -69,23 +71,22 @@ def load_yaml(path: Path) -> Any:
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
-        raise ConfigError(f"cannot read catalog file {path}: {exc}", fix="check the path and permissions") from exc
+        raise CatalogError(f"cannot read catalog file: {exc}", file=path, fix="check the path and permissions") from exc
     except UnicodeDecodeError as exc:  # (a binary file, a curve saved in another encoding): named, not a traceback
-        line = undecodable_line(exc)
-        raise ConfigError(f"{path}{f':{line}' if line else ''}: catalog file is not UTF-8 text ({exc.reason})",
-                          fix="save the file as UTF-8") from exc
+        raise CatalogError(f"catalog file is not UTF-8 text ({exc.reason})", file=path, line=undecodable_line(exc),
+                           fix="save the file as UTF-8") from exc
     try:
         return yaml.load(text, Loader=_Loader)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
+        line = mark.line + 1 if mark is not None else None
         if isinstance(exc, _DuplicateKey):  # always marked: the second key's start
-            column = f":{mark.column + 1}" if mark is not None else ""
-            raise ConfigError(f"{where}{column}: {exc.problem}",
-                              fix="keep one of the two: a catalog file states each entry once (YAML would silently "
-                                  "keep the later one)") from exc
-        raise ConfigError(
-            f"{where}: catalog file is not valid YAML ({getattr(exc, 'problem', exc)})",
+            raise CatalogError(str(exc.problem), file=path, line=line,
+                               column=mark.column + 1 if mark is not None else None,
+                               fix="keep one of the two: a catalog file states each entry once (YAML would silently "
+                                   "keep the later one)") from exc
+        raise CatalogError(
+            f"catalog file is not valid YAML ({getattr(exc, 'problem', exc)})", file=path, line=line,
             fix="fix the YAML syntax at that line (indentation, quoting, a missing colon)",
         ) from exc
 
@@ -189,22 +190,23 @@ def load_section(
         if data is None:
             continue
         if not isinstance(data, dict) or not isinstance(data.get(section, {}), dict):
-            raise ConfigError(
-                f"{path}: catalog file must be a mapping with a '{section}:' mapping of id -> entry",
+            raise CatalogError(
+                f"catalog file must be a mapping with a '{section}:' mapping of id -> entry", file=path,
                 fix=f"start the file with '{section}:' and indent one entry per id below it",
             )
         unknown = sorted(set(data) - allowed)
         if unknown:
-            raise ConfigError(
-                f"{path}: unknown top-level {noun(len(unknown), 'key')} {unknown} in catalog file {name}",
+            raise CatalogError(
+                f"unknown top-level {noun(len(unknown), 'key')} {unknown} in catalog file {name}", file=path,
+                line=min((n for k in unknown if (n := line_of(path, [str(k)]))), default=None),
                 fix=f"put entries under one of: {', '.join(sorted(allowed))}",
             )
         lines = key_lines(path, section)
         for key, entry in (data.get(section) or {}).items():
             line = lines.get(str(key))
             if not isinstance(entry, dict):
-                raise ConfigError(
-                    f"{path}:{line or '?'}: {section}.{key} must be a mapping of fields",
+                raise CatalogError(
+                    f"{section}.{key} must be a mapping of fields", file=path, line=line, field=f"{section}.{key}",
                     fix="write the entry's fields indented below its id",
                 )
             merged[str(key)] = (entry, Origin(path, line))
@@ -226,15 +228,22 @@ def build_models(
         try:
             out[key] = (model.model_validate(data), origin)
         except ValidationError as exc:
-            problems = "; ".join(
-                f"{'.'.join(str(p) for p in err['loc']) or '<entry>'}: {err['msg']}" for err in exc.errors()
-            )
-            raise ConfigError(
-                f"{origin}: invalid {section} entry '{key}' in {name}: {problems}",
-                fix=f"correct the named fields; the fields of a {model.__name__} are: "
-                f"{', '.join(model.model_fields)}",
-            ) from exc
+            raise invalid_entry(name, section, key, origin, exc, model) from exc
     return out
+
+
+def invalid_entry(name: str, section: str, key: str, origin: Origin, exc: ValidationError, model: type[BaseModel],
+                  fix: str | None = None) -> CatalogError:
+    """The error of an entry `model` refuses: every field it names with pydantic's reason, at the entry's file:line (the
+    finding's field: the first one named), and `fix` (default: the fields of the model)."""
+    errors = exc.errors()
+    problems = "; ".join(f"{'.'.join(str(p) for p in err['loc']) or '<entry>'}: {err['msg']}" for err in errors)
+    first = [str(p) for p in errors[0]["loc"]] if errors else []
+    return CatalogError(
+        f"invalid {section} entry '{key}' in {name}: {problems}", file=origin.path, line=origin.line,
+        field=".".join([section, key, *first]),
+        fix=fix or f"correct the named fields; the fields of a {model.__name__} are: {', '.join(model.model_fields)}",
+    )
 
 
 def clear_caches() -> None:

@@ -35,7 +35,12 @@ def validate(files: tuple[Path, ...], config_keys: tuple[str, ...], simulate: bo
                                 simulate=simulate, runner_labels=runner_labels)
     except LlmsweepError as exc:
         raise click.exceptions.Exit(_fail(exc)) from None
-    findings = result.findings
+    from llmsweep.evals.harness import EvalSettings
+    from llmsweep.policy.inputs import input_findings
+
+    # what `run` refuses before any job starts (catalog files the jobs read, the evals' floors under the default task):
+    # findings like the recipes', in the table, the totals and --json
+    findings = [*result.findings, *input_findings(result.jobs, EvalSettings(), simulate=simulate)]
     if as_json:  # the list CI bots read, as it always was; the totals on stderr as the text output says them
         click.echo(json.dumps([f.to_json() for f in findings], indent=2))
     else:
@@ -44,13 +49,6 @@ def validate(files: tuple[Path, ...], config_keys: tuple[str, ...], simulate: bo
     errors = sum(f.is_error for f in findings)
     click.echo(f"{count_of(len(result.loaded.recipes), 'recipe')}, {count_of(len(result.jobs), 'job')}: "
                f"{count_of(errors, 'error')}, {count_of(len(findings) - errors, 'warning')}", err=True)
-    from llmsweep.evals.harness import EvalSettings
-    from llmsweep.evals.results import check_inputs
-
-    try:  # what `run` refuses the eval jobs' inputs for before any server starts (the default task's floors)
-        check_inputs(result.jobs, EvalSettings())
-    except LlmsweepError as exc:
-        return _fail(exc)
     return 2 if has_errors(findings) else 0
 
 

@@ -8,9 +8,9 @@ import logging
 from collections.abc import Iterable
 from pathlib import Path
 
-from llmsweep.catalog.eval_thresholds import ANY_TASK, FILE, GATED_METRIC, floors, threshold_for
+from llmsweep.catalog.eval_thresholds import ANY_TASK, FILE, GATED_METRIC, SECTION, floors, threshold_for
 from llmsweep.catalog.sources import cached, catalog_dirs
-from llmsweep.errors import ConfigError
+from llmsweep.errors import CatalogError
 from llmsweep.evals.tasks import known_tasks, task_filters
 from llmsweep.metrics.model import EvalBlock, EvalCheck, EvalMetric
 
@@ -20,7 +20,7 @@ log = logging.getLogger(__name__)
 def check_thresholds(model_prefixes: Iterable[str | None], task: str) -> None:
     """Resolve the floor `judge` will hold `task`'s scores against, for each model prefix: every thresholds file is
     loaded, so that a malformed user file or a task no floor covers stops a run before any server starts, not after
-    its eval (a ConfigError naming file:line, the field and the fix). Every floor's filter must be one lm-eval
+    its eval (a CatalogError naming file:line, the field and the fix). Every floor's filter must be one lm-eval
     reports for its task (or for a task of llmsweep's, under `"*"`); a user's floor of a task llmsweep does not run
     is never read, and is said (a warning, on stderr as the CLI logs them: the packaged file keeps InferenceX's
     `swebench_lite`, and a user's file may too)."""
@@ -47,10 +47,11 @@ def _check_floors(dirs: tuple[Path, ...]) -> None:
             continue
         if floor.filter is not None and floor.filter not in known:
             on = f"any task llmsweep runs ({tasks})" if floor.task == ANY_TASK else floor.task
-            raise ConfigError(f"{floor.where()}: eval threshold {floor.field}: lm-eval reports no filter "
-                              f"{floor.filter!r} for {on}, so the gate never reads this floor",
-                              fix=f"name the metric {', '.join(f'`{GATED_METRIC},{f}`' for f in known)}, or "
-                                  f"`{GATED_METRIC}` for every filter, in {FILE}")
+            raise CatalogError(f"eval threshold {floor.field}: lm-eval reports no filter {floor.filter!r} for {on}, "
+                               "so the gate never reads this floor", file=floor.origin.path, line=floor.line(),
+                               field=f"{SECTION}.{floor.field}",
+                               fix=f"name the metric {', '.join(f'`{GATED_METRIC},{f}`' for f in known)}, or "
+                                   f"`{GATED_METRIC}` for every filter, in {FILE}")
 
 
 def headline(metrics: list[EvalMetric]) -> EvalMetric | None:

@@ -736,7 +736,8 @@ def run_sweep(req: RunRequest, *, event: Event = _stderr) -> RunOutcome:
     if req.only_jobs is not None:
         only, picks = _repeat_picks(jobs, req)
         jobs, findings = _only(jobs, findings, only, selectors=req.only_jobs_typed)
-    from llmsweep.evals.results import check_inputs, wants_eval
+    from llmsweep.evals.results import wants_eval
+    from llmsweep.policy.inputs import check_inputs
     from llmsweep.spec.scope import alone_note, matrix_folders
 
     folders = matrix_folders(req.files)
@@ -766,7 +767,9 @@ def run_sweep(req: RunRequest, *, event: Event = _stderr) -> RunOutcome:
     # Options that leave no job a place to run are bad input, said once: after what the recipes said (their errors
     # are not hidden behind it), before the store and --out.
     _refuse_clash(jobs, req, executor.kind)
-    check_inputs(jobs, req.settings.eval)  # what an eval reads besides its server: bad input before any server starts
+    # what the jobs read besides their recipes (catalog files, an eval's floors and samples): bad input before any
+    # server starts
+    check_inputs(jobs, req.settings.eval, simulate=req.simulate)
     if req.eval_flags and not any(wants_eval(j) for j in jobs):
         why = (f"{_NO_EVALS} runs no eval" if req.evals.no_evals else
                f"no job of this plan runs an eval ({EVAL_ROW})")
