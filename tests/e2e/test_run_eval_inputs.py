@@ -125,6 +125,8 @@ def test_eval_options_under_no_evals_are_said_to_be_ignored(capsys: pytest.Captu
     assert code == 0 and "warning: no job of this plan runs an eval" in err and "--eval-limit ignored" in err, err
 
 
+@pytest.mark.skipif(not Path(os.environ.get("LLMSWEEP_LM_EVAL") or "/nonexistent").is_file(),
+                    reason="needs lm-eval (set LLMSWEEP_LM_EVAL to a Python with lm-eval[api]==0.4.13)")
 def test_an_answer_budget_that_leaves_no_room_for_the_prompt_refuses_the_eval_job(
         capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     data = tmp_path / "gsm8k.jsonl"
