@@ -307,8 +307,10 @@ def show(ref: str, as_json: bool, store_path: Path | None) -> None:
     from llmsweep.metrics.registry import HOT_BY_NAME
     from llmsweep.sim_warnings import CATALOG_ESTIMATES_OPENING, WarningKind, catalog_estimates, warning_kind
 
-    # a metric as a table shows it: headed as the metric table names it, in its table unit
-    shown = {(HOT_BY_NAME[k].header if k in HOT_BY_NAME else k): (HOT_BY_NAME[k].cell(v) if k in HOT_BY_NAME else v)
+    # a metric as a table shows it: headed as the metric table names it, in its table unit; a power figure the
+    # simulator's power model gave marked so after its value, as the dashboard marks it (`HotColumn.shown`)
+    shown = {(HOT_BY_NAME[k].header if k in HOT_BY_NAME else k):
+             (HOT_BY_NAME[k].shown(v, point.power_source) if k in HOT_BY_NAME else v)
              for k, v in describe(point).items() if v is not None and v != []}
     accepted = point.summary.provenance.acceptance if point.summary is not None else None
     if accepted is not None and accepted.value is not None:  # the AL a simulated speculative point ran at, and whose

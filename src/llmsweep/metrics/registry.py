@@ -21,6 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
+from llmsweep.metrics.model import SIMULATED
+
 if TYPE_CHECKING:
     from llmsweep.metrics.model import InvertedStats, Stats, Summary
 
@@ -30,6 +32,11 @@ Polarity = Literal["max", "min"]
 SampleKind = Literal["percentile", "inverse_percentile", "tokens_per_second_per_gpu"]
 SampleColumn = Literal["ttft", "tpot", "e2el", "e2el_per_token", "input_tokens", "output_tokens", "total_tokens"]
 """The per-request sample columns of `results.samples.Samples` (successful profiling requests)."""
+
+MODELLED_MARK = "(modelled)"
+"""What follows a power figure (`MetricDef.power`) the simulator's power model gave rather than the GPUs, wherever it
+is shown (`HotColumn.shown`): `results show`, and the dashboard (`report.data`'s `modelled_mark`, which its table,
+tooltip, drill-down and key say)."""
 
 Reader = Callable[["Summary"], "float | None"]
 BlockReader = Callable[["Summary"], "Stats | InvertedStats"]
@@ -70,7 +77,8 @@ class MetricDef:
     value: Reader | None = None
     power: bool = False
     """A figure of the GPUs' power samples: measured on the GPUs, or the simulator's power model's, as the power
-    block's `source` says; wherever it is shown, a modelled one is marked so (`report.data`: the dashboard)."""
+    block's `source` says; wherever it is shown, a modelled one is marked so (`MODELLED_MARK`, `HotColumn.modelled`:
+    `results show`, the dashboard)."""
     key: str | None = None
     """The name a command's --json keys a figure of a metric the store does not hold (`json_key`; a stored one's is
     its `column`): `output_tput` for the endpoint's output throughput, beside the stored `output_tput_per_gpu`."""
@@ -127,6 +135,16 @@ class HotColumn:
         if self.metric.unit == "ratio":
             return f"{value:.{self.metric.decimals}%}"
         return f"{value * (1e3 if self.unit == 's' else 1):,.{self.metric.decimals}f}"
+
+    def modelled(self, power_source: str | None) -> bool:
+        """Whether a figure of the column is the simulator's power model's: a power figure (`MetricDef.power`) of a
+        point whose power block's `source` (`power_source`: `ResultPoint.power_source`, `run --json`'s) is simulated."""
+        return self.metric.power and power_source == SIMULATED
+
+    def shown(self, value: float | None, power_source: str | None) -> str:
+        """`cell`, marked `MODELLED_MARK` after the value where the simulator's power model gave it (`modelled`)."""
+        modelled = value is not None and self.modelled(power_source)
+        return self.cell(value) + (f" {MODELLED_MARK}" if modelled else "")
 
     def header_in(self, unit: str) -> str:
         """The header of a table that shows the column in `unit` (`header`: in its table unit)."""

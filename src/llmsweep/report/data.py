@@ -16,7 +16,7 @@ from typing import Any
 from llmsweep.client.files import RECORDS_FILE, SERVER_METRICS_FILE
 from llmsweep.execute.failure_text import failure_gist
 from llmsweep.metrics.model import source_words
-from llmsweep.metrics.registry import HOT_BY_NAME, HOT_COLUMNS
+from llmsweep.metrics.registry import HOT_BY_NAME, HOT_COLUMNS, MODELLED_MARK
 from llmsweep.option_spellings import flag as _flag
 from llmsweep.report.timeseries import MAX_REQUESTS, load_request_series, load_server_series
 from llmsweep.results.frontier import (
@@ -733,6 +733,7 @@ def build_payload(run: RunDir, points: Sequence[ResultPoint], *, overlay: Sequen
         "frontiers_by_y": frontiers_by_y,
         "tag_key": tag_key(points_out),  # what a point's label counts, on the page and in the PNGs
         "repeats_spread": REPEATS_SPREAD,  # what the bars of a mean of repeats span (`spread`), in both keys' words
+        "modelled_mark": MODELLED_MARK,  # after a power figure the simulator modelled, as `results show` marks it
         "no_frontier": frontier_gaps(everything, keys, frontiers_by_y),
         "coincident": coinciding_series(points_out, series_out),
         "missing": missing,

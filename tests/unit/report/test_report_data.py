@@ -919,6 +919,10 @@ def test_each_point_says_whether_its_power_figures_were_measured_or_modelled(tmp
     assert sorted((p["metrics"]["conc"], p["power_source"]) for p in payload["points"]) == [(1, "simulated"), (4, None)]
     assert {m["key"] for m in payload["metrics"] if m["power"]} == {"tokens_per_joule", "joules_per_output_token",
                                                                     "avg_power_w"}
+    # the mark the page puts after a modelled figure is the one `results show` puts there (`MODELLED_MARK`)
+    from llmsweep.metrics.registry import MODELLED_MARK
+
+    assert payload["modelled_mark"] == MODELLED_MARK == "(modelled)"
 
 
 def test_a_point_says_what_served_it_cpu_for_no_gpu_and_gpu_in_the_singular(tmp_path: Path) -> None:

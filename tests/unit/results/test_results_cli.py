@@ -836,3 +836,33 @@ def test_list_takes_a_run_folder_as_compare_and_frontier_do(make_run, store_path
     assert isinstance(res.exception, ResultInputError) and res.exception.exit_code == 2, res.output
     assert "is neither a run directory nor a run id in the store" in str(res.exception)
     assert "pass the folder `llmsweep run` wrote, or a run id" in str(res.exception.fix)
+
+
+def test_show_marks_a_power_figure_the_simulator_modelled_as_the_dashboard_does(make_run, store_path: Path) -> None:
+    """`results show` printed a simulated point's tokens per joule and W per GPU as bare numbers, where the dashboard
+    marks them `(modelled)` (the power block's `source`): a reader took the simulator's power model for a measurement.
+    Each power figure of the metric table is marked after its value in the dashboard's words, a measured one not, and
+    a figure that is not a power sample's (throughput) never."""
+    from llmsweep.metrics.model import PowerBlock, Summary
+    from llmsweep.metrics.registry import HOT_BY_NAME
+
+    mark = "(modelled)"  # the dashboard's words, which its key explains (`metrics.registry.MODELLED_MARK`)
+    figures = {"tokens_per_joule": 2.5, "joules_per_output_token": 0.75, "avg_power_w": 400.0}
+    shown: dict[str, list[str]] = {}
+    for source in ("simulated", "measured"):
+        run = make_run(f"run-{source}", concs=(1,))
+        path = run.jobs[0].dir / "summary.json"
+        summary = Summary.load(path)
+        summary.power = PowerBlock(source=source, backend="sim" if source == "simulated" else "nvml", power_valid=True,
+                                   **figures)
+        summary.write(path)
+        _run("results", "ingest", str(run.path))
+        (row,) = json.loads(_run("results", "list", "--run", f"run-{source}", "--json"))
+        shown[source] = [line.strip() for line in _run("results", "show", row["result_id"]).splitlines()]
+    power = [c for c in HOT_BY_NAME.values() if c.metric.power]
+    assert {c.name for c in power} == set(figures)
+    for c in power:
+        line = f"{c.header}  {c.cell(figures[c.name])}"
+        assert f"{line} {mark}" in shown["simulated"], (line, shown["simulated"])
+        assert line in shown["measured"], (line, shown["measured"])
+    assert not [line for line in shown["simulated"] if line.startswith("Total tok/s/GPU") and mark in line]

@@ -70,8 +70,9 @@
     return finite(r.successful) ? r.successful + (finite(r.finished) && r.finished !== r.successful ? "/" + r.finished : "") : "–";
   }
   /* A power figure (tokens per joule, J per token, W per GPU: the metric table's `power`) the simulator's power model
-     gave rather than the GPUs: marked so wherever the page shows the value (report.data: `power_source`). */
-  var MODELLED = " (modelled)";
+     gave rather than the GPUs: marked so wherever the page shows the value (report.data: `power_source`), in the
+     words `results show` marks it with (`modelled_mark`: metrics.registry.MODELLED_MARK). */
+  var MODELLED = " " + D.modelled_mark;
   function modelled(p, key) {
     var m = metricByKey[key];
     return m && m.power && p.power_source === "simulated" && finite(p.metrics[key]) ? MODELLED : "";
