@@ -117,6 +117,38 @@ def test_predict_keys_each_point_as_run_does(tmp_path: Path) -> None:
         assert {"tput_per_gpu", "p50_ttft"} <= set(found), found
         assert all(row[key] == value for key, value in found.items()), (row, found)
 
+    # one row for one point: every key a run's row has, a prediction's has, for the same fact (`point_row`), but
+    # those only a run has (kept by --resume/--reuse, its eval's failure, its time, its summary file) or only a
+    # prediction (its calibration and whole summary; a refused point's refusal); `predict --json` had no `source`,
+    # `clock`, `requests_ok`, `power_error`, `verdict`, and neither said its power's source
+    by_conc = {r["conc"]: r for r in ran["jobs"]}
+    for row in predicted:
+        twin = by_conc[row["conc"]]
+        assert set(twin) - RUN_ONLY == set(row) - PREDICT_ONLY, (set(twin) - RUN_ONLY) ^ (set(row) - PREDICT_ONLY)
+        assert (twin["source"], row["source"]) == ("simulated", "predicted")
+        same = ("job", "conc", "verdict", "reason", "clock", "requests_ok", "requests_failed", "power_source",
+                "power_error", "eval_task", "eval_score", "eval_verdict")
+        assert {k: row[k] for k in same} == {k: twin[k] for k in same}, (row, twin)
+        assert (row["verdict"], row["clock"], row["power_source"]) == ("valid", "virtual", "simulated"), row
+        assert row["requests_ok"] == row["summary"]["requests"]["successful"] > 0, row
+        assert row["power_source"] == row["summary"]["power"]["source"] and row["tokens_per_joule"] is not None
+    # a refused point's row has the same keys, its figures null, its refusal its reason
+    from llmsweep.execute.predict_pool import Outcome
+
+    refused = Outcome(job="j", concurrency=None, refused="policy error [x]: why").doc()
+    assert set(refused) - PREDICT_ONLY == set(predicted[0]) - PREDICT_ONLY, set(refused) ^ set(predicted[0])
+    assert "refused" in refused and "summary" not in refused and "refused" not in predicted[0]
+    assert (refused["verdict"], refused["reason"], refused["source"], refused["tput_per_gpu"]) == (
+        "refused", "policy error [x]: why", None, None)
+
+
+RUN_ONLY = frozenset({"resumed", "reused", "eval_failure", "seconds", "summary"})
+"""The keys of `run --json`'s job row that a prediction has no fact for: a prediction is never resumed nor reused, runs
+no eval and times no job; and `summary`, the path of the job's summary file."""
+PREDICT_ONLY = frozenset({"calibration", "refused", "summary"})
+"""The keys of `predict --json`'s point row a run has no fact for: the calibration it was predicted with, a refused
+point's refusal (its row has no summary nor calibration); and `summary`, the whole summary itself."""
+
 
 STATS = ("p50", "p75", "p90", "p99", "mean", "max")
 

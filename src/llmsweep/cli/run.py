@@ -251,16 +251,16 @@ def _reused_summaries(outcome: RunOutcome) -> dict[str, Any]:
 
 
 def outcome_rows(outcome: RunOutcome) -> list[dict[str, Any]]:
-    """One row per expected job: its concurrency, verdict and the reason for it, the warnings its outcome carries,
-    where its figures come from (`source`, `clock`) and every metric of the metric table (`results.extract.hot_values`:
-    keyed and in the unit `results list --json` and the store give it, latencies in seconds). A job `--resume` did
-    not run again shows its summary's verdict and reasons, `resumed: true`; one `--reuse` did not run shows the stored
+    """One row per expected job, a point's row as `predict --json` gives its points too (`results.extract.point_row`:
+    its concurrency, verdict and the reason for it, the warnings its outcome carries, where its figures come from,
+    every metric of the metric table, its power's source and its eval), beside what only a run has: whether
+    `--resume` or `--reuse` kept it, its eval's failure, its time and its summary file. A job `--resume` did not run
+    again shows its summary's verdict and reasons, `resumed: true`; one `--reuse` did not run shows the stored
     result's verdict and figures, `reused: true`, its reason the result it stands on."""
     from llmsweep.errors import ResultError
     from llmsweep.execute.lifecycle import verdict_reasons
     from llmsweep.metrics.model import Summary
-    from llmsweep.metrics.registry import HOT_NAMES
-    from llmsweep.results.extract import hot_values
+    from llmsweep.results.extract import point_row
 
     rows = []
     reused = _reused_summaries(outcome)
@@ -276,34 +276,14 @@ def outcome_rows(outcome: RunOutcome) -> list[dict[str, Any]]:
             verdict, reasons = summary.validity.verdict, verdict_reasons(summary)
         elif o.reused and summary is not None:  # the stored result's verdict; the reason names that result
             verdict = summary.validity.verdict
-        block = summary.eval if summary is not None else None
-        measured = summary
-        if block is not None and block.mode == "eval-only":
-            summary = None  # an eval-only job measured no throughput: its row says so rather than 0
         rows.append({
-            "job": o.job_id,
-            "conc": outcome.concurrency.get(o.job_id),
-            "verdict": verdict,
+            **point_row(o.job_id, outcome.concurrency.get(o.job_id), verdict, reasons[0] if reasons else None,
+                        o.warnings, summary),
+            # a run's alone: a prediction is never resumed nor reused, runs no eval and times no job; `summary` is
+            # the file's path here, where `predict --json`'s row (whose point may have no file) holds the summary
             "resumed": o.resumed,
             "reused": o.reused,
-            "reason": reasons[0] if reasons else None,
-            "warnings": list(o.warnings),
             "eval_failure": o.eval_failure,  # a run-eval row's eval that did not pass, beside the verdict that stands
-            # what the figures are: `measured`, `simulated` or `predicted`, and on which clock (`virtual`, `wall`;
-            # None where the summary records none), as the job's summary says
-            "source": measured.source if measured is not None else None,
-            "clock": measured.provenance.clock if measured is not None else None,
-            "requests_ok": summary.requests.successful if summary else None,
-            "requests_failed": summary.requests.failed if summary else None,
-            # every metric of the metric table, keyed and in the unit `results list --json` gives it (latencies
-            # in s): a statistic without a sample (every request failed) is no figure, None, shown `-`, not 0.0;
-            # a power figure None unless power is valid (`summary.power.reasons` says why not)
-            **(hot_values(summary) if summary is not None else dict.fromkeys(HOT_NAMES)),
-            # Why no power was recorded, and how to get it (the summary's `power.error`: no backend could sample).
-            "power_error": summary.power.error if summary is not None and summary.power is not None else None,
-            "eval_task": block.task if block is not None else None,
-            "eval_score": block.score if block is not None else None,
-            "eval_verdict": block.verdict if block is not None else None,
             "seconds": o.seconds,
             "summary": o.summary_path,
         })

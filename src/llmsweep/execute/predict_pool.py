@@ -78,18 +78,28 @@ class Outcome:
         return replace(self, warnings=tuple(dict.fromkeys([*softened, *modelled])))
 
     def doc(self) -> dict[str, Any]:
-        """The row of `predict --json`: the point's every metric of the metric table, keyed and in the unit `run
-        --json` and `results list --json` give it (`results.extract.hot_values`: latencies in seconds), beside its
-        whole summary and its warnings (`run --json`'s `warnings`); a refused point's every metric null, as `run
-        --json`'s row of a job that did not run."""
-        from llmsweep.metrics.registry import HOT_NAMES
-        from llmsweep.results.extract import hot_values
+        """The row of `predict --json`: the point's row as `run --json` gives a job's (`results.extract.point_row`: the
+        same keys for the same facts — its verdict as the gates judged it and the first reason, its warnings, `source`
+        `predicted` on the `virtual` clock, every metric of the metric table in the unit `run --json` gives it, its
+        power's source) beside what only a prediction has: its whole summary and its calibration, or for a refused
+        point (concurrency None: the whole job) the refusal, its verdict `refused` (`failed` where the worker
+        predicting it died, as `run` says of a job that could not run) and every figure null, as `run --json`'s row of
+        a job that did not run."""
+        from llmsweep.execute.lifecycle import verdict_reasons
+        from llmsweep.results.extract import point_row
 
         if self.summary is None:
-            return {"job": self.job, "conc": self.concurrency, **dict.fromkeys(HOT_NAMES),
-                    "refused": self.refused, "warnings": list(self.warnings)}
-        return {"job": self.job, "conc": self.concurrency, **hot_values(self.summary),
-                "summary": self.summary.dump(), "calibration": self.calibration, "warnings": list(self.warnings)}
+            # `refused`, predict's alone: the reason a point was not predicted, as `reason` says it too (kept for the
+            # scripts that read it; `run --json` says a refused job only by its verdict and reason)
+            verdict = "failed" if self.lost else "refused"
+            return {**point_row(self.job, self.concurrency, verdict, self.refused, self.warnings, None),
+                    "refused": self.refused}
+        reasons = verdict_reasons(self.summary)
+        return {**point_row(self.job, self.concurrency, self.summary.validity.verdict, reasons[0] if reasons else None,
+                            self.warnings, self.summary),
+                # a prediction's alone: its whole summary (`run --json` names the job's summary file instead) and the
+                # calibration the simulator predicted it with
+                "summary": self.summary.dump(), "calibration": self.calibration}
 
 
 @dataclass(frozen=True)
