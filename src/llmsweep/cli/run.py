@@ -319,8 +319,9 @@ def _print_rows(rows: list[dict[str, Any]], exp_names: dict[str, str] | None = N
     from llmsweep.cli.tables import Column, job_labels, plain, print_tables
     from llmsweep.metrics.registry import HOT_BY_NAME
 
-    def cell(r: dict[str, Any], column: str) -> str:  # a row holds the column under its name, in its stored unit
-        return HOT_BY_NAME[column].cell(r[column])
+    def cell(r: dict[str, Any], column: str) -> str:  # a row holds the column under its name, in its stored unit;
+        # a power figure the simulator's power model gave is marked so, as `results show` and the dashboard mark it
+        return HOT_BY_NAME[column].shown(r[column], r.get("power_source"))
 
     from llmsweep.cli.verdicts import Notes, verdict_cell
 

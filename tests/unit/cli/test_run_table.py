@@ -186,3 +186,15 @@ def test_the_title_says_what_the_figures_are_as_their_summaries_say() -> None:
     # never assumed: no summary, no claim
     assert run_title([_row(1, 1.0, source=None, clock=None)]) == "llmsweep run"
     assert run_title([_row(1, 1.0, source="measured", clock=None)]) == "llmsweep run — measured"
+
+
+def test_a_power_figure_the_simulator_modelled_is_marked_as_results_show_marks_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The end-of-run table showed the power model's tok/J and W/GPU as plain figures, where `results show` and the
+    dashboard mark them modelled (`HotColumn.shown`, `MODELLED_MARK`); GPUs' own figures stay unmarked."""
+    from llmsweep.metrics.registry import MODELLED_MARK
+
+    rows = [_row(1, 742.3, power_source="simulated"), _row(4, 2006.9, power_source="nvml")]
+    cells = [c.strip() for line in _render(200, monkeypatch, rows).splitlines() for c in re.split(r"[│┃]", line)]
+    assert f"6.006 {MODELLED_MARK}" in cells and f"334.2 {MODELLED_MARK}" in cells, cells
+    assert cells.count(f"6.006 {MODELLED_MARK}") == 1 and "6.006" in cells and "334.2" in cells
