@@ -91,8 +91,24 @@ PLAN_RULES: tuple[tuple[str, Severity, str, str, str | None], ...] = (
     ("plan.no-jobs", E, "An input that plans no job: a file with no recipe (empty, a directory) or a recipe whose "
      "search spaces are empty", "give it at least one search-space entry with a concurrency", None),
 )
+INPUT_RULES: tuple[tuple[str, Severity, str, str, str | None], ...] = (
+    ("fleet.invalid", E, "A runner file (--runner-config) that does not read as a fleet", "fix the field named",
+     None),
+    ("catalog.file", E, "A catalog file the jobs read (power.yaml, sim_calibration.yaml, eval_thresholds.yaml: "
+     "packaged or under $LLMSWEEP_CATALOG_DIR) that does not read", "fix the file, line and field named", None),
+    ("eval.input", E, "An eval input besides the server (an --eval-dataset) the eval cannot run on",
+     "pass a dataset the eval's task reads", None),
+    ("policy.input", E, "An input a policy rule reads is bad, so the rules named could not check the recipes",
+     "fix the input named", None),
+    ("policy.internal", E, "A policy rule crashed (an llmsweep bug): what it checks is unchecked",
+     "report the bug with the recipe and the logged traceback", None),
+)
+"""What the jobs read besides their recipes (`policy.inputs`, the runner file), checked before any job: listed so
+`llmsweep rules` shows every rule a finding can name."""
 
 for _id, _sev, _title, _fix, _evidence in SCHEMA_RULES:
     register(Rule(_id, _sev, _title, _fix, _evidence, "schema"))
 for _id, _sev, _title, _fix, _evidence in PLAN_RULES:
+    register(Rule(_id, _sev, _title, _fix, _evidence, "plan"))
+for _id, _sev, _title, _fix, _evidence in INPUT_RULES:
     register(Rule(_id, _sev, _title, _fix, _evidence, "plan"))

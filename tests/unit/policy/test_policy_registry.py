@@ -78,3 +78,18 @@ def test_a_finding_shows_control_characters_from_a_recipe_escaped() -> None:
     assert text.splitlines()[0] == ("r.yaml:3: error [schema.serve-flag] k1.serve.args.--x\\rr.yaml:1: error [fake]: "
                                     "bad \\x1b[2J value\\nr.yaml:9: error [fake]")
     assert "\r" not in text and "\x1b" not in text and len(text.splitlines()) == 1
+
+
+def test_every_rule_a_finding_of_the_product_names_is_listed() -> None:
+    """`llmsweep rules` is the catalogue of what a finding can name: a rule written into a finding (`rule="…"`, or a
+    class's `RULE = "…"`) anywhere in the product is listed there (the changelog's own `changelog.*` findings, which
+    `llmsweep changelog` reports of its file, aside). `catalog.file`, `eval.input`, `policy.input`, `policy.internal`
+    and `fleet.invalid` were named by findings `validate` printed and listed nowhere."""
+    listed = {r.id for r in all_rules()}
+    named: dict[str, str] = {}
+    for path in SPEC_SRC.parent.rglob("*.py"):
+        text = path.read_text(encoding="utf-8")
+        for rule_id in re.findall(r'(?:rule=|RULE\s*=)\s*"([a-z0-9_-]+\.[a-z0-9_.-]+)"', text):
+            named.setdefault(rule_id, str(path))
+    unlisted = {r: p for r, p in named.items() if r not in listed and not r.startswith("changelog.")}
+    assert unlisted == {}
