@@ -516,6 +516,7 @@ def _run_cell(job: Job, mode: ThinkingMode, k: int, settings: CollectSettings, p
             log_path = cell_dir / (art.SERVER_LOG if not attempt else f"server.{attempt + 1}.log")
             with signals.shielded():  # a signal now waits until the server is recorded: its handle and its pid file
                 handle = launcher.launch(spec, log_path=log_path)
+                cell.launched = True
                 write_pid_file(cell_dir / art.PID_FILE, handle, spec)
             (cell_dir / art.COMMAND_FILE).write_text(command_text(spec, launcher, handle.command))
             art.write_json(cell_dir / art.JOB_FILE, launched_job(cjob).to_json())
@@ -538,7 +539,6 @@ def _run_cell(job: Job, mode: ThinkingMode, k: int, settings: CollectSettings, p
                 event(f"{mode} K={k}: the server exited while starting: a port picked for it was taken before it "
                       "bound it; relaunching on a port picked afresh")
         assert handle is not None  # the loop ends with a ready server or raises
-        cell.served = True
         observed = observe_runtime(handle, spec)
         cell.engine_version, cell.gpu_names = observed.get("engine_version"), observed.get("gpu_names")
         sent = len(prompts.prompts)
@@ -950,7 +950,7 @@ def _engine_text(job: Job, cells: list[CellResult], simulated: bool) -> str:
 
     _, version = adapter_for(job).image_and_version(job)  # the image's tag first; a stated version only without one
     where = "image tag" if tag_version(job.image) else "recipe"
-    said = "the server reported no version" if any(c.served for c in cells) else "no server started"
+    said = "the server reported no version" if any(c.launched for c in cells) else "no server started"
     return f"{job.engine} {version or 'unknown version'} ({where}; {said})"
 
 

@@ -102,8 +102,8 @@ class CellResult(BaseModel):
     seconds: float = 0.0
     directory: str | None = Field(description="The cell's evidence folder; None for a cell not run.")
     reason: str | None = None
-    served: bool = Field(default=False, description="A server started for the cell and answered its readiness "
-                         "check (what its engine version, or the lack of one, is read from).")
+    launched: bool = Field(default=False, description="A server was launched for the cell (whether it became "
+                           "ready or not): what its engine version, or the lack of one, is said of.")
 
 
 class Replacement(BaseModel):

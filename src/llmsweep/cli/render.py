@@ -145,9 +145,9 @@ def render(files: tuple[Path, ...], selector: str, simulate: bool, fmt: str, as_
                               fix="fix the findings above (`llmsweep validate` lists them)")
         job = select_job(result.jobs, selector)
         from llmsweep.evals.harness import EvalSettings
-        from llmsweep.policy.inputs import check_inputs
+        from llmsweep.policy.inputs import check_side_inputs
 
-        check_inputs([job], EvalSettings(), simulate=simulate)  # what `run` refuses the job's inputs for
+        check_side_inputs([job], EvalSettings(), simulate=simulate)  # what `run` refuses the job's inputs for
         findings = result.findings_for(job)
         refusals = result.refusals(job)  # what `run` refuses it for, also another recipe of the invocation
         for f in [*findings, *(r for r in refusals if all(r is not f for f in findings))]:

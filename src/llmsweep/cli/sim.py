@@ -445,9 +445,9 @@ def _predicted_jobs(files: tuple[Path, ...], config_keys: tuple[str, ...], runne
 
     validation = validate_files(list(files), config_keys=list(config_keys) or None, runner_config=runner_config,
                                 runner_labels=runner_labels, simulate=True).raise_unrunnable()
-    from llmsweep.policy.inputs import check_inputs
+    from llmsweep.policy.inputs import check_side_inputs
 
-    check_inputs(validation.jobs, None, simulate=True)  # the catalog files the predictions read (no eval runs)
+    check_side_inputs(validation.jobs, None, simulate=True)  # the catalog files the predictions read (no eval runs)
     keys = list(validation.loaded.recipes)
     if not validation.jobs:
         for f in validation.findings:

@@ -737,7 +737,7 @@ def run_sweep(req: RunRequest, *, event: Event = _stderr) -> RunOutcome:
         only, picks = _repeat_picks(jobs, req)
         jobs, findings = _only(jobs, findings, only, selectors=req.only_jobs_typed)
     from llmsweep.evals.results import wants_eval
-    from llmsweep.policy.inputs import check_inputs
+    from llmsweep.policy.inputs import check_side_inputs
     from llmsweep.spec.scope import alone_note, matrix_folders
 
     folders = matrix_folders(req.files)
@@ -769,7 +769,7 @@ def run_sweep(req: RunRequest, *, event: Event = _stderr) -> RunOutcome:
     _refuse_clash(jobs, req, executor.kind)
     # what the jobs read besides their recipes (catalog files, an eval's floors and samples): bad input before any
     # server starts
-    check_inputs(jobs, req.settings.eval, simulate=req.simulate)
+    check_side_inputs(jobs, req.settings.eval, simulate=req.simulate)
     if req.eval_flags and not any(wants_eval(j) for j in jobs):
         why = (f"{_NO_EVALS} runs no eval" if req.evals.no_evals else
                f"no job of this plan runs an eval ({EVAL_ROW})")
@@ -1147,7 +1147,7 @@ def _traces_named(traces: str | None) -> str | None:
 def _eval_measured(req: RunRequest) -> dict[str, Any]:
     """The eval settings that change what an eval measures (task, samples, their number, the answer budget). Local
     samples (`--eval-dataset`) are named by their path and the sha256 of their bytes: a file edited in place keeps its
-    path (`check_inputs` read it before this; one that cannot be read now has no digest)."""
+    path (`policy.inputs.check_side_inputs` read it before this; one that cannot be read now has no digest)."""
     ev = req.settings.eval
     digest = None
     if ev.dataset is not None:

@@ -326,7 +326,10 @@ class KvCache(_Open):
     pool_tokens: float | None = Field(
         default=None, description="Tokens the deployment's GPU KV pool held, as its engines reported it (vLLM's "
         "`cache_config_info`, SGLang's `max_total_num_tokens`, summed over engines: DP ranks, disaggregated "
-        "workers); the simulator reports its own the same way. Absent where the engine exports neither.")
+        "workers); the simulator reports its own the same way. Absent where the engine exports neither, and for "
+        "an older vLLM's hybrid model (its blocks count the linear-attention pages too).")
+    pool_engines: int | None = Field(
+        default=None, description="How many engines' figures `pool_tokens` adds up (ranks of one engine count once).")
 
 
 class ServerCache(_Open):

@@ -167,9 +167,7 @@ class ServerWindow:
         (`counter`): its decode workers' alone. A prefill worker counts each request too, as its prefill ends (the
         sum had been twice the requests served), and the first token it computes (the sum had added one token a
         request to the output the client received, and so to the acceptance length read from it)."""
-        if any(dict(labels).get("role") == "decode" for name in names for labels, _ in self._by_name.get(name, ())):
-            return self.counter(*names, where={"role": "decode"})
-        return self.counter(*names)
+        return self.counter(*names, where=self.role_where(names, "decode"))
 
     def prefilled(self, *names: str, where: dict[str, str] | None = None) -> float | None:
         """What the deployment took in over the window of a prompt-side series both roles of a disaggregated
@@ -177,20 +175,28 @@ class ServerWindow:
         as it arrives, and (vLLM) its KV from the transfer as `external_kv_transfer`, a cache hit by the series'
         reading: summed, the deployment's prompt tokens were twice what it served and its prefix-cache hit rate
         counted every transferred prompt as a hit."""
-        if self._roles(names):
-            return self.counter(*names, where={**(where or {}), "role": "prefill"})
-        return self.counter(*names, where=where)
+        return self.counter(*names, where={**(where or {}), **(self.role_where(names, "prefill") or {})})
+
+    def prefill_mean(self, name: str) -> float | None:
+        """:meth:`gauge_mean` of a prompt-side gauge (a hit rate), its prefill workers' alone where it carries roles
+        (:meth:`prefilled`)."""
+        return self.gauge_mean(name, where=self.role_where((name,), "prefill"))
 
     def prefill_labels(self, name: str) -> set[tuple[tuple[str, str], ...]]:
         """:meth:`label_values` of `name`, its prefill workers' alone where it carries roles (:meth:`prefilled`)."""
         labels = self.label_values(name)
-        if self._roles((name,)):
+        if self.role_where((name,), "prefill"):
             return {ls for ls in labels if dict(ls).get("role") == "prefill"}
         return labels
 
-    def _roles(self, names: tuple[str, ...]) -> bool:
-        """Whether a series of `names` comes from a disaggregated deployment's workers (a prefill `role` label)."""
-        return any(dict(labels).get("role") == "prefill" for name in names for labels, _ in self._by_name.get(name, ()))
+    def role_where(self, names: Iterable[str], role: str) -> dict[str, str] | None:
+        """`{"role": role}` where a series of `names` comes from a disaggregated deployment's `role` workers (their
+        series carry the label), else None (one server: every series counts). The one test of :meth:`decoded`,
+        :meth:`prefilled` and the gauges read per role."""
+        names = tuple(names)
+        if any(dict(labels).get("role") == role for name in names for labels, _ in self._by_name.get(name, ())):
+            return {"role": role}
+        return None
 
     def counter(self, *names: str, where: dict[str, str] | None = None) -> float | None:
         """Window increase summed over series, from the first name that has any series."""
@@ -207,9 +213,9 @@ class ServerWindow:
                 return float(max(vals))
         return None
 
-    def gauge_mean(self, *names: str) -> float | None:
+    def gauge_mean(self, *names: str, where: dict[str, str] | None = None) -> float | None:
         for name in names:
-            vals = [m for s in self._matching(name, None) if (m := s.mean()) is not None]
+            vals = [m for s in self._matching(name, where) if (m := s.mean()) is not None]
             if vals:
                 return float(sum(vals) / len(vals))
         return None
@@ -217,11 +223,12 @@ class ServerWindow:
     def label_values(self, name: str) -> set[tuple[tuple[str, str], ...]]:
         return {labels for labels, _ in self._by_name.get(name, ())}
 
-    def per_engine_sum(self, name: str, value: Callable[[dict[str, str], _Series], float | None]) -> float | None:
-        """A figure each engine of the deployment reports once (its KV pool), summed over the engines: series whose
-        labels differ only in :data:`RANK_LABELS` are one engine's ranks repeating its figure (the largest is taken),
-        any other label (vLLM's `engine`, SGLang's `dp_rank`, a disaggregated worker's `role`) tells engines apart.
-        `value(labels, series)` reads one series' figure (None: it has none)."""
+    def per_engine_sum(self, name: str,
+                       value: Callable[[dict[str, str], _Series], float | None]) -> tuple[float | None, int | None]:
+        """A figure each engine of the deployment reports once (its KV pool), summed over the engines, and how many
+        engines said it: series whose labels differ only in :data:`RANK_LABELS` are one engine's ranks repeating its
+        figure (the largest is taken), any other label (vLLM's `engine`, SGLang's `dp_rank`, a disaggregated worker's
+        `role`) tells engines apart. `value(labels, series)` reads one series' figure (None: it has none)."""
         engines: dict[tuple[tuple[str, str], ...], float] = {}
         for labels, s in self._by_name.get(name, ()):
             v = value(dict(labels), s)
@@ -229,7 +236,7 @@ class ServerWindow:
                 continue
             engine = tuple(kv for kv in labels if kv[0] not in RANK_LABELS)
             engines[engine] = max(v, engines.get(engine, v))
-        return float(sum(engines.values())) if engines else None
+        return (float(sum(engines.values())), len(engines)) if engines else (None, None)
 
 
 def _ratio(num: float | None, den: float | None) -> float | None:
@@ -288,6 +295,11 @@ def _latency(w: ServerWindow, prefix: str) -> dict[str, Any]:
     return latency_from_totals(totals, prefix)
 
 
+def _pool(tokens: float | None, engines: int | None) -> dict[str, Any]:
+    """`kv_cache`'s pool figures: the tokens and how many engines' figures they add up."""
+    return {"pool_tokens": tokens, "pool_engines": engines}
+
+
 def _whole(text: str | None) -> int | None:
     """A label's whole number (vLLM's info labels are strings; 'None' before its profiling sized the pool)."""
     try:
@@ -301,14 +313,30 @@ def _seen(_labels: dict[str, str], s: _Series) -> float | None:
     return s.gmax if s.gmax is not None else s.last_in if s.last_in is not None else s.before
 
 
-def _vllm_pool(labels: dict[str, str], _s: _Series) -> float | None:
-    """The tokens one vLLM engine's KV pool holds, from its `vllm:cache_config_info` labels: `kv_cache_size_tokens`
-    where the release says it, else `num_gpu_blocks` x `block_size`."""
-    tokens = _whole(labels.get("kv_cache_size_tokens"))
-    if tokens is None:
-        blocks, size = _whole(labels.get("num_gpu_blocks")), _whole(labels.get("block_size"))
-        tokens = blocks * size if blocks is not None and size is not None else None
-    return float(tokens) if tokens else None
+def _vllm_pool(w: ServerWindow) -> tuple[float | None, int | None]:
+    """The tokens vLLM's KV pool holds and how many engines said it, from `vllm:cache_config_info`'s labels: each
+    engine's `kv_cache_size_tokens` where the release says it (what vLLM logs as its "GPU KV cache size"), summed
+    over engines. An older release says only `num_gpu_blocks`, which its front end sums over the DP engines before
+    every engine's series repeats it (`num_gpu_blocks` x `block_size` is then the deployment's, taken once), and which
+    counts a hybrid model's linear-attention pages too (35,187 x 560 = 19.7M where the committed Qwen3-Next run
+    logged 15.2M): none is read then, and the simulator sizes the pool."""
+    name = "vllm:cache_config_info"
+
+    def per_engine(labels: dict[str, str], _s: _Series) -> float | None:
+        return float(t) if (t := _whole(labels.get("kv_cache_size_tokens"))) else None
+
+    said = w.per_engine_sum(name, per_engine)
+    if said[0] is not None:
+        return said
+    pools = []
+    for labels in w.label_values(name):
+        d = dict(labels)
+        if _whole(d.get("mamba_block_size")) is not None:  # a hybrid model's blocks are not its tokens' pool
+            return None, None
+        blocks, size = _whole(d.get("num_gpu_blocks")), _whole(d.get("block_size"))
+        if blocks and size:
+            pools.append(float(blocks * size))
+    return (max(pools), len(pools)) if pools else (None, None)
 
 
 def _vllm(w: ServerWindow) -> dict[str, Any]:
@@ -341,7 +369,7 @@ def _vllm(w: ServerWindow) -> dict[str, Any]:
             "gpu_usage_max": _frac(w.gauge_max("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")),
             "gpu_usage_mean": _frac(w.gauge_mean("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc")),
             "cpu_usage_max": _frac(w.gauge_max("vllm:cpu_kv_cache_usage_perc", "vllm:cpu_cache_usage_perc")),
-            "pool_tokens": w.per_engine_sum("vllm:cache_config_info", _vllm_pool),
+            **_pool(*_vllm_pool(w)),
         },
         "cache": {"gpu_hit_rate": gpu_rate, "cpu_hit_rate": ext_rate, "overall_hit_rate": overall},
         "latency": _latency(w, "vllm:"),
@@ -369,7 +397,7 @@ def _sglang(w: ServerWindow) -> dict[str, Any]:
     cached_all = w.prefilled("sglang:cached_tokens_total")
     overall = _ratio(cached_all, prompt)
     if overall is None:
-        overall = _frac(w.gauge_mean("sglang:cache_hit_rate"))
+        overall = _frac(w.prefill_mean("sglang:cache_hit_rate"))
     gen = w.decoded("sglang:generation_tokens_total")
     verify = w.counter("sglang:spec_verify_calls_total")
     requests = w.decoded("sglang:num_requests_total")
@@ -388,7 +416,7 @@ def _sglang(w: ServerWindow) -> dict[str, Any]:
             # the HiCache host pool's peak fill, where the server exports it (the simulator does)
             "cpu_usage_max": _ratio(w.gauge_max("sglang:hicache_host_used_tokens"),
                                     w.gauge_max("sglang:hicache_host_total_tokens")),
-            "pool_tokens": w.per_engine_sum("sglang:max_total_num_tokens", _seen),
+            **_pool(*w.per_engine_sum("sglang:max_total_num_tokens", _seen)),
         },
         "cache": {
             "gpu_hit_rate": _ratio(device, prompt) if device is not None else overall,
@@ -446,11 +474,11 @@ def _trtllm(w: ServerWindow) -> dict[str, Any]:
     (the adapter writes both). Speculative counters are per draft position (`token_position`): every draft round
     drafts position 0, so its drafted count is the number of verify steps, and AL = 1 + Σaccepted / drafted[pos 0].
     The names are read from the collector's source; not yet checked against a live trtllm-serve scrape."""
-    prompt = w.counter("trtllm_prompt_tokens_total")
-    cached = w.counter("trtllm_prompt_cached_tokens_total")
+    prompt = w.prefilled("trtllm_prompt_tokens_total")
+    cached = w.prefilled("trtllm_prompt_cached_tokens_total")
     hit = _ratio(cached, prompt)
     if hit is None:
-        hit = _frac(w.gauge_mean("trtllm_kv_cache_hit_rate"))
+        hit = _frac(w.prefill_mean("trtllm_kv_cache_hit_rate"))
     accepted = w.counter("trtllm_spec_decode_accepted_tokens_total")
     drafted = w.counter("trtllm_spec_decode_drafted_tokens_total")
     steps = w.counter("trtllm_spec_decode_drafted_tokens_total", where={"token_position": "0"})
@@ -486,12 +514,12 @@ def _atom(w: ServerWindow) -> dict[str, Any]:
     so both spellings are read). AL = 1 + Δaccepted / Δverify steps, the steps being `atom:mtp_decode_steps` summed
     over its `accepted_tokens` label — the formula ATOM itself uses for `atom:mtp_average_tokens_per_forward`, whose
     in-window mean is the fallback (the gauge is cumulative since start, so it lags a window that follows warm-up)."""
-    full = w.counter("atom:prefix_cache_full_tokens_total", "atom:prefix_cache_full_tokens")
-    cached = w.counter("atom:prefix_cache_cached_tokens_total", "atom:prefix_cache_cached_tokens")
-    loaded = w.counter("atom:lmcache_loaded_tokens_total", "atom:lmcache_loaded_tokens")
+    full = w.prefilled("atom:prefix_cache_full_tokens_total", "atom:prefix_cache_full_tokens")
+    cached = w.prefilled("atom:prefix_cache_cached_tokens_total", "atom:prefix_cache_cached_tokens")
+    loaded = w.prefilled("atom:lmcache_loaded_tokens_total", "atom:lmcache_loaded_tokens")
     gpu = _ratio(cached, full)
     if gpu is None:
-        gpu = _frac(w.gauge_mean("atom:prefix_cache_hit_ratio"))
+        gpu = _frac(w.prefill_mean("atom:prefix_cache_hit_ratio"))
     accepted = w.counter("atom:mtp_accepted_tokens_total", "atom:mtp_accepted_tokens")
     drafted = w.counter("atom:mtp_draft_tokens_total", "atom:mtp_draft_tokens")
     steps = w.counter("atom:mtp_decode_steps_total", "atom:mtp_decode_steps")
@@ -511,7 +539,7 @@ def _atom(w: ServerWindow) -> dict[str, Any]:
         "cache": {"gpu_hit_rate": gpu, "cpu_hit_rate": _ratio(loaded, full), "overall_hit_rate": gpu},
         "latency": _latency(w, "atom:"),
         "tokens": {
-            "prompt_total": w.counter("atom:prompt_tokens_total", "atom:prompt_tokens"),
+            "prompt_total": w.prefilled("atom:prompt_tokens_total", "atom:prompt_tokens"),
             "generation_total": w.decoded("atom:generation_tokens_total", "atom:generation_tokens"),
             "requests_completed": w.decoded("atom:requests_finished_total", "atom:requests_finished"),
         },

@@ -5,9 +5,9 @@ It reads the catalog files every job reads — `power.yaml` (the simulator's pow
 block), `sim_calibration.yaml` where a job runs on the simulator — and what the evals read besides their server
 (`evals.results.check_inputs`: the score floors of `eval_thresholds.yaml`, an `--eval-dataset`). A malformed user file
 there failed every job in turn, or after its eval had run, while `validate` passed the recipes: here it is bad input
-(exit 2). `check_inputs` raises the first error as it is (a command that stops on it says it once); `input_findings`
-gives every error as a finding (a catalog file's with its file, line and field: `errors.CatalogError`), for the
-findings `validate` prints, counts and writes as JSON.
+(exit 2). `check_side_inputs` raises the first error as it is (a command that stops on it says it once);
+`input_findings` gives every error as a finding (a catalog file's with its file, line and field:
+`errors.CatalogError`), for the findings `validate` prints, counts and writes as JSON.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def _checks(jobs: Sequence[Job], evals: EvalSettings | None,
     return checks
 
 
-def check_inputs(jobs: Sequence[Job], evals: EvalSettings | None, *, simulate: bool = False) -> None:
+def check_side_inputs(jobs: Sequence[Job], evals: EvalSettings | None, *, simulate: bool = False) -> None:
     """Raise the first error of what `jobs` read besides their recipes (`evals`: the run's eval settings, None where
     no eval runs, as under `predict`; `simulate`: every job runs on the simulator); nothing when all of it reads."""
     for _, check in _checks(jobs, evals, simulate):

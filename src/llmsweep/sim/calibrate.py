@@ -288,6 +288,9 @@ class PoolReplay:
     """Tokens the engine's pool held, summed over its engines, as its /metrics said."""
     simulated: int | None
     """Tokens the simulator sizes for the same launch (None: it cannot size one, e.g. the model does not fit)."""
+    unused: str | None = None
+    """Why the replay did not take the reported pool (it runs at the simulator's own then): fewer engines said it
+    than the job's DP ranks, so it may be one rank's pool, not the deployment's."""
 
     @property
     def ratio(self) -> float | None:
@@ -518,17 +521,24 @@ def measured_point(path: Path, config_for: Any) -> MeasuredPoint:
         al = min(max(float(realised), 1.0), config.spec.k + 1.0)
         config = config.model_copy(update={"spec": config.spec.model_copy(update={"acceptance_length": al})})
     pool = None
-    reported = summary.server_metrics.kv_cache.pool_tokens if summary.server_metrics.kv_cache is not None else None
-    if reported is not None and reported >= config.block_size:
+    kv = summary.server_metrics.kv_cache
+    reported = kv.pool_tokens if kv is not None else None
+    if kv is not None and reported is not None and reported >= config.block_size:
         # the engine's own pool, not the simulator's sizing of it: preemptions, evictions and prefix hits of the
         # replay then follow the memory the engine had (a fit at the wrong pool moves the step factors instead)
         try:
             own: int | None = config.kv_pool_tokens()
         except LlmsweepError:
             own = None
-        pool = PoolReplay(reported=int(reported), simulated=own)
-        provenance["kv_pool_tokens"] = {"reported": pool.reported, "simulated": own}
-        config = config.model_copy(update={"kv_capacity_tokens": pool.reported})
+        ranks = config.dp_attention
+        unused = (f"said by {count_of(kv.pool_engines, 'engine')} where the job ran {ranks} DP ranks (it may be one "
+                  "rank's pool): replayed at the simulator's own"
+                  if kv.pool_engines is not None and kv.pool_engines < ranks else None)
+        pool = PoolReplay(reported=int(reported), simulated=own or None, unused=unused)
+        provenance["kv_pool_tokens"] = {"reported": pool.reported, "simulated": pool.simulated,
+                                        **({"unused": unused} if unused else {})}
+        if unused is None:
+            config = config.model_copy(update={"kv_capacity_tokens": pool.reported})
     planned, observed = summary.cache.theoretical_hit_rate or 0.0, summary.cache.observed_hit_rate
     if config.prefix_caching and planned > 0.05 and observed is not None and observed < 0.01 * planned:
         config = config.model_copy(update={"prefix_caching": False})
@@ -725,17 +735,21 @@ class PointComparison:
 def pool_lines(points: list[PointComparison]) -> list[str]:
     """What the table's replays took from the engine's reported KV pool where the simulator sizes another: one line
     per distinct (reported, simulated) pair, naming its points."""
-    said: dict[tuple[int, int | None], list[str]] = {}
+    said: dict[tuple[int, int | None, str | None], list[str]] = {}
     for p in points:
         pool = p.kv_pool
-        if pool is not None and (pool.ratio is None or abs(pool.ratio - 1.0) > POOL_SAID_FROM):
-            said.setdefault((pool.reported, pool.simulated), []).append(p.label)
+        if pool is not None and (pool.unused or pool.ratio is None or abs(pool.ratio - 1.0) > POOL_SAID_FROM):
+            said.setdefault((pool.reported, pool.simulated, pool.unused), []).append(p.label)
     lines = []
-    for (reported, simulated), labels in said.items():
+    for (reported, simulated, unused), labels in said.items():
         own = "cannot size one for its launch" if simulated is None else \
             f"sizes {simulated:,} for its launch, {simulated / reported:.3g}x"
-        lines.append(f"replayed at the engine's KV pool, {reported:,} tokens as its /metrics said (the simulator "
-                     f"{own}): {', '.join(labels)}")
+        if unused:
+            lines.append(f"not replayed at the KV pool its /metrics said, {reported:,} tokens: {unused} (the "
+                         f"simulator {own}): {', '.join(labels)}")
+        else:
+            lines.append(f"replayed at the engine's KV pool, {reported:,} tokens as its /metrics said (the simulator "
+                         f"{own}): {', '.join(labels)}")
     return lines
 
 

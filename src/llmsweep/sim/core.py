@@ -188,12 +188,12 @@ class Counters:
     host_load_tokens: int = 0
     max_running_seen: int = 0
 
-    def took_over(self, prompt_len: int) -> None:
+    def took_over(self, prompt_len: int, *, transferred: int | None = None) -> None:
         """A request whose prompt's KV arrived from a prefill worker (disaggregated decode): its prompt counts as
-        taken in, all of it by transfer (what vLLM's decode worker counts: `prompt_tokens`, and by source
-        `external_kv_transfer`)."""
+        taken in, `transferred` tokens of it (all of it by default) by transfer (what vLLM's decode worker counts:
+        `prompt_tokens`, and by source `external_kv_transfer`)."""
         self.prompt_tokens += prompt_len
-        self.transferred_tokens += prompt_len
+        self.transferred_tokens += prompt_len if transferred is None else min(transferred, prompt_len)
 
 
 class EngineCore:

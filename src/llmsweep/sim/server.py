@@ -20,7 +20,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from typing import Any
+from typing import Any, NamedTuple
 
 from aiohttp import web
 from pydantic import TypeAdapter, ValidationError
@@ -60,12 +60,22 @@ READY_LINES = {
 
 
 def capacity_log_line(style: str, core: EngineCore) -> str:
-    """The KV-pool line real engines log, which result extraction parses for the pool size."""
+    """The KV-pool line real engines log, which InferenceX's result extraction parses for the pool size (llmsweep
+    reads the pool from /metrics, as the engines export it: `metrics.model.KvCache.pool_tokens`)."""
     if style == "vllm":
         return f"GPU KV cache size: {core.capacity_tokens:,} tokens"
     return (f"max_total_num_tokens={core.capacity_tokens}, chunked_prefill_size={core.config.chunked_prefill_size}, "
             f"max_running_requests={core.config.max_running_requests}, "
             f"context_len={core.config.served_context()}")
+
+
+class Handed(NamedTuple):
+    """What a decode worker took over with a request (`_receive_kv`)."""
+
+    tokens: int
+    """Prompt tokens whose KV arrived from the prefill worker (its header's count, at most the prompt)."""
+    cached: int
+    """Of the prompt, the tokens the prefill worker found in its prefix cache: the request's `cached_tokens`."""
 
 
 class _Stream:
@@ -183,10 +193,11 @@ class SimServer:
             pool.release(blocks)
         self._arrived.clear()
 
-    async def _receive_kv(self, headers: Any, n_tokens: int, hashes: BlockHashes) -> int | None:
+    async def _receive_kv(self, headers: Any, n_tokens: int, hashes: BlockHashes) -> Handed | None:
         """Decode role: wait for the KV of a prompt the router says a prefill worker computed (modelled transfer).
-        Returns the prompt tokens the prefill worker found in its prefix cache (`KV_CACHED_HEADER`) — the request's
-        `cached_tokens` — or None when no KV is handed over (the request is this worker's own)."""
+        Returns the prompt tokens whose KV arrived and those the prefill worker found in its prefix cache
+        (`KV_CACHED_HEADER`: the request's `cached_tokens`), or None when no KV is handed over (the request is this
+        worker's own)."""
         raw = headers.get(KV_TOKENS_HEADER)
         if self.role.role != "decode" or raw is None:
             return None
@@ -212,7 +223,7 @@ class SimServer:
         log.debug("decode worker: KV of %d tokens from %s over %s in %.4f s (queueing included)", tokens,
                   headers.get(KV_SOURCE_HEADER), link.label(), seconds)
         cached = headers.get(KV_CACHED_HEADER)
-        return min(int(cached), n_tokens) if cached is not None and str(cached).isdigit() else 0
+        return Handed(tokens, min(int(cached), n_tokens) if cached is not None and str(cached).isdigit() else 0)
 
     # -- request intake ---------------------------------------------------------------------------------------------
     async def _admit(self, body: dict[str, Any], *, chat: bool,
@@ -266,8 +277,8 @@ class SimServer:
             # KV handed over by a prefill worker: its cached tokens are the prefill side's hits, set before the
             # first admission so the engine neither reports the arrived blocks as cached nor counts this request in
             # its prefix-cache series (as `EngineCore.adopt` does for the virtual-time path, `sim.disagg`).
-            req.cached_tokens = handed
-            self.core.counters.took_over(n_tokens)
+            req.cached_tokens = handed.cached
+            self.core.counters.took_over(n_tokens, transferred=handed.tokens)
         self._wake.set()
         return req, stream
 

@@ -73,3 +73,15 @@ def test_a_cell_the_simulator_served_makes_the_curve_simulated_whatever_the_plan
                            launcher=LocalExecutor({}).launcher, simulate=False)
     assert result.simulated and "simulator" in result.engine, result.engine
     assert load_curve(out).simulated
+
+
+def test_the_engine_line_says_no_server_started_only_where_none_was_launched() -> None:
+    """The title said `(image tag; the server reported no version)` where no cell's server had started (a host with
+    no GPU); a server launched that never became ready did start, and reported no version."""
+    from llmsweep.alcollect.collect import _engine_text
+
+    job = collection_job(jobs_from_files([LLAMA]), simulate=False)
+    cell = CellResult(thinking="thinking_off", k=1, status="failed", directory=None, reason="x")
+    assert _engine_text(job, [cell], False).endswith("; no server started)")
+    started = cell.model_copy(update={"launched": True})
+    assert _engine_text(job, [cell, started], False).endswith("; the server reported no version)")

@@ -43,12 +43,21 @@ def _info(engine: str, blocks: str, size: str = "16", tokens: str | None = None)
 def test_vllm_engines_add_up_and_an_unsized_pool_is_none() -> None:
     one = {"t": 1.0, "samples": [_info("0", "1000")]}
     assert _pool([one]) == 16_000
-    # data parallel: each engine its own pool
-    assert _pool([{"t": 1.0, "samples": [_info("0", "1000"), _info("1", "1000")]}]) == 32_000
+    # data parallel: each engine's own `kv_cache_size_tokens` adds up
+    two = [_info("0", "2000", tokens="16000"), _info("1", "2000", tokens="16000")]
+    assert _pool([{"t": 1.0, "samples": two}]) == 32_000
+    # an older release says only num_gpu_blocks, which its front end already summed over the DP engines before each
+    # engine's series repeats it: taken once
+    assert _pool([{"t": 1.0, "samples": [_info("0", "2000"), _info("1", "2000")]}]) == 32_000
     # the release's own token figure wins over blocks x block size
     assert _pool([{"t": 1.0, "samples": [_info("0", "1000", tokens="12345")]}]) == 12_345
     # before profiling vLLM says None
     assert _pool([{"t": 1.0, "samples": [_info("0", "None")]}]) is None
+    # a hybrid model's blocks count its linear-attention pages too: without the token figure, no pool is read
+    hybrid = _info("0", "35187", "560")
+    assert isinstance(hybrid[1], dict)
+    hybrid[1]["mamba_block_size"] = "16384"
+    assert _pool([{"t": 1.0, "samples": [hybrid]}]) is None
 
 
 def test_sglang_ranks_repeat_their_engines_pool_and_dp_ranks_add_up() -> None:
@@ -126,4 +135,17 @@ def test_calibrate_replays_a_measured_point_at_the_pool_its_engine_reported(tmp_
                                                  "--json"])
     assert as_json.exit_code == 0, as_json.output
     (fit,) = json.loads(as_json.stdout)["calibrations"]
-    assert fit["points"][0]["kv_pool"] == {"reported": int(reported), "simulated": own}
+    assert fit["points"][0]["kv_pool"] == {"reported": int(reported), "simulated": own, "unused": None}
+
+
+def test_a_pool_said_by_fewer_engines_than_the_jobs_dp_ranks_is_not_replayed(tmp_path: Path) -> None:
+    """A pool one engine said where the job ran several DP ranks may be one rank's (an SGLang whose DP-attention
+    ranks carry no `dp_rank` label): the replay keeps the simulator's own and the table says why."""
+    from llmsweep.sim.calibrate import PointComparison, PoolReplay, pool_lines
+
+    pool = PoolReplay(reported=100_000, simulated=400_000, unused="said by one engine where the job ran 4 DP ranks "
+                      "(it may be one rank's pool): replayed at the simulator's own")
+    point = PointComparison(label="fixed 1024/128 c8", concurrency=8, scenario="fixed-seq-len", measured={},
+                            before={}, after={}, weights={}, excess_hit_rate=0.0, kv_pool=pool)
+    (line,) = pool_lines([point])
+    assert line.startswith("not replayed at the KV pool its /metrics said, 100,000 tokens: said by one engine")

@@ -184,3 +184,31 @@ def test_a_disaggregated_deployments_prompt_figures_are_its_prefill_workers() ->
     plain = [{"t": t, "samples": [["vllm:prompt_tokens_total", {"model_name": "m"}, v]]}
              for t, v in ((0.0, 0), (2.0, 500))]
     assert summarise_server(plain, start=0.0, end=2.0)["tokens"]["prompt_total"] == 500
+
+
+@pytest.mark.parametrize("engine", ["trtllm", "atom", "sglang"])
+def test_every_reader_takes_a_disaggregated_deployments_prompt_side_from_its_prefill_workers(engine: str) -> None:
+    """TensorRT-LLM and ATOM render disaggregated launches too: their prompt tokens and cache hits were summed over
+    both roles (the decode workers' count of the same prompts added), and a hit-rate gauge averaged over both."""
+    prompt, cached, gauge = {
+        "trtllm": ("trtllm_prompt_tokens_total", "trtllm_prompt_cached_tokens_total", "trtllm_kv_cache_hit_rate"),
+        "atom": ("atom:prefix_cache_full_tokens_total", "atom:prefix_cache_cached_tokens_total",
+                 "atom:prefix_cache_hit_ratio"),
+        "sglang": ("sglang:prompt_tokens_total", None, "sglang:cache_hit_rate")}[engine]
+
+    def scrape(t: float, k: float, with_counters: bool) -> dict[str, object]:
+        rows: list[tuple[str, str, float]] = [(gauge, "prefill", 0.25), (gauge, "decode", 0.95)]
+        if with_counters:
+            rows += [(prompt, "prefill", 1000 * k), (prompt, "decode", 1000 * k)]
+            if cached is not None:
+                rows += [(cached, "prefill", 250 * k), (cached, "decode", 950 * k)]
+        return {"t": t, "samples": [[n, {"model_name": "m", "role": r, "worker": "0"}, v] for n, r, v in rows]}
+
+    counted = summarise_server([scrape(0.0, 0.0, True), scrape(2.0, 1.0, True)], start=0.0, end=2.0)
+    if engine != "sglang":
+        assert counted["cache"]["gpu_hit_rate"] == pytest.approx(0.25)
+    if engine in ("trtllm", "sglang"):
+        assert counted["tokens"]["prompt_total"] == 1000
+    # the gauge alone (no counters): the prefill workers' mean, not both roles'
+    gauged = summarise_server([scrape(0.5, 0.0, False), scrape(1.5, 0.0, False)], start=0.0, end=2.0)
+    assert gauged["cache"]["overall_hit_rate"] == pytest.approx(0.25)
