@@ -46,6 +46,8 @@ class PowerSpec(BaseModel):
             raise ValueError(f"idle_w {self.idle_w} must be below max_w {self.max_w}")
         if self.usd_per_gpu_hour is not None and not (self.cost_source and self.cost_date):
             raise ValueError("usd_per_gpu_hour needs cost_source and cost_date (a price is an assumption: say whose)")
+        if self.all_in_kw_per_gpu is not None and not self.all_in_source:
+            raise ValueError("all_in_kw_per_gpu needs all_in_source (whose all-in figure it is)")
         unknown = set(self.estimates) - set(type(self).model_fields)
         if unknown:
             raise ValueError(f"estimates names unknown {noun(len(unknown), 'field')} {sorted(unknown)}")
@@ -71,9 +73,21 @@ def _catalog(dirs: tuple[Path, ...]) -> dict[str, tuple[PowerSpec, Origin]]:
     """Every SKU's entry: the packaged file's, each later file's entry laid over the one below it (`_over`)."""
     out: dict[str, tuple[PowerSpec, Origin]] = {}
     for directory in dirs:  # one file per folder, in catalog order: each laid over what the folders before it gave
+        keyed: dict[str, str] = {}  # SKU -> the key of this file that named it
         for key, (raw, origin) in load_section(FILE, SECTION, (directory,)).items():
             sku = _sku(key)
-            out[sku] = (_over(key, {"id": sku, **raw}, origin, out.get(sku)), origin)
+            said = raw.get("id")
+            fix = ("keep one entry per SKU, keyed by its id (`llmsweep catalog hardware` lists them), with no `id:` "
+                   "other than it")
+            if sku in keyed:
+                raise CatalogError(f"power entry '{key}' names {sku}, which key '{keyed[sku]}' names too (an alias, a "
+                                   "runner label or another spelling of one SKU): one would be laid over the other "
+                                   "unsaid", file=origin.path, line=origin.line, field=f"{SECTION}.{key}", fix=fix)
+            if said is not None and _sku(str(said)) != sku:
+                raise CatalogError(f"power entry '{key}' names {sku}, but its id says {said}", file=origin.path,
+                                   line=origin.line, field=f"{SECTION}.{key}.id", fix=fix)
+            keyed[sku] = key
+            out[sku] = (_over(key, {**raw, "id": sku}, origin, out.get(sku)), origin)
     return out
 
 

@@ -99,3 +99,24 @@ def test_a_user_entry_that_cannot_be_laid_over_is_refused_naming_file_line_and_f
     assert finding.rule == "catalog.file" and finding.file == str(user_catalog / "power.yaml") and finding.path == field
     assert finding.line is not None and finding.line >= 2 and finding.fix
     clear_caches()
+
+
+@pytest.mark.parametrize("text", [
+    # two spellings of one SKU in one file: one would be laid over the other without a word
+    "power:\n  h200: {usd_per_gpu_hour: 1.0, cost_source: a, cost_date: '2026-12-07'}\n"
+    "  H200-SXM: {usd_per_gpu_hour: 2.0, cost_source: b, cost_date: '2026-12-07'}\n",
+    # an id that names another SKU than the key
+    "power:\n  h200: {id: mi300x, usd_per_gpu_hour: 1.0, cost_source: a, cost_date: '2026-12-07'}\n",
+])
+def test_one_sku_named_twice_in_a_file_is_refused(user_catalog: Path, text: str) -> None:
+    (user_catalog / "power.yaml").write_text(text)
+    clear_caches()
+    with pytest.raises(ConfigError, match=r"names h200, (which key 'h200'|but its id says mi300x)"):
+        all_power()
+
+
+def test_an_all_in_figure_without_its_source_is_refused(user_catalog: Path) -> None:
+    (user_catalog / "power.yaml").write_text("power:\n  h200: {all_in_kw_per_gpu: 2.0}\n")
+    clear_caches()
+    with pytest.raises(ConfigError, match="all_in_kw_per_gpu needs all_in_source"):
+        all_power()
