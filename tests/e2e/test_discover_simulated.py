@@ -621,6 +621,27 @@ def test_a_quiet_arm_proposes_no_point_per_concurrency_and_says_what_the_proposa
     assert f"llmsweep discover: this recipe {growth} {RISING} plans 4 jobs" in head, head
 
 
+@pytest.mark.timeout(120)
+def test_a_disaggregated_arms_cost_counts_each_concurrency_a_job_as_run_runs_it(tmp_path: Path) -> None:
+    """A multinode entry's conc list is one planned job, but `run` runs one job per concurrency: the statement counted
+    planned jobs and said `plans 1 job where the recipe plans 1 job (×1.0)` of a grid grown from 4 concurrencies to a
+    dozen."""
+    out = tmp_path / "disc"
+    recipe = RECIPE.with_name("disagg-sim.yaml")
+    proc = _discover(tmp_path, recipe, "--simulate", "--refine", "0", "--out", out)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    saved = json.loads((out / "discovery.json").read_text())
+    (arm,) = saved["arms"]
+    concs = [p["conc"] for p in arm["proposed"]]
+    assert arm["original"] == [1, 16, 24, 32] and len(concs) > 4, concs
+    assert (saved["recipe_jobs"], saved["proposed_jobs"]) == (4, len(concs))
+    growth = f"plans {count_of(len(concs), 'job')} where"
+    assert f"proposed recipe {growth} the recipe plans 4 jobs (×{len(concs) / 4:.1f})" in proc.stdout, \
+        proc.stdout[-2000:]
+    head = " ".join(ln.removeprefix("# ") for ln in (out / "proposed.yaml").read_text().splitlines()[:12])
+    assert f"llmsweep discover: this recipe {growth} {recipe} plans 4 jobs" in head, head
+
+
 SEED = Path(__file__).resolve().parents[2] / "recipes" / "qwen3.5-fp8-mi300x-sglang-agentic-mtp.yaml"
 
 

@@ -230,10 +230,10 @@ class Discovery(_Out):
     proposal_error: str | None = Field(default=None, description="Why no proposed recipe was written although a grid "
                                        "was found (the recipe could not be rewritten to say it).")
     proposed_recipe: str | None = None
-    recipe_jobs: int | None = Field(default=None, description="Jobs the recipe plans (`llmsweep run` of it): what "
-                                    "its sweep costs today.")
-    proposed_jobs: int | None = Field(default=None, description="Jobs the proposed recipe plans, against "
-                                      "`recipe_jobs` (None when no recipe was proposed): every proposed concurrency "
+    recipe_jobs: int | None = Field(default=None, description="Jobs the recipe plans, as `llmsweep run` of it runs "
+                                    "them (a multi-node entry's concurrencies each a job): what its sweep costs today.")
+    proposed_jobs: int | None = Field(default=None, description="Jobs the proposed recipe plans, counted as "
+                                      "`recipe_jobs` is (None when no recipe was proposed): every proposed concurrency "
                                       "is a job of the official sweep.")
     patch: str = Field(default="", description="Unified diff of the recipe file to the proposed one.")
 

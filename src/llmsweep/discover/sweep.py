@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +38,7 @@ from llmsweep.execute.lifecycle import LifecycleSettings
 from llmsweep.execute.signals import INTERRUPTED_REASONS
 from llmsweep.metrics.registry import HOT_BY_NAME
 from llmsweep.plan import Job
+from llmsweep.plan.point import one_point_per_job
 from llmsweep.results.extract import INVALID_VERDICTS
 from llmsweep.spec.recipe import Recipe
 from llmsweep.spec.source import render_path
@@ -275,6 +276,13 @@ def ladder_top(req: DiscoverRequest, arms: list[Arm]) -> int:
     """The ladder's highest concurrency: `--ladder-top`, else the larger of LADDER_FLOOR and four times the recipe's
     highest."""
     return req.ladder_top or max(LADDER_FLOOR, 4 * max(c for a in arms for c in a.concs))
+
+
+def jobs_run(jobs: Sequence[Job]) -> int:
+    """How many jobs `llmsweep run` runs of `jobs`: a multi-node entry's concurrency list is one planned job but one
+    run job per concurrency (`plan.point.one_point_per_job`), so a disaggregated arm's grid that grows is counted.
+    The one count the proposal's cost is said in, on both sides (`recipe_jobs`, `proposed_jobs`)."""
+    return len(one_point_per_job(list(jobs)))
 
 
 def _planned(req: DiscoverRequest) -> list[Job]:
@@ -532,7 +540,7 @@ def discover(req: DiscoverRequest, *, event: Event) -> Discovery:
         min_conc_step=min(min_steps) if min_steps else None, max_conc=max(caps) if caps else None,
         stages=stages.records, executor=req.executor, interrupted=interrupted, failed=failed,
         policy={key: KeyPolicy(min_conc_step=step, max_conc=cap) for key, (step, cap) in policy.items()},
-        recipe_jobs=len(recipe_jobs) or None,
+        recipe_jobs=jobs_run(recipe_jobs) or None,
     )
     req.out.mkdir(parents=True, exist_ok=True)
     if grids and interrupted is None and failed is None:
@@ -543,7 +551,7 @@ def discover(req: DiscoverRequest, *, event: Event) -> Discovery:
                                note=simulated_note([r.source for r in stages.runs]),
                                warned=[refused_note(p.arm, p.label, w) for p in proposals if p.error is None
                                        for w in p.warnings if w.engine_refuses],
-                               plans=lambda file: len(jobs_from_files([file], runner_config=req.runner_config)),
+                               plans=lambda file: jobs_run(jobs_from_files([file], runner_config=req.runner_config)),
                                recipe_jobs=result.recipe_jobs)
         except LlmsweepError as exc:  # what was measured is kept (discovery.json below) whatever the rewrite did
             result.proposal_error = exc.one_line()
