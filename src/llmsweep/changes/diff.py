@@ -32,7 +32,7 @@ from llmsweep.findings import Finding
 from llmsweep.plan import Job
 from llmsweep.plan.slices import curve_key, slice_concurrencies
 from llmsweep.spec.loader import recipe_files
-from llmsweep.spec.scope import RECIPES_DIR, alone_note, weighed_alone
+from llmsweep.spec.scope import RECIPES_DIR, Matrix, alone_note, weighed_alone
 from llmsweep.words import count_of, noun
 from llmsweep.workload.scenario import repeat_index
 
@@ -521,22 +521,25 @@ def at_revision(findings: Sequence[Finding], root: Path, rev: str | None) -> lis
 
 
 def _plan(root: Path, files: Sequence[Path], runner_config: Path | None, label: str,
-          evals: EvalOptions | None = None, *, rev: str | None = None) -> list[Job]:
-    """The jobs of the head side, planned as `run` plans them; recipes that do not load or plan stop the change set
-    (exit 2), each finding naming its file as that side has it (:func:`at_revision`)."""
+          evals: EvalOptions | None = None, *, rev: str | None = None) -> tuple[list[Job], list[str]]:
+    """The jobs of the head side, planned as `run` plans them, and a note per file or recipe of the matrix its eval
+    rows were chosen without (:func:`_left_out`); recipes that do not load or plan stop the change set (exit 2), each
+    finding naming its file as that side has it (:func:`at_revision`)."""
     from llmsweep.catalog.fleet import default_fleet, load_fleet
     from llmsweep.plan import full_sweep, matrix_of
     from llmsweep.spec.loader import load_recipes
 
     paths = _recipe_files(root, files)
     if not paths:
-        return []
+        return [], []
     loaded = load_recipes(paths)
     loaded.findings = at_revision(loaded.findings, root, rev)
     try:
         loaded.raise_on_error()
-        return full_sweep(loaded.recipes, load_fleet(runner_config) if runner_config is not None else default_fleet(),
-                          evals, matrix=matrix_of(paths, evals, root=root))
+        matrix = matrix_of(paths, evals, root=root)
+        jobs = full_sweep(loaded.recipes, load_fleet(runner_config) if runner_config is not None else default_fleet(),
+                          evals, matrix=matrix)
+        return jobs, _left_out(matrix, root, rev)
     except ConfigError as exc:
         fix = (f"fix the named lines of {rev} (`git show {rev}:PATH` prints a file); `llmsweep validate` on a checkout "
                "of it lists every finding") if rev is not None and exc.findings else exc.fix
@@ -559,12 +562,21 @@ def _plan_base(root: Path, files: Sequence[Path], runner_config: Path | None, la
         return [], []
     loaded = load_recipes(paths)
     fleet = load_fleet(runner_config) if runner_config is not None else default_fleet()
-    jobs, unplanned = plan_recipes(loaded.recipes, fleet, None, evals, matrix_of(paths, evals, root=root))
+    matrix = matrix_of(paths, evals, root=root)
+    jobs, unplanned = plan_recipes(loaded.recipes, fleet, None, evals, matrix)
     problems = at_revision([*loaded.errors, *unplanned], root, rev)
     head = "the working tree" if head_label == "working tree" else head_label
     notes = [f"{f.render().splitlines()[0]} — at {label} it plans no job, so every job {head} plans from it counts "
              "as added" for f in problems]
-    return jobs, notes
+    return jobs, notes + _left_out(matrix, root, rev)
+
+
+def _left_out(matrix: Matrix | None, root: Path, rev: str | None) -> list[str]:
+    """A side's files or recipes of its matrix that its eval rows were chosen without (`spec.scope.Matrix.left_out`:
+    they do not load or plan there), each its warning's first line, its file named as that side has it."""
+    if matrix is None:
+        return []
+    return [f.render().splitlines()[0] for f in at_revision(matrix.left_out, root, rev)]
 
 
 def _relative_files(files: Sequence[Path], top: Path | None) -> list[Path]:
@@ -654,8 +666,9 @@ def changes_between(spec: str, files: Sequence[Path] = (), *, repo: Path | None 
                                       base, head_label, evals, rev=base if git_mode else None)
         notes = [f"{new.as_posix()} is {old.as_posix()} at {base} (renamed since): its jobs are compared with that "
                  "file's" for new, old in renamed.items()] + notes
-        head_jobs = _plan(head_root, rel, _side_file(runner_config, top if git_mode else None, head_root),
-                          head_label, evals, rev=head if git_mode and head else None)
+        head_jobs, left_out = _plan(head_root, rel, _side_file(runner_config, top if git_mode else None, head_root),
+                                    head_label, evals, rev=head if git_mode and head else None)
+        notes += [n for n in left_out if n not in notes]
         # files outside the tree's recipes/ beside it: their eval rows are their own, not that matrix's (said once)
         if rel and (head_root / RECIPES_DIR).is_dir() and weighed_alone(_recipe_files(head_root, rel), root=head_root) \
                 and any(wants_eval(j) for j in [*base_jobs, *head_jobs]):

@@ -147,6 +147,8 @@ def _run(options: SweepOptions, *, config_files: tuple[Path, ...], runner_config
     # a full sweep's eval rows are the matrix's the files belong to (every recipe of their repository's recipes/)
     matrix = matrix_of(files, evals) if options.mode == "full-sweep" else None
     jobs = plan_jobs(loaded.recipes, options, fleet, evals, matrix)
+    for finding in matrix.left_out if matrix is not None else ():  # what its eval rows were chosen without
+        click.echo(finding.render(), err=True)
     if _unfiltered(options) and not (evals.evals_only or evals.all_evals):
         for finding in unused_overrides(loaded.recipes, jobs):
             click.echo(finding.render(), err=True)

@@ -150,7 +150,9 @@ def render(files: tuple[Path, ...], selector: str, simulate: bool, fmt: str, as_
         check_side_inputs([job], EvalSettings(), simulate=simulate)  # what `run` refuses the job's inputs for
         findings = result.findings_for(job)
         refusals = result.refusals(job)  # what `run` refuses it for, also another recipe of the invocation
-        for f in [*findings, *(r for r in refusals if all(r is not f for f in findings))]:
+        # and what of the matrix the file belongs to its eval rows were chosen without (`spec.scope.Matrix`)
+        left_out = result.matrix.left_out if result.matrix is not None else []
+        for f in [*findings, *(r for r in refusals if all(r is not f for f in findings)), *left_out]:
             click.echo(f.render(), err=True)
         if job.multinode:  # its workers placed by the fleet it was planned with (`engines.runner_gpus_per_node`)
             topology = engines.render_topology(job, simulate=simulate, port=port)

@@ -11,12 +11,12 @@ from llmsweep.catalog.fleet import FleetCatalog, default_fleet, load_fleet
 from llmsweep.errors import ConfigError, LlmsweepError
 from llmsweep.plan.build import job_from_entry
 from llmsweep.plan.evals import keep_eval_only, mark_all_eval_entries, mark_eval_entries
-from llmsweep.plan.expand import Cell, SweepOptions, expand_cells
+from llmsweep.plan.expand import Cell, PlanError, SweepOptions, expand_cells
 from llmsweep.plan.fingerprint import recipe_fingerprint, throughput_entry
 from llmsweep.plan.job import Job
 from llmsweep.spec.loader import load_recipes
 from llmsweep.spec.recipe import Recipe
-from llmsweep.spec.scope import load_matrix
+from llmsweep.spec.scope import Matrix, load_matrix
 
 
 @dataclass(frozen=True)
@@ -39,14 +39,16 @@ def plan_jobs(
     options: SweepOptions,
     fleet: FleetCatalog | None = None,
     evals: EvalOptions | None = None,
-    matrix: Mapping[str, Recipe] | None = None,
+    matrix: Matrix | None = None,
 ) -> list[Job]:
-    """Expand recipes into jobs exactly as InferenceX's generator does; pure apart from the golden-AL lookup.
+    """Expand recipes into jobs exactly as InferenceX's generator does; pure apart from the golden-AL lookup and
+    what it records on `matrix`.
 
     `matrix`: every recipe of the matrix `recipes` belong to, in its order (`spec.scope.load_matrix`): a full sweep
     marks its eval rows among the rows of all of them, as the whole matrix marks them, and plans jobs of `recipes`
-    alone (a recipe of both is planned as `recipes` has it). A test-config plan (`config_keys`) marks among the rows
-    of its keys, as InferenceX's `test-config` does."""
+    alone (a recipe of both is planned as `recipes` has it); a recipe of it that does not plan is recorded as left
+    out (`Matrix.leave_out`), for the command to say. A test-config plan (`config_keys`) marks among the rows of its
+    keys, as InferenceX's `test-config` does."""
     evals = evals or EvalOptions()
     evals.check()
     fleet = fleet or default_fleet()
@@ -54,8 +56,9 @@ def plan_jobs(
     for cell in cells:
         cell.extra["fingerprint"] = recipe_fingerprint(throughput_entry(cell.entry))
     if not evals.no_evals:
-        if matrix is not None and options.mode == "full-sweep":
-            cells = _weighed_with(cells, recipes, matrix, fleet, options)
+        weighed = matrix if options.mode == "full-sweep" else None
+        if weighed is not None:
+            cells = _weighed_with(cells, recipes, weighed, fleet, options)
         cells = mark_eval_entries(cells, include_agentic=evals.evals_only or evals.all_evals)
         if evals.all_evals:
             cells = mark_all_eval_entries(cells)
@@ -68,15 +71,16 @@ def plan_jobs(
     return _unique_ids(jobs)
 
 
-def _weighed_with(cells: list[Cell], recipes: Mapping[str, Recipe], matrix: Mapping[str, Recipe],
+def _weighed_with(cells: list[Cell], recipes: Mapping[str, Recipe], matrix: Matrix,
                   fleet: FleetCatalog, options: SweepOptions) -> list[Cell]:
     """The cells of `recipes` among the other recipes' of the matrix, in the matrix's order (which decides a tie for
     the highest concurrency, as it does for the whole matrix); the recipes of `recipes` the matrix lacks come last. A
-    recipe of the matrix that does not expand weighs nothing: planning the recipes handed never fails for it."""
+    recipe of the matrix that does not expand weighs nothing (planning the recipes handed never fails for it), and is
+    recorded as left out with the planner's reason (`Matrix.leave_out`)."""
     own: dict[int, list[Cell]] = {}
     for cell in cells:
         own.setdefault(id(cell.recipe), []).append(cell)
-    order = {**{k: recipes.get(k, r) for k, r in matrix.items()}, **recipes}
+    order = {**{k: recipes.get(k, r) for k, r in matrix.recipes.items()}, **recipes}
     out: list[Cell] = []
     for key, recipe in order.items():
         if key in recipes:
@@ -84,8 +88,10 @@ def _weighed_with(cells: list[Cell], recipes: Mapping[str, Recipe], matrix: Mapp
             continue
         try:
             out += expand_cells({key: recipe}, fleet, options)
-        except LlmsweepError:
-            continue
+        except PlanError as exc:  # at the search-space entry that does not plan
+            matrix.leave_out(exc.file, exc.line, key, exc.reason)
+        except LlmsweepError as exc:
+            matrix.leave_out(recipe.file, recipe.line_of(()), key, exc.message)
     return out
 
 
@@ -104,7 +110,7 @@ def full_sweep(
     fleet: FleetCatalog | None = None,
     evals: EvalOptions | None = None,
     *,
-    matrix: Mapping[str, Recipe] | None = None,
+    matrix: Matrix | None = None,
     **filters: object,
 ) -> list[Job]:
     """`matrix full-sweep`: every recipe, narrowed by the :class:`SweepOptions` filters given as keywords; eval rows
@@ -148,7 +154,7 @@ def jobs_from_files(
 
 
 def matrix_of(paths: Sequence[Path], evals: EvalOptions | None = None, *,
-              root: Path | None = None) -> dict[str, Recipe] | None:
+              root: Path | None = None) -> Matrix | None:
     """The recipes of the matrix the recipe files `paths` belong to (`spec.scope.load_matrix`; `root`: the tree they
     are read in), which a full sweep of them marks its eval rows among; None when nothing beside them is weighed, or
     `evals` marks no eval row (`--no-evals`)."""

@@ -17,6 +17,7 @@ from llmsweep.plan.matrix import EvalOptions
 from llmsweep.policy.rules_resources import dram_arm_paths
 from llmsweep.spec import LoadResult, load_recipes
 from llmsweep.spec.recipe import Recipe
+from llmsweep.spec.scope import Matrix
 
 
 @dataclass
@@ -26,6 +27,9 @@ class Validation:
     loaded: LoadResult
     jobs: list[Job] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
+    matrix: Matrix | None = None
+    """The matrix the files' eval rows were chosen among (`plan.matrix_of`; None: the files alone): what of it was
+    left out is among `findings` (`spec.scope.UNWEIGHED_RULE`)."""
 
     @property
     def ok(self) -> bool:
@@ -134,14 +138,14 @@ def recipe_of(path: str, keys: Iterable[str]) -> str | None:
 
 
 def _plan(recipes: Mapping[str, Recipe], keys: Sequence[str] | None, fleet: FleetCatalog,
-          evals: EvalOptions | None = None, matrix: Mapping[str, Recipe] | None = None) -> list[Job]:
+          evals: EvalOptions | None = None, matrix: Matrix | None = None) -> list[Job]:
     return test_config(recipes, list(keys), fleet, evals) if keys else full_sweep(recipes, fleet, evals,
                                                                                   matrix=matrix)
 
 
 def plan_recipes(
     recipes: Mapping[str, Recipe], fleet: FleetCatalog, config_keys: Sequence[str] | None = None,
-    evals: EvalOptions | None = None, matrix: Mapping[str, Recipe] | None = None,
+    evals: EvalOptions | None = None, matrix: Matrix | None = None,
 ) -> tuple[list[Job], list[Finding]]:
     """Plan every recipe that can be planned; one `plan.failed` finding per recipe that cannot.
 
@@ -208,7 +212,8 @@ def validate_files(
     recipes = {k: loaded.recipes[k] for k in keys}
     policy = check(recipes, jobs, simulate=simulate, fleet=fleet)
     empty = [] if selected else _no_jobs(paths, loaded.recipes, jobs, [*loaded.findings, *plan_findings, *policy])
-    return Validation(loaded, jobs, [*loaded.findings, *plan_findings, *empty, *policy])
+    left_out = matrix.left_out if matrix is not None else []  # what of the matrix eval rows were chosen without
+    return Validation(loaded, jobs, [*loaded.findings, *plan_findings, *left_out, *empty, *policy], matrix)
 
 
 def _no_jobs(paths: Sequence[Path | str], recipes: dict[str, Recipe], jobs: list[Job],

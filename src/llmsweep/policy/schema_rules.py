@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from llmsweep.findings import Severity
 from llmsweep.policy.registry import Rule, register
+from llmsweep.spec.scope import UNWEIGHED_RULE
 
 E, W = Severity.ERROR, Severity.WARNING
 AGENTX = "InferenceX validation.py / agentx-spec §1.1 (AgentX master-config rules)"
@@ -90,6 +91,8 @@ PLAN_RULES: tuple[tuple[str, Severity, str, str, str | None], ...] = (
      "fix the field named in the message", "InferenceX generate_sweep_configs.py"),
     ("plan.no-jobs", E, "An input that plans no job: a file with no recipe (empty, a directory) or a recipe whose "
      "search spaces are empty", "give it at least one search-space entry with a concurrency", None),
+    (UNWEIGHED_RULE, W, "A file or recipe of the recipes/ folder the planned files belong to that does not "
+     "load or plan: their eval rows were chosen without it (spec.scope.Matrix)", "fix it", None),
 )
 INPUT_RULES: tuple[tuple[str, Severity, str, str, str | None], ...] = (
     ("fleet.invalid", E, "A runner file (--runner-config) that does not read as a fleet", "fix the field named",

@@ -6,16 +6,21 @@ configuration's rows, whichever file holds them. Here a recipe file inside a rep
 that folder's matrix — the files `changes` compares when none are named, and `ci matrix recipes` plans for the CI
 workflow —, so every command that plans it (`run`, `changes`, `ci matrix`, `validate`, `render`, `matrix`) marks the
 rows that matrix marks, and plans only the files it was handed. A file outside such a folder (`examples/`, a copy in
-`/tmp`) is weighed with the files handed beside it alone. This module is the one home of that file set.
+`/tmp`) is weighed with the files handed beside it alone. This module is the one home of that file set. A file or
+recipe of the folder that does not load or plan weighs nothing, and is said where eval rows were chosen without it
+(:class:`Matrix`, warning :data:`UNWEIGHED_RULE`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from llmsweep.findings import Finding, Severity
 from llmsweep.spec.loader import load_recipes, recipe_files
 from llmsweep.spec.recipe import Recipe
+from llmsweep.words import count_of
 
 RECIPES_DIR = "recipes"
 """The folder at the top of a repository (or of a tree a change compares) that holds its matrix of recipes."""
@@ -54,11 +59,65 @@ def matrix_files(named: Sequence[Path], *, root: Path | None = None) -> list[Pat
     return None if {p.resolve() for p in files} <= {p.resolve() for p in given} else files
 
 
-def load_matrix(named: Sequence[Path], *, root: Path | None = None) -> dict[str, Recipe] | None:
-    """The recipes of :func:`matrix_files`, keyed in the matrix's order; a file there that does not load weighs none
-    of its recipes (its own command — `validate`, or `run` of it — says why). None as :func:`matrix_files` says."""
+UNWEIGHED_RULE = "plan.matrix-unweighed"
+"""The warning that names a file or recipe of the matrix eval rows were chosen without (:class:`Matrix`)."""
+
+
+@dataclass
+class Matrix:
+    """The recipes of the matrix the planned files belong to (:func:`load_matrix`), keyed in the matrix's order,
+    among whose rows a full sweep marks its eval rows (`plan.plan_jobs`); and what of it those rows were chosen
+    without, each once: `left_out`, a :data:`UNWEIGHED_RULE` warning per file or recipe of it that does not load or
+    does not plan."""
+
+    recipes: dict[str, Recipe]
+    folders: list[Path]
+    left_out: list[Finding] = field(default_factory=list)
+
+    def leave_out(self, file: str | None, line: int | None, path: str | None, why: str, *,
+                  loads: bool = True, more: int = 0) -> None:
+        """Record that eval rows were chosen without the recipe at `path` (a whole file: None) of `file`, for `why`
+        (the loader's or the planner's message); `loads`: False where it does not load, True where it does not plan;
+        `more`: how many more findings the loader had of it."""
+        if any(f.file == file and f.path == path for f in self.left_out):
+            return
+        what = ("this file" if path is None else "this recipe") + (" (it does not load" if not loads
+                                                                   else " (it does not plan")
+        also = f"; {count_of(more, 'more finding')}" if more else ""
+        self.left_out.append(Finding(
+            rule=UNWEIGHED_RULE, severity=Severity.WARNING, file=file, line=line, path=path,
+            message=f"eval rows were chosen across {RECIPES_DIR}/, the matrix the planned files belong to, without "
+                    f"{what}: {why}{also})",
+            fix=f"fix it (`llmsweep validate {file}` lists why): until then a configuration's eval may stand at "
+                f"another point here than in a plan of the whole {RECIPES_DIR}/ folder"))
+
+
+def load_matrix(named: Sequence[Path], *, root: Path | None = None) -> Matrix | None:
+    """The recipes of :func:`matrix_files`; a file there that does not load weighs none of its recipes, and is a
+    warning of the matrix (:meth:`Matrix.leave_out`, its first finding's message) unless it is a named file (the
+    command's own loading says why). None as :func:`matrix_files` says."""
     files = matrix_files(named, root=root)
-    return None if files is None else dict(load_recipes(files).recipes)
+    if files is None:
+        return None
+    loaded = load_recipes(files)
+    matrix = Matrix(dict(loaded.recipes), matrix_folders(named, root=root))
+    given = {p.resolve() for p in recipe_files(named)}
+    kept = {Path(r.file).resolve() for r in loaded.recipes.values()}
+    by_file: dict[str, list[Finding]] = {}
+    for f in loaded.errors:
+        if f.file is None or Path(f.file).resolve() in given:
+            continue
+        if f.path is not None and any(f.path == k or f.path.startswith(k + ".") for k in loaded.recipes):
+            continue  # its recipe loaded (a finding the loader keeps it with): weighed
+        if f.path is None and Path(f.file).resolve() in kept:
+            continue
+        by_file.setdefault(f.file, []).append(f)
+    for file, found in by_file.items():
+        first = found[0]
+        whole = Path(file).resolve() not in kept
+        matrix.leave_out(file, first.line, None if whole else first.path, first.message, loads=False,
+                         more=len(found) - 1)
+    return matrix
 
 
 def weighed_alone(named: Sequence[Path], *, root: Path | None = None) -> bool:

@@ -19,7 +19,8 @@ from llmsweep.changes import changes_between
 from llmsweep.changes.github import sweep_jobs
 from llmsweep.cli.main import main
 from llmsweep.plan import EvalOptions, Job, jobs_from_files
-from llmsweep.spec.scope import alone_note
+from llmsweep.policy import validate_files
+from llmsweep.spec.scope import UNWEIGHED_RULE, alone_note
 
 RECIPE = """\
 {key}:
@@ -145,3 +146,58 @@ def test_a_file_outside_the_recipes_folder_is_weighed_alone_and_said_so(
     _, _, err = _main(capsys, "run", str(outside), "--evals-only", "--simulate", "--out", str(tmp_path / "out"),
                       "--store", str(tmp_path / "store.sqlite"), "--no-report")
     assert f"note: {alone_note([outside])}" in " ".join(err.split())
+
+
+WIDE = """\
+wide-sim:
+  image: lmsysorg/sglang:v0.5.17-cu130
+  model: Qwen/Qwen3.5-397B-A17B-FP8
+  model-prefix: qwen3.5
+  runner: cluster:b300-nv
+  precision: fp8
+  framework: sglang
+  multinode: false
+  scenarios:
+    agentic-coding:
+    - dram-utilization: 0.80
+      search-space:
+      - { tp: 16, kv-offloading: dram, kv-offload-backend: { name: hicache }, conc-list: [1] }
+"""
+"""A recipe that loads and does not plan: its arm is wider than the runner's node."""
+
+
+def test_what_of_the_matrix_does_not_load_or_plan_is_said_where_eval_rows_were_chosen_without_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """A file of recipes/ that does not load, and a recipe there that does not plan, weighed nothing in silence: the
+    eval rows of `run recipes/small.yaml` were then chosen among fewer rows than a plan of the whole folder, and `run`
+    and `ci` could put a configuration's eval at different points without a word. Each is a warning of `validate`,
+    `run`, `matrix` and `changes`, with the loader's or the planner's reason."""
+    repo, _, head = _repo(tmp_path)
+    (repo / "recipes" / "broken.yaml").write_text("broken: [\n")
+    (repo / "recipes" / "wide.yaml").write_text(WIDE)
+    small = repo / "recipes" / "small.yaml"
+    found = [f for f in validate_files([small]).findings if f.rule == UNWEIGHED_RULE]
+    assert [(Path(f.file or "").name, f.path, f.is_error) for f in found] == [
+        ("broken.yaml", None, False), ("wide.yaml", "wide-sim", False)]
+    assert "without this file (it does not load: YAML syntax error" in found[0].message, found[0].message
+    assert "without this recipe (it does not plan: tp=16" in found[1].message, found[1].message
+    said = [f.render().splitlines()[0] for f in found]
+    # the plan of the files is what it was: a warning, not a refusal
+    assert jobs_from_files([small]) == validate_files([small]).jobs
+
+    monkeypatch.chdir(repo)
+    code, out, err = _main(capsys, "validate", str(small))
+    assert code == 0 and all(line in out for line in said), out + err
+    code, out, err = _main(capsys, "matrix", "full-sweep", "--config-files", str(small))
+    assert code == 0 and all(line in err for line in said), err
+    code, out, err = _main(capsys, "render", str(small), "--simulate", "--job", jobs_from_files([small])[0].id)
+    assert code == 0 and all(line in err for line in said), err
+    monkeypatch.delenv("LLMSWEEP_LM_EVAL", raising=False)
+    _, _, err = _main(capsys, "run", str(small), "--simulate", "--evals-only", "--out", str(tmp_path / "out"),
+                      "--store", str(tmp_path / "store.sqlite"), "--no-report")
+    assert all(line in err for line in said), err
+    notes = changes_between(f"{head}..", [small], repo=repo).notes
+    assert all(line in notes for line in said), notes
+    # the whole folder planned is no part of a matrix: its own loading refuses the broken file
+    assert not [f for f in validate_files([repo / "recipes"]).findings if f.rule == UNWEIGHED_RULE]
+

@@ -6,6 +6,7 @@ import pytest
 
 from llmsweep.errors import ConfigError
 from llmsweep.plan import EvalOptions, full_sweep
+from llmsweep.spec.scope import Matrix
 
 RECIPES = """
 sn:
@@ -201,13 +202,14 @@ def test_a_plan_of_part_of_a_matrix_marks_the_evals_the_whole_matrix_marks(recip
     the first in the matrix's order on a tie, whichever of its recipes is planned; a recipe planned as handed (an edit
     of the matrix's) replaces the matrix's own."""
     evals = EvalOptions(evals_only=True)
-    matrix = recipes_from(AGENTIC_PAIR.replace("{top}", "32"))
-    whole = full_sweep(matrix, fleet, evals)
+    pair = recipes_from(AGENTIC_PAIR.replace("{top}", "32"))
+    matrix = Matrix(pair, [])
+    whole = full_sweep(pair, fleet, evals)
     assert [(j.recipe_key, j.conc) for j in whole] == [("ag1", 32)]
-    assert full_sweep({"ag2": matrix["ag2"]}, fleet, evals, matrix=matrix) == []
-    assert full_sweep({"ag1": matrix["ag1"]}, fleet, evals, matrix=matrix) == whole
-    assert [j.conc for j in full_sweep({"ag2": matrix["ag2"]}, fleet, evals)] == [32]  # alone, it holds the eval
+    assert full_sweep({"ag2": pair["ag2"]}, fleet, evals, matrix=matrix) == []
+    assert full_sweep({"ag1": pair["ag1"]}, fleet, evals, matrix=matrix) == whole
+    assert [j.conc for j in full_sweep({"ag2": pair["ag2"]}, fleet, evals)] == [32]  # alone, it holds the eval
     edited = recipes_from(AGENTIC_PAIR.replace("{top}", "16"))["ag1"]
     assert full_sweep({"ag1": edited}, fleet, evals, matrix=matrix) == []
-    assert [(j.recipe_key, j.conc) for j in full_sweep({"ag2": matrix["ag2"], "ag1": edited}, fleet, evals,
+    assert [(j.recipe_key, j.conc) for j in full_sweep({"ag2": pair["ag2"], "ag1": edited}, fleet, evals,
                                                         matrix=matrix)] == [("ag2", 32)]
