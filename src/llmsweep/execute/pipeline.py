@@ -64,6 +64,7 @@ if TYPE_CHECKING:
     from llmsweep.engines.launch import LaunchSpec, Topology
     from llmsweep.results.rundir import KeptAttempt
     from llmsweep.results.store import Reusable, Store
+    from llmsweep.spec.scope import MovedEval
 
 _ALL_EVALS = _flag("all_evals")
 _CHANGED = _flag("changed")
@@ -257,9 +258,11 @@ def _stderr(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)  # the CLI's progress channel, injected by default
 
 
-def _plan_and_check(req: RunRequest, event: Event = _stderr) -> tuple[list[Job], list[Finding], list[str]]:
+def _plan_and_check(req: RunRequest, event: Event = _stderr
+                    ) -> tuple[list[Job], list[Finding], list[str], list[MovedEval]]:
     """Load, plan and check the recipes once, with the run's fleet (`--runner-config`) and key selection: the jobs,
-    the findings and every loaded recipe key (whose a finding is).
+    the findings, every loaded recipe key (whose a finding is), and the configurations whose eval the matrix the
+    files belong to moved out of them (`spec.scope.Matrix.moved`).
 
     Recipes that do not load or cannot be expanded stop the run (exit 2), as `matrix` would; policy errors only
     refuse the jobs they name.
@@ -280,7 +283,8 @@ def _plan_and_check(req: RunRequest, event: Event = _stderr) -> tuple[list[Job],
         selected = set(expand_config_keys(tuple(req.config_keys), keys))
         findings = [f for f in findings if (owner := recipe_of(f.path, keys) if f.path else None) is None
                     or owner in selected]
-    return with_traces(validation.jobs, req.traces, event), findings, keys
+    moved = validation.matrix.moved if validation.matrix is not None else []
+    return with_traces(validation.jobs, req.traces, event), findings, keys, moved
 
 
 def job_warnings(job: Job, findings: list[Finding], keys: Sequence[str], *, simulated: bool = False) -> list[str]:
@@ -726,7 +730,7 @@ def run_sweep(req: RunRequest, *, event: Event = _stderr) -> RunOutcome:
 
     executor = req.make_executor()  # an unknown kind or a bad option stops the run before anything is planned
     refuse_non_utf8(req.out)  # and an --out the store cannot record: found only once every job had run
-    jobs, findings, keys = _plan_and_check(req, event)
+    jobs, findings, keys, moved = _plan_and_check(req, event)
     # Errors about recipes that planned no job (a recipe dropped before planning, an input with none) refuse no job:
     # the run says them and fails (exit 2) rather than leave those recipes out in silence.
     matched = {id(f) for j in jobs for f in errors_about(j, findings, keys)}
@@ -744,6 +748,9 @@ def run_sweep(req: RunRequest, *, event: Event = _stderr) -> RunOutcome:
     changed = req.only_jobs is not None and not req.only_jobs_typed  # `run --changed`: its change set said it
     if not folders and not req.config_keys and not changed and any(wants_eval(j) for j in jobs):
         event(f"note: {alone_note(req.files)}")
+    if not changed:  # an eval the files alone ran on a row of theirs, which the matrix plans in another file
+        for m in moved:
+            event(m.note())
     if not jobs:
         for f in findings:  # what the files said (an empty file, a recipe dropped) is the reason: said first
             event(f.render())

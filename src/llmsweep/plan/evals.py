@@ -9,9 +9,11 @@ multinode rows of one topology into a single row running all its concurrencies.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from llmsweep.plan.expand import Cell
+from llmsweep.spec.scope import MovedEval
 from llmsweep.spec.workload import ScenarioId
 
 MIN_EVAL_CONC = 16
@@ -54,10 +56,10 @@ def _best(items: list[tuple[int, int]]) -> tuple[int, int]:
     return best
 
 
-def mark_eval_entries(cells: list[Cell], include_agentic: bool = False) -> list[Cell]:
-    """Set `run-eval` on every row (and `eval-conc` on chosen multinode rows); returns the same cells."""
-    rows = [c.entry for c in cells]
-    chosen: set[int] = set()
+def _choose(rows: Sequence[dict[str, Any]], include_agentic: bool) -> tuple[dict[int, tuple[Any, ...]], dict[int, int]]:
+    """InferenceX's eval rows among `rows`: each chosen row's index -> its configuration (the group it was chosen in),
+    and a chosen multinode row's index -> its `eval-conc`."""
+    chosen: dict[int, tuple[Any, ...]] = {}
     eval_conc: dict[int, int] = {}
 
     single: dict[tuple[Any, ...], list[int]] = defaultdict(list)
@@ -67,10 +69,10 @@ def mark_eval_entries(cells: list[Cell], include_agentic: bool = False) -> list[
         key = (e["model"], e["runner"], e["framework"], e["precision"], e["isl"], e["osl"], e["spec-decoding"],
                e["dp-attn"])
         single[key].append(i)
-    for members in single.values():
+    for key, members in single.items():
         concs = sorted({rows[i]["conc"] for i in members})
         targets = {concs[-1], concs[len(concs) // 2]}
-        chosen.update(i for i in members if rows[i]["conc"] in targets)
+        chosen.update({i: ("single", key) for i in members if rows[i]["conc"] in targets})
 
     multi: dict[tuple[Any, ...], list[tuple[int, int]]] = defaultdict(list)
     for i, e in enumerate(rows):
@@ -79,9 +81,9 @@ def mark_eval_entries(cells: list[Cell], include_agentic: bool = False) -> list[
         eligible = _eligible(e)
         if eligible:
             multi[parallelism_key(e)].append((i, eligible[-1]))
-    for items in multi.values():
+    for key, items in multi.items():
         index, conc = _best(items)
-        chosen.add(index)
+        chosen[index] = ("multi", key)
         eval_conc[index] = conc
 
     if include_agentic:
@@ -98,18 +100,69 @@ def mark_eval_entries(cells: list[Cell], include_agentic: bool = False) -> list[
             conc = e["conc"]
             ag_single[(e["model"], e["runner"], e["framework"], e["precision"])].append(
                 (i, max(conc) if isinstance(conc, list) else conc))
-        for items in ag_single.values():
-            chosen.add(_best(items)[0])
-        for items in ag_multi.values():
+        for key, items in ag_single.items():
+            chosen[_best(items)[0]] = ("agentic", key)
+        for key, items in ag_multi.items():
             index, conc = _best(items)
-            chosen.add(index)
+            chosen[index] = ("agentic-multi", key)
             eval_conc[index] = conc
+    return chosen, eval_conc
 
+
+def mark_eval_entries(cells: list[Cell], include_agentic: bool = False) -> list[Cell]:
+    """Set `run-eval` on every row (and `eval-conc` on chosen multinode rows); returns the same cells."""
+    rows = [c.entry for c in cells]
+    chosen, eval_conc = _choose(rows, include_agentic)
     for i, e in enumerate(rows):
         e["run-eval"] = i in chosen
         if i in eval_conc:
             e["eval-conc"] = eval_conc[i]
     return cells
+
+
+def moved_evals(cells: Sequence[Cell], planned: Callable[[Cell], bool], include_agentic: bool,
+                shown: Callable[[str], str]) -> list[MovedEval]:
+    """The configurations whose eval the matrix moved out of the planned recipes: `cells` are the matrix's rows
+    (`planned`: a row of the recipes a command was handed); a configuration the planned rows alone would have run
+    an eval of on a row of theirs, and whose eval rows among all of `cells` include another recipe's instead — a plan
+    of the handed files then runs no eval of it there. `shown`: a recipe file as the note names it."""
+    rows = [c.entry for c in cells]
+    whole, whole_conc = _choose(rows, include_agentic)
+    mine = [i for i, c in enumerate(cells) if planned(c)]
+    alone, _ = _choose([rows[i] for i in mine], include_agentic)
+    lost: dict[tuple[Any, ...], int] = {}  # configuration -> a row of the planned recipes that lost its eval
+    for j, group in alone.items():
+        if mine[j] not in whole:
+            lost.setdefault(group, mine[j])
+    out: list[MovedEval] = []
+    for group, own in lost.items():
+        at = tuple((shown(cells[i].recipe.file), whole_conc.get(i, _top(rows[i])))
+                   for i, g in whole.items() if g == group and not planned(cells[i]))
+        if at:
+            out.append(MovedEval(configuration=_configuration(cells[own]), at=at))
+    return out
+
+
+def _top(entry: dict[str, Any]) -> int:
+    conc = entry["conc"]
+    return max(conc) if isinstance(conc, list) else int(conc)
+
+
+def _configuration(cell: Cell) -> str:
+    """A configuration as a note names it: its recipe key, then what groups its eval rows (model, precision,
+    framework, runner, the sequence lengths and spec decoding / DP attention where set, or the agentic scenario; a
+    multinode row's pools)."""
+    e = cell.entry
+    agentic = e.get("scenario-type") == ScenarioId.AGENTIC_CODING
+    what = "agentic" if agentic else f"isl {e.get('isl')} osl {e.get('osl')}"
+    if not agentic and e.get("spec-decoding") not in (None, "none"):  # an agentic group is its model and hardware
+        what += f", spec-decoding {e['spec-decoding']}"
+    if not agentic and e.get("dp-attn") is True:
+        what += ", dp-attn"
+    if "prefill" in e:
+        what += ", " + " ".join(f"{role} {e[role].get('num-worker')}×tp{e[role].get('tp')}"
+                                for role in ("prefill", "decode") if isinstance(e.get(role), dict))
+    return f"{cell.recipe.key} ({e['model']} {e['precision']} {e['framework']} on {e['runner']}, {what})"
 
 
 def mark_all_eval_entries(cells: list[Cell]) -> list[Cell]:

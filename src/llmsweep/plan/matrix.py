@@ -10,7 +10,7 @@ from pathlib import Path
 from llmsweep.catalog.fleet import FleetCatalog, default_fleet, load_fleet
 from llmsweep.errors import ConfigError, LlmsweepError
 from llmsweep.plan.build import job_from_entry
-from llmsweep.plan.evals import keep_eval_only, mark_all_eval_entries, mark_eval_entries
+from llmsweep.plan.evals import keep_eval_only, mark_all_eval_entries, mark_eval_entries, moved_evals
 from llmsweep.plan.expand import Cell, PlanError, SweepOptions, expand_cells
 from llmsweep.plan.fingerprint import recipe_fingerprint, throughput_entry
 from llmsweep.plan.job import Job
@@ -47,7 +47,8 @@ def plan_jobs(
     `matrix`: every recipe of the matrix `recipes` belong to, in its order (`spec.scope.load_matrix`): a full sweep
     marks its eval rows among the rows of all of them, as the whole matrix marks them, and plans jobs of `recipes`
     alone (a recipe of both is planned as `recipes` has it); a recipe of it that does not plan is recorded as left
-    out (`Matrix.leave_out`), for the command to say. A test-config plan (`config_keys`) marks among the rows of its
+    out (`Matrix.leave_out`), and so is each configuration whose eval it moved out of `recipes` (`Matrix.move`;
+    `plan.evals.moved_evals`), for the command to say. A test-config plan (`config_keys`) marks among the rows of its
     keys, as InferenceX's `test-config` does."""
     evals = evals or EvalOptions()
     evals.check()
@@ -59,10 +60,14 @@ def plan_jobs(
         weighed = matrix if options.mode == "full-sweep" else None
         if weighed is not None:
             cells = _weighed_with(cells, recipes, weighed, fleet, options)
-        cells = mark_eval_entries(cells, include_agentic=evals.evals_only or evals.all_evals)
+        include_agentic = evals.evals_only or evals.all_evals
+        cells = mark_eval_entries(cells, include_agentic=include_agentic)
+        planned = {id(r) for r in recipes.values()}
+        if weighed is not None and not evals.all_evals:  # --all-evals runs every row's eval anyway
+            for moved in moved_evals(cells, lambda c: id(c.recipe) in planned, include_agentic, weighed.shown):
+                weighed.move(moved)
         if evals.all_evals:
             cells = mark_all_eval_entries(cells)
-        planned = {id(r) for r in recipes.values()}
         cells = [c for c in cells if id(c.recipe) in planned]
     if evals.evals_only or evals.all_evals:
         cells = keep_eval_only(cells)

@@ -29,7 +29,7 @@ class Validation:
     findings: list[Finding] = field(default_factory=list)
     matrix: Matrix | None = None
     """The matrix the files' eval rows were chosen among (`plan.matrix_of`; None: the files alone): what of it was
-    left out is among `findings` (`spec.scope.UNWEIGHED_RULE`)."""
+    left out is among `findings` (`spec.scope.UNWEIGHED_RULE`), the evals it moved out of the files in `moved`."""
 
     @property
     def ok(self) -> bool:

@@ -8,7 +8,8 @@ workflow —, so every command that plans it (`run`, `changes`, `ci matrix`, `va
 rows that matrix marks, and plans only the files it was handed. A file outside such a folder (`examples/`, a copy in
 `/tmp`) is weighed with the files handed beside it alone. This module is the one home of that file set. A file or
 recipe of the folder that does not load or plan weighs nothing, and is said where eval rows were chosen without it
-(:class:`Matrix`, warning :data:`UNWEIGHED_RULE`).
+(:class:`Matrix`, warning :data:`UNWEIGHED_RULE`); a configuration whose eval the folder moves out of the files a
+command plans is said too (:class:`MovedEval`).
 """
 
 from __future__ import annotations
@@ -63,16 +64,36 @@ UNWEIGHED_RULE = "plan.matrix-unweighed"
 """The warning that names a file or recipe of the matrix eval rows were chosen without (:class:`Matrix`)."""
 
 
+@dataclass(frozen=True)
+class MovedEval:
+    """A configuration whose eval the planned files alone had run on a row of theirs, and which the matrix plans on
+    another file's rows instead (`plan.evals.moved_evals`): a plan of the files runs no eval of it."""
+
+    configuration: str
+    """The configuration, as the planned files' recipe has it (`small-sim (Qwen/… fp8 sglang on mi300x, 8k1k)`)."""
+    at: tuple[tuple[str, int], ...]
+    """Where the matrix plans its eval: (the file, as the repository names it, e.g. `recipes/big.yaml`; conc)."""
+
+    def note(self) -> str:
+        """`note: the eval of X is planned at conc 64 and 256 in recipes/big.yaml (…)`: what `run FILE` says."""
+        files = list(dict.fromkeys(f for f, _ in self.at))
+        where = " and ".join(
+            f"conc {' and '.join(str(c) for f, c in self.at if f == file)} in {file}" for file in files)
+        return (f"note: the eval of {self.configuration} is planned at {where} (eval rows are chosen across "
+                f"{RECIPES_DIR}/, the matrix the planned files belong to)")
+
+
 @dataclass
 class Matrix:
     """The recipes of the matrix the planned files belong to (:func:`load_matrix`), keyed in the matrix's order,
-    among whose rows a full sweep marks its eval rows (`plan.plan_jobs`); and what of it those rows were chosen
-    without, each once: `left_out`, a :data:`UNWEIGHED_RULE` warning per file or recipe of it that does not load or
-    does not plan."""
+    among whose rows a full sweep marks its eval rows (`plan.plan_jobs`); and what the plans of it found, each once:
+    `left_out`, a :data:`UNWEIGHED_RULE` warning per file or recipe of it eval rows were chosen without (it does not
+    load, or does not plan), and `moved`, the configurations whose eval the matrix moved out of the planned files."""
 
     recipes: dict[str, Recipe]
     folders: list[Path]
     left_out: list[Finding] = field(default_factory=list)
+    moved: list[MovedEval] = field(default_factory=list)
 
     def leave_out(self, file: str | None, line: int | None, path: str | None, why: str, *,
                   loads: bool = True, more: int = 0) -> None:
@@ -90,6 +111,18 @@ class Matrix:
                     f"{what}: {why}{also})",
             fix=f"fix it (`llmsweep validate {file}` lists why): until then a configuration's eval may stand at "
                 f"another point here than in a plan of the whole {RECIPES_DIR}/ folder"))
+
+    def move(self, moved: MovedEval) -> None:
+        if moved not in self.moved:
+            self.moved.append(moved)
+
+    def shown(self, file: str) -> str:
+        """`file` as its repository names it (`recipes/big.yaml`: relative to the top above its matrix folder)."""
+        where = Path(file).resolve()
+        for folder in self.folders:
+            if where.is_relative_to(folder):
+                return where.relative_to(folder.parent).as_posix()
+        return file
 
 
 def load_matrix(named: Sequence[Path], *, root: Path | None = None) -> Matrix | None:

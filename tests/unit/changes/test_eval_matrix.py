@@ -201,3 +201,33 @@ def test_what_of_the_matrix_does_not_load_or_plan_is_said_where_eval_rows_were_c
     # the whole folder planned is no part of a matrix: its own loading refuses the broken file
     assert not [f for f in validate_files([repo / "recipes"]).findings if f.rule == UNWEIGHED_RULE]
 
+
+def test_run_of_one_file_says_where_the_matrix_plans_an_eval_the_file_alone_ran(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """small.yaml alone runs its configuration's eval at conc 32; the matrix plans it at big's 64 and 256, so `run
+    recipes/small.yaml` dropped the eval it used to run without a word. It says where the eval is planned, once per
+    such configuration, and nothing of a file whose eval stays in it or which had none."""
+    repo, _, _ = _repo(tmp_path)
+    small = repo / "recipes" / "small.yaml"
+    matrix = validate_files([small]).matrix
+    assert matrix is not None
+    (moved,) = matrix.moved
+    note = ("note: the eval of small-sim (Qwen/Qwen3.5-397B-A17B-FP8 fp8 sglang on mi300x, isl 8192 osl 1024) is "
+            "planned at conc 64 and 256 in recipes/big.yaml (eval rows are chosen across recipes/, the matrix the "
+            "planned files belong to)")
+    assert moved.note() == note
+    big = validate_files([repo / "recipes" / "big.yaml"]).matrix
+    assert big is not None and big.moved == []  # its evals are the matrix's
+    tiny = validate_files([_write(repo, "tiny.yaml", "tiny-sim", "[2, 4]")]).matrix
+    assert tiny is not None and tiny.moved == []  # alone it runs no eval (below conc 16): none to lose
+    assert validate_files([small], evals=EvalOptions(no_evals=True)).matrix is None
+
+    monkeypatch.chdir(repo)
+    monkeypatch.delenv("LLMSWEEP_LM_EVAL", raising=False)
+    code, _, err = _main(capsys, "run", "recipes/small.yaml", "--simulate", "--evals-only", "--out",
+                         str(tmp_path / "out"), "--store", str(tmp_path / "store.sqlite"), "--no-report")
+    said = " ".join(err.split())
+    assert code == 2 and said.count(note) == 1, said
+    _, _, err = _main(capsys, "run", "recipes/big.yaml", "--simulate", "--evals-only", "--out",
+                      str(tmp_path / "out-big"), "--store", str(tmp_path / "store.sqlite"), "--no-report")
+    assert "note: the eval of" not in err, err
