@@ -60,6 +60,15 @@ def test_a_job_whose_invocation_run_refuses_exits_2_and_names_the_other_recipes_
     assert f"error: 9 errors above: `run` refuses job {RESIDENT_JOB}" in out.stderr
 
 
+def test_evals_only_over_a_file_whose_eval_is_another_files_row_says_so() -> None:
+    """The seed's agentic eval is planned in recipes/…-resident.yaml (conc 32: eval rows are chosen across the folder,
+    the matrix the seed belongs to): `render --evals-only` said the input "could not be parsed or planned"."""
+    out = render("--evals-only", "--job", RESIDENT_JOB)
+    assert out.returncode == 2, out.stderr
+    assert "no job to render: --evals-only keeps only eval jobs, and no row of these recipes runs an eval" in out.stderr
+    assert "could not be parsed" not in out.stderr
+
+
 def test_unknown_job_lists_candidates() -> None:
     out = render("--job", "qwen3.5_tp8_conc4")
     assert out.returncode == 2 and "matches 2 jobs" in out.stderr and "Traceback" not in out.stderr

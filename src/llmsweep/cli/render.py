@@ -141,6 +141,14 @@ def render(files: tuple[Path, ...], selector: str, simulate: bool, fmt: str, as_
         if unparsed or not result.jobs:
             for f in result.loaded.findings:
                 click.echo(f.render(), err=True)
+            if not unparsed and (evals_only or all_evals) and not any(f.is_error for f in result.loaded.findings):
+                flag = "--evals-only" if evals_only else "--all-evals"
+                raise ConfigError(f"no job to render: {flag} keeps only eval jobs, and no row of these recipes runs an "
+                                  "eval (eval rows are chosen across the matrix the files belong to: a "
+                                  "configuration's eval may be another file's row)",
+                                  fix=f"drop {flag} to render the throughput jobs, or name the file whose row runs "
+                                      "the eval (`llmsweep matrix full-sweep --config-files FILE...` marks the eval "
+                                      "rows)")
             raise ConfigError("no job to render: the input could not be parsed or planned",
                               fix="fix the findings above (`llmsweep validate` lists them)")
         job = select_job(result.jobs, selector)
