@@ -390,9 +390,11 @@ def test_a_role_by_role_job_scrapes_every_worker_and_its_summary_says_what_each_
                 k: want[k] for k in ("tp", "ep", "dp_attention", "max_running_requests")}
         # the router runs no engine: its block is the virtual path's (what ran, no metrics, no parallelism)
         assert set(live["roles"]["router"]) - {"placed"} == set(virtual["roles"]["router"])
-        # what each role did: the prompts on the prefill workers, the generated tokens on the decode worker
+        # what each role did: the prompts computed on the prefill workers and taken in by the decode worker (as the
+        # engines count them; the deployment's are its prefill workers' alone), the generated tokens on the decode one
         prefill, decode = live["roles"]["prefill"]["metrics"], live["roles"]["decode"]["metrics"]
-        assert prefill["prompt_tokens"] > 0 and decode["prompt_tokens"] == 0
+        assert prefill["prompt_tokens"] > 0 and decode["prompt_tokens"] > 0
+        assert live["server_metrics"]["tokens"]["prompt_total"] == prefill["prompt_tokens"]
         assert decode["generation_tokens"] > prefill["generation_tokens"]
         assert decode["running_max"] >= 1
     finally:
