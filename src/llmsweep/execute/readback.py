@@ -4,7 +4,9 @@ Values come only from the server's `/metrics` scrapes (already folded into the s
 the metrics room), never from the job itself. A disagreement marks the result invalid with a reason a reader can act
 on; a check whose value the engine does not expose fails (unchecked is not passed), and one with too little evidence
 in the window (a smoke run) is recorded as inconclusive: the result is at most smoke and says why, never a pass that
-would look like proof. The acceptance length's allowance widens with the sampling error its verify steps imply
+would look like proof. The KV pool a launch pins is a setting of the launch, not the figure the point is labelled by
+(an acceptance length, a disaggregated deployment): an engine that reports no pool leaves it inconclusive, still no
+pass (:func:`kv_pool_check`). The acceptance length's allowance widens with the sampling error its verify steps imply
 (:func:`acceptance_check` derives the bound).
 """
 
@@ -13,17 +15,18 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from llmsweep.engine_ids import SIM
+from llmsweep.engine_ids import SGLANG, SIM, VLLM
 from llmsweep.errors import ResultError, ResultInputError
 from llmsweep.execute.artifacts import JOB_FILE, RECORDS_FILE, RUN_FILE, SUMMARY_FILE, write_json
 from llmsweep.jsonline import load_json_file
 from llmsweep.metrics.gates import GateConfig
-from llmsweep.metrics.model import Readback, ReadbackCheck, SpecDecode, Summary
+from llmsweep.metrics.model import MEASURED, Readback, ReadbackCheck, SpecDecode, Summary
 from llmsweep.metrics.summary import rejudge
 from llmsweep.plan import Job
 from llmsweep.words import count_of
@@ -227,11 +230,98 @@ def kv_transfer_check(summary: Summary, settings: ReadbackSettings) -> ReadbackC
     return check
 
 
+POOL_PINS: dict[str, str] = {VLLM.id: "--num-gpu-blocks-override", SGLANG.id: "--max-total-tokens"}
+"""The flag of each real engine whose launch pins the KV pool the read-back confirms (:func:`kv_pool_check`): vLLM's
+replaces its profiled block count on each engine (`v1/core/kv_cache_utils.py` `may_override_num_blocks`); SGLang's
+caps each DP rank's profiled pool (`min(profiled, N)`)."""
+
+
+def kv_pool_check(job: Job, summary: Summary) -> ReadbackCheck | None:
+    """Whether a real engine ran the KV pool its launch pins (:data:`POOL_PINS`), or None when the launch pins none,
+    for a simulated point (the simulator's pool is what it sizes) and for an eval-only job.
+
+    The one home of the rule. The pin is read from the launch as the engine's parser reads its flags
+    (`Adapter.recipe_value`: aliases, `_`/`-`, a unique prefix, the last of two), the pool from the engines' `/metrics`
+    (`server_metrics.kv_cache.pool_tokens` over `pool_engines`, `metrics.server`). vLLM: each engine's pool must be
+    the override's blocks of the launch's block (`engines.sim.engine_page`: `--block-size`, else vLLM's default);
+    a pool a whole number of times that, or a whole fraction of it, is inconclusive (vLLM divides its figure among
+    the KV cache groups of a sliding-window model, multiplies it by decode context parallelism, and picks another
+    block for some MLA backends where the launch sets none), and so is any other for a hybrid model (its blocks are
+    sized for the linear-attention state: Qwen3-Next's 560 tokens) or one the model catalog lacks; any other fails.
+    SGLang: the pool must be at most the cap on each DP rank that reported. A pool the engines do not report is
+    inconclusive."""
+    from llmsweep.catalog.models import find_model
+    from llmsweep.engines import ADAPTERS
+    from llmsweep.engines.base import in_launch, token_count
+
+    flag = POOL_PINS.get(job.engine or "")
+    if flag is None or summary.source != MEASURED or job.eval_only:
+        return None
+    written = ADAPTERS[job.engine or ""].recipe_value(job, flag)
+    pinned = token_count(written[1]) if written is not None and in_launch(written[1]) else None
+    if pinned is None or pinned < 1:  # none, or one the parser refuses at start-up (the policy refuses it first)
+        return None
+    pin = f"{flag} {pinned}"
+    kv = summary.server_metrics.kv_cache
+    pool, engines = (kv.pool_tokens, kv.pool_engines or 1) if kv is not None else (None, 1)
+    if job.engine == VLLM.id:
+        from llmsweep.engines.sim import engine_page
+
+        page = engine_page(job, VLLM.id)
+        block = page.tokens if page is not None else None
+        source = "server /metrics: vllm:cache_config_info (kv_cache_size_tokens, else num_gpu_blocks x block_size)"
+    else:
+        block = 1
+        source = "server /metrics: sglang:max_total_num_tokens"
+    check = ReadbackCheck(check="kv_pool", pinned=float(pinned * (block or 1)), tolerance=0.0, ok=None, source=source)
+    if pool is None:
+        check.reason = (f"the engine's /metrics report no KV pool, so the pool {pin} pins is unconfirmed "
+                        f"(read from {source.removeprefix('server /metrics: ')})")
+        return check
+    each = Fraction(round(pool), engines)
+    check.realised = float(each)
+    said = (f"{pool:,.0f} tokens of KV pool" + (f" over {count_of(engines, 'engine')}, {float(each):,.0f} each"
+                                                 if engines > 1 else ""))
+    if job.engine == SGLANG.id:
+        check.ok = each <= pinned
+        check.reason = (f"the engines reported {said}: " + (
+            f"within the {pinned:,} tokens {pin} caps each DP rank at" if check.ok else
+            f"more than the {pinned:,} tokens {pin} caps each DP rank at: the engine did not run the pinned pool"))
+        return check
+    if block is None:
+        check.reason = (f"the engines reported {said}, but the launch's block size is no whole number of tokens: "
+                        f"the pool {pin} pins cannot be counted")
+        return check
+    expected = pinned * block
+    ratio = each / expected
+    whole = ratio > 0 and 1 in (ratio.denominator, ratio.numerator)
+    model = find_model(job.model)
+    uncounted = model is None or model.is_hybrid  # its pool in blocks vLLM sizes for the linear-attention state
+    check.ok = True if ratio == 1 else None if whole or uncounted else False
+    if check.ok:
+        check.reason = f"the engines reported {said}: {pin} blocks of {block} tokens, as pinned"
+    elif check.ok is None:
+        times = (f"{ratio.numerator} times" if ratio.denominator == 1 else f"1/{ratio.denominator} of" if whole
+                 else f"{float(ratio):.3g} times")
+        why = (f"{job.model}'s linear-attention layers make vLLM size its blocks for their state" if uncounted and
+               model is not None else f"{job.model} is not in the model catalog" if uncounted else
+               "vLLM's figure is per KV cache group of a sliding-window model, times decode context parallelism, "
+               "or in another block an MLA backend picks where --block-size is unset")
+        check.reason = (f"the engines reported {said}, {times} the {expected:,} tokens of {pin} blocks of {block}: "
+                        f"{why}, so the pool cannot be judged from the tokens it reports; the engine's start-up log "
+                        "says its \"GPU KV cache size\"")
+    else:
+        check.reason = (f"the engines reported {said}, not the {expected:,} tokens of {pin} blocks of {block} on "
+                        "each engine: the engine did not run the pinned pool (vLLM's override replaces its profiled "
+                        "block count)")
+    return check
+
+
 def apply_readback(job: Job, summary: Summary, settings: ReadbackSettings) -> Summary:
     """Set the summary's `readback` block; a failed check makes the verdict invalid, an inconclusive one leaves it at
     most smoke, each with its reason among the verdict's reasons (what the dashboard and `run`'s table show)."""
-    checks = [c for c in (acceptance_check(job, summary, settings), kv_transfer_check(summary, settings))
-              if c is not None]
+    checks = [c for c in (acceptance_check(job, summary, settings), kv_transfer_check(summary, settings),
+                          kv_pool_check(job, summary)) if c is not None]
     summary.readback = Readback(checks=checks, ok=all(c.ok is not False for c in checks))
     failed = [c.reason or c.check for c in checks if c.ok is False]
     inconclusive = [f"read-back inconclusive: {c.reason or c.check}" for c in checks if c.ok is None]
