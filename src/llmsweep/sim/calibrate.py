@@ -534,9 +534,8 @@ def measured_point(path: Path, config_for: Any) -> MeasuredPoint:
         unused = (f"said by {count_of(kv.pool_engines, 'engine')} where the job ran {ranks} DP ranks (it may be one "
                   "rank's pool): replayed at the simulator's own"
                   if kv.pool_engines is not None and kv.pool_engines < ranks else None)
+        # (said per point, `kv_pool`: not in the provenance, which a fit of several points takes from its first)
         pool = PoolReplay(reported=int(reported), simulated=own or None, unused=unused)
-        provenance["kv_pool_tokens"] = {"reported": pool.reported, "simulated": pool.simulated,
-                                        **({"unused": unused} if unused else {})}
         if unused is None:
             config = config.model_copy(update={"kv_capacity_tokens": pool.reported})
     planned, observed = summary.cache.theoretical_hit_rate or 0.0, summary.cache.observed_hit_rate
