@@ -141,11 +141,26 @@ def test_calibrate_replays_a_measured_point_at_the_pool_its_engine_reported(tmp_
 def test_a_pool_said_by_fewer_engines_than_the_jobs_dp_ranks_is_not_replayed(tmp_path: Path) -> None:
     """A pool one engine said where the job ran several DP ranks may be one rank's (an SGLang whose DP-attention
     ranks carry no `dp_rank` label): the replay keeps the simulator's own and the table says why."""
-    from llmsweep.sim.calibrate import PointComparison, PoolReplay, pool_lines
+    from llmsweep.cli.sim import _config_for_job
+    from llmsweep.sim.calibrate import PointComparison, measured_point, pool_lines
 
-    pool = PoolReplay(reported=100_000, simulated=400_000, unused="said by one engine where the job ran 4 DP ranks "
-                      "(it may be one rank's pool): replayed at the simulator's own")
-    point = PointComparison(label="fixed 1024/128 c8", concurrency=8, scenario="fixed-seq-len", measured={},
-                            before={}, after={}, weights={}, excess_hit_rate=0.0, kv_pool=pool)
-    (line,) = pool_lines([point])
-    assert line.startswith("not replayed at the KV pool its /metrics said, 100,000 tokens: said by one engine")
+    (job,) = sorted(H200_QWEN.glob("jobs/qwen3.5_*_conc1_*"))[:1]
+    copy = tmp_path / "run" / "jobs" / job.name
+    shutil.copytree(job, copy)
+    summary = json.loads((copy / "summary.json").read_text())
+    summary["server_metrics"]["kv_cache"].update(pool_tokens=15_171_152, pool_engines=1)
+    (copy / "summary.json").write_text(json.dumps(summary))
+
+    def two_ranks(doc: dict[str, object]) -> object:  # the same launch, as if it had run two DP-attention ranks
+        return _config_for_job(doc).model_copy(update={"tp": 2, "dp_attention": 2})  # type: ignore[attr-defined]
+
+    point = measured_point(copy, two_ranks)
+    assert point.kv_pool is not None and point.kv_pool.unused is not None
+    assert "said by 1 engine where the job ran 2 DP ranks" in point.kv_pool.unused
+    assert point.config.kv_capacity_tokens is None  # the simulator's own pool
+    comparison = PointComparison(label=point.label, concurrency=1, scenario=point.scenario, measured={}, before={},
+                                 after={}, weights={}, excess_hit_rate=0.0, kv_pool=point.kv_pool)
+    (line,) = pool_lines([comparison])
+    assert line.startswith("not replayed at the KV pool its /metrics said, 15,171,152 tokens: said by 1 engine")
+    # the same summary for the job as it ran (one rank): replayed at the engine's pool
+    assert measured_point(copy, _config_for_job).config.kv_capacity_tokens == 15_171_152
