@@ -105,6 +105,12 @@ class CellResult(BaseModel):
     launched: bool = Field(default=False, description="A server was launched for the cell (whether it became "
                            "ready or not): what its engine version, or the lack of one, is said of.")
 
+    @property
+    def said(self) -> str:
+        """The status as a table says it: a cell the simulator served is `simulated` (its AL is modelled, not
+        measured; `status` stays `measured`, the cell's figures were read as a measured cell's are)."""
+        return "simulated" if self.simulated and self.status == "measured" else self.status
+
 
 class Replacement(BaseModel):
     """A cell of the curve merged into (`--merge-into`) that this collection measured again and replaced."""

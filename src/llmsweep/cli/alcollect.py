@@ -458,7 +458,7 @@ def collect(recipe: Path, config_keys: tuple[str, ...], runner_config: Path | No
         rows = [[plain(f"{c.thinking} K={c.k}"), f"{c.acceptance_length:.2f}" if c.acceptance_length else "—",
                  f"{c.accepted_tokens:.0f}" if c.accepted_tokens is not None else "—",
                  f"{c.drafts:.0f}" if c.drafts is not None else "—", f"{c.requests_ok}", str(c.output_tokens),
-                 f"{c.seconds:.0f}", c.status] for c in result.cells]
+                 f"{c.seconds:.0f}", c.said] for c in result.cells]
         print_tables(plain(f"Golden AL: {result.checkpoint} {result.method} ({result.engine})"), columns, rows,
                      console=table_console())
         for c in result.cells:
