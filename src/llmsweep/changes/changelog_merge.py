@@ -36,7 +36,6 @@ from llmsweep.changes.changelog import (
     validate_changelog,
 )
 from llmsweep.errors import ConfigError, undecodable_line
-from llmsweep.findings import Finding, Severity
 from llmsweep.words import count_of
 
 LINK_KEY = "  pr-link:"
@@ -68,11 +67,6 @@ class Resolution:
     """Lines of the pull request's side (stage 2) of its entries main already has."""
     links: list[LinkChange] = field(default_factory=list)
     """The placeholder links set, at their lines in the result."""
-
-
-def _error(rule: str, file: str, line: int | None, message: str, fix: str, path: str | None = None) -> Finding:
-    return Finding(rule=f"changelog.{rule}", severity=Severity.ERROR, file=file, line=line, path=path,
-                   message=message, fix=fix)
 
 
 def _refuse(log: Changelog, what: str, fix: str) -> None:

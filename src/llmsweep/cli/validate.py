@@ -60,7 +60,7 @@ def _fail(exc: LlmsweepError) -> int:
 @click.command("rules")
 @json_option("the list of rules")
 def rules(as_json: bool) -> int:
-    """List every schema, plan and policy rule with its id, severity, title, fix and evidence."""
+    """List every schema, plan, policy and changelog rule with its id, severity, title, fix and evidence."""
     from llmsweep.policy import all_rules
 
     listed = all_rules()

@@ -15,7 +15,8 @@ from llmsweep.findings import Finding, Severity
 if TYPE_CHECKING:
     from llmsweep.policy.context import Context
 
-Stage = Literal["schema", "plan", "policy"]
+Stage = Literal["schema", "plan", "policy", "changelog"]
+"""Where a rule runs: the recipe loader, planning, the policy rules, or `llmsweep changelog` on its own file."""
 RuleFn = Callable[["Context"], Iterable[Finding]]
 
 
@@ -70,9 +71,9 @@ def get_rule(rule_id: str) -> Rule:
 
 
 def all_rules() -> list[Rule]:
-    """Every rule, schema rules first, then plan and policy rules, each in registration order."""
+    """Every rule, schema rules first, then plan, policy and changelog rules, each in registration order."""
     _load_rule_modules()
-    order = {"schema": 0, "plan": 1, "policy": 2}
+    order = {"schema": 0, "plan": 1, "policy": 2, "changelog": 3}
     return sorted(_RULES.values(), key=lambda r: order[r.stage])
 
 

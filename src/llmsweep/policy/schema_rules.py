@@ -108,6 +108,41 @@ INPUT_RULES: tuple[tuple[str, Severity, str, str, str | None], ...] = (
 )
 """What the jobs read besides their recipes (`policy.inputs`, the runner file), checked before any job: listed so
 `llmsweep rules` shows every rule a finding can name."""
+CHANGELOG_RULES: tuple[tuple[str, Severity, str, str, str | None], ...] = (
+    ("changelog.bytes", E, "A line of the changelog holds what InferenceX's CI refuses (bytes that are not UTF-8, "
+     "a byte-order mark, a tab, a carriage return, a NUL)", "save as plain UTF-8 text", None),
+    ("changelog.final-newline", E, "The changelog does not end with a newline", "end the last line with one", None),
+    ("changelog.yaml-syntax", E, "The changelog is not valid YAML", "fix the YAML at the named line", None),
+    ("changelog.duplicate-key", E, "A key written twice in one entry, or a config key listed twice",
+     "delete one of them", None),
+    ("changelog.not-list", E, "The changelog is not a YAML list of entries", "start each entry with `- config-keys:`",
+     None),
+    ("changelog.entry-lines", E, "An entry that does not begin with `- config-keys:` at column 0",
+     "begin every entry so", None),
+    ("changelog.not-mapping", E, "An entry that is not a mapping", "indent its fields under the entry", None),
+    ("changelog.duplicate-entry", W, "An added entry repeats an earlier one (same keys, description and flags)",
+     "say what this run changes, or drop the entry", None),
+    ("changelog.unknown-key", E, "An unknown field of an entry, or a config key (or pattern) no recipe has",
+     "rename or delete it (see `llmsweep matrix` for the recipe keys)", "InferenceX process_changelog.py"),
+    ("changelog.missing", E, "An entry lacks a required field", "add the field", None),
+    ("changelog.type", E, "An entry's field has the wrong type", "write a value of the expected type", None),
+    ("changelog.enum", E, "An entry's value outside the allowed set", "use one of the listed values", None),
+    ("changelog.range", E, "An entry's value outside its allowed range", "use a value in the range", None),
+    ("changelog.invalid", E, "An entry's value rejected for another reason", "correct the value", None),
+    ("changelog.pr-link", E, "An added entry's pr-link is not its pull request's InferenceX link (or `XXX` left in)",
+     "write the link (`llmsweep changelog canonicalize` does it)", "InferenceX process_changelog.py"),
+    ("changelog.append-only", E, "append-only combined with eval fields (it selects no eval)",
+     "drop one of them", None),
+    ("changelog.history", E, "Lines of the base changelog deleted, changed or inserted into (history is "
+     "append-only; only a pr-link correction in InferenceX's form may rewrite a line)",
+     "restore the base's lines and add new entries at the end", "InferenceX process_changelog.py"),
+    ("changelog.separator", E, "Appended entries not separated from the base and each other by exactly one blank "
+     "line", "leave one empty line between entries", "InferenceX process_changelog.py"),
+    ("changelog.appended-yaml", E, "The appended lines are not YAML on their own (InferenceX's CI reads only them)",
+     "write the new entries in full, without aliases to earlier anchors", "InferenceX process_changelog.py"),
+)
+"""The rules a finding of `llmsweep changelog` can name (`changes.changelog`, which renames the field errors of an
+entry from `schema.*` to `changelog.*`): listed so `llmsweep rules` shows them."""
 
 for _id, _sev, _title, _fix, _evidence in SCHEMA_RULES:
     register(Rule(_id, _sev, _title, _fix, _evidence, "schema"))
@@ -115,3 +150,5 @@ for _id, _sev, _title, _fix, _evidence in PLAN_RULES:
     register(Rule(_id, _sev, _title, _fix, _evidence, "plan"))
 for _id, _sev, _title, _fix, _evidence in INPUT_RULES:
     register(Rule(_id, _sev, _title, _fix, _evidence, "plan"))
+for _id, _sev, _title, _fix, _evidence in CHANGELOG_RULES:
+    register(Rule(_id, _sev, _title, _fix, _evidence, "changelog"))

@@ -43,7 +43,8 @@ def test_rules_have_unique_ids_titles_and_fixes() -> None:
     rules = all_rules()
     assert len({r.id for r in rules}) == len(rules)
     assert all(r.title and r.fix for r in rules)
-    assert [r.stage for r in rules] == sorted((r.stage for r in rules), key=["schema", "plan", "policy"].index)
+    stages = ["schema", "plan", "policy", "changelog"]
+    assert [r.stage for r in rules] == sorted((r.stage for r in rules), key=stages.index)
 
 
 def _run(framework: str, simulate: bool = False) -> tuple[list[Any], list[Any]]:
@@ -82,8 +83,8 @@ def test_a_finding_shows_control_characters_from_a_recipe_escaped() -> None:
 
 def test_every_rule_a_finding_of_the_product_names_is_listed() -> None:
     """`llmsweep rules` is the catalogue of what a finding can name: a rule written into a finding (`rule="…"`, or a
-    class's `RULE = "…"`) anywhere in the product is listed there (the changelog's own `changelog.*` findings, which
-    `llmsweep changelog` reports of its file, aside). `catalog.file`, `eval.input`, `policy.input`, `policy.internal`
+    class's `RULE = "…"`, or the changelog's `_error("…")`) anywhere in the product is listed there. `catalog.file`,
+    `eval.input`, `policy.input`, `policy.internal`
     and `fleet.invalid` were named by findings `validate` printed and listed nowhere."""
     listed = {r.id for r in all_rules()}
     named: dict[str, str] = {}
@@ -91,5 +92,27 @@ def test_every_rule_a_finding_of_the_product_names_is_listed() -> None:
         text = path.read_text(encoding="utf-8")
         for rule_id in re.findall(r'(?:rule=|RULE\s*=)\s*"([a-z0-9_-]+\.[a-z0-9_.-]+)"', text):
             named.setdefault(rule_id, str(path))
-    unlisted = {r: p for r, p in named.items() if r not in listed and not r.startswith("changelog.")}
+        # the changelog's findings: `_error("name", …)` is `changelog.name`
+        for rule_id in re.findall(r'(?<!\w)_error\(\s*"([a-z0-9-]+)"', text):
+            named.setdefault(f"changelog.{rule_id}", str(path))
+    unlisted = {r: p for r, p in named.items() if r not in listed}
     assert unlisted == {}
+
+
+def test_the_changelog_rules_are_listed_and_name_what_it_reports() -> None:
+    """`llmsweep changelog` names `changelog.*` rules (its own checks, and an entry's field errors renamed from the
+    loader's `schema.*`): `llmsweep rules` listed none of them. A changelog holding one of each kind of error gives
+    only listed rules."""
+    from llmsweep.changes.changelog import validate_changelog
+
+    listed = {r.id: r for r in all_rules()}
+    assert {"changelog.pr-link", "changelog.history", "changelog.type", "changelog.missing"} <= set(listed)
+    assert all(r.stage == "changelog" for i, r in listed.items() if i.startswith("changelog."))
+    bad = ("- config-keys:\n    - k\n  description: 5\n  pr-link: XXX\n  color: red\n\n"
+           "- config-keys:\n    - k\n  pr-link: XXX\n\n"
+           "- config-keys:\n    - k\n    - k\n  description:\n    - b\n"
+           "  pr-link: http://example.com/1  # a tab:\there\n")
+    found = validate_changelog(bad, recipe_keys=["k"], pr_number=5).findings
+    assert {f.rule for f in found} == {"changelog.type", "changelog.unknown-key", "changelog.pr-link",
+                                       "changelog.duplicate-key", "changelog.bytes", "changelog.missing"}, found
+    assert {f.rule for f in found} <= set(listed), found
