@@ -62,7 +62,8 @@ def test_a_controller_that_does_not_answer_stops_the_run_with_that_error_not_a_r
     said = lines[error]
     assert f"the Slurm controller (slurmctld of SLURM_CONF={dead_controller}) does not answer: `sbatch " in said, said
     assert "Unable to contact slurm controller" in said, said  # what sbatch said
-    assert lines[error + 1].strip().startswith("fix: check that slurmctld answers (`sinfo`)"), proc.stderr[-3000:]
+    fix = lines[error + 1].strip()
+    assert fix.startswith("fix: check that slurmctld answers (`scontrol ping`"), proc.stderr[-3000:]
     # said before sbatch's retries, not only once they are over
     notice = next((i for i, line in enumerate(lines) if "does not answer `scontrol ping`" in line), None)
     assert notice is not None and notice < error and "sbatch keeps trying it" in lines[notice], proc.stderr[-3000:]

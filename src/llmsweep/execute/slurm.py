@@ -81,7 +81,9 @@ _FINISHED_STATES = frozenset(
     {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE"}
 )
 PYTHON_CHECK_EXIT = 65
-_SLURM_FIX = "check that slurmctld answers (`sinfo`); on CI start it with scripts/ci/start_slurm.sh"
+_SLURM_FIX = ("check that slurmctld answers (`scontrol ping`, under the SLURM_CONF the run has) and start it if it "
+              "is down (llmsweep's own test clusters: scripts/ci/start_slurm.sh, the multi-node one "
+              "scripts/ci/start_slurm_multinode.sh)")
 
 
 class SlurmOptions(BaseModel):
