@@ -105,7 +105,7 @@ def test_resume_of_a_finished_run_skips_every_job(tmp_path: Path, finished: Fini
     # the table shows the verdicts and figures the finished jobs have on disk, marked resumed, not empty rows
     rows = json.loads(resumed.stdout)["jobs"]
     assert len(rows) == 2 and all(r["verdict"] == "valid" and r["resumed"] for r in rows), rows
-    assert all(r["tput_per_gpu"] and r["tput_per_gpu"] > 0 and r["summary"] for r in rows), rows
+    assert all(r["tput_per_gpu"] and r["tput_per_gpu"] > 0 and r["summary_file"] for r in rows), rows
 
 
 def test_resume_with_options_that_change_what_was_measured_is_refused_untouched(tmp_path: Path,

@@ -279,13 +279,13 @@ def outcome_rows(outcome: RunOutcome) -> list[dict[str, Any]]:
         rows.append({
             **point_row(o.job_id, outcome.concurrency.get(o.job_id), verdict, reasons[0] if reasons else None,
                         o.warnings, summary),
-            # a run's alone: a prediction is never resumed nor reused, runs no eval and times no job; `summary` is
-            # the file's path here, where `predict --json`'s row (whose point may have no file) holds the summary
+            # a run's alone: a prediction is never resumed nor reused, runs no eval and times no job; the summary's
+            # file (`summary_file`: `summary`, in predict's rows and every other command's JSON, is the document)
             "resumed": o.resumed,
             "reused": o.reused,
             "eval_failure": o.eval_failure,  # a run-eval row's eval that did not pass, beside the verdict that stands
             "seconds": o.seconds,
-            "summary": o.summary_path,
+            "summary_file": o.summary_path,
         })
     return rows
 

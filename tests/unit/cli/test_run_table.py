@@ -26,7 +26,7 @@ def _row(conc: int, tput: float, **extra: Any) -> dict[str, Any]:
            "warnings": [], "source": "simulated", "clock": "virtual", "requests_ok": 764,
            "requests_failed": 0, "tput_per_gpu": tput, "output_tput_per_gpu": 98.1, "p50_ttft": 0.0361,
            "p50_tpot": 0.00255, "p50_intvty": 392.7, "tokens_per_joule": 6.006, "avg_power_w": 334.2,
-           "eval_task": None, "eval_score": None, "eval_verdict": None, "seconds": 6.0, "summary": None}
+           "eval_task": None, "eval_score": None, "eval_verdict": None, "seconds": 6.0, "summary_file": None}
     row.update(extra)
     return row
 
