@@ -463,7 +463,8 @@ def frontier(run: str | None, run_id: str | None, x_axis: str, mix_sources: bool
 @option("run_id", help="Only this run (default: every stored result).")
 @option("format", type=click.Choice(["json", "csv", "inferencex", "inferencex-evals"]), default="json",
               show_default=True, help="inferencex-evals: InferenceX's eval rows (agg_eval_all.json shape).")
-@out_option("File (default stdout); one that holds an export is refused unless --force.",
+@out_option("File (default stdout); one that is not empty (an earlier export, or any other file) is refused unless "
+            "--force.",
             type=PathValue(dir_okay=False, path_type=Path))
 @option("force", help="Replace the file --out names.")
 @click.option("--include-unpublished", is_flag=True,
@@ -482,7 +483,7 @@ def export(run_id: str | None, fmt: str, out: Path | None, force: bool, include_
     from llmsweep.results.interchange import RowKind, export_points, left_out
 
     if out is not None:  # before the store is read
-        refuse_replacing(out, held_results(out), force=force, what="an export")
+        refuse_replacing(out, held := held_results(out), force=force, what=_held_export(out) if held else "")
         refuse_unwritable(out, folder=False, makes_parents=False)
     with _open(store_path) as store, saying(f"reading {f'run {run_id}' if run_id else 'every result'} from "
                                             f"{store.path}"):
@@ -515,6 +516,28 @@ def export(run_id: str | None, fmt: str, out: Path | None, force: bool, include_
         click.echo(f"wrote {out}", err=True)
 
 
+def _held_export(path: Path) -> str:
+    """What a file that is not empty holds, as `results export --out` refuses it: an export by its shape (our JSON's
+    `format`, a JSON list of rows as an `inferencex` export writes, our CSV's header), else something that is not an
+    llmsweep export, with its size. Read from its first 64 KiB: an export says what it is at its start."""
+    import re
+
+    from llmsweep.results.interchange import EXPORT_FORMAT, _our_csv
+
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(1 << 16).decode("utf-8", "replace").lstrip("\ufeff \t\r\n")
+    except OSError:
+        head = ""
+    if head.startswith("{") and re.search(rf'"format"\s*:\s*"{EXPORT_FORMAT}"', head):
+        return "an llmsweep export (JSON)"
+    if re.match(r"\[\s*(\]|\{)", head):
+        return "a JSON list of rows (the shape of an inferencex export)"
+    if _our_csv(path):
+        return "an llmsweep export (CSV)"
+    return f"something that is not an llmsweep export ({count_of(path.stat().st_size, 'byte')})"
+
+
 @results.command("import")
 @click.argument("file", type=PathValue(exists=True, dir_okay=False, path_type=Path))
 @option("force", help="Replace an earlier import of a run with this file's rows even when that drops results the "
@@ -524,7 +547,6 @@ def import_cmd(file: Path, force: bool, store_path: Path | None) -> None:
     """Import an export of ours or InferenceX aggregate result JSON as its own run (source kept); replacing an
     earlier import with fewer of the run's results is refused unless --force."""
     from llmsweep.results.interchange import import_into, read_import
-
     with saying(f"reading {file} ({file.stat().st_size / 1e6:.0f} MB)"):
         parsed = read_import(file)  # a file that imports nothing is refused before the store is opened (or made)
     with _open(store_path, readonly=False) as store, saying(f"importing into {store.path}"):

@@ -866,3 +866,28 @@ def test_show_marks_a_power_figure_the_simulator_modelled_as_the_dashboard_does(
         assert f"{line} {mark}" in shown["simulated"], (line, shown["simulated"])
         assert line in shown["measured"], (line, shown["measured"])
     assert not [line for line in shown["simulated"] if line.startswith("Total tok/s/GPU") and mark in line]
+
+
+def test_export_out_says_what_a_file_it_refuses_holds(make_run, store_path: Path, tmp_path: Path, capsys) -> None:
+    """`results export --out notes.txt` (a file of the user's, not an export) was refused as "already holds an
+    export". The rule stands (a file that is not empty is refused unless --force; an empty one is fine), and the words
+    say what it holds: an export of ours by its kind, else something that is not an llmsweep export."""
+    from support.cli import run_main
+
+    _run("results", "ingest", str(make_run("run1", concs=(1,)).path))
+    notes = tmp_path / "notes.txt"
+    notes.write_text("my notes\n")
+    code, out, err = run_main(capsys, "results", "export", "--out", notes)
+    assert code == 2 and out == "" and notes.read_text() == "my notes\n", err
+    assert f"--out {notes} already holds something that is not an llmsweep export (9 bytes)" in err, err
+    assert "fix: pass a new path to --out, or --force to replace it" in err, err
+    for fmt, held in (("json", "an llmsweep export (JSON)"), ("csv", "an llmsweep export (CSV)"),
+                      ("inferencex", "a JSON list of rows (the shape of an inferencex export)")):
+        out_file = tmp_path / f"export.{fmt}"
+        out_file.write_text("")  # an empty file is fine
+        assert run_main(capsys, "results", "export", "--format", fmt, "--out", out_file)[0] == 0
+        code, _, err = run_main(capsys, "results", "export", "--out", out_file)
+        assert code == 2 and f"--out {out_file} already holds {held}; nothing was written" in err, err
+    code, _, err = run_main(capsys, "results", "export", "--out", notes, "--force")
+    assert code == 0 and json.loads(notes.read_text())["format"] == "llmsweep-results", err
+
