@@ -293,7 +293,8 @@ def evals_cmd(run_id: str | None, as_json: bool, store_path: Path | None) -> Non
 @json_option("the full stored record (summary included)")
 @store_option()
 def show(ref: str, as_json: bool, store_path: Path | None) -> None:
-    """One result by result id, job id or RUN/JOB."""
+    """One result by result id, RUN/JOB, or job id (a job id that several stored results hold, as an import of a run
+    beside the run, is refused, naming each one's result id)."""
     from llmsweep.results.interchange import export_points
     from llmsweep.results.point import describe
 

@@ -24,7 +24,7 @@ import logging
 import os
 import shlex
 import sqlite3
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -1225,20 +1225,35 @@ class Store:
         return [r["job_id"] for r in rows]
 
     def get(self, ref: str) -> ResultPoint:
-        """A result by result id, `run/job`, or job id (the newest run when several hold that job id)."""
-        for point in self._lookup(ref):
-            return point
-        raise ResultInputError(f"no stored result matches {ref!r}",
-                          fix="see `llmsweep results list` for result and job ids, or ingest the run first")
+        """A result by result id (whole), `run/job`, or job id. A job id (or `run/job`) that several stored results
+        hold is refused (exit 2), naming each one's result id and run (runs of ours first, then imports, each in the
+        order stored): the newest of them had been shown without a word, an `import:…` copy of an export where the
+        user meant their own run."""
+        found = self._lookup(ref)
+        if len(found) == 1:
+            return found[0]
+        if not found:
+            raise ResultInputError(f"no stored result matches {ref!r}",
+                                   fix="see `llmsweep results list` for result and job ids, or ingest the run first")
+        found.sort(key=lambda p: p.origin != "llmsweep")  # runs of ours before imports: the fix's example is one
+        shown = ", ".join(f"{p.result_id} (run {p.run_id})" for p in found[:5]) + (
+            f" and {len(found) - 5} more" if len(found) > 5 else "")
+        runs = {p.run_id for p in found}
+        raise ResultInputError(f"{ref!r} matches {count_of(len(found), 'stored result')} of "
+                               f"{count_of(len(runs), 'run')}: {shown}; nothing shown",
+                               fix=f"give one result id (`llmsweep results show {found[0].result_id}`), or RUN/JOB "
+                                   f"(`{found[0].run_id}/{found[0].job_id}`)")
 
-    def _lookup(self, ref: str) -> Iterator[ResultPoint]:
+    def _lookup(self, ref: str) -> list[ResultPoint]:
+        """The results `ref` names, oldest run first: the one of that result id, else of `run/job`, else every
+        result of that job id."""
         found = list(self.points([ref]).values())
         if not found and "/" in ref:
             run, job = ref.rsplit("/", 1)
             found = self.results(run, job_id=job)
         if not found:
             found = self.results(job_id=ref)
-        yield from reversed(found)
+        return found
 
     def _metrics(self, row: sqlite3.Row, summary: Summary | None) -> dict[str, Any]:
         """The hot columns of a row; one an older store (read without migrating) lacks is computed from the stored

@@ -891,3 +891,28 @@ def test_export_out_says_what_a_file_it_refuses_holds(make_run, store_path: Path
     code, _, err = run_main(capsys, "results", "export", "--out", notes, "--force")
     assert code == 0 and json.loads(notes.read_text())["format"] == "llmsweep-results", err
 
+
+def test_show_refuses_a_job_id_several_runs_hold_naming_each(make_run, store_path: Path, tmp_path: Path,
+                                                             capsys) -> None:
+    """`results show JOB` where the run and an import of its export both hold the job showed the newest copy (the
+    `import:…` run's) without a word. A job id several stored results hold is refused (exit 2) naming each result id
+    and run, with the forms that pick one; a result id or RUN/JOB shows that one."""
+    from support.cli import run_main
+
+    run = make_run("run1", concs=(4,))
+    _run("results", "ingest", str(run.path))
+    export = tmp_path / "export.json"
+    _run("results", "export", "--out", str(export))
+    _run("results", "import", str(export))
+    rows = json.loads(_run("results", "list", "--all", "--json"))
+    own = next(r for r in rows if r["run_id"] == "run1")
+    copy = next(r for r in rows if r["run_id"] != "run1")
+    assert copy["run_id"].startswith("import:") and copy["job_id"] == own["job_id"]
+    code, out, err = run_main(capsys, "results", "show", own["job_id"])
+    assert code == 2 and out == "", (out, err)
+    assert (f"matches 2 stored results of 2 runs: {own['result_id']} (run run1), {copy['result_id']} "
+            f"(run {copy['run_id']}); nothing shown") in err, err
+    assert f"`llmsweep results show {own['result_id']}`" in err and f"`run1/{own['job_id']}`" in err, err
+    for ref, want in ((own["result_id"], own), (copy["result_id"], copy), (f"run1/{own['job_id']}", own)):
+        shown = json.loads(_run("results", "show", ref, "--json"))
+        assert (shown["result_id"], shown["run_id"]) == (want["result_id"], want["run_id"]), ref

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from llmsweep.errors import ResultError
+from llmsweep.errors import ResultError, ResultInputError
 from llmsweep.results.store import SCHEMA_VERSION, ImportConflictError, Store, StoreError, default_store_path
 
 
@@ -129,7 +129,9 @@ def test_get_by_result_id_job_id_and_run_slash_job(make_run, store_path: Path) -
         assert pa.result_id != pb.result_id
         assert store.get(pa.result_id).run_id == "a"
         assert store.get(f"a/{pa.job_id}").result_id == pa.result_id
-        assert store.get(pa.job_id).run_id == "b"  # the same job id in two runs: the newest wins
+        with pytest.raises(ResultInputError, match=rf"matches 2 stored results of 2 runs: {pa.result_id} \(run a\), "
+                           rf"{pb.result_id} \(run b\)"):
+            store.get(pa.job_id)  # the same job id in two runs: refused, naming both, not the newest shown
         with pytest.raises(ResultError, match="no stored result"):
             store.get("nope")
 
