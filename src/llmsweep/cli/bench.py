@@ -31,6 +31,7 @@ from llmsweep.client.config import DURATION_REACHED, RunOptions
 from llmsweep.client.files import RECORDS_FILE
 from llmsweep.errors import ConfigError
 from llmsweep.spec.workload import ScenarioId
+from llmsweep.words import count_of
 from llmsweep.workload.fixed import FixedLengthConfig
 from llmsweep.writable import refuse_unwritable
 
@@ -564,11 +565,31 @@ def _print_summary(summary: Summary, out: Path, *, as_json: bool) -> None:
         console.print(f"warnings: {'; '.join(v.warnings)}")
 
 
+def _refuse_run_folder(path: Path) -> None:
+    """A run folder given to `summarize`, which takes one job's folder, is named as a run (as `compare` names a job
+    folder given for a run: `rundir.load_run`), with a few of its job folders and how many it holds."""
+    from llmsweep.results.rundir import FOLDER_KINDS, folder_kind, is_job_dir
+
+    if folder_kind(path) != "run" or not (path / "jobs").is_dir():
+        return
+    jobs = sorted(str(d) for d in (path / "jobs").iterdir() if is_job_dir(d))
+    if not jobs:
+        raise ConfigError(f"{path} is {FOLDER_KINDS['run']} that holds no job folder (jobs/ is empty), not a job "
+                          "folder: summarize recomputes one job's summary.json; nothing was written",
+                          fix="pass a job folder, RUN/jobs/<job id>, of a run whose jobs ran")
+    more = f" and {len(jobs) - 3} more" if len(jobs) > 3 else ""
+    raise ConfigError(f"{path} is {FOLDER_KINDS['run']} ({count_of(len(jobs), 'job folder')} under jobs/), not a job "
+                      "folder: summarize recomputes one job's summary.json; nothing was written",
+                      fix=f"pass one of its job folders: {', '.join(jobs[:3])}{more}")
+
+
 @click.command("summarize")
-@click.argument("run_dir", type=PathValue(exists=True, file_okay=False, path_type=Path))
+@click.argument("run_dir", metavar="DIR", type=PathValue(exists=True, file_okay=False, path_type=Path))
 @json_option("the summary (summary.json)")
 def summarize(run_dir: Path, as_json: bool) -> None:
-    """Recompute RUN_DIR/summary.json from records.jsonl and run.json (+ server_metrics.jsonl, job.json).
+    """Recompute DIR/summary.json from records.jsonl and run.json (+ server_metrics.jsonl, job.json): DIR is one
+    measurement's folder, a job folder of `llmsweep run` (RUN/jobs/<job id>; a run folder is refused, naming them),
+    a `bench` output folder or a point folder of `predict --out`.
 
     run.json says what served the records (the summary's source) and the gates they are judged by: a folder without
     one is refused (exit 2) and its summary.json left as it is. Every gate `llmsweep run` applied is applied again
@@ -588,6 +609,7 @@ def summarize(run_dir: Path, as_json: bool) -> None:
                               "summary so far), then summarize the folder")
 
     if not (run_dir / RECORDS_FILE).exists() and not (run_dir / EVAL_DIR / EVAL_FILE).exists():  # eval-only: none
+        _refuse_run_folder(run_dir)
         raise ConfigError(f"{run_dir} has no records.jsonl",
                           fix="point at a folder `llmsweep bench` or `predict --out` wrote, or a job folder of `run`")
     summary = summarise_job(run_dir)

@@ -148,3 +148,19 @@ def test_a_run_file_saved_with_a_byte_order_mark_at_its_start_reads(make_run, st
                  ["results", "ingest", run.path]):
         code, out = cli_run(*argv)
         assert code == 0 and "BOM" not in out, (argv, out)
+
+
+def test_summarize_of_a_run_folder_names_its_job_folders(make_run, cli_run, tmp_path: Path) -> None:
+    """`summarize RUN` (a run folder, where it takes one job's folder) said "RUN has no records.jsonl": true, but
+    no word that the folder is a run, nor which folder to pass. It is named as `compare` names the opposite mix-up
+    (a job folder for a run), with a few of its job folders and how many it holds; nothing is written."""
+    run = make_run("run1", concs=(1, 4, 8, 16))
+    jobs = sorted(str(d) for d in (run.path / "jobs").iterdir())
+    before = sorted(p for p in run.path.rglob("*"))
+    code, out = cli_run("summarize", run.path)
+    assert code == 2 and "no records.jsonl" not in out, out
+    assert f"{run.path} is a run of `llmsweep run` (4 job folders under jobs/), not a job folder" in out, out
+    assert f"pass one of its job folders: {', '.join(jobs[:3])} and 1 more" in out, out
+    assert sorted(p for p in run.path.rglob("*")) == before
+    assert "is a run of" not in cli_run("summarize", jobs[0])[1]  # a job folder it names is taken as one
+
