@@ -517,6 +517,26 @@ def export(run_id: str | None, fmt: str, out: Path | None, force: bool, include_
         click.echo(f"wrote {out}", err=True)
 
 
+def _refuse_folder_import(path: Path) -> None:
+    """`results import` of a folder (it reads an export file): a run folder, or a folder inside one (a job folder, its
+    report), is named with the `results ingest` that stores the run; any other folder as what it is
+    (`rundir.FOLDER_KINDS`)."""
+    from llmsweep.results.rundir import FOLDER_KINDS, enclosing_out, folder_kind, said_path
+
+    what = "`results import` reads an export file (`results export`'s JSON, InferenceX rows)"
+    kind = folder_kind(path)
+    outer = enclosing_out(path) if kind in ("job", "other") else None
+    if kind == "run" or (outer is not None and outer[1] == "run"):
+        run = str(path) if outer is None else said_path(outer[0])
+        said = (FOLDER_KINDS["run"] if outer is None else
+                f"a job folder of the run {run}" if kind == "job" else f"a folder inside the run {run}")
+        raise ResultInputError(f"{path} is {said}, not a file: {what}",
+                               fix=f"store the run with `llmsweep results ingest {run}`")
+    raise ResultInputError(f"{path} is {FOLDER_KINDS[kind]}, not a file: {what}",
+                           fix="pass the file `llmsweep results export --out FILE` wrote, or an InferenceX "
+                               "agg_*.json (`llmsweep results ingest RUN` stores a run folder)")
+
+
 def _held_export(path: Path) -> str:
     """What a file that is not empty holds, as `results export --out` refuses it: an export by its shape (our JSON's
     `format`, a JSON list of rows as an `inferencex` export writes, our CSV's header), else something that is not an
@@ -540,14 +560,18 @@ def _held_export(path: Path) -> str:
 
 
 @results.command("import")
-@click.argument("file", type=PathValue(exists=True, dir_okay=False, path_type=Path))
+@click.argument("file", type=PathValue(exists=True, path_type=Path))
 @option("force", help="Replace an earlier import of a run with this file's rows even when that drops results the "
         "store holds for it (an import lacking some of them is refused without this).")
 @store_option()
 def import_cmd(file: Path, force: bool, store_path: Path | None) -> None:
     """Import an export of ours or InferenceX aggregate result JSON as its own run (source kept); replacing an
-    earlier import with fewer of the run's results is refused unless --force."""
+    earlier import with fewer of the run's results is refused unless --force. A run folder is refused, naming
+    `results ingest`, which stores it."""
     from llmsweep.results.interchange import import_into, read_import
+
+    if file.is_dir():
+        _refuse_folder_import(file)
     with saying(f"reading {file} ({file.stat().st_size / 1e6:.0f} MB)"):
         parsed = read_import(file)  # a file that imports nothing is refused before the store is opened (or made)
     with _open(store_path, readonly=False) as store, saying(f"importing into {store.path}"):

@@ -164,3 +164,18 @@ def test_summarize_of_a_run_folder_names_its_job_folders(make_run, cli_run, tmp_
     assert sorted(p for p in run.path.rglob("*")) == before
     assert "is a run of" not in cli_run("summarize", jobs[0])[1]  # a job folder it names is taken as one
 
+
+def test_results_import_of_a_run_folder_names_results_ingest(make_run, store_path: Path, cli_run) -> None:
+    """`results import RUN` said click's "File 'RUN' is a directory", with no word of `results ingest`, which stores
+    a run folder; a job folder (or another folder inside a run) names the ingest of its run. Nothing is stored."""
+    run = make_run("run1", concs=(1,))
+    job = next((run.path / "jobs").iterdir())
+    for given in (run.path, job):
+        code, out = cli_run("results", "import", given)
+        assert code == 2 and "is a directory" not in out, out
+        assert f"`llmsweep results ingest {run.path}`" in out, out
+    assert "is a run of `llmsweep run`, not a file" in cli_run("results", "import", run.path)[1]
+    assert f"is a job folder of the run {run.path}, not a file" in cli_run("results", "import", job)[1]
+    assert not store_path.exists()
+    code, out = cli_run("results", "ingest", run.path)  # the fix works
+    assert code == 0 and "ingested run1: 1 result" in out, out
