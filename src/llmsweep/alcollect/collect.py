@@ -42,7 +42,6 @@ from llmsweep.catalog.golden import (
     packaged_curve_ids,
     read_curve_header,
 )
-from llmsweep.catalog.precision import format_named_in
 from llmsweep.direct import DIRECT
 from llmsweep.engine_ids import SIM, acceptance_knobs
 from llmsweep.engines import runs_on_simulator
@@ -52,7 +51,6 @@ from llmsweep.execute import signals
 from llmsweep.execute.base import ServerLauncher
 from llmsweep.execute.handle import ServerHandle
 from llmsweep.execute.signals import stop_then_raise, watching_pauses
-from llmsweep.jsonline import load_json_file
 from llmsweep.plan.job import Job
 from llmsweep.words import count_of, noun
 from llmsweep.workload.base import LaneProgram, RequestIdentity, RequestSpec, Send, Workload
@@ -294,31 +292,17 @@ def _refuse_pins(spec: LaunchSpec) -> None:
 
 
 def _served_precision(job: Job, simulated: bool) -> str:
-    """What the weights are, read from the model directory where there is one (llmsweep's import/synth records,
-    else config.json's dtype); otherwise the format the model id names (amd/Qwen3.5-397B-A17B-MXFP4 at precision
-    `fp4`: mxfp4, `catalog.precision.served_format`, as a curve is matched to a recipe), else the recipe's precision,
-    said to be so."""
+    """What the weights are, read from the model directory where there is one (`engines.weights`: llmsweep's
+    import/synth records, a quantisation, else config.json's dtype); otherwise the format the model id names
+    (amd/Qwen3.5-397B-A17B-MXFP4 at precision `fp4`: mxfp4, `catalog.precision.served_format`, as a curve is matched to
+    a recipe), else the recipe's precision, said to be so."""
     from llmsweep.engines.sglang import model_path
+    from llmsweep.engines.weights import read_weights
 
     if simulated:
         return _unread_precision(job, "; simulated engine, no weights")
-    folder = Path(model_path(job))
-    imported = folder / "llmsweep-import.json"
-    if imported.is_file():
-        doc = _json_record(imported)
-        quants = "/".join(doc.get("quantizations") or [])
-        return (f"{doc.get('dtype', job.precision)} (llmsweep-import.json: {doc.get('source')} dequantised "
-                f"from {quants})")
-    config = folder / "config.json"
-    doc = _json_record(config) if config.is_file() else {}
-    quantised = _quantisation(folder, doc)
-    if quantised is not None:  # a quantised checkpoint's torch_dtype is that of its unquantised tensors
-        return quantised
-    dtype = doc.get("torch_dtype") or doc.get("dtype")
-    if dtype:
-        short = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}.get(str(dtype), str(dtype))
-        return f"{short} (config.json of {folder})"
-    return _unread_precision(job)
+    weights = read_weights(Path(model_path(job)), why="the curve's precision is read from it; no server was started")
+    return weights.said(job.precision) if weights is not None else _unread_precision(job)
 
 
 def _unread_precision(job: Job, note: str = "") -> str:
@@ -330,82 +314,6 @@ def _unread_precision(job: Job, note: str = "") -> str:
     if served == job.precision.strip().lower():
         return f"{job.precision} (recipe{note})"
     return f"{served} (model id {job.model}; recipe precision {job.precision}{note})"
-
-
-def _json_record(path: Path) -> dict[str, Any]:
-    """A JSON object the model directory holds (the weights' own records, read for the curve's `precision:`); one
-    that does not read as such is refused naming it, before any server starts, not a traceback (after measuring)."""
-    try:
-        doc = load_json_file(path)
-    except (OSError, ValueError) as exc:  # (UnicodeDecodeError and JSONDecodeError are ValueErrors)
-        raise ConfigError(f"{path} cannot be read as JSON ({exc}): the curve's precision is read from it; no server "
-                          "was started", fix=f"repair {path.name} (or remove it where the model does not need it)") \
-            from exc
-    if not isinstance(doc, dict):
-        raise ConfigError(f"{path} holds a JSON {type(doc).__name__}, not an object: the curve's precision is read "
-                          "from it; no server was started", fix=f"repair {path.name}")
-    return doc
-
-
-def _weights_word(qc: dict[str, Any]) -> str | None:
-    """compressed-tensors: the weight scheme of the first config group (``{type: float, num_bits: 8}`` -> fp8)."""
-    groups = qc.get("config_groups")
-    if not isinstance(groups, dict):
-        return None
-    for group in groups.values():
-        weights = group.get("weights") if isinstance(group, dict) else None
-        if isinstance(weights, dict) and weights.get("num_bits"):
-            bits, kind = int(weights["num_bits"]), str(weights.get("type", "int"))
-            if kind == "float":
-                return {8: "fp8", 4: "nvfp4" if weights.get("group_size") == 16 else "fp4"}.get(bits)
-            return {8: "int8", 4: "int4"}.get(bits)
-    return None
-
-
-def _quark_word(qc: dict[str, Any]) -> str | None:
-    """AMD Quark (``quant_method: quark``): the weight spec of ``global_quant_config`` (a list: its first), as vLLM and
-    SGLang read it: ``fp4`` in groups of 32 with E8M0 scales is MXFP4, another ``fp4`` a bare fp4, ``fp8_e4m3`` fp8,
-    ``int4``/``uint4`` int4, ``int8`` int8 (`catalog.precision.format_named_in`)."""
-    spec = qc.get("global_quant_config")
-    weight = spec.get("weight") if isinstance(spec, dict) else None
-    if isinstance(weight, list):
-        weight = weight[0] if weight else None
-    if not isinstance(weight, dict) or not isinstance(weight.get("dtype"), str):
-        return None
-    dtype = weight["dtype"].lower()
-    if dtype == "fp4":
-        return "mxfp4" if weight.get("group_size") == 32 and weight.get("scale_format") == "e8m0" else "fp4"
-    return format_named_in(dtype)
-
-
-def _quantisation(folder: Path, config: dict[str, Any]) -> str | None:
-    """The served precision of a quantised checkpoint and where it was read: ModelOpt's ``hf_quant_config.json``
-    (``quant_algo``), else config.json's ``quantization_config`` (``quant_method``, ``quant_algo``, ``fmt``,
-    compressed-tensors' weight scheme or ``format``, AMD Quark's global weight spec, ``bits``)."""
-    hf = folder / "hf_quant_config.json"
-    if hf.is_file():
-        doc = _json_record(hf)
-        quant = doc["quantization"] if isinstance(doc.get("quantization"), dict) else doc
-        algo = str(quant.get("quant_algo") or "")
-        word = format_named_in(algo)
-        if word:
-            return f"{word} (hf_quant_config.json of {folder}: quant_algo {algo})"
-    qc = config.get("quantization_config")
-    if not isinstance(qc, dict):
-        return None
-    method = str(qc.get("quant_method") or "")
-    if method == "compressed-tensors" and (word := _weights_word(qc)):
-        return f"{word} (config.json quantization_config of {folder}: compressed-tensors weights)"
-    if method == "quark" and (word := _quark_word(qc)):
-        return f"{word} (config.json quantization_config of {folder}: quark global weights)"
-    for key in ("quant_algo", "quant_method", "fmt", "weight_dtype", "format"):
-        value = qc.get(key)
-        if isinstance(value, str) and (word := format_named_in(value)):
-            return f"{word} (config.json quantization_config of {folder}: {key} {value})"
-    bits = qc.get("bits") or qc.get("w_bit")
-    if isinstance(bits, int) and bits in (4, 8):
-        return f"int{bits} (config.json quantization_config of {folder}: {method or 'quantised'} {bits}-bit)"
-    return None
 
 
 def refuse_unearned_precision(job: Job, precision: str | None, *, simulate: bool) -> None:
