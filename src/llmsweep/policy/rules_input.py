@@ -155,6 +155,56 @@ def precision_checkpoint(ctx: Context) -> Iterator[Finding]:
                           f"{ckpt} ({have}-bit, {source}): the weights are not there to serve at {want} bits")
 
 
+ONLINE_QUANTISATION_FLAG = "--quantization"
+"""The engine flag that quantises unquantised weights as they load (vLLM's and SGLang's `--quantization fp8`): with it
+the weights' own format is not what runs, so `input.weights-precision` does not judge them."""
+
+
+@rule("input.weights-precision", Severity.ERROR,
+      "The local weights a real engine would serve are of another precision than the recipe's `precision`",
+      "set `precision` to the weights' (each row is labelled with it), or point `serve.model-path` at weights of that "
+      "precision (or quantise them as they load: the engine's `--quantization`)",
+      "review: a SmolLM2-135M import (bf16, llmsweep-import.json) at `precision: fp8` on transformers serve validated "
+      "clean, loaded bf16 (`--dtype auto`) and was stored as a valid fp8 row")
+def weights_precision(ctx: Context) -> Iterator[Finding]:
+    """Weights a local folder holds (`engines.weights`: llmsweep's import record, a quantisation, config.json's
+    dtype) against the recipe's precision, where either is quantised (an engine casts one unquantised dtype to
+    another: transformers serve renders `--dtype` from `precision`). A folder this host does not hold (weights on the
+    cluster's nodes) or does not say is not judged; nor a job the simulator serves (no weights are loaded)."""
+    from pathlib import Path
+
+    from llmsweep.catalog.precision import families_agree, weight_format
+    from llmsweep.engines import adapter_for
+    from llmsweep.engines.sglang import model_path
+    from llmsweep.engines.weights import read_weights
+    from llmsweep.errors import ConfigError
+
+    for job, recipe in ctx.runnable_pairs():
+        if job.engine is None or ctx.simulated(job) or job.serve is None or not job.serve.model_path:
+            continue
+        folder = Path(model_path(job))
+        if not folder.is_dir():
+            continue
+        try:
+            weights = read_weights(folder, why="the weights' precision is checked against the recipe's")
+        except ConfigError:
+            continue  # a record that does not read: the engine loading the folder says it, not this rule
+        if weights is None or weights.word is None:
+            continue
+        given, read = weight_format(job.precision), weight_format(weights.word)
+        if given is None or read is None:
+            continue
+        quantised = min(PRECISION_BITS.get(given.name, 16), PRECISION_BITS.get(read.name, 16)) <= 8
+        if not quantised or families_agree(given.name, read.name):
+            continue
+        if adapter_for(job).recipe_value(job, ONLINE_QUANTISATION_FLAG) is not None:
+            continue
+        yield ctx.hit("input.weights-precision", recipe, ("precision",),
+                      f"precision `{job.precision}`, but the weights {job.engine} would load are {weights.word} "
+                      f"({weights.where}): the row would be labelled {job.precision} for a run at {weights.word}",
+                      job=job)
+
+
 @rule("resources.gpu-divisibility", Severity.ERROR,
       "The job's GPUs do not divide the node, or ep does not divide them",
       "use tp·pp·pcp that divides the runner's GPUs per node, and an ep that divides tp·pp·pcp",

@@ -40,6 +40,7 @@ def test_policy_case(path: Path, rule_id: str, line: int, fragment: str, monkeyp
     curves = CURVES.match(path.read_text(encoding="utf-8").splitlines()[1])
     if curves:
         monkeypatch.setenv(CURVES_ENV_VAR, str((path.parent / curves["dir"]).resolve()))
+    monkeypatch.chdir(CORPUS.parents[3])  # a `serve.model-path` of a case is relative to the repository's root
     clear_caches()
     try:
         result = validate_files([path])
