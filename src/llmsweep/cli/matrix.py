@@ -149,6 +149,8 @@ def _run(options: SweepOptions, *, config_files: tuple[Path, ...], runner_config
     jobs = plan_jobs(loaded.recipes, options, fleet, evals, matrix)
     for finding in matrix.left_out if matrix is not None else ():  # what its eval rows were chosen without
         click.echo(finding.render(), err=True)
+    for moved in matrix.moved if matrix is not None else ():  # a configuration whose eval another file's rows hold
+        click.echo(moved.note(), err=True)
     if _unfiltered(options) and not (evals.evals_only or evals.all_evals):
         for finding in unused_overrides(loaded.recipes, jobs):
             click.echo(finding.render(), err=True)

@@ -231,3 +231,8 @@ def test_run_of_one_file_says_where_the_matrix_plans_an_eval_the_file_alone_ran(
     _, _, err = _main(capsys, "run", "recipes/big.yaml", "--simulate", "--evals-only", "--out",
                       str(tmp_path / "out-big"), "--store", str(tmp_path / "store.sqlite"), "--no-report")
     assert "note: the eval of" not in err, err
+    # `matrix full-sweep` of the file says it too (it printed the file's rows without its eval, silently)
+    code, out, err = _main(capsys, "matrix", "full-sweep", "--config-files", "recipes/small.yaml")
+    said = " ".join(err.split())
+    assert code == 0 and said.count(note) == 1, said
+    assert not [row for row in json.loads(out) if row.get("run-eval")], out
