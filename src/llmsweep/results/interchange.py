@@ -40,6 +40,18 @@ from llmsweep.results.identity import (
     identity_from_job,
     scenario_id_of,
 )
+from llmsweep.results.import_checks import (
+    IDENTITY_LEAST,
+    PEAKS,
+    TOPOLOGY_LEAST,
+    Figure,
+    ceiling,
+    judge,
+    read_summary,
+    summary_counts,
+    summary_figures,
+    whole,
+)
 from llmsweep.results.point import RESULT_COLUMNS, ResultPoint, describe, result_id_for
 from llmsweep.results.repeats import Repeats, combine_repeats
 from llmsweep.words import count_of, noun
@@ -613,7 +625,7 @@ def read_import(path: Path) -> Imported:
                               fix=f"export again with `llmsweep results export {_FORMAT} json`")
         _refuse_twice(path, results, key=lambda r: (r.get("run_id") or run_id, r.get("job_id") or r.get("result_id")),
                       what="names the same run and job as")
-        points = _nonempty(path, _unique_jobs([_from_our_row(run_id, r, n) for n, r in enumerate(results)]))
+        points = _nonempty(path, _unique_jobs([_from_our_row(run_id, r, n, path) for n, r in enumerate(results)]))
         warned = {(p.run_id, p.job_id): [str(w) for w in r["warnings"]] for p, r in zip(points, results, strict=True)
                   if isinstance(r.get("warnings"), list) and r["warnings"]}
         return Imported(run_id, "llmsweep-export", points, warned)
@@ -718,92 +730,129 @@ VERDICTS: tuple[str, ...] = get_args(Verdict)
 """The verdicts a result row may carry (a summary's `validity.verdict`)."""
 
 
-def _bad(n: int, job_id: str, field: str, got: Any, want: str) -> ResultInputError:
-    return ResultInputError(f"result row {n} ({job_id}): `{field}` is {got!r}, not {want}",
-                            fix=f"export the run again with `llmsweep results export {_FORMAT} json`, or correct "
-                                "the row")
+_OUR_FIX = (f"correct the field in the file, or drop the row, and import it again (or export the run again with "
+            f"`llmsweep results export {_FORMAT} json`)")
+"""What to do with a row of our JSON export that cannot be imported: its reader has the file, not the run's folders."""
+
+
+def _bad(where: str, field: str, got: Any, want: str) -> ResultInputError:
+    return ResultInputError(f"{where}: `{field}` is {got!r}, not {want}", fix=_OUR_FIX)
 
 
 def _finite(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def _from_our_row(run_id: str, row: Mapping[str, Any], n: int) -> ResultPoint:
+def _from_our_row(run_id: str, row: Mapping[str, Any], n: int, path: Path) -> ResultPoint:
     """One row of our JSON export. A row with its summary takes its source, verdict, reasons, counts and hot metrics
     from the summary (as a run's folder is stored: `point_from_job`), never from the row's copies of them, and is
     never made measured by the row: a row that says `simulated` or `predicted` of a summary that says measured (an
-    older summary's default) stays what the row says. A row without one has every field checked: a known source and
-    verdict, finite numbers. A measured result timed on the virtual clock is a contradiction, refused."""
+    older summary's default) stays what the row says. Its summary is read as the store reads it back
+    (`import_checks.read_summary`: a figure that is not a number is none where the summary has a null for it, else
+    the row is refused). A row without one has every field checked: a known source and verdict, finite numbers.
+    Either is refused where it holds a figure no measurement has, or a point that is not whole numbers
+    (`import_checks.judge`, which judges InferenceX rows too). A measured result timed on the virtual clock is a
+    contradiction, refused. Every refusal names the file, the row and the field."""
     job_id = row.get("job_id") or row.get("result_id")
     if not isinstance(job_id, str) or not job_id:
-        raise _bad(n, "?", "job_id", job_id, "a job id")
+        raise _bad(f"{path}: result row {n}", "job_id", job_id, "a job id")
+    where = f"{path}: result row {n} ({job_id})"
     run_id = str(row.get("run_id") or run_id)  # the run it was exported from
     doc = row.get("summary") or {}
-    summary = Summary.from_doc(doc, where=f"result {job_id}") if "schema_version" in doc else None
+    if not isinstance(doc, Mapping):
+        raise _bad(where, "summary", doc, "an object (its summary, or the row it was imported from)")
+    summary = read_summary(doc, where, _OUR_FIX) if "schema_version" in doc else None
     said = row.get("source")
     if said is not None and said not in SOURCES:
-        raise _bad(n, job_id, "source", said, f"one of {', '.join(SOURCES)}")
+        raise _bad(where, "source", said, f"one of {', '.join(SOURCES)}")
     if summary is not None:
         ex = extract_hot(summary)
         source = ex.source if ex.source != MEASURED or said is None else str(said)
         verdict, reasons, metrics = ex.verdict, ex.reasons, ex.metrics
         num_requests, num_successful = ex.num_requests, ex.num_successful
         clock = summary.provenance.clock
+        counts, successful = summary_counts(summary)
+        judge(where, _OUR_FIX, figures=summary_figures(summary), counts=counts, successful=successful)
     else:
         if said is None:
-            raise _bad(n, job_id, "source", said, f"one of {', '.join(SOURCES)} (a row without its summary names it)")
+            raise _bad(where, "source", said, f"one of {', '.join(SOURCES)} (a row without its summary names it)")
         source = str(said)
         said_verdict = row.get("verdict")
         if said_verdict not in VERDICTS:
-            raise _bad(n, job_id, "verdict", said_verdict, f"one of {', '.join(VERDICTS)}")
+            raise _bad(where, "verdict", said_verdict, f"one of {', '.join(VERDICTS)}")
         verdict = str(said_verdict)
         said_reasons = row.get("reasons") or []
         if not isinstance(said_reasons, list) or not all(isinstance(r, str) for r in said_reasons):
-            raise _bad(n, job_id, "reasons", said_reasons, "a list of texts")
+            raise _bad(where, "reasons", said_reasons, "a list of texts")
         reasons = tuple(said_reasons)
         given = row.get("metrics") or {}
         if not isinstance(given, Mapping):
-            raise _bad(n, job_id, "metrics", given, "an object of metric values")
+            raise _bad(where, "metrics", given, "an object of metric values")
         metrics = {c: given.get(c) for c in HOT_NAMES}
         for name, value in metrics.items():
             if value is not None and not _finite(value):
-                raise _bad(n, job_id, f"metrics.{name}", value, "a finite number or null")
-            most = 1.0 if HOT_BY_NAME[name].metric.unit == "ratio" and name not in _PEAKS else None
-            if value is not None and (value < 0 or (most is not None and value > most)):  # no measurement has it
-                raise _bad(n, job_id, f"metrics.{name}", value, f"a figure from 0 to {most:g} or null"
-                           if most is not None else "a figure of 0 or more, or null")
-        counts = {k: row.get(k) for k in ("num_requests", "num_successful")}
-        for name, value in counts.items():
-            if value is not None and (not _finite(value) or value != int(value) or value < 0):
-                raise _bad(n, job_id, name, value, "a count or null")
-        num_requests, num_successful = (None if v is None else int(v) for v in counts.values())
-        if num_requests is not None and num_successful is not None and num_successful > num_requests:
-            raise _bad(n, job_id, "num_successful", num_successful, f"at most `num_requests` ({num_requests})")
+                raise _bad(where, f"metrics.{name}", value, "a finite number or null")
+        counts = [(k, row.get(k)) for k in ("num_requests", "num_successful")]
+        for name, value in counts:
+            if value is not None and not _finite(value):
+                raise _bad(where, name, value, "a count of requests or null")
+        judge(where, _OUR_FIX, successful=(counts[0], counts[1]),
+              figures=[Figure(f"metrics.{name}", value, ceiling(HOT_BY_NAME[name].metric))
+                       for name, value in metrics.items()])
+        num_requests, num_successful = (None if v is None else int(v) for _, v in counts)
         provenance_doc = row.get("provenance")
         clock = provenance_doc.get("clock") if isinstance(provenance_doc, Mapping) else None
     if source == MEASURED and clock == VIRTUAL:
-        raise _bad(n, job_id, "source", source, "measured: the result was timed on the simulator's virtual clock")
+        raise _bad(where, "source", source, "measured: the result was timed on the simulator's virtual clock")
     gpus = row.get("gpus", 1)
-    if not _finite(gpus) or gpus != int(gpus) or gpus < 1:
-        raise _bad(n, job_id, "gpus", gpus, "a GPU count")
-    return ResultPoint(
+    judge(where, _OUR_FIX, whole_numbers=[("gpus", gpus, 1)])
+    for name in ("job", "provenance"):
+        if not isinstance(row.get(name) or {}, Mapping):
+            raise _bad(where, name, row[name], "an object")
+    point = ResultPoint(
         result_id=result_id_for(run_id, job_id), run_id=run_id, job_id=job_id,
-        identity=_identity_of(row, summary), source=source, verdict=str(verdict),
+        identity=_identity_of(row, summary, where), source=source, verdict=str(verdict),
         metrics=metrics, gpus=int(gpus), origin="llmsweep-export", reasons=reasons,
         num_requests=num_requests, num_successful=num_successful,
         job=dict(row.get("job") or {}), summary=summary, imported={} if summary is not None else dict(doc),
         provenance=dict(row.get("provenance") or {}),
     )
+    # its point's whole numbers at least their least (`IDENTITY_LEAST`); an eval-only result has no throughput point,
+    # and no concurrency where the eval rows it was imported from named none
+    said_identity = row.get("identity") or {}
+    judge(where, _OUR_FIX, whole_numbers=[(f"identity.{name}", said_identity.get(name),
+                                           0 if name == "conc" and point.eval_only else least)
+                                          for name, least in IDENTITY_LEAST.items()])
+    return point
 
 
-def _identity_of(row: Mapping[str, Any], summary: Summary | None) -> PointIdentity:
-    """A row of our JSON export's point identity: as the row says it; a field the row lacks — an export of a release
-    before that field was part of the identity (`corpus`, before 2026-12-02) — read from its job record and summary,
-    as the store reads such a release's runs (`Store._point`) and ingesting its folder today would. Left at its default,
-    an agentic point lost the corpus it replayed and matched its own run's points nowhere."""
+def _identity_of(row: Mapping[str, Any], summary: Summary | None, where: str) -> PointIdentity:
+    """A row of our JSON export's point identity: as the row says it, each field of the type it has (a text, a flag,
+    a whole number), else refused naming it; a field the row lacks — an export of a release before that field was
+    part of the identity (`corpus`, before 2026-12-02) — read from its job record and summary, as the store reads
+    such a release's runs (`Store._point`) and ingesting its folder today would. Left at its default, an agentic
+    point lost the corpus it replayed and matched its own run's points nowhere."""
     said = row.get("identity") or {}
-    identity = identity_from_dict(said)
-    lacking = [f.name for f in dataclasses.fields(PointIdentity) if f.name not in said]
+    if not isinstance(said, Mapping):
+        raise _bad(where, "identity", said, "an object of the point's fields")
+    fields = {f.name: f for f in dataclasses.fields(PointIdentity)}
+    typed: dict[str, Any] = {}
+    for name, value in said.items():
+        if name not in fields:
+            continue
+        default = fields[name].default
+        if isinstance(default, bool):
+            ok, want = isinstance(value, bool), "a flag (true or false)"
+        elif isinstance(default, str):
+            ok, want = isinstance(value, str), "a text"
+        else:  # a whole number, as a row may spell it (its least judged by `_from_our_row`); isl/osl may be none
+            value = whole(value) if value is not None else None
+            ok, want = value is not None or default is None, "a whole number"
+        if not ok:
+            raise _bad(where, f"identity.{name}", said[name], want)
+        typed[name] = value
+    identity = identity_from_dict(typed)
+    lacking = [name for name in fields if name not in said]
     if not lacking:
         return identity
     derived = identity_from_job(dict(row.get("job") or {}), summary)
@@ -876,90 +925,35 @@ def _per_all_gpus(flat: Mapping[str, Any], metrics: dict[str, Any]) -> None:
             metrics[name] = metrics[name] * role_gpus / every
 
 
-_TOPOLOGY_FIELDS: tuple[tuple[str, int], ...] = (
-    ("conc", 1), ("users", 1), ("isl", 1), ("osl", 1), ("tp", 1), ("pp", 1), ("dcp_size", 1), ("pcp_size", 1),
-    ("ep", 0), ("num_prefill_gpu", 1), ("num_decode_gpu", 0),
-    *((f"prefill_{k}", 0 if k == "ep" else 1) for k in ("tp", "pp", "dcp_size", "pcp_size", "ep", "num_workers")),
-    *((f"decode_{k}", 0) for k in ("tp", "pp", "dcp_size", "pcp_size", "ep", "num_workers")))
-"""(InferenceX field, its least value) of the whole numbers a throughput row's point and GPU count are read from
-(core spec §6.2: InferenceX refuses zero GPUs and a non-positive PP/DCP/PCP; a multinode row's decode topology is
-zeroed where it has no decode GPUs)."""
-
-
-def _whole(value: Any) -> int | None:
-    """A whole number as a row may spell it (an int, a float without a fraction, or the text of an int), else None."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float):
-        return int(value) if value.is_integer() else None
-    if isinstance(value, str):
-        try:
-            return int(value.strip())
-        except ValueError:
-            return None
-    return None
-
-
-def _check_topology(flat: Mapping[str, Any], n: int, job_id: str) -> None:
-    """Refuse a throughput row whose concurrency, sequence lengths, parallelism or GPU counts are not whole numbers
-    of at least their least value (`_TOPOLOGY_FIELDS`): read as they were, `tp: "eight"` or `tp: 0` made a tp1 point
-    on 1 GPU and a `conc` of 2.5 a conc-2 point — a point the row never measured."""
-    for field, least in _TOPOLOGY_FIELDS:
-        value = flat.get(field)
-        if value is None:
-            continue
-        whole = _whole(value)
-        if whole is None or whole < least:
-            raise ResultInputError(
-                f"row {n} ({job_id}): `{field}` is {value!r}, not a whole number of "
-                f"at least {least}", fix="correct the row: the point it stands for is read from it")
-
-
-_PEAKS = frozenset({"gpu_kv_usage_max"})
-"""Ratio columns with no ceiling an import holds a row to: KV usage is a peak gauge, which servers report above 1
-(AgentX reads it as a fraction up to 1.5, as a percentage above)."""
+_ROW_FIX = "correct the row, or leave the figure out (null): the import stores every other figure of it"
+"""What to do with an InferenceX row holding a figure no measurement has."""
 
 
 def _figure_fields() -> list[tuple[str, float | None]]:
     """(InferenceX field, the most it can be or None) of every figure an import reads from a throughput row: the
-    hot columns' (`inferencex_name`; a ratio at most 1, but a peak, `_PEAKS`), the AgentX scalars' (a
+    hot columns' (`inferencex_name`; a ratio at most 1, but a peak: `import_checks.ceiling`), the AgentX scalars' (a
     cache hit rate at most 1) and the J per token a row's efficiency is read from; every one of them at least 0."""
-    def most(column: str) -> float | None:
-        return 1.0 if HOT_BY_NAME[column].metric.unit == "ratio" and column not in _PEAKS else None
-
-    fields = {inferencex_name(c): most(c.name) for c in HOT_COLUMNS
+    fields = {inferencex_name(c): ceiling(c.metric) for c in HOT_COLUMNS
               if c.name != "error_ratio"}  # (computed from the request counts, checked apart)
     for column, field in AGENTX_SCALARS.items():
-        fields[field] = most(column)
+        fields[field] = ceiling(HOT_BY_NAME[column].metric)
     fields["joules_per_total_token"] = None
     return list(fields.items())
 
 
-def _check_figures(flat: Mapping[str, Any], n: int, job_id: str) -> None:
-    """Refuse a throughput row holding a figure no measurement has: a negative throughput, latency, rate or energy,
-    a ratio above 1 (a percentage above 100), or request counts that are not counts (fractional, negative, more
-    successful requests than requests). Stored, they stood as a valid point (a negative TTFT on every latency axis,
-    an error ratio of -1347 %). A figure that is not a finite number is not read (None), as before."""
-    def bad(field: str, value: Any, want: str) -> ResultInputError:
-        return ResultInputError(f"row {n} ({job_id}): `{field}` is {value!r}, not {want}",
-                                fix="correct the row, or leave the figure out (null): the import stores every "
-                                    "other figure of it")
-
-    for field, most in _figure_fields():
-        value = _number(flat, field)
-        if value is not None and (value < 0 or (most is not None and value > most)):
-            raise bad(field, flat.get(field), f"a figure from 0 to {most:g}" if most is not None
-                      else "a figure of 0 or more")
-    counts = {k: _number(flat, k) for k in ("num_requests_total", "num_requests_successful")}
-    for field, value in counts.items():
-        if value is not None and (value < 0 or value != int(value)):
-            raise bad(field, flat.get(field), "a count of requests")
-    total, ok = counts.values()
-    if total is not None and ok is not None and ok > total:
-        raise bad("num_requests_successful", flat.get("num_requests_successful"),
-                  f"at most `num_requests_total` ({flat.get('num_requests_total')!r})")
+def _check_row(flat: Mapping[str, Any], n: int, job_id: str) -> None:
+    """Refuse a throughput row holding a figure no measurement has (a negative throughput, latency, rate or energy, a
+    ratio above 1, request counts that are not counts) or whose concurrency, sequence lengths, parallelism or GPU
+    counts are not whole numbers of at least their least value (`import_checks.TOPOLOGY_LEAST`): the one judge of
+    both formats' rows (`import_checks.judge`). Stored, they stood as a valid point (a negative TTFT on every latency
+    axis, an error ratio of -1347 %); read as they were, `tp: "eight"` or `tp: 0` made a tp1 point on 1 GPU and a
+    `conc` of 2.5 a conc-2 point. A figure that is not a finite number is not read (None), as before."""
+    where = f"row {n} ({job_id})"
+    judge(where, "correct the row: the point it stands for is read from it",
+          whole_numbers=[(field, flat.get(field), least) for field, least in TOPOLOGY_LEAST])
+    judge(where, _ROW_FIX, figures=[Figure(field, flat.get(field), most) for field, most in _figure_fields()],
+          successful=(("num_requests_total", flat.get("num_requests_total")),
+                      ("num_requests_successful", flat.get("num_requests_successful"))))
 
 
 def from_inferencex_row(run_id: str, row: Mapping[str, Any], n: int) -> ResultPoint:
@@ -972,6 +966,10 @@ def from_inferencex_row(run_id: str, row: Mapping[str, Any], n: int) -> ResultPo
         if ours.get(key) is not None and not (isinstance(ours[key], str) and ours[key]):
             raise _bad_block(n, str(flat.get("exp_name") or f"row{n:04d}"), key, ours[key], "an id (a text)")
     job_id = str(ours.get("job_id") or flat.get("exp_name") or f"row{n:04d}")
+    if "schema_version" in row:  # what marks one of our summaries where the store keeps a row: it would not read back
+        raise ResultInputError(f"row {n} ({job_id}): `schema_version` is {row['schema_version']!r}, a field of "
+                               "llmsweep's summaries that no InferenceX row has: stored, the row would be read as a "
+                               "summary, which it is not", fix="drop the field from the row and import it again")
     job = {k: v for k, v in flat.items() if not isinstance(v, (Mapping, list)) or k == "kv_offload_backend"}
     job.setdefault("runner", flat.get("hw"))
     if ours.get("hardware"):
@@ -979,7 +977,7 @@ def from_inferencex_row(run_id: str, row: Mapping[str, Any], n: int) -> ResultPo
     job["model-prefix"] = flat.get("infmax_model_prefix")
     if "scenario_type" in flat:
         job["scenario-type"] = flat["scenario_type"]
-    _check_topology(flat, n, job_id)
+    _check_row(flat, n, job_id)
     identity = identity_from_job(job)
     if identity.conc <= 0:  # (it was stored as conc 0, drawn as a `c0` point, matched with nothing)
         raise ResultInputError(f"row {n} names no concurrency (`conc`, or a legacy agentic row's `users`)",
@@ -990,11 +988,11 @@ def from_inferencex_row(run_id: str, row: Mapping[str, Any], n: int) -> ResultPo
                                    "rows do")
     if ours.get("corpus"):  # our own export: the corpus the point replayed, so it matches its original again
         identity = dataclasses.replace(identity, corpus=str(ours["corpus"]))
-    _check_figures(flat, n, job_id)
     metrics = {c.name: _number(flat, inferencex_name(c)) for c in HOT_COLUMNS}
     for column, field in AGENTX_SCALARS.items():  # an AgentX row's scalars, as our exports write them
         if metrics.get(column) is None and (value := _number(flat, field)) is not None:
-            metrics[column] = value / 100 if column in _PEAKS and value > PERCENT_ABOVE else value
+            peak = HOT_BY_NAME[column].metric.name in PEAKS
+            metrics[column] = value / 100 if peak and value > PERCENT_ABOVE else value
     if "power_valid" in flat and flat.get("power_valid") not in (1, "1"):  # the app's rule: a 0 verdict drops them
         metrics.update({c.name: None for c in HOT_COLUMNS if c.metric.name.startswith("power.")
                         and not c.metric.name.startswith("power.cost.")})

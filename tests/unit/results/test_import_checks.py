@@ -58,7 +58,7 @@ def test_a_row_with_its_summary_takes_the_summarys_source_verdict_and_figures(ma
     (lambda r: r.update(verdict="great"), r"`verdict` is 'great'"),
     (lambda r: r["metrics"].update(tput_per_gpu=float("nan")), r"`metrics.tput_per_gpu` is nan, not a finite"),
     (lambda r: r["metrics"].update(tput_per_gpu="fast"), r"`metrics.tput_per_gpu` is 'fast'"),
-    (lambda r: r.update(gpus="eight"), r"`gpus` is 'eight', not a GPU count"),
+    (lambda r: r.update(gpus="eight"), r"`gpus` is 'eight', not a whole number of at least 1"),
     (lambda r: r.update(reasons="bad"), r"`reasons` is 'bad', not a list of texts"),
     (lambda r: r.update(num_requests=-1), r"`num_requests` is -1, not a count"),
     (lambda r: r["metrics"].update(p90_ttft=-0.2), r"`metrics.p90_ttft` is -0.2, not a figure of 0 or more"),
