@@ -201,6 +201,10 @@ def _llmsweep_block(point: ResultPoint) -> dict[str, Any]:
         block["repeats"] = repeats
     if clock := (point.provenance or {}).get("clock"):  # virtual or wall-clock time: what a comparison tells apart
         block["clock"] = clock
+    # every figure of the point's as it is stored, exact: the row's InferenceX fields lack some (a fixed-length row
+    # has no requests per second, cache hit rate or KV peak) and round others (power to 3 places, J per token to 6,
+    # whose efficiency an import had recomputed); an import of the row reads them back from here
+    block["metrics"] = {name: point.metrics.get(name) for name in HOT_NAMES}
     power = point.summary.power if point.summary is not None else None
     if power is not None:
         block["power"] = {"source": power.source, "backend": power.backend, "reasons": list(power.reasons),
@@ -399,8 +403,10 @@ def repeat_row(repeats: Repeats) -> dict[str, Any]:
         energy = {f for f, _, _ in _POWER_FIELDS} | {f"{role}_{name}" for role, name, _, _ in _ROLE_POWER_FIELDS}
         out = {k: v for k, v in out.items() if k not in energy}
     block = _llmsweep_block(repeats.point)
+    members = [_llmsweep_block(p) for p in repeats.members]
     if "power" in block:  # how the repeats measured power, and its figures as the row's: their mean, not the first's
-        block["power"] = _mean_of([_llmsweep_block(p).get("power") for p in repeats.members])
+        block["power"] = _mean_of([m.get("power") for m in members])
+    block["metrics"] = _mean_of([m["metrics"] for m in members])  # the figures as the row's: their mean
     out["llmsweep"] = {**block, "repeats": repeats.as_dict()}
     return out
 
@@ -1001,6 +1007,7 @@ def from_inferencex_row(run_id: str, row: Mapping[str, Any], n: int) -> ResultPo
     _per_all_gpus(flat, metrics)
     total, ok = _number(flat, "num_requests_total"), _number(flat, "num_requests_successful")
     metrics["error_ratio"] = (total - ok) / total if total and ok is not None else None
+    metrics.update(_block_metrics(ours, n, job_id))
     run_id = str(ours.get("run_id") or run_id)  # our own export: the run it came from
     source = str(ours.get("source") or flat.get("source") or MEASURED)
     if source not in SOURCES:
@@ -1045,6 +1052,29 @@ def from_inferencex_row(run_id: str, row: Mapping[str, Any], n: int) -> ResultPo
                                                 **({"clock": ours["clock"]} if ours.get("clock") else {}),
                                                 **({"repeats": dict(repeats)} if repeats is not None else {})},
     )
+
+
+def _block_metrics(ours: Mapping[str, Any], n: int, job_id: str) -> dict[str, float]:
+    """The figures our `llmsweep` block carries (`metrics`: the point's hot columns as they were stored, exact), which
+    an import of our own InferenceX row takes over the row's InferenceX fields, as an import of our JSON export takes
+    its summary's over the row's copies: the row has no field for some of them (a fixed-length row's requests per
+    second, cache hit rate and KV peak) and rounds others (power to 3 places, J per token to 6). A figure that is not
+    a number is not read; one no measurement has is refused (`import_checks.judge`). A block without `metrics` (an
+    export before 2026-12-07, or a row published without our block) leaves the row's own figures."""
+    said = ours.get("metrics")
+    if said is None:
+        return {}
+    if not isinstance(said, Mapping):
+        raise _bad_block(n, job_id, "metrics", said, "an object of the point's figures")
+    figures = {name: value for name in HOT_NAMES if (value := said.get(name)) is not None
+               and not (isinstance(value, float) and not math.isfinite(value))}
+    for name, value in figures.items():
+        if not _finite(value):
+            raise _bad_block(n, job_id, f"metrics.{name}", value, "a number or null")
+    judge(f"row {n} ({job_id})", _ROW_FIX,
+          figures=[Figure(f"llmsweep.metrics.{name}", value, ceiling(HOT_BY_NAME[name].metric))
+                   for name, value in figures.items()])
+    return {name: float(value) for name, value in figures.items()}
 
 
 def _over_error_gate(scenario: str, ratio: float | None) -> str | None:

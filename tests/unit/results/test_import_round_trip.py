@@ -1,6 +1,6 @@
 """`results import` of llmsweep's own exports, as a user runs it: what it stores reads back (a NaN in an imported
-summary had made the whole store unreadable), and a figure no measurement has is refused in our JSON export's
-summaries as in InferenceX rows."""
+summary had made the whole store unreadable), a figure no measurement has is refused in our JSON export's summaries
+as in InferenceX rows, and an `inferencex` export imports back with every figure it carries."""
 
 from __future__ import annotations
 
@@ -18,6 +18,10 @@ from llmsweep.errors import ResultInputError
 from llmsweep.results.interchange import export_points, import_into, read_import
 from llmsweep.results.point import points_from_run
 from llmsweep.results.store import Store
+
+REPO = Path(__file__).resolve().parents[3]
+MEASURED_RUNS = (REPO / "examples/results/h200-vllm-0.26.0/llama", REPO / "examples/results/h100-vllm-0.26.0/llama-b")
+"""Committed measured runs: vLLM on an H200 (no power samples) and on an H100 (power measured, with its cost)."""
 
 
 def _export(make_run: Any, **kwargs: Any) -> dict[str, Any]:
@@ -176,3 +180,53 @@ def test_an_eval_without_a_concurrency_imports_again_from_its_json_export(
     code, _, err = run_main(capsys, "results", "import", export, "--store", tmp_path / "b.sqlite")
     assert code == 0, err
     _reads_back(capsys, tmp_path / "b.sqlite")
+
+
+def _listed(capsys: pytest.CaptureFixture[str], store: Path) -> dict[str, dict[str, Any]]:
+    code, out, err = run_main(capsys, "results", "list", "--all", "--json", "--store", store)
+    assert code == 0, err
+    return {row["job_id"]: {k: v for k, v in row.items() if k != "origin"} for row in json.loads(out)}
+
+
+@pytest.mark.parametrize("folder", MEASURED_RUNS, ids=lambda p: p.parent.name)
+def test_an_inferencex_export_imports_back_with_every_figure_it_carries(
+        folder: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Importing our own `--format inferencex` export had lost the requests per second, GPU cache hit rate and KV peak
+    (a fixed-length row has no field for them) and the assumed cost (in the row's `llmsweep.power.cost`), and had
+    recomputed tokens per joule from J per token rounded to 6 places (30.791095856 -> 30.791021338); power and J per
+    output token came back rounded. Every figure comes back as the store held it."""
+    original = tmp_path / "a.sqlite"
+    assert run_main(capsys, "results", "ingest", folder, "--store", original)[0] == 0
+    export = tmp_path / "ix.json"
+    code, _, err = run_main(capsys, "results", "export", "--format", "inferencex", "--include-unpublished",
+                            "--out", export, "--store", original)
+    assert code == 0, err
+    copy_ = tmp_path / "b.sqlite"
+    assert run_main(capsys, "results", "import", export, "--store", copy_)[0] == 0
+    before, after = _listed(capsys, original), _listed(capsys, copy_)
+    assert before == after
+    figures = {k for row in before.values() for k, v in row.items() if v is not None}
+    assert {"request_qps", "gpu_cache_hit_rate", "gpu_kv_usage_max"} <= figures
+    if folder.name == "llama-b":  # the run that measured power
+        assert {"tokens_per_joule", "avg_power_w", "joules_per_output_token", "usd_per_mtok_output"} <= figures
+
+
+def test_an_inferencex_row_without_our_block_or_its_figures_keeps_the_rows_own(make_run, tmp_path: Path) -> None:
+    """A row of ours from before the block carried the point's figures, or one published without the block, is read
+    from its InferenceX fields as before; a figure of the block no measurement has is refused, naming it."""
+    rows = json.loads(export_points(points_from_run(make_run("x", concs=(2,), scenario="fixed-seq-len")),
+                                    "inferencex", include_unpublished=True))
+    path = tmp_path / "in.json"
+    old = copy.deepcopy(rows)
+    del old[0]["llmsweep"]["metrics"]
+    path.write_text(json.dumps(old))
+    (point,) = read_import(path).points
+    assert point.metric("request_qps") is None and point.metric("tput_per_gpu") == rows[0]["tput_per_gpu"]
+    rows[0]["llmsweep"]["metrics"]["p90_ttft"] = -1.0
+    path.write_text(json.dumps(rows))
+    with pytest.raises(ResultInputError, match=r"row 0 \(.*\): `llmsweep.metrics.p90_ttft` is -1.0, not a figure"):
+        read_import(path)
+    rows[0]["llmsweep"]["metrics"]["p90_ttft"] = float("nan")  # not a number: not read, the row's own stands
+    path.write_text(json.dumps(rows))
+    (nan,) = read_import(path).points
+    assert nan.metric("p90_ttft") == rows[0]["p90_ttft"]
