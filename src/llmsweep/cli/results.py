@@ -499,8 +499,10 @@ def export(run_id: str | None, fmt: str, out: Path | None, force: bool, include_
             if fmt == "inferencex":  # but a point the run measured in part is the mean of every repeat it stands on
                 stood_on = list(reused_points_of(store, meta, run_id).values())
         warned = store.job_warnings(p.run_id for p in [*points, *stood_on])
+        started = {r.run_id: r.started for r in store.runs()}
     with saying(f"exporting {count_of(len(points), 'result')} as {fmt}"):
-        text = export_points(points, fmt, include_unpublished=include_unpublished, warnings=warned, stood_on=stood_on)
+        text = export_points(points, fmt, include_unpublished=include_unpublished, warnings=warned, stood_on=stood_on,
+                             started=started)
     kinds: dict[str, tuple[RowKind, str]] = {"inferencex": ("throughput", "point"),
                                              "inferencex-evals": ("eval", "eval row")}
     rows = kinds.get(fmt)

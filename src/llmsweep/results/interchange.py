@@ -476,7 +476,8 @@ rules it ran despite and what it does not model)."""
 
 
 def export_points(points: Sequence[ResultPoint], fmt: str, *, include_unpublished: bool = False,
-                  warnings: Warned | None = None, stood_on: Sequence[ResultPoint] = ()) -> str:
+                  warnings: Warned | None = None, stood_on: Sequence[ResultPoint] = (),
+                  started: Mapping[str, str | None] | None = None) -> str:
     """Serialise results as `json` (ours, lossless), `csv` (flat hot columns), `inferencex` (list of throughput rows)
     or `inferencex-evals` (InferenceX's eval rows: one per completed eval run, i.e. per concurrency).
 
@@ -488,11 +489,17 @@ def export_points(points: Sequence[ResultPoint], fmt: str, *, include_unpublishe
     runs warned of their jobs, which `json` carries (a point's `warnings`) so an import keeps its ⚠ marks, and `csv`
     in its `warnings` column. `stood_on`: the stored results `run --reuse` stood the exported run's jobs on
     (`sides.reused_points_of`): an `inferencex` point the run measured in part is the mean of every repeat it stands
-    on, as its frontier and dashboard give it; one reused whole is exported under the run that measured it."""
+    on, as its frontier and dashboard give it; one reused whole is exported under the run that measured it.
+    `started`: when each run started (`Store.runs`), which `json` carries (`runs`: run id -> `started`) so an import
+    keeps it."""
     if fmt == "json":
         warned = warnings or {}
         doc = {"format": EXPORT_FORMAT, "version": EXPORT_VERSION,
                "results": [{**_our_row(p), "warnings": list(warned.get((p.run_id, p.job_id), ()))} for p in points]}
+        runs = {run_id: {"started": when} for run_id in dict.fromkeys(p.run_id for p in points)
+                if (when := (started or {}).get(run_id))}
+        if runs:  # (a key of its own: an export without it, as every one before 2026-12-07, imports as it did)
+            doc["runs"] = runs
         return _strict_json(doc, sort_keys=True)
     if fmt == "inferencex":  # throughput rows: an eval-only result has none (its row is in `inferencex-evals`)
         published: list[dict[str, Any]] = []
@@ -555,6 +562,8 @@ class Imported(NamedTuple):
     """What the exporting run warned of each (run, job)."""
     copies: tuple[int, ...] = ()
     """Rows left out as copies of an earlier row of the file (InferenceX rows without our block, the same content)."""
+    started: Mapping[str, str] = {}
+    """When each run of the file started, where our JSON export says (`runs`): original run id -> time."""
 
 
 def import_file(path: Path) -> tuple[str, str, list[ResultPoint]]:
@@ -634,7 +643,7 @@ def read_import(path: Path) -> Imported:
         points = _nonempty(path, _unique_jobs([_from_our_row(run_id, r, n, path) for n, r in enumerate(results)]))
         warned = {(p.run_id, p.job_id): [str(w) for w in r["warnings"]] for p, r in zip(points, results, strict=True)
                   if isinstance(r.get("warnings"), list) and r["warnings"]}
-        return Imported(run_id, "llmsweep-export", points, warned)
+        return Imported(run_id, "llmsweep-export", points, warned, started=_runs_started(path, doc.get("runs")))
     rows = doc if isinstance(doc, list) else [doc] if isinstance(doc, Mapping) and "hw" in doc else None
     if rows is None or not all(isinstance(r, Mapping) for r in rows):
         if (peer := _peer_file(path, doc)) is not None:
@@ -663,6 +672,27 @@ def read_import(path: Path) -> Imported:
               if isinstance(block := r.get("llmsweep"), Mapping) and isinstance(block.get("warnings"), list)
               and block["warnings"]}
     return Imported(run_id, origin, points, warned, tuple(copies))
+
+
+def _runs_started(path: Path, runs: Any) -> dict[str, str]:
+    """When each run of our JSON export started (its `runs` block: run id -> `started`, as `results runs` shows it);
+    none for an export without the block (one before 2026-12-07). A block that is not what the export writes is
+    refused, naming it."""
+    if runs is None:
+        return {}
+    if not isinstance(runs, Mapping) or not all(isinstance(r, Mapping) for r in runs.values()):
+        raise ResultInputError(f"{path}: `runs` is {runs!r}, not an object of each run's facts by run id",
+                               fix=f"correct the file, or export the run again with `llmsweep results export "
+                                   f"{_FORMAT} json`")
+    started = {}
+    for run_id, facts in runs.items():
+        when = facts.get("started")
+        if when is not None and not isinstance(when, str):
+            raise ResultInputError(f"{path}: `runs.{run_id}.started` is {when!r}, not a time (a text)",
+                                   fix="correct it, or leave it out: the run imports without its start")
+        if when:
+            started[str(run_id)] = when
+    return started
 
 
 def _nonempty(path: Path, points: list[ResultPoint]) -> list[ResultPoint]:
@@ -1131,7 +1161,7 @@ def import_into(store: Any, path: Path, parsed: Imported | None = None, *, force
     result as either half's rows of it: they are left out and named (`Stored.already`), never stored beside it as a
     second eval, nor replacing it and dropping its eval. A run whose every result of the file is so is left as it
     was."""
-    file_run, origin, points, warned, _ = parsed or read_import(path)
+    file_run, origin, points, warned, _, started = parsed or read_import(path)
     runs: dict[str, list[ResultPoint]] = {}
     for point in points:
         runs.setdefault(point.run_id, []).append(point)
@@ -1175,6 +1205,7 @@ def import_into(store: Any, path: Path, parsed: Imported | None = None, *, force
                      for k in kept if (said := held_warnings.get((run_id, k.job_id)))]
         meta = {"imported_from": str(path), "origin": origin,
                 **({"original_run_id": original} if original != file_run else {}),
+                **({"started": started[original]} if original in started else {}),
                 **({"outcomes": outcomes} if outcomes else {})}
         store.ingest_points(run_id, origin, [*kept, *pts], meta)
         n += len(pts)

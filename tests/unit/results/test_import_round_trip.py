@@ -1,6 +1,7 @@
 """`results import` of llmsweep's own exports, as a user runs it: what it stores reads back (a NaN in an imported
 summary had made the whole store unreadable), a figure no measurement has is refused in our JSON export's summaries
-as in InferenceX rows, and an `inferencex` export imports back with every figure it carries."""
+as in InferenceX rows, an `inferencex` export imports back with every figure it carries, and a JSON export keeps its
+run's start time."""
 
 from __future__ import annotations
 
@@ -230,3 +231,32 @@ def test_an_inferencex_row_without_our_block_or_its_figures_keeps_the_rows_own(m
     path.write_text(json.dumps(rows))
     (nan,) = read_import(path).points
     assert nan.metric("p90_ttft") == rows[0]["p90_ttft"]
+
+
+def _started(capsys: pytest.CaptureFixture[str], store: Path) -> dict[str, str | None]:
+    code, out, err = run_main(capsys, "results", "--json", "runs", "--store", store)
+    assert code == 0, err
+    return {r["run_id"]: r["started"] for r in json.loads(out)}
+
+
+def test_a_json_export_keeps_its_runs_start_time_through_an_import(
+        make_run, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`results runs` had shown `started –` for a run imported from its JSON export; an export without the runs'
+    start times (before 2026-12-07) imports as before."""
+    original = tmp_path / "a.sqlite"
+    assert run_main(capsys, "results", "ingest", make_run("r", concs=(2,)).path, "--store", original)[0] == 0
+    assert _started(capsys, original) == {"r": "2026-11-29T12:00:00Z"}
+    export = tmp_path / "ex.json"
+    assert run_main(capsys, "results", "export", "--out", export, "--store", original)[0] == 0
+    assert run_main(capsys, "results", "import", export, "--store", tmp_path / "b.sqlite")[0] == 0
+    assert _started(capsys, tmp_path / "b.sqlite") == {"r": "2026-11-29T12:00:00Z"}
+    again = tmp_path / "again.json"
+    assert run_main(capsys, "results", "export", "--out", again, "--store", tmp_path / "b.sqlite")[0] == 0
+    assert json.loads(again.read_text())["runs"] == {"r": {"started": "2026-11-29T12:00:00Z"}}
+    older = json.loads(export.read_text())
+    del older["runs"]
+    assert _import(capsys, tmp_path, older, tmp_path / "c.sqlite", "older.json")[0] == 0
+    assert _started(capsys, tmp_path / "c.sqlite") == {"r": None}
+    older["runs"] = {"r": {"started": 7}}
+    code, _, err = _import(capsys, tmp_path, older, tmp_path / "d.sqlite", "bad.json")
+    assert code == 2 and "`runs.r.started` is 7, not a time" in err, err
