@@ -443,7 +443,8 @@ def refuse_replacing(path: Path, holds: list[str], *, force: bool, what: str, op
         files = "" if path.is_file() else f" ({holds[0]}{more})"
         raise ConfigError(f"{option_name} {path} already holds {what}{files}; nothing was written",
                           fix=f"pass a new path to {option_name}, or --force to replace it")
-    click.echo(f"--force: replacing {what} in {path}", err=True)
+    click.echo(f"--force: replacing {path}, which holds {what}" if path.is_file() else
+               f"--force: replacing {what} in {path}", err=True)
 
 
 def runner_config_option() -> Callable[[F], F]:
