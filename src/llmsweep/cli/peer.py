@@ -124,8 +124,10 @@ def table(out_dir: Path, resummarise: bool, write: bool, as_json: bool) -> None:
 @out_option("Run directory to write; one that holds results is refused unless --force.", dest="out_dir",
             required=True)
 @option("force", help="Replace the results --out holds.")
-@option("num_warmups", dest="warmups", default=0, show_default=True,
-        help="Warm-up requests the aiperf run sent.")
+@option("num_warmups", dest="warmups", default=None, show_default=False,
+        help="Warm-up requests the aiperf run sent (its --warmup-request-count). aiperf labels each warm-up in its "
+             "export, and those are the warm-ups: a count given here is checked against them, and another is "
+             "refused (exit 2, nothing written). Default: as the export labels them.")
 @option("gpus", default=None, show_default=False, type=click.IntRange(min=1),
         help="GPUs behind the endpoint aiperf loaded. Default: unknown (the artifacts do not say; figures per "
              "endpoint).")
@@ -133,7 +135,7 @@ def table(out_dir: Path, resummarise: bool, write: bool, as_json: bool) -> None:
               help="What served aiperf's load, the summary's source: a real engine (measured) or llmsweep's "
                    "simulator (simulated). Required: the artifacts do not say, and a label is never guessed.")
 @json_option("the summary (summary.json)")
-def import_(artifact_dir: Path, out_dir: Path, force: bool, warmups: int, gpus: int | None, source: RunSource,
+def import_(artifact_dir: Path, out_dir: Path, force: bool, warmups: int | None, gpus: int | None, source: RunSource,
             as_json: bool) -> None:
     """Read an aiperf --artifact-dir into OUT (records.jsonl, run.json, summary.json under llmsweep's definitions)."""
     from llmsweep.cli.bench import _print_summary

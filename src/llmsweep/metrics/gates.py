@@ -326,7 +326,9 @@ def evaluate(
     else:
         verdict = "valid"
     if window < gates.min_submission_s:
-        reasons.append(f"smoke run: profile window {window:.0f} s is shorter than {gates.min_submission_s:.0f} s")
+        # whole seconds from 10 s; under that its figure (a 0.45 s window read `0 s`)
+        shown = f"{window:.0f}" if window >= 10 else f"{window:.3g}"
+        reasons.append(f"smoke run: profile window {shown} s is shorter than {gates.min_submission_s:.0f} s")
     if cut_short:
         reasons.append(f"smoke run: {finished} of the {gates.planned_requests} planned prompts finished (the window "
                        "or a request cap ended it first)")

@@ -15,6 +15,7 @@ from __future__ import annotations
 from llmsweep.peers.aiperf import (
     AiperfRun,
     aiperf_argv,
+    aiperf_warmups,
     import_aiperf_dir,
     read_aiperf_figures,
     read_aiperf_records,
@@ -26,6 +27,7 @@ from llmsweep.peers.aiperf import (
 __all__ = [
     "AiperfRun",
     "aiperf_argv",
+    "aiperf_warmups",
     "import_aiperf_dir",
     "read_aiperf_figures",
     "read_aiperf_records",

@@ -41,6 +41,7 @@ from llmsweep.jsonline import open_json_text, read_json_text
 from llmsweep.metrics.gates import GateConfig
 from llmsweep.metrics.model import MEASURED, RunSource, Summary
 from llmsweep.metrics.server import latency_from_totals
+from llmsweep.words import count_of
 from llmsweep.workload.fixed import FixedLengthWorkload
 
 log = logging.getLogger(__name__)
@@ -229,7 +230,7 @@ def _record(
     metrics = line.get("metrics") or {}
     if not isinstance(meta, dict) or not isinstance(metrics, dict):
         raise _ExportError("metadata and metrics must be JSON objects")
-    phase = "warmup" if meta.get("benchmark_phase") == "warmup" else "profiling"
+    phase = "warmup" if _is_warmup(meta) else "profiling"
     position = int(meta.get("session_num") or 0) + (0 if phase == "warmup" else warmups)
     start_ns, end_ns = meta.get("request_start_ns"), meta.get("request_end_ns")
     sent = start_ns / 1e9 if start_ns is not None else None
@@ -284,12 +285,35 @@ def _int(value: Any) -> int | None:
     return None if value is None else int(value)
 
 
+def aiperf_warmups(artifact_dir: Path) -> int:
+    """The warm-up requests aiperf's `profile_export.jsonl` labels as such (`benchmark_phase: warmup`: aiperf marks
+    each record's phase itself). A line that cannot be read counts as none here; `read_aiperf_records` names it."""
+    labelled = 0
+    with open_json_text(_find(artifact_dir, RECORDS_EXPORT), errors="replace") as fh:
+        for raw in fh:
+            try:
+                meta = json.loads(raw).get("metadata") if raw.strip() else None
+            except (ValueError, AttributeError):
+                continue
+            labelled += isinstance(meta, dict) and _is_warmup(meta)
+    return labelled
+
+
+def _is_warmup(meta: dict[str, Any]) -> bool:
+    """Whether aiperf labelled a record's request warm-up (its `benchmark_phase`)."""
+    return meta.get("benchmark_phase") == "warmup"
+
+
 def read_aiperf_records(
-    artifact_dir: Path, *, max_tokens: Sequence[int] | None = None, warmups: int = 0
+    artifact_dir: Path, *, max_tokens: Sequence[int] | None = None, warmups: int | None = None
 ) -> Iterator[RequestRecord]:
     """Our records from aiperf's `profile_export.jsonl`. `max_tokens` (per dataset position, warm-ups first, as
-    `write_aiperf_dataset` returns) lets the output-length gate check what each request asked for."""
+    `write_aiperf_dataset` returns) lets the output-length gate check what each request asked for. aiperf numbers
+    its profiling requests from 0 again after the warm-ups: each is placed `warmups` further on (None: as many as
+    the export labels warm-up, `aiperf_warmups`), at its position in the dataset."""
     path = _find(artifact_dir, RECORDS_EXPORT)
+    if warmups is None:
+        warmups = aiperf_warmups(artifact_dir)
     workers: dict[str, int] = {}
     lines = 0
     with open_json_text(path, errors="replace") as fh:
@@ -405,7 +429,7 @@ def _find(artifact_dir: Path, name: str) -> Path:
 
 
 def import_aiperf_dir(
-    artifact_dir: Path, out: Path, *, max_tokens: Sequence[int] | None = None, warmups: int = 0,
+    artifact_dir: Path, out: Path, *, max_tokens: Sequence[int] | None = None, warmups: int | None = None,
     gpus: int | None = None, provenance: dict[str, Any] | None = None, source: RunSource = MEASURED,
 ) -> Summary:
     """aiperf artifacts → `out/records.jsonl` + `run.json` + `summary.json` (our definitions); returns the summary.
@@ -414,11 +438,22 @@ def import_aiperf_dir(
     served aiperf's load (`peer crosscheck` probes the server; an import of someone's artifacts cannot tell). `gpus`:
     the GPUs behind the endpoint; None (the artifacts do not say) divides by 1 and records the count as unknown
     (`gpus_known: false`), so the figures read per endpoint, as `bench`'s against a server that reports none.
+    The warm-ups are the requests the export labels warm-up (`aiperf_warmups`); `warmups`, the count the caller says
+    the run sent (`peer import --num-warmups`), is checked against them: another count is refused (ConfigError),
+    nothing written — relabelling measured requests would make a warm-up the run never sent, and the reverse.
     """
     # every line is read before OUT is touched: an export without a request (or no export), or one damaged at any
     # line, is refused with nothing written, never left as a partial records.jsonl (which a second import then
     # refused as results, and which under --force sat beside the summary.json of the import it replaced)
-    records = list(read_aiperf_records(artifact_dir, max_tokens=max_tokens, warmups=warmups))
+    records = list(read_aiperf_records(artifact_dir, max_tokens=max_tokens))
+    labelled = sum(r.phase == "warmup" for r in records)
+    if warmups is not None and warmups != labelled:
+        raise ConfigError(
+            f"--num-warmups {warmups}, but {_find(artifact_dir, RECORDS_EXPORT)} labels "
+            f"{count_of(labelled, 'request')} as warm-up (aiperf marks each record's benchmark_phase); nothing was "
+            "imported",
+            fix=f"drop --num-warmups: the warm-ups are the {labelled} the export labels (aiperf's "
+                "--warmup-request-count sets how many a run sends)")
     out.mkdir(parents=True, exist_ok=True)
     (out / RECORDS_FILE).unlink(missing_ok=True)
     with RecordWriter(out / RECORDS_FILE) as writer:

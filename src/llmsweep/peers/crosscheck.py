@@ -261,7 +261,7 @@ def _run_aiperf(cfg: CrossCheckConfig, run: ClientRun, out: Path, served: _Serve
         run.error = f"aiperf exited {outcome.returncode} (see {outcome.log_path})"
     try:
         run.summary = import_aiperf_dir(
-            spec.artifact_dir, out, max_tokens=max_tokens, warmups=spec.warmups, gpus=served.gpus,
+            spec.artifact_dir, out, max_tokens=max_tokens, gpus=served.gpus,  # the warm-ups the export labels
             provenance={"command": aiperf_argv(spec), "returncode": outcome.returncode, "cpu_s": outcome.cpu_s,
                         **served.provenance},
             source=served.source,

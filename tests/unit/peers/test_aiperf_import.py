@@ -444,3 +444,44 @@ def test_an_export_damaged_past_its_first_lines_leaves_out_as_it_was(
     code, _, err = _import(capsys, art, good, "--force")
     assert code == 2 and "profile_export.jsonl:7" in err
     assert {f.name: f.read_bytes() for f in good.iterdir()} == before  # the complete import stands, untouched
+
+
+def _one_warm_up(dest: Path) -> Path:
+    """OK's artifacts with its first warm-up record only: an export aiperf labelled with 1 warm-up and 8 requests."""
+    art = _copy_ok(dest)
+    lines = (OK / "profile_export.jsonl").read_text().splitlines()
+    kept = [line for i, line in enumerate(lines)
+            if json.loads(line)["metadata"]["benchmark_phase"] != "warmup" or i == 0]
+    (art / "profile_export.jsonl").write_text("\n".join(kept) + "\n")
+    return art
+
+
+def test_num_warmups_is_checked_against_the_warm_ups_the_export_labels(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`peer import --num-warmups 3` of an export aiperf labelled with 1 warm-up imported `warmup: 1` (the option only
+    moved the measured requests' numbering, which its help did not say). aiperf labels each record's phase, and those
+    are the warm-ups: another count is refused, naming the export's, with nothing written; by default (or the same
+    count) the import takes the export's, each request at its position in the dataset (warm-ups first)."""
+    art = _one_warm_up(tmp_path / "a")
+    code, out, err = run_main(capsys, "peer", "import", art, "--out", tmp_path / "three", "--num-warmups", "3",
+                              "--served-by", "simulated")
+    assert code == 2 and out == "", (out, err)
+    assert "--num-warmups 3, but" in err and "labels 1 request as warm-up" in err and "nothing was imported" in err
+    assert "fix: drop --num-warmups: the warm-ups are the 1 the export labels" in err
+    assert not (tmp_path / "three").exists()
+    for extra in ((), ("--num-warmups", "1")):
+        folder = tmp_path / f"o{len(extra)}"
+        code, out, err = run_main(capsys, "peer", "import", art, "--out", folder, *extra, "--served-by", "simulated",
+                                  "--json")
+        assert code == 0 and json.loads(out)["requests"]["warmup"] == 1, err
+        records = [json.loads(line) for line in (folder / "records.jsonl").read_text().splitlines()]
+        assert sorted(r["request_index"] for r in records) == list(range(9))  # none numbered over the warm-up
+    help_text = run_main(capsys, "peer", "import", "--help")[1]
+    assert "another is refused" in " ".join(help_text.split())
+
+
+def test_a_window_under_10_s_is_said_as_measured_not_rounded_to_0(tmp_path: Path) -> None:
+    """OK's run measured over 0.35 s, and its smoke reason said `profile window 0 s is shorter than 900 s`."""
+    summary = import_aiperf_dir(OK, tmp_path / "run", source="simulated")
+    assert summary.validity.reasons == ["smoke run: profile window 0.346 s is shorter than 900 s"]
