@@ -89,14 +89,15 @@ def crosscheck(**kw: Any) -> None:
     )
 
     def progress(run: ClientRun) -> None:
-        state = "ok" if run.ok and not run.error else (run.error or "no successful request")
-        click.echo(f"conc {run.concurrency} {run.client} #{run.repeat}: {state}", err=True)
+        click.echo(f"conc {run.concurrency} {run.client} #{run.repeat}: {run.problem or 'ok'}", err=True)
 
     def unreplaced() -> None:  # under the claim: a cross-check written there since the check above
         refuse_replacing(out, held_results(out), force=False, what="a cross-check")
 
-    # the folder is claimed for the whole run (`run_crosscheck`): --force never takes one a live process holds
-    check = run_crosscheck(cfg, out, on_run=progress, claimed=None if kw["force"] else unreplaced)
+    # the folder is claimed for the whole run (`run_crosscheck`): --force never takes one a live process holds;
+    # nothing answering at --url is refused (exit 2) before either client runs, as `bench` refuses it
+    check = run_crosscheck(cfg, out, on_run=progress, claimed=None if kw["force"] else unreplaced,
+                           say=lambda note: click.echo(note, err=True))
     click.echo(json.dumps(check.to_dict(), indent=2) if kw["as_json"] else markdown(check))
     if not all(any(r.ok for r in check.runs if r.client == c) for c in ("llmsweep", "aiperf")):
         raise click.exceptions.Exit(1)  # one of the clients measured nothing: there is no comparison

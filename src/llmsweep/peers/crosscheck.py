@@ -124,6 +124,13 @@ class ClientRun:
     def ok(self) -> bool:
         return self.summary is not None and self.summary.requests.successful > 0 and not self.paused
 
+    @property
+    def problem(self) -> str | None:
+        """Why the run is compared with nothing (its `error`, else that no request succeeded); None when it is not."""
+        if self.error:
+            return self.error
+        return None if self.ok else "no successful request"
+
 
 @dataclass(frozen=True, slots=True)
 class Figure:
@@ -211,14 +218,22 @@ class _Served:
     source: RunSource
     gpus: int
     provenance: dict[str, Any]
+    notes: tuple[str, ...] = ()
+    """What to say before any load, as `bench` says it: a `--model` the server does not list but took, a `--gpus`
+    the server's own count contradicts."""
 
 
 def _served(cfg: CrossCheckConfig) -> _Served:
-    """What the server says of itself before any load: its source, and its GPU count (`EndpointProbe.gpu_count`)."""
-    from llmsweep.client.probe import probe_endpoint
+    """What the server says of itself before any load: its source, and its GPU count (`EndpointProbe.gpu_count`).
+    The probe `bench` makes (`client.probe.require_endpoint`): nothing answering at the URL, a server still loading
+    or one that does not serve `--model` is a ConfigError (exit 2) within seconds, before either client runs."""
+    from llmsweep.client.probe import require_endpoint
 
-    probe = probe_endpoint(cfg.endpoint.base_url, headers=cfg.endpoint.headers)
-    return _Served(probe.source, *probe.gpu_count(cfg.gpus))
+    probe = require_endpoint(cfg.endpoint.base_url, model=cfg.endpoint.model, headers=cfg.endpoint.headers,
+                             api=cfg.endpoint.api)
+    disagree = probe.gpus_disagree(cfg.gpus)
+    return _Served(probe.source, *probe.gpu_count(cfg.gpus),
+                   notes=(*probe.notes, *((disagree,) if disagree is not None else ())))
 
 
 def _run_llmsweep(cfg: CrossCheckConfig, run: ClientRun, out: Path, served: _Served) -> None:
@@ -287,11 +302,12 @@ BUSY_FIX = "wait for it to finish, or pass a new folder to --out"
 
 
 def run_crosscheck(cfg: CrossCheckConfig, out: Path, *, on_run: Callable[[ClientRun], None] | None = None,
-                   claimed: Callable[[], None] | None = None) -> CrossCheck:
+                   claimed: Callable[[], None] | None = None, say: Callable[[str], None] | None = None) -> CrossCheck:
     """Run every level, both clients in turn; write `crosscheck.json` and `crosscheck.md` under `out`. Every run's
     summary says what served it (`source`) and on how many GPUs, as the server says itself before any load
-    (`client.probe`). An aiperf that cannot be started is refused before any load: every one of its runs would fail
-    after llmsweep's had run.
+    (`client.probe`, whose notes go to `say`). An endpoint where nothing answers (or that is still loading, or does
+    not serve the model) and an aiperf that cannot be started are refused before any load (ConfigError): every run
+    would fail, one client's after the other's had run.
 
     `out` is this cross-check's alone from the first load to the last write (`folderlock.claim`, as `bench` and `run`
     claim --out): another cross-check, bench or run given it meanwhile is refused (ConfigError, exit 2) naming this
@@ -304,6 +320,9 @@ def run_crosscheck(cfg: CrossCheckConfig, out: Path, *, on_run: Callable[[Client
         raise ConfigError(f"aiperf executable {cfg.aiperf!r} not found (or not executable)",
                           fix="install aiperf (pip install aiperf==0.13.0) or pass its path with --aiperf")
     served = _served(cfg)
+    for note in served.notes:
+        if say is not None:
+            say(note)
     with claim(out, "llmsweep peer crosscheck", fix=BUSY_FIX):
         if claimed is not None:
             claimed()
@@ -463,7 +482,7 @@ def levels(runs: list[ClientRun]) -> list[dict[str, Any]]:
             done = [r.summary for r in mine if r.summary is not None]
             out.append({
                 "concurrency": concurrency, "client": client, "runs": len(mine),
-                "errors": [r.error for r in mine if r.error],
+                "errors": [p for r in mine if (p := r.problem)],
                 "successful": sum(s.requests.successful for s in done),
                 "failed": sum(s.requests.failed for s in done),
                 "output_length_mismatch": sum(s.requests.output_length_mismatch for s in done),

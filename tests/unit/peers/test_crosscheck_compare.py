@@ -193,3 +193,16 @@ def test_a_cross_check_killed_while_writing_keeps_a_readable_table(tmp_path: Pat
         proc.wait(timeout=10)
     assert len(load_crosscheck(tmp_path).runs) == 2  # the table of the runs before, whole
     assert (tmp_path / "crosscheck.md").read_text() == markdown(load_crosscheck(tmp_path))
+
+
+def test_a_run_without_a_successful_request_says_so_in_the_errors_column() -> None:
+    """The progress line said `no successful request` of a run every request of which failed, while the table's errors
+    column said `—`: the two now say the same."""
+    runs = [run("llmsweep", 0, summary(0.0, 0.0, 0.0, ok=0)), run("aiperf", 0, summary(0.05, 0.003, 2000))]
+    assert runs[0].problem == "no successful request" and runs[1].problem is None
+    lv = {x["client"]: x for x in levels(runs)}
+    assert lv["llmsweep"]["errors"] == ["no successful request"] and lv["aiperf"]["errors"] == []
+    check = CrossCheck(config={"endpoint": {"base_url": "http://h", "model": "m"}, "isl": 1, "osl": 1, "repeats": 1},
+                       runs=runs)
+    assert "| 8 | llmsweep | 0 / 0 |" in markdown(check) and "| no successful request |" in markdown(check)
+
