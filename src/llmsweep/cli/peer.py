@@ -68,7 +68,14 @@ def crosscheck(**kw: Any) -> None:
     """
     from llmsweep.client import Endpoint
     from llmsweep.folderlock import refuse_held
-    from llmsweep.peers.crosscheck import BUSY_FIX, ClientRun, CrossCheckConfig, markdown, run_crosscheck
+    from llmsweep.peers.crosscheck import (
+        BUSY_FIX,
+        ClientRun,
+        CrossCheckConfig,
+        load_crosscheck,
+        markdown,
+        run_crosscheck,
+    )
 
     out: Path = kw["out_dir"]
     refuse_held(out, fix=BUSY_FIX)  # a live cross-check's (or bench's, run's) folder, refused before any probe
@@ -88,7 +95,10 @@ def crosscheck(**kw: Any) -> None:
         gpus=kw["gpus"],
     )
 
+    ran: list[ClientRun] = []
+
     def progress(run: ClientRun) -> None:
+        ran.append(run)
         click.echo(f"conc {run.concurrency} {run.client} #{run.repeat}: {run.problem or 'ok'}", err=True)
 
     def unreplaced() -> None:  # under the claim: a cross-check written there since the check above
@@ -96,8 +106,15 @@ def crosscheck(**kw: Any) -> None:
 
     # the folder is claimed for the whole run (`run_crosscheck`): --force never takes one a live process holds;
     # nothing answering at --url is refused (exit 2) before either client runs, as `bench` refuses it
-    check = run_crosscheck(cfg, out, on_run=progress, claimed=None if kw["force"] else unreplaced,
-                           say=lambda note: click.echo(note, err=True))
+    try:
+        check = run_crosscheck(cfg, out, on_run=progress, claimed=None if kw["force"] else unreplaced,
+                               say=lambda note: click.echo(note, err=True))
+    except KeyboardInterrupt:  # as `bench` does: what was measured before the signal is printed, then the exit
+        if ran:  # (130, 143) the signal gives; the cross-check it wrote holds the interrupted run
+            stopped = load_crosscheck(out)
+            click.echo(json.dumps(stopped.to_dict(), indent=2) if kw["as_json"] else markdown(stopped))
+            click.echo(f"the runs so far are in {out} (crosscheck.json, crosscheck.md)", err=True)
+        raise
     click.echo(json.dumps(check.to_dict(), indent=2) if kw["as_json"] else markdown(check))
     if not all(any(r.ok for r in check.runs if r.client == c) for c in ("llmsweep", "aiperf")):
         raise click.exceptions.Exit(1)  # one of the clients measured nothing: there is no comparison

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import logging
 import shutil
+import signal
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -119,10 +120,14 @@ class ClientRun:
     paused: bool = False
     """llmsweep was stopped (Ctrl-Z, SIGSTOP) and continued while the run measured: its timings include the pause
     (`readback.judge_paused`; `error` says how long), so it is compared with nothing."""
+    interrupted: bool = False
+    """A signal (Ctrl-C, SIGTERM) stopped the cross-check during this run: what it measured before the stop is its
+    summary (invalid: `run stopped early`), shown with its counts and verdict and compared with nothing."""
 
     @property
     def ok(self) -> bool:
-        return self.summary is not None and self.summary.requests.successful > 0 and not self.paused
+        return (self.summary is not None and self.summary.requests.successful > 0 and not self.paused
+                and not self.interrupted)
 
     @property
     def problem(self) -> str | None:
@@ -186,17 +191,21 @@ class CrossCheck:
 
     config: dict[str, Any]
     runs: list[ClientRun] = field(default_factory=list)
+    interrupted: str | None = None
+    """The signal that stopped the cross-check (`SIGINT`), None while it runs and once it ran to its end; the runs
+    it never started are said as not run."""
 
     @property
     def rows(self) -> list[Row]:
-        return compare(self.runs)
+        return compare(self.runs, self.config.get("concurrencies", ()))
 
     @property
     def levels(self) -> list[dict[str, Any]]:
-        return levels(self.runs)
+        return levels(self.runs, self.config.get("concurrencies", ()), self.config.get("repeats", 0))
 
     def to_dict(self) -> dict[str, Any]:
-        return {"config": self.config, "levels": self.levels, "rows": [asdict(r) for r in self.rows],
+        return {"config": self.config, "interrupted": self.interrupted, "levels": self.levels,
+                "rows": [asdict(r) for r in self.rows],
                 "runs": [{**asdict(r), "summary": r.summary.dump() if r.summary is not None else None}
                          for r in self.runs]}
 
@@ -246,12 +255,13 @@ def _run_llmsweep(cfg: CrossCheckConfig, run: ClientRun, out: Path, served: _Ser
         result = run_benchmark(workload, cfg.endpoint, options, out,
                                provenance={"kind": "crosscheck", **served.provenance},
                                stop_requested=stop.reason, source=served.source)
-    run.summary = result.summary
-    _read_back(run, out)
-    run.cpu_s = result.summary.client_health.cpu_s_total
-    prov = result.summary.provenance
-    if prov.started_at and prov.finished_at:
-        run.wall_s = prov.finished_at - prov.started_at
+        # kept before the signal is raised (as the block ends): an interrupted run's summary is what it measured
+        run.summary = result.summary
+        _read_back(run, out)
+        run.cpu_s = result.summary.client_health.cpu_s_total
+        prov = result.summary.provenance
+        if prov.started_at and prov.finished_at:
+            run.wall_s = prov.finished_at - prov.started_at
 
 
 def _run_aiperf(cfg: CrossCheckConfig, run: ClientRun, out: Path, served: _Served) -> None:
@@ -309,6 +319,9 @@ def run_crosscheck(cfg: CrossCheckConfig, out: Path, *, on_run: Callable[[Client
     not serve the model) and an aiperf that cannot be started are refused before any load (ConfigError): every run
     would fail, one client's after the other's had run.
 
+    A signal (Ctrl-C, SIGTERM) stops the run in progress (`on_run` is told of it too), writes the cross-check with
+    that run's summary as far as it measured and the runs not started said as not run, and is raised again.
+
     `out` is this cross-check's alone from the first load to the last write (`folderlock.claim`, as `bench` and `run`
     claim --out): another cross-check, bench or run given it meanwhile is refused (ConfigError, exit 2) naming this
     one, and this one is refused where a live process holds it, whatever --force says (two loads' runs under one
@@ -333,30 +346,54 @@ def _run_claimed(cfg: CrossCheckConfig, out: Path, served: _Served,
                  on_run: Callable[[ClientRun], None] | None) -> CrossCheck:
     check = CrossCheck(config={**cfg.model_dump(mode="json"), "gpus": served.gpus, **served.provenance})
     position = 0
-    for repeat in range(cfg.repeats):  # every level once before any twice: a run cut short keeps whole repeats
-        for concurrency in cfg.concurrencies:
-            for client in ("llmsweep", "aiperf"):
-                run = ClientRun(client=client, concurrency=concurrency, repeat=repeat, seed=cfg.seed + position,
-                                out_dir=f"c{concurrency}/{client}-{repeat}")
-                position += 1
-                (out / run.out_dir).mkdir(parents=True, exist_ok=True)
-                try:
-                    with watching_pauses() as pauses:
-                        (_run_llmsweep if client == "llmsweep" else _run_aiperf)(cfg, run, out / run.out_dir, served)
-                    _unpaused_or_invalid(run, out / run.out_dir, pauses)
-                except KeyboardInterrupt:
-                    run.error = "interrupted"
+    running: ClientRun | None = None  # the run in progress, until the cross-check holds it
+    try:
+        for repeat in range(cfg.repeats):  # every level once before any twice: a run cut short keeps whole repeats
+            for concurrency in cfg.concurrencies:
+                for client in ("llmsweep", "aiperf"):
+                    run = running = ClientRun(client=client, concurrency=concurrency, repeat=repeat,
+                                              seed=cfg.seed + position, out_dir=f"c{concurrency}/{client}-{repeat}")
+                    position += 1
+                    (out / run.out_dir).mkdir(parents=True, exist_ok=True)
+                    try:
+                        with watching_pauses() as pauses:
+                            (_run_llmsweep if client == "llmsweep" else _run_aiperf)(cfg, run, out / run.out_dir,
+                                                                                     served)
+                        _unpaused_or_invalid(run, out / run.out_dir, pauses)
+                    except Exception as exc:  # a failed run is a row with its reason, never a lost cross-check
+                        log.exception("%s at concurrency %d failed", client, concurrency)
+                        run.error = f"{type(exc).__name__}: {exc}"
                     check.runs.append(run)
-                    write_crosscheck(check, out)
-                    raise
-                except Exception as exc:  # a failed run is a row with its reason, never a lost cross-check
-                    log.exception("%s at concurrency %d failed", client, concurrency)
-                    run.error = f"{type(exc).__name__}: {exc}"
-                check.runs.append(run)
-                write_crosscheck(check, out)  # after every run: a cross-check stopped half way keeps its table
-                if on_run is not None:
-                    on_run(run)
+                    running = None
+                    write_crosscheck(check, out)  # after every run: a cross-check stopped half way keeps its table
+                    if on_run is not None:
+                        on_run(run)
+    except KeyboardInterrupt as exc:  # a signal: what the run in progress measured is kept and said, the rest not run
+        check.interrupted = signal.Signals(getattr(exc, "signum", signal.SIGINT)).name
+        if running is not None:
+            _stopped(running, check.interrupted)
+            check.runs.append(running)
+        write_crosscheck(check, out)
+        if running is not None and on_run is not None:
+            on_run(running)
+        raise
     return check
+
+
+def _stopped(run: ClientRun, signal_name: str) -> None:
+    """A run a signal stopped: its error says so, and what its summary (if it wrote one) counted and judged."""
+    run.interrupted = True
+    said = f"interrupted by {signal_name}"
+    if run.summary is None:
+        run.error = said + (" before it measured anything" if run.client == "llmsweep" else
+                            ": aiperf was stopped, and nothing of its run is read back")
+        return
+    req, validity = run.summary.requests, run.summary.validity
+    counts = ", ".join([f"{count_of(req.successful, 'request')} ok",
+                        *([f"{req.failed} failed"] if req.failed else []),
+                        *([f"{req.cancelled} cancelled"] if req.cancelled else [])])
+    why = f" ({validity.reasons[0]})" if validity.reasons else ""
+    run.error = f"{said}: {counts}; its summary is {validity.verdict}{why}, compared with nothing"
 
 
 def _unpaused_or_invalid(run: ClientRun, folder: Path, pauses: Sequence[float]) -> None:
@@ -387,14 +424,15 @@ def load_crosscheck(out: Path, *, resummarise: bool = False) -> CrossCheck:
     try:
         runs = [ClientRun(**{**r, "summary": Summary.from_doc(r["summary"]) if r.get("summary") else None})
                 for r in data["runs"]]
-        markdown(CrossCheck(config=data["config"], runs=runs))  # every field the table reads is there
+        check = CrossCheck(config=data["config"], runs=runs, interrupted=data.get("interrupted"))
+        markdown(check)  # every field the table reads is there
     except (TypeError, KeyError, AttributeError, ValueError, LlmsweepError) as exc:  # JSON, not a cross-check
         raise DatasetError(f"{path}: not a cross-check ({type(exc).__name__}: {str(exc)[:200]})", fix=fix) from exc
     for run in runs:
         if resummarise and run.summary is not None:
             run.summary = summarise_dir(out / run.out_dir)
             _read_back(run, out / run.out_dir)
-    return CrossCheck(config=data["config"], runs=runs)
+    return check
 
 
 def write_crosscheck(check: CrossCheck, out: Path) -> None:
@@ -431,10 +469,16 @@ def _pct(a: float | None, b: float | None) -> float | None:
     return None if a is None or b is None or b == 0 else 100.0 * (a - b) / b
 
 
-def compare(runs: list[ClientRun]) -> list[Row]:
-    """One row per (concurrency, figure) over the runs that measured something."""
+def compare(runs: list[ClientRun], planned: Sequence[int] = ()) -> list[Row]:
+    """One row per (concurrency, figure) over the runs that measured something; a `planned` level no run reached
+    (a cross-check interrupted before it) has rows that say `not run`."""
     rows: list[Row] = []
-    for concurrency in dict.fromkeys(r.concurrency for r in runs):
+    for concurrency in dict.fromkeys([*planned, *(r.concurrency for r in runs)]):
+        if not any(r.concurrency == concurrency for r in runs):
+            rows += [Row(concurrency=concurrency, figure=fig.label, unit=fig.unit, llmsweep=None, aiperf_own=None,
+                         aiperf_ours=None, difference_pct=None, definition_pct=None, measurement_pct=None,
+                         band_pct=None, verdict=NOT_RUN) for fig in FIGURES]
+            continue
         ours = [r for r in runs if r.concurrency == concurrency and r.client == "llmsweep" and r.ok]
         theirs = [r for r in runs if r.concurrency == concurrency and r.client == "aiperf" and r.ok]
         for fig in FIGURES:
@@ -473,15 +517,21 @@ LAG = figure(SCHEDULE_LAG, "p50")
 says it: the key `--json` gives it under and the Markdown table's column."""
 
 
-def levels(runs: list[ClientRun]) -> list[dict[str, Any]]:
-    """Per concurrency and client: requests, failures, server-counted lengths, cache hits, client CPU and lag."""
+NOT_RUN = "not run"
+"""What a level (or a client's runs at it) says where the cross-check stopped before it ran."""
+
+
+def levels(runs: list[ClientRun], planned: Sequence[int] = (), repeats: int = 0) -> list[dict[str, Any]]:
+    """Per concurrency and client: requests, failures, server-counted lengths, cache hits, client CPU and lag, and
+    how many of the `repeats` runs of each `planned` level were never run (`not_run`: a cross-check stopped first)."""
     out: list[dict[str, Any]] = []
-    for concurrency in dict.fromkeys(r.concurrency for r in runs):
+    for concurrency in dict.fromkeys([*planned, *(r.concurrency for r in runs)]):
         for client in ("llmsweep", "aiperf"):
             mine = [r for r in runs if r.concurrency == concurrency and r.client == client]
             done = [r.summary for r in mine if r.summary is not None]
             out.append({
                 "concurrency": concurrency, "client": client, "runs": len(mine),
+                "not_run": max(0, repeats - len(mine)) if concurrency in planned else 0,
                 "errors": [p for r in mine if (p := r.problem)],
                 "successful": sum(s.requests.successful for s in done),
                 "failed": sum(s.requests.failed for s in done),
@@ -509,6 +559,15 @@ def _p(value: float | None) -> str:
     return "—" if value is None else f"{value:+.1f} %"
 
 
+def _said(level: dict[str, Any]) -> str:
+    """A level's errors column: each run's problem, and the runs never run (`not run`, `1 of 2 runs not run`)."""
+    said = list(level["errors"])
+    if level["not_run"]:
+        said.append(NOT_RUN if not level["runs"] else
+                    f"{level['not_run']} of {count_of(level['runs'] + level['not_run'], 'run')} {NOT_RUN}")
+    return "; ".join(said) or "—"
+
+
 DEFINITIONS = """\
 How the two clients define what they report (aiperf 0.13 names in brackets; read from its metric classes):
 
@@ -530,6 +589,17 @@ How the two clients define what they report (aiperf 0.13 names in brackets; read
 """
 
 
+def _stopped_note(check: CrossCheck) -> list[str]:
+    """The paragraph of an interrupted cross-check: how many of its runs started, and what the stopped one shows."""
+    if check.interrupted is None:
+        return []
+    ran = len(check.runs)
+    planned = len(check.config.get("concurrencies", ())) * check.config.get("repeats", 0) * 2
+    return [f"Interrupted by {check.interrupted}: {ran} of {count_of(planned, 'run')} started, {planned - ran} not "
+            "run; a run the signal stopped is shown as far as it measured, with its verdict, and compared with "
+            "nothing.", ""]
+
+
 def markdown(check: CrossCheck) -> str:
     cfg = check.config
     lines = [
@@ -538,6 +608,7 @@ def markdown(check: CrossCheck) -> str:
         f"Fixed {cfg['isl']}/{cfg['osl']} chat requests, the same prompts for both clients (aiperf reads llmsweep's "
         f"prompts as a single_turn dataset), {count_of(cfg['repeats'], 'run')} of each client per level, alternating.",
         "",
+        *_stopped_note(check),
         "| conc | figure | llmsweep | aiperf (own) | aiperf (our definitions) | difference | definition | "
         "measurement | 95 % band | verdict | server Δ |",
         "|---:|---|---:|---:|---:|---:|---:|---:|---:|---|---:|",
@@ -566,6 +637,6 @@ def markdown(check: CrossCheck) -> str:
             f"| {lv['concurrency']} | {lv['client']} | {lv['successful']} / {lv['failed']} | "
             f"{lv['output_length_mismatch']} | {_f(lv['isl_mean'], 1)} | {_f(lv['osl_mean'], 1)} | "
             f"{_f(lv['cache_hit'], 3)} | {_f(lv['client_cpu_s'], 1)} | {_f(lv['wall_s'], 1)} | "
-            f"{'—' if lv[LAG.name] is None else LAG.cell(lv[LAG.name])} | {'; '.join(lv['errors']) or '—'} |"
+            f"{'—' if lv[LAG.name] is None else LAG.cell(lv[LAG.name])} | {_said(lv)} |"
         )
     return "\n".join(lines) + "\n\n" + DEFINITIONS

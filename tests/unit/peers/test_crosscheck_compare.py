@@ -206,3 +206,25 @@ def test_a_run_without_a_successful_request_says_so_in_the_errors_column() -> No
                        runs=runs)
     assert "| 8 | llmsweep | 0 / 0 |" in markdown(check) and "| no successful request |" in markdown(check)
 
+
+def test_an_interrupted_cross_check_says_which_runs_never_ran_and_reads_back_the_same(tmp_path: Path) -> None:
+    """Stopped during llmsweep's second run at conc 8 of levels 8 and 16, 2 repeats: that run is compared with nothing
+    (its summary is invalid), and the runs never started are counted as not run, per level and client."""
+    stopped = run("llmsweep", 1, summary(0.07, 0.005, 1000, ok=3), interrupted=True, error="interrupted by SIGINT: …")
+    runs = [run("llmsweep", 0, summary(0.05, 0.003, 2000)),
+            run("aiperf", 0, summary(0.05, 0.003, 2000), own(0.05, 0.003, 2000)), stopped]
+    assert not stopped.ok
+    check = CrossCheck(config={"endpoint": {"base_url": "http://h", "model": "m"}, "isl": 1, "osl": 1, "repeats": 2,
+                               "concurrencies": [8, 16]}, runs=runs, interrupted="SIGINT")
+    lv = {(x["concurrency"], x["client"]): x for x in check.levels}
+    order = ((8, "llmsweep"), (8, "aiperf"), (16, "llmsweep"), (16, "aiperf"))
+    assert [lv[k]["not_run"] for k in order] == [0, 1, 2, 2]
+    assert lv[(8, "llmsweep")]["successful"] == 32 + 3  # the stopped run's requests are counted, as it measured them
+    assert row(check.rows, "TTFT p50").llmsweep == pytest.approx(50.0)  # the first run's alone
+    assert {r.verdict for r in check.rows if r.concurrency == 16} == {"not run"}
+    text = markdown(check)
+    assert "Interrupted by SIGINT: 3 of 8 runs started, 5 not run;" in text
+    assert "| 8 | aiperf | 32 / 0 |" in text and "| 1 of 2 runs not run |" in text and "| 16 | aiperf | 0 / 0 |" in text
+    write_crosscheck(check, tmp_path)
+    again = load_crosscheck(tmp_path)
+    assert again.interrupted == "SIGINT" and again.runs[2].interrupted and markdown(again) == text
