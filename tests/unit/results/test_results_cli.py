@@ -890,6 +890,8 @@ def test_export_out_says_what_a_file_it_refuses_holds(make_run, store_path: Path
         assert code == 2 and f"--out {out_file} already holds {held}; nothing was written" in err, err
     code, _, err = run_main(capsys, "results", "export", "--out", notes, "--force")
     assert code == 0 and json.loads(notes.read_text())["format"] == "llmsweep-results", err
+    # the file is replaced, which the notice says of the file (it said "replacing … in notes.txt")
+    assert f"--force: replacing {notes}, which holds something that is not an llmsweep export" in err, err
 
 
 def test_show_refuses_a_job_id_several_runs_hold_naming_each(make_run, store_path: Path, tmp_path: Path,
