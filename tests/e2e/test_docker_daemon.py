@@ -281,6 +281,68 @@ def test_sigint_mid_measurement_stops_the_container_and_exits_130(tf_python: Pat
     assert not list(out.glob("servers/*/server*.pid")), "a pid file says something was left"
 
 
+def _installed_transformers(tf_python: Path) -> str:
+    return subprocess.run([str(tf_python), "-c", "import importlib.metadata as m; print(m.version('transformers'))"],
+                          capture_output=True, text=True, timeout=60, check=True).stdout.strip()
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.usefixtures("no_containers_after")
+def test_a_result_is_labelled_with_the_engine_version_its_container_has_not_the_declared_one(
+    tf_python: Path, model_dir: Path, image: str, tmp_path: Path
+) -> None:
+    """transformers serve reports no version, and an image built here names none in its tag: the result was labelled
+    with the recipe's declared version, though the container ran another (both read-back fields null, no warning).
+    The version is now read in the container (`docker exec` of its interpreter), the drift warned and the result
+    labelled with what ran, as the local executor does for the host's engine."""
+    installed = _installed_transformers(tf_python)
+    text = _recipe(tf_python, model_dir, tmp_path, concs="[1]", prompts_per_conc=2, osl=8, warmups=0).read_text()
+    assert "version: 5.17.0 }" in text
+    (tmp_path / "declared.yaml").write_text(text.replace("version: 5.17.0 }", "version: 4.50.0 }"))
+    out = tmp_path / "run"
+    proc = run_here([tmp_path / "declared.yaml", "--executor", "docker",
+                     *_executor_flags(_options(tf_python, model_dir)), "--out", out, "--no-report"],
+                    cli_env(tmp_path))
+    said = proc.stdout + proc.stderr
+    assert proc.returncode == 0, said[-3000:]
+    assert (f"warning: engine version: the recipe declares transformers 4.50.0, but the server ran transformers "
+            f"{installed}") in said, said[-3000:]
+    (summary_file,) = out.glob("jobs/*/summary.json")
+    launch = json.loads(summary_file.read_text())["provenance"]["launch"]
+    assert launch["engine_version_reported"] is None  # transformers serve has no /version
+    assert (launch["engine_version"], launch["engine_version_declared"], launch["engine_version_installed"]) == (
+        installed, "4.50.0", installed), launch
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.usefixtures("no_containers_after")
+def test_the_engine_version_is_read_from_the_interpreter_a_console_script_names_in_the_container(
+    tf_python: Path, model_dir: Path, image: str, tmp_path: Path
+) -> None:
+    """A launch by console script (`transformers serve`, `vllm serve`) is read with the python its `#!` line names in
+    the container; `python3 -m` with that python; an engine the container's python lacks reads as None (unread, never
+    the declared version)."""
+    from llmsweep.execute.docker import container_engine_version
+
+    spec = resolve_port(LaunchSpec(engine="transformers", image=image, argv=("/bin/sleep", "120"), port=0, gpus=0))
+    launcher = DockerLauncher(DockerOptions.model_validate(_options(tf_python, model_dir)))
+    handle = launcher.launch(spec, log_path=tmp_path / "server.log")
+    try:
+        name = handle.cleanup[-1]
+        wait_for(lambda: any(line.split()[0] == name and " Up " in f" {line} " for line in _containers()),
+                 timeout=60, what="the container")
+        installed = _installed_transformers(tf_python)
+        for argv in (("transformers", "serve", "m"), ("python3", "-m", "transformers.cli.transformers", "serve")):
+            launched = LaunchSpec(engine="transformers", image=image, argv=argv, port=1, gpus=0)
+            assert container_engine_version("docker", name, launched) == installed, argv
+        for engine, argv in (("vllm", ("python3", "-m", "vllm.entrypoints.openai.api_server")),
+                             ("vllm", ("vllm", "serve", "m"))):
+            assert container_engine_version("docker", name, LaunchSpec(engine=engine, image=image, argv=argv,
+                                                                       port=1, gpus=0)) is None
+    finally:
+        handle.stop(grace_s=1)
+
+
 @pytest.fixture
 def registry(image: str, tmp_path: Path) -> Iterator[str]:
     """A registry on loopback (Debian's `docker-registry`; the daemon trusts 127.0.0.0/8 without TLS) holding the

@@ -47,6 +47,21 @@ def test_a_declared_engine_version_other_than_the_one_that_ran_is_said_and_not_t
     assert launch["engine_version_installed"] == "5.17.0"
 
 
+def test_a_version_nothing_read_back_is_said_to_be_the_declared_one_unconfirmed(tmp_path: Path,
+                                                                                 tiny_model_dir: Path) -> None:
+    """The server reports no version and its interpreter's cannot be read: the result carries the declared one, and
+    the run says that nothing confirmed it (it ran unsaid)."""
+    env = stand_in_env(tmp_path, version=None, LLMSWEEP_STORE=str(tmp_path / "store.sqlite"))
+    res = run_here([_recipe(tmp_path, tiny_model_dir), "--executor-option", "allow_image=true",
+                    "--out", tmp_path / "run", "--no-report", "--request-timeout", "10"], env)
+    assert res.returncode == 0, res.stderr[-4000:]
+    assert ("warning: the transformers version that ran was not read (the server reports none, and the python that "
+            "ran it could not be asked): the result carries the declared 5.17.0, unconfirmed") in res.stderr
+    ((_, jdir),) = job_dirs(tmp_path / "run").items()
+    launch = read_json(jdir / "summary.json")["provenance"]["launch"]
+    assert launch["engine_version_reported"] is None and launch["engine_version_installed"] is None
+
+
 def test_the_declared_version_that_ran_is_the_label_and_ignore_eos_what_was_sent(tmp_path: Path,
                                                                                    tiny_model_dir: Path) -> None:
     env = stand_in_env(tmp_path, version="5.17.0", LLMSWEEP_STORE=str(tmp_path / "store.sqlite"))

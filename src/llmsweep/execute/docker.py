@@ -652,6 +652,45 @@ def await_creation(docker: str, name: str, creating: Callable[[], bool], timeout
         time.sleep(0.1)
 
 
+_SCRIPT_FIRST_LINE = 'exe=$(command -v "$1") && IFS= read -r line < "$exe" && printf "%s\\n" "$line"'
+"""`sh -c` in the container: the first line of the command `$1` names on the container's PATH (a console script's
+`#!` line), with the shell's builtins only (an engine image may lack `head`)."""
+
+
+def container_engine_version(docker: str, name: str, spec: LaunchSpec) -> str | None:
+    """The version of `spec.engine` the interpreter of its launch has installed in running container `name`, read
+    there as the local executor reads the host's (`host_engine.PROBE`: the distribution's version, else the module's
+    `__version__`) with `docker exec`, under the container's environment; None when it cannot be read (the container
+    has no `sh` to find a console script's interpreter, or the probe fails)."""
+    from llmsweep.engine_ids import ENGINE_IDS
+    from llmsweep.execute.host_engine import PROBE, TIMEOUT_S, shebang_interpreter
+
+    identity = ENGINE_IDS.get(spec.engine)
+    if identity is None or identity.package is None or not spec.argv:
+        return None
+
+    def exec_in(*argv: str) -> str | None:
+        try:
+            proc = run_command([docker, "exec", name, *argv], timeout_s=TIMEOUT_S, check=False, new_session=True,
+                               fix=_DAEMON_FIX)
+        except LaunchError as exc:
+            log.info("cannot read the %s version in container %s: %s", spec.engine, name, exc.message)
+            return None
+        lines = proc.stdout.strip().splitlines()
+        if proc.returncode != 0 or not lines:
+            log.info("cannot read the %s version in container %s: `%s` exited %s: %s", spec.engine, name,
+                     shell.join(argv[:3]), proc.returncode, proc.stderr.strip()[-300:])
+            return None
+        return lines[-1].strip() or None
+
+    python: str | None = spec.argv[0]
+    if spec.argv[1:2] != ("-m",):  # a console script (`vllm serve`): the interpreter its `#!` line names
+        first = exec_in("sh", "-c", _SCRIPT_FIRST_LINE, "sh", spec.argv[0])
+        named = shebang_interpreter(first) if first is not None else None
+        python = named[0] if named is not None else None  # (a bare name: `docker exec` finds it on the PATH)
+    return exec_in(python, "-c", PROBE, identity.package) if python else None
+
+
 class DockerServerHandle(ProcessServerHandle):
     """A `docker run` CLI's handle that asks the daemon whether its container still runs (`is_alive`) and why it
     ended (`exit_cause`). The container outlives its exit (no `--rm`) until `stop` removes it, so its State can say
@@ -690,6 +729,11 @@ class DockerServerHandle(ProcessServerHandle):
                 time.sleep(0.02)
             return False
         return True  # being created, or the daemon did not say: the CLI's life decides
+
+    def installed_engine_version(self) -> str | None:
+        """The engine version the container's interpreter has installed (`container_engine_version`), for a server
+        that reports none: what ran, read where it ran, never the version the launch declares."""
+        return container_engine_version(self._docker, self._name, self.spec)
 
     def await_creation(self, timeout_s: float) -> bool:
         """`await_creation` of its container while its attached `docker run` lives (one seen running was created)."""

@@ -43,18 +43,30 @@ def launch_interpreter(spec: LaunchSpec, path: str | None) -> str | None:
         return exe
     try:
         with open(exe, "rb") as fh:
-            first = fh.readline(4096).decode("utf-8", "replace").strip()
+            first = fh.readline(4096).decode("utf-8", "replace")
     except OSError:
         return None
+    named = shebang_interpreter(first)
+    if named is None:
+        return None
+    word, on_path = named
+    return shutil.which(word, path=path) if on_path else word
+
+
+def shebang_interpreter(first_line: str) -> tuple[str, bool] | None:
+    """The interpreter a script's first line names: (its path, False) for `#!/usr/bin/python3`, (its name, True) for
+    `#!/usr/bin/env python3` or `env -S python3 -u` (found on the PATH of whoever runs it); None when the line is no
+    `#!` line."""
+    first = first_line.strip()
     if not first.startswith("#!"):
         return None
     words = first[2:].split()
     if not words:
         return None
-    if Path(words[0]).name == "env":  # `#!/usr/bin/env python3`, or `env -S python3 -u`
+    if Path(words[0]).name == "env":
         words = [w for w in words[1:] if not w.startswith("-")]
-        return shutil.which(words[0], path=path) if words else None
-    return words[0]
+        return (words[0], True) if words else None
+    return words[0], False
 
 
 def host_engine_version(spec: LaunchSpec, env: Mapping[str, str] | None = None) -> str | None:

@@ -703,7 +703,14 @@ class _Server:
                 from llmsweep.execute.host_engine import host_engine_version
 
                 self.observed["engine_version_installed"] = host_engine_version(spec)
+            elif spec.engine != SIM.id and not self.observed.get("engine_version"):
+                # a server in a container that reports no version: what the container's interpreter has installed
+                from llmsweep.execute.docker import DockerServerHandle
+
+                if isinstance(handle, DockerServerHandle):
+                    self.observed["engine_version_installed"] = handle.installed_engine_version()
             self._judge_version(spec)
+            self._unread_version(spec)
             if on_no_gpu(spec):  # a CPU rehearsal: its figures are no GPU's, and its table says it
                 for job in self.group.jobs:
                     kept = self.group.warnings.setdefault(job.id, [])
@@ -722,6 +729,17 @@ class _Server:
         if any(said):  # what two runs of one recipe on one SKU are told apart by (`HostFacts`, `GpuState`)
             self.event("server's machine: " + "; ".join(x for x in said if x))
         return handle
+
+    def _unread_version(self, spec: LaunchSpec) -> None:
+        """Say so when the engine version that ran could be read neither from the server (`/version`) nor from the
+        interpreter that ran it (the host's, or its container's): the result then carries the version the launch
+        declares, which nothing read back confirms (`launch.engine_version_reported` and `_installed` are null)."""
+        if (spec.engine == SIM.id or not spec.engine_version or "engine_version_installed" not in self.observed
+                or self.observed.get("engine_version") or self.observed.get("engine_version_installed")):
+            return
+        where = "its container's python" if self.observed.get("image") else "the python that ran it"
+        self.event(f"warning: the {spec.engine} version that ran was not read (the server reports none, and {where} "
+                   f"could not be asked): the result carries the declared {spec.engine_version}, unconfirmed")
 
     def _judge_context(self, spec: LaunchSpec) -> None:
         """Say the context the server reports serving, and warn each job whose launch fixed another (job.json records

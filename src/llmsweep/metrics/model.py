@@ -449,8 +449,9 @@ class Launch(_Open):
     engine_version_reported: str | None = None
     engine_version_installed: str | None = Field(
         default=None, description="The engine's version the interpreter that ran it had installed, read on the host "
-        "when the server ran there without an image (`execute.host_engine`): what the host's engine was, for an "
-        "engine whose server reports none (transformers serve).")
+        "when the server ran there without an image (`execute.host_engine`), or in the server's docker container "
+        "(`execute.docker.container_engine_version`): what the engine that ran was, for an engine whose server "
+        "reports none (transformers serve).")
     context_served: int | None = Field(
         default=None, description="The context length (tokens) the server reported serving (`/v1/models`' "
         "`max_model_len`, `client.probe.model_context`): what vLLM fitted an `auto` context to, or another length "
