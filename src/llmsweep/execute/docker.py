@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from llmsweep import shell
 from llmsweep.engines.launch import LaunchSpec
@@ -93,6 +93,43 @@ class DockerOptions(BaseModel):
         description="Longest `docker pull` of an image this host lacks (pulled before the server starts: the pull "
         "does not count against the start-up timeout).",
     )
+
+    @field_validator("shm_size", mode="before")
+    @classmethod
+    def _shm_size(cls, value: object) -> object:
+        if isinstance(value, int) and not isinstance(value, bool):
+            value = str(value)  # `shm_size=100` (read as YAML): bytes, as docker reads a bare number
+        if isinstance(value, str) and not _DOCKER_SIZE.fullmatch(value):
+            raise ValueError(f"{value!r} is not a size `docker run --shm-size` reads: a number with an optional unit "
+                             "b, k, m or g (e.g. shm_size=16g)")
+        return value
+
+    @field_validator("workdir")
+    @classmethod
+    def _workdir(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith("/"):
+            raise ValueError(f"{value!r} is not an absolute path, which `docker run -w` needs (the container's "
+                             "folder, not this host's); give one, e.g. workdir=/workspace, or leave it out for the "
+                             "image's own")
+        return value
+
+
+_DOCKER_SIZE = re.compile(r"\d+(\.\d+)? ?[kKmMgGtTpP]?[iI]?[bB]?")
+"""A size as docker's CLI reads `--shm-size` (go-units' RAMInBytes): `16g`, `1.5g`, `64MiB`, `100` (bytes)."""
+
+
+def check_docker_cli(options: DockerOptions) -> None:
+    """Refuse a docker CLI (the `docker` option) this host cannot run, before any job: otherwise each server's image
+    check failed with "check the docker daemon", which is not what is wrong."""
+    if shutil.which(options.docker) is not None:
+        return
+    where = Path(options.docker)
+    said = ("does not exist" if "/" in options.docker and not where.exists() else
+            "is not an executable file" if "/" in options.docker else "is not on PATH")
+    raise ConfigError(
+        f"the docker executor's CLI `{options.docker}` (executor option docker) {said}",
+        fix=f"install Docker (or a compatible CLI such as podman), or name it: {_OPTION} docker=PATH "
+        "(leave it out for `docker` on PATH)")
 
 
 def container_name(spec: LaunchSpec, prefix: str = "llmsweep") -> str:
@@ -875,6 +912,7 @@ class DockerExecutor:
 
     def __init__(self, options: Mapping[str, Any] | DockerOptions | None = None) -> None:
         validated = validate_options(self.kind, DockerOptions, options)
+        check_docker_cli(validated)
         check_mount_sources(validated)
         self.launcher = DockerLauncher(validated)
 

@@ -49,3 +49,31 @@ def test_an_infinite_limit_is_refused_as_every_other_finite_one_is(options: str,
     model = SlurmOptions if options == "slurm" else DockerOptions
     with pytest.raises(ValidationError, match="finite number"):
         model.model_validate({field: float("inf")})
+
+
+@pytest.mark.parametrize(("pair", "said", "fix"), [
+    ("docker=/nonexistent/docker", "CLI `/nonexistent/docker` (executor option docker) does not exist",
+     "--executor-option docker=PATH"),
+    ("shm_size=lots", "shm_size: Value error, 'lots' is not a size `docker run --shm-size` reads", "shm_size is"),
+    ("workdir=rel dir", "workdir: Value error, 'rel dir' is not an absolute path", "workdir is"),
+])
+def test_a_docker_option_docker_would_refuse_is_refused_before_anything_runs(tmp_path: Path, pair: str, said: str,
+                                                                             fix: str) -> None:
+    """`docker=/nonexistent/docker` failed each job with "check the docker daemon"; `shm_size=lots` and a relative
+    `workdir` failed at `docker run` (exit 125, the run's exit 1). Each is bad input: exit 2 naming the option."""
+    out = tmp_path / "out"
+    res = CliRunner().invoke(cli, ["run", str(RECIPE), "--executor", "docker", "--executor-option", pair,
+                                   "--out", str(out), "--store", str(tmp_path / "s.sqlite")])
+    assert isinstance(res.exception, ConfigError), res.exception  # exit 2 through `main`, said once
+    assert said in res.exception.message, res.exception.message
+    assert fix in (res.exception.fix or ""), res.exception.fix
+    assert not out.exists()
+
+
+def test_docker_sizes_docker_reads_are_taken() -> None:
+    from llmsweep.execute.docker import DockerOptions
+
+    for size in ("16g", "1.5g", "64MiB", "64 m", "2T", "16gb"):
+        assert DockerOptions(shm_size=size).shm_size == size
+    assert DockerOptions.model_validate({"shm_size": 100}).shm_size == "100"  # `shm_size=100`: bytes, as docker reads
+    assert DockerOptions(workdir="/srv/my dir").workdir == "/srv/my dir"
