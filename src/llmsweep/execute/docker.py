@@ -1,8 +1,9 @@
 """Docker executor: the server runs in its engine image via `docker run`; the client stays on the host.
 
-The harness is mounted at `/llmsweep`, never `/workspace`: engine images install editable engines there and a bind
-mount would mask them (InferenceX switched mount paths by image-name substring to dodge this). Secrets are passed
-with `-e NAME` (value taken by the docker CLI from its own environment), so the rendered command is safe to write.
+A harness checkout (the `harness_dir` option) is mounted at `/llmsweep`, never `/workspace`: engine images install
+editable engines there and a bind mount would mask them (InferenceX switched mount paths by image-name substring to
+dodge this). Secrets are passed with `-e NAME` (value taken by the docker CLI from its own environment), so the
+rendered command is safe to write.
 """
 
 from __future__ import annotations

@@ -144,6 +144,8 @@ def test_harness_is_mounted_at_llmsweep_never_workspace() -> None:
     mounts = flag_value(argv, "-v")
     assert mounts == ["/home/ci/llmsweep:/llmsweep:ro"]
     assert not any("/workspace" in a for a in argv)
+    # the README's docker bullet: the harness is mounted only where `harness_dir` names it
+    assert not any("/llmsweep" in a for a in render())
 
 
 def test_a_folder_whose_path_holds_a_colon_is_mounted_with_mount_not_v() -> None:
