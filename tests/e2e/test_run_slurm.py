@@ -127,7 +127,8 @@ def test_two_server_groups_run_as_two_batch_jobs_and_land_in_out(tmp_path: Path)
     assert len(outcomes) == 3 and {o["status"] for o in outcomes} == {"failed"}, outcomes
     for o in outcomes:
         assert re.match(r"Slurm job \d+ ended FAILED \(exit 65\) before this job ran: the node's python \S+/no-python "
-                        r"on \S+ is missing or older than Python 3.11; .*; set python in the slurm executor options",
+                        r"on \S+ does not exist \(no such file on this node, nor a command on its PATH\); .*"
+                        r"--executor-option python=PATH",
                         o["reasons"][0]), o["reasons"][0]
     for jdir in jobs.values():
         assert not (jdir / "outcome.json").exists() and verdict(jdir) is None

@@ -324,7 +324,7 @@ def test_the_batch_script_records_a_sigquit_as_131(tmp_path: Path) -> None:
 
 def test_a_node_without_a_modern_python_fails_fast_with_a_reason(tmp_path: Path) -> None:
     old_python = tmp_path / "python3.10"
-    old_python.write_text("#!/bin/sh\nexit 1\n")  # answers the version check like an old interpreter would
+    old_python.write_text("#!/bin/sh\necho 3.10.12\nexit 1\n")  # answers the version check as Python 3.10 does
     old_python.chmod(0o755)
     spec = tiny()
     job = SlurmExecutor(options(python=str(old_python))).submit(
@@ -332,8 +332,27 @@ def test_a_node_without_a_modern_python_fails_fast_with_a_reason(tmp_path: Path)
     with cancel_on_interrupt([job]):
         result = job.wait(timeout_s=60)
     assert not result.ok and result.exit_code == 65
-    assert "older than Python 3.11" in result.stderr_path.read_text()
+    assert f"{old_python} on " in (said := result.stderr_path.read_text()) and (
+        "is Python 3.10.12, older than 3.11" in said and "--executor-option python=PATH" in said), said
     assert not (tmp_path / "server.log").exists()  # nothing was launched
+
+
+def test_a_node_python_that_does_not_exist_is_said_missing_not_old(tmp_path: Path) -> None:
+    """`python=/nonexistent/python3` was said "missing or older than Python 3.11 … set python in the slurm executor
+    options": which of the two, and the option's spelling on the command line."""
+    spec = tiny()
+    missing = tmp_path / "no-such" / "python3"
+    job = SlurmExecutor(options(python=str(missing))).submit(
+        spec, group_file=write_group(tmp_path, spec, ["true"]), out_dir=tmp_path, name="no-python")
+    with cancel_on_interrupt([job]):
+        result = job.wait(timeout_s=60)
+    assert not result.ok and result.exit_code == 65
+    reason = python_check_reason(result)
+    assert reason is not None and re.search(
+        rf"the node's python {re.escape(str(missing))} on \S+ does not exist \(no such file on this node, nor a "
+        r"command on its PATH\); the client cannot run; give a Python >= 3.11 with llmsweep and its dependencies "
+        r"installed: --executor-option python=PATH", reason), reason
+    assert "older" not in reason
 
 
 def test_a_node_python_without_llmsweeps_dependencies_fails_fast_naming_the_missing_module(tmp_path: Path) -> None:
@@ -355,8 +374,35 @@ def test_a_node_python_without_llmsweeps_dependencies_fails_fast_naming_the_miss
     reason = python_check_reason(result)
     assert reason is not None and re.search(
         r"ended FAILED \(exit 65\) before this job ran: the node's python /usr/bin/python3 on \S+ cannot import "
-        r"llmsweep\.cli\.main \(ModuleNotFoundError: No module named '\w+'\); the worker cannot run; set python in "
-        r"the slurm executor options", reason), reason
+        r"(\w+, which )?llmsweep\.cli\.main (needs )?\(ModuleNotFoundError: No module named '\w+'\); the worker "
+        r"cannot run; give a Python >= 3.11 with llmsweep and its dependencies installed: --executor-option "
+        r"python=PATH", reason), reason
+    assert not (tmp_path / "server.log").exists()  # nothing was launched
+
+
+def test_a_node_python_that_imports_the_cli_but_lacks_a_jobs_dependency_fails_the_check(tmp_path: Path) -> None:
+    """A Python >= 3.11 with click but not the rest of llmsweep's dependencies (the transformers venv: no aiohttp, no
+    prometheus_client) imported the worker's module (the driver's PYTHONPATH made `llmsweep` importable), passed the
+    check, and every job failed with `internal error: ModuleNotFoundError`, exit 1, no Python, node or fix named.
+    The check imports what a job runs (`WORKER_IMPORTS`): exit 65, naming the module it lacks and the fix."""
+    given = os.environ.get("LLMSWEEP_TRANSFORMERS_PYTHON")
+    lacking = [m for m in ("aiohttp", "prometheus_client")
+               if given and subprocess.run([given, "-c", f"import {m}"], capture_output=True).returncode != 0]
+    if not given or not lacking or subprocess.run([given, "-c", "import click, pydantic, yaml"],
+                                                  capture_output=True).returncode != 0:
+        pytest.skip("needs a Python >= 3.11 with click but without aiohttp or prometheus_client "
+                    "(LLMSWEEP_TRANSFORMERS_PYTHON: the transformers venv)")
+    spec = tiny()
+    job = SlurmExecutor(SlurmOptions(python=given, poll_s=0.5, time_limit="00:05:00")).submit(
+        spec, group_file=write_group(tmp_path, spec, ["true"]), out_dir=tmp_path, name="tf-python")
+    with cancel_on_interrupt([job]):
+        result = job.wait(timeout_s=90)
+    assert not result.ok and result.exit_code == 65, result.stderr_path.read_text()[-2000:]
+    reason = python_check_reason(result)
+    assert reason is not None and re.search(
+        rf"the node's python {re.escape(given)} on \S+ cannot import ({'|'.join(lacking)}), which llmsweep\.\S+ "
+        r"needs \(ModuleNotFoundError: No module named '\w+'\); the worker cannot run; .*--executor-option "
+        r"python=PATH", reason), reason
     assert not (tmp_path / "server.log").exists()  # nothing was launched
 
 

@@ -462,7 +462,7 @@ def _substitute(part: str, values: Mapping[str, str]) -> str:
     return part
 
 
-PYTHON_FIX = "set python in the slurm executor options to a Python >= 3.11 with llmsweep installed"
+PYTHON_FIX = f"give a Python >= 3.11 with llmsweep and its dependencies installed: {_OPTION} python=PATH"
 """The fix for a node whose Python cannot run the worker (the batch script says it, and the driver quotes it)."""
 _PYTHON_CHECK_SAID = "llmsweep: node python: "
 """How the batch script's line begins when the node's Python cannot run the worker (read back by the driver)."""
@@ -487,29 +487,65 @@ def _is_module_name(module: str) -> bool:
     return all(part.isidentifier() for part in module.split("."))
 
 
-def _python_check(python: str, module: str | None) -> str:
-    """Fail in a second, before any image import, when the harness Python on the node cannot run the client: missing,
-    older than 3.11, or unable to import the worker's module (llmsweep or one of its dependencies missing: with the
-    batch job's environment, its PYTHONPATH included; `module` None, a script worker: the version only). Exit
-    `PYTHON_CHECK_EXIT`, with a line the driver reads back (`python_check_reason`).
+WORKER_IMPORTS: tuple[str, ...] = ("llmsweep.execute.pipeline", "llmsweep.client.transport", "llmsweep.client.scrape")
+"""What the batch script's check imports after the worker's module: the modules a job's lifecycle runs, which bring
+in the dependencies it needs (pydantic, PyYAML and numpy; aiohttp for the load; prometheus_client for the scrape).
+The worker's own module (llmsweep's CLI) imports them only as a job runs: a Python without them passed the check,
+then every job failed with "internal error: ModuleNotFoundError". `tests/unit/execute/test_slurm_render.py` checks
+that they bring in every dependency a worker job imports."""
 
-    The Python and the module reach the line the check says only as shell variables, set from quoted words: inside
-    the echo's double quotes a `$(...)` or backtick in either would have run on the node."""
+_VERSION_CHECK = ('import sys; print("%d.%d.%d" % tuple(sys.version_info[:3])); '
+                  "sys.exit(sys.version_info < (3, 11))")
+"""The node Python's version, and whether it is new enough (Python 2 runs it too, and says its version)."""
+_IMPORT_CHECK = (
+    "import importlib, sys\n"
+    "for name in sys.argv[1:]:\n"
+    "    try:\n"
+    "        importlib.import_module(name)\n"
+    "    except Exception as exc:\n"
+    '        lost = getattr(exc, "name", None) if isinstance(exc, ImportError) else None\n'
+    '        what = f"{type(exc).__name__}: {exc}"\n'
+    '        if lost and lost != name and not name.startswith(lost + "."):\n'
+    '            print(f"{lost}, which {name} needs ({what})")\n'
+    "        else:\n"
+    '            print(f"{name} ({what})")\n'
+    "        sys.exit(1)")
+"""Import each module named on the command line in turn; the first that fails is said (a dependency it lacks named
+first), and the check exits 1. No `'` in it: the batch script carries it in single quotes, line by line as it is."""
+
+
+def _python_check(python: str, module: str | None) -> str:
+    """Fail in a second, before any image import, when the harness Python on the node cannot run the client: missing
+    (or not executable), older than 3.11, or unable to import the worker's module and the modules a job runs
+    (`WORKER_IMPORTS`: llmsweep or one of its dependencies missing, with the batch job's environment, its PYTHONPATH
+    included; `module` None, a script worker: the version only). Exit `PYTHON_CHECK_EXIT`, with a line the driver
+    reads back (`python_check_reason`).
+
+    The Python and the modules reach the line the check says only as shell variables or as the words a Python prints:
+    inside the echo's double quotes a `$(...)` or backtick in either would have run on the node."""
     exe = shell.quote(python)
     said = f"{_PYTHON_CHECK_SAID}$llmsweep_python on $(hostname)"
     version = (
         f"llmsweep_python={exe}\n"
-        f"if ! {exe} -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then\n"
-        f'  echo "{said} is missing or older than Python 3.11; the client cannot run; {PYTHON_FIX}" >&2\n'
+        f"llmsweep_said=$({exe} -c {shell.quote(_VERSION_CHECK)} 2>&1) && llmsweep_rc=0 || llmsweep_rc=$?\n"
+        'if [ "$llmsweep_rc" -ne 0 ]; then\n'
+        '  llmsweep_said=$(printf %s "$llmsweep_said" | tail -n 1)\n'
+        '  case "$llmsweep_rc:$llmsweep_said" in\n'
+        "    127:*) llmsweep_said='does not exist (no such file on this node, nor a command on its PATH)' ;;\n"
+        "    126:*) llmsweep_said='is not executable' ;;\n"
+        '    *:[0-9]*.[0-9]*.[0-9]*) llmsweep_said="is Python $llmsweep_said, older than 3.11" ;;\n'
+        '    *) llmsweep_said="does not run as Python 3.11 or newer ($llmsweep_said)" ;;\n'
+        "  esac\n"
+        f'  echo "{said} $llmsweep_said; the client cannot run; {PYTHON_FIX}" >&2\n'
         f"  exit {PYTHON_CHECK_EXIT}\n"
         "fi")
     if module is None:  # a script worker: what it imports is its own
         return version
+    modules = " ".join(shell.quote(m) for m in dict.fromkeys((module, *WORKER_IMPORTS)))
     return version + "\n" + (
-        f"llmsweep_module={shell.quote(module)}\n"
-        f"if ! llmsweep_import=$({exe} -c {shell.quote('import ' + module)} 2>&1); then\n"
-        f'  echo "{said} cannot import $llmsweep_module ($(printf %s "$llmsweep_import" | tail -n 1)); the worker '
-        f'cannot run; {PYTHON_FIX}" >&2\n'
+        f"if ! llmsweep_import=$({exe} -c '{_IMPORT_CHECK}' {modules} 2>&1); then\n"
+        f'  echo "{said} cannot import $(printf %s "$llmsweep_import" | tail -n 1); the worker cannot run; '
+        f'{PYTHON_FIX}" >&2\n'
         f"  exit {PYTHON_CHECK_EXIT}\n"
         "fi"
     )

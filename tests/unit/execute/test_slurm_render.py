@@ -11,7 +11,7 @@ import pytest
 from llmsweep.engines.launch import LaunchSpec
 from llmsweep.errors import ConfigError, LaunchError
 from llmsweep.execute.pyxis import NODE_LAUNCHER_ENV
-from llmsweep.execute.slurm import SlurmOptions, parse_job_id, render_batch_script
+from llmsweep.execute.slurm import WORKER_IMPORTS, SlurmOptions, parse_job_id, render_batch_script
 
 SIM = LaunchSpec(engine="sim", argv=("python", "-m", "llmsweep.cli.main", "sim", "serve"), port=0)
 VLLM = LaunchSpec(engine="vllm", image="nvcr.io/nvidia/vllm:25.01", argv=("vllm", "serve", "m"), port=8000, gpus=8,
@@ -65,7 +65,7 @@ def test_worker_command_is_configurable_and_quoted() -> None:
 def test_image_jobs_import_the_squash_file_before_the_worker() -> None:
     script = render(VLLM, squash_dir=Path("/sq"), import_env={"ENROOT_CACHE_PATH": "/tmp/enroot"}, python="/venv/py")
     imp = script.index("llmsweep_import_image 'docker://nvcr.io#nvidia/vllm:25.01' /sq/nvcr.io+nvidia+vllm+25.01-")
-    python_check = script.index("if ! /venv/py -c 'import sys; sys.exit(sys.version_info < (3, 11))'")
+    python_check = script.index("llmsweep_said=$(/venv/py -c 'import sys; print(")
     assert python_check < script.index("export ENROOT_CACHE_PATH=/tmp/enroot") < imp
     assert imp < script.index("llmsweep.cli.main run")
     assert "flock -w 600" in script
@@ -134,11 +134,14 @@ def test_the_node_python_check_imports_the_module_the_worker_runs(tmp_path: Path
     options = SlurmOptions() if worker is None else SlurmOptions(worker_command=worker)
     script = render_batch_script(LaunchSpec(engine="sim", argv=("x",), port=1), options, name="g",
                                  group_file=tmp_path / "g.json", out_dir=tmp_path, launcher_file=tmp_path / "l.json")
-    checks = [line for line in script.splitlines() if "-c 'import " in line and "sys.version_info" not in line]
+    checks = [line for line in script.splitlines() if line.startswith("if ! llmsweep_import=$(")]
     if imports is None:
         assert checks == [] and "sys.version_info < (3, 11)" in script
     else:
-        assert len(checks) == 1 and f"-c 'import {imports}'" in checks[0], checks
+        # the modules imported, in turn, as the words after the check's code: the worker's first
+        assert len(checks) == 1 and "-c 'import importlib, sys" in checks[0], checks
+        words = script[script.index(checks[0]):].split(" 2>&1); then")[0].rsplit("'", 1)[1].split()
+        assert words == [imports, *WORKER_IMPORTS], words
 
 
 def test_the_batch_job_stops_the_servers_its_worker_left_as_it_ends(tmp_path: Path) -> None:
@@ -242,6 +245,40 @@ def test_the_python_check_says_the_worker_module_without_running_it(tmp_path: Pa
     assert done.returncode == 65, done.stderr  # PYTHON_CHECK_EXIT: the module cannot be imported
     assert not marker.exists() and not Path(f"{marker}.tick").exists(), "the module name ran as a command"
     assert f"cannot import {module} (" in done.stderr, done.stderr
+
+
+def test_the_python_check_imports_every_dependency_a_worker_job_needs() -> None:
+    """The check imported only the worker's module, which imports llmsweep's dependencies only as a job runs: a
+    Python without prometheus_client or aiohttp passed it, and every job failed with an internal error. What the
+    check imports (`WORKER_IMPORTS`, after the worker's module) brings in every dependency llmsweep declares, but
+    rich (the driver's console: a worker reports to a file) and orjson (optional: `jsonline` falls back to json)."""
+    import importlib.metadata as metadata
+    import os
+    import sys
+
+    from llmsweep.execute.slurm import DEFAULT_WORKER_COMMAND, _worker_module
+
+    try:
+        requires = metadata.requires("llmsweep") or []
+    except metadata.PackageNotFoundError:
+        pytest.skip("llmsweep is not installed here: its declared dependencies cannot be read")
+    dists = {re.split(r"[<>=!~; \[]", r, maxsplit=1)[0].lower().replace("_", "-")
+             for r in requires if "extra ==" not in r}
+    by_dist: dict[str, set[str]] = {}
+    for module, names in metadata.packages_distributions().items():
+        for name in names:
+            by_dist.setdefault(name.lower().replace("_", "-"), set()).add(module)
+    needed = {d for d in dists if d not in ("rich", "orjson")}
+    assert {"aiohttp", "prometheus-client", "numpy", "pydantic", "click"} <= needed, needed
+    modules = [str(_worker_module(DEFAULT_WORKER_COMMAND)), *WORKER_IMPORTS]
+    code = ("import importlib, sys\nfor m in sys.argv[1:]: importlib.import_module(m)\n"
+            "print(' '.join(sorted({n.split('.')[0] for n in sys.modules})))")
+    src = str(Path(__file__).resolve().parents[3] / "src")
+    done = subprocess.run([sys.executable, "-c", code, *modules], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": src}, check=True)
+    loaded = set(done.stdout.split())
+    missed = sorted(d for d in needed if not by_dist.get(d, set()) & loaded)
+    assert not missed, f"the check's imports ({modules}) do not bring in {missed}"
 
 
 @pytest.mark.parametrize("key", ["ENROOT CACHE", "A=B", "PATH=/tmp/evil:", "1X", "X+", ""])
