@@ -180,12 +180,18 @@ def test_ctrl_c_during_a_slurm_run_stores_what_finished_and_leaves_no_job_in_the
         assert stored.returncode == 0 and [r["job_id"] for r in json.loads(stored.stdout)] == [first[0].name]
         assert not any(_in_queue(i) for i in ids), log.read_text()[-4000:]
         assert not alive(server), "the server step outlived its cancelled job"
-        # The worker on the node heard the cancellation (SIGTERM) and recorded the interrupted job.
-        said = [interrupted_by(signal.SIGTERM)]
+        # The worker on the node heard the cancellation (scancel's SIGTERM) and recorded the interrupted job, named by
+        # the signal the run exits for (Ctrl-C's SIGINT, exit 130), not scancel's: in its outcome and its summary.
+        assert rc == 130, text[-4000:]
+        said = [interrupted_by(signal.SIGINT)]
         interrupted = wait_for(lambda: [j for j in job_dirs(out).values() if (j / "outcome.json").exists()
                                         and read_json(j / "outcome.json")["reasons"] == said],
                                timeout=30, what="the interrupted job's outcome")
         assert len(interrupted) == 1
+        if (interrupted[0] / "summary.json").exists():
+            summary = read_json(interrupted[0] / "summary.json")
+            assert summary["client_health"]["stop_reason"] == said[0], summary["client_health"]
+        assert "SIGTERM" not in "".join(p.read_text() for p in interrupted[0].glob("*.json"))
     finally:
         leave_nothing(proc, ids)
 

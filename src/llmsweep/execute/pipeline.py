@@ -2147,6 +2147,8 @@ def _report(run_dir: Path, event: Event, store: Path | None = None) -> Path | No
 def run_worker(group_file: Path, event: Event = _stderr) -> int:
     """The Slurm node side: run one server group with the node's launcher; exit status 0 only if every job is ok."""
     from llmsweep.execute.pyxis import node_launcher_from_env
+    from llmsweep.execute.signals import named_for
+    from llmsweep.execute.slurm import driver_signal
 
     doc = art.read_json(group_file)
     if not isinstance(doc, dict):
@@ -2159,8 +2161,9 @@ def run_worker(group_file: Path, event: Event = _stderr) -> int:
     outcomes: list[JobOutcome] = list(refused)
     # The driver shows the job in flight as a local run does, from what this worker reports (progress.json).
     reporting = ReportingProgress(art.server_dir(run_dir, group.id) / art.PROGRESS_FILE)
-    # scancel sends SIGTERM: stop the server step and mark the job interrupted
-    with terminate_as_interrupt(), use_progress(reporting):
+    # scancel sends SIGTERM: stop the server step and mark the job interrupted, by the driver's signal where it says
+    stands_for = driver_signal(art.server_dir(run_dir, group.id), os.environ.get("SLURM_JOB_ID"))
+    with terminate_as_interrupt(), use_progress(reporting), named_for(stands_for):
         for kept in groups:
             outcomes += run_group(kept, node_launcher_from_env(), run_dir, settings, event=event)
     return 0 if all(o.ok for o in outcomes) else 1

@@ -41,7 +41,7 @@ import sys
 import threading
 import time
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
 from typing import Any
@@ -216,8 +216,30 @@ def exit_said(status: int | None) -> str:
 
 def interrupted_by(signum: int) -> str:
     """`interrupted by SIGTERM`: what a signal stopped, as everything stopped by one says it (a benchmark's stop
-    reason, its in-flight records, the outcome of the job it stopped in a sweep)."""
+    reason, its in-flight records, the outcome of the job it stopped in a sweep). Inside :func:`named_for`, the signal
+    the received one stands for."""
+    for stands_for in reversed(_standing):
+        if (other := stands_for(signum)) is not None:
+            signum = other
+            break
     return f"interrupted by {signal.Signals(signum).name}"
+
+
+_standing: list[Callable[[int], int | None]] = []
+"""The innermost :func:`named_for`'s last: what a signal this process received stands for."""
+
+
+@contextmanager
+def named_for(stands_for: Callable[[int], int | None]) -> Iterator[None]:
+    """Inside the block a reason names a received signal as the one `stands_for` says it stands for (None: itself).
+    A Slurm worker is stopped by its driver's `scancel`, SIGTERM whatever stopped the driver: its records name the
+    driver's signal, the one the run exits for (`execute.slurm.driver_signal`). Only the words change: the exit
+    status and the teardown follow the signal received."""
+    _standing.append(stands_for)
+    try:
+        yield
+    finally:
+        _standing.remove(stands_for)
 
 
 INTERRUPTED_REASONS = frozenset(interrupted_by(sig) for sig in INTERRUPT_SIGNALS)

@@ -16,7 +16,7 @@ import re
 import signal
 import sys
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,6 +52,7 @@ from llmsweep.execute.signals import (
     handling,
     hurried,
     interrupt,
+    received,
     shielded,
 )
 from llmsweep.findings import visible_text
@@ -2300,6 +2301,41 @@ def _completing(job: SlurmJob) -> bool:
         return False
 
 
+def driver_signal_file(out_dir: Path, job_id: str) -> Path:
+    """In a batch job's folder: the signal that stopped the driver (its name), written before the driver scancels the
+    job (:func:`cancel_on_interrupt`), for its worker (:func:`driver_signal`)."""
+    return out_dir / f"slurm-{job_id}.signal"
+
+
+def driver_signal(out_dir: Path, job_id: str | None) -> Callable[[int], int | None]:
+    """For a worker (`signals.named_for`): the signal a SIGTERM it received stands for. The driver's `scancel` sends
+    SIGTERM whatever stopped the driver (Ctrl-C's SIGINT, a SIGHUP): where the driver wrote its signal before the
+    scancel (`driver_signal_file`), the worker's records name that one — the signal the run exits for — not
+    SIGTERM. None (SIGTERM itself) where no file says so: the time limit's, or a scancel from outside the run."""
+    said: list[int] = []
+
+    def stands_for(signum: int) -> int | None:
+        if signum != signal.SIGTERM or not job_id:
+            return None
+        if not said:
+            try:
+                said.append(signal.Signals[driver_signal_file(out_dir, job_id).read_text().strip()])
+            except (OSError, KeyError):
+                return None
+        return said[0]
+
+    return stands_for
+
+
+def _say_driver_signal(jobs: Sequence[SlurmJob], signum: int) -> None:
+    """Write the driver's signal beside each job it is about to scancel (:func:`driver_signal`)."""
+    for job in jobs:
+        try:
+            driver_signal_file(job.out_dir, job.job_id).write_text(signal.Signals(signum).name + "\n")
+        except OSError as exc:  # the worker then names SIGTERM, as before
+            log.info("could not write %s: %s", driver_signal_file(job.out_dir, job.job_id), exc)
+
+
 @contextmanager
 def cancel_on_interrupt(jobs: list[SlurmJob]) -> Iterator[list[SlurmJob]]:
     """Cancel every unfinished job in `jobs` when the block exits early: an exception, or any interrupt signal
@@ -2322,6 +2358,8 @@ def cancel_on_interrupt(jobs: list[SlurmJob]) -> Iterator[list[SlurmJob]]:
     finally:
         with shielded():
             live = [job for job in jobs if job.result is None]
+            if received():  # cancelled for a signal: the workers' records name it, not scancel's SIGTERM
+                _say_driver_signal(live, received()[0])
             wait_s = max([job.options.cancel_wait_s for job in live] + [0.0])
             for job in cancel_jobs(live, wait_s=wait_s):
                 if not job.cancel_sent:

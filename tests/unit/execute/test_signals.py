@@ -445,3 +445,20 @@ def test_resume_cancels_the_stale_slurm_jobs_while_their_nodes_pid_files_are_sti
     stop_stale_servers(tmp_path)
     assert seen == [True]  # cancelled while the trap could still read it
     assert not remote.exists()  # then removed, as before
+
+
+def test_a_slurm_workers_sigterm_is_named_as_the_drivers_signal_where_the_driver_wrote_it(tmp_path: Path) -> None:
+    """scancel stops a worker with SIGTERM whatever stopped its driver: the worker's records name the driver's signal
+    (Ctrl-C's SIGINT, the one the run exits for) where the driver wrote it beside the batch job, else SIGTERM (the
+    time limit's, a scancel from outside)."""
+    from llmsweep.execute.signals import interrupted_by, named_for
+    from llmsweep.execute.slurm import driver_signal, driver_signal_file
+
+    stands_for = driver_signal(tmp_path, "42")
+    with named_for(stands_for):
+        assert interrupted_by(signal.SIGTERM) == "interrupted by SIGTERM"  # nothing written: the signal received
+        driver_signal_file(tmp_path, "42").write_text("SIGINT\n")
+        assert interrupted_by(signal.SIGTERM) == "interrupted by SIGINT"
+        assert interrupted_by(signal.SIGHUP) == "interrupted by SIGHUP"  # a signal of its own is its own
+    assert interrupted_by(signal.SIGTERM) == "interrupted by SIGTERM"  # outside the block
+    assert driver_signal(tmp_path, "43")(signal.SIGTERM) is None  # another batch job's
