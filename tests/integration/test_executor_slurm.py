@@ -436,6 +436,22 @@ def test_a_submission_slurm_refuses_says_which_option_to_change(tmp_path: Path, 
     assert "start_slurm.sh" not in raised.value.fix
 
 
+def test_a_partition_sbatch_refuses_from_its_environment_names_the_variable(tmp_path: Path) -> None:
+    """`SBATCH_PARTITION=nosuch llmsweep run ...` (no partition option): sbatch takes the variable, refuses it, and
+    the fix said "--executor-option partition=NAME, or leave it out" of an option the user never gave. It names the
+    variable the partition came from, and what `sinfo` lists."""
+    executor = SlurmExecutor(options())
+    spec = tiny()
+    with pytest.raises(ConfigError, match=r"sbatch --parsable .*failed with exit status") as raised:
+        executor.submit(spec, group_file=write_group(tmp_path, spec, ["true"]), out_dir=tmp_path, name="env-part",
+                        environ={**os.environ, "SBATCH_PARTITION": "no-such-partition"})
+    fix = raised.value.fix or ""
+    assert fix.startswith("SBATCH_PARTITION=no-such-partition in the environment gave it, not the executor options"), \
+        fix
+    assert "unset it, or give a partition `sinfo` lists (" in fix and "--executor-option partition=NAME" in fix, fix
+    assert "leave it out" not in fix, fix
+
+
 def test_simulator_served_under_slurm_answers_a_chat_request(tmp_path: Path) -> None:
     pytest.importorskip("llmsweep.sim.server", reason="the simulated engine is not in this checkout yet")
     spec = LaunchSpec(

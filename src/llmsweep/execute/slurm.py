@@ -760,12 +760,21 @@ _REFUSED_FIXES: tuple[tuple[str, str], ...] = (
                          "leave it out"),
 )
 """What to do about a batch job sbatch refused, by the words of Slurm's reason (matched case-insensitively)."""
+_REFUSED_ENV: dict[str, tuple[str, ...]] = {
+    "invalid partition": ("SBATCH_PARTITION",), "invalid account": ("SBATCH_ACCOUNT",),
+    "invalid qos": ("SBATCH_QOS",), "generic resource": ("SBATCH_GRES", "SBATCH_GPUS"),
+}
+"""The sbatch input variables that give what a refusal of `_REFUSED_FIXES` names, where the script sets no option of
+its own for it (`sbatch_environment` passes them then): the refused value came from the environment, not from an
+option the user gave."""
 
 
 def refused_fix(message: str, environ: Mapping[str, str] | None = None) -> str | None:
     """The fix for a batch job `sbatch` refused (`sbatch: error: ...`: its own check of an option, or the
-    controller's `Batch job submission failed: REASON`): the option to change and how to see what the cluster offers.
-    None when sbatch did not reach the controller or did not answer (`_SLURM_FIX` says what to check)."""
+    controller's `Batch job submission failed: REASON`): the option to change and how to see what the cluster offers;
+    where sbatch took the refused value from its environment (`SBATCH_PARTITION`, ...: `environ`, as sbatch got it),
+    that variable first. None when sbatch did not reach the controller or did not answer (`_SLURM_FIX` says what to
+    check)."""
     said = message.lower()
     if "sbatch: error:" not in said or unreached(said):
         return None
@@ -773,14 +782,23 @@ def refused_fix(message: str, environ: Mapping[str, str] | None = None) -> str |
     for words, fix in _REFUSED_FIXES:
         if words in reason:
             if "{partitions}" not in fix:
-                return fix.format(formats=TIME_FORMATS)
-            try:
-                listed = run_command(["sinfo", "-h", "-o", "%P"], timeout_s=30.0, env=environ, check=False,
-                                     fix=_SLURM_FIX).stdout.split()
-            except LaunchError:
-                listed = []
-            names = ", ".join(name.replace("*", " (the default)") for name in listed) or "none answered"
-            return fix.format(partitions=names)
+                fix = fix.format(formats=TIME_FORMATS)
+            else:
+                try:
+                    listed = run_command(["sinfo", "-h", "-o", "%P"], timeout_s=30.0, env=environ, check=False,
+                                         fix=_SLURM_FIX).stdout.split()
+                except LaunchError:
+                    listed = []
+                names = ", ".join(name.replace("*", " (the default)") for name in listed) or "none answered"
+                fix = fix.format(partitions=names)
+            given = [f"{name}={shell.quote(env[name])}" for env in (environ or {},)
+                     for name in _REFUSED_ENV.get(words, ()) if env.get(name)]
+            if given:  # not an option the user gave: the variable sbatch read it from (unset: the cluster's default)
+                fix = re.sub(r", or leave it out\b.*$", "", fix)
+                return (f"{' and '.join(given)} in the environment gave it, not the executor options (sbatch reads it "
+                        f"where the script sets none): unset {noun(len(given), 'it', 'them')}, or "
+                        + fix[0].lower() + fix[1:])
+            return fix
     return _REFUSED_ANY_FIX
 
 
