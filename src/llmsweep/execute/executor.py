@@ -139,7 +139,7 @@ def validate_options(kind: str, model: type[M], options: Mapping[str, Any] | Bas
         unknown = [e for e in exc.errors() if e["type"] == "extra_forbidden"]
         renames = [(e, close) for e in unknown if (close := _closest(model, e["loc"])) is not None]
         fixes = [  # a misspelt key: the option it means, with the value given (inside its mapping, renamed there)
-            f"{_OPTION} {_option_text(close, e.get('input'))}" if len(e["loc"]) == 1
+            _renamed(model, close, e.get("input")) if len(e["loc"]) == 1
             else f"rename `{e['loc'][-1]}` to `{close}` in `{'.'.join(str(p) for p in e['loc'][:-1])}`"
             for e, close in renames]
         if any(len(e["loc"]) == 1 for e in unknown):  # a key this executor does not have: the keys it has
@@ -183,6 +183,24 @@ def _closest(model: type[BaseModel], loc: Sequence[Any]) -> str | None:
 def _did_you_mean(model: type[BaseModel], loc: Sequence[Any]) -> str:
     close = _closest(model, loc)
     return f"; did you mean `{close}`?" if close else ""
+
+
+def _renamed(model: type[BaseModel], key: str, value: Any) -> str:
+    """The fix for a misspelt option whose likely meaning is `key`: `--executor-option KEY=VALUE` with the value given
+    where `key` takes it; else with a placeholder, and why the value given is not one (`stop_timeout_s=-1` meant for
+    `import_timeout_s` would be refused there too: a fix must not hand on a value the option refuses)."""
+    from pydantic import ValidationError
+
+    try:
+        model.model_validate({key: value})
+    except ValidationError as exc:
+        said = [e["msg"] for e in exc.errors() if e["loc"][:1] == (key,)]
+        if said:
+            given = (f"{value:g}" if isinstance(value, float) else str(value) if isinstance(value, (int, str))
+                     and not isinstance(value, bool) else _option_text(key, value).partition("=")[2].strip("'"))
+            return (f"{_OPTION} {key}=VALUE ({key} is {_what_it_is(model, key)}; it does not take {given}: "
+                    f"{said[0]})")
+    return f"{_OPTION} {_option_text(key, value)}"
 
 
 def _option_text(key: str, value: Any) -> str:

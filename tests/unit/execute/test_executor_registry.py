@@ -134,3 +134,22 @@ def test_a_new_executor_is_one_registered_class(clean_registry: None) -> None:
     assert isinstance(get_executor("recording"), RecordingExecutor)
     with pytest.raises(ValueError, match="registered twice"):
         register_executor(type("Other", (RecordingExecutor,), {}))
+
+
+@pytest.mark.parametrize(("kind", "given", "meant", "said"), [
+    ("slurm", {"stop_timeout_s": -1}, "import_timeout_s", "it does not take -1: Input should be greater than 0"),
+    ("slurm", {"pull_timeout_s": float("inf")}, "import_timeout_s", "it does not take inf: Input should be a finite"),
+    ("docker", {"shm_sise": "lots"}, "shm_size", "it does not take lots: "),
+])
+def test_a_misspelt_option_given_a_value_the_one_meant_refuses_is_not_suggested_with_it(
+        kind: str, given: dict[str, object], meant: str, said: str) -> None:
+    """`stop_timeout_s=-1` under Slurm suggested `--executor-option import_timeout_s=-1`, itself refused: the fix names
+    the option meant with a placeholder, and why the value given is not one of its values."""
+    with pytest.raises(ConfigError) as err:
+        get_executor(kind, given)
+    assert f"did you mean `{meant}`?" in err.value.message, err.value.message
+    fix = err.value.fix or ""
+    assert fix.startswith(f"--executor-option {meant}=VALUE ({meant} is "), fix
+    assert said in fix, fix
+    value = str(next(iter(given.values())))
+    assert f"{meant}={value}" not in fix and f"{meant}=Infinity" not in fix, fix
