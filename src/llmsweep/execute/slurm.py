@@ -2346,12 +2346,13 @@ def driver_signal(out_dir: Path, job_id: str | None) -> Callable[[int], int | No
 
 
 def _say_driver_signal(jobs: Sequence[SlurmJob], signum: int) -> None:
-    """Write the driver's signal beside each job it is about to scancel (:func:`driver_signal`)."""
+    """Write the driver's signal beside each job it is about to scancel (:func:`driver_signal`). Nothing here may
+    keep the scancels from being sent: a file that cannot be written leaves that worker naming SIGTERM."""
     for job in jobs:
         try:
             driver_signal_file(job.out_dir, job.job_id).write_text(signal.Signals(signum).name + "\n")
-        except OSError as exc:  # the worker then names SIGTERM, as before
-            log.info("could not write %s: %s", driver_signal_file(job.out_dir, job.job_id), exc)
+        except Exception as exc:  # the cancellation comes first
+            log.info("could not write the driver's signal for Slurm job %s: %s", job.job_id, exc)
 
 
 @contextmanager
