@@ -62,6 +62,7 @@ FAILURES = {
     "invalid_json": "protocol",  # garbage JSON mid-stream
     "reset": "connection",
     "stream_error": "http",  # an error event in the stream
+    "long_line": "protocol",  # 12 MiB without a line end, then a stall: failed at once, past the client's cap
 }
 
 
@@ -85,6 +86,8 @@ def test_every_request_of_a_faulty_server_is_a_recorded_failure(fault: str, tmp_
         assert {r["status"] for r in records} == {int(fault[4:])}
     if fault == "stall":
         assert seconds < 60, "--stall-timeout ends a stalled request; the run does not wait out --request-timeout"
+    if fault == "long_line":  # failed as soon as the line passed the cap, not at the stall timeout after it
+        assert all(r["end_at"] - r["sent_at"] < 1 and "line ran past 8 MiB" in r["error"] for r in records), records
 
 
 def test_a_response_truncated_mid_event_is_a_recorded_failure(tmp_path: Path) -> None:

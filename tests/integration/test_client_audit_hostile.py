@@ -172,6 +172,30 @@ def test_usage_counts_that_are_not_counts_do_not_crash_the_run(
     assert res.summary.requests.successful == 2 and res.summary.tokens.output_total == 16
 
 
+@pytest.mark.parametrize("stamp_reads", ["kernel", "task"])
+def test_an_event_stream_line_past_its_cap_fails_the_request_at_once(
+        tmp_path: Path, serve: Callable[[Handler], RawServer], stamp_reads: str) -> None:
+    """12 MiB without a line end after a first token, then nothing: the client held it all (64 MiB: 600 MB for 6
+    requests) and ended the request at the stall timeout, as a `timeout`. A line past `MAX_LINE_BYTES` is now the
+    request's `protocol` failure as soon as it is seen (8 MiB: `transport.MAX_LINE_BYTES`), the token before it
+    kept."""
+
+    def handler(conn: socket.socket, head: bytes) -> bool:
+        conn.sendall(SSE_HEAD + b"Connection: close\r\n\r\n" + content() + b"data: ")
+        junk = b"x" * (1 << 20)
+        with contextlib.suppress(OSError):
+            for _ in range(12):
+                conn.sendall(junk)
+            time.sleep(10)
+        return False
+
+    _, records = bench(serve(handler), tmp_path, stall_timeout_s=4, timeout_s=30, stamp_reads=stamp_reads)
+    assert [r["error_class"] for r in records] == ["protocol", "protocol"], records
+    assert all("line ran past 8 MiB without a line end" in r["error"] for r in records), records
+    assert all(r["end_at"] - r["sent_at"] < 4 for r in records)  # at once, not at the stall timeout
+    assert all(len(r["chunk_times"]) == 1 for r in records)
+
+
 def _gzip_if_asked(always: bool) -> Handler:
     def handler(conn: socket.socket, head: bytes) -> bool:
         body = whole_stream()

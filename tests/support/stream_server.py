@@ -7,7 +7,11 @@ one on every Nth request. Faults: `http500`, `http503`, `http429` (rate limited,
 (HTTP 400 "maximum context length"), `reset` (connection reset mid-stream), `stall` (stops sending after the first
 chunk), `invalid_json` (a garbage event mid-stream), `stream_error` (an error event), `truncated` (the response ends
 cleanly in the middle of an event, half the tokens sent), `early_end` (a clean end after half the tokens: no usage,
-no finish_reason, no `[DONE]`), `slow_first_byte` (the response headers come after `slow_first_byte_s`). A killed
+no finish_reason, no `[DONE]`), `slow_first_byte` (the response headers come after `slow_first_byte_s`). Faults of
+what a stream says: `no_content` (every chunk `choices: []`, then usage and `[DONE]`), `empty_content` (every chunk's
+content ""), `usage_inflated` (usage says 1000 completion tokens), `ignore_max_tokens` (10 times max_tokens sent and
+counted), `usage_negative` / `usage_string` (completion_tokens -5 / "8"), `lone_surrogate` (the first chunk's content
+`"\\ud800x"`), `long_line` (after the first chunk, `long_line_bytes` without a line end, then a stall). A killed
 server is the subprocess form killed by the test.
 
 Use in-process (`with StreamServer(ServerConfig(ttft_s=0.05)) as srv: srv.url`) — it runs its own event loop in a
@@ -33,7 +37,8 @@ from typing import Any
 from aiohttp import web
 
 FAULTS = ("http500", "http503", "http429", "overflow", "reset", "stall", "invalid_json", "stream_error", "truncated",
-          "early_end", "slow_first_byte")
+          "early_end", "slow_first_byte", "no_content", "empty_content", "usage_inflated", "ignore_max_tokens",
+          "usage_negative", "usage_string", "lone_surrogate", "long_line")
 
 
 @dataclass
@@ -49,6 +54,7 @@ class ServerConfig:
     fault_every: int = 0  # inject `fault` on every Nth request (1-based); 0 = never
     stall_s: float = 3600.0
     slow_first_byte_s: float = 2.0
+    long_line_bytes: int = 12 << 20  # the `long_line` fault's line
     spec_accept_length: float | None = None  # expose vLLM spec-decode counters with this realised AL
     metrics_prefix: str = "vllm:"
     record_served: bool = True
@@ -187,6 +193,8 @@ class _App:
             prompt = body.get("prompt", "")
             prompt_words = len(prompt) if isinstance(prompt, list) else len(str(prompt).split())
         n = int(body.get("max_tokens") or 16)
+        if fault == "ignore_max_tokens":
+            n *= 10
         cached = int(prompt_words * cfg.cached_fraction)
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
         await resp.prepare(request)
@@ -195,9 +203,10 @@ class _App:
             if cfg.ttft_s:
                 await asyncio.sleep(cfg.ttft_s)
             sent = 0
+            claimed: Any = {"usage_inflated": 1000, "usage_negative": -5, "usage_string": str(n)}.get(fault or "", n)
             usage = {
                 "prompt_tokens": prompt_words,
-                "completion_tokens": n,
+                "completion_tokens": claimed,
                 "total_tokens": prompt_words + n,
                 "prompt_tokens_details": {"cached_tokens": cached},
             }
@@ -206,6 +215,10 @@ class _App:
                 sent += k
                 last = sent >= n
                 text = "tok " * k
+                if fault == "empty_content":
+                    text = ""
+                elif fault == "lone_surrogate" and sent == k:
+                    text = "\ud800x"  # json.dumps escapes it: `"\\ud800x"`
                 if chat:
                     choice: dict[str, Any] = {"index": 0, "delta": {"content": text}, "finish_reason": None}
                 else:
@@ -215,6 +228,8 @@ class _App:
                     choice["finish_reason"] = "length"
                     if cfg.usage == "final_chunk":
                         chunk["usage"] = usage
+                if fault == "no_content":
+                    chunk["choices"] = []
                 if fault == "invalid_json" and sent > 1:
                     await resp.write(b"data: {not json\n\n")
                     break
@@ -233,6 +248,13 @@ class _App:
                     request.transport.abort()
                     return resp
                 if fault == "stall":
+                    await asyncio.sleep(cfg.stall_s)
+                if fault == "long_line" and sent == k:
+                    left = cfg.long_line_bytes
+                    await resp.write(b"data: ")
+                    while left > 0:
+                        await resp.write(b"x" * min(left, 1 << 20))
+                        left -= 1 << 20
                     await asyncio.sleep(cfg.stall_s)
                 if not last and cfg.itl_s:
                     await asyncio.sleep(cfg.itl_s)

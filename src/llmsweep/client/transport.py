@@ -81,6 +81,7 @@ class RawExchange(keepalive.Sending):
     body: bytes | None = None  # the whole body, until `to_record` cuts it into `reads` at the marks
     last_read: float | None = None
     lost: BaseException | None = None  # the error the connection was lost with before the body ended (a reset)
+    line_from: int = 0  # the body's byte after its last line end, as of the last drain (`MAX_LINE_BYTES`)
 
 
 
@@ -95,6 +96,14 @@ _DRAIN_BYTES = 1 << 20
 # aiohttp pauses reading past `read_bufsize` * 2 bytes or `read_bufsize` / 16 chunks buffered; with this size the
 # drain above keeps both limits out of reach.
 READ_BUFSIZE = 1 << 22
+
+MAX_LINE_BYTES = 8 << 20
+"""The longest line of an event stream the client reads (8 MiB); a longer one fails its request as `protocol` as
+soon as it is seen (within `_DRAIN_BYTES` of the limit: lines are looked at when the body is drained, so a read
+costs nothing more). No event of a streamed answer comes near it: a chunk holds a few tokens, and one holding a whole
+128k-token answer of escaped CJK text (`\\uXXXX`, 6 bytes a token) is 0.8 MB. A server that sent 64 MiB without a
+line end (a bug, a proxy's error page without newlines, a hostile peer) held the client at 0.6-1.1 GB for 6 requests and
+ended each at the request timeout."""
 
 
 _SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35) if sys.platform.startswith("linux") else None
@@ -368,10 +377,16 @@ class _ReadStamper:
                 raw.end = t  # the read that completed the body, not the later wake-up of the request's task
         elif total - raw.drained > _DRAIN_BYTES:
             try:
-                raw.pieces.append(payload.read_nowait())
+                piece = payload.read_nowait()
             except Exception:
                 return
+            raw.pieces.append(piece)
+            end = piece.rfind(b"\n")
+            if end >= 0:
+                raw.line_from = raw.drained + end + 1
             raw.drained = total
+            if total - raw.line_from > MAX_LINE_BYTES:
+                payload.set_exception(MalformedResponse(_overlong(total - raw.line_from)))
 
     def connection_lost(self, exc: BaseException | None) -> None:
         """Replaces the protocol's `connection_lost`: note an error (a reset) that cut a body not yet ended. A body
@@ -410,6 +425,25 @@ class _ReadStamper:
                 prev = n
         if prev < len(body):  # bytes no mark covers (should not happen): stamped at the end of the exchange
             reads.append((raw.end if raw.end is not None else time.perf_counter(), body[prev:]))
+
+
+def _overlong(length: int) -> str:
+    return (f"an event-stream line ran past {MAX_LINE_BYTES >> 20} MiB without a line end ({length:,} bytes): no "
+            "event of a streamed answer is that long, so the response was not read further")
+
+
+def _line_length(reads: list[tuple[float, bytes]], fresh: int, before: int) -> int:
+    """The bytes after the last line end of a body read into `reads`, whose last `fresh` bytes are new since a look
+    that found `before` such bytes."""
+    n = 0
+    for _, data in reversed(reads):
+        end = data.rfind(b"\n")
+        if end >= 0:
+            return n + len(data) - end - 1
+        n += len(data)
+        if n >= fresh:
+            return before + n
+    return n
 
 
 def first_tokens_first(loop: asyncio.AbstractEventLoop) -> Callable[[], None] | None:
@@ -568,11 +602,17 @@ async def exchange(
                 reads.append((perf(), await resp.read()))
             else:
                 readany = content.readany
+                unlooked = line = 0  # bytes read since the last look for a line end; those after it, as of that look
                 while True:
                     data = await readany()
                     if not data:
                         break
                     reads.append((perf(), data))
+                    unlooked += len(data)
+                    if unlooked > _DRAIN_BYTES:  # as the stamped path's drain: a look per MiB, not per read
+                        line, unlooked = _line_length(reads, unlooked, line), 0
+                        if line > MAX_LINE_BYTES:
+                            raise MalformedResponse(_overlong(line))
             if resp.status != 200:
                 raw.error_class = "http"
                 raw.error = f"HTTP {resp.status}"
@@ -612,10 +652,14 @@ async def exchange(
                 raw.stamper.detach()
             raw.stamper = None
             if raw.body is None:  # the body did not end: keep what arrived (a stalled stream's chunks count)
-                if content is not None:
-                    with contextlib.suppress(Exception):
-                        raw.pieces.append(_rest_of(content))
-                raw.body = b"".join(raw.pieces)
+                if raw.drained - raw.line_from > MAX_LINE_BYTES:  # up to the line too long: the rest is not parsed
+                    raw.body = b"".join(raw.pieces)[:raw.line_from]
+                else:
+                    if content is not None:
+                        with contextlib.suppress(Exception):
+                            raw.pieces.append(_rest_of(content))
+                    raw.body = b"".join(raw.pieces)
+                raw.pieces.clear()
     if raw.retried is not None and raw.status is None and raw.error is not None and raw.error_class != "cancelled":
         raw.error += (f" (its second send, on a new connection; the first went out on a pooled connection the server "
                       f"closed unanswered: {raw.retried})")
