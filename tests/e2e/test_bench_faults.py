@@ -62,7 +62,14 @@ FAILURES = {
     "invalid_json": "protocol",  # garbage JSON mid-stream
     "reset": "connection",
     "stream_error": "http",  # an error event in the stream
-    "long_line": "protocol",  # 12 MiB without a line end, then a stall: failed at once, past the client's cap
+    # what the stream says: no token streamed (usage 8 all the same), usage counts that are no counts, half a
+    # character in the output text, a line past the client's cap (12 MiB, then a stall: failed at once)
+    "no_content": "protocol",
+    "empty_content": "protocol",
+    "usage_negative": "protocol",
+    "usage_string": "protocol",
+    "lone_surrogate": "protocol",
+    "long_line": "protocol",
 }
 
 
@@ -88,6 +95,35 @@ def test_every_request_of_a_faulty_server_is_a_recorded_failure(fault: str, tmp_
         assert seconds < 60, "--stall-timeout ends a stalled request; the run does not wait out --request-timeout"
     if fault == "long_line":  # failed as soon as the line passed the cap, not at the stall timeout after it
         assert all(r["end_at"] - r["sent_at"] < 1 and "line ran past 8 MiB" in r["error"] for r in records), records
+    if fault in ("no_content", "empty_content"):
+        assert all(r["error"].startswith("stream ended without any content chunk: 10 events, ")
+                   and r["error"].endswith("usage said 8 completion tokens; then [DONE]") for r in records), records
+        assert summary["latency"]["ttft"]["count"] == 0 and summary["tokens"]["output_total"] == 0
+
+
+@pytest.mark.parametrize(("fault", "claimed", "chunks"), [("usage_inflated", 1000, OSL),
+                                                          ("ignore_max_tokens", 10 * OSL, 10 * OSL)])
+def test_outputs_past_max_tokens_are_counted_by_their_chunks_and_fail_the_gate(
+        fault: str, claimed: int, chunks: int, tmp_path: Path) -> None:
+    """8 chunks whose usage says 1000 tokens at max_tokens 8 made throughput ~100x the real one and TPOT ~1/125 of
+    it, in a valid point; a server that ignores max_tokens (80 tokens sent and counted) was valid at an "osl 8"
+    point with `output_length_mismatch: 6` said and not gated. A count above max_tokens is not taken (the chunks
+    count the output, the record keeps the server's count) and the long-output gate fails the point, exit 1."""
+    out = tmp_path / "bench"
+    with StreamServer(ServerConfig(itl_s=0.002, fault=fault, fault_every=1)) as srv:
+        res, seconds = _bench(srv.url, out)
+    _no_crash(res)
+    records = _records(out)
+    _figures(fault, res, seconds, records)
+    assert res.returncode == 1, res.stderr[-3000:]
+    assert len(records) == 6 and all(r["error_class"] is None and r["completion_tokens"] is None
+                                     and r["usage_over_max_tokens"] == claimed
+                                     and sum(r["chunk_tokens"]) == chunks for r in records), records
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["tokens"]["output_total"] == 6 * chunks
+    assert summary["requests"]["long_outputs"] == 6 and summary["requests"]["short_outputs"] == 0
+    assert summary["validity"]["verdict"] == "invalid"
+    assert summary["validity"]["reasons"][0].startswith("long-output ratio 1.0000 exceeds 0.05 (6/6 successful")
 
 
 def test_a_response_truncated_mid_event_is_a_recorded_failure(tmp_path: Path) -> None:

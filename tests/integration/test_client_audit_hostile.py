@@ -18,6 +18,7 @@ import pytest
 from support.workloads import SimpleWorkload
 
 from llmsweep.client import Endpoint, RunOptions, run_benchmark
+from llmsweep.metrics.gates import GateConfig
 
 # a handler answers one request on the socket (its head is in `head`) and says whether the connection stays open
 Handler = Callable[[socket.socket, bytes], bool]
@@ -116,13 +117,13 @@ def serve() -> Iterator[Callable[[Handler], RawServer]]:
         srv.close()
 
 
-def bench(srv: RawServer, out: Path, *, n: int = 2, concurrency: int = 1, **options: Any
-          ) -> tuple[Any, list[dict[str, Any]]]:
+def bench(srv: RawServer, out: Path, *, n: int = 2, concurrency: int = 1, gates: GateConfig | None = None,
+          **options: Any) -> tuple[Any, list[dict[str, Any]]]:
     opts: dict[str, Any] = {"concurrency": concurrency, "num_requests": n, "stall_timeout_s": 5, "timeout_s": 30,
                             "max_failure_ratio": 1.0}
     opts.update(options)
     res = run_benchmark(SimpleWorkload(max_tokens=8, lanes_hint=concurrency),
-                        Endpoint(base_url=srv.url, model="m", metrics_url=""), RunOptions(**opts), out)
+                        Endpoint(base_url=srv.url, model="m", metrics_url=""), RunOptions(**opts), out, gates=gates)
     return res, [json.loads(x) for x in (out / "records.jsonl").read_text().splitlines()]
 
 
@@ -147,16 +148,40 @@ def test_a_malformed_chunk_after_the_body_began_fails_at_once_as_protocol(
     assert res.summary.requests.failed == 2 and res.summary.requests.error_categories == {"protocol": 2}
 
 
-@pytest.mark.parametrize("usage", [{"prompt_tokens": "15", "completion_tokens": "8"},
-                                   {"prompt_tokens": 15, "completion_tokens": 8.5,
-                                    "prompt_tokens_details": {"cached_tokens": "all"}},
-                                   {"prompt_tokens": None, "completion_tokens": -1},
-                                   {"prompt_tokens": 15, "completion_tokens": 10**30}],
-                         ids=["strings", "float-and-text", "null-and-negative", "huge"])
-def test_usage_counts_that_are_not_counts_do_not_crash_the_run(
-        tmp_path: Path, serve: Callable[[Handler], RawServer], usage: dict[str, Any]) -> None:
+@pytest.mark.parametrize(("usage", "said"), [
+    ({"prompt_tokens": "15", "completion_tokens": "8"}, 'usage.prompt_tokens is "15"'),
+    ({"prompt_tokens": 15, "completion_tokens": "8"}, 'usage.completion_tokens is "8"'),
+    ({"prompt_tokens": 15, "completion_tokens": 8, "prompt_tokens_details": {"cached_tokens": "all"}},
+     'usage.prompt_tokens_details.cached_tokens is "all"'),
+    ({"prompt_tokens": 15, "completion_tokens": 8.5}, "usage.completion_tokens is 8.5"),
+    ({"prompt_tokens": None, "completion_tokens": -5}, "usage.completion_tokens is -5"),
+    ({"prompt_tokens": 15, "completion_tokens": 10**30}, f"usage.completion_tokens is {10**30}"),
+    ({"prompt_tokens": 15, "completion_tokens": True}, "usage.completion_tokens is true"),
+], ids=["string-prompt", "string-completion", "string-cached", "fraction", "negative", "huge", "bool"])
+def test_usage_counts_that_are_not_counts_fail_their_request_as_protocol(
+        tmp_path: Path, serve: Callable[[Handler], RawServer], usage: dict[str, Any], said: str) -> None:
     """A usage chunk whose counts are strings made the token split compare a str with an int: TypeError out of
-    `run_benchmark`, no summary. Such a count is no count: the record has none, the chunks count the tokens."""
+    `run_benchmark`, no summary. Then such a count was taken for none and the chunks counted the output: a success.
+    A server that reports `-5` or `"8"` tokens is broken, and its chunks (which may carry several tokens each) do not
+    say the output's size either: the request is a `protocol` failure naming the count, the run goes on."""
+
+    def handler(conn: socket.socket, head: bytes) -> bool:
+        conn.sendall(SSE_HEAD + b"Transfer-Encoding: chunked\r\n\r\n" + chunked(whole_stream(usage=usage))
+                     + b"0\r\n\r\n")
+        return True
+
+    res, records = bench(serve(handler), tmp_path)
+    assert [r["error_class"] for r in records] == ["protocol", "protocol"], records
+    assert all(r["error"] == f"{said}, not a token count (an integer in [0, 2^53))" for r in records), records
+    assert all(len(r["chunk_times"]) == 8 for r in records)  # the tokens that came are kept
+    assert res.summary.requests.error_categories == {"protocol": 2}
+
+
+def test_null_usage_counts_are_no_counts_and_the_request_stands(
+        tmp_path: Path, serve: Callable[[Handler], RawServer]) -> None:
+    """A `null` count (a server without the figure) is absent, not broken: the request is a success, the chunks
+    count its output where the completion count is null."""
+    usage = {"prompt_tokens": None, "completion_tokens": None, "prompt_tokens_details": {"cached_tokens": None}}
 
     def handler(conn: socket.socket, head: bytes) -> bool:
         conn.sendall(SSE_HEAD + b"Transfer-Encoding: chunked\r\n\r\n" + chunked(whole_stream(usage=usage))
@@ -165,11 +190,89 @@ def test_usage_counts_that_are_not_counts_do_not_crash_the_run(
 
     res, records = bench(serve(handler), tmp_path)
     assert [r["error_class"] for r in records] == [None, None], records
-    for r in records:
-        assert r["completion_tokens"] is None and r["cached_tokens"] is None
-        assert r["prompt_tokens"] == (usage["prompt_tokens"] if type(usage["prompt_tokens"]) is int else None)
-        assert r["chunk_tokens"] == [1] * 8
-    assert res.summary.requests.successful == 2 and res.summary.tokens.output_total == 16
+    assert all(r["completion_tokens"] is None and r["prompt_tokens"] is None and r["chunk_tokens"] == [1] * 8
+               for r in records)
+    assert res.summary.tokens.output_total == 16
+
+
+def _streams(*bodies: bytes) -> Handler:
+    """Answer the requests with `bodies` in turn, each a whole event stream."""
+    left = iter(bodies)
+
+    def handler(conn: socket.socket, head: bytes) -> bool:
+        body = next(left)
+        conn.sendall(SSE_HEAD + b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        return True
+
+    return handler
+
+
+@pytest.mark.parametrize("record_process", [False, True], ids=["records-in-loop", "records-helper"])
+def test_a_lone_surrogate_in_the_output_text_fails_its_request_as_protocol(
+        tmp_path: Path, serve: Callable[[Handler], RawServer], record_process: bool) -> None:
+    """`"\\ud800x"` in a chunk's content is half a character: no Unicode text, so the server's output cannot be read
+    (it was a success). A surrogate pair a server split over two chunks is one character, and whole."""
+    lone = content("\ud800x") + whole_stream()
+    split = content("\ud83d") + content("\ude00") + whole_stream()
+    res, records = bench(serve(_streams(lone, split)), tmp_path, record_process=record_process)
+    assert [r["error_class"] for r in records] == ["protocol", None], records
+    assert records[0]["error"].startswith("the output text holds a lone surrogate (\\ud800 at character 0)")
+    assert len(records[0]["chunk_times"]) == 9 and len(records[1]["chunk_times"]) == 10
+    assert (res.summary.requests.successful, res.summary.requests.failed) == (1, 1)
+
+
+def _no_text(choices: list[Any], n: int = 8) -> bytes:
+    """`n` events with these choices (no output text), usage saying `n` tokens, then [DONE]."""
+    body = b"".join(b"data: " + json.dumps({"id": "x", "choices": choices}).encode() + b"\n\n" for _ in range(n))
+    body += b"data: " + json.dumps({"id": "x", "choices": [], "usage": {"prompt_tokens": 15,
+                                                                          "completion_tokens": n}}).encode()
+    return body + b"\n\ndata: [DONE]\n\n"
+
+
+@pytest.mark.parametrize("record_process", [False, True], ids=["records-in-loop", "records-helper"])
+def test_a_stream_without_any_content_chunk_fails_whatever_its_usage_says(
+        tmp_path: Path, serve: Callable[[Handler], RawServer], record_process: bool) -> None:
+    """Every event `choices: []`, or every content "" ending on `finish_reason: length`, with usage 8 and [DONE]:
+    no token was streamed, so nothing was timed, yet each was a success (a valid point with TTFT count 0 and
+    throughput from usage alone). Each is a `protocol` failure saying what came."""
+    empty = [{"index": 0, "delta": {"content": ""}, "finish_reason": None}]
+    last = [{"index": 0, "delta": {"content": ""}, "finish_reason": "length"}]
+    no_choice = _no_text([])
+    empty_text = _no_text(empty, 7).replace(b"data: [DONE]", b"data: " + json.dumps(
+        {"id": "x", "choices": last}).encode() + b"\n\ndata: [DONE]")
+    res, records = bench(serve(_streams(no_choice, empty_text)), tmp_path, record_process=record_process)
+    assert [(r["error_class"], r["error"]) for r in records] == [
+        ("protocol", "stream ended without any content chunk: 10 events, none with a choice; usage said 8 "
+                     "completion tokens; then [DONE]"),
+        ("protocol", "stream ended without any content chunk: 10 events, 8 with choices whose text is empty "
+                     "(finish_reason 'length'); usage said 7 completion tokens; then [DONE]")], records
+    assert res.summary.requests.successful == 0 and res.summary.tokens.output_total == 0
+    assert res.verdict == "invalid"
+
+
+@pytest.mark.parametrize("record_process", [False, True], ids=["records-in-loop", "records-helper"])
+def test_a_usage_count_above_max_tokens_is_not_the_outputs_size(
+        tmp_path: Path, serve: Callable[[Handler], RawServer], record_process: bool) -> None:
+    """8 chunks with usage `completion_tokens: 1000` at max_tokens 8 counted 1000 tokens a request (throughput 100x
+    the real one, TPOT 1/125 of it) in a valid point. The count is not taken for the output's size (the chunks count
+    it), the record keeps what the server said, and a point of such requests fails the long-output gate; a count of
+    max_tokens itself stands."""
+    inflated = whole_stream(usage={"prompt_tokens": 15, "completion_tokens": 1000})
+    fixed = GateConfig.for_kind("fixed", max_short_output_ratio=0.05)  # the fixed-seq-len profile's tolerance
+    res, records = bench(serve(_streams(inflated, inflated)), tmp_path, record_process=record_process, gates=fixed)
+    assert [r["error_class"] for r in records] == [None, None], records
+    assert all(r["completion_tokens"] is None and r["usage_over_max_tokens"] == 1000 and r["chunk_tokens"] == [1] * 8
+               for r in records), records
+    assert res.summary.tokens.output_total == 16
+    assert res.summary.requests.long_outputs == 2 and res.summary.requests.short_outputs == 0
+    assert res.verdict == "invalid"
+    assert any(r.startswith("long-output ratio 1.0000 exceeds 0.05 (2/2 successful requests brought more output "
+                            "than their max_tokens") for r in res.summary.validity.reasons), res.summary.validity
+
+    res, records = bench(serve(_streams(whole_stream(), whole_stream())), tmp_path / "exact",
+                         record_process=record_process)
+    assert all(r["completion_tokens"] == 8 and r["usage_over_max_tokens"] is None for r in records), records
+    assert res.summary.requests.long_outputs is None and res.summary.requests.output_length_mismatch == 0
 
 
 @pytest.mark.parametrize("stamp_reads", ["kernel", "task"])

@@ -891,7 +891,7 @@ class Interpreter:
         except OutputWriteError as exc:  # counted only once written: the counters never claim a lost record
             self.write_failed(exc)
         else:
-            self._tally(phase, rec.error_class, rec.completion_tokens, rec.error)
+            self._tally(phase, rec.error_class, rec.output_tokens, rec.error)
         return rec.ok, text, rec.completion_tokens, rec.error, rec.error_class == "context_overflow"
 
     def write_failed(self, exc: OutputWriteError) -> None:

@@ -43,7 +43,7 @@ _HEADER = struct.Struct("!i")  # multiprocessing.Connection's frame header: `rec
 _MAX_FRAME = 0x7FFFFFFF
 
 Tally = tuple[str, str | None, int | None, str | None]
-"""What the worker learns of a record the helper wrote: (phase, error class, completion tokens, error message). The
+"""What the worker learns of a record the helper wrote: (phase, error class, output tokens, error message). The
 message comes with the first record of its class only: the worker keeps no other (`WorkerStats.first_errors`)."""
 
 
@@ -113,7 +113,7 @@ def _serve(inbox: Connection, outbox: Connection, records_path: str, worker: int
                 if rec.error_class is not None and rec.error_class not in told:
                     told.add(rec.error_class)
                     error = rec.error
-                tallies.append((phase, rec.error_class, rec.completion_tokens, error))
+                tallies.append((phase, rec.error_class, rec.output_tokens, error))
             if tallies:
                 with contextlib.suppress(OSError):  # the worker is gone: keep writing what it sent
                     outbox.send_bytes(pickle.dumps(tallies, protocol=pickle.HIGHEST_PROTOCOL))

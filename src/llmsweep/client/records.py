@@ -105,10 +105,19 @@ class RequestRecord:
     answer (its idle timeout crossed the request), the second on a new connection (`client.transport.exchange`).
     `sent_at` is the first send's, so TTFT and E2EL hold the failed attempt; `error` of a second send that failed
     names both."""
+    usage_over_max_tokens: int | None = None
+    """The server's usage count of output tokens where it exceeded `max_tokens` (a server that ignored the limit, or
+    miscounts): not taken as `completion_tokens`, which is then None, so the chunks count the output; the summary
+    counts such a request in `requests.long_outputs` (`client.sse.parse_stream`)."""
 
     @property
     def ok(self) -> bool:
         return self.error_class is None
+
+    @property
+    def output_tokens(self) -> int:
+        """The output's size as the summary counts it: the usage count, else the chunks' tokens."""
+        return self.completion_tokens if self.completion_tokens is not None else sum(self.chunk_tokens)
 
     def to_dict(self) -> dict[str, Any]:
         # not dataclasses.asdict: its deep copy of every chunk time cost more than the rest of writing a record

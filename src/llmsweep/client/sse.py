@@ -3,7 +3,9 @@
 Runs after the response ended, never while bytes are arriving: the hot loop only stamps `(time, bytes)` pairs. An
 event is stamped with the arrival time of the network read that completed it. Tolerates what real servers do:
 usage on the final content chunk or on a separate `choices: []` chunk, no `data: [DONE]`, `\\r\\n` line ends,
-comments and keep-alives, and an `error` object in the middle of the stream.
+comments and keep-alives, and an `error` object in the middle of the stream. What no working server sends stops the
+parse with a `protocol_error`: an event that is no JSON object, a usage count that is no count, output text with half
+a character (a lone surrogate); a usage count above the request's `max_tokens` is kept apart, not taken.
 """
 
 from __future__ import annotations
@@ -30,6 +32,11 @@ class ParsedStream:
     stream_error: str | None = None
     stream_error_code: int | None = None  # the error event's `code`, an HTTP status (504: a gateway's timeout)
     data_events: int = 0  # events with a `data:` field, `[DONE]` included: none means the body is no event stream
+    choice_events: int | None = None
+    """Events with a non-empty `choices` list: counted only for a stream without any content chunk, to say what came."""
+    usage_over_max_tokens: int | None = None
+    """The usage count of output tokens when it exceeded the request's `max_tokens` (`parse_stream`'s `max_tokens`):
+    not taken as `completion_tokens`, which is then None (the chunks count the output)."""
 
 
 def _events(reads: list[tuple[float, bytes]]) -> list[tuple[float, bytes]]:
@@ -122,8 +129,10 @@ def _decode_all(datas: list[bytes]) -> list[Any] | None:
     return objs if isinstance(objs, list) and len(objs) == len(datas) else None
 
 
-def parse_stream(reads: list[tuple[float, bytes]], *, keep_text: bool = False) -> ParsedStream:
-    """Parse `reads` (arrival time, bytes) of an SSE response body."""
+def parse_stream(reads: list[tuple[float, bytes]], *, keep_text: bool = False,
+                 max_tokens: int | None = None) -> ParsedStream:
+    """Parse `reads` (arrival time, bytes) of an SSE response body; `max_tokens`: the request's, above which a usage
+    count is not taken as the output's size (`ParsedStream.usage_over_max_tokens`)."""
     out = ParsedStream()
     texts: list[str] = []
     usage_cum: list[int | None]
@@ -156,6 +165,7 @@ def parse_stream(reads: list[tuple[float, bytes]], *, keep_text: bool = False) -
     chunk_times, usage_cum = out.chunk_times, []
     last_choices: list[Any] | None = None
     seen = len(times)  # events read before a bad one stops the parse
+    unreadable = False  # the parse stopped at an event that is no JSON object (maybe cut: see `cut`)
     for i, t in enumerate(times):
         seen = i
         if objs is not None:
@@ -165,9 +175,11 @@ def parse_stream(reads: list[tuple[float, bytes]], *, keep_text: bool = False) -
                 obj = json.loads(datas[i])
             except (ValueError, RecursionError):  # RecursionError: JSON nested past the parser's depth
                 out.protocol_error = f"invalid JSON in stream event: {datas[i][:120]!r}"
+                unreadable = True
                 break
         if type(obj) is not dict:
             out.protocol_error = f"stream event is not a JSON object: {datas[i][:120]!r}"
+            unreadable = True
             break
         if obj.get("error"):
             out.stream_error = error_words(obj["error"])
@@ -175,14 +187,22 @@ def parse_stream(reads: list[tuple[float, bytes]], *, keep_text: bool = False) -
             out.stream_error_code = code if type(code) is int else None
             break
         usage = obj.get("usage")
-        if usage is not None and type(usage) is dict:
-            out.prompt_tokens = _count(usage.get("prompt_tokens"), out.prompt_tokens)
-            out.completion_tokens = _count(usage.get("completion_tokens"), out.completion_tokens)
-            details = usage.get("prompt_tokens_details")
-            if isinstance(details, dict):
-                out.cached_tokens = _count(details.get("cached_tokens"), out.cached_tokens)
-        else:
-            usage = None
+        cum: int | None = None
+        if usage is not None:
+            try:
+                if type(usage) is not dict:
+                    raise NotACount(f"usage is {_shown(usage)}, not an object of token counts")
+                out.prompt_tokens = _count(usage, "prompt_tokens", out.prompt_tokens)
+                cum = _count(usage, "completion_tokens", None)
+                if cum is not None:
+                    out.completion_tokens = cum
+                details = usage.get("prompt_tokens_details")
+                if isinstance(details, dict):
+                    out.cached_tokens = _count(details, "cached_tokens", out.cached_tokens,
+                                               "usage.prompt_tokens_details")
+            except NotACount as exc:
+                out.protocol_error = str(exc)
+                break
         choices = obj.get("choices")
         if not choices or type(choices) is not list:
             continue
@@ -193,31 +213,86 @@ def parse_stream(reads: list[tuple[float, bytes]], *, keep_text: bool = False) -
         if text:
             chunk_times.append(t)
             texts.append(text)
-            usage_cum.append(_count(usage.get("completion_tokens"), None) if usage is not None else None)
+            usage_cum.append(cum)
     else:
         seen = len(times)
     out.done = done_after is not None and done_after <= seen
-    if out.protocol_error is not None and seen == len(times) - 1:  # the last event is the bad one: was it cut?
+    if unreadable and seen == len(times) - 1:  # the last event is the bad one: was it cut?
         tail = reads[-1][1] if len(reads[-1][1]) >= 4 else b"".join([d for _, d in reads[-4:]])
         out.cut = not tail.endswith((b"\n\n", b"\r\n\r\n"))
     if last_choices is not None:  # looked at once, at the end: the finish reason rides on the last chunk with choices
         first = last_choices[0]
         reason = first.get("finish_reason") if type(first) is dict else None
         out.finish_reason = reason if isinstance(reason, str) else None
+    if max_tokens and out.completion_tokens is not None and out.completion_tokens > max_tokens:
+        # more output than the request allowed, by the server's own count: a server that ignored the limit or one
+        # that miscounts; either way not the output's size (1000 said for 8 chunks at max_tokens 8 made throughput
+        # 100x the real one). The chunks count it, and the record says what the server claimed.
+        out.usage_over_max_tokens, out.completion_tokens = out.completion_tokens, None
+        usage_cum = [None] * len(usage_cum)
     out.chunk_tokens = _chunk_tokens(texts, usage_cum, out.completion_tokens)
+    text = "".join(texts)
+    if not text.isascii():
+        text = _whole_text(text, out)
+    if not chunk_times and out.protocol_error is None and out.stream_error is None:
+        out.choice_events = _choice_events(objs, datas, seen)
     if keep_text:
-        out.output_text = "".join(texts)
+        out.output_text = text
     return out
+
+
+def _whole_text(text: str, out: ParsedStream) -> str:
+    """`text` with any surrogate pair a server split over two chunks joined; a lone surrogate (JSON may escape one:
+    `"\\ud800"`) is no Unicode text, so the server's output cannot be read: `out.protocol_error` says where."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        pass
+    try:
+        return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le")
+    except UnicodeDecodeError:
+        at = next(i for i, c in enumerate(text) if "\ud800" <= c <= "\udfff")
+        if out.protocol_error is None and out.stream_error is None:
+            out.protocol_error = (f"the output text holds a lone surrogate (\\u{ord(text[at]):04x} at character {at}), "
+                                  "which is no Unicode text: the server's JSON escaped half of a character")
+        return text.encode("utf-8", "replace").decode("utf-8")
+
+
+def _choice_events(objs: list[Any] | None, datas: list[bytes], seen: int) -> int:
+    """How many of the first `seen` events hold a non-empty `choices` list (for a stream without a content chunk)."""
+    n = 0
+    for i in range(seen):
+        try:
+            obj = objs[i] if objs is not None else json.loads(datas[i])
+        except (ValueError, RecursionError):
+            continue
+        if type(obj) is dict and type(obj.get("choices")) is list and obj["choices"]:
+            n += 1
+    return n
 
 
 _MAX_COUNT = 1 << 53  # past this a count is no token count (and past 2**63 the record's encoder refused it)
 
 
-def _count(value: Any, before: int | None) -> int | None:
-    """A usage count: a non-negative integer below 2**53, else what was known `before` (a server's `null`, `"8"`,
-    `-1` or 10**30 is no count; a string crashed the whole run in the token split, a huge one in the record's
-    encoder, `TypeError` out of the client)."""
-    return value if type(value) is int and 0 <= value < _MAX_COUNT else before
+class NotACount(ValueError):
+    """A usage count that is no count (`_count`): the request's `protocol` failure, with these words."""
+
+
+def _shown(value: Any) -> str:
+    return json.dumps(value)[:60]
+
+
+def _count(usage: dict[str, Any], key: str, before: int | None, where: str = "usage") -> int | None:
+    """`usage[key]`: a non-negative integer below 2**53; what was known `before` when absent or null. Anything else
+    (`"8"`, `-5`, `8.5`, `true`, 10**30) raises `NotACount`: a server that reports such a count is broken, and
+    neither its count nor the chunks (which may each carry several tokens) say the output's size for sure."""
+    value = usage.get(key)
+    if type(value) is int and 0 <= value < _MAX_COUNT:
+        return value
+    if value is None:
+        return before
+    raise NotACount(f"{where}.{key} is {_shown(value)}, not a token count (an integer in [0, 2^53))")
 
 
 def _chunk_tokens(texts: list[str], usage_cum: list[int | None], total: int | None) -> list[int]:

@@ -42,6 +42,7 @@ from llmsweep.client.clock import to_unix
 from llmsweep.client.config import Endpoint
 from llmsweep.client.records import ErrorClass, RequestRecord
 from llmsweep.client.sse import ParsedStream, error_words, parse_stream
+from llmsweep.words import count_of
 from llmsweep.workload.base import RequestSpec
 
 
@@ -773,12 +774,13 @@ def _to_record(
             rec.error_class = "timeout"
         return rec, text
     if raw.reads:
-        parsed = parse_stream(raw.reads, keep_text=True)
+        parsed = parse_stream(raw.reads, keep_text=True, max_tokens=spec.max_tokens)
         rec.chunk_times = [to_unix(t) for t in parsed.chunk_times]
         rec.chunk_tokens = parsed.chunk_tokens
         rec.first_token_at = rec.chunk_times[0] if rec.chunk_times else None
         rec.prompt_tokens = parsed.prompt_tokens
         rec.completion_tokens = parsed.completion_tokens
+        rec.usage_over_max_tokens = parsed.usage_over_max_tokens
         rec.cached_tokens = parsed.cached_tokens
         rec.finish_reason = parsed.finish_reason
         text = parsed.output_text
@@ -795,8 +797,10 @@ def _to_record(
                     rec.error_class, rec.error = "protocol", parsed.protocol_error
             elif not parsed.data_events:
                 rec.error_class, rec.error = _not_a_stream(b"".join(d for _, d in raw.reads), overflow_patterns)
-            elif not rec.chunk_times and not parsed.completion_tokens:
-                rec.error_class, rec.error = "protocol", "stream ended without any content chunk"
+            elif not rec.chunk_times:
+                # no token to time: whatever its usage says, the request measured nothing (a server whose every
+                # chunk was `choices: []` or empty text, usage 8, was a success with no latency at all)
+                rec.error_class, rec.error = "protocol", _no_content(parsed)
             elif (why := judge_stream(parsed, max_tokens=spec.max_tokens, ignore_eos=ignore_eos,
                                       sends_done=sends_done)) is not None:
                 rec.error_class, rec.error = "truncated", why
@@ -813,6 +817,20 @@ def _utf8(text: str) -> str:
     """`text` with any lone surrogate (a server's JSON may escape one: `"\\ud800"`) replaced: the record's encoder
     refuses them, and one in a stream's error message or finish_reason crashed the whole run."""
     return text.encode("utf-8", "replace").decode("utf-8")
+
+
+def _no_content(parsed: ParsedStream) -> str:
+    """The error of a stream that brought no content chunk (no event whose choices hold output text), saying what
+    came: its events (`[DONE]` included), those with choices, the finish reason and the usage count."""
+    choices = parsed.choice_events or 0
+    said = f"stream ended without any content chunk: {count_of(parsed.data_events, 'event')}"
+    said += ", none with a choice" if not choices else f", {choices} with choices whose text is empty"
+    if parsed.finish_reason is not None:
+        said += f" (finish_reason {parsed.finish_reason!r})"
+    claimed = parsed.completion_tokens if parsed.completion_tokens is not None else parsed.usage_over_max_tokens
+    if claimed is not None:
+        said += f"; usage said {count_of(claimed, 'completion token')}"
+    return said + ("; then [DONE]" if parsed.done else "")
 
 
 def _not_a_stream(body: bytes, overflow_patterns: tuple[str, ...]) -> tuple[ErrorClass, str]:

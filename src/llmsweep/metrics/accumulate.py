@@ -204,6 +204,9 @@ class Accumulator:
         self.cached_prompt = 0
         self.osl_mismatch = 0
         self.short_outputs = 0
+        self.long_outputs = 0
+        """Successful records with more output than their max_tokens: by their chunks, or by a usage count the client
+        did not take for that reason (`usage_over_max_tokens`)."""
         self.unreadable = 0
         """Whole lines of the records file that are not a JSON record (`add_line`)."""
         self.implausible = 0
@@ -376,9 +379,12 @@ class Accumulator:
             self.cached += cached
             self.cached_prompt += r["prompt_tokens"]
         max_tokens = r.get("max_tokens")
-        if max_tokens is not None and osl != max_tokens:
-            self.osl_mismatch += 1
-            if osl < max_tokens:
+        if max_tokens is not None:
+            if osl > max_tokens or r.get("usage_over_max_tokens") is not None:
+                self.osl_mismatch += 1
+                self.long_outputs += 1
+            elif osl < max_tokens:
+                self.osl_mismatch += 1
                 self.short_outputs += 1
         return True
 
@@ -426,7 +432,7 @@ class Accumulator:
         for name in ("total", "successful", "failed", "warmup", "warmup_failed", "warmup_cancelled", "cancelled",
                      "context_overflow",
                      "input_sum", "output_sum", "theo_cached", "theo_input", "cached", "cached_prompt",
-                     "osl_mismatch", "short_outputs", "unreadable", "implausible"):
+                     "osl_mismatch", "short_outputs", "long_outputs", "unreadable", "implausible"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.categories.update(other.categories)
         for name in ("ttft", "e2el", "tpot", "e2e_norm", "isl", "osl", "ends", "lag", "span_start", "span_end"):

@@ -106,8 +106,9 @@ class GateConfig(BaseModel):
     )
     max_short_output_ratio: float | None = Field(
         default=None, ge=0, le=1,
-        description="Short outputs / successful requests (answers that stopped before max_tokens on their own);"
-        " None = not gated. The scenario's gate profile sets it.",
+        description="Short outputs / successful requests (answers that stopped before max_tokens on their own), and"
+        " long outputs / successful requests (more output than max_tokens), each; None = not gated. The scenario's"
+        " gate profile sets it.",
     )
     max_warmup_failure_ratio: float = Field(
         default=WARMUP_MAX_FAILURE_RATIO, ge=0, le=1,
@@ -248,9 +249,10 @@ def evaluate(
     stop_reason: str | None,
     coverage_detail: dict[str, Any] | None = None,
     cache: dict[str, Any] | None = None,
+    latency_samples: int | None = None,
 ) -> dict[str, Any]:
     """Apply the gates; returns `{verdict, reasons, warnings, gates, coverage}` (coverage: `window_coverage`'s
-    figures, or None)."""
+    figures, or None). `latency_samples`: the TTFT sample's size (None: not known to the caller)."""
     reasons: list[str] = []
     warnings: list[str] = []
     finished = requests["successful"] + requests["failed"]
@@ -286,12 +288,23 @@ def evaluate(
                        "or end before the send, the end before the first token): the figures leave "
                        f"{noun(implausible, 'that request', 'those requests')} out")
     successful, short = requests["successful"], requests.get("short_outputs", 0)
+    if successful > 0 and latency_samples == 0:
+        # a point without a latency has no figure to publish, whatever its token counts say
+        reasons.append(f"no latency sample: {count_of(successful, 'successful profiling request')} but no first "
+                       "token's time among them, so TTFT, TPOT, ITL and E2EL have no figure")
     short_max = gates.max_short_output_ratio
     if short_max is not None and successful > 0 and short / successful > short_max:
         reasons.append(f"short-output ratio {short / successful:.4f} exceeds {short_max} "
                        f"({short}/{successful} successful requests stopped before max_tokens: the server ended them "
                        f"early, e.g. at an end-of-sequence token it was not told to ignore: "
                        f"provenance.workload.ignore_eos says whether it was)")
+    long = requests.get("long_outputs") or 0
+    if short_max is not None and successful > 0 and long / successful > short_max:
+        reasons.append(f"long-output ratio {long / successful:.4f} exceeds {short_max} "
+                       f"({long}/{successful} successful requests brought more output than their max_tokens, by "
+                       "their chunks or their usage count: the server ignored the limit or miscounts its tokens, "
+                       "so the point did not serve the output length it names; each record's "
+                       "usage_over_max_tokens says what the server counted)")
     # the warm-ups the server answered or failed: one a stop cancelled says nothing of it either way
     warmup = requests.get("warmup", 0) - requests.get("warmup_cancelled", 0)
     warmup_failed = requests.get("warmup_failed", 0)

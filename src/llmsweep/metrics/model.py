@@ -205,6 +205,13 @@ class Requests(_Block):
         " Whether ignore_eos was sent is `provenance.workload.ignore_eos` (false where the engine rejects the field:"
         " transformers serve; such a run needs a model whose EOS never wins to keep every answer full length).",
     )
+    long_outputs: int | None = Field(
+        default=None,
+        description="Successful requests that brought more output than their max_tokens, by their chunks or by a"
+        " usage count the client did not take for it (the record's `usage_over_max_tokens`): a server that ignores"
+        " the limit or miscounts its tokens; the short-output gate's ratio bounds them too. Absent when there are"
+        " none.",
+    )
     unreadable: int = Field(
         default=0,
         description="Whole lines of records.jsonl that are not a JSON record (damaged after the client wrote them; a"

@@ -120,6 +120,7 @@ def summarise(
         "error_ratio": acc.failed / (acc.successful + acc.failed) if acc.successful + acc.failed else None,
         "output_length_mismatch": acc.osl_mismatch,
         "short_outputs": acc.short_outputs,
+        **({"long_outputs": acc.long_outputs} if acc.long_outputs else {}),  # absent when none, as `implausible`
         "unreadable": acc.unreadable,
         **({"implausible": acc.implausible} if acc.implausible else {}),  # absent when none: summaries keep their bytes
     }
@@ -171,8 +172,10 @@ def summarise(
     # token over a longer window than its tokens).
     tput_start = acc.first_send if acc.successful and acc.first_send != float("inf") else window_start
     power = _power(records, telemetry, acc, tput, duration, tput_start, window_end, provenance)
+    ttft = stat_block(clean(acc.ttft.numpy()))
     validity = _verdict(gates, requests=requests, coverage=coverage, coverage_detail=coverage_detail,
-                        duration=duration, server=server, health=health, cache=cache, power=power)
+                        duration=duration, server=server, health=health, cache=cache, power=power,
+                        latency_samples=int(ttft["count"]))
     for name, share in ((power or {}).get("roles") or {}).items():  # each role's watts beside what it did
         if name in (roles.get("roles") or {}):
             roles["roles"][name] = {**roles["roles"][name], "power": share}
@@ -181,7 +184,7 @@ def summarise(
         "source": source,
         "requests": requests,
         "latency": {
-            "ttft": stat_block(clean(acc.ttft.numpy())),
+            "ttft": ttft,
             "tpot": stat_block(tpot),
             "itl": acc.itl.stat_block(),
             "e2el": stat_block(clean(acc.e2el.numpy())),
@@ -223,10 +226,11 @@ def invalid_power_note(power: dict[str, Any]) -> str:
 
 def _verdict(gates: GateConfig, *, requests: dict[str, Any], coverage: float | None,
              coverage_detail: dict[str, Any] | None, duration: float, server: dict[str, Any], health: dict[str, Any],
-             cache: dict[str, Any], power: dict[str, Any] | None) -> dict[str, Any]:
+             cache: dict[str, Any], power: dict[str, Any] | None, latency_samples: int) -> dict[str, Any]:
     """The gates' verdict on a window's figures, power's requirement last: what `summarise` and `rejudge` share."""
     validity = evaluate(
         gates,
+        latency_samples=latency_samples,
         cache=cache,
         requests=requests,
         coverage=coverage,
@@ -259,6 +263,7 @@ def rejudge(stored: Summary, gates: GateConfig, *, note: str) -> Summary:
         coverage_detail=detail.model_dump() if detail is not None else None, duration=stored.throughput.duration_s,
         server=stored.server_metrics.model_dump(), health=stored.client_health.model_dump(),
         cache=stored.cache.model_dump(), power=stored.power.model_dump() if stored.power is not None else None,
+        latency_samples=stored.latency.ttft.count,
     )
     validity["warnings"].append(note)
     judged = stored.model_copy(deep=True)

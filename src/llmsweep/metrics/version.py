@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 
-MEASUREMENT_VERSION = 6
+MEASUREMENT_VERSION = 7
 """1: the metric table and client timing of llmsweep 0.x (TPOT per request excluding the first token, E2EL to the
 last content chunk, per-GPU throughput over last end − first send).
 2: stream integrity judged: a stream that ended incomplete is a `truncated` failure (it was a success), short outputs
@@ -31,7 +31,12 @@ client judges more responses failures: `finish_reason: error` (truncated), an SS
 before `[DONE]` on a body read to the close (connection), a redirect (not followed); and agentic replay joins a
 subagent at the first parent turn that starts after it ended (AIPerf's tiered joins: it ran in the background for
 good when the next turn did not wait for it), replays a subagent's overlapping requests in parallel, and has the first
-profiling turn wait for a subagent whose joining turn the warm-up replayed."""
+profiling turn wait for a subagent whose joining turn the warm-up replayed.
+7: a stream without a content chunk is a `protocol` failure whatever its usage says (it was a success with no
+latency), a usage count that is no count (a string, negative, fractional) or output text with a lone surrogate fails
+its request as `protocol` (the chunks were counted instead), a usage count above max_tokens is not taken as the output's
+size and such long outputs are gated as short ones are, an event-stream line past 8 MiB fails its request at once,
+and a point with successful requests but no latency sample is invalid."""
 
 
 def metric_table_digest() -> str:

@@ -543,7 +543,7 @@ class Predictor:
             "cached_tokens": None, "input_tokens_expected": spec.input_tokens,
             "theoretical_cached_tokens": spec.theoretical_cached_tokens, "max_tokens": spec.max_tokens,
             "finish_reason": "length", "worker": 0,  # the predicted engine generates max_tokens, as under ignore_eos
-            "retried": False,
+            "retried": False, "usage_over_max_tokens": None,
         }
         self.records.append(record)
         if ident.primer:

@@ -260,6 +260,45 @@ def test_short_outputs_are_counted_and_gated_by_the_scenario_profile() -> None:
     assert summarise([*whole, *shorts], gpus=1).validity.verdict == "smoke"  # ungated without a profile
 
 
+def test_long_outputs_are_counted_and_gated_with_the_short_outputs_tolerance() -> None:
+    """More output than max_tokens, by the chunks or by a usage count the client did not take for it, is as far
+    from the point's output length as a short output, and was not gated at all (an "osl 8" point of 80-token answers
+    was valid). Within the profile's tolerance it stands, past it the point is invalid."""
+    from llmsweep.workload.scenario import get_scenario
+
+    gates = get_scenario("fixed-seq-len").gate.config()
+    whole = [rec(i, sent=i * 0.1, osl=8) for i in range(19)]
+    one_long = summarise([*whole, rec(19, sent=2.0, osl=80, max_tokens=8)], gpus=1, gates=gates)
+    assert one_long.requests.long_outputs == 1 and one_long.requests.output_length_mismatch == 1
+    assert one_long.validity.verdict == "valid"  # 1/20 is within 0.05
+    # the client's record of a usage count above max_tokens: no completion count, the chunks count 8
+    claimed = [rec(i, sent=i * 0.1, osl=8, completion_tokens=None, usage_over_max_tokens=1000)
+               for i in range(20, 23)]
+    many = summarise([*whole, *claimed], gpus=1, gates=gates)
+    assert many.requests.long_outputs == 3 and many.requests.short_outputs == 0
+    assert many.tokens.output_total == 22 * 8
+    assert many.validity.verdict == "invalid"
+    assert any(r.startswith("long-output ratio 0.1364 exceeds 0.05 (3/22 successful requests brought more output "
+                            "than their max_tokens") for r in many.validity.reasons), many.validity.reasons
+    assert summarise(whole, gpus=1, gates=gates).requests.long_outputs is None  # absent when none
+    assert "long_outputs" not in summarise(whole, gpus=1).model_dump(exclude_none=True)["requests"]
+
+
+def test_a_point_whose_successes_have_no_latency_sample_is_invalid() -> None:
+    """Records that succeeded without a first token's time (a stream of no tokens, as the client recorded it before
+    such a stream failed; an import that kept no times) gave TTFT, TPOT, ITL and E2EL `count: 0` and the point was
+    valid on its token counts alone."""
+    untimed = [rec(i, sent=i * 0.1, osl=8, first_token_at=None, chunk_times=[], chunk_tokens=[])
+               for i in range(20)]
+    s = summarise(untimed, gpus=1, gates=GateConfig(min_submission_s=0))
+    assert s.latency.ttft.count == 0 and s.requests.successful == 20
+    assert s.validity.verdict == "invalid"
+    assert s.validity.reasons == ["no latency sample: 20 successful profiling requests but no first token's time "
+                                  "among them, so TTFT, TPOT, ITL and E2EL have no figure"]
+    timed = summarise([rec(i, sent=i * 0.1, osl=8) for i in range(20)], gpus=1, gates=GateConfig(min_submission_s=0))
+    assert timed.validity.verdict == "valid"
+
+
 def test_warmup_failures_warn_and_above_the_threshold_invalidate() -> None:
     ok = [rec(i, sent=i * 0.1) for i in range(10)]
     warm_ok = [rec(100 + i, sent=0.0, phase="warmup") for i in range(3)]
