@@ -33,6 +33,7 @@ from llmsweep import atomic
 from llmsweep.errors import ResultInputError
 from llmsweep.jsonline import load_json_file
 from llmsweep.metrics.gates import GateConfig
+from llmsweep.words import count_of, noun
 
 SCHEMA_VERSION = 2
 """1: the untyped dict of llmsweep ≤ 0.x (same keys); 2: the typed model (unset empty blocks are left out)."""
@@ -41,6 +42,11 @@ REQUIRED_BLOCKS = ("requests", "validity", "provenance", "latency", "throughput"
 """Blocks every summary llmsweep writes has (every version): one without them would read as an empty, unjudged job,
 or one whose figures are defaults (a `latency` deleted read as no latency at all, and `sim calibrate` fitted the point
 on throughput alone)."""
+WHOLE_BLOCKS = ("latency", "throughput")
+"""Required blocks whose every figure every summary llmsweep writes has (every version; a figure of theirs is never
+left out): one emptied, or without a figure, would read its figures as 0.0 — a valid point of no throughput —
+so `Summary.from_doc` refuses it as it refuses a missing block. A figure added to them later defaults to None (the
+versioning rule), and a None default is not required."""
 
 Source = Literal["measured", "simulated", "predicted"]
 RunSource = Literal["measured", "simulated"]
@@ -996,6 +1002,11 @@ class Summary(_Block):
             summary = cls.model_validate({**doc, "schema_version": SCHEMA_VERSION})
         except ValidationError as exc:
             raise ResultInputError(f"{where} is not a summary llmsweep can read: {exc}", fix=fix) from exc
+        lacking = [key for block in WHOLE_BLOCKS for key in _lacking(cls.model_fields[block].annotation, doc[block],
+                                                                      block)]
+        if lacking:  # present but emptied: its figures would read as 0.0, a valid point of no throughput
+            raise ResultInputError(f"{where} is not a whole summary: {_said(lacking)} (every summary llmsweep writes "
+                                   f"has every figure of its {' and '.join(map(repr, WHOLE_BLOCKS))} blocks)", fix=fix)
         return summary
 
     @classmethod
@@ -1008,6 +1019,38 @@ class Summary(_Block):
         except (OSError, ValueError) as exc:
             raise ResultInputError(f"cannot read {p}: {exc}", fix=fix) from exc
         return cls.from_doc(doc, where=str(p), fix=fix)
+
+
+def _lacking(model: Any, block: Any, where: str) -> list[tuple[str, bool]]:
+    """What a summary's `block` (as read from the file, at dotted path `where`) lacks of `model`'s figures: every
+    field whose default is not None, and a sub-block's within it; each as (dotted path, whether it is an emptied
+    block rather than a missing key). What is not an object is left to the model's validation, which names it."""
+    if not isinstance(block, dict):
+        return []
+    if not block:
+        return [(where, True)]
+    lacking: list[tuple[str, bool]] = []
+    for name, field in model.model_fields.items():
+        key = field.alias or name
+        if field.default is None:
+            continue
+        if key not in block:
+            lacking.append((f"{where}.{key}", False))
+        elif isinstance(field.annotation, type) and issubclass(field.annotation, _Block):
+            lacking += _lacking(field.annotation, block[key], f"{where}.{key}")
+    return lacking
+
+
+def _said(lacking: list[tuple[str, bool]]) -> str:
+    """``latency` is empty; it has no `throughput.total_tps` or `throughput.per_gpu``: what damaged whole blocks
+    lack, at most six missing figures named."""
+    empty = [f"`{path}`" for path, emptied in lacking if emptied]
+    figures = [f"`{path}`" for path, emptied in lacking if not emptied]
+    said = [f"{' and '.join(empty)} {noun(len(empty), 'is', 'are')} empty"] if empty else []
+    if figures:
+        more = f" (and {count_of(len(figures) - 6, 'more figure')})" if len(figures) > 6 else ""
+        said.append(f"it has no {' or '.join(figures[:6])}{more}")
+    return "; ".join(said)
 
 
 def json_schema() -> dict[str, Any]:

@@ -196,6 +196,31 @@ def test_a_schema_version_1_summary_reads_and_a_newer_one_is_refused(tmp_path: P
             Summary.load(tmp_path / "summary.json")
 
 
+
+@pytest.mark.parametrize(("cut", "said"), [
+    (lambda d: d.update(latency={}, throughput={}), "`latency` and `throughput` are empty"),
+    (lambda d: d["latency"].update(ttft={}), "`latency.ttft` is empty"),
+    (lambda d: d["throughput"].pop("total_tps"), "it has no `throughput.total_tps`"),
+    (lambda d: d["throughput"]["per_gpu"].pop("output_tps"), "it has no `throughput.per_gpu.output_tps`"),
+    (lambda d: [d["latency"][k].pop("p90") for k in ("ttft", "tpot")],
+     "it has no `latency.ttft.p90` or `latency.tpot.p90`"),
+])
+def test_a_summary_with_a_whole_block_emptied_or_cut_is_refused_by_every_reader(tmp_path: Path, cut: Any,
+                                                                                 said: str) -> None:
+    """`"latency": {}, "throughput": {}` passed the check for a missing block and read as a valid point of 0.0
+    tok/s/GPU and no TTFT (ingested over a good result, drawn on the frontier): a block present but without its
+    figures is as damaged as one missing, and `Summary.from_doc` (every reader's) refuses it, naming what it lacks."""
+    written = summarise([rec(i, sent=i * 0.1) for i in range(5)], gpus=1).dump()
+    assert Summary.from_doc(written).throughput.total_tps > 0  # a whole summary reads
+    damaged = json.loads(json.dumps(written))
+    cut(damaged)
+    (tmp_path / "summary.json").write_text(json.dumps(damaged))
+    with pytest.raises(ResultError, match="is not a whole summary") as err:
+        Summary.load(tmp_path / "summary.json")
+    assert said in str(err.value) and (err.value.fix or "").startswith("`llmsweep summarize ")
+    # a summary with no request answered (an eval-only job's, every request failed) has every figure, at zero
+    assert Summary.from_doc(Summary().dump()).throughput.total_tps == 0.0
+
 def test_a_server_that_reuses_far_less_than_the_workload_allows_is_warned_about_not_failed() -> None:
     hybrid = [rec(i, sent=i * 0.2, theoretical_cached_tokens=90, cached_tokens=0) for i in range(10)]
     s = summarise(hybrid, gpus=1)

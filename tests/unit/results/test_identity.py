@@ -110,8 +110,7 @@ def test_a_result_is_stored_only_under_the_topology_that_earned_it() -> None:
 def _summary(options: dict[str, Any] | None, workload: dict[str, Any] | None = None) -> Any:
     from llmsweep.metrics.model import Summary
 
-    return Summary.from_doc({"schema_version": 2, "requests": {}, "validity": {}, "latency": {}, "throughput": {},
-                             "provenance": {"options": options, "workload": workload}})
+    return Summary.model_validate({"provenance": {"options": options, "workload": workload}})
 
 
 FIXED = {"name": "fixed", "kind": "fixed", "isl": 1024, "osl": 1024, "num_prompts": 40, "num_warmups": 8,

@@ -179,3 +179,28 @@ def test_results_import_of_a_run_folder_names_results_ingest(make_run, store_pat
     assert not store_path.exists()
     code, out = cli_run("results", "ingest", run.path)  # the fix works
     assert code == 0 and "ingested run1: 1 result" in out, out
+
+
+@pytest.mark.parametrize("damage", [{"latency": {}, "throughput": {}}, {"throughput": {}}, {"latency": {}},
+                                    {"throughput": {"duration_s": 1.0}}])
+def test_a_summary_whose_blocks_were_emptied_replaces_no_stored_result(make_run, store_path: Path, cli_run,
+                                                                       damage: dict[str, object]) -> None:
+    """A copy of a run whose one summary.json had `"latency": {}, "throughput": {}` re-ingested (exit 0) over the
+    stored run: the job stood as a valid point of 0.0 tok/s/GPU with no TTFT in `results frontier` and the report.
+    A whole block emptied, or one without its figures, is bad input as a missing block is: exit 2, nothing
+    replaced, and every reader refuses it alike."""
+    run = make_run("run1", concs=(1, 4))
+    assert cli_run("results", "ingest", run.path)[0] == 0
+    stored = cli_run("results", "list", "--run", "run1", "--json")
+    path = run.jobs[0].dir / "summary.json"
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    path.write_text(json.dumps({**doc, **damage}), encoding="utf-8")
+    for argv in (["results", "ingest", run.path], ["results", "frontier", run.path], ["compare", run.path, run.path]):
+        code, out = cli_run(*argv)
+        assert code == 2, (argv, out)
+        assert f"error: {path} is not a whole summary: " in out and "Traceback" not in out, out
+        assert "empty" in out or "it has no `throughput.request_rps`" in out, out
+        assert out.split("fix: ", 1)[1].startswith(f"`llmsweep summarize {run.jobs[0].dir}` rebuilds it"), out
+    assert cli_run("results", "list", "--run", "run1", "--json") == stored  # the good result is still the one stored
+    code, out = cli_run("report", run.path, "--no-png", "--json")  # drawn without it, listed as unreadable
+    assert code == 0 and "is not a whole summary" in out, out
