@@ -487,6 +487,10 @@ class Adapter(ABC):
     adapter renders no disaggregated launch, and a multinode job of its engine is refused with that reason."""
     disagg_worker_port: ClassVar[int | None] = None
     """The port a disaggregated worker serves on when the caller names none (None: the engine's default port)."""
+    role_port_flags: ClassVar[tuple[str, ...]] = ()
+    """Flags of a disaggregated worker's launch that set a port it listens on, on its first node, besides its serving
+    port (SGLang's `--disaggregation-bootstrap-port`; a `HOST:PORT` value's port, as `--dist-init-addr`'s), as the
+    engine spells them: `render_topology` refuses two listeners on one port of a node."""
     dynamo_module: ClassVar[str | None] = None
     """NVIDIA Dynamo's worker module for this engine (`dynamo.sglang`), for the `dynamo-*` frameworks."""
     launches_roles: ClassVar[bool] = False
@@ -954,6 +958,48 @@ class Adapter(ABC):
             notes=("NVIDIA Dynamo frontend: needs etcd and NATS reachable by every worker (not rendered)",),
         )
 
+    def role_ports(self, spec: LaunchSpec) -> list[tuple[str, range]]:
+        """The ports a disaggregated worker's launch listens on, on its first node, besides its serving port, read from
+        what was rendered: each of `role_port_flags` in its argv, and its `side_ports` (from the port its variable
+        holds, as many as it binds), each by the flag or variable that sets it."""
+        ports: list[tuple[str, range]] = []
+        argv = spec.argv
+        for i, arg in enumerate(argv[:-1]):
+            if arg in self.role_port_flags:
+                value = argv[i + 1].rpartition(":")[2]
+                if value.isdigit():
+                    ports.append((arg, range(int(value), int(value) + 1)))
+        for name, span in spec.side_ports.items():
+            if spec.env.get(name, "").isdigit():
+                ports.append((name, range(int(spec.env[name]), int(spec.env[name]) + span)))
+        return ports
+
+    def _refuse_shared_ports(self, job: Job, pools: dict[str, list[RoleWorker]], router: LaunchSpec,
+                             port: int | None) -> None:
+        """Refuse a topology in which two listeners would take one port of a node: a worker's serving port, a port
+        its launch listens on besides it (`role_ports`), and the front door on node 0. A worker has nodes of its own,
+        the front door shares node 0 with prefill worker 0. The fix is another `--port` where the caller's port is
+        one of the two (the others are the engine's own), else a report: the adapter's defaults collide."""
+        listeners: list[tuple[int, str, str, range]] = []  # (node, worker, what listens, ports)
+        for kind, workers in pools.items():
+            for w in workers:
+                who = f"{kind} worker {w.index}"
+                listeners.append((w.nodes[0], who, who, range(w.spec.port, w.spec.port + 1)))
+                listeners += [(w.nodes[0], who, f"{who}'s {name}", ports) for name, ports in self.role_ports(w.spec)]
+        front = f"the {router.engine} front door"
+        listeners.append((0, front, front, range(router.port, router.port + 1)))
+        for i, (node, who, what, ports) in enumerate(listeners):
+            for other_node, other_who, other, other_ports in listeners[i + 1:]:
+                shared = sorted(set(ports) & set(other_ports)) if node == other_node else []
+                if not shared:
+                    continue
+                said = other.replace(f"{who}'s ", "its ", 1) if other_who == who else other
+                serving = port is not None and port in shared and (what == who or other == other_who)
+                raise ContractError(
+                    f"job {job.id}: {what} and {said} would both listen on port {shared[0]} of node {node}",
+                    fix=(f"pass another --port for the workers (not {port}: {other if what == who else what} "
+                         "takes it)") if serving else f"report this: {self.name}'s default ports collide")
+
     def render_topology(self, job: Job, *, port: int | None = None,
                         gpus_per_node: int | None = None) -> Topology:
         """Every role `job` launches and where: one `server` role for an aggregated job; prefill and decode pools
@@ -1015,12 +1061,7 @@ class Adapter(ABC):
                               dp_ranks=parallel.dp_ranks, workers=tuple(workers)))
         router = (self.dynamo_frontend(job, 0) if dynamo
                   else self.router_spec(job, pools["prefill"], pools["decode"], 0, transfer))
-        for w in pools["prefill"]:
-            if w.nodes[0] == 0 and w.spec.port == router.port:
-                raise ContractError(f"job {job.id}: prefill worker {w.index} and the {router.engine} front door would "
-                                    f"both listen on port {router.port} of node 0",
-                                    fix="pass another --port for the workers" if port is not None
-                                    else f"report this: {self.name}'s default ports collide")
+        self._refuse_shared_ports(job, pools, router, port)
         roles.append(Role(name="router", kind="router", count=1, gpus_per_worker=0, nodes_per_worker=0,
                           workers=(RoleWorker(index=0, nodes=(0,), spec=router),)))
         return Topology(job=job.id, engine=self.name, disaggregated=True, gpus_per_node=gpus_per_node,

@@ -226,6 +226,7 @@ class SGLangAdapter(Adapter):
     kv_offload_backends: ClassVar[frozenset[str]] = frozenset({"hicache", "mooncake"})
     disagg_transfer_default: ClassVar[str | None] = "mooncake"
     disagg_worker_port: ClassVar[int | None] = WORKER_PORT
+    role_port_flags: ClassVar[tuple[str, ...]] = ("--disaggregation-bootstrap-port", "--dist-init-addr")
     dynamo_module: ClassVar[str | None] = "dynamo.sglang"
 
     def launcher(self, job: Job) -> list[str]:

@@ -154,6 +154,7 @@ class VLLMAdapter(Adapter):
     supports_pcp: ClassVar[bool] = True
     disagg_transfer_default: ClassVar[str | None] = "nixl"
     disagg_worker_port: ClassVar[int | None] = WORKER_PORT
+    role_port_flags: ClassVar[tuple[str, ...]] = ("--master-port",)
     dynamo_module: ClassVar[str | None] = "dynamo.vllm"
     launches_roles: ClassVar[bool] = True
     launched_transfers: ClassVar[frozenset[str]] = frozenset({"nixl"})

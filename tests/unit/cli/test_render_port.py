@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from support.cli import run_main
 
 from llmsweep.cli.main import cli
 
@@ -28,3 +29,16 @@ def test_a_port_in_range_is_rendered(port: str) -> None:
     res = CliRunner().invoke(cli, ["render", str(SEED), "--job", JOB, "--format", "sh", "--port", port])
     assert res.exception is None, res.output
     assert res.stdout.startswith("#!/usr/bin/env bash") and f"  --port {port} \\\n" in res.stdout
+
+
+@pytest.mark.parametrize(("port", "taken"), [("8998", "prefill worker 0's --disaggregation-bootstrap-port"),
+                                             ("30000", "the sglang-router front door")])
+def test_a_port_a_disaggregated_topology_assigns_is_refused_naming_both(capsys: pytest.CaptureFixture[str],
+                                                                         port: str, taken: str) -> None:
+    """`render multinode.yaml --port 8998` exited 0 with `--port 8998 … --disaggregation-bootstrap-port 8998` on the
+    prefill worker; `--port 30000` (the router's) was refused. Both are refused alike: exit 2, naming both."""
+    recipe = REPO / "tests" / "data" / "recipes" / "disagg" / "multinode.yaml"
+    code, out, err = run_main(capsys, "render", recipe, "--job", "dsr1_8k1k_fp8_sglang", "--port", port)
+    assert code == 2, out + err
+    assert f"both listen on port {port} of node 0" in err and f"not {port}: {taken} takes it" in err, err
+    assert "--disaggregation-bootstrap-port" not in out

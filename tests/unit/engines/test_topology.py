@@ -224,6 +224,29 @@ def test_no_two_servers_listen_on_one_port_of_a_node(plan: Plan, framework: str,
         engines.render_topology(job, port=router.port)
 
 
+
+@pytest.mark.parametrize(("framework", "image", "transfer", "port", "taken"), [
+    ("sglang-disagg", SGLANG_IMAGE, "mori", 8998, "prefill worker 0's --disaggregation-bootstrap-port"),
+    ("sglang-disagg", SGLANG_IMAGE, "mori", 20000, "prefill worker 0's --dist-init-addr"),
+    ("vllm-disagg", "vllm/vllm-openai:v0.26.0", "nixl", 20000, "prefill worker 0's --master-port"),
+    ("vllm-disagg", "vllm/vllm-openai:v0.26.0", "nixl", 5601, "prefill worker 0's VLLM_NIXL_SIDE_CHANNEL_PORT"),
+])
+def test_a_port_equal_to_one_a_worker_listens_on_besides_its_own_is_refused(
+        plan: Plan, framework: str, image: str, transfer: str, port: int, taken: str) -> None:
+    """`render --port 8998` of an SGLang disaggregated job rendered `--port 8998 … --disaggregation-bootstrap-port
+    8998` on its prefill worker (exit 0), where `--port 30000`, the router's, was refused: a --port equal to any port
+    the topology assigns on a worker's node (its bootstrap port, a multi-node worker's rendezvous, vLLM's NIXL side
+    channel) is refused the same way, naming both, and its fix names the port to avoid."""
+    (job,) = plan(mn_recipe(framework, image, prefill=P1_TP8, decode=D2_TP8, transfer=transfer))
+    topology = engines.render_topology(job, port=port + 1000, gpus_per_node=4)  # each worker on two nodes
+    head = topology.roles[0].workers[0]
+    assert len(head.nodes) == 2 and head.spec.port == port + 1000
+    with pytest.raises(ContractError, match=f"both listen on port {port} of node 0") as err:
+        engines.render_topology(job, port=port, gpus_per_node=4)
+    said = str(err.value)
+    assert f"prefill worker 0 and its {taken.split(chr(39) + 's ', 1)[1]} would" in said, said
+    assert err.value.fix == f"pass another --port for the workers (not {port}: {taken} takes it)"
+
 def test_an_engine_without_a_disaggregated_launch_is_refused_with_the_reason(plan: Plan) -> None:
     (job,) = plan(mn_recipe("atom-disagg", "rocm/atom:v0.1.2", prefill=P1_TP8, decode=D2_TP8, transfer="mori"))
     with pytest.raises(ContractError, match="cannot render atom's disaggregated"):
