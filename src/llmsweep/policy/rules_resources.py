@@ -211,8 +211,8 @@ def _number(value: object) -> TypeGuard[float]:
 
 
 def _amount(value: object) -> float | None:
-    """A size as the recipe writes it: a number, or a number's text (YAML 1.1 reads `1e12` as the string '1e12', and
-    a JSON config may quote it); else None."""
+    """A size as the recipe writes it: a number, or a number's text (a quoted `"1e12"`, in a mapping or in a JSON
+    config); else None."""
     if _number(value):
         return float(value)
     if isinstance(value, str):
@@ -306,7 +306,7 @@ BYTE_COUNT_KEYS = ("cpu_bytes_to_use", "cpu_bytes_to_use_per_rank")
 
 @rule("serve.kv-transfer-bytes", Severity.ERROR,
       "A byte count in --kv-transfer-config is text vLLM cannot read as an integer",
-      "write the count as a whole number of bytes (1000000000000, not 1e12: YAML reads 1e12 as text), or delete it "
+      "write the count as a whole number of bytes (1000000000000 or 1e12, not the text \"1e12\"), or delete it "
       "and let the adapter size the pool from total-cpu-dram-gb",
       "vLLM's offload specs read cpu_bytes_to_use with int(), which refuses '1e12', at start-up after the weights "
       "have loaded")

@@ -233,6 +233,7 @@ _BoundedLoader.add_implicit_resolver(
 _BoundedLoader.add_implicit_resolver(
     "tag:yaml.org,2002:float",
     re.compile(r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
+                |[-+]?[0-9][0-9_]*[eE][-+]?[0-9]+
                 |[-+]?\.[0-9_]+(?:[eE][-+]?[0-9]+)?
                 |[-+]?\.(?:inf|Inf|INF)
                 |\.(?:nan|NaN|NAN))$""", re.X),

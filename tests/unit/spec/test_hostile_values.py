@@ -205,7 +205,23 @@ def test_a_flag_value_that_is_not_a_finite_number_is_refused_at_its_line(lines: 
 
 
 def test_the_word_inf_quoted_is_a_value() -> None:
-    assert not loads_recipes(_with_serve('    args: { --foo: "inf", --bar: 1e400 }\n'), "r.yaml").errors
+    assert not loads_recipes(_with_serve('    args: { --foo: "inf", --bar: "1e400" }\n'), "r.yaml").errors
+
+
+@pytest.mark.parametrize("written", ["1e400", "-1e400", "1E400", "1.0e400", "+1e+400"])
+def test_a_number_beyond_a_float_written_without_a_point_is_refused_as_with_one(written: str) -> None:
+    """`--max-num-seqs: 1e400` validated clean and rendered the word `1e400`, where `1.0e400` was refused as `inf`:
+    a plain scalar is read as YAML 1.2's decimal forms, in which an exponent needs no decimal point."""
+    (finding,) = loads_recipes(_with_serve(f"    args: {{ --max-num-seqs: {written} }}\n"), "r.yaml").errors
+    assert finding.rule == "schema.type" and finding.path is not None and finding.path.endswith("--max-num-seqs")
+    assert "not finite" in finding.message and ("`-inf`" if written.startswith("-") else "`inf`") in finding.message
+
+
+@pytest.mark.parametrize(("written", "value"), [("1e3", 1000.0), ("-2E-2", -0.02), ("5e+0", 5.0)])
+def test_an_exponent_without_a_point_is_a_float_as_in_yaml_1_2(written: str, value: float) -> None:
+    from llmsweep.spec.source import parse_yaml
+
+    assert parse_yaml(f"a: {written}\nb: '{written}'\n", "r.yaml").data == {"a": value, "b": written}
 
 
 def test_an_override_when_boolean_matches_no_number_and_a_number_no_boolean() -> None:
