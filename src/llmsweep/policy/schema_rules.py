@@ -27,6 +27,8 @@ SCHEMA_RULES: tuple[tuple[str, Severity, str, str, str | None], ...] = (
      "discovery's output (its proposal keeps the recipe's keys): skipped, named",
      "pass a runner file with --runner-config; name a proposed.yaml to read it", None),
     ("schema.not-mapping", E, "A file or recipe is not a mapping", "indent fields under the recipe key", None),
+    ("schema.blank-key", E, "An empty or whitespace-only recipe key (`\"\":`): nothing could name the recipe",
+     "name the recipe", None),
     ("schema.wildcard-key", E, "`*` in a recipe key (reserved for --config-keys patterns)", "rename the key", None),
     ("schema.duplicate-recipe", E, "A recipe key is defined in two files", "rename one of them", None),
     ("schema.unknown-key", E, "Unknown key (with a did-you-mean)", "rename or delete it", None),

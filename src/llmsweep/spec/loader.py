@@ -329,6 +329,14 @@ def _load_recipe(
         result.findings.append(key_finding((), key, (), source))
         return
     line = source.line_of((key,))
+    if not key.strip():  # `"":` or `" ":`: a recipe no job id, --config-keys pattern or message can name
+        result.findings.append(
+            _error("schema.blank-key", file, line, None,  # (the key as a path would read as none)
+                   f"recipe key {key!r} is {'empty' if not key else 'only whitespace'}: a recipe is named by its key "
+                   "(its jobs' ids, --config-keys, every message about it)",
+                   "name the recipe: write a key such as `qwen3-fp8-vllm` before its fields")
+        )
+        return
     if "*" in key:
         result.findings.append(
             _error("schema.wildcard-key", file, line, key,
