@@ -17,9 +17,10 @@ import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic_core import PydanticCustomError
 
 from llmsweep.errors import DatasetError
 from llmsweep.workload.base import (
@@ -40,19 +41,33 @@ from llmsweep.workload.traces.schema import MAX_REQUEST_TOKENS
 NAMESPACE = "mooncake"
 
 
+def _not_a_boolean(value: Any) -> Any:
+    """JSON's `true`/`false` where a row holds a number: refused, as a decimal length or a NaN is (pydantic reads
+    `true` as 1, a one-token request under the row's figure)."""
+    if isinstance(value, bool):
+        raise PydanticCustomError("bool_not_number", "`{value}` is a boolean, not a number",
+                                  {"value": str(value).lower()})
+    return value
+
+
+_Number = BeforeValidator(_not_a_boolean)
+
+
 class MooncakeRow(BaseModel):
-    """One line of a Mooncake trace. External data: unknown fields are ignored."""
+    """One line of a Mooncake trace. External data: unknown fields are ignored; a number is a JSON number (a decimal
+    length, NaN or a boolean is refused with its line)."""
 
     model_config = ConfigDict(extra="ignore", allow_inf_nan=False)
 
-    timestamp: float | None = Field(default=None, description="Arrival, milliseconds since the trace start.")
-    input_length: int = Field(ge=1, le=MAX_REQUEST_TOKENS)
-    output_length: int = Field(ge=1, le=MAX_REQUEST_TOKENS)
-    hash_ids: list[BlockId] = Field(default_factory=list)
+    timestamp: Annotated[float | None, _Number] = Field(default=None,
+                                                       description="Arrival, milliseconds since the trace start.")
+    input_length: Annotated[int, _Number] = Field(ge=1, le=MAX_REQUEST_TOKENS)
+    output_length: Annotated[int, _Number] = Field(ge=1, le=MAX_REQUEST_TOKENS)
+    hash_ids: list[Annotated[BlockId, _Number]] = Field(default_factory=list)
     text_input: str | None = None
     session_id: str | None = None
-    delay: float | None = Field(default=None, ge=0.0,
-                                description="Milliseconds after the previous row (no timestamp).")
+    delay: Annotated[float | None, _Number] = Field(default=None, ge=0.0,
+                                                   description="Milliseconds after the previous row (no timestamp).")
 
 
 class MooncakeConfig(BaseModel):

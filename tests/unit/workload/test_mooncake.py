@@ -116,6 +116,24 @@ def test_damaged_rows_are_refused_with_their_line(tmp_path: Path, field: str, va
         MooncakeWorkload(MooncakeConfig(source=str(path)))
 
 
+@pytest.mark.parametrize(("field", "value", "at"), [
+    ("input_length", True, "input_length"), ("output_length", True, "output_length"),
+    ("input_length", False, "input_length"), ("timestamp", True, "timestamp"), ("delay", True, "delay"),
+    ("hash_ids", [0, True], "hash_ids.1"),
+])
+def test_a_boolean_where_a_row_holds_a_number_is_refused_with_its_line(tmp_path: Path, field: str, value: object,
+                                                                        at: str) -> None:
+    """`"input_length": true` was read as 1 (a one-token request under the row's figure), where a decimal length or
+    a NaN is refused at its line: a boolean is too, in every number of the row."""
+    path = tmp_path / "bad.jsonl"
+    row = {k: v for k, v in ROWS[1].items() if k != "timestamp"} if field == "delay" else ROWS[1]
+    path.write_text(json.dumps(ROWS[0]) + "\n" + json.dumps({**row, field: value}) + "\n")
+    with pytest.raises(DatasetError) as err:
+        MooncakeWorkload(MooncakeConfig(source=str(path)))
+    said = "true" if value is True or value == [0, True] else "false"
+    assert f"bad.jsonl:2: not a Mooncake row: {at}: `{said}` is a boolean, not a number" in str(err.value), err.value
+
+
 @pytest.mark.parametrize(("rows", "line", "earlier"), [
     ([ROWS[1], ROWS[0], ROWS[2]], 2, 1),  # timestamps out of order
     ([{**ROWS[0], "timestamp": None, "delay": 3000}, ROWS[1], ROWS[2]], 2, 1),  # a delay, then a timestamp at 0 s
