@@ -7,8 +7,31 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
+from typing import NamedTuple
 
 from llmsweep.errors import ConfigError
+
+
+class Blocked(NamedTuple):
+    """What stops a folder from being made: the path on its way, and what it is (`blocked_at`)."""
+
+    at: Path
+    what: str
+    """`is a file, not a folder`, or `is a symbolic link to T, which does not exist`."""
+    link: bool
+    """A symbolic link to nothing (a scratch disk not mounted): its fix is its target, or removing it."""
+
+
+def blocked_at(home: Path) -> Blocked | None:
+    """Why the folder `home` (with any missing parents) cannot be made: the nearest path on its way that is there is a
+    regular file, or a symbolic link to what is gone. None when the way is clear. Making the folder had failed on it
+    with `[Errno 17] File exists` (a file) or `[Errno 2]` (a link) naming neither."""
+    there = home
+    while not there.exists() and there != there.parent:  # the nearest folder that is: it must take the rest
+        if there.is_symlink():
+            return Blocked(there, f"is a symbolic link to {os.readlink(there)}, which does not exist", link=True)
+        there = there.parent
+    return None if there.is_dir() else Blocked(there, "is a file, not a folder", link=False)
 
 
 def refuse_unwritable(path: Path, *, folder: bool, option_name: str = "--out", makes_parents: bool = True,
@@ -25,16 +48,13 @@ def refuse_unwritable(path: Path, *, folder: bool, option_name: str = "--out", m
     if not folder and path.is_dir():
         raise ConfigError(f"{option_name} {path} is a folder, not a file; {then}", fix=fix)
     home = path if folder else path.parent
+    blocked = blocked_at(home)
+    if blocked is not None:
+        raise ConfigError(f"{option_name} {path} cannot be written: {blocked.at} {blocked.what}; {then}",
+                          fix=f"make the link's target, remove the link, or {fix}" if blocked.link else fix)
     there = home
     while not there.exists() and there != there.parent:  # the nearest folder that is: it must take the rest
-        if there.is_symlink():  # a link to what is gone (a scratch disk not mounted): making the folder fails on it
-            raise ConfigError(f"{option_name} {path} cannot be written: {there} is a symbolic link to "
-                              f"{os.readlink(there)}, which does not exist; {then}",
-                              fix=f"make the link's target, remove the link, or {fix}")
         there = there.parent
-    if not there.is_dir():
-        raise ConfigError(f"{option_name} {path} cannot be written: {there} is a file, not a folder; {then}",
-                          fix=fix)
     if there != home and not makes_parents:
         raise ConfigError(f"{option_name} {path} cannot be written: the folder {home} does not exist; {then}",
                           fix=f"make {home} first, or {fix}")

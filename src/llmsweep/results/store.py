@@ -53,6 +53,7 @@ from llmsweep.results.rundir import (
     stored_job_outcomes,
 )
 from llmsweep.words import count_of, noun
+from llmsweep.writable import blocked_at
 
 _FORCE = _flag("force")
 _RUN_ID = _flag("run_id")
@@ -278,6 +279,11 @@ class Store:
         self._version = SCHEMA_VERSION
         if self.path.is_dir():
             raise StoreError(f"results store {self.path} is a directory, not a SQLite file", fix=_STORE_FIX)
+        blocked = None if readonly else blocked_at(self.path.parent)
+        if blocked is not None:  # (`--out`'s check and wording: making the folder said only "File exists")
+            raise StoreError(f"results store {self.path} cannot be written: {blocked.at} {blocked.what}",
+                             fix=f"make the link's target, remove the link, or {_STORE_FIX}" if blocked.link
+                             else _STORE_FIX)
         try:
             if readonly:
                 self._db = self._connect_readonly()

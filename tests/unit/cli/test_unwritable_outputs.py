@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from support.cli import run_main
+from support.synthetic import SyntheticPoint, synthetic_job, write_synthetic_run
 
 RECIPE = Path(__file__).resolve().parents[2] / "data" / "recipes" / "run" / "fixed-sim.yaml"
 PREDICT = ("predict", RECIPE, "--max-requests", "4", "--duration", "30")
@@ -77,3 +78,29 @@ def test_writable_out_refuses_a_path_that_is_not_utf8(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="is not valid UTF-8"):
         writable_out(out)
     assert not out.exists()
+
+
+@pytest.mark.parametrize("where", ["under a file", "through a dangling link"])
+@pytest.mark.parametrize("command", ["run", "results ingest"])
+def test_a_store_that_cannot_be_made_says_why_as_an_out_does(command: str, where: str, tmp_path: Path,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """`run --store /tmp/x/fs.yaml/x.sqlite` (a path through a regular file) said `[Errno 17] File exists`, where the
+    `--out` equivalent says "is a file, not a folder": the store is checked the same way and said alike, before
+    anything runs or is stored."""
+    (tmp_path / "file").write_text("")
+    (tmp_path / "link").symlink_to(tmp_path / "gone")
+    blocker = tmp_path / ("file" if where == "under a file" else "link")
+    store = blocker / "x.sqlite"
+    if command == "run":
+        args: tuple[str | Path, ...] = ("run", RECIPE, "--out", tmp_path / "run")
+    else:
+        run = write_synthetic_run(tmp_path / "run", [SyntheticPoint(synthetic_job(conc=4), requests=20)],
+                                  run_id="run1")
+        args = ("results", "ingest", run.path)
+    before = sorted(tmp_path.rglob("*"))
+    code, _, err = run_main(capsys, *args, "--store", store)
+    assert code == 2, err[-3000:]
+    what = "is a file, not a folder" if where == "under a file" else f"is a symbolic link to {tmp_path / 'gone'}"
+    assert f"results store {store} cannot be written: {blocker} {what}" in err, err[-3000:]
+    assert "Errno" not in err and "Traceback" not in err and err.count("error:") == 1, err[-3000:]
+    assert sorted(tmp_path.rglob("*")) == before, "nothing is written"
