@@ -329,6 +329,30 @@ BOM_FIX = ("delete the mark at that line (`grep -n $'\\xEF\\xBB\\xBF' FILE` find
            "<feff>), and save files without a BOM")
 
 
+C0_NAMES = ("NUL", "SOH", "STX", "ETX", "EOT", "ENQ", "ACK", "BEL", "BS", "TAB", "LF", "VT", "FF", "CR", "SO", "SI",
+            "DLE", "DC1", "DC2", "DC3", "DC4", "NAK", "SYN", "ETB", "CAN", "EM", "SUB", "ESC", "FS", "GS", "RS", "US")
+"""The ASCII control characters' names, by code point (what `man ascii` calls them)."""
+
+
+def control_character(character: object) -> tuple[str, str]:
+    """(problem, fix) for a raw character YAML does not allow in a file (the reader's `character`: its code point),
+    named as the user can find it: `ESC (U+001B, shown as ^[ by cat -v)`. A NUL is deleted, as a `"\\0"` escape is
+    refused (`schema.nul`: no command line, environment variable or file name can carry one); any other is deleted or,
+    where a value needs it, written as an escape in a double-quoted string, which the reader allows."""
+    code = character if isinstance(character, int) else ord(character) if isinstance(character, str) else -1
+    name = C0_NAMES[code] if 0 <= code < len(C0_NAMES) else "DEL" if code == 0x7F else None
+    caret = f"^{chr(code + 64)}" if 0 <= code < len(C0_NAMES) else "^?" if code == 0x7F else None
+    said = f"{name} (U+{code:04X}, shown as {caret} by `cat -v`)" if name and caret else f"U+{code:04X}"
+    kind = "control character" if code < 0x20 or 0x7F <= code <= 0x9F else "character"
+    problem = f"the file holds a raw {kind}, {said}, which YAML does not allow in a file"
+    if code == 0:
+        return problem, ("delete the NUL at that line: no command line, environment variable or file name can carry "
+                         "one (a `\"\\0\"` escape is refused too)")
+    escape = f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+    return problem, (f"delete the {name or f'U+{code:04X}'} at that line, or, where the value needs it, write it as "
+                     f"an escape in a double-quoted string (`\"{escape}\"`)")
+
+
 def parse_yaml(text: str, file: str) -> YamlDocument:
     """Parse YAML text; raise :class:`YamlSyntaxError` naming file:line on malformed input, or on a file that nests
     deeper than :data:`MAX_DEPTH` or expands past :data:`MAX_NODES` nodes through aliases."""
@@ -338,8 +362,8 @@ def parse_yaml(text: str, file: str) -> YamlDocument:
         loader = _BoundedLoader(text, file)
     except yaml.reader.ReaderError as exc:  # a control character: the reader refuses the text before any parsing
         line = text.count("\n", 0, exc.position) + 1 if isinstance(exc.position, int) else None
-        raise YamlSyntaxError(file, line, f"the file holds a control character (code point {exc.character!r}) "
-                              "YAML does not allow; remove it (a recipe is plain text)") from exc
+        problem, fix = control_character(exc.character)
+        raise YamlSyntaxError(file, line, problem, fix) from exc
     try:
         node = loader.get_single_node()
         if node is not None and _expanded_size(node) > MAX_NODES:

@@ -41,3 +41,25 @@ def test_an_alias_a_collection_key_or_a_scalar_merge_is_told_its_own_fix(text: s
     assert finding.line == line, finding.render()
     if line == 2:
         assert "(the construct started at line 4)" in finding.message, finding.render()
+
+
+@pytest.mark.parametrize(("raw", "named", "fix"), [
+    ("\x1b", "ESC (U+001B, shown as ^[ by `cat -v`)",
+     'delete the ESC at that line, or, where the value needs it, write it as an escape in a double-quoted string '
+     '(`"\\x1b"`)'),
+    ("\x07", "BEL (U+0007, shown as ^G by `cat -v`)", 'string (`"\\x07"`)'),
+    ("\x7f", "DEL (U+007F, shown as ^? by `cat -v`)", 'string (`"\\x7f"`)'),
+    ("\x00", "NUL (U+0000, shown as ^@ by `cat -v`)",
+     'delete the NUL at that line: no command line, environment variable or file name can carry one'),
+])
+def test_a_raw_control_character_is_named_with_its_own_fix(raw: str, named: str, fix: str) -> None:
+    """A raw ESC byte got the generic "fix the YAML at that line (indentation, a missing `:` …)" after "code point
+    27": the character is named as the user can find it, and its fix is to delete it or write it as an escape (a
+    NUL only deleted: a `"\\0"` escape is `schema.nul`)."""
+    (finding,) = loads_recipes(RECIPE.format(value=f"qwen{raw}3.5"), "r.yaml").findings
+    assert (finding.rule, finding.line) == ("schema.yaml-syntax", 3), finding.render()
+    assert f"raw control character, {named}, which YAML does not allow" in finding.message, finding.render()
+    assert finding.fix is not None and fix in finding.fix and "indentation" not in finding.fix, finding.render()
+    if raw != "\x00":  # the fix it names loads, the character in the value
+        fixed = RECIPE.format(value=f'"qwen\\x{ord(raw):02x}3.5"')
+        assert not [f for f in loads_recipes(fixed, "r.yaml").findings if f.rule == "schema.yaml-syntax"]
