@@ -18,7 +18,9 @@ import pytest
 from support.workloads import SimpleWorkload
 
 from llmsweep.client import Endpoint, RunOptions, run_benchmark
+from llmsweep.client.sse import STEP_OVERSHOOT_TOKENS
 from llmsweep.metrics.gates import GateConfig
+from llmsweep.sim.config import MAX_SPEC_K
 
 # a handler answers one request on the socket (its head is in `head`) and says whether the connection stays open
 Handler = Callable[[socket.socket, bytes], bool]
@@ -273,6 +275,17 @@ def test_a_usage_count_above_max_tokens_is_not_the_outputs_size(
                          record_process=record_process)
     assert all(r["completion_tokens"] == 8 and r["usage_over_max_tokens"] is None for r in records), records
     assert res.summary.requests.long_outputs is None and res.summary.requests.output_length_mismatch == 0
+
+    # a speculative step's overshoot (an engine that checks the limit once per MTP/EAGLE step ends a few tokens past
+    # it): the count stands, a mismatch but no long output; a count past STEP_OVERSHOOT_TOKENS is not taken (above)
+    over = whole_stream(usage={"prompt_tokens": 15, "completion_tokens": 8 + STEP_OVERSHOOT_TOKENS})
+    res, records = bench(serve(_streams(over, over)), tmp_path / "overshoot", record_process=record_process,
+                         gates=fixed)
+    assert all(r["completion_tokens"] == 8 + STEP_OVERSHOOT_TOKENS and r["usage_over_max_tokens"] is None
+               for r in records), records
+    assert res.summary.requests.long_outputs is None and res.summary.requests.output_length_mismatch == 2
+    assert not [r for r in res.summary.validity.reasons if r.startswith("long-output")], res.summary.validity
+    assert STEP_OVERSHOOT_TOKENS == MAX_SPEC_K + 1  # one speculative step: the simulator's most drafts and the bonus
 
 
 @pytest.mark.parametrize("stamp_reads", ["kernel", "task"])

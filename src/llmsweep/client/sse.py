@@ -16,6 +16,12 @@ from dataclasses import dataclass, field
 from itertools import accumulate
 from typing import Any
 
+STEP_OVERSHOOT_TOKENS = 17
+"""How far past the request's `max_tokens` a server's output may run and still be the output it served: an engine that
+checks the limit once per decoding step can end past it by what one speculative step accepts (K drafts and the bonus
+token, K at most 16 as `sim.config.MAX_SPEC_K` models it; SGLang and TensorRT-LLM under MTP/EAGLE have reported a few
+tokens over). A usage count beyond it is not the output's size (the server ignored the limit or miscounts), and an
+output beyond it is a long output (`metrics.accumulate`)."""
 
 @dataclass(slots=True)
 class ParsedStream:
@@ -224,7 +230,7 @@ def parse_stream(reads: list[tuple[float, bytes]], *, keep_text: bool = False,
         first = last_choices[0]
         reason = first.get("finish_reason") if type(first) is dict else None
         out.finish_reason = reason if isinstance(reason, str) else None
-    if max_tokens and out.completion_tokens is not None and out.completion_tokens > max_tokens:
+    if max_tokens and out.completion_tokens is not None and out.completion_tokens > max_tokens + STEP_OVERSHOOT_TOKENS:
         # more output than the request allowed, by the server's own count: a server that ignored the limit or one
         # that miscounts; either way not the output's size (1000 said for 8 chunks at max_tokens 8 made throughput
         # 100x the real one). The chunks count it, and the record says what the server claimed.

@@ -26,6 +26,7 @@ from typing import Any, cast
 
 import numpy as np
 
+from llmsweep.client.sse import STEP_OVERSHOOT_TOKENS
 from llmsweep.errors import ResultError
 from llmsweep.host import INTERRUPT_SIGNAL_NAMES, interrupt_signals, usable_cpus
 from llmsweep.metrics.stats import Column, SketchColumn
@@ -380,9 +381,11 @@ class Accumulator:
             self.cached_prompt += r["prompt_tokens"]
         max_tokens = r.get("max_tokens")
         if max_tokens is not None:
-            if osl > max_tokens or r.get("usage_over_max_tokens") is not None:
+            if osl > max_tokens + STEP_OVERSHOOT_TOKENS or r.get("usage_over_max_tokens") is not None:
                 self.osl_mismatch += 1
                 self.long_outputs += 1
+            elif osl > max_tokens:  # a speculative step's overshoot: a mismatch, not an output it did not serve
+                self.osl_mismatch += 1
             elif osl < max_tokens:
                 self.osl_mismatch += 1
                 self.short_outputs += 1
