@@ -142,9 +142,10 @@ def test_predict_keys_each_point_as_run_does(tmp_path: Path) -> None:
         "refused", "policy error [x]: why", None, None)
 
 
-RUN_ONLY = frozenset({"resumed", "reused", "eval_failure", "seconds", "summary"})
+RUN_ONLY = frozenset({"resumed", "reused", "eval_failure", "seconds", "summary_file"})
 """The keys of `run --json`'s job row that a prediction has no fact for: a prediction is never resumed nor reused, runs
-no eval and times no job; and `summary`, the path of the job's summary file."""
+no eval and times no job; and `summary_file`, the path of the job's summary file (`summary`, in a prediction's row, is
+the whole summary: one key, one meaning)."""
 PREDICT_ONLY = frozenset({"calibration", "refused", "summary"})
 """The keys of `predict --json`'s point row a run has no fact for: the calibration it was predicted with, a refused
 point's refusal (its row has no summary nor calibration); and `summary`, the whole summary itself."""

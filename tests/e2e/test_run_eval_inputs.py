@@ -137,7 +137,7 @@ def test_an_answer_budget_that_leaves_no_room_for_the_prompt_refuses_the_eval_jo
                                  "--eval-max-tokens", "9472", "--out", out, "--no-report", "--json")
     assert code == 1, err  # a refused job: the run is not ok
     (row,) = json.loads(stdout)["jobs"]
-    assert row["verdict"] == "refused" and row["summary"] is None  # the run-eval row is refused whole
+    assert row["verdict"] == "refused" and row["summary_file"] is None  # the run-eval row is refused whole
     assert row["reason"].startswith("--eval-max-tokens 9,472 does not fit the eval's context of 9,472 tokens: no "
                                     "room is left for the prompt"), row["reason"]
     assert "(the default, 5,376, leaves 4,096 tokens)" in row["reason"]

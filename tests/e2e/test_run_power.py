@@ -118,7 +118,7 @@ def test_recipe_require_power_refuses_jobs_without_power_unless_the_run_override
     proc = run_here([recipe, "--out", out, "--no-report", "--power-backend", "off", "--json"], cli_env(tmp_path))
     assert proc.returncode == 1, proc.stderr[-4000:]
     rows = json.loads(proc.stdout)["jobs"]
-    assert len(rows) == 2 and all(r["verdict"] == "refused" and r["summary"] is None for r in rows), rows
+    assert len(rows) == 2 and all(r["verdict"] == "refused" and r["summary_file"] is None for r in rows), rows
     assert all("power sampling is off" in r["reason"] and "--power-backend auto" in r["reason"]
                and "--no-require-power" in r["reason"] for r in rows)
     assert not list(out.glob("jobs/*/summary.json"))  # nothing ran
@@ -218,7 +218,7 @@ def test_required_power_the_simulator_does_not_model_is_refused_before_the_job_r
                      *(["--live"] if clock == "live" else [])], cli_env(tmp_path))
     assert proc.returncode == 1, proc.stderr[-4000:]
     rows = json.loads(proc.stdout)["jobs"]
-    assert len(rows) == 2 and all(r["verdict"] == "refused" and r["summary"] is None for r in rows), rows
+    assert len(rows) == 2 and all(r["verdict"] == "refused" and r["summary_file"] is None for r in rows), rows
     assert all("the simulator does not model it" in r["reason"] and "4 tensor-parallel GPUs, not the 8" in r["reason"]
                and "--no-require-power" in r["reason"] for r in rows), rows
     assert not list(out.glob("jobs/*/summary.json")) and not list(out.glob("servers/*"))  # nothing ran

@@ -45,7 +45,7 @@ def test_a_job_requiring_power_is_refused_before_launch_and_its_sibling_runs(tmp
 
     # Refused up front, with what the probe found and the fix, before the one server started (for the sibling only).
     refusal = rows[refused_id]
-    assert refusal["verdict"] == "refused" and refusal["summary"] is None
+    assert refusal["verdict"] == "refused" and refusal["summary_file"] is None
     assert refusal["reason"].startswith("power is required but cannot be sampled on ")
     assert NO_GPU_REASON in refusal["reason"] and "--no-require-power" in refusal["reason"]
     assert "nvml" not in refusal["reason"]  # no GPU to read: not NVML's failure, and no other backend to try
