@@ -23,7 +23,8 @@ class Weights:
     """A checkpoint's weight format and where it was read."""
 
     word: str | None
-    """The format (`fp8`, `mxfp4`, `bf16`, `int4`, ...); None where llmsweep's import record names no dtype."""
+    """The format (`fp8`, `mxfp4`, `bf16`, `int4`, ...); None where llmsweep's import record names no dtype, or the
+    folder is quantised in a way not read here (its `torch_dtype` is then not the weights' format)."""
     where: str
     """Which file of the folder said it, and how (`config.json of /m`)."""
 
@@ -45,6 +46,10 @@ def read_weights(folder: Path, *, why: str) -> Weights | None:
     quantised = _quantisation(folder, doc, why)
     if quantised is not None:  # a quantised checkpoint's torch_dtype is that of its unquantised tensors
         return quantised
+    qc = doc.get("quantization_config")
+    if isinstance(qc, dict) and qc:  # quantised in a way not read here (bitsandbytes nf4, torchao, hqq): not its dtype
+        method = qc.get("quant_method") or qc.get("quant_type") or "a quantisation"
+        return Weights(None, f"config.json quantization_config of {folder}: {method}, whose format is not read")
     dtype = doc.get("torch_dtype") or doc.get("dtype")
     if dtype:
         short = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}.get(str(dtype), str(dtype))

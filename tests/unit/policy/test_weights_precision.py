@@ -91,3 +91,15 @@ def test_no_weights_loaded_or_none_here_is_not_judged(tmp_path: Path, where: str
         folder = tmp_path / "on-the-nodes"
     assert _hits(_recipe(tmp_path, engine="vllm", precision="fp8", folder=folder),
                  simulate=where == "simulated") == []
+
+
+def test_a_quantisation_not_read_is_not_taken_for_its_dtype(tmp_path: Path) -> None:
+    """A bitsandbytes nf4 checkpoint's config.json says `torch_dtype: bfloat16` beside a quantization_config the
+    reader does not know: it was read as bf16, and `precision: int4` refused with a false "the weights are bf16"."""
+    from llmsweep.engines.weights import read_weights
+
+    folder = _folder(tmp_path, {"config.json": {"torch_dtype": "bfloat16", "quantization_config": {
+        "quant_method": "bitsandbytes", "load_in_4bit": True, "bnb_4bit_quant_type": "nf4"}}})
+    weights = read_weights(folder, why="a test")
+    assert weights is not None and weights.word is None and "bitsandbytes, whose format is not read" in weights.where
+    assert _hits(_recipe(tmp_path, engine="vllm", precision="int4", folder=folder)) == []
