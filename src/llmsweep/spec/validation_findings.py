@@ -176,6 +176,13 @@ def _describe(path: FieldPath, errs: list[ErrorDetails], model: type[BaseModel],
         said = "null" if got is None else f"{_type_name(got)} {got!r}"
         return ("schema.type", f"`{name}`: expected true or false, got {said}",
                 f"write `{name}: true` or `{name}: false` (a boolean, unquoted)")
+    if kind == "string_type" and isinstance(got, (int, float)) and not isinstance(got, bool) and path \
+            and isinstance(path[-1], str):
+        # an unquoted version or commit of digits (`0.26` aside, `5e91234` is a float: inf) that YAML read as a number
+        return ("schema.type", f"`{name}`: {err['msg']} (got {_type_name(got)} {got!r}: YAML read the unquoted value "
+                               "as a number)",
+                f"write it in quotes (`{name}: \"…\"`): unquoted, digits — or digits with an `e` and more digits, as "
+                "the commit 5e91234 — are a number")
     if kind.endswith("_type") or kind.endswith("_parsing") or kind in ("model_attributes_type", "is_instance_of"):
         # a list item is named by its list and index, and the fix quotes the value to change, not the index
         what = f"`{got}` (`{name}`)" if path and isinstance(path[-1], int) and isinstance(got, (str, int, float)) \

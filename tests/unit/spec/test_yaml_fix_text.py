@@ -63,3 +63,19 @@ def test_a_raw_control_character_is_named_with_its_own_fix(raw: str, named: str,
     if raw != "\x00":  # the fix it names loads, the character in the value
         fixed = RECIPE.format(value=f'"qwen\\x{ord(raw):02x}3.5"')
         assert not [f for f in loads_recipes(fixed, "r.yaml").findings if f.rule == "schema.yaml-syntax"]
+
+
+@pytest.mark.parametrize("value", ["5e91234", "1234567"])
+def test_a_version_yaml_reads_as_a_number_is_told_to_quote_it(value: str) -> None:
+    """`serve.engine.version` is a release, package version or commit; an unquoted commit of digits, or of digits with
+    an `e` and more digits (YAML 1.2 reads `5e91234` as a float: inf), was told "write `version` as a string", which
+    it already is to the user. The fix says to quote it and why."""
+    text = ("r:\n  image: vllm/vllm-openai:v0.26.0\n  model: m/x\n  model-prefix: x\n  runner: h200\n"
+            "  precision: bf16\n  framework: vllm\n  multinode: false\n  scenarios:\n    fixed-seq-len:\n"
+            "    - isl: 8\n      osl: 8\n      search-space:\n      - { tp: 1, conc-list: [1] }\n"
+            f"  serve:\n    engine: {{ name: vllm, version: {value} }}\n")
+    (finding,) = [f for f in loads_recipes(text, "r.yaml").findings if f.rule == "schema.type"]
+    assert finding.line == 16 and "YAML read the unquoted value as a number" in finding.message, finding.render()
+    assert finding.fix is not None and finding.fix.startswith('write it in quotes (`version: "…"`)'), finding.fix
+    quoted = text.replace(f"version: {value}", f'version: "{value}"')
+    assert not [f for f in loads_recipes(quoted, "r.yaml").findings if f.rule == "schema.type"]
