@@ -406,7 +406,6 @@ def repeat_row(repeats: Repeats) -> dict[str, Any]:
     members = [_llmsweep_block(p) for p in repeats.members]
     if "power" in block:  # how the repeats measured power, and its figures as the row's: their mean, not the first's
         block["power"] = _mean_of([m.get("power") for m in members])
-    block["metrics"] = _mean_of([m["metrics"] for m in members])  # the figures as the row's: their mean
     out["llmsweep"] = {**block, "repeats": repeats.as_dict()}
     return out
 

@@ -136,3 +136,20 @@ def test_a_repeat_without_its_image_digest_is_a_repeat_of_its_release_build_as_t
     # under a moving tag (one reported version over many nightly builds) the digest tells builds apart: not merged
     nightly = [_built(q, d, "lmsysorg/sglang:nightly") for q, d in ((one, "sha256:" + "a" * 64), (two, None))]
     assert [g.n for g in combine_repeats(nightly)] == [1, 1]
+
+
+def test_an_exported_mean_of_repeats_carries_the_frontiers_figures_when_a_repeat_lacks_one(make_run) -> None:
+    """The `llmsweep` block's figures of a row of repeats are the point the frontier draws (`combined_point`: the
+    mean of the repeats that have the figure). A second averaging of the members' blocks made a figure one repeat
+    lacked None there, while the frontier and the dashboard showed the other repeats' mean."""
+    import json
+
+    from llmsweep.results.interchange import export_points
+
+    (p,) = points_from_run(make_run("r", concs=(4,), scenario="fixed-seq-len"))
+    one, two = _repeat(p, 1, 1.0), _repeat(p, 2, 1.0)
+    two = dataclasses.replace(two, metrics={**two.metrics, "p50_ttft": None})
+    assert one.metric("p50_ttft") is not None
+    (r,) = combine_repeats([one, two])
+    (row,) = json.loads(export_points([one, two], "inferencex", include_unpublished=True))
+    assert row["llmsweep"]["metrics"]["p50_ttft"] == pytest.approx(r.point.metric("p50_ttft"))
