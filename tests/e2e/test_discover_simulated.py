@@ -337,7 +337,8 @@ def test_a_store_that_cannot_be_written_is_refused_before_any_stage_and_the_fixe
     out = tmp_path / "disc"
     args = ("--simulate", "--repeats", "2", "--ladder-top", "2", "--refine", "0", "--out", out)
     proc = _discover(tmp_path, RISING, *args, "--store", tmp_path / "file" / "s.sqlite")
-    assert proc.returncode == 2 and "cannot open results store" in proc.stderr, proc.stderr[-3000:]
+    assert proc.returncode == 2 and "cannot be written" in proc.stderr and "is a file, not a folder" in proc.stderr, \
+        proc.stderr[-3000:]
     assert not (out / "stages").exists()
     proc = _discover(tmp_path, RISING, *args, "--store", tmp_path / "s.sqlite")
     assert proc.returncode == 0, proc.stderr[-3000:]
