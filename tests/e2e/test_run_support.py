@@ -13,7 +13,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +60,7 @@ def cli_here(args: Sequence[str | Path], env: dict[str, str] | None = None,
     hook = sys.unraisablehook
     os.environ.clear()
     os.environ.update(saved if env is None else env)
+    hub, hub_offline = _hub_offline_as(os.environ)
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), \
                 contextlib.chdir(cwd or Path.cwd()):
@@ -71,12 +72,28 @@ def cli_here(args: Sequence[str | Path], env: dict[str, str] | None = None,
     finally:
         os.environ.clear()
         os.environ.update(saved)
+        if hub is not None:
+            hub.HF_HUB_OFFLINE = hub_offline
         for sig, handler in handlers.items():
             if handler is not None:  # None: not set from Python (nothing to give back)
                 signal.signal(sig, handler)
         sys.unraisablehook = hook
     argv = [sys.executable, "-m", "llmsweep.cli.main", *(str(a) for a in args)]
     return subprocess.CompletedProcess(argv, code, out.getvalue(), err.getvalue())
+
+
+def _hub_offline_as(environ: Mapping[str, str]) -> tuple[Any, bool]:
+    """Set huggingface_hub's offline switch as `environ` says for an in-process call, and return (its constants module
+    or None, the value to restore). huggingface_hub reads `HF_HUB_OFFLINE` once, when first imported: an earlier test
+    of the same worker process may have imported it online, and a run given `HF_HUB_OFFLINE=1` then tried the hub for
+    each job until its connection failed (two reuse-key tests took 163 s of the suite; 5 s offline)."""
+    try:
+        from huggingface_hub import constants
+    except ModuleNotFoundError:
+        return None, False
+    before = constants.HF_HUB_OFFLINE
+    constants.HF_HUB_OFFLINE = environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
+    return constants, before
 
 
 def cli_exits(*args: str | Path, ok: int = 0) -> subprocess.CompletedProcess[str]:
