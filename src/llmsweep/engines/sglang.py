@@ -357,13 +357,20 @@ class SGLangAdapter(Adapter):
         elif role.kind == "prefill":
             d.args["--load-balance-method"] = "round_robin"
 
+    def _bootstrap_port(self, spec: LaunchSpec) -> int:
+        """The bootstrap port a prefill worker's launch listens on, as rendered (`role_ports`: a recipe's
+        `--disaggregation-bootstrap-port` replaces the derived one), which the router must hand on: it passed the
+        default 8998 whatever the worker listened on."""
+        ports = [p for flag, p in self.role_ports(spec) if flag == "--disaggregation-bootstrap-port"]
+        return ports[-1].start if ports else BOOTSTRAP_PORT
+
     def router_spec(self, job: Job, prefill: list[RoleWorker], decode: list[RoleWorker], node: int,
                     transfer: str) -> LaunchSpec:
         """`python3 -m sglang_router.launch_router --pd-disaggregation --prefill URL BOOTSTRAP … --decode URL …`
         (sglang-router; the AMD disagg script's router on port 30000)."""
         argv = ["python3", "-m", "sglang_router.launch_router", "--pd-disaggregation"]
         for w in prefill:
-            argv += ["--prefill", f"http://{w.spec.host}:{w.spec.port}", str(BOOTSTRAP_PORT)]
+            argv += ["--prefill", f"http://{w.spec.host}:{w.spec.port}", str(self._bootstrap_port(w.spec))]
         for w in decode:
             argv += ["--decode", f"http://{w.spec.host}:{w.spec.port}"]
         argv += ["--host", BIND_HOST, "--port", str(ROUTER_PORT)]

@@ -100,6 +100,18 @@ def test_sglang_disagg_renders_prefill_decode_and_the_pd_router(plan: Plan) -> N
     assert r.port != p.port, "the router shares node 0 with the first prefill worker"
 
 
+def test_the_pd_router_hands_on_the_bootstrap_port_the_prefill_worker_listens_on(plan: Plan) -> None:
+    """A recipe's `--disaggregation-bootstrap-port 9100` is what the prefill worker listens on; the router passed
+    SGLang's default 8998 whatever it was, so the decode workers would ask a port nothing listens on for the KV."""
+    serve = "  serve:\n    args: { --disaggregation-bootstrap-port: 9100 }\n"
+    (job,) = plan(mn_recipe("sglang-disagg", SGLANG_IMAGE, prefill=P1_TP8, decode=D2_TP8, transfer="mori",
+                            serve=serve))
+    prefill, _, router = engines.render_topology(job).roles
+    assert flag(prefill.workers[0].spec.argv, "--disaggregation-bootstrap-port") == "9100"
+    r = router.workers[0].spec.argv
+    assert r[r.index("--prefill") + 2] == "9100", r
+
+
 def test_a_worker_wider_than_a_node_spans_nodes_with_a_rendezvous(plan: Plan) -> None:
     wide = "{num-worker: 1, tp: 16, ep: 16, dp-attn: true}"
     (job,) = plan(mn_recipe("sglang-disagg", SGLANG_IMAGE, prefill=P1_TP8, decode=wide, transfer="mooncake"))
