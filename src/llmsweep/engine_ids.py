@@ -323,8 +323,14 @@ def acceptance_spellings(al: float, k: int | None) -> dict[str, str]:
             if e.pin_acceptance is not None and not e.simulated}
 
 
+MAX_SPEC_K = 16
+"""The most draft tokens per verify step llmsweep models (`sim serve --spec-k`, a recipe's K, `al collect -k`), and so
+the most one speculative step adds past a limit checked once per step (`client.sse.STEP_OVERSHOOT_TOKENS`). Here,
+below the simulator and the client, so both read one figure."""
+
 __all__ = [
     "ENGINE_IDS",
+    "MAX_SPEC_K",
     "TLLM_FORCE_ACCEPTED_ENV",
     "TLLM_PROMPT_OVER_BUDGET",
     "UNSERVED_FRAMEWORKS",

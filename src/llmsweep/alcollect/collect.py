@@ -251,9 +251,9 @@ def refuse_unmodelled(job: Job, settings: CollectSettings) -> None:
     launch), made on each cell's launch; its :class:`~llmsweep.execute.virtual.NotModelled` says the reason and its
     fix once (the cells it holds for named where not all of them), exit 2. Without it each cell's `sim serve` would
     start and exit on the same reason, and the collection end as a failed run."""
+    from llmsweep.engine_ids import MAX_SPEC_K
     from llmsweep.engines import render
     from llmsweep.execute.virtual import NotModelled, engine_config
-    from llmsweep.sim.config import MAX_SPEC_K
 
     if beyond := [k for k in settings.ks if k > MAX_SPEC_K]:  # the -k asked for, not the recipe's serve.args
         raise NotModelled(f"-k {' '.join(map(str, beyond))}: the simulator models 1 to {MAX_SPEC_K} draft tokens per "

@@ -16,10 +16,12 @@ from dataclasses import dataclass, field
 from itertools import accumulate
 from typing import Any
 
-STEP_OVERSHOOT_TOKENS = 17
+from llmsweep.engine_ids import MAX_SPEC_K
+
+STEP_OVERSHOOT_TOKENS = MAX_SPEC_K + 1
 """How far past the request's `max_tokens` a server's output may run and still be the output it served: an engine that
 checks the limit once per decoding step can end past it by what one speculative step accepts (K drafts and the bonus
-token, K at most 16 as `sim.config.MAX_SPEC_K` models it; SGLang and TensorRT-LLM under MTP/EAGLE have reported a few
+token, K at most `engine_ids.MAX_SPEC_K`; SGLang and TensorRT-LLM under MTP/EAGLE have reported a few
 tokens over). A usage count beyond it is not the output's size (the server ignored the limit or miscounts), and an
 output beyond it is a long output (`metrics.accumulate`)."""
 

@@ -7,10 +7,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from llmsweep.catalog.engines import CapacityPolicy, SchedulerPolicy
-
-MAX_SPEC_K = 16
-"""The most draft tokens per verify step the simulator models (`sim serve --spec-k`, a recipe's K, `al collect -k`)."""
-
+from llmsweep.engine_ids import MAX_SPEC_K
 
 SCHEDULER_HELP = (
     "How a step is formed. unified: running requests first (decodes and unfinished prefill chunks), then waiting "

@@ -21,11 +21,12 @@ from typing import Any, TypeVar, get_args
 import click
 
 from llmsweep.catalog.engines import CAPACITY_POLICIES, SCHEDULER_POLICIES
+from llmsweep.engine_ids import MAX_SPEC_K
 from llmsweep.errors import ConfigError
 from llmsweep.option_kit import BIND_PORT, FINITE_POSITIVE, FiniteRange, Opt, field_option
 from llmsweep.option_spellings import flag
 from llmsweep.sim import serve_flags as sf
-from llmsweep.sim.config import MAX_SPEC_K, SimConfig, SpecDecodeConfig, typical_acceptance
+from llmsweep.sim.config import SimConfig, SpecDecodeConfig, typical_acceptance
 from llmsweep.sim.engine import EngineConfig
 from llmsweep.sim.transfer import DEFAULT_LINK
 
