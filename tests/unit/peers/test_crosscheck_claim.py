@@ -18,14 +18,6 @@ from llmsweep.peers import crosscheck as crosscheck_module
 URL = "http://127.0.0.1:9"  # nothing is sent: every case is refused before any load
 
 
-@pytest.fixture
-def aiperf(tmp_path: Path) -> Path:
-    exe = tmp_path / "aiperf"
-    exe.write_text("#!/bin/sh\nexit 1\n")
-    exe.chmod(0o755)
-    return exe
-
-
 def _args(out: Path, aiperf: Path, *extra: str) -> list[str | Path]:
     return ["peer", "crosscheck", "--url", URL, "--model", "m", "--tokenizer", "builtin", "--isl", "8", "--osl", "2",
             "--concurrency", "1", "--repeats", "1", "--aiperf", aiperf, "--out", out, *extra]

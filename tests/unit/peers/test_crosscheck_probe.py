@@ -16,14 +16,6 @@ from llmsweep.peers import crosscheck as crosscheck_module
 DEAD = "http://127.0.0.1:1"  # nothing listens on port 1
 
 
-@pytest.fixture
-def aiperf(tmp_path: Path) -> Path:
-    exe = tmp_path / "aiperf"
-    exe.write_text("#!/bin/sh\nexit 1\n")
-    exe.chmod(0o755)
-    return exe
-
-
 def _args(url: str, out: Path, aiperf: Path, *extra: str) -> list[str | Path]:
     return ["peer", "crosscheck", "--url", url, "--model", "m", "--tokenizer", "builtin", "--isl", "8", "--osl", "2",
             "--concurrency", "1", "--repeats", "1", "--aiperf", aiperf, "--out", out, *extra]
