@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from support.slurm import require_slurm
 
+import llmsweep
 from llmsweep.engines.launch import LaunchSpec
 from llmsweep.errors import ConfigError
 from llmsweep.execute.slurm import SlurmExecutor, SlurmOptions, cancel_on_interrupt, python_check_reason
@@ -380,7 +381,8 @@ def test_a_node_python_without_llmsweeps_dependencies_fails_fast_naming_the_miss
     assert not (tmp_path / "server.log").exists()  # nothing was launched
 
 
-def test_a_node_python_that_imports_the_cli_but_lacks_a_jobs_dependency_fails_the_check(tmp_path: Path) -> None:
+def test_a_node_python_that_imports_the_cli_but_lacks_a_jobs_dependency_fails_the_check(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A Python >= 3.11 with click but not the rest of llmsweep's dependencies (the transformers venv: no aiohttp, no
     prometheus_client) imported the worker's module (the driver's PYTHONPATH made `llmsweep` importable), passed the
     check, and every job failed with `internal error: ModuleNotFoundError`, exit 1, no Python, node or fix named.
@@ -392,6 +394,10 @@ def test_a_node_python_that_imports_the_cli_but_lacks_a_jobs_dependency_fails_th
                                                   capture_output=True).returncode != 0:
         pytest.skip("needs a Python >= 3.11 with click but without aiohttp or prometheus_client "
                     "(LLMSWEEP_TRANSFORMERS_PYTHON: the transformers venv)")
+    # the driver's PYTHONPATH (the batch script runs with --export=ALL) makes this checkout's `llmsweep` importable
+    # by that Python, as a suite run from the source tree has it; an editable install (CI's) does not set it
+    src = Path(llmsweep.__file__).resolve().parent.parent
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(src), os.environ.get("PYTHONPATH")])))
     spec = tiny()
     job = SlurmExecutor(SlurmOptions(python=given, poll_s=0.5, time_limit="00:05:00")).submit(
         spec, group_file=write_group(tmp_path, spec, ["true"]), out_dir=tmp_path, name="tf-python")
