@@ -16,10 +16,11 @@ import hashlib
 import struct
 from collections import OrderedDict
 from collections.abc import Sequence
-from typing import Annotated
+from typing import Annotated, Any
 
 import numpy as np
-from pydantic import Field
+from pydantic import BeforeValidator, Field, Strict
+from pydantic_core import PydanticCustomError
 
 from llmsweep.workload.tokenizer import Tokenizer
 
@@ -143,7 +144,22 @@ def _powers(n: int) -> tuple[np.ndarray, np.ndarray]:
     return _POW[:n], _POW_INV[:n]
 
 
-BlockId = Annotated[int, Field(ge=0, le=(1 << 63) - 1)]
+def _json_number(value: Any) -> Any:
+    """JSON's `true`/`false`, or a number written as a string, where a trace row holds a number: refused with its row,
+    as a NaN or a decimal length is (pydantic's lax mode read `true` as 1, a one-token request, and `"5"` as 5)."""
+    if isinstance(value, bool):
+        raise PydanticCustomError("bool_not_number", "`{value}` is a boolean, not a number",
+                                  {"value": str(value).lower()})
+    if isinstance(value, str):
+        raise PydanticCustomError("str_not_number", "`\"{value}\"` is a string, not a number: write it without quotes",
+                                  {"value": value[:40]})
+    return value
+
+
+JsonNumber = BeforeValidator(_json_number)
+"""A number of an external trace (Weka traces, Mooncake rows): a JSON number, never a boolean or a quoted figure."""
+
+BlockId = Annotated[int, Field(ge=0, le=(1 << 63) - 1), Strict()]
 """A prefix-block id as a trace may give it (Weka `hash_ids`, Mooncake `hash_ids`): a non-negative 64-bit integer.
 Ids are hashed as unsigned 64-bit words (`prefix_keys`) and digested as signed ones; a negative or larger id is a
 damaged row, refused with its line when the trace loads (it used to stop a run with an OverflowError mid-replay)."""

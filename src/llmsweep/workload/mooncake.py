@@ -19,8 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
-from pydantic_core import PydanticCustomError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from llmsweep.errors import DatasetError
 from llmsweep.workload.base import (
@@ -33,7 +32,7 @@ from llmsweep.workload.base import (
     Send,
     Workload,
 )
-from llmsweep.workload.blocks import BlockId, BlockText, PrefixCache, bust_marker, prefix_keys
+from llmsweep.workload.blocks import BlockId, BlockText, JsonNumber, PrefixCache, bust_marker, prefix_keys
 from llmsweep.workload.tokenizer import Tokenizer, get_tokenizer
 from llmsweep.workload.traces.digest import file_digest
 from llmsweep.workload.traces.schema import MAX_REQUEST_TOKENS
@@ -41,32 +40,22 @@ from llmsweep.workload.traces.schema import MAX_REQUEST_TOKENS
 NAMESPACE = "mooncake"
 
 
-def _not_a_boolean(value: Any) -> Any:
-    """JSON's `true`/`false` where a row holds a number: refused, as a decimal length or a NaN is (pydantic reads
-    `true` as 1, a one-token request under the row's figure)."""
-    if isinstance(value, bool):
-        raise PydanticCustomError("bool_not_number", "`{value}` is a boolean, not a number",
-                                  {"value": str(value).lower()})
-    return value
-
-
-_Number = BeforeValidator(_not_a_boolean)
 
 
 class MooncakeRow(BaseModel):
     """One line of a Mooncake trace. External data: unknown fields are ignored; a number is a JSON number (a decimal
-    length, NaN or a boolean is refused with its line)."""
+    length, NaN, a boolean or a quoted figure is refused with its line: `JsonNumber`)."""
 
     model_config = ConfigDict(extra="ignore", allow_inf_nan=False)
 
-    timestamp: Annotated[float | None, _Number] = Field(default=None,
+    timestamp: Annotated[float | None, JsonNumber] = Field(default=None,
                                                        description="Arrival, milliseconds since the trace start.")
-    input_length: Annotated[int, _Number] = Field(ge=1, le=MAX_REQUEST_TOKENS)
-    output_length: Annotated[int, _Number] = Field(ge=1, le=MAX_REQUEST_TOKENS)
-    hash_ids: list[Annotated[BlockId, _Number]] = Field(default_factory=list)
+    input_length: Annotated[int, JsonNumber] = Field(ge=1, le=MAX_REQUEST_TOKENS)
+    output_length: Annotated[int, JsonNumber] = Field(ge=1, le=MAX_REQUEST_TOKENS)
+    hash_ids: list[BlockId] = Field(default_factory=list)
     text_input: str | None = None
     session_id: str | None = None
-    delay: Annotated[float | None, _Number] = Field(default=None, ge=0.0,
+    delay: Annotated[float | None, JsonNumber] = Field(default=None, ge=0.0,
                                                    description="Milliseconds after the previous row (no timestamp).")
 
 
@@ -94,7 +83,7 @@ def load_mooncake(path: str | Path, *, limit: int | None = None) -> list[Mooncak
     path = Path(path)
     if not path.is_file():
         raise DatasetError(f"Mooncake trace {path} does not exist", fix="pass the path of a Mooncake JSONL file")
-    from llmsweep.workload.traces.loader import json_lines
+    from llmsweep.workload.traces.loader import json_lines, row_error
 
     rows: list[MooncakeRow] = []
     lines: list[int] = []
@@ -102,10 +91,8 @@ def load_mooncake(path: str | Path, *, limit: int | None = None) -> list[Mooncak
         try:
             rows.append(MooncakeRow.model_validate_json(line))
         except ValidationError as exc:
-            first = exc.errors()[0]
-            loc = ".".join(str(p) for p in first["loc"]) or "line"
             raise DatasetError(
-                f"{path}:{lineno}: not a Mooncake row: {loc}: {first['msg']}",
+                f"{path}:{lineno}: not a Mooncake row: {row_error(exc, whole='line')}",
                 fix="each line needs timestamp (ms), input_length, output_length and hash_ids, as UTF-8 JSON",
             ) from None
         lines.append(lineno)

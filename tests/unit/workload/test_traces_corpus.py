@@ -206,6 +206,29 @@ def test_loader_refuses_non_finite_times_naming_the_line(tmp_path: Path, value: 
         load_traces(tmp_path / "one.json")
 
 
+@pytest.mark.parametrize(("field", "value", "said"), [
+    ("in", True, "`true` is a boolean, not a number"), ("out", False, "`false` is a boolean, not a number"),
+    ("t", True, "`true` is a boolean"), ("hash_ids", [0, True], "valid integer (given `true`)"),
+    ("hash_ids", [0, "1"], 'valid integer (given `"1"`)'),
+    ("in", "5000", '`"5000"` is a string, not a number: write it without quotes'),
+    ("api_time", "0.5", '`"0.5"` is a string, not a number'),
+])
+def test_loader_refuses_a_boolean_or_a_quoted_figure_where_a_trace_holds_a_number(
+        tmp_path: Path, field: str, value: object, said: str) -> None:
+    """pydantic's lax mode read `"in": true` as a one-token prompt and `"in": "5000"` as 5000: a damaged or
+    hand-edited trace replayed under figures it does not hold. A trace's numbers are JSON numbers (`JsonNumber`, the
+    rule Mooncake rows follow), refused at the trace's line naming the field."""
+    turns = [{"t": float(k), "in": 64 * (k + 1), "out": 8, "hash_ids": list(range(k + 1)), "api_time": 0.5}
+             for k in range(3)]
+    path = tmp_path / "t.jsonl"
+    bad = {"id": "bad", "requests": [turns[0], {**turns[1], field: value}, turns[2]]}
+    path.write_text(json.dumps({"id": "ok", "requests": turns}) + "\n" + json.dumps(bad) + "\n")
+    with pytest.raises(DatasetError) as err:
+        load_traces(path)
+    assert re.search(rf"t\.jsonl:2: .*requests\.1.*{field}", str(err.value)), err.value
+    assert said in str(err.value), err.value
+
+
 def test_loader_refuses_negative_times_naming_the_line(tmp_path: Path) -> None:
     """`t` counts seconds since the session's first row and a subagent's duration is an elapsed time: a negative one
     is a damaged row (it loaded, and the replay drew an idle gap from it), named at its line like any other."""

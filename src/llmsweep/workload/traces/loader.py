@@ -243,6 +243,18 @@ def _dir_files(directory: Path) -> list[Path]:
     return files
 
 
+def row_error(exc: ValidationError, *, whole: str = "") -> str:
+    """A trace row's first validation error as `loc: message`, the value given where pydantic's own message omits
+    it (a strict block id's `Input should be a valid integer`); `whole` names an error at the row itself."""
+    first = exc.errors()[0]
+    loc = ".".join(str(p) for p in first["loc"]) or whole
+    said = first["msg"]
+    value = first.get("input")
+    if first["type"] in ("int_type", "float_type") and isinstance(value, bool | str | float):
+        said += f" (given `{json.dumps(value)}`)"
+    return f"{loc}: {said}"
+
+
 def _parse(*, where: str, json_text: str | bytes | None = None, obj: Any = None) -> Trace:
     try:
         trace = Trace.model_validate_json(json_text) if json_text is not None else Trace.model_validate(obj)
@@ -252,10 +264,9 @@ def _parse(*, where: str, json_text: str | bytes | None = None, obj: Any = None)
             raise DatasetError(
                 f"{where}: not valid JSON ({first['msg']})", fix="repair or regenerate the trace file"
             ) from None
-        loc = ".".join(str(p) for p in first["loc"])
         more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
         raise DatasetError(
-            f"{where}: not a Weka trace: {loc}: {first['msg']}{more}",
+            f"{where}: not a Weka trace: {row_error(exc)}{more}",
             fix="each trace needs id and requests[]; each request t, in, out (see research/agentx-spec §2.3)",
         ) from None
     _refuse_unordered(trace, where)

@@ -5,7 +5,8 @@ requests (`type` "n"/"s") and subagent entries (`type` "subagent") whose inner `
 own calls. Inner `t` values are absolute (seconds since the session's first row), like the SemiAnalysis corpora.
 
 These models read *external* data, so unknown fields are ignored rather than rejected (`extra="ignore"`): a newer
-corpus that adds a field must still load. Field names follow the format (`in` is aliased to `in_tokens`).
+corpus that adds a field must still load. A number is a JSON number (`JsonNumber`: `true` or `"5"` is refused with its
+trace, as a NaN is). Field names follow the format (`in` is aliased to `in_tokens`).
 """
 
 from __future__ import annotations
@@ -16,11 +17,15 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag
 
-from llmsweep.workload.blocks import BlockId
+from llmsweep.workload.blocks import BlockId, JsonNumber
 
 _TRACE_DATA = ConfigDict(extra="ignore", populate_by_name=True, allow_inf_nan=False)
 """NaN and infinities are refused (JSON's `NaN`/`Infinity`, which Python writes): an infinite start or duration
 became a replay sleep that never ends (the virtual-time run spun at full CPU forever), a NaN one a silent 0 s."""
+
+Count = Annotated[int, JsonNumber]
+Seconds = Annotated[float, JsonNumber]
+Millis = Annotated[float, JsonNumber]
 
 MAX_REQUEST_TOKENS = 1 << 24
 """Most input or output tokens one recorded request may hold (16.8 M: beyond any model's context). A larger count is
@@ -33,20 +38,20 @@ class TraceRequest(BaseModel):
     model_config = _TRACE_DATA
 
     type: Literal["n", "s"] = Field(default="n", description="Recorded transport: n non-streaming, s streaming.")
-    t: float = Field(ge=0.0, description="Start, seconds since the session's first row (so never negative).")
+    t: Seconds = Field(ge=0.0, description="Start, seconds since the session's first row (so never negative).")
     model: str = ""
-    in_tokens: int = Field(alias="in", ge=0, le=MAX_REQUEST_TOKENS,
-                           description="Input tokens (the hashed prompt span).")
-    out: int = Field(ge=0, le=MAX_REQUEST_TOKENS, description="Output tokens; becomes max_tokens at replay.")
+    in_tokens: Count = Field(alias="in", ge=0, le=MAX_REQUEST_TOKENS,
+                             description="Input tokens (the hashed prompt span).")
+    out: Count = Field(ge=0, le=MAX_REQUEST_TOKENS, description="Output tokens; becomes max_tokens at replay.")
     hash_ids: list[BlockId] = Field(default_factory=list,
                                     description="Prefix-block ids (one per block_size tokens), 0 to 2^63 - 1.")
-    api_time: float = Field(default=0.0, ge=0.0, description="Recorded server duration in seconds.")
-    think_time: float | None = Field(default=None, description="Gap from the previous row's end (all streams).")
-    ttft: float | None = None
+    api_time: Seconds = Field(default=0.0, ge=0.0, description="Recorded server duration in seconds.")
+    think_time: Seconds | None = Field(default=None, description="Gap from the previous row's end (all streams).")
+    ttft: Seconds | None = None
     input_types: list[str] | None = None
     output_types: list[str] | None = None
     stop: Any = None
-    output_length: int | None = None
+    output_length: Count | None = None
 
     @property
     def end(self) -> float:
@@ -59,12 +64,12 @@ class SubagentEntry(BaseModel):
     model_config = _TRACE_DATA
 
     type: Literal["subagent"] = "subagent"
-    t: float = Field(ge=0.0, description="Start of the first inner request (absolute: never negative).")
+    t: Seconds = Field(ge=0.0, description="Start of the first inner request (absolute: never negative).")
     agent_id: str
     subagent_type: str = ""
-    duration_ms: float | None = Field(default=None, ge=0.0, description="First inner start → last inner end.")
-    total_tokens: int | None = None
-    tool_use_count: int | None = None
+    duration_ms: Millis | None = Field(default=None, ge=0.0, description="First inner start → last inner end.")
+    total_tokens: Count | None = None
+    tool_use_count: Count | None = None
     status: str = "completed"
     models: list[str] = Field(default_factory=list)
     requests: list[TraceRequest] = Field(default_factory=list)
@@ -95,10 +100,10 @@ class Trace(BaseModel):
 
     id: str
     models: list[str] = Field(default_factory=list)
-    block_size: int = Field(default=64, ge=1)
+    block_size: Count = Field(default=64, ge=1)
     hash_id_scope: str = "local"
-    tool_tokens: int = 0
-    system_tokens: int = 0
+    tool_tokens: Count = 0
+    system_tokens: Count = 0
     requests: list[TraceEntry] = Field(default_factory=list)
 
     @property
