@@ -698,19 +698,9 @@ class _Server:
         # sampler (`visible.gpu_tool_step`); the next server group asks it again
         with gpu_tool_step("this recording of the server's GPUs and start of its power sampler"):
             self.observed = {**observe_runtime(handle, spec), **asdict(prepared)}  # `_provenance` reads them
-            if spec.engine != SIM.id and self.observed.get("image") is None and on_this_host(handle):
-                # the host's own engine (no image pins its build): what its interpreter has installed (`run --reuse`)
-                from llmsweep.execute.host_engine import host_engine_version
-
-                self.observed["engine_version_installed"] = host_engine_version(spec)
-            elif spec.engine != SIM.id and not self.observed.get("engine_version"):
-                # a server in a container that reports no version: what the container's interpreter has installed
-                from llmsweep.execute.docker import DockerServerHandle
-
-                if isinstance(handle, DockerServerHandle):
-                    self.observed["engine_version_installed"] = handle.installed_engine_version()
+            unasked = self._read_installed_version(handle, spec)
             self._judge_version(spec)
-            self._unread_version(spec)
+            self._unread_version(spec, unasked)
             if on_no_gpu(spec):  # a CPU rehearsal: its figures are no GPU's, and its table says it
                 for job in self.group.jobs:
                     kept = self.group.warnings.setdefault(job.id, [])
@@ -730,16 +720,39 @@ class _Server:
             self.event("server's machine: " + "; ".join(x for x in said if x))
         return handle
 
-    def _unread_version(self, spec: LaunchSpec) -> None:
+    def _read_installed_version(self, handle: ServerHandle, spec: LaunchSpec) -> str:
+        """Record in `observed` what the interpreter that serves has installed (`engine_version_installed`) where it
+        can be asked, and return the words for where it could not: the host's own engine (no image pins its build;
+        `run --reuse` reads it), or a container's interpreter where the server reports no version. A server in a
+        Slurm container (pyxis) or on another node is not asked: recorded as unread, so `_unread_version` says so."""
+        if spec.engine == SIM.id:
+            return ""
+        if self.observed.get("image") is None and on_this_host(handle):
+            from llmsweep.execute.host_engine import host_engine_version
+
+            self.observed["engine_version_installed"] = host_engine_version(spec)
+            return "the python that ran it could not be asked"
+        if self.observed.get("engine_version"):
+            return ""
+        from llmsweep.execute.docker import DockerServerHandle
+
+        if isinstance(handle, DockerServerHandle):
+            self.observed["engine_version_installed"] = handle.installed_engine_version()
+            return "its container's python could not be asked"
+        self.observed["engine_version_installed"] = None
+        return ("llmsweep does not ask the python of a server in a Slurm container" if self.observed.get("image")
+                else "llmsweep does not ask the python of a server on another node")
+
+    def _unread_version(self, spec: LaunchSpec, unasked: str) -> None:
         """Say so when the engine version that ran could be read neither from the server (`/version`) nor from the
-        interpreter that ran it (the host's, or its container's): the result then carries the version the launch
-        declares, which nothing read back confirms (`launch.engine_version_reported` and `_installed` are null)."""
+        interpreter that ran it (the host's, or its container's; `unasked` says which, or that none was asked): the
+        result then carries the version the launch declares, which nothing read back confirms
+        (`launch.engine_version_reported` and `_installed` are null)."""
         if (spec.engine == SIM.id or not spec.engine_version or "engine_version_installed" not in self.observed
                 or self.observed.get("engine_version") or self.observed.get("engine_version_installed")):
             return
-        where = "its container's python" if self.observed.get("image") else "the python that ran it"
-        self.event(f"warning: the {spec.engine} version that ran was not read (the server reports none, and {where} "
-                   f"could not be asked): the result carries the declared {spec.engine_version}, unconfirmed")
+        self.event(f"warning: the {spec.engine} version that ran was not read (the server reports none, and {unasked}"
+                   f"): the result carries the declared {spec.engine_version}, unconfirmed")
 
     def _judge_context(self, spec: LaunchSpec) -> None:
         """Say the context the server reports serving, and warn each job whose launch fixed another (job.json records

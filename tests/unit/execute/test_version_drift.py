@@ -3,7 +3,8 @@ version that ran, and judges the launch's feature gates again there (`execute.ve
 
 from __future__ import annotations
 
-from typing import Any
+from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
@@ -77,3 +78,35 @@ def test_a_launch_without_gated_knobs_says_so() -> None:
     drift = version_drift(job, engines.render(job), {"engine_version": "0.5.12"})
     assert drift is not None and drift.error() is None
     assert drift.warning().endswith("the launch uses no version-gated knob")
+
+
+@pytest.mark.parametrize(("image", "where"), [
+    ("nvcr.io/nvidia/sglang:0.5.16", "llmsweep does not ask the python of a server in a Slurm container"),
+    (None, "llmsweep does not ask the python of a server on another node"),
+])
+def test_a_server_whose_python_is_not_asked_says_the_declared_version_is_unconfirmed(
+        tmp_path: Path, image: str | None, where: str) -> None:
+    """A pyxis server, or a role on another node, that reports no version: nothing read what ran, yet the result was
+    labelled with the declared version unsaid (only the host's own engine and a Docker container were asked). It is
+    recorded as unread and the run says the declared version is unconfirmed, naming why."""
+    from llmsweep.execute.lifecycle import LifecycleSettings, _Server
+
+    job = sglang_job(env="")
+    spec = engines.render(job)
+    said: list[str] = []
+
+    class Remote:  # a server reached at another node's address (not loopback), run from an image or not
+        base_url = "http://10.11.12.13:30000"
+
+    server = _Server(ServerGroup(id="g", spec=spec, jobs=[job]), cast(Any, None), tmp_path, LifecycleSettings(),
+                     said.append)
+    server.observed = {"engine_version": None, "image": image}
+    server._unread_version(spec, server._read_installed_version(cast(Any, Remote()), spec))
+    assert server.observed["engine_version_installed"] is None
+    assert said == [f"warning: the sglang version that ran was not read (the server reports none, and {where}): the "
+                    "result carries the declared 0.5.16, unconfirmed"]
+    # a server that reports its version is not warned about
+    said.clear()
+    server.observed = {"engine_version": "0.5.16", "image": image}
+    server._unread_version(spec, server._read_installed_version(cast(Any, Remote()), spec))
+    assert said == [] and "engine_version_installed" not in server.observed
