@@ -41,6 +41,13 @@ def _open(store_path: Path | None, *, readonly: bool = True) -> Any:
     return Store(store_path, readonly=readonly)
 
 
+def _stored_in(store: Any) -> str:
+    """Where an empty listing looked: the store's path, and that no file is there where none is (a mistyped --store
+    read as an empty store, said as if the store had been found empty)."""
+    return f"{store.path}" + ("" if store.on_disk else " (no store file there: the first `run` or `results ingest` "
+                              "that writes to it makes one)")
+
+
 def _num(value: float | None, digits: int = 3) -> str:
     return "–" if value is None else f"{value:.{digits}g}"
 
@@ -135,7 +142,7 @@ def list_cmd(run_id: str | None, every: bool, as_json: bool, store_path: Path | 
 
                 reused_points_of(store, store.run_meta(run_id), run_id, lambda line: click.echo(line, err=True))
             warned = store.job_warnings(p.run_id for p in points)
-            where = str(store.path)
+            where = _stored_in(store)
         runs = {r: i for i, r in enumerate(dict.fromkeys(p.run_id for p in points))}
         points.sort(key=lambda p: (runs[p.run_id], p.identity.series_label(), p.identity.conc, p.job_id))
         if as_json:  # each row's series as its table's title names it (the image or configuration where a run holds
@@ -198,7 +205,7 @@ def _runs_json(store: Any) -> None:
 def _print_runs(store: Any) -> None:
     runs = store.runs()
     if not runs:  # as an empty listing of results says it: not a table with no rows
-        click.echo(f"no runs stored in {store.path}")
+        click.echo(f"no runs stored in {_stored_in(store)}")
         return
     # laid out as every table is (`cli.tables`): the run id names each row of every part, the dates are never
     # wrapped (rich folded both, `run-20261` / `206T17262` / `4Z-499960`, in an 80-column terminal), the columns that

@@ -279,9 +279,11 @@ class Store:
         self._version = SCHEMA_VERSION
         if self.path.is_dir():
             raise StoreError(f"results store {self.path} is a directory, not a SQLite file", fix=_STORE_FIX)
-        blocked = None if readonly else blocked_at(self.path.parent)
-        if blocked is not None:  # (`--out`'s check and wording: making the folder said only "File exists")
-            raise StoreError(f"results store {self.path} cannot be written: {blocked.at} {blocked.what}",
+        blocked = blocked_at(self.path.parent)
+        if blocked is not None:  # (`--out`'s check and wording: making the folder said only "File exists"; a
+            # command that only reads had read a store that can never exist there as an empty one)
+            raise StoreError(f"results store {self.path} cannot be {'read' if readonly else 'written'}: "
+                             f"{blocked.at} {blocked.what}",
                              fix=f"make the link's target, remove the link, or {_STORE_FIX}" if blocked.link
                              else _STORE_FIX)
         try:
@@ -308,6 +310,11 @@ class Store:
         except ResultError:
             self._db.close()
             raise
+
+    @property
+    def on_disk(self) -> bool:
+        """Whether the store's file is there (a read-only open of a path with none reads an empty store)."""
+        return self.path.exists()
 
     def _connect_readonly(self) -> sqlite3.Connection:
         """SQLite's read-only mode on the file; a store that does not exist yet reads as an empty one (in memory:

@@ -10,6 +10,7 @@ from click.testing import CliRunner
 
 from llmsweep.cli.main import cli
 from llmsweep.errors import ResultInputError
+from llmsweep.results.store import StoreError
 from llmsweep.words import count_of
 
 
@@ -134,17 +135,31 @@ def test_list_json_prints_the_rows_its_table_shows(make_run, store_path: Path) -
 
 def test_listing_no_results_says_so(make_run, store_path: Path) -> None:
     """`--all` on an empty store, the runs of an empty store, or `--run` of a run that stored no result, says so (it
-    printed nothing, or a table with no rows); `--json` is an empty list."""
-    assert _run("results", "list", "--all") == f"no results stored in {store_path}\n"
+    printed nothing, or a table with no rows); `--json` is an empty list. A store file that is not there (a
+    mistyped --store) is said to be missing, not only empty."""
+    assert not store_path.exists()
+    missing = f"{store_path} (no store file there: the first `run` or `results ingest` that writes to it makes one)"
+    assert _run("results", "list", "--all") == f"no results stored in {missing}\n"
     assert json.loads(_run("results", "list", "--all", "--json")) == []
     for runs in (("results", "list"), ("results", "runs")):  # the runs view: a line, not a table with no rows
-        assert _run(*runs) == f"no runs stored in {store_path}\n"
+        assert _run(*runs) == f"no runs stored in {missing}\n"
         assert json.loads(_run(*runs, "--json")) == []
     run = make_run("empty", concs=(1,))
     (next(run.path.glob("jobs/*")) / "summary.json").unlink()
     assert "ingested empty: 0 results, 1 job without summary" in _run("results", "ingest", str(run.path))
     assert _run("results", "list", "--run", "empty") == f"no results stored for run empty in {store_path}\n"
     assert json.loads(_run("results", "list", "--run", "empty", "--json")) == []
+
+
+def test_a_store_path_that_cannot_exist_is_refused_by_a_command_that_only_reads(tmp_path: Path) -> None:
+    """`results list --store notes.txt/s.sqlite` (a regular file on the way) read as an empty store, exit 0, where a
+    command that writes refused it: a store that can never be there is refused by both, naming the file."""
+    (tmp_path / "notes.txt").write_text("a note\n")
+    for args in (["results", "list"], ["results", "runs", "--json"], ["results", "list", "--all"]):
+        res = CliRunner().invoke(cli, [*args, "--store", str(tmp_path / "notes.txt" / "s.sqlite")])
+        assert isinstance(res.exception, StoreError) and res.exception.exit_code == 2, res.output
+        assert (f"results store {tmp_path / 'notes.txt' / 's.sqlite'} cannot be read: {tmp_path / 'notes.txt'} is a "
+                "file, not a folder") in str(res.exception), res.exception
 
 
 def test_a_runs_results_are_listed_by_series_then_concurrency_as_numbers(make_run, store_path: Path) -> None:
