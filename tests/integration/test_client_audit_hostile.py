@@ -252,6 +252,31 @@ def test_a_stream_without_any_content_chunk_fails_whatever_its_usage_says(
 
 
 @pytest.mark.parametrize("record_process", [False, True], ids=["records-in-loop", "records-helper"])
+def test_an_answer_the_model_ended_at_once_is_an_empty_output_not_a_broken_server(
+        tmp_path: Path, serve: Callable[[Handler], RawServer], record_process: bool) -> None:
+    """An engine without `ignore_eos` (or a model whose end token wins) answers `finish_reason: stop` with no text:
+    a well-formed answer, counted as the server breaking the protocol. It is an `empty_output` failure, saying the
+    model's end-of-sequence came first; an empty stream whose usage claims tokens stays `protocol`."""
+    stop = [{"index": 0, "delta": {"content": ""}, "finish_reason": "stop"}]
+    role = [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]
+
+    def answer(completion_tokens: int) -> bytes:
+        events = [{"id": "x", "choices": role}, {"id": "x", "choices": stop},
+                  {"id": "x", "choices": [], "usage": {"prompt_tokens": 15, "completion_tokens": completion_tokens}}]
+        return b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events) + b"data: [DONE]\n\n"
+
+    res, records = bench(serve(_streams(answer(0), answer(1), answer(5))), tmp_path, record_process=record_process, n=3)
+    assert [r["error_class"] for r in records] == ["empty_output", "empty_output", "protocol"], records
+    assert records[0]["error"] == (
+        "stream ended without any content chunk: 4 events, 2 with choices whose text is empty (finish_reason "
+        "'stop'); usage said 0 completion tokens; then [DONE]: the model's end-of-sequence came first (a run that "
+        "sends ignore_eos, where the engine takes it, keeps it from ending an answer)"), records
+    assert "end-of-sequence" not in records[2]["error"]
+    assert res.summary.requests.error_categories == {"empty_output": 2, "protocol": 1}
+    assert res.verdict == "invalid"
+
+
+@pytest.mark.parametrize("record_process", [False, True], ids=["records-in-loop", "records-helper"])
 def test_a_usage_count_above_max_tokens_is_not_the_outputs_size(
         tmp_path: Path, serve: Callable[[Handler], RawServer], record_process: bool) -> None:
     """8 chunks with usage `completion_tokens: 1000` at max_tokens 8 counted 1000 tokens a request (throughput 100x

@@ -23,9 +23,13 @@ from typing import Any, Literal
 from llmsweep.jsonline import dumps_line
 from llmsweep.metrics.gates import OUTPUT_NOT_WRITTEN
 
-ErrorClass = Literal["http", "timeout", "connection", "protocol", "truncated", "context_overflow", "cancelled"]
+ErrorClass = Literal["http", "timeout", "connection", "protocol", "truncated", "context_overflow", "empty_output",
+                     "cancelled"]
 """`truncated`: the stream ended cleanly but incomplete (no terminator the server's dialect promises, or fewer tokens
-than asked under `ignore_eos` without `finish_reason: length`; see `transport.judge_stream`)."""
+than asked under `ignore_eos` without `finish_reason: length`; see `transport.judge_stream`). `empty_output`: a
+well-formed answer that the model ended at once (`finish_reason: stop`, no output text, no token to time): its
+end-of-sequence came first, which `ignore_eos` prevents where the engine takes it; not the server breaking the
+protocol."""
 
 
 

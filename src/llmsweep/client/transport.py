@@ -800,7 +800,8 @@ def _to_record(
             elif not rec.chunk_times:
                 # no token to time: whatever its usage says, the request measured nothing (a server whose every
                 # chunk was `choices: []` or empty text, usage 8, was a success with no latency at all)
-                rec.error_class, rec.error = "protocol", _no_content(parsed)
+                rec.error_class = "empty_output" if _ended_at_once(parsed) else "protocol"
+                rec.error = _no_content(parsed)
             elif (why := judge_stream(parsed, max_tokens=spec.max_tokens, ignore_eos=ignore_eos,
                                       sends_done=sends_done)) is not None:
                 rec.error_class, rec.error = "truncated", why
@@ -819,6 +820,14 @@ def _utf8(text: str) -> str:
     return text.encode("utf-8", "replace").decode("utf-8")
 
 
+def _ended_at_once(parsed: ParsedStream) -> bool:
+    """Whether a stream without content is a model's immediate end-of-sequence: choices came, and the last said
+    `finish_reason: stop`, with no output token counted beyond the end token itself (a usage above one is a server
+    that counted tokens it never sent: the protocol's breach)."""
+    claimed = parsed.completion_tokens if parsed.completion_tokens is not None else parsed.usage_over_max_tokens
+    return bool(parsed.choice_events) and parsed.finish_reason == "stop" and (claimed is None or claimed <= 1)
+
+
 def _no_content(parsed: ParsedStream) -> str:
     """The error of a stream that brought no content chunk (no event whose choices hold output text), saying what
     came: its events (`[DONE]` included), those with choices, the finish reason and the usage count."""
@@ -830,7 +839,11 @@ def _no_content(parsed: ParsedStream) -> str:
     claimed = parsed.completion_tokens if parsed.completion_tokens is not None else parsed.usage_over_max_tokens
     if claimed is not None:
         said += f"; usage said {count_of(claimed, 'completion token')}"
-    return said + ("; then [DONE]" if parsed.done else "")
+    said += "; then [DONE]" if parsed.done else ""
+    if _ended_at_once(parsed):
+        said += (": the model's end-of-sequence came first (a run that sends ignore_eos, where the engine takes it, "
+                 "keeps it from ending an answer)")
+    return said
 
 
 def _not_a_stream(body: bytes, overflow_patterns: tuple[str, ...]) -> tuple[ErrorClass, str]:

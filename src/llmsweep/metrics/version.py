@@ -36,7 +36,8 @@ profiling turn wait for a subagent whose joining turn the warm-up replayed.
 latency), a usage count that is no count (a string, negative, fractional) or output text with a lone surrogate fails
 its request as `protocol` (the chunks were counted instead), a usage count above max_tokens is not taken as the output's
 size and such long outputs are gated as short ones are, an event-stream line past 8 MiB fails its request at once,
-and a point with successful requests but no latency sample is invalid."""
+and a point with successful requests but no latency sample is invalid; an answer the model ended at once
+(`finish_reason: stop`, no output text) is an `empty_output` failure, not `protocol`."""
 
 
 def metric_table_digest() -> str:
