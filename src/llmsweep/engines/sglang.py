@@ -47,6 +47,11 @@ heads loaded as an EAGLE draft would fail, or measure another method under Medus
 algorithm from SGLang 0.5.16 (sgl-project/sglang#30261; the `sglang.speculative-algorithm-dspark` gate refuses it on
 older images): its draft runs in blocks of `--speculative-dspark-block-size` tokens, and SGLang sets the step count,
 top-k and draft tokens from the block itself (one step, top-k 1, block + 1 draft tokens)."""
+DRAFT_MODEL_METHODS = frozenset({"draft_model", "dspark"})
+"""Methods SGLang serves only from a draft checkpoint (`--speculative-draft-model-path`): a small standalone model,
+DSpark heads. An EAGLE or EAGLE-3 launch (`eagle`, `eagle3`, and `mtp` rendered as EAGLE) without one takes the
+target's own MTP layers as the draft, which SGLang does for a model that has them: a model the catalog knows to have
+none fails at start-up without the checkpoint (`_needs_draft`). `ngram` needs no model."""
 CUDA_GRAPH_MAX_BS_CAP = 64
 BOOTSTRAP_PORT = 8998
 """SGLang's default `--disaggregation-bootstrap-port`: the prefill server's KV-handshake port the router passes on."""
@@ -287,6 +292,10 @@ class SGLangAdapter(Adapter):
         if algorithm is None:
             raise ConfigError(f"SGLang has no `{sd.method}` speculative decoding",
                               fix=f"use one of {', '.join(SPEC_ALGORITHM)}, or an engine that serves {sd.method}")
+        if not sd.draft_model and (why := _needs_draft(job, sd.method)) is not None:
+            raise ConfigError(f"SGLang's `{sd.method}` drafting needs the draft checkpoint "
+                              f"(`--speculative-draft-model-path`): {why}, and SGLang fails at start-up without one",
+                              fix="set `serve.spec-decoding.draft-model` to the draft's checkpoint")
         d.args["--speculative-algorithm"] = algorithm
         if sd.draft_model:
             d.args["--speculative-draft-model-path"] = sd.draft_model
@@ -381,3 +390,21 @@ class SGLangAdapter(Adapter):
                           notes=(f"PD router over {len(prefill)} prefill and "
                                  f"{count_of(len(decode), 'decode worker')}; KV "
                                  f"moves prefill→decode over {transfer}",))
+
+
+def _needs_draft(job: Job, method: str) -> str | None:
+    """Why a launch of `method` without a draft checkpoint cannot start, or None where SGLang drafts without one: a
+    standalone or DSpark draft is always a checkpoint of its own; an EAGLE-family head is the target's own MTP layers
+    only where the model has them (SGLang then takes the target's path as the draft), so a model the catalog knows to
+    have none needs one (a model the catalog does not know is not judged)."""
+    if method in DRAFT_MODEL_METHODS:
+        return f"`{method}` drafts with a model of its own"
+    if SPEC_ALGORITHM.get(method) not in EAGLE_FAMILY:
+        return None
+    from llmsweep.catalog.models import find_model
+
+    model = find_model(job.model)
+    if model is None or model.mtp_layers > 0:
+        return None
+    return (f"{model.id} has no MTP layers (the catalog: mtp_layers 0) for SGLang to take as the draft in its "
+            "stead")

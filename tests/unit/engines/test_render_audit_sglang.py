@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from llmsweep import engines
 from llmsweep.plan import Job
 from llmsweep.policy import validate_files
@@ -94,3 +96,38 @@ def test_an_ngram_draft_of_k_verifies_k_plus_one_tokens_as_labelled(plan: Plan, 
     file.write_text(spec_recipe("{ method: ngram, num-steps: 3, topk: 4 }"))
     errors = [f for f in validate_files([file]).findings if f.is_error]
     assert any("--speculative-ngram-max-bfs-breadth" in f.message for f in errors), [f.render() for f in errors]
+
+
+SGLANG_DRAFT_RECIPE = ("k:\n  image: lmsysorg/sglang:v0.5.16\n  model: moonshotai/Kimi-K2.5\n"
+                       "  model-prefix: kimik2.5\n  runner: h200\n  precision: fp8\n  framework: sglang\n"
+                       "  multinode: false\n  scenarios:\n    fixed-seq-len:\n    - isl: 8192\n      osl: 1024\n"
+                       "      search-space:\n      - { tp: 8, conc-list: [8], spec-decoding: mtp }\n"
+                       "  serve:\n    engine: { name: sglang, version: 0.5.16 }\n    spec-decoding: {SPEC}\n")
+
+
+@pytest.mark.parametrize("method", ["eagle", "eagle3", "draft_model", "dspark"])
+def test_an_sglang_draft_method_without_its_checkpoint_is_refused_before_the_gpu(tmp_path: Path, method: str) -> None:
+    """SGLang takes the target's own MTP layers as an EAGLE draft only for a model that has them: on Kimi-K2.5 (the
+    catalog: no MTP layers) EAGLE/EAGLE-3 heads, a standalone draft model and DSpark heads need
+    `--speculative-draft-model-path`, yet the launch rendered without it and `validate` passed (vLLM, TensorRT-LLM
+    and ATOM refuse the same recipe). Refused as they are; with the checkpoint it renders the path; `ngram` needs none,
+    and an EAGLE launch (`eagle`, `eagle3`, `mtp`) of a model with MTP layers (the quickstart's Qwen3.5) none either."""
+
+    file = tmp_path / "r.yaml"
+    file.write_text(SGLANG_DRAFT_RECIPE.replace("{SPEC}", f"{{method: {method}, num-steps: 3}}"))
+    errors = [f for f in validate_files([file]).findings if f.is_error]
+    assert "serve.render-failed" in [f.rule for f in errors], [f.render() for f in errors]
+    assert any(f"SGLang's `{method}` drafting needs the draft checkpoint" in f.message for f in errors), errors
+
+    file.write_text(SGLANG_DRAFT_RECIPE.replace(
+        "{SPEC}", f"{{method: {method}, num-steps: 3, draft-model: org/draft-head}}"))
+    assert not [f for f in validate_files([file]).findings if f.rule == "serve.render-failed"]
+    file.write_text(SGLANG_DRAFT_RECIPE.replace("{SPEC}", "{method: ngram, num-steps: 3}"))
+    assert not [f for f in validate_files([file]).findings if f.rule == "serve.render-failed"]
+    file.write_text(SGLANG_DRAFT_RECIPE.replace("{SPEC}", f"{{method: {method}, num-steps: 3}}").replace(
+        "moonshotai/Kimi-K2.5", "Qwen/Qwen3.5-397B-A17B-FP8").replace("kimik2.5", "qwen3.5"))
+    refused = [f.message for f in validate_files([file]).findings if f.rule == "serve.render-failed"]
+    assert bool(refused) == (method in ("draft_model", "dspark")), refused
+    file.write_text(SGLANG_DRAFT_RECIPE.replace("{SPEC}", "{method: mtp, num-steps: 3}").replace(
+        "moonshotai/Kimi-K2.5", "Qwen/Qwen3.5-397B-A17B-FP8").replace("kimik2.5", "qwen3.5"))
+    assert not [f for f in validate_files([file]).findings if f.rule == "serve.render-failed"]
