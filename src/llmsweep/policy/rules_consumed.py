@@ -391,7 +391,8 @@ def agentic_context(ctx: Context) -> Iterator[Finding]:
 
     for job, recipe in ctx.runnable_pairs():
         traces = job.workload.traces
-        if job.workload.scenario is not ScenarioId.AGENTIC_CODING or traces is None:
+        # an eval-only job sends the eval's prompts, none of its row's traces (its context is the eval's rule's)
+        if job.workload.scenario is not ScenarioId.AGENTIC_CODING or traces is None or job.eval_only:
             continue
         longest = longest_request(traces)
         model = recipe_model(recipe)
@@ -436,7 +437,7 @@ def prompt_budget(ctx: Context) -> Iterator[Finding]:
     for job, recipe in ctx.runnable_pairs():
         # a recipe of the simulator standing in for an engine (framework trt) is refused as that engine refuses
         engine = SimAdapter.stands_in_for(job) if job.engine == SIM.id else job.engine
-        if engine is None:
+        if engine is None or job.eval_only:  # an eval-only job sends the eval's prompts, not its row's
             continue
         try:
             adapter = get_adapter(engine)

@@ -74,3 +74,25 @@ def test_a_cited_pin_on_a_fixed_length_job_gets_only_the_fixed_pin_warning(tmp_p
       search-space:
       - { tp: 8, spec-decoding: mtp, conc-list: [4] }"""), encoding="utf-8")
     assert _golden(validate_files([path]).findings) == ["golden-al.fixed-pinned", "golden-al.precision-provenance"]
+
+
+def test_a_pin_other_than_the_golden_value_on_a_fixed_length_job_is_a_probe_not_an_error(tmp_path: Path) -> None:
+    """A fixed-length row pinned at 3.0 where the golden AL is another value got `golden-al.pinned-differs`, an error
+    whose fix said "delete it: the planner pins the golden value", while the planner pins nothing on a fixed-length
+    row (deleting it verifies for real) and `golden-al.fixed-pinned` told the same user a pin probe is fine. Only the
+    warning speaks there; an agentic row's differing pin is still refused."""
+    text = (CORPUS / "golden-al.pinned-differs.yaml").read_text(encoding="utf-8")
+    agentic = """    agentic-coding:
+    - dram-utilization: 0.80
+      search-space:
+      - { tp: 8, spec-decoding: mtp, kv-offloading: none, conc-list: [4, 8, 16] }"""
+    assert agentic in text
+    assert "golden-al.pinned-differs" in _golden(validate_files([CORPUS / "golden-al.pinned-differs.yaml"]).findings)
+    path = tmp_path / "fixed.yaml"
+    path.write_text(text.replace(agentic, """    fixed-seq-len:
+    - isl: 8192
+      osl: 1024
+      search-space:
+      - { tp: 8, spec-decoding: mtp, conc-list: [4] }"""), encoding="utf-8")
+    golden = _golden(validate_files([path]).findings)
+    assert "golden-al.pinned-differs" not in golden and "golden-al.fixed-pinned" in golden, golden

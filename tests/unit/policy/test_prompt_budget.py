@@ -69,6 +69,19 @@ def test_an_agentic_replay_is_refused_at_its_traces_longest_request(tmp_path: Pa
     assert hit.line is not None  # at the recipe's --max_num_tokens
 
 
+def test_an_eval_only_job_is_not_refused_for_prompts_its_row_would_send(tmp_path: Path) -> None:
+    """`--evals-only` runs the row's eval, which sends the eval's prompts (GSM8K: a few hundred tokens), none of the
+    row's traces or isl: an agentic row's eval-only job on trtllm-serve was refused for 64k-token trace requests it
+    never sends (README: such a job reads nothing of its row's trace source). The throughput jobs still are."""
+    from llmsweep.plan.matrix import EvalOptions
+
+    path = _write(tmp_path, "--max_batch_size: 64", traces="synthetic: { traces: 4, max-isl: 64000 }")
+    assert _hits(path)  # the throughput plan: refused
+    validation = validate_files([path], evals=EvalOptions(evals_only=True))
+    assert validation.jobs and all(j.eval_only for j in validation.jobs)
+    assert not [f for f in validation.findings if f.rule in ("serve.prompt-budget", "serve.agentic-context")]
+
+
 @pytest.mark.parametrize("engine", [("vllm", "vllm/vllm-openai:v0.26.0"), ("sglang", "lmsysorg/sglang:v0.5.12"),
                                     ("dynamo-trt", "nvcr.io/nvidia/ai-dynamo/tensorrtllm-runtime:0.8.0")])
 def test_engines_that_chunk_a_long_prompt_are_not_flagged(tmp_path: Path, engine: tuple[str, str]) -> None:
