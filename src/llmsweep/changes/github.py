@@ -5,7 +5,9 @@ The workflow's shape follows InferenceX's `run-sweep.yml` (core spec §7.1/§7.2
 - `setup` decides from the labels whether to run at all (`full-sweep-enabled`, `full-sweep-fail-fast`; a push to
   the default branch always runs) and whether a failure cancels the rest (`full-sweep-fail-fast`), and computes the
   matrix at run time with `llmsweep ci matrix`: every job of the recipes, or (`source="changes"`) only the jobs the
-  pull request added or changed (`llmsweep changes BASE..HEAD`), ordered by the priority score (`changes.priority`);
+  pull request added or changed (`llmsweep changes BASE..HEAD`), or a push to main changed since the commit before
+  it (every job after a branch's first push or a force-push, the log saying so), ordered by the priority score
+  (`changes.priority`);
   each entry names its runner label, checked against the fleet file when the workflow is written;
 - `sweep` runs one job per matrix entry on `[self-hosted, <runner label>]` with `llmsweep run --job` and
   uploads the job's run folder as the artifact `bmk_<job id>`; an entry that carries an accuracy eval (a `run-eval`
@@ -416,16 +418,38 @@ def workflow(files: Sequence[Path], *, source: Source = "matrix", baseline: str 
                   "ALL_EVALS": (ALL_EVALS_LABEL, _flag("all_evals"))}
     matrix_env = {"EVENT": "${{ github.event_name }}",
                   **{var: f"${{{{ contains({labels}, '{label}') }}}}" for var, (label, _) in eval_flags.items()}}
-    if changed:  # a pull request runs the jobs it changed; a push or a manual run, every job
-        # Against the tree actions/checkout gives a pull request, its merge with the base: the jobs it plans are the
-        # ones the sweep runs (`BASE..HEAD` of the branch would see main's later changes reversed, and drop the
-        # pull request's own jobs whose id differs once merged).
+    changes_args: list[str] = []
+    if changed:
+        # A pull request runs the jobs it changed, against the tree actions/checkout gives it, its merge with the
+        # base: the jobs it plans are the ones the sweep runs (`BASE..HEAD` of the branch would see main's later
+        # changes reversed, and drop the pull request's own jobs whose id differs once merged).
         matrix_env["BASE"] = "${{ github.event.pull_request.base.sha }}"
+        # A push runs the jobs it changed since the commit before it (`github.event.before`). Where that commit says
+        # nothing of what the push changed, the push sweeps every job of the plan and its log says why: a branch's
+        # first push (`before` is all zeros) and a force-push (`before` is not an ancestor of the commit pushed, or
+        # not in the clone: the trees compared would show what the push dropped as a change). A manual run
+        # (`workflow_dispatch`) sweeps every job.
+        matrix_env["BEFORE"] = "${{ github.event.before }}"
         changed_flag = _flag("changed")
-        matrix_cmd = (f'if [ "$EVENT" = pull_request ]; then {matrix_cmd} {changed_flag} "$BASE.."; '
-                      f"else {matrix_cmd}; fi")
+        every = "every job of the plan is swept"
+        changes_args = [
+            'if [ "$EVENT" = pull_request ]; then',
+            f'  set -- "$@" {changed_flag} "$BASE.."',
+            'elif [ "$EVENT" = push ]; then',
+            '  case "$BEFORE" in',
+            "    *[!0]*)",
+            '      if git merge-base --is-ancestor "$BEFORE" HEAD 2>/dev/null; then',
+            f'        set -- "$@" {changed_flag} "$BEFORE.."',
+            "      else",
+            f'        echo "::notice::the commit before this push, $BEFORE, is not an ancestor of HEAD (a force-push) '
+            f'or not in the clone: {every}"',
+            "      fi ;;",
+            f'    *) echo "::notice::the first push of this branch (no commit before it): {every}" ;;',
+            "  esac",
+            "fi",
+        ]
     matrix_cmd = "\n".join(["set --", *(f'if [ "${var}" = true ]; then set -- "$@" {flag}; fi'
-                                         for var, (_, flag) in eval_flags.items()), matrix_cmd])
+                                         for var, (_, flag) in eval_flags.items()), *changes_args, matrix_cmd])
     setup = {
         "if": starts_sweep,
         "runs-on": "ubuntu-latest",
@@ -533,8 +557,9 @@ def workflow(files: Sequence[Path], *, source: Source = "matrix", baseline: str 
         "on": {"pull_request": {"types": ["opened", "synchronize", "reopened", "labeled", "unlabeled"]},
                "push": {"branches": ["main"]}, "workflow_dispatch": {}},
         # a pull request's sweeps share a group (a new push cancels the running one); a push to main or a manual
-        # run has a group of its own: each push to main sweeps the jobs *it* changed, so one cancelled by the next
-        # push lost those jobs' measurement for good (the next push sweeps its own changes only)
+        # run has a group of its own: with `source="changes"` each push to main sweeps the jobs *it* changed since
+        # the commit before it, so one cancelled by the next push lost those jobs' measurement for good (the next
+        # push sweeps its own changes only)
         "concurrency": {"group": "llmsweep-${{ github.event.pull_request.number || github.run_id }}"
                                  f"${{{{ {other_label} && format('-label-{{0}}', github.run_id) || '' }}}}",
                         "cancel-in-progress": True},

@@ -42,7 +42,8 @@ def ci() -> None:
             show_default=True)
 @click.option("--source", type=click.Choice(["matrix", "changes"]), default="matrix", show_default=True,
               help="`matrix`: every job of the recipes; `changes`: on a pull request, only the jobs it added or "
-              "changed (`llmsweep changes BASE..HEAD`).")
+              "changed (`llmsweep changes BASE..HEAD`); on a push, those it changed since the commit before it "
+              "(every job after a branch's first push or a force-push); on a manual run, every job.")
 @option("baseline", help="Stored run the collect job compares the sweep with (between-run bands); no comparison "
         "without it.")
 @click.option("--ci-store", "ci_store", type=PathValue(path_type=str), default=None, metavar="PATH",

@@ -82,12 +82,59 @@ def test_labels_fail_fast_artifacts_and_collect_job() -> None:
     lines = matrix_step["run"].splitlines()
     assert lines[:3] == ["set --", 'if [ "$EVALS_ONLY" = true ]; then set -- "$@" --evals-only; fi',
                          'if [ "$ALL_EVALS" = true ]; then set -- "$@" --all-evals; fi']
-    assert lines[3].count('--github-output "$GITHUB_OUTPUT" "$@"') == 2
+    assert sum(line.count('--github-output "$GITHUB_OUTPUT" "$@"') for line in lines) == 1  # one `ci matrix`
     run_job = next(s for s in sweep["steps"] if s.get("name") == "Run the job")
     assert run_job["run"] == 'llmsweep run recipes/chg.yaml --job "$JOB" ${PLAN:+"$PLAN"} --out "runs/$JOB" ' \
                              "--no-report"
     assert "${{" not in matrix_step["run"]
     assert all("${{" not in s.get("run", "") for job in doc["jobs"].values() for s in job["steps"])
+
+
+@pytest.mark.parametrize(("before", "swept", "said"), [
+    ("base", "changed", None),
+    ("head", "none", None),  # a push that changed no job sweeps none
+    ("0" * 40, "all", "the first push of this branch (no commit before it): every job of the plan is swept"),
+    ("force", "all", "is not an ancestor of HEAD (a force-push) or not in the clone: every job of the plan is swept"),
+    ("1" * 40, "all", "is not an ancestor of HEAD (a force-push) or not in the clone: every job of the plan is swept"),
+])
+def test_a_push_to_main_sweeps_the_jobs_it_changed(tmp_path: Path, before: str, swept: str, said: str | None) -> None:
+    """The workflow's own setup script, run by bash for a push to main under `--source changes`: it sweeps the jobs the
+    push changed since the commit before it (`github.event.before`), as the README says. It swept every job of the
+    plan on each push. Where the commit before says nothing of what the push changed — a branch's first push (all
+    zeros), a force-push (not an ancestor of the commit pushed, or not in the clone) — it sweeps every job and its
+    log says why. A manual run sweeps every job."""
+    repo, base, head = scratch_repo(tmp_path)
+    if before == "force":  # the history the force-push replaced: a commit beside the one pushed
+        git(repo, "checkout", "-q", "-b", "old", base)
+        write_recipe(repo, tp4_concs="[2, 4, 16]")
+        before = commit(repo, "replaced by the force-push")
+        git(repo, "checkout", "-q", head)
+    before = {"base": base, "head": head}.get(before, before)
+    doc = workflow([Path("recipes/chg.yaml")], source="changes")
+    matrix_step = _step(doc["jobs"]["setup"], "matrix")
+    shim = _cli_shim(tmp_path)
+
+    def setup_matrix(event: dict[str, Any], tag: str) -> tuple[list[str], str]:
+        env = {k: _interpolate(v, event) for k, v in matrix_step["env"].items()}
+        out = tmp_path / f"github-output-{tag}"
+        done = _bash(matrix_step["run"], repo, {**env, "GITHUB_OUTPUT": str(out)}, shim)
+        assert done.returncode == 0, done.stdout + done.stderr
+        outputs = dict(line.split("=", 1) for line in out.read_text().splitlines())
+        return sorted(json.loads(outputs["jobs"])), done.stdout
+
+    every = sorted(j.id for j in jobs_from_files([repo / "recipes" / "chg.yaml"]))
+    push: dict[str, Any] = {"event_name": "push", "ref": "refs/heads/main", "event": {"before": before, "after": head}}
+    jobs, log = setup_matrix(push, "push")
+    if swept == "changed":
+        assert len(jobs) == 3 and set(jobs) < set(every)  # conc 8 added to tp4, tp8's env var changed: not tp4's 2, 4
+    else:
+        assert jobs == (every if swept == "all" else [])
+    if said is None:
+        assert "::notice::" not in log
+    else:
+        assert "::notice::" in log and said in log
+    manual, log = setup_matrix({"event_name": "workflow_dispatch", "event": {}}, "manual")
+    assert manual == every and "::notice::" not in log
 
 
 def test_priority_score_follows_the_policy(tmp_path: Path) -> None:
