@@ -14,6 +14,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -112,6 +113,54 @@ def separation(n: MetricNoise, a: int, b: int, runs_a: int = 1, runs_b: int = 1)
     return n.t * math.sqrt(ca * ca / runs_a + cb * cb / runs_b)
 
 
+def band_words(band: float, runs_a: int = 1, runs_b: int = 1) -> str:
+    """A noise band as an explanation prints it, naming whose noise it is: `noise ±75.3% between single runs` (the
+    proposed grid's, each point a single run of the official sweep) or `noise ±53.3% between means of 2 runs each`
+    (the knee's, which judges the measured means): the two differ by √runs, and a figure printed without saying which
+    it is read as a rise inside the band that called it beyond noise."""
+    if runs_a == runs_b:
+        whose = "single runs" if runs_a == 1 else f"means of {runs_a} runs each"
+    else:
+        whose = " and ".join("a single run" if n == 1 else f"the mean of {count_of(n, 'run')}"
+                             for n in (runs_a, runs_b))
+    return f"noise ±{band:.1%} between {whose}"
+
+
+@dataclass(frozen=True)
+class Move:
+    """A metric's relative move from one concurrency to another beside the noise band it is judged against
+    (:func:`separation` of the means of `runs_a` and `runs_b` runs): the one home of the figures a verdict rests on
+    and of the words that explain it, so every explanation — the grid's table, the knee line, `--json` — prints the
+    band its verdict used."""
+
+    label: str
+    rel: float
+    band: float
+    runs_a: int = 1
+    runs_b: int = 1
+
+    @property
+    def rises(self) -> bool:
+        """The metric rose beyond noise."""
+        return self.rel > self.band
+
+    @property
+    def beyond(self) -> bool:
+        """The metric moved, either way, beyond noise."""
+        return abs(self.rel) > self.band
+
+    def describe(self) -> str:
+        """`Throughput per GPU +74.8% (noise ±53.3% between means of 2 runs each)`."""
+        return f"{self.label} {self.rel:+.1%} ({band_words(self.band, self.runs_a, self.runs_b)})"
+
+
+def move(n: MetricNoise, va: float, vb: float, a: int, b: int, runs_a: int = 1, runs_b: int = 1) -> Move:
+    """How far the metric of `n` moves from `va` at conc a to `vb` at conc b, against the noise of the means of
+    `runs_a` and `runs_b` runs (single runs by default)."""
+    return Move(label=n.label, rel=(vb - va) / va if va else 0.0, band=separation(n, a, b, runs_a, runs_b),
+                runs_a=runs_a, runs_b=runs_b)
+
+
 def curve(runs: Sequence[Run]) -> list[CurvePoint]:
     """Means per concurrency, ascending; KV usage and preemptions are the worst run's."""
     by_conc: dict[int, list[Run]] = {}
@@ -157,7 +206,7 @@ def collapse(a: CurvePoint, b: CurvePoint, tput: MetricNoise, intvty: MetricNois
     if product >= -band:
         return None
     return (f"interactivity collapses from conc {a.conc} to {b.conc} ({intvty.label} {loss:+.1%} for throughput per "
-            f"GPU {gain:+.1%}: their product {product:+.1%}, noise ±{band:.1%}) as {at_b}")
+            f"GPU {gain:+.1%}: their product {product:+.1%}, {band_words(band, a.runs, b.runs)}) as {at_b}")
 
 
 def _measure_higher(cut: str | None) -> str:
@@ -186,6 +235,7 @@ def find_knee(points: Sequence[CurvePoint], tput: MetricNoise, intvty: MetricNoi
     if not pts:
         return None
     hidden: str | None = None  # why the latest point could not be called flat (a rise the noise hides)
+    rising: str | None = None  # the latest point's rise beyond noise, as its verdict judged it
     cliff = next(((p.conc, why) for p in pts if (why := saturated(p)) is not None), (None, None))
     cliff_text = f"from conc {cliff[0]} the server is at its KV/HBM cliff: {cliff[1]}" if cliff[0] else None
     for i, a in enumerate(pts[:-1]):
@@ -193,35 +243,40 @@ def find_knee(points: Sequence[CurvePoint], tput: MetricNoise, intvty: MetricNoi
         if fell is not None:
             return Knee(conc=a.conc, next_conc=pts[i + 1].conc, reason=fell, cliff_conc=cliff[0], cliff=cliff_text)
         ta = float(a.means[THROUGHPUT])  # type: ignore[arg-type]
-        gains = [((float(b.means[THROUGHPUT]) - ta) / ta if ta else 0.0,  # type: ignore[arg-type]
-                  separation(tput, a.conc, b.conc, a.runs, b.runs), b) for b in pts[i + 1:]]
-        if any(gain > band for gain, band, _ in gains):
-            hidden = None
+        # each against the noise of the two means it compares: the band the verdict and its reason share
+        gains = [(move(tput, ta, float(b.means[THROUGHPUT]), a.conc, b.conc, a.runs, b.runs), b)  # type: ignore[arg-type]
+                 for b in pts[i + 1:]]
+        if any(m.rises for m, _ in gains):
+            m, b = max(((m, b) for m, b in gains if m.rises), key=lambda g: g[0].rel - g[0].band)
+            hidden, rising = None, f"conc {b.conc} over conc {a.conc}: {m.describe()}"
             continue
         nxt = pts[i + 1]
-        gain, band, best = max(gains, key=lambda g: g[0] - g[1])
-        rise, rise_band, riser = max(gains, key=lambda g: g[0])
-        if rise > UNDECIDED_GAIN:  # a sizeable mean gain the noise hides is no flat curve: no knee is earned here
-            hidden = (f"throughput per GPU rose {rise:+.1%} from conc {a.conc} to {riser.conc}, inside its run-to-run "
-                      f"noise (±{rise_band:.1%}): too noisy to place a knee (raise --repeats or --duration)")
+        best_move, best = max(gains, key=lambda g: g[0].rel - g[0].band)
+        rise, riser = max(gains, key=lambda g: g[0].rel)
+        if rise.rel > UNDECIDED_GAIN:  # a sizeable mean gain the noise hides is no flat curve: no knee is earned here
+            hidden = (f"throughput per GPU rose from conc {a.conc} to {riser.conc} inside its run-to-run noise, "
+                      f"{rise.describe()}: too noisy to place a knee (raise --repeats or --duration)")
+            rising = None
             continue
         at_next = saturated(nxt)
         reason = (f"no higher concurrency (measured up to {pts[-1].conc}) raises throughput per GPU beyond noise over "
-                  f"conc {a.conc}: the best, conc {best.conc}, is {gain:+.1%} (noise ±{band:.1%})"
+                  f"conc {a.conc}: the best, conc {best.conc}: {best_move.describe()}"
                   + (f"; at conc {nxt.conc} {at_next}" if at_next else ""))
         return Knee(conc=a.conc, next_conc=nxt.conc, reason=reason, cliff_conc=cliff[0], cliff=cliff_text)
     top = pts[-1]
     broke = min((c for c in (failed or {}) if c > top.conc), default=None)
     if broke is not None and failed is not None:
         return Knee(conc=top.conc, next_conc=broke, cliff_conc=cliff[0], cliff=cliff_text,
-                    reason=f"throughput per GPU still rose at conc {top.conc}, the highest that ran valid; conc "
-                           f"{broke} did not serve ({failed[broke]}): the knee lies between them")
+                    reason=f"throughput per GPU still rose at conc {top.conc}, the highest that ran valid"
+                           + (f" ({rising})" if rising else "")
+                           + f"; conc {broke} did not serve ({failed[broke]}): the knee lies between them")
     if hidden is not None:
         return Knee(conc=None, above=top.conc, next_conc=None, undecided=True, cliff_conc=cliff[0], cliff=cliff_text,
                     reason=hidden)
     measured = "what was measured" if cut else "the ladder"
-    reason = (f"throughput per GPU still rises beyond noise at the top of {measured} (conc {top.conc}): the knee "
-              f"lies above it ({_measure_higher(cut)})" if len(pts) > 1 else
+    reason = (f"throughput per GPU still rises beyond noise at the top of {measured} (conc {top.conc})"
+              + (f": {rising}" if rising else "") + f"; the knee lies above it ({_measure_higher(cut)})"
+              if len(pts) > 1 else
               f"only conc {top.conc} was measured: no rise or fall to judge a knee by ({_measure_higher(cut)})")
     return Knee(conc=None, above=top.conc, next_conc=None, cliff_conc=cliff[0], cliff=cliff_text, reason=reason)
 
@@ -249,17 +304,15 @@ def _interp(points: Sequence[CurvePoint], metric: str, conc: int) -> float | Non
 
 def _moves(points: Sequence[CurvePoint], a: int, b: int,
            noise_by: dict[str, MetricNoise]) -> tuple[bool, str]:
-    """Whether going from conc a to b moves a frontier coordinate beyond noise, and the figures that say so."""
-    parts, beyond = [], False
+    """Whether going from conc a to b moves a frontier coordinate beyond the noise of two single runs (each point of
+    the official grid is one), and the figures that say so."""
+    moves = []
     for metric in SEPARATION_METRICS:
         va, vb, n = _interp(points, metric, a), _interp(points, metric, b), noise_by.get(metric)
         if va is None or vb is None or not va or n is None:
             continue
-        rel = (vb - va) / va
-        need = separation(n, a, b)
-        beyond = beyond or abs(rel) > need
-        parts.append(f"{n.label} {rel:+.1%} (noise ±{need:.1%})")
-    return beyond, ", ".join(parts)
+        moves.append(move(n, va, vb, a, b))
+    return any(m.beyond for m in moves), ", ".join(m.describe() for m in moves)
 
 
 STEP_RATIO = math.sqrt(2)

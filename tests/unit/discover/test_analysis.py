@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import re
 from collections.abc import Sequence
 
 import pytest
@@ -244,3 +245,42 @@ def test_repeats_that_did_not_vary_measured_no_noise_and_a_real_spread_did() -> 
     # no repeat at all is the other error (noise unknown), not this one
     single = [_run(4, 1000, 160), _run(8, 2000, 130)]
     assert analysis.identical_repeats({m: analysis.noise(single, m) for m in (THROUGHPUT, INTERACTIVITY)}) is None
+
+
+_FIGURE = re.compile(r"Throughput per GPU ([+-]\d+\.\d)% \(noise ±(\d+\.\d)% between (single runs|means of \d runs "
+                     r"each)\)")
+
+
+def test_each_verdict_prints_the_noise_band_it_was_judged_by() -> None:
+    """Throughput per GPU +25 % from conc 4 to 8 (3 repeats each, cv 10 %): beyond the noise of the two means the knee
+    judges (±18.8 %), inside that of two single runs (±32.6 %, √3 wider). The top row read "still rises beyond noise
+    ... vs conc 4: +25.0% (noise ±32.6%)": the rise shown inside the band shown, the band the verdict used nowhere.
+    The knee's reason now prints the figure and the band its verdict used, saying whose noise it is, and the grid's
+    figures say theirs is the band of single runs (each point of the official grid is one)."""
+    runs = _ladder([(1, 100, 60, None, None), (2, 200, 50, None, None), (4, 400, 40, None, None),
+                    (8, 500, 30, None, None)], spread=0.10)
+    curve = analysis.curve(runs)
+    noise = {m: analysis.noise(runs, m) for m in analysis.SEPARATION_METRICS}
+    means, single = (analysis.separation(noise[THROUGHPUT], 4, 8, n, n) for n in (3, 1))
+    assert means < 0.25 < single  # the case: the verdict's band and the single runs' band disagree on this rise
+    knee = analysis.find_knee(curve, noise[THROUGHPUT], noise[INTERACTIVITY])
+    assert knee is not None and knee.above == 8 and "still rises beyond noise" in knee.reason
+    assert f"conc 8 over conc 4: Throughput per GPU +25.0% (noise ±{means:.1%} between means of 3 runs each)" \
+        in knee.reason
+    (shown,) = _FIGURE.findall(knee.reason)
+    assert shown == ("+25.0", f"{means * 100:.1f}", "means of 3 runs each") and means * 100 < 25.0
+    grid = analysis.propose_grid(curve, 1, knee, noise)
+    assert grid[-1].conc == 8 and knee.reason in grid[-1].why  # the table's and --json's row: the knee line's words
+    # the grid's own figures (each step against the one before) are single runs', and say so
+    steps = [f for g in grid for f in _FIGURE.findall(g.why.replace(knee.reason, ""))]
+    assert steps and all(whose == "single runs" for _, _, whose in steps)
+    assert f"(noise ±{analysis.separation(noise[THROUGHPUT], 1, 2):.1%} between single runs)" in grid[1].why
+    # a knee found says the best rise over it against the band it was judged by, and says whose it is
+    flat = _ladder([(1, 100, 60, None, None), (2, 200, 50, None, None), (4, 400, 40, None, None),
+                    (8, 410, 30, None, None)], spread=0.10)
+    found = analysis.find_knee(analysis.curve(flat), analysis.noise(flat, THROUGHPUT))
+    assert found is not None and found.conc == 4
+    band = analysis.separation(analysis.noise(flat, THROUGHPUT), 4, 8, 3, 3)
+    assert f"the best, conc 8: Throughput per GPU +2.5% (noise ±{band:.1%} between means of 3 runs each)" \
+        in found.reason
+    assert analysis.band_words(0.2, 1, 2) == "noise ±20.0% between a single run and the mean of 2 runs"
