@@ -332,14 +332,19 @@ def test_an_interrupted_discovery_proposes_no_policy_and_says_how_to_go_on(tmp_p
 def test_a_store_that_cannot_be_written_is_refused_before_any_stage_and_the_fixed_command_runs(tmp_path: Path) -> None:
     """A --store through a file is refused (exit 2) before the ladder's stage is written: it was refused by the
     stage's own run after `stages/` was, so the same command with the store fixed was refused as `--out … already
-    holds a discovery`."""
+    holds a discovery`. Nothing is made on a refusal: the store is checked before --out is made (an empty --out was
+    left behind)."""
     (tmp_path / "file").write_text("", encoding="utf-8")
     out = tmp_path / "disc"
     args = ("--simulate", "--repeats", "2", "--ladder-top", "2", "--refine", "0", "--out", out)
     proc = _discover(tmp_path, RISING, *args, "--store", tmp_path / "file" / "s.sqlite")
     assert proc.returncode == 2 and "cannot be written" in proc.stderr and "is a file, not a folder" in proc.stderr, \
         proc.stderr[-3000:]
-    assert not (out / "stages").exists()
+    assert not out.exists()
+    if Path("/proc/self").is_dir():  # a folder SQLite cannot make a file in (procfs): refused when opened
+        proc = _discover(tmp_path, RISING, *args, "--store", "/proc/x.sqlite")
+        assert proc.returncode == 2 and "cannot open results store /proc/x.sqlite" in proc.stderr, proc.stderr[-3000:]
+        assert not out.exists()
     proc = _discover(tmp_path, RISING, *args, "--store", tmp_path / "s.sqlite")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert (out / "discovery.json").exists()

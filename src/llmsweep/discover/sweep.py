@@ -456,11 +456,18 @@ def discover(req: DiscoverRequest, *, event: Event) -> Discovery:
     from llmsweep.plan import jobs_from_files
     from llmsweep.results.store import Store
 
-    writable_out(req.out)
     # and the store write-tested before the first stage writes stages/: a stage's own check refused it (exit 2) after,
-    # and the fixed command was then refused as this --out "already holds a discovery"
-    with Store(req.store or req.out / STORE_FILE) as store:
-        store.check_writable()
+    # and the fixed command was then refused as this --out "already holds a discovery". A --store of its own is
+    # tested before --out is made, as `llmsweep run` tests it: its refusal leaves no empty --out behind; the default
+    # store lives in --out, tested once that is made.
+    store_path = req.store or req.out / STORE_FILE
+    if req.store is not None:
+        with Store(store_path) as store:
+            store.check_writable()
+    writable_out(req.out)
+    if req.store is None:
+        with Store(store_path) as store:
+            store.check_writable()
     stages = Stages(req, arms, event)
     started = time.monotonic()
     interrupted: str | None = None
