@@ -148,18 +148,22 @@ def validate_changelog(text: str, file: str = "perf-changelog.yaml", *, recipe_k
         log.findings.append(_error("not-list", file, 1, f"the changelog must be a YAML list of entries, got "
                                    f"{type(data).__name__}", f"start each entry with `{ENTRY_MARK}`"))
         return log
-    lines = text.splitlines()
+    # the lines as the entries were read, without a byte-order mark: one at an entry's start is its `changelog.bytes`
+    # error alone, not a second one that the entry does not begin `- config-keys:`
+    lines = read.splitlines()
     marks = sum(1 for line in lines if line.startswith(ENTRY_MARK))
     if marks != len(data):
-        # located at the first entry that does not begin so (a byte-order mark, `-  config-keys:`, another field
-        # first), else at the first such line that begins no entry (an entry written inside a string)
+        # located at the first entry that does not begin so (`-  config-keys:`, another field first), else at the
+        # first such line that begins no entry (an entry written inside a string)
         starts = [doc.source.line_of((index,)) for index in range(len(data))]
         off = next((n for n in starts if n is not None and not lines[n - 1].startswith(ENTRY_MARK)), None)
         if off is None:
             off = next((n for n, line in enumerate(lines, start=1) if line.startswith(ENTRY_MARK)
                         and n not in starts), None)
-        log.findings.append(_error("entry-lines", file, off, f"{len(data)} entries but {marks} lines start with "
-                                   f"`{ENTRY_MARK}`", f"begin every entry with `{ENTRY_MARK}` at column 0"))
+        verb = "starts" if marks == 1 else "start"
+        log.findings.append(_error("entry-lines", file, off, f"{count_of(len(data), 'entry', 'entries')} but "
+                                   f"{count_of(marks, 'line')} {verb} with `{ENTRY_MARK}`",
+                                   f"begin every entry with `{ENTRY_MARK}` at column 0"))
     seen: dict[str, int] = {}
     placed: list[tuple[int, ChangelogEntry]] = []
     repeats: list[tuple[int, int | None, int]] = []

@@ -44,13 +44,24 @@ def test_a_valid_changelog_has_no_finding() -> None:
     ("- config-keys: [chg-sim]\n  description: [a\n", [("changelog.yaml-syntax", 3)]),
     # an entry that does not begin `- config-keys:` at column 0 is named at its line (it had none: the file's only
     # word was "N entries but M lines start with …")
-    # a byte-order mark an editor wrote: named as one, then the entry line it spoils
-    ("\ufeff" + entry(), [("changelog.bytes", 1), ("changelog.entry-lines", 1)]),
+    # a byte-order mark an editor wrote: named as one, once (it was then said again as an entry that does not
+    # begin `- config-keys:`: "1 entries but 0 lines start with …"), at the file's start or an entry's
+    ("\ufeff" + entry(), [("changelog.bytes", 1)]),
+    (entry() + "\n\ufeff" + entry("[other-key]"), [("changelog.bytes", 6)]),
     (entry() + "\n- description:\n  - why\n  config-keys: [other-key]\n  pr-link: " + LINK + "\n",
      [("changelog.entry-lines", 6)]),
 ])
 def test_malformed_changelogs_get_located_errors(text: str, expected: list[tuple[str, int]]) -> None:
     assert rules(text) == expected
+
+
+def test_entries_not_begun_as_entries_are_counted_in_words() -> None:
+    (off,) = validate_changelog(entry() + "\n- description:\n  - why\n  config-keys: [other-key]\n  pr-link: " + LINK
+                                + "\n", "cl.yaml", recipe_keys=KEYS).findings
+    assert off.message == "2 entries but 1 line starts with `- config-keys:`"
+    (none,) = validate_changelog("- description:\n  - why\n  config-keys: [other-key]\n  pr-link: " + LINK + "\n",
+                                 "cl.yaml", recipe_keys=KEYS).findings
+    assert none.message == "1 entry but 0 lines start with `- config-keys:`"
 
 
 def test_an_unknown_key_one_slip_from_a_recipes_is_named() -> None:

@@ -51,7 +51,7 @@ def test_a_byte_order_mark_is_named_as_one_where_it_stands(tmp_path: Path) -> No
         bom = [f for f in errors if "byte-order mark" in f.message]
         assert [(f.rule, f.file, f.line) for f in bom] == [("changelog.bytes", str(path), line)], errors
         assert "without a byte-order mark" in (bom[0].fix or "")
-        assert errors[0] is bom[0]  # said first: the entry-lines error at that line follows from it
+        assert errors == bom  # said once: not again as an entry that does not begin `- config-keys:`
 
 
 def test_changelog_run_where_no_recipes_are_says_so_not_that_every_key_is_unknown(
