@@ -58,21 +58,30 @@ def test_a_blank_citation_is_refused_at_its_field(tmp_path: Path) -> None:
     assert finding.rule == "schema.missing" and "is blank" in finding.message and finding.line == 16
 
 
-def test_a_cited_pin_on_a_fixed_length_job_gets_only_the_fixed_pin_warning(tmp_path: Path) -> None:
-    # The curve covers qwen3.5 MTP K=3, but a fixed-length job is not pinned to it: deleting the pin (as
-    # citation-unused's fix says) would change what is measured, so only golden-al.fixed-pinned speaks.
-    text = (CORPUS / "golden-al.citation-unused.yaml").read_text(encoding="utf-8")
-    agentic = """    agentic-coding:
+AGENTIC_ROW = """    agentic-coding:
     - dram-utilization: 0.80
       search-space:
       - { tp: 8, spec-decoding: mtp, kv-offloading: none, conc-list: [4, 8, 16] }"""
-    assert agentic in text
-    path = tmp_path / "fixed.yaml"
-    path.write_text(text.replace(agentic, """    fixed-seq-len:
+FIXED_ROW = """    fixed-seq-len:
     - isl: 8192
       osl: 1024
       search-space:
-      - { tp: 8, spec-decoding: mtp, conc-list: [4] }"""), encoding="utf-8")
+      - { tp: 8, spec-decoding: mtp, conc-list: [4] }"""
+
+
+def _as_fixed_length(case: str, tmp_path: Path) -> Path:
+    """The policy corpus's agentic `case` with its row made fixed-length (8k/1k, conc 4), the rest as written."""
+    text = (CORPUS / case).read_text(encoding="utf-8")
+    assert AGENTIC_ROW in text
+    path = tmp_path / "fixed.yaml"
+    path.write_text(text.replace(AGENTIC_ROW, FIXED_ROW), encoding="utf-8")
+    return path
+
+
+def test_a_cited_pin_on_a_fixed_length_job_gets_only_the_fixed_pin_warning(tmp_path: Path) -> None:
+    # The curve covers qwen3.5 MTP K=3, but a fixed-length job is not pinned to it: deleting the pin (as
+    # citation-unused's fix says) would change what is measured, so only golden-al.fixed-pinned speaks.
+    path = _as_fixed_length("golden-al.citation-unused.yaml", tmp_path)
     assert _golden(validate_files([path]).findings) == ["golden-al.fixed-pinned", "golden-al.precision-provenance"]
 
 
@@ -81,18 +90,6 @@ def test_a_pin_other_than_the_golden_value_on_a_fixed_length_job_is_a_probe_not_
     whose fix said "delete it: the planner pins the golden value", while the planner pins nothing on a fixed-length
     row (deleting it verifies for real) and `golden-al.fixed-pinned` told the same user a pin probe is fine. Only the
     warning speaks there; an agentic row's differing pin is still refused."""
-    text = (CORPUS / "golden-al.pinned-differs.yaml").read_text(encoding="utf-8")
-    agentic = """    agentic-coding:
-    - dram-utilization: 0.80
-      search-space:
-      - { tp: 8, spec-decoding: mtp, kv-offloading: none, conc-list: [4, 8, 16] }"""
-    assert agentic in text
     assert "golden-al.pinned-differs" in _golden(validate_files([CORPUS / "golden-al.pinned-differs.yaml"]).findings)
-    path = tmp_path / "fixed.yaml"
-    path.write_text(text.replace(agentic, """    fixed-seq-len:
-    - isl: 8192
-      osl: 1024
-      search-space:
-      - { tp: 8, spec-decoding: mtp, conc-list: [4] }"""), encoding="utf-8")
-    golden = _golden(validate_files([path]).findings)
+    golden = _golden(validate_files([_as_fixed_length("golden-al.pinned-differs.yaml", tmp_path)]).findings)
     assert "golden-al.pinned-differs" not in golden and "golden-al.fixed-pinned" in golden, golden
