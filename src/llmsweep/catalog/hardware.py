@@ -88,9 +88,20 @@ class HardwareSpec(BaseModel):
         return self.scaleup_gbps / 2
 
     @property
-    def domain_gpus(self) -> int:
-        """GPUs that reach each other over the scale-up interconnect (at least the node's)."""
-        return max(self.scaleup_domain_gpus or self.gpus_per_node, self.gpus_per_node)
+    def domain_spans_nodes(self) -> bool:
+        """Whether one scale-up domain reaches GPUs of several hosts (an NVL72 rack: 72 GPUs over trays of 4), as the
+        catalog says it: `scaleup_domain_gpus` above `gpus_per_node`. Else the domain is one node's GPUs."""
+        return (self.scaleup_domain_gpus or self.gpus_per_node) > self.gpus_per_node
+
+    def scaleup_domain_nodes(self, gpus_per_node: int) -> int:
+        """Consecutive nodes of `gpus_per_node` GPUs (the runner's) that one scale-up domain spans: the one rule for
+        which GPUs reach each other over NVLink / xGMI. One node, unless the catalog says the domain spans hosts
+        (:attr:`domain_spans_nodes`), then as many of the runner's nodes as the domain's GPUs fill (NVL72 trays of 4:
+        18). The catalog's host size says nothing of a runner's nodes: eight one-GPU nodes of an 8-GPU SKU are eight
+        hosts, joined by the scale-out NIC."""
+        if not self.domain_spans_nodes or self.scaleup_domain_gpus is None:
+            return 1
+        return max(1, self.scaleup_domain_gpus // max(1, gpus_per_node))
 
     def tflops(self, precision: str) -> float | None:
         """Dense TFLOP/s for a serving precision (``fp4``/``nvfp4``/``mxfp4`` -> fp4, ``fp16`` -> bf16)."""

@@ -100,8 +100,9 @@ class Fabric(BaseModel):
 
 def catalog_fabric(hardware: str, gpus_per_node: int, *, scaleup_latency_s: float) -> Fabric:
     """The links of `hardware` from the hardware catalog, for nodes of `gpus_per_node` GPUs: its scale-up
-    interconnect (per direction, with `scaleup_latency_s`: the simulated engine's collective latency) and its
-    scale-out NIC (None where the catalog records none)."""
+    interconnect (per direction, with `scaleup_latency_s`: the simulated engine's collective latency), its scale-out
+    NIC (None where the catalog records none) and the nodes one scale-up domain spans
+    (`HardwareSpec.scaleup_domain_nodes`: one node, or an NVL72-style rack where the catalog says it spans hosts)."""
     from llmsweep.catalog.hardware import get_hardware
 
     hw = get_hardware(hardware)
@@ -112,7 +113,7 @@ def catalog_fabric(hardware: str, gpus_per_node: int, *, scaleup_latency_s: floa
     return Fabric(hardware=hardware,
                   scaleup=Link(kind="scale-up", name=hw.scaleup, gbps=hw.link_gbs, latency_s=scaleup_latency_s,
                                source=hw.source),
-                  scaleout=scaleout, domain_nodes=max(1, hw.domain_gpus // gpus_per_node))
+                  scaleout=scaleout, domain_nodes=hw.scaleup_domain_nodes(gpus_per_node))
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,6 +36,17 @@ def test_platform_arch_and_fp4_support_follow_the_generation() -> None:
     assert get_hardware("gb200").gpus_per_node == 4
 
 
+@pytest.mark.parametrize(("sku", "runner_gpus_per_node", "nodes"), [
+    ("h200", 8, 1), ("h200", 1, 1), ("h200", 2, 1), ("mi355x", 1, 1),  # a host's domain: the runner's node alone
+    ("gb200", 4, 18), ("gb300", 4, 18), ("gb200", 1, 72),  # an NVL72 rack spans hosts: its GPUs over the node's
+])
+def test_a_scale_up_domain_spans_several_nodes_only_where_the_catalog_says_it_spans_hosts(
+        sku: str, runner_gpus_per_node: int, nodes: int) -> None:
+    # eight one-GPU nodes of an 8-GPU SKU are eight hosts (joined by the NIC), not one NVLink domain
+    assert get_hardware(sku).scaleup_domain_nodes(runner_gpus_per_node) == nodes
+    assert get_hardware(sku).domain_spans_nodes == sku.startswith("gb")
+
+
 @pytest.mark.parametrize("name", ["H200", "h200-sxm", "h200_sxm", " MI300X ", "mi300x"])
 def test_lookup_is_case_insensitive_and_accepts_aliases(name: str) -> None:
     assert get_hardware(name).id in {"h200", "mi300x"}

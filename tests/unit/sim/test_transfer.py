@@ -19,6 +19,7 @@ from llmsweep.sim.server import SimServer
 from llmsweep.sim.transfer import Link, parse_links
 
 RECIPE = Path(__file__).resolve().parents[2] / "data" / "recipes" / "run" / "disagg-sim.yaml"
+PD_EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "gpu" / "llama-1b-bf16-h200x2-vllm-1p1d.yaml"
 NIC = Link(kind="scale-out", name="test NIC", gbps=25.0, latency_s=20e-6)
 NVLINK = Link(kind="scale-up", name="test NVLink", gbps=400.0, latency_s=8e-6)
 
@@ -88,3 +89,15 @@ def test_the_rendered_live_decode_worker_takes_each_pairs_link_across_an_nvl72_d
     assert [link.kind for link in want] == ["scale-out"] * 9 + ["scale-up"]
     assert (want[9].name, want[9].gbps) == ("nvlink5", 900.0)
     assert links == want and prefill_tp == 8
+
+
+@pytest.mark.parametrize("gpus_per_node", [1, 2, 8])
+def test_workers_on_separate_nodes_of_a_host_sized_domain_move_kv_over_the_nic(gpus_per_node: int) -> None:
+    # One TP1 prefill and one TP1 decode worker of H200 (the catalog's NVLink domain: one 8-GPU host), each on a node
+    # of its own: with nodes of one GPU they are two hosts too, so the KV crosses the NIC, as with nodes of 8 — the
+    # smaller hosts never get the faster link. Render's launch and virtual time's deployment say the same.
+    (job,) = jobs_from_files([PD_EXAMPLE], runner_config=PD_EXAMPLE.with_name("fleet.yaml"))
+    job = job.model_copy(update={"gpus_per_node": gpus_per_node})
+    links, _ = decode_flags(job)
+    assert [(link.kind, link.name, link.gbps) for link in links] == [("scale-out", "ConnectX-7 400G", 50.0)]
+    assert links == catalog_links(job)
