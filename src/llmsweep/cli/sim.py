@@ -26,7 +26,7 @@ from llmsweep.cli.options import (
     runner_config_option,
 )
 from llmsweep.cli.serving import bind_fix, serve_router, wait_for_stop
-from llmsweep.errors import ConfigError, LlmsweepError
+from llmsweep.errors import ConfigError, LlmsweepError, ResultError
 from llmsweep.sim import serve_flags as sf
 from llmsweep.sim.serve_args import engine_config, engine_config_from_argv, serve_options
 from llmsweep.words import count_of
@@ -202,13 +202,18 @@ def calibrate(paths: tuple[str, ...], model: str | None, hardware: str | None, t
                                 "--factors; a model the catalog lacks: add its figures; a speculative run: its "
                                 "realised acceptance length)")
     saved: list[str] = []
+    not_saved: list[str] = []  # a fit no better than the calibration in effect (or the defaults) is never stored
     if target is not None:
         for result in results:
-            saved.append(str(_save(result, target, say)))
+            if (why := result.not_saved()) is not None:
+                not_saved.append(why)
+            else:
+                saved.append(str(_save(result, target, say)))
     if as_json:
         click.echo(json.dumps({"calibrations": [r.to_json() for r in results], "skipped": skipped,
                                "hold_out": [c.to_json() for c in checks], "hold_out_unchecked": unchecked,
-                               "saved": saved}, indent=2, default=str))
+                               "saved": saved, "not_saved": not_saved}, indent=2, default=str))
+        _refuse_unsaved(not_saved)
         return
     for result in results:
         _print_calibration(result)
@@ -223,6 +228,15 @@ def calibrate(paths: tuple[str, ...], model: str | None, hardware: str | None, t
         click.echo(f"no hold-out check for {why}")
     for path in saved:
         click.echo(f"saved to {path}")
+    _refuse_unsaved(not_saved)
+
+
+def _refuse_unsaved(not_saved: list[str]) -> None:
+    """Exit 1, saying why, when --save or --out stored not every fit: a fit that would make predictions worse."""
+    if not_saved:
+        raise ResultError(f"sim calibrate: not saved: {'; '.join(not_saved)}",
+                          fix="fit every factor (drop --factors), more points or more --max-iter; what is in effect "
+                              "predicts these points better and stays")
 
 
 def _config_for_job(job: dict[str, object]) -> object:
@@ -250,7 +264,7 @@ def _save(result: RunCalibration, target: Path, say: Callable[[str], None]) -> P
         engine=key.engine, hardware=key.hardware, model_class=key.model_class,  # type: ignore[arg-type]
         precision=key.precision, tp=key.tp, kv_dtype=key.kv_dtype, ep=key.ep, dp_attention=key.dp_attention,
         efficiency={k: float(f"{v:.4g}") for k, v in result.overrides().items()},
-        error_before=round(result.error_before, 4), error_after=round(result.error_after, 4),
+        error_before=round(result.defaults_error, 4), error_after=round(result.error_after, 4),
         provenance=CalibrationProvenance(
             run_id=str(prov.get("run_id") or "unknown"), date=str(prov.get("date") or "unknown"),
             engine_version=version,
@@ -264,12 +278,19 @@ def _save(result: RunCalibration, target: Path, say: Callable[[str], None]) -> P
 
 
 def _print_calibration(r: RunCalibration, title: str = "") -> None:
-    _print_points(f"{r.key.label}{' ' + title if title else ''}: measured / before / after "
-                  f"(fit error {100 * r.error_before:.1f}% -> {100 * r.error_after:.1f}%)", r.points)
+    _print_points(f"{r.key.label}{' ' + title if title else ''}: measured / before / after (before: {r.before}; "
+                  f"fit error {100 * r.error_before:.1f}% -> {100 * r.error_after:.1f}%)", r.points)
     for name in r.fitted:
-        click.echo(f"  {name:<22} {getattr(r.base, name):.6g} -> {getattr(r.efficiency, name):.6g}")
+        click.echo(f"  {name:<22} {r.before_value(name):.6g} -> {getattr(r.efficiency, name):.6g}")
+    if r.in_effect is not None:
+        click.echo(f"  (the engine's defaults: fit error {100 * r.defaults_error:.1f}%)")
+        if dropped := r.dropped():
+            click.echo(f"  (calibration '{r.in_effect}' also sets {', '.join(dropped)}: a saved fit replaces it "
+                       "whole, and those go back to the engine's defaults)")
     if r.started_from != "the defaults":
-        click.echo(f"  (the search from {r.started_from} ended lower than the one from the defaults)")
+        click.echo(f"  (the search from {r.started_from} ended with the lower error)")
+    if (why := r.not_saved()) is not None:
+        click.echo(f"  warning: no improvement: {why}; --save and --out do not store it")
     for why in r.left_out:
         click.echo(f"  left out {why}")
     from llmsweep.sim.calibrate import MIXED_FIX
@@ -355,7 +376,6 @@ def predict(files: tuple[Path, ...], config_keys: tuple[str, ...], duration: flo
     """
     import json
 
-    from llmsweep.errors import ResultError
     from llmsweep.execute import predict_pool as pool
     from llmsweep.host import usable_cpus
     from llmsweep.plan.point import check_trace_sources, corpus_ref, pin_trace_sources, points_of, with_traces

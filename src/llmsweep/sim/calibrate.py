@@ -753,6 +753,10 @@ def pool_lines(points: list[PointComparison]) -> list[str]:
 
 
 
+BEFORE_DEFAULTS = "the engine's defaults"
+"""What a fit's *before* replays where no calibration of its key is in effect."""
+
+
 @dataclass(frozen=True)
 class RunCalibration:
     """The outcome of a run-level fit: factors, per-point comparison and the error before and after."""
@@ -763,11 +767,21 @@ class RunCalibration:
     fitted: tuple[str, ...]
     points: list[PointComparison]
     error_before: float
+    """The error of the *before* column: the calibration in effect for the key where one is (`in_effect`), else the
+    engine's defaults."""
     error_after: float
     iterations: int
     provenance: dict[str, Any]
     started_from: str = "the defaults"
     """Where the search that won began: "the defaults" or "the stored calibration" (`fit_run`'s `start`)."""
+    in_effect: str | None = None
+    """The id of the stored calibration predictions of this key use now, which the *before* replays; None: the key is
+    uncalibrated and the *before* is the engine's defaults."""
+    error_defaults: float | None = None
+    """The error with the engine's defaults (what a saved entry records as its `error_before`); None: as
+    `error_before` (no calibration in effect)."""
+    in_effect_efficiency: dict[str, float] = field(default_factory=dict)
+    """The factors the calibration in effect sets (all of them, fitted now or not)."""
     left_out: list[str] = field(default_factory=list)
     """Points not fitted, each with its reason (agentic points whose traces cannot be verified)."""
     mixed_machines: list[str] = field(default_factory=list)
@@ -777,10 +791,46 @@ class RunCalibration:
         """The fitted factors only (what a stored calibration holds)."""
         return {k: getattr(self.efficiency, k) for k in self.fitted}
 
+    @property
+    def before(self) -> str:
+        """What the *before* column replays, in words: the calibration in effect, or the engine's defaults."""
+        return BEFORE_DEFAULTS if self.in_effect is None else f"the calibration in effect, '{self.in_effect}'"
+
+    @property
+    def improves(self) -> bool:
+        """Whether the fit predicts the points better than the *before* does, on the error reported (whole replays,
+        :func:`fit_error`): a fit that does not is never saved (:meth:`not_saved`)."""
+        return bool(self.error_after < self.error_before)
+
+    def before_value(self, name: str) -> float:
+        """Factor `name` as the *before* has it: the calibration in effect's where it sets it, else the default."""
+        return float(self.in_effect_efficiency.get(name, getattr(self.base, name)))
+
+    def dropped(self) -> list[str]:
+        """The factors the calibration in effect sets that this fit does not: a saved fit replaces the entry as a
+        whole, so they would go back to the engine's defaults."""
+        return [name for name in self.in_effect_efficiency if name not in self.fitted]
+
+    @property
+    def defaults_error(self) -> float:
+        """The error with the engine's defaults."""
+        return self.error_before if self.error_defaults is None else self.error_defaults
+
+    def not_saved(self) -> str | None:
+        """Why the fit must not be stored (it does not improve on the *before*), or None when it may be."""
+        if self.improves:
+            return None
+        stays = "it stays in effect" if self.in_effect is not None else "the key stays uncalibrated"
+        return (f"{self.key.label}: the fit's error {100 * self.error_after:.1f}% is not below the "
+                f"{100 * self.error_before:.1f}% of {self.before}; {stays}")
+
     def to_json(self) -> dict[str, Any]:
         return {"key": self.key.as_json(),
                 "efficiency": self.overrides(), "base": {k: getattr(self.base, k) for k in self.fitted},
-                "error_before": self.error_before, "error_after": self.error_after, "iterations": self.iterations,
+                "before": self.before, "in_effect": self.in_effect,
+                "in_effect_efficiency": self.in_effect_efficiency,
+                "error_before": self.error_before, "error_after": self.error_after,
+                "error_defaults": self.defaults_error, "improves": self.improves, "iterations": self.iterations,
                 "started_from": self.started_from, "left_out": self.left_out,
                 "mixed_machines": self.mixed_machines, "provenance": self.provenance,
                 "points": [asdict(p) for p in self.points]}
@@ -857,16 +907,20 @@ def default_factors(points: Iterable[MeasuredPoint]) -> tuple[str, ...]:
 
 def fit_run(points: list[MeasuredPoint], *, factors: tuple[str, ...] | None = None, max_iter: int = 8,
             start: Efficiency | None = None, fit_requests_per_lane: int | None = 4,
-            say: Callable[[str], None] | None = None, heartbeat_s: float | None = None) -> RunCalibration:
+            say: Callable[[str], None] | None = None, heartbeat_s: float | None = None,
+            in_effect: tuple[str, dict[str, float]] | None = None) -> RunCalibration:
     """Fit `factors` (default: :func:`default_factors`) so the simulator reproduces the measured points (all of one
     calibration key). `say` hears a line per iteration (each replays every point once per factor and more) and,
     between them, at most every `heartbeat_s` seconds (default :data:`HEARTBEAT_S`), the replay under way.
 
-    The search starts from the engine's defaults (the "before" of the comparison, and what a draft cost's pull leans
-    to) and, when `start` is given (the key's stored calibration), from it too; the better end wins. From the
-    defaults alone a few iterations can stop well short of factors already known (2026-12-03: the H200 Llama run
-    refitted to 15.6 % while its stored factors still gave 11.4 %). Agentic points that cannot be shown to replay
-    the measured traces (:func:`unverifiable`) are left out, with the reason in `left_out`."""
+    The search starts from the engine's defaults (what a draft cost's pull leans to) and, when `start` is given (the
+    key's stored calibration), from it too; the end with the lower reported error (:func:`fit_error` over whole
+    replays, not the search's squared log error over request-capped ones) wins. From the defaults alone a few
+    iterations can stop well short of factors already known (2026-12-03: the H200 Llama run refitted to 15.6 % while
+    its stored factors still gave 11.4 %). The *before* of the comparison is `in_effect` (the id and factors of the
+    calibration predictions of the key use now) where given, else the defaults: a fit that does not improve on it
+    says so (:attr:`RunCalibration.improves`) and is not saved. Agentic points that cannot be shown to replay the
+    measured traces (:func:`unverifiable`) are left out, with the reason in `left_out`."""
     if not points:
         raise ResultError("sim calibrate: no measured points to fit", fix="pass a run directory with job folders")
     factors = factors or default_factors(points)
@@ -937,27 +991,47 @@ def fit_run(points: list[MeasuredPoint], *, factors: tuple[str, ...] | None = No
     if say is not None:
         say(f"calibrating {label}: {count_of(len(points), 'point')}, fitting {', '.join(factors)} (at most {max_iter} "
             f"iterations from {' and from '.join(name for name, _ in starts)})")
-    best: tuple[float, np.ndarray, list[dict[str, float]], int, str] | None = None
+    ends: list[tuple[np.ndarray, list[dict[str, float]], int, str]] = []
     for name, x_start in starts:
         heartbeat.begin(f"  {label}: replay at {name}")
         at = (x0, r0, preds0) if x_start is None else (x_start, *residuals(x_start))
-        x_end, cost, preds, iterations = _levenberg_marquardt(residuals, *at, lo, hi, max_iter,
-                                                              _prefixed(say, f"  {label} (from {name}): "),
-                                                              heartbeat, factors, f"  {label} (from {name}): ")
-        if best is None or cost < best[0]:
-            best = (cost, x_end, preds, iterations, name)
-    assert best is not None
-    _, x, preds, iterations, started_from = best
-    fitted_eff = base.with_(**eff_of(x))
+        x_end, _cost, preds, iterations = _levenberg_marquardt(residuals, *at, lo, hi, max_iter,
+                                                               _prefixed(say, f"  {label} (from {name}): "),
+                                                               heartbeat, factors, f"  {label} (from {name}): ")
+        ends.append((x_end, preds, iterations, name))
     # a point the fit replayed whole (no request cap: an agentic point, or fit_requests_per_lane=None) already has
     # its predictions at the start and at the fitted factors (the simulator is deterministic); only the capped
     # points are replayed again, whole, for the comparison
     capped = [rp.max_requests is not None for rp in replays]
     for rp in replays:
         rp.max_requests = None
-    before = [predict_metrics(rp, defaults if off else eff_of(x0)) if cap or off else p
-              for rp, cap, p in zip(replays, capped, preds0, strict=True)]
-    after = [predict_metrics(rp, eff_of(x)) if cap else p for rp, cap, p in zip(replays, capped, preds, strict=True)]
+
+    def whole(x_at: np.ndarray, preds_at: list[dict[str, float]]) -> list[dict[str, float]]:
+        return [predict_metrics(rp, eff_of(x_at)) if cap else p
+                for rp, cap, p in zip(replays, capped, preds_at, strict=True)]
+
+    def error_of(predicted: list[dict[str, float]]) -> float:
+        return fit_error((p.measured, d, p.weights) for p, d in zip(points, predicted, strict=True))
+
+    # each search's end is judged on the error the comparison reports (whole replays) and the lower one kept: the
+    # search's squared log error over capped replays can end lower where the reported error ends higher
+    if say is not None and len(ends) > 1:
+        say(f"{label}: replaying every point whole at the end of each search (the lower reported error is kept)")
+    judged = []
+    for x_end, preds, iterations, name in ends:
+        predicted = whole(x_end, preds)
+        judged.append((error_of(predicted), predicted, x_end, iterations, name))
+    error_after, after, x, iterations, started_from = min(judged, key=lambda j: float(np.nan_to_num(j[0], nan=np.inf)))
+    fitted_eff = base.with_(**eff_of(x))
+    defaults_before = [predict_metrics(rp, defaults if off else eff_of(x0)) if cap or off else p
+                       for rp, cap, p in zip(replays, capped, preds0, strict=True)]
+    error_defaults = error_of(defaults_before)
+    before, error_before = defaults_before, error_defaults
+    if in_effect is not None:  # the *before* is what predictions of this key use now: the fit must beat that
+        if say is not None:
+            say(f"{label}: replaying every point at calibration '{in_effect[0]}' (in effect: the before)")
+        before = [predict_metrics(rp, dict(in_effect[1])) for rp in replays]
+        error_before = error_of(before)
     comparisons = [PointComparison(label=p.label, concurrency=p.concurrency, scenario=p.scenario,
                                    measured=p.measured, before=b, after=a, weights=p.weights,
                                    excess_hit_rate=p.excess_hit_rate, acceptance_length=p.acceptance_length,
@@ -972,10 +1046,11 @@ def fit_run(points: list[MeasuredPoint], *, factors: tuple[str, ...] | None = No
     prov["jobs"] = len(points)
     return RunCalibration(
         key=points[0].key, base=base, efficiency=fitted_eff, fitted=tuple(factors), points=comparisons,
-        error_before=fit_error((c.measured, c.before, c.weights) for c in comparisons),
-        error_after=fit_error((c.measured, c.after, c.weights) for c in comparisons),
-        iterations=iterations, provenance=prov, started_from=started_from, left_out=left_out,
-        mixed_machines=mixed,
+        error_before=error_before, error_after=error_after, iterations=iterations, provenance=prov,
+        started_from=started_from, left_out=left_out, mixed_machines=mixed,
+        in_effect=None if in_effect is None else in_effect[0],
+        error_defaults=None if in_effect is None else error_defaults,
+        in_effect_efficiency={} if in_effect is None else dict(in_effect[1]),
     )
 
 
@@ -1067,8 +1142,9 @@ def calibrate_runs(paths: Iterable[Path | str], config_for: Any, *, factors: tup
                    from_stored: bool = True) -> tuple[list[RunCalibration], list[str]]:
     """Fit every calibration key found under `paths`; points the simulator cannot model, or that it produced
     itself, are skipped with a reason (said first). `say` hears what is being fitted as it goes (`fit_run`). With
-    `from_stored`, a key that has a stored calibration is also searched from it. A key whose fit fails is skipped
-    too, said when it fails."""
+    `from_stored`, a key that has a stored calibration is also searched from it. Either way a stored calibration of
+    the key is the fit's *before* (the calibration in effect, which a fit must improve on to be saved). A key whose
+    fit fails is skipped too, said when it fails."""
     from llmsweep.sim.calibration import find_calibration
 
     groups, skipped = measured_groups(paths, config_for)
@@ -1077,12 +1153,14 @@ def calibrate_runs(paths: Iterable[Path | str], config_for: Any, *, factors: tup
             say(f"left out {line}")
     results = []
     for key, pts in groups.items():
-        stored = find_calibration(key) if from_stored else None
-        start = None if stored is None else pts[0].config.model_copy(
+        stored = find_calibration(key)
+        start = None if stored is None or not from_stored else pts[0].config.model_copy(
             update={"efficiency": dict(stored[1].efficiency), "calibrated": False}).efficiency_factors()
+        in_effect = None if stored is None else (stored[0], dict(stored[1].efficiency))
         try:
             results.append(fit_run(pts, factors=factors, max_iter=max_iter, start=start,
-                                   fit_requests_per_lane=fit_requests_per_lane, say=say, heartbeat_s=heartbeat_s))
+                                   fit_requests_per_lane=fit_requests_per_lane, say=say, heartbeat_s=heartbeat_s,
+                                   in_effect=in_effect))
         except ResultError as exc:
             skipped.append(f"{key.label}: {exc.one_line()}")
             if say is not None:

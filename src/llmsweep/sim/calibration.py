@@ -150,8 +150,9 @@ class CalibrationEntry(BaseModel):
     dp_attention: int | None = Field(None, ge=1, description="Data-parallel attention ranks of the runs the factors "
                                                              "were fitted on; as `ep`.")
     efficiency: dict[str, float] = Field(description="Fitted Efficiency fields; the rest keep their defaults.")
-    error_before: float | None = Field(None, ge=0, description="Mean |log(pred/meas)| with the defaults.")
-    error_after: float | None = Field(None, ge=0, description="Mean |log(pred/meas)| with these factors.")
+    error_before: float | None = Field(None, ge=0, description="The fit error (`sim.calibrate.fit_error`: weighted "
+                                       "mean |predicted / measured - 1|) with the engine's defaults.")
+    error_after: float | None = Field(None, ge=0, description="The fit error with these factors.")
     provenance: CalibrationProvenance
 
     @field_validator("efficiency")

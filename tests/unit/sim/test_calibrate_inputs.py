@@ -95,7 +95,7 @@ def _as_engine(job: Path, engine: str, version: str) -> None:
 
 
 def test_a_point_measured_on_another_engine_is_not_fitted_or_stored_as_vllms(tmp_path: Path,
-                                                                             user_catalog: Path) -> None:
+                                                                             poor_h200_calibration: Path) -> None:
     """The simulator replays a TensorRT-LLM (or ATOM) job in vLLM's style, so a TensorRT-LLM run was fitted with the
     vLLM points and `--save` stored it as vllm-h200-dense-tiny: every later vLLM prediction used TensorRT-LLM's
     factors, labelled 'calibrated: vllm-h200-dense-tiny (trtllm 1.0.0, ...)'."""
@@ -108,6 +108,7 @@ def test_a_point_measured_on_another_engine_is_not_fitted_or_stored_as_vllms(tmp
     assert [p["label"] for p in doc["calibrations"][0]["points"]] == ["fixed 1024/256 c1", "fixed 1024/256 c4"]
     (why,) = doc["skipped"]
     assert why.startswith(trt.name) and "measured on trtllm" in why and "calibrations are keyed by engine" in why
+    user_catalog = poor_h200_calibration
     assert "trtllm" not in (user_catalog / "sim_calibration.yaml").read_text()
     # a run of nothing else fits nothing (and stores nothing)
     for job in run.glob("jobs/*"):
@@ -224,7 +225,8 @@ def test_a_hold_out_that_fails_is_said_and_the_main_fit_stands(tmp_path: Path) -
     assert any("no hold-out check for vllm/h200/dense-tiny/bf16/tp1/kv-bf16" in line for line in said)
 
 
-def test_a_calibration_fitted_on_two_runs_is_labelled_with_both(tmp_path: Path, user_catalog: Path) -> None:
+def test_a_calibration_fitted_on_two_runs_is_labelled_with_both(tmp_path: Path,
+                                                               poor_h200_calibration: Path) -> None:
     """Points of two runs (another vLLM release, two days later) were stored under the first point's run id,
     engine version and date alone: the label said 'vllm 0.26.0, ..., 2026-12-01' for a fit half of 0.27.0."""
     first, second = _run(tmp_path, name="first"), _run(tmp_path, name="second")

@@ -213,7 +213,7 @@ def test_calibrating_on_the_committed_hybrid_h200_run_lowers_the_error(tmp_path:
     assert fit["key"] == {"engine": "vllm", "hardware": "h200", "model_class": "hybrid-moe-tiny+mtp",
                           "precision": "bf16", "tp": 1, "kv_dtype": "bf16", "ep": 1, "dp_attention": 1}
     assert fit["provenance"]["run_id"] == json.loads((CALIB_RUN / "run.json").read_text())["run_id"]
-    assert fit["error_before"] > 0.6 and fit["error_after"] < 0.15  # measured: 120.9 % -> 8.7 %
+    assert fit["error_defaults"] > 0.6 and fit["error_after"] < 0.15  # measured: 120.9 % -> 8.7 %
     assert fit["efficiency"]["mem"] < 0.75 and fit["efficiency"]["frontend_s"] > 0.012  # slower than the defaults
 
 

@@ -374,7 +374,8 @@ def test_a_saved_user_calibration_is_picked_up(user_catalog: Path) -> None:
     assert eff.per_seq_s == pytest.approx(20e-6)  # unfitted factors keep the engine's defaults
 
 
-def test_calibrate_save_writes_a_user_file_that_predictions_use(user_catalog: Path, tmp_path: Path) -> None:
+def test_calibrate_save_writes_a_user_file_that_predictions_use(poor_h200_calibration: Path, tmp_path: Path) -> None:
+    user_catalog = poor_h200_calibration  # a calibration in effect that the quick fit beats (else it is not saved)
     # two fixed-length points of the H200 run are enough for a quick fit of two factors
     run = tmp_path / "run"
     for job in sorted((H200_RUN / "llama" / "jobs").glob("llama-1b_1024_256_*conc[14]_*")):
@@ -394,6 +395,43 @@ def test_calibrate_save_writes_a_user_file_that_predictions_use(user_catalog: Pa
     assert stored[1].efficiency == {k: pytest.approx(v, rel=1e-3) for k, v in fitted.items()}
     assert EngineConfig(model="llama-1b", hardware="h200", engine_style="vllm").efficiency_factors().mem == \
         pytest.approx(fitted["mem"], rel=1e-3)
+
+
+def test_a_fit_worse_than_the_calibration_in_effect_is_said_and_never_saved(user_catalog: Path,
+                                                                            tmp_path: Path) -> None:
+    """`sim calibrate --factors mem,compute --out F` printed `fit error 32.0% -> 34.6%` and saved the fit over a
+    calibration in effect that predicted the points at 14.9 %: its *before* was the defaults, and nothing compared
+    the fit with either before saving. The *before* is now the calibration in effect, and a fit that does not beat
+    it is not stored (exit 1, the reason said)."""
+    run = tmp_path / "run"  # the two points and two factors of the save test above, against the packaged fit
+    for job in sorted((H200_RUN / "llama" / "jobs").glob("llama-1b_1024_256_*conc[14]_*")):
+        shutil.copytree(job, run / "jobs" / job.name)
+    shutil.copy(H200_RUN / "llama" / "run.json", run / "run.json")
+    target = tmp_path / "mine.yaml"
+    args = [str(run), "--max-iter", "1", "--factors", "mem,frontend_s"]
+    out = CliRunner().invoke(calibrate_cmd, [*args, "--out", str(target), "--json"])
+    assert isinstance(out.exception, ResultError) and out.exit_code == 1, out.output
+    assert not target.exists()  # nothing stored
+    doc = json.loads(out.stdout)  # --json says the same as the text
+    (fit,) = doc["calibrations"]
+    assert fit["in_effect"] == "vllm-h200-dense-tiny" and fit["before"] == "the calibration in effect, " \
+        "'vllm-h200-dense-tiny'"
+    assert fit["error_before"] < fit["error_after"] < fit["error_defaults"]  # measured: 2.9 % / 18.5 % / 36.4 %
+    assert not fit["improves"] and doc["saved"] == []
+    (why,) = doc["not_saved"]
+    assert why.startswith("vllm/h200/dense-tiny/bf16/tp1/kv-bf16: the fit's error ") and "stays in effect" in why
+    assert why in str(out.exception) and out.exception.fix
+    # each point's *before* is what predictions of the key use now, not the defaults
+    point = fit["points"][0]
+    config = EngineConfig(model="llama-1b", hardware="h200", engine_style="vllm")
+    replay = _replays([measured_point(next((run / "jobs").glob("*conc1_*")), _config_for_job)])[0]
+    assert point["before"] == predict_metrics(replay, dict(config.calibration()[1].efficiency))  # type: ignore[index]
+    # without --save or --out the fit is shown and said not to improve; nothing fails
+    out = CliRunner().invoke(calibrate_cmd, args)
+    assert out.exit_code == 0, out.output
+    assert "before: the calibration in effect, 'vllm-h200-dense-tiny'" in " ".join(out.stdout.split())
+    assert "warning: no improvement" in out.stdout and "--save and --out do not store it" in out.stdout
+    assert "also sets compute, step_s, per_seq_s, frontend_per_request_s" in " ".join(out.stdout.split())  # dropped
 
 
 def test_predict_says_uncalibrated_outside_a_calibrated_key(user_catalog: Path) -> None:
@@ -459,8 +497,9 @@ def test_the_three_h100_runs_calibrate_on_every_point_their_agentic_ones_from_th
     assert sorted(labels) == sorted(3 * [*fixed, *(f"agentic c{c}" for c in (1, 4, 8, 16, 32))])
     assert not fit["left_out"]
     assert len(fit["provenance"]["run_id"].split(" + ")) == 3
-    # the packaged entry says 37.1 % -> 14.9 %: one iteration from it stays there
-    assert fit["started_from"] == "the stored calibration" and fit["error_after"] < 0.15 < fit["error_before"]
+    # the packaged entry says 37.1 % -> 14.9 %: one iteration from it stays there; the *before* is that entry
+    assert fit["started_from"] == "the stored calibration" and fit["error_after"] < 0.15 < fit["error_defaults"]
+    assert fit["in_effect"] == "vllm-h100-dense-tiny" and fit["error_before"] == pytest.approx(0.1486, abs=0.005)
     for run in runs:
         assert len(list((run / "traces").glob("*.jsonl.gz"))) == 1
 
