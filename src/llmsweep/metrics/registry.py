@@ -285,8 +285,8 @@ TOKENS_PER_JOULE = define(
     power=True, value=_power("tokens_per_joule"))
 J_PER_OUTPUT_TOKEN = define(
     "power.joules_per_output_token", "J/tok", "GPU energy over the window / output tokens (InferenceX's name).",
-    label="Energy per output token", short="Energy", decimals=3, direction="lower", column="joules_per_output_token",
-    power=True, value=_power("joules_per_output_token"))
+    label="Energy per output token", short="Output energy", decimals=3, direction="lower",
+    column="joules_per_output_token", power=True, value=_power("joules_per_output_token"))
 AVG_POWER = define(
     "power.avg_power_w", "W/GPU", "Average power per GPU over the profile window (trapezoid of the samples).",
     label="Average power per GPU", short="Power", direction="lower", column="avg_power_w", power=True,
@@ -294,7 +294,7 @@ AVG_POWER = define(
 USD_PER_MTOK_OUTPUT = define(
     "power.cost.usd_per_mtok_output", "$/Mtok",
     "ASSUMED price of a GPU-hour (catalog power.yaml) / output tokens per GPU-hour, per million tokens.",
-    label="Cost per million output tokens (assumed $/GPU-h)", short="Assumed cost", decimals=2,
+    label="Cost per million output tokens (assumed $/GPU-h)", short="Assumed output cost", decimals=2,
     direction="lower", column="usd_per_mtok_output",
     value=_cost("usd_per_mtok_output"))
 J_PER_TOTAL_TOKEN = define("power.joules_per_total_token", "J/tok", "GPU energy / (input + output tokens).",
