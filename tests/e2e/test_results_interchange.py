@@ -203,7 +203,9 @@ def test_a_simulated_disaggregated_run_exports_each_roles_modelled_power(tmp_pat
         assert (row["power_valid"], row["power_metric_schema_version"]) == (0, 2), row
         assert not [k for k in row if ("power" in k or "energy" in k or "joules" in k)
                     and k not in ("power_valid", "power_metric_schema_version")], row
-        assert "power" not in row["llmsweep"]
+        # no power, and the assumed cost, which needs none, kept with its price
+        assert row["llmsweep"]["power"]["source"] is None and row["llmsweep"]["power"]["tokens_per_joule"] is None
+        assert row["llmsweep"]["power"]["cost"]["usd_per_gpu_hour"] > 0, row["llmsweep"]
 
 
 def test_an_export_that_fails_while_writing_leaves_the_file_it_would_replace(

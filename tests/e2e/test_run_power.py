@@ -96,14 +96,23 @@ def test_virtual_time_sweep_carries_the_live_paths_power_block(tmp_path: Path) -
 
 
 def test_virtual_time_sweep_without_power(tmp_path: Path) -> None:
-    """`--power-backend off`: no samples, no power block (nothing claimed that was not modelled)."""
+    """`--power-backend off`: no samples, no power figure and no source (nothing claimed that was not modelled); the
+    assumed cost per million output tokens, which needs only the throughput and the catalog's price, stays (it was
+    dropped with the power block), in the summary and `run --json` alike."""
     out = tmp_path / "out"
-    proc = run_here([RECIPES / "fixed-sim.yaml", "--out", out, "--no-report", "--power-backend", "off"],
+    proc = run_here([RECIPES / "fixed-sim.yaml", "--out", out, "--no-report", "--power-backend", "off", "--json"],
                     cli_env(tmp_path))
     assert proc.returncode == 0, proc.stderr[-4000:]
     for jdir in job_dirs(out).values():
         assert not (jdir / "gpu_metrics.jsonl").exists()
-        assert read_json(jdir / "summary.json").get("power") is None
+        power = read_json(jdir / "summary.json")["power"]
+        assert power["source"] is None and power["backend"] is None and power["reasons"] == ["not_sampled"], power
+        assert power.get("energy_j") is None and power.get("tokens_per_joule") is None, power
+        assert power["cost"]["assumption"] is True and power["cost"]["usd_per_mtok_output"] > 0, power
+    rows = json.loads(proc.stdout)["jobs"]
+    assert rows and all(r["power_source"] is None and r["tokens_per_joule"] is None and r["usd_per_mtok_output"] > 0
+                        for r in rows), rows
+    assert "power will not be recorded" not in proc.stderr and "power not valid" not in proc.stderr
 
 
 def test_recipe_require_power_refuses_jobs_without_power_unless_the_run_overrides_it(tmp_path: Path) -> None:
@@ -127,7 +136,7 @@ def test_recipe_require_power_refuses_jobs_without_power_unless_the_run_override
     proc = run_here([recipe, "--out", out2, "--no-report", "--power-backend", "off", "--no-require-power"],
                     cli_env(tmp_path))
     assert proc.returncode == 0, proc.stderr[-4000:]
-    assert all(read_json(j / "summary.json").get("power") is None for j in job_dirs(out2).values())
+    assert all(read_json(j / "summary.json")["power"]["source"] is None for j in job_dirs(out2).values())
 
 
 def test_predict_carries_the_power_block_a_virtual_time_run_computes(tmp_path: Path) -> None:

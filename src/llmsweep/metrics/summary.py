@@ -228,6 +228,8 @@ def _verdict(gates: GateConfig, *, requests: dict[str, Any], coverage: float | N
              coverage_detail: dict[str, Any] | None, duration: float, server: dict[str, Any], health: dict[str, Any],
              cache: dict[str, Any], power: dict[str, Any] | None, latency_samples: int) -> dict[str, Any]:
     """The gates' verdict on a window's figures, power's requirement last: what `summarise` and `rejudge` share."""
+    from llmsweep.power.integrate import NOT_SAMPLED
+
     validity = evaluate(
         gates,
         latency_samples=latency_samples,
@@ -240,7 +242,7 @@ def _verdict(gates: GateConfig, *, requests: dict[str, Any], coverage: float | N
         stop_reason=health.get("stop_reason"),
         coverage_detail=coverage_detail,
     )
-    if power is not None and not power["power_valid"]:
+    if power is not None and not power["power_valid"] and power["reasons"] != [NOT_SAMPLED]:  # none asked for
         note = invalid_power_note(power)
         if power["required"]:  # after the gates' reasons: a window without requests has no power either
             validity["verdict"] = "invalid"
@@ -274,18 +276,17 @@ def rejudge(stored: Summary, gates: GateConfig, *, note: str) -> Summary:
 
 def _power(records: object, telemetry: Telemetry | None, acc: Accumulator, tput: dict[str, Any], duration: float,
            start: float | None, end: float | None, provenance: dict[str, Any] | None) -> dict[str, Any] | None:
-    """The `power` block from the `gpu_metrics.jsonl` beside the records, else from `telemetry` (None when power
-    was not sampled)."""
-    from llmsweep.power.integrate import WorkDone, integrate
+    """The `power` block from the `gpu_metrics.jsonl` beside the records, else from `telemetry`; where power was not
+    sampled, the block of the assumed cost alone (`power.integrate.unsampled`; None without a price either)."""
+    from llmsweep.power.integrate import WorkDone, integrate, unsampled
     from llmsweep.power.samples import GPU_METRICS_FILE, read_gpu_metrics
 
     path = Path(records).parent / GPU_METRICS_FILE if isinstance(records, (str, Path)) else None
+    sampled: tuple[Any, Any, Any] | None = None
     if path is not None and path.is_file():
-        header, samples, problems = read_gpu_metrics(path)
+        sampled = read_gpu_metrics(path)
     elif telemetry is not None:
-        (header, samples), problems = telemetry, []
-    else:
-        return None
+        sampled = (*telemetry, [])
     hardware = (provenance or {}).get("hardware")
     sku = hardware.get("sku") if isinstance(hardware, dict) else hardware if isinstance(hardware, str) else None
     if isinstance(hardware, dict) and hardware.get("gpus") == 0:  # served on no GPU: no GPU-hour of the SKU to price
@@ -294,6 +295,9 @@ def _power(records: object, telemetry: Telemetry | None, acc: Accumulator, tput:
                     input_tokens=int(acc.input_sum), output_tokens=int(acc.output_sum),
                     total_tps_per_gpu=tput["per_gpu"]["total_tps"], output_tps_per_gpu=tput["per_gpu"]["output_tps"],
                     gpus=int(tput["gpus"]))
+    if sampled is None:  # the cost needs no samples: only the throughput and the catalog's price
+        return unsampled(work, sku=sku)
+    header, samples, problems = sampled
     return integrate(header, samples, work, sku=sku, problems=problems)
 
 

@@ -7,7 +7,8 @@ spelled as InferenceX spells them. Where the driver keeps an energy counter, the
 (interpolated the same way) is reported beside the integral as an advisory cross-check.
 
 Cost per million tokens and tokens per second per all-in MW come from the catalog's assumptions (`power.yaml`) and
-the throughput per GPU; they do not depend on the samples and are labelled `assumption`.
+the throughput per GPU; they do not depend on the samples and are labelled `assumption`. A job whose power was not
+sampled at all (`run --power-backend off`) keeps them: its block holds the cost alone (`unsampled`).
 """
 
 from __future__ import annotations
@@ -141,6 +142,10 @@ def _ratio(num: float, den: float) -> float | None:
     return num / den if den > 0 else None
 
 
+COST_FIGURES = ("usd_per_mtok_output", "usd_per_mtok_total", "tokens_per_s_per_mw_all_in")
+"""The figures of a cost block (`cost_block`): each None where its assumption or the throughput is missing."""
+
+
 def cost_block(sku: str | None, work: WorkDone) -> dict[str, Any] | None:
     """Cost per million tokens and provisioned tokens/s per MW from the catalog's assumptions, or None."""
     from llmsweep.catalog.power import find_power
@@ -152,7 +157,7 @@ def cost_block(sku: str | None, work: WorkDone) -> dict[str, Any] | None:
     block: dict[str, Any] = {
         "assumption": True, "sku": spec.id, "usd_per_gpu_hour": price, "source": spec.cost_source,
         "date": spec.cost_date, "all_in_kw_per_gpu": spec.all_in_kw_per_gpu, "all_in_source": spec.all_in_source,
-        "usd_per_mtok_output": None, "usd_per_mtok_total": None, "tokens_per_s_per_mw_all_in": None,
+        **dict.fromkeys(COST_FIGURES),
     }
     if price is not None:
         if work.output_tps_per_gpu > 0:
@@ -162,6 +167,24 @@ def cost_block(sku: str | None, work: WorkDone) -> dict[str, Any] | None:
     if spec.all_in_kw_per_gpu is not None and work.total_tps_per_gpu > 0:
         block["tokens_per_s_per_mw_all_in"] = work.total_tps_per_gpu * 1000 / spec.all_in_kw_per_gpu
     return block
+
+
+NOT_SAMPLED = "not_sampled"
+"""The reason of a block whose job sampled no power (`unsampled`): nothing was asked to sample, so nothing was missed
+(the verdict warns of no invalid power)."""
+
+
+def unsampled(work: WorkDone, *, sku: str | None = None) -> dict[str, Any] | None:
+    """The `power` block of a job whose GPU power was not sampled (`run --power-backend off`, a job folder without a
+    `gpu_metrics.jsonl`): no source, no backend, no figure of power (reason `not_sampled`), and the assumed cost
+    (`cost_block`), which needs only the throughput and the catalog's price; None where there is no cost either (an
+    unknown SKU or one without a price, a server on no GPU, a job of no throughput: an eval): the summary then keeps
+    the shape it had before power blocks existed."""
+    cost = cost_block(sku, work)
+    if cost is None or all(cost[k] is None for k in COST_FIGURES):
+        return None
+    return {"source": None, "backend": None, "power_valid": False, "reasons": [NOT_SAMPLED], "required": False,
+            "cost": cost}
 
 
 def power_block(path: Path, work: WorkDone, *, sku: str | None = None) -> dict[str, Any]:

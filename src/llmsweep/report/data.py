@@ -491,8 +491,9 @@ def overlay_verdicts(points: Sequence[dict[str, Any]], run_id: str) -> dict[str,
 
 def power_unrecorded(points: Iterable[ResultPoint]) -> list[dict[str, Any]]:
     """The run's points whose GPU power was not recorded because no backend could sample where they ran, grouped by
-    the reason their summary's power block gives (`error`: why, and how to get it); `run --power-backend off` leaves no
-    block and is not listed, and a point that required power says so in its verdict instead."""
+    the reason their summary's power block gives (`error`: why, and how to get it); `run --power-backend off` samples
+    nothing by request (its block holds the assumed cost alone, reason `not_sampled`) and is not listed, and a point
+    that required power says so in its verdict instead."""
     items = []
     for p in points:
         power = p.summary.power if p.summary is not None else None

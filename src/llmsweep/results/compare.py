@@ -75,7 +75,9 @@ WITHIN_RUN_METHOD = "exact bootstrap"
 no seed, no resample count (`--json`'s `within_run_band`)."""
 
 POWER_METRICS: tuple[str, ...] = tuple(c.name for c in HOT_COLUMNS if c.metric.name.startswith("power."))
-"""Compared by default too, when a point on either side has them (runs that sampled power)."""
+"""Compared by default too, when a point on either side has them (runs that sampled power, or priced their cost)."""
+SAMPLED_METRICS: tuple[str, ...] = tuple(c.name for c in HOT_COLUMNS if c.metric.power)
+"""The figures of the GPUs' power samples (`MetricDef.power`), not the assumed cost beside them (which needs none)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -664,7 +666,7 @@ def _power_backend(p: ResultPoint) -> tuple[str, ...]:
     """The sampler backend that read the GPUs' power of a result with power figures (`PowerBlock.backend`: `nvml`,
     `nvidia-smi`, `amd-smi`, `dcgm`, the simulator's `sim`); () for a result without power figures."""
     power = p.summary.power if p.summary is not None else None
-    if power is None or not power.backend or all(p.metric(m) is None for m in POWER_METRICS):
+    if power is None or not power.backend or all(p.metric(m) is None for m in SAMPLED_METRICS):
         return ()
     return (power.backend,)
 

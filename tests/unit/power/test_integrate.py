@@ -154,6 +154,29 @@ def test_summary_carries_the_power_block_and_required_power_gates_the_verdict(tm
     assert any("power not valid" in w for w in summary.validity.warnings)
 
 
+def test_a_job_that_sampled_no_power_keeps_its_assumed_cost_and_claims_no_power(tmp_path: Path) -> None:
+    """`run --power-backend off` dropped the cost per million output tokens with the power block, though it needs
+    only the throughput and the catalog's price (a job whose power the simulator does not model kept it): the block
+    holds the cost alone, its power figures, source and backend empty, and no warning of invalid power is given."""
+    from llmsweep.metrics.registry import HOT_BY_NAME
+
+    records = tmp_path / "records.jsonl"
+    _records(records)
+    summary = Summary.from_doc(summarise(records, gpus=2, provenance={"hardware": {"sku": "h200"}}).dump())
+    power = summary.power
+    assert power is not None and not power.power_valid and power.reasons == ["not_sampled"]
+    assert power.source is None and power.backend is None and power.error is None and power.unrecorded is None
+    assert power.energy_j is None and power.tokens_per_joule is None and power.avg_power_w is None
+    cost = power.cost
+    assert cost is not None and cost.assumption and cost.sku == "h200" and cost.source and cost.date
+    assert cost.usd_per_gpu_hour is not None
+    output_per_gpu = summary.throughput.per_gpu.output_tps
+    assert cost.usd_per_mtok_output == pytest.approx(cost.usd_per_gpu_hour / (output_per_gpu * 3600) * 1e6)
+    assert HOT_BY_NAME["usd_per_mtok_output"].read(summary) == cost.usd_per_mtok_output
+    assert HOT_BY_NAME["tokens_per_joule"].read(summary) is None
+    assert not summary.validity.warnings, summary.validity  # nothing was asked to sample: no power is missed
+
+
 def test_energy_covers_the_window_the_tokens_were_counted_over_when_the_first_request_failed(tmp_path: Path) -> None:
     """A profiling request sent 3 s before the first successful one, and failed: the throughput's window starts at
     the first success, so the energy must too (it started at the failed send: `benchmark_duration_mismatch`, power
