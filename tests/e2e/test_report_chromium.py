@@ -396,7 +396,7 @@ def test_cost_and_energy_per_token_are_y_axes_with_lower_is_better_frontiers(dri
     """A simulated run carries modelled power and assumed cost: $/Mtok and J/token are selectable on y, each
     titled lower-is-better, its markers at the summaries' values and its frontier the cheaper point's side."""
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import Select
+    from selenium.webdriver.support.ui import Select, WebDriverWait
     from test_run_support import RECIPES, cli_env, job_dirs, read_json, run_cli
 
     out = tmp_path / "out"
@@ -419,6 +419,15 @@ def test_cost_and_energy_per_token_are_y_axes_with_lower_is_better_frontiers(dri
         by_id = {p["id"]: p["metrics"][key] for p in payload["points"]}
         for ids in fronts["p90_intvty"].values():  # the cheapest point of each series is on its frontier
             assert min(by_id.values()) in [by_id[i] for i in ids]
+    # the drill-down says the assumed price the cost was figured at, and whose it is
+    row = driver.find_element(By.CSS_SELECTOR, "#points-table tbody tr[data-id]")
+    driver.execute_script("arguments[0].dispatchEvent(new MouseEvent('click', {bubbles: true}))", row)
+    WebDriverWait(driver, 30).until(lambda d: "Cost per million" in d.find_element(By.ID, "drilldown").text)
+    metrics = {tr.find_elements(By.TAG_NAME, "td")[0].text: tr.find_elements(By.TAG_NAME, "td")[1].text
+               for tr in driver.find_elements(By.CSS_SELECTOR, "#drilldown .two table tr")}
+    cost = powers[0]["cost"]
+    said = metrics["Cost per million output tokens (assumed $/GPU-h)"]
+    assert f" at ${cost['usd_per_gpu_hour']:.2f}/GPU-h for mi300x ({cost['source']}, {cost['date']})" in said, said
     assert _errors(driver) == []
 
 

@@ -320,6 +320,11 @@ def show(ref: str, as_json: bool, store_path: Path | None) -> None:
     shown = {(HOT_BY_NAME[k].header if k in HOT_BY_NAME else k):
              (HOT_BY_NAME[k].shown(v, point.power_source) if k in HOT_BY_NAME else v)
              for k, v in describe(point).items() if v is not None and v != []}
+    if point.cost is not None and any(HOT_BY_NAME[k].header in shown for k in HOT_BY_NAME
+                                      if HOT_BY_NAME[k].metric.assumed):
+        # the price its cost was figured at, with whose it is and when: a stored (or reused) result keeps the price
+        # of its day, whatever the catalog says now
+        shown["assumed price"] = point.cost.price_words()
     accepted = point.summary.provenance.acceptance if point.summary is not None else None
     if accepted is not None and accepted.value is not None:  # the AL a simulated speculative point ran at, and whose
         # (its basis, as the simulator wrote it: which curve or typical figure, and that the job measures real AL)

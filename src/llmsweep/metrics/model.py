@@ -774,6 +774,16 @@ class PowerCost(_Block):
     tokens_per_s_per_mw_all_in: float | None = Field(
         default=None, description="Total tokens/s per all-in utility MW: throughput per GPU x 1000 / kW per GPU.")
 
+    def price_words(self) -> str:
+        """The assumed price the cost figures were figured at, with whose it is and when it was written down:
+        `$2.20/GPU-h for mi300x (llmsweep assumption, …, 2026-12-01)`; `no price for h100` where the SKU had none."""
+        if self.usd_per_gpu_hour is None:
+            return f"no price for {self.sku}"
+        said = ", ".join(w for w in (self.source or "source unrecorded", self.date) if w)
+        price = self.usd_per_gpu_hour
+        return f"${price:,.2f}/GPU-h for {self.sku} ({said})" if round(price, 2) == price \
+            else f"${price:,g}/GPU-h for {self.sku} ({said})"
+
 
 class CounterCheck(_Block):
     """The driver's energy counter over the same window, beside the integral (advisory: within 5 %)."""

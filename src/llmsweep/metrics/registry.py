@@ -79,6 +79,10 @@ class MetricDef:
     """A figure of the GPUs' power samples: measured on the GPUs, or the simulator's power model's, as the power
     block's `source` says; wherever it is shown, a modelled one is marked so (`MODELLED_MARK`, `HotColumn.modelled`:
     `results show`, the dashboard)."""
+    assumed: bool = False
+    """A figure of the catalog's assumed price of a GPU-hour (`power.yaml`), not a measurement: where the price
+    differs, so does the figure, whatever ran. `compare` judges it only between results priced alike
+    (`results.compare`), and `results show` says the price it was figured at."""
     key: str | None = None
     """The name a command's --json keys a figure of a metric the store does not hold (`json_key`; a stored one's is
     its `column`): `output_tput` for the endpoint's output throughput, beside the stored `output_tput_per_gpu`."""
@@ -295,7 +299,7 @@ USD_PER_MTOK_OUTPUT = define(
     "power.cost.usd_per_mtok_output", "$/Mtok",
     "ASSUMED price of a GPU-hour (catalog power.yaml) / output tokens per GPU-hour, per million tokens.",
     label="Cost per million output tokens (assumed $/GPU-h)", short="Assumed output cost", decimals=2,
-    direction="lower", column="usd_per_mtok_output",
+    direction="lower", column="usd_per_mtok_output", assumed=True,
     value=_cost("usd_per_mtok_output"))
 J_PER_TOTAL_TOKEN = define("power.joules_per_total_token", "J/tok", "GPU energy / (input + output tokens).",
                            power=True)
@@ -306,7 +310,8 @@ TOKENS_PER_MW = define("power.tokens_per_s_per_mw", "tok/s/MW",
 PEAK_POWER = define("power.peak_power_w", "W", "Highest per-GPU power in the profile window.", power=True)
 ENERGY = define("power.energy_j", "J", "Energy of all the job's GPUs over the profile window.", power=True)
 USD_PER_MTOK_TOTAL = define("power.cost.usd_per_mtok_total", "$/Mtok",
-                            "ASSUMED price of a GPU-hour / total tokens per GPU-hour, per million tokens.")
+                            "ASSUMED price of a GPU-hour / total tokens per GPU-hour, per million tokens.",
+                            assumed=True)
 TOKENS_PER_MW_ALL_IN = define("power.cost.tokens_per_s_per_mw_all_in", "tok/s/MW",
                               "Throughput per GPU x 1000 / all-in utility kW per GPU (InferenceX app's table).")
 

@@ -103,6 +103,9 @@ def point_payload(p: ResultPoint, sk: str, frontiers: Mapping[str, Mapping[str, 
         "id": p.result_id, "job_id": reused_as or p.job_id, "run_id": p.run_id, "series": sk, "source": p.source,
         # its power figures measured or modelled, each marked where it is shown (`MetricDef.power`)
         "power_source": p.power_source,
+        # the assumed price its cost figures were figured at (`MetricDef.assumed`), said beside them in its drill-down
+        "price": p.cost.price_words() if p.cost is not None and any(
+            p.metric(c.name) is not None for c in HOT_COLUMNS if c.metric.assumed) else None,
         "in_view": p.run_in_view,  # the run the point is drawn as part of: the run's own, or an overlay's (`--with`)
         "clock": clock_of(p), "origin": p.origin,
         "reused": None if reused_as is None else {"run_id": p.run_id, "job_id": p.job_id, "result_id": p.result_id,
@@ -725,8 +728,8 @@ def build_payload(run: RunDir, points: Sequence[ResultPoint], *, overlay: Sequen
         "y": {"key": Y_METRIC, "label": HOT_BY_NAME[Y_METRIC].label, "unit": HOT_BY_NAME[Y_METRIC].unit},
         "y_axes": [{"key": y, "label": HOT_BY_NAME[y].label, "unit": HOT_BY_NAME[y].unit,
                     "direction": y_direction(y)} for y in Y_METRICS],
-        "metrics": [{"key": m.name, "label": m.label, "unit": m.unit, "polarity": m.polarity, "power": m.metric.power}
-                    for m in HOT_COLUMNS],
+        "metrics": [{"key": m.name, "label": m.label, "unit": m.unit, "polarity": m.polarity, "power": m.metric.power,
+                     "assumed": m.metric.assumed} for m in HOT_COLUMNS],
         "series": series_out,
         "points": points_out,
         "evals": evals,

@@ -60,7 +60,8 @@ VERDICT_MEANING: Mapping[Verdict, str] = {
     "unverified": "beyond only a within-run band, or no band, or a side invalid or timed on another clock: one run "
                   "cannot tell a change from run-to-run noise, so none is called",
     "same inputs": "A and B ran the same inputs on the simulator in virtual time: equal by construction",
-    "n/a": "not compared: a side has no figure, or the evals' task or settings differ",
+    "n/a": "not compared: a side has no figure, or the evals' task or settings differ, or (a cost) the sides' assumed "
+           "price of a GPU-hour differs",
 }
 """What each verdict of a metric (or an eval score) means, as a legend under the table says it
 (`report.markdown.verdict_legend`); the rules are the module's docstring and `_verdict`."""
@@ -78,6 +79,9 @@ POWER_METRICS: tuple[str, ...] = tuple(c.name for c in HOT_COLUMNS if c.metric.n
 """Compared by default too, when a point on either side has them (runs that sampled power, or priced their cost)."""
 SAMPLED_METRICS: tuple[str, ...] = tuple(c.name for c in HOT_COLUMNS if c.metric.power)
 """The figures of the GPUs' power samples (`MetricDef.power`), not the assumed cost beside them (which needs none)."""
+ASSUMED_METRICS: tuple[str, ...] = tuple(c.name for c in HOT_COLUMNS if c.metric.assumed)
+"""The figures of the catalog's assumed price of a GPU-hour (`MetricDef.assumed`): judged only between results priced
+alike (`priced_apart`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,6 +166,10 @@ class PointComparison:
     measurement definitions. The verdict stands, but it is not a comparison of one configuration, and is said beside
     it (the table's `served apart` row, the Markdown's point or verdict cell, `--json`'s `served_apart`), not in a
     note; () where nothing recorded on both sides differs."""
+    priced_apart: str = ""
+    """The assumed prices of a GPU-hour A's and B's cost figures were figured at, where they differ (`priced_apart`):
+    those figures (`MetricDef.assumed`) are then not judged (`n/a`), the comparison's notes say why; "" where the
+    sides are priced alike."""
 
     @property
     def history(self) -> int:
@@ -305,6 +313,7 @@ class Comparison:
                          "history": [pid(p) for p in m.past], "invalidated": m.invalidated,
                          "same_inputs": m.same_inputs,
                          "served_apart": list(m.served_apart),
+                         "priced_apart": m.priced_apart or None,
                          "deltas": [d.as_dict() for d in m.deltas],
                          "eval": m.eval.as_dict() if m.eval is not None else None} for m in self.matched],
             "reused": [pid(p) for p in taken],
@@ -440,8 +449,10 @@ def compare_points(
         past = distinct_samples([*runs_a, *every_past])[len(runs_a):]
         replayed += len(every_a) + len(every_b) + len(every_past) - len(runs_a) - len(runs_b) - len(past)
         same = _same_inputs(runs_a, runs_b, inputs or {})
+        prices = priced_apart(runs_a, runs_b)
         deltas = () if pa[0].eval_only else tuple(
-            _metric_delta(m, runs_a, runs_b, past, cache, same_inputs=same) for m in metrics)
+            _metric_delta(m, runs_a, runs_b, past, cache, same_inputs=same, priced_apart=bool(prices))
+            for m in metrics)
         # an invalid measurement's figures call no change, nor do figures timed on two clocks (the live path's
         # client and transport against none: the same configuration in virtual and wall-clock time "regressed")
         if any(not p.valid for p in (*runs_a, *runs_b)) or _clocks_differ(runs_a, runs_b):
@@ -449,7 +460,8 @@ def compare_points(
                            for d in deltas)
         matched.append(PointComparison(k, tuple(runs_a), tuple(runs_b), tuple(past), deltas,
                                        _eval_delta(runs_a, runs_b), same and bool(deltas),
-                                       served_apart(runs_a, runs_b, measurements or {})))
+                                       served_apart(runs_a, runs_b, measurements or {}),
+                                       prices if any(d.metric in ASSUMED_METRICS for d in deltas) else ""))
         if unknown := _build_unknown_note(matched[-1]):
             notes.append(unknown)
     paired = _cross_kind_evals(side_a, side_b, matched, skipped, mix_sources)
@@ -495,6 +507,7 @@ def compare_points(
         notes.append(f"A ran in {clock_words(clocks_a)}, B in {clock_words(clocks_b)}: the deltas include "
                      "the live path's client and transport, not only a change of configuration, so a point timed on "
                      "two clocks calls no regression or improvement (compare runs of one clock)")
+    notes += _priced_apart_notes(matched)
     if unread := _unrecorded(matched, measurements or {}):
         notes.append("not recorded, so not checked for a difference between A and B: " + "; ".join(unread))
     if ignored:
@@ -768,6 +781,57 @@ def served_apart(a: Sequence[ResultPoint], b: Sequence[ResultPoint],
     return tuple(said)
 
 
+def _prices(points: Sequence[ResultPoint]) -> dict[float | None, str]:
+    """The assumed prices of a GPU-hour the points' cost figures (`ASSUMED_METRICS`) were figured at, each with how it
+    is said (`PowerCost.price_words`); None for a figure whose price is not recorded. Points without a cost figure
+    are left out."""
+    out: dict[float | None, str] = {}
+    for p in points:
+        if all(p.metric(m) is None for m in ASSUMED_METRICS):
+            continue
+        cost = p.cost
+        if cost is None or cost.usd_per_gpu_hour is None:
+            out.setdefault(None, "a price it does not record")
+        else:
+            out.setdefault(cost.usd_per_gpu_hour, cost.price_words())
+    return out
+
+
+def priced_apart(a: Sequence[ResultPoint], b: Sequence[ResultPoint]) -> str:
+    """The assumed prices of a GPU-hour A's and B's cost figures were figured at, in words, where the sides are not
+    priced alike (`A at $1.00/GPU-h for mi300x (our contract, 2026-12-07), B at $2.20/GPU-h for mi300x (…)`); "" where
+    every result of both with a cost figure records one and the same price, or a side has no cost figure.
+
+    A price is an assumption (the catalog's `power.yaml`, or the user's), not a measurement: the cost per million
+    tokens moves with it whatever ran, so a cost figure priced otherwise calls no regression or improvement. Priced
+    alike, the cost is that price over the output throughput per GPU, and is judged as that throughput is: its change
+    is what the throughput's change costs at the one price both sides assumed."""
+    prices_a, prices_b = _prices(a), _prices(b)
+    if not prices_a or not prices_b:
+        return ""
+    if None not in prices_a and len(prices_a) == 1 and prices_a.keys() == prices_b.keys():
+        return ""
+    return f"A at {' and '.join(prices_a.values())}, B at {' and '.join(prices_b.values())}"
+
+
+def _priced_apart_notes(matched: Sequence[PointComparison]) -> list[str]:
+    """Why cost figures were not judged (`PointComparison.priced_apart`), said once per pair of prices."""
+    by_prices: dict[str, list[PointComparison]] = {}
+    for m in matched:
+        if m.priced_apart:
+            by_prices.setdefault(m.priced_apart, []).append(m)
+    notes = []
+    for prices, points in by_prices.items():
+        figures = list(dict.fromkeys(d.metric for m in points for d in m.deltas if d.metric in ASSUMED_METRICS))
+        where = count_of(len(points), "compared point")
+        notes.append(f"the assumed price of a GPU-hour differs at {where}, {prices}: {', '.join(figures)} "
+                     f"{noun(len(figures), 'is', 'are')} not judged there (n/a) — a price is an assumption, not a "
+                     "measurement, and the cost moves with it whatever ran; the throughput figures say what changed "
+                     "(to compare costs, price both sides alike: the catalog's power.yaml, or yours under "
+                     "$LLMSWEEP_CATALOG_DIR)")
+    return notes
+
+
 def _build_unknown_note(m: PointComparison) -> str:
     """The results of a compared point that recorded their engine version but no image digest in an image whose tag
     does not move, counted as of the digest the other results of their release on that side read
@@ -1032,15 +1096,21 @@ def mean_score_stderr(evals: Sequence[EvalBlock]) -> float | None:
 
 
 def _metric_delta(metric: str, runs_a: list[ResultPoint], runs_b: list[ResultPoint], past: list[ResultPoint],
-                  cache: _SampleCache, *, same_inputs: bool = False) -> MetricDelta:
+                  cache: _SampleCache, *, same_inputs: bool = False, priced_apart: bool = False) -> MetricDelta:
     """A metric of a matched point: each side's mean, their delta, its band and verdict. `same_inputs`: the sides ran
     the same inputs (`PointComparison.same_inputs`): no band, and `same inputs` where the figures agree as identical
-    inputs make them; a delta they do not explain calls nothing (`unverified`, and a note names it)."""
+    inputs make them; a delta they do not explain calls nothing (`unverified`, and a note names it). `priced_apart`:
+    the sides' cost figures were figured at other assumed prices (`priced_apart`): such a figure (`ASSUMED_METRICS`)
+    is `n/a`, its delta the price's; priced alike, its band leaves out earlier results priced otherwise."""
     values_a, values_b = _run_values(runs_a, metric), _run_values(runs_b, metric)
     # a side's mean is of every run behind it: an imported row that is the mean of N repeats counts N
     va, vb = runs_mean(values_a), runs_mean(values_b)
     delta = vb - va if va is not None and vb is not None else None
     rel = delta / abs(va) if delta is not None and va else None
+    if metric in ASSUMED_METRICS:
+        if priced_apart:
+            return MetricDelta(metric, va, vb, delta, rel, None, "n/a")
+        past = [p for p in past if _prices([p]).keys() <= _prices(runs_a).keys()]
     if same_inputs:
         verdict: Verdict = "n/a" if delta is None else "same inputs" if delta == 0 else "unverified"
         return MetricDelta(metric, va, vb, delta, rel, None, verdict)

@@ -12,10 +12,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from llmsweep.catalog.images import parse_image
 from llmsweep.client.files import RECORDS_FILE
 from llmsweep.errors import ConfigError, ResultError
-from llmsweep.metrics.model import VIRTUAL, EvalBlock, Hardware, Summary
+from llmsweep.metrics.model import VIRTUAL, EvalBlock, Hardware, PowerCost, Summary
 from llmsweep.metrics.registry import HOT_NAMES
 from llmsweep.option_spellings import flag as _flag
 from llmsweep.results.extract import INVALID_VERDICTS, extract_hot
@@ -118,6 +120,21 @@ class ResultPoint:
         power = said.get("power") if isinstance(said, Mapping) else None
         source = power.get("source") if isinstance(power, Mapping) else None
         return source if isinstance(source, str) else None
+
+    @property
+    def cost(self) -> PowerCost | None:
+        """The assumed price its cost figures (`MetricDef.assumed`) were figured at, with its source and date: its
+        summary's `power.cost`; an imported row of our export, the export's `llmsweep.power.cost`. None where neither
+        says (no cost block, a foreign row)."""
+        if self.summary is not None:
+            return self.summary.power.cost if self.summary.power is not None else None
+        said = self.imported.get("llmsweep")
+        power = said.get("power") if isinstance(said, Mapping) else None
+        cost = power.get("cost") if isinstance(power, Mapping) else None
+        try:
+            return PowerCost.model_validate(cost) if isinstance(cost, Mapping) else None
+        except ValidationError:
+            return None
 
     @property
     def records_path(self) -> Path | None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Literal
 
+import pytest
+
 from llmsweep.results.bands import between_run_band, pooled_variance, t975, within_run_band
 from llmsweep.results.compare import compare_points
 from llmsweep.results.point import ResultPoint, configurations, points_from_run, telling_apart
@@ -779,3 +781,66 @@ def test_a_result_without_its_image_digest_under_a_moving_tag_stays_a_configurat
         a = _served(base, version, 700.0, x, pinned)
         a2 = _served([_scaled(p, "a2", 1.01) for p in base], version, 700.0, None, pinned)
         assert len(configurations([*a, *a2])) == 1, pinned
+
+
+def _priced(points: list[ResultPoint], run_id: str, price: float, source: str, factor: float = 1.0
+            ) -> list[ResultPoint]:
+    """The points as another run figured their cost: at `price` US$ per GPU-hour from `source` (`power.cost`), the cost
+    per million output tokens that price over the points' output throughput, scaled by `factor` (the run's noise)."""
+    from llmsweep.metrics.model import PowerBlock, PowerCost
+
+    out = []
+    for p in points:
+        assert p.summary is not None and p.metrics["output_tput_per_gpu"]
+        cost = price / (p.metrics["output_tput_per_gpu"] * 3600) * 1e6 * factor
+        block = PowerBlock(source=None, reasons=["not_sampled"], cost=PowerCost(
+            sku="mi300x", usd_per_gpu_hour=price, source=source, date="2026-12-07", usd_per_mtok_output=cost))
+        out.append(dataclasses.replace(p, run_id=run_id, result_id=f"{p.result_id}-{run_id}",
+                                       summary=p.summary.model_copy(update={"power": block}),
+                                       metrics={**p.metrics, "usd_per_mtok_output": cost}))
+    return out
+
+
+def test_a_cost_figured_at_another_assumed_price_is_not_judged_and_the_prices_are_said(make_run) -> None:
+    """Two runs of one recipe, one with a user's price of a GPU-hour ($1.00, `our contract`), one with the catalog's
+    ($2.20): every measured figure agreed, yet the cost per million output tokens was called a regression and
+    `--fail-on-regression` failed the pull request. A price is an assumption, not a measurement: a cost figured at
+    another price is `n/a`, and a note names both prices and whose they are. Priced alike, the cost is judged: it is
+    what the throughput's change costs at the one price."""
+    from llmsweep.results.verdict import point_verdict
+
+    base = points_from_run(make_run("a", concs=(4,), requests=120))
+    a = _priced(base, "a", 2.2, "llmsweep assumption")
+    repeats = [p for i, f in enumerate((1.01, 0.99, 1.02)) for p in _priced(base, f"a{i}", 2.2, "llmsweep assumption",
+                                                                             f)]
+    cheaper = _priced(base, "b", 1.0, "our contract")
+    comp = compare_points(a, cheaper, repeats_a=repeats)
+    (m,) = comp.matched
+    d = {x.metric: x for x in m.deltas}
+    assert d["tput_per_gpu"].verdict == "within noise"
+    cost = d["usd_per_mtok_output"]
+    assert cost.a is not None and cost.b is not None and cost.b == pytest.approx(cost.a / 2.2, rel=0.02)
+    assert cost.verdict == "n/a" and cost.band is None
+    assert not comp.regressions and point_verdict(m) == "no change"
+    assert m.priced_apart == ("A at $2.20/GPU-h for mi300x (llmsweep assumption, 2026-12-07), "
+                              "B at $1.00/GPU-h for mi300x (our contract, 2026-12-07)")
+    (note,) = [n for n in comp.notes if "assumed price" in n]
+    assert m.priced_apart in note and "usd_per_mtok_output is not judged there (n/a)" in note, note
+    assert comp.as_dict()["matched"][0]["priced_apart"] == m.priced_apart
+    # the other way round: the dearer price is no regression either
+    assert not compare_points(cheaper, a, repeats_b=repeats).regressions
+
+    # priced alike, a cost beyond the repeats' band is judged, as the throughput it follows
+    dearer = _priced(base, "b", 2.2, "llmsweep assumption", 1.6)
+    alike = compare_points(a, dearer, repeats_a=repeats)
+    assert {x.metric: x for x in alike.matched[0].deltas}["usd_per_mtok_output"].verdict == "regression"
+    assert alike.matched[0].priced_apart == "" and not any("assumed price" in n for n in alike.notes)
+    # a row imported from our export says its price as the export wrote it (`llmsweep.power.cost`); a row that
+    # records none is not taken for priced alike
+    exported = [dataclasses.replace(p, summary=None, imported={"llmsweep": {"power": {
+        "cost": p.summary.power.cost.model_dump(mode="json")}}}) for p in cheaper
+        if p.summary is not None and p.summary.power is not None and p.summary.power.cost is not None]
+    assert compare_points(a, exported, repeats_a=repeats).matched[0].priced_apart == m.priced_apart
+    foreign = [dataclasses.replace(p, summary=None) for p in dearer]
+    assert compare_points(a, foreign, repeats_a=repeats).matched[0].priced_apart == (
+        "A at $2.20/GPU-h for mi300x (llmsweep assumption, 2026-12-07), B at a price it does not record")

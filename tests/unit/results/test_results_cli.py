@@ -883,6 +883,25 @@ def test_show_marks_a_power_figure_the_simulator_modelled_as_the_dashboard_does(
     assert not [line for line in shown["simulated"] if line.startswith("Total tok/s/GPU") and mark in line]
 
 
+def test_show_says_the_assumed_price_a_cost_was_figured_at(make_run, store_path: Path) -> None:
+    """A stored result keeps the cost of the price its run assumed (a reused one too, whatever the catalog says now),
+    yet `results show` printed the cost per million output tokens with no word of the price: a $1.00 contract's cost
+    read as the catalog's $2.20 one's. The price, whose it is and when, follows the cost."""
+    from llmsweep.metrics.model import PowerBlock, PowerCost, Summary
+
+    run = make_run("run-priced", concs=(1,))
+    path = run.jobs[0].dir / "summary.json"
+    summary = Summary.load(path)
+    summary.power = PowerBlock(source=None, reasons=["not_sampled"], cost=PowerCost(
+        sku="mi300x", usd_per_gpu_hour=1.0, source="our contract", date="2026-12-07", usd_per_mtok_output=6.5))
+    summary.write(path)
+    _run("results", "ingest", str(run.path))
+    (row,) = json.loads(_run("results", "list", "--run", "run-priced", "--json"))
+    shown = [line.strip() for line in _run("results", "show", row["result_id"]).splitlines()]
+    at = shown.index("Assumed output cost $/Mtok  6.50")
+    assert shown[at + 1] == "assumed price  $1.00/GPU-h for mi300x (our contract, 2026-12-07)", shown
+
+
 def test_export_out_says_what_a_file_it_refuses_holds(make_run, store_path: Path, tmp_path: Path, capsys) -> None:
     """`results export --out notes.txt` (a file of the user's, not an export) was refused as "already holds an
     export". The rule stands (a file that is not empty is refused unless --force; an empty one is fine), and the words

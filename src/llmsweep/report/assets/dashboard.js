@@ -77,6 +77,11 @@
     var m = metricByKey[key];
     return m && m.power && p.power_source === "simulated" && finite(p.metrics[key]) ? MODELLED : "";
   }
+  /* The assumed price a cost figure (metrics.registry `assumed`) was figured at, after its value in the drill-down:
+     a stored or reused result keeps the price of its day (report.data: `price`). */
+  function priced(p, m) {
+    return m.assumed && p.price && finite(p.metrics[m.key]) ? " at " + p.price : "";
+  }
   /* The label drawn beside a marker: concurrency and the requests measured ("c16 · n48"). */
   function pointTag(p) { return "c" + p.metrics.conc + " · n" + requestsText(p); }
   /* Where a point `run --reuse` stood a job on came from: the run that measured it (and its job there). */
@@ -626,7 +631,7 @@
     var two = el("div", { "class": "two" }, box), left = el("div", null, two), right = el("div", null, two);
     el("h3", null, left, "Metrics");
     var mt = el("table", null, left);
-    D.metrics.forEach(function (m) { var tr = el("tr", null, mt); el("td", null, tr, m.label); el("td", { "class": "num", "data-key": m.key }, tr, fmt(tableValue(p.metrics[m.key], m.unit), tableUnit(m.unit)) + modelled(p, m.key)); });
+    D.metrics.forEach(function (m) { var tr = el("tr", null, mt); el("td", null, tr, m.label); el("td", { "class": "num", "data-key": m.key }, tr, fmt(tableValue(p.metrics[m.key], m.unit), tableUnit(m.unit)) + modelled(p, m.key) + priced(p, m)); });
     el("h3", null, right, "Server command");
     el("pre", { id: "server-command" }, right, d.server_command || "(server_command.txt not found)");
     el("h3", null, right, "Provenance");
