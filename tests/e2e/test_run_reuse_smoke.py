@@ -76,3 +76,59 @@ def test_reuse_by_the_power_gate_passes_over_a_newer_result_without_valid_power(
     rows = json.loads(proc.stdout)["jobs"]
     assert rows and all(row["reused"] and runs["plain"] in row["reason"] for row in rows), rows
     assert "no valid power" not in proc.stderr, proc.stderr[-3000:]
+
+
+def test_reuse_stands_on_the_newest_result_of_either_power_gate_and_draws_it(tmp_path: Path) -> None:
+    """A run without power, then one that required (and recorded) it, then a plain `--reuse`: the last stood on the
+    first run's result without power, the older one, and said nothing. Of the results found under either power gate
+    the newest stands, its figures in the rows and its points drawn on the dashboard (a result stood on across the
+    gate was not drawn, and its rows had no figure)."""
+    env = cli_env(tmp_path)
+    run_ids: dict[str, str] = {}
+
+    def run(out: str, *extra: str) -> tuple[dict[str, dict[str, object]], str]:
+        proc = run_cli([RECIPES / "fixed-sim.yaml", "--out", tmp_path / out, "--store", tmp_path / "s.sqlite",
+                        "--json", *extra], env)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        run_ids[out] = json.loads((tmp_path / out / "run.json").read_text())["run_id"]
+        return {str(row["job"]): row for row in json.loads(proc.stdout)["jobs"]}, proc.stderr
+
+    run("off", "--no-report", "--power-backend", "off")
+    required, _ = run("required", "--no-report", "--reuse", "--require-power")
+    assert not any(row["reused"] for row in required.values())
+    plain, said = run("plain", "--reuse")
+    assert plain.keys() == required.keys()
+    for job, row in plain.items():
+        assert row["reused"] and run_ids["required"] in str(row["reason"]), row
+        assert row["power_source"] == "simulated" and row["tokens_per_joule"] == required[job]["tokens_per_joule"]
+        assert row["tput_per_gpu"] == required[job]["tput_per_gpu"] is not None, row
+    assert "power will not be recorded" not in said, said[-2000:]
+    data = json.loads((tmp_path / "plain" / "report" / "data.json").read_text())
+    assert data["counts"]["points"] == len(plain) and not data["missing"] and data["power_unrecorded"] == []
+
+
+def test_a_job_reused_from_a_result_without_power_says_it_has_none(tmp_path: Path) -> None:
+    """A plain `--reuse` stood on a stored result that recorded no power (its run sampled none) said nothing: its
+    rows and dashboard had no power and no line said why, as a run that cannot record power says it. It is said at
+    the start and among the end lines, and the dashboard's data lists the points (`power_unrecorded`); the assumed
+    cost, which needs no power, stays. A run that samples no power itself is told nothing."""
+    env = cli_env(tmp_path)
+    store = tmp_path / "s.sqlite"
+    first = run_cli([RECIPES / "fixed-sim.yaml", "--out", tmp_path / "off", "--store", store, "--no-report",
+                     "--power-backend", "off"], env)
+    assert first.returncode == 0, first.stderr[-3000:]
+    off_id = json.loads((tmp_path / "off" / "run.json").read_text())["run_id"]
+    proc = run_cli([RECIPES / "fixed-sim.yaml", "--out", tmp_path / "plain", "--store", store, "--json", "--reuse"],
+                   env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = json.loads(proc.stdout)["jobs"]
+    assert rows and all(r["reused"] and r["tokens_per_joule"] is None and r["usd_per_mtok_output"] for r in rows)
+    why = (f"--reuse stands on run {off_id}'s stored result, which recorded no power (its run sampled none: "
+           "--power-backend off); run without --reuse to record it")
+    assert f"power will not be recorded for 2 jobs: {why}: " in proc.stderr, proc.stderr[-3000:]
+    assert f"  power not recorded for 2 jobs: {why}" in proc.stderr, proc.stderr[-3000:]
+    data = json.loads((tmp_path / "plain" / "report" / "data.json").read_text())
+    assert [(g["reason"], g["count"]) for g in data["power_unrecorded"]] == [(why, 2)]
+    quiet = run_cli([RECIPES / "fixed-sim.yaml", "--out", tmp_path / "quiet", "--store", store, "--no-report",
+                     "--reuse", "--power-backend", "off"], env)
+    assert quiet.returncode == 0 and "power will not be recorded" not in quiet.stderr, quiet.stderr[-3000:]

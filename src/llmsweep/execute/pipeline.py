@@ -18,7 +18,7 @@ import logging
 import os
 import sys
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -924,10 +924,17 @@ def _only(jobs: list[Job], findings: list[Finding], ids: list[str], *,
 
 def _reuse(req: RunRequest, run_dir: Path, runnable: list[Job], keys: dict[str, str],
            event: Event, other_power: dict[str, str] | None = None, *, run_id: str = "",
-           stored: _JobStore | None = None) -> tuple[list[Job], list[JobOutcome], dict[str, Any]]:
+           stored: _JobStore | None = None,
+           unpowered: dict[str, list[str]] | None = None) -> tuple[list[Job], list[JobOutcome], dict[str, Any]]:
     """Before any launch: jobs whose reuse key matches a stored valid or smoke result (the same job earns the same
-    kind of verdict: a short window's point is smoke again) become outcomes pointing at it. A job none matches may
-    stand on a result judged under the other power gate (`other_power`: its keys there; `changes.reuse.POWER_GATE`).
+    kind of verdict: a short window's point is smoke again) become outcomes pointing at it. A job may also stand on a
+    result judged under the other power gate (`other_power`: its keys there; `changes.reuse.POWER_GATE`): of the
+    results found under either key, the newest (`Reusable.stored`) — a run without power sampled, then one that
+    required and recorded it, stood the next plain `--reuse` on the older result without power.
+
+    A job stood on a stored result that recorded no power, in a run that records power, gets none either: said as a
+    run that cannot record power says it (`power will not be recorded for N jobs: …`), and its reason added to
+    `unpowered` (why -> job ids: `RunOutcome.power_unrecorded`, the run's end lines).
 
     A result of this run itself (`run_id`: a `--force` finds the results it is to measure again stored under the
     run's id) is no result to stand on: the lookup passes over it to an older run's under the key, else the job runs.
@@ -939,6 +946,7 @@ def _reuse(req: RunRequest, run_dir: Path, runnable: list[Job], keys: dict[str, 
     from llmsweep.results.store import Store, default_store_path
 
     own_found: set[str] = set()  # the jobs whose own earlier result (`--force`) the lookup passed over
+    under: dict[str, str] = {}  # a job's key -> the key of the other power gate its stored result was recorded under
 
     def not_own(_key: str, src: Reusable) -> str | None:
         if src.run_id != run_id:
@@ -952,8 +960,12 @@ def _reuse(req: RunRequest, run_dir: Path, runnable: list[Job], keys: dict[str, 
             found = store.reusable((keys[j.id] for j in runnable if j.id in keys), DONE_VERDICTS, say=event,
                                    refuse=not_own)
             if other_power:
-                found.update(_reusable_by_power(store, req, [j for j in runnable if keys.get(j.id) not in found],
-                                                keys, other_power, event, not_own))
+                job_of = {keys[j.id]: j.id for j in runnable if j.id in keys}
+                for key, judged in _reusable_by_power(store, req, runnable, keys, other_power, event, not_own,
+                                                      found=found).items():
+                    if key not in found or judged.stored > found[key].stored:  # the newest of the two
+                        found[key], under[key] = judged, other_power[job_of[key]]
+            no_power = _without_power(store, found.values()) if req.settings.power.backend != "off" else {}
     except Exception as exc:  # no store to reuse from is not a reason to stop the run: everything runs
         event(f"warning: cannot look up reusable results ({exc}); running every job")
         return runnable, [], {}
@@ -974,8 +986,10 @@ def _reuse(req: RunRequest, run_dir: Path, runnable: list[Job], keys: dict[str, 
             if job.eval_only or job.run_eval:
                 evals.append(job.id)
             continue
+        # the key the stored result was measured under (its run's record), as the store finds the result by: under
+        # the other power gate's key the job's own named none of the runs' results, and the run drew no point of it
         source = {"run_id": src.run_id, "job_id": src.job_id, "result_id": src.result_id, "verdict": src.verdict,
-                  "reuse_key": keys[job.id],
+                  "reuse_key": under.get(keys[job.id], keys[job.id]),
                   # which measurement of that job it is: its run may measure it again under the same result id
                   **({"measured_at": src.measured_at} if src.measured_at is not None else {})}
         jdir = art.job_dir(run_dir, job.id)
@@ -986,6 +1000,10 @@ def _reuse(req: RunRequest, run_dir: Path, runnable: list[Job], keys: dict[str, 
         sources[job.id] = source
         reused.append(JobOutcome(job_id=job.id, exp_name=job.exp_name, status="skipped", reused=True,
                                  reasons=[f"reused: {src.verdict} result of run {src.run_id} (job {src.job_id})"]))
+        if (why := no_power.get(src.result_id)) is not None and unpowered is not None:
+            unpowered.setdefault(why, []).append(job.id)
+    for why, ids in (unpowered or {}).items():  # as a run that cannot sample says it at its start
+        event(f"power will not be recorded for {count_of(len(ids), 'job')}: {why}: " + ", ".join(ids))
     if own:
         event(f"not reused: {count_of(len(own), 'job')} whose stored result is this run's own, which {_FORCE} "
               "measures again: "
@@ -1003,11 +1021,13 @@ def _reuse(req: RunRequest, run_dir: Path, runnable: list[Job], keys: dict[str, 
 
 def _reusable_by_power(store: Store, req: RunRequest, jobs: list[Job], keys: dict[str, str],
                        other_power: dict[str, str], event: Event,
-                       refuse: Callable[[str, Reusable], str | None]) -> dict[str, Reusable]:
+                       refuse: Callable[[str, Reusable], str | None],
+                       found: Mapping[str, Reusable] | None = None) -> dict[str, Reusable]:
     """Stored results `jobs` may stand on that were judged under the other power gate, by the job's own key: for a
     job that requires power, the newest judged without that requirement whose power block is valid (where none is,
-    the newest without valid power is said, and the job runs); for one that does not, one judged with it (its verdict
-    passed the stricter gate). `refuse`: the caller's own refusal (`Store.reusable`), asked first."""
+    the newest without valid power is said, and the job runs, unless it stands on a result under its own key:
+    `found`); for one that does not, one judged with it (its verdict passed the stricter gate). `refuse`: the
+    caller's own refusal (`Store.reusable`), asked first."""
     wanted = {other_power[j.id]: j for j in jobs if j.id in other_power and j.id in keys}
     if not wanted:
         return {}
@@ -1030,11 +1050,25 @@ def _reusable_by_power(store: Store, req: RunRequest, jobs: list[Job], keys: dic
                              + "; it runs again")
         return "was judged without power required and has no valid power"
 
-    found = store.reusable(wanted, DONE_VERDICTS, say=lambda _: None, refuse=powerless)
+    by_power = store.reusable(wanted, DONE_VERDICTS, say=lambda _: None, refuse=powerless)
     for other, job in wanted.items():
-        if other not in found and job.id in unpowered:
+        if other not in by_power and job.id in unpowered and keys[job.id] not in (found or {}):
             event(unpowered[job.id])
-    return {keys[wanted[other].id]: src for other, src in found.items()}
+    return {keys[wanted[other].id]: src for other, src in by_power.items()}
+
+
+def _without_power(store: Store, results: Iterable[Reusable]) -> dict[str, str]:
+    """Of the stored results a run stands jobs on, those that recorded no GPU power, by result id, each with why and
+    how to record it (`power.integrate.reused_without_power`), as the run's power lines say it."""
+    from llmsweep.power.integrate import reused_without_power
+
+    out: dict[str, str] = {}
+    for src in results:
+        points = store.results(src.run_id, job_id=src.job_id)
+        summary = points[0].summary if points else None
+        if summary is not None and (why := reused_without_power(summary.power, src.run_id)) is not None:
+            out[src.result_id] = why
+    return out
 
 
 def _moving_image(job: Job, key: str) -> str | None:
@@ -1605,9 +1639,10 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
         # compares, and a resume stopped before this point (a signal while it stopped stale servers) rewrote them
         # first, so the next resume took the finished jobs measured under the old keys for done.
         run_id = record_start()
+    reused_unpowered: dict[str, list[str]] = {}  # why -> jobs --reuse stood on results without power
     if req.reuse:
         runnable, reused, reuse_meta["reused"] = _reuse(req, run_dir, runnable, identities, event, other_power,
-                                                        run_id=run_id, stored=stored)
+                                                        run_id=run_id, stored=stored, unpowered=reused_unpowered)
         skipped += reused
     runnable, unreadable = _check_inputs(runnable, event, req.simulate, executor.lifecycle_here)
     refused += unreadable
@@ -1678,7 +1713,8 @@ def _run_locked(req: RunRequest, executor: Executor, jobs: list[Job], findings: 
     outcome = RunOutcome(run_dir=run_dir, run_id=run_id, outcomes=outcomes, findings=findings,
                          concurrency={j.id: j.concs[0] for j in jobs if j.concs},
                          reused=dict(reuse_meta.get("reused") or {}),
-                         power_unrecorded=_power_unrecorded(outcomes), rest=rest, rest_never_run=never_run)
+                         power_unrecorded={**_power_unrecorded(outcomes), **reused_unpowered}, rest=rest,
+                         rest_never_run=never_run)
     # the jobs the whole run stands on stored results (a narrower invocation keeps those of an earlier `--reuse`)
     meta = art.read_json(run_dir / art.RUN_FILE)
     stood = meta.get("reused") if isinstance(meta, dict) else None

@@ -20,9 +20,16 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from llmsweep.option_spellings import flag as _flag
 from llmsweep.power.samples import GpuSample, TelemetryHeader, read_gpu_metrics
+
+if TYPE_CHECKING:
+    from llmsweep.metrics.model import PowerBlock
+
+_POWER_BACKEND = _flag("power_backend")
+_REUSE = _flag("reuse")
 
 INTEGRATION_METHOD = "per_device_trapezoidal_with_linear_boundary_interpolation"
 MARGIN_S = 3.0
@@ -185,6 +192,21 @@ def unsampled(work: WorkDone, *, sku: str | None = None) -> dict[str, Any] | Non
         return None
     return {"source": None, "backend": None, "power_valid": False, "reasons": [NOT_SAMPLED], "required": False,
             "cost": cost}
+
+
+def reused_without_power(power: PowerBlock | None, run_id: str) -> str | None:
+    """Why a job `run --reuse` stood on run `run_id`'s stored result, whose power block is `power`, has no GPU power,
+    and how to get it, as `run` and its dashboard say it; None where the result recorded power (valid or not: its
+    verdict says the rest). It recorded none where its run sampled none (`--power-backend off`: no block, or the
+    assumed cost's alone) or no backend could sample where it ran (`PowerBlock.unrecorded`)."""
+    if power is None or power.reasons == [NOT_SAMPLED]:
+        why = f"its run sampled none: {_POWER_BACKEND} off"
+    elif power.unrecorded:
+        why = power.unrecorded
+    else:
+        return None
+    return (f"{_REUSE} stands on run {run_id}'s stored result, which recorded no power ({why}); run without "
+            f"{_REUSE} to record it")
 
 
 def power_block(path: Path, work: WorkDone, *, sku: str | None = None) -> dict[str, Any]:

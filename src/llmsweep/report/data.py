@@ -492,15 +492,23 @@ def overlay_verdicts(points: Sequence[dict[str, Any]], run_id: str) -> dict[str,
     return {k: v for k, v in verdict_groups(theirs, []).items() if k in ("invalid", "smoke")}
 
 
-def power_unrecorded(points: Iterable[ResultPoint]) -> list[dict[str, Any]]:
+def power_unrecorded(points: Iterable[ResultPoint], run: RunDir | None = None) -> list[dict[str, Any]]:
     """The run's points whose GPU power was not recorded because no backend could sample where they ran, grouped by
     the reason their summary's power block gives (`error`: why, and how to get it); `run --power-backend off` samples
     nothing by request (its block holds the assumed cost alone, reason `not_sampled`) and is not listed, and a point
-    that required power says so in its verdict instead."""
+    that required power says so in its verdict instead. A point `run --reuse` stood `run` on, whose stored result
+    recorded no power while `run` samples it (`power.integrate.reused_without_power`), is listed too: it has no
+    power as a point of a run that could not sample has none."""
+    from llmsweep.power.integrate import reused_without_power
+
+    samples = run is not None and run.meta.get("power_backend") != "off"
     items = []
     for p in points:
         power = p.summary.power if p.summary is not None else None
-        if power is not None and power.unrecorded:
+        if samples and run is not None and p.reused_by is not None and p.reused_by.run_id == run.run_id \
+                and p.summary is not None and (why := reused_without_power(power, p.run_id)) is not None:
+            items.append((why, p.result_id))
+        elif power is not None and power.unrecorded:
             items.append((power.unrecorded, p.result_id))  # the page's point ids: its banner names their concs
     return group_reasons(items)
 
@@ -741,7 +749,7 @@ def build_payload(run: RunDir, points: Sequence[ResultPoint], *, overlay: Sequen
         "no_frontier": frontier_gaps(everything, keys, frontiers_by_y),
         "coincident": coinciding_series(points_out, series_out),
         "missing": missing,
-        "power_unrecorded": power_unrecorded(points),
+        "power_unrecorded": power_unrecorded(points, run),
         # the run's own points' banners (and Invalid / Smoke sections); the overlays' apart, said as theirs
         "verdicts": verdict_groups(points_out, missing, {p["id"]: p["warnings"] for p in points_out}, evals,
                                    run_id=run.run_id),

@@ -248,6 +248,9 @@ class Reusable:
     result_id: str
     verdict: str
     measured_at: str | None = None
+    stored: tuple[str, int] = ("", 0)
+    """Where its run stands in the store's order (when it was ingested, then its row): the greater, the newer, as
+    `Store.reusable` walks them; how `run --reuse` picks the newest of a job's results found under two keys."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -1083,7 +1086,8 @@ class Store:
         passed: dict[str, str] = {}
         newer: dict[str, str] = {}  # a newer result of the job in this context whose verdict is not one of `verdicts`
         refused: dict[str, str] = {}  # a newer result of the job in this context the caller cannot stand on (`refuse`)
-        runs = self._db.execute("SELECT run_id, meta FROM runs ORDER BY ingested_at DESC, rowid DESC").fetchall()
+        runs = self._db.execute("SELECT run_id, meta, ingested_at, rowid AS row FROM runs "
+                                "ORDER BY ingested_at DESC, rowid DESC").fetchall()
         metas = {run["run_id"]: _StoredRow(self, run["run_id"]).json(run["meta"], "runs.meta") for run in runs}
         for run in runs:
             recorded = metas[run["run_id"]].get("reuse_keys")
@@ -1120,7 +1124,7 @@ class Store:
                                            f"does not read ({damaged})")
                 elif why is None:
                     found = Reusable(run["run_id"], row["job_id"], row["result_id"], row["verdict"],
-                                     _measured_at(prov))
+                                     _measured_at(prov), (run["ingested_at"], run["row"]))
                     if refuse is not None and (refusal := refuse(key, found)) is not None:
                         if key not in newer:
                             refused.setdefault(key, f"run {run['run_id']}'s, {refusal}")

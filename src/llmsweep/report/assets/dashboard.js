@@ -134,8 +134,9 @@
     var nPower = unrecorded.reduce(function (n, g) { return n + g.count; }, 0);
     reasonsBanner(b, "banner power-unrecorded", "banner-power", nPower, countOf(nPower, "point") + " " +
       noun(nPower, "has", "have") + " no GPU power: no power backend could sample where " + noun(nPower, "it", "they") +
-      " ran, or the simulator does not model " + noun(nPower, "its", "their") + " power, so " +
-      noun(nPower, "it has", "they have") + " no energy or cost-per-token figures (why, and how to record it):", unrecorded);
+      " ran, the simulator does not model " + noun(nPower, "its", "their") + " power, or `--reuse` stood " +
+      noun(nPower, "it", "them") + " on a stored result that recorded none, so " +
+      noun(nPower, "it has", "they have") + " no energy-per-token figures (why, and how to record it):", unrecorded);
   }
   var VERDICT_KINDS = ["invalid", "eval-failed", "smoke", "refused", "failed", "reused", "simulated-only", "not-modelled", "catalog-estimates", "engine-version", "context-served", "no-gpu", "timeout-not-applied"];
   var VERDICT_HEAD = {
