@@ -201,6 +201,8 @@ def run_job(job: Job, group: ServerGroup, config: EngineConfig | None, run_dir: 
         if not job.eval_only:
             with stop_then_raise() as stop:  # a signal stops the simulation at its next virtual second, then unwinds
                 summary = simulate(jdir, stop)
+            # written only once no signal came while it was made: a job a signal stopped has no summary
+            summary.write(jdir / art.SUMMARY_FILE)
         if (job.eval_only or job.run_eval) and live is not None:
             current_progress().phase("evaluating")  # wall-clock time, against the simulator served live
             # A run-eval row whose point pinned acceptance evaluates on the simulator served without the pin.
@@ -223,7 +225,11 @@ def run_job(job: Job, group: ServerGroup, config: EngineConfig | None, run_dir: 
                                 fix="run it with `llmsweep run` (or --live)")
         return summary
 
-    outcome = settle(job, jdir, started, measure).with_warnings(group.warnings.get(job.id, ()))
+    try:
+        outcome = settle(job, jdir, started, measure).with_warnings(group.warnings.get(job.id, ()))
+    except KeyboardInterrupt:  # (also one that landed after the summary was written: during its eval)
+        (jdir / art.SUMMARY_FILE).unlink(missing_ok=True)
+        raise
     outcome.seconds = round(time.monotonic() - started, 3)
     art.write_json(jdir / art.OUTCOME_FILE, outcome.model_dump(mode="json"))
     report_job_finished(jdir, outcome)  # stored as it finishes, as the live path does
@@ -286,7 +292,8 @@ def _simulate(job: Job, group: ServerGroup, config: EngineConfig, jdir: Path, st
 def write_point(job: Job, group: ServerGroup, predicted: PredictedPoint, jdir: Path, settings: LifecycleSettings, *,
                 started_at: float, observed: dict[str, Any], extra: dict[str, Any] | None = None) -> Summary:
     """Write what the client would have written for a predicted point (records, scrapes, run.json with provenance;
-    `extra` joins the provenance) and summarise the folder as the live path does."""
+    `extra` joins the provenance) and summarise the folder as the live path does. The summary is returned, not
+    written: `run_job` writes it once the simulation is past any signal (a job a signal stopped has none)."""
     import platform
 
     from llmsweep import __version__
@@ -328,7 +335,7 @@ def write_point(job: Job, group: ServerGroup, predicted: PredictedPoint, jdir: P
     client: dict[str, Any] = {"workers": [], "stop_reason": stop_reason, "clock": VIRTUAL}
     write_run_json(jdir, run_json(provenance=provenance, gates=gates, client=client, gpus=options.gpus,
                                   source=group.source))
-    return summarise_job(jdir, settings=settings.readback)
+    return summarise_job(jdir, settings=settings.readback, write=False)
 
 
 def _placed(group: ServerGroup) -> ServerGroup:
