@@ -300,13 +300,15 @@ def evals_cmd(run_id: str | None, as_json: bool, store_path: Path | None) -> Non
 @json_option("the full stored record (summary included)")
 @store_option()
 def show(ref: str, as_json: bool, store_path: Path | None) -> None:
-    """One result by result id, RUN/JOB, or job id (a job id that several stored results hold, as an import of a run
-    beside the run, is refused, naming each one's result id)."""
+    """One result by result id, RUN/JOB, job id, or a run's job folder (RUN_DIR/jobs/JOB or RUN_DIR/JOB: that job's
+    stored result); a job id that several stored results hold, as an import of a run beside the run, is refused,
+    naming each one's result id."""
     from llmsweep.results.interchange import export_points
     from llmsweep.results.point import describe
+    from llmsweep.results.sides import stored_result
 
     with _open(store_path) as store:
-        point = store.get(ref)
+        point = stored_result(ref, store)
         warnings = store.job_warnings([point.run_id]).get((point.run_id, point.job_id), [])
     if as_json:
         record = json.loads(export_points([point], "json"))["results"][0]

@@ -14,7 +14,7 @@ from typing import Any
 from llmsweep.errors import ResultInputError
 from llmsweep.option_spellings import flag as _flag
 from llmsweep.results.point import ResultPoint, points_from_run, result_id_for, stood_on
-from llmsweep.results.rundir import RunDir, folder_kind, load_run, load_run_meta
+from llmsweep.results.rundir import FOLDER_KINDS, RunDir, folder_kind, load_job, load_run, load_run_meta
 from llmsweep.results.store import BATCH, Store, StoreError
 from llmsweep.words import count_of, noun
 
@@ -47,6 +47,34 @@ def resolve_points(ref: str, store: Store | None, warn: Callable[[str], None] | 
     if store is not None and store.has_run(ref):
         return ref, store.results(ref)
     raise _neither(ref, store)
+
+
+def stored_result(ref: str, store: Store) -> ResultPoint:
+    """The stored result `results show REF` names: a result id, RUN_ID/JOB or a job id (`Store.get`), or a job folder
+    of a run — `RUN/jobs/<job>`, or `RUN/<job>` as a run folder and a job id —, read as the stored result of that
+    job of that run (its run id as `results list --run RUN` reads a run folder's). A folder of another kind, an
+    earlier attempt's folder, or a job of a run the store does not hold is refused, saying which and what to pass."""
+    path = Path(ref)
+    kind = folder_kind(path)
+    if kind == "other" and folder_kind(path.parent) == "run" and folder_kind(path.parent / "jobs" / path.name) == "job":
+        path, kind = path.parent / "jobs" / path.name, "job"  # RUN/<job>: the job's folder under its run folder
+    if kind == "other":
+        return store.get(ref)
+    if kind != "job":
+        raise ResultInputError(f"{ref} is {FOLDER_KINDS[kind]}, not one stored result",
+                               fix="give a result id, RUN_ID/JOB or a job folder of a run (`llmsweep results list"
+                                   + (f" {_RUN_ID} {ref}` lists its results)" if kind == "run" else "` lists them)"))
+    if path.parent.name == "attempts":
+        raise ResultInputError(f"{ref} is an earlier attempt of job {path.parent.parent.name}: the store keeps "
+                               "only each job's last attempt", fix=f"show {path.parent.parent} instead")
+    run_root = path.parent.parent
+    run_id, _ = load_run_meta(run_root)
+    job = load_job(path, set_aside=True)
+    job_id = job.job_id if job is not None else path.name
+    if not store.has_run(run_id):
+        raise ResultInputError(f"{ref} is a job of run {run_id}, which the results store {store.path} does not hold",
+                               fix=f"ingest the run first (`llmsweep results ingest {run_root}`)")
+    return store.get(f"{run_id}/{job_id}")
 
 
 def folder_points(run: RunDir, ref: str, warn: Callable[[str], None] | None = None) -> list[ResultPoint]:

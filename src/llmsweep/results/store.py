@@ -1251,7 +1251,8 @@ class Store:
             return found[0]
         if not found:
             raise ResultInputError(f"no stored result matches {ref!r}",
-                                   fix="see `llmsweep results list` for result and job ids, or ingest the run first")
+                                   fix="give a result id, RUN_ID/JOB, a job id or a run's job folder "
+                                       "(`llmsweep results list` lists the stored ones), or ingest the run first")
         found.sort(key=lambda p: p.origin != "llmsweep")  # runs of ours before imports: the fix's example is one
         shown = ", ".join(f"{p.result_id} (run {p.run_id})" for p in found[:5]) + (
             f" and {len(found) - 5} more" if len(found) > 5 else "")

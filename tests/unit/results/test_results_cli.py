@@ -952,3 +952,22 @@ def test_show_refuses_a_job_id_several_runs_hold_naming_each(make_run, store_pat
     for ref, want in ((own["result_id"], own), (copy["result_id"], copy), (f"run1/{own['job_id']}", own)):
         shown = json.loads(_run("results", "show", ref, "--json"))
         assert (shown["result_id"], shown["run_id"]) == (want["result_id"], want["run_id"]), ref
+
+
+def test_show_takes_a_runs_job_folder_as_its_stored_result(make_run, store_path: Path) -> None:
+    """`results show RUN_DIR/jobs/JOB` (or RUN_DIR/JOB) said `no stored result matches … or ingest the run first`
+    although the run was stored: only RUN_ID/JOB worked. A job folder is that job's stored result; a run folder, or a
+    job of a run the store does not hold, is refused saying what to pass."""
+    run = make_run("run1", concs=(1, 4))
+    job = sorted((run.path / "jobs").iterdir())[0]
+    res = CliRunner().invoke(cli, ["results", "show", str(job)])
+    assert isinstance(res.exception, ResultInputError)  # bad input: exit 2
+    assert f"ingest the run first (`llmsweep results ingest {run.path}`)" in str(res.exception.fix)
+    _run("results", "ingest", str(run.path))
+    by_id = json.loads(_run("results", "show", f"run1/{job.name}", "--json"))
+    for ref in (job, run.path / job.name):
+        shown = json.loads(_run("results", "show", str(ref), "--json"))
+        assert (shown["result_id"], shown["run_id"], shown["job_id"]) == (by_id["result_id"], "run1", job.name)
+    res = CliRunner().invoke(cli, ["results", "show", str(run.path)])
+    assert isinstance(res.exception, ResultInputError) and "not one stored result" in str(res.exception)
+    assert f"--run {run.path}" in str(res.exception.fix)
