@@ -349,8 +349,10 @@ def show(ref: str, as_json: bool, store_path: Path | None) -> None:
             shown["server host"] = hardware.host.text()
     shown.update({f"warning {i}": w for i, w in enumerate(warnings, 1)})  # what its run warned of (run's ⚠N)
     width = max(map(len, shown))
-    for key, value in shown.items():
-        click.echo(f"{key:>{width}}  {value}")
+    for key, value in shown.items():  # a list (reasons, an eval's reasons): one line each, under one another
+        lines = [str(v) for v in value] if isinstance(value, list | tuple) else [value]
+        for i, line in enumerate(lines):
+            click.echo(f"{key if i == 0 else '':>{width}}  {line}")
 
 
 @results.command("frontier")

@@ -971,3 +971,22 @@ def test_show_takes_a_runs_job_folder_as_its_stored_result(make_run, store_path:
     res = CliRunner().invoke(cli, ["results", "show", str(run.path)])
     assert isinstance(res.exception, ResultInputError) and "not one stored result" in str(res.exception)
     assert f"--run {run.path}" in str(res.exception.fix)
+
+
+def test_show_prints_each_reason_as_a_line_of_text(tmp_path: Path, store_path: Path) -> None:
+    """`results show` printed a result's reasons as a Python list (`reasons  ['error ratio …', '…']`)."""
+    from support.synthetic import SyntheticPoint, synthetic_job, write_synthetic_run
+
+    run = write_synthetic_run(tmp_path / "bad", [SyntheticPoint(synthetic_job(conc=4), error_rate=0.5,
+                                                                invalid_reason="read-back: tp 4, not 8")],
+                              run_id="bad")
+    _run("results", "ingest", str(run.path))
+    (row,) = json.loads(_run("results", "list", "--run", "bad", "--json"))
+    reasons = row["reasons"]
+    assert len(reasons) >= 2 and "read-back: tp 4, not 8" in reasons
+    lines = _run("results", "show", row["result_id"]).splitlines()
+    at = next(i for i, line in enumerate(lines) if line.strip().startswith("reasons "))
+    width = lines[at].index("reasons") + len("reasons  ")
+    assert [line[width:] for line in lines[at:at + len(reasons)]] == reasons, lines
+    assert all(not line[:width].strip() for line in lines[at + 1:at + len(reasons)])
+    assert "['" not in "\n".join(lines)
