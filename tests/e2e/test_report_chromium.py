@@ -381,7 +381,7 @@ def test_a_real_run_lists_its_policy_refused_job_with_the_reason(driver, tmp_pat
 
     out = tmp_path / "out"
     proc = run_cli([RECIPES / "policy-max-conc.yaml", "--out", out], cli_env(tmp_path))
-    assert proc.returncode == 2, proc.stderr
+    assert proc.returncode == 1, proc.stderr  # partly ran: the conc-2 job beside the refused one
     (refused,) = [o for o in read_json(out / "run.json")["outcomes"] if o["status"] == "refused"]
     _open(driver, out / "report" / "index.html")
     row = driver.find_element(By.CSS_SELECTOR, f'#points-table tr.missing.refused[data-job="{refused["job_id"]}"]')

@@ -126,7 +126,7 @@ def test_refusals_are_printed_with_their_reason_and_fail_the_run(tmp_path: Path)
     env = cli_env(tmp_path)
     env.pop("LLMSWEEP_LM_EVAL", None)  # no lm-eval: the run-eval row cannot run its eval, so it is refused whole
     proc = run_here([*files, "--out", out], env)
-    assert proc.returncode == 2, proc.stderr
+    assert proc.returncode == 1, proc.stderr  # partly ran: the conc-2 job below ran beside the refusals
     outcomes = {o["job_id"]: o for o in read_json(out / "run.json")["outcomes"]}
     by_kind = {
         "eval": [o for i, o in outcomes.items() if "_8k1k_" in i],
@@ -155,10 +155,12 @@ def test_refusals_are_printed_with_their_reason_and_fail_the_run(tmp_path: Path)
 
 
 def test_a_policy_error_about_one_job_refuses_that_job_only(tmp_path: Path) -> None:
-    # policy-max-conc.yaml caps conc at 2: its conc-4 job is refused, its conc-2 job of the same arm runs.
+    """policy-max-conc.yaml caps conc at 2: its conc-4 job is refused, its conc-2 job of the same arm runs. The run
+    partly ran, exit 1 (it exited 2, bad input, as if nothing had run, though the conc-2 result was stored); a run
+    whose every job a policy error refused exits 2: nothing ran, the input is to fix."""
     out = tmp_path / "out"
     proc = run_here([RECIPES / "policy-max-conc.yaml", "--out", out], cli_env(tmp_path))
-    assert proc.returncode == 2, proc.stderr
+    assert proc.returncode == 1, proc.stderr
     outcomes = {o["job_id"]: o for o in read_json(out / "run.json")["outcomes"]}
     assert len(outcomes) == 2
     over = next(o for i, o in outcomes.items() if "_conc4_" in i)
@@ -170,9 +172,15 @@ def test_a_policy_error_about_one_job_refuses_that_job_only(tmp_path: Path) -> N
     # `--json` (what a script or CI reads) exits the same way, and its table says which job was refused
     as_json = run_here([RECIPES / "policy-max-conc.yaml", "--out", tmp_path / "json", "--json", "--no-report"],
                        cli_env(tmp_path))
-    assert as_json.returncode == 2, as_json.stderr
+    assert as_json.returncode == 1, as_json.stderr
     rows = {r["job"]: r for r in json.loads(as_json.stdout)["jobs"]}
     assert rows[over["job_id"]]["verdict"] == "refused" and "[grid.max-conc]" in rows[over["job_id"]]["reason"]
+    # every job refused: nothing ran
+    capped = tmp_path / "capped.yaml"
+    capped.write_text((RECIPES / "policy-max-conc.yaml").read_text().replace("max-conc: 2", "max-conc: 1"))
+    none_ran = run_here([capped, "--out", tmp_path / "none", "--no-report"], cli_env(tmp_path))
+    assert none_ran.returncode == 2, none_ran.stderr
+    assert "0 with a valid or smoke summary (2 refused)" in none_ran.stderr, none_ran.stderr
 
 
 def test_a_recipe_without_serve_runs_on_the_simulator_with_simulate(tmp_path: Path) -> None:
@@ -222,7 +230,7 @@ def test_without_fail_fast_the_sweep_goes_on_after_a_failed_job(tmp_path: Path) 
 def test_a_policy_error_refuses_only_the_recipe_it_names_even_when_keys_share_a_dotted_prefix(tmp_path: Path) -> None:
     out = tmp_path / "out"
     proc = run_here([RECIPES / "dotted-keys.yaml", "--out", out], cli_env(tmp_path))
-    assert proc.returncode == 2, proc.stderr
+    assert proc.returncode == 1, proc.stderr  # partly ran: the clean key ran beside the refused one
     outcomes = {o["job_id"]: o for o in read_json(out / "run.json")["outcomes"]}
     clean = next(o for i, o in outcomes.items() if "_96_16_" in i)
     capped = next(o for i, o in outcomes.items() if "_112_16_" in i)

@@ -216,8 +216,11 @@ def run(files: tuple[Path, ...], config_keys: tuple[str, ...], executor: str, ex
     with use_progress(progress_for()) as progress:
         outcome = run_sweep(request, event=progress.line)
     rows = outcome_rows(outcome)
-    # A policy error is bad input (2, as `validate`): its jobs were refused before any launch.
-    status = 0 if outcome.ok else 2 if any(f.is_error for f in outcome.findings) else 1
+    # A policy error is bad input (2, as `validate`) where it left nothing to run: every job refused, none launched.
+    # Beside jobs that ran (their results stored, the dashboard written) the run partly ran: 1, as for a job that
+    # failed or could not run, so a script tells "nothing ran, fix the input" (2) from "partly ran" (1).
+    nothing_ran = all(o.status == "refused" for o in outcome.outcomes)
+    status = 0 if outcome.ok else 2 if nothing_ran and any(f.is_error for f in outcome.findings) else 1
     if as_json:
         click.echo(_end_document(outcome, rows))
         click.echo(outcome.completeness(), err=True)

@@ -163,7 +163,8 @@ class RunOutcome:
     store_error: str | None = None
     """Why the run could not be stored at its end (the run is on disk; the run is not ok: exit 1)."""
     unplanned: list[Finding] = field(default_factory=list)
-    """Errors about recipes that planned no job (so they refused none): the run is not ok (exit 2)."""
+    """Errors about recipes that planned no job (so they refused none): the run is not ok (exit 2 where no job ran,
+    else 1: the run partly ran)."""
     reused: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Jobs `--reuse` stood on stored results in this invocation (job id -> the result's run, job and result ids and
     verdict): what run.json records as `reused`, the one home of that answer."""
@@ -732,7 +733,7 @@ def run_sweep(req: RunRequest, *, event: Event = _stderr) -> RunOutcome:
     refuse_non_utf8(req.out)  # and an --out the store cannot record: found only once every job had run
     jobs, findings, keys, moved = _plan_and_check(req, event)
     # Errors about recipes that planned no job (a recipe dropped before planning, an input with none) refuse no job:
-    # the run says them and fails (exit 2) rather than leave those recipes out in silence.
+    # the run says them and fails (exit 2, or 1 beside jobs that ran) rather than leave those recipes out in silence.
     matched = {id(f) for j in jobs for f in errors_about(j, findings, keys)}
     unplanned = [f for f in findings if f.is_error and id(f) not in matched] if req.only_jobs is None else []
     picks: dict[str, set[int]] = {}
