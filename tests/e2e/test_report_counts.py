@@ -50,7 +50,7 @@ def test_a_corrupt_summary_is_listed_as_unreadable_and_the_rest_is_drawn(tmp_pat
     drawn = cli_here(["report", run, "--no-png", "--json"], env)
     assert drawn.returncode == 0, drawn.stderr[-3000:]
     files = json.loads(drawn.stdout)
-    assert (files["points"], files["missing"]) == (1, 1), files
+    assert (files["points"], files["failed"], files["missing"]) == (1, 1, 0), files
     (listed,) = files["unreadable"]
     fix = f"`llmsweep summarize {bad}` rebuilds it"
     assert listed["job_id"] == bad.name and f"cannot read {bad / 'summary.json'}" in listed["reason"], listed
@@ -66,7 +66,7 @@ def test_a_corrupt_summary_is_listed_as_unreadable_and_the_rest_is_drawn(tmp_pat
     html = (run / "report" / "index.html").read_text(encoding="utf-8")
     assert bad.name in html and "unreadable" in html
     text = cli_here(["report", run, "--no-png"], env)  # the table's own line counts it
-    assert text.returncode == 0 and "1 missing (1 unreadable)" in text.stdout, text.stdout + text.stderr
+    assert text.returncode == 0 and "1 failed (1 unreadable), 0 missing" in text.stdout, text.stdout + text.stderr
 
 
 def test_an_overlay_with_a_corrupt_summary_is_drawn_without_that_job_and_says_so(tmp_path: Path) -> None:

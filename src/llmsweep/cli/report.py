@@ -30,6 +30,7 @@ def report(run: str, out: Path | None, no_png: bool, overlays: tuple[str, ...], 
     stored run id whose folder is still where it was ingested from)."""
     from llmsweep.cli.results import left_out
     from llmsweep.report import write_report
+    from llmsweep.report.data import without_result
     from llmsweep.results.point import ResultPoint
     from llmsweep.results.rundir import folder_kind
     from llmsweep.results.sides import resolve_points, resolve_run_dir, reused_points_of, run_meta_of
@@ -61,19 +62,18 @@ def report(run: str, out: Path | None, no_png: bool, overlays: tuple[str, ...], 
         # every field of ReportFiles, so a file (or count) added to it is never left out here
         click.echo(json.dumps({"run_id": run_dir.run_id, **asdict(files)}, indent=1, default=str))
         return
-    why = [f"{n} {what}" for n, what in ((files.refused, "refused"), (len(files.unreadable), "unreadable")) if n]
-    refused = f" ({', '.join(why)})" if why else ""
     smoke = f", {files.smoke} smoke" if files.smoke else ""
     drawn = "drawn" if files.reused_drawn == files.reused else f"{files.reused_drawn} drawn"
     reused = f", {files.reused} reused from earlier runs ({drawn})" if files.reused else ""
     beside = f"; {count_of(files.overlaid, 'point')} of other runs drawn beside them" if files.overlaid else ""
     failed = f" ({files.evals_failed} did not pass)" if files.evals_failed else ""
     evals = f", {count_of(files.evals, 'eval')}{failed}" if files.evals else ""
-    click.echo(f"{count_of(files.points, 'point')}, {files.invalid} invalid, {files.missing} "
-               f"missing{refused}{smoke}{reused}"
-               f"{evals}{beside}")
+    without = ", ".join(without_result({"refused": files.refused, "failed": files.failed,
+                                        "unreadable": len(files.unreadable), "missing": files.missing}))
+    click.echo(f"{count_of(files.points, 'point')}, {files.invalid} invalid, {without}{smoke}{reused}{evals}{beside}")
     if files.empty:
-        click.echo(f"{files.empty}" + (" The reasons are in the summary and the dashboard." if files.missing else ""))
+        listed = files.refused + files.failed + files.missing
+        click.echo(f"{files.empty}" + (" The reasons are in the summary and the dashboard." if listed else ""))
     click.echo(f"dashboard: {files.html}")
     click.echo(f"summary:   {files.markdown}")
     if files.pngs:

@@ -40,9 +40,14 @@ class ReportFiles:
     points: int = 0
     invalid: int = 0
     missing: int = 0
+    """Jobs planned and never run (the run stopped before them, or is still going)."""
     smoke: int = 0
     refused: int = 0
-    """Of the missing jobs, those refused before running (policy, unsupported)."""
+    """Jobs refused before running (policy, unsupported)."""
+    failed: int = 0
+    """Jobs that ran, or began to, and left no result (interrupted, a launch that failed, a summary that does not
+    read: those also in `unreadable`). Refused, failed and missing are counted apart, as the page counts them
+    (`report.data.run_counts`)."""
     reused: int = 0
     """Jobs `run --reuse` stood on earlier runs' results (not counted as missing)."""
     reused_drawn: int = 0
@@ -59,7 +64,7 @@ class ReportFiles:
     evals_failed: int = 0
     """Of those, the ones that did not pass (an eval-only job's, counted here and not in `invalid`)."""
     unreadable: list[dict[str, str]] = field(default_factory=list)
-    """Of the missing jobs, those whose summary.json is there but not read (it does not read, or no job.json is
+    """Of the failed jobs, those whose summary.json is there but not read (it does not read, or no job.json is
     beside it): each `job_id` and its `reason`, with the fix; the page and summary.md list them too."""
     stale_pngs: list[Path] = field(default_factory=list)
     """`pareto_*.png` an earlier report left in the folder that this one did not draw again (written without plots:
@@ -104,9 +109,8 @@ def write_report(run: RunDir | Path | str, out_dir: Path | str | None = None, *,
     # eval-only job's result is an eval), neither those `--reuse` stood on nor other runs' (`--with`)
     own = [p for p in payload["points"] if own_point(p, run.run_id) and not p["reused"]]
     return ReportFiles(out, html_path, md_path, data_path, pngs, len(own), sum(1 for p in own if not p["valid"]),
-                       sum(1 for m in payload["missing"] if m["kind"] != "reused"),
-                       smoke=sum(1 for p in own if p["verdict"] == "smoke"),
-                       refused=verdicts.get("refused", {}).get("count", 0),
+                       counts["missing"], smoke=sum(1 for p in own if p["verdict"] == "smoke"),
+                       refused=counts["refused"], failed=counts["failed"],
                        reused=verdicts.get("reused", {}).get("count", 0),
                        reused_drawn=counts["reused_drawn"], empty=payload["empty"], overlaid=counts["overlaid"],
                        stale_pngs=stale, evals=counts["evals"], evals_failed=counts["evals_failed"],

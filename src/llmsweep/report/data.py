@@ -414,7 +414,7 @@ def no_result_entries(run: RunDir, have: set[str], unread: str = "no results sto
         elif art is not None:
             status, reason = "failed", "no summary.json in its job folder"
         else:
-            status, reason = "missing", "planned, but no job folder: the run stopped before it, or is still going"
+            status, reason = NEVER_RAN, "planned, but no job folder: the run stopped before it, or is still going"
         entry = {"job_id": jid, "status": status, "kind": "refused" if status == "refused" else "failed",
                  "reason": reason}
         if str(folder) in reason:  # one banner line for the jobs of one cause: the folder said
@@ -424,6 +424,11 @@ def no_result_entries(run: RunDir, have: set[str], unread: str = "no results sto
         out.append(entry)
     return out
 
+
+NEVER_RAN = "missing"
+"""The status of an expected job with no folder and no recorded outcome: planned, never run (not yet, or the run
+stopped before it). Counted `missing`, apart from the jobs refused before running and those that ran (or began to)
+and left no result (`run_counts`)."""
 
 SUMMARY_VERDICTS = ("valid", "smoke", "invalid")
 """The outcomes a job reaches only by writing its summary: one of them without a summary.json lost the file since."""
@@ -546,11 +551,26 @@ def run_counts(run_id: str, drawn: Sequence[dict[str, Any]], series: Sequence[di
         "repeated": sum(1 for p in points if p.get("repeats")),
         "repeat_results": sum(p["repeats"]["n"] for p in points if p.get("repeats")),
         "evals": len(evals), "evals_failed": sum(1 for e in evals if e["verdict"] != "valid"),
-        "missing": sum(1 for m in missing if m["kind"] != "reused"),
+        # the jobs without a result, apart as the page's banners say them (`without_result` says them in words):
+        # refused before running; failed (ran or began to, and left no result: interrupted, a launch that failed, a
+        # summary that does not read — those counted again in `unreadable`); missing (planned, never run)
+        "refused": sum(1 for m in missing if m["kind"] == "refused"),
+        "failed": sum(1 for m in missing if m["kind"] == "failed" and m["status"] != NEVER_RAN),
+        "unreadable": sum(1 for m in missing if m["status"] == "unreadable"),
+        "missing": sum(1 for m in missing if m["status"] == NEVER_RAN),
         "sources": sorted({p["source"] for p in points} | {e["source"] for e in evals}),
         # what the figures are: `simulated, virtual time` (the simulator's core) or `…, wall-clock time`
         "source_words": sorted({source_words(r["source"], r.get("clock")) for r in [*points, *evals]}),
     }
+
+
+def without_result(counts: Mapping[str, Any]) -> list[str]:
+    """The run's jobs without a result in words, as summary.md's count line and `report`'s own line say them (counted
+    once, `run_counts`): `2 refused`, `1 failed (1 unreadable)`, `3 missing`; refused and failed only when there are
+    some, missing always (`0 missing`: every planned job ran or was refused)."""
+    unreadable = f" ({counts['unreadable']} unreadable)" if counts.get("unreadable") else ""
+    return ([f"{counts['refused']} refused"] if counts["refused"] else []) + (
+        [f"{counts['failed']} failed{unreadable}"] if counts["failed"] else []) + [f"{counts['missing']} missing"]
 
 
 def headline(counts: Mapping[str, Any]) -> str:

@@ -11,7 +11,7 @@ from typing import Any, Literal, TypeVar
 
 from llmsweep.metrics.registry import HOT_BY_NAME
 from llmsweep.option_spellings import flag as _flag
-from llmsweep.report.data import REPEATS_SPREAD, own_point, reused_jobs, reused_reason
+from llmsweep.report.data import REPEATS_SPREAD, own_point, reused_jobs, reused_reason, without_result
 from llmsweep.results.compare import VERDICT_MEANING, Comparison, EvalDelta, MetricDelta, apart_words
 from llmsweep.results.pareto import NORTH_STAR_X
 from llmsweep.results.repeats import describe_repeats
@@ -112,7 +112,7 @@ def run_summary_markdown(payload: Mapping[str, Any]) -> str:
     missing = [m for m in payload["missing"] if m["kind"] != "reused"]
     verdicts = f" · {counts['invalid']} invalid · {counts['smoke']} smoke" if counts["points"] else ""
     lines = [f"## llmsweep run `{run['run_id']}`", "",
-             f"{payload['headline']}{verdicts} · {counts['missing']} missing"
+             f"{payload['headline']}{verdicts} · {' · '.join(without_result(counts))}"
              + (f" · {len(drawn) + len(reused)} reused ({len(drawn)} drawn)" if drawn or reused else ""), ""]
     if payload.get("empty"):
         lines += [f"**{payload['empty']}" + (" The reasons are listed below." if payload["missing"] else "") + "**", ""]

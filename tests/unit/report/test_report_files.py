@@ -185,7 +185,7 @@ def test_cli_says_when_a_run_has_no_result(failed_run) -> None:
     run = failed_run
     res = CliRunner().invoke(cli, ["report", str(run.path), "--no-png"], catch_exceptions=False)
     assert res.exit_code == 0, res.output
-    assert "0 points, 0 invalid, 9 missing" in res.output
+    assert "0 points, 0 invalid, 9 failed, 0 missing" in res.output  # they ran and failed: not missing
     assert ("No result in this run: 9 expected jobs, 9 without a result. The reasons are in the summary and the "
             "dashboard.") in res.output
     md = (run.path / "report" / "summary.md").read_text()
@@ -666,3 +666,30 @@ def test_summary_md_gives_each_figure_of_a_mean_of_repeats_with_their_sd(report_
     assert f"The figures of a mean of repeats read mean ± SD: {REPEATS_SPREAD}" in md
     single = write_report(report_run, tmp_path / "single", png=False).markdown.read_text(encoding="utf-8")
     assert "±" not in single
+
+
+def test_refused_failed_and_missing_jobs_are_counted_apart(tmp_path: Path) -> None:
+    """A run whose jobs were refused said `· 9 missing` in summary.md where the dashboard said `9 refused`, and
+    `report` printed `2 points, 0 invalid, 7 missing` where one of the 7 had failed (interrupted). The page's counts
+    (`report.data.run_counts`) say refused, failed and missing (planned, never run) apart, and so do both."""
+    from support.synthetic import SyntheticPoint, synthetic_job, write_synthetic_run
+
+    run = write_synthetic_run(tmp_path / "run", [SyntheticPoint(synthetic_job(conc=1))], run_id="mixed",
+                              expected_extra=("never-ran", "refused-1", "refused-2", "stopped"))
+    stopped = run.path / "jobs" / "stopped"
+    stopped.mkdir()
+    (stopped / "job.json").write_text(json.dumps(synthetic_job(conc=2, job_id="stopped")))
+    (stopped / "outcome.json").write_text(json.dumps({"job_id": "stopped", "exp_name": "x", "status": "failed",
+                                                      "reasons": ["interrupted by SIGINT"]}))
+    meta = json.loads((run.path / "run.json").read_text())
+    meta["outcomes"] = [{"job_id": j, "exp_name": "x", "status": "refused", "reasons": ["policy error [x]: why"]}
+                        for j in ("refused-1", "refused-2")]
+    (run.path / "run.json").write_text(json.dumps(meta))
+    res = CliRunner().invoke(cli, ["report", str(run.path), "--no-png"], catch_exceptions=False)
+    assert res.exit_code == 0, res.output
+    assert "1 point, 0 invalid, 2 refused, 1 failed, 1 missing" in res.output, res.output
+    md = (run.path / "report" / "summary.md").read_text()
+    assert " · 2 refused · 1 failed · 1 missing" in md.splitlines()[2], md
+    as_json = json.loads(CliRunner().invoke(cli, ["report", str(run.path), "--no-png", "--json"],
+                                            catch_exceptions=False).output)
+    assert (as_json["refused"], as_json["failed"], as_json["missing"]) == (2, 1, 1)
