@@ -144,6 +144,13 @@ class DisaggUnit:
 Unit = PointUnit | DisaggUnit
 
 
+def one_concurrency(job: Job) -> int | None:
+    """The concurrency a whole job's refusal names in its row: a job of one concurrency names it, as every refusal
+    of a point does — `conc: 4` or a list of one (`conc-list: [1]` of a multi-node job) alike —; one of several,
+    none (the row is the whole job's)."""
+    return job.concs[0] if len(job.concs) == 1 else None
+
+
 def plan(jobs: Sequence[Job], unreadable: dict[str, LlmsweepError],
          policy: Mapping[str, Mapping[int | None, str]] | None = None) -> list[Outcome | Unit]:
     """The jobs, in order, as refusals said up front and units of work (`unreadable`: the trace sources that cannot
@@ -160,8 +167,8 @@ def plan(jobs: Sequence[Job], unreadable: dict[str, LlmsweepError],
     out: list[Outcome | Unit] = []
     for job in jobs:
         refused = (policy or {}).get(job.id, {})
-        if None in refused:  # (a job of one concurrency names it, as every refusal of a point does)
-            out.append(Outcome(job.id, job.conc if isinstance(job.conc, int) else None, refused=refused[None]))
+        if None in refused:
+            out.append(Outcome(job.id, one_concurrency(job), refused=refused[None]))
             continue
         if refused:
             out += [Outcome(job.id, c, refused=why) for c, why in refused.items() if isinstance(c, int)]
@@ -186,9 +193,8 @@ def plan(jobs: Sequence[Job], unreadable: dict[str, LlmsweepError],
                 continue
             config = engine_config(engines.render(job, simulate=True))
         except LlmsweepError as exc:
-            # a job of one concurrency names it (`--json`'s row: the refusal of that point); a list, none
-            conc = job.conc if isinstance(job.conc, int) else None
-            out.append(Outcome(job.id, conc, refused=_job_refusal(exc, said_up_front=error is not None)))
+            out.append(Outcome(job.id, one_concurrency(job),
+                               refused=_job_refusal(exc, said_up_front=error is not None)))
             continue
         calibration = config.calibration_label()
         engine_config_doc = config.model_dump(mode="json")
@@ -249,7 +255,7 @@ def _predict_unit(unit: Unit, settings: Settings) -> list[Outcome]:
                 if settings.out_dir is not None:
                     write_predicted(settings.out_dir, p, job_id=job.id)
         except LlmsweepError as exc:
-            outcomes.append(Outcome(job.id, None, refused=_job_refusal(exc)))
+            outcomes.append(Outcome(job.id, one_concurrency(job), refused=_job_refusal(exc)))
         return outcomes
     point = unit.point
     config = unit.config
@@ -314,7 +320,7 @@ def _predict_in_worker(index: int, unit: Unit, settings: Settings) -> list[Outco
 
 def _refuse(unit: Unit, reason: str, *, lost: bool = False) -> list[Outcome]:
     if isinstance(unit, DisaggUnit):
-        return [Outcome(unit.job.id, None, refused=reason, lost=lost)]
+        return [Outcome(unit.job.id, one_concurrency(unit.job), refused=reason, lost=lost)]
     return [Outcome(unit.job.id, unit.point.concurrency, refused=reason, lost=lost)]
 
 

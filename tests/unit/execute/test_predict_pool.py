@@ -103,3 +103,17 @@ def test_a_dead_worker_is_said_dead_as_every_death_is() -> None:
     assert dead == [101, 103]
     assert said == ("pid 101 was killed by SIGKILL (signal 9: the kernel's out-of-memory killer, or a `kill -9` from "
                     "outside this run); pid 103 exited with status 3")
+
+
+def test_a_refused_job_of_one_concurrency_names_it_also_where_its_concurrencies_are_a_list(tmp_path: Path) -> None:
+    """`predict --json`'s row of a policy-refused disaggregated job of `conc-list: [1]` said `"conc": null` (its
+    `conc` is a list, of one), where a simulator-refused point says 1: a job of one concurrency names it."""
+    recipe = tmp_path / "one.yaml"
+    text = (RECIPE.parent / "disagg-sim.yaml").read_text()
+    assert "conc-list: [2, 4]" in text
+    recipe.write_text(text.replace("conc-list: [2, 4]", "conc-list: [2]"))
+    (job,) = jobs_from_files([recipe])
+    assert job.conc == [2]
+    (refused,) = plan([job], {}, {job.id: {None: "policy error [x]: why"}})
+    assert refused == Outcome(job.id, 2, refused="policy error [x]: why")
+    assert refused.doc()["conc"] == 2
