@@ -157,6 +157,8 @@ def ran_on_the_simulator(count: int, warning: str) -> str:
     if warning_kind(said) is WarningKind.CONTEXT_SERVED:  # a real engine's result: no simulator in it
         return f"{count_of(count, 'job')} ran with another {said}"
     if warning_kind(said) is WarningKind.TIMEOUT_NOT_APPLIED:  # a real engine would run it: no refusal to name
+        if count > 1:  # one warning of several jobs: the same count in each, never their total
+            said = _TIMEOUT_NOT_APPLIED.sub(lambda m: m.group(0).replace(" ran ", " of each ran ", 1), said, count=1)
         return f"{count_of(count, 'job')} ran in virtual time, where {said}"
     if warning_kind(said) is WarningKind.CATALOG_ESTIMATES:  # a real engine would run it: no refusal to name
         return f"{count_of(count, 'job')} ran on the simulator, {said}"

@@ -178,3 +178,17 @@ def test_a_point_modelled_with_catalog_estimates_is_a_warning_of_its_own_kind(tm
     js = (Path(__file__).resolve().parents[3] / "src" / "llmsweep" / "report" / "assets" / "dashboard.js").read_text()
     # the dashboard draws a banner of every kind, with its explanation (`VERDICT_HEAD`)
     assert all(f'"{kind}": function (n)' in js or f"{kind}: function (n)" in js for kind in VERDICT_KINDS)
+
+
+def test_jobs_that_share_a_request_timeout_warning_say_the_count_is_each_ones(tmp_path: Path) -> None:
+    """Two jobs, each with 104 requests past --request-timeout, ended the run with `2 jobs ran in virtual time, where
+    104 requests ran longer than …`, which reads as 104 in all: the count is each job's."""
+    from llmsweep.execute.pipeline import RunOutcome
+    from llmsweep.sim_warnings import timeout_not_applied
+
+    late = timeout_not_applied(104, 1.0)
+    lines = RunOutcome(tmp_path, "r", [JobOutcome(job_id=j, exp_name=j, status="valid", warnings=[late])
+                                       for j in ("a", "b")]).completeness().splitlines()
+    assert ("  2 jobs ran in virtual time, where 104 requests of each ran longer than --request-timeout 1 s, which "
+            "virtual time does not apply: a live client would have timed them out (`--live` applies it)") in lines, \
+        lines
