@@ -62,7 +62,7 @@ def test_a_corrupt_summary_is_listed_as_unreadable_and_the_rest_is_drawn(tmp_pat
     (missing,) = page["missing"]
     assert (missing["job_id"], missing["status"]) == (bad.name, "unreadable") and fix in missing["reason"]
     md = (run / "report" / "summary.md").read_text(encoding="utf-8")
-    assert f"`{bad.name}`: unreadable: cannot read JOBDIR/summary.json" in md and "`llmsweep summarize JOBDIR`" in md
+    assert f"`{bad.name}`: unreadable: cannot read {bad}/summary.json" in md and fix in md  # its folder, not JOBDIR
     html = (run / "report" / "index.html").read_text(encoding="utf-8")
     assert bad.name in html and "unreadable" in html
     text = cli_here(["report", run, "--no-png"], env)  # the table's own line counts it

@@ -485,6 +485,8 @@ def verdict_groups(points: Sequence[dict[str, Any]], missing: Sequence[dict[str,
         full.setdefault(m["job_id"], m["reason"])
     grouped = {k: group_reasons(items[k]) for k in VERDICT_KINDS}
     for g in grouped["refused"] + grouped["failed"]:
+        if len(g["ids"]) == 1 and g["ids"][0] in full:  # one job: its own gist, its folder named (not `JOBDIR`)
+            g["reason"] = failure_gist(full[g["ids"][0]])
         if (said := full.get(g["ids"][0], g["reason"])) != g["reason"]:
             g["detail"] = said  # the whole reason of one of them (the server log's tail), shown on request
     return {k: {"count": counts[k], "reasons": grouped[k]} for k in VERDICT_KINDS if counts[k]}

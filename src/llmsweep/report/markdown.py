@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any, Literal, TypeVar
 
+from llmsweep.execute.failure_text import failure_gist
 from llmsweep.metrics.registry import HOT_BY_NAME
 from llmsweep.option_spellings import flag as _flag
 from llmsweep.report.data import REPEATS_SPREAD, own_point, reused_jobs, reused_reason, without_result
@@ -195,8 +196,9 @@ def run_summary_markdown(payload: Mapping[str, Any]) -> str:
     if missing:
         lines += ["", "### Jobs without a result", ""]
         # one line each: the whole reason holds the server log's last lines, which would break the list (a line
-        # that starts with # or |); they are in the dashboard and the job's outcome.json
-        lines += [f"- `{m['job_id']}`: {m['status']}: {one_line(m.get('gist') or m['reason'])}" for m in missing]
+        # that starts with # or |); they are in the dashboard and the job's outcome.json. Its own gist: its folder
+        # named where the banner's gist of several jobs says `JOBDIR`
+        lines += [f"- `{m['job_id']}`: {m['status']}: {one_line(failure_gist(m['reason']))}" for m in missing]
     if drawn or reused:
         lines += ["", f"### Jobs reused from earlier runs (`run {_REUSE}`; drawn with the figures those runs stored)",
                   ""]

@@ -983,3 +983,22 @@ def test_a_series_label_names_its_configuration_never_a_warning_of_its_points(tm
     # each row's marks in order, as the notes under the table read (the resident rows numbered the estimates 1)
     assert sorted(row.rstrip(" |").rsplit(" ", 1)[1] for row in rows) == ["⚠1"] * 2 + ["⚠1,2"] * 2, rows
     assert f"⚠1 {estimates}" in md and f"⚠2 {missed}" in md
+
+
+def test_one_job_without_a_result_names_its_own_folder_in_its_fix(tmp_path: Path) -> None:
+    """summary.md's list of jobs without a result, and a banner line of one job, said `llmsweep summarize JOBDIR`:
+    the group's placeholder, where the job's own folder is known. Only a line that stands for several jobs keeps it."""
+    from llmsweep.report.markdown import run_summary_markdown
+
+    run = write_synthetic_run(tmp_path / "r", [SyntheticPoint(synthetic_job(conc=c), requests=20) for c in (1, 4)])
+    lost = run.jobs[0]
+    (lost.dir / "summary.json").unlink()
+    (lost.dir / "outcome.json").write_text(json.dumps({"job_id": lost.job_id, "status": "valid", "reasons": []}))
+    run = load_run(run.path)
+    payload = build_payload(run, points_from_run(run))
+    said = f"(fix: `llmsweep summarize {lost.dir}` rebuilds it from records.jsonl)"
+    (group,) = payload["verdicts"]["failed"]["reasons"]
+    assert group["ids"] == [lost.job_id] and said in group["reason"], group
+    md = run_summary_markdown(payload)
+    assert f"- `{lost.job_id}`: no summary: outcome.json says valid but summary.json is missing {said}" in md, md
+    assert "JOBDIR" not in md and "JOBDIR" not in json.dumps(payload["verdicts"])
