@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from support.procs import wait_for
-from test_run_support import RECIPES, cli_env, job_dirs, read_json, run_cli, start_cli, verdict
+from test_run_support import RECIPES, cli_env, job_dirs, read_json, run_argv, run_cli, start_cli, verdict
 
 from llmsweep.execute.signals import interrupted_by
 
@@ -69,3 +69,35 @@ def _sigterm_in_job(n: int, args: list[str | Path], out: Path, log: Path, env: d
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+def test_an_interrupted_run_json_prints_no_partial_table_and_says_where_the_finished_jobs_are(tmp_path: Path) -> None:
+    """`run --json` stopped by SIGINT printed nothing on stdout and nothing said why: stdout stays empty (a table of
+    part of the run would read as the whole run's end table to a script that does not check the exit status), and
+    stderr names the command that lists the finished jobs as JSON."""
+    import json
+
+    from test_run_support import cli_here
+
+    recipe = _long_jobs(tmp_path, [64, 65])
+    recipe.write_text(recipe.read_text().replace("num-prompts: 2000\n", "num-prompts: 20000\n"))  # seconds each
+    out, env = tmp_path / "out", cli_env(tmp_path)
+    stdout, stderr = tmp_path / "stdout", tmp_path / "stderr"
+    with open(stdout, "wb") as so, open(stderr, "wb") as se:
+        proc = subprocess.Popen(run_argv(recipe, "--out", out, "--no-report", "--json"), env=env, stdout=so,
+                                stderr=se)
+    try:
+        wait_for(lambda: (out / "jobs").is_dir() and len(list((out / "jobs").glob("*/job.json"))) >= 2, timeout=120,
+                 what="job 2's start", proc=proc, log=stderr)
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=60) == 130, stderr.read_text()[-4000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    said = stderr.read_text()
+    assert stdout.read_text() == "", stdout.read_text()
+    assert "interrupted: 1 job finished" in said, said
+    assert f"`llmsweep results list --run {out} --json` lists the jobs that finished" in said, said
+    listed = cli_here(["results", "list", "--run", out, "--json"], env)
+    assert listed.returncode == 0, listed.stderr
+    assert len(json.loads(listed.stdout)) == 1

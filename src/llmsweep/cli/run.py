@@ -27,9 +27,12 @@ from llmsweep.evals.tasks import DEFAULT_TASK, known_tasks
 from llmsweep.execute.lifecycle import LifecycleSettings
 from llmsweep.execute.registry import executor_help, executor_kinds
 from llmsweep.metrics.model import DONE_WORDS, source_words
+from llmsweep.option_spellings import flag as _flag
 from llmsweep.power.sampler import RUN_BACKEND_CHOICES
 from llmsweep.power.samples import REQUIRE_POWER_HELP
 from llmsweep.words import count_of, noun
+
+_JSON, _RUN_ID = _flag("json"), _flag("run_id")
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -214,7 +217,15 @@ def run(files: tuple[Path, ...], config_keys: tuple[str, ...], executor: str, ex
         only_jobs_typed=changed is None, reuse=reuse, evals=evals, eval_flags=eval_flags,
     )
     with use_progress(progress_for()) as progress:
-        outcome = run_sweep(request, event=progress.line)
+        try:
+            outcome = run_sweep(request, event=progress.line)
+        except KeyboardInterrupt:
+            # No end table on stdout for a run a signal stopped: a table of part of it would read as the whole run's
+            # to a script that reads stdout without the exit status (130, 143); what finished is stored, and said so
+            if as_json:
+                click.echo(f"{_JSON}: no end table for an interrupted run; `llmsweep results list {_RUN_ID} {out} "
+                           f"{_JSON}` lists the jobs that finished", err=True)
+            raise
     rows = outcome_rows(outcome)
     # A policy error is bad input (2, as `validate`) where it left nothing to run: every job refused, none launched.
     # Beside jobs that ran (their results stored, the dashboard written) the run partly ran: 1, as for a job that
