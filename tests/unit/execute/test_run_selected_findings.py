@@ -59,14 +59,15 @@ def test_an_error_about_what_planned_no_job_fails_the_run(tmp_path: Path, monkey
                                                           capsys: pytest.CaptureFixture[str]) -> None:
     """An input that plans no job (here a directory with no recipe; a recipe whose offload arm's runner has no
     hardware metadata is dropped the same way) refuses no job, so its error used to be one stderr line in a run that
-    exited 0 with those recipes simply absent. The run now fails (exit 2) and its summary says what was not planned."""
+    exited 0 with those recipes simply absent. The run now fails and its summary says what was not planned: exit 1,
+    as a run that partly ran (2, bad input, is kept for a run where nothing ran)."""
     recipe = tmp_path / "r.yaml"
     recipe.write_text(TWO.format(key="picked"))
     (tmp_path / "empty").mkdir()
     monkeypatch.setenv("LLMSWEEP_STORE", str(tmp_path / "store.sqlite"))
     code, rows, err = _run(capsys, str(tmp_path / "empty"), str(recipe), "--simulate", "--out", str(tmp_path / "run"))
     assert [r["verdict"] for r in rows] == ["valid"]  # what planned still ran
-    assert code == 2 and "not planned:" in err and "[plan.no-jobs]" in err, err
+    assert code == 1 and "not planned:" in err and "[plan.no-jobs]" in err, err
 
 
 def test_a_recipe_error_never_lands_on_a_recipe_whose_key_prefixes_it(
