@@ -63,4 +63,5 @@ def test_matrix_times_predict_per_key_and_counts_a_refused_point_apart(tmp_path:
     assert re.search(r"^run-sim-fixed: 1 points \(1 refused\), [\d,]+ virtual s measured, [\d.]+ s CPU", proc.stdout,
                      re.M), proc.stdout
     assert re.search(r"^total: 1 keys, 1 points, ", proc.stdout, re.M), proc.stdout
-    assert "failed: run-sim-fixed: exit 2" in proc.stdout  # predict's own exit for a policy refusal, said
+    # predict exits 1 for a partial prediction (the refusal is counted above, not a failure of the key)
+    assert "failed:" not in proc.stdout, proc.stdout

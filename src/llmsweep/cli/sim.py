@@ -368,10 +368,10 @@ def predict(files: tuple[Path, ...], config_keys: tuple[str, ...], duration: flo
             as_json: bool, runner_config: Path | None, runner_labels: tuple[str, ...]) -> None:
     """Predict every job of a recipe in virtual time on the simulated engine.
 
-    Every job gets a result or a refusal with its reason (a policy error about it, as `run --simulate` refuses it —
-    exit 2 once the others are predicted —, the simulator cannot model it, or its trace source cannot be read); one
-    job never stops the others; a point refused for any other reason than a recipe error exits 1 once the others
-    are predicted, as `run` counts a job that could not run. Points are predicted in parallel worker processes
+    Every job gets a result or a refusal with its reason (a policy error about it, as `run --simulate` refuses it,
+    the simulator cannot model it, or its trace source cannot be read); one job never stops the others; a refused
+    point exits 1 once the others are predicted (it partly ran, as `run` says it), and 2 where every point was
+    refused for recipe errors (bad input, nothing predicted). Points are predicted in parallel worker processes
     (--processes); the output is the same whatever their number, in the recipe's order.
     """
     import json
@@ -438,9 +438,9 @@ def predict(files: tuple[Path, ...], config_keys: tuple[str, ...], duration: flo
         raise ResultError(f"llmsweep predict: {pool.WORKER_DIED}; {count_of(len(lost), 'unit')} not predicted (see "
                           "above)",
                           fix="rerun; if it dies again, lower --processes (memory), or run --processes 1 to see why")
-    if by_policy:  # bad input, as `run` and `validate` say it (exit 2), after the points that could be predicted
-        raise ConfigError(f"llmsweep predict: {count_of(len(by_policy), 'point')} refused for recipe errors "
-                          "(see above)",
+    if by_policy:  # the others were predicted: it partly ran (exit 1), as `run` says a run beside a policy refusal
+        raise ResultError(f"llmsweep predict: {count_of(len(by_policy), 'point')} refused for recipe errors "
+                          "(see above), the others predicted",
                           fix="fix the recipe errors above (`llmsweep validate` lists every finding)")
     if refused:  # a point that could not be predicted is a job that could not run, as `run` counts it (exit 1)
         raise ResultError(f"llmsweep predict: {len(refused)} of {count_of(len(results), 'point')} could not be "

@@ -10,7 +10,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from llmsweep.cli.main import cli
-from llmsweep.errors import ConfigError
+from llmsweep.errors import ConfigError, ResultError
 
 FIXED = Path(__file__).resolve().parents[2] / "data" / "recipes" / "run" / "fixed-sim.yaml"
 ARM = "{ tp: 8, conc-list: [2, 4] }"
@@ -32,7 +32,9 @@ def _predict(path: Path) -> tuple[object, list[dict[str, object]], str]:
 def test_a_policy_error_refuses_its_job_with_the_finding_and_the_others_are_predicted(tmp_path: Path) -> None:
     path = _recipe(tmp_path, "{ tp: 8, conc-list: [2] }\n      - { tp: 3, conc-list: [2] }")
     exc, rows, err = _predict(path)
-    assert isinstance(exc, ConfigError) and "refused for recipe errors" in exc.message  # exit 2, as `run`
+    # the others were predicted: it partly ran, exit 1 as `run` exits (2 only where nothing could be predicted)
+    assert isinstance(exc, ResultError) and exc.exit_code == 1 and "refused for recipe errors" in exc.message
+    assert "the others predicted" in exc.message
     good, bad = rows
     assert "summary" in good and "tp8" in str(good["job"])
     assert "tp3" in str(bad["job"]) and str(bad["refused"]).startswith("policy error [resources.gpu-divisibility]")
@@ -62,7 +64,7 @@ def test_a_policy_error_about_one_point_of_a_multinode_job_refuses_that_point_al
     path = tmp_path / "capped.yaml"
     path.write_text(text.replace("  serve:\n", "  policy: { max-conc: 2 }\n  serve:\n"), encoding="utf-8")
     exc, rows, _ = _predict(path)
-    assert isinstance(exc, ConfigError)
+    assert isinstance(exc, ResultError) and exc.exit_code == 1
     assert [(r["conc"], "summary" in r) for r in rows] == [(2, True), (4, False)]
     assert str(rows[1]["refused"]).startswith("policy error [grid.max-conc]")
 
