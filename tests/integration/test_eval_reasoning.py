@@ -98,7 +98,8 @@ def test_answers_in_the_reasoning_field_are_scored_and_counted(server: tuple[str
     assert run.n_samples == len(rows)
     assert run.reasoning_answers == sum(v % 3 != 0 for v in values)
     assert json.loads((out / REPORT_FILE).read_text()) == {"answers": len(rows),
-                                                            "from_reasoning": run.reasoning_answers}
+                                                            "from_reasoning": run.reasoning_answers,
+                                                            "requests": len(rows)}  # as `evaluating` shows them
     # The chat history goes out as InferenceX's runtime sends it: plain-text contents, no {"type": "text"} parts.
     assert len(received) == len(rows)
     for body in received:

@@ -20,6 +20,7 @@ import json
 import os
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -40,8 +41,14 @@ BOOTSTRAP = f"import runpy; runpy.run_path({str(RUNTIME)!r}, run_name='__main__'
 `runpy.run_path` leaves `sys.path` and `sys.argv` as `-c` set them: the runtime's folder does not shadow lm-eval's
 imports."""
 REPORT_ENV = "LLMSWEEP_LM_EVAL_REPORT"
-"""Where the runtime writes its counts at exit (`lm_eval_runtime.REPORT_ENV`)."""
+"""Where the runtime writes its counts, while lm-eval runs and at its exit (`lm_eval_runtime.REPORT_ENV`)."""
 REPORT_FILE = "lm_eval_runtime.json"
+PROGRESS_POLL_S = 1.0
+"""Wall seconds between two reads of the runtime's report while lm-eval runs (`run_once`'s `on_progress`)."""
+
+Progress = Callable[[int, "int | None"], None]
+"""`run_once`'s `on_progress(answered, of)`: lm-eval's answers so far, of the requests its run sends (None until it
+has built them)."""
 
 
 class EvalSettings(BaseModel):
@@ -120,8 +127,10 @@ def build_command(python: str, task: TaskFile, *, base_url: str, model: str, con
     return argv
 
 
-def run_once(argv: list[str], out: Path, *, conc: int, job_dir: Path, offline: bool) -> tuple[EvalRun, str | None]:
-    """Run lm-eval once; (the run as its results file says, the lm-eval version it reports)."""
+def run_once(argv: list[str], out: Path, *, conc: int, job_dir: Path, offline: bool,
+             on_progress: Progress | None = None) -> tuple[EvalRun, str | None]:
+    """Run lm-eval once; (the run as its results file says, the lm-eval version it reports). `on_progress` hears its
+    answers as the runtime reports them (every `PROGRESS_POLL_S`)."""
     out.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ)
     if offline:  # a local dataset: nothing to fetch, so no waiting on a hub that is not there
@@ -134,11 +143,8 @@ def run_once(argv: list[str], out: Path, *, conc: int, job_dir: Path, offline: b
     log_path = out / LOG_FILE
     try:
         with log_path.open("w", encoding="utf-8") as log:
-            proc = subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=out,
-                                  timeout=RUN_TIMEOUT_S, check=False)
-        rc: int | None = proc.returncode
-    except subprocess.TimeoutExpired:
-        rc = None
+            proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=out)
+            rc = _wait(proc, report, on_progress, started + RUN_TIMEOUT_S)
     except OSError as exc:
         return EvalRun(conc=conc, status="failed", command=argv, error=f"cannot start lm-eval ({argv[0]}): {exc}"), None
     seconds = round(time.monotonic() - started, 3)
@@ -151,6 +157,40 @@ def run_once(argv: list[str], out: Path, *, conc: int, job_dir: Path, offline: b
         return run, None
     run.reasoning_answers = _reasoning_answers(report)
     return read_results(results[-1], run, job_dir)
+
+
+def _wait(proc: subprocess.Popen[bytes], report: Path, on_progress: Progress | None, deadline: float) -> int | None:
+    """lm-eval's exit status (None: stopped at `deadline`), reading the runtime's report for `on_progress` meanwhile.
+    Anything that ends the wait early (a signal's KeyboardInterrupt) kills lm-eval first, as `subprocess.run` did."""
+    said: tuple[int, int | None] | None = None
+    try:
+        while True:
+            try:
+                return proc.wait(timeout=max(0.0, min(PROGRESS_POLL_S, deadline - time.monotonic())))
+            except subprocess.TimeoutExpired:
+                if time.monotonic() >= deadline:
+                    proc.kill()
+                    proc.wait()
+                    return None
+            if on_progress is not None and (counts := _progress(report)) is not None and counts != said:
+                said = counts
+                on_progress(*counts)
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
+
+
+def _progress(report: Path) -> tuple[int, int | None] | None:
+    """(answers, requests) as the runtime last reported them; None before its first report."""
+    try:
+        counts = json.loads(report.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(counts, dict) or not isinstance(answers := counts.get("answers"), int):
+        return None
+    requests = counts.get("requests")
+    return answers, requests if isinstance(requests, int) and not isinstance(requests, bool) else None
 
 
 def _reasoning_answers(report: Path) -> int | None:

@@ -18,8 +18,10 @@ parts) when the tokenizer is not Hugging Face's. lm-eval 0.4.13, which llmsweep 
 `tokenized_requests=False` (what `run` passes): `TemplateAPI.apply_chat_template` returns a `JsonChatStr` that the
 chat model loads back verbatim. `tests/integration/test_eval_reasoning.py` checks both on the wire.
 
-When `LLMSWEEP_LM_EVAL_REPORT` names a file, the process writes there at exit how many answers it parsed and how many
-of them came from the reasoning field (`harness.run_once` reads it into the eval run).
+When `LLMSWEEP_LM_EVAL_REPORT` names a file, the process writes there how many answers it parsed, how many of them came
+from the reasoning field and how many requests its run sends (`requests`, once lm-eval has built them): at most every
+`REPORT_EVERY_S` while it runs (`harness.run_once` shows the answers as the eval's progress) and at exit
+(`harness.run_once` reads it into the eval run). Each write replaces the file whole, so a reader never sees half of one.
 """
 
 from __future__ import annotations
@@ -27,12 +29,20 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import time
 from typing import Any
 
 REPORT_ENV = "LLMSWEEP_LM_EVAL_REPORT"
 """(Spelled again in `llmsweep.evals.harness`, which cannot be imported here.)"""
 REASONING_KEYS = ("reasoning_content", "reasoning")
-COUNTS = {"answers": 0, "from_reasoning": 0}
+COUNTS: dict[str, int | None] = {"answers": 0, "from_reasoning": 0, "requests": None}
+REPORT_EVERY_S = 1.0
+"""Least wall seconds between two reports while lm-eval runs (the last one, at exit, is always written)."""
+_LAST_REPORT = [0.0]
+
+
+def _count(key: str) -> None:
+    COUNTS[key] = (COUNTS[key] or 0) + 1
 
 
 def scored_message(message: dict[str, Any]) -> dict[str, Any]:
@@ -44,7 +54,7 @@ def scored_message(message: dict[str, Any]) -> dict[str, Any]:
     for key in REASONING_KEYS:
         reasoning = message.get(key)
         if isinstance(reasoning, str) and reasoning.strip():
-            COUNTS["from_reasoning"] += 1
+            _count("from_reasoning")
             return {**message, "content": reasoning}
     return message
 
@@ -61,7 +71,7 @@ def _scored_outputs(outputs: Any) -> Any:
             for choice in choices:
                 message = choice.get("message") if isinstance(choice, dict) else None
                 if isinstance(message, dict):
-                    COUNTS["answers"] += 1
+                    _count("answers")
                     choice = {**choice, "message": scored_message(message)}
                 fixed.append(choice)
             doc = {**doc, "choices": fixed}
@@ -70,7 +80,7 @@ def _scored_outputs(outputs: Any) -> Any:
 
 
 def install() -> None:
-    """Apply both changes of the module doc to the imported lm-eval."""
+    """Apply both changes of the module doc to the imported lm-eval, and count its requests and answers as they go."""
     import lm_eval.tasks.manager as manager
     from lm_eval.models.openai_completions import LocalChatCompletion
 
@@ -83,16 +93,36 @@ def install() -> None:
     parse = LocalChatCompletion.parse_generations
 
     def parse_generations(self: Any, outputs: Any, **kwargs: Any) -> Any:
-        return parse(self, _scored_outputs(outputs), **kwargs)
+        parsed = parse(self, _scored_outputs(outputs), **kwargs)
+        _report(final=False)
+        return parsed
 
     LocalChatCompletion.parse_generations = parse_generations
+    generate = LocalChatCompletion.generate_until
+
+    def generate_until(self: Any, requests: Any, *args: Any, **kwargs: Any) -> Any:
+        COUNTS["requests"] = (COUNTS["requests"] or 0) + len(requests)
+        _report(final=False)
+        return generate(self, requests, *args, **kwargs)
+
+    LocalChatCompletion.generate_until = generate_until
 
 
-def _report() -> None:
+def _report(final: bool = True) -> None:
+    """Write the counts to the report file (`REPORT_ENV`), atomically; while running (not `final`) at most every
+    `REPORT_EVERY_S`. A report that cannot be written is left unwritten: it never fails the eval."""
     path = os.environ.get(REPORT_ENV)
-    if path:
-        with open(path, "w", encoding="utf-8") as f:
+    now = time.monotonic()
+    if not path or (not final and now - _LAST_REPORT[0] < REPORT_EVERY_S):
+        return
+    _LAST_REPORT[0] = now
+    staging = f"{path}.{os.getpid()}.tmp"
+    try:
+        with open(staging, "w", encoding="utf-8") as f:
             json.dump(COUNTS, f)
+        os.replace(staging, path)
+    except OSError:
+        pass
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ from llmsweep.direct import DIRECT
 from llmsweep.errors import ResultError
 from llmsweep.evals.context import eval_concurrencies, eval_context_length, eval_max_tokens
 from llmsweep.evals.gate import check_thresholds, judge
-from llmsweep.evals.harness import EvalSettings, build_command, check_harness, run_once
+from llmsweep.evals.harness import EvalSettings, Progress, build_command, check_harness, run_once
 from llmsweep.evals.tasks import check_dataset, task_file
 from llmsweep.metrics.model import MEASURED, EvalBlock, EvalRun, ServerMetrics, Summary
 from llmsweep.plan.job import Job
@@ -102,9 +102,11 @@ def meta_env(job: Job, concs: list[int], completed: list[int]) -> dict[str, Any]
 
 
 def run_eval(job: Job, base_url: str, *, model: str, metrics_url: str | None, job_dir: Path,
-             settings: EvalSettings, server_command: str | None = None) -> EvalBlock:
+             settings: EvalSettings, server_command: str | None = None,
+             on_progress: Progress | None = None) -> EvalBlock:
     """Run the job's eval against `base_url` and write `eval/eval.json`; returns the judged block. `server_command`:
-    the launch of a server relaunched for the eval alone (a run-eval row whose throughput point pinned acceptance)."""
+    the launch of a server relaunched for the eval alone (a run-eval row whose throughput point pinned acceptance);
+    `on_progress`: hears lm-eval's answers as it runs (`harness.run_once`)."""
     # lm-eval runs in its output folder (its cwd): every path it is given (the task file, --output_path, its report)
     # must be absolute, or a relative `--out` (the README's own `runs/...`) sends it looking inside that folder.
     job_dir = job_dir.resolve()
@@ -129,7 +131,8 @@ def run_eval(job: Job, base_url: str, *, model: str, metrics_url: str | None, jo
         out = edir / f"conc{conc}"
         argv = build_command(python, task, base_url=base_url, model=model, conc=conc, context=context,
                              max_tokens=max_tokens, out=out, limit=settings.limit)
-        run, version = run_once(argv, out, conc=conc, job_dir=job_dir, offline=settings.dataset is not None)
+        run, version = run_once(argv, out, conc=conc, job_dir=job_dir, offline=settings.dataset is not None,
+                                on_progress=on_progress)
         block.runs.append(run)
         block.harness_version = version or block.harness_version
     end = _scrape(metrics_url, scrapes)

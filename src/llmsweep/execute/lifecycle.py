@@ -43,7 +43,7 @@ from llmsweep.execute.base import ServerLauncher
 from llmsweep.execute.failure_text import never_came_up
 from llmsweep.execute.handle import ServerHandle
 from llmsweep.execute.preflight import preflight
-from llmsweep.execute.progress import current_progress
+from llmsweep.execute.progress import EvalCount, current_progress
 from llmsweep.execute.readback import SERVER_DIED, ReadbackSettings, judge_paused, summarise_job
 from llmsweep.execute.ready import check_alive, exit_text, probe_health, wait_ready
 from llmsweep.execute.secrets import SecretScrubber, collect_secrets
@@ -1003,8 +1003,16 @@ def eval_job(job: Job, base_url: str, out_dir: Path, *, spec: LaunchSpec, source
     where = ("eval-only" if job.eval_only else "after the throughput run"
              + (", on its own server with real verification" if server_command is not None else ""))
     event(f"job {job.id}: eval {settings.eval.task} ({where})")
+    # the phase from here on, whatever launched its server (which said `launching`): the eval, with its answers
+    progress = current_progress()
+    progress.phase("evaluating")
+
+    def answered(done: int, of: int | None) -> None:
+        progress.evaluated(EvalCount(answered=done, of=of))
+
     block = run_eval(job, base_url, model=spec.served_model_name or job.workload.served_model_name,
-                     metrics_url=metrics_url, job_dir=out_dir, settings=settings.eval, server_command=server_command)
+                     metrics_url=metrics_url, job_dir=out_dir, settings=settings.eval, server_command=server_command,
+                     on_progress=answered)
     score = "n/a" if block.score is None else f"{block.score:.4f}"
     event(f"job {job.id}: eval {block.task} {block.score_name or 'score'} = {score} → {block.verdict}")
     return summarise_job(out_dir, settings=settings.readback)

@@ -49,6 +49,20 @@ worker has said more of it; `evaluating`: an accuracy eval against a server (in 
 served live: wall-clock time)."""
 
 
+class EvalCount(BaseModel):
+    """How far an accuracy eval is: lm-eval's answers parsed so far, of the requests its run sends (None until lm-eval
+    has said; `evals.harness.run_once` reads both from the runtime's report while lm-eval runs)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    answered: int = Field(ge=0)
+    of: int | None = Field(default=None, ge=0)
+
+    def text(self) -> str:
+        """`12/50 answers`, or `12 answers` before lm-eval has said how many it sends."""
+        return f"{self.answered}/{self.of} answers" if self.of is not None else f"{self.answered} answers"
+
+
 def _now() -> float:
     return time.monotonic()
 
@@ -93,6 +107,8 @@ class JobState:
     client: Progress | None = None
     sim: WindowProgress | None = None
     """A virtual-time job's window, as the predictor last reported it."""
+    eval: EvalCount | None = None
+    """An eval's answers so far, while it runs (`SweepProgress.evaluated`)."""
     window_started_at: float | None = None
     """When the job's window was first seen under way (wall clock)."""
     window_seen_at: float = 0.0
@@ -151,6 +167,8 @@ class JobState:
     def status(self, total: int) -> str:
         """`job 3/9 conc 16 · measuring · 120 ok, 0 failed, 16 in flight · window 300/900 s`."""
         parts = [f"job {self.index}/{total} conc {self.concurrency}", self.phase or "starting"]
+        if self.phase == "evaluating" and self.eval is not None:
+            parts.append(self.eval.text())
         if self.phase in ("launching", "running", "evaluating"):
             parts.append(f"{duration_text(_now() - self.started_at)} so far")
         if self.phase == "simulating" and self.sim is not None:
@@ -270,6 +288,7 @@ class JobReport(BaseModel):
     job_id: str
     phase: Phase | None = None
     client: Progress | None = None
+    eval: EvalCount | None = None
 
 
 class WorkerReport(BaseModel):
@@ -365,6 +384,14 @@ class SweepProgress:
             job.phase = phase
             self.phase_changed(job)
 
+    def evaluated(self, count: EvalCount, *, job_id: str | None = None) -> None:
+        """The eval of `job_id` (default: the job that started last) moved: lm-eval's answers so far (shown with the
+        job's status lines, as a measuring job's counters are)."""
+        job = self._job(job_id)
+        if job is not None:
+            job.eval = count
+            self.changed()
+
     def client(self, p: Progress, *, job_id: str | None = None) -> None:
         job = self._job(job_id)
         if job is None:
@@ -404,6 +431,8 @@ class SweepProgress:
         if report.client is not None:
             job.client = report.client
             job.window_seen(elsewhere=True)
+        if report.eval is not None:
+            job.eval = report.eval
         if report.phase is not None and report.phase != job.phase:
             job.phase = report.phase
             self.phase_changed(job)
@@ -594,7 +623,7 @@ class ReportingProgress(SweepProgress):
 
     def report(self) -> WorkerReport:
         model, s = _report_model(), self.state
-        jobs = [JobReport(job_id=j.job_id, phase=j.phase, client=j.client) for j in list(s.jobs.values())]
+        jobs = [JobReport(job_id=j.job_id, phase=j.phase, client=j.client, eval=j.eval) for j in list(s.jobs.values())]
         self._beat += 1
         return model(beat=self._beat, jobs=jobs, owed=list(s.owed))
 

@@ -186,7 +186,8 @@ def run_job(job: Job, group: ServerGroup, config: EngineConfig | None, run_dir: 
     jdir.mkdir(parents=True, exist_ok=True)
     keep_earlier_attempt(job.id, jdir, event)
     started = time.monotonic()
-    current_progress().phase("evaluating" if job.eval_only else "simulating")
+    if not job.eval_only:  # an eval says `evaluating` once its server is up (`lifecycle.eval_job`)
+        current_progress().phase("simulating")
 
     from llmsweep.engines import launched_job
 
@@ -204,7 +205,6 @@ def run_job(job: Job, group: ServerGroup, config: EngineConfig | None, run_dir: 
             # written only once no signal came while it was made: a job a signal stopped has no summary
             summary.write(jdir / art.SUMMARY_FILE)
         if (job.eval_only or job.run_eval) and live is not None:
-            current_progress().phase("evaluating")  # wall-clock time, against the simulator served live
             # A run-eval row whose point pinned acceptance evaluates on the simulator served without the pin.
             relaunch = eval_launch(job, group) if job.run_eval else None
             served = group if relaunch is None else eval_group(group, [job], relaunch)

@@ -192,3 +192,45 @@ def test_a_bad_row_of_a_json_array_eval_dataset_is_named_by_its_place_in_the_arr
         with pytest.raises(DatasetError) as err:
             check_dataset("gsm8k", path)
         assert err.value.message.startswith(f"eval dataset {path}: row 4 (index 3): {said}"), err.value.message
+
+
+def test_lm_evals_answers_are_heard_while_it_runs(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """An eval of minutes said nothing of how far it was: the runtime's report (answers parsed, requests its run
+    sends) is read while lm-eval runs and handed on (the progress display's `evaluating · 3/6 answers`)."""
+    from llmsweep.evals import harness
+
+    monkeypatch.setattr(harness, "PROGRESS_POLL_S", 0.05)
+    fake = tmp_path / "python"
+    fake.write_text("#!/bin/sh\n"
+                    "echo '{\"answers\": 1, \"from_reasoning\": 0, \"requests\": 6}' > \"$LLMSWEEP_LM_EVAL_REPORT\"\n"
+                    "sleep 0.5\n"
+                    "echo '{\"answers\": 6, \"from_reasoning\": 2, \"requests\": 6}' > \"$LLMSWEEP_LM_EVAL_REPORT\"\n"
+                    "sleep 0.5\n"
+                    "mkdir -p m && echo '{\"results\": {\"gsm8k\": {\"exact_match,strict-match\": 0.5}}}' "
+                    "> m/results_1.json\n")
+    fake.chmod(0o755)
+    heard: list[tuple[int, int | None]] = []
+    run, _ = harness.run_once([str(fake)], tmp_path / "eval" / "conc4", conc=4, job_dir=tmp_path, offline=True,
+                              on_progress=lambda done, of: heard.append((done, of)))
+    assert run.status == "completed" and run.reasoning_answers == 2, run.error
+    assert heard[0] == (1, 6) and heard[-1] == (6, 6) and len(heard) == len(set(heard)), heard  # each change once
+
+
+def test_the_runtime_reports_its_counts_whole_and_at_most_every_second(monkeypatch: pytest.MonkeyPatch,
+                                                                       tmp_path: Path) -> None:
+    from llmsweep.evals import lm_eval_runtime as rt
+
+    report = tmp_path / "report.json"
+    monkeypatch.setenv(rt.REPORT_ENV, str(report))
+    monkeypatch.setattr(rt, "COUNTS", {"answers": 0, "from_reasoning": 0, "requests": 6})
+    monkeypatch.setattr(rt, "_LAST_REPORT", [0.0])
+    rt._scored_outputs({"choices": [{"message": {"content": "", "reasoning_content": "#### 4"}}]})
+    rt._report(final=False)
+    assert json.loads(report.read_text()) == {"answers": 1, "from_reasoning": 1, "requests": 6}
+    rt._scored_outputs({"choices": [{"message": {"content": "#### 5"}}]})
+    rt._report(final=False)  # within a second of the last: not written
+    assert json.loads(report.read_text())["answers"] == 1
+    rt._report()  # at exit: always
+    assert json.loads(report.read_text()) == {"answers": 2, "from_reasoning": 1, "requests": 6}
+    assert [p.name for p in tmp_path.iterdir()] == ["report.json"]  # no staging file left
+

@@ -448,3 +448,67 @@ def test_the_live_status_breaks_between_its_parts_to_fit_the_terminal(monkeypatc
     text = " ".join(lines)
     assert "1234 ok, 1 failed, 2 in flight" in text and re.search(r"sweep ETA \d", text), lines
     assert all(not line.strip().startswith(("ETA", "32s")) for line in lines)  # never inside a part
+
+
+def _a_job() -> Any:
+    from llmsweep.plan import full_sweep
+    from llmsweep.plan.matrix import EvalOptions
+    from llmsweep.spec import loads_recipes
+
+    text = ("k:\n  image: vllm/vllm-openai:v0.26.0\n  model: meta-llama/Llama-3.1-8B-Instruct\n  model-prefix: "
+            "llama3.1-8b\n  runner: h200\n  precision: bf16\n  framework: vllm\n  multinode: false\n  scenarios:\n"
+            "    fixed-seq-len:\n    - isl: 8192\n      osl: 1024\n      search-space:\n"
+            "      - { tp: 1, conc-list: [16, 64] }\n  serve:\n    engine: { name: vllm, version: 0.26.0 }\n")
+    jobs = full_sweep(loads_recipes(text, "t.yaml").raise_on_error().recipes, evals=EvalOptions(all_evals=True))
+    return jobs[0]
+
+
+def test_an_eval_says_evaluating_and_its_answers_once_its_server_has_launched(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The server an eval runs against said `launching` as it started, and nothing set the phase back: the whole
+    lm-eval run read `launching · 1m00s so far`. The eval says `evaluating` from its first request on, with lm-eval's
+    answers so far (of the requests it sends) as the runtime reports them."""
+    from llmsweep.engines.launch import LaunchSpec
+    from llmsweep.evals import results as eval_results
+    from llmsweep.execute import lifecycle
+
+    seen: list[str] = []
+
+    def fake_run_eval(*args: Any, on_progress: Any = None, **kwargs: Any) -> Any:
+        seen.append(progress.state.status())
+        assert on_progress is not None
+        on_progress(3, 6)
+        seen.append(progress.state.status())
+        return mock.Mock(score=None, score_name=None, task="gsm8k", verdict="invalid")
+
+    monkeypatch.setattr(eval_results, "run_eval", fake_run_eval)
+    monkeypatch.setattr(lifecycle, "summarise_job", lambda *a, **k: None)
+    out = io.StringIO()
+    progress = PlainProgress(out, interval_s=3600)
+    with use_progress(progress):
+        progress.sweep(1)
+        progress.job_started("a", 16)
+        progress.phase("launching")  # what a server's launch says (`_Server.ensure`)
+        job = _a_job()
+        lifecycle.eval_job(job, "http://127.0.0.1:1", tmp_path, spec=LaunchSpec(engine="sim", argv=("sim",), port=1),
+                           source="simulated", settings=lifecycle.LifecycleSettings(), provenance={})
+    assert seen[0].startswith("job 1/1 conc 16 · evaluating · 0s so far"), seen
+    assert seen[1].startswith("job 1/1 conc 16 · evaluating · 3/6 answers · "), seen
+    assert out.getvalue().splitlines()[-1][11:].startswith("job 1/1 conc 16 · evaluating · 0s so far")  # at once
+
+
+def test_a_workers_report_carries_its_evals_answers(tmp_path: Path) -> None:
+    """A job run elsewhere (a Slurm worker's) shows its eval's answers as a job run here does."""
+    path = tmp_path / "progress.json"
+    worker = ReportingProgress(path)
+    worker.job_started("j", 4)
+    worker.phase("evaluating")
+    worker.evaluated(progress_mod.EvalCount(answered=12, of=50))
+    worker.write()
+    report = read_report(path)
+    assert report is not None
+    driver = SweepProgress()
+    driver.sweep(1)
+    driver.job_started("j", 4, lane="42")
+    driver.reported(report.jobs[0], fresh=True)
+    assert driver.state.status().startswith("job 1/1 conc 4 · evaluating · 12/50 answers · ")
