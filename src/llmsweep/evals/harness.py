@@ -18,15 +18,18 @@ from __future__ import annotations
 import functools
 import json
 import os
+import re
 import subprocess
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from llmsweep.evals.tasks import DEFAULT_TASK, TaskFile
+from llmsweep.evals.tasks import DEFAULT_TASK, TaskFile, hub_dataset
 from llmsweep.metrics.model import EvalMetric, EvalRun
+from llmsweep.option_spellings import flag as _flag
 
 ENV_VAR = "LLMSWEEP_LM_EVAL"
 PINNED_VERSION = "0.4.13"
@@ -49,6 +52,21 @@ PROGRESS_POLL_S = 1.0
 Progress = Callable[[int, "int | None"], None]
 """`run_once`'s `on_progress(answered, of)`: lm-eval's answers so far, of the requests its run sends (None until it
 has built them)."""
+
+
+@dataclass(frozen=True)
+class Asked:
+    """What a run of lm-eval asked of its data and its server, for the words of a failure (`explain_failure`)."""
+
+    task: str
+    dataset: str
+    """The task's samples: its hub dataset id, or the local file (`--eval-dataset`)."""
+    local: bool
+    """`dataset` is a local file."""
+    context: int
+    """The eval's context length (lm-eval's `max_length`, the server's)."""
+    max_tokens: int
+    """The answer budget of every request."""
 
 
 class EvalSettings(BaseModel):
@@ -96,6 +114,50 @@ def _imports_lm_eval(python: str) -> str | None:
     return None
 
 
+OFFLINE_VARS = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")
+"""The switches that keep `datasets` (lm-eval's loader) off the Hugging Face hub."""
+
+
+def _switched_on(value: str | None) -> bool:
+    return (value or "").strip().upper() in ("1", "ON", "YES", "TRUE")
+
+
+def hub_cache_dirs(env: dict[str, str] | None = None) -> list[Path]:
+    """Where `datasets` and `huggingface_hub` keep what they fetched, by their environment variables
+    (`HF_DATASETS_CACHE`, `HF_HUB_CACHE`, under `HF_HOME`, by default `~/.cache/huggingface`)."""
+    env = dict(os.environ) if env is None else env
+    home = Path(env.get("HF_HOME") or Path(env.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "huggingface")
+    return [Path(env.get("HF_DATASETS_CACHE") or home / "datasets"), Path(env.get("HF_HUB_CACHE") or home / "hub")]
+
+
+def hub_dataset_cached(dataset: str, env: dict[str, str] | None = None) -> bool:
+    """A copy of the hub dataset `dataset` (`openai/gsm8k`) is cached here: `datasets`' prepared copy
+    (`openai___gsm8k`) or the hub's download (`datasets--openai--gsm8k`)."""
+    datasets, hub = hub_cache_dirs(env)
+    return ((datasets / dataset.replace("/", "___")).is_dir()
+            or (hub / f"datasets--{dataset.replace('/', '--')}").is_dir())
+
+
+def hub_refusal(settings: EvalSettings, env: dict[str, str] | None = None) -> str | None:
+    """Why the eval's samples cannot be loaded here, before any server starts (None when they can, or when it cannot
+    be told cheaply): the hub dataset of the task, with an offline switch set (`HF_HUB_OFFLINE`, `HF_DATASETS_OFFLINE`)
+    and no cached copy of it. Without a switch, whether the hub answers is found by lm-eval (`explain_failure` says
+    what to do then)."""
+    if settings.dataset is not None:
+        return None
+    env = dict(os.environ) if env is None else env
+    switched = [name for name in OFFLINE_VARS if _switched_on(env.get(name))]
+    dataset = hub_dataset(settings.task)
+    if not switched or dataset is None or hub_dataset_cached(dataset, env):
+        return None
+    where = " or ".join(str(d) for d in hub_cache_dirs(env))
+    return (f"the eval's samples, {settings.task} from the Hugging Face hub ({dataset}), cannot be loaded: "
+            f"{' and '.join(switched)} {'keeps' if len(switched) == 1 else 'keep'} lm-eval off the hub and no copy "
+            f"of it is cached ({where}); pass "
+            f"{_flag('eval_dataset')} FILE (a local JSON-lines file in the {settings.task} format), or unset "
+            f"{' and '.join(switched)} where the hub can be reached (once: it is cached after)")
+
+
 def refusal(job_spec_decoding: str, *, run_eval: bool, eval_only: bool, simulated: bool,
             settings: EvalSettings, pinned: bool = False, harness_provided: bool = False) -> str | None:
     """Why an eval job cannot run as planned (None when it can): no lm-eval at hand (unless `harness_provided`: the
@@ -109,7 +171,7 @@ def refusal(job_spec_decoding: str, *, run_eval: bool, eval_only: bool, simulate
         return ("a speculative run-eval row cannot run on the simulator: its throughput point needs an acceptance "
                 "length the simulator can only force, and its eval on the same server needs real verification; run "
                 "it on an engine, or --no-evals for the throughput point (--evals-only for the eval alone)")
-    return None if harness_provided else check_harness(settings)
+    return None if harness_provided else check_harness(settings) or hub_refusal(settings)
 
 
 def build_command(python: str, task: TaskFile, *, base_url: str, model: str, conc: int, context: int,
@@ -127,10 +189,11 @@ def build_command(python: str, task: TaskFile, *, base_url: str, model: str, con
     return argv
 
 
-def run_once(argv: list[str], out: Path, *, conc: int, job_dir: Path, offline: bool,
+def run_once(argv: list[str], out: Path, *, conc: int, job_dir: Path, offline: bool, asked: Asked | None = None,
              on_progress: Progress | None = None) -> tuple[EvalRun, str | None]:
     """Run lm-eval once; (the run as its results file says, the lm-eval version it reports). `on_progress` hears its
-    answers as the runtime reports them (every `PROGRESS_POLL_S`)."""
+    answers as the runtime reports them (every `PROGRESS_POLL_S`); a failure lm-eval's log explains (`asked`: what
+    the run asked, `explain_failure`) is said with its fix."""
     out.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ)
     if offline:  # a local dataset: nothing to fetch, so no waiting on a hub that is not there
@@ -151,9 +214,13 @@ def run_once(argv: list[str], out: Path, *, conc: int, job_dir: Path, offline: b
     results = sorted(out.rglob("results_*.json"), key=lambda p: p.stat().st_mtime)
     run = EvalRun(conc=conc, status="failed", command=argv, seconds=seconds)
     if rc != 0 or not results:
-        tail = " | ".join(log_path.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-3:])
+        text = log_path.read_text(encoding="utf-8", errors="replace")
+        tail = " | ".join(text.strip().splitlines()[-3:])
         why = "timed out" if rc is None else f"exited {rc}" if rc != 0 else "wrote no results file"
-        run.error = f"lm-eval {why} (log {log_path.relative_to(job_dir)}): {tail[-400:]}"
+        said = explain_failure(text, asked) if asked is not None else None
+        where = f"(log {log_path.relative_to(job_dir)})"
+        run.error = (f"lm-eval {why} {where}: {said}" if said is not None
+                     else f"lm-eval {why} {where}: {tail[-400:]}")
         return run, None
     run.reasoning_answers = _reasoning_answers(report)
     return read_results(results[-1], run, job_dir)
@@ -191,6 +258,68 @@ def _progress(report: Path) -> tuple[int, int | None] | None:
         return None
     requests = counts.get("requests")
     return answers, requests if isinstance(requests, int) and not isinstance(requests, bool) else None
+
+
+_HUB_UNREACHABLE = re.compile(r"Couldn't reach '[^']*' on the Hub|OfflineModeIsEnabled|LocalEntryNotFoundError|"
+                              r"(?:Max retries exceeded|Failed to resolve|NameResolutionError)[^\n]*huggingface\.co")
+_REFUSED = re.compile(r"API request failed! Status code: 400, Response text: (.*?)\. Retrying")
+_PROMPT_TOKENS = re.compile(r"(\d+) (?:tokens )?(?:in|from) the (?:input )?messages")
+
+
+def explain_failure(log: str, asked: Asked) -> str | None:
+    """What a failed lm-eval run's log says went wrong, in words that name the fix, where llmsweep knows the cause
+    (None otherwise: the log's tail says it):
+
+    - the task's hub dataset could not be fetched (no connection, or offline with no cached copy): a local file
+      (`--eval-dataset`), or the hub once;
+    - the server refused the requests (400) because prompt + answer budget exceed the eval's context: the budget
+      (`--eval-max-tokens`) lowered to at most the context less the longest prompt (the server's own count of the
+      prompts it refused, where it gives one)."""
+    if not asked.local and _HUB_UNREACHABLE.search(log):
+        return (f"the eval's samples, {asked.task} from the Hugging Face hub ({asked.dataset}), could not be fetched "
+                f"(no connection to the hub, or offline with no cached copy) (fix: pass {_flag('eval_dataset')} FILE, "
+                f"a local JSON-lines file in the {asked.task} format, or run once where the hub can be reached, or set "
+                "HF_HUB_OFFLINE=1 where a cached copy of it exists)")
+    refused = [_server_message(m) for m in _REFUSED.findall(log)]
+    overflow = [m for m in refused if _is_overflow(m)]
+    if not overflow:
+        return None
+    prompts = [int(n) for m in overflow for n in _PROMPT_TOKENS.findall(m)]
+    from llmsweep.evals.context import eval_max_tokens
+
+    budget = _flag("eval_max_tokens")
+    longest = max(prompts) if prompts else None
+    room = asked.context - longest if longest is not None else None
+    at_most = (f"at most {room:,} (the context less the longest prompt it refused, {longest:,} tokens; a longer "
+               "prompt may follow)") if room is not None and room > 0 else "at most the context less the longest prompt"
+    default = eval_max_tokens(asked.context)
+    instead = (f", or drop {budget} for the default, {default:,}, which leaves {asked.context - default:,} tokens for "
+               "the prompt") if asked.max_tokens > default else ""
+    return (f"the server refused lm-eval's requests: prompt + the answer budget of {asked.max_tokens:,} tokens exceed "
+            f"the eval's context of {asked.context:,} tokens (server: {overflow[-1][:300]}) (fix: lower {budget} to "
+            f"{at_most}{instead})")
+
+
+def _server_message(text: str) -> str:
+    """The server's message of a refused request (its JSON `message`, else the text as lm-eval logged it)."""
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        return text
+    if isinstance(doc, dict):
+        error = doc.get("error")
+        message = error.get("message") if isinstance(error, dict) else doc.get("message")
+        if isinstance(message, str):
+            return message
+    return text
+
+
+def _is_overflow(message: str) -> bool:
+    """A refusal for a request longer than the server's context (the client's own patterns for it)."""
+    from llmsweep.client.config import RunOptions
+
+    low = message.lower()
+    return any(p.lower() in low for p in RunOptions().context_overflow_patterns)
 
 
 def _reasoning_answers(report: Path) -> int | None:

@@ -22,7 +22,7 @@ from llmsweep.direct import DIRECT
 from llmsweep.errors import ResultError
 from llmsweep.evals.context import eval_concurrencies, eval_context_length, eval_max_tokens
 from llmsweep.evals.gate import check_thresholds, judge
-from llmsweep.evals.harness import EvalSettings, Progress, build_command, check_harness, run_once
+from llmsweep.evals.harness import Asked, EvalSettings, Progress, build_command, check_harness, run_once
 from llmsweep.evals.tasks import check_dataset, task_file
 from llmsweep.metrics.model import MEASURED, EvalBlock, EvalRun, ServerMetrics, Summary
 from llmsweep.plan.job import Job
@@ -131,8 +131,10 @@ def run_eval(job: Job, base_url: str, *, model: str, metrics_url: str | None, jo
         out = edir / f"conc{conc}"
         argv = build_command(python, task, base_url=base_url, model=model, conc=conc, context=context,
                              max_tokens=max_tokens, out=out, limit=settings.limit)
+        asked = Asked(task=task.task, dataset=task.dataset, local=settings.dataset is not None, context=context,
+                      max_tokens=max_tokens)
         run, version = run_once(argv, out, conc=conc, job_dir=job_dir, offline=settings.dataset is not None,
-                                on_progress=on_progress)
+                                asked=asked, on_progress=on_progress)
         block.runs.append(run)
         block.harness_version = version or block.harness_version
     end = _scrape(metrics_url, scrapes)

@@ -70,6 +70,15 @@ def _function_tag(loader: yaml.SafeLoader, node: yaml.Node) -> str:
 _TaskLoader.add_constructor("!function", _function_tag)
 
 
+def hub_dataset(task: str) -> str | None:
+    """The Hugging Face dataset a packaged task reads its samples from (`openai/gsm8k`); None for a task llmsweep does
+    not package, or one that names none."""
+    try:
+        return _field(_packaged(task).read_text(encoding="utf-8"), "dataset_path")
+    except ConfigError:
+        return None
+
+
 def task_filters(task: str) -> tuple[str, ...]:
     """The filters lm-eval reports a packaged task's metrics under (`exact_match,strict-match`): its task file's
     `filter_list` names, else lm-eval's `none`."""

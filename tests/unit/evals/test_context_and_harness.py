@@ -234,3 +234,79 @@ def test_the_runtime_reports_its_counts_whole_and_at_most_every_second(monkeypat
     assert json.loads(report.read_text()) == {"answers": 2, "from_reasoning": 1, "requests": 6}
     assert [p.name for p in tmp_path.iterdir()] == ["report.json"]  # no staging file left
 
+
+def _failing_lm_eval(tmp_path: Path, log: str) -> str:
+    (tmp_path / "said.txt").write_text(log)
+    fake = tmp_path / "python"
+    fake.write_text(f"#!/bin/sh\ncat {tmp_path / 'said.txt'}\nexit 1\n")
+    fake.chmod(0o755)
+    return str(fake)
+
+
+def test_a_hub_dataset_lm_eval_cannot_fetch_is_said_with_the_fix(tmp_path: Path) -> None:
+    """Offline, lm-eval's raw `ConnectionError: Couldn't reach 'openai/gsm8k' on the Hub` named no way out."""
+    from llmsweep.evals.harness import Asked, run_once
+
+    log = ("Traceback (most recent call last):\n  File \"datasets/load.py\", line 1115\n"
+           "ConnectionError: Couldn't reach 'openai/gsm8k' on the Hub (LocalEntryNotFoundError)\n")
+    asked = Asked(task="gsm8k", dataset="openai/gsm8k", local=False, context=9472, max_tokens=5376)
+    run, _ = run_once([_failing_lm_eval(tmp_path, log)], tmp_path / "eval" / "conc16", conc=16, job_dir=tmp_path,
+                      offline=False, asked=asked)
+    assert run.error is not None and run.error.startswith("lm-eval exited 1 (log eval/conc16/lm_eval.log): ")
+    assert "gsm8k from the Hugging Face hub (openai/gsm8k), could not be fetched" in run.error
+    assert "--eval-dataset FILE" in run.error and "HF_HUB_OFFLINE=1 where a cached copy" in run.error
+
+
+def test_an_answer_budget_the_server_refuses_is_said_with_the_budget_that_fits(tmp_path: Path) -> None:
+    """`--eval-max-tokens 9400` on a 9,472-token context: each request was refused (400) and the run ended on
+    aiohttp's `400, message='Bad Request'`, without saying prompt + budget exceed the context."""
+    from llmsweep.evals.harness import Asked, run_once
+
+    refused = ('WARNING [models.api_models:521] API request failed! Status code: 400, Response text: {{"error": '
+               '{{"message": "This model\'s maximum context length is 9472 tokens. However, you requested {t} tokens '
+               '({p} in the messages, 9400 in the completion). Please reduce the length of the messages or '
+               'completion.", "type": "BadRequestError", "code": 400}}}}. Retrying...\n')
+    log = (refused.format(t=9710, p=310) + refused.format(t=9708, p=308)
+           + "aiohttp.client_exceptions.ClientResponseError: 400, message='Bad Request', url='http://x'\n")
+    asked = Asked(task="gsm8k", dataset="/data/adds.jsonl", local=True, context=9472, max_tokens=9400)
+    run, _ = run_once([_failing_lm_eval(tmp_path, log)], tmp_path / "o", conc=16, job_dir=tmp_path, offline=True,
+                      asked=asked)
+    assert run.error is not None
+    assert ("the server refused lm-eval's requests: prompt + the answer budget of 9,400 tokens exceed the eval's "
+            "context of 9,472 tokens") in run.error
+    assert "lower --eval-max-tokens to at most 9,162 (the context less the longest prompt it refused, 310" in run.error
+    assert "or drop --eval-max-tokens for the default, 5,376, which leaves 4,096 tokens" in run.error
+    # a failure llmsweep cannot explain keeps lm-eval's own last lines
+    (elsewhere := tmp_path / "other").mkdir()
+    other, _ = run_once([_failing_lm_eval(elsewhere, "KeyError: 'doc'\n")], tmp_path / "p", conc=16,
+                        job_dir=tmp_path, offline=True, asked=asked)
+    assert other.error is not None and other.error.endswith("KeyError: 'doc'")
+
+
+def test_an_offline_switch_without_a_cached_hub_dataset_refuses_the_eval_before_any_server(tmp_path: Path) -> None:
+    from llmsweep.evals.harness import hub_refusal, refusal
+
+    home = tmp_path / "hf"
+    offline = {"HF_HOME": str(home), "HF_HUB_OFFLINE": "1"}
+    why = hub_refusal(EvalSettings(), offline)
+    assert why is not None and "gsm8k from the Hugging Face hub (openai/gsm8k), cannot be loaded" in why
+    assert "HF_HUB_OFFLINE keeps lm-eval off the hub and no copy of it is cached" in why and "--eval-dataset" in why
+    assert hub_refusal(EvalSettings(dataset=tmp_path / "a.jsonl"), offline) is None  # a local file: nothing to fetch
+    assert hub_refusal(EvalSettings(), {"HF_HOME": str(home)}) is None  # no switch: lm-eval finds out (and is told)
+    (home / "hub" / "datasets--openai--gsm8k").mkdir(parents=True)
+    assert hub_refusal(EvalSettings(), offline) is None  # a cached copy: lm-eval reads it offline
+    (home / "hub" / "datasets--openai--gsm8k").rmdir()
+    assert hub_refusal(EvalSettings(), {**offline, "HF_DATASETS_CACHE": str(tmp_path / "ds")}) is not None
+    (tmp_path / "ds" / "openai___gsm8k").mkdir(parents=True)
+    assert hub_refusal(EvalSettings(), {**offline, "HF_DATASETS_CACHE": str(tmp_path / "ds")}) is None
+    python = tmp_path / "python"
+    python.write_text("#!/bin/sh\n")
+    python.chmod(0o755)
+    import os
+    from unittest import mock
+
+    with mock.patch.dict(os.environ, offline):
+        assert "cannot be loaded" in (refusal("none", run_eval=True, eval_only=True, simulated=True,
+                                              settings=EvalSettings(python=str(python))) or "")
+        assert refusal("none", run_eval=True, eval_only=True, simulated=True, settings=EvalSettings(),
+                       harness_provided=True) is None  # the place it runs has lm-eval and its own hub
