@@ -288,7 +288,7 @@ def evals_cmd(run_id: str | None, as_json: bool, store_path: Path | None) -> Non
     cells = []
     for r in rows:
         score = f"{_num(r.score, 4)} ({r.score_name})" if r.score is not None else (r.error or "–")
-        cells.append([plain(r.result_id), plain(r.job_id), str(r.conc), plain(r.task), plain(score),
+        cells.append([plain(r.result_id), plain(r.job_id), str(r.conc), plain(r.task_label), plain(score),
                       _num(r.score_stderr, 2), "–" if r.n_samples is None else str(r.n_samples), plain(r.status),
                       plain(r.verdict), plain(r.source or "–"), plain(r.mode)])
     print_tables(plain(f"accuracy evals in {store.path}"), columns, cells,

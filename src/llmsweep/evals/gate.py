@@ -1,18 +1,27 @@
 """The score gate (InferenceX `validate_scores.py`): every numeric `exact_match,*` metric of every run must reach the
 model prefix's threshold for the task (`catalog/data/eval_thresholds.yaml`); a run that did not complete, or one with
-no `exact_match` metric to check, fails. The reasons name metric, score and threshold."""
+no `exact_match` metric to check, fails. The reasons name metric, score and threshold.
+
+An eval that passes on samples that cannot tell it is `smoke`, not `valid`, the reason said (as a throughput run too
+short to count is): one that scored a part of its samples (`--eval-limit`), and one on a local file
+(`--eval-dataset`) whose score lies within a standard error of its threshold — the score's own, or, where it is 0
+(every answer right, or none), the binomial one of the threshold at that sample count. The task's whole hub dataset is
+judged as InferenceX judges it."""
 
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Iterable
 from pathlib import Path
 
 from llmsweep.catalog.eval_thresholds import ANY_TASK, FILE, GATED_METRIC, SECTION, floors, threshold_for
 from llmsweep.catalog.sources import cached, catalog_dirs
 from llmsweep.errors import CatalogError
-from llmsweep.evals.tasks import known_tasks, task_filters
-from llmsweep.metrics.model import EvalBlock, EvalCheck, EvalMetric
+from llmsweep.evals.tasks import known_tasks, local_dataset, task_filters
+from llmsweep.metrics.model import EvalBlock, EvalCheck, EvalMetric, EvalRun
+from llmsweep.option_spellings import flag as _flag
+from llmsweep.words import count_of
 
 log = logging.getLogger(__name__)
 
@@ -96,4 +105,40 @@ def judge(block: EvalBlock) -> EvalBlock:
     block.score_stderr = best.stderr if best is not None else None
     block.reasons = reasons
     block.verdict = "invalid" if reasons else "valid"
+    if not reasons and (smoke := smoke_reason(block)) is not None:
+        block.verdict, block.reasons = "smoke", [smoke]
     return block
+
+
+def _cut(run: EvalRun, limit: int | None) -> bool:
+    """The run scored a part of its samples: fewer than the split holds, or, where lm-eval did not say, a limit."""
+    if run.n_samples is not None and run.n_samples_original is not None:
+        return run.n_samples < run.n_samples_original
+    return limit is not None
+
+
+def smoke_reason(block: EvalBlock) -> str | None:
+    """Why an eval whose checks all passed is `smoke` (module doc); None when its samples tell the pass."""
+    done = [r for r in block.runs if r.status == "completed"]
+    for run in done:
+        if _cut(run, block.limit):
+            scored = (f"{count_of(run.n_samples, 'sample')} of {run.n_samples_original:,}"
+                      if run.n_samples is not None and run.n_samples_original is not None
+                      else f"at most {count_of(block.limit or 0, 'sample')}")
+            return (f"smoke eval: {block.task} scored {scored} ({_flag('eval_limit')} {block.limit}); a pass on "
+                    "part of the samples is not the task's score (drop the limit to judge it)")
+    if not local_dataset(block.task, block.dataset):
+        return None
+    for run in done:
+        n = run.n_samples
+        for check in block.checks:
+            metric = next((m for m in run.metrics if m.name == check.metric), None)
+            if metric is None or metric.value is None or not n:
+                continue
+            t = check.threshold
+            se = max(metric.stderr or 0.0, math.sqrt(t * (1 - t) / n))
+            if metric.value - se < t:
+                return (f"smoke eval: {check.metric} = {metric.value:.4f} ± {se:.4f} over {count_of(n, 'sample')} of "
+                        f"{block.dataset} lies within a standard error of its threshold {t:.2f}: too few samples to "
+                        "tell it passes (score more of them)")
+    return None

@@ -79,6 +79,21 @@ def hub_dataset(task: str) -> str | None:
         return None
 
 
+def local_dataset(task: str, dataset: str | None) -> bool:
+    """`dataset` is a local file (`--eval-dataset`), not `task`'s hub dataset; an eval's record that does not say
+    (None, or an imported row's `unknown`) is taken as the hub's: InferenceX runs no other."""
+    return dataset not in (None, "unknown", hub_dataset(task))
+
+
+def task_label(task: str, dataset: str | None, limit: int | None) -> str:
+    """The task as a table or an export names it: `gsm8k` on its whole hub dataset, else with what it ran on —
+    `gsm8k (adds.jsonl, first 6)`: an eval of a local file or of part of the samples is not the task's score."""
+    said = [Path(dataset).name] if dataset is not None and local_dataset(task, dataset) else []
+    if limit is not None:
+        said.append(f"first {limit}")
+    return f"{task} ({', '.join(said)})" if said else task
+
+
 def task_filters(task: str) -> tuple[str, ...]:
     """The filters lm-eval reports a packaged task's metrics under (`exact_match,strict-match`): its task file's
     `filter_list` names, else lm-eval's `none`."""

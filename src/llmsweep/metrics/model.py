@@ -729,8 +729,10 @@ class EvalBlock(_Block):
     """An accuracy evaluation run with lm-eval against the job's server (`llmsweep.evals`).
 
     `verdict` is the eval's own: valid when every run completed and every `exact_match,*` metric of every run reached
-    its threshold; the reasons name metric, score and threshold. The throughput verdict of a `run-eval` job is the
-    summary's `validity`; an eval-only job's `validity` is this verdict."""
+    its threshold; the reasons name metric, score and threshold. `smoke` where they did but the samples cannot tell
+    it: a part of the task's samples (`--eval-limit`), or a local file's few, whose score lies within a standard error
+    of its threshold (`evals.gate.judge`). The throughput verdict of a `run-eval` job is the summary's `validity`; an
+    eval-only job's `validity` is this verdict."""
 
     mode: Literal["eval-only", "run-eval"]
     task: str = Field(description="lm-eval task name (gsm8k, gpqa_diamond_cot_n_shot).")
@@ -747,7 +749,7 @@ class EvalBlock(_Block):
     score_name: str | None = None
     score_stderr: float | None = None
     checks: list[EvalCheck] = Field(default_factory=list)
-    verdict: Literal["valid", "invalid"]
+    verdict: Verdict
     reasons: list[str] = Field(default_factory=list)
     acceptance_length: float | None = Field(
         default=None, description="Realised acceptance length over the eval, read from the server's /metrics (real "

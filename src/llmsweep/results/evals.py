@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 from llmsweep.errors import ResultInputError
 from llmsweep.evals.gate import headline, judge
+from llmsweep.evals.tasks import task_label
 from llmsweep.metrics.model import MEASURED, SOURCES, EvalBlock, EvalMetric, EvalRun, Summary, Validity
 from llmsweep.metrics.registry import HOT_NAMES
 from llmsweep.option_spellings import flag as _flag
@@ -53,6 +54,15 @@ class StoredEval:
     error: str | None = None
     source: str | None = None
     """The result's source (`measured`, `simulated`, `imported`): a simulator's score is no model's accuracy."""
+    dataset: str | None = None
+    """Where the eval's samples came from (its block's `dataset`): the task's hub dataset or a local file."""
+    limit: int | None = None
+    """Samples per run when limited (`--eval-limit`); None: all."""
+
+    @property
+    def task_label(self) -> str:
+        """The task with what it ran on where that is not its whole hub dataset (`evals.tasks.task_label`)."""
+        return task_label(self.task, self.dataset, self.limit)
 
 
 def _kind(name: str) -> str | None:
@@ -162,6 +172,9 @@ def _eval_row(point: ResultPoint, block: EvalBlock, run: EvalRun, runs: list[Eva
         "framework": str(get_field(job, "framework") or i.engine).lower(), "precision": str(i.precision).lower(),
         "spec_decoding": i.spec, "isl": i.isl, "osl": i.osl, "tp": i.tp, "ep": i.ep, "conc": run.conc,
         "dp_attention": dpa.inferencex(), "task": block.task,
+        # beside InferenceX's fields, where the task is named: what it ran on (an eval of a local file, or of part of
+        # its samples, is not the task's score; InferenceX's readers take the fields they know)
+        "dataset": block.dataset, "limit": block.limit,
         "em_strict": strict.value if strict else None, "em_strict_se": strict.stderr if strict else None,
         "em_flexible": flexible.value if flexible else None,
         "em_flexible_se": flexible.stderr if flexible else None,
@@ -304,16 +317,16 @@ def _eval_point(run_id: str, job_id: str, rows: list[Mapping[str, Any]]) -> Resu
     runs += by_conc.values()
     harness, _, version = str(ours.get("harness") or "lm-eval").partition(" ")
     mode: Literal["eval-only", "run-eval"] = "run-eval" if ours.get("mode") == "run-eval" else "eval-only"
-    limit, fewshot = _positive(ours.get("limit")), ours.get("num_fewshot")
+    limit, fewshot = _positive(ours.get("limit", first.get("limit"))), ours.get("num_fewshot")
     block = judge(EvalBlock(
         mode=mode, task=str(first.get("task")), harness=harness, harness_version=version or None,
-        dataset=str(ours.get("dataset") or "unknown"), limit=limit,
+        dataset=str(ours.get("dataset") or first.get("dataset") or "unknown"), limit=limit,
         num_fewshot=fewshot if isinstance(fewshot, int) else None,
         model_prefix=str(first["model_prefix"]) if first.get("model_prefix") else None,
         # 0: not recorded (InferenceX's rows do not carry the eval's context or answer budget)
         context_length=_positive(ours.get("context_length")) or 0, max_tokens=_positive(ours.get("max_tokens")) or 0,
         runs=runs, verdict="invalid"))
-    if ours.get("verdict") in ("valid", "invalid"):  # as the run judged it (thresholds may have changed since)
+    if ours.get("verdict") in ("valid", "smoke", "invalid"):  # as the run judged it (thresholds may have changed)
         block.verdict = ours["verdict"]
         said = ours.get("reasons") or []
         if not isinstance(said, list) or not all(isinstance(r, str) for r in said):

@@ -846,7 +846,8 @@ class Store:
         if "evals" not in self._tables():  # a store below schema 3 read as it is: no result of it ran an eval
             return []
         split = "conc" not in {r["name"] for r in self._db.execute("PRAGMA table_info(evals)")}
-        sql = ("SELECT e.*, x.source AS result_source" + (", j.job AS job_record" if split else "")
+        sql = ("SELECT e.*, x.source AS result_source, json_extract(x.summary, '$.eval.dataset') AS eval_dataset, "
+               "json_extract(x.summary, '$.eval.limit') AS eval_limit" + (", j.job AS job_record" if split else "")
                + " FROM evals e JOIN runs r ON r.run_id = e.run_id LEFT JOIN results x ON x.result_id = e.result_id"
                + (" LEFT JOIN jobs j ON j.run_id = e.run_id AND j.job_id = e.job_id" if split
                                         else "") + (" WHERE e.run_id = ?" if run else "")
@@ -856,14 +857,16 @@ class Store:
             if split:
                 columns = _split_columns(r, self.path)
                 rows += [{**c, "result_id": r["result_id"], "run_id": r["run_id"], "job_id": r["job_id"],
-                          "result_source": r["result_source"]} for c in sorted(columns, key=lambda c: int(c["conc"]))]
+                          "result_source": r["result_source"], "eval_dataset": r["eval_dataset"],
+                          "eval_limit": r["eval_limit"]} for c in sorted(columns, key=lambda c: int(c["conc"]))]
             else:
                 rows.append(dict(r, reasons=_stored_eval_json(r, "reasons", self.path)))
         return [StoredEval(result_id=r["result_id"], run_id=r["run_id"], job_id=r["job_id"], conc=r["conc"],
                            status=r["status"], mode=r["mode"], task=r["task"], score=r["score"],
                            score_name=r["score_name"], score_stderr=r["score_stderr"], n_samples=r["n_samples"],
                            verdict=r["verdict"], reasons=tuple(r["reasons"]), harness_version=r["harness_version"],
-                           error=r["error"], source=r["result_source"]) for r in rows]
+                           error=r["error"], source=r["result_source"], dataset=r["eval_dataset"],
+                           limit=r["eval_limit"]) for r in rows]
 
     # ---------------------------------------------------------------- reading
 

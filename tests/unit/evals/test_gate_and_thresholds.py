@@ -143,3 +143,42 @@ def test_a_users_floor_of_a_task_llmsweep_does_not_run_is_said_once(monkeypatch:
     assert caplog.messages == [f"{path}:3: eval threshold m.gsm8: llmsweep runs no eval task 'gsm8' (it runs "
                                "gpqa_diamond_cot_n_shot, gsm8k; \"*\" is any task), so its floors are never read: "
                                "name one of those tasks"]
+
+
+def _local(prefix: str, *runs: EvalRun, limit: int | None = None) -> EvalBlock:
+    return EvalBlock(mode="eval-only", task="gsm8k", dataset="/data/adds.jsonl", limit=limit, model_prefix=prefix,
+                     context_length=9472, max_tokens=5376, runs=list(runs), verdict="invalid")
+
+
+def _small(score: float, n: int, of: int, stderr: float | None) -> EvalRun:
+    return EvalRun(conc=16, status="completed", n_samples=n, n_samples_original=of, metrics=[
+        EvalMetric(name="exact_match,strict-match", value=score, stderr=stderr),
+        EvalMetric(name="exact_match,flexible-extract", value=score, stderr=stderr)])
+
+
+def test_a_pass_on_too_few_samples_is_smoke_with_the_reason(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """`--eval-dataset adds.jsonl --eval-limit 6` and a user's floor of 0.40: 0.50 ± 0.22 over 6 questions earned the
+    same `valid` as a full GSM8K. Part of the samples, or a local file's few whose score a standard error from its
+    floor cannot tell, is `smoke`; a fail stays invalid; the task's whole hub dataset is judged as InferenceX does."""
+    user = tmp_path / "cat"
+    user.mkdir()
+    (user / "eval_thresholds.yaml").write_text("thresholds:\n  smollm2: { gsm8k: { exact_match: 0.40 } }\n")
+    monkeypatch.setenv("LLMSWEEP_CATALOG_DIR", str(user))
+    clear_caches()
+    limited = judge(_local("smollm2", _small(0.5, 6, 32, 0.2236), limit=6))
+    assert limited.verdict == "smoke" and [c.ok for c in limited.checks] == [True, True]
+    assert limited.reasons == ["smoke eval: gsm8k scored 6 samples of 32 (--eval-limit 6); a pass on part of the "
+                               "samples is not the task's score (drop the limit to judge it)"]
+    whole_file = judge(_local("smollm2", _small(0.5, 6, 6, 0.2236), limit=6))  # the limit cut nothing
+    assert whole_file.verdict == "smoke" and whole_file.reasons == [
+        "smoke eval: exact_match,strict-match = 0.5000 ± 0.2236 over 6 samples of /data/adds.jsonl lies within a "
+        "standard error of its threshold 0.40: too few samples to tell it passes (score more of them)"]
+    # every answer right: a stderr of 0 tells nothing of 6 samples; the threshold's binomial one does
+    assert judge(_local("smollm2", _small(1.0, 6, 6, 0.0))).verdict == "valid"  # 1.0 - 0.2 clears 0.40
+    assert judge(_local("qwen3.5", _small(1.0, 6, 6, 0.0))).verdict == "smoke"  # 1.0 - 0.097 does not clear 0.94
+    assert judge(_local("smollm2", _small(0.9, 400, 400, 0.015))).verdict == "valid"  # a file large enough
+    assert judge(_local("smollm2", _small(0.3, 6, 32, 0.2), limit=6)).verdict == "invalid"  # a fail is a fail
+    # the hub's whole split: InferenceX's gate, however near the floor (nothing more to score)
+    assert judge(block("smollm2", _small(0.405, 1319, 1319, 0.0135))).verdict == "valid"
+    hub_part = block("smollm2", _small(0.9, 50, 1319, 0.04)).model_copy(update={"limit": 50})
+    assert judge(hub_part).verdict == "smoke"

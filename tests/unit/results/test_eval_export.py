@@ -703,3 +703,42 @@ def test_an_eval_export_imported_after_the_json_export_of_its_run_is_not_stored_
     assert sorted(p.job_id for p in held) == sorted(p.job_id for p in points_from_run(run))
     (whole,) = [p for p in held if p.job_id == job]
     assert whole.summary is not None and whole.eval is not None  # the lossless result the JSON export stored
+
+
+def test_an_eval_of_part_of_a_local_file_says_so_where_its_task_is_named(make_run: MakeRun, store_path: Path,
+                                                                          tmp_path: Path) -> None:
+    """`--eval-dataset adds.jsonl --eval-limit 6`: its export read `task: gsm8k … n_eff: 6` at the top level (dataset
+    and limit only inside the `llmsweep` block) and `results evals` named no dataset. The top level says what it ran
+    on, the table's task says it, and the row reads back with its `smoke` verdict."""
+    run = make_run("adds", concs=(4,), source="measured")
+    art = run.jobs[0]
+    summary = Summary.load(art.dir / "summary.json")
+    small = EvalRun(conc=4, status="completed", n_samples=6, n_samples_original=32, results_file="eval/r.json",
+                    metrics=[EvalMetric(name="exact_match,strict-match", value=1.0, stderr=0.0),
+                             EvalMetric(name="exact_match,flexible-extract", value=1.0, stderr=0.0)])
+    summary.eval = judge(EvalBlock(mode="eval-only", task="gsm8k", dataset="/data/adds.jsonl", limit=6,
+                                   model_prefix="qwen3.5", context_length=9472, max_tokens=5376, runs=[small],
+                                   verdict="invalid"))
+    assert summary.eval.verdict == "smoke"
+    summary.validity.verdict = summary.eval.verdict
+    summary.write(art.dir / "summary.json")
+    runner = CliRunner()
+    assert runner.invoke(cli, ["results", "ingest", str(run.path)], catch_exceptions=False).exit_code == 0
+    with Store(store_path, readonly=True) as store:
+        (row,) = json.loads(export_points(store.results(), "inferencex-evals"))
+        (stored,) = store.evals()
+    assert (row["task"], row["dataset"], row["limit"], row["n_eff"]) == ("gsm8k", "/data/adds.jsonl", 6, 6)
+    assert row["llmsweep"]["verdict"] == "smoke"
+    assert (stored.dataset, stored.limit, stored.task_label) == ("/data/adds.jsonl", 6, "gsm8k (adds.jsonl, first 6)")
+    table = runner.invoke(cli, ["results", "evals"], catch_exceptions=False)
+    assert "gsm8k (adds.jsonl, first 6)" in table.stdout and "smoke" in table.stdout, table.stdout
+    path = tmp_path / "rows.json"
+    path.write_text(json.dumps([row]))
+    (back,) = import_file(path)[2]
+    assert back.eval is not None and (back.eval.verdict, back.eval.dataset, back.eval.limit) == (
+        "smoke", "/data/adds.jsonl", 6)
+    bare = {k: v for k, v in row.items() if k != "llmsweep"}  # a row of ours some tool stripped to InferenceX's own
+    path.write_text(json.dumps([bare]))
+    (plain_back,) = import_file(path)[2]
+    assert plain_back.eval is not None and (plain_back.eval.dataset, plain_back.eval.limit) == ("/data/adds.jsonl", 6)
+    assert plain_back.eval.verdict == "smoke"  # judged again: part of the samples
