@@ -671,10 +671,10 @@ def collect_curve(job: Job, settings: CollectSettings, prompts: PromptSet, run_d
         signals.consumed(exc)  # writing up: a second signal hurries that, never interrupts it
         why = signals.interrupted_by(signals.first_signal(exc))
         event(f"{why}: {len(cells)} of {total} cells ran; writing the curve of the measured ones")
-        for m, k in plan[len(cells):]:  # the cell it stopped (its folder made) failed; the ones after it never ran
+        for m, k in plan[len(cells):]:  # the cell it stopped (its folder made) was interrupted; those after, not run
             folder = cell_folder(run_dir, m, k)
             begun = folder.is_dir()
-            cells.append(CellResult(thinking=m, k=k, status="failed" if begun else "not run",
+            cells.append(CellResult(thinking=m, k=k, status="interrupted" if begun else "not run",
                                     directory=str(folder) if begun else None, reason=why))
     measured = [c for c in cells if c.status == "measured"]
     # earned from what served the cells, never only from the plan: a cell whose server was the simulator (its launch,

@@ -84,8 +84,9 @@ class CellResult(BaseModel):
 
     thinking: ThinkingMode
     k: int
-    status: Literal["measured", "failed", "not run"] = Field(description="`not run`: a signal stopped the "
-                                                             "collection before the cell's server was started.")
+    status: Literal["measured", "failed", "interrupted", "not run"] = Field(
+        description="`interrupted`: a signal stopped the collection while the cell ran (its folder holds what it did); "
+        "`not run`: a signal stopped it before the cell's server was started.")
     acceptance_length: float | None = None
     accepted_tokens: float | None = Field(default=None, description="Δ accepted draft tokens (None where the engine "
                                           "counts none: SGLang).")

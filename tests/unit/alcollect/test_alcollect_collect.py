@@ -579,6 +579,7 @@ def test_a_signal_while_the_server_is_being_launched_still_stops_it(tmp_path: Pa
                                tmp_path / "golden" / curve_file_name(job), launcher=launcher,  # type: ignore[arg-type]
                                simulate=True)
         assert [c.reason for c in result.cells] == ["interrupted by SIGINT"] and result.curve_file is None
+        assert [c.status for c in result.cells] == ["interrupted"]  # not `failed`: nothing went wrong with it
         (pid,) = launcher.pids
         info = read_proc(pid)
         assert info is None or info.state == "Z", "the server launched as the signal came is still running"
