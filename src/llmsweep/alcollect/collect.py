@@ -487,6 +487,7 @@ def _run_cell(job: Job, mode: ThinkingMode, k: int, settings: CollectSettings, p
         steps = (sd.drafts or sd.verify_steps) if sd else None
         cell.accepted_tokens = sd.accepted_tokens if sd else None
         cell.drafts, cell.method = steps, sd.method if sd else None
+        cell.draft_coverage = draft_coverage(sd.drafts if sd else None, cell.accepted_tokens, cell.output_tokens)
         cell.reason = unmeasured_reason(requests, sd, steps, server.adapter, settings.output_len)
         if cell.reason is None and sd is not None:
             cell.status, cell.acceptance_length = "measured", sd.acceptance_length
@@ -506,11 +507,53 @@ def _run_cell(job: Job, mode: ThinkingMode, k: int, settings: CollectSettings, p
     if cell.status == "measured":
         counts = (f"accepted {cell.accepted_tokens:.0f} / drafts {cell.drafts:.0f}" if cell.accepted_tokens is not None
                   else f"{cell.drafts:.0f} verify steps, {cell.method}")
+        covered = f", {cell.draft_coverage:.0%} of them from steps that drafted" \
+            if cell.draft_coverage is not None else ""
         event(f"{mode} K={k}: AL {cell.acceptance_length:.3f} ({counts}, {cell.requests_ok} requests, "
-              f"{cell.output_tokens} tokens) in {cell.seconds:.0f} s")
+              f"{cell.output_tokens} tokens{covered}) in {cell.seconds:.0f} s")
+        if (low := low_coverage(cell)) is not None:
+            event(f"warning: {mode} K={k}: {low}")
     else:
         event(f"{mode} K={k}: not measured — {cell.reason}")
     return cell
+
+
+LOW_COVERAGE = 0.5
+"""A cell whose drafted steps gave less than this share of its output tokens is said to (`low_coverage`)."""
+
+
+def draft_coverage(drafts: float | None, accepted: float | None, output_tokens: int) -> float | None:
+    """The share of the output tokens that came from steps that drafted: each such step gives its accepted tokens and
+    the one it verifies, so (drafts + accepted) / output tokens, at most 1; None where the engine counts no accepted
+    tokens or no draft (SGLang counts verify calls: every step verifies), or nothing was generated."""
+    if drafts is None or accepted is None or output_tokens <= 0:
+        return None
+    return min(1.0, (drafts + accepted) / output_tokens)
+
+
+def coverage_note(cell: CellResult) -> str | None:
+    """The curve header's note of a measured cell's draft coverage (`M K=k: draft coverage …`), a low one said so
+    (`low_coverage`); None where it is not known."""
+    if cell.draft_coverage is None or cell.accepted_tokens is None or cell.drafts is None:
+        return None
+    drafted = min(cell.output_tokens, round(cell.drafts + cell.accepted_tokens))
+    said = (f"{cell.thinking} K={cell.k}: draft coverage {cell.draft_coverage:.0%} ({drafted:,} of "
+            f"{cell.output_tokens:,} {noun(cell.output_tokens, 'output token')} from steps that drafted)")
+    low = low_coverage(cell)
+    return said if low is None else f"{said}; {low}"
+
+
+def low_coverage(cell: CellResult) -> str | None:
+    """What to say of a cell whose drafted steps gave less than `LOW_COVERAGE` of its output: its AL, that of the
+    drafted steps (InferenceX's definition, kept), is not what a step gives over the run — output tokens per decode
+    step, output / (output − accepted): each step gives one token and a drafted one its accepted ones too."""
+    if cell.draft_coverage is None or cell.draft_coverage >= LOW_COVERAGE or cell.accepted_tokens is None:
+        return None
+    steps = cell.output_tokens - cell.accepted_tokens
+    per_step = f" ({cell.output_tokens / steps:.2f} tokens per decode step over the run)" if steps > 0 else ""
+    al = f"AL {cell.acceptance_length:.2f}" if cell.acceptance_length is not None else "AL"
+    return (f"only {cell.draft_coverage:.0%} of its output came from steps that drafted (below {LOW_COVERAGE:.0%}): "
+            f"its {al} holds for those steps alone, not for every step{per_step}")
 
 
 def unmeasured_reason(requests: Requests, sd: SpecDecode | None, steps: float | None, adapter: str | None,
@@ -815,7 +858,8 @@ def _header(job: Job, settings: CollectSettings, run_dir: Path, cells: list[Cell
         output_len=settings.output_len,
         chat_template_kwargs={m: settings.chat_template_kwargs.get(m) or {} for m in sorted(modes)},
         generator=f"llmsweep al collect (llmsweep {__version__})", simulated=simulate,
-        notes=[*_launch_notes(run_dir, cells), *_al_method_notes(job, cells), *_unmeasured(cells), *settings.notes],
+        notes=[*_launch_notes(run_dir, cells), *_al_method_notes(job, cells), *_unmeasured(cells),
+               *(n for c in cells if c.status == "measured" and (n := coverage_note(c)) is not None), *settings.notes],
     )
 
 

@@ -96,6 +96,11 @@ class CellResult(BaseModel):
     requests_ok: int = 0
     requests_failed: int = 0
     output_tokens: int = 0
+    draft_coverage: float | None = Field(
+        default=None, description="Share of the output tokens that came from steps that drafted, (drafts + accepted) "
+        "/ output tokens (at most 1): the AL, 1 + accepted / drafts, is that of those steps alone (an n-gram drafter "
+        "drafts only where its pattern matches). None where the engine counts no accepted tokens (SGLang: it "
+        "verifies every step).")
     engine_version: str | None = None
     simulated: bool = Field(default=False, description="The cell's server was llmsweep's simulator: its launch was "
                             "the simulator's, or its /version said so (a modelled AL, not a measurement).")

@@ -446,6 +446,7 @@ def collect(recipe: Path, config_keys: tuple[str, ...], runner_config: Path | No
     if as_json:
         click.echo(json.dumps(result.model_dump(mode="json"), indent=2))
     else:
+        from llmsweep.alcollect.collect import low_coverage
         from llmsweep.cli.tables import Column, plain, print_tables, table_console
 
         # laid out as every table is (`cli.tables`): each cell named by its thinking mode and K in every part, the
@@ -453,11 +454,13 @@ def collect(recipe: Path, config_keys: tuple[str, ...], runner_config: Path | No
         # do not fit in a continuation table
         columns = [Column("cell", kind="key", justify="left", min_width=max(len(f"{c.thinking} K={c.k}")
                                                                            for c in result.cells)),
-                   *(Column(h) for h in ("AL", "accepted", "drafts", "requests", "tokens", "s")),
+                   *(Column(h) for h in ("AL", "accepted", "drafts", "coverage", "requests", "tokens", "s")),
                    Column("status", kind="id", justify="left")]
         rows = [[plain(f"{c.thinking} K={c.k}"), f"{c.acceptance_length:.2f}" if c.acceptance_length else "—",
                  f"{c.accepted_tokens:.0f}" if c.accepted_tokens is not None else "—",
-                 f"{c.drafts:.0f}" if c.drafts is not None else "—", f"{c.requests_ok}", str(c.output_tokens),
+                 f"{c.drafts:.0f}" if c.drafts is not None else "—",
+                 f"{c.draft_coverage:.0%}" if c.draft_coverage is not None else "—", f"{c.requests_ok}",
+                 str(c.output_tokens),
                  f"{c.seconds:.0f}", c.said] for c in result.cells]
         print_tables(plain(f"Golden AL: {result.checkpoint} {result.method} ({result.engine})"), columns, rows,
                      console=table_console())
@@ -465,6 +468,8 @@ def collect(recipe: Path, config_keys: tuple[str, ...], runner_config: Path | No
             if c.reason:
                 see = f" (see {c.directory})" if c.directory else ""
                 click.echo(f"{c.thinking} K={c.k}: {c.reason}{see}", err=True)
+            elif (low := low_coverage(c)) is not None:  # (coverage: the share of output from steps that drafted)
+                click.echo(f"warning: {c.thinking} K={c.k}: {low}", err=True)
         for r in result.replaced:
             click.echo(f"{r.thinking} K={r.k}: {r.new:.2f} replaces {r.old:.2f} (from the collection "
                        f"{r.old_collection})", err=True)
