@@ -1179,7 +1179,8 @@ def eval_failure(job: Job, summary: Summary) -> str | None:
     ev = summary.eval
     if job.eval_only or ev is None or ev.verdict == "valid":
         return None
-    reasons = [r.removeprefix(f"eval {ev.task}: ") for r in ev.reasons]  # said once, in front
+    # said once, in front: the task (`eval gsm8k: …`) and the verdict (`smoke eval: …`)
+    reasons = [r.removeprefix(f"eval {ev.task}: ").removeprefix(f"{ev.verdict} eval: ") for r in ev.reasons]
     return f"{ev.task} eval is {ev.verdict}: " + ("; ".join(reasons) or "no reason recorded")
 
 

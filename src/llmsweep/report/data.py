@@ -474,10 +474,11 @@ def verdict_groups(points: Sequence[dict[str, Any]], missing: Sequence[dict[str,
         items[kind] += [(r, p["id"]) for r in p.get("causes") or p["reasons"] or [p["reason"]]]
     drawn = {p["job_id"]: p["id"] for p in points if run_id is None or own_point(p, run_id)}
     for e in evals:  # one line per eval, by its point where one is drawn (series and conc); an eval-only job by id
-        if e["verdict"] != "valid":
-            counts["eval-failed"] += 1
-            items["eval-failed"].append(("; ".join(e["reasons"]) or "no reason recorded",
-                                         drawn.get(e["job_id"], e["job_id"])))
+        if e["verdict"] != "valid":  # a smoke eval passed on too few samples: said as smoke, not as a failure
+            kind = "smoke" if e["verdict"] == "smoke" else "eval-failed"
+            counts[kind] += 1
+            items[kind].append(("; ".join(e["reasons"]) or "no reason recorded",
+                                drawn.get(e["job_id"], e["job_id"])))
     full: dict[str, str] = {}
     for m in missing:  # jobs that failed for one cause group on its gist (the log's name and the port differ)
         counts[m["kind"]] += 1
@@ -552,7 +553,7 @@ def run_counts(run_id: str, drawn: Sequence[dict[str, Any]], series: Sequence[di
         # points that are the mean of their repeats (`run --repeats`), and the results they combine
         "repeated": sum(1 for p in points if p.get("repeats")),
         "repeat_results": sum(p["repeats"]["n"] for p in points if p.get("repeats")),
-        "evals": len(evals), "evals_failed": sum(1 for e in evals if e["verdict"] != "valid"),
+        "evals": len(evals), "evals_failed": sum(1 for e in evals if e["verdict"] not in ("valid", "smoke")),
         # the jobs without a result, apart as the page's banners say them (`without_result` says them in words):
         # refused before running; failed (ran or began to, and left no result: interrupted, a launch that failed, a
         # summary that does not read — those counted again in `unreadable`); missing (planned, never run)

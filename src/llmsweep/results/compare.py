@@ -1068,8 +1068,12 @@ def _eval_delta(runs_a: list[ResultPoint], runs_b: list[ResultPoint]) -> EvalDel
 
 def _eval_verdict(evals: Sequence[EvalBlock]) -> str:
     """A side's eval verdict beside its score, the mean of its evals (one per repeat): `valid` only where every one
-    is, as one eval is valid only where every run of it reached its thresholds (`EvalBlock.verdict`)."""
-    return "valid" if all(e.verdict == "valid" for e in evals) else "invalid"
+    is, as one eval is valid only where every run of it reached its thresholds (`EvalBlock.verdict`); `invalid` where
+    any missed them; else `smoke` (it passed on too few samples to stand: `--eval-limit`, or a local file's score
+    within its error of the threshold)."""
+    if all(e.verdict == "valid" for e in evals):
+        return "valid"
+    return "invalid" if any(e.verdict == "invalid" for e in evals) else "smoke"
 
 
 def mean_score_stderr(evals: Sequence[EvalBlock]) -> float | None:

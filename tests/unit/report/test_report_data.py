@@ -525,6 +525,20 @@ def test_a_run_eval_rows_failed_eval_is_one_banner_line_naming_its_drawn_point()
     assert lines == {"; ".join(reasons): ["r-16"], "no reason recorded": ["eval-only-conc8"]}, lines
 
 
+def test_an_eval_that_passed_on_too_few_samples_is_said_as_smoke_not_as_failed() -> None:
+    """A `smoke` eval (`--eval-limit`, or a local file's score within its error of the threshold) missed no
+    threshold: it was listed under "did not pass" and counted in `evals_failed`. It is a smoke result, with its
+    reason, beside the evals that did fail."""
+    from llmsweep.report.data import verdict_groups
+
+    smoke = "smoke eval: gsm8k scored 6 of 1319 samples (--eval-limit 6); a pass on part of the task is not a result"
+    evals = [{"job_id": "eval-conc8", "verdict": "smoke", "reasons": [smoke]},
+             {"job_id": "eval-conc16", "verdict": "invalid", "reasons": ["eval gsm8k: below the threshold"]}]
+    groups = verdict_groups([], [], evals=evals)
+    assert groups["smoke"]["count"] == 1 and groups["smoke"]["reasons"][0]["reason"] == smoke
+    assert groups["eval-failed"]["count"] == 1 and groups["eval-failed"]["reasons"][0]["ids"] == ["eval-conc16"]
+
+
 def test_a_summary_without_job_json_is_a_job_without_a_result_never_a_point_with_made_up_labels(
         tmp_path: Path) -> None:
     """A job folder missing its job.json was read as a valid point labelled conc 0, tp1, no model or hardware,

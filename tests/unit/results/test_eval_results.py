@@ -253,6 +253,10 @@ def test_the_eval_verdict_beside_a_mean_of_repeats_is_every_repeats_not_the_firs
     every = _eval_repeats(tmp_path, "a2", ((0.90, 0.006), (0.91, 0.006)))
     (m,) = compare_points(every, single).matched
     assert m.eval is not None and m.eval.verdict_a == "valid"
+    # a repeat that passed on too few samples (`smoke`) makes the mean smoke, not invalid: it missed no threshold
+    smoke = _eval_repeats(tmp_path, "a3", ((0.90, 0.006), (0.91, 0.006)), ("valid", "smoke"))
+    (m,) = compare_points(smoke, single).matched
+    assert m.eval is not None and m.eval.verdict_a == "smoke"
 
 
 def test_an_evals_only_side_against_throughput_points_alone_says_why_nothing_matched(make_run: MakeRun) -> None:

@@ -142,7 +142,7 @@
   var VERDICT_HEAD = {
     invalid: function (n) { return countOf(n, "invalid point") + ": drawn as hollow dashed markers and excluded from frontiers."; },
     "eval-failed": function (n) { return countOf(n, "eval") + " did not pass (scores and thresholds in the Evaluation table below):"; },
-    smoke: function (n) { return countOf(n, "smoke point") + ": " + noun(n, "it", "they") + " ran, but too little to be valid (drawn faded, never on a frontier); read " + noun(n, "it as a smoke test, not as a result", "them as a smoke test, not as results") + "."; },
+    smoke: function (n) { return countOf(n, "smoke result") + ": " + noun(n, "it", "they") + " ran, but too little to be valid (a point is drawn faded, never on a frontier; an eval passed on too few samples to stand); read " + noun(n, "it as a smoke test, not as a result", "them as a smoke test, not as results") + "."; },
     refused: function (n) { return countOf(n, "job") + " refused before running, so " + noun(n, "it has", "they have") + " no point:"; },
     failed: function (n) { return countOf(n, "job") + " without a result:"; },
     reused: function (n) { var now = ((D.counts || {}).points || 0) - REUSED; return countOf(n, "job") + " not run: --reuse stood " + noun(n, "it", "them") + " on stored results of earlier runs; " + noun(n, "its point is", "their points are") + " drawn as diamonds with the verdict and figures the run that measured " + noun(n, "it", "them") + " stored" + (now > 0 ? " (the rest were measured now)" : "") + (REUSED_REPEATS ? "; " + countOf(REUSED_REPEATS, "point") + " measured now in part " + noun(REUSED_REPEATS, "is", "are") + " the mean of every repeat, those reused included" : "") + ":"; },
