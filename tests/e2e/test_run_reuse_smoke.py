@@ -132,3 +132,19 @@ def test_a_job_reused_from_a_result_without_power_says_it_has_none(tmp_path: Pat
     quiet = run_cli([RECIPES / "fixed-sim.yaml", "--out", tmp_path / "quiet", "--store", store, "--no-report",
                      "--reuse", "--power-backend", "off"], env)
     assert quiet.returncode == 0 and "power will not be recorded" not in quiet.stderr, quiet.stderr[-3000:]
+
+
+def test_a_job_reused_whose_power_the_simulator_does_not_model_is_not_told_to_run_again(tmp_path: Path) -> None:
+    """A pp2 job's power is not modelled by the simulator: its stored result has none, and `--reuse` said "run without
+    --reuse to record it", which would record none either. The reused job says the result's own reason."""
+    env = cli_env(tmp_path)
+    store = tmp_path / "s.sqlite"
+    recipe = tmp_path / "pp.yaml"
+    recipe.write_text((RECIPES / "fixed-sim.yaml").read_text(encoding="utf-8").replace("tp: 8,", "tp: 4, pp: 2,"),
+                      encoding="utf-8")
+    first = run_cli([recipe, "--out", tmp_path / "first", "--store", store, "--no-report"], env)
+    assert first.returncode == 0 and "not modelled" in first.stderr, first.stderr[-3000:]
+    again = run_cli([recipe, "--out", tmp_path / "again", "--store", store, "--no-report", "--reuse"], env)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "not modelled" in again.stderr and "run without --reuse to record it" not in again.stderr, \
+        again.stderr[-3000:]

@@ -198,9 +198,13 @@ def reused_without_power(power: PowerBlock | None, run_id: str) -> str | None:
     """Why a job `run --reuse` stood on run `run_id`'s stored result, whose power block is `power`, has no GPU power,
     and how to get it, as `run` and its dashboard say it; None where the result recorded power (valid or not: its
     verdict says the rest). It recorded none where its run sampled none (`--power-backend off`: no block, or the
-    assumed cost's alone) or no backend could sample where it ran (`PowerBlock.unrecorded`)."""
+    assumed cost's alone) or no backend could sample where it ran (`PowerBlock.unrecorded`); where the simulator
+    models no power for the job, that reason alone (measuring it again would record none either)."""
     if power is None or power.reasons == [NOT_SAMPLED]:
         why = f"its run sampled none: {_POWER_BACKEND} off"
+    elif power.unrecorded and "not_modelled" in power.reasons:
+        # the simulator models no power for this job: running it again without --reuse records none either
+        return power.unrecorded
     elif power.unrecorded:
         why = power.unrecorded
     else:
