@@ -425,11 +425,14 @@ def predict(files: tuple[Path, ...], config_keys: tuple[str, ...], duration: flo
         causes = {said[r.refused] for r in refused if r.refused in said}
         only = next(iter(causes)) if len(causes) == 1 and all(r.refused in said for r in refused) else None
         every = "the one point was" if len(results) == 1 else f"all {len(results)} points were"
-        raise ConfigError(f"llmsweep predict: {every} refused (see above)",
-                          fix=only.fix if only is not None and only.fix else
-                          "fix the recipe errors above (`llmsweep validate` lists every finding), or select other "
-                          "jobs with --config-keys" if by_policy else
-                          "select jobs the simulator can run with --config-keys")
+        # bad input (exit 2) where recipe errors refused every point, as `run` exits; else a run that could not run
+        # its jobs (exit 1: an unreadable trace source, a job the simulator cannot model), as `run` counts them
+        error = ConfigError if len(by_policy) == len(refused) else ResultError
+        raise error(f"llmsweep predict: {every} refused (see above)",
+                    fix=only.fix if only is not None and only.fix else
+                    "fix the recipe errors above (`llmsweep validate` lists every finding), or select other "
+                    "jobs with --config-keys" if by_policy else
+                    "select jobs the simulator can run with --config-keys")
     if refused:
         click.echo(f"{count_of(len(results) - len(refused), 'point')} predicted, {len(refused)} refused", err=True)
     if not as_json:
