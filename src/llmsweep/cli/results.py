@@ -44,8 +44,7 @@ def _open(store_path: Path | None, *, readonly: bool = True) -> Any:
 def _stored_in(store: Any) -> str:
     """Where an empty listing looked: the store's path, and that no file is there where none is (a mistyped --store
     read as an empty store, said as if the store had been found empty)."""
-    return f"{store.path}" + ("" if store.on_disk else " (no store file there: the first `run` or `results ingest` "
-                              "that writes to it makes one)")
+    return f"{store.path}" + ("" if store.on_disk else " (no store file there)")
 
 
 def _num(value: float | None, digits: int = 3) -> str:

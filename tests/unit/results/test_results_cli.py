@@ -138,7 +138,7 @@ def test_listing_no_results_says_so(make_run, store_path: Path) -> None:
     printed nothing, or a table with no rows); `--json` is an empty list. A store file that is not there (a
     mistyped --store) is said to be missing, not only empty."""
     assert not store_path.exists()
-    missing = f"{store_path} (no store file there: the first `run` or `results ingest` that writes to it makes one)"
+    missing = f"{store_path} (no store file there)"
     assert _run("results", "list", "--all") == f"no results stored in {missing}\n"
     assert json.loads(_run("results", "list", "--all", "--json")) == []
     for runs in (("results", "list"), ("results", "runs")):  # the runs view: a line, not a table with no rows
