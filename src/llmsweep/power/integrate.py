@@ -197,7 +197,7 @@ def unsampled(work: WorkDone, *, sku: str | None = None) -> dict[str, Any] | Non
 def reused_without_power(power: PowerBlock | None, run_id: str) -> str | None:
     """Why a job `run --reuse` stood on run `run_id`'s stored result, whose power block is `power`, has no GPU power,
     and how to get it, as `run` and its dashboard say it; None where the result recorded power (valid or not: its
-    verdict says the rest). It recorded none where its run sampled none (`--power-backend off`: no block, or the
+    verdict says the rest). It recorded none where its run sampled none (`run --power-backend off`: no block, or the
     assumed cost's alone) or no backend could sample where it ran (`PowerBlock.unrecorded`); where the simulator
     models no power for the job, that reason alone (measuring it again would record none either)."""
     if power is None or power.reasons == [NOT_SAMPLED]:
