@@ -10,7 +10,6 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -39,22 +38,6 @@ def test_an_interrupt_a_finalizer_swallowed_is_raised_again_in_the_runs_own_code
             time.sleep(5)  # the run's own code, where the interrupt lands now (at once: the sleep is cut short)
         assert caught.value.signum == signal.SIGINT
         assert signals.received() == [signal.SIGINT] and not signals.hurried()  # one signal, not two
-    finally:
-        for sig, handler in saved.items():
-            signal.signal(sig, handler)
-        sys.unraisablehook = hook
-        signals.reset()
-
-
-@pytest.fixture
-def installed() -> Iterator[None]:
-    """The CLI's handlers, as `llmsweep` installs them, for one test; the previous ones back afterwards."""
-    saved = {sig: signal.getsignal(sig) for sig in signals.INTERRUPT_SIGNALS}
-    hook = sys.unraisablehook
-    signals.reset()
-    signals.install()
-    try:
-        yield
     finally:
         for sig, handler in saved.items():
             signal.signal(sig, handler)

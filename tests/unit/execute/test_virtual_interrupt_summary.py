@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import signal
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,22 +13,6 @@ import pytest
 from llmsweep.execute import signals
 
 RECIPE = Path(__file__).resolve().parents[2] / "data" / "recipes" / "run" / "slow-fixed-sim.yaml"
-
-
-@pytest.fixture
-def installed() -> Iterator[None]:
-    """The CLI's handlers, as `llmsweep` installs them, for one test; the previous ones back afterwards."""
-    saved = {sig: signal.getsignal(sig) for sig in signals.INTERRUPT_SIGNALS}
-    hook = sys.unraisablehook
-    signals.reset()
-    signals.install()
-    try:
-        yield
-    finally:
-        for sig, handler in saved.items():
-            signal.signal(sig, handler)
-        sys.unraisablehook = hook
-        signals.reset()
 
 
 @pytest.mark.usefixtures("installed")
