@@ -573,6 +573,36 @@ def test_a_failed_eval_line_names_a_drawn_point_and_an_eval_only_job_alike(drive
     assert _errors(driver) == []
 
 
+def test_a_smoke_eval_is_said_as_smoke_and_ringed_apart_from_a_failed_one(driver, tmp_path: Path) -> None:
+    """An eval that passed on too few samples (`smoke`: `--eval-limit`) missed no threshold, yet the page counted it
+    under "did not pass" and ringed its point red as a failed eval. It is a smoke result in the smoke banner, with its
+    reason, and its point's ring is dashed grey; the run's line counts no failed eval."""
+    from selenium.webdriver.common.by import By
+
+    from llmsweep.metrics.model import EvalBlock, EvalRun
+
+    points = [SyntheticPoint(synthetic_job(conc=c), speed=1.0, requests=40) for c in (4, 16)]
+    run = write_synthetic_run(tmp_path / "run", points, run_id="smoke-evals")
+    path = run.path / "jobs" / points[1].job["id"] / "summary.json"
+    summary = Summary.load(path)
+    why = "smoke eval: gsm8k scored 6 of its samples (--eval-limit 6); a pass on part of the task is not a result"
+    summary.eval = EvalBlock(mode="run-eval", task="gsm8k", dataset="openai/gsm8k", context_length=9472,
+                             max_tokens=5376, score=0.95, score_name="exact_match,strict-match", verdict="smoke",
+                             reasons=[why], limit=6,
+                             runs=[EvalRun(conc=16, status="completed", n_samples=6, command=["x"])])
+    path.write_text(json.dumps(summary.dump()), encoding="utf-8")
+    _open(driver, write_report(run.path, tmp_path / "report", png=False).html)
+    assert "did not pass" not in driver.find_element(By.ID, "run-meta").text
+    assert not driver.find_elements(By.CSS_SELECTOR, "#chart circle.eval-failed")
+    (ring,) = driver.find_elements(By.CSS_SELECTOR, "#chart circle.eval-smoke")
+    assert ring.get_attribute("stroke-dasharray") == "3 2"
+    banner = driver.find_element(By.ID, "banner-smoke")
+    assert "1 smoke result" in banner.text and "--eval-limit 6" in banner.text, banner.text
+    assert not driver.find_elements(By.ID, "banner-eval-failed") or \
+        not driver.find_element(By.ID, "banner-eval-failed").is_displayed()
+    assert _errors(driver) == []
+
+
 def test_a_run_of_evals_only_says_so_and_banners_the_eval_that_did_not_pass(driver, tmp_path: Path) -> None:
     """The page of an `--evals-only` run said `no result to plot: the run has no job` and showed no banner."""
     from selenium.webdriver.common.by import By

@@ -331,9 +331,10 @@
       var dim = state.hidden[p.series] || (state.frontierOnly && !front);
       if (dim) cls += " dim";
       var cx = sx(xval(p, state.x)), cy = sy(yval(p));
-      if (p.eval && p.eval.verdict !== "valid")
-        el("circle", { "class": "eval-failed", cx: cx.toFixed(2), cy: cy.toFixed(2), r: 9, fill: "none", stroke: "#d92d20",
-          "stroke-width": 2, "data-id": p.id }, svg);
+      if (p.eval && p.eval.verdict !== "valid")  // red: an eval that missed its thresholds; dashed grey: a smoke eval
+        el("circle", { "class": p.eval.verdict === "smoke" ? "eval-smoke" : "eval-failed", cx: cx.toFixed(2),
+          cy: cy.toFixed(2), r: 9, fill: "none", stroke: p.eval.verdict === "smoke" ? "#667085" : "#d92d20",
+          "stroke-width": 2, "stroke-dasharray": p.eval.verdict === "smoke" ? "3 2" : null, "data-id": p.id }, svg);
       var r = front ? 6 : p.valid ? 4.5 : 6, attrs = { "class": cls, fill: s.color,
         style: p.valid && !smoke && !p.reused ? null : "stroke:" + s.color, "data-id": p.id, "data-series": p.series,
         "data-x": xval(p, state.x), "data-y": yval(p), "data-valid": p.valid ? "1" : "0", "data-verdict": p.verdict };
@@ -441,7 +442,8 @@
      does not model what it sets): its verdict is marked and the warnings are said in its reason. */
   var WARN = "⚠";
   function warned(p) { return (p.warnings || []).length > 0; }
-  /* A point whose job's eval did not pass keeps its throughput verdict, but is ringed red: its reason says why. */
+  /* A point whose job's eval did not pass keeps its throughput verdict, but is ringed red (dashed grey where the eval
+     passed on too few samples to stand: smoke): its reason says why. */
   function evalFailure(p) {
     return p.eval && p.eval.verdict !== "valid" ? p.eval.reason || "eval " + p.eval.task + " " + p.eval.verdict : "";
   }
