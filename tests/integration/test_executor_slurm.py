@@ -19,7 +19,13 @@ from support.slurm import require_slurm
 import llmsweep
 from llmsweep.engines.launch import LaunchSpec
 from llmsweep.errors import ConfigError
-from llmsweep.execute.slurm import SlurmExecutor, SlurmOptions, cancel_on_interrupt, python_check_reason
+from llmsweep.execute.slurm import (
+    SlurmExecutor,
+    SlurmJobResult,
+    SlurmOptions,
+    cancel_on_interrupt,
+    python_check_reason,
+)
 
 HELPERS = Path(__file__).resolve().parents[1] / "unit" / "execute" / "helpers"
 TINY_SERVER = HELPERS / "tiny_server.py"
@@ -323,32 +329,33 @@ def test_the_batch_script_records_a_sigquit_as_131(tmp_path: Path) -> None:
         subprocess.run(["scancel", job.job_id], capture_output=True, timeout=30)
 
 
+def _failed_python_check(tmp_path: Path, slurm: SlurmOptions, name: str, timeout_s: float = 60) -> SlurmJobResult:
+    """A tiny job submitted under `slurm`, whose node Python the batch script's check refuses: it ends before the
+    job ran (exit 65) and launched nothing."""
+    spec = tiny()
+    job = SlurmExecutor(slurm).submit(spec, group_file=write_group(tmp_path, spec, ["true"]), out_dir=tmp_path,
+                                      name=name)
+    with cancel_on_interrupt([job]):
+        result = job.wait(timeout_s=timeout_s)
+    assert not result.ok and result.exit_code == 65, result.stderr_path.read_text()[-2000:]
+    assert not (tmp_path / "server.log").exists()  # nothing was launched
+    return result
+
+
 def test_a_node_without_a_modern_python_fails_fast_with_a_reason(tmp_path: Path) -> None:
     old_python = tmp_path / "python3.10"
     old_python.write_text("#!/bin/sh\necho 3.10.12\nexit 1\n")  # answers the version check as Python 3.10 does
     old_python.chmod(0o755)
-    spec = tiny()
-    job = SlurmExecutor(options(python=str(old_python))).submit(
-        spec, group_file=write_group(tmp_path, spec, ["true"]), out_dir=tmp_path, name="old-python")
-    with cancel_on_interrupt([job]):
-        result = job.wait(timeout_s=60)
-    assert not result.ok and result.exit_code == 65
+    result = _failed_python_check(tmp_path, options(python=str(old_python)), "old-python")
     assert f"{old_python} on " in (said := result.stderr_path.read_text()) and (
         "is Python 3.10.12, older than 3.11" in said and "--executor-option python=PATH" in said), said
-    assert not (tmp_path / "server.log").exists()  # nothing was launched
 
 
 def test_a_node_python_that_does_not_exist_is_said_missing_not_old(tmp_path: Path) -> None:
     """`python=/nonexistent/python3` was said "missing or older than Python 3.11 … set python in the slurm executor
     options": which of the two, and the option's spelling on the command line."""
-    spec = tiny()
     missing = tmp_path / "no-such" / "python3"
-    job = SlurmExecutor(options(python=str(missing))).submit(
-        spec, group_file=write_group(tmp_path, spec, ["true"]), out_dir=tmp_path, name="no-python")
-    with cancel_on_interrupt([job]):
-        result = job.wait(timeout_s=60)
-    assert not result.ok and result.exit_code == 65
-    reason = python_check_reason(result)
+    reason = python_check_reason(_failed_python_check(tmp_path, options(python=str(missing)), "no-python"))
     assert reason is not None and re.search(
         rf"the node's python {re.escape(str(missing))} on \S+ does not exist \(no such file on this node, nor a "
         r"command on its PATH\); the client cannot run; give a Python >= 3.11 with llmsweep and its dependencies "
@@ -363,22 +370,15 @@ def test_a_node_python_without_llmsweeps_dependencies_fails_fast_naming_the_miss
     system = Path("/usr/bin/python3")
     if not system.is_file() or subprocess.run([system, "-c", "import click"], capture_output=True).returncode == 0:
         pytest.skip("needs a /usr/bin/python3 >= 3.11 without click")
-    spec = tiny()
     # the real worker (`{python} -m llmsweep.cli.main ...`, the default): what the check imports (a script worker,
     # as this file's other tests use, is checked for the version only)
     bare = SlurmOptions(python=str(system), poll_s=0.5, time_limit="00:05:00")
-    job = SlurmExecutor(bare).submit(
-        spec, group_file=write_group(tmp_path, spec, ["true"]), out_dir=tmp_path, name="bare-python")
-    with cancel_on_interrupt([job]):
-        result = job.wait(timeout_s=60)
-    assert not result.ok and result.exit_code == 65
-    reason = python_check_reason(result)
+    reason = python_check_reason(_failed_python_check(tmp_path, bare, "bare-python"))
     assert reason is not None and re.search(
         r"ended FAILED \(exit 65\) before this job ran: the node's python /usr/bin/python3 on \S+ cannot import "
         r"(\w+, which )?llmsweep\.cli\.main (needs )?\(ModuleNotFoundError: No module named '\w+'\); the worker "
         r"cannot run; give a Python >= 3.11 with llmsweep and its dependencies installed: --executor-option "
         r"python=PATH", reason), reason
-    assert not (tmp_path / "server.log").exists()  # nothing was launched
 
 
 def test_a_node_python_that_imports_the_cli_but_lacks_a_jobs_dependency_fails_the_check(
@@ -398,18 +398,12 @@ def test_a_node_python_that_imports_the_cli_but_lacks_a_jobs_dependency_fails_th
     # by that Python, as a suite run from the source tree has it; an editable install (CI's) does not set it
     src = Path(llmsweep.__file__).resolve().parent.parent
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(src), os.environ.get("PYTHONPATH")])))
-    spec = tiny()
-    job = SlurmExecutor(SlurmOptions(python=given, poll_s=0.5, time_limit="00:05:00")).submit(
-        spec, group_file=write_group(tmp_path, spec, ["true"]), out_dir=tmp_path, name="tf-python")
-    with cancel_on_interrupt([job]):
-        result = job.wait(timeout_s=90)
-    assert not result.ok and result.exit_code == 65, result.stderr_path.read_text()[-2000:]
-    reason = python_check_reason(result)
+    reason = python_check_reason(_failed_python_check(
+        tmp_path, SlurmOptions(python=given, poll_s=0.5, time_limit="00:05:00"), "tf-python", timeout_s=90))
     assert reason is not None and re.search(
         rf"the node's python {re.escape(given)} on \S+ cannot import ({'|'.join(lacking)}), which llmsweep\.\S+ "
         r"needs \(ModuleNotFoundError: No module named '\w+'\); the worker cannot run; .*--executor-option "
         r"python=PATH", reason), reason
-    assert not (tmp_path / "server.log").exists()  # nothing was launched
 
 
 def test_a_rejected_submission_names_the_command(tmp_path: Path) -> None:
