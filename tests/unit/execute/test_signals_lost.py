@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from llmsweep.execute import signals
+from llmsweep.execute.progress import SweepProgress
 
 RECIPE = Path(__file__).resolve().parents[2] / "data" / "recipes" / "run" / "slow-fixed-sim.yaml"
 
@@ -81,8 +82,6 @@ def test_a_signal_during_an_unwinding_only_hurries_it() -> None:
 def test_a_virtual_time_job_stops_for_a_signal_a_library_would_have_swallowed(tmp_path: Path) -> None:
     """The simulation polls a stop request at each virtual second; the handler raised wherever the main thread was,
     and a SIGTERM swallowed there left the job to finish valid and the run to exit 0 (a CI failure)."""
-    from llmsweep.execute.pipeline import RunRequest, run_sweep
-    from llmsweep.execute.progress import SweepProgress, use_progress
     from llmsweep.sim.predict import WindowProgress
 
     class Progress(SweepProgress):
@@ -97,20 +96,54 @@ def test_a_virtual_time_job_stops_for_a_signal_a_library_would_have_swallowed(tm
                 self.sent += 1
                 _in_a_library_that_swallows(signal.SIGTERM)
 
-    recipe = tmp_path / "long.yaml"
+    _stopped_without_summary(tmp_path, Progress(), signal.SIGTERM, (("conc-list: [1, 2, 3]", "conc-list: [64]"),
+                                                                   ("num-prompts: 3\n", "num-prompts: 2000\n")))
+
+
+@pytest.mark.usefixtures("installed")
+def test_a_virtual_job_interrupted_while_summarising_leaves_no_summary(tmp_path: Path) -> None:
+    """A virtual-time job a signal stops leaves no summary beside its failed outcome (README: "in virtual time it
+    has no summary"), even when the signal lands while the finished simulation is being summarised: a `summary.json`
+    saying `valid` beside an `outcome.json` saying `interrupted by SIGINT` told a reader of the job folder it was
+    good."""
+    from llmsweep.execute.progress import JobState
+
+    class Progress(SweepProgress):
+        sent = False
+
+        def line(self, message: str) -> None:
+            pass
+
+        def phase_changed(self, job: JobState) -> None:
+            super().phase_changed(job)
+            if job.phase == "summarising" and not self.sent:  # the simulation is done; its summary not yet made
+                self.sent = True
+                signal.raise_signal(signal.SIGINT)
+
+    _stopped_without_summary(tmp_path, Progress(), signal.SIGINT, (("conc-list: [1, 2, 3]", "conc-list: [1]"),))
+
+
+def _stopped_without_summary(tmp_path: Path, progress: SweepProgress, sig: signal.Signals,
+                             edits: tuple[tuple[str, str], ...]) -> None:
+    """Run RECIPE, edited, in virtual time under `progress` (which sends `sig` at its moment): the run stops with
+    that signal, and its one job is failed as interrupted by it, with no summary."""
+    from llmsweep.execute.pipeline import RunRequest, run_sweep
+    from llmsweep.execute.progress import use_progress
+
     text = RECIPE.read_text()
-    for old, new in (("conc-list: [1, 2, 3]", "conc-list: [64]"), ("num-prompts: 3\n", "num-prompts: 2000\n")):
+    for old, new in edits:
         assert old in text
         text = text.replace(old, new)
+    recipe = tmp_path / "recipe.yaml"
     recipe.write_text(text)
     out = tmp_path / "out"
-    with use_progress(Progress()), pytest.raises(signals.Interrupted) as caught:
+    with use_progress(progress), pytest.raises(signals.Interrupted) as caught:
         run_sweep(RunRequest(files=[recipe], out=out, store=tmp_path / "store.sqlite", report=False),
                   event=lambda _: None)
-    assert caught.value.signum == signal.SIGTERM
+    assert caught.value.signum == sig
     (job,) = (out / "jobs").iterdir()
     outcome = json.loads((job / "outcome.json").read_text())
-    assert outcome["status"] == "failed" and outcome["reasons"] == [signals.interrupted_by(signal.SIGTERM)]
+    assert outcome["status"] == "failed" and outcome["reasons"] == [signals.interrupted_by(sig)]
     assert not (job / "summary.json").exists()
 
 
