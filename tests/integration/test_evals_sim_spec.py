@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from support.recipes import Served, recipe_text
 
+from llmsweep.execute.readback import ReadbackSettings, acceptance_allowance
 from llmsweep.sim.config import typical_acceptance
 
 LM_EVAL = os.environ.get("LLMSWEEP_LM_EVAL")
@@ -45,5 +46,10 @@ def test_a_speculative_eval_only_job_serves_and_records_the_simulators_estimate(
     assert summary["provenance"]["acceptance"]["value"] == estimate
     assert summary["provenance"]["acceptance"]["source"] == "estimate"
     read_back = summary["eval"]["acceptance_length"]  # what the server realised over the eval
-    assert read_back is not None and abs(read_back - estimate) < 0.1, (read_back, estimate)
+    # realised over the eval's few verify steps (2 questions of at most 16 tokens): within the sampling error the
+    # read-back gate allows around the estimate (a fixed 0.1 failed under load, where batching orders the draws)
+    steps = summary["server_metrics"]["spec_decode"]["verify_steps"]
+    assert steps, summary["server_metrics"]["spec_decode"]  # drafted: the bound below is finite
+    _, allowed = acceptance_allowance(estimate, 3, steps, ReadbackSettings())
+    assert read_back is not None and abs(read_back - estimate) <= allowed, (read_back, estimate, steps, allowed)
     assert summary["server_metrics"]["spec_decode"]["acceptance_length"] == read_back

@@ -75,6 +75,15 @@ class ReadbackSettings(BaseModel):
     )
 
 
+def acceptance_allowance(expected: float, k: float, steps: float, settings: ReadbackSettings) -> tuple[float, float]:
+    """(SE, allowance) of a realised acceptance length over `steps` verify steps of draft length `k` around the
+    `expected` one: SE = √((AL − 1)(K + 1 − AL) / n), the worst case on [1, K + 1] (`acceptance_check` says why), and
+    the allowance max(al_tolerance, al_z × SE)."""
+    mean_accepted = min(max(expected - 1.0, 0.0), k)
+    se = math.sqrt(mean_accepted * (k - mean_accepted) / steps) if steps > 0 else math.inf
+    return se, max(settings.al_tolerance, settings.al_z * se)
+
+
 def acceptance_check(job: Job, summary: Summary, settings: ReadbackSettings) -> ReadbackCheck | None:
     """Realised vs pinned acceptance length, or None when the job's launch pins none (non-spec or eval-only jobs).
 
@@ -135,8 +144,7 @@ def acceptance_check(job: Job, summary: Summary, settings: ReadbackSettings) -> 
         )
         return check
     mean_accepted = min(max(pinned - 1.0, 0.0), k)
-    se = math.sqrt(mean_accepted * (k - mean_accepted) / steps) if steps > 0 else math.inf
-    allowance = max(settings.al_tolerance, settings.al_z * se)
+    se, allowance = acceptance_allowance(pinned, k, steps, settings)
     check.draft_length, check.standard_error, check.allowance = k, se, allowance
     off = abs(realised - pinned)
     rule = (f"allowed {allowance:.3f} = max(tolerance {settings.al_tolerance:.2f}, {settings.al_z:g} × standard "
